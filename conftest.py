@@ -1,0 +1,3 @@
+"""Wires the gate's pytest plugin into this repository's test runs."""
+
+pytest_plugins = ["invariants._plugin"]

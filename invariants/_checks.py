@@ -1,0 +1,351 @@
+"""Checks: expand spec invariants into items and decide each one.
+
+A :class:`Case` is one pytest item: one invariant on one target, for one program (absolute) or for the
+programs its assert names (relational), in one configuration. :func:`evaluate` decides it from structures
+alone; the caller supplies them, so this stage never compiles.
+
+Correctness checks run programs on the runtime target and compare values (:data:`CORRECTNESS`).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import fnmatch
+import importlib.metadata
+import math
+import operator
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ._errors import InvariantsError
+from ._programs import CATALOG, Config, get_config
+from ._spec import CorrectnessCheck, Invariant, Spec, select_programs
+from ._structure import METRICS, Structure
+from ._targets import Target
+
+Key = tuple[str, str, str]
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One invariant item. ``program`` is None for relational and throughput invariants."""
+
+    invariant: Invariant
+    target: str
+    config: str
+    program: str | None
+    skip: str | None = None
+
+    @property
+    def id(self) -> str:
+        subject = self.program if self.program else "~".join(self.invariant.programs)
+        return f"{self.target}-{subject}-{self.config}-{self.invariant.id}"
+
+    @property
+    def keys(self) -> list[Key]:
+        programs = [self.program] if self.program else list(self.invariant.programs)
+        return [(p, self.config, self.target) for p in programs]
+
+
+def _config_matches(config: str, patterns: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatchcase(config, p) for p in patterns)
+
+
+def _installed(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def unmet_condition(invariant: Invariant) -> str | None:
+    """None when every ``when`` condition holds for the installed versions, else why not."""
+    for req in invariant.when:
+        version = _installed(req.name)
+        if version is None:
+            return f"when: {req} (not installed)"
+        if not req.specifier.contains(version, prereleases=True):
+            return f"when: {req} (installed {req.name} {version})"
+    return None
+
+
+def spec_applies(spec: Spec, target: Target) -> bool:
+    return any(fnmatch.fnmatchcase(target.name, p) for p in spec.targets)
+
+
+def expand(specs: Iterable[Spec], targets: Iterable[Target], kinds: Sequence[str] = ("absolute", "relational")) -> list[Case]:
+    """Every item the specs define on ``targets``, in spec order. Unmet ``when`` → a skipped case."""
+    cases: list[Case] = []
+    targets = list(targets)
+    for spec in specs:
+        for target in (t for t in targets if spec_applies(spec, t)):
+            for inv in spec.invariants:
+                if inv.kind not in kinds:
+                    continue
+                skip = unmet_condition(inv)
+                if inv.kind == "absolute":
+                    for name in select_programs(inv.programs):
+                        for config in target.configs_for(CATALOG[name]):
+                            if _config_matches(config, inv.configs):
+                                cases.append(Case(inv, target.name, config, name, skip))
+                else:
+                    shared = None
+                    for name in inv.programs:
+                        have = set(target.configs_for(CATALOG[name]))
+                        shared = have if shared is None else shared & have
+                    for config in sorted(shared or ()):
+                        if _config_matches(config, inv.configs):
+                            cases.append(Case(inv, target.name, config, None, skip))
+    return cases
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """The decision on one case. ``measured`` maps each evaluated term to its value."""
+
+    holds: bool
+    measured: dict[str, Any]
+    detail: str = ""
+
+    def describe(self, invariant: Invariant) -> str:
+        values = ", ".join(f"{k} = {_fmt(v)}" for k, v in self.measured.items())
+        line = f"assert {invariant.text}: measured {values}"
+        return line + (f"; {self.detail}" if self.detail else "")
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, tuple) and len(value) > 6:
+        return f"<{len(value)} items>"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def input_facts(config: Config) -> dict[str, int]:
+    itemsize = np.dtype(config.table.dtype).itemsize
+    return {
+        "table_bytes": config.vocab * config.width * itemsize,
+        "row_bytes": config.width * itemsize,
+        "lookups": math.prod(config.index_shape),
+        "vocab": config.vocab,
+    }
+
+
+def structural_signature(s: Structure) -> tuple[Any, ...]:
+    """What ``structure(a) == structure(b)`` compares: everything the snapshot shows below the jaxpr."""
+    return (s.kernel_list, s.custom_call_targets, s.gather_shapes, s.scatter_shapes, s.collectives, s.converts)
+
+
+_COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], bool]] = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+}
+_ARITH: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+}
+
+
+class _Unknown(Exception):
+    """A metric had no value (e.g. a loop's trip count could not be derived)."""
+
+
+def evaluate(
+    case: Case,
+    structure: Callable[[Key], Structure],
+    measure: Callable[[str, str], float] | None = None,
+) -> Verdict:
+    """Decide ``case``. ``structure(key)`` gives the structure of a compiled key; ``measure(fn, program)``
+    gives a throughput figure (``time`` or ``efficiency``) for throughput invariants."""
+    config = get_config(case.config)
+    facts = input_facts(config)
+    measured: dict[str, Any] = {}
+
+    def metric_of(name: str, program: str) -> Any:
+        s = structure((program, case.config, case.target))
+        if name == "custom_call_targets":
+            return s.custom_call_targets
+        if name == "opcodes":
+            return tuple(s.opcodes)
+        value = METRICS[name](s)
+        if value is None:
+            raise _Unknown(f"{name} of {program} is unknown (a loop trip count could not be derived)")
+        return value
+
+    def ev(node: ast.AST) -> Any:
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.UnaryOp):
+            return -ev(node.operand)
+        if isinstance(node, ast.BinOp):
+            return _ARITH[type(node.op)](ev(node.left), ev(node.right))
+        if isinstance(node, ast.Name):
+            if node.id in facts:
+                value: Any = facts[node.id]
+            else:
+                assert case.program is not None
+                value = metric_of(node.id, case.program)
+            measured[node.id] = value
+            return value
+        if isinstance(node, ast.Call):
+            fn, program = node.func.id, node.args[0].id  # type: ignore[attr-defined]
+            if fn == "structure":
+                value = structural_signature(structure((program, case.config, case.target)))
+                measured[f"structure({program})"] = f"<{len(value[0])} kernels>"
+                return value
+            if fn in ("time", "efficiency"):
+                if measure is None:
+                    raise InvariantsError(f"{case.invariant.where}: {fn}() needs the throughput tier")
+                value = measure(fn, program)
+            else:
+                value = metric_of(fn, program)
+            measured[f"{fn}({program})"] = value
+            return value
+        raise InvariantsError(f"{case.invariant.where}: cannot evaluate {ast.unparse(node)}")
+
+    body = case.invariant.expr.body
+    assert isinstance(body, ast.Compare)
+    try:
+        left = ev(body.left)
+        right = ev(body.comparators[0])
+    except _Unknown as err:
+        return Verdict(False, measured, str(err))
+    holds = bool(_COMPARE[type(body.ops[0])](left, right))
+    return Verdict(holds, measured)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Correctness: values on the runtime target.
+
+# Relative to the largest magnitude: gradients sum thousands of rows in orders that differ between forms.
+_TOLERANCE = {"f32": 1e-5, "bf16": 2e-2}
+
+
+def _run(program: str, config: Config, args: Sequence[Any]) -> np.ndarray:
+    import jax
+
+    out = jax.jit(CATALOG[program].fn)(*args)
+    return np.asarray(jax.device_get(out), dtype=np.float32)
+
+
+def check_agree(check: CorrectnessCheck, program: str, config: Config, distribution: str) -> str | None:
+    """``program`` returns the values of ``check.reference`` on valid indices (gradients too)."""
+    from ._programs import make_arguments
+
+    if check.reference is None:
+        raise InvariantsError(f"{check.where}: check 'agree' needs a 'reference' program")
+    args = make_arguments(CATALOG[program], config, distribution)  # type: ignore[arg-type]
+    got, want = _run(program, config, args), _run(check.reference, config, args)
+    tol = _TOLERANCE[config.table_dtype] * max(1.0, float(np.abs(want).max()))
+    err = float(np.abs(got - want).max())
+    if got.shape != want.shape:
+        return f"shape {got.shape} differs from {check.reference}'s {want.shape}"
+    if not err <= tol:
+        return f"max |{program} - {check.reference}| = {err:.3g} > {tol:.3g}"
+    return None
+
+
+# What each mode does with row V (one past the end) and row -1, as (value for V, value for -1):
+# the row it reads, "nan", "zero" — pinned so that a change in JAX's out-of-bounds semantics fails.
+_OOB_EXPECT = {
+    "clamp": ("row V-1", "row 0"),
+    "fill_nan": ("nan", "row V-1"),
+    "fill_zero": ("zero", "row V-1"),
+    "wrap": ("row 0", "row V-1"),
+    "wrap_negative_clamp": ("row V-1", "row V-1"),
+}
+
+
+def check_out_of_bounds(check: CorrectnessCheck, program: str, config: Config, distribution: str) -> str | None:
+    """Indices V and -1 give what ``check.expect`` names (a key of ``_OOB_EXPECT``)."""
+    if check.expect not in _OOB_EXPECT:
+        raise InvariantsError(f"{check.where}: expect must be one of {', '.join(_OOB_EXPECT)}")
+    vocab = config.vocab
+    table = np.arange(vocab * config.width, dtype=np.float32).reshape(vocab, config.width) + 1
+    table = table.astype(np.dtype(config.table.dtype))
+    x = np.array([vocab, -1], dtype=np.dtype(config.indices.dtype))
+    out = _run(program, config, (table, x))
+    rows = {"row 0": table[0], "row V-1": table[-1]}
+
+    def what(row: np.ndarray) -> str:
+        if np.isnan(row).all():
+            return "nan"
+        if (row == 0).all():
+            return "zero"
+        for name, ref in rows.items():
+            if np.array_equal(row, np.asarray(ref, dtype=np.float32)):
+                return name
+        return "something else"
+
+    got = (what(out[0]), what(out[1]))
+    want = _OOB_EXPECT[check.expect]
+    if got != want:
+        return f"index V gave {got[0]} and index -1 gave {got[1]}; '{check.expect}' means {want[0]} and {want[1]}"
+    return None
+
+
+def check_narrow_index(check: CorrectnessCheck, program: str, config: Config, distribution: str) -> str | None:
+    """int8 indices -1..126 into the seed's 8192-row table (past int8's range), pinned by ``expect``:
+    ``ok`` (the rows numpy gives), ``overflow_error`` (raises OverflowError), or ``wrong_rows``."""
+    import jax
+
+    vocab = 8192
+    table = np.arange(vocab * config.width, dtype=np.float32).reshape(vocab, config.width)
+    x = np.arange(-1, 127, dtype=np.int8)
+    try:
+        out = np.asarray(jax.jit(CATALOG[program].fn)(table, x))
+        got = "ok" if np.array_equal(out, table[x.astype(np.int64)]) else "wrong_rows"
+    except OverflowError:
+        got = "overflow_error"
+    if got != check.expect:
+        return f"int8 indices into {vocab} rows: got {got}, expected {check.expect}"
+    return None
+
+
+CORRECTNESS: dict[str, Callable[[CorrectnessCheck, str, Config, str], str | None]] = {
+    "agree": check_agree,
+    "out_of_bounds": check_out_of_bounds,
+    "narrow_index": check_narrow_index,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class CorrectnessCase:
+    check: CorrectnessCheck
+    program: str
+    config: str
+    distribution: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.program}-{self.config}-{self.distribution}-{self.check.id}"
+
+
+def expand_correctness(specs: Iterable[Spec], runtime: Target) -> list[CorrectnessCase]:
+    cases = []
+    for spec in specs:
+        if not spec_applies(spec, runtime):
+            continue
+        for check in spec.correctness:
+            for name in select_programs(check.programs):
+                for config in runtime.configs_for(CATALOG[name]):
+                    if _config_matches(config, check.configs):
+                        for dist in check.distributions:
+                            cases.append(CorrectnessCase(check, name, config, dist))
+    return cases
+
+
+def run_correctness(case: CorrectnessCase) -> str | None:
+    """None when the check holds, else one line saying what differs."""
+    return CORRECTNESS[case.check.check](case.check, case.program, get_config(case.config), case.distribution)

@@ -1,0 +1,229 @@
+"""Compile a (program, configuration, target) to every artifact later stages read, once per session.
+
+The artifacts are plain text and numbers (:class:`Compiled`), so that later stages never touch JAX objects
+and a child process can hand them back as JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from ._errors import InvariantsError
+from ._programs import Program, get_config, get_program
+from ._targets import HOST_DEVICE_FLAG, Target
+
+Key = tuple[str, str, str]  # (program, config id, target name)
+
+
+@dataclasses.dataclass(frozen=True)
+class Compiled:
+    """What one program compiles to on one target.
+
+    ``hlo_text`` is the optimized, scheduled HLO module (``compiled.as_text()``); ``jaxpr_primitives`` is
+    the jaxpr's primitive sequence with nested calls inlined and gather/scatter modes attached, e.g.
+    ``gather[PROMISE_IN_BOUNDS]``. ``cost`` and ``memory`` are XLA's analyses where the backend offers them
+    (aids for inspection, not comparable across versions).
+    """
+
+    program: str
+    config: str
+    target: str
+    jaxpr: str
+    jaxpr_primitives: tuple[str, ...]
+    stablehlo: str
+    hlo_text: str
+    cost: dict[str, float]
+    memory: dict[str, int]
+    compile_seconds: float
+
+    @property
+    def key(self) -> Key:
+        return (self.program, self.config, self.target)
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Compiled:
+        data = dict(data)
+        data["jaxpr_primitives"] = tuple(data["jaxpr_primitives"])
+        return cls(**data)
+
+
+def _abstract_arguments(program: Program, config_id: str, target: Target) -> tuple[Any, ...]:
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    config = get_config(config_id)
+    specs = program.argument_specs(config)
+    if target.mode == "runtime" and program.layout is None:
+        return specs
+    devices = list(target.devices())
+    if program.layout is not None:
+        layout = program.layout
+        mesh = Mesh(np.array(devices[: layout.devices]).reshape(layout.mesh_shape), layout.axes)
+        parts = program.argument_specs_sharded(config)
+    else:
+        mesh = Mesh(np.array(devices[:1]).reshape(1), ("x",))
+        parts = tuple(() for _ in specs)
+    return tuple(
+        jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=NamedSharding(mesh, PartitionSpec(*p)))
+        for s, p in zip(specs, parts, strict=True)
+    )
+
+
+def jaxpr_primitives(closed_jaxpr: Any) -> tuple[str, ...]:
+    """The primitive sequence of a jaxpr, nested calls inlined, gather/scatter with their mode."""
+    out: list[str] = []
+
+    def walk(jaxpr: Any) -> None:
+        for eqn in jaxpr.eqns:
+            subs = [v for v in eqn.params.values() if hasattr(v, "eqns") or hasattr(v, "jaxpr")]
+            subs += [b for v in eqn.params.values() if isinstance(v, tuple) for b in v if hasattr(b, "jaxpr")]
+            if subs and eqn.primitive.name in ("pjit", "jit", "closed_call", "core_call", "custom_jvp_call",
+                                                "custom_vjp_call", "remat", "checkpoint", "custom_vjp_call_jaxpr"):
+                for sub in subs:
+                    walk(getattr(sub, "jaxpr", sub))
+                continue
+            name = eqn.primitive.name
+            mode = eqn.params.get("mode")
+            if mode is not None and ("gather" in name or "scatter" in name):
+                name = f"{name}[{getattr(mode, 'name', mode)}]"
+            out.append(name)
+            for sub in subs:  # loops and conditionals: keep their bodies visible
+                out.append("{")
+                walk(getattr(sub, "jaxpr", sub))
+                out.append("}")
+
+    walk(closed_jaxpr.jaxpr)
+    return tuple(out)
+
+
+def compile_here(program_name: str, config_id: str, target: Target) -> Compiled:
+    """Lower and compile in this process. Raises :class:`InvariantsError` with the key on failure."""
+    import jax
+
+    program = get_program(program_name)
+    args = _abstract_arguments(program, config_id, target)
+    start = time.perf_counter()
+    try:
+        closed = jax.make_jaxpr(program.fn)(*args)
+        lowered = jax.jit(program.fn).lower(*args)
+        compiled = lowered.compile()
+    except Exception as err:  # a compiler error is a finding about this key, said in one line
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise InvariantsError(f"{target.name}/{program_name}[{config_id}]: compile failed: {first}") from err
+    seconds = time.perf_counter() - start
+    return Compiled(
+        program=program_name,
+        config=config_id,
+        target=target.name,
+        jaxpr=str(closed),
+        jaxpr_primitives=jaxpr_primitives(closed),
+        stablehlo=lowered.as_text(),
+        hlo_text=compiled.as_text(),
+        cost=_cost(compiled),
+        memory=_memory(compiled),
+        compile_seconds=seconds,
+    )
+
+
+def _cost(compiled: Any) -> dict[str, float]:
+    try:
+        cost = compiled.cost_analysis()
+    except Exception:  # not every backend offers it; it is an aid, never a verdict
+        return {}
+    if isinstance(cost, list):  # older JAX returned one dict per computation
+        cost = cost[0] if cost else {}
+    return {k: float(v) for k, v in (cost or {}).items() if k in ("flops", "bytes accessed", "transcendentals")}
+
+
+def _memory(compiled: Any) -> dict[str, int]:
+    try:
+        mem = compiled.memory_analysis()
+    except Exception:
+        return {}
+    fields = ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes", "generated_code_size_in_bytes")
+    return {f: int(getattr(mem, f)) for f in fields if mem is not None and hasattr(mem, f)}
+
+
+def compile_in_child(keys: Iterable[Key], target: Target) -> list[Compiled]:
+    """Compile ``keys`` for a ``subprocess`` target in one child process with the host-device flag set."""
+    requests = [list(k) for k in keys]
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {HOST_DEVICE_FLAG}".strip()
+    env["JAX_PLATFORMS"] = "cpu"
+    proc = subprocess.run(
+        [sys.executable, "-m", "invariants._compile", target.name],
+        input=json.dumps(requests),
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise InvariantsError(f"{target.name}: compile child exited {proc.returncode}: {last}")
+    return [Compiled.from_json(d) for d in json.loads(proc.stdout)]
+
+
+class CompileCache:
+    """Session-wide cache: nothing compiles twice. ``plan`` tells it every key a session will ask for,
+    so that a child-process target compiles all of its keys in one child."""
+
+    def __init__(self, targets: dict[str, Target]) -> None:
+        self._targets = targets
+        self._done: dict[Key, Compiled] = {}
+        self._planned: dict[str, set[Key]] = {}
+
+    def plan(self, keys: Iterable[Key]) -> None:
+        for key in keys:
+            self._planned.setdefault(key[2], set()).add(key)
+
+    def get(self, program: str, config: str, target: str) -> Compiled:
+        key = (program, config, target)
+        if key not in self._done:
+            t = self._targets[target]
+            if t.mode == "subprocess":
+                batch = sorted(self._planned.get(target, set()) | {key})
+                for c in compile_in_child([k for k in batch if k not in self._done], t):
+                    self._done[c.key] = c
+            else:
+                self._done[key] = compile_here(program, config, t)
+        return self._done[key]
+
+    @property
+    def compiled(self) -> list[Compiled]:
+        return list(self._done.values())
+
+    @property
+    def total_seconds(self) -> float:
+        return sum(c.compile_seconds for c in self._done.values())
+
+
+def _child_main(target_name: str) -> int:
+    from ._targets import _AOT_TARGETS
+
+    target = next(t for t in _AOT_TARGETS if t.name == target_name)
+    keys = json.loads(sys.stdin.read())
+    out = []
+    for program, config, _ in keys:
+        try:
+            out.append(compile_here(program, config, target).to_json())
+        except InvariantsError as err:
+            print(err, file=sys.stderr)
+            return 1
+    json.dump(out, sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main(sys.argv[1]))

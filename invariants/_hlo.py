@@ -1,0 +1,510 @@
+"""A small model of optimized-HLO module text, and its parser.
+
+``parse_module`` reads the text that ``compiled.as_text()`` returns, or one ``--xla_dump_to``
+``*after_optimizations.txt`` file, into frozen dataclasses. It understands:
+
+* the current format (jax 0.10.x): ``%name = f32[8,4]{1,0} op(%a, %b), attr=...``, computation headers with
+  signatures, and the FileNames / FunctionNames / FileLocations / StackFrames tables after the module line;
+* the older format (jax 0.4.x) whose operands carry their shapes: ``fusion(f32[8,4]{1,0} %a, ...)``;
+* TPU text: names without ``%``, tiled layouts ``{1,0:T(8,128)S(1)}``, ``} // name`` closers,
+  ``/*index=5*/`` comments, JSON ``backend_config``, nested ``{...}`` attribute values.
+
+The contract is strict: text that is not understood raises ``HloParseError`` naming the source, the line and
+the offending text. Nothing is skipped silently, because a silently dropped instruction becomes a wrong
+count downstream. What can be ignored safely is ignored: the metadata tables, comments and blank lines.
+Attribute values are kept as raw text; only their bracket and string structure is checked.
+
+An instruction that spans several lines (unbalanced brackets at the end of a line) is joined with the lines
+that follow it; its ``line`` is the first one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from invariants._errors import InvariantsError
+
+__all__ = [
+    "Computation",
+    "HloModule",
+    "HloParseError",
+    "Instruction",
+    "Shape",
+    "parse_module",
+]
+
+
+class HloParseError(InvariantsError):
+    """HLO text that the parser does not understand.
+
+    ``str(err)`` is one line: ``SOURCE:LINE: what was not understood: <offending text, ~80 chars>``.
+    """
+
+    def __init__(self, source: str, line: int, message: str, text: str = "") -> None:
+        self.source = source
+        self.line = line
+        self.message = message
+        self.text = text
+        snippet = " ".join(text.split())
+        if len(snippet) > 80:
+            snippet = snippet[:77] + "..."
+        super().__init__(
+            f"{source}:{line}: {message}: {snippet}" if snippet else f"{source}:{line}: {message}"
+        )
+
+
+# Bits per element. Sub-byte types pack: an s4[3] array takes 2 bytes.
+_DTYPE_BITS: dict[str, int] = {
+    "pred": 8,
+    "s2": 2, "u2": 2, "s4": 4, "u4": 4,
+    "s8": 8, "u8": 8,
+    "s16": 16, "u16": 16, "f16": 16, "bf16": 16,
+    "s32": 32, "u32": 32, "f32": 32,
+    "s64": 64, "u64": 64, "f64": 64, "c64": 64,
+    "c128": 128,
+    "token": 0, "opaque": 0,
+}  # fmt: skip
+# The many fp8/fp4 variants (f8e4m3fn, f8e5m2fnuz, f4e2m1fn, ...) are named after their width.
+_FLOAT_VARIANT = re.compile(r"f(\d+)e\d+m\d+[a-z]*")
+
+
+def dtype_bits(dtype: str) -> int | None:
+    """Bits per element of an HLO element type, or None when the type is unknown."""
+    bits = _DTYPE_BITS.get(dtype)
+    if bits is None:
+        m = _FLOAT_VARIANT.fullmatch(dtype)
+        if m:
+            bits = int(m.group(1))
+    return bits
+
+
+@dataclass(frozen=True)
+class Shape:
+    """An array shape (``dtype`` set) or a tuple shape (``dtype`` None, ``tuple_shapes`` set).
+
+    ``layout`` is the raw text between the braces, e.g. ``1,0`` or ``0,1:T(8,128)S(1)``; None when absent.
+    """
+
+    dtype: str | None
+    dims: tuple[int, ...] = ()
+    layout: str | None = None
+    tuple_shapes: tuple[Shape, ...] = ()
+
+    @property
+    def is_tuple(self) -> bool:
+        return self.dtype is None
+
+    def byte_size(self) -> int:
+        """Bytes of the data, without padding for tiling: the sum of the elements for a tuple."""
+        if self.dtype is None:
+            return sum(s.byte_size() for s in self.tuple_shapes)
+        bits = dtype_bits(self.dtype) or 0
+        return (math.prod(self.dims) * bits + 7) // 8
+
+    def __str__(self) -> str:
+        if self.dtype is None:
+            return "(" + ", ".join(str(s) for s in self.tuple_shapes) + ")"
+        text = f"{self.dtype}[{','.join(str(d) for d in self.dims)}]"
+        return text if self.layout is None else f"{text}{{{self.layout}}}"
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """One HLO instruction.
+
+    ``operands`` are operand instruction names without ``%``. ``attrs`` maps each attribute key to its raw
+    text (e.g. ``kind`` -> ``kLoop``, ``backend_config`` -> the JSON text). ``called`` lists the
+    computations this instruction calls, in attribute order. ``literal`` is the text inside the parens of a
+    ``constant`` (e.g. ``16384``, ``{8191, 0}``, ``nan``) or a ``parameter`` (its number); None otherwise.
+    ``line`` is the 1-based line in the source text.
+    """
+
+    name: str
+    opcode: str
+    shape: Shape
+    operands: tuple[str, ...]
+    attrs: dict[str, str] = field(hash=False)
+    called: tuple[str, ...]
+    is_root: bool
+    line: int
+    literal: str | None = None
+
+    @property
+    def fusion_kind(self) -> str | None:
+        return self.attrs.get("kind") if self.opcode == "fusion" else None
+
+    @property
+    def custom_call_target(self) -> str | None:
+        raw = self.attrs.get("custom_call_target")
+        return None if raw is None else _unquote(raw)
+
+    @property
+    def backend_config(self) -> str | None:
+        """The raw backend_config text (JSON unquoted when it was printed as a string), or None."""
+        raw = self.attrs.get("backend_config")
+        return None if raw is None else _unquote(raw)
+
+    @property
+    def backend_config_json(self) -> dict[str, Any] | None:
+        """The backend_config parsed as a JSON object, or None when absent or not JSON."""
+        raw = self.backend_config
+        if raw is None or not raw.startswith("{"):
+            return None
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
+
+
+@dataclass(frozen=True)
+class Computation:
+    """A computation: its instructions in text order. ``comp[name]`` looks an instruction up by name."""
+
+    name: str
+    instructions: tuple[Instruction, ...]
+    is_entry: bool
+    _by_name: dict[str, Instruction] = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_name", {i.name: i for i in self.instructions})
+
+    @property
+    def root(self) -> Instruction:
+        """The ROOT instruction; the last instruction when none is marked (as XLA's own parser does)."""
+        for instr in self.instructions:
+            if instr.is_root:
+                return instr
+        return self.instructions[-1]
+
+    def __getitem__(self, name: str) -> Instruction:
+        return self._by_name[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def get(self, name: str) -> Instruction | None:
+        return self._by_name.get(name)
+
+    def __iter__(self) -> Iterator[Instruction]:
+        return iter(self.instructions)
+
+
+@dataclass(frozen=True)
+class HloModule:
+    """One HLO module: computations by name in text order, and the ENTRY computation."""
+
+    name: str
+    computations: dict[str, Computation] = field(hash=False)
+    entry: Computation
+
+
+# --- lexical helpers ---------------------------------------------------------------------------------
+
+_NAME = r"[A-Za-z_][\w.\-]*"
+_MODULE_LINE = re.compile(rf"HloModule\s+({_NAME})\s*(?:,\s*(.*))?$")
+_TABLE_HEADER = re.compile(r"[A-Z][A-Za-z]*$")
+_TABLE_ROW = re.compile(r"\d+\s")
+_COMP_HEADER = re.compile(rf"(ENTRY\s+)?%?({_NAME})\s*(\(.*\)\s*->\s*.+?)?\s*\{{$")
+_COMP_CLOSE = re.compile(r"\}\s*(?://.*)?$")
+_INSTR_HEAD = re.compile(rf"(ROOT\s+)?%?({_NAME})\s*=\s*")
+_OPCODE = re.compile(r"\s*([a-z][a-z0-9\-_]*)\(")
+_ARRAY_SHAPE = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\](?:\{([^{}]*)\})?")
+_DIM = re.compile(r"(?:<=)?(\d+)")
+_OPERAND = re.compile(rf"%?({_NAME})$")
+_ATTR = re.compile(r"([A-Za-z_][\w.\-]*)\s*=\s*(.*)$", re.DOTALL)
+_SPECIAL = re.compile(r'[",()\[\]{}]')
+_STRING_REST = re.compile(r'(?:[^"\\]|\\.)*"', re.DOTALL)
+_COMMENT_OR_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|/\*.*?\*/')
+_CLOSERS = {"(": ")", "[": "]", "{": "}"}
+# Attributes whose value names computations (a single name, or a {a, b} list).
+_CALL_ATTRS = ("calls", "to_apply", "condition", "body", "branch_computations", "true_computation",
+               "false_computation", "called_computations", "async_wrapped_computation")  # fmt: skip
+# Opcodes whose parenthesised text is a value, not operands.
+_LITERAL_OPCODES = frozenset({"constant", "parameter"})
+
+
+class _Error(Exception):
+    """A local parse failure; the caller adds source and line."""
+
+    def __init__(self, message: str, text: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.text = text
+
+
+class _NeedMore(_Error):
+    """The text ended inside a bracket or string: the instruction may continue on the next line."""
+
+
+def _unquote(raw: str) -> str:
+    if len(raw) >= 2 and raw[0] == '"' and raw[-1] == '"':
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            return raw[1:-1]
+        return value if isinstance(value, str) else raw[1:-1]
+    return raw
+
+
+def _strip_comments(text: str) -> str:
+    # /* */ comments (TPU prints /*index=5*/ in long tuples); strings are kept intact.
+    if "/*" not in text:
+        return text
+    return _COMMENT_OR_STRING.sub(lambda m: m.group() if m.group()[0] == '"' else "", text)
+
+
+def _split(text: str, pos: int, closer: str | None) -> tuple[list[str], int]:
+    """Split ``text[pos:]`` at top-level commas, respecting brackets and strings.
+
+    With ``closer`` set, stop at the unmatched ``closer`` and return the position after it; otherwise run to
+    the end of the text. Pieces are stripped.
+    """
+    stack: list[str] = []
+    pieces: list[str] = []
+    start = i = pos
+    while True:
+        m = _SPECIAL.search(text, i)
+        if m is None:
+            missing = stack[-1] if stack else closer
+            if missing is not None:
+                raise _NeedMore(f"unbalanced brackets (missing {missing!r})", text[pos:])
+            pieces.append(text[start:].strip())
+            return pieces, len(text)
+        c, j = m.group(), m.start()
+        if c == '"':
+            end = _STRING_REST.match(text, j + 1)
+            if end is None:
+                raise _NeedMore("unterminated string", text[j:])
+            i = end.end()
+            continue
+        if c in _CLOSERS:
+            stack.append(_CLOSERS[c])
+        elif c == ",":
+            if not stack:
+                pieces.append(text[start:j].strip())
+                start = j + 1
+        elif stack:
+            if stack.pop() != c:
+                raise _Error(f"mismatched {c!r}", text[j:])
+        elif c == closer:
+            pieces.append(text[start:j].strip())
+            return pieces, j + 1
+        else:
+            raise _Error(f"unexpected {c!r}", text[j:])
+        i = j + 1
+
+
+def _parse_shape(text: str, pos: int) -> tuple[Shape, int]:
+    """Parse one shape at ``text[pos]``; return it and the position after it."""
+    if text.startswith("(", pos):
+        pos += 1
+        elements: list[Shape] = []
+        while True:
+            while pos < len(text) and text[pos] == " ":
+                pos += 1
+            if text.startswith(")", pos):
+                return Shape(None, tuple_shapes=tuple(elements)), pos + 1
+            if elements:
+                if not text.startswith(",", pos):
+                    raise _Error("expected ',' or ')' in a tuple shape", text[pos:])
+                pos += 1
+                while pos < len(text) and text[pos] == " ":
+                    pos += 1
+            element, pos = _parse_shape(text, pos)
+            elements.append(element)
+    m = _ARRAY_SHAPE.match(text, pos)
+    if m is None:
+        raise _Error("expected a shape", text[pos:])
+    dtype, dims_text, layout = m.groups()
+    if dtype_bits(dtype) is None:
+        raise _Error(f"unknown element type {dtype!r}", text[pos:])
+    dims: list[int] = []
+    if dims_text.strip():
+        for d in dims_text.split(","):
+            dm = _DIM.fullmatch(d.strip())
+            if dm is None:
+                raise _Error("unsupported dimension", text[pos:])
+            dims.append(int(dm.group(1)))
+    return Shape(dtype, tuple(dims), layout), m.end()
+
+
+def _parse_operand(piece: str) -> str:
+    # Old format prints the operand's shape first: "f32[8,4]{1,0} %a" or "(s32[], f32[2]) %t".
+    if piece[:1] == "(" or _ARRAY_SHAPE.match(piece):
+        _, end = _parse_shape(piece, 0)
+        if end < len(piece) and piece[end] != " ":
+            raise _Error("expected an operand name after its shape", piece)
+        piece = piece[end:].strip()
+    m = _OPERAND.match(piece)
+    if m is None:
+        raise _Error("expected an operand name", piece)
+    return m.group(1)
+
+
+def _called_names(raw: str) -> list[str]:
+    inner = raw[1:-1] if raw.startswith("{") and raw.endswith("}") else raw
+    return [n.strip().lstrip("%") for n in inner.split(",") if n.strip()]
+
+
+def _parse_instruction(text: str, line: int) -> Instruction:
+    head = _INSTR_HEAD.match(text)
+    if head is None:
+        raise _Error("expected an instruction 'name = shape opcode(...)'", text)
+    shape, pos = _parse_shape(text, head.end())
+    op = _OPCODE.match(text, pos)
+    if op is None:
+        raise _Error("expected an opcode and '(' after the shape", text[pos:])
+    opcode = op.group(1)
+    pieces, pos = _split(text, op.end(), ")")
+    literal: str | None = None
+    operands: tuple[str, ...] = ()
+    if opcode in _LITERAL_OPCODES:
+        literal = ", ".join(pieces)
+    elif pieces != [""]:
+        operands = tuple(_parse_operand(p) for p in pieces)
+    attrs: dict[str, str] = {}
+    rest = text[pos:].strip()
+    if rest:
+        if not rest.startswith(","):
+            raise _Error("expected ',' before the attributes", rest)
+        for piece in _split(rest, 1, None)[0]:
+            am = _ATTR.match(piece)
+            if am is None:
+                raise _Error("expected an attribute 'key=value'", piece)
+            attrs[am.group(1)] = am.group(2).strip()
+    called = tuple(n for key in _CALL_ATTRS if key in attrs for n in _called_names(attrs[key]))
+    return Instruction(
+        name=head.group(2),
+        opcode=opcode,
+        shape=shape,
+        operands=operands,
+        attrs=attrs,
+        called=called,
+        is_root=head.group(1) is not None,
+        line=line,
+        literal=literal,
+    )
+
+
+# --- the module parser -------------------------------------------------------------------------------
+
+
+@dataclass
+class _OpenComputation:
+    name: str
+    is_entry: bool
+    line: int
+    instructions: list[Instruction] = field(default_factory=list)
+
+
+def parse_module(text: str, source: str = "<string>") -> HloModule:
+    """Parse the text of exactly one HLO module.
+
+    Raises ``HloParseError`` for anything not understood: an unknown line, a malformed instruction, an
+    operand or called computation that does not exist, a second module, a missing or duplicate ENTRY.
+    """
+    lines = text.splitlines()
+    module_name: str | None = None
+    computations: dict[str, Computation] = {}
+    current: _OpenComputation | None = None
+    in_table = False
+    i = 0
+    while i < len(lines):
+        lineno = i + 1
+        raw = lines[i]
+        i += 1
+        stripped = raw.strip()
+        if not stripped or stripped.startswith("//"):
+            continue
+        try:
+            if current is not None:
+                if _COMP_CLOSE.match(stripped):
+                    computations[current.name] = _close(current, source)
+                    current = None
+                    continue
+                body = _strip_comments(stripped)
+                while True:
+                    try:
+                        current.instructions.append(_parse_instruction(body, lineno))
+                        break
+                    except _NeedMore:
+                        if i >= len(lines) or _COMP_CLOSE.match(lines[i].strip()):
+                            raise
+                        body = body + " " + _strip_comments(lines[i].strip())
+                        i += 1
+                continue
+            if stripped.startswith("HloModule"):
+                m = _MODULE_LINE.match(stripped)
+                if m is None:
+                    raise _Error("malformed HloModule line", stripped)
+                if module_name is not None:
+                    raise _Error("a second HloModule (one module per file)", stripped)
+                if m.group(2):
+                    _split(m.group(2), 0, None)  # checks that the header's attributes are balanced
+                module_name = m.group(1)
+                in_table = False
+                continue
+            if module_name is None:
+                raise _Error("expected 'HloModule NAME' first", stripped)
+            header = _COMP_HEADER.match(_strip_comments(stripped))
+            if header is not None:
+                name = header.group(2)
+                if name in computations:
+                    raise _Error(f"duplicate computation {name!r}", stripped)
+                current = _OpenComputation(name, header.group(1) is not None, lineno)
+                in_table = False
+                continue
+            # FileNames / FunctionNames / FileLocations / StackFrames: source-location tables, ignored.
+            if _TABLE_HEADER.match(stripped):
+                in_table = True
+                continue
+            if in_table and _TABLE_ROW.match(stripped):
+                continue
+            raise _Error("unexpected line outside a computation", stripped)
+        except _Error as err:
+            raise HloParseError(source, lineno, err.message, err.text) from None
+    if current is not None:
+        raise HloParseError(source, current.line, "computation not closed with '}'", current.name)
+    if module_name is None:
+        raise HloParseError(source, 1, "no HloModule line", text[:80])
+    return _link(module_name, computations, source)
+
+
+def _close(comp: _OpenComputation, source: str) -> Computation:
+    if not comp.instructions:
+        raise HloParseError(source, comp.line, "empty computation", comp.name)
+    seen: set[str] = set()
+    roots = 0
+    for instr in comp.instructions:
+        if instr.name in seen:
+            raise HloParseError(source, instr.line, "duplicate instruction name", instr.name)
+        seen.add(instr.name)
+        roots += instr.is_root
+    if roots > 1:
+        raise HloParseError(source, comp.line, "more than one ROOT in computation", comp.name)
+    for instr in comp.instructions:
+        for operand in instr.operands:
+            if operand not in seen:
+                raise HloParseError(source, instr.line, f"unknown operand {operand!r}", instr.name)
+    return Computation(comp.name, tuple(comp.instructions), comp.is_entry)
+
+
+def _link(name: str, computations: dict[str, Computation], source: str) -> HloModule:
+    entries = [c for c in computations.values() if c.is_entry]
+    if len(entries) != 1:
+        found = ", ".join(c.name for c in entries) or "none"
+        raise HloParseError(source, 1, "expected exactly one ENTRY computation", f"found {found}")
+    for comp in computations.values():
+        for instr in comp.instructions:
+            for callee in instr.called:
+                if callee not in computations:
+                    raise HloParseError(
+                        source, instr.line, f"calls unknown computation {callee!r}", instr.name
+                    )
+    return HloModule(name, computations, entries[0])

@@ -1,0 +1,173 @@
+"""``hlo-stats``: print the structural metrics of optimized-HLO text files."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+from collections import Counter
+from typing import Any
+
+from invariants._errors import InvariantsError
+from invariants._hlo import parse_module
+from invariants._structure import Kernel, Structure, structure_of, to_json
+
+_DUMP_GLOB = "*after_optimizations.txt"
+
+_EPILOG = f"""\
+A directory argument stands for its {_DUMP_GLOB} files (sorted by name), as written by
+XLA_FLAGS=--xla_dump_to=DIR. Other files are read as one HLO module each (e.g. compiled.as_text()).
+
+--json prints, for exactly one input file, that file's object; for several, one object keyed by file path.
+Each file's object has: module, entry_fusions, fusion_kinds, kernels, while_loops (count), trip_counts
+(one per loop, null when unknown), dynamic_kernel_launches (null when a trip count is unknown), opcodes,
+custom_call_targets, collectives (opcode -> count), collective_bytes, gathers, scatters, dynamic_slices,
+dynamic_update_slices, gather_shapes, scatter_shapes, converts (src->dst -> count), root_shape and
+kernel_list.
+
+Exit status: 0 on success; 2 for a missing file or text that is not understood (one line on stderr,
+FILE:LINE: what was not understood).
+"""
+
+
+class _InputError(InvariantsError):
+    pass
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hlo-stats",
+        description="Structural metrics (kernels, fusions, loops, gathers, collectives) of optimized HLO.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "files", nargs="+", metavar="FILE", help="HLO text file, or a --xla_dump_to directory"
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    return parser
+
+
+def _expand(paths: list[str]) -> list[pathlib.Path]:
+    files: list[pathlib.Path] = []
+    for raw in paths:
+        path = pathlib.Path(raw)
+        if path.is_dir():
+            found = sorted(path.glob(_DUMP_GLOB))
+            if not found:
+                raise _InputError(f"{raw}: no {_DUMP_GLOB} files in this directory")
+            files.extend(found)
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise _InputError(f"{raw}: no such file or directory")
+    return files
+
+
+def _read(path: pathlib.Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else type(err).__name__
+        raise _InputError(f"{path}: cannot read: {reason}") from None
+
+
+def summary(module_name: str, structure: Structure) -> dict[str, Any]:
+    """The per-file JSON object printed by ``--json`` (keys listed in the --help epilog)."""
+    full = to_json(structure)
+    return {
+        "module": module_name,
+        "entry_fusions": structure.entry_fusions,
+        "fusion_kinds": full["fusion_kinds"],
+        "kernels": structure.kernels,
+        "while_loops": len(structure.while_loops),
+        "trip_counts": [w.trip_count for w in structure.while_loops],
+        "loops": full["while_loops"],
+        "dynamic_kernel_launches": structure.dynamic_kernel_launches,
+        "opcodes": full["opcodes"],
+        "custom_call_targets": full["custom_call_targets"],
+        "collectives": dict(sorted(Counter(c.opcode for c in structure.collectives).items())),
+        "collective_bytes": sum(c.bytes for c in structure.collectives),
+        "collective_list": full["collectives"],
+        "gathers": structure.gathers,
+        "scatters": structure.scatters,
+        "dynamic_slices": structure.dynamic_slices,
+        "dynamic_update_slices": structure.dynamic_update_slices,
+        "gather_shapes": full["gather_shapes"],
+        "scatter_shapes": full["scatter_shapes"],
+        "converts": full["converts"],
+        "root_shape": structure.root_shape,
+        "kernel_list": full["kernel_list"],
+    }
+
+
+def _kernel_lines(kernels: tuple[Kernel, ...], indent: str) -> list[str]:
+    lines: list[str] = []
+    for k in kernels:
+        if k.opcode == "while":
+            trip = "?" if k.trip_count is None else str(k.trip_count)
+            lines.append(f"{indent}while  trips={trip}")
+            lines.extend(_kernel_lines(k.condition, indent + "  cond: "))
+            lines.extend(_kernel_lines(k.body, indent + "  body: "))
+        elif k.opcode == "conditional":
+            lines.append(f"{indent}conditional")
+            for n, branch in enumerate(k.branches):
+                lines.extend(_kernel_lines(branch, f"{indent}  branch {n}: "))
+        else:
+            what = k.opcode
+            if k.fusion_kind:
+                inner = ",".join(f"{op}x{n}" if n > 1 else op for op, n in k.inner_opcodes)
+                what = f"fusion {k.fusion_kind} [{inner}]"
+            elif k.custom_call_target:
+                what = f"custom-call {k.custom_call_target}"
+            lines.append(f"{indent}{what}  -> {k.shape}")
+    return lines
+
+
+def _text_block(path: str, module_name: str, s: Structure) -> str:
+    dyn = "unknown" if s.dynamic_kernel_launches is None else str(s.dynamic_kernel_launches)
+    kinds = ", ".join(f"{k} {n}" for k, n in s.fusion_kinds.items()) or "none"
+    lines = [
+        f"{path}  (module {module_name})",
+        f"  entry fusions: {s.entry_fusions} ({kinds})",
+        f"  kernels: {s.kernels} static, {dyn} dynamic launches",
+    ]
+    for w in s.while_loops:
+        trip = "unknown" if w.trip_count is None else str(w.trip_count)
+        lines.append(f"  while {w.name}: trip count {trip}, {w.body_kernels} kernels per iteration")
+    lines.append(
+        f"  gathers {s.gathers}, scatters {s.scatters}, dynamic-slices {s.dynamic_slices}, "
+        f"dynamic-update-slices {s.dynamic_update_slices}"
+    )
+    if s.custom_call_targets:
+        lines.append(f"  custom-call targets: {', '.join(s.custom_call_targets)}")
+    for c in s.collectives:
+        lines.append(f"  collective {c.opcode} {c.shape} ({c.bytes} bytes) groups={c.replica_groups}")
+    if s.converts:
+        counts = Counter(s.converts)
+        lines.append("  converts: " + ", ".join(f"{k} x{n}" for k, n in sorted(counts.items())))
+    lines.append(f"  root: {s.root_shape}")
+    lines.append("  kernel list:")
+    lines.extend(_kernel_lines(s.kernel_list, "    "))
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    """Run ``hlo-stats`` with ``argv`` (without the program name); return the exit status."""
+    opts = _parser().parse_args(argv)
+    try:
+        results: list[tuple[str, str, Structure]] = []
+        for path in _expand(opts.files):
+            module = parse_module(_read(path), source=str(path))
+            results.append((str(path), module.name, structure_of(module)))
+    except InvariantsError as err:
+        print(str(err), file=sys.stderr)
+        return 2
+    if opts.json:
+        objects = {path: summary(name, s) for path, name, s in results}
+        payload: Any = next(iter(objects.values())) if len(results) == 1 else objects
+        print(json.dumps(payload, indent=2))
+    else:
+        print("\n\n".join(_text_block(path, name, s) for path, name, s in results))
+    return 0

@@ -1,0 +1,279 @@
+"""The pytest plugin: options, the backend guard, the session's compile cache, and item generation.
+
+It ties the stages together for pytest and holds no logic of its own beyond that: which items exist
+comes from the catalog, the targets and the specs; what an item decides comes from the checks.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ._errors import InvariantsError
+
+# JAX reads JAX_PLATFORMS when it starts. Without a request, the runtime is the CPU: this also lets the
+# CUDA plugin load for ahead-of-time GPU compiles on hosts without a GPU. A TPU or GPU host asks for its
+# backend explicitly (tox -e tpu / -e gpu set JAX_PLATFORMS), and the guard below holds it to that.
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+_REQUESTED = os.environ["JAX_PLATFORMS"]
+
+
+class GateSession:
+    """Per-session state: selected targets, the compile cache, parsed structures, the dump folder."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        from ._compile import CompileCache
+        from ._programs import CATALOG, get_program
+        from ._spec import load_specs
+        from ._targets import all_targets, select_targets
+
+        self.config = config
+        self.rootpath = Path(config.rootpath)
+        self.all_targets = all_targets()
+        self.targets = select_targets(config.getoption("targets"))
+        names = config.getoption("programs")
+        self.programs = [get_program(n.strip()).name for n in names.split(",")] if names else list(CATALOG)
+        self.cache = CompileCache(self.all_targets)
+        self.specs = load_specs()
+        self.dump_dir = Path(config.getoption("hlo_dump_dir"))
+        self._structures: dict[Any, Any] = {}
+        self.parse_seconds = 0.0
+
+    def available(self, target: str) -> str | None:
+        return self.all_targets[target].unavailable_reason()
+
+    def structure(self, key: tuple[str, str, str]) -> Any:
+        from ._hlo import parse_module
+        from ._structure import structure_of
+
+        if key not in self._structures:
+            compiled = self.cache.get(*key)
+            start = time.perf_counter()
+            self._structures[key] = structure_of(parse_module(compiled.hlo_text, "/".join(key)))
+            self.parse_seconds += time.perf_counter() - start
+        return self._structures[key]
+
+    def structure_keys(self) -> list[tuple[str, str, str]]:
+        keys = []
+        for target in self.targets:
+            for name in self.programs:
+                from ._programs import CATALOG
+
+                for config in target.configs_for(CATALOG[name]):
+                    keys.append((name, config, target.name))
+        return keys
+
+    def dump(self, key: tuple[str, str, str]) -> Path:
+        """Write the optimized HLO and the jaxpr of ``key`` for CI to upload; return the folder."""
+        compiled = self.cache.get(*key)
+        folder = self.dump_dir / key[2]
+        folder.mkdir(parents=True, exist_ok=True)
+        stem = f"{key[0]}.{key[1]}"
+        (folder / f"{stem}.hlo.txt").write_text(compiled.hlo_text)
+        (folder / f"{stem}.jaxpr.txt").write_text(compiled.jaxpr)
+        return folder / stem
+
+
+_SESSION = pytest.StashKey[GateSession]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("invariants", "embedding performance invariants")
+    group.addoption(
+        "--targets",
+        default=os.environ.get("INVARIANTS_TARGETS"),
+        help="comma-separated targets: all (default), runtime, cpu, tpu, gpu, or names such as tpu-v5e",
+    )
+    group.addoption("--programs", default=None, help="comma-separated catalog programs (default: all)")
+    group.addoption(
+        "--hlo-dump-dir",
+        default=os.environ.get("INVARIANTS_DUMP_DIR", "artifacts/hlo"),
+        help="where failing items write their optimized HLO and jaxpr (default: artifacts/hlo)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "snapshot_key(program, config, target): the structural snapshot an item owns")
+    config.addinivalue_line("markers", "xdist_group(name): keep items of one target on one xdist worker")
+    _guard_backend()
+    try:
+        config.stash[_SESSION] = GateSession(config)
+    except InvariantsError as err:
+        raise pytest.UsageError(str(err)) from None
+
+
+def _guard_backend() -> None:
+    """Exit with one line when the requested backend is not there; never fall back to CPU in silence."""
+    import jax
+
+    wanted = [p.strip() for p in _REQUESTED.split(",") if p.strip()]
+    try:
+        platform = jax.devices()[0].platform
+    except RuntimeError as err:
+        first = str(err).strip().splitlines()[0]
+        raise pytest.UsageError(
+            f"JAX_PLATFORMS={_REQUESTED}: backend not available on this host ({first})"
+        ) from None
+    aliases = {"cuda": "gpu", "rocm": "gpu"}
+    if wanted and aliases.get(wanted[0], wanted[0]) != aliases.get(platform, platform):
+        raise pytest.UsageError(f"JAX_PLATFORMS={_REQUESTED}: asked for {wanted[0]} but JAX runs on {platform}")
+
+
+def gate_session(config: pytest.Config) -> GateSession:
+    return config.stash[_SESSION]
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    import jax
+
+    from ._targets import versions
+
+    s = gate_session(config)
+    dev = jax.devices()
+    lines = [
+        f"runtime: {dev[0].platform} ({dev[0].device_kind}) x{len(dev)}  [JAX_PLATFORMS={_REQUESTED}]",
+        "versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()),
+    ]
+    for t in s.targets:
+        reason = t.unavailable_reason()
+        state = "ok" if reason is None else f"skipped: {reason}"
+        lines.append(f"target {t.name}: {t.mode}, {t.scope} — {state}")
+    return lines
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    s = gate_session(metafunc.config)
+    if "structure_key" in metafunc.fixturenames:
+        keys = s.structure_keys()
+        s.cache.plan(k for k in keys if s.available(k[2]) is None)
+        params = [_param(s, key, f"{key[2]}-{key[0]}-{key[1]}", snapshot=True) for key in keys]
+        metafunc.parametrize("structure_key", params or [_none("no program selected")])
+    if "invariant_case" in metafunc.fixturenames:
+        from ._checks import expand
+
+        cases = expand(s.specs, s.targets)
+        cases = [c for c in cases if all(k[0] in s.programs for k in c.keys)]
+        params = []
+        for case in cases:
+            marks = _marks(s, case.keys[0])
+            if case.skip:
+                marks.append(pytest.mark.skip(reason=case.skip))
+            params.append(pytest.param(case, id=case.id, marks=marks))
+        metafunc.parametrize("invariant_case", params or [_none("no invariant applies")])
+    if "correctness_case" in metafunc.fixturenames:
+        from ._checks import expand_correctness
+
+        runtime = next(iter(s.all_targets.values()))
+        ccases = [c for c in expand_correctness(s.specs, runtime) if c.program in s.programs]
+        metafunc.parametrize(
+            "correctness_case",
+            [pytest.param(c, id=c.id) for c in ccases] or [_none("no correctness check applies")],
+        )
+
+
+def _none(reason: str) -> Any:
+    return pytest.param(None, id="none", marks=pytest.mark.skip(reason=reason))
+
+
+def _marks(s: GateSession, key: tuple[str, str, str]) -> list[Any]:
+    marks: list[Any] = [pytest.mark.xdist_group(key[2])]
+    reason = s.available(key[2])
+    if reason:
+        marks.append(pytest.mark.skip(reason=reason))
+    return marks
+
+
+def _param(s: GateSession, key: tuple[str, str, str], id_: str, snapshot: bool) -> Any:
+    marks = _marks(s, key)
+    if snapshot:
+        marks.append(pytest.mark.snapshot_key(*key))
+    return pytest.param(key, id=id_, marks=marks)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Tell the snapshot store which files it may delete: see :mod:`invariants._snapshot_store`."""
+    try:
+        from ._snapshot_store import GUARD, snapshot_stem
+    except ImportError:  # syrupy is a test dependency; without it there are no snapshots to guard
+        return
+    from ._programs import CATALOG
+
+    s = gate_session(session.config)
+    GUARD.known_stems.clear()
+    for target in s.targets:
+        if target.unavailable_reason() is None:
+            GUARD.known_stems[target.name] = {
+                snapshot_stem(p.name, c) for p in CATALOG.values() for c in target.configs_for(p)
+            }
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    if _SESSION not in config.stash:
+        return
+    s = gate_session(config)
+    if s.cache.compiled:
+        terminalreporter.write_line(
+            f"invariants: compiled {len(s.cache.compiled)} programs in {s.cache.total_seconds:.1f} s, "
+            f"parsed in {s.parse_seconds:.2f} s"
+        )
+    try:
+        from ._snapshot_store import GUARD
+    except ImportError:
+        return
+    for path in GUARD.refused:
+        terminalreporter.write_line(f"invariants: kept {path} (not provably obsolete; delete it by hand if it is)")
+
+
+def committed_snapshot_diff(s: GateSession, key: tuple[str, str, str], current: str) -> str:
+    """A focused diff of ``current`` against the committed snapshot of ``key`` (or a note that there is none)."""
+    from ._snapshot_store import SNAPSHOT_ROOT, snapshot_stem
+
+    path = s.rootpath / SNAPSHOT_ROOT / key[2] / f"{snapshot_stem(key[0], key[1])}.txt"
+    if not path.exists():
+        return f"no committed snapshot at {path}"
+    diff = difflib.unified_diff(
+        path.read_text().splitlines(), current.splitlines(), str(path), "now", n=1, lineterm=""
+    )
+    text = "\n".join(diff)
+    return text or f"structure identical to {path}"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    # Under xdist, keep each target's items on one worker so that nothing compiles twice.
+    if getattr(config.option, "dist", "no") == "load":
+        config.option.dist = "loadgroup"
+
+
+@pytest.fixture(scope="session")
+def gate(request: pytest.FixtureRequest) -> GateSession:
+    """The session's gate state: compile cache, structures, targets."""
+    return gate_session(request.config)
+
+
+@pytest.fixture
+def structure_snapshot(snapshot: Any) -> Any:
+    """syrupy's ``snapshot``, stored per target under ``snapshots/<target>/``."""
+    from ._snapshot_store import StructureSnapshotExtension
+
+    return snapshot.use_extension(StructureSnapshotExtension)
+
+
+def failure_report(s: GateSession, key: tuple[str, str, str], headline: str, current_summary: str) -> str:
+    """The diagnosis a compiler engineer needs: the verdict, the structural diff, versions, dumps."""
+    from ._targets import versions
+
+    dumped = s.dump(key)
+    return "\n".join(
+        [
+            headline,
+            "versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()) + f"; target {key[2]}",
+            committed_snapshot_diff(s, key, current_summary),
+            f"optimized HLO and jaxpr: {dumped}.hlo.txt, {dumped}.jaxpr.txt",
+        ]
+    )

@@ -1,0 +1,392 @@
+"""The catalog of canonical embedding programs: every lookup form users write.
+
+Adding a program touches this file only: write its function and register it in ``CATALOG`` below.
+
+A program is a pure function of the table ``W`` and the indices ``x`` (a forward), or of ``W``, ``x`` and a
+cotangent ``ct`` (a backward: the gradient of the lookup with respect to the table), or of a whole small
+training step (``train_*``). Each program names the configurations it is compiled in; a configuration fixes
+the table dtype and size, the index dtype and the index rank. Index *distributions* do not change the
+compiled structure, so they are not part of a configuration: they matter for timing and correctness only,
+and :func:`make_arguments` takes one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ._errors import InvariantsError
+
+Kind = Literal["forward", "backward", "train", "sharded"]
+Distribution = Literal["uniform", "zipf", "equal"]
+DISTRIBUTIONS: tuple[Distribution, ...] = ("uniform", "zipf", "equal")
+
+_DTYPES = {"f32": jnp.float32, "bf16": jnp.bfloat16, "i32": jnp.int32, "i8": jnp.int8}
+# (vocabulary, embedding width) per size.
+_SIZES = {"small": (8192, 32), "large": (50000, 512)}
+# int8 indices address at most 128 rows, and `W[x]` adds V to wrap negative indices in the index dtype:
+# V=128 overflows int8 (pinned by a correctness test), so the int8 configuration uses the largest V that fits.
+_I8_VOCAB = 127
+_INDEX_SHAPES = {"1d": (16384,), "2d": (64, 256)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Everything about the inputs that can change the compiled structure.
+
+    ``id`` is the stable short name used in test ids and snapshot file names: the table dtype, then every
+    field that differs from the seed's setting (small table, int32 indices, 1-D indices).
+    """
+
+    table_dtype: Literal["f32", "bf16"] = "f32"
+    size: Literal["small", "large"] = "small"
+    index_dtype: Literal["i32", "i8"] = "i32"
+    index_rank: Literal["1d", "2d"] = "1d"
+
+    @property
+    def id(self) -> str:
+        parts = [self.table_dtype]
+        if self.size != "small":
+            parts.append(self.size)
+        if self.index_dtype != "i32":
+            parts.append(self.index_dtype)
+        if self.index_rank != "1d":
+            parts.append(self.index_rank)
+        return "-".join(parts)
+
+    @property
+    def vocab(self) -> int:
+        return _I8_VOCAB if self.index_dtype == "i8" else _SIZES[self.size][0]
+
+    @property
+    def width(self) -> int:
+        return _SIZES[self.size][1]
+
+    @property
+    def index_shape(self) -> tuple[int, ...]:
+        return _INDEX_SHAPES[self.index_rank]
+
+    @property
+    def table(self) -> jax.ShapeDtypeStruct:
+        return jax.ShapeDtypeStruct((self.vocab, self.width), _DTYPES[self.table_dtype])
+
+    @property
+    def indices(self) -> jax.ShapeDtypeStruct:
+        return jax.ShapeDtypeStruct(self.index_shape, _DTYPES[self.index_dtype])
+
+    @property
+    def output(self) -> jax.ShapeDtypeStruct:
+        return jax.ShapeDtypeStruct((*self.index_shape, self.width), _DTYPES[self.table_dtype])
+
+
+SEED = Config()  # the seed's setting: f32[8192,32] table, s32[16384] indices
+CONFIGS: dict[str, Config] = {
+    c.id: c
+    for c in (
+        SEED,
+        Config(table_dtype="bf16"),
+        Config(size="large"),
+        Config(index_dtype="i8"),
+        Config(index_rank="2d"),
+    )
+}
+# Programs that every configuration is compiled for; the rest use the seed's setting only.
+ALL_CONFIGS = tuple(CONFIGS)
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """How a sharded program places its inputs on a device mesh.
+
+    ``table`` and ``indices`` are PartitionSpec entries (one per dimension, ``None`` for replicated) over
+    the axes of a mesh of shape ``mesh_shape`` named ``axes``. The mesh needs ``prod(mesh_shape)`` devices.
+    """
+
+    mesh_shape: tuple[int, ...]
+    axes: tuple[str, ...]
+    table: tuple[str | None, ...]
+    indices: tuple[str | None, ...]
+
+    @property
+    def devices(self) -> int:
+        return int(np.prod(self.mesh_shape))
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """One canonical program.
+
+    ``fn`` takes the arguments described by :meth:`argument_specs`, in order. ``configs`` lists the
+    configuration ids it is compiled in. ``tags`` let targets choose what they compile (``core``: the
+    forms the seed is about, compiled on every chip; ``no-runtime-large``: too large to run here).
+    """
+
+    name: str
+    kind: Kind
+    fn: Callable[..., Any]
+    doc: str
+    configs: tuple[str, ...] = (SEED.id,)
+    tags: frozenset[str] = frozenset()
+    layout: Layout | None = None
+    forward: str | None = None  # for a backward: the forward program it differentiates
+
+    def argument_specs(self, config: Config) -> tuple[jax.ShapeDtypeStruct, ...]:
+        """Shapes and dtypes of the arguments, without shardings."""
+        if self.kind == "backward":
+            return (config.table, config.indices, config.output)
+        if self.kind == "train":
+            batch, seq = _INDEX_SHAPES["2d"]
+            return (
+                config.table,
+                jax.ShapeDtypeStruct((config.width, _TRAIN_CLASSES), config.table.dtype),
+                jax.ShapeDtypeStruct((batch, seq), config.indices.dtype),
+                jax.ShapeDtypeStruct((batch,), jnp.int32),
+            )
+        return (config.table, config.indices)
+
+    def argument_specs_sharded(self, config: Config) -> tuple[tuple[str | None, ...], ...]:
+        """PartitionSpec entries per argument; only for programs with a ``layout``."""
+        if self.layout is None:
+            raise InvariantsError(f"{self.name}: not a sharded program")
+        return (self.layout.table, self.layout.indices)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The lookups. Each is written the way users write it; the comment says where it comes from.
+
+
+def naive(W: jax.Array, x: jax.Array) -> jax.Array:
+    """``W[x]``: numpy-style advanced indexing (a gather with negative-index wrap)."""
+    return W[x]
+
+
+def take(W: jax.Array, x: jax.Array) -> jax.Array:
+    """``jnp.take(W, x, axis=0)``, mode ``fill``: what flax's ``Embed`` does."""
+    return jnp.take(W, x, axis=0)
+
+
+def take_clip(W: jax.Array, x: jax.Array) -> jax.Array:
+    return jnp.take(W, x, axis=0, mode="clip")
+
+
+def take_wrap(W: jax.Array, x: jax.Array) -> jax.Array:
+    return jnp.take(W, x, axis=0, mode="wrap")
+
+
+def at_get_promise(W: jax.Array, x: jax.Array) -> jax.Array:
+    # jnp.take rejects promise_in_bounds; .at[].get accepts it.
+    return W.at[x].get(mode="promise_in_bounds")
+
+
+def at_get_clip(W: jax.Array, x: jax.Array) -> jax.Array:
+    return W.at[x].get(mode="clip")
+
+
+def at_get_fill(W: jax.Array, x: jax.Array) -> jax.Array:
+    return W.at[x].get(mode="fill", fill_value=0)
+
+
+def _vmap_leading(row: Callable[[jax.Array], jax.Array], x: jax.Array) -> jax.Array:
+    # One vmap per index dimension: how a per-token module is applied to a [B, S] batch.
+    f = row
+    for _ in range(x.ndim):
+        f = jax.vmap(f)
+    return f(x)
+
+
+def vmap_naive(W: jax.Array, x: jax.Array) -> jax.Array:
+    """``vmap(lambda i: W[i])``: a scalar index per row; the seed's pattern."""
+    return _vmap_leading(lambda i: W[i], x)
+
+
+def vmap_take(W: jax.Array, x: jax.Array) -> jax.Array:
+    return _vmap_leading(lambda i: jnp.take(W, i, axis=0), x)
+
+
+def eqx_embedding(W: jax.Array, x: jax.Array) -> jax.Array:
+    """The installed equinox ``nn.Embedding`` under vmap (nested vmap for 2-D indices): equinox#920."""
+    return _vmap_leading(eqx.nn.Embedding(weight=W), x)
+
+
+def onehot_matmul(W: jax.Array, x: jax.Array) -> jax.Array:
+    """``one_hot(x, V) @ W``: the lookup as a matmul (jax#10378 found it 30x faster than vmap on TPU)."""
+    return jax.nn.one_hot(x, W.shape[0], dtype=W.dtype) @ W
+
+
+def lax_gather(W: jax.Array, x: jax.Array) -> jax.Array:
+    """An explicit ``lax.gather`` with the dimension numbers of a row lookup."""
+    dnums = lax.GatherDimensionNumbers(offset_dims=(x.ndim,), collapsed_slice_dims=(0,), start_index_map=(0,))
+    return lax.gather(
+        W,
+        x[..., None],
+        dnums,
+        slice_sizes=(1, W.shape[1]),
+        mode=lax.GatherScatterMode.PROMISE_IN_BOUNDS,
+    )
+
+
+def lax_map_loop(W: jax.Array, x: jax.Array) -> jax.Array:
+    """A row-at-a-time loop: the seed's pathology written on purpose, as a known-bad reference."""
+    flat = x.reshape(-1)
+    rows = lax.map(lambda i: lax.dynamic_index_in_dim(W, i, 0, keepdims=False), flat)
+    return rows.reshape((*x.shape, W.shape[1]))
+
+
+def _backward(forward: Callable[[jax.Array, jax.Array], jax.Array]) -> Callable[..., jax.Array]:
+    def grad_wrt_table(W: jax.Array, x: jax.Array, ct: jax.Array) -> jax.Array:
+        _, pullback = jax.vjp(lambda table: forward(table, x), W)
+        return pullback(ct)[0]
+
+    grad_wrt_table.__name__ = f"grad_{forward.__name__}"
+    return grad_wrt_table
+
+
+_TRAIN_CLASSES = 16
+
+
+def _train_step(lookup: Callable[[jax.Array, jax.Array], jax.Array]) -> Callable[..., Any]:
+    # The seed's real context: embed [B, S] tokens, mean-pool, project, softmax cross-entropy, grads.
+    def loss(W: jax.Array, P: jax.Array, tokens: jax.Array, labels: jax.Array) -> jax.Array:
+        pooled = lookup(W, tokens).astype(jnp.float32).mean(axis=1)
+        logits = pooled @ P.astype(jnp.float32)
+        logp = jax.nn.log_softmax(logits)
+        return -jnp.take_along_axis(logp, labels[:, None], axis=1).mean()
+
+    def step(W: jax.Array, P: jax.Array, tokens: jax.Array, labels: jax.Array) -> Any:
+        return jax.grad(loss, argnums=(0, 1))(W, P, tokens, labels)
+
+    return step
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The registry.
+
+_CORE = frozenset({"core"})
+_ROW_BATCH_ONE_AXIS = Layout((8,), ("x",), ("x", None), ("x",))
+_ROWS_MODEL_BATCH_DATA = Layout((2, 4), ("data", "model"), ("model", None), ("data",))
+_COLUMNS = Layout((8,), ("x",), (None, "x"), (None,))
+
+
+def _catalog() -> dict[str, Program]:
+    forwards: list[tuple[Callable[..., jax.Array], str, tuple[str, ...], frozenset[str]]] = [
+        (naive, "W[x]", ALL_CONFIGS, _CORE),
+        (take, "jnp.take(W, x, axis=0) (mode fill)", ALL_CONFIGS, _CORE),
+        (take_clip, "jnp.take(..., mode='clip')", (SEED.id,), frozenset()),
+        (take_wrap, "jnp.take(..., mode='wrap')", (SEED.id,), frozenset()),
+        (at_get_promise, "W.at[x].get(mode='promise_in_bounds')", (SEED.id,), frozenset()),
+        (at_get_clip, "W.at[x].get(mode='clip')", (SEED.id,), frozenset()),
+        (at_get_fill, "W.at[x].get(mode='fill', fill_value=0)", (SEED.id,), frozenset()),
+        (vmap_naive, "vmap(lambda i: W[i])(x)", ALL_CONFIGS, _CORE),
+        (vmap_take, "vmap(lambda i: jnp.take(W, i, axis=0))(x)", ALL_CONFIGS, _CORE),
+        (eqx_embedding, "vmap(eqx.nn.Embedding(weight=W))(x)", ALL_CONFIGS, _CORE),
+        (onehot_matmul, "one_hot(x, V) @ W", (SEED.id, "bf16"), frozenset({"no-runtime-large"})),
+        (lax_gather, "lax.gather(W, x[..., None], row dnums, PROMISE_IN_BOUNDS)", (SEED.id,), frozenset()),
+    ]
+    programs: dict[str, Program] = {}
+    for fn, doc, configs, tags in forwards:
+        programs[fn.__name__] = Program(fn.__name__, "forward", fn, doc, configs, tags)
+    for name in ("naive", "take", "take_clip", "vmap_naive", "vmap_take", "eqx_embedding", "onehot_matmul"):
+        fwd = programs[name]
+        programs[f"grad_{name}"] = Program(
+            f"grad_{name}",
+            "backward",
+            _backward(fwd.fn),
+            f"d/dW of {fwd.doc}",
+            fwd.configs,
+            fwd.tags,
+            forward=name,
+        )
+    for name, lookup in (("train_eqx_embedding", eqx_embedding), ("train_take", take)):
+        programs[name] = Program(
+            name,
+            "train",
+            _train_step(lookup),
+            f"embed [B,S] with {lookup.__name__}, mean-pool, project, cross-entropy, grad",
+            (SEED.id, "bf16"),
+            _CORE,
+        )
+    for layout_name, layout in (
+        ("rows_batch", _ROW_BATCH_ONE_AXIS),
+        ("mesh2d", _ROWS_MODEL_BATCH_DATA),
+        ("columns", _COLUMNS),
+    ):
+        for fn in (naive, take, vmap_naive):
+            name = f"sharded_{layout_name}_{fn.__name__}"
+            doc = f"{fn.__name__} with table {layout.table} and indices {layout.indices} on mesh {layout.axes}"
+            programs[name] = Program(name, "sharded", fn, doc, layout=layout)
+    return programs
+
+
+CATALOG: Mapping[str, Program] = _catalog()
+
+
+def get_program(name: str) -> Program:
+    """The program called ``name``; an unknown name raises one line with the closest known names."""
+    try:
+        return CATALOG[name]
+    except KeyError:
+        raise InvariantsError(_unknown("program", name, CATALOG)) from None
+
+
+def get_config(config_id: str) -> Config:
+    try:
+        return CONFIGS[config_id]
+    except KeyError:
+        raise InvariantsError(_unknown("config", config_id, CONFIGS)) from None
+
+
+def _unknown(what: str, name: str, known: Mapping[str, object]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, list(known), n=3)
+    hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+    return f"{name}: unknown {what}{hint}; known: {', '.join(sorted(known))}"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Concrete arguments, for timing and correctness.
+
+
+def make_indices(config: Config, distribution: Distribution, seed: int = 0) -> np.ndarray:
+    """Valid indices (all in ``[0, vocab)``) drawn from ``distribution``.
+
+    ``zipf`` is token-like (a few rows take most lookups); ``equal`` sends every lookup to one row, the
+    worst case for a scatter-add in the backward pass.
+    """
+    rng = np.random.default_rng(seed)
+    shape, vocab = config.index_shape, config.vocab
+    if distribution == "uniform":
+        idx = rng.integers(0, vocab, size=shape)
+    elif distribution == "zipf":
+        idx = (rng.zipf(1.2, size=shape) - 1) % vocab
+    elif distribution == "equal":
+        idx = np.full(shape, vocab // 2)
+    else:
+        raise InvariantsError(_unknown("distribution", distribution, dict.fromkeys(DISTRIBUTIONS)))
+    return idx.astype(np.dtype(config.indices.dtype))
+
+
+def make_arguments(
+    program: Program, config: Config, distribution: Distribution = "uniform", seed: int = 0
+) -> tuple[np.ndarray, ...]:
+    """Concrete host arguments matching :meth:`Program.argument_specs`."""
+    rng = np.random.default_rng(seed + 1)
+    specs = program.argument_specs(config)
+    table = rng.standard_normal(specs[0].shape).astype(np.dtype(specs[0].dtype))
+    indices = make_indices(config, distribution, seed)
+    if program.kind == "backward":
+        ct = rng.standard_normal(specs[2].shape).astype(np.dtype(specs[2].dtype))
+        return (table, indices, ct)
+    if program.kind == "train":
+        proj = rng.standard_normal(specs[1].shape).astype(np.dtype(specs[1].dtype))
+        tokens = make_indices(dataclasses.replace(config, index_rank="2d"), distribution, seed)
+        labels = rng.integers(0, _TRAIN_CLASSES, size=specs[3].shape).astype(np.int32)
+        return (table, proj, tokens, labels)
+    return (table, indices)

@@ -1,0 +1,86 @@
+"""Where snapshots live: ``snapshots/<target>/<program>.<config>.txt``, one syrupy single-file each.
+
+This is syrupy's extension half (the serializer half is :mod:`invariants._snapshot`). It changes two
+things about syrupy's defaults: the location (a per-target folder at the project root, so a CPU run never
+compares against a TPU snapshot) and deletion (guarded, see :class:`DeletionGuard`).
+
+Why the guard: syrupy decides a snapshot is *unused* when it was discovered beside a test that ran but no
+assertion read it, and ``--snapshot-update`` deletes unused snapshots. Its matching of skipped and
+deselected tests goes by snapshot *names*, and ours are not test names; syrupy has also had bugs here
+(#19, #787, #842, #963, #1161). So a deletion happens only for a file that is provably obsolete: its target
+compiled in this run and the catalog no longer has a program of that name for that target. Everything
+else is kept, whatever syrupy concludes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
+
+SNAPSHOT_ROOT = "snapshots"
+MARKER = "snapshot_key"
+
+
+@dataclasses.dataclass
+class DeletionGuard:
+    """What this session may delete: per target that compiled here, the snapshot stems the catalog knows.
+
+    Filled by the pytest plugin after collection. Empty (delete nothing) in any process that did not
+    collect, such as an xdist controller.
+    """
+
+    known_stems: dict[str, set[str]] = dataclasses.field(default_factory=dict)
+    refused: list[str] = dataclasses.field(default_factory=list)
+
+    def may_delete(self, path: Path) -> bool:
+        target = path.parent.name
+        if target not in self.known_stems:
+            return False
+        return path.name.removesuffix(".txt") not in self.known_stems[target]
+
+
+GUARD = DeletionGuard()
+
+
+# syrupy asks every item that ran for its snapshot folder, even items that take no snapshot. Those get a
+# folder that never exists, so nothing is discovered (or deleted) on their behalf.
+_NO_KEY = ("", "", ".no-snapshot")
+
+
+def _key(test_location: Any) -> tuple[str, str, str]:
+    marker = test_location.item.get_closest_marker(MARKER)
+    if marker is None:
+        return _NO_KEY
+    program, config, target = marker.args
+    return program, config, target
+
+
+def snapshot_stem(program: str, config: str) -> str:
+    return f"{program}.{config}"
+
+
+class StructureSnapshotExtension(SingleFileSnapshotExtension):
+    """One text file per (target, program, config) under ``<rootdir>/snapshots/<target>/``."""
+
+    _write_mode = WriteMode.TEXT
+    file_extension = "txt"
+
+    @classmethod
+    def dirname(cls, *, test_location: Any) -> str:
+        root = Path(test_location.item.config.rootpath)
+        return str(root / SNAPSHOT_ROOT / _key(test_location)[2])
+
+    @classmethod
+    def get_snapshot_name(cls, *, test_location: Any, index: Any = 0) -> str:
+        program, config, _ = _key(test_location)
+        return snapshot_stem(program, config)
+
+    def delete_snapshots(self, *, snapshot_location: str, snapshot_names: set[str]) -> None:
+        path = Path(snapshot_location)
+        if GUARD.may_delete(path):
+            path.unlink()
+        else:
+            GUARD.refused.append(str(path))

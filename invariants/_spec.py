@@ -1,0 +1,382 @@
+"""Spec files: what must hold on a target family, in TOML a reviewer reads without opening Python.
+
+One file per target family (``invariants/cpu.toml``, ``tpu.toml``, ``gpu.toml``). Adding a family's
+invariants touches that one file. The format::
+
+    [spec]
+    targets = ["tpu-*"]            # fnmatch patterns over target names this file applies to
+
+    [[invariant]]
+    id = "no_while"                # unique in the file; part of the pytest id
+    programs = ["kind:forward"]    # names, fnmatch patterns, "kind:K" or "tag:T"; omit for relational
+    configs = ["*"]                # config ids or patterns (default: every config compiled)
+    assert = "while_loops == 0"    # one comparison; see below
+    why = "a lookup is one gather; a loop is the seed's pathology"
+    when = "jax >= 0.10"           # optional: comma-separated version conditions (packaging specifiers)
+    ratchet = { reason = "...", issue = "https://..." }   # optional: known-bad today, expected to fail
+
+    [[correctness]]                # runtime-target value checks (see invariants._checks.CORRECTNESS)
+    id = "forward_values_agree"
+    check = "agree"
+    programs = ["kind:forward"]
+    reference = "take"
+
+An ``assert`` is one comparison of two arithmetic sides, or a membership test. Its names are structural
+metrics (``kernels``, ``while_loops``, ...; see ``invariants._structure.METRICS``) of the program the item
+is about, or input facts (``table_bytes``, ``lookups``). A metric *called* on a program name is relational:
+``kernels(naive) <= kernels(take)``, over each config the named programs share on a target.
+``structure(a) == structure(b)`` compares whole kernel lists. ``time(a) / time(b) <= 1.10`` and
+``efficiency(a)`` belong to the throughput tier. ``'T' in custom_call_targets`` tests a custom-call target.
+
+Every mistake is reported as one line ``FILE:LINE: what is wrong``, with the closest valid name.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import difflib
+import re
+import tomllib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from ._errors import InvariantsError
+from ._structure import METRICS
+
+SPEC_DIR = Path(__file__).parent
+# Names an assert may use besides metrics: facts about the inputs, known before compiling.
+INPUT_FACTS = ("table_bytes", "lookups", "row_bytes", "vocab")
+SET_METRICS = ("custom_call_targets", "opcodes")
+RELATION_FUNCTIONS = ("structure", "time", "efficiency")
+VERSIONED_PACKAGES = ("jax", "jaxlib", "libtpu", "equinox")
+
+_INVARIANT_KEYS = ("id", "programs", "configs", "assert", "why", "when", "ratchet")
+_CORRECTNESS_KEYS = ("id", "check", "programs", "reference", "configs", "distributions", "expect", "why")
+_RATCHET_KEYS = ("reason", "issue")
+_TOP_KEYS = ("spec", "invariant", "correctness")
+
+Kind = Literal["absolute", "relational", "throughput"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Ratchet:
+    reason: str
+    issue: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Invariant:
+    """One parsed, validated ``[[invariant]]``. ``where`` is ``FILE:LINE`` of its table."""
+
+    id: str
+    where: str
+    expr: ast.Expression
+    text: str
+    kind: Kind
+    programs: tuple[str, ...]  # selectors; for relational/throughput: the programs the assert names
+    configs: tuple[str, ...]
+    why: str
+    when: tuple[Requirement, ...]
+    ratchet: Ratchet | None
+
+
+@dataclasses.dataclass(frozen=True)
+class CorrectnessCheck:
+    id: str
+    where: str
+    check: str
+    programs: tuple[str, ...]
+    reference: str | None
+    configs: tuple[str, ...]
+    distributions: tuple[str, ...]
+    expect: str | None
+    why: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    path: Path
+    targets: tuple[str, ...]
+    invariants: tuple[Invariant, ...]
+    correctness: tuple[CorrectnessCheck, ...]
+
+
+def _suggest(word: str, known: Sequence[str]) -> str:
+    close = difflib.get_close_matches(word, list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+class _Locator:
+    """Maps tables and keys back to line numbers (tomllib keeps none)."""
+
+    def __init__(self, path: Path, text: str) -> None:
+        self.path = path
+        self.lines = text.splitlines()
+
+    def table_line(self, array: str, index: int) -> int:
+        pattern = re.compile(rf"^\s*\[\[\s*{re.escape(array)}\s*\]\]")
+        seen = -1
+        for n, line in enumerate(self.lines, 1):
+            if pattern.match(line):
+                seen += 1
+                if seen == index:
+                    return n
+        return 1
+
+    def key_line(self, start: int, key: str) -> int:
+        pattern = re.compile(rf"^\s*{re.escape(key)}\s*=|[{{,]\s*{re.escape(key)}\s*=")
+        for n in range(start, len(self.lines) + 1):
+            line = self.lines[n - 1]
+            if n > start and re.match(r"^\s*\[", line):
+                break
+            if pattern.search(line):
+                return n
+        return start
+
+    def error(self, line: int, message: str) -> InvariantsError:
+        return InvariantsError(f"{self.path}:{line}: {message}")
+
+
+def _strings(value: Any, loc: _Locator, line: int, key: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise loc.error(line, f"'{key}' must be a string or a list of strings")
+
+
+def _check_keys(table: dict[str, Any], known: Sequence[str], loc: _Locator, line: int, what: str) -> None:
+    for key in table:
+        if key not in known:
+            raise loc.error(loc.key_line(line, key), f"unknown key '{key}' in {what}{_suggest(key, known)}")
+
+
+def parse_assert(text: str, loc: _Locator, line: int) -> tuple[ast.Expression, Kind, tuple[str, ...]]:
+    """Parse and validate an assert; return it, its kind and the programs it names (relational)."""
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError as err:
+        raise loc.error(line, f"assert {text!r} is not an expression: {err.msg}") from None
+    body = tree.body
+    if not isinstance(body, ast.Compare) or len(body.ops) != 1:
+        raise loc.error(line, f"assert {text!r} must be one comparison such as 'kernels <= 2'")
+    named: list[str] = []
+    bare: list[str] = []  # metrics used without a program: they mean the item's own program
+    kind: Kind = "absolute"
+
+    def visit(node: ast.AST) -> None:
+        nonlocal kind
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str)):
+            return
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)):
+            visit(node.left)
+            visit(node.right)
+            return
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            visit(node.operand)
+            return
+        if isinstance(node, ast.Name):
+            if node.id in METRICS or node.id in SET_METRICS:
+                bare.append(node.id)
+                return
+            if node.id in INPUT_FACTS:
+                return
+            known = [*METRICS, *INPUT_FACTS, *SET_METRICS]
+            raise loc.error(line, f"unknown metric '{node.id}'{_suggest(node.id, known)}")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            fn = node.func.id
+            if fn not in METRICS and fn not in RELATION_FUNCTIONS:
+                known = [*METRICS, *RELATION_FUNCTIONS]
+                raise loc.error(line, f"unknown metric '{fn}'{_suggest(fn, known)}")
+            if len(node.args) != 1 or not isinstance(node.args[0], ast.Name) or node.keywords:
+                raise loc.error(line, f"{fn}(...) takes one program name, as in {fn}(take)")
+            from ._programs import CATALOG
+
+            program = node.args[0].id
+            if program not in CATALOG:
+                raise loc.error(line, f"unknown program '{program}'{_suggest(program, list(CATALOG))}")
+            named.append(program)
+            if fn in ("time", "efficiency"):
+                kind = "throughput"
+            elif kind == "absolute":
+                kind = "relational"
+            return
+        if isinstance(node, ast.Compare):
+            for part in (node.left, *node.comparators):
+                visit(part)
+            return
+        raise loc.error(line, f"assert {text!r}: '{ast.unparse(node)}' is not understood")
+
+    visit(body)
+    if isinstance(body.ops[0], (ast.In, ast.NotIn)):
+        right = body.comparators[0]
+        if not (isinstance(right, ast.Name) and right.id in SET_METRICS):
+            raise loc.error(line, f"assert {text!r}: 'in' needs one of {', '.join(SET_METRICS)} on its right")
+    if kind != "absolute" and bare:
+        raise loc.error(
+            line, f"assert {text!r}: mixes program calls with a bare metric '{bare[0]}' (write {bare[0]}(PROGRAM))"
+        )
+    return tree, kind, tuple(dict.fromkeys(named))
+
+
+def _parse_when(text: str, loc: _Locator, line: int) -> tuple[Requirement, ...]:
+    reqs = []
+    for clause in (c.strip() for c in text.split(",")):
+        if not clause:
+            continue
+        try:
+            req = Requirement(clause)
+        except InvalidRequirement as err:
+            raise loc.error(line, f"when: cannot read {clause!r}: {err}") from None
+        if req.name not in VERSIONED_PACKAGES:
+            raise loc.error(
+                line, f"when: unknown package '{req.name}'{_suggest(req.name, VERSIONED_PACKAGES)}"
+            )
+        if not req.specifier:
+            raise loc.error(line, f"when: {clause!r} has no version condition such as '>= 0.5'")
+        reqs.append(req)
+    return tuple(reqs)
+
+
+def load_spec(path: Path) -> Spec:
+    """Read and validate one spec file. Raises :class:`InvariantsError` naming ``FILE:LINE``."""
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise InvariantsError(f"{path}: cannot read spec: {err.strerror}") from None
+    loc = _Locator(path, text)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        m = re.search(r"\(at line (\d+), column \d+\)", str(err))
+        line = int(m.group(1)) if m else 1
+        raise loc.error(line, f"not valid TOML: {str(err).split(' (at line')[0]}") from None
+    _check_keys(data, _TOP_KEYS, loc, 1, "the spec file")
+    header = data.get("spec", {})
+    _check_keys(header, ("targets",), loc, 1, "[spec]")
+    if "targets" not in header:
+        raise loc.error(1, "missing [spec] targets = [...] (the target names this file applies to)")
+    targets = _strings(header["targets"], loc, loc.key_line(1, "targets"), "targets")
+
+    invariants: list[Invariant] = []
+    seen: dict[str, int] = {}
+    for i, table in enumerate(data.get("invariant", [])):
+        line = loc.table_line("invariant", i)
+        _check_keys(table, _INVARIANT_KEYS, loc, line, "[[invariant]]")
+        for required in ("id", "assert"):
+            if required not in table:
+                raise loc.error(line, f"[[invariant]] needs '{required}'")
+        inv_id = table["id"]
+        if not isinstance(inv_id, str) or not re.fullmatch(r"[A-Za-z0-9_]+", inv_id):
+            raise loc.error(loc.key_line(line, "id"), f"id {inv_id!r} must be letters, digits and '_'")
+        if inv_id in seen:
+            raise loc.error(line, f"duplicate id '{inv_id}' (first at line {seen[inv_id]})")
+        seen[inv_id] = line
+        assert_line = loc.key_line(line, "assert")
+        if not isinstance(table["assert"], str):
+            raise loc.error(assert_line, "'assert' must be a string")
+        expr, kind, named = parse_assert(table["assert"], loc, assert_line)
+        if kind == "absolute":
+            if "programs" not in table:
+                raise loc.error(line, f"'{inv_id}' needs 'programs' (which programs the assert is about)")
+            programs = _strings(table["programs"], loc, loc.key_line(line, "programs"), "programs")
+            _check_selectors(programs, loc, loc.key_line(line, "programs"))
+        else:
+            if "programs" in table:
+                raise loc.error(
+                    loc.key_line(line, "programs"), f"'{inv_id}' names its programs in the assert; drop 'programs'"
+                )
+            programs = named
+        configs = _strings(table.get("configs", "*"), loc, loc.key_line(line, "configs"), "configs")
+        when = _parse_when(table["when"], loc, loc.key_line(line, "when")) if "when" in table else ()
+        ratchet = None
+        if "ratchet" in table:
+            r_line = loc.key_line(line, "ratchet")
+            raw = table["ratchet"]
+            if not isinstance(raw, dict):
+                raise loc.error(r_line, "ratchet must be a table { reason = ..., issue = ... }")
+            _check_keys(raw, _RATCHET_KEYS, loc, r_line, "ratchet")
+            if not raw.get("reason") or not raw.get("issue"):
+                raise loc.error(r_line, "a ratchet needs both a 'reason' and an 'issue' link")
+            ratchet = Ratchet(str(raw["reason"]), str(raw["issue"]))
+        invariants.append(
+            Invariant(
+                id=inv_id,
+                where=f"{path}:{line}",
+                expr=expr,
+                text=table["assert"],
+                kind=kind,
+                programs=programs,
+                configs=configs,
+                why=str(table.get("why", "")),
+                when=when,
+                ratchet=ratchet,
+            )
+        )
+
+    checks: list[CorrectnessCheck] = []
+    for i, table in enumerate(data.get("correctness", [])):
+        line = loc.table_line("correctness", i)
+        _check_keys(table, _CORRECTNESS_KEYS, loc, line, "[[correctness]]")
+        for required in ("id", "check", "programs"):
+            if required not in table:
+                raise loc.error(line, f"[[correctness]] needs '{required}'")
+        from ._checks import CORRECTNESS
+
+        if table["check"] not in CORRECTNESS:
+            raise loc.error(
+                loc.key_line(line, "check"),
+                f"unknown check '{table['check']}'{_suggest(table['check'], list(CORRECTNESS))}",
+            )
+        programs = _strings(table["programs"], loc, loc.key_line(line, "programs"), "programs")
+        _check_selectors(programs, loc, loc.key_line(line, "programs"))
+        checks.append(
+            CorrectnessCheck(
+                id=table["id"],
+                where=f"{path}:{line}",
+                check=table["check"],
+                programs=programs,
+                reference=table.get("reference"),
+                configs=_strings(table.get("configs", "f32"), loc, line, "configs"),
+                distributions=_strings(table.get("distributions", "uniform"), loc, line, "distributions"),
+                expect=table.get("expect"),
+                why=str(table.get("why", "")),
+            )
+        )
+    return Spec(path, targets, tuple(invariants), tuple(checks))
+
+
+def _check_selectors(selectors: Sequence[str], loc: _Locator, line: int) -> None:
+    from ._programs import CATALOG
+
+    for sel in selectors:
+        if not select_programs([sel]):
+            raise loc.error(line, f"program selector '{sel}' matches no program{_suggest(sel, list(CATALOG))}")
+
+
+def select_programs(selectors: Sequence[str]) -> list[str]:
+    """Catalog names matched by selectors: exact names, fnmatch patterns, ``kind:K``, ``tag:T``."""
+    import fnmatch
+
+    from ._programs import CATALOG
+
+    out: dict[str, None] = {}
+    for sel in selectors:
+        for name, program in CATALOG.items():
+            if sel.startswith("kind:"):
+                hit = program.kind == sel[5:]
+            elif sel.startswith("tag:"):
+                hit = sel[4:] in program.tags
+            else:
+                hit = fnmatch.fnmatchcase(name, sel)
+            if hit:
+                out[name] = None
+    return list(out)
+
+
+def load_specs(directory: Path = SPEC_DIR) -> list[Spec]:
+    return [load_spec(p) for p in sorted(directory.glob("*.toml"))]

@@ -1,0 +1,217 @@
+"""Compile targets: the runtime backend, TPU chips and a GPU ahead of time, and a multi-device CPU.
+
+A target says which devices a program is compiled for and which programs and configurations it compiles.
+Ahead-of-time (AOT) targets need no accelerator: libtpu carries the TPU compiler and the CUDA plugin the GPU
+compiler, so a CPU host reads the real optimized HLO of those chips.
+
+Adding a target touches this file only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.metadata
+import importlib.util
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from ._errors import InvariantsError
+from ._programs import SEED, Program
+
+Family = Literal["cpu", "tpu", "gpu"]
+Mode = Literal["runtime", "aot", "subprocess"]
+
+_GPU_CONFIG_DIR = Path(__file__).parent / "data"
+# A multi-device CPU needs a flag that must be set before JAX starts, so that target compiles in a child
+# process and the flag never leaks into the tests that share this process.
+HOST_DEVICE_FLAG = "--xla_force_host_platform_device_count=8"
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """One place programs are compiled for.
+
+    ``scope`` says what it compiles: ``all`` (every program of one device in every configuration it
+    lists), ``core`` (the seed's forms, seed configuration only: enough to see each chip), or ``sharded``
+    (the programs with a mesh layout; needs ``device_count`` devices).
+    """
+
+    name: str
+    family: Family
+    mode: Mode
+    scope: Literal["all", "core", "sharded"]
+    device_count: int = 1
+    topology: str | None = None
+    chip_config: str = "default"
+    enable_hint: str = ""
+    skip_configs: tuple[str, ...] = ()
+
+    def compiles(self, program: Program) -> bool:
+        if self.scope == "sharded":
+            return program.layout is not None and program.layout.devices <= self.device_count
+        if program.layout is not None:
+            return False
+        return self.scope == "all" or "core" in program.tags
+
+    def configs_for(self, program: Program) -> tuple[str, ...]:
+        if not self.compiles(program):
+            return ()
+        if self.scope != "all":
+            return (SEED.id,)
+        return tuple(c for c in program.configs if c not in self.skip_configs)
+
+    def unavailable_reason(self) -> str | None:
+        """None when this target can compile here, else one line saying why not and how to enable it."""
+        if self.mode == "runtime":
+            return None
+        if self.mode == "subprocess":
+            return None
+        if self.family == "tpu" and importlib.util.find_spec("libtpu") is None:
+            return f"{self.name}: libtpu is not installed; {self.enable_hint}"
+        if self.family == "gpu" and not _has_cuda_plugin():
+            return f"{self.name}: the JAX CUDA plugin is not installed; {self.enable_hint}"
+        return None
+
+    def devices(self) -> Sequence[Any]:
+        """The devices to compile for: real ones at runtime, topology devices ahead of time."""
+        import jax
+
+        if self.mode == "runtime":
+            return jax.devices()[: self.device_count]
+        if self.mode == "subprocess":
+            return jax.devices("cpu")[: self.device_count]
+        return _topology_devices(self.family, self.topology or "", self.chip_config)
+
+
+def _has_cuda_plugin() -> bool:
+    return any(importlib.util.find_spec(m) is not None for m in ("jax_cuda12_plugin", "jax_cuda13_plugin"))
+
+
+@functools.cache
+def _topology_devices(family: Family, topology: str, chip_config: str) -> Sequence[Any]:
+    from jax.experimental import topologies
+
+    if family == "tpu":
+        chips = tuple(int(n) for n in topology.split(":")[1].split("x"))
+        kwargs: dict[str, Any] = {}
+        if all(n == 1 for n in chips):
+            # Single-chip topologies need explicit host bounds (FIELD-NOTES).
+            kwargs["chips_per_host_bounds"] = (1, 1, 1)
+        topo = topologies.get_topology_desc(
+            topology_name=topology, platform="tpu", chip_config_name=chip_config, **kwargs
+        )
+    else:
+        config_text = (_GPU_CONFIG_DIR / f"{topology}.txtpb").read_text()
+        topo = topologies.get_topology_desc(
+            topology_name=topology.split("_")[0], platform="cuda", target_config=config_text, topology="1x1x1"
+        )
+    return list(topo.devices)
+
+
+_TPU_HINT = "pip install -e '.[tpu]' (libtpu from PyPI compiles for TPU on any host)"
+_GPU_HINT = "pip install -e '.[gpu]' (the CUDA plugin compiles for a GPU without one)"
+
+_AOT_TARGETS: tuple[Target, ...] = (
+    # The 50000x512 table costs 2-5 s a compile on TPU; the CPU and GPU targets cover that size.
+    Target("tpu-v5e", "tpu", "aot", "all", topology="v5e:1x1", enable_hint=_TPU_HINT, skip_configs=("f32-large",)),
+    Target("tpu-v4", "tpu", "aot", "core", topology="v4:1x1x1", chip_config="megacore", enable_hint=_TPU_HINT),
+    Target("tpu-v5p", "tpu", "aot", "core", topology="v5p:1x1x1", chip_config="megacore", enable_hint=_TPU_HINT),
+    Target("tpu-v6e", "tpu", "aot", "core", topology="v6e:1x1", enable_hint=_TPU_HINT),
+    Target("tpu-v5e-2x4", "tpu", "aot", "sharded", device_count=8, topology="v5e:2x4", enable_hint=_TPU_HINT),
+    Target("gpu-h100", "gpu", "aot", "all", topology="h100_sxm", enable_hint=_GPU_HINT),
+    Target("cpu-8dev", "cpu", "subprocess", "sharded", device_count=8),
+)
+
+# TPU device kinds as JAX reports them, to the chip names used in target names.
+_TPU_KINDS = {"TPU v4": "v4", "TPU v5": "v5p", "TPU v5p": "v5p", "TPU v5 lite": "v5e", "TPU v6 lite": "v6e"}
+
+
+def runtime_platform() -> str:
+    """The platform JAX runs on in this process (``cpu``, ``tpu`` or ``gpu``)."""
+    import jax
+
+    return str(jax.devices()[0].platform)
+
+
+def runtime_target() -> Target:
+    """The backend this process runs on, named like the AOT target of the same chip.
+
+    On a TPU or GPU host the runtime target replaces the AOT target of that chip, so both write the same
+    snapshots: a disagreement between the two is itself a finding.
+    """
+    import jax
+
+    device = jax.devices()[0]
+    if device.platform == "cpu":
+        return Target("cpu", "cpu", "runtime", "all")
+    if device.platform == "tpu":
+        chip = _TPU_KINDS.get(device.device_kind, re.sub(r"\W+", "", device.device_kind.lower()))
+        return Target(f"tpu-{chip}", "tpu", "runtime", "all")
+    model = re.search(r"([A-Z]\d{2,3})", device.device_kind)
+    name = model.group(1).lower() if model else re.sub(r"\W+", "", device.device_kind.lower())
+    return Target(f"gpu-{name}", "gpu", "runtime", "all")
+
+
+def all_targets() -> dict[str, Target]:
+    """Every known target, the runtime one first; the runtime target replaces an AOT one of its name."""
+    runtime = runtime_target()
+    targets = {runtime.name: runtime}
+    for t in _AOT_TARGETS:
+        targets.setdefault(t.name, t)
+    return targets
+
+
+def known_target_names() -> list[str]:
+    """Names that ``--targets`` accepts, without starting JAX."""
+    return ["cpu", *(t.name for t in _AOT_TARGETS)]
+
+
+def select_targets(spec: str | None) -> list[Target]:
+    """Targets named by a comma-separated ``spec`` (``all``, ``runtime``, family names or target names).
+
+    An unknown name raises one line listing the known ones.
+    """
+    targets = all_targets()
+    if not spec or spec == "all":
+        return list(targets.values())
+    chosen: dict[str, Target] = {}
+    for raw in spec.split(","):
+        word = raw.strip()
+        if word == "runtime":
+            matched = [next(iter(targets.values()))]
+        elif word in targets:
+            matched = [targets[word]]
+        elif word in ("cpu", "tpu", "gpu"):
+            matched = [t for t in targets.values() if t.family == word]
+        else:
+            import difflib
+
+            close = difflib.get_close_matches(word, list(targets), n=2)
+            hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+            raise InvariantsError(
+                f"--targets: unknown target {word!r}{hint}; known: all, runtime, tpu, gpu, " + ", ".join(targets)
+            )
+        for t in matched:
+            chosen[t.name] = t
+    return list(chosen.values())
+
+
+def versions() -> dict[str, str]:
+    """Versions of everything that decides what the programs compile to."""
+    out = {}
+    for dist in ("jax", "jaxlib", "libtpu", "libtpu-nightly", "jax-cuda12-plugin", "equinox"):
+        try:
+            out[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def requested_platform() -> str | None:
+    """The backend a user asked for with ``JAX_PLATFORMS`` (its first entry), or None."""
+    value = os.environ.get("JAX_PLATFORMS", "").strip()
+    return value.split(",")[0].strip() or None

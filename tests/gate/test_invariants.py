@@ -1,0 +1,42 @@
+"""The invariant tier: every [[invariant]] of invariants/*.toml, one item per target, program and config."""
+
+from __future__ import annotations
+
+import pytest
+
+from invariants._checks import evaluate, run_correctness
+from invariants._plugin import failure_report
+from invariants._programs import CATALOG
+from invariants._snapshot import render_summary
+
+pytestmark = [pytest.mark.gate, pytest.mark.invariant]
+
+
+def test_invariant(invariant_case, gate):
+    case = invariant_case
+    inv = case.invariant
+    verdict = evaluate(case, gate.structure)
+    where = f"{case.target} {'/'.join(k[0] for k in case.keys)} [{case.config}]"
+    if inv.ratchet is not None:
+        if verdict.holds:
+            pytest.fail(
+                f"ratchet can be tightened: {inv.id} now holds on {where} ({verdict.describe(inv)}); "
+                f"drop its ratchet in {inv.where} ({inv.ratchet.issue})",
+                pytrace=False,
+            )
+        pytest.xfail(f"{inv.ratchet.reason} ({inv.ratchet.issue}); {verdict.describe(inv)}")
+    if not verdict.holds:
+        key = case.keys[0]
+        summary = render_summary(gate.cache.get(*key), gate.structure(key), CATALOG[key[0]].doc)
+        headline = f"{inv.where}: {inv.id} failed on {where}: {verdict.describe(inv)}"
+        if inv.why:
+            headline += f"\nwhy it matters: {inv.why}"
+        pytest.fail(failure_report(gate, key, headline, summary), pytrace=False)
+
+
+@pytest.mark.gate
+def test_correctness(correctness_case):
+    problem = run_correctness(correctness_case)
+    if problem:
+        check = correctness_case.check
+        pytest.fail(f"{check.where}: {check.id} failed for {correctness_case.id}: {problem}", pytrace=False)

@@ -1,0 +1,25 @@
+"""The snapshot tier: each program's compiled structure on each target, against snapshots/<target>/."""
+
+from __future__ import annotations
+
+import pytest
+
+from invariants._programs import CATALOG
+from invariants._snapshot import render_summary
+from invariants._snapshot_store import SNAPSHOT_ROOT, snapshot_stem
+
+pytestmark = [pytest.mark.gate, pytest.mark.snapshot]
+
+
+def test_structure(structure_key, gate, structure_snapshot, request):
+    program, config, target = structure_key
+    compiled = gate.cache.get(*structure_key)
+    summary = render_summary(compiled, gate.structure(structure_key), CATALOG[program].doc)
+    path = gate.rootpath / SNAPSHOT_ROOT / target / f"{snapshot_stem(program, config)}.txt"
+    if not path.exists() and not request.config.getoption("--snapshot-update"):
+        pytest.fail(
+            f"{path}: no snapshot for {program}[{config}] on {target}; record it with: "
+            f"pytest tests/gate/test_structure.py --targets {target} --programs {program} --snapshot-update",
+            pytrace=False,
+        )
+    assert summary == structure_snapshot

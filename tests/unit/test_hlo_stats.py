@@ -1,0 +1,89 @@
+"""The hlo-stats subcommand, called in-process."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+
+import pytest
+
+from invariants._hlo_stats import main
+
+DATA = pathlib.Path(__file__).resolve().parents[1] / "data" / "hlo"
+TPU_BWD = str(DATA / "tpu_v5e_bwd_vmap_index.txt")
+SEED_TAKE = str(DATA / "tpu_seed_jit__take.txt")
+
+
+def test_text_output(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([TPU_BWD]) == 0
+    out = capsys.readouterr().out
+    assert "entry fusions: 2 (kLoop 2)" in out
+    assert "trip count 16384" in out
+    assert "while  trips=16384" in out
+
+
+def test_json_one_file(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([SEED_TAKE, "--json"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["entry_fusions"] == 4
+    assert obj["fusion_kinds"] == {"kCustom": 1, "kLoop": 3}
+    assert obj["custom_call_targets"] == ["AssumeGatherIndicesInBound"]
+    assert obj["while_loops"] == 0 and obj["collectives"] == {}
+    assert isinstance(obj["kernels"], int) and isinstance(obj["opcodes"], dict)
+    assert obj["dynamic_kernel_launches"] == obj["kernels"]
+
+
+def test_json_several_files_keyed_by_path(capsys: pytest.CaptureFixture[str]) -> None:
+    sharded = str(DATA / "tpu_v5e_2x2_sharded_fwd_index.txt")
+    assert main(["--json", TPU_BWD, sharded]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert set(obj) == {TPU_BWD, sharded}
+    assert obj[TPU_BWD]["trip_counts"] == [16384]
+    assert obj[TPU_BWD]["dynamic_kernel_launches"] >= 16384
+    assert obj[sharded]["collectives"] == {"all-reduce": 1}
+    assert obj[sharded]["collective_bytes"] == 16384 * 32 * 4
+
+
+def test_directory_takes_after_optimizations_files(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shutil.copy(SEED_TAKE, tmp_path / "module_0002.jit__take.after_optimizations.txt")
+    shutil.copy(TPU_BWD, tmp_path / "module_0001.jit_bwd.after_optimizations.txt")
+    (tmp_path / "module_0001.jit_bwd.before_optimizations.txt").write_text("not read")
+    assert main([str(tmp_path), "--json"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert [pathlib.Path(p).name for p in obj] == [
+        "module_0001.jit_bwd.after_optimizations.txt", "module_0002.jit__take.after_optimizations.txt",
+    ]  # fmt: skip
+
+
+def test_empty_directory_is_an_error(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "after_optimizations" in err
+
+
+def test_malformed_input_one_line_exit_2(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.txt"
+    bad.write_text("HloModule m\n\nENTRY %main {\n  %x = f32[4]{0} parameter(0)\n  %y = f32[4] what?\n}\n")
+    assert main([str(bad)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1
+    assert captured.err.startswith(f"{bad}:5: ")
+    assert "Traceback" not in captured.err
+
+
+def test_missing_file_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["/nonexistent/x.txt", "--json"]) == 2
+    err = capsys.readouterr().err
+    assert err == "/nonexistent/x.txt: no such file or directory\n"
+
+
+def test_help_documents_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert "keyed by file path" in out and "after_optimizations" in out
