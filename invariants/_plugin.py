@@ -21,6 +21,9 @@ from ._errors import InvariantsError
 # backend explicitly (tox -e tpu / -e gpu set JAX_PLATFORMS), and the guard below holds it to that.
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 _REQUESTED = os.environ["JAX_PLATFORMS"]
+if "tpu" not in _REQUESTED:
+    # Ahead-of-time TPU compiles claim libtpu's single-process lock; xdist workers each need libtpu.
+    os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
 
 
 class GateSession:
@@ -90,6 +93,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="comma-separated targets: all (default), runtime, cpu, tpu, gpu, or names such as tpu-v5e",
     )
     group.addoption("--programs", default=None, help="comma-separated catalog programs (default: all)")
+    group.addoption(
+        "--results-json",
+        default=os.environ.get("INVARIANTS_RESULTS", "artifacts/results.json"),
+        help="where the run's structures, verdicts and ratios are written for `python -m invariants report`",
+    )
     group.addoption(
         "--hlo-dump-dir",
         default=os.environ.get("INVARIANTS_DUMP_DIR", "artifacts/hlo"),
@@ -227,6 +235,58 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         return
     for path in GUARD.refused:
         terminalreporter.write_line(f"invariants: kept {path} (not provably obsolete; delete it by hand if it is)")
+
+
+RESULT_KEYS = ("structure", "invariant", "correctness", "throughput")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Collect what each item recorded (``record_property``), with its outcome, for the results file.
+
+    This runs in the process that reports, which under xdist is the controller: the results file is the
+    same with or without workers.
+    """
+    if report.when != "call" and not (report.when == "setup" and report.skipped):
+        return
+    results = _RESULTS.setdefault("items", [])
+    outcome = "xfailed" if hasattr(report, "wasxfail") else report.outcome
+    for name, value in report.user_properties:
+        if name in RESULT_KEYS and isinstance(value, dict):
+            results.append({"kind": name, "outcome": outcome, "nodeid": report.nodeid, **value})
+    if report.failed and not report.user_properties:
+        results.append({"kind": "error", "outcome": outcome, "nodeid": report.nodeid})
+
+
+_RESULTS: dict[str, Any] = {}
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    if hasattr(config, "workerinput") or _SESSION not in config.stash:
+        return
+    import json
+
+    import jax
+
+    from ._targets import versions
+
+    s = gate_session(config)
+    items = _RESULTS.get("items", [])
+    if not items:
+        return
+    dev = jax.devices()
+    payload = {
+        "versions": versions(),
+        "runtime": {"platform": dev[0].platform, "device_kind": dev[0].device_kind, "count": len(dev)},
+        "targets": {
+            t.name: {"mode": t.mode, "scope": t.scope, "unavailable": t.unavailable_reason()} for t in s.targets
+        },
+        "exitstatus": int(exitstatus),
+        "items": sorted(items, key=lambda r: (r["kind"], r["nodeid"])),
+    }
+    path = Path(config.getoption("results_json"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n")
 
 
 def committed_snapshot_diff(s: GateSession, key: tuple[str, str, str], current: str) -> str:

@@ -12,11 +12,25 @@ from invariants._snapshot import render_summary
 pytestmark = [pytest.mark.gate, pytest.mark.invariant]
 
 
-def test_invariant(invariant_case, gate):
+def test_invariant(invariant_case, gate, record_property):
     case = invariant_case
     inv = case.invariant
     verdict = evaluate(case, gate.structure)
     where = f"{case.target} {'/'.join(k[0] for k in case.keys)} [{case.config}]"
+    record_property(
+        "invariant",
+        {
+            "id": inv.id,
+            "target": case.target,
+            "programs": [k[0] for k in case.keys],
+            "config": case.config,
+            "assert": inv.text,
+            "holds": verdict.holds,
+            "measured": {k: str(v) for k, v in verdict.measured.items()},
+            "ratchet": inv.ratchet.reason if inv.ratchet else None,
+            "where": inv.where,
+        },
+    )
     if inv.ratchet is not None:
         if verdict.holds:
             pytest.fail(
@@ -35,8 +49,13 @@ def test_invariant(invariant_case, gate):
 
 
 @pytest.mark.gate
-def test_correctness(correctness_case):
+def test_correctness(correctness_case, record_property):
     problem = run_correctness(correctness_case)
+    c = correctness_case
+    record_property(
+        "correctness",
+        {"id": c.check.id, "program": c.program, "config": c.config, "distribution": c.distribution, "problem": problem},
+    )
     if problem:
         check = correctness_case.check
         pytest.fail(f"{check.where}: {check.id} failed for {correctness_case.id}: {problem}", pytrace=False)

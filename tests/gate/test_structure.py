@@ -7,14 +7,18 @@ import pytest
 from invariants._programs import CATALOG
 from invariants._snapshot import render_summary
 from invariants._snapshot_store import SNAPSHOT_ROOT, snapshot_stem
+from invariants._structure import METRICS
 
 pytestmark = [pytest.mark.gate, pytest.mark.snapshot]
 
 
-def test_structure(structure_key, gate, structure_snapshot, request):
+def test_structure(structure_key, gate, structure_snapshot, request, record_property):
     program, config, target = structure_key
     compiled = gate.cache.get(*structure_key)
-    summary = render_summary(compiled, gate.structure(structure_key), CATALOG[program].doc)
+    structure = gate.structure(structure_key)
+    metrics = {name: fn(structure) for name, fn in METRICS.items()}
+    record_property("structure", {"program": program, "config": config, "target": target, **metrics})
+    summary = render_summary(compiled, structure, CATALOG[program].doc)
     path = gate.rootpath / SNAPSHOT_ROOT / target / f"{snapshot_stem(program, config)}.txt"
     if not path.exists() and not request.config.getoption("--snapshot-update"):
         pytest.fail(

@@ -1,0 +1,60 @@
+"""``python -m invariants COMMAND``: the command-line face of the suite.
+
+Each command lives in the module of its stage and exposes ``main(argv) -> int``; this file only
+dispatches, and turns an :class:`InvariantsError` into one line on stderr with exit code 2.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+from ._errors import InvariantsError
+
+COMMANDS = {
+    "hlo-stats": ("invariants._hlo_stats", "structural metrics of optimized-HLO text files or dump folders"),
+    "report": ("invariants._report", "markdown tables (and a PNG) from a run's results"),
+    "selfcheck": ("invariants._selfcheck", "inject regressions and show the suite catches each"),
+    "bisect": ("invariants._bisect", "find the JAX release where an item changed verdict"),
+    "matrix": ("invariants._bisect", "key metrics across JAX releases, as a table and a plot"),
+}
+
+
+def _usage() -> str:
+    lines = ["usage: python -m invariants COMMAND [ARGS...]", "", "commands:"]
+    lines += [f"  {name:10} {doc}" for name, (_, doc) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in ("-h", "--help"):
+        print(_usage())
+        return 0 if args else 2
+    command, rest = args[0], args[1:]
+    if command not in COMMANDS:
+        import difflib
+
+        close = difflib.get_close_matches(command, list(COMMANDS), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        print(f"invariants: unknown command {command!r}{hint}; known: {', '.join(COMMANDS)}", file=sys.stderr)
+        return 2
+    # As in the pytest plugin: without a request, JAX runs on the CPU (and the CUDA plugin stays quiet).
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    module = importlib.import_module(COMMANDS[command][0])
+    entry = getattr(module, "main_" + command.replace("-", "_"), None) or module.main
+    try:
+        return int(entry(rest))
+    except InvariantsError as err:
+        print(err, file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `... | head` closed the pipe: not an error of ours
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
