@@ -45,7 +45,7 @@ def __getattr__(name: str) -> Any:
 
 if TYPE_CHECKING:
     from ._checks import Case, Verdict, evaluate
-    from ._compile import Compiled, CompileCache
+    from ._compile import CompileCache, Compiled
     from ._errors import InvariantsError
     from ._hlo import HloModule, HloParseError, parse_module
     from ._programs import CATALOG, CONFIGS, Config, Program, get_program

@@ -76,7 +76,9 @@ def spec_applies(spec: Spec, target: Target) -> bool:
     return any(fnmatch.fnmatchcase(target.name, p) for p in spec.targets)
 
 
-def expand(specs: Iterable[Spec], targets: Iterable[Target], kinds: Sequence[str] = ("absolute", "relational")) -> list[Case]:
+def expand(
+    specs: Iterable[Spec], targets: Iterable[Target], kinds: Sequence[str] = ("absolute", "relational")
+) -> list[Case]:
     """Every item the specs define on ``targets``, in spec order. Unmet ``when`` → a skipped case."""
     cases: list[Case] = []
     targets = list(targets)
@@ -136,7 +138,14 @@ def input_facts(config: Config) -> dict[str, int]:
 
 def structural_signature(s: Structure) -> tuple[Any, ...]:
     """What ``structure(a) == structure(b)`` compares: everything the snapshot shows below the jaxpr."""
-    return (s.kernel_list, s.custom_call_targets, s.gather_shapes, s.scatter_shapes, s.collectives, s.converts)
+    return (
+        s.kernel_list,
+        s.custom_call_targets,
+        s.gather_shapes,
+        s.scatter_shapes,
+        s.collectives,
+        s.converts,
+    )
 
 
 _COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], bool]] = {
@@ -267,7 +276,9 @@ _OOB_EXPECT = {
 }
 
 
-def check_out_of_bounds(check: CorrectnessCheck, program: str, config: Config, distribution: str) -> str | None:
+def check_out_of_bounds(
+    check: CorrectnessCheck, program: str, config: Config, distribution: str
+) -> str | None:
     """Indices V and -1 give what ``check.expect`` names (a key of ``_OOB_EXPECT``)."""
     if check.expect not in _OOB_EXPECT:
         raise InvariantsError(f"{check.where}: expect must be one of {', '.join(_OOB_EXPECT)}")
@@ -291,11 +302,16 @@ def check_out_of_bounds(check: CorrectnessCheck, program: str, config: Config, d
     got = (what(out[0]), what(out[1]))
     want = _OOB_EXPECT[check.expect]
     if got != want:
-        return f"index V gave {got[0]} and index -1 gave {got[1]}; '{check.expect}' means {want[0]} and {want[1]}"
+        return (
+            f"index V gave {got[0]} and index -1 gave {got[1]}; "
+            f"'{check.expect}' means {want[0]} and {want[1]}"
+        )
     return None
 
 
-def check_narrow_index(check: CorrectnessCheck, program: str, config: Config, distribution: str) -> str | None:
+def check_narrow_index(
+    check: CorrectnessCheck, program: str, config: Config, distribution: str
+) -> str | None:
     """int8 indices -1..126 into the seed's 8192-row table (past int8's range), pinned by ``expect``:
     ``ok`` (the rows numpy gives), ``overflow_error`` (raises OverflowError), or ``wrong_rows``."""
     import jax

@@ -88,8 +88,17 @@ def jaxpr_primitives(closed_jaxpr: Any) -> tuple[str, ...]:
         for eqn in jaxpr.eqns:
             subs = [v for v in eqn.params.values() if hasattr(v, "eqns") or hasattr(v, "jaxpr")]
             subs += [b for v in eqn.params.values() if isinstance(v, tuple) for b in v if hasattr(b, "jaxpr")]
-            if subs and eqn.primitive.name in ("pjit", "jit", "closed_call", "core_call", "custom_jvp_call",
-                                                "custom_vjp_call", "remat", "checkpoint", "custom_vjp_call_jaxpr"):
+            if subs and eqn.primitive.name in (
+                "pjit",
+                "jit",
+                "closed_call",
+                "core_call",
+                "custom_jvp_call",
+                "custom_vjp_call",
+                "remat",
+                "checkpoint",
+                "custom_vjp_call_jaxpr",
+            ):
                 for sub in subs:
                     walk(getattr(sub, "jaxpr", sub))
                 continue
@@ -129,7 +138,7 @@ def compile_here(program_name: str, config_id: str, target: Target) -> Compiled:
         jaxpr=str(closed),
         jaxpr_primitives=jaxpr_primitives(closed),
         stablehlo=lowered.as_text(),
-        hlo_text=compiled.as_text(),
+        hlo_text=compiled.as_text() or "",
         cost=_cost(compiled),
         memory=_memory(compiled),
         compile_seconds=seconds,
@@ -143,7 +152,9 @@ def _cost(compiled: Any) -> dict[str, float]:
         return {}
     if isinstance(cost, list):  # older JAX returned one dict per computation
         cost = cost[0] if cost else {}
-    return {k: float(v) for k, v in (cost or {}).items() if k in ("flops", "bytes accessed", "transcendentals")}
+    return {
+        k: float(v) for k, v in (cost or {}).items() if k in ("flops", "bytes accessed", "transcendentals")
+    }
 
 
 def _memory(compiled: Any) -> dict[str, int]:
@@ -151,7 +162,12 @@ def _memory(compiled: Any) -> dict[str, int]:
         mem = compiled.memory_analysis()
     except Exception:
         return {}
-    fields = ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes", "generated_code_size_in_bytes")
+    fields = (
+        "argument_size_in_bytes",
+        "output_size_in_bytes",
+        "temp_size_in_bytes",
+        "generated_code_size_in_bytes",
+    )
     return {f: int(getattr(mem, f)) for f in fields if mem is not None and hasattr(mem, f)}
 
 

@@ -106,7 +106,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "snapshot_key(program, config, target): the structural snapshot an item owns")
+    config.addinivalue_line(
+        "markers", "snapshot_key(program, config, target): the structural snapshot an item owns"
+    )
     config.addinivalue_line("markers", "xdist_group(name): keep items of one target on one xdist worker")
     _guard_backend()
     try:
@@ -129,7 +131,9 @@ def _guard_backend() -> None:
         ) from None
     aliases = {"cuda": "gpu", "rocm": "gpu"}
     if wanted and aliases.get(wanted[0], wanted[0]) != aliases.get(platform, platform):
-        raise pytest.UsageError(f"JAX_PLATFORMS={_REQUESTED}: asked for {wanted[0]} but JAX runs on {platform}")
+        raise pytest.UsageError(
+            f"JAX_PLATFORMS={_REQUESTED}: asked for {wanted[0]} but JAX runs on {platform}"
+        )
 
 
 def gate_session(config: pytest.Config) -> GateSession:
@@ -234,7 +238,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     except ImportError:
         return
     for path in GUARD.refused:
-        terminalreporter.write_line(f"invariants: kept {path} (not provably obsolete; delete it by hand if it is)")
+        terminalreporter.write_line(
+            f"invariants: kept {path} (not provably obsolete; delete it by hand if it is)"
+        )
 
 
 RESULT_KEYS = ("structure", "invariant", "correctness", "throughput")
@@ -279,7 +285,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         "versions": versions(),
         "runtime": {"platform": dev[0].platform, "device_kind": dev[0].device_kind, "count": len(dev)},
         "targets": {
-            t.name: {"mode": t.mode, "scope": t.scope, "unavailable": t.unavailable_reason()} for t in s.targets
+            t.name: {"mode": t.mode, "scope": t.scope, "unavailable": t.unavailable_reason()}
+            for t in s.targets
         },
         "exitstatus": int(exitstatus),
         "items": sorted(items, key=lambda r: (r["kind"], r["nodeid"])),
@@ -290,7 +297,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def committed_snapshot_diff(s: GateSession, key: tuple[str, str, str], current: str) -> str:
-    """A focused diff of ``current`` against the committed snapshot of ``key`` (or a note that there is none)."""
+    """A focused diff of ``current`` against the committed snapshot of ``key``, or a note saying there is none."""
     from ._snapshot_store import SNAPSHOT_ROOT, snapshot_stem
 
     path = s.rootpath / SNAPSHOT_ROOT / key[2] / f"{snapshot_stem(key[0], key[1])}.txt"

@@ -52,7 +52,7 @@ class Config:
 
     @property
     def id(self) -> str:
-        parts = [self.table_dtype]
+        parts: list[str] = [self.table_dtype]
         if self.size != "small":
             parts.append(self.size)
         if self.index_dtype != "i32":
@@ -319,7 +319,9 @@ def _catalog() -> dict[str, Program]:
     ):
         for fn in (naive, take, vmap_naive):
             name = f"sharded_{layout_name}_{fn.__name__}"
-            doc = f"{fn.__name__} with table {layout.table} and indices {layout.indices} on mesh {layout.axes}"
+            doc = (
+                f"{fn.__name__} with table {layout.table} and indices {layout.indices} on mesh {layout.axes}"
+            )
             programs[name] = Program(name, "sharded", fn, doc, layout=layout)
     return programs
 

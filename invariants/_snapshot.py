@@ -91,7 +91,11 @@ def render_summary(compiled: Compiled, structure: Structure, doc: str = "") -> s
     out.append("")
     out.append("jaxpr:")
     out += textwrap.wrap(
-        " ".join(_runs(compiled.jaxpr_primitives)), 100, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False
+        " ".join(_runs(compiled.jaxpr_primitives)),
+        100,
+        initial_indent="  ",
+        subsequent_indent="  ",
+        break_on_hyphens=False,
     ) or ["  (empty)"]
     out.append("")
     out.append("summary: " + summary_line(structure))
@@ -104,7 +108,8 @@ def render_summary(compiled: Compiled, structure: Structure, doc: str = "") -> s
         out += [f"  {op.opcode} -> {op.shape} {{{op.dimension_numbers}}}" for op in ops]
     out.append("collectives:" + ("" if structure.collectives else " none"))
     out += [
-        f"  {c.opcode} {c.bytes} bytes -> {c.shape}" + (f" groups={c.replica_groups}" if c.replica_groups else "")
+        f"  {c.opcode} {c.bytes} bytes -> {c.shape}"
+        + (f" groups={c.replica_groups}" if c.replica_groups else "")
         for c in structure.collectives
     ]
     out.append(f"root: {structure.root_shape}")

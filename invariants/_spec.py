@@ -218,7 +218,8 @@ def parse_assert(text: str, loc: _Locator, line: int) -> tuple[ast.Expression, K
             raise loc.error(line, f"assert {text!r}: 'in' needs one of {', '.join(SET_METRICS)} on its right")
     if kind != "absolute" and bare:
         raise loc.error(
-            line, f"assert {text!r}: mixes program calls with a bare metric '{bare[0]}' (write {bare[0]}(PROGRAM))"
+            line,
+            f"assert {text!r}: mixes program calls with a bare metric '{bare[0]}' (write {bare[0]}(PROGRAM))",
         )
     return tree, kind, tuple(dict.fromkeys(named))
 
@@ -288,7 +289,8 @@ def load_spec(path: Path) -> Spec:
         else:
             if "programs" in table:
                 raise loc.error(
-                    loc.key_line(line, "programs"), f"'{inv_id}' names its programs in the assert; drop 'programs'"
+                    loc.key_line(line, "programs"),
+                    f"'{inv_id}' names its programs in the assert; drop 'programs'",
                 )
             programs = named
         configs = _strings(table.get("configs", "*"), loc, loc.key_line(line, "configs"), "configs")
@@ -355,7 +357,9 @@ def _check_selectors(selectors: Sequence[str], loc: _Locator, line: int) -> None
 
     for sel in selectors:
         if not select_programs([sel]):
-            raise loc.error(line, f"program selector '{sel}' matches no program{_suggest(sel, list(CATALOG))}")
+            raise loc.error(
+                line, f"program selector '{sel}' matches no program{_suggest(sel, list(CATALOG))}"
+            )
 
 
 def select_programs(selectors: Sequence[str]) -> list[str]:

@@ -117,9 +117,15 @@ _GPU_HINT = "pip install -e '.[gpu]' (the CUDA plugin compiles for a GPU without
 
 _AOT_TARGETS: tuple[Target, ...] = (
     # The 50000x512 table costs 2-5 s a compile on TPU; the CPU and GPU targets cover that size.
-    Target("tpu-v5e", "tpu", "aot", "all", topology="v5e:1x1", enable_hint=_TPU_HINT, skip_configs=("f32-large",)),
-    Target("tpu-v4", "tpu", "aot", "core", topology="v4:1x1x1", chip_config="megacore", enable_hint=_TPU_HINT),
-    Target("tpu-v5p", "tpu", "aot", "core", topology="v5p:1x1x1", chip_config="megacore", enable_hint=_TPU_HINT),
+    Target(
+        "tpu-v5e", "tpu", "aot", "all", topology="v5e:1x1", enable_hint=_TPU_HINT, skip_configs=("f32-large",)
+    ),
+    Target(
+        "tpu-v4", "tpu", "aot", "core", topology="v4:1x1x1", chip_config="megacore", enable_hint=_TPU_HINT
+    ),
+    Target(
+        "tpu-v5p", "tpu", "aot", "core", topology="v5p:1x1x1", chip_config="megacore", enable_hint=_TPU_HINT
+    ),
     Target("tpu-v6e", "tpu", "aot", "core", topology="v6e:1x1", enable_hint=_TPU_HINT),
     Target("tpu-v5e-2x4", "tpu", "aot", "sharded", device_count=8, topology="v5e:2x4", enable_hint=_TPU_HINT),
     Target("gpu-h100", "gpu", "aot", "all", topology="h100_sxm", enable_hint=_GPU_HINT),
@@ -193,7 +199,8 @@ def select_targets(spec: str | None) -> list[Target]:
             close = difflib.get_close_matches(word, list(targets), n=2)
             hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
             raise InvariantsError(
-                f"--targets: unknown target {word!r}{hint}; known: all, runtime, tpu, gpu, " + ", ".join(targets)
+                f"--targets: unknown target {word!r}{hint}; known: all, runtime, tpu, gpu, "
+                + ", ".join(targets)
             )
         for t in matched:
             chosen[t.name] = t

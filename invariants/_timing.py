@@ -255,8 +255,18 @@ def _calibrate(a: Timed, b: Timed, warmup: int, sample_seconds: float, clock: Cl
     return inner_for(probes_a), inner_for(probes_b)
 
 
-def _pairs(a: Timed, b: Timed, inner: tuple[int, int], count: int, start: int, clock: Clock,
-           t_a: list[float], t_b: list[float], deadline: float | None, floor: int) -> None:
+def _pairs(
+    a: Timed,
+    b: Timed,
+    inner: tuple[int, int],
+    count: int,
+    start: int,
+    clock: Clock,
+    t_a: list[float],
+    t_b: list[float],
+    deadline: float | None,
+    floor: int,
+) -> None:
     """Append ``count`` pairs of per-call times, order alternating with the pair index (ABBA).
 
     Stops early past ``deadline`` once at least ``floor`` pairs exist in total.
@@ -306,9 +316,20 @@ class _Run:
     looks: int
 
 
-def _run(a: Timed, b: Timed, decide: Callable[[float, float], Verdict | None] | None, *, min_pairs: int,
-         min_seconds: float, max_seconds: float, confidence: float, warmup: int, inner: int | None,
-         sample_seconds: float, clock: Clock) -> _Run:
+def _run(
+    a: Timed,
+    b: Timed,
+    decide: Callable[[float, float], Verdict | None] | None,
+    *,
+    min_pairs: int,
+    min_seconds: float,
+    max_seconds: float,
+    confidence: float,
+    warmup: int,
+    inner: int | None,
+    sample_seconds: float,
+    clock: Clock,
+) -> _Run:
     if not 0.5 < confidence < 1.0:
         raise InvariantsError(f"timing: confidence must be in (0.5, 1), got {confidence}")
     alpha = 1.0 - confidence
@@ -348,8 +369,18 @@ def _run(a: Timed, b: Timed, decide: Callable[[float, float], Verdict | None] | 
             target = max(len(t_a) + 2, math.ceil(len(t_a) * _GROWTH))
             look += 1
             floor_next = min_pairs_for(1.0 - _look_alpha(alpha, look))
-            _pairs(a, b, n_inner, target - len(t_a), len(t_a), clock, t_a, t_b, deadline,
-                   max(floor_next, len(t_a) + 1))
+            _pairs(
+                a,
+                b,
+                n_inner,
+                target - len(t_a),
+                len(t_a),
+                clock,
+                t_a,
+                t_b,
+                deadline,
+                max(floor_next, len(t_a) + 1),
+            )
             if len(t_a) < floor_next:  # pragma: no cover - _pairs always reaches the floor
                 break
         seconds = clock() - start
@@ -413,8 +444,19 @@ def measure_ratio(
             ``max_seconds`` or ``inner``, ``confidence`` outside (0.5, 1)).
     """
     decide = (lambda lo, hi: _decide_upper(lo, hi, threshold)) if threshold is not None else None
-    r = _run(a, b, decide, min_pairs=min_pairs, min_seconds=min_seconds, max_seconds=max_seconds,
-             confidence=confidence, warmup=warmup, inner=inner, sample_seconds=sample_seconds, clock=clock)
+    r = _run(
+        a,
+        b,
+        decide,
+        min_pairs=min_pairs,
+        min_seconds=min_seconds,
+        max_seconds=max_seconds,
+        confidence=confidence,
+        warmup=warmup,
+        inner=inner,
+        sample_seconds=sample_seconds,
+        clock=clock,
+    )
     return RatioResult(
         median=float(np.median(r.ratios)),
         low=r.low,
@@ -458,8 +500,19 @@ def measure_efficiency(
         ``min_efficiency``; ``"inconclusive"`` when it still straddles the floor at budget end.
     """
     decide = (lambda lo, hi: _decide_lower(lo, hi, min_efficiency)) if min_efficiency is not None else None
-    r = _run(copy, program, decide, min_pairs=min_pairs, min_seconds=min_seconds, max_seconds=max_seconds,
-             confidence=confidence, warmup=warmup, inner=inner, sample_seconds=sample_seconds, clock=clock)
+    r = _run(
+        copy,
+        program,
+        decide,
+        min_pairs=min_pairs,
+        min_seconds=min_seconds,
+        max_seconds=max_seconds,
+        confidence=confidence,
+        warmup=warmup,
+        inner=inner,
+        sample_seconds=sample_seconds,
+        clock=clock,
+    )
     return EfficiencyResult(
         efficiency=float(np.median(r.ratios)),
         low=r.low,

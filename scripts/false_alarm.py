@@ -95,11 +95,16 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=10)
     p.add_argument("--hog", action="store_true", help="busy-loop processes during the runs")
-    p.add_argument("--hog-procs", type=int, default=os.cpu_count() or 1,
-                   help="hog processes (default: one per core)")
+    p.add_argument(
+        "--hog-procs", type=int, default=os.cpu_count() or 1, help="hog processes (default: one per core)"
+    )
     p.add_argument("--max-seconds", type=float, default=6.0)
-    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                   help="wall: time.perf_counter (default); cpu: time.process_time")
+    p.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="wall: time.perf_counter (default); cpu: time.process_time",
+    )
     args = p.parse_args(argv)
 
     hogs: list[mp.process.BaseProcess] = []
@@ -118,12 +123,21 @@ def main(argv: list[str] | None = None) -> int:
         for run in range(args.runs):
             for c in CASES:
                 if c.name == "efficiency":
-                    r = measure_efficiency(timed[c.b], timed[c.a], max_seconds=args.max_seconds,  # type: ignore[arg-type]
-                                           clock=clock)
+                    r = measure_efficiency(
+                        timed[c.b],
+                        timed[c.a],
+                        max_seconds=args.max_seconds,  # type: ignore[arg-type]
+                        clock=clock,
+                    )
                     results[c.name].append((r.efficiency, r.low, r.high, r.seconds, r.pairs, r.cv, r.verdict))
                 else:
-                    r = measure_ratio(timed[c.a], timed[c.b], threshold=c.threshold,  # type: ignore[arg-type]
-                                      max_seconds=args.max_seconds, clock=clock)
+                    r = measure_ratio(
+                        timed[c.a],
+                        timed[c.b],
+                        threshold=c.threshold,  # type: ignore[arg-type]
+                        max_seconds=args.max_seconds,
+                        clock=clock,
+                    )
                     results[c.name].append((r.median, r.low, r.high, r.seconds, r.pairs, r.cv, r.verdict))
                 print(f"run {run} {c.name}: {r.summary()}", file=sys.stderr)
     finally:
@@ -134,9 +148,11 @@ def main(argv: list[str] | None = None) -> int:
 
     hog = f"{args.hog_procs} hog process(es) on {os.cpu_count()} cores" if args.hog else "no hog"
     print(f"\n{args.runs} runs, {hog}, {args.clock} clock, confidence 0.95\n")
-    print("| ratio | threshold | median over runs | CV across runs | mean CI width "
-          "| seconds/ratio (mean, max) | pairs (mean) | per-pair cv (median) "
-          "| pass / inconcl. / fail | false failures | detections |")
+    print(
+        "| ratio | threshold | median over runs | CV across runs | mean CI width "
+        "| seconds/ratio (mean, max) | pairs (mean) | per-pair cv (median) "
+        "| pass / inconcl. / fail | false failures | detections |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for c in CASES:
         rows = results[c.name]
@@ -149,11 +165,16 @@ def main(argv: list[str] | None = None) -> int:
         false_f = str(fails) if c.expect == "within" else "-"
         detect = f"{fails}/{len(rows)}" if c.expect == "beyond" else "-"
         thr = f"{c.threshold:.2f}" if c.threshold is not None else "-"
-        vs = (f"{verdicts.count('pass')} / {verdicts.count('inconclusive')} / {fails}"
-              if c.threshold is not None else "-")
-        print(f"| {c.name} | {thr} | {statistics.median(meds):.3f} | {cv:.2%} | {width:.3f} "
-              f"| {statistics.fmean(secs):.2f}, {max(secs):.2f} | {statistics.fmean(r[4] for r in rows):.0f} "
-              f"| {statistics.median(r[5] for r in rows):.1%} | {vs} | {false_f} | {detect} |")
+        vs = (
+            f"{verdicts.count('pass')} / {verdicts.count('inconclusive')} / {fails}"
+            if c.threshold is not None
+            else "-"
+        )
+        print(
+            f"| {c.name} | {thr} | {statistics.median(meds):.3f} | {cv:.2%} | {width:.3f} "
+            f"| {statistics.fmean(secs):.2f}, {max(secs):.2f} | {statistics.fmean(r[4] for r in rows):.0f} "
+            f"| {statistics.median(r[5] for r in rows):.1%} | {vs} | {false_f} | {detect} |"
+        )
     return 0
 
 

@@ -54,7 +54,13 @@ def test_correctness(correctness_case, record_property):
     c = correctness_case
     record_property(
         "correctness",
-        {"id": c.check.id, "program": c.program, "config": c.config, "distribution": c.distribution, "problem": problem},
+        {
+            "id": c.check.id,
+            "program": c.program,
+            "config": c.config,
+            "distribution": c.distribution,
+            "problem": problem,
+        },
     )
     if problem:
         check = correctness_case.check
