@@ -118,6 +118,11 @@ def jaxpr_primitives(closed_jaxpr: Any) -> tuple[str, ...]:
 
 def compile_here(program_name: str, config_id: str, target: Target) -> Compiled:
     """Lower and compile in this process. Raises :class:`InvariantsError` with the key on failure."""
+    return _compile(program_name, config_id, target)[0]
+
+
+def _compile(program_name: str, config_id: str, target: Target) -> tuple[Compiled, Any]:
+    """The artifacts and the executable (callable with concrete arguments on a runtime target)."""
     import jax
 
     program = get_program(program_name)
@@ -131,7 +136,7 @@ def compile_here(program_name: str, config_id: str, target: Target) -> Compiled:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise InvariantsError(f"{target.name}/{program_name}[{config_id}]: compile failed: {first}") from err
     seconds = time.perf_counter() - start
-    return Compiled(
+    artifacts = Compiled(
         program=program_name,
         config=config_id,
         target=target.name,
@@ -143,6 +148,7 @@ def compile_here(program_name: str, config_id: str, target: Target) -> Compiled:
         memory=_memory(compiled),
         compile_seconds=seconds,
     )
+    return artifacts, compiled
 
 
 def _cost(compiled: Any) -> dict[str, float]:
@@ -198,6 +204,7 @@ class CompileCache:
     def __init__(self, targets: dict[str, Target]) -> None:
         self._targets = targets
         self._done: dict[Key, Compiled] = {}
+        self._executables: dict[Key, Any] = {}
         self._planned: dict[str, set[Key]] = {}
 
     def plan(self, keys: Iterable[Key]) -> None:
@@ -213,8 +220,17 @@ class CompileCache:
                 for c in compile_in_child([k for k in batch if k not in self._done], t):
                     self._done[c.key] = c
             else:
-                self._done[key] = compile_here(program, config, t)
+                self._done[key], executable = _compile(program, config, t)
+                if t.mode == "runtime":
+                    self._executables[key] = executable
         return self._done[key]
+
+    def executable(self, program: str, config: str, target: str) -> Any:
+        """The compiled executable of a runtime-target key (for timing); compiles it if needed."""
+        if self._targets[target].mode != "runtime":
+            raise InvariantsError(f"{target}: only the runtime target runs programs; this one compiles only")
+        self.get(program, config, target)
+        return self._executables[(program, config, target)]
 
     @property
     def compiled(self) -> list[Compiled]:

@@ -177,6 +177,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 marks.append(pytest.mark.skip(reason=case.skip))
             params.append(pytest.param(case, id=case.id, marks=marks))
         metafunc.parametrize("invariant_case", params or [_none("no invariant applies")])
+    if "throughput_case" in metafunc.fixturenames or "efficiency_key" in metafunc.fixturenames:
+        _parametrize_throughput(metafunc, s)
     if "correctness_case" in metafunc.fixturenames:
         from ._checks import expand_correctness
 
@@ -186,6 +188,33 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             "correctness_case",
             [pytest.param(c, id=c.id) for c in ccases] or [_none("no correctness check applies")],
         )
+
+
+def throughput_cases(s: GateSession) -> list[Any]:
+    """Throughput invariants on the runtime target (the only one that runs programs)."""
+    from ._checks import expand
+
+    runtime = next(iter(s.all_targets.values()))
+    if runtime.name not in {t.name for t in s.targets}:
+        return []
+    cases = expand(s.specs, [runtime], kinds=("throughput",))
+    return [c for c in cases if all(k[0] in s.programs for k in c.keys)]
+
+
+def _parametrize_throughput(metafunc: pytest.Metafunc, s: GateSession) -> None:
+    cases = throughput_cases(s)
+    # Timed items share one xdist worker, one after another: two timings at once would share the cores.
+    group = pytest.mark.xdist_group("throughput")
+    if "throughput_case" in metafunc.fixturenames:
+        params = [
+            pytest.param(c, id=c.id, marks=[group, *([pytest.mark.skip(reason=c.skip)] if c.skip else [])])
+            for c in cases
+        ]
+        metafunc.parametrize("throughput_case", params or [_none("no throughput invariant applies")])
+    if "efficiency_key" in metafunc.fixturenames:
+        keys = sorted({k for c in cases for k in c.keys})
+        params = [pytest.param(k, id=f"{k[2]}-{k[0]}-{k[1]}", marks=[group]) for k in keys]
+        metafunc.parametrize("efficiency_key", params or [_none("no program is timed")])
 
 
 def _none(reason: str) -> Any:
@@ -243,6 +272,25 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         )
 
 
+def judge(invariant: Any, holds: bool, tightenable: bool, where: str, describe: str, failure: Any) -> None:
+    """Turn a decided invariant into a pytest outcome, the same way for every tier.
+
+    A ratchet (known bad today) expects to fail: it xfails with its reason, and when ``tightenable`` (it
+    now holds, beyond noise) the item fails with "ratchet can be tightened", never in silence.
+    ``failure`` builds the full diagnosis lazily, since it may dump files.
+    """
+    if invariant.ratchet is not None:
+        if tightenable:
+            pytest.fail(
+                f"ratchet can be tightened: {invariant.id} now holds on {where} ({describe}); "
+                f"drop its ratchet in {invariant.where} ({invariant.ratchet.issue})",
+                pytrace=False,
+            )
+        pytest.xfail(f"{invariant.ratchet.reason} ({invariant.ratchet.issue}); {describe}")
+    if not holds:
+        pytest.fail(failure(), pytrace=False)
+
+
 RESULT_KEYS = ("structure", "invariant", "correctness", "throughput")
 
 
@@ -297,7 +345,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def committed_snapshot_diff(s: GateSession, key: tuple[str, str, str], current: str) -> str:
-    """A focused diff of ``current`` against the committed snapshot of ``key``, or a note saying there is none."""
+    """A focused diff of ``current`` against the committed snapshot of ``key``, or a note if none."""
     from ._snapshot_store import SNAPSHOT_ROOT, snapshot_stem
 
     path = s.rootpath / SNAPSHOT_ROOT / key[2] / f"{snapshot_stem(key[0], key[1])}.txt"

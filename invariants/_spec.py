@@ -58,6 +58,7 @@ _INVARIANT_KEYS = ("id", "programs", "configs", "assert", "why", "when", "ratche
 _CORRECTNESS_KEYS = ("id", "check", "programs", "reference", "configs", "distributions", "expect", "why")
 _RATCHET_KEYS = ("reason", "issue")
 _TOP_KEYS = ("spec", "invariant", "correctness")
+_SPEC_KEYS = ("targets", "efficiency_max_loss")
 
 Kind = Literal["absolute", "relational", "throughput"]
 
@@ -103,6 +104,8 @@ class Spec:
     targets: tuple[str, ...]
     invariants: tuple[Invariant, ...]
     correctness: tuple[CorrectnessCheck, ...]
+    # How much efficiency (t_copy / t_program) a program may lose against its recorded baseline.
+    efficiency_max_loss: float | None = None
 
 
 def _suggest(word: str, known: Sequence[str]) -> str:
@@ -212,6 +215,8 @@ def parse_assert(text: str, loc: _Locator, line: int) -> tuple[ast.Expression, K
         raise loc.error(line, f"assert {text!r}: '{ast.unparse(node)}' is not understood")
 
     visit(body)
+    if kind == "throughput" and throughput_terms(body) is None:
+        raise loc.error(line, f"assert {text!r}: a throughput assert reads 'time(A) / time(B) <= NUMBER'")
     if isinstance(body.ops[0], (ast.In, ast.NotIn)):
         right = body.comparators[0]
         if not (isinstance(right, ast.Name) and right.id in SET_METRICS):
@@ -222,6 +227,27 @@ def parse_assert(text: str, loc: _Locator, line: int) -> tuple[ast.Expression, K
             f"assert {text!r}: mixes program calls with a bare metric '{bare[0]}' (write {bare[0]}(PROGRAM))",
         )
     return tree, kind, tuple(dict.fromkeys(named))
+
+
+def throughput_terms(body: ast.expr) -> tuple[str, str, float] | None:
+    """``(A, B, threshold)`` of ``time(A) / time(B) <= threshold``, or None for any other shape.
+
+    Only this shape is measurable without absolute times: both programs are timed pair by pair, so the
+    ratio is what the run measures (see invariants._timing).
+    """
+    if not (isinstance(body, ast.Compare) and isinstance(body.ops[0], ast.LtE)):
+        return None
+    left, right = body.left, body.comparators[0]
+    if not (isinstance(right, ast.Constant) and isinstance(right.value, (int, float))):
+        return None
+    if not (isinstance(left, ast.BinOp) and isinstance(left.op, ast.Div)):
+        return None
+    names = []
+    for side in (left.left, left.right):
+        if not (isinstance(side, ast.Call) and isinstance(side.func, ast.Name) and side.func.id == "time"):
+            return None
+        names.append(side.args[0].id)  # type: ignore[attr-defined]
+    return names[0], names[1], float(right.value)
 
 
 def _parse_when(text: str, loc: _Locator, line: int) -> tuple[Requirement, ...]:
@@ -258,7 +284,10 @@ def load_spec(path: Path) -> Spec:
         raise loc.error(line, f"not valid TOML: {str(err).split(' (at line')[0]}") from None
     _check_keys(data, _TOP_KEYS, loc, 1, "the spec file")
     header = data.get("spec", {})
-    _check_keys(header, ("targets",), loc, 1, "[spec]")
+    _check_keys(header, _SPEC_KEYS, loc, 1, "[spec]")
+    max_loss = header.get("efficiency_max_loss")
+    if max_loss is not None and not (isinstance(max_loss, float) and 0 < max_loss < 1):
+        raise loc.error(loc.key_line(1, "efficiency_max_loss"), "efficiency_max_loss must be a fraction in (0, 1)")
     if "targets" not in header:
         raise loc.error(1, "missing [spec] targets = [...] (the target names this file applies to)")
     targets = _strings(header["targets"], loc, loc.key_line(1, "targets"), "targets")
@@ -349,7 +378,7 @@ def load_spec(path: Path) -> Spec:
                 why=str(table.get("why", "")),
             )
         )
-    return Spec(path, targets, tuple(invariants), tuple(checks))
+    return Spec(path, targets, tuple(invariants), tuple(checks), max_loss)
 
 
 def _check_selectors(selectors: Sequence[str], loc: _Locator, line: int) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from invariants._checks import evaluate, run_correctness
-from invariants._plugin import failure_report
+from invariants._plugin import failure_report, judge
 from invariants._programs import CATALOG
 from invariants._snapshot import render_summary
 
@@ -31,21 +31,16 @@ def test_invariant(invariant_case, gate, record_property):
             "where": inv.where,
         },
     )
-    if inv.ratchet is not None:
-        if verdict.holds:
-            pytest.fail(
-                f"ratchet can be tightened: {inv.id} now holds on {where} ({verdict.describe(inv)}); "
-                f"drop its ratchet in {inv.where} ({inv.ratchet.issue})",
-                pytrace=False,
-            )
-        pytest.xfail(f"{inv.ratchet.reason} ({inv.ratchet.issue}); {verdict.describe(inv)}")
-    if not verdict.holds:
+
+    def failure() -> str:
         key = case.keys[0]
         summary = render_summary(gate.cache.get(*key), gate.structure(key), CATALOG[key[0]].doc)
         headline = f"{inv.where}: {inv.id} failed on {where}: {verdict.describe(inv)}"
         if inv.why:
             headline += f"\nwhy it matters: {inv.why}"
-        pytest.fail(failure_report(gate, key, headline, summary), pytrace=False)
+        return failure_report(gate, key, headline, summary)
+
+    judge(inv, verdict.holds, verdict.holds, where, verdict.describe(inv), failure)
 
 
 @pytest.mark.gate

@@ -341,9 +341,14 @@ def test_hlo_copy_check() -> None:
         "  ROOT %copy = f32[4]{0} copy(%x)\n}"
     )
     aliased = "ENTRY %main (x: f32[4]) -> f32[4] {\n  ROOT %x = f32[4]{0} parameter(0)\n}"
-    fused = "ENTRY %m {\n  ROOT %f = f32[4]{0} fusion(%x), kind=kLoop, calls=%c\n}"
-    assert _hlo_copies(copies) and _hlo_copies(fused)
-    assert not _hlo_copies(aliased)
+    fused = (
+        "%c (p: f32[4]) -> f32[4] {\n  %p = f32[4]{0} parameter(0)\n  ROOT %n = f32[4]{0} negate(%p)\n}\n\n"
+        "ENTRY %m (x: f32[4]) -> f32[4] {\n  %x = f32[4]{0} parameter(0)\n"
+        "  ROOT %f = f32[4]{0} fusion(%x), kind=kLoop, calls=%c\n}"
+    )
+    header = "HloModule m\n\n"
+    assert _hlo_copies(header + copies) and _hlo_copies(header + fused)
+    assert not _hlo_copies(header + aliased)
 
 
 def test_jax_copy_and_callable() -> None:

@@ -1,0 +1,721 @@
+"""``python -m invariants report``: a run's results as markdown (for ``$GITHUB_STEP_SUMMARY``) and a plot.
+
+Usage::
+
+    python -m invariants report RESULTS.json [MORE.json ...] [--benchmark-json B.json]
+                                [--compare A.json B.json] [--plot FILE.png] [--out FILE.md]
+
+Inputs (contract):
+
+* ``RESULTS.json``: the file the pytest plugin writes at session end (``--results-json``): an object with
+  ``versions``, ``runtime``, ``targets``, ``exitstatus`` and ``items``; each item has ``kind``,
+  ``outcome`` and ``nodeid``. Kinds read here: ``structure`` (``target``, ``program``, ``config`` and
+  the metrics of :data:`invariants._structure.METRICS`), ``invariant`` (``id``, ``target``,
+  ``programs``, ``config``), ``correctness``, ``error``, and the throughput tier's ``ratio`` (``a``,
+  ``b``, ``median``, ``low``, ``high``, ``threshold``, ``verdict``) and ``efficiency`` (``program``,
+  ``efficiency``, ``low``, ``high``, ``min_efficiency``, ``verdict``). Several files (e.g. a parallel
+  gate session and a serial throughput session) are merged into one run. Unknown kinds and extra keys
+  are ignored, so the report keeps working while tiers grow.
+* ``--benchmark-json``: pytest-benchmark's ``--benchmark-json`` output. Each ``benchmarks[*]`` whose
+  ``extra_info`` holds a ratio or an efficiency (same fields as above) becomes a throughput row; a
+  benchmark measured in the results file too (same node id) is shown once.
+* ``--compare A B``: two results files; prints what changed from A to B (versions, metrics, invariant
+  outcomes, ratios whose intervals no longer overlap).
+
+Output: markdown on stdout, or in ``--out``; ``--plot`` writes a PNG (matplotlib, Agg). Bad input (a
+missing file, not JSON, the wrong shape) raises :class:`InvariantsError`: one line, exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._errors import InvariantsError
+
+__all__ = [
+    "Run",
+    "Throughput",
+    "compare_markdown",
+    "load_benchmarks",
+    "load_results",
+    "main",
+    "plot",
+    "render",
+]
+
+# Structure columns of the per-target tables: (results key, header).
+_COLUMNS = (
+    ("kernels", "kernels"),
+    ("entry_fusions", "entry fusions"),
+    ("while_loops", "while (max trip)"),
+    ("dynamic_kernel_launches", "dynamic launches"),
+    ("collectives", "collectives (bytes)"),
+)
+# Metrics compared by --compare (all that the structure tier records, in a stable order).
+_COMPARED = (
+    "kernels", "entry_fusions", "while_loops", "max_trip_count", "dynamic_kernel_launches", "gathers",
+    "scatters", "dynamic_slices", "dynamic_update_slices", "custom_calls", "collectives", "collective_bytes",
+    "converts", "sorts", "copies",
+)  # fmt: skip
+_OUTCOMES = ("passed", "failed", "xfailed", "skipped", "error")
+
+
+# ------------------------------------------------------------------------------------------------ model
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """One timed comparison: a ratio ``t_a / t_b`` (``kind="ratio"``) or an efficiency vs a memcpy.
+
+    ``value``/``low``/``high`` are the median and its confidence interval; ``bound`` is the ratio's
+    threshold (upper bound) or the efficiency's floor (lower bound), None when only measured.
+    """
+
+    kind: str  # "ratio" | "efficiency"
+    nodeid: str
+    target: str
+    label: str  # "a / b" for a ratio, the program for an efficiency
+    config: str
+    value: float
+    low: float
+    high: float
+    bound: float | None
+    verdict: str | None
+    outcome: str | None  # the pytest outcome, when known (results file)
+    id: str = ""
+
+
+@dataclass
+class Run:
+    """A run, merged from one or more results files (and optionally a benchmark JSON)."""
+
+    sources: list[str]
+    versions: dict[str, str]
+    runtime: dict[str, Any]
+    targets: dict[str, dict[str, Any]]
+    exitstatus: int
+    items: list[dict[str, Any]]
+    throughput: list[Throughput] = field(default_factory=list)
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        return [i for i in self.items if i.get("kind") == kind]
+
+    @property
+    def runtime_target(self) -> str:
+        """The name of the runtime target (the one that runs programs; throughput is timed there)."""
+        for name, t in self.targets.items():
+            if t.get("mode") == "runtime":
+                return name
+        return str(self.runtime.get("platform", "runtime"))
+
+
+# -------------------------------------------------------------------------------------------- loading
+
+
+def _read_json(path: str | Path, what: str) -> Any:
+    p = Path(path)
+    if not p.is_file():
+        raise InvariantsError(f"{p}: no such {what} file")
+    try:
+        return json.loads(p.read_text())
+    except UnicodeDecodeError:
+        raise InvariantsError(f"{p}: not a {what} file (not text)") from None
+    except json.JSONDecodeError as err:
+        raise InvariantsError(f"{p}:{err.lineno}: not JSON ({err.msg})") from None
+
+
+def load_results(path: str | Path) -> Run:
+    """Read one results file; raise :class:`InvariantsError` (one line) when it is not one."""
+    data = _read_json(path, "results")
+    where = str(path)
+    if not isinstance(data, dict) or not isinstance(data.get("items"), list):
+        raise InvariantsError(
+            f"{where}: not a results file (expected an object with an 'items' list, as written by "
+            "pytest --results-json)"
+        )
+    for n, item in enumerate(data["items"]):
+        if not isinstance(item, dict) or not all(isinstance(item.get(k), str) for k in ("kind", "nodeid")):
+            raise InvariantsError(f"{where}: items[{n}] is not an object with string 'kind' and 'nodeid'")
+    for key, kind in (("versions", dict), ("runtime", dict), ("targets", dict)):
+        if not isinstance(data.get(key, {}), kind):
+            raise InvariantsError(f"{where}: '{key}' must be an object")
+    status = data.get("exitstatus", 0)
+    if not isinstance(status, int):
+        raise InvariantsError(f"{where}: 'exitstatus' must be an integer")
+    run = Run(
+        sources=[where],
+        versions={str(k): str(v) for k, v in data.get("versions", {}).items()},
+        runtime=dict(data.get("runtime", {})),
+        targets={str(k): (v if isinstance(v, dict) else {}) for k, v in data.get("targets", {}).items()},
+        exitstatus=status,
+        items=list(data["items"]),
+    )
+    for item in run.items:
+        row = _throughput_of(
+            item, item.get("target") or run.runtime_target, item["nodeid"], item.get("outcome")
+        )
+        if row is not None:
+            run.throughput.append(row)
+    return run
+
+
+def merge(runs: Sequence[Run]) -> Run:
+    """One run from several results files of the same checkout (e.g. the gate and the throughput session).
+
+    Versions and runtime come from the first file; a later file that disagrees on a version raises, since
+    its numbers would not belong in the same tables.
+    """
+    first = runs[0]
+    merged = Run(
+        sources=[],
+        versions=dict(first.versions),
+        runtime=dict(first.runtime),
+        targets={},
+        exitstatus=0,
+        items=[],
+    )
+    for run in runs:
+        for name, version in run.versions.items():
+            if merged.versions.setdefault(name, version) != version:
+                raise InvariantsError(
+                    f"{run.sources[0]}: {name} {version} differs from {merged.versions[name]} in "
+                    f"{first.sources[0]}; use --compare for two different runs"
+                )
+        merged.sources += run.sources
+        merged.targets.update(run.targets)
+        merged.exitstatus = max(merged.exitstatus, run.exitstatus)
+        merged.items += run.items
+        merged.throughput += run.throughput
+    return merged
+
+
+def load_benchmarks(path: str | Path, default_target: str = "runtime") -> list[Throughput]:
+    """Throughput rows from pytest-benchmark's JSON (``benchmarks[*].extra_info``).
+
+    Benchmarks whose ``extra_info`` holds neither a ratio nor an efficiency are skipped (they are someone
+    else's benchmarks); a file without a ``benchmarks`` list raises.
+    """
+    data = _read_json(path, "benchmark JSON")
+    if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
+        raise InvariantsError(
+            f"{path}: not a pytest-benchmark JSON file (expected an object with a 'benchmarks' list)"
+        )
+    rows = []
+    for n, bench in enumerate(data["benchmarks"]):
+        if not isinstance(bench, dict) or not isinstance(bench.get("extra_info", {}), dict):
+            raise InvariantsError(f"{path}: benchmarks[{n}] is not an object with an 'extra_info' object")
+        info = bench.get("extra_info", {})
+        nodeid = str(bench.get("fullname") or bench.get("name") or f"benchmarks[{n}]")
+        try:
+            row = _throughput_of(info, str(info.get("target") or default_target), nodeid, None)
+        except InvariantsError as err:
+            raise InvariantsError(f"{path}: benchmarks[{n}] ({bench.get('name')}): {err}") from None
+        if row is not None:
+            rows.append(row)
+    return rows
+
+
+def _number(info: dict[str, Any], key: str, required: bool = True) -> float | None:
+    value = info.get(key)
+    if value is None and not required:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvariantsError(f"{key!r} must be a finite number, not {value!r}")
+    return float(value)
+
+
+def _throughput_of(info: dict[str, Any], target: str, nodeid: str, outcome: str | None) -> Throughput | None:
+    """A :class:`Throughput` from a ratio or efficiency record, None for records of other kinds.
+
+    A ratio is recognised by ``median`` with ``a``/``b`` (or ``kind == "ratio"``), an efficiency by a
+    numeric ``efficiency``; a nested ``{"ratio": {...}}`` / ``{"efficiency": {...}}`` is accepted as well.
+    """
+    kind = info.get("kind")
+    for nested in ("ratio", "efficiency"):
+        if isinstance(info.get(nested), dict):
+            info = {**{k: v for k, v in info.items() if k != nested}, **info[nested], "kind": nested}
+            kind = nested
+    try:
+        if kind == "ratio" or (kind in (None, "throughput") and "median" in info and "a" in info):
+            return Throughput(
+                kind="ratio",
+                nodeid=nodeid,
+                target=target,
+                label=f"{info.get('a', '?')} / {info.get('b', '?')}",
+                config=str(info.get("config", "")),
+                value=_number(info, "median") or 0.0,
+                low=_number(info, "low") or 0.0,
+                high=_number(info, "high") or 0.0,
+                bound=_number(info, "threshold", required=False),
+                verdict=info.get("verdict"),
+                outcome=outcome,
+                id=str(info.get("id", "")),
+            )
+        if kind == "efficiency" or (
+            kind in (None, "throughput") and isinstance(info.get("efficiency"), float)
+        ):
+            return Throughput(
+                kind="efficiency",
+                nodeid=nodeid,
+                target=target,
+                label=str(info.get("program", "?")),
+                config=str(info.get("config", "")),
+                value=_number(info, "efficiency") or 0.0,
+                low=_number(info, "low") or 0.0,
+                high=_number(info, "high") or 0.0,
+                bound=_number(info, "min_efficiency", required=False),
+                verdict=info.get("verdict"),
+                outcome=outcome,
+                id=str(info.get("id", "efficiency")),
+            )
+    except InvariantsError as err:
+        raise InvariantsError(f"{nodeid}: {kind or 'throughput'} record: {err}") from None
+    return None
+
+
+def _add_benchmarks(run: Run, rows: Iterable[Throughput]) -> None:
+    """Add benchmark rows not already in the run (the same node id measured once, reported once)."""
+    known = {t.nodeid for t in run.throughput}
+    runtime = run.runtime_target
+    for row in rows:
+        if row.nodeid in known:
+            continue
+        if row.target == "runtime":
+            row = Throughput(**{**row.__dict__, "target": runtime})
+        run.throughput.append(row)
+
+
+# ------------------------------------------------------------------------------------------- markdown
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "?"  # a metric the structure could not decide (e.g. an unknown trip count)
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value)
+
+
+def _bytes(n: Any) -> str:
+    """``1,024 B`` below a KiB, else one decimal in the largest binary unit that keeps the value >= 1."""
+    if not isinstance(n, int) or isinstance(n, bool):
+        return "?"
+    if abs(n) < 1024:
+        return f"{n:,} B"
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB"):
+        value /= 1024
+        if abs(value) < 1024:
+            return f"{value:.1f} {unit}"
+    return f"{value / 1024:.1f} TiB"
+
+
+def _cell(item: dict[str, Any], key: str) -> str:
+    if key == "while_loops":
+        loops = item.get("while_loops")
+        return _fmt(loops) if not loops else f"{_fmt(loops)} ({_fmt(item.get('max_trip_count'))})"
+    if key == "collectives":
+        count = item.get("collectives")
+        return _fmt(count) if not count else f"{_fmt(count)} ({_bytes(item.get('collective_bytes'))})"
+    return _fmt(item.get(key))
+
+
+def _invariant_status(items: list[dict[str, Any]]) -> str:
+    counts = Counter(i.get("outcome", "error") for i in items)
+    parts = []
+    for outcome, word in (
+        ("passed", "pass"),
+        ("failed", "**fail**"),
+        ("xfailed", "xfail"),
+        ("skipped", "skip"),
+    ):
+        if counts.get(outcome):
+            parts.append(f"{counts[outcome]} {word}")
+    failed = sorted({str(i.get("id")) for i in items if i.get("outcome") == "failed"})
+    if failed:
+        parts.append("✗ " + ", ".join(f"`{f}`" for f in failed))
+    return ", ".join(parts) or "—"
+
+
+def _header(run: Run, title: str) -> list[str]:
+    rt = run.runtime
+    status = "passed" if run.exitstatus == 0 else f"**failed** (pytest exit status {run.exitstatus})"
+    versions = ", ".join(f"{k} {v}" for k, v in sorted(run.versions.items())) or "unknown"
+    targets = []
+    for name, t in run.targets.items():
+        note = f"{t.get('mode', '?')}, {t.get('scope', '?')}"
+        if t.get("unavailable"):
+            note += ", **unavailable**"
+        targets.append(f"`{name}` ({note})")
+    return [
+        f"# {title}",
+        "",
+        f"- **result**: {status}; {len(run.items):,} items from {', '.join(f'`{s}`' for s in run.sources)}",
+        f"- **versions**: {versions}",
+        f"- **runtime**: {rt.get('platform', '?')} ({rt.get('device_kind', '?')}) x{rt.get('count', '?')}",
+        f"- **targets**: {', '.join(targets) or 'none recorded'}",
+        "",
+    ]
+
+
+def _tier_summary(run: Run) -> list[str]:
+    kinds = ("structure", "invariant", "correctness", "ratio", "efficiency", "error")
+    rows = []
+    for kind in kinds:
+        items = run.of_kind(kind)
+        if not items:
+            continue
+        counts = Counter(i.get("outcome", "error") for i in items)
+        rows.append(f"| {kind} | " + " | ".join(_fmt(counts.get(o, 0)) for o in _OUTCOMES) + " |")
+    if not rows:
+        return []
+    lines = ["| tier | " + " | ".join(_OUTCOMES) + " |", "|---|" + "---:|" * len(_OUTCOMES), *rows, ""]
+    failed = [i for i in run.items if i.get("outcome") in ("failed", "error")]
+    if failed:
+        lines += ["**Failed items**", ""]
+        lines += [f"- `{i['nodeid']}`" for i in sorted(failed, key=lambda i: i["nodeid"])]
+        lines.append("")
+    return lines
+
+
+def _target_tables(run: Run) -> list[str]:
+    structures: dict[str, dict[tuple[str, str], dict[str, Any]]] = defaultdict(dict)
+    for item in run.of_kind("structure"):
+        structures[str(item.get("target"))][(str(item.get("program")), str(item.get("config")))] = item
+    invariants: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for item in run.of_kind("invariant"):
+        programs = item.get("programs") or ["?"]
+        # An invariant over several programs (a comparison) belongs to its first one, as in the plugin.
+        invariants[(str(item.get("target")), str(programs[0]), str(item.get("config")))].append(item)
+    order = [t for t in run.targets if t in structures or any(k[0] == t for k in invariants)]
+    order += sorted({k[0] for k in invariants} | set(structures) - set(order))
+    lines: list[str] = []
+    for target in order:
+        keys = set(structures.get(target, {})) | {(k[1], k[2]) for k in invariants if k[0] == target}
+        info = run.targets.get(target, {})
+        lines += [
+            f"## Target `{target}`" + (f" ({info['mode']}, {info['scope']})" if "mode" in info else ""),
+            "",
+        ]
+        if info.get("unavailable"):
+            lines += [f"Unavailable: {info['unavailable']}", ""]
+        head = ["program", "config", *(h for _, h in _COLUMNS), "invariants"]
+        lines += ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * len(_COLUMNS) + "---|"]
+        for program, config in sorted(keys):
+            item = structures.get(target, {}).get((program, config), {})
+            cells = [_cell(item, k) if item else "" for k, _ in _COLUMNS]
+            status = _invariant_status(invariants.get((target, program, config), []))
+            lines.append(f"| `{program}` | {config} | " + " | ".join(cells) + f" | {status} |")
+        lines.append("")
+    return lines
+
+
+def _interval(t: Throughput) -> str:
+    return f"{t.value:.3f} [{t.low:.3f}, {t.high:.3f}]"
+
+
+def _throughput_tables(rows: list[Throughput]) -> list[str]:
+    lines: list[str] = []
+    ratios = sorted((t for t in rows if t.kind == "ratio"), key=lambda t: (t.target, t.label, t.config))
+    if ratios:
+        lines += [
+            "## Throughput: time ratios (median, 95% interval; a verdict fails only when the whole interval "
+            "is past the threshold)",
+            "",
+            "| target | a / b | config | ratio [interval] | threshold | verdict | outcome |",
+            "|---|---|---|---|---:|---|---|",
+        ]
+        for t in ratios:
+            bound = f"≤ {t.bound:g}" if t.bound is not None else "—"
+            lines.append(
+                f"| `{t.target}` | `{t.label}` | {t.config} | {_interval(t)} | {bound} | "
+                f"{t.verdict or '—'} | {t.outcome or '—'} |"
+            )
+        lines.append("")
+    effs = sorted((t for t in rows if t.kind == "efficiency"), key=lambda t: (t.target, t.label, t.config))
+    if effs:
+        lines += [
+            "## Throughput: efficiency vs a memcpy of the same bytes (1.0 = as fast as the copy)",
+            "",
+            "| target | program | config | efficiency [interval] | floor | verdict |",
+            "|---|---|---|---|---:|---|",
+        ]
+        for t in effs:
+            bound = f"≥ {t.bound:g}" if t.bound is not None else "—"
+            lines.append(
+                f"| `{t.target}` | `{t.label}` | {t.config} | {_interval(t)} | {bound} | {t.verdict or '—'} |"
+            )
+        lines.append("")
+    return lines
+
+
+def render(run: Run, title: str = "Embedding performance invariants") -> str:
+    """The markdown report of one (merged) run."""
+    lines = (
+        _header(run, title) + _tier_summary(run) + _throughput_tables(run.throughput) + _target_tables(run)
+    )
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def compare_markdown(a: Run, b: Run) -> str:
+    """What changed from run ``a`` to run ``b``: versions, structure metrics, outcomes, ratios."""
+    name_a, name_b = a.sources[0], b.sources[0]
+    lines = [f"# Changes from `{name_a}` (A) to `{name_b}` (B)", ""]
+    versions = sorted(set(a.versions) | set(b.versions))
+    changed_v = [(k, a.versions.get(k, "—"), b.versions.get(k, "—")) for k in versions]
+    changed_v = [v for v in changed_v if v[1] != v[2]]
+    if changed_v:
+        lines += [
+            "| package | A | B |",
+            "|---|---|---|",
+            *(f"| {k} | {x} | {y} |" for k, x, y in changed_v),
+            "",
+        ]
+    else:
+        lines += ["Same versions.", ""]
+
+    def keyed(run: Run) -> dict[tuple[str, str, str], dict[str, Any]]:
+        return {
+            (str(i.get("target")), str(i.get("program")), str(i.get("config"))): i
+            for i in run.of_kind("structure")
+        }
+
+    sa, sb = keyed(a), keyed(b)
+    metric_rows = []
+    for skey in sorted(set(sa) & set(sb)):
+        for metric in _COMPARED:
+            va, vb = sa[skey].get(metric), sb[skey].get(metric)
+            if va != vb:
+                metric_rows.append(
+                    f"| `{skey[0]}` | `{skey[1]}` | {skey[2]} | {metric} | {_fmt(va)} | {_fmt(vb)} |"
+                )
+    only = [f"`{'/'.join(k)}` only in A" for k in sorted(set(sa) - set(sb))]
+    only += [f"`{'/'.join(k)}` only in B" for k in sorted(set(sb) - set(sa))]
+    lines += [f"## Structure: {len(metric_rows)} metric(s) changed", ""]
+    if metric_rows:
+        lines += [
+            "| target | program | config | metric | A | B |",
+            "|---|---|---|---|---:|---:|",
+            *metric_rows,
+            "",
+        ]
+    if len(only) > 10:  # e.g. a run of the invariant tier alone: say so, do not list 200 keys
+        lines += [
+            f"{len(set(sa) - set(sb))} structure item(s) only in A, {len(set(sb) - set(sa))} only in B.",
+            "",
+        ]
+    elif only:
+        lines += [f"- {o}" for o in only] + [""]
+
+    def outcomes(run: Run) -> dict[str, str]:
+        return {i["nodeid"]: str(i.get("outcome")) for i in run.items if i.get("kind") != "structure"}
+
+    oa, ob = outcomes(a), outcomes(b)
+    changed = [(n, oa[n], ob[n]) for n in sorted(set(oa) & set(ob)) if oa[n] != ob[n]]
+    lines += [f"## Outcomes: {len(changed)} item(s) changed", ""]
+    if changed:
+        lines += ["| item | A | B |", "|---|---|---|", *(f"| `{n}` | {x} | {y} |" for n, x, y in changed), ""]
+    new = len(set(ob) - set(oa))
+    gone = len(set(oa) - set(ob))
+    if new or gone:
+        lines += [f"{new} item(s) only in B, {gone} only in A.", ""]
+
+    ta = {(t.kind, t.target, t.label, t.config): t for t in a.throughput}
+    tb = {(t.kind, t.target, t.label, t.config): t for t in b.throughput}
+    moved = []
+    for key in sorted(set(ta) & set(tb)):
+        x, y = ta[key], tb[key]
+        # Disjoint intervals: a change beyond what either run's noise allows.
+        if x.high < y.low or y.high < x.low or x.verdict != y.verdict:
+            moved.append(
+                f"| {key[0]} | `{key[2]}` | {key[3]} | {_interval(x)} | {_interval(y)} | {y.verdict or '—'} |"
+            )
+    if ta or tb:
+        lines += [f"## Throughput: {len(moved)} measurement(s) moved beyond their intervals", ""]
+        if moved:
+            lines += ["| kind | what | config | A | B | B verdict |", "|---|---|---|---|---|---|", *moved, ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# ----------------------------------------------------------------------------------------------- plot
+
+
+def plot(run: Run, path: str | Path) -> None:
+    """Draw the run: dynamic kernel launches per program and target (log axis), and the throughput.
+
+    Launches show the loops at a glance (a per-row loop of 16,384 trips against a handful of kernels).
+    The throughput panels show each ratio or efficiency with its interval and its bound.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display on CI; set before pyplot is imported
+    import matplotlib.pyplot as plt
+
+    structures = [i for i in run.of_kind("structure") if isinstance(i.get("dynamic_kernel_launches"), int)]
+    ratios = [t for t in run.throughput if t.kind == "ratio"]
+    effs = [t for t in run.throughput if t.kind == "efficiency"]
+    panels = [
+        p for p, present in (("launches", structures), ("ratio", ratios), ("efficiency", effs)) if present
+    ]
+    if not panels:
+        raise InvariantsError(f"{', '.join(run.sources)}: nothing to plot (no structure or throughput items)")
+
+    # One row per program, in the seed configuration (f32) where it has one: the other configurations
+    # repeat the same pattern and would triple the rows. The report's tables have every configuration.
+    configs: dict[str, set[str]] = defaultdict(set)
+    for i in structures:
+        configs[str(i.get("program"))].add(str(i.get("config")))
+    shown = {p: ("f32" if "f32" in c else sorted(c)[0]) for p, c in configs.items()}
+    structures = [i for i in structures if shown[str(i.get("program"))] == str(i.get("config"))]
+    rows_of = {
+        "launches": sorted({_row_label(i) for i in structures}),
+        "ratio": sorted({f"{t.label} [{t.config}]" for t in ratios}),
+        "efficiency": sorted({f"{t.label} [{t.config}]" for t in effs}),
+    }
+    heights = [max(2.0, 0.22 * len(rows_of[p]) + 1.0) for p in panels]
+    fig, axes = plt.subplots(
+        len(panels), 1, figsize=(11, sum(heights)), gridspec_kw={"height_ratios": heights}, squeeze=False
+    )
+    for ax, panel in zip(axes[:, 0], panels, strict=True):
+        labels = rows_of[panel]
+        y = {label: n for n, label in enumerate(labels)}
+        if panel == "launches":
+            targets = sorted({str(i.get("target")) for i in structures})
+            markers = "osD^v<>p*hX"
+            for n, target in enumerate(targets):
+                # Each target sits at its own small offset inside the row, so equal counts do not hide
+                # each other.
+                dy = (n - (len(targets) - 1) / 2) * 0.7 / max(len(targets), 1)
+                pts = [
+                    (max(i["dynamic_kernel_launches"], 1), y[_row_label(i)] + dy)
+                    for i in structures
+                    if i.get("target") == target
+                ]
+                ax.scatter(*zip(*pts, strict=True), label=target, marker=markers[n % len(markers)], s=22)
+            top = max(structures, key=lambda i: i["dynamic_kernel_launches"])
+            if top["dynamic_kernel_launches"] >= 100:
+                trips = _fmt(top.get("max_trip_count"))
+                ax.annotate(
+                    f"{top['dynamic_kernel_launches']:,} launches: {top['program']} on {top['target']}\n"
+                    f"{top.get('while_loops')} while loop(s), max trip count {trips}",
+                    xy=(top["dynamic_kernel_launches"], y[_row_label(top)]),
+                    xytext=(0.45, 0.93),
+                    textcoords="axes fraction",
+                    fontsize=8,
+                    arrowprops={"arrowstyle": "->", "color": "grey"},
+                )
+            ax.set_xscale("log")
+            ax.set_xlabel("dynamic kernel launches per call (loops expanded by trip count; log scale)")
+            ax.set_title("Kernel launches per call, per program (seed config f32) and target")
+            ax.legend(fontsize=7, loc="lower right", ncol=2)
+        else:
+            data = ratios if panel == "ratio" else effs
+            for t in data:
+                row = y[f"{t.label} [{t.config}]"]
+                bad = t.verdict == "fail"
+                ax.errorbar(
+                    t.value, row, xerr=[[t.value - t.low], [t.high - t.value]], fmt="o",
+                    color="tab:red" if bad else "tab:blue", capsize=3,
+                )  # fmt: skip
+                if t.bound is not None:
+                    ax.plot([t.bound, t.bound], [row - 0.4, row + 0.4], color="tab:red", lw=2)
+            ax.axvline(1.0, color="grey", lw=0.8, ls="--")
+            if panel == "ratio":
+                ax.set_title("Time ratio a / b (median, interval; red bar: threshold, a row fails past it)")
+                ax.set_xlabel("t_a / t_b (1.0 = as fast)")
+            else:
+                ax.set_title("Efficiency vs a memcpy of the same bytes (median, interval; red bar: floor)")
+                ax.set_xlabel("t_copy / t_program (1.0 = as fast as the copy)")
+        ax.set_yticks(range(len(labels)), labels, fontsize=7)
+        ax.set_ylim(-0.7, len(labels) - 0.3)
+        ax.invert_yaxis()
+        ax.grid(axis="x", which="both", alpha=0.3)
+    versions = ", ".join(f"{k} {v}" for k, v in sorted(run.versions.items()))
+    fig.suptitle(f"Embedding invariants ({versions})", fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1, 0.98))
+    out = Path(path)
+    if out.parent and not out.parent.is_dir():
+        raise InvariantsError(f"{out}: folder {out.parent} does not exist")
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def _row_label(item: dict[str, Any]) -> str:
+    return f"{item.get('program')} [{item.get('config')}]"
+
+
+# ------------------------------------------------------------------------------------------------- CLI
+
+
+class _ArgumentError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of printing usage and exiting: bad arguments are one line too."""
+
+    def error(self, message: str) -> Any:
+        raise _ArgumentError(message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="python -m invariants report",
+        description="Markdown tables (for $GITHUB_STEP_SUMMARY) and a plot from the gate's results file(s).",
+    )
+    p.add_argument("results", nargs="*", help="results file(s) written by pytest --results-json (merged)")
+    p.add_argument(
+        "--benchmark-json", help="pytest-benchmark --benchmark-json output with the throughput tier"
+    )
+    p.add_argument(
+        "--compare", nargs=2, metavar=("A", "B"), help="two results files: what changed from A to B"
+    )
+    p.add_argument("--plot", metavar="FILE.png", help="write a PNG: launches per program and target, ratios")
+    p.add_argument("--out", metavar="FILE.md", help="write the markdown here instead of stdout")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m invariants report``; returns the exit code (errors raise one line)."""
+    try:
+        args = _parser().parse_args(argv)
+    except _ArgumentError as err:
+        raise InvariantsError(f"report: {err} (see python -m invariants report --help)") from None
+    if not args.results and not args.compare:
+        raise InvariantsError("report: give a results file (artifacts/results.json) or --compare A B")
+    if args.benchmark_json and not args.results:
+        raise InvariantsError("report: --benchmark-json needs a results file to go with it")
+    if args.plot and not args.results:
+        raise InvariantsError("report: --plot draws a results file; give one")
+
+    parts = []
+    if args.results:
+        run = merge([load_results(p) for p in args.results])
+        if args.benchmark_json:
+            _add_benchmarks(run, load_benchmarks(args.benchmark_json, run.runtime_target))
+        parts.append(render(run))
+        if args.plot:
+            plot(run, args.plot)
+            parts.append(f"Plot: `{args.plot}`\n")
+    if args.compare:
+        parts.append(compare_markdown(load_results(args.compare[0]), load_results(args.compare[1])))
+    text = "\n".join(parts)
+    if args.out:
+        out = Path(args.out)
+        if not out.parent.is_dir():
+            raise InvariantsError(f"{out}: folder {out.parent} does not exist")
+        out.write_text(text)
+    else:
+        print(text, end="")
+    return 0

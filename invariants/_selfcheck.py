@@ -1,0 +1,312 @@
+"""``python -m invariants selfcheck``: prove the gate can fail, by injecting regressions and watching it catch them.
+
+Each :class:`Injection` is one way the suite's subject can regress: a set of XLA flags (``XLA_FLAGS``,
+which some flags answer by aborting the process) or a catalog program swapped for a bad one (through the
+``invariants._selfcheck_inject`` plugin, see there). Every injection runs the gate in its own child process,
+restricted to the targets and programs it needs, and writes a ``--results-json`` file. An injection is
+**caught** when
+
+(a) the child run fails (pytest exit status 1), and
+(b) every one of its ``expect`` entries matches at least one failed item of the results file; an entry is
+    ``kind`` (``structure``, ``invariant``, ``correctness``, ``throughput``) or ``kind:id`` (an invariant's
+    or a correctness check's id, e.g. ``invariant:one_kernel``).
+
+The baseline injection ``none`` changes nothing and must pass; a failing baseline makes every other verdict
+meaningless, and the command says so and exits 1. The printed mutation-score table lists, per injection,
+whether it was caught and by which items (count and a few ids). Exit status: 0 when the baseline passes and
+every selected injection is caught, 1 otherwise, 2 for bad input.
+
+On the TPU target: ``--xla_disable_hlo_passes=fusion`` reaches the ahead-of-time TPU compile as well (the
+``xla_no_fusion_tpu`` injection measures it; see docs/selfcheck.md for the observed answer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import dataclasses
+import fnmatch
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ._errors import InvariantsError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+INJECT_MODULE = "invariants._selfcheck_inject"
+# Set in every child: the slow self-check test skips itself there, so a child never starts children.
+CHILD_ENV = "INVARIANTS_SELFCHECK_CHILD"
+KINDS = ("structure", "invariant", "correctness", "throughput")
+
+
+@dataclasses.dataclass(frozen=True)
+class Injection:
+    """One regression to inject.
+
+    ``env`` is added to the child's environment (``XLA_FLAGS`` or ``INVARIANTS_INJECT``); ``programs`` and
+    ``targets`` restrict the child's run (``--programs``, ``--targets``); ``expect`` lists what must fail
+    (see the module docstring); an empty ``expect`` means the run must pass (the baseline). ``fast``
+    injections are the ones the slow pytest test runs by default.
+    """
+
+    name: str
+    doc: str
+    env: Mapping[str, str]
+    programs: tuple[str, ...]
+    expect: tuple[str, ...]
+    targets: str = "cpu"
+    fast: bool = False
+
+    @property
+    def is_baseline(self) -> bool:
+        return not self.expect
+
+
+def _swap(**swaps: str) -> dict[str, str]:
+    return {"INVARIANTS_INJECT": ";".join(f"{name}={INJECT_MODULE}:{fn}" for name, fn in swaps.items())}
+
+
+_NO_FUSION = {"XLA_FLAGS": "--xla_disable_hlo_passes=fusion"}
+
+REGISTRY: tuple[Injection, ...] = (
+    Injection(
+        "none",
+        "nothing changed: the suite must pass",
+        {},
+        ("naive", "take", "take_clip", "vmap_naive", "eqx_embedding", "grad_naive", "grad_take"),
+        (),
+        fast=True,
+    ),
+    Injection(
+        "xla_no_fusion",
+        "XLA_FLAGS=--xla_disable_hlo_passes=fusion: every op its own kernel on CPU",
+        _NO_FUSION,
+        ("naive", "take", "grad_naive"),
+        ("invariant:one_kernel", "invariant:grad_bounded_launches", "structure"),
+        fast=True,
+    ),
+    Injection(
+        "xla_no_fusion_tpu",
+        "the same flag, seen by the ahead-of-time TPU compile (tpu-v5e)",
+        _NO_FUSION,
+        ("naive", "take"),
+        ("structure",),
+        targets="tpu-v5e",
+    ),
+    Injection(
+        "take_map_loop",
+        "take -> lax.map of dynamic-slices (the seed's pathology)",
+        _swap(take="take_as_map_loop"),
+        ("naive", "take"),
+        ("invariant:no_while", "invariant:one_gather", "structure"),
+        fast=True,
+    ),
+    Injection(
+        "naive_twice",
+        "naive -> does its gather twice (values unchanged)",
+        _swap(naive="naive_twice"),
+        ("naive", "take"),
+        ("invariant:one_gather", "structure"),
+    ),
+    Injection(
+        "grad_take_map_loop",
+        "grad_take -> backward through the lax.map row loop",
+        _swap(grad_take="grad_take_through_map_loop"),
+        ("grad_take", "grad_vmap_naive"),
+        ("invariant:grad_no_while", "invariant:no_dynamic_update_slice", "structure"),
+    ),
+    Injection(
+        "eqx_as_take",
+        "eqx_embedding -> jnp.take-based (breaks structure(eqx) == structure(vmap_naive))",
+        _swap(eqx_embedding="eqx_embedding_as_take"),
+        ("eqx_embedding", "vmap_naive"),
+        ("invariant:eqx_is_vmap_naive", "structure"),
+        fast=True,
+    ),
+    Injection(
+        "take_clip_fill",
+        "take_clip -> mode fill (out-of-bounds rows become NaN instead of clamping)",
+        _swap(take_clip="take_clip_as_fill"),
+        ("take_clip",),
+        ("correctness:oob_clamp", "structure"),
+    ),
+)
+
+
+def select(names: str | None, *, fast_only: bool = False) -> list[Injection]:
+    """The injections matching ``names`` (comma-separated names or globs; None: all), baseline always first.
+
+    An entry that matches nothing raises one line listing the known names.
+    """
+    chosen = [i for i in REGISTRY if i.fast] if fast_only else list(REGISTRY)
+    if names:
+        patterns = [p.strip() for p in names.split(",") if p.strip()]
+        for p in patterns:
+            if not any(fnmatch.fnmatchcase(i.name, p) or p in i.name for i in REGISTRY):
+                known = ", ".join(i.name for i in REGISTRY)
+                raise InvariantsError(f"-k: no injection matches {p!r}; known: {known}")
+        chosen = [i for i in REGISTRY if any(fnmatch.fnmatchcase(i.name, p) or p in i.name for p in patterns)]
+    baseline = REGISTRY[0]
+    return [baseline, *(i for i in chosen if i is not baseline)]
+
+
+def restrict_targets(injections: Sequence[Injection], targets: str | None) -> list[Injection]:
+    """Keep the baseline and the injections whose target is named in ``targets`` (comma-separated; None
+    keeps all). A family name (``cpu``, ``tpu``) keeps every target of that family.
+    """
+    if not targets:
+        return list(injections)
+    words = {w.strip() for w in targets.split(",") if w.strip()}
+
+    def wanted(inj: Injection) -> bool:
+        return inj.targets in words or inj.targets.split("-")[0] in words or "all" in words
+
+    return [i for i in injections if i.is_baseline or wanted(i)]
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What one injection's child run did."""
+
+    injection: Injection
+    exit_status: int
+    failed: list[dict[str, Any]]  # failed items of the results file
+    missing: list[str]  # expect entries no failed item matched
+    seconds: float
+    note: str = ""  # why the run could not be judged (child died, no results file)
+
+    @property
+    def caught(self) -> bool:
+        """For the baseline: it passed. For an injection: the run failed and every expectation matched."""
+        if self.note:
+            return False
+        if self.injection.is_baseline:
+            return self.exit_status == 0 and not self.failed
+        return self.exit_status == 1 and not self.missing
+
+
+def item_label(item: Mapping[str, Any]) -> str:
+    """``kind:id`` for invariants and correctness checks, ``kind`` otherwise."""
+    kind = str(item.get("kind", "?"))
+    return f"{kind}:{item['id']}" if item.get("id") and kind in ("invariant", "correctness") else kind
+
+
+def matches(expect: str, item: Mapping[str, Any]) -> bool:
+    label = item_label(item)
+    return label == expect or (":" not in expect and label.split(":")[0] == expect)
+
+
+def judge(injection: Injection, exit_status: int, results: Mapping[str, Any] | None, seconds: float) -> Outcome:
+    """Decide an injection from its child's exit status and results file (None: there was none)."""
+    if results is None:
+        return Outcome(injection, exit_status, [], list(injection.expect), seconds, note="no results file")
+    failed = [it for it in results.get("items", []) if it.get("outcome") == "failed"]
+    missing = [e for e in injection.expect if not any(matches(e, it) for it in failed)]
+    return Outcome(injection, exit_status, failed, missing, seconds)
+
+
+def child_command(injection: Injection, results: Path, dump_dir: Path) -> list[str]:
+    return [
+        sys.executable, "-m", "pytest", "tests/gate", "-q", "-p", "no:cacheprovider", "-p", INJECT_MODULE,
+        "-m", "not slow", "--targets", injection.targets, "--programs", ",".join(injection.programs),
+        "--results-json", str(results), "--hlo-dump-dir", str(dump_dir),
+    ]  # fmt: skip
+
+
+def run_injection(injection: Injection, workdir: Path, timeout: float = 600.0) -> Outcome:
+    """Run the gate with ``injection`` in a child process (never in this one: flags can abort it)."""
+    folder = workdir / injection.name
+    folder.mkdir(parents=True, exist_ok=True)
+    results = folder / "results.json"
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "INVARIANTS_INJECT")}
+    env.update({"JAX_PLATFORMS": "cpu", CHILD_ENV: "1", **injection.env})
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(
+            child_command(injection, results, folder / "hlo"),
+            cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        out = Outcome(injection, -1, [], list(injection.expect), time.perf_counter() - start)
+        out.note = f"timed out after {timeout:.0f} s"
+        return out
+    seconds = time.perf_counter() - start
+    (folder / "stdout.txt").write_text(proc.stdout + proc.stderr)
+    loaded = json.loads(results.read_text()) if results.exists() else None
+    outcome = judge(injection, proc.returncode, loaded, seconds)
+    if loaded is None:
+        tail = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]
+        outcome.note = f"no results file (exit {proc.returncode}: {tail[:160]})"
+    return outcome
+
+
+def render_table(outcomes: Sequence[Outcome], examples: int = 3) -> str:
+    """The mutation-score table (markdown) and a score line."""
+    lines = [
+        "| injection | expected | caught | failing items | e.g. | s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for o in outcomes:
+        inj = o.injection
+        expected = "pass" if inj.is_baseline else ", ".join(inj.expect)
+        if inj.is_baseline:
+            verdict = "passes" if o.caught else "**FAILS**"
+        else:
+            verdict = "yes" if o.caught else "**no**"
+        labels = sorted({item_label(it) for it in o.failed})
+        ids = [str(it.get("nodeid", "")).split("[", 1)[-1].rstrip("]") for it in o.failed[:examples]]
+        extra = f"; missing {', '.join(o.missing)}" if o.missing and not inj.is_baseline else ""
+        note = f" ({o.note})" if o.note else ""
+        by = f"{len(o.failed)}: {', '.join(labels)}{extra}{note}"
+        lines.append(f"| {inj.name} | {expected} | {verdict} | {by} | {', '.join(ids)} | {o.seconds:.0f} |")
+    injected = [o for o in outcomes if not o.injection.is_baseline]
+    caught = sum(o.caught for o in injected)
+    base = next((o for o in outcomes if o.injection.is_baseline), None)
+    base_text = "passes" if base and base.caught else "FAILS (scores are meaningless)"
+    lines.append("")
+    lines.append(f"mutation score: {caught}/{len(injected)} injections caught; baseline {base_text}")
+    return "\n".join(lines)
+
+
+def run_all(injections: Sequence[Injection], workdir: Path, jobs: int = 1) -> list[Outcome]:
+    """Run every injection (``jobs`` children at a time); outcomes in the order given."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return list(pool.map(lambda inj: run_injection(inj, workdir), injections))
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m invariants selfcheck", description=__doc__.split("\n")[0])
+    p.add_argument("-k", dest="names", help="comma-separated injection names or globs (the baseline always runs)")
+    p.add_argument("--targets", help="only injections on these targets (e.g. cpu); default: all")
+    p.add_argument("--fast", action="store_true", help="only the fast subset the slow pytest test runs")
+    p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="children at a time")
+    p.add_argument("--keep", metavar="DIR", help="keep each child's results, output and HLO dumps under DIR")
+    p.add_argument("--list", action="store_true", help="list the injections and exit")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    injections = restrict_targets(select(args.names, fast_only=args.fast), args.targets)
+    if args.list:
+        for inj in injections:
+            print(f"{inj.name:20} [{inj.targets}] {inj.doc}; expect: {', '.join(inj.expect) or 'pass'}")
+        return 0
+    if args.jobs < 1:
+        raise InvariantsError(f"--jobs: must be at least 1, got {args.jobs}")
+    start = time.perf_counter()
+    if args.keep:
+        workdir = Path(args.keep)
+        outcomes = run_all(injections, workdir, args.jobs)
+    else:
+        with tempfile.TemporaryDirectory(prefix="invariants-selfcheck-") as tmp:
+            outcomes = run_all(injections, Path(tmp), args.jobs)
+    print(render_table(outcomes))
+    print(f"selfcheck: {len(outcomes)} runs in {time.perf_counter() - start:.0f} s")
+    return 0 if all(o.caught for o in outcomes) else 1

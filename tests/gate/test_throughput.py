@@ -1,0 +1,130 @@
+"""The throughput tier: paired time ratios and memcpy efficiency on the runtime target.
+
+Nothing here asserts an absolute time. A ratio ``time(A) / time(B) <= c`` is measured by interleaving A
+and B call by call and fails only when its whole confidence interval lies above ``c``. Efficiency is
+``t_copy / t_program`` for a device copy of the bytes the lookup must move; it is compared with the
+baseline recorded in ``snapshots/<target>/efficiency/`` and fails only when its whole interval lies below
+``baseline * (1 - efficiency_max_loss)``.
+
+Every item is a pytest-benchmark benchmark: ``--benchmark-json`` carries each ratio, interval and
+efficiency in ``extra_info``. With ``--benchmark-disable`` the measurements and verdicts still run
+(pytest-benchmark then calls the measurement once, which is all it ever does here).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+
+import jax
+import pytest
+
+from invariants._checks import input_facts
+from invariants._plugin import judge
+from invariants._programs import CATALOG, get_config, make_arguments
+from invariants._spec import throughput_terms
+from invariants._targets import versions
+from invariants._timing import baseline_verdict, copy_callable, jax_callable, measure_efficiency, measure_ratio
+
+pytestmark = [pytest.mark.gate, pytest.mark.throughput]
+
+# A ratio may take 3 s; the adaptive extension may take it to this budget when the interval straddles.
+MAX_SECONDS = float(os.environ.get("INVARIANTS_RATIO_MAX_SECONDS", "6"))
+
+
+@functools.cache
+def _device_arguments(kind: str, config: str):
+    # One set of device buffers per argument signature: both sides of a ratio read the very same memory,
+    # so cache and page placement cannot differ between them.
+    program = next(p for p in CATALOG.values() if p.kind == kind)
+    return jax.device_put(make_arguments(program, get_config(config)))
+
+
+def _timed(gate, key):
+    program, config, _ = key
+    args = _device_arguments(CATALOG[program].kind, config)
+    return jax_callable(gate.cache.executable(*key), *args)
+
+
+def test_ratio(throughput_case, gate, benchmark, record_property):
+    case = throughput_case
+    inv = case.invariant
+    a_name, b_name, threshold = throughput_terms(inv.expr.body)
+    a = _timed(gate, (a_name, case.config, case.target))
+    b = _timed(gate, (b_name, case.config, case.target))
+    result = benchmark.pedantic(
+        measure_ratio, args=(a, b), kwargs={"threshold": threshold, "max_seconds": MAX_SECONDS}, rounds=1
+    )
+    info = {"kind": "ratio", "a": a_name, "b": b_name, "config": case.config, **result.to_dict()}
+    benchmark.extra_info.update(info)
+    record_property("throughput", {"id": inv.id, "target": case.target, **info})
+    where = f"{case.target} {a_name}/{b_name} [{case.config}]"
+    describe = f"time({a_name}) / time({b_name}) = {result.summary()}"
+    judge(
+        inv,
+        holds=result.verdict != "fail",
+        tightenable=result.verdict == "pass",
+        where=where,
+        describe=describe,
+        failure=lambda: f"{inv.where}: {inv.id} failed on {where}: {describe} > {threshold}",
+    )
+
+
+def bytes_moved(program: str, config: str) -> int:
+    """Bytes a lookup must move at least: the rows it gathers (forward) or scatters (backward)."""
+    facts = input_facts(get_config(config))
+    return facts["lookups"] * facts["row_bytes"]
+
+
+def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
+    program, config, target = efficiency_key
+    spec_loss = [s.efficiency_max_loss for s in gate.specs if s.efficiency_max_loss and target in s.targets]
+    max_loss = spec_loss[0] if spec_loss else 0.5
+    path = gate.rootpath / "snapshots" / target / "efficiency" / f"{program}.{config}.json"
+    updating = request.config.getoption("--snapshot-update")
+    machine = {"cores": os.cpu_count(), "device": jax.devices()[0].device_kind}
+    baseline = json.loads(path.read_text()) if path.exists() else None
+    floor = baseline["efficiency"] * (1 - max_loss) if baseline and not updating else None
+    nbytes = bytes_moved(program, config)
+    result = benchmark.pedantic(
+        measure_efficiency,
+        args=(_timed(gate, efficiency_key), copy_callable(nbytes)),
+        kwargs={"min_efficiency": floor, "max_seconds": MAX_SECONDS},
+        rounds=1,
+    )
+    info = {"kind": "efficiency", "program": program, "config": config, "bytes": nbytes, **result.to_dict()}
+    if baseline:
+        info["baseline"] = baseline["efficiency"]
+    benchmark.extra_info.update(info)
+    record_property("throughput", {"id": "efficiency", "target": target, **info})
+    if updating:
+        # A baseline outlives the run that records it: take the median of three measurements, so that
+        # one lucky (or unlucky) run does not move every later verdict.
+        runs = [result] + [measure_efficiency(_timed(gate, efficiency_key), copy_callable(nbytes)) for _ in range(2)]
+        best = sorted(runs, key=lambda r: r.efficiency)[1]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        record = {"efficiency": round(best.efficiency, 4), "low": round(best.low, 4),
+                  "high": round(best.high, 4), "runs": [round(r.efficiency, 4) for r in runs],
+                  "machine": machine, "versions": versions()}  # fmt: skip
+        path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+        return
+    if baseline is None:
+        pytest.fail(
+            f"{path}: no efficiency baseline for {program}[{config}] on {target}; record it with: "
+            f"pytest tests/gate/test_throughput.py --targets {target} --programs {program} --snapshot-update",
+            pytrace=False,
+        )
+    if baseline.get("machine") != machine:
+        pytest.skip(
+            f"{path}: baseline recorded on {baseline.get('machine')}, this is {machine}; "
+            "efficiency is machine-relative, record one here with --snapshot-update"
+        )
+    verdict = baseline_verdict(result, baseline["efficiency"], max_loss)
+    if verdict == "fail":
+        pytest.fail(
+            f"{path}: {program}[{config}] lost efficiency: {result.summary()} against baseline "
+            f"{baseline['efficiency']:.3f}, below the floor {floor:.3f} (max loss {max_loss:.0%}); "
+            "a runtime regression, even if the HLO did not change",
+            pytrace=False,
+        )

