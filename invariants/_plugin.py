@@ -42,7 +42,8 @@ class GateSession:
         names = config.getoption("programs")
         self.programs = [get_program(n.strip()).name for n in names.split(",")] if names else list(CATALOG)
         self.cache = CompileCache(self.all_targets)
-        self.specs = load_specs()
+        spec_dir = config.getoption("spec_dir")
+        self.specs = load_specs(Path(spec_dir)) if spec_dir else load_specs()
         self.dump_dir = Path(config.getoption("hlo_dump_dir"))
         self._structures: dict[Any, Any] = {}
         self.parse_seconds = 0.0
@@ -93,6 +94,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="comma-separated targets: all (default), runtime, cpu, tpu, gpu, or names such as tpu-v5e",
     )
     group.addoption("--programs", default=None, help="comma-separated catalog programs (default: all)")
+    group.addoption(
+        "--spec-dir",
+        default=os.environ.get("INVARIANTS_SPEC_DIR"),
+        help="folder of *.toml spec files to use instead of the package's invariants/*.toml",
+    )
     group.addoption(
         "--results-json",
         default=os.environ.get("INVARIANTS_RESULTS", "artifacts/results.json"),

@@ -437,7 +437,7 @@ def _throughput_tables(rows: list[Throughput]) -> list[str]:
             "|---|---|---|---|---:|---|---|",
         ]
         for t in ratios:
-            bound = f"≤ {t.bound:g}" if t.bound is not None else "—"
+            bound = f"≤ {t.bound:.3g}" if t.bound is not None else "—"
             lines.append(
                 f"| `{t.target}` | `{t.label}` | {t.config} | {_interval(t)} | {bound} | "
                 f"{t.verdict or '—'} | {t.outcome or '—'} |"
@@ -452,7 +452,7 @@ def _throughput_tables(rows: list[Throughput]) -> list[str]:
             "|---|---|---|---|---:|---|",
         ]
         for t in effs:
-            bound = f"≥ {t.bound:g}" if t.bound is not None else "—"
+            bound = f"≥ {t.bound:.3g}" if t.bound is not None else "—"
             lines.append(
                 f"| `{t.target}` | `{t.label}` | {t.config} | {_interval(t)} | {bound} | {t.verdict or '—'} |"
             )

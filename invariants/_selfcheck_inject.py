@@ -90,12 +90,14 @@ def take_as_map_loop(W: Any, x: Any) -> Any:
 def naive_twice(W: Any, x: Any) -> Any:
     """``W[x]`` computed twice and averaged: same values, double the gather work.
 
-    The barrier keeps XLA from merging the two gathers (CSE would otherwise undo the regression).
+    The barrier over both operands keeps XLA from merging the two gathers (CSE would otherwise undo the
+    regression; a barrier on ``x`` alone is not enough).
     """
     from jax import lax
 
     first = W[x]
-    second = W[lax.optimization_barrier(x)]
+    W2, x2 = lax.optimization_barrier((W, x))
+    second = W2[x2]
     return (first + second) / 2
 
 

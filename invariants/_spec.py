@@ -117,7 +117,7 @@ class _Locator:
     """Maps tables and keys back to line numbers (tomllib keeps none)."""
 
     def __init__(self, path: Path, text: str) -> None:
-        self.path = path
+        self.path = _display(path)
         self.lines = text.splitlines()
 
     def table_line(self, array: str, index: int) -> int:
@@ -142,6 +142,14 @@ class _Locator:
 
     def error(self, line: int, message: str) -> InvariantsError:
         return InvariantsError(f"{self.path}:{line}: {message}")
+
+
+def _display(path: Path) -> str:
+    """``path`` relative to the working directory when it is below it: what a reader can click."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def _strings(value: Any, loc: _Locator, line: int, key: str) -> tuple[str, ...]:
@@ -274,7 +282,7 @@ def load_spec(path: Path) -> Spec:
     try:
         text = path.read_text()
     except OSError as err:
-        raise InvariantsError(f"{path}: cannot read spec: {err.strerror}") from None
+        raise InvariantsError(f"{_display(path)}: cannot read spec: {err.strerror}") from None
     loc = _Locator(path, text)
     try:
         data = tomllib.loads(text)
@@ -337,7 +345,7 @@ def load_spec(path: Path) -> Spec:
         invariants.append(
             Invariant(
                 id=inv_id,
-                where=f"{path}:{line}",
+                where=f"{loc.path}:{line}",
                 expr=expr,
                 text=table["assert"],
                 kind=kind,
@@ -368,7 +376,7 @@ def load_spec(path: Path) -> Spec:
         checks.append(
             CorrectnessCheck(
                 id=table["id"],
-                where=f"{path}:{line}",
+                where=f"{loc.path}:{line}",
                 check=table["check"],
                 programs=programs,
                 reference=table.get("reference"),
@@ -412,4 +420,8 @@ def select_programs(selectors: Sequence[str]) -> list[str]:
 
 
 def load_specs(directory: Path = SPEC_DIR) -> list[Spec]:
-    return [load_spec(p) for p in sorted(directory.glob("*.toml"))]
+    """Every ``*.toml`` in ``directory``; a folder without any is an error, not an empty gate."""
+    paths = sorted(directory.glob("*.toml"))
+    if not paths:
+        raise InvariantsError(f"{_display(directory)}: no *.toml spec files here")
+    return [load_spec(p) for p in paths]

@@ -1,0 +1,97 @@
+"""Spec files: every mistake is one line naming FILE:LINE and what is wrong."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from invariants._errors import InvariantsError
+from invariants._spec import SPEC_DIR, load_spec, load_specs
+
+HEADER = '[spec]\ntargets = ["cpu"]\n\n'
+
+
+def _error(tmp_path: Path, body: str, header: str = HEADER) -> str:
+    path = tmp_path / "cpu.toml"
+    path.write_text(header + body)
+    with pytest.raises(InvariantsError) as err:
+        load_spec(path)
+    message = str(err.value)
+    assert "\n" not in message
+    return message
+
+
+def test_shipped_specs_load():
+    specs = load_specs()
+    assert {s.path.name for s in specs} >= {"cpu.toml", "tpu.toml", "gpu.toml", "runtime.toml"}
+    assert all(s.invariants or s.correctness for s in specs)
+
+
+def test_unknown_metric_names_line_and_suggests(tmp_path):
+    body = '[[invariant]]\nid = "x"\nprograms = ["naive"]\n\nassert = "fusoins <= 1"\n'
+    assert _error(tmp_path, body).endswith("cpu.toml:8: unknown metric 'fusoins' (did you mean 'fusions'?)")
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ('[[invariant]]\nid = "x"\nprogram = ["naive"]\nassert = "kernels <= 1"\n',
+         ":6: unknown key 'program' in [[invariant]] (did you mean 'programs'?)"),
+        ('[[invariant]]\nid = "x"\nprograms = ["nave"]\nassert = "kernels <= 1"\n',
+         ":6: program selector 'nave' matches no program (did you mean 'naive'?)"),
+        ('[[invariant]]\nid = "x"\nassert = "kernels(naive) <= kernels(tak)"\n',
+         ":6: unknown program 'tak' (did you mean 'take'?)"),
+        ('[[invariant]]\nid = "x"\nprograms = ["naive"]\nassert = "kernels < = 1"\n',
+         ":7: assert 'kernels < = 1' is not an expression: invalid syntax"),
+        ('[[invariant]]\nid = "x"\nprograms = ["naive"]\nassert = "kernels"\n',
+         ":7: assert 'kernels' must be one comparison such as 'kernels <= 2'"),
+        ('[[invariant]]\nid = "x"\nprograms = ["naive"]\nassert = "kernels <= 1"\nwhen = "jaxx >= 0.5"\n',
+         ":8: when: unknown package 'jaxx' (did you mean 'jax'?)"),
+        ('[[invariant]]\nid = "x"\nprograms = ["naive"]\nassert = "kernels <= 1"\nratchet = { reason = "r" }\n',
+         ":8: a ratchet needs both a 'reason' and an 'issue' link"),
+        ('[[invariant]]\nid = "x"\nassert = "kernels(naive) <= kernels"\n',
+         ":6: assert 'kernels(naive) <= kernels': mixes program calls with a bare metric 'kernels'"),
+        ('[[invariant]]\nid = "x"\nassert = "time(naive) <= 1.1"\n',
+         ":6: assert 'time(naive) <= 1.1': a throughput assert reads 'time(A) / time(B) <= NUMBER'"),
+        ('[[invariant]]\nid = "x"\nprograms = ["naive"]\nassert = "__import__(os) == 1"\n',
+         ":7: unknown metric '__import__'"),
+        ('[[invariant]]\nid = "x"\nprograms = ["naive"]\nassert = "kernels <= 1"\n'
+         '[[invariant]]\nid = "x"\nprograms = ["take"]\nassert = "kernels <= 1"\n',
+         ":8: duplicate id 'x' (first at line 4)"),
+        ('[[correctness]]\nid = "c"\ncheck = "agre"\nprograms = ["naive"]\n',
+         ":6: unknown check 'agre' (did you mean 'agree'?)"),
+        ('[[invariant]]\nid = "x"\nprograms = ["naive"]\nassert = "kernels <= 1"\n[[invariant]\n',
+         ":8: not valid TOML"),
+    ],
+)
+def test_malformed_spec_is_one_line(tmp_path, body, expected):
+    assert expected in _error(tmp_path, body)
+
+
+def test_missing_targets_header(tmp_path):
+    assert "missing [spec] targets" in _error(tmp_path, '[[invariant]]\nid = "x"\n', header="")
+
+
+def test_empty_spec_dir_is_an_error(tmp_path):
+    with pytest.raises(InvariantsError, match="no \\*.toml spec files"):
+        load_specs(tmp_path)
+
+
+def test_malformed_spec_stops_pytest_with_one_line(tmp_path):
+    """Through pytest: non-zero exit and one line, no traceback."""
+    for spec in SPEC_DIR.glob("*.toml"):
+        (tmp_path / spec.name).write_text(spec.read_text())
+    cpu = tmp_path / "cpu.toml"
+    cpu.write_text(cpu.read_text().replace('assert = "kernels <= 1"', 'assert = "fusoins <= 1"', 1))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/gate/test_invariants.py", "--spec-dir", str(tmp_path),
+         "--collect-only", "-q", "-p", "no:cacheprovider"],
+        capture_output=True, text=True, check=False, cwd=Path(__file__).parents[2],
+    )  # fmt: skip
+    assert proc.returncode != 0
+    errors = [line for line in (proc.stdout + proc.stderr).splitlines() if "cpu.toml:" in line]
+    assert len(errors) == 1 and "unknown metric 'fusoins' (did you mean 'fusions'?)" in errors[0], errors
+    assert "Traceback" not in proc.stdout + proc.stderr
