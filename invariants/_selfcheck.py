@@ -101,7 +101,7 @@ REGISTRY: tuple[Injection, ...] = (
         "take -> the lax.map row loop, compiled ahead of time for TPU v5e",
         _swap(take="take_as_map_loop"),
         ("naive", "take"),
-        ("invariant:no_while", "invariant:naive_le_take", "structure"),
+        ("invariant:no_while", "invariant:forward_bounded_kernels", "structure"),
         targets="tpu-v5e",
     ),
     Injection(

@@ -90,14 +90,14 @@ def take_as_map_loop(W: Any, x: Any) -> Any:
 def naive_twice(W: Any, x: Any) -> Any:
     """``W[x]`` computed twice and averaged: same values, double the gather work.
 
-    The barrier over both operands keeps XLA from merging the two gathers (CSE would otherwise undo the
-    regression; a barrier on ``x`` alone is not enough).
+    The second lookup reads the rows in reverse order and flips them back, so XLA cannot prove the two
+    gathers equal and merge them (an ``optimization_barrier`` is not enough: the CPU pipeline removes it
+    before CSE runs).
     """
-    from jax import lax
+    import jax.numpy as jnp
 
     first = W[x]
-    W2, x2 = lax.optimization_barrier((W, x))
-    second = W2[x2]
+    second = jnp.flip(W[jnp.flip(x)], axis=tuple(range(x.ndim)))
     return (first + second) / 2
 
 

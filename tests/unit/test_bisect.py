@@ -1,0 +1,234 @@
+"""Unit tests of the release bisect and matrix: no network, no environments, fake predicates."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from invariants import _bisect as b
+from invariants._errors import InvariantsError
+
+V = Version
+PIP_OUTPUT = """jax (0.10.2)
+Available versions: 0.10.2, 0.10.1, 0.9.0.1, 0.9.0, 0.5.3, 0.5.2, 0.4.38, 0.4.37, 0.4.31, 0.4.30, 0.4.30, 0.4.1
+  INSTALLED: 0.10.2
+"""
+JAXLIBS = [V(s) for s in ("0.4.30", "0.4.31", "0.4.36", "0.4.38", "0.5.1", "0.5.3", "0.9.0.1", "0.10.2")]
+
+
+def test_parse_pip_versions_and_release_filter() -> None:
+    raw = b.parse_pip_versions(PIP_OUTPUT)
+    assert raw[0] == "0.10.2" and "0.4.1" in raw
+    got = b.releases([*raw, "0.11.0rc1", "0.11.0.dev20260101", "not-a-version"])
+    assert got == sorted(set(got)), "ascending, no duplicates"
+    assert V("0.11.0rc1") not in got and V("0.11.0.dev20260101") not in got
+    # packaging orders 0.9.0.1 after 0.9.0 and 0.10 after 0.9 (a string sort would not)
+    assert got.index(V("0.9.0.1")) == got.index(V("0.9.0")) + 1
+    assert got[-1] == V("0.10.2")
+    assert b.parse_pip_versions("ERROR: No matching distribution found for jax") == []
+
+
+def test_span_walks_in_both_directions() -> None:
+    rel = b.releases(b.parse_pip_versions(PIP_OUTPUT))
+    up = b.span(rel, V("0.4.30"), V("0.5.3"))
+    assert up == [V(s) for s in ("0.4.30", "0.4.31", "0.4.37", "0.4.38", "0.5.2", "0.5.3")]
+    assert b.span(rel, V("0.5.3"), V("0.4.30")) == up[::-1]
+
+
+@pytest.mark.parametrize(
+    ("jax", "jaxlib", "numpy", "equinox"),
+    [
+        ("0.4.30", "0.4.30", "numpy<2", "equinox==0.11.4"),
+        ("0.4.31", "0.4.31", "numpy", "equinox"),
+        ("0.4.37", "0.4.36", "numpy", "equinox"),  # a jax patch release without its own jaxlib
+        ("0.5.2", "0.5.1", "numpy", "equinox"),
+        ("0.9.0.1", "0.9.0.1", "numpy", "equinox"),
+        ("0.10.2", "0.10.2", "numpy", "equinox"),
+    ],
+)
+def test_choose_pins(jax: str, jaxlib: str, numpy: str, equinox: str) -> None:
+    pins = b.choose_pins(V(jax), JAXLIBS)
+    assert (pins.jaxlib, pins.numpy, pins.equinox) == (V(jaxlib), numpy, equinox)
+    reqs = pins.requirements()
+    assert reqs[:2] == [f"jax=={jax}", f"jaxlib=={jaxlib}"]
+    assert {"pytest", "syrupy", "pytest-benchmark", "packaging", "scipy"} <= set(reqs)
+    assert pins.env_name == f"jax-{jax}"
+    tpu = b.choose_pins(V(jax), JAXLIBS, tpu=True)
+    assert tpu.requirements()[0] == f"jax[tpu]=={jax}" and tpu.env_name == f"jax-{jax}-tpu"
+
+
+def test_choose_pins_without_jaxlib_is_one_line() -> None:
+    with pytest.raises(InvariantsError, match=r"^jax 0\.4\.1: no jaxlib release at or below it"):
+        b.choose_pins(V("0.4.1"), JAXLIBS)
+
+
+def _fake(boundary: int, order: list[Version], calls: list[Version], holds_before: bool = True):
+    def verdict(v: Version) -> bool:
+        calls.append(v)
+        return holds_before if order.index(v) < boundary else not holds_before
+
+    return verdict
+
+
+@pytest.mark.parametrize("boundary", range(1, 12))
+def test_bisect_finds_every_boundary_in_both_directions(boundary: int) -> None:
+    order = [V(f"0.{i}.0") for i in range(12)]
+    for holds_before in (True, False):  # "where X breaks" and "where X holds"
+        calls: list[Version] = []
+        found = b.bisect_releases(order, _fake(boundary, order, calls, holds_before))
+        assert (found.before, found.after) == (order[boundary - 1], order[boundary])
+        assert len(calls) == len(set(calls)) <= 2 + 4, "each release at most once, log2 steps"
+    # walking downwards (--good newer than --bad): the first differing release going back
+    down = order[::-1]
+    found = b.bisect_releases(down, lambda v: order.index(v) >= boundary)
+    assert (found.before, found.after) == (order[boundary], order[boundary - 1])
+
+
+def test_bisect_skips_unusable_releases() -> None:
+    order = [V(f"0.{i}.0") for i in range(9)]
+
+    def verdict(v: Version) -> bool:
+        if v in (V("0.4.0"), V("0.5.0")):
+            raise b.Unusable("does not install")
+        return order.index(v) < 5
+
+    found = b.bisect_releases(order, verdict)
+    # 0.5.0 (the true first differing one) cannot be judged, so the boundary widens to its neighbours
+    assert (found.before, found.after) == (V("0.3.0"), V("0.6.0")) or (found.before, found.after) == (
+        V("0.4.0"),
+        V("0.6.0"),
+    )
+    assert found.skipped and all(v in (V("0.4.0"), V("0.5.0")) for v in found.skipped)
+
+
+def test_bisect_same_verdict_at_both_ends_is_one_line() -> None:
+    order = [V("0.4.30"), V("0.5.0"), V("0.6.0")]
+    with pytest.raises(InvariantsError, match=r"^bisect: the verdict is True at both 0\.4\.30 and 0\.6\.0"):
+        b.bisect_releases(order, lambda v: True)
+    with pytest.raises(InvariantsError, match="two different releases"):
+        b.bisect_releases([V("0.4.30")], lambda v: True)
+
+
+def test_resolve_version_errors() -> None:
+    avail = [V("0.4.30"), V("0.4.31"), V("0.5.0")]
+    assert b.resolve_version("0.4.31", avail, "--good") == V("0.4.31")
+    with pytest.raises(InvariantsError, match=r"^--good 0\.4\.99: not a jax release on the index \(nearest: "):
+        b.resolve_version("0.4.99", avail, "--good")
+    with pytest.raises(InvariantsError, match=r"^--bad banana: not a version$"):
+        b.resolve_version("banana", avail, "--bad")
+    with pytest.raises(InvariantsError, match="the suite needs jax >= 0.4.30"):
+        b.resolve_version("0.4.1", [V("0.4.1"), *avail], "--good")
+
+
+def test_unreachable_index_fails_fast_in_one_line() -> None:
+    with pytest.raises(InvariantsError, match=r"^--index-url http://127\.0\.0\.1:9/simple: index unreachable"):
+        b.check_index("http://127.0.0.1:9/simple", timeout=5)
+
+
+def test_cli_unreachable_index_is_one_line_exit_2() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "invariants", "bisect", "--good", "0.4.30", "--bad", "0.10.2",
+         "--index-url", "http://127.0.0.1:9/simple"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "index unreachable" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_install_failure_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def fake_run(cmd, **kwargs):
+        if "install" in cmd:
+            return subprocess.CompletedProcess(cmd, 1, "", "  x No solution found when resolving dependencies:\n"
+                                               "  `-> Because jaxlib==0.4.30 has no wheels ...\n")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(b.subprocess, "run", fake_run)
+    pins = b.choose_pins(V("0.4.30"), JAXLIBS)
+    with pytest.raises(InvariantsError, match=r"^jax==0\.4\.30 jaxlib==0\.4\.30 .*: does not install: .*No solution"):
+        b.ensure_env(pins, tmp_path, "https://example.invalid/simple", log=lambda s: None)
+    assert not list(tmp_path.iterdir()), "a failed build leaves nothing in the cache"
+
+
+def test_env_health_marker(tmp_path: Path) -> None:
+    pins = b.choose_pins(V("0.4.30"), JAXLIBS)
+    env = tmp_path / pins.env_name
+    assert not b.env_healthy(env, pins)
+    (env / "bin").mkdir(parents=True)
+    (env / "bin" / "python").write_text("")
+    (env / b.MARKER).write_text(json.dumps(pins.to_json()))
+    assert b.env_healthy(env, pins)
+    assert not b.env_healthy(env, b.choose_pins(V("0.4.31"), JAXLIBS))
+    (env / b.MARKER).write_text("{broken")
+    assert not b.env_healthy(env, pins)
+
+
+def test_verdict_ignores_structure_and_counts_xfail_as_holding() -> None:
+    items = [
+        {"kind": "structure", "outcome": "failed", "nodeid": "s"},
+        {"kind": "invariant", "outcome": "passed", "nodeid": "a"},
+        {"kind": "invariant", "outcome": "xfailed", "nodeid": "b"},
+    ]
+    assert b.verdict_of(V("0.5.0"), {"items": items}, 1.0).holds
+    items.append({"kind": "invariant", "outcome": "failed", "nodeid": "c"})
+    v = b.verdict_of(V("0.5.0"), {"items": items}, 1.0)
+    assert not v.holds and [it["nodeid"] for it in v.failing] == ["c"]
+    with pytest.raises(InvariantsError, match="no invariant or correctness items"):
+        b.verdict_of(V("0.5.0"), {"items": items[:1]}, 1.0)
+    with pytest.raises(InvariantsError, match="errored"):
+        b.verdict_of(V("0.5.0"), {"items": [{"kind": "error", "outcome": "failed", "nodeid": "x"}]}, 1.0)
+
+
+def test_suite_command_selects_and_never_times() -> None:
+    cmd = b.suite_command(Path("/e/bin/python"), "grad_no_while", "cpu", "grad_naive", Path("r.json"), Path("d"))
+    assert cmd[:3] == ["/e/bin/python", "-m", "pytest"]
+    assert cmd[cmd.index("-m", 3) + 1] == "not slow and not throughput"
+    assert cmd[cmd.index("-k") + 1] == "grad_no_while" and cmd[cmd.index("--programs") + 1] == "grad_naive"
+
+
+def test_matrix_table_and_plot(tmp_path: Path) -> None:
+    results = {
+        "items": [
+            {"kind": "structure", "config": "f32", "target": "cpu", "program": "naive", "kernels": 1,
+             "while_loops": 0, "dynamic_kernel_launches": 1},
+            {"kind": "structure", "config": "bf16", "target": "cpu", "program": "naive", "kernels": 9},
+            {"kind": "invariant", "config": "f32", "target": "cpu", "program": "naive"},
+        ]
+    }  # fmt: skip
+    rows = b.matrix_rows("0.4.30", results) + b.matrix_rows("0.10.2", {"items": [
+        {"kind": "structure", "config": "f32", "target": "cpu", "program": "naive", "kernels": 2,
+         "while_loops": 1, "dynamic_kernel_launches": None}]})  # fmt: skip
+    assert len(rows) == 2
+    text = b.render_matrix(rows, ["0.4.30", "0.5.3", "0.10.2"], {"tpu-v5e, jax 0.4.30": "skipped: no libtpu"})
+    lines = text.splitlines()
+    assert lines[0].startswith("### cpu:")
+    assert "| program | 0.4.30 | 0.5.3 | 0.10.2 |" in lines
+    assert "| naive | 1 / 0 / 1 | — | 2 / 1 / ? |" in lines
+    assert "- tpu-v5e, jax 0.4.30: skipped: no libtpu" in lines
+    b.plot_matrix(rows, ["0.4.30", "0.5.3", "0.10.2"], tmp_path / "m.png")
+    assert (tmp_path / "m.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_structural_diff() -> None:
+    assert b.structural_diff("a\nb", "a\nb", "x", "y") == "(identical structure)"
+    diff = b.structural_diff("kernels 9\nwhile 1", "kernels 3\nwhile 1", "jax 0.5.3", "jax 0.6.0")
+    assert "-kernels 9" in diff and "+kernels 3" in diff
+
+
+def test_keys_of_failing_items() -> None:
+    items = [{"kind": "invariant", "programs": ["grad_naive"], "config": "f32", "target": "cpu"},
+             {"kind": "invariant", "programs": ["grad_naive"], "config": "f32", "target": "cpu"},
+             {"kind": "correctness", "program": "take"}]  # fmt: skip
+    assert b._keys_of(items) == [("grad_naive", "f32", "cpu")]
+
+
+def test_argparse_namespace_shape() -> None:
+    # run_suite reads these attributes; keep the commands' parsers in step with it
+    ns = argparse.Namespace(k="x", targets="cpu", programs=None)
+    assert b.suite_command(Path("p"), ns.k, ns.targets, ns.programs, Path("r"), Path("d"))[-1] == "d"
