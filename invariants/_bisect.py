@@ -186,10 +186,10 @@ def resolve_version(text: str, available: Sequence[Version], flag: str) -> Versi
 
 
 def _uv() -> list[str]:
-    found = shutil.which("uv") or shutil.which("uv", path=str(Path(sys.executable).parent))
-    if found:
-        return [found]
-    return [sys.executable, "-m", "uv"]
+    found = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
+    if not found:
+        raise InvariantsError("uv: not installed (pip install uv); it builds the per-release environments")
+    return [found]
 
 
 def env_python(env: Path) -> Path:
@@ -225,10 +225,11 @@ def ensure_env(pins: Pins, cache_dir: Path, index_url: str, log: Callable[[str],
     start = time.perf_counter()
     what = " ".join(pins.requirements()[:4])
     try:
-        _run_checked(_uv() + ["venv", "-q", "--python", sys.executable, str(partial)], what)
+        uv = _uv()
+        _run_checked([*uv, "venv", "-q", "--python", sys.executable, str(partial)], what)
         _run_checked(
-            _uv() + ["pip", "install", "-q", "--python", str(env_python(partial)), "--index-url", index_url,
-                     *pins.requirements()],
+            [*uv, "pip", "install", "-q", "--python", str(env_python(partial)), "--index-url", index_url,
+             *pins.requirements()],
             what,
         )  # fmt: skip
         env_vars = {**os.environ, "JAX_PLATFORMS": "cpu"}
@@ -284,8 +285,9 @@ class Verdict:
 
 def suite_command(python: Path, k: str, targets: str, programs: str | None, results: Path, dump: Path,
                   tests: str = "tests/gate") -> list[str]:  # fmt: skip
-    cmd = [str(python), "-m", "pytest", tests, "-q", "-p", "no:cacheprovider", "-m", "not slow and not throughput",
-           "--targets", targets, "-k", k, "--results-json", str(results), "--hlo-dump-dir", str(dump)]  # fmt: skip
+    cmd = [str(python), "-m", "pytest", tests, "-q", "-p", "no:cacheprovider",
+           "-m", "not slow and not throughput", "--targets", targets, "-k", k,
+           "--results-json", str(results), "--hlo-dump-dir", str(dump)]  # fmt: skip
     if programs:
         cmd += ["--programs", programs]
     return cmd
@@ -300,16 +302,25 @@ def _suite_env() -> dict[str, str]:
 
 
 def run_suite(env: Path, version: Version, args: argparse.Namespace, workdir: Path,
-              tests: str = "tests/gate", k: str | None = None) -> tuple[dict[str, Any], float]:  # fmt: skip
+              tests: str = "tests/gate", k: str | None = None,
+              timeout: float = 1200) -> tuple[dict[str, Any], float]:  # fmt: skip
     """Run the selection in ``env``; return the results file and the seconds it took. One line on failure."""
     folder = workdir / f"jax-{version}"
     folder.mkdir(parents=True, exist_ok=True)
     results = folder / "results.json"
     results.unlink(missing_ok=True)
-    cmd = suite_command(env_python(env), k or args.k, args.targets, args.programs, results, folder / "hlo", tests)
+    cmd = suite_command(
+        env_python(env), k or args.k, args.targets, args.programs, results, folder / "hlo", tests
+    )
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=REPO_ROOT, env=_suite_env(), capture_output=True, text=True, check=False,
-                          timeout=1200)  # fmt: skip
+    env_vars = _suite_env()
+    # Older libtpu asks the GCE metadata server for its topology and waits on it off GCE.
+    env_vars.setdefault("TPU_SKIP_MDS_QUERY", "1")
+    try:
+        proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env_vars, capture_output=True, text=True, check=False,
+                              timeout=timeout)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise InvariantsError(f"jax {version}: the suite did not finish in {timeout:.0f} s") from None
     seconds = time.perf_counter() - start
     (folder / "pytest.txt").write_text(proc.stdout + proc.stderr)
     if proc.returncode == 5 or (proc.returncode == 0 and not results.exists()):
@@ -326,7 +337,9 @@ def verdict_of(version: Version, results: Mapping[str, Any], seconds: float) -> 
     items = list(results.get("items", []))
     errors = [it for it in items if it.get("kind") == "error"]
     if errors:
-        raise InvariantsError(f"jax {version}: {errors[0].get('nodeid')} errored; the suite may not run on it")
+        raise InvariantsError(
+            f"jax {version}: {errors[0].get('nodeid')} errored; the suite may not run on it"
+        )
     judged = [it for it in items if it.get("kind") in VERDICT_KINDS]
     if not judged:
         raise InvariantsError(f"jax {version}: the selection has no invariant or correctness items")
@@ -450,8 +463,12 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--targets", default="cpu", help="suite targets (default: cpu)")
     p.add_argument("--programs", help="restrict the suite to these catalog programs (comma-separated)")
     p.add_argument("--index-url", default=DEFAULT_INDEX, help=f"package index (default: {DEFAULT_INDEX})")
-    p.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE, help=f"environments (default: {DEFAULT_CACHE})")
-    p.add_argument("--keep", type=Path, help="keep each release's results, output and HLO dumps under this folder")
+    p.add_argument(
+        "--cache-dir", type=Path, default=DEFAULT_CACHE, help=f"environments (default: {DEFAULT_CACHE})"
+    )
+    p.add_argument(
+        "--keep", type=Path, help="keep each release's results, output and HLO dumps under this folder"
+    )
 
 
 def _describe(it: Mapping[str, Any]) -> str:
@@ -474,7 +491,8 @@ def main_bisect(argv: list[str]) -> int:
     bad = resolve_version(args.bad, jax_releases, "--bad")
     jaxlib_releases = list_releases("jaxlib", args.index_url)
     order = span(jax_releases, good, bad)
-    print(f"bisect: {len(order)} releases from {good} to {bad}; selection -k {args.k!r} --targets {args.targets}"
+    print(f"bisect: {len(order)} releases from {good} to {bad}; "
+          f"selection -k {args.k!r} --targets {args.targets}"
           + (f" --programs {args.programs}" if args.programs else ""))  # fmt: skip
     verdicts: dict[Version, Verdict] = {}
     envs: dict[Version, Path] = {}
@@ -494,9 +512,9 @@ def main_bisect(argv: list[str]) -> int:
             results, seconds = run_suite(env, v, args, workdir)
             verdicts[v] = verdict_of(v, results, seconds)
             ver = verdicts[v]
+            judged = sum(it.get("kind") in VERDICT_KINDS for it in ver.items)
             print(f"  jax {v} (jaxlib {pins.jaxlib}): {ver.word} "
-                  f"({len(ver.failing)} failing of {sum(it.get('kind') in VERDICT_KINDS for it in ver.items)}) "
-                  f"in {seconds:.0f} s")  # fmt: skip
+                  f"({len(ver.failing)} failing of {judged}) in {seconds:.0f} s")  # fmt: skip
             return ver.holds
 
         boundary = bisect_releases(order, verdict)
@@ -577,7 +595,10 @@ def render_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], notes: Map
 
 
 def plot_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], path: Path) -> None:
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        raise InvariantsError(f"{path}: matplotlib is not installed (pip install matplotlib)") from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -586,7 +607,9 @@ def plot_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], path: Path) 
     series = sorted({(r.target, r.program) for r in rows})
     for ax, metric in zip(axes, MATRIX_METRICS, strict=True):
         for target, program in series:
-            by_v = {r.version: r.metrics.get(metric) for r in rows if (r.target, r.program) == (target, program)}
+            by_v = {
+                r.version: r.metrics.get(metric) for r in rows if (r.target, r.program) == (target, program)
+            }
             xs = [i for i, v in enumerate(versions) if by_v.get(v) is not None]
             ys = [by_v[versions[i]] for i in xs]
             if xs:
@@ -597,6 +620,7 @@ def plot_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], path: Path) 
         ax.set_title(metric)
         if metric == "dynamic_kernel_launches":
             ax.set_yscale("symlog")
+            ax.set_ylim(bottom=0)  # launches are counts: no negative half of the symlog axis
     axes[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -607,7 +631,9 @@ def plot_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], path: Path) 
 def main_matrix(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m invariants matrix", description="key metrics across releases")
     p.add_argument("--versions", required=True, help="comma-separated jax releases, e.g. 0.4.30,0.5.3,0.10.2")
-    p.add_argument("--out", type=Path, default=REPO_ROOT / "artifacts" / "matrix", help="folder for table and PNG")
+    p.add_argument(
+        "--out", type=Path, default=REPO_ROOT / "artifacts" / "matrix", help="folder for table and PNG"
+    )
     p.add_argument("--no-tpu", action="store_true", help="skip the TPU (jax[tpu]) environments")
     _common(p)
     args = p.parse_args(argv)
@@ -635,8 +661,9 @@ def main_matrix(argv: list[str]) -> int:
             try:
                 tenv = ensure_env(choose_pins(v, jaxlib_releases, tpu=True), args.cache_dir, args.index_url)
                 args.targets = "tpu-v5e"
-                results, seconds = run_suite(tenv, v, args, workdir / "tpu", tests="tests/gate/test_structure.py",
-                                             k=MATRIX_K)  # fmt: skip
+                results, seconds = run_suite(tenv, v, args, workdir / "tpu",
+                                             tests="tests/gate/test_structure.py",
+                                             k=MATRIX_K, timeout=240)  # fmt: skip
                 got = matrix_rows(str(v), results)
                 if not got:
                     raise InvariantsError("no tpu-v5e structure items (target unavailable in that release)")
@@ -650,9 +677,11 @@ def main_matrix(argv: list[str]) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "matrix.md").write_text(table)
     (args.out / "matrix.json").write_text(json.dumps([dataclasses.asdict(r) for r in rows], indent=1))
-    plot_matrix(rows, names, args.out / "matrix.png")
     print(table)
-    print(f"matrix: {args.out / 'matrix.md'}, {args.out / 'matrix.png'} ({time.perf_counter() - start:.0f} s)")
+    plot_matrix(rows, names, args.out / "matrix.png")
+    print(
+        f"matrix: {args.out / 'matrix.md'}, {args.out / 'matrix.png'} ({time.perf_counter() - start:.0f} s)"
+    )
     return 0
 
 

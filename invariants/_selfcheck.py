@@ -1,4 +1,4 @@
-"""``python -m invariants selfcheck``: prove the gate can fail, by injecting regressions and watching it catch them.
+"""``python -m invariants selfcheck``: prove the gate can fail by injecting regressions it must catch.
 
 Each :class:`Injection` is one way the suite's subject can regress: a set of XLA flags (``XLA_FLAGS``,
 which some flags answer by aborting the process) or a catalog program swapped for a bad one (through the
@@ -216,7 +216,9 @@ def matches(expect: str, item: Mapping[str, Any]) -> bool:
     return expect in (kind, _KIND_ALIASES.get(kind))
 
 
-def judge(injection: Injection, exit_status: int, results: Mapping[str, Any] | None, seconds: float) -> Outcome:
+def judge(
+    injection: Injection, exit_status: int, results: Mapping[str, Any] | None, seconds: float
+) -> Outcome:
     """Decide an injection from its child's exit status and results file (None: there was none)."""
     if results is None:
         return Outcome(injection, exit_status, [], list(injection.expect), seconds, note="no results file")
@@ -228,7 +230,8 @@ def judge(injection: Injection, exit_status: int, results: Mapping[str, Any] | N
 def child_command(injection: Injection, results: Path, dump_dir: Path) -> list[str]:
     return [
         sys.executable, "-m", "pytest", "tests/gate", "-q", "-p", "no:cacheprovider", "-p", INJECT_MODULE,
-        "-m", "not slow" if injection.timing else "not slow and not throughput", "--targets", injection.targets, "--programs", ",".join(injection.programs),
+        "-m", "not slow" if injection.timing else "not slow and not throughput",
+        "--targets", injection.targets, "--programs", ",".join(injection.programs),
         "--results-json", str(results), "--hlo-dump-dir", str(dump_dir),
     ]  # fmt: skip
 
@@ -296,7 +299,9 @@ def run_all(injections: Sequence[Injection], workdir: Path, jobs: int = 1) -> li
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m invariants selfcheck", description=__doc__.split("\n")[0])
-    p.add_argument("-k", dest="names", help="comma-separated injection names or globs (the baseline always runs)")
+    p.add_argument(
+        "-k", dest="names", help="comma-separated injection names or globs (the baseline always runs)"
+    )
     p.add_argument("--targets", help="only injections on these targets (e.g. cpu); default: all")
     p.add_argument("--fast", action="store_true", help="only the fast subset the slow pytest test runs")
     p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="children at a time")

@@ -295,7 +295,9 @@ def load_spec(path: Path) -> Spec:
     _check_keys(header, _SPEC_KEYS, loc, 1, "[spec]")
     max_loss = header.get("efficiency_max_loss")
     if max_loss is not None and not (isinstance(max_loss, float) and 0 < max_loss < 1):
-        raise loc.error(loc.key_line(1, "efficiency_max_loss"), "efficiency_max_loss must be a fraction in (0, 1)")
+        raise loc.error(
+            loc.key_line(1, "efficiency_max_loss"), "efficiency_max_loss must be a fraction in (0, 1)"
+        )
     if "targets" not in header:
         raise loc.error(1, "missing [spec] targets = [...] (the target names this file applies to)")
     targets = _strings(header["targets"], loc, loc.key_line(1, "targets"), "targets")

@@ -25,7 +25,13 @@ from invariants._plugin import judge
 from invariants._programs import CATALOG, get_config, make_arguments
 from invariants._spec import throughput_terms
 from invariants._targets import versions
-from invariants._timing import baseline_verdict, copy_callable, jax_callable, measure_efficiency, measure_ratio
+from invariants._timing import (
+    baseline_verdict,
+    copy_callable,
+    jax_callable,
+    measure_efficiency,
+    measure_ratio,
+)
 
 pytestmark = [pytest.mark.gate, pytest.mark.throughput]
 
@@ -101,7 +107,9 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
     if updating:
         # A baseline outlives the run that records it: take the median of three measurements, so that
         # one lucky (or unlucky) run does not move every later verdict.
-        runs = [result] + [measure_efficiency(_timed(gate, efficiency_key), copy_callable(nbytes)) for _ in range(2)]
+        runs = [result] + [
+            measure_efficiency(_timed(gate, efficiency_key), copy_callable(nbytes)) for _ in range(2)
+        ]
         best = sorted(runs, key=lambda r: r.efficiency)[1]
         path.parent.mkdir(parents=True, exist_ok=True)
         record = {"efficiency": round(best.efficiency, 4), "low": round(best.low, 4),

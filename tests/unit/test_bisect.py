@@ -16,7 +16,7 @@ from invariants._errors import InvariantsError
 
 V = Version
 PIP_OUTPUT = """jax (0.10.2)
-Available versions: 0.10.2, 0.10.1, 0.9.0.1, 0.9.0, 0.5.3, 0.5.2, 0.4.38, 0.4.37, 0.4.31, 0.4.30, 0.4.30, 0.4.1
+Available versions: 0.10.2, 0.10.1, 0.9.0.1, 0.9.0, 0.5.3, 0.5.2, 0.4.38, 0.4.37, 0.4.31, 0.4.30, 0.4.1
   INSTALLED: 0.10.2
 """
 JAXLIBS = [V(s) for s in ("0.4.30", "0.4.31", "0.4.36", "0.4.38", "0.5.1", "0.5.3", "0.9.0.1", "0.10.2")]
@@ -100,11 +100,8 @@ def test_bisect_skips_unusable_releases() -> None:
 
     found = b.bisect_releases(order, verdict)
     # 0.5.0 (the true first differing one) cannot be judged, so the boundary widens to its neighbours
-    assert (found.before, found.after) == (V("0.3.0"), V("0.6.0")) or (found.before, found.after) == (
-        V("0.4.0"),
-        V("0.6.0"),
-    )
-    assert found.skipped and all(v in (V("0.4.0"), V("0.5.0")) for v in found.skipped)
+    assert (found.before, found.after) == (V("0.3.0"), V("0.6.0"))
+    assert sorted(found.skipped) == [V("0.4.0"), V("0.5.0")]
 
 
 def test_bisect_same_verdict_at_both_ends_is_one_line() -> None:
@@ -118,16 +115,20 @@ def test_bisect_same_verdict_at_both_ends_is_one_line() -> None:
 def test_resolve_version_errors() -> None:
     avail = [V("0.4.30"), V("0.4.31"), V("0.5.0")]
     assert b.resolve_version("0.4.31", avail, "--good") == V("0.4.31")
-    with pytest.raises(InvariantsError, match=r"^--good 0\.4\.99: not a jax release on the index \(nearest: "):
+    with pytest.raises(
+        InvariantsError, match=r"^--good 0\.4\.99: not a jax release on the index \(nearest: "
+    ):
         b.resolve_version("0.4.99", avail, "--good")
     with pytest.raises(InvariantsError, match=r"^--bad banana: not a version$"):
         b.resolve_version("banana", avail, "--bad")
-    with pytest.raises(InvariantsError, match="the suite needs jax >= 0.4.30"):
+    with pytest.raises(InvariantsError, match=r"the suite needs jax >= 0\.4\.30"):
         b.resolve_version("0.4.1", [V("0.4.1"), *avail], "--good")
 
 
 def test_unreachable_index_fails_fast_in_one_line() -> None:
-    with pytest.raises(InvariantsError, match=r"^--index-url http://127\.0\.0\.1:9/simple: index unreachable"):
+    with pytest.raises(
+        InvariantsError, match=r"^--index-url http://127\.0\.0\.1:9/simple: index unreachable"
+    ):
         b.check_index("http://127.0.0.1:9/simple", timeout=5)
 
 
@@ -145,13 +146,20 @@ def test_cli_unreachable_index_is_one_line_exit_2() -> None:
 def test_install_failure_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def fake_run(cmd, **kwargs):
         if "install" in cmd:
-            return subprocess.CompletedProcess(cmd, 1, "", "  x No solution found when resolving dependencies:\n"
-                                               "  `-> Because jaxlib==0.4.30 has no wheels ...\n")
+            return subprocess.CompletedProcess(
+                cmd,
+                1,
+                "",
+                "  x No solution found when resolving dependencies:\n"
+                "  `-> Because jaxlib==0.4.30 has no wheels ...\n",
+            )
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
     monkeypatch.setattr(b.subprocess, "run", fake_run)
     pins = b.choose_pins(V("0.4.30"), JAXLIBS)
-    with pytest.raises(InvariantsError, match=r"^jax==0\.4\.30 jaxlib==0\.4\.30 .*: does not install: .*No solution"):
+    with pytest.raises(
+        InvariantsError, match=r"^jax==0\.4\.30 jaxlib==0\.4\.30 .*: does not install: .*No solution"
+    ):
         b.ensure_env(pins, tmp_path, "https://example.invalid/simple", log=lambda s: None)
     assert not list(tmp_path.iterdir()), "a failed build leaves nothing in the cache"
 
@@ -186,7 +194,9 @@ def test_verdict_ignores_structure_and_counts_xfail_as_holding() -> None:
 
 
 def test_suite_command_selects_and_never_times() -> None:
-    cmd = b.suite_command(Path("/e/bin/python"), "grad_no_while", "cpu", "grad_naive", Path("r.json"), Path("d"))
+    cmd = b.suite_command(
+        Path("/e/bin/python"), "grad_no_while", "cpu", "grad_naive", Path("r.json"), Path("d")
+    )
     assert cmd[:3] == ["/e/bin/python", "-m", "pytest"]
     assert cmd[cmd.index("-m", 3) + 1] == "not slow and not throughput"
     assert cmd[cmd.index("-k") + 1] == "grad_no_while" and cmd[cmd.index("--programs") + 1] == "grad_naive"

@@ -65,15 +65,20 @@ def test_absolute_with_input_facts(tmp_path):
 
 
 def test_custom_call_membership(tmp_path):
-    (inv,) = spec(tmp_path, '[[invariant]]\nid = "c"\nprograms = ["vmap_naive"]\n'
-                            "assert = \"'GatherScatterIndicesBitpacked' in custom_call_targets\"\n").invariants
+    (inv,) = spec(
+        tmp_path,
+        '[[invariant]]\nid = "c"\nprograms = ["vmap_naive"]\n'
+        "assert = \"'GatherScatterIndicesBitpacked' in custom_call_targets\"\n",
+    ).invariants
     seed_gather = structure("tpu_seed_jit_gather.txt")
     assert evaluate(case(inv, "vmap_naive"), lambda key: seed_gather).holds
     assert not evaluate(case(inv, "vmap_naive"), lambda key: structure("tpu_seed_jit__take.txt")).holds
 
 
 def test_relational_fails_when_naive_gets_more_kernels(tmp_path):
-    (inv,) = spec(tmp_path, '[[invariant]]\nid = "r"\nassert = "kernels(naive) <= kernels(take)"\n').invariants
+    (inv,) = spec(
+        tmp_path, '[[invariant]]\nid = "r"\nassert = "kernels(naive) <= kernels(take)"\n'
+    ).invariants
     assert inv.kind == "relational" and inv.programs == ("naive", "take")
     real = {"naive": CPU_FWD_NAIVE, "take": CPU_FWD_TAKE}
     assert evaluate(case(inv), lambda key: real[key[0]]).holds
@@ -84,7 +89,8 @@ def test_relational_fails_when_naive_gets_more_kernels(tmp_path):
 
 def test_structural_equality_fails_on_any_kernel_change(tmp_path):
     (inv,) = spec(tmp_path, '[[invariant]]\nid = "e"\n'
-                            'assert = "structure(eqx_embedding) == structure(vmap_naive)"\n').invariants  # fmt: skip
+                            'assert = "structure(eqx_embedding) == structure(vmap_naive)"\n'
+                  ).invariants  # fmt: skip
     assert evaluate(case(inv), lambda key: CPU_FWD_NAIVE).holds
     mutated = {"eqx_embedding": CPU_FWD_TAKE, "vmap_naive": CPU_FWD_NAIVE}
     assert not evaluate(case(inv), lambda key: mutated[key[0]]).holds
@@ -109,9 +115,12 @@ def test_version_scoped_invariant_is_skipped_when_condition_fails(tmp_path):
 
 
 def test_ratchet_xfails_while_bad_and_fails_loudly_once_fixed(tmp_path):
-    (inv,) = spec(tmp_path, '[[invariant]]\nid = "r"\nprograms = ["grad_vmap_naive"]\n'
-                            'assert = "while_loops == 0"\n'
-                            'ratchet = { reason = "loop today", issue = "https://example/1" }\n').invariants
+    (inv,) = spec(
+        tmp_path,
+        '[[invariant]]\nid = "r"\nprograms = ["grad_vmap_naive"]\n'
+        'assert = "while_loops == 0"\n'
+        'ratchet = { reason = "loop today", issue = "https://example/1" }\n',
+    ).invariants
     bad = evaluate(case(inv, "grad_vmap_naive"), lambda key: TPU_BWD_VMAP)
     with pytest.raises(pytest.xfail.Exception, match="loop today"):
         judge(inv, bad.holds, bad.holds, "cpu", bad.describe(inv), lambda: "unused")
@@ -131,7 +140,9 @@ def test_plain_invariant_failure_carries_the_diagnosis(tmp_path):
 
 
 def _correctness(tmp_path, check: str, program: str, extra: str) -> CorrectnessCase:
-    (c,) = spec(tmp_path, f'[[correctness]]\nid = "c"\ncheck = "{check}"\nprograms = ["{program}"]\n{extra}').correctness
+    (c,) = spec(
+        tmp_path, f'[[correctness]]\nid = "c"\ncheck = "{check}"\nprograms = ["{program}"]\n{extra}'
+    ).correctness
     return CorrectnessCase(c, program, "f32", "zipf")
 
 
@@ -159,7 +170,10 @@ def test_correctness_values_agree(tmp_path, monkeypatch):
 
 
 def test_correctness_narrow_index_pin(tmp_path):
-    assert run_correctness(_correctness(tmp_path, "narrow_index", "naive", 'expect = "overflow_error"\n')) is None
+    assert (
+        run_correctness(_correctness(tmp_path, "narrow_index", "naive", 'expect = "overflow_error"\n'))
+        is None
+    )
     assert "got wrong_rows, expected ok" in run_correctness(
         _correctness(tmp_path, "narrow_index", "take", 'expect = "ok"\n')
     )

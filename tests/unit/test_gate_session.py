@@ -39,7 +39,9 @@ def run(project: Path, *args: str, env: dict[str, str] | None = None) -> subproc
 
 
 def snapshot_bytes(project: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(project)): p.read_bytes() for p in (project / "snapshots").rglob("*") if p.is_file()}
+    return {
+        str(p.relative_to(project)): p.read_bytes() for p in (project / "snapshots").rglob("*") if p.is_file()
+    }
 
 
 def test_update_leaves_other_targets_and_deselected_items_byte_identical(project):

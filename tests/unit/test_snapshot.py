@@ -32,7 +32,6 @@ def a_lookup(W, x):
 # Blank lines on purpose: the same program on other source lines and under another name.
 
 
-
 def completely_different_name(table, ids):
     return jnp.take(table, ids, axis=0)
 
@@ -54,7 +53,9 @@ def test_a_loop_reads_as_a_readable_diff(monkeypatch):
     added = "\n".join(d for d in diff if d.startswith("+"))
     removed = "\n".join(d for d in diff if d.startswith("-"))
     # kernel 1 (a kLoop gather fusion) -> while x16384 { dynamic-slice ... dynamic-update-slice }
-    assert "kernel 1: fusion kLoop {add, and, bitcast×3, broadcast×6, compare×3, constant×4, gather" in removed
+    assert (
+        "kernel 1: fusion kLoop {add, and, bitcast×3, broadcast×6, compare×3, constant×4, gather" in removed
+    )
     assert "kernel 3: while ×16384 {" in added
     assert "dynamic-slice×2, dynamic-update-slice" in added
     assert "while loops 1 (×16384)" in added

@@ -38,33 +38,60 @@ def test_unknown_metric_names_line_and_suggests(tmp_path):
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
-        ('[[invariant]]\nid = "x"\nprogram = ["naive"]\nassert = "kernels <= 1"\n',
-         ":6: unknown key 'program' in [[invariant]] (did you mean 'programs'?)"),
-        ('[[invariant]]\nid = "x"\nprograms = ["nave"]\nassert = "kernels <= 1"\n',
-         ":6: program selector 'nave' matches no program (did you mean 'naive'?)"),
-        ('[[invariant]]\nid = "x"\nassert = "kernels(naive) <= kernels(tak)"\n',
-         ":6: unknown program 'tak' (did you mean 'take'?)"),
-        ('[[invariant]]\nid = "x"\nprograms = ["naive"]\nassert = "kernels < = 1"\n',
-         ":7: assert 'kernels < = 1' is not an expression: invalid syntax"),
-        ('[[invariant]]\nid = "x"\nprograms = ["naive"]\nassert = "kernels"\n',
-         ":7: assert 'kernels' must be one comparison such as 'kernels <= 2'"),
-        ('[[invariant]]\nid = "x"\nprograms = ["naive"]\nassert = "kernels <= 1"\nwhen = "jaxx >= 0.5"\n',
-         ":8: when: unknown package 'jaxx' (did you mean 'jax'?)"),
-        ('[[invariant]]\nid = "x"\nprograms = ["naive"]\nassert = "kernels <= 1"\nratchet = { reason = "r" }\n',
-         ":8: a ratchet needs both a 'reason' and an 'issue' link"),
-        ('[[invariant]]\nid = "x"\nassert = "kernels(naive) <= kernels"\n',
-         ":6: assert 'kernels(naive) <= kernels': mixes program calls with a bare metric 'kernels'"),
-        ('[[invariant]]\nid = "x"\nassert = "time(naive) <= 1.1"\n',
-         ":6: assert 'time(naive) <= 1.1': a throughput assert reads 'time(A) / time(B) <= NUMBER'"),
-        ('[[invariant]]\nid = "x"\nprograms = ["naive"]\nassert = "__import__(os) == 1"\n',
-         ":7: unknown metric '__import__'"),
-        ('[[invariant]]\nid = "x"\nprograms = ["naive"]\nassert = "kernels <= 1"\n'
-         '[[invariant]]\nid = "x"\nprograms = ["take"]\nassert = "kernels <= 1"\n',
-         ":8: duplicate id 'x' (first at line 4)"),
-        ('[[correctness]]\nid = "c"\ncheck = "agre"\nprograms = ["naive"]\n',
-         ":6: unknown check 'agre' (did you mean 'agree'?)"),
-        ('[[invariant]]\nid = "x"\nprograms = ["naive"]\nassert = "kernels <= 1"\n[[invariant]\n',
-         ":8: not valid TOML"),
+        (
+            '[[invariant]]\nid = "x"\nprogram = ["naive"]\nassert = "kernels <= 1"\n',
+            ":6: unknown key 'program' in [[invariant]] (did you mean 'programs'?)",
+        ),
+        (
+            '[[invariant]]\nid = "x"\nprograms = ["nave"]\nassert = "kernels <= 1"\n',
+            ":6: program selector 'nave' matches no program (did you mean 'naive'?)",
+        ),
+        (
+            '[[invariant]]\nid = "x"\nassert = "kernels(naive) <= kernels(tak)"\n',
+            ":6: unknown program 'tak' (did you mean 'take'?)",
+        ),
+        (
+            '[[invariant]]\nid = "x"\nprograms = ["naive"]\nassert = "kernels < = 1"\n',
+            ":7: assert 'kernels < = 1' is not an expression: invalid syntax",
+        ),
+        (
+            '[[invariant]]\nid = "x"\nprograms = ["naive"]\nassert = "kernels"\n',
+            ":7: assert 'kernels' must be one comparison such as 'kernels <= 2'",
+        ),
+        (
+            '[[invariant]]\nid = "x"\nprograms = ["naive"]\nassert = "kernels <= 1"\nwhen = "jaxx >= 0.5"\n',
+            ":8: when: unknown package 'jaxx' (did you mean 'jax'?)",
+        ),
+        (
+            '[[invariant]]\nid = "x"\nprograms = ["naive"]\nassert = "kernels <= 1"\n'
+            'ratchet = { reason = "r" }\n',
+            ":8: a ratchet needs both a 'reason' and an 'issue' link",
+        ),
+        (
+            '[[invariant]]\nid = "x"\nassert = "kernels(naive) <= kernels"\n',
+            ":6: assert 'kernels(naive) <= kernels': mixes program calls with a bare metric 'kernels'",
+        ),
+        (
+            '[[invariant]]\nid = "x"\nassert = "time(naive) <= 1.1"\n',
+            ":6: assert 'time(naive) <= 1.1': a throughput assert reads 'time(A) / time(B) <= NUMBER'",
+        ),
+        (
+            '[[invariant]]\nid = "x"\nprograms = ["naive"]\nassert = "__import__(os) == 1"\n',
+            ":7: unknown metric '__import__'",
+        ),
+        (
+            '[[invariant]]\nid = "x"\nprograms = ["naive"]\nassert = "kernels <= 1"\n'
+            '[[invariant]]\nid = "x"\nprograms = ["take"]\nassert = "kernels <= 1"\n',
+            ":8: duplicate id 'x' (first at line 4)",
+        ),
+        (
+            '[[correctness]]\nid = "c"\ncheck = "agre"\nprograms = ["naive"]\n',
+            ":6: unknown check 'agre' (did you mean 'agree'?)",
+        ),
+        (
+            '[[invariant]]\nid = "x"\nprograms = ["naive"]\nassert = "kernels <= 1"\n[[invariant]\n',
+            ":8: not valid TOML",
+        ),
     ],
 )
 def test_malformed_spec_is_one_line(tmp_path, body, expected):
@@ -76,7 +103,7 @@ def test_missing_targets_header(tmp_path):
 
 
 def test_empty_spec_dir_is_an_error(tmp_path):
-    with pytest.raises(InvariantsError, match="no \\*.toml spec files"):
+    with pytest.raises(InvariantsError, match=r"no \*\.toml spec files"):
         load_specs(tmp_path)
 
 

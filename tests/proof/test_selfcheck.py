@@ -1,0 +1,33 @@
+"""The gate proves it can fail: inject regressions, each in its own child run, and check each is caught.
+
+Slow (it starts one pytest child per injection): deselect it with ``-m "not slow"``. By default it runs
+the registry's fast subset on the CPU target (the baseline plus one XLA-flag and two program
+injections, about a minute); ``INVARIANTS_SELFCHECK=all`` runs every injection on every target (what
+``python -m invariants selfcheck`` does). Inside a self-check child it skips itself, so children never
+start children.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from invariants import _selfcheck as sc
+
+pytestmark = [pytest.mark.slow]
+
+
+def _injections() -> list[sc.Injection]:
+    if os.environ.get("INVARIANTS_SELFCHECK") == "all":
+        return sc.select(None)
+    return sc.restrict_targets(sc.select(None, fast_only=True), "cpu")
+
+
+@pytest.mark.skipif(bool(os.environ.get(sc.CHILD_ENV)), reason="inside a self-check child")
+def test_selfcheck(tmp_path, record_property):
+    outcomes = sc.run_all(_injections(), tmp_path, jobs=min(2, os.cpu_count() or 1))
+    table = sc.render_table(outcomes)
+    record_property("selfcheck", {"table": table})
+    missed = [o.injection.name for o in outcomes if not o.caught]
+    assert not missed, f"not caught (or a failing baseline): {', '.join(missed)}\n{table}"

@@ -1,0 +1,135 @@
+"""Unit tests of the self-check: the registry's shape, judging results files, the table, the hook."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Any
+
+import pytest
+
+from invariants import _selfcheck as sc
+from invariants import _selfcheck_inject as inj
+from invariants._errors import InvariantsError
+from invariants._programs import CATALOG
+
+
+def test_registry_shape() -> None:
+    names = [i.name for i in sc.REGISTRY]
+    assert names[0] == "none" and sc.REGISTRY[0].is_baseline and not sc.REGISTRY[0].env
+    assert len(names) == len(set(names))
+    assert sum(i.is_baseline for i in sc.REGISTRY) == 1
+    kinds = {"structure", "invariant", "correctness", "throughput"}
+    for i in sc.REGISTRY:
+        assert set(i.programs) <= set(CATALOG), i.name
+        assert all(e.split(":")[0] in kinds for e in i.expect), i.name
+        assert set(i.env) <= {"XLA_FLAGS", "INVARIANTS_INJECT"}, i.name
+        for name, module, function in inj.parse_spec(i.env.get("INVARIANTS_INJECT", "")):
+            assert name in i.programs, f"{i.name}: swaps {name} but does not run it"
+            assert callable(getattr(importlib.import_module(module), function))
+    # the baseline runs every program an injection touches on its target, so a clean run is shown to pass
+    base = set(sc.REGISTRY[0].programs)
+    for i in sc.REGISTRY:
+        if i.targets == "cpu":
+            swapped = {n for n, _, _ in inj.parse_spec(i.env.get("INVARIANTS_INJECT", ""))}
+            assert swapped <= base, i.name
+    assert any(i.fast for i in sc.REGISTRY if not i.is_baseline)
+    assert any("XLA_FLAGS" in i.env for i in sc.REGISTRY)
+
+
+def test_select_and_restrict() -> None:
+    assert [i.name for i in sc.select("eqx*")] == ["none", "eqx_as_take"]
+    assert all(i.fast for i in sc.select(None, fast_only=True))
+    with pytest.raises(InvariantsError, match=r"^-k: no injection matches 'nope'; known: none, "):
+        sc.select("nope")
+    cpu_only = sc.restrict_targets(sc.REGISTRY, "cpu")
+    assert cpu_only[0].is_baseline and all(i.targets == "cpu" for i in cpu_only)
+    tpu = sc.restrict_targets(sc.REGISTRY, "tpu")
+    assert tpu[0].is_baseline and all(i.targets.startswith("tpu") for i in tpu[1:]) and len(tpu) > 1
+
+
+def _item(kind: str, outcome: str, id_: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": kind, "outcome": outcome, "nodeid": f"t.py::t[cpu-x-f32-{id_ or kind}]"}
+    if id_:
+        out["id"] = id_
+    return out
+
+
+def test_judge() -> None:
+    injection = sc.Injection("x", "doc", {}, ("naive",), ("invariant:one_kernel", "structure"))
+    results = {"items": [_item("invariant", "failed", "one_kernel"), _item("structure", "failed"),
+                         _item("invariant", "passed", "no_while")]}  # fmt: skip
+    assert sc.judge(injection, 1, results, 1.0).caught
+    # failing, but not by what was expected: not caught
+    partial = {"items": [_item("structure", "failed")]}
+    out = sc.judge(injection, 1, partial, 1.0)
+    assert not out.caught and out.missing == ["invariant:one_kernel"]
+    # expected items failed but the run did not (exit 0 cannot happen with failures; an abort is -6)
+    assert not sc.judge(injection, -6, results, 1.0).caught
+    assert not sc.judge(injection, 1, None, 1.0).caught
+    baseline = sc.REGISTRY[0]
+    assert sc.judge(baseline, 0, {"items": [_item("invariant", "passed", "a")]}, 1.0).caught
+    assert not sc.judge(baseline, 1, {"items": [_item("invariant", "failed", "a")]}, 1.0).caught
+
+
+def test_throughput_expectation_matches_ratio_items() -> None:
+    assert sc.matches("throughput", _item("ratio", "failed", "naive_not_slower_than_take"))
+    assert sc.matches("throughput", _item("efficiency", "failed", "e"))
+    assert not sc.matches("invariant", _item("ratio", "failed", "r"))
+    assert sc.matches("correctness:oob_clamp", _item("correctness", "failed", "oob_clamp"))
+    assert not sc.matches("correctness:oob_clamp", _item("correctness", "failed", "oob_fill_nan"))
+
+
+def test_render_table() -> None:
+    base = sc.Outcome(sc.REGISTRY[0], 0, [], [], 3.0)
+    inj_ = sc.Injection("x", "doc", {}, ("naive",), ("invariant:one_kernel",))
+    caught = sc.Outcome(inj_, 1, [_item("invariant", "failed", "one_kernel")] * 4, [], 2.0)
+    missed = sc.Outcome(sc.Injection("y", "d", {}, ("naive",), ("structure",)), 0, [], ["structure"], 1.0)
+    text = sc.render_table([base, caught, missed])
+    lines = text.splitlines()
+    assert lines[0].startswith("| injection | expected | caught |")
+    assert lines[2].startswith("| none | pass | passes | 0")
+    assert lines[3].startswith("| x | invariant:one_kernel | yes | 4: invariant:one_kernel |")
+    assert "| y | structure | **no** |" in lines[4] and "missing structure" in lines[4]
+    assert lines[-1] == "mutation score: 1/2 injections caught; baseline passes"
+
+
+def test_child_command_loads_the_hook_and_skips_timing_unless_asked() -> None:
+    i = sc.REGISTRY[1]
+    cmd = sc.child_command(i, sc.Path("r.json"), sc.Path("d"))
+    assert cmd[cmd.index("-p", 5) + 1] in ("no:cacheprovider", sc.INJECT_MODULE)
+    assert sc.INJECT_MODULE in cmd and "not slow and not throughput" in cmd
+    timed = next(i for i in sc.REGISTRY if i.timing)
+    assert "not slow" in sc.child_command(timed, sc.Path("r"), sc.Path("d"))
+
+
+def test_inject_parse_and_apply(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert inj.parse_spec("take=m:f; naive = a.b:c ;") == [("take", "m", "f"), ("naive", "a.b", "c")]
+    for bad in ("take", "take=m", "=m:f", "take=:f"):
+        with pytest.raises(ValueError, match="is not NAME=module:function"):
+            inj.parse_spec(bad)
+    catalog: Any = CATALOG
+    monkeypatch.setitem(catalog, "take", catalog["take"])  # restored after the test
+    original = catalog["take"]
+    done = inj.apply("take=invariants._selfcheck_inject:take_as_map_loop")
+    assert done == ["take <- invariants._selfcheck_inject:take_as_map_loop"]
+    assert catalog["take"].fn is inj.take_as_map_loop
+    assert catalog["take"].configs == original.configs and catalog["take"].name == "take"
+    with pytest.raises(ValueError, match="unknown program 'nope'"):
+        inj.apply("nope=invariants._selfcheck_inject:take_as_map_loop")
+    with pytest.raises(ValueError, match="cannot load"):
+        inj.apply("take=invariants._selfcheck_inject:missing")
+
+
+def test_bad_programs_keep_the_values() -> None:
+    import numpy as np
+
+    from invariants._programs import SEED, make_arguments
+
+    W, x = make_arguments(CATALOG["naive"], SEED)
+    W, x = W[:64], x[:32] % 64
+    ref = np.asarray(W)[x]
+    np.testing.assert_allclose(np.asarray(inj.naive_twice(W, x)), ref, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(inj.take_as_map_loop(W, x)), ref)
+    np.testing.assert_allclose(np.asarray(inj.eqx_embedding_as_take(W, x)), ref)
+    assert "INVARIANTS_INJECT" not in os.environ
