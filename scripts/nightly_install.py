@@ -20,7 +20,9 @@ import sys
 import urllib.error
 import urllib.request
 
-DEFAULT_INDEX = "https://us-python.pkg.dev/ml-oss-artifacts-published/jax-public-nightly-artifacts-registry/simple/"
+DEFAULT_INDEX = (
+    "https://us-python.pkg.dev/ml-oss-artifacts-published/jax-public-nightly-artifacts-registry/simple/"
+)
 DEFAULT_LIBTPU = "https://storage.googleapis.com/jax-releases/libtpu_releases.html"
 # jax-cuda12-plugin and -pjrt without the [with-cuda] extra: the AOT GPU target, without NVIDIA wheels.
 PACKAGES = ("jax", "jaxlib", "libtpu", "jax-cuda12-plugin", "jax-cuda12-pjrt")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import types
 
 import numpy as np
 import pytest
@@ -329,9 +330,11 @@ def test_real_numpy_work_two_to_one() -> None:
         np.sort(x[:25_000])
         np.sort(x[25_000:50_000])
 
-    r = measure_ratio(two, one, threshold=1.3, min_pairs=30, min_seconds=0.1, max_seconds=1.0)
-    assert r.verdict == "fail" and 1.6 < r.median < 2.4
-    s = measure_ratio(one, one, threshold=1.10, min_pairs=30, min_seconds=0.1, max_seconds=1.0)
+    # The budget leaves room for the adaptive extension: on a loaded 2-core machine a real 2x compresses
+    # towards 1 and the first look may straddle 1.3. "fail" still means the whole interval is above it.
+    r = measure_ratio(two, one, threshold=1.3, min_pairs=30, min_seconds=0.1, max_seconds=4.0)
+    assert r.verdict == "fail" and r.low > 1.3
+    s = measure_ratio(one, one, threshold=1.10, min_pairs=30, min_seconds=0.1, max_seconds=4.0)
     assert not s.failed and 0.95 < s.median < 1.05
 
 
@@ -368,3 +371,21 @@ def test_jax_copy_and_callable() -> None:
     assert call() is None
     with pytest.raises(InvariantsError):
         copy_callable(2)
+
+
+def test_confirmed_keeps_a_failure_only_if_it_repeats() -> None:
+    from invariants._timing import confirmed
+
+    def fake(verdicts):
+        it = iter(verdicts)
+        return lambda: types.SimpleNamespace(verdict=next(it))
+
+    result, attempts = confirmed(fake(["fail", "pass"]))
+    assert result.verdict == "pass" and [a.verdict for a in attempts] == ["fail", "pass"]
+    result, attempts = confirmed(fake(["fail", "fail"]))
+    assert result.verdict == "fail" and len(attempts) == 2
+    result, attempts = confirmed(fake(["pass"]))
+    assert result.verdict == "pass" and len(attempts) == 1
+    # A ratchet asks the same of a pass: "can be tightened" must repeat too.
+    result, _ = confirmed(fake(["pass", "fail"]), verdict="pass")
+    assert result.verdict == "fail"
