@@ -605,6 +605,9 @@ def plot_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], path: Path) 
 
     fig, axes = plt.subplots(1, len(MATRIX_METRICS), figsize=(6 * len(MATRIX_METRICS), 4.5))
     series = sorted({(r.target, r.program) for r in rows})
+    # One colour per program (the same on every target), one line style per target: 16 series stay legible.
+    programs = sorted({p for _, p in series})
+    colours = {p: plt.get_cmap("tab10")(i % 10) for i, p in enumerate(programs)}
     for ax, metric in zip(axes, MATRIX_METRICS, strict=True):
         for target, program in series:
             by_v = {
@@ -614,7 +617,7 @@ def plot_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], path: Path) 
             ys = [by_v[versions[i]] for i in xs]
             if xs:
                 style = "-" if target == "cpu" else "--"
-                ax.plot(xs, ys, style, marker="o", label=f"{target} {program}")
+                ax.plot(xs, ys, style, marker="o", color=colours[program], label=f"{target} {program}")
         ax.set_xticks(range(len(versions)), versions)
         ax.set_xlabel("jax release")
         ax.set_title(metric)

@@ -23,6 +23,7 @@ Definitions used throughout:
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -90,6 +91,8 @@ class Kernel:
     body: tuple[Kernel, ...] = ()
     condition: tuple[Kernel, ...] = ()
     branches: tuple[tuple[Kernel, ...], ...] = ()
+    # XLA:CPU splits a loop fusion over threads (backend_config outer_dimension_partitions): how many parts.
+    partitions: int | None = None
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,18 @@ class Structure:
     converts: tuple[str, ...]
 
 
+def _partitions(instr: Instruction) -> int | None:
+    """The product of ``outer_dimension_partitions`` in a CPU fusion's backend_config, when present."""
+    config = instr.backend_config_json
+    parts = config.get("outer_dimension_partitions") if isinstance(config, dict) else None
+    if not isinstance(parts, list) or not parts:
+        return None
+    try:
+        return math.prod(int(p) for p in parts)
+    except (TypeError, ValueError):
+        return None
+
+
 def _multiset(counter: Counter[str]) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(counter.items()))
 
@@ -211,7 +226,11 @@ class _Analyzer:
                     inner.update(self.fused_opcodes(callee))
                 out.append(
                     Kernel(
-                        op, str(instr.shape), fusion_kind=instr.fusion_kind, inner_opcodes=_multiset(inner)
+                        op,
+                        str(instr.shape),
+                        fusion_kind=instr.fusion_kind,
+                        inner_opcodes=_multiset(inner),
+                        partitions=_partitions(instr),
                     )
                 )
             else:

@@ -532,6 +532,27 @@ def measure_efficiency(
     )
 
 
+def runtime_clock(platform: str, choice: str | None = None) -> tuple[str, Clock]:
+    """The clock to time programs on ``platform`` with: ``("cpu", time.process_time)`` on the CPU backend,
+    ``("wall", time.perf_counter)`` on an accelerator. ``choice`` (``"wall"`` or ``"cpu"``) overrides.
+
+    Why CPU time on the CPU backend: there the device *is* this process, so the CPU time of its threads is
+    the work a program costs, and it does not include the time spent waiting for a core that another
+    process holds. Measured on the 2-core CI machine beside one busy loop per core, a real 1.7x slowdown
+    read as 1.17-2.26 by the wall clock (one run in ten inconclusive), while unrelated ratios spread
+    widely. Its blind spot: a kernel that loses its threads but does the same work. Snapshots cannot pin
+    that either, since XLA:CPU splits loop fusions by the host's core count (``Kernel.partitions`` has it
+    per run); on a quiet, dedicated machine ``INVARIANTS_CLOCK=wall`` catches it. On an accelerator the
+    host's CPU time says nothing about the device, so the wall clock is the only choice there.
+    """
+    chosen = choice or ("cpu" if platform == "cpu" else "wall")
+    if chosen == "cpu" and platform != "cpu":
+        raise InvariantsError(f"timing: the cpu clock measures nothing on a {platform} device; use wall")
+    if chosen not in ("cpu", "wall"):
+        raise InvariantsError(f"timing: unknown clock {chosen!r}; use wall or cpu")
+    return chosen, (time.process_time if chosen == "cpu" else time.perf_counter)
+
+
 R = TypeVar("R", RatioResult, EfficiencyResult)
 
 

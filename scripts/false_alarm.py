@@ -94,9 +94,13 @@ def main(argv: list[str] | None = None) -> int:
                 for item in items:
                     rows.setdefault(_row_name(item), []).append(item)
                 fails = [_row_name(it) for it in items if it["verdict"] == "fail"]
-                print(
-                    f"run {i + 1}/{args.runs}: exit {rc}, fail: {', '.join(fails) or 'none'}", file=sys.stderr
-                )
+                failed = ", ".join(fails) or "none"
+                line = f"run {i + 1}/{args.runs}: exit {rc}, {len(items)} items, fail: {failed}"
+                print(line, file=sys.stderr)
+                for it in items:
+                    if it["verdict"] != "pass" or len(it.get("attempts", [])) > 1:
+                        print(f"    {_row_name(it)}: {_value(it):.3f} [{it['low']:.3f}, {it['high']:.3f}] "
+                              f"{it['verdict']} attempts={it.get('attempts')}", file=sys.stderr)  # fmt: skip
     finally:
         for h in hogs:
             h.terminate()

@@ -32,6 +32,7 @@ from invariants._timing import (
     jax_callable,
     measure_efficiency,
     measure_ratio,
+    runtime_clock,
 )
 
 pytestmark = [pytest.mark.gate, pytest.mark.throughput]
@@ -39,6 +40,8 @@ pytestmark = [pytest.mark.gate, pytest.mark.throughput]
 # A ratio takes 0.5-3 s; when its interval straddles the bound, the adaptive extension may take it up to this
 # budget. 10 s: with 6 s, one run in ten under a CPU hog left an injected 1.7x slowdown inconclusive.
 MAX_SECONDS = float(os.environ.get("INVARIANTS_RATIO_MAX_SECONDS", "10"))
+# CPU time of this process on the CPU backend, the wall clock on accelerators (see _timing.runtime_clock).
+CLOCK_NAME, CLOCK = runtime_clock(jax.devices()[0].platform, os.environ.get("INVARIANTS_CLOCK"))
 
 
 @functools.cache
@@ -64,12 +67,13 @@ def test_ratio(throughput_case, gate, benchmark, record_property):
     # A failure must repeat to count; for a ratchet, so must a pass (see invariants._timing.confirmed).
     result, attempts = benchmark.pedantic(
         confirmed,
-        args=(lambda: measure_ratio(a, b, threshold=threshold, max_seconds=MAX_SECONDS),),
+        args=(lambda: measure_ratio(a, b, threshold=threshold, max_seconds=MAX_SECONDS, clock=CLOCK),),
         kwargs={"verdict": "pass" if inv.ratchet else "fail"},
         rounds=1,
     )
     info = {"kind": "ratio", "a": a_name, "b": b_name, "config": case.config, **result.to_dict()}
     info["attempts"] = [r.verdict for r in attempts]
+    info["clock"] = CLOCK_NAME
     benchmark.extra_info.update(info)
     record_property("throughput", {"id": inv.id, "target": case.target, **info})
     where = f"{case.target} {a_name}/{b_name} [{case.config}]"
@@ -96,7 +100,8 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
     max_loss = spec_loss[0] if spec_loss else 0.5
     path = gate.rootpath / "snapshots" / target / "efficiency" / f"{program}.{config}.json"
     updating = request.config.getoption("--snapshot-update")
-    machine = {"cores": os.cpu_count(), "device": jax.devices()[0].device_kind}
+    # Efficiency is relative to this machine and clock: a baseline from elsewhere is not compared with.
+    machine = {"cores": os.cpu_count(), "device": jax.devices()[0].device_kind, "clock": CLOCK_NAME}
     baseline = json.loads(path.read_text()) if path.exists() else None
     floor = baseline["efficiency"] * (1 - max_loss) if baseline and not updating else None
     nbytes = bytes_moved(program, config)
@@ -105,7 +110,7 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
         confirmed,
         args=(
             lambda: measure_efficiency(
-                program_call, copy_call, min_efficiency=floor, max_seconds=MAX_SECONDS
+                program_call, copy_call, min_efficiency=floor, max_seconds=MAX_SECONDS, clock=CLOCK
             ),
         ),
         rounds=1,
@@ -119,9 +124,7 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
     if updating:
         # A baseline outlives the run that records it: take the median of three measurements, so that
         # one lucky (or unlucky) run does not move every later verdict.
-        runs = [result] + [
-            measure_efficiency(_timed(gate, efficiency_key), copy_callable(nbytes)) for _ in range(2)
-        ]
+        runs = [result] + [measure_efficiency(program_call, copy_call, clock=CLOCK) for _ in range(2)]
         best = sorted(runs, key=lambda r: r.efficiency)[1]
         path.parent.mkdir(parents=True, exist_ok=True)
         record = {"efficiency": round(best.efficiency, 4), "low": round(best.low, 4),

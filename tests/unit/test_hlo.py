@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pathlib
-import time
 
 import pytest
 
@@ -38,17 +37,13 @@ def test_every_fixture_parses_deterministically(path: pathlib.Path) -> None:
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.stem)
-def test_parse_is_fast(path: pathlib.Path) -> None:
+def test_parse_speed(path: pathlib.Path, benchmark) -> None:
+    """A benchmark, not a timed test: the per-module parse time goes to pytest-benchmark's report and
+    ``--benchmark-json`` (the target is under 50 ms a module; measured 0.3-2 ms here)."""
     text = path.read_text()
-    parse_module(text)  # warm-up
-    times = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        parse_module(text)
-        times.append(time.perf_counter() - t0)
-    best = min(times)
-    print(f"{path.name}: {best * 1000:.2f} ms")
-    assert best < 0.050
+    module = benchmark(parse_module, text)
+    benchmark.extra_info["bytes"] = len(text)
+    assert module.entry.instructions
 
 
 def test_current_cpu_format() -> None:
