@@ -365,12 +365,13 @@ def committed_snapshot_diff(s: GateSession, key: tuple[str, str, str], current: 
 
     path = s.rootpath / SNAPSHOT_ROOT / key[2] / f"{snapshot_stem(key[0], key[1])}.txt"
     if not path.exists():
-        return f"no committed snapshot at {path}"
+        return f"no committed snapshot at {path.relative_to(s.rootpath)}"
+    shown = str(path.relative_to(s.rootpath))
     diff = difflib.unified_diff(
-        path.read_text().splitlines(), current.splitlines(), str(path), "now", n=1, lineterm=""
+        path.read_text().splitlines(), current.splitlines(), shown, "now", n=1, lineterm=""
     )
     text = "\n".join(diff)
-    return text or f"structure identical to {path}"
+    return text or f"structure identical to {shown}"
 
 
 @pytest.hookimpl(trylast=True)

@@ -246,10 +246,25 @@ def test_bad_arguments_are_one_line(capsys, argv, message):
     assert message in err and err.count("\n") == 1
 
 
-def test_report_of_a_real_run_when_present():
-    """The committed pipeline's own results file, if a gate run left one: the report must read it."""
-    path = Path(__file__).parents[2] / "artifacts" / "results.json"
-    if not path.exists():
-        pytest.skip("no artifacts/results.json: run the gate first (python -m pytest tests/gate)")
-    md = _report.render(_report.load_results(path))
+def test_report_of_a_real_run(tmp_path):
+    """A real gate run (a small one, in a child pytest) renders, plot included."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).parents[2]
+    results = tmp_path / "results.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/gate/test_structure.py", "tests/gate/test_invariants.py",
+         "--targets", "cpu,tpu-v5e", "--programs", "naive,take,grad_vmap_naive,grad_vmap_take", "-q",
+         "-p", "no:cacheprovider", "--results-json", str(results)],
+        cwd=root, capture_output=True, text=True, check=False, env={**os.environ}, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    run = _report.load_results(results)
+    md = _report.render(run)
     assert md.startswith("# Embedding performance invariants")
+    assert "147,470" in md  # the TPU backward loop of grad_vmap_naive, from the real compile
+    png = tmp_path / "report.png"
+    assert cli(["report", str(results), "--plot", str(png), "--out", str(tmp_path / "report.md")]) == 0
+    assert png.stat().st_size > 10_000
