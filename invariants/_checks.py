@@ -61,7 +61,7 @@ def _installed(name: str) -> str | None:
         return None
 
 
-def unmet_condition(invariant: Invariant) -> str | None:
+def unmet_condition(invariant: Invariant | CorrectnessCheck) -> str | None:
     """None when every ``when`` condition holds for the installed versions, else why not."""
     for req in invariant.when:
         version = _installed(req.name)
@@ -342,6 +342,7 @@ class CorrectnessCase:
     program: str
     config: str
     distribution: str
+    skip: str | None = None
 
     @property
     def id(self) -> str:
@@ -358,7 +359,7 @@ def expand_correctness(specs: Iterable[Spec], runtime: Target) -> list[Correctne
                 for config in runtime.configs_for(CATALOG[name]):
                     if _config_matches(config, check.configs):
                         for dist in check.distributions:
-                            cases.append(CorrectnessCase(check, name, config, dist))
+                            cases.append(CorrectnessCase(check, name, config, dist, unmet_condition(check)))
     return cases
 
 

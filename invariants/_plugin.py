@@ -6,6 +6,7 @@ comes from the catalog, the targets and the specs; what an item decides comes fr
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 import time
@@ -52,6 +53,7 @@ class GateSession:
         self.dump_dir = Path(config.getoption("hlo_dump_dir"))
         self._structures: dict[Any, Any] = {}
         self.parse_seconds = 0.0
+        self.raw = bool(config.getoption("raw_invariants"))
 
     def available(self, target: str) -> str | None:
         return self.all_targets[target].unavailable_reason()
@@ -99,6 +101,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="comma-separated targets: all (default), runtime, cpu, tpu, gpu, or names such as tpu-v5e",
     )
     group.addoption("--programs", default=None, help="comma-separated catalog programs (default: all)")
+    group.addoption(
+        "--raw-invariants",
+        action="store_true",
+        default=False,
+        help="evaluate every assert as written, ignoring 'when' scopes and ratchets (what bisect uses)",
+    )
     group.addoption(
         "--spec-dir",
         default=os.environ.get("INVARIANTS_SPEC_DIR"),
@@ -181,6 +189,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
         cases = expand(s.specs, s.targets)
         cases = [c for c in cases if all(k[0] in s.programs for k in c.keys)]
+        if s.raw:
+            cases = [dataclasses.replace(c, skip=None, invariant=raw_invariant(c.invariant)) for c in cases]
         params = []
         for case in cases:
             marks = _marks(s, case.keys[0])
@@ -195,10 +205,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
         runtime = next(iter(s.all_targets.values()))
         ccases = [c for c in expand_correctness(s.specs, runtime) if c.program in s.programs]
-        metafunc.parametrize(
-            "correctness_case",
-            [pytest.param(c, id=c.id) for c in ccases] or [_none("no correctness check applies")],
-        )
+        params = [
+            pytest.param(c, id=c.id, marks=[pytest.mark.skip(reason=c.skip)] if c.skip else [])
+            for c in ccases
+        ]
+        metafunc.parametrize("correctness_case", params or [_none("no correctness check applies")])
 
 
 def throughput_cases(s: GateSession) -> list[Any]:
@@ -226,6 +237,11 @@ def _parametrize_throughput(metafunc: pytest.Metafunc, s: GateSession) -> None:
         keys = sorted({k for c in cases for k in c.keys})
         params = [pytest.param(k, id=f"{k[2]}-{k[0]}-{k[1]}", marks=[group]) for k in keys]
         metafunc.parametrize("efficiency_key", params or [_none("no program is timed")])
+
+
+def raw_invariant(invariant: Any) -> Any:
+    """The invariant as its assert is written: no version scope, no ratchet (``--raw-invariants``)."""
+    return dataclasses.replace(invariant, when=(), ratchet=None)
 
 
 def _none(reason: str) -> Any:

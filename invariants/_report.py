@@ -72,7 +72,7 @@ _OUTCOMES = ("passed", "failed", "xfailed", "skipped", "error")
 
 @dataclass(frozen=True)
 class Throughput:
-    """One timed comparison: a ratio ``t_a / t_b`` (``kind="ratio"``) or an efficiency vs a memcpy.
+    """One timed comparison: a ratio ``t_a / t_b`` (``kind="ratio"``) or an efficiency vs a memory stream.
 
     ``value``/``low``/``high`` are the median and its confidence interval; ``bound`` is the ratio's
     threshold (upper bound) or the efficiency's floor (lower bound), None when only measured.
@@ -446,7 +446,7 @@ def _throughput_tables(rows: list[Throughput]) -> list[str]:
     effs = sorted((t for t in rows if t.kind == "efficiency"), key=lambda t: (t.target, t.label, t.config))
     if effs:
         lines += [
-            "## Throughput: efficiency vs a memcpy of the same bytes (1.0 = as fast as the copy)",
+            "## Throughput: efficiency vs streaming the same bytes (1.0 = as fast as the stream)",
             "",
             "| target | program | config | efficiency [interval] | floor | verdict |",
             "|---|---|---|---|---:|---|",
@@ -635,8 +635,8 @@ def plot(run: Run, path: str | Path) -> None:
                 ax.set_title("Time ratio a / b (median, interval; red bar: threshold, a row fails past it)")
                 ax.set_xlabel("t_a / t_b (1.0 = as fast)")
             else:
-                ax.set_title("Efficiency vs a memcpy of the same bytes (median, interval; red bar: floor)")
-                ax.set_xlabel("t_copy / t_program (1.0 = as fast as the copy)")
+                ax.set_title("Efficiency vs streaming the same bytes (median, interval; red bar: floor)")
+                ax.set_xlabel("t_stream / t_program (1.0 = as fast as the stream)")
         ax.set_yticks(range(len(labels)), labels, fontsize=7)
         ax.set_ylim(-0.7, len(labels) - 0.3)
         ax.invert_yaxis()

@@ -55,7 +55,17 @@ RELATION_FUNCTIONS = ("structure", "time", "efficiency")
 VERSIONED_PACKAGES = ("jax", "jaxlib", "libtpu", "equinox")
 
 _INVARIANT_KEYS = ("id", "programs", "configs", "assert", "why", "when", "ratchet")
-_CORRECTNESS_KEYS = ("id", "check", "programs", "reference", "configs", "distributions", "expect", "why")
+_CORRECTNESS_KEYS = (
+    "id",
+    "check",
+    "programs",
+    "reference",
+    "configs",
+    "distributions",
+    "expect",
+    "why",
+    "when",
+)
 _RATCHET_KEYS = ("reason", "issue")
 _TOP_KEYS = ("spec", "invariant", "correctness")
 _SPEC_KEYS = ("targets", "efficiency_max_loss")
@@ -96,6 +106,7 @@ class CorrectnessCheck:
     distributions: tuple[str, ...]
     expect: str | None
     why: str
+    when: tuple[Requirement, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -386,6 +397,7 @@ def load_spec(path: Path) -> Spec:
                 distributions=_strings(table.get("distributions", "uniform"), loc, line, "distributions"),
                 expect=table.get("expect"),
                 why=str(table.get("why", "")),
+                when=_parse_when(table["when"], loc, loc.key_line(line, "when")) if "when" in table else (),
             )
         )
     return Spec(path, targets, tuple(invariants), tuple(checks), max_loss)

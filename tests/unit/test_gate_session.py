@@ -112,3 +112,13 @@ def test_xdist_gives_the_same_verdicts_and_snapshots(project):
     parallel = outcomes(project, "-n", "2")
     assert serial == parallel and len(serial) > 100
     assert snapshot_bytes(project) == before
+
+
+def test_raw_invariants_drop_scopes_and_ratchets(project):
+    """What bisect relies on: with --raw-invariants a ratchet is a plain invariant, so known-bad fails."""
+    args = ("tests/gate/test_invariants.py", "--targets", "tpu-v5e", "--programs", "grad_vmap_naive",
+            "-k", "f32-grad_no_while_vmap and not large and not i8 and not 2d")  # fmt: skip
+    scoped = run(project, *args)
+    assert scoped.returncode == 0 and "1 xfailed" in scoped.stdout, scoped.stdout[-1500:]
+    raw = run(project, *args, "--raw-invariants")
+    assert raw.returncode == 1 and "grad_no_while_vmap failed on tpu-v5e grad_vmap_naive [f32]" in raw.stdout
