@@ -9,7 +9,8 @@ assertion read it, and ``--snapshot-update`` deletes unused snapshots. Its match
 deselected tests goes by snapshot *names*, and ours are not test names; syrupy has also had bugs here
 (#19, #787, #842, #963, #1161). So a deletion happens only for a file that is provably obsolete: its target
 compiled in this run and the catalog no longer has a program of that name for that target. Everything
-else is kept, whatever syrupy concludes.
+else is kept, whatever syrupy concludes. Files that are not ours (the efficiency baselines beside the
+snapshots) are never even discovered.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from syrupy.data import SnapshotCollections
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
 SNAPSHOT_ROOT = "snapshots"
@@ -77,6 +79,17 @@ class StructureSnapshotExtension(SingleFileSnapshotExtension):
     def get_snapshot_name(cls, *, test_location: Any, index: Any = 0) -> str:
         program, config, _ = _key(test_location)
         return snapshot_stem(program, config)
+
+    def discover_snapshots(self, *, test_location: Any, ignore_extensions: list[str] | None = None) -> Any:
+        """Only our own ``.txt`` files. syrupy would also list every other file under ``snapshots/<target>/``
+        (the efficiency baselines) as an unknown collection: reported unused, a failed plain run."""
+        owned = SnapshotCollections()
+        for collection in super().discover_snapshots(
+            test_location=test_location, ignore_extensions=ignore_extensions
+        ):
+            if self.is_snapshot_location(location=collection.location):
+                owned.add(collection)
+        return owned
 
     def delete_snapshots(self, *, snapshot_location: str, snapshot_names: set[str]) -> None:
         path = Path(snapshot_location)

@@ -122,3 +122,17 @@ def test_raw_invariants_drop_scopes_and_ratchets(project):
     assert scoped.returncode == 0 and "1 xfailed" in scoped.stdout, scoped.stdout[-1500:]
     raw = run(project, *args, "--raw-invariants")
     assert raw.returncode == 1 and "grad_no_while_vmap failed on tpu-v5e grad_vmap_naive [f32]" in raw.stdout
+
+
+def test_plain_run_does_not_call_baselines_unused(project):
+    """With no paths given (as `pytest` from the root runs), syrupy scans each snapshot folder whole; the
+    efficiency baselines beside the snapshots must not be reported unused (that fails the run)."""
+    assert list((project / "snapshots" / "cpu" / "efficiency").glob("*.json"))
+    before = snapshot_bytes(project)
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('testpaths = ["tests"]', 'testpaths = ["tests/gate"]'))
+    # No path and no -k, as `pytest` from the root runs; one target, nothing else filtered.
+    proc = run(project, "--targets", "cpu", env={"INVARIANTS_RATIO_MAX_SECONDS": "1"})
+    assert "unused" not in proc.stdout, proc.stdout[-1500:]
+    assert proc.returncode == 0, proc.stdout[-1500:]
+    assert snapshot_bytes(project) == before
