@@ -10,7 +10,7 @@ import importlib
 import os
 import sys
 
-from ._errors import InvariantsError
+from ._errors import InvariantsError, did_you_mean
 
 COMMANDS = {
     "hlo-stats": ("invariants._hlo_stats", "structural metrics of optimized-HLO text files or dump folders"),
@@ -34,10 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if args else 2
     command, rest = args[0], args[1:]
     if command not in COMMANDS:
-        import difflib
-
-        close = difflib.get_close_matches(command, list(COMMANDS), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        hint = did_you_mean(command, COMMANDS)
         print(f"invariants: unknown command {command!r}{hint}; known: {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
     # As in the pytest plugin: without a request, JAX runs on the CPU (and the CUDA plugin stays quiet).

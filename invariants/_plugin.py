@@ -70,14 +70,14 @@ class GateSession:
         return self._structures[key]
 
     def structure_keys(self) -> list[tuple[str, str, str]]:
-        keys = []
-        for target in self.targets:
-            for name in self.programs:
-                from ._programs import CATALOG
+        from ._programs import CATALOG
 
-                for config in target.configs_for(CATALOG[name]):
-                    keys.append((name, config, target.name))
-        return keys
+        return [
+            (name, config, target.name)
+            for target in self.targets
+            for name in self.programs
+            for config in target.configs_for(CATALOG[name])
+        ]
 
     def dump(self, key: tuple[str, str, str]) -> Path:
         """Write the optimized HLO and the jaxpr of ``key`` for CI to upload; return the folder."""

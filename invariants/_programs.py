@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ._errors import InvariantsError
+from ._errors import InvariantsError, did_you_mean
 
 Kind = Literal["forward", "backward", "train", "sharded"]
 Distribution = Literal["uniform", "zipf", "equal"]
@@ -345,11 +345,7 @@ def get_config(config_id: str) -> Config:
 
 
 def _unknown(what: str, name: str, known: Mapping[str, object]) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(name, list(known), n=3)
-    hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
-    return f"{name}: unknown {what}{hint}; known: {', '.join(sorted(known))}"
+    return f"{name}: unknown {what}{did_you_mean(name, known, n=3)}; known: {', '.join(sorted(known))}"
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ One kernel is one line, so a regression reads as a one-line diff such as
 from __future__ import annotations
 
 import textwrap
+from collections import Counter
 from collections.abc import Iterable
 
 from ._compile import Compiled
@@ -104,7 +105,7 @@ def render_summary(compiled: Compiled, structure: Structure, doc: str = "") -> s
     out.append("kernels:")
     out += ["  " + line for line in kernel_lines(structure.kernel_list)] or ["  (none)"]
     out.append("custom calls: " + (", ".join(structure.custom_call_targets) or "none"))
-    out.append("converts: " + (_multiset(_count(structure.converts)) or "none"))
+    out.append("converts: " + (_multiset(sorted(Counter(structure.converts).items())) or "none"))
     for title, ops in (("gathers", structure.gather_shapes), ("scatters", structure.scatter_shapes)):
         out.append(f"{title}:" + ("" if ops else " none"))
         out += [f"  {op.opcode} -> {op.shape} {{{op.dimension_numbers}}}" for op in ops]
@@ -116,10 +117,3 @@ def render_summary(compiled: Compiled, structure: Structure, doc: str = "") -> s
     ]
     out.append(f"root: {structure.root_shape}")
     return "\n".join(out) + "\n"
-
-
-def _count(items: Iterable[str]) -> list[tuple[str, int]]:
-    counts: dict[str, int] = {}
-    for item in items:
-        counts[item] = counts.get(item, 0) + 1
-    return sorted(counts.items())

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import difflib
 import re
 import tomllib
 from collections.abc import Sequence
@@ -44,7 +43,7 @@ from typing import Any, Literal
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from ._errors import InvariantsError
+from ._errors import InvariantsError, did_you_mean
 from ._structure import METRICS
 
 SPEC_DIR = Path(__file__).parent
@@ -119,11 +118,6 @@ class Spec:
     efficiency_max_loss: float | None = None
 
 
-def _suggest(word: str, known: Sequence[str]) -> str:
-    close = difflib.get_close_matches(word, list(known), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
 class _Locator:
     """Maps tables and keys back to line numbers (tomllib keeps none)."""
 
@@ -174,7 +168,9 @@ def _strings(value: Any, loc: _Locator, line: int, key: str) -> tuple[str, ...]:
 def _check_keys(table: dict[str, Any], known: Sequence[str], loc: _Locator, line: int, what: str) -> None:
     for key in table:
         if key not in known:
-            raise loc.error(loc.key_line(line, key), f"unknown key '{key}' in {what}{_suggest(key, known)}")
+            raise loc.error(
+                loc.key_line(line, key), f"unknown key '{key}' in {what}{did_you_mean(key, known)}"
+            )
 
 
 def parse_assert(text: str, loc: _Locator, line: int) -> tuple[ast.Expression, Kind, tuple[str, ...]]:
@@ -208,19 +204,19 @@ def parse_assert(text: str, loc: _Locator, line: int) -> tuple[ast.Expression, K
             if node.id in INPUT_FACTS:
                 return
             known = [*METRICS, *INPUT_FACTS, *SET_METRICS]
-            raise loc.error(line, f"unknown metric '{node.id}'{_suggest(node.id, known)}")
+            raise loc.error(line, f"unknown metric '{node.id}'{did_you_mean(node.id, known)}")
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             fn = node.func.id
             if fn not in METRICS and fn not in RELATION_FUNCTIONS:
                 known = [*METRICS, *RELATION_FUNCTIONS]
-                raise loc.error(line, f"unknown metric '{fn}'{_suggest(fn, known)}")
+                raise loc.error(line, f"unknown metric '{fn}'{did_you_mean(fn, known)}")
             if len(node.args) != 1 or not isinstance(node.args[0], ast.Name) or node.keywords:
                 raise loc.error(line, f"{fn}(...) takes one program name, as in {fn}(take)")
             from ._programs import CATALOG
 
             program = node.args[0].id
             if program not in CATALOG:
-                raise loc.error(line, f"unknown program '{program}'{_suggest(program, list(CATALOG))}")
+                raise loc.error(line, f"unknown program '{program}'{did_you_mean(program, list(CATALOG))}")
             named.append(program)
             if fn in ("time", "efficiency"):
                 kind = "throughput"
@@ -280,7 +276,7 @@ def _parse_when(text: str, loc: _Locator, line: int) -> tuple[Requirement, ...]:
             raise loc.error(line, f"when: cannot read {clause!r}: {err}") from None
         if req.name not in VERSIONED_PACKAGES:
             raise loc.error(
-                line, f"when: unknown package '{req.name}'{_suggest(req.name, VERSIONED_PACKAGES)}"
+                line, f"when: unknown package '{req.name}'{did_you_mean(req.name, VERSIONED_PACKAGES)}"
             )
         if not req.specifier:
             raise loc.error(line, f"when: {clause!r} has no version condition such as '>= 0.5'")
@@ -382,7 +378,7 @@ def load_spec(path: Path) -> Spec:
         if table["check"] not in CORRECTNESS:
             raise loc.error(
                 loc.key_line(line, "check"),
-                f"unknown check '{table['check']}'{_suggest(table['check'], list(CORRECTNESS))}",
+                f"unknown check '{table['check']}'{did_you_mean(table['check'], list(CORRECTNESS))}",
             )
         programs = _strings(table["programs"], loc, loc.key_line(line, "programs"), "programs")
         _check_selectors(programs, loc, loc.key_line(line, "programs"))
@@ -409,7 +405,7 @@ def _check_selectors(selectors: Sequence[str], loc: _Locator, line: int) -> None
     for sel in selectors:
         if not select_programs([sel]):
             raise loc.error(
-                line, f"program selector '{sel}' matches no program{_suggest(sel, list(CATALOG))}"
+                line, f"program selector '{sel}' matches no program{did_you_mean(sel, list(CATALOG))}"
             )
 
 

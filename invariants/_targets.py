@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from ._errors import InvariantsError
+from ._errors import InvariantsError, did_you_mean
 from ._programs import SEED, Program
 
 Family = Literal["cpu", "tpu", "gpu"]
@@ -194,13 +194,9 @@ def select_targets(spec: str | None) -> list[Target]:
         elif word in ("cpu", "tpu", "gpu"):
             matched = [t for t in targets.values() if t.family == word]
         else:
-            import difflib
-
-            close = difflib.get_close_matches(word, list(targets), n=2)
-            hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
             raise InvariantsError(
-                f"--targets: unknown target {word!r}{hint}; known: all, runtime, tpu, gpu, "
-                + ", ".join(targets)
+                f"--targets: unknown target {word!r}{did_you_mean(word, targets, n=2)}; "
+                "known: all, runtime, tpu, gpu, " + ", ".join(targets)
             )
         for t in matched:
             chosen[t.name] = t
