@@ -284,7 +284,7 @@ class Verdict:
 
 
 def suite_command(python: Path, k: str, targets: str, programs: str | None, results: Path, dump: Path,
-                  tests: str = "tests/gate") -> list[str]:  # fmt: skip
+                  tests: str = "invariants/gate") -> list[str]:  # fmt: skip
     cmd = [str(python), "-m", "pytest", tests, "-q", "-p", "no:cacheprovider",
            "-m", "not slow and not throughput", "--targets", targets, "-k", k,
            "--results-json", str(results), "--hlo-dump-dir", str(dump),
@@ -305,7 +305,7 @@ def _suite_env() -> dict[str, str]:
 
 
 def run_suite(env: Path, version: Version, args: argparse.Namespace, workdir: Path,
-              tests: str = "tests/gate", k: str | None = None,
+              tests: str = "invariants/gate", k: str | None = None,
               timeout: float = 1200) -> tuple[dict[str, Any], float]:  # fmt: skip
     """Run the selection in ``env``; return the results file and the seconds it took. One line on failure."""
     folder = workdir / f"jax-{version}"
@@ -658,7 +658,7 @@ def main_matrix(argv: list[str]) -> int:
         for v in versions:
             env = ensure_env(choose_pins(v, jaxlib_releases), args.cache_dir, args.index_url)
             args.targets = "cpu"
-            results, seconds = run_suite(env, v, args, workdir / "cpu", tests="tests/gate/test_structure.py",
+            results, seconds = run_suite(env, v, args, workdir / "cpu", tests="invariants/gate/test_structure.py",
                                          k=MATRIX_K)  # fmt: skip
             rows += matrix_rows(str(v), results)
             print(f"  jax {v}: cpu structures in {seconds:.0f} s")
@@ -668,7 +668,7 @@ def main_matrix(argv: list[str]) -> int:
                 tenv = ensure_env(choose_pins(v, jaxlib_releases, tpu=True), args.cache_dir, args.index_url)
                 args.targets = "tpu-v5e"
                 results, seconds = run_suite(tenv, v, args, workdir / "tpu",
-                                             tests="tests/gate/test_structure.py",
+                                             tests="invariants/gate/test_structure.py",
                                              k=MATRIX_K, timeout=240)  # fmt: skip
                 got = matrix_rows(str(v), results)
                 if not got:

@@ -229,7 +229,7 @@ def judge(
 
 def child_command(injection: Injection, results: Path, dump_dir: Path) -> list[str]:
     return [
-        sys.executable, "-m", "pytest", "tests/gate", "-q", "-p", "no:cacheprovider", "-p", INJECT_MODULE,
+        sys.executable, "-m", "pytest", "invariants/gate", "-q", "-p", "no:cacheprovider", "-p", INJECT_MODULE,
         "-m", "not slow" if injection.timing else "not slow and not throughput",
         "--targets", injection.targets, "--programs", ",".join(injection.programs),
         "--results-json", str(results), "--hlo-dump-dir", str(dump_dir),

@@ -1,6 +1,6 @@
 """Run the throughput tier N times, optionally beside a CPU hog and with an injected slowdown.
 
-Each run is a child ``pytest tests/gate/test_throughput.py --targets cpu`` (ratios and efficiencies against
+Each run is a child ``pytest invariants/gate/test_throughput.py --targets cpu`` (ratios and efficiencies against
 their baselines). The script then prints a markdown table with one row per ratio or efficiency:
 
 - the median of its medians over the runs;
@@ -48,7 +48,7 @@ def _spin(stop: float) -> None:
 
 def run_once(out: Path, inject: bool) -> tuple[int, list[dict]]:
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    args = [sys.executable, "-m", "pytest", "tests/gate/test_throughput.py", "--targets",
+    args = [sys.executable, "-m", "pytest", "invariants/gate/test_throughput.py", "--targets",
             "cpu", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", f"--benchmark-json={out}",
             f"--results-json={out.with_suffix('.results.json')}"]  # fmt: skip
     if inject:

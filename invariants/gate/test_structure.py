@@ -23,7 +23,7 @@ def test_structure(structure_key, gate, structure_snapshot, request, record_prop
     if not path.exists() and not request.config.getoption("--snapshot-update"):
         pytest.fail(
             f"{path}: no snapshot for {program}[{config}] on {target}; record it with: "
-            f"pytest tests/gate/test_structure.py --targets {target} --programs {program} --snapshot-update",
+            f"pytest invariants/gate/test_structure.py --targets {target} --programs {program} --snapshot-update",
             pytrace=False,
         )
     assert summary == structure_snapshot

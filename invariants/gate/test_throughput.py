@@ -135,7 +135,7 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
     if baseline is None:
         pytest.fail(
             f"{path}: no efficiency baseline for {program}[{config}] on {target}; record it with: "
-            f"pytest tests/gate/test_throughput.py --targets {target} --programs {program} --snapshot-update",
+            f"pytest invariants/gate/test_throughput.py --targets {target} --programs {program} --snapshot-update",
             pytrace=False,
         )
     if baseline.get("machine") != machine:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parents[2]
+# The gate's modules ship inside the package; the scratch project runs a copy of them as plain test files.
+_NOT_TESTS = shutil.ignore_patterns("__init__.py", "__pycache__")
 
 
 @pytest.fixture
@@ -24,7 +27,7 @@ def project(tmp_path: Path) -> Path:
     """A scratch project root: the gate's tests and the committed snapshots of two targets."""
     for name in ("conftest.py", "pyproject.toml"):
         shutil.copy(ROOT / name, tmp_path / name)
-    shutil.copytree(ROOT / "tests" / "gate", tmp_path / "tests" / "gate")
+    shutil.copytree(ROOT / "invariants" / "gate", tmp_path / "tests" / "gate", ignore=_NOT_TESTS)
     for target in ("cpu", "tpu-v5e"):
         shutil.copytree(ROOT / "snapshots" / target, tmp_path / "snapshots" / target)
     return tmp_path
@@ -130,7 +133,7 @@ def test_plain_run_does_not_call_baselines_unused(project):
     assert list((project / "snapshots" / "cpu" / "efficiency").glob("*.json"))
     before = snapshot_bytes(project)
     pyproject = project / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text().replace('testpaths = ["tests"]', 'testpaths = ["tests/gate"]'))
+    pyproject.write_text(re.sub(r"testpaths = \[.*\]", 'testpaths = ["tests/gate"]', pyproject.read_text()))
     # No path and no -k, as `pytest` from the root runs; one target, nothing else filtered.
     proc = run(project, "--targets", "cpu", env={"INVARIANTS_RATIO_MAX_SECONDS": "1"})
     assert "unused" not in proc.stdout, proc.stdout[-1500:]

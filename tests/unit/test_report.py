@@ -255,7 +255,7 @@ def test_report_of_a_real_run(tmp_path):
     root = Path(__file__).parents[2]
     results = tmp_path / "results.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/gate/test_structure.py", "tests/gate/test_invariants.py",
+        [sys.executable, "-m", "pytest", "invariants/gate/test_structure.py", "invariants/gate/test_invariants.py",
          "--targets", "cpu,tpu-v5e", "--programs", "naive,take,grad_vmap_naive,grad_vmap_take", "-q",
          "-p", "no:cacheprovider", "--results-json", str(results)],
         cwd=root, capture_output=True, text=True, check=False, env={**os.environ}, timeout=600,
