@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from ._errors import InvariantsError
-from ._programs import CATALOG, Config, get_config
+from ._programs import Config, get_config
+from ._registry import PROGRAMS
 from ._spec import CorrectnessCheck, Invariant, Spec, select_programs
 from ._structure import METRICS, Structure
 from ._targets import Target
@@ -90,13 +91,13 @@ def expand(
                 skip = unmet_condition(inv)
                 if inv.kind == "absolute":
                     for name in select_programs(inv.programs):
-                        for config in target.configs_for(CATALOG[name]):
+                        for config in target.configs_for(PROGRAMS[name]):
                             if _config_matches(config, inv.configs):
                                 cases.append(Case(inv, target.name, config, name, skip))
                 else:
                     shared = None
                     for name in inv.programs:
-                        have = set(target.configs_for(CATALOG[name]))
+                        have = set(target.configs_for(PROGRAMS[name]))
                         shared = have if shared is None else shared & have
                     for config in sorted(shared or ()):
                         if _config_matches(config, inv.configs):
@@ -244,7 +245,7 @@ _TOLERANCE = {"f32": 1e-5, "bf16": 2e-2}
 def _run(program: str, config: Config, args: Sequence[Any]) -> np.ndarray:
     import jax
 
-    out = jax.jit(CATALOG[program].fn)(*args)
+    out = jax.jit(PROGRAMS[program].fn)(*args)
     return np.asarray(jax.device_get(out), dtype=np.float32)
 
 
@@ -254,7 +255,7 @@ def check_agree(check: CorrectnessCheck, program: str, config: Config, distribut
 
     if check.reference is None:
         raise InvariantsError(f"{check.where}: check 'agree' needs a 'reference' program")
-    args = make_arguments(CATALOG[program], config, distribution)  # type: ignore[arg-type]
+    args = make_arguments(PROGRAMS[program], config, distribution)  # type: ignore[arg-type]
     got, want = _run(program, config, args), _run(check.reference, config, args)
     tol = _TOLERANCE[config.table_dtype] * max(1.0, float(np.abs(want).max()))
     err = float(np.abs(got - want).max())
@@ -320,7 +321,7 @@ def check_narrow_index(
     table = np.arange(vocab * config.width, dtype=np.float32).reshape(vocab, config.width)
     x = np.arange(-1, 127, dtype=np.int8)
     try:
-        out = np.asarray(jax.jit(CATALOG[program].fn)(table, x))
+        out = np.asarray(jax.jit(PROGRAMS[program].fn)(table, x))
         got = "ok" if np.array_equal(out, table[x.astype(np.int64)]) else "wrong_rows"
     except OverflowError:
         got = "overflow_error"
@@ -356,7 +357,7 @@ def expand_correctness(specs: Iterable[Spec], runtime: Target) -> list[Correctne
             continue
         for check in spec.correctness:
             for name in select_programs(check.programs):
-                for config in runtime.configs_for(CATALOG[name]):
+                for config in runtime.configs_for(PROGRAMS[name]):
                     if _config_matches(config, check.configs):
                         for dist in check.distributions:
                             cases.append(CorrectnessCase(check, name, config, dist, unmet_condition(check)))

@@ -16,7 +16,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from ._errors import InvariantsError
-from ._programs import Program, get_config, get_program
+from ._programs import Program, get_config
+from ._registry import get_program
 from ._targets import HOST_DEVICE_FLAG, Target
 
 Key = tuple[str, str, str]  # (program, config id, target name)

@@ -33,11 +33,14 @@ if "tpu" not in _REQUESTED:
 
 
 class GateSession:
-    """Per-session state: selected targets, the compile cache, parsed structures, the dump folder."""
+    """Per-session state: selected targets, programs and specs, the compile cache, parsed structures, where
+    snapshots are read and written, the dump folder."""
 
     def __init__(self, config: pytest.Config) -> None:
         from ._compile import CompileCache
-        from ._programs import CATALOG, get_program
+        from ._downstream import build_all
+        from ._programs import CATALOG
+        from ._registry import declare, declared, get_program
         from ._spec import load_specs
         from ._targets import all_targets, select_targets
 
@@ -45,15 +48,52 @@ class GateSession:
         self.rootpath = Path(config.rootpath)
         self.all_targets = all_targets()
         self.targets = select_targets(config.getoption("targets"))
-        names = config.getoption("programs")
-        self.programs = [get_program(n.strip()).name for n in names.split(",")] if names else list(CATALOG)
         self.cache = CompileCache(self.all_targets)
-        spec_dir = config.getoption("spec_dir")
-        self.specs = load_specs(Path(spec_dir)) if spec_dir else load_specs()
+        spec_dirs = config.getoption("spec_dir") or _env_list("INVARIANTS_SPEC_DIR")
+        self.specs = load_specs(*map(Path, spec_dirs))
+        declare(build_all(d for spec in self.specs for d in spec.programs))
+        names = config.getoption("programs")
+        self.with_catalog = not config.getoption("no_catalog")
+        default = [*(CATALOG if self.with_catalog else ()), *declared()]
+        self.programs = [get_program(n.strip()).name for n in names.split(",")] if names else default
+        if not self.programs:
+            raise InvariantsError("--no-catalog: no [[program]] declared in the spec files; nothing to gate")
+        # Snapshots: a declared program's in --snapshot-dir; the catalog's in --catalog-snapshot-dir, which
+        # is read-only unless it is --snapshot-dir itself (see snapshot_folder).
+        from ._snapshot_store import SNAPSHOT_ROOT
+
+        snapshot_dir = config.getoption("snapshot_dir")
+        self.snapshot_dir = (Path(snapshot_dir) if snapshot_dir else self.rootpath / SNAPSHOT_ROOT).resolve()
+        catalog_dir = config.getoption("catalog_snapshot_dir")
+        self.catalog_snapshot_dir = Path(catalog_dir).resolve() if catalog_dir else self.snapshot_dir
         self.dump_dir = Path(config.getoption("hlo_dump_dir"))
         self._structures: dict[Any, Any] = {}
         self.parse_seconds = 0.0
         self.raw = bool(config.getoption("raw_invariants"))
+
+    def snapshot_folder(self, program: str, target: str) -> Path:
+        """Where ``program``'s snapshots (and efficiency baselines) on ``target`` live."""
+        from ._programs import CATALOG
+
+        root = self.catalog_snapshot_dir if program in CATALOG else self.snapshot_dir
+        return root / target
+
+    def snapshot_writable(self, program: str) -> bool:
+        """Whether ``--snapshot-update`` may write ``program``'s snapshots: never the catalog's when they are
+        read from elsewhere (the package's own, in a downstream run)."""
+        from ._programs import CATALOG
+
+        return program not in CATALOG or self.catalog_snapshot_dir == self.snapshot_dir
+
+    def snapshot_path(self, key: tuple[str, str, str]) -> Path:
+        from ._snapshot_store import snapshot_stem
+
+        return self.snapshot_folder(key[0], key[2]) / f"{snapshot_stem(key[0], key[1])}.txt"
+
+    def update_command(self, test_file: Path, target: str, program: str) -> str:
+        """The command that records ``program``'s snapshots on ``target``, as this session was started."""
+        prefix = self.config.getoption("gate_command") or f"pytest {_shown(test_file)}"
+        return f"{prefix} --targets {target} --programs {program} --snapshot-update"
 
     def available(self, target: str) -> str | None:
         return self.all_targets[target].unavailable_reason()
@@ -70,13 +110,13 @@ class GateSession:
         return self._structures[key]
 
     def structure_keys(self) -> list[tuple[str, str, str]]:
-        from ._programs import CATALOG
+        from ._registry import PROGRAMS
 
         return [
             (name, config, target.name)
             for target in self.targets
             for name in self.programs
-            for config in target.configs_for(CATALOG[name])
+            for config in target.configs_for(PROGRAMS[name])
         ]
 
     def dump(self, key: tuple[str, str, str]) -> Path:
@@ -88,6 +128,19 @@ class GateSession:
         (folder / f"{stem}.hlo.txt").write_text(compiled.hlo_text)
         (folder / f"{stem}.jaxpr.txt").write_text(compiled.jaxpr)
         return folder / stem
+
+
+def _env_list(name: str) -> list[str]:
+    value = os.environ.get(name)
+    return [value] if value else []
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when it is below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 _SESSION = pytest.StashKey[GateSession]()
@@ -109,8 +162,32 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--spec-dir",
-        default=os.environ.get("INVARIANTS_SPEC_DIR"),
-        help="folder of *.toml spec files to use instead of the package's invariants/*.toml",
+        action="append",
+        default=None,
+        help="folder of *.toml spec files to use instead of the package's invariants/*.toml; repeat it to "
+        "use several (their [[program]] entries declare a project's own programs)",
+    )
+    group.addoption(
+        "--snapshot-dir",
+        default=os.environ.get("INVARIANTS_SNAPSHOT_DIR"),
+        help="where snapshots are read and written (default: snapshots/ below the rootdir)",
+    )
+    group.addoption(
+        "--catalog-snapshot-dir",
+        default=None,
+        help="where the catalog's snapshots are read (default: --snapshot-dir); read-only when it differs "
+        "from --snapshot-dir",
+    )
+    group.addoption(
+        "--no-catalog",
+        action="store_true",
+        default=False,
+        help="leave the catalog's programs out: only the programs the spec files declare",
+    )
+    group.addoption(
+        "--gate-command",
+        default=None,
+        help="the command line that started this run, for the hints in messages (set by `invariants gate`)",
     )
     group.addoption(
         "--results-json",
@@ -124,11 +201,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+# The gate's own markers, registered here so that an installed gate run without this repository's
+# pyproject.toml knows them too.
+MARKERS = (
+    "gate: the performance gate itself (snapshots, invariants, throughput)",
+    "snapshot: structural snapshot items",
+    "invariant: declarative invariant items",
+    "throughput: paired timing items",
+    "snapshot_key(program, config, target, root=FOLDER): the structural snapshot an item owns",
+    "xdist_group(name): keep items of one target on one xdist worker",
+)
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "snapshot_key(program, config, target): the structural snapshot an item owns"
-    )
-    config.addinivalue_line("markers", "xdist_group(name): keep items of one target on one xdist worker")
+    for marker in MARKERS:
+        config.addinivalue_line("markers", marker)
     _guard_backend()
     try:
         config.stash[_SESSION] = GateSession(config)
@@ -259,25 +346,33 @@ def _marks(s: GateSession, key: tuple[str, str, str]) -> list[Any]:
 def _param(s: GateSession, key: tuple[str, str, str], id_: str, snapshot: bool) -> Any:
     marks = _marks(s, key)
     if snapshot:
-        marks.append(pytest.mark.snapshot_key(*key))
+        # A read-only folder (the package's catalog snapshots) is never shown to syrupy: no root.
+        root = str(s.snapshot_folder(key[0], key[2]).parent) if s.snapshot_writable(key[0]) else None
+        marks.append(pytest.mark.snapshot_key(*key, root=root))
     return pytest.param(key, id=id_, marks=marks)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Tell the snapshot store which files it may delete: see :mod:`invariants._snapshot_store`."""
     try:
-        from ._snapshot_store import GUARD, snapshot_stem
+        from ._snapshot_store import GUARD
     except ImportError:  # syrupy is a test dependency; without it there are no snapshots to guard
         return
-    from ._programs import CATALOG
+    from ._registry import PROGRAMS
+    from ._snapshot_store import snapshot_stem
 
     s = gate_session(session.config)
+    # Per writable folder: the stems of every program whose snapshots live there (the catalog's too under
+    # --no-catalog: leaving them out of a run never makes them obsolete). A read-only folder has no entry.
     GUARD.known_stems.clear()
     for target in s.targets:
         if target.unavailable_reason() is None:
-            GUARD.known_stems[target.name] = {
-                snapshot_stem(p.name, c) for p in CATALOG.values() for c in target.configs_for(p)
-            }
+            for p in PROGRAMS.values():
+                if not s.snapshot_writable(p.name):
+                    continue
+                folder = str(s.snapshot_folder(p.name, target.name))
+                stems = GUARD.known_stems.setdefault(folder, set())
+                stems.update(snapshot_stem(p.name, c) for c in target.configs_for(p))
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -377,12 +472,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def committed_snapshot_diff(s: GateSession, key: tuple[str, str, str], current: str) -> str:
     """A focused diff of ``current`` against the committed snapshot of ``key``, or a note if none."""
-    from ._snapshot_store import SNAPSHOT_ROOT, snapshot_stem
-
-    path = s.rootpath / SNAPSHOT_ROOT / key[2] / f"{snapshot_stem(key[0], key[1])}.txt"
+    path = s.snapshot_path(key)
+    shown = _shown(path)
     if not path.exists():
-        return f"no committed snapshot at {path.relative_to(s.rootpath)}"
-    shown = str(path.relative_to(s.rootpath))
+        return f"no committed snapshot at {shown}"
     diff = difflib.unified_diff(
         path.read_text().splitlines(), current.splitlines(), shown, "now", n=1, lineterm=""
     )

@@ -1,12 +1,16 @@
-"""The snapshot tier: each program's compiled structure on each target, against snapshots/<target>/."""
+"""The snapshot tier: each program's compiled structure on each target, against its snapshot file.
+
+A snapshot lives in ``<snapshot dir>/<target>/<program>.<config>.txt``. In a downstream run the catalog's
+programs are compared with the snapshots the installed package ships, which no update rewrites.
+"""
 
 from __future__ import annotations
 
 import pytest
 
-from invariants._programs import CATALOG
+from invariants._plugin import committed_snapshot_diff
+from invariants._registry import PROGRAMS
 from invariants._snapshot import render_summary
-from invariants._snapshot_store import SNAPSHOT_ROOT, snapshot_stem
 from invariants._structure import METRICS
 
 pytestmark = [pytest.mark.gate, pytest.mark.snapshot]
@@ -18,12 +22,22 @@ def test_structure(structure_key, gate, structure_snapshot, request, record_prop
     structure = gate.structure(structure_key)
     metrics = {name: fn(structure) for name, fn in METRICS.items()}
     record_property("structure", {"program": program, "config": config, "target": target, **metrics})
-    summary = render_summary(compiled, structure, CATALOG[program].doc)
-    path = gate.rootpath / SNAPSHOT_ROOT / target / f"{snapshot_stem(program, config)}.txt"
+    summary = render_summary(compiled, structure, PROGRAMS[program].doc)
+    path = gate.snapshot_path(structure_key)
+    if not gate.snapshot_writable(program):
+        if not path.exists():
+            pytest.fail(f"{path}: the package ships no snapshot for {program}[{config}] on {target}", pytrace=False)
+        if summary != path.read_text():
+            pytest.fail(
+                f"{program}[{config}] on {target} no longer compiles to the package's snapshot (read-only; "
+                f"--no-catalog leaves the catalog out):\n{committed_snapshot_diff(gate, structure_key, summary)}",
+                pytrace=False,
+            )
+        return
     if not path.exists() and not request.config.getoption("--snapshot-update"):
         pytest.fail(
             f"{path}: no snapshot for {program}[{config}] on {target}; record it with: "
-            f"pytest invariants/gate/test_structure.py --targets {target} --programs {program} --snapshot-update",
+            f"{gate.update_command(request.path, target, program)}",
             pytrace=False,
         )
     assert summary == structure_snapshot

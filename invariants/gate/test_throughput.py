@@ -3,7 +3,7 @@
 Nothing here asserts an absolute time. A ratio ``time(A) / time(B) <= c`` is measured by interleaving A
 and B call by call and fails only when its whole confidence interval lies above ``c``. Efficiency is
 ``t_copy / t_program`` for a device copy of the bytes the lookup must move; it is compared with the
-baseline recorded in ``snapshots/<target>/efficiency/`` and fails only when its whole interval lies below
+baseline recorded in ``<snapshot dir>/<target>/efficiency/`` and fails only when its whole interval lies below
 ``baseline * (1 - efficiency_max_loss)``.
 
 Every item is a pytest-benchmark benchmark: ``--benchmark-json`` carries each ratio, interval and
@@ -22,7 +22,8 @@ import pytest
 
 from invariants._checks import input_facts
 from invariants._plugin import judge
-from invariants._programs import CATALOG, get_config, make_arguments
+from invariants._programs import get_config, make_arguments
+from invariants._registry import PROGRAMS
 from invariants._spec import throughput_terms
 from invariants._targets import versions
 from invariants._timing import (
@@ -48,13 +49,13 @@ CLOCK_NAME, CLOCK = runtime_clock(jax.devices()[0].platform, os.environ.get("INV
 def _device_arguments(kind: str, config: str):
     # One set of device buffers per argument signature: both sides of a ratio read the very same memory,
     # so cache and page placement cannot differ between them.
-    program = next(p for p in CATALOG.values() if p.kind == kind)
+    program = next(p for p in PROGRAMS.values() if p.kind == kind)
     return jax.device_put(make_arguments(program, get_config(config)))
 
 
 def _timed(gate, key):
     program, config, _ = key
-    args = _device_arguments(CATALOG[program].kind, config)
+    args = _device_arguments(PROGRAMS[program].kind, config)
     return jax_callable(gate.cache.executable(*key), *args)
 
 
@@ -98,8 +99,9 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
     program, config, target = efficiency_key
     spec_loss = [s.efficiency_max_loss for s in gate.specs if s.efficiency_max_loss and target in s.targets]
     max_loss = spec_loss[0] if spec_loss else 0.5
-    path = gate.rootpath / "snapshots" / target / "efficiency" / f"{program}.{config}.json"
-    updating = request.config.getoption("--snapshot-update")
+    path = gate.snapshot_folder(program, target) / "efficiency" / f"{program}.{config}.json"
+    # A read-only baseline (the package's, in a downstream run) is compared with, never re-recorded.
+    updating = request.config.getoption("--snapshot-update") and gate.snapshot_writable(program)
     # Efficiency is relative to this machine and clock: a baseline from elsewhere is not compared with.
     machine = {"cores": os.cpu_count(), "device": jax.devices()[0].device_kind, "clock": CLOCK_NAME}
     baseline = json.loads(path.read_text()) if path.exists() else None
@@ -135,7 +137,7 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
     if baseline is None:
         pytest.fail(
             f"{path}: no efficiency baseline for {program}[{config}] on {target}; record it with: "
-            f"pytest invariants/gate/test_throughput.py --targets {target} --programs {program} --snapshot-update",
+            f"{gate.update_command(request.path, target, program)}",
             pytrace=False,
         )
     if baseline.get("machine") != machine:
