@@ -13,6 +13,7 @@ import sys
 from ._errors import InvariantsError, did_you_mean
 
 COMMANDS = {
+    "gate": ("invariants._gate", "run the gate on a project's own programs (spec files with [[program]])"),
     "hlo-stats": ("invariants._hlo_stats", "structural metrics of optimized-HLO text files or dump folders"),
     "report": ("invariants._report", "markdown tables (and a PNG) from a run's results"),
     "selfcheck": ("invariants._selfcheck", "inject regressions and show the suite catches each"),

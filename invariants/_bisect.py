@@ -4,8 +4,9 @@ Each release gets its own virtual environment, built with ``uv venv`` + ``uv pip
 ``~/.cache/jax-embedding-invariants/envs/jax-<version>`` (``--cache-dir`` to move it). An environment holds
 JAX, jaxlib, numpy and equinox pinned by :func:`choose_pins`, and the suite's test dependencies (pytest,
 syrupy, pytest-benchmark, packaging, scipy). The project itself is **not** installed into it: the suite
-runs from this checkout (``cwd`` and ``PYTHONPATH`` = the repository root), so one cached environment
-serves every checkout and never runs stale code.
+runs from this package, a checkout's or an installed one (``PYTHONPATH`` = a folder that links to it
+alone, see :func:`invariants._gate.staged_package`; the gate modules are the ones it ships), so one cached
+environment serves every copy and never runs stale code.
 
 **bisect**: the verdict of a release is ``holds`` when every selected non-structure item (invariants,
 correctness checks) passes or xfails in that release, ``fails`` when one fails. Structure snapshots are
@@ -43,7 +44,6 @@ from packaging.version import InvalidVersion, Version
 
 from ._errors import InvariantsError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_INDEX = "https://pypi.org/simple"
 DEFAULT_CACHE = Path.home() / ".cache" / "jax-embedding-invariants" / "envs"
 MARKER = "invariants-env.json"
@@ -284,43 +284,53 @@ class Verdict:
 
 
 def suite_command(python: Path, k: str, targets: str, programs: str | None, results: Path, dump: Path,
-                  tests: str = "invariants/gate") -> list[str]:  # fmt: skip
-    cmd = [str(python), "-m", "pytest", tests, "-q", "-p", "no:cacheprovider",
+                  tests: str = "", stage: Path | None = None) -> list[str]:  # fmt: skip
+    """The gate's modules (``tests``: one of them, e.g. ``test_structure.py``) as shipped in this package,
+    imported from ``stage`` (see :func:`invariants._gate.staged_package`), run in ``results``' folder."""
+    from ._gate import GATE_DIR, pytest_args
+
+    gate_dir = stage / "invariants" / "gate" if stage else GATE_DIR
+    gate, *options = pytest_args(rootdir=results.parent, tests=tests, gate_dir=gate_dir)
+    cmd = [str(python), "-m", "pytest", gate, "-q", "-p", "no:cacheprovider",
            "-m", "not slow and not throughput", "--targets", targets, "-k", k,
            "--results-json", str(results), "--hlo-dump-dir", str(dump),
            # Every assert as written: the specs scope invariants by version and mark known-bad ones as
            # ratchets, which would keep each release green; a bisect asks where the fact itself changed.
-           "--raw-invariants"]  # fmt: skip
+           "--raw-invariants", *options]  # fmt: skip
     if programs:
         cmd += ["--programs", programs]
     return cmd
 
 
-def _suite_env() -> dict[str, str]:
+def _suite_env(stage: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "VIRTUAL_ENV", "PYTHONHOME")}
-    env["PYTHONPATH"] = str(REPO_ROOT)
+    env["PYTHONPATH"] = str(stage)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # the staged package may be an installed one: never written
     env["JAX_PLATFORMS"] = "cpu"
     env.setdefault("INVARIANTS_SELFCHECK_CHILD", "1")  # never start the self-check from here
     return env
 
 
 def run_suite(env: Path, version: Version, args: argparse.Namespace, workdir: Path,
-              tests: str = "invariants/gate", k: str | None = None,
+              tests: str = "", k: str | None = None,
               timeout: float = 1200) -> tuple[dict[str, Any], float]:  # fmt: skip
     """Run the selection in ``env``; return the results file and the seconds it took. One line on failure."""
     folder = workdir / f"jax-{version}"
     folder.mkdir(parents=True, exist_ok=True)
     results = folder / "results.json"
     results.unlink(missing_ok=True)
+    from ._gate import staged_package
+
+    stage = staged_package(workdir / "package")
     cmd = suite_command(
-        env_python(env), k or args.k, args.targets, args.programs, results, folder / "hlo", tests
+        env_python(env), k or args.k, args.targets, args.programs, results, folder / "hlo", tests, stage
     )
     start = time.perf_counter()
-    env_vars = _suite_env()
+    env_vars = _suite_env(stage)
     # Older libtpu asks the GCE metadata server for its topology and waits on it off GCE.
     env_vars.setdefault("TPU_SKIP_MDS_QUERY", "1")
     try:
-        proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env_vars, capture_output=True, text=True, check=False,
+        proc = subprocess.run(cmd, cwd=folder, env=env_vars, capture_output=True, text=True, check=False,
                               timeout=timeout)  # fmt: skip
     except subprocess.TimeoutExpired:
         raise InvariantsError(f"jax {version}: the suite did not finish in {timeout:.0f} s") from None
@@ -431,10 +441,13 @@ def _render_child() -> int:
     return 0
 
 
-def render_in(env: Path, keys: Sequence[tuple[str, str, str]]) -> dict[str, str]:
+def render_in(env: Path, keys: Sequence[tuple[str, str, str]], workdir: Path) -> dict[str, str]:
+    from ._gate import staged_package
+
+    stage = staged_package(workdir / "package")
     proc = subprocess.run(
         [str(env_python(env)), "-m", "invariants._bisect"], input=json.dumps([list(k) for k in keys]),
-        cwd=REPO_ROOT, env=_suite_env(), capture_output=True, text=True, check=False, timeout=600,
+        cwd=stage, env=_suite_env(stage), capture_output=True, text=True, check=False, timeout=600,
     )  # fmt: skip
     if proc.returncode != 0:
         return {"/".join(k): f"(could not render: {_last_line(proc)})" for k in keys}
@@ -536,8 +549,8 @@ def main_bisect(argv: list[str]) -> int:
                 print(f"  ... and {len(side.failing) - 8} more")
         keys = _keys_of(old.failing or new.failing)
         if keys:
-            old_r = render_in(envs[old.version], keys)
-            new_r = render_in(envs[new.version], keys)
+            old_r = render_in(envs[old.version], keys, workdir)
+            new_r = render_in(envs[new.version], keys, workdir)
             for key in keys:
                 name = "/".join(key)
                 print(f"\nstructure of {name}, jax {old.version} -> {new.version}:")
@@ -638,7 +651,7 @@ def main_matrix(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m invariants matrix", description="key metrics across releases")
     p.add_argument("--versions", required=True, help="comma-separated jax releases, e.g. 0.4.30,0.5.3,0.10.2")
     p.add_argument(
-        "--out", type=Path, default=REPO_ROOT / "artifacts" / "matrix", help="folder for table and PNG"
+        "--out", type=Path, default=Path("artifacts") / "matrix", help="folder for table and PNG"
     )
     p.add_argument("--no-tpu", action="store_true", help="skip the TPU (jax[tpu]) environments")
     _common(p)
@@ -658,7 +671,7 @@ def main_matrix(argv: list[str]) -> int:
         for v in versions:
             env = ensure_env(choose_pins(v, jaxlib_releases), args.cache_dir, args.index_url)
             args.targets = "cpu"
-            results, seconds = run_suite(env, v, args, workdir / "cpu", tests="invariants/gate/test_structure.py",
+            results, seconds = run_suite(env, v, args, workdir / "cpu", tests="test_structure.py",
                                          k=MATRIX_K)  # fmt: skip
             rows += matrix_rows(str(v), results)
             print(f"  jax {v}: cpu structures in {seconds:.0f} s")
@@ -668,7 +681,7 @@ def main_matrix(argv: list[str]) -> int:
                 tenv = ensure_env(choose_pins(v, jaxlib_releases, tpu=True), args.cache_dir, args.index_url)
                 args.targets = "tpu-v5e"
                 results, seconds = run_suite(tenv, v, args, workdir / "tpu",
-                                             tests="invariants/gate/test_structure.py",
+                                             tests="test_structure.py",
                                              k=MATRIX_K, timeout=240)  # fmt: skip
                 got = matrix_rows(str(v), results)
                 if not got:

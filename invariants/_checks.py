@@ -23,7 +23,7 @@ import numpy as np
 from ._errors import InvariantsError
 from ._programs import Config, get_config
 from ._registry import PROGRAMS
-from ._spec import CorrectnessCheck, Invariant, Spec, select_programs
+from ._spec import CorrectnessCheck, Invariant, Spec, scope_of, select_programs
 from ._structure import METRICS, Structure
 from ._targets import Target
 
@@ -90,7 +90,7 @@ def expand(
                     continue
                 skip = unmet_condition(inv)
                 if inv.kind == "absolute":
-                    for name in select_programs(inv.programs):
+                    for name in select_programs(inv.programs, scope_of(spec)):
                         for config in target.configs_for(PROGRAMS[name]):
                             if _config_matches(config, inv.configs):
                                 cases.append(Case(inv, target.name, config, name, skip))
@@ -356,7 +356,7 @@ def expand_correctness(specs: Iterable[Spec], runtime: Target) -> list[Correctne
         if not spec_applies(spec, runtime):
             continue
         for check in spec.correctness:
-            for name in select_programs(check.programs):
+            for name in select_programs(check.programs, scope_of(spec)):
                 for config in runtime.configs_for(PROGRAMS[name]):
                     if _config_matches(config, check.configs):
                         for dist in check.distributions:

@@ -41,7 +41,7 @@ from typing import Any
 
 from ._errors import InvariantsError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+PACKAGE_DIR = Path(__file__).resolve().parent
 INJECT_MODULE = "invariants._selfcheck_inject"
 # Set in every child: the slow self-check test skips itself there, so a child never starts children.
 CHILD_ENV = "INVARIANTS_SELFCHECK_CHILD"
@@ -228,11 +228,16 @@ def judge(
 
 
 def child_command(injection: Injection, results: Path, dump_dir: Path) -> list[str]:
+    """The child's pytest command: the gate modules the package ships (a checkout's or an installed
+    copy's), with the catalog's specs and snapshots, in the child's own folder (``results``' parent)."""
+    from ._gate import pytest_args
+
+    gate, *options = pytest_args(rootdir=results.parent)
     return [
-        sys.executable, "-m", "pytest", "invariants/gate", "-q", "-p", "no:cacheprovider", "-p", INJECT_MODULE,
+        sys.executable, "-m", "pytest", gate, "-q", "-p", "no:cacheprovider", "-p", INJECT_MODULE,
         "-m", "not slow" if injection.timing else "not slow and not throughput",
         "--targets", injection.targets, "--programs", ",".join(injection.programs),
-        "--results-json", str(results), "--hlo-dump-dir", str(dump_dir),
+        "--results-json", str(results), "--hlo-dump-dir", str(dump_dir), *options,
     ]  # fmt: skip
 
 
@@ -242,12 +247,15 @@ def run_injection(injection: Injection, workdir: Path, timeout: float = 600.0) -
     folder.mkdir(parents=True, exist_ok=True)
     results = folder / "results.json"
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "INVARIANTS_INJECT")}
-    env.update({"JAX_PLATFORMS": "cpu", CHILD_ENV: "1", **injection.env})
+    # No bytecode caches: the gate modules may be those of an installed package, which a run never writes.
+    env.update({"JAX_PLATFORMS": "cpu", CHILD_ENV: "1", "PYTHONDONTWRITEBYTECODE": "1", **injection.env})
+    # The child imports this very package, also from a checkout that is not installed (cwd is the folder).
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_DIR.parent), env.get("PYTHONPATH")]))
     start = time.perf_counter()
     try:
         proc = subprocess.run(
             child_command(injection, results, folder / "hlo"),
-            cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False,
+            cwd=folder, env=env, capture_output=True, text=True, timeout=timeout, check=False,
         )  # fmt: skip
     except subprocess.TimeoutExpired:
         out = Outcome(injection, -1, [], list(injection.expect), time.perf_counter() - start)

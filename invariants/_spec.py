@@ -142,6 +142,9 @@ class Spec:
     # How much efficiency (t_copy / t_program) a program may lose against its recorded baseline.
     efficiency_max_loss: float | None = None
     programs: tuple[ProgramDecl, ...] = ()
+    # The package's own spec files speak of the catalog: their selectors ("kind:forward", "*") never match
+    # a downstream project's programs, which only its own spec files hold to anything.
+    catalog_scope: bool = False
 
 
 class _Locator:
@@ -483,6 +486,15 @@ def load_spec(path: Path, known: Mapping[str, Any] | None = None) -> Spec:
     return Spec(path, targets, tuple(invariants), tuple(checks), max_loss, read_programs(path))
 
 
+def scope_of(spec: Spec) -> Mapping[str, Any] | None:
+    """The programs ``spec``'s selectors range over (None: every program of this process)."""
+    if not spec.catalog_scope:
+        return None
+    from ._programs import CATALOG
+
+    return CATALOG
+
+
 def _known(known: Mapping[str, Any] | None) -> Mapping[str, Any]:
     if known is not None:
         return known
@@ -550,4 +562,10 @@ def load_specs(*directories: Path) -> list[Spec]:
                 raise InvariantsError(f"{decl.where}: program '{decl.name}' is already declared at {first[decl.name]}")
             first[decl.name] = decl.where
             known[decl.name] = decl
-    return [load_spec(p, known) for p in paths]
+    own = SPEC_DIR.resolve()
+    return [
+        dataclasses.replace(load_spec(p, CATALOG), catalog_scope=True)
+        if p.parent.resolve() == own
+        else load_spec(p, known)
+        for p in paths
+    ]
