@@ -42,6 +42,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from . import _results
 from ._errors import InvariantsError
 
 DEFAULT_INDEX = "https://pypi.org/simple"
@@ -343,7 +344,7 @@ def run_suite(env: Path, version: Version, args: argparse.Namespace, workdir: Pa
             f"jax {version}: the suite did not run (exit {proc.returncode}): {_last_line(proc)}; "
             f"see {folder / 'pytest.txt'}"
         )
-    return json.loads(results.read_text()), seconds
+    return _results.read(results), seconds
 
 
 def verdict_of(version: Version, results: Mapping[str, Any], seconds: float) -> Verdict:

@@ -13,7 +13,6 @@ import ast
 import dataclasses
 import fnmatch
 import importlib.metadata
-import math
 import operator
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -21,10 +20,11 @@ from typing import Any
 import numpy as np
 
 from ._errors import InvariantsError
+from ._metrics import METRICS, input_facts
 from ._programs import Config, get_config
 from ._registry import PROGRAMS
 from ._spec import CorrectnessCheck, Invariant, Spec, scope_of, select_programs
-from ._structure import METRICS, Structure
+from ._structure import Structure
 from ._targets import Target
 
 Key = tuple[str, str, str]
@@ -127,16 +127,6 @@ def _fmt(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
-def input_facts(config: Config) -> dict[str, int]:
-    itemsize = np.dtype(config.table.dtype).itemsize
-    return {
-        "table_bytes": config.vocab * config.width * itemsize,
-        "row_bytes": config.width * itemsize,
-        "lookups": math.prod(config.index_shape),
-        "vocab": config.vocab,
-    }
-
-
 def structural_signature(s: Structure) -> tuple[Any, ...]:
     """What ``structure(a) == structure(b)`` compares: everything the snapshot shows below the jaxpr."""
     return (
@@ -177,18 +167,16 @@ def evaluate(
     measure: Callable[[str, str], float] | None = None,
 ) -> Verdict:
     """Decide ``case``. ``structure(key)`` gives the structure of a compiled key; ``measure(fn, program)``
-    gives a throughput figure (``time`` or ``efficiency``) for throughput invariants."""
+    gives a throughput figure (``time``) for throughput invariants."""
     config = get_config(case.config)
     facts = input_facts(config)
     measured: dict[str, Any] = {}
 
     def metric_of(name: str, program: str) -> Any:
         s = structure((program, case.config, case.target))
-        if name == "custom_call_targets":
-            return s.custom_call_targets
-        if name == "opcodes":
-            return tuple(s.opcodes)
-        value = METRICS[name](s)
+        of = METRICS[name].of
+        assert of is not None, name  # the spec loader admits only computable names here
+        value = of(s)
         if value is None:
             raise _Unknown(f"{name} of {program} is unknown (a loop trip count could not be derived)")
         return value
@@ -214,7 +202,7 @@ def evaluate(
                 value = structural_signature(structure((program, case.config, case.target)))
                 measured[f"structure({program})"] = f"<{len(value[0])} kernels>"
                 return value
-            if fn in ("time", "efficiency"):
+            if METRICS[fn].source == "throughput":
                 if measure is None:
                     raise InvariantsError(f"{case.invariant.where}: {fn}() needs the throughput tier")
                 value = measure(fn, program)

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import pytest
 
+from invariants import _results
+from invariants._metrics import structure_metrics
 from invariants._plugin import committed_snapshot_diff
 from invariants._registry import PROGRAMS
 from invariants._snapshot import render_summary
-from invariants._structure import METRICS
 
 pytestmark = [pytest.mark.gate, pytest.mark.snapshot]
 
@@ -20,8 +21,11 @@ def test_structure(structure_key, gate, structure_snapshot, request, record_prop
     program, config, target = structure_key
     compiled = gate.cache.get(*structure_key)
     structure = gate.structure(structure_key)
-    metrics = {name: fn(structure) for name, fn in METRICS.items()}
-    record_property("structure", {"program": program, "config": config, "target": target, **metrics})
+    record_property(
+        *_results.record(
+            "structure", program=program, config=config, target=target, **structure_metrics(structure)
+        )
+    )
     summary = render_summary(compiled, structure, PROGRAMS[program].doc)
     path = gate.snapshot_path(structure_key)
     if not gate.snapshot_writable(program):
