@@ -80,6 +80,9 @@ def pytest_args(
     args = [
         str(gate_dir / tests) if tests else str(gate_dir),
         "-p", PLUGIN, "-c", os.devnull, "--rootdir", str(root), "--import-mode=importlib",
+        # The gate command imports the plugin, JAX and the user's modules before pytest starts (to check
+        # the specs), so pytest cannot rewrite asserts in their pytest plugins: nothing a user can act on.
+        "-W", "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning",
         "--catalog-snapshot-dir", str(catalog_snapshot_dir()),
         "--snapshot-dir", str(snapshot_dir if snapshot_dir is not None else catalog_snapshot_dir()),
     ]  # fmt: skip

@@ -218,7 +218,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", marker)
     # Snapshot names are (program, config) and folders are targets, not test names: by design (see
     # invariants._snapshot_store), so syrupy's warning that it cannot relate them to the test says nothing.
-    config.addinivalue_line("filterwarnings", "ignore:Can not relate snapshot:UserWarning")
+    config.addinivalue_line("filterwarnings", r"ignore:\s*Can not relate snapshot:UserWarning")
     _guard_backend()
     try:
         config.stash[_SESSION] = GateSession(config)
