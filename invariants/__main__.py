@@ -40,6 +40,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # As in the pytest plugin: without a request, JAX runs on the CPU (and the CUDA plugin stays quiet).
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    # No command writes inside the installed package (or JAX's): no bytecode caches from here on, in this
+    # process or its children (compile children, self-check and bisect runs). What Python cached before
+    # this line (this package's __init__, _errors, __main__) is written only where the installer did not
+    # compile the bytecode (pip does; `uv pip install` needs --compile-bytecode).
+    sys.dont_write_bytecode = True
+    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     module = importlib.import_module(COMMANDS[command][0])
     entry = getattr(module, "main_" + command.replace("-", "_"), None) or module.main
     try:

@@ -137,7 +137,8 @@ def _check(args: argparse.Namespace) -> None:
 
 def main(argv: list[str]) -> int:
     # Nothing this command does may write inside the installed package: no bytecode caches of the
-    # modules imported from here on (pytest's rewritten test modules above all).
+    # modules imported from here on (pytest's rewritten test modules above all). __main__ says so already;
+    # this holds when main() is called directly.
     sys.dont_write_bytecode = True
     from . import _plugin  # noqa: F401  (its environment defaults must precede JAX's backends)
 
