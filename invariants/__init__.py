@@ -3,6 +3,7 @@
 The package is a pipeline; each stage is one private module, and data flows one way::
 
     _programs  the catalog of canonical embedding programs (Program, Config)
+    _registry  the programs of a run: the catalog plus a project's [[program]]s (_downstream builds them)
     _targets   where they compile: the runtime backend, TPU/GPU ahead of time, 8 host devices
     _compile   (program, config, target) -> Compiled: jaxpr, StableHLO, optimized HLO, analyses
     _hlo       optimized-HLO text -> HloModule
@@ -12,7 +13,8 @@ The package is a pipeline; each stage is one private module, and data flows one 
     _timing    paired A/B throughput ratios with intervals
     _report    a run's results -> markdown tables and a plot
 
-``python -m invariants --help`` lists the commands; the pytest plugin is ``invariants._plugin``.
+``python -m invariants --help`` lists the commands; the pytest plugin is ``invariants._plugin``; the gate's
+pytest modules ship in ``invariants.gate`` and ``python -m invariants gate`` (``_gate``) runs them anywhere.
 """
 
 from __future__ import annotations

@@ -651,9 +651,7 @@ def plot_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], path: Path) 
 def main_matrix(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m invariants matrix", description="key metrics across releases")
     p.add_argument("--versions", required=True, help="comma-separated jax releases, e.g. 0.4.30,0.5.3,0.10.2")
-    p.add_argument(
-        "--out", type=Path, default=Path("artifacts") / "matrix", help="folder for table and PNG"
-    )
+    p.add_argument("--out", type=Path, default=Path("artifacts") / "matrix", help="folder for table and PNG")
     p.add_argument("--no-tpu", action="store_true", help="skip the TPU (jax[tpu]) environments")
     _common(p)
     args = p.parse_args(argv)

@@ -48,7 +48,9 @@ def _import(decl: ProgramDecl) -> Callable[..., Any]:
         module = importlib.import_module(module_name)
     except Exception as err:  # ImportError, or whatever the module raises while importing
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        raise InvariantsError(f"{where}: cannot import {module_name} ({type(err).__name__}: {first})") from None
+        raise InvariantsError(
+            f"{where}: cannot import {module_name} ({type(err).__name__}: {first})"
+        ) from None
     obj: Any = module
     for part in attribute.split("."):
         if not hasattr(obj, part):
@@ -56,7 +58,7 @@ def _import(decl: ProgramDecl) -> Callable[..., Any]:
         obj = getattr(obj, part)
     if not callable(obj):
         raise InvariantsError(f"{where}: {decl.function} is a {type(obj).__name__}, not a function")
-    return obj  # type: ignore[no-any-return]
+    return obj  # type: ignore[no-any-return,unused-ignore]
 
 
 def _check_signature(decl: ProgramDecl, fn: Callable[..., Any]) -> None:
@@ -92,10 +94,14 @@ def _check_trace(decl: ProgramDecl, fn: Callable[..., Any], program: Program, co
         out = jax.eval_shape(fn, *lookup_args)
     except Exception as err:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        raise InvariantsError(f"{where}: {decl.function} fails on {shown}: {type(err).__name__}: {first}") from None
+        raise InvariantsError(
+            f"{where}: {decl.function} fails on {shown}: {type(err).__name__}: {first}"
+        ) from None
     want = jax.ShapeDtypeStruct((*lookup_args[1].shape, config.width), config.table.dtype)
     if not (hasattr(out, "shape") and hasattr(out, "dtype")):
-        raise InvariantsError(f"{where}: {decl.function} must return one array of rows, got {type(out).__name__}")
+        raise InvariantsError(
+            f"{where}: {decl.function} must return one array of rows, got {type(out).__name__}"
+        )
     if tuple(out.shape) != tuple(want.shape) or out.dtype != want.dtype:
         raise InvariantsError(
             f"{where}: {decl.function} on {shown} must return {_shape(want)} rows, got {_shape(out)}"
@@ -109,7 +115,9 @@ def _check_trace(decl: ProgramDecl, fn: Callable[..., Any], program: Program, co
         raise InvariantsError(f"{where}: the {decl.kind} of {decl.function} fails: {first}") from None
     table_grad = grads if decl.kind == "backward" else grads[0]
     if tuple(table_grad.shape) != tuple(config.table.shape):
-        raise InvariantsError(f"{where}: the gradient of {decl.function} is not table-shaped: {_shape(table_grad)}")
+        raise InvariantsError(
+            f"{where}: the gradient of {decl.function} is not table-shaped: {_shape(table_grad)}"
+        )
 
 
 def _named(fn: Callable[..., Any], name: str) -> Callable[..., Any]:

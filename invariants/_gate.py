@@ -101,8 +101,8 @@ def pytest_args(
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m invariants gate",
-        description="Run the gate on a project's own programs (and the catalog's) from the installed package.",
-        epilog="Every other argument goes to pytest: --targets, --programs, --snapshot-update, -n auto, -k ...",
+        description="Run the gate on a project's own programs (and the catalog's), from the package.",
+        epilog="Other arguments go to pytest: --targets, --programs, --snapshot-update, -n auto, -k ...",
     )
     p.add_argument(
         "--spec-dir", action="append", type=Path, default=[], metavar="DIR",
@@ -112,9 +112,7 @@ def _parser() -> argparse.ArgumentParser:
         "--snapshot-dir", type=Path, default=Path("snapshots"), metavar="DIR",
         help="where the declared programs' snapshots are read and written (default: ./snapshots)",
     )  # fmt: skip
-    p.add_argument(
-        "--no-catalog", action="store_true", help="leave out the catalog's own programs and specs"
-    )
+    p.add_argument("--no-catalog", action="store_true", help="leave out the catalog's own programs and specs")
     return p
 
 
@@ -127,11 +125,15 @@ def _check(args: argparse.Namespace) -> None:
         raise InvariantsError("--no-catalog: give --spec-dir DIR with the programs to gate")
     snapshot_dir = args.snapshot_dir.resolve()
     if snapshot_dir == PACKAGE_DIR or PACKAGE_DIR in snapshot_dir.parents:
-        raise InvariantsError(f"--snapshot-dir {args.snapshot_dir}: inside the installed package; use a project folder")
+        raise InvariantsError(
+            f"--snapshot-dir {args.snapshot_dir}: inside the installed package; use a project folder"
+        )
     dirs = [*([] if args.no_catalog else [SPEC_DIR]), *args.spec_dir]
     decls = [d for spec in load_specs(*dirs) for d in spec.programs]
     if args.no_catalog and not decls:
-        raise InvariantsError(f"{args.spec_dir[0]}: no [[program]] declared; with --no-catalog nothing is gated")
+        raise InvariantsError(
+            f"{args.spec_dir[0]}: no [[program]] declared; with --no-catalog nothing is gated"
+        )
     build_all(decls)
 
 
@@ -148,7 +150,9 @@ def main(argv: list[str]) -> int:
 
     command = ["python -m invariants gate"]
     command += [f"--spec-dir {shlex.quote(str(d))}" for d in args.spec_dir]
-    command += [f"--snapshot-dir {shlex.quote(str(args.snapshot_dir))}"] + (["--no-catalog"] if args.no_catalog else [])
+    command += [f"--snapshot-dir {shlex.quote(str(args.snapshot_dir))}"] + (
+        ["--no-catalog"] if args.no_catalog else []
+    )
     full = pytest_args(
         spec_dirs=[d.resolve() for d in args.spec_dir] if args.spec_dir else None,
         snapshot_dir=args.snapshot_dir.resolve(),

@@ -45,6 +45,6 @@ def get_program(name: str) -> Program:
     try:
         return PROGRAMS[name]
     except KeyError:
-        raise InvariantsError(
-            f"{name}: unknown program{did_you_mean(name, PROGRAMS, n=3)}; known: {', '.join(sorted(PROGRAMS))}"
-        ) from None
+        hint = did_you_mean(name, PROGRAMS, n=3)
+        known = ", ".join(sorted(PROGRAMS))
+        raise InvariantsError(f"{name}: unknown program{hint}; known: {known}") from None

@@ -15,8 +15,8 @@ assertion read it, and ``--snapshot-update`` deletes unused snapshots. Its match
 deselected tests goes by snapshot *names*, and ours are not test names; syrupy has also had bugs here
 (#19, #787, #842, #963, #1161). So a deletion happens only for a file that is provably obsolete: its target
 compiled in this run and no program of that name (catalog or declared) keeps its snapshots in that folder
-for that target. Everything else is kept, whatever syrupy concludes. Files that are not ours (the efficiency baselines beside the
-snapshots) are never even discovered.
+for that target. Everything else is kept, whatever syrupy concludes. Files that are not ours (the efficiency
+baselines beside the snapshots) are never even discovered.
 """
 
 from __future__ import annotations

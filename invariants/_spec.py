@@ -574,7 +574,9 @@ def load_specs(*directories: Path) -> list[Spec]:
                     "rename it"
                 )
             if decl.name in first:
-                raise InvariantsError(f"{decl.where}: program '{decl.name}' is already declared at {first[decl.name]}")
+                raise InvariantsError(
+                    f"{decl.where}: program '{decl.name}' is already declared at {first[decl.name]}"
+                )
             first[decl.name] = decl.where
             known[decl.name] = decl
     own = SPEC_DIR.resolve()

@@ -1,7 +1,7 @@
 """Run the throughput tier N times, optionally beside a CPU hog and with an injected slowdown.
 
-Each run is a child ``pytest invariants/gate/test_throughput.py --targets cpu`` (ratios and efficiencies against
-their baselines). The script then prints a markdown table with one row per ratio or efficiency:
+Each run is a child ``pytest invariants/gate/test_throughput.py --targets cpu`` (ratios and efficiencies
+against their baselines). The script then prints a markdown table with one row per ratio or efficiency:
 
 - the median of its medians over the runs;
 - the coefficient of variation (CV) of those medians across runs;

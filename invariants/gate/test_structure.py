@@ -30,11 +30,14 @@ def test_structure(structure_key, gate, structure_snapshot, request, record_prop
     path = gate.snapshot_path(structure_key)
     if not gate.snapshot_writable(program):
         if not path.exists():
-            pytest.fail(f"{path}: the package ships no snapshot for {program}[{config}] on {target}", pytrace=False)
+            pytest.fail(
+                f"{path}: the package ships no snapshot for {program}[{config}] on {target}", pytrace=False
+            )
         if summary != path.read_text():
             pytest.fail(
                 f"{program}[{config}] on {target} no longer compiles to the package's snapshot (read-only; "
-                f"--no-catalog leaves the catalog out):\n{committed_snapshot_diff(gate, structure_key, summary)}",
+                "--no-catalog leaves the catalog out):\n"
+                + committed_snapshot_diff(gate, structure_key, summary),
                 pytrace=False,
             )
         return

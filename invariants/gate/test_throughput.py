@@ -63,7 +63,9 @@ def _timed(gate, key):
 def test_ratio(throughput_case, gate, benchmark, record_property):
     case = throughput_case
     inv = case.invariant
-    a_name, b_name, threshold = throughput_terms(inv.expr.body)
+    terms = throughput_terms(inv.expr.body)
+    assert terms is not None  # the spec loader admits no other throughput assert
+    a_name, b_name, threshold = terms
     a = _timed(gate, (a_name, case.config, case.target))
     b = _timed(gate, (b_name, case.config, case.target))
     # A failure must repeat to count; for a ratchet, so must a pass (see invariants._timing.confirmed).

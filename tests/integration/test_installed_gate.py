@@ -89,8 +89,8 @@ def test_the_package_comes_from_the_environment(installed, project):
 
 
 def test_gate_on_the_example_from_the_wheel(installed, project):
-    package = Path(_run([str(installed), "-c", "import invariants, os; print(os.path.dirname(invariants.__file__))"],
-                        cwd=project).stdout.strip())  # fmt: skip
+    where = "import invariants, os; print(os.path.dirname(invariants.__file__))"
+    package = Path(_run([str(installed), "-c", where], cwd=project).stdout.strip())
     assert (package / "gate" / "test_structure.py").exists() and (package / "snapshots" / "cpu").is_dir()
     before = _tree(package.parent)
     gate = [str(installed), "-m", "invariants", "gate", "--spec-dir", "specs", "--snapshot-dir", "snapshots",
@@ -98,22 +98,28 @@ def test_gate_on_the_example_from_the_wheel(installed, project):
 
     own = _run([*gate, "--no-catalog", "--snapshot-update"], cwd=project, bytecode=True)
     assert own.returncode == 1, own.stdout[-3000:] + own.stderr[-2000:]
-    assert "specs/mylib.toml:27: mylib_no_while failed on cpu mylib_row_loop [f32]: assert while_loops == 0: " \
+    assert (
+        "specs/mylib.toml:27: mylib_no_while failed on cpu mylib_row_loop [f32]: assert while_loops == 0: "
         "measured while_loops = 1" in own.stdout
+    )
     assert "why it matters:" in own.stdout and "optimized HLO and jaxpr: artifacts/hlo/cpu/" in own.stdout
     failed = [line for line in own.stdout.splitlines() if line.startswith("FAILED")]
     assert failed == ["FAILED test_invariants.py::test_invariant[cpu-mylib_row_loop-f32-mylib_no_while]"]
     snapshots = sorted(str(p.relative_to(project)) for p in (project / "snapshots").rglob("*.txt"))
-    assert snapshots == ["snapshots/cpu/mylib_row_loop.f32.txt", "snapshots/cpu/mylib_take.bf16.txt",
-                         "snapshots/cpu/mylib_take.f32.txt", "snapshots/cpu/mylib_take_grad.f32.txt"]  # fmt: skip
+    assert snapshots == [
+        "snapshots/cpu/mylib_row_loop.f32.txt", "snapshots/cpu/mylib_take.bf16.txt",
+        "snapshots/cpu/mylib_take.f32.txt", "snapshots/cpu/mylib_take_grad.f32.txt",
+    ]  # fmt: skip
 
     # With the catalog: its `take` compared with the snapshot the wheel ships, an update notwithstanding.
     both = _run([*gate, "--programs", "mylib_take,take", "-m", "not throughput", "--snapshot-update", "-rA"],
                 cwd=project, bytecode=True)  # fmt: skip
     assert both.returncode == 0, both.stdout[-3000:]
     assert "PASSED test_structure.py::test_structure[cpu-take-f32]" in both.stdout
-    assert "PASSED test_invariants.py::test_invariant[cpu-mylib_take~take-f32-mylib_take_is_the_catalogs]" \
+    assert (
+        "PASSED test_invariants.py::test_invariant[cpu-mylib_take~take-f32-mylib_take_is_the_catalogs]"
         in both.stdout
+    )
 
     assert _tree(package.parent) == before  # nothing written inside site-packages: no file, no mtime
 
@@ -124,7 +130,8 @@ def test_children_run_the_installed_gate(installed, project):
         "from pathlib import Path; import invariants._selfcheck as s, invariants._bisect as b\n"
         "c = s.child_command(s.REGISTRY[0], Path('w/r.json'), Path('w/d'))\n"
         "print(c[3]); print(c[c.index('--rootdir') + 1]); print(c[c.index('--catalog-snapshot-dir') + 1])\n"
-        "print(b.suite_command(Path('py'), 'k', 'cpu', None, Path('w/r.json'), Path('d'), 'test_structure.py')[3])"
+        "print(b.suite_command(Path('py'), 'k', 'cpu', None, Path('w/r.json'), Path('d'),"
+        " 'test_structure.py')[3])"
     )
     out = _run([str(installed), "-c", probe], cwd=project)
     assert out.returncode == 0, out.stderr[-2000:]

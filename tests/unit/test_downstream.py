@@ -19,7 +19,7 @@ from invariants.__main__ import main as cli
 ROOT = Path(__file__).parents[2]
 EXAMPLE = ROOT / "examples" / "downstream"
 
-LIB = '''
+LIB = """
 import jax.numpy as jnp
 
 def lookup(table, indices):
@@ -35,7 +35,7 @@ def not_traceable(table, indices):
     return table[int(indices[0])]
 
 NOT_CALLABLE = 3
-'''
+"""
 
 
 def project(tmp_path: Path, module: str, programs: str, extra: str = "") -> Path:
@@ -117,7 +117,9 @@ def test_bad_command_line_is_one_line_and_exit_2(gate_in, args, message):
 
 
 def test_no_program_with_no_catalog(tmp_path, gate_in):
-    project(tmp_path, "lib_none", "", '[[invariant]]\nid = "x"\nprograms = ["take"]\nassert = "kernels <= 9"\n')
+    project(
+        tmp_path, "lib_none", "", '[[invariant]]\nid = "x"\nprograms = ["take"]\nassert = "kernels <= 9"\n'
+    )
     status, err = gate_in("--spec-dir", "specs", "--no-catalog")
     assert status == 2 and "no [[program]] declared; with --no-catalog nothing is gated" in err, err
 
@@ -131,7 +133,9 @@ def test_a_program_kind_builds_what_the_catalog_builds(tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
-    declared = program("k_grad", "lib_kinds:lookup", "backward") + program("k_train", "lib_kinds:lookup", "train")
+    declared = program("k_grad", "lib_kinds:lookup", "backward") + program(
+        "k_train", "lib_kinds:lookup", "train"
+    )
     project(tmp_path, "lib_kinds", declared)
     decls = {d.name: d for s in load_specs(tmp_path / "specs") for d in s.programs}
     assert decls["k_grad"].tags == frozenset({"user"})
@@ -160,7 +164,9 @@ def gate(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def example(tmp_path: Path) -> Path:
-    shutil.copytree(EXAMPLE, tmp_path / "downstream", ignore=shutil.ignore_patterns("__pycache__", "snapshots"))
+    shutil.copytree(
+        EXAMPLE, tmp_path / "downstream", ignore=shutil.ignore_patterns("__pycache__", "snapshots")
+    )
     return tmp_path / "downstream"
 
 
@@ -190,8 +196,10 @@ def test_example_row_loop_fails_take_passes_snapshots_in_the_project(example):
     assert {k: written[k] for k in planted} == planted
     assert "PASSED" not in out and "passed" in out
     # The usual diagnosis: where, what was measured, why, versions, the snapshot, the dumps.
-    assert "specs/mylib.toml:27: mylib_no_while failed on cpu mylib_row_loop [f32]: assert while_loops == 0: " \
+    assert (
+        "specs/mylib.toml:27: mylib_no_while failed on cpu mylib_row_loop [f32]: assert while_loops == 0: "
         "measured while_loops = 1" in out
+    )
     assert "why it matters: a lookup is one gather" in out and "versions: jax " in out
     assert "optimized HLO and jaxpr: artifacts/hlo/cpu/mylib_row_loop.f32.hlo.txt" in out
     assert (example / "artifacts" / "hlo" / "cpu" / "mylib_row_loop.f32.hlo.txt").exists()
@@ -217,7 +225,10 @@ def test_example_with_the_catalog_reads_its_snapshots_and_never_writes_them(exam
     catalog_before = files(ROOT / "snapshots")
     proc = gate(example, "--programs", "mylib_take,take", "-m", "not throughput", "--snapshot-update", "-rA")
     assert proc.returncode == 0, proc.stdout[-3000:]
-    assert "PASSED test_invariants.py::test_invariant[cpu-mylib_take~take-f32-mylib_take_is_the_catalogs]" in proc.stdout
+    assert (
+        "PASSED test_invariants.py::test_invariant[cpu-mylib_take~take-f32-mylib_take_is_the_catalogs]"
+        in proc.stdout
+    )
     assert "PASSED test_structure.py::test_structure[cpu-take-f32]" in proc.stdout
     assert sorted(files(snapshots)) == ["cpu/mylib_gone.f32.txt", "cpu/mylib_take.bf16.txt",
                                         "cpu/mylib_take.f32.txt"]  # fmt: skip
