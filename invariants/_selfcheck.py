@@ -299,7 +299,10 @@ def run_all(injections: Sequence[Injection], workdir: Path, jobs: int = 1) -> li
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m invariants selfcheck", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m invariants selfcheck",
+        description="prove the gate can fail: inject regressions it must catch, each in a child run",
+    )
     p.add_argument(
         "-k", dest="names", help="comma-separated injection names or globs (the baseline always runs)"
     )
