@@ -244,3 +244,23 @@ def test_plot_with_nothing_to_plot_still_writes_the_markdown(tmp_path, capsys):
     assert cli(["report", only_invariants, "--plot", str(png), "--out", str(out)]) == 0
     assert "grad_bounded_launches" in out.read_text() and not png.exists()
     assert "nothing to plot" in capsys.readouterr().err
+
+
+def test_readme_report_command_writes_only_ignored_files(tmp_path):
+    """The README's `python -m invariants report ... --plot FILE` puts its files where git ignores them."""
+    import re
+    import subprocess
+
+    root = Path(__file__).parents[2]
+    if not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    readme = (root / "README.md").read_text()
+    commands = re.findall(r"`(python -m invariants report [^`]*)`", readme)
+    assert commands
+    for command in commands:
+        words = command.split()
+        outputs = [words[n + 1] for n, w in enumerate(words) if w in ("--plot", "--out")]
+        assert outputs, command
+        for out in outputs:
+            ignored = subprocess.run(["git", "check-ignore", "-q", out], cwd=root, check=False)
+            assert ignored.returncode == 0, f"README: {command!r} writes {out}, which git does not ignore"
