@@ -20,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from ._cost import COST_METRICS, Missing
 from ._errors import InvariantsError
 from ._programs import CATALOG, Config, get_config
-from ._spec import CorrectnessCheck, Invariant, Spec, select_programs
+from ._spec import CorrectnessCheck, Invariant, Spec, scaled_terms, select_programs
 from ._structure import METRICS, Structure
 from ._targets import Target
 
@@ -106,16 +107,26 @@ def expand(
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
-    """The decision on one case. ``measured`` maps each evaluated term to its value."""
+    """The decision on one case. ``measured`` maps each evaluated term to its value. ``ratio`` is
+    ``metric(A) / metric(B)`` of a scaled relation (see ``invariants._spec.scaled_terms``), else None."""
 
     holds: bool
     measured: dict[str, Any]
     detail: str = ""
+    ratio: float | None = None
 
     def describe(self, invariant: Invariant) -> str:
         values = ", ".join(f"{k} = {_fmt(v)}" for k, v in self.measured.items())
         line = f"assert {invariant.text}: measured {values}"
+        if self.ratio is not None:
+            terms = scaled_terms(invariant.expr.body)
+            assert terms is not None
+            line += f"; ratio {terms[1]}/{terms[2]} = {_fmt_ratio(self.ratio)} (bound {terms[3]:g})"
         return line + (f"; {self.detail}" if self.detail else "")
+
+
+def _fmt_ratio(ratio: float) -> str:
+    return f"{ratio:.3g}" if ratio < 1000 else f"{ratio:,.0f}"
 
 
 def _fmt(value: Any) -> str:
@@ -174,9 +185,13 @@ def evaluate(
     case: Case,
     structure: Callable[[Key], Structure],
     measure: Callable[[str, str], float] | None = None,
+    costs: Callable[[Key], dict[str, int | float | Missing]] | None = None,
 ) -> Verdict:
     """Decide ``case``. ``structure(key)`` gives the structure of a compiled key; ``measure(fn, program)``
-    gives a throughput figure (``time`` or ``efficiency``) for throughput invariants."""
+    gives a throughput figure (``time`` or ``efficiency``) for throughput invariants; ``costs(key)`` gives
+    the compiler's predictions (``invariants._cost.cost_metrics``). A metric without a value (a
+    :class:`~invariants._cost.Missing`, an unknown trip count) makes the verdict fail with one line saying
+    why: an invariant never passes on a number that is not there."""
     config = get_config(case.config)
     facts = input_facts(config)
     measured: dict[str, Any] = {}
@@ -187,6 +202,13 @@ def evaluate(
             return s.custom_call_targets
         if name == "opcodes":
             return tuple(s.opcodes)
+        if name in COST_METRICS:
+            if costs is None:
+                raise _Unknown(f"{name} of {program} needs the compiled program's analyses")
+            cost = costs((program, case.config, case.target))[name]
+            if isinstance(cost, Missing):
+                raise _Unknown(f"{name} of {program} on {case.target}: {cost.reason}")
+            return cost
         value = METRICS[name](s)
         if value is None:
             raise _Unknown(f"{name} of {program} is unknown (a loop trip count could not be derived)")
@@ -231,7 +253,14 @@ def evaluate(
     except _Unknown as err:
         return Verdict(False, measured, str(err))
     holds = bool(_COMPARE[type(body.ops[0])](left, right))
-    return Verdict(holds, measured)
+    ratio = None
+    terms = scaled_terms(body)
+    if terms is not None:
+        a = measured.get(f"{terms[0]}({terms[1]})")
+        b = measured.get(f"{terms[0]}({terms[2]})")
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b:
+            ratio = a / b
+    return Verdict(holds, measured, ratio=ratio)
 
 
 # ---------------------------------------------------------------------------------------------------------

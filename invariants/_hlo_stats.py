@@ -9,6 +9,7 @@ import sys
 from collections import Counter
 from typing import Any
 
+from invariants._cost import cycle_estimate
 from invariants._errors import InvariantsError
 from invariants._hlo import parse_module
 from invariants._structure import Kernel, Structure, structure_of, to_json
@@ -23,8 +24,14 @@ XLA_FLAGS=--xla_dump_to=DIR. Other files are read as one HLO module each (e.g. c
 Each file's object has: module, entry_fusions, fusion_kinds, kernels, while_loops (count), trip_counts
 (one per loop, null when unknown), dynamic_kernel_launches (null when a trip count is unknown), opcodes,
 custom_call_targets, collectives (opcode -> count), collective_bytes, gathers, scatters, dynamic_slices,
-dynamic_update_slices, gather_shapes, scatter_shapes, converts (src->dst -> count), root_shape and
-kernel_list.
+dynamic_update_slices, gather_shapes, scatter_shapes, converts (src->dst -> count), root_shape,
+kernel_list, estimated_cycles and unestimated_launches.
+
+estimated_cycles is the TPU compiler's own prediction of the module's cycles: each kernel's backend_config
+"estimated_cycles", summed over the kernels that run, a while body once per trip and its condition once per
+trip plus one, nested loops multiplied. It is null for a module whose kernels carry none (CPU, GPU) and
+when a loop's trip count is unknown; estimated_cycles_note then says which. unestimated_launches counts
+the launches (loops expanded) that carry no estimate and add nothing, e.g. TPU's kCustom gather fusion.
 
 Exit status: 0 on success; 2 for a missing file or text that is not understood (one line on stderr,
 FILE:LINE: what was not understood).
@@ -76,6 +83,7 @@ def _read(path: pathlib.Path) -> str:
 def summary(module_name: str, structure: Structure) -> dict[str, Any]:
     """The per-file JSON object printed by ``--json`` (keys listed in the --help epilog)."""
     full = to_json(structure)
+    estimate = cycle_estimate(structure)
     return {
         "module": module_name,
         "entry_fusions": structure.entry_fusions,
@@ -99,6 +107,9 @@ def summary(module_name: str, structure: Structure) -> dict[str, Any]:
         "converts": full["converts"],
         "root_shape": structure.root_shape,
         "kernel_list": full["kernel_list"],
+        "estimated_cycles": estimate.cycles,
+        "unestimated_launches": estimate.unestimated,
+        "estimated_cycles_note": estimate.reason,
     }
 
 
@@ -121,7 +132,8 @@ def _kernel_lines(kernels: tuple[Kernel, ...], indent: str) -> list[str]:
                 what = f"fusion {k.fusion_kind} [{inner}]"
             elif k.custom_call_target:
                 what = f"custom-call {k.custom_call_target}"
-            lines.append(f"{indent}{what}  -> {k.shape}")
+            cycles = "" if k.estimated_cycles is None else f"  ({k.estimated_cycles} cycles)"
+            lines.append(f"{indent}{what}  -> {k.shape}{cycles}")
     return lines
 
 
@@ -147,6 +159,13 @@ def _text_block(path: str, module_name: str, s: Structure) -> str:
     if s.converts:
         counts = Counter(s.converts)
         lines.append("  converts: " + ", ".join(f"{k} x{n}" for k, n in sorted(counts.items())))
+    estimate = cycle_estimate(s)
+    if estimate.cycles is not None:
+        lines.append(
+            f"  estimated cycles: {estimate.cycles} ({estimate.unestimated} launches carry no estimate)"
+        )
+    else:
+        lines.append(f"  estimated cycles: none ({estimate.reason})")
     lines.append(f"  root: {s.root_shape}")
     lines.append("  kernel list:")
     lines.extend(_kernel_lines(s.kernel_list, "    "))

@@ -69,6 +69,13 @@ class GateSession:
             self.parse_seconds += time.perf_counter() - start
         return self._structures[key]
 
+    def costs(self, key: tuple[str, str, str]) -> dict[str, Any]:
+        """The compiler's predictions for ``key`` (``invariants._cost.cost_metrics``); never in snapshots."""
+        from ._cost import cost_metrics
+
+        compiled = self.cache.get(*key)
+        return cost_metrics(self.structure(key), compiled.cost, compiled.memory)
+
     def structure_keys(self) -> list[tuple[str, str, str]]:
         from ._programs import CATALOG
 

@@ -43,12 +43,15 @@ from typing import Any, Literal
 
 from packaging.requirements import InvalidRequirement, Requirement
 
+from ._cost import COST_METRICS
 from ._errors import InvariantsError, did_you_mean
 from ._structure import METRICS
 
 SPEC_DIR = Path(__file__).parent
 # Names an assert may use besides metrics: facts about the inputs, known before compiling.
 INPUT_FACTS = ("table_bytes", "lookups", "row_bytes", "vocab")
+# Structural metrics and the compiler's predictions (invariants._cost): every name a program has a value of.
+PROGRAM_METRICS = (*METRICS, *COST_METRICS)
 SET_METRICS = ("custom_call_targets", "opcodes")
 RELATION_FUNCTIONS = ("structure", "time", "efficiency")
 VERSIONED_PACKAGES = ("jax", "jaxlib", "libtpu", "equinox")
@@ -198,17 +201,17 @@ def parse_assert(text: str, loc: _Locator, line: int) -> tuple[ast.Expression, K
             visit(node.operand)
             return
         if isinstance(node, ast.Name):
-            if node.id in METRICS or node.id in SET_METRICS:
+            if node.id in PROGRAM_METRICS or node.id in SET_METRICS:
                 bare.append(node.id)
                 return
             if node.id in INPUT_FACTS:
                 return
-            known = [*METRICS, *INPUT_FACTS, *SET_METRICS]
+            known = [*PROGRAM_METRICS, *INPUT_FACTS, *SET_METRICS]
             raise loc.error(line, f"unknown metric '{node.id}'{did_you_mean(node.id, known)}")
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             fn = node.func.id
-            if fn not in METRICS and fn not in RELATION_FUNCTIONS:
-                known = [*METRICS, *RELATION_FUNCTIONS]
+            if fn not in PROGRAM_METRICS and fn not in RELATION_FUNCTIONS:
+                known = [*PROGRAM_METRICS, *RELATION_FUNCTIONS]
                 raise loc.error(line, f"unknown metric '{fn}'{did_you_mean(fn, known)}")
             if len(node.args) != 1 or not isinstance(node.args[0], ast.Name) or node.keywords:
                 raise loc.error(line, f"{fn}(...) takes one program name, as in {fn}(take)")
@@ -263,6 +266,37 @@ def throughput_terms(body: ast.expr) -> tuple[str, str, float] | None:
             return None
         names.append(side.args[0].id)  # type: ignore[attr-defined]
     return names[0], names[1], float(right.value)
+
+
+def scaled_terms(body: ast.expr) -> tuple[str, str, str, float] | None:
+    """``(metric, A, B, c)`` of a scaled relation ``metric(A) OP c * metric(B)`` (also ``metric(B) * c``, and
+    ``metric(A) OP metric(B)`` with c = 1), or None for any other shape. Its ratio ``metric(A) / metric(B)``
+    is what a reader wants next to the verdict: the checks report it, and a ratchet's xfail line shows it."""
+    if not isinstance(body, ast.Compare) or len(body.ops) != 1:
+        return None
+    left, right = body.left, body.comparators[0]
+    scale = 1.0
+    if isinstance(right, ast.BinOp) and isinstance(right.op, ast.Mult):
+        for factor, term in ((right.left, right.right), (right.right, right.left)):
+            if isinstance(factor, ast.Constant) and isinstance(factor.value, (int, float)):
+                scale, right = float(factor.value), term
+                break
+        else:
+            return None
+    calls = []
+    for side in (left, right):
+        if not (
+            isinstance(side, ast.Call)
+            and isinstance(side.func, ast.Name)
+            and side.func.id in PROGRAM_METRICS
+            and len(side.args) == 1
+            and isinstance(side.args[0], ast.Name)
+        ):
+            return None
+        calls.append((side.func.id, side.args[0].id))
+    if calls[0][0] != calls[1][0]:
+        return None
+    return calls[0][0], calls[0][1], calls[1][1], scale
 
 
 def _parse_when(text: str, loc: _Locator, line: int) -> tuple[Requirement, ...]:

@@ -87,3 +87,24 @@ def test_help_documents_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
     assert info.value.code == 0
     out = capsys.readouterr().out
     assert "keyed by file path" in out and "after_optimizations" in out
+
+
+def test_json_estimated_cycles_for_tpu_dumps_and_null_elsewhere(capsys: pytest.CaptureFixture[str]) -> None:
+    seed_gather = str(DATA / "tpu_seed_jit_gather.txt")
+    cpu = str(DATA / "cpu_fwd_index.txt")
+    assert main(["--json", SEED_TAKE, seed_gather, TPU_BWD, cpu]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    # Hand counts in tests/unit/test_cost.py.
+    assert obj[SEED_TAKE]["estimated_cycles"] == 61717
+    assert obj[seed_gather]["estimated_cycles"] == 22542
+    assert obj[TPU_BWD]["estimated_cycles"] == 149_925_672
+    assert obj[TPU_BWD]["unestimated_launches"] == 65544
+    assert obj[cpu]["estimated_cycles"] is None
+    assert "only the TPU compiler" in obj[cpu]["estimated_cycles_note"]
+
+
+def test_text_shows_estimated_cycles(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([SEED_TAKE]) == 0
+    out = capsys.readouterr().out
+    assert "estimated cycles: 61717 (2 launches carry no estimate)" in out
+    assert "(38214 cycles)" in out
