@@ -386,7 +386,7 @@ def expand_correctness(specs: Iterable[Spec], runtime: Target) -> list[Correctne
         for check in spec.correctness:
             for name in select_programs(check.programs):
                 for config in runtime.configs_for(CATALOG[name]):
-                    if _config_matches(config, check.configs):
+                    if _config_matches(config, check.configs) and not get_config(config).compile_only:
                         for dist in check.distributions:
                             cases.append(CorrectnessCase(check, name, config, dist, unmet_condition(check)))
     return cases

@@ -226,8 +226,13 @@ def throughput_cases(s: GateSession) -> list[Any]:
     runtime = next(iter(s.all_targets.values()))
     if runtime.name not in {t.name for t in s.targets}:
         return []
+    from ._programs import get_config
+
     cases = expand(s.specs, [runtime], kinds=("throughput",))
-    return [c for c in cases if all(k[0] in s.programs for k in c.keys)]
+    # Compile-only configurations (LLM scale) are never run, not even on a chip that compiles them.
+    return [
+        c for c in cases if all(k[0] in s.programs for k in c.keys) and not get_config(c.config).compile_only
+    ]
 
 
 def _parametrize_throughput(metafunc: pytest.Metafunc, s: GateSession) -> None:
