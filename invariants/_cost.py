@@ -29,7 +29,15 @@ from collections.abc import Iterable, Mapping
 
 from ._structure import Kernel, Structure
 
-__all__ = ["COST_METRICS", "CycleEstimate", "Missing", "cost_metrics", "cycle_estimate", "value_or_none"]
+__all__ = [
+    "COST_METRICS",
+    "CycleEstimate",
+    "Missing",
+    "cost_metrics",
+    "cycle_estimate",
+    "predicted_ratio",
+    "value_or_none",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,3 +158,14 @@ def cost_metrics(
 def value_or_none(value: int | float | Missing) -> int | float | None:
     """The value for a results file: a :class:`Missing` becomes null."""
     return None if isinstance(value, Missing) else value
+
+
+def predicted_ratio(
+    a: Mapping[str, int | float | Missing], b: Mapping[str, int | float | Missing]
+) -> float | None:
+    """``estimated_cycles(a) / estimated_cycles(b)`` from two :func:`cost_metrics` results; None when
+    either has no estimate (off TPU). What a time ratio measured on a TPU is set beside."""
+    ca, cb = a.get("estimated_cycles"), b.get("estimated_cycles")
+    if isinstance(ca, int) and isinstance(cb, int) and cb > 0:
+        return ca / cb
+    return None
