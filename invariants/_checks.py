@@ -121,7 +121,9 @@ class Verdict:
         if self.ratio is not None:
             terms = scaled_terms(invariant.expr.body)
             assert terms is not None
-            line += f"; ratio {terms[1]}/{terms[2]} = {_fmt_ratio(self.ratio)} (bound {terms[3]:g})"
+            # The compiler's figures are predictions, and the line says so.
+            label = "predicted ratio" if terms[0] in COST_METRICS else "ratio"
+            line += f"; {label} {terms[1]}/{terms[2]} = {_fmt_ratio(self.ratio)} (bound {terms[3]:g})"
         return line + (f"; {self.detail}" if self.detail else "")
 
 

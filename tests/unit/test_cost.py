@@ -134,7 +134,7 @@ def test_scaled_relation_reports_its_ratio_and_the_ratchet_xfails_with_it(tmp_pa
     assert not verdict.holds
     assert verdict.ratio == pytest.approx(149_925_672 / 60125)
     with pytest.raises(
-        pytest.xfail.Exception, match=r"ratio grad_vmap_naive/grad_vmap_take = 2,494 \(bound 1.1\)"
+        pytest.xfail.Exception, match=r"predicted ratio grad_vmap_naive/grad_vmap_take = 2,494 \(bound 1.1\)"
     ):
         judge(inv, verdict.holds, verdict.holds, "tpu-v5e", verdict.describe(inv), lambda: "unused")
     # The other way round it holds: the relation can pass as well as fail.
@@ -191,3 +191,13 @@ def test_memory_bound_against_the_table(tmp_path):
 def test_spec_rejects_a_misspelt_cost_metric(tmp_path):
     with pytest.raises(InvariantsError, match=r"unknown metric 'temp_byte' \(did you mean 'temp_bytes'\?\)"):
         spec(tmp_path, '[[invariant]]\nid = "m"\nprograms = ["naive"]\nassert = "temp_byte <= 1"\n')
+
+
+def test_predicted_ratio_for_a_time_twin():
+    # What tests/gate/test_throughput.py records beside a ratio timed on a TPU host.
+    from invariants._cost import predicted_ratio
+
+    looped, plain = cost_metrics(TPU_BWD_VMAP, {}, {}), cost_metrics(TPU_FWD_TAKE, {}, {})
+    assert predicted_ratio(looped, plain) == pytest.approx(149_925_672 / 60125)
+    # Off TPU there is no estimate, so no predicted ratio (the report shows a dash).
+    assert predicted_ratio(cost_metrics(CPU_FWD, {}, {}), plain) is None
