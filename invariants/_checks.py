@@ -13,18 +13,18 @@ import ast
 import dataclasses
 import fnmatch
 import importlib.metadata
-import math
 import operator
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
-from ._cost import COST_METRICS, Missing
+from ._cost import Missing
 from ._errors import InvariantsError
+from ._metrics import METRICS, input_facts
 from ._programs import CATALOG, Config, get_config
 from ._spec import CorrectnessCheck, Invariant, Spec, scaled_terms, select_programs
-from ._structure import METRICS, Structure
+from ._structure import Structure
 from ._targets import Target
 
 Key = tuple[str, str, str]
@@ -122,7 +122,7 @@ class Verdict:
             terms = scaled_terms(invariant.expr.body)
             assert terms is not None
             # The compiler's figures are predictions, and the line says so.
-            label = "predicted ratio" if terms[0] in COST_METRICS else "ratio"
+            label = "predicted ratio" if METRICS[terms[0]].source == "compiler" else "ratio"
             line += f"; {label} {terms[1]}/{terms[2]} = {_fmt_ratio(self.ratio)} (bound {terms[3]:g})"
         return line + (f"; {self.detail}" if self.detail else "")
 
@@ -137,16 +137,6 @@ def _fmt(value: Any) -> str:
     if isinstance(value, tuple) and len(value) > 6:
         return f"<{len(value)} items>"
     return repr(value) if isinstance(value, str) else str(value)
-
-
-def input_facts(config: Config) -> dict[str, int]:
-    itemsize = np.dtype(config.table.dtype).itemsize
-    return {
-        "table_bytes": config.vocab * config.width * itemsize,
-        "row_bytes": config.width * itemsize,
-        "lookups": math.prod(config.index_shape),
-        "vocab": config.vocab,
-    }
 
 
 def structural_signature(s: Structure) -> tuple[Any, ...]:
@@ -190,8 +180,8 @@ def evaluate(
     costs: Callable[[Key], dict[str, int | float | Missing]] | None = None,
 ) -> Verdict:
     """Decide ``case``. ``structure(key)`` gives the structure of a compiled key; ``measure(fn, program)``
-    gives a throughput figure (``time`` or ``efficiency``) for throughput invariants; ``costs(key)`` gives
-    the compiler's predictions (``invariants._cost.cost_metrics``). A metric without a value (a
+    gives a throughput figure (``time``) for throughput invariants; ``costs(key)`` gives the compiler
+    metrics (``invariants._metrics.compiler_metrics``). A metric without a value (a
     :class:`~invariants._cost.Missing`, an unknown trip count) makes the verdict fail with one line saying
     why: an invariant never passes on a number that is not there."""
     config = get_config(case.config)
@@ -199,19 +189,17 @@ def evaluate(
     measured: dict[str, Any] = {}
 
     def metric_of(name: str, program: str) -> Any:
-        s = structure((program, case.config, case.target))
-        if name == "custom_call_targets":
-            return s.custom_call_targets
-        if name == "opcodes":
-            return tuple(s.opcodes)
-        if name in COST_METRICS:
+        if METRICS[name].source == "compiler":
             if costs is None:
                 raise _Unknown(f"{name} of {program} needs the compiled program's analyses")
             cost = costs((program, case.config, case.target))[name]
             if isinstance(cost, Missing):
                 raise _Unknown(f"{name} of {program} on {case.target}: {cost.reason}")
             return cost
-        value = METRICS[name](s)
+        s = structure((program, case.config, case.target))
+        of = METRICS[name].of
+        assert of is not None, name  # the spec loader admits only computable names here
+        value = of(s)
         if value is None:
             raise _Unknown(f"{name} of {program} is unknown (a loop trip count could not be derived)")
         return value
@@ -237,7 +225,7 @@ def evaluate(
                 value = structural_signature(structure((program, case.config, case.target)))
                 measured[f"structure({program})"] = f"<{len(value[0])} kernels>"
                 return value
-            if fn in ("time", "efficiency"):
+            if METRICS[fn].source == "throughput":
                 if measure is None:
                     raise InvariantsError(f"{case.invariant.where}: {fn}() needs the throughput tier")
                 value = measure(fn, program)

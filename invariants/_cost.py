@@ -1,6 +1,7 @@
 """Predicted cost and memory: what the compiler itself says a program will cost, without running it.
 
-The metrics (:data:`COST_METRICS`) and where each comes from:
+The metrics (registered in :mod:`invariants._metrics` with source ``compiler``) and where each comes
+from:
 
 * ``estimated_cycles``: the TPU compiler's prediction of the program's device time. libtpu writes an
   ``estimated_cycles`` into the backend_config of each kernel it schedules (fused computations carry none).
@@ -25,16 +26,18 @@ This module reads a :class:`~invariants._structure.Structure` and the plain anal
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from ._structure import Kernel, Structure
 
 __all__ = [
-    "COST_METRICS",
+    "ANALYSIS_KEYS",
+    "Analyses",
     "CycleEstimate",
     "Missing",
-    "cost_metrics",
     "cycle_estimate",
+    "estimated_cycles",
+    "from_analysis",
     "predicted_ratio",
     "value_or_none",
 ]
@@ -50,21 +53,8 @@ class Missing:
         return f"unavailable: {self.reason}"
 
 
-COST_METRICS: dict[str, str] = {
-    "estimated_cycles": (
-        "TPU compiler's predicted cycles: kernels' backend_config estimated_cycles summed, loops expanded "
-        "by trip count (TPU only; unknown trip count: no value)"
-    ),
-    "temp_bytes": "temporary buffer bytes, from compiled.memory_analysis()",
-    "argument_bytes": "argument buffer bytes, from compiled.memory_analysis()",
-    "output_bytes": "output buffer bytes, from compiled.memory_analysis()",
-    "flops": "floating-point operations, from compiled.cost_analysis() (not comparable across releases)",
-    "bytes_accessed": "bytes read and written, from compiled.cost_analysis()"
-    " (not comparable across releases)",
-}
-
 # Metric -> (which analysis, its key there).
-_ANALYSIS_KEYS: dict[str, tuple[str, str]] = {
+ANALYSIS_KEYS: dict[str, tuple[str, str]] = {
     "temp_bytes": ("memory", "temp_size_in_bytes"),
     "argument_bytes": ("memory", "argument_size_in_bytes"),
     "output_bytes": ("memory", "output_size_in_bytes"),
@@ -72,6 +62,16 @@ _ANALYSIS_KEYS: dict[str, tuple[str, str]] = {
     "bytes_accessed": ("cost", "bytes accessed"),
 }
 _ANALYSIS_CALL = {"memory": "memory_analysis()", "cost": "cost_analysis()"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Analyses:
+    """What the compiler metrics are computed from: a program's structure and the analysis dicts of its
+    ``Compiled`` (empty when the backend offered none)."""
+
+    structure: Structure
+    cost: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    memory: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,23 +136,23 @@ def cycle_estimate(structure: Structure) -> CycleEstimate:
     return CycleEstimate(cycles, missing)
 
 
-def cost_metrics(
-    structure: Structure, cost: Mapping[str, float] | None, memory: Mapping[str, int] | None
-) -> dict[str, int | float | Missing]:
-    """Every :data:`COST_METRICS` value of one compiled program; ``cost``/``memory`` are the analysis dicts
-    of its ``Compiled`` (None or empty when the backend offered none)."""
-    estimate = cycle_estimate(structure)
-    out: dict[str, int | float | Missing] = {
-        "estimated_cycles": estimate.cycles if estimate.cycles is not None else Missing(estimate.reason or "")
-    }
-    analyses = {"cost": cost or {}, "memory": memory or {}}
-    for name, (which, key) in _ANALYSIS_KEYS.items():
-        value = analyses[which].get(key)
+def estimated_cycles(analyses: Analyses) -> int | Missing:
+    """The ``estimated_cycles`` metric: :func:`cycle_estimate`'s figure, or why there is none."""
+    estimate = cycle_estimate(analyses.structure)
+    return estimate.cycles if estimate.cycles is not None else Missing(estimate.reason or "no estimate")
+
+
+def from_analysis(name: str) -> Callable[[Analyses], int | float | Missing]:
+    """The metric ``name`` of :data:`ANALYSIS_KEYS`, read from the compiled program's analyses."""
+    which, key = ANALYSIS_KEYS[name]
+
+    def of(analyses: Analyses) -> int | float | Missing:
+        value = (analyses.memory if which == "memory" else analyses.cost).get(key)
         if value is None:
-            out[name] = Missing(f"this target's compiler gives no {_ANALYSIS_CALL[which]} '{key}'")
-        else:
-            out[name] = int(value) if float(value).is_integer() else float(value)
-    return out
+            return Missing(f"this target's compiler gives no {_ANALYSIS_CALL[which]} '{key}'")
+        return int(value) if float(value).is_integer() else float(value)
+
+    return of
 
 
 def value_or_none(value: int | float | Missing) -> int | float | None:
@@ -163,7 +163,7 @@ def value_or_none(value: int | float | Missing) -> int | float | None:
 def predicted_ratio(
     a: Mapping[str, int | float | Missing], b: Mapping[str, int | float | Missing]
 ) -> float | None:
-    """``estimated_cycles(a) / estimated_cycles(b)`` from two :func:`cost_metrics` results; None when
+    """``estimated_cycles(a) / estimated_cycles(b)`` from two ``compiler_metrics`` results; None when
     either has no estimate (off TPU). What a time ratio measured on a TPU is set beside."""
     ca, cb = a.get("estimated_cycles"), b.get("estimated_cycles")
     if isinstance(ca, int) and isinstance(cb, int) and cb > 0:
