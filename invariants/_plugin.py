@@ -6,16 +6,20 @@ comes from the catalog, the targets and the specs; what an item decides comes fr
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import os
+import sys
+import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ._errors import InvariantsError
+from ._errors import InvariantsError, did_you_mean
 
 # JAX reads JAX_PLATFORMS when it starts. Without a request, the runtime is the CPU: this also lets the
 # CUDA plugin load for ahead-of-time GPU compiles on hosts without a GPU. A TPU or GPU host asks for its
@@ -40,7 +44,7 @@ class GateSession:
         from ._compile import CompileCache
         from ._downstream import build_all
         from ._programs import CATALOG
-        from ._registry import declare, declared, get_program
+        from ._registry import declare, declared
         from ._spec import load_specs
         from ._targets import all_targets, select_targets
 
@@ -52,10 +56,9 @@ class GateSession:
         spec_dirs = config.getoption("spec_dir") or _env_list("INVARIANTS_SPEC_DIR")
         self.specs = load_specs(*map(Path, spec_dirs))
         declare(build_all(d for spec in self.specs for d in spec.programs))
-        names = config.getoption("programs")
         self.with_catalog = not config.getoption("no_catalog")
         default = [*(CATALOG if self.with_catalog else ()), *declared()]
-        self.programs = [get_program(n.strip()).name for n in names.split(",")] if names else default
+        self.programs = select_program_option(config.getoption("programs"), default)
         if not self.programs:
             raise InvariantsError("--no-catalog: no [[program]] declared in the spec files; nothing to gate")
         # Snapshots: a declared program's in --snapshot-dir; the catalog's in --catalog-snapshot-dir, which
@@ -70,6 +73,8 @@ class GateSession:
         self._structures: dict[Any, Any] = {}
         self.parse_seconds = 0.0
         self.raw = bool(config.getoption("raw_invariants"))
+        if config.getoption("programs") is not None:
+            _select_snapshots(self)
 
     def snapshot_folder(self, program: str, target: str) -> Path:
         """Where ``program``'s snapshots (and efficiency baselines) on ``target`` live."""
@@ -90,10 +95,13 @@ class GateSession:
 
         return self.snapshot_folder(key[0], key[2]) / f"{snapshot_stem(key[0], key[1])}.txt"
 
-    def update_command(self, test_file: Path, target: str, program: str) -> str:
-        """The command that records ``program``'s snapshots on ``target``, as this session was started."""
+    def update_command(self, test_file: Path, flag: str, programs: str, target: str | None = None) -> str:
+        """The command that records ``programs`` (``flag``: ``--snapshot-update`` or ``--record-baselines``),
+        on ``target`` or on every target present, the way this session was started: ``pytest FILE`` in a
+        checkout, ``python -m invariants gate ...`` in a downstream project."""
         prefix = self.config.getoption("gate_command") or f"pytest {_shown(test_file)}"
-        return f"{prefix} --targets {target} --programs {program} --snapshot-update"
+        where = f" --targets {target}" if target else ""
+        return f"{prefix}{where} --programs {programs} {flag}"
 
     def available(self, target: str) -> str | None:
         return self.all_targets[target].unavailable_reason()
@@ -108,6 +116,13 @@ class GateSession:
             self._structures[key] = structure_of(parse_module(compiled.hlo_text, "/".join(key)))
             self.parse_seconds += time.perf_counter() - start
         return self._structures[key]
+
+    def costs(self, key: tuple[str, str, str]) -> dict[str, Any]:
+        """The compiler metrics of ``key`` (``invariants._metrics.compiler_metrics``); never in snapshots."""
+        from ._metrics import compiler_metrics
+
+        compiled = self.cache.get(*key)
+        return compiler_metrics(self.structure(key), compiled.cost, compiled.memory)
 
     def structure_keys(self) -> list[tuple[str, str, str]]:
         from ._registry import PROGRAMS
@@ -146,6 +161,25 @@ def _shown(path: Path) -> str:
 _SESSION = pytest.StashKey[GateSession]()
 
 
+def select_program_option(value: str | None, default: list[str] | None = None) -> list[str]:
+    """The programs ``--programs`` names (catalog or declared): comma-separated names, fnmatch patterns,
+    ``kind:K`` or ``tag:T``, as a spec's ``programs`` takes them. Not given: ``default`` (every program).
+    Empty, or a selector that matches nothing: one line."""
+    from ._registry import PROGRAMS
+    from ._spec import select_programs
+
+    if value is None:
+        return list(PROGRAMS) if default is None else default
+    selectors = [w.strip() for w in value.split(",") if w.strip()]
+    if not selectors:
+        raise InvariantsError("--programs: empty selection; name programs, or leave the option out for all")
+    for sel in selectors:
+        if not select_programs([sel]):
+            raise InvariantsError(f"--programs: unknown program {sel!r}{did_you_mean(sel, PROGRAMS, n=2)}")
+    chosen = set(select_programs(selectors))
+    return [name for name in PROGRAMS if name in chosen]
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("invariants", "embedding performance invariants")
     group.addoption(
@@ -153,12 +187,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=os.environ.get("INVARIANTS_TARGETS"),
         help="comma-separated targets: all (default), runtime, cpu, tpu, gpu, or names such as tpu-v5e",
     )
-    group.addoption("--programs", default=None, help="comma-separated catalog programs (default: all)")
+    group.addoption(
+        "--programs",
+        default=None,
+        help="comma-separated catalog programs: names, patterns such as 'vmap_*', kind:backward or tag:core "
+        "(default: all)",
+    )
     group.addoption(
         "--raw-invariants",
         action="store_true",
         default=False,
         help="evaluate every assert as written, ignoring 'when' scopes and ratchets (what bisect uses)",
+    )
+    group.addoption(
+        "--record-baselines",
+        action="store_true",
+        default=False,
+        help="re-record the efficiency baselines of the timed programs (snapshots/<target>/efficiency/); "
+        "--snapshot-update alone never rewrites them",
     )
     group.addoption(
         "--spec-dir",
@@ -216,9 +262,6 @@ MARKERS = (
 def pytest_configure(config: pytest.Config) -> None:
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
-    # Snapshot names are (program, config) and folders are targets, not test names: by design (see
-    # invariants._snapshot_store), so syrupy's warning that it cannot relate them to the test says nothing.
-    config.addinivalue_line("filterwarnings", r"ignore:\s*Can not relate snapshot:UserWarning")
     _guard_backend()
     try:
         config.stash[_SESSION] = GateSession(config)
@@ -226,18 +269,52 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(err)) from None
 
 
+@contextlib.contextmanager
+def _held_stderr() -> Iterator[Callable[[], None]]:
+    """Hold what native code writes to file descriptor 2 (libtpu, XLA) while the backend starts.
+
+    Yields ``release``, which writes the held text out; text not released is dropped when the block ends.
+    The guard drops it when the backend is missing, so that its one line is the whole message.
+    """
+    with tempfile.TemporaryFile() as held:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(held.fileno(), 2)
+        restored = False
+
+        def restore() -> None:
+            nonlocal restored
+            if not restored:
+                sys.stderr.flush()
+                os.dup2(saved, 2)
+                os.close(saved)
+                restored = True
+
+        def release() -> None:
+            restore()
+            held.seek(0)
+            os.write(2, held.read())
+
+        try:
+            yield release
+        finally:
+            restore()
+
+
 def _guard_backend() -> None:
     """Exit with one line when the requested backend is not there; never fall back to CPU in silence."""
-    import jax
-
     wanted = [p.strip() for p in _REQUESTED.split(",") if p.strip()]
-    try:
-        platform = jax.devices()[0].platform
-    except RuntimeError as err:
-        first = str(err).strip().splitlines()[0]
-        raise pytest.UsageError(
-            f"JAX_PLATFORMS={_REQUESTED}: backend not available on this host ({first})"
-        ) from None
+    with _held_stderr() as release:
+        import jax
+
+        try:
+            platform = jax.devices()[0].platform
+        except RuntimeError as err:
+            first = str(err).strip().splitlines()[0]
+            raise pytest.UsageError(
+                f"JAX_PLATFORMS={_REQUESTED}: backend not available on this host ({first})"
+            ) from None
+        release()
     aliases = {"cuda": "gpu", "rocm": "gpu"}
     if wanted and aliases.get(wanted[0], wanted[0]) != aliases.get(platform, platform):
         raise pytest.UsageError(
@@ -309,8 +386,13 @@ def throughput_cases(s: GateSession) -> list[Any]:
     runtime = next(iter(s.all_targets.values()))
     if runtime.name not in {t.name for t in s.targets}:
         return []
+    from ._programs import get_config
+
     cases = expand(s.specs, [runtime], kinds=("throughput",))
-    return [c for c in cases if all(k[0] in s.programs for k in c.keys)]
+    # Compile-only configurations (LLM scale) are never run, not even on a chip that compiles them.
+    return [
+        c for c in cases if all(k[0] in s.programs for k in c.keys) and not get_config(c.config).compile_only
+    ]
 
 
 def _parametrize_throughput(metafunc: pytest.Metafunc, s: GateSession) -> None:
@@ -346,12 +428,17 @@ def _marks(s: GateSession, key: tuple[str, str, str]) -> list[Any]:
     return marks
 
 
+# syrupy warns when a snapshot's file and name do not contain the test's file and test name. Ours are
+# named by (target, program, config) on purpose (see _snapshot_store), so the warning never applies.
+_SYRUPY_NAMING = pytest.mark.filterwarnings(r"ignore:\s*Can not relate snapshot (location|name):UserWarning")
+
+
 def _param(s: GateSession, key: tuple[str, str, str], id_: str, snapshot: bool) -> Any:
     marks = _marks(s, key)
     if snapshot:
         # A read-only folder (the package's catalog snapshots) is never shown to syrupy: no root.
         root = str(s.snapshot_folder(key[0], key[2]).parent) if s.snapshot_writable(key[0]) else None
-        marks.append(pytest.mark.snapshot_key(*key, root=root))
+        marks += [pytest.mark.snapshot_key(*key, root=root), _SYRUPY_NAMING]
     return pytest.param(key, id=id_, marks=marks)
 
 
@@ -361,8 +448,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         from ._snapshot_store import GUARD
     except ImportError:  # syrupy is a test dependency; without it there are no snapshots to guard
         return
-    from ._registry import PROGRAMS
-    from ._snapshot_store import snapshot_stem
 
     s = gate_session(session.config)
     # Per writable folder: the stems of every program whose snapshots live there (the catalog's too under
@@ -370,18 +455,78 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     GUARD.known_stems.clear()
     for target in s.targets:
         if target.unavailable_reason() is None:
-            for p in PROGRAMS.values():
-                if not s.snapshot_writable(p.name):
-                    continue
-                folder = str(s.snapshot_folder(p.name, target.name))
-                stems = GUARD.known_stems.setdefault(folder, set())
-                stems.update(snapshot_stem(p.name, c) for c in target.configs_for(p))
+            GUARD.known_stems.update({str(f): stems for f, stems in known_stems(s, target.name).items()})
+
+
+def _select_snapshots(s: GateSession) -> None:
+    """Tell the snapshot store which programs this session selected (every process, xdist's included)."""
+    try:
+        from ._snapshot_store import GUARD, snapshot_stem
+    except ImportError:
+        return
+    from ._registry import PROGRAMS
+
+    selected: dict[str, set[str]] = {}
+    for t in s.targets:
+        for p in s.programs:
+            if s.snapshot_writable(p):
+                folder = selected.setdefault(str(s.snapshot_folder(p, t.name)), set())
+                folder.update(snapshot_stem(p, c) for c in t.configs_for(PROGRAMS[p]))
+    GUARD.selected = selected
+
+
+def known_stems(s: GateSession, target: str) -> dict[Path, set[str]]:
+    """Per writable snapshot folder of ``target``: the stems of every program that keeps its snapshots
+    there, in each of its configurations. The catalog's count even under --no-catalog (leaving them out of
+    a run never makes them obsolete); a read-only folder (the package's) has no entry."""
+    from ._registry import PROGRAMS
+    from ._snapshot_store import snapshot_stem
+
+    t = s.all_targets[target]
+    out: dict[Path, set[str]] = {}
+    for p in PROGRAMS.values():
+        if s.snapshot_writable(p.name):
+            stems = out.setdefault(s.snapshot_folder(p.name, target), set())
+            stems.update(snapshot_stem(p.name, c) for c in t.configs_for(p))
+    return out
+
+
+def _obsolete_snapshots(config: pytest.Config, items: list[dict[str, Any]]) -> list[str]:
+    """Delete (on --snapshot-update) or name the snapshots of programs that no longer exist (neither in
+    the catalog nor declared by the spec files), in each writable snapshot folder.
+
+    Only targets whose structure items ran in this session qualify: they compiled here, and the programs
+    were read whole. Runs in the reporting process (the xdist controller), after every item.
+    """
+    try:
+        from ._snapshot_store import obsolete_snapshots
+    except ImportError:  # syrupy is a test dependency; without it there are no snapshots
+        return []
+    s = gate_session(config)
+    updating = bool(config.getoption("--snapshot-update", default=False))
+    ran = sorted({str(i["target"]) for i in items if i.get("kind") == "structure"})
+    lines = []
+    for target in ran:
+        for folder, known in known_stems(s, target).items():
+            for path in obsolete_snapshots(folder, known):
+                shown = _shown(path)
+                if updating:
+                    path.unlink(missing_ok=True)
+                    lines.append(f"invariants: deleted {shown} (no program has it on {target} any more)")
+                else:
+                    lines.append(
+                        f"invariants: {shown} is obsolete (no program has it on {target} any more); "
+                        "--snapshot-update deletes it"
+                    )
+    return lines
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     if _SESSION not in config.stash:
         return
     s = gate_session(config)
+    for line in _NOTES:
+        terminalreporter.write_line(line)
     if s.cache.compiled:
         terminalreporter.write_line(
             f"invariants: compiled {len(s.cache.compiled)} programs in {s.cache.total_seconds:.1f} s, "
@@ -435,6 +580,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 _RESULTS: dict[str, Any] = {}
+# Lines for the terminal summary, written by the reporting process at session end.
+_NOTES: list[str] = []
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -448,6 +595,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
     s = gate_session(config)
     items = _RESULTS.get("items", [])
+    _NOTES[:] = _obsolete_snapshots(config, items)
     if not items:
         return
     dev = jax.devices()

@@ -17,6 +17,10 @@ deselected tests goes by snapshot *names*, and ours are not test names; syrupy h
 compiled in this run and no program of that name (catalog or declared) keeps its snapshots in that folder
 for that target. Everything else is kept, whatever syrupy concludes. Files that are not ours (the efficiency
 baselines beside the snapshots) are never even discovered.
+
+syrupy never discovers the file of a program that no longer exists (no test item points at it), so the
+plugin deletes those itself at the end of an update (:func:`obsolete_snapshots`), by the same rule, and a
+plain run names them.
 """
 
 from __future__ import annotations
@@ -43,6 +47,9 @@ class DeletionGuard:
 
     known_stems: dict[str, set[str]] = dataclasses.field(default_factory=dict)
     refused: list[str] = dataclasses.field(default_factory=list)
+    # Per folder, the stems of the programs selected in this session (``--programs``); None: no selection.
+    # Files of other programs are not discovered at all: not compared, never "unused", never deleted.
+    selected: dict[str, set[str]] | None = None
 
     def may_delete(self, path: Path) -> bool:
         folder = str(path.parent.resolve())
@@ -74,8 +81,26 @@ def _root(test_location: Any) -> Path:
     return Path(marker.kwargs["root"])
 
 
+def _selected(location: str) -> bool:
+    if GUARD.selected is None:
+        return True
+    path = Path(location)
+    return path.stem in GUARD.selected.get(str(path.parent.resolve()), set())
+
+
 def snapshot_stem(program: str, config: str) -> str:
     return f"{program}.{config}"
+
+
+def obsolete_snapshots(folder: Path, known: set[str]) -> list[Path]:
+    """The snapshot files in ``folder`` (``<root>/<target>``) whose stem no program has any more
+    (``known``: the stems the programs keeping their snapshots there have).
+
+    The caller decides when a folder qualifies: only when its target's structure items ran in this session,
+    and never a read-only one. Only our own ``.txt`` files directly in the folder are considered (never the
+    baselines).
+    """
+    return sorted(p for p in folder.glob("*.txt") if p.is_file() and p.stem not in known)
 
 
 class StructureSnapshotExtension(SingleFileSnapshotExtension):
@@ -100,7 +125,7 @@ class StructureSnapshotExtension(SingleFileSnapshotExtension):
         for collection in super().discover_snapshots(
             test_location=test_location, ignore_extensions=ignore_extensions
         ):
-            if self.is_snapshot_location(location=collection.location):
+            if self.is_snapshot_location(location=collection.location) and _selected(collection.location):
                 owned.add(collection)
         return owned
 

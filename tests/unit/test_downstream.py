@@ -176,8 +176,8 @@ def files(folder: Path) -> dict[str, bytes]:
 
 def test_example_row_loop_fails_take_passes_snapshots_in_the_project(example):
     """The issue's figures: the lax.map row loop fails while_loops == 0 with the usual diagnosis, jnp.take
-    passes, the snapshots land in the project. An update keeps another target's snapshots, and a file it
-    did not write (syrupy does not call it unused: its name is no test's)."""
+    passes, the snapshots land in the project. An update keeps another target's snapshots and deletes one
+    of a program no spec declares any more; a plain run names such a file."""
     snapshots = example / "snapshots"
     (snapshots / "tpu-v9x").mkdir(parents=True)
     (snapshots / "tpu-v9x" / "mylib_take.f32.txt").write_text("from a TPU host\n")
@@ -189,11 +189,12 @@ def test_example_row_loop_fails_take_passes_snapshots_in_the_project(example):
     out = first.stdout
     assert first.returncode == 1, out[-3000:]
     written = files(snapshots)
-    assert sorted(set(written) - set(planted)) == [
+    assert sorted(written) == [
         "cpu/mylib_row_loop.f32.txt", "cpu/mylib_take.bf16.txt", "cpu/mylib_take.f32.txt",
-        "cpu/mylib_take_grad.f32.txt",
+        "cpu/mylib_take_grad.f32.txt", "tpu-v9x/mylib_take.f32.txt",
     ]  # fmt: skip
-    assert {k: written[k] for k in planted} == planted
+    assert written["tpu-v9x/mylib_take.f32.txt"] == planted["tpu-v9x/mylib_take.f32.txt"]
+    assert "invariants: deleted snapshots/cpu/mylib_gone.f32.txt (no program has it on cpu any more)" in out
     assert "PASSED" not in out and "passed" in out
     # The usual diagnosis: where, what was measured, why, versions, the snapshot, the dumps.
     assert (
@@ -207,21 +208,22 @@ def test_example_row_loop_fails_take_passes_snapshots_in_the_project(example):
     assert failed == ["FAILED test_invariants.py::test_invariant[cpu-mylib_row_loop-f32-mylib_no_while]"], out
     assert "while ×16384" in (example / "snapshots" / "cpu" / "mylib_row_loop.f32.txt").read_text()
 
-    # Again, under xdist, against the recorded snapshots: the same single failure, nothing rewritten.
+    # Again, under xdist, against the recorded snapshots: the same single failure, nothing rewritten; an
+    # obsolete file is named, not deleted.
+    (snapshots / "cpu" / "mylib_gone.f32.txt").write_text("a program the specs no longer declare\n")
     recorded = files(example / "snapshots")
     second = gate(example, "--no-catalog", "-n", "2")
     assert second.returncode == 1 and "1 failed" in second.stdout, second.stdout[-3000:]
     assert "mylib_no_while failed on cpu mylib_row_loop [f32]" in second.stdout
+    assert "invariants: snapshots/cpu/mylib_gone.f32.txt is obsolete" in second.stdout
     assert files(example / "snapshots") == recorded
     assert files(ROOT / "snapshots") == catalog_before
 
 
 def test_example_with_the_catalog_reads_its_snapshots_and_never_writes_them(example):
     """The relation to the catalog's `take` holds; a selective update records only the selected programs of
-    the project (deleting nothing) and leaves the catalog's folder alone."""
+    the project and leaves the catalog's folder alone."""
     snapshots = example / "snapshots"
-    (snapshots / "cpu").mkdir(parents=True)
-    (snapshots / "cpu" / "mylib_gone.f32.txt").write_text("kept: a selective run proves nothing obsolete\n")
     catalog_before = files(ROOT / "snapshots")
     proc = gate(example, "--programs", "mylib_take,take", "-m", "not throughput", "--snapshot-update", "-rA")
     assert proc.returncode == 0, proc.stdout[-3000:]
@@ -230,8 +232,7 @@ def test_example_with_the_catalog_reads_its_snapshots_and_never_writes_them(exam
         in proc.stdout
     )
     assert "PASSED test_structure.py::test_structure[cpu-take-f32]" in proc.stdout
-    assert sorted(files(snapshots)) == ["cpu/mylib_gone.f32.txt", "cpu/mylib_take.bf16.txt",
-                                        "cpu/mylib_take.f32.txt"]  # fmt: skip
+    assert sorted(files(snapshots)) == ["cpu/mylib_take.bf16.txt", "cpu/mylib_take.f32.txt"]
     assert files(ROOT / "snapshots") == catalog_before
 
 
