@@ -8,7 +8,7 @@ The package is a pipeline; each stage is one private module, and data flows one 
     _hlo       optimized-HLO text -> HloModule
     _structure HloModule -> Structure (kernels, loops, trip counts, collectives, ...)
     _snapshot  Structure -> the snapshot text      (_snapshot_store: where syrupy keeps it)
-    _spec      invariants/*.toml -> Spec            (_checks: Spec x Structure -> Verdict)
+    _spec      invariants/*.toml -> Spec            (_checks: Spec x Structure -> Decision)
     _timing    paired A/B throughput ratios with intervals
     _report    a run's results -> markdown tables and a plot
 
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 # Public name -> the stage module that defines it. Imports are lazy so that ``hlo-stats`` and the spec
 # validator start without JAX.
 _EXPORTS = {
-    "Case": "_checks", "Verdict": "_checks", "evaluate": "_checks",
+    "Case": "_checks", "Decision": "_checks", "evaluate": "_checks",
     "Compiled": "_compile", "CompileCache": "_compile",
     "InvariantsError": "_errors",
     "HloModule": "_hlo", "HloParseError": "_hlo", "parse_module": "_hlo",
@@ -44,7 +44,7 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:
-    from ._checks import Case, Verdict, evaluate
+    from ._checks import Case, Decision, evaluate
     from ._compile import CompileCache, Compiled
     from ._errors import InvariantsError
     from ._hlo import HloModule, HloParseError, parse_module

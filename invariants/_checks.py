@@ -19,14 +19,13 @@ from typing import Any
 
 import numpy as np
 
+from ._compile import Key
 from ._errors import InvariantsError
 from ._metrics import METRICS, input_facts
 from ._programs import CATALOG, Config, get_config
 from ._spec import CorrectnessCheck, Invariant, Spec, select_programs
 from ._structure import Structure
 from ._targets import Target
-
-Key = tuple[str, str, str]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +46,7 @@ class Case:
     @property
     def keys(self) -> list[Key]:
         programs = [self.program] if self.program else list(self.invariant.programs)
-        return [(p, self.config, self.target) for p in programs]
+        return [Key(p, self.config, self.target) for p in programs]
 
 
 def _config_matches(config: str, patterns: Sequence[str]) -> bool:
@@ -105,7 +104,7 @@ def expand(
 
 
 @dataclasses.dataclass(frozen=True)
-class Verdict:
+class Decision:
     """The decision on one case. ``measured`` maps each evaluated term to its value."""
 
     holds: bool
@@ -164,7 +163,7 @@ def evaluate(
     case: Case,
     structure: Callable[[Key], Structure],
     measure: Callable[[str, str], float] | None = None,
-) -> Verdict:
+) -> Decision:
     """Decide ``case``. ``structure(key)`` gives the structure of a compiled key; ``measure(fn, program)``
     gives a throughput figure (``time``) for throughput invariants."""
     config = get_config(case.config)
@@ -172,7 +171,7 @@ def evaluate(
     measured: dict[str, Any] = {}
 
     def metric_of(name: str, program: str) -> Any:
-        s = structure((program, case.config, case.target))
+        s = structure(Key(program, case.config, case.target))
         of = METRICS[name].of
         assert of is not None, name  # the spec loader admits only computable names here
         value = of(s)
@@ -198,7 +197,7 @@ def evaluate(
         if isinstance(node, ast.Call):
             fn, program = node.func.id, node.args[0].id  # type: ignore[attr-defined]
             if fn == "structure":
-                value = structural_signature(structure((program, case.config, case.target)))
+                value = structural_signature(structure(Key(program, case.config, case.target)))
                 measured[f"structure({program})"] = f"<{len(value[0])} kernels>"
                 return value
             if METRICS[fn].source == "throughput":
@@ -217,9 +216,9 @@ def evaluate(
         left = ev(body.left)
         right = ev(body.comparators[0])
     except _Unknown as err:
-        return Verdict(False, measured, str(err))
+        return Decision(False, measured, str(err))
     holds = bool(_COMPARE[type(body.ops[0])](left, right))
-    return Verdict(holds, measured)
+    return Decision(holds, measured)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from jax import lax
 
 from ._errors import InvariantsError, did_you_mean
 
-Kind = Literal["forward", "backward", "train", "sharded"]
+ProgramKind = Literal["forward", "backward", "train", "sharded"]
 Distribution = Literal["uniform", "zipf", "equal"]
 DISTRIBUTIONS: tuple[Distribution, ...] = ("uniform", "zipf", "equal")
 
@@ -129,7 +129,7 @@ class Program:
     """
 
     name: str
-    kind: Kind
+    kind: ProgramKind
     fn: Callable[..., Any]
     doc: str
     configs: tuple[str, ...] = (SEED.id,)
