@@ -9,6 +9,7 @@ import sys
 from collections import Counter
 from typing import Any
 
+from invariants._cost import cycle_estimate
 from invariants._errors import InvariantsError
 from invariants._hlo import HloModule, parse_module
 from invariants._metrics import METRICS, help_text
@@ -31,6 +32,8 @@ _DETAILS = {
     "convert_pairs": "src->dst dtype pair -> converts",
     "root_shape": "the entry computation's result shape",
     "kernel_list": "the kernels, as the snapshot lists them",
+    "unestimated_launches": "launches (loops expanded) without an estimated_cycles; they add nothing",
+    "estimated_cycles_note": "why estimated_cycles is null (no TPU estimates, or an unknown trip count)",
 }
 
 
@@ -48,7 +51,10 @@ The metrics, as a spec's assert names them (invariants/*.toml):
 {help_text()}
 
 --json prints, for exactly one input file, that file's object; for several, one object keyed by file path.
-Each object has every structural metric above under its own name (null when unknown), and these details:
+Each object has every structural metric above under its own name (null when unknown), estimated_cycles
+(the TPU compiler's prediction: each kernel's backend_config "estimated_cycles", summed over the kernels
+that run, a while body once per trip and its condition once per trip plus one, nested loops multiplied;
+null for modules without estimates, e.g. CPU and GPU, and when a trip count is unknown), and these details:
 {details}
 
 Exit status: 0 on success; 2 for a missing file or text that is not understood (one line on stderr,
@@ -122,6 +128,9 @@ def summary(module_name: str, structure: Structure) -> dict[str, Any]:
         for m in METRICS.values()
         if m.source == "structure" and m.of is not None and m.alias_of is None
     }
+    # The one compiler metric the HLO text alone decides (the others need the compiled executable).
+    estimate = cycle_estimate(structure)
+    metrics["estimated_cycles"] = estimate.cycles
     details = {
         "module": module_name,
         "fusion_kinds": full["fusion_kinds"],
@@ -135,6 +144,8 @@ def summary(module_name: str, structure: Structure) -> dict[str, Any]:
         "convert_pairs": full["converts"],
         "root_shape": structure.root_shape,
         "kernel_list": full["kernel_list"],
+        "unestimated_launches": estimate.unestimated,
+        "estimated_cycles_note": estimate.reason,
     }
     assert details.keys() == _DETAILS.keys() - {"optimized"} and not metrics.keys() & details.keys()
     return {**metrics, **details}
@@ -159,7 +170,8 @@ def _kernel_lines(kernels: tuple[Kernel, ...], indent: str) -> list[str]:
                 what = f"fusion {k.fusion_kind} [{inner}]"
             elif k.custom_call_target:
                 what = f"custom-call {k.custom_call_target}"
-            lines.append(f"{indent}{what}  -> {k.shape}")
+            cycles = "" if k.estimated_cycles is None else f"  ({k.estimated_cycles} cycles)"
+            lines.append(f"{indent}{what}  -> {k.shape}{cycles}")
     return lines
 
 
@@ -186,6 +198,13 @@ def _text_block(path: str, module: HloModule, s: Structure) -> str:
     if s.converts:
         counts = Counter(s.converts)
         lines.append("  converts: " + ", ".join(f"{k} x{n}" for k, n in sorted(counts.items())))
+    estimate = cycle_estimate(s)
+    if estimate.cycles is not None:
+        lines.append(
+            f"  estimated cycles: {estimate.cycles} ({estimate.unestimated} launches carry no estimate)"
+        )
+    else:
+        lines.append(f"  estimated cycles: none ({estimate.reason})")
     lines.append(f"  root: {s.root_shape}")
     lines.append("  kernel list:")
     lines.extend(_kernel_lines(s.kernel_list, "    "))

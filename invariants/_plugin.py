@@ -76,6 +76,13 @@ class GateSession:
             self.parse_seconds += time.perf_counter() - start
         return self._structures[key]
 
+    def costs(self, key: Key) -> dict[str, Any]:
+        """The compiler metrics of ``key`` (``invariants._metrics.compiler_metrics``); never in snapshots."""
+        from ._metrics import compiler_metrics
+
+        compiled = self.cache.get(*key)
+        return compiler_metrics(self.structure(key), compiled.cost, compiled.memory)
+
     def structure_keys(self) -> list[Key]:
         from ._compile import Key
         from ._programs import CATALOG
@@ -292,8 +299,15 @@ def throughput_cases(s: GateSession) -> list[Any]:
     runtime = next(iter(s.all_targets.values()))
     if runtime.name not in {t.name for t in s.targets}:
         return []
+    from ._programs import get_config
+
     cases = expand(s.specs, [runtime], kinds=("throughput",))
-    return [c for c in cases if all(k.program in s.programs for k in c.keys)]
+    # Compile-only configurations (LLM scale) are never run, not even on a chip that compiles them.
+    return [
+        c
+        for c in cases
+        if all(k.program in s.programs for k in c.keys) and not get_config(c.config).compile_only
+    ]
 
 
 def _parametrize_throughput(metafunc: pytest.Metafunc, s: GateSession) -> None:

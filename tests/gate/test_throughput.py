@@ -21,6 +21,7 @@ import jax
 import pytest
 
 from invariants import _results
+from invariants._cost import predicted_ratio
 from invariants._metrics import input_facts
 from invariants._plugin import judge
 from invariants._programs import CATALOG, get_config, make_arguments
@@ -74,11 +75,18 @@ def test_ratio(throughput_case, gate, benchmark, record_property):
     )
     info = {"id": inv.id, "target": case.target, "a": a_name, "b": b_name, "config": case.config,
             **result.to_dict(), "attempts": [r.verdict for r in attempts], "clock": CLOCK_NAME}  # fmt: skip
+    # On a TPU host: what the TPU compiler predicted for the same two programs, beside what the chip did.
+    # None elsewhere (only TPU kernels carry an estimate).
+    info["predicted"] = predicted_ratio(
+        gate.costs((a_name, case.config, case.target)), gate.costs((b_name, case.config, case.target))
+    )
     name, record = _results.record("ratio", **info)
     benchmark.extra_info.update(record)
     record_property(name, record)
     where = f"{case.target} {a_name}/{b_name} [{case.config}]"
     describe = f"time({a_name}) / time({b_name}) = {result.summary()}"
+    if info["predicted"] is not None:
+        describe += f"; predicted {info['predicted']:.3g} (estimated cycles)"
     judge(
         inv,
         holds=result.verdict != "fail",

@@ -144,3 +144,24 @@ def test_one_file_that_is_not_a_module_is_an_error(capsys: pytest.CaptureFixture
     assert main([str(report)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not an HLO module" in err
+
+
+def test_json_estimated_cycles_for_tpu_dumps_and_null_elsewhere(capsys: pytest.CaptureFixture[str]) -> None:
+    seed_gather = str(DATA / "tpu_seed_jit_gather.txt")
+    cpu = str(DATA / "cpu_fwd_index.txt")
+    assert main(["--json", SEED_TAKE, seed_gather, TPU_BWD, cpu]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    # Hand counts in tests/unit/test_cost.py.
+    assert obj[SEED_TAKE]["estimated_cycles"] == 61717
+    assert obj[seed_gather]["estimated_cycles"] == 22542
+    assert obj[TPU_BWD]["estimated_cycles"] == 149_925_672
+    assert obj[TPU_BWD]["unestimated_launches"] == 65544
+    assert obj[cpu]["estimated_cycles"] is None
+    assert "only the TPU compiler" in obj[cpu]["estimated_cycles_note"]
+
+
+def test_text_shows_estimated_cycles(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([SEED_TAKE]) == 0
+    out = capsys.readouterr().out
+    assert "estimated cycles: 61717 (2 launches carry no estimate)" in out
+    assert "(38214 cycles)" in out
