@@ -147,7 +147,6 @@ class Program:
     configs: tuple[str, ...] = (SEED.id,)
     tags: frozenset[str] = frozenset()
     layout: Layout | None = None
-    forward: str | None = None  # for a backward: the forward program it differentiates
 
     def argument_specs(self, config: Config) -> tuple[jax.ShapeDtypeStruct, ...]:
         """Shapes and dtypes of the arguments, without shardings."""
@@ -316,7 +315,6 @@ def _catalog() -> dict[str, Program]:
             f"d/dW of {fwd.doc}",
             tuple(c for c in fwd.configs if c not in LLM_CONFIGS or c in llm),
             fwd.tags,
-            forward=name,
         )
     for name, lookup in (("train_eqx_embedding", eqx_embedding), ("train_take", take)):
         programs[name] = Program(

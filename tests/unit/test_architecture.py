@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import invariants
 
 PACKAGE = Path(invariants.__file__).parent
@@ -44,6 +46,27 @@ def test_no_import_cycle():
     assert not cycles, "import cycles: " + ", ".join(cycles)
 
 
-def test_public_face_exports_what_exists():
-    for name in invariants.__all__:
-        assert getattr(invariants, name) is not None, name
+def test_public_face_as_a_user_calls_it(tmp_path):
+    """Every public name, used the way a user of the library would: read HLO, measure it, load a spec."""
+    used = set()
+    text = (Path(__file__).parents[1] / "data" / "hlo" / "cpu_fwd_take.txt").read_text()
+    module = invariants.parse_module(text, "take.hlo")
+    assert isinstance(module, invariants.HloModule)
+    structure = invariants.structure_of(module)
+    assert isinstance(structure, invariants.Structure)
+    assert invariants.METRICS["gathers"].of(structure) == 1
+    used |= {"parse_module", "HloModule", "structure_of", "Structure", "METRICS"}
+    with pytest.raises(invariants.HloParseError) as err:
+        invariants.parse_module("HloModule m\n%x = what?", "bad.hlo")
+    assert isinstance(err.value, invariants.InvariantsError) and str(err.value).startswith("bad.hlo:2")
+    used |= {"HloParseError", "InvariantsError"}
+    spec = tmp_path / "cpu.toml"
+    spec.write_text(
+        '[spec]\ntargets = ["cpu"]\n[[invariant]]\nid = "g"\nprograms = ["take"]\nassert = "gathers == 1"\n'
+    )
+    assert isinstance(invariants.load_spec(spec), invariants.Spec)
+    assert all(isinstance(s, invariants.Spec) for s in invariants.load_specs())
+    used |= {"load_spec", "Spec", "load_specs"}
+    assert invariants.get_program("take") is invariants.CATALOG["take"]
+    used |= {"get_program", "CATALOG"}
+    assert used == set(invariants.__all__)
