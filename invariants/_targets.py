@@ -158,7 +158,6 @@ _AOT_TARGETS: tuple[Target, ...] = (
 _TPU_KINDS = {"TPU v4": "v4", "TPU v5": "v5p", "TPU v5p": "v5p", "TPU v5 lite": "v5e", "TPU v6 lite": "v6e"}
 
 
-
 def runtime_target() -> Target:
     """The backend this process runs on, named like the AOT target of the same chip.
 
@@ -187,7 +186,6 @@ def all_targets() -> dict[str, Target]:
     for t in _AOT_TARGETS:
         targets.setdefault(t.name, t)
     return targets
-
 
 
 def select_targets(spec: str | None) -> list[Target]:
