@@ -15,20 +15,15 @@ import types
 import numpy as np
 import pytest
 
+from invariants._baselines import baseline_floor, baseline_verdict, exceeds_baseline
 from invariants._errors import InvariantsError
+from invariants._jax_timing import _hlo_copies
+from invariants._stats import look_alpha, median_interval, min_pairs_for, robust_cv
 from invariants._timing import (
     EfficiencyResult,
     RatioResult,
-    _hlo_copies,
-    _look_alpha,
-    baseline_floor,
-    baseline_verdict,
-    exceeds_baseline,
     measure_efficiency,
     measure_ratio,
-    median_interval,
-    min_pairs_for,
-    robust_cv,
 )
 
 UNIT = 1e-3  # fake seconds per unit of synthetic work
@@ -254,7 +249,7 @@ def test_median_interval_coverage_on_skewed_data() -> None:
 
 
 def test_look_alpha_sums_to_alpha() -> None:
-    assert sum(_look_alpha(0.05, j) for j in range(1, 100_000)) == pytest.approx(0.05, rel=1e-4)
+    assert sum(look_alpha(0.05, j) for j in range(1, 100_000)) == pytest.approx(0.05, rel=1e-4)
 
 
 def test_robust_cv() -> None:
@@ -362,7 +357,7 @@ def test_jax_copy_and_callable() -> None:
     jax = pytest.importorskip("jax")
     import jax.numpy as jnp
 
-    from invariants._timing import copy_callable, jax_callable
+    from invariants._jax_timing import copy_callable, jax_callable
 
     copy = copy_callable(1 << 16)
     copy()
