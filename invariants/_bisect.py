@@ -482,7 +482,10 @@ def _describe(it: Mapping[str, Any]) -> str:
 
 
 def main_bisect(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m invariants bisect", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m invariants bisect",
+        description="find the first JAX release where the selected items change verdict",
+    )
     p.add_argument("--good", required=True, help="the reference release (its verdict is the 'before')")
     p.add_argument("--bad", required=True, help="a release whose verdict differs (older or newer)")
     p.add_argument("-k", default="test_invariant", help="pytest -k selection (default: every invariant item)")

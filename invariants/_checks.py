@@ -275,10 +275,10 @@ def check_agree(check: CorrectnessCheck, program: str, config: Config, distribut
         raise InvariantsError(f"{check.where}: check 'agree' needs a 'reference' program")
     args = make_arguments(CATALOG[program], config, distribution)  # type: ignore[arg-type]
     got, want = _run(program, config, args), _run(check.reference, config, args)
+    if got.shape != want.shape:  # before subtracting: numpy would broadcast or raise
+        return f"shape {got.shape} differs from {check.reference}'s {want.shape}"
     tol = _TOLERANCE[config.table_dtype] * max(1.0, float(np.abs(want).max()))
     err = float(np.abs(got - want).max())
-    if got.shape != want.shape:
-        return f"shape {got.shape} differs from {check.reference}'s {want.shape}"
     if not err <= tol:
         return f"max |{program} - {check.reference}| = {err:.3g} > {tol:.3g}"
     return None

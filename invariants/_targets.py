@@ -204,14 +204,17 @@ def known_target_names() -> list[str]:
 def select_targets(spec: str | None) -> list[Target]:
     """Targets named by a comma-separated ``spec`` (``all``, ``runtime``, family names or target names).
 
-    An unknown name raises one line listing the known ones.
+    ``None`` (the option not given) means all; an empty selection is an error, never "all" in silence. An
+    unknown name raises one line listing the known ones.
     """
     targets = all_targets()
-    if not spec or spec == "all":
+    if spec is None or spec.strip() == "all":
         return list(targets.values())
+    words = [w.strip() for w in spec.split(",") if w.strip()]
+    if not words:
+        raise InvariantsError("--targets: empty selection; name targets, or 'all'")
     chosen: dict[str, Target] = {}
-    for raw in spec.split(","):
-        word = raw.strip()
+    for word in words:
         if word == "runtime":
             matched = [next(iter(targets.values()))]
         elif word in targets:

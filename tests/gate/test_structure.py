@@ -34,9 +34,12 @@ def test_structure(structure_key, gate, structure_snapshot, request, record_prop
     summary = render_summary(compiled, structure, CATALOG[program].doc)
     path = gate.rootpath / SNAPSHOT_ROOT / target / f"{snapshot_stem(program, config)}.txt"
     if not path.exists() and not request.config.getoption("--snapshot-update"):
+        # The command records the program on every target present (a new program needs them all), and
+        # its gradient with it when there is one.
+        programs = ",".join(p for p in (program, f"grad_{program}") if p in CATALOG)
         pytest.fail(
             f"{path}: no snapshot for {program}[{config}] on {target}; record it with: "
-            f"pytest tests/gate/test_structure.py --targets {target} --programs {program} --snapshot-update",
+            f"pytest tests/gate/test_structure.py --programs {programs} --snapshot-update",
             pytrace=False,
         )
     assert summary == structure_snapshot

@@ -238,88 +238,29 @@ def test_bad_arguments_are_one_line(capsys, argv, message):
     assert message in err and err.count("\n") == 1
 
 
-@pytest.fixture(scope="module")
-def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One real gate run, every tier (structure, invariants, correctness, throughput), on two targets and
-    four programs, in a child pytest: the results file the plugin writes, shared by the tests below."""
-    import os
-    import subprocess
-    import sys
-
-    root = Path(__file__).parents[2]
-    results = tmp_path_factory.mktemp("real") / "results.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/gate", "--targets", "cpu,tpu-v5e",
-         "--programs", "naive,take,grad_vmap_naive,grad_vmap_take", "-q", "-p", "no:cacheprovider",
-         "-k", "not llm", "--results-json", str(results)],
-        cwd=root, capture_output=True, text=True, check=False, timeout=600,
-        env={**os.environ, "INVARIANTS_RATIO_MAX_SECONDS": "1"},
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-2000:]
-    return results
-
-
-def test_report_of_a_real_run(real_run, tmp_path):
-    """A real gate run renders, plot included; its tier table adds up to its items, throughput included."""
-    run = _report.load_results(real_run)
-    md = _report.render(run)
-    assert md.startswith("# Embedding performance invariants")
-    assert "147,470" in md  # the TPU backward loop of grad_vmap_naive, from the real compile
-    # Each tier row counts its items; together they are every item of the run (throughput was missing).
-    tiers = ("structure", "invariant", "correctness", "throughput: ratio", "throughput: efficiency", "error")
-    rows = [line for line in md.splitlines() if line.startswith("| ") and line.split("|")[1].strip() in tiers]
-    counted = sum(int(cell.replace(",", "")) for row in rows for cell in row.split("|")[2:-1])
-    assert counted == len(run.items) and any(r.startswith("| throughput: ratio |") for r in rows)
-    assert "`naive / take`" in md and run.throughput
-    png = tmp_path / "report.png"
-    assert cli(["report", str(real_run), "--plot", str(png), "--out", str(tmp_path / "report.md")]) == 0
-    assert png.stat().st_size > 10_000
-
-
-def test_predicted_cost_beside_measured_from_a_real_run(real_run, tmp_path):
-    """The compiler's predictions reach the report from the real compile, and a ratio timed on a chip
-    shows the predicted ratio beside the measured one."""
-    run = _report.load_results(real_run)
-    md = _report.render(run)
-    # libtpu's cycles for the looped backward (hand-counted in tests/unit/test_cost.py from a recorded copy
-    # of the same module).
-    assert "## Predicted TPU cost" in md and "| `grad_vmap_naive` | f32 | 149,925,672 |" in md
-    assert "## Predicted memory" in md
-    cycles = {
-        i["program"]: i["estimated_cycles"] for i in run.of_kind("structure") if i["target"] == "tpu-v5e"
-    }
-    # The CPU ratio naive / take, measured in this run, beside tpu-v5e's predicted ratio.
-    cpu = next(t for t in run.throughput if t.label == "naive / take")
-    predicted_fwd = cycles["naive"] / cycles["take"]
-    assert f"| `naive / take` | f32 | `cpu` | {_report._interval(cpu)} | {predicted_fwd:.3g} |" in md
-    # A TPU host records each time ratio with the predicted ratio of its own target (tests/gate/
-    # test_throughput.py). Here that record is built from this run's real structure items, as the chip's
-    # run would write it; the measured figures are stand-ins (no chip here).
-    predicted = cycles["grad_vmap_naive"] / cycles["grad_vmap_take"]
-    on_chip = {**_ratio("grad_vmap_naive", 9.0, 8.5, 9.6, "fail"), "b": "grad_vmap_take", "target": "tpu-v5e",
-               "predicted": predicted, "outcome": "xfailed", "nodeid": "t::tpu-v5e-ratio"}  # fmt: skip
-    data = json.loads(real_run.read_text())
-    data["items"].append(on_chip)
-    chip = _report.render(_report.load_results(_write(tmp_path, "chip.json", data)))
-    assert (
-        "| `tpu-v5e` | `grad_vmap_naive / grad_vmap_take` | f32 | 9.000 [8.500, 9.600] | ≤ 1.1 | fail | "
-        f"xfailed | {predicted:.3g} |" in chip
-    )
-    assert (
-        f"| `grad_vmap_naive / grad_vmap_take` | f32 | `tpu-v5e` | 9.000 [8.500, 9.600] | {predicted:.3g} |"
-        in chip
-    )
-
-
-def test_report_lists_each_target_once(real_run):
-    md = _report.render(_report.load_results(real_run))
-    headings = [line for line in md.splitlines() if line.startswith("## Target ")]
-    assert len(headings) == len(set(headings)) == 2, headings
-
-
 def test_plot_with_nothing_to_plot_still_writes_the_markdown(tmp_path, capsys):
     only_invariants = _write(tmp_path, "r.json", _results([i for i in RUN if i["kind"] == "invariant"]))
     out, png = tmp_path / "report.md", tmp_path / "report.png"
     assert cli(["report", only_invariants, "--plot", str(png), "--out", str(out)]) == 0
     assert "grad_bounded_launches" in out.read_text() and not png.exists()
     assert "nothing to plot" in capsys.readouterr().err
+
+
+def test_readme_report_command_writes_only_ignored_files(tmp_path):
+    """The README's `python -m invariants report ... --plot FILE` puts its files where git ignores them."""
+    import re
+    import subprocess
+
+    root = Path(__file__).parents[2]
+    if not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    readme = (root / "README.md").read_text()
+    commands = re.findall(r"`(python -m invariants report [^`]*)`", readme)
+    assert commands
+    for command in commands:
+        words = command.split()
+        outputs = [words[n + 1] for n, w in enumerate(words) if w in ("--plot", "--out")]
+        assert outputs, command
+        for out in outputs:
+            ignored = subprocess.run(["git", "check-ignore", "-q", out], cwd=root, check=False)
+            assert ignored.returncode == 0, f"README: {command!r} writes {out}, which git does not ignore"
