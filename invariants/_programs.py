@@ -4,7 +4,10 @@ Adding a program touches this file only: write its function and register it in `
 
 A program is a pure function of the table ``W`` and the indices ``x`` (a forward), or of ``W``, ``x`` and a
 cotangent ``ct`` (a backward: the gradient of the lookup with respect to the table), or of a whole small
-training step (``train_*``). Each program names the configurations it is compiled in; a configuration fixes
+training step (``train_*``). A ``tied`` program uses the table twice, as the lookup and as the output
+projection (``logits = W[x] @ W.T``); a ``tied_grad`` program is its gradient, from a cotangent of the logits.
+Programs of flax and haiku modules import their library when traced, never here: without the ``libs`` extra
+the catalog loads and their items skip (:meth:`Program.unavailable_reason`). Each program names the configurations it is compiled in; a configuration fixes
 the table dtype and size, the index dtype and the index rank. Index *distributions* do not change the
 compiled structure, so they are not part of a configuration: they matter for timing and correctness only,
 and :func:`make_arguments` takes one.
@@ -13,6 +16,7 @@ and :func:`make_arguments` takes one.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -24,7 +28,7 @@ from jax import lax
 
 from ._errors import InvariantsError, did_you_mean
 
-Kind = Literal["forward", "backward", "train", "sharded"]
+Kind = Literal["forward", "backward", "train", "sharded", "tied", "tied_grad"]
 Distribution = Literal["uniform", "zipf", "equal"]
 DISTRIBUTIONS: tuple[Distribution, ...] = ("uniform", "zipf", "equal")
 
@@ -35,6 +39,9 @@ _SIZES = {"small": (8192, 32), "large": (50000, 512)}
 # V=128 overflows int8 (pinned by a correctness test), so the int8 configuration uses the largest V that fits.
 _I8_VOCAB = 127
 _INDEX_SHAPES = {"1d": (16384,), "2d": (64, 256)}
+# The module a library program imports, to the distribution that provides it (the ``libs`` extra).
+_DISTRIBUTIONS = {"flax": "flax", "haiku": "dm-haiku"}
+LIBS_HINT = "pip install -e '.[libs]' (flax and dm-haiku, at the versions the snapshots were recorded with)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +91,11 @@ class Config:
     @property
     def output(self) -> jax.ShapeDtypeStruct:
         return jax.ShapeDtypeStruct((*self.index_shape, self.width), _DTYPES[self.table_dtype])
+
+    @property
+    def logits(self) -> jax.ShapeDtypeStruct:
+        """The output of a tied program: one score per row of the table for every index."""
+        return jax.ShapeDtypeStruct((*self.index_shape, self.vocab), _DTYPES[self.table_dtype])
 
 
 SEED = Config()  # the seed's setting: f32[8192,32] table, s32[16384] indices
@@ -136,11 +148,22 @@ class Program:
     tags: frozenset[str] = frozenset()
     layout: Layout | None = None
     forward: str | None = None  # for a backward: the forward program it differentiates
+    requires: tuple[str, ...] = ()  # modules the program imports when traced (from the ``libs`` extra)
+
+    def unavailable_reason(self) -> str | None:
+        """None when every library the program needs is importable, else one line with the install command."""
+        missing = [m for m in self.requires if importlib.util.find_spec(m) is None]
+        if not missing:
+            return None
+        names = " and ".join(_DISTRIBUTIONS.get(m, m) for m in missing)
+        return f"{self.name}: {names} not installed; {LIBS_HINT}"
 
     def argument_specs(self, config: Config) -> tuple[jax.ShapeDtypeStruct, ...]:
         """Shapes and dtypes of the arguments, without shardings."""
         if self.kind == "backward":
             return (config.table, config.indices, config.output)
+        if self.kind == "tied_grad":
+            return (config.table, config.indices, config.logits)
         if self.kind == "train":
             batch, seq = _INDEX_SHAPES["2d"]
             return (
@@ -239,6 +262,143 @@ def lax_map_loop(W: jax.Array, x: jax.Array) -> jax.Array:
     return rows.reshape((*x.shape, W.shape[1]))
 
 
+# ---------------------------------------------------------------------------------------------------------
+# Library modules, each applied the way its users apply it to trained parameters: nnx merges a graph
+# definition with a state, linen and haiku pass a parameter tree to ``apply``. The library is imported
+# when the program is traced (see ``requires`` in the registry).
+
+
+def _nnx_module(build: Callable[[Any], Any], **params: jax.Array) -> Any:
+    """An nnx module built by ``build(rngs)`` whose parameters are ``params`` (by attribute path).
+
+    The module is built abstractly (``nnx.eval_shape``), so no initializer runs or appears in the jaxpr;
+    ``nnx.merge`` then binds the given arrays, as a functional nnx training loop does with its state.
+    """
+    from flax import nnx
+
+    graphdef, state = nnx.split(nnx.eval_shape(lambda: build(nnx.Rngs(0))))
+    flat = dict(nnx.to_flat_state(state))
+    for path, value in params.items():
+        flat[tuple(path.split("."))].set_value(value)
+    return nnx.merge(graphdef, nnx.from_flat_state(flat))
+
+
+def _nnx_embed(W: jax.Array) -> Any:
+    from flax import nnx
+
+    vocab, width = W.shape
+    return _nnx_module(lambda rngs: nnx.Embed(vocab, width, param_dtype=W.dtype, rngs=rngs), embedding=W)
+
+
+def flax_nnx_embed(W: jax.Array, x: jax.Array) -> jax.Array:
+    """``flax.nnx.Embed`` (it calls ``jnp.take(embedding, x, axis=0)``)."""
+    return _nnx_embed(W)(x)
+
+
+def flax_linen_embed(W: jax.Array, x: jax.Array) -> jax.Array:
+    """``flax.linen.Embed(V, D).apply({'params': {'embedding': W}}, x)``."""
+    import flax.linen as nn
+
+    return nn.Embed(W.shape[0], W.shape[1], param_dtype=W.dtype).apply({"params": {"embedding": W}}, x)
+
+
+def _haiku_apply(W: jax.Array, x: jax.Array, lookup_style: str) -> jax.Array:
+    import haiku as hk
+
+    vocab, width = W.shape
+    model = hk.without_apply_rng(
+        hk.transform(lambda ids: hk.Embed(vocab, width, lookup_style=lookup_style)(ids))
+    )
+    return model.apply({"embed": {"embeddings": W}}, x)
+
+
+def haiku_embed(W: jax.Array, x: jax.Array) -> jax.Array:
+    """``haiku.Embed`` with its default lookup style, ``ARRAY_INDEX``: ``embeddings[ids]``."""
+    return _haiku_apply(W, x, "ARRAY_INDEX")
+
+
+def haiku_embed_onehot(W: jax.Array, x: jax.Array) -> jax.Array:
+    """``haiku.Embed(lookup_style='ONE_HOT')``: ``one_hot(ids, V) @ embeddings``."""
+    return _haiku_apply(W, x, "ONE_HOT")
+
+
+def tied_take(W: jax.Array, x: jax.Array) -> jax.Array:
+    """Tied input and output embeddings by hand: ``jnp.take(W, x, axis=0) @ W.T``, the reference."""
+    return jnp.take(W, x, axis=0) @ W.T
+
+
+def flax_nnx_embed_attend(W: jax.Array, x: jax.Array) -> jax.Array:
+    """One ``flax.nnx.Embed`` as input and output layer: ``embed.attend(embed(x))``, i.e. ``h @ W.T``."""
+    embed = _nnx_embed(W)
+    return embed.attend(embed(x))
+
+
+def _library_train_step(library: str) -> Callable[..., Any]:
+    """The seed's training step (embed, mean-pool, project, cross-entropy, grads) as a model of ``library``.
+
+    The projection is the library's dense layer without bias, so the step computes what ``train_take``
+    computes; its gradient is taken the library's way (``nnx.grad`` on the module, ``jax.grad`` on the
+    parameter tree of ``apply`` for linen and haiku).
+    """
+
+    def xent(logits: jax.Array, labels: jax.Array) -> jax.Array:
+        logp = jax.nn.log_softmax(logits)
+        return -jnp.take_along_axis(logp, labels[:, None], axis=1).mean()
+
+    def nnx_step(W: jax.Array, P: jax.Array, tokens: jax.Array, labels: jax.Array) -> Any:
+        from flax import nnx
+
+        class Classifier(nnx.Module):
+            def __init__(self, rngs: nnx.Rngs) -> None:
+                self.embed = nnx.Embed(W.shape[0], W.shape[1], param_dtype=W.dtype, rngs=rngs)
+                self.head = nnx.Linear(P.shape[0], P.shape[1], use_bias=False, param_dtype=P.dtype, rngs=rngs)
+
+            def __call__(self, tokens: jax.Array) -> jax.Array:
+                return self.head(self.embed(tokens).astype(jnp.float32).mean(axis=1))
+
+        model = _nnx_module(Classifier, **{"embed.embedding": W, "head.kernel": P})
+        grads = nnx.grad(lambda m: xent(m(tokens), labels))(model)
+        return grads["embed"]["embedding"].get_value(), grads["head"]["kernel"].get_value()
+
+    def linen_step(W: jax.Array, P: jax.Array, tokens: jax.Array, labels: jax.Array) -> Any:
+        import flax.linen as nn
+
+        class Classifier(nn.Module):
+            @nn.compact
+            def __call__(self, tokens: jax.Array) -> jax.Array:
+                h = nn.Embed(W.shape[0], W.shape[1], param_dtype=W.dtype, name="embed")(tokens)
+                return nn.Dense(P.shape[1], use_bias=False, param_dtype=P.dtype, name="head")(
+                    h.astype(jnp.float32).mean(axis=1)
+                )
+
+        params = {"params": {"embed": {"embedding": W}, "head": {"kernel": P}}}
+        grads = jax.grad(lambda p: xent(Classifier().apply(p, tokens), labels))(params)["params"]
+        return grads["embed"]["embedding"], grads["head"]["kernel"]
+
+    def haiku_step(lookup_style: str) -> Callable[..., Any]:
+        def step(W: jax.Array, P: jax.Array, tokens: jax.Array, labels: jax.Array) -> Any:
+            import haiku as hk
+
+            def classify(tokens: jax.Array) -> jax.Array:
+                h = hk.Embed(W.shape[0], W.shape[1], lookup_style=lookup_style)(tokens)
+                return hk.Linear(P.shape[1], with_bias=False)(h.astype(jnp.float32).mean(axis=1))
+
+            model = hk.without_apply_rng(hk.transform(classify))
+            params = {"embed": {"embeddings": W}, "linear": {"w": P}}
+            grads = jax.grad(lambda p: xent(model.apply(p, tokens), labels))(params)
+            return grads["embed"]["embeddings"], grads["linear"]["w"]
+
+        return step
+
+    steps = {
+        "flax_nnx": nnx_step,
+        "flax_linen": linen_step,
+        "haiku": haiku_step("ARRAY_INDEX"),
+        "haiku_onehot": haiku_step("ONE_HOT"),
+    }
+    return steps[library]
+
+
 def _backward(forward: Callable[[jax.Array, jax.Array], jax.Array]) -> Callable[..., jax.Array]:
     def grad_wrt_table(W: jax.Array, x: jax.Array, ct: jax.Array) -> jax.Array:
         _, pullback = jax.vjp(lambda table: forward(table, x), W)
@@ -323,7 +483,47 @@ def _catalog() -> dict[str, Program]:
                 f"{fn.__name__} with table {layout.table} and indices {layout.indices} on mesh {layout.axes}"
             )
             programs[name] = Program(name, "sharded", fn, doc, layout=layout)
+    _add_libraries(programs)
     return programs
+
+
+def _add_libraries(programs: dict[str, Program]) -> None:
+    """flax and haiku modules (seed configuration: the module is the variable, not the input), each with
+    its gradient and a training step; and tied input/output embeddings with their gradients."""
+    libraries: list[tuple[Callable[..., jax.Array], str, str, tuple[str, ...]]] = [
+        (flax_nnx_embed, "flax_nnx", "flax.nnx.Embed(V, D)(x)", ("flax",)),
+        (flax_linen_embed, "flax_linen", "flax.linen.Embed(V, D).apply(params, x)", ("flax",)),
+        (haiku_embed, "haiku", "haiku.Embed(V, D)(x) (lookup_style ARRAY_INDEX)", ("haiku",)),
+        (haiku_embed_onehot, "haiku_onehot", "haiku.Embed(V, D, lookup_style='ONE_HOT')(x)", ("haiku",)),
+    ]
+    for fn, library, doc, requires in libraries:
+        name = fn.__name__
+        programs[name] = Program(name, "forward", fn, doc, requires=requires)
+        programs[f"grad_{name}"] = Program(
+            f"grad_{name}", "backward", _backward(fn), f"d/dW of {doc}", forward=name, requires=requires
+        )
+        programs[f"train_{name}"] = Program(
+            f"train_{name}",
+            "train",
+            _library_train_step(library),
+            f"the train_take step as a {library} model: {doc}, mean-pool, dense head, cross-entropy, grad",
+            requires=requires,
+        )
+    tied: list[tuple[Callable[..., jax.Array], str, tuple[str, ...]]] = [
+        (tied_take, "jnp.take(W, x, axis=0) @ W.T", ()),
+        (flax_nnx_embed_attend, "embed = flax.nnx.Embed(V, D); embed.attend(embed(x))", ("flax",)),
+    ]
+    for fn, doc, requires in tied:
+        name = fn.__name__
+        programs[name] = Program(name, "tied", fn, doc, requires=requires)
+        programs[f"grad_{name}"] = Program(
+            f"grad_{name}",
+            "tied_grad",
+            _backward(fn),
+            f"d/dW of {doc}: the lookup's scatter-add plus the projection's matmul",
+            forward=name,
+            requires=requires,
+        )
 
 
 CATALOG: Mapping[str, Program] = _catalog()
@@ -379,7 +579,7 @@ def make_arguments(
     specs = program.argument_specs(config)
     table = rng.standard_normal(specs[0].shape).astype(np.dtype(specs[0].dtype))
     indices = make_indices(config, distribution, seed)
-    if program.kind == "backward":
+    if program.kind in ("backward", "tied_grad"):
         ct = rng.standard_normal(specs[2].shape).astype(np.dtype(specs[2].dtype))
         return (table, indices, ct)
     if program.kind == "train":
