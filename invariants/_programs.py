@@ -5,12 +5,14 @@ Adding a program touches this file only: write its function and register it in `
 A program is a pure function of the table ``W`` and the indices ``x`` (a forward), or of ``W``, ``x`` and a
 cotangent ``ct`` (a backward: the gradient of the lookup with respect to the table), or of a whole small
 training step (``train_*``). A ``tied`` program uses the table twice, as the lookup and as the output
-projection (``logits = W[x] @ W.T``); a ``tied_grad`` program is its gradient, from a cotangent of the logits.
-Programs of flax and haiku modules import their library when traced, never here: without the ``libs`` extra
-the catalog loads and their items skip (:meth:`Program.unavailable_reason`). Each program names the configurations it is compiled in; a configuration fixes
-the table dtype and size, the index dtype and the index rank. Index *distributions* do not change the
-compiled structure, so they are not part of a configuration: they matter for timing and correctness only,
-and :func:`make_arguments` takes one.
+projection (``logits = W[x] @ W.T``); a ``tied_grad`` program is its gradient, from a cotangent of the
+logits. Programs of flax and haiku modules import their library when traced, never here: without the
+``libs`` extra the catalog loads and their items skip (:meth:`Program.unavailable_reason`).
+
+Each program names the configurations it is compiled in; a configuration fixes the table dtype and size,
+the index dtype and the index rank. Index *distributions* do not change the compiled structure, so they are
+not part of a configuration: they matter for timing and correctness only, and :func:`make_arguments` takes
+one.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import equinox as eqx
 import jax
@@ -299,14 +301,15 @@ def flax_linen_embed(W: jax.Array, x: jax.Array) -> jax.Array:
     """``flax.linen.Embed(V, D).apply({'params': {'embedding': W}}, x)``."""
     import flax.linen as nn
 
-    return nn.Embed(W.shape[0], W.shape[1], param_dtype=W.dtype).apply({"params": {"embedding": W}}, x)
+    embed = nn.Embed(W.shape[0], W.shape[1], param_dtype=W.dtype)
+    return cast(jax.Array, embed.apply({"params": {"embedding": W}}, x))
 
 
 def _haiku_apply(W: jax.Array, x: jax.Array, lookup_style: str) -> jax.Array:
     import haiku as hk
 
     vocab, width = W.shape
-    model = hk.without_apply_rng(
+    model: Any = hk.without_apply_rng(
         hk.transform(lambda ids: hk.Embed(vocab, width, lookup_style=lookup_style)(ids))
     )
     return model.apply({"embed": {"embeddings": W}}, x)
@@ -372,7 +375,8 @@ def _library_train_step(library: str) -> Callable[..., Any]:
                 )
 
         params = {"params": {"embed": {"embedding": W}, "head": {"kernel": P}}}
-        grads = jax.grad(lambda p: xent(Classifier().apply(p, tokens), labels))(params)["params"]
+        logits = lambda p: cast(jax.Array, Classifier().apply(p, tokens))  # noqa: E731
+        grads = jax.grad(lambda p: xent(logits(p), labels))(params)["params"]
         return grads["embed"]["embedding"], grads["head"]["kernel"]
 
     def haiku_step(lookup_style: str) -> Callable[..., Any]:
@@ -383,7 +387,7 @@ def _library_train_step(library: str) -> Callable[..., Any]:
                 h = hk.Embed(W.shape[0], W.shape[1], lookup_style=lookup_style)(tokens)
                 return hk.Linear(P.shape[1], with_bias=False)(h.astype(jnp.float32).mean(axis=1))
 
-            model = hk.without_apply_rng(hk.transform(classify))
+            model: Any = hk.without_apply_rng(hk.transform(classify))
             params = {"embed": {"embeddings": W}, "linear": {"w": P}}
             grads = jax.grad(lambda p: xent(model.apply(p, tokens), labels))(params)
             return grads["embed"]["embeddings"], grads["linear"]["w"]
