@@ -126,14 +126,30 @@ def _fmt(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
-def input_facts(config: Config) -> dict[str, int]:
+def input_facts(config: Config, program: str | None = None, target: str | None = None) -> dict[str, int]:
+    """Facts about the inputs, known before compiling. With a sharded ``program`` on ``target``: ``chips``
+    (devices of its mesh), ``table_shards`` and ``batch_shards`` (pieces the table's rows and the batch are
+    cut into); 1 otherwise. ``lookups * row_bytes / batch_shards`` is one chip's share of the activations.
+    """
     itemsize = np.dtype(config.table.dtype).itemsize
-    return {
+    facts = {
         "table_bytes": config.vocab * config.width * itemsize,
         "row_bytes": config.width * itemsize,
         "lookups": math.prod(config.index_shape),
         "vocab": config.vocab,
+        "chips": 1,
+        "table_shards": 1,
+        "batch_shards": 1,
     }
+    layout = CATALOG[program].layout if program is not None else None
+    if layout is not None and target is not None:
+        from ._targets import device_count
+
+        devices = device_count(target)
+        facts["chips"] = math.prod(layout.mesh_for(devices))
+        facts["table_shards"] = layout.shards(layout.table, devices)
+        facts["batch_shards"] = layout.shards(layout.indices, devices)
+    return facts
 
 
 def structural_signature(s: Structure) -> tuple[Any, ...]:
@@ -178,7 +194,7 @@ def evaluate(
     """Decide ``case``. ``structure(key)`` gives the structure of a compiled key; ``measure(fn, program)``
     gives a throughput figure (``time`` or ``efficiency``) for throughput invariants."""
     config = get_config(case.config)
-    facts = input_facts(config)
+    facts = input_facts(config, case.program, case.target)
     measured: dict[str, Any] = {}
 
     def metric_of(name: str, program: str) -> Any:

@@ -30,7 +30,7 @@ from jax import lax
 
 from ._errors import InvariantsError, did_you_mean
 
-Kind = Literal["forward", "backward", "train", "sharded", "tied", "tied_grad"]
+Kind = Literal["forward", "backward", "train", "sharded", "sharded_grad", "tied", "tied_grad"]
 Distribution = Literal["uniform", "zipf", "equal"]
 DISTRIBUTIONS: tuple[Distribution, ...] = ("uniform", "zipf", "equal")
 
@@ -120,17 +120,38 @@ class Layout:
     """How a sharded program places its inputs on a device mesh.
 
     ``table`` and ``indices`` are PartitionSpec entries (one per dimension, ``None`` for replicated) over
-    the axes of a mesh of shape ``mesh_shape`` named ``axes``. The mesh needs ``prod(mesh_shape)`` devices.
+    the axes of a mesh of shape ``mesh_shape`` named ``axes``. One entry of ``mesh_shape`` may be ``-1``:
+    it takes the rest of the target's devices, so that one layout runs on 8 and on 16 chips.
+    ``output`` fixes the result's sharding (``None``: the compiler chooses); a gradient's ``cotangent``
+    is sharded like its forward's output. A ``pod`` layout is compiled on the pod targets (and the 8 host
+    CPU devices) over a mesh that follows the chips' physical topology, as a pod job builds it.
     """
 
     mesh_shape: tuple[int, ...]
     axes: tuple[str, ...]
     table: tuple[str | None, ...]
     indices: tuple[str | None, ...]
+    output: tuple[str | None, ...] | None = None
+    cotangent: tuple[str | None, ...] | None = None
+    pod: bool = False
 
     @property
     def devices(self) -> int:
-        return int(np.prod(self.mesh_shape))
+        """The fewest devices the mesh needs (a ``-1`` entry counts as 1)."""
+        return int(np.prod([max(n, 1) for n in self.mesh_shape]))
+
+    def mesh_for(self, devices: int) -> tuple[int, ...]:
+        """``mesh_shape`` with its ``-1`` entry resolved for ``devices`` devices."""
+        if -1 not in self.mesh_shape:
+            return self.mesh_shape
+        if devices % self.devices:
+            raise InvariantsError(f"mesh {self.mesh_shape} does not divide {devices} devices")
+        return tuple(devices // self.devices if n == -1 else n for n in self.mesh_shape)
+
+    def shards(self, spec: tuple[str | None, ...], devices: int) -> int:
+        """How many pieces the leading dimension of an argument with PartitionSpec ``spec`` is cut into."""
+        sizes = dict(zip(self.axes, self.mesh_for(devices), strict=True))
+        return sizes.get(spec[0], 1) if spec and spec[0] is not None else 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,6 +172,7 @@ class Program:
     layout: Layout | None = None
     forward: str | None = None  # for a backward: the forward program it differentiates
     requires: tuple[str, ...] = ()  # modules the program imports when traced (from the ``libs`` extra)
+    logits: bool = False  # returns (or, for a gradient, takes the cotangent of) logits over the vocabulary
 
     def unavailable_reason(self) -> str | None:
         """None when every library the program needs is importable, else one line with the install command."""
@@ -162,10 +184,8 @@ class Program:
 
     def argument_specs(self, config: Config) -> tuple[jax.ShapeDtypeStruct, ...]:
         """Shapes and dtypes of the arguments, without shardings."""
-        if self.kind == "backward":
-            return (config.table, config.indices, config.output)
-        if self.kind == "tied_grad":
-            return (config.table, config.indices, config.logits)
+        if self.kind in ("backward", "tied_grad", "sharded_grad"):
+            return (config.table, config.indices, config.logits if self.logits else config.output)
         if self.kind == "train":
             batch, seq = _INDEX_SHAPES["2d"]
             return (
@@ -180,6 +200,8 @@ class Program:
         """PartitionSpec entries per argument; only for programs with a ``layout``."""
         if self.layout is None:
             raise InvariantsError(f"{self.name}: not a sharded program")
+        if self.kind == "sharded_grad":
+            return (self.layout.table, self.layout.indices, self.layout.cotangent or ())
         return (self.layout.table, self.layout.indices)
 
 
@@ -403,6 +425,43 @@ def _library_train_step(library: str) -> Callable[..., Any]:
     return steps[library]
 
 
+# ---------------------------------------------------------------------------------------------------------
+# Sharded as pods run it. The mesh is set while these are traced (``jax.set_mesh``), so a bare
+# PartitionSpec names its axes, as in a model's code.
+
+
+def vocab_parallel_megatron(W: jax.Array, x: jax.Array) -> jax.Array:
+    """Megatron's vocabulary-parallel embedding by hand: each 'model' shard looks up the indices in its
+    row range, zeroes the others, and one all-reduce (``psum``) over 'model' sums the partial rows."""
+
+    def local(rows: jax.Array, ids: jax.Array) -> jax.Array:
+        start = lax.axis_index("model") * rows.shape[0]
+        mine = (ids >= start) & (ids < start + rows.shape[0])
+        found = jnp.take(rows, jnp.where(mine, ids - start, 0), axis=0)
+        return lax.psum(jnp.where(mine[..., None], found, 0), "model")
+
+    spec = jax.sharding.PartitionSpec
+    return jax.shard_map(local, in_specs=(spec("model", None), spec("data")), out_specs=spec("data", None))(
+        W, x
+    )
+
+
+def _gather_table(W: jax.Array) -> jax.Array:
+    # FSDP: the parameter is stored sharded and all-gathered right before its layer runs.
+    return lax.with_sharding_constraint(W, jax.sharding.PartitionSpec())
+
+
+def fsdp_take(W: jax.Array, x: jax.Array) -> jax.Array:
+    """FSDP: rows stored on 'fsdp', all-gathered, then ``jnp.take`` on the batch shard of each chip."""
+    return jnp.take(_gather_table(W), x, axis=0)
+
+
+def fsdp_tied(W: jax.Array, x: jax.Array) -> jax.Array:
+    """FSDP with tied input/output embeddings: one all-gathered table serves the lookup and the logits."""
+    table = _gather_table(W)
+    return jnp.take(table, x, axis=0) @ table.T
+
+
 def _backward(forward: Callable[[jax.Array, jax.Array], jax.Array]) -> Callable[..., jax.Array]:
     def grad_wrt_table(W: jax.Array, x: jax.Array, ct: jax.Array) -> jax.Array:
         _, pullback = jax.vjp(lambda table: forward(table, x), W)
@@ -436,6 +495,10 @@ _CORE = frozenset({"core"})
 _ROW_BATCH_ONE_AXIS = Layout((8,), ("x",), ("x", None), ("x",))
 _ROWS_MODEL_BATCH_DATA = Layout((2, 4), ("data", "model"), ("model", None), ("data",))
 _COLUMNS = Layout((8,), ("x",), (None, "x"), (None,))
+# Pod layouts: 'model' is 4 wide (tensor parallelism within a host's chips), 'data' takes the rest.
+_VOCAB_PARALLEL = Layout((-1, 4), ("data", "model"), ("model", None), ("data",), ("data", None), pod=True)
+_VOCAB_PARALLEL_TIED = dataclasses.replace(_VOCAB_PARALLEL, output=("data", "model"))
+_FSDP = Layout((-1,), ("fsdp",), ("fsdp", None), ("fsdp",), ("fsdp", None), pod=True)
 
 
 def _catalog() -> dict[str, Program]:
@@ -488,7 +551,34 @@ def _catalog() -> dict[str, Program]:
             )
             programs[name] = Program(name, "sharded", fn, doc, layout=layout)
     _add_libraries(programs)
+    _add_pod_programs(programs)
     return programs
+
+
+def _add_pod_programs(programs: dict[str, Program]) -> None:
+    """Vocabulary-parallel (GSPMD as MaxText, and Megatron's shard_map), FSDP, and the tied projection under
+    both meshes; each gradient's result is sharded like the table, as an optimizer keeps it."""
+    pods: list[tuple[str, Callable[..., jax.Array], Layout, bool, str]] = [
+        ("vocab_parallel_take", take, _VOCAB_PARALLEL, False, "rows on 'model', batch on 'data': take"),
+        ("vocab_parallel_megatron", vocab_parallel_megatron, _VOCAB_PARALLEL, False, "shard_map + psum"),
+        ("vocab_parallel_tied", tied_take, _VOCAB_PARALLEL_TIED, True, "take(W, x) @ W.T, rows on 'model'"),
+        ("fsdp_take", fsdp_take, _FSDP, False, "rows and batch on 'fsdp', table all-gathered, take"),
+        ("fsdp_tied", fsdp_tied, _FSDP, True, "FSDP, tied: take(W, x) @ W.T on the all-gathered table"),
+    ]
+    for name, fn, layout, logits, doc in pods:
+        programs[name] = Program(name, "sharded", fn, doc, layout=layout, logits=logits)
+        if name == "vocab_parallel_megatron":
+            continue  # its gradient is GSPMD's: the forward is what Megatron writes by hand
+        grad_layout = dataclasses.replace(layout, output=layout.table, cotangent=layout.output)
+        programs[f"grad_{name}"] = Program(
+            f"grad_{name}",
+            "sharded_grad",
+            _backward(fn),
+            f"d/dW of {doc}; the gradient sharded like the table",
+            layout=grad_layout,
+            forward=name,
+            logits=logits,
+        )
 
 
 def _add_libraries(programs: dict[str, Program]) -> None:
@@ -519,7 +609,7 @@ def _add_libraries(programs: dict[str, Program]) -> None:
     ]
     for fn, doc, requires in tied:
         name = fn.__name__
-        programs[name] = Program(name, "tied", fn, doc, requires=requires)
+        programs[name] = Program(name, "tied", fn, doc, requires=requires, logits=True)
         programs[f"grad_{name}"] = Program(
             f"grad_{name}",
             "tied_grad",
@@ -527,6 +617,7 @@ def _add_libraries(programs: dict[str, Program]) -> None:
             f"d/dW of {doc}: the lookup's scatter-add plus the projection's matmul",
             forward=name,
             requires=requires,
+            logits=True,
         )
 
 

@@ -48,7 +48,8 @@ from ._structure import METRICS
 
 SPEC_DIR = Path(__file__).parent
 # Names an assert may use besides metrics: facts about the inputs, known before compiling.
-INPUT_FACTS = ("table_bytes", "lookups", "row_bytes", "vocab")
+# The sharding facts are per chip of the program's mesh on the item's target (1 for unsharded programs).
+INPUT_FACTS = ("table_bytes", "lookups", "row_bytes", "vocab", "chips", "table_shards", "batch_shards")
 SET_METRICS = ("custom_call_targets", "opcodes")
 RELATION_FUNCTIONS = ("structure", "time", "efficiency")
 VERSIONED_PACKAGES = ("jax", "jaxlib", "libtpu", "equinox")
