@@ -30,7 +30,7 @@ _EXPORTS = {
     "CATALOG": "_programs", "CONFIGS": "_programs", "Config": "_programs", "Program": "_programs",
     "get_program": "_programs",
     "Invariant": "_spec", "Spec": "_spec", "load_spec": "_spec", "load_specs": "_spec",
-    "METRICS": "_structure", "Structure": "_structure", "structure_of": "_structure",
+    "METRICS": "_metrics", "Structure": "_structure", "structure_of": "_structure",
     "Target": "_targets", "all_targets": "_targets", "select_targets": "_targets",
 }  # fmt: skip
 
@@ -48,7 +48,8 @@ if TYPE_CHECKING:
     from ._compile import CompileCache, Compiled
     from ._errors import InvariantsError
     from ._hlo import HloModule, HloParseError, parse_module
+    from ._metrics import METRICS
     from ._programs import CATALOG, CONFIGS, Config, Program, get_program
     from ._spec import Invariant, Spec, load_spec, load_specs
-    from ._structure import METRICS, Structure, structure_of
+    from ._structure import Structure, structure_of
     from ._targets import Target, all_targets, select_targets

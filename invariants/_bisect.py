@@ -41,6 +41,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from . import _results
 from ._errors import InvariantsError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -333,7 +334,7 @@ def run_suite(env: Path, version: Version, args: argparse.Namespace, workdir: Pa
             f"jax {version}: the suite did not run (exit {proc.returncode}): {_last_line(proc)}; "
             f"see {folder / 'pytest.txt'}"
         )
-    return json.loads(results.read_text()), seconds
+    return _results.read(results), seconds
 
 
 def verdict_of(version: Version, results: Mapping[str, Any], seconds: float) -> Verdict:

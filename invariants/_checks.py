@@ -13,7 +13,6 @@ import ast
 import dataclasses
 import fnmatch
 import importlib.metadata
-import math
 import operator
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -21,10 +20,11 @@ from typing import Any
 import numpy as np
 
 from ._errors import InvariantsError
+from ._metrics import METRICS, input_facts
 from ._programs import CATALOG, Config, get_config
 from ._spec import CorrectnessCheck, Invariant, Spec, select_programs
-from ._structure import METRICS, Structure
-from ._targets import Target
+from ._structure import Structure
+from ._targets import Target, device_count
 
 Key = tuple[str, str, str]
 
@@ -126,32 +126,6 @@ def _fmt(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
-def input_facts(config: Config, program: str | None = None, target: str | None = None) -> dict[str, int]:
-    """Facts about the inputs, known before compiling. With a sharded ``program`` on ``target``: ``chips``
-    (devices of its mesh), ``table_shards`` and ``batch_shards`` (pieces the table's rows and the batch are
-    cut into); 1 otherwise. ``lookups * row_bytes / batch_shards`` is one chip's share of the activations.
-    """
-    itemsize = np.dtype(config.table.dtype).itemsize
-    facts = {
-        "table_bytes": config.vocab * config.width * itemsize,
-        "row_bytes": config.width * itemsize,
-        "lookups": math.prod(config.index_shape),
-        "vocab": config.vocab,
-        "chips": 1,
-        "table_shards": 1,
-        "batch_shards": 1,
-    }
-    layout = CATALOG[program].layout if program is not None else None
-    if layout is not None and target is not None:
-        from ._targets import device_count
-
-        devices = device_count(target)
-        facts["chips"] = math.prod(layout.mesh_for(devices))
-        facts["table_shards"] = layout.shards(layout.table, devices)
-        facts["batch_shards"] = layout.shards(layout.indices, devices)
-    return facts
-
-
 def structural_signature(s: Structure) -> tuple[Any, ...]:
     """What ``structure(a) == structure(b)`` compares: everything the snapshot shows below the jaxpr."""
     return (
@@ -192,18 +166,17 @@ def evaluate(
     measure: Callable[[str, str], float] | None = None,
 ) -> Verdict:
     """Decide ``case``. ``structure(key)`` gives the structure of a compiled key; ``measure(fn, program)``
-    gives a throughput figure (``time`` or ``efficiency``) for throughput invariants."""
+    gives a throughput figure (``time``) for throughput invariants."""
     config = get_config(case.config)
-    facts = input_facts(config, case.program, case.target)
+    layout = CATALOG[case.program].layout if case.program is not None else None
+    facts = input_facts(config, layout, device_count(case.target))
     measured: dict[str, Any] = {}
 
     def metric_of(name: str, program: str) -> Any:
         s = structure((program, case.config, case.target))
-        if name == "custom_call_targets":
-            return s.custom_call_targets
-        if name == "opcodes":
-            return tuple(s.opcodes)
-        value = METRICS[name](s)
+        of = METRICS[name].of
+        assert of is not None, name  # the spec loader admits only computable names here
+        value = of(s)
         if value is None:
             raise _Unknown(f"{name} of {program} is unknown (a loop trip count could not be derived)")
         return value
@@ -229,7 +202,7 @@ def evaluate(
                 value = structural_signature(structure((program, case.config, case.target)))
                 measured[f"structure({program})"] = f"<{len(value[0])} kernels>"
                 return value
-            if fn in ("time", "efficiency"):
+            if METRICS[fn].source == "throughput":
                 if measure is None:
                     raise InvariantsError(f"{case.invariant.where}: {fn}() needs the throughput tier")
                 value = measure(fn, program)

@@ -11,20 +11,40 @@ from typing import Any
 
 from invariants._errors import InvariantsError
 from invariants._hlo import parse_module
+from invariants._metrics import METRICS, help_text
 from invariants._structure import Kernel, Structure, structure_of, to_json
 
 _DUMP_GLOB = "*after_optimizations.txt"
 
-_EPILOG = f"""\
+# Keys of a --json object besides the metrics: details a metric summarizes.
+_DETAILS = {
+    "module": "the HLO module's name",
+    "fusion_kinds": "entry fusions by kind (kLoop, kInput, ...)",
+    "trip_counts": "one per while loop, null when unknown",
+    "loops": "each while loop: name, trip count, kernels and opcodes per iteration",
+    "opcode_counts": "opcode -> instructions, all computations",
+    "collective_counts": "collective opcode -> count",
+    "collective_list": "each collective: opcode, shape, bytes, replica groups",
+    "gather_shapes": "each gather: result shape and dimension numbers",
+    "scatter_shapes": "each scatter: result shape and dimension numbers",
+    "convert_pairs": "src->dst dtype pair -> converts",
+    "root_shape": "the entry computation's result shape",
+    "kernel_list": "the kernels, as the snapshot lists them",
+}
+
+
+def _epilog() -> str:
+    details = "\n".join(f"  {k:<24}  {v}" for k, v in _DETAILS.items())
+    return f"""\
 A directory argument stands for its {_DUMP_GLOB} files (sorted by name), as written by
 XLA_FLAGS=--xla_dump_to=DIR. Other files are read as one HLO module each (e.g. compiled.as_text()).
 
+The metrics, as a spec's assert names them (invariants/*.toml):
+{help_text()}
+
 --json prints, for exactly one input file, that file's object; for several, one object keyed by file path.
-Each file's object has: module, entry_fusions, fusion_kinds, kernels, while_loops (count), trip_counts
-(one per loop, null when unknown), dynamic_kernel_launches (null when a trip count is unknown), opcodes,
-custom_call_targets, collectives (opcode -> count), collective_bytes, gathers, scatters, dynamic_slices,
-dynamic_update_slices, gather_shapes, scatter_shapes, converts (src->dst -> count), root_shape and
-kernel_list.
+Each object has every structural metric above under its own name (null when unknown), and these details:
+{details}
 
 Exit status: 0 on success; 2 for a missing file or text that is not understood (one line on stderr,
 FILE:LINE: what was not understood).
@@ -39,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hlo-stats",
         description="Structural metrics (kernels, fusions, loops, gathers, collectives) of optimized HLO.",
-        epilog=_EPILOG,
+        epilog=_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
@@ -74,32 +94,29 @@ def _read(path: pathlib.Path) -> str:
 
 
 def summary(module_name: str, structure: Structure) -> dict[str, Any]:
-    """The per-file JSON object printed by ``--json`` (keys listed in the --help epilog)."""
+    """The per-file JSON object printed by ``--json``: every structural metric, then the details."""
     full = to_json(structure)
-    return {
+    metrics = {
+        m.name: (list(v) if isinstance(v := m.of(structure), tuple) else v)
+        for m in METRICS.values()
+        if m.source == "structure" and m.of is not None and m.alias_of is None
+    }
+    details = {
         "module": module_name,
-        "entry_fusions": structure.entry_fusions,
         "fusion_kinds": full["fusion_kinds"],
-        "kernels": structure.kernels,
-        "while_loops": len(structure.while_loops),
         "trip_counts": [w.trip_count for w in structure.while_loops],
         "loops": full["while_loops"],
-        "dynamic_kernel_launches": structure.dynamic_kernel_launches,
-        "opcodes": full["opcodes"],
-        "custom_call_targets": full["custom_call_targets"],
-        "collectives": dict(sorted(Counter(c.opcode for c in structure.collectives).items())),
-        "collective_bytes": sum(c.bytes for c in structure.collectives),
+        "opcode_counts": full["opcodes"],
+        "collective_counts": dict(sorted(Counter(c.opcode for c in structure.collectives).items())),
         "collective_list": full["collectives"],
-        "gathers": structure.gathers,
-        "scatters": structure.scatters,
-        "dynamic_slices": structure.dynamic_slices,
-        "dynamic_update_slices": structure.dynamic_update_slices,
         "gather_shapes": full["gather_shapes"],
         "scatter_shapes": full["scatter_shapes"],
-        "converts": full["converts"],
+        "convert_pairs": full["converts"],
         "root_shape": structure.root_shape,
         "kernel_list": full["kernel_list"],
     }
+    assert details.keys() == _DETAILS.keys() and not metrics.keys() & details.keys()
+    return {**metrics, **details}
 
 
 def _kernel_lines(kernels: tuple[Kernel, ...], indent: str) -> list[str]:

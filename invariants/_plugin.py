@@ -338,28 +338,22 @@ def judge(invariant: Any, holds: bool, tightenable: bool, where: str, describe: 
         pytest.fail(failure(), pytrace=False)
 
 
-RESULT_KEYS = ("structure", "invariant", "correctness", "throughput")
-
-
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Collect what each item recorded (``record_property``), with its outcome, for the results file.
+    """Collect what each item recorded (:func:`invariants._results.record`), with its outcome.
 
     This runs in the process that reports, which under xdist is the controller: the results file is the
     same with or without workers.
     """
+    from . import _results
+
     if report.when != "call" and not (report.when == "setup" and report.skipped):
         return
-    results = _RESULTS.setdefault("items", [])
+    items = _RESULTS.setdefault("items", [])
     outcome = "xfailed" if hasattr(report, "wasxfail") else report.outcome
-    for name, value in report.user_properties:
-        if name in RESULT_KEYS and isinstance(value, dict):
-            # The tier names the entry; what a value calls its own kind (ratio, efficiency) is kept aside.
-            entry = {**value, "kind": name, "outcome": outcome, "nodeid": report.nodeid}
-            if "kind" in value:
-                entry["measure"] = value["kind"]
-            results.append(entry)
-    if report.failed and not report.user_properties:
-        results.append({"kind": "error", "outcome": outcome, "nodeid": report.nodeid})
+    entries = [_results.entry(name, value, outcome, report.nodeid) for name, value in report.user_properties]
+    items.extend(e for e in entries if e is not None)
+    if report.failed and not any(entries):
+        items.append(_results.error_entry(outcome, report.nodeid))
 
 
 _RESULTS: dict[str, Any] = {}
@@ -369,10 +363,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     if hasattr(config, "workerinput") or _SESSION not in config.stash:
         return
-    import json
-
     import jax
 
+    from . import _results
     from ._targets import versions
 
     s = gate_session(config)
@@ -388,11 +381,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             for t in s.targets
         },
         "exitstatus": int(exitstatus),
-        "items": sorted(items, key=lambda r: (r["kind"], r["nodeid"])),
+        "items": items,
     }
-    path = Path(config.getoption("results_json"))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n")
+    _results.write(Path(config.getoption("results_json")), payload)
 
 
 def committed_snapshot_diff(s: GateSession, key: tuple[str, str, str], current: str) -> str:

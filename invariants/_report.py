@@ -7,23 +7,19 @@ Usage::
 
 Inputs (contract):
 
-* ``RESULTS.json``: the file the pytest plugin writes at session end (``--results-json``): an object with
-  ``versions``, ``runtime``, ``targets``, ``exitstatus`` and ``items``; each item has ``kind``,
-  ``outcome`` and ``nodeid``. Kinds read here: ``structure`` (``target``, ``program``, ``config`` and
-  the metrics of :data:`invariants._structure.METRICS`), ``invariant`` (``id``, ``target``,
-  ``programs``, ``config``), ``correctness``, ``error``, and the throughput tier's ``ratio`` (``a``,
-  ``b``, ``median``, ``low``, ``high``, ``threshold``, ``verdict``) and ``efficiency`` (``program``,
-  ``efficiency``, ``low``, ``high``, ``min_efficiency``, ``verdict``). Several files (e.g. a parallel
-  gate session and a serial throughput session) are merged into one run. Unknown kinds and extra keys
-  are ignored, so the report keeps working while tiers grow.
+* ``RESULTS.json``: the file the pytest plugin writes at session end (``--results-json``), in the form
+  :mod:`invariants._results` owns (record kinds and their fields). Several files (e.g. a parallel gate
+  session and a serial throughput session) are merged into one run. Entries of a kind this version does
+  not know are counted under "other" and otherwise ignored, so the report keeps working while tiers grow.
 * ``--benchmark-json``: pytest-benchmark's ``--benchmark-json`` output. Each ``benchmarks[*]`` whose
-  ``extra_info`` holds a ratio or an efficiency (same fields as above) becomes a throughput row; a
-  benchmark measured in the results file too (same node id) is shown once.
+  ``extra_info`` is a ``ratio`` or ``efficiency`` record (the gate's throughput items put theirs there)
+  becomes a throughput row; a benchmark measured in the results file too (same node id) is shown once.
 * ``--compare A B``: two results files; prints what changed from A to B (versions, metrics, invariant
   outcomes, ratios whose intervals no longer overlap).
 
-Output: markdown on stdout, or in ``--out``; ``--plot`` writes a PNG (matplotlib, Agg). Bad input (a
-missing file, not JSON, the wrong shape) raises :class:`InvariantsError`: one line, exit code 2.
+Output: markdown on stdout, or in ``--out``, always; ``--plot`` also writes a PNG (matplotlib, Agg), or
+says on stderr that the run has nothing to plot. Bad input (a missing file, not JSON, the wrong shape)
+raises :class:`InvariantsError`: one line, exit code 2.
 """
 
 from __future__ import annotations
@@ -31,13 +27,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import _results
 from ._errors import InvariantsError
+from ._metrics import METRICS, names
 
 __all__ = [
     "Run",
@@ -58,12 +57,9 @@ _COLUMNS = (
     ("dynamic_kernel_launches", "dynamic launches"),
     ("collectives", "collectives (bytes)"),
 )
-# Metrics compared by --compare (all that the structure tier records, in a stable order).
-_COMPARED = (
-    "kernels", "entry_fusions", "while_loops", "max_trip_count", "dynamic_kernel_launches", "gathers",
-    "scatters", "dynamic_slices", "dynamic_update_slices", "custom_calls", "collectives", "collective_bytes",
-    "converts", "sorts", "copies",
-)  # fmt: skip
+# Metrics compared by --compare: every numeric structural metric of the registry (what a structure record
+# holds), aliases left out.
+_COMPARED = tuple(n for n in names(source="structure", type="number") if METRICS[n].alias_of is None)
 _OUTCOMES = ("passed", "failed", "xfailed", "skipped", "error")
 
 
@@ -132,35 +128,19 @@ def _read_json(path: str | Path, what: str) -> Any:
 
 
 def load_results(path: str | Path) -> Run:
-    """Read one results file; raise :class:`InvariantsError` (one line) when it is not one."""
-    data = _read_json(path, "results")
+    """Read one results file (:func:`invariants._results.read`); bad input raises one line."""
+    data = _results.read(path)
     where = str(path)
-    if not isinstance(data, dict) or not isinstance(data.get("items"), list):
-        raise InvariantsError(
-            f"{where}: not a results file (expected an object with an 'items' list, as written by "
-            "pytest --results-json)"
-        )
-    for n, item in enumerate(data["items"]):
-        if not isinstance(item, dict) or not all(isinstance(item.get(k), str) for k in ("kind", "nodeid")):
-            raise InvariantsError(f"{where}: items[{n}] is not an object with string 'kind' and 'nodeid'")
-    for key, kind in (("versions", dict), ("runtime", dict), ("targets", dict)):
-        if not isinstance(data.get(key, {}), kind):
-            raise InvariantsError(f"{where}: '{key}' must be an object")
-    status = data.get("exitstatus", 0)
-    if not isinstance(status, int):
-        raise InvariantsError(f"{where}: 'exitstatus' must be an integer")
     run = Run(
         sources=[where],
         versions={str(k): str(v) for k, v in data.get("versions", {}).items()},
         runtime=dict(data.get("runtime", {})),
         targets={str(k): (v if isinstance(v, dict) else {}) for k, v in data.get("targets", {}).items()},
-        exitstatus=status,
+        exitstatus=data.get("exitstatus", 0),
         items=list(data["items"]),
     )
     for item in run.items:
-        row = _throughput_of(
-            item, item.get("target") or run.runtime_target, item["nodeid"], item.get("outcome")
-        )
+        row = _throughput_of(item, item.get("target") or run.runtime_target, item["nodeid"], item["outcome"])
         if row is not None:
             run.throughput.append(row)
     return run
@@ -232,52 +212,45 @@ def _number(info: dict[str, Any], key: str, required: bool = True) -> float | No
 
 
 def _throughput_of(info: dict[str, Any], target: str, nodeid: str, outcome: str | None) -> Throughput | None:
-    """A :class:`Throughput` from a ratio or efficiency record, None for records of other kinds.
-
-    A ratio is recognised by ``median`` with ``a``/``b`` (or ``kind == "ratio"``), an efficiency by a
-    numeric ``efficiency``; a nested ``{"ratio": {...}}`` / ``{"efficiency": {...}}`` is accepted as well.
-    """
+    """A :class:`Throughput` from a ``ratio`` or ``efficiency`` record, None for records of other kinds."""
     kind = info.get("kind")
-    for nested in ("ratio", "efficiency"):
-        if isinstance(info.get(nested), dict):
-            info = {**{k: v for k, v in info.items() if k != nested}, **info[nested], "kind": nested}
-            kind = nested
+    if kind not in ("ratio", "efficiency"):
+        return None
+    missing = [f for f in _results.FIELDS[kind] if f not in info and f != "target"]
     try:
-        if kind == "ratio" or (kind in (None, "throughput") and "median" in info and "a" in info):
+        if missing:
+            raise InvariantsError(f"lacks {', '.join(missing)}")
+        if kind == "ratio":
             return Throughput(
                 kind="ratio",
                 nodeid=nodeid,
                 target=target,
-                label=f"{info.get('a', '?')} / {info.get('b', '?')}",
-                config=str(info.get("config", "")),
+                label=f"{info['a']} / {info['b']}",
+                config=str(info["config"]),
                 value=_number(info, "median") or 0.0,
                 low=_number(info, "low") or 0.0,
                 high=_number(info, "high") or 0.0,
                 bound=_number(info, "threshold", required=False),
-                verdict=info.get("verdict"),
+                verdict=info["verdict"],
                 outcome=outcome,
-                id=str(info.get("id", "")),
+                id=str(info["id"]),
             )
-        if kind == "efficiency" or (
-            kind in (None, "throughput") and isinstance(info.get("efficiency"), float)
-        ):
-            return Throughput(
-                kind="efficiency",
-                nodeid=nodeid,
-                target=target,
-                label=str(info.get("program", "?")),
-                config=str(info.get("config", "")),
-                value=_number(info, "efficiency") or 0.0,
-                low=_number(info, "low") or 0.0,
-                high=_number(info, "high") or 0.0,
-                bound=_number(info, "min_efficiency", required=False),
-                verdict=info.get("verdict"),
-                outcome=outcome,
-                id=str(info.get("id", "efficiency")),
-            )
+        return Throughput(
+            kind="efficiency",
+            nodeid=nodeid,
+            target=target,
+            label=str(info["program"]),
+            config=str(info["config"]),
+            value=_number(info, "efficiency") or 0.0,
+            low=_number(info, "low") or 0.0,
+            high=_number(info, "high") or 0.0,
+            bound=_number(info, "min_efficiency", required=False),
+            verdict=info["verdict"],
+            outcome=outcome,
+            id=str(info["id"]),
+        )
     except InvariantsError as err:
-        raise InvariantsError(f"{nodeid}: {kind or 'throughput'} record: {err}") from None
-    return None
+        raise InvariantsError(f"{nodeid}: {kind} record: {err}") from None
 
 
 def _add_benchmarks(run: Run, rows: Iterable[Throughput]) -> None:
@@ -370,14 +343,19 @@ def _header(run: Run, title: str) -> list[str]:
 
 
 def _tier_summary(run: Run) -> list[str]:
-    kinds = ("structure", "invariant", "correctness", "ratio", "efficiency", "error")
+    """One row per record kind present, in the results module's order; kinds it does not know are counted
+    under "other", so the rows always add up to the run's item count."""
+    by_tier: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for item in run.items:
+        by_tier[_results.TIERS.get(item["kind"], "other")].append(item)
     rows = []
-    for kind in kinds:
-        items = run.of_kind(kind)
+    for tier in (*_results.TIERS.values(), "other"):
+        items = by_tier.get(tier, [])
         if not items:
             continue
         counts = Counter(i.get("outcome", "error") for i in items)
-        rows.append(f"| {kind} | " + " | ".join(_fmt(counts.get(o, 0)) for o in _OUTCOMES) + " |")
+        counts["error"] += sum(n for o, n in counts.items() if o not in _OUTCOMES)
+        rows.append(f"| {tier} | " + " | ".join(_fmt(counts.get(o, 0)) for o in _OUTCOMES) + " |")
     if not rows:
         return []
     lines = ["| tier | " + " | ".join(_OUTCOMES) + " |", "|---|" + "---:|" * len(_OUTCOMES), *rows, ""]
@@ -399,7 +377,7 @@ def _target_tables(run: Run) -> list[str]:
         # An invariant over several programs (a comparison) belongs to its first one, as in the plugin.
         invariants[(str(item.get("target")), str(programs[0]), str(item.get("config")))].append(item)
     order = [t for t in run.targets if t in structures or any(k[0] == t for k in invariants)]
-    order += sorted({k[0] for k in invariants} | set(structures) - set(order))
+    order += sorted(({k[0] for k in invariants} | set(structures)) - set(order))
     lines: list[str] = []
     for target in order:
         keys = set(structures.get(target, {})) | {(k[1], k[2]) for k in invariants if k[0] == target}
@@ -551,8 +529,10 @@ def compare_markdown(a: Run, b: Run) -> str:
 # ----------------------------------------------------------------------------------------------- plot
 
 
-def plot(run: Run, path: str | Path) -> None:
+def plot(run: Run, path: str | Path) -> bool:
     """Draw the run: dynamic kernel launches per program and target (log axis), and the throughput.
+
+    Returns False, writing nothing, when the run has nothing to draw (no structure or throughput items).
 
     Launches show the loops at a glance (a per-row loop of 16,384 trips against a handful of kernels).
     The throughput panels show each ratio or efficiency with its interval and its bound.
@@ -569,7 +549,7 @@ def plot(run: Run, path: str | Path) -> None:
         p for p, present in (("launches", structures), ("ratio", ratios), ("efficiency", effs)) if present
     ]
     if not panels:
-        raise InvariantsError(f"{', '.join(run.sources)}: nothing to plot (no structure or throughput items)")
+        return False
 
     # One row per program, in the seed configuration (f32) where it has one: the other configurations
     # repeat the same pattern and would triple the rows. The report's tables have every configuration.
@@ -649,6 +629,7 @@ def plot(run: Run, path: str | Path) -> None:
         raise InvariantsError(f"{out}: folder {out.parent} does not exist")
     fig.savefig(out, dpi=110)
     plt.close(fig)
+    return True
 
 
 def _row_label(item: dict[str, Any]) -> str:
@@ -698,6 +679,9 @@ def main(argv: list[str] | None = None) -> int:
         raise InvariantsError("report: --benchmark-json needs a results file to go with it")
     if args.plot and not args.results:
         raise InvariantsError("report: --plot draws a results file; give one")
+    for option, value in (("--plot", args.plot), ("--out", args.out)):
+        if value and not Path(value).parent.is_dir():
+            raise InvariantsError(f"report: {option} {value}: folder {Path(value).parent} does not exist")
 
     parts = []
     if args.results:
@@ -706,8 +690,12 @@ def main(argv: list[str] | None = None) -> int:
             _add_benchmarks(run, load_benchmarks(args.benchmark_json, run.runtime_target))
         parts.append(render(run))
         if args.plot:
-            plot(run, args.plot)
-            parts.append(f"Plot: `{args.plot}`\n")
+            if plot(run, args.plot):
+                parts.append(f"Plot: `{args.plot}`\n")
+            else:
+                # The markdown is still written: a run of the invariant tier alone has tables, not points.
+                print(f"report: {args.plot} not written: nothing to plot (no structure or throughput items)",
+                      file=sys.stderr)  # fmt: skip
     if args.compare:
         parts.append(compare_markdown(load_results(args.compare[0]), load_results(args.compare[1])))
     text = "\n".join(parts)

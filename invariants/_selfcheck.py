@@ -29,7 +29,6 @@ import argparse
 import concurrent.futures
 import dataclasses
 import fnmatch
-import json
 import os
 import subprocess
 import sys
@@ -39,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from . import _results
 from ._errors import InvariantsError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -197,7 +197,8 @@ class Outcome:
         return self.exit_status == 1 and not self.missing
 
 
-# The throughput tier records its items as ``ratio`` and ``efficiency``; ``throughput`` names them all.
+# The throughput tier records its items as ``ratio`` and ``efficiency`` (see invariants._results);
+# ``throughput`` names them all in an expectation.
 _KIND_ALIASES = {"ratio": "throughput", "efficiency": "throughput"}
 
 
@@ -255,7 +256,7 @@ def run_injection(injection: Injection, workdir: Path, timeout: float = 600.0) -
         return out
     seconds = time.perf_counter() - start
     (folder / "stdout.txt").write_text(proc.stdout + proc.stderr)
-    loaded = json.loads(results.read_text()) if results.exists() else None
+    loaded = _results.read(results) if results.exists() else None
     outcome = judge(injection, proc.returncode, loaded, seconds)
     if loaded is None:
         tail = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]

@@ -21,12 +21,15 @@ invariants touches that one file. The format::
     programs = ["kind:forward"]
     reference = "take"
 
-An ``assert`` is one comparison of two arithmetic sides, or a membership test. Its names are structural
-metrics (``kernels``, ``while_loops``, ...; see ``invariants._structure.METRICS``) of the program the item
-is about, or input facts (``table_bytes``, ``lookups``). A metric *called* on a program name is relational:
-``kernels(naive) <= kernels(take)``, over each config the named programs share on a target.
-``structure(a) == structure(b)`` compares whole kernel lists. ``time(a) / time(b) <= 1.10`` and
-``efficiency(a)`` belong to the throughput tier. ``'T' in custom_call_targets`` tests a custom-call target.
+An ``assert`` is one comparison of two arithmetic sides, or a membership test. Its names come from the
+metric registry (``invariants._metrics.METRICS``): structural metrics (``kernels``, ``while_loops``, ...)
+of the program the item is about, or input facts (``table_bytes``, ``lookups``). Both sides of a
+comparison must have the same type (a number with a number, a kernel list with a kernel list), and ``in``
+takes a string on its left and a set metric on its right: a comparison that could never fail is refused.
+A metric *called* on a program name is relational: ``kernels(naive) <= kernels(take)``, over each config
+the named programs share on a target. ``structure(a) == structure(b)`` compares whole kernel lists.
+``time(a) / time(b) <= 1.10`` belongs to the throughput tier (efficiency is not written in an assert: it
+is compared with a recorded baseline). ``'T' in custom_call_targets`` tests a custom-call target.
 
 Every mistake is reported as one line ``FILE:LINE: what is wrong``, with the closest valid name.
 """
@@ -44,14 +47,9 @@ from typing import Any, Literal
 from packaging.requirements import InvalidRequirement, Requirement
 
 from ._errors import InvariantsError, did_you_mean
-from ._structure import METRICS
+from ._metrics import METRICS
 
 SPEC_DIR = Path(__file__).parent
-# Names an assert may use besides metrics: facts about the inputs, known before compiling.
-# The sharding facts are per chip of the program's mesh on the item's target (1 for unsharded programs).
-INPUT_FACTS = ("table_bytes", "lookups", "row_bytes", "vocab", "chips", "table_shards", "batch_shards")
-SET_METRICS = ("custom_call_targets", "opcodes")
-RELATION_FUNCTIONS = ("structure", "time", "efficiency")
 VERSIONED_PACKAGES = ("jax", "jaxlib", "libtpu", "equinox")
 
 _INVARIANT_KEYS = ("id", "programs", "configs", "assert", "why", "when", "ratchet")
@@ -175,7 +173,12 @@ def _check_keys(table: dict[str, Any], known: Sequence[str], loc: _Locator, line
 
 
 def parse_assert(text: str, loc: _Locator, line: int) -> tuple[ast.Expression, Kind, tuple[str, ...]]:
-    """Parse and validate an assert; return it, its kind and the programs it names (relational)."""
+    """Parse and validate an assert; return it, its kind and the programs it names (relational).
+
+    Every name must be in the metric registry, and the two sides of the comparison must have the same
+    type (see :mod:`invariants._metrics`): ``custom_call_targets != 0`` would compare a set with a number
+    and hold everywhere, so it is refused.
+    """
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as err:
@@ -186,31 +189,40 @@ def parse_assert(text: str, loc: _Locator, line: int) -> tuple[ast.Expression, K
     named: list[str] = []
     bare: list[str] = []  # metrics used without a program: they mean the item's own program
     kind: Kind = "absolute"
+    bare_names = [m.name for m in METRICS.values() if not m.call_only]
+    call_names = [m.name for m in METRICS.values() if m.source != "input"]
 
-    def visit(node: ast.AST) -> None:
+    def type_of(node: ast.AST) -> str:
+        """The type of an operand: number, set, structure or string; raises on anything not understood."""
         nonlocal kind
-        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str)):
-            return
+        if isinstance(node, ast.Constant) and not isinstance(node.value, bool):
+            if isinstance(node.value, (int, float)):
+                return "number"
+            if isinstance(node.value, str):
+                return "string"
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)):
-            visit(node.left)
-            visit(node.right)
-            return
+            for side in (node.left, node.right):
+                if (t := type_of(side)) != "number":
+                    raise loc.error(line, f"assert {text!r}: arithmetic on a {t} ('{ast.unparse(side)}')")
+            return "number"
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            visit(node.operand)
-            return
+            if (t := type_of(node.operand)) != "number":
+                raise loc.error(line, f"assert {text!r}: arithmetic on a {t} ('{ast.unparse(node)}')")
+            return "number"
         if isinstance(node, ast.Name):
-            if node.id in METRICS or node.id in SET_METRICS:
+            metric = METRICS.get(node.id)
+            if metric is None or metric.call_only:
+                if metric is not None:
+                    raise loc.error(line, f"{node.id}(...) takes one program name, as in {node.id}(take)")
+                raise loc.error(line, f"unknown metric '{node.id}'{did_you_mean(node.id, bare_names)}")
+            if metric.source == "structure":
                 bare.append(node.id)
-                return
-            if node.id in INPUT_FACTS:
-                return
-            known = [*METRICS, *INPUT_FACTS, *SET_METRICS]
-            raise loc.error(line, f"unknown metric '{node.id}'{did_you_mean(node.id, known)}")
+            return metric.type
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             fn = node.func.id
-            if fn not in METRICS and fn not in RELATION_FUNCTIONS:
-                known = [*METRICS, *RELATION_FUNCTIONS]
-                raise loc.error(line, f"unknown metric '{fn}'{did_you_mean(fn, known)}")
+            metric = METRICS.get(fn)
+            if metric is None or metric.source == "input":
+                raise loc.error(line, f"unknown metric '{fn}'{did_you_mean(fn, call_names)}")
             if len(node.args) != 1 or not isinstance(node.args[0], ast.Name) or node.keywords:
                 raise loc.error(line, f"{fn}(...) takes one program name, as in {fn}(take)")
             from ._programs import CATALOG
@@ -219,24 +231,27 @@ def parse_assert(text: str, loc: _Locator, line: int) -> tuple[ast.Expression, K
             if program not in CATALOG:
                 raise loc.error(line, f"unknown program '{program}'{did_you_mean(program, list(CATALOG))}")
             named.append(program)
-            if fn in ("time", "efficiency"):
+            if metric.source == "throughput":
                 kind = "throughput"
             elif kind == "absolute":
                 kind = "relational"
-            return
-        if isinstance(node, ast.Compare):
-            for part in (node.left, *node.comparators):
-                visit(part)
-            return
+            return metric.type
         raise loc.error(line, f"assert {text!r}: '{ast.unparse(node)}' is not understood")
 
-    visit(body)
+    left, right = type_of(body.left), type_of(body.comparators[0])
+    op = body.ops[0]
+    if isinstance(op, (ast.In, ast.NotIn)):
+        if right != "set" or left != "string":
+            sets = ", ".join(m.name for m in METRICS.values() if m.type == "set")
+            raise loc.error(
+                line, f"assert {text!r}: 'in' takes a quoted name on its left and one of {sets} on its right"
+            )
+    elif left != right:
+        raise loc.error(line, f"assert {text!r} compares a {left} with a {right}: it could never fail")
+    elif left in ("set", "string", "structure") and not isinstance(op, (ast.Eq, ast.NotEq)):
+        raise loc.error(line, f"assert {text!r}: a {left} can only be compared with == or !=")
     if kind == "throughput" and throughput_terms(body) is None:
         raise loc.error(line, f"assert {text!r}: a throughput assert reads 'time(A) / time(B) <= NUMBER'")
-    if isinstance(body.ops[0], (ast.In, ast.NotIn)):
-        right = body.comparators[0]
-        if not (isinstance(right, ast.Name) and right.id in SET_METRICS):
-            raise loc.error(line, f"assert {text!r}: 'in' needs one of {', '.join(SET_METRICS)} on its right")
     if kind != "absolute" and bare:
         raise loc.error(
             line,

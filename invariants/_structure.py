@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,8 +33,6 @@ from invariants._hlo import Computation, HloModule, Instruction
 
 __all__ = [
     "FREE_OPCODES",
-    "METRICS",
-    "METRIC_DOCS",
     "Collective",
     "IndexedOp",
     "Kernel",
@@ -519,57 +517,3 @@ def to_json(structure: Structure) -> dict[str, Any]:
         "root_shape": s.root_shape,
         "converts": dict(Counter(s.converts)),
     }
-
-
-def _max_trip_count(s: Structure) -> int | None:
-    trips = [w.trip_count for w in s.while_loops]
-    if any(t is None for t in trips):
-        return None
-    return max((t for t in trips if t is not None), default=0)
-
-
-def _count_collectives(prefix: str) -> Callable[[Structure], int | None]:
-    return lambda s: sum(1 for c in s.collectives if c.opcode.startswith(prefix))
-
-
-METRICS: dict[str, Callable[[Structure], int | None]] = {
-    "kernels": lambda s: s.kernels,
-    "entry_fusions": lambda s: s.entry_fusions,
-    "fusions": lambda s: s.entry_fusions,
-    "while_loops": lambda s: len(s.while_loops),
-    "max_trip_count": _max_trip_count,
-    "dynamic_kernel_launches": lambda s: s.dynamic_kernel_launches,
-    "gathers": lambda s: s.gathers,
-    "scatters": lambda s: s.scatters,
-    "dynamic_slices": lambda s: s.dynamic_slices,
-    "dynamic_update_slices": lambda s: s.dynamic_update_slices,
-    "custom_calls": lambda s: s.opcodes.get("custom-call", 0),
-    "collectives": lambda s: len(s.collectives),
-    "collective_bytes": lambda s: sum(c.bytes for c in s.collectives),
-    "all_gathers": _count_collectives("all-gather"),
-    "all_reduces": _count_collectives("all-reduce"),
-    "converts": lambda s: len(s.converts),
-    "sorts": lambda s: s.opcodes.get("sort", 0),
-    "copies": lambda s: s.opcodes.get("copy", 0) + s.opcodes.get("copy-start", 0),
-}
-
-METRIC_DOCS: dict[str, str] = {
-    "kernels": "static kernel count: entry computation plus each while body/condition once",
-    "entry_fusions": "fusions launched by the entry computation (call bodies inlined, loops not)",
-    "fusions": "alias of entry_fusions",
-    "while_loops": "while instructions in all computations",
-    "max_trip_count": "largest trip count of any while loop; 0 without loops, null if any is unknown",
-    "dynamic_kernel_launches": "kernel launches with loops expanded by trip count; null if any is unknown",
-    "gathers": "gather instructions in all computations, fused included",
-    "scatters": "scatter instructions in all computations, fused included",
-    "dynamic_slices": "dynamic-slice instructions in all computations, fused included",
-    "dynamic_update_slices": "dynamic-update-slice instructions in all computations, fused included",
-    "custom_calls": "custom-call instructions in all computations, fused included",
-    "collectives": "collective operations (plain, -start, or async-start wrapping one)",
-    "collective_bytes": "sum of the result byte sizes of all collectives",
-    "all_gathers": "all-gather collectives, async forms included",
-    "all_reduces": "all-reduce collectives, async forms included",
-    "converts": "convert instructions (dtype conversions) in all computations",
-    "sorts": "sort instructions in all computations",
-    "copies": "copy and copy-start instructions in all computations",
-}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from invariants import _results
 from invariants._checks import evaluate, run_correctness
 from invariants._plugin import failure_report, judge
 from invariants._programs import CATALOG
@@ -18,18 +19,18 @@ def test_invariant(invariant_case, gate, record_property):
     verdict = evaluate(case, gate.structure)
     where = f"{case.target} {'/'.join(k[0] for k in case.keys)} [{case.config}]"
     record_property(
-        "invariant",
-        {
-            "id": inv.id,
-            "target": case.target,
-            "programs": [k[0] for k in case.keys],
-            "config": case.config,
-            "assert": inv.text,
-            "holds": verdict.holds,
-            "measured": {k: str(v) for k, v in verdict.measured.items()},
-            "ratchet": inv.ratchet.reason if inv.ratchet else None,
-            "where": inv.where,
-        },
+        *_results.record(
+            "invariant",
+            id=inv.id,
+            target=case.target,
+            programs=[k[0] for k in case.keys],
+            config=case.config,
+            holds=verdict.holds,
+            measured={k: str(v) for k, v in verdict.measured.items()},
+            ratchet=inv.ratchet.reason if inv.ratchet else None,
+            where=inv.where,
+            **{"assert": inv.text},
+        )
     )
 
     def failure() -> str:
@@ -48,14 +49,14 @@ def test_correctness(correctness_case, record_property):
     problem = run_correctness(correctness_case)
     c = correctness_case
     record_property(
-        "correctness",
-        {
-            "id": c.check.id,
-            "program": c.program,
-            "config": c.config,
-            "distribution": c.distribution,
-            "problem": problem,
-        },
+        *_results.record(
+            "correctness",
+            id=c.check.id,
+            program=c.program,
+            config=c.config,
+            distribution=c.distribution,
+            problem=problem,
+        )
     )
     if problem:
         check = correctness_case.check

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from invariants import _results
+from invariants._metrics import structure_metrics
 from invariants._programs import CATALOG
 from invariants._snapshot import render_summary
 from invariants._snapshot_store import SNAPSHOT_ROOT, snapshot_stem
-from invariants._structure import METRICS
 
 pytestmark = [pytest.mark.gate, pytest.mark.snapshot]
 
@@ -16,8 +17,11 @@ def test_structure(structure_key, gate, structure_snapshot, request, record_prop
     program, config, target = structure_key
     compiled = gate.cache.get(*structure_key)
     structure = gate.structure(structure_key)
-    metrics = {name: fn(structure) for name, fn in METRICS.items()}
-    record_property("structure", {"program": program, "config": config, "target": target, **metrics})
+    record_property(
+        *_results.record(
+            "structure", program=program, config=config, target=target, **structure_metrics(structure)
+        )
+    )
     summary = render_summary(compiled, structure, CATALOG[program].doc)
     path = gate.rootpath / SNAPSHOT_ROOT / target / f"{snapshot_stem(program, config)}.txt"
     if not path.exists() and not request.config.getoption("--snapshot-update"):

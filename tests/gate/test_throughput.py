@@ -20,7 +20,8 @@ import os
 import jax
 import pytest
 
-from invariants._checks import input_facts
+from invariants import _results
+from invariants._metrics import input_facts
 from invariants._plugin import judge
 from invariants._programs import CATALOG, get_config, make_arguments
 from invariants._spec import throughput_terms
@@ -71,11 +72,11 @@ def test_ratio(throughput_case, gate, benchmark, record_property):
         kwargs={"verdict": "pass" if inv.ratchet else "fail"},
         rounds=1,
     )
-    info = {"kind": "ratio", "a": a_name, "b": b_name, "config": case.config, **result.to_dict()}
-    info["attempts"] = [r.verdict for r in attempts]
-    info["clock"] = CLOCK_NAME
-    benchmark.extra_info.update(info)
-    record_property("throughput", {"id": inv.id, "target": case.target, **info})
+    info = {"id": inv.id, "target": case.target, "a": a_name, "b": b_name, "config": case.config,
+            **result.to_dict(), "attempts": [r.verdict for r in attempts], "clock": CLOCK_NAME}  # fmt: skip
+    name, record = _results.record("ratio", **info)
+    benchmark.extra_info.update(record)
+    record_property(name, record)
     where = f"{case.target} {a_name}/{b_name} [{case.config}]"
     describe = f"time({a_name}) / time({b_name}) = {result.summary()}"
     judge(
@@ -115,12 +116,13 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
         ),
         rounds=1,
     )
-    info = {"kind": "efficiency", "program": program, "config": config, "bytes": nbytes, **result.to_dict()}
-    info["attempts"] = [r.verdict for r in attempts]
+    info = {"id": "efficiency", "target": target, "program": program, "config": config, "bytes": nbytes,
+            **result.to_dict(), "attempts": [r.verdict for r in attempts]}  # fmt: skip
     if baseline:
         info["baseline"] = baseline["efficiency"]
-    benchmark.extra_info.update(info)
-    record_property("throughput", {"id": "efficiency", "target": target, **info})
+    name, record = _results.record("efficiency", **info)
+    benchmark.extra_info.update(record)
+    record_property(name, record)
     if updating:
         # A baseline outlives the run that records it: take the median of three measurements, so that
         # one lucky (or unlucky) run does not move every later verdict.

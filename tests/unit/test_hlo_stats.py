@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 import shutil
 
 import pytest
@@ -29,8 +30,9 @@ def test_json_one_file(capsys: pytest.CaptureFixture[str]) -> None:
     assert obj["entry_fusions"] == 4
     assert obj["fusion_kinds"] == {"kCustom": 1, "kLoop": 3}
     assert obj["custom_call_targets"] == ["AssumeGatherIndicesInBound"]
-    assert obj["while_loops"] == 0 and obj["collectives"] == {}
-    assert isinstance(obj["kernels"], int) and isinstance(obj["opcodes"], dict)
+    assert obj["while_loops"] == 0 and obj["collectives"] == 0 and obj["collective_counts"] == {}
+    assert isinstance(obj["kernels"], int) and isinstance(obj["opcode_counts"], dict)
+    assert obj["opcodes"] == sorted(obj["opcode_counts"])
     assert obj["dynamic_kernel_launches"] == obj["kernels"]
 
 
@@ -41,7 +43,7 @@ def test_json_several_files_keyed_by_path(capsys: pytest.CaptureFixture[str]) ->
     assert set(obj) == {TPU_BWD, sharded}
     assert obj[TPU_BWD]["trip_counts"] == [16384]
     assert obj[TPU_BWD]["dynamic_kernel_launches"] >= 16384
-    assert obj[sharded]["collectives"] == {"all-reduce": 1}
+    assert obj[sharded]["collectives"] == 1 and obj[sharded]["collective_counts"] == {"all-reduce": 1}
     assert obj[sharded]["collective_bytes"] == 16384 * 32 * 4
 
 
@@ -87,3 +89,24 @@ def test_help_documents_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
     assert info.value.code == 0
     out = capsys.readouterr().out
     assert "keyed by file path" in out and "after_optimizations" in out
+
+
+def test_json_keys_and_help_use_the_spec_metric_names(capsys: pytest.CaptureFixture[str]) -> None:
+    """What `hlo-stats --help` lists (the TOML example points there) is what an assert accepts: every
+    structural metric of the registry is a --json key with the same value an invariant would see."""
+    from invariants._hlo import parse_module
+    from invariants._metrics import METRICS
+    from invariants._structure import structure_of
+
+    assert main([SEED_TAKE, "--json"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    s = structure_of(parse_module(pathlib.Path(SEED_TAKE).read_text(), SEED_TAKE))
+    structural = [m for m in METRICS.values() if m.source == "structure" and m.of and not m.alias_of]
+    for m in structural:
+        value = m.of(s)
+        assert obj[m.name] == (list(value) if isinstance(value, tuple) else value), m.name
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    help_text = capsys.readouterr().out
+    listed = set(re.findall(r"^  ([a-z_]+)(?:\(PROGRAM\))?  ", help_text, re.M))
+    assert set(METRICS) <= listed

@@ -8,7 +8,8 @@ import functools
 
 import pytest
 
-from invariants._checks import Case, evaluate, input_facts
+from invariants._checks import Case, evaluate
+from invariants._metrics import input_facts
 from invariants._programs import CATALOG, Layout
 from invariants._spec import load_specs
 from invariants._targets import _AOT_TARGETS
@@ -43,11 +44,14 @@ def test_pod_programs_compile_on_the_pod_targets_and_the_host_mesh_only():
 def test_per_chip_facts_follow_the_target():
     from invariants._programs import SEED
 
-    facts = input_facts(SEED, "vocab_parallel_take", "tpu-v5e-4x4")
-    assert (facts["chips"], facts["table_shards"], facts["batch_shards"]) == (16, 4, 4)
-    assert input_facts(SEED, "vocab_parallel_take", "cpu-8dev")["batch_shards"] == 2
-    assert input_facts(SEED, "fsdp_take", "tpu-v5p-2x2x2")["table_shards"] == 8
-    assert input_facts(SEED, "take", "cpu")["chips"] == 1
+    def facts(program: str, target: str) -> dict[str, int]:
+        return input_facts(SEED, CATALOG[program].layout, TARGETS[target].device_count)
+
+    f = facts("vocab_parallel_take", "tpu-v5e-4x4")
+    assert (f["chips"], f["table_shards"], f["batch_shards"]) == (16, 4, 4)
+    assert facts("vocab_parallel_take", "cpu-8dev")["batch_shards"] == 2
+    assert facts("fsdp_take", "tpu-v5p-2x2x2")["table_shards"] == 8
+    assert input_facts(SEED)["chips"] == 1
 
 
 @functools.cache

@@ -71,6 +71,26 @@ def test_unknown_metric_names_line_and_suggests(tmp_path):
             '[[invariant]]\nid = "x"\nassert = "kernels(naive) <= kernels"\n',
             ":6: assert 'kernels(naive) <= kernels': mixes program calls with a bare metric 'kernels'",
         ),
+        (  # a set compared with a number held everywhere: the sides must have the same type
+            '[[invariant]]\nid = "x"\nprograms = ["naive"]\nassert = "custom_call_targets != 0"\n',
+            ":7: assert 'custom_call_targets != 0' compares a set with a number: it could never fail",
+        ),
+        (
+            '[[invariant]]\nid = "x"\nprograms = ["naive"]\nassert = "kernels == \'x\'"\n',
+            ":7: assert \"kernels == 'x'\" compares a number with a string: it could never fail",
+        ),
+        (
+            '[[invariant]]\nid = "x"\nprograms = ["naive"]\nassert = "opcodes + 1 >= 0"\n',
+            ":7: assert 'opcodes + 1 >= 0': arithmetic on a set ('opcodes')",
+        ),
+        (
+            '[[invariant]]\nid = "x"\nassert = "structure(naive) <= structure(take)"\n',
+            ":6: assert 'structure(naive) <= structure(take)': a structure can only be compared with ==",
+        ),
+        (
+            '[[invariant]]\nid = "x"\nprograms = ["naive"]\nassert = "kernels in opcodes"\n',
+            ":7: assert 'kernels in opcodes': 'in' takes a quoted name on its left and one of",
+        ),
         (
             '[[invariant]]\nid = "x"\nassert = "time(naive) <= 1.1"\n',
             ":6: assert 'time(naive) <= 1.1': a throughput assert reads 'time(A) / time(B) <= NUMBER'",
