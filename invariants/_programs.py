@@ -42,7 +42,7 @@ _SIZES = {"small": (8192, 32), "large": (50000, 512)}
 _I8_VOCAB = 127
 _INDEX_SHAPES = {"1d": (16384,), "2d": (64, 256)}
 # The module a library program imports, to the distribution that provides it (the ``libs`` extra).
-_DISTRIBUTIONS = {"flax": "flax", "haiku": "dm-haiku"}
+_PIP_NAMES = {"flax": "flax", "haiku": "dm-haiku"}
 LIBS_HINT = "pip install -e '.[libs]' (flax and dm-haiku, at the versions the snapshots were recorded with)"
 
 
@@ -179,7 +179,7 @@ class Program:
         missing = [m for m in self.requires if importlib.util.find_spec(m) is None]
         if not missing:
             return None
-        names = " and ".join(_DISTRIBUTIONS.get(m, m) for m in missing)
+        names = " and ".join(_PIP_NAMES.get(m, m) for m in missing)
         return f"{self.name}: {names} not installed; {LIBS_HINT}"
 
     def argument_specs(self, config: Config) -> tuple[jax.ShapeDtypeStruct, ...]:
