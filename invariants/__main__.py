@@ -28,6 +28,19 @@ def _usage() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; a reader that stops early (``| head``) ends it quietly, with exit code 0."""
+    try:
+        status = _dispatch(argv)
+        sys.stdout.flush()  # a closed pipe shows here, inside the try, not at interpreter exit
+        return status
+    except BrokenPipeError:
+        # Point stdout at /dev/null so that the interpreter's final flush does not raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+def _dispatch(argv: list[str] | None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] in ("-h", "--help"):
         print(_usage())
@@ -48,9 +61,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:  # `... | head` closed the pipe: not an error of ours
-        sys.stderr.close()
-        return 0
 
 
 if __name__ == "__main__":

@@ -482,7 +482,10 @@ def _describe(it: Mapping[str, Any]) -> str:
 
 
 def main_bisect(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m invariants bisect", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m invariants bisect",
+        description="find the first JAX release where the selected items change verdict",
+    )
     p.add_argument("--good", required=True, help="the reference release (its verdict is the 'before')")
     p.add_argument("--bad", required=True, help="a release whose verdict differs (older or newer)")
     p.add_argument("-k", default="test_invariant", help="pytest -k selection (default: every invariant item)")
@@ -555,6 +558,8 @@ def main_bisect(argv: list[str]) -> int:
 MATRIX_PROGRAMS = ("naive", "take", "vmap_naive", "eqx_embedding",
                    "grad_naive", "grad_take", "grad_vmap_naive", "grad_eqx_embedding")  # fmt: skip
 MATRIX_METRICS = ("kernels", "while_loops", "dynamic_kernel_launches")
+# The predicted-cost row: libtpu's estimate, on the targets whose compiler writes one (see invariants._cost).
+PREDICTED_METRIC = "estimated_cycles"
 # Only the seed configuration: pytest -k over ids like cpu-naive-f32 (and not f32-large, bf16, ...).
 MATRIX_K = "test_structure and f32 and not large and not i8 and not 2d and not bf16"
 
@@ -572,7 +577,7 @@ def matrix_rows(version: str, results: Mapping[str, Any]) -> list[MatrixRow]:
     for it in results.get("items", []):
         if it.get("kind") == "structure" and it.get("config") == "f32":
             rows.append(MatrixRow(version, str(it["target"]), str(it["program"]),
-                                  {m: it.get(m) for m in MATRIX_METRICS}))  # fmt: skip
+                                  {m: it.get(m) for m in (*MATRIX_METRICS, PREDICTED_METRIC)}))  # fmt: skip
     return rows
 
 
@@ -593,6 +598,20 @@ def render_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], notes: Map
                            if m else "—")  # fmt: skip
             out.append(f"| {prog} | " + " | ".join(row) + " |")
         out.append("")
+        if any(m.get(PREDICTED_METRIC) is not None for m in cells.values()):
+            out.append(
+                f"### {target}: predicted cost, estimated cycles per call (the compiler's own estimate)\n"
+            )
+            out.append("| program | " + " | ".join(versions) + " |")
+            out.append("|---|" + "---:|" * len(versions))
+            for prog in programs:
+                row = []
+                for v in versions:
+                    m = cells.get((prog, v))
+                    value = m.get(PREDICTED_METRIC) if m else None
+                    row.append("—" if not m else "?" if value is None else f"{value:,}")
+                out.append(f"| {prog} | " + " | ".join(row) + " |")
+            out.append("")
     for key, note in notes.items():
         out.append(f"- {key}: {note}")
     return "\n".join(out).rstrip() + "\n"
@@ -607,12 +626,15 @@ def plot_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], path: Path) 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(MATRIX_METRICS), figsize=(6 * len(MATRIX_METRICS), 4.5))
+    metrics = [*MATRIX_METRICS]
+    if any(r.metrics.get(PREDICTED_METRIC) is not None for r in rows):
+        metrics.append(PREDICTED_METRIC)
+    fig, axes = plt.subplots(1, len(metrics), figsize=(6 * len(metrics), 4.5))
     series = sorted({(r.target, r.program) for r in rows})
     # One colour per program (the same on every target), one line style per target: 16 series stay legible.
     programs = sorted({p for _, p in series})
     colours = {p: plt.get_cmap("tab10")(i % 10) for i, p in enumerate(programs)}
-    for ax, metric in zip(axes, MATRIX_METRICS, strict=True):
+    for ax, metric in zip(axes, metrics, strict=True):
         for target, program in series:
             by_v = {
                 r.version: r.metrics.get(metric) for r in rows if (r.target, r.program) == (target, program)
@@ -625,7 +647,7 @@ def plot_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], path: Path) 
         ax.set_xticks(range(len(versions)), versions)
         ax.set_xlabel("jax release")
         ax.set_title(metric)
-        if metric == "dynamic_kernel_launches":
+        if metric in ("dynamic_kernel_launches", PREDICTED_METRIC):
             ax.set_yscale("symlog")
             ax.set_ylim(bottom=0)  # launches are counts: no negative half of the symlog axis
     axes[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))

@@ -19,10 +19,11 @@ from typing import Any
 
 import numpy as np
 
+from ._cost import Missing
 from ._errors import InvariantsError
 from ._metrics import METRICS, input_facts
 from ._programs import CATALOG, Config, get_config
-from ._spec import CorrectnessCheck, Invariant, Spec, select_programs
+from ._spec import CorrectnessCheck, Invariant, Spec, scaled_terms, select_programs
 from ._structure import Structure
 from ._targets import Target, device_count
 
@@ -106,16 +107,28 @@ def expand(
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
-    """The decision on one case. ``measured`` maps each evaluated term to its value."""
+    """The decision on one case. ``measured`` maps each evaluated term to its value. ``ratio`` is
+    ``metric(A) / metric(B)`` of a scaled relation (see ``invariants._spec.scaled_terms``), else None."""
 
     holds: bool
     measured: dict[str, Any]
     detail: str = ""
+    ratio: float | None = None
 
     def describe(self, invariant: Invariant) -> str:
         values = ", ".join(f"{k} = {_fmt(v)}" for k, v in self.measured.items())
         line = f"assert {invariant.text}: measured {values}"
+        if self.ratio is not None:
+            terms = scaled_terms(invariant.expr.body)
+            assert terms is not None
+            # The compiler's figures are predictions, and the line says so.
+            label = "predicted ratio" if METRICS[terms[0]].source == "compiler" else "ratio"
+            line += f"; {label} {terms[1]}/{terms[2]} = {_fmt_ratio(self.ratio)} (bound {terms[3]:g})"
         return line + (f"; {self.detail}" if self.detail else "")
+
+
+def _fmt_ratio(ratio: float) -> str:
+    return f"{ratio:.3g}" if ratio < 1000 else f"{ratio:,.0f}"
 
 
 def _fmt(value: Any) -> str:
@@ -164,15 +177,26 @@ def evaluate(
     case: Case,
     structure: Callable[[Key], Structure],
     measure: Callable[[str, str], float] | None = None,
+    costs: Callable[[Key], dict[str, int | float | Missing]] | None = None,
 ) -> Verdict:
     """Decide ``case``. ``structure(key)`` gives the structure of a compiled key; ``measure(fn, program)``
-    gives a throughput figure (``time``) for throughput invariants."""
+    gives a throughput figure (``time``) for throughput invariants; ``costs(key)`` gives the compiler
+    metrics (``invariants._metrics.compiler_metrics``). A metric without a value (a
+    :class:`~invariants._cost.Missing`, an unknown trip count) makes the verdict fail with one line saying
+    why: an invariant never passes on a number that is not there."""
     config = get_config(case.config)
     layout = CATALOG[case.program].layout if case.program is not None else None
     facts = input_facts(config, layout, device_count(case.target))
     measured: dict[str, Any] = {}
 
     def metric_of(name: str, program: str) -> Any:
+        if METRICS[name].source == "compiler":
+            if costs is None:
+                raise _Unknown(f"{name} of {program} needs the compiled program's analyses")
+            cost = costs((program, case.config, case.target))[name]
+            if isinstance(cost, Missing):
+                raise _Unknown(f"{name} of {program} on {case.target}: {cost.reason}")
+            return cost
         s = structure((program, case.config, case.target))
         of = METRICS[name].of
         assert of is not None, name  # the spec loader admits only computable names here
@@ -220,7 +244,14 @@ def evaluate(
     except _Unknown as err:
         return Verdict(False, measured, str(err))
     holds = bool(_COMPARE[type(body.ops[0])](left, right))
-    return Verdict(holds, measured)
+    ratio = None
+    terms = scaled_terms(body)
+    if terms is not None:
+        a = measured.get(f"{terms[0]}({terms[1]})")
+        b = measured.get(f"{terms[0]}({terms[2]})")
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b:
+            ratio = a / b
+    return Verdict(holds, measured, ratio=ratio)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -245,10 +276,10 @@ def check_agree(check: CorrectnessCheck, program: str, config: Config, distribut
         raise InvariantsError(f"{check.where}: check 'agree' needs a 'reference' program")
     args = make_arguments(CATALOG[program], config, distribution)  # type: ignore[arg-type]
     got, want = _run(program, config, args), _run(check.reference, config, args)
+    if got.shape != want.shape:  # before subtracting: numpy would broadcast or raise
+        return f"shape {got.shape} differs from {check.reference}'s {want.shape}"
     tol = _TOLERANCE[config.table_dtype] * max(1.0, float(np.abs(want).max()))
     err = float(np.abs(got - want).max())
-    if got.shape != want.shape:
-        return f"shape {got.shape} differs from {check.reference}'s {want.shape}"
     if not err <= tol:
         return f"max |{program} - {check.reference}| = {err:.3g} > {tol:.3g}"
     return None
@@ -346,7 +377,7 @@ def expand_correctness(specs: Iterable[Spec], runtime: Target) -> list[Correctne
         for check in spec.correctness:
             for name in select_programs(check.programs):
                 for config in runtime.configs_for(CATALOG[name]):
-                    if _config_matches(config, check.configs):
+                    if _config_matches(config, check.configs) and not get_config(config).compile_only:
                         for dist in check.distributions:
                             cases.append(CorrectnessCase(check, name, config, dist, unmet_condition(check)))
     return cases

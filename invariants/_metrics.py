@@ -16,7 +16,11 @@ and a **source**, where its value comes from:
 * ``structure``: computed from the :class:`~invariants._structure.Structure` of the optimized HLO, recorded
   per structure item in the results file and printed by ``hlo-stats``;
 * ``input``: a fact about the program's inputs, known before compiling (from its configuration);
-* ``throughput``: measured by the throughput tier, only as a call on a program (``time(a)``).
+* ``throughput``: measured by the throughput tier, only as a call on a program (``time(a)``);
+* ``compiler``: the compiler's own predictions (:mod:`invariants._cost`): libtpu's estimated cycles and
+  the memory and cost analyses of the compiled program. Recorded per structure item (null where a target
+  gives none), never in a snapshot: they move with every compiler patch release. A value a target does not
+  provide is a :class:`~invariants._cost.Missing`, and an assert on it fails saying why.
 
 A structural metric may be ``None`` (unknown, e.g. an underived trip count); an assert on it then fails
 with the reason, never with a guess.
@@ -29,11 +33,13 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
+from ._cost import Analyses, Missing, estimated_cycles, from_analysis
 from ._structure import Structure
 
 __all__ = [
     "METRICS",
     "Metric",
+    "compiler_metrics",
     "input_facts",
     "markdown_table",
     "names",
@@ -41,7 +47,7 @@ __all__ = [
 ]
 
 Type = Literal["number", "set", "structure"]
-Source = Literal["structure", "input", "throughput"]
+Source = Literal["structure", "input", "throughput", "compiler"]
 Unit = Literal["count", "bytes", "seconds", "ratio", ""]
 
 
@@ -86,6 +92,10 @@ def _input(name: str, meaning: str, of: Callable[[Any], int], unit: Unit = "coun
     return Metric(name, meaning, "number", "input", unit, of)
 
 
+def _compiler(name: str, meaning: str, of: Callable[[Analyses], Any], unit: Unit = "count") -> Metric:
+    return Metric(name, meaning, "number", "compiler", unit, of)
+
+
 _ALL = (
     _structural("kernels", "static kernel count: entry computation plus each while body/condition once",
                 lambda s: s.kernels),
@@ -123,6 +133,19 @@ _ALL = (
            "structure", "", lambda s: tuple(s.custom_call_targets)),
     Metric("opcodes", "the opcodes present, as in 'sort' not in opcodes", "set", "structure", "",
            lambda s: tuple(sorted(s.opcodes))),
+    _compiler("estimated_cycles",
+              "TPU compiler's predicted cycles: kernels' estimated_cycles summed, loops expanded by trip "
+              "count (TPU only)", estimated_cycles),
+    _compiler("temp_bytes", "temporary buffer bytes, from compiled.memory_analysis()",
+              from_analysis("temp_bytes"), unit="bytes"),
+    _compiler("argument_bytes", "argument buffer bytes, from compiled.memory_analysis()",
+              from_analysis("argument_bytes"), unit="bytes"),
+    _compiler("output_bytes", "output buffer bytes, from compiled.memory_analysis()",
+              from_analysis("output_bytes"), unit="bytes"),
+    _compiler("flops", "floating-point operations, from compiled.cost_analysis() (not across releases)",
+              from_analysis("flops")),
+    _compiler("bytes_accessed", "bytes read and written, from compiled.cost_analysis() (not across releases)",
+              from_analysis("bytes_accessed"), unit="bytes"),
     _input("table_bytes", "bytes of the embedding table (vocab x width x dtype size)",
            lambda c: c.vocab * c.width * _itemsize(c), unit="bytes"),
     _input("lookups", "indices looked up per call", lambda c: math.prod(c.index_shape)),
@@ -163,6 +186,15 @@ def structure_metrics(s: Structure) -> dict[str, Any]:
     }
 
 
+def compiler_metrics(
+    structure: Structure, cost: Any = None, memory: Any = None
+) -> dict[str, int | float | Missing]:
+    """Every compiler metric of one compiled program, by name; ``cost`` and ``memory`` are the analysis dicts
+    of its ``Compiled`` (None or empty when the backend gave none). A value not provided is a ``Missing``."""
+    analyses = Analyses(structure, cost or {}, memory or {})
+    return {m.name: m.of(analyses) for m in _ALL if m.source == "compiler" and m.of is not None}
+
+
 def input_facts(config: Any, layout: Any = None, devices: int = 1) -> dict[str, int]:
     """The input facts of a configuration (``table_bytes``, ``lookups``, ...), by name; with the ``layout``
     of a sharded program (an ``invariants._programs.Layout``) on ``devices`` devices, its per-chip facts."""
@@ -199,6 +231,7 @@ def help_text() -> str:
         ("structure", "structural (also JSON keys of --json)"),
         ("input", "input facts"),
         ("throughput", "throughput tier"),
+        ("compiler", "the compiler's predictions (never in snapshots; hlo-stats computes estimated_cycles)"),
     ):
         lines.append(f"{title}:")
         for m in _ALL:

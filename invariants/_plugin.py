@@ -6,16 +6,20 @@ comes from the catalog, the targets and the specs; what an item decides comes fr
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import os
+import sys
+import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ._errors import InvariantsError
+from ._errors import InvariantsError, did_you_mean
 
 # JAX reads JAX_PLATFORMS when it starts. Without a request, the runtime is the CPU: this also lets the
 # CUDA plugin load for ahead-of-time GPU compiles on hosts without a GPU. A TPU or GPU host asks for its
@@ -37,7 +41,6 @@ class GateSession:
 
     def __init__(self, config: pytest.Config) -> None:
         from ._compile import CompileCache
-        from ._programs import CATALOG, get_program
         from ._spec import load_specs
         from ._targets import all_targets, select_targets
 
@@ -45,8 +48,7 @@ class GateSession:
         self.rootpath = Path(config.rootpath)
         self.all_targets = all_targets()
         self.targets = select_targets(config.getoption("targets"))
-        names = config.getoption("programs")
-        self.programs = [get_program(n.strip()).name for n in names.split(",")] if names else list(CATALOG)
+        self.programs = select_program_option(config.getoption("programs"))
         self.cache = CompileCache(self.all_targets)
         spec_dir = config.getoption("spec_dir")
         self.specs = load_specs(Path(spec_dir)) if spec_dir else load_specs()
@@ -54,6 +56,8 @@ class GateSession:
         self._structures: dict[Any, Any] = {}
         self.parse_seconds = 0.0
         self.raw = bool(config.getoption("raw_invariants"))
+        if config.getoption("programs") is not None:
+            _select_snapshots(self)
 
     def available(self, target: str) -> str | None:
         return self.all_targets[target].unavailable_reason()
@@ -68,6 +72,13 @@ class GateSession:
             self._structures[key] = structure_of(parse_module(compiled.hlo_text, "/".join(key)))
             self.parse_seconds += time.perf_counter() - start
         return self._structures[key]
+
+    def costs(self, key: tuple[str, str, str]) -> dict[str, Any]:
+        """The compiler metrics of ``key`` (``invariants._metrics.compiler_metrics``); never in snapshots."""
+        from ._metrics import compiler_metrics
+
+        compiled = self.cache.get(*key)
+        return compiler_metrics(self.structure(key), compiled.cost, compiled.memory)
 
     def structure_keys(self) -> list[tuple[str, str, str]]:
         from ._programs import CATALOG
@@ -93,6 +104,25 @@ class GateSession:
 _SESSION = pytest.StashKey[GateSession]()
 
 
+def select_program_option(value: str | None) -> list[str]:
+    """The catalog programs ``--programs`` names: comma-separated names, fnmatch patterns, ``kind:K`` or
+    ``tag:T``, as a spec's ``programs`` takes them. Not given: every program. Empty, or a selector that
+    matches nothing: one line."""
+    from ._programs import CATALOG
+    from ._spec import select_programs
+
+    if value is None:
+        return list(CATALOG)
+    selectors = [w.strip() for w in value.split(",") if w.strip()]
+    if not selectors:
+        raise InvariantsError("--programs: empty selection; name programs, or leave the option out for all")
+    for sel in selectors:
+        if not select_programs([sel]):
+            raise InvariantsError(f"--programs: unknown program {sel!r}{did_you_mean(sel, CATALOG, n=2)}")
+    chosen = set(select_programs(selectors))
+    return [name for name in CATALOG if name in chosen]
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("invariants", "embedding performance invariants")
     group.addoption(
@@ -100,12 +130,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=os.environ.get("INVARIANTS_TARGETS"),
         help="comma-separated targets: all (default), runtime, cpu, tpu, gpu, or names such as tpu-v5e",
     )
-    group.addoption("--programs", default=None, help="comma-separated catalog programs (default: all)")
+    group.addoption(
+        "--programs",
+        default=None,
+        help="comma-separated catalog programs: names, patterns such as 'vmap_*', kind:backward or tag:core "
+        "(default: all)",
+    )
     group.addoption(
         "--raw-invariants",
         action="store_true",
         default=False,
         help="evaluate every assert as written, ignoring 'when' scopes and ratchets (what bisect uses)",
+    )
+    group.addoption(
+        "--record-baselines",
+        action="store_true",
+        default=False,
+        help="re-record the efficiency baselines of the timed programs (snapshots/<target>/efficiency/); "
+        "--snapshot-update alone never rewrites them",
     )
     group.addoption(
         "--spec-dir",
@@ -136,18 +178,52 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(err)) from None
 
 
+@contextlib.contextmanager
+def _held_stderr() -> Iterator[Callable[[], None]]:
+    """Hold what native code writes to file descriptor 2 (libtpu, XLA) while the backend starts.
+
+    Yields ``release``, which writes the held text out; text not released is dropped when the block ends.
+    The guard drops it when the backend is missing, so that its one line is the whole message.
+    """
+    with tempfile.TemporaryFile() as held:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(held.fileno(), 2)
+        restored = False
+
+        def restore() -> None:
+            nonlocal restored
+            if not restored:
+                sys.stderr.flush()
+                os.dup2(saved, 2)
+                os.close(saved)
+                restored = True
+
+        def release() -> None:
+            restore()
+            held.seek(0)
+            os.write(2, held.read())
+
+        try:
+            yield release
+        finally:
+            restore()
+
+
 def _guard_backend() -> None:
     """Exit with one line when the requested backend is not there; never fall back to CPU in silence."""
-    import jax
-
     wanted = [p.strip() for p in _REQUESTED.split(",") if p.strip()]
-    try:
-        platform = jax.devices()[0].platform
-    except RuntimeError as err:
-        first = str(err).strip().splitlines()[0]
-        raise pytest.UsageError(
-            f"JAX_PLATFORMS={_REQUESTED}: backend not available on this host ({first})"
-        ) from None
+    with _held_stderr() as release:
+        import jax
+
+        try:
+            platform = jax.devices()[0].platform
+        except RuntimeError as err:
+            first = str(err).strip().splitlines()[0]
+            raise pytest.UsageError(
+                f"JAX_PLATFORMS={_REQUESTED}: backend not available on this host ({first})"
+            ) from None
+        release()
     aliases = {"cuda": "gpu", "rocm": "gpu"}
     if wanted and aliases.get(wanted[0], wanted[0]) != aliases.get(platform, platform):
         raise pytest.UsageError(
@@ -221,8 +297,13 @@ def throughput_cases(s: GateSession) -> list[Any]:
     runtime = next(iter(s.all_targets.values()))
     if runtime.name not in {t.name for t in s.targets}:
         return []
+    from ._programs import get_config
+
     cases = expand(s.specs, [runtime], kinds=("throughput",))
-    return [c for c in cases if all(k[0] in s.programs for k in c.keys)]
+    # Compile-only configurations (LLM scale) are never run, not even on a chip that compiles them.
+    return [
+        c for c in cases if all(k[0] in s.programs for k in c.keys) and not get_config(c.config).compile_only
+    ]
 
 
 def _parametrize_throughput(metafunc: pytest.Metafunc, s: GateSession) -> None:
@@ -276,34 +357,90 @@ def _marks(s: GateSession, key: tuple[str, str, str], programs: list[str] | None
     return marks
 
 
+# syrupy warns when a snapshot's file and name do not contain the test's file and test name. Ours are
+# named by (target, program, config) on purpose (see _snapshot_store), so the warning never applies.
+_SYRUPY_NAMING = pytest.mark.filterwarnings(r"ignore:\s*Can not relate snapshot (location|name):UserWarning")
+
+
 def _param(s: GateSession, key: tuple[str, str, str], id_: str, snapshot: bool) -> Any:
     marks = _marks(s, key)
     if snapshot:
-        marks.append(pytest.mark.snapshot_key(*key))
+        marks += [pytest.mark.snapshot_key(*key), _SYRUPY_NAMING]
     return pytest.param(key, id=id_, marks=marks)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Tell the snapshot store which files it may delete: see :mod:`invariants._snapshot_store`."""
     try:
-        from ._snapshot_store import GUARD, snapshot_stem
+        from ._snapshot_store import GUARD
     except ImportError:  # syrupy is a test dependency; without it there are no snapshots to guard
         return
-    from ._programs import CATALOG
 
     s = gate_session(session.config)
     GUARD.known_stems.clear()
     for target in s.targets:
         if target.unavailable_reason() is None:
-            GUARD.known_stems[target.name] = {
-                snapshot_stem(p.name, c) for p in CATALOG.values() for c in target.configs_for(p)
-            }
+            GUARD.known_stems[target.name] = known_stems(target.name)
+
+
+def _select_snapshots(s: GateSession) -> None:
+    """Tell the snapshot store which programs this session selected (every process, xdist's included)."""
+    try:
+        from ._snapshot_store import GUARD, snapshot_stem
+    except ImportError:
+        return
+    from ._programs import CATALOG
+
+    GUARD.selected = {
+        t.name: {snapshot_stem(p, c) for p in s.programs for c in t.configs_for(CATALOG[p])}
+        for t in s.targets
+    }
+
+
+def known_stems(target: str) -> set[str]:
+    """The snapshot stems the catalog has on ``target``: every program in each of its configurations."""
+    from ._programs import CATALOG
+    from ._snapshot_store import snapshot_stem
+    from ._targets import all_targets
+
+    t = all_targets()[target]
+    return {snapshot_stem(p.name, c) for p in CATALOG.values() for c in t.configs_for(p)}
+
+
+def _obsolete_snapshots(config: pytest.Config, items: list[dict[str, Any]]) -> list[str]:
+    """Delete (on --snapshot-update) or name the snapshots of programs the catalog no longer has.
+
+    Only targets whose structure items ran in this session qualify: they compiled here, and the catalog
+    was read whole. Runs in the reporting process (the xdist controller), after every item.
+    """
+    try:
+        from ._snapshot_store import obsolete_snapshots
+    except ImportError:  # syrupy is a test dependency; without it there are no snapshots
+        return []
+    updating = bool(config.getoption("--snapshot-update", default=False))
+    ran = sorted({str(i["target"]) for i in items if i.get("kind") == "structure"})
+    root = Path(config.rootpath)
+    lines = []
+    for target in ran:
+        for path in obsolete_snapshots(root, target, known_stems(target)):
+            shown = path.relative_to(root)
+            if updating:
+                path.unlink(missing_ok=True)
+                lines.append(f"invariants: deleted {shown} (the catalog no longer has it on {target})")
+            else:
+                lines.append(
+                    f"invariants: {shown} is obsolete (the catalog no longer has it on {target}); "
+                    "--snapshot-update deletes it"
+                )
+    return lines
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     if _SESSION not in config.stash:
         return
     s = gate_session(config)
+    for line in _NOTES:
+        terminalreporter.write_line(line)
     if s.cache.compiled:
         terminalreporter.write_line(
             f"invariants: compiled {len(s.cache.compiled)} programs in {s.cache.total_seconds:.1f} s, "
@@ -357,6 +494,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 _RESULTS: dict[str, Any] = {}
+# Lines for the terminal summary, written by the reporting process at session end.
+_NOTES: list[str] = []
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -370,6 +509,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
     s = gate_session(config)
     items = _RESULTS.get("items", [])
+    _NOTES[:] = _obsolete_snapshots(config, items)
     if not items:
         return
     dev = jax.devices()

@@ -35,8 +35,9 @@ Distribution = Literal["uniform", "zipf", "equal"]
 DISTRIBUTIONS: tuple[Distribution, ...] = ("uniform", "zipf", "equal")
 
 _DTYPES = {"f32": jnp.float32, "bf16": jnp.bfloat16, "i32": jnp.int32, "i8": jnp.int8}
-# (vocabulary, embedding width) per size.
-_SIZES = {"small": (8192, 32), "large": (50000, 512)}
+# (vocabulary, embedding width) per size. "llm" is Llama-3's vocabulary and model width: compiled ahead of
+# time only (a 1 GiB bf16 table), to read what the TPU and GPU compilers make of a real model's lookup.
+_SIZES = {"small": (8192, 32), "large": (50000, 512), "llm": (128256, 4096)}
 # int8 indices address at most 128 rows, and `W[x]` adds V to wrap negative indices in the index dtype:
 # V=128 overflows int8 (pinned by a correctness test), so the int8 configuration uses the largest V that fits.
 _I8_VOCAB = 127
@@ -44,6 +45,8 @@ _INDEX_SHAPES = {"1d": (16384,), "2d": (64, 256)}
 # The module a library program imports, to the distribution that provides it (the ``libs`` extra).
 _PIP_NAMES = {"flax": "flax", "haiku": "dm-haiku"}
 LIBS_HINT = "pip install -e '.[libs]' (flax and dm-haiku, at the versions the snapshots were recorded with)"
+# An LLM batch: 8192 tokens, flat or as [batch 4, sequence 2048].
+_LLM_INDEX_SHAPES = {"1d": (8192,), "2d": (4, 2048)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +58,7 @@ class Config:
     """
 
     table_dtype: Literal["f32", "bf16"] = "f32"
-    size: Literal["small", "large"] = "small"
+    size: Literal["small", "large", "llm"] = "small"
     index_dtype: Literal["i32", "i8"] = "i32"
     index_rank: Literal["1d", "2d"] = "1d"
 
@@ -80,7 +83,12 @@ class Config:
 
     @property
     def index_shape(self) -> tuple[int, ...]:
-        return _INDEX_SHAPES[self.index_rank]
+        return (_LLM_INDEX_SHAPES if self.size == "llm" else _INDEX_SHAPES)[self.index_rank]
+
+    @property
+    def compile_only(self) -> bool:
+        """Never run on a host: only targets listing it in ``extra_configs`` compile it; nothing times it."""
+        return self.size == "llm"
 
     @property
     def table(self) -> jax.ShapeDtypeStruct:
@@ -109,10 +117,14 @@ CONFIGS: dict[str, Config] = {
         Config(size="large"),
         Config(index_dtype="i8"),
         Config(index_rank="2d"),
+        Config(table_dtype="bf16", size="llm"),
+        Config(table_dtype="bf16", size="llm", index_rank="2d"),
     )
 }
 # Programs that every configuration is compiled for; the rest use the seed's setting only.
-ALL_CONFIGS = tuple(CONFIGS)
+ALL_CONFIGS = tuple(c for c, config in CONFIGS.items() if not config.compile_only)
+# Llama-3 scale, ahead of time only: the core lookups, their gradients and the one-hot matmul.
+LLM_CONFIGS = tuple(c for c, config in CONFIGS.items() if config.compile_only)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -503,17 +515,18 @@ _FSDP = Layout((-1,), ("fsdp",), ("fsdp", None), ("fsdp",), ("fsdp", None), pod=
 
 def _catalog() -> dict[str, Program]:
     forwards: list[tuple[Callable[..., jax.Array], str, tuple[str, ...], frozenset[str]]] = [
-        (naive, "W[x]", ALL_CONFIGS, _CORE),
-        (take, "jnp.take(W, x, axis=0) (mode fill)", ALL_CONFIGS, _CORE),
+        (naive, "W[x]", ALL_CONFIGS + LLM_CONFIGS, _CORE),
+        (take, "jnp.take(W, x, axis=0) (mode fill)", ALL_CONFIGS + LLM_CONFIGS, _CORE),
         (take_clip, "jnp.take(..., mode='clip')", (SEED.id,), frozenset()),
         (take_wrap, "jnp.take(..., mode='wrap')", (SEED.id,), frozenset()),
         (at_get_promise, "W.at[x].get(mode='promise_in_bounds')", (SEED.id,), frozenset()),
         (at_get_clip, "W.at[x].get(mode='clip')", (SEED.id,), frozenset()),
         (at_get_fill, "W.at[x].get(mode='fill', fill_value=0)", (SEED.id,), frozenset()),
-        (vmap_naive, "vmap(lambda i: W[i])(x)", ALL_CONFIGS, _CORE),
-        (vmap_take, "vmap(lambda i: jnp.take(W, i, axis=0))(x)", ALL_CONFIGS, _CORE),
-        (eqx_embedding, "vmap(eqx.nn.Embedding(weight=W))(x)", ALL_CONFIGS, _CORE),
-        (onehot_matmul, "one_hot(x, V) @ W", (SEED.id, "bf16"), frozenset({"no-runtime-large"})),
+        (vmap_naive, "vmap(lambda i: W[i])(x)", ALL_CONFIGS + LLM_CONFIGS, _CORE),
+        (vmap_take, "vmap(lambda i: jnp.take(W, i, axis=0))(x)", ALL_CONFIGS + LLM_CONFIGS, _CORE),
+        (eqx_embedding, "vmap(eqx.nn.Embedding(weight=W))(x)", ALL_CONFIGS + LLM_CONFIGS, _CORE),
+        # At LLM scale 1-D only: the [4, 2048] one-hot matmul alone takes 5 s to compile for TPU.
+        (onehot_matmul, "one_hot(x, V) @ W", (SEED.id, "bf16", "bf16-llm"), frozenset({"no-runtime-large"})),
         (lax_gather, "lax.gather(W, x[..., None], row dnums, PROMISE_IN_BOUNDS)", (SEED.id,), frozenset()),
     ]
     programs: dict[str, Program] = {}
@@ -521,12 +534,14 @@ def _catalog() -> dict[str, Program]:
         programs[fn.__name__] = Program(fn.__name__, "forward", fn, doc, configs, tags)
     for name in ("naive", "take", "take_clip", "vmap_naive", "vmap_take", "eqx_embedding", "onehot_matmul"):
         fwd = programs[name]
+        # At LLM scale the gradients of the core lookups only: one_hot(x, V)^T @ ct is a 2 GiB one-hot.
+        llm = () if name == "onehot_matmul" else LLM_CONFIGS
         programs[f"grad_{name}"] = Program(
             f"grad_{name}",
             "backward",
             _backward(fwd.fn),
             f"d/dW of {fwd.doc}",
-            fwd.configs,
+            tuple(c for c in fwd.configs if c not in LLM_CONFIGS or c in llm),
             fwd.tags,
             forward=name,
         )

@@ -60,6 +60,8 @@ _COLUMNS = (
 # Metrics compared by --compare: every numeric structural metric of the registry (what a structure record
 # holds), aliases left out.
 _COMPARED = tuple(n for n in names(source="structure", type="number") if METRICS[n].alias_of is None)
+# ... and the compiler's predictions, which a structure record carries too (null where a target gives none).
+_COMPARED += tuple(names(source="compiler"))
 _OUTCOMES = ("passed", "failed", "xfailed", "skipped", "error")
 
 
@@ -86,6 +88,8 @@ class Throughput:
     verdict: str | None
     outcome: str | None  # the pytest outcome, when known (results file)
     id: str = ""
+    # A ratio timed on a TPU: the TPU compiler's estimated-cycles ratio of the same two programs there.
+    predicted: float | None = None
 
 
 @dataclass
@@ -234,6 +238,7 @@ def _throughput_of(info: dict[str, Any], target: str, nodeid: str, outcome: str 
                 verdict=info["verdict"],
                 outcome=outcome,
                 id=str(info["id"]),
+                predicted=_number(info, "predicted", required=False),
             )
         return Throughput(
             kind="efficiency",
@@ -411,14 +416,15 @@ def _throughput_tables(rows: list[Throughput]) -> list[str]:
             "## Throughput: time ratios (median, 95% interval; a verdict fails only when the whole interval "
             "is past the threshold)",
             "",
-            "| target | a / b | config | ratio [interval] | threshold | verdict | outcome |",
-            "|---|---|---|---|---:|---|---|",
+            "| target | a / b | config | ratio [interval] | threshold | verdict | outcome | predicted |",
+            "|---|---|---|---|---:|---|---|---:|",
         ]
         for t in ratios:
             bound = f"≤ {t.bound:.3g}" if t.bound is not None else "—"
+            predicted = "—" if t.predicted is None else f"{t.predicted:.3g}"
             lines.append(
                 f"| `{t.target}` | `{t.label}` | {t.config} | {_interval(t)} | {bound} | "
-                f"{t.verdict or '—'} | {t.outcome or '—'} |"
+                f"{t.verdict or '—'} | {t.outcome or '—'} | {predicted} |"
             )
         lines.append("")
     effs = sorted((t for t in rows if t.kind == "efficiency"), key=lambda t: (t.target, t.label, t.config))
@@ -438,10 +444,97 @@ def _throughput_tables(rows: list[Throughput]) -> list[str]:
     return lines
 
 
+def _estimates(run: Run) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """Structure items by (target, program, config), for the compilers' predictions they carry."""
+    return {
+        (str(i.get("target")), str(i.get("program")), str(i.get("config"))): i
+        for i in run.of_kind("structure")
+    }
+
+
+def _predicted_ratio(run: Run, target: str, a: str, b: str, config: str) -> float | None:
+    """``estimated_cycles(a) / estimated_cycles(b)`` on ``target`` from the run's structure items."""
+    items = _estimates(run)
+    ca = items.get((target, a, config), {}).get("estimated_cycles")
+    cb = items.get((target, b, config), {}).get("estimated_cycles")
+    if not isinstance(ca, int) or not isinstance(cb, int) or cb <= 0:
+        return None
+    return ca / cb
+
+
+def _predicted_tables(run: Run) -> list[str]:
+    """The compilers' own predictions: TPU cycles per program and target, memory per program and target,
+    and each measured time ratio beside the ratio the TPU compiler predicts for the same two programs."""
+    items = _estimates(run)
+    tpus = sorted({k[0] for k, i in items.items() if isinstance(i.get("estimated_cycles"), int)})
+    lines: list[str] = []
+    ratios = [t for t in run.throughput if t.kind == "ratio"]
+    if ratios and tpus:
+        lines += [
+            "## Predicted beside measured: time ratios and the TPU compiler's estimated-cycles ratios",
+            "",
+            "A measured ratio is timed on the runtime target; a predicted one is "
+            "`estimated_cycles(a) / estimated_cycles(b)` from the optimized HLO of each TPU target (same "
+            "config). On a TPU host the runtime target is the chip, and its column is the estimate the "
+            "measurement checks.",
+            "",
+            "| a / b | config | measured on | measured [interval] | "
+            + " | ".join(f"`{t}`" for t in tpus)
+            + " |",
+            "|---|---|---|---|" + "---:|" * len(tpus),
+        ]
+        for t in sorted(ratios, key=lambda t: (t.label, t.config, t.target)):
+            a, _, b = t.label.partition(" / ")
+            cells = [_predicted_ratio(run, tpu, a, b, t.config) for tpu in tpus]
+            lines.append(
+                f"| `{t.label}` | {t.config} | `{t.target}` | {_interval(t)} | "
+                + " | ".join("—" if c is None else f"{c:.3g}" for c in cells)
+                + " |"
+            )
+        lines.append("")
+    if tpus:
+        keys = sorted({(k[1], k[2]) for k in items if k[0] in tpus})
+        lines += [
+            "## Predicted TPU cost: estimated cycles per call (libtpu's own estimate; loops expanded)",
+            "",
+            "Kernels without an estimate add nothing (today the kCustom gather and custom calls), so a "
+            "forward's figure is the work around its gather. `?`: not compiled there, or no estimate.",
+            "",
+            "| program | config | " + " | ".join(f"`{t}`" for t in tpus) + " |",
+            "|---|---|" + "---:|" * len(tpus),
+        ]
+        for program, config in keys:
+            cells = [items.get((tpu, program, config), {}).get("estimated_cycles") for tpu in tpus]
+            lines.append(f"| `{program}` | {config} | " + " | ".join(_fmt(c) for c in cells) + " |")
+        lines.append("")
+    memory_targets = sorted({k[0] for k, i in items.items() if isinstance(i.get("temp_bytes"), int)})
+    if memory_targets:
+        keys = sorted({(k[1], k[2]) for k in items if k[0] in memory_targets})
+        lines += [
+            "## Predicted memory: temporary bytes per call (compiled.memory_analysis())",
+            "",
+            "| program | config | " + " | ".join(f"`{t}`" for t in memory_targets) + " |",
+            "|---|---|" + "---:|" * len(memory_targets),
+        ]
+        for program, config in keys:
+            cells = [items.get((t, program, config), {}).get("temp_bytes") for t in memory_targets]
+            lines.append(
+                f"| `{program}` | {config} | "
+                + " | ".join("—" if c is None else _bytes(c) for c in cells)
+                + " |"
+            )
+        lines.append("")
+    return lines
+
+
 def render(run: Run, title: str = "Embedding performance invariants") -> str:
     """The markdown report of one (merged) run."""
     lines = (
-        _header(run, title) + _tier_summary(run) + _throughput_tables(run.throughput) + _target_tables(run)
+        _header(run, title)
+        + _tier_summary(run)
+        + _throughput_tables(run.throughput)
+        + _predicted_tables(run)
+        + _target_tables(run)
     )
     return "\n".join(lines).rstrip() + "\n"
 
@@ -545,8 +638,16 @@ def plot(run: Run, path: str | Path) -> bool:
     structures = [i for i in run.of_kind("structure") if isinstance(i.get("dynamic_kernel_launches"), int)]
     ratios = [t for t in run.throughput if t.kind == "ratio"]
     effs = [t for t in run.throughput if t.kind == "efficiency"]
+    cycles = [i for i in run.of_kind("structure") if isinstance(i.get("estimated_cycles"), int)]
     panels = [
-        p for p, present in (("launches", structures), ("ratio", ratios), ("efficiency", effs)) if present
+        p
+        for p, present in (
+            ("launches", structures),
+            ("cycles", cycles),
+            ("ratio", ratios),
+            ("efficiency", effs),
+        )
+        if present
     ]
     if not panels:
         return False
@@ -558,8 +659,10 @@ def plot(run: Run, path: str | Path) -> bool:
         configs[str(i.get("program"))].add(str(i.get("config")))
     shown = {p: ("f32" if "f32" in c else sorted(c)[0]) for p, c in configs.items()}
     structures = [i for i in structures if shown[str(i.get("program"))] == str(i.get("config"))]
+    cycles = [i for i in cycles if shown.get(str(i.get("program"))) == str(i.get("config"))]
     rows_of = {
         "launches": sorted({_row_label(i) for i in structures}),
+        "cycles": sorted({_row_label(i) for i in cycles}),
         "ratio": sorted({f"{t.label} [{t.config}]" for t in ratios}),
         "efficiency": sorted({f"{t.label} [{t.config}]" for t in effs}),
     }
@@ -570,7 +673,12 @@ def plot(run: Run, path: str | Path) -> bool:
     for ax, panel in zip(axes[:, 0], panels, strict=True):
         labels = rows_of[panel]
         y = {label: n for n, label in enumerate(labels)}
-        if panel == "launches":
+        if panel == "cycles":
+            _scatter_by_target(ax, cycles, "estimated_cycles", y)
+            ax.set_xscale("log")
+            ax.set_xlabel("estimated cycles per call (libtpu's estimate, loops expanded; log scale)")
+            ax.set_title("Predicted TPU cost per program (seed config f32) and TPU target")
+        elif panel == "launches":
             targets = sorted({str(i.get("target")) for i in structures})
             markers = "osD^v<>p*hX"
             for n, target in enumerate(targets):
@@ -630,6 +738,17 @@ def plot(run: Run, path: str | Path) -> bool:
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return True
+
+
+def _scatter_by_target(ax: Any, items: list[dict[str, Any]], key: str, y: dict[str, int]) -> None:
+    """One marker per (program row, target), each target at its own small offset inside the row."""
+    targets = sorted({str(i.get("target")) for i in items})
+    markers = "osD^v<>p*hX"
+    for n, target in enumerate(targets):
+        dy = (n - (len(targets) - 1) / 2) * 0.7 / max(len(targets), 1)
+        pts = [(max(i[key], 1), y[_row_label(i)] + dy) for i in items if i.get("target") == target]
+        ax.scatter(*zip(*pts, strict=True), label=target, marker=markers[n % len(markers)], s=22)
+    ax.legend(fontsize=7, loc="lower right", ncol=2)
 
 
 def _row_label(item: dict[str, Any]) -> str:

@@ -14,11 +14,14 @@ and ``nodeid``, plus the fields :data:`FIELDS` lists for its kind (a writer that
 once, so the reader can rely on them). Extra fields are allowed and kept. The kinds:
 
 * ``structure``: ``target``, ``program``, ``config`` and every structural metric of the registry
-  (:func:`invariants._metrics.structure_metrics`);
-* ``invariant``: ``id``, ``target``, ``programs``, ``config``, ``assert``, ``holds``, ``measured``;
+  (:func:`invariants._metrics.structure_metrics`), and every compiler metric (null where the target gives
+  none; :func:`invariants._metrics.compiler_metrics`);
+* ``invariant``: ``id``, ``target``, ``programs``, ``config``, ``assert``, ``holds``, ``measured``; and
+  ``ratio`` (``metric(A) / metric(B)`` of a scaled relation, else null);
 * ``correctness``: ``id``, ``program``, ``config``, ``distribution``, ``problem``;
 * ``ratio`` (throughput tier): ``id``, ``target``, ``a``, ``b``, ``config``, ``median``, ``low``,
-  ``high``, ``threshold``, ``verdict``;
+  ``high``, ``threshold``, ``verdict``; and ``predicted``, the TPU compiler's estimated-cycles ratio of the
+  same programs on the same target (null off TPU);
 * ``efficiency`` (throughput tier): ``id``, ``target``, ``program``, ``config``, ``efficiency``, ``low``,
   ``high``, ``min_efficiency``, ``verdict``;
 * ``error``: an item that failed before it recorded anything (no fields).

@@ -11,6 +11,10 @@ deselected tests goes by snapshot *names*, and ours are not test names; syrupy h
 compiled in this run and the catalog no longer has a program of that name for that target. Everything
 else is kept, whatever syrupy concludes. Files that are not ours (the efficiency baselines beside the
 snapshots) are never even discovered.
+
+syrupy never discovers the file of a program that left the catalog (no test item points at it), so the
+plugin deletes those itself at the end of an update (:func:`obsolete_snapshots`), by the same rule, and a
+plain run names them.
 """
 
 from __future__ import annotations
@@ -36,6 +40,9 @@ class DeletionGuard:
 
     known_stems: dict[str, set[str]] = dataclasses.field(default_factory=dict)
     refused: list[str] = dataclasses.field(default_factory=list)
+    # Per target, the stems of the programs selected in this session (``--programs``); None: no selection.
+    # Files of other programs are not discovered at all: not compared, never "unused", never deleted.
+    selected: dict[str, set[str]] | None = None
 
     def may_delete(self, path: Path) -> bool:
         target = path.parent.name
@@ -60,8 +67,25 @@ def _key(test_location: Any) -> tuple[str, str, str]:
     return program, config, target
 
 
+def _selected(location: str) -> bool:
+    if GUARD.selected is None:
+        return True
+    path = Path(location)
+    return path.stem in GUARD.selected.get(path.parent.name, set())
+
+
 def snapshot_stem(program: str, config: str) -> str:
     return f"{program}.{config}"
+
+
+def obsolete_snapshots(root: Path, target: str, known: set[str]) -> list[Path]:
+    """The snapshot files of ``target`` whose stem the catalog no longer has (``known``: the stems it has).
+
+    The caller decides when a target qualifies: only when its structure items ran in this session. Only
+    our own ``.txt`` files directly in ``snapshots/<target>/`` are considered (never the baselines).
+    """
+    folder = root / SNAPSHOT_ROOT / target
+    return sorted(p for p in folder.glob("*.txt") if p.is_file() and p.stem not in known)
 
 
 class StructureSnapshotExtension(SingleFileSnapshotExtension):
@@ -87,7 +111,7 @@ class StructureSnapshotExtension(SingleFileSnapshotExtension):
         for collection in super().discover_snapshots(
             test_location=test_location, ignore_extensions=ignore_extensions
         ):
-            if self.is_snapshot_location(location=collection.location):
+            if self.is_snapshot_location(location=collection.location) and _selected(collection.location):
                 owned.add(collection)
         return owned
 

@@ -218,7 +218,7 @@ def parse_assert(text: str, loc: _Locator, line: int) -> tuple[ast.Expression, K
                 if metric is not None:
                     raise loc.error(line, f"{node.id}(...) takes one program name, as in {node.id}(take)")
                 raise loc.error(line, f"unknown metric '{node.id}'{did_you_mean(node.id, bare_names)}")
-            if metric.source == "structure":
+            if metric.source in ("structure", "compiler"):
                 bare.append(node.id)
             return metric.type
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
@@ -337,6 +337,39 @@ def throughput_terms(body: ast.expr) -> tuple[Timed, Timed, float] | None:
         else:
             return None
     return sides[0], sides[1], float(right.value)
+
+
+def scaled_terms(body: ast.expr) -> tuple[str, str, str, float] | None:
+    """``(metric, A, B, c)`` of a scaled relation ``metric(A) OP c * metric(B)`` (also ``metric(B) * c``, and
+    ``metric(A) OP metric(B)`` with c = 1), or None for any other shape. Its ratio ``metric(A) / metric(B)``
+    is what a reader wants next to the verdict: the checks report it, and a ratchet's xfail line shows it."""
+    if not isinstance(body, ast.Compare) or len(body.ops) != 1:
+        return None
+    left, right = body.left, body.comparators[0]
+    scale = 1.0
+    if isinstance(right, ast.BinOp) and isinstance(right.op, ast.Mult):
+        for factor, term in ((right.left, right.right), (right.right, right.left)):
+            if isinstance(factor, ast.Constant) and isinstance(factor.value, (int, float)):
+                scale, right = float(factor.value), term
+                break
+        else:
+            return None
+    calls = []
+    for side in (left, right):
+        if not (
+            isinstance(side, ast.Call)
+            and isinstance(side.func, ast.Name)
+            and side.func.id in METRICS
+            and METRICS[side.func.id].source in ("structure", "compiler")
+            and METRICS[side.func.id].type == "number"
+            and len(side.args) == 1
+            and isinstance(side.args[0], ast.Name)
+        ):
+            return None
+        calls.append((side.func.id, side.args[0].id))
+    if calls[0][0] != calls[1][0]:
+        return None
+    return calls[0][0], calls[0][1], calls[1][1], scale
 
 
 def _parse_when(text: str, loc: _Locator, line: int) -> tuple[Requirement, ...]:

@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from invariants._errors import InvariantsError
 from invariants._hlo import Computation, HloModule, Instruction
 
 __all__ = [
@@ -91,6 +92,10 @@ class Kernel:
     branches: tuple[tuple[Kernel, ...], ...] = ()
     # XLA:CPU splits a loop fusion over threads (backend_config outer_dimension_partitions): how many parts.
     partitions: int | None = None
+    # The TPU compiler's own cost estimate of one launch (backend_config ``estimated_cycles``); None when the
+    # kernel carries none. Not part of equality: it moves with every libtpu patch release, and
+    # ``structure(a) == structure(b)`` compares what runs, not what it is predicted to cost.
+    estimated_cycles: int | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -171,6 +176,30 @@ def _partitions(instr: Instruction) -> int | None:
         return None
 
 
+def _estimated_cycles(instr: Instruction, module: str) -> int | None:
+    """``estimated_cycles`` from a TPU kernel's backend_config (top level or one object down, where libtpu
+    writes it today: ``window_config``); None when absent. Two different values, or one that is not an
+    integer, raise: a number that is not understood must never become a silent zero."""
+    config = instr.backend_config_json
+    if config is None:
+        return None
+    found = [config["estimated_cycles"]] if "estimated_cycles" in config else []
+    nested = (v for v in config.values() if isinstance(v, dict))
+    found += [v["estimated_cycles"] for v in nested if "estimated_cycles" in v]
+    if not found:
+        return None
+    try:
+        values = {int(v) for v in found}
+    except (TypeError, ValueError):
+        values = set()
+    if len(values) != 1:
+        raise InvariantsError(
+            f"{module}:{instr.line}: {instr.name}: estimated_cycles not understood: "
+            + ", ".join(map(str, found))
+        )
+    return values.pop()
+
+
 def _multiset(counter: Counter[str]) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(counter.items()))
 
@@ -229,10 +258,18 @@ class _Analyzer:
                         fusion_kind=instr.fusion_kind,
                         inner_opcodes=_multiset(inner),
                         partitions=_partitions(instr),
+                        estimated_cycles=_estimated_cycles(instr, self.module.name),
                     )
                 )
             else:
-                out.append(Kernel(op, str(instr.shape), custom_call_target=instr.custom_call_target))
+                out.append(
+                    Kernel(
+                        op,
+                        str(instr.shape),
+                        custom_call_target=instr.custom_call_target,
+                        estimated_cycles=_estimated_cycles(instr, self.module.name),
+                    )
+                )
         return tuple(out)
 
     # --- trip counts ---
@@ -469,6 +506,8 @@ def _kernel_json(k: Kernel) -> dict[str, Any]:
         out["inner_opcodes"] = dict(k.inner_opcodes)
     if k.custom_call_target is not None:
         out["custom_call_target"] = k.custom_call_target
+    if k.estimated_cycles is not None:
+        out["estimated_cycles"] = k.estimated_cycles
     if k.opcode == "while":
         out["trip_count"] = k.trip_count
         out["condition"] = [_kernel_json(c) for c in k.condition]

@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.gate, pytest.mark.invariant]
 def test_invariant(invariant_case, gate, record_property):
     case = invariant_case
     inv = case.invariant
-    verdict = evaluate(case, gate.structure)
+    verdict = evaluate(case, gate.structure, costs=gate.costs)
     where = f"{case.target} {'/'.join(k[0] for k in case.keys)} [{case.config}]"
     record_property(
         *_results.record(
@@ -26,6 +26,7 @@ def test_invariant(invariant_case, gate, record_property):
             programs=[k[0] for k in case.keys],
             config=case.config,
             holds=verdict.holds,
+            ratio=verdict.ratio,
             measured={k: str(v) for k, v in verdict.measured.items()},
             ratchet=inv.ratchet.reason if inv.ratchet else None,
             where=inv.where,

@@ -4,7 +4,7 @@ Nothing here asserts an absolute time. A ratio ``time(A) / time(B) <= c`` is mea
 and B call by call and fails only when its whole confidence interval lies above ``c``. Efficiency is
 ``t_copy / t_program`` for a device copy of the bytes the lookup must move; it is compared with the
 baseline recorded in ``snapshots/<target>/efficiency/`` and fails only when its whole interval lies below
-``baseline * (1 - efficiency_max_loss)``.
+``baseline * (1 - efficiency_max_loss)``. Baselines are re-recorded only with ``--record-baselines``.
 
 Every item is a pytest-benchmark benchmark: ``--benchmark-json`` carries each ratio, interval and
 efficiency in ``extra_info``. With ``--benchmark-disable`` the measurements and verdicts still run
@@ -21,6 +21,7 @@ import jax
 import pytest
 
 from invariants import _results
+from invariants._cost import predicted_ratio
 from invariants._metrics import input_facts
 from invariants._plugin import judge
 from invariants._programs import CATALOG, get_config, make_arguments
@@ -75,11 +76,18 @@ def test_ratio(throughput_case, gate, benchmark, record_property):
     )
     info = {"id": inv.id, "target": case.target, "a": a_name, "b": b_name, "config": case.config,
             **result.to_dict(), "attempts": [r.verdict for r in attempts], "clock": CLOCK_NAME}  # fmt: skip
+    # On a TPU host: what the TPU compiler predicted for the same two programs, beside what the chip did.
+    # None elsewhere (only TPU kernels carry an estimate).
+    info["predicted"] = predicted_ratio(
+        gate.costs((a_name, case.config, case.target)), gate.costs((b_name, case.config, case.target))
+    )
     name, record = _results.record("ratio", **info)
     benchmark.extra_info.update(record)
     record_property(name, record)
     where = f"{case.target} {a_name}/{b_name} [{case.config}]"
     describe = f"time({a_name}) / time({b_name}) = {result.summary()}"
+    if info["predicted"] is not None:
+        describe += f"; predicted {info['predicted']:.3g} (estimated cycles)"
     judge(
         inv,
         holds=result.verdict != "fail",
@@ -101,7 +109,9 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
     spec_loss = [s.efficiency_max_loss for s in gate.specs if s.efficiency_max_loss and target in s.targets]
     max_loss = spec_loss[0] if spec_loss else 0.5
     path = gate.rootpath / "snapshots" / target / "efficiency" / f"{program}.{config}.json"
-    updating = request.config.getoption("--snapshot-update")
+    # Only on request: a baseline is a timing, and --snapshot-update (accepting a structural change) must
+    # not commit fresh timing noise.
+    updating = request.config.getoption("--record-baselines")
     # Efficiency is relative to this machine and clock: a baseline from elsewhere is not compared with.
     machine = {"cores": os.cpu_count(), "device": jax.devices()[0].device_kind, "clock": CLOCK_NAME}
     baseline = json.loads(path.read_text()) if path.exists() else None
@@ -137,14 +147,14 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
         return
     if baseline is None:
         pytest.fail(
-            f"{path}: no efficiency baseline for {program}[{config}] on {target}; record it with: "
-            f"pytest tests/gate/test_throughput.py --targets {target} --programs {program} --snapshot-update",
+            f"{path}: no efficiency baseline for {program}[{config}] on {target}; record it with: pytest "
+            f"tests/gate/test_throughput.py --targets {target} --programs {program} --record-baselines",
             pytrace=False,
         )
     if baseline.get("machine") != machine:
         pytest.skip(
             f"{path}: baseline recorded on {baseline.get('machine')}, this is {machine}; "
-            "efficiency is machine-relative, record one here with --snapshot-update"
+            "efficiency is machine-relative, record one here with --record-baselines"
         )
     verdict = baseline_verdict(result, baseline["efficiency"], max_loss)
     if verdict == "fail":

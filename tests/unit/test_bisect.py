@@ -225,6 +225,23 @@ def test_matrix_table_and_plot(tmp_path: Path) -> None:
     assert (tmp_path / "m.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_matrix_predicted_cost_row(tmp_path: Path) -> None:
+    def item(target: str, cycles: int | None) -> dict:
+        return {"kind": "structure", "config": "f32", "target": target, "program": "grad_vmap_naive",
+                "kernels": 15, "while_loops": 1, "dynamic_kernel_launches": 73735,
+                "estimated_cycles": cycles}  # fmt: skip
+
+    rows = b.matrix_rows("0.5.3", {"items": [item("tpu-v5e", 119_900_000), item("cpu", None)]})
+    rows += b.matrix_rows("0.10.2", {"items": [item("tpu-v5e", 149_925_672), item("cpu", None)]})
+    lines = b.render_matrix(rows, ["0.5.3", "0.10.2"], {}).splitlines()
+    assert "### tpu-v5e: predicted cost, estimated cycles per call (the compiler's own estimate)" in lines
+    assert "| grad_vmap_naive | 119,900,000 | 149,925,672 |" in lines
+    # The CPU compiler writes no estimate: no predicted-cost table for it.
+    assert not any(line.startswith("### cpu: predicted") for line in lines)
+    b.plot_matrix(rows, ["0.5.3", "0.10.2"], tmp_path / "m.png")
+    assert (tmp_path / "m.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_structural_diff() -> None:
     assert b.structural_diff("a\nb", "a\nb", "x", "y") == "(identical structure)"
     diff = b.structural_diff("kernels 9\nwhile 1", "kernels 3\nwhile 1", "jax 0.5.3", "jax 0.6.0")

@@ -169,6 +169,16 @@ def test_correctness_values_agree(tmp_path, monkeypatch):
     assert "max |naive - take|" in run_correctness(agree)
 
 
+def test_correctness_agree_names_a_shape_mismatch(tmp_path, monkeypatch):
+    """A program whose output has another shape than its reference's: one line, not a numpy traceback."""
+    from invariants import _programs
+
+    agree = _correctness(tmp_path, "agree", "naive", 'reference = "take"\n')
+    mutated = dataclasses.replace(_programs.CATALOG["naive"], fn=lambda W, x: W[x][:, :3])
+    monkeypatch.setitem(_programs.CATALOG, "naive", mutated)
+    assert run_correctness(agree) == "shape (16384, 3) differs from take's (16384, 32)"
+
+
 def test_correctness_narrow_index_pin(tmp_path):
     assert (
         run_correctness(_correctness(tmp_path, "narrow_index", "naive", 'expect = "overflow_error"\n'))

@@ -110,3 +110,58 @@ def test_json_keys_and_help_use_the_spec_metric_names(capsys: pytest.CaptureFixt
     help_text = capsys.readouterr().out
     listed = set(re.findall(r"^  ([a-z_]+)(?:\(PROGRAM\))?  ", help_text, re.M))
     assert set(METRICS) <= listed
+
+
+DUMP = DATA / "cpu_dump"  # part of a real --xla_dump_to folder (see tests/data/hlo/README.md)
+
+
+def test_a_whole_dump_folder_skips_what_is_not_a_module(capsys: pytest.CaptureFixture[str]) -> None:
+    """`hlo-stats --json dump/*`: reports the modules, and says on stderr what it skipped and why."""
+    files = sorted(str(p) for p in DUMP.iterdir())
+    assert main(["--json", *files]) == 0
+    captured = capsys.readouterr()
+    obj = json.loads(captured.out)
+    after = str(DUMP / "module_0006.jit__lambda.cpu_after_optimizations.txt")
+    before = str(DUMP / "module_0006.jit__lambda.before_optimizations.txt")
+    assert set(obj) == {after, before}
+    assert obj[after]["optimized"] is True and obj[after]["gathers"] == 1
+    skipped = [line for line in captured.err.splitlines() if line.startswith("hlo-stats: skipped ")]
+    assert len(skipped) == len(files) - 2 and any("not text" in line for line in skipped)
+
+
+def test_an_unoptimized_module_is_flagged(capsys: pytest.CaptureFixture[str]) -> None:
+    before = str(DUMP / "module_0006.jit__lambda.before_optimizations.txt")
+    assert main(["--json", before]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["optimized"] is False
+    assert "not optimized" in captured.err and "before_optimizations" in captured.err
+    assert main([before]) == 0
+    assert "NOT OPTIMIZED" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_one_file_that_is_not_a_module_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    report = DUMP / "module_0006.jit__lambda.cpu_after_optimizations-buffer-assignment.txt"
+    assert main([str(report)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not an HLO module" in err
+
+
+def test_json_estimated_cycles_for_tpu_dumps_and_null_elsewhere(capsys: pytest.CaptureFixture[str]) -> None:
+    seed_gather = str(DATA / "tpu_seed_jit_gather.txt")
+    cpu = str(DATA / "cpu_fwd_index.txt")
+    assert main(["--json", SEED_TAKE, seed_gather, TPU_BWD, cpu]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    # Hand counts in tests/unit/test_cost.py.
+    assert obj[SEED_TAKE]["estimated_cycles"] == 61717
+    assert obj[seed_gather]["estimated_cycles"] == 22542
+    assert obj[TPU_BWD]["estimated_cycles"] == 149_925_672
+    assert obj[TPU_BWD]["unestimated_launches"] == 65544
+    assert obj[cpu]["estimated_cycles"] is None
+    assert "only the TPU compiler" in obj[cpu]["estimated_cycles_note"]
+
+
+def test_text_shows_estimated_cycles(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([SEED_TAKE]) == 0
+    out = capsys.readouterr().out
+    assert "estimated cycles: 61717 (2 launches carry no estimate)" in out
+    assert "(38214 cycles)" in out

@@ -91,7 +91,39 @@ def test_render_table() -> None:
     assert lines[2].startswith("| none | pass | passes | 0")
     assert lines[3].startswith("| x | invariant:one_kernel | yes | 4: invariant:one_kernel |")
     assert "| y | structure | **no** |" in lines[4] and "missing structure" in lines[4]
-    assert lines[-1] == "mutation score: 1/2 injections caught; baseline passes"
+    assert lines[-2] == "mutation score: 1/2 injections caught; baseline passes"
+    assert lines[-1].startswith("baseline ran: targets cpu; programs naive, take,")
+
+
+def test_the_baseline_covers_what_the_injections_run() -> None:
+    """A green baseline is claimed only for what it ran: every program, target and tier of the injections
+    it stands behind (a false invariant on another program would otherwise hide behind 'passes')."""
+    chosen = sc.select(None)
+    base = chosen[0]
+    assert base.is_baseline and base.name == "none"
+    for inj_ in chosen[1:]:
+        assert set(inj_.programs) <= set(base.programs), inj_.name
+        assert set(inj_.targets.split(",")) <= set(base.targets.split(",")), inj_.name
+    assert base.timing == any(i.timing for i in chosen[1:])
+    cpu = sc.restrict_targets(sc.select(None, fast_only=True), "cpu")
+    assert cpu[0].targets == "cpu" and not cpu[0].timing
+    assert "tiers structure, invariants, correctness" in sc.coverage(cpu[0])
+
+
+def test_progress_is_one_line_per_child(monkeypatch: pytest.MonkeyPatch, tmp_path: sc.Path) -> None:
+    import io
+
+    def fake(injection: sc.Injection, workdir: sc.Path) -> sc.Outcome:
+        return sc.Outcome(injection, 0 if injection.is_baseline else 1, [], [], 1.0)
+
+    monkeypatch.setattr(sc, "run_injection", fake)
+    out = io.StringIO()
+    injections = sc.select("eqx*")
+    outcomes = sc.run_all(injections, tmp_path, jobs=2, progress=out)
+    lines = out.getvalue().splitlines()
+    assert [o.injection.name for o in outcomes] == ["none", "eqx_as_take"]
+    assert lines[0] == "selfcheck: 2 child runs, 2 at a time: none, eqx_as_take"
+    assert {ln.split("] ")[1] for ln in lines[1:]} == {"none: passes (1 s)", "eqx_as_take: caught (1 s)"}
 
 
 def test_child_command_loads_the_hook_and_skips_timing_unless_asked() -> None:
