@@ -261,8 +261,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     s = gate_session(metafunc.config)
     if "structure_key" in metafunc.fixturenames:
         keys = s.structure_keys()
-        compilable = (k for k in keys if s.available(k.target) is None and _missing_library([k.program]) is None)
-        s.cache.plan(compilable)
+        s.cache.plan(
+            k for k in keys if s.available(k.target) is None and _missing_library([k.program]) is None
+        )
         params = [_param(s, key, _key_id(key), snapshot=True) for key in keys]
         metafunc.parametrize("structure_key", params or [_none("no program selected")])
     if "invariant_case" in metafunc.fixturenames:
