@@ -82,7 +82,8 @@ def test_ratio(throughput_case, gate, benchmark, record_property):
     # On a TPU host: what the TPU compiler predicted for the same two programs, beside what the chip did.
     # None elsewhere (only TPU kernels carry an estimate).
     info["predicted"] = predicted_ratio(
-        gate.costs((a_name, case.config, case.target)), gate.costs((b_name, case.config, case.target))
+        gate.costs((a_side.program, case.config, case.target)),
+        gate.costs((b_side.program, case.config, case.target)),
     )
     name, record = _results.record("ratio", **info)
     benchmark.extra_info.update(record)
@@ -114,11 +115,16 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
     max_loss = max_loss_for(gate.specs, target)
     path = baseline_path(gate.snapshot_folder(program, target).parent, target, program, config)
     # Only on request: a baseline is a timing, and --snapshot-update (accepting a structural change) must
-    # not commit fresh timing noise.
-    # A read-only baseline (the package's, in a downstream run) is compared with, never re-recorded.
+    # not commit fresh timing noise. A read-only baseline (the package's, in a downstream run) is compared
+    # with, never re-recorded.
     updating = request.config.getoption("--record-baselines") and gate.snapshot_writable(program)
     here = machine(jax.devices()[0].device_kind, CLOCK_NAME)
     baseline = read_baseline(path)
+    if not gate.snapshot_writable(program) and (baseline is None or baseline.get("machine") != here):
+        pytest.skip(
+            f"{path}: no baseline of {program}[{config}] for this machine ({here}); efficiency is "
+            "machine-relative and the catalog's baselines ship read-only with the package"
+        )
     floor = baseline["efficiency"] * (1 - max_loss) if baseline and not updating else None
     nbytes = bytes_moved(program, config)
     program_call, copy_call = _timed(gate, efficiency_key), copy_callable(nbytes)

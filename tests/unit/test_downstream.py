@@ -237,19 +237,27 @@ def test_example_with_the_catalog_reads_its_snapshots_and_never_writes_them(exam
 
 
 def test_catalog_snapshot_mismatch_fails_without_rewriting(example, tmp_path):
-    """A catalog snapshot read from elsewhere is compared, and an update does not touch it."""
+    """Catalog snapshots and baselines read from elsewhere: a snapshot is compared and fails with its diff,
+    a baseline recorded on another machine is skipped with the reason, and an update (of snapshots and of
+    baselines) touches neither."""
     catalog = tmp_path / "catalog"
     shutil.copytree(ROOT / "snapshots" / "cpu", catalog / "cpu")
     (catalog / "cpu" / "take.f32.txt").write_text("summary: something else\n")
+    baseline = catalog / "cpu" / "efficiency" / "take.f32.json"
+    baseline.write_text(baseline.read_text().replace('"cores"', '"cores_elsewhere"'))
     before = files(catalog)
+    gate_dir = ROOT / "invariants" / "gate"
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", str(ROOT / "invariants" / "gate" / "test_structure.py"), "-p",
-         "no:cacheprovider", "--rootdir", str(example), "--targets", "cpu", "--programs", "take,naive",
+        [sys.executable, "-m", "pytest", str(gate_dir / "test_structure.py"),
+         str(gate_dir / "test_throughput.py"), "-k", "test_structure or test_efficiency",
+         "-p", "no:cacheprovider", "-rs",
+         "--rootdir", str(example), "--targets", "cpu", "--programs", "take,naive",
          "--snapshot-dir", str(example / "snapshots"), "--catalog-snapshot-dir", str(catalog),
-         "--snapshot-update"],
+         "--snapshot-update", "--record-baselines"],
         cwd=example, capture_output=True, text=True, check=False, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 1, proc.stdout[-3000:]
     assert "take[f32] on cpu no longer compiles to the package's snapshot (read-only" in proc.stdout
     assert "-summary: something else" in proc.stdout
+    assert "no baseline of take[f32] for this machine" in proc.stdout
     assert files(catalog) == before
