@@ -41,7 +41,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from . import _results
+from ._child import gate_command, gate_env, last_line, run_gate
 from ._errors import InvariantsError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -286,55 +286,33 @@ class ReleaseRun:
 
 def suite_command(python: Path, k: str, targets: str, programs: str | None, results: Path, dump: Path,
                   tests: str = "tests/gate") -> list[str]:  # fmt: skip
-    cmd = [str(python), "-m", "pytest", tests, "-q", "-p", "no:cacheprovider",
-           "-m", "not slow and not throughput", "--targets", targets, "-k", k,
-           "--results-json", str(results), "--hlo-dump-dir", str(dump),
-           # Every assert as written: the specs scope invariants by version and mark known-bad ones as
-           # ratchets, which would keep each release green; a bisect asks where the fact itself changed.
-           "--raw-invariants"]  # fmt: skip
-    if programs:
-        cmd += ["--programs", programs]
-    return cmd
+    """The gate's command line in a release's environment (see :func:`invariants._child.gate_command`).
+
+    Every assert as written (``--raw-invariants``): the specs scope invariants by version and mark known-bad
+    ones as ratchets, which would keep each release green; a bisect asks where the fact itself changed.
+    """
+    return gate_command(python=python, tests=tests, targets=targets, programs=programs, k=k,
+                        results=results, dump_dir=dump, raw_invariants=True)  # fmt: skip
 
 
-def _suite_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "VIRTUAL_ENV", "PYTHONHOME")}
-    env["PYTHONPATH"] = str(REPO_ROOT)
-    env["JAX_PLATFORMS"] = "cpu"
-    env.setdefault("INVARIANTS_SELFCHECK_CHILD", "1")  # never start the self-check from here
-    return env
-
-
-def run_suite(env: Path, version: Version, args: argparse.Namespace, workdir: Path,
-              tests: str = "tests/gate", k: str | None = None,
-              timeout: float = 1200) -> tuple[dict[str, Any], float]:  # fmt: skip
+def run_suite(env: Path, version: Version, workdir: Path, *, k: str, targets: str, programs: str | None,
+              tests: str = "tests/gate", timeout: float = 1200) -> tuple[dict[str, Any], float]:  # fmt: skip
     """Run the selection in ``env``; return the results file and the seconds it took. One line on failure."""
     folder = workdir / f"jax-{version}"
-    folder.mkdir(parents=True, exist_ok=True)
-    results = folder / "results.json"
-    results.unlink(missing_ok=True)
-    cmd = suite_command(
-        env_python(env), k or args.k, args.targets, args.programs, results, folder / "hlo", tests
-    )
-    start = time.perf_counter()
-    env_vars = _suite_env()
+    cmd = suite_command(env_python(env), k, targets, programs, folder / "results.json", folder / "hlo", tests)
     # Older libtpu asks the GCE metadata server for its topology and waits on it off GCE.
-    env_vars.setdefault("TPU_SKIP_MDS_QUERY", "1")
-    try:
-        proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env_vars, capture_output=True, text=True, check=False,
-                              timeout=timeout)  # fmt: skip
-    except subprocess.TimeoutExpired:
-        raise InvariantsError(f"jax {version}: the suite did not finish in {timeout:.0f} s") from None
-    seconds = time.perf_counter() - start
-    (folder / "pytest.txt").write_text(proc.stdout + proc.stderr)
-    if proc.returncode == 5 or (proc.returncode == 0 and not results.exists()):
-        raise InvariantsError(f"jax {version}: -k {k or args.k!r} selects no items")
-    if not results.exists():
+    extra = {} if "TPU_SKIP_MDS_QUERY" in os.environ else {"TPU_SKIP_MDS_QUERY": "1"}
+    child = run_gate(cmd, env=gate_env(extra, pythonpath=True), folder=folder, timeout=timeout)
+    if child.timed_out:
+        raise InvariantsError(f"jax {version}: the suite did not finish in {timeout:.0f} s")
+    if child.returncode == 5 or (child.returncode == 0 and child.results is None):
+        raise InvariantsError(f"jax {version}: -k {k!r} selects no items")
+    if child.results is None:
         raise InvariantsError(
-            f"jax {version}: the suite did not run (exit {proc.returncode}): {_last_line(proc)}; "
-            f"see {folder / 'pytest.txt'}"
+            f"jax {version}: the suite did not run (exit {child.returncode}): {last_line(child.log)}; "
+            f"see {child.log}"
         )
-    return _results.read(results), seconds
+    return child.results, child.seconds
 
 
 def verdict_of(version: Version, results: Mapping[str, Any], seconds: float) -> ReleaseRun:
@@ -435,7 +413,8 @@ def _render_child() -> int:
 def render_in(env: Path, keys: Sequence[tuple[str, str, str]]) -> dict[str, str]:
     proc = subprocess.run(
         [str(env_python(env)), "-m", "invariants._bisect"], input=json.dumps([list(k) for k in keys]),
-        cwd=REPO_ROOT, env=_suite_env(), capture_output=True, text=True, check=False, timeout=600,
+        cwd=REPO_ROOT, env=gate_env(pythonpath=True), capture_output=True, text=True, check=False,
+        timeout=600,
     )  # fmt: skip
     if proc.returncode != 0:
         return {"/".join(k): f"(could not render: {_last_line(proc)})" for k in keys}
@@ -516,7 +495,9 @@ def main_bisect(argv: list[str]) -> int:
                 print(f"  jax {v}: skipped ({err})")
                 raise Unusable(str(err)) from None
             envs[v] = env
-            results, seconds = run_suite(env, v, args, workdir)
+            results, seconds = run_suite(
+                env, v, workdir, k=args.k, targets=args.targets, programs=args.programs
+            )
             verdicts[v] = verdict_of(v, results, seconds)
             ver = verdicts[v]
             judged = sum(it.get("kind") in VERDICT_KINDS for it in ver.items)
@@ -680,19 +661,18 @@ def main_matrix(argv: list[str]) -> int:
         workdir = args.keep or Path(tmp)
         for v in versions:
             env = ensure_env(choose_pins(v, jaxlib_releases), args.cache_dir, args.index_url)
-            args.targets = "cpu"
-            results, seconds = run_suite(env, v, args, workdir / "cpu", tests="tests/gate/test_structure.py",
-                                         k=MATRIX_K)  # fmt: skip
+            results, seconds = run_suite(env, v, workdir / "cpu", k=MATRIX_K, targets="cpu",
+                                         programs=args.programs,
+                                         tests="tests/gate/test_structure.py")  # fmt: skip
             rows += matrix_rows(str(v), results)
             print(f"  jax {v}: cpu structures in {seconds:.0f} s")
             if args.no_tpu:
                 continue
             try:
                 tenv = ensure_env(choose_pins(v, jaxlib_releases, tpu=True), args.cache_dir, args.index_url)
-                args.targets = "tpu-v5e"
-                results, seconds = run_suite(tenv, v, args, workdir / "tpu",
-                                             tests="tests/gate/test_structure.py",
-                                             k=MATRIX_K, timeout=240)  # fmt: skip
+                results, seconds = run_suite(tenv, v, workdir / "tpu", k=MATRIX_K, targets="tpu-v5e",
+                                             programs=args.programs, tests="tests/gate/test_structure.py",
+                                             timeout=240)  # fmt: skip
                 got = matrix_rows(str(v), results)
                 if not got:
                     raise InvariantsError("no tpu-v5e structure items (target unavailable in that release)")
