@@ -26,7 +26,7 @@ from ._metrics import METRICS, input_facts
 from ._programs import CATALOG, Config, get_config
 from ._spec import CorrectnessCheck, Invariant, Spec, scaled_terms, select_programs
 from ._structure import Structure
-from ._targets import Target
+from ._targets import Target, device_count
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,7 +184,8 @@ def evaluate(
     :class:`~invariants._cost.Missing`, an unknown trip count) makes the verdict fail with one line saying
     why: an invariant never passes on a number that is not there."""
     config = get_config(case.config)
-    facts = input_facts(config)
+    layout = CATALOG[case.program].layout if case.program is not None else None
+    facts = input_facts(config, layout, device_count(case.target))
     measured: dict[str, Any] = {}
 
     def metric_of(name: str, program: str) -> Any:

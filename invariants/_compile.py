@@ -6,6 +6,7 @@ and a child process can hand them back as JSON.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -63,7 +64,8 @@ class Compiled:
         return cls(**data)
 
 
-def _abstract_arguments(program: Program, config_id: str, target: Target) -> tuple[Any, ...]:
+def _abstract_arguments(program: Program, config_id: str, target: Target) -> tuple[tuple[Any, ...], Any]:
+    """The abstract arguments, and the mesh of a sharded program (None otherwise)."""
     import jax
     import numpy as np
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
@@ -71,19 +73,27 @@ def _abstract_arguments(program: Program, config_id: str, target: Target) -> tup
     config = get_config(config_id)
     specs = program.argument_specs(config)
     if target.mode == "runtime" and program.layout is None:
-        return specs
+        return specs, None
     devices = list(target.devices())
-    if program.layout is not None:
-        layout = program.layout
+    layout = program.layout
+    if layout is not None and layout.pod:
+        from jax.experimental import mesh_utils
+
+        # A pod job's mesh: devices placed by their physical coordinates (rings along the ICI links).
+        shape = layout.mesh_for(target.device_count)
+        mesh = Mesh(mesh_utils.create_device_mesh(shape, devices[: int(np.prod(shape))]), layout.axes)
+        parts = program.argument_specs_sharded(config)
+    elif layout is not None:
         mesh = Mesh(np.array(devices[: layout.devices]).reshape(layout.mesh_shape), layout.axes)
         parts = program.argument_specs_sharded(config)
     else:
         mesh = Mesh(np.array(devices[:1]).reshape(1), ("x",))
         parts = tuple(() for _ in specs)
-    return tuple(
+    args = tuple(
         jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=NamedSharding(mesh, PartitionSpec(*p)))
         for s, p in zip(specs, parts, strict=True)
     )
+    return args, (mesh if layout is not None else None)
 
 
 def jaxpr_primitives(closed_jaxpr: Any) -> tuple[str, ...]:
@@ -132,12 +142,21 @@ def _compile(program_name: str, config_id: str, target: Target) -> tuple[Compile
     import jax
 
     program = get_program(program_name)
-    args = _abstract_arguments(program, config_id, target)
+    args, mesh = _abstract_arguments(program, config_id, target)
+    layout = program.layout
+    jit_kwargs: dict[str, Any] = {}
+    if layout is not None and layout.output is not None:
+        from jax.sharding import NamedSharding, PartitionSpec
+
+        jit_kwargs["out_shardings"] = NamedSharding(mesh, PartitionSpec(*layout.output))
+    # Pod programs name mesh axes in their code (shard_map, sharding constraints), as model code does.
+    context = jax.set_mesh(mesh) if layout is not None and layout.pod else contextlib.nullcontext()
     start = time.perf_counter()
     try:
-        closed = jax.make_jaxpr(program.fn)(*args)
-        lowered = jax.jit(program.fn).lower(*args)
-        compiled = lowered.compile()
+        with context:
+            closed = jax.make_jaxpr(program.fn)(*args)
+            lowered = jax.jit(program.fn, **jit_kwargs).lower(*args)
+            compiled = lowered.compile()
     except Exception as err:  # a compiler error is a finding about this key, said in one line
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise InvariantsError(f"{target.name}/{program_name}[{config_id}]: compile failed: {first}") from err

@@ -261,7 +261,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     s = gate_session(metafunc.config)
     if "structure_key" in metafunc.fixturenames:
         keys = s.structure_keys()
-        s.cache.plan(k for k in keys if s.available(k.target) is None)
+        s.cache.plan(
+            k for k in keys if s.available(k.target) is None and _missing_library([k.program]) is None
+        )
         params = [_param(s, key, _key_id(key), snapshot=True) for key in keys]
         metafunc.parametrize("structure_key", params or [_none("no program selected")])
     if "invariant_case" in metafunc.fixturenames:
@@ -273,7 +275,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             cases = [dataclasses.replace(c, skip=None, invariant=raw_invariant(c.invariant)) for c in cases]
         params = []
         for case in cases:
-            marks = _marks(s, case.keys[0])
+            marks = _marks(s, case.keys[0], programs=[k.program for k in case.keys])
             if case.skip:
                 marks.append(pytest.mark.skip(reason=case.skip))
             params.append(pytest.param(case, id=case.id, marks=marks))
@@ -285,10 +287,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
         runtime = next(iter(s.all_targets.values()))
         ccases = [c for c in expand_correctness(s.specs, runtime) if c.program in s.programs]
-        params = [
-            pytest.param(c, id=c.id, marks=[pytest.mark.skip(reason=c.skip)] if c.skip else [])
-            for c in ccases
-        ]
+        params = []
+        for c in ccases:
+            reason = c.skip or _missing_library(
+                [c.program, *([c.check.reference] if c.check.reference else [])]
+            )
+            params.append(pytest.param(c, id=c.id, marks=[pytest.mark.skip(reason=reason)] if reason else []))
         metafunc.parametrize("correctness_case", params or [_none("no correctness check applies")])
 
 
@@ -315,14 +319,18 @@ def _parametrize_throughput(metafunc: pytest.Metafunc, s: GateSession) -> None:
     # Timed items share one xdist worker, one after another: two timings at once would share the cores.
     group = pytest.mark.xdist_group("throughput")
     if "throughput_case" in metafunc.fixturenames:
-        params = [
-            pytest.param(c, id=c.id, marks=[group, *([pytest.mark.skip(reason=c.skip)] if c.skip else [])])
-            for c in cases
-        ]
+        params = []
+        for c in cases:
+            reason = c.skip or _missing_library([k.program for k in c.keys])
+            params.append(
+                pytest.param(
+                    c, id=c.id, marks=[group, *([pytest.mark.skip(reason=reason)] if reason else [])]
+                )
+            )
         metafunc.parametrize("throughput_case", params or [_none("no throughput invariant applies")])
     if "efficiency_key" in metafunc.fixturenames:
         keys = sorted({k for c in cases for k in c.keys})
-        params = [pytest.param(k, id=_key_id(k), marks=[group]) for k in keys]
+        params = [pytest.param(k, id=_key_id(k), marks=[group, *_skip_missing([k.program])]) for k in keys]
         metafunc.parametrize("efficiency_key", params or [_none("no program is timed")])
 
 
@@ -340,9 +348,21 @@ def _none(reason: str) -> Any:
     return pytest.param(None, id="none", marks=pytest.mark.skip(reason=reason))
 
 
-def _marks(s: GateSession, key: Key) -> list[Any]:
+def _missing_library(programs: list[str]) -> str | None:
+    """Why one of ``programs`` cannot be traced here (a library of the ``libs`` extra is missing), or None."""
+    from ._programs import CATALOG
+
+    return next((r for p in programs if (r := CATALOG[p].unavailable_reason()) is not None), None)
+
+
+def _skip_missing(programs: list[str]) -> list[Any]:
+    reason = _missing_library(programs)
+    return [pytest.mark.skip(reason=reason)] if reason else []
+
+
+def _marks(s: GateSession, key: Key, programs: list[str] | None = None) -> list[Any]:
     marks: list[Any] = [pytest.mark.xdist_group(key.target)]
-    reason = s.available(key.target)
+    reason = s.available(key.target) or _missing_library(programs or [key.program])
     if reason:
         marks.append(pytest.mark.skip(reason=reason))
     return marks

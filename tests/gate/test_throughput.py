@@ -47,25 +47,26 @@ CLOCK_NAME, CLOCK = runtime_clock(jax.devices()[0].platform, os.environ.get("INV
 
 
 @functools.cache
-def _device_arguments(kind: str, config: str):
-    # One set of device buffers per argument signature: both sides of a ratio read the very same memory,
-    # so cache and page placement cannot differ between them.
+def _device_arguments(kind: str, config: str, distribution: str = "uniform"):
+    # One set of device buffers per argument signature and index distribution: both sides of a ratio of
+    # two programs read the very same memory, so cache and page placement cannot differ between them.
     program = next(p for p in CATALOG.values() if p.kind == kind)
-    return jax.device_put(make_arguments(program, get_config(config)))
+    return jax.device_put(make_arguments(program, get_config(config), distribution))
 
 
-def _timed(gate, key):
+def _timed(gate, key, distribution: str = "uniform"):
     program, config, _ = key
-    args = _device_arguments(CATALOG[program].kind, config)
+    args = _device_arguments(CATALOG[program].kind, config, distribution)
     return jax_callable(gate.cache.executable(*key), *args)
 
 
 def test_ratio(throughput_case, gate, benchmark, record_property):
     case = throughput_case
     inv = case.invariant
-    a_name, b_name, threshold = throughput_terms(inv.expr.body)
-    a = _timed(gate, (a_name, case.config, case.target))
-    b = _timed(gate, (b_name, case.config, case.target))
+    a_side, b_side, threshold = throughput_terms(inv.expr.body)
+    a = _timed(gate, (a_side.program, case.config, case.target), a_side.distribution)
+    b = _timed(gate, (b_side.program, case.config, case.target), b_side.distribution)
+    a_name, b_name = a_side.label, b_side.label
     # A failure must repeat to count; for a ratchet, so must a pass (see invariants._timing.confirmed).
     result, attempts = benchmark.pedantic(
         confirmed,

@@ -149,3 +149,28 @@ def test_raw_invariants_drop_scopes_and_ratchets(tmp_path: Path):
     assert scoped.returncode == 0 and "1 xfailed" in scoped.stdout, scoped.stdout[-1500:]
     raw = run(project, *args, "--raw-invariants")
     assert raw.returncode == 1 and "grad_no_while_vmap failed on tpu-v5e grad_vmap_naive [f32]" in raw.stdout
+
+
+def test_a_metric_the_target_does_not_provide_fails_in_one_line(tmp_path: Path):
+    """Run as a user would: an invariant on flops for the H100 (no cost_analysis() ahead of time) and on
+    estimated_cycles for the CPU (no cycle estimates) fails, each with one line saying why; the same
+    invariant on tpu-v5e, which provides both, passes."""
+    project = make_project(tmp_path, targets=())
+    specs = project / "specs"
+    specs.mkdir()
+    (specs / "s.toml").write_text(
+        '[spec]\ntargets = ["gpu-h100", "tpu-v5e", "cpu"]\n\n'
+        '[[invariant]]\nid = "predicted"\nprograms = ["naive"]\nconfigs = ["f32"]\n'
+        'assert = "flops + estimated_cycles >= 0"\n'
+    )
+    proc = run(project, "tests/gate/test_invariants.py", "--spec-dir", str(specs), "-k", "predicted",
+               "--targets", "cpu,tpu-v5e,gpu-h100", "--programs", "naive", "-rA")  # fmt: skip
+    out = proc.stdout
+    assert "1 passed" in out and "2 failed" in out, out[-3000:]
+    gpu = next(line for line in out.splitlines() if "failed on gpu-h100" in line)
+    assert gpu.endswith("flops of naive on gpu-h100: this target's compiler gives no cost_analysis() 'flops'")
+    cpu = next(line for line in out.splitlines() if "failed on cpu" in line)
+    assert cpu.endswith(
+        "estimated_cycles of naive on cpu: "
+        "no kernel carries estimated_cycles (only the TPU compiler writes them)"
+    )
