@@ -20,7 +20,6 @@ import dataclasses
 import difflib
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,12 +29,11 @@ from typing import Any
 
 from packaging.version import Version
 
-from ._child import gate_command, gate_env, last_line, run_gate
+from ._child import gate_command, gate_env, keys_child, last_line, run_gate
 from ._errors import InvariantsError
 from ._releases import (
     DEFAULT_CACHE,
     DEFAULT_INDEX,
-    _last_line,
     check_index,
     choose_pins,
     ensure_env,
@@ -199,14 +197,13 @@ def _render_child() -> int:
 
 
 def render_in(env: Path, keys: Sequence[tuple[str, str, str]]) -> dict[str, str]:
-    proc = subprocess.run(
-        [str(env_python(env)), "-m", "invariants._bisect"], input=json.dumps([list(k) for k in keys]),
-        cwd=REPO_ROOT, env=gate_env(pythonpath=True), capture_output=True, text=True, check=False,
-        timeout=600,
-    )  # fmt: skip
-    if proc.returncode != 0:
-        return {"/".join(k): f"(could not render: {_last_line(proc)})" for k in keys}
-    return dict(json.loads(proc.stdout))
+    """Snapshot summaries of ``keys`` rendered in the release environment ``env`` (``_render_child``)."""
+    try:
+        out = keys_child("invariants._bisect", keys, env=gate_env(pythonpath=True), what="render",
+                         python=env_python(env))  # fmt: skip
+    except InvariantsError as err:
+        return {"/".join(k): f"(could not render: {err})" for k in keys}
+    return dict(out)
 
 
 def _keys_of(items: Iterable[Mapping[str, Any]], limit: int = 2) -> list[tuple[str, str, str]]:

@@ -1,4 +1,5 @@
-"""Run the gate in a child process: the one way the self-check and bisect/matrix start it.
+"""Run the gate in a child process: the one way the self-check and bisect/matrix start it; and the one
+protocol for a child that works on compile keys (:func:`keys_child`).
 
 A child runs ``python -m pytest`` on the gate from the repository root, with the selection given as explicit
 arguments, and writes a results file (:mod:`invariants._results`) and its HLO dumps into a folder of its
@@ -10,6 +11,7 @@ exit status, the results (None when the child wrote none), the seconds, and wher
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _results
+from ._errors import InvariantsError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # Set in every child: the slow self-check test skips itself there, so a child never starts children.
@@ -26,7 +29,7 @@ CHILD_ENV = "INVARIANTS_SELFCHECK_CHILD"
 # Never inherited: an experiment's flags are its own, and another interpreter must not see this one's.
 _DROPPED = ("XLA_FLAGS", "INVARIANTS_INJECT", "VIRTUAL_ENV", "PYTHONHOME")
 
-__all__ = ["CHILD_ENV", "REPO_ROOT", "ChildRun", "gate_command", "gate_env", "run_gate"]
+__all__ = ["CHILD_ENV", "REPO_ROOT", "ChildRun", "gate_command", "gate_env", "keys_child", "run_gate"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,3 +108,32 @@ def last_line(log: Path) -> str:
     """The last non-empty line a child printed (what it said when it stopped)."""
     lines = [ln for ln in log.read_text().splitlines() if ln.strip()] if log.exists() else []
     return lines[-1].strip()[:200] if lines else "no output"
+
+
+def keys_child(
+    module: str,
+    keys: Sequence[Sequence[str]],
+    *,
+    env: Mapping[str, str],
+    what: str,
+    python: str | Path = sys.executable,
+    args: Sequence[str] = (),
+    timeout: float = 600,
+) -> Any:
+    """Run ``python -m MODULE ARGS`` with ``[[program, config, target], ...]`` as JSON on stdin; return the
+    JSON it prints. A child that fails raises :class:`InvariantsError` with ``what`` and its last line.
+
+    The protocol of every child that compiles keys somewhere else: ``_compile`` (a target that needs its own
+    process, e.g. 8 host devices) and ``_bisect`` (snapshots rendered in another release's environment).
+    """
+    try:
+        proc = subprocess.run(
+            [str(python), "-m", module, *args], input=json.dumps([list(k) for k in keys]), cwd=REPO_ROOT,
+            env=dict(env), capture_output=True, text=True, check=False, timeout=timeout,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise InvariantsError(f"{what}: child did not finish in {timeout:.0f} s") from None
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["no output"])[-1]
+        raise InvariantsError(f"{what}: child exited {proc.returncode}: {last.strip()[:200]}")
+    return json.loads(proc.stdout)

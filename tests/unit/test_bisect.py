@@ -156,7 +156,7 @@ def test_install_failure_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyP
             )
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
-    monkeypatch.setattr(b.subprocess, "run", fake_run)
+    monkeypatch.setattr(r.subprocess, "run", fake_run)
     pins = r.choose_pins(V("0.4.30"), JAXLIBS)
     with pytest.raises(
         InvariantsError, match=r"^jax==0\.4\.30 jaxlib==0\.4\.30 .*: does not install: .*No solution"
