@@ -151,6 +151,13 @@ _ALL = (
     _input("lookups", "indices looked up per call", lambda c: math.prod(c.index_shape)),
     _input("row_bytes", "bytes of one table row", lambda c: c.width * _itemsize(c), unit="bytes"),
     _input("vocab", "rows of the embedding table", lambda c: c.vocab),
+    # Per chip of a sharded program's mesh on the item's target (see sharding_facts); 1 when unsharded.
+    Metric("chips", "devices in a sharded program's mesh on the item's target (1 unsharded)", "number",
+           "input"),
+    Metric("table_shards", "pieces the table's rows are cut into on that mesh (1 unsharded)", "number",
+           "input"),
+    Metric("batch_shards", "pieces the batch is cut into on that mesh: lookups * row_bytes / batch_shards "
+           "is one chip's activations", "number", "input"),
     Metric("structure", "the whole kernel list (and gathers, scatters, collectives, converts) of a program",
            "structure", "structure", "", call_only=True),
     Metric("time", "run time of a program, only in a paired ratio time(a) / time(b) <= c", "number",
@@ -188,9 +195,22 @@ def compiler_metrics(
     return {m.name: m.of(analyses) for m in _ALL if m.source == "compiler" and m.of is not None}
 
 
-def input_facts(config: Any) -> dict[str, int]:
-    """The input facts of a configuration (``table_bytes``, ``lookups``, ...), by name."""
-    return {m.name: m.of(config) for m in _ALL if m.source == "input" and m.of is not None}
+def input_facts(config: Any, layout: Any = None, devices: int = 1) -> dict[str, int]:
+    """The input facts of a configuration (``table_bytes``, ``lookups``, ...), by name; with the ``layout``
+    of a sharded program (an ``invariants._programs.Layout``) on ``devices`` devices, its per-chip facts."""
+    facts = {m.name: m.of(config) for m in _ALL if m.source == "input" and m.of is not None}
+    return {**facts, **sharding_facts(layout, devices)}
+
+
+def sharding_facts(layout: Any, devices: int) -> dict[str, int]:
+    """``chips``, ``table_shards`` and ``batch_shards`` of ``layout`` on ``devices`` devices (1 if none)."""
+    if layout is None:
+        return {"chips": 1, "table_shards": 1, "batch_shards": 1}
+    return {
+        "chips": math.prod(layout.mesh_for(devices)),
+        "table_shards": layout.shards(layout.table, devices),
+        "batch_shards": layout.shards(layout.indices, devices),
+    }
 
 
 def markdown_table(metrics: Iterable[Metric] = _ALL) -> str:

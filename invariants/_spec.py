@@ -15,7 +15,7 @@ invariants touches that one file. The format::
     when = "jax >= 0.10"           # optional: comma-separated version conditions (packaging specifiers)
     ratchet = { reason = "...", issue = "https://..." }   # optional: known-bad today, expected to fail
 
-    [[correctness]]                # runtime-target value checks (see invariants._checks.CORRECTNESS)
+    [[correctness]]                # runtime-target value checks: one of CORRECTNESS_CHECKS (run by _checks)
     id = "forward_values_agree"
     check = "agree"
     programs = ["kind:forward"]
@@ -29,7 +29,10 @@ takes a string on its left and a set metric on its right: a comparison that coul
 A metric *called* on a program name is relational: ``kernels(naive) <= kernels(take)``, over each config
 the named programs share on a target. ``structure(a) == structure(b)`` compares whole kernel lists.
 ``time(a) / time(b) <= 1.10`` belongs to the throughput tier (efficiency is not written in an assert: it
-is compared with a recorded baseline). ``'T' in custom_call_targets`` tests a custom-call target.
+is compared with a recorded baseline). A timed program may name the distribution of its indices,
+``time(grad_take[equal]) / time(grad_take[uniform]) <= 1.25`` (``uniform`` when omitted; see
+``invariants._programs.DISTRIBUTIONS``): the structure does not depend on it, so only ``time`` takes one.
+``'T' in custom_call_targets`` tests a custom-call target.
 
 Every mistake is reported as one line ``FILE:LINE: what is wrong``, with the closest valid name.
 """
@@ -42,7 +45,7 @@ import re
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from packaging.requirements import InvalidRequirement, Requirement
 
@@ -50,6 +53,9 @@ from ._errors import InvariantsError, did_you_mean
 from ._metrics import METRICS
 
 SPEC_DIR = Path(__file__).parent
+# The [[correctness]] checks a spec may name; invariants._checks.CORRECTNESS implements each (the spec
+# stage owns the vocabulary, the checks stage reads it: data flows one way, spec -> checks).
+CORRECTNESS_CHECKS = ("agree", "out_of_bounds", "narrow_index")
 VERSIONED_PACKAGES = ("jax", "jaxlib", "libtpu", "equinox")
 
 _INVARIANT_KEYS = ("id", "programs", "configs", "assert", "why", "when", "ratchet")
@@ -68,7 +74,7 @@ _RATCHET_KEYS = ("reason", "issue")
 _TOP_KEYS = ("spec", "invariant", "correctness")
 _SPEC_KEYS = ("targets", "efficiency_max_loss")
 
-Kind = Literal["absolute", "relational", "throughput"]
+InvariantKind = Literal["absolute", "relational", "throughput"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,7 +91,7 @@ class Invariant:
     where: str
     expr: ast.Expression
     text: str
-    kind: Kind
+    kind: InvariantKind
     programs: tuple[str, ...]  # selectors; for relational/throughput: the programs the assert names
     configs: tuple[str, ...]
     why: str
@@ -172,7 +178,9 @@ def _check_keys(table: dict[str, Any], known: Sequence[str], loc: _Locator, line
             )
 
 
-def parse_assert(text: str, loc: _Locator, line: int) -> tuple[ast.Expression, Kind, tuple[str, ...]]:
+def parse_assert(
+    text: str, loc: _Locator, line: int
+) -> tuple[ast.Expression, InvariantKind, tuple[str, ...]]:
     """Parse and validate an assert; return it, its kind and the programs it names (relational).
 
     Every name must be in the metric registry, and the two sides of the comparison must have the same
@@ -188,7 +196,7 @@ def parse_assert(text: str, loc: _Locator, line: int) -> tuple[ast.Expression, K
         raise loc.error(line, f"assert {text!r} must be one comparison such as 'kernels <= 2'")
     named: list[str] = []
     bare: list[str] = []  # metrics used without a program: they mean the item's own program
-    kind: Kind = "absolute"
+    kind: InvariantKind = "absolute"
     bare_names = [m.name for m in METRICS.values() if not m.call_only]
     call_names = [m.name for m in METRICS.values() if m.source != "input"]
 
@@ -223,11 +231,24 @@ def parse_assert(text: str, loc: _Locator, line: int) -> tuple[ast.Expression, K
             metric = METRICS.get(fn)
             if metric is None or metric.source == "input":
                 raise loc.error(line, f"unknown metric '{fn}'{did_you_mean(fn, call_names)}")
-            if len(node.args) != 1 or not isinstance(node.args[0], ast.Name) or node.keywords:
+            arg = node.args[0] if len(node.args) == 1 and not node.keywords else None
+            if isinstance(arg, ast.Subscript) and metric.source == "throughput":
+                _distribution_of(arg, loc, line)
+                arg = arg.value
+            elif isinstance(arg, ast.Subscript):
+                raise loc.error(
+                    line,
+                    f"{fn}({ast.unparse(arg)}): only time() takes an index distribution; "
+                    "the compiled structure does not depend on it",
+                )
+            if not isinstance(arg, ast.Name):
+                if metric.source == "throughput":
+                    example = f"as in {fn}(take) or {fn}(take[zipf])"
+                    raise loc.error(line, f"{fn}(...) takes one program, {example}")
                 raise loc.error(line, f"{fn}(...) takes one program name, as in {fn}(take)")
             from ._programs import CATALOG
 
-            program = node.args[0].id
+            program = arg.id
             if program not in CATALOG:
                 raise loc.error(line, f"unknown program '{program}'{did_you_mean(program, list(CATALOG))}")
             named.append(program)
@@ -250,8 +271,13 @@ def parse_assert(text: str, loc: _Locator, line: int) -> tuple[ast.Expression, K
         raise loc.error(line, f"assert {text!r} compares a {left} with a {right}: it could never fail")
     elif left in ("set", "string", "structure") and not isinstance(op, (ast.Eq, ast.NotEq)):
         raise loc.error(line, f"assert {text!r}: a {left} can only be compared with == or !=")
-    if kind == "throughput" and throughput_terms(body) is None:
-        raise loc.error(line, f"assert {text!r}: a throughput assert reads 'time(A) / time(B) <= NUMBER'")
+    if kind == "throughput":
+        terms = throughput_terms(body)
+        if terms is None:
+            raise loc.error(line, f"assert {text!r}: a throughput assert reads 'time(A) / time(B) <= NUMBER'")
+        if terms[0] == terms[1]:
+            itself = f"times {terms[0].label} against itself: it could never fail"
+            raise loc.error(line, f"assert {text!r} {itself}")
     if kind != "absolute" and bare:
         raise loc.error(
             line,
@@ -260,11 +286,38 @@ def parse_assert(text: str, loc: _Locator, line: int) -> tuple[ast.Expression, K
     return tree, kind, tuple(dict.fromkeys(named))
 
 
-def throughput_terms(body: ast.expr) -> tuple[str, str, float] | None:
+def _distribution_of(node: ast.Subscript, loc: _Locator, line: int) -> str:
+    """The distribution named in ``program[distribution]``; one line naming the known ones otherwise."""
+    from ._programs import DISTRIBUTIONS
+
+    name = node.slice.id if isinstance(node.slice, ast.Name) else ast.unparse(node.slice)
+    if name not in DISTRIBUTIONS:
+        raise loc.error(
+            line,
+            f"unknown index distribution '{name}' in '{ast.unparse(node)}'"
+            f"{did_you_mean(name, DISTRIBUTIONS)}; known: {', '.join(DISTRIBUTIONS)}",
+        )
+    return name
+
+
+class Timed(NamedTuple):
+    """One side of a throughput ratio: a program and the distribution of its indices."""
+
+    program: str
+    distribution: str = "uniform"
+
+    @property
+    def label(self) -> str:
+        """``program``, or ``program[distribution]`` when it is not uniform: how results name the side."""
+        return self.program if self.distribution == "uniform" else f"{self.program}[{self.distribution}]"
+
+
+def throughput_terms(body: ast.expr) -> tuple[Timed, Timed, float] | None:
     """``(A, B, threshold)`` of ``time(A) / time(B) <= threshold``, or None for any other shape.
 
     Only this shape is measurable without absolute times: both programs are timed pair by pair, so the
-    ratio is what the run measures (see invariants._timing).
+    ratio is what the run measures (see invariants._timing). A side is ``time(program)`` or
+    ``time(program[distribution])`` (validated by :func:`parse_assert`).
     """
     if not (isinstance(body, ast.Compare) and isinstance(body.ops[0], ast.LtE)):
         return None
@@ -273,12 +326,22 @@ def throughput_terms(body: ast.expr) -> tuple[str, str, float] | None:
         return None
     if not (isinstance(left, ast.BinOp) and isinstance(left.op, ast.Div)):
         return None
-    names = []
+    sides = []
     for side in (left.left, left.right):
         if not (isinstance(side, ast.Call) and isinstance(side.func, ast.Name) and side.func.id == "time"):
             return None
-        names.append(side.args[0].id)  # type: ignore[attr-defined]
-    return names[0], names[1], float(right.value)
+        arg = side.args[0]
+        if (
+            isinstance(arg, ast.Subscript)
+            and isinstance(arg.value, ast.Name)
+            and isinstance(arg.slice, ast.Name)
+        ):
+            sides.append(Timed(arg.value.id, arg.slice.id))
+        elif isinstance(arg, ast.Name):
+            sides.append(Timed(arg.id))
+        else:
+            return None
+    return sides[0], sides[1], float(right.value)
 
 
 def scaled_terms(body: ast.expr) -> tuple[str, str, str, float] | None:
@@ -422,12 +485,10 @@ def load_spec(path: Path) -> Spec:
         for required in ("id", "check", "programs"):
             if required not in table:
                 raise loc.error(line, f"[[correctness]] needs '{required}'")
-        from ._checks import CORRECTNESS
-
-        if table["check"] not in CORRECTNESS:
+        if table["check"] not in CORRECTNESS_CHECKS:
             raise loc.error(
                 loc.key_line(line, "check"),
-                f"unknown check '{table['check']}'{did_you_mean(table['check'], list(CORRECTNESS))}",
+                f"unknown check '{table['check']}'{did_you_mean(table['check'], CORRECTNESS_CHECKS)}",
             )
         programs = _strings(table["programs"], loc, loc.key_line(line, "programs"), "programs")
         _check_selectors(programs, loc, loc.key_line(line, "programs"))

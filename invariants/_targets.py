@@ -13,7 +13,6 @@ import dataclasses
 import functools
 import importlib.metadata
 import importlib.util
-import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,27 +35,34 @@ class Target:
     """One place programs are compiled for.
 
     ``scope`` says what it compiles: ``all`` (every program of one device in every configuration it
-    lists), ``core`` (the seed's forms, seed configuration only: enough to see each chip), or ``sharded``
-    (the programs with a mesh layout; needs ``device_count`` devices). ``extra_configs`` are compiled on
-    top of the scope for every program that lists them: the compile-only LLM-scale configurations, which
-    no scope includes by itself.
+    lists), ``core`` (the seed's forms, seed configuration only: enough to see each chip), ``sharded``
+    (the programs with a fixed mesh layout that fits in ``device_count`` devices, plus the pod layouts
+    when ``pods`` is set), or ``pod`` (the pod layouts only, on all ``device_count`` chips).
+    ``extra_configs`` are compiled on top of the scope for every program that lists them: the
+    compile-only LLM-scale configurations, which no scope includes by itself.
     """
 
     name: str
     family: Family
     mode: Mode
-    scope: Literal["all", "core", "sharded"]
+    scope: Literal["all", "core", "sharded", "pod"]
     device_count: int = 1
     topology: str | None = None
     chip_config: str = "default"
     enable_hint: str = ""
     skip_configs: tuple[str, ...] = ()
     extra_configs: tuple[str, ...] = ()
+    pods: bool = False
 
     def compiles(self, program: Program) -> bool:
-        if self.scope == "sharded":
-            return program.layout is not None and program.layout.devices <= self.device_count
-        if program.layout is not None:
+        layout = program.layout
+        if self.scope in ("sharded", "pod"):
+            if layout is None:
+                return False
+            if layout.pod:
+                return (self.scope == "pod" or self.pods) and self.device_count % layout.devices == 0
+            return self.scope == "sharded" and layout.devices <= self.device_count
+        if layout is not None:
             return False
         return self.scope == "all" or "core" in program.tags
 
@@ -149,21 +155,33 @@ _AOT_TARGETS: tuple[Target, ...] = (
         "tpu-v6e", "tpu", "aot", "core", topology="v6e:1x1", enable_hint=_TPU_HINT, extra_configs=LLM_CONFIGS
     ),
     Target("tpu-v5e-2x4", "tpu", "aot", "sharded", device_count=8, topology="v5e:2x4", enable_hint=_TPU_HINT),
+    # Pods: a v5e 4x4 slice (16 chips, 4 hosts) and a v5p 2x2x2 cube (8 chips, megacore), for the pod
+    # layouts only (vocabulary-parallel, FSDP, tied): the single-chip targets cover every other program.
+    Target("tpu-v5e-4x4", "tpu", "aot", "pod", device_count=16, topology="v5e:4x4", enable_hint=_TPU_HINT),
+    Target(
+        "tpu-v5p-2x2x2",
+        "tpu",
+        "aot",
+        "pod",
+        device_count=8,
+        topology="v5p:2x2x2",
+        chip_config="megacore",
+        enable_hint=_TPU_HINT,
+    ),
     Target(
         "gpu-h100", "gpu", "aot", "all", topology="h100_sxm", enable_hint=_GPU_HINT, extra_configs=LLM_CONFIGS
     ),
-    Target("cpu-8dev", "cpu", "subprocess", "sharded", device_count=8),
+    Target("cpu-8dev", "cpu", "subprocess", "sharded", device_count=8, pods=True),
 )
+
+
+def device_count(target_name: str) -> int:
+    """Devices of a target, without starting JAX (a runtime target has one)."""
+    return next((t.device_count for t in _AOT_TARGETS if t.name == target_name), 1)
+
 
 # TPU device kinds as JAX reports them, to the chip names used in target names.
 _TPU_KINDS = {"TPU v4": "v4", "TPU v5": "v5p", "TPU v5p": "v5p", "TPU v5 lite": "v5e", "TPU v6 lite": "v6e"}
-
-
-def runtime_platform() -> str:
-    """The platform JAX runs on in this process (``cpu``, ``tpu`` or ``gpu``)."""
-    import jax
-
-    return str(jax.devices()[0].platform)
 
 
 def runtime_target() -> Target:
@@ -194,11 +212,6 @@ def all_targets() -> dict[str, Target]:
     for t in _AOT_TARGETS:
         targets.setdefault(t.name, t)
     return targets
-
-
-def known_target_names() -> list[str]:
-    """Names that ``--targets`` accepts, without starting JAX."""
-    return ["cpu", *(t.name for t in _AOT_TARGETS)]
 
 
 def select_targets(spec: str | None) -> list[Target]:
@@ -240,9 +253,3 @@ def versions() -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             continue
     return out
-
-
-def requested_platform() -> str | None:
-    """The backend a user asked for with ``JAX_PLATFORMS`` (its first entry), or None."""
-    value = os.environ.get("JAX_PLATFORMS", "").strip()
-    return value.split(",")[0].strip() or None

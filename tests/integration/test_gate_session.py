@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
-from gatekit import FOREIGN, OBSOLETE, QUICK, ROOT, SELECTION, Run, make_project, run, snapshot_bytes
+from gatekit import FOREIGN, OBSOLETE, QUICK, ROOT, Run, make_project, run, snapshot_bytes
 
 # ------------------------------------------------------------------------------------------ plain run
 
@@ -32,24 +32,17 @@ def test_plain_run_names_obsolete_snapshots_of_targets_that_ran(plain_run: Run):
     assert OBSOLETE[2] not in plain_run.proc.stdout  # tpu-v4 did not run: nothing is known about it
 
 
-def test_xdist_gives_the_same_verdicts_and_snapshots(plain_run: Run, tmp_path: Path):
-    pytest.importorskip("xdist")
-    project = make_project(tmp_path)
-    before = snapshot_bytes(project)
-    results = project / "results.json"
-    proc = run(project, "tests/gate/test_structure.py", "tests/gate/test_invariants.py", *SELECTION,
-               "--results-json", str(results), "-n", "2")  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-2000:]
+def test_xdist_gives_the_same_verdicts_and_snapshots(plain_run: Run, parallel_run: Run):
+    assert parallel_run.proc.returncode == 0, parallel_run.proc.stdout[-2000:]
 
     def outcomes(path: Path) -> dict[str, str]:
         items = json.loads(path.read_text())["items"]
-        return {
-            i["nodeid"]: i["outcome"] for i in items if i["kind"] in ("structure", "invariant", "correctness")
-        }
+        kinds = ("structure", "invariant", "correctness")
+        return {i["nodeid"]: i["outcome"] for i in items if i["kind"] in kinds}
 
-    serial, parallel = outcomes(plain_run.results), outcomes(results)
+    serial, parallel = outcomes(plain_run.results), outcomes(parallel_run.results)
     assert serial == parallel and len(serial) > 100
-    assert snapshot_bytes(project) == before
+    assert parallel_run.after == parallel_run.before
 
 
 # ---------------------------------------------------------------------------------------------- update

@@ -52,7 +52,8 @@ def test_input_facts() -> None:
     from invariants._programs import get_config
 
     facts = input_facts(get_config("f32"))
-    assert facts == {"table_bytes": 8192 * 32 * 4, "lookups": 16384, "row_bytes": 32 * 4, "vocab": 8192}
+    assert facts == {"table_bytes": 8192 * 32 * 4, "lookups": 16384, "row_bytes": 32 * 4, "vocab": 8192,
+                     "chips": 1, "table_shards": 1, "batch_shards": 1}  # fmt: skip
     assert list(facts) == names("input")
 
 

@@ -142,3 +142,39 @@ def test_malformed_spec_stops_pytest_with_one_line(tmp_path):
     errors = [line for line in (proc.stdout + proc.stderr).splitlines() if "cpu.toml:" in line]
     assert len(errors) == 1 and "unknown metric 'fusoins' (did you mean 'fusions'?)" in errors[0], errors
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def _assert(text: str) -> str:
+    return f'[[invariant]]\nid = "d"\nassert = "{text}"\n'
+
+
+def test_throughput_sides_name_an_index_distribution(tmp_path):
+    from invariants._spec import Timed, throughput_terms
+
+    path = tmp_path / "cpu.toml"
+    path.write_text(HEADER + _assert("time(grad_take[equal]) / time(grad_take) <= 1.25"))
+    (inv,) = load_spec(path).invariants
+    assert inv.kind == "throughput" and inv.programs == ("grad_take",)
+    a, b, c = throughput_terms(inv.expr.body)
+    assert (a, b, c) == (Timed("grad_take", "equal"), Timed("grad_take", "uniform"), 1.25)
+    assert (a.label, b.label) == ("grad_take[equal]", "grad_take")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("time(grad_take[equall]) / time(grad_take) <= 1.2",
+         "unknown index distribution 'equall' in 'grad_take[equall]' (did you mean 'equal'?); "
+         "known: uniform, zipf, equal"),
+        ("time(grad_take[0]) / time(grad_take) <= 1.2", "unknown index distribution '0'"),
+        ("kernels(take[equal]) <= kernels(naive)",
+         "kernels(take[equal]): only time() takes an index distribution; the compiled structure does not"),
+        ("structure(take[zipf]) == structure(naive)", "structure(take[zipf]): only time() takes"),
+        ("time(take[uniform]) / time(take) <= 1.2", "times take against itself: it could never fail"),
+        ("time(grad_take[zipf][equal]) / time(take) <= 1.2",
+         "time(...) takes one program, as in time(take) or time(take[zipf])"),
+        ("time(grad_tkae[zipf]) / time(take) <= 1.2", "unknown program 'grad_tkae'"),
+    ],
+)  # fmt: skip
+def test_bad_distribution_terms_are_one_line(tmp_path, text, expected):
+    assert expected in _error(tmp_path, _assert(text))
