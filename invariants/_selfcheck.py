@@ -103,6 +103,14 @@ REGISTRY: tuple[Injection, ...] = (
         targets="tpu-v5e",
     ),
     Injection(
+        "tpu_eqx_map_loop",
+        "eqx_embedding -> the lax.map row loop on TPU v5e: libtpu's predicted cycles must see it",
+        _swap(eqx_embedding="take_as_map_loop"),
+        ("eqx_embedding", "take"),
+        ("invariant:eqx_forward_predicted_not_above_take", "structure"),
+        targets="tpu-v5e",
+    ),
+    Injection(
         "take_map_loop",
         "take -> lax.map of dynamic-slices (the seed's pathology)",
         _swap(take="take_as_map_loop"),
