@@ -61,11 +61,12 @@ def run_once(out: Path, inject: bool, select: str | None = None) -> tuple[int, l
     proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     path = out.with_suffix(".results.json")
     results = json.loads(path.read_text())["items"] if path.exists() else []
-    return proc.returncode, [r for r in results if r["kind"] == "throughput"]
+    # The throughput tier's records (invariants/_results.py): ratios and efficiencies.
+    return proc.returncode, [r for r in results if r["kind"] in ("ratio", "efficiency")]
 
 
 def _row_name(item: dict) -> str:
-    if item.get("measure") == "efficiency":
+    if item["kind"] == "efficiency":
         return f"efficiency {item['program']}[{item['config']}]"
     # One invariant may hold ratios in several configurations: each is its own row.
     return f"{item['id']}[{item['config']}]"
