@@ -8,7 +8,7 @@ The package is a pipeline; each stage is one private module, and data flows one 
     _hlo       optimized-HLO text -> HloModule
     _structure HloModule -> Structure (kernels, loops, trip counts, collectives, ...)
     _snapshot  Structure -> the snapshot text      (_snapshot_store: where syrupy keeps it)
-    _spec      invariants/*.toml -> Spec            (_checks: Spec x Structure -> Verdict)
+    _spec      invariants/*.toml -> Spec            (_checks: Spec x Structure -> Decision)
     _timing    paired A/B throughput ratios with intervals
     _report    a run's results -> markdown tables and a plot
 
@@ -20,18 +20,16 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-# Public name -> the stage module that defines it. Imports are lazy so that ``hlo-stats`` and the spec
-# validator start without JAX.
+# Public name -> the stage module that defines it: what a user of the library calls (read HLO text, measure
+# its structure, load specs, the catalog), each used by tests/unit/test_architecture.py as a user would.
+# Imports are lazy so that ``hlo-stats`` and the spec validator start without JAX.
 _EXPORTS = {
-    "Case": "_checks", "Verdict": "_checks", "evaluate": "_checks",
-    "Compiled": "_compile", "CompileCache": "_compile",
     "InvariantsError": "_errors",
     "HloModule": "_hlo", "HloParseError": "_hlo", "parse_module": "_hlo",
-    "CATALOG": "_programs", "CONFIGS": "_programs", "Config": "_programs", "Program": "_programs",
-    "get_program": "_programs",
-    "Invariant": "_spec", "Spec": "_spec", "load_spec": "_spec", "load_specs": "_spec",
-    "METRICS": "_metrics", "Structure": "_structure", "structure_of": "_structure",
-    "Target": "_targets", "all_targets": "_targets", "select_targets": "_targets",
+    "METRICS": "_metrics",
+    "CATALOG": "_programs", "get_program": "_programs",
+    "Spec": "_spec", "load_spec": "_spec", "load_specs": "_spec",
+    "Structure": "_structure", "structure_of": "_structure",
 }  # fmt: skip
 
 __all__ = sorted(_EXPORTS)
@@ -44,12 +42,9 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:
-    from ._checks import Case, Verdict, evaluate
-    from ._compile import CompileCache, Compiled
     from ._errors import InvariantsError
     from ._hlo import HloModule, HloParseError, parse_module
     from ._metrics import METRICS
-    from ._programs import CATALOG, CONFIGS, Config, Program, get_program
-    from ._spec import Invariant, Spec, load_spec, load_specs
+    from ._programs import CATALOG, get_program
+    from ._spec import Spec, load_spec, load_specs
     from ._structure import Structure, structure_of
-    from ._targets import Target, all_targets, select_targets

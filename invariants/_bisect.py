@@ -267,7 +267,7 @@ def _run_checked(cmd: list[str], what: str) -> None:
 
 
 @dataclasses.dataclass
-class Verdict:
+class ReleaseRun:
     """One release's verdict on the selected items."""
 
     version: Version
@@ -337,7 +337,7 @@ def run_suite(env: Path, version: Version, args: argparse.Namespace, workdir: Pa
     return _results.read(results), seconds
 
 
-def verdict_of(version: Version, results: Mapping[str, Any], seconds: float) -> Verdict:
+def verdict_of(version: Version, results: Mapping[str, Any], seconds: float) -> ReleaseRun:
     items = list(results.get("items", []))
     errors = [it for it in items if it.get("kind") == "error"]
     if errors:
@@ -348,7 +348,7 @@ def verdict_of(version: Version, results: Mapping[str, Any], seconds: float) -> 
     if not judged:
         raise InvariantsError(f"jax {version}: the selection has no invariant or correctness items")
     holds = all(it.get("outcome") in ("passed", "xfailed", "skipped") for it in judged)
-    return Verdict(version, holds, items, seconds)
+    return ReleaseRun(version, holds, items, seconds)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -380,14 +380,14 @@ def bisect_releases(order: Sequence[Version], verdict: Callable[[Version], Any])
     tested: dict[Version, Any] = {}
     skipped: list[Version] = []
 
-    def judge(v: Version) -> Any:
+    def holds_at(v: Version) -> Any:
         if v not in tested:
             tested[v] = verdict(v)
         return tested[v]
 
     candidates = list(order)
-    ref = judge(candidates[0])
-    other = judge(candidates[-1])
+    ref = holds_at(candidates[0])
+    other = holds_at(candidates[-1])
     if ref == other:
         raise InvariantsError(
             f"bisect: the verdict is {ref} at both {candidates[0]} and {candidates[-1]}; nothing to bisect"
@@ -396,7 +396,7 @@ def bisect_releases(order: Sequence[Version], verdict: Callable[[Version], Any])
     while hi - lo > 1:
         mid = (lo + hi) // 2
         try:
-            value = judge(candidates[mid])
+            value = holds_at(candidates[mid])
         except Unusable as err:
             tested[candidates[mid]] = f"skipped: {err}"
             skipped.append(candidates.pop(mid))
@@ -501,7 +501,7 @@ def main_bisect(argv: list[str]) -> int:
     print(f"bisect: {len(order)} releases from {good} to {bad}; "
           f"selection -k {args.k!r} --targets {args.targets}"
           + (f" --programs {args.programs}" if args.programs else ""))  # fmt: skip
-    verdicts: dict[Version, Verdict] = {}
+    verdicts: dict[Version, ReleaseRun] = {}
     envs: dict[Version, Path] = {}
     with tempfile.TemporaryDirectory(prefix="invariants-bisect-") as tmp:
         workdir = args.keep or Path(tmp)

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ._compile import Key
 from ._cost import Missing
 from ._errors import InvariantsError
 from ._metrics import METRICS, input_facts
@@ -26,8 +27,6 @@ from ._programs import CATALOG, Config, get_config
 from ._spec import CorrectnessCheck, Invariant, Spec, scaled_terms, select_programs
 from ._structure import Structure
 from ._targets import Target, device_count
-
-Key = tuple[str, str, str]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +47,7 @@ class Case:
     @property
     def keys(self) -> list[Key]:
         programs = [self.program] if self.program else list(self.invariant.programs)
-        return [(p, self.config, self.target) for p in programs]
+        return [Key(p, self.config, self.target) for p in programs]
 
 
 def _config_matches(config: str, patterns: Sequence[str]) -> bool:
@@ -106,7 +105,7 @@ def expand(
 
 
 @dataclasses.dataclass(frozen=True)
-class Verdict:
+class Decision:
     """The decision on one case. ``measured`` maps each evaluated term to its value. ``ratio`` is
     ``metric(A) / metric(B)`` of a scaled relation (see ``invariants._spec.scaled_terms``), else None."""
 
@@ -178,7 +177,7 @@ def evaluate(
     structure: Callable[[Key], Structure],
     measure: Callable[[str, str], float] | None = None,
     costs: Callable[[Key], dict[str, int | float | Missing]] | None = None,
-) -> Verdict:
+) -> Decision:
     """Decide ``case``. ``structure(key)`` gives the structure of a compiled key; ``measure(fn, program)``
     gives a throughput figure (``time``) for throughput invariants; ``costs(key)`` gives the compiler
     metrics (``invariants._metrics.compiler_metrics``). A metric without a value (a
@@ -193,11 +192,11 @@ def evaluate(
         if METRICS[name].source == "compiler":
             if costs is None:
                 raise _Unknown(f"{name} of {program} needs the compiled program's analyses")
-            cost = costs((program, case.config, case.target))[name]
+            cost = costs(Key(program, case.config, case.target))[name]
             if isinstance(cost, Missing):
                 raise _Unknown(f"{name} of {program} on {case.target}: {cost.reason}")
             return cost
-        s = structure((program, case.config, case.target))
+        s = structure(Key(program, case.config, case.target))
         of = METRICS[name].of
         assert of is not None, name  # the spec loader admits only computable names here
         value = of(s)
@@ -223,7 +222,7 @@ def evaluate(
         if isinstance(node, ast.Call):
             fn, program = node.func.id, node.args[0].id  # type: ignore[attr-defined]
             if fn == "structure":
-                value = structural_signature(structure((program, case.config, case.target)))
+                value = structural_signature(structure(Key(program, case.config, case.target)))
                 measured[f"structure({program})"] = f"<{len(value[0])} kernels>"
                 return value
             if METRICS[fn].source == "throughput":
@@ -242,7 +241,7 @@ def evaluate(
         left = ev(body.left)
         right = ev(body.comparators[0])
     except _Unknown as err:
-        return Verdict(False, measured, str(err))
+        return Decision(False, measured, str(err))
     holds = bool(_COMPARE[type(body.ops[0])](left, right))
     ratio = None
     terms = scaled_terms(body)
@@ -251,7 +250,7 @@ def evaluate(
         b = measured.get(f"{terms[0]}({terms[2]})")
         if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b:
             ratio = a / b
-    return Verdict(holds, measured, ratio=ratio)
+    return Decision(holds, measured, ratio=ratio)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -14,13 +14,19 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from ._errors import InvariantsError
 from ._programs import Program, get_config, get_program
 from ._targets import HOST_DEVICE_FLAG, Target
 
-Key = tuple[str, str, str]  # (program, config id, target name)
+
+class Key(NamedTuple):
+    """What one compile is of: a catalog program, in one configuration, for one target."""
+
+    program: str
+    config: str
+    target: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +52,7 @@ class Compiled:
 
     @property
     def key(self) -> Key:
-        return (self.program, self.config, self.target)
+        return Key(self.program, self.config, self.target)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -228,10 +234,10 @@ class CompileCache:
 
     def plan(self, keys: Iterable[Key]) -> None:
         for key in keys:
-            self._planned.setdefault(key[2], set()).add(key)
+            self._planned.setdefault(key.target, set()).add(key)
 
     def get(self, program: str, config: str, target: str) -> Compiled:
-        key = (program, config, target)
+        key = Key(program, config, target)
         if key not in self._done:
             t = self._targets[target]
             if t.mode == "subprocess":
@@ -249,7 +255,7 @@ class CompileCache:
         if self._targets[target].mode != "runtime":
             raise InvariantsError(f"{target}: only the runtime target runs programs; this one compiles only")
         self.get(program, config, target)
-        return self._executables[(program, config, target)]
+        return self._executables[Key(program, config, target)]
 
     @property
     def compiled(self) -> list[Compiled]:

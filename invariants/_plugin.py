@@ -15,11 +15,14 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from ._errors import InvariantsError, did_you_mean
+
+if TYPE_CHECKING:  # _compile imports JAX, which must start after the environment below is set
+    from ._compile import Key
 
 # JAX reads JAX_PLATFORMS when it starts. Without a request, the runtime is the CPU: this also lets the
 # CUDA plugin load for ahead-of-time GPU compiles on hosts without a GPU. A TPU or GPU host asks for its
@@ -62,7 +65,7 @@ class GateSession:
     def available(self, target: str) -> str | None:
         return self.all_targets[target].unavailable_reason()
 
-    def structure(self, key: tuple[str, str, str]) -> Any:
+    def structure(self, key: Key) -> Any:
         from ._hlo import parse_module
         from ._structure import structure_of
 
@@ -73,29 +76,30 @@ class GateSession:
             self.parse_seconds += time.perf_counter() - start
         return self._structures[key]
 
-    def costs(self, key: tuple[str, str, str]) -> dict[str, Any]:
+    def costs(self, key: Key) -> dict[str, Any]:
         """The compiler metrics of ``key`` (``invariants._metrics.compiler_metrics``); never in snapshots."""
         from ._metrics import compiler_metrics
 
         compiled = self.cache.get(*key)
         return compiler_metrics(self.structure(key), compiled.cost, compiled.memory)
 
-    def structure_keys(self) -> list[tuple[str, str, str]]:
+    def structure_keys(self) -> list[Key]:
+        from ._compile import Key
         from ._programs import CATALOG
 
         return [
-            (name, config, target.name)
+            Key(name, config, target.name)
             for target in self.targets
             for name in self.programs
             for config in target.configs_for(CATALOG[name])
         ]
 
-    def dump(self, key: tuple[str, str, str]) -> Path:
+    def dump(self, key: Key) -> Path:
         """Write the optimized HLO and the jaxpr of ``key`` for CI to upload; return the folder."""
         compiled = self.cache.get(*key)
-        folder = self.dump_dir / key[2]
+        folder = self.dump_dir / key.target
         folder.mkdir(parents=True, exist_ok=True)
-        stem = f"{key[0]}.{key[1]}"
+        stem = f"{key.program}.{key.config}"
         (folder / f"{stem}.hlo.txt").write_text(compiled.hlo_text)
         (folder / f"{stem}.jaxpr.txt").write_text(compiled.jaxpr)
         return folder / stem
@@ -257,19 +261,21 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     s = gate_session(metafunc.config)
     if "structure_key" in metafunc.fixturenames:
         keys = s.structure_keys()
-        s.cache.plan(k for k in keys if s.available(k[2]) is None and _missing_library([k[0]]) is None)
-        params = [_param(s, key, f"{key[2]}-{key[0]}-{key[1]}", snapshot=True) for key in keys]
+        s.cache.plan(
+            k for k in keys if s.available(k.target) is None and _missing_library([k.program]) is None
+        )
+        params = [_param(s, key, _key_id(key), snapshot=True) for key in keys]
         metafunc.parametrize("structure_key", params or [_none("no program selected")])
     if "invariant_case" in metafunc.fixturenames:
         from ._checks import expand
 
         cases = expand(s.specs, s.targets)
-        cases = [c for c in cases if all(k[0] in s.programs for k in c.keys)]
+        cases = [c for c in cases if all(k.program in s.programs for k in c.keys)]
         if s.raw:
             cases = [dataclasses.replace(c, skip=None, invariant=raw_invariant(c.invariant)) for c in cases]
         params = []
         for case in cases:
-            marks = _marks(s, case.keys[0], programs=[k[0] for k in case.keys])
+            marks = _marks(s, case.keys[0], programs=[k.program for k in case.keys])
             if case.skip:
                 marks.append(pytest.mark.skip(reason=case.skip))
             params.append(pytest.param(case, id=case.id, marks=marks))
@@ -302,7 +308,9 @@ def throughput_cases(s: GateSession) -> list[Any]:
     cases = expand(s.specs, [runtime], kinds=("throughput",))
     # Compile-only configurations (LLM scale) are never run, not even on a chip that compiles them.
     return [
-        c for c in cases if all(k[0] in s.programs for k in c.keys) and not get_config(c.config).compile_only
+        c
+        for c in cases
+        if all(k.program in s.programs for k in c.keys) and not get_config(c.config).compile_only
     ]
 
 
@@ -313,7 +321,7 @@ def _parametrize_throughput(metafunc: pytest.Metafunc, s: GateSession) -> None:
     if "throughput_case" in metafunc.fixturenames:
         params = []
         for c in cases:
-            reason = c.skip or _missing_library([k[0] for k in c.keys])
+            reason = c.skip or _missing_library([k.program for k in c.keys])
             params.append(
                 pytest.param(
                     c, id=c.id, marks=[group, *([pytest.mark.skip(reason=reason)] if reason else [])]
@@ -322,15 +330,18 @@ def _parametrize_throughput(metafunc: pytest.Metafunc, s: GateSession) -> None:
         metafunc.parametrize("throughput_case", params or [_none("no throughput invariant applies")])
     if "efficiency_key" in metafunc.fixturenames:
         keys = sorted({k for c in cases for k in c.keys})
-        params = [
-            pytest.param(k, id=f"{k[2]}-{k[0]}-{k[1]}", marks=[group, *_skip_missing([k[0]])]) for k in keys
-        ]
+        params = [pytest.param(k, id=_key_id(k), marks=[group, *_skip_missing([k.program])]) for k in keys]
         metafunc.parametrize("efficiency_key", params or [_none("no program is timed")])
 
 
 def raw_invariant(invariant: Any) -> Any:
     """The invariant as its assert is written: no version scope, no ratchet (``--raw-invariants``)."""
     return dataclasses.replace(invariant, when=(), ratchet=None)
+
+
+def _key_id(key: Key) -> str:
+    """The pytest id of a key's items: ``target-program-config``."""
+    return f"{key.target}-{key.program}-{key.config}"
 
 
 def _none(reason: str) -> Any:
@@ -349,9 +360,9 @@ def _skip_missing(programs: list[str]) -> list[Any]:
     return [pytest.mark.skip(reason=reason)] if reason else []
 
 
-def _marks(s: GateSession, key: tuple[str, str, str], programs: list[str] | None = None) -> list[Any]:
-    marks: list[Any] = [pytest.mark.xdist_group(key[2])]
-    reason = s.available(key[2]) or _missing_library(programs or [key[0]])
+def _marks(s: GateSession, key: Key, programs: list[str] | None = None) -> list[Any]:
+    marks: list[Any] = [pytest.mark.xdist_group(key.target)]
+    reason = s.available(key.target) or _missing_library(programs or [key.program])
     if reason:
         marks.append(pytest.mark.skip(reason=reason))
     return marks
@@ -362,7 +373,7 @@ def _marks(s: GateSession, key: tuple[str, str, str], programs: list[str] | None
 _SYRUPY_NAMING = pytest.mark.filterwarnings(r"ignore:\s*Can not relate snapshot (location|name):UserWarning")
 
 
-def _param(s: GateSession, key: tuple[str, str, str], id_: str, snapshot: bool) -> Any:
+def _param(s: GateSession, key: Key, id_: str, snapshot: bool) -> Any:
     marks = _marks(s, key)
     if snapshot:
         marks += [pytest.mark.snapshot_key(*key), _SYRUPY_NAMING]
@@ -526,11 +537,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     _results.write(Path(config.getoption("results_json")), payload)
 
 
-def committed_snapshot_diff(s: GateSession, key: tuple[str, str, str], current: str) -> str:
+def committed_snapshot_diff(s: GateSession, key: Key, current: str) -> str:
     """A focused diff of ``current`` against the committed snapshot of ``key``, or a note if none."""
     from ._snapshot_store import SNAPSHOT_ROOT, snapshot_stem
 
-    path = s.rootpath / SNAPSHOT_ROOT / key[2] / f"{snapshot_stem(key[0], key[1])}.txt"
+    path = s.rootpath / SNAPSHOT_ROOT / key.target / f"{snapshot_stem(key.program, key.config)}.txt"
     if not path.exists():
         return f"no committed snapshot at {path.relative_to(s.rootpath)}"
     shown = str(path.relative_to(s.rootpath))
@@ -562,7 +573,7 @@ def structure_snapshot(snapshot: Any) -> Any:
     return snapshot.use_extension(StructureSnapshotExtension)
 
 
-def failure_report(s: GateSession, key: tuple[str, str, str], headline: str, current_summary: str) -> str:
+def failure_report(s: GateSession, key: Key, headline: str, current_summary: str) -> str:
     """The diagnosis a compiler engineer needs: the verdict, the structural diff, versions, dumps."""
     from ._targets import versions
 
@@ -570,7 +581,7 @@ def failure_report(s: GateSession, key: tuple[str, str, str], headline: str, cur
     return "\n".join(
         [
             headline,
-            "versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()) + f"; target {key[2]}",
+            "versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()) + f"; target {key.target}",
             committed_snapshot_diff(s, key, current_summary),
             f"optimized HLO and jaxpr: {dumped}.hlo.txt, {dumped}.jaxpr.txt",
         ]

@@ -30,7 +30,7 @@ from jax import lax
 
 from ._errors import InvariantsError, did_you_mean
 
-Kind = Literal["forward", "backward", "train", "sharded", "sharded_grad", "tied", "tied_grad"]
+ProgramKind = Literal["forward", "backward", "train", "sharded", "sharded_grad", "tied", "tied_grad"]
 Distribution = Literal["uniform", "zipf", "equal"]
 DISTRIBUTIONS: tuple[Distribution, ...] = ("uniform", "zipf", "equal")
 
@@ -176,7 +176,7 @@ class Program:
     """
 
     name: str
-    kind: Kind
+    kind: ProgramKind
     fn: Callable[..., Any]
     doc: str
     configs: tuple[str, ...] = (SEED.id,)
@@ -543,7 +543,6 @@ def _catalog() -> dict[str, Program]:
             f"d/dW of {fwd.doc}",
             tuple(c for c in fwd.configs if c not in LLM_CONFIGS or c in llm),
             fwd.tags,
-            forward=name,
         )
     for name, lookup in (("train_eqx_embedding", eqx_embedding), ("train_take", take)):
         programs[name] = Program(

@@ -37,7 +37,7 @@ from ._errors import InvariantsError
 
 __all__ = ["FIELDS", "KINDS", "PROPERTY", "TIERS", "entry", "read", "record", "write"]
 
-Kind = Literal["structure", "invariant", "correctness", "ratio", "efficiency", "error"]
+RecordKind = Literal["structure", "invariant", "correctness", "ratio", "efficiency", "error"]
 
 FIELDS: dict[str, tuple[str, ...]] = {
     "structure": ("target", "program", "config"),
@@ -63,7 +63,7 @@ TIERS: dict[str, str] = {
 PROPERTY = "invariants"
 
 
-def record(kind: Kind, **fields: Any) -> tuple[str, dict[str, Any]]:
+def record(kind: RecordKind, **fields: Any) -> tuple[str, dict[str, Any]]:
     """``(name, value)`` for ``record_property``: one record of ``kind``; raises if a field is missing."""
     missing = [f for f in FIELDS[kind] if f not in fields]
     if missing:

@@ -243,7 +243,7 @@ def matches(expect: str, item: Mapping[str, Any]) -> bool:
     return expect in (kind, _KIND_ALIASES.get(kind))
 
 
-def judge(
+def outcome_of(
     injection: Injection, exit_status: int, results: Mapping[str, Any] | None, seconds: float
 ) -> Outcome:
     """Decide an injection from its child's exit status and results file (None: there was none)."""
@@ -283,7 +283,7 @@ def run_injection(injection: Injection, workdir: Path, timeout: float = 600.0) -
     seconds = time.perf_counter() - start
     (folder / "stdout.txt").write_text(proc.stdout + proc.stderr)
     loaded = _results.read(results) if results.exists() else None
-    outcome = judge(injection, proc.returncode, loaded, seconds)
+    outcome = outcome_of(injection, proc.returncode, loaded, seconds)
     if loaded is None:
         tail = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]
         outcome.note = f"no results file (exit {proc.returncode}: {tail[:160]})"

@@ -15,7 +15,7 @@ invariants touches that one file. The format::
     when = "jax >= 0.10"           # optional: comma-separated version conditions (packaging specifiers)
     ratchet = { reason = "...", issue = "https://..." }   # optional: known-bad today, expected to fail
 
-    [[correctness]]                # runtime-target value checks (see invariants._checks.CORRECTNESS)
+    [[correctness]]                # runtime-target value checks: one of CORRECTNESS_CHECKS (run by _checks)
     id = "forward_values_agree"
     check = "agree"
     programs = ["kind:forward"]
@@ -53,6 +53,9 @@ from ._errors import InvariantsError, did_you_mean
 from ._metrics import METRICS
 
 SPEC_DIR = Path(__file__).parent
+# The [[correctness]] checks a spec may name; invariants._checks.CORRECTNESS implements each (the spec
+# stage owns the vocabulary, the checks stage reads it: data flows one way, spec -> checks).
+CORRECTNESS_CHECKS = ("agree", "out_of_bounds", "narrow_index")
 VERSIONED_PACKAGES = ("jax", "jaxlib", "libtpu", "equinox")
 
 _INVARIANT_KEYS = ("id", "programs", "configs", "assert", "why", "when", "ratchet")
@@ -71,7 +74,7 @@ _RATCHET_KEYS = ("reason", "issue")
 _TOP_KEYS = ("spec", "invariant", "correctness")
 _SPEC_KEYS = ("targets", "efficiency_max_loss")
 
-Kind = Literal["absolute", "relational", "throughput"]
+InvariantKind = Literal["absolute", "relational", "throughput"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,7 +91,7 @@ class Invariant:
     where: str
     expr: ast.Expression
     text: str
-    kind: Kind
+    kind: InvariantKind
     programs: tuple[str, ...]  # selectors; for relational/throughput: the programs the assert names
     configs: tuple[str, ...]
     why: str
@@ -175,7 +178,9 @@ def _check_keys(table: dict[str, Any], known: Sequence[str], loc: _Locator, line
             )
 
 
-def parse_assert(text: str, loc: _Locator, line: int) -> tuple[ast.Expression, Kind, tuple[str, ...]]:
+def parse_assert(
+    text: str, loc: _Locator, line: int
+) -> tuple[ast.Expression, InvariantKind, tuple[str, ...]]:
     """Parse and validate an assert; return it, its kind and the programs it names (relational).
 
     Every name must be in the metric registry, and the two sides of the comparison must have the same
@@ -191,7 +196,7 @@ def parse_assert(text: str, loc: _Locator, line: int) -> tuple[ast.Expression, K
         raise loc.error(line, f"assert {text!r} must be one comparison such as 'kernels <= 2'")
     named: list[str] = []
     bare: list[str] = []  # metrics used without a program: they mean the item's own program
-    kind: Kind = "absolute"
+    kind: InvariantKind = "absolute"
     bare_names = [m.name for m in METRICS.values() if not m.call_only]
     call_names = [m.name for m in METRICS.values() if m.source != "input"]
 
@@ -480,12 +485,10 @@ def load_spec(path: Path) -> Spec:
         for required in ("id", "check", "programs"):
             if required not in table:
                 raise loc.error(line, f"[[correctness]] needs '{required}'")
-        from ._checks import CORRECTNESS
-
-        if table["check"] not in CORRECTNESS:
+        if table["check"] not in CORRECTNESS_CHECKS:
             raise loc.error(
                 loc.key_line(line, "check"),
-                f"unknown check '{table['check']}'{did_you_mean(table['check'], list(CORRECTNESS))}",
+                f"unknown check '{table['check']}'{did_you_mean(table['check'], CORRECTNESS_CHECKS)}",
             )
         programs = _strings(table["programs"], loc, loc.key_line(line, "programs"), "programs")
         _check_selectors(programs, loc, loc.key_line(line, "programs"))

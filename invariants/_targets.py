@@ -13,7 +13,6 @@ import dataclasses
 import functools
 import importlib.metadata
 import importlib.util
-import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -185,13 +184,6 @@ def device_count(target_name: str) -> int:
 _TPU_KINDS = {"TPU v4": "v4", "TPU v5": "v5p", "TPU v5p": "v5p", "TPU v5 lite": "v5e", "TPU v6 lite": "v6e"}
 
 
-def runtime_platform() -> str:
-    """The platform JAX runs on in this process (``cpu``, ``tpu`` or ``gpu``)."""
-    import jax
-
-    return str(jax.devices()[0].platform)
-
-
 def runtime_target() -> Target:
     """The backend this process runs on, named like the AOT target of the same chip.
 
@@ -220,11 +212,6 @@ def all_targets() -> dict[str, Target]:
     for t in _AOT_TARGETS:
         targets.setdefault(t.name, t)
     return targets
-
-
-def known_target_names() -> list[str]:
-    """Names that ``--targets`` accepts, without starting JAX."""
-    return ["cpu", *(t.name for t in _AOT_TARGETS)]
 
 
 def select_targets(spec: str | None) -> list[Target]:
@@ -266,9 +253,3 @@ def versions() -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             continue
     return out
-
-
-def requested_platform() -> str | None:
-    """The backend a user asked for with ``JAX_PLATFORMS`` (its first entry), or None."""
-    value = os.environ.get("JAX_PLATFORMS", "").strip()
-    return value.split(",")[0].strip() or None

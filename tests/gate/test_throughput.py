@@ -14,28 +14,28 @@ efficiency in ``extra_info``. With ``--benchmark-disable`` the measurements and 
 from __future__ import annotations
 
 import functools
-import json
 import os
 
 import jax
 import pytest
 
 from invariants import _results
+from invariants._baselines import (
+    baseline_path,
+    baseline_verdict,
+    machine,
+    max_loss_for,
+    read_baseline,
+    write_baseline,
+)
 from invariants._cost import predicted_ratio
+from invariants._jax_timing import copy_callable, jax_callable
 from invariants._metrics import input_facts
 from invariants._plugin import judge
 from invariants._programs import CATALOG, get_config, make_arguments
 from invariants._spec import throughput_terms
 from invariants._targets import versions
-from invariants._timing import (
-    baseline_verdict,
-    confirmed,
-    copy_callable,
-    jax_callable,
-    measure_efficiency,
-    measure_ratio,
-    runtime_clock,
-)
+from invariants._timing import confirmed, measure_efficiency, measure_ratio, runtime_clock
 
 pytestmark = [pytest.mark.gate, pytest.mark.throughput]
 
@@ -107,15 +107,15 @@ def bytes_moved(program: str, config: str) -> int:
 
 def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
     program, config, target = efficiency_key
-    spec_loss = [s.efficiency_max_loss for s in gate.specs if s.efficiency_max_loss and target in s.targets]
-    max_loss = spec_loss[0] if spec_loss else 0.5
-    path = gate.rootpath / "snapshots" / target / "efficiency" / f"{program}.{config}.json"
+    # The baseline rules (where it lives, which spec's max loss applies, whose machine) are
+    # invariants._baselines'; this item measures and judges.
+    max_loss = max_loss_for(gate.specs, target)
+    path = baseline_path(gate.rootpath, target, program, config)
     # Only on request: a baseline is a timing, and --snapshot-update (accepting a structural change) must
     # not commit fresh timing noise.
     updating = request.config.getoption("--record-baselines")
-    # Efficiency is relative to this machine and clock: a baseline from elsewhere is not compared with.
-    machine = {"cores": os.cpu_count(), "device": jax.devices()[0].device_kind, "clock": CLOCK_NAME}
-    baseline = json.loads(path.read_text()) if path.exists() else None
+    here = machine(jax.devices()[0].device_kind, CLOCK_NAME)
+    baseline = read_baseline(path)
     floor = baseline["efficiency"] * (1 - max_loss) if baseline and not updating else None
     nbytes = bytes_moved(program, config)
     program_call, copy_call = _timed(gate, efficiency_key), copy_callable(nbytes)
@@ -136,15 +136,10 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
     benchmark.extra_info.update(record)
     record_property(name, record)
     if updating:
-        # A baseline outlives the run that records it: take the median of three measurements, so that
-        # one lucky (or unlucky) run does not move every later verdict.
+        # A baseline outlives the run that records it: the median of three measurements, so that one lucky
+        # (or unlucky) run does not move every later verdict.
         runs = [result] + [measure_efficiency(program_call, copy_call, clock=CLOCK) for _ in range(2)]
-        best = sorted(runs, key=lambda r: r.efficiency)[1]
-        path.parent.mkdir(parents=True, exist_ok=True)
-        record = {"efficiency": round(best.efficiency, 4), "low": round(best.low, 4),
-                  "high": round(best.high, 4), "runs": [round(r.efficiency, 4) for r in runs],
-                  "machine": machine, "versions": versions()}  # fmt: skip
-        path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+        write_baseline(path, runs, here, versions())
         return
     if baseline is None:
         pytest.fail(
@@ -152,9 +147,9 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
             f"tests/gate/test_throughput.py --targets {target} --programs {program} --record-baselines",
             pytrace=False,
         )
-    if baseline.get("machine") != machine:
+    if baseline.get("machine") != here:
         pytest.skip(
-            f"{path}: baseline recorded on {baseline.get('machine')}, this is {machine}; "
+            f"{path}: baseline recorded on {baseline.get('machine')}, this is {here}; "
             "efficiency is machine-relative, record one here with --record-baselines"
         )
     verdict = baseline_verdict(result, baseline["efficiency"], max_loss)

@@ -31,12 +31,26 @@ def make_project(folder: Path, targets: tuple[str, ...] = ("cpu", "tpu-v5e")) ->
     return folder
 
 
-def run(project: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
-        cwd=project, capture_output=True, text=True, env=full_env, check=False, timeout=600,
+def start(project: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """Start ``pytest ARGS`` in ``project`` (a child process); :func:`finish` waits for it. Starting the
+    shared runs together lets them use both cores of a 2-core machine."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args], cwd=project, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **(env or {})},
     )  # fmt: skip
+
+
+def finish(child: subprocess.Popen[str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    try:
+        out, err = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        out, err = child.communicate()
+    return subprocess.CompletedProcess(child.args, child.returncode, out, err)
+
+
+def run(project: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return finish(start(project, *args, env=env))
 
 
 def snapshot_bytes(project: Path) -> dict[str, bytes]:
@@ -72,14 +86,32 @@ def plant(project: Path) -> None:
         path.write_text("planted\n")
 
 
-def shared_run(folder: Path, *args: str, stale: str | None = None) -> Run:
-    """A run of :data:`SELECTION` as from the root (no path), after :func:`plant` (and making ``stale``
-    a stale snapshot)."""
+@dataclasses.dataclass
+class Pending:
+    """A started shared run: :meth:`result` waits for it once."""
+
+    project: Path
+    child: subprocess.Popen[str]
+    results: Path
+    before: dict[str, bytes]
+    _done: Run | None = None
+
+    def result(self) -> Run:
+        if self._done is None:
+            proc = finish(self.child)
+            self._done = Run(self.project, proc, self.results, self.before, snapshot_bytes(self.project))
+        return self._done
+
+
+def start_shared(folder: Path, *args: str, stale: str | None = None, plant_files: bool = True) -> Pending:
+    """Start a run of :data:`SELECTION` in a fresh copy of the project (as from the root, no path unless
+    ``args`` name one), after :func:`plant` and making ``stale`` a stale snapshot."""
     project = make_project(folder)
     if stale:
         (project / stale).write_text("stale\n")
-    plant(project)
+    if plant_files:
+        plant(project)
     before = snapshot_bytes(project)
     results = project / "results.json"
-    proc = run(project, *SELECTION, "--results-json", str(results), *args, env=QUICK)
-    return Run(project, proc, results, before, snapshot_bytes(project))
+    child = start(project, *SELECTION, "--results-json", str(results), *args, env=QUICK)
+    return Pending(project, child, results, before)

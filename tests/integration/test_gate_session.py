@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
-from gatekit import FOREIGN, OBSOLETE, QUICK, ROOT, SELECTION, Run, make_project, run, snapshot_bytes
+from gatekit import FOREIGN, OBSOLETE, QUICK, ROOT, Run, make_project, run, snapshot_bytes
 
 # ------------------------------------------------------------------------------------------ plain run
 
@@ -32,24 +32,17 @@ def test_plain_run_names_obsolete_snapshots_of_targets_that_ran(plain_run: Run):
     assert OBSOLETE[2] not in plain_run.proc.stdout  # tpu-v4 did not run: nothing is known about it
 
 
-def test_xdist_gives_the_same_verdicts_and_snapshots(plain_run: Run, tmp_path: Path):
-    pytest.importorskip("xdist")
-    project = make_project(tmp_path)
-    before = snapshot_bytes(project)
-    results = project / "results.json"
-    proc = run(project, "tests/gate/test_structure.py", "tests/gate/test_invariants.py", *SELECTION,
-               "--results-json", str(results), "-n", "2")  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-2000:]
+def test_xdist_gives_the_same_verdicts_and_snapshots(plain_run: Run, parallel_run: Run):
+    assert parallel_run.proc.returncode == 0, parallel_run.proc.stdout[-2000:]
 
     def outcomes(path: Path) -> dict[str, str]:
         items = json.loads(path.read_text())["items"]
-        return {
-            i["nodeid"]: i["outcome"] for i in items if i["kind"] in ("structure", "invariant", "correctness")
-        }
+        kinds = ("structure", "invariant", "correctness")
+        return {i["nodeid"]: i["outcome"] for i in items if i["kind"] in kinds}
 
-    serial, parallel = outcomes(plain_run.results), outcomes(results)
+    serial, parallel = outcomes(plain_run.results), outcomes(parallel_run.results)
     assert serial == parallel and len(serial) > 100
-    assert snapshot_bytes(project) == before
+    assert parallel_run.after == parallel_run.before
 
 
 # ---------------------------------------------------------------------------------------------- update
@@ -156,3 +149,28 @@ def test_raw_invariants_drop_scopes_and_ratchets(tmp_path: Path):
     assert scoped.returncode == 0 and "1 xfailed" in scoped.stdout, scoped.stdout[-1500:]
     raw = run(project, *args, "--raw-invariants")
     assert raw.returncode == 1 and "grad_no_while_vmap failed on tpu-v5e grad_vmap_naive [f32]" in raw.stdout
+
+
+def test_a_metric_the_target_does_not_provide_fails_in_one_line(tmp_path: Path):
+    """Run as a user would: an invariant on flops for the H100 (no cost_analysis() ahead of time) and on
+    estimated_cycles for the CPU (no cycle estimates) fails, each with one line saying why; the same
+    invariant on tpu-v5e, which provides both, passes."""
+    project = make_project(tmp_path, targets=())
+    specs = project / "specs"
+    specs.mkdir()
+    (specs / "s.toml").write_text(
+        '[spec]\ntargets = ["gpu-h100", "tpu-v5e", "cpu"]\n\n'
+        '[[invariant]]\nid = "predicted"\nprograms = ["naive"]\nconfigs = ["f32"]\n'
+        'assert = "flops + estimated_cycles >= 0"\n'
+    )
+    proc = run(project, "tests/gate/test_invariants.py", "--spec-dir", str(specs), "-k", "predicted",
+               "--targets", "cpu,tpu-v5e,gpu-h100", "--programs", "naive", "-rA")  # fmt: skip
+    out = proc.stdout
+    assert "1 passed" in out and "2 failed" in out, out[-3000:]
+    gpu = next(line for line in out.splitlines() if "failed on gpu-h100" in line)
+    assert gpu.endswith("flops of naive on gpu-h100: this target's compiler gives no cost_analysis() 'flops'")
+    cpu = next(line for line in out.splitlines() if "failed on cpu" in line)
+    assert cpu.endswith(
+        "estimated_cycles of naive on cpu: "
+        "no kernel carries estimated_cycles (only the TPU compiler writes them)"
+    )

@@ -55,8 +55,19 @@ def test_predicted_cost_beside_measured_from_a_real_run(plain_run: Run, tmp_path
     # Here that record is built from this run's real structure items, as the chip's run would write it; the
     # measured figures are stand-ins (no chip here).
     predicted = cycles["grad_vmap_naive"] / cycles["grad_vmap_take"]
-    _, ratio = _results.record("ratio", id="chip", target="tpu-v5e", a="grad_vmap_naive", b="grad_vmap_take",
-                               config="f32", median=9.0, low=8.5, high=9.6, threshold=1.1, verdict="fail")
+    _, ratio = _results.record(
+        "ratio",
+        id="chip",
+        target="tpu-v5e",
+        a="grad_vmap_naive",
+        b="grad_vmap_take",
+        config="f32",
+        median=9.0,
+        low=8.5,
+        high=9.6,
+        threshold=1.1,
+        verdict="fail",
+    )
     on_chip = {**ratio, "predicted": predicted, "outcome": "xfailed", "nodeid": "t::tpu-v5e-ratio"}
     data = json.loads(plain_run.results.read_text())
     data["items"].append(on_chip)

@@ -187,3 +187,10 @@ def test_correctness_narrow_index_pin(tmp_path):
     assert "got wrong_rows, expected ok" in run_correctness(
         _correctness(tmp_path, "narrow_index", "take", 'expect = "ok"\n')
     )
+
+
+def test_every_correctness_check_a_spec_may_name_is_implemented():
+    from invariants._checks import CORRECTNESS
+    from invariants._spec import CORRECTNESS_CHECKS
+
+    assert tuple(CORRECTNESS) == CORRECTNESS_CHECKS

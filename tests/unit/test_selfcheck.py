@@ -59,17 +59,17 @@ def test_judge() -> None:
     injection = sc.Injection("x", "doc", {}, ("naive",), ("invariant:one_kernel", "structure"))
     results = {"items": [_item("invariant", "failed", "one_kernel"), _item("structure", "failed"),
                          _item("invariant", "passed", "no_while")]}  # fmt: skip
-    assert sc.judge(injection, 1, results, 1.0).caught
+    assert sc.outcome_of(injection, 1, results, 1.0).caught
     # failing, but not by what was expected: not caught
     partial = {"items": [_item("structure", "failed")]}
-    out = sc.judge(injection, 1, partial, 1.0)
+    out = sc.outcome_of(injection, 1, partial, 1.0)
     assert not out.caught and out.missing == ["invariant:one_kernel"]
     # expected items failed but the run did not (exit 0 cannot happen with failures; an abort is -6)
-    assert not sc.judge(injection, -6, results, 1.0).caught
-    assert not sc.judge(injection, 1, None, 1.0).caught
+    assert not sc.outcome_of(injection, -6, results, 1.0).caught
+    assert not sc.outcome_of(injection, 1, None, 1.0).caught
     baseline = sc.REGISTRY[0]
-    assert sc.judge(baseline, 0, {"items": [_item("invariant", "passed", "a")]}, 1.0).caught
-    assert not sc.judge(baseline, 1, {"items": [_item("invariant", "failed", "a")]}, 1.0).caught
+    assert sc.outcome_of(baseline, 0, {"items": [_item("invariant", "passed", "a")]}, 1.0).caught
+    assert not sc.outcome_of(baseline, 1, {"items": [_item("invariant", "failed", "a")]}, 1.0).caught
 
 
 def test_throughput_expectation_matches_ratio_items() -> None:
