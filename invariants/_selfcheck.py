@@ -123,6 +123,14 @@ REGISTRY: tuple[Injection, ...] = (
         timing=True,
     ),
     Injection(
+        "grad_take_contended",
+        "grad_take -> slows with repeated rows: a scatter-add pass per 512 repeats of a row (xla#46225)",
+        _swap(grad_take="grad_take_contended"),
+        ("grad_take",),
+        ("ratio:grad_equal_indices_not_slower", "structure"),
+        timing=True,
+    ),
+    Injection(
         "grad_take_map_loop",
         "grad_take -> backward through the lax.map row loop",
         _swap(grad_take="grad_take_through_map_loop"),
