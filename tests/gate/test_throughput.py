@@ -79,7 +79,8 @@ def test_ratio(throughput_case, gate, benchmark, record_property):
     # On a TPU host: what the TPU compiler predicted for the same two programs, beside what the chip did.
     # None elsewhere (only TPU kernels carry an estimate).
     info["predicted"] = predicted_ratio(
-        gate.costs((a_name, case.config, case.target)), gate.costs((b_name, case.config, case.target))
+        gate.costs((a_side.program, case.config, case.target)),
+        gate.costs((b_side.program, case.config, case.target)),
     )
     name, record = _results.record("ratio", **info)
     benchmark.extra_info.update(record)
