@@ -18,7 +18,7 @@ COMMANDS = {
     "report": ("invariants._report", "markdown tables (and a PNG) from a run's results"),
     "selfcheck": ("invariants._selfcheck", "inject regressions and show the suite catches each"),
     "bisect": ("invariants._bisect", "find the JAX release where an item changed verdict"),
-    "matrix": ("invariants._bisect", "key metrics across JAX releases, as a table and a plot"),
+    "matrix": ("invariants._matrix", "key metrics across JAX releases, as a table and a plot"),
 }
 
 

@@ -25,77 +25,12 @@ the catalog, a snapshot folder inside the installed package. Otherwise the exit 
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 from pathlib import Path
 
+from ._child import PACKAGE_DIR, pytest_args
 from ._errors import InvariantsError
-
-PACKAGE_DIR = Path(__file__).resolve().parent
-GATE_DIR = PACKAGE_DIR / "gate"
-PLUGIN = "invariants._plugin"
-
-
-def catalog_snapshot_dir() -> Path:
-    """The catalog's snapshots: package data in an installed wheel (``invariants/snapshots``), the root's
-    ``snapshots/`` in a checkout."""
-    shipped = PACKAGE_DIR / "snapshots"
-    if shipped.is_dir():
-        return shipped
-    return PACKAGE_DIR.parent / "snapshots"
-
-
-def staged_package(folder: Path) -> Path:
-    """A folder holding only this package (a link to it), for ``PYTHONPATH`` in another environment.
-
-    bisect and matrix run the gate under other JAX releases: their environments must import this package
-    and nothing else of this one's site-packages.
-    """
-    folder.mkdir(parents=True, exist_ok=True)
-    link = folder / "invariants"
-    if not link.exists():
-        link.symlink_to(PACKAGE_DIR, target_is_directory=True)
-    return folder
-
-
-def pytest_args(
-    *,
-    spec_dirs: list[Path] | None = None,
-    snapshot_dir: Path | None = None,
-    catalog: bool = True,
-    rootdir: Path | None = None,
-    gate_command: str | None = None,
-    tests: str = "",
-    gate_dir: Path = GATE_DIR,
-) -> list[str]:
-    """The pytest command line that runs the packaged gate modules (``tests``: one module of them, e.g.
-    ``test_structure.py``; empty: all) in ``rootdir`` (default: the working directory).
-
-    Independent of any checkout and of the project's pytest configuration. Used by this command and by
-    every command that runs the gate in a child (selfcheck, bisect, matrix). ``gate_dir``: the gate modules
-    as the child imports them (below a :func:`staged_package`).
-    """
-    root = (rootdir or Path.cwd()).resolve()
-    args = [
-        str(gate_dir / tests) if tests else str(gate_dir),
-        "-p", PLUGIN, "-c", os.devnull, "--rootdir", str(root), "--import-mode=importlib",
-        # The gate command imports the plugin, JAX and the user's modules before pytest starts (to check
-        # the specs), so pytest cannot rewrite asserts in their pytest plugins: nothing a user can act on.
-        "-W", "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning",
-        "--catalog-snapshot-dir", str(catalog_snapshot_dir()),
-        "--snapshot-dir", str(snapshot_dir if snapshot_dir is not None else catalog_snapshot_dir()),
-    ]  # fmt: skip
-    if spec_dirs is not None:
-        if catalog:
-            args += ["--spec-dir", str(PACKAGE_DIR)]
-        for d in spec_dirs:
-            args += ["--spec-dir", str(d)]
-    if not catalog:
-        args.append("--no-catalog")
-    if gate_command:
-        args += ["--gate-command", gate_command]
-    return args
 
 
 def _parser() -> argparse.ArgumentParser:

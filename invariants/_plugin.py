@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
 import os
 import sys
 import tempfile
@@ -102,7 +101,7 @@ class GateSession:
         """The command that records ``programs`` (``flag``: ``--snapshot-update`` or ``--record-baselines``),
         on ``target`` or on every target present, the way this session was started: ``pytest FILE`` in a
         checkout, ``python -m invariants gate ...`` in a downstream project."""
-        prefix = self.config.getoption("gate_command") or f"pytest {_shown(test_file)}"
+        prefix = self.config.getoption("gate_command") or f"pytest {shown_path(test_file)}"
         where = f" --targets {target}" if target else ""
         return f"{prefix}{where} --programs {programs} {flag}"
 
@@ -154,7 +153,7 @@ def _env_list(name: str) -> list[str]:
     return [value] if value else []
 
 
-def _shown(path: Path) -> str:
+def shown_path(path: Path) -> str:
     """``path`` relative to the working directory when it is below it."""
     try:
         return str(path.resolve().relative_to(Path.cwd()))
@@ -540,7 +539,7 @@ def _obsolete_snapshots(config: pytest.Config, items: list[dict[str, Any]]) -> l
     for target in ran:
         for folder, known in known_stems(s, target).items():
             for path in obsolete_snapshots(folder, known):
-                shown = _shown(path)
+                shown = shown_path(path)
                 if updating:
                     path.unlink(missing_ok=True)
                     lines.append(f"invariants: deleted {shown} (no program has it on {target} any more)")
@@ -571,25 +570,6 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line(
             f"invariants: kept {path} (not provably obsolete; delete it by hand if it is)"
         )
-
-
-def judge(invariant: Any, holds: bool, tightenable: bool, where: str, describe: str, failure: Any) -> None:
-    """Turn a decided invariant into a pytest outcome, the same way for every tier.
-
-    A ratchet (known bad today) expects to fail: it xfails with its reason, and when ``tightenable`` (it
-    now holds, beyond noise) the item fails with "ratchet can be tightened", never in silence.
-    ``failure`` builds the full diagnosis lazily, since it may dump files.
-    """
-    if invariant.ratchet is not None:
-        if tightenable:
-            pytest.fail(
-                f"ratchet can be tightened: {invariant.id} now holds on {where} ({describe}); "
-                f"drop its ratchet in {invariant.where} ({invariant.ratchet.issue})",
-                pytrace=False,
-            )
-        pytest.xfail(f"{invariant.ratchet.reason} ({invariant.ratchet.issue}); {describe}")
-    if not holds:
-        pytest.fail(failure(), pytrace=False)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -643,19 +623,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     _results.write(Path(config.getoption("results_json")), payload)
 
 
-def committed_snapshot_diff(s: GateSession, key: Key, current: str) -> str:
-    """A focused diff of ``current`` against the committed snapshot of ``key``, or a note if none."""
-    path = s.snapshot_path(key)
-    shown = _shown(path)
-    if not path.exists():
-        return f"no committed snapshot at {shown}"
-    diff = difflib.unified_diff(
-        path.read_text().splitlines(), current.splitlines(), shown, "now", n=1, lineterm=""
-    )
-    text = "\n".join(diff)
-    return text or f"structure identical to {shown}"
-
-
 @pytest.hookimpl(trylast=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
     # Under xdist, keep each target's items on one worker so that nothing compiles twice.
@@ -675,18 +642,3 @@ def structure_snapshot(snapshot: Any) -> Any:
     from ._snapshot_store import StructureSnapshotExtension
 
     return snapshot.use_extension(StructureSnapshotExtension)
-
-
-def failure_report(s: GateSession, key: Key, headline: str, current_summary: str) -> str:
-    """The diagnosis a compiler engineer needs: the verdict, the structural diff, versions, dumps."""
-    from ._targets import versions
-
-    dumped = s.dump(key)
-    return "\n".join(
-        [
-            headline,
-            "versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()) + f"; target {key.target}",
-            committed_snapshot_diff(s, key, current_summary),
-            f"optimized HLO and jaxpr: {dumped}.hlo.txt, {dumped}.jaxpr.txt",
-        ]
-    )

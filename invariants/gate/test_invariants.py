@@ -6,7 +6,7 @@ import pytest
 
 from invariants import _results
 from invariants._checks import evaluate, run_correctness
-from invariants._plugin import failure_report, judge
+from invariants._outcomes import failure_report, judge
 from invariants._registry import PROGRAMS
 from invariants._snapshot import render_summary
 

@@ -11,7 +11,7 @@ import pytest
 from invariants import _results
 from invariants._cost import value_or_none
 from invariants._metrics import structure_metrics
-from invariants._plugin import committed_snapshot_diff
+from invariants._outcomes import committed_snapshot_diff
 from invariants._registry import PROGRAMS
 from invariants._snapshot import render_summary
 

@@ -31,7 +31,7 @@ from invariants._baselines import (
 from invariants._cost import predicted_ratio
 from invariants._jax_timing import copy_callable, jax_callable
 from invariants._metrics import input_facts
-from invariants._plugin import judge
+from invariants._outcomes import judge
 from invariants._programs import Distribution, get_config, make_arguments
 from invariants._registry import PROGRAMS
 from invariants._spec import throughput_terms

@@ -12,7 +12,7 @@ from invariants._cost import Missing, cycle_estimate
 from invariants._errors import InvariantsError
 from invariants._hlo import parse_module
 from invariants._metrics import compiler_metrics as cost_metrics
-from invariants._plugin import judge
+from invariants._outcomes import judge
 from invariants._spec import load_spec
 from invariants._structure import structure_of
 
