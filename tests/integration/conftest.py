@@ -49,3 +49,14 @@ def parallel_run(_shared: dict[str, Pending]) -> Run:
     """The structure and invariant tiers of the same selection under pytest-xdist (``-n 2``)."""
     pytest.importorskip("xdist")
     return _shared["parallel"].result()
+
+
+_SHARED_RUNS = {"_shared", "plain_run", "update_run", "parallel_run"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Under xdist (the README's `pytest -n auto`) a session fixture is made once per worker: the tests that
+    # read the shared child runs share one worker, so the three runs start once, not once per worker.
+    for item in items:
+        if _SHARED_RUNS & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group("shared_child_runs"))
