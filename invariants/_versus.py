@@ -273,10 +273,8 @@ def _parser() -> argparse.ArgumentParser:
     return p  # fmt: skip
 
 
-def _settings(args: argparse.Namespace, platform: str) -> Settings:
-    clock = args.clock or ("cpu" if platform == "cpu" else "wall")
-    if clock == "cpu" and platform != "cpu":
-        raise InvariantsError(f"--clock cpu: the CPU time measures nothing on a {platform} device; use wall")
+def _check(args: argparse.Namespace) -> None:
+    """Bad numbers are bad input: one line, before any worker starts."""
     if not args.threshold > 1.0:
         raise InvariantsError(f"--threshold {args.threshold}: must be above 1 (a slowdown bound)")
     if not 0.5 < args.confidence < 1.0:
@@ -285,6 +283,12 @@ def _settings(args: argparse.Namespace, platform: str) -> Settings:
         raise InvariantsError(f"--min-rounds {args.min_rounds} / --max-rounds {args.max_rounds}: need 3 <= min <= max")
     if not args.round_seconds > 0:
         raise InvariantsError(f"--round-seconds {args.round_seconds}: must be positive")
+
+
+def _settings(args: argparse.Namespace, platform: str) -> Settings:
+    clock = args.clock or ("cpu" if platform == "cpu" else "wall")
+    if clock == "cpu" and platform != "cpu":
+        raise InvariantsError(f"--clock cpu: the CPU time measures nothing on a {platform} device; use wall")
     return Settings(threshold=args.threshold, confidence=args.confidence, clock=clock, min_rounds=args.min_rounds,
                     max_rounds=args.max_rounds, round_seconds=args.round_seconds)  # fmt: skip
 
@@ -309,6 +313,7 @@ def _builder(args: argparse.Namespace, progress: Progress) -> Callable[[Any, str
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    _check(args)
     started = time.perf_counter()
     progress = _progress
     programs = [p.strip() for p in args.programs.split(",") if p.strip()]

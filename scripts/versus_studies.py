@@ -33,9 +33,15 @@ LOADED = ("same", "slowdown", "fusion")
 def _versus(args: list[str], record: Path, log: Path) -> tuple[int, float]:
     start = time.perf_counter()
     with log.open("w") as out:
-        proc = subprocess.run([sys.executable, "-m", "invariants", "versus", *args, "--json", str(record)],
-                              cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, check=False)  # fmt: skip
-    return proc.returncode, time.perf_counter() - start
+        proc = subprocess.Popen([sys.executable, "-m", "invariants", "versus", *args, "--json", str(record)],
+                                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+        try:
+            rc = proc.wait()
+        finally:
+            if proc.poll() is None:  # stopped: the command closes its workers on SIGTERM's exit
+                proc.terminate()
+                proc.wait()
+    return rc, time.perf_counter() - start
 
 
 def _loads(n: int) -> list[subprocess.Popen[bytes]]:
@@ -75,6 +81,7 @@ def main() -> int:
     p.add_argument("--runs", type=int, help="runs (default: 10; 20 for slowdown; 1 for releases and budget)")
     p.add_argument("--load", type=int, help="busy loops beside the runs (default: one per core for same/slowdown/fusion)")
     p.add_argument("--out", type=Path, help="folder for the records (default: artifacts/versus-studies/STUDY)")
+    p.add_argument("--programs", default="naive,take,grad_take", help="for same/slowdown/fusion (default: %(default)s)")
     p.add_argument("--fraction", type=float, default=0.2,
                    help="slowdown: INVARIANTS_VERSUS_SLOWDOWN, the fraction of lookups the candidate adds to each call "
                    "(default 0.2: measured as a ~10%% slowdown of the seed's programs here, since a call's dispatch "
@@ -85,7 +92,8 @@ def main() -> int:
     load = args.load if args.load is not None else (os.cpu_count() or 1) * (args.study in LOADED)
     out = args.out or ROOT / "artifacts" / "versus-studies" / args.study
     out.mkdir(parents=True, exist_ok=True)
-    common = ["--baseline", "current", "--candidate", "current", "--no-structure"]
+    # A forward, the fill-mode take, a backward: three programs keep a run near a minute under load.
+    common = ["--baseline", "current", "--candidate", "current", "--no-structure", "--programs", args.programs]
     versus_args = {
         "same": common,
         "slowdown": [*common, "--candidate-env", f"INVARIANTS_VERSUS_SLOWDOWN={args.fraction}"],
