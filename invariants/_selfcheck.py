@@ -37,7 +37,7 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ._errors import InvariantsError
 
@@ -67,6 +67,7 @@ class Injection:
     targets: str = "cpu"
     fast: bool = False
     timing: bool = False
+    command: Literal["gate", "versus"] = "gate"
 
     @property
     def is_baseline(self) -> bool:
@@ -134,6 +135,24 @@ REGISTRY: tuple[Injection, ...] = (
         ("eqx_embedding", "vmap_naive"),
         ("invariant:eqx_is_vmap_naive", "structure"),
         fast=True,
+    ),
+    Injection(
+        "versus_slowdown",
+        "versus: the candidate's workers look up half as many rows again per call (a test-only switch)",
+        {"INVARIANTS_VERSUS_SLOWDOWN": "0.5"},
+        ("naive", "take"),
+        ("versus-timing",),
+        timing=True,
+        command="versus",
+    ),
+    Injection(
+        "versus_no_fusion",
+        "versus: XLA_FLAGS=--xla_disable_hlo_passes=fusion in the candidate's workers only",
+        _NO_FUSION,
+        ("naive", "take"),
+        ("versus-invariant:one_kernel", "versus-timing"),
+        timing=True,
+        command="versus",
     ),
     Injection(
         "take_clip_fill",
@@ -228,6 +247,13 @@ def judge(
 
 
 def child_command(injection: Injection, results: Path, dump_dir: Path) -> list[str]:
+    if injection.command == "versus":
+        return [
+            sys.executable, "-m", "invariants", "versus", "--baseline", "current", "--candidate", "current",
+            "--programs", ",".join(injection.programs), "--targets", injection.targets,
+            "--json", str(results),
+            *(f"--candidate-env={k}={v}" for k, v in injection.env.items()),
+        ]  # fmt: skip
     return [
         sys.executable, "-m", "pytest", "tests/gate", "-q", "-p", "no:cacheprovider", "-p", INJECT_MODULE,
         "-m", "not slow" if injection.timing else "not slow and not throughput",
@@ -242,7 +268,9 @@ def run_injection(injection: Injection, workdir: Path, timeout: float = 600.0) -
     folder.mkdir(parents=True, exist_ok=True)
     results = folder / "results.json"
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "INVARIANTS_INJECT")}
-    env.update({"JAX_PLATFORMS": "cpu", CHILD_ENV: "1", **injection.env})
+    # A versus injection reaches the candidate's workers through --candidate-env, never this child.
+    own = injection.env if injection.command == "gate" else {}
+    env.update({"JAX_PLATFORMS": "cpu", CHILD_ENV: "1", **own})
     start = time.perf_counter()
     try:
         proc = subprocess.run(
@@ -255,7 +283,12 @@ def run_injection(injection: Injection, workdir: Path, timeout: float = 600.0) -
         return out
     seconds = time.perf_counter() - start
     (folder / "stdout.txt").write_text(proc.stdout + proc.stderr)
-    loaded = json.loads(results.read_text()) if results.exists() else None
+    if injection.command == "versus":
+        from ._versus_report import as_items, load_record
+
+        loaded = {"items": as_items(load_record(results))} if results.exists() else None
+    else:
+        loaded = json.loads(results.read_text()) if results.exists() else None
     outcome = judge(injection, proc.returncode, loaded, seconds)
     if loaded is None:
         tail = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]

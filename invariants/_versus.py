@@ -147,13 +147,19 @@ def measure(
             if not looking:
                 continue
             looks[p] += 1
-            results = {c: judge(rounds[p], c, settings.threshold, settings.confidence, looks[p]) for c in CLOCKS}
+            results = {
+                c: judge(rounds[p], c, settings.threshold, settings.confidence, looks[p]) for c in CLOCKS
+            }
             if results[settings.clock].verdict is None and k < settings.max_rounds:
                 continue  # straddles: more rounds
-            results = {c: r if r.verdict else dataclasses.replace(r, verdict="inconclusive") for c, r in results.items()}
+            results = {
+                c: r if r.verdict else dataclasses.replace(r, verdict="inconclusive")
+                for c, r in results.items()
+            }
             done[p] = {"results": results, "word": combine(p, settings.clock, results)}
             active.remove(p)
-        progress(f"  {label} round {k} (start {t1 - t0:.1f} s, prepare {t2 - t1:.1f} s): {settings.clock} ratio "
+        progress(f"  {label} round {k} (start {t1 - t0:.1f} s, prepare {t2 - t1:.1f} s): {settings.clock} "
+                 "ratio "
                  + ", ".join(line))  # fmt: skip
     return done
 
@@ -239,37 +245,80 @@ def _parser() -> argparse.ArgumentParser:
 
     p = argparse.ArgumentParser(
         prog="python -m invariants versus",
-        description="Time the catalog under two JAX installations, paired in one run; compare their structure.",
-        epilog="SPEC: 'current' (this interpreter), a jax release such as 0.6.0 (built and cached with uv, as "
+        description="Time the catalog under two JAX installations, paired in one run; compare structure.",
+        epilog="SPEC: 'current' (this interpreter), a jax release such as 0.6.0 (built, cached with uv, as "
         "bisect does), or the path of a Python interpreter or virtual environment. Exit status: 0 nothing "
         "regressed, 1 a timing verdict failed or an invariant holds on the baseline and fails on the "
         "candidate, 2 bad input.",
     )
     p.add_argument("--baseline", required=True, metavar="SPEC", help="the reference installation")
     p.add_argument("--candidate", required=True, metavar="SPEC", help="the installation under test")
-    p.add_argument("--programs", default=",".join(DEFAULT_PROGRAMS),
-                   help=f"catalog programs, comma-separated, seed config (default: {','.join(DEFAULT_PROGRAMS)})")
-    p.add_argument("--targets", default=DEFAULT_TARGETS,
-                   help=f"targets for the structure comparison (default: {DEFAULT_TARGETS}; 'all', 'tpu', 'gpu')")
-    p.add_argument("--baseline-env", action="append", default=[], metavar="K=V", help="set K=V in baseline workers only")
-    p.add_argument("--candidate-env", action="append", default=[], metavar="K=V", help="set K=V in candidate workers only")
+    p.add_argument(
+        "--programs",
+        default=",".join(DEFAULT_PROGRAMS),
+        help=f"catalog programs, comma-separated, seed config (default: {','.join(DEFAULT_PROGRAMS)})",
+    )
+    p.add_argument(
+        "--targets",
+        default=DEFAULT_TARGETS,
+        help=f"targets for the structure comparison (default: {DEFAULT_TARGETS}; 'all', 'tpu', 'gpu')",
+    )
+    p.add_argument(
+        "--baseline-env", action="append", default=[], metavar="K=V", help="set K=V in baseline workers only"
+    )
+    p.add_argument(
+        "--candidate-env",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="set K=V in candidate workers only",
+    )
     p.add_argument("--json", type=Path, metavar="FILE", help="write the record (JSON)")
-    p.add_argument("--out", type=Path, metavar="MD", help="write the markdown report (fits $GITHUB_STEP_SUMMARY)")
-    p.add_argument("--plot", type=Path, metavar="PNG", help="plot each ratio with its interval and the threshold")
-    p.add_argument("--threshold", type=float, default=Settings.threshold,
-                   help="a ratio fails when its whole interval is above this (default: %(default)s)")
-    p.add_argument("--confidence", type=float, default=Settings.confidence, help="interval coverage (default: %(default)s)")
-    p.add_argument("--clock", choices=("cpu", "wall"), help="verdict clock (default: cpu on the CPU backend, else wall)")
-    p.add_argument("--min-rounds", type=int, default=Settings.min_rounds,
-                   help="fresh worker pairs before the first look (default: %(default)s)")
-    p.add_argument("--max-rounds", type=int, default=Settings.max_rounds,
-                   help="at most this many while an interval straddles the threshold (default: %(default)s)")
-    p.add_argument("--round-seconds", type=float, default=Settings.round_seconds,
-                   help="seconds of blocks per program per round (default: %(default)s)")
+    p.add_argument(
+        "--out", type=Path, metavar="MD", help="write the markdown report (fits $GITHUB_STEP_SUMMARY)"
+    )
+    p.add_argument(
+        "--plot", type=Path, metavar="PNG", help="plot each ratio with its interval and the threshold"
+    )
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=Settings.threshold,
+        help="a ratio fails when its whole interval is above this (default: %(default)s)",
+    )
+    p.add_argument(
+        "--confidence",
+        type=float,
+        default=Settings.confidence,
+        help="interval coverage (default: %(default)s)",
+    )
+    p.add_argument(
+        "--clock", choices=("cpu", "wall"), help="verdict clock (default: cpu on the CPU backend, else wall)"
+    )
+    p.add_argument(
+        "--min-rounds",
+        type=int,
+        default=Settings.min_rounds,
+        help="fresh worker pairs before the first look (default: %(default)s)",
+    )
+    p.add_argument(
+        "--max-rounds",
+        type=int,
+        default=Settings.max_rounds,
+        help="at most this many while an interval straddles the threshold (default: %(default)s)",
+    )
+    p.add_argument(
+        "--round-seconds",
+        type=float,
+        default=Settings.round_seconds,
+        help="seconds of blocks per program per round (default: %(default)s)",
+    )
     p.add_argument("--no-timing", action="store_true", help="compare structure and invariants only")
     p.add_argument("--no-structure", action="store_true", help="time only")
     p.add_argument("--index-url", default=DEFAULT_INDEX, help="package index for version SPECs")
-    p.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE, help="where version SPECs' environments live")
+    p.add_argument(
+        "--cache-dir", type=Path, default=DEFAULT_CACHE, help="where version SPECs' environments live"
+    )
     return p  # fmt: skip
 
 
@@ -280,7 +329,9 @@ def _check(args: argparse.Namespace) -> None:
     if not 0.5 < args.confidence < 1.0:
         raise InvariantsError(f"--confidence {args.confidence}: must be in (0.5, 1)")
     if not 3 <= args.min_rounds <= args.max_rounds:
-        raise InvariantsError(f"--min-rounds {args.min_rounds} / --max-rounds {args.max_rounds}: need 3 <= min <= max")
+        raise InvariantsError(
+            f"--min-rounds {args.min_rounds} / --max-rounds {args.max_rounds}: need 3 <= min <= max"
+        )
     if not args.round_seconds > 0:
         raise InvariantsError(f"--round-seconds {args.round_seconds}: must be positive")
 
@@ -289,22 +340,32 @@ def _settings(args: argparse.Namespace, platform: str) -> Settings:
     clock = args.clock or ("cpu" if platform == "cpu" else "wall")
     if clock == "cpu" and platform != "cpu":
         raise InvariantsError(f"--clock cpu: the CPU time measures nothing on a {platform} device; use wall")
-    return Settings(threshold=args.threshold, confidence=args.confidence, clock=clock, min_rounds=args.min_rounds,
+    return Settings(threshold=args.threshold, confidence=args.confidence, clock=clock,
+                    min_rounds=args.min_rounds,
                     max_rounds=args.max_rounds, round_seconds=args.round_seconds)  # fmt: skip
 
 
 def _builder(args: argparse.Namespace, progress: Progress) -> Callable[[Any, str], Path]:
     from ._bisect import check_index, choose_pins, ensure_env, env_python, list_releases, resolve_version
+    from ._targets import requested_platform
 
     lists: dict[str, Any] = {}
+    platform = requested_platform()
 
     def build(version: Any, flag: str) -> Path:
+        if platform in ("cuda", "gpu", "rocm"):
+            raise InvariantsError(
+                f"{flag} {version}: a version SPEC builds CPU (or TPU) jax; on a {platform} host pass a "
+                "virtual "
+                "environment with that release's GPU jax instead"
+            )
         if not lists:
             check_index(args.index_url)
             lists["jax"] = list_releases("jax", args.index_url)
             lists["jaxlib"] = list_releases("jaxlib", args.index_url)
         v = resolve_version(str(version), lists["jax"], flag)
-        pins = choose_pins(v, lists["jaxlib"])
+        # On a TPU host the side needs libtpu to run at all: build jax[tpu] of that release.
+        pins = choose_pins(v, lists["jaxlib"], tpu=platform == "tpu")
         progress(f"versus: {flag} {v}: environment {pins.env_name} (built with uv when missing; minutes)")
         return env_python(ensure_env(pins, args.cache_dir, args.index_url, log=progress))
 
@@ -327,8 +388,9 @@ def main(argv: list[str]) -> int:
     keys = [] if args.no_structure else structure_keys(programs, args.targets)
     build = _builder(args, progress)
     sides = [
-        resolve("baseline", args.baseline, parse_env(args.baseline_env, "--baseline-env"), Path(sys.executable), build),
-        resolve("candidate", args.candidate, parse_env(args.candidate_env, "--candidate-env"), Path(sys.executable), build),
+        resolve(role, spec, parse_env(env, f"--{role}-env"), Path(sys.executable), build)
+        for role, spec, env in (("baseline", args.baseline, args.baseline_env),
+                                ("candidate", args.candidate, args.candidate_env))
     ]  # fmt: skip
     progress(f"versus: starting a worker of each side ({', '.join(f'{s.role} {s.python}' for s in sides)})")
     workers = start_pair(sides)
@@ -336,7 +398,9 @@ def main(argv: list[str]) -> int:
         hellos = [w.hello for w in workers]
         platforms = {h["platform"] for h in hellos}
         if len(platforms) != 1:
-            raise InvariantsError(f"versus: the sides run on different platforms ({', '.join(sorted(platforms))})")
+            raise InvariantsError(
+                f"versus: the sides run on different platforms ({', '.join(sorted(platforms))})"
+            )
         settings = _settings(args, platforms.pop())
         structure: list[dict[str, Any]] = []
         targets: dict[str, Any] = {}
@@ -348,7 +412,8 @@ def main(argv: list[str]) -> int:
             w.close()
     timing: list[ProgramVerdict] = []
     if not args.no_timing:
-        progress(f"versus: timing {len(programs)} programs, {settings.min_rounds}-{settings.max_rounds} rounds "
+        progress(f"versus: timing {len(programs)} programs, {settings.min_rounds}-{settings.max_rounds} "
+                 "rounds "
                  f"of fresh worker pairs, {settings.clock} clock")  # fmt: skip
         timing = measure_confirmed(sides, programs, settings, progress)
     record = make_record(

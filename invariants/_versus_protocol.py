@@ -66,7 +66,7 @@ def _field(data: Mapping[str, Any], name: str, kind: type | tuple[type, ...], wh
     if name not in data:
         raise ProtocolError(f"{who}: {data.get('op') or 'message'} lacks {name!r}")
     value = data[name]
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
         raise ProtocolError(f"{who}: {name!r} has the wrong type ({type(value).__name__})")
     return value
 

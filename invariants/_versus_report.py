@@ -35,7 +35,9 @@ CHANGES = {
 }
 
 
-def invariant_changes(base: Sequence[Mapping[str, Any]], cand: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def invariant_changes(
+    base: Sequence[Mapping[str, Any]], cand: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
     """Pair the invariant verdicts of one key by id; an id only one side evaluated is ``only on ...``."""
     by_id_b = {v["id"]: v for v in base}
     by_id_c = {v["id"]: v for v in cand}
@@ -72,12 +74,31 @@ def make_record(
     for s in structure:
         for inv in s.get("invariants", []):
             if inv["change"] == "regressed":
-                reasons.append(f"{s['key']}: invariant {inv['id']} holds on the baseline, fails on the candidate")
+                reasons.append(
+                    f"{s['key']}: invariant {inv['id']} holds on the baseline, fails on the candidate"
+                )
     return {
         "format": FORMAT, "format_version": FORMAT_VERSION, **sides, "settings": dict(settings),
         "timing": list(timing), "structure": list(structure), "targets": dict(targets),
         "exit": 1 if reasons else 0, "reasons": reasons, "seconds": seconds,
     }  # fmt: skip
+
+
+def as_items(record: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The record as results-file items (what ``selfcheck`` judges): one ``versus-timing`` item per timed
+    program (failed when its confirmed verdict failed) and one failed ``versus-invariant`` item per
+    invariant and key that holds on the baseline and fails on the candidate."""
+    items = [
+        {"kind": "versus-timing", "id": t["program"], "nodeid": f"versus[{t['program']}]",
+         "outcome": "failed" if t["verdict"] in ("fail", "lost-parallelism") else "passed"}
+        for t in record.get("timing", [])
+    ]  # fmt: skip
+    for s in record.get("structure", []):
+        for inv in s.get("invariants", []):
+            if inv.get("change") == "regressed":
+                items.append({"kind": "versus-invariant", "id": inv["id"], "nodeid": f"versus[{s['key']}]",
+                              "outcome": "failed"})  # fmt: skip
+    return items
 
 
 def write_json(record: Mapping[str, Any], path: Path) -> None:
@@ -96,7 +117,9 @@ def load_record(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise InvariantsError(f"{path}: not a versus record")
     if data.get("format_version") != FORMAT_VERSION:
-        raise InvariantsError(f"{path}: versus record version {data.get('format_version')}, expected {FORMAT_VERSION}")
+        raise InvariantsError(
+            f"{path}: versus record version {data.get('format_version')}, expected {FORMAT_VERSION}"
+        )
     return data
 
 
@@ -122,7 +145,11 @@ def render_markdown(record: Mapping[str, Any], diff_lines: int = 40) -> str:
     """
     s = record["settings"]
     word = "**REGRESSED**" if record["exit"] else "no regression"
-    out = [f"## versus: candidate `{record['candidate']['spec']}` against baseline `{record['baseline']['spec']}`: {word}", ""]
+    out = [
+        f"## versus: candidate `{record['candidate']['spec']}` against baseline "
+        f"`{record['baseline']['spec']}`: {word}",
+        "",
+    ]
     out += [_side_line("baseline", record["baseline"]), _side_line("candidate", record["candidate"]), ""]
     for reason in record["reasons"]:
         out.append(f"- {reason}")
@@ -130,11 +157,15 @@ def render_markdown(record: Mapping[str, Any], diff_lines: int = 40) -> str:
         out.append("")
     if record["timing"]:
         out.append(
-            f"### time(candidate) / time(baseline), {s['confidence']:.0%} interval, fails above {s['threshold']:g} "
+            f"### time(candidate) / time(baseline), {s['confidence']:.0%} interval, "
+            f"fails above {s['threshold']:g} "
             f"(verdict clock: {s['clock']})"
         )
         out.append("")
-        out.append("| program | verdict | cpu ratio | wall ratio | rounds | pairs | s | baseline per call | attempts |")
+        out.append(
+            "| program | verdict | cpu ratio | wall ratio | rounds | pairs | s | baseline per call "
+            "| attempts |"
+        )
         out.append("|---|---|---|---|---|---|---|---|---|")
         for t in record["timing"]:
             res = t["results"]
@@ -143,13 +174,15 @@ def render_markdown(record: Mapping[str, Any], diff_lines: int = 40) -> str:
             verdict = f"**{t['verdict']}**" if t["verdict"] in ("fail", "lost-parallelism") else t["verdict"]
             attempts = " → ".join(t["attempts"])
             out.append(
-                f"| {t['program']} | {verdict} | {_interval(cpu) if cpu else '—'} | {_interval(wall) if wall else '—'} "
+                f"| {t['program']} | {verdict} | {_interval(cpu) if cpu else '—'} "
+                f"| {_interval(wall) if wall else '—'} "
                 f"| {len(main['round_ratios'])} | {main['pairs']} | {main['seconds']:.1f} "
                 f"| {main['t_b_median'] * 1e3:.3f} ms | {attempts} |"
             )
         out.append("")
         out.append(
-            "Each round is a fresh pair of worker processes; a round's ratio is the median of its per-pair ratios, "
+            "Each round is a fresh pair of worker processes; a round's ratio is the median of its "
+            "per-pair ratios, "
             "the interval is Student's t over rounds (the spread between process pairs counts). "
             "`lost-parallelism`: the wall clock regressed while the CPU time did not."
         )
@@ -178,7 +211,11 @@ def render_markdown(record: Mapping[str, Any], diff_lines: int = 40) -> str:
                     out.append(f"- {side}: {x[side]['error']}")
             if x["diff"]:
                 lines = x["diff"].splitlines()
-                cut = lines[:diff_lines] + ([f"... {len(lines) - diff_lines} more lines in the JSON"] if len(lines) > diff_lines else [])
+                cut = lines[:diff_lines] + (
+                    [f"... {len(lines) - diff_lines} more lines in the JSON"]
+                    if len(lines) > diff_lines
+                    else []
+                )
                 out += ["", "```diff", *cut, "```"]
             out.append("")
     out.append(f"versus: {record['seconds']:.0f} s; exit {record['exit']}")
@@ -215,15 +252,23 @@ def plot(record: Mapping[str, Any], path: Path) -> None:
             if r is None or not math.isfinite(r["median"]):
                 continue
             y = i + (j - (len(clocks) - 1) / 2) * 0.25
-            failed = t["verdict"] == "fail" and clock == t["clock"] or t["verdict"] == "lost-parallelism" and clock == "wall"
+            failed = (
+                (t["verdict"] == "fail"
+                and clock == t["clock"])
+                or (t["verdict"] == "lost-parallelism"
+                and clock == "wall")
+            )
             ax.errorbar(r["median"], y, xerr=[[r["median"] - r["low"]], [r["high"] - r["median"]]],
-                        fmt="o" if clock == "cpu" else "s", color="tab:red" if failed else ("tab:blue" if clock == "cpu" else "tab:gray"),
+                        fmt="o" if clock == "cpu" else "s",
+                        color="tab:red" if failed else ("tab:blue" if clock == "cpu" else "tab:gray"),
                         capsize=3, label=clock if i == 0 else None)  # fmt: skip
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.axvline(record["settings"]["threshold"], color="tab:red", linestyle="--", label="threshold")
     ax.set_yticks(range(len(timing)), [t["program"] for t in timing])
     ax.invert_yaxis()
-    ax.set_xlabel(f"time(candidate {record['candidate']['spec']}) / time(baseline {record['baseline']['spec']})")
+    ax.set_xlabel(
+        f"time(candidate {record['candidate']['spec']}) / time(baseline {record['baseline']['spec']})"
+    )
     ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

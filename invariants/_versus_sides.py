@@ -115,7 +115,8 @@ class WorkerProcess:
     def __init__(self, side: Side, timeout: float = _START_TIMEOUT) -> None:
         self.side = side
         self.name = f"{side.role} ({side.spec})"
-        self._log: IO[str] = tempfile.TemporaryFile("w+")  # the worker's stderr: its last line on failure
+        # The worker's stderr, for its last line on failure; closed in close().
+        self._log: IO[str] = tempfile.TemporaryFile("w+")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [str(side.python), "-m", "invariants._versus_worker"], cwd=REPO_ROOT,
             env=worker_env(side, os.environ), stdin=subprocess.PIPE, stdout=subprocess.PIPE,

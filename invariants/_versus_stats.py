@@ -49,7 +49,9 @@ class Round:
 
     calls: int
     ratios: dict[str, list[float]] = dataclasses.field(default_factory=lambda: {c: [] for c in CLOCKS})
-    per_call: dict[str, list[float]] = dataclasses.field(default_factory=lambda: {"baseline": [], "candidate": []})
+    per_call: dict[str, list[float]] = dataclasses.field(
+        default_factory=lambda: {"baseline": [], "candidate": []}
+    )
     seconds: float = 0.0
 
     def add(self, baseline: dict[str, float], candidate: dict[str, float]) -> None:
@@ -76,7 +78,9 @@ def rounds_interval(round_ratios: Sequence[float], confidence: float) -> tuple[f
     """
     x = np.asarray(round_ratios, dtype=float)
     if x.size < MIN_ROUNDS_FOR_INTERVAL:
-        raise InvariantsError(f"versus: {x.size} rounds cannot give an interval (need {MIN_ROUNDS_FOR_INTERVAL})")
+        raise InvariantsError(
+            f"versus: {x.size} rounds cannot give an interval (need {MIN_ROUNDS_FOR_INTERVAL})"
+        )
     if not np.all(x > 0):
         raise InvariantsError("versus: a round ratio is not positive")
     logs = np.log(x)
@@ -86,9 +90,7 @@ def rounds_interval(round_ratios: Sequence[float], confidence: float) -> tuple[f
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 
-def judge(
-    rounds: Sequence[Round], clock: str, threshold: float, confidence: float, look: int
-) -> RatioResult:
+def judge(rounds: Sequence[Round], clock: str, threshold: float, confidence: float, look: int) -> RatioResult:
     """The clock's ratio over ``rounds`` as a :class:`~invariants._timing.RatioResult` (``a`` = candidate,
     ``b`` = baseline), its interval at look ``look`` (1-based) and its verdict (None while it straddles:
     the caller decides whether to take more rounds or call it inconclusive)."""

@@ -50,7 +50,9 @@ class Worker:
             key = f"{name}/{config_id}"
             program, config = get_program(name), get_config(config_id)
             if program.layout is not None:
-                raise InvariantsError(f"{name}: a sharded program needs a mesh; versus times single-device ones")
+                raise InvariantsError(
+                    f"{name}: a sharded program needs a mesh; versus times single-device ones"
+                )
             self.calls[key] = _compiled_call(program, config, self.slowdown)
             probes = []
             for _ in range(_WARM_CALLS):

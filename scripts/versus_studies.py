@@ -2,7 +2,7 @@
 
     python scripts/versus_studies.py same      --runs 10   # current vs current, one busy loop per core
     python scripts/versus_studies.py slowdown  --runs 20   # candidate looks up a fraction more rows per call
-    python scripts/versus_studies.py fusion    --runs 10   # candidate XLA_FLAGS=--xla_disable_hlo_passes=fusion
+    python scripts/versus_studies.py fusion    --runs 10   # candidate: --xla_disable_hlo_passes=fusion
     python scripts/versus_studies.py releases              # --baseline 0.6.0 --candidate 0.5.3, grad programs
     python scripts/versus_studies.py budget                # the default versus on this machine, timed
 
@@ -56,7 +56,8 @@ def summarize(study: str, records: list[dict[str, Any]], exits: list[int], secon
     programs = list(dict.fromkeys(t["program"] for r in records for t in r["timing"]))
     lines = [f"## {study}: {len(records)} runs, exit codes {exits}, {statistics.median(seconds):.0f} s a run "
              f"(min {min(seconds):.0f}, max {max(seconds):.0f})", "",
-             "| program | verdicts | cpu ratio median [min, max] | cpu CV across runs | wall ratio median [min, max] | wall CV |",
+             "| program | verdicts | cpu ratio median [min, max] | cpu CV across runs "
+             "| wall ratio median [min, max] | wall CV |",
              "|---|---|---|---|---|---|"]  # fmt: skip
     for p in programs:
         rows = [t for r in records for t in r["timing"] if t["program"] == p]
@@ -79,13 +80,23 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("study", choices=("same", "slowdown", "fusion", "releases", "budget"))
     p.add_argument("--runs", type=int, help="runs (default: 10; 20 for slowdown; 1 for releases and budget)")
-    p.add_argument("--load", type=int, help="busy loops beside the runs (default: one per core for same/slowdown/fusion)")
-    p.add_argument("--out", type=Path, help="folder for the records (default: artifacts/versus-studies/STUDY)")
-    p.add_argument("--programs", default="naive,take,grad_take", help="for same/slowdown/fusion (default: %(default)s)")
-    p.add_argument("--fraction", type=float, default=0.2,
-                   help="slowdown: INVARIANTS_VERSUS_SLOWDOWN, the fraction of lookups the candidate adds to each call "
-                   "(default 0.2: measured as a ~10%% slowdown of the seed's programs here, since a call's dispatch "
-                   "cost does not grow with its lookups; 0.1 measured ~5%%)")
+    p.add_argument(
+        "--load", type=int, help="busy loops beside the runs (default: one per core for same/slowdown/fusion)"
+    )
+    p.add_argument(
+        "--out", type=Path, help="folder for the records (default: artifacts/versus-studies/STUDY)"
+    )
+    p.add_argument(
+        "--programs", default="naive,take,grad_take", help="for same/slowdown/fusion (default: %(default)s)"
+    )
+    p.add_argument(
+        "--fraction",
+        type=float,
+        default=0.2,
+        help="slowdown: INVARIANTS_VERSUS_SLOWDOWN, the fraction of lookups the candidate adds to each call "
+        "(default 0.2: measured as a ~10%% slowdown of the seed's programs here, since a call's dispatch "
+        "cost does not grow with its lookups; 0.1 measured ~5%%)",
+    )
     p.add_argument("extra", nargs="*", help="more versus arguments, after --")
     args = p.parse_args()
     runs = args.runs or {"slowdown": 20, "releases": 1, "budget": 1}.get(args.study, 10)
@@ -93,7 +104,15 @@ def main() -> int:
     out = args.out or ROOT / "artifacts" / "versus-studies" / args.study
     out.mkdir(parents=True, exist_ok=True)
     # A forward, the fill-mode take, a backward: three programs keep a run near a minute under load.
-    common = ["--baseline", "current", "--candidate", "current", "--no-structure", "--programs", args.programs]
+    common = [
+        "--baseline",
+        "current",
+        "--candidate",
+        "current",
+        "--no-structure",
+        "--programs",
+        args.programs,
+    ]
     versus_args = {
         "same": common,
         "slowdown": [*common, "--candidate-env", f"INVARIANTS_VERSUS_SLOWDOWN={args.fraction}"],
@@ -117,8 +136,11 @@ def main() -> int:
             if record.exists():
                 records.append(json.loads(record.read_text()))
             verdicts = ", ".join(f"{t['program']} {t['results'][t['clock']]['median']:.3f} {t['verdict']}"
-                                 for t in records[-1]["timing"]) if record.exists() else "no record"  # fmt: skip
-            print(f"  run {i}: exit {rc} in {s:.0f} s (load {os.getloadavg()[0]:.1f}): {verdicts}", flush=True)
+                                 for t in records[-1]["timing"]
+                                 ) if record.exists() else "no record"  # fmt: skip
+            print(
+                f"  run {i}: exit {rc} in {s:.0f} s (load {os.getloadavg()[0]:.1f}): {verdicts}", flush=True
+            )
     finally:
         for h in hogs:
             h.kill()

@@ -34,6 +34,7 @@ from invariants._versus_protocol import (
     encode,
 )
 from invariants._versus_report import (
+    as_items,
     invariant_changes,
     load_record,
     make_record,
@@ -86,7 +87,7 @@ def test_request_strict(line: str, says: str) -> None:
 
 def test_reply_strict() -> None:
     assert decode_reply(encode({"ok": True, "wall": 0.1, "cpu": 0.2}), "time", "w")["cpu"] == 0.2
-    with pytest.raises(ProtocolError, match="^candidate: boom$"):
+    with pytest.raises(ProtocolError, match=r"^candidate: boom$"):
         decode_reply(encode({"ok": False, "error": "boom"}), "time", "candidate")
     with pytest.raises(ProtocolError, match="needs 'ok'"):
         decode_reply(encode({"wall": 0.1}), "time", "w")
@@ -158,7 +159,9 @@ def test_rounds_interval_is_t_on_logs() -> None:
     logs = np.log(ratios)
     half = 2.5706 * np.std(logs, ddof=1) / math.sqrt(6)  # t(0.975, 5)
     assert est == pytest.approx(math.exp(logs.mean()))
-    assert (low, high) == pytest.approx((math.exp(logs.mean() - half), math.exp(logs.mean() + half)), rel=1e-4)
+    assert (low, high) == pytest.approx(
+        (math.exp(logs.mean() - half), math.exp(logs.mean() + half)), rel=1e-4
+    )
     with pytest.raises(InvariantsError, match="2 rounds cannot give an interval"):
         rounds_interval([1.0, 1.1], 0.95)
     with pytest.raises(InvariantsError, match="not positive"):
@@ -241,7 +244,10 @@ def fake_pairs(candidate: dict[str, float], seed: int, bias_sd: float = 0.03, no
 
 
 SETTINGS = Settings(round_seconds=0.0, min_pairs=30)
-SIDES = [Side("baseline", "current", Path(sys.executable)), Side("candidate", "current", Path(sys.executable))]
+SIDES = [
+    Side("baseline", "current", Path(sys.executable)),
+    Side("candidate", "current", Path(sys.executable)),
+]
 
 
 def test_time_round_alternates_abba_one_side_at_a_time() -> None:
@@ -356,7 +362,7 @@ def test_judge_reports_rounds() -> None:
 
 def test_parse_env() -> None:
     assert parse_env(["XLA_FLAGS=--a=b c", "X="], "--candidate-env") == {"XLA_FLAGS": "--a=b c", "X": ""}
-    with pytest.raises(InvariantsError, match="^--baseline-env 'NOVALUE': expected NAME=VALUE$"):
+    with pytest.raises(InvariantsError, match=r"^--baseline-env 'NOVALUE': expected NAME=VALUE$"):
         parse_env(["NOVALUE"], "--baseline-env")
 
 
@@ -417,7 +423,7 @@ def _record(timing: list[dict[str, Any]], structure: list[dict[str, Any]]) -> di
 def _timing(word: str) -> dict[str, Any]:
     start, _ = fake_pairs({"wall": 1.2, "cpu": 1.2} if word == "fail" else {"wall": 1.0, "cpu": 1.0}, 5)
     (v,) = measure_confirmed(SIDES, ["naive"], SETTINGS, lambda _: None, start)
-    assert v.verdict == word or word == "pass" and v.verdict == "inconclusive"
+    assert v.verdict == word or (word == "pass" and v.verdict == "inconclusive")
     return v.to_dict()
 
 
@@ -435,7 +441,10 @@ def test_record_exit_and_report(tmp_path: Path) -> None:
     bad = _record([_timing("fail")], [_structure_entry(True, False), _structure_entry(False, False)])
     assert bad["exit"] == 1
     assert any(r.startswith("naive: fail: ratio 1.") for r in bad["reasons"])
-    assert "grad_take/f32/cpu: invariant no_while holds on the baseline, fails on the candidate" in bad["reasons"]
+    assert (
+        "grad_take/f32/cpu: invariant no_while holds on the baseline, fails on the candidate"
+        in bad["reasons"]
+    )
     assert len(bad["reasons"]) == 2  # failing on both sides is not a regression of the candidate
     write_json(bad, tmp_path / "v.json")
     loaded = load_record(tmp_path / "v.json")
@@ -465,7 +474,8 @@ def test_load_record_rejects_other_files(tmp_path: Path) -> None:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "invariants", "versus", *args], cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "invariants", "versus", *args], cwd=ROOT,
+                          capture_output=True,
                           text=True, timeout=120, check=False)  # fmt: skip
 
 
@@ -479,11 +489,23 @@ def _cli_here(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str,
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["--baseline", "/no/such/python", "--candidate", "current"], "--baseline /no/such/python: no such interpreter"),
-        (["--baseline", "current", "--candidate", "newest"], "--candidate newest: not 'current', a jax version"),
+        (
+            ["--baseline", "/no/such/python", "--candidate", "current"],
+            "--baseline /no/such/python: no such interpreter",
+        ),
+        (
+            ["--baseline", "current", "--candidate", "newest"],
+            "--candidate newest: not 'current', a jax version",
+        ),
         (["--baseline", "current", "--candidate", "current", "--programs", "nave"], "nave: unknown program"),
-        (["--baseline", "current", "--candidate", "current", "--candidate-env", "XLA"], "expected NAME=VALUE"),
-        (["--baseline", "current", "--candidate", "current", "--targets", "tpu-v9"], "unknown target 'tpu-v9'"),
+        (
+            ["--baseline", "current", "--candidate", "current", "--candidate-env", "XLA"],
+            "expected NAME=VALUE",
+        ),
+        (
+            ["--baseline", "current", "--candidate", "current", "--targets", "tpu-v9"],
+            "unknown target 'tpu-v9'",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], says: str) -> None:
@@ -503,3 +525,35 @@ def test_help_promises(capsys: pytest.CaptureFixture[str]) -> None:
     for word in ("--baseline", "--candidate", "--candidate-env", "--json", "--out", "--plot", "--threshold",
                  "current", "Exit status"):  # fmt: skip
         assert word in text
+
+
+# ----------------------------------------------------------------------------------------------- wiring
+
+
+def test_nightly_versus_baseline_is_the_pin() -> None:
+    import re
+    import tomllib
+
+    pin = next(d for d in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+               if d.startswith("jax=="))  # fmt: skip
+    tox = (ROOT / "tox.ini").read_text()
+    assert re.search(r"VERSUS_BASELINE = \{env:VERSUS_BASELINE:" + re.escape(pin.split("==")[1]) + r"\}", tox)
+    assert "python -m invariants versus --baseline {env:VERSUS_BASELINE:current} --candidate current" in tox
+
+
+def test_selfcheck_versus_injections_reach_the_candidate_only(tmp_path: Path) -> None:
+    from invariants import _selfcheck as sc
+
+    inj = next(i for i in sc.REGISTRY if i.name == "versus_no_fusion")
+    cmd = sc.child_command(inj, tmp_path / "r.json", tmp_path / "hlo")
+    assert cmd[1:4] == ["-m", "invariants", "versus"]
+    assert "--candidate-env=XLA_FLAGS=--xla_disable_hlo_passes=fusion" in cmd
+    assert not any(a.startswith("--baseline-env") for a in cmd)
+    # The real record writer's output, judged the way run_injection judges it.
+    caught = _record([_timing("fail")], [_structure_entry(True, False)])
+    caught["structure"][0]["invariants"][0]["id"] = "one_kernel"
+    outcome = sc.judge(inj, 1, {"items": as_items(caught)}, 1.0)
+    assert outcome.caught and outcome.missing == []
+    clean = _record([_timing("pass")], [_structure_entry(True, True)])
+    outcome = sc.judge(inj, 0, {"items": as_items(clean)}, 1.0)
+    assert not outcome.caught and outcome.missing == ["versus-invariant:one_kernel", "versus-timing"]
