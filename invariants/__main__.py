@@ -13,11 +13,12 @@ import sys
 from ._errors import InvariantsError, did_you_mean
 
 COMMANDS = {
+    "gate": ("invariants._gate", "run the gate on a project's own programs (spec files with [[program]])"),
     "hlo-stats": ("invariants._hlo_stats", "structural metrics of optimized-HLO text files or dump folders"),
     "report": ("invariants._report", "markdown tables (and a PNG) from a run's results"),
     "selfcheck": ("invariants._selfcheck", "inject regressions and show the suite catches each"),
     "bisect": ("invariants._bisect", "find the JAX release where an item changed verdict"),
-    "matrix": ("invariants._bisect", "key metrics across JAX releases, as a table and a plot"),
+    "matrix": ("invariants._matrix", "key metrics across JAX releases, as a table and a plot"),
     "versus": ("invariants._versus", "time the catalog under two JAX installations, paired in one run"),
 }
 
@@ -29,6 +30,19 @@ def _usage() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; a reader that stops early (``| head``) ends it quietly, with exit code 0."""
+    try:
+        status = _dispatch(argv)
+        sys.stdout.flush()  # a closed pipe shows here, inside the try, not at interpreter exit
+        return status
+    except BrokenPipeError:
+        # Point stdout at /dev/null so that the interpreter's final flush does not raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+def _dispatch(argv: list[str] | None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] in ("-h", "--help"):
         print(_usage())
@@ -40,6 +54,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # As in the pytest plugin: without a request, JAX runs on the CPU (and the CUDA plugin stays quiet).
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    # No command writes inside the installed package (or JAX's): no bytecode caches from here on, in this
+    # process or its children (compile children, self-check and bisect runs). What Python cached before
+    # this line (this package's __init__, _errors, __main__) is written only where the installer did not
+    # compile the bytecode (pip does; `uv pip install` needs --compile-bytecode).
+    sys.dont_write_bytecode = True
+    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     module = importlib.import_module(COMMANDS[command][0])
     entry = getattr(module, "main_" + command.replace("-", "_"), None) or module.main
     try:
@@ -49,9 +69,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:  # `... | head` closed the pipe: not an error of ours
-        sys.stderr.close()
-        return 0
 
 
 if __name__ == "__main__":

@@ -13,20 +13,21 @@ import ast
 import dataclasses
 import fnmatch
 import importlib.metadata
-import math
 import operator
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
+from ._compile import Key
+from ._cost import Missing
 from ._errors import InvariantsError
-from ._programs import CATALOG, Config, get_config
-from ._spec import CorrectnessCheck, Invariant, Spec, select_programs
-from ._structure import METRICS, Structure
-from ._targets import Target
-
-Key = tuple[str, str, str]
+from ._metrics import METRICS, input_facts
+from ._programs import Config, get_config
+from ._registry import PROGRAMS
+from ._spec import CorrectnessCheck, Invariant, Spec, scaled_terms, scope_of, select_programs
+from ._structure import Structure
+from ._targets import Target, device_count
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +48,7 @@ class Case:
     @property
     def keys(self) -> list[Key]:
         programs = [self.program] if self.program else list(self.invariant.programs)
-        return [(p, self.config, self.target) for p in programs]
+        return [Key(p, self.config, self.target) for p in programs]
 
 
 def _config_matches(config: str, patterns: Sequence[str]) -> bool:
@@ -89,14 +90,14 @@ def expand(
                     continue
                 skip = unmet_condition(inv)
                 if inv.kind == "absolute":
-                    for name in select_programs(inv.programs):
-                        for config in target.configs_for(CATALOG[name]):
+                    for name in select_programs(inv.programs, scope_of(spec)):
+                        for config in target.configs_for(PROGRAMS[name]):
                             if _config_matches(config, inv.configs):
                                 cases.append(Case(inv, target.name, config, name, skip))
                 else:
                     shared = None
                     for name in inv.programs:
-                        have = set(target.configs_for(CATALOG[name]))
+                        have = set(target.configs_for(PROGRAMS[name]))
                         shared = have if shared is None else shared & have
                     for config in sorted(shared or ()):
                         if _config_matches(config, inv.configs):
@@ -105,17 +106,29 @@ def expand(
 
 
 @dataclasses.dataclass(frozen=True)
-class Verdict:
-    """The decision on one case. ``measured`` maps each evaluated term to its value."""
+class Decision:
+    """The decision on one case. ``measured`` maps each evaluated term to its value. ``ratio`` is
+    ``metric(A) / metric(B)`` of a scaled relation (see ``invariants._spec.scaled_terms``), else None."""
 
     holds: bool
     measured: dict[str, Any]
     detail: str = ""
+    ratio: float | None = None
 
     def describe(self, invariant: Invariant) -> str:
         values = ", ".join(f"{k} = {_fmt(v)}" for k, v in self.measured.items())
         line = f"assert {invariant.text}: measured {values}"
+        if self.ratio is not None:
+            terms = scaled_terms(invariant.expr.body)
+            assert terms is not None
+            # The compiler's figures are predictions, and the line says so.
+            label = "predicted ratio" if METRICS[terms[0]].source == "compiler" else "ratio"
+            line += f"; {label} {terms[1]}/{terms[2]} = {_fmt_ratio(self.ratio)} (bound {terms[3]:g})"
         return line + (f"; {self.detail}" if self.detail else "")
+
+
+def _fmt_ratio(ratio: float) -> str:
+    return f"{ratio:.3g}" if ratio < 1000 else f"{ratio:,.0f}"
 
 
 def _fmt(value: Any) -> str:
@@ -124,16 +137,6 @@ def _fmt(value: Any) -> str:
     if isinstance(value, tuple) and len(value) > 6:
         return f"<{len(value)} items>"
     return repr(value) if isinstance(value, str) else str(value)
-
-
-def input_facts(config: Config) -> dict[str, int]:
-    itemsize = np.dtype(config.table.dtype).itemsize
-    return {
-        "table_bytes": config.vocab * config.width * itemsize,
-        "row_bytes": config.width * itemsize,
-        "lookups": math.prod(config.index_shape),
-        "vocab": config.vocab,
-    }
 
 
 def structural_signature(s: Structure) -> tuple[Any, ...]:
@@ -174,20 +177,30 @@ def evaluate(
     case: Case,
     structure: Callable[[Key], Structure],
     measure: Callable[[str, str], float] | None = None,
-) -> Verdict:
+    costs: Callable[[Key], dict[str, int | float | Missing]] | None = None,
+) -> Decision:
     """Decide ``case``. ``structure(key)`` gives the structure of a compiled key; ``measure(fn, program)``
-    gives a throughput figure (``time`` or ``efficiency``) for throughput invariants."""
+    gives a throughput figure (``time``) for throughput invariants; ``costs(key)`` gives the compiler
+    metrics (``invariants._metrics.compiler_metrics``). A metric without a value (a
+    :class:`~invariants._cost.Missing`, an unknown trip count) makes the verdict fail with one line saying
+    why: an invariant never passes on a number that is not there."""
     config = get_config(case.config)
-    facts = input_facts(config)
+    layout = PROGRAMS[case.program].layout if case.program is not None else None
+    facts = input_facts(config, layout, device_count(case.target))
     measured: dict[str, Any] = {}
 
     def metric_of(name: str, program: str) -> Any:
-        s = structure((program, case.config, case.target))
-        if name == "custom_call_targets":
-            return s.custom_call_targets
-        if name == "opcodes":
-            return tuple(s.opcodes)
-        value = METRICS[name](s)
+        if METRICS[name].source == "compiler":
+            if costs is None:
+                raise _Unknown(f"{name} of {program} needs the compiled program's analyses")
+            cost = costs(Key(program, case.config, case.target))[name]
+            if isinstance(cost, Missing):
+                raise _Unknown(f"{name} of {program} on {case.target}: {cost.reason}")
+            return cost
+        s = structure(Key(program, case.config, case.target))
+        of = METRICS[name].of
+        assert of is not None, name  # the spec loader admits only computable names here
+        value = of(s)
         if value is None:
             raise _Unknown(f"{name} of {program} is unknown (a loop trip count could not be derived)")
         return value
@@ -210,10 +223,10 @@ def evaluate(
         if isinstance(node, ast.Call):
             fn, program = node.func.id, node.args[0].id  # type: ignore[attr-defined]
             if fn == "structure":
-                value = structural_signature(structure((program, case.config, case.target)))
+                value = structural_signature(structure(Key(program, case.config, case.target)))
                 measured[f"structure({program})"] = f"<{len(value[0])} kernels>"
                 return value
-            if fn in ("time", "efficiency"):
+            if METRICS[fn].source == "throughput":
                 if measure is None:
                     raise InvariantsError(f"{case.invariant.where}: {fn}() needs the throughput tier")
                 value = measure(fn, program)
@@ -229,9 +242,16 @@ def evaluate(
         left = ev(body.left)
         right = ev(body.comparators[0])
     except _Unknown as err:
-        return Verdict(False, measured, str(err))
+        return Decision(False, measured, str(err))
     holds = bool(_COMPARE[type(body.ops[0])](left, right))
-    return Verdict(holds, measured)
+    ratio = None
+    terms = scaled_terms(body)
+    if terms is not None:
+        a = measured.get(f"{terms[0]}({terms[1]})")
+        b = measured.get(f"{terms[0]}({terms[2]})")
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b:
+            ratio = a / b
+    return Decision(holds, measured, ratio=ratio)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -244,7 +264,7 @@ _TOLERANCE = {"f32": 1e-5, "bf16": 2e-2}
 def _run(program: str, config: Config, args: Sequence[Any]) -> np.ndarray:
     import jax
 
-    out = jax.jit(CATALOG[program].fn)(*args)
+    out = jax.jit(PROGRAMS[program].fn)(*args)
     return np.asarray(jax.device_get(out), dtype=np.float32)
 
 
@@ -254,12 +274,12 @@ def check_agree(check: CorrectnessCheck, program: str, config: Config, distribut
 
     if check.reference is None:
         raise InvariantsError(f"{check.where}: check 'agree' needs a 'reference' program")
-    args = make_arguments(CATALOG[program], config, distribution)  # type: ignore[arg-type]
+    args = make_arguments(PROGRAMS[program], config, distribution)  # type: ignore[arg-type]
     got, want = _run(program, config, args), _run(check.reference, config, args)
+    if got.shape != want.shape:  # before subtracting: numpy would broadcast or raise
+        return f"shape {got.shape} differs from {check.reference}'s {want.shape}"
     tol = _TOLERANCE[config.table_dtype] * max(1.0, float(np.abs(want).max()))
     err = float(np.abs(got - want).max())
-    if got.shape != want.shape:
-        return f"shape {got.shape} differs from {check.reference}'s {want.shape}"
     if not err <= tol:
         return f"max |{program} - {check.reference}| = {err:.3g} > {tol:.3g}"
     return None
@@ -320,7 +340,7 @@ def check_narrow_index(
     table = np.arange(vocab * config.width, dtype=np.float32).reshape(vocab, config.width)
     x = np.arange(-1, 127, dtype=np.int8)
     try:
-        out = np.asarray(jax.jit(CATALOG[program].fn)(table, x))
+        out = np.asarray(jax.jit(PROGRAMS[program].fn)(table, x))
         got = "ok" if np.array_equal(out, table[x.astype(np.int64)]) else "wrong_rows"
     except OverflowError:
         got = "overflow_error"
@@ -355,9 +375,9 @@ def expand_correctness(specs: Iterable[Spec], runtime: Target) -> list[Correctne
         if not spec_applies(spec, runtime):
             continue
         for check in spec.correctness:
-            for name in select_programs(check.programs):
-                for config in runtime.configs_for(CATALOG[name]):
-                    if _config_matches(config, check.configs):
+            for name in select_programs(check.programs, scope_of(spec)):
+                for config in runtime.configs_for(PROGRAMS[name]):
+                    if _config_matches(config, check.configs) and not get_config(config).compile_only:
                         for dist in check.distributions:
                             cases.append(CorrectnessCase(check, name, config, dist, unmet_condition(check)))
     return cases

@@ -6,20 +6,27 @@ and a child process can hand them back as JSON.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from ._errors import InvariantsError
-from ._programs import Program, get_config, get_program
+from ._programs import Program, get_config
+from ._registry import get_program
 from ._targets import HOST_DEVICE_FLAG, Target
 
-Key = tuple[str, str, str]  # (program, config id, target name)
+
+class Key(NamedTuple):
+    """What one compile is of: a catalog program, in one configuration, for one target."""
+
+    program: str
+    config: str
+    target: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,7 +52,7 @@ class Compiled:
 
     @property
     def key(self) -> Key:
-        return (self.program, self.config, self.target)
+        return Key(self.program, self.config, self.target)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -57,7 +64,8 @@ class Compiled:
         return cls(**data)
 
 
-def _abstract_arguments(program: Program, config_id: str, target: Target) -> tuple[Any, ...]:
+def _abstract_arguments(program: Program, config_id: str, target: Target) -> tuple[tuple[Any, ...], Any]:
+    """The abstract arguments, and the mesh of a sharded program (None otherwise)."""
     import jax
     import numpy as np
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
@@ -65,19 +73,27 @@ def _abstract_arguments(program: Program, config_id: str, target: Target) -> tup
     config = get_config(config_id)
     specs = program.argument_specs(config)
     if target.mode == "runtime" and program.layout is None:
-        return specs
+        return specs, None
     devices = list(target.devices())
-    if program.layout is not None:
-        layout = program.layout
+    layout = program.layout
+    if layout is not None and layout.pod:
+        from jax.experimental import mesh_utils
+
+        # A pod job's mesh: devices placed by their physical coordinates (rings along the ICI links).
+        shape = layout.mesh_for(target.device_count)
+        mesh = Mesh(mesh_utils.create_device_mesh(shape, devices[: int(np.prod(shape))]), layout.axes)
+        parts = program.argument_specs_sharded(config)
+    elif layout is not None:
         mesh = Mesh(np.array(devices[: layout.devices]).reshape(layout.mesh_shape), layout.axes)
         parts = program.argument_specs_sharded(config)
     else:
         mesh = Mesh(np.array(devices[:1]).reshape(1), ("x",))
         parts = tuple(() for _ in specs)
-    return tuple(
+    args = tuple(
         jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=NamedSharding(mesh, PartitionSpec(*p)))
         for s, p in zip(specs, parts, strict=True)
     )
+    return args, (mesh if layout is not None else None)
 
 
 def jaxpr_primitives(closed_jaxpr: Any) -> tuple[str, ...]:
@@ -126,12 +142,21 @@ def _compile(program_name: str, config_id: str, target: Target) -> tuple[Compile
     import jax
 
     program = get_program(program_name)
-    args = _abstract_arguments(program, config_id, target)
+    args, mesh = _abstract_arguments(program, config_id, target)
+    layout = program.layout
+    jit_kwargs: dict[str, Any] = {}
+    if layout is not None and layout.output is not None:
+        from jax.sharding import NamedSharding, PartitionSpec
+
+        jit_kwargs["out_shardings"] = NamedSharding(mesh, PartitionSpec(*layout.output))
+    # Pod programs name mesh axes in their code (shard_map, sharding constraints), as model code does.
+    context = jax.set_mesh(mesh) if layout is not None and layout.pod else contextlib.nullcontext()
     start = time.perf_counter()
     try:
-        closed = jax.make_jaxpr(program.fn)(*args)
-        lowered = jax.jit(program.fn).lower(*args)
-        compiled = lowered.compile()
+        with context:
+            closed = jax.make_jaxpr(program.fn)(*args)
+            lowered = jax.jit(program.fn, **jit_kwargs).lower(*args)
+            compiled = lowered.compile()
     except Exception as err:  # a compiler error is a finding about this key, said in one line
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise InvariantsError(f"{target.name}/{program_name}[{config_id}]: compile failed: {first}") from err
@@ -179,22 +204,15 @@ def _memory(compiled: Any) -> dict[str, int]:
 
 def compile_in_child(keys: Iterable[Key], target: Target) -> list[Compiled]:
     """Compile ``keys`` for a ``subprocess`` target in one child process with the host-device flag set."""
-    requests = [list(k) for k in keys]
+    from ._child import keys_child
+
     env = dict(os.environ)
     env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {HOST_DEVICE_FLAG}".strip()
     env["JAX_PLATFORMS"] = "cpu"
-    proc = subprocess.run(
-        [sys.executable, "-m", "invariants._compile", target.name],
-        input=json.dumps(requests),
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
+    out = keys_child(
+        "invariants._compile", list(keys), env=env, what=f"{target.name}: compile", args=[target.name]
     )
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise InvariantsError(f"{target.name}: compile child exited {proc.returncode}: {last}")
-    return [Compiled.from_json(d) for d in json.loads(proc.stdout)]
+    return [Compiled.from_json(d) for d in out]
 
 
 class CompileCache:
@@ -209,10 +227,10 @@ class CompileCache:
 
     def plan(self, keys: Iterable[Key]) -> None:
         for key in keys:
-            self._planned.setdefault(key[2], set()).add(key)
+            self._planned.setdefault(key.target, set()).add(key)
 
     def get(self, program: str, config: str, target: str) -> Compiled:
-        key = (program, config, target)
+        key = Key(program, config, target)
         if key not in self._done:
             t = self._targets[target]
             if t.mode == "subprocess":
@@ -230,7 +248,7 @@ class CompileCache:
         if self._targets[target].mode != "runtime":
             raise InvariantsError(f"{target}: only the runtime target runs programs; this one compiles only")
         self.get(program, config, target)
-        return self._executables[(program, config, target)]
+        return self._executables[Key(program, config, target)]
 
     @property
     def compiled(self) -> list[Compiled]:

@@ -20,6 +20,7 @@ that follow it; its ``line`` is the first one.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -197,11 +198,16 @@ class Computation:
 
 @dataclass(frozen=True)
 class HloModule:
-    """One HLO module: computations by name in text order, and the ENTRY computation."""
+    """One HLO module: computations by name in text order, and the ENTRY computation.
+
+    ``scheduled``: the header says ``is_scheduled=true``, which XLA writes on the optimized module it
+    compiles (every backend, current and older releases); a ``before_optimizations`` dump lacks it.
+    """
 
     name: str
     computations: dict[str, Computation] = field(hash=False)
     entry: Computation
+    scheduled: bool = False
 
 
 # --- lexical helpers ---------------------------------------------------------------------------------
@@ -411,6 +417,7 @@ def parse_module(text: str, source: str = "<string>") -> HloModule:
     """
     lines = text.splitlines()
     module_name: str | None = None
+    scheduled = False
     computations: dict[str, Computation] = {}
     current: _OpenComputation | None = None
     in_table = False
@@ -448,6 +455,7 @@ def parse_module(text: str, source: str = "<string>") -> HloModule:
                 if m.group(2):
                     _split(m.group(2), 0, None)  # checks that the header's attributes are balanced
                 module_name = m.group(1)
+                scheduled = bool(re.search(r"(?:^|,)\s*is_scheduled=true\b", m.group(2) or ""))
                 in_table = False
                 continue
             if module_name is None:
@@ -473,7 +481,7 @@ def parse_module(text: str, source: str = "<string>") -> HloModule:
         raise HloParseError(source, current.line, "computation not closed with '}'", current.name)
     if module_name is None:
         raise HloParseError(source, 1, "no HloModule line", text[:80])
-    return _link(module_name, computations, source)
+    return dataclasses.replace(_link(module_name, computations, source), scheduled=scheduled)
 
 
 def _close(comp: _OpenComputation, source: str) -> Computation:

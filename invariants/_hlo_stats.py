@@ -9,22 +9,53 @@ import sys
 from collections import Counter
 from typing import Any
 
+from invariants._cost import cycle_estimate
 from invariants._errors import InvariantsError
-from invariants._hlo import parse_module
+from invariants._hlo import HloModule, parse_module
+from invariants._metrics import METRICS, help_text
 from invariants._structure import Kernel, Structure, structure_of, to_json
 
 _DUMP_GLOB = "*after_optimizations.txt"
 
-_EPILOG = f"""\
+# Keys of a --json object besides the metrics: details a metric summarizes.
+_DETAILS = {
+    "module": "the HLO module's name",
+    "optimized": "false for a module without is_scheduled=true (e.g. a before_optimizations dump)",
+    "fusion_kinds": "entry fusions by kind (kLoop, kInput, ...)",
+    "trip_counts": "one per while loop, null when unknown",
+    "loops": "each while loop: name, trip count, kernels and opcodes per iteration",
+    "opcode_counts": "opcode -> instructions, all computations",
+    "collective_counts": "collective opcode -> count",
+    "collective_list": "each collective: opcode, shape, bytes, replica groups",
+    "gather_shapes": "each gather: result shape and dimension numbers",
+    "scatter_shapes": "each scatter: result shape and dimension numbers",
+    "convert_pairs": "src->dst dtype pair -> converts",
+    "root_shape": "the entry computation's result shape",
+    "kernel_list": "the kernels, as the snapshot lists them",
+    "unestimated_launches": "launches (loops expanded) without an estimated_cycles; they add nothing",
+    "estimated_cycles_note": "why estimated_cycles is null (no TPU estimates, or an unknown trip count)",
+}
+
+
+def _epilog() -> str:
+    details = "\n".join(f"  {k:<24}  {v}" for k, v in _DETAILS.items())
+    return f"""\
 A directory argument stands for its {_DUMP_GLOB} files (sorted by name), as written by
 XLA_FLAGS=--xla_dump_to=DIR. Other files are read as one HLO module each (e.g. compiled.as_text()).
+Given several files (e.g. DIR/*), a file that is not an HLO module (buffer assignments, object files,
+LLVM IR) is skipped with a note on stderr. A module without is_scheduled=true in its header (e.g. a
+before_optimizations dump) is not what XLA runs: its ops are not fused into kernels yet. It is still
+reported, marked "optimized": false in --json and NOT OPTIMIZED in text, with a note on stderr.
+
+The metrics, as a spec's assert names them (invariants/*.toml):
+{help_text()}
 
 --json prints, for exactly one input file, that file's object; for several, one object keyed by file path.
-Each file's object has: module, entry_fusions, fusion_kinds, kernels, while_loops (count), trip_counts
-(one per loop, null when unknown), dynamic_kernel_launches (null when a trip count is unknown), opcodes,
-custom_call_targets, collectives (opcode -> count), collective_bytes, gathers, scatters, dynamic_slices,
-dynamic_update_slices, gather_shapes, scatter_shapes, converts (src->dst -> count), root_shape and
-kernel_list.
+Each object has every structural metric above under its own name (null when unknown), estimated_cycles
+(the TPU compiler's prediction: each kernel's backend_config "estimated_cycles", summed over the kernels
+that run, a while body once per trip and its condition once per trip plus one, nested loops multiplied;
+null for modules without estimates, e.g. CPU and GPU, and when a trip count is unknown), and these details:
+{details}
 
 Exit status: 0 on success; 2 for a missing file or text that is not understood (one line on stderr,
 FILE:LINE: what was not understood).
@@ -39,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hlo-stats",
         description="Structural metrics (kernels, fusions, loops, gathers, collectives) of optimized HLO.",
-        epilog=_EPILOG,
+        epilog=_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
@@ -68,38 +99,56 @@ def _expand(paths: list[str]) -> list[pathlib.Path]:
 def _read(path: pathlib.Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        reason = err.strerror if isinstance(err, OSError) and err.strerror else type(err).__name__
-        raise _InputError(f"{path}: cannot read: {reason}") from None
+    except OSError as err:
+        raise _InputError(f"{path}: cannot read: {err.strerror or type(err).__name__}") from None
+    except UnicodeDecodeError:
+        raise _NotAModule(f"{path}: not text") from None
+
+
+class _NotAModule(_InputError):
+    """A file that is no HLO module at all (as opposed to a module the parser does not understand)."""
+
+
+def _module_text(path: pathlib.Path) -> str:
+    """The text of ``path`` when its first meaningful line is an ``HloModule`` header."""
+    text = _read(path)
+    first = next(
+        (ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("//")), ""
+    )
+    if not first.startswith("HloModule"):
+        raise _NotAModule(f"{path}: not an HLO module (it does not start with 'HloModule')")
+    return text
 
 
 def summary(module_name: str, structure: Structure) -> dict[str, Any]:
-    """The per-file JSON object printed by ``--json`` (keys listed in the --help epilog)."""
+    """The per-file JSON object printed by ``--json``: every structural metric, then the details."""
     full = to_json(structure)
-    return {
+    metrics = {
+        m.name: (list(v) if isinstance(v := m.of(structure), tuple) else v)
+        for m in METRICS.values()
+        if m.source == "structure" and m.of is not None and m.alias_of is None
+    }
+    # The one compiler metric the HLO text alone decides (the others need the compiled executable).
+    estimate = cycle_estimate(structure)
+    metrics["estimated_cycles"] = estimate.cycles
+    details = {
         "module": module_name,
-        "entry_fusions": structure.entry_fusions,
         "fusion_kinds": full["fusion_kinds"],
-        "kernels": structure.kernels,
-        "while_loops": len(structure.while_loops),
         "trip_counts": [w.trip_count for w in structure.while_loops],
         "loops": full["while_loops"],
-        "dynamic_kernel_launches": structure.dynamic_kernel_launches,
-        "opcodes": full["opcodes"],
-        "custom_call_targets": full["custom_call_targets"],
-        "collectives": dict(sorted(Counter(c.opcode for c in structure.collectives).items())),
-        "collective_bytes": sum(c.bytes for c in structure.collectives),
+        "opcode_counts": full["opcodes"],
+        "collective_counts": dict(sorted(Counter(c.opcode for c in structure.collectives).items())),
         "collective_list": full["collectives"],
-        "gathers": structure.gathers,
-        "scatters": structure.scatters,
-        "dynamic_slices": structure.dynamic_slices,
-        "dynamic_update_slices": structure.dynamic_update_slices,
         "gather_shapes": full["gather_shapes"],
         "scatter_shapes": full["scatter_shapes"],
-        "converts": full["converts"],
+        "convert_pairs": full["converts"],
         "root_shape": structure.root_shape,
         "kernel_list": full["kernel_list"],
+        "unestimated_launches": estimate.unestimated,
+        "estimated_cycles_note": estimate.reason,
     }
+    assert details.keys() == _DETAILS.keys() - {"optimized"} and not metrics.keys() & details.keys()
+    return {**metrics, **details}
 
 
 def _kernel_lines(kernels: tuple[Kernel, ...], indent: str) -> list[str]:
@@ -121,15 +170,17 @@ def _kernel_lines(kernels: tuple[Kernel, ...], indent: str) -> list[str]:
                 what = f"fusion {k.fusion_kind} [{inner}]"
             elif k.custom_call_target:
                 what = f"custom-call {k.custom_call_target}"
-            lines.append(f"{indent}{what}  -> {k.shape}")
+            cycles = "" if k.estimated_cycles is None else f"  ({k.estimated_cycles} cycles)"
+            lines.append(f"{indent}{what}  -> {k.shape}{cycles}")
     return lines
 
 
-def _text_block(path: str, module_name: str, s: Structure) -> str:
+def _text_block(path: str, module: HloModule, s: Structure) -> str:
     dyn = "unknown" if s.dynamic_kernel_launches is None else str(s.dynamic_kernel_launches)
     kinds = ", ".join(f"{k} {n}" for k, n in s.fusion_kinds.items()) or "none"
+    state = "" if module.scheduled else ", NOT OPTIMIZED: ops are not fused into kernels yet"
     lines = [
-        f"{path}  (module {module_name})",
+        f"{path}  (module {module.name}{state})",
         f"  entry fusions: {s.entry_fusions} ({kinds})",
         f"  kernels: {s.kernels} static, {dyn} dynamic launches",
     ]
@@ -147,6 +198,13 @@ def _text_block(path: str, module_name: str, s: Structure) -> str:
     if s.converts:
         counts = Counter(s.converts)
         lines.append("  converts: " + ", ".join(f"{k} x{n}" for k, n in sorted(counts.items())))
+    estimate = cycle_estimate(s)
+    if estimate.cycles is not None:
+        lines.append(
+            f"  estimated cycles: {estimate.cycles} ({estimate.unestimated} launches carry no estimate)"
+        )
+    else:
+        lines.append(f"  estimated cycles: none ({estimate.reason})")
     lines.append(f"  root: {s.root_shape}")
     lines.append("  kernel list:")
     lines.extend(_kernel_lines(s.kernel_list, "    "))
@@ -157,17 +215,30 @@ def main(argv: list[str]) -> int:
     """Run ``hlo-stats`` with ``argv`` (without the program name); return the exit status."""
     opts = _parser().parse_args(argv)
     try:
-        results: list[tuple[str, str, Structure]] = []
-        for path in _expand(opts.files):
-            module = parse_module(_read(path), source=str(path))
-            results.append((str(path), module.name, structure_of(module)))
+        results: list[tuple[str, HloModule, Structure]] = []
+        paths = _expand(opts.files)
+        for path in paths:
+            try:
+                text = _module_text(path)
+            except _NotAModule as err:
+                if len(paths) == 1:
+                    raise
+                print(f"hlo-stats: skipped {err}", file=sys.stderr)
+                continue
+            module = parse_module(text, source=str(path))
+            if not module.scheduled:
+                print(f"hlo-stats: {path}: not optimized (no is_scheduled=true: a before_optimizations "
+                      "dump?); its ops are not fused into kernels yet", file=sys.stderr)  # fmt: skip
+            results.append((str(path), module, structure_of(module)))
+        if not results:
+            raise _InputError(f"{', '.join(opts.files)}: no HLO module among the files given")
     except InvariantsError as err:
         print(str(err), file=sys.stderr)
         return 2
     if opts.json:
-        objects = {path: summary(name, s) for path, name, s in results}
+        objects = {path: {**summary(m.name, s), "optimized": m.scheduled} for path, m, s in results}
         payload: Any = next(iter(objects.values())) if len(results) == 1 else objects
         print(json.dumps(payload, indent=2))
     else:
-        print("\n\n".join(_text_block(path, name, s) for path, name, s in results))
+        print("\n\n".join(_text_block(path, m, s) for path, m, s in results))
     return 0

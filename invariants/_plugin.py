@@ -6,16 +6,22 @@ comes from the catalog, the targets and the specs; what an item decides comes fr
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import difflib
 import os
+import sys
+import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ._errors import InvariantsError
+from ._errors import InvariantsError, did_you_mean
+
+if TYPE_CHECKING:  # _compile imports JAX, which must start after the environment below is set
+    from ._compile import Key
 
 # JAX reads JAX_PLATFORMS when it starts. Without a request, the runtime is the CPU: this also lets the
 # CUDA plugin load for ahead-of-time GPU compiles on hosts without a GPU. A TPU or GPU host asks for its
@@ -33,11 +39,14 @@ if "tpu" not in _REQUESTED:
 
 
 class GateSession:
-    """Per-session state: selected targets, the compile cache, parsed structures, the dump folder."""
+    """Per-session state: selected targets, programs and specs, the compile cache, parsed structures, where
+    snapshots are read and written, the dump folder."""
 
     def __init__(self, config: pytest.Config) -> None:
         from ._compile import CompileCache
-        from ._programs import CATALOG, get_program
+        from ._downstream import build_all
+        from ._programs import CATALOG
+        from ._registry import declare, declared
         from ._spec import load_specs
         from ._targets import all_targets, select_targets
 
@@ -45,20 +54,61 @@ class GateSession:
         self.rootpath = Path(config.rootpath)
         self.all_targets = all_targets()
         self.targets = select_targets(config.getoption("targets"))
-        names = config.getoption("programs")
-        self.programs = [get_program(n.strip()).name for n in names.split(",")] if names else list(CATALOG)
         self.cache = CompileCache(self.all_targets)
-        spec_dir = config.getoption("spec_dir")
-        self.specs = load_specs(Path(spec_dir)) if spec_dir else load_specs()
+        spec_dirs = config.getoption("spec_dir") or _env_list("INVARIANTS_SPEC_DIR")
+        self.specs = load_specs(*map(Path, spec_dirs))
+        declare(build_all(d for spec in self.specs for d in spec.programs))
+        self.with_catalog = not config.getoption("no_catalog")
+        default = [*(CATALOG if self.with_catalog else ()), *declared()]
+        self.programs = select_program_option(config.getoption("programs"), default)
+        if not self.programs:
+            raise InvariantsError("--no-catalog: no [[program]] declared in the spec files; nothing to gate")
+        # Snapshots: a declared program's in --snapshot-dir; the catalog's in --catalog-snapshot-dir, which
+        # is read-only unless it is --snapshot-dir itself (see snapshot_folder).
+        from ._snapshot_store import SNAPSHOT_ROOT
+
+        snapshot_dir = config.getoption("snapshot_dir")
+        self.snapshot_dir = (Path(snapshot_dir) if snapshot_dir else self.rootpath / SNAPSHOT_ROOT).resolve()
+        catalog_dir = config.getoption("catalog_snapshot_dir")
+        self.catalog_snapshot_dir = Path(catalog_dir).resolve() if catalog_dir else self.snapshot_dir
         self.dump_dir = Path(config.getoption("hlo_dump_dir"))
         self._structures: dict[Any, Any] = {}
         self.parse_seconds = 0.0
         self.raw = bool(config.getoption("raw_invariants"))
+        if config.getoption("programs") is not None:
+            _select_snapshots(self)
+
+    def snapshot_folder(self, program: str, target: str) -> Path:
+        """Where ``program``'s snapshots (and efficiency baselines) on ``target`` live."""
+        from ._programs import CATALOG
+
+        root = self.catalog_snapshot_dir if program in CATALOG else self.snapshot_dir
+        return root / target
+
+    def snapshot_writable(self, program: str) -> bool:
+        """Whether ``--snapshot-update`` may write ``program``'s snapshots: never the catalog's when they are
+        read from elsewhere (the package's own, in a downstream run)."""
+        from ._programs import CATALOG
+
+        return program not in CATALOG or self.catalog_snapshot_dir == self.snapshot_dir
+
+    def snapshot_path(self, key: tuple[str, str, str]) -> Path:
+        from ._snapshot_store import snapshot_stem
+
+        return self.snapshot_folder(key[0], key[2]) / f"{snapshot_stem(key[0], key[1])}.txt"
+
+    def update_command(self, test_file: Path, flag: str, programs: str, target: str | None = None) -> str:
+        """The command that records ``programs`` (``flag``: ``--snapshot-update`` or ``--record-baselines``),
+        on ``target`` or on every target present, the way this session was started: ``pytest FILE`` in a
+        checkout, ``python -m invariants gate ...`` in a downstream project."""
+        prefix = self.config.getoption("gate_command") or f"pytest {shown_path(test_file)}"
+        where = f" --targets {target}" if target else ""
+        return f"{prefix}{where} --programs {programs} {flag}"
 
     def available(self, target: str) -> str | None:
         return self.all_targets[target].unavailable_reason()
 
-    def structure(self, key: tuple[str, str, str]) -> Any:
+    def structure(self, key: Key) -> Any:
         from ._hlo import parse_module
         from ._structure import structure_of
 
@@ -69,28 +119,68 @@ class GateSession:
             self.parse_seconds += time.perf_counter() - start
         return self._structures[key]
 
-    def structure_keys(self) -> list[tuple[str, str, str]]:
-        from ._programs import CATALOG
+    def costs(self, key: Key) -> dict[str, Any]:
+        """The compiler metrics of ``key`` (``invariants._metrics.compiler_metrics``); never in snapshots."""
+        from ._metrics import compiler_metrics
+
+        compiled = self.cache.get(*key)
+        return compiler_metrics(self.structure(key), compiled.cost, compiled.memory)
+
+    def structure_keys(self) -> list[Key]:
+        from ._compile import Key
+        from ._registry import PROGRAMS
 
         return [
-            (name, config, target.name)
+            Key(name, config, target.name)
             for target in self.targets
             for name in self.programs
-            for config in target.configs_for(CATALOG[name])
+            for config in target.configs_for(PROGRAMS[name])
         ]
 
-    def dump(self, key: tuple[str, str, str]) -> Path:
+    def dump(self, key: Key) -> Path:
         """Write the optimized HLO and the jaxpr of ``key`` for CI to upload; return the folder."""
         compiled = self.cache.get(*key)
-        folder = self.dump_dir / key[2]
+        folder = self.dump_dir / key.target
         folder.mkdir(parents=True, exist_ok=True)
-        stem = f"{key[0]}.{key[1]}"
+        stem = f"{key.program}.{key.config}"
         (folder / f"{stem}.hlo.txt").write_text(compiled.hlo_text)
         (folder / f"{stem}.jaxpr.txt").write_text(compiled.jaxpr)
         return folder / stem
 
 
+def _env_list(name: str) -> list[str]:
+    value = os.environ.get(name)
+    return [value] if value else []
+
+
+def shown_path(path: Path) -> str:
+    """``path`` relative to the working directory when it is below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 _SESSION = pytest.StashKey[GateSession]()
+
+
+def select_program_option(value: str | None, default: list[str] | None = None) -> list[str]:
+    """The programs ``--programs`` names (catalog or declared): comma-separated names, fnmatch patterns,
+    ``kind:K`` or ``tag:T``, as a spec's ``programs`` takes them. Not given: ``default`` (every program).
+    Empty, or a selector that matches nothing: one line."""
+    from ._registry import PROGRAMS
+    from ._spec import select_programs
+
+    if value is None:
+        return list(PROGRAMS) if default is None else default
+    selectors = [w.strip() for w in value.split(",") if w.strip()]
+    if not selectors:
+        raise InvariantsError("--programs: empty selection; name programs, or leave the option out for all")
+    for sel in selectors:
+        if not select_programs([sel]):
+            raise InvariantsError(f"--programs: unknown program {sel!r}{did_you_mean(sel, PROGRAMS, n=2)}")
+    chosen = set(select_programs(selectors))
+    return [name for name in PROGRAMS if name in chosen]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -100,7 +190,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=os.environ.get("INVARIANTS_TARGETS"),
         help="comma-separated targets: all (default), runtime, cpu, tpu, gpu, or names such as tpu-v5e",
     )
-    group.addoption("--programs", default=None, help="comma-separated catalog programs (default: all)")
+    group.addoption(
+        "--programs",
+        default=None,
+        help="comma-separated catalog programs: names, patterns such as 'vmap_*', kind:backward or tag:core "
+        "(default: all)",
+    )
     group.addoption(
         "--raw-invariants",
         action="store_true",
@@ -108,9 +203,40 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="evaluate every assert as written, ignoring 'when' scopes and ratchets (what bisect uses)",
     )
     group.addoption(
+        "--record-baselines",
+        action="store_true",
+        default=False,
+        help="re-record the efficiency baselines of the timed programs (snapshots/<target>/efficiency/); "
+        "--snapshot-update alone never rewrites them",
+    )
+    group.addoption(
         "--spec-dir",
-        default=os.environ.get("INVARIANTS_SPEC_DIR"),
-        help="folder of *.toml spec files to use instead of the package's invariants/*.toml",
+        action="append",
+        default=None,
+        help="folder of *.toml spec files to use instead of the package's invariants/*.toml; repeat it to "
+        "use several (their [[program]] entries declare a project's own programs)",
+    )
+    group.addoption(
+        "--snapshot-dir",
+        default=os.environ.get("INVARIANTS_SNAPSHOT_DIR"),
+        help="where snapshots are read and written (default: snapshots/ below the rootdir)",
+    )
+    group.addoption(
+        "--catalog-snapshot-dir",
+        default=None,
+        help="where the catalog's snapshots are read (default: --snapshot-dir); read-only when it differs "
+        "from --snapshot-dir",
+    )
+    group.addoption(
+        "--no-catalog",
+        action="store_true",
+        default=False,
+        help="leave the catalog's programs out: only the programs the spec files declare",
+    )
+    group.addoption(
+        "--gate-command",
+        default=None,
+        help="the command line that started this run, for the hints in messages (set by `invariants gate`)",
     )
     group.addoption(
         "--results-json",
@@ -124,11 +250,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+# The gate's own markers, registered here so that an installed gate run without this repository's
+# pyproject.toml knows them too.
+MARKERS = (
+    "gate: the performance gate itself (snapshots, invariants, throughput)",
+    "snapshot: structural snapshot items",
+    "invariant: declarative invariant items",
+    "throughput: paired timing items",
+    "snapshot_key(program, config, target, root=FOLDER): the structural snapshot an item owns",
+    "xdist_group(name): keep items of one target on one xdist worker",
+)
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "snapshot_key(program, config, target): the structural snapshot an item owns"
-    )
-    config.addinivalue_line("markers", "xdist_group(name): keep items of one target on one xdist worker")
+    for marker in MARKERS:
+        config.addinivalue_line("markers", marker)
     _guard_backend()
     try:
         config.stash[_SESSION] = GateSession(config)
@@ -136,18 +272,52 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(err)) from None
 
 
+@contextlib.contextmanager
+def _held_stderr() -> Iterator[Callable[[], None]]:
+    """Hold what native code writes to file descriptor 2 (libtpu, XLA) while the backend starts.
+
+    Yields ``release``, which writes the held text out; text not released is dropped when the block ends.
+    The guard drops it when the backend is missing, so that its one line is the whole message.
+    """
+    with tempfile.TemporaryFile() as held:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(held.fileno(), 2)
+        restored = False
+
+        def restore() -> None:
+            nonlocal restored
+            if not restored:
+                sys.stderr.flush()
+                os.dup2(saved, 2)
+                os.close(saved)
+                restored = True
+
+        def release() -> None:
+            restore()
+            held.seek(0)
+            os.write(2, held.read())
+
+        try:
+            yield release
+        finally:
+            restore()
+
+
 def _guard_backend() -> None:
     """Exit with one line when the requested backend is not there; never fall back to CPU in silence."""
-    import jax
-
     wanted = [p.strip() for p in _REQUESTED.split(",") if p.strip()]
-    try:
-        platform = jax.devices()[0].platform
-    except RuntimeError as err:
-        first = str(err).strip().splitlines()[0]
-        raise pytest.UsageError(
-            f"JAX_PLATFORMS={_REQUESTED}: backend not available on this host ({first})"
-        ) from None
+    with _held_stderr() as release:
+        import jax
+
+        try:
+            platform = jax.devices()[0].platform
+        except RuntimeError as err:
+            first = str(err).strip().splitlines()[0]
+            raise pytest.UsageError(
+                f"JAX_PLATFORMS={_REQUESTED}: backend not available on this host ({first})"
+            ) from None
+        release()
     aliases = {"cuda": "gpu", "rocm": "gpu"}
     if wanted and aliases.get(wanted[0], wanted[0]) != aliases.get(platform, platform):
         raise pytest.UsageError(
@@ -181,19 +351,21 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     s = gate_session(metafunc.config)
     if "structure_key" in metafunc.fixturenames:
         keys = s.structure_keys()
-        s.cache.plan(k for k in keys if s.available(k[2]) is None)
-        params = [_param(s, key, f"{key[2]}-{key[0]}-{key[1]}", snapshot=True) for key in keys]
+        s.cache.plan(
+            k for k in keys if s.available(k.target) is None and _missing_library([k.program]) is None
+        )
+        params = [_param(s, key, _key_id(key), snapshot=True) for key in keys]
         metafunc.parametrize("structure_key", params or [_none("no program selected")])
     if "invariant_case" in metafunc.fixturenames:
         from ._checks import expand
 
         cases = expand(s.specs, s.targets)
-        cases = [c for c in cases if all(k[0] in s.programs for k in c.keys)]
+        cases = [c for c in cases if all(k.program in s.programs for k in c.keys)]
         if s.raw:
             cases = [dataclasses.replace(c, skip=None, invariant=raw_invariant(c.invariant)) for c in cases]
         params = []
         for case in cases:
-            marks = _marks(s, case.keys[0])
+            marks = _marks(s, case.keys[0], programs=[k.program for k in case.keys])
             if case.skip:
                 marks.append(pytest.mark.skip(reason=case.skip))
             params.append(pytest.param(case, id=case.id, marks=marks))
@@ -205,10 +377,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
         runtime = next(iter(s.all_targets.values()))
         ccases = [c for c in expand_correctness(s.specs, runtime) if c.program in s.programs]
-        params = [
-            pytest.param(c, id=c.id, marks=[pytest.mark.skip(reason=c.skip)] if c.skip else [])
-            for c in ccases
-        ]
+        params = []
+        for c in ccases:
+            reason = c.skip or _missing_library(
+                [c.program, *([c.check.reference] if c.check.reference else [])]
+            )
+            params.append(pytest.param(c, id=c.id, marks=[pytest.mark.skip(reason=reason)] if reason else []))
         metafunc.parametrize("correctness_case", params or [_none("no correctness check applies")])
 
 
@@ -219,8 +393,15 @@ def throughput_cases(s: GateSession) -> list[Any]:
     runtime = next(iter(s.all_targets.values()))
     if runtime.name not in {t.name for t in s.targets}:
         return []
+    from ._programs import get_config
+
     cases = expand(s.specs, [runtime], kinds=("throughput",))
-    return [c for c in cases if all(k[0] in s.programs for k in c.keys)]
+    # Compile-only configurations (LLM scale) are never run, not even on a chip that compiles them.
+    return [
+        c
+        for c in cases
+        if all(k.program in s.programs for k in c.keys) and not get_config(c.config).compile_only
+    ]
 
 
 def _parametrize_throughput(metafunc: pytest.Metafunc, s: GateSession) -> None:
@@ -228,14 +409,18 @@ def _parametrize_throughput(metafunc: pytest.Metafunc, s: GateSession) -> None:
     # Timed items share one xdist worker, one after another: two timings at once would share the cores.
     group = pytest.mark.xdist_group("throughput")
     if "throughput_case" in metafunc.fixturenames:
-        params = [
-            pytest.param(c, id=c.id, marks=[group, *([pytest.mark.skip(reason=c.skip)] if c.skip else [])])
-            for c in cases
-        ]
+        params = []
+        for c in cases:
+            reason = c.skip or _missing_library([k.program for k in c.keys])
+            params.append(
+                pytest.param(
+                    c, id=c.id, marks=[group, *([pytest.mark.skip(reason=reason)] if reason else [])]
+                )
+            )
         metafunc.parametrize("throughput_case", params or [_none("no throughput invariant applies")])
     if "efficiency_key" in metafunc.fixturenames:
         keys = sorted({k for c in cases for k in c.keys})
-        params = [pytest.param(k, id=f"{k[2]}-{k[0]}-{k[1]}", marks=[group]) for k in keys]
+        params = [pytest.param(k, id=_key_id(k), marks=[group, *_skip_missing([k.program])]) for k in keys]
         metafunc.parametrize("efficiency_key", params or [_none("no program is timed")])
 
 
@@ -244,46 +429,134 @@ def raw_invariant(invariant: Any) -> Any:
     return dataclasses.replace(invariant, when=(), ratchet=None)
 
 
+def _key_id(key: Key) -> str:
+    """The pytest id of a key's items: ``target-program-config``."""
+    return f"{key.target}-{key.program}-{key.config}"
+
+
 def _none(reason: str) -> Any:
     return pytest.param(None, id="none", marks=pytest.mark.skip(reason=reason))
 
 
-def _marks(s: GateSession, key: tuple[str, str, str]) -> list[Any]:
-    marks: list[Any] = [pytest.mark.xdist_group(key[2])]
-    reason = s.available(key[2])
+def _missing_library(programs: list[str]) -> str | None:
+    """Why one of ``programs`` cannot be traced here (a library of the ``libs`` extra is missing), or None."""
+    from ._registry import PROGRAMS
+
+    return next((r for p in programs if (r := PROGRAMS[p].unavailable_reason()) is not None), None)
+
+
+def _skip_missing(programs: list[str]) -> list[Any]:
+    reason = _missing_library(programs)
+    return [pytest.mark.skip(reason=reason)] if reason else []
+
+
+def _marks(s: GateSession, key: Key, programs: list[str] | None = None) -> list[Any]:
+    marks: list[Any] = [pytest.mark.xdist_group(key.target)]
+    reason = s.available(key.target) or _missing_library(programs or [key.program])
     if reason:
         marks.append(pytest.mark.skip(reason=reason))
     return marks
 
 
-def _param(s: GateSession, key: tuple[str, str, str], id_: str, snapshot: bool) -> Any:
+# syrupy warns when a snapshot's file and name do not contain the test's file and test name. Ours are
+# named by (target, program, config) on purpose (see _snapshot_store), so the warning never applies.
+_SYRUPY_NAMING = pytest.mark.filterwarnings(r"ignore:\s*Can not relate snapshot (location|name):UserWarning")
+
+
+def _param(s: GateSession, key: Key, id_: str, snapshot: bool) -> Any:
     marks = _marks(s, key)
     if snapshot:
-        marks.append(pytest.mark.snapshot_key(*key))
+        # A read-only folder (the package's catalog snapshots) is never shown to syrupy: no root.
+        root = str(s.snapshot_folder(key[0], key[2]).parent) if s.snapshot_writable(key[0]) else None
+        marks += [pytest.mark.snapshot_key(*key, root=root), _SYRUPY_NAMING]
     return pytest.param(key, id=id_, marks=marks)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Tell the snapshot store which files it may delete: see :mod:`invariants._snapshot_store`."""
     try:
-        from ._snapshot_store import GUARD, snapshot_stem
+        from ._snapshot_store import GUARD
     except ImportError:  # syrupy is a test dependency; without it there are no snapshots to guard
         return
-    from ._programs import CATALOG
 
     s = gate_session(session.config)
+    # Per writable folder: the stems of every program whose snapshots live there (the catalog's too under
+    # --no-catalog: leaving them out of a run never makes them obsolete). A read-only folder has no entry.
     GUARD.known_stems.clear()
     for target in s.targets:
         if target.unavailable_reason() is None:
-            GUARD.known_stems[target.name] = {
-                snapshot_stem(p.name, c) for p in CATALOG.values() for c in target.configs_for(p)
-            }
+            GUARD.known_stems.update({str(f): stems for f, stems in known_stems(s, target.name).items()})
+
+
+def _select_snapshots(s: GateSession) -> None:
+    """Tell the snapshot store which programs this session selected (every process, xdist's included)."""
+    try:
+        from ._snapshot_store import GUARD, snapshot_stem
+    except ImportError:
+        return
+    from ._registry import PROGRAMS
+
+    selected: dict[str, set[str]] = {}
+    for t in s.targets:
+        for p in s.programs:
+            if s.snapshot_writable(p):
+                folder = selected.setdefault(str(s.snapshot_folder(p, t.name)), set())
+                folder.update(snapshot_stem(p, c) for c in t.configs_for(PROGRAMS[p]))
+    GUARD.selected = selected
+
+
+def known_stems(s: GateSession, target: str) -> dict[Path, set[str]]:
+    """Per writable snapshot folder of ``target``: the stems of every program that keeps its snapshots
+    there, in each of its configurations. The catalog's count even under --no-catalog (leaving them out of
+    a run never makes them obsolete); a read-only folder (the package's) has no entry."""
+    from ._registry import PROGRAMS
+    from ._snapshot_store import snapshot_stem
+
+    t = s.all_targets[target]
+    out: dict[Path, set[str]] = {}
+    for p in PROGRAMS.values():
+        if s.snapshot_writable(p.name):
+            stems = out.setdefault(s.snapshot_folder(p.name, target), set())
+            stems.update(snapshot_stem(p.name, c) for c in t.configs_for(p))
+    return out
+
+
+def _obsolete_snapshots(config: pytest.Config, items: list[dict[str, Any]]) -> list[str]:
+    """Delete (on --snapshot-update) or name the snapshots of programs that no longer exist (neither in
+    the catalog nor declared by the spec files), in each writable snapshot folder.
+
+    Only targets whose structure items ran in this session qualify: they compiled here, and the programs
+    were read whole. Runs in the reporting process (the xdist controller), after every item.
+    """
+    try:
+        from ._snapshot_store import obsolete_snapshots
+    except ImportError:  # syrupy is a test dependency; without it there are no snapshots
+        return []
+    s = gate_session(config)
+    updating = bool(config.getoption("--snapshot-update", default=False))
+    ran = sorted({str(i["target"]) for i in items if i.get("kind") == "structure"})
+    lines = []
+    for target in ran:
+        for folder, known in known_stems(s, target).items():
+            for path in obsolete_snapshots(folder, known):
+                shown = shown_path(path)
+                if updating:
+                    path.unlink(missing_ok=True)
+                    lines.append(f"invariants: deleted {shown} (no program has it on {target} any more)")
+                else:
+                    lines.append(
+                        f"invariants: {shown} is obsolete (no program has it on {target} any more); "
+                        "--snapshot-update deletes it"
+                    )
+    return lines
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     if _SESSION not in config.stash:
         return
     s = gate_session(config)
+    for line in _NOTES:
+        terminalreporter.write_line(line)
     if s.cache.compiled:
         terminalreporter.write_line(
             f"invariants: compiled {len(s.cache.compiled)} programs in {s.cache.total_seconds:.1f} s, "
@@ -299,64 +572,41 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         )
 
 
-def judge(invariant: Any, holds: bool, tightenable: bool, where: str, describe: str, failure: Any) -> None:
-    """Turn a decided invariant into a pytest outcome, the same way for every tier.
-
-    A ratchet (known bad today) expects to fail: it xfails with its reason, and when ``tightenable`` (it
-    now holds, beyond noise) the item fails with "ratchet can be tightened", never in silence.
-    ``failure`` builds the full diagnosis lazily, since it may dump files.
-    """
-    if invariant.ratchet is not None:
-        if tightenable:
-            pytest.fail(
-                f"ratchet can be tightened: {invariant.id} now holds on {where} ({describe}); "
-                f"drop its ratchet in {invariant.where} ({invariant.ratchet.issue})",
-                pytrace=False,
-            )
-        pytest.xfail(f"{invariant.ratchet.reason} ({invariant.ratchet.issue}); {describe}")
-    if not holds:
-        pytest.fail(failure(), pytrace=False)
-
-
-RESULT_KEYS = ("structure", "invariant", "correctness", "throughput")
-
-
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Collect what each item recorded (``record_property``), with its outcome, for the results file.
+    """Collect what each item recorded (:func:`invariants._results.record`), with its outcome.
 
     This runs in the process that reports, which under xdist is the controller: the results file is the
     same with or without workers.
     """
+    from . import _results
+
     if report.when != "call" and not (report.when == "setup" and report.skipped):
         return
-    results = _RESULTS.setdefault("items", [])
+    items = _RESULTS.setdefault("items", [])
     outcome = "xfailed" if hasattr(report, "wasxfail") else report.outcome
-    for name, value in report.user_properties:
-        if name in RESULT_KEYS and isinstance(value, dict):
-            # The tier names the entry; what a value calls its own kind (ratio, efficiency) is kept aside.
-            entry = {**value, "kind": name, "outcome": outcome, "nodeid": report.nodeid}
-            if "kind" in value:
-                entry["measure"] = value["kind"]
-            results.append(entry)
-    if report.failed and not report.user_properties:
-        results.append({"kind": "error", "outcome": outcome, "nodeid": report.nodeid})
+    entries = [_results.entry(name, value, outcome, report.nodeid) for name, value in report.user_properties]
+    items.extend(e for e in entries if e is not None)
+    if report.failed and not any(entries):
+        items.append(_results.error_entry(outcome, report.nodeid))
 
 
 _RESULTS: dict[str, Any] = {}
+# Lines for the terminal summary, written by the reporting process at session end.
+_NOTES: list[str] = []
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     if hasattr(config, "workerinput") or _SESSION not in config.stash:
         return
-    import json
-
     import jax
 
+    from . import _results
     from ._targets import versions
 
     s = gate_session(config)
     items = _RESULTS.get("items", [])
+    _NOTES[:] = _obsolete_snapshots(config, items)
     if not items:
         return
     dev = jax.devices()
@@ -368,26 +618,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             for t in s.targets
         },
         "exitstatus": int(exitstatus),
-        "items": sorted(items, key=lambda r: (r["kind"], r["nodeid"])),
+        "items": items,
     }
-    path = Path(config.getoption("results_json"))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n")
-
-
-def committed_snapshot_diff(s: GateSession, key: tuple[str, str, str], current: str) -> str:
-    """A focused diff of ``current`` against the committed snapshot of ``key``, or a note if none."""
-    from ._snapshot_store import SNAPSHOT_ROOT, snapshot_stem
-
-    path = s.rootpath / SNAPSHOT_ROOT / key[2] / f"{snapshot_stem(key[0], key[1])}.txt"
-    if not path.exists():
-        return f"no committed snapshot at {path.relative_to(s.rootpath)}"
-    shown = str(path.relative_to(s.rootpath))
-    diff = difflib.unified_diff(
-        path.read_text().splitlines(), current.splitlines(), shown, "now", n=1, lineterm=""
-    )
-    text = "\n".join(diff)
-    return text or f"structure identical to {shown}"
+    _results.write(Path(config.getoption("results_json")), payload)
 
 
 @pytest.hookimpl(trylast=True)
@@ -409,18 +642,3 @@ def structure_snapshot(snapshot: Any) -> Any:
     from ._snapshot_store import StructureSnapshotExtension
 
     return snapshot.use_extension(StructureSnapshotExtension)
-
-
-def failure_report(s: GateSession, key: tuple[str, str, str], headline: str, current_summary: str) -> str:
-    """The diagnosis a compiler engineer needs: the verdict, the structural diff, versions, dumps."""
-    from ._targets import versions
-
-    dumped = s.dump(key)
-    return "\n".join(
-        [
-            headline,
-            "versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()) + f"; target {key[2]}",
-            committed_snapshot_diff(s, key, current_summary),
-            f"optimized HLO and jaxpr: {dumped}.hlo.txt, {dumped}.jaxpr.txt",
-        ]
-    )

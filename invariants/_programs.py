@@ -4,17 +4,23 @@ Adding a program touches this file only: write its function and register it in `
 
 A program is a pure function of the table ``W`` and the indices ``x`` (a forward), or of ``W``, ``x`` and a
 cotangent ``ct`` (a backward: the gradient of the lookup with respect to the table), or of a whole small
-training step (``train_*``). Each program names the configurations it is compiled in; a configuration fixes
-the table dtype and size, the index dtype and the index rank. Index *distributions* do not change the
-compiled structure, so they are not part of a configuration: they matter for timing and correctness only,
-and :func:`make_arguments` takes one.
+training step (``train_*``). A ``tied`` program uses the table twice, as the lookup and as the output
+projection (``logits = W[x] @ W.T``); a ``tied_grad`` program is its gradient, from a cotangent of the
+logits. Programs of flax and haiku modules import their library when traced, never here: without the
+``libs`` extra the catalog loads and their items skip (:meth:`Program.unavailable_reason`).
+
+Each program names the configurations it is compiled in; a configuration fixes the table dtype and size,
+the index dtype and the index rank. Index *distributions* do not change the compiled structure, so they are
+not part of a configuration: they matter for timing and correctness only, and :func:`make_arguments` takes
+one.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import equinox as eqx
 import jax
@@ -24,17 +30,23 @@ from jax import lax
 
 from ._errors import InvariantsError, did_you_mean
 
-Kind = Literal["forward", "backward", "train", "sharded"]
+ProgramKind = Literal["forward", "backward", "train", "sharded", "sharded_grad", "tied", "tied_grad"]
 Distribution = Literal["uniform", "zipf", "equal"]
 DISTRIBUTIONS: tuple[Distribution, ...] = ("uniform", "zipf", "equal")
 
 _DTYPES = {"f32": jnp.float32, "bf16": jnp.bfloat16, "i32": jnp.int32, "i8": jnp.int8}
-# (vocabulary, embedding width) per size.
-_SIZES = {"small": (8192, 32), "large": (50000, 512)}
+# (vocabulary, embedding width) per size. "llm" is Llama-3's vocabulary and model width: compiled ahead of
+# time only (a 1 GiB bf16 table), to read what the TPU and GPU compilers make of a real model's lookup.
+_SIZES = {"small": (8192, 32), "large": (50000, 512), "llm": (128256, 4096)}
 # int8 indices address at most 128 rows, and `W[x]` adds V to wrap negative indices in the index dtype:
 # V=128 overflows int8 (pinned by a correctness test), so the int8 configuration uses the largest V that fits.
 _I8_VOCAB = 127
 _INDEX_SHAPES = {"1d": (16384,), "2d": (64, 256)}
+# The module a library program imports, to the distribution that provides it (the ``libs`` extra).
+_PIP_NAMES = {"flax": "flax", "haiku": "dm-haiku"}
+LIBS_HINT = "pip install -e '.[libs]' (flax and dm-haiku, at the versions the snapshots were recorded with)"
+# An LLM batch: 8192 tokens, flat or as [batch 4, sequence 2048].
+_LLM_INDEX_SHAPES = {"1d": (8192,), "2d": (4, 2048)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +58,7 @@ class Config:
     """
 
     table_dtype: Literal["f32", "bf16"] = "f32"
-    size: Literal["small", "large"] = "small"
+    size: Literal["small", "large", "llm"] = "small"
     index_dtype: Literal["i32", "i8"] = "i32"
     index_rank: Literal["1d", "2d"] = "1d"
 
@@ -71,7 +83,12 @@ class Config:
 
     @property
     def index_shape(self) -> tuple[int, ...]:
-        return _INDEX_SHAPES[self.index_rank]
+        return (_LLM_INDEX_SHAPES if self.size == "llm" else _INDEX_SHAPES)[self.index_rank]
+
+    @property
+    def compile_only(self) -> bool:
+        """Never run on a host: only targets listing it in ``extra_configs`` compile it; nothing times it."""
+        return self.size == "llm"
 
     @property
     def table(self) -> jax.ShapeDtypeStruct:
@@ -85,6 +102,11 @@ class Config:
     def output(self) -> jax.ShapeDtypeStruct:
         return jax.ShapeDtypeStruct((*self.index_shape, self.width), _DTYPES[self.table_dtype])
 
+    @property
+    def logits(self) -> jax.ShapeDtypeStruct:
+        """The output of a tied program: one score per row of the table for every index."""
+        return jax.ShapeDtypeStruct((*self.index_shape, self.vocab), _DTYPES[self.table_dtype])
+
 
 SEED = Config()  # the seed's setting: f32[8192,32] table, s32[16384] indices
 CONFIGS: dict[str, Config] = {
@@ -95,10 +117,17 @@ CONFIGS: dict[str, Config] = {
         Config(size="large"),
         Config(index_dtype="i8"),
         Config(index_rank="2d"),
+        Config(table_dtype="bf16", size="llm"),
+        Config(table_dtype="bf16", size="llm", index_rank="2d"),
     )
 }
 # Programs that every configuration is compiled for; the rest use the seed's setting only.
-ALL_CONFIGS = tuple(CONFIGS)
+ALL_CONFIGS = tuple(c for c, config in CONFIGS.items() if not config.compile_only)
+# Llama-3 scale, ahead of time only: the core lookups, their gradients and the one-hot matmul (1-D).
+LLM_CONFIGS = tuple(c for c, config in CONFIGS.items() if config.compile_only)
+# The [4, 2048] variant is for the nested vmap (a per-token module over [batch, sequence]); W[x] and take
+# only see a reshape of the indices there, so they compile it flat (each LLM compile takes 0.3-1.5 s).
+_LLM_FLAT = ("bf16-llm",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,17 +135,38 @@ class Layout:
     """How a sharded program places its inputs on a device mesh.
 
     ``table`` and ``indices`` are PartitionSpec entries (one per dimension, ``None`` for replicated) over
-    the axes of a mesh of shape ``mesh_shape`` named ``axes``. The mesh needs ``prod(mesh_shape)`` devices.
+    the axes of a mesh of shape ``mesh_shape`` named ``axes``. One entry of ``mesh_shape`` may be ``-1``:
+    it takes the rest of the target's devices, so that one layout runs on 8 and on 16 chips.
+    ``output`` fixes the result's sharding (``None``: the compiler chooses); a gradient's ``cotangent``
+    is sharded like its forward's output. A ``pod`` layout is compiled on the pod targets (and the 8 host
+    CPU devices) over a mesh that follows the chips' physical topology, as a pod job builds it.
     """
 
     mesh_shape: tuple[int, ...]
     axes: tuple[str, ...]
     table: tuple[str | None, ...]
     indices: tuple[str | None, ...]
+    output: tuple[str | None, ...] | None = None
+    cotangent: tuple[str | None, ...] | None = None
+    pod: bool = False
 
     @property
     def devices(self) -> int:
-        return int(np.prod(self.mesh_shape))
+        """The fewest devices the mesh needs (a ``-1`` entry counts as 1)."""
+        return int(np.prod([max(n, 1) for n in self.mesh_shape]))
+
+    def mesh_for(self, devices: int) -> tuple[int, ...]:
+        """``mesh_shape`` with its ``-1`` entry resolved for ``devices`` devices."""
+        if -1 not in self.mesh_shape:
+            return self.mesh_shape
+        if devices % self.devices:
+            raise InvariantsError(f"mesh {self.mesh_shape} does not divide {devices} devices")
+        return tuple(devices // self.devices if n == -1 else n for n in self.mesh_shape)
+
+    def shards(self, spec: tuple[str | None, ...], devices: int) -> int:
+        """How many pieces the leading dimension of an argument with PartitionSpec ``spec`` is cut into."""
+        sizes = dict(zip(self.axes, self.mesh_for(devices), strict=True))
+        return sizes.get(spec[0], 1) if spec and spec[0] is not None else 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,18 +179,28 @@ class Program:
     """
 
     name: str
-    kind: Kind
+    kind: ProgramKind
     fn: Callable[..., Any]
     doc: str
     configs: tuple[str, ...] = (SEED.id,)
     tags: frozenset[str] = frozenset()
     layout: Layout | None = None
     forward: str | None = None  # for a backward: the forward program it differentiates
+    requires: tuple[str, ...] = ()  # modules the program imports when traced (from the ``libs`` extra)
+    logits: bool = False  # returns (or, for a gradient, takes the cotangent of) logits over the vocabulary
+
+    def unavailable_reason(self) -> str | None:
+        """None when every library the program needs is importable, else one line with the install command."""
+        missing = [m for m in self.requires if importlib.util.find_spec(m) is None]
+        if not missing:
+            return None
+        names = " and ".join(_PIP_NAMES.get(m, m) for m in missing)
+        return f"{self.name}: {names} not installed; {LIBS_HINT}"
 
     def argument_specs(self, config: Config) -> tuple[jax.ShapeDtypeStruct, ...]:
         """Shapes and dtypes of the arguments, without shardings."""
-        if self.kind == "backward":
-            return (config.table, config.indices, config.output)
+        if self.kind in ("backward", "tied_grad", "sharded_grad"):
+            return (config.table, config.indices, config.logits if self.logits else config.output)
         if self.kind == "train":
             batch, seq = _INDEX_SHAPES["2d"]
             return (
@@ -155,6 +215,8 @@ class Program:
         """PartitionSpec entries per argument; only for programs with a ``layout``."""
         if self.layout is None:
             raise InvariantsError(f"{self.name}: not a sharded program")
+        if self.kind == "sharded_grad":
+            return (self.layout.table, self.layout.indices, self.layout.cotangent or ())
         return (self.layout.table, self.layout.indices)
 
 
@@ -239,6 +301,182 @@ def lax_map_loop(W: jax.Array, x: jax.Array) -> jax.Array:
     return rows.reshape((*x.shape, W.shape[1]))
 
 
+# ---------------------------------------------------------------------------------------------------------
+# Library modules, each applied the way its users apply it to trained parameters: nnx merges a graph
+# definition with a state, linen and haiku pass a parameter tree to ``apply``. The library is imported
+# when the program is traced (see ``requires`` in the registry).
+
+
+def _nnx_module(build: Callable[[Any], Any], **params: jax.Array) -> Any:
+    """An nnx module built by ``build(rngs)`` whose parameters are ``params`` (by attribute path).
+
+    The module is built abstractly (``nnx.eval_shape``), so no initializer runs or appears in the jaxpr;
+    ``nnx.merge`` then binds the given arrays, as a functional nnx training loop does with its state.
+    """
+    from flax import nnx
+
+    graphdef, state = nnx.split(nnx.eval_shape(lambda: build(nnx.Rngs(0))))
+    flat = dict(nnx.to_flat_state(state))
+    for path, value in params.items():
+        flat[tuple(path.split("."))].set_value(value)
+    return nnx.merge(graphdef, nnx.from_flat_state(flat))
+
+
+def _nnx_embed(W: jax.Array) -> Any:
+    from flax import nnx
+
+    vocab, width = W.shape
+    return _nnx_module(lambda rngs: nnx.Embed(vocab, width, param_dtype=W.dtype, rngs=rngs), embedding=W)
+
+
+def flax_nnx_embed(W: jax.Array, x: jax.Array) -> jax.Array:
+    """``flax.nnx.Embed`` (it calls ``jnp.take(embedding, x, axis=0)``)."""
+    return _nnx_embed(W)(x)
+
+
+def flax_linen_embed(W: jax.Array, x: jax.Array) -> jax.Array:
+    """``flax.linen.Embed(V, D).apply({'params': {'embedding': W}}, x)``."""
+    import flax.linen as nn
+
+    embed = nn.Embed(W.shape[0], W.shape[1], param_dtype=W.dtype)
+    return cast(jax.Array, embed.apply({"params": {"embedding": W}}, x))
+
+
+def _haiku_apply(W: jax.Array, x: jax.Array, lookup_style: str) -> jax.Array:
+    import haiku as hk
+
+    vocab, width = W.shape
+    model: Any = hk.without_apply_rng(
+        hk.transform(lambda ids: hk.Embed(vocab, width, lookup_style=lookup_style)(ids))
+    )
+    return model.apply({"embed": {"embeddings": W}}, x)
+
+
+def haiku_embed(W: jax.Array, x: jax.Array) -> jax.Array:
+    """``haiku.Embed`` with its default lookup style, ``ARRAY_INDEX``: ``embeddings[ids]``."""
+    return _haiku_apply(W, x, "ARRAY_INDEX")
+
+
+def haiku_embed_onehot(W: jax.Array, x: jax.Array) -> jax.Array:
+    """``haiku.Embed(lookup_style='ONE_HOT')``: ``one_hot(ids, V) @ embeddings``."""
+    return _haiku_apply(W, x, "ONE_HOT")
+
+
+def tied_take(W: jax.Array, x: jax.Array) -> jax.Array:
+    """Tied input and output embeddings by hand: ``jnp.take(W, x, axis=0) @ W.T``, the reference."""
+    return jnp.take(W, x, axis=0) @ W.T
+
+
+def flax_nnx_embed_attend(W: jax.Array, x: jax.Array) -> jax.Array:
+    """One ``flax.nnx.Embed`` as input and output layer: ``embed.attend(embed(x))``, i.e. ``h @ W.T``."""
+    embed = _nnx_embed(W)
+    return embed.attend(embed(x))
+
+
+def _library_train_step(library: str) -> Callable[..., Any]:
+    """The seed's training step (embed, mean-pool, project, cross-entropy, grads) as a model of ``library``.
+
+    The projection is the library's dense layer without bias, so the step computes what ``train_take``
+    computes; its gradient is taken the library's way (``nnx.grad`` on the module, ``jax.grad`` on the
+    parameter tree of ``apply`` for linen and haiku).
+    """
+
+    def xent(logits: jax.Array, labels: jax.Array) -> jax.Array:
+        logp = jax.nn.log_softmax(logits)
+        return -jnp.take_along_axis(logp, labels[:, None], axis=1).mean()
+
+    def nnx_step(W: jax.Array, P: jax.Array, tokens: jax.Array, labels: jax.Array) -> Any:
+        from flax import nnx
+
+        class Classifier(nnx.Module):
+            def __init__(self, rngs: nnx.Rngs) -> None:
+                self.embed = nnx.Embed(W.shape[0], W.shape[1], param_dtype=W.dtype, rngs=rngs)
+                self.head = nnx.Linear(P.shape[0], P.shape[1], use_bias=False, param_dtype=P.dtype, rngs=rngs)
+
+            def __call__(self, tokens: jax.Array) -> jax.Array:
+                return self.head(self.embed(tokens).astype(jnp.float32).mean(axis=1))
+
+        model = _nnx_module(Classifier, **{"embed.embedding": W, "head.kernel": P})
+        grads = nnx.grad(lambda m: xent(m(tokens), labels))(model)
+        return grads["embed"]["embedding"].get_value(), grads["head"]["kernel"].get_value()
+
+    def linen_step(W: jax.Array, P: jax.Array, tokens: jax.Array, labels: jax.Array) -> Any:
+        import flax.linen as nn
+
+        class Classifier(nn.Module):
+            @nn.compact
+            def __call__(self, tokens: jax.Array) -> jax.Array:
+                h = nn.Embed(W.shape[0], W.shape[1], param_dtype=W.dtype, name="embed")(tokens)
+                return nn.Dense(P.shape[1], use_bias=False, param_dtype=P.dtype, name="head")(
+                    h.astype(jnp.float32).mean(axis=1)
+                )
+
+        params = {"params": {"embed": {"embedding": W}, "head": {"kernel": P}}}
+        logits = lambda p: cast(jax.Array, Classifier().apply(p, tokens))  # noqa: E731
+        grads = jax.grad(lambda p: xent(logits(p), labels))(params)["params"]
+        return grads["embed"]["embedding"], grads["head"]["kernel"]
+
+    def haiku_step(lookup_style: str) -> Callable[..., Any]:
+        def step(W: jax.Array, P: jax.Array, tokens: jax.Array, labels: jax.Array) -> Any:
+            import haiku as hk
+
+            def classify(tokens: jax.Array) -> jax.Array:
+                h = hk.Embed(W.shape[0], W.shape[1], lookup_style=lookup_style)(tokens)
+                return hk.Linear(P.shape[1], with_bias=False)(h.astype(jnp.float32).mean(axis=1))
+
+            model: Any = hk.without_apply_rng(hk.transform(classify))
+            params = {"embed": {"embeddings": W}, "linear": {"w": P}}
+            grads = jax.grad(lambda p: xent(model.apply(p, tokens), labels))(params)
+            return grads["embed"]["embeddings"], grads["linear"]["w"]
+
+        return step
+
+    steps = {
+        "flax_nnx": nnx_step,
+        "flax_linen": linen_step,
+        "haiku": haiku_step("ARRAY_INDEX"),
+        "haiku_onehot": haiku_step("ONE_HOT"),
+    }
+    return steps[library]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Sharded as pods run it. The mesh is set while these are traced (``jax.set_mesh``), so a bare
+# PartitionSpec names its axes, as in a model's code.
+
+
+def vocab_parallel_megatron(W: jax.Array, x: jax.Array) -> jax.Array:
+    """Megatron's vocabulary-parallel embedding by hand: each 'model' shard looks up the indices in its
+    row range, zeroes the others, and one all-reduce (``psum``) over 'model' sums the partial rows."""
+
+    def local(rows: jax.Array, ids: jax.Array) -> jax.Array:
+        start = lax.axis_index("model") * rows.shape[0]
+        mine = (ids >= start) & (ids < start + rows.shape[0])
+        found = jnp.take(rows, jnp.where(mine, ids - start, 0), axis=0)
+        return lax.psum(jnp.where(mine[..., None], found, 0), "model")
+
+    spec = jax.sharding.PartitionSpec
+    return jax.shard_map(local, in_specs=(spec("model", None), spec("data")), out_specs=spec("data", None))(
+        W, x
+    )
+
+
+def _gather_table(W: jax.Array) -> jax.Array:
+    # FSDP: the parameter is stored sharded and all-gathered right before its layer runs.
+    return lax.with_sharding_constraint(W, jax.sharding.PartitionSpec())
+
+
+def fsdp_take(W: jax.Array, x: jax.Array) -> jax.Array:
+    """FSDP: rows stored on 'fsdp', all-gathered, then ``jnp.take`` on the batch shard of each chip."""
+    return jnp.take(_gather_table(W), x, axis=0)
+
+
+def fsdp_tied(W: jax.Array, x: jax.Array) -> jax.Array:
+    """FSDP with tied input/output embeddings: one all-gathered table serves the lookup and the logits."""
+    table = _gather_table(W)
+    return jnp.take(table, x, axis=0) @ table.T
+
+
 def _backward(forward: Callable[[jax.Array, jax.Array], jax.Array]) -> Callable[..., jax.Array]:
     def grad_wrt_table(W: jax.Array, x: jax.Array, ct: jax.Array) -> jax.Array:
         _, pullback = jax.vjp(lambda table: forward(table, x), W)
@@ -272,21 +510,26 @@ _CORE = frozenset({"core"})
 _ROW_BATCH_ONE_AXIS = Layout((8,), ("x",), ("x", None), ("x",))
 _ROWS_MODEL_BATCH_DATA = Layout((2, 4), ("data", "model"), ("model", None), ("data",))
 _COLUMNS = Layout((8,), ("x",), (None, "x"), (None,))
+# Pod layouts: 'model' is 4 wide (tensor parallelism within a host's chips), 'data' takes the rest.
+_VOCAB_PARALLEL = Layout((-1, 4), ("data", "model"), ("model", None), ("data",), ("data", None), pod=True)
+_VOCAB_PARALLEL_TIED = dataclasses.replace(_VOCAB_PARALLEL, output=("data", "model"))
+_FSDP = Layout((-1,), ("fsdp",), ("fsdp", None), ("fsdp",), ("fsdp", None), pod=True)
 
 
 def _catalog() -> dict[str, Program]:
     forwards: list[tuple[Callable[..., jax.Array], str, tuple[str, ...], frozenset[str]]] = [
-        (naive, "W[x]", ALL_CONFIGS, _CORE),
-        (take, "jnp.take(W, x, axis=0) (mode fill)", ALL_CONFIGS, _CORE),
+        (naive, "W[x]", ALL_CONFIGS + _LLM_FLAT, _CORE),
+        (take, "jnp.take(W, x, axis=0) (mode fill)", ALL_CONFIGS + _LLM_FLAT, _CORE),
         (take_clip, "jnp.take(..., mode='clip')", (SEED.id,), frozenset()),
         (take_wrap, "jnp.take(..., mode='wrap')", (SEED.id,), frozenset()),
         (at_get_promise, "W.at[x].get(mode='promise_in_bounds')", (SEED.id,), frozenset()),
         (at_get_clip, "W.at[x].get(mode='clip')", (SEED.id,), frozenset()),
         (at_get_fill, "W.at[x].get(mode='fill', fill_value=0)", (SEED.id,), frozenset()),
-        (vmap_naive, "vmap(lambda i: W[i])(x)", ALL_CONFIGS, _CORE),
-        (vmap_take, "vmap(lambda i: jnp.take(W, i, axis=0))(x)", ALL_CONFIGS, _CORE),
-        (eqx_embedding, "vmap(eqx.nn.Embedding(weight=W))(x)", ALL_CONFIGS, _CORE),
-        (onehot_matmul, "one_hot(x, V) @ W", (SEED.id, "bf16"), frozenset({"no-runtime-large"})),
+        (vmap_naive, "vmap(lambda i: W[i])(x)", ALL_CONFIGS + LLM_CONFIGS, _CORE),
+        (vmap_take, "vmap(lambda i: jnp.take(W, i, axis=0))(x)", ALL_CONFIGS + LLM_CONFIGS, _CORE),
+        (eqx_embedding, "vmap(eqx.nn.Embedding(weight=W))(x)", ALL_CONFIGS + LLM_CONFIGS, _CORE),
+        # At LLM scale 1-D only: the [4, 2048] one-hot matmul alone takes 5 s to compile for TPU.
+        (onehot_matmul, "one_hot(x, V) @ W", (SEED.id, "bf16", *_LLM_FLAT), frozenset({"no-runtime-large"})),
         (lax_gather, "lax.gather(W, x[..., None], row dnums, PROMISE_IN_BOUNDS)", (SEED.id,), frozenset()),
     ]
     programs: dict[str, Program] = {}
@@ -294,14 +537,15 @@ def _catalog() -> dict[str, Program]:
         programs[fn.__name__] = Program(fn.__name__, "forward", fn, doc, configs, tags)
     for name in ("naive", "take", "take_clip", "vmap_naive", "vmap_take", "eqx_embedding", "onehot_matmul"):
         fwd = programs[name]
+        # At LLM scale the gradients of the core lookups only: one_hot(x, V)^T @ ct is a 2 GiB one-hot.
+        llm = () if name == "onehot_matmul" else LLM_CONFIGS
         programs[f"grad_{name}"] = Program(
             f"grad_{name}",
             "backward",
             _backward(fwd.fn),
             f"d/dW of {fwd.doc}",
-            fwd.configs,
+            tuple(c for c in fwd.configs if c not in LLM_CONFIGS or c in llm),
             fwd.tags,
-            forward=name,
         )
     for name, lookup in (("train_eqx_embedding", eqx_embedding), ("train_take", take)):
         programs[name] = Program(
@@ -323,7 +567,75 @@ def _catalog() -> dict[str, Program]:
                 f"{fn.__name__} with table {layout.table} and indices {layout.indices} on mesh {layout.axes}"
             )
             programs[name] = Program(name, "sharded", fn, doc, layout=layout)
+    _add_libraries(programs)
+    _add_pod_programs(programs)
     return programs
+
+
+def _add_pod_programs(programs: dict[str, Program]) -> None:
+    """Vocabulary-parallel (GSPMD as MaxText, and Megatron's shard_map), FSDP, and the tied projection under
+    both meshes; each gradient's result is sharded like the table, as an optimizer keeps it."""
+    pods: list[tuple[str, Callable[..., jax.Array], Layout, bool, str]] = [
+        ("vocab_parallel_take", take, _VOCAB_PARALLEL, False, "rows on 'model', batch on 'data': take"),
+        ("vocab_parallel_megatron", vocab_parallel_megatron, _VOCAB_PARALLEL, False, "shard_map + psum"),
+        ("vocab_parallel_tied", tied_take, _VOCAB_PARALLEL_TIED, True, "take(W, x) @ W.T, rows on 'model'"),
+        ("fsdp_take", fsdp_take, _FSDP, False, "rows and batch on 'fsdp', table all-gathered, take"),
+        ("fsdp_tied", fsdp_tied, _FSDP, True, "FSDP, tied: take(W, x) @ W.T on the all-gathered table"),
+    ]
+    for name, fn, layout, logits, doc in pods:
+        programs[name] = Program(name, "sharded", fn, doc, layout=layout, logits=logits)
+        if name == "vocab_parallel_megatron":
+            continue  # its gradient is GSPMD's: the forward is what Megatron writes by hand
+        grad_layout = dataclasses.replace(layout, output=layout.table, cotangent=layout.output)
+        programs[f"grad_{name}"] = Program(
+            f"grad_{name}",
+            "sharded_grad",
+            _backward(fn),
+            f"d/dW of {doc}; the gradient sharded like the table",
+            layout=grad_layout,
+            forward=name,
+            logits=logits,
+        )
+
+
+def _add_libraries(programs: dict[str, Program]) -> None:
+    """flax and haiku modules (seed configuration: the module is the variable, not the input), each with
+    its gradient and a training step; and tied input/output embeddings with their gradients."""
+    libraries: list[tuple[Callable[..., jax.Array], str, str, tuple[str, ...]]] = [
+        (flax_nnx_embed, "flax_nnx", "flax.nnx.Embed(V, D)(x)", ("flax",)),
+        (flax_linen_embed, "flax_linen", "flax.linen.Embed(V, D).apply(params, x)", ("flax",)),
+        (haiku_embed, "haiku", "haiku.Embed(V, D)(x) (lookup_style ARRAY_INDEX)", ("haiku",)),
+        (haiku_embed_onehot, "haiku_onehot", "haiku.Embed(V, D, lookup_style='ONE_HOT')(x)", ("haiku",)),
+    ]
+    for fn, library, doc, requires in libraries:
+        name = fn.__name__
+        programs[name] = Program(name, "forward", fn, doc, requires=requires)
+        programs[f"grad_{name}"] = Program(
+            f"grad_{name}", "backward", _backward(fn), f"d/dW of {doc}", forward=name, requires=requires
+        )
+        programs[f"train_{name}"] = Program(
+            f"train_{name}",
+            "train",
+            _library_train_step(library),
+            f"the train_take step as a {library} model: {doc}, mean-pool, dense head, cross-entropy, grad",
+            requires=requires,
+        )
+    tied: list[tuple[Callable[..., jax.Array], str, tuple[str, ...]]] = [
+        (tied_take, "jnp.take(W, x, axis=0) @ W.T", ()),
+        (flax_nnx_embed_attend, "embed = flax.nnx.Embed(V, D); embed.attend(embed(x))", ("flax",)),
+    ]
+    for fn, doc, requires in tied:
+        name = fn.__name__
+        programs[name] = Program(name, "tied", fn, doc, requires=requires, logits=True)
+        programs[f"grad_{name}"] = Program(
+            f"grad_{name}",
+            "tied_grad",
+            _backward(fn),
+            f"d/dW of {doc}: the lookup's scatter-add plus the projection's matmul",
+            forward=name,
+            requires=requires,
+            logits=True,
+        )
 
 
 CATALOG: Mapping[str, Program] = _catalog()
@@ -379,7 +691,7 @@ def make_arguments(
     specs = program.argument_specs(config)
     table = rng.standard_normal(specs[0].shape).astype(np.dtype(specs[0].dtype))
     indices = make_indices(config, distribution, seed)
-    if program.kind == "backward":
+    if program.kind in ("backward", "tied_grad"):
         ct = rng.standard_normal(specs[2].shape).astype(np.dtype(specs[2].dtype))
         return (table, indices, ct)
     if program.kind == "train":

@@ -7,37 +7,37 @@ Usage::
 
 Inputs (contract):
 
-* ``RESULTS.json``: the file the pytest plugin writes at session end (``--results-json``): an object with
-  ``versions``, ``runtime``, ``targets``, ``exitstatus`` and ``items``; each item has ``kind``,
-  ``outcome`` and ``nodeid``. Kinds read here: ``structure`` (``target``, ``program``, ``config`` and
-  the metrics of :data:`invariants._structure.METRICS`), ``invariant`` (``id``, ``target``,
-  ``programs``, ``config``), ``correctness``, ``error``, and the throughput tier's ``ratio`` (``a``,
-  ``b``, ``median``, ``low``, ``high``, ``threshold``, ``verdict``) and ``efficiency`` (``program``,
-  ``efficiency``, ``low``, ``high``, ``min_efficiency``, ``verdict``). Several files (e.g. a parallel
-  gate session and a serial throughput session) are merged into one run. Unknown kinds and extra keys
-  are ignored, so the report keeps working while tiers grow.
+* ``RESULTS.json``: the file the pytest plugin writes at session end (``--results-json``), in the form
+  :mod:`invariants._results` owns (record kinds and their fields). Several files (e.g. a parallel gate
+  session and a serial throughput session) are merged into one run. Entries of a kind this version does
+  not know are counted under "other" and otherwise ignored, so the report keeps working while tiers grow.
 * ``--benchmark-json``: pytest-benchmark's ``--benchmark-json`` output. Each ``benchmarks[*]`` whose
-  ``extra_info`` holds a ratio or an efficiency (same fields as above) becomes a throughput row; a
-  benchmark measured in the results file too (same node id) is shown once.
+  ``extra_info`` is a ``ratio`` or ``efficiency`` record (the gate's throughput items put theirs there)
+  becomes a throughput row; a benchmark measured in the results file too (same node id) is shown once.
 * ``--compare A B``: two results files; prints what changed from A to B (versions, metrics, invariant
   outcomes, ratios whose intervals no longer overlap).
 
-Output: markdown on stdout, or in ``--out``; ``--plot`` writes a PNG (matplotlib, Agg). Bad input (a
-missing file, not JSON, the wrong shape) raises :class:`InvariantsError`: one line, exit code 2.
+The run is read by :mod:`invariants._report_run`, drawn by :mod:`invariants._report_plot`; this module
+writes the markdown and is the command.
+
+Output: markdown on stdout, or in ``--out``, always; ``--plot`` also writes a PNG (matplotlib, Agg), or
+says on stderr that the run has nothing to plot. Bad input (a missing file, not JSON, the wrong shape)
+raises :class:`InvariantsError`: one line, exit code 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import math
+import sys
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import _results
 from ._errors import InvariantsError
+from ._metrics import METRICS, names
+from ._report_plot import plot
+from ._report_run import Run, Throughput, add_benchmarks, load_benchmarks, load_results, merge
 
 __all__ = [
     "Run",
@@ -58,238 +58,12 @@ _COLUMNS = (
     ("dynamic_kernel_launches", "dynamic launches"),
     ("collectives", "collectives (bytes)"),
 )
-# Metrics compared by --compare (all that the structure tier records, in a stable order).
-_COMPARED = (
-    "kernels", "entry_fusions", "while_loops", "max_trip_count", "dynamic_kernel_launches", "gathers",
-    "scatters", "dynamic_slices", "dynamic_update_slices", "custom_calls", "collectives", "collective_bytes",
-    "converts", "sorts", "copies",
-)  # fmt: skip
+# Metrics compared by --compare: every numeric structural metric of the registry (what a structure record
+# holds), aliases left out.
+_COMPARED = tuple(n for n in names(source="structure", type="number") if METRICS[n].alias_of is None)
+# ... and the compiler's predictions, which a structure record carries too (null where a target gives none).
+_COMPARED += tuple(names(source="compiler"))
 _OUTCOMES = ("passed", "failed", "xfailed", "skipped", "error")
-
-
-# ------------------------------------------------------------------------------------------------ model
-
-
-@dataclass(frozen=True)
-class Throughput:
-    """One timed comparison: a ratio ``t_a / t_b`` (``kind="ratio"``) or an efficiency vs a memory stream.
-
-    ``value``/``low``/``high`` are the median and its confidence interval; ``bound`` is the ratio's
-    threshold (upper bound) or the efficiency's floor (lower bound), None when only measured.
-    """
-
-    kind: str  # "ratio" | "efficiency"
-    nodeid: str
-    target: str
-    label: str  # "a / b" for a ratio, the program for an efficiency
-    config: str
-    value: float
-    low: float
-    high: float
-    bound: float | None
-    verdict: str | None
-    outcome: str | None  # the pytest outcome, when known (results file)
-    id: str = ""
-
-
-@dataclass
-class Run:
-    """A run, merged from one or more results files (and optionally a benchmark JSON)."""
-
-    sources: list[str]
-    versions: dict[str, str]
-    runtime: dict[str, Any]
-    targets: dict[str, dict[str, Any]]
-    exitstatus: int
-    items: list[dict[str, Any]]
-    throughput: list[Throughput] = field(default_factory=list)
-
-    def of_kind(self, kind: str) -> list[dict[str, Any]]:
-        return [i for i in self.items if i.get("kind") == kind]
-
-    @property
-    def runtime_target(self) -> str:
-        """The name of the runtime target (the one that runs programs; throughput is timed there)."""
-        for name, t in self.targets.items():
-            if t.get("mode") == "runtime":
-                return name
-        return str(self.runtime.get("platform", "runtime"))
-
-
-# -------------------------------------------------------------------------------------------- loading
-
-
-def _read_json(path: str | Path, what: str) -> Any:
-    p = Path(path)
-    if not p.is_file():
-        raise InvariantsError(f"{p}: no such {what} file")
-    try:
-        return json.loads(p.read_text())
-    except UnicodeDecodeError:
-        raise InvariantsError(f"{p}: not a {what} file (not text)") from None
-    except json.JSONDecodeError as err:
-        raise InvariantsError(f"{p}:{err.lineno}: not JSON ({err.msg})") from None
-
-
-def load_results(path: str | Path) -> Run:
-    """Read one results file; raise :class:`InvariantsError` (one line) when it is not one."""
-    data = _read_json(path, "results")
-    where = str(path)
-    if not isinstance(data, dict) or not isinstance(data.get("items"), list):
-        raise InvariantsError(
-            f"{where}: not a results file (expected an object with an 'items' list, as written by "
-            "pytest --results-json)"
-        )
-    for n, item in enumerate(data["items"]):
-        if not isinstance(item, dict) or not all(isinstance(item.get(k), str) for k in ("kind", "nodeid")):
-            raise InvariantsError(f"{where}: items[{n}] is not an object with string 'kind' and 'nodeid'")
-    for key, kind in (("versions", dict), ("runtime", dict), ("targets", dict)):
-        if not isinstance(data.get(key, {}), kind):
-            raise InvariantsError(f"{where}: '{key}' must be an object")
-    status = data.get("exitstatus", 0)
-    if not isinstance(status, int):
-        raise InvariantsError(f"{where}: 'exitstatus' must be an integer")
-    run = Run(
-        sources=[where],
-        versions={str(k): str(v) for k, v in data.get("versions", {}).items()},
-        runtime=dict(data.get("runtime", {})),
-        targets={str(k): (v if isinstance(v, dict) else {}) for k, v in data.get("targets", {}).items()},
-        exitstatus=status,
-        items=list(data["items"]),
-    )
-    for item in run.items:
-        row = _throughput_of(
-            item, item.get("target") or run.runtime_target, item["nodeid"], item.get("outcome")
-        )
-        if row is not None:
-            run.throughput.append(row)
-    return run
-
-
-def merge(runs: Sequence[Run]) -> Run:
-    """One run from several results files of the same checkout (e.g. the gate and the throughput session).
-
-    Versions and runtime come from the first file; a later file that disagrees on a version raises, since
-    its numbers would not belong in the same tables.
-    """
-    first = runs[0]
-    merged = Run(
-        sources=[],
-        versions=dict(first.versions),
-        runtime=dict(first.runtime),
-        targets={},
-        exitstatus=0,
-        items=[],
-    )
-    for run in runs:
-        for name, version in run.versions.items():
-            if merged.versions.setdefault(name, version) != version:
-                raise InvariantsError(
-                    f"{run.sources[0]}: {name} {version} differs from {merged.versions[name]} in "
-                    f"{first.sources[0]}; use --compare for two different runs"
-                )
-        merged.sources += run.sources
-        merged.targets.update(run.targets)
-        merged.exitstatus = max(merged.exitstatus, run.exitstatus)
-        merged.items += run.items
-        merged.throughput += run.throughput
-    return merged
-
-
-def load_benchmarks(path: str | Path, default_target: str = "runtime") -> list[Throughput]:
-    """Throughput rows from pytest-benchmark's JSON (``benchmarks[*].extra_info``).
-
-    Benchmarks whose ``extra_info`` holds neither a ratio nor an efficiency are skipped (they are someone
-    else's benchmarks); a file without a ``benchmarks`` list raises.
-    """
-    data = _read_json(path, "benchmark JSON")
-    if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
-        raise InvariantsError(
-            f"{path}: not a pytest-benchmark JSON file (expected an object with a 'benchmarks' list)"
-        )
-    rows = []
-    for n, bench in enumerate(data["benchmarks"]):
-        if not isinstance(bench, dict) or not isinstance(bench.get("extra_info", {}), dict):
-            raise InvariantsError(f"{path}: benchmarks[{n}] is not an object with an 'extra_info' object")
-        info = bench.get("extra_info", {})
-        nodeid = str(bench.get("fullname") or bench.get("name") or f"benchmarks[{n}]")
-        try:
-            row = _throughput_of(info, str(info.get("target") or default_target), nodeid, None)
-        except InvariantsError as err:
-            raise InvariantsError(f"{path}: benchmarks[{n}] ({bench.get('name')}): {err}") from None
-        if row is not None:
-            rows.append(row)
-    return rows
-
-
-def _number(info: dict[str, Any], key: str, required: bool = True) -> float | None:
-    value = info.get(key)
-    if value is None and not required:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvariantsError(f"{key!r} must be a finite number, not {value!r}")
-    return float(value)
-
-
-def _throughput_of(info: dict[str, Any], target: str, nodeid: str, outcome: str | None) -> Throughput | None:
-    """A :class:`Throughput` from a ratio or efficiency record, None for records of other kinds.
-
-    A ratio is recognised by ``median`` with ``a``/``b`` (or ``kind == "ratio"``), an efficiency by a
-    numeric ``efficiency``; a nested ``{"ratio": {...}}`` / ``{"efficiency": {...}}`` is accepted as well.
-    """
-    kind = info.get("kind")
-    for nested in ("ratio", "efficiency"):
-        if isinstance(info.get(nested), dict):
-            info = {**{k: v for k, v in info.items() if k != nested}, **info[nested], "kind": nested}
-            kind = nested
-    try:
-        if kind == "ratio" or (kind in (None, "throughput") and "median" in info and "a" in info):
-            return Throughput(
-                kind="ratio",
-                nodeid=nodeid,
-                target=target,
-                label=f"{info.get('a', '?')} / {info.get('b', '?')}",
-                config=str(info.get("config", "")),
-                value=_number(info, "median") or 0.0,
-                low=_number(info, "low") or 0.0,
-                high=_number(info, "high") or 0.0,
-                bound=_number(info, "threshold", required=False),
-                verdict=info.get("verdict"),
-                outcome=outcome,
-                id=str(info.get("id", "")),
-            )
-        if kind == "efficiency" or (
-            kind in (None, "throughput") and isinstance(info.get("efficiency"), float)
-        ):
-            return Throughput(
-                kind="efficiency",
-                nodeid=nodeid,
-                target=target,
-                label=str(info.get("program", "?")),
-                config=str(info.get("config", "")),
-                value=_number(info, "efficiency") or 0.0,
-                low=_number(info, "low") or 0.0,
-                high=_number(info, "high") or 0.0,
-                bound=_number(info, "min_efficiency", required=False),
-                verdict=info.get("verdict"),
-                outcome=outcome,
-                id=str(info.get("id", "efficiency")),
-            )
-    except InvariantsError as err:
-        raise InvariantsError(f"{nodeid}: {kind or 'throughput'} record: {err}") from None
-    return None
-
-
-def _add_benchmarks(run: Run, rows: Iterable[Throughput]) -> None:
-    """Add benchmark rows not already in the run (the same node id measured once, reported once)."""
-    known = {t.nodeid for t in run.throughput}
-    runtime = run.runtime_target
-    for row in rows:
-        if row.nodeid in known:
-            continue
-        if row.target == "runtime":
-            row = Throughput(**{**row.__dict__, "target": runtime})
-        run.throughput.append(row)
 
 
 # ------------------------------------------------------------------------------------------- markdown
@@ -370,14 +144,19 @@ def _header(run: Run, title: str) -> list[str]:
 
 
 def _tier_summary(run: Run) -> list[str]:
-    kinds = ("structure", "invariant", "correctness", "ratio", "efficiency", "error")
+    """One row per record kind present, in the results module's order; kinds it does not know are counted
+    under "other", so the rows always add up to the run's item count."""
+    by_tier: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for item in run.items:
+        by_tier[_results.TIERS.get(item["kind"], "other")].append(item)
     rows = []
-    for kind in kinds:
-        items = run.of_kind(kind)
+    for tier in (*_results.TIERS.values(), "other"):
+        items = by_tier.get(tier, [])
         if not items:
             continue
         counts = Counter(i.get("outcome", "error") for i in items)
-        rows.append(f"| {kind} | " + " | ".join(_fmt(counts.get(o, 0)) for o in _OUTCOMES) + " |")
+        counts["error"] += sum(n for o, n in counts.items() if o not in _OUTCOMES)
+        rows.append(f"| {tier} | " + " | ".join(_fmt(counts.get(o, 0)) for o in _OUTCOMES) + " |")
     if not rows:
         return []
     lines = ["| tier | " + " | ".join(_OUTCOMES) + " |", "|---|" + "---:|" * len(_OUTCOMES), *rows, ""]
@@ -399,7 +178,7 @@ def _target_tables(run: Run) -> list[str]:
         # An invariant over several programs (a comparison) belongs to its first one, as in the plugin.
         invariants[(str(item.get("target")), str(programs[0]), str(item.get("config")))].append(item)
     order = [t for t in run.targets if t in structures or any(k[0] == t for k in invariants)]
-    order += sorted({k[0] for k in invariants} | set(structures) - set(order))
+    order += sorted(({k[0] for k in invariants} | set(structures)) - set(order))
     lines: list[str] = []
     for target in order:
         keys = set(structures.get(target, {})) | {(k[1], k[2]) for k in invariants if k[0] == target}
@@ -433,14 +212,15 @@ def _throughput_tables(rows: list[Throughput]) -> list[str]:
             "## Throughput: time ratios (median, 95% interval; a verdict fails only when the whole interval "
             "is past the threshold)",
             "",
-            "| target | a / b | config | ratio [interval] | threshold | verdict | outcome |",
-            "|---|---|---|---|---:|---|---|",
+            "| target | a / b | config | ratio [interval] | threshold | verdict | outcome | predicted |",
+            "|---|---|---|---|---:|---|---|---:|",
         ]
         for t in ratios:
             bound = f"≤ {t.bound:.3g}" if t.bound is not None else "—"
+            predicted = "—" if t.predicted is None else f"{t.predicted:.3g}"
             lines.append(
                 f"| `{t.target}` | `{t.label}` | {t.config} | {_interval(t)} | {bound} | "
-                f"{t.verdict or '—'} | {t.outcome or '—'} |"
+                f"{t.verdict or '—'} | {t.outcome or '—'} | {predicted} |"
             )
         lines.append("")
     effs = sorted((t for t in rows if t.kind == "efficiency"), key=lambda t: (t.target, t.label, t.config))
@@ -460,10 +240,97 @@ def _throughput_tables(rows: list[Throughput]) -> list[str]:
     return lines
 
 
+def _estimates(run: Run) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """Structure items by (target, program, config), for the compilers' predictions they carry."""
+    return {
+        (str(i.get("target")), str(i.get("program")), str(i.get("config"))): i
+        for i in run.of_kind("structure")
+    }
+
+
+def _predicted_ratio(run: Run, target: str, a: str, b: str, config: str) -> float | None:
+    """``estimated_cycles(a) / estimated_cycles(b)`` on ``target`` from the run's structure items."""
+    items = _estimates(run)
+    ca = items.get((target, a, config), {}).get("estimated_cycles")
+    cb = items.get((target, b, config), {}).get("estimated_cycles")
+    if not isinstance(ca, int) or not isinstance(cb, int) or cb <= 0:
+        return None
+    return ca / cb
+
+
+def _predicted_tables(run: Run) -> list[str]:
+    """The compilers' own predictions: TPU cycles per program and target, memory per program and target,
+    and each measured time ratio beside the ratio the TPU compiler predicts for the same two programs."""
+    items = _estimates(run)
+    tpus = sorted({k[0] for k, i in items.items() if isinstance(i.get("estimated_cycles"), int)})
+    lines: list[str] = []
+    ratios = [t for t in run.throughput if t.kind == "ratio"]
+    if ratios and tpus:
+        lines += [
+            "## Predicted beside measured: time ratios and the TPU compiler's estimated-cycles ratios",
+            "",
+            "A measured ratio is timed on the runtime target; a predicted one is "
+            "`estimated_cycles(a) / estimated_cycles(b)` from the optimized HLO of each TPU target (same "
+            "config). On a TPU host the runtime target is the chip, and its column is the estimate the "
+            "measurement checks.",
+            "",
+            "| a / b | config | measured on | measured [interval] | "
+            + " | ".join(f"`{t}`" for t in tpus)
+            + " |",
+            "|---|---|---|---|" + "---:|" * len(tpus),
+        ]
+        for t in sorted(ratios, key=lambda t: (t.label, t.config, t.target)):
+            a, _, b = t.label.partition(" / ")
+            cells = [_predicted_ratio(run, tpu, a, b, t.config) for tpu in tpus]
+            lines.append(
+                f"| `{t.label}` | {t.config} | `{t.target}` | {_interval(t)} | "
+                + " | ".join("—" if c is None else f"{c:.3g}" for c in cells)
+                + " |"
+            )
+        lines.append("")
+    if tpus:
+        keys = sorted({(k[1], k[2]) for k in items if k[0] in tpus})
+        lines += [
+            "## Predicted TPU cost: estimated cycles per call (libtpu's own estimate; loops expanded)",
+            "",
+            "Kernels without an estimate add nothing (today the kCustom gather and custom calls), so a "
+            "forward's figure is the work around its gather. `?`: not compiled there, or no estimate.",
+            "",
+            "| program | config | " + " | ".join(f"`{t}`" for t in tpus) + " |",
+            "|---|---|" + "---:|" * len(tpus),
+        ]
+        for program, config in keys:
+            cells = [items.get((tpu, program, config), {}).get("estimated_cycles") for tpu in tpus]
+            lines.append(f"| `{program}` | {config} | " + " | ".join(_fmt(c) for c in cells) + " |")
+        lines.append("")
+    memory_targets = sorted({k[0] for k, i in items.items() if isinstance(i.get("temp_bytes"), int)})
+    if memory_targets:
+        keys = sorted({(k[1], k[2]) for k in items if k[0] in memory_targets})
+        lines += [
+            "## Predicted memory: temporary bytes per call (compiled.memory_analysis())",
+            "",
+            "| program | config | " + " | ".join(f"`{t}`" for t in memory_targets) + " |",
+            "|---|---|" + "---:|" * len(memory_targets),
+        ]
+        for program, config in keys:
+            cells = [items.get((t, program, config), {}).get("temp_bytes") for t in memory_targets]
+            lines.append(
+                f"| `{program}` | {config} | "
+                + " | ".join("—" if c is None else _bytes(c) for c in cells)
+                + " |"
+            )
+        lines.append("")
+    return lines
+
+
 def render(run: Run, title: str = "Embedding performance invariants") -> str:
     """The markdown report of one (merged) run."""
     lines = (
-        _header(run, title) + _tier_summary(run) + _throughput_tables(run.throughput) + _target_tables(run)
+        _header(run, title)
+        + _tier_summary(run)
+        + _throughput_tables(run.throughput)
+        + _predicted_tables(run)
+        + _target_tables(run)
     )
     return "\n".join(lines).rstrip() + "\n"
 
@@ -548,113 +415,6 @@ def compare_markdown(a: Run, b: Run) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-# ----------------------------------------------------------------------------------------------- plot
-
-
-def plot(run: Run, path: str | Path) -> None:
-    """Draw the run: dynamic kernel launches per program and target (log axis), and the throughput.
-
-    Launches show the loops at a glance (a per-row loop of 16,384 trips against a handful of kernels).
-    The throughput panels show each ratio or efficiency with its interval and its bound.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display on CI; set before pyplot is imported
-    import matplotlib.pyplot as plt
-
-    structures = [i for i in run.of_kind("structure") if isinstance(i.get("dynamic_kernel_launches"), int)]
-    ratios = [t for t in run.throughput if t.kind == "ratio"]
-    effs = [t for t in run.throughput if t.kind == "efficiency"]
-    panels = [
-        p for p, present in (("launches", structures), ("ratio", ratios), ("efficiency", effs)) if present
-    ]
-    if not panels:
-        raise InvariantsError(f"{', '.join(run.sources)}: nothing to plot (no structure or throughput items)")
-
-    # One row per program, in the seed configuration (f32) where it has one: the other configurations
-    # repeat the same pattern and would triple the rows. The report's tables have every configuration.
-    configs: dict[str, set[str]] = defaultdict(set)
-    for i in structures:
-        configs[str(i.get("program"))].add(str(i.get("config")))
-    shown = {p: ("f32" if "f32" in c else sorted(c)[0]) for p, c in configs.items()}
-    structures = [i for i in structures if shown[str(i.get("program"))] == str(i.get("config"))]
-    rows_of = {
-        "launches": sorted({_row_label(i) for i in structures}),
-        "ratio": sorted({f"{t.label} [{t.config}]" for t in ratios}),
-        "efficiency": sorted({f"{t.label} [{t.config}]" for t in effs}),
-    }
-    heights = [max(2.0, 0.22 * len(rows_of[p]) + 1.0) for p in panels]
-    fig, axes = plt.subplots(
-        len(panels), 1, figsize=(11, sum(heights)), gridspec_kw={"height_ratios": heights}, squeeze=False
-    )
-    for ax, panel in zip(axes[:, 0], panels, strict=True):
-        labels = rows_of[panel]
-        y = {label: n for n, label in enumerate(labels)}
-        if panel == "launches":
-            targets = sorted({str(i.get("target")) for i in structures})
-            markers = "osD^v<>p*hX"
-            for n, target in enumerate(targets):
-                # Each target sits at its own small offset inside the row, so equal counts do not hide
-                # each other.
-                dy = (n - (len(targets) - 1) / 2) * 0.7 / max(len(targets), 1)
-                pts = [
-                    (max(i["dynamic_kernel_launches"], 1), y[_row_label(i)] + dy)
-                    for i in structures
-                    if i.get("target") == target
-                ]
-                ax.scatter(*zip(*pts, strict=True), label=target, marker=markers[n % len(markers)], s=22)
-            top = max(structures, key=lambda i: i["dynamic_kernel_launches"])
-            if top["dynamic_kernel_launches"] >= 100:
-                trips = _fmt(top.get("max_trip_count"))
-                ax.annotate(
-                    f"{top['dynamic_kernel_launches']:,} launches: {top['program']} on {top['target']}\n"
-                    f"{top.get('while_loops')} while loop(s), max trip count {trips}",
-                    xy=(top["dynamic_kernel_launches"], y[_row_label(top)]),
-                    xytext=(0.45, 0.93),
-                    textcoords="axes fraction",
-                    fontsize=8,
-                    arrowprops={"arrowstyle": "->", "color": "grey"},
-                )
-            ax.set_xscale("log")
-            ax.set_xlabel("dynamic kernel launches per call (loops expanded by trip count; log scale)")
-            ax.set_title("Kernel launches per call, per program (seed config f32) and target")
-            ax.legend(fontsize=7, loc="lower right", ncol=2)
-        else:
-            data = ratios if panel == "ratio" else effs
-            for t in data:
-                row = y[f"{t.label} [{t.config}]"]
-                bad = t.verdict == "fail"
-                ax.errorbar(
-                    t.value, row, xerr=[[t.value - t.low], [t.high - t.value]], fmt="o",
-                    color="tab:red" if bad else "tab:blue", capsize=3,
-                )  # fmt: skip
-                if t.bound is not None:
-                    ax.plot([t.bound, t.bound], [row - 0.4, row + 0.4], color="tab:red", lw=2)
-            ax.axvline(1.0, color="grey", lw=0.8, ls="--")
-            if panel == "ratio":
-                ax.set_title("Time ratio a / b (median, interval; red bar: threshold, a row fails past it)")
-                ax.set_xlabel("t_a / t_b (1.0 = as fast)")
-            else:
-                ax.set_title("Efficiency vs streaming the same bytes (median, interval; red bar: floor)")
-                ax.set_xlabel("t_stream / t_program (1.0 = as fast as the stream)")
-        ax.set_yticks(range(len(labels)), labels, fontsize=7)
-        ax.set_ylim(-0.7, len(labels) - 0.3)
-        ax.invert_yaxis()
-        ax.grid(axis="x", which="both", alpha=0.3)
-    versions = ", ".join(f"{k} {v}" for k, v in sorted(run.versions.items()))
-    fig.suptitle(f"Embedding invariants ({versions})", fontsize=9)
-    fig.tight_layout(rect=(0, 0, 1, 0.98))
-    out = Path(path)
-    if out.parent and not out.parent.is_dir():
-        raise InvariantsError(f"{out}: folder {out.parent} does not exist")
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-
-
-def _row_label(item: dict[str, Any]) -> str:
-    return f"{item.get('program')} [{item.get('config')}]"
-
-
 # ------------------------------------------------------------------------------------------------- CLI
 
 
@@ -698,16 +458,23 @@ def main(argv: list[str] | None = None) -> int:
         raise InvariantsError("report: --benchmark-json needs a results file to go with it")
     if args.plot and not args.results:
         raise InvariantsError("report: --plot draws a results file; give one")
+    for option, value in (("--plot", args.plot), ("--out", args.out)):
+        if value and not Path(value).parent.is_dir():
+            raise InvariantsError(f"report: {option} {value}: folder {Path(value).parent} does not exist")
 
     parts = []
     if args.results:
         run = merge([load_results(p) for p in args.results])
         if args.benchmark_json:
-            _add_benchmarks(run, load_benchmarks(args.benchmark_json, run.runtime_target))
+            add_benchmarks(run, load_benchmarks(args.benchmark_json, run.runtime_target))
         parts.append(render(run))
         if args.plot:
-            plot(run, args.plot)
-            parts.append(f"Plot: `{args.plot}`\n")
+            if plot(run, args.plot):
+                parts.append(f"Plot: `{args.plot}`\n")
+            else:
+                # The markdown is still written: a run of the invariant tier alone has tables, not points.
+                print(f"report: {args.plot} not written: nothing to plot (no structure or throughput items)",
+                      file=sys.stderr)  # fmt: skip
     if args.compare:
         parts.append(compare_markdown(load_results(args.compare[0]), load_results(args.compare[1])))
     text = "\n".join(parts)

@@ -15,18 +15,30 @@ invariants touches that one file. The format::
     when = "jax >= 0.10"           # optional: comma-separated version conditions (packaging specifiers)
     ratchet = { reason = "...", issue = "https://..." }   # optional: known-bad today, expected to fail
 
-    [[correctness]]                # runtime-target value checks (see invariants._checks.CORRECTNESS)
+    [[correctness]]                # runtime-target value checks: one of CORRECTNESS_CHECKS (run by _checks)
     id = "forward_values_agree"
     check = "agree"
     programs = ["kind:forward"]
     reference = "take"
 
-An ``assert`` is one comparison of two arithmetic sides, or a membership test. Its names are structural
-metrics (``kernels``, ``while_loops``, ...; see ``invariants._structure.METRICS``) of the program the item
-is about, or input facts (``table_bytes``, ``lookups``). A metric *called* on a program name is relational:
-``kernels(naive) <= kernels(take)``, over each config the named programs share on a target.
-``structure(a) == structure(b)`` compares whole kernel lists. ``time(a) / time(b) <= 1.10`` and
-``efficiency(a)`` belong to the throughput tier. ``'T' in custom_call_targets`` tests a custom-call target.
+    [[program]]                    # a downstream project's own program (see invariants._downstream)
+    name = "my_lookup"
+    function = "mylib.emb:lookup"  # module:attribute, imported from the user's path
+    kind = "forward"               # forward, backward (its gradient) or train (one training step)
+    configs = ["f32"]              # config ids (default: f32)
+
+An ``assert`` is one comparison of two arithmetic sides, or a membership test. Its names come from the
+metric registry (``invariants._metrics.METRICS``): structural metrics (``kernels``, ``while_loops``, ...)
+of the program the item is about, or input facts (``table_bytes``, ``lookups``). Both sides of a
+comparison must have the same type (a number with a number, a kernel list with a kernel list), and ``in``
+takes a string on its left and a set metric on its right: a comparison that could never fail is refused.
+A metric *called* on a program name is relational: ``kernels(naive) <= kernels(take)``, over each config
+the named programs share on a target. ``structure(a) == structure(b)`` compares whole kernel lists.
+``time(a) / time(b) <= 1.10`` belongs to the throughput tier (efficiency is not written in an assert: it
+is compared with a recorded baseline). A timed program may name the distribution of its indices,
+``time(grad_take[equal]) / time(grad_take[uniform]) <= 1.25`` (``uniform`` when omitted; see
+``invariants._programs.DISTRIBUTIONS``): the structure does not depend on it, so only ``time`` takes one.
+``'T' in custom_call_targets`` tests a custom-call target.
 
 Every mistake is reported as one line ``FILE:LINE: what is wrong``, with the closest valid name.
 """
@@ -37,20 +49,19 @@ import ast
 import dataclasses
 import re
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from packaging.requirements import InvalidRequirement, Requirement
 
 from ._errors import InvariantsError, did_you_mean
-from ._structure import METRICS
+from ._metrics import METRICS
 
 SPEC_DIR = Path(__file__).parent
-# Names an assert may use besides metrics: facts about the inputs, known before compiling.
-INPUT_FACTS = ("table_bytes", "lookups", "row_bytes", "vocab")
-SET_METRICS = ("custom_call_targets", "opcodes")
-RELATION_FUNCTIONS = ("structure", "time", "efficiency")
+# The [[correctness]] checks a spec may name; invariants._checks.CORRECTNESS implements each (the spec
+# stage owns the vocabulary, the checks stage reads it: data flows one way, spec -> checks).
+CORRECTNESS_CHECKS = ("agree", "out_of_bounds", "narrow_index")
 VERSIONED_PACKAGES = ("jax", "jaxlib", "libtpu", "equinox")
 
 _INVARIANT_KEYS = ("id", "programs", "configs", "assert", "why", "when", "ratchet")
@@ -66,10 +77,12 @@ _CORRECTNESS_KEYS = (
     "when",
 )
 _RATCHET_KEYS = ("reason", "issue")
-_TOP_KEYS = ("spec", "invariant", "correctness")
+_PROGRAM_KEYS = ("name", "function", "kind", "configs", "tags", "doc")
+PROGRAM_KINDS = ("forward", "backward", "train")
+_TOP_KEYS = ("spec", "invariant", "correctness", "program")
 _SPEC_KEYS = ("targets", "efficiency_max_loss")
 
-Kind = Literal["absolute", "relational", "throughput"]
+InvariantKind = Literal["absolute", "relational", "throughput"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,7 +99,7 @@ class Invariant:
     where: str
     expr: ast.Expression
     text: str
-    kind: Kind
+    kind: InvariantKind
     programs: tuple[str, ...]  # selectors; for relational/throughput: the programs the assert names
     configs: tuple[str, ...]
     why: str
@@ -109,6 +122,23 @@ class CorrectnessCheck:
 
 
 @dataclasses.dataclass(frozen=True)
+class ProgramDecl:
+    """One parsed ``[[program]]``: what a downstream project asks the gate to compile.
+
+    Only read here; :func:`invariants._downstream.build` imports ``function`` and checks its contract.
+    ``tags`` always holds ``user``, so a selector ``tag:user`` names every declared program.
+    """
+
+    name: str
+    function: str  # "module:attribute"
+    kind: str
+    configs: tuple[str, ...]
+    tags: frozenset[str]
+    doc: str
+    where: str
+
+
+@dataclasses.dataclass(frozen=True)
 class Spec:
     path: Path
     targets: tuple[str, ...]
@@ -116,6 +146,10 @@ class Spec:
     correctness: tuple[CorrectnessCheck, ...]
     # How much efficiency (t_copy / t_program) a program may lose against its recorded baseline.
     efficiency_max_loss: float | None = None
+    programs: tuple[ProgramDecl, ...] = ()
+    # The package's own spec files speak of the catalog: their selectors ("kind:forward", "*") never match
+    # a downstream project's programs, which only its own spec files hold to anything.
+    catalog_scope: bool = False
 
 
 class _Locator:
@@ -173,8 +207,17 @@ def _check_keys(table: dict[str, Any], known: Sequence[str], loc: _Locator, line
             )
 
 
-def parse_assert(text: str, loc: _Locator, line: int) -> tuple[ast.Expression, Kind, tuple[str, ...]]:
-    """Parse and validate an assert; return it, its kind and the programs it names (relational)."""
+def parse_assert(
+    text: str, loc: _Locator, line: int, known: Mapping[str, Any] | None = None
+) -> tuple[ast.Expression, InvariantKind, tuple[str, ...]]:
+    """Parse and validate an assert; return it, its kind and the programs it names (relational).
+
+    Every name must be in the metric registry, and the two sides of the comparison must have the same
+    type (see :mod:`invariants._metrics`): ``custom_call_targets != 0`` would compare a set with a number
+    and hold everywhere, so it is refused. ``known`` maps program names to programs (default: every
+    program of this process).
+    """
+    programs_known = _known(known)
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as err:
@@ -184,58 +227,86 @@ def parse_assert(text: str, loc: _Locator, line: int) -> tuple[ast.Expression, K
         raise loc.error(line, f"assert {text!r} must be one comparison such as 'kernels <= 2'")
     named: list[str] = []
     bare: list[str] = []  # metrics used without a program: they mean the item's own program
-    kind: Kind = "absolute"
+    kind: InvariantKind = "absolute"
+    bare_names = [m.name for m in METRICS.values() if not m.call_only]
+    call_names = [m.name for m in METRICS.values() if m.source != "input"]
 
-    def visit(node: ast.AST) -> None:
+    def type_of(node: ast.AST) -> str:
+        """The type of an operand: number, set, structure or string; raises on anything not understood."""
         nonlocal kind
-        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str)):
-            return
+        if isinstance(node, ast.Constant) and not isinstance(node.value, bool):
+            if isinstance(node.value, (int, float)):
+                return "number"
+            if isinstance(node.value, str):
+                return "string"
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)):
-            visit(node.left)
-            visit(node.right)
-            return
+            for side in (node.left, node.right):
+                if (t := type_of(side)) != "number":
+                    raise loc.error(line, f"assert {text!r}: arithmetic on a {t} ('{ast.unparse(side)}')")
+            return "number"
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            visit(node.operand)
-            return
+            if (t := type_of(node.operand)) != "number":
+                raise loc.error(line, f"assert {text!r}: arithmetic on a {t} ('{ast.unparse(node)}')")
+            return "number"
         if isinstance(node, ast.Name):
-            if node.id in METRICS or node.id in SET_METRICS:
+            metric = METRICS.get(node.id)
+            if metric is None or metric.call_only:
+                if metric is not None:
+                    raise loc.error(line, f"{node.id}(...) takes one program name, as in {node.id}(take)")
+                raise loc.error(line, f"unknown metric '{node.id}'{did_you_mean(node.id, bare_names)}")
+            if metric.source in ("structure", "compiler"):
                 bare.append(node.id)
-                return
-            if node.id in INPUT_FACTS:
-                return
-            known = [*METRICS, *INPUT_FACTS, *SET_METRICS]
-            raise loc.error(line, f"unknown metric '{node.id}'{did_you_mean(node.id, known)}")
+            return metric.type
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             fn = node.func.id
-            if fn not in METRICS and fn not in RELATION_FUNCTIONS:
-                known = [*METRICS, *RELATION_FUNCTIONS]
-                raise loc.error(line, f"unknown metric '{fn}'{did_you_mean(fn, known)}")
-            if len(node.args) != 1 or not isinstance(node.args[0], ast.Name) or node.keywords:
+            metric = METRICS.get(fn)
+            if metric is None or metric.source == "input":
+                raise loc.error(line, f"unknown metric '{fn}'{did_you_mean(fn, call_names)}")
+            arg = node.args[0] if len(node.args) == 1 and not node.keywords else None
+            if isinstance(arg, ast.Subscript) and metric.source == "throughput":
+                _distribution_of(arg, loc, line)
+                arg = arg.value
+            elif isinstance(arg, ast.Subscript):
+                raise loc.error(
+                    line,
+                    f"{fn}({ast.unparse(arg)}): only time() takes an index distribution; "
+                    "the compiled structure does not depend on it",
+                )
+            if not isinstance(arg, ast.Name):
+                if metric.source == "throughput":
+                    example = f"as in {fn}(take) or {fn}(take[zipf])"
+                    raise loc.error(line, f"{fn}(...) takes one program, {example}")
                 raise loc.error(line, f"{fn}(...) takes one program name, as in {fn}(take)")
-            from ._programs import CATALOG
-
-            program = node.args[0].id
-            if program not in CATALOG:
-                raise loc.error(line, f"unknown program '{program}'{did_you_mean(program, list(CATALOG))}")
+            program = arg.id
+            if program not in programs_known:
+                raise loc.error(line, f"unknown program '{program}'{did_you_mean(program, programs_known)}")
             named.append(program)
-            if fn in ("time", "efficiency"):
+            if metric.source == "throughput":
                 kind = "throughput"
             elif kind == "absolute":
                 kind = "relational"
-            return
-        if isinstance(node, ast.Compare):
-            for part in (node.left, *node.comparators):
-                visit(part)
-            return
+            return metric.type
         raise loc.error(line, f"assert {text!r}: '{ast.unparse(node)}' is not understood")
 
-    visit(body)
-    if kind == "throughput" and throughput_terms(body) is None:
-        raise loc.error(line, f"assert {text!r}: a throughput assert reads 'time(A) / time(B) <= NUMBER'")
-    if isinstance(body.ops[0], (ast.In, ast.NotIn)):
-        right = body.comparators[0]
-        if not (isinstance(right, ast.Name) and right.id in SET_METRICS):
-            raise loc.error(line, f"assert {text!r}: 'in' needs one of {', '.join(SET_METRICS)} on its right")
+    left, right = type_of(body.left), type_of(body.comparators[0])
+    op = body.ops[0]
+    if isinstance(op, (ast.In, ast.NotIn)):
+        if right != "set" or left != "string":
+            sets = ", ".join(m.name for m in METRICS.values() if m.type == "set")
+            raise loc.error(
+                line, f"assert {text!r}: 'in' takes a quoted name on its left and one of {sets} on its right"
+            )
+    elif left != right:
+        raise loc.error(line, f"assert {text!r} compares a {left} with a {right}: it could never fail")
+    elif left in ("set", "string", "structure") and not isinstance(op, (ast.Eq, ast.NotEq)):
+        raise loc.error(line, f"assert {text!r}: a {left} can only be compared with == or !=")
+    if kind == "throughput":
+        terms = throughput_terms(body)
+        if terms is None:
+            raise loc.error(line, f"assert {text!r}: a throughput assert reads 'time(A) / time(B) <= NUMBER'")
+        if terms[0] == terms[1]:
+            itself = f"times {terms[0].label} against itself: it could never fail"
+            raise loc.error(line, f"assert {text!r} {itself}")
     if kind != "absolute" and bare:
         raise loc.error(
             line,
@@ -244,11 +315,38 @@ def parse_assert(text: str, loc: _Locator, line: int) -> tuple[ast.Expression, K
     return tree, kind, tuple(dict.fromkeys(named))
 
 
-def throughput_terms(body: ast.expr) -> tuple[str, str, float] | None:
+def _distribution_of(node: ast.Subscript, loc: _Locator, line: int) -> str:
+    """The distribution named in ``program[distribution]``; one line naming the known ones otherwise."""
+    from ._programs import DISTRIBUTIONS
+
+    name = node.slice.id if isinstance(node.slice, ast.Name) else ast.unparse(node.slice)
+    if name not in DISTRIBUTIONS:
+        raise loc.error(
+            line,
+            f"unknown index distribution '{name}' in '{ast.unparse(node)}'"
+            f"{did_you_mean(name, DISTRIBUTIONS)}; known: {', '.join(DISTRIBUTIONS)}",
+        )
+    return name
+
+
+class Timed(NamedTuple):
+    """One side of a throughput ratio: a program and the distribution of its indices."""
+
+    program: str
+    distribution: str = "uniform"
+
+    @property
+    def label(self) -> str:
+        """``program``, or ``program[distribution]`` when it is not uniform: how results name the side."""
+        return self.program if self.distribution == "uniform" else f"{self.program}[{self.distribution}]"
+
+
+def throughput_terms(body: ast.expr) -> tuple[Timed, Timed, float] | None:
     """``(A, B, threshold)`` of ``time(A) / time(B) <= threshold``, or None for any other shape.
 
     Only this shape is measurable without absolute times: both programs are timed pair by pair, so the
-    ratio is what the run measures (see invariants._timing).
+    ratio is what the run measures (see invariants._timing). A side is ``time(program)`` or
+    ``time(program[distribution])`` (validated by :func:`parse_assert`).
     """
     if not (isinstance(body, ast.Compare) and isinstance(body.ops[0], ast.LtE)):
         return None
@@ -257,12 +355,55 @@ def throughput_terms(body: ast.expr) -> tuple[str, str, float] | None:
         return None
     if not (isinstance(left, ast.BinOp) and isinstance(left.op, ast.Div)):
         return None
-    names = []
+    sides = []
     for side in (left.left, left.right):
         if not (isinstance(side, ast.Call) and isinstance(side.func, ast.Name) and side.func.id == "time"):
             return None
-        names.append(side.args[0].id)  # type: ignore[attr-defined]
-    return names[0], names[1], float(right.value)
+        arg = side.args[0]
+        if (
+            isinstance(arg, ast.Subscript)
+            and isinstance(arg.value, ast.Name)
+            and isinstance(arg.slice, ast.Name)
+        ):
+            sides.append(Timed(arg.value.id, arg.slice.id))
+        elif isinstance(arg, ast.Name):
+            sides.append(Timed(arg.id))
+        else:
+            return None
+    return sides[0], sides[1], float(right.value)
+
+
+def scaled_terms(body: ast.expr) -> tuple[str, str, str, float] | None:
+    """``(metric, A, B, c)`` of a scaled relation ``metric(A) OP c * metric(B)`` (also ``metric(B) * c``, and
+    ``metric(A) OP metric(B)`` with c = 1), or None for any other shape. Its ratio ``metric(A) / metric(B)``
+    is what a reader wants next to the verdict: the checks report it, and a ratchet's xfail line shows it."""
+    if not isinstance(body, ast.Compare) or len(body.ops) != 1:
+        return None
+    left, right = body.left, body.comparators[0]
+    scale = 1.0
+    if isinstance(right, ast.BinOp) and isinstance(right.op, ast.Mult):
+        for factor, term in ((right.left, right.right), (right.right, right.left)):
+            if isinstance(factor, ast.Constant) and isinstance(factor.value, (int, float)):
+                scale, right = float(factor.value), term
+                break
+        else:
+            return None
+    calls = []
+    for side in (left, right):
+        if not (
+            isinstance(side, ast.Call)
+            and isinstance(side.func, ast.Name)
+            and side.func.id in METRICS
+            and METRICS[side.func.id].source in ("structure", "compiler")
+            and METRICS[side.func.id].type == "number"
+            and len(side.args) == 1
+            and isinstance(side.args[0], ast.Name)
+        ):
+            return None
+        calls.append((side.func.id, side.args[0].id))
+    if calls[0][0] != calls[1][0]:
+        return None
+    return calls[0][0], calls[0][1], calls[1][1], scale
 
 
 def _parse_when(text: str, loc: _Locator, line: int) -> tuple[Requirement, ...]:
@@ -284,8 +425,7 @@ def _parse_when(text: str, loc: _Locator, line: int) -> tuple[Requirement, ...]:
     return tuple(reqs)
 
 
-def load_spec(path: Path) -> Spec:
-    """Read and validate one spec file. Raises :class:`InvariantsError` naming ``FILE:LINE``."""
+def _read(path: Path) -> tuple[dict[str, Any], _Locator]:
     try:
         text = path.read_text()
     except OSError as err:
@@ -298,6 +438,62 @@ def load_spec(path: Path) -> Spec:
         line = int(m.group(1)) if m else 1
         raise loc.error(line, f"not valid TOML: {str(err).split(' (at line')[0]}") from None
     _check_keys(data, _TOP_KEYS, loc, 1, "the spec file")
+    return data, loc
+
+
+def read_programs(path: Path) -> tuple[ProgramDecl, ...]:
+    """The ``[[program]]`` tables of one spec file, validated as data (nothing is imported)."""
+    from ._programs import CONFIGS
+
+    data, loc = _read(path)
+    out: list[ProgramDecl] = []
+    for i, table in enumerate(data.get("program", [])):
+        line = loc.table_line("program", i)
+        _check_keys(table, _PROGRAM_KEYS, loc, line, "[[program]]")
+        for required in ("name", "function", "kind"):
+            if required not in table:
+                raise loc.error(line, f"[[program]] needs '{required}'")
+        name = table["name"]
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise loc.error(loc.key_line(line, "name"), f"name {name!r} must be a Python-style identifier")
+        function = table["function"]
+        if not isinstance(function, str) or not re.fullmatch(r"[\w.]+:[\w.]+", function):
+            raise loc.error(
+                loc.key_line(line, "function"), f"function {function!r} must read 'module:attribute'"
+            )
+        kind = table["kind"]
+        if kind not in PROGRAM_KINDS:
+            raise loc.error(
+                loc.key_line(line, "kind"),
+                f"kind {kind!r}: one of {', '.join(PROGRAM_KINDS)}{did_you_mean(str(kind), PROGRAM_KINDS)}",
+            )
+        configs = _strings(table.get("configs", "f32"), loc, loc.key_line(line, "configs"), "configs")
+        for config in configs:
+            if config not in CONFIGS:
+                raise loc.error(
+                    loc.key_line(line, "configs"),
+                    f"unknown config '{config}'{did_you_mean(config, CONFIGS)}; known: {', '.join(CONFIGS)}",
+                )
+        tags = _strings(table.get("tags", []), loc, loc.key_line(line, "tags"), "tags")
+        doc = table.get("doc", function)
+        if not isinstance(doc, str):
+            raise loc.error(loc.key_line(line, "doc"), "'doc' must be a string")
+        out.append(
+            ProgramDecl(
+                name, function, kind, tuple(dict.fromkeys(configs)), frozenset({*tags, "user"}), doc,
+                f"{loc.path}:{line}",
+            )
+        )  # fmt: skip
+    return tuple(out)
+
+
+def load_spec(path: Path, known: Mapping[str, Any] | None = None) -> Spec:
+    """Read and validate one spec file. Raises :class:`InvariantsError` naming ``FILE:LINE``.
+
+    Program names in it are checked against ``known`` (name -> an object with ``kind`` and ``tags``;
+    default: every program of this process); :func:`load_specs` adds the declared programs.
+    """
+    data, loc = _read(path)
     header = data.get("spec", {})
     _check_keys(header, _SPEC_KEYS, loc, 1, "[spec]")
     max_loss = header.get("efficiency_max_loss")
@@ -305,9 +501,9 @@ def load_spec(path: Path) -> Spec:
         raise loc.error(
             loc.key_line(1, "efficiency_max_loss"), "efficiency_max_loss must be a fraction in (0, 1)"
         )
-    if "targets" not in header:
+    if "targets" not in header and ("invariant" in data or "correctness" in data):
         raise loc.error(1, "missing [spec] targets = [...] (the target names this file applies to)")
-    targets = _strings(header["targets"], loc, loc.key_line(1, "targets"), "targets")
+    targets = _strings(header.get("targets", []), loc, loc.key_line(1, "targets"), "targets")
 
     invariants: list[Invariant] = []
     seen: dict[str, int] = {}
@@ -326,12 +522,12 @@ def load_spec(path: Path) -> Spec:
         assert_line = loc.key_line(line, "assert")
         if not isinstance(table["assert"], str):
             raise loc.error(assert_line, "'assert' must be a string")
-        expr, kind, named = parse_assert(table["assert"], loc, assert_line)
+        expr, kind, named = parse_assert(table["assert"], loc, assert_line, known)
         if kind == "absolute":
             if "programs" not in table:
                 raise loc.error(line, f"'{inv_id}' needs 'programs' (which programs the assert is about)")
             programs = _strings(table["programs"], loc, loc.key_line(line, "programs"), "programs")
-            _check_selectors(programs, loc, loc.key_line(line, "programs"))
+            _check_selectors(programs, loc, loc.key_line(line, "programs"), known)
         else:
             if "programs" in table:
                 raise loc.error(
@@ -373,15 +569,13 @@ def load_spec(path: Path) -> Spec:
         for required in ("id", "check", "programs"):
             if required not in table:
                 raise loc.error(line, f"[[correctness]] needs '{required}'")
-        from ._checks import CORRECTNESS
-
-        if table["check"] not in CORRECTNESS:
+        if table["check"] not in CORRECTNESS_CHECKS:
             raise loc.error(
                 loc.key_line(line, "check"),
-                f"unknown check '{table['check']}'{did_you_mean(table['check'], list(CORRECTNESS))}",
+                f"unknown check '{table['check']}'{did_you_mean(table['check'], CORRECTNESS_CHECKS)}",
             )
         programs = _strings(table["programs"], loc, loc.key_line(line, "programs"), "programs")
-        _check_selectors(programs, loc, loc.key_line(line, "programs"))
+        _check_selectors(programs, loc, loc.key_line(line, "programs"), known)
         checks.append(
             CorrectnessCheck(
                 id=table["id"],
@@ -396,28 +590,44 @@ def load_spec(path: Path) -> Spec:
                 when=_parse_when(table["when"], loc, loc.key_line(line, "when")) if "when" in table else (),
             )
         )
-    return Spec(path, targets, tuple(invariants), tuple(checks), max_loss)
+    return Spec(path, targets, tuple(invariants), tuple(checks), max_loss, read_programs(path))
 
 
-def _check_selectors(selectors: Sequence[str], loc: _Locator, line: int) -> None:
+def scope_of(spec: Spec) -> Mapping[str, Any] | None:
+    """The programs ``spec``'s selectors range over (None: every program of this process)."""
+    if not spec.catalog_scope:
+        return None
     from ._programs import CATALOG
 
+    return CATALOG
+
+
+def _known(known: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    if known is not None:
+        return known
+    from ._registry import PROGRAMS
+
+    return PROGRAMS
+
+
+def _check_selectors(
+    selectors: Sequence[str], loc: _Locator, line: int, known: Mapping[str, Any] | None = None
+) -> None:
     for sel in selectors:
-        if not select_programs([sel]):
-            raise loc.error(
-                line, f"program selector '{sel}' matches no program{did_you_mean(sel, list(CATALOG))}"
-            )
+        if not select_programs([sel], known):
+            names = _known(known)
+            raise loc.error(line, f"program selector '{sel}' matches no program{did_you_mean(sel, names)}")
 
 
-def select_programs(selectors: Sequence[str]) -> list[str]:
-    """Catalog names matched by selectors: exact names, fnmatch patterns, ``kind:K``, ``tag:T``."""
+def select_programs(selectors: Sequence[str], known: Mapping[str, Any] | None = None) -> list[str]:
+    """Program names matched by selectors: exact names, fnmatch patterns, ``kind:K``, ``tag:T``.
+
+    ``known`` as in :func:`load_spec` (default: every program of this process, catalog first)."""
     import fnmatch
-
-    from ._programs import CATALOG
 
     out: dict[str, None] = {}
     for sel in selectors:
-        for name, program in CATALOG.items():
+        for name, program in _known(known).items():
             if sel.startswith("kind:"):
                 hit = program.kind == sel[5:]
             elif sel.startswith("tag:"):
@@ -429,9 +639,42 @@ def select_programs(selectors: Sequence[str]) -> list[str]:
     return list(out)
 
 
-def load_specs(directory: Path = SPEC_DIR) -> list[Spec]:
-    """Every ``*.toml`` in ``directory``; a folder without any is an error, not an empty gate."""
-    paths = sorted(directory.glob("*.toml"))
-    if not paths:
-        raise InvariantsError(f"{_display(directory)}: no *.toml spec files here")
-    return [load_spec(p) for p in paths]
+def load_specs(*directories: Path) -> list[Spec]:
+    """Every ``*.toml`` of each directory (default: the package's own); a folder without any is an error,
+    not an empty gate.
+
+    The ``[[program]]`` tables of all files are read first, so that an invariant of one file may name a
+    program declared in another. A declared name must be new: not the catalog's, not declared twice.
+    """
+    from ._programs import CATALOG
+
+    paths: list[Path] = []
+    for directory in directories or (SPEC_DIR,):
+        if not directory.is_dir():
+            raise InvariantsError(f"{_display(directory)}: spec folder not found")
+        found = sorted(directory.glob("*.toml"))
+        if not found:
+            raise InvariantsError(f"{_display(directory)}: no *.toml spec files here")
+        paths += found
+    known: dict[str, Any] = dict(_known(None))
+    first: dict[str, str] = {}
+    for path in paths:
+        for decl in read_programs(path):
+            if decl.name in CATALOG:
+                raise InvariantsError(
+                    f"{decl.where}: program '{decl.name}' collides with the catalog's program of that name; "
+                    "rename it"
+                )
+            if decl.name in first:
+                raise InvariantsError(
+                    f"{decl.where}: program '{decl.name}' is already declared at {first[decl.name]}"
+                )
+            first[decl.name] = decl.where
+            known[decl.name] = decl
+    own = SPEC_DIR.resolve()
+    return [
+        dataclasses.replace(load_spec(p, CATALOG), catalog_scope=True)
+        if p.parent.resolve() == own
+        else load_spec(p, known)
+        for p in paths
+    ]

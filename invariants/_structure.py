@@ -25,16 +25,15 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from invariants._errors import InvariantsError
 from invariants._hlo import Computation, HloModule, Instruction
 
 __all__ = [
     "FREE_OPCODES",
-    "METRICS",
-    "METRIC_DOCS",
     "Collective",
     "IndexedOp",
     "Kernel",
@@ -93,6 +92,10 @@ class Kernel:
     branches: tuple[tuple[Kernel, ...], ...] = ()
     # XLA:CPU splits a loop fusion over threads (backend_config outer_dimension_partitions): how many parts.
     partitions: int | None = None
+    # The TPU compiler's own cost estimate of one launch (backend_config ``estimated_cycles``); None when the
+    # kernel carries none. Not part of equality: it moves with every libtpu patch release, and
+    # ``structure(a) == structure(b)`` compares what runs, not what it is predicted to cost.
+    estimated_cycles: int | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -173,6 +176,30 @@ def _partitions(instr: Instruction) -> int | None:
         return None
 
 
+def _estimated_cycles(instr: Instruction, module: str) -> int | None:
+    """``estimated_cycles`` from a TPU kernel's backend_config (top level or one object down, where libtpu
+    writes it today: ``window_config``); None when absent. Two different values, or one that is not an
+    integer, raise: a number that is not understood must never become a silent zero."""
+    config = instr.backend_config_json
+    if config is None:
+        return None
+    found = [config["estimated_cycles"]] if "estimated_cycles" in config else []
+    nested = (v for v in config.values() if isinstance(v, dict))
+    found += [v["estimated_cycles"] for v in nested if "estimated_cycles" in v]
+    if not found:
+        return None
+    try:
+        values = {int(v) for v in found}
+    except (TypeError, ValueError):
+        values = set()
+    if len(values) != 1:
+        raise InvariantsError(
+            f"{module}:{instr.line}: {instr.name}: estimated_cycles not understood: "
+            + ", ".join(map(str, found))
+        )
+    return values.pop()
+
+
 def _multiset(counter: Counter[str]) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(counter.items()))
 
@@ -231,10 +258,18 @@ class _Analyzer:
                         fusion_kind=instr.fusion_kind,
                         inner_opcodes=_multiset(inner),
                         partitions=_partitions(instr),
+                        estimated_cycles=_estimated_cycles(instr, self.module.name),
                     )
                 )
             else:
-                out.append(Kernel(op, str(instr.shape), custom_call_target=instr.custom_call_target))
+                out.append(
+                    Kernel(
+                        op,
+                        str(instr.shape),
+                        custom_call_target=instr.custom_call_target,
+                        estimated_cycles=_estimated_cycles(instr, self.module.name),
+                    )
+                )
         return tuple(out)
 
     # --- trip counts ---
@@ -471,6 +506,8 @@ def _kernel_json(k: Kernel) -> dict[str, Any]:
         out["inner_opcodes"] = dict(k.inner_opcodes)
     if k.custom_call_target is not None:
         out["custom_call_target"] = k.custom_call_target
+    if k.estimated_cycles is not None:
+        out["estimated_cycles"] = k.estimated_cycles
     if k.opcode == "while":
         out["trip_count"] = k.trip_count
         out["condition"] = [_kernel_json(c) for c in k.condition]
@@ -519,57 +556,3 @@ def to_json(structure: Structure) -> dict[str, Any]:
         "root_shape": s.root_shape,
         "converts": dict(Counter(s.converts)),
     }
-
-
-def _max_trip_count(s: Structure) -> int | None:
-    trips = [w.trip_count for w in s.while_loops]
-    if any(t is None for t in trips):
-        return None
-    return max((t for t in trips if t is not None), default=0)
-
-
-def _count_collectives(prefix: str) -> Callable[[Structure], int | None]:
-    return lambda s: sum(1 for c in s.collectives if c.opcode.startswith(prefix))
-
-
-METRICS: dict[str, Callable[[Structure], int | None]] = {
-    "kernels": lambda s: s.kernels,
-    "entry_fusions": lambda s: s.entry_fusions,
-    "fusions": lambda s: s.entry_fusions,
-    "while_loops": lambda s: len(s.while_loops),
-    "max_trip_count": _max_trip_count,
-    "dynamic_kernel_launches": lambda s: s.dynamic_kernel_launches,
-    "gathers": lambda s: s.gathers,
-    "scatters": lambda s: s.scatters,
-    "dynamic_slices": lambda s: s.dynamic_slices,
-    "dynamic_update_slices": lambda s: s.dynamic_update_slices,
-    "custom_calls": lambda s: s.opcodes.get("custom-call", 0),
-    "collectives": lambda s: len(s.collectives),
-    "collective_bytes": lambda s: sum(c.bytes for c in s.collectives),
-    "all_gathers": _count_collectives("all-gather"),
-    "all_reduces": _count_collectives("all-reduce"),
-    "converts": lambda s: len(s.converts),
-    "sorts": lambda s: s.opcodes.get("sort", 0),
-    "copies": lambda s: s.opcodes.get("copy", 0) + s.opcodes.get("copy-start", 0),
-}
-
-METRIC_DOCS: dict[str, str] = {
-    "kernels": "static kernel count: entry computation plus each while body/condition once",
-    "entry_fusions": "fusions launched by the entry computation (call bodies inlined, loops not)",
-    "fusions": "alias of entry_fusions",
-    "while_loops": "while instructions in all computations",
-    "max_trip_count": "largest trip count of any while loop; 0 without loops, null if any is unknown",
-    "dynamic_kernel_launches": "kernel launches with loops expanded by trip count; null if any is unknown",
-    "gathers": "gather instructions in all computations, fused included",
-    "scatters": "scatter instructions in all computations, fused included",
-    "dynamic_slices": "dynamic-slice instructions in all computations, fused included",
-    "dynamic_update_slices": "dynamic-update-slice instructions in all computations, fused included",
-    "custom_calls": "custom-call instructions in all computations, fused included",
-    "collectives": "collective operations (plain, -start, or async-start wrapping one)",
-    "collective_bytes": "sum of the result byte sizes of all collectives",
-    "all_gathers": "all-gather collectives, async forms included",
-    "all_reduces": "all-reduce collectives, async forms included",
-    "converts": "convert instructions (dtype conversions) in all computations",
-    "sorts": "sort instructions in all computations",
-    "copies": "copy and copy-start instructions in all computations",
-}

@@ -13,14 +13,13 @@ import dataclasses
 import functools
 import importlib.metadata
 import importlib.util
-import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from ._errors import InvariantsError, did_you_mean
-from ._programs import SEED, Program
+from ._programs import LLM_CONFIGS, SEED, Program
 
 Family = Literal["cpu", "tpu", "gpu"]
 Mode = Literal["runtime", "aot", "subprocess"]
@@ -36,33 +35,45 @@ class Target:
     """One place programs are compiled for.
 
     ``scope`` says what it compiles: ``all`` (every program of one device in every configuration it
-    lists), ``core`` (the seed's forms, seed configuration only: enough to see each chip), or ``sharded``
-    (the programs with a mesh layout; needs ``device_count`` devices).
+    lists), ``core`` (the seed's forms, seed configuration only: enough to see each chip), ``sharded``
+    (the programs with a fixed mesh layout that fits in ``device_count`` devices, plus the pod layouts
+    when ``pods`` is set), or ``pod`` (the pod layouts only, on all ``device_count`` chips).
+    ``extra_configs`` are compiled on top of the scope for every program that lists them: the
+    compile-only LLM-scale configurations, which no scope includes by itself.
     """
 
     name: str
     family: Family
     mode: Mode
-    scope: Literal["all", "core", "sharded"]
+    scope: Literal["all", "core", "sharded", "pod"]
     device_count: int = 1
     topology: str | None = None
     chip_config: str = "default"
     enable_hint: str = ""
     skip_configs: tuple[str, ...] = ()
+    extra_configs: tuple[str, ...] = ()
+    pods: bool = False
 
     def compiles(self, program: Program) -> bool:
-        if self.scope == "sharded":
-            return program.layout is not None and program.layout.devices <= self.device_count
-        if program.layout is not None:
+        layout = program.layout
+        if self.scope in ("sharded", "pod"):
+            if layout is None:
+                return False
+            if layout.pod:
+                return (self.scope == "pod" or self.pods) and self.device_count % layout.devices == 0
+            return self.scope == "sharded" and layout.devices <= self.device_count
+        if layout is not None:
             return False
         return self.scope == "all" or "core" in program.tags
 
     def configs_for(self, program: Program) -> tuple[str, ...]:
+        extra = () if program.layout else tuple(c for c in program.configs if c in self.extra_configs)
         if not self.compiles(program):
-            return ()
+            return extra
         if self.scope != "all":
-            return (SEED.id,)
-        return tuple(c for c in program.configs if c not in self.skip_configs)
+            return (SEED.id, *extra)
+        own = tuple(c for c in program.configs if c not in self.skip_configs and c not in LLM_CONFIGS)
+        return own + extra
 
     def unavailable_reason(self) -> str | None:
         """None when this target can compile here, else one line saying why not and how to enable it."""
@@ -118,29 +129,59 @@ _GPU_HINT = "pip install -e '.[gpu]' (the CUDA plugin compiles for a GPU without
 _AOT_TARGETS: tuple[Target, ...] = (
     # The 50000x512 table costs 2-5 s a compile on TPU; the CPU and GPU targets cover that size.
     Target(
-        "tpu-v5e", "tpu", "aot", "all", topology="v5e:1x1", enable_hint=_TPU_HINT, skip_configs=("f32-large",)
+        "tpu-v5e",
+        "tpu",
+        "aot",
+        "all",
+        topology="v5e:1x1",
+        enable_hint=_TPU_HINT,
+        skip_configs=("f32-large",),
+        extra_configs=LLM_CONFIGS,
     ),
     Target(
         "tpu-v4", "tpu", "aot", "core", topology="v4:1x1x1", chip_config="megacore", enable_hint=_TPU_HINT
     ),
     Target(
-        "tpu-v5p", "tpu", "aot", "core", topology="v5p:1x1x1", chip_config="megacore", enable_hint=_TPU_HINT
+        "tpu-v5p",
+        "tpu",
+        "aot",
+        "core",
+        topology="v5p:1x1x1",
+        chip_config="megacore",
+        enable_hint=_TPU_HINT,
+        extra_configs=LLM_CONFIGS,
     ),
-    Target("tpu-v6e", "tpu", "aot", "core", topology="v6e:1x1", enable_hint=_TPU_HINT),
+    Target(
+        "tpu-v6e", "tpu", "aot", "core", topology="v6e:1x1", enable_hint=_TPU_HINT, extra_configs=LLM_CONFIGS
+    ),
     Target("tpu-v5e-2x4", "tpu", "aot", "sharded", device_count=8, topology="v5e:2x4", enable_hint=_TPU_HINT),
-    Target("gpu-h100", "gpu", "aot", "all", topology="h100_sxm", enable_hint=_GPU_HINT),
-    Target("cpu-8dev", "cpu", "subprocess", "sharded", device_count=8),
+    # Pods: a v5e 4x4 slice (16 chips, 4 hosts) and a v5p 2x2x2 cube (8 chips, megacore), for the pod
+    # layouts only (vocabulary-parallel, FSDP, tied): the single-chip targets cover every other program.
+    Target("tpu-v5e-4x4", "tpu", "aot", "pod", device_count=16, topology="v5e:4x4", enable_hint=_TPU_HINT),
+    Target(
+        "tpu-v5p-2x2x2",
+        "tpu",
+        "aot",
+        "pod",
+        device_count=8,
+        topology="v5p:2x2x2",
+        chip_config="megacore",
+        enable_hint=_TPU_HINT,
+    ),
+    Target(
+        "gpu-h100", "gpu", "aot", "all", topology="h100_sxm", enable_hint=_GPU_HINT, extra_configs=LLM_CONFIGS
+    ),
+    Target("cpu-8dev", "cpu", "subprocess", "sharded", device_count=8, pods=True),
 )
+
+
+def device_count(target_name: str) -> int:
+    """Devices of a target, without starting JAX (a runtime target has one)."""
+    return next((t.device_count for t in _AOT_TARGETS if t.name == target_name), 1)
+
 
 # TPU device kinds as JAX reports them, to the chip names used in target names.
 _TPU_KINDS = {"TPU v4": "v4", "TPU v5": "v5p", "TPU v5p": "v5p", "TPU v5 lite": "v5e", "TPU v6 lite": "v6e"}
-
-
-def runtime_platform() -> str:
-    """The platform JAX runs on in this process (``cpu``, ``tpu`` or ``gpu``)."""
-    import jax
-
-    return str(jax.devices()[0].platform)
 
 
 def runtime_target() -> Target:
@@ -156,10 +197,12 @@ def runtime_target() -> Target:
         return Target("cpu", "cpu", "runtime", "all")
     if device.platform == "tpu":
         chip = _TPU_KINDS.get(device.device_kind, re.sub(r"\W+", "", device.device_kind.lower()))
-        return Target(f"tpu-{chip}", "tpu", "runtime", "all")
+        # The chip compiles the LLM-scale configurations too, as its ahead-of-time twin does: then a snapshot
+        # update on a TPU host keeps (and checks) those snapshots. Compiled only, never run.
+        return Target(f"tpu-{chip}", "tpu", "runtime", "all", extra_configs=LLM_CONFIGS)
     model = re.search(r"([A-Z]\d{2,3})", device.device_kind)
     name = model.group(1).lower() if model else re.sub(r"\W+", "", device.device_kind.lower())
-    return Target(f"gpu-{name}", "gpu", "runtime", "all")
+    return Target(f"gpu-{name}", "gpu", "runtime", "all", extra_configs=LLM_CONFIGS)
 
 
 def all_targets() -> dict[str, Target]:
@@ -171,22 +214,20 @@ def all_targets() -> dict[str, Target]:
     return targets
 
 
-def known_target_names() -> list[str]:
-    """Names that ``--targets`` accepts, without starting JAX."""
-    return ["cpu", *(t.name for t in _AOT_TARGETS)]
-
-
 def select_targets(spec: str | None) -> list[Target]:
     """Targets named by a comma-separated ``spec`` (``all``, ``runtime``, family names or target names).
 
-    An unknown name raises one line listing the known ones.
+    ``None`` (the option not given) means all; an empty selection is an error, never "all" in silence. An
+    unknown name raises one line listing the known ones.
     """
     targets = all_targets()
-    if not spec or spec == "all":
+    if spec is None or spec.strip() == "all":
         return list(targets.values())
+    words = [w.strip() for w in spec.split(",") if w.strip()]
+    if not words:
+        raise InvariantsError("--targets: empty selection; name targets, or 'all'")
     chosen: dict[str, Target] = {}
-    for raw in spec.split(","):
-        word = raw.strip()
+    for word in words:
         if word == "runtime":
             matched = [next(iter(targets.values()))]
         elif word in targets:
@@ -212,9 +253,3 @@ def versions() -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             continue
     return out
-
-
-def requested_platform() -> str | None:
-    """The backend a user asked for with ``JAX_PLATFORMS`` (its first entry), or None."""
-    value = os.environ.get("JAX_PLATFORMS", "").strip()
-    return value.split(",")[0].strip() or None

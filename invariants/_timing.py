@@ -25,6 +25,10 @@ straddles the threshold when the budget is spent is ``"inconclusive"``, which is
 
 Every :data:`Timed` callable must block until its work is done (for jax: ``jax.block_until_ready``), so the
 clock measures device work and not only the dispatch.
+
+The statistics live in :mod:`invariants._stats`, the cross-run efficiency baselines in
+:mod:`invariants._baselines`, and the JAX callables (a compiled program, the memory stream) in
+:mod:`invariants._jax_timing`: this module measures, given callables and a clock.
 """
 
 from __future__ import annotations
@@ -37,9 +41,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, TypeVar
 
 import numpy as np
-from scipy import stats
 
 from invariants._errors import InvariantsError
+from invariants._stats import look_alpha, median_interval, min_pairs_for, robust_cv
 
 Timed = Callable[[], object]
 """A zero-argument callable that runs the work once and returns only when the work is done."""
@@ -49,7 +53,6 @@ Clock = Callable[[], float]
 
 Verdict = Literal["pass", "fail", "inconclusive"]
 
-_MAD_TO_SIGMA = 1.4826  # MAD * this estimates the standard deviation of a normal distribution
 _MAX_INNER = 100_000
 _GROWTH = 1.5  # each extra look happens once the number of pairs has grown by this factor
 
@@ -171,61 +174,6 @@ class EfficiencyResult:
         )
 
 
-# ------------------------------------------------------------------------------------------ statistics
-
-
-def median_interval(values: np.ndarray | list[float], confidence: float) -> tuple[float, float]:
-    """Distribution-free confidence interval for the median of ``values`` (order statistics).
-
-    For ``n`` independent draws from any continuous distribution, the number of draws below the true median
-    is Binomial(n, 1/2). So ``[x_(k), x_(n+1-k)]`` (1-based order statistics) covers the true median with
-    probability ``1 - 2 * P(Binom(n, 1/2) <= k - 1)``; ``k`` is the largest rank for which that is at least
-    ``confidence``. The coverage is exact, not asymptotic, and needs no assumption on the shape of the
-    distribution -- per-pair time ratios on a loaded machine are skewed and heavy-tailed, which is why this
-    is preferred over a normal approximation. It is also preferred over a bootstrap: it is deterministic
-    for given data, costs one sort, and the bootstrap of a median is known to under-cover at small ``n``.
-
-    Raises:
-        InvariantsError: when ``n`` is too small for any interval at that confidence
-            (see :func:`min_pairs_for`).
-    """
-    x = np.sort(np.asarray(values, dtype=float))
-    n = x.size
-    alpha = 1.0 - confidence
-    # cdf is increasing, so the count of ranks j with 2 * P(Binom <= j) <= alpha is the largest valid k.
-    k = int(np.count_nonzero(2.0 * stats.binom.cdf(np.arange(n), n, 0.5) <= alpha)) if n else 0
-    if k < 1:
-        raise InvariantsError(
-            f"timing: {n} pairs cannot give a {confidence:.1%} interval for a median "
-            f"(need at least {min_pairs_for(confidence)})"
-        )
-    return float(x[k - 1]), float(x[n - k])
-
-
-def min_pairs_for(confidence: float) -> int:
-    """Smallest ``n`` for which :func:`median_interval` exists: ``2 * 0.5**n <= 1 - confidence``."""
-    return max(1, math.ceil(math.log2(2.0 / (1.0 - confidence))))
-
-
-def robust_cv(values: np.ndarray | list[float]) -> float:
-    """``1.4826 * MAD / median``: a coefficient of variation that ignores the odd preempted sample."""
-    x = np.asarray(values, dtype=float)
-    med = float(np.median(x))
-    mad = float(np.median(np.abs(x - med)))
-    return _MAD_TO_SIGMA * mad / med if med else math.inf
-
-
-def _look_alpha(alpha: float, look: int) -> float:
-    """Error spent at look ``look`` (1-based): ``alpha * 6 / (pi^2 * look^2)``; the series sums to ``alpha``.
-
-    Looking again whenever the interval straddles the threshold would otherwise inflate the false-failure
-    rate (optional stopping). By the union bound, spending ``alpha`` this way keeps the probability that
-    *any* look's interval misses the true median -- and so the probability of a false ``"fail"`` -- at most
-    ``alpha``, however many looks the budget allows.
-    """
-    return alpha * 6.0 / (math.pi**2 * look**2)
-
-
 # ------------------------------------------------------------------------------------------- sampling
 
 
@@ -285,7 +233,7 @@ def _pairs(
         t_b.append(sb / inner_b)
 
 
-def _decide_upper(low: float, high: float, threshold: float) -> Verdict | None:
+def decide_upper(low: float, high: float, threshold: float) -> Verdict | None:
     """Bound ``ratio <= threshold``: decided only when the interval is wholly on one side."""
     if high <= threshold:
         return "pass"
@@ -294,7 +242,7 @@ def _decide_upper(low: float, high: float, threshold: float) -> Verdict | None:
     return None
 
 
-def _decide_lower(low: float, high: float, floor: float) -> Verdict | None:
+def decide_lower(low: float, high: float, floor: float) -> Verdict | None:
     """Bound ``ratio >= floor``: decided only when the interval is wholly on one side."""
     if low >= floor:
         return "pass"
@@ -333,8 +281,8 @@ def _run(
     if not 0.5 < confidence < 1.0:
         raise InvariantsError(f"timing: confidence must be in (0.5, 1), got {confidence}")
     alpha = 1.0 - confidence
-    # With a threshold the first look already spends only part of alpha (see _look_alpha).
-    first_alpha = _look_alpha(alpha, 1) if decide is not None else alpha
+    # With a threshold the first look already spends only part of alpha (see invariants._stats.look_alpha).
+    first_alpha = look_alpha(alpha, 1) if decide is not None else alpha
     floor = min_pairs_for(1.0 - first_alpha)
     if min_pairs < floor:
         raise InvariantsError(
@@ -360,15 +308,15 @@ def _run(
         look = 1
         while True:
             ratios = np.asarray(t_a) / np.asarray(t_b)
-            look_alpha = _look_alpha(alpha, look) if decide is not None else alpha
-            low, high = median_interval(ratios, 1.0 - look_alpha)
+            alpha_now = look_alpha(alpha, look) if decide is not None else alpha
+            low, high = median_interval(ratios, 1.0 - alpha_now)
             verdict = decide(low, high) if decide is not None else None
             if decide is None or verdict is not None or clock() >= deadline:
                 break
             # Straddles and budget left: grow the sample geometrically, then look again with less alpha.
             target = max(len(t_a) + 2, math.ceil(len(t_a) * _GROWTH))
             look += 1
-            floor_next = min_pairs_for(1.0 - _look_alpha(alpha, look))
+            floor_next = min_pairs_for(1.0 - look_alpha(alpha, look))
             _pairs(
                 a,
                 b,
@@ -436,14 +384,14 @@ def measure_ratio(
     cancel within the pair; alternating the order (ABBA) cancels drift and first-in-pair effects; the
     median ignores pairs where one side was preempted; its order-statistic interval
     (:func:`median_interval`) is exact without assuming a distribution. With a threshold, each extra look
-    spends a shrinking part of ``1 - confidence`` (:func:`_look_alpha`), so sampling until the interval
-    leaves the threshold does not inflate the false-failure rate.
+    spends a shrinking part of ``1 - confidence`` (:func:`invariants._stats.look_alpha`), so sampling until
+    the interval leaves the threshold does not inflate the false-failure rate.
 
     Raises:
         InvariantsError: on invalid parameters (``min_pairs`` too small for ``confidence``, non-positive
             ``max_seconds`` or ``inner``, ``confidence`` outside (0.5, 1)).
     """
-    decide = (lambda lo, hi: _decide_upper(lo, hi, threshold)) if threshold is not None else None
+    decide = (lambda lo, hi: decide_upper(lo, hi, threshold)) if threshold is not None else None
     r = _run(
         a,
         b,
@@ -499,7 +447,7 @@ def measure_efficiency(
         An :class:`EfficiencyResult`. ``verdict`` is ``"fail"`` only when the whole interval is below
         ``min_efficiency``; ``"inconclusive"`` when it still straddles the floor at budget end.
     """
-    decide = (lambda lo, hi: _decide_lower(lo, hi, min_efficiency)) if min_efficiency is not None else None
+    decide = (lambda lo, hi: decide_lower(lo, hi, min_efficiency)) if min_efficiency is not None else None
     r = _run(
         copy,
         program,
@@ -572,90 +520,3 @@ def confirmed(measure: Callable[[], R], verdict: Verdict = "fail") -> tuple[R, l
         return first, [first]
     second = measure()
     return (first if second.verdict == verdict else second), [first, second]
-
-
-# ---------------------------------------------------------------------------------- cross-run baseline
-
-
-def baseline_floor(baseline: float, max_loss: float) -> float:
-    """The lowest efficiency allowed: ``baseline * (1 - max_loss)``.
-
-    Raises:
-        InvariantsError: unless ``baseline > 0`` and ``0 <= max_loss < 1``.
-    """
-    if not baseline > 0.0:
-        raise InvariantsError(f"baseline: efficiency baseline must be positive, got {baseline}")
-    if not 0.0 <= max_loss < 1.0:
-        raise InvariantsError(f"baseline: max_loss must be a fraction in [0, 1), got {max_loss}")
-    return baseline * (1.0 - max_loss)
-
-
-def exceeds_baseline(current: float, baseline: float, max_loss: float) -> bool:
-    """True when ``current`` efficiency lost more than ``max_loss`` (a fraction) against ``baseline``.
-
-    A point comparison: ``current < baseline * (1 - max_loss)``. For a noise-aware verdict from a measured
-    interval use :func:`baseline_verdict`.
-    """
-    return current < baseline_floor(baseline, max_loss)
-
-
-def baseline_verdict(result: EfficiencyResult, baseline: float, max_loss: float) -> Verdict:
-    """Judge a measured efficiency against a recorded baseline, allowing a ``max_loss`` fraction of loss.
-
-    ``"fail"`` only when the whole interval lies below ``baseline * (1 - max_loss)`` (i.e. even the interval's
-    ``high`` :func:`exceeds_baseline`); ``"pass"`` when the whole interval is at or above it;
-    ``"inconclusive"`` otherwise. Measure with ``min_efficiency=baseline_floor(baseline, max_loss)`` so the
-    adaptive extension works toward this same bound.
-    """
-    return _decide_lower(result.low, result.high, baseline_floor(baseline, max_loss)) or "inconclusive"
-
-
-# ----------------------------------------------------------------------------------------- jax helpers
-
-
-def jax_callable(fn: Callable[..., Any], *args: Any) -> Callable[[], None]:
-    """Wrap an already-compiled function and concrete arguments into a :data:`Timed` callable.
-
-    Nothing is jitted or compiled here: pass ``jax.jit(f).lower(*args).compile()`` (or a jitted function
-    that has already run once) so compile time never lands in a sample. Each call runs ``fn(*args)`` and
-    waits with ``jax.block_until_ready`` for every output buffer.
-    """
-    import jax
-
-    def call() -> None:
-        jax.block_until_ready(fn(*args))
-
-    return call
-
-
-def copy_callable(nbytes: int) -> Callable[[], None]:
-    """A :data:`Timed` device memory stream of about ``nbytes`` (read ``nbytes``, write ``nbytes``).
-
-    The program is ``b + 1`` on a float32 ``[n, 32]`` buffer of ``nbytes``, compiled once: the same bytes
-    as a copy, but an elementwise loop fusion that XLA partitions across threads the way it partitions a
-    gather. A plain ``jnp.copy`` runs as one memcpy on one thread, so its time reacts to load on the other
-    cores differently from the lookup's; measured here, efficiency against it varied 0.33-0.59 over six
-    runs, against ``b + 1`` 0.74-0.89. The input is not donated, and the optimized HLO is checked to do
-    real work rather than return the parameter. This is the bandwidth roofline reference for
-    :func:`measure_efficiency`.
-
-    Raises:
-        InvariantsError: if ``nbytes < 128``, or if the compiled program does no work.
-    """
-    import jax
-    import jax.numpy as jnp
-
-    if nbytes < 128:
-        raise InvariantsError(f"copy_callable: nbytes must be >= 128, got {nbytes}")
-    buf = jnp.ones((math.ceil(nbytes / 128), 32), dtype=jnp.float32)
-    compiled = jax.jit(lambda b: b + 1.0).lower(buf).compile()
-    if not _hlo_copies(compiled.as_text() or ""):
-        raise InvariantsError(f"copy_callable: XLA elided the {nbytes}-byte stream; no reference bandwidth")
-    return jax_callable(compiled, buf)
-
-
-def _hlo_copies(hlo_text: str) -> bool:
-    """True when the entry computation's root is a ``copy`` or ``fusion`` (not the bare parameter)."""
-    from invariants._hlo import parse_module
-
-    return parse_module(hlo_text, "copy reference").entry.root.opcode in ("copy", "fusion")

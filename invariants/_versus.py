@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -103,7 +104,7 @@ def time_round(
 def look_at(min_rounds: int, max_rounds: int) -> list[int]:
     """The round counts at which an interval is judged: ``min_rounds``, then each time the rounds have grown
     by half, and ``max_rounds``. Few looks: each one spends part of the error rate
-    (:func:`invariants._timing._look_alpha`), so a look after every round would widen every interval."""
+    (:func:`invariants._stats.look_alpha`), so a look after every round would widen every interval."""
     out = [min_rounds]
     while out[-1] < max_rounds:
         out.append(min(max_rounds, max(out[-1] + 1, math.ceil(out[-1] * 1.5))))
@@ -189,7 +190,7 @@ def measure_confirmed(
 def structure_keys(programs: Sequence[str], targets: str) -> list[tuple[str, str, str]]:
     """``(program, f32, target)`` for each selected target that compiles the program."""
     from ._programs import get_program
-    from ._targets import _AOT_TARGETS, Target, known_target_names
+    from ._targets import _AOT_TARGETS, Target
 
     known = {"cpu": Target("cpu", "cpu", "runtime", "all"), **{t.name: t for t in _AOT_TARGETS}}
     chosen: list[Target] = []
@@ -202,7 +203,7 @@ def structure_keys(programs: Sequence[str], targets: str) -> list[tuple[str, str
             chosen += [t for t in known.values() if t.family == word]
         else:
             raise InvariantsError(f"--targets: unknown target {word!r}; known: all, tpu, gpu, "
-                                  + ", ".join(known_target_names()))  # fmt: skip
+                                  + ", ".join(known))  # fmt: skip
     keys = []
     for p in programs:
         program = get_program(p)
@@ -241,7 +242,7 @@ def compare_structure(
 
 
 def _parser() -> argparse.ArgumentParser:
-    from ._bisect import DEFAULT_CACHE, DEFAULT_INDEX
+    from ._releases import DEFAULT_CACHE, DEFAULT_INDEX
 
     p = argparse.ArgumentParser(
         prog="python -m invariants versus",
@@ -346,11 +347,10 @@ def _settings(args: argparse.Namespace, platform: str) -> Settings:
 
 
 def _builder(args: argparse.Namespace, progress: Progress) -> Callable[[Any, str], Path]:
-    from ._bisect import check_index, choose_pins, ensure_env, env_python, list_releases, resolve_version
-    from ._targets import requested_platform
-
+    from ._releases import check_index, choose_pins, ensure_env, env_python, list_releases, resolve_version
     lists: dict[str, Any] = {}
-    platform = requested_platform()
+    # The backend the user asked for (JAX_PLATFORMS' first entry; python -m invariants defaults it to cpu).
+    platform = os.environ.get("JAX_PLATFORMS", "cpu").split(",")[0].strip() or "cpu"
 
     def build(version: Any, flag: str) -> Path:
         if platform in ("cuda", "gpu", "rocm"):

@@ -5,9 +5,10 @@ A side is named by a SPEC:
 * ``current``: the interpreter running the command;
 * a path: a virtual environment (its ``bin/python``) or a Python interpreter;
 * a jax release (``0.6.0``): the environment ``bisect`` builds and caches for it
-  (:func:`invariants._bisect.ensure_env`, with ``uv`` from ``--index-url``).
+  (:func:`invariants._releases.ensure_env`, with ``uv`` from ``--index-url``).
 
-Every worker runs this checkout (``PYTHONPATH``) under its side's interpreter, with the controller's
+Every worker runs this package (``PYTHONPATH`` = :func:`invariants._child.stage`: a link to this package
+and nothing else of this environment) under its side's interpreter, with the controller's
 environment minus ``XLA_FLAGS`` and anything of another virtual environment, plus the side's own
 ``--baseline-env`` / ``--candidate-env`` variables: a flag or an injection reaches one side only.
 """
@@ -25,6 +26,7 @@ from typing import IO, Any
 
 from packaging.version import InvalidVersion, Version
 
+from ._child import stage
 from ._errors import InvariantsError
 from ._versus_protocol import SLOWDOWN_ENV, ProtocolError, decode_hello, decode_reply, encode
 
@@ -98,7 +100,7 @@ def resolve(
 
 def worker_env(side: Side, base: Mapping[str, str]) -> dict[str, str]:
     env = {k: v for k, v in base.items() if k not in _NOT_INHERITED}
-    env["PYTHONPATH"] = str(REPO_ROOT)
+    env["PYTHONPATH"] = str(stage())
     env.setdefault("JAX_PLATFORMS", "cpu")
     # Older libtpu asks the GCE metadata server for its topology and waits on it off GCE.
     env.setdefault("TPU_SKIP_MDS_QUERY", "1")

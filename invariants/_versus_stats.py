@@ -16,12 +16,12 @@ unit of this statistic is a **round**: one fresh pair of workers.
    intervals that ignore the between-round part under-cover.)
 3. Adaptive length: after ``min_rounds`` the interval is judged against the threshold; a program whose
    interval straddles it gets more rounds, up to ``max_rounds``. Each look spends a shrinking share of
-   ``1 - confidence`` (:func:`invariants._timing._look_alpha`), so looking again does not inflate the
+   ``1 - confidence`` (:func:`invariants._stats.look_alpha`), so looking again does not inflate the
    false-failure rate.
 4. A failure must repeat: the controller measures a failing program again in fresh rounds and keeps the
    failure only if the second measurement fails too (the rule of :func:`invariants._timing.confirmed`).
 
-A verdict uses :func:`invariants._timing._decide_upper`: ``fail`` only when the whole interval is above the
+A verdict uses :func:`invariants._timing.decide_upper`: ``fail`` only when the whole interval is above the
 threshold.
 """
 
@@ -36,7 +36,8 @@ import numpy as np
 from scipy import stats
 
 from ._errors import InvariantsError
-from ._timing import RatioResult, Verdict, _decide_upper, _look_alpha, robust_cv
+from ._stats import look_alpha, robust_cv
+from ._timing import RatioResult, Verdict, decide_upper
 
 CLOCKS = ("cpu", "wall")
 MIN_ROUNDS_FOR_INTERVAL = 3  # a t interval on 2 rounds is wider than any threshold worth stating
@@ -95,9 +96,9 @@ def judge(rounds: Sequence[Round], clock: str, threshold: float, confidence: flo
     ``b`` = baseline), its interval at look ``look`` (1-based) and its verdict (None while it straddles:
     the caller decides whether to take more rounds or call it inconclusive)."""
     values = [r for r in (rd.ratio(clock) for rd in rounds) if r is not None]
-    level = 1.0 - _look_alpha(1.0 - confidence, look)
+    level = 1.0 - look_alpha(1.0 - confidence, look)
     estimate, low, high = rounds_interval(values, level)
-    verdict: Verdict | None = _decide_upper(low, high, threshold)
+    verdict: Verdict | None = decide_upper(low, high, threshold)
     cand = [t for rd in rounds for t in rd.per_call["candidate"]]
     base = [t for rd in rounds for t in rd.per_call["baseline"]]
     return RatioResult(

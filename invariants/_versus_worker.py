@@ -112,7 +112,7 @@ def _compiled_call(program: Any, config: Any, slowdown: float) -> Callable[[], N
 def structure_of_keys(keys: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
     """Snapshot rendering and invariant verdicts of each ``(program, config, target)`` key, per target."""
     from ._checks import Case, evaluate, expand
-    from ._compile import CompileCache
+    from ._compile import CompileCache, Key
     from ._hlo import parse_module
     from ._programs import CATALOG
     from ._snapshot import render_summary
@@ -129,7 +129,7 @@ def structure_of_keys(keys: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
     usable = {n: targets[n] for n, r in reasons.items() if r is None}
     cache = CompileCache(usable)
     todo = [k for k in keys if k[2] in usable]
-    cache.plan(todo)
+    cache.plan([Key(*k) for k in todo])
     items: dict[str, dict[str, Any]] = {}
     structures: dict[tuple[str, str, str], Structure] = {}
     for key in keys:
@@ -163,9 +163,11 @@ def structure_of_keys(keys: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
 
 def serve(stdin: TextIO, stdout: TextIO, worker: Worker) -> int:
     """Answer requests until ``quit`` or end of input; exit status 2 after a line not understood."""
-    from ._targets import runtime_platform, versions
+    import jax
 
-    hello = {"event": "hello", "versions": versions(), "platform": runtime_platform(),
+    from ._targets import versions
+
+    hello = {"event": "hello", "versions": versions(), "platform": str(jax.devices()[0].platform),
              "python": platform.python_version(), "slowdown": worker.slowdown}  # fmt: skip
     stdout.write(encode(hello))
     stdout.flush()

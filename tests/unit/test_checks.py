@@ -13,7 +13,7 @@ import pytest
 
 from invariants._checks import Case, CorrectnessCase, evaluate, run_correctness, unmet_condition
 from invariants._hlo import parse_module
-from invariants._plugin import judge
+from invariants._outcomes import judge
 from invariants._spec import load_spec
 from invariants._structure import structure_of
 
@@ -169,6 +169,16 @@ def test_correctness_values_agree(tmp_path, monkeypatch):
     assert "max |naive - take|" in run_correctness(agree)
 
 
+def test_correctness_agree_names_a_shape_mismatch(tmp_path, monkeypatch):
+    """A program whose output has another shape than its reference's: one line, not a numpy traceback."""
+    from invariants import _programs
+
+    agree = _correctness(tmp_path, "agree", "naive", 'reference = "take"\n')
+    mutated = dataclasses.replace(_programs.CATALOG["naive"], fn=lambda W, x: W[x][:, :3])
+    monkeypatch.setitem(_programs.CATALOG, "naive", mutated)
+    assert run_correctness(agree) == "shape (16384, 3) differs from take's (16384, 32)"
+
+
 def test_correctness_narrow_index_pin(tmp_path):
     assert (
         run_correctness(_correctness(tmp_path, "narrow_index", "naive", 'expect = "overflow_error"\n'))
@@ -177,3 +187,10 @@ def test_correctness_narrow_index_pin(tmp_path):
     assert "got wrong_rows, expected ok" in run_correctness(
         _correctness(tmp_path, "narrow_index", "take", 'expect = "ok"\n')
     )
+
+
+def test_every_correctness_check_a_spec_may_name_is_implemented():
+    from invariants._checks import CORRECTNESS
+    from invariants._spec import CORRECTNESS_CHECKS
+
+    assert tuple(CORRECTNESS) == CORRECTNESS_CHECKS

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 import shutil
 
 import pytest
@@ -29,8 +30,9 @@ def test_json_one_file(capsys: pytest.CaptureFixture[str]) -> None:
     assert obj["entry_fusions"] == 4
     assert obj["fusion_kinds"] == {"kCustom": 1, "kLoop": 3}
     assert obj["custom_call_targets"] == ["AssumeGatherIndicesInBound"]
-    assert obj["while_loops"] == 0 and obj["collectives"] == {}
-    assert isinstance(obj["kernels"], int) and isinstance(obj["opcodes"], dict)
+    assert obj["while_loops"] == 0 and obj["collectives"] == 0 and obj["collective_counts"] == {}
+    assert isinstance(obj["kernels"], int) and isinstance(obj["opcode_counts"], dict)
+    assert obj["opcodes"] == sorted(obj["opcode_counts"])
     assert obj["dynamic_kernel_launches"] == obj["kernels"]
 
 
@@ -41,7 +43,7 @@ def test_json_several_files_keyed_by_path(capsys: pytest.CaptureFixture[str]) ->
     assert set(obj) == {TPU_BWD, sharded}
     assert obj[TPU_BWD]["trip_counts"] == [16384]
     assert obj[TPU_BWD]["dynamic_kernel_launches"] >= 16384
-    assert obj[sharded]["collectives"] == {"all-reduce": 1}
+    assert obj[sharded]["collectives"] == 1 and obj[sharded]["collective_counts"] == {"all-reduce": 1}
     assert obj[sharded]["collective_bytes"] == 16384 * 32 * 4
 
 
@@ -87,3 +89,79 @@ def test_help_documents_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
     assert info.value.code == 0
     out = capsys.readouterr().out
     assert "keyed by file path" in out and "after_optimizations" in out
+
+
+def test_json_keys_and_help_use_the_spec_metric_names(capsys: pytest.CaptureFixture[str]) -> None:
+    """What `hlo-stats --help` lists (the TOML example points there) is what an assert accepts: every
+    structural metric of the registry is a --json key with the same value an invariant would see."""
+    from invariants._hlo import parse_module
+    from invariants._metrics import METRICS
+    from invariants._structure import structure_of
+
+    assert main([SEED_TAKE, "--json"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    s = structure_of(parse_module(pathlib.Path(SEED_TAKE).read_text(), SEED_TAKE))
+    structural = [m for m in METRICS.values() if m.source == "structure" and m.of and not m.alias_of]
+    for m in structural:
+        value = m.of(s)
+        assert obj[m.name] == (list(value) if isinstance(value, tuple) else value), m.name
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    help_text = capsys.readouterr().out
+    listed = set(re.findall(r"^  ([a-z_]+)(?:\(PROGRAM\))?  ", help_text, re.M))
+    assert set(METRICS) <= listed
+
+
+DUMP = DATA / "cpu_dump"  # part of a real --xla_dump_to folder (see tests/data/hlo/README.md)
+
+
+def test_a_whole_dump_folder_skips_what_is_not_a_module(capsys: pytest.CaptureFixture[str]) -> None:
+    """`hlo-stats --json dump/*`: reports the modules, and says on stderr what it skipped and why."""
+    files = sorted(str(p) for p in DUMP.iterdir())
+    assert main(["--json", *files]) == 0
+    captured = capsys.readouterr()
+    obj = json.loads(captured.out)
+    after = str(DUMP / "module_0006.jit__lambda.cpu_after_optimizations.txt")
+    before = str(DUMP / "module_0006.jit__lambda.before_optimizations.txt")
+    assert set(obj) == {after, before}
+    assert obj[after]["optimized"] is True and obj[after]["gathers"] == 1
+    skipped = [line for line in captured.err.splitlines() if line.startswith("hlo-stats: skipped ")]
+    assert len(skipped) == len(files) - 2 and any("not text" in line for line in skipped)
+
+
+def test_an_unoptimized_module_is_flagged(capsys: pytest.CaptureFixture[str]) -> None:
+    before = str(DUMP / "module_0006.jit__lambda.before_optimizations.txt")
+    assert main(["--json", before]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["optimized"] is False
+    assert "not optimized" in captured.err and "before_optimizations" in captured.err
+    assert main([before]) == 0
+    assert "NOT OPTIMIZED" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_one_file_that_is_not_a_module_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    report = DUMP / "module_0006.jit__lambda.cpu_after_optimizations-buffer-assignment.txt"
+    assert main([str(report)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not an HLO module" in err
+
+
+def test_json_estimated_cycles_for_tpu_dumps_and_null_elsewhere(capsys: pytest.CaptureFixture[str]) -> None:
+    seed_gather = str(DATA / "tpu_seed_jit_gather.txt")
+    cpu = str(DATA / "cpu_fwd_index.txt")
+    assert main(["--json", SEED_TAKE, seed_gather, TPU_BWD, cpu]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    # Hand counts in tests/unit/test_cost.py.
+    assert obj[SEED_TAKE]["estimated_cycles"] == 61717
+    assert obj[seed_gather]["estimated_cycles"] == 22542
+    assert obj[TPU_BWD]["estimated_cycles"] == 149_925_672
+    assert obj[TPU_BWD]["unestimated_launches"] == 65544
+    assert obj[cpu]["estimated_cycles"] is None
+    assert "only the TPU compiler" in obj[cpu]["estimated_cycles_note"]
+
+
+def test_text_shows_estimated_cycles(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([SEED_TAKE]) == 0
+    out = capsys.readouterr().out
+    assert "estimated cycles: 61717 (2 launches carry no estimate)" in out
+    assert "(38214 cycles)" in out

@@ -19,11 +19,11 @@ def test_registry_shape() -> None:
     assert names[0] == "none" and sc.REGISTRY[0].is_baseline and not sc.REGISTRY[0].env
     assert len(names) == len(set(names))
     assert sum(i.is_baseline for i in sc.REGISTRY) == 1
-    kinds = {"structure", "invariant", "correctness", "throughput"}
+    kinds = {"structure", "invariant", "correctness", "throughput", "versus-timing", "versus-invariant"}
     for i in sc.REGISTRY:
         assert set(i.programs) <= set(CATALOG), i.name
         assert all(e.split(":")[0] in kinds for e in i.expect), i.name
-        assert set(i.env) <= {"XLA_FLAGS", "INVARIANTS_INJECT"}, i.name
+        assert set(i.env) <= {"XLA_FLAGS", "INVARIANTS_INJECT", "INVARIANTS_VERSUS_SLOWDOWN"}, i.name
         for name, module, function in inj.parse_spec(i.env.get("INVARIANTS_INJECT", "")):
             assert name in i.programs, f"{i.name}: swaps {name} but does not run it"
             assert callable(getattr(importlib.import_module(module), function))
@@ -59,17 +59,17 @@ def test_judge() -> None:
     injection = sc.Injection("x", "doc", {}, ("naive",), ("invariant:one_kernel", "structure"))
     results = {"items": [_item("invariant", "failed", "one_kernel"), _item("structure", "failed"),
                          _item("invariant", "passed", "no_while")]}  # fmt: skip
-    assert sc.judge(injection, 1, results, 1.0).caught
+    assert sc.outcome_of(injection, 1, results, 1.0).caught
     # failing, but not by what was expected: not caught
     partial = {"items": [_item("structure", "failed")]}
-    out = sc.judge(injection, 1, partial, 1.0)
+    out = sc.outcome_of(injection, 1, partial, 1.0)
     assert not out.caught and out.missing == ["invariant:one_kernel"]
     # expected items failed but the run did not (exit 0 cannot happen with failures; an abort is -6)
-    assert not sc.judge(injection, -6, results, 1.0).caught
-    assert not sc.judge(injection, 1, None, 1.0).caught
+    assert not sc.outcome_of(injection, -6, results, 1.0).caught
+    assert not sc.outcome_of(injection, 1, None, 1.0).caught
     baseline = sc.REGISTRY[0]
-    assert sc.judge(baseline, 0, {"items": [_item("invariant", "passed", "a")]}, 1.0).caught
-    assert not sc.judge(baseline, 1, {"items": [_item("invariant", "failed", "a")]}, 1.0).caught
+    assert sc.outcome_of(baseline, 0, {"items": [_item("invariant", "passed", "a")]}, 1.0).caught
+    assert not sc.outcome_of(baseline, 1, {"items": [_item("invariant", "failed", "a")]}, 1.0).caught
 
 
 def test_throughput_expectation_matches_ratio_items() -> None:
@@ -78,6 +78,11 @@ def test_throughput_expectation_matches_ratio_items() -> None:
     assert not sc.matches("invariant", _item("ratio", "failed", "r"))
     assert sc.matches("correctness:oob_clamp", _item("correctness", "failed", "oob_clamp"))
     assert not sc.matches("correctness:oob_clamp", _item("correctness", "failed", "oob_fill_nan"))
+    assert sc.matches(
+        "throughput:grad_equal_indices_not_slower", _item("ratio", "failed", "grad_equal_indices_not_slower")
+    )
+    assert not sc.matches("throughput:grad_equal_indices_not_slower", _item("ratio", "failed", "grad_zipf"))
+    assert not sc.matches("invariant:grad_zipf", _item("ratio", "failed", "grad_zipf"))
 
 
 def test_render_table() -> None:
@@ -91,7 +96,39 @@ def test_render_table() -> None:
     assert lines[2].startswith("| none | pass | passes | 0")
     assert lines[3].startswith("| x | invariant:one_kernel | yes | 4: invariant:one_kernel |")
     assert "| y | structure | **no** |" in lines[4] and "missing structure" in lines[4]
-    assert lines[-1] == "mutation score: 1/2 injections caught; baseline passes"
+    assert lines[-2] == "mutation score: 1/2 injections caught; baseline passes"
+    assert lines[-1].startswith("baseline ran: targets cpu; programs naive, take,")
+
+
+def test_the_baseline_covers_what_the_injections_run() -> None:
+    """A green baseline is claimed only for what it ran: every program, target and tier of the injections
+    it stands behind (a false invariant on another program would otherwise hide behind 'passes')."""
+    chosen = sc.select(None)
+    base = chosen[0]
+    assert base.is_baseline and base.name == "none"
+    for inj_ in chosen[1:]:
+        assert set(inj_.programs) <= set(base.programs), inj_.name
+        assert set(inj_.targets.split(",")) <= set(base.targets.split(",")), inj_.name
+    assert base.timing == any(i.timing for i in chosen[1:])
+    cpu = sc.restrict_targets(sc.select(None, fast_only=True), "cpu")
+    assert cpu[0].targets == "cpu" and not cpu[0].timing
+    assert "tiers structure, invariants, correctness" in sc.coverage(cpu[0])
+
+
+def test_progress_is_one_line_per_child(monkeypatch: pytest.MonkeyPatch, tmp_path: sc.Path) -> None:
+    import io
+
+    def fake(injection: sc.Injection, workdir: sc.Path) -> sc.Outcome:
+        return sc.Outcome(injection, 0 if injection.is_baseline else 1, [], [], 1.0)
+
+    monkeypatch.setattr(sc, "run_injection", fake)
+    out = io.StringIO()
+    injections = sc.select("eqx*")
+    outcomes = sc.run_all(injections, tmp_path, jobs=2, progress=out)
+    lines = out.getvalue().splitlines()
+    assert [o.injection.name for o in outcomes] == ["none", "eqx_as_take"]
+    assert lines[0] == "selfcheck: 2 child runs, 2 at a time: none, eqx_as_take"
+    assert {ln.split("] ")[1] for ln in lines[1:]} == {"none: passes (1 s)", "eqx_as_take: caught (1 s)"}
 
 
 def test_child_command_loads_the_hook_and_skips_timing_unless_asked() -> None:

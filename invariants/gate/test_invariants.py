@@ -1,12 +1,13 @@
-"""The invariant tier: every [[invariant]] of invariants/*.toml, one item per target, program and config."""
+"""The invariant tier: every [[invariant]] of the spec files, one item per target, program and config."""
 
 from __future__ import annotations
 
 import pytest
 
+from invariants import _results
 from invariants._checks import evaluate, run_correctness
-from invariants._plugin import failure_report, judge
-from invariants._programs import CATALOG
+from invariants._outcomes import failure_report, judge
+from invariants._registry import PROGRAMS
 from invariants._snapshot import render_summary
 
 pytestmark = [pytest.mark.gate, pytest.mark.invariant]
@@ -15,26 +16,27 @@ pytestmark = [pytest.mark.gate, pytest.mark.invariant]
 def test_invariant(invariant_case, gate, record_property):
     case = invariant_case
     inv = case.invariant
-    verdict = evaluate(case, gate.structure)
+    verdict = evaluate(case, gate.structure, costs=gate.costs)
     where = f"{case.target} {'/'.join(k[0] for k in case.keys)} [{case.config}]"
     record_property(
-        "invariant",
-        {
-            "id": inv.id,
-            "target": case.target,
-            "programs": [k[0] for k in case.keys],
-            "config": case.config,
-            "assert": inv.text,
-            "holds": verdict.holds,
-            "measured": {k: str(v) for k, v in verdict.measured.items()},
-            "ratchet": inv.ratchet.reason if inv.ratchet else None,
-            "where": inv.where,
-        },
+        *_results.record(
+            "invariant",
+            id=inv.id,
+            target=case.target,
+            programs=[k[0] for k in case.keys],
+            config=case.config,
+            holds=verdict.holds,
+            ratio=verdict.ratio,
+            measured={k: str(v) for k, v in verdict.measured.items()},
+            ratchet=inv.ratchet.reason if inv.ratchet else None,
+            where=inv.where,
+            **{"assert": inv.text},
+        )
     )
 
     def failure() -> str:
         key = case.keys[0]
-        summary = render_summary(gate.cache.get(*key), gate.structure(key), CATALOG[key[0]].doc)
+        summary = render_summary(gate.cache.get(*key), gate.structure(key), PROGRAMS[key[0]].doc)
         headline = f"{inv.where}: {inv.id} failed on {where}: {verdict.describe(inv)}"
         if inv.why:
             headline += f"\nwhy it matters: {inv.why}"
@@ -48,14 +50,14 @@ def test_correctness(correctness_case, record_property):
     problem = run_correctness(correctness_case)
     c = correctness_case
     record_property(
-        "correctness",
-        {
-            "id": c.check.id,
-            "program": c.program,
-            "config": c.config,
-            "distribution": c.distribution,
-            "problem": problem,
-        },
+        *_results.record(
+            "correctness",
+            id=c.check.id,
+            program=c.program,
+            config=c.config,
+            distribution=c.distribution,
+            problem=problem,
+        )
     )
     if problem:
         check = correctness_case.check

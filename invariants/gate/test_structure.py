@@ -1,0 +1,60 @@
+"""The snapshot tier: each program's compiled structure on each target, against its snapshot file.
+
+A snapshot lives in ``<snapshot dir>/<target>/<program>.<config>.txt``. In a downstream run the catalog's
+programs are compared with the snapshots the installed package ships, which no update rewrites.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from invariants import _results
+from invariants._cost import value_or_none
+from invariants._metrics import structure_metrics
+from invariants._outcomes import committed_snapshot_diff
+from invariants._registry import PROGRAMS
+from invariants._snapshot import render_summary
+
+pytestmark = [pytest.mark.gate, pytest.mark.snapshot]
+
+
+def test_structure(structure_key, gate, structure_snapshot, request, record_property):
+    program, config, target = structure_key
+    compiled = gate.cache.get(*structure_key)
+    structure = gate.structure(structure_key)
+    # The compiler metrics go to the results file, never into the snapshot text: they move with every
+    # compiler patch release. A value the target does not provide is null there.
+    predicted = {name: value_or_none(v) for name, v in gate.costs(structure_key).items()}
+    record_property(
+        *_results.record(
+            "structure",
+            program=program,
+            config=config,
+            target=target,
+            **structure_metrics(structure),
+            **predicted,
+        )
+    )
+    summary = render_summary(compiled, structure, PROGRAMS[program].doc)
+    path = gate.snapshot_path(structure_key)
+    if not gate.snapshot_writable(program):
+        if not path.exists():
+            pytest.fail(f"{path}: no snapshot of {program}[{config}] on {target} to compare", pytrace=False)
+        if summary != path.read_text():
+            pytest.fail(
+                f"{program}[{config}] on {target} no longer compiles to the package's snapshot (read-only; "
+                "--no-catalog leaves the catalog out):\n"
+                + committed_snapshot_diff(gate, structure_key, summary),
+                pytrace=False,
+            )
+        return
+    if not path.exists() and not request.config.getoption("--snapshot-update"):
+        # The command records the program on every target present (a new program needs them all), and
+        # its gradient with it when there is one.
+        programs = ",".join(p for p in (program, f"grad_{program}") if p in PROGRAMS)
+        pytest.fail(
+            f"{path}: no snapshot for {program}[{config}] on {target}; record it with: "
+            + gate.update_command(request.path, "--snapshot-update", programs),
+            pytrace=False,
+        )
+    assert summary == structure_snapshot

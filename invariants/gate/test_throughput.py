@@ -1,0 +1,171 @@
+"""The throughput tier: paired time ratios and memcpy efficiency on the runtime target.
+
+Nothing here asserts an absolute time. A ratio ``time(A) / time(B) <= c`` is measured by interleaving A
+and B call by call and fails only when its whole confidence interval lies above ``c``. Efficiency is
+``t_copy / t_program`` for a device copy of the bytes the lookup must move; it is compared with the
+baseline recorded in ``<snapshot dir>/<target>/efficiency/`` and fails only when its whole interval lies
+below ``baseline * (1 - efficiency_max_loss)``. Baselines are re-recorded only with ``--record-baselines``.
+
+Every item is a pytest-benchmark benchmark: ``--benchmark-json`` carries each ratio, interval and
+efficiency in ``extra_info``. With ``--benchmark-disable`` the measurements and verdicts still run
+(pytest-benchmark then calls the measurement once, which is all it ever does here).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import jax
+import pytest
+
+from invariants import _results
+from invariants._baselines import (
+    baseline_path,
+    baseline_verdict,
+    machine,
+    max_loss_for,
+    read_baseline,
+    write_baseline,
+)
+from invariants._cost import predicted_ratio
+from invariants._jax_timing import copy_callable, jax_callable
+from invariants._metrics import input_facts
+from invariants._outcomes import judge
+from invariants._programs import Distribution, get_config, make_arguments
+from invariants._registry import PROGRAMS
+from invariants._spec import throughput_terms
+from invariants._targets import versions
+from invariants._timing import confirmed, measure_efficiency, measure_ratio, runtime_clock
+
+pytestmark = [pytest.mark.gate, pytest.mark.throughput]
+
+# A ratio takes 0.5-3 s; when its interval straddles the bound, the adaptive extension may take it up to this
+# budget. 10 s: with 6 s, one run in ten under a CPU hog left an injected 1.7x slowdown inconclusive.
+MAX_SECONDS = float(os.environ.get("INVARIANTS_RATIO_MAX_SECONDS", "10"))
+# CPU time of this process on the CPU backend, the wall clock on accelerators (see _timing.runtime_clock).
+CLOCK_NAME, CLOCK = runtime_clock(jax.devices()[0].platform, os.environ.get("INVARIANTS_CLOCK"))
+
+
+@functools.cache
+def _device_arguments(kind: str, config: str, distribution: Distribution = "uniform"):
+    # One set of device buffers per argument signature and index distribution: both sides of a ratio of
+    # two programs read the very same memory, so cache and page placement cannot differ between them.
+    program = next(p for p in PROGRAMS.values() if p.kind == kind)
+    return jax.device_put(make_arguments(program, get_config(config), distribution))
+
+
+def _timed(gate, key, distribution: str = "uniform"):
+    program, config, _ = key
+    args = _device_arguments(PROGRAMS[program].kind, config, distribution)
+    return jax_callable(gate.cache.executable(*key), *args)
+
+
+def test_ratio(throughput_case, gate, benchmark, record_property):
+    case = throughput_case
+    inv = case.invariant
+    terms = throughput_terms(inv.expr.body)
+    assert terms is not None  # the spec loader admits no other throughput assert
+    a_side, b_side, threshold = terms
+    a = _timed(gate, (a_side.program, case.config, case.target), a_side.distribution)
+    b = _timed(gate, (b_side.program, case.config, case.target), b_side.distribution)
+    a_name, b_name = a_side.label, b_side.label
+    # A failure must repeat to count; for a ratchet, so must a pass (see invariants._timing.confirmed).
+    result, attempts = benchmark.pedantic(
+        confirmed,
+        args=(lambda: measure_ratio(a, b, threshold=threshold, max_seconds=MAX_SECONDS, clock=CLOCK),),
+        kwargs={"verdict": "pass" if inv.ratchet else "fail"},
+        rounds=1,
+    )
+    info = {"id": inv.id, "target": case.target, "a": a_name, "b": b_name, "config": case.config,
+            **result.to_dict(), "attempts": [r.verdict for r in attempts], "clock": CLOCK_NAME}  # fmt: skip
+    # On a TPU host: what the TPU compiler predicted for the same two programs, beside what the chip did.
+    # None elsewhere (only TPU kernels carry an estimate).
+    info["predicted"] = predicted_ratio(
+        gate.costs((a_side.program, case.config, case.target)),
+        gate.costs((b_side.program, case.config, case.target)),
+    )
+    name, record = _results.record("ratio", **info)
+    benchmark.extra_info.update(record)
+    record_property(name, record)
+    where = f"{case.target} {a_name}/{b_name} [{case.config}]"
+    describe = f"time({a_name}) / time({b_name}) = {result.summary()}"
+    if info["predicted"] is not None:
+        describe += f"; predicted {info['predicted']:.3g} (estimated cycles)"
+    judge(
+        inv,
+        holds=result.verdict != "fail",
+        tightenable=result.verdict == "pass",
+        where=where,
+        describe=describe,
+        failure=lambda: f"{inv.where}: {inv.id} failed on {where}: {describe} > {threshold}",
+    )
+
+
+def bytes_moved(program: str, config: str) -> int:
+    """Bytes a lookup must move at least: the rows it gathers (forward) or scatters (backward)."""
+    facts = input_facts(get_config(config))
+    return facts["lookups"] * facts["row_bytes"]
+
+
+def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
+    program, config, target = efficiency_key
+    # The baseline rules (where it lives, which spec's max loss applies, whose machine) are
+    # invariants._baselines'; this item measures and judges.
+    max_loss = max_loss_for(gate.specs, target)
+    path = baseline_path(gate.snapshot_folder(program, target).parent, target, program, config)
+    # Only on request: a baseline is a timing, and --snapshot-update (accepting a structural change) must
+    # not commit fresh timing noise. A read-only baseline (the package's, in a downstream run) is compared
+    # with, never re-recorded.
+    updating = request.config.getoption("--record-baselines") and gate.snapshot_writable(program)
+    here = machine(jax.devices()[0].device_kind, CLOCK_NAME)
+    baseline = read_baseline(path)
+    if not gate.snapshot_writable(program) and (baseline is None or baseline.get("machine") != here):
+        pytest.skip(
+            f"{path}: no baseline of {program}[{config}] for this machine ({here}); efficiency is "
+            "machine-relative and the catalog's baselines ship read-only with the package"
+        )
+    floor = baseline["efficiency"] * (1 - max_loss) if baseline and not updating else None
+    nbytes = bytes_moved(program, config)
+    program_call, copy_call = _timed(gate, efficiency_key), copy_callable(nbytes)
+    result, attempts = benchmark.pedantic(
+        confirmed,
+        args=(
+            lambda: measure_efficiency(
+                program_call, copy_call, min_efficiency=floor, max_seconds=MAX_SECONDS, clock=CLOCK
+            ),
+        ),
+        rounds=1,
+    )
+    info = {"id": "efficiency", "target": target, "program": program, "config": config, "bytes": nbytes,
+            **result.to_dict(), "attempts": [r.verdict for r in attempts]}  # fmt: skip
+    if baseline:
+        info["baseline"] = baseline["efficiency"]
+    name, record = _results.record("efficiency", **info)
+    benchmark.extra_info.update(record)
+    record_property(name, record)
+    if updating:
+        # A baseline outlives the run that records it: the median of three measurements, so that one lucky
+        # (or unlucky) run does not move every later verdict.
+        runs = [result] + [measure_efficiency(program_call, copy_call, clock=CLOCK) for _ in range(2)]
+        write_baseline(path, runs, here, versions())
+        return
+    if baseline is None:
+        pytest.fail(
+            f"{path}: no efficiency baseline for {program}[{config}] on {target}; record it with: "
+            + gate.update_command(request.path, "--record-baselines", program, target),
+            pytrace=False,
+        )
+    if baseline.get("machine") != here:
+        pytest.skip(
+            f"{path}: baseline recorded on {baseline.get('machine')}, this is {here}; "
+            "efficiency is machine-relative, record one here with --record-baselines"
+        )
+    verdict = baseline_verdict(result, baseline["efficiency"], max_loss)
+    if verdict == "fail":
+        pytest.fail(
+            f"{path}: {program}[{config}] lost efficiency: {result.summary()} against baseline "
+            f"{baseline['efficiency']:.3f}, below the floor {floor:.3f} (max loss {max_loss:.0%}); "
+            "a runtime regression, even if the HLO did not change",
+            pytrace=False,
+        )

@@ -1,0 +1,177 @@
+"""The gate as users run it, in child pytest processes on scratch copies of the project.
+
+Covers: what a plain run and an update do to the snapshots (never another target's, never a deselected
+program's, never the efficiency baselines; obsolete files deleted only where their target ran), the
+README's "adding a program" command, a missing snapshot's message, bad input as one line, identical
+verdicts under pytest-xdist, and --raw-invariants. The two big runs are shared (see conftest.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from gatekit import FOREIGN, OBSOLETE, QUICK, ROOT, Run, make_project, run, snapshot_bytes
+
+# ------------------------------------------------------------------------------------------ plain run
+
+
+def test_plain_run_passes_and_writes_nothing(plain_run: Run):
+    """`pytest` from the root: green, no snapshot "unused" (the efficiency baselines sit beside the
+    snapshots; files of programs not selected are not even discovered), every file byte-identical."""
+    assert plain_run.proc.returncode == 0, plain_run.proc.stdout[-1500:]
+    assert "unused" not in plain_run.proc.stdout
+    assert plain_run.after == plain_run.before
+
+
+def test_plain_run_names_obsolete_snapshots_of_targets_that_ran(plain_run: Run):
+    for rel in OBSOLETE[:2]:
+        assert f"invariants: {rel} is obsolete" in plain_run.proc.stdout, rel
+    assert OBSOLETE[2] not in plain_run.proc.stdout  # tpu-v4 did not run: nothing is known about it
+
+
+def test_xdist_gives_the_same_verdicts_and_snapshots(plain_run: Run, parallel_run: Run):
+    assert parallel_run.proc.returncode == 0, parallel_run.proc.stdout[-2000:]
+
+    def outcomes(path: Path) -> dict[str, str]:
+        items = json.loads(path.read_text())["items"]
+        kinds = ("structure", "invariant", "correctness")
+        return {i["nodeid"]: i["outcome"] for i in items if i["kind"] in kinds}
+
+    serial, parallel = outcomes(plain_run.results), outcomes(parallel_run.results)
+    assert serial == parallel and len(serial) > 100
+    assert parallel_run.after == parallel_run.before
+
+
+# ---------------------------------------------------------------------------------------------- update
+
+
+def test_update_rewrites_only_what_changed_and_keeps_every_baseline(update_run: Run):
+    """`pytest --snapshot-update` leaves the tree as `git status` would want it: the stale snapshot
+    rewritten, obsolete files of targets that ran deleted, and everything else byte-identical (the
+    efficiency baselines above all: an update must not commit fresh timing noise)."""
+    assert update_run.proc.returncode == 0, update_run.proc.stdout[-2000:]
+    before, after = dict(update_run.before), dict(update_run.after)
+    assert after.pop("snapshots/cpu/naive.f32.txt") != before.pop("snapshots/cpu/naive.f32.txt")
+    for rel in OBSOLETE[:2]:
+        assert rel not in after and before.pop(rel)
+        assert f"invariants: deleted {rel}" in update_run.proc.stdout
+    assert OBSOLETE[2] in after and FOREIGN in after  # a target that did not run, one never heard of
+    baselines = [k for k in before if "/efficiency/" in k]
+    assert baselines and all(after[k] == before[k] for k in baselines)
+    assert after == before
+    efficiency = [i for i in json.loads(update_run.results.read_text())["items"] if i["kind"] == "efficiency"]
+    assert efficiency  # the baselines were measured against, not rewritten
+
+
+def test_update_prints_no_syrupy_naming_warnings(update_run: Run):
+    assert "Can not relate snapshot" not in update_run.out
+    assert "warnings" not in update_run.proc.stdout.splitlines()[-1]
+
+
+def test_record_baselines_rewrites_the_selected_baseline(tmp_path: Path):
+    project = make_project(tmp_path, targets=("cpu",))
+    before = snapshot_bytes(project)
+    proc = run(project, "tests/gate/test_throughput.py", "--targets", "cpu", "--programs", "naive,take",
+               "-k", "test_efficiency and cpu-take-f32]", "--record-baselines", env=QUICK)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    after = snapshot_bytes(project)
+    changed = {k for k in after if after[k] != before.get(k)}
+    assert changed == {"snapshots/cpu/efficiency/take.f32.json"}
+    assert len(json.loads(after["snapshots/cpu/efficiency/take.f32.json"])["runs"]) == 3
+
+
+def _readme_command(marker: str) -> list[str]:
+    """The shell command of the README's fenced block that follows ``marker``, split into words."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme[readme.index(marker) :].split("```bash\n", 1)[1].split("```", 1)[0]
+    line = next(ln for ln in block.splitlines() if ln.startswith("pytest "))
+    return line.split("#")[0].split()
+
+
+def test_readme_adding_a_program_records_the_program_and_its_gradient(tmp_path: Path):
+    """The README's command, word for word with `my_lookup` -> `take` (on the CPU only, through the
+    INVARIANTS_TARGETS default, to keep this fast): both snapshots are recorded."""
+    words = _readme_command("## Adding a program")
+    assert words[0] == "pytest" and "my_lookup,grad_my_lookup" in words
+    # The scratch project holds the gate modules at tests/gate (make_project); the checkout, invariants/gate.
+    args = [w.replace("my_lookup", "take").replace("invariants/gate/", "tests/gate/") for w in words[1:]]
+    project = make_project(tmp_path, targets=("cpu",))
+    for name in ("take.f32.txt", "grad_take.f32.txt"):
+        (project / "snapshots" / "cpu" / name).unlink()
+    proc = run(project, *args, env={"INVARIANTS_TARGETS": "cpu"})
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    after = snapshot_bytes(project)
+    assert {"snapshots/cpu/take.f32.txt", "snapshots/cpu/grad_take.f32.txt"} <= set(after)
+    assert "Can not relate snapshot" not in proc.stdout + proc.stderr
+
+
+def test_missing_snapshot_names_the_update_command_for_every_target(tmp_path: Path):
+    project = make_project(tmp_path, targets=("cpu",))
+    (project / "snapshots" / "cpu" / "take.f32.txt").unlink()
+    proc = run(project, "tests/gate/test_structure.py", "--targets", "cpu", "--programs", "take")
+    assert proc.returncode == 1
+    command = re.search(r"no snapshot for take\[f32\] on cpu; record it with: (pytest [^\n]*)", proc.stdout)
+    assert command, proc.stdout[-1500:]
+    assert command[1] == "pytest tests/gate/test_structure.py --programs take,grad_take --snapshot-update"
+
+
+# ------------------------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "line"),
+    [
+        (["--programs", "nave"], {}, "ERROR: --programs: unknown program 'nave' (did you mean 'naive'"),
+        (["--programs", ""], {}, "ERROR: --programs: empty selection"),
+        ([], {"JAX_PLATFORMS": "tpu"}, "ERROR: JAX_PLATFORMS=tpu: backend not available on this host"),
+    ],
+)
+def test_bad_input_is_one_line_and_the_last(tmp_path: Path, args, env, line):
+    project = make_project(tmp_path, targets=())
+    proc = run(project, "tests/gate", "--collect-only", *args, env=env)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "Traceback" not in out
+    # The one line is the last word, after anything libtpu or JAX printed while starting.
+    assert out.strip().splitlines()[-1].startswith(line), out[-2000:]
+    if "JAX_PLATFORMS" in env:
+        assert "TPU_WORKER_HOSTNAMES" not in out and "libtpu" not in out  # libtpu's start-up noise
+
+
+def test_raw_invariants_drop_scopes_and_ratchets(tmp_path: Path):
+    """What bisect relies on: with --raw-invariants a ratchet is a plain invariant, so known-bad fails."""
+    project = make_project(tmp_path, targets=())
+    args = ("tests/gate/test_invariants.py", "--targets", "tpu-v5e", "--programs", "grad_vmap_naive",
+            "-k", "f32-grad_no_while_vmap and not large and not i8 and not 2d")  # fmt: skip
+    scoped = run(project, *args)
+    assert scoped.returncode == 0 and "1 xfailed" in scoped.stdout, scoped.stdout[-1500:]
+    raw = run(project, *args, "--raw-invariants")
+    assert raw.returncode == 1 and "grad_no_while_vmap failed on tpu-v5e grad_vmap_naive [f32]" in raw.stdout
+
+
+def test_a_metric_the_target_does_not_provide_fails_in_one_line(tmp_path: Path):
+    """Run as a user would: an invariant on flops for the H100 (no cost_analysis() ahead of time) and on
+    estimated_cycles for the CPU (no cycle estimates) fails, each with one line saying why; the same
+    invariant on tpu-v5e, which provides both, passes."""
+    project = make_project(tmp_path, targets=())
+    specs = project / "specs"
+    specs.mkdir()
+    (specs / "s.toml").write_text(
+        '[spec]\ntargets = ["gpu-h100", "tpu-v5e", "cpu"]\n\n'
+        '[[invariant]]\nid = "predicted"\nprograms = ["naive"]\nconfigs = ["f32"]\n'
+        'assert = "flops + estimated_cycles >= 0"\n'
+    )
+    proc = run(project, "tests/gate/test_invariants.py", "--spec-dir", str(specs), "-k", "predicted",
+               "--targets", "cpu,tpu-v5e,gpu-h100", "--programs", "naive", "-rA")  # fmt: skip
+    out = proc.stdout
+    assert "1 passed" in out and "2 failed" in out, out[-3000:]
+    gpu = next(line for line in out.splitlines() if "failed on gpu-h100" in line)
+    assert gpu.endswith("flops of naive on gpu-h100: this target's compiler gives no cost_analysis() 'flops'")
+    cpu = next(line for line in out.splitlines() if "failed on cpu" in line)
+    assert cpu.endswith(
+        "estimated_cycles of naive on cpu: "
+        "no kernel carries estimated_cycles (only the TPU compiler writes them)"
+    )
