@@ -97,13 +97,18 @@ def main() -> int:
         "(default 0.2: measured as a ~10%% slowdown of the seed's programs here, since a call's dispatch "
         "cost does not grow with its lookups; 0.1 measured ~5%%)",
     )
+    p.add_argument("--summarize", action="store_true", help="only summarize the records already in --out")
     p.add_argument("extra", nargs="*", help="more versus arguments, after --")
     args = p.parse_args()
     runs = args.runs or {"slowdown": 20, "releases": 1, "budget": 1}.get(args.study, 10)
     load = args.load if args.load is not None else (os.cpu_count() or 1) * (args.study in LOADED)
     out = args.out or ROOT / "artifacts" / "versus-studies" / args.study
     out.mkdir(parents=True, exist_ok=True)
-    # A forward, the fill-mode take, a backward: three programs keep a run near a minute under load.
+    if args.summarize:
+        kept = [json.loads(f.read_text()) for f in sorted(out.glob("run-*.json"))]
+        print(summarize(args.study, kept, [r["exit"] for r in kept], [r["seconds"] for r in kept]))
+        return 0
+    # A forward, the fill-mode take, a backward: three programs keep a run near a minute on a quiet machine.
     common = [
         "--baseline",
         "current",
