@@ -118,6 +118,23 @@ def grad_take_through_map_loop(W: Any, x: Any, ct: Any) -> Any:
     return _grad_of(lax_map_loop)(W, x, ct)
 
 
+def grad_take_contended(W: Any, x: Any, ct: Any) -> Any:
+    """The gradient of ``take`` (same values) whose cost grows with index contention, as an atomics-bound
+    GPU scatter's does (xla#46225): one more scatter-add of zeros per 512 repeats of the most repeated row.
+    Uniform indices repeat a row a few times (no extra pass); all-equal ones 16384 times (32 passes)."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    grad = _grad_of(lambda table, ids: jnp.take(table, ids, axis=0))(W, x, ct)
+    repeats = jnp.zeros(W.shape[0], jnp.int32).at[x.reshape(-1)].add(1).max()
+
+    def one_more_pass(state: tuple[Any, Any]) -> tuple[Any, Any]:
+        done, acc = state
+        return done + 1, acc.at[x].add(ct * 0)
+
+    return lax.while_loop(lambda s: s[0] < repeats // 512, one_more_pass, (0, grad))[1]
+
+
 def eqx_embedding_as_take(W: Any, x: Any) -> Any:
     """An ``Embedding`` that looks up with ``jnp.take`` (flax's way) instead of ``W[i]`` under vmap."""
     import jax.numpy as jnp

@@ -1,7 +1,7 @@
 """Run the throughput tier N times, optionally beside a CPU hog and with an injected slowdown.
 
-Each run is a child ``pytest tests/gate/test_throughput.py --targets cpu`` (ratios and efficiencies against
-their baselines). The script then prints a markdown table with one row per ratio or efficiency:
+Each run is a child ``pytest invariants/gate/test_throughput.py --targets cpu`` (ratios and efficiencies
+against their baselines). The script then prints a markdown table with one row per ratio or efficiency:
 
 - the median of its medians over the runs;
 - the coefficient of variation (CV) of those medians across runs;
@@ -21,6 +21,7 @@ Usage::
 
     python scripts/false_alarm.py --runs 10 --hog
     python scripts/false_alarm.py --runs 10 --hog --inject-slowdown
+    python scripts/false_alarm.py --runs 10 -k 'grad_equal or grad_zipf'   # the duplicate-heavy relations
 """
 
 from __future__ import annotations
@@ -46,25 +47,29 @@ def _spin(stop: float) -> None:
         x += 1
 
 
-def run_once(out: Path, inject: bool) -> tuple[int, list[dict]]:
+def run_once(out: Path, inject: bool, select: str | None = None) -> tuple[int, list[dict]]:
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    args = [sys.executable, "-m", "pytest", "tests/gate/test_throughput.py", "--targets",
+    args = [sys.executable, "-m", "pytest", "invariants/gate/test_throughput.py", "--targets",
             "cpu", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", f"--benchmark-json={out}",
             f"--results-json={out.with_suffix('.results.json')}"]  # fmt: skip
     if inject:
         # The injected slowdown is judged by the ratios; the plain study covers the efficiency items.
         args += ["-p", "invariants._selfcheck_inject", "-k", "test_ratio"]
         env["INVARIANTS_INJECT"] = "naive=invariants._selfcheck_inject:naive_twice"
+    if select:
+        args += ["-k", select]
     proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     path = out.with_suffix(".results.json")
     results = json.loads(path.read_text())["items"] if path.exists() else []
-    return proc.returncode, [r for r in results if r["kind"] == "throughput"]
+    # The throughput tier's records (invariants/_results.py): ratios and efficiencies.
+    return proc.returncode, [r for r in results if r["kind"] in ("ratio", "efficiency")]
 
 
 def _row_name(item: dict) -> str:
-    if item.get("measure") == "efficiency":
+    if item["kind"] == "efficiency":
         return f"efficiency {item['program']}[{item['config']}]"
-    return str(item["id"])
+    # One invariant may hold ratios in several configurations: each is its own row.
+    return f"{item['id']}[{item['config']}]"
 
 
 def _value(item: dict) -> float:
@@ -77,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hog", action="store_true", help="busy-loop processes beside every run")
     parser.add_argument("--hog-procs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--inject-slowdown", action="store_true", help="naive does its work twice")
+    parser.add_argument("-k", dest="select", help="only the items pytest -k selects, e.g. 'grad_equal'")
     args = parser.parse_args(argv)
 
     hogs: list[mp.Process] = []
@@ -92,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for i in range(args.runs):
-                rc, items = run_once(Path(tmp) / f"run{i}.json", args.inject_slowdown)
+                rc, items = run_once(Path(tmp) / f"run{i}.json", args.inject_slowdown, args.select)
                 for item in items:
                     rows.setdefault(_row_name(item), []).append(item)
                 fails = [_row_name(it) for it in items if it["verdict"] == "fail"]
@@ -122,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         widest = max(items, key=lambda it: it["high"] - it["low"])
         counts = [sum(it["verdict"] == v for it in items) for v in ("pass", "inconclusive", "fail")]
         ratchet = ratio_id.startswith("bf16_")
-        injected = args.inject_slowdown and ratio_id == INJECTED
+        injected = args.inject_slowdown and ratio_id.startswith(f"{INJECTED}[")
         false_fails = "-" if ratchet or injected else str(counts[2])
         detections = f"{counts[2]}/{len(items)}" if injected else "-"
         seconds = statistics.fmean(it["seconds"] for it in items)

@@ -78,6 +78,11 @@ def test_throughput_expectation_matches_ratio_items() -> None:
     assert not sc.matches("invariant", _item("ratio", "failed", "r"))
     assert sc.matches("correctness:oob_clamp", _item("correctness", "failed", "oob_clamp"))
     assert not sc.matches("correctness:oob_clamp", _item("correctness", "failed", "oob_fill_nan"))
+    assert sc.matches(
+        "throughput:grad_equal_indices_not_slower", _item("ratio", "failed", "grad_equal_indices_not_slower")
+    )
+    assert not sc.matches("throughput:grad_equal_indices_not_slower", _item("ratio", "failed", "grad_zipf"))
+    assert not sc.matches("invariant:grad_zipf", _item("ratio", "failed", "grad_zipf"))
 
 
 def test_render_table() -> None:
