@@ -3,16 +3,27 @@
 The package is a pipeline; each stage is one private module, and data flows one way::
 
     _programs  the catalog of canonical embedding programs (Program, Config)
+    _registry  the programs of a run: the catalog plus a project's [[program]]s (_downstream builds them)
     _targets   where they compile: the runtime backend, TPU/GPU ahead of time, 8 host devices
     _compile   (program, config, target) -> Compiled: jaxpr, StableHLO, optimized HLO, analyses
+    _cost      Compiled -> the compiler's predicted cost and memory (analyses; metrics of source compiler)
     _hlo       optimized-HLO text -> HloModule
     _structure HloModule -> Structure (kernels, loops, trip counts, collectives, ...)
+    _metrics   the metric registry: every name an assert, hlo-stats and the report use
     _snapshot  Structure -> the snapshot text      (_snapshot_store: where syrupy keeps it)
     _spec      invariants/*.toml -> Spec            (_checks: Spec x Structure -> Decision)
-    _timing    paired A/B throughput ratios with intervals
-    _report    a run's results -> markdown tables and a plot
+    _timing    paired A/B throughput ratios with intervals (_stats: the statistics;
+               _jax_timing: JAX callables; _baselines: recorded efficiency baselines)
+    _results   the results file: record kinds written by the plugin, read by the report
+    _report    a run's results -> markdown tables (_report_run: reading; _report_plot: the PNG)
 
-``python -m invariants --help`` lists the commands; the pytest plugin is ``invariants._plugin``.
+Around it: ``_plugin`` (pytest; ``_outcomes``: what a gate item says when it decides), ``_hlo_stats``
+(a command), ``_child`` (the gate in a child process), ``_selfcheck`` (+ ``_selfcheck_inject``),
+``_releases`` (one environment per JAX release), ``_bisect`` and ``_matrix`` (the suite across
+releases), ``_errors`` (the one exception and its one-line form).
+
+``python -m invariants --help`` lists the commands; the pytest plugin is ``invariants._plugin``; the gate's
+pytest modules ship in ``invariants.gate`` and ``python -m invariants gate`` (``_gate``) runs them anywhere.
 """
 
 from __future__ import annotations

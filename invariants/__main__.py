@@ -13,11 +13,12 @@ import sys
 from ._errors import InvariantsError, did_you_mean
 
 COMMANDS = {
+    "gate": ("invariants._gate", "run the gate on a project's own programs (spec files with [[program]])"),
     "hlo-stats": ("invariants._hlo_stats", "structural metrics of optimized-HLO text files or dump folders"),
     "report": ("invariants._report", "markdown tables (and a PNG) from a run's results"),
     "selfcheck": ("invariants._selfcheck", "inject regressions and show the suite catches each"),
     "bisect": ("invariants._bisect", "find the JAX release where an item changed verdict"),
-    "matrix": ("invariants._bisect", "key metrics across JAX releases, as a table and a plot"),
+    "matrix": ("invariants._matrix", "key metrics across JAX releases, as a table and a plot"),
 }
 
 
@@ -52,6 +53,12 @@ def _dispatch(argv: list[str] | None) -> int:
         return 2
     # As in the pytest plugin: without a request, JAX runs on the CPU (and the CUDA plugin stays quiet).
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    # No command writes inside the installed package (or JAX's): no bytecode caches from here on, in this
+    # process or its children (compile children, self-check and bisect runs). What Python cached before
+    # this line (this package's __init__, _errors, __main__) is written only where the installer did not
+    # compile the bytecode (pip does; `uv pip install` needs --compile-bytecode).
+    sys.dont_write_bytecode = True
+    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     module = importlib.import_module(COMMANDS[command][0])
     entry = getattr(module, "main_" + command.replace("-", "_"), None) or module.main
     try:

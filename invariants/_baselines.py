@@ -42,9 +42,10 @@ DEFAULT_MAX_LOSS = 0.5
 BASELINE_FOLDER = "efficiency"
 
 
-def baseline_path(root: Path, target: str, program: str, config: str) -> Path:
-    """Where the baseline of ``program`` [``config``] on ``target`` lives, under the snapshot root."""
-    return root / "snapshots" / target / BASELINE_FOLDER / f"{program}.{config}.json"
+def baseline_path(snapshot_root: Path, target: str, program: str, config: str) -> Path:
+    """Where the baseline of ``program`` [``config``] on ``target`` lives, under the snapshot root (the folder
+    of the per-target snapshot folders: ``snapshots/`` in a checkout, ``--snapshot-dir`` downstream)."""
+    return snapshot_root / target / BASELINE_FOLDER / f"{program}.{config}.json"
 
 
 def max_loss_for(specs: Iterable[Any], target: str) -> float:

@@ -23,8 +23,9 @@ from ._compile import Key
 from ._cost import Missing
 from ._errors import InvariantsError
 from ._metrics import METRICS, input_facts
-from ._programs import CATALOG, Config, get_config
-from ._spec import CorrectnessCheck, Invariant, Spec, scaled_terms, select_programs
+from ._programs import Config, get_config
+from ._registry import PROGRAMS
+from ._spec import CorrectnessCheck, Invariant, Spec, scaled_terms, scope_of, select_programs
 from ._structure import Structure
 from ._targets import Target, device_count
 
@@ -89,14 +90,14 @@ def expand(
                     continue
                 skip = unmet_condition(inv)
                 if inv.kind == "absolute":
-                    for name in select_programs(inv.programs):
-                        for config in target.configs_for(CATALOG[name]):
+                    for name in select_programs(inv.programs, scope_of(spec)):
+                        for config in target.configs_for(PROGRAMS[name]):
                             if _config_matches(config, inv.configs):
                                 cases.append(Case(inv, target.name, config, name, skip))
                 else:
                     shared = None
                     for name in inv.programs:
-                        have = set(target.configs_for(CATALOG[name]))
+                        have = set(target.configs_for(PROGRAMS[name]))
                         shared = have if shared is None else shared & have
                     for config in sorted(shared or ()):
                         if _config_matches(config, inv.configs):
@@ -184,7 +185,7 @@ def evaluate(
     :class:`~invariants._cost.Missing`, an unknown trip count) makes the verdict fail with one line saying
     why: an invariant never passes on a number that is not there."""
     config = get_config(case.config)
-    layout = CATALOG[case.program].layout if case.program is not None else None
+    layout = PROGRAMS[case.program].layout if case.program is not None else None
     facts = input_facts(config, layout, device_count(case.target))
     measured: dict[str, Any] = {}
 
@@ -263,7 +264,7 @@ _TOLERANCE = {"f32": 1e-5, "bf16": 2e-2}
 def _run(program: str, config: Config, args: Sequence[Any]) -> np.ndarray:
     import jax
 
-    out = jax.jit(CATALOG[program].fn)(*args)
+    out = jax.jit(PROGRAMS[program].fn)(*args)
     return np.asarray(jax.device_get(out), dtype=np.float32)
 
 
@@ -273,7 +274,7 @@ def check_agree(check: CorrectnessCheck, program: str, config: Config, distribut
 
     if check.reference is None:
         raise InvariantsError(f"{check.where}: check 'agree' needs a 'reference' program")
-    args = make_arguments(CATALOG[program], config, distribution)  # type: ignore[arg-type]
+    args = make_arguments(PROGRAMS[program], config, distribution)  # type: ignore[arg-type]
     got, want = _run(program, config, args), _run(check.reference, config, args)
     if got.shape != want.shape:  # before subtracting: numpy would broadcast or raise
         return f"shape {got.shape} differs from {check.reference}'s {want.shape}"
@@ -339,7 +340,7 @@ def check_narrow_index(
     table = np.arange(vocab * config.width, dtype=np.float32).reshape(vocab, config.width)
     x = np.arange(-1, 127, dtype=np.int8)
     try:
-        out = np.asarray(jax.jit(CATALOG[program].fn)(table, x))
+        out = np.asarray(jax.jit(PROGRAMS[program].fn)(table, x))
         got = "ok" if np.array_equal(out, table[x.astype(np.int64)]) else "wrong_rows"
     except OverflowError:
         got = "overflow_error"
@@ -374,8 +375,8 @@ def expand_correctness(specs: Iterable[Spec], runtime: Target) -> list[Correctne
         if not spec_applies(spec, runtime):
             continue
         for check in spec.correctness:
-            for name in select_programs(check.programs):
-                for config in runtime.configs_for(CATALOG[name]):
+            for name in select_programs(check.programs, scope_of(spec)):
+                for config in runtime.configs_for(PROGRAMS[name]):
                     if _config_matches(config, check.configs) and not get_config(config).compile_only:
                         for dist in check.distributions:
                             cases.append(CorrectnessCase(check, name, config, dist, unmet_condition(check)))

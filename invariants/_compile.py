@@ -10,14 +10,14 @@ import contextlib
 import dataclasses
 import json
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from ._errors import InvariantsError
-from ._programs import Program, get_config, get_program
+from ._programs import Program, get_config
+from ._registry import get_program
 from ._targets import HOST_DEVICE_FLAG, Target
 
 
@@ -204,22 +204,15 @@ def _memory(compiled: Any) -> dict[str, int]:
 
 def compile_in_child(keys: Iterable[Key], target: Target) -> list[Compiled]:
     """Compile ``keys`` for a ``subprocess`` target in one child process with the host-device flag set."""
-    requests = [list(k) for k in keys]
+    from ._child import keys_child
+
     env = dict(os.environ)
     env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {HOST_DEVICE_FLAG}".strip()
     env["JAX_PLATFORMS"] = "cpu"
-    proc = subprocess.run(
-        [sys.executable, "-m", "invariants._compile", target.name],
-        input=json.dumps(requests),
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
+    out = keys_child(
+        "invariants._compile", list(keys), env=env, what=f"{target.name}: compile", args=[target.name]
     )
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise InvariantsError(f"{target.name}: compile child exited {proc.returncode}: {last}")
-    return [Compiled.from_json(d) for d in json.loads(proc.stdout)]
+    return [Compiled.from_json(d) for d in out]
 
 
 class CompileCache:

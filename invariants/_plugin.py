@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
 import os
 import sys
 import tempfile
@@ -40,10 +39,14 @@ if "tpu" not in _REQUESTED:
 
 
 class GateSession:
-    """Per-session state: selected targets, the compile cache, parsed structures, the dump folder."""
+    """Per-session state: selected targets, programs and specs, the compile cache, parsed structures, where
+    snapshots are read and written, the dump folder."""
 
     def __init__(self, config: pytest.Config) -> None:
         from ._compile import CompileCache
+        from ._downstream import build_all
+        from ._programs import CATALOG
+        from ._registry import declare, declared
         from ._spec import load_specs
         from ._targets import all_targets, select_targets
 
@@ -51,16 +54,56 @@ class GateSession:
         self.rootpath = Path(config.rootpath)
         self.all_targets = all_targets()
         self.targets = select_targets(config.getoption("targets"))
-        self.programs = select_program_option(config.getoption("programs"))
         self.cache = CompileCache(self.all_targets)
-        spec_dir = config.getoption("spec_dir")
-        self.specs = load_specs(Path(spec_dir)) if spec_dir else load_specs()
+        spec_dirs = config.getoption("spec_dir") or _env_list("INVARIANTS_SPEC_DIR")
+        self.specs = load_specs(*map(Path, spec_dirs))
+        declare(build_all(d for spec in self.specs for d in spec.programs))
+        self.with_catalog = not config.getoption("no_catalog")
+        default = [*(CATALOG if self.with_catalog else ()), *declared()]
+        self.programs = select_program_option(config.getoption("programs"), default)
+        if not self.programs:
+            raise InvariantsError("--no-catalog: no [[program]] declared in the spec files; nothing to gate")
+        # Snapshots: a declared program's in --snapshot-dir; the catalog's in --catalog-snapshot-dir, which
+        # is read-only unless it is --snapshot-dir itself (see snapshot_folder).
+        from ._snapshot_store import SNAPSHOT_ROOT
+
+        snapshot_dir = config.getoption("snapshot_dir")
+        self.snapshot_dir = (Path(snapshot_dir) if snapshot_dir else self.rootpath / SNAPSHOT_ROOT).resolve()
+        catalog_dir = config.getoption("catalog_snapshot_dir")
+        self.catalog_snapshot_dir = Path(catalog_dir).resolve() if catalog_dir else self.snapshot_dir
         self.dump_dir = Path(config.getoption("hlo_dump_dir"))
         self._structures: dict[Any, Any] = {}
         self.parse_seconds = 0.0
         self.raw = bool(config.getoption("raw_invariants"))
         if config.getoption("programs") is not None:
             _select_snapshots(self)
+
+    def snapshot_folder(self, program: str, target: str) -> Path:
+        """Where ``program``'s snapshots (and efficiency baselines) on ``target`` live."""
+        from ._programs import CATALOG
+
+        root = self.catalog_snapshot_dir if program in CATALOG else self.snapshot_dir
+        return root / target
+
+    def snapshot_writable(self, program: str) -> bool:
+        """Whether ``--snapshot-update`` may write ``program``'s snapshots: never the catalog's when they are
+        read from elsewhere (the package's own, in a downstream run)."""
+        from ._programs import CATALOG
+
+        return program not in CATALOG or self.catalog_snapshot_dir == self.snapshot_dir
+
+    def snapshot_path(self, key: tuple[str, str, str]) -> Path:
+        from ._snapshot_store import snapshot_stem
+
+        return self.snapshot_folder(key[0], key[2]) / f"{snapshot_stem(key[0], key[1])}.txt"
+
+    def update_command(self, test_file: Path, flag: str, programs: str, target: str | None = None) -> str:
+        """The command that records ``programs`` (``flag``: ``--snapshot-update`` or ``--record-baselines``),
+        on ``target`` or on every target present, the way this session was started: ``pytest FILE`` in a
+        checkout, ``python -m invariants gate ...`` in a downstream project."""
+        prefix = self.config.getoption("gate_command") or f"pytest {shown_path(test_file)}"
+        where = f" --targets {target}" if target else ""
+        return f"{prefix}{where} --programs {programs} {flag}"
 
     def available(self, target: str) -> str | None:
         return self.all_targets[target].unavailable_reason()
@@ -85,13 +128,13 @@ class GateSession:
 
     def structure_keys(self) -> list[Key]:
         from ._compile import Key
-        from ._programs import CATALOG
+        from ._registry import PROGRAMS
 
         return [
             Key(name, config, target.name)
             for target in self.targets
             for name in self.programs
-            for config in target.configs_for(CATALOG[name])
+            for config in target.configs_for(PROGRAMS[name])
         ]
 
     def dump(self, key: Key) -> Path:
@@ -105,26 +148,39 @@ class GateSession:
         return folder / stem
 
 
+def _env_list(name: str) -> list[str]:
+    value = os.environ.get(name)
+    return [value] if value else []
+
+
+def shown_path(path: Path) -> str:
+    """``path`` relative to the working directory when it is below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 _SESSION = pytest.StashKey[GateSession]()
 
 
-def select_program_option(value: str | None) -> list[str]:
-    """The catalog programs ``--programs`` names: comma-separated names, fnmatch patterns, ``kind:K`` or
-    ``tag:T``, as a spec's ``programs`` takes them. Not given: every program. Empty, or a selector that
-    matches nothing: one line."""
-    from ._programs import CATALOG
+def select_program_option(value: str | None, default: list[str] | None = None) -> list[str]:
+    """The programs ``--programs`` names (catalog or declared): comma-separated names, fnmatch patterns,
+    ``kind:K`` or ``tag:T``, as a spec's ``programs`` takes them. Not given: ``default`` (every program).
+    Empty, or a selector that matches nothing: one line."""
+    from ._registry import PROGRAMS
     from ._spec import select_programs
 
     if value is None:
-        return list(CATALOG)
+        return list(PROGRAMS) if default is None else default
     selectors = [w.strip() for w in value.split(",") if w.strip()]
     if not selectors:
         raise InvariantsError("--programs: empty selection; name programs, or leave the option out for all")
     for sel in selectors:
         if not select_programs([sel]):
-            raise InvariantsError(f"--programs: unknown program {sel!r}{did_you_mean(sel, CATALOG, n=2)}")
+            raise InvariantsError(f"--programs: unknown program {sel!r}{did_you_mean(sel, PROGRAMS, n=2)}")
     chosen = set(select_programs(selectors))
-    return [name for name in CATALOG if name in chosen]
+    return [name for name in PROGRAMS if name in chosen]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -155,8 +211,32 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--spec-dir",
-        default=os.environ.get("INVARIANTS_SPEC_DIR"),
-        help="folder of *.toml spec files to use instead of the package's invariants/*.toml",
+        action="append",
+        default=None,
+        help="folder of *.toml spec files to use instead of the package's invariants/*.toml; repeat it to "
+        "use several (their [[program]] entries declare a project's own programs)",
+    )
+    group.addoption(
+        "--snapshot-dir",
+        default=os.environ.get("INVARIANTS_SNAPSHOT_DIR"),
+        help="where snapshots are read and written (default: snapshots/ below the rootdir)",
+    )
+    group.addoption(
+        "--catalog-snapshot-dir",
+        default=None,
+        help="where the catalog's snapshots are read (default: --snapshot-dir); read-only when it differs "
+        "from --snapshot-dir",
+    )
+    group.addoption(
+        "--no-catalog",
+        action="store_true",
+        default=False,
+        help="leave the catalog's programs out: only the programs the spec files declare",
+    )
+    group.addoption(
+        "--gate-command",
+        default=None,
+        help="the command line that started this run, for the hints in messages (set by `invariants gate`)",
     )
     group.addoption(
         "--results-json",
@@ -170,11 +250,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+# The gate's own markers, registered here so that an installed gate run without this repository's
+# pyproject.toml knows them too.
+MARKERS = (
+    "gate: the performance gate itself (snapshots, invariants, throughput)",
+    "snapshot: structural snapshot items",
+    "invariant: declarative invariant items",
+    "throughput: paired timing items",
+    "snapshot_key(program, config, target, root=FOLDER): the structural snapshot an item owns",
+    "xdist_group(name): keep items of one target on one xdist worker",
+)
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "snapshot_key(program, config, target): the structural snapshot an item owns"
-    )
-    config.addinivalue_line("markers", "xdist_group(name): keep items of one target on one xdist worker")
+    for marker in MARKERS:
+        config.addinivalue_line("markers", marker)
     _guard_backend()
     try:
         config.stash[_SESSION] = GateSession(config)
@@ -350,9 +440,9 @@ def _none(reason: str) -> Any:
 
 def _missing_library(programs: list[str]) -> str | None:
     """Why one of ``programs`` cannot be traced here (a library of the ``libs`` extra is missing), or None."""
-    from ._programs import CATALOG
+    from ._registry import PROGRAMS
 
-    return next((r for p in programs if (r := CATALOG[p].unavailable_reason()) is not None), None)
+    return next((r for p in programs if (r := PROGRAMS[p].unavailable_reason()) is not None), None)
 
 
 def _skip_missing(programs: list[str]) -> list[Any]:
@@ -376,7 +466,9 @@ _SYRUPY_NAMING = pytest.mark.filterwarnings(r"ignore:\s*Can not relate snapshot 
 def _param(s: GateSession, key: Key, id_: str, snapshot: bool) -> Any:
     marks = _marks(s, key)
     if snapshot:
-        marks += [pytest.mark.snapshot_key(*key), _SYRUPY_NAMING]
+        # A read-only folder (the package's catalog snapshots) is never shown to syrupy: no root.
+        root = str(s.snapshot_folder(key[0], key[2]).parent) if s.snapshot_writable(key[0]) else None
+        marks += [pytest.mark.snapshot_key(*key, root=root), _SYRUPY_NAMING]
     return pytest.param(key, id=id_, marks=marks)
 
 
@@ -388,10 +480,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
 
     s = gate_session(session.config)
+    # Per writable folder: the stems of every program whose snapshots live there (the catalog's too under
+    # --no-catalog: leaving them out of a run never makes them obsolete). A read-only folder has no entry.
     GUARD.known_stems.clear()
     for target in s.targets:
         if target.unavailable_reason() is None:
-            GUARD.known_stems[target.name] = known_stems(target.name)
+            GUARD.known_stems.update({str(f): stems for f, stems in known_stems(s, target.name).items()})
 
 
 def _select_snapshots(s: GateSession) -> None:
@@ -400,49 +494,60 @@ def _select_snapshots(s: GateSession) -> None:
         from ._snapshot_store import GUARD, snapshot_stem
     except ImportError:
         return
-    from ._programs import CATALOG
+    from ._registry import PROGRAMS
 
-    GUARD.selected = {
-        t.name: {snapshot_stem(p, c) for p in s.programs for c in t.configs_for(CATALOG[p])}
-        for t in s.targets
-    }
+    selected: dict[str, set[str]] = {}
+    for t in s.targets:
+        for p in s.programs:
+            if s.snapshot_writable(p):
+                folder = selected.setdefault(str(s.snapshot_folder(p, t.name)), set())
+                folder.update(snapshot_stem(p, c) for c in t.configs_for(PROGRAMS[p]))
+    GUARD.selected = selected
 
 
-def known_stems(target: str) -> set[str]:
-    """The snapshot stems the catalog has on ``target``: every program in each of its configurations."""
-    from ._programs import CATALOG
+def known_stems(s: GateSession, target: str) -> dict[Path, set[str]]:
+    """Per writable snapshot folder of ``target``: the stems of every program that keeps its snapshots
+    there, in each of its configurations. The catalog's count even under --no-catalog (leaving them out of
+    a run never makes them obsolete); a read-only folder (the package's) has no entry."""
+    from ._registry import PROGRAMS
     from ._snapshot_store import snapshot_stem
-    from ._targets import all_targets
 
-    t = all_targets()[target]
-    return {snapshot_stem(p.name, c) for p in CATALOG.values() for c in t.configs_for(p)}
+    t = s.all_targets[target]
+    out: dict[Path, set[str]] = {}
+    for p in PROGRAMS.values():
+        if s.snapshot_writable(p.name):
+            stems = out.setdefault(s.snapshot_folder(p.name, target), set())
+            stems.update(snapshot_stem(p.name, c) for c in t.configs_for(p))
+    return out
 
 
 def _obsolete_snapshots(config: pytest.Config, items: list[dict[str, Any]]) -> list[str]:
-    """Delete (on --snapshot-update) or name the snapshots of programs the catalog no longer has.
+    """Delete (on --snapshot-update) or name the snapshots of programs that no longer exist (neither in
+    the catalog nor declared by the spec files), in each writable snapshot folder.
 
-    Only targets whose structure items ran in this session qualify: they compiled here, and the catalog
-    was read whole. Runs in the reporting process (the xdist controller), after every item.
+    Only targets whose structure items ran in this session qualify: they compiled here, and the programs
+    were read whole. Runs in the reporting process (the xdist controller), after every item.
     """
     try:
         from ._snapshot_store import obsolete_snapshots
     except ImportError:  # syrupy is a test dependency; without it there are no snapshots
         return []
+    s = gate_session(config)
     updating = bool(config.getoption("--snapshot-update", default=False))
     ran = sorted({str(i["target"]) for i in items if i.get("kind") == "structure"})
-    root = Path(config.rootpath)
     lines = []
     for target in ran:
-        for path in obsolete_snapshots(root, target, known_stems(target)):
-            shown = path.relative_to(root)
-            if updating:
-                path.unlink(missing_ok=True)
-                lines.append(f"invariants: deleted {shown} (the catalog no longer has it on {target})")
-            else:
-                lines.append(
-                    f"invariants: {shown} is obsolete (the catalog no longer has it on {target}); "
-                    "--snapshot-update deletes it"
-                )
+        for folder, known in known_stems(s, target).items():
+            for path in obsolete_snapshots(folder, known):
+                shown = shown_path(path)
+                if updating:
+                    path.unlink(missing_ok=True)
+                    lines.append(f"invariants: deleted {shown} (no program has it on {target} any more)")
+                else:
+                    lines.append(
+                        f"invariants: {shown} is obsolete (no program has it on {target} any more); "
+                        "--snapshot-update deletes it"
+                    )
     return lines
 
 
@@ -465,25 +570,6 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line(
             f"invariants: kept {path} (not provably obsolete; delete it by hand if it is)"
         )
-
-
-def judge(invariant: Any, holds: bool, tightenable: bool, where: str, describe: str, failure: Any) -> None:
-    """Turn a decided invariant into a pytest outcome, the same way for every tier.
-
-    A ratchet (known bad today) expects to fail: it xfails with its reason, and when ``tightenable`` (it
-    now holds, beyond noise) the item fails with "ratchet can be tightened", never in silence.
-    ``failure`` builds the full diagnosis lazily, since it may dump files.
-    """
-    if invariant.ratchet is not None:
-        if tightenable:
-            pytest.fail(
-                f"ratchet can be tightened: {invariant.id} now holds on {where} ({describe}); "
-                f"drop its ratchet in {invariant.where} ({invariant.ratchet.issue})",
-                pytrace=False,
-            )
-        pytest.xfail(f"{invariant.ratchet.reason} ({invariant.ratchet.issue}); {describe}")
-    if not holds:
-        pytest.fail(failure(), pytrace=False)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -537,21 +623,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     _results.write(Path(config.getoption("results_json")), payload)
 
 
-def committed_snapshot_diff(s: GateSession, key: Key, current: str) -> str:
-    """A focused diff of ``current`` against the committed snapshot of ``key``, or a note if none."""
-    from ._snapshot_store import SNAPSHOT_ROOT, snapshot_stem
-
-    path = s.rootpath / SNAPSHOT_ROOT / key.target / f"{snapshot_stem(key.program, key.config)}.txt"
-    if not path.exists():
-        return f"no committed snapshot at {path.relative_to(s.rootpath)}"
-    shown = str(path.relative_to(s.rootpath))
-    diff = difflib.unified_diff(
-        path.read_text().splitlines(), current.splitlines(), shown, "now", n=1, lineterm=""
-    )
-    text = "\n".join(diff)
-    return text or f"structure identical to {shown}"
-
-
 @pytest.hookimpl(trylast=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
     # Under xdist, keep each target's items on one worker so that nothing compiles twice.
@@ -571,18 +642,3 @@ def structure_snapshot(snapshot: Any) -> Any:
     from ._snapshot_store import StructureSnapshotExtension
 
     return snapshot.use_extension(StructureSnapshotExtension)
-
-
-def failure_report(s: GateSession, key: Key, headline: str, current_summary: str) -> str:
-    """The diagnosis a compiler engineer needs: the verdict, the structural diff, versions, dumps."""
-    from ._targets import versions
-
-    dumped = s.dump(key)
-    return "\n".join(
-        [
-            headline,
-            "versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()) + f"; target {key.target}",
-            committed_snapshot_diff(s, key, current_summary),
-            f"optimized HLO and jaxpr: {dumped}.hlo.txt, {dumped}.jaxpr.txt",
-        ]
-    )

@@ -17,6 +17,9 @@ Inputs (contract):
 * ``--compare A B``: two results files; prints what changed from A to B (versions, metrics, invariant
   outcomes, ratios whose intervals no longer overlap).
 
+The run is read by :mod:`invariants._report_run`, drawn by :mod:`invariants._report_plot`; this module
+writes the markdown and is the command.
+
 Output: markdown on stdout, or in ``--out``, always; ``--plot`` also writes a PNG (matplotlib, Agg), or
 says on stderr that the run has nothing to plot. Bad input (a missing file, not JSON, the wrong shape)
 raises :class:`InvariantsError`: one line, exit code 2.
@@ -25,18 +28,16 @@ raises :class:`InvariantsError`: one line, exit code 2.
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import _results
 from ._errors import InvariantsError
 from ._metrics import METRICS, names
+from ._report_plot import plot
+from ._report_run import Run, Throughput, add_benchmarks, load_benchmarks, load_results, merge
 
 __all__ = [
     "Run",
@@ -63,211 +64,6 @@ _COMPARED = tuple(n for n in names(source="structure", type="number") if METRICS
 # ... and the compiler's predictions, which a structure record carries too (null where a target gives none).
 _COMPARED += tuple(names(source="compiler"))
 _OUTCOMES = ("passed", "failed", "xfailed", "skipped", "error")
-
-
-# ------------------------------------------------------------------------------------------------ model
-
-
-@dataclass(frozen=True)
-class Throughput:
-    """One timed comparison: a ratio ``t_a / t_b`` (``kind="ratio"``) or an efficiency vs a memory stream.
-
-    ``value``/``low``/``high`` are the median and its confidence interval; ``bound`` is the ratio's
-    threshold (upper bound) or the efficiency's floor (lower bound), None when only measured.
-    """
-
-    kind: str  # "ratio" | "efficiency"
-    nodeid: str
-    target: str
-    label: str  # "a / b" for a ratio, the program for an efficiency
-    config: str
-    value: float
-    low: float
-    high: float
-    bound: float | None
-    verdict: str | None
-    outcome: str | None  # the pytest outcome, when known (results file)
-    id: str = ""
-    # A ratio timed on a TPU: the TPU compiler's estimated-cycles ratio of the same two programs there.
-    predicted: float | None = None
-
-
-@dataclass
-class Run:
-    """A run, merged from one or more results files (and optionally a benchmark JSON)."""
-
-    sources: list[str]
-    versions: dict[str, str]
-    runtime: dict[str, Any]
-    targets: dict[str, dict[str, Any]]
-    exitstatus: int
-    items: list[dict[str, Any]]
-    throughput: list[Throughput] = field(default_factory=list)
-
-    def of_kind(self, kind: str) -> list[dict[str, Any]]:
-        return [i for i in self.items if i.get("kind") == kind]
-
-    @property
-    def runtime_target(self) -> str:
-        """The name of the runtime target (the one that runs programs; throughput is timed there)."""
-        for name, t in self.targets.items():
-            if t.get("mode") == "runtime":
-                return name
-        return str(self.runtime.get("platform", "runtime"))
-
-
-# -------------------------------------------------------------------------------------------- loading
-
-
-def _read_json(path: str | Path, what: str) -> Any:
-    p = Path(path)
-    if not p.is_file():
-        raise InvariantsError(f"{p}: no such {what} file")
-    try:
-        return json.loads(p.read_text())
-    except UnicodeDecodeError:
-        raise InvariantsError(f"{p}: not a {what} file (not text)") from None
-    except json.JSONDecodeError as err:
-        raise InvariantsError(f"{p}:{err.lineno}: not JSON ({err.msg})") from None
-
-
-def load_results(path: str | Path) -> Run:
-    """Read one results file (:func:`invariants._results.read`); bad input raises one line."""
-    data = _results.read(path)
-    where = str(path)
-    run = Run(
-        sources=[where],
-        versions={str(k): str(v) for k, v in data.get("versions", {}).items()},
-        runtime=dict(data.get("runtime", {})),
-        targets={str(k): (v if isinstance(v, dict) else {}) for k, v in data.get("targets", {}).items()},
-        exitstatus=data.get("exitstatus", 0),
-        items=list(data["items"]),
-    )
-    for item in run.items:
-        row = _throughput_of(item, item.get("target") or run.runtime_target, item["nodeid"], item["outcome"])
-        if row is not None:
-            run.throughput.append(row)
-    return run
-
-
-def merge(runs: Sequence[Run]) -> Run:
-    """One run from several results files of the same checkout (e.g. the gate and the throughput session).
-
-    Versions and runtime come from the first file; a later file that disagrees on a version raises, since
-    its numbers would not belong in the same tables.
-    """
-    first = runs[0]
-    merged = Run(
-        sources=[],
-        versions=dict(first.versions),
-        runtime=dict(first.runtime),
-        targets={},
-        exitstatus=0,
-        items=[],
-    )
-    for run in runs:
-        for name, version in run.versions.items():
-            if merged.versions.setdefault(name, version) != version:
-                raise InvariantsError(
-                    f"{run.sources[0]}: {name} {version} differs from {merged.versions[name]} in "
-                    f"{first.sources[0]}; use --compare for two different runs"
-                )
-        merged.sources += run.sources
-        merged.targets.update(run.targets)
-        merged.exitstatus = max(merged.exitstatus, run.exitstatus)
-        merged.items += run.items
-        merged.throughput += run.throughput
-    return merged
-
-
-def load_benchmarks(path: str | Path, default_target: str = "runtime") -> list[Throughput]:
-    """Throughput rows from pytest-benchmark's JSON (``benchmarks[*].extra_info``).
-
-    Benchmarks whose ``extra_info`` holds neither a ratio nor an efficiency are skipped (they are someone
-    else's benchmarks); a file without a ``benchmarks`` list raises.
-    """
-    data = _read_json(path, "benchmark JSON")
-    if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
-        raise InvariantsError(
-            f"{path}: not a pytest-benchmark JSON file (expected an object with a 'benchmarks' list)"
-        )
-    rows = []
-    for n, bench in enumerate(data["benchmarks"]):
-        if not isinstance(bench, dict) or not isinstance(bench.get("extra_info", {}), dict):
-            raise InvariantsError(f"{path}: benchmarks[{n}] is not an object with an 'extra_info' object")
-        info = bench.get("extra_info", {})
-        nodeid = str(bench.get("fullname") or bench.get("name") or f"benchmarks[{n}]")
-        try:
-            row = _throughput_of(info, str(info.get("target") or default_target), nodeid, None)
-        except InvariantsError as err:
-            raise InvariantsError(f"{path}: benchmarks[{n}] ({bench.get('name')}): {err}") from None
-        if row is not None:
-            rows.append(row)
-    return rows
-
-
-def _number(info: dict[str, Any], key: str, required: bool = True) -> float | None:
-    value = info.get(key)
-    if value is None and not required:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvariantsError(f"{key!r} must be a finite number, not {value!r}")
-    return float(value)
-
-
-def _throughput_of(info: dict[str, Any], target: str, nodeid: str, outcome: str | None) -> Throughput | None:
-    """A :class:`Throughput` from a ``ratio`` or ``efficiency`` record, None for records of other kinds."""
-    kind = info.get("kind")
-    if kind not in ("ratio", "efficiency"):
-        return None
-    missing = [f for f in _results.FIELDS[kind] if f not in info and f != "target"]
-    try:
-        if missing:
-            raise InvariantsError(f"lacks {', '.join(missing)}")
-        if kind == "ratio":
-            return Throughput(
-                kind="ratio",
-                nodeid=nodeid,
-                target=target,
-                label=f"{info['a']} / {info['b']}",
-                config=str(info["config"]),
-                value=_number(info, "median") or 0.0,
-                low=_number(info, "low") or 0.0,
-                high=_number(info, "high") or 0.0,
-                bound=_number(info, "threshold", required=False),
-                verdict=info["verdict"],
-                outcome=outcome,
-                id=str(info["id"]),
-                predicted=_number(info, "predicted", required=False),
-            )
-        return Throughput(
-            kind="efficiency",
-            nodeid=nodeid,
-            target=target,
-            label=str(info["program"]),
-            config=str(info["config"]),
-            value=_number(info, "efficiency") or 0.0,
-            low=_number(info, "low") or 0.0,
-            high=_number(info, "high") or 0.0,
-            bound=_number(info, "min_efficiency", required=False),
-            verdict=info["verdict"],
-            outcome=outcome,
-            id=str(info["id"]),
-        )
-    except InvariantsError as err:
-        raise InvariantsError(f"{nodeid}: {kind} record: {err}") from None
-
-
-def _add_benchmarks(run: Run, rows: Iterable[Throughput]) -> None:
-    """Add benchmark rows not already in the run (the same node id measured once, reported once)."""
-    known = {t.nodeid for t in run.throughput}
-    runtime = run.runtime_target
-    for row in rows:
-        if row.nodeid in known:
-            continue
-        if row.target == "runtime":
-            row = Throughput(**{**row.__dict__, "target": runtime})
-        run.throughput.append(row)
 
 
 # ------------------------------------------------------------------------------------------- markdown
@@ -619,142 +415,6 @@ def compare_markdown(a: Run, b: Run) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-# ----------------------------------------------------------------------------------------------- plot
-
-
-def plot(run: Run, path: str | Path) -> bool:
-    """Draw the run: dynamic kernel launches per program and target (log axis), and the throughput.
-
-    Returns False, writing nothing, when the run has nothing to draw (no structure or throughput items).
-
-    Launches show the loops at a glance (a per-row loop of 16,384 trips against a handful of kernels).
-    The throughput panels show each ratio or efficiency with its interval and its bound.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display on CI; set before pyplot is imported
-    import matplotlib.pyplot as plt
-
-    structures = [i for i in run.of_kind("structure") if isinstance(i.get("dynamic_kernel_launches"), int)]
-    ratios = [t for t in run.throughput if t.kind == "ratio"]
-    effs = [t for t in run.throughput if t.kind == "efficiency"]
-    cycles = [i for i in run.of_kind("structure") if isinstance(i.get("estimated_cycles"), int)]
-    panels = [
-        p
-        for p, present in (
-            ("launches", structures),
-            ("cycles", cycles),
-            ("ratio", ratios),
-            ("efficiency", effs),
-        )
-        if present
-    ]
-    if not panels:
-        return False
-
-    # One row per program, in the seed configuration (f32) where it has one: the other configurations
-    # repeat the same pattern and would triple the rows. The report's tables have every configuration.
-    configs: dict[str, set[str]] = defaultdict(set)
-    for i in structures:
-        configs[str(i.get("program"))].add(str(i.get("config")))
-    shown = {p: ("f32" if "f32" in c else sorted(c)[0]) for p, c in configs.items()}
-    structures = [i for i in structures if shown[str(i.get("program"))] == str(i.get("config"))]
-    cycles = [i for i in cycles if shown.get(str(i.get("program"))) == str(i.get("config"))]
-    rows_of = {
-        "launches": sorted({_row_label(i) for i in structures}),
-        "cycles": sorted({_row_label(i) for i in cycles}),
-        "ratio": sorted({f"{t.label} [{t.config}]" for t in ratios}),
-        "efficiency": sorted({f"{t.label} [{t.config}]" for t in effs}),
-    }
-    heights = [max(2.0, 0.22 * len(rows_of[p]) + 1.0) for p in panels]
-    fig, axes = plt.subplots(
-        len(panels), 1, figsize=(11, sum(heights)), gridspec_kw={"height_ratios": heights}, squeeze=False
-    )
-    for ax, panel in zip(axes[:, 0], panels, strict=True):
-        labels = rows_of[panel]
-        y = {label: n for n, label in enumerate(labels)}
-        if panel == "cycles":
-            _scatter_by_target(ax, cycles, "estimated_cycles", y)
-            ax.set_xscale("log")
-            ax.set_xlabel("estimated cycles per call (libtpu's estimate, loops expanded; log scale)")
-            ax.set_title("Predicted TPU cost per program (seed config f32) and TPU target")
-        elif panel == "launches":
-            targets = sorted({str(i.get("target")) for i in structures})
-            markers = "osD^v<>p*hX"
-            for n, target in enumerate(targets):
-                # Each target sits at its own small offset inside the row, so equal counts do not hide
-                # each other.
-                dy = (n - (len(targets) - 1) / 2) * 0.7 / max(len(targets), 1)
-                pts = [
-                    (max(i["dynamic_kernel_launches"], 1), y[_row_label(i)] + dy)
-                    for i in structures
-                    if i.get("target") == target
-                ]
-                ax.scatter(*zip(*pts, strict=True), label=target, marker=markers[n % len(markers)], s=22)
-            top = max(structures, key=lambda i: i["dynamic_kernel_launches"])
-            if top["dynamic_kernel_launches"] >= 100:
-                trips = _fmt(top.get("max_trip_count"))
-                ax.annotate(
-                    f"{top['dynamic_kernel_launches']:,} launches: {top['program']} on {top['target']}\n"
-                    f"{top.get('while_loops')} while loop(s), max trip count {trips}",
-                    xy=(top["dynamic_kernel_launches"], y[_row_label(top)]),
-                    xytext=(0.45, 0.93),
-                    textcoords="axes fraction",
-                    fontsize=8,
-                    arrowprops={"arrowstyle": "->", "color": "grey"},
-                )
-            ax.set_xscale("log")
-            ax.set_xlabel("dynamic kernel launches per call (loops expanded by trip count; log scale)")
-            ax.set_title("Kernel launches per call, per program (seed config f32) and target")
-            ax.legend(fontsize=7, loc="lower right", ncol=2)
-        else:
-            data = ratios if panel == "ratio" else effs
-            for t in data:
-                row = y[f"{t.label} [{t.config}]"]
-                bad = t.verdict == "fail"
-                ax.errorbar(
-                    t.value, row, xerr=[[t.value - t.low], [t.high - t.value]], fmt="o",
-                    color="tab:red" if bad else "tab:blue", capsize=3,
-                )  # fmt: skip
-                if t.bound is not None:
-                    ax.plot([t.bound, t.bound], [row - 0.4, row + 0.4], color="tab:red", lw=2)
-            ax.axvline(1.0, color="grey", lw=0.8, ls="--")
-            if panel == "ratio":
-                ax.set_title("Time ratio a / b (median, interval; red bar: threshold, a row fails past it)")
-                ax.set_xlabel("t_a / t_b (1.0 = as fast)")
-            else:
-                ax.set_title("Efficiency vs streaming the same bytes (median, interval; red bar: floor)")
-                ax.set_xlabel("t_stream / t_program (1.0 = as fast as the stream)")
-        ax.set_yticks(range(len(labels)), labels, fontsize=7)
-        ax.set_ylim(-0.7, len(labels) - 0.3)
-        ax.invert_yaxis()
-        ax.grid(axis="x", which="both", alpha=0.3)
-    versions = ", ".join(f"{k} {v}" for k, v in sorted(run.versions.items()))
-    fig.suptitle(f"Embedding invariants ({versions})", fontsize=9)
-    fig.tight_layout(rect=(0, 0, 1, 0.98))
-    out = Path(path)
-    if out.parent and not out.parent.is_dir():
-        raise InvariantsError(f"{out}: folder {out.parent} does not exist")
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return True
-
-
-def _scatter_by_target(ax: Any, items: list[dict[str, Any]], key: str, y: dict[str, int]) -> None:
-    """One marker per (program row, target), each target at its own small offset inside the row."""
-    targets = sorted({str(i.get("target")) for i in items})
-    markers = "osD^v<>p*hX"
-    for n, target in enumerate(targets):
-        dy = (n - (len(targets) - 1) / 2) * 0.7 / max(len(targets), 1)
-        pts = [(max(i[key], 1), y[_row_label(i)] + dy) for i in items if i.get("target") == target]
-        ax.scatter(*zip(*pts, strict=True), label=target, marker=markers[n % len(markers)], s=22)
-    ax.legend(fontsize=7, loc="lower right", ncol=2)
-
-
-def _row_label(item: dict[str, Any]) -> str:
-    return f"{item.get('program')} [{item.get('config')}]"
-
-
 # ------------------------------------------------------------------------------------------------- CLI
 
 
@@ -806,7 +466,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.results:
         run = merge([load_results(p) for p in args.results])
         if args.benchmark_json:
-            _add_benchmarks(run, load_benchmarks(args.benchmark_json, run.runtime_target))
+            add_benchmarks(run, load_benchmarks(args.benchmark_json, run.runtime_target))
         parts.append(render(run))
         if args.plot:
             if plot(run, args.plot):

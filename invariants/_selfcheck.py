@@ -32,7 +32,6 @@ import concurrent.futures
 import dataclasses
 import fnmatch
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,13 +39,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import _results
+from ._child import gate_command, gate_env, last_line, run_gate
 from ._errors import InvariantsError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 INJECT_MODULE = "invariants._selfcheck_inject"
-# Set in every child: the slow self-check test skips itself there, so a child never starts children.
-CHILD_ENV = "INVARIANTS_SELFCHECK_CHILD"
 KINDS = ("structure", "invariant", "correctness", "throughput")
 
 
@@ -104,6 +100,14 @@ REGISTRY: tuple[Injection, ...] = (
         _swap(take="take_as_map_loop"),
         ("naive", "take"),
         ("invariant:no_while", "invariant:forward_bounded_kernels", "structure"),
+        targets="tpu-v5e",
+    ),
+    Injection(
+        "tpu_eqx_map_loop",
+        "eqx_embedding -> the lax.map row loop on TPU v5e: libtpu's predicted cycles must see it",
+        _swap(eqx_embedding="take_as_map_loop"),
+        ("eqx_embedding", "take"),
+        ("invariant:eqx_forward_predicted_not_above_take", "structure"),
         targets="tpu-v5e",
     ),
     Injection(
@@ -265,38 +269,29 @@ def outcome_of(
 
 
 def child_command(injection: Injection, results: Path, dump_dir: Path) -> list[str]:
-    return [
-        sys.executable, "-m", "pytest", "tests/gate", "-q", "-p", "no:cacheprovider", "-p", INJECT_MODULE,
-        "-m", "not slow" if injection.timing else "not slow and not throughput",
-        "--targets", injection.targets, "--programs", ",".join(injection.programs),
-        "--results-json", str(results), "--hlo-dump-dir", str(dump_dir),
-    ]  # fmt: skip
+    """The gate's command line for ``injection`` (see :func:`invariants._child.gate_command`)."""
+    return gate_command(
+        targets=injection.targets,
+        programs=injection.programs,
+        markers="not slow" if injection.timing else "not slow and not throughput",
+        plugins=(INJECT_MODULE,),
+        results=results,
+        dump_dir=dump_dir,
+    )
 
 
 def run_injection(injection: Injection, workdir: Path, timeout: float = 600.0) -> Outcome:
     """Run the gate with ``injection`` in a child process (never in this one: flags can abort it)."""
     folder = workdir / injection.name
-    folder.mkdir(parents=True, exist_ok=True)
-    results = folder / "results.json"
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "INVARIANTS_INJECT")}
-    env.update({"JAX_PLATFORMS": "cpu", CHILD_ENV: "1", **injection.env})
-    start = time.perf_counter()
-    try:
-        proc = subprocess.run(
-            child_command(injection, results, folder / "hlo"),
-            cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired:
-        out = Outcome(injection, -1, [], list(injection.expect), time.perf_counter() - start)
+    command = child_command(injection, folder / "results.json", folder / "hlo")
+    child = run_gate(command, env=gate_env(injection.env), folder=folder, timeout=timeout)
+    if child.timed_out:
+        out = Outcome(injection, -1, [], list(injection.expect), child.seconds)
         out.note = f"timed out after {timeout:.0f} s"
         return out
-    seconds = time.perf_counter() - start
-    (folder / "stdout.txt").write_text(proc.stdout + proc.stderr)
-    loaded = _results.read(results) if results.exists() else None
-    outcome = outcome_of(injection, proc.returncode, loaded, seconds)
-    if loaded is None:
-        tail = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]
-        outcome.note = f"no results file (exit {proc.returncode}: {tail[:160]})"
+    outcome = outcome_of(injection, child.returncode, child.results, child.seconds)
+    if child.results is None:
+        outcome.note = f"no results file (exit {child.returncode}: {last_line(child.log)[:160]})"
     return outcome
 
 

@@ -21,6 +21,12 @@ invariants touches that one file. The format::
     programs = ["kind:forward"]
     reference = "take"
 
+    [[program]]                    # a downstream project's own program (see invariants._downstream)
+    name = "my_lookup"
+    function = "mylib.emb:lookup"  # module:attribute, imported from the user's path
+    kind = "forward"               # forward, backward (its gradient) or train (one training step)
+    configs = ["f32"]              # config ids (default: f32)
+
 An ``assert`` is one comparison of two arithmetic sides, or a membership test. Its names come from the
 metric registry (``invariants._metrics.METRICS``): structural metrics (``kernels``, ``while_loops``, ...)
 of the program the item is about, or input facts (``table_bytes``, ``lookups``). Both sides of a
@@ -43,7 +49,7 @@ import ast
 import dataclasses
 import re
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -71,7 +77,9 @@ _CORRECTNESS_KEYS = (
     "when",
 )
 _RATCHET_KEYS = ("reason", "issue")
-_TOP_KEYS = ("spec", "invariant", "correctness")
+_PROGRAM_KEYS = ("name", "function", "kind", "configs", "tags", "doc")
+PROGRAM_KINDS = ("forward", "backward", "train")
+_TOP_KEYS = ("spec", "invariant", "correctness", "program")
 _SPEC_KEYS = ("targets", "efficiency_max_loss")
 
 InvariantKind = Literal["absolute", "relational", "throughput"]
@@ -114,6 +122,23 @@ class CorrectnessCheck:
 
 
 @dataclasses.dataclass(frozen=True)
+class ProgramDecl:
+    """One parsed ``[[program]]``: what a downstream project asks the gate to compile.
+
+    Only read here; :func:`invariants._downstream.build` imports ``function`` and checks its contract.
+    ``tags`` always holds ``user``, so a selector ``tag:user`` names every declared program.
+    """
+
+    name: str
+    function: str  # "module:attribute"
+    kind: str
+    configs: tuple[str, ...]
+    tags: frozenset[str]
+    doc: str
+    where: str
+
+
+@dataclasses.dataclass(frozen=True)
 class Spec:
     path: Path
     targets: tuple[str, ...]
@@ -121,6 +146,10 @@ class Spec:
     correctness: tuple[CorrectnessCheck, ...]
     # How much efficiency (t_copy / t_program) a program may lose against its recorded baseline.
     efficiency_max_loss: float | None = None
+    programs: tuple[ProgramDecl, ...] = ()
+    # The package's own spec files speak of the catalog: their selectors ("kind:forward", "*") never match
+    # a downstream project's programs, which only its own spec files hold to anything.
+    catalog_scope: bool = False
 
 
 class _Locator:
@@ -179,14 +208,16 @@ def _check_keys(table: dict[str, Any], known: Sequence[str], loc: _Locator, line
 
 
 def parse_assert(
-    text: str, loc: _Locator, line: int
+    text: str, loc: _Locator, line: int, known: Mapping[str, Any] | None = None
 ) -> tuple[ast.Expression, InvariantKind, tuple[str, ...]]:
     """Parse and validate an assert; return it, its kind and the programs it names (relational).
 
     Every name must be in the metric registry, and the two sides of the comparison must have the same
     type (see :mod:`invariants._metrics`): ``custom_call_targets != 0`` would compare a set with a number
-    and hold everywhere, so it is refused.
+    and hold everywhere, so it is refused. ``known`` maps program names to programs (default: every
+    program of this process).
     """
+    programs_known = _known(known)
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as err:
@@ -246,11 +277,9 @@ def parse_assert(
                     example = f"as in {fn}(take) or {fn}(take[zipf])"
                     raise loc.error(line, f"{fn}(...) takes one program, {example}")
                 raise loc.error(line, f"{fn}(...) takes one program name, as in {fn}(take)")
-            from ._programs import CATALOG
-
             program = arg.id
-            if program not in CATALOG:
-                raise loc.error(line, f"unknown program '{program}'{did_you_mean(program, list(CATALOG))}")
+            if program not in programs_known:
+                raise loc.error(line, f"unknown program '{program}'{did_you_mean(program, programs_known)}")
             named.append(program)
             if metric.source == "throughput":
                 kind = "throughput"
@@ -396,8 +425,7 @@ def _parse_when(text: str, loc: _Locator, line: int) -> tuple[Requirement, ...]:
     return tuple(reqs)
 
 
-def load_spec(path: Path) -> Spec:
-    """Read and validate one spec file. Raises :class:`InvariantsError` naming ``FILE:LINE``."""
+def _read(path: Path) -> tuple[dict[str, Any], _Locator]:
     try:
         text = path.read_text()
     except OSError as err:
@@ -410,6 +438,62 @@ def load_spec(path: Path) -> Spec:
         line = int(m.group(1)) if m else 1
         raise loc.error(line, f"not valid TOML: {str(err).split(' (at line')[0]}") from None
     _check_keys(data, _TOP_KEYS, loc, 1, "the spec file")
+    return data, loc
+
+
+def read_programs(path: Path) -> tuple[ProgramDecl, ...]:
+    """The ``[[program]]`` tables of one spec file, validated as data (nothing is imported)."""
+    from ._programs import CONFIGS
+
+    data, loc = _read(path)
+    out: list[ProgramDecl] = []
+    for i, table in enumerate(data.get("program", [])):
+        line = loc.table_line("program", i)
+        _check_keys(table, _PROGRAM_KEYS, loc, line, "[[program]]")
+        for required in ("name", "function", "kind"):
+            if required not in table:
+                raise loc.error(line, f"[[program]] needs '{required}'")
+        name = table["name"]
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise loc.error(loc.key_line(line, "name"), f"name {name!r} must be a Python-style identifier")
+        function = table["function"]
+        if not isinstance(function, str) or not re.fullmatch(r"[\w.]+:[\w.]+", function):
+            raise loc.error(
+                loc.key_line(line, "function"), f"function {function!r} must read 'module:attribute'"
+            )
+        kind = table["kind"]
+        if kind not in PROGRAM_KINDS:
+            raise loc.error(
+                loc.key_line(line, "kind"),
+                f"kind {kind!r}: one of {', '.join(PROGRAM_KINDS)}{did_you_mean(str(kind), PROGRAM_KINDS)}",
+            )
+        configs = _strings(table.get("configs", "f32"), loc, loc.key_line(line, "configs"), "configs")
+        for config in configs:
+            if config not in CONFIGS:
+                raise loc.error(
+                    loc.key_line(line, "configs"),
+                    f"unknown config '{config}'{did_you_mean(config, CONFIGS)}; known: {', '.join(CONFIGS)}",
+                )
+        tags = _strings(table.get("tags", []), loc, loc.key_line(line, "tags"), "tags")
+        doc = table.get("doc", function)
+        if not isinstance(doc, str):
+            raise loc.error(loc.key_line(line, "doc"), "'doc' must be a string")
+        out.append(
+            ProgramDecl(
+                name, function, kind, tuple(dict.fromkeys(configs)), frozenset({*tags, "user"}), doc,
+                f"{loc.path}:{line}",
+            )
+        )  # fmt: skip
+    return tuple(out)
+
+
+def load_spec(path: Path, known: Mapping[str, Any] | None = None) -> Spec:
+    """Read and validate one spec file. Raises :class:`InvariantsError` naming ``FILE:LINE``.
+
+    Program names in it are checked against ``known`` (name -> an object with ``kind`` and ``tags``;
+    default: every program of this process); :func:`load_specs` adds the declared programs.
+    """
+    data, loc = _read(path)
     header = data.get("spec", {})
     _check_keys(header, _SPEC_KEYS, loc, 1, "[spec]")
     max_loss = header.get("efficiency_max_loss")
@@ -417,9 +501,9 @@ def load_spec(path: Path) -> Spec:
         raise loc.error(
             loc.key_line(1, "efficiency_max_loss"), "efficiency_max_loss must be a fraction in (0, 1)"
         )
-    if "targets" not in header:
+    if "targets" not in header and ("invariant" in data or "correctness" in data):
         raise loc.error(1, "missing [spec] targets = [...] (the target names this file applies to)")
-    targets = _strings(header["targets"], loc, loc.key_line(1, "targets"), "targets")
+    targets = _strings(header.get("targets", []), loc, loc.key_line(1, "targets"), "targets")
 
     invariants: list[Invariant] = []
     seen: dict[str, int] = {}
@@ -438,12 +522,12 @@ def load_spec(path: Path) -> Spec:
         assert_line = loc.key_line(line, "assert")
         if not isinstance(table["assert"], str):
             raise loc.error(assert_line, "'assert' must be a string")
-        expr, kind, named = parse_assert(table["assert"], loc, assert_line)
+        expr, kind, named = parse_assert(table["assert"], loc, assert_line, known)
         if kind == "absolute":
             if "programs" not in table:
                 raise loc.error(line, f"'{inv_id}' needs 'programs' (which programs the assert is about)")
             programs = _strings(table["programs"], loc, loc.key_line(line, "programs"), "programs")
-            _check_selectors(programs, loc, loc.key_line(line, "programs"))
+            _check_selectors(programs, loc, loc.key_line(line, "programs"), known)
         else:
             if "programs" in table:
                 raise loc.error(
@@ -491,7 +575,7 @@ def load_spec(path: Path) -> Spec:
                 f"unknown check '{table['check']}'{did_you_mean(table['check'], CORRECTNESS_CHECKS)}",
             )
         programs = _strings(table["programs"], loc, loc.key_line(line, "programs"), "programs")
-        _check_selectors(programs, loc, loc.key_line(line, "programs"))
+        _check_selectors(programs, loc, loc.key_line(line, "programs"), known)
         checks.append(
             CorrectnessCheck(
                 id=table["id"],
@@ -506,28 +590,44 @@ def load_spec(path: Path) -> Spec:
                 when=_parse_when(table["when"], loc, loc.key_line(line, "when")) if "when" in table else (),
             )
         )
-    return Spec(path, targets, tuple(invariants), tuple(checks), max_loss)
+    return Spec(path, targets, tuple(invariants), tuple(checks), max_loss, read_programs(path))
 
 
-def _check_selectors(selectors: Sequence[str], loc: _Locator, line: int) -> None:
+def scope_of(spec: Spec) -> Mapping[str, Any] | None:
+    """The programs ``spec``'s selectors range over (None: every program of this process)."""
+    if not spec.catalog_scope:
+        return None
     from ._programs import CATALOG
 
+    return CATALOG
+
+
+def _known(known: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    if known is not None:
+        return known
+    from ._registry import PROGRAMS
+
+    return PROGRAMS
+
+
+def _check_selectors(
+    selectors: Sequence[str], loc: _Locator, line: int, known: Mapping[str, Any] | None = None
+) -> None:
     for sel in selectors:
-        if not select_programs([sel]):
-            raise loc.error(
-                line, f"program selector '{sel}' matches no program{did_you_mean(sel, list(CATALOG))}"
-            )
+        if not select_programs([sel], known):
+            names = _known(known)
+            raise loc.error(line, f"program selector '{sel}' matches no program{did_you_mean(sel, names)}")
 
 
-def select_programs(selectors: Sequence[str]) -> list[str]:
-    """Catalog names matched by selectors: exact names, fnmatch patterns, ``kind:K``, ``tag:T``."""
+def select_programs(selectors: Sequence[str], known: Mapping[str, Any] | None = None) -> list[str]:
+    """Program names matched by selectors: exact names, fnmatch patterns, ``kind:K``, ``tag:T``.
+
+    ``known`` as in :func:`load_spec` (default: every program of this process, catalog first)."""
     import fnmatch
-
-    from ._programs import CATALOG
 
     out: dict[str, None] = {}
     for sel in selectors:
-        for name, program in CATALOG.items():
+        for name, program in _known(known).items():
             if sel.startswith("kind:"):
                 hit = program.kind == sel[5:]
             elif sel.startswith("tag:"):
@@ -539,9 +639,42 @@ def select_programs(selectors: Sequence[str]) -> list[str]:
     return list(out)
 
 
-def load_specs(directory: Path = SPEC_DIR) -> list[Spec]:
-    """Every ``*.toml`` in ``directory``; a folder without any is an error, not an empty gate."""
-    paths = sorted(directory.glob("*.toml"))
-    if not paths:
-        raise InvariantsError(f"{_display(directory)}: no *.toml spec files here")
-    return [load_spec(p) for p in paths]
+def load_specs(*directories: Path) -> list[Spec]:
+    """Every ``*.toml`` of each directory (default: the package's own); a folder without any is an error,
+    not an empty gate.
+
+    The ``[[program]]`` tables of all files are read first, so that an invariant of one file may name a
+    program declared in another. A declared name must be new: not the catalog's, not declared twice.
+    """
+    from ._programs import CATALOG
+
+    paths: list[Path] = []
+    for directory in directories or (SPEC_DIR,):
+        if not directory.is_dir():
+            raise InvariantsError(f"{_display(directory)}: spec folder not found")
+        found = sorted(directory.glob("*.toml"))
+        if not found:
+            raise InvariantsError(f"{_display(directory)}: no *.toml spec files here")
+        paths += found
+    known: dict[str, Any] = dict(_known(None))
+    first: dict[str, str] = {}
+    for path in paths:
+        for decl in read_programs(path):
+            if decl.name in CATALOG:
+                raise InvariantsError(
+                    f"{decl.where}: program '{decl.name}' collides with the catalog's program of that name; "
+                    "rename it"
+                )
+            if decl.name in first:
+                raise InvariantsError(
+                    f"{decl.where}: program '{decl.name}' is already declared at {first[decl.name]}"
+                )
+            first[decl.name] = decl.where
+            known[decl.name] = decl
+    own = SPEC_DIR.resolve()
+    return [
+        dataclasses.replace(load_spec(p, CATALOG), catalog_scope=True)
+        if p.parent.resolve() == own
+        else load_spec(p, known)
+        for p in paths
+    ]

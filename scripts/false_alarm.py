@@ -1,7 +1,7 @@
 """Run the throughput tier N times, optionally beside a CPU hog and with an injected slowdown.
 
-Each run is a child ``pytest tests/gate/test_throughput.py --targets cpu`` (ratios and efficiencies against
-their baselines). The script then prints a markdown table with one row per ratio or efficiency:
+Each run is a child ``pytest invariants/gate/test_throughput.py --targets cpu`` (ratios and efficiencies
+against their baselines). The script then prints a markdown table with one row per ratio or efficiency:
 
 - the median of its medians over the runs;
 - the coefficient of variation (CV) of those medians across runs;
@@ -49,7 +49,7 @@ def _spin(stop: float) -> None:
 
 def run_once(out: Path, inject: bool, select: str | None = None) -> tuple[int, list[dict]]:
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    args = [sys.executable, "-m", "pytest", "tests/gate/test_throughput.py", "--targets",
+    args = [sys.executable, "-m", "pytest", "invariants/gate/test_throughput.py", "--targets",
             "cpu", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", f"--benchmark-json={out}",
             f"--results-json={out.with_suffix('.results.json')}"]  # fmt: skip
     if inject:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,12 +21,14 @@ QUICK = {"INVARIANTS_RATIO_MAX_SECONDS": "1"}
 
 def make_project(folder: Path, targets: tuple[str, ...] = ("cpu", "tpu-v5e")) -> Path:
     """A scratch project root: the gate's tests, and the committed snapshots of ``targets``. ``pytest``
-    with no path collects ``tests/gate`` (as ``pytest`` from the root collects every tier)."""
+    with no path collects ``tests/gate`` (as ``pytest`` from the root collects every tier): a copy of the
+    gate modules the package ships in ``invariants/gate``, run as plain test files."""
     for name in ("conftest.py", "pyproject.toml"):
         shutil.copy(ROOT / name, folder / name)
     pyproject = folder / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text().replace('testpaths = ["tests"]', 'testpaths = ["tests/gate"]'))
-    shutil.copytree(ROOT / "tests" / "gate", folder / "tests" / "gate")
+    pyproject.write_text(re.sub(r"testpaths = \[.*\]", 'testpaths = ["tests/gate"]', pyproject.read_text()))
+    gate = shutil.ignore_patterns("__init__.py", "__pycache__")
+    shutil.copytree(ROOT / "invariants" / "gate", folder / "tests" / "gate", ignore=gate)
     for target in targets:
         shutil.copytree(ROOT / "snapshots" / target, folder / "snapshots" / target)
     return folder

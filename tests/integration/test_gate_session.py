@@ -96,7 +96,8 @@ def test_readme_adding_a_program_records_the_program_and_its_gradient(tmp_path: 
     INVARIANTS_TARGETS default, to keep this fast): both snapshots are recorded."""
     words = _readme_command("## Adding a program")
     assert words[0] == "pytest" and "my_lookup,grad_my_lookup" in words
-    args = [w.replace("my_lookup", "take") for w in words[1:]]
+    # The scratch project holds the gate modules at tests/gate (make_project); the checkout, invariants/gate.
+    args = [w.replace("my_lookup", "take").replace("invariants/gate/", "tests/gate/") for w in words[1:]]
     project = make_project(tmp_path, targets=("cpu",))
     for name in ("take.f32.txt", "grad_take.f32.txt"):
         (project / "snapshots" / "cpu" / name).unlink()

@@ -14,6 +14,7 @@ import os
 import pytest
 
 from invariants import _selfcheck as sc
+from invariants._child import CHILD_ENV
 
 pytestmark = [pytest.mark.slow]
 
@@ -24,7 +25,7 @@ def _injections() -> list[sc.Injection]:
     return sc.restrict_targets(sc.select(None, fast_only=True), "cpu")
 
 
-@pytest.mark.skipif(bool(os.environ.get(sc.CHILD_ENV)), reason="inside a self-check child")
+@pytest.mark.skipif(bool(os.environ.get(CHILD_ENV)), reason="inside a self-check child")
 def test_selfcheck(tmp_path, record_property):
     outcomes = sc.run_all(_injections(), tmp_path, jobs=min(2, os.cpu_count() or 1))
     table = sc.render_table(outcomes)

@@ -40,7 +40,7 @@ def _result(efficiency: float) -> EfficiencyResult:
 
 
 def test_record_is_the_median_of_three_and_reads_back(tmp_path: Path):
-    path = baseline_path(tmp_path, "cpu", "take", "f32")
+    path = baseline_path(tmp_path / "snapshots", "cpu", "take", "f32")
     assert path == tmp_path / "snapshots" / "cpu" / "efficiency" / "take.f32.json"
     assert read_baseline(path) is None
     here = machine("cpu", "cpu")

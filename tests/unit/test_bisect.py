@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -12,6 +11,8 @@ import pytest
 from packaging.version import Version
 
 from invariants import _bisect as b
+from invariants import _matrix as m
+from invariants import _releases as r
 from invariants._errors import InvariantsError
 
 V = Version
@@ -23,22 +24,22 @@ JAXLIBS = [V(s) for s in ("0.4.30", "0.4.31", "0.4.36", "0.4.38", "0.5.1", "0.5.
 
 
 def test_parse_pip_versions_and_release_filter() -> None:
-    raw = b.parse_pip_versions(PIP_OUTPUT)
+    raw = r.parse_pip_versions(PIP_OUTPUT)
     assert raw[0] == "0.10.2" and "0.4.1" in raw
-    got = b.releases([*raw, "0.11.0rc1", "0.11.0.dev20260101", "not-a-version"])
+    got = r.releases([*raw, "0.11.0rc1", "0.11.0.dev20260101", "not-a-version"])
     assert got == sorted(set(got)), "ascending, no duplicates"
     assert V("0.11.0rc1") not in got and V("0.11.0.dev20260101") not in got
     # packaging orders 0.9.0.1 after 0.9.0 and 0.10 after 0.9 (a string sort would not)
     assert got.index(V("0.9.0.1")) == got.index(V("0.9.0")) + 1
     assert got[-1] == V("0.10.2")
-    assert b.parse_pip_versions("ERROR: No matching distribution found for jax") == []
+    assert r.parse_pip_versions("ERROR: No matching distribution found for jax") == []
 
 
 def test_span_walks_in_both_directions() -> None:
-    rel = b.releases(b.parse_pip_versions(PIP_OUTPUT))
-    up = b.span(rel, V("0.4.30"), V("0.5.3"))
+    rel = r.releases(r.parse_pip_versions(PIP_OUTPUT))
+    up = r.span(rel, V("0.4.30"), V("0.5.3"))
     assert up == [V(s) for s in ("0.4.30", "0.4.31", "0.4.37", "0.4.38", "0.5.2", "0.5.3")]
-    assert b.span(rel, V("0.5.3"), V("0.4.30")) == up[::-1]
+    assert r.span(rel, V("0.5.3"), V("0.4.30")) == up[::-1]
 
 
 @pytest.mark.parametrize(
@@ -53,19 +54,19 @@ def test_span_walks_in_both_directions() -> None:
     ],
 )
 def test_choose_pins(jax: str, jaxlib: str, numpy: str, equinox: str) -> None:
-    pins = b.choose_pins(V(jax), JAXLIBS)
+    pins = r.choose_pins(V(jax), JAXLIBS)
     assert (pins.jaxlib, pins.numpy, pins.equinox) == (V(jaxlib), numpy, equinox)
     reqs = pins.requirements()
     assert reqs[:2] == [f"jax=={jax}", f"jaxlib=={jaxlib}"]
     assert {"pytest", "syrupy", "pytest-benchmark", "packaging", "scipy"} <= set(reqs)
     assert pins.env_name == f"jax-{jax}"
-    tpu = b.choose_pins(V(jax), JAXLIBS, tpu=True)
+    tpu = r.choose_pins(V(jax), JAXLIBS, tpu=True)
     assert tpu.requirements()[0] == f"jax[tpu]=={jax}" and tpu.env_name == f"jax-{jax}-tpu"
 
 
 def test_choose_pins_without_jaxlib_is_one_line() -> None:
     with pytest.raises(InvariantsError, match=r"^jax 0\.4\.1: no jaxlib release at or below it"):
-        b.choose_pins(V("0.4.1"), JAXLIBS)
+        r.choose_pins(V("0.4.1"), JAXLIBS)
 
 
 def _fake(boundary: int, order: list[Version], calls: list[Version], holds_before: bool = True):
@@ -114,22 +115,22 @@ def test_bisect_same_verdict_at_both_ends_is_one_line() -> None:
 
 def test_resolve_version_errors() -> None:
     avail = [V("0.4.30"), V("0.4.31"), V("0.5.0")]
-    assert b.resolve_version("0.4.31", avail, "--good") == V("0.4.31")
+    assert r.resolve_version("0.4.31", avail, "--good") == V("0.4.31")
     with pytest.raises(
         InvariantsError, match=r"^--good 0\.4\.99: not a jax release on the index \(nearest: "
     ):
-        b.resolve_version("0.4.99", avail, "--good")
+        r.resolve_version("0.4.99", avail, "--good")
     with pytest.raises(InvariantsError, match=r"^--bad banana: not a version$"):
-        b.resolve_version("banana", avail, "--bad")
+        r.resolve_version("banana", avail, "--bad")
     with pytest.raises(InvariantsError, match=r"the suite needs jax >= 0\.4\.30"):
-        b.resolve_version("0.4.1", [V("0.4.1"), *avail], "--good")
+        r.resolve_version("0.4.1", [V("0.4.1"), *avail], "--good")
 
 
 def test_unreachable_index_fails_fast_in_one_line() -> None:
     with pytest.raises(
         InvariantsError, match=r"^--index-url http://127\.0\.0\.1:9/simple: index unreachable"
     ):
-        b.check_index("http://127.0.0.1:9/simple", timeout=5)
+        r.check_index("http://127.0.0.1:9/simple", timeout=5)
 
 
 def test_cli_unreachable_index_is_one_line_exit_2() -> None:
@@ -155,26 +156,26 @@ def test_install_failure_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyP
             )
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
-    monkeypatch.setattr(b.subprocess, "run", fake_run)
-    pins = b.choose_pins(V("0.4.30"), JAXLIBS)
+    monkeypatch.setattr(r.subprocess, "run", fake_run)
+    pins = r.choose_pins(V("0.4.30"), JAXLIBS)
     with pytest.raises(
         InvariantsError, match=r"^jax==0\.4\.30 jaxlib==0\.4\.30 .*: does not install: .*No solution"
     ):
-        b.ensure_env(pins, tmp_path, "https://example.invalid/simple", log=lambda s: None)
+        r.ensure_env(pins, tmp_path, "https://example.invalid/simple", log=lambda s: None)
     assert not list(tmp_path.iterdir()), "a failed build leaves nothing in the cache"
 
 
 def test_env_health_marker(tmp_path: Path) -> None:
-    pins = b.choose_pins(V("0.4.30"), JAXLIBS)
+    pins = r.choose_pins(V("0.4.30"), JAXLIBS)
     env = tmp_path / pins.env_name
-    assert not b.env_healthy(env, pins)
+    assert not r.env_healthy(env, pins)
     (env / "bin").mkdir(parents=True)
     (env / "bin" / "python").write_text("")
-    (env / b.MARKER).write_text(json.dumps(pins.to_json()))
-    assert b.env_healthy(env, pins)
-    assert not b.env_healthy(env, b.choose_pins(V("0.4.31"), JAXLIBS))
-    (env / b.MARKER).write_text("{broken")
-    assert not b.env_healthy(env, pins)
+    (env / r.MARKER).write_text(json.dumps(pins.to_json()))
+    assert r.env_healthy(env, pins)
+    assert not r.env_healthy(env, r.choose_pins(V("0.4.31"), JAXLIBS))
+    (env / r.MARKER).write_text("{broken")
+    assert not r.env_healthy(env, pins)
 
 
 def test_verdict_ignores_structure_and_counts_xfail_as_holding() -> None:
@@ -211,17 +212,17 @@ def test_matrix_table_and_plot(tmp_path: Path) -> None:
             {"kind": "invariant", "config": "f32", "target": "cpu", "program": "naive"},
         ]
     }  # fmt: skip
-    rows = b.matrix_rows("0.4.30", results) + b.matrix_rows("0.10.2", {"items": [
+    rows = m.matrix_rows("0.4.30", results) + m.matrix_rows("0.10.2", {"items": [
         {"kind": "structure", "config": "f32", "target": "cpu", "program": "naive", "kernels": 2,
          "while_loops": 1, "dynamic_kernel_launches": None}]})  # fmt: skip
     assert len(rows) == 2
-    text = b.render_matrix(rows, ["0.4.30", "0.5.3", "0.10.2"], {"tpu-v5e, jax 0.4.30": "skipped: no libtpu"})
+    text = m.render_matrix(rows, ["0.4.30", "0.5.3", "0.10.2"], {"tpu-v5e, jax 0.4.30": "skipped: no libtpu"})
     lines = text.splitlines()
     assert lines[0].startswith("### cpu:")
     assert "| program | 0.4.30 | 0.5.3 | 0.10.2 |" in lines
     assert "| naive | 1 / 0 / 1 | — | 2 / 1 / ? |" in lines
     assert "- tpu-v5e, jax 0.4.30: skipped: no libtpu" in lines
-    b.plot_matrix(rows, ["0.4.30", "0.5.3", "0.10.2"], tmp_path / "m.png")
+    m.plot_matrix(rows, ["0.4.30", "0.5.3", "0.10.2"], tmp_path / "m.png")
     assert (tmp_path / "m.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -231,14 +232,14 @@ def test_matrix_predicted_cost_row(tmp_path: Path) -> None:
                 "kernels": 15, "while_loops": 1, "dynamic_kernel_launches": 73735,
                 "estimated_cycles": cycles}  # fmt: skip
 
-    rows = b.matrix_rows("0.5.3", {"items": [item("tpu-v5e", 119_900_000), item("cpu", None)]})
-    rows += b.matrix_rows("0.10.2", {"items": [item("tpu-v5e", 149_925_672), item("cpu", None)]})
-    lines = b.render_matrix(rows, ["0.5.3", "0.10.2"], {}).splitlines()
+    rows = m.matrix_rows("0.5.3", {"items": [item("tpu-v5e", 119_900_000), item("cpu", None)]})
+    rows += m.matrix_rows("0.10.2", {"items": [item("tpu-v5e", 149_925_672), item("cpu", None)]})
+    lines = m.render_matrix(rows, ["0.5.3", "0.10.2"], {}).splitlines()
     assert "### tpu-v5e: predicted cost, estimated cycles per call (the compiler's own estimate)" in lines
     assert "| grad_vmap_naive | 119,900,000 | 149,925,672 |" in lines
     # The CPU compiler writes no estimate: no predicted-cost table for it.
     assert not any(line.startswith("### cpu: predicted") for line in lines)
-    b.plot_matrix(rows, ["0.5.3", "0.10.2"], tmp_path / "m.png")
+    m.plot_matrix(rows, ["0.5.3", "0.10.2"], tmp_path / "m.png")
     assert (tmp_path / "m.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -255,10 +256,12 @@ def test_keys_of_failing_items() -> None:
     assert b._keys_of(items) == [("grad_naive", "f32", "cpu")]
 
 
-def test_argparse_namespace_shape() -> None:
-    # run_suite reads these attributes; keep the commands' parsers in step with it
-    ns = argparse.Namespace(k="x", targets="cpu", programs=None)
-    cmd = b.suite_command(Path("p"), ns.k, ns.targets, ns.programs, Path("r"), Path("d"))
+def test_run_suite_takes_explicit_arguments() -> None:
+    import inspect
+
+    params = inspect.signature(b.run_suite).parameters
+    assert {"k", "targets", "programs"} <= {n for n, p in params.items() if p.kind is p.KEYWORD_ONLY}
+    cmd = b.suite_command(Path("p"), "x", "cpu", None, Path("r"), Path("d"))
     assert cmd[cmd.index("--hlo-dump-dir") + 1] == "d"
     # Bisect compares the facts themselves: version scopes and ratchets would keep every release green.
     assert "--raw-invariants" in cmd

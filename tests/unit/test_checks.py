@@ -13,7 +13,7 @@ import pytest
 
 from invariants._checks import Case, CorrectnessCase, evaluate, run_correctness, unmet_condition
 from invariants._hlo import parse_module
-from invariants._plugin import judge
+from invariants._outcomes import judge
 from invariants._spec import load_spec
 from invariants._structure import structure_of
 

@@ -12,7 +12,7 @@ from invariants._cost import Missing, cycle_estimate
 from invariants._errors import InvariantsError
 from invariants._hlo import parse_module
 from invariants._metrics import compiler_metrics as cost_metrics
-from invariants._plugin import judge
+from invariants._outcomes import judge
 from invariants._spec import load_spec
 from invariants._structure import structure_of
 
@@ -195,7 +195,7 @@ def test_spec_rejects_a_misspelt_cost_metric(tmp_path):
 
 
 def test_predicted_ratio_for_a_time_twin():
-    # What tests/gate/test_throughput.py records beside a ratio timed on a TPU host.
+    # What invariants/gate/test_throughput.py records beside a ratio timed on a TPU host.
     from invariants._cost import predicted_ratio
 
     looped, plain = cost_metrics(TPU_BWD_VMAP, {}, {}), cost_metrics(TPU_FWD_TAKE, {}, {})

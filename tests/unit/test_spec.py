@@ -134,7 +134,7 @@ def test_malformed_spec_stops_pytest_with_one_line(tmp_path):
     cpu = tmp_path / "cpu.toml"
     cpu.write_text(cpu.read_text().replace('assert = "kernels <= 1"', 'assert = "fusoins <= 1"', 1))
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/gate/test_invariants.py", "--spec-dir", str(tmp_path),
+        [sys.executable, "-m", "pytest", "invariants/gate/test_invariants.py", "--spec-dir", str(tmp_path),
          "--collect-only", "-q", "-p", "no:cacheprovider"],
         capture_output=True, text=True, check=False, cwd=Path(__file__).parents[2],
     )  # fmt: skip

@@ -1,4 +1,8 @@
-"""The snapshot tier: each program's compiled structure on each target, against snapshots/<target>/."""
+"""The snapshot tier: each program's compiled structure on each target, against its snapshot file.
+
+A snapshot lives in ``<snapshot dir>/<target>/<program>.<config>.txt``. In a downstream run the catalog's
+programs are compared with the snapshots the installed package ships, which no update rewrites.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,9 @@ import pytest
 from invariants import _results
 from invariants._cost import value_or_none
 from invariants._metrics import structure_metrics
-from invariants._programs import CATALOG
+from invariants._outcomes import committed_snapshot_diff
+from invariants._registry import PROGRAMS
 from invariants._snapshot import render_summary
-from invariants._snapshot_store import SNAPSHOT_ROOT, snapshot_stem
 
 pytestmark = [pytest.mark.gate, pytest.mark.snapshot]
 
@@ -31,15 +35,26 @@ def test_structure(structure_key, gate, structure_snapshot, request, record_prop
             **predicted,
         )
     )
-    summary = render_summary(compiled, structure, CATALOG[program].doc)
-    path = gate.rootpath / SNAPSHOT_ROOT / target / f"{snapshot_stem(program, config)}.txt"
+    summary = render_summary(compiled, structure, PROGRAMS[program].doc)
+    path = gate.snapshot_path(structure_key)
+    if not gate.snapshot_writable(program):
+        if not path.exists():
+            pytest.fail(f"{path}: no snapshot of {program}[{config}] on {target} to compare", pytrace=False)
+        if summary != path.read_text():
+            pytest.fail(
+                f"{program}[{config}] on {target} no longer compiles to the package's snapshot (read-only; "
+                "--no-catalog leaves the catalog out):\n"
+                + committed_snapshot_diff(gate, structure_key, summary),
+                pytrace=False,
+            )
+        return
     if not path.exists() and not request.config.getoption("--snapshot-update"):
         # The command records the program on every target present (a new program needs them all), and
         # its gradient with it when there is one.
-        programs = ",".join(p for p in (program, f"grad_{program}") if p in CATALOG)
+        programs = ",".join(p for p in (program, f"grad_{program}") if p in PROGRAMS)
         pytest.fail(
             f"{path}: no snapshot for {program}[{config}] on {target}; record it with: "
-            f"pytest tests/gate/test_structure.py --programs {programs} --snapshot-update",
+            + gate.update_command(request.path, "--snapshot-update", programs),
             pytrace=False,
         )
     assert summary == structure_snapshot

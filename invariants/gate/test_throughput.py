@@ -3,8 +3,8 @@
 Nothing here asserts an absolute time. A ratio ``time(A) / time(B) <= c`` is measured by interleaving A
 and B call by call and fails only when its whole confidence interval lies above ``c``. Efficiency is
 ``t_copy / t_program`` for a device copy of the bytes the lookup must move; it is compared with the
-baseline recorded in ``snapshots/<target>/efficiency/`` and fails only when its whole interval lies below
-``baseline * (1 - efficiency_max_loss)``. Baselines are re-recorded only with ``--record-baselines``.
+baseline recorded in ``<snapshot dir>/<target>/efficiency/`` and fails only when its whole interval lies
+below ``baseline * (1 - efficiency_max_loss)``. Baselines are re-recorded only with ``--record-baselines``.
 
 Every item is a pytest-benchmark benchmark: ``--benchmark-json`` carries each ratio, interval and
 efficiency in ``extra_info``. With ``--benchmark-disable`` the measurements and verdicts still run
@@ -31,8 +31,9 @@ from invariants._baselines import (
 from invariants._cost import predicted_ratio
 from invariants._jax_timing import copy_callable, jax_callable
 from invariants._metrics import input_facts
-from invariants._plugin import judge
-from invariants._programs import CATALOG, get_config, make_arguments
+from invariants._outcomes import judge
+from invariants._programs import Distribution, get_config, make_arguments
+from invariants._registry import PROGRAMS
 from invariants._spec import throughput_terms
 from invariants._targets import versions
 from invariants._timing import confirmed, measure_efficiency, measure_ratio, runtime_clock
@@ -47,23 +48,25 @@ CLOCK_NAME, CLOCK = runtime_clock(jax.devices()[0].platform, os.environ.get("INV
 
 
 @functools.cache
-def _device_arguments(kind: str, config: str, distribution: str = "uniform"):
+def _device_arguments(kind: str, config: str, distribution: Distribution = "uniform"):
     # One set of device buffers per argument signature and index distribution: both sides of a ratio of
     # two programs read the very same memory, so cache and page placement cannot differ between them.
-    program = next(p for p in CATALOG.values() if p.kind == kind)
+    program = next(p for p in PROGRAMS.values() if p.kind == kind)
     return jax.device_put(make_arguments(program, get_config(config), distribution))
 
 
 def _timed(gate, key, distribution: str = "uniform"):
     program, config, _ = key
-    args = _device_arguments(CATALOG[program].kind, config, distribution)
+    args = _device_arguments(PROGRAMS[program].kind, config, distribution)
     return jax_callable(gate.cache.executable(*key), *args)
 
 
 def test_ratio(throughput_case, gate, benchmark, record_property):
     case = throughput_case
     inv = case.invariant
-    a_side, b_side, threshold = throughput_terms(inv.expr.body)
+    terms = throughput_terms(inv.expr.body)
+    assert terms is not None  # the spec loader admits no other throughput assert
+    a_side, b_side, threshold = terms
     a = _timed(gate, (a_side.program, case.config, case.target), a_side.distribution)
     b = _timed(gate, (b_side.program, case.config, case.target), b_side.distribution)
     a_name, b_name = a_side.label, b_side.label
@@ -110,12 +113,18 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
     # The baseline rules (where it lives, which spec's max loss applies, whose machine) are
     # invariants._baselines'; this item measures and judges.
     max_loss = max_loss_for(gate.specs, target)
-    path = baseline_path(gate.rootpath, target, program, config)
+    path = baseline_path(gate.snapshot_folder(program, target).parent, target, program, config)
     # Only on request: a baseline is a timing, and --snapshot-update (accepting a structural change) must
-    # not commit fresh timing noise.
-    updating = request.config.getoption("--record-baselines")
+    # not commit fresh timing noise. A read-only baseline (the package's, in a downstream run) is compared
+    # with, never re-recorded.
+    updating = request.config.getoption("--record-baselines") and gate.snapshot_writable(program)
     here = machine(jax.devices()[0].device_kind, CLOCK_NAME)
     baseline = read_baseline(path)
+    if not gate.snapshot_writable(program) and (baseline is None or baseline.get("machine") != here):
+        pytest.skip(
+            f"{path}: no baseline of {program}[{config}] for this machine ({here}); efficiency is "
+            "machine-relative and the catalog's baselines ship read-only with the package"
+        )
     floor = baseline["efficiency"] * (1 - max_loss) if baseline and not updating else None
     nbytes = bytes_moved(program, config)
     program_call, copy_call = _timed(gate, efficiency_key), copy_callable(nbytes)
@@ -143,8 +152,8 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
         return
     if baseline is None:
         pytest.fail(
-            f"{path}: no efficiency baseline for {program}[{config}] on {target}; record it with: pytest "
-            f"tests/gate/test_throughput.py --targets {target} --programs {program} --record-baselines",
+            f"{path}: no efficiency baseline for {program}[{config}] on {target}; record it with: "
+            + gate.update_command(request.path, "--record-baselines", program, target),
             pytrace=False,
         )
     if baseline.get("machine") != here:

@@ -1,4 +1,4 @@
-"""The invariant tier: every [[invariant]] of invariants/*.toml, one item per target, program and config."""
+"""The invariant tier: every [[invariant]] of the spec files, one item per target, program and config."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 
 from invariants import _results
 from invariants._checks import evaluate, run_correctness
-from invariants._plugin import failure_report, judge
-from invariants._programs import CATALOG
+from invariants._outcomes import failure_report, judge
+from invariants._registry import PROGRAMS
 from invariants._snapshot import render_summary
 
 pytestmark = [pytest.mark.gate, pytest.mark.invariant]
@@ -36,7 +36,7 @@ def test_invariant(invariant_case, gate, record_property):
 
     def failure() -> str:
         key = case.keys[0]
-        summary = render_summary(gate.cache.get(*key), gate.structure(key), CATALOG[key[0]].doc)
+        summary = render_summary(gate.cache.get(*key), gate.structure(key), PROGRAMS[key[0]].doc)
         headline = f"{inv.where}: {inv.id} failed on {where}: {verdict.describe(inv)}"
         if inv.why:
             headline += f"\nwhy it matters: {inv.why}"

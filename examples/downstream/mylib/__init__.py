@@ -1,0 +1,1 @@
+"""A tiny downstream library: two ways to look rows up in an embedding table."""

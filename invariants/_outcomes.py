@@ -1,0 +1,67 @@
+"""What a gate item says when it decides: the pytest outcome of a decided invariant, and the diagnosis a
+failing item prints (the verdict, the structural diff against the committed snapshot, versions, dumps).
+
+The gate's test files call these; the plugin (:mod:`invariants._plugin`) gives them the session.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from ._compile import Key
+    from ._plugin import GateSession
+
+__all__ = ["committed_snapshot_diff", "failure_report", "judge"]
+
+
+def judge(invariant: Any, holds: bool, tightenable: bool, where: str, describe: str, failure: Any) -> None:
+    """Turn a decided invariant into a pytest outcome, the same way for every tier.
+
+    A ratchet (known bad today) expects to fail: it xfails with its reason, and when ``tightenable`` (it
+    now holds, beyond noise) the item fails with "ratchet can be tightened", never in silence.
+    ``failure`` builds the full diagnosis lazily, since it may dump files.
+    """
+    if invariant.ratchet is not None:
+        if tightenable:
+            pytest.fail(
+                f"ratchet can be tightened: {invariant.id} now holds on {where} ({describe}); "
+                f"drop its ratchet in {invariant.where} ({invariant.ratchet.issue})",
+                pytrace=False,
+            )
+        pytest.xfail(f"{invariant.ratchet.reason} ({invariant.ratchet.issue}); {describe}")
+    if not holds:
+        pytest.fail(failure(), pytrace=False)
+
+
+def committed_snapshot_diff(s: GateSession, key: Key, current: str) -> str:
+    """A focused diff of ``current`` against the committed snapshot of ``key``, or a note if none."""
+    from ._plugin import shown_path
+
+    path = s.snapshot_path(key)
+    shown = shown_path(path)
+    if not path.exists():
+        return f"no committed snapshot at {shown}"
+    diff = difflib.unified_diff(
+        path.read_text().splitlines(), current.splitlines(), shown, "now", n=1, lineterm=""
+    )
+    text = "\n".join(diff)
+    return text or f"structure identical to {shown}"
+
+
+def failure_report(s: GateSession, key: Key, headline: str, current_summary: str) -> str:
+    """The diagnosis a compiler engineer needs: the verdict, the structural diff, versions, dumps."""
+    from ._targets import versions
+
+    dumped = s.dump(key)
+    return "\n".join(
+        [
+            headline,
+            "versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()) + f"; target {key.target}",
+            committed_snapshot_diff(s, key, current_summary),
+            f"optimized HLO and jaxpr: {dumped}.hlo.txt, {dumped}.jaxpr.txt",
+        ]
+    )
