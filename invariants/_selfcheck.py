@@ -377,8 +377,8 @@ def render_table(outcomes: Sequence[Outcome], examples: int = 3) -> str:
     if base:
         # The baseline is not the gate: say what it ran, so that "passes" never reads as "the gate is green".
         lines.append(
-            f"baseline ran: {coverage(base.injection)}; the gate's default run (pytest tests/gate) covers "
-            "every program and target"
+            f"baseline ran: {coverage(base.injection)}; the gate's default run (pytest invariants/gate) "
+            "covers every program and target"
         )
     return "\n".join(lines)
 
