@@ -30,7 +30,6 @@ from ._child import stage
 from ._errors import InvariantsError
 from ._versus_protocol import SLOWDOWN_ENV, ProtocolError, decode_hello, decode_reply, encode
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 # Variables a worker never inherits from the controller: each side sets its own.
 _NOT_INHERITED = ("XLA_FLAGS", "LIBTPU_INIT_ARGS", "VIRTUAL_ENV", "PYTHONHOME", SLOWDOWN_ENV)
 _START_TIMEOUT = 300.0
@@ -120,7 +119,9 @@ class WorkerProcess:
         # The worker's stderr, for its last line on failure; closed in close().
         self._log: IO[str] = tempfile.TemporaryFile("w+")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [str(side.python), "-m", "invariants._versus_worker"], cwd=REPO_ROOT,
+            # In the staged folder: `-m` puts the working directory first on sys.path, and an installed
+            # package's parent is this environment's site-packages, which another interpreter must not see.
+            [str(side.python), "-m", "invariants._versus_worker"], cwd=stage(),
             env=worker_env(side, os.environ), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=self._log, text=True, bufsize=1,
         )  # fmt: skip
