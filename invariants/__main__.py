@@ -19,6 +19,7 @@ COMMANDS = {
     "selfcheck": ("invariants._selfcheck", "inject regressions and show the suite catches each"),
     "bisect": ("invariants._bisect", "find the JAX release where an item changed verdict"),
     "matrix": ("invariants._matrix", "key metrics across JAX releases, as a table and a plot"),
+    "versus": ("invariants._versus", "time the catalog under two JAX installations, paired in one run"),
 }
 
 

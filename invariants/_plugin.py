@@ -451,7 +451,12 @@ def _skip_missing(programs: list[str]) -> list[Any]:
 
 
 def _marks(s: GateSession, key: Key, programs: list[str] | None = None) -> list[Any]:
-    marks: list[Any] = [pytest.mark.xdist_group(key.target)]
+    from ._programs import get_config
+
+    # One xdist group per target keeps each compile on one worker; the compile-only LLM configurations (the
+    # slowest compiles) form a group of their own per target, so that two workers share them.
+    group = key.target + ("-llm" if get_config(key.config).compile_only else "")
+    marks: list[Any] = [pytest.mark.xdist_group(group)]
     reason = s.available(key.target) or _missing_library(programs or [key.program])
     if reason:
         marks.append(pytest.mark.skip(reason=reason))

@@ -44,7 +44,11 @@ _I8_VOCAB = 127
 _INDEX_SHAPES = {"1d": (16384,), "2d": (64, 256)}
 # The module a library program imports, to the distribution that provides it (the ``libs`` extra).
 _PIP_NAMES = {"flax": "flax", "haiku": "dm-haiku"}
-LIBS_HINT = "pip install -e '.[libs]' (flax and dm-haiku, at the versions the snapshots were recorded with)"
+# Installed users and checkouts install extras differently; the hint names both.
+LIBS_HINT = (
+    "pip install 'jax-embedding-invariants[libs]' (in a checkout: pip install -e '.[libs]'): "
+    "flax and dm-haiku"
+)
 # An LLM batch: 8192 tokens, flat or as [batch 4, sequence 2048].
 _LLM_INDEX_SHAPES = {"1d": (8192,), "2d": (4, 2048)}
 

@@ -28,7 +28,6 @@ from packaging.version import InvalidVersion, Version
 
 from ._errors import InvariantsError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_INDEX = "https://pypi.org/simple"
 DEFAULT_CACHE = Path.home() / ".cache" / "jax-embedding-invariants" / "envs"
 MARKER = "invariants-env.json"

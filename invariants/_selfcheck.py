@@ -32,12 +32,13 @@ import concurrent.futures
 import dataclasses
 import fnmatch
 import os
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 from ._child import gate_command, gate_env, last_line, run_gate
 from ._errors import InvariantsError
@@ -65,6 +66,7 @@ class Injection:
     targets: str = "cpu"
     fast: bool = False
     timing: bool = False
+    command: Literal["gate", "versus"] = "gate"
 
     @property
     def is_baseline(self) -> bool:
@@ -148,6 +150,24 @@ REGISTRY: tuple[Injection, ...] = (
         ("eqx_embedding", "vmap_naive"),
         ("invariant:eqx_is_vmap_naive", "structure"),
         fast=True,
+    ),
+    Injection(
+        "versus_slowdown",
+        "versus: the candidate's workers look up half as many rows again per call (a test-only switch)",
+        {"INVARIANTS_VERSUS_SLOWDOWN": "0.5"},
+        ("naive", "take"),
+        ("versus-timing",),
+        timing=True,
+        command="versus",
+    ),
+    Injection(
+        "versus_no_fusion",
+        "versus: XLA_FLAGS=--xla_disable_hlo_passes=fusion in the candidate's workers only",
+        _NO_FUSION,
+        ("naive", "take"),
+        ("versus-invariant:one_kernel", "versus-timing"),
+        timing=True,
+        command="versus",
     ),
     Injection(
         "take_clip_fill",
@@ -270,6 +290,13 @@ def outcome_of(
 
 def child_command(injection: Injection, results: Path, dump_dir: Path) -> list[str]:
     """The gate's command line for ``injection`` (see :func:`invariants._child.gate_command`)."""
+    if injection.command == "versus":
+        return [
+            sys.executable, "-m", "invariants", "versus", "--baseline", "current", "--candidate", "current",
+            "--programs", ",".join(injection.programs), "--targets", injection.targets,
+            "--json", str(results),
+            *(f"--candidate-env={k}={v}" for k, v in injection.env.items()),
+        ]  # fmt: skip
     return gate_command(
         targets=injection.targets,
         programs=injection.programs,
@@ -280,9 +307,36 @@ def child_command(injection: Injection, results: Path, dump_dir: Path) -> list[s
     )
 
 
+def _run_versus(injection: Injection, folder: Path, timeout: float) -> Outcome:
+    """A versus injection: the command in a child, its env for the candidate's workers only (in the
+    command line, never in this child's environment); judged from its record's items."""
+    from ._versus_report import as_items, load_record
+
+    folder.mkdir(parents=True, exist_ok=True)
+    record = folder / "versus.json"
+    record.unlink(missing_ok=True)
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(child_command(injection, record, folder / "hlo"), cwd=folder, env=gate_env(),
+                              capture_output=True, text=True, timeout=timeout, check=False)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        out = Outcome(injection, -1, [], list(injection.expect), time.perf_counter() - start)
+        out.note = f"timed out after {timeout:.0f} s"
+        return out
+    (folder / "versus.txt").write_text(proc.stdout + proc.stderr)
+    loaded = {"items": as_items(load_record(record))} if record.exists() else None
+    outcome = outcome_of(injection, proc.returncode, loaded, time.perf_counter() - start)
+    if loaded is None:
+        tail = (proc.stderr.strip() or "no output").splitlines()[-1]
+        outcome.note = f"no record (exit {proc.returncode}: {tail[:160]})"
+    return outcome
+
+
 def run_injection(injection: Injection, workdir: Path, timeout: float = 600.0) -> Outcome:
     """Run the gate with ``injection`` in a child process (never in this one: flags can abort it)."""
     folder = workdir / injection.name
+    if injection.command == "versus":
+        return _run_versus(injection, folder, timeout)
     command = child_command(injection, folder / "results.json", folder / "hlo")
     child = run_gate(command, env=gate_env(injection.env), folder=folder, timeout=timeout)
     if child.timed_out:
@@ -323,8 +377,8 @@ def render_table(outcomes: Sequence[Outcome], examples: int = 3) -> str:
     if base:
         # The baseline is not the gate: say what it ran, so that "passes" never reads as "the gate is green".
         lines.append(
-            f"baseline ran: {coverage(base.injection)}; the gate's default run (pytest tests/gate) covers "
-            "every program and target"
+            f"baseline ran: {coverage(base.injection)}; the gate's default run (pytest invariants/gate) "
+            "covers every program and target"
         )
     return "\n".join(lines)
 

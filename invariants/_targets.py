@@ -123,8 +123,15 @@ def _topology_devices(family: Family, topology: str, chip_config: str) -> Sequen
     return list(topo.devices)
 
 
-_TPU_HINT = "pip install -e '.[tpu]' (libtpu from PyPI compiles for TPU on any host)"
-_GPU_HINT = "pip install -e '.[gpu]' (the CUDA plugin compiles for a GPU without one)"
+# Installed users and checkouts install extras differently; the hints name both.
+_TPU_HINT = (
+    "pip install 'jax-embedding-invariants[tpu]' (in a checkout: pip install -e '.[tpu]'); libtpu from PyPI "
+    "compiles for TPU on any host"
+)
+_GPU_HINT = (
+    "pip install 'jax-embedding-invariants[gpu]' (in a checkout: pip install -e '.[gpu]'); the CUDA plugin "
+    "compiles for a GPU without one"
+)
 
 _AOT_TARGETS: tuple[Target, ...] = (
     # The 50000x512 table costs 2-5 s a compile on TPU; the CPU and GPU targets cover that size.

@@ -30,7 +30,7 @@ def test_missing_library_gives_the_install_command(monkeypatch):
     monkeypatch.setitem(sys.modules, "haiku", None)
     reason = CATALOG["grad_haiku_embed"].unavailable_reason()
     assert reason == f"grad_haiku_embed: dm-haiku not installed; {LIBS_HINT}"
-    assert "pip install -e '.[libs]'" in reason
+    assert "pip install -e '.[libs]'" in reason and "pip install 'jax-embedding-invariants[libs]'" in reason
     assert CATALOG["flax_linen_embed"].unavailable_reason() is None
     assert CATALOG["take"].unavailable_reason() is None
 

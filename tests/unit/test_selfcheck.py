@@ -19,11 +19,11 @@ def test_registry_shape() -> None:
     assert names[0] == "none" and sc.REGISTRY[0].is_baseline and not sc.REGISTRY[0].env
     assert len(names) == len(set(names))
     assert sum(i.is_baseline for i in sc.REGISTRY) == 1
-    kinds = {"structure", "invariant", "correctness", "throughput"}
+    kinds = {"structure", "invariant", "correctness", "throughput", "versus-timing", "versus-invariant"}
     for i in sc.REGISTRY:
         assert set(i.programs) <= set(CATALOG), i.name
         assert all(e.split(":")[0] in kinds for e in i.expect), i.name
-        assert set(i.env) <= {"XLA_FLAGS", "INVARIANTS_INJECT"}, i.name
+        assert set(i.env) <= {"XLA_FLAGS", "INVARIANTS_INJECT", "INVARIANTS_VERSUS_SLOWDOWN"}, i.name
         for name, module, function in inj.parse_spec(i.env.get("INVARIANTS_INJECT", "")):
             assert name in i.programs, f"{i.name}: swaps {name} but does not run it"
             assert callable(getattr(importlib.import_module(module), function))

@@ -1,0 +1,438 @@
+"""``python -m invariants versus``: time the catalog under two JAX installations, paired in one run.
+
+A stored baseline drifts between runs on a shared machine far more than within one; the other installation,
+measured on the same machine at the same moment, does not. So ``versus`` runs each side in worker
+processes of its own (``_versus_worker``, over the protocol of ``_versus_protocol``), one worker at a time,
+alternating short blocks of calls between the two (ABBA...), and judges ``time(candidate) /
+time(baseline)`` per program with the statistic of ``_versus_stats``: fresh worker pairs (rounds) are the
+unit, the median of per-pair ratios inside a round, Student's t across rounds, more rounds while the
+interval straddles the threshold, and a failure counts only when a second measurement repeats it.
+
+It measures the CPU time and the wall clock of every block. On the CPU backend the verdict clock is the CPU
+time (waiting for a core another process holds does not count); a wall-clock failure beside a CPU time
+that did not fail is reported as ``lost-parallelism``: the same work on fewer threads. On an accelerator
+the verdict clock is the wall clock.
+
+Before timing, one worker of each side compiles the programs for every selected target it can (the TPU
+and GPU ahead of time where that side has libtpu or the CUDA plugin) and answers each key's snapshot
+rendering and the verdicts of the specs' invariants, evaluated as written. The report shows them side by
+side, with a diff where the renderings differ.
+
+Exit status: 0 when nothing regressed; 1 when a timing verdict fails (``fail`` or ``lost-parallelism``,
+each confirmed) or an invariant holds on the baseline and fails on the candidate; 2 for bad input, as one
+line (an unknown version, a missing interpreter, a side that cannot import jax).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ._errors import InvariantsError
+from ._versus_report import invariant_changes, make_record, plot, render_markdown, write_json
+from ._versus_sides import Side, WorkerProcess, parse_env, resolve, start_pair
+from ._versus_stats import CLOCKS, ProgramVerdict, Round, combine, judge
+
+# Seed configuration, single device: the lookups users write, forward and backward, in a minute and a half.
+DEFAULT_PROGRAMS = ("naive", "take", "vmap_naive", "eqx_embedding", "grad_naive", "grad_take",
+                    "grad_eqx_embedding")  # fmt: skip
+DEFAULT_TARGETS = "cpu,tpu-v5e,gpu-h100"
+CONFIG = "f32"
+FAILED = ("fail", "lost-parallelism")
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """How the timing is run and judged (see ``--help``)."""
+
+    threshold: float = 1.03
+    confidence: float = 0.95
+    clock: str = "cpu"
+    min_rounds: int = 6
+    max_rounds: int = 14
+    round_seconds: float = 0.4
+    block_seconds: float = 2e-3
+    min_pairs: int = 8
+
+
+Progress = Callable[[str], None]
+
+
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Timing.
+
+
+def _both(workers: Sequence[WorkerProcess], op: str, **fields: Any) -> list[dict[str, Any]]:
+    """Send ``op`` to every worker, then read every reply: the workers do it at the same time."""
+    for w in workers:
+        w.send(op, **fields)
+    return [w.receive(op) for w in workers]
+
+
+def time_round(
+    workers: Sequence[WorkerProcess], key: str, calls: int, settings: Settings, first: int,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Round:  # fmt: skip
+    """One program's blocks in one round: pairs in ABBA order (``first`` says which side opens), until
+    ``round_seconds`` have passed and at least ``min_pairs`` pairs exist. ``workers`` is (baseline,
+    candidate); only one of them runs at a time."""
+    rd = Round(calls)
+    start = clock()
+    i = 0
+    while i < settings.min_pairs or clock() - start < settings.round_seconds:
+        order = (first, 1 - first) if i % 2 == 0 else (1 - first, first)
+        got: dict[int, dict[str, Any]] = {}
+        for side in order:
+            got[side] = workers[side].request("time", key=key, calls=calls)
+        rd.add(got[0], got[1])
+        i += 1
+    rd.seconds = clock() - start
+    return rd
+
+
+def look_at(min_rounds: int, max_rounds: int) -> list[int]:
+    """The round counts at which an interval is judged: ``min_rounds``, then each time the rounds have grown
+    by half, and ``max_rounds``. Few looks: each one spends part of the error rate
+    (:func:`invariants._stats.look_alpha`), so a look after every round would widen every interval."""
+    out = [min_rounds]
+    while out[-1] < max_rounds:
+        out.append(min(max_rounds, max(out[-1] + 1, math.ceil(out[-1] * 1.5))))
+    return out
+
+
+def measure(
+    sides: Sequence[Side], programs: Sequence[str], settings: Settings, progress: Progress, label: str,
+    start: Callable[[Sequence[Side]], list[WorkerProcess]] = start_pair,
+) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """Rounds of fresh worker pairs until every program's interval is decided or ``max_rounds`` are spent.
+
+    Returns, per program, ``{"results": {clock: RatioResult}, "word": verdict}``.
+    """
+    rounds: dict[str, list[Round]] = {p: [] for p in programs}
+    looks = dict.fromkeys(programs, 0)
+    done: dict[str, dict[str, Any]] = {}
+    active = list(programs)
+    k = 0
+    while active:
+        k += 1
+        t0 = time.perf_counter()
+        workers = start(sides)
+        try:
+            t1 = time.perf_counter()
+            prepared = _both(workers, "prepare", programs=[[p, CONFIG] for p in active])
+            t2 = time.perf_counter()
+            for p in active:
+                key = f"{p}/{CONFIG}"
+                per_call = prepared[0]["per_call"][key]
+                calls = max(1, round(settings.block_seconds / per_call))
+                rounds[p].append(time_round(workers, key, calls, settings, first=k % 2))
+        finally:
+            for w in workers:
+                w.close()
+        line = []
+        looking = k in look_at(settings.min_rounds, settings.max_rounds)
+        for p in list(active):
+            ratio = rounds[p][-1].ratio(settings.clock)
+            line.append(f"{p} {ratio:.3f}" if ratio else f"{p} ?")
+            if not looking:
+                continue
+            looks[p] += 1
+            results = {
+                c: judge(rounds[p], c, settings.threshold, settings.confidence, looks[p]) for c in CLOCKS
+            }
+            if results[settings.clock].verdict is None and k < settings.max_rounds:
+                continue  # straddles: more rounds
+            results = {
+                c: r if r.verdict else dataclasses.replace(r, verdict="inconclusive")
+                for c, r in results.items()
+            }
+            done[p] = {"results": results, "word": combine(p, settings.clock, results)}
+            active.remove(p)
+        progress(f"  {label} round {k} (start {t1 - t0:.1f} s, prepare {t2 - t1:.1f} s): {settings.clock} "
+                 "ratio "
+                 + ", ".join(line))  # fmt: skip
+    return done
+
+
+def measure_confirmed(
+    sides: Sequence[Side], programs: Sequence[str], settings: Settings, progress: Progress,
+    start: Callable[[Sequence[Side]], list[WorkerProcess]] = start_pair,
+) -> list[ProgramVerdict]:  # fmt: skip
+    """:func:`measure`, then once more for the programs that failed: a failure must repeat (the rule of
+    :func:`invariants._timing.confirmed`, applied to all failing programs in shared rounds)."""
+    first = measure(sides, programs, settings, progress, "measure", start)
+    failing = [p for p in programs if first[p]["word"] in FAILED]
+    second = measure(sides, failing, settings, progress, "confirm", start) if failing else {}
+    out = []
+    for p in programs:
+        attempts = [first[p]] + ([second[p]] if p in second else [])
+        final = attempts[-1]  # a repeated failure, or the second attempt's word when it did not repeat
+        out.append(ProgramVerdict(p, settings.clock, final["word"], final["results"],
+                                  [a["word"] for a in attempts]))  # fmt: skip
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Structure.
+
+
+def structure_keys(programs: Sequence[str], targets: str) -> list[tuple[str, str, str]]:
+    """``(program, f32, target)`` for each selected target that compiles the program."""
+    from ._programs import get_program
+    from ._targets import _AOT_TARGETS, Target
+
+    known = {"cpu": Target("cpu", "cpu", "runtime", "all"), **{t.name: t for t in _AOT_TARGETS}}
+    chosen: list[Target] = []
+    for word in (w.strip() for w in targets.split(",") if w.strip()):
+        if word == "all":
+            chosen += known.values()
+        elif word in known:
+            chosen.append(known[word])
+        elif word in ("tpu", "gpu"):
+            chosen += [t for t in known.values() if t.family == word]
+        else:
+            raise InvariantsError(f"--targets: unknown target {word!r}; known: all, tpu, gpu, "
+                                  + ", ".join(known))  # fmt: skip
+    keys = []
+    for p in programs:
+        program = get_program(p)
+        for t in dict.fromkeys(chosen):
+            if CONFIG in t.configs_for(program):
+                keys.append((p, CONFIG, t.name))
+    return keys
+
+
+def compare_structure(
+    workers: Sequence[WorkerProcess], keys: Sequence[tuple[str, str, str]]
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, str | None]]]:
+    """Both sides' renderings and invariant verdicts per key, with a diff where they differ."""
+    from ._bisect import structural_diff
+
+    replies = _both(workers, "structure", keys=[list(k) for k in keys])
+    names = ("baseline", "candidate")
+    out = []
+    for key in keys:
+        name = "/".join(key)
+        b, c = (r["items"].get(name, {"error": "not answered"}) for r in replies)
+        diff = None
+        if "snapshot" in b and "snapshot" in c and b["snapshot"] != c["snapshot"]:
+            diff = structural_diff(b["snapshot"], c["snapshot"], "baseline", "candidate")
+        out.append({
+            "key": name, "baseline": b, "candidate": c, "diff": diff,
+            "invariants": invariant_changes(b.get("invariants", []), c.get("invariants", [])),
+        })  # fmt: skip
+    targets = {t: {n: r["targets"].get(t) for n, r in zip(names, replies, strict=True)}
+               for t in dict.fromkeys(k[2] for k in keys)}  # fmt: skip
+    return out, targets
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The command.
+
+
+def _parser() -> argparse.ArgumentParser:
+    from ._releases import DEFAULT_CACHE, DEFAULT_INDEX
+
+    p = argparse.ArgumentParser(
+        prog="python -m invariants versus",
+        description="Time the catalog under two JAX installations, paired in one run; compare structure.",
+        epilog="SPEC: 'current' (this interpreter), a jax release such as 0.6.0 (built, cached with uv, as "
+        "bisect does), or the path of a Python interpreter or virtual environment. Exit status: 0 nothing "
+        "regressed, 1 a timing verdict failed or an invariant holds on the baseline and fails on the "
+        "candidate, 2 bad input.",
+    )
+    p.add_argument("--baseline", required=True, metavar="SPEC", help="the reference installation")
+    p.add_argument("--candidate", required=True, metavar="SPEC", help="the installation under test")
+    p.add_argument(
+        "--programs",
+        default=",".join(DEFAULT_PROGRAMS),
+        help=f"catalog programs, comma-separated, seed config (default: {','.join(DEFAULT_PROGRAMS)})",
+    )
+    p.add_argument(
+        "--targets",
+        default=DEFAULT_TARGETS,
+        help=f"targets for the structure comparison (default: {DEFAULT_TARGETS}; 'all', 'tpu', 'gpu')",
+    )
+    p.add_argument(
+        "--baseline-env", action="append", default=[], metavar="K=V", help="set K=V in baseline workers only"
+    )
+    p.add_argument(
+        "--candidate-env",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="set K=V in candidate workers only",
+    )
+    p.add_argument("--json", type=Path, metavar="FILE", help="write the record (JSON)")
+    p.add_argument(
+        "--out", type=Path, metavar="MD", help="write the markdown report (fits $GITHUB_STEP_SUMMARY)"
+    )
+    p.add_argument(
+        "--plot", type=Path, metavar="PNG", help="plot each ratio with its interval and the threshold"
+    )
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=Settings.threshold,
+        help="a ratio fails when its whole interval is above this (default: %(default)s)",
+    )
+    p.add_argument(
+        "--confidence",
+        type=float,
+        default=Settings.confidence,
+        help="interval coverage (default: %(default)s)",
+    )
+    p.add_argument(
+        "--clock", choices=("cpu", "wall"), help="verdict clock (default: cpu on the CPU backend, else wall)"
+    )
+    p.add_argument(
+        "--min-rounds",
+        type=int,
+        default=Settings.min_rounds,
+        help="fresh worker pairs before the first look (default: %(default)s)",
+    )
+    p.add_argument(
+        "--max-rounds",
+        type=int,
+        default=Settings.max_rounds,
+        help="at most this many while an interval straddles the threshold (default: %(default)s)",
+    )
+    p.add_argument(
+        "--round-seconds",
+        type=float,
+        default=Settings.round_seconds,
+        help="seconds of blocks per program per round (default: %(default)s)",
+    )
+    p.add_argument("--no-timing", action="store_true", help="compare structure and invariants only")
+    p.add_argument("--no-structure", action="store_true", help="time only")
+    p.add_argument("--index-url", default=DEFAULT_INDEX, help="package index for version SPECs")
+    p.add_argument(
+        "--cache-dir", type=Path, default=DEFAULT_CACHE, help="where version SPECs' environments live"
+    )
+    return p  # fmt: skip
+
+
+def _check(args: argparse.Namespace) -> None:
+    """Bad numbers are bad input: one line, before any worker starts."""
+    if not args.threshold > 1.0:
+        raise InvariantsError(f"--threshold {args.threshold}: must be above 1 (a slowdown bound)")
+    if not 0.5 < args.confidence < 1.0:
+        raise InvariantsError(f"--confidence {args.confidence}: must be in (0.5, 1)")
+    if not 3 <= args.min_rounds <= args.max_rounds:
+        raise InvariantsError(
+            f"--min-rounds {args.min_rounds} / --max-rounds {args.max_rounds}: need 3 <= min <= max"
+        )
+    if not args.round_seconds > 0:
+        raise InvariantsError(f"--round-seconds {args.round_seconds}: must be positive")
+
+
+def _settings(args: argparse.Namespace, platform: str) -> Settings:
+    clock = args.clock or ("cpu" if platform == "cpu" else "wall")
+    if clock == "cpu" and platform != "cpu":
+        raise InvariantsError(f"--clock cpu: the CPU time measures nothing on a {platform} device; use wall")
+    return Settings(threshold=args.threshold, confidence=args.confidence, clock=clock,
+                    min_rounds=args.min_rounds,
+                    max_rounds=args.max_rounds, round_seconds=args.round_seconds)  # fmt: skip
+
+
+def _builder(args: argparse.Namespace, progress: Progress) -> Callable[[Any, str], Path]:
+    from ._releases import check_index, choose_pins, ensure_env, env_python, list_releases, resolve_version
+    lists: dict[str, Any] = {}
+    # The backend the user asked for (JAX_PLATFORMS' first entry; python -m invariants defaults it to cpu).
+    platform = os.environ.get("JAX_PLATFORMS", "cpu").split(",")[0].strip() or "cpu"
+
+    def build(version: Any, flag: str) -> Path:
+        if platform in ("cuda", "gpu", "rocm"):
+            raise InvariantsError(
+                f"{flag} {version}: a version SPEC builds CPU (or TPU) jax; on a {platform} host pass a "
+                "virtual "
+                "environment with that release's GPU jax instead"
+            )
+        if not lists:
+            check_index(args.index_url)
+            lists["jax"] = list_releases("jax", args.index_url)
+            lists["jaxlib"] = list_releases("jaxlib", args.index_url)
+        v = resolve_version(str(version), lists["jax"], flag)
+        # On a TPU host the side needs libtpu to run at all: build jax[tpu] of that release.
+        pins = choose_pins(v, lists["jaxlib"], tpu=platform == "tpu")
+        progress(f"versus: {flag} {v}: environment {pins.env_name} (built with uv when missing; minutes)")
+        return env_python(ensure_env(pins, args.cache_dir, args.index_url, log=progress))
+
+    return build
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    _check(args)
+    started = time.perf_counter()
+    progress = _progress
+    programs = [p.strip() for p in args.programs.split(",") if p.strip()]
+    if not programs:
+        raise InvariantsError("--programs: no program named")
+    from ._programs import get_program
+
+    for p in programs:
+        if get_program(p).layout is not None:
+            raise InvariantsError(f"--programs: {p} is sharded; versus times single-device programs")
+    keys = [] if args.no_structure else structure_keys(programs, args.targets)
+    build = _builder(args, progress)
+    sides = [
+        resolve(role, spec, parse_env(env, f"--{role}-env"), Path(sys.executable), build)
+        for role, spec, env in (("baseline", args.baseline, args.baseline_env),
+                                ("candidate", args.candidate, args.candidate_env))
+    ]  # fmt: skip
+    progress(f"versus: starting a worker of each side ({', '.join(f'{s.role} {s.python}' for s in sides)})")
+    workers = start_pair(sides)
+    try:
+        hellos = [w.hello for w in workers]
+        platforms = {h["platform"] for h in hellos}
+        if len(platforms) != 1:
+            raise InvariantsError(
+                f"versus: the sides run on different platforms ({', '.join(sorted(platforms))})"
+            )
+        settings = _settings(args, platforms.pop())
+        structure: list[dict[str, Any]] = []
+        targets: dict[str, Any] = {}
+        if keys:
+            progress(f"versus: structure of {len(keys)} keys on both sides ({args.targets})")
+            structure, targets = compare_structure(workers, keys)
+    finally:
+        for w in workers:
+            w.close()
+    timing: list[ProgramVerdict] = []
+    if not args.no_timing:
+        progress(f"versus: timing {len(programs)} programs, {settings.min_rounds}-{settings.max_rounds} "
+                 "rounds "
+                 f"of fresh worker pairs, {settings.clock} clock")  # fmt: skip
+        timing = measure_confirmed(sides, programs, settings, progress)
+    record = make_record(
+        {s.role: {"spec": s.spec, "python": str(s.python), "versions": h["versions"], "env": dict(s.env)}
+         for s, h in zip(sides, hellos, strict=True)},
+        dataclasses.asdict(settings), [t.to_dict() for t in timing], structure, targets,
+        time.perf_counter() - started,
+    )  # fmt: skip
+    text = render_markdown(record)
+    if args.json:
+        write_json(record, args.json)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+    if args.plot and timing:
+        plot(record, args.plot)
+    print(text)
+    return int(record["exit"])
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,276 @@
+"""The versus record (owner of its JSON), and its markdown and plot.
+
+:func:`invariants._versus.main` builds a record with :func:`make_record` and writes it with
+:func:`write_json`; :func:`load_record` reads one back (for the markdown, the plot, and anything that
+compares two runs). The record is plain JSON::
+
+    {"format": "invariants-versus", "format_version": 1,
+     "baseline": {"spec", "python", "versions", "env"}, "candidate": {...},
+     "settings": {"threshold", "confidence", "clock", "min_rounds", "max_rounds", "round_seconds", ...},
+     "timing": [ProgramVerdict.to_dict(), ...],
+     "structure": [{"key": "p/c/t", "baseline": {...}, "candidate": {...}, "diff": "...",
+                    "invariants": [{"id", "where", "baseline", "candidate", "change"}]}, ...],
+     "targets": {"t": {"baseline": reason|null, "candidate": reason|null}},
+     "exit": 0|1, "reasons": ["..."], "seconds": float}
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ._errors import InvariantsError
+
+FORMAT = "invariants-versus"
+FORMAT_VERSION = 1
+# An invariant's change between the two installations, and whether it fails the run.
+CHANGES = {
+    (True, False): "regressed",  # holds on the baseline, fails on the candidate: exit 1
+    (False, True): "improved",
+    (False, False): "fails on both",
+    (True, True): "holds on both",
+}
+
+
+def invariant_changes(
+    base: Sequence[Mapping[str, Any]], cand: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """Pair the invariant verdicts of one key by id; an id only one side evaluated is ``only on ...``."""
+    by_id_b = {v["id"]: v for v in base}
+    by_id_c = {v["id"]: v for v in cand}
+    out = []
+    for inv_id in dict.fromkeys([*by_id_b, *by_id_c]):
+        b, c = by_id_b.get(inv_id), by_id_c.get(inv_id)
+        entry: dict[str, Any] = {"id": inv_id, "where": (b or c or {}).get("where", "")}
+        entry["baseline"] = None if b is None else b["holds"]
+        entry["candidate"] = None if c is None else c["holds"]
+        entry["describe"] = {"baseline": (b or {}).get("describe"), "candidate": (c or {}).get("describe")}
+        if b is None or c is None:
+            entry["change"] = "only on the " + ("candidate" if b is None else "baseline")
+        else:
+            entry["change"] = CHANGES[(bool(b["holds"]), bool(c["holds"]))]
+        out.append(entry)
+    return out
+
+
+def make_record(
+    sides: Mapping[str, Mapping[str, Any]],
+    settings: Mapping[str, Any],
+    timing: Sequence[Mapping[str, Any]],
+    structure: Sequence[Mapping[str, Any]],
+    targets: Mapping[str, Any],
+    seconds: float,
+) -> dict[str, Any]:
+    """The record, with its exit status and the reasons for it."""
+    reasons = []
+    for t in timing:
+        if t["verdict"] in ("fail", "lost-parallelism"):
+            r = t["results"][t["clock"] if t["verdict"] == "fail" else "wall"]
+            reasons.append(f"{t['program']}: {t['verdict']}: ratio {r['median']:.3f} "
+                           f"[{r['low']:.3f}, {r['high']:.3f}] > {r['threshold']:g}")  # fmt: skip
+    for s in structure:
+        for inv in s.get("invariants", []):
+            if inv["change"] == "regressed":
+                reasons.append(
+                    f"{s['key']}: invariant {inv['id']} holds on the baseline, fails on the candidate"
+                )
+    return {
+        "format": FORMAT, "format_version": FORMAT_VERSION, **sides, "settings": dict(settings),
+        "timing": list(timing), "structure": list(structure), "targets": dict(targets),
+        "exit": 1 if reasons else 0, "reasons": reasons, "seconds": seconds,
+    }  # fmt: skip
+
+
+def as_items(record: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The record as results-file items (what ``selfcheck`` judges): one ``versus-timing`` item per timed
+    program (failed when its confirmed verdict failed) and one failed ``versus-invariant`` item per
+    invariant and key that holds on the baseline and fails on the candidate."""
+    items = [
+        {"kind": "versus-timing", "id": t["program"], "nodeid": f"versus[{t['program']}]",
+         "outcome": "failed" if t["verdict"] in ("fail", "lost-parallelism") else "passed"}
+        for t in record.get("timing", [])
+    ]  # fmt: skip
+    for s in record.get("structure", []):
+        for inv in s.get("invariants", []):
+            if inv.get("change") == "regressed":
+                items.append({"kind": "versus-invariant", "id": inv["id"], "nodeid": f"versus[{s['key']}]",
+                              "outcome": "failed"})  # fmt: skip
+    return items
+
+
+def write_json(record: Mapping[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1) + "\n")
+
+
+def load_record(path: Path) -> dict[str, Any]:
+    """A record written by :func:`write_json`; anything else is one line."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as err:
+        raise InvariantsError(f"{path}: cannot read ({err.strerror})") from None
+    except ValueError:
+        raise InvariantsError(f"{path}: not JSON") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise InvariantsError(f"{path}: not a versus record")
+    if data.get("format_version") != FORMAT_VERSION:
+        raise InvariantsError(
+            f"{path}: versus record version {data.get('format_version')}, expected {FORMAT_VERSION}"
+        )
+    return data
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Markdown.
+
+
+def _side_line(name: str, side: Mapping[str, Any]) -> str:
+    versions = ", ".join(f"{k} {v}" for k, v in side.get("versions", {}).items())
+    env = " ".join(f"`{k}={v}`" for k, v in side.get("env", {}).items())
+    return f"- **{name}** `{side['spec']}`: {versions}" + (f"; env {env}" if env else "")
+
+
+def _interval(r: Mapping[str, Any]) -> str:
+    return f"{r['median']:.3f} [{r['low']:.3f}, {r['high']:.3f}]"
+
+
+def render_markdown(record: Mapping[str, Any], diff_lines: int = 40) -> str:
+    """The report: verdict, sides, one timing table, structure differences, invariants that changed.
+
+    Sized for ``$GITHUB_STEP_SUMMARY``: identical structures are one line each, and a diff is cut at
+    ``diff_lines`` lines (the JSON has the whole renderings).
+    """
+    s = record["settings"]
+    word = "**REGRESSED**" if record["exit"] else "no regression"
+    out = [
+        f"## versus: candidate `{record['candidate']['spec']}` against baseline "
+        f"`{record['baseline']['spec']}`: {word}",
+        "",
+    ]
+    out += [_side_line("baseline", record["baseline"]), _side_line("candidate", record["candidate"]), ""]
+    for reason in record["reasons"]:
+        out.append(f"- {reason}")
+    if record["reasons"]:
+        out.append("")
+    if record["timing"]:
+        out.append(
+            f"### time(candidate) / time(baseline), {s['confidence']:.0%} interval, "
+            f"fails above {s['threshold']:g} "
+            f"(verdict clock: {s['clock']})"
+        )
+        out.append("")
+        out.append(
+            "| program | verdict | cpu ratio | wall ratio | rounds | pairs | s | baseline per call "
+            "| attempts |"
+        )
+        out.append("|---|---|---|---|---|---|---|---|---|")
+        for t in record["timing"]:
+            res = t["results"]
+            cpu, wall = res.get("cpu"), res.get("wall")
+            main = res[t["clock"]]
+            verdict = f"**{t['verdict']}**" if t["verdict"] in ("fail", "lost-parallelism") else t["verdict"]
+            attempts = " → ".join(t["attempts"])
+            out.append(
+                f"| {t['program']} | {verdict} | {_interval(cpu) if cpu else '—'} "
+                f"| {_interval(wall) if wall else '—'} "
+                f"| {len(main['round_ratios'])} | {main['pairs']} | {main['seconds']:.1f} "
+                f"| {main['t_b_median'] * 1e3:.3f} ms | {attempts} |"
+            )
+        out.append("")
+        out.append(
+            "Each round is a fresh pair of worker processes; a round's ratio is the median of its "
+            "per-pair ratios, "
+            "the interval is Student's t over rounds (the spread between process pairs counts). "
+            "`lost-parallelism`: the wall clock regressed while the CPU time did not."
+        )
+        out.append("")
+    if record["structure"]:
+        out.append("### structure and invariants, side by side")
+        out.append("")
+        for name, reasons in record["targets"].items():
+            missing = [f"{side}: {why}" for side, why in reasons.items() if why]
+            if missing:
+                out.append(f"- target {name} not compared ({'; '.join(missing)})")
+        same = [x["key"] for x in record["structure"] if x["diff"] is None and not _changed(x)]
+        if same:
+            out.append(f"- identical on both sides: {', '.join(same)}")
+        out.append("")
+        for x in record["structure"]:
+            if x["diff"] is None and not _changed(x):
+                continue
+            out.append(f"#### {x['key']}")
+            for inv in x.get("invariants", []):
+                if inv["change"] != "holds on both":
+                    desc = inv["describe"].get("candidate") or inv["describe"].get("baseline") or ""
+                    out.append(f"- invariant `{inv['id']}` ({inv['where']}): **{inv['change']}**: {desc}")
+            for side in ("baseline", "candidate"):
+                if x[side].get("error"):
+                    out.append(f"- {side}: {x[side]['error']}")
+            if x["diff"]:
+                lines = x["diff"].splitlines()
+                cut = lines[:diff_lines] + (
+                    [f"... {len(lines) - diff_lines} more lines in the JSON"]
+                    if len(lines) > diff_lines
+                    else []
+                )
+                out += ["", "```diff", *cut, "```"]
+            out.append("")
+    out.append(f"versus: {record['seconds']:.0f} s; exit {record['exit']}")
+    return "\n".join(out) + "\n"
+
+
+def _changed(x: Mapping[str, Any]) -> bool:
+    return any(inv["change"] != "holds on both" for inv in x.get("invariants", [])) or any(
+        x[side].get("error") for side in ("baseline", "candidate")
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Plot.
+
+
+def plot(record: Mapping[str, Any], path: Path) -> None:
+    """Ratio and interval per program, per clock, the threshold drawn; PNG at ``path``."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise InvariantsError(f"{path}: matplotlib is not installed (pip install matplotlib)") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    timing = record["timing"]
+    if not timing:
+        raise InvariantsError(f"{path}: nothing was timed, nothing to plot")
+    fig, ax = plt.subplots(figsize=(8, 0.5 * len(timing) + 1.8))
+    clocks = [c for c in ("cpu", "wall") if any(c in t["results"] for t in timing)]
+    for j, clock in enumerate(clocks):
+        for i, t in enumerate(timing):
+            r = t["results"].get(clock)
+            if r is None or not math.isfinite(r["median"]):
+                continue
+            y = i + (j - (len(clocks) - 1) / 2) * 0.25
+            failed = (
+                (t["verdict"] == "fail"
+                and clock == t["clock"])
+                or (t["verdict"] == "lost-parallelism"
+                and clock == "wall")
+            )
+            ax.errorbar(r["median"], y, xerr=[[r["median"] - r["low"]], [r["high"] - r["median"]]],
+                        fmt="o" if clock == "cpu" else "s",
+                        color="tab:red" if failed else ("tab:blue" if clock == "cpu" else "tab:gray"),
+                        capsize=3, label=clock if i == 0 else None)  # fmt: skip
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.axvline(record["settings"]["threshold"], color="tab:red", linestyle="--", label="threshold")
+    ax.set_yticks(range(len(timing)), [t["program"] for t in timing])
+    ax.invert_yaxis()
+    ax.set_xlabel(
+        f"time(candidate {record['candidate']['spec']}) / time(baseline {record['baseline']['spec']})"
+    )
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,157 @@
+"""The versus statistic: ``time(candidate) / time(baseline)`` with an interval that covers process bias.
+
+Two worker processes of the *same* installation, timed against each other in interleaved blocks, do not
+give a ratio of 1: each process pair has its own bias (memory placement, thread pools), and interleaving
+inside one pair cannot cancel it (FIELD-NOTES, "Across processes, pairing alone is not enough"). So the
+unit of this statistic is a **round**: one fresh pair of workers.
+
+1. Inside a round, the controller alternates blocks of calls between the two workers (ABBA...) and keeps
+   each pair's ratio ``t_candidate / t_baseline``, for the wall clock and for the CPU time alike. The
+   round's ratio is the median of its per-pair ratios: the in-run method of :mod:`invariants._timing`.
+2. Across rounds, the log of each round's ratio is one observation of the true log ratio plus that round's
+   process bias plus its sampling error. The estimate is their mean (the geometric mean of the round
+   ratios) and the interval is Student's t on the logs with ``rounds - 1`` degrees of freedom, so the
+   spread *between* process pairs, not only within them, sets its width. (Measured: the sd of a round's
+   log ratio was 2-9% on this 2-core machine under load, of which 1-6% was within-round noise; per-pair
+   intervals that ignore the between-round part under-cover.)
+3. Adaptive length: after ``min_rounds`` the interval is judged against the threshold; a program whose
+   interval straddles it gets more rounds, up to ``max_rounds``. Each look spends a shrinking share of
+   ``1 - confidence`` (:func:`invariants._stats.look_alpha`), so looking again does not inflate the
+   false-failure rate.
+4. A failure must repeat: the controller measures a failing program again in fresh rounds and keeps the
+   failure only if the second measurement fails too (the rule of :func:`invariants._timing.confirmed`).
+
+A verdict uses :func:`invariants._timing.decide_upper`: ``fail`` only when the whole interval is above the
+threshold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from ._errors import InvariantsError
+from ._stats import look_alpha, robust_cv
+from ._timing import RatioResult, Verdict, decide_upper
+
+CLOCKS = ("cpu", "wall")
+MIN_ROUNDS_FOR_INTERVAL = 3  # a t interval on 2 rounds is wider than any threshold worth stating
+
+
+@dataclasses.dataclass
+class Round:
+    """One worker pair's per-pair ratios (candidate / baseline) of one program, per clock, and the
+    per-call seconds of each side's blocks (for reports)."""
+
+    calls: int
+    ratios: dict[str, list[float]] = dataclasses.field(default_factory=lambda: {c: [] for c in CLOCKS})
+    per_call: dict[str, list[float]] = dataclasses.field(
+        default_factory=lambda: {"baseline": [], "candidate": []}
+    )
+    seconds: float = 0.0
+
+    def add(self, baseline: dict[str, float], candidate: dict[str, float]) -> None:
+        """One pair: the two sides' ``{"wall": s, "cpu": s}`` for ``calls`` calls each."""
+        for clock in CLOCKS:
+            # A block shorter than the clock's resolution reads 0 s; such a pair says nothing.
+            if baseline[clock] > 0 and candidate[clock] > 0:
+                self.ratios[clock].append(candidate[clock] / baseline[clock])
+        self.per_call["baseline"].append(baseline["wall"] / self.calls)
+        self.per_call["candidate"].append(candidate["wall"] / self.calls)
+
+    def ratio(self, clock: str) -> float | None:
+        """The median of the per-pair ratios, or None when the round has none."""
+        r = self.ratios[clock]
+        return float(np.median(r)) if r else None
+
+
+def rounds_interval(round_ratios: Sequence[float], confidence: float) -> tuple[float, float, float]:
+    """``(estimate, low, high)``: the geometric mean of the round ratios and its t interval on the logs.
+
+    Raises:
+        InvariantsError: with fewer than :data:`MIN_ROUNDS_FOR_INTERVAL` rounds, or a ratio that is not
+            positive.
+    """
+    x = np.asarray(round_ratios, dtype=float)
+    if x.size < MIN_ROUNDS_FOR_INTERVAL:
+        raise InvariantsError(
+            f"versus: {x.size} rounds cannot give an interval (need {MIN_ROUNDS_FOR_INTERVAL})"
+        )
+    if not np.all(x > 0):
+        raise InvariantsError("versus: a round ratio is not positive")
+    logs = np.log(x)
+    mean = float(np.mean(logs))
+    se = float(np.std(logs, ddof=1)) / math.sqrt(x.size)
+    half = float(stats.t.ppf(0.5 + confidence / 2.0, x.size - 1)) * se
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
+def judge(rounds: Sequence[Round], clock: str, threshold: float, confidence: float, look: int) -> RatioResult:
+    """The clock's ratio over ``rounds`` as a :class:`~invariants._timing.RatioResult` (``a`` = candidate,
+    ``b`` = baseline), its interval at look ``look`` (1-based) and its verdict (None while it straddles:
+    the caller decides whether to take more rounds or call it inconclusive)."""
+    values = [r for r in (rd.ratio(clock) for rd in rounds) if r is not None]
+    level = 1.0 - look_alpha(1.0 - confidence, look)
+    estimate, low, high = rounds_interval(values, level)
+    verdict: Verdict | None = decide_upper(low, high, threshold)
+    cand = [t for rd in rounds for t in rd.per_call["candidate"]]
+    base = [t for rd in rounds for t in rd.per_call["baseline"]]
+    return RatioResult(
+        median=estimate,
+        low=low,
+        high=high,
+        pairs=sum(len(rd.ratios[clock]) for rd in rounds),
+        seconds=sum(rd.seconds for rd in rounds),
+        confidence=confidence,
+        threshold=threshold,
+        verdict=verdict,
+        t_a_median=float(np.median(cand)) if cand else math.nan,
+        t_b_median=float(np.median(base)) if base else math.nan,
+        cv=robust_cv(values),
+        inner_a=int(np.median([rd.calls for rd in rounds])),
+        inner_b=int(np.median([rd.calls for rd in rounds])),
+        looks=look,
+        ratios=tuple(values),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class ProgramVerdict:
+    """The decision on one program: the verdict clock's result, the other clock's, and the attempts.
+
+    ``verdict`` is ``pass``, ``fail``, ``lost-parallelism`` (the wall clock failed and the CPU time did not:
+    the same work on fewer threads) or ``inconclusive``.
+    """
+
+    program: str
+    clock: str
+    verdict: str
+    results: dict[str, RatioResult]
+    attempts: list[str]  # each measurement's word; a failure counts only when the second one repeats it
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict in ("fail", "lost-parallelism")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "program": self.program, "clock": self.clock, "verdict": self.verdict,
+            "results": {c: {**r.to_dict(), "round_ratios": list(r.ratios)} for c, r in self.results.items()},
+            "attempts": list(self.attempts),
+        }  # fmt: skip
+
+
+def combine(program: str, clock: str, results: dict[str, RatioResult]) -> str:
+    """One attempt's word from its clocks: the verdict clock decides; on the CPU backend a wall-clock
+    failure beside a CPU time that did not fail is lost parallelism."""
+    main = results[clock].verdict or "inconclusive"
+    if main == "fail":
+        return "fail"
+    if clock == "cpu" and results.get("wall") is not None and results["wall"].verdict == "fail":
+        return "lost-parallelism"
+    return main

@@ -1,0 +1,224 @@
+"""A versus worker: one JAX installation, driven by the controller over the protocol of ``_versus_protocol``.
+
+Run as ``python -m invariants._versus_worker`` by the interpreter of one side, with this checkout on
+``PYTHONPATH``: the worker runs the catalog and the specs of the checkout that started it, under that
+side's jax, jaxlib and equinox (the way ``bisect`` runs the suite in an older release). Anything that sets
+``XLA_FLAGS`` or injects a slowdown reaches only this process.
+
+* ``prepare`` compiles each ``(program, config)`` for the runtime device, puts the catalog's seeded
+  arguments on it (the same values on both sides: :func:`invariants._programs.make_arguments`), runs each a
+  few times and answers the median warm per-call time.
+* ``time`` runs one prepared program ``calls`` times back to back and answers the wall-clock and
+  process CPU seconds of those calls alone (the protocol round trip is outside the clocks). With
+  ``INVARIANTS_VERSUS_SLOWDOWN=f`` each call looks up ``f`` more rows (the index array extended by its
+  first ``f``): a test-only switch, worth a known fraction of extra work, for measuring detection power.
+* ``structure`` compiles keys for any target this installation has (TPU and GPU ahead of time where
+  libtpu or the CUDA plugin is installed), and answers each key's snapshot rendering and the verdict of
+  every invariant of the specs on it, evaluated as written (no ``when`` scopes, no ratchets: what differs
+  between the two installations is the finding).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
+
+from ._errors import InvariantsError
+from ._versus_protocol import SLOWDOWN_ENV, ProtocolError, decode_request, encode
+
+_WARM_CALLS = 5
+
+
+class Worker:
+    """The state of one worker process: prepared programs by ``"program/config"``."""
+
+    def __init__(self, slowdown: float = 0.0) -> None:
+        self.slowdown = slowdown
+        self.calls: dict[str, Callable[[], None]] = {}
+
+    def prepare(self, programs: Sequence[tuple[str, str]]) -> dict[str, Any]:
+        from ._programs import get_config, get_program
+
+        per_call = {}
+        for name, config_id in programs:
+            key = f"{name}/{config_id}"
+            program, config = get_program(name), get_config(config_id)
+            if program.layout is not None:
+                raise InvariantsError(
+                    f"{name}: a sharded program needs a mesh; versus times single-device ones"
+                )
+            self.calls[key] = _compiled_call(program, config, self.slowdown)
+            probes = []
+            for _ in range(_WARM_CALLS):
+                t0 = time.perf_counter()
+                self.calls[key]()
+                probes.append(time.perf_counter() - t0)
+            per_call[key] = max(statistics.median(probes[1:]), 1e-9)
+        return {"per_call": per_call}
+
+    def time(self, key: str, calls: int) -> dict[str, Any]:
+        if key not in self.calls:
+            raise ProtocolError(f"worker: {key!r} was not prepared")
+        fn = self.calls[key]
+        gc_was = gc.isenabled()
+        gc.disable()  # a collection inside one block would land on one side only
+        try:
+            w0, c0 = time.perf_counter(), time.process_time()
+            for _ in range(calls):
+                fn()
+            w1, c1 = time.perf_counter(), time.process_time()
+        finally:
+            if gc_was:
+                gc.enable()
+        return {"wall": w1 - w0, "cpu": c1 - c0}
+
+    def structure(self, keys: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
+        return structure_of_keys(keys)
+
+
+def _compiled_call(program: Any, config: Any, slowdown: float) -> Callable[[], None]:
+    """A blocking call of ``program`` compiled for the runtime device on the catalog's seeded arguments;
+    with ``slowdown > 0``, on those arguments with the first ``slowdown`` of the lookups appended: one call
+    that does that fraction more lookups (the dispatch cost stays the same, so the slowdown is a little
+    less than the fraction)."""
+    import jax
+    import numpy as np
+
+    from ._programs import make_arguments
+
+    args = list(make_arguments(program, config))
+    if slowdown > 0:
+        # Forwards and backwards take (W, x[, ct]): extend the leading (lookup) axis of x and ct.
+        if program.kind not in ("forward", "backward"):
+            raise InvariantsError(f"{program.name}: {SLOWDOWN_ENV} applies to forward and backward programs")
+        n = max(1, round(args[1].shape[0] * slowdown))
+        args = [args[0], *(np.concatenate([a, a[:n]]) for a in args[1:])]
+    device_args = jax.device_put(tuple(args))
+    compiled = jax.jit(program.fn).lower(*device_args).compile()
+
+    # The same as invariants._timing.jax_callable, without importing scipy, which a side's venv may lack.
+    def call() -> None:
+        jax.block_until_ready(compiled(*device_args))
+
+    return call
+
+
+def structure_of_keys(keys: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
+    """Snapshot rendering and invariant verdicts of each ``(program, config, target)`` key, per target."""
+    from ._checks import Case, evaluate, expand
+    from ._compile import CompileCache, Key
+    from ._hlo import parse_module
+    from ._programs import CATALOG
+    from ._snapshot import render_summary
+    from ._spec import load_specs
+    from ._structure import Structure, structure_of
+    from ._targets import all_targets
+
+    targets = all_targets()
+    wanted = sorted({t for _, _, t in keys})
+    reasons: dict[str, str | None] = {}
+    for name in wanted:
+        target = targets.get(name)
+        reasons[name] = f"{name}: unknown target here" if target is None else target.unavailable_reason()
+    usable = {n: targets[n] for n, r in reasons.items() if r is None}
+    cache = CompileCache(usable)
+    todo = [k for k in keys if k[2] in usable]
+    cache.plan([Key(*k) for k in todo])
+    items: dict[str, dict[str, Any]] = {}
+    structures: dict[tuple[str, str, str], Structure] = {}
+    for key in keys:
+        name = "/".join(key)
+        if key[2] not in usable:
+            items[name] = {"error": reasons[key[2]]}
+            continue
+        try:
+            compiled = cache.get(*key)
+            structures[key] = structure_of(parse_module(compiled.hlo_text, name))
+            items[name] = {
+                "snapshot": render_summary(compiled, structures[key], CATALOG[key[0]].doc),
+                "invariants": [],
+            }
+        except InvariantsError as err:
+            items[name] = {"error": str(err)}
+    programs = {k[0] for k in structures}
+    cases: list[Case] = expand(load_specs(), usable.values())
+    for case in cases:
+        if not all(k in structures for k in case.keys):
+            continue
+        if case.program is None and not set(case.invariant.programs) <= programs:
+            continue
+        verdict = evaluate(case, structures.__getitem__)
+        entry = {"id": case.invariant.id, "where": case.invariant.where, "holds": verdict.holds,
+                 "describe": verdict.describe(case.invariant)}  # fmt: skip
+        for key in case.keys:
+            items["/".join(key)]["invariants"].append(entry)
+    return {"items": items, "targets": reasons}
+
+
+def serve(stdin: TextIO, stdout: TextIO, worker: Worker) -> int:
+    """Answer requests until ``quit`` or end of input; exit status 2 after a line not understood."""
+    import jax
+
+    from ._targets import versions
+
+    hello = {"event": "hello", "versions": versions(), "platform": str(jax.devices()[0].platform),
+             "python": platform.python_version(), "slowdown": worker.slowdown}  # fmt: skip
+    stdout.write(encode(hello))
+    stdout.flush()
+    for line in stdin:
+        try:
+            request = decode_request(line)
+        except ProtocolError as err:
+            stdout.write(encode({"ok": False, "error": str(err)}))
+            stdout.flush()
+            return 2
+        op = request["op"]
+        if op == "quit":
+            return 0
+        try:
+            if op == "prepare":
+                reply = worker.prepare(request["programs"])
+            elif op == "time":
+                reply = worker.time(request["key"], request["calls"])
+            else:
+                reply = worker.structure(request["keys"])
+            stdout.write(encode({"ok": True, **reply}))
+        except InvariantsError as err:
+            stdout.write(encode({"ok": False, "error": str(err)}))
+        except Exception as err:  # a JAX error in one side is a finding about that side, said in one line
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            stdout.write(encode({"ok": False, "error": f"{type(err).__name__}: {first[:300]}"}))
+        stdout.flush()
+    return 0
+
+
+def main() -> int:
+    # The protocol owns fd 1: anything else that writes there (a C++ library's warning, a print in a
+    # program) goes to stderr instead of corrupting a reply.
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    raw = os.environ.get(SLOWDOWN_ENV, "0") or "0"
+    try:
+        slowdown = float(raw)
+    except ValueError:
+        slowdown = -1.0
+    if not 0.0 <= slowdown < 1.0:
+        proto.write(encode({"ok": False, "error": f"worker: {SLOWDOWN_ENV}={raw!r} is not in [0, 1)"}))
+        return 2
+    try:
+        import jax  # noqa: F401  (a side that cannot import jax is bad input: say so in the hello's place)
+    except Exception as err:
+        proto.write(encode({"ok": False, "error": f"worker: cannot import jax: {err}"}))
+        return 2
+    return serve(sys.stdin, proto, Worker(slowdown))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

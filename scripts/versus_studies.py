@@ -1,0 +1,160 @@
+"""The measurement studies behind ``python -m invariants versus`` (issue 10's done-when), one command each.
+
+    python scripts/versus_studies.py same      --runs 10   # current vs current, one busy loop per core
+    python scripts/versus_studies.py slowdown  --runs 20   # candidate looks up a fraction more rows per call
+    python scripts/versus_studies.py fusion    --runs 10   # candidate: --xla_disable_hlo_passes=fusion
+    python scripts/versus_studies.py releases              # --baseline 0.6.0 --candidate 0.5.3, grad programs
+    python scripts/versus_studies.py budget                # the default versus on this machine, timed
+
+Each run is the real command in a subprocess; its JSON record is kept under ``--out`` (default
+``artifacts/versus-studies/<study>``) and a summary table is printed and written beside them. ``--load N``
+starts N busy loops for the whole study (default: one per core for same/slowdown/fusion, none otherwise):
+the studies' stated load, on top of whatever else the machine runs (say so when quoting a figure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+LOADED = ("same", "slowdown", "fusion")
+
+
+def _versus(args: list[str], record: Path, log: Path) -> tuple[int, float]:
+    start = time.perf_counter()
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "invariants", "versus", *args, "--json", str(record)],
+                                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+        try:
+            rc = proc.wait()
+        finally:
+            if proc.poll() is None:  # stopped: the command closes its workers on SIGTERM's exit
+                proc.terminate()
+                proc.wait()
+    return rc, time.perf_counter() - start
+
+
+def _loads(n: int) -> list[subprocess.Popen[bytes]]:
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+
+def _cv(values: list[float]) -> float:
+    return statistics.stdev(values) / statistics.mean(values) if len(values) > 1 else math.nan
+
+
+def summarize(study: str, records: list[dict[str, Any]], exits: list[int], seconds: list[float]) -> str:
+    programs = list(dict.fromkeys(t["program"] for r in records for t in r["timing"]))
+    lines = [f"## {study}: {len(records)} runs, exit codes {exits}, {statistics.median(seconds):.0f} s a run "
+             f"(min {min(seconds):.0f}, max {max(seconds):.0f})", "",
+             "| program | verdicts | cpu ratio median [min, max] | cpu CV across runs "
+             "| wall ratio median [min, max] | wall CV |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for p in programs:
+        rows = [t for r in records for t in r["timing"] if t["program"] == p]
+        counts: dict[str, int] = {}
+        for t in rows:
+            counts[t["verdict"]] = counts.get(t["verdict"], 0) + 1
+        cells = []
+        for clock in ("cpu", "wall"):
+            v = [t["results"][clock]["median"] for t in rows]
+            cells.append(f"{statistics.median(v):.3f} [{min(v):.3f}, {max(v):.3f}]")
+            cells.append(f"{_cv(v):.1%}")
+        verdicts = ", ".join(f"{k} {n}" for k, n in sorted(counts.items()))
+        lines.append(f"| {p} | {verdicts} | " + " | ".join(cells) + " |")
+    reasons = [reason for r in records for reason in r["reasons"]]
+    lines += ["", f"reasons for exit 1 across runs ({len(reasons)}):"] + [f"- {x}" for x in reasons[:40]]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("study", choices=("same", "slowdown", "fusion", "releases", "budget"))
+    p.add_argument("--runs", type=int, help="runs (default: 10; 20 for slowdown; 1 for releases and budget)")
+    p.add_argument(
+        "--load", type=int, help="busy loops beside the runs (default: one per core for same/slowdown/fusion)"
+    )
+    p.add_argument(
+        "--out", type=Path, help="folder for the records (default: artifacts/versus-studies/STUDY)"
+    )
+    p.add_argument(
+        "--programs", default="naive,take,grad_take", help="for same/slowdown/fusion (default: %(default)s)"
+    )
+    p.add_argument(
+        "--fraction",
+        type=float,
+        default=0.2,
+        help="slowdown: INVARIANTS_VERSUS_SLOWDOWN, the fraction of lookups the candidate adds to each call "
+        "(default 0.2: measured as a ~10%% slowdown of the seed's programs here, since a call's dispatch "
+        "cost does not grow with its lookups; 0.1 measured ~5%%)",
+    )
+    p.add_argument("--summarize", action="store_true", help="only summarize the records already in --out")
+    p.add_argument("extra", nargs="*", help="more versus arguments, after --")
+    args = p.parse_args()
+    runs = args.runs or {"slowdown": 20, "releases": 1, "budget": 1}.get(args.study, 10)
+    load = args.load if args.load is not None else (os.cpu_count() or 1) * (args.study in LOADED)
+    out = args.out or ROOT / "artifacts" / "versus-studies" / args.study
+    out.mkdir(parents=True, exist_ok=True)
+    if args.summarize:
+        kept = [json.loads(f.read_text()) for f in sorted(out.glob("run-*.json"))]
+        print(summarize(args.study, kept, [r["exit"] for r in kept], [r["seconds"] for r in kept]))
+        return 0
+    # A forward, the fill-mode take, a backward: three programs keep a run near a minute on a quiet machine.
+    common = [
+        "--baseline",
+        "current",
+        "--candidate",
+        "current",
+        "--no-structure",
+        "--programs",
+        args.programs,
+    ]
+    versus_args = {
+        "same": common,
+        "slowdown": [*common, "--candidate-env", f"INVARIANTS_VERSUS_SLOWDOWN={args.fraction}"],
+        "fusion": [*common, "--candidate-env", "XLA_FLAGS=--xla_disable_hlo_passes=fusion"],
+        "releases": ["--baseline", "0.6.0", "--candidate", "0.5.3", "--programs", "grad_naive,grad_take",
+                     "--targets", "cpu", "--out", str(out / "report.md"), "--plot", str(out / "report.png")],
+        "budget": ["--baseline", "current", "--candidate", "current", "--out", str(out / "report.md")],
+    }[args.study] + args.extra  # fmt: skip
+    print(f"{args.study}: {runs} runs of versus {' '.join(versus_args)}; {load} busy loops; load average "
+          f"{os.getloadavg()[0]:.1f} before", flush=True)  # fmt: skip
+    hogs = _loads(load)
+    # Stopped with SIGTERM: still end the busy loops (the finally below).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    records, exits, seconds = [], [], []
+    try:
+        for i in range(runs):
+            record = out / f"run-{i:02d}.json"
+            rc, s = _versus(versus_args, record, out / f"run-{i:02d}.log")
+            exits.append(rc)
+            seconds.append(s)
+            if record.exists():
+                records.append(json.loads(record.read_text()))
+            verdicts = ", ".join(f"{t['program']} {t['results'][t['clock']]['median']:.3f} {t['verdict']}"
+                                 for t in records[-1]["timing"]
+                                 ) if record.exists() else "no record"  # fmt: skip
+            print(
+                f"  run {i}: exit {rc} in {s:.0f} s (load {os.getloadavg()[0]:.1f}): {verdicts}", flush=True
+            )
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    text = summarize(args.study, records, exits, seconds) if records else "no records\n"
+    (out / "summary.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,560 @@
+"""Unit tests of ``versus``: its worker protocol, its statistic (with fake workers and fake clocks), its
+sides, its record and report, and its command line as a user runs it.
+
+The statistic is driven by fake worker pairs whose block times follow a model with a known truth: a true
+ratio, a per-process bias drawn for each fresh worker (what interleaving inside one pair cannot cancel),
+and per-block noise. So every verdict below is deterministic and says what the method does with that
+truth: a same-installation run never fails, a 20% slowdown fails (and is confirmed), a wall-only slowdown
+is lost parallelism.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from invariants.__main__ import main as cli_main
+from invariants._errors import InvariantsError
+from invariants._versus import Settings, look_at, measure, measure_confirmed, structure_keys, time_round
+from invariants._versus_protocol import (
+    SLOWDOWN_ENV,
+    VERSION,
+    ProtocolError,
+    decode_hello,
+    decode_reply,
+    decode_request,
+    encode,
+)
+from invariants._versus_report import (
+    as_items,
+    invariant_changes,
+    load_record,
+    make_record,
+    plot,
+    render_markdown,
+    write_json,
+)
+from invariants._versus_sides import Side, parse_env, resolve, worker_env
+from invariants._versus_stats import Round, combine, judge, rounds_interval
+from invariants._versus_worker import serve
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# ----------------------------------------------------------------------------------------------- protocol
+
+
+def test_request_round_trip() -> None:
+    line = encode({"op": "time", "key": "naive/f32", "calls": 3})
+    assert line.endswith("\n") and json.loads(line)["v"] == VERSION
+    assert decode_request(line) == {"op": "time", "key": "naive/f32", "calls": 3}
+    assert decode_request(encode({"op": "prepare", "programs": [["naive", "f32"]]}))["programs"] == [
+        ("naive", "f32")
+    ]
+    assert decode_request(encode({"op": "structure", "keys": [["naive", "f32", "cpu"]]}))["keys"] == [
+        ("naive", "f32", "cpu")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        ("not json", "not a JSON line"),
+        ("[1, 2]", "must be a JSON object"),
+        ('{"v": 99, "op": "quit"}', "protocol version 99"),
+        ('{"op": "quit"}', "protocol version None"),
+        ('{"v": 1, "op": "fly"}', "unknown op 'fly'"),
+        ('{"v": 1, "op": "time", "key": "naive/f32"}', "lacks 'calls'"),
+        ('{"v": 1, "op": "time", "key": "naive/f32", "calls": "3"}', "'calls' has the wrong type"),
+        ('{"v": 1, "op": "time", "key": "naive/f32", "calls": true}', "'calls' has the wrong type"),
+        ('{"v": 1, "op": "time", "key": "naive/f32", "calls": 0}', "'calls' must be >= 1"),
+        ('{"v": 1, "op": "prepare", "programs": [["naive"]]}', "list of 2 strings"),
+        ('{"v": 1, "op": "structure", "keys": [["a", "b", 3]]}', "list of 3 strings"),
+    ],
+)
+def test_request_strict(line: str, says: str) -> None:
+    with pytest.raises(ProtocolError, match=says) as err:
+        decode_request(line)
+    assert "\n" not in str(err.value)
+
+
+def test_reply_strict() -> None:
+    assert decode_reply(encode({"ok": True, "wall": 0.1, "cpu": 0.2}), "time", "w")["cpu"] == 0.2
+    with pytest.raises(ProtocolError, match=r"^candidate: boom$"):
+        decode_reply(encode({"ok": False, "error": "boom"}), "time", "candidate")
+    with pytest.raises(ProtocolError, match="needs 'ok'"):
+        decode_reply(encode({"wall": 0.1}), "time", "w")
+    with pytest.raises(ProtocolError, match="non-negative 'cpu'"):
+        decode_reply(encode({"ok": True, "wall": 0.1}), "time", "w")
+    with pytest.raises(ProtocolError, match="positive"):
+        decode_reply(encode({"ok": True, "per_call": {"naive/f32": 0}}), "prepare", "w")
+    with pytest.raises(ProtocolError, match="lacks 'items'"):
+        decode_reply(encode({"ok": True, "targets": {}}), "structure", "w")
+    hello = encode({"event": "hello", "versions": {"jax": "0.10.2"}, "platform": "cpu"})
+    assert decode_hello(hello, "w")["platform"] == "cpu"
+    with pytest.raises(ProtocolError, match="w: worker: cannot import jax"):
+        decode_hello(encode({"ok": False, "error": "worker: cannot import jax"}), "w")
+
+
+class _FakeWorkerState:
+    """Stands in for the JAX side of a worker: serve() is tested without compiling anything."""
+
+    slowdown = 0.0
+
+    def prepare(self, programs: Any) -> dict[str, Any]:
+        return {"per_call": {f"{p}/{c}": 1e-3 for p, c in programs}}
+
+    def time(self, key: str, calls: int) -> dict[str, Any]:
+        if key != "naive/f32":
+            raise ProtocolError(f"worker: {key!r} was not prepared")
+        return {"wall": calls * 1e-3, "cpu": calls * 2e-3}
+
+    def structure(self, keys: Any) -> dict[str, Any]:
+        return {"items": {}, "targets": {}}
+
+
+def _serve(*requests: str) -> tuple[int, list[dict[str, Any]]]:
+    out = io.StringIO()
+    status = serve(io.StringIO("".join(requests)), out, _FakeWorkerState())  # type: ignore[arg-type]
+    return status, [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def test_worker_serves_requests_in_order() -> None:
+    status, lines = _serve(
+        encode({"op": "prepare", "programs": [["naive", "f32"]]}),
+        encode({"op": "time", "key": "naive/f32", "calls": 4}),
+        encode({"op": "time", "key": "take/f32", "calls": 4}),
+        encode({"op": "quit"}),
+        encode({"op": "time", "key": "naive/f32", "calls": 4}),  # after quit: never answered
+    )
+    assert status == 0
+    assert lines[0]["event"] == "hello" and lines[0]["v"] == VERSION and "jax" in lines[0]["versions"]
+    assert lines[1] == {"v": VERSION, "ok": True, "per_call": {"naive/f32": 1e-3}}
+    assert lines[2] == {"v": VERSION, "ok": True, "wall": 4e-3, "cpu": 8e-3}
+    assert lines[3]["ok"] is False and "'take/f32' was not prepared" in lines[3]["error"]
+    assert len(lines) == 4
+
+
+def test_worker_stops_at_a_line_it_does_not_understand() -> None:
+    status, lines = _serve(encode({"op": "time", "key": "naive/f32", "calls": 1}), "garbage\n",
+                           encode({"op": "quit"}))  # fmt: skip
+    assert status == 2
+    assert lines[-1]["ok"] is False and "not a JSON line" in lines[-1]["error"]
+    assert len(lines) == 3
+
+
+# ----------------------------------------------------------------------------------------------- statistic
+
+
+def test_rounds_interval_is_t_on_logs() -> None:
+    ratios = [1.0, 1.02, 0.98, 1.01, 0.99, 1.0]
+    est, low, high = rounds_interval(ratios, 0.95)
+    logs = np.log(ratios)
+    half = 2.5706 * np.std(logs, ddof=1) / math.sqrt(6)  # t(0.975, 5)
+    assert est == pytest.approx(math.exp(logs.mean()))
+    assert (low, high) == pytest.approx(
+        (math.exp(logs.mean() - half), math.exp(logs.mean() + half)), rel=1e-4
+    )
+    with pytest.raises(InvariantsError, match="2 rounds cannot give an interval"):
+        rounds_interval([1.0, 1.1], 0.95)
+    with pytest.raises(InvariantsError, match="not positive"):
+        rounds_interval([1.0, 0.0, 1.0], 0.95)
+
+
+def test_round_keeps_the_median_of_pair_ratios_and_skips_unresolved_pairs() -> None:
+    rd = Round(calls=2)
+    rd.add({"wall": 1.0, "cpu": 1.0}, {"wall": 1.1, "cpu": 1.2})
+    rd.add({"wall": 1.0, "cpu": 1.0}, {"wall": 1.3, "cpu": 9.0})  # a preempted block: the median ignores it
+    rd.add({"wall": 1.0, "cpu": 0.0}, {"wall": 1.2, "cpu": 1.0})  # cpu below resolution: no cpu pair
+    assert rd.ratio("wall") == pytest.approx(1.2)
+    assert rd.ratios["cpu"] == [1.2, 9.0]
+    assert Round(calls=1).ratio("cpu") is None
+
+
+def test_look_schedule() -> None:
+    assert look_at(6, 14) == [6, 9, 14]
+    assert look_at(3, 3) == [3]
+    assert look_at(4, 5) == [4, 5]
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeWorker:
+    """A worker of the model: block seconds = calls * per_call * side factor * process bias * noise.
+
+    ``bias`` is drawn once per process (the per-process-pair bias of FIELD-NOTES); ``noise`` per block.
+    Every block advances the shared fake clock by its wall time.
+    """
+
+    def __init__(self, factor: dict[str, float], bias: float, rng: np.random.Generator, clock: FakeClock,
+                 noise: float) -> None:  # fmt: skip
+        self.factor, self.bias, self.rng, self.clock, self.noise = factor, bias, rng, clock, noise
+        self.hello = {"platform": "cpu", "versions": {}}
+        self.closed = False
+        self.log: list[str] = []
+
+    def request(self, op: str, **fields: Any) -> dict[str, Any]:
+        self.send(op, **fields)
+        return self.receive(op)
+
+    def send(self, op: str, **fields: Any) -> None:
+        self.pending = (op, fields)
+
+    def receive(self, op: str, timeout: float = 0) -> dict[str, Any]:
+        op, fields = self.pending
+        if op == "prepare":
+            return {"per_call": {f"{p}/{c}": 1e-3 for p, c in fields["programs"]}}
+        self.log.append(fields["key"])
+        base = fields["calls"] * 1e-3 * self.bias * float(np.exp(self.rng.normal(0, self.noise)))
+        wall, cpu = base * self.factor["wall"], base * self.factor["cpu"]
+        self.clock.now += wall
+        return {"wall": wall, "cpu": cpu}
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def fake_pairs(candidate: dict[str, float], seed: int, bias_sd: float = 0.03, noise: float = 0.1):
+    rng = np.random.default_rng(seed)
+    clock = FakeClock()
+    started: list[list[FakeWorker]] = []
+
+    def start(sides: Any) -> list[FakeWorker]:
+        pair = [
+            FakeWorker({"wall": 1.0, "cpu": 1.0}, float(np.exp(rng.normal(0, bias_sd))), rng, clock, noise),
+            FakeWorker(candidate, float(np.exp(rng.normal(0, bias_sd))), rng, clock, noise),
+        ]
+        started.append(pair)
+        return pair
+
+    return start, started
+
+
+SETTINGS = Settings(round_seconds=0.0, min_pairs=30)
+SIDES = [
+    Side("baseline", "current", Path(sys.executable)),
+    Side("candidate", "current", Path(sys.executable)),
+]
+
+
+def test_time_round_alternates_abba_one_side_at_a_time() -> None:
+    order: list[str] = []
+    clock = FakeClock()
+
+    class Logged(FakeWorker):
+        def receive(self, op: str, timeout: float = 0) -> dict[str, Any]:
+            order.append(self.name)
+            return super().receive(op)
+
+    rng = np.random.default_rng(0)
+    a = Logged({"wall": 1, "cpu": 1}, 1.0, rng, clock, 0.0)
+    b = Logged({"wall": 1, "cpu": 1}, 1.0, rng, clock, 0.0)
+    a.name, b.name = "A", "B"
+    rd = time_round([a, b], "naive/f32", 3, Settings(round_seconds=0.0, min_pairs=4), first=0, clock=clock)
+    assert "".join(order) == "ABBAABBA"
+    assert len(rd.ratios["cpu"]) == 4 and rd.calls == 3
+    order.clear()
+    time_round([a, b], "naive/f32", 3, Settings(round_seconds=0.0, min_pairs=2), first=1, clock=clock)
+    assert "".join(order) == "BAAB"
+    # round_seconds by the clock: blocks of 3 ms each, pairs until 30 ms have passed
+    rd = time_round([a, b], "naive/f32", 3, Settings(round_seconds=0.03, min_pairs=1), first=0, clock=clock)
+    assert len(rd.ratios["wall"]) == 5 and rd.seconds == pytest.approx(0.03)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_same_installation_never_fails(seed: int) -> None:
+    start, started = fake_pairs({"wall": 1.0, "cpu": 1.0}, seed)
+    out = measure(SIDES, ["naive", "take"], SETTINGS, lambda _: None, "measure", start)
+    for p in ("naive", "take"):
+        res = out[p]["results"]["cpu"]
+        assert out[p]["word"] in ("pass", "inconclusive")
+        assert 0.9 < res.median < 1.1 and res.low < SETTINGS.threshold
+    assert all(w.closed for pair in started for w in pair)  # every worker pair is closed after its round
+
+
+def test_process_bias_needs_rounds_as_the_unit() -> None:
+    """With a large per-process bias and little block noise, one round's pair interval is narrow and
+    wrong; the interval over rounds covers 1."""
+    start, _ = fake_pairs({"wall": 1.0, "cpu": 1.0}, seed=3, bias_sd=0.08, noise=0.02)
+    out = measure(SIDES, ["naive"], Settings(round_seconds=0.0, min_pairs=30, max_rounds=6), lambda _: None,
+                  "measure", start)  # fmt: skip
+    res = out["naive"]["results"]["cpu"]
+    assert res.low < 1.0 < res.high
+    assert max(res.ratios) / min(res.ratios) > 1.1  # the rounds really disagree
+
+
+def test_slowdown_fails_and_is_confirmed() -> None:
+    start, started = fake_pairs({"wall": 1.2, "cpu": 1.2}, seed=1)
+    verdicts = measure_confirmed(SIDES, ["naive", "take"], SETTINGS, lambda _: None, start)
+    assert [v.verdict for v in verdicts] == ["fail", "fail"]
+    assert all(v.attempts == ["fail", "fail"] for v in verdicts)
+    assert verdicts[0].results["cpu"].low > SETTINGS.threshold
+    assert len(started) == 2 * SETTINGS.min_rounds  # decided at the first look, twice
+
+
+def test_a_failure_that_does_not_repeat_is_not_one() -> None:
+    calls = {"n": 0}
+    real_start, _ = fake_pairs({"wall": 1.2, "cpu": 1.2}, seed=2)
+    same_start, _ = fake_pairs({"wall": 1.0, "cpu": 1.0}, seed=2)
+
+    def start(sides: Any) -> list[FakeWorker]:
+        calls["n"] += 1  # a burst during the first measurement only
+        return real_start(sides) if calls["n"] <= SETTINGS.min_rounds else same_start(sides)
+
+    (v,) = measure_confirmed(SIDES, ["naive"], SETTINGS, lambda _: None, start)
+    assert v.attempts[0] == "fail" and v.verdict != "fail"
+
+
+def test_wall_only_slowdown_is_lost_parallelism() -> None:
+    start, _ = fake_pairs({"wall": 1.3, "cpu": 1.0}, seed=4)
+    (v,) = measure_confirmed(SIDES, ["naive"], SETTINGS, lambda _: None, start)
+    assert v.verdict == "lost-parallelism" and v.failed
+    assert v.results["cpu"].verdict == "pass" and v.results["wall"].verdict == "fail"
+
+
+def test_combine() -> None:
+    def r(verdict: str | None) -> Any:
+        return type("R", (), {"verdict": verdict})()
+
+    assert combine("p", "cpu", {"cpu": r("fail"), "wall": r("pass")}) == "fail"
+    assert combine("p", "cpu", {"cpu": r("pass"), "wall": r("fail")}) == "lost-parallelism"
+    assert combine("p", "wall", {"cpu": r("pass"), "wall": r("pass")}) == "pass"
+    assert combine("p", "wall", {"cpu": r("fail"), "wall": r("pass")}) == "pass"  # wall decides on a device
+
+
+def test_false_failure_rate_stays_below_alpha() -> None:
+    """Over many simulated same-installation measurements (adaptive looks included), the first attempt
+    fails at most at the rate the spent alpha allows."""
+    fails = 0
+    for seed in range(60):
+        start, _ = fake_pairs({"wall": 1.0, "cpu": 1.0}, 100 + seed, bias_sd=0.04)
+        out = measure(SIDES, ["naive"], Settings(round_seconds=0.0, min_pairs=10, threshold=1.0001),
+                      lambda _: None, "measure", start)  # fmt: skip
+        fails += out["naive"]["word"] == "fail"
+    assert fails <= 3  # one-sided error at threshold ~1: alpha/2 = 2.5% of 60 = 1.5 expected
+
+
+def test_judge_reports_rounds() -> None:
+    rounds = []
+    for f in (1.0, 1.01, 0.99, 1.02):
+        rd = Round(calls=5)
+        rd.add({"wall": 1.0, "cpu": 1.0}, {"wall": f, "cpu": f})
+        rounds.append(rd)
+    r = judge(rounds, "cpu", 1.03, 0.95, look=1)
+    assert r.ratios == (1.0, 1.01, 0.99, 1.02) and r.pairs == 4 and r.inner_a == 5 and r.looks == 1
+
+
+# ----------------------------------------------------------------------------------------------- sides
+
+
+def test_parse_env() -> None:
+    assert parse_env(["XLA_FLAGS=--a=b c", "X="], "--candidate-env") == {"XLA_FLAGS": "--a=b c", "X": ""}
+    with pytest.raises(InvariantsError, match=r"^--baseline-env 'NOVALUE': expected NAME=VALUE$"):
+        parse_env(["NOVALUE"], "--baseline-env")
+
+
+def test_resolve_specs(tmp_path: Path) -> None:
+    def no_build(v: Any, flag: str) -> Path:
+        raise AssertionError("no build for a path")
+
+    me = Path(sys.executable)
+    assert resolve("baseline", "current", {}, me, no_build).python == me
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(me)
+    assert resolve("candidate", str(venv), {}, me, no_build).python == venv / "bin" / "python"
+    with pytest.raises(InvariantsError, match="no such interpreter"):
+        resolve("candidate", str(tmp_path / "nope"), {}, me, no_build)
+    with pytest.raises(InvariantsError, match="not a virtual environment"):
+        resolve("candidate", str(tmp_path), {}, me, no_build)
+    with pytest.raises(InvariantsError, match="not 'current', a jax version"):
+        resolve("candidate", "latest", {}, me, no_build)
+    built = resolve("baseline", "0.6.0", {}, me, lambda v, flag: Path(f"/envs/{v}/{flag}"))
+    assert built.python == Path("/envs/0.6.0/--baseline")
+
+
+def test_worker_env_reaches_one_side_only() -> None:
+    base = {"XLA_FLAGS": "--leak", "VIRTUAL_ENV": "/x", SLOWDOWN_ENV: "0.5", "HOME": "/root"}
+    plain = worker_env(Side("baseline", "current", Path("p")), base)
+    assert "XLA_FLAGS" not in plain and "VIRTUAL_ENV" not in plain and SLOWDOWN_ENV not in plain
+    assert plain["HOME"] == "/root"
+    assert (Path(plain["PYTHONPATH"]) / "invariants" / "_versus_worker.py").exists()
+    side = Side("candidate", "current", Path("p"), {"XLA_FLAGS": "--xla_disable_hlo_passes=fusion"})
+    assert worker_env(side, base)["XLA_FLAGS"] == "--xla_disable_hlo_passes=fusion"
+
+
+def test_structure_keys() -> None:
+    keys = structure_keys(["naive", "grad_take"], "cpu,tpu-v5e")
+    assert ("naive", "f32", "cpu") in keys and ("grad_take", "f32", "tpu-v5e") in keys
+    with pytest.raises(InvariantsError, match="unknown target 'tpu-v9'"):
+        structure_keys(["naive"], "tpu-v9")
+
+
+# ----------------------------------------------------------------------------------------------- record
+
+
+def _structure_entry(base_holds: bool, cand_holds: bool) -> dict[str, Any]:
+    inv = [{"id": "no_while", "where": "invariants/cpu.toml:3", "holds": base_holds, "describe": "b"}]
+    cinv = [{"id": "no_while", "where": "invariants/cpu.toml:3", "holds": cand_holds, "describe": "c"}]
+    return {"key": "grad_take/f32/cpu", "baseline": {"snapshot": "a\n", "invariants": inv},
+            "candidate": {"snapshot": "b\n", "invariants": cinv}, "diff": "-a\n+b",
+            "invariants": invariant_changes(inv, cinv)}  # fmt: skip
+
+
+def _record(timing: list[dict[str, Any]], structure: list[dict[str, Any]]) -> dict[str, Any]:
+    side = {"spec": "current", "python": sys.executable, "versions": {"jax": "0.10.2"}, "env": {}}
+    settings = {"threshold": 1.03, "confidence": 0.95, "clock": "cpu"}
+    return make_record({"baseline": side, "candidate": {**side, "env": {"X": "1"}}}, settings, timing,
+                       structure, {"cpu": {"baseline": None, "candidate": None}}, 12.0)  # fmt: skip
+
+
+def _timing(word: str) -> dict[str, Any]:
+    start, _ = fake_pairs({"wall": 1.2, "cpu": 1.2} if word == "fail" else {"wall": 1.0, "cpu": 1.0}, 5)
+    (v,) = measure_confirmed(SIDES, ["naive"], SETTINGS, lambda _: None, start)
+    assert v.verdict == word or (word == "pass" and v.verdict == "inconclusive")
+    return v.to_dict()
+
+
+def test_invariant_changes() -> None:
+    assert [c["change"] for c in _structure_entry(True, False)["invariants"]] == ["regressed"]
+    assert [c["change"] for c in _structure_entry(False, True)["invariants"]] == ["improved"]
+    only = invariant_changes([], [{"id": "x", "where": "w", "holds": True, "describe": ""}])
+    assert only[0]["change"] == "only on the candidate"
+
+
+def test_record_exit_and_report(tmp_path: Path) -> None:
+    # The real writer's output, read back by the real reader, then rendered and plotted.
+    clean = _record([_timing("pass")], [_structure_entry(True, True)])
+    assert clean["exit"] == 0 and clean["reasons"] == []
+    bad = _record([_timing("fail")], [_structure_entry(True, False), _structure_entry(False, False)])
+    assert bad["exit"] == 1
+    assert any(r.startswith("naive: fail: ratio 1.") for r in bad["reasons"])
+    assert (
+        "grad_take/f32/cpu: invariant no_while holds on the baseline, fails on the candidate"
+        in bad["reasons"]
+    )
+    assert len(bad["reasons"]) == 2  # failing on both sides is not a regression of the candidate
+    write_json(bad, tmp_path / "v.json")
+    loaded = load_record(tmp_path / "v.json")
+    text = render_markdown(loaded)
+    assert "**REGRESSED**" in text and "| naive | **fail** |" in text and "fail → fail" in text
+    assert "invariant `no_while` (invariants/cpu.toml:3): **regressed**" in text and "```diff" in text
+    assert "env `X=1`" in text
+    plot(loaded, tmp_path / "v.png")
+    assert (tmp_path / "v.png").stat().st_size > 1000
+    assert "no regression" in render_markdown(load_record(_write(tmp_path / "c.json", clean)))
+
+
+def _write(path: Path, record: dict[str, Any]) -> Path:
+    write_json(record, path)
+    return path
+
+
+def test_load_record_rejects_other_files(tmp_path: Path) -> None:
+    (tmp_path / "r.json").write_text('{"items": []}')
+    with pytest.raises(InvariantsError, match="not a versus record"):
+        load_record(tmp_path / "r.json")
+    with pytest.raises(InvariantsError, match="cannot read"):
+        load_record(tmp_path / "missing.json")
+
+
+# ----------------------------------------------------------------------------------------------- command
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "invariants", "versus", *args], cwd=ROOT,
+                          capture_output=True,
+                          text=True, timeout=120, check=False)  # fmt: skip
+
+
+def _cli_here(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """``python -m invariants versus ARGS`` through the same entry point, in this process (cheaper)."""
+    status = cli_main(["versus", *args])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (
+            ["--baseline", "/no/such/python", "--candidate", "current"],
+            "--baseline /no/such/python: no such interpreter",
+        ),
+        (
+            ["--baseline", "current", "--candidate", "newest"],
+            "--candidate newest: not 'current', a jax version",
+        ),
+        (["--baseline", "current", "--candidate", "current", "--programs", "nave"], "nave: unknown program"),
+        (
+            ["--baseline", "current", "--candidate", "current", "--candidate-env", "XLA"],
+            "expected NAME=VALUE",
+        ),
+        (
+            ["--baseline", "current", "--candidate", "current", "--targets", "tpu-v9"],
+            "unknown target 'tpu-v9'",
+        ),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], says: str) -> None:
+    if "/usr/bin/python3" in args and not Path("/usr/bin/python3").exists():
+        pytest.skip("no system python without jax here")
+    proc = _cli(*args)
+    assert proc.returncode == 2, proc.stderr
+    last = [ln for ln in proc.stderr.splitlines() if ln.strip()][-1]
+    assert says in last and "Traceback" not in proc.stderr
+
+
+def test_help_promises(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        cli_main(["versus", "--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    for word in ("--baseline", "--candidate", "--candidate-env", "--json", "--out", "--plot", "--threshold",
+                 "current", "Exit status"):  # fmt: skip
+        assert word in text
+
+
+# ----------------------------------------------------------------------------------------------- wiring
+
+
+def test_nightly_versus_baseline_is_the_pin() -> None:
+    import re
+    import tomllib
+
+    pin = next(d for d in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+               if d.startswith("jax=="))  # fmt: skip
+    tox = (ROOT / "tox.ini").read_text()
+    assert re.search(r"VERSUS_BASELINE = \{env:VERSUS_BASELINE:" + re.escape(pin.split("==")[1]) + r"\}", tox)
+    assert "python -m invariants versus --baseline {env:VERSUS_BASELINE:current} --candidate current" in tox
+
+
+def test_selfcheck_versus_injections_reach_the_candidate_only(tmp_path: Path) -> None:
+    from invariants import _selfcheck as sc
+
+    inj = next(i for i in sc.REGISTRY if i.name == "versus_no_fusion")
+    cmd = sc.child_command(inj, tmp_path / "r.json", tmp_path / "hlo")
+    assert cmd[1:4] == ["-m", "invariants", "versus"]
+    assert "--candidate-env=XLA_FLAGS=--xla_disable_hlo_passes=fusion" in cmd
+    assert not any(a.startswith("--baseline-env") for a in cmd)
+    # The real record writer's output, judged the way run_injection judges it.
+    caught = _record([_timing("fail")], [_structure_entry(True, False)])
+    caught["structure"][0]["invariants"][0]["id"] = "one_kernel"
+    outcome = sc.outcome_of(inj, 1, {"items": as_items(caught)}, 1.0)
+    assert outcome.caught and outcome.missing == []
+    clean = _record([_timing("pass")], [_structure_entry(True, True)])
+    outcome = sc.outcome_of(inj, 0, {"items": as_items(clean)}, 1.0)
+    assert not outcome.caught and outcome.missing == ["versus-invariant:one_kernel", "versus-timing"]
