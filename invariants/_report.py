@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -289,37 +290,43 @@ def _predicted_tables(run: Run) -> list[str]:
             )
         lines.append("")
     if tpus:
-        keys = sorted({(k[1], k[2]) for k in items if k[0] in tpus})
-        lines += [
+        lines += _metric_by_target_table(
+            items, tpus, "estimated_cycles", _fmt,
             "## Predicted TPU cost: estimated cycles per call (libtpu's own estimate; loops expanded)",
-            "",
             "Kernels without an estimate add nothing (today the kCustom gather and custom calls), so a "
             "forward's figure is the work around its gather. `?`: not compiled there, or no estimate.",
-            "",
-            "| program | config | " + " | ".join(f"`{t}`" for t in tpus) + " |",
-            "|---|---|" + "---:|" * len(tpus),
-        ]
-        for program, config in keys:
-            cells = [items.get((tpu, program, config), {}).get("estimated_cycles") for tpu in tpus]
-            lines.append(f"| `{program}` | {config} | " + " | ".join(_fmt(c) for c in cells) + " |")
-        lines.append("")
+        )  # fmt: skip
     memory_targets = sorted({k[0] for k, i in items.items() if isinstance(i.get("temp_bytes"), int)})
     if memory_targets:
-        keys = sorted({(k[1], k[2]) for k in items if k[0] in memory_targets})
-        lines += [
+        lines += _metric_by_target_table(
+            items, memory_targets, "temp_bytes", lambda c: "—" if c is None else _bytes(c),
             "## Predicted memory: temporary bytes per call (compiled.memory_analysis())",
-            "",
-            "| program | config | " + " | ".join(f"`{t}`" for t in memory_targets) + " |",
-            "|---|---|" + "---:|" * len(memory_targets),
-        ]
-        for program, config in keys:
-            cells = [items.get((t, program, config), {}).get("temp_bytes") for t in memory_targets]
-            lines.append(
-                f"| `{program}` | {config} | "
-                + " | ".join("—" if c is None else _bytes(c) for c in cells)
-                + " |"
-            )
-        lines.append("")
+        )  # fmt: skip
+    return lines
+
+
+def _metric_by_target_table(
+    items: Mapping[tuple[str, str, str], Mapping[str, Any]],
+    targets: Sequence[str],
+    metric: str,
+    fmt: Callable[[Any], str],
+    heading: str,
+    *notes: str,
+) -> list[str]:
+    """One compiler metric as a table: a row per (program, config) compiled on ``targets``, a column per
+    target; ``items`` maps (target, program, config) to a structure record."""
+    keys = sorted({(k[1], k[2]) for k in items if k[0] in targets})
+    lines = [heading, ""]
+    for note in notes:
+        lines += [note, ""]
+    lines += [
+        "| program | config | " + " | ".join(f"`{t}`" for t in targets) + " |",
+        "|---|---|" + "---:|" * len(targets),
+    ]
+    for program, config in keys:
+        cells = [items.get((t, program, config), {}).get(metric) for t in targets]
+        lines.append(f"| `{program}` | {config} | " + " | ".join(fmt(c) for c in cells) + " |")
+    lines.append("")
     return lines
 
 

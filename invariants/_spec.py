@@ -199,12 +199,24 @@ def _strings(value: Any, loc: _Locator, line: int, key: str) -> tuple[str, ...]:
     raise loc.error(line, f"'{key}' must be a string or a list of strings")
 
 
-def _check_keys(table: dict[str, Any], known: Sequence[str], loc: _Locator, line: int, what: str) -> None:
+def _check_keys(
+    table: dict[str, Any],
+    known: Sequence[str],
+    loc: _Locator,
+    line: int,
+    what: str,
+    required: Sequence[str] = (),
+) -> None:
+    """One line for the first unknown key of ``table`` (with the closest known one), then for the first
+    ``required`` key it lacks."""
     for key in table:
         if key not in known:
             raise loc.error(
                 loc.key_line(line, key), f"unknown key '{key}' in {what}{did_you_mean(key, known)}"
             )
+    for key in required:
+        if key not in table:
+            raise loc.error(line, f"{what} needs '{key}'")
 
 
 def parse_assert(
@@ -449,10 +461,7 @@ def read_programs(path: Path) -> tuple[ProgramDecl, ...]:
     out: list[ProgramDecl] = []
     for i, table in enumerate(data.get("program", [])):
         line = loc.table_line("program", i)
-        _check_keys(table, _PROGRAM_KEYS, loc, line, "[[program]]")
-        for required in ("name", "function", "kind"):
-            if required not in table:
-                raise loc.error(line, f"[[program]] needs '{required}'")
+        _check_keys(table, _PROGRAM_KEYS, loc, line, "[[program]]", required=("name", "function", "kind"))
         name = table["name"]
         if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             raise loc.error(loc.key_line(line, "name"), f"name {name!r} must be a Python-style identifier")
@@ -509,10 +518,7 @@ def load_spec(path: Path, known: Mapping[str, Any] | None = None) -> Spec:
     seen: dict[str, int] = {}
     for i, table in enumerate(data.get("invariant", [])):
         line = loc.table_line("invariant", i)
-        _check_keys(table, _INVARIANT_KEYS, loc, line, "[[invariant]]")
-        for required in ("id", "assert"):
-            if required not in table:
-                raise loc.error(line, f"[[invariant]] needs '{required}'")
+        _check_keys(table, _INVARIANT_KEYS, loc, line, "[[invariant]]", required=("id", "assert"))
         inv_id = table["id"]
         if not isinstance(inv_id, str) or not re.fullmatch(r"[A-Za-z0-9_]+", inv_id):
             raise loc.error(loc.key_line(line, "id"), f"id {inv_id!r} must be letters, digits and '_'")
@@ -565,10 +571,8 @@ def load_spec(path: Path, known: Mapping[str, Any] | None = None) -> Spec:
     checks: list[CorrectnessCheck] = []
     for i, table in enumerate(data.get("correctness", [])):
         line = loc.table_line("correctness", i)
-        _check_keys(table, _CORRECTNESS_KEYS, loc, line, "[[correctness]]")
-        for required in ("id", "check", "programs"):
-            if required not in table:
-                raise loc.error(line, f"[[correctness]] needs '{required}'")
+        required = ("id", "check", "programs")
+        _check_keys(table, _CORRECTNESS_KEYS, loc, line, "[[correctness]]", required=required)
         if table["check"] not in CORRECTNESS_CHECKS:
             raise loc.error(
                 loc.key_line(line, "check"),
