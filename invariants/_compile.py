@@ -11,8 +11,10 @@ import dataclasses
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 from ._errors import InvariantsError
@@ -216,47 +218,109 @@ def compile_in_child(keys: Iterable[Key], target: Target) -> list[Compiled]:
 
 
 class CompileCache:
-    """Session-wide cache: nothing compiles twice. ``plan`` tells it every key a session will ask for,
-    so that a child-process target compiles all of its keys in one child."""
+    """Session-wide cache: nothing compiles twice.
+
+    ``plan`` tells it every key a session will ask for, so that a child-process target compiles all of its
+    keys in one child. ``prefetch`` compiles keys ahead of the items that read them on a small thread pool
+    (XLA compiles with the GIL released, so the compiles overlap each other and the items' own Python).
+    ``get`` never waits on a compile that has not started: it takes the key back and compiles it itself.
+    ``executable``, which only timing calls, first waits for every compile in flight, so a timed program
+    never shares the process with a compile.
+    """
 
     def __init__(self, targets: dict[str, Target]) -> None:
         self._targets = targets
         self._done: dict[Key, Compiled] = {}
         self._executables: dict[Key, Any] = {}
         self._planned: dict[str, set[Key]] = {}
+        self._lock = threading.Lock()
+        self._futures: dict[Key, Future[None]] = {}
+        self._pool: ThreadPoolExecutor | None = None
 
     def plan(self, keys: Iterable[Key]) -> None:
         for key in keys:
             self._planned.setdefault(key.target, set()).add(key)
 
+    def prefetch(self, keys: Iterable[Key], workers: int) -> None:
+        """Start compiling ``keys`` (in this order, the order the items will read them) on ``workers``
+        threads. A compile error stays with its key: ``get`` raises it for the item that asks."""
+        if workers < 1:
+            return
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(workers, thread_name_prefix="invariants-compile")
+            batches: dict[str, Future[None]] = {}
+            for key in keys:
+                if key in self._done or key in self._futures or key.target not in self._targets:
+                    continue
+                if self._targets[key.target].mode == "subprocess":  # one child for the whole target
+                    if key.target not in batches:
+                        batches[key.target] = self._pool.submit(self._fill, key)
+                    self._futures[key] = batches[key.target]
+                else:
+                    self._futures[key] = self._pool.submit(self._fill, key)
+
+    def _fill(self, key: Key) -> None:
+        t = self._targets[key.target]
+        if t.mode == "subprocess":
+            batch = sorted(self._planned.get(key.target, set()) | {key})
+            with self._lock:
+                todo = [k for k in batch if k not in self._done]
+            for c in compile_in_child(todo, t):
+                with self._lock:
+                    self._done[c.key] = c
+            return
+        compiled, executable = _compile(key.program, key.config, t)
+        with self._lock:
+            self._done[key] = compiled
+            if t.mode == "runtime":
+                self._executables[key] = executable
+
     def get(self, program: str, config: str, target: str) -> Compiled:
         key = Key(program, config, target)
+        with self._lock:
+            if key in self._done:
+                return self._done[key]
+            future = self._futures.get(key)
+        if future is not None and not future.cancel():
+            future.result()  # started (or done): wait for it; a compile error is raised here
         if key not in self._done:
-            t = self._targets[target]
-            if t.mode == "subprocess":
-                batch = sorted(self._planned.get(target, set()) | {key})
-                for c in compile_in_child([k for k in batch if k not in self._done], t):
-                    self._done[c.key] = c
-            else:
-                self._done[key], executable = _compile(program, config, t)
-                if t.mode == "runtime":
-                    self._executables[key] = executable
+            self._fill(key)
         return self._done[key]
+
+    def settle(self) -> None:
+        """Wait for every compile in flight and drop the ones not started (``get`` compiles those)."""
+        with self._lock:
+            futures = list(self._futures.values())
+            self._futures.clear()
+        for future in futures:
+            if not future.cancel():
+                with contextlib.suppress(Exception):  # an error belongs to the item that asks for the key
+                    future.result()
+
+    def close(self) -> None:
+        """Stop prefetching: drop what has not started, wait for what has (a compile cannot be stopped)."""
+        self.settle()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
 
     def executable(self, program: str, config: str, target: str) -> Any:
         """The compiled executable of a runtime-target key (for timing); compiles it if needed."""
         if self._targets[target].mode != "runtime":
             raise InvariantsError(f"{target}: only the runtime target runs programs; this one compiles only")
+        self.settle()
         self.get(program, config, target)
         return self._executables[Key(program, config, target)]
 
     @property
     def compiled(self) -> list[Compiled]:
-        return list(self._done.values())
+        with self._lock:
+            return list(self._done.values())
 
     @property
     def total_seconds(self) -> float:
-        return sum(c.compile_seconds for c in self._done.values())
+        return sum(c.compile_seconds for c in self.compiled)
 
 
 def _child_main(target_name: str) -> int:

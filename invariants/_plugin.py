@@ -244,6 +244,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="where the run's structures, verdicts and ratios are written for `python -m invariants report`",
     )
     group.addoption(
+        "--compile-threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="compile the selected programs ahead of their items on N threads (default: the CPU count; "
+        "0: each item compiles what it reads; under xdist always 0, each worker compiling its own items)",
+    )
+    group.addoption(
         "--hlo-dump-dir",
         default=os.environ.get("INVARIANTS_DUMP_DIR", "artifacts/hlo"),
         help="where failing items write their optimized HLO and jaxpr (default: artifacts/hlo)",
@@ -478,19 +486,53 @@ def _param(s: GateSession, key: Key, id_: str, snapshot: bool) -> Any:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Tell the snapshot store which files it may delete: see :mod:`invariants._snapshot_store`."""
+    """Start compiling ahead of the items; tell the snapshot store which files it may delete (see
+    :mod:`invariants._snapshot_store`)."""
     try:
         from ._snapshot_store import GUARD
     except ImportError:  # syrupy is a test dependency; without it there are no snapshots to guard
+        _prefetch(session)
         return
 
     s = gate_session(session.config)
+    _prefetch(session)
     # Per writable folder: the stems of every program whose snapshots live there (the catalog's too under
     # --no-catalog: leaving them out of a run never makes them obsolete). A read-only folder has no entry.
     GUARD.known_stems.clear()
     for target in s.targets:
         if target.unavailable_reason() is None:
             GUARD.known_stems.update({str(f): stems for f, stems in known_stems(s, target.name).items()})
+
+
+def compile_threads(config: pytest.Config) -> int:
+    """How many threads compile ahead of the items: ``--compile-threads``, else the CPU count; 0 under
+    xdist, where a worker does not know which items it will get and the other workers use the cores."""
+    if hasattr(config, "workerinput") or getattr(config.option, "numprocesses", None):
+        return 0
+    if config.option.collectonly:
+        return 0
+    chosen = config.getoption("compile_threads")
+    return max(0, chosen) if chosen is not None else (os.cpu_count() or 1)
+
+
+def _prefetch(session: pytest.Session) -> None:
+    """Queue every key the selected items read, in the order they read them (skipped items read none)."""
+    s = gate_session(session.config)
+    workers = compile_threads(session.config)
+    if not workers:
+        return
+    keys: list[Key] = []
+    for item in session.items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is None or item.get_closest_marker("skip") is not None:
+            continue
+        key = callspec.params.get("structure_key")
+        case = callspec.params.get("invariant_case")
+        if key is not None:
+            keys.append(key)
+        elif case is not None and case.invariant.kind != "throughput":
+            keys.extend(case.keys)
+    s.cache.prefetch([k for k in keys if s.available(k.target) is None], workers)
 
 
 def _select_snapshots(s: GateSession) -> None:
@@ -602,6 +644,8 @@ _NOTES: list[str] = []
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
+    if _SESSION in config.stash:
+        gate_session(config).cache.close()  # an interrupted run leaves compiles queued: drop them
     if hasattr(config, "workerinput") or _SESSION not in config.stash:
         return
     import jax

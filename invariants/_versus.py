@@ -348,6 +348,7 @@ def _settings(args: argparse.Namespace, platform: str) -> Settings:
 
 def _builder(args: argparse.Namespace, progress: Progress) -> Callable[[Any, str], Path]:
     from ._releases import check_index, choose_pins, ensure_env, env_python, list_releases, resolve_version
+
     lists: dict[str, Any] = {}
     # The backend the user asked for (JAX_PLATFORMS' first entry; python -m invariants defaults it to cpu).
     platform = os.environ.get("JAX_PLATFORMS", "cpu").split(",")[0].strip() or "cpu"

@@ -252,11 +252,8 @@ def plot(record: Mapping[str, Any], path: Path) -> None:
             if r is None or not math.isfinite(r["median"]):
                 continue
             y = i + (j - (len(clocks) - 1) / 2) * 0.25
-            failed = (
-                (t["verdict"] == "fail"
-                and clock == t["clock"])
-                or (t["verdict"] == "lost-parallelism"
-                and clock == "wall")
+            failed = (t["verdict"] == "fail" and clock == t["clock"]) or (
+                t["verdict"] == "lost-parallelism" and clock == "wall"
             )
             ax.errorbar(r["median"], y, xerr=[[r["median"] - r["low"]], [r["high"] - r["median"]]],
                         fmt="o" if clock == "cpu" else "s",

@@ -17,3 +17,103 @@ def test_a_key_compiles_once_to_optimized_hlo():
     assert "gather" in first.jaxpr
     assert first.key == Key("take", "f32", "cpu") and first.key.target == "cpu"
     assert callable(cache.executable("take", "f32", "cpu"))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Prefetch: compiles ahead of the items on threads, with the key's result and errors exactly as without.
+
+import threading  # noqa: E402
+
+import pytest  # noqa: E402
+
+from invariants import _compile  # noqa: E402
+from invariants._errors import InvariantsError  # noqa: E402
+
+
+class _FakeCompiler:
+    """Stands in for ``_compile``: records which thread compiled what, holds ``hold`` until released."""
+
+    def __init__(self, hold: str | None = None, fail: str | None = None) -> None:
+        self.calls: list[tuple[str, str]] = []
+        self.release = threading.Event()
+        self.started = threading.Event()
+        self.hold, self.fail = hold, fail
+        self.active = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, program, config, target):
+        with self.lock:
+            self.calls.append((program, threading.current_thread().name))
+            self.active += 1
+        try:
+            if program == self.hold:
+                self.started.set()
+                assert self.release.wait(10)
+            if program == self.fail:
+                raise InvariantsError(f"{target.name}/{program}[{config}]: compile failed: boom")
+            art = _compile.Compiled(program, config, target.name, "", (), "", "", {}, {}, 0.0)
+            return art, object()
+        finally:
+            with self.lock:
+                self.active -= 1
+
+
+def test_prefetched_keys_compile_once_on_the_pool(monkeypatch):
+    fake = _FakeCompiler()
+    monkeypatch.setattr(_compile, "_compile", fake)
+    cache = CompileCache(all_targets())
+    keys = [Key(p, "f32", "cpu") for p in ("naive", "take", "vmap_naive")]
+    cache.prefetch(keys, workers=2)
+    cache.settle()
+    got = [cache.get(*k) for k in keys]
+    assert [c.program for c in got] == ["naive", "take", "vmap_naive"]
+    assert sorted(p for p, _ in fake.calls) == ["naive", "take", "vmap_naive"]  # each once
+    assert all(name.startswith("invariants-compile") for _, name in fake.calls)
+    cache.close()
+
+
+def test_get_takes_back_a_key_that_has_not_started(monkeypatch):
+    fake = _FakeCompiler(hold="naive")
+    monkeypatch.setattr(_compile, "_compile", fake)
+    cache = CompileCache(all_targets())
+    cache.prefetch([Key("naive", "f32", "cpu"), Key("take", "f32", "cpu")], workers=1)
+    assert fake.started.wait(10)  # the only thread is busy with naive; take waits in the queue
+    assert cache.get("take", "f32", "cpu").program == "take"
+    assert ("take", threading.current_thread().name) in fake.calls  # compiled by the asking thread
+    fake.release.set()
+    assert cache.get("naive", "f32", "cpu").program == "naive"
+    cache.close()
+    assert [p for p, _ in fake.calls].count("take") == 1
+
+
+def test_a_prefetch_error_belongs_to_the_item_that_asks(monkeypatch):
+    fake = _FakeCompiler(fail="take")
+    monkeypatch.setattr(_compile, "_compile", fake)
+    cache = CompileCache(all_targets())
+    cache.prefetch([Key("take", "f32", "cpu"), Key("naive", "f32", "cpu")], workers=2)
+    assert cache.get("naive", "f32", "cpu").program == "naive"
+    with pytest.raises(InvariantsError, match=r"^cpu/take\[f32\]: compile failed: boom$"):
+        cache.get("take", "f32", "cpu")
+    cache.close()
+
+
+def test_timing_never_shares_the_process_with_a_compile(monkeypatch):
+    fake = _FakeCompiler(hold="naive")
+    monkeypatch.setattr(_compile, "_compile", fake)
+    cache = CompileCache(all_targets())
+    cache.prefetch([Key("naive", "f32", "cpu")], workers=1)
+    assert fake.started.wait(10)
+    threading.Timer(0.2, fake.release.set).start()
+    cache.executable("take", "f32", "cpu")  # waits for naive's compile before it compiles take itself
+    assert fake.active == 0 and fake.release.is_set()
+    cache.close()
+
+
+def test_prefetch_gives_the_same_artifacts_as_compiling_here():
+    cache = CompileCache(all_targets())
+    cache.prefetch([Key("grad_take", "f32", "tpu-v5e"), Key("take", "f32", "cpu")], workers=2)
+    cache.settle()
+    for key in (Key("grad_take", "f32", "tpu-v5e"), Key("take", "f32", "cpu")):
+        here = _compile.compile_here(key.program, key.config, all_targets()[key.target])
+        assert cache.get(*key).hlo_text == here.hlo_text
+    cache.close()

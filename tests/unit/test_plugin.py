@@ -50,3 +50,36 @@ def test_results_entries_come_from_records_only():
     assert _results.entry("selfcheck", {"table": "..."}, "passed", "t::y") is None
     with pytest.raises(InvariantsError, match="a ratio record needs"):
         _results.record("ratio", id="r")
+
+
+@pytest.mark.parametrize(
+    ("option", "xdist", "collect_only", "want"),
+    [
+        (None, None, False, "cpus"),  # default: one thread per CPU
+        (3, None, False, 3),
+        (0, None, False, 0),  # 0: each item compiles what it reads
+        (-1, None, False, 0),
+        (3, 2, False, 0),  # under xdist the workers use the cores, and none knows its items
+        (None, None, True, 0),  # --collect-only compiles nothing
+    ],
+)
+def test_compile_threads(option, xdist, collect_only, want):
+    import os
+    from types import SimpleNamespace
+
+    from invariants._plugin import compile_threads
+
+    opts = SimpleNamespace(numprocesses=xdist, collectonly=collect_only, compile_threads=option)
+    config = SimpleNamespace(option=opts, getoption=lambda name: getattr(opts, name))
+    expected = (os.cpu_count() or 1) if want == "cpus" else want
+    assert compile_threads(config) == expected  # type: ignore[arg-type]
+
+
+def test_an_xdist_worker_never_prefetches():
+    from types import SimpleNamespace
+
+    from invariants._plugin import compile_threads
+
+    opts = SimpleNamespace(numprocesses=None, collectonly=False, compile_threads=4)
+    worker = SimpleNamespace(option=opts, getoption=lambda name: getattr(opts, name), workerinput={})
+    assert compile_threads(worker) == 0  # type: ignore[arg-type]

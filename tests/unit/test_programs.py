@@ -32,6 +32,23 @@ def test_arguments_match_the_declared_specs(name: str):
     assert args[1].max() < SEED.vocab and args[1].min() >= 0
 
 
+@pytest.mark.parametrize("config", ["f32", "bf16"])
+def test_arguments_are_drawn_once_and_shared_read_only(config: str):
+    import numpy as np
+
+    program = CATALOG["grad_take"]
+    first = make_arguments(program, get_config(config), "zipf")
+    again = make_arguments(program, get_config(config), "zipf")
+    assert all(a is b for a, b in zip(first, again, strict=True))
+    assert [a.dtype for a in first] == [np.dtype(s.dtype) for s in program.argument_specs(get_config(config))]
+    with pytest.raises(ValueError, match="read-only"):
+        first[0][0, 0] = 1
+    # A different distribution or seed is a different draw.
+    uniform = make_arguments(program, get_config(config), "uniform")
+    assert not np.array_equal(uniform[1], first[1])
+    assert not np.array_equal(make_arguments(program, get_config(config), "zipf", seed=1)[0], first[0])
+
+
 def test_unknown_names_are_one_line():
     with pytest.raises(InvariantsError, match=r"^nave: unknown program \(did you mean 'naive'"):
         get_program("nave")
