@@ -261,11 +261,28 @@ def evaluate(
 _TOLERANCE = {"f32": 1e-5, "bf16": 2e-2}
 
 
-def _run(program: str, config: Config, args: Sequence[Any]) -> np.ndarray:
+# Outputs of (program, configuration, argument signature, distribution): a reference such as ``take`` is
+# checked against a dozen programs on the very same arguments, and running it again each time was half of
+# the correctness tier (and most of a self-check child whose ``take`` is a row loop). Large outputs (a tied
+# program's logits) are not kept.
+_OUTPUTS: dict[tuple[Any, ...], np.ndarray] = {}
+_KEEP_BYTES = 16 << 20
+
+
+def _run(program: str, config: Config, args: Sequence[Any], distribution: str | None = None) -> np.ndarray:
+    """The program's output on ``args`` as float32; with ``distribution``, remembered for the session
+    (``args`` must then be :func:`invariants._programs.make_arguments` of it, which never change)."""
     import jax
 
-    out = jax.jit(PROGRAMS[program].fn)(*args)
-    return np.asarray(jax.device_get(out), dtype=np.float32)
+    fn = PROGRAMS[program].fn  # in the key: a program replaced mid-session (a test's mutation) runs anew
+    key = (program, fn, config.id, distribution, tuple((a.shape, a.dtype) for a in args))
+    if distribution is not None and key in _OUTPUTS:
+        return _OUTPUTS[key]
+    out = np.asarray(jax.device_get(jax.jit(fn)(*args)), dtype=np.float32)
+    if distribution is not None and out.nbytes <= _KEEP_BYTES:
+        out.flags.writeable = False
+        _OUTPUTS[key] = out
+    return out
 
 
 def check_agree(check: CorrectnessCheck, program: str, config: Config, distribution: str) -> str | None:
@@ -275,7 +292,7 @@ def check_agree(check: CorrectnessCheck, program: str, config: Config, distribut
     if check.reference is None:
         raise InvariantsError(f"{check.where}: check 'agree' needs a 'reference' program")
     args = make_arguments(PROGRAMS[program], config, distribution)  # type: ignore[arg-type]
-    got, want = _run(program, config, args), _run(check.reference, config, args)
+    got, want = _run(program, config, args, distribution), _run(check.reference, config, args, distribution)
     if got.shape != want.shape:  # before subtracting: numpy would broadcast or raise
         return f"shape {got.shape} differs from {check.reference}'s {want.shape}"
     tol = _TOLERANCE[config.table_dtype] * max(1.0, float(np.abs(want).max()))

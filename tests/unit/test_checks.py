@@ -169,6 +169,29 @@ def test_correctness_values_agree(tmp_path, monkeypatch):
     assert "max |naive - take|" in run_correctness(agree)
 
 
+def test_a_reference_runs_once_for_every_program_checked_against_it(tmp_path, monkeypatch):
+    from invariants import _programs
+
+    runs: list[str] = []
+    take = _programs.CATALOG["take"]
+
+    def counted(W, x):
+        import jax
+
+        jax.debug.callback(lambda: runs.append("take"))  # at each execution, not at trace time
+        return take.fn(W, x)
+
+    monkeypatch.setitem(_programs.CATALOG, "take", dataclasses.replace(take, fn=counted))
+    for program in ("naive", "vmap_naive", "take"):
+        case = _correctness(tmp_path, "agree", program, 'reference = "take"\n')
+        assert run_correctness(case) is None
+    assert runs == ["take"]
+    # Another distribution is other arguments: the reference runs again.
+    case = _correctness(tmp_path, "agree", "naive", 'reference = "take"\n')
+    assert run_correctness(dataclasses.replace(case, distribution="equal")) is None
+    assert runs == ["take", "take"]
+
+
 def test_correctness_agree_names_a_shape_mismatch(tmp_path, monkeypatch):
     """A program whose output has another shape than its reference's: one line, not a numpy traceback."""
     from invariants import _programs
