@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
 
 from invariants._errors import InvariantsError
 
@@ -34,6 +33,8 @@ def median_interval(values: np.ndarray | list[float], confidence: float) -> tupl
     n = x.size
     alpha = 1.0 - confidence
     # cdf is increasing, so the count of ranks j with 2 * P(Binom <= j) <= alpha is the largest valid k.
+    from scipy import stats  # here, not at import: scipy.stats costs ~1 s in every child run that collects
+
     k = int(np.count_nonzero(2.0 * stats.binom.cdf(np.arange(n), n, 0.5) <= alpha)) if n else 0
     if k < 1:
         raise InvariantsError(

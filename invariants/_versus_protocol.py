@@ -37,8 +37,11 @@ from ._errors import InvariantsError
 VERSION = 1
 OPS = ("prepare", "time", "structure", "quit")
 # Set in a worker's environment by the self-check and the detection study only: each timed call of the
-# worker looks up this fraction more rows (e.g. 0.1: a tenth more lookups in the same call).
+# worker is followed by a busy wait of this fraction of its CPU time (0.1: each call costs a tenth more).
 SLOWDOWN_ENV = "INVARIANTS_VERSUS_SLOWDOWN"
+# Set by the controller when it pins a round: the worker's cores, comma-separated. The worker restricts
+# itself to them first thing, before JAX starts any thread (so its pools are sized to them too).
+CPUS_ENV = "INVARIANTS_VERSUS_CPUS"
 
 
 class ProtocolError(InvariantsError):

@@ -28,10 +28,10 @@ from packaging.version import InvalidVersion, Version
 
 from ._child import stage
 from ._errors import InvariantsError
-from ._versus_protocol import SLOWDOWN_ENV, ProtocolError, decode_hello, decode_reply, encode
+from ._versus_protocol import CPUS_ENV, SLOWDOWN_ENV, ProtocolError, decode_hello, decode_reply, encode
 
 # Variables a worker never inherits from the controller: each side sets its own.
-_NOT_INHERITED = ("XLA_FLAGS", "LIBTPU_INIT_ARGS", "VIRTUAL_ENV", "PYTHONHOME", SLOWDOWN_ENV)
+_NOT_INHERITED = ("XLA_FLAGS", "LIBTPU_INIT_ARGS", "VIRTUAL_ENV", "PYTHONHOME", SLOWDOWN_ENV, CPUS_ENV)
 _START_TIMEOUT = 300.0
 
 
@@ -97,8 +97,10 @@ def resolve(
     return Side(role, spec, build(version, flag), dict(env))
 
 
-def worker_env(side: Side, base: Mapping[str, str]) -> dict[str, str]:
+def worker_env(side: Side, base: Mapping[str, str], cpus: frozenset[int] | None = None) -> dict[str, str]:
     env = {k: v for k, v in base.items() if k not in _NOT_INHERITED}
+    if cpus:
+        env[CPUS_ENV] = ",".join(map(str, sorted(cpus)))
     env["PYTHONPATH"] = str(stage())
     env.setdefault("JAX_PLATFORMS", "cpu")
     # Older libtpu asks the GCE metadata server for its topology and waits on it off GCE.
@@ -113,7 +115,9 @@ def worker_env(side: Side, base: Mapping[str, str]) -> dict[str, str]:
 class WorkerProcess:
     """One running worker: send a request, read its one reply line (protocol of ``_versus_protocol``)."""
 
-    def __init__(self, side: Side, timeout: float = _START_TIMEOUT) -> None:
+    def __init__(
+        self, side: Side, timeout: float = _START_TIMEOUT, cpus: frozenset[int] | None = None
+    ) -> None:
         self.side = side
         self.name = f"{side.role} ({side.spec})"
         # The worker's stderr, for its last line on failure; closed in close().
@@ -122,7 +126,7 @@ class WorkerProcess:
             # In the staged folder: `-m` puts the working directory first on sys.path, and an installed
             # package's parent is this environment's site-packages, which another interpreter must not see.
             [str(side.python), "-m", "invariants._versus_worker"], cwd=stage(),
-            env=worker_env(side, os.environ), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            env=worker_env(side, os.environ, cpus), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=self._log, text=True, bufsize=1,
         )  # fmt: skip
         self.hello: dict[str, Any] = {}
@@ -185,9 +189,17 @@ class WorkerProcess:
             self.proc.wait()
 
 
-def start_pair(sides: Sequence[Side]) -> list[WorkerProcess]:
-    """Start one worker per side at once (their imports overlap) and wait for both hellos."""
-    workers = [WorkerProcess(s) for s in sides]
+def usable_cpus() -> list[int]:
+    """The cores this process may run on (the workers pick theirs from these)."""
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))
+
+
+def start_pair(sides: Sequence[Side], cpus: frozenset[int] | None = None) -> list[WorkerProcess]:
+    """Start one worker per side at once (their imports overlap) and wait for both hellos; with ``cpus``,
+    both run on those cores only."""
+    workers = [WorkerProcess(s, cpus=cpus) for s in sides]
     try:
         for w in workers:
             w.start()

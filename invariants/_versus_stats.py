@@ -33,7 +33,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from ._errors import InvariantsError
 from ._stats import look_alpha, robust_cv
@@ -87,6 +86,8 @@ def rounds_interval(round_ratios: Sequence[float], confidence: float) -> tuple[f
     logs = np.log(x)
     mean = float(np.mean(logs))
     se = float(np.std(logs, ddof=1)) / math.sqrt(x.size)
+    from scipy import stats  # here, not at import (see invariants._stats)
+
     half = float(stats.t.ppf(0.5 + confidence / 2.0, x.size - 1)) * se
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 

@@ -10,8 +10,9 @@ side's jax, jaxlib and equinox (the way ``bisect`` runs the suite in an older re
   few times and answers the median warm per-call time.
 * ``time`` runs one prepared program ``calls`` times back to back and answers the wall-clock and
   process CPU seconds of those calls alone (the protocol round trip is outside the clocks). With
-  ``INVARIANTS_VERSUS_SLOWDOWN=f`` each call looks up ``f`` more rows (the index array extended by its
-  first ``f``): a test-only switch, worth a known fraction of extra work, for measuring detection power.
+  ``INVARIANTS_VERSUS_SLOWDOWN=f`` each call is followed by a busy wait of ``f`` times the CPU time
+  that call took: a test-only switch that makes every timed call cost exactly a fraction more (on the CPU
+  clock, which decides on the CPU backend), for measuring detection power.
 * ``structure`` compiles keys for any target this installation has (TPU and GPU ahead of time where
   libtpu or the CUDA plugin is installed), and answers each key's snapshot rendering and the verdict of
   every invariant of the specs on it, evaluated as written (no ``when`` scopes, no ratchets: what differs
@@ -30,7 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from ._errors import InvariantsError
-from ._versus_protocol import SLOWDOWN_ENV, ProtocolError, decode_request, encode
+from ._versus_protocol import CPUS_ENV, SLOWDOWN_ENV, ProtocolError, decode_request, encode
 
 _WARM_CALLS = 5
 
@@ -84,29 +85,39 @@ class Worker:
 
 def _compiled_call(program: Any, config: Any, slowdown: float) -> Callable[[], None]:
     """A blocking call of ``program`` compiled for the runtime device on the catalog's seeded arguments;
-    with ``slowdown > 0``, on those arguments with the first ``slowdown`` of the lookups appended: one call
-    that does that fraction more lookups (the dispatch cost stays the same, so the slowdown is a little
-    less than the fraction)."""
+    with ``slowdown > 0``, each call then spins for ``slowdown`` times the process CPU time it took.
+
+    (Looking up a fraction more rows, the first way this was built, measured about half the fraction: a
+    call's dispatch and its table traffic do not grow with the lookups.)
+    """
     import jax
-    import numpy as np
 
     from ._programs import make_arguments
 
-    args = list(make_arguments(program, config))
-    if slowdown > 0:
-        # Forwards and backwards take (W, x[, ct]): extend the leading (lookup) axis of x and ct.
-        if program.kind not in ("forward", "backward"):
-            raise InvariantsError(f"{program.name}: {SLOWDOWN_ENV} applies to forward and backward programs")
-        n = max(1, round(args[1].shape[0] * slowdown))
-        args = [args[0], *(np.concatenate([a, a[:n]]) for a in args[1:])]
-    device_args = jax.device_put(tuple(args))
+    device_args = jax.device_put(make_arguments(program, config))
     compiled = jax.jit(program.fn).lower(*device_args).compile()
 
     # The same as invariants._timing.jax_callable, without importing scipy, which a side's venv may lack.
     def call() -> None:
         jax.block_until_ready(compiled(*device_args))
 
-    return call
+    return slowed(call, slowdown) if slowdown > 0 else call
+
+
+def slowed(
+    call: Callable[[], None], slowdown: float, clock: Callable[[], float] = time.process_time
+) -> Callable[[], None]:
+    """``call``, then a busy wait until ``clock`` has advanced ``slowdown`` times as much again."""
+
+    def slower() -> None:
+        c0 = clock()
+        call()
+        c1 = clock()
+        until = c1 + slowdown * (c1 - c0)
+        while clock() < until:
+            pass
+
+    return slower
 
 
 def structure_of_keys(keys: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
@@ -167,8 +178,10 @@ def serve(stdin: TextIO, stdout: TextIO, worker: Worker) -> int:
 
     from ._targets import versions
 
+    # The cores it may run on (what the controller's pinning gave it), for the record.
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     hello = {"event": "hello", "versions": versions(), "platform": str(jax.devices()[0].platform),
-             "python": platform.python_version(), "slowdown": worker.slowdown}  # fmt: skip
+             "python": platform.python_version(), "slowdown": worker.slowdown, "cpus": cpus}  # fmt: skip
     stdout.write(encode(hello))
     stdout.flush()
     for line in stdin:
@@ -204,6 +217,13 @@ def main() -> int:
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
+    cpus = os.environ.get(CPUS_ENV, "")
+    if cpus:
+        try:
+            os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
+        except (ValueError, OSError, AttributeError) as err:
+            proto.write(encode({"ok": False, "error": f"worker: {CPUS_ENV}={cpus!r}: {err}"}))
+            return 2
     raw = os.environ.get(SLOWDOWN_ENV, "0") or "0"
     try:
         slowdown = float(raw)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -232,7 +233,7 @@ def fake_pairs(candidate: dict[str, float], seed: int, bias_sd: float = 0.03, no
     clock = FakeClock()
     started: list[list[FakeWorker]] = []
 
-    def start(sides: Any) -> list[FakeWorker]:
+    def start(sides: Any, cpus: Any = None) -> list[FakeWorker]:
         pair = [
             FakeWorker({"wall": 1.0, "cpu": 1.0}, float(np.exp(rng.normal(0, bias_sd))), rng, clock, noise),
             FakeWorker(candidate, float(np.exp(rng.normal(0, bias_sd))), rng, clock, noise),
@@ -310,7 +311,7 @@ def test_a_failure_that_does_not_repeat_is_not_one() -> None:
     real_start, _ = fake_pairs({"wall": 1.2, "cpu": 1.2}, seed=2)
     same_start, _ = fake_pairs({"wall": 1.0, "cpu": 1.0}, seed=2)
 
-    def start(sides: Any) -> list[FakeWorker]:
+    def start(sides: Any, cpus: Any = None) -> list[FakeWorker]:
         calls["n"] += 1  # a burst during the first measurement only
         return real_start(sides) if calls["n"] <= SETTINGS.min_rounds else same_start(sides)
 
@@ -567,3 +568,80 @@ def test_selfcheck_versus_injections_reach_the_candidate_only(tmp_path: Path) ->
     clean = _record([_timing("pass")], [_structure_entry(True, True)])
     outcome = sc.outcome_of(inj, 0, {"items": as_items(clean)}, 1.0)
     assert not outcome.caught and outcome.missing == ["versus-invariant:one_kernel", "versus-timing"]
+
+
+def test_the_slowdown_switch_costs_exactly_its_fraction_of_each_call() -> None:
+    from invariants._versus_worker import slowed
+
+    now = [0.0]
+    ticks: list[float] = []
+
+    def clock() -> float:
+        now[0] += 1e-4  # reading the clock costs a little, as a real one does
+        ticks.append(now[0])
+        return now[0]
+
+    def call() -> None:
+        now[0] += 0.010  # the call itself: 10 ms of CPU
+
+    start = clock()
+    slowed(call, 0.1, clock)()
+    spent = now[0] - start
+    assert 0.0110 <= spent <= 0.0113, spent  # the call plus a tenth of it, give or take the clock reads
+    assert len(ticks) > 3  # it spun: the wait is work, not a sleep
+
+
+def test_pinned_rounds_put_both_workers_on_one_core_and_rotate() -> None:
+    import dataclasses
+
+    from invariants._versus_sides import usable_cpus
+
+    seen: list[Any] = []
+    inner, _ = fake_pairs({"wall": 1.0, "cpu": 1.0}, seed=3)
+
+    def start(sides: Any, cpus: Any = None) -> list[FakeWorker]:
+        seen.append(cpus)
+        return inner(sides)
+
+    measure(SIDES, ["naive"], dataclasses.replace(SETTINGS, pin=True), lambda _: None, "m", start)
+    cores = usable_cpus()
+    assert seen and all(c is not None and len(c) == 1 for c in seen)
+    assert [min(c) for c in seen] == [cores[i % len(cores)] for i in range(len(seen))]
+    seen.clear()
+    measure(SIDES, ["naive"], SETTINGS, lambda _: None, "m", start)
+    assert seen and all(c is None for c in seen)  # unpinned: the scheduler places them
+
+
+def test_the_cpu_backend_pins_unless_told_not_to() -> None:
+    from invariants._versus import _parser, _settings
+
+    base = ["--baseline", "current", "--candidate", "current"]
+    assert _settings(_parser().parse_args(base), "cpu").pin
+    assert not _settings(_parser().parse_args([*base, "--no-pin"]), "cpu").pin
+    assert not _settings(_parser().parse_args(base), "gpu").pin  # the wall clock decides there
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="core affinity is Linux-only")
+def test_a_pinned_worker_runs_on_its_core_only() -> None:
+    from invariants._versus_sides import WorkerProcess, usable_cpus
+
+    core = usable_cpus()[-1]
+    w = WorkerProcess(SIDES[0], cpus=frozenset({core}))
+    try:
+        assert w.start()["cpus"] == [core]
+    finally:
+        w.close()
+
+
+def test_a_worker_told_cores_it_cannot_have_says_so_in_one_line() -> None:
+    from invariants._versus_protocol import CPUS_ENV
+    from invariants._versus_sides import WorkerProcess
+
+    w = WorkerProcess(Side("candidate", "current", Path(sys.executable), {CPUS_ENV: "seven"}))
+    try:
+        with pytest.raises(
+            ProtocolError, match=r"^candidate \(current\): worker: INVARIANTS_VERSUS_CPUS='seven'"
+        ):
+            w.start()
+    finally:
+        w.kill()
