@@ -252,6 +252,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "0: each item compiles what it reads; under xdist always 0, each worker compiling its own items)",
     )
     group.addoption(
+        "--pin-workers",
+        action="store_true",
+        default=False,
+        help="under xdist, run each worker on one core of its own (when there are as many cores as workers): "
+        "each worker's compiler thread pools then fit its core instead of contending for all of them",
+    )
+    group.addoption(
         "--hlo-dump-dir",
         default=os.environ.get("INVARIANTS_DUMP_DIR", "artifacts/hlo"),
         help="where failing items write their optimized HLO and jaxpr (default: artifacts/hlo)",
@@ -273,6 +280,7 @@ MARKERS = (
 def pytest_configure(config: pytest.Config) -> None:
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
+    _pin_worker(config)
     _guard_backend()
     try:
         config.stash[_SESSION] = GateSession(config)
@@ -310,6 +318,26 @@ def _held_stderr() -> Iterator[Callable[[], None]]:
             yield release
         finally:
             restore()
+
+
+def worker_core(workerinput: dict[str, Any] | None, cores: list[int]) -> int | None:
+    """The core an xdist worker runs on under ``--pin-workers``: worker i on the i-th usable core; None for
+    the controller, or when there are fewer cores than workers (then the scheduler shares them)."""
+    if not workerinput:
+        return None
+    index, count = int(str(workerinput["workerid"]).lstrip("gw")), int(workerinput["workercount"])
+    return cores[index] if count <= len(cores) else None
+
+
+def _pin_worker(config: pytest.Config) -> None:
+    # Before JAX starts its backend: its thread pools are sized to the cores the process may use.
+    from . import _cores
+
+    core = worker_core(getattr(config, "workerinput", None), _cores.usable())
+    if core is not None and config.getoption("pin_workers", default=False):
+        _cores.pin({core})
+    elif not hasattr(config, "workerinput"):
+        _cores.free()  # a gate run started by a pinned process (a test's child run) gets every core back
 
 
 def _guard_backend() -> None:

@@ -10,8 +10,10 @@ interval straddles the threshold, and a failure counts only when a second measur
 
 It measures the CPU time and the wall clock of every block. On the CPU backend the verdict clock is the CPU
 time (waiting for a core another process holds does not count); a wall-clock failure beside a CPU time
-that did not fail is reported as ``lost-parallelism``: the same work on fewer threads. On an accelerator
-the verdict clock is the wall clock.
+that did not fail is reported as ``lost-parallelism``: the same work on fewer threads. On the CPU backend
+both workers of a round run on one core (the next round on the next core, ``Settings.pin``): two processes
+then time alike, and that check needs ``--no-pin``. On an accelerator the verdict clock is the wall clock
+and nothing is pinned.
 
 Before timing, one worker of each side compiles the programs for every selected target it can (the TPU
 and GPU ahead of time where that side has libtpu or the CUDA plugin) and answers each key's snapshot
@@ -35,9 +37,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ._cores import usable
 from ._errors import InvariantsError
 from ._versus_report import invariant_changes, make_record, plot, render_markdown, write_json
-from ._versus_sides import Side, WorkerProcess, parse_env, resolve, start_pair, usable_cpus
+from ._versus_sides import Side, WorkerProcess, parse_env, resolve, start_pair
 from ._versus_stats import CLOCKS, ProgramVerdict, Round, combine, judge
 
 # Seed configuration, single device: the lookups users write, forward and backward, in a minute and a half.
@@ -135,7 +138,7 @@ def measure(
     while active:
         k += 1
         t0 = time.perf_counter()
-        cores = usable_cpus()
+        cores = usable()
         cpus = frozenset({cores[(k - 1) % len(cores)]}) if settings.pin else None
         workers = start(sides, cpus)
         try:

@@ -189,13 +189,6 @@ class WorkerProcess:
             self.proc.wait()
 
 
-def usable_cpus() -> list[int]:
-    """The cores this process may run on (the workers pick theirs from these)."""
-    if hasattr(os, "sched_getaffinity"):
-        return sorted(os.sched_getaffinity(0))
-    return list(range(os.cpu_count() or 1))
-
-
 def start_pair(sides: Sequence[Side], cpus: frozenset[int] | None = None) -> list[WorkerProcess]:
     """Start one worker per side at once (their imports overlap) and wait for both hellos; with ``cpus``,
     both run on those cores only."""

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
+from ._cores import free, pin, usable
 from ._errors import InvariantsError
 from ._versus_protocol import CPUS_ENV, SLOWDOWN_ENV, ProtocolError, decode_request, encode
 
@@ -179,7 +180,7 @@ def serve(stdin: TextIO, stdout: TextIO, worker: Worker) -> int:
     from ._targets import versions
 
     # The cores it may run on (what the controller's pinning gave it), for the record.
-    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    cpus = usable()
     hello = {"event": "hello", "versions": versions(), "platform": str(jax.devices()[0].platform),
              "python": platform.python_version(), "slowdown": worker.slowdown, "cpus": cpus}  # fmt: skip
     stdout.write(encode(hello))
@@ -218,12 +219,14 @@ def main() -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     cpus = os.environ.get(CPUS_ENV, "")
-    if cpus:
-        try:
-            os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
-        except (ValueError, OSError, AttributeError) as err:
-            proto.write(encode({"ok": False, "error": f"worker: {CPUS_ENV}={cpus!r}: {err}"}))
-            return 2
+    try:
+        if cpus:
+            pin({int(c) for c in cpus.split(",")})
+        else:
+            free()
+    except (ValueError, OSError) as err:
+        proto.write(encode({"ok": False, "error": f"worker: {CPUS_ENV}={cpus!r}: {err}"}))
+        return 2
     raw = os.environ.get(SLOWDOWN_ENV, "0") or "0"
     try:
         slowdown = float(raw)

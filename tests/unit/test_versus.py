@@ -594,7 +594,7 @@ def test_the_slowdown_switch_costs_exactly_its_fraction_of_each_call() -> None:
 def test_pinned_rounds_put_both_workers_on_one_core_and_rotate() -> None:
     import dataclasses
 
-    from invariants._versus_sides import usable_cpus
+    from invariants._cores import usable as usable_cpus
 
     seen: list[Any] = []
     inner, _ = fake_pairs({"wall": 1.0, "cpu": 1.0}, seed=3)
@@ -623,7 +623,8 @@ def test_the_cpu_backend_pins_unless_told_not_to() -> None:
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="core affinity is Linux-only")
 def test_a_pinned_worker_runs_on_its_core_only() -> None:
-    from invariants._versus_sides import WorkerProcess, usable_cpus
+    from invariants._cores import usable as usable_cpus
+    from invariants._versus_sides import WorkerProcess
 
     core = usable_cpus()[-1]
     w = WorkerProcess(SIDES[0], cpus=frozenset({core}))

@@ -1,0 +1,40 @@
+"""Which cores a process runs on: one core per versus round, one per xdist worker, and children set free.
+
+Linux only (``os.sched_setaffinity``); elsewhere every function here does nothing and processes run where
+the scheduler puts them. A pin is inherited by every child process, so a pinned process records the cores
+it had before in :data:`FREED_ENV`, and a child that was not itself told where to run calls :func:`free`
+first thing to get them back (a gate child of a pinned xdist worker would otherwise run on one core).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable
+
+FREED_ENV = "INVARIANTS_FREE_CORES"
+
+
+def usable() -> list[int]:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))
+
+
+def pin(cores: Iterable[int]) -> None:
+    """Run this process, and the threads it starts from now on, on ``cores`` only; its children get the
+    cores it had before back through :func:`free`."""
+    if not hasattr(os, "sched_setaffinity"):
+        return
+    os.environ.setdefault(FREED_ENV, ",".join(map(str, usable())))
+    os.sched_setaffinity(0, set(cores))
+
+
+def free() -> None:
+    """Undo a pin inherited from a parent (see the module docstring); nothing when there is none."""
+    cores = os.environ.get(FREED_ENV, "")
+    if cores and hasattr(os, "sched_setaffinity"):
+        # Cores this process may not have (another cpuset): it stays where it is.
+        with contextlib.suppress(ValueError, OSError):
+            os.sched_setaffinity(0, {int(c) for c in cores.split(",")})
