@@ -708,27 +708,19 @@ _ArgSpecs = tuple[tuple[tuple[int, ...], "np.dtype[Any]"], ...]
 def _arguments(
     kind: str, specs: _ArgSpecs, config: Config, distribution: Distribution, seed: int
 ) -> tuple[np.ndarray, ...]:
-    out = _draw_arguments(kind, specs, config, distribution, seed)
+    rng = np.random.default_rng(seed + 1)
+    out = [_uniform(rng, *specs[0]), make_indices(config, distribution, seed)]
+    if kind in ("backward", "tied_grad"):
+        out.append(_uniform(rng, *specs[2]))
+    elif kind == "train":
+        out[1:] = [
+            _uniform(rng, *specs[1]),
+            make_indices(dataclasses.replace(config, index_rank="2d"), distribution, seed),
+            rng.integers(0, _TRAIN_CLASSES, size=specs[3][0]).astype(np.int32),
+        ]
     for a in out:
         a.flags.writeable = False
-    return out
-
-
-def _draw_arguments(
-    kind: str, specs: _ArgSpecs, config: Config, distribution: Distribution, seed: int
-) -> tuple[np.ndarray, ...]:
-    rng = np.random.default_rng(seed + 1)
-    table = _uniform(rng, specs[0][0], np.dtype(specs[0][1]))
-    indices = make_indices(config, distribution, seed)
-    if kind in ("backward", "tied_grad"):
-        ct = _uniform(rng, specs[2][0], np.dtype(specs[2][1]))
-        return (table, indices, ct)
-    if kind == "train":
-        proj = _uniform(rng, specs[1][0], np.dtype(specs[1][1]))
-        tokens = make_indices(dataclasses.replace(config, index_rank="2d"), distribution, seed)
-        labels = rng.integers(0, _TRAIN_CLASSES, size=specs[3][0]).astype(np.int32)
-        return (table, proj, tokens, labels)
-    return (table, indices)
+    return tuple(out)
 
 
 def _uniform(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:

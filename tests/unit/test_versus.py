@@ -594,7 +594,7 @@ def test_the_slowdown_switch_costs_exactly_its_fraction_of_each_call() -> None:
 def test_pinned_rounds_put_both_workers_on_one_core_and_rotate() -> None:
     import dataclasses
 
-    from invariants._cores import usable as usable_cpus
+    from invariants._cores import usable
 
     seen: list[Any] = []
     inner, _ = fake_pairs({"wall": 1.0, "cpu": 1.0}, seed=3)
@@ -604,7 +604,7 @@ def test_pinned_rounds_put_both_workers_on_one_core_and_rotate() -> None:
         return inner(sides)
 
     measure(SIDES, ["naive"], dataclasses.replace(SETTINGS, pin=True), lambda _: None, "m", start)
-    cores = usable_cpus()
+    cores = usable()
     assert seen and all(c is not None and len(c) == 1 for c in seen)
     assert [min(c) for c in seen] == [cores[i % len(cores)] for i in range(len(seen))]
     seen.clear()
@@ -623,10 +623,10 @@ def test_the_cpu_backend_pins_unless_told_not_to() -> None:
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="core affinity is Linux-only")
 def test_a_pinned_worker_runs_on_its_core_only() -> None:
-    from invariants._cores import usable as usable_cpus
+    from invariants._cores import usable
     from invariants._versus_sides import WorkerProcess
 
-    core = usable_cpus()[-1]
+    core = usable()[-1]
     w = WorkerProcess(SIDES[0], cpus=frozenset({core}))
     try:
         assert w.start()["cpus"] == [core]
