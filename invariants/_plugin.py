@@ -273,7 +273,6 @@ MARKERS = (
     "invariant: declarative invariant items",
     "throughput: paired timing items",
     "snapshot_key(program, config, target, root=FOLDER): the structural snapshot an item owns",
-    "xdist_group(name): keep items of one target on one xdist worker",
 )
 
 
@@ -442,21 +441,15 @@ def throughput_cases(s: GateSession) -> list[Any]:
 
 def _parametrize_throughput(metafunc: pytest.Metafunc, s: GateSession) -> None:
     cases = throughput_cases(s)
-    # Timed items share one xdist worker, one after another: two timings at once would share the cores.
-    group = pytest.mark.xdist_group("throughput")
     if "throughput_case" in metafunc.fixturenames:
         params = []
         for c in cases:
             reason = c.skip or _missing_library([k.program for k in c.keys])
-            params.append(
-                pytest.param(
-                    c, id=c.id, marks=[group, *([pytest.mark.skip(reason=reason)] if reason else [])]
-                )
-            )
+            params.append(pytest.param(c, id=c.id, marks=[pytest.mark.skip(reason=reason)] if reason else []))
         metafunc.parametrize("throughput_case", params or [_none("no throughput invariant applies")])
     if "efficiency_key" in metafunc.fixturenames:
         keys = sorted({k for c in cases for k in c.keys})
-        params = [pytest.param(k, id=_key_id(k), marks=[group, *_skip_missing([k.program])]) for k in keys]
+        params = [pytest.param(k, id=_key_id(k), marks=_skip_missing([k.program])) for k in keys]
         metafunc.parametrize("efficiency_key", params or [_none("no program is timed")])
 
 
@@ -487,16 +480,10 @@ def _skip_missing(programs: list[str]) -> list[Any]:
 
 
 def _marks(s: GateSession, key: Key, programs: list[str] | None = None) -> list[Any]:
-    from ._programs import get_config
-
-    # One xdist group per target keeps each compile on one worker; the compile-only LLM configurations (the
-    # slowest compiles) form a group of their own per target, so that two workers share them.
-    group = key.target + ("-llm" if get_config(key.config).compile_only else "")
-    marks: list[Any] = [pytest.mark.xdist_group(group)]
+    """A skip when the key's target is not available here or a program's library is not installed. (Which
+    worker runs an item under xdist is decided from its id: see :mod:`invariants._xdist`.)"""
     reason = s.available(key.target) or _missing_library(programs or [key.program])
-    if reason:
-        marks.append(pytest.mark.skip(reason=reason))
-    return marks
+    return [pytest.mark.skip(reason=reason)] if reason else []
 
 
 # syrupy warns when a snapshot's file and name do not contain the test's file and test name. Ours are
@@ -700,11 +687,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     _results.write(Path(config.getoption("results_json")), payload)
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_cmdline_main(config: pytest.Config) -> None:
-    # Under xdist, keep each target's items on one worker so that nothing compiles twice.
-    if getattr(config.option, "dist", "no") == "load":
-        config.option.dist = "loadgroup"
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under xdist's default distribution (and ``loadgroup``), each target's items and the timed items
+    go to one worker each (see :mod:`invariants._xdist`); another ``--dist`` is left as asked."""
+    if config.getoption("dist") not in ("load", "loadgroup"):
+        return None
+    from ._xdist import scheduler
+
+    return scheduler(config, log, gate_session(config).all_targets)
 
 
 @pytest.fixture(scope="session")

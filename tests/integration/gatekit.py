@@ -109,6 +109,7 @@ class Pending:
 def start_shared(folder: Path, *args: str, stale: str | None = None, plant_files: bool = True) -> Pending:
     """Start a run of :data:`SELECTION` in a fresh copy of the project (as from the root, no path unless
     ``args`` name one), after :func:`plant` and making ``stale`` a stale snapshot."""
+    folder.mkdir(parents=True, exist_ok=True)
     project = make_project(folder)
     if stale:
         (project / stale).write_text("stale\n")

@@ -45,6 +45,19 @@ def test_xdist_gives_the_same_verdicts_and_snapshots(plain_run: Run, parallel_ru
     assert parallel_run.after == parallel_run.before
 
 
+def test_xdist_runs_each_targets_items_on_one_worker(parallel_run: Run):
+    """Every compiled item of a target runs on one worker, so each program compiles once in the session
+    (xdist's own groups fall apart on pytest 9.2: pytest-xdist#1386)."""
+    ran = re.findall(r"^\[(gw\d+)\] .*?(?:PASSED|FAILED|XFAIL|XPASS|SKIPPED|ERROR) \S+::test_\w+\[([^\]]+)\]",
+                     parallel_run.proc.stdout, flags=re.M)  # fmt: skip
+    workers: dict[str, set[str]] = {}
+    for worker, param in ran:
+        target = "tpu-v5e" if param.startswith("tpu-v5e-") else param.split("-")[0]
+        workers.setdefault(target, set()).add(worker)
+    assert len(ran) > 100 and set(workers) >= {"cpu", "tpu-v5e"}, parallel_run.proc.stdout[-1500:]
+    assert all(len(w) == 1 for w in workers.values()), workers
+
+
 # ---------------------------------------------------------------------------------------------- update
 
 

@@ -1,0 +1,63 @@
+"""Which items share an xdist worker (invariants._xdist), read from node ids the plugin really builds."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from invariants._targets import all_targets
+from invariants._xdist import TIMED_GROUP, scope_of
+
+ROOT = Path(__file__).parents[2]
+
+# Collects the gate and writes, for each item, its node id and the target its parameter belongs to.
+_RECORDER = """
+import json, os
+
+def pytest_collection_modifyitems(items):
+    out = {}
+    for item in items:
+        params = getattr(item, "callspec", None) and item.callspec.params or {}
+        key = params.get("structure_key") or params.get("efficiency_key")
+        case = params.get("invariant_case") or params.get("throughput_case")
+        out[item.nodeid] = key.target if key is not None else getattr(case, "target", None)
+    with open(os.environ["RECORD"], "w") as f:
+        json.dump(out, f)
+"""
+
+
+def test_every_collected_gate_item_goes_to_the_unit_of_its_target(tmp_path: Path):
+    (tmp_path / "recorder.py").write_text(_RECORDER)
+    record = tmp_path / "items.json"
+    env = {"PYTHONPATH": str(tmp_path), "RECORD": str(record)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "recorder", "-p", "no:cacheprovider", "--collect-only", "-q",
+         "invariants/gate"],
+        cwd=ROOT, capture_output=True, text=True, check=False, env={**os.environ, **env},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-1500:] + proc.stderr[-1500:]
+    items: dict[str, str | None] = json.loads(record.read_text())
+    names = list(all_targets())
+    compiled = {n: t for n, t in items.items() if "::test_structure[" in n or "::test_invariant[" in n}
+    timed = [n for n in items if "::test_ratio[" in n or "::test_efficiency[" in n]
+    # Every target, the sharded ones whose names extend another's included (tpu-v5e-2x4 is not tpu-v5e).
+    assert {t for t in compiled.values()} == set(names)
+    assert all(scope_of(n, names) == t for n, t in compiled.items())
+    assert timed and all(scope_of(n, names) == TIMED_GROUP for n in timed)
+    others = [n for n in items if n not in compiled and n not in timed]
+    assert others and all(scope_of(n, names) == n for n in others)  # correctness items: any worker
+
+
+def test_an_xdist_group_suffix_keeps_its_group():
+    names = ["cpu", "tpu-v5e", "tpu-v5e-2x4"]
+    assert scope_of("tests/t.py::test_a[x]@shared", names) == "shared"
+    assert scope_of("tests/t.py::test_a[a@b]", names) == "tests/t.py::test_a[a@b]"  # an @ inside the id
+    assert scope_of("g/test_structure.py::test_structure[tpu-v5e-2x4-take-f32]", names) == "tpu-v5e-2x4"
+    assert scope_of("g/test_structure.py::test_structure[tpu-v5e-take-f32]", names) == "tpu-v5e"
+    assert (
+        scope_of("g/test_structure.py::test_structure[none]", names)
+        == "g/test_structure.py::test_structure[none]"
+    )
