@@ -17,7 +17,8 @@ The package is a pipeline; each stage is one private module, and data flows one 
     _results   the results file: record kinds written by the plugin, read by the report
     _report    a run's results -> markdown tables (_report_run: reading; _report_plot: the PNG)
 
-Around it: ``_plugin`` (pytest; ``_outcomes``: what a gate item says when it decides), ``_hlo_stats``
+Around it: ``_plugin`` (pytest; ``_outcomes``: what a gate item says when it decides; ``_process``: the
+platform and the backend guard; ``_xdist``: which items share a worker), ``_hlo_stats``
 (a command), ``_child`` (the gate in a child process), ``_selfcheck`` (+ ``_selfcheck_inject``),
 ``_releases`` (one environment per JAX release), ``_bisect`` and ``_matrix`` (the suite across
 releases), ``_errors`` (the one exception and its one-line form).

@@ -1,4 +1,5 @@
-"""The pytest plugin: options, the backend guard, the session's compile cache, and item generation.
+"""The pytest plugin: options, the session's compile cache, and item generation (the process it runs in,
+backend guard included, is :mod:`invariants._process`).
 
 It ties the stages together for pytest and holds no logic of its own beyond that: which items exist
 comes from the catalog, the targets and the specs; what an item decides comes from the checks.
@@ -6,36 +7,19 @@ comes from the catalog, the targets and the specs; what an item decides comes fr
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
-import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from ._errors import InvariantsError, did_you_mean
+from ._process import REQUESTED_PLATFORMS, guard_backend, pin_worker
 
-if TYPE_CHECKING:  # _compile imports JAX, which must start after the environment below is set
+if TYPE_CHECKING:  # _compile imports JAX, which must start after _process has set its environment
     from ._compile import Key
-
-# JAX reads JAX_PLATFORMS when it starts. Without a request, the runtime is the CPU: this also lets the
-# CUDA plugin load for ahead-of-time GPU compiles on hosts without a GPU. A TPU or GPU host asks for its
-# backend explicitly (tox -e tpu / -e gpu set JAX_PLATFORMS), and the guard below holds it to that.
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
-_REQUESTED = os.environ["JAX_PLATFORMS"]
-if "tpu" not in _REQUESTED:
-    # No TPU runtime here, only the compiler. Ahead-of-time compiles claim libtpu's single-process lock, and
-    # xdist workers each need libtpu. Naming a host type and worker spares libtpu's metadata-server lookup
-    # and its page of warnings; the compiled HLO is byte-identical with and without (checked).
-    os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
-    os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")
-    os.environ.setdefault("TPU_ACCELERATOR_TYPE", "v5litepod-1")
-    os.environ.setdefault("TPU_WORKER_HOSTNAMES", "localhost")
 
 
 class GateSession:
@@ -279,85 +263,12 @@ MARKERS = (
 def pytest_configure(config: pytest.Config) -> None:
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
-    _pin_worker(config)
-    _guard_backend()
+    pin_worker(getattr(config, "workerinput", None), config.getoption("pin_workers", default=False))
+    guard_backend()
     try:
         config.stash[_SESSION] = GateSession(config)
     except InvariantsError as err:
         raise pytest.UsageError(str(err)) from None
-
-
-@contextlib.contextmanager
-def _held_stderr() -> Iterator[Callable[[], None]]:
-    """Hold what native code writes to file descriptor 2 (libtpu, XLA) while the backend starts.
-
-    Yields ``release``, which writes the held text out; text not released is dropped when the block ends.
-    The guard drops it when the backend is missing, so that its one line is the whole message.
-    """
-    with tempfile.TemporaryFile() as held:
-        sys.stderr.flush()
-        saved = os.dup(2)
-        os.dup2(held.fileno(), 2)
-        restored = False
-
-        def restore() -> None:
-            nonlocal restored
-            if not restored:
-                sys.stderr.flush()
-                os.dup2(saved, 2)
-                os.close(saved)
-                restored = True
-
-        def release() -> None:
-            restore()
-            held.seek(0)
-            os.write(2, held.read())
-
-        try:
-            yield release
-        finally:
-            restore()
-
-
-def worker_core(workerinput: dict[str, Any] | None, cores: list[int]) -> int | None:
-    """The core an xdist worker runs on under ``--pin-workers``: worker i on the i-th usable core; None for
-    the controller, or when there are fewer cores than workers (then the scheduler shares them)."""
-    if not workerinput:
-        return None
-    index, count = int(str(workerinput["workerid"]).lstrip("gw")), int(workerinput["workercount"])
-    return cores[index] if count <= len(cores) else None
-
-
-def _pin_worker(config: pytest.Config) -> None:
-    # Before JAX starts its backend: its thread pools are sized to the cores the process may use.
-    from . import _cores
-
-    core = worker_core(getattr(config, "workerinput", None), _cores.usable())
-    if core is not None and config.getoption("pin_workers", default=False):
-        _cores.pin({core})
-    elif not hasattr(config, "workerinput"):
-        _cores.free()  # a gate run started by a pinned process (a test's child run) gets every core back
-
-
-def _guard_backend() -> None:
-    """Exit with one line when the requested backend is not there; never fall back to CPU in silence."""
-    wanted = [p.strip() for p in _REQUESTED.split(",") if p.strip()]
-    with _held_stderr() as release:
-        import jax
-
-        try:
-            platform = jax.devices()[0].platform
-        except RuntimeError as err:
-            first = str(err).strip().splitlines()[0]
-            raise pytest.UsageError(
-                f"JAX_PLATFORMS={_REQUESTED}: backend not available on this host ({first})"
-            ) from None
-        release()
-    aliases = {"cuda": "gpu", "rocm": "gpu"}
-    if wanted and aliases.get(wanted[0], wanted[0]) != aliases.get(platform, platform):
-        raise pytest.UsageError(
-            f"JAX_PLATFORMS={_REQUESTED}: asked for {wanted[0]} but JAX runs on {platform}"
-        )
 
 
 def gate_session(config: pytest.Config) -> GateSession:
@@ -372,7 +283,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     s = gate_session(config)
     dev = jax.devices()
     lines = [
-        f"runtime: {dev[0].platform} ({dev[0].device_kind}) x{len(dev)}  [JAX_PLATFORMS={_REQUESTED}]",
+        f"runtime: {dev[0].platform} ({dev[0].device_kind}) x{len(dev)}  "
+        f"[JAX_PLATFORMS={REQUESTED_PLATFORMS}]",
         "versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()),
     ]
     for t in s.targets:

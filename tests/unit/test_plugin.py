@@ -86,7 +86,7 @@ def test_an_xdist_worker_never_prefetches():
 
 
 def test_pinned_xdist_workers_get_a_core_each():
-    from invariants._plugin import worker_core
+    from invariants._process import worker_core
 
     assert worker_core(None, [0, 1]) is None  # the controller (or no xdist) is never pinned
     assert worker_core({"workerid": "gw0", "workercount": 2}, [4, 7]) == 4
