@@ -83,12 +83,3 @@ def test_an_xdist_worker_never_prefetches():
     opts = SimpleNamespace(numprocesses=None, collectonly=False, compile_threads=4)
     worker = SimpleNamespace(option=opts, getoption=lambda name: getattr(opts, name), workerinput={})
     assert compile_threads(worker) == 0  # type: ignore[arg-type]
-
-
-def test_pinned_xdist_workers_get_a_core_each():
-    from invariants._process import worker_core
-
-    assert worker_core(None, [0, 1]) is None  # the controller (or no xdist) is never pinned
-    assert worker_core({"workerid": "gw0", "workercount": 2}, [4, 7]) == 4
-    assert worker_core({"workerid": "gw1", "workercount": 2}, [4, 7]) == 7
-    assert worker_core({"workerid": "gw2", "workercount": 3}, [4, 7]) is None  # more workers than cores
