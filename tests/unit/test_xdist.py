@@ -61,3 +61,15 @@ def test_an_xdist_group_suffix_keeps_its_group():
         scope_of("g/test_structure.py::test_structure[none]", names)
         == "g/test_structure.py::test_structure[none]"
     )
+
+
+def test_another_dist_is_left_to_xdist():
+    """`--dist worksteal` (or each, loadscope, loadfile) keeps xdist's scheduler; load and loadgroup get the
+    gate's (tests/integration/test_gate_session.py runs that one under `-n 2`)."""
+    from types import SimpleNamespace
+
+    from invariants._plugin import pytest_xdist_make_scheduler
+
+    for dist in ("worksteal", "each", "loadscope", "loadfile"):
+        config = SimpleNamespace(getoption=lambda name, d=dist: d)
+        assert pytest_xdist_make_scheduler(config, None) is None  # type: ignore[arg-type]
