@@ -45,6 +45,8 @@ from ._errors import InvariantsError
 
 INJECT_MODULE = "invariants._selfcheck_inject"
 KINDS = ("structure", "invariant", "correctness", "throughput")
+# The gate's correctness items (in gate/test_invariants.py): deselected unless an expectation needs them.
+CORRECTNESS_ITEMS = "test_correctness"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +57,9 @@ class Injection:
     ``targets`` restrict the child's run (``--programs``, ``--targets``); ``expect`` lists what must fail
     (see the module docstring); an empty ``expect`` means the run must pass (the baseline). ``fast``
     injections are the ones the slow pytest test runs by default. The throughput tier (timing) runs only
-    for ``timing`` injections: it is what makes a child slow (a row loop times at seconds a call).
+    for ``timing`` injections, and the correctness tier only for ``correctness`` ones: they are what make a
+    child slow (a row loop times at seconds a call, and as a reference it runs for every program checked
+    against it). The baseline runs each tier that one of its injections runs.
     """
 
     name: str
@@ -66,6 +70,7 @@ class Injection:
     targets: str = "cpu"
     fast: bool = False
     timing: bool = False
+    correctness: bool = False
     command: Literal["gate", "versus"] = "gate"
 
     @property
@@ -175,6 +180,7 @@ REGISTRY: tuple[Injection, ...] = (
         _swap(take_clip="take_clip_as_fill"),
         ("take_clip",),
         ("correctness:oob_clamp", "structure"),
+        correctness=True,
     ),
 )
 
@@ -197,8 +203,8 @@ def select(names: str | None, *, fast_only: bool = False) -> list[Injection]:
 
 
 def baseline_for(injections: Sequence[Injection]) -> Injection:
-    """The clean run the injections are judged against: every program and target they run, and the
-    throughput tier when one of them is timed, so that each injection's items are shown to pass first."""
+    """The clean run the injections are judged against: every program, target and tier they run, so that
+    each injection's items are shown to pass first."""
     base = REGISTRY[0]
     programs = dict.fromkeys(base.programs)
     targets = dict.fromkeys([base.targets])
@@ -210,12 +216,14 @@ def baseline_for(injections: Sequence[Injection]) -> Injection:
         programs=tuple(programs),
         targets=",".join(targets),
         timing=base.timing or any(i.timing for i in injections),
+        correctness=base.correctness or any(i.correctness for i in injections),
     )
 
 
 def coverage(injection: Injection) -> str:
     """What one child run covers, in words: its targets, programs and tiers."""
-    tiers = "structure, invariants, correctness" + (", throughput" if injection.timing else "")
+    tiers = "structure, invariants" + (", correctness" if injection.correctness else "")
+    tiers += ", throughput" if injection.timing else ""
     return f"targets {injection.targets}; programs {', '.join(injection.programs)}; tiers {tiers}"
 
 
@@ -301,6 +309,7 @@ def child_command(injection: Injection, results: Path, dump_dir: Path) -> list[s
         targets=injection.targets,
         programs=injection.programs,
         markers="not slow" if injection.timing else "not slow and not throughput",
+        k=None if injection.correctness else f"not {CORRECTNESS_ITEMS}",
         plugins=(INJECT_MODULE,),
         results=results,
         dump_dir=dump_dir,

@@ -110,9 +110,21 @@ def test_the_baseline_covers_what_the_injections_run() -> None:
         assert set(inj_.programs) <= set(base.programs), inj_.name
         assert set(inj_.targets.split(",")) <= set(base.targets.split(",")), inj_.name
     assert base.timing == any(i.timing for i in chosen[1:])
+    assert base.correctness == any(i.correctness for i in chosen[1:]) and base.correctness
+    assert "tiers structure, invariants, correctness, throughput" in sc.coverage(base)
     cpu = sc.restrict_targets(sc.select(None, fast_only=True), "cpu")
-    assert cpu[0].targets == "cpu" and not cpu[0].timing
-    assert "tiers structure, invariants, correctness" in sc.coverage(cpu[0])
+    assert cpu[0].targets == "cpu" and not cpu[0].timing and not cpu[0].correctness
+    assert sc.coverage(cpu[0]).endswith("tiers structure, invariants")
+
+
+def test_each_injection_runs_the_tiers_it_expects_to_fail() -> None:
+    """A child runs the correctness tier only when its expectations name it (as the throughput tier only
+    when timed): a tier it does not need is seconds of a row loop run as a reference, caught by nothing."""
+    for i in sc.REGISTRY:
+        kinds = {e.split(":")[0] for e in i.expect}
+        assert i.correctness == ("correctness" in kinds), i.name
+        if i.command == "gate":
+            assert i.timing == ("throughput" in kinds), i.name
 
 
 def test_progress_is_one_line_per_child(monkeypatch: pytest.MonkeyPatch, tmp_path: sc.Path) -> None:
@@ -138,6 +150,10 @@ def test_child_command_loads_the_hook_and_skips_timing_unless_asked() -> None:
     assert sc.INJECT_MODULE in cmd and "not slow and not throughput" in cmd
     timed = next(i for i in sc.REGISTRY if i.timing)
     assert "not slow" in sc.child_command(timed, sc.Path("r"), sc.Path("d"))
+    # The correctness items run only where an expectation needs them.
+    assert cmd[cmd.index("-k") + 1] == "not test_correctness"
+    checked = next(i for i in sc.REGISTRY if i.correctness)
+    assert "-k" not in sc.child_command(checked, sc.Path("r"), sc.Path("d"))
 
 
 def test_inject_parse_and_apply(monkeypatch: pytest.MonkeyPatch) -> None:
