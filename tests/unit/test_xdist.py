@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from invariants._targets import all_targets
-from invariants._xdist import TIMED_GROUP, scope_of
+from invariants._xdist import CORRECTNESS, scope_of
 
 ROOT = Path(__file__).parents[2]
 
@@ -41,14 +41,16 @@ def test_every_collected_gate_item_goes_to_the_unit_of_its_target(tmp_path: Path
     assert proc.returncode == 0, proc.stdout[-1500:] + proc.stderr[-1500:]
     items: dict[str, str | None] = json.loads(record.read_text())
     names = list(all_targets())
-    compiled = {n: t for n, t in items.items() if "::test_structure[" in n or "::test_invariant[" in n}
-    timed = [n for n in items if "::test_ratio[" in n or "::test_efficiency[" in n]
+    by_target = {n: t for n, t in items.items() if t is not None}
     # Every target, the sharded ones whose names extend another's included (tpu-v5e-2x4 is not tpu-v5e).
-    assert {t for t in compiled.values()} == set(names)
-    assert all(scope_of(n, names) == t for n, t in compiled.items())
-    assert timed and all(scope_of(n, names) == TIMED_GROUP for n in timed)
-    others = [n for n in items if n not in compiled and n not in timed]
-    assert others and all(scope_of(n, names) == n for n in others)  # correctness items: any worker
+    assert set(by_target.values()) == set(names)
+    assert all(scope_of(n, names) == t for n, t in by_target.items())
+    timed = [n for n in by_target if "::test_ratio[" in n or "::test_efficiency[" in n]
+    assert timed and {scope_of(n, names) for n in timed} == {"cpu"}  # with the runtime's executables
+    checks = [n for n in items if "::test_correctness[" in n]
+    assert checks and all(scope_of(n, names) == CORRECTNESS for n in checks)
+    others = [n for n in items if n not in by_target and n not in checks]
+    assert all(scope_of(n, names) == n for n in others)  # placeholders such as [none]: any worker
 
 
 def test_an_xdist_group_suffix_keeps_its_group():
