@@ -601,8 +601,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Under xdist's default distribution (and ``loadgroup``), each target's items and the timed items
-    go to one worker each (see :mod:`invariants._xdist`); another ``--dist`` is left as asked."""
+    """Under xdist's default distribution (and ``loadgroup``), each target's items (its timed items
+    included) and the correctness items go to one worker each (see :mod:`invariants._xdist`); another
+    ``--dist`` is left as asked."""
     if config.getoption("dist") not in ("load", "loadgroup"):
         return None
     from ._xdist import scheduler
