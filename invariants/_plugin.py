@@ -329,7 +329,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             reason = c.skip or _missing_library(
                 [c.program, *([c.check.reference] if c.check.reference else [])]
             )
-            params.append(pytest.param(c, id=c.id, marks=[pytest.mark.skip(reason=reason)] if reason else []))
+            params.append(pytest.param(c, id=c.id, marks=_skip(reason)))
         metafunc.parametrize("correctness_case", params or [_none("no correctness check applies")])
 
 
@@ -357,11 +357,11 @@ def _parametrize_throughput(metafunc: pytest.Metafunc, s: GateSession) -> None:
         params = []
         for c in cases:
             reason = c.skip or _missing_library([k.program for k in c.keys])
-            params.append(pytest.param(c, id=c.id, marks=[pytest.mark.skip(reason=reason)] if reason else []))
+            params.append(pytest.param(c, id=c.id, marks=_skip(reason)))
         metafunc.parametrize("throughput_case", params or [_none("no throughput invariant applies")])
     if "efficiency_key" in metafunc.fixturenames:
         keys = sorted({k for c in cases for k in c.keys})
-        params = [pytest.param(k, id=_key_id(k), marks=_skip_missing([k.program])) for k in keys]
+        params = [pytest.param(k, id=_key_id(k), marks=_skip(_missing_library([k.program]))) for k in keys]
         metafunc.parametrize("efficiency_key", params or [_none("no program is timed")])
 
 
@@ -386,16 +386,15 @@ def _missing_library(programs: list[str]) -> str | None:
     return next((r for p in programs if (r := PROGRAMS[p].unavailable_reason()) is not None), None)
 
 
-def _skip_missing(programs: list[str]) -> list[Any]:
-    reason = _missing_library(programs)
+def _skip(reason: str | None) -> list[Any]:
+    """An item's marks: a skip with ``reason``, or none. (Which worker runs an item under xdist is decided
+    from its id: see :mod:`invariants._xdist`.)"""
     return [pytest.mark.skip(reason=reason)] if reason else []
 
 
 def _marks(s: GateSession, key: Key, programs: list[str] | None = None) -> list[Any]:
-    """A skip when the key's target is not available here or a program's library is not installed. (Which
-    worker runs an item under xdist is decided from its id: see :mod:`invariants._xdist`.)"""
-    reason = s.available(key.target) or _missing_library(programs or [key.program])
-    return [pytest.mark.skip(reason=reason)] if reason else []
+    """A skip when the key's target is not available here or a program's library is not installed."""
+    return _skip(s.available(key.target) or _missing_library(programs or [key.program]))
 
 
 # syrupy warns when a snapshot's file and name do not contain the test's file and test name. Ours are

@@ -42,11 +42,10 @@ from typing import Any, Literal, TextIO
 
 from ._child import gate_command, gate_env, last_line, run_gate
 from ._errors import InvariantsError
+from .gate import CORRECTNESS
 
 INJECT_MODULE = "invariants._selfcheck_inject"
 KINDS = ("structure", "invariant", "correctness", "throughput")
-# The gate's correctness items (in gate/test_invariants.py): deselected unless an expectation needs them.
-CORRECTNESS_ITEMS = "test_correctness"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -309,7 +308,8 @@ def child_command(injection: Injection, results: Path, dump_dir: Path) -> list[s
         targets=injection.targets,
         programs=injection.programs,
         markers="not slow" if injection.timing else "not slow and not throughput",
-        k=None if injection.correctness else f"not {CORRECTNESS_ITEMS}",
+        # The correctness items are deselected unless an expectation needs them.
+        k=None if injection.correctness else f"not {CORRECTNESS}",
         plugins=(INJECT_MODULE,),
         results=results,
         dump_dir=dump_dir,

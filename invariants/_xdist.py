@@ -20,10 +20,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-# The gate's item functions (invariants/gate/*.py) whose parameter id starts with a target.
-BY_TARGET = ("test_structure", "test_invariant", "test_ratio", "test_efficiency")
-# The gate's correctness items, and the unit they share.
-CORRECTNESS = "test_correctness"
+from .gate import CORRECTNESS, EFFICIENCY, INVARIANT, RATIO, STRUCTURE
+
+# The gate's item functions whose parameter id starts with a target. The correctness items share one unit,
+# named after their function.
+BY_TARGET = (STRUCTURE, INVARIANT, RATIO, EFFICIENCY)
 
 
 def scope_of(nodeid: str, targets: Iterable[str]) -> str:

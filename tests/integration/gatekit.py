@@ -91,19 +91,16 @@ def plant(project: Path) -> None:
 
 @dataclasses.dataclass
 class Pending:
-    """A started shared run: :meth:`result` waits for it once."""
+    """A started shared run: :meth:`result` waits for it."""
 
     project: Path
     child: subprocess.Popen[str]
     results: Path
     before: dict[str, bytes]
-    _done: Run | None = None
 
     def result(self) -> Run:
-        if self._done is None:
-            proc = finish(self.child)
-            self._done = Run(self.project, proc, self.results, self.before, snapshot_bytes(self.project))
-        return self._done
+        proc = finish(self.child)
+        return Run(self.project, proc, self.results, self.before, snapshot_bytes(self.project))
 
 
 def start_shared(folder: Path, *args: str, stale: str | None = None, plant_files: bool = True) -> Pending:

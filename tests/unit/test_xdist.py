@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 from invariants._targets import all_targets
-from invariants._xdist import CORRECTNESS, scope_of
+from invariants._xdist import scope_of
+from invariants.gate import CORRECTNESS
 
 ROOT = Path(__file__).parents[2]
 
