@@ -70,21 +70,23 @@ class ReleaseRun:
 
 
 def suite_command(python: Path, k: str, targets: str, programs: str | None, results: Path, dump: Path,
-                  tests: str = "") -> list[str]:  # fmt: skip
+                  tests: str = "", configs: str | None = None) -> list[str]:  # fmt: skip
     """The gate's command line in a release's environment (see :func:`invariants._child.gate_command`).
 
     Every assert as written (``--raw-invariants``): the specs scope invariants by version and mark known-bad
     ones as ratchets, which would keep each release green; a bisect asks where the fact itself changed.
     """
-    return gate_command(python=python, tests=tests, targets=targets, programs=programs, k=k,
+    return gate_command(python=python, tests=tests, targets=targets, programs=programs, configs=configs, k=k,
                         results=results, dump_dir=dump, raw_invariants=True, staged=True)  # fmt: skip
 
 
 def run_suite(env: Path, version: Version, workdir: Path, *, k: str, targets: str, programs: str | None,
-              tests: str = "", timeout: float = 1200) -> tuple[dict[str, Any], float]:  # fmt: skip
+              configs: str | None = None, tests: str = "",
+              timeout: float = 1200) -> tuple[dict[str, Any], float]:  # fmt: skip
     """Run the selection in ``env``; return the results file and the seconds it took. One line on failure."""
     folder = workdir / f"jax-{version}"
-    cmd = suite_command(env_python(env), k, targets, programs, folder / "results.json", folder / "hlo", tests)
+    cmd = suite_command(env_python(env), k, targets, programs, folder / "results.json", folder / "hlo", tests,
+                        configs)  # fmt: skip
     # Older libtpu asks the GCE metadata server for its topology and waits on it off GCE.
     extra = {} if "TPU_SKIP_MDS_QUERY" in os.environ else {"TPU_SKIP_MDS_QUERY": "1"}
     child = run_gate(cmd, env=gate_env(extra, pythonpath=True), folder=folder, timeout=timeout)
@@ -252,6 +254,7 @@ def main_bisect(argv: list[str]) -> int:
     p.add_argument("--good", required=True, help="the reference release (its verdict is the 'before')")
     p.add_argument("--bad", required=True, help="a release whose verdict differs (older or newer)")
     p.add_argument("-k", default="test_invariant", help="pytest -k selection (default: every invariant item)")
+    p.add_argument("--configs", help="restrict the suite to these configurations, e.g. f32 (comma-separated)")
     add_release_options(p)
     args = p.parse_args(argv)
     start = time.perf_counter()
@@ -263,7 +266,8 @@ def main_bisect(argv: list[str]) -> int:
     order = span(jax_releases, good, bad)
     print(f"bisect: {len(order)} releases from {good} to {bad}; "
           f"selection -k {args.k!r} --targets {args.targets}"
-          + (f" --programs {args.programs}" if args.programs else ""))  # fmt: skip
+          + (f" --programs {args.programs}" if args.programs else "")
+          + (f" --configs {args.configs}" if args.configs else ""))  # fmt: skip
     verdicts: dict[Version, ReleaseRun] = {}
     envs: dict[Version, Path] = {}
     with tempfile.TemporaryDirectory(prefix="invariants-bisect-") as tmp:
@@ -280,7 +284,7 @@ def main_bisect(argv: list[str]) -> int:
                 raise Unusable(str(err)) from None
             envs[v] = env
             results, seconds = run_suite(
-                env, v, workdir, k=args.k, targets=args.targets, programs=args.programs
+                env, v, workdir, k=args.k, targets=args.targets, programs=args.programs, configs=args.configs
             )
             verdicts[v] = verdict_of(v, results, seconds)
             ver = verdicts[v]

@@ -133,6 +133,7 @@ def gate_command(
     python: str | Path = sys.executable,
     tests: str = "",
     programs: Sequence[str] | str | None = None,
+    configs: str | None = None,
     markers: str = "not slow and not throughput",
     k: str | None = None,
     plugins: Sequence[str] = (),
@@ -150,6 +151,8 @@ def gate_command(
     cmd += ["-m", markers, "--targets", targets]
     if programs:
         cmd += ["--programs", programs if isinstance(programs, str) else ",".join(programs)]
+    if configs:
+        cmd += ["--configs", configs]
     if k:
         cmd += ["-k", k]
     cmd += ["--results-json", str(results), "--hlo-dump-dir", str(dump_dir), *options]

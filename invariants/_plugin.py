@@ -20,16 +20,17 @@ from ._process import REQUESTED_PLATFORMS, guard_backend, pin_worker
 
 if TYPE_CHECKING:  # _compile imports JAX, which must start after _process has set its environment
     from ._compile import Key
+    from ._targets import Target
 
 
 class GateSession:
-    """Per-session state: selected targets, programs and specs, the compile cache, parsed structures, where
-    snapshots are read and written, the dump folder."""
+    """Per-session state: selected targets, programs, configurations and specs, the compile cache, parsed
+    structures, where snapshots are read and written, the dump folder."""
 
     def __init__(self, config: pytest.Config) -> None:
         from ._compile import CompileCache
         from ._downstream import build_all
-        from ._programs import CATALOG
+        from ._programs import CATALOG, select_configs
         from ._registry import declare, declared
         from ._spec import load_specs
         from ._targets import all_targets, select_targets
@@ -47,6 +48,7 @@ class GateSession:
         self.programs = select_program_option(config.getoption("programs"), default)
         if not self.programs:
             raise InvariantsError("--no-catalog: no [[program]] declared in the spec files; nothing to gate")
+        self.configs = select_configs(config.getoption("configs"))
         # Snapshots: a declared program's in --snapshot-dir; the catalog's in --catalog-snapshot-dir, which
         # is read-only unless it is --snapshot-dir itself (see snapshot_folder).
         from ._snapshot_store import SNAPSHOT_ROOT
@@ -59,7 +61,7 @@ class GateSession:
         self._structures: dict[Any, Any] = {}
         self.parse_seconds = 0.0
         self.raw = bool(config.getoption("raw_invariants"))
-        if config.getoption("programs") is not None:
+        if config.getoption("programs") is not None or config.getoption("configs") is not None:
             _select_snapshots(self)
 
     def snapshot_folder(self, program: str, target: str) -> Path:
@@ -110,15 +112,24 @@ class GateSession:
         compiled = self.cache.get(*key)
         return compiler_metrics(self.structure(key), compiled.cost, compiled.memory)
 
+    def configs_for(self, target: Target, program: str) -> list[str]:
+        """The configurations ``program`` compiles in on ``target`` that this session selected."""
+        from ._registry import PROGRAMS
+
+        return [c for c in target.configs_for(PROGRAMS[program]) if c in self.configs]
+
+    def selects(self, program: str, config: str) -> bool:
+        """Whether ``--programs`` and ``--configs`` both select (program, config)."""
+        return program in self.programs and config in self.configs
+
     def structure_keys(self) -> list[Key]:
         from ._compile import Key
-        from ._registry import PROGRAMS
 
         return [
             Key(name, config, target.name)
             for target in self.targets
             for name in self.programs
-            for config in target.configs_for(PROGRAMS[name])
+            for config in self.configs_for(target, name)
         ]
 
     def dump(self, key: Key) -> Path:
@@ -179,6 +190,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="comma-separated catalog programs: names, patterns such as 'vmap_*', kind:backward or tag:core "
         "(default: all)",
+    )
+    group.addoption(
+        "--configs",
+        default=None,
+        help="comma-separated configurations: ids such as f32 or bf16-llm, or patterns such as 'bf16*' "
+        "(default: each program's own; snapshots of the others are neither compared nor deleted)",
     )
     group.addoption(
         "--raw-invariants",
@@ -307,7 +324,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         from ._checks import expand
 
         cases = expand(s.specs, s.targets)
-        cases = [c for c in cases if all(k.program in s.programs for k in c.keys)]
+        cases = [c for c in cases if all(s.selects(k.program, k.config) for k in c.keys)]
         if s.raw:
             cases = [dataclasses.replace(c, skip=None, invariant=raw_invariant(c.invariant)) for c in cases]
         params = []
@@ -323,7 +340,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         from ._checks import expand_correctness
 
         runtime = next(iter(s.all_targets.values()))
-        ccases = [c for c in expand_correctness(s.specs, runtime) if c.program in s.programs]
+        ccases = [c for c in expand_correctness(s.specs, runtime) if s.selects(c.program, c.config)]
         params = []
         for c in ccases:
             reason = c.skip or _missing_library(
@@ -347,7 +364,7 @@ def throughput_cases(s: GateSession) -> list[Any]:
     return [
         c
         for c in cases
-        if all(k.program in s.programs for k in c.keys) and not get_config(c.config).compile_only
+        if all(s.selects(k.program, k.config) for k in c.keys) and not get_config(c.config).compile_only
     ]
 
 
@@ -462,19 +479,19 @@ def _prefetch(session: pytest.Session) -> None:
 
 
 def _select_snapshots(s: GateSession) -> None:
-    """Tell the snapshot store which programs this session selected (every process, xdist's included)."""
+    """Tell the snapshot store which programs and configurations this session selected (every process,
+    xdist's included)."""
     try:
         from ._snapshot_store import GUARD, snapshot_stem
     except ImportError:
         return
-    from ._registry import PROGRAMS
 
     selected: dict[str, set[str]] = {}
     for t in s.targets:
         for p in s.programs:
             if s.snapshot_writable(p):
                 folder = selected.setdefault(str(s.snapshot_folder(p, t.name)), set())
-                folder.update(snapshot_stem(p, c) for c in t.configs_for(PROGRAMS[p]))
+                folder.update(snapshot_stem(p, c) for c in s.configs_for(t, p))
     GUARD.selected = selected
 
 

@@ -18,6 +18,7 @@ one.
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import functools
 import importlib.util
 from collections.abc import Callable, Mapping
@@ -659,6 +660,29 @@ def get_config(config_id: str) -> Config:
         return CONFIGS[config_id]
     except KeyError:
         raise InvariantsError(_unknown("config", config_id, CONFIGS)) from None
+
+
+def select_configs(value: str | None) -> frozenset[str]:
+    """The configurations ``--configs`` names: comma-separated ids or fnmatch patterns (``bf16*``), as a
+    spec's ``configs`` takes them. Not given: every configuration. Empty, or a selector that matches
+    nothing: one line."""
+    if value is None:
+        return frozenset(CONFIGS)
+    selectors = [w.strip() for w in value.split(",") if w.strip()]
+    if not selectors:
+        raise InvariantsError(
+            "--configs: empty selection; name configurations, or leave the option out for all"
+        )
+    chosen: set[str] = set()
+    for sel in selectors:
+        matched = fnmatch.filter(CONFIGS, sel)
+        if not matched:
+            raise InvariantsError(
+                f"--configs: unknown configuration {sel!r}{did_you_mean(sel, CONFIGS, n=2)}; "
+                f"known: {', '.join(CONFIGS)}"
+            )
+        chosen.update(matched)
+    return frozenset(chosen)
 
 
 def _unknown(what: str, name: str, known: Mapping[str, object]) -> str:

@@ -47,8 +47,8 @@ class DeletionGuard:
 
     known_stems: dict[str, set[str]] = dataclasses.field(default_factory=dict)
     refused: list[str] = dataclasses.field(default_factory=list)
-    # Per folder, the stems of the programs selected in this session (``--programs``); None: no selection.
-    # Files of other programs are not discovered at all: not compared, never "unused", never deleted.
+    # Per folder, the stems selected in this session (``--programs``, ``--configs``); None: no selection.
+    # Other files are not discovered at all: not compared, never "unused", never deleted.
     selected: dict[str, set[str]] | None = None
 
     def may_delete(self, path: Path) -> bool:

@@ -201,6 +201,9 @@ def test_suite_command_selects_and_never_times() -> None:
     assert cmd[:3] == ["/e/bin/python", "-m", "pytest"]
     assert cmd[cmd.index("-m", 3) + 1] == "not slow and not throughput"
     assert cmd[cmd.index("-k") + 1] == "grad_no_while" and cmd[cmd.index("--programs") + 1] == "grad_naive"
+    assert "--configs" not in cmd
+    seed = b.suite_command(Path("p"), m.MATRIX_K, "cpu", None, Path("r"), Path("d"), configs=m.MATRIX_CONFIGS)
+    assert seed[seed.index("--configs") + 1] == "f32" and seed[seed.index("-k") + 1] == "test_structure"
 
 
 def test_matrix_table_and_plot(tmp_path: Path) -> None:
@@ -265,3 +268,27 @@ def test_run_suite_takes_explicit_arguments() -> None:
     assert cmd[cmd.index("--hlo-dump-dir") + 1] == "d"
     # Bisect compares the facts themselves: version scopes and ratchets would keep every release green.
     assert "--raw-invariants" in cmd
+
+
+def test_bisect_command_line_selection_reaches_every_release(monkeypatch, capsys) -> None:
+    """`bisect --programs P --configs C -k K --targets T`: each release's suite runs that selection."""
+    releases = [V("0.4.30"), V("0.5.3"), V("0.6.2")]
+    monkeypatch.setattr(b, "check_index", lambda url: None)
+    monkeypatch.setattr(b, "list_releases", lambda name, url: releases)
+    monkeypatch.setattr(b, "ensure_env", lambda pins, cache, url: Path(f"env-{pins.jax}"))
+    asked = []
+
+    def run_suite(env, version, workdir, **selection):
+        asked.append(selection)
+        outcome = "passed" if version < V("0.5.3") else "failed"
+        return {"items": [{"kind": "invariant", "outcome": outcome, "nodeid": "n"}]}, 1.0
+
+    monkeypatch.setattr(b, "run_suite", run_suite)
+    argv = ["--good", "0.4.30", "--bad", "0.6.2", "--programs", "grad_naive", "--configs", "f32",
+            "-k", "grad_no_while", "--targets", "tpu-v5e"]  # fmt: skip
+    assert b.main_bisect(argv) == 0
+    out = capsys.readouterr().out
+    assert "selection -k 'grad_no_while' --targets tpu-v5e --programs grad_naive --configs f32" in out
+    assert "first release where the selection breaks: jax 0.5.3" in out
+    want = {"k": "grad_no_while", "targets": "tpu-v5e", "programs": "grad_naive", "configs": "f32"}
+    assert asked and all(s == want for s in asked), asked

@@ -10,12 +10,15 @@ from invariants._child import CHILD_ENV, GATE_DIR, gate_command, gate_env, run_g
 
 
 def test_gate_command_is_the_selection_it_is_given():
-    cmd = gate_command(targets="cpu", programs=("naive", "take"), results=Path("r.json"), dump_dir=Path("d"),
-                       plugins=("invariants._selfcheck_inject",), k="f32", raw_invariants=True)  # fmt: skip
+    cmd = gate_command(targets="cpu", programs=("naive", "take"), configs="f32,bf16", results=Path("r.json"),
+                       dump_dir=Path("d"), plugins=("invariants._selfcheck_inject",), k="not ratio",
+                       raw_invariants=True)  # fmt: skip
     # The gate modules the package ships, run in the results' folder, whatever the working directory.
     assert cmd[1:4] == ["-m", "pytest", str(GATE_DIR)]
     assert cmd[cmd.index("--rootdir") + 1] == str(Path("r.json").resolve().parent)
-    assert cmd[cmd.index("--programs") + 1] == "naive,take" and cmd[cmd.index("-k") + 1] == "f32"
+    assert cmd[cmd.index("--programs") + 1] == "naive,take" and cmd[cmd.index("-k") + 1] == "not ratio"
+    assert cmd[cmd.index("--configs") + 1] == "f32,bf16"
+    assert "--configs" not in gate_command(targets="cpu", results=Path("r.json"), dump_dir=Path("d"))
     assert cmd[cmd.index("-m", 3) + 1] == "not slow and not throughput"
     assert "invariants._selfcheck_inject" in cmd and cmd[-1] == "--raw-invariants"
 

@@ -252,7 +252,7 @@ def test_catalog_snapshot_mismatch_fails_without_rewriting(example, tmp_path):
         [sys.executable, "-m", "pytest", str(gate_dir / "test_structure.py"),
          str(gate_dir / "test_throughput.py"), "-k", "test_structure or test_efficiency",
          "-p", "no:cacheprovider", "-rs",
-         "--rootdir", str(example), "--targets", "cpu", "--programs", "take,naive",
+         "--rootdir", str(example), "--targets", "cpu", "--programs", "take,naive", "--configs", "f32",
          "--snapshot-dir", str(example / "snapshots"), "--catalog-snapshot-dir", str(catalog),
          "--snapshot-update", "--record-baselines"],
         cwd=example, capture_output=True, text=True, check=False, timeout=600,

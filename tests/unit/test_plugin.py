@@ -1,5 +1,5 @@
-"""The pytest plugin's own logic, in-process: what --programs and --targets select, and the results
-entries it collects. (Whole gate runs in child processes are in tests/integration/.)"""
+"""The pytest plugin's own logic, in-process: what --programs, --configs and --targets select, and the
+results entries it collects. (Whole gate runs in child processes are in tests/integration/.)"""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from invariants import _results
 from invariants._errors import InvariantsError
 from invariants._plugin import select_program_option
-from invariants._programs import CATALOG
+from invariants._programs import CATALOG, CONFIGS, select_configs
 from invariants._targets import all_targets, select_targets
 
 
@@ -32,6 +32,28 @@ def test_programs_take_names_patterns_kinds_and_tags():
 def test_programs_refuses_what_selects_nothing(value: str, message: str):
     with pytest.raises(InvariantsError) as err:
         select_program_option(value)
+    assert str(err.value).startswith(message)
+
+
+def test_configs_take_ids_and_patterns():
+    assert select_configs(None) == set(CONFIGS)
+    assert select_configs("f32") == {"f32"}
+    assert select_configs(" f32 , bf16* ") == {"f32", "bf16", "bf16-llm", "bf16-llm-2d"}
+    assert select_configs("*-2d") == {"f32-2d", "bf16-llm-2d"}
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("", "--configs: empty selection"),
+        (",", "--configs: empty selection"),
+        ("f23", "--configs: unknown configuration 'f23' (did you mean 'f32'"),
+        ("f32,fp8*", "--configs: unknown configuration 'fp8*'; known: f32, bf16, f32-large,"),
+    ],
+)
+def test_configs_refuses_what_selects_nothing(value: str, message: str):
+    with pytest.raises(InvariantsError) as err:
+        select_configs(value)
     assert str(err.value).startswith(message)
 
 
@@ -83,3 +105,35 @@ def test_an_xdist_worker_never_prefetches():
     opts = SimpleNamespace(numprocesses=None, collectonly=False, compile_threads=4)
     worker = SimpleNamespace(option=opts, getoption=lambda name: getattr(opts, name), workerinput={})
     assert compile_threads(worker) == 0  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("programs", "configs", "hidden"),
+    [
+        ("naive", None, {"take.f32"}),
+        (None, "f32", {"naive.bf16", "naive.f32-2d"}),
+        ("naive", "bf16", {"naive.f32", "take.f32"}),
+    ],
+)
+def test_a_selection_hides_the_rest_from_the_snapshot_store(tmp_path, monkeypatch, programs, configs, hidden):
+    """With --programs or --configs, the snapshots of what was not selected are not even shown to syrupy
+    (not compared, never "unused", never deleted); with neither, nothing is hidden."""
+    from types import SimpleNamespace
+
+    from invariants._plugin import GateSession
+    from invariants._snapshot_store import GUARD
+
+    def session(**given: str | None) -> None:
+        options = {"targets": "cpu", "programs": None, "configs": None, "spec_dir": None, "no_catalog": False,
+                   "snapshot_dir": str(tmp_path), "catalog_snapshot_dir": None, "hlo_dump_dir": "d",
+                   "raw_invariants": False, **given}  # fmt: skip
+        GateSession(SimpleNamespace(rootpath=tmp_path, getoption=options.__getitem__))  # type: ignore[arg-type]
+
+    monkeypatch.setattr(GUARD, "selected", None)
+    session()
+    assert GUARD.selected is None
+    session(programs=programs, configs=configs)
+    assert GUARD.selected is not None
+    shown = GUARD.selected[str((tmp_path / "cpu").resolve())]
+    assert shown and not shown & hidden
+    assert {f"{programs or 'naive'}.{configs or 'f32'}"} <= shown
