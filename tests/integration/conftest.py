@@ -2,9 +2,10 @@
 
 Each child run costs seconds (JAX starts, programs compile), so a run is made once per session and every
 test that needs its output asserts on it: ``plain_run`` is what ``pytest`` from the root does (no path,
-every tier) on two targets and four programs, in the seed's configuration; ``update_run`` is ``pytest --snapshot-update`` on the same
-selection; ``parallel_run`` is the structure and invariant tiers under ``-n 2``. The three start together,
-each in its own copy of the project: the checkout itself is never written.
+every tier) on two targets and four programs, in the seed's configuration; ``update_run`` is ``pytest
+--snapshot-update`` on the same selection; ``parallel_run`` is the structure and invariant tiers under
+``-n 2``. The three start together, each in its own copy of the project: the checkout itself is never
+written.
 
 Under xdist (the README's ``pytest -n auto``) the tests that read them may land on any worker. The first
 worker to need them makes them, under a file lock in the folder every worker's temporary folder sits in;
