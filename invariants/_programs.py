@@ -24,7 +24,6 @@ import importlib.util
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, cast
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -280,6 +279,10 @@ def vmap_take(W: jax.Array, x: jax.Array) -> jax.Array:
 
 def eqx_embedding(W: jax.Array, x: jax.Array) -> jax.Array:
     """The installed equinox ``nn.Embedding`` under vmap (nested vmap for 2-D indices): equinox#920."""
+    # Imported here, as flax and haiku are: a process that never traces this program (a versus worker, a
+    # gate child on other programs) does not pay for importing equinox and jaxtyping.
+    import equinox as eqx
+
     return _vmap_leading(eqx.nn.Embedding(weight=W), x)
 
 
