@@ -3,7 +3,8 @@
 ::
 
     python -m invariants gate --spec-dir specs/ --snapshot-dir snapshots/ [--no-catalog]
-                              [--targets ...] [--programs ...] [--snapshot-update] [pytest args...]
+                              [--targets ...] [--programs ...] [--configs ...] [--snapshot-update]
+                              [pytest args...]
 
 It runs the gate's pytest modules that ship inside the package (:mod:`invariants.gate`) on:
 
@@ -37,7 +38,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m invariants gate",
         description="Run the gate on a project's own programs (and the catalog's), from the package.",
-        epilog="Other arguments go to pytest: --targets, --programs, --snapshot-update, -n auto, -k ...",
+        epilog="Other arguments go to pytest: --targets, --programs, --configs, --snapshot-update, -n auto, "
+        "-k ...",
     )
     p.add_argument(
         "--spec-dir", action="append", type=Path, default=[], metavar="DIR",
