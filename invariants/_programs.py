@@ -678,7 +678,7 @@ def select_configs(value: str | None) -> frozenset[str]:
         )
     chosen: set[str] = set()
     for sel in selectors:
-        matched = fnmatch.filter(CONFIGS, sel)
+        matched = [c for c in CONFIGS if fnmatch.fnmatchcase(c, sel)]  # as a spec's configs match
         if not matched:
             raise InvariantsError(
                 f"--configs: unknown configuration {sel!r}{did_you_mean(sel, CONFIGS, n=2)}; "
