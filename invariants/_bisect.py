@@ -254,9 +254,16 @@ def main_bisect(argv: list[str]) -> int:
     p.add_argument("--good", required=True, help="the reference release (its verdict is the 'before')")
     p.add_argument("--bad", required=True, help="a release whose verdict differs (older or newer)")
     p.add_argument("-k", default="test_invariant", help="pytest -k selection (default: every invariant item)")
-    p.add_argument("--configs", help="restrict the suite to these configurations, e.g. f32 (comma-separated)")
+    p.add_argument(
+        "--configs",
+        help="restrict the suite to these configurations: ids such as f32, or patterns such as 'bf16*'",
+    )
     add_release_options(p)
     args = p.parse_args(argv)
+    if args.configs is not None:  # a typo is said now, not after installing the first release
+        from ._programs import select_configs
+
+        select_configs(args.configs)
     start = time.perf_counter()
     check_index(args.index_url)
     jax_releases = list_releases("jax", args.index_url)

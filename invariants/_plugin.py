@@ -49,6 +49,17 @@ class GateSession:
         if not self.programs:
             raise InvariantsError("--no-catalog: no [[program]] declared in the spec files; nothing to gate")
         self.configs = select_configs(config.getoption("configs"))
+        if not self.structure_keys():
+            # Each option selected something, but together nothing: a green run would have checked nothing.
+            given = " ".join(
+                f"--{name} {value}"
+                for name in ("targets", "programs", "configs")
+                if (value := config.getoption(name)) is not None
+            )
+            raise InvariantsError(
+                f"{given}: selects nothing to compile (no selected program has a selected configuration on a "
+                "selected target)"
+            )
         # Snapshots: a declared program's in --snapshot-dir; the catalog's in --catalog-snapshot-dir, which
         # is read-only unless it is --snapshot-dir itself (see snapshot_folder).
         from ._snapshot_store import SNAPSHOT_ROOT
@@ -195,7 +206,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--configs",
         default=None,
         help="comma-separated configurations: ids such as f32 or bf16-llm, or patterns such as 'bf16*' "
-        "(default: each program's own; snapshots of the others are neither compared nor deleted)",
+        "(default: all of each program's; the snapshots of configurations not selected are neither compared "
+        "nor deleted)",
     )
     group.addoption(
         "--raw-invariants",

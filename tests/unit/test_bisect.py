@@ -292,3 +292,12 @@ def test_bisect_command_line_selection_reaches_every_release(monkeypatch, capsys
     assert "first release where the selection breaks: jax 0.5.3" in out
     want = {"k": "grad_no_while", "targets": "tpu-v5e", "programs": "grad_naive", "configs": "f32"}
     assert asked and all(s == want for s in asked), asked
+
+
+def test_bisect_refuses_an_unknown_configuration_before_any_install(monkeypatch) -> None:
+    def unreachable(url):
+        raise AssertionError("the index was asked before the command line was checked")
+
+    monkeypatch.setattr(b, "check_index", unreachable)
+    with pytest.raises(InvariantsError, match=r"^--configs: unknown configuration 'f64'; known: f32, bf16,"):
+        b.main_bisect(["--good", "0.4.30", "--bad", "0.10.2", "--configs", "f64"])

@@ -96,6 +96,18 @@ def test_an_xdist_worker_never_prefetches():
     assert compile_threads(worker) == 0  # type: ignore[arg-type]
 
 
+def _session(tmp_path, **given: str | None):
+    """A real GateSession of a stand-in pytest config: the gate's defaults on the CPU, with ``given``."""
+    from types import SimpleNamespace
+
+    from invariants._plugin import GateSession
+
+    options = {"targets": "cpu", "programs": None, "configs": None, "spec_dir": None, "no_catalog": False,
+               "snapshot_dir": str(tmp_path), "catalog_snapshot_dir": None, "hlo_dump_dir": "d",
+               "raw_invariants": False, **given}  # fmt: skip
+    return GateSession(SimpleNamespace(rootpath=tmp_path, getoption=options.__getitem__))  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize(
     ("programs", "configs", "hidden"),
     [
@@ -107,22 +119,34 @@ def test_an_xdist_worker_never_prefetches():
 def test_a_selection_hides_the_rest_from_the_snapshot_store(tmp_path, monkeypatch, programs, configs, hidden):
     """With --programs or --configs, the snapshots of what was not selected are not even shown to syrupy
     (not compared, never "unused", never deleted); with neither, nothing is hidden."""
-    from types import SimpleNamespace
-
-    from invariants._plugin import GateSession
     from invariants._snapshot_store import GUARD
 
-    def session(**given: str | None) -> None:
-        options = {"targets": "cpu", "programs": None, "configs": None, "spec_dir": None, "no_catalog": False,
-                   "snapshot_dir": str(tmp_path), "catalog_snapshot_dir": None, "hlo_dump_dir": "d",
-                   "raw_invariants": False, **given}  # fmt: skip
-        GateSession(SimpleNamespace(rootpath=tmp_path, getoption=options.__getitem__))  # type: ignore[arg-type]
-
     monkeypatch.setattr(GUARD, "selected", None)
-    session()
+    _session(tmp_path)
     assert GUARD.selected is None
-    session(programs=programs, configs=configs)
+    _session(tmp_path, programs=programs, configs=configs)
     assert GUARD.selected is not None
     shown = GUARD.selected[str((tmp_path / "cpu").resolve())]
     assert shown and not shown & hidden
     assert {f"{programs or 'naive'}.{configs or 'f32'}"} <= shown
+
+
+@pytest.mark.parametrize(
+    ("given", "line"),
+    [
+        ({"configs": "bf16-llm"}, "--targets cpu --configs bf16-llm: selects nothing to compile"),
+        (
+            {"programs": "lax_gather", "configs": "bf16"},
+            "--targets cpu --programs lax_gather --configs bf16:",
+        ),
+    ],
+)
+def test_a_selection_that_compiles_nothing_is_one_line(tmp_path, monkeypatch, given, line):
+    """Each option names something that exists, but not together on these targets (LLM scale is compiled
+    ahead of time only; lax_gather only in the seed's configuration): an error, not a green run of nothing."""
+    from invariants._snapshot_store import GUARD
+
+    monkeypatch.setattr(GUARD, "selected", None)
+    with pytest.raises(InvariantsError) as err:
+        _session(tmp_path, **given)
+    assert str(err.value).startswith(line) and "\n" not in str(err.value)
