@@ -38,7 +38,7 @@ MATRIX_METRICS = ("kernels", "while_loops", "dynamic_kernel_launches")
 PREDICTED_METRIC = "estimated_cycles"
 # The structure tier in the seed's configuration only.
 MATRIX_K = "test_structure"
-MATRIX_CONFIGS = "f32"
+MATRIX_CONFIG = "f32"
 
 
 @dataclasses.dataclass
@@ -52,7 +52,7 @@ class MatrixRow:
 def matrix_rows(version: str, results: Mapping[str, Any]) -> list[MatrixRow]:
     rows = []
     for it in results.get("items", []):
-        if it.get("kind") == "structure" and it.get("config") == MATRIX_CONFIGS:
+        if it.get("kind") == "structure" and it.get("config") == MATRIX_CONFIG:
             rows.append(MatrixRow(version, str(it["target"]), str(it["program"]),
                                   {m: it.get(m) for m in (*MATRIX_METRICS, PREDICTED_METRIC)}))  # fmt: skip
     return rows
@@ -156,7 +156,7 @@ def main_matrix(argv: list[str]) -> int:
         for v in versions:
             env = ensure_env(choose_pins(v, jaxlib_releases), args.cache_dir, args.index_url)
             results, seconds = run_suite(env, v, workdir / "cpu", k=MATRIX_K, targets="cpu",
-                                         programs=args.programs, configs=MATRIX_CONFIGS,
+                                         programs=args.programs, configs=MATRIX_CONFIG,
                                          tests="test_structure.py")  # fmt: skip
             rows += matrix_rows(str(v), results)
             print(f"  jax {v}: cpu structures in {seconds:.0f} s")
@@ -165,7 +165,7 @@ def main_matrix(argv: list[str]) -> int:
             try:
                 tenv = ensure_env(choose_pins(v, jaxlib_releases, tpu=True), args.cache_dir, args.index_url)
                 results, seconds = run_suite(tenv, v, workdir / "tpu", k=MATRIX_K, targets="tpu-v5e",
-                                             programs=args.programs, configs=MATRIX_CONFIGS,
+                                             programs=args.programs, configs=MATRIX_CONFIG,
                                              tests="test_structure.py", timeout=240)  # fmt: skip
                 got = matrix_rows(str(v), results)
                 if not got:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ._errors import InvariantsError, did_you_mean
+from ._errors import InvariantsError, did_you_mean, selectors
 from ._process import REQUESTED_PLATFORMS, guard_backend, pin_worker
 
 if TYPE_CHECKING:  # _compile imports JAX, which must start after _process has set its environment
@@ -179,13 +179,11 @@ def select_program_option(value: str | None, default: list[str] | None = None) -
 
     if value is None:
         return list(PROGRAMS) if default is None else default
-    selectors = [w.strip() for w in value.split(",") if w.strip()]
-    if not selectors:
-        raise InvariantsError("--programs: empty selection; name programs, or leave the option out for all")
-    for sel in selectors:
+    words = selectors(value, "--programs", "name programs, or leave the option out for all")
+    for sel in words:
         if not select_programs([sel]):
             raise InvariantsError(f"--programs: unknown program {sel!r}{did_you_mean(sel, PROGRAMS, n=2)}")
-    chosen = set(select_programs(selectors))
+    chosen = set(select_programs(words))
     return [name for name in PROGRAMS if name in chosen]
 
 

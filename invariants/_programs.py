@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ._errors import InvariantsError, did_you_mean
+from ._errors import InvariantsError, did_you_mean, selectors
 
 ProgramKind = Literal["forward", "backward", "train", "sharded", "sharded_grad", "tied", "tied_grad"]
 Distribution = Literal["uniform", "zipf", "equal"]
@@ -671,13 +671,8 @@ def select_configs(value: str | None) -> frozenset[str]:
     nothing: one line."""
     if value is None:
         return frozenset(CONFIGS)
-    selectors = [w.strip() for w in value.split(",") if w.strip()]
-    if not selectors:
-        raise InvariantsError(
-            "--configs: empty selection; name configurations, or leave the option out for all"
-        )
     chosen: set[str] = set()
-    for sel in selectors:
+    for sel in selectors(value, "--configs", "name configurations, or leave the option out for all"):
         matched = [c for c in CONFIGS if fnmatch.fnmatchcase(c, sel)]  # as a spec's configs match
         if not matched:
             raise InvariantsError(

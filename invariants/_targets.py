@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from ._errors import InvariantsError, did_you_mean
+from ._errors import InvariantsError, did_you_mean, selectors
 from ._programs import LLM_CONFIGS, SEED, Program
 
 Family = Literal["cpu", "tpu", "gpu"]
@@ -230,9 +230,7 @@ def select_targets(spec: str | None) -> list[Target]:
     targets = all_targets()
     if spec is None or spec.strip() == "all":
         return list(targets.values())
-    words = [w.strip() for w in spec.split(",") if w.strip()]
-    if not words:
-        raise InvariantsError("--targets: empty selection; name targets, or 'all'")
+    words = selectors(spec, "--targets", "name targets, or 'all'")
     chosen: dict[str, Target] = {}
     for word in words:
         if word == "runtime":

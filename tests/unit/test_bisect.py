@@ -202,7 +202,7 @@ def test_suite_command_selects_and_never_times() -> None:
     assert cmd[cmd.index("-m", 3) + 1] == "not slow and not throughput"
     assert cmd[cmd.index("-k") + 1] == "grad_no_while" and cmd[cmd.index("--programs") + 1] == "grad_naive"
     assert "--configs" not in cmd
-    seed = b.suite_command(Path("p"), m.MATRIX_K, "cpu", None, Path("r"), Path("d"), configs=m.MATRIX_CONFIGS)
+    seed = b.suite_command(Path("p"), m.MATRIX_K, "cpu", None, Path("r"), Path("d"), configs=m.MATRIX_CONFIG)
     assert seed[seed.index("--configs") + 1] == "f32" and seed[seed.index("-k") + 1] == "test_structure"
 
 
