@@ -157,6 +157,11 @@ def test_missing_snapshot_names_the_update_command_for_every_target(tmp_path: Pa
         (["--programs", "nave"], {}, "ERROR: --programs: unknown program 'nave' (did you mean 'naive'"),
         (["--programs", ""], {}, "ERROR: --programs: empty selection"),
         (["--configs", "f64"], {}, "ERROR: --configs: unknown configuration 'f64'; known: f32, bf16,"),
+        (
+            ["--targets", "cpu", "--configs", "bf16-llm"],
+            {},
+            "ERROR: --targets cpu --configs bf16-llm: selects nothing to compile",
+        ),
         ([], {"JAX_PLATFORMS": "tpu"}, "ERROR: JAX_PLATFORMS=tpu: backend not available on this host"),
     ],
 )
