@@ -38,6 +38,7 @@ from ._releases import (
     choose_pins,
     ensure_env,
     env_python,
+    gpu_selected,
     list_releases,
     resolve_version,
     span,
@@ -271,6 +272,9 @@ def main_bisect(argv: list[str]) -> int:
     bad = resolve_version(args.bad, jax_releases, "--bad")
     jaxlib_releases = list_releases("jaxlib", args.index_url)
     order = span(jax_releases, good, bad)
+    gpu = gpu_selected(args.targets)  # GPU targets compile with each release's CUDA plugin
+    for v in (good, bad):  # a release too old for them is one line now, not after installing the other
+        choose_pins(v, jaxlib_releases, gpu=gpu)
     print(f"bisect: {len(order)} releases from {good} to {bad}; "
           f"selection -k {args.k!r} --targets {args.targets}"
           + (f" --programs {args.programs}" if args.programs else "")
@@ -281,7 +285,7 @@ def main_bisect(argv: list[str]) -> int:
         workdir = args.keep or Path(tmp)
 
         def verdict(v: Version) -> bool:
-            pins = choose_pins(v, jaxlib_releases)
+            pins = choose_pins(v, jaxlib_releases, gpu=gpu)
             try:
                 env = ensure_env(pins, args.cache_dir, args.index_url)
             except InvariantsError as err:

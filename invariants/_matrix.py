@@ -23,6 +23,7 @@ from ._releases import (
     check_index,
     choose_pins,
     ensure_env,
+    gpu_selected,
     list_releases,
     resolve_version,
 )
@@ -149,6 +150,10 @@ def main_matrix(argv: list[str]) -> int:
     wanted = [w.strip() for w in args.versions.split(",") if w.strip()]
     versions = sorted({resolve_version(w, jax_releases, "--versions") for w in wanted})
     jaxlib_releases = list_releases("jaxlib", args.index_url)
+    # The GPU words of --targets ('all' counts as the gpu family): compiled with each release's CUDA plugin.
+    gpus = ",".join(
+        "gpu" if w.strip() == "all" else w.strip() for w in args.targets.split(",") if gpu_selected(w)
+    )
     rows: list[MatrixRow] = []
     notes: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="invariants-matrix-") as tmp:
@@ -160,21 +165,27 @@ def main_matrix(argv: list[str]) -> int:
                                          tests="test_structure.py")  # fmt: skip
             rows += matrix_rows(str(v), results)
             print(f"  jax {v}: cpu structures in {seconds:.0f} s")
-            if args.no_tpu:
-                continue
-            try:
-                tenv = ensure_env(choose_pins(v, jaxlib_releases, tpu=True), args.cache_dir, args.index_url)
-                results, seconds = run_suite(tenv, v, workdir / "tpu", k=MATRIX_K, targets="tpu-v5e",
-                                             programs=args.programs, configs=MATRIX_CONFIG,
-                                             tests="test_structure.py", timeout=240)  # fmt: skip
-                got = matrix_rows(str(v), results)
-                if not got:
-                    raise InvariantsError("no tpu-v5e structure items (target unavailable in that release)")
-                rows += got
-                print(f"  jax {v}: tpu-v5e structures in {seconds:.0f} s")
-            except InvariantsError as err:
-                notes[f"tpu-v5e, jax {v}"] = f"skipped: {err}"
-                print(f"  jax {v}: tpu-v5e skipped: {err}")
+            # tpu-v5e in a jax[tpu] environment; the GPU targets of --targets in a jax[cuda12-local] one.
+            for targets, gpu in ([] if args.no_tpu else [("tpu-v5e", False)]) + (
+                [(gpus, True)] if gpus else []
+            ):
+                try:
+                    pins = choose_pins(v, jaxlib_releases, tpu=not gpu, gpu=gpu)
+                    xenv = ensure_env(pins, args.cache_dir, args.index_url)
+                    results, seconds = run_suite(xenv, v, workdir / ("gpu" if gpu else "tpu"), k=MATRIX_K,
+                                                 targets=targets, programs=args.programs,
+                                                 configs=MATRIX_CONFIG, tests="test_structure.py",
+                                                 timeout=240)  # fmt: skip
+                    got = matrix_rows(str(v), results)
+                    if not got:
+                        raise InvariantsError(
+                            f"no {targets} structure items (target unavailable in that release)"
+                        )
+                    rows += got
+                    print(f"  jax {v}: {targets} structures in {seconds:.0f} s")
+                except InvariantsError as err:
+                    notes[f"{targets}, jax {v}"] = f"skipped: {err}"
+                    print(f"  jax {v}: {targets} skipped: {err}")
     names = [str(v) for v in versions]
     table = render_matrix(rows, names, notes)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,12 @@ JAX, jaxlib, numpy and equinox pinned by :func:`choose_pins`, and the suite's te
 syrupy, pytest-benchmark, packaging, scipy). The project itself is **not** installed into it: the suite
 runs from this checkout (``cwd`` and ``PYTHONPATH`` = the repository root), so one cached environment
 serves every checkout and never runs stale code.
+
+A selection that compiles for a GPU ahead of time (:func:`gpu_selected`: a ``gpu-*`` target, the ``gpu``
+family, or ``all``) gets that release's CUDA plugin too, ``jax[cuda12-local]==VERSION`` (the plugin
+without NVIDIA's wheels: enough to compile, not to run), in an environment of its own
+(``jax-<version>-gpu``), as ``jax[tpu]`` gets ``jax-<version>-tpu``. Releases before
+:data:`OLDEST_GPU_AOT` are refused in one line before anything installs.
 """
 
 from __future__ import annotations
@@ -35,6 +41,11 @@ MARKER = "invariants-env.json"
 SUITE_DEPS = ("pytest", "syrupy", "pytest-benchmark", "packaging", "scipy")
 # Oldest release the suite is known to run on (its APIs: jax.ShapeDtypeStruct(sharding=), topologies, ...).
 OLDEST_SUPPORTED = Version("0.4.30")
+# Oldest release whose CUDA plugin compiles for a GPU ahead of time on a host without CUDA: the plugins of
+# earlier releases fail cudaRuntimeGetVersion when the client starts, before any compile.
+OLDEST_GPU_AOT = Version("0.9.2")
+# The extra of jax that installs the CUDA plugin against a system CUDA: no NVIDIA wheels (cuDNN, cuBLAS...).
+GPU_EXTRA = "cuda12-local"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -78,21 +89,42 @@ class Pins:
     numpy: str
     equinox: str
     tpu: bool = False
+    gpu: bool = False  # the CUDA plugin (jax[cuda12-local]), to compile for a GPU ahead of time
 
     def requirements(self) -> list[str]:
-        jax = f"jax[tpu]=={self.jax}" if self.tpu else f"jax=={self.jax}"
+        extras = [e for e, wanted in (("tpu", self.tpu), (GPU_EXTRA, self.gpu)) if wanted]
+        jax = f"jax[{','.join(extras)}]=={self.jax}" if extras else f"jax=={self.jax}"
         return [jax, f"jaxlib=={self.jaxlib}", self.numpy, self.equinox, *SUITE_DEPS]
 
     @property
     def env_name(self) -> str:
-        return f"jax-{self.jax}" + ("-tpu" if self.tpu else "")
+        return f"jax-{self.jax}" + ("-tpu" if self.tpu else "") + ("-gpu" if self.gpu else "")
 
     def to_json(self) -> dict[str, Any]:
         return {"requirements": self.requirements()}
 
 
-def choose_pins(jax: Version, jaxlib_releases: Sequence[Version], tpu: bool = False) -> Pins:
-    """Pins for ``jax``.
+def gpu_selected(targets: str) -> bool:
+    """Whether a ``--targets`` selection compiles for a GPU: a ``gpu-*`` target, ``gpu`` or ``all``."""
+    words = [w.strip() for w in targets.split(",")]
+    return any(w in ("gpu", "all") or w.startswith("gpu-") for w in words)
+
+
+def gpu_too_old(jax: Version) -> str | None:
+    """None when ``jax``'s CUDA plugin compiles for a GPU ahead of time here, else the one-line reason."""
+    if jax >= OLDEST_GPU_AOT:
+        return None
+    return (
+        f"jax {jax}: too old to compile for a GPU on this host (the CUDA plugin of jax < {OLDEST_GPU_AOT} "
+        "fails cudaRuntimeGetVersion without CUDA); select no gpu targets, or releases from "
+        f"{OLDEST_GPU_AOT} on"
+    )
+
+
+def choose_pins(
+    jax: Version, jaxlib_releases: Sequence[Version], tpu: bool = False, gpu: bool = False
+) -> Pins:
+    """Pins for ``jax``; ``tpu`` adds libtpu (``jax[tpu]``), ``gpu`` the CUDA plugin (``jax[cuda12-local]``).
 
     * jaxlib: the newest jaxlib release not newer than ``jax``. Modern jax requires ``jaxlib <= jax`` and
       usually has a jaxlib of its own version; a patch release without one (jax 0.4.37, 0.5.2) uses the one
@@ -101,7 +133,10 @@ def choose_pins(jax: Version, jaxlib_releases: Sequence[Version], tpu: bool = Fa
       numpy 2 fail to import under it), else unpinned.
     * equinox: ``equinox==0.11.4`` before jax 0.4.31 (verified with 0.4.30), else unpinned: the resolver
       picks the newest equinox whose declared ``jax>=`` bound the release meets.
+    * gpu before :data:`OLDEST_GPU_AOT` is one line (:func:`gpu_too_old`), before anything installs.
     """
+    if gpu and (reason := gpu_too_old(jax)):
+        raise InvariantsError(reason)
     below = [v for v in jaxlib_releases if v <= jax]
     if not below:
         raise InvariantsError(f"jax {jax}: no jaxlib release at or below it on the index")
@@ -112,6 +147,7 @@ def choose_pins(jax: Version, jaxlib_releases: Sequence[Version], tpu: bool = Fa
         numpy="numpy<2" if old else "numpy",
         equinox="equinox==0.11.4" if old else "equinox",
         tpu=tpu,
+        gpu=gpu,
     )
 
 
@@ -194,6 +230,16 @@ _HEALTH = (
     "e = eqx.nn.Embedding(weight=jnp.ones((4, 2))); jax.vmap(e)(jnp.arange(3)).block_until_ready(); "
     "print(json.dumps({'jax': jax.__version__, 'numpy': numpy.__version__, 'equinox': eqx.__version__}))"
 )
+# A GPU environment must also compile for a GPU ahead of time (an H100, its description in the env var).
+_GPU_CONFIG_ENV = "INVARIANTS_HEALTH_GPU_CONFIG"
+_HEALTH_GPU = (
+    "import os, jax, jax.numpy as jnp, jax_cuda12_plugin; from jax.experimental import topologies; "
+    "t = topologies.get_topology_desc(topology_name='h100', platform='cuda', "
+    f"target_config=os.environ['{_GPU_CONFIG_ENV}'], topology='1x1x1'); "
+    "s = jax.sharding.NamedSharding(jax.sharding.Mesh(t.devices, ('d',)), jax.sharding.PartitionSpec()); "
+    "jax.jit(lambda a: a + 1).lower(jax.ShapeDtypeStruct((8,), jnp.float32, sharding=s)).compile()"
+)
+_GPU_CONFIG = Path(__file__).parent / "data" / "h100_sxm.txtpb"
 
 
 def ensure_env(pins: Pins, cache_dir: Path, index_url: str, log: Callable[[str], None] = print) -> Path:
@@ -219,6 +265,12 @@ def ensure_env(pins: Pins, cache_dir: Path, index_url: str, log: Callable[[str],
                               env=env_vars, check=False, timeout=300)  # fmt: skip
         if proc.returncode != 0:
             raise InvariantsError(f"{what}: installs but does not import: {_last_line(proc)}")
+        if pins.gpu:
+            env_vars[_GPU_CONFIG_ENV] = _GPU_CONFIG.read_text()
+            proc = subprocess.run([str(env_python(partial)), "-c", _HEALTH_GPU], capture_output=True,
+                                  text=True, env=env_vars, check=False, timeout=300)  # fmt: skip
+            if proc.returncode != 0:
+                raise InvariantsError(f"{what}: installs but cannot compile for a GPU: {_last_line(proc)}")
         (partial / MARKER).write_text(json.dumps(pins.to_json()))
         shutil.rmtree(env, ignore_errors=True)
         partial.rename(env)

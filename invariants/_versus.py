@@ -369,7 +369,16 @@ def _settings(args: argparse.Namespace, platform: str) -> Settings:
 
 
 def _builder(args: argparse.Namespace, progress: Progress) -> Callable[[Any, str], Path]:
-    from ._releases import check_index, choose_pins, ensure_env, env_python, list_releases, resolve_version
+    from ._releases import (
+        check_index,
+        choose_pins,
+        ensure_env,
+        env_python,
+        gpu_selected,
+        gpu_too_old,
+        list_releases,
+        resolve_version,
+    )
 
     lists: dict[str, Any] = {}
     # The backend the user asked for (JAX_PLATFORMS' first entry; python -m invariants defaults it to cpu).
@@ -388,7 +397,10 @@ def _builder(args: argparse.Namespace, progress: Progress) -> Callable[[Any, str
             lists["jaxlib"] = list_releases("jaxlib", args.index_url)
         v = resolve_version(str(version), lists["jax"], flag)
         # On a TPU host the side needs libtpu to run at all: build jax[tpu] of that release.
-        pins = choose_pins(v, lists["jaxlib"], tpu=platform == "tpu")
+        # GPU targets compile with the release's CUDA plugin; the default targets leave a release too old
+        # for it without (its gpu-h100 keys then read unavailable), a gpu selection asked for refuses it.
+        gpu = gpu_selected(args.targets) and (args.targets != DEFAULT_TARGETS or gpu_too_old(v) is None)
+        pins = choose_pins(v, lists["jaxlib"], tpu=platform == "tpu", gpu=gpu)
         progress(f"versus: {flag} {v}: environment {pins.env_name} (built with uv when missing; minutes)")
         return env_python(ensure_env(pins, args.cache_dir, args.index_url, log=progress))
 

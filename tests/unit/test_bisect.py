@@ -301,3 +301,79 @@ def test_bisect_refuses_an_unknown_configuration_before_any_install(monkeypatch)
     monkeypatch.setattr(b, "check_index", unreachable)
     with pytest.raises(InvariantsError, match=r"^--configs: unknown configuration 'f64'; known: f32, bf16,"):
         b.main_bisect(["--good", "0.4.30", "--bad", "0.10.2", "--configs", "f64"])
+
+
+@pytest.mark.parametrize(
+    ("targets", "plugin"), [("cpu,gpu-a100", True), ("gpu", True), ("cpu,tpu-v5e", False)]
+)
+def test_bisect_gpu_selection_installs_each_releases_cuda_plugin(monkeypatch, targets, plugin) -> None:
+    """`bisect --targets ...gpu...`: every release's environment has that release's CUDA plugin."""
+    releases = [V("0.10.0"), V("0.10.1"), V("0.10.2")]
+    monkeypatch.setattr(b, "check_index", lambda url: None)
+    monkeypatch.setattr(b, "list_releases", lambda name, url: releases)
+    built: list[r.Pins] = []
+
+    def ensure_env(pins, cache, url):
+        built.append(pins)
+        return Path(f"env-{pins.env_name}")
+
+    def run_suite(env, version, workdir, **selection):
+        assert selection["targets"] == targets
+        outcome = "passed" if version < V("0.10.2") else "failed"
+        return {"items": [{"kind": "invariant", "outcome": outcome, "nodeid": "n"}]}, 1.0
+
+    monkeypatch.setattr(b, "ensure_env", ensure_env)
+    monkeypatch.setattr(b, "run_suite", run_suite)
+    assert b.main_bisect(["--good", "0.10.0", "--bad", "0.10.2", "--targets", targets]) == 0
+    assert {str(p.jax) for p in built} == {"0.10.0", "0.10.1", "0.10.2"}
+    for p in built:
+        assert p.gpu is plugin
+        assert (p.requirements()[0] == f"jax[cuda12-local]=={p.jax}") is plugin
+        assert p.env_name == f"jax-{p.jax}" + ("-gpu" if plugin else "")
+
+
+def test_bisect_refuses_a_release_too_old_for_gpu_in_one_line_before_any_install(monkeypatch) -> None:
+    releases = [V("0.9.1"), V("0.9.2"), V("0.10.2")]
+    monkeypatch.setattr(b, "check_index", lambda url: None)
+    monkeypatch.setattr(b, "list_releases", lambda name, url: releases)
+
+    def ensure_env(pins, cache, url):
+        raise AssertionError(f"installed {pins.env_name} before refusing the selection")
+
+    monkeypatch.setattr(b, "ensure_env", ensure_env)
+    # The newer endpoint first: the walk would install it before it reached the older one.
+    with pytest.raises(InvariantsError) as err:
+        b.main_bisect(["--good", "0.10.2", "--bad", "0.9.1", "--targets", "cpu,gpu-l4"])
+    assert str(err.value).startswith("jax 0.9.1: too old to compile for a GPU on this host (the CUDA plugin")
+    assert "\n" not in str(err.value)
+
+
+def test_matrix_runs_the_gpu_targets_in_each_releases_plugin_environment(monkeypatch, tmp_path) -> None:
+    """`matrix --targets cpu,gpu-a100`: a GPU pass per release with its plugin; a release too old: a note."""
+    releases = [V("0.9.1"), V("0.10.1")]
+    monkeypatch.setattr(m, "check_index", lambda url: None)
+    monkeypatch.setattr(m, "list_releases", lambda name, url: releases)
+    monkeypatch.setattr(m, "plot_matrix", lambda rows, names, path: None)
+    built: list[r.Pins] = []
+    suites: list[tuple[str, str]] = []
+
+    def ensure_env(pins, cache, url):
+        built.append(pins)
+        return Path(f"env-{pins.env_name}")
+
+    def run_suite(env, version, workdir, **selection):
+        suites.append((str(env), selection["targets"]))
+        item = {"kind": "structure", "config": "f32", "program": "grad_take", "kernels": 3, "while_loops": 0,
+                "dynamic_kernel_launches": 3}  # fmt: skip
+        return {"items": [{**item, "target": t} for t in selection["targets"].split(",")]}, 1.0
+
+    monkeypatch.setattr(m, "ensure_env", ensure_env)
+    monkeypatch.setattr(m, "run_suite", run_suite)
+    argv = ["--versions", "0.9.1,0.10.1", "--targets", "cpu,gpu-a100", "--no-tpu", "--out", str(tmp_path)]
+    assert m.main_matrix(argv) == 0
+    assert [p.env_name for p in built] == ["jax-0.9.1", "jax-0.10.1", "jax-0.10.1-gpu"]
+    assert built[-1].requirements()[0] == "jax[cuda12-local]==0.10.1"
+    assert suites[-1] == ("env-jax-0.10.1-gpu", "gpu-a100")
+    table = (tmp_path / "matrix.md").read_text()
+    assert "### gpu-a100: kernels / while loops / dynamic kernel launches (f32)" in table
+    assert "- gpu-a100, jax 0.9.1: skipped: jax 0.9.1: too old to compile for a GPU" in table
