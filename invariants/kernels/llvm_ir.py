@@ -1,0 +1,463 @@
+"""LLVM IR (what XLA:CPU emits, one ``.ir-with-opt.ll`` file per kernel) read into per-kernel facts.
+
+One :class:`~invariants.kernels.KernelFacts` per ``define`` (a function with a body); ``declare`` lines
+are read and not counted. The text is the one LLVM prints (``Module::print``): one top-level entity per
+line, one instruction per line but for a ``switch`` (or any instruction) whose ``[ ]`` or ``( )`` spill
+over several lines, or a line that ends with ``,`` (a ``phi`` continued).
+
+The reader is strict. At the top level it knows ``;`` comments, ``source_filename``, ``target
+datalayout``/``triple``, ``define ... {`` ... ``}``, ``declare``, ``attributes #N = { ... }``, named and
+numbered metadata (``!name = ...``, ``!N = ...``), globals, aliases and ifuncs (``@x = ...``), type
+definitions (``%T = type ...``), comdats (``$c = comdat ...``) and ``module asm``. In a function it knows
+labels (``name:`` with its ``; preds`` comment), debug records (``#dbg_value(...)`` and kin) and the
+instructions of the LLVM language reference (``_OPCODES``), with a result (``%x = ``) or without, a
+``tail``/``musttail``/``notail`` call prefix, and any flags after the opcode (``nuw``, ``nsw``, ``fast``,
+``exact``, ``disjoint``, ``nneg``, ...). Anything else is a :class:`~invariants.kernels.KernelCodeError`
+``FILE:LINE: what: 'text'``.
+
+The facts of a function:
+
+* ``atomics``: ``atomicrmw <op> <type>`` (``atomicrmw fadd float``) and ``cmpxchg <type>``
+  (``cmpxchg i32``), ``volatile``/``weak``, sync scopes and orderings left out.
+* ``cas_atomics``: ``cmpxchg``; ``cas_loops``: those between a block and a later branch back to it (in
+  the printed block order).
+* ``float_atomics``: ``atomicrmw fadd`` of a floating-point type or a vector of one.
+* ``local_bytes``: ``alloca`` bytes: the allocated type's size (naturally aligned, ``ptr`` 8 bytes)
+  times a constant element count; an ``alloca`` of a dynamic count or of an opaque type adds nothing.
+* ``instructions``: instructions (debug records and labels are not).
+* ``loops``: back-edges: a terminator's target (each distinct one) that is its own block or a block printed
+  before it.
+* ``vector_width``: the widest fixed vector type ``<N x T>`` an instruction names, N × bits of T (``ptr``
+  64 bits a lane); 0 when none does. A scalable vector (``<vscale x N x T>``) is not supported: it is a
+  :class:`~invariants.kernels.KernelCodeError` (its width is not known when the code is compiled), not a
+  guess.
+
+``source`` is ``where``, the name the caller gave the text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from . import KernelCodeError, KernelFacts
+
+__all__ = ["parse_llvm_ir"]
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# The LLVM language reference's instructions: terminators, unary and binary operations, vector and
+# aggregate operations, memory access and addressing, conversions, and the other instructions.
+_OPCODES = _words(
+    # terminators
+    "ret br switch indirectbr invoke callbr resume catchswitch catchret cleanupret unreachable "
+    # unary and binary operations, bitwise binary operations
+    "fneg add fadd sub fsub mul fmul udiv sdiv fdiv urem srem frem shl lshr ashr and or xor "
+    # vector and aggregate operations
+    "extractelement insertelement shufflevector extractvalue insertvalue "
+    # memory access and addressing
+    "alloca load store fence cmpxchg atomicrmw getelementptr "
+    # conversions
+    "trunc zext sext fptrunc fpext fptoui fptosi uitofp sitofp ptrtoint ptrtoaddr inttoptr bitcast "
+    "addrspacecast "
+    # other
+    "icmp fcmp phi select freeze call va_arg landingpad catchpad cleanuppad"
+)
+_TERMINATORS = _words("br switch indirectbr invoke callbr catchswitch catchret cleanupret")
+_RMW_OPS = _words(
+    "xchg add sub and nand or xor max min umax umin fadd fsub fmax fmin fmaximum fminimum uinc_wrap "
+    "udec_wrap usub_cond usub_sat"
+)
+_FLOAT_BITS = {
+    "half": 16,
+    "bfloat": 16,
+    "float": 32,
+    "double": 64,
+    "fp128": 128,
+    "x86_fp80": 80,
+    "ppc_fp128": 128,
+}
+_POINTER_BITS = 64
+
+_NAME = r'(?:[-\w$.]+|"[^"]*")'
+_LABEL = re.compile(rf"({_NAME}):")
+_RESULT = re.compile(rf"%{_NAME}\s*=\s*")
+_OPCODE = re.compile(r"(?:(?:tail|musttail|notail)\s+)?([a-z_]+)\b")
+_TARGET = re.compile(rf"\blabel\s+%({_NAME})")
+_VECTOR = re.compile(
+    r"<\s*(vscale\s+x\s+)?(\d+)\s+x\s+(i\d+|half|bfloat|float|double|fp128|x86_fp80|ppc_fp128|ptr)\b"
+)
+_STRING = re.compile(r'"[^"]*"')
+_COMMENT_OR_STRING = re.compile(r'"[^"]*"|;')
+
+_TOP_LEVEL = [
+    re.compile(r'source_filename\s*=\s*"[^"]*"'),
+    re.compile(r'target\s+(?:datalayout|triple)\s*=\s*"[^"]*"'),
+    re.compile(r"attributes\s+#\d+\s*=\s*\{.*\}"),
+    re.compile(rf"!{_NAME}\s*=\s*(?:distinct\s+)?!.*"),
+    re.compile(rf"@{_NAME}\s*=\s*\S.*"),
+    re.compile(rf"%{_NAME}\s*=\s*type\b.*"),
+    re.compile(rf"\${_NAME}\s*=\s*comdat\s+(?:any|exactmatch|largest|nodeduplicate|noduplicates|samesize)"),
+    re.compile(r'module\s+asm\s+"[^"]*"'),
+]
+_DECLARE = re.compile(rf"declare\b.*@{_NAME}\s*\(.*")
+_DEFINE = re.compile(rf"define\b.*?@({_NAME})\s*\(.*\{{")
+_DEBUG_RECORD = re.compile(r"#dbg_(?:value|declare|assign|label)\(.*\)")
+_SCALAR_TYPE = re.compile(
+    rf"(?:%{_NAME}|ptr(?:\s+addrspace\(\d+\))?|i\d+|half|bfloat|float|double|fp128|x86_fp80|ppc_fp128|void"
+    r"|label|metadata|token|x86_amx|x86_mmx)\**"
+)
+_TYPE_DEF = re.compile(rf"%({_NAME})\s*=\s*type\s+(.*)")
+
+
+class _Function:
+    def __init__(self, name: str, line: int) -> None:
+        self.name = name
+        self.line = line
+        self.instructions = 0
+        self.atomics: Counter[str] = Counter()
+        self.cas: list[int] = []
+        self.float_atomics = 0
+        self.local_bytes = 0
+        self.vector_width = 0
+        self.blocks: dict[str, tuple[int, int]] = {}  # label -> (block number, first instruction index)
+        self.block = 0
+        # terminators: (line, text, block number, instruction index, targets)
+        self.branches: list[tuple[int, str, int, int, list[str]]] = []
+
+
+class _Reader:
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.out: list[KernelFacts] = []
+        self.fn: _Function | None = None
+        self.types: dict[str, str] = {}  # named types: name -> body text
+        self.layouts: dict[str, tuple[int | None, int]] = {}
+
+    def error(self, line: int, what: str, text: str) -> KernelCodeError:
+        text = " ".join(text.split())
+        if len(text) > 200:
+            text = text[:200] + "..."
+        return KernelCodeError(f"{self.where}:{line}: {what}: '{text}'")
+
+    def read(self, text: str) -> list[KernelFacts]:
+        pending: list[str] = []
+        pending_line = 0
+        depth = 0
+        lineno = 0
+        for lineno, raw in enumerate(text.splitlines(), 1):
+            code = _strip_comment(raw).rstrip()
+            if not code.strip():
+                continue
+            if pending:
+                pending.append(" " + code.strip())
+            else:
+                pending = [code]
+                pending_line = lineno
+            depth += _balance(code)
+            if depth > 0 or code.endswith(","):
+                continue  # an open '[' or '(', or a trailing ',': the statement goes on (switch, phi)
+            if depth < 0:
+                raise self.error(pending_line, "unbalanced ']' or ')'", "".join(pending))
+            stmt = "".join(pending)
+            pending = []
+            if self.fn is None:
+                self.top_level(pending_line, stmt.strip())
+            else:
+                self.body(pending_line, stmt.strip())
+        if pending:
+            raise self.error(pending_line, "unbalanced '[' or '(' at the end of the file", "".join(pending))
+        if self.fn is not None:
+            raise self.error(
+                self.fn.line,
+                f"function '{self.fn.name}' is not closed ('}}' missing before the end of the file, line "
+                f"{lineno})",
+                f"define @{self.fn.name}",
+            )
+        return self.out
+
+    def top_level(self, line: int, stmt: str) -> None:
+        if stmt.startswith("define"):
+            m = _DEFINE.fullmatch(stmt)
+            if m is None:
+                raise self.error(
+                    line, "unknown function definition (expected 'define ... @name(...) ... {')", stmt
+                )
+            self.fn = _Function(_unquote(m.group(1)), line)
+            return
+        if stmt.startswith("declare"):
+            if not _DECLARE.fullmatch(stmt):
+                raise self.error(line, "unknown declaration", stmt)
+            return
+        for form in _TOP_LEVEL:
+            if form.fullmatch(stmt):
+                t = _TYPE_DEF.fullmatch(stmt)
+                if t is not None:
+                    self.types[_unquote(t.group(1))] = t.group(2).strip()
+                return
+        raise self.error(line, "unknown top-level entity", stmt)
+
+    def body(self, line: int, stmt: str) -> None:
+        fn = self.fn
+        assert fn is not None
+        if stmt == "}":
+            self.out.append(self.finish(fn))
+            self.fn = None
+            return
+        m = _LABEL.fullmatch(stmt)
+        if m is not None:
+            name = _unquote(m.group(1))
+            if name in fn.blocks:
+                raise self.error(line, f"label '{name}' defined twice", stmt)
+            if fn.instructions or fn.blocks:
+                fn.block += 1
+            fn.blocks[name] = (fn.block, fn.instructions)
+            return
+        if stmt.startswith("#dbg_"):
+            if not _DEBUG_RECORD.fullmatch(stmt):
+                raise self.error(line, "unknown debug record", stmt)
+            return
+        self.instruction(line, stmt)
+
+    def instruction(self, line: int, stmt: str) -> None:
+        fn = self.fn
+        assert fn is not None
+        rest = stmt
+        r = _RESULT.match(rest)
+        if r is not None:
+            rest = rest[r.end() :]
+        m = _OPCODE.match(rest)
+        if m is None or m.group(1) not in _OPCODES:
+            what = f"unknown instruction '{m.group(1)}'" if m else "unknown statement"
+            raise self.error(line, what, stmt)
+        op = m.group(1)
+        if m.group(0).startswith(("tail", "musttail", "notail")) and op != "call":
+            raise self.error(line, f"'{m.group(0).split()[0]}' before '{op}', not 'call'", stmt)
+        operands = rest[m.end() :]
+        index = fn.instructions
+        fn.instructions += 1
+        # Vector types: what the instruction names, strings (asm text, names) left out.
+        scan = _STRING.sub('""', operands) if '"' in operands else operands
+        if "<" in scan:
+            for v in _VECTOR.finditer(scan):
+                if v.group(1):
+                    raise self.error(line, f"scalable vector type '{v.group(0)} ...>' is not supported", stmt)
+                bits = _POINTER_BITS if v.group(3) == "ptr" else _scalar_bits(v.group(3))
+                fn.vector_width = max(fn.vector_width, int(v.group(2)) * bits)
+        if op == "atomicrmw":
+            words = operands.split()
+            words = [w for w in words if w != "volatile"]
+            if not words or words[0] not in _RMW_OPS:
+                raise self.error(line, "unknown atomicrmw operation", stmt)
+            typ = _value_type(operands, 1)
+            if typ is None:
+                raise self.error(line, "atomicrmw without a value type", stmt)
+            fn.atomics[f"atomicrmw {words[0]} {typ}"] += 1
+            if words[0] == "fadd" and _is_float(typ):
+                fn.float_atomics += 1
+        elif op == "cmpxchg":
+            typ = _value_type(operands, 1)
+            if typ is None:
+                raise self.error(line, "cmpxchg without a value type", stmt)
+            fn.atomics[f"cmpxchg {typ}"] += 1
+            fn.cas.append(index)
+        elif op == "alloca":
+            fn.local_bytes += self.alloca_bytes(operands)
+        elif op in _TERMINATORS:
+            targets = [_unquote(t) for t in _TARGET.findall(operands)]
+            if op in ("br", "switch", "indirectbr") and not targets:
+                raise self.error(line, f"{op} without a label", stmt)
+            fn.branches.append((line, stmt, fn.block, index, targets))
+
+    def alloca_bytes(self, operands: str) -> int:
+        text = operands.strip()
+        if text.startswith("inalloca"):
+            text = text[len("inalloca") :].strip()
+        parsed = _type_prefix(text)
+        if parsed is None:
+            return 0
+        typ, end = parsed
+        size = self.size_of(typ)
+        if size is None:
+            return 0
+        count = 1
+        tail = text[end:].strip()
+        if tail.startswith(","):
+            m = re.match(r",\s*i\d+\s+(-?\d+)\b", tail)
+            if m is not None:
+                count = int(m.group(1))
+            elif not re.match(r",\s*(align|addrspace)\b", tail):
+                return 0  # a dynamic count: not static bytes
+        return size * count
+
+    def size_of(self, typ: str) -> int | None:
+        """Bytes of ``typ`` (naturally aligned); None for what has no known size."""
+        return _size_align(typ, self)[0]
+
+    def named_size_align(self, name: str) -> tuple[int | None, int]:
+        """(bytes, alignment) of the named type ``%name``; (None, 1) when opaque or not defined."""
+        if name not in self.layouts:
+            self.layouts[name] = (None, 1)  # a recursive type has no size
+            body = self.types.get(name)
+            if body is not None and body != "opaque":
+                self.layouts[name] = _size_align(body, self)
+        return self.layouts[name]
+
+    def finish(self, fn: _Function) -> KernelFacts:
+        intervals: list[tuple[int, int]] = []
+        loops = 0
+        for line, stmt, block, index, targets in fn.branches:
+            for t in dict.fromkeys(targets):
+                if t not in fn.blocks:
+                    raise self.error(line, f"branch to an undefined label '%{t}'", stmt)
+                number, first = fn.blocks[t]
+                if number <= block:
+                    loops += 1
+                    intervals.append((first, index))
+        cas_loops = sum(1 for i in fn.cas if any(a <= i < b for a, b in intervals))
+        return KernelFacts(
+            name=fn.name,
+            language="llvm",
+            source=self.where,
+            atomics=tuple(sorted(fn.atomics.items())),
+            cas_atomics=len(fn.cas),
+            cas_loops=cas_loops,
+            float_atomics=fn.float_atomics,
+            local_bytes=fn.local_bytes,
+            instructions=fn.instructions,
+            loops=loops,
+            vector_width=fn.vector_width,
+        )
+
+
+def _unquote(name: str) -> str:
+    return name[1:-1] if name.startswith('"') else name
+
+
+def _strip_comment(line: str) -> str:
+    """``line`` without its ``;`` comment (a ``;`` inside a string is no comment)."""
+    if ";" not in line:
+        return line
+    if '"' not in line:
+        return line[: line.index(";")]
+    for m in _COMMENT_OR_STRING.finditer(line):
+        if m.group() == ";":
+            return line[: m.start()]
+    return line
+
+
+def _balance(code: str) -> int:
+    """Open minus closed ``[`` and ``(`` outside strings."""
+    if '"' in code:
+        code = _STRING.sub("", code)
+    return code.count("[") + code.count("(") - code.count("]") - code.count(")")
+
+
+def _scalar_bits(name: str) -> int:
+    if name in _FLOAT_BITS:
+        return _FLOAT_BITS[name]
+    return int(name[1:])  # iN
+
+
+def _is_float(typ: str) -> bool:
+    if typ in _FLOAT_BITS:
+        return True
+    m = re.fullmatch(r"<\s*\d+\s+x\s+(\w+)\s*>", typ)
+    return m is not None and m.group(1) in _FLOAT_BITS
+
+
+def _type_prefix(text: str) -> tuple[str, int] | None:
+    """The type at the start of ``text`` and where it ends; None when there is none."""
+    if not text:
+        return None
+    if text[0] in "[<{":
+        depth = 0
+        for i, ch in enumerate(text):
+            if ch in "[<{(":
+                depth += 1
+            elif ch in "]>})":
+                depth -= 1
+                if depth == 0:
+                    return text[: i + 1], i + 1
+        return None
+    m = _SCALAR_TYPE.match(text)
+    return (m.group(0), m.end()) if m else None
+
+
+def _value_type(operands: str, item: int) -> str | None:
+    """The type that starts the ``item``-th top-level comma-separated operand (from 0)."""
+    parts = _split_top(operands)
+    if len(parts) <= item:
+        return None
+    parsed = _type_prefix(parts[item].strip())
+    return " ".join(parsed[0].split()) if parsed else None
+
+
+def _split_top(text: str) -> list[str]:
+    out: list[str] = []
+    depth = 0
+    start = 0
+    for i, ch in enumerate(text):
+        if ch in "[<{(":
+            depth += 1
+        elif ch in "]>})":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            out.append(text[start:i])
+            start = i + 1
+    out.append(text[start:])
+    return out
+
+
+def _pow2(n: int) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+def _size_align(typ: str, reader: _Reader) -> tuple[int | None, int]:
+    """(bytes, alignment) of ``typ``, naturally aligned; (None, 1) when the size is not known."""
+    typ = typ.strip()
+    if typ.startswith("ptr") or typ.endswith("*"):
+        return _POINTER_BITS // 8, _POINTER_BITS // 8
+    if typ in _FLOAT_BITS or re.fullmatch(r"i\d+", typ):
+        size = _pow2(-(-_scalar_bits(typ) // 8))
+        return size, min(size, 16)
+    m = re.fullmatch(r"\[\s*(\d+)\s+x\s+(.+)\]", typ, re.S)
+    if m is not None:
+        elem, align = _size_align(m.group(2), reader)
+        return (None, 1) if elem is None else (int(m.group(1)) * elem, align)
+    m = re.fullmatch(r"<\s*(\d+)\s+x\s+(i\d+|half|bfloat|float|double|fp128|x86_fp80|ppc_fp128|ptr)\s*>", typ)
+    if m is not None:
+        lane = _POINTER_BITS if m.group(2) == "ptr" else _scalar_bits(m.group(2))
+        size = _pow2(-(-int(m.group(1)) * lane // 8))
+        return size, min(size, 64)
+    packed = typ.startswith("<{") and typ.endswith("}>")
+    if packed or (typ.startswith("{") and typ.endswith("}")):
+        inner = typ[2:-2] if packed else typ[1:-1]
+        offset = 0
+        struct_align = 1
+        for member in _split_top(inner) if inner.strip() else []:
+            size_or_none, align = _size_align(member, reader)
+            if size_or_none is None:
+                return None, 1
+            if not packed:
+                offset = -(-offset // align) * align
+                struct_align = max(struct_align, align)
+            offset += size_or_none
+        return -(-offset // struct_align) * struct_align, struct_align
+    if typ.startswith("%"):
+        return reader.named_size_align(_unquote(typ[1:]))
+    return None, 1
+
+
+def parse_llvm_ir(text: str, where: str) -> list[KernelFacts]:
+    """The facts of every function defined in the LLVM IR ``text``, in order of appearance. ``where``
+    names the text in errors (``FILE:LINE: ...``) and is each fact's ``source``. Raises
+    :class:`~invariants.kernels.KernelCodeError` on anything not understood, a scalable vector type
+    included."""
+    return _Reader(where).read(text)

@@ -1,0 +1,671 @@
+"""PTX (what XLA:GPU emits, one ``.ptx`` file per LLVM module) read into per-kernel facts.
+
+One :class:`~invariants.kernels.KernelFacts` per function with a body: each ``.entry`` (a kernel) and each
+``.func`` (a device function; XLA's own PTX has none, but inline libraries may). Declarations without a body
+(``.extern .func vprintf(...);``) are read and not counted.
+
+The reader is strict. It knows the module directives (``.version``, ``.target``, ``.address_size``,
+``.file``, ``.loc``, ``.pragma``, ``.alias``, ``.section`` blocks), variable declarations in every state space
+(``.reg``, ``.local``, ``.shared``, ``.global``, ``.const``, ``.param``, with ``.visible``/``.extern``/
+``.weak``/``.common``, ``.align``, vectors and initializers), the function headers (``.entry``/``.func``
+with their ``.param`` lists and the performance directives ``.reqntid``, ``.maxntid``, ``.maxnreg``,
+``.minnctapersm``, ``.maxnctapersm``, ``.pragma``, ``.explicitcluster``, ``.reqnctapercluster``,
+``.maxclusterrank``, ``.noreturn``, ...), comments (``//``, ``/* */``), labels, nested ``{ }`` blocks
+(inline assembly), predicated instructions (``@%p1``, ``@!%p1``) and instructions ending with ``;``
+(over several lines too). Each instruction's base opcode must be one of the PTX ISA's (``_OPCODES``;
+some families, such as ``cp`` and ``mbarrier``, also by their second part). Anything else is a
+:class:`~invariants.kernels.KernelCodeError` ``FILE:LINE: what: 'text'``.
+
+The facts of a function:
+
+* ``atomics``: its ``atom`` and ``red`` instructions (``red.async`` too) without memory-ordering, scope,
+  state-space and cache-hint qualifiers, spelled ``base.op[.noftz][.vN].type`` whatever the order in the
+  source: ``atom.relaxed.sys.global.cas.b32`` is ``atom.cas.b32``, ``atom.global.v4.f32.add`` is
+  ``atom.add.v4.f32``. A qualifier the reader does not know is an error.
+* ``cas_atomics``: ``atom.cas``; ``cas_loops``: those that lie between a label and a later branch back to
+  that label (a compare-and-swap retry loop).
+* ``float_atomics``: ``atom``/``red`` adds of a floating-point type (``f16``, ``f16x2``, ``bf16``,
+  ``bf16x2``, ``f32``, ``f64``), one per instruction whatever its vector width.
+* ``local_bytes``: the bytes of its ``.local`` declarations (``.local .align 4 .b8 __local_depot0[16];``
+  is 16): type size × vector lanes × array dimensions.
+* ``instructions``: instruction statements (inline assembly's included; directives and labels are not).
+* ``loops``: backward branches, a ``bra`` (or a ``brx.idx`` with a target) to a label defined earlier in
+  the function (labels are scoped by ``{ }`` blocks, as PTX scopes them).
+* ``vector_width``: the widest ``.v2``/``.v4``/``.v8`` memory or atomic operation (``ld``, ``ldu``, ``st``,
+  ``atom``, ``red``, ``multimem``) in bits: element type bits × lanes (``ld.global.nc.v4.b32`` is 128); 0
+  when there is none. A scalar ``.b128`` access is not a vector.
+
+``source`` is ``where``, the name the caller gave the text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from . import KernelCodeError, KernelFacts
+
+__all__ = ["parse_ptx"]
+
+# The PTX ISA's instruction names (the first part of an opcode), PTX ISA 9.0: integer, extended-precision,
+# floating-point, half and mixed precision arithmetic; comparison and selection; logic and shift; data
+# movement and conversion; texture and surface; control flow; parallel synchronization and communication;
+# warp-level and warpgroup matrix instructions; tcgen05; video; miscellaneous.
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+_OPCODES = _words(
+    # integer and extended-precision arithmetic
+    "add sub mul mad mul24 mad24 sad div rem abs neg min max popc clz bfind fns brev bfe bfi szext bmsk "
+    "dp4a dp2a addc subc madc "
+    # floating-point, half and mixed precision
+    "testp copysign fma rcp sqrt rsqrt sin cos lg2 ex2 tanh "
+    # comparison, selection, logic and shift
+    "set setp selp slct and or xor not cnot lop3 shf shl shr "
+    # data movement and conversion
+    "mov shfl prmt ld ldu st multimem prefetch prefetchu isspacep cvta cvt mapa getctarank cp tensormap "
+    # texture and surface
+    "tex tld4 txq istypep suld sust sured suq "
+    # control flow
+    "bra brx call ret exit "
+    # parallel synchronization and communication
+    "bar barrier membar fence atom red vote match activemask redux griddepcontrol elect mbarrier "
+    "nanosleep "
+    # warp-level and warpgroup matrix, tcgen05
+    "wmma mma ldmatrix stmatrix movmatrix wgmma setmaxnreg tcgen05 clusterlaunchcontrol "
+    # video
+    "vadd vsub vabsdiff vmin vmax vshl vshr vmad vset vadd2 vsub2 vavrg2 vabsdiff2 vmin2 vmax2 vset2 "
+    "vadd4 vsub4 vavrg4 vabsdiff4 vmin4 vmax4 vset4 "
+    # miscellaneous
+    "trap brkpt pmevent discard applypriority createpolicy alloca stacksave stackrestore"
+)
+
+# Families whose first part says little: their second part must be one of these.
+_SECOND = {
+    "cp": frozenset({"async", "reduce"}),
+    "mbarrier": _words(
+        "init inval arrive arrive_drop expect_tx complete_tx test_wait try_wait pending_count"
+    ),
+    "wgmma": frozenset({"mma_async", "fence", "commit_group", "wait_group"}),
+    "griddepcontrol": frozenset({"launch_dependents", "wait"}),
+    "tensormap": frozenset({"replace", "cp_fenceproxy"}),
+    "multimem": frozenset({"ld_reduce", "st", "red", "cp"}),
+    "tcgen05": _words("alloc dealloc relinquish_alloc_permit ld st wait cp shift mma commit fence"),
+    "clusterlaunchcontrol": frozenset({"try_cancel", "query_cancel"}),
+    "brx": frozenset({"idx"}),
+}
+
+# Bits of each fundamental type (and of the opaque and packed ones a declaration may name).
+_TYPE_BITS = {
+    "b8": 8, "u8": 8, "s8": 8, "e4m3": 8, "e5m2": 8, "e2m1x2": 8, "ue8m0": 8,
+    "b16": 16, "u16": 16, "s16": 16, "f16": 16, "bf16": 16,
+    "e4m3x2": 16, "e5m2x2": 16, "e2m3x2": 16, "e3m2x2": 16, "ue8m0x2": 16,
+    "b32": 32, "u32": 32, "s32": 32, "f32": 32, "f16x2": 32, "bf16x2": 32, "tf32": 32,
+    "e4m3x4": 32, "e5m2x4": 32, "e2m3x4": 32, "e3m2x4": 32, "e2m1x4": 16,
+    "b64": 64, "u64": 64, "s64": 64, "f64": 64, "f32x2": 64,
+    "b128": 128,
+    "pred": 1, "texref": 64, "samplerref": 64, "surfref": 64,
+}  # fmt: skip
+_FLOAT_TYPES = frozenset({"f16", "f16x2", "bf16", "bf16x2", "f32", "f64"})
+_ATOM_OPS = frozenset({"add", "inc", "dec", "min", "max", "and", "or", "xor", "exch", "cas"})
+_ATOM_TYPES = _words("b16 b32 b64 b128 u16 u32 u64 s32 s64 f16 f16x2 bf16 bf16x2 f32 f64")
+# Qualifiers of atom/red that do not change what the operation is: memory ordering, scope, state space,
+# cache hints, the mbarrier completion of red.async.
+_ATOM_DROP = _words(
+    "relaxed acquire release acq_rel cta cluster gpu sys global shared shared::cta shared::cluster mmio "
+    "L2::cache_hint L2::64B L2::128B L2::256B mbarrier::complete_tx::bytes"
+)
+_VECTORS = {"v2": 2, "v4": 4, "v8": 8}
+_VECTOR_OPS = frozenset({"ld", "ldu", "st", "atom", "red", "multimem"})
+
+_IDENT = r"(?:[A-Za-z][\w$]*|[_$%][\w$]+)"
+_LABEL = re.compile(rf"\s*({_IDENT})\s*:(?!:)")
+_INSTR = re.compile(r"(@!?%?[\w$]+\s+)?([a-z][a-z0-9_]*)((?:\.[\w:]+)*)(?:\s+(.*))?", re.S)
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[;{}]|[^;{}"]+')
+_COMMENT = re.compile(r'"|//|/\*')
+_INT = r"(?:0[xX][0-9a-fA-F]+|\d+)"
+_INTS = rf"{_INT}(?:\s*,\s*{_INT})*"
+_STRING = r'"(?:[^"\\]|\\.)*"'
+
+_MODULE_DIRECTIVES = [
+    re.compile(r"\.version\s+\d+\.\d+"),
+    re.compile(
+        r"\.target\s+(?:sm|compute)_\d+[af]?"
+        r"(?:\s*,\s*(?:sm_\d+[af]?|texmode_unified|texmode_independent|debug|map_f64_to_f32))*"
+    ),
+    re.compile(r"\.address_size\s+(?:32|64)"),
+    re.compile(rf"\.file\s+\d+\s+{_STRING}(?:\s*,\s*\d+\s*,\s*\d+)?"),
+    re.compile(rf"\.pragma\s+{_STRING}(?:\s*,\s*{_STRING})*"),
+    re.compile(rf"\.alias\s+{_IDENT}\s*,\s*{_IDENT}"),
+]
+_LOC = re.compile(r"\.loc\s+\d+\s+\d+\s+\d+(?:\s*,\s*\w+\s+[^,]+)*")
+_BODY_DIRECTIVES = [_LOC, re.compile(rf"\.pragma\s+{_STRING}(?:\s*,\s*{_STRING})*")]
+_PERF = re.compile(
+    rf"\.(?:reqntid|maxntid|reqnctapercluster)\s+{_INTS}|\.(?:maxnreg|minnctapersm|maxnctapersm|maxclusterrank"
+    rf"|abi_preserve|abi_preserve_control)\s+{_INT}|\.(?:explicitcluster|noreturn|blocksareclusters)"
+    rf"|\.pragma\s+{_STRING}(?:\s*,\s*{_STRING})*\s*;?"
+)
+_HEADER = re.compile(
+    rf"((?:\.(?:visible|weak|extern)\s+)*)\.(entry|func)\s*(?:\((?P<ret>[^()]*)\)\s*)?(?P<name>{_IDENT})"
+    rf"\s*(?:\((?P<params>[^()]*)\))?(?P<rest>.*)",
+    re.S,
+)
+_TYPES = "|".join(sorted(_TYPE_BITS, key=len, reverse=True))
+_PARAM = re.compile(
+    rf"\.(?:param|reg)(?:\s+\.(?:ptr|global|const|shared|local|v[248]|{_TYPES})\b|\s+\.align\s+{_INT})*"
+    rf"\s+{_IDENT}(?:\s*\[\s*{_INT}?\s*\])*"
+)
+_PROTO_PARAM = re.compile(
+    rf"\.param(?:\s+\.(?:ptr|v[248]|{_TYPES})\b|\s+\.align\s+{_INT})*\s+_(?:\s*\[\s*{_INT}?\s*\])*"
+)
+_PROTOTYPE = re.compile(r"\.callprototype\s*(?:\(([^()]*)\)\s*)?_\s*\(([^()]*)\)(?:\s*\.noreturn)?", re.S)
+_STRING_RE = re.compile(_STRING)
+_LINE_DIRECTIVE = re.compile(r"\s*\.(?:version|target|address_size|file|loc)\b")
+_T = TypeVar("_T")
+_SPACES = frozenset({"reg", "local", "shared", "global", "const", "param", "tex", "sreg"})
+_DECLARATOR = re.compile(
+    rf"({_IDENT})(?:\s*<\s*({_INT})\s*>)?((?:\s*\[\s*(?:{_INT})?\s*\])*)\s*(?:=\s*(.*))?", re.S
+)
+_DIM = re.compile(rf"\[\s*({_INT})?\s*\]")
+
+
+@dataclass
+class _Function:
+    name: str
+    line: int
+    scopes: list[int] = field(default_factory=lambda: [0])
+    next_scope: int = 1
+    instructions: int = 0
+    atomics: Counter[str] = field(default_factory=Counter)
+    cas: list[int] = field(default_factory=list)
+    float_atomics: int = 0
+    local_bytes: int = 0
+    vector_width: int = 0
+    # (scope, name) -> instruction index at the label; branches: (line, text, scope chain, target, index)
+    labels: dict[tuple[int, str], int] = field(default_factory=dict)
+    branches: list[tuple[int, str, tuple[int, ...], str, int]] = field(default_factory=list)
+    branch_targets: dict[tuple[int, str], list[str]] = field(default_factory=dict)
+
+
+class _Reader:
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.out: list[KernelFacts] = []
+        self.fn: _Function | None = None
+        self.depth = 0  # block depth inside the current function (1: its body)
+        self.header_seen = False
+        self.pending_header: tuple[int, str] | None = None
+
+    def error(self, line: int, what: str, text: str) -> KernelCodeError:
+        text = " ".join(text.split())
+        if len(text) > 200:
+            text = text[:200] + "..."
+        return KernelCodeError(f"{self.where}:{line}: {what}: '{text}'")
+
+    # -- tokens -----------------------------------------------------------------------------------------
+
+    def read(self, text: str) -> list[KernelFacts]:
+        in_comment = False
+        comment_line = 0
+        pending: list[str] = []
+        pending_line = 0
+        brace = 0  # braces inside the pending statement (vector operands, initializers)
+        section = 0  # > 0 inside a .section block: its braces
+        lineno = 0
+        for lineno, raw in enumerate(text.splitlines(), 1):
+            was_in_comment = in_comment
+            code, in_comment = _strip_comments(raw, in_comment)
+            if in_comment and not was_in_comment:
+                comment_line = lineno
+            if not code or code.isspace():
+                continue
+            if pending and self.fn is not None and not brace:
+                # In a body a statement goes on to the next line only inside an operand list (a call's).
+                stmt = "".join(pending).rstrip()
+                if not (stmt.endswith((",", "(", "[")) or code.lstrip().startswith((")", "]", ","))):
+                    raise self.error(pending_line, "statement not ended with ';'", stmt)
+            if not pending and _LINE_DIRECTIVE.match(code):
+                # .version, .target, .address_size, .file and .loc end with their line, not with ';'.
+                self.statement(lineno, code.strip())
+                continue
+            for tok in _TOKEN.findall(code):
+                if section:
+                    if tok == "{":
+                        section += 1
+                    elif tok == "}":
+                        section -= 1
+                    continue
+                if tok == ";":
+                    if brace:
+                        raise self.error(pending_line, "unbalanced '{' in a statement", "".join(pending))
+                    self.statement(pending_line, "".join(pending).strip())
+                    pending = []
+                elif tok == "{":
+                    stmt = "".join(pending).strip()
+                    if brace or (stmt and (self.fn is not None or "=" in stmt)):
+                        brace += 1
+                        pending.append(tok)
+                    elif stmt.startswith(".section"):
+                        if not re.fullmatch(r"\.section\s+\.?[\w.]+", stmt):
+                            raise self.error(pending_line, "unknown section", stmt)
+                        section = 1
+                        pending = []
+                    else:
+                        self.open(pending_line if stmt else lineno, stmt)
+                        pending = []
+                elif tok == "}":
+                    if brace:
+                        brace -= 1
+                        pending.append(tok)
+                        continue
+                    stmt = "".join(pending).strip()
+                    if stmt:
+                        raise self.error(pending_line, "statement not ended with ';'", stmt)
+                    self.close(lineno)
+                    pending = []
+                else:
+                    if not pending:
+                        tok = self.labels(lineno, tok).lstrip()
+                        if not tok:
+                            continue
+                        pending_line = lineno
+                    pending.append(tok)
+            if pending:
+                pending.append("\n")
+        if in_comment:
+            raise self.error(comment_line, "unterminated comment '/*'", "")
+        stmt = "".join(pending).strip()
+        if stmt:
+            raise self.error(pending_line, "statement not ended with ';' at the end of the file", stmt)
+        if section:
+            raise self.error(lineno, "unterminated .section block", "")
+        if self.pending_header is not None:
+            raise self.error(*self.pending_header, "function header without a body")
+        if self.fn is not None:
+            raise self.error(
+                self.fn.line,
+                f"function '{self.fn.name}' is not closed ('}}' missing before the end of the file, line "
+                f"{lineno})",
+                f".entry {self.fn.name}",
+            )
+        return self.out
+
+    def labels(self, lineno: int, tok: str) -> str:
+        """Take the labels off the start of a statement; what is left of it."""
+        while True:
+            m = _LABEL.match(tok)
+            if m is None:
+                return tok
+            rest = tok[m.end() :]
+            if rest.lstrip().startswith((".callprototype", ".branchtargets")):
+                return tok  # a named declaration, read as a statement
+            if self.fn is None:
+                raise self.error(lineno, "label outside a function", tok)
+            self.define_label(lineno, m.group(1))
+            tok = rest
+
+    # -- structure --------------------------------------------------------------------------------------
+
+    def open(self, line: int, stmt: str) -> None:
+        if self.fn is not None:
+            self.depth += 1
+            self.fn.scopes.append(self.fn.next_scope)
+            self.fn.next_scope += 1
+            return
+        if self.pending_header is not None:
+            if stmt:
+                raise self.error(*self.pending_header, "function header without a body")
+            line, stmt = self.pending_header
+        self.pending_header = None
+        name = self.header(line, stmt)
+        self.fn = _Function(name, line)
+        self.depth = 1
+
+    def close(self, line: int) -> None:
+        fn = self.fn
+        if fn is None:
+            raise self.error(line, "'}' outside a function", "}")
+        self.depth -= 1
+        fn.scopes.pop()
+        if self.depth:
+            return
+        self.out.append(self.finish(fn))
+        self.fn = None
+
+    def header(self, line: int, stmt: str) -> str:
+        """Check a function header (or declaration); its name."""
+        if not self.header_seen:
+            raise self.error(line, "function before the .version/.target header", stmt)
+        m = _HEADER.fullmatch(stmt)
+        if m is None:
+            what = "unknown directive" if stmt.startswith(".") else "not a function header"
+            if not stmt:
+                what = "block outside a function"
+            raise self.error(line, what, stmt)
+        for group in ("ret", "params"):
+            params = m.group(group)
+            if params and params.strip():
+                for p in params.split(","):
+                    if not _PARAM.fullmatch(p.strip()):
+                        raise self.error(line, "unknown parameter declaration", p)
+        rest = m.group("rest").strip()
+        pos = 0
+        while pos < len(rest):
+            d = _PERF.match(rest, pos)
+            if d is None:
+                raise self.error(line, "unknown function directive", rest[pos:])
+            pos = d.end()
+            while pos < len(rest) and rest[pos].isspace():
+                pos += 1
+        return m.group("name")
+
+    # -- statements -------------------------------------------------------------------------------------
+
+    def statement(self, line: int, stmt: str) -> None:
+        if not stmt:
+            return
+        if self.fn is None:
+            self.module_statement(line, stmt)
+        elif stmt.startswith("."):
+            self.body_directive(line, stmt)
+        elif _LABEL.match(stmt):
+            self.named_declaration(line, stmt)
+        else:
+            self.instruction(line, stmt)
+
+    def module_statement(self, line: int, stmt: str) -> None:
+        if self.pending_header is not None:
+            # An .entry header's .pragma ends with ';' before the body's '{'.
+            if stmt.startswith(".pragma"):
+                self.pending_header = (self.pending_header[0], f"{self.pending_header[1]} {stmt};")
+                return
+            raise self.error(*self.pending_header, "function header without a body")
+        if stmt.startswith(".version"):
+            if self.header_seen:
+                raise self.error(line, "second .version", stmt)
+            if not _MODULE_DIRECTIVES[0].fullmatch(stmt):
+                raise self.error(line, "unknown .version", stmt)
+            self.header_seen = True
+            return
+        if not self.header_seen:
+            raise self.error(line, "expected .version first", stmt)
+        for d in _MODULE_DIRECTIVES[1:]:
+            if d.fullmatch(stmt):
+                return
+        if _LOC.fullmatch(stmt):
+            return
+        if _HEADER.fullmatch(stmt):
+            m = _HEADER.fullmatch(stmt)
+            assert m is not None
+            if m.group(2) == "entry" and re.search(r"\.pragma\s+\"[^\"]*\"\s*$", stmt):
+                self.header(line, stmt)
+                self.pending_header = (line, stmt + ";")
+                return
+            self.header(line, stmt)  # a declaration: no body, no facts
+            return
+        if stmt.startswith((".visible", ".extern", ".weak", ".common", ".global", ".const", ".shared",
+                            ".local", ".tex")):  # fmt: skip
+            self.declaration(line, stmt)
+            return
+        raise self.error(line, "unknown directive" if stmt.startswith(".") else "unknown statement", stmt)
+
+    def body_directive(self, line: int, stmt: str) -> None:
+        for d in _BODY_DIRECTIVES:
+            if d.fullmatch(stmt):
+                return
+        if stmt.startswith((".reg", ".local", ".shared", ".global", ".const", ".param", ".extern", ".sreg")):
+            size = self.declaration(line, stmt)
+            if stmt.startswith(".local"):
+                assert self.fn is not None
+                self.fn.local_bytes += size
+            return
+        raise self.error(line, "unknown directive", stmt)
+
+    def named_declaration(self, line: int, stmt: str) -> None:
+        m = _LABEL.match(stmt)
+        assert m is not None and self.fn is not None
+        rest = stmt[m.end() :].strip()
+        if rest.startswith(".callprototype"):
+            p = _PROTOTYPE.fullmatch(rest)
+            if p is None or not all(
+                _PROTO_PARAM.fullmatch(x.strip()) for g in p.groups() if g and g.strip() for x in g.split(",")
+            ):
+                raise self.error(line, "unknown .callprototype", stmt)
+            return
+        if rest.startswith(".branchtargets"):
+            names = rest[len(".branchtargets") :].split(",")
+            targets = [n.strip() for n in names]
+            if not all(re.fullmatch(_IDENT, t) for t in targets):
+                raise self.error(line, "unknown .branchtargets", stmt)
+            self.fn.branch_targets[(self.fn.scopes[-1], m.group(1))] = targets
+            return
+        raise self.error(line, "unknown statement", stmt)
+
+    def declaration(self, line: int, stmt: str) -> int:
+        """Check a variable declaration; its bytes."""
+        head, sep, init = stmt.partition("=")
+        tokens = head.split()
+        i = 0
+        space = None
+        bits = 0
+        lanes = 1
+        while i < len(tokens) and tokens[i].startswith("."):
+            t = tokens[i][1:]
+            if t in ("visible", "extern", "weak", "common", "ptr"):
+                pass
+            elif t in _SPACES:
+                if space is not None:
+                    raise self.error(line, "two state spaces in a declaration", stmt)
+                space = t
+            elif t == "align":
+                i += 1
+                if i >= len(tokens) or not re.fullmatch(_INT, tokens[i]):
+                    raise self.error(line, "'.align' without a number", stmt)
+            elif t in _VECTORS:
+                lanes = _VECTORS[t]
+            elif t in _TYPE_BITS:
+                bits = _TYPE_BITS[t]
+            elif t.startswith("attribute("):
+                if not re.fullmatch(r"attribute\(\.(managed|unified\([^)]*\))\)", t):
+                    raise self.error(line, "unknown attribute", stmt)
+            else:
+                raise self.error(line, f"unknown declaration qualifier '.{t}'", stmt)
+            i += 1
+        if space is None or not bits:
+            raise self.error(line, "unknown declaration (no state space or type)", stmt)
+        rest = " ".join(tokens[i:]) + (sep + init if sep else "")
+        total = 0
+        for d in _split_declarators(rest):
+            m = _DECLARATOR.fullmatch(d.strip())
+            if m is None:
+                raise self.error(line, "unknown declarator", stmt)
+            count = 1
+            if m.group(2) is not None:
+                if space != "reg":
+                    raise self.error(line, "a register range '<N>' outside .reg", stmt)
+                count = int(m.group(2), 0)
+            for dim in _DIM.finditer(m.group(3) or ""):
+                count *= int(dim.group(1), 0) if dim.group(1) else 0
+            total += count * lanes * max(bits, 8) // 8
+        return total
+
+    def instruction(self, line: int, stmt: str) -> None:
+        fn = self.fn
+        assert fn is not None
+        m = _INSTR.fullmatch(stmt)
+        if m is None:
+            raise self.error(line, "unknown statement", stmt)
+        base = m.group(2)
+        quals = m.group(3).split(".")[1:] if m.group(3) else []
+        if base not in _OPCODES:
+            raise self.error(line, f"unknown opcode '{base}'", stmt)
+        second = _SECOND.get(base)
+        if second is not None and (not quals or quals[0] not in second):
+            raise self.error(line, f"unknown opcode '{base}.{quals[0] if quals else ''}'", stmt)
+        index = fn.instructions
+        fn.instructions += 1
+        if base in ("atom", "red"):
+            self.atomic(line, stmt, base, quals, index)
+        if base in _VECTOR_OPS:
+            lanes = 0
+            bits = 0
+            for q in quals:
+                if q in _VECTORS:
+                    lanes = _VECTORS[q]
+                elif q in _TYPE_BITS:
+                    bits = max(bits, _TYPE_BITS[q])
+            if lanes:
+                if not bits:
+                    raise self.error(line, "vector operation without a type", stmt)
+                fn.vector_width = max(fn.vector_width, lanes * bits)
+        if base in ("bra", "brx"):
+            operands = (m.group(4) or "").strip()
+            target = operands.rsplit(",", 1)[-1].strip()
+            if not re.fullmatch(_IDENT, target):
+                raise self.error(line, "unknown branch target", stmt)
+            target = target if base == "bra" else "\0" + target  # brx.idx: a .branchtargets list
+            fn.branches.append((line, stmt, tuple(fn.scopes), target, index))
+
+    def atomic(self, line: int, stmt: str, base: str, quals: list[str], index: int) -> None:
+        fn = self.fn
+        assert fn is not None
+        op = typ = vec = None
+        mods: list[str] = []
+        if quals and quals[0] == "async" and base == "red":
+            base, quals = "red.async", quals[1:]
+        for q in quals:
+            if q in _ATOM_DROP:
+                continue
+            if q in _ATOM_OPS and op is None:
+                op = q
+            elif q == "noftz":
+                mods.append(q)
+            elif q in _VECTORS and vec is None:
+                vec = q
+            elif q in _ATOM_TYPES and typ is None:
+                typ = q
+            else:
+                raise self.error(line, f"unknown {base} qualifier '.{q}'", stmt)
+        if op is None or typ is None:
+            raise self.error(line, f"{base} without an operation or a type", stmt)
+        name = ".".join([base, op, *mods, *([vec] if vec else []), typ])
+        fn.atomics[name] += 1
+        if op == "cas":
+            fn.cas.append(index)
+        if op == "add" and typ in _FLOAT_TYPES:
+            fn.float_atomics += 1
+
+    def define_label(self, line: int, name: str) -> None:
+        fn = self.fn
+        assert fn is not None
+        key = (fn.scopes[-1], name)
+        if key in fn.labels:
+            raise self.error(line, f"label '{name}' defined twice", name + ":")
+        fn.labels[key] = fn.instructions
+
+    def finish(self, fn: _Function) -> KernelFacts:
+        loops: list[tuple[int, int]] = []
+        for line, stmt, scopes, target, index in fn.branches:
+            if target.startswith("\0"):  # brx.idx: its .branchtargets list
+                targets = self.resolve(fn.branch_targets, scopes, target[1:], line, stmt, "target list")
+            else:
+                targets = [target]
+            back = [t for t in targets if self.resolve(fn.labels, scopes, t, line, stmt, "label") <= index]
+            if back:
+                start = min(self.resolve(fn.labels, scopes, t, line, stmt, "label") for t in back)
+                loops.append((start, index))
+        cas_loops = sum(1 for i in fn.cas if any(a <= i < b for a, b in loops))
+        return KernelFacts(
+            name=fn.name,
+            language="ptx",
+            source=self.where,
+            atomics=tuple(sorted(fn.atomics.items())),
+            cas_atomics=len(fn.cas),
+            cas_loops=cas_loops,
+            float_atomics=fn.float_atomics,
+            local_bytes=fn.local_bytes,
+            instructions=fn.instructions,
+            loops=len(loops),
+            vector_width=fn.vector_width,
+        )
+
+    def resolve(
+        self,
+        table: Mapping[tuple[int, str], _T],
+        scopes: tuple[int, ...],
+        name: str,
+        line: int,
+        stmt: str,
+        what: str,
+    ) -> _T:
+        for scope in reversed(scopes):
+            if (scope, name) in table:
+                return table[(scope, name)]
+        raise self.error(line, f"branch to an undefined {what} '{name}'", stmt)
+
+
+def _strip_comments(line: str, in_comment: bool) -> tuple[str, bool]:
+    """``line`` without its comments (``//``, ``/* */``, strings kept); whether a ``/*`` is still open."""
+    if in_comment:
+        end = line.find("*/")
+        if end < 0:
+            return "", True
+        line = " " + line[end + 2 :]
+    if "/" not in line:
+        return line, False
+    out: list[str] = []
+    pos = 0
+    while True:
+        m = _COMMENT.search(line, pos)
+        if m is None:
+            out.append(line[pos:])
+            return "".join(out), False
+        out.append(line[pos : m.start()])
+        if m.group() == "//":
+            return "".join(out), False
+        if m.group() == "/*":
+            end = line.find("*/", m.end())
+            if end < 0:
+                return "".join(out), True
+            out.append(" ")
+            pos = end + 2
+        else:  # a string: kept whole
+            s = _STRING_RE.match(line, m.start())
+            if s is None:
+                out.append(line[m.start() :])
+                return "".join(out), False
+            out.append(s.group())
+            pos = s.end()
+
+
+def _split_declarators(text: str) -> list[str]:
+    """Split ``a, b[4], c = {1, 2}`` at the commas outside braces."""
+    if "{" not in text:
+        return text.split(",")
+    out: list[str] = []
+    depth = 0
+    start = 0
+    for i, c in enumerate(text):
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            out.append(text[start:i])
+            start = i + 1
+    out.append(text[start:])
+    return out
+
+
+def parse_ptx(text: str, where: str) -> list[KernelFacts]:
+    """The facts of every function with a body in the PTX ``text`` (``.entry`` kernels and ``.func``
+    device functions), in order of appearance. ``where`` names the text in errors (``FILE:LINE: ...``) and
+    is each fact's ``source``. An empty text is a module without kernels: ``[]``. Raises
+    :class:`~invariants.kernels.KernelCodeError` on anything not understood."""
+    return _Reader(where).read(text)
