@@ -86,7 +86,7 @@ def expand(
     for spec in specs:
         for target in (t for t in targets if spec_applies(spec, t)):
             for inv in spec.invariants:
-                if inv.kind not in kinds:
+                if inv.kind not in kinds or not any(fnmatch.fnmatchcase(target.name, p) for p in inv.targets):
                     continue
                 skip = unmet_condition(inv)
                 if inv.kind == "absolute":
@@ -180,19 +180,19 @@ def evaluate(
     costs: Callable[[Key], dict[str, int | float | Missing]] | None = None,
 ) -> Decision:
     """Decide ``case``. ``structure(key)`` gives the structure of a compiled key; ``measure(fn, program)``
-    gives a throughput figure (``time``) for throughput invariants; ``costs(key)`` gives the compiler
-    metrics (``invariants._metrics.compiler_metrics``). A metric without a value (a
-    :class:`~invariants._cost.Missing`, an unknown trip count) makes the verdict fail with one line saying
-    why: an invariant never passes on a number that is not there."""
+    gives a throughput figure (``time``) for throughput invariants; ``costs(key)`` gives the compiler and
+    kernel-code metrics (``invariants._metrics.compiler_metrics`` and ``kernel_metrics``). A metric
+    without a value (a :class:`~invariants._cost.Missing`, an unknown trip count) makes the verdict fail
+    with one line saying why: an invariant never passes on a number that is not there."""
     config = get_config(case.config)
     layout = PROGRAMS[case.program].layout if case.program is not None else None
     facts = input_facts(config, layout, device_count(case.target))
     measured: dict[str, Any] = {}
 
     def metric_of(name: str, program: str) -> Any:
-        if METRICS[name].source == "compiler":
+        if METRICS[name].source in ("compiler", "kernel"):
             if costs is None:
-                raise _Unknown(f"{name} of {program} needs the compiled program's analyses")
+                raise _Unknown(f"{name} of {program} needs the compiled program's analyses and code")
             cost = costs(Key(program, case.config, case.target))[name]
             if isinstance(cost, Missing):
                 raise _Unknown(f"{name} of {program} on {case.target}: {cost.reason}")

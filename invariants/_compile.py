@@ -11,10 +11,12 @@ import dataclasses
 import json
 import os
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from ._errors import InvariantsError
@@ -38,7 +40,9 @@ class Compiled:
     ``hlo_text`` is the optimized, scheduled HLO module (``compiled.as_text()``); ``jaxpr_primitives`` is
     the jaxpr's primitive sequence with nested calls inlined and gather/scatter modes attached, e.g.
     ``gather[PROMISE_IN_BOUNDS]``. ``cost`` and ``memory`` are XLA's analyses where the backend offers them
-    (aids for inspection, not comparable across versions).
+    (aids for inspection, not comparable across versions). ``kernel_code`` is the code each kernel
+    compiled to, file name -> text (``invariants.kernels``): the PTX of a GPU compile, the optimized LLVM IR
+    of a CPU compile; empty where the backend writes none (TPU) or the target does not read it.
     """
 
     program: str
@@ -51,6 +55,7 @@ class Compiled:
     cost: dict[str, float]
     memory: dict[str, int]
     compile_seconds: float
+    kernel_code: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def key(self) -> Key:
@@ -158,7 +163,12 @@ def _compile(program_name: str, config_id: str, target: Target) -> tuple[Compile
         with context:
             closed = jax.make_jaxpr(program.fn)(*args)
             lowered = jax.jit(program.fn, **jit_kwargs).lower(*args)
-            compiled = lowered.compile()
+            if reads_kernel_code(target):
+                compiled, kernel_code = _compile_with_code(lowered)
+            else:
+                compiled, kernel_code = lowered.compile(), {}
+    except InvariantsError:
+        raise
     except Exception as err:  # a compiler error is a finding about this key, said in one line
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise InvariantsError(f"{target.name}/{program_name}[{config_id}]: compile failed: {first}") from err
@@ -174,8 +184,29 @@ def _compile(program_name: str, config_id: str, target: Target) -> tuple[Compile
         cost=_cost(compiled),
         memory=_memory(compiled),
         compile_seconds=seconds,
+        kernel_code=kernel_code,
     )
     return artifacts, compiled
+
+
+def reads_kernel_code(target: Target) -> bool:
+    """Whether a compile for ``target`` keeps its kernel code: GPU targets (PTX) and the CPU runtime (LLVM
+    IR). TPU compiles write none (libtpu dumps no LLO), and the 8-device CPU target's sharded programs run
+    the same kernels as the CPU runtime's."""
+    return target.family == "gpu" or (target.family == "cpu" and target.mode == "runtime")
+
+
+def _compile_with_code(lowered: Any) -> tuple[Any, dict[str, str]]:
+    """Compile ``lowered`` with XLA dumping this compile only (a per-compile option: no global XLA_FLAGS, no
+    child process) into a folder of its own, and read back its kernel code."""
+    from .kernels.dump import read_kernel_code
+
+    with tempfile.TemporaryDirectory(prefix="invariants-code-") as folder:
+        compiled = lowered.compile(compiler_options={"xla_dump_to": folder})
+        modules = read_kernel_code(Path(folder))
+    if len(modules) > 1:  # one jit is one module; more would mean a dump shared with another compile
+        raise InvariantsError(f"{folder}: one compile dumped {len(modules)} modules: {', '.join(modules)}")
+    return compiled, next(iter(modules.values()), {})
 
 
 def _cost(compiled: Any) -> dict[str, float]:

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import pathlib
 import sys
 from collections import Counter
 from typing import Any
 
-from invariants._cost import cycle_estimate
+from invariants._cost import cycle_estimate, value_or_none
 from invariants._errors import InvariantsError
 from invariants._hlo import HloModule, parse_module
-from invariants._metrics import METRICS, help_text
+from invariants._metrics import METRICS, help_text, kernel_metrics
 from invariants._structure import Kernel, Structure, structure_of, to_json
+from invariants.kernels import KernelFacts, parse_kernel_code
+from invariants.kernels.dump import code_beside
+from invariants.kernels.program import ProgramCode, code_line
 
 _DUMP_GLOB = "*after_optimizations.txt"
 
@@ -34,6 +38,8 @@ _DETAILS = {
     "kernel_list": "the kernels, as the snapshot lists them",
     "unestimated_launches": "launches (loops expanded) without an estimated_cycles; they add nothing",
     "estimated_cycles_note": "why estimated_cycles is null (no TPU estimates, or an unknown trip count)",
+    "kernel_code": "each kernel's code facts (PTX or LLVM IR beside the module in its dump folder)",
+    "kernel_code_note": "why the kernel metrics are null (no kernel code beside the file)",
 }
 
 
@@ -54,7 +60,11 @@ The metrics, as a spec's assert names them (invariants/*.toml):
 Each object has every structural metric above under its own name (null when unknown), estimated_cycles
 (the TPU compiler's prediction: each kernel's backend_config "estimated_cycles", summed over the kernels
 that run, a while body once per trip and its condition once per trip plus one, nested loops multiplied;
-null for modules without estimates, e.g. CPU and GPU, and when a trip count is unknown), and these details:
+null for modules without estimates, e.g. CPU and GPU, and when a trip count is unknown), the kernel
+metrics (cas_atomics, float_atomics, local_bytes, vector_width, ...: read from the module's own .ptx files
+in a GPU dump and .ir-with-opt.ll files in a CPU dump, found by the module_NNNN.<name> prefix XLA gives
+every file of one module; null with a kernel_code_note where there are none, e.g. a TPU dump or a lone
+file), and these details:
 {details}
 
 Exit status: 0 on success; 2 for a missing file or text that is not understood (one line on stderr,
@@ -120,7 +130,13 @@ def _module_text(path: pathlib.Path) -> str:
     return text
 
 
-def summary(module_name: str, structure: Structure) -> dict[str, Any]:
+def _facts_json(f: KernelFacts) -> dict[str, Any]:
+    out = dataclasses.asdict(f)
+    out["atomics"] = dict(f.atomics)
+    return out
+
+
+def summary(module_name: str, structure: Structure, code: ProgramCode) -> dict[str, Any]:
     """The per-file JSON object printed by ``--json``: every structural metric, then the details."""
     full = to_json(structure)
     metrics = {
@@ -131,6 +147,7 @@ def summary(module_name: str, structure: Structure) -> dict[str, Any]:
     # The one compiler metric the HLO text alone decides (the others need the compiled executable).
     estimate = cycle_estimate(structure)
     metrics["estimated_cycles"] = estimate.cycles
+    metrics.update({k: value_or_none(v) for k, v in kernel_metrics(code).items()})
     details = {
         "module": module_name,
         "fusion_kinds": full["fusion_kinds"],
@@ -146,6 +163,8 @@ def summary(module_name: str, structure: Structure) -> dict[str, Any]:
         "kernel_list": full["kernel_list"],
         "unestimated_launches": estimate.unestimated,
         "estimated_cycles_note": estimate.reason,
+        "kernel_code": None if code.facts is None else [_facts_json(f) for f in code.facts],
+        "kernel_code_note": code.reason or None,
     }
     assert details.keys() == _DETAILS.keys() - {"optimized"} and not metrics.keys() & details.keys()
     return {**metrics, **details}
@@ -175,7 +194,20 @@ def _kernel_lines(kernels: tuple[Kernel, ...], indent: str) -> list[str]:
     return lines
 
 
-def _text_block(path: str, module: HloModule, s: Structure) -> str:
+def _code_lines(code: ProgramCode) -> list[str]:
+    if code.facts is None:
+        return [f"  kernel code: none ({code.reason})"]
+    totals = kernel_metrics(code)
+    lines = [
+        f"  kernel code: {len(code.facts)} kernels; cas atomics {totals['cas_atomics']} (in retry loops "
+        f"{totals['cas_loops']}), float atomics {totals['float_atomics']}, "
+        f"local {totals['local_bytes']} bytes"
+    ]
+    lines += [f"    {f.name}: {code_line(f)}" for f in code.facts]
+    return lines
+
+
+def _text_block(path: str, module: HloModule, s: Structure, code: ProgramCode) -> str:
     dyn = "unknown" if s.dynamic_kernel_launches is None else str(s.dynamic_kernel_launches)
     kinds = ", ".join(f"{k} {n}" for k, n in s.fusion_kinds.items()) or "none"
     state = "" if module.scheduled else ", NOT OPTIMIZED: ops are not fused into kernels yet"
@@ -208,14 +240,27 @@ def _text_block(path: str, module: HloModule, s: Structure) -> str:
     lines.append(f"  root: {s.root_shape}")
     lines.append("  kernel list:")
     lines.extend(_kernel_lines(s.kernel_list, "    "))
+    lines.extend(_code_lines(code))
     return "\n".join(lines)
+
+
+def _code_of(path: pathlib.Path, structure: Structure) -> ProgramCode:
+    """The kernel code beside ``path`` in its dump folder, tied to ``structure``."""
+    files = code_beside(path)
+    if files is None:
+        return ProgramCode(structure, None, f"{path.name} is not named as a dump file (module_NNNN.<name>.*)")
+    if not files:
+        return ProgramCode(structure, None, f"no .ptx or .ir-with-opt.ll of this module beside {path.name}")
+    return ProgramCode(
+        structure, tuple(parse_kernel_code({str(path.parent / n): t for n, t in files.items()}))
+    )
 
 
 def main(argv: list[str]) -> int:
     """Run ``hlo-stats`` with ``argv`` (without the program name); return the exit status."""
     opts = _parser().parse_args(argv)
     try:
-        results: list[tuple[str, HloModule, Structure]] = []
+        results: list[tuple[str, HloModule, Structure, ProgramCode]] = []
         paths = _expand(opts.files)
         for path in paths:
             try:
@@ -229,16 +274,17 @@ def main(argv: list[str]) -> int:
             if not module.scheduled:
                 print(f"hlo-stats: {path}: not optimized (no is_scheduled=true: a before_optimizations "
                       "dump?); its ops are not fused into kernels yet", file=sys.stderr)  # fmt: skip
-            results.append((str(path), module, structure_of(module)))
+            structure = structure_of(module)
+            results.append((str(path), module, structure, _code_of(path, structure)))
         if not results:
             raise _InputError(f"{', '.join(opts.files)}: no HLO module among the files given")
     except InvariantsError as err:
         print(str(err), file=sys.stderr)
         return 2
     if opts.json:
-        objects = {path: {**summary(m.name, s), "optimized": m.scheduled} for path, m, s in results}
+        objects = {path: {**summary(m.name, s, c), "optimized": m.scheduled} for path, m, s, c in results}
         payload: Any = next(iter(objects.values())) if len(results) == 1 else objects
         print(json.dumps(payload, indent=2))
     else:
-        print("\n\n".join(_text_block(path, m, s) for path, m, s in results))
+        print("\n\n".join(_text_block(path, m, s, c) for path, m, s, c in results))
     return 0

@@ -22,6 +22,11 @@ and a **source**, where its value comes from:
   gives none), never in a snapshot: they move with every compiler patch release. A value a target does not
   provide is a :class:`~invariants._cost.Missing`, and an assert on it fails saying why.
 
+* ``kernel``: the code each kernel compiles to (:mod:`invariants.kernels`): atomics by kind, CAS retry
+  loops, ``.local`` bytes, vector width, read from the PTX of a GPU compile and the LLVM IR of a CPU one.
+  Recorded per structure item; a TPU compile has no kernel code, so there each is a ``Missing``. What is
+  stable of it (atomics, loops, vector width) also shows in the snapshot as each kernel's ``code:`` line.
+
 A structural metric may be ``None`` (unknown, e.g. an underived trip count); an assert on it then fails
 with the reason, never with a guess.
 """
@@ -35,20 +40,22 @@ from typing import Any, Literal
 
 from ._cost import Analyses, Missing, estimated_cycles, from_analysis
 from ._structure import Structure
+from .kernels.program import ProgramCode
 
 __all__ = [
     "METRICS",
     "Metric",
     "compiler_metrics",
     "input_facts",
+    "kernel_metrics",
     "markdown_table",
     "names",
     "structure_metrics",
 ]
 
 Type = Literal["number", "set", "structure"]
-Source = Literal["structure", "input", "throughput", "compiler"]
-Unit = Literal["count", "bytes", "seconds", "ratio", ""]
+Source = Literal["structure", "input", "throughput", "compiler", "kernel"]
+Unit = Literal["count", "bytes", "bits", "seconds", "ratio", ""]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +93,14 @@ def _itemsize(config: Any) -> int:
 
 def _structural(name: str, meaning: str, of: Callable[[Structure], Any], unit: Unit = "count") -> Metric:
     return Metric(name, meaning, "number", "structure", unit, of)
+
+
+def _kernel(name: str, meaning: str, of: Callable[[ProgramCode], Any], unit: Unit = "count") -> Metric:
+    return Metric(name, meaning, "number", "kernel", unit, of)
+
+
+def _total(field: str) -> Callable[[ProgramCode], int | Missing]:
+    return lambda code: code.total(field)
 
 
 def _input(name: str, meaning: str, of: Callable[[Any], int], unit: Unit = "count") -> Metric:
@@ -146,6 +161,19 @@ _ALL = (
               from_analysis("flops")),
     _compiler("bytes_accessed", "bytes read and written, from compiled.cost_analysis() (not across releases)",
               from_analysis("bytes_accessed"), unit="bytes"),
+    _kernel("cas_atomics", "compare-and-swap atomics in the kernels' code (PTX atom.cas, LLVM cmpxchg)",
+            _total("cas_atomics")),
+    _kernel("cas_loops", "compare-and-swap atomics inside a loop: CAS retry loops standing in for a native "
+            "atomic", _total("cas_loops")),
+    _kernel("float_atomics", "native floating-point atomic or reduction adds (any width, one per "
+            "instruction)", _total("float_atomics")),
+    _kernel("local_bytes", "stack and spill bytes the kernels declare (PTX .local, LLVM alloca)",
+            _total("local_bytes"), unit="bytes"),
+    _kernel("code_loops", "loops (backward branches) in the kernels' code", _total("loops")),
+    _kernel("code_instructions", "instructions in the kernels' code (moves with every compiler release)",
+            _total("instructions")),
+    _kernel("vector_width", "narrowest widest-vector (bits) of the kernels that gather or scatter: 0 when "
+            "one is scalar", lambda code: code.lookup_vector_width(), unit="bits"),
     _input("table_bytes", "bytes of the embedding table (vocab x width x dtype size)",
            lambda c: c.vocab * c.width * _itemsize(c), unit="bytes"),
     _input("lookups", "indices looked up per call", lambda c: math.prod(c.index_shape)),
@@ -195,6 +223,12 @@ def compiler_metrics(
     return {m.name: m.of(analyses) for m in _ALL if m.source == "compiler" and m.of is not None}
 
 
+def kernel_metrics(code: ProgramCode) -> dict[str, int | Missing]:
+    """Every kernel-code metric of one compiled program, by name (a ``Missing`` where the target gives no
+    kernel code)."""
+    return {m.name: m.of(code) for m in _ALL if m.source == "kernel" and m.of is not None}
+
+
 def input_facts(config: Any, layout: Any = None, devices: int = 1) -> dict[str, int]:
     """The input facts of a configuration (``table_bytes``, ``lookups``, ...), by name; with the ``layout``
     of a sharded program (an ``invariants._programs.Layout``) on ``devices`` devices, its per-chip facts."""
@@ -232,6 +266,7 @@ def help_text() -> str:
         ("input", "input facts"),
         ("throughput", "throughput tier"),
         ("compiler", "the compiler's predictions (never in snapshots; hlo-stats computes estimated_cycles)"),
+        ("kernel", "the kernels' code: PTX on a GPU, LLVM IR on the CPU (hlo-stats reads a dump's .ptx/.ll)"),
     ):
         lines.append(f"{title}:")
         for m in _ALL:

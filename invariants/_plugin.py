@@ -70,6 +70,7 @@ class GateSession:
         self.catalog_snapshot_dir = Path(catalog_dir).resolve() if catalog_dir else self.snapshot_dir
         self.dump_dir = Path(config.getoption("hlo_dump_dir"))
         self._structures: dict[Any, Any] = {}
+        self._codes: dict[Any, Any] = {}
         self.parse_seconds = 0.0
         self.raw = bool(config.getoption("raw_invariants"))
         if config.getoption("programs") is not None or config.getoption("configs") is not None:
@@ -116,12 +117,44 @@ class GateSession:
             self.parse_seconds += time.perf_counter() - start
         return self._structures[key]
 
+    def code(self, key: Key) -> Any:
+        """The kernel code of ``key`` (an ``invariants.kernels.program.ProgramCode``), parsed once. A
+        construct the parser does not know is an ``InvariantsError`` naming FILE:LINE, for that key's
+        items."""
+        from ._compile import reads_kernel_code
+        from ._snapshot import program_code
+        from .kernels.program import ProgramCode
+
+        if key not in self._codes:
+            compiled = self.cache.get(*key)
+            target = self.all_targets[key.target]
+            code = None
+            if reads_kernel_code(target):
+                start = time.perf_counter()
+                code = program_code(compiled, self.structure(key))
+                self.parse_seconds += time.perf_counter() - start
+            if code is None:
+                why = (
+                    "the TPU compiler writes no kernel code (libtpu dumps no LLO)"
+                    if target.family == "tpu"
+                    else "its kernels are the CPU runtime target's; read them there"
+                    if target.family == "cpu"
+                    else "the compile kept no kernel code"
+                )
+                code = ProgramCode(self.structure(key), None, f"{key.target}: {why}")
+            self._codes[key] = code
+        return self._codes[key]
+
     def costs(self, key: Key) -> dict[str, Any]:
-        """The compiler metrics of ``key`` (``invariants._metrics.compiler_metrics``); never in snapshots."""
-        from ._metrics import compiler_metrics
+        """The compiler and kernel-code metrics of ``key`` (``invariants._metrics.compiler_metrics`` and
+        ``kernel_metrics``); never in snapshots."""
+        from ._metrics import compiler_metrics, kernel_metrics
 
         compiled = self.cache.get(*key)
-        return compiler_metrics(self.structure(key), compiled.cost, compiled.memory)
+        return {
+            **compiler_metrics(self.structure(key), compiled.cost, compiled.memory),
+            **kernel_metrics(self.code(key)),
+        }
 
     def configs_for(self, target: Target, program: str) -> list[str]:
         """The configurations ``program`` compiles in on ``target`` that this session selected."""
@@ -151,6 +184,8 @@ class GateSession:
         stem = f"{key.program}.{key.config}"
         (folder / f"{stem}.hlo.txt").write_text(compiled.hlo_text)
         (folder / f"{stem}.jaxpr.txt").write_text(compiled.jaxpr)
+        for name, text in compiled.kernel_code.items():  # the code an item on it read: PTX or LLVM IR
+            (folder / f"{stem}.{name}").write_text(text)
         return folder / stem
 
 

@@ -8,6 +8,11 @@ the jaxpr's primitive sequence with gather/scatter modes.
 
 One kernel is one line, so a regression reads as a one-line diff such as
 ``kernel 3: fusion kLoop {...}`` becoming ``kernel 3: while ×16384 {`` followed by its body.
+
+Where the compile kept its kernel code (GPU PTX, CPU LLVM IR: :mod:`invariants.kernels`), each kernel
+with code is followed by one ``code:`` line of its atomics, loops and vector width, so that a change of
+code generation behind byte-identical HLO (a native float atomic becoming a CAS retry loop) is a
+snapshot diff too.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from collections.abc import Iterable
 
 from ._compile import Compiled
 from ._structure import Kernel, Structure
+from .kernels import parse_kernel_code
+from .kernels.program import ProgramCode, code_line, unmatched_lines
 
 
 def _multiset(pairs: Iterable[tuple[str, int]]) -> str:
@@ -53,23 +60,28 @@ def kernel_line(kernel: Kernel) -> str:
     return f"{text} -> {kernel.shape}"
 
 
-def kernel_lines(kernels: Iterable[Kernel], prefix: str = "kernel ", indent: str = "") -> list[str]:
+def kernel_lines(
+    kernels: Iterable[Kernel], prefix: str = "kernel ", indent: str = "", code: ProgramCode | None = None
+) -> list[str]:
     lines: list[str] = []
     for i, k in enumerate(kernels, 1):
         label = f"{indent}{prefix}{i}"
         if k.opcode == "while":
             trips = f"×{k.trip_count}" if k.trip_count is not None else "×?"
             lines.append(f"{label}: while {trips} {{")
-            lines += kernel_lines(k.condition, "cond ", indent + "    ")
-            lines += kernel_lines(k.body, "body ", indent + "    ")
+            lines += kernel_lines(k.condition, "cond ", indent + "    ", code)
+            lines += kernel_lines(k.body, "body ", indent + "    ", code)
             lines.append(f"{indent}}}")
         elif k.opcode == "conditional":
             lines.append(f"{label}: conditional {{")
             for b, branch in enumerate(k.branches):
-                lines += kernel_lines(branch, f"branch {b}.", indent + "    ")
+                lines += kernel_lines(branch, f"branch {b}.", indent + "    ", code)
             lines.append(f"{indent}}}")
         else:
             lines.append(f"{label}: {kernel_line(k)}")
+            facts = code.of(k) if code is not None else None
+            if facts is not None:
+                lines.append(f"{indent}    code {code_line(facts)}")
     return lines
 
 
@@ -86,8 +98,23 @@ def summary_line(structure: Structure) -> str:
     )
 
 
-def render_summary(compiled: Compiled, structure: Structure, doc: str = "") -> str:
-    """The snapshot text of one compiled program. Deterministic for a given compiler."""
+def program_code(compiled: Compiled, structure: Structure) -> ProgramCode | None:
+    """The kernel code ``compiled`` kept, tied to ``structure``; None when it kept none."""
+    if not compiled.kernel_code:
+        return None
+    files = {
+        f"{compiled.program}.{compiled.config}.{compiled.target}/{n}": t
+        for n, t in compiled.kernel_code.items()
+    }
+    return ProgramCode(structure, tuple(parse_kernel_code(files)))
+
+
+def render_summary(
+    compiled: Compiled, structure: Structure, doc: str = "", code: ProgramCode | None = None
+) -> str:
+    """The snapshot text of one compiled program. Deterministic for a given compiler. ``code`` is its
+    kernel code when the caller has parsed it already (else it is parsed from ``compiled``)."""
+    code = code if code is not None else program_code(compiled, structure)
     out = [f"# {compiled.program} [{compiled.config}] on {compiled.target}"]
     if doc:
         out.append(f"# {doc}")
@@ -103,7 +130,10 @@ def render_summary(compiled: Compiled, structure: Structure, doc: str = "") -> s
     out.append("")
     out.append("summary: " + summary_line(structure))
     out.append("kernels:")
-    out += ["  " + line for line in kernel_lines(structure.kernel_list)] or ["  (none)"]
+    out += ["  " + line for line in kernel_lines(structure.kernel_list, code=code)] or ["  (none)"]
+    if code is not None and code.unmatched:
+        out.append("code of no listed kernel:")
+        out += ["  " + line for line in unmatched_lines(code)]
     out.append("custom calls: " + (", ".join(structure.custom_call_targets) or "none"))
     out.append("converts: " + (_multiset(sorted(Counter(structure.converts).items())) or "none"))
     for title, ops in (("gathers", structure.gather_shapes), ("scatters", structure.scatter_shapes)):

@@ -10,6 +10,7 @@ invariants touches that one file. The format::
     id = "no_while"                # unique in the file; part of the pytest id
     programs = ["kind:forward"]    # names, fnmatch patterns, "kind:K" or "tag:T"; omit for relational
     configs = ["*"]                # config ids or patterns (default: every config compiled)
+    targets = ["gpu-a100"]         # optional: narrows the file's targets for this invariant (patterns)
     assert = "while_loops == 0"    # one comparison; see below
     why = "a lookup is one gather; a loop is the seed's pathology"
     when = "jax >= 0.10"           # optional: comma-separated version conditions (packaging specifiers)
@@ -47,6 +48,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import fnmatch
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -64,7 +66,7 @@ SPEC_DIR = Path(__file__).parent
 CORRECTNESS_CHECKS = ("agree", "out_of_bounds", "narrow_index")
 VERSIONED_PACKAGES = ("jax", "jaxlib", "libtpu", "equinox")
 
-_INVARIANT_KEYS = ("id", "programs", "configs", "assert", "why", "when", "ratchet")
+_INVARIANT_KEYS = ("id", "programs", "configs", "targets", "assert", "why", "when", "ratchet")
 _CORRECTNESS_KEYS = (
     "id",
     "check",
@@ -105,6 +107,9 @@ class Invariant:
     why: str
     when: tuple[Requirement, ...]
     ratchet: Ratchet | None
+    # Patterns over target names: where in the file's targets this invariant applies (all by default), so
+    # that one file states a fact on every GPU and its known-bad exception on two of them.
+    targets: tuple[str, ...] = ("*",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -266,7 +271,7 @@ def parse_assert(
                 if metric is not None:
                     raise loc.error(line, f"{node.id}(...) takes one program name, as in {node.id}(take)")
                 raise loc.error(line, f"unknown metric '{node.id}'{did_you_mean(node.id, bare_names)}")
-            if metric.source in ("structure", "compiler"):
+            if metric.source in ("structure", "compiler", "kernel"):
                 bare.append(node.id)
             return metric.type
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
@@ -406,7 +411,7 @@ def scaled_terms(body: ast.expr) -> tuple[str, str, str, float] | None:
             isinstance(side, ast.Call)
             and isinstance(side.func, ast.Name)
             and side.func.id in METRICS
-            and METRICS[side.func.id].source in ("structure", "compiler")
+            and METRICS[side.func.id].source in ("structure", "compiler", "kernel")
             and METRICS[side.func.id].type == "number"
             and len(side.args) == 1
             and isinstance(side.args[0], ast.Name)
@@ -542,6 +547,14 @@ def load_spec(path: Path, known: Mapping[str, Any] | None = None) -> Spec:
                 )
             programs = named
         configs = _strings(table.get("configs", "*"), loc, loc.key_line(line, "configs"), "configs")
+        inv_targets = _strings(table.get("targets", "*"), loc, loc.key_line(line, "targets"), "targets")
+        for pattern in inv_targets:
+            if not any(fnmatch.fnmatchcase(pattern, p) or fnmatch.fnmatchcase(p, pattern) for p in targets):
+                raise loc.error(
+                    loc.key_line(line, "targets"),
+                    f"'{inv_id}': targets {pattern!r} lies outside this file's targets "
+                    f"({', '.join(targets)}): it would never apply",
+                )
         when = _parse_when(table["when"], loc, loc.key_line(line, "when")) if "when" in table else ()
         ratchet = None
         if "ratchet" in table:
@@ -565,6 +578,7 @@ def load_spec(path: Path, known: Mapping[str, Any] | None = None) -> Spec:
                 why=str(table.get("why", "")),
                 when=when,
                 ratchet=ratchet,
+                targets=inv_targets,
             )
         )
 

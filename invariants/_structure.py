@@ -96,6 +96,10 @@ class Kernel:
     # kernel carries none. Not part of equality: it moves with every libtpu patch release, and
     # ``structure(a) == structure(b)`` compares what runs, not what it is predicted to cost.
     estimated_cycles: int | None = field(default=None, compare=False)
+    # The HLO instruction's name: the one thing a kernel's code (its PTX entry, its LLVM function) is found
+    # by (invariants.kernels.name_key). Not part of equality, never in a snapshot: names are renumbered
+    # when a pass adds or removes an instruction, and two programs that run the same kernels are equal.
+    name: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
@@ -259,6 +263,7 @@ class _Analyzer:
                         inner_opcodes=_multiset(inner),
                         partitions=_partitions(instr),
                         estimated_cycles=_estimated_cycles(instr, self.module.name),
+                        name=instr.name,
                     )
                 )
             else:
@@ -268,6 +273,7 @@ class _Analyzer:
                         str(instr.shape),
                         custom_call_target=instr.custom_call_target,
                         estimated_cycles=_estimated_cycles(instr, self.module.name),
+                        name=instr.name,
                     )
                 )
         return tuple(out)

@@ -39,7 +39,9 @@ class Target:
     (the programs with a fixed mesh layout that fits in ``device_count`` devices, plus the pod layouts
     when ``pods`` is set), or ``pod`` (the pod layouts only, on all ``device_count`` chips).
     ``extra_configs`` are compiled on top of the scope for every program that lists them: the
-    compile-only LLM-scale configurations, which no scope includes by itself.
+    compile-only LLM-scale configurations, which no scope includes by itself. ``scope_configs`` are
+    compiled beside the seed's configuration by a ``core`` target, for the programs in its scope that list
+    them.
     """
 
     name: str
@@ -52,6 +54,7 @@ class Target:
     enable_hint: str = ""
     skip_configs: tuple[str, ...] = ()
     extra_configs: tuple[str, ...] = ()
+    scope_configs: tuple[str, ...] = ()
     pods: bool = False
 
     def compiles(self, program: Program) -> bool:
@@ -71,7 +74,7 @@ class Target:
         if not self.compiles(program):
             return extra
         if self.scope != "all":
-            return (SEED.id, *extra)
+            return (SEED.id, *(c for c in self.scope_configs if c in program.configs), *extra)
         own = tuple(c for c in program.configs if c not in self.skip_configs and c not in LLM_CONFIGS)
         return own + extra
 
@@ -178,6 +181,15 @@ _AOT_TARGETS: tuple[Target, ...] = (
     Target(
         "gpu-h100", "gpu", "aot", "all", topology="h100_sxm", enable_hint=_GPU_HINT, extra_configs=LLM_CONFIGS
     ),
+    # Earlier and later GPU generations, for the code each kernel compiles to (invariants.kernels): the
+    # atomics XLA emits follow the compute capability (sm_80 and sm_89 have no vector float atomics, and
+    # jaxlib 0.10.2 falls back to compare-and-swap loops there: openxla/xla#46225). The core programs in
+    # f32 and bf16 (bf16 atomics differ again, openxla/xla#26371) are enough to see each chip.
+    Target(
+        "gpu-a100", "gpu", "aot", "core", topology="a100_sxm", enable_hint=_GPU_HINT, scope_configs=("bf16",)
+    ),
+    Target("gpu-l4", "gpu", "aot", "core", topology="l4", enable_hint=_GPU_HINT, scope_configs=("bf16",)),
+    Target("gpu-b200", "gpu", "aot", "core", topology="b200", enable_hint=_GPU_HINT, scope_configs=("bf16",)),
     Target("cpu-8dev", "cpu", "subprocess", "sharded", device_count=8, pods=True),
 )
 
@@ -207,7 +219,7 @@ def runtime_target() -> Target:
         # The chip compiles the LLM-scale configurations too, as its ahead-of-time twin does: then a snapshot
         # update on a TPU host keeps (and checks) those snapshots. Compiled only, never run.
         return Target(f"tpu-{chip}", "tpu", "runtime", "all", extra_configs=LLM_CONFIGS)
-    model = re.search(r"([A-Z]\d{2,3})", device.device_kind)
+    model = re.search(r"\b([A-Z]\d{1,3})\b", device.device_kind)  # A100-SXM4-80GB, H100, L4, B200
     name = model.group(1).lower() if model else re.sub(r"\W+", "", device.device_kind.lower())
     return Target(f"gpu-{name}", "gpu", "runtime", "all", extra_configs=LLM_CONFIGS)
 

@@ -36,7 +36,9 @@ def test_invariant(invariant_case, gate, record_property):
 
     def failure() -> str:
         key = case.keys[0]
-        summary = render_summary(gate.cache.get(*key), gate.structure(key), PROGRAMS[key[0]].doc)
+        summary = render_summary(
+            gate.cache.get(*key), gate.structure(key), PROGRAMS[key[0]].doc, gate.code(key)
+        )
         headline = f"{inv.where}: {inv.id} failed on {where}: {verdict.describe(inv)}"
         if inv.why:
             headline += f"\nwhy it matters: {inv.why}"

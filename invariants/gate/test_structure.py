@@ -35,7 +35,7 @@ def test_structure(structure_key, gate, structure_snapshot, request, record_prop
             **predicted,
         )
     )
-    summary = render_summary(compiled, structure, PROGRAMS[program].doc)
+    summary = render_summary(compiled, structure, PROGRAMS[program].doc, gate.code(structure_key))
     path = gate.snapshot_path(structure_key)
     if not gate.snapshot_writable(program):
         if not path.exists():

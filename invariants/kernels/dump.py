@@ -1,0 +1,71 @@
+"""The kernel code of an XLA dump folder (``xla_dump_to``), grouped by HLO module.
+
+XLA names every file of one compiled module ``module_NNNN.<module name>.<what>``: the optimized HLO
+(``...after_optimizations.txt``), one ``.ptx`` per emitted LLVM module on a GPU, one ``.ir-with-opt.ll``
+per kernel on the CPU. The prefix is what ties a module's kernel code to its HLO.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from . import KernelCodeError, kernel_files
+
+__all__ = ["code_beside", "module_prefix", "read_kernel_code"]
+
+_PREFIX = re.compile(r"^(module_\d+\.[^.]+)\.(.+)$")
+
+
+def module_prefix(file_name: str) -> tuple[str, str] | None:
+    """``('module_0005.jit_loss', '3.ptx')`` for ``module_0005.jit_loss.3.ptx``; None for a file that is
+    not named the way XLA names a module's dump files."""
+    match = _PREFIX.match(file_name)
+    return (match.group(1), match.group(2)) if match else None
+
+
+def read_kernel_code(folder: Path, module: str | None = None) -> dict[str, dict[str, str]]:
+    """Module prefix -> {file name without the prefix -> text} of the kernel-code files under ``folder``
+    (sub-folders included: some JAX releases dump one folder per module), for every module or only
+    ``module``. A file that is not UTF-8 text is a one-line :class:`KernelCodeError`."""
+    by_module: dict[str, list[Path]] = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        named = module_prefix(path.name)
+        if named is None or (module is not None and named[0] != module):
+            continue
+        by_module.setdefault(named[0], []).append(path)
+    out: dict[str, dict[str, str]] = {}
+    for prefix, paths in by_module.items():
+        short = {module_prefix(p.name)[1]: p for p in paths}  # type: ignore[index]
+        files: dict[str, str] = {}
+        for name in kernel_files(short):
+            try:
+                files[name] = short[name].read_text()
+            except UnicodeDecodeError as err:
+                raise KernelCodeError(f"{short[name]}: not UTF-8 text (byte {err.start})") from None
+        if files:
+            out[prefix] = files
+    return out
+
+
+def code_beside(hlo_path: Path) -> dict[str, str] | None:
+    """The kernel code dumped beside one optimized-HLO file, file name -> text: an XLA dump's
+    ``module_NNNN.<name>.*after_optimizations.txt`` and its module's ``.ptx``/``.ll`` files, or the gate's
+    own dump (``--hlo-dump-dir``), ``<program>.<config>.hlo.txt`` beside ``<program>.<config>.<file>``.
+    None when the file is named neither way (kernel code cannot be told apart from another module's)."""
+    if hlo_path.name.endswith(".hlo.txt"):
+        prefix = hlo_path.name[: -len(".hlo.txt")]
+    elif (named := module_prefix(hlo_path.name)) is not None:
+        prefix = named[0]
+    else:
+        return None
+    if prefix.startswith("module_"):
+        return read_kernel_code(hlo_path.parent, prefix).get(prefix, {})
+    beside = {p.name[len(prefix) + 1 :]: p for p in hlo_path.parent.glob(f"{prefix}.*") if p.is_file()}
+    files: dict[str, str] = {}
+    for name in kernel_files(beside):
+        try:
+            files[name] = beside[name].read_text()
+        except UnicodeDecodeError as err:
+            raise KernelCodeError(f"{beside[name]}: not UTF-8 text (byte {err.start})") from None
+    return files
