@@ -163,10 +163,7 @@ def _compile(program_name: str, config_id: str, target: Target) -> tuple[Compile
         with context:
             closed = jax.make_jaxpr(program.fn)(*args)
             lowered = jax.jit(program.fn, **jit_kwargs).lower(*args)
-            if reads_kernel_code(target):
-                compiled, kernel_code = _compile_with_code(lowered)
-            else:
-                compiled, kernel_code = lowered.compile(), {}
+            compiled, kernel_code = _compile_lowered(lowered, target)
     except InvariantsError:
         raise
     except Exception as err:  # a compiler error is a finding about this key, said in one line
@@ -187,6 +184,24 @@ def _compile(program_name: str, config_id: str, target: Target) -> tuple[Compile
         kernel_code=kernel_code,
     )
     return artifacts, compiled
+
+
+# What XLA:GPU says when it cannot start ptxas (PTX -> SASS, run once per kernel where the CUDA toolkit's
+# ptxas is on the PATH): the spawn failed (seen once here, in a gate run beside other compiles).
+# That says nothing about the program, so the compile is tried once more before it counts as a failure.
+_SPAWN_FAILURES = ("Failed to launch ptxas",)
+
+
+def _compile_lowered(lowered: Any, target: Target) -> tuple[Any, dict[str, str]]:
+    for attempt in (1, 2):
+        try:
+            if reads_kernel_code(target):
+                return _compile_with_code(lowered)
+            return lowered.compile(), {}
+        except Exception as err:
+            if attempt == 2 or not any(s in str(err) for s in _SPAWN_FAILURES):
+                raise
+    raise AssertionError("unreachable")
 
 
 def reads_kernel_code(target: Target) -> bool:
