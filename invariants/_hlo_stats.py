@@ -251,9 +251,7 @@ def _code_of(path: pathlib.Path, structure: Structure) -> ProgramCode:
         return ProgramCode(structure, None, f"{path.name} is not named as a dump file (module_NNNN.<name>.*)")
     if not files:
         return ProgramCode(structure, None, f"no .ptx or .ir-with-opt.ll of this module beside {path.name}")
-    return ProgramCode(
-        structure, tuple(parse_kernel_code({str(path.parent / n): t for n, t in files.items()}))
-    )
+    return ProgramCode(structure, tuple(parse_kernel_code(files)))
 
 
 def main(argv: list[str]) -> int:

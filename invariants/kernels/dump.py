@@ -49,7 +49,7 @@ def read_kernel_code(folder: Path, module: str | None = None) -> dict[str, dict[
 
 
 def code_beside(hlo_path: Path) -> dict[str, str] | None:
-    """The kernel code dumped beside one optimized-HLO file, file name -> text: an XLA dump's
+    """The kernel code dumped beside one optimized-HLO file, each file's path -> its text: an XLA dump's
     ``module_NNNN.<name>.*after_optimizations.txt`` and its module's ``.ptx``/``.ll`` files, or the gate's
     own dump (``--hlo-dump-dir``), ``<program>.<config>.hlo.txt`` beside ``<program>.<config>.<file>``.
     None when the file is named neither way (kernel code cannot be told apart from another module's)."""
@@ -59,13 +59,11 @@ def code_beside(hlo_path: Path) -> dict[str, str] | None:
         prefix = named[0]
     else:
         return None
-    if prefix.startswith("module_"):
-        return read_kernel_code(hlo_path.parent, prefix).get(prefix, {})
     beside = {p.name[len(prefix) + 1 :]: p for p in hlo_path.parent.glob(f"{prefix}.*") if p.is_file()}
     files: dict[str, str] = {}
     for name in kernel_files(beside):
         try:
-            files[name] = beside[name].read_text()
+            files[str(beside[name])] = beside[name].read_text()
         except UnicodeDecodeError as err:
             raise KernelCodeError(f"{beside[name]}: not UTF-8 text (byte {err.start})") from None
     return files

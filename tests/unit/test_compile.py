@@ -117,3 +117,57 @@ def test_prefetch_gives_the_same_artifacts_as_compiling_here():
         here = _compile.compile_here(key.program, key.config, all_targets()[key.target])
         assert cache.get(*key).hlo_text == here.hlo_text
     cache.close()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Kernel code: kept from the compile itself, by a per-compile dump option.
+
+import os  # noqa: E402
+
+from invariants._compile import compile_here, reads_kernel_code  # noqa: E402
+
+
+def test_a_cpu_and_a_gpu_compile_keep_their_kernel_code_without_xla_flags(monkeypatch):
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    targets = all_targets()
+    cpu = compile_here("grad_take", "f32", targets["cpu"])
+    assert cpu.kernel_code and all(n.endswith(".ir-with-opt.ll") for n in cpu.kernel_code)
+    assert any("define " in text for text in cpu.kernel_code.values())
+    gpu = compile_here("grad_take", "f32", targets["gpu-a100"])
+    assert gpu.kernel_code and all(n.endswith(".ptx") for n in gpu.kernel_code)
+    assert any(".target sm_80" in text for text in gpu.kernel_code.values())
+    assert "XLA_FLAGS" not in os.environ  # the dump was this compile's option, not a process-wide flag
+    assert not any(n.startswith("module_") for n in gpu.kernel_code)  # names are stable: no module number
+
+
+def test_which_targets_keep_kernel_code():
+    targets = all_targets()
+    assert reads_kernel_code(targets["cpu"]) and reads_kernel_code(targets["gpu-h100"])
+    assert not reads_kernel_code(targets["tpu-v5e"])  # libtpu dumps no LLO
+    assert not reads_kernel_code(targets["cpu-8dev"])  # the CPU runtime's kernels are read there
+
+
+class _Lowered:
+    """A stand-in for ``jax.stages.Lowered`` whose compiles fail ``failures`` times with ``message``."""
+
+    def __init__(self, message: str, failures: int) -> None:
+        self.message, self.failures, self.calls = message, failures, 0
+
+    def compile(self, compiler_options=None):
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise RuntimeError(self.message)
+        return "compiled"
+
+
+def test_a_ptxas_that_fails_to_start_is_tried_once_more_and_nothing_else_is():
+    tpu = all_targets()["tpu-v5e"]  # no kernel code: the plain compile path
+    flaky = _Lowered("INTERNAL: Failed to launch ptxas", failures=1)
+    assert _compile._compile_lowered(flaky, tpu) == ("compiled", {}) and flaky.calls == 2
+    broken = _Lowered("INTERNAL: Failed to launch ptxas", failures=2)
+    with pytest.raises(RuntimeError, match="ptxas"):
+        _compile._compile_lowered(broken, tpu)
+    finding = _Lowered("RESOURCE_EXHAUSTED: Shared memory size limit exceeded", failures=1)
+    with pytest.raises(RuntimeError, match="Shared memory"):
+        _compile._compile_lowered(finding, tpu)
+    assert finding.calls == 1  # a compiler's verdict on the program is never retried

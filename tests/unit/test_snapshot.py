@@ -75,3 +75,23 @@ def test_sensitive_to_fusion_contents_converts_and_dimension_numbers(monkeypatch
     assert base != other
     diff = "\n".join(difflib.unified_diff(base.splitlines(), other.splitlines(), lineterm="", n=0))
     assert changed in diff
+
+
+def test_kernel_code_shows_as_one_line_under_each_kernel_with_code():
+    """A code change behind byte-identical HLO is a snapshot diff: the CPU gradient's scatter kernel shows
+    its vector width, and a copy of the compile whose code is scalar differs in that line only."""
+    from invariants._compile import compile_here
+    from invariants._targets import all_targets
+
+    compiled = compile_here("grad_take", "f32", all_targets()["cpu"])
+    structure = structure_of(parse_module(compiled.hlo_text))
+    text = render_summary(compiled, structure, "doc")
+    lines = text.splitlines()
+    scatter = next(i for i, line in enumerate(lines) if "fusion kLoop {scatter}" in line)
+    assert lines[scatter + 1] == "      code llvm: no atomics; loops 2; vector 256 bits"
+    scalar = {n: t.replace("<8 x float>", "float") for n, t in compiled.kernel_code.items()}
+    other = render_summary(dataclasses.replace(compiled, kernel_code=scalar), structure, "doc")
+    diff = [d for d in difflib.ndiff(lines, other.splitlines()) if d[:1] in "+-"]
+    assert diff == [f"- {lines[scatter + 1]}", "+       code llvm: no atomics; loops 2; scalar"]
+    no_code = render_summary(dataclasses.replace(compiled, kernel_code={}), structure, "doc")
+    assert "code " not in no_code and no_code.count("\n") == text.count("\n") - 3

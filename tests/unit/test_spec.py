@@ -178,3 +178,56 @@ def test_throughput_sides_name_an_index_distribution(tmp_path):
 )  # fmt: skip
 def test_bad_distribution_terms_are_one_line(tmp_path, text, expected):
     assert expected in _error(tmp_path, _assert(text))
+
+
+_GPU_HEADER = '[spec]\ntargets = ["gpu-*"]\n\n'
+
+
+def test_an_invariant_narrows_the_files_targets(tmp_path):
+    """One file states a fact on every GPU and its known-bad exception on two of them."""
+    from invariants._checks import expand
+    from invariants._targets import all_targets
+
+    path = tmp_path / "gpu.toml"
+    path.write_text(
+        _GPU_HEADER
+        + '[[invariant]]\nid = "everywhere"\nprograms = ["grad_take"]\nconfigs = ["f32"]\n'
+        + 'assert = "cas_atomics == 0"\n\n'
+        + '[[invariant]]\nid = "sm8x"\nprograms = ["grad_take"]\nconfigs = ["f32"]\n'
+        + 'targets = ["gpu-a100", "gpu-l4"]\nassert = "cas_atomics == 0"\n'
+    )
+    spec = load_spec(path)
+    assert spec.invariants[0].targets == ("*",) and spec.invariants[1].targets == ("gpu-a100", "gpu-l4")
+    cases = expand([spec], all_targets().values())
+    where = {(c.invariant.id, c.target) for c in cases}
+    assert {t for i, t in where if i == "sm8x"} == {"gpu-a100", "gpu-l4"}
+    assert {t for i, t in where if i == "everywhere"} >= {"gpu-a100", "gpu-l4", "gpu-h100", "gpu-b200"}
+
+
+def test_an_invariants_targets_outside_the_files_are_one_line(tmp_path):
+    message = _error(
+        tmp_path,
+        '[[invariant]]\nid = "x"\nprograms = ["take"]\ntargets = ["tpu-v5e"]\nassert = "kernels == 1"\n',
+        _GPU_HEADER,
+    )
+    assert message.endswith(
+        "'x': targets 'tpu-v5e' lies outside this file's targets (gpu-*): it would never apply"
+    )
+    assert ":7:" in message
+
+
+def test_kernel_metrics_are_asserted_on_per_program(tmp_path):
+    path = tmp_path / "gpu.toml"
+    path.write_text(
+        _GPU_HEADER
+        + '[[invariant]]\nid = "a"\nprograms = ["grad_take"]\n'
+        + 'assert = "cas_atomics <= cas_atomics(grad_naive)"\n'
+    )
+    with pytest.raises(InvariantsError, match=r"mixes program calls with a bare metric 'cas_atomics'"):
+        load_spec(path)
+    path.write_text(
+        _GPU_HEADER
+        + '[[invariant]]\nid = "a"\nassert = "cas_atomics(grad_take) <= cas_atomics(grad_naive)"\n'
+    )
+    (inv,) = load_spec(path).invariants
+    assert inv.kind == "relational" and inv.programs == ("grad_take", "grad_naive")

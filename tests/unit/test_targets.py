@@ -32,3 +32,35 @@ def test_configs_for_are_the_programs_own():
             assert len(set(configs)) == len(configs), (target.name, program.name)
     cpu = all_targets()["cpu"]
     assert cpu.configs_for(CATALOG["naive"])[0] == "f32"
+
+
+def test_gpu_generations_compile_the_core_programs_in_f32_and_bf16():
+    """A100 (sm_80), L4 (sm_89) and B200 (sm_100) beside the H100: the core forms, their gradients and the
+    training steps, in the seed's configuration and bf16 (the atomics differ by dtype); nothing else."""
+    targets = all_targets()
+    for name in ("gpu-a100", "gpu-l4", "gpu-b200"):
+        target = targets[name]
+        assert target.family == "gpu" and target.mode == "aot" and target.unavailable_reason() is None
+        assert target.configs_for(CATALOG["grad_take"]) == ("f32", "bf16")
+        assert target.configs_for(CATALOG["train_take"]) == ("f32", "bf16")
+        assert target.configs_for(CATALOG["take_clip"]) == ()  # not a core form
+        assert target.configs_for(CATALOG["onehot_matmul"]) == ()  # lists bf16, but is not core
+    assert [t.name for t in select_targets("gpu")] == ["gpu-h100", "gpu-a100", "gpu-l4", "gpu-b200"]
+
+
+@pytest.mark.parametrize(
+    "kind,name",
+    [("NVIDIA A100-SXM4-80GB", "gpu-a100"), ("NVIDIA L4", "gpu-l4"), ("NVIDIA H100 80GB HBM3", "gpu-h100"),
+     ("NVIDIA B200", "gpu-b200"), ("NVIDIA H200", "gpu-h200")],
+)  # fmt: skip
+def test_a_gpu_host_names_its_runtime_target_like_the_ahead_of_time_one(monkeypatch, kind, name):
+    import jax
+
+    from invariants import _targets
+
+    class Device:
+        platform = "gpu"
+        device_kind = kind
+
+    monkeypatch.setattr(jax, "devices", lambda *a: [Device()])
+    assert _targets.runtime_target().name == name

@@ -1,0 +1,183 @@
+"""A compiled program's kernel code tied to its kernel list: the kernel metrics, the snapshot's code lines,
+and hlo-stats on real XLA dumps of two jaxlib releases (tests/data/kernels)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from invariants._cost import Missing
+from invariants._hlo import parse_module
+from invariants._hlo_stats import main as hlo_stats
+from invariants._metrics import METRICS, kernel_metrics
+from invariants._structure import Kernel, structure_of
+from invariants.kernels import parse_kernel_code
+from invariants.kernels.dump import code_beside, module_prefix, read_kernel_code
+from invariants.kernels.program import ProgramCode, code_line, lookup_kernels
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "kernels"
+
+
+def _dump(release: str, target: str, program: str) -> Path:
+    return DATA / f"jaxlib-{release}" / target / program
+
+
+def _program_code(folder: Path) -> ProgramCode:
+    (hlo,) = folder.glob("*after_optimizations.txt")
+    structure = structure_of(parse_module(hlo.read_text(), str(hlo)))
+    files = code_beside(hlo)
+    assert files, hlo
+    return ProgramCode(structure, tuple(parse_kernel_code(files)))
+
+
+def _hand_count(folder: Path, pattern: str) -> int:
+    """Counted straight from the PTX text, without the parser: the instructions matching ``pattern``."""
+    return sum(len(re.findall(pattern, p.read_text())) for p in folder.glob("*.ptx"))
+
+
+CAS = r"\batom(?:\.\w+)*\.cas\.b32\b"
+FLOAT_ADD = r"\b(?:atom|red)(?:\.\w+)*\.add(?:\.\w+)*\.f32\b|\b(?:atom|red)(?:\.\w+)*\.f32\.add\b"
+
+
+@pytest.mark.parametrize("target", ["gpu-a100", "gpu-l4"])
+def test_the_f32_scatter_add_became_a_cas_loop_in_0_10_2(target):
+    """xla#46225, as the metrics and the hand count both see it: 4 native adds, then 4 CAS retry loops."""
+    before = kernel_metrics(_program_code(_dump("0.10.1", target, "grad_take.f32")))
+    after = kernel_metrics(_program_code(_dump("0.10.2", target, "grad_take.f32")))
+    assert (before["cas_atomics"], before["float_atomics"]) == (0, 4)
+    assert (after["cas_atomics"], after["cas_loops"], after["float_atomics"]) == (4, 4, 0)
+    for release, metrics in (("0.10.1", before), ("0.10.2", after)):
+        folder = _dump(release, target, "grad_take.f32")
+        assert metrics["cas_atomics"] == _hand_count(folder, CAS)
+        assert metrics["float_atomics"] == _hand_count(folder, FLOAT_ADD)
+
+
+def test_h100_adds_a_row_with_one_vector_atomic_in_both_releases():
+    for release in ("0.10.1", "0.10.2"):
+        metrics = kernel_metrics(_program_code(_dump(release, "gpu-h100", "grad_take.f32")))
+        assert (metrics["cas_atomics"], metrics["float_atomics"]) == (0, 1)
+        assert metrics["vector_width"] == 128  # the scatter kernel's atom.add.v4.f32
+        assert metrics["local_bytes"] == 0
+
+
+def test_every_kernel_of_the_list_finds_its_code_by_name():
+    code = _program_code(_dump("0.10.2", "gpu-a100", "grad_take.f32"))
+    kernels = code.structure.kernel_list
+    assert [code.of(k) is not None for k in kernels] == [True, True]
+    scatter = code.of(kernels[1])
+    assert scatter is not None and scatter.name == "input_scatter_fusion"
+    assert code.unmatched == ()
+    assert lookup_kernels(code.structure) == [kernels[1]]
+
+
+def test_cpu_vector_width_is_the_lookup_kernels_own():
+    code = _program_code(_dump("0.10.2", "cpu", "grad_take.f32"))
+    # The zero-fill broadcast is scalar; the scatter's row update is <8 x float>: the metric reads the latter.
+    widths = {f.name: f.vector_width for f in code.facts or ()}
+    assert 0 in widths.values() and kernel_metrics(code)["vector_width"] == 256
+
+
+def test_a_target_without_kernel_code_gives_missing_metrics_with_the_reason():
+    structure = structure_of(parse_module((DATA.parent / "hlo" / "tpu_seed_jit__take.txt").read_text()))
+    metrics = kernel_metrics(ProgramCode(structure, None, "tpu-v5e: no kernel code"))
+    assert set(metrics) == {m.name for m in METRICS.values() if m.source == "kernel"}
+    assert all(isinstance(v, Missing) and "tpu-v5e" in v.reason for v in metrics.values())
+
+
+def test_a_lookup_kernel_without_code_is_missing_not_zero():
+    code = _program_code(_dump("0.10.2", "gpu-a100", "grad_take.f32"))
+    shown = ProgramCode(code.structure, tuple(f for f in code.facts or () if "scatter" not in f.name))
+    assert isinstance(shown.lookup_vector_width(), Missing)
+    assert shown.total("cas_atomics") == 0  # the counts cover the code there is
+
+
+def test_kernel_names_are_not_part_of_equality():
+    assert Kernel("fusion", "f32[2]", name="a.1") == Kernel("fusion", "f32[2]", name="b.7")
+
+
+def test_the_code_line_holds_nothing_volatile():
+    code = _program_code(_dump("0.10.2", "gpu-a100", "grad_take.f32"))
+    scatter = code.of(code.structure.kernel_list[1])
+    assert scatter is not None
+    line = code_line(scatter)
+    assert line == "ptx: atomics atom.cas.b32×4 (CAS retry loops 4); loops 4; scalar"
+    assert str(scatter.instructions) not in line and "%" not in line
+
+
+def test_module_prefixes_tie_a_dump_folders_files_to_their_module(tmp_path):
+    assert module_prefix("module_0005.jit_loss.3.ptx") == ("module_0005.jit_loss", "3.ptx")
+    assert module_prefix("README.txt") is None
+    for name, text in (
+        ("module_0001.jit_a.1.ptx", "// a"),
+        ("module_0001.jit_a.1.ir-with-opt.ll", "; the NVPTX module before PTX"),
+        ("module_0002.jit_b.k.ir-with-opt.ll", "; b"),
+        ("notes.txt", "x"),
+    ):
+        (tmp_path / name).write_text(text)
+    assert read_kernel_code(tmp_path) == {
+        "module_0001.jit_a": {"1.ptx": "// a"},  # a GPU module: its PTX, not the NVPTX IR
+        "module_0002.jit_b": {"k.ir-with-opt.ll": "; b"},
+    }
+
+
+@pytest.mark.parametrize("release,cas,floats", [("0.10.1", 0, 4), ("0.10.2", 4, 0)])
+def test_hlo_stats_json_reports_the_atomics_of_an_a100_dump(release, cas, floats, capsys):
+    folder = _dump(release, "gpu-a100", "grad_take.f32")
+    assert hlo_stats(["--json", str(folder)]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert (obj["cas_atomics"], obj["float_atomics"]) == (cas, floats)
+    assert (obj["cas_atomics"], obj["float_atomics"]) == (
+        _hand_count(folder, CAS),
+        _hand_count(folder, FLOAT_ADD),
+    )
+    assert [k["name"] for k in obj["kernel_code"]] == ["loop_broadcast_fusion", "input_scatter_fusion"]
+    assert obj["kernel_code_note"] is None
+
+
+def test_hlo_stats_says_why_a_lone_file_has_no_kernel_metrics(capsys):
+    assert hlo_stats(["--json", str(DATA.parent / "hlo" / "cpu_fwd_take.txt")]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["cas_atomics"] is None and "not named as a dump file" in obj["kernel_code_note"]
+
+
+def test_hlo_stats_reads_the_kernel_code_the_gate_dumps(tmp_path, capsys):
+    """--hlo-dump-dir writes <program>.<config>.hlo.txt beside <program>.<config>.<code file>."""
+    folder = _dump("0.10.2", "gpu-a100", "grad_take.f32")
+    (hlo,) = folder.glob("*after_optimizations.txt")
+    (tmp_path / "grad_take.f32.hlo.txt").write_text(hlo.read_text())
+    for ptx in folder.glob("*.ptx"):
+        (tmp_path / f"grad_take.f32.{module_prefix(ptx.name)[1]}").write_text(ptx.read_text())  # type: ignore[index]
+    assert hlo_stats(["--json", str(tmp_path / "grad_take.f32.hlo.txt")]) == 0
+    assert json.loads(capsys.readouterr().out)["cas_atomics"] == 4
+
+
+def test_hlo_stats_names_the_line_of_kernel_code_it_does_not_understand(tmp_path, capsys):
+    folder = _dump("0.10.2", "gpu-a100", "grad_take.f32")
+    for path in folder.iterdir():
+        (tmp_path / path.name).write_text(path.read_text())
+    (ptx,) = (p for p in tmp_path.glob("*.ptx") if "atom" in p.read_text())
+    lines = ptx.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if "atom." in line)
+    lines[at] = "\tfrobnicate.b32 %r1, %r2;"
+    ptx.write_text("\n".join(lines) + "\n")
+    assert hlo_stats(["--json", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"{ptx}:{at + 1}:") and "frobnicate" in err[0]
+
+
+def test_vector_width_is_the_narrowest_of_the_lookup_kernels():
+    """A training step gathers (a scalar row copy on CPU) and scatters (a vector loop): the metric is the
+    gather's 0, not the scatter's 256: one scalar lookup kernel is enough to say so."""
+    from invariants._compile import compile_here
+    from invariants._snapshot import program_code
+    from invariants._targets import all_targets
+
+    compiled = compile_here("train_take", "f32", all_targets()["cpu"])
+    code = program_code(compiled, structure_of(parse_module(compiled.hlo_text)))
+    assert code is not None
+    widths = sorted({code.of(k).vector_width for k in lookup_kernels(code.structure)})  # type: ignore[union-attr]
+    assert widths[0] == 0 and widths[-1] >= 128
+    assert kernel_metrics(code)["vector_width"] == 0
