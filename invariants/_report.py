@@ -62,8 +62,9 @@ _COLUMNS = (
 # Metrics compared by --compare: every numeric structural metric of the registry (what a structure record
 # holds), aliases left out.
 _COMPARED = tuple(n for n in names(source="structure", type="number") if METRICS[n].alias_of is None)
-# ... and the compiler's predictions, which a structure record carries too (null where a target gives none).
-_COMPARED += tuple(names(source="compiler"))
+# ... and the compiler's predictions and the kernel-code metrics, which a structure record carries too (null
+# where a target gives none).
+_COMPARED += tuple(names(source="compiler")) + tuple(names(source="kernel"))
 _OUTCOMES = ("passed", "failed", "xfailed", "skipped", "error")
 
 

@@ -14,8 +14,8 @@ and ``nodeid``, plus the fields :data:`FIELDS` lists for its kind (a writer that
 once, so the reader can rely on them). Extra fields are allowed and kept. The kinds:
 
 * ``structure``: ``target``, ``program``, ``config`` and every structural metric of the registry
-  (:func:`invariants._metrics.structure_metrics`), and every compiler metric (null where the target gives
-  none; :func:`invariants._metrics.compiler_metrics`);
+  (:func:`invariants._metrics.structure_metrics`), and every compiler and kernel-code metric (null where
+  the target gives none; :func:`~invariants._metrics.compiler_metrics`, ``kernel_metrics``);
 * ``invariant``: ``id``, ``target``, ``programs``, ``config``, ``assert``, ``holds``, ``measured``; and
   ``ratio`` (``metric(A) / metric(B)`` of a scaled relation, else null);
 * ``correctness``: ``id``, ``program``, ``config``, ``distribution``, ``problem``;
