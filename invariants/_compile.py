@@ -292,6 +292,8 @@ class CompileCache:
         threads. A compile error stays with its key: ``get`` raises it for the item that asks."""
         if workers < 1:
             return
+        keys = list(keys)
+        self._start_plugins(keys)
         with self._lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(workers, thread_name_prefix="invariants-compile")
@@ -305,6 +307,18 @@ class CompileCache:
                     self._futures[key] = batches[key.target]
                 else:
                     self._futures[key] = self._pool.submit(self._fill, key)
+
+    def _start_plugins(self, keys: list[Key]) -> None:
+        """Start each backend and plugin the keys compile for, one after another in this thread, before any
+        compile thread does: two threads starting PJRT plugins at once can race (``ALREADY_EXISTS: PJRT_Api
+        already exists for device type tpu``), failing the first keys of a target. A target that cannot start
+        is left to the item that asks for its keys, which says why."""
+        for name in dict.fromkeys(k.target for k in keys):
+            target = self._targets.get(name)
+            if target is None or target.mode == "subprocess" or target.unavailable_reason() is not None:
+                continue
+            with contextlib.suppress(Exception):
+                target.devices()
 
     def _fill(self, key: Key) -> None:
         t = self._targets[key.target]

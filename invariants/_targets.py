@@ -10,10 +10,10 @@ Adding a target touches this file only.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import importlib.metadata
 import importlib.util
 import re
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -105,8 +105,21 @@ def _has_cuda_plugin() -> bool:
     return any(importlib.util.find_spec(m) is not None for m in ("jax_cuda12_plugin", "jax_cuda13_plugin"))
 
 
-@functools.cache
+_TOPOLOGIES: dict[tuple[str, str, str], Sequence[Any]] = {}
+# Starting a PJRT plugin (libtpu, the CUDA plugin) for a topology is not safe from two threads at once.
+_TOPOLOGY_LOCK = threading.Lock()
+
+
 def _topology_devices(family: Family, topology: str, chip_config: str) -> Sequence[Any]:
+    """The devices of a topology ahead of time, made once per process, one topology at a time."""
+    with _TOPOLOGY_LOCK:
+        key = (family, topology, chip_config)
+        if key not in _TOPOLOGIES:
+            _TOPOLOGIES[key] = _make_topology_devices(family, topology, chip_config)
+        return _TOPOLOGIES[key]
+
+
+def _make_topology_devices(family: Family, topology: str, chip_config: str) -> Sequence[Any]:
     from jax.experimental import topologies
 
     if family == "tpu":

@@ -171,3 +171,33 @@ def test_a_ptxas_that_fails_to_start_is_tried_once_more_and_nothing_else_is():
     with pytest.raises(RuntimeError, match="Shared memory"):
         _compile._compile_lowered(finding, tpu)
     assert finding.calls == 1  # a compiler's verdict on the program is never retried
+
+
+def test_the_pool_starts_each_plugin_once_in_the_calling_thread_before_any_compile(monkeypatch):
+    """Two compile threads that start PJRT plugins at once can race (ALREADY_EXISTS: PJRT_Api already
+    exists): prefetch starts every target's devices first, one after another, in the caller's thread."""
+    import dataclasses as dc
+
+    from invariants._targets import Target
+
+    events: list[tuple[str, str, int]] = []
+    caller = threading.get_ident()
+
+    class Recording(Target):
+        def devices(self):
+            events.append(("devices", self.name, threading.get_ident()))
+            return []
+
+    targets = {n: Recording(**{f.name: getattr(t, f.name) for f in dc.fields(t)})
+               for n, t in all_targets().items() if n in ("cpu", "gpu-a100", "tpu-v5e")}  # fmt: skip
+    cache = CompileCache(targets)
+    monkeypatch.setattr(
+        cache, "_fill", lambda key: events.append(("compile", key.target, threading.get_ident()))
+    )
+    keys = [Key("take", "f32", t) for t in ("tpu-v5e", "gpu-a100", "tpu-v5e", "cpu")]
+    cache.prefetch(keys, workers=2)
+    cache.close()
+    started = [(name, ident) for what, name, ident in events if what == "devices"]
+    assert started == [("tpu-v5e", caller), ("gpu-a100", caller), ("cpu", caller)]
+    first_compile = next(i for i, e in enumerate(events) if e[0] == "compile")
+    assert first_compile == 3  # every plugin started before the first compile
