@@ -607,6 +607,23 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         )
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    """A gate item stopped by an ``InvariantsError`` (a compile error, kernel code not understood) fails
+    with its one line and the versions that decided it, not a page of the gate's own stack: the key, the
+    compiler's first error line and the versions are what a compiler engineer needs."""
+    try:
+        return (yield)
+    except InvariantsError as err:
+        if item.get_closest_marker("gate") is None:
+            raise
+        line = str(err)
+    from ._targets import versions
+
+    stated = ", ".join(f"{k} {v}" for k, v in versions().items())
+    pytest.fail(f"{line}\nversions: {stated}", pytrace=False)  # outside the except: no chained stack
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Collect what each item recorded (:func:`invariants._results.record`), with its outcome.
 

@@ -150,3 +150,28 @@ def test_a_selection_that_compiles_nothing_is_one_line(tmp_path, monkeypatch, gi
     with pytest.raises(InvariantsError) as err:
         _session(tmp_path, **given)
     assert str(err.value).startswith(line) and "\n" not in str(err.value)
+
+
+def test_a_gate_item_stopped_by_a_compile_error_fails_with_its_line_and_versions():
+    """Not a page of stack: the key, the compiler's first line, the versions; other tests keep theirs."""
+    from invariants import _plugin
+
+    class Item:
+        def __init__(self, gate: bool) -> None:
+            self.gate = gate
+
+        def get_closest_marker(self, name: str) -> object:
+            return object() if self.gate and name == "gate" else None
+
+    error = InvariantsError("tpu-v5e/take[f32]: compile failed: INTERNAL: RET_CHECK failure (x.cc:1) ...")
+    call = _plugin.pytest_runtest_call(Item(gate=True))  # type: ignore[arg-type]
+    next(call)
+    with pytest.raises(pytest.fail.Exception) as failed:
+        call.throw(error)
+    assert not failed.value.pytrace
+    first, versions = str(failed.value).splitlines()
+    assert first == str(error) and versions.startswith("versions: jax 0.") and "jaxlib" in versions
+    other = _plugin.pytest_runtest_call(Item(gate=False))  # type: ignore[arg-type]
+    next(other)
+    with pytest.raises(InvariantsError):
+        other.throw(error)
