@@ -37,21 +37,18 @@ The facts of a function:
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections import Counter
 
 from . import KernelCodeError, KernelFacts
+from ._tally import Tally, code_error, words
 
 __all__ = ["parse_llvm_ir"]
 
 
-def _words(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
 # The LLVM language reference's instructions: terminators, unary and binary operations, vector and
 # aggregate operations, memory access and addressing, conversions, and the other instructions.
-_OPCODES = _words(
+_OPCODES = words(
     # terminators
     "ret br switch indirectbr invoke callbr resume catchswitch catchret cleanupret unreachable "
     # unary and binary operations, bitwise binary operations
@@ -66,8 +63,8 @@ _OPCODES = _words(
     # other
     "icmp fcmp phi select freeze call va_arg landingpad catchpad cleanuppad"
 )
-_TERMINATORS = _words("br switch indirectbr invoke callbr catchswitch catchret cleanupret")
-_RMW_OPS = _words(
+_TERMINATORS = words("br switch indirectbr invoke callbr catchswitch catchret cleanupret")
+_RMW_OPS = words(
     "xchg add sub and nand or xor max min umax umin fadd fsub fmax fmin fmaximum fminimum uinc_wrap "
     "udec_wrap usub_cond usub_sat"
 )
@@ -113,20 +110,13 @@ _SCALAR_TYPE = re.compile(
 _TYPE_DEF = re.compile(rf"%({_NAME})\s*=\s*type\s+(.*)")
 
 
-class _Function:
-    def __init__(self, name: str, line: int) -> None:
-        self.name = name
-        self.line = line
-        self.instructions = 0
-        self.atomics: Counter[str] = Counter()
-        self.cas: list[int] = []
-        self.float_atomics = 0
-        self.local_bytes = 0
-        self.vector_width = 0
-        self.blocks: dict[str, tuple[int, int]] = {}  # label -> (block number, first instruction index)
-        self.block = 0
-        # terminators: (line, text, block number, instruction index, targets)
-        self.branches: list[tuple[int, str, int, int, list[str]]] = []
+@dataclasses.dataclass
+class _Function(Tally):
+    # label -> (block number, first instruction index)
+    blocks: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
+    block: int = 0
+    # terminators: (line, text, block number, instruction index, targets)
+    branches: list[tuple[int, str, int, int, list[str]]] = dataclasses.field(default_factory=list)
 
 
 class _Reader:
@@ -138,10 +128,7 @@ class _Reader:
         self.layouts: dict[str, tuple[int | None, int]] = {}
 
     def error(self, line: int, what: str, text: str) -> KernelCodeError:
-        text = " ".join(text.split())
-        if len(text) > 200:
-            text = text[:200] + "..."
-        return KernelCodeError(f"{self.where}:{line}: {what}: '{text}'")
+        return code_error(self.where, line, what, text)
 
     def read(self, text: str) -> list[KernelFacts]:
         pending: list[str] = []
@@ -317,20 +304,7 @@ class _Reader:
                 if number <= block:
                     loops += 1
                     intervals.append((first, index))
-        cas_loops = sum(1 for i in fn.cas if any(a <= i < b for a, b in intervals))
-        return KernelFacts(
-            name=fn.name,
-            language="llvm",
-            source=self.where,
-            atomics=tuple(sorted(fn.atomics.items())),
-            cas_atomics=len(fn.cas),
-            cas_loops=cas_loops,
-            float_atomics=fn.float_atomics,
-            local_bytes=fn.local_bytes,
-            instructions=fn.instructions,
-            loops=loops,
-            vector_width=fn.vector_width,
-        )
+        return fn.facts("llvm", self.where, loops, intervals)
 
 
 def _unquote(name: str) -> str:

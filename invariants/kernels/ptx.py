@@ -41,12 +41,12 @@ The facts of a function:
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from . import KernelCodeError, KernelFacts
+from ._tally import Tally, code_error, words
 
 __all__ = ["parse_ptx"]
 
@@ -56,11 +56,7 @@ __all__ = ["parse_ptx"]
 # warp-level and warpgroup matrix instructions; tcgen05; video; miscellaneous.
 
 
-def _words(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
-_OPCODES = _words(
+_OPCODES = words(
     # integer and extended-precision arithmetic
     "add sub mul mad mul24 mad24 sad div rem abs neg min max popc clz bfind fns brev bfe bfi szext bmsk "
     "dp4a dp2a addc subc madc "
@@ -89,14 +85,12 @@ _OPCODES = _words(
 # Families whose first part says little: their second part must be one of these.
 _SECOND = {
     "cp": frozenset({"async", "reduce"}),
-    "mbarrier": _words(
-        "init inval arrive arrive_drop expect_tx complete_tx test_wait try_wait pending_count"
-    ),
+    "mbarrier": words("init inval arrive arrive_drop expect_tx complete_tx test_wait try_wait pending_count"),
     "wgmma": frozenset({"mma_async", "fence", "commit_group", "wait_group"}),
     "griddepcontrol": frozenset({"launch_dependents", "wait"}),
     "tensormap": frozenset({"replace", "cp_fenceproxy"}),
     "multimem": frozenset({"ld_reduce", "st", "red", "cp"}),
-    "tcgen05": _words("alloc dealloc relinquish_alloc_permit ld st wait cp shift mma commit fence"),
+    "tcgen05": words("alloc dealloc relinquish_alloc_permit ld st wait cp shift mma commit fence"),
     "clusterlaunchcontrol": frozenset({"try_cancel", "query_cancel"}),
     "brx": frozenset({"idx"}),
 }
@@ -114,10 +108,10 @@ _TYPE_BITS = {
 }  # fmt: skip
 _FLOAT_TYPES = frozenset({"f16", "f16x2", "bf16", "bf16x2", "f32", "f64"})
 _ATOM_OPS = frozenset({"add", "inc", "dec", "min", "max", "and", "or", "xor", "exch", "cas"})
-_ATOM_TYPES = _words("b16 b32 b64 b128 u16 u32 u64 s32 s64 f16 f16x2 bf16 bf16x2 f32 f64")
+_ATOM_TYPES = words("b16 b32 b64 b128 u16 u32 u64 s32 s64 f16 f16x2 bf16 bf16x2 f32 f64")
 # Qualifiers of atom/red that do not change what the operation is: memory ordering, scope, state space,
 # cache hints, the mbarrier completion of red.async.
-_ATOM_DROP = _words(
+_ATOM_DROP = words(
     "relaxed acquire release acq_rel cta cluster gpu sys global shared shared::cta shared::cluster mmio "
     "L2::cache_hint L2::64B L2::128B L2::256B mbarrier::complete_tx::bytes"
 )
@@ -176,17 +170,9 @@ _DIM = re.compile(rf"\[\s*({_INT})?\s*\]")
 
 
 @dataclass
-class _Function:
-    name: str
-    line: int
+class _Function(Tally):
     scopes: list[int] = field(default_factory=lambda: [0])
     next_scope: int = 1
-    instructions: int = 0
-    atomics: Counter[str] = field(default_factory=Counter)
-    cas: list[int] = field(default_factory=list)
-    float_atomics: int = 0
-    local_bytes: int = 0
-    vector_width: int = 0
     # (scope, name) -> instruction index at the label; branches: (line, text, scope chain, target, index)
     labels: dict[tuple[int, str], int] = field(default_factory=dict)
     branches: list[tuple[int, str, tuple[int, ...], str, int]] = field(default_factory=list)
@@ -203,10 +189,7 @@ class _Reader:
         self.pending_header: tuple[int, str] | None = None
 
     def error(self, line: int, what: str, text: str) -> KernelCodeError:
-        text = " ".join(text.split())
-        if len(text) > 200:
-            text = text[:200] + "..."
-        return KernelCodeError(f"{self.where}:{line}: {what}: '{text}'")
+        return code_error(self.where, line, what, text)
 
     # -- tokens -----------------------------------------------------------------------------------------
 
@@ -580,20 +563,7 @@ class _Reader:
             if back:
                 start = min(self.resolve(fn.labels, scopes, t, line, stmt, "label") for t in back)
                 loops.append((start, index))
-        cas_loops = sum(1 for i in fn.cas if any(a <= i < b for a, b in loops))
-        return KernelFacts(
-            name=fn.name,
-            language="ptx",
-            source=self.where,
-            atomics=tuple(sorted(fn.atomics.items())),
-            cas_atomics=len(fn.cas),
-            cas_loops=cas_loops,
-            float_atomics=fn.float_atomics,
-            local_bytes=fn.local_bytes,
-            instructions=fn.instructions,
-            loops=len(loops),
-            vector_width=fn.vector_width,
-        )
+        return fn.facts("ptx", self.where, len(loops), loops)
 
     def resolve(
         self,

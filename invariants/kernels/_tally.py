@@ -1,0 +1,55 @@
+"""What both kernel-code parsers share: the counts kept while one kernel is read, how they become
+:class:`~invariants.kernels.KernelFacts`, and the one form of a parse error."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+
+from . import KernelCodeError, KernelFacts, Language
+
+
+def words(text: str) -> frozenset[str]:
+    """A vocabulary written as space-separated words."""
+    return frozenset(text.split())
+
+
+def code_error(where: str, line: int, what: str, text: str) -> KernelCodeError:
+    """``FILE:LINE: what: 'text'``, the text on one line and cut at 200 characters."""
+    text = " ".join(text.split())
+    if len(text) > 200:
+        text = text[:200] + "..."
+    return KernelCodeError(f"{where}:{line}: {what}: '{text}'")
+
+
+@dataclasses.dataclass
+class Tally:
+    """The counts of one kernel while it is read. ``cas`` holds the instruction index of each
+    compare-and-swap, so that :meth:`facts` can tell which sit inside a loop."""
+
+    name: str
+    line: int
+    instructions: int = 0
+    atomics: Counter[str] = dataclasses.field(default_factory=Counter)
+    cas: list[int] = dataclasses.field(default_factory=list)
+    float_atomics: int = 0
+    local_bytes: int = 0
+    vector_width: int = 0
+
+    def facts(self, language: Language, where: str, loops: int, spans: list[tuple[int, int]]) -> KernelFacts:
+        """The kernel's facts; ``spans`` are its loops as (first, last) instruction indices, a CAS at an
+        index inside one is a retry loop."""
+        cas_loops = sum(1 for i in self.cas if any(a <= i < b for a, b in spans))
+        return KernelFacts(
+            name=self.name,
+            language=language,
+            source=where,
+            atomics=tuple(sorted(self.atomics.items())),
+            cas_atomics=len(self.cas),
+            cas_loops=cas_loops,
+            float_atomics=self.float_atomics,
+            local_bytes=self.local_bytes,
+            instructions=self.instructions,
+            loops=loops,
+            vector_width=self.vector_width,
+        )
