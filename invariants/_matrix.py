@@ -1,9 +1,16 @@
 """``python -m invariants matrix``: how each canonical program's structure evolved across JAX releases.
 
-The structure tier of a few canonical programs (f32) in each release, on ``cpu`` and, where
-``jax[tpu]==VERSION`` installs, on ``tpu-v5e`` ahead of time; a markdown table and a PNG. Each release
-runs in its own cached environment (:mod:`invariants._releases`), through
-:func:`invariants._bisect.run_suite`.
+The structure tier of a few canonical programs (f32) in each release, on ``cpu``, where
+``jax[tpu]==VERSION`` installs on ``tpu-v5e`` ahead of time, and on the GPU targets of ``--targets`` with
+that release's CUDA plugin; a markdown table and a PNG. Each release runs in its own cached environment
+(:mod:`invariants._releases`), through :func:`invariants._bisect.run_suite`.
+
+Besides the HLO's counts, each structure record carries its kernels' code metrics (``invariants._metrics``,
+source ``kernel``): a table per target whose compiles keep kernel code (the GPU targets' PTX, the CPU's
+LLVM IR) shows CAS atomics / native float atomics / vector width per program and release, with a cell that
+changed from the release before in bold, and the plot draws them. That is where a change of code
+generation behind identical HLO shows (jaxlib 0.10.2 turning the A100's native ``atom.add.f32`` into CAS
+retry loops, openxla/xla#46225), which the HLO table cannot show.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -37,6 +45,9 @@ MATRIX_PROGRAMS = ("naive", "take", "vmap_naive", "eqx_embedding",
 MATRIX_METRICS = ("kernels", "while_loops", "dynamic_kernel_launches")
 # The predicted-cost row: libtpu's estimate, on the targets whose compiler writes one (see invariants._cost).
 PREDICTED_METRIC = "estimated_cycles"
+# The kernel-code row (invariants.kernels): per program and release, on the targets whose compiles keep code.
+KERNEL_METRICS = ("cas_atomics", "float_atomics", "vector_width")
+KERNEL_TITLE = "CAS atomics / native float atomics / vector width (bits) in the kernels' code"
 # The structure tier in the seed's configuration only.
 MATRIX_K = "test_structure"
 MATRIX_CONFIG = "f32"
@@ -55,8 +66,31 @@ def matrix_rows(version: str, results: Mapping[str, Any]) -> list[MatrixRow]:
     for it in results.get("items", []):
         if it.get("kind") == "structure" and it.get("config") == MATRIX_CONFIG:
             rows.append(MatrixRow(version, str(it["target"]), str(it["program"]),
-                                  {m: it.get(m) for m in (*MATRIX_METRICS, PREDICTED_METRIC)}))  # fmt: skip
+                                  {m: it.get(m) for m in (*MATRIX_METRICS, PREDICTED_METRIC,
+                                                          *KERNEL_METRICS)}))  # fmt: skip
     return rows
+
+
+def _has_code(metrics: Mapping[str, Any]) -> bool:
+    return any(metrics.get(k) is not None for k in KERNEL_METRICS)
+
+
+def kernel_notes(rows: Sequence[MatrixRow], versions: Sequence[str]) -> dict[str, str]:
+    """One note per target and release that compiled but recorded no kernel metrics, where another release
+    of that target did (a TPU compile never has kernel code: no note for it)."""
+    notes = {}
+    for target in sorted({r.target for r in rows}):
+        mine = [r for r in rows if r.target == target]
+        if not any(_has_code(r.metrics) for r in mine):
+            continue
+        for v in versions:
+            of_v = [r for r in mine if r.version == v]
+            if of_v and not any(_has_code(r.metrics) for r in of_v):
+                notes[f"{target}, jax {v}"] = (
+                    "no kernel metrics recorded (its compiles kept no kernel code this checkout reads): the "
+                    "kernel-code table shows ? for it"
+                )
+    return notes
 
 
 def render_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], notes: Mapping[str, str]) -> str:
@@ -90,9 +124,33 @@ def render_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], notes: Map
                     row.append("—" if not m else "?" if value is None else f"{value:,}")
                 out.append(f"| {prog} | " + " | ".join(row) + " |")
             out.append("")
+        if any(_has_code(m) for m in cells.values()):
+            out += _kernel_table(target, programs, versions, cells)
     for key, note in notes.items():
         out.append(f"- {key}: {note}")
     return "\n".join(out).rstrip() + "\n"
+
+
+def _kernel_table(
+    target: str, programs: Sequence[str], versions: Sequence[str], cells: Mapping[tuple[str, str], Any]
+) -> list[str]:
+    """The kernel-code table of one target: a cell that differs from the release before it is in bold."""
+    out = [f"### {target}: {KERNEL_TITLE} (f32)\n", "| program | " + " | ".join(versions) + " |",
+           "|---|" + "---|" * len(versions)]  # fmt: skip
+    for prog in programs:
+        row, before = [], None
+        for v in versions:
+            m = cells.get((prog, v))
+            if not m:
+                row.append("—")
+                continue
+            text = " / ".join("?" if m.get(k) is None else str(m.get(k)) for k in KERNEL_METRICS)
+            changed = before is not None and _has_code(m) and text != before
+            row.append(f"**{text}**" if changed else text)
+            before = text if _has_code(m) else before
+        out.append(f"| {prog} | " + " | ".join(row) + " |")
+    out.append("")
+    return out
 
 
 def plot_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], path: Path) -> None:
@@ -107,31 +165,55 @@ def plot_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], path: Path) 
     metrics = [*MATRIX_METRICS]
     if any(r.metrics.get(PREDICTED_METRIC) is not None for r in rows):
         metrics.append(PREDICTED_METRIC)
-    fig, axes = plt.subplots(1, len(metrics), figsize=(6 * len(metrics), 4.5))
+    # The kernel-code panels, where a compile kept code: the atomics show a code generation change behind
+    # identical HLO (a native float atomic becoming a CAS retry loop).
+    metrics += [k for k in KERNEL_METRICS if any(r.metrics.get(k) is not None for r in rows)]
+    ncols = min(4, len(metrics))
+    nrows = math.ceil(len(metrics) / ncols)
+    fig, grid = plt.subplots(nrows, ncols, figsize=(5.5 * ncols, 4.2 * nrows), squeeze=False)
+    axes = list(grid.flat)
     series = sorted({(r.target, r.program) for r in rows})
     # One colour per program (the same on every target), one line style per target: 16 series stay legible.
     programs = sorted({p for _, p in series})
     colours = {p: plt.get_cmap("tab10")(i % 10) for i, p in enumerate(programs)}
-    for ax, metric in zip(axes, metrics, strict=True):
+    styles = {t: "-" if t == "cpu" else "--" if t.startswith("gpu") else ":" for t, _ in series}
+    for ax, metric in zip(axes, metrics, strict=False):
+        atomics = metric in ("cas_atomics", "float_atomics")
+        drawn = []
         for target, program in series:
             by_v = {
                 r.version: r.metrics.get(metric) for r in rows if (r.target, r.program) == (target, program)
             }
             xs = [i for i, v in enumerate(versions) if by_v.get(v) is not None]
-            ys = [by_v[versions[i]] for i in xs]
+            ys = [float(y) for i in xs if (y := by_v[versions[i]]) is not None]
+            if atomics and not any(ys):
+                continue  # a series at 0 throughout would hide the ones that move
             if xs:
-                style = "-" if target == "cpu" else "--"
-                ax.plot(xs, ys, style, marker="o", color=colours[program], label=f"{target} {program}")
+                drawn.append((target, program, xs, ys))
+        for n, (target, program, xs, ys) in enumerate(drawn):
+            # Atomic counts are small integers that several programs share: each series a little apart.
+            dy = (n - (len(drawn) - 1) / 2) * 0.06 if atomics else 0.0
+            ax.plot(xs, [y + dy for y in ys], styles[target], marker="o", color=colours[program],
+                    label=f"{target} {program}")  # fmt: skip
         ax.set_xticks(range(len(versions)), versions)
         ax.set_xlabel("jax release")
-        ax.set_title(metric)
+        ax.set_title(f"{metric} (kernel code; series at 0 throughout not drawn)" if atomics else metric,
+                     fontsize=9)  # fmt: skip
         if metric in ("dynamic_kernel_launches", PREDICTED_METRIC):
             ax.set_yscale("symlog")
             ax.set_ylim(bottom=0)  # launches are counts: no negative half of the symlog axis
-    axes[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+        if atomics:
+            ax.set_ylim(bottom=-0.5)
+    for ax in axes[len(metrics) :]:
+        ax.set_visible(False)
+    handles: dict[str, Any] = {}
+    for ax in axes[: len(metrics)]:
+        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(label, h)
     fig.tight_layout()
+    fig.legend(list(handles.values()), list(handles), fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")  # the legend sits right of the panels
     plt.close(fig)
 
 
@@ -187,6 +269,9 @@ def main_matrix(argv: list[str]) -> int:
                     notes[f"{targets}, jax {v}"] = f"skipped: {err}"
                     print(f"  jax {v}: {targets} skipped: {err}")
     names = [str(v) for v in versions]
+    for key, note in kernel_notes(rows, names).items():
+        notes.setdefault(key, note)
+        print(f"  {key}: {note}")
     table = render_matrix(rows, names, notes)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "matrix.md").write_text(table)

@@ -17,8 +17,11 @@ and nothing is pinned.
 
 Before timing, one worker of each side compiles the programs for every selected target it can (the TPU
 and GPU ahead of time where that side has libtpu or the CUDA plugin) and answers each key's snapshot
-rendering and the verdicts of the specs' invariants, evaluated as written. The report shows them side by
-side, with a diff where the renderings differ.
+rendering (its kernels' ``code:`` lines included), its compiler and kernel-code metrics, and the verdicts
+of the specs' invariants, evaluated as written (ratchets too). The report shows them side by side: a diff
+where the renderings differ, with one line saying whether only code lines changed (code generation
+behind equal HLO), and a metric | baseline | candidate table with the differing rows marked. An invariant
+on a metric a side has no value for (a TPU compile's kernel code) is "not evaluated", never a failure.
 
 Exit status: 0 when nothing regressed; 1 when a timing verdict fails (``fail`` or ``lost-parallelism``,
 each confirmed) or an invariant holds on the baseline and fails on the candidate; 2 for bad input, as one
@@ -38,8 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from ._cores import usable
-from ._errors import InvariantsError
-from ._versus_report import invariant_changes, make_record, plot, render_markdown, write_json
+from ._errors import InvariantsError, did_you_mean
+from ._versus_report import invariant_changes, make_record, metric_rows, plot, render_markdown, write_json
 from ._versus_sides import Side, WorkerProcess, parse_env, resolve, start_pair
 from ._versus_stats import CLOCKS, ProgramVerdict, Round, combine, judge
 
@@ -215,8 +218,9 @@ def structure_keys(programs: Sequence[str], targets: str) -> list[tuple[str, str
         elif word in ("tpu", "gpu"):
             chosen += [t for t in known.values() if t.family == word]
         else:
-            raise InvariantsError(f"--targets: unknown target {word!r}; known: all, tpu, gpu, "
-                                  + ", ".join(known))  # fmt: skip
+            words = ["all", "tpu", "gpu", *known]
+            raise InvariantsError(f"--targets: unknown target {word!r}{did_you_mean(word, words)}; known: "
+                                  + ", ".join(words))  # fmt: skip
     keys = []
     for p in programs:
         program = get_program(p)
@@ -229,8 +233,9 @@ def structure_keys(programs: Sequence[str], targets: str) -> list[tuple[str, str
 def compare_structure(
     workers: Sequence[WorkerProcess], keys: Sequence[tuple[str, str, str]]
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, str | None]]]:
-    """Both sides' renderings and invariant verdicts per key, with a diff where they differ."""
-    from ._bisect import structural_diff
+    """Both sides' renderings, kernel and compiler metrics and invariant verdicts per key, with a diff (and
+    one line saying which lines differ: code lines only, HLO lines, or both) where the renderings differ."""
+    from ._bisect import structural_diff, what_changed
 
     replies = _both(workers, "structure", keys=[list(k) for k in keys])
     names = ("baseline", "candidate")
@@ -238,11 +243,13 @@ def compare_structure(
     for key in keys:
         name = "/".join(key)
         b, c = (r["items"].get(name, {"error": "not answered"}) for r in replies)
-        diff = None
+        diff = changed = None
         if "snapshot" in b and "snapshot" in c and b["snapshot"] != c["snapshot"]:
             diff = structural_diff(b["snapshot"], c["snapshot"], "baseline", "candidate")
+            changed = what_changed(b["snapshot"], c["snapshot"])
         out.append({
-            "key": name, "baseline": b, "candidate": c, "diff": diff,
+            "key": name, "baseline": b, "candidate": c, "diff": diff, "changed": changed,
+            "metrics": metric_rows(b, c),
             "invariants": invariant_changes(b.get("invariants", []), c.get("invariants", [])),
         })  # fmt: skip
     targets = {t: {n: r["targets"].get(t) for n, r in zip(names, replies, strict=True)}

@@ -9,9 +9,20 @@ compares two runs). The record is plain JSON::
      "settings": {"threshold", "confidence", "clock", "min_rounds", "max_rounds", "round_seconds", ...},
      "timing": [ProgramVerdict.to_dict(), ...],
      "structure": [{"key": "p/c/t", "baseline": {...}, "candidate": {...}, "diff": "...",
-                    "invariants": [{"id", "where", "baseline", "candidate", "change"}]}, ...],
+                    "changed": "which lines differ"|null,
+                    "metrics": [{"metric", "source", "baseline", "candidate", "differs"}],
+                    "invariants": [{"id", "where", "baseline", "candidate", "change", "ratchet"}]}, ...],
      "targets": {"t": {"baseline": reason|null, "candidate": reason|null}},
      "exit": 0|1, "reasons": ["..."], "seconds": float}
+
+A side's answer for a key (``baseline``, ``candidate``) holds its ``snapshot`` rendering, its
+``kernel_metrics`` and ``compiler_metrics`` (numbers, null where that target gives none) and its
+``invariants``: ``{"id", "where", "holds", "describe", "ratchet"}``, with ``holds`` null and a
+``not_evaluated`` reason where the assert reads a metric the key has no value for. ``metrics`` pairs the
+two sides' metrics by name. An invariant's ``change`` is ``regressed`` (holds on the baseline, fails on the
+candidate: exit 1, ratchets included, since a ratchet is a known failure of *some* release and the
+question here is whether the candidate is it), ``improved``, ``fails on both``, ``holds on both``,
+``only on the baseline|candidate``, or ``not evaluated: REASON``, which never fails the run.
 """
 
 from __future__ import annotations
@@ -48,12 +59,41 @@ def invariant_changes(
         entry["baseline"] = None if b is None else b["holds"]
         entry["candidate"] = None if c is None else c["holds"]
         entry["describe"] = {"baseline": (b or {}).get("describe"), "candidate": (c or {}).get("describe")}
+        entry["ratchet"] = (b or {}).get("ratchet") or (c or {}).get("ratchet")
         if b is None or c is None:
             entry["change"] = "only on the " + ("candidate" if b is None else "baseline")
+        elif b["holds"] is None or c["holds"] is None:
+            entry["change"] = _not_evaluated(b, c)
         else:
             entry["change"] = CHANGES[(bool(b["holds"]), bool(c["holds"]))]
         out.append(entry)
     return out
+
+
+def _not_evaluated(b: Mapping[str, Any], c: Mapping[str, Any]) -> str:
+    """``not evaluated: REASON`` for an invariant one side or both could not evaluate (a metric without a
+    value there): the reason once when both sides give it, else each side's."""
+    why = {side: v.get("not_evaluated") or "no value" for side, v in (("baseline", b), ("candidate", c))
+           if v["holds"] is None}  # fmt: skip
+    if len(why) == 2 and why["baseline"] == why["candidate"]:
+        return f"not evaluated: {why['baseline']}"
+    return "not evaluated: " + "; ".join(f"on the {side}: {reason}" for side, reason in why.items())
+
+
+def is_not_evaluated(change: str) -> bool:
+    return change.startswith("not evaluated")
+
+
+def metric_rows(base: Mapping[str, Any], cand: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The two sides' kernel and compiler metrics of one key, by name: ``{"metric", "source", "baseline",
+    "candidate", "differs"}`` (null where a side has no value)."""
+    rows = []
+    for source in ("kernel", "compiler"):
+        b, c = base.get(f"{source}_metrics") or {}, cand.get(f"{source}_metrics") or {}
+        for name in dict.fromkeys([*b, *c]):
+            rows.append({"metric": name, "source": source, "baseline": b.get(name),
+                         "candidate": c.get(name), "differs": b.get(name) != c.get(name)})  # fmt: skip
+    return rows
 
 
 def make_record(
@@ -74,8 +114,10 @@ def make_record(
     for s in structure:
         for inv in s.get("invariants", []):
             if inv["change"] == "regressed":
+                ratchet = inv.get("ratchet")
+                known = f" (a ratchet in the specs: {ratchet['issue']})" if ratchet else ""
                 reasons.append(
-                    f"{s['key']}: invariant {inv['id']} holds on the baseline, fails on the candidate"
+                    f"{s['key']}: invariant {inv['id']} holds on the baseline, fails on the candidate{known}"
                 )
     return {
         "format": FORMAT, "format_version": FORMAT_VERSION, **sides, "settings": dict(settings),
@@ -190,25 +232,41 @@ def render_markdown(record: Mapping[str, Any], diff_lines: int = 40) -> str:
     if record["structure"]:
         out.append("### structure and invariants, side by side")
         out.append("")
+        listed = len(out)
         for name, reasons in record["targets"].items():
             missing = [f"{side}: {why}" for side, why in reasons.items() if why]
             if missing:
                 out.append(f"- target {name} not compared ({'; '.join(missing)})")
-        same = [x["key"] for x in record["structure"] if x["diff"] is None and not _changed(x)]
+        same = [x["key"] for x in record["structure"] if not _shown(x)]
         if same:
             out.append(f"- identical on both sides: {', '.join(same)}")
-        out.append("")
         for x in record["structure"]:
-            if x["diff"] is None and not _changed(x):
+            if _shown(x):
+                continue
+            for inv in x.get("invariants", []):
+                if is_not_evaluated(inv["change"]):
+                    out.append(f"- {x['key']}: invariant `{inv['id']}` {inv['change']}")
+        if len(out) > listed:
+            out.append("")
+        for x in record["structure"]:
+            if not _shown(x):
                 continue
             out.append(f"#### {x['key']}")
             for inv in x.get("invariants", []):
-                if inv["change"] != "holds on both":
+                if is_not_evaluated(inv["change"]):
+                    out.append(f"- invariant `{inv['id']}` ({inv['where']}): {inv['change']}")
+                elif inv["change"] != "holds on both":
                     desc = inv["describe"].get("candidate") or inv["describe"].get("baseline") or ""
-                    out.append(f"- invariant `{inv['id']}` ({inv['where']}): **{inv['change']}**: {desc}")
+                    known = " (ratchet)" if inv.get("ratchet") else ""
+                    out.append(
+                        f"- invariant `{inv['id']}`{known} ({inv['where']}): **{inv['change']}**: {desc}"
+                    )
             for side in ("baseline", "candidate"):
                 if x[side].get("error"):
                     out.append(f"- {side}: {x[side]['error']}")
+            if x.get("changed"):
+                out.append(f"- snapshot: {x['changed']}")
+            out += _metric_table(x.get("metrics") or [])
             if x["diff"]:
                 lines = x["diff"].splitlines()
                 cut = lines[:diff_lines] + (
@@ -223,9 +281,39 @@ def render_markdown(record: Mapping[str, Any], diff_lines: int = 40) -> str:
 
 
 def _changed(x: Mapping[str, Any]) -> bool:
-    return any(inv["change"] != "holds on both" for inv in x.get("invariants", [])) or any(
-        x[side].get("error") for side in ("baseline", "candidate")
-    )
+    return any(
+        inv["change"] != "holds on both" and not is_not_evaluated(inv["change"])
+        for inv in x.get("invariants", [])
+    ) or any(x[side].get("error") for side in ("baseline", "candidate"))
+
+
+def _shown(x: Mapping[str, Any]) -> bool:
+    """A key gets its own section when its renderings, an invariant's verdict or a kernel metric differ,
+    or a side failed on it."""
+    kernel_differs = any(r["differs"] for r in x.get("metrics") or [] if r["source"] == "kernel")
+    return x["diff"] is not None or _changed(x) or kernel_differs
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return f"{value:,}" if isinstance(value, int) else f"{value:.4g}"
+
+
+def _metric_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Kernel and compiler metrics side by side; rows without a value on either side are left out, and a
+    row whose values differ is marked."""
+    shown = [r for r in rows if r["baseline"] is not None or r["candidate"] is not None]
+    if not shown:
+        return []
+    out = ["", "| metric | source | baseline | candidate | |", "|---|---|---:|---:|---|"]
+    for r in shown:
+        mark = "**differs**" if r["differs"] else ""
+        out.append(f"| {r['metric']} | {r['source']} | {_cell(r['baseline'])} | {_cell(r['candidate'])} "
+                   f"| {mark} |")  # fmt: skip
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------------

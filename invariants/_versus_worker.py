@@ -14,13 +14,18 @@ side's jax, jaxlib and equinox (the way ``bisect`` runs the suite in an older re
   that call took: a test-only switch that makes every timed call cost exactly a fraction more (on the CPU
   clock, which decides on the CPU backend), for measuring detection power.
 * ``structure`` compiles keys for any target this installation has (TPU and GPU ahead of time where
-  libtpu or the CUDA plugin is installed), and answers each key's snapshot rendering and the verdict of
-  every invariant of the specs on it, evaluated as written (no ``when`` scopes, no ratchets: what differs
-  between the two installations is the finding).
+  libtpu or the CUDA plugin is installed), and answers each key's snapshot rendering (with its kernels'
+  ``code:`` lines), its compiler and kernel-code metrics (numbers, null where the target gives none), and
+  the verdict of every invariant of the specs on it, evaluated as written (no ``when`` scopes, no
+  ratchets: what differs between the two installations is the finding; a ratchet is a verdict like any
+  other). An invariant on a metric this key has no value for (a :class:`~invariants._cost.Missing`: the
+  kernel code of a TPU compile, libtpu's cycles on a GPU) is answered ``holds: null`` with the reason,
+  never as a failure.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import platform
@@ -121,11 +126,71 @@ def slowed(
     return slower
 
 
+def _no_code_reason(target: Any) -> str:
+    """Why a compile for ``target`` has no kernel code (the words of the gate's ``GateSession.code``)."""
+    from ._compile import reads_kernel_code
+
+    if target.family == "tpu":
+        why = "the TPU compiler writes no kernel code (libtpu dumps no LLO)"
+    elif target.family == "cpu" and not reads_kernel_code(target):
+        why = "its kernels are the CPU runtime target's; read them there"
+    else:
+        why = "the compile kept no kernel code"
+    return f"{target.name}: {why}"
+
+
+def costs_of(compiled: Any, structure: Any, target: Any) -> tuple[Any, dict[str, Any]]:
+    """The kernel code of one compiled key (an ``invariants.kernels.program.ProgramCode``; without code,
+    one whose every metric is a ``Missing`` saying why) and its compiler and kernel metrics by name."""
+    from ._compile import reads_kernel_code
+    from ._metrics import compiler_metrics, kernel_metrics
+    from ._snapshot import program_code
+    from .kernels.program import ProgramCode
+
+    code = program_code(compiled, structure) if reads_kernel_code(target) else None
+    if code is None:
+        code = ProgramCode(structure, None, _no_code_reason(target))
+    costs = {**compiler_metrics(structure, compiled.cost, compiled.memory), **kernel_metrics(code)}
+    return code, costs
+
+
+def missing_metric(case: Any, costs: Callable[[Any], dict[str, Any]]) -> str | None:
+    """Why ``case`` cannot be evaluated here: the first compiler or kernel metric its assert reads that
+    has no value on its key (the words ``invariants._checks.evaluate`` fails with); None when it can."""
+    import ast
+
+    from ._compile import Key
+    from ._cost import Missing
+    from ._metrics import METRICS
+
+    def used(node: ast.AST) -> list[tuple[str, str | None]]:
+        out: list[tuple[str, str | None]] = []
+        for n in ast.walk(node):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.args:
+                arg = n.args[0]
+                out.append((n.func.id, arg.id if isinstance(arg, ast.Name) else None))
+            elif isinstance(n, ast.Name) and n.id in METRICS:
+                out.append((n.id, case.program))
+        return out
+
+    for name, program in used(case.invariant.expr.body):
+        metric = METRICS.get(name)
+        if metric is None or metric.source not in ("compiler", "kernel") or program is None:
+            continue
+        value = costs(Key(program, case.config, case.target)).get(name)
+        if isinstance(value, Missing):
+            return f"{name} of {program} on {case.target}: {value.reason}"
+    return None
+
+
 def structure_of_keys(keys: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
-    """Snapshot rendering and invariant verdicts of each ``(program, config, target)`` key, per target."""
+    """Snapshot rendering, compiler and kernel metrics, and invariant verdicts of each ``(program, config,
+    target)`` key, per target."""
     from ._checks import Case, evaluate, expand
     from ._compile import CompileCache, Key
+    from ._cost import value_or_none
     from ._hlo import parse_module
+    from ._metrics import METRICS
     from ._programs import CATALOG
     from ._snapshot import render_summary
     from ._spec import load_specs
@@ -144,6 +209,7 @@ def structure_of_keys(keys: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
     cache.plan([Key(*k) for k in todo])
     items: dict[str, dict[str, Any]] = {}
     structures: dict[tuple[str, str, str], Structure] = {}
+    costs: dict[tuple[str, str, str], dict[str, Any]] = {}
     for key in keys:
         name = "/".join(key)
         if key[2] not in usable:
@@ -151,9 +217,15 @@ def structure_of_keys(keys: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
             continue
         try:
             compiled = cache.get(*key)
-            structures[key] = structure_of(parse_module(compiled.hlo_text, name))
+            structure = structure_of(parse_module(compiled.hlo_text, name))
+            code, got = costs_of(compiled, structure, usable[key[2]])
+            structures[key], costs[key] = structure, got
+            by_source = {src: {m: value_or_none(v) for m, v in got.items() if METRICS[m].source == src}
+                         for src in ("kernel", "compiler")}  # fmt: skip
             items[name] = {
-                "snapshot": render_summary(compiled, structures[key], CATALOG[key[0]].doc),
+                "snapshot": render_summary(compiled, structure, CATALOG[key[0]].doc, code),
+                "kernel_metrics": by_source["kernel"],
+                "compiler_metrics": by_source["compiler"],
                 "invariants": [],
             }
         except InvariantsError as err:
@@ -165,9 +237,18 @@ def structure_of_keys(keys: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
             continue
         if case.program is None and not set(case.invariant.programs) <= programs:
             continue
-        verdict = evaluate(case, structures.__getitem__)
-        entry = {"id": case.invariant.id, "where": case.invariant.where, "holds": verdict.holds,
-                 "describe": verdict.describe(case.invariant)}  # fmt: skip
+        ratchet = case.invariant.ratchet
+        entry: dict[str, Any] = {
+            "id": case.invariant.id,
+            "where": case.invariant.where,
+            "ratchet": None if ratchet is None else dataclasses.asdict(ratchet),
+        }
+        unknown = missing_metric(case, costs.__getitem__)
+        if unknown is not None:
+            entry.update(holds=None, not_evaluated=unknown, describe=f"not evaluated: {unknown}")
+        else:
+            verdict = evaluate(case, structures.__getitem__, costs=costs.__getitem__)
+            entry.update(holds=verdict.holds, describe=verdict.describe(case.invariant))
         for key in case.keys:
             items["/".join(key)]["invariants"].append(entry)
     return {"items": items, "targets": reasons}

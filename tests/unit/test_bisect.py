@@ -377,3 +377,90 @@ def test_matrix_runs_the_gpu_targets_in_each_releases_plugin_environment(monkeyp
     table = (tmp_path / "matrix.md").read_text()
     assert "### gpu-a100: kernels / while loops / dynamic kernel launches (f32)" in table
     assert "- gpu-a100, jax 0.9.1: skipped: jax 0.9.1: too old to compile for a GPU" in table
+
+
+# What the A100's grad_take f32 renders to in jaxlib 0.10.1 and 0.10.2: the HLO lines equal, the code not.
+A100_0_10_1 = """# grad_take [f32] on gpu-a100
+
+jaxpr:
+  mul transpose scatter-add[FILL_OR_DROP]
+
+summary: kernels 2; entry fusions 2 (kInput 1, kLoop 1); while loops 0; dynamic launches 2
+kernels:
+  kernel 1: fusion kLoop {broadcast, constant} -> f32[8192,32]{1,0}
+      code ptx: no atomics; loops 0; vector 128 bits
+  kernel 2: fusion kInput {add, scatter, select} -> f32[8192,32]{1,0}
+      code ptx: atomics atom.add.f32×4; loops 0; vector 128 bits
+custom calls: none
+root: f32[8192,32]{1,0}
+"""
+A100_0_10_2 = A100_0_10_1.replace(
+    "atomics atom.add.f32×4; loops 0", "atomics atom.cas.b32×4 (CAS retry loops 4); loops 4"
+)
+
+
+def test_line_changes_tell_code_lines_from_hlo_lines() -> None:
+    code_only = b.line_changes(A100_0_10_1, A100_0_10_2)
+    assert code_only.code_only and not code_only.hlo
+    assert code_only.code == (("kernel 2", "      code ptx: atomics atom.add.f32×4; loops 0; vector 128 bits",
+                               "      code ptx: atomics atom.cas.b32×4 (CAS retry loops 4); loops 4; vector "
+                               "128 bits"),)  # fmt: skip
+    assert b.what_changed(A100_0_10_1, A100_0_10_2) == (
+        "code lines only (1 changed: kernel 2); the HLO lines are equal (summary: kernels 2; entry fusions 2 "
+        "(kInput 1, kLoop 1); while loops 0; dynamic launches 2)"
+    )
+    # An HLO change is named as one, with its first line, and the code lines beside it when they change too.
+    looped = A100_0_10_2.replace("while loops 0", "while loops 1 (×16384)")
+    assert b.what_changed(A100_0_10_1, looped) == (
+        "HLO lines (2 changed, first: -summary: kernels 2; entry fusions 2 (kInput 1, kLoop 1); while loops "
+        "0; dynamic launches 2) and code lines (1 changed: kernel 2)"
+    )
+    assert not b.line_changes(A100_0_10_1, looped).code_only
+    assert b.what_changed(A100_0_10_1, A100_0_10_1) == "no line changed"
+    # Code that no listed kernel names is a block of code lines of its own; a kernel losing its code line
+    # is a code change; a line like "custom calls" never is.
+    block = "code of no listed kernel:\n  ptx: no atomics; loops 1; scalar\ncustom calls: none"
+    stray = A100_0_10_1.replace("custom calls: none", block)
+    assert b.line_changes(A100_0_10_1, stray).code_only
+    assert [k for k, _, _ in b.line_changes(A100_0_10_1, stray).code] == ["code of no listed kernel"] * 2
+    lost = A100_0_10_1.replace("      code ptx: no atomics; loops 0; vector 128 bits\n", "")
+    assert b.line_changes(A100_0_10_1, lost).code == (
+        ("kernel 1", "      code ptx: no atomics; loops 0; vector 128 bits", None),)  # fmt: skip
+    assert b.line_changes(A100_0_10_1, A100_0_10_1.replace("none", "cub")).hlo == (
+        "-custom calls: none", "+custom calls: cub")  # fmt: skip
+
+
+def test_bisect_over_a_gpu_target_finds_a_code_only_change(monkeypatch, capsys) -> None:
+    """A fake index and suite: jaxlib 0.10.2's kernel invariant fails on gpu-a100 where 0.10.1's held; the
+    output names the boundary, the failing kernel item, and that the snapshots differ in a code line only."""
+    releases = [V("0.10.0"), V("0.10.1"), V("0.10.2")]
+    monkeypatch.setattr(b, "check_index", lambda url: None)
+    monkeypatch.setattr(b, "list_releases", lambda name, url: releases)
+    monkeypatch.setattr(b, "ensure_env", lambda pins, cache, url: Path(f"env-{pins.env_name}"))
+
+    def run_suite(env, version, workdir, **selection):
+        assert selection["targets"] == "gpu-a100" and str(env).endswith("-gpu")
+        cas = 4 if version >= V("0.10.2") else 0
+        node = "test_invariant[gpu-a100-grad_take-f32-grad_native_float_atomics_sm8x]"
+        item = {"kind": "invariant", "id": "grad_native_float_atomics_sm8x", "target": "gpu-a100",
+                "config": "f32", "programs": ["grad_take"], "assert": "cas_atomics == 0",
+                "measured": {"cas_atomics": cas}, "outcome": "failed" if cas else "passed",
+                "nodeid": node}  # fmt: skip
+        return {"items": [item]}, 1.0
+
+    rendered = {"env-jax-0.10.1-gpu": A100_0_10_1, "env-jax-0.10.2-gpu": A100_0_10_2}
+    monkeypatch.setattr(b, "run_suite", run_suite)
+    monkeypatch.setattr(b, "render_in", lambda env, keys: {"/".join(k): rendered[str(env)] for k in keys})
+    argv = ["--good", "0.10.0", "--bad", "0.10.2", "--targets", "gpu-a100", "--programs", "grad_take"]
+    assert b.main_bisect(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "first release where the selection breaks: jax 0.10.2 (last with it holding: jax 0.10.1); 3 " \
+        "releases tested, 0 skipped" in out  # fmt: skip
+    assert "  FAILED gpu-a100-grad_take-f32-grad_native_float_atomics_sm8x (cas_atomics == 0: " \
+        "cas_atomics=4)" in out  # fmt: skip
+    assert "structure of grad_take/f32/gpu-a100, jax 0.10.1 -> 0.10.2:" in out
+    assert "-      code ptx: atomics atom.add.f32×4; loops 0; vector 128 bits" in out
+    assert "+      code ptx: atomics atom.cas.b32×4 (CAS retry loops 4); loops 4; vector 128 bits" in out
+    assert not any(line.startswith(("-summary", "+summary")) for line in out)
+    assert "changed: code lines only (1 changed: kernel 2); the HLO lines are equal (summary: kernels 2; " \
+        "entry fusions 2 (kInput 1, kLoop 1); while loops 0; dynamic launches 2)" in out  # fmt: skip

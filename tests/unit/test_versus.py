@@ -402,6 +402,72 @@ def test_structure_keys() -> None:
     assert ("naive", "f32", "cpu") in keys and ("grad_take", "f32", "tpu-v5e") in keys
     with pytest.raises(InvariantsError, match="unknown target 'tpu-v9'"):
         structure_keys(["naive"], "tpu-v9")
+    # The GPU generations of the kernel-code invariants are targets here too, and a near miss is named.
+    assert structure_keys(["grad_take"], "gpu-a100,gpu-l4") == [
+        ("grad_take", "f32", "gpu-a100"), ("grad_take", "f32", "gpu-l4")]  # fmt: skip
+    with pytest.raises(InvariantsError) as err:
+        structure_keys(["grad_take"], "gpu-a10")
+    assert str(err.value).startswith("--targets: unknown target 'gpu-a10' (did you mean 'gpu-a100'?); known:")
+    assert "\n" not in str(err.value)
+
+
+_KERNEL_SPEC = """
+[spec]
+targets = ["cpu", "tpu-v5e"]
+
+[[invariant]]
+id = "no_cas"
+programs = ["grad_take"]
+configs = ["f32"]
+assert = "cas_atomics == 0"
+why = "a kernel metric: LLVM IR on the CPU, no kernel code on a TPU"
+
+[[invariant]]
+id = "vectorized"
+programs = ["grad_take"]
+configs = ["f32"]
+assert = "vector_width >= 128"
+ratchet = { reason = "known", issue = "https://example.invalid/1" }
+
+[[invariant]]
+id = "no_while"
+programs = ["grad_take"]
+configs = ["f32"]
+assert = "while_loops == 0"
+"""
+
+
+def test_worker_evaluates_kernel_metrics_and_says_what_it_cannot(tmp_path: Path, monkeypatch) -> None:
+    """The worker's verdicts read each key's compiled kernel code: a kernel invariant is evaluated where
+    the target has code (CPU LLVM IR), and is "not evaluated" with the reason where it has none (a TPU
+    compile), never a failure; each key answers its kernel and compiler metrics as numbers or null."""
+    from invariants import _spec
+    from invariants._versus_worker import structure_of_keys
+
+    (tmp_path / "k.toml").write_text(_KERNEL_SPEC)
+    monkeypatch.setattr(_spec, "load_specs", lambda *dirs: [_spec.load_spec(tmp_path / "k.toml")])
+    got = structure_of_keys([("grad_take", "f32", "cpu"), ("grad_take", "f32", "tpu-v5e")])
+    cpu, tpu = got["items"]["grad_take/f32/cpu"], got["items"]["grad_take/f32/tpu-v5e"]
+    verdicts = {i["id"]: i for i in cpu["invariants"]}
+    assert verdicts["no_cas"]["holds"] is True
+    assert "measured cas_atomics = 0" in verdicts["no_cas"]["describe"]
+    assert verdicts["vectorized"]["holds"] is True, verdicts["vectorized"]
+    assert verdicts["vectorized"]["ratchet"] == {"reason": "known", "issue": "https://example.invalid/1"}
+    assert cpu["kernel_metrics"]["vector_width"] >= 128 and cpu["kernel_metrics"]["cas_atomics"] == 0
+    assert "    code llvm: " in cpu["snapshot"]
+    on_tpu = {i["id"]: i for i in tpu["invariants"]}
+    assert on_tpu["no_while"]["holds"] is True  # a structural metric is evaluated everywhere
+    assert on_tpu["no_cas"]["holds"] is None
+    assert on_tpu["no_cas"]["not_evaluated"] == (
+        "cas_atomics of grad_take on tpu-v5e: tpu-v5e: the TPU compiler writes no kernel code (libtpu dumps "
+        "no LLO)"
+    )
+    assert set(tpu["kernel_metrics"].values()) == {None}
+    assert isinstance(tpu["compiler_metrics"]["estimated_cycles"], int)
+    # Paired as the controller pairs them: not evaluated on both sides is neither a failure nor a change.
+    changes = {c["id"]: c for c in invariant_changes(tpu["invariants"], tpu["invariants"])}
+    assert changes["no_cas"]["change"] == "not evaluated: " + on_tpu["no_cas"]["not_evaluated"]
+    assert changes["no_while"]["change"] == "holds on both"
 
 
 # ----------------------------------------------------------------------------------------------- record
@@ -434,6 +500,88 @@ def test_invariant_changes() -> None:
     assert [c["change"] for c in _structure_entry(False, True)["invariants"]] == ["improved"]
     only = invariant_changes([], [{"id": "x", "where": "w", "holds": True, "describe": ""}])
     assert only[0]["change"] == "only on the candidate"
+    held = {"id": "k", "where": "w", "holds": True, "describe": ""}
+    unknown = {"id": "k", "where": "w", "holds": None, "not_evaluated": "cas_atomics of p on t: none"}
+    assert invariant_changes([held], [unknown])[0]["change"] == (
+        "not evaluated: on the candidate: cas_atomics of p on t: none"
+    )
+    both = invariant_changes([unknown], [unknown])
+    assert both[0]["change"] == "not evaluated: cas_atomics of p on t: none"
+
+
+# What the A100's grad_take f32 renders to in jaxlib 0.10.1 and 0.10.2 (the HLO identical, the code not).
+_A100_BEFORE = """# grad_take [f32] on gpu-a100
+
+jaxpr:
+  mul transpose scatter-add[FILL_OR_DROP]
+
+summary: kernels 2; entry fusions 2 (kInput 1, kLoop 1); while loops 0; dynamic launches 2
+kernels:
+  kernel 1: fusion kLoop {broadcast, constant} -> f32[8192,32]{1,0}
+      code ptx: no atomics; loops 0; vector 128 bits
+  kernel 2: fusion kInput {add, scatter, select} -> f32[8192,32]{1,0}
+      code ptx: atomics atom.add.f32×4; loops 0; vector 128 bits
+custom calls: none
+"""
+_A100_AFTER = _A100_BEFORE.replace(
+    "atomics atom.add.f32×4; loops 0", "atomics atom.cas.b32×4 (CAS retry loops 4); loops 4"
+)
+_KERNEL_METRICS = ("cas_atomics", "cas_loops", "float_atomics", "local_bytes", "code_loops",
+                   "code_instructions", "vector_width")  # fmt: skip
+
+
+def _a100_side(cas: int, snapshot: str, ratchet_holds: bool) -> dict[str, Any]:
+    metrics = dict(zip(_KERNEL_METRICS, (cas, cas, 4 - cas, 0, cas, 46 + 5 * cas, 128), strict=True))
+    inv = [{"id": "grad_native_float_atomics_sm8x", "where": "invariants/gpu.toml:188",
+            "holds": ratchet_holds, "describe": f"assert cas_atomics == 0: measured cas_atomics = {cas}",
+            "ratchet": {"reason": "r", "issue": "https://github.com/openxla/xla/issues/46225"}},
+           {"id": "flops_bounded", "where": "x.toml:1", "holds": None,
+            "not_evaluated": "flops of grad_take on gpu-a100: no cost analysis"}]  # fmt: skip
+    return {"snapshot": snapshot, "invariants": inv, "kernel_metrics": metrics,
+            "compiler_metrics": {"temp_bytes": 0, "estimated_cycles": None}}  # fmt: skip
+
+
+def test_report_shows_code_generation_behind_equal_hlo(tmp_path: Path) -> None:
+    """A ratchet that holds on the baseline and fails on the candidate is a regression (exit 1, said to be a
+    known one); the snapshot diff is named code lines only with the equal summary line; the kernel metrics
+    stand side by side with the differing rows marked; an invariant neither side can evaluate is said once
+    and fails nothing."""
+    from invariants._bisect import structural_diff, what_changed
+    from invariants._versus_report import metric_rows
+
+    b, c = _a100_side(0, _A100_BEFORE, True), _a100_side(4, _A100_AFTER, False)
+    entry = {"key": "grad_take/f32/gpu-a100", "baseline": b, "candidate": c,
+             "diff": structural_diff(b["snapshot"], c["snapshot"], "baseline", "candidate"),
+             "changed": what_changed(b["snapshot"], c["snapshot"]), "metrics": metric_rows(b, c),
+             "invariants": invariant_changes(b["invariants"], c["invariants"])}  # fmt: skip
+    record = load_record(_write(tmp_path / "v.json", _record([], [entry])))
+    assert record["exit"] == 1
+    assert record["reasons"] == [
+        "grad_take/f32/gpu-a100: invariant grad_native_float_atomics_sm8x holds on the baseline, fails on "
+        "the candidate (a ratchet in the specs: https://github.com/openxla/xla/issues/46225)"
+    ]
+    lines = render_markdown(record).splitlines()
+    assert "- invariant `flops_bounded` (x.toml:1): not evaluated: flops of grad_take on gpu-a100: no cost " \
+        "analysis" in lines  # fmt: skip
+    assert (
+        "- snapshot: code lines only (1 changed: kernel 2); the HLO lines are equal (summary: kernels 2; "
+        "entry fusions 2 (kInput 1, kLoop 1); while loops 0; dynamic launches 2)" in lines
+    )
+    assert "| cas_atomics | kernel | 0 | 4 | **differs** |" in lines
+    assert "| float_atomics | kernel | 4 | 0 | **differs** |" in lines
+    assert "| vector_width | kernel | 128 | 128 |  |" in lines
+    assert "| temp_bytes | compiler | 0 | 0 |  |" in lines
+    assert not any(ln.startswith("| estimated_cycles") for ln in lines), "null on both sides: no row"
+    assert "-      code ptx: atomics atom.add.f32×4; loops 0; vector 128 bits" in lines
+    assert "+      code ptx: atomics atom.cas.b32×4 (CAS retry loops 4); loops 4; vector 128 bits" in lines
+    # The same key with equal code on both sides: identical, its not-evaluated invariant one line.
+    same = {**entry, "candidate": b, "diff": None, "changed": None, "metrics": metric_rows(b, b),
+            "invariants": invariant_changes(b["invariants"], b["invariants"])}  # fmt: skip
+    clean = _record([], [same])
+    text = render_markdown(clean)
+    assert clean["exit"] == 0 and "- identical on both sides: grad_take/f32/gpu-a100" in text
+    assert "- grad_take/f32/gpu-a100: invariant `flops_bounded` not evaluated: flops of" in text
+    assert "#### " not in text
 
 
 def test_record_exit_and_report(tmp_path: Path) -> None:
