@@ -9,7 +9,10 @@ restricted to the targets and programs it needs, and writes a ``--results-json``
 (a) the child run fails (pytest exit status 1), and
 (b) every one of its ``expect`` entries matches at least one failed item of the results file; an entry is
     ``kind`` (``structure``, ``invariant``, ``correctness``, ``throughput``) or ``kind:id`` (an invariant's
-    or a correctness check's id, e.g. ``invariant:one_kernel``).
+    or a correctness check's id, e.g. ``invariant:one_kernel``). ``structure:code-only`` is a failed
+    structure item whose snapshot differs from the committed one in kernel ``code:`` lines only, the HLO
+    lines equal (:func:`snapshot_change`: the key rendered again from the child's dump of it): an injection
+    that changes code generation and never the HLO.
 
 The baseline injection ``none`` changes nothing and must pass; a failing baseline makes every other verdict
 meaningless, and the command says so and exits 1. The baseline runs every program and target of the
@@ -46,6 +49,8 @@ from .gate import CORRECTNESS
 
 INJECT_MODULE = "invariants._selfcheck_inject"
 KINDS = ("structure", "invariant", "correctness", "throughput")
+# A structure item whose snapshot difference is in kernel code lines only (see snapshot_change).
+CODE_ONLY = "structure:code-only"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +58,8 @@ class Injection:
     """One regression to inject.
 
     ``env`` is added to the child's environment (``XLA_FLAGS`` or ``INVARIANTS_INJECT``); ``programs`` and
-    ``targets`` restrict the child's run (``--programs``, ``--targets``); ``expect`` lists what must fail
+    ``targets`` restrict the child's run (``--programs``, ``--targets``, and ``--configs`` with ``configs``,
+    None: all of them); ``expect`` lists what must fail
     (see the module docstring); an empty ``expect`` means the run must pass (the baseline). ``fast``
     injections are the ones the slow pytest test runs by default. The throughput tier (timing) runs only
     for ``timing`` injections, and the correctness tier only for ``correctness`` ones: they are what make a
@@ -71,6 +77,7 @@ class Injection:
     timing: bool = False
     correctness: bool = False
     command: Literal["gate", "versus"] = "gate"
+    configs: str | None = None
 
     @property
     def is_baseline(self) -> bool:
@@ -82,6 +89,9 @@ def _swap(**swaps: str) -> dict[str, str]:
 
 
 _NO_FUSION = {"XLA_FLAGS": "--xla_disable_hlo_passes=fusion"}
+# XLA:CPU's LLVM IR prefers 32-bit vectors: scalar code, the optimized HLO byte-identical (measured, jaxlib
+# 0.10.2: grad_take's scatter kernel goes from <8 x float> to scalar; tests/unit/test_selfcheck.py).
+SCALAR_CODE = {"XLA_FLAGS": "--xla_cpu_prefer_vector_width=32"}
 
 REGISTRY: tuple[Injection, ...] = (
     Injection(
@@ -99,6 +109,15 @@ REGISTRY: tuple[Injection, ...] = (
         ("naive", "take", "grad_naive"),
         ("invariant:one_kernel", "invariant:grad_bounded_launches", "structure"),
         fast=True,
+    ),
+    Injection(
+        "xla_cpu_scalar_code",
+        "XLA_FLAGS=--xla_cpu_prefer_vector_width=32: XLA:CPU's kernels scalar, the HLO unchanged",
+        SCALAR_CODE,
+        ("grad_take",),
+        ("invariant:grad_scatter_vectorized", CODE_ONLY),
+        fast=True,
+        configs="f32",
     ),
     Injection(
         "tpu_take_map_loop",
@@ -268,13 +287,19 @@ _KIND_ALIASES = {"ratio": "throughput", "efficiency": "throughput"}
 
 
 def item_label(item: Mapping[str, Any]) -> str:
-    """``kind:id`` when the item has an id (invariants, correctness checks), else ``kind``."""
+    """``kind:id`` when the item has an id (invariants, correctness checks), ``structure:code-only`` for a
+    structure item whose snapshot differs in code lines only, else ``kind``."""
     kind = str(item.get("kind", "?"))
+    if kind == "structure" and item.get("code_only") is True:
+        return CODE_ONLY
     return f"{kind}:{item['id']}" if item.get("id") else kind
 
 
 def matches(expect: str, item: Mapping[str, Any]) -> bool:
-    """Whether results-file ``item`` satisfies the expectation ``kind`` or ``kind:id``."""
+    """Whether results-file ``item`` satisfies the expectation ``kind`` or ``kind:id``
+    (``structure:code-only``: a structure item :func:`annotate` found to differ in code lines only)."""
+    if expect == CODE_ONLY:
+        return item.get("kind") == "structure" and item.get("code_only") is True
     label = item_label(item)
     kind = label.split(":")[0]
     if ":" in expect:
@@ -282,6 +307,59 @@ def matches(expect: str, item: Mapping[str, Any]) -> bool:
         tier_label = label.replace(kind, _KIND_ALIASES.get(kind, kind), 1)
         return expect in (label, tier_label)
     return expect in (kind, _KIND_ALIASES.get(kind))
+
+
+def snapshot_change(item: Mapping[str, Any], dump_dir: Path, snapshot_dir: Path | None = None) -> Any:
+    """Which lines of a failed structure item's snapshot changed (an ``invariants._bisect.LineChanges``):
+    its key rendered again from the child's dump (``--hlo-dump-dir``: the optimized HLO and the kernel code
+    the gate writes for a key an invariant failed on) against the committed snapshot, from its ``summary:``
+    line on (the jaxpr above it is not in a dump; no XLA flag changes it). None when either is missing."""
+    from ._bisect import line_changes
+    from ._child import catalog_snapshot_dir
+    from ._compile import Compiled
+    from ._hlo import parse_module
+    from ._snapshot import render_summary
+    from ._snapshot_store import snapshot_stem
+    from ._structure import structure_of
+    from .kernels import parse_kernel_code
+    from .kernels.dump import code_beside
+    from .kernels.program import ProgramCode
+
+    program, config, target = (str(item.get(f)) for f in ("program", "config", "target"))
+    stem = snapshot_stem(program, config)
+    hlo = dump_dir / target / f"{stem}.hlo.txt"
+    committed = (snapshot_dir or catalog_snapshot_dir()) / target / f"{stem}.txt"
+    if not hlo.is_file() or not committed.is_file():
+        return None
+    structure = structure_of(parse_module(hlo.read_text(), f"{program}/{config}/{target}"))
+    files = code_beside(hlo) or {}
+    code = ProgramCode(structure, tuple(parse_kernel_code(files))) if files else None
+    compiled = Compiled(program, config, target, "", (), "", "", {}, {}, 0.0)
+    now = render_summary(compiled, structure, "", code)
+
+    def from_summary(text: str) -> str:
+        lines = text.splitlines()
+        start = next((i for i, ln in enumerate(lines) if ln.startswith("summary: ")), len(lines))
+        return "\n".join(lines[start:]) + "\n"
+
+    return line_changes(from_summary(committed.read_text()), from_summary(now))
+
+
+def annotate(results: Mapping[str, Any], dump_dir: Path, snapshot_dir: Path | None = None) -> dict[str, Any]:
+    """``results`` with each failed structure item that has a dump told apart: ``code_only`` (True when its
+    snapshot differs in kernel code lines only) and ``snapshot_change`` (which lines, in words)."""
+    items = []
+    for it in results.get("items", []):
+        if it.get("kind") == "structure" and it.get("outcome") == "failed":
+            try:
+                changes = snapshot_change(it, dump_dir, snapshot_dir)
+            except InvariantsError as err:  # a dump the parsers do not understand: said, never a guess
+                it = {**it, "code_only": False, "snapshot_change": f"not read: {err}"}
+            else:
+                if changes is not None:
+                    it = {**it, "code_only": changes.code_only, "snapshot_change": changes.describe()}
+        items.append(it)
+    return {**results, "items": items}
 
 
 def outcome_of(
@@ -307,6 +385,7 @@ def child_command(injection: Injection, results: Path, dump_dir: Path) -> list[s
     return gate_command(
         targets=injection.targets,
         programs=injection.programs,
+        configs=injection.configs,
         markers="not slow" if injection.timing else "not slow and not throughput",
         # The correctness items are deselected unless an expectation needs them.
         k=None if injection.correctness else f"not {CORRECTNESS}",
@@ -352,7 +431,8 @@ def run_injection(injection: Injection, workdir: Path, timeout: float = 600.0) -
         out = Outcome(injection, -1, [], list(injection.expect), child.seconds)
         out.note = f"timed out after {timeout:.0f} s"
         return out
-    outcome = outcome_of(injection, child.returncode, child.results, child.seconds)
+    results = None if child.results is None else annotate(child.results, folder / "hlo")
+    outcome = outcome_of(injection, child.returncode, results, child.seconds)
     if child.results is None:
         outcome.note = f"no results file (exit {child.returncode}: {last_line(child.log)[:160]})"
     return outcome

@@ -1,10 +1,10 @@
 """The gate proves it can fail: inject regressions, each in its own child run, and check each is caught.
 
 Slow (it starts one pytest child per injection): deselect it with ``-m "not slow"``. By default it runs
-the registry's fast subset on the CPU target (the baseline plus one XLA-flag and two program
-injections, about a minute); ``INVARIANTS_SELFCHECK=all`` runs every injection on every target (what
-``python -m invariants selfcheck`` does). Inside a self-check child it skips itself, so children never
-start children.
+the registry's fast subset on the CPU target (the baseline plus two XLA-flag injections, one of which
+changes the kernel code only, and two program injections: 18 s here); ``INVARIANTS_SELFCHECK=all`` runs
+every injection on every target (what ``python -m invariants selfcheck`` does). Inside a self-check child
+it skips itself, so children never start children.
 """
 
 from __future__ import annotations

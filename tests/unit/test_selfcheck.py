@@ -186,3 +186,120 @@ def test_bad_programs_keep_the_values() -> None:
     np.testing.assert_allclose(np.asarray(inj.take_as_map_loop(W, x)), ref)
     np.testing.assert_allclose(np.asarray(inj.eqx_embedding_as_take(W, x)), ref)
     assert "INVARIANTS_INJECT" not in os.environ
+
+
+# ------------------------------------------------------------------------ the kernel-code-only injection
+
+_COMPILE = """
+import json, sys
+from invariants._compile import compile_here
+from invariants._targets import all_targets
+json.dump(compile_here("grad_take", "f32", all_targets()["cpu"]).to_json(), sys.stdout)
+"""
+
+
+@pytest.fixture(scope="module")
+def scalar_and_clean() -> tuple[Any, Any]:
+    """grad_take on the CPU compiled in two children at once: with the injection's XLA_FLAGS, and without."""
+    import json
+    import subprocess
+    import sys
+
+    from invariants._child import gate_env
+    from invariants._compile import Compiled
+
+    inj_ = next(i for i in sc.REGISTRY if i.name == "xla_cpu_scalar_code")
+    children = [
+        subprocess.Popen([sys.executable, "-c", _COMPILE], env=gate_env(env), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+        for env in (inj_.env, {})
+    ]  # fmt: skip
+    out = []
+    for child in children:
+        stdout, stderr = child.communicate(timeout=120)
+        assert child.returncode == 0, stderr[-2000:]
+        out.append(Compiled.from_json(json.loads(stdout)))
+    return out[0], out[1]
+
+
+def _without_metadata(hlo: str) -> str:
+    import re
+
+    return re.sub(r", metadata=\{[^}]*\}", "", hlo)
+
+
+def test_the_scalar_code_injection_changes_kernel_code_only(scalar_and_clean: tuple[Any, Any]) -> None:
+    """--xla_cpu_prefer_vector_width=32: the optimized HLO is the same text (metadata aside), the kernel
+    code is not (the scatter-add's <8 x float> loop becomes scalar)."""
+    from invariants._hlo import parse_module
+    from invariants._metrics import kernel_metrics
+    from invariants._snapshot import program_code
+    from invariants._structure import structure_of
+
+    scalar, clean = scalar_and_clean
+    assert "metadata={" in clean.hlo_text
+    assert _without_metadata(scalar.hlo_text) == _without_metadata(clean.hlo_text)
+    assert scalar.kernel_code.keys() == clean.kernel_code.keys() and scalar.kernel_code != clean.kernel_code
+    widths = []
+    for compiled in (clean, scalar):
+        structure = structure_of(parse_module(compiled.hlo_text, "grad_take"))
+        code = program_code(compiled, structure)
+        assert code is not None
+        widths.append(kernel_metrics(code)["vector_width"])
+    assert widths == [256, 0]
+
+
+def _dump(compiled: Any, folder: sc.Path) -> sc.Path:
+    """What the gate's dump of a key writes (GateSession.dump): the HLO and each kernel-code file."""
+    target = folder / compiled.target
+    target.mkdir(parents=True, exist_ok=True)
+    stem = f"{compiled.program}.{compiled.config}"
+    (target / f"{stem}.hlo.txt").write_text(compiled.hlo_text)
+    for name, text in compiled.kernel_code.items():
+        (target / f"{stem}.{name}").write_text(text)
+    return folder
+
+
+def test_the_scalar_code_injection_is_caught_as_a_code_only_difference(
+    scalar_and_clean: tuple[Any, Any], tmp_path: sc.Path
+) -> None:
+    """The child's failed structure item, rendered again from its dump against the committed snapshot,
+    differs in code lines only: that, with the kernel invariant's failure, is what catches the injection.
+    An HLO difference, or none, is not code-only."""
+    from invariants._hlo import parse_module
+    from invariants._snapshot import render_summary
+    from invariants._structure import structure_of
+
+    scalar, clean = scalar_and_clean
+    snapshots = tmp_path / "snapshots" / "cpu"
+    snapshots.mkdir(parents=True)
+    committed = render_summary(
+        clean, structure_of(parse_module(clean.hlo_text, "g")), CATALOG["grad_take"].doc
+    )
+    (snapshots / "grad_take.f32.txt").write_text(committed)
+    structure_item = {"kind": "structure", "outcome": "failed", "program": "grad_take", "config": "f32",
+                      "target": "cpu", "nodeid": "test_structure[cpu-grad_take-f32]"}  # fmt: skip
+    invariant_item = _item("invariant", "failed", "grad_scatter_vectorized")
+    results = {"items": [structure_item, invariant_item]}
+    annotated = sc.annotate(results, _dump(scalar, tmp_path / "scalar"), tmp_path / "snapshots")
+    item = annotated["items"][0]
+    assert item["code_only"] is True, item
+    # kernel 3 is the scatter-add; the index fix-up's loop (kernel 1) turns scalar too.
+    assert (
+        item["snapshot_change"] == "code lines only (2 changed: kernel 1, kernel 3); the HLO lines are equal"
+    )
+    assert sc.item_label(item) == sc.CODE_ONLY and sc.matches(sc.CODE_ONLY, item)
+    inj_ = next(i for i in sc.REGISTRY if i.name == "xla_cpu_scalar_code")
+    assert sc.outcome_of(inj_, 1, annotated, 1.0).caught
+    # Without the code-only finding (the clean compile against its own snapshot: nothing differs), or with
+    # an HLO line changed, the expectation is missed.
+    clean_run = sc.annotate(results, _dump(clean, tmp_path / "clean"), tmp_path / "snapshots")
+    assert clean_run["items"][0]["code_only"] is False
+    assert sc.outcome_of(inj_, 1, clean_run, 1.0).missing == [sc.CODE_ONLY]
+    (snapshots / "grad_take.f32.txt").write_text(
+        committed.replace("summary: kernels 3", "summary: kernels 4")
+    )
+    hlo_too = sc.annotate(results, _dump(scalar, tmp_path / "scalar"), tmp_path / "snapshots")["items"][0]
+    assert hlo_too["code_only"] is False and hlo_too["snapshot_change"].startswith("HLO lines (")
+    # No dump of the key (no invariant failed on it): nothing is claimed.
+    assert "code_only" not in sc.annotate(results, tmp_path / "none", tmp_path / "snapshots")["items"][0]
