@@ -88,9 +88,9 @@ def parse_kernel_code(files: Mapping[str, str]) -> list[KernelFacts]:
     out: list[KernelFacts] = []
     for name in sorted(files):
         text = files[name]
-        if name.endswith(".ptx"):
+        if _is_ptx(name):
             out += parse_ptx(text, name)
-        elif name.endswith(".ll"):
+        elif name == "ir-with-opt.ll" or name.endswith(".ll"):
             out += parse_llvm_ir(text, name)
         else:
             raise KernelCodeError(f"{name}: not kernel code (expected a .ptx or .ll file)")
@@ -102,7 +102,13 @@ def kernel_files(names: Iterable[str]) -> list[str]:
     empty one is a module without kernels); the ``.ir-with-opt.ll`` files of a CPU compile (a GPU dump has
     those too, the NVPTX module before PTX, so ``.ptx`` wins when there is any)."""
     names = sorted(names)
-    ptx = [n for n in names if n.endswith(".ptx")]
+    ptx = [n for n in names if _is_ptx(n)]
     if ptx:
         return ptx
-    return [n for n in names if n.endswith(".ir-with-opt.ll")]
+    return [n for n in names if n == "ir-with-opt.ll" or n.endswith(".ir-with-opt.ll")]
+
+
+def _is_ptx(name: str) -> bool:
+    # jaxlib 0.10.0 names a module's one PTX file module_NNNN.<name>.ptx (its short name is "ptx"); later
+    # releases number one file per LLVM module: module_NNNN.<name>.3.ptx.
+    return name == "ptx" or name.endswith(".ptx")

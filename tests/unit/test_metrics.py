@@ -58,9 +58,13 @@ def test_input_facts() -> None:
 
 
 def test_report_compares_the_registry_metrics() -> None:
-    # What a structure record holds: the structural metrics and the compiler's predictions.
+    # What a structure record holds: the structural metrics, the compiler's predictions, the kernel code's.
+    from invariants._metrics import kernel_metrics
+    from invariants.kernels.program import ProgramCode
+
     s = _structure("tpu_seed_jit__take.txt")
-    assert set(_report._COMPARED) == set(structure_metrics(s)) | set(compiler_metrics(s))
+    kernel = kernel_metrics(ProgramCode(s, None, "no code"))
+    assert set(_report._COMPARED) == set(structure_metrics(s)) | set(compiler_metrics(s)) | set(kernel)
 
 
 def test_readme_metric_table_is_the_registry() -> None:

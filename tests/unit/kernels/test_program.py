@@ -181,3 +181,22 @@ def test_vector_width_is_the_narrowest_of_the_lookup_kernels():
     widths = sorted({code.of(k).vector_width for k in lookup_kernels(code.structure)})  # type: ignore[union-attr]
     assert widths[0] == 0 and widths[-1] >= 128
     assert kernel_metrics(code)["vector_width"] == 0
+
+
+def test_jaxlib_0_10_0s_one_ptx_file_per_module_is_read(tmp_path):
+    """0.10.0 names its PTX module_NNNN.<name>.ptx (no per-LLVM-module number): its short name is 'ptx'."""
+    from invariants.kernels import kernel_files
+
+    (text,) = (
+        t
+        for p in _dump("0.10.1", "gpu-a100", "grad_take.f32").glob("*.ptx")
+        if "atom" in (t := p.read_text())
+    )
+    (tmp_path / "module_0007.jit_grad_take.ptx").write_text(text)
+    (tmp_path / "module_0007.jit_grad_take.ir-with-opt.ll").write_text("; the NVPTX module")
+    assert kernel_files(["ptx", "ir-with-opt.ll"]) == ["ptx"]
+    assert kernel_files(["ir-with-opt.ll"]) == ["ir-with-opt.ll"]
+    (files,) = read_kernel_code(tmp_path).values()
+    assert list(files) == ["ptx"]
+    facts = parse_kernel_code(files)
+    assert sum(f.float_atomics for f in facts) == 4
