@@ -121,28 +121,13 @@ class GateSession:
         """The kernel code of ``key`` (an ``invariants.kernels.program.ProgramCode``), parsed once. A
         construct the parser does not know is an ``InvariantsError`` naming FILE:LINE, for that key's
         items."""
-        from ._compile import reads_kernel_code
-        from ._snapshot import program_code
-        from .kernels.program import ProgramCode
+        from ._snapshot import code_of
 
         if key not in self._codes:
             compiled = self.cache.get(*key)
-            target = self.all_targets[key.target]
-            code = None
-            if reads_kernel_code(target):
-                start = time.perf_counter()
-                code = program_code(compiled, self.structure(key))
-                self.parse_seconds += time.perf_counter() - start
-            if code is None:
-                why = (
-                    "the TPU compiler writes no kernel code (libtpu dumps no LLO)"
-                    if target.family == "tpu"
-                    else "its kernels are the CPU runtime target's; read them there"
-                    if target.family == "cpu"
-                    else "the compile kept no kernel code"
-                )
-                code = ProgramCode(self.structure(key), None, f"{key.target}: {why}")
-            self._codes[key] = code
+            start = time.perf_counter()
+            self._codes[key] = code_of(compiled, self.structure(key), self.all_targets[key.target])
+            self.parse_seconds += time.perf_counter() - start
         return self._codes[key]
 
     def costs(self, key: Key) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 
 from ._compile import Compiled
 from ._structure import Kernel, Structure
+from ._targets import Target
 from .kernels import parse_kernel_code
 from .kernels.program import ProgramCode, code_line, unmatched_lines
 
@@ -96,6 +97,23 @@ def summary_line(structure: Structure) -> str:
         + (f" ({trips})" if trips else "")
         + f"; dynamic launches {launches}"
     )
+
+
+def code_of(compiled: Compiled, structure: Structure, target: Target) -> ProgramCode:
+    """The kernel code of one compile for ``target``, tied to ``structure``; without code (a TPU compile,
+    a target that does not keep it), a ``ProgramCode`` whose every metric is a ``Missing`` saying why."""
+    from ._compile import reads_kernel_code
+
+    code = program_code(compiled, structure) if reads_kernel_code(target) else None
+    if code is not None:
+        return code
+    if target.family == "tpu":
+        why = "the TPU compiler writes no kernel code (libtpu dumps no LLO)"
+    elif target.family == "cpu" and not reads_kernel_code(target):
+        why = "its kernels are the CPU runtime target's; read them there"
+    else:
+        why = "the compile kept no kernel code"
+    return ProgramCode(structure, None, f"{target.name}: {why}")
 
 
 def program_code(compiled: Compiled, structure: Structure) -> ProgramCode | None:

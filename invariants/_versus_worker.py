@@ -126,30 +126,13 @@ def slowed(
     return slower
 
 
-def _no_code_reason(target: Any) -> str:
-    """Why a compile for ``target`` has no kernel code (the words of the gate's ``GateSession.code``)."""
-    from ._compile import reads_kernel_code
-
-    if target.family == "tpu":
-        why = "the TPU compiler writes no kernel code (libtpu dumps no LLO)"
-    elif target.family == "cpu" and not reads_kernel_code(target):
-        why = "its kernels are the CPU runtime target's; read them there"
-    else:
-        why = "the compile kept no kernel code"
-    return f"{target.name}: {why}"
-
-
 def costs_of(compiled: Any, structure: Any, target: Any) -> tuple[Any, dict[str, Any]]:
     """The kernel code of one compiled key (an ``invariants.kernels.program.ProgramCode``; without code,
     one whose every metric is a ``Missing`` saying why) and its compiler and kernel metrics by name."""
-    from ._compile import reads_kernel_code
     from ._metrics import compiler_metrics, kernel_metrics
-    from ._snapshot import program_code
-    from .kernels.program import ProgramCode
+    from ._snapshot import code_of
 
-    code = program_code(compiled, structure) if reads_kernel_code(target) else None
-    if code is None:
-        code = ProgramCode(structure, None, _no_code_reason(target))
+    code = code_of(compiled, structure, target)
     costs = {**compiler_metrics(structure, compiled.cost, compiled.memory), **kernel_metrics(code)}
     return code, costs
 
