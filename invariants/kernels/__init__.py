@@ -90,7 +90,7 @@ def parse_kernel_code(files: Mapping[str, str]) -> list[KernelFacts]:
         text = files[name]
         if _is_ptx(name):
             out += parse_ptx(text, name)
-        elif name == "ir-with-opt.ll" or name.endswith(".ll"):
+        elif _base(name) == "ir-with-opt.ll" or name.endswith(".ll"):
             out += parse_llvm_ir(text, name)
         else:
             raise KernelCodeError(f"{name}: not kernel code (expected a .ptx or .ll file)")
@@ -105,10 +105,15 @@ def kernel_files(names: Iterable[str]) -> list[str]:
     ptx = [n for n in names if _is_ptx(n)]
     if ptx:
         return ptx
-    return [n for n in names if n == "ir-with-opt.ll" or n.endswith(".ir-with-opt.ll")]
+    return [n for n in names if _base(n) == "ir-with-opt.ll" or n.endswith(".ir-with-opt.ll")]
 
 
 def _is_ptx(name: str) -> bool:
     # jaxlib 0.10.0 names a module's one PTX file module_NNNN.<name>.ptx (its short name is "ptx"); later
     # releases number one file per LLVM module: module_NNNN.<name>.3.ptx.
-    return name == "ptx" or name.endswith(".ptx")
+    return _base(name) == "ptx" or name.endswith(".ptx")
+
+
+def _base(name: str) -> str:
+    """The file name without its folders (a name may be a path, or a key's ``program.config.target/file``)."""
+    return name.replace("\\", "/").rsplit("/", 1)[-1]

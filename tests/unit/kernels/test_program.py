@@ -3,6 +3,7 @@ and hlo-stats on real XLA dumps of two jaxlib releases (tests/data/kernels)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -200,3 +201,6 @@ def test_jaxlib_0_10_0s_one_ptx_file_per_module_is_read(tmp_path):
     assert list(files) == ["ptx"]
     facts = parse_kernel_code(files)
     assert sum(f.float_atomics for f in facts) == 4
+    assert parse_kernel_code({"grad_take.f32.gpu-a100/ptx": text}) == [  # as a key's code names it
+        dataclasses.replace(f, source="grad_take.f32.gpu-a100/ptx") for f in facts
+    ]
