@@ -21,13 +21,13 @@ import numpy as np
 
 from ._compile import Key
 from ._cost import Missing
-from ._errors import InvariantsError
+from ._errors import InvariantsError, did_you_mean
 from ._metrics import METRICS, input_facts
 from ._programs import Config, get_config
 from ._registry import PROGRAMS
 from ._spec import CorrectnessCheck, Invariant, Spec, scaled_terms, scope_of, select_programs
 from ._structure import Structure
-from ._targets import Target, device_count
+from ._targets import Target, all_targets, device_count
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,10 +77,233 @@ def spec_applies(spec: Spec, target: Target) -> bool:
     return any(fnmatch.fnmatchcase(target.name, p) for p in spec.targets)
 
 
+# ---------------------------------------------------------------------------------------------------------
+# What a spec says that only the targets can show wrong, checked before any case exists (the spec stage
+# knows no target: invariants._targets imports the catalog, which imports JAX).
+
+# A CPU host's runtime target: every host may read the spec files written for it.
+_CPU_RUNTIME = Target("cpu", "cpu", "runtime", "all")
+# Specs already checked against a set of target names: (id(spec), names) -> the spec (kept, so that its id
+# is not reused).
+_CHECKED: dict[tuple[int, tuple[str, ...]], Spec] = {}
+
+
+def known_targets() -> list[Target]:
+    """Every target a spec may name: this process's (the runtime one first), and the CPU runtime's ``cpu``,
+    which a TPU or GPU host does not have but whose spec files it reads."""
+    targets = list(all_targets().values())
+    if all(t.name != _CPU_RUNTIME.name for t in targets):
+        targets.append(_CPU_RUNTIME)
+    return targets
+
+
+def check_specs(specs: Iterable[Spec], targets: Iterable[Target] | None = None) -> None:
+    """Refuse, with one line ``FILE:LINE: ...``, what would pass in silence once the targets are known:
+
+    * a ``targets`` pattern (the file's or an invariant's) that matches no target (``cpuu``);
+    * an invariant that makes no item on any target its file applies to (its programs do not compile
+      there, or its ``configs`` select none of their configurations);
+    * an invariant whose own ``targets`` names a target by name where one of its programs does not compile
+      (``... does not compile on tpu-v6e (a core-scope target: it compiles programs tagged 'core' only)``);
+    * a ``[[correctness]]`` check that runs nothing on the runtime target (its ``configs`` select no
+      configuration its programs run in), or that calls a program its check cannot call.
+
+    ``targets``: every target a spec may name (default :func:`known_targets`). :func:`expand` and
+    :func:`expand_correctness` call it, so no case list is made from a spec that fails it.
+    """
+    known = list(targets) if targets is not None else known_targets()
+    names = tuple(t.name for t in known)
+    for spec in specs:
+        key = (id(spec), names)
+        if _CHECKED.get(key) is not spec:
+            _SpecCheck(spec, known).run()
+            _CHECKED[key] = spec
+
+
+def _is_pattern(word: str) -> bool:
+    return any(c in word for c in "*?[")
+
+
+def _scope_note(target: Target, program: Any) -> str:
+    """Why ``target`` does not compile ``program``: its scope, and what would make it compile there."""
+    layout = program.layout
+    if target.scope == "core":
+        note = "a core-scope target: it compiles programs tagged 'core' only"
+        return note + ("; this one is sharded" if layout is not None else "")
+    if target.scope == "all":
+        return "it compiles unsharded programs only; this one has a mesh layout"
+    if target.scope == "pod":
+        return "a pod target: it compiles the pod layouts (vocabulary-parallel, FSDP, tied) only"
+    if layout is None:
+        return (
+            f"a sharded target of {target.device_count} devices: it compiles programs with a mesh layout only"
+        )
+    if layout.pod:
+        return "a sharded target: it compiles the pod layouts on pod targets only"
+    return f"a sharded target of {target.device_count} devices; this layout needs {layout.devices}"
+
+
+class _SpecCheck:
+    """One spec against the known targets. Program selections and each target's configurations are
+    computed once (a spec of 20,000 invariants shares a few selectors)."""
+
+    def __init__(self, spec: Spec, known: Sequence[Target]) -> None:
+        self.spec = spec
+        self.known = known
+        self.names = [t.name for t in known]
+        self.scope = scope_of(spec)
+        self._selected: dict[tuple[str, ...], list[str]] = {}
+        self._configs: dict[tuple[str, str], tuple[str, ...]] = {}
+
+    def selected(self, selectors: tuple[str, ...]) -> list[str]:
+        if selectors not in self._selected:
+            self._selected[selectors] = select_programs(selectors, self.scope)
+        return self._selected[selectors]
+
+    def configs(self, target: Target, program: str, patterns: Sequence[str]) -> tuple[str, ...]:
+        """The configurations ``program`` compiles in on ``target`` that ``patterns`` select."""
+        key = (target.name, program)
+        if key not in self._configs:
+            self._configs[key] = target.configs_for(PROGRAMS[program])
+        return tuple(c for c in self._configs[key] if _config_matches(c, patterns))
+
+    def no_target(self, where: str, what: str, pattern: str) -> InvariantsError:
+        return InvariantsError(
+            f"{where}: {what} {pattern!r} matches no target{did_you_mean(pattern, self.names)}; "
+            f"known: {', '.join(self.names)}"
+        )
+
+    def run(self) -> None:
+        spec = self.spec
+        where = spec.targets_where or str(spec.path)
+        for pattern in spec.targets:
+            if not any(fnmatch.fnmatchcase(n, pattern) for n in self.names):
+                raise self.no_target(where, "targets:", pattern)
+        applying = [t for t in self.known if spec_applies(spec, t)]
+        for inv in spec.invariants:
+            self.invariant(inv, applying)
+        for check in spec.correctness:
+            self.correctness(check, [t for t in applying if t.mode == "runtime"])
+
+    def cases_on(self, inv: Invariant, target: Target) -> int:
+        if inv.kind == "absolute":
+            return sum(len(self.configs(target, p, inv.configs)) for p in self.selected(inv.programs))
+        shared: set[str] | None = None
+        for p in inv.programs:
+            have = set(self.configs(target, p, inv.configs))
+            shared = have if shared is None else shared & have
+        return len(shared or ())
+
+    def why_none(self, inv: Invariant, target: Target, programs: Sequence[str]) -> str:
+        """Why ``inv`` makes no item of ``programs`` on ``target``: the first program that does not compile
+        there, or the configurations they do compile in."""
+        for p in programs:
+            if not target.configs_for(PROGRAMS[p]):
+                return f"program '{p}' does not compile on {target.name} ({_scope_note(target, PROGRAMS[p])})"
+        if len(programs) == 1:
+            have = ", ".join(target.configs_for(PROGRAMS[programs[0]]))
+            which = f"'{programs[0]}' compiles in"
+        else:
+            have = "; ".join(f"{p} in {', '.join(target.configs_for(PROGRAMS[p]))}" for p in programs)
+            which = "its programs share" if inv.kind != "absolute" else "its programs compile in"
+        return f"configs {list(inv.configs)} select no configuration {which} on {target.name} ({have})"
+
+    def invariant(self, inv: Invariant, applying: Sequence[Target]) -> None:
+        where_targets = inv.where_of("targets")
+        for pattern in inv.targets:
+            if not any(fnmatch.fnmatchcase(n, pattern) for n in self.names):
+                raise self.no_target(where_targets, f"'{inv.id}': targets", pattern)
+        if inv.kind == "throughput":
+            self.throughput(inv)
+            return
+        on = [t for t in applying if any(fnmatch.fnmatchcase(t.name, p) for p in inv.targets)]
+        programs = list(inv.programs) if inv.kind != "absolute" else self.selected(inv.programs)
+        by_name = {p for p in inv.targets if not _is_pattern(p)}
+        for target in (t for t in on if t.name in by_name):
+            # A target named by name gets items: an invariant written for tpu-v6e that makes none there
+            # (its programs do not compile on a core-scope target) checks nothing.
+            if not self.cases_on(inv, target):
+                raise InvariantsError(f"{where_targets}: '{inv.id}': {self.why_none(inv, target, programs)}")
+        # Each program named by name gets items on some target the invariant applies to. (A selector may
+        # select nothing on a family: the shipped files hold "kind:sharded" beside "kind:forward" on GPUs.)
+        for sel in inv.programs if on else ():
+            if _is_pattern(sel) or ":" in sel:
+                continue
+            if not any(self.configs(t, sel, inv.configs) for t in on):
+                there = next((t for t in on if t.configs_for(PROGRAMS[sel])), on[0])
+                what = self.why_none(inv, there, [sel])
+                raise InvariantsError(f"{inv.where_of('programs')}: '{inv.id}': {what}")
+        if any(self.cases_on(inv, t) for t in on):
+            return
+        if not on:
+            raise InvariantsError(f"{inv.where}: '{inv.id}' applies to no target: it checks nothing")
+        # Where to point: at its configs when its programs compile somewhere, else at its programs.
+        compiling = next((t for t in on if all(t.configs_for(PROGRAMS[p]) for p in programs)), None)
+        where = inv.where_of("configs") if compiling is not None else inv.where_of("programs")
+        shown, first = ", ".join(t.name for t in on), compiling or on[0]
+        raise InvariantsError(
+            f"{where}: '{inv.id}' checks nothing on its targets ({shown}): "
+            f"on {first.name}, {self.why_none(inv, first, programs)}"
+        )
+
+    def throughput(self, inv: Invariant) -> None:
+        """A timed relation runs on the runtime target, whichever it is: its programs must share a
+        configuration that runs (not compile-only) among its ``configs``."""
+        shared: set[str] | None = None
+        for p in inv.programs:
+            have = {c for c in PROGRAMS[p].configs if _config_matches(c, inv.configs)}
+            shared = have if shared is None else shared & have
+        if not any(not get_config(c).compile_only for c in shared or ()):
+            raise InvariantsError(
+                f"{inv.where_of('configs')}: '{inv.id}': configs {list(inv.configs)} select no configuration "
+                f"that {' and '.join(inv.programs)} share and run in: it would time nothing"
+            )
+
+    def correctness(self, check: CorrectnessCheck, runtimes: Sequence[Target]) -> None:
+        programs = self.selected(check.programs)
+        if check.check != "agree":
+            for p in programs:
+                if PROGRAMS[p].kind != "forward":
+                    raise InvariantsError(
+                        f"{check.where}: '{check.id}': check '{check.check}' calls a forward lookup "
+                        f"(table, indices); '{p}' is a {PROGRAMS[p].kind} program"
+                    )
+        where = check.configs_where or check.where
+        for target in runtimes:
+
+            def runs(p: str, target: Target = target) -> tuple[str, ...]:
+                return tuple(
+                    c for c in self.configs(target, p, check.configs) if not get_config(c).compile_only
+                )
+
+            for sel in check.programs:
+                if not _is_pattern(sel) and ":" not in sel and not runs(sel):
+                    configs = target.configs_for(PROGRAMS[sel])
+                    reason = (
+                        f"it runs on {target.name} in {', '.join(configs)} only"
+                        if configs
+                        else f"it does not compile on {target.name} ({_scope_note(target, PROGRAMS[sel])})"
+                    )
+                    raise InvariantsError(
+                        f"{where}: '{check.id}': configs {list(check.configs)} select no configuration "
+                        f"program '{sel}' runs in: {reason}"
+                    )
+            if not any(runs(p) for p in programs):
+                raise InvariantsError(
+                    f"{where}: '{check.id}': configs {list(check.configs)} select no configuration its "
+                    f"programs run in on {target.name}: it checks nothing"
+                )
+
+
 def expand(
     specs: Iterable[Spec], targets: Iterable[Target], kinds: Sequence[str] = ("absolute", "relational")
 ) -> list[Case]:
-    """Every item the specs define on ``targets``, in spec order. Unmet ``when`` → a skipped case."""
+    """Every item the specs define on ``targets``, in spec order. Unmet ``when`` → a skipped case.
+
+    The specs are first checked against every known target (:func:`check_specs`): a spec that would make
+    no item, or none where it names a target, is one line, never an empty green run."""
+    specs = list(specs)
+    check_specs(specs)
     cases: list[Case] = []
     targets = list(targets)
     for spec in specs:
@@ -170,7 +393,8 @@ _ARITH: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
 
 
 class _Unknown(Exception):
-    """A metric had no value (e.g. a loop's trip count could not be derived)."""
+    """A metric had no value (e.g. a loop's trip count could not be derived), or the assert's arithmetic has
+    none (a division by a metric that is 0 here): the verdict fails with this one line."""
 
 
 def evaluate(
@@ -182,8 +406,9 @@ def evaluate(
     """Decide ``case``. ``structure(key)`` gives the structure of a compiled key; ``measure(fn, program)``
     gives a throughput figure (``time``) for throughput invariants; ``costs(key)`` gives the compiler and
     kernel-code metrics (``invariants._metrics.compiler_metrics`` and ``kernel_metrics``). A metric
-    without a value (a :class:`~invariants._cost.Missing`, an unknown trip count) makes the verdict fail
-    with one line saying why: an invariant never passes on a number that is not there."""
+    without a value (a :class:`~invariants._cost.Missing`, an unknown trip count), or arithmetic without
+    one (``kernels / while_loops`` where there is no loop), makes the verdict fail with one line saying
+    why: an invariant never passes on a number that is not there, and never stops on a traceback."""
     config = get_config(case.config)
     layout = PROGRAMS[case.program].layout if case.program is not None else None
     facts = input_facts(config, layout, device_count(case.target))
@@ -211,7 +436,14 @@ def evaluate(
         if isinstance(node, ast.UnaryOp):
             return -ev(node.operand)
         if isinstance(node, ast.BinOp):
-            return _ARITH[type(node.op)](ev(node.left), ev(node.right))
+            left, right = ev(node.left), ev(node.right)
+            try:
+                return _ARITH[type(node.op)](left, right)
+            except ZeroDivisionError:
+                divisor = ast.unparse(node.right)
+                raise _Unknown(f"'{ast.unparse(node)}' divides by zero: {divisor} is 0 here") from None
+            except ArithmeticError as err:
+                raise _Unknown(f"'{ast.unparse(node)}' cannot be computed: {err}") from None
         if isinstance(node, ast.Name):
             if node.id in facts:
                 value: Any = facts[node.id]
@@ -387,6 +619,9 @@ class CorrectnessCase:
 
 
 def expand_correctness(specs: Iterable[Spec], runtime: Target) -> list[CorrectnessCase]:
+    """Every correctness item on ``runtime``; the specs are checked first (:func:`check_specs`)."""
+    specs = list(specs)
+    check_specs(specs)
     cases = []
     for spec in specs:
         if not spec_applies(spec, runtime):

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from invariants._checks import Case, CorrectnessCase, evaluate, run_correctness, unmet_condition
+from invariants._errors import InvariantsError
 from invariants._hlo import parse_module
 from invariants._outcomes import judge
 from invariants._spec import load_spec
@@ -217,3 +218,133 @@ def test_every_correctness_check_a_spec_may_name_is_implemented():
     from invariants._spec import CORRECTNESS_CHECKS
 
     assert tuple(CORRECTNESS) == CORRECTNESS_CHECKS
+
+
+def test_the_out_of_bounds_modes_are_the_specs_vocabulary():
+    from invariants._checks import _OOB_EXPECT
+    from invariants._spec import CORRECTNESS_EXPECT
+
+    assert tuple(_OOB_EXPECT) == CORRECTNESS_EXPECT["out_of_bounds"]
+
+
+# -- a zero divisor at run time is a failing verdict with one line, not a ZeroDivisionError -------------
+
+
+def test_a_zero_divisor_at_run_time_fails_the_verdict_with_one_line(tmp_path):
+    (inv,) = spec(tmp_path, '[[invariant]]\nid = "z"\nprograms = ["take"]\n'
+                            'assert = "kernels / while_loops <= 2"\n').invariants  # fmt: skip
+    verdict = evaluate(case(inv, "take"), lambda key: CPU_FWD_TAKE)  # no loop: while_loops = 0
+    assert not verdict.holds
+    line = verdict.describe(inv)
+    assert "\n" not in line
+    assert line.endswith("'kernels / while_loops' divides by zero: while_loops is 0 here")
+    with_loop = evaluate(case(inv, "take"), lambda key: OLD_CPU_BWD)  # one loop: a number to compare
+    assert "divides by zero" not in with_loop.describe(inv)
+
+
+# -- what only the targets show: checked where cases are expanded, before any compile --------------------
+
+
+def _targets_error(tmp_path: Path, text: str) -> str:
+    from invariants._checks import check_specs, expand
+
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    loaded = load_spec(path)
+    with pytest.raises(InvariantsError) as err:
+        check_specs([loaded])
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"{path}:"), message
+    with pytest.raises(InvariantsError):  # expand checks first: never an empty case list
+        expand([loaded], [])
+    return message.removeprefix(str(path))
+
+
+_TAKE = '[[invariant]]\nid = "g"\nprograms = ["take"]\nassert = "gathers == 1"\n'
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('[spec]\ntargets = ["cpuu"]\n' + _TAKE,
+         ":2: targets: 'cpuu' matches no target (did you mean 'cpu'?); known: cpu, "),
+        ('[spec]\ntargets = ["cpu", "tpu-v7*"]\n' + _TAKE, ":2: targets: 'tpu-v7*' matches no target"),
+        ('[spec]\ntargets = ["gpu-*"]\n' + _TAKE + 'targets = ["gpu-h200"]\n',
+         ":7: 'g': targets 'gpu-h200' matches no target (did you mean 'gpu-h100'?)"),
+        # A program that does not compile on the target the invariant names: the tag that would fix it.
+        ('[spec]\ntargets = ["tpu-*"]\n[[invariant]]\nid = "g"\nprograms = ["take_clip"]\n'
+         'targets = ["tpu-v6e"]\nassert = "while_loops == 0"\n',
+         ":6: 'g': program 'take_clip' does not compile on tpu-v6e (a core-scope target: it compiles "
+         "programs tagged 'core' only)"),
+        ('[spec]\ntargets = ["tpu-v6e"]\n[[invariant]]\nid = "g"\nprograms = ["naive", "take_clip"]\n'
+         'assert = "while_loops == 0"\n',
+         ":5: 'g': program 'take_clip' does not compile on tpu-v6e (a core-scope target"),
+        ('[spec]\ntargets = ["gpu-*"]\n[[invariant]]\nid = "g"\n'
+         'assert = "kernels(take_clip) <= kernels(take)"\ntargets = ["gpu-a100"]\n',
+         ":6: 'g': program 'take_clip' does not compile on gpu-a100 (a core-scope target"),
+        ('[spec]\ntargets = ["cpu"]\n[[invariant]]\nid = "g"\nprograms = ["vocab_parallel_take"]\n'
+         'assert = "collectives == 0"\n',
+         ":5: 'g': program 'vocab_parallel_take' does not compile on cpu (it compiles unsharded programs "
+         "only; this one has a mesh layout)"),
+        ('[spec]\ntargets = ["tpu-v5e-4x4"]\n' + _TAKE,
+         ":5: 'g': program 'take' does not compile on tpu-v5e-4x4 (a pod target: it compiles the pod"),
+        # configs that select none of the configurations the programs compile in there.
+        ('[spec]\ntargets = ["cpu"]\n' + _TAKE + 'configs = ["bf16-llm*"]\n',
+         ":5: 'g': configs ['bf16-llm*'] select no configuration 'take' compiles in on cpu "
+         "(f32, bf16, f32-large, f32-i8, f32-2d)"),
+        ('[spec]\ntargets = ["cpu"]\n[[invariant]]\nid = "g"\nprograms = ["kind:forward"]\n'
+         'assert = "gathers == 1"\nconfigs = ["bf16-llm*"]\n',
+         ":7: 'g' checks nothing on its targets (cpu): on cpu, configs ['bf16-llm*'] select no configuration "
+         "its programs compile in on cpu (naive in f32, bf16,"),
+        ('[spec]\ntargets = ["cpu"]\n[[invariant]]\nid = "g"\n'
+         'assert = "kernels(take_clip) <= kernels(take)"\nconfigs = ["bf16"]\n',
+         ":3: 'g': configs ['bf16'] select no configuration 'take_clip' compiles in on cpu (f32)"),
+        ('[spec]\ntargets = ["cpu"]\n[[invariant]]\nid = "g"\n'
+         'assert = "kernels(take_clip) <= kernels(take)"\nconfigs = ["f32-large"]\n',
+         ":3: 'g': configs ['f32-large'] select no configuration 'take_clip' compiles in on cpu (f32)"),
+        ('[spec]\ntargets = ["cpu"]\n[[invariant]]\nid = "g"\nassert = "time(take) / time(naive) <= 1.1"\n'
+         'configs = ["bf16-llm"]\n',
+         ":6: 'g': configs ['bf16-llm'] select no configuration that take and naive share and run in"),
+        # Correctness: nothing runs on the runtime target, or a check its programs cannot take.
+        ('[spec]\ntargets = ["cpu"]\n[[correctness]]\nid = "c"\ncheck = "agree"\nprograms = ["naive"]\n'
+         'reference = "take"\nconfigs = ["bf16-llm"]\n',
+         ":8: 'c': configs ['bf16-llm'] select no configuration program 'naive' runs in: it runs on cpu in "
+         "f32, bf16,"),
+        ('[spec]\ntargets = ["cpu"]\n[[correctness]]\nid = "c"\ncheck = "out_of_bounds"\n'
+         'programs = ["grad_take"]\nexpect = "clamp"\n',
+         ":3: 'c': check 'out_of_bounds' calls a forward lookup (table, indices); 'grad_take' is a backward"),
+    ],
+)  # fmt: skip
+def test_a_spec_that_makes_no_item_is_one_line(tmp_path, text, expected):
+    assert _targets_error(tmp_path, text).startswith(expected)
+
+
+def test_the_shipped_specs_pass_the_target_checks():
+    from invariants._checks import check_specs, known_targets
+    from invariants._spec import load_specs
+
+    specs = load_specs()
+    check_specs(specs)
+    assert "cpu" in {t.name for t in known_targets()}
+
+
+def test_a_host_without_a_cpu_target_still_reads_cpu_toml(monkeypatch):
+    """On a TPU or GPU host the runtime target is that chip: 'cpu' is still a name a spec may use."""
+    from invariants import _checks
+    from invariants._spec import load_specs
+
+    others = {n: t for n, t in _checks.all_targets().items() if n != "cpu"}
+    monkeypatch.setattr(_checks, "all_targets", lambda: others)
+    assert "cpu" in {t.name for t in _checks.known_targets()}
+    _checks.check_specs(load_specs())
+
+
+def test_a_pattern_that_selects_nothing_on_one_family_is_allowed(tmp_path):
+    """The shipped files list "kind:sharded" beside "kind:forward" on every family; a GPU has no sharded
+    target, and that selector alone checking nothing there is not refused (the invariant makes items)."""
+    from invariants._checks import check_specs
+
+    path = tmp_path / "s.toml"
+    path.write_text('[spec]\ntargets = ["gpu-*"]\n[[invariant]]\nid = "w"\n'
+                    'programs = ["kind:forward", "kind:sharded"]\nassert = "while_loops == 0"\n')  # fmt: skip
+    check_specs([load_spec(path)])

@@ -231,3 +231,171 @@ def test_kernel_metrics_are_asserted_on_per_program(tmp_path):
     )
     (inv,) = load_spec(path).invariants
     assert inv.kind == "relational" and inv.programs == ("grad_take", "grad_naive")
+
+
+# -- "A gate you can trust": what passed in silence or stopped on a traceback is one line ----------------
+
+_INV = '[[invariant]]\nid = "g"\nprograms = ["take"]\nassert = "gathers == 1"\n'
+_AGREE = '[[correctness]]\nid = "c"\ncheck = "agree"\nprograms = ["naive"]\nreference = "take"\n'
+_OOB = '[[correctness]]\nid = "c"\ncheck = "out_of_bounds"\nprograms = ["take"]\n'
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # Silent passes before: each of these loaded and checked nothing.
+        ('[spec]\ntargets = ["\u0441pu"]\n' + _INV,  # a Cyrillic 'с'
+         ":2: targets: 'сpu' can match no target; it has a non-ASCII 'с' (U+0441 CYRILLIC SMALL LETTER ES)"),
+        ('[spec]\ntargets = []\n' + _INV, ":2: 'targets' = [] names nothing"),
+        (HEADER + _INV + 'configs = ["f33"]\n',
+         ":8: configs: 'f33' matches no configuration (did you mean 'f32'?); known: f32, bf16,"),
+        (HEADER + '[[invariant]]\nid = "g"\nprograms = []\nassert = "gathers == 1"\n',
+         ":6: 'programs' = [] names nothing"),
+        (HEADER + _INV + 'targets = ["gpu-\u04bb100"]\n', ":8: 'g': targets 'gpu-һ100' can match no target"),
+        (HEADER + _AGREE + 'configs = ["f33"]\n', ":9: configs: 'f33' matches no configuration"),
+        ("", ":1: declares nothing: no [[invariant]], [[correctness]] or [[program]]"),
+        ("# only a comment\n\n# and another\n", ":1: declares nothing"),
+        ('[spec]\ntargets = ["cpu"]\n', ":1: declares nothing"),
+        (HEADER + _INV + 'when = \'jax >= 0.5; python_version > "3"\'\n',
+         ":8: when: 'jax >= 0.5; python_version > \"3\"' has an environment marker "
+         "('; python_version > \"3\"'): 'when' takes version conditions only"),
+        (HEADER + _INV + 'when = "jax[tpu] >= 0.5"\n', ":8: when: 'jax[tpu] >= 0.5': 'when' takes a package"),
+        (HEADER + _INV + 'when = " , "\n', ":8: when: ' , ' holds no version condition"),
+        # Tracebacks before.
+        (HEADER + _INV + "when = 3\n",
+         ":8: 'when' must be a string of version conditions such as 'jax >= 0.5', not an integer"),
+        (HEADER + _INV + 'when = "jax >= 0.5 x"\n',  # packaging's message has three lines: the first one
+         ":8: when: cannot read 'jax >= 0.5 x': Expected comma (within version specifier), semicolon"),
+        ('[[spec]]\ntargets = ["cpu"]\n' + _INV, ":1: [spec] is one table: write [spec], not [[spec]]"),
+        ('spec = 3\n' + _INV, ":1: 'spec' must be the table [spec], not an integer"),
+        ("invariant = 5\n" + HEADER,
+         ":1: 'invariant' must be an array of tables [[invariant]], not an integer"),
+        (HEADER + '[invariant]\nid = "g"\n',
+         ":4: [invariant] must be an array of tables: write [[invariant]]"),
+        ("correctness = [1, 2]\n" + HEADER, ":1: 'correctness' must be an array of tables [[correctness]]; "
+         "item 1 is an integer"),
+        (HEADER + '[[invariant]]\nid = "g"\nprograms = ["take"]\nassert = 5\n',
+         ":7: 'assert' must be a string, not an integer"),
+        (HEADER + '[[invariant]]\nid = "g"\nprograms = ["take", 3]\nassert = "gathers == 1"\n',
+         ":6: 'programs' must be a string or a list of strings; item 2 is an integer"),
+        (HEADER + _INV + 'why = ["a"]\n', ":8: 'why' must be a string, not an array"),
+        (HEADER + _INV + 'ratchet = { reason = 3, issue = "x" }\n', ":8: a ratchet's 'reason' and 'issue'"),
+        (HEADER + '[[correctness]]\nid = "c"\ncheck = 3\nprograms = ["naive"]\n',
+         ":6: 'check' must be a string, one of agree, out_of_bounds, narrow_index, not an integer"),
+        (HEADER + '[[correctness]]\nid = "c"\ncheck = ["agree"]\nprograms = ["naive"]\n',
+         ":6: 'check' must be"),
+        (HEADER + '[[correctness]]\nid = 7\ncheck = "agree"\nprograms = ["naive"]\n',
+         ":5: id 7 must be letters, digits and '_'"),
+        (HEADER + _AGREE.replace('"take"', '"tkae"'),
+         ":8: unknown reference program 'tkae' (did you mean 'take'?)"),
+        (HEADER + _AGREE.replace('"take"', "3"), ":8: 'reference' must be a program name, not an integer"),
+        (HEADER + _INV + '"a\\nb" = 1\n', ":4: unknown key 'a\\nb' in [[invariant]]"),  # one line: repr
+        # Found only when the item ran, before: now at load.
+        (HEADER + _AGREE + 'distributions = ["zipff"]\n',
+         ":9: unknown index distribution 'zipff' (did you mean 'zipf'?); known: uniform, zipf, equal"),
+        (HEADER + _OOB + 'expect = "clampp"\n',
+         ":8: 'c': expect 'clampp' is not one of clamp, fill_nan, fill_zero, wrap, wrap_negative_clamp "
+         "(did you mean 'clamp'?)"),
+        (HEADER + '[[correctness]]\nid = "c"\ncheck = "narrow_index"\nprograms = ["take"]\n',
+         ":4: 'c': check 'narrow_index' needs 'expect', one of ok, overflow_error, wrong_rows"),
+        (HEADER + _AGREE + 'expect = "ok"\n', ":9: 'c': check 'agree' takes no 'expect'; drop it"),
+        (HEADER + '[[correctness]]\nid = "c"\ncheck = "agree"\nprograms = ["naive"]\n',
+         ":4: 'c': check 'agree' needs a 'reference' program to agree with"),
+        (HEADER + _OOB + 'expect = "clamp"\nreference = "take"\n',
+         ":9: 'c': check 'out_of_bounds' compares with no reference; drop 'reference'"),
+        (HEADER + _OOB + 'expect = "clamp"\ndistributions = ["zipf"]\n',
+         ":9: 'c': check 'out_of_bounds' uses fixed indices; drop 'distributions'"),
+        (HEADER + _AGREE + _AGREE, ":9: duplicate id 'c' (first at line 4)"),
+        # A constant zero divisor can never be computed: refused at load.
+        (HEADER + '[[invariant]]\nid = "g"\nprograms = ["take"]\nassert = "gathers / 0 <= 1"\n',
+         ":7: assert 'gathers / 0 <= 1' divides by zero ('gathers / 0'): it can never be computed"),
+        (HEADER + '[[invariant]]\nid = "g"\nassert = "kernels(naive) <= kernels(take) / (2 - 2)"\n',
+         ":6: assert 'kernels(naive) <= kernels(take) / (2 - 2)' divides by zero"),
+        (HEADER + '[[invariant]]\nid = "g"\nprograms = ["take"]\nassert = "gathers / -0.0 <= 1"\n',
+         "divides by zero ('gathers / -0.0')"),
+        (HEADER + '[[invariant]]\nid = "g"\nprograms = ["take"]\nassert = "gathers <= ' + "(" * 400 + "1"
+         + ")" * 400 + '"\n', ":7: assert"),
+    ],
+)  # fmt: skip
+def test_a_spec_that_checks_nothing_or_crashed_is_one_line(tmp_path, text, expected):
+    message = _error(tmp_path, text, header="")
+    assert message.startswith(str(tmp_path / "cpu.toml") + ":"), message
+    assert expected in message, message
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (
+            (HEADER + _INV + "# caf\xe9\n").encode("latin-1"),
+            ":8: not UTF-8 (byte 0xe9 at column 6); spec files",
+        ),
+        ((HEADER + _INV).encode("utf-16"), ":1: the file is UTF-16 (it starts with a byte-order mark)"),
+        ((HEADER + _INV).encode("utf-16-le"), ":1: a NUL byte (column 2): spec files are UTF-8 text"),
+        ((HEADER + _INV).encode("utf-32"), ":1: the file is UTF-32"),
+        (b"x = " + b"[" * 5000, ":1: not valid TOML: nested too deeply"),
+        (b"x = " + b"1" * 5000, ":1: not valid TOML: Exceeds the limit (4300 digits)"),
+        (b'[spec]\ntargets = ["cpu"\n', ":3: not valid TOML"),
+    ],
+)
+def test_a_file_that_is_not_utf8_toml_is_one_line(tmp_path, raw, expected):
+    path = tmp_path / "cpu.toml"
+    path.write_bytes(raw)
+    with pytest.raises(InvariantsError) as err:
+        load_spec(path)
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(str(path) + ":"), message
+    assert expected in message, message
+
+
+def test_a_utf8_byte_order_mark_is_read(tmp_path):
+    path = tmp_path / "cpu.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + (HEADER + _INV).encode())
+    assert [i.id for i in load_spec(path).invariants] == ["g"]
+
+
+def test_an_empty_file_in_a_spec_dir_is_one_line(tmp_path):
+    """An empty --spec-dir file replaced the package's specs with zero invariants: a green run."""
+    (tmp_path / "empty.toml").write_text("# to be written\n")
+    with pytest.raises(InvariantsError, match=r"empty\.toml:1: declares nothing"):
+        load_specs(tmp_path)
+
+
+def test_lines_are_found_where_the_header_is_not_first(tmp_path):
+    """[spec] below comments: its keys' lines are found in its table (the locator used to stop at line 1)."""
+    path = tmp_path / "cpu.toml"
+    path.write_text('# a comment\n\n[spec]\nefficiency_max_loss = 0.1\ntargets = ["cpu"]\n' + _INV)
+    assert load_spec(path).targets_where == f"{path}:5"
+    path.write_text('# a comment\n\n[spec]\nefficiency_max_loss = 2.0\ntargets = ["cpu"]\n' + _INV)
+    with pytest.raises(InvariantsError, match=r"cpu\.toml:4: efficiency_max_loss must be a fraction"):
+        load_spec(path)
+
+
+def test_each_table_of_a_large_file_gets_its_own_line(tmp_path):
+    """The locator reads the text once: the 2000th table's key is on its own line, as before."""
+    path = tmp_path / "cpu.toml"
+    body = "".join(
+        f'[[invariant]]\nid = "i{n}"\nprograms = ["take"]\nassert = "gathers == 1"\n' for n in range(2000)
+    )
+    path.write_text(
+        HEADER + body + '[[invariant]]\nid = "last"\nprograms = ["tkae"]\nassert = "gathers == 1"\n'
+    )
+    with pytest.raises(InvariantsError) as err:
+        load_spec(path)
+    assert str(err.value).endswith(
+        f"cpu.toml:{3 + 4 * 2000 + 3}: program selector 'tkae' matches no program (did you mean 'take'?)"
+    )
+
+
+def test_the_shipped_specs_are_read_once_each(monkeypatch):
+    """load_specs parses each file once (it parsed each three times: programs, then the spec, which read its
+    programs again)."""
+    import tomllib
+
+    from invariants import _spec
+
+    calls: list[int] = []
+    real = tomllib.loads
+    monkeypatch.setattr(_spec.tomllib, "loads", lambda text: calls.append(1) or real(text))
+    specs = load_specs()
+    assert len(calls) == len(specs) == len(list(SPEC_DIR.glob("*.toml")))
