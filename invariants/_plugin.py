@@ -259,6 +259,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "from --snapshot-dir",
     )
     group.addoption(
+        "--delete-obsolete-snapshots",
+        action="store_true",
+        default=False,
+        help="with --snapshot-update, also delete the obsolete snapshots it lists in a folder whose every "
+        "owner it cannot know (a downstream --snapshot-dir, or any run given --spec-dir); the catalog's own "
+        "folder needs no flag",
+    )
+    group.addoption(
         "--no-catalog",
         action="store_true",
         default=False,
@@ -314,8 +322,32 @@ def pytest_configure(config: pytest.Config) -> None:
     guard_backend()
     try:
         config.stash[_SESSION] = GateSession(config)
+        _claim_results(config)
     except InvariantsError as err:
         raise pytest.UsageError(str(err)) from None
+    if hasattr(config.option, "no_cleanup"):
+        # syrupy deletes nothing: what is obsolete is decided by _obsolete_snapshots (see _snapshot_store).
+        config.option.no_cleanup = True
+
+
+_CLAIM = pytest.StashKey[Any]()
+
+
+def _claim_results(config: pytest.Config) -> None:
+    """Check and claim the results path when the run starts, in the process that writes it (not an xdist
+    worker): a directory or an unwritable folder is one line before anything compiles; a path another live
+    run holds gives this run a file of its own (see ``invariants._results.claim``)."""
+    if hasattr(config, "workerinput"):
+        return
+    from . import _results
+
+    config.stash[_CLAIM] = _results.claim(Path(config.getoption("results_json")))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    claim = config.stash.get(_CLAIM, None)
+    if claim is not None:
+        claim.release()
 
 
 def gate_session(config: pytest.Config) -> GateSession:
@@ -338,6 +370,9 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         reason = t.unavailable_reason()
         state = "ok" if reason is None else f"skipped: {reason}"
         lines.append(f"target {t.name}: {t.mode}, {t.scope} — {state}")
+    claim = config.stash.get(_CLAIM, None)
+    if claim is not None and claim.note:
+        lines.append(claim.note)
     return lines
 
 
@@ -459,7 +494,8 @@ def _param(s: GateSession, key: Key, id_: str, snapshot: bool) -> Any:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Start compiling ahead of the items; tell the snapshot store which files it may delete (see
+    """Start compiling ahead of the items; tell the snapshot store which folders this session owns (the
+    only ones it shows syrupy) and which programs keep their snapshots there (see
     :mod:`invariants._snapshot_store`)."""
     try:
         from ._snapshot_store import GUARD
@@ -541,34 +577,99 @@ def known_stems(s: GateSession, target: str) -> dict[Path, set[str]]:
     return out
 
 
-def _obsolete_snapshots(config: pytest.Config, items: list[dict[str, Any]]) -> list[str]:
-    """Delete (on --snapshot-update) or name the snapshots of programs that no longer exist (neither in
-    the catalog nor declared by the spec files), in each writable snapshot folder.
+def _owners_known(config: pytest.Config, s: GateSession) -> bool:
+    """Whether every program that could keep snapshots in this session's writable folders is known here:
+    the catalog's own folder (``--snapshot-dir`` is where the catalog's snapshots are, and no ``--spec-dir``
+    declares programs). Given spec folders (a downstream run above all), a spec folder not given this time
+    may own a file that no program of this run has."""
+    return not (config.getoption("spec_dir") or _env_list("INVARIANTS_SPEC_DIR")) and (
+        s.snapshot_dir == s.catalog_snapshot_dir
+    )
 
-    Only targets whose structure items ran in this session qualify: they compiled here, and the programs
-    were read whole. Runs in the reporting process (the xdist controller), after every item.
+
+def _obsolete_snapshots(config: pytest.Config, items: list[dict[str, Any]], passed: bool) -> list[str]:
+    """Name the snapshots of programs that no longer exist, and delete them on an update that passed.
+
+    A file is obsolete only when all of these hold (``invariants._snapshot_store.obsolete_snapshots``):
+    its target's structure items ran in this session (it compiled here, and the programs were read whole);
+    it sits directly in a writable snapshot folder; it is a file this gate wrote (its first line is
+    ``# <program> [<config>] on <target>``, matching its name; never a foreign file such as a README.txt);
+    and no program, catalog or declared, selected or not, keeps that program and configuration there (a
+    program whose snapshots live in another folder is never judged here).
+
+    It is deleted only by ``--snapshot-update``, only when the run passed, and only where every owner is
+    known (:func:`_owners_known`). Elsewhere (a downstream ``--snapshot-dir``, any run given ``--spec-dir``)
+    the update lists what it would delete and deletes nothing, unless ``--delete-obsolete-snapshots``.
+    Runs in the reporting process (the xdist controller), after every item.
     """
     try:
-        from ._snapshot_store import obsolete_snapshots
+        from ._snapshot_store import obsolete_snapshots, snapshot_header
     except ImportError:  # syrupy is a test dependency; without it there are no snapshots
         return []
+    from ._registry import PROGRAMS
+
     s = gate_session(config)
     updating = bool(config.getoption("--snapshot-update", default=False))
     ran = sorted({str(i["target"]) for i in items if i.get("kind") == "structure"})
-    lines = []
+    found: list[tuple[Path, str]] = []
     for target in ran:
         for folder, known in known_stems(s, target).items():
             for path in obsolete_snapshots(folder, known):
-                shown = shown_path(path)
-                if updating:
-                    path.unlink(missing_ok=True)
-                    lines.append(f"invariants: deleted {shown} (no program has it on {target} any more)")
-                else:
-                    lines.append(
-                        f"invariants: {shown} is obsolete (no program has it on {target} any more); "
-                        "--snapshot-update deletes it"
-                    )
+                program = (snapshot_header(path) or ("",))[0]
+                if program in PROGRAMS and s.snapshot_folder(program, target).resolve() != folder.resolve():
+                    continue  # a program of another folder (the package's catalog): not this one's to judge
+                found.append((path, target))
+    if not found:
+        return []
+    gone = "no program has it on {} any more"
+    provable = _owners_known(config, s)
+    if not updating:
+        how = "--snapshot-update" if provable else "--snapshot-update --delete-obsolete-snapshots"
+        return [
+            f"invariants: {shown_path(p)} is obsolete ({gone.format(t)}); {how} deletes it" for p, t in found
+        ]
+    if not passed:
+        return [
+            f"invariants: kept {shown_path(p)}, obsolete ({gone.format(t)}): this run failed, and only an "
+            "update that passes deletes"
+            for p, t in found
+        ]
+    lines = []
+    if not provable:
+        flag = bool(config.getoption("delete_obsolete_snapshots", default=False))
+        lines.append(
+            f"invariants: {len(found)} obsolete snapshot(s) that no program of this run's spec folders has "
+            + ("(deleting them: --delete-obsolete-snapshots):" if flag else "(a spec folder not given may):")
+        )
+        lines += [f"invariants:   {shown_path(p)}" for p, _ in found]
+        if not flag:
+            lines.append(
+                "invariants: none deleted; give every spec folder that uses this snapshot folder, then add "
+                "--delete-obsolete-snapshots to delete them"
+            )
+            return lines
+    for path, target in found:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as err:
+            lines.append(f"invariants: could not delete {shown_path(path)} ({err.strerror or err})")
+            continue
+        lines.append(f"invariants: deleted {shown_path(path)} ({gone.format(target)})")
     return lines
+
+
+def _unused_lines(config: pytest.Config) -> list[str]:
+    """syrupy's "N snapshots unused" names no file unless asked to: one line that names them."""
+    report = getattr(getattr(config, "_syrupy", None), "report", None)
+    if report is None or report.disable_unused_snapshots:
+        return []
+    try:
+        unused = sorted(c.location for c in report.unused)
+    except Exception:  # syrupy's internals moved: its own count line still stands
+        return []
+    if not unused:
+        return []
+    return [f"invariants: syrupy's unused snapshot(s): {', '.join(shown_path(Path(u)) for u in unused)}"]
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -582,14 +683,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             f"invariants: compiled {len(s.cache.compiled)} programs in {s.cache.total_seconds:.1f} s, "
             f"parsed in {s.parse_seconds:.2f} s"
         )
-    try:
-        from ._snapshot_store import GUARD
-    except ImportError:
-        return
-    for path in GUARD.refused:
-        terminalreporter.write_line(
-            f"invariants: kept {path} (not provably obsolete; delete it by hand if it is)"
-        )
+    for line in _unused_lines(config):
+        terminalreporter.write_line(line)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -620,6 +715,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when != "call" and not (report.when == "setup" and report.skipped):
         return
     items = _RESULTS.setdefault("items", [])
+    if "gate" in report.keywords:
+        _RESULTS["gate"] = True
     outcome = "xfailed" if hasattr(report, "wasxfail") else report.outcome
     entries = [_results.entry(name, value, outcome, report.nodeid) for name, value in report.user_properties]
     items.extend(e for e in entries if e is not None)
@@ -645,8 +742,19 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
     s = gate_session(config)
     items = _RESULTS.get("items", [])
-    _NOTES[:] = _obsolete_snapshots(config, items)
+    passed = exitstatus == 0 and session.testsfailed == 0
+    _NOTES[:] = _obsolete_snapshots(config, items, passed)
+    claim = config.stash.get(_CLAIM, None)
+    if claim is None:
+        return
+    if claim.note:
+        _NOTES.append(claim.note)
     if not items:
+        if _RESULTS.get("gate") and claim.path.exists():
+            _NOTES.append(
+                f"invariants: no gate item recorded anything; {shown_path(claim.path)} was not written (the "
+                "file there is an earlier run's)"
+            )
         return
     dev = jax.devices()
     payload = {
@@ -659,7 +767,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         "exitstatus": int(exitstatus),
         "items": items,
     }
-    _results.write(Path(config.getoption("results_json")), payload)
+    path = claim.path
+    if claim.changed():  # another run, one that takes no lock, wrote it meanwhile: keep both
+        path = path.with_name(f"{path.stem}.{os.getpid()}{path.suffix}")
+        _NOTES.append(
+            f"invariants: {shown_path(claim.path)} was written by another run meanwhile; this run writes "
+            f"{shown_path(path)}"
+        )
+    try:
+        _results.write(path, payload)
+    except InvariantsError as err:
+        _NOTES.append(f"invariants: {err}")
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -682,7 +800,8 @@ def gate(request: pytest.FixtureRequest) -> GateSession:
 
 @pytest.fixture
 def structure_snapshot(snapshot: Any) -> Any:
-    """syrupy's ``snapshot``, stored per target under ``snapshots/<target>/``."""
-    from ._snapshot_store import StructureSnapshotExtension
+    """syrupy's ``snapshot``, stored per target under ``snapshots/<target>/``, written atomically; a snapshot
+    file that cannot be read or written fails its item with one line (see ``_snapshot_store``)."""
+    from ._snapshot_store import structure_assertion
 
-    return snapshot.use_extension(StructureSnapshotExtension)
+    return structure_assertion(snapshot)

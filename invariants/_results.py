@@ -29,13 +29,21 @@ once, so the reader can rely on them). Extra fields are allowed and kept. The ki
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
+import os
+import socket
+import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 from ._errors import InvariantsError
 
-__all__ = ["FIELDS", "KINDS", "PROPERTY", "TIERS", "entry", "read", "record", "write"]
+__all__ = [
+    "FIELDS", "KINDS", "PROPERTY", "TIERS", "Claim", "check_path", "claim", "entry", "lock_path", "read",
+    "record", "write",
+]  # fmt: skip
 
 RecordKind = Literal["structure", "invariant", "correctness", "ratio", "efficiency", "error"]
 
@@ -84,10 +92,148 @@ def error_entry(outcome: str, nodeid: str) -> dict[str, Any]:
 
 
 def write(path: Path, payload: dict[str, Any]) -> None:
-    """Write the results file (entries sorted by kind and node id, so the file is the same under xdist)."""
+    """Write the results file (entries sorted by kind and node id, so the file is the same under xdist),
+    atomically: a temporary file beside it, flushed and fsynced, then ``os.replace``, so that a reader (or a
+    run killed meanwhile) sees the old file or the new one, never a part. An ``OSError`` is one line
+    (:class:`InvariantsError`)."""
     items = sorted(payload["items"], key=lambda r: (r["kind"], r["nodeid"]))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({**payload, "items": items}, indent=1, sort_keys=True) + "\n")
+    text = json.dumps({**payload, "items": items}, indent=1, sort_keys=True) + "\n"
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as err:
+        raise InvariantsError(f"{path}: cannot write the results file ({err.strerror or err})") from None
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def check_path(path: Path, option: str = "--results-json") -> None:
+    """Raise :class:`InvariantsError` (one line) when the results file cannot be written at ``path``: a
+    directory there, a file where its folder should be, a folder that cannot be made or written. Checked
+    when the run starts, so that a bad path never costs the run its results at the end."""
+    if path.is_dir():
+        raise InvariantsError(
+            f"{option} {path}: a directory; give a file path such as {path / 'results.json'}"
+        )
+    folder = next((p for p in (path.parent, *path.parent.parents) if p.exists()), None)
+    if folder is not None and not folder.is_dir():
+        raise InvariantsError(f"{option} {path}: {folder} is a file, not a folder")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InvariantsError(f"{option} {path}: cannot make its folder ({err.strerror or err})") from None
+    if not os.access(path.parent, os.W_OK):
+        raise InvariantsError(f"{option} {path}: its folder {path.parent} is not writable")
+
+
+@dataclasses.dataclass
+class Claim:
+    """The results path one run writes, held for the whole run by a lock beside it.
+
+    ``path``: where this run writes (the one asked for, or a file of its own when another live run holds
+    that one). ``note``: the one line to print about it, or None. Under an OS without ``fcntl`` (Windows)
+    nothing is locked.
+    """
+
+    path: Path
+    note: str | None = None
+    _lock: Path | None = None
+    _handle: IO[str] | None = None
+    _seen: tuple[int, int] | None = None  # (inode, mtime) of the file at ``path`` when the run started
+
+    def changed(self) -> bool:
+        """Whether something else wrote ``path`` since this run claimed it (a run that takes no lock)."""
+        return _identity(self.path) != self._seen
+
+    def release(self) -> None:
+        if self._handle is None:
+            return
+        with contextlib.suppress(OSError):
+            if self._lock is not None and _same_file(self._handle, self._lock):
+                self._lock.unlink()
+        self._handle.close()
+        self._handle = None
+
+
+def lock_path(path: Path) -> Path:
+    return path.with_name(path.name + ".lock")
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
+def _same_file(handle: IO[str], path: Path) -> bool:
+    try:
+        return os.fstat(handle.fileno()).st_ino == path.stat().st_ino
+    except OSError:
+        return False
+
+
+def _try_lock(path: Path) -> tuple[IO[str] | None, str]:
+    """Lock ``path`` (made if missing) for this process: ``(handle, "")``; or ``(None, holder)`` when a
+    live process holds it (``holder``: what that process wrote in it). The lock dies with its process, a
+    SIGKILL included, so a stale lock file never blocks a later run."""
+    import fcntl
+
+    for _ in range(5):
+        handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held for the run)
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            holder = handle.read().strip()
+            handle.close()
+            return None, holder
+        if not _same_file(handle, path):  # removed by its last holder meanwhile: lock the new one
+            handle.close()
+            continue
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%H:%M:%S')}\n")
+        handle.flush()
+        return handle, ""
+    raise InvariantsError(f"{path}: cannot lock it (it keeps being replaced)")
+
+
+def claim(path: Path) -> Claim:
+    """Claim ``path`` for this run's results (after :func:`check_path`).
+
+    When another run that is still going holds it (two runs writing the same file would leave whichever
+    ends last, and a report of the other run's items), this run gets a file of its own,
+    ``<stem>.<pid><suffix>`` beside it, and a note saying so.
+    """
+    check_path(path)
+    try:
+        import fcntl  # noqa: F401
+    except ImportError:
+        return Claim(path, _seen=_identity(path))
+    try:
+        handle, holder = _try_lock(lock_path(path))
+    except OSError:  # no lock file can be made there (a read-only share): write unlocked
+        return Claim(path, _seen=_identity(path))
+    if handle is not None:
+        return Claim(path, None, lock_path(path), handle, _identity(path))
+    own = path.with_name(f"{path.stem}.{os.getpid()}{path.suffix}")
+    try:
+        handle, _ = _try_lock(lock_path(own))
+    except OSError:
+        handle = None
+    note = (
+        f"invariants: {path} is being written by another run ({holder or 'a live process'}); "
+        f"this run writes {own}"
+    )
+    return Claim(own, note, lock_path(own) if handle else None, handle, _identity(own))
 
 
 def read(path: str | Path) -> dict[str, Any]:

@@ -175,3 +175,113 @@ def test_a_gate_item_stopped_by_a_compile_error_fails_with_its_line_and_versions
     next(other)
     with pytest.raises(InvariantsError):
         other.throw(error)
+
+
+# ------------------------------------------------------------------------- obsolete snapshots, unused
+
+
+def _snapshot(folder, stem: str) -> None:
+    program, config = stem.split(".", 1)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{stem}.txt").write_text(f"# {program} [{config}] on {folder.name}\n\nsummary: x\n")
+
+
+def _obsolete(monkeypatch, session, updating: bool, passed: bool = True, ran=("cpu",), **given):
+    """``_obsolete_snapshots`` of ``session`` as the end of a run with these options sees it."""
+    from types import SimpleNamespace
+
+    from invariants import _plugin
+
+    options = {"snapshot_update": updating, "spec_dir": None, "delete_obsolete_snapshots": False, **given}
+    config = SimpleNamespace(
+        getoption=lambda name, default=None: options.get(name.strip("-").replace("-", "_"))
+    )
+    monkeypatch.setattr(_plugin, "gate_session", lambda _: session)
+    monkeypatch.delenv("INVARIANTS_SPEC_DIR", raising=False)
+    items = [{"kind": "structure", "target": t} for t in ran]
+    return _plugin._obsolete_snapshots(config, items, passed)  # type: ignore[arg-type]
+
+
+def test_an_update_deletes_only_files_it_wrote_of_programs_that_are_gone(tmp_path, monkeypatch):
+    """In the catalog's own folder: a file of ours whose program left is deleted by a passing update and
+    named by a plain run; a foreign README.txt, the snapshot of a program merely not selected, and a file of
+    a target that did not run are never touched."""
+    cpu, v4 = tmp_path / "cpu", tmp_path / "tpu-v4"
+    for stem in ("gone.f32", "take.f32"):
+        _snapshot(cpu, stem)
+    _snapshot(v4, "gone.f32")
+    (cpu / "README.txt").write_text("# notes on these files\n")
+    (cpu / "renamed.f32.txt").write_text("# gone [f32] on cpu\n")  # not under its own name: not ours
+    session = _session(tmp_path, programs="naive")
+    assert _obsolete(monkeypatch, session, updating=False) == [
+        "invariants: " + _shown(cpu / "gone.f32.txt") + " is obsolete (no program has it on cpu any more); "
+        "--snapshot-update deletes it"
+    ]
+    lines = _obsolete(monkeypatch, session, updating=True, passed=False)
+    assert len(lines) == 1 and "this run failed" in lines[0] and (cpu / "gone.f32.txt").exists()
+    lines = _obsolete(monkeypatch, session, updating=True)
+    assert lines == [
+        "invariants: deleted " + _shown(cpu / "gone.f32.txt") + " (no program has it on cpu any more)"
+    ]
+    left = sorted(p.name for p in cpu.iterdir())
+    assert left == ["README.txt", "renamed.f32.txt", "take.f32.txt"] and (v4 / "gone.f32.txt").exists()
+
+
+def test_a_downstream_update_lists_what_it_would_delete_and_deletes_only_with_the_flag(tmp_path, monkeypatch):
+    """A downstream folder (the catalog read from elsewhere, or spec folders given): a run given a subset of
+    the spec folders cannot know the other programs, so it lists them and deletes only when told to; a
+    catalog program's file there is never its to judge."""
+    import dataclasses
+
+    from invariants import _registry
+
+    # This run's spec folders declare mine_take (its snapshots in the project); another's declared more.
+    monkeypatch.setitem(
+        _registry._DECLARED, "mine_take", dataclasses.replace(CATALOG["take"], name="mine_take")
+    )
+    own, package = tmp_path / "project", tmp_path / "package"
+    package.mkdir()
+    _snapshot(own / "cpu", "mine_take.f32")
+    _snapshot(own / "cpu", "other_specs_program.f32")
+    _snapshot(own / "cpu", "take.f32")  # a catalog program: its snapshots live in the package
+    session = _session(tmp_path, snapshot_dir=str(own), catalog_snapshot_dir=str(package))
+    path = own / "cpu" / "other_specs_program.f32.txt"
+    assert _obsolete(monkeypatch, session, updating=False) == [
+        f"invariants: {_shown(path)} is obsolete (no program has it on cpu any more); --snapshot-update "
+        "--delete-obsolete-snapshots deletes it"
+    ]
+    lines = _obsolete(monkeypatch, session, updating=True)
+    assert lines[0].startswith(
+        "invariants: 1 obsolete snapshot(s) that no program of this run's spec folders"
+    )
+    assert lines[1] == f"invariants:   {_shown(path)}" and "none deleted" in lines[2] and path.exists()
+    lines = _obsolete(monkeypatch, session, updating=True, delete_obsolete_snapshots=True)
+    assert lines[-1].startswith(f"invariants: deleted {_shown(path)}") and not path.exists()
+    assert (own / "cpu" / "take.f32.txt").exists() and (own / "cpu" / "mine_take.f32.txt").exists()
+    # In the checkout's own folder too, once a spec folder is given: listed, not deleted.
+    _snapshot(tmp_path / "cpu", "gone.f32")
+    mine = _session(tmp_path)
+    lines = _obsolete(monkeypatch, mine, updating=True, spec_dir=[str(tmp_path / "specs")])
+    assert "none deleted" in lines[-1] and (tmp_path / "cpu" / "gone.f32.txt").exists()
+
+
+def _shown(path) -> str:
+    from invariants._plugin import shown_path
+
+    return shown_path(path)
+
+
+def test_unused_snapshots_are_named(tmp_path):
+    from types import SimpleNamespace
+
+    from invariants._plugin import _unused_lines
+
+    unused = [SimpleNamespace(location=str(tmp_path / "cpu" / n)) for n in ("b.f32.txt", "a.f32.txt")]
+    config = SimpleNamespace(_syrupy=SimpleNamespace(report=SimpleNamespace(disable_unused_snapshots=False,
+                                                                            unused=unused)))  # fmt: skip
+    (line,) = _unused_lines(config)  # type: ignore[arg-type]
+    assert line == (
+        f"invariants: syrupy's unused snapshot(s): {_shown(tmp_path / 'cpu' / 'a.f32.txt')}, "
+        f"{_shown(tmp_path / 'cpu' / 'b.f32.txt')}"
+    )
+    assert _unused_lines(SimpleNamespace()) == []  # type: ignore[arg-type]
