@@ -138,7 +138,8 @@ def trial(
     before = _files(snaps)
     log = folder / "writes.log"
     env = {
-        **os.environ,
+        # Not an xdist worker's variables (the suite may run this under xdist): the child is a plain run.
+        **{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")},
         "KILL_TRIAL_DIR": str(snaps),
         "KILL_TRIAL_LOG": str(log),
         "KILL_TRIAL_CHUNK": str(CHUNK),

@@ -108,6 +108,7 @@ def _gate(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
          "--targets", "cpu", "--programs", "take", "--configs", "f32", f"--snapshot-dir={tmp_path / 's'}",
          f"--hlo-dump-dir={tmp_path / 'hlo'}", *args],
         cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+        env={k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")},
     )  # fmt: skip
 
 

@@ -162,7 +162,9 @@ def test_bad_snapshot_files_are_one_line_naming_the_path(folder):
 
 
 def _child(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "INVARIANTS_TARGETS": "cpu"}
+    # Not an xdist worker's variables: syrupy would take the child for a worker and print no report.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    env["INVARIANTS_TARGETS"] = "cpu"
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=project, env=env,
         capture_output=True, text=True, timeout=300, check=False,
