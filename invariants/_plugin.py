@@ -126,7 +126,7 @@ class GateSession:
         if key not in self._codes:
             compiled = self.cache.get(*key)
             start = time.perf_counter()
-            self._codes[key] = code_of(compiled, self.structure(key), self.all_targets[key.target])
+            self._codes[key] = code_of(compiled, self.structure(key), self.all_targets[key[2]])
             self.parse_seconds += time.perf_counter() - start
         return self._codes[key]
 
