@@ -28,6 +28,7 @@ class GateSession:
     structures, where snapshots are read and written, the dump folder."""
 
     def __init__(self, config: pytest.Config) -> None:
+        from ._checks import check_specs
         from ._compile import CompileCache
         from ._downstream import build_all
         from ._programs import CATALOG, select_configs
@@ -43,6 +44,9 @@ class GateSession:
         spec_dirs = config.getoption("spec_dir") or _env_list("INVARIANTS_SPEC_DIR")
         self.specs = load_specs(*map(Path, spec_dirs))
         declare(build_all(d for spec in self.specs for d in spec.programs))
+        # What only the targets show wrong (a targets pattern that matches none, an invariant that makes no
+        # item): one line here, before collection, rather than a collection error's traceback.
+        check_specs(self.specs)
         self.with_catalog = not config.getoption("no_catalog")
         default = [*(CATALOG if self.with_catalog else ()), *declared()]
         self.programs = select_program_option(config.getoption("programs"), default)
@@ -319,12 +323,19 @@ def pytest_configure(config: pytest.Config) -> None:
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
     pin_worker(getattr(config, "workerinput", None), config.getoption("pin_workers", default=False))
-    guard_backend()
     try:
+        guard_backend()
         config.stash[_SESSION] = GateSession(config)
         _claim_results(config)
-    except InvariantsError as err:
-        raise pytest.UsageError(str(err)) from None
+    except (InvariantsError, pytest.UsageError) as err:
+        line = str(err)
+    else:
+        return _no_cleanup(config)
+    # Bad input: one line, the last, and exit 2 as the README promises (a pytest.UsageError would exit 4).
+    pytest.exit(line, returncode=2)
+
+
+def _no_cleanup(config: pytest.Config) -> None:
     if hasattr(config.option, "no_cleanup"):
         # syrupy deletes nothing: what is obsolete is decided by _obsolete_snapshots (see _snapshot_store).
         config.option.no_cleanup = True

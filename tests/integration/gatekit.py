@@ -43,8 +43,14 @@ def start(project: Path, *args: str, env: dict[str, str] | None = None) -> subpr
     shared runs together lets them use both cores of a 2-core machine."""
     return subprocess.Popen(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args], cwd=project, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**_own_environ(), **(env or {})},
     )  # fmt: skip
+
+
+def _own_environ() -> dict[str, str]:
+    """This process's environment without an xdist worker's PYTEST_XDIST_* variables: with them, syrupy in
+    the child takes itself for a worker and prints no snapshot report, and a check on it checks nothing."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}
 
 
 def finish(child: subprocess.Popen[str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -90,7 +96,9 @@ def plant(project: Path) -> None:
     for rel in (*OBSOLETE, FOREIGN):
         path = project / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("planted\n")
+        # In the snapshot format (its first line), so that an update could take it for its own.
+        program, config = path.name.removesuffix(".txt").split(".", 1)
+        path.write_text(f"# {program} [{config}] on {path.parent.name}\nplanted\n")
 
 
 @dataclasses.dataclass

@@ -154,22 +154,22 @@ def test_missing_snapshot_names_the_update_command_for_every_target(tmp_path: Pa
 @pytest.mark.parametrize(
     ("args", "env", "line"),
     [
-        (["--programs", "nave"], {}, "ERROR: --programs: unknown program 'nave' (did you mean 'naive'"),
-        (["--programs", ""], {}, "ERROR: --programs: empty selection"),
-        (["--configs", "f64"], {}, "ERROR: --configs: unknown configuration 'f64'; known: f32, bf16,"),
+        (["--programs", "nave"], {}, "Exit: --programs: unknown program 'nave' (did you mean 'naive'"),
+        (["--programs", ""], {}, "Exit: --programs: empty selection"),
+        (["--configs", "f64"], {}, "Exit: --configs: unknown configuration 'f64'; known: f32, bf16,"),
         (
             ["--targets", "cpu", "--configs", "bf16-llm"],
             {},
-            "ERROR: --targets cpu --configs bf16-llm: selects nothing to compile",
+            "Exit: --targets cpu --configs bf16-llm: selects nothing to compile",
         ),
-        ([], {"JAX_PLATFORMS": "tpu"}, "ERROR: JAX_PLATFORMS=tpu: backend not available on this host"),
+        ([], {"JAX_PLATFORMS": "tpu"}, "Exit: JAX_PLATFORMS=tpu: backend not available on this host"),
     ],
 )
 def test_bad_input_is_one_line_and_the_last(tmp_path: Path, args, env, line):
     project = make_project(tmp_path, targets=())
     proc = run(project, "tests/gate", "--collect-only", *args, env=env)
     out = proc.stdout + proc.stderr
-    assert proc.returncode != 0
+    assert proc.returncode == 2  # the README's one exit status for bad input
     assert "Traceback" not in out
     # The one line is the last word, after anything libtpu or JAX printed while starting.
     assert out.strip().splitlines()[-1].startswith(line), out[-2000:]

@@ -70,3 +70,18 @@ def test_public_face_as_a_user_calls_it(tmp_path):
     assert invariants.get_program("take") is invariants.CATALOG["take"]
     used |= {"get_program", "CATALOG"}
     assert used == set(invariants.__all__)
+
+
+def test_every_subpackage_ships_in_the_wheel():
+    """A subpackage missing from pyproject's package list installs nothing: the wheel fails to import."""
+    import tomllib
+
+    listed = set(
+        tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    found = {
+        ".".join(p.parent.relative_to(PACKAGE.parent).parts)
+        for p in PACKAGE.rglob("__init__.py")
+        if "__pycache__" not in p.parts
+    }
+    assert found <= listed, f"pyproject.toml [tool.setuptools] packages lacks {sorted(found - listed)}"

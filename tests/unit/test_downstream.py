@@ -176,13 +176,13 @@ def files(folder: Path) -> dict[str, bytes]:
 
 def test_example_row_loop_fails_take_passes_snapshots_in_the_project(example):
     """The issue's figures: the lax.map row loop fails while_loops == 0 with the usual diagnosis, jnp.take
-    passes, the snapshots land in the project. An update keeps another target's snapshots and deletes one
-    of a program no spec declares any more; a plain run names such a file."""
+    passes, the snapshots land in the project. An update keeps another target's snapshots, and a failing one
+    keeps (and lists) a snapshot of a program no spec declares any more; a plain run names such a file."""
     snapshots = example / "snapshots"
     (snapshots / "tpu-v9x").mkdir(parents=True)
     (snapshots / "tpu-v9x" / "mylib_take.f32.txt").write_text("from a TPU host\n")
     (snapshots / "cpu").mkdir()
-    (snapshots / "cpu" / "mylib_gone.f32.txt").write_text("a program the specs no longer declare\n")
+    (snapshots / "cpu" / "mylib_gone.f32.txt").write_text("# mylib_gone [f32] on cpu\nno spec declares it\n")
     planted = files(snapshots)
     catalog_before = files(ROOT / "snapshots")
     first = gate(example, "--no-catalog", "--snapshot-update")
@@ -190,11 +190,14 @@ def test_example_row_loop_fails_take_passes_snapshots_in_the_project(example):
     assert first.returncode == 1, out[-3000:]
     written = files(snapshots)
     assert sorted(written) == [
-        "cpu/mylib_row_loop.f32.txt", "cpu/mylib_take.bf16.txt", "cpu/mylib_take.f32.txt",
-        "cpu/mylib_take_grad.f32.txt", "tpu-v9x/mylib_take.f32.txt",
+        "cpu/mylib_gone.f32.txt", "cpu/mylib_row_loop.f32.txt", "cpu/mylib_take.bf16.txt",
+        "cpu/mylib_take.f32.txt", "cpu/mylib_take_grad.f32.txt", "tpu-v9x/mylib_take.f32.txt",
     ]  # fmt: skip
     assert written["tpu-v9x/mylib_take.f32.txt"] == planted["tpu-v9x/mylib_take.f32.txt"]
-    assert "invariants: deleted snapshots/cpu/mylib_gone.f32.txt (no program has it on cpu any more)" in out
+    assert (
+        "invariants: kept snapshots/cpu/mylib_gone.f32.txt, obsolete (no program has it on cpu any more): "
+        "this run failed" in out
+    )
     assert "PASSED" not in out and "passed" in out
     # The usual diagnosis: where, what was measured, why, versions, the snapshot, the dumps.
     assert (
@@ -211,7 +214,7 @@ def test_example_row_loop_fails_take_passes_snapshots_in_the_project(example):
 
     # Again, under xdist, against the recorded snapshots: the same single failure, nothing rewritten; an
     # obsolete file is named, not deleted.
-    (snapshots / "cpu" / "mylib_gone.f32.txt").write_text("a program the specs no longer declare\n")
+    (snapshots / "cpu" / "mylib_gone.f32.txt").write_text("# mylib_gone [f32] on cpu\nno spec declares it\n")
     recorded = files(example / "snapshots")
     second = gate(example, "--no-catalog", "-n", "2")
     assert second.returncode == 1 and "1 failed" in second.stdout, second.stdout[-3000:]

@@ -115,9 +115,9 @@ def _gate(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_a_results_path_that_is_a_directory_stops_the_run_at_once(tmp_path: Path):
     (tmp_path / "s").mkdir()
     proc = _gate(tmp_path, f"--results-json={tmp_path}")
-    assert proc.returncode == 4, proc.stdout[-1500:] + proc.stderr[-1500:]
+    assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
     assert proc.stderr.strip().splitlines()[-1] == (
-        f"ERROR: --results-json {tmp_path}: a directory; give a file path such as {tmp_path / 'results.json'}"
+        f"Exit: --results-json {tmp_path}: a directory; give a file path such as {tmp_path / 'results.json'}"
     )
     assert "compiled" not in proc.stdout and "Traceback" not in proc.stderr
 

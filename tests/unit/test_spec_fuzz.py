@@ -395,11 +395,6 @@ def test_a_bad_spec_stops_the_gate_with_one_line_the_last(tmp_path_factory):
     _assert_one_line_last(proc, path, ":7: 'when' must be a string of version conditions")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="invariants/_plugin.py raises pytest.UsageError (exit 4) and checks the targets only at "
-    "collection; the fix there is pytest.exit(str(err), returncode=2) and check_specs() in GateSession",
-)
 @pytest.mark.parametrize("kind", ["load", "targets"])
 def test_a_bad_spec_exits_as_documented(tmp_path_factory, kind):
     proc, path = gate_on(kind, tmp_path_factory)
