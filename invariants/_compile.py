@@ -164,12 +164,15 @@ def _compile(program_name: str, config_id: str, target: Target) -> tuple[Compile
             closed = jax.make_jaxpr(program.fn)(*args)
             lowered = jax.jit(program.fn, **jit_kwargs).lower(*args)
             compiled, kernel_code = _compile_lowered(lowered, target)
+        seconds = time.perf_counter() - start
+        # libtpu may fail only when it serializes the compiled module (a RET_CHECK on an async op's arity
+        # with libtpu 0.0.52 beside jaxlib 0.10.2): that is part of the compile too.
+        hlo_text = compiled.as_text() or ""
     except InvariantsError:
         raise
     except Exception as err:  # a compiler error is a finding about this key, said in one line
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise InvariantsError(f"{target.name}/{program_name}[{config_id}]: compile failed: {first}") from err
-    seconds = time.perf_counter() - start
     artifacts = Compiled(
         program=program_name,
         config=config_id,
@@ -177,7 +180,7 @@ def _compile(program_name: str, config_id: str, target: Target) -> tuple[Compile
         jaxpr=str(closed),
         jaxpr_primitives=jaxpr_primitives(closed),
         stablehlo=lowered.as_text(),
-        hlo_text=compiled.as_text() or "",
+        hlo_text=hlo_text,
         cost=_cost(compiled),
         memory=_memory(compiled),
         compile_seconds=seconds,

@@ -709,10 +709,25 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
         if item.get_closest_marker("gate") is None:
             raise
         line = str(err)
+    item.stash[_STOPPED] = True
     from ._targets import versions
 
     stated = ", ".join(f"{k} {v}" for k, v in versions().items())
     pytest.fail(f"{line}\nversions: {stated}", pytrace=False)  # outside the except: no chained stack
+
+
+_STOPPED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """The report of a gate item stopped by an ``InvariantsError`` leaves out the stderr captured while it
+    ran: there XLA and libtpu print their C++ stack traces ("*** Begin stack trace ***"), which the one line
+    already sums up."""
+    report = yield
+    if call.when == "call" and item.stash.get(_STOPPED, False):
+        report.sections = [(title, text) for title, text in report.sections if "stderr" not in title]
+    return report
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

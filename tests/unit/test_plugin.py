@@ -285,3 +285,30 @@ def test_unused_snapshots_are_named(tmp_path):
         f"{_shown(tmp_path / 'cpu' / 'b.f32.txt')}"
     )
     assert _unused_lines(SimpleNamespace()) == []  # type: ignore[arg-type]
+
+
+def test_a_stopped_gate_items_report_leaves_out_the_c_plus_plus_stack_it_captured():
+    from invariants import _plugin
+
+    class Item:
+        stash = pytest.Stash()
+
+        def get_closest_marker(self, name: str) -> object:
+            return object()
+
+    class Report:
+        sections = [("Captured stderr call", "*** Begin stack trace ***\n..."), ("Captured log call", "x")]
+
+    class Call:
+        when = "call"
+
+    item = Item()
+    call = _plugin.pytest_runtest_call(item)  # type: ignore[arg-type]
+    next(call)
+    with pytest.raises(pytest.fail.Exception):
+        call.throw(InvariantsError("cpu/take[f32]: compile failed: INTERNAL: RET_CHECK failure"))
+    made = _plugin.pytest_runtest_makereport(item, Call())  # type: ignore[arg-type]
+    next(made)
+    with pytest.raises(StopIteration) as done:
+        made.send(Report())
+    assert done.value.value.sections == [("Captured log call", "x")]
