@@ -159,6 +159,7 @@ def test_a_gate_item_stopped_by_a_compile_error_fails_with_its_line_and_versions
     class Item:
         def __init__(self, gate: bool) -> None:
             self.gate = gate
+            self.stash = pytest.Stash()
 
         def get_closest_marker(self, name: str) -> object:
             return object() if self.gate and name == "gate" else None
@@ -297,7 +298,11 @@ def test_a_stopped_gate_items_report_leaves_out_the_c_plus_plus_stack_it_capture
             return object()
 
     class Report:
-        sections = [("Captured stderr call", "*** Begin stack trace ***\n..."), ("Captured log call", "x")]
+        def __init__(self) -> None:
+            self.sections = [
+                ("Captured stderr call", "*** Begin stack trace ***\n..."),
+                ("Captured log call", "x"),
+            ]
 
     class Call:
         when = "call"
