@@ -88,6 +88,14 @@ class Target:
             return f"{self.name}: libtpu is not installed; {self.enable_hint}"
         if self.family == "gpu" and not _has_cuda_plugin():
             return f"{self.name}: the JAX CUDA plugin is not installed; {self.enable_hint}"
+        if self.family == "gpu":
+            # An installed plugin may still not know this device (an older release, a newer chip): its items
+            # skip with the plugin's own first line. Making a GPU topology takes a millisecond.
+            try:
+                self.devices()
+            except Exception as err:
+                first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+                return f"{self.name}: the CUDA plugin cannot describe this device ({self.topology}): {first}"
         return None
 
     def devices(self) -> Sequence[Any]:

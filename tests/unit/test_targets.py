@@ -64,3 +64,19 @@ def test_a_gpu_host_names_its_runtime_target_like_the_ahead_of_time_one(monkeypa
 
     monkeypatch.setattr(jax, "devices", lambda *a: [Device()])
     assert _targets.runtime_target().name == name
+
+
+def test_a_gpu_the_plugin_cannot_describe_skips_with_the_plugins_line(monkeypatch, tmp_path):
+    """A release's CUDA plugin that does not know a device (or a description it refuses) makes that
+    target unavailable, in one line with the plugin's first words, instead of a compile error per item."""
+    import dataclasses
+
+    from invariants import _targets
+
+    (tmp_path / "bogus.txtpb").write_text("gpu_device_info { no_such_field: 1 }\n")
+    monkeypatch.setattr(_targets, "_GPU_CONFIG_DIR", tmp_path)
+    bogus = dataclasses.replace(all_targets()["gpu-b200"], name="gpu-bogus", topology="bogus")
+    reason = bogus.unavailable_reason()
+    assert reason is not None and reason.startswith("gpu-bogus: the CUDA plugin cannot describe this device")
+    assert "\n" not in reason
+    assert all_targets()["gpu-b200"].unavailable_reason() is None
