@@ -1,14 +1,19 @@
 """``python -m invariants COMMAND``: the command-line face of the suite.
 
 Each command lives in the module of its stage and exposes ``main(argv) -> int``; this file only
-dispatches, and turns an :class:`InvariantsError` into one line on stderr with exit code 2.
+dispatches, and turns an :class:`InvariantsError` (and an argument argparse refuses) into one line on
+stderr with exit code 2.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import importlib
 import os
 import sys
+from collections.abc import Iterator
+from typing import NoReturn
 
 from ._errors import InvariantsError, did_you_mean
 
@@ -63,12 +68,31 @@ def _dispatch(argv: list[str] | None) -> int:
     module = importlib.import_module(COMMANDS[command][0])
     entry = getattr(module, "main_" + command.replace("-", "_"), None) or module.main
     try:
-        return int(entry(rest))
+        with _one_line_argument_errors():
+            return int(entry(rest))
     except InvariantsError as err:
         print(err, file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+@contextlib.contextmanager
+def _one_line_argument_errors() -> Iterator[None]:
+    """Every command's argparse mistakes (an unknown flag, a missing or ill-typed value) as one line and
+    exit 2, like every other bad input, instead of argparse's usage block: its ``error`` raises
+    :class:`InvariantsError` while a command runs. (pytest's own parser, in ``gate``, overrides ``error``
+    and is left alone.)"""
+
+    def error(parser: argparse.ArgumentParser, message: str) -> NoReturn:
+        raise InvariantsError(f"{parser.prog}: {message} (see {parser.prog} --help)")
+
+    saved = argparse.ArgumentParser.error
+    argparse.ArgumentParser.error = error  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        argparse.ArgumentParser.error = saved  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from invariants._errors import InvariantsError
+from invariants._paths import write_atomic
 from invariants._timing import EfficiencyResult, Verdict, decide_lower
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "machine",
     "max_loss_for",
     "read_baseline",
+    "record_programs",
     "write_baseline",
 ]
 
@@ -83,8 +85,25 @@ def write_baseline(
               "high": round(best.high, 4), "runs": [round(r.efficiency, 4) for r in runs],
               "machine": machine, "versions": versions}  # fmt: skip
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    write_atomic(path, json.dumps(record, indent=1, sort_keys=True) + "\n")  # a killed run keeps the old one
     return record
+
+
+def record_programs(key: Sequence[str], cases: Iterable[Any]) -> list[str]:
+    """The programs a ``--record-baselines`` run must select for ``key`` (program, config, target) to be
+    timed at all: an efficiency item exists only for a key of a throughput relation whose every side is
+    selected, so its program alone selects nothing (the run then times nothing and passes). The programs
+    of the smallest such relation among ``cases`` (the session's throughput cases): the program and the
+    other side of its ratio, or the program alone for a relation of one program (``grad_take[equal]`` /
+    ``grad_take[uniform]``)."""
+    wanted = tuple(key)
+    sides = [
+        (len(programs), c.id, programs)
+        for c in cases
+        if wanted in {tuple(k) for k in c.keys}
+        for programs in [list(dict.fromkeys([wanted[0], *(k[0] for k in c.keys)]))]
+    ]
+    return min(sides)[2] if sides else [wanted[0]]
 
 
 def baseline_floor(baseline: float, max_loss: float) -> float:

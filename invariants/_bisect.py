@@ -34,6 +34,7 @@ from packaging.version import Version
 
 from ._child import gate_command, gate_env, keys_child, last_line, run_gate, stage
 from ._errors import InvariantsError
+from ._paths import check_output_dir
 from ._releases import (
     DEFAULT_CACHE,
     DEFAULT_INDEX,
@@ -104,6 +105,46 @@ def run_suite(env: Path, version: Version, workdir: Path, *, k: str, targets: st
             f"see {child.log}"
         )
     return child.results, child.seconds
+
+
+def check_selection(k: str, targets: str, programs: str | None, configs: str | None = None, *,
+                    tests: str = "", kinds: Sequence[str] = ("test_invariant", "test_correctness"),
+                    timeout: float = 300) -> int:  # fmt: skip
+    """The number of items the selection selects, collected here (this package's gate modules and catalog,
+    which every release's child runs too) before any release is installed: a selection that selects none
+    of ``kinds`` (item functions; default: what a verdict is made of), or that the gate refuses (an unknown
+    target, program or configuration), is one line. A collection that cannot run here is no verdict on the
+    selection: it returns -1 and the releases' runs say what they meet."""
+    import subprocess
+
+    with tempfile.TemporaryDirectory(prefix="invariants-selection-") as tmp:
+        folder = Path(tmp)
+        cmd = gate_command(targets=targets, programs=programs, configs=configs, k=k, tests=tests,
+                           results=folder / "results.json", dump_dir=folder / "hlo",
+                           raw_invariants=True)  # fmt: skip
+        try:
+            proc = subprocess.run([*cmd, "--collect-only"], cwd=folder, env=gate_env(), capture_output=True,
+                                  text=True, timeout=timeout, check=False)  # fmt: skip
+        except subprocess.TimeoutExpired:
+            return -1
+    given = (
+        f"-k {k!r} --targets {targets}"
+        + (f" --programs {programs}" if programs else "")
+        + (f" --configs {configs}" if configs else "")
+    )
+    if proc.returncode not in (0, 5):
+        lines = [ln.strip() for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
+        said = next((ln for ln in reversed(lines) if ln.startswith(("Exit: ", "ERROR: "))), None)
+        if said is None:
+            return -1
+        raise InvariantsError(said.split(": ", 1)[1])
+    selected = sum(f"::{kind}[" in ln for ln in proc.stdout.splitlines() for kind in kinds)
+    if selected == 0:
+        raise InvariantsError(
+            f"{given}: selects no {' or '.join(x.removeprefix('test_') for x in kinds)} item; widen -k or "
+            "--programs (pytest invariants/gate --collect-only -q with the same options lists the items)"
+        )
+    return selected
 
 
 def verdict_of(version: Version, results: Mapping[str, Any], seconds: float) -> ReleaseRun:
@@ -360,10 +401,11 @@ def main_bisect(argv: list[str]) -> int:
     )
     add_release_options(p)
     args = p.parse_args(argv)
-    if args.configs is not None:  # a typo is said now, not after installing the first release
-        from ._programs import select_configs
-
-        select_configs(args.configs)
+    # Said now, not after installing the first release: where it keeps its runs, and the selection (a typo,
+    # or one that selects no invariant or correctness item, collected here).
+    if args.keep is not None:
+        check_output_dir(args.keep, "--keep")
+    selected = check_selection(args.k, args.targets, args.programs, args.configs)
     start = time.perf_counter()
     check_index(args.index_url)
     jax_releases = list_releases("jax", args.index_url)
@@ -377,7 +419,8 @@ def main_bisect(argv: list[str]) -> int:
     print(f"bisect: {len(order)} releases from {good} to {bad}; "
           f"selection -k {args.k!r} --targets {args.targets}"
           + (f" --programs {args.programs}" if args.programs else "")
-          + (f" --configs {args.configs}" if args.configs else ""))  # fmt: skip
+          + (f" --configs {args.configs}" if args.configs else "")
+          + (f" ({selected} items here)" if selected > 0 else ""))  # fmt: skip
     verdicts: dict[Version, ReleaseRun] = {}
     envs: dict[Version, Path] = {}
     with tempfile.TemporaryDirectory(prefix="invariants-bisect-") as tmp:

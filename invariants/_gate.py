@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from collections.abc import Generator
 from pathlib import Path
 
 from ._child import PACKAGE_DIR, pytest_args
@@ -79,11 +80,20 @@ def main(argv: list[str]) -> int:
     # modules imported from here on (pytest's rewritten test modules above all). __main__ says so already;
     # this holds when main() is called directly.
     sys.dont_write_bytecode = True
+    import pytest
+
     from . import _plugin  # noqa: F401  (its environment defaults must precede JAX's backends)
+    from ._process import guard_backend, pin_worker
 
     args, rest = _parser().parse_known_args(argv)
+    # The environment first (XLA_FLAGS, JAX_PLATFORMS), with JAX started quietly: the checks below import
+    # the user's modules, and JAX with them.
+    pin_worker(None, False)
+    try:
+        guard_backend()
+    except pytest.UsageError as err:
+        raise InvariantsError(str(err)) from None
     _check(args)
-    import pytest
 
     command = ["python -m invariants gate"]
     command += [f"--spec-dir {shlex.quote(str(d))}" for d in args.spec_dir]
@@ -96,4 +106,26 @@ def main(argv: list[str]) -> int:
         catalog=not args.no_catalog,
         gate_command=" ".join(command),
     )
-    return int(pytest.main([*full, *rest]))
+    status = int(pytest.main([*full, *rest], plugins=[_one_line_usage()]))
+    # pytest's own bad input (an unknown option, a missing file) exits 4: here, as every bad input, 2.
+    return 2 if status == pytest.ExitCode.USAGE_ERROR else status
+
+
+def _one_line_usage() -> object:
+    """A pytest plugin: an argument pytest refuses is one line (its message; no usage block, and no inifile
+    or rootdir lines: those are this command's own choice, not the user's)."""
+    import pytest
+
+    class OneLineUsage:
+        @pytest.hookimpl(wrapper=True)
+        def pytest_cmdline_parse(self) -> Generator[None, object, object]:
+            try:
+                return (yield)
+            except pytest.UsageError as err:
+                lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+                said = next((ln.split(" error: ", 1)[1] for ln in lines if " error: " in ln), lines[0])
+                raise pytest.UsageError(
+                    f"python -m invariants gate: {said} (see pytest --help for pytest's options)"
+                ) from None
+
+    return OneLineUsage()

@@ -14,12 +14,14 @@ from invariants._cost import cycle_estimate, value_or_none
 from invariants._errors import InvariantsError
 from invariants._hlo import HloModule, parse_module
 from invariants._metrics import METRICS, help_text, kernel_metrics
+from invariants._paths import what_is
 from invariants._structure import Kernel, Structure, structure_of, to_json
 from invariants.kernels import KernelFacts, parse_kernel_code
 from invariants.kernels.dump import code_beside
 from invariants.kernels.program import ProgramCode, code_line
 
-_DUMP_GLOB = "*after_optimizations.txt"
+# A dump folder's modules: XLA's (XLA_FLAGS=--xla_dump_to=DIR) and the gate's own (--hlo-dump-dir).
+_DUMP_GLOBS = ("*after_optimizations.txt", "*.hlo.txt")
 
 # Keys of a --json object besides the metrics: details a metric summarizes.
 _DETAILS = {
@@ -46,10 +48,12 @@ _DETAILS = {
 def _epilog() -> str:
     details = "\n".join(f"  {k:<24}  {v}" for k, v in _DETAILS.items())
     return f"""\
-A directory argument stands for its {_DUMP_GLOB} files (sorted by name), as written by
-XLA_FLAGS=--xla_dump_to=DIR. Other files are read as one HLO module each (e.g. compiled.as_text()).
-Given several files (e.g. DIR/*), a file that is not an HLO module (buffer assignments, object files,
-LLVM IR) is skipped with a note on stderr. A module without is_scheduled=true in its header (e.g. a
+A directory argument stands for its {_DUMP_GLOBS[0]} files, as written by XLA_FLAGS=--xla_dump_to=DIR,
+and its {_DUMP_GLOBS[1]} files, as the gate writes them (--hlo-dump-dir, e.g. artifacts/hlo/cpu), sorted by
+name. Other files are read as one HLO module each (e.g. compiled.as_text()). Given several paths (e.g.
+DIR/*), one that is not an HLO module (buffer assignments, object files, LLVM IR, a folder without
+modules such as the per-module sub-folders jax 0.10.2 writes, a path that is not a regular file) is
+skipped with a note on stderr. A module without is_scheduled=true in its header (e.g. a
 before_optimizations dump) is not what XLA runs: its ops are not fused into kernels yet. It is still
 reported, marked "optimized": false in --json and NOT OPTIMIZED in text, with a note on stderr.
 
@@ -67,8 +71,8 @@ every file of one module; null with a kernel_code_note where there are none, e.g
 file), and these details:
 {details}
 
-Exit status: 0 on success; 2 for a missing file or text that is not understood (one line on stderr,
-FILE:LINE: what was not understood).
+Exit status: 0 on success; 2 for a missing file, a path that is not a regular file, or text that is not
+understood (one line on stderr, FILE:LINE: what was not understood).
 """
 
 
@@ -90,17 +94,38 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _dump_files(folder: pathlib.Path) -> list[pathlib.Path]:
+    """The modules of a dump folder: XLA's (``*after_optimizations.txt``) and the gate's (``*.hlo.txt``)."""
+    return sorted({p for glob in _DUMP_GLOBS for p in folder.glob(glob) if p.is_file()})
+
+
 def _expand(paths: list[str]) -> list[pathlib.Path]:
+    """The files to read. Among several inputs (``DIR/*``), a folder without modules (jax 0.10.2 writes a
+    sub-folder per module, of textprotos) or a path that is no regular file is skipped with a note, as a
+    file that is no module is; given alone, it is an error. A missing path always is."""
     files: list[pathlib.Path] = []
+    alone = len(paths) == 1
     for raw in paths:
         path = pathlib.Path(raw)
         if path.is_dir():
-            found = sorted(path.glob(_DUMP_GLOB))
-            if not found:
-                raise _InputError(f"{raw}: no {_DUMP_GLOB} files in this directory")
-            files.extend(found)
+            found = _dump_files(path)
+            if found:
+                files.extend(found)
+                continue
+            subs = sorted(p.name for p in path.iterdir() if p.is_dir() and _dump_files(p))
+            why = f"{raw}: no {' or '.join(_DUMP_GLOBS)} files in this directory" + (
+                f" (its sub-folders {', '.join(subs[:6])} have some: name one)" if subs else ""
+            )
+            if alone:
+                raise _InputError(why)
+            print(f"hlo-stats: skipped {why}", file=sys.stderr)
         elif path.is_file():
             files.append(path)
+        elif path.exists():
+            why = f"{raw}: not a regular file ({what_is(path)})"
+            if alone:
+                raise _InputError(why)
+            print(f"hlo-stats: skipped {why}", file=sys.stderr)
         else:
             raise _InputError(f"{raw}: no such file or directory")
     return files

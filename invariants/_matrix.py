@@ -25,8 +25,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._bisect import add_release_options, run_suite
-from ._errors import InvariantsError
+from ._bisect import add_release_options, check_selection, run_suite
+from ._errors import InvariantsError, selectors
+from ._paths import atomic_path, check_output_dir, write_atomic
 from ._releases import (
     check_index,
     choose_pins,
@@ -213,8 +214,33 @@ def plot_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], path: Path) 
     fig.tight_layout()
     fig.legend(list(handles.values()), list(handles), fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, bbox_inches="tight")  # the legend sits right of the panels
-    plt.close(fig)
+    try:
+        with atomic_path(path, "--out") as tmp:  # the legend sits right of the panels
+            fig.savefig(tmp, dpi=110, bbox_inches="tight", format="png")
+    finally:
+        plt.close(fig)
+
+
+def matrix_gpus(targets: str) -> str:
+    """The GPU targets of ``--targets``, compiled with each release's CUDA plugin ('all' counts as the gpu
+    family), checked with the gate's selection grammar (:func:`invariants._targets.select_targets`: an
+    unknown word is one line with a suggestion). The CPU always runs and tpu-v5e unless ``--no-tpu``; a
+    word that names only another target (tpu-v4, cpu-8dev, a pod) is one line too, never ignored."""
+    from ._process import held_stderr
+
+    words = selectors(targets, "--targets", "name targets, e.g. cpu,gpu-a100")
+    with held_stderr():  # the targets come with the catalog: JAX, and the CUDA plugin's notices
+        from ._targets import all_targets, select_targets
+
+        gpus = [name for name in all_targets() if name.startswith("gpu-")]
+        chosen = {word: {t.name for t in select_targets(word)} for word in words}
+    for word in words:
+        if not chosen[word] & {"cpu", "tpu-v5e", *gpus}:
+            raise InvariantsError(
+                f"--targets {targets}: matrix does not run {word}; it runs cpu, tpu-v5e (unless --no-tpu) "
+                f"and the GPU targets named here (gpu, {', '.join(gpus)})"
+            )
+    return ",".join("gpu" if w == "all" else w for w in words if gpu_selected(w))
 
 
 def main_matrix(argv: list[str]) -> int:
@@ -226,16 +252,20 @@ def main_matrix(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if args.programs is None:
         args.programs = ",".join(MATRIX_PROGRAMS)
+    # Everything the command line can get wrong, before any release is installed: where it writes, the
+    # releases, the targets and the programs (collected here, as each release's child runs them).
+    check_output_dir(args.out, "--out")
+    if args.keep is not None:
+        check_output_dir(args.keep, "--keep")
+    wanted = selectors(args.versions, "--versions", "name jax releases, e.g. 0.4.30,0.10.2")
+    gpus = matrix_gpus(args.targets)
+    check_selection(MATRIX_K, "cpu", args.programs, MATRIX_CONFIG, tests="test_structure.py",
+                    kinds=(MATRIX_K,))  # fmt: skip
     start = time.perf_counter()
     check_index(args.index_url)
     jax_releases = list_releases("jax", args.index_url)
-    wanted = [w.strip() for w in args.versions.split(",") if w.strip()]
     versions = sorted({resolve_version(w, jax_releases, "--versions") for w in wanted})
     jaxlib_releases = list_releases("jaxlib", args.index_url)
-    # The GPU words of --targets ('all' counts as the gpu family): compiled with each release's CUDA plugin.
-    gpus = ",".join(
-        "gpu" if w.strip() == "all" else w.strip() for w in args.targets.split(",") if gpu_selected(w)
-    )
     rows: list[MatrixRow] = []
     notes: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="invariants-matrix-") as tmp:
@@ -273,9 +303,10 @@ def main_matrix(argv: list[str]) -> int:
         notes.setdefault(key, note)
         print(f"  {key}: {note}")
     table = render_matrix(rows, names, notes)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "matrix.md").write_text(table)
-    (args.out / "matrix.json").write_text(json.dumps([dataclasses.asdict(r) for r in rows], indent=1))
+    write_atomic(args.out / "matrix.md", table, "--out")
+    write_atomic(
+        args.out / "matrix.json", json.dumps([dataclasses.asdict(r) for r in rows], indent=1), "--out"
+    )
     print(table)
     plot_matrix(rows, names, args.out / "matrix.png")
     print(

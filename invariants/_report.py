@@ -21,8 +21,10 @@ The run is read by :mod:`invariants._report_run`, drawn by :mod:`invariants._rep
 writes the markdown and is the command.
 
 Output: markdown on stdout, or in ``--out``, always; ``--plot`` also writes a PNG (matplotlib, Agg), or
-says on stderr that the run has nothing to plot. Bad input (a missing file, not JSON, the wrong shape)
-raises :class:`InvariantsError`: one line, exit code 2.
+says on stderr that the run has nothing to plot. Both paths are checked before anything is read (a
+directory, a folder that cannot be written: :mod:`invariants._paths`) and written atomically. Bad input
+(a missing file, not JSON, the wrong shape, an output path that cannot be written) raises
+:class:`InvariantsError`: one line, exit code 2.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from typing import Any
 from . import _results
 from ._errors import InvariantsError
 from ._metrics import METRICS, names
+from ._paths import check_output_file, write_atomic
 from ._report_plot import plot
 from ._report_run import Run, Throughput, add_benchmarks, load_benchmarks, load_results, merge
 
@@ -466,9 +469,13 @@ def main(argv: list[str] | None = None) -> int:
         raise InvariantsError("report: --benchmark-json needs a results file to go with it")
     if args.plot and not args.results:
         raise InvariantsError("report: --plot draws a results file; give one")
-    for option, value in (("--plot", args.plot), ("--out", args.out)):
-        if value and not Path(value).parent.is_dir():
-            raise InvariantsError(f"report: {option} {value}: folder {Path(value).parent} does not exist")
+    # Where it writes, before any reading: a directory or an unwritable folder is one line now, not a
+    # traceback after the work (the same output twice would keep only the second).
+    outputs = [(option, value) for option, value in (("--out", args.out), ("--plot", args.plot)) if value]
+    for option, value in outputs:
+        check_output_file(value, f"report: {option}")
+    if len(outputs) == 2 and Path(outputs[0][1]).resolve() == Path(outputs[1][1]).resolve():
+        raise InvariantsError(f"report: --out and --plot are the same file ({args.out}); give two")
 
     parts = []
     if args.results:
@@ -487,10 +494,7 @@ def main(argv: list[str] | None = None) -> int:
         parts.append(compare_markdown(load_results(args.compare[0]), load_results(args.compare[1])))
     text = "\n".join(parts)
     if args.out:
-        out = Path(args.out)
-        if not out.parent.is_dir():
-            raise InvariantsError(f"{out}: folder {out.parent} does not exist")
-        out.write_text(text)
+        write_atomic(args.out, text, "report: --out")
     else:
         print(text, end="")
     return 0

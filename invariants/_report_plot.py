@@ -6,7 +6,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from ._errors import InvariantsError
+from ._paths import atomic_path
 from ._report_run import Run
 
 __all__ = ["plot"]
@@ -126,11 +126,11 @@ def plot(run: Run, path: str | Path) -> bool:
     versions = ", ".join(f"{k} {v}" for k, v in sorted(run.versions.items()))
     fig.suptitle(f"Embedding invariants ({versions})", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 0.98))
-    out = Path(path)
-    if out.parent and not out.parent.is_dir():
-        raise InvariantsError(f"{out}: folder {out.parent} does not exist")
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    try:
+        with atomic_path(path, "report: --plot") as tmp:  # a reader never sees half a PNG
+            fig.savefig(tmp, dpi=110, format=Path(path).suffix[1:] or "png")
+    finally:
+        plt.close(fig)
     return True
 
 

@@ -44,7 +44,8 @@ from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from ._child import gate_command, gate_env, last_line, run_gate
-from ._errors import InvariantsError
+from ._errors import InvariantsError, selectors
+from ._paths import check_output_dir
 from .gate import CORRECTNESS
 
 INJECT_MODULE = "invariants._selfcheck_inject"
@@ -209,8 +210,8 @@ def select(names: str | None, *, fast_only: bool = False) -> list[Injection]:
     An entry that matches nothing raises one line listing the known names.
     """
     chosen = [i for i in REGISTRY if i.fast] if fast_only else list(REGISTRY)
-    if names:
-        patterns = [p.strip() for p in names.split(",") if p.strip()]
+    if names is not None:
+        patterns = selectors(names, "-k", "name injections (selfcheck --list), or leave -k out for all")
         for p in patterns:
             if not any(fnmatch.fnmatchcase(i.name, p) or p in i.name for i in REGISTRY):
                 known = ", ".join(i.name for i in REGISTRY)
@@ -246,18 +247,35 @@ def coverage(injection: Injection) -> str:
 
 
 def restrict_targets(injections: Sequence[Injection], targets: str | None) -> list[Injection]:
-    """Keep the baseline and the injections whose target is named in ``targets`` (comma-separated; None
-    keeps all). A family name (``cpu``, ``tpu``) keeps every target of that family.
+    """Keep the baseline and the injections whose targets ``targets`` selects (None keeps all), in the
+    gate's own grammar (:func:`invariants._targets.select_targets`: names, ``all``, ``runtime``, families;
+    an unknown name or an empty selection is one line, with a suggestion).
     """
-    if not targets:
+    if targets is None:
         return list(injections)
-    words = {w.strip() for w in targets.split(",") if w.strip()}
+    from ._process import held_stderr
 
-    def wanted(inj: Injection) -> bool:
-        return inj.targets in words or inj.targets.split("-")[0] in words or "all" in words
+    with held_stderr():  # the targets come with the catalog: JAX, and the CUDA plugin's notices
+        from ._targets import select_targets
 
-    others = [i for i in injections if not i.is_baseline and wanted(i)]
+        chosen = {t.name for t in select_targets(targets)}
+    others = [i for i in injections if not i.is_baseline and set(i.targets.split(",")) <= chosen]
     return [baseline_for(others), *others]
+
+
+def check_selected(injections: Sequence[Injection], names: str | None, targets: str | None) -> None:
+    """One line when the selection leaves no injection beside the baseline: a self-check that injects
+    nothing proves nothing ("0/0 caught")."""
+    if any(not i.is_baseline for i in injections):
+        return
+    given = " ".join(
+        f"{option} {value}" for option, value in (("-k", names), ("--targets", targets)) if value
+    )
+    on = sorted({t for i in REGISTRY if not i.is_baseline for t in i.targets.split(",")})
+    raise InvariantsError(
+        f"{given or 'selfcheck'}: selects no injection (the baseline 'none' is not one; it runs beside "
+        f"them); injections run on {', '.join(on)}: see selfcheck --list"
+    )
 
 
 @dataclasses.dataclass
@@ -518,6 +536,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     injections = restrict_targets(select(args.names, fast_only=args.fast), args.targets)
+    check_selected(injections, args.names, args.targets)
     if args.list:
         for inj in injections:
             print(f"{inj.name:20} [{inj.targets}] {inj.doc}; expect: {', '.join(inj.expect) or 'pass'}")
@@ -526,7 +545,7 @@ def main(argv: list[str]) -> int:
         raise InvariantsError(f"--jobs: must be at least 1, got {args.jobs}")
     start = time.perf_counter()
     if args.keep:
-        workdir = Path(args.keep)
+        workdir = check_output_dir(args.keep, "--keep")
         outcomes = run_all(injections, workdir, args.jobs, progress=sys.stderr)
     else:
         with tempfile.TemporaryDirectory(prefix="invariants-selfcheck-") as tmp:

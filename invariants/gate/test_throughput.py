@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shlex
 
 import jax
 import pytest
@@ -26,6 +27,7 @@ from invariants._baselines import (
     machine,
     max_loss_for,
     read_baseline,
+    record_programs,
     write_baseline,
 )
 from invariants._cost import predicted_ratio
@@ -108,6 +110,29 @@ def bytes_moved(program: str, config: str) -> int:
     return facts["lookups"] * facts["row_bytes"]
 
 
+def record_command(gate, request, key) -> str:
+    """The command that records this item's baseline and nothing else: its program with the other side of
+    its relation (without it, no efficiency item exists: see invariants._baselines.record_programs), its
+    configuration, this item alone (-k), and the folders this session reads (--snapshot-dir, --spec-dir),
+    which the gate command's own prefix already carries."""
+    from invariants._plugin import throughput_cases
+
+    _, config, target = key
+    options = request.config.option
+    where = []
+    if not options.gate_command:
+        where += [f"--spec-dir {shlex.quote(d)}" for d in options.spec_dir or ()]
+        for flag, value in (("--snapshot-dir", options.snapshot_dir),
+                            ("--catalog-snapshot-dir", options.catalog_snapshot_dir)):  # fmt: skip
+            if value:
+                where.append(f"{flag} {shlex.quote(str(value))}")
+        where += ["--no-catalog"] if options.no_catalog else []
+    only = shlex.quote(f"test_efficiency and {request.node.callspec.id}]")
+    flag = " ".join([f"--configs {config}", f"-k {only}", *where, "--record-baselines"])
+    programs = ",".join(record_programs(key, throughput_cases(gate)))
+    return gate.update_command(request.path, flag, programs, target)
+
+
 def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
     program, config, target = efficiency_key
     # The baseline rules (where it lives, which spec's max loss applies, whose machine) are
@@ -153,7 +178,7 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
     if baseline is None:
         pytest.fail(
             f"{path}: no efficiency baseline for {program}[{config}] on {target}; record it with: "
-            + gate.update_command(request.path, "--record-baselines", program, target),
+            + record_command(gate, request, efficiency_key),
             pytrace=False,
         )
     if baseline.get("machine") != here:

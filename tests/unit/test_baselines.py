@@ -13,6 +13,7 @@ from invariants._baselines import (
     machine,
     max_loss_for,
     read_baseline,
+    record_programs,
     write_baseline,
 )
 from invariants._errors import InvariantsError
@@ -54,3 +55,64 @@ def test_a_file_that_is_not_a_baseline_is_one_line(tmp_path: Path):
     path.write_text(json.dumps({"efficiency": "fast"}))
     with pytest.raises(InvariantsError, match=r"b\.json: not a baseline"):
         read_baseline(path)
+
+
+def test_the_programs_to_record_are_the_relation_not_the_program_alone():
+    """An efficiency item exists only for a key of a throughput relation whose sides are all selected:
+    `--programs naive` alone selects no item (nothing is timed, the run passes), so the hint names the
+    partner too; a relation of one program (equal against uniform indices) needs only it."""
+    from types import SimpleNamespace
+
+    def case(id_: str, *programs: str):
+        return SimpleNamespace(id=id_, keys=[(p, "f32", "cpu") for p in programs])
+
+    cases = [case("naive_vs_take", "naive", "take"), case("take_vs_naive", "take", "naive"),
+             case("grad_equal", "grad_take", "grad_take"),
+             case("grad_vs", "grad_naive", "grad_take")]  # fmt: skip
+    assert record_programs(("naive", "f32", "cpu"), cases) == ["naive", "take"]
+    assert record_programs(("take", "f32", "cpu"), cases) == ["take", "naive"]
+    assert record_programs(("grad_take", "f32", "cpu"), cases) == ["grad_take"]
+    assert record_programs(("grad_naive", "f32", "cpu"), cases) == ["grad_naive", "grad_take"]
+
+
+def test_the_hinted_command_records_the_baseline_and_a_rerun_passes(tmp_path: Path):
+    """As a user meets it: a run on a scratch --snapshot-dir fails for want of naive's baseline and prints
+    a command; that command, run as printed, records it (exit 0; it used to select naive alone: no item,
+    nothing timed, exit 0 and no baseline, and it named no --snapshot-dir), and the first run then passes."""
+    import os
+    import re
+    import shlex
+    import subprocess
+    import sys
+
+    root = Path(__file__).parents[2]
+    scratch = tmp_path / "snapshots"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST_", "INVARIANTS_"))}
+    env |= {"PYTHONPATH": str(root), "PYTEST_ADDOPTS": "-p no:cacheprovider --benchmark-disable",
+            "INVARIANTS_RESULTS": str(tmp_path / "results.json"),
+            "INVARIANTS_DUMP_DIR": str(tmp_path / "hlo")}  # fmt: skip
+
+    def pytest_run(args: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "pytest", *args], cwd=root, env=env, capture_output=True,
+                              text=True, check=False, timeout=600)  # fmt: skip
+
+    first = ["invariants/gate/test_throughput.py", "-q", "--snapshot-dir", str(scratch), "--targets", "cpu",
+             "--programs", "naive,take", "--configs", "f32",
+             "-k", "test_efficiency and cpu-naive-f32]"]  # fmt: skip
+    failed = pytest_run(first)
+    assert failed.returncode == 1, failed.stdout[-3000:]
+    hint = re.search(r"record it with: (pytest .*--record-baselines)", failed.stdout)
+    assert hint, failed.stdout[-3000:]
+    command = shlex.split(hint.group(1))
+    assert command[command.index("--programs") + 1] == "naive,take", hint.group(1)
+    assert command[command.index("--snapshot-dir") + 1] == str(scratch), hint.group(1)
+    recorded = pytest_run(command[1:])
+    assert recorded.returncode == 0, recorded.stdout[-3000:]
+    assert "1 passed" in recorded.stdout, recorded.stdout[-3000:]
+    baseline = read_baseline(baseline_path(scratch, "cpu", "naive", "f32"))
+    assert baseline is not None and baseline["efficiency"] > 0
+    assert sorted(p.name for p in (scratch / "cpu" / "efficiency").iterdir()) == [
+        "naive.f32.json"
+    ]  # it alone
+    rerun = pytest_run(first)
+    assert rerun.returncode == 0, rerun.stdout[-3000:]

@@ -23,6 +23,14 @@ Available versions: 0.10.2, 0.10.1, 0.9.0.1, 0.9.0, 0.5.3, 0.5.2, 0.4.38, 0.4.37
 JAXLIBS = [V(s) for s in ("0.4.30", "0.4.31", "0.4.36", "0.4.38", "0.5.1", "0.5.3", "0.9.0.1", "0.10.2")]
 
 
+@pytest.fixture
+def selection_checked(monkeypatch):
+    """For the tests whose fake index and suite stand in for releases: the selection counts as collected
+    (the real collection, a child run, is tested on its own below)."""
+    monkeypatch.setattr(b, "check_selection", lambda *args, **kwargs: 1)
+    monkeypatch.setattr(m, "check_selection", lambda *args, **kwargs: 1)
+
+
 def test_parse_pip_versions_and_release_filter() -> None:
     raw = r.parse_pip_versions(PIP_OUTPUT)
     assert raw[0] == "0.10.2" and "0.4.1" in raw
@@ -270,6 +278,7 @@ def test_run_suite_takes_explicit_arguments() -> None:
     assert "--raw-invariants" in cmd
 
 
+@pytest.mark.usefixtures("selection_checked")
 def test_bisect_command_line_selection_reaches_every_release(monkeypatch, capsys) -> None:
     """`bisect --programs P --configs C -k K --targets T`: each release's suite runs that selection."""
     releases = [V("0.4.30"), V("0.5.3"), V("0.6.2")]
@@ -303,6 +312,7 @@ def test_bisect_refuses_an_unknown_configuration_before_any_install(monkeypatch)
         b.main_bisect(["--good", "0.4.30", "--bad", "0.10.2", "--configs", "f64"])
 
 
+@pytest.mark.usefixtures("selection_checked")
 @pytest.mark.parametrize(
     ("targets", "plugin"), [("cpu,gpu-a100", True), ("gpu", True), ("cpu,tpu-v5e", False)]
 )
@@ -332,6 +342,7 @@ def test_bisect_gpu_selection_installs_each_releases_cuda_plugin(monkeypatch, ta
         assert p.env_name == f"jax-{p.jax}" + ("-gpu" if plugin else "")
 
 
+@pytest.mark.usefixtures("selection_checked")
 def test_bisect_refuses_a_release_too_old_for_gpu_in_one_line_before_any_install(monkeypatch) -> None:
     releases = [V("0.9.1"), V("0.9.2"), V("0.10.2")]
     monkeypatch.setattr(b, "check_index", lambda url: None)
@@ -348,6 +359,7 @@ def test_bisect_refuses_a_release_too_old_for_gpu_in_one_line_before_any_install
     assert "\n" not in str(err.value)
 
 
+@pytest.mark.usefixtures("selection_checked")
 def test_matrix_runs_the_gpu_targets_in_each_releases_plugin_environment(monkeypatch, tmp_path) -> None:
     """`matrix --targets cpu,gpu-a100`: a GPU pass per release with its plugin; a release too old: a note."""
     releases = [V("0.9.1"), V("0.10.1")]
@@ -430,6 +442,7 @@ def test_line_changes_tell_code_lines_from_hlo_lines() -> None:
         "-custom calls: none", "+custom calls: cub")  # fmt: skip
 
 
+@pytest.mark.usefixtures("selection_checked")
 def test_bisect_over_a_gpu_target_finds_a_code_only_change(monkeypatch, capsys) -> None:
     """A fake index and suite: jaxlib 0.10.2's kernel invariant fails on gpu-a100 where 0.10.1's held; the
     output names the boundary, the failing kernel item, and that the snapshots differ in a code line only."""
@@ -464,3 +477,42 @@ def test_bisect_over_a_gpu_target_finds_a_code_only_change(monkeypatch, capsys) 
     assert not any(line.startswith(("-summary", "+summary")) for line in out)
     assert "changed: code lines only (1 changed: kernel 2); the HLO lines are equal (summary: kernels 2; " \
         "entry fusions 2 (kInput 1, kLoop 1); while loops 0; dynamic launches 2)" in out  # fmt: skip
+
+
+def _no_index(monkeypatch) -> None:
+    def unreachable(url):
+        raise AssertionError("the index was asked before the command line was checked")
+
+    monkeypatch.setattr(b, "check_index", unreachable)
+
+
+def test_bisect_refuses_a_keep_path_it_cannot_write_before_any_install(monkeypatch, tmp_path) -> None:
+    """`bisect --keep FILE` (or a folder it cannot write) failed at the first release's run, after its
+    install; now one line first."""
+    _no_index(monkeypatch)
+    monkeypatch.setattr(b, "check_selection", lambda *args, **kwargs: 1)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(InvariantsError) as err:
+        b.main_bisect(["--good", "0.4.30", "--bad", "0.10.2", "--keep", str(tmp_path / "file")])
+    assert str(err.value) == f"--keep {tmp_path / 'file'}: a file, not a folder; give a folder"
+    with pytest.raises(InvariantsError, match=r"^--keep /sys/runs: cannot make the folder /sys/runs \("):
+        b.main_bisect(["--good", "0.4.30", "--bad", "0.10.2", "--keep", "/sys/runs"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["-k", "nomatch"], "-k 'nomatch' --targets cpu: selects no invariant or correctness item; widen -k"),
+        (["-k", "grad_no_while", "--programs", "naive"],
+         "-k 'grad_no_while' --targets cpu --programs naive: selects no invariant or correctness item"),
+        (["--targets", "tpu-v5", "-k", "no_while"], "--targets: unknown target 'tpu-v5' (did you mean"),
+    ],
+)  # fmt: skip
+def test_bisect_refuses_a_selection_of_nothing_before_any_install(monkeypatch, argv, said) -> None:
+    """The selection is collected here first (the gate modules every release runs): one that selects no
+    item a verdict is made of was found only after installing a release ('jax 0.4.30: -k ... selects no
+    items'), or, for a target, never."""
+    _no_index(monkeypatch)
+    with pytest.raises(InvariantsError) as err:
+        b.main_bisect(["--good", "0.4.30", "--bad", "0.10.2", *argv])
+    assert str(err.value).startswith(said) and "\n" not in str(err.value), str(err.value)

@@ -165,3 +165,80 @@ def test_text_shows_estimated_cycles(capsys: pytest.CaptureFixture[str]) -> None
     out = capsys.readouterr().out
     assert "estimated cycles: 61717 (2 launches carry no estimate)" in out
     assert "(38214 cycles)" in out
+
+
+def _jax_0_10_2_dump(tmp_path: pathlib.Path) -> pathlib.Path:
+    """A dump folder as jax 0.10.2 writes it: files, and a sub-folder per module (of textprotos)."""
+    dump = tmp_path / "dump"
+    shutil.copytree(DUMP, dump)
+    for module in ("module_0002.jit_broadcast_in_dim", "module_0006.jit__lambda"):
+        (dump / module).mkdir()
+        for name in ("topology.textproto", "module.mlir", "compile_options.textproto"):
+            (dump / module / name).write_text("not hlo\n")
+    return dump
+
+
+def test_the_help_form_dir_star_reads_a_dump_with_module_sub_folders(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`hlo-stats --json DIR/*` on a jax 0.10.2 dump: a sub-folder without modules is skipped with a note,
+    as a file that is no module is (it was exit 2: 'no *after_optimizations.txt files in this directory')."""
+    dump = _jax_0_10_2_dump(tmp_path)
+    assert main(["--json", *sorted(str(p) for p in dump.iterdir())]) == 0
+    captured = capsys.readouterr()
+    assert set(json.loads(captured.out)) == {
+        str(dump / "module_0006.jit__lambda.cpu_after_optimizations.txt"),
+        str(dump / "module_0006.jit__lambda.before_optimizations.txt"),
+    }
+    skipped = [ln for ln in captured.err.splitlines() if "module_0006.jit__lambda:" in ln]
+    none_here = "no *after_optimizations.txt or *.hlo.txt files in this directory"
+    assert skipped == [f"hlo-stats: skipped {dump / 'module_0006.jit__lambda'}: {none_here}"]
+    # A folder with modules inside the list is read, as it is alone.
+    assert main(["--json", str(dump), str(DATA / "cpu_fwd_take.txt")]) == 0
+    assert str(dump / "module_0006.jit__lambda.cpu_after_optimizations.txt") in json.loads(
+        capsys.readouterr().out
+    )
+
+
+def test_the_gates_own_dump_folder_is_a_dump_folder(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+):
+    """`hlo-stats artifacts/hlo/cpu/` (--hlo-dump-dir: <program>.<config>.hlo.txt beside .jaxpr.txt and the
+    kernels' code) reads its modules with their kernel code; it was refused, as no XLA dump."""
+    kernels = DATA.parent / "kernels" / "jaxlib-0.10.2" / "cpu" / "grad_take.f32"
+    (hlo,) = kernels.glob("*after_optimizations.txt")
+    folder = tmp_path / "hlo" / "cpu"
+    folder.mkdir(parents=True)
+    (folder / "grad_take.f32.hlo.txt").write_text(hlo.read_text())
+    (folder / "grad_take.f32.jaxpr.txt").write_text("{ lambda ; a:f32[8192,32]. let  in (a,) }\n")
+    from invariants.kernels.dump import module_prefix
+
+    for code in kernels.glob("*.ll"):
+        if code.name.endswith("ir-with-opt.ll"):
+            (folder / f"grad_take.f32.{module_prefix(code.name)[1]}").write_text(code.read_text())  # type: ignore[index]
+    assert main(["--json", str(folder)]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["module"] and obj["kernel_code"], obj.get("kernel_code_note")
+    assert obj["scatters"] == 1
+    assert main([str(tmp_path / "hlo")]) == 2  # the folder of the target folders: which one, said
+    none_here = "no *after_optimizations.txt or *.hlo.txt files in this directory"
+    assert (
+        capsys.readouterr().err
+        == f"{tmp_path / 'hlo'}: {none_here} (its sub-folders cpu have some: name one)\n"
+    )
+
+
+def test_a_path_that_is_not_a_regular_file_says_what_it_is(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A fifo and /dev/null exist: they were reported as 'no such file or directory'."""
+    import os
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert main([str(fifo)]) == 2
+    assert capsys.readouterr().err == f"{fifo}: not a regular file (a named pipe)\n"
+    assert main(["--json", "/dev/null"]) == 2
+    assert capsys.readouterr().err == "/dev/null: not a regular file (a character device)\n"
+    assert main([str(fifo), SEED_TAKE]) == 0  # among several: skipped with a note, as other non-modules
+    assert f"hlo-stats: skipped {fifo}: not a regular file (a named pipe)" in capsys.readouterr().err

@@ -41,3 +41,36 @@ def test_help_is_plain_text(command: str):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip()
     assert not re.search(r"``|:(func|class|mod|data|meth):`", proc.stdout), proc.stdout
+
+
+PM = "python -m invariants"
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        *[([command, "--badflag"], "") for command in COMMANDS],
+        (["selfcheck", "--jobs", "x"], f"{PM} selfcheck: argument --jobs: invalid int value: 'x'"),
+        (["selfcheck", "--jobs", "0"], "--jobs: must be at least 1, got 0"),
+        (["versus", "--baseline", "current", "--candidate", "current", "--threshold", "x"],
+         f"{PM} versus: argument --threshold: invalid float value: 'x'"),
+        (["bisect", "--good", "0.4.30"], f"{PM} bisect: the following arguments are required: --bad"),
+        (["gate", "--snapshot-dir"], f"{PM} gate: argument --snapshot-dir: expected one argument"),
+        (["gate", "--targets", "cpu", "--badflag"], f"{PM} gate: unrecognized arguments: --badflag"),
+        (["report", "--compare", "a.json"], "report: argument --compare: expected 2 arguments"),
+        (["hlo-stats"], "hlo-stats: the following arguments are required: FILE"),
+        (["matrix", "--versions", ","], "--versions: empty selection"),
+        (["nosuch"], "invariants: unknown command 'nosuch'"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, argv: list[str], said: str):
+    """The README's one exit status for bad input, for every command: argparse's usage block (exit 2, 3 to
+    14 lines) and pytest's (exit 4, 4 lines) are one line now."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "invariants", *argv], cwd=tmp_path, capture_output=True, text=True,
+        check=False, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "usage:" not in proc.stderr, proc.stderr
+    assert lines[0].removeprefix("ERROR: ").startswith(said), lines[0]

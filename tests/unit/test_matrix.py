@@ -6,7 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from invariants import _matrix as m
+from invariants._errors import InvariantsError
 
 VERSIONS = ["0.10.0", "0.10.1", "0.10.2"]
 
@@ -83,3 +86,29 @@ def test_the_plot_draws_the_kernel_panels(tmp_path: Path, monkeypatch) -> None:
                 for r in _rows()]  # fmt: skip
     m.plot_matrix(hlo_only, VERSIONS, tmp_path / "h.png")
     assert set(drawn) == set(m.MATRIX_METRICS)
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--versions", ","], "--versions: empty selection; name jax releases"),
+        (["--versions", "0.10.2", "--targets", "nosuch"], "--targets: unknown target 'nosuch'; known: all,"),
+        (["--versions", "0.10.2", "--targets", "cpu,gpu-h10"], "--targets: unknown target 'gpu-h10' (did"),
+        (["--versions", "0.10.2", "--targets", "tpu-v4"], "--targets tpu-v4: matrix does not run tpu-v4"),
+        (["--versions", "0.10.2", "--programs", "nosuch"], "--programs: unknown program 'nosuch'"),
+        (["--versions", "0.10.2", "--out", "/dev/null"], "--out /dev/null: a character device, not a folder"),
+        (["--versions", "0.10.2", "--keep", "/sys/runs"], "--keep /sys/runs: cannot make the folder"),
+    ],
+)  # fmt: skip
+def test_matrix_refuses_what_it_cannot_do_before_any_install(monkeypatch, tmp_path, argv, said) -> None:
+    """Each was found after the releases' installs and runs, or never: `--versions ,` ran nothing, an
+    unknown --targets word was ignored, and an --out that is no folder crashed at the end, the runs lost."""
+
+    def unreachable(url):
+        raise AssertionError("the index was asked before the command line was checked")
+
+    monkeypatch.setattr(m, "check_index", unreachable)
+    monkeypatch.chdir(tmp_path)  # the default --out, artifacts/matrix, is made here
+    with pytest.raises(InvariantsError) as err:
+        m.main_matrix(argv)
+    assert str(err.value).startswith(said) and "\n" not in str(err.value), str(err.value)

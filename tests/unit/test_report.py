@@ -264,3 +264,56 @@ def test_readme_report_command_writes_only_ignored_files(tmp_path):
         for out in outputs:
             ignored = subprocess.run(["git", "check-ignore", "-q", out], cwd=root, check=False)
             assert ignored.returncode == 0, f"README: {command!r} writes {out}, which git does not ignore"
+
+
+def _unwritable(tmp_path: Path) -> Path:
+    import os
+
+    if os.geteuid() != 0:
+        folder = tmp_path / "ro"
+        folder.mkdir()
+        folder.chmod(0o555)
+        return folder
+    return Path("/sys")  # root: permissions do not stop it; sysfs makes no files
+
+
+@pytest.mark.parametrize("option", ["--out", "--plot"])
+def test_an_output_path_that_cannot_be_written_is_one_line_before_any_work(tmp_path, option):
+    """`report R --out DIR` (or an unwritable folder) crashed at the end with a traceback, the work lost:
+    now one line and exit 2, before the results are even read (a missing results file is not reached)."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).parents[2]
+    results = _write(tmp_path, "r.json", _results(RUN))
+    for bad, said in [(tmp_path, "a directory; give a file path"),
+                      (_unwritable(tmp_path) / "r.out", "cannot write in its folder")]:  # fmt: skip
+        for inputs in ([results], [str(tmp_path / "missing.json")]):
+            proc = subprocess.run(
+                [sys.executable, "-m", "invariants", "report", *inputs, option, str(bad)], cwd=tmp_path,
+                capture_output=True, text=True, check=False, env={**os.environ, "PYTHONPATH": str(root)},
+            )  # fmt: skip
+            assert proc.returncode == 2, proc.stderr
+            (line,) = proc.stderr.strip().splitlines()
+            assert line.startswith(f"report: {option} {bad}: {said}"), line
+
+
+def test_outputs_are_written_whole(tmp_path, monkeypatch):
+    """The markdown goes to a temporary file first, then is renamed: a failed write keeps the old report."""
+    results = _write(tmp_path, "r.json", _results(RUN))
+    out = tmp_path / "report.md"
+    out.write_text("the last good report\n")
+
+    def no_rename(src, dst):
+        assert Path(src).read_text().startswith("# "), "the whole report was written first"
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("invariants._paths.os.replace", no_rename)
+    assert cli(["report", results, "--out", str(out)]) == 2
+    monkeypatch.undo()
+    assert out.read_text() == "the last good report\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "report.md"]  # no temporary file left
+    assert cli(["report", results, "--out", str(out), "--plot", str(tmp_path / "report.png")]) == 0
+    assert "grad_vmap_naive" in out.read_text() and (tmp_path / "report.png").stat().st_size > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "report.md", "report.png"]

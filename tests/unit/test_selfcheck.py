@@ -303,3 +303,42 @@ def test_the_scalar_code_injection_is_caught_as_a_code_only_difference(
     assert hlo_too["code_only"] is False and hlo_too["snapshot_change"].startswith("HLO lines (")
     # No dump of the key (no invariant failed on it): nothing is claimed.
     assert "code_only" not in sc.annotate(results, tmp_path / "none", tmp_path / "snapshots")["items"][0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--targets", "nosuch"], "--targets: unknown target 'nosuch'; known: all, runtime, tpu, gpu, cpu,"),
+        (["--targets", "tpu-v5"], "--targets: unknown target 'tpu-v5' (did you mean"),
+        (["--targets", ","], "--targets: empty selection"),
+        (["--targets", "gpu"], "--targets gpu: selects no injection (the baseline 'none' is not one;"),
+        (["-k", "tpu", "--targets", "cpu"], "-k tpu --targets cpu: selects no injection"),
+        (["-k", "none"], "-k none: selects no injection"),
+        (["-k", ","], "-k: empty selection"),
+        (["-k", "nomatch"], "-k: no injection matches 'nomatch'; known: none, "),
+    ],
+)
+def test_a_selfcheck_that_selects_no_injection_is_one_line(argv, said) -> None:
+    """`selfcheck --targets nosuch` ran the baseline alone and printed '0/0 injections caught' (exit 0):
+    a self-check that injects nothing proves nothing. The targets are the gate's grammar (select_targets)."""
+    for listing in ([], ["--list"]):
+        with pytest.raises(InvariantsError) as err:
+            sc.main([*argv, *listing])
+        assert str(err.value).startswith(said) and "\n" not in str(err.value), str(err.value)
+
+
+def test_a_keep_folder_it_cannot_write_is_one_line_before_any_child(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(sc, "run_all", lambda *args, **kwargs: pytest.fail("a child ran"))
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(InvariantsError, match=r"^--keep .*file: a file, not a folder; give a folder$"):
+        sc.main(["-k", "eqx_as_take", "--keep", str(tmp_path / "file")])
+
+
+def test_targets_select_in_the_gates_grammar() -> None:
+    """Families, `all` and `runtime` as --targets takes them everywhere."""
+    names = {i.name for i in sc.restrict_targets(sc.REGISTRY, "runtime")[1:]}
+    assert names == {i.name for i in sc.REGISTRY[1:] if i.targets == "cpu"}
+    assert len(sc.restrict_targets(sc.REGISTRY, "all")) == len(sc.REGISTRY)
+    assert [i.name for i in sc.restrict_targets(sc.REGISTRY, "tpu-v5e")[1:]] == [
+        "tpu_take_map_loop", "tpu_eqx_map_loop",
+    ]  # fmt: skip

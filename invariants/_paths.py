@@ -1,0 +1,152 @@
+"""Where a command writes: its output folders and files, checked when it starts and written atomically.
+
+A command that writes at the end (a report, a bisect's kept runs, a matrix, a baseline) checks each output
+path before any work, with :func:`check_output_dir` or :func:`check_output_file`: a directory where a file
+should be, a file where a folder should be, or a folder that cannot be made or written is one line
+(:class:`InvariantsError`, ``OPTION PATH: what is wrong``), never a traceback after the work is done. The
+checks make a missing folder, as the write would. :func:`write_atomic` then writes a file whole or not at
+all: a temporary file beside it, then a rename, so that a reader (or a killed run) never sees half of it.
+
+No JAX here: every command imports it before deciding whether it needs JAX at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from ._errors import InvariantsError
+
+__all__ = ["atomic_path", "check_output_dir", "check_output_file", "what_is", "write_atomic"]
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISREG, "a file"), (stat.S_ISFIFO, "a named pipe"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"))  # fmt: skip
+
+
+def what_is(path: Path) -> str:
+    """What is at ``path`` (which exists), in a few words: ``a directory``, ``a named pipe``, ..."""
+    mode = path.stat().st_mode
+    return next((word for test, word in _KINDS if test(mode)), "a special file")
+
+
+def _writable(folder: Path) -> str | None:
+    """None when a file can be made in ``folder`` (tried: permissions, a read-only file system, root on
+    /proc), else why not."""
+    try:
+        with tempfile.TemporaryFile(dir=folder, prefix=".invariants-probe-"):
+            pass
+    except OSError as err:
+        return err.strerror or type(err).__name__
+    return None
+
+
+def _made(path: Path, shown: str) -> None:
+    """Make folder ``path`` and its parents; a file in the way or a folder that cannot be made: one line."""
+    blocker = next((p for p in (path, *path.parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise InvariantsError(f"{shown}: {blocker} is {what_is(blocker)}, not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InvariantsError(f"{shown}: cannot make the folder {path} ({err.strerror or err})") from None
+
+
+def check_output_dir(path: str | os.PathLike[str], option: str, *, make: bool = True) -> Path:
+    """``path`` as a folder this command can write in, made when missing (``make=False``: not made now,
+    only shown makeable: its nearest existing folder takes files, for a folder written only on demand,
+    such as the gate's HLO dumps of failing items); else one line naming ``option``.
+
+    Raises:
+        InvariantsError: a file (or other non-folder) at ``path`` or on the way to it, a folder that cannot
+            be made, or one in which no file can be written.
+    """
+    folder = Path(path)
+    shown = f"{option} {path}"
+    if folder.exists() and not folder.is_dir():
+        raise InvariantsError(f"{shown}: {what_is(folder)}, not a folder; give a folder")
+    if make:
+        _made(folder, shown)
+        where = folder
+    else:
+        where = next(p for p in (folder, *folder.absolute().parents) if p.exists())
+        if not where.is_dir():
+            raise InvariantsError(f"{shown}: {where} is {what_is(where)}, not a folder")
+    why = _writable(where)
+    if why is not None:
+        place = "this folder" if where == folder else f"{where}, where it would be made"
+        raise InvariantsError(f"{shown}: cannot write in {place} ({why})")
+    return folder
+
+
+def check_output_file(path: str | os.PathLike[str], option: str) -> Path:
+    """``path`` as a file this command can write (its folder made when missing); else one line naming
+    ``option``. A device or named pipe (``/dev/null``, ``/dev/stdout``) is accepted: it is written into.
+
+    Raises:
+        InvariantsError: a directory at ``path``, a file on the way to its folder, a folder that cannot be
+            made or written, or a file there that cannot be written.
+    """
+    file = Path(path)
+    shown = f"{option} {path}"
+    if file.is_dir():
+        raise InvariantsError(f"{shown}: a directory; give a file path")
+    if file.exists() and not file.is_file():
+        if not os.access(file, os.W_OK):
+            raise InvariantsError(f"{shown}: {what_is(file)} that cannot be written")
+        return file
+    _made(file.parent, shown)
+    why = _writable(file.parent)
+    if why is not None:
+        raise InvariantsError(f"{shown}: cannot write in its folder {file.parent} ({why})")
+    if file.exists() and not os.access(file, os.W_OK):
+        raise InvariantsError(f"{shown}: the file there cannot be written")
+    return file
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str], option: str = "") -> Iterator[Path]:
+    """A temporary path beside ``path`` (same suffix, so that a writer that infers the format from it, such
+    as matplotlib, still does) to write the whole output to; renamed onto ``path`` when the block ends
+    without an exception, removed otherwise. A device or named pipe at ``path`` is yielded itself.
+
+    Raises:
+        InvariantsError: the temporary file could not be renamed onto ``path`` (one line).
+    """
+    target = Path(path)
+    if target.exists() and not target.is_file() and not target.is_dir():
+        yield target
+        return
+    tmp = target.with_name(f".{target.stem}.{os.getpid()}.tmp{target.suffix}")
+    try:
+        yield tmp
+        os.replace(tmp, target)
+    except OSError as err:
+        shown = f"{option} {path}" if option else str(path)
+        raise InvariantsError(f"{shown}: cannot write ({err.strerror or err})") from None
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def write_atomic(path: str | os.PathLike[str], text: str, option: str = "") -> None:
+    """Write ``text`` to ``path`` whole or not at all (:func:`atomic_path`): a reader sees the old file or
+    the new one, and a full disk or a killed run leaves the old one.
+
+    Raises:
+        InvariantsError: the file could not be written (one line).
+    """
+    try:
+        with atomic_path(path, option) as tmp, open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            if tmp != Path(path):
+                os.fsync(f.fileno())
+    except OSError as err:
+        shown = f"{option} {path}" if option else str(path)
+        raise InvariantsError(f"{shown}: cannot write ({err.strerror or err})") from None
