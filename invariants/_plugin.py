@@ -72,7 +72,11 @@ class GateSession:
         self.snapshot_dir = (Path(snapshot_dir) if snapshot_dir else self.rootpath / SNAPSHOT_ROOT).resolve()
         catalog_dir = config.getoption("catalog_snapshot_dir")
         self.catalog_snapshot_dir = Path(catalog_dir).resolve() if catalog_dir else self.snapshot_dir
-        self.dump_dir = Path(config.getoption("hlo_dump_dir"))
+        from ._paths import check_output_dir
+
+        # Checked now, made only when an item fails: an unwritable folder would otherwise fail that item
+        # with a PermissionError in place of its own failure.
+        self.dump_dir = check_output_dir(config.getoption("hlo_dump_dir"), "--hlo-dump-dir", make=False)
         self._structures: dict[Any, Any] = {}
         self._codes: dict[Any, Any] = {}
         self.parse_seconds = 0.0
@@ -351,8 +355,14 @@ def _claim_results(config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):
         return
     from . import _results
+    from ._paths import check_output_file
 
-    config.stash[_CLAIM] = _results.claim(Path(config.getoption("results_json")))
+    path = Path(config.getoption("results_json"))
+    if not path.is_dir():  # a directory: _results.claim says so, with a file path to give instead
+        # A folder that takes no file although os.access says it would (root on /sys or /proc, a read-only
+        # mount): tried now, not found at the end, when the results are lost.
+        check_output_file(path, "--results-json")
+    config.stash[_CLAIM] = _results.claim(path)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -139,3 +139,21 @@ def test_a_run_whose_results_path_another_run_holds_writes_its_own(tmp_path: Pat
     assert f"invariants: {path} is being written by another run" in proc.stdout
     assert f"this run writes {own[0]}" in proc.stdout
     assert json.loads(path.read_text())["from"] == "the other run"
+
+
+@pytest.mark.parametrize(
+    ("option", "line"),
+    [
+        ("--results-json=/sys/r.json", "Exit: --results-json /sys/r.json: cannot write in its folder /sys"),
+        (
+            "--hlo-dump-dir=/sys/x",
+            "Exit: --hlo-dump-dir /sys/x: cannot write in /sys, where it would be made",
+        ),
+    ],
+)
+def test_an_output_path_nothing_can_be_written_to_stops_the_run_at_once(tmp_path: Path, option, line):
+    """Root passes os.access on /sys: the folder is tried for real at start, not found out at the end."""
+    proc = _gate(tmp_path, option)
+    assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
+    assert proc.stderr.strip().splitlines()[-1].startswith(line)
+    assert "compiled" not in proc.stdout and "Traceback" not in proc.stderr
