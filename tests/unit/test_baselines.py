@@ -116,3 +116,13 @@ def test_the_hinted_command_records_the_baseline_and_a_rerun_passes(tmp_path: Pa
     ]  # it alone
     rerun = pytest_run(first)
     assert rerun.returncode == 0, rerun.stdout[-3000:]
+
+
+def test_a_baselines_machine_counts_the_cores_this_process_may_use(monkeypatch):
+    """An xdist worker pinned to one core is another machine for a baseline recorded on two."""
+    from invariants import _baselines, _cores
+
+    monkeypatch.setattr(_cores, "usable", lambda: [0])
+    assert _baselines.machine("cpu", "cpu")["cores"] == 1
+    monkeypatch.setattr(_cores, "usable", lambda: [0, 1])
+    assert _baselines.machine("cpu", "cpu")["cores"] == 2
