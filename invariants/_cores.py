@@ -1,4 +1,5 @@
-"""Which cores a process runs on: one core per versus round, one per xdist worker, and children set free.
+"""Which cores a process runs on: one core per versus round (and all of them for its all-cores phase), one
+per xdist worker, and children set free.
 
 Linux only (``os.sched_setaffinity``); elsewhere every function here does nothing and processes run where
 the scheduler puts them. A pin is inherited by every child process, so a pinned process records the cores
@@ -20,6 +21,16 @@ def usable() -> list[int]:
     if hasattr(os, "sched_getaffinity"):
         return sorted(os.sched_getaffinity(0))
     return list(range(os.cpu_count() or 1))
+
+
+def freed() -> list[int]:
+    """The cores a child of this process gets when it calls :func:`free`: those this process had before a
+    pin (:data:`FREED_ENV`), else the ones it may run on."""
+    cores = os.environ.get(FREED_ENV, "")
+    try:
+        return sorted({int(c) for c in cores.split(",")}) if cores else usable()
+    except ValueError:
+        return usable()
 
 
 def pin(cores: Iterable[int]) -> None:

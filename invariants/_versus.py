@@ -9,11 +9,13 @@ unit, the median of per-pair ratios inside a round, Student's t across rounds, m
 interval straddles the threshold, and a failure counts only when a second measurement repeats it.
 
 It measures the CPU time and the wall clock of every block. On the CPU backend the verdict clock is the CPU
-time (waiting for a core another process holds does not count); a wall-clock failure beside a CPU time
-that did not fail is reported as ``lost-parallelism``: the same work on fewer threads. On the CPU backend
-both workers of a round run on one core (the next round on the next core, ``Settings.pin``): two processes
-then time alike, and that check needs ``--no-pin``. On an accelerator the verdict clock is the wall clock
-and nothing is pinned.
+time (waiting for a core another process holds does not count), and both workers of a round run on one
+core (the next round on the next core, ``Settings.pin``): two processes then time alike. One core gives
+both sides one thread, so a candidate that lost its parallelism times alike there too. A second phase,
+**all cores**, times fresh pairs once more with every core each (still one worker at a time) and judges
+their wall-clock ratio against ``--parallel-threshold`` (1.10): a failure there beside a CPU time that
+did not fail is ``lost-parallelism``, the same work on fewer threads (confirmed like any failure). On an
+accelerator the verdict clock is the wall clock, nothing is pinned and there is no second phase.
 
 Before timing, one worker of each side compiles the programs for every selected target it can (the TPU
 and GPU ahead of time where that side has libtpu or the CUDA plugin) and answers each key's snapshot
@@ -25,7 +27,8 @@ on a metric a side has no value for (a TPU compile's kernel code) is "not evalua
 
 Exit status: 0 when nothing regressed; 1 when a timing verdict fails (``fail`` or ``lost-parallelism``,
 each confirmed) or an invariant holds on the baseline and fails on the candidate; 2 for bad input, as one
-line (an unknown version, a missing interpreter, a side that cannot import jax).
+line before any worker starts (an unknown version, a missing interpreter, a selection that leaves nothing
+to compare, an output path that cannot be written), or when a side cannot import jax.
 """
 
 from __future__ import annotations
@@ -40,11 +43,30 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._cores import usable
+from ._cores import freed, usable
 from ._errors import InvariantsError, did_you_mean
-from ._versus_report import invariant_changes, make_record, metric_rows, plot, render_markdown, write_json
+from ._paths import check_output_file, write_atomic
+from ._versus_report import (
+    invariant_changes,
+    make_record,
+    metric_rows,
+    plot,
+    render_markdown,
+    repository_paths,
+    write_json,
+)
 from ._versus_sides import Side, WorkerProcess, parse_env, resolve, start_pair
-from ._versus_stats import CLOCKS, ProgramVerdict, Round, combine, judge
+from ._versus_stats import (
+    ALL_CORES,
+    ALL_CORES_CPU,
+    CLOCKS,
+    MIN_ROUNDS_FOR_INTERVAL,
+    ProgramVerdict,
+    Round,
+    combine,
+    judge,
+    threads_of,
+)
 
 # Seed configuration, single device: the lookups users write, forward and backward, in a minute and a half.
 DEFAULT_PROGRAMS = ("naive", "take", "vmap_naive", "eqx_embedding", "grad_naive", "grad_take",
@@ -52,6 +74,7 @@ DEFAULT_PROGRAMS = ("naive", "take", "vmap_naive", "eqx_embedding", "grad_naive"
 DEFAULT_TARGETS = "cpu,tpu-v5e,gpu-h100"
 CONFIG = "f32"
 FAILED = ("fail", "lost-parallelism")
+SLOW_CALL = 0.25  # seconds a call: a program this slow is timed one call a block without measuring it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +90,37 @@ class Settings:
     block_seconds: float = 2e-3
     min_pairs: int = 8
     pin: bool = False
+    # The all-cores phase (lost parallelism, CPU backend): its wall-clock ratio fails above this, judged at
+    # fewer rounds (capped by min_rounds and max_rounds), in longer blocks; ``parallel`` False skips it.
+    parallel_threshold: float = 1.10
+    parallel: bool = True
+    parallel_min_rounds: int = 4
+    parallel_max_rounds: int = 9
+    # A kernel split over threads gains only in a steady stream of calls: measured here, naive's blocks of
+    # 16 calls (2 ms) showed no gain from its two partitions, blocks of 150 calls (12 ms) 1.5x.
+    parallel_block_seconds: float = 20e-3
+    # A phase whose baseline blocks kept less than this many threads busy (CPU time / wall time) stops at
+    # its next look, inconclusive: other load held the cores (measured under two busy loops: 0.5-0.8), so
+    # its wall clock measures that load. 0: never (the pinned phase, where CPU time decides).
+    min_threads: float = 0.0
+    parallel_min_threads: float = 0.9
+    # Untimed calls before each block's clocks start, as a fraction of its calls: a worker woken for its
+    # block finds its pool threads asleep (or the other side's still spinning); the all-cores phase times
+    # the steady stream after that. 0 in the pinned phase (one core, one thread: nothing to wake).
+    warm_fraction: float = 0.0
+    parallel_warm_fraction: float = 0.25
+
+    def all_cores(self) -> Settings:
+        """The settings of the all-cores phase: unpinned, the wall clock deciding against
+        ``parallel_threshold``, in ``parallel_min_rounds``-``parallel_max_rounds`` rounds (never more than
+        the main phase's)."""
+        low = max(MIN_ROUNDS_FOR_INTERVAL, min(self.min_rounds, self.parallel_min_rounds))
+        high = max(low, min(self.max_rounds, self.parallel_max_rounds))
+        return dataclasses.replace(self, pin=False, clock="wall", threshold=self.parallel_threshold,
+                                   min_rounds=low, max_rounds=high,
+                                   block_seconds=self.parallel_block_seconds,
+                                   min_threads=self.parallel_min_threads,
+                                   warm_fraction=self.parallel_warm_fraction)  # fmt: skip
 
 
 Progress = Callable[[str], None]
@@ -94,20 +148,42 @@ def time_round(
     clock: Callable[[], float] = time.perf_counter,
 ) -> Round:  # fmt: skip
     """One program's blocks in one round: pairs in ABBA order (``first`` says which side opens), until
-    ``round_seconds`` have passed and at least ``min_pairs`` pairs exist. ``workers`` is (baseline,
-    candidate); only one of them runs at a time."""
+    ``round_seconds`` have passed and at least ``min_pairs`` pairs exist, in an even number: in ABBA a
+    side's block follows the other side's in one pair and its own in the next, and an odd count would
+    leave one more of either in the median. ``workers`` is (baseline, candidate); only one of them runs
+    at a time; each block's clocks start after ``warm_fraction`` of its calls (untimed)."""
     rd = Round(calls)
+    warm = round(calls * settings.warm_fraction)
     start = clock()
     i = 0
-    while i < settings.min_pairs or clock() - start < settings.round_seconds:
+    while i < settings.min_pairs or clock() - start < settings.round_seconds or i % 2:
         order = (first, 1 - first) if i % 2 == 0 else (1 - first, first)
         got: dict[int, dict[str, Any]] = {}
         for side in order:
-            got[side] = workers[side].request("time", key=key, calls=calls)
+            got[side] = workers[side].request("time", key=key, calls=calls, warm=warm)
         rd.add(got[0], got[1])
         i += 1
     rd.seconds = clock() - start
     return rd
+
+
+def calls_per_block(worker: WorkerProcess, key: str, estimate: float, seconds: float) -> int:
+    """How many calls of ``key`` make a block of about ``seconds``, measured on ``worker`` (the baseline's)
+    alone: blocks of 1, 4, 16, ... calls until one lasts a quarter of ``seconds``, then scaled.
+
+    The worker's own ``prepare`` estimate (``estimate``, seconds per call) is measured while the other
+    side's worker compiles beside it, on the same core when pinned (measured: naive's read over 20 ms a
+    call, against 0.15 ms alone): it decides only for a program slower than :data:`SLOW_CALL` (one call a
+    block, without spending one more call on measuring it).
+    """
+    if estimate >= max(SLOW_CALL, 4 * seconds):
+        return 1
+    calls = 1
+    while True:
+        wall = worker.request("time", key=key, calls=calls)["wall"]
+        if wall >= seconds / 4 or calls >= 1 << 16:
+            return max(1, round(calls * seconds / wall)) if wall > 0 else calls
+        calls *= 4
 
 
 def look_at(min_rounds: int, max_rounds: int) -> list[int]:
@@ -118,6 +194,24 @@ def look_at(min_rounds: int, max_rounds: int) -> list[int]:
     while out[-1] < max_rounds:
         out.append(min(max_rounds, max(out[-1] + 1, math.ceil(out[-1] * 1.5))))
     return out
+
+
+def _cannot_lose(base: float | None, settings: Settings) -> str:
+    """Why an all-cores phase (``settings.min_threads`` > 0) can tell nothing, from the baseline's threads
+    (CPU time / wall time of its blocks) alone, so the same for any candidate; empty when it can.
+
+    * below ``min_threads``: other load held the cores (the workers got less than one), and the wall
+      clock measured that load;
+    * below the threshold: the baseline ran about one thread, and a candidate on one thread, with the same
+      CPU time, is at most that many times slower: below the threshold, it cannot fail.
+    """
+    if settings.min_threads <= 0 or base is None:
+        return ""
+    if base < settings.min_threads:
+        return f"crowded: baseline threads {base:.2f}"
+    if base < settings.threshold:
+        return f"no parallelism to lose: baseline threads {base:.2f}"
+    return ""
 
 
 def measure(
@@ -150,8 +244,7 @@ def measure(
             t2 = time.perf_counter()
             for p in active:
                 key = f"{p}/{CONFIG}"
-                per_call = prepared[0]["per_call"][key]
-                calls = max(1, round(settings.block_seconds / per_call))
+                calls = calls_per_block(workers[0], key, prepared[0]["per_call"][key], settings.block_seconds)
                 rounds[p].append(time_round(workers, key, calls, settings, first=k % 2))
         finally:
             for w in workers:
@@ -167,13 +260,23 @@ def measure(
             results = {
                 c: judge(rounds[p], c, settings.threshold, settings.confidence, looks[p]) for c in CLOCKS
             }
-            if results[settings.clock].verdict is None and k < settings.max_rounds:
+            if settings.clock == "cpu" and not settings.pin:
+                # Unpinned CPU-clock rounds (--no-pin) are all-cores rounds themselves: their wall clock is
+                # judged for lost parallelism, against the parallel threshold.
+                results[ALL_CORES] = judge(rounds[p], "wall", settings.parallel_threshold,
+                                           settings.confidence, looks[p])  # fmt: skip
+            threads = threads_of(rounds[p])
+            note = _cannot_lose(threads["baseline"], settings)
+            if results[settings.clock].verdict is None and k < settings.max_rounds and not note:
                 continue  # straddles: more rounds
+            if note:  # nothing this phase measures: see _cannot_lose
+                results[settings.clock] = dataclasses.replace(results[settings.clock], verdict="inconclusive")
             results = {
                 c: r if r.verdict else dataclasses.replace(r, verdict="inconclusive")
                 for c, r in results.items()
             }
-            done[p] = {"results": results, "word": combine(p, settings.clock, results)}
+            done[p] = {"results": results, "word": combine(p, settings.clock, results), "threads": threads,
+                       "note": note}  # fmt: skip
             active.remove(p)
         where = f"core {min(cpus)}, " if cpus else ""
         progress(f"  {label} round {k} ({where}start {t1 - t0:.1f} s, prepare {t2 - t1:.1f} s): "
@@ -186,17 +289,43 @@ def measure_confirmed(
     start: Starter = start_pair,
 ) -> list[ProgramVerdict]:  # fmt: skip
     """:func:`measure`, then once more for the programs that failed: a failure must repeat (the rule of
-    :func:`invariants._timing.confirmed`, applied to all failing programs in shared rounds)."""
+    :func:`invariants._timing.confirmed`, applied to all failing programs in shared rounds).
+
+    With pinned rounds (the CPU backend's default), the programs whose CPU time did not fail are then
+    timed in the all-cores phase (:meth:`Settings.all_cores`), and those whose all-cores wall ratio fails
+    once more: a confirmed failure there is ``lost-parallelism``. Each phase's words are the attempts
+    (``all cores: fail``), in order."""
     first = measure(sides, programs, settings, progress, "measure", start)
     failing = [p for p in programs if first[p]["word"] in FAILED]
     second = measure(sides, failing, settings, progress, "confirm", start) if failing else {}
-    out = []
-    for p in programs:
-        attempts = [first[p]] + ([second[p]] if p in second else [])
-        final = attempts[-1]  # a repeated failure, or the second attempt's word when it did not repeat
-        out.append(ProgramVerdict(p, settings.clock, final["word"], final["results"],
-                                  [a["word"] for a in attempts]))  # fmt: skip
-    return out
+    attempts = {p: [first[p]] + ([second[p]] if p in second else []) for p in programs}
+    final = {p: dict(attempts[p][-1]) for p in programs}  # a repeated failure, or the second attempt's word
+    words = {p: [a["word"] for a in attempts[p]] for p in programs}
+    threads: dict[str, dict[str, float | None] | None] = dict.fromkeys(programs)
+    if not settings.pin and settings.clock == "cpu":
+        threads = {p: final[p].get("threads") for p in programs}  # --no-pin: its rounds use every core
+    if settings.pin and settings.parallel and settings.clock == "cpu":
+        cores = settings.all_cores()
+        todo = [p for p in programs if final[p]["word"] != "fail"]
+        if len(freed()) < 2:
+            progress("  all cores: this run has one core (taskset?); nothing runs in parallel, so lost "
+                     "parallelism cannot show: the phase is left out")  # fmt: skip
+            todo = []
+        label = "all cores"
+        while todo:
+            measured = measure(sides, todo, cores, progress, label, start)
+            for p in todo:
+                results = {**final[p]["results"], ALL_CORES: measured[p]["results"]["wall"],
+                           ALL_CORES_CPU: measured[p]["results"]["cpu"]}  # fmt: skip
+                final[p] = {"results": results, "word": combine(p, settings.clock, results)}
+                note = measured[p]["note"]
+                words[p].append(f"all cores: {measured[p]['word']}" + (f" ({note})" if note else ""))
+                threads[p] = measured[p]["threads"]
+            # Once more for the failures, as in the main phase: the second word stands.
+            todo = [p for p in todo if measured[p]["word"] == "fail"] if label == "all cores" else []
+            label = "all cores, confirm"
+    return [ProgramVerdict(p, settings.clock, final[p]["word"], final[p]["results"], words[p], threads[p])
+            for p in programs]  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -237,7 +366,7 @@ def compare_structure(
     one line saying which lines differ: code lines only, HLO lines, or both) where the renderings differ."""
     from ._bisect import structural_diff, what_changed
 
-    replies = _both(workers, "structure", keys=[list(k) for k in keys])
+    replies = [repository_paths(r) for r in _both(workers, "structure", keys=[list(k) for k in keys])]
     names = ("baseline", "candidate")
     out = []
     for key in keys:
@@ -276,8 +405,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--candidate", required=True, metavar="SPEC", help="the installation under test")
     p.add_argument(
         "--programs",
-        default=",".join(DEFAULT_PROGRAMS),
-        help=f"catalog programs, comma-separated, seed config (default: {','.join(DEFAULT_PROGRAMS)})",
+        default=None,
+        help="catalog programs, seed config, as the gate's --programs takes them: comma-separated names, "
+        f"patterns such as 'vmap_*', kind:backward or tag:core (default: {','.join(DEFAULT_PROGRAMS)})",
     )
     p.add_argument(
         "--targets",
@@ -338,7 +468,19 @@ def _parser() -> argparse.ArgumentParser:
         "--no-pin",
         action="store_true",
         help="let the scheduler place the workers (default on the CPU backend: both workers of a round on "
-        "one core, the next round on the next core; the wall clock then cannot show lost parallelism)",
+        "one core, the next round on the next core, then the all-cores phase for lost parallelism)",
+    )
+    p.add_argument(
+        "--parallel-threshold",
+        type=float,
+        default=Settings.parallel_threshold,
+        help="CPU backend: lost parallelism when the all-cores wall ratio's whole interval is above this "
+        "while the CPU ratio did not fail (default: %(default)s)",
+    )
+    p.add_argument(
+        "--no-parallel",
+        action="store_true",
+        help="skip the all-cores phase (pinned rounds alone cannot see lost parallelism)",
     )
     p.add_argument("--no-timing", action="store_true", help="compare structure and invariants only")
     p.add_argument("--no-structure", action="store_true", help="time only")
@@ -361,6 +503,42 @@ def _check(args: argparse.Namespace) -> None:
         )
     if not args.round_seconds > 0:
         raise InvariantsError(f"--round-seconds {args.round_seconds}: must be positive")
+    if not args.parallel_threshold > 1.0:
+        raise InvariantsError(
+            f"--parallel-threshold {args.parallel_threshold}: must be above 1 (a slowdown bound)"
+        )
+    if args.no_timing and args.no_structure:
+        raise InvariantsError(
+            "versus: --no-timing and --no-structure leave nothing to compare; drop one of them"
+        )
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Each output path as a file this run can write (a directory, or a folder that cannot be written, is
+    one line now, not a traceback after the run)."""
+    for flag, path in (("--json", args.json), ("--out", args.out), ("--plot", args.plot)):
+        if path is not None:
+            check_output_file(path, flag)
+
+
+def select_programs(value: str | None) -> list[str]:
+    """The programs ``--programs`` selects, as the gate's option does (names, patterns, ``kind:``, ``tag:``;
+    an unknown word is one line with the nearest names), less the sharded ones a pattern matched: versus
+    times single-device programs. A sharded program named as such, or a selection left empty, is one line.
+    """
+    from ._plugin import select_program_option
+    from ._programs import get_program
+
+    chosen = select_program_option(value, list(DEFAULT_PROGRAMS))
+    named = set() if value is None else {w.strip() for w in value.split(",")}
+    for p in chosen:
+        if p in named and get_program(p).layout is not None:
+            raise InvariantsError(f"--programs: {p} is sharded; versus times single-device programs")
+    single = [p for p in chosen if get_program(p).layout is None]
+    if not single:
+        raise InvariantsError(f"--programs {value}: selects sharded programs only ({', '.join(chosen)}); "
+                              "versus times single-device programs")  # fmt: skip
+    return single
 
 
 def _settings(args: argparse.Namespace, platform: str) -> Settings:
@@ -372,7 +550,8 @@ def _settings(args: argparse.Namespace, platform: str) -> Settings:
     pin = clock == "cpu" and not args.no_pin
     return Settings(threshold=args.threshold, confidence=args.confidence, clock=clock,
                     min_rounds=args.min_rounds, max_rounds=args.max_rounds,
-                    round_seconds=args.round_seconds, pin=pin)  # fmt: skip
+                    round_seconds=args.round_seconds, pin=pin,
+                    parallel_threshold=args.parallel_threshold, parallel=not args.no_parallel)  # fmt: skip
 
 
 def _builder(args: argparse.Namespace, progress: Progress) -> Callable[[Any, str], Path]:
@@ -419,15 +598,15 @@ def main(argv: list[str]) -> int:
     _check(args)
     started = time.perf_counter()
     progress = _progress
-    programs = [p.strip() for p in args.programs.split(",") if p.strip()]
-    if not programs:
-        raise InvariantsError("--programs: no program named")
-    from ._programs import get_program
-
-    for p in programs:
-        if get_program(p).layout is not None:
-            raise InvariantsError(f"--programs: {p} is sharded; versus times single-device programs")
+    programs = select_programs(args.programs)
     keys = [] if args.no_structure else structure_keys(programs, args.targets)
+    if not args.no_structure and not keys:
+        raise InvariantsError(
+            f"versus: no program of --programs {args.programs or ','.join(DEFAULT_PROGRAMS)} compiles on "
+            f"--targets {args.targets} in {CONFIG}: no structure to compare (choose other targets, or "
+            "--no-structure to time only)"
+        )
+    _check_outputs(args)
     build = _builder(args, progress)
     sides = [
         resolve(role, spec, parse_env(env, f"--{role}-env"), Path(sys.executable), build)
@@ -465,14 +644,14 @@ def main(argv: list[str]) -> int:
         time.perf_counter() - started,
     )  # fmt: skip
     text = render_markdown(record)
+    print(text, flush=True)  # first: a file that cannot be written after all loses nothing of the run
+    # Each checked at the start (_check_outputs); each written whole or not at all.
     if args.json:
-        write_json(record, args.json)
+        write_json(record, args.json, "--json")
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
+        write_atomic(args.out, text, "--out")
     if args.plot and timing:
         plot(record, args.plot)
-    print(text)
     return int(record["exit"])
 
 

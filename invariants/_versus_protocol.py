@@ -15,7 +15,9 @@ Each message is one JSON object on one line and carries ``"v": VERSION``.
   op            request fields                              reply fields
   ============  ==========================================  ============================================
   ``prepare``   ``programs``: ``[[program, config], ...]``  ``per_call``: ``{"p/c": seconds}`` (warm)
-  ``time``      ``key``: ``"p/c"``; ``calls``: int >= 1     ``wall``, ``cpu``: seconds for all calls
+  ``time``      ``key``: ``"p/c"``; ``calls``: int >= 1;    ``wall``, ``cpu``: seconds for ``calls``
+                ``warm``: int >= 0, optional (default 0),   calls, after ``warm`` untimed ones
+                untimed calls first
   ``structure`` ``keys``: ``[[program, config, target]]``   ``items``: ``{"p/c/t": {...}}``; ``targets``
   ``quit``      (none)                                      (none: the worker exits 0)
   ============  ==========================================  ============================================
@@ -96,7 +98,10 @@ def decode_request(line: str) -> dict[str, Any]:
         calls = _field(data, "calls", int, who)
         if calls < 1:
             raise ProtocolError(f"{who}: 'calls' must be >= 1, got {calls}")
-        return {"op": op, "key": _field(data, "key", str, who), "calls": calls}
+        warm = _field(data, "warm", int, who) if "warm" in data else 0
+        if warm < 0:
+            raise ProtocolError(f"{who}: 'warm' must be >= 0, got {warm}")
+        return {"op": op, "key": _field(data, "key", str, who), "calls": calls, "warm": warm}
     if op == "structure":
         return {"op": op, "keys": _pairs(_field(data, "keys", list, who), 3, "keys", who)}
     return {"op": op}

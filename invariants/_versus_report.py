@@ -7,7 +7,7 @@ compares two runs). The record is plain JSON::
     {"format": "invariants-versus", "format_version": 1,
      "baseline": {"spec", "python", "versions", "env"}, "candidate": {...},
      "settings": {"threshold", "confidence", "clock", "min_rounds", "max_rounds", "round_seconds", ...},
-     "timing": [ProgramVerdict.to_dict(), ...],
+     "timing": [ProgramVerdict.to_dict(), ...],   # results: cpu, wall, and wall_all_cores, cpu_all_cores
      "structure": [{"key": "p/c/t", "baseline": {...}, "candidate": {...}, "diff": "...",
                     "changed": "which lines differ"|null,
                     "metrics": [{"metric", "source", "baseline", "candidate", "differs"}],
@@ -23,17 +23,26 @@ two sides' metrics by name. An invariant's ``change`` is ``regressed`` (holds on
 candidate: exit 1, ratchets included, since a ratchet is a known failure of *some* release and the
 question here is whether the candidate is it), ``improved``, ``fails on both``, ``holds on both``,
 ``only on the baseline|candidate``, or ``not evaluated: REASON``, which never fails the run.
+
+A timed program's ``results`` hold a ratio per clock of the rounds that decided it (``cpu``, ``wall``)
+and, on the CPU backend, those of the all-cores phase (``wall_all_cores``, which ``lost-parallelism``
+fails, and ``cpu_all_cores``); its ``attempts`` are each measurement's word, ``all cores: ...`` for that
+phase's. Paths of the staged package copy a worker imported are written as this package's own
+(:func:`repository_paths`).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ._errors import InvariantsError
+from ._paths import atomic_path, write_atomic
+from ._versus_stats import ALL_CORES
 
 FORMAT = "invariants-versus"
 FORMAT_VERSION = 1
@@ -107,10 +116,17 @@ def make_record(
     """The record, with its exit status and the reasons for it."""
     reasons = []
     for t in timing:
-        if t["verdict"] in ("fail", "lost-parallelism"):
-            r = t["results"][t["clock"] if t["verdict"] == "fail" else "wall"]
-            reasons.append(f"{t['program']}: {t['verdict']}: ratio {r['median']:.3f} "
+        if t["verdict"] == "fail":
+            r = t["results"][t["clock"]]
+            reasons.append(f"{t['program']}: fail: {t['clock']} ratio {r['median']:.3f} "
                            f"[{r['low']:.3f}, {r['high']:.3f}] > {r['threshold']:g}")  # fmt: skip
+        elif t["verdict"] == "lost-parallelism":
+            r = t["results"].get(ALL_CORES) or t["results"]["wall"]
+            c = t["results"][t["clock"]]
+            reasons.append(f"{t['program']}: lost-parallelism: wall ratio with all cores {r['median']:.3f} "
+                           f"[{r['low']:.3f}, {r['high']:.3f}] > {r['threshold']:g}, {t['clock']} ratio "
+                           f"{c['median']:.3f} [{c['low']:.3f}, {c['high']:.3f}] did not fail: the same "
+                           "work on fewer threads")  # fmt: skip
     for s in structure:
         for inv in s.get("invariants", []):
             if inv["change"] == "regressed":
@@ -143,9 +159,36 @@ def as_items(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     return items
 
 
-def write_json(record: Mapping[str, Any], path: Path) -> None:
+def write_json(record: Mapping[str, Any], path: Path, option: str = "") -> None:
+    """The record at ``path``, whole or not at all (:func:`invariants._paths.write_atomic`; ``option``
+    names the flag in its one-line error)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=1) + "\n")
+    write_atomic(path, json.dumps(record, indent=1) + "\n", option)
+
+
+def repository_paths(reply: Any) -> Any:
+    """A worker's reply with the paths of the staged package copy it imported
+    (``/tmp/invariants-package-…/invariants/gpu.toml:212``, see :func:`invariants._child.stage`) shown as
+    this package's own (``invariants/gpu.toml:212`` from the checkout's root): every string, so invariant
+    locations, descriptions and errors alike."""
+    from ._child import PACKAGE_DIR, stage
+
+    try:
+        shown = str(PACKAGE_DIR.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        shown = str(PACKAGE_DIR)
+    staged = str(stage() / "invariants")
+
+    def fix(value: Any) -> Any:
+        if isinstance(value, str):
+            return value.replace(staged + os.sep, shown + os.sep) if staged in value else value
+        if isinstance(value, list):
+            return [fix(v) for v in value]
+        if isinstance(value, dict):
+            return {k: fix(v) for k, v in value.items()}
+        return value
+
+    return fix(reply)
 
 
 def load_record(path: Path) -> dict[str, Any]:
@@ -179,6 +222,15 @@ def _interval(r: Mapping[str, Any]) -> str:
     return f"{r['median']:.3f} [{r['low']:.3f}, {r['high']:.3f}]"
 
 
+def _threads(t: Mapping[str, Any]) -> str:
+    """``; threads 1.8 → 1.0``: CPU time / wall time of the baseline's and the candidate's all-cores
+    blocks, where the record has them."""
+    th = t.get("threads_all_cores") or {}
+    if th.get("baseline") is None or th.get("candidate") is None:
+        return ""
+    return f"; threads {th['baseline']:.1f} → {th['candidate']:.1f}"
+
+
 def render_markdown(record: Mapping[str, Any], diff_lines: int = 40) -> str:
     """The report: verdict, sides, one timing table, structure differences, invariants that changed.
 
@@ -204,30 +256,48 @@ def render_markdown(record: Mapping[str, Any], diff_lines: int = 40) -> str:
             f"(verdict clock: {s['clock']})"
         )
         out.append("")
+        cores = any(ALL_CORES in t["results"] for t in record["timing"])
         out.append(
-            "| program | verdict | cpu ratio | wall ratio | rounds | pairs | s | baseline per call "
-            "| attempts |"
+            "| program | verdict | cpu ratio | wall ratio | "
+            + ("wall, all cores | " if cores else "")
+            + "rounds | pairs | s | baseline per call | attempts |"
         )
-        out.append("|---|---|---|---|---|---|---|---|---|")
+        out.append("|---|---|---|---|" + ("---|" if cores else "") + "---|---|---|---|---|")
         for t in record["timing"]:
             res = t["results"]
-            cpu, wall = res.get("cpu"), res.get("wall")
+            cpu, wall, par = res.get("cpu"), res.get("wall"), res.get(ALL_CORES)
             main = res[t["clock"]]
             verdict = f"**{t['verdict']}**" if t["verdict"] in ("fail", "lost-parallelism") else t["verdict"]
             attempts = " → ".join(t["attempts"])
+            par_cell = ""
+            if cores:
+                par_cell = (
+                    f"{_interval(par)} ({len(par['round_ratios'])} rounds{_threads(t)}) | " if par else "— | "
+                )
             out.append(
                 f"| {t['program']} | {verdict} | {_interval(cpu) if cpu else '—'} "
-                f"| {_interval(wall) if wall else '—'} "
-                f"| {len(main['round_ratios'])} | {main['pairs']} | {main['seconds']:.1f} "
+                f"| {_interval(wall) if wall else '—'} | {par_cell}"
+                f"{len(main['round_ratios'])} | {main['pairs']} | {main['seconds']:.1f} "
                 f"| {main['t_b_median'] * 1e3:.3f} ms | {attempts} |"
             )
         out.append("")
         out.append(
             "Each round is a fresh pair of worker processes; a round's ratio is the median of its "
             "per-pair ratios, "
-            "the interval is Student's t over rounds (the spread between process pairs counts). "
-            "`lost-parallelism`: the wall clock regressed while the CPU time did not."
+            "the interval is Student's t over rounds (the spread between process pairs counts)."
         )
+        if cores:
+            par_threshold = next(
+                t["results"][ALL_CORES]["threshold"] for t in record["timing"] if ALL_CORES in t["results"]
+            )
+            out.append(
+                f"The cpu and wall ratios come from rounds with both workers on one core; `wall, all cores` "
+                f"from rounds with every core for each worker, one at a time, failing above "
+                f"{par_threshold:g}; `threads`: CPU time / wall time of each side's blocks there, baseline → "
+                "candidate (about 1 where a side ran on one thread, or other load held the other cores). "
+                "`lost-parallelism`: that ratio failed while the CPU time did not (the same work on fewer "
+                "threads)."
+            )
         out.append("")
     if record["structure"]:
         out.append("### structure and invariants, side by side")
@@ -333,7 +403,8 @@ def plot(record: Mapping[str, Any], path: Path) -> None:
     if not timing:
         raise InvariantsError(f"{path}: nothing was timed, nothing to plot")
     fig, ax = plt.subplots(figsize=(8, 0.5 * len(timing) + 1.8))
-    clocks = [c for c in ("cpu", "wall") if any(c in t["results"] for t in timing)]
+    clocks = [c for c in ("cpu", "wall", ALL_CORES) if any(c in t["results"] for t in timing)]
+    style = {"cpu": ("o", "tab:blue"), "wall": ("s", "tab:gray"), ALL_CORES: ("^", "tab:green")}
     for j, clock in enumerate(clocks):
         for i, t in enumerate(timing):
             r = t["results"].get(clock)
@@ -341,14 +412,16 @@ def plot(record: Mapping[str, Any], path: Path) -> None:
                 continue
             y = i + (j - (len(clocks) - 1) / 2) * 0.25
             failed = (t["verdict"] == "fail" and clock == t["clock"]) or (
-                t["verdict"] == "lost-parallelism" and clock == "wall"
+                t["verdict"] == "lost-parallelism" and clock == ALL_CORES
             )
             ax.errorbar(r["median"], y, xerr=[[r["median"] - r["low"]], [r["high"] - r["median"]]],
-                        fmt="o" if clock == "cpu" else "s",
-                        color="tab:red" if failed else ("tab:blue" if clock == "cpu" else "tab:gray"),
-                        capsize=3, label=clock if i == 0 else None)  # fmt: skip
+                        fmt=style[clock][0], color="tab:red" if failed else style[clock][1],
+                        capsize=3, label=clock.replace("_", " ") if i == 0 else None)  # fmt: skip
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.axvline(record["settings"]["threshold"], color="tab:red", linestyle="--", label="threshold")
+    par = [t["results"][ALL_CORES]["threshold"] for t in timing if ALL_CORES in t["results"]]
+    if par:
+        ax.axvline(par[0], color="tab:green", linestyle=":", label="all-cores threshold")
     ax.set_yticks(range(len(timing)), [t["program"] for t in timing])
     ax.invert_yaxis()
     ax.set_xlabel(
@@ -357,5 +430,6 @@ def plot(record: Mapping[str, Any], path: Path) -> None:
     ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    with atomic_path(path, "--plot") as tmp:  # the same suffix: matplotlib picks the format from it
+        fig.savefig(tmp, dpi=110)
     plt.close(fig)

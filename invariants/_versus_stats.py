@@ -23,6 +23,13 @@ unit of this statistic is a **round**: one fresh pair of workers.
 
 A verdict uses :func:`invariants._timing.decide_upper`: ``fail`` only when the whole interval is above the
 threshold.
+
+Lost parallelism. On the CPU backend both workers of a round share one core (``Settings.pin`` in
+:mod:`invariants._versus`), which keeps the CPU ratio tight but gives every kernel one thread on both sides:
+a candidate whose kernels run on one thread instead of all of them times alike there. So a second phase
+times fresh pairs with every core (one worker at a time, as always) and judges their wall-clock ratio
+(:data:`ALL_CORES`) against its own, wider threshold. :func:`combine` names a failure of that ratio beside a
+CPU time that did not fail ``lost-parallelism``.
 """
 
 from __future__ import annotations
@@ -39,6 +46,10 @@ from ._stats import look_alpha, robust_cv
 from ._timing import RatioResult, Verdict, decide_upper
 
 CLOCKS = ("cpu", "wall")
+# The result keys of the all-cores phase: its wall-clock ratio (what lost parallelism fails) and its CPU
+# ratio (for the report: unpinned CPU time is noisy, and decides nothing).
+ALL_CORES = "wall_all_cores"
+ALL_CORES_CPU = "cpu_all_cores"
 MIN_ROUNDS_FOR_INTERVAL = 3  # a t interval on 2 rounds is wider than any threshold worth stating
 
 
@@ -52,6 +63,10 @@ class Round:
     per_call: dict[str, list[float]] = dataclasses.field(
         default_factory=lambda: {"baseline": [], "candidate": []}
     )
+    # Each block's CPU time over its wall time, per side: the threads it kept busy (spinning ones count).
+    threads: dict[str, list[float]] = dataclasses.field(
+        default_factory=lambda: {"baseline": [], "candidate": []}
+    )
     seconds: float = 0.0
 
     def add(self, baseline: dict[str, float], candidate: dict[str, float]) -> None:
@@ -62,6 +77,9 @@ class Round:
                 self.ratios[clock].append(candidate[clock] / baseline[clock])
         self.per_call["baseline"].append(baseline["wall"] / self.calls)
         self.per_call["candidate"].append(candidate["wall"] / self.calls)
+        for side, block in (("baseline", baseline), ("candidate", candidate)):
+            if block["wall"] > 0:
+                self.threads[side].append(block["cpu"] / block["wall"])
 
     def ratio(self, clock: str) -> float | None:
         """The median of the per-pair ratios, or None when the round has none."""
@@ -90,6 +108,16 @@ def rounds_interval(round_ratios: Sequence[float], confidence: float) -> tuple[f
 
     half = float(stats.t.ppf(0.5 + confidence / 2.0, x.size - 1)) * se
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
+def threads_of(rounds: Sequence[Round]) -> dict[str, float | None]:
+    """Per side, the median over all blocks of CPU time / wall time: about 1 for a program on one thread,
+    up to the core count for one that keeps every core busy (None without blocks)."""
+    out: dict[str, float | None] = {}
+    for side in ("baseline", "candidate"):
+        values = [t for rd in rounds for t in rd.threads[side]]
+        out[side] = float(np.median(values)) if values else None
+    return out
 
 
 def judge(rounds: Sequence[Round], clock: str, threshold: float, confidence: float, look: int) -> RatioResult:
@@ -125,8 +153,10 @@ def judge(rounds: Sequence[Round], clock: str, threshold: float, confidence: flo
 class ProgramVerdict:
     """The decision on one program: the verdict clock's result, the other clock's, and the attempts.
 
-    ``verdict`` is ``pass``, ``fail``, ``lost-parallelism`` (the wall clock failed and the CPU time did not:
-    the same work on fewer threads) or ``inconclusive``.
+    ``verdict`` is ``pass``, ``fail``, ``lost-parallelism`` (the all-cores wall clock failed and the CPU
+    time did not: the same work on fewer threads) or ``inconclusive``. ``results`` holds ``cpu`` and
+    ``wall`` (the rounds that decided the verdict clock) and, where the all-cores phase ran,
+    :data:`ALL_CORES` and :data:`ALL_CORES_CPU`.
     """
 
     program: str
@@ -134,6 +164,9 @@ class ProgramVerdict:
     verdict: str
     results: dict[str, RatioResult]
     attempts: list[str]  # each measurement's word; a failure counts only when the second one repeats it
+    # The all-cores phase's threads_of (the last measurement's), where it ran: the parallelism each side
+    # showed, so a reader sees whether the baseline had any to lose (none when other load held the cores).
+    threads: dict[str, float | None] | None = None
 
     @property
     def failed(self) -> bool:
@@ -144,15 +177,19 @@ class ProgramVerdict:
             "program": self.program, "clock": self.clock, "verdict": self.verdict,
             "results": {c: {**r.to_dict(), "round_ratios": list(r.ratios)} for c, r in self.results.items()},
             "attempts": list(self.attempts),
+            **({"threads_all_cores": dict(self.threads)} if self.threads is not None else {}),
         }  # fmt: skip
 
 
 def combine(program: str, clock: str, results: dict[str, RatioResult]) -> str:
-    """One attempt's word from its clocks: the verdict clock decides; on the CPU backend a wall-clock
-    failure beside a CPU time that did not fail is lost parallelism."""
+    """One attempt's word from its results: the verdict clock decides; on the CPU backend a failure of the
+    all-cores wall ratio (:data:`ALL_CORES`) beside a CPU time that did not fail is lost parallelism. The
+    wall clock of pinned rounds decides nothing: with one core per round, neither side can run threads in
+    parallel there."""
     main = results[clock].verdict or "inconclusive"
     if main == "fail":
         return "fail"
-    if clock == "cpu" and results.get("wall") is not None and results["wall"].verdict == "fail":
+    cores = results.get(ALL_CORES)
+    if clock == "cpu" and cores is not None and cores.verdict == "fail":
         return "lost-parallelism"
     return main

@@ -6,10 +6,13 @@ side's jax, jaxlib and equinox (the way ``bisect`` runs the suite in an older re
 ``XLA_FLAGS`` or injects a slowdown reaches only this process.
 
 * ``prepare`` compiles each ``(program, config)`` for the runtime device, puts the catalog's seeded
-  arguments on it (the same values on both sides: :func:`invariants._programs.make_arguments`), runs each a
-  few times and answers the median warm per-call time.
-* ``time`` runs one prepared program ``calls`` times back to back and answers the wall-clock and
-  process CPU seconds of those calls alone (the protocol round trip is outside the clocks). With
+  arguments on it (the same values on both sides: :func:`invariants._programs.make_arguments`), warms it
+  up and answers its per-call time, from back-to-back calls as a block makes them. (The first calls of a
+  fresh process are several times slower: from five calls alone, naive's estimate was 0.6 ms against
+  0.13 ms warm, and its blocks were one call, not the 2 ms the controller asks for.)
+* ``time`` runs one prepared program ``warm`` times untimed, then ``calls`` times back to back, and
+  answers the wall-clock and process CPU seconds of those calls alone (the protocol round trip and the
+  warm calls are outside the clocks: the all-cores phase's blocks start with the worker's threads awake). With
   ``INVARIANTS_VERSUS_SLOWDOWN=f`` each call is followed by a busy wait of ``f`` times the CPU time
   that call took: a test-only switch that makes every timed call cost exactly a fraction more (on the CPU
   clock, which decides on the CPU backend), for measuring detection power.
@@ -29,7 +32,6 @@ import dataclasses
 import gc
 import os
 import platform
-import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -39,7 +41,9 @@ from ._cores import free, pin, usable
 from ._errors import InvariantsError
 from ._versus_protocol import CPUS_ENV, SLOWDOWN_ENV, ProtocolError, decode_request, encode
 
-_WARM_CALLS = 5
+# Warm-up, then the per-call probe: each at least this many calls and seconds (a slow program: 5 calls).
+_WARM_CALLS, _WARM_SECONDS = 3, 5e-3
+_PROBE_CALLS, _PROBE_SECONDS = 2, 5e-3
 
 
 class Worker:
@@ -61,21 +65,20 @@ class Worker:
                     f"{name}: a sharded program needs a mesh; versus times single-device ones"
                 )
             self.calls[key] = _compiled_call(program, config, self.slowdown)
-            probes = []
-            for _ in range(_WARM_CALLS):
-                t0 = time.perf_counter()
-                self.calls[key]()
-                probes.append(time.perf_counter() - t0)
-            per_call[key] = max(statistics.median(probes[1:]), 1e-9)
+            _repeat(self.calls[key], _WARM_CALLS, _WARM_SECONDS)
+            calls, seconds = _repeat(self.calls[key], _PROBE_CALLS, _PROBE_SECONDS)
+            per_call[key] = max(seconds / calls, 1e-9)
         return {"per_call": per_call}
 
-    def time(self, key: str, calls: int) -> dict[str, Any]:
+    def time(self, key: str, calls: int, warm: int = 0) -> dict[str, Any]:
         if key not in self.calls:
             raise ProtocolError(f"worker: {key!r} was not prepared")
         fn = self.calls[key]
         gc_was = gc.isenabled()
         gc.disable()  # a collection inside one block would land on one side only
         try:
+            for _ in range(warm):
+                fn()
             w0, c0 = time.perf_counter(), time.process_time()
             for _ in range(calls):
                 fn()
@@ -87,6 +90,20 @@ class Worker:
 
     def structure(self, keys: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
         return structure_of_keys(keys)
+
+
+def _repeat(
+    fn: Callable[[], None], calls: int, seconds: float, clock: Callable[[], float] = time.perf_counter
+) -> tuple[int, float]:
+    """Call ``fn`` back to back until at least ``calls`` calls and ``seconds`` have passed; answer how many
+    calls, in how many seconds."""
+    n, t0 = 0, clock()
+    while True:
+        fn()
+        n += 1
+        spent = clock() - t0
+        if n >= calls and spent >= seconds:
+            return n, spent
 
 
 def _compiled_call(program: Any, config: Any, slowdown: float) -> Callable[[], None]:
@@ -263,7 +280,7 @@ def serve(stdin: TextIO, stdout: TextIO, worker: Worker) -> int:
             if op == "prepare":
                 reply = worker.prepare(request["programs"])
             elif op == "time":
-                reply = worker.time(request["key"], request["calls"])
+                reply = worker.time(request["key"], request["calls"], request["warm"])
             else:
                 reply = worker.structure(request["keys"])
             stdout.write(encode({"ok": True, **reply}))

@@ -10,6 +10,7 @@ is lost parallelism.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
@@ -24,7 +25,16 @@ import pytest
 
 from invariants.__main__ import main as cli_main
 from invariants._errors import InvariantsError
-from invariants._versus import Settings, look_at, measure, measure_confirmed, structure_keys, time_round
+from invariants._versus import (
+    Settings,
+    calls_per_block,
+    look_at,
+    measure,
+    measure_confirmed,
+    select_programs,
+    structure_keys,
+    time_round,
+)
 from invariants._versus_protocol import (
     SLOWDOWN_ENV,
     VERSION,
@@ -44,7 +54,7 @@ from invariants._versus_report import (
     write_json,
 )
 from invariants._versus_sides import Side, parse_env, resolve, worker_env
-from invariants._versus_stats import Round, combine, judge, rounds_interval
+from invariants._versus_stats import ALL_CORES, ALL_CORES_CPU, Round, combine, judge, rounds_interval
 from invariants._versus_worker import serve
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,7 +65,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_request_round_trip() -> None:
     line = encode({"op": "time", "key": "naive/f32", "calls": 3})
     assert line.endswith("\n") and json.loads(line)["v"] == VERSION
-    assert decode_request(line) == {"op": "time", "key": "naive/f32", "calls": 3}
+    assert decode_request(line) == {"op": "time", "key": "naive/f32", "calls": 3, "warm": 0}
+    warm = encode({"op": "time", "key": "naive/f32", "calls": 3, "warm": 1})
+    assert decode_request(warm)["warm"] == 1
     assert decode_request(encode({"op": "prepare", "programs": [["naive", "f32"]]}))["programs"] == [
         ("naive", "f32")
     ]
@@ -76,6 +88,8 @@ def test_request_round_trip() -> None:
         ('{"v": 1, "op": "time", "key": "naive/f32", "calls": "3"}', "'calls' has the wrong type"),
         ('{"v": 1, "op": "time", "key": "naive/f32", "calls": true}', "'calls' has the wrong type"),
         ('{"v": 1, "op": "time", "key": "naive/f32", "calls": 0}', "'calls' must be >= 1"),
+        ('{"v": 1, "op": "time", "key": "naive/f32", "calls": 1, "warm": -1}', "'warm' must be >= 0"),
+        ('{"v": 1, "op": "time", "key": "naive/f32", "calls": 1, "warm": 0.5}', "'warm' has the wrong type"),
         ('{"v": 1, "op": "prepare", "programs": [["naive"]]}', "list of 2 strings"),
         ('{"v": 1, "op": "structure", "keys": [["a", "b", 3]]}', "list of 3 strings"),
     ],
@@ -112,7 +126,7 @@ class _FakeWorkerState:
     def prepare(self, programs: Any) -> dict[str, Any]:
         return {"per_call": {f"{p}/{c}": 1e-3 for p, c in programs}}
 
-    def time(self, key: str, calls: int) -> dict[str, Any]:
+    def time(self, key: str, calls: int, warm: int = 0) -> dict[str, Any]:
         if key != "naive/f32":
             raise ProtocolError(f"worker: {key!r} was not prepared")
         return {"wall": calls * 1e-3, "cpu": calls * 2e-3}
@@ -197,15 +211,19 @@ class FakeWorker:
     """A worker of the model: block seconds = calls * per_call * side factor * process bias * noise.
 
     ``bias`` is drawn once per process (the per-process-pair bias of FIELD-NOTES); ``noise`` per block.
-    Every block advances the shared fake clock by its wall time.
+    Every block advances the shared fake clock by its wall time. ``factor`` holds the side's ``cpu`` and
+    ``wall`` factors with one core, and its ``wall_all_cores`` factor when started unpinned (``cores``
+    None): a candidate that lost its threads is ``{"cpu": 1, "wall": 1, "wall_all_cores": 1.8}``.
     """
 
     def __init__(self, factor: dict[str, float], bias: float, rng: np.random.Generator, clock: FakeClock,
-                 noise: float) -> None:  # fmt: skip
+                 noise: float, cores: Any = None) -> None:  # fmt: skip
         self.factor, self.bias, self.rng, self.clock, self.noise = factor, bias, rng, clock, noise
+        self.cores = cores
         self.hello = {"platform": "cpu", "versions": {}}
         self.closed = False
         self.log: list[str] = []
+        self.requests: list[dict[str, Any]] = []
 
     def request(self, op: str, **fields: Any) -> dict[str, Any]:
         self.send(op, **fields)
@@ -213,6 +231,7 @@ class FakeWorker:
 
     def send(self, op: str, **fields: Any) -> None:
         self.pending = (op, fields)
+        self.requests.append(fields)
 
     def receive(self, op: str, timeout: float = 0) -> dict[str, Any]:
         op, fields = self.pending
@@ -220,7 +239,8 @@ class FakeWorker:
             return {"per_call": {f"{p}/{c}": 1e-3 for p, c in fields["programs"]}}
         self.log.append(fields["key"])
         base = fields["calls"] * 1e-3 * self.bias * float(np.exp(self.rng.normal(0, self.noise)))
-        wall, cpu = base * self.factor["wall"], base * self.factor["cpu"]
+        clock = "wall_all_cores" if not self.cores and "wall_all_cores" in self.factor else "wall"
+        wall, cpu = base * self.factor[clock], base * self.factor["cpu"]
         self.clock.now += wall
         return {"wall": wall, "cpu": cpu}
 
@@ -228,15 +248,20 @@ class FakeWorker:
         self.closed = True
 
 
-def fake_pairs(candidate: dict[str, float], seed: int, bias_sd: float = 0.03, noise: float = 0.1):
+def fake_pairs(candidate: dict[str, float], seed: int, bias_sd: float = 0.03, noise: float = 0.1,
+               cores_bias_sd: float | None = None, baseline: dict[str, float] | None = None):  # fmt: skip
+    """A starter of fake worker pairs, and the pairs it started. Unpinned pairs (all cores) draw their
+    process bias with ``cores_bias_sd`` (default ``bias_sd``): unpinned rounds spread more."""
+    base_factor = baseline or {"wall": 1.0, "cpu": 1.0}
     rng = np.random.default_rng(seed)
     clock = FakeClock()
     started: list[list[FakeWorker]] = []
 
     def start(sides: Any, cpus: Any = None) -> list[FakeWorker]:
+        sd = bias_sd if cpus or cores_bias_sd is None else cores_bias_sd
         pair = [
-            FakeWorker({"wall": 1.0, "cpu": 1.0}, float(np.exp(rng.normal(0, bias_sd))), rng, clock, noise),
-            FakeWorker(candidate, float(np.exp(rng.normal(0, bias_sd))), rng, clock, noise),
+            FakeWorker(base_factor, float(np.exp(rng.normal(0, sd))), rng, clock, noise, cpus),
+            FakeWorker(candidate, float(np.exp(rng.normal(0, sd))), rng, clock, noise, cpus),
         ]
         started.append(pair)
         return pair
@@ -270,9 +295,15 @@ def test_time_round_alternates_abba_one_side_at_a_time() -> None:
     order.clear()
     time_round([a, b], "naive/f32", 3, Settings(round_seconds=0.0, min_pairs=2), first=1, clock=clock)
     assert "".join(order) == "BAAB"
-    # round_seconds by the clock: blocks of 3 ms each, pairs until 30 ms have passed
+    # round_seconds by the clock: blocks of 3 ms each, pairs until 30 ms have passed, then an even count
     rd = time_round([a, b], "naive/f32", 3, Settings(round_seconds=0.03, min_pairs=1), first=0, clock=clock)
-    assert len(rd.ratios["wall"]) == 5 and rd.seconds == pytest.approx(0.03)
+    assert len(rd.ratios["wall"]) == 6 and rd.seconds == pytest.approx(0.036)
+    # The all-cores phase's blocks: a quarter of their calls untimed first (the fake clock counts them).
+    a.requests.clear()
+    time_round([a, b], "naive/f32", 8, Settings(round_seconds=0.0, min_pairs=2).all_cores(), first=0,
+               clock=clock)  # fmt: skip
+    assert len(a.requests) == 2 and all(f["warm"] == 2 and f["calls"] == 8 for f in a.requests)
+    assert all(f["warm"] == 0 for f in b.requests[:-2])  # the pinned rounds before: no warm calls
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -288,13 +319,16 @@ def test_same_installation_never_fails(seed: int) -> None:
 
 def test_process_bias_needs_rounds_as_the_unit() -> None:
     """With a large per-process bias and little block noise, one round's pair interval is narrow and
-    wrong; the interval over rounds covers 1."""
-    start, _ = fake_pairs({"wall": 1.0, "cpu": 1.0}, seed=3, bias_sd=0.08, noise=0.02)
-    out = measure(SIDES, ["naive"], Settings(round_seconds=0.0, min_pairs=30, max_rounds=6), lambda _: None,
-                  "measure", start)  # fmt: skip
-    res = out["naive"]["results"]["cpu"]
-    assert res.low < 1.0 < res.high
-    assert max(res.ratios) / min(res.ratios) > 1.1  # the rounds really disagree
+    wrong; the interval over rounds covers 1 (a 95 % interval: in 18 of 20 seeded runs at least)."""
+    covered = 0
+    for seed in range(20):
+        start, _ = fake_pairs({"wall": 1.0, "cpu": 1.0}, seed=seed, bias_sd=0.08, noise=0.02)
+        out = measure(SIDES, ["naive"], Settings(round_seconds=0.0, min_pairs=30, max_rounds=6),
+                      lambda _: None, "measure", start)  # fmt: skip
+        res = out["naive"]["results"]["cpu"]
+        covered += res.low < 1.0 < res.high
+        assert max(res.ratios) / min(res.ratios) > 1.05  # the rounds really disagree
+    assert covered >= 18
 
 
 def test_slowdown_fails_and_is_confirmed() -> None:
@@ -320,10 +354,162 @@ def test_a_failure_that_does_not_repeat_is_not_one() -> None:
 
 
 def test_wall_only_slowdown_is_lost_parallelism() -> None:
+    """--no-pin: the rounds are unpinned, so their own wall clock is judged for lost parallelism, against
+    the parallel threshold (1.10)."""
     start, _ = fake_pairs({"wall": 1.3, "cpu": 1.0}, seed=4)
     (v,) = measure_confirmed(SIDES, ["naive"], SETTINGS, lambda _: None, start)
     assert v.verdict == "lost-parallelism" and v.failed
-    assert v.results["cpu"].verdict == "pass" and v.results["wall"].verdict == "fail"
+    assert v.results["cpu"].verdict in ("pass", "inconclusive") and v.results[ALL_CORES].verdict == "fail"
+    assert v.results[ALL_CORES].threshold == SETTINGS.parallel_threshold
+    assert v.attempts == ["lost-parallelism", "lost-parallelism"]  # confirmed, in fresh unpinned rounds
+
+
+PINNED = dataclasses.replace(SETTINGS, pin=True)
+# The same work (CPU time 1) on two threads (wall 0.55 with all cores) and on one (wall 1 everywhere).
+TWO_THREADS = {"wall": 1.0, "cpu": 1.0, "wall_all_cores": 0.55}
+LOST_THREADS = {"wall": 1.0, "cpu": 1.0, "wall_all_cores": 1.0}
+
+
+def _recording(start: Any) -> tuple[Any, list[Any]]:
+    """``start``, recording the cores each pair was given (None: all of them)."""
+    seen: list[Any] = []
+
+    def recorded(sides: Any, cpus: Any = None) -> Any:
+        seen.append(cpus)
+        return start(sides, cpus)
+
+    return recorded, seen
+
+
+def test_pinned_rounds_cannot_see_lost_threads_the_all_cores_phase_does() -> None:
+    """The issue's case: one core per round gives both sides one thread, so the candidate that lost its
+    second thread times alike there (CPU and wall ratio 1); the all-cores phase sees its wall clock fail,
+    a second all-cores measurement repeats it, and the verdict is lost parallelism (exit 1)."""
+    start, seen = _recording(fake_pairs(LOST_THREADS, seed=6, cores_bias_sd=0.06, baseline=TWO_THREADS)[0])
+    (v,) = measure_confirmed(SIDES, ["naive"], PINNED, lambda _: None, start)
+    assert v.results["cpu"].verdict in ("pass", "inconclusive") and v.results["wall"].verdict != "fail"
+    assert 0.95 < v.results["wall"].median < 1.05  # what pinned rounds alone reported: exit 0
+    cores = v.results[ALL_CORES]
+    assert cores.verdict == "fail" and cores.low > PINNED.parallel_threshold and 1.6 < cores.median < 2.0
+    assert cores.threshold == PINNED.parallel_threshold and ALL_CORES_CPU in v.results
+    assert v.verdict == "lost-parallelism" and v.failed
+    assert v.attempts[1:] == ["all cores: fail", "all cores: fail"]
+    assert v.threads is not None  # the baseline kept two threads busy, the candidate one
+    assert v.threads["baseline"] == pytest.approx(1.8, rel=0.1) and v.threads["candidate"] == pytest.approx(
+        1.0
+    )
+    low, high = PINNED.all_cores().min_rounds, PINNED.all_cores().max_rounds
+    pinned = [c for c in seen if c is not None]
+    assert len(pinned) in look_at(PINNED.min_rounds, PINNED.max_rounds) and all(len(c) == 1 for c in pinned)
+    assert seen[: len(pinned)] == pinned and seen[len(pinned) :] == [None] * (2 * low)  # measure + confirm
+    assert (low, high) == (4, 9)
+    side = {"spec": "current", "python": sys.executable, "versions": {}, "env": {}}
+    record = make_record({"baseline": side, "candidate": side}, dataclasses.asdict(PINNED), [v.to_dict()], [],
+                         {}, 1.0)  # fmt: skip
+    assert record["exit"] == 1
+    (reason,) = record["reasons"]
+    assert reason.startswith("naive: lost-parallelism: wall ratio with all cores 1.")
+    assert "did not fail" in reason
+    text = render_markdown(record)
+    assert "| wall, all cores |" in text and "| naive | **lost-parallelism** |" in text
+    assert "; threads 1.8 → 1.0) |" in text
+
+
+def test_without_the_all_cores_phase_lost_threads_pass() -> None:
+    """--no-parallel: pinned rounds alone, the failing state before the all-cores phase existed."""
+    start, seen = _recording(fake_pairs(LOST_THREADS, seed=6, baseline=TWO_THREADS)[0])
+    settings = dataclasses.replace(PINNED, parallel=False)
+    (v,) = measure_confirmed(SIDES, ["naive"], settings, lambda _: None, start)
+    assert v.verdict in ("pass", "inconclusive") and not v.failed
+    assert ALL_CORES not in v.results and None not in seen
+
+
+def test_with_one_core_the_all_cores_phase_says_it_cannot_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    from invariants import _versus
+
+    monkeypatch.setattr(_versus, "freed", lambda: [0])
+    start, seen = _recording(fake_pairs(LOST_THREADS, seed=6, baseline=TWO_THREADS)[0])
+    lines: list[str] = []
+    (v,) = measure_confirmed(SIDES, ["naive"], PINNED, lines.append, start)
+    assert None not in seen and ALL_CORES not in v.results
+    assert any("lost parallelism cannot show: the phase is left out" in ln for ln in lines)
+
+
+def test_all_cores_rounds_on_taken_cores_stop_inconclusive() -> None:
+    """Under two busy loops the workers kept 0.5-0.8 threads busy and the all-cores round ratios ran from
+    0.2 to 3: the wall clock measured the others' load. A baseline below 0.9 threads stops the phase at its
+    first look, inconclusive and saying why, even where the ratio would have failed."""
+    crowded = {"wall": 1.0, "cpu": 1.0, "wall_all_cores": 1.6}  # 0.62 of a core
+    start, seen = _recording(fake_pairs({**crowded, "wall_all_cores": 2.2}, seed=9, baseline=crowded)[0])
+    (v,) = measure_confirmed(SIDES, ["naive"], PINNED, lambda _: None, start)
+    assert v.results[ALL_CORES].median > 1.3 and v.results[ALL_CORES].verdict == "inconclusive"
+    assert v.verdict != "lost-parallelism" and not v.failed
+    assert v.attempts[-1] == "all cores: inconclusive (crowded: baseline threads 0.62)"
+    assert seen.count(None) == PINNED.all_cores().min_rounds  # stopped at the first look, no confirmation
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_same_installation_is_never_lost_parallelism(seed: int) -> None:
+    """Both sides alike, with the wider spread of unpinned rounds: the all-cores ratio covers 1 and never
+    fails (its threshold, 1.10, is far above the spread), and the CPU verdict is the word."""
+    start, _ = fake_pairs(TWO_THREADS, seed=40 + seed, cores_bias_sd=0.06, baseline=TWO_THREADS)
+    for v in measure_confirmed(SIDES, ["naive", "take"], PINNED, lambda _: None, start):
+        assert v.verdict in ("pass", "inconclusive") and v.results[ALL_CORES].verdict != "fail"
+        assert v.results[ALL_CORES].low < 1.0 < v.results[ALL_CORES].high
+        assert v.attempts[-1].startswith("all cores: ")
+
+
+def test_a_baseline_on_one_thread_has_no_parallelism_to_lose() -> None:
+    """Measured at load 5: the baseline's blocks kept 1.00 threads busy (its second thread never got a
+    core). A one-thread candidate with the same CPU time is then at most 1.00x slower: the phase stops at
+    its first look, inconclusive, whatever its noisy wall ratio says."""
+    start, seen = _recording(fake_pairs({**LOST_THREADS, "wall_all_cores": 1.5}, seed=10)[0])
+    (v,) = measure_confirmed(SIDES, ["naive"], PINNED, lambda _: None, start)
+    assert v.attempts[-1] == "all cores: inconclusive (no parallelism to lose: baseline threads 1.00)"
+    assert not v.failed and seen.count(None) == PINNED.all_cores().min_rounds
+
+
+def test_an_all_cores_failure_that_does_not_repeat_is_not_lost_parallelism() -> None:
+    lost, _ = fake_pairs(LOST_THREADS, seed=7, baseline=TWO_THREADS)
+    same, _ = fake_pairs({"wall": 1.0, "cpu": 1.0}, seed=7)
+    unpinned = {"n": 0}
+
+    def start(sides: Any, cpus: Any = None) -> list[FakeWorker]:
+        if cpus is None:
+            unpinned["n"] += 1  # a burst during the first all-cores measurement only
+            return lost(sides, cpus) if unpinned["n"] <= PINNED.all_cores().min_rounds else same(sides, cpus)
+        return same(sides, cpus)
+
+    (v,) = measure_confirmed(SIDES, ["naive"], PINNED, lambda _: None, start)
+    assert v.attempts[1:2] == ["all cores: fail"] and v.attempts[2] != "all cores: fail"
+    assert v.verdict != "lost-parallelism" and not v.failed
+
+
+def test_a_cpu_failure_skips_the_all_cores_phase() -> None:
+    start, seen = _recording(fake_pairs({"wall": 1.2, "cpu": 1.2}, seed=8)[0])
+    (v,) = measure_confirmed(SIDES, ["naive"], PINNED, lambda _: None, start)
+    assert v.verdict == "fail" and v.attempts == ["fail", "fail"] and None not in seen
+
+
+def test_all_cores_settings() -> None:
+    cores = Settings(pin=True).all_cores()
+    assert (cores.pin, cores.clock, cores.threshold) == (False, "wall", 1.10)
+    assert (cores.min_rounds, cores.max_rounds, cores.block_seconds) == (4, 9, 20e-3)
+    assert (cores.min_threads, Settings().min_threads) == (0.9, 0.0)
+    small = Settings(pin=True, min_rounds=3, max_rounds=3).all_cores()
+    assert (small.min_rounds, small.max_rounds) == (3, 3)  # never more rounds than the main phase
+
+
+def test_calls_per_block_is_measured_alone_not_taken_from_prepare() -> None:
+    """prepare's estimate is made beside the other side's compiles (naive's read 20 ms a call, against
+    0.15 ms): the block length is measured on the baseline worker alone, and only a program slower than
+    SLOW_CALL is taken at its word (one call, nothing spent on measuring it)."""
+    clock = FakeClock()
+    w = FakeWorker({"wall": 0.15, "cpu": 0.15}, 1.0, np.random.default_rng(0), clock, 0.0)  # 0.15 ms a call
+    assert calls_per_block(w, "naive/f32", 20e-3, 2e-3) == 13  # 2 ms / 0.15 ms
+    assert calls_per_block(w, "naive/f32", 20e-3, 20e-3) == 133
+    w.log.clear()
+    assert calls_per_block(w, "slow/f32", 0.3, 2e-3) == 1 and w.log == []
 
 
 def test_combine() -> None:
@@ -331,7 +517,17 @@ def test_combine() -> None:
         return type("R", (), {"verdict": verdict})()
 
     assert combine("p", "cpu", {"cpu": r("fail"), "wall": r("pass")}) == "fail"
-    assert combine("p", "cpu", {"cpu": r("pass"), "wall": r("fail")}) == "lost-parallelism"
+    # The wall clock of pinned rounds decides nothing (one core: no side runs threads in parallel there);
+    # the all-cores wall ratio failing beside a CPU time that did not is lost parallelism.
+    assert combine("p", "cpu", {"cpu": r("pass"), "wall": r("fail")}) == "pass"
+    assert (
+        combine("p", "cpu", {"cpu": r("pass"), "wall": r("pass"), ALL_CORES: r("fail")}) == "lost-parallelism"
+    )
+    assert (
+        combine("p", "cpu", {"cpu": r(None), "wall": r("pass"), ALL_CORES: r("fail")}) == "lost-parallelism"
+    )
+    assert combine("p", "cpu", {"cpu": r("fail"), "wall": r("pass"), ALL_CORES: r("fail")}) == "fail"
+    assert combine("p", "cpu", {"cpu": r(None), "wall": r("pass"), ALL_CORES: r("pass")}) == "inconclusive"
     assert combine("p", "wall", {"cpu": r("pass"), "wall": r("pass")}) == "pass"
     assert combine("p", "wall", {"cpu": r("fail"), "wall": r("pass")}) == "pass"  # wall decides on a device
 
@@ -590,7 +786,7 @@ def test_record_exit_and_report(tmp_path: Path) -> None:
     assert clean["exit"] == 0 and clean["reasons"] == []
     bad = _record([_timing("fail")], [_structure_entry(True, False), _structure_entry(False, False)])
     assert bad["exit"] == 1
-    assert any(r.startswith("naive: fail: ratio 1.") for r in bad["reasons"])
+    assert any(r.startswith("naive: fail: cpu ratio 1.") for r in bad["reasons"])
     assert (
         "grad_take/f32/cpu: invariant no_while holds on the baseline, fails on the candidate"
         in bad["reasons"]
@@ -647,7 +843,10 @@ def _cli_here(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str,
             ["--baseline", "current", "--candidate", "newest"],
             "--candidate newest: not 'current', a jax version",
         ),
-        (["--baseline", "current", "--candidate", "current", "--programs", "nave"], "nave: unknown program"),
+        (
+            ["--baseline", "current", "--candidate", "current", "--programs", "nave"],
+            "--programs: unknown program 'nave' (did you mean 'naive'?)",
+        ),
         (
             ["--baseline", "current", "--candidate", "current", "--candidate-env", "XLA"],
             "expected NAME=VALUE",
@@ -655,6 +854,35 @@ def _cli_here(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str,
         (
             ["--baseline", "current", "--candidate", "current", "--targets", "tpu-v9"],
             "unknown target 'tpu-v9'",
+        ),
+        (
+            ["--baseline", "current", "--candidate", "current", "--no-timing", "--no-structure"],
+            "versus: --no-timing and --no-structure leave nothing to compare; drop one of them",
+        ),
+        (
+            [
+                "--baseline",
+                "current",
+                "--candidate",
+                "current",
+                "--programs",
+                "take_clip",
+                "--targets",
+                "tpu-v4",
+            ],
+            "versus: no program of --programs take_clip compiles on --targets tpu-v4 in f32",
+        ),
+        (
+            ["--baseline", "current", "--candidate", "current", "--programs", "kind:sharded"],
+            "--programs kind:sharded: selects sharded programs only",
+        ),
+        (
+            ["--baseline", "current", "--candidate", "current", "--programs", "naive,tag:cor"],
+            "--programs: unknown program 'tag:cor'",
+        ),
+        (
+            ["--baseline", "current", "--candidate", "current", "--parallel-threshold", "0.9"],
+            "--parallel-threshold 0.9: must be above 1",
         ),
     ],
 )
@@ -667,6 +895,110 @@ def test_bad_input_is_one_line_and_exit_2(
     assert status == 2, err
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1 and says in lines[0] and "Traceback" not in err
+
+
+def test_programs_take_the_gates_selection_words() -> None:
+    """--programs selects as the gate's option does (one function: invariants._plugin's), less the sharded
+    programs a pattern matched; a sharded program named, or nothing left, is one line."""
+    from invariants._versus import DEFAULT_PROGRAMS
+
+    assert select_programs(None) == list(DEFAULT_PROGRAMS)
+    assert select_programs("vmap_*") == ["vmap_naive", "vmap_take"]
+    assert select_programs("take,naive") == ["naive", "take"]  # catalog order, as the gate
+    core = select_programs("tag:core")
+    assert {"naive", "grad_take", "train_take"} <= set(core)
+    backward = select_programs("kind:backward")
+    assert "grad_take" in backward and "naive" not in backward
+    takes = select_programs("*take")
+    assert "take" in takes and not any(p.startswith("sharded_") for p in takes)
+    with pytest.raises(InvariantsError, match=r"^--programs: sharded_columns_take is sharded"):
+        select_programs("naive,sharded_columns_take")
+    with pytest.raises(InvariantsError, match=r"^--programs kind:sharded: selects sharded programs only"):
+        select_programs("kind:sharded")
+    with pytest.raises(InvariantsError, match=r"^--programs: unknown program 'grad_tak' \(did you mean"):
+        select_programs("grad_tak")
+    with pytest.raises(InvariantsError, match=r"^--programs: empty selection"):
+        select_programs(" , ")
+
+
+@pytest.fixture
+def no_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any worker start fails the test: what it covers must be decided before one."""
+    from invariants import _versus
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a worker started")
+
+    monkeypatch.setattr(_versus, "start_pair", refuse)
+    monkeypatch.setattr(_versus, "resolve", refuse)
+
+
+@pytest.mark.usefixtures("no_workers")
+def test_output_paths_are_checked_before_any_worker(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "file").write_text("x")
+    base = ["--baseline", "current", "--candidate", "current", "--no-structure"]
+    for flag, path, says in (
+        ("--json", tmp_path, f"--json {tmp_path}: a directory; give a file path"),
+        (
+            "--out",
+            tmp_path / "file" / "v.md",
+            f"--out {tmp_path / 'file' / 'v.md'}: {tmp_path / 'file'} is a file",
+        ),
+        ("--plot", Path("/proc/v.png"), "--plot /proc/v.png: cannot write in its folder /proc"),
+    ):
+        status, _, err = _cli_here(capsys, *base, flag, str(path))
+        lines = [ln for ln in err.splitlines() if ln.strip()]
+        assert status == 2 and len(lines) == 1 and lines[0].startswith(says), err
+
+
+def test_the_record_is_written_whole_or_not_at_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    record = _record([_timing("pass")], [])
+    path = tmp_path / "v.json"
+    write_json(record, path, "--json")
+    before = path.read_text()
+
+    def full_disk(src: Any, dst: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    with pytest.raises(
+        InvariantsError, match=r"^--json .*v\.json: cannot write \(No space left on device\)$"
+    ):
+        write_json({**record, "exit": 1}, path, "--json")
+    assert path.read_text() == before and sorted(p.name for p in tmp_path.iterdir()) == ["v.json"]
+
+
+def test_invariant_paths_name_the_repository_not_the_staged_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from invariants._child import stage
+    from invariants._versus_report import repository_paths
+
+    monkeypatch.chdir(ROOT)
+    staged = stage() / "invariants" / "gpu.toml"
+    reply = {"items": {"k": {"invariants": [{"where": f"{staged}:212", "describe": "d", "holds": True}],
+                             "error": f"{staged}:3: bad"}}, "targets": {"gpu-a100": None}}  # fmt: skip
+    fixed = repository_paths(reply)
+    assert fixed["items"]["k"]["invariants"][0] == {"where": "invariants/gpu.toml:212", "describe": "d",
+                                                    "holds": True}  # fmt: skip
+    assert fixed["items"]["k"]["error"] == "invariants/gpu.toml:3: bad"
+    assert fixed["targets"] == {"gpu-a100": None}
+    monkeypatch.chdir(tmp_path)  # outside the checkout: the absolute path
+    assert repository_paths(f"{staged}:1") == f"{ROOT / 'invariants' / 'gpu.toml'}:1"
+
+
+def test_a_block_is_calls_back_to_back_until_both_bounds() -> None:
+    from invariants._versus_worker import _repeat
+
+    now = [0.0]
+
+    def call() -> None:
+        now[0] += 1e-3
+
+    assert _repeat(call, 3, 5e-3, lambda: now[0]) == (5, pytest.approx(5e-3))
+    assert _repeat(call, 3, 1e-4, lambda: now[0]) == (3, pytest.approx(3e-3))
 
 
 def test_bad_input_from_the_shell_is_one_line_and_exit_2() -> None:
