@@ -5,7 +5,7 @@ The package is a pipeline; each stage is one private module, and data flows one 
     _programs  the catalog of canonical embedding programs (Program, Config)
     _registry  the programs of a run: the catalog plus a project's [[program]]s (_downstream builds them)
     _targets   where they compile: the runtime backend, TPU/GPU ahead of time, 8 host devices
-    _compile   (program, config, target) -> Compiled: jaxpr, StableHLO, optimized HLO, analyses
+    _compile   (program, config, target) -> Compiled: jaxpr, optimized HLO, kernel code, analyses
     _cost      Compiled -> the compiler's predicted cost and memory (analyses; metrics of source compiler)
     _hlo       optimized-HLO text -> HloModule
     _structure HloModule -> Structure (kernels, loops, trip counts, collectives, ...)

@@ -50,7 +50,6 @@ class Compiled:
     target: str
     jaxpr: str
     jaxpr_primitives: tuple[str, ...]
-    stablehlo: str
     hlo_text: str
     cost: dict[str, float]
     memory: dict[str, int]
@@ -179,7 +178,6 @@ def _compile(program_name: str, config_id: str, target: Target) -> tuple[Compile
         target=target.name,
         jaxpr=str(closed),
         jaxpr_primitives=jaxpr_primitives(closed),
-        stablehlo=lowered.as_text(),
         hlo_text=hlo_text,
         cost=_cost(compiled),
         memory=_memory(compiled),

@@ -352,7 +352,7 @@ def snapshot_change(item: Mapping[str, Any], dump_dir: Path, snapshot_dir: Path 
     structure = structure_of(parse_module(hlo.read_text(), f"{program}/{config}/{target}"))
     files = code_beside(hlo) or {}
     code = ProgramCode(structure, tuple(parse_kernel_code(files))) if files else None
-    compiled = Compiled(program, config, target, "", (), "", "", {}, {}, 0.0)
+    compiled = Compiled(program, config, target, "", (), "", {}, {}, 0.0)
     now = render_summary(compiled, structure, "", code)
 
     def from_summary(text: str) -> str:

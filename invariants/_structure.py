@@ -91,7 +91,9 @@ class Kernel:
     condition: tuple[Kernel, ...] = ()
     branches: tuple[tuple[Kernel, ...], ...] = ()
     # XLA:CPU splits a loop fusion over threads (backend_config outer_dimension_partitions): how many parts.
-    partitions: int | None = None
+    # Not part of equality, never in a snapshot: it follows the compiling host's core count (two here, none
+    # pinned to one core), and ``structure(a) == structure(b)`` compares what runs, wherever it compiled.
+    partitions: int | None = field(default=None, compare=False)
     # The TPU compiler's own cost estimate of one launch (backend_config ``estimated_cycles``); None when the
     # kernel carries none. Not part of equality: it moves with every libtpu patch release, and
     # ``structure(a) == structure(b)`` compares what runs, not what it is predicted to cost.

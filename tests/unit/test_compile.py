@@ -51,7 +51,7 @@ class _FakeCompiler:
                 assert self.release.wait(10)
             if program == self.fail:
                 raise InvariantsError(f"{target.name}/{program}[{config}]: compile failed: boom")
-            art = _compile.Compiled(program, config, target.name, "", (), "", "", {}, {}, 0.0)
+            art = _compile.Compiled(program, config, target.name, "", (), "", {}, {}, 0.0)
             return art, object()
         finally:
             with self.lock:
