@@ -234,7 +234,7 @@ def runtime_target() -> Target:
 
     device = jax.devices()[0]
     if device.platform == "cpu":
-        return Target("cpu", "cpu", "runtime", "all")
+        return CPU_RUNTIME
     if device.platform == "tpu":
         chip = _TPU_KINDS.get(device.device_kind, re.sub(r"\W+", "", device.device_kind.lower()))
         # The chip compiles the LLM-scale configurations too, as its ahead-of-time twin does: then a snapshot
@@ -245,22 +245,30 @@ def runtime_target() -> Target:
     return Target(f"gpu-{name}", "gpu", "runtime", "all", extra_configs=LLM_CONFIGS)
 
 
-def all_targets() -> dict[str, Target]:
-    """Every known target, the runtime one first; the runtime target replaces an AOT one of its name."""
-    runtime = runtime_target()
+# The CPU runtime target: what a process that does not start JAX (versus's controller) takes the runtime
+# target to be, when its workers run on the CPU backend.
+CPU_RUNTIME = Target("cpu", "cpu", "runtime", "all")
+
+
+def all_targets(runtime: Target | None = None) -> dict[str, Target]:
+    """Every known target, the runtime one first; the runtime target replaces an AOT one of its name.
+
+    ``runtime`` None asks JAX which backend this process runs on (:func:`runtime_target`)."""
+    runtime = runtime or runtime_target()
     targets = {runtime.name: runtime}
     for t in _AOT_TARGETS:
         targets.setdefault(t.name, t)
     return targets
 
 
-def select_targets(spec: str | None) -> list[Target]:
-    """Targets named by a comma-separated ``spec`` (``all``, ``runtime``, family names or target names).
+def select_targets(spec: str | None, runtime: Target | None = None) -> list[Target]:
+    """Targets named by a comma-separated ``spec`` (``all``, ``runtime``, family names or target names):
+    the one grammar of ``--targets`` in the gate and every command.
 
     ``None`` (the option not given) means all; an empty selection is an error, never "all" in silence. An
-    unknown name raises one line listing the known ones.
+    unknown name raises one line listing the known ones. ``runtime``: as in :func:`all_targets`.
     """
-    targets = all_targets()
+    targets = all_targets(runtime)
     if spec is None or spec.strip() == "all":
         return list(targets.values())
     words = selectors(spec, "--targets", "name targets, or 'all'")

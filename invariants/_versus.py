@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from ._cores import freed, usable
-from ._errors import InvariantsError, did_you_mean
+from ._errors import InvariantsError
 from ._paths import check_output_file, write_atomic
 from ._versus_report import (
     invariant_changes,
@@ -335,25 +335,15 @@ def measure_confirmed(
 def structure_keys(programs: Sequence[str], targets: str) -> list[tuple[str, str, str]]:
     """``(program, f32, target)`` for each selected target that compiles the program."""
     from ._programs import get_program
-    from ._targets import _AOT_TARGETS, Target
+    from ._targets import CPU_RUNTIME, select_targets
 
-    known = {"cpu": Target("cpu", "cpu", "runtime", "all"), **{t.name: t for t in _AOT_TARGETS}}
-    chosen: list[Target] = []
-    for word in (w.strip() for w in targets.split(",") if w.strip()):
-        if word == "all":
-            chosen += known.values()
-        elif word in known:
-            chosen.append(known[word])
-        elif word in ("tpu", "gpu"):
-            chosen += [t for t in known.values() if t.family == word]
-        else:
-            words = ["all", "tpu", "gpu", *known]
-            raise InvariantsError(f"--targets: unknown target {word!r}{did_you_mean(word, words)}; known: "
-                                  + ", ".join(words))  # fmt: skip
+    # The gate's grammar; the controller starts no JAX, and its workers run on the CPU backend here (a
+    # TPU or GPU host's runtime target is the AOT target of its name, which the workers then replace).
+    chosen = select_targets(targets, runtime=CPU_RUNTIME)
     keys = []
     for p in programs:
         program = get_program(p)
-        for t in dict.fromkeys(chosen):
+        for t in chosen:
             if CONFIG in t.configs_for(program):
                 keys.append((p, CONFIG, t.name))
     return keys

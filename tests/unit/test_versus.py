@@ -603,8 +603,14 @@ def test_structure_keys() -> None:
         ("grad_take", "f32", "gpu-a100"), ("grad_take", "f32", "gpu-l4")]  # fmt: skip
     with pytest.raises(InvariantsError) as err:
         structure_keys(["grad_take"], "gpu-a10")
-    assert str(err.value).startswith("--targets: unknown target 'gpu-a10' (did you mean 'gpu-a100'?); known:")
+    assert str(err.value).startswith("--targets: unknown target 'gpu-a10' (did you mean 'gpu-a100'")
     assert "\n" not in str(err.value)
+    # The gate's grammar (invariants._targets.select_targets), without starting JAX in the controller: an
+    # empty selection is one line, never nothing compared in silence; the words mean what they mean there.
+    with pytest.raises(InvariantsError, match="^--targets: empty selection"):
+        structure_keys(["naive"], " , ")
+    assert structure_keys(["naive"], "runtime") == [("naive", "f32", "cpu")]
+    assert {t for _, _, t in structure_keys(["naive"], "tpu")} >= {"tpu-v5e", "tpu-v4", "tpu-v6e"}
 
 
 _KERNEL_SPEC = """
