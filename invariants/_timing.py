@@ -329,8 +329,6 @@ def _run(
                 deadline,
                 max(floor_next, len(t_a) + 1),
             )
-            if len(t_a) < floor_next:  # pragma: no cover - _pairs always reaches the floor
-                break
         seconds = clock() - start
     finally:
         if gc_was_enabled:
