@@ -183,7 +183,12 @@ class _SpecCheck:
         for inv in spec.invariants:
             self.invariant(inv, applying)
         for check in spec.correctness:
-            self.correctness(check, [t for t in applying if t.mode == "runtime"])
+            for pattern in check.targets:
+                if not any(fnmatch.fnmatchcase(n, pattern) for n in self.names):
+                    raise self.no_target(
+                        check.targets_where or check.where, f"'{check.id}': targets", pattern
+                    )
+            self.correctness(check, [t for t in applying if t.mode == "runtime" and _on(t, check.targets)])
 
     def cases_on(self, inv: Invariant, target: Target) -> int:
         if inv.kind == "absolute":
@@ -293,6 +298,10 @@ class _SpecCheck:
                     f"{where}: '{check.id}': configs {list(check.configs)} select no configuration its "
                     f"programs run in on {target.name}: it checks nothing"
                 )
+
+
+def _on(target: Target, patterns: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatchcase(target.name, p) for p in patterns)
 
 
 def expand(
@@ -627,6 +636,8 @@ def expand_correctness(specs: Iterable[Spec], runtime: Target) -> list[Correctne
         if not spec_applies(spec, runtime):
             continue
         for check in spec.correctness:
+            if not _on(runtime, check.targets):
+                continue
             for name in select_programs(check.programs, scope_of(spec)):
                 for config in runtime.configs_for(PROGRAMS[name]):
                     if _config_matches(config, check.configs) and not get_config(config).compile_only:

@@ -22,7 +22,7 @@ import fnmatch
 import functools
 import importlib.util
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, cast
+from typing import Any, Literal, Protocol, cast
 
 import jax
 import jax.numpy as jnp
@@ -174,6 +174,15 @@ class Layout:
         return sizes.get(spec[0], 1) if spec and spec[0] is not None else 1
 
 
+class Inputs(Protocol):
+    """The arguments of a program that brings its own (a declared program with parameters): a flat tuple,
+    so that compiling, sharding annotations and correctness treat them as the catalog's."""
+
+    def specs(self, config: Config) -> tuple[jax.ShapeDtypeStruct, ...]: ...
+
+    def draw(self, config: Config, distribution: Distribution, seed: int) -> tuple[np.ndarray, ...]: ...
+
+
 @dataclasses.dataclass(frozen=True)
 class Program:
     """One canonical program.
@@ -193,6 +202,12 @@ class Program:
     forward: str | None = None  # for a backward: the forward program it differentiates
     requires: tuple[str, ...] = ()  # modules the program imports when traced (from the ``libs`` extra)
     logits: bool = False  # returns (or, for a gradient, takes the cotangent of) logits over the vocabulary
+    # A declared program's own arguments (its parameters and indices, see invariants._downstream); None:
+    # the catalog's, which follow from ``kind`` and the configuration.
+    inputs: Inputs | None = None
+    # Target-name patterns that compile this program whatever their scope: the targets a downstream
+    # project's spec files name (invariants._targets.Target.compiles). Empty for the catalog's.
+    aimed: tuple[str, ...] = ()
 
     def unavailable_reason(self) -> str | None:
         """None when every library the program needs is importable, else one line with the install command."""
@@ -204,6 +219,8 @@ class Program:
 
     def argument_specs(self, config: Config) -> tuple[jax.ShapeDtypeStruct, ...]:
         """Shapes and dtypes of the arguments, without shardings."""
+        if self.inputs is not None:
+            return self.inputs.specs(config)
         if self.kind in ("backward", "tied_grad", "sharded_grad"):
             return (config.table, config.indices, config.logits if self.logits else config.output)
         if self.kind == "train":
@@ -691,14 +708,17 @@ def _unknown(what: str, name: str, known: Mapping[str, object]) -> str:
 # Concrete arguments, for timing and correctness.
 
 
-def make_indices(config: Config, distribution: Distribution, seed: int = 0) -> np.ndarray:
-    """Valid indices (all in ``[0, vocab)``) drawn from ``distribution``.
+def make_indices(
+    config: Config, distribution: Distribution, seed: int = 0, shape: tuple[int, ...] | None = None
+) -> np.ndarray:
+    """Valid indices (all in ``[0, vocab)``) drawn from ``distribution``, of ``shape`` (default: the
+    configuration's).
 
     ``zipf`` is token-like (a few rows take most lookups); ``equal`` sends every lookup to one row, the
     worst case for a scatter-add in the backward pass.
     """
     rng = np.random.default_rng(seed)
-    shape, vocab = config.index_shape, config.vocab
+    shape, vocab = config.index_shape if shape is None else shape, config.vocab
     if distribution == "uniform":
         idx = rng.integers(0, vocab, size=shape)
     elif distribution == "zipf":
@@ -716,8 +736,11 @@ def make_arguments(
     """Concrete host arguments matching :meth:`Program.argument_specs`, read-only.
 
     Made once per argument signature: drawing a table and a cotangent costs ~40 ms, and the correctness
-    tier asks for the same ones about a hundred times. The arrays are shared, hence not writeable.
+    tier asks for the same ones about a hundred times. The arrays are shared, hence not writeable. A
+    program with its own :class:`Inputs` draws them itself.
     """
+    if program.inputs is not None:
+        return program.inputs.draw(config, distribution, seed)
     specs = tuple((tuple(s.shape), np.dtype(s.dtype)) for s in program.argument_specs(config))
     return _arguments(program.kind, specs, config, distribution, seed)
 

@@ -23,12 +23,21 @@ invariants touches that one file. The format::
     reference = "take"             # a program name
     configs = ["f32", "bf16"]      # config ids or patterns (default: f32)
     distributions = ["uniform"]    # of DISTRIBUTIONS (default: uniform)
+    targets = ["cpu"]              # optional, as an invariant's: the runtime target it runs on
 
     [[program]]                    # a downstream project's own program (see invariants._downstream)
     name = "my_lookup"
     function = "mylib.emb:lookup"  # module:attribute, imported from the user's path
     kind = "forward"               # forward, backward (its gradient) or train (one training step)
     configs = ["f32"]              # config ids (default: f32)
+    params = "mylib.model:init"    # optional: function(params, indices), params = init(config)
+    index_shape = [64, 256]        # optional, with params only: the indices' shape (default: the config's)
+
+A declared program compiles on every target its spec files name (the ``[spec] targets`` of the file that
+declares it and of every file whose entries name it), whatever the target's scope: one file of
+``targets = ["cpu", "tpu-v4", "gpu-a100"]`` holds its invariants for three families, each entry narrowed
+by its own ``targets``. A program with params is compiled and checked (structure, invariants, ``agree``
+with a reference of the same arguments), never timed.
 
 An ``assert`` is one comparison of two arithmetic sides, or a membership test. Its names come from the
 metric registry (``invariants._metrics.METRICS``): structural metrics (``kernels``, ``while_loops``, ...)
@@ -99,9 +108,10 @@ _CORRECTNESS_KEYS = (
     "expect",
     "why",
     "when",
+    "targets",
 )
 _RATCHET_KEYS = ("reason", "issue")
-_PROGRAM_KEYS = ("name", "function", "kind", "configs", "tags", "doc")
+_PROGRAM_KEYS = ("name", "function", "kind", "configs", "tags", "doc", "params", "index_shape")
 PROGRAM_KINDS = ("forward", "backward", "train")
 _TOP_KEYS = ("spec", "invariant", "correctness", "program")
 _SPEC_KEYS = ("targets", "efficiency_max_loss")
@@ -154,14 +164,19 @@ class CorrectnessCheck:
     why: str
     when: tuple[Requirement, ...] = ()
     configs_where: str = ""  # FILE:LINE of its configs (of the table when not written)
+    # As an invariant's: patterns narrowing the file's targets (the runtime target it runs on must match).
+    targets: tuple[str, ...] = ("*",)
+    targets_where: str = ""  # FILE:LINE of its targets (of the table when not written)
 
 
 @dataclasses.dataclass(frozen=True)
 class ProgramDecl:
     """One parsed ``[[program]]``: what a downstream project asks the gate to compile.
 
-    Only read here; :func:`invariants._downstream.build` imports ``function`` and checks its contract.
-    ``tags`` always holds ``user``, so a selector ``tag:user`` names every declared program.
+    Only read here; :func:`invariants._downstream.build` imports ``function`` (and ``params``) and checks
+    its contract. ``tags`` always holds ``user``, so a selector ``tag:user`` names every declared program.
+    ``aimed`` is filled by :func:`load_specs`: the ``[spec] targets`` of the file that declares the program
+    and of every file whose entries name it, where it compiles whatever a target's scope.
     """
 
     name: str
@@ -171,6 +186,17 @@ class ProgramDecl:
     tags: frozenset[str]
     doc: str
     where: str
+    params: str | None = None  # "module:factory": a program of (params, indices), not (table, indices)
+    index_shape: tuple[int, ...] | None = None  # the indices of a params program (default: the config's)
+    aimed: tuple[str, ...] = ()
+    params_where: str = ""  # FILE:LINE of params
+    index_shape_where: str = ""  # FILE:LINE of index_shape
+
+    @property
+    def signature(self) -> tuple[str, tuple[int, ...] | None, str] | None:
+        """What a params program's arguments follow from (None: the one-table contract's): two programs
+        with the same signature take the very same arguments."""
+        return None if self.params is None else (self.params, self.index_shape, self.kind)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -770,13 +796,43 @@ def _programs_of(data: dict[str, Any], loc: _Locator) -> tuple[ProgramDecl, ...]
                 )
         tags = _strings(table.get("tags", []), loc, loc.key_line(line, "tags"), "tags", allow_empty=True)
         doc = _string(table, "doc", loc, line, default=function)
+        params, params_line = table.get("params"), loc.key_line(line, "params")
+        if params is not None and (
+            not isinstance(params, str) or not re.fullmatch(r"[\w.]+:[\w.]+", params, re.ASCII)
+        ):
+            raise loc.error(params_line, f"params {params!r} must read 'module:factory'")
+        shape_line = loc.key_line(line, "index_shape")
+        index_shape = _index_shape(table["index_shape"], loc, shape_line) if "index_shape" in table else None
+        if index_shape is not None and params is None:
+            raise loc.error(
+                shape_line,
+                "index_shape is for a program with params; a lookup (table, indices) takes the "
+                "configuration's indices",
+            )
         out.append(
             ProgramDecl(
                 name, function, kind, tuple(dict.fromkeys(configs)), frozenset({*tags, "user"}), doc,
-                f"{loc.path}:{line}",
+                f"{loc.path}:{line}", params, index_shape,
+                params_where=f"{loc.path}:{params_line}", index_shape_where=f"{loc.path}:{shape_line}",
             )
         )  # fmt: skip
     return tuple(out)
+
+
+# Enough for [batch, sequence] and a few more axes; past this it is not an embedding's index array.
+_MAX_INDEX_RANK = 4
+
+
+def _index_shape(value: Any, loc: _Locator, line: int) -> tuple[int, ...]:
+    """``index_shape = [B, S]``: 1 to 4 positive integers."""
+    if not isinstance(value, list) or not 1 <= len(value) <= _MAX_INDEX_RANK:
+        raise loc.error(
+            line, f"index_shape must be a list of 1 to {_MAX_INDEX_RANK} positive integers, e.g. [64, 256]"
+        )
+    for i, n in enumerate(value):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise loc.error(line, f"index_shape: item {i + 1} is {n!r}; each must be a positive integer")
+    return tuple(value)
 
 
 def load_spec(path: Path, known: Mapping[str, Any] | None = None) -> Spec:
@@ -833,7 +889,7 @@ def _spec_of(
     seen = {}
     for i, table in enumerate(data.get("correctness", [])):
         line = loc.table_line("correctness", i)
-        checks.append(_correctness(table, line, loc, known, seen, memo))
+        checks.append(_correctness(table, line, loc, known, seen, memo, targets))
     return Spec(
         path, targets, tuple(invariants), tuple(checks), max_loss, programs,
         targets_where=f"{loc.path}:{targets_line}",
@@ -883,19 +939,18 @@ def _invariant(
         if "programs" in table:
             raise loc.error(programs_line, f"'{inv_id}' names its programs in the assert; drop 'programs'")
         programs = named
+    if kind == "throughput":
+        for name in programs:
+            if _signature_of(_known(known).get(name)) is not None:
+                raise loc.error(
+                    assert_line,
+                    f"'{inv_id}': time({name}): a program with params is compiled and checked, not timed "
+                    "(the throughput tier times programs of (table, indices))",
+                )
     configs_line = loc.key_line(line, "configs")
     configs = _strings(table.get("configs", "*"), loc, configs_line, "configs")
     _check_configs(configs, loc, configs_line, memo.configs)
-    targets_line = loc.key_line(line, "targets")
-    inv_targets = _strings(table.get("targets", "*"), loc, targets_line, "targets")
-    _ascii_names(inv_targets, loc, targets_line, f"'{inv_id}': targets")
-    for pattern in inv_targets:
-        if not any(fnmatch.fnmatchcase(pattern, p) or fnmatch.fnmatchcase(p, pattern) for p in targets):
-            raise loc.error(
-                targets_line,
-                f"'{inv_id}': targets {pattern!r} lies outside this file's targets "
-                f"({', '.join(targets)}): it would never apply",
-            )
+    inv_targets = _entry_targets(table, inv_id, loc, line, targets)
     when = _parse_when(table["when"], loc, loc.key_line(line, "when")) if "when" in table else ()
     ratchet = None
     if "ratchet" in table:
@@ -925,6 +980,24 @@ def _invariant(
     )
 
 
+def _entry_targets(
+    table: Mapping[str, Any], entry_id: str, loc: _Locator, line: int, targets: tuple[str, ...]
+) -> tuple[str, ...]:
+    """An entry's ``targets`` (default ``*``): patterns that narrow the file's ``targets``, each one
+    overlapping them (which target names exist is the checks stage's to say)."""
+    targets_line = loc.key_line(line, "targets")
+    entry = _strings(table.get("targets", "*"), loc, targets_line, "targets")
+    _ascii_names(entry, loc, targets_line, f"'{entry_id}': targets")
+    for pattern in entry:
+        if not any(fnmatch.fnmatchcase(pattern, p) or fnmatch.fnmatchcase(p, pattern) for p in targets):
+            raise loc.error(
+                targets_line,
+                f"'{entry_id}': targets {pattern!r} lies outside this file's targets "
+                f"({', '.join(targets)}): it would never apply",
+            )
+    return entry
+
+
 def _correctness(
     table: dict[str, Any],
     line: int,
@@ -932,6 +1005,7 @@ def _correctness(
     known: Mapping[str, Any] | None,
     seen: dict[str, int],
     memo: _Memo,
+    targets: tuple[str, ...],
 ) -> CorrectnessCheck:
     from ._programs import DISTRIBUTIONS
 
@@ -947,6 +1021,8 @@ def _correctness(
     programs_line = loc.key_line(line, "programs")
     programs = _strings(table["programs"], loc, programs_line, "programs")
     _check_selectors(programs, loc, programs_line, known, memo.selectors)
+    check_targets = _entry_targets(table, check_id, loc, line, targets)
+    _check_arguments(table, check_id, programs, loc, line, known)
     reference = table.get("reference")
     ref_line = loc.key_line(line, "reference")
     if check == "agree":
@@ -1004,7 +1080,51 @@ def _correctness(
         why=_string(table, "why", loc, line),
         when=_parse_when(table["when"], loc, loc.key_line(line, "when")) if "when" in table else (),
         configs_where=f"{loc.path}:{configs_line}",
+        targets=check_targets,
+        targets_where=f"{loc.path}:{loc.key_line(line, 'targets')}",
     )
+
+
+def _signature_of(program: Any) -> Any:
+    """A program's :attr:`ProgramDecl.signature`, read from its declaration or from a built program's
+    inputs; None for the one-table contract (and an unknown name)."""
+    found = getattr(program, "signature", None)
+    return found if found is not None else getattr(getattr(program, "inputs", None), "signature", None)
+
+
+def _check_arguments(
+    table: Mapping[str, Any],
+    check_id: str,
+    selectors: Sequence[str],
+    loc: _Locator,
+    line: int,
+    known: Mapping[str, Any] | None,
+) -> None:
+    """A correctness check calls its programs on arguments it makes: a program with params takes its own,
+    so it may only ``agree`` with a reference of the very same arguments."""
+    names = _known(known)
+    own = {p: sig for p in select_programs(selectors, known) if (sig := _signature_of(names[p])) is not None}
+    check, reference = table["check"], table.get("reference")
+    if own and check != "agree":
+        name = next(iter(own))
+        raise loc.error(
+            loc.key_line(line, "programs"),
+            f"'{check_id}': check {check!r} calls a lookup (table, indices) on chosen rows; '{name}' is a "
+            "program with params",
+        )
+    if check != "agree" or not isinstance(reference, str) or reference not in names:
+        return
+    want = _signature_of(names[reference])
+    for name in select_programs(selectors, known):
+        if own.get(name) != want:
+            takes = {None: "(table, indices)"}
+            mine = takes.get(own.get(name)) or f"params {own[name][0]}"
+            theirs = takes.get(want) or f"params {want[0]}"
+            raise loc.error(
+                loc.key_line(line, "reference"),
+                f"'{check_id}': '{name}' takes {mine} and reference '{reference}' takes {theirs}: 'agree' "
+                "compares programs called on the same arguments",
+            )
 
 
 def scope_of(spec: Spec) -> Mapping[str, Any] | None:
@@ -1100,9 +1220,38 @@ def load_specs(*directories: Path) -> list[Spec]:
             first[decl.name] = decl.where
             known[decl.name] = decl
     own = SPEC_DIR.resolve()
-    return [
+    specs = [
         dataclasses.replace(_spec_of(path, data, loc, CATALOG, decls), catalog_scope=True)
         if path.parent.resolve() == own
         else _spec_of(path, data, loc, known, decls)
         for (path, data, loc), decls in zip(parsed, declared, strict=True)
+    ]
+    return _aim(specs, known)
+
+
+def _aim(specs: list[Spec], known: Mapping[str, Any]) -> list[Spec]:
+    """Each declared program aimed at the ``[spec] targets`` of the file that declares it and of every
+    file whose entries name it (:attr:`ProgramDecl.aimed`): it compiles on every target its specs name."""
+    aims: dict[str, dict[str, None]] = {d.name: {} for spec in specs for d in spec.programs}
+    selected: dict[tuple[str, ...], list[str]] = {}  # a file of 20,000 entries shares a few selectors
+
+    def select(selectors: tuple[str, ...]) -> list[str]:
+        if selectors not in selected:
+            selected[selectors] = select_programs(selectors, known)
+        return selected[selectors]
+
+    for spec in specs:
+        named = {d.name for d in spec.programs}
+        if not spec.catalog_scope:  # the package's own files speak of the catalog alone
+            for inv in spec.invariants:
+                named.update(select(inv.programs) if inv.kind == "absolute" else inv.programs)
+            for check in spec.correctness:
+                named.update(select(check.programs), *([check.reference] if check.reference else []))
+        for name in named & aims.keys():
+            aims[name].update(dict.fromkeys(spec.targets))
+    return [
+        dataclasses.replace(
+            spec, programs=tuple(dataclasses.replace(d, aimed=tuple(aims[d.name])) for d in spec.programs)
+        )
+        for spec in specs
     ]

@@ -10,6 +10,7 @@ Adding a target touches this file only.
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import importlib.metadata
 import importlib.util
 import re
@@ -35,7 +36,8 @@ class Target:
     """One place programs are compiled for.
 
     ``scope`` says what it compiles: ``all`` (every program of one device in every configuration it
-    lists), ``core`` (the seed's forms, seed configuration only: enough to see each chip), ``sharded``
+    lists), ``core`` (the seed's forms, seed configuration only: enough to see each chip; and a declared
+    program whose spec files name the target, in its own configurations: :meth:`aimed_by`), ``sharded``
     (the programs with a fixed mesh layout that fits in ``device_count`` devices, plus the pod layouts
     when ``pods`` is set), or ``pod`` (the pod layouts only, on all ``device_count`` chips).
     ``extra_configs`` are compiled on top of the scope for every program that lists them: the
@@ -67,13 +69,18 @@ class Target:
             return self.scope == "sharded" and layout.devices <= self.device_count
         if layout is not None:
             return False
-        return self.scope == "all" or "core" in program.tags
+        return self.scope == "all" or "core" in program.tags or self.aimed_by(program)
+
+    def aimed_by(self, program: Program) -> bool:
+        """Whether ``program`` is a declared program whose spec files name this target: it compiles here in
+        each configuration it lists, whatever this target's scope (see invariants._downstream)."""
+        return any(fnmatch.fnmatchcase(self.name, pattern) for pattern in program.aimed)
 
     def configs_for(self, program: Program) -> tuple[str, ...]:
         extra = () if program.layout else tuple(c for c in program.configs if c in self.extra_configs)
         if not self.compiles(program):
             return extra
-        if self.scope != "all":
+        if self.scope != "all" and not self.aimed_by(program):
             return (SEED.id, *(c for c in self.scope_configs if c in program.configs), *extra)
         own = tuple(c for c in program.configs if c not in self.skip_configs and c not in LLM_CONFIGS)
         return own + extra

@@ -108,6 +108,7 @@ def test_gate_on_the_example_from_the_wheel(installed, project):
     assert failed == ["FAILED test_invariants.py::test_invariant[cpu-mylib_row_loop-f32-mylib_no_while]"]
     snapshots = sorted(str(p.relative_to(project)) for p in (project / "snapshots").rglob("*.txt"))
     assert snapshots == [
+        *(f"snapshots/cpu/{name}.f32.txt" for name in MODELS),
         "snapshots/cpu/mylib_row_loop.f32.txt", "snapshots/cpu/mylib_take.bf16.txt",
         "snapshots/cpu/mylib_take.f32.txt", "snapshots/cpu/mylib_take_grad.f32.txt",
     ]  # fmt: skip
@@ -123,6 +124,60 @@ def test_gate_on_the_example_from_the_wheel(installed, project):
     )
 
     assert _tree(package.parent) == before  # nothing written inside site-packages: no file, no mtime
+
+
+# The example's programs with params (specs/model.toml), sorted: a token plus position embedding (two
+# tables, [64, 256] indices), its gradient and a second form of it, and a module (embedding, layer norm
+# scale, projection) with its SGD step.
+MODELS = ("model_classifier", "model_classifier_train", "model_token_position", "model_token_position_grad",
+          "model_token_position_indexed")  # fmt: skip
+# One file aims them at cpu, a TPU and a GPU that compile only the catalog's core programs.
+FAMILIES = ("cpu", "tpu-v4", "gpu-a100")
+
+
+def test_programs_with_params_on_three_families_from_the_wheel(installed, project):
+    """Issue 22's done-when: the token plus position embedding and the module compile on cpu, tpu-v4 and
+    gpu-a100 (core-scope targets: they compile these because specs/model.toml names them), the snapshots
+    land in the project, and that file's invariants for the three families each decide their items (the
+    A100's is a ratchet: xla#46225's compare-and-swap loops); the two forms of the embedding agree on cpu.
+    About 25 s here."""
+    where = "import invariants, os; print(os.path.dirname(invariants.__file__))"
+    package = Path(_run([str(installed), "-c", where], cwd=project).stdout.strip())
+    before = _tree(package.parent)
+    gate = [str(installed), "-m", "invariants", "gate", "--spec-dir", "specs", "--snapshot-dir", "snapshots",
+            "--targets", ",".join(FAMILIES), "--programs", "model_*", "--no-catalog",
+            "-p", "no:cacheprovider"]  # fmt: skip
+    proc = _run([*gate, "-m", "not throughput", "--snapshot-update", "-rA"], cwd=project, bytecode=True)
+    out = proc.stdout
+    assert proc.returncode == 0, out[-3000:] + proc.stderr[-2000:]
+    snapshots = sorted(str(p.relative_to(project)) for p in (project / "snapshots").rglob("*.txt"))
+    assert snapshots == sorted(f"snapshots/{t}/{name}.f32.txt" for t in FAMILIES for name in MODELS)
+    for target in FAMILIES:
+        for name in MODELS:
+            assert f"PASSED test_structure.py::test_structure[{target}-{name}-f32]" in out, (target, name)
+        text = (project / "snapshots" / target / "model_token_position.f32.txt").read_text()
+        assert text.startswith(f"# model_token_position [f32] on {target}\n") and "gather" in text
+    assert (
+        "PASSED test_invariants.py::test_invariant[cpu-model_classifier_train-f32-model_no_while_cpu]" in out
+    )
+    assert (
+        "PASSED test_invariants.py::test_invariant[tpu-v4-model_token_position_grad-f32-"
+        "model_grad_scatters_tpu]" in out
+    )
+    # The position table is a parameter the compiled program reads, not a constant XLA folded away.
+    assert (
+        "PASSED test_invariants.py::test_invariant[tpu-v4-model_token_position-f32-"
+        "model_position_table_is_an_argument_tpu]" in out
+    )
+    assert (
+        "XFAIL test_invariants.py::test_invariant[gpu-a100-model_token_position_grad-f32-"
+        "model_grad_native_atomics_gpu]" in out
+    )
+    assert (
+        "PASSED test_invariants.py::test_correctness[model_token_position_indexed-f32-uniform-"
+        "model_token_position_values]" in out
+    )
+    assert _tree(package.parent) == before
 
 
 def test_children_run_the_installed_gate(installed, project):

@@ -204,6 +204,34 @@ def test_an_invariant_narrows_the_files_targets(tmp_path):
     assert {t for i, t in where if i == "everywhere"} >= {"gpu-a100", "gpu-l4", "gpu-h100", "gpu-b200"}
 
 
+def test_a_correctness_check_narrows_the_files_targets(tmp_path):
+    """A correctness check runs on the runtime target its targets name: one file holds a check for a CPU
+    host and another for an H100 host; on this CPU host only the first makes items."""
+    from invariants._checks import expand_correctness
+    from invariants._targets import all_targets
+
+    path = tmp_path / "runtime.toml"
+    path.write_text(
+        '[spec]\ntargets = ["cpu", "gpu-h100"]\n\n'
+        + _AGREE.replace('id = "c"', 'id = "on_cpu"')
+        + 'targets = ["cpu"]\n\n'
+        + _AGREE.replace('id = "c"', 'id = "on_h100"')
+        + 'targets = ["gpu-h100"]\n'
+    )
+    spec = load_spec(path)
+    assert [c.targets for c in spec.correctness] == [("cpu",), ("gpu-h100",)]
+    assert spec.correctness[1].targets_where == f"{path}:16"
+    cases = expand_correctness([spec], all_targets()["cpu"])
+    assert {c.check.id for c in cases} == {"on_cpu"}
+
+
+def test_a_correctness_checks_targets_outside_the_files_are_one_line(tmp_path):
+    message = _error(tmp_path, _AGREE + 'targets = ["tpu-v5e"]\n')
+    assert message.endswith(
+        "cpu.toml:9: 'c': targets 'tpu-v5e' lies outside this file's targets (cpu): it would never apply"
+    )
+
+
 def test_an_invariants_targets_outside_the_files_are_one_line(tmp_path):
     message = _error(
         tmp_path,

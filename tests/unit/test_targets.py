@@ -48,6 +48,23 @@ def test_gpu_generations_compile_the_core_programs_in_f32_and_bf16():
     assert [t.name for t in select_targets("gpu")] == ["gpu-h100", "gpu-a100", "gpu-l4", "gpu-b200"]
 
 
+def test_a_program_aimed_at_a_core_target_compiles_there_in_its_own_configurations():
+    """A declared program whose spec files name tpu-v6e (a core target: the seed's configuration of the core
+    programs only) compiles there in every configuration it lists; on the core targets it is not aimed at,
+    nothing; a catalog program's targets are unchanged."""
+    import dataclasses
+
+    targets = all_targets()
+    mine = dataclasses.replace(
+        CATALOG["take_clip"], name="mine", configs=("bf16", "f32-2d"), aimed=("tpu-v6e",)
+    )
+    assert targets["tpu-v6e"].configs_for(mine) == ("bf16", "f32-2d")
+    assert targets["tpu-v5p"].configs_for(mine) == () and targets["gpu-l4"].configs_for(mine) == ()
+    assert targets["tpu-v5e"].configs_for(mine) == ("bf16", "f32-2d")  # an 'all' target, as before
+    assert targets["tpu-v5e-2x4"].configs_for(mine) == ()  # sharded targets compile mesh layouts only
+    assert targets["tpu-v6e"].configs_for(CATALOG["take_clip"]) == ()
+
+
 @pytest.mark.parametrize(
     "kind,name",
     [("NVIDIA A100-SXM4-80GB", "gpu-a100"), ("NVIDIA L4", "gpu-l4"), ("NVIDIA H100 80GB HBM3", "gpu-h100"),
