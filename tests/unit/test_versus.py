@@ -607,7 +607,7 @@ def test_structure_keys() -> None:
     assert "\n" not in str(err.value)
     # The gate's grammar (invariants._targets.select_targets), without starting JAX in the controller: an
     # empty selection is one line, never nothing compared in silence; the words mean what they mean there.
-    with pytest.raises(InvariantsError, match="^--targets: empty selection"):
+    with pytest.raises(InvariantsError, match=r"^--targets: empty selection"):
         structure_keys(["naive"], " , ")
     assert structure_keys(["naive"], "runtime") == [("naive", "f32", "cpu")]
     assert {t for _, _, t in structure_keys(["naive"], "tpu")} >= {"tpu-v5e", "tpu-v4", "tpu-v6e"}

@@ -136,3 +136,194 @@ def test_actionlint_catches_a_broken_workflow(tmp_path):
     assert 'label "tpu"' not in text  # ours: declared in .github/actionlint.yaml
     assert 'property "jax" is not defined' in text  # matrix.jax without a matrix
     assert "github.event.pull_request.title" in text
+
+
+# --- the composite action (action.yml at the root) -------------------------------------------------------
+#
+# actionlint lints workflows, not action metadata, and its WebAssembly build does not open a local action a
+# workflow uses. So action.yml is checked three ways: its metadata against GitHub's schema for a composite
+# action (action_problems, below), its steps by actionlint as the steps of a reusable workflow whose inputs
+# are the action's, and a workflow that uses it (`uses: ./`) by actionlint and against its inputs. Its
+# script is checked by shellcheck; tests/integration/test_action.py runs it.
+
+ACTION = ROOT / "action.yml"
+ACTION_SCRIPT = ROOT / "scripts" / "action_gate.sh"
+# GitHub's metadata syntax for actions (docs.github.com, "Metadata syntax for GitHub Actions").
+_ACTION_KEYS = {"name", "author", "description", "inputs", "outputs", "runs", "branding"}
+_INPUT_KEYS = {"description", "required", "default", "deprecationMessage"}
+_COMPOSITE_STEP_KEYS = {
+    "name", "id", "if", "run", "shell", "uses", "with", "env", "working-directory", "continue-on-error",
+}  # fmt: skip
+_EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
+ACTION_DOC = ROOT / "docs" / "action.md"
+
+
+def _documented_workflow() -> str:
+    """The workflow docs/action.md shows, using this checkout's action (``uses: ./``) where it names its
+    published place."""
+    block = re.search(r"```yaml\n(.*?)```", ACTION_DOC.read_text(), re.S)
+    assert block, f"{ACTION_DOC}: no yaml block"
+    text = block[1]
+    assert "uses: OWNER/jax-embedding-invariants@" in text
+    return re.sub(r"uses: OWNER/jax-embedding-invariants@\S+", "uses: ./", text)
+
+
+USES_ACTION = _documented_workflow()
+
+
+def _load_yaml(text: str) -> dict:
+    yaml = pytest.importorskip("yaml", reason="PyYAML reads action.yml (installed with the libs extra)")
+    return yaml.safe_load(text)
+
+
+def action_problems(action: dict) -> list[str]:
+    """What is wrong with a composite action's metadata, one line each (empty: nothing)."""
+    problems = [f"unknown top-level key {k!r}" for k in action if k not in _ACTION_KEYS]
+    problems += [f"missing {k!r}" for k in ("name", "description", "runs") if not action.get(k)]
+    inputs = action.get("inputs") or {}
+    for name, spec in inputs.items():
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", name):
+            problems.append(f"input {name!r}: not an input id")
+        problems += [f"input {name!r}: unknown key {k!r}" for k in spec if k not in _INPUT_KEYS]
+        if not spec.get("description"):
+            problems.append(f"input {name!r}: no description")
+        if spec.get("required") is True and "default" in spec:
+            problems.append(f"input {name!r}: required with a default")
+        if "default" in spec and not isinstance(spec["default"], str):
+            problems.append(f"input {name!r}: default {spec['default']!r} is not a string")
+    runs = action.get("runs") or {}
+    if runs.get("using") != "composite":
+        problems.append(f"runs.using is {runs.get('using')!r}, not 'composite'")
+    steps = runs.get("steps") or []
+    if not steps:
+        problems.append("runs.steps: none")
+    ids = [s["id"] for s in steps if "id" in s]
+    for i, step in enumerate(steps, 1):
+        where = f"step {i} ({step.get('name') or step.get('uses') or step.get('id')})"
+        problems += [f"{where}: unknown key {k!r}" for k in step if k not in _COMPOSITE_STEP_KEYS]
+        if ("run" in step) == ("uses" in step):
+            problems.append(f"{where}: needs exactly one of run and uses")
+        if "run" in step and "shell" not in step:
+            problems.append(f"{where}: a run step of a composite action needs shell")
+        if "uses" in step and re.fullmatch(r"[\w.-]+/[\w.-]+(/[\w./-]+)?@[\w.-]+", step["uses"]) is None:
+            problems.append(f"{where}: uses {step['uses']!r} is not owner/repo@ref")
+        for script in re.findall(r"\$GITHUB_ACTION_PATH/([\w./-]+)", str(step.get("run", ""))):
+            if not (ROOT / script).is_file():
+                problems.append(f"{where}: runs {script}, which is not in the repository")
+    outputs = action.get("outputs") or {}
+    for name, spec in outputs.items():
+        if not spec.get("description") or "value" not in spec:
+            problems.append(f"output {name!r}: a composite action's output needs description and value")
+    # Every expression names a declared input, or an output of a step with that id.
+    text = repr(action)
+    for expr in _EXPRESSION.findall(text):
+        for ref in re.findall(r"\binputs\.([\w-]+)", expr):
+            if ref not in inputs:
+                problems.append(f"${{{{ {expr} }}}}: no input {ref!r}")
+        for ref in re.findall(r"\bsteps\.([\w-]+)\.outputs\.", expr):
+            if ref not in ids:
+                problems.append(f"${{{{ {expr} }}}}: no step with id {ref!r}")
+    return problems
+
+
+def action_steps_as_workflow(action: dict) -> str:
+    """The action's steps as the one job of a reusable workflow whose inputs are the action's inputs."""
+    import json
+
+    inputs = {
+        name: {"type": "string", "required": bool(spec.get("required")), "description": spec["description"],
+               **({"default": spec["default"]} if "default" in spec else {})}
+        for name, spec in (action.get("inputs") or {}).items()
+    }  # fmt: skip
+    workflow = {
+        "name": "action steps",
+        "on": {"workflow_call": {"inputs": inputs}},
+        "jobs": {"steps": {"runs-on": "ubuntu-latest", "steps": action["runs"]["steps"]}},
+    }
+    return json.dumps(workflow, indent=2)  # JSON is YAML
+
+
+def _with_keys(workflow: str) -> dict:
+    steps = _load_yaml(workflow)["jobs"]["gate"]["steps"]
+    return next(s for s in steps if s.get("uses") == "./").get("with", {})
+
+
+def test_the_action_metadata_holds():
+    assert action_problems(_load_yaml(ACTION.read_text())) == []
+
+
+def test_the_action_check_can_fail():
+    action = _load_yaml(ACTION.read_text())
+    action["inputs"]["targets"]["type"] = "string"  # a workflow_call input key, not an action's
+    action["runs"]["steps"][1].pop("shell")
+    action["runs"]["steps"][2]["run"] = 'bash "$GITHUB_ACTION_PATH/scripts/missing.sh"'
+    action["runs"]["steps"][2]["env"]["INPUT_TARGETS"] = "${{ inputs.target }}"
+    action["outputs"]["exit-code"]["value"] = "${{ steps.gates.outputs.exit-code }}"
+    assert action_problems(action) == [
+        "input 'targets': unknown key 'type'",
+        "step 2 (install the gate): a run step of a composite action needs shell",
+        "step 3 (run the gate): runs scripts/missing.sh, which is not in the repository",
+        "${{ steps.gates.outputs.exit-code }}: no step with id 'gates'",
+        "${{ inputs.target }}: no input 'target'",
+    ]
+
+
+def test_a_workflow_using_the_action_gives_its_required_inputs_only():
+    inputs = _load_yaml(ACTION.read_text())["inputs"]
+    given = _with_keys(USES_ACTION)
+    assert set(given) <= set(inputs)
+    assert {name for name, spec in inputs.items() if spec.get("required")} <= set(given)
+
+
+def test_the_action_runs_its_script_from_the_action_path():
+    action = _load_yaml(ACTION.read_text())
+    runs = [s.get("run", "") for s in action["runs"]["steps"]]
+    assert 'bash "$GITHUB_ACTION_PATH/scripts/action_gate.sh"' in runs
+    # Every input the script reads is passed to it by the step that runs it.
+    step = next(s for s in action["runs"]["steps"] if "action_gate.sh" in s.get("run", ""))
+    read = set(re.findall(r"\$\{(INPUT_[A-Z_]+)", ACTION_SCRIPT.read_text()))
+    assert read and read == set(step["env"])
+
+
+@needs_actionlint
+def test_the_action_steps_lint_clean(tmp_path):
+    path = tmp_path / "action-steps.yml"
+    path.write_text(action_steps_as_workflow(_load_yaml(ACTION.read_text())))
+    findings = lint(path)
+    assert not findings, "\n".join(findings)
+
+
+@needs_actionlint
+def test_actionlint_sees_a_broken_action_step(tmp_path):
+    action = _load_yaml(ACTION.read_text())
+    action["runs"]["steps"][2]["env"]["INPUT_TARGETS"] = "${{ inputs.target }}"
+    path = tmp_path / "action-steps.yml"
+    path.write_text(action_steps_as_workflow(action))
+    assert any('property "target" is not defined' in f for f in lint(path))
+
+
+@needs_actionlint
+def test_a_workflow_using_the_action_lints_clean(tmp_path):
+    path = tmp_path / "uses-action.yml"
+    path.write_text(USES_ACTION)
+    findings = lint(path)
+    assert not findings, "\n".join(findings)
+
+
+def test_the_action_script_parses_and_passes_shellcheck():
+    subprocess.run(["bash", "-n", str(ACTION_SCRIPT)], check=True, timeout=60)
+    shellcheck = shutil.which("shellcheck")
+    if shellcheck is None:
+        pytest.skip("shellcheck not on PATH (apt-get install shellcheck)")
+    proc = subprocess.run([shellcheck, str(ACTION_SCRIPT)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_shellcheck_sees_a_broken_script(tmp_path):
+    shellcheck = shutil.which("shellcheck")
+    if shellcheck is None:
+        pytest.skip("shellcheck not on PATH (apt-get install shellcheck)")
+    broken = tmp_path / "broken.sh"
+    broken.write_text(ACTION_SCRIPT.read_text().replace('"${spec_args[@]}"', "${spec_args[@]}"))
+    proc = subprocess.run([shellcheck, str(broken)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "SC2068" in proc.stdout

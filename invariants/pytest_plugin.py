@@ -1,0 +1,93 @@
+"""The pytest API for a project's own tests: the ``compile_for`` and ``compiled_snapshot`` fixtures.
+
+Installing the package registers this module through its ``pytest11`` entry point (``invariants``), so a
+test file needs no conftest::
+
+    def test_take_has_no_loop(compile_for, compiled_snapshot):
+        s = compile_for(embed, params, indices, target="tpu-v5e")
+        assert s.while_loops == 0
+        assert s.metric("temp_bytes") <= 4 * 2**20
+        assert compiled_snapshot == s
+
+* ``compile_for(fn, *args, target="runtime", name=None)`` is :func:`invariants.testing.compile_for`:
+  ``fn`` compiled for the named target on the shapes of ``args``, returned as a
+  :class:`~invariants.testing.CompiledStructure` (the ``Structure`` and every metric; see that module).
+  A target this host cannot compile for (no libtpu, no CUDA plugin) skips the test with the command that
+  installs it; an unknown target, an argument that is not an array, or a compile error fails the test
+  with one line, ``FILE:LINE: what`` at the call in the test.
+* ``compiled_snapshot`` is syrupy's ``snapshot`` storing the gate's snapshot text at
+  ``snapshots/<target>/<test file stem>/<test name>.txt`` beside the test file (see
+  :mod:`invariants._user_snapshots`); ``pytest --snapshot-update`` (syrupy's option) records it.
+
+Inert in a session that uses neither: importing this module imports neither JAX nor syrupy, and it
+defines no hooks. JAX starts at the first ``compile_for`` call (as the gate starts it: see
+:func:`invariants.testing.compile_for`). ``-p no:invariants`` turns it off.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from .testing import CompiledStructure
+
+
+def _where(frame: Any, rootpath: Path) -> str:
+    path = Path(frame.f_code.co_filename)
+    try:
+        shown = path.resolve().relative_to(rootpath.resolve())
+    except ValueError:
+        shown = path
+    return f"{shown}:{frame.f_lineno}"
+
+
+@pytest.fixture
+def compile_for(request: pytest.FixtureRequest) -> Callable[..., CompiledStructure]:
+    """``compile_for(fn, *args, target="runtime", name=None)``: ``fn`` compiled for ``target`` and measured
+    (:func:`invariants.testing.compile_for`); an unavailable target skips, bad input fails in one line."""
+    rootpath = Path(request.config.rootpath)
+
+    def compile_(fn: Callable[..., Any], *args: Any, target: str = "runtime", name: str | None = None) -> Any:
+        # Hidden from pytest's report, so that a skip names the test's line, not this one.
+        __tracebackhide__ = True
+        from ._errors import InvariantsError
+        from .testing import TargetUnavailable
+        from .testing import compile_for as measure
+
+        skip = fail = ""
+        try:
+            return measure(fn, *args, target=target, name=name)
+        except TargetUnavailable as err:
+            skip = str(err)
+        except InvariantsError as err:
+            fail = f"{_where(sys._getframe(1), rootpath)}: {err}"
+        # Outside the except blocks: pytest would print the error replaced above the one line.
+        if skip:
+            pytest.skip(skip)
+        pytest.fail(fail, pytrace=False)
+
+    return compile_
+
+
+@pytest.fixture
+def compiled_snapshot(request: pytest.FixtureRequest) -> Any:
+    """syrupy's ``snapshot`` for ``compile_for`` results: ``assert compiled_snapshot == s`` stores ``s``'s
+    snapshot text under ``snapshots/<target>/`` beside the test file (:mod:`invariants._user_snapshots`)."""
+    try:
+        snapshot = request.getfixturevalue("snapshot")
+    except pytest.FixtureLookupError:
+        where = os.path.relpath(request.node.path, request.config.rootpath)
+        pytest.fail(
+            f"{where}: compiled_snapshot needs syrupy's snapshot fixture: pip install syrupy "
+            "(or 'jax-embedding-invariants[test]')",
+            pytrace=False,
+        )
+    from ._user_snapshots import compiled_assertion
+
+    return compiled_assertion(snapshot)

@@ -1,0 +1,219 @@
+"""The pytest API (invariants.testing, invariants.pytest_plugin): what a compile_for result reads as, its
+errors, and a plugin that stays inert in a session that uses none of it.
+
+The example that uses it as a project would is run by tests/integration/test_pytest_api_example.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import invariants.pytest_plugin as plugin
+from invariants._errors import InvariantsError
+from invariants._metrics import METRICS
+from invariants._structure import Structure
+from invariants.testing import CompiledStructure, MetricUnavailable, TargetUnavailable, compile_for
+
+ROOT = Path(__file__).parents[2]
+TABLE = jax.ShapeDtypeStruct((512, 16), jnp.float32)
+INDICES = jax.ShapeDtypeStruct((64,), jnp.int32)
+
+
+def take(params, indices):
+    return jnp.take(params["w"], indices, axis=0)
+
+
+def row_loop(params, indices):
+    return jax.lax.map(lambda i: params["w"][i], indices)
+
+
+@pytest.fixture(scope="module")
+def on_cpu() -> CompiledStructure:
+    return compile_for(take, {"w": TABLE}, INDICES, target="cpu")
+
+
+def test_every_metric_of_a_compile_is_there(on_cpu):
+    measured = {m.name for m in METRICS.values() if not m.call_only and m.source != "input"}
+    measured -= {m.name for m in METRICS.values() if m.source == "throughput"}
+    assert set(on_cpu.metrics) == measured
+
+
+def test_a_metric_wins_over_the_structure_field_of_its_name(on_cpu):
+    assert on_cpu.while_loops == 0 and on_cpu.structure.while_loops == ()
+    assert on_cpu.gathers == on_cpu.metric("gathers") == 1
+    assert on_cpu.fusions == on_cpu.entry_fusions  # an alias reads too
+    # Fields that are not metrics read through.
+    assert on_cpu.kernel_list == on_cpu.structure.kernel_list
+    assert on_cpu.root_shape.startswith("f32[64,16]")
+    assert isinstance(on_cpu.structure, Structure)
+    assert on_cpu.name == "take" and on_cpu.target == "cpu" and on_cpu.config == "f32[512,16],s32[64]"
+
+
+def test_the_loop_shows(on_cpu):
+    s = compile_for(row_loop, {"w": TABLE}, INDICES, target="cpu", name="rows")
+    assert (s.name, s.while_loops, s.max_trip_count) == ("rows", 1, 64)
+    assert on_cpu.snapshot != s.snapshot
+    assert s.snapshot.startswith("# rows [f32[512,16],s32[64]] on cpu\n")
+    assert "while ×64 {" in s.snapshot
+
+
+def test_an_unknown_name_is_one_line_with_the_closest(on_cpu):
+    with pytest.raises(AttributeError, match=r"take on cpu: no metric or Structure field 'while_loop' "
+                       r"\(did you mean 'while_loops'"):  # fmt: skip
+        _ = on_cpu.while_loop
+    with pytest.raises(AttributeError, match=r"no metric 'tmp_bytes' \(did you mean 'temp_bytes'"):
+        on_cpu.metric("tmp_bytes")
+    assert not hasattr(on_cpu, "table_bytes")  # an input fact of the gate's configurations, not of a compile
+
+
+def test_a_metric_the_target_does_not_give_says_why(on_cpu):
+    with pytest.raises(MetricUnavailable, match=r"take on cpu: estimated_cycles unavailable: .*TPU"):
+        _ = on_cpu.estimated_cycles
+    assert on_cpu.metric("temp_bytes") == 0
+
+
+def test_an_unknown_target_is_one_line_with_did_you_mean():
+    with pytest.raises(InvariantsError) as err:
+        compile_for(take, {"w": TABLE}, INDICES, target="tpu-v5")
+    assert str(err.value).startswith("compile_for: unknown target 'tpu-v5' (did you mean 'tpu-v5")
+    assert "\n" not in str(err.value)
+    with pytest.raises(InvariantsError, match=r"cpu-8dev compiles in a child process"):
+        compile_for(take, {"w": TABLE}, INDICES, target="cpu-8dev")
+
+
+def test_an_argument_that_is_not_an_array_names_its_place():
+    with pytest.raises(InvariantsError, match=r"argument \[0\]\['w'\] is a str, not an array"):
+        compile_for(take, {"w": "table"}, INDICES, target="cpu")
+
+
+def test_a_trace_error_is_one_line_naming_the_function():
+    with pytest.raises(InvariantsError, match=r"compile_for: take \[f32\[512,16\]\] on cpu: TypeError: "):
+        compile_for(take, {"w": TABLE}, target="cpu")
+
+
+def test_a_target_without_its_compiler_is_unavailable_with_the_install_command(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "libtpu" else real(n, *a))
+    with pytest.raises(TargetUnavailable, match=r"tpu-v5e: libtpu is not installed; pip install .*\[tpu\]"):
+        compile_for(take, {"w": TABLE}, INDICES, target="tpu-v5e")
+
+
+def test_the_result_is_frozen(on_cpu):
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        on_cpu.target = "tpu-v5e"  # type: ignore[misc]
+
+
+# --- the plugin: registered by the package, inert until used ---------------------------------------------
+
+FACTS = """
+import json, sys
+def pytest_sessionfinish(session):
+    with open("facts.json", "w") as f:
+        json.dump({"jax": "jax" in sys.modules,
+                   "plugin": session.config.pluginmanager.has_plugin("invariants"),
+                   "modules": sorted(m for m in sys.modules if m.startswith("invariants"))}, f)
+"""
+
+
+def _session(tmp_path: Path, test: str) -> dict:
+    tmp_path.mkdir()
+    (tmp_path / "conftest.py").write_text(FACTS)
+    (tmp_path / "test_mine.py").write_text(test)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_mine.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads((tmp_path / "facts.json").read_text())
+
+
+def test_the_plugin_is_registered_by_the_package():
+    points = importlib.metadata.entry_points(group="pytest11")
+    assert [p.value for p in points if p.name == "invariants"] == ["invariants.pytest_plugin"]
+
+
+def test_the_plugin_defines_no_hooks():
+    assert [n for n in vars(plugin) if n.startswith("pytest_")] == []
+
+
+def test_a_session_that_uses_none_of_it_imports_no_jax(tmp_path):
+    unused = _session(tmp_path / "unused", "def test_plain():\n    assert 1 + 1 == 2\n")
+    assert unused == {"jax": False, "plugin": True, "modules": ["invariants", "invariants.pytest_plugin"]}
+    # The check can see JAX: a session that calls the fixture has it.
+    used = _session(
+        tmp_path / "used",
+        "import jax.numpy as jnp\n"
+        "def test_it(compile_for):\n"
+        "    s = compile_for(lambda w, x: jnp.take(w, x, axis=0), jnp.zeros((8, 4)), jnp.zeros(3, 'int32'),"
+        " target='cpu')\n"
+        "    assert s.gathers == 1\n",
+    )
+    assert used["jax"] and "invariants.testing" in used["modules"]
+
+
+def test_this_repository_collects_with_both_plugins():
+    """The gate's plugin (this repository's conftest) and the package's plugin load side by side."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--co", "-q", "-p", "no:cacheprovider", "tests/unit/test_plugin.py"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "tests collected" in proc.stdout.strip().splitlines()[-1]
+
+
+# --- the snapshot extension ------------------------------------------------------------------------------
+
+
+def test_only_snapshots_of_ours_are_discovered(tmp_path, on_cpu):
+    from invariants._user_snapshots import ours
+
+    folder = tmp_path / "snapshots" / "cpu" / "test_mine"
+    folder.mkdir(parents=True)
+    (folder / "test_take.txt").write_text(on_cpu.snapshot)
+    (folder / "README.txt").write_text("what these are\n")
+    (folder / "test_elsewhere.txt").write_text(on_cpu.snapshot.replace(" on cpu\n", " on tpu-v5e\n", 1))
+    gate_layout = tmp_path / "snapshots" / "cpu" / "take.f32.txt"
+    gate_layout.write_text("# take [f32] on cpu\n")
+    assert [p.name for p in sorted(folder.parent.rglob("*.txt")) if ours(p)] == ["test_take.txt"]
+
+
+def test_a_snapshot_write_is_the_gates_atomic_write(tmp_path):
+    from syrupy.data import Snapshot, SnapshotCollection
+
+    from invariants._snapshot_store import SnapshotFileError
+    from invariants._user_snapshots import CompiledSnapshotExtension
+
+    path = tmp_path / "test_take.txt"
+    collection = SnapshotCollection(location=str(path))
+    collection.add(Snapshot(name="test_take", data="# new\n"))
+    CompiledSnapshotExtension.write_snapshot_collection(snapshot_collection=collection)
+    assert path.read_text() == "# new\n" and [p.name for p in tmp_path.iterdir()] == ["test_take.txt"]
+    path.chmod(0o444)  # refused by the write itself, even for root: an update never forces a read-only file
+    with pytest.raises(SnapshotFileError, match=r"test_take.txt: read-only; --snapshot-update does not"):
+        CompiledSnapshotExtension.write_snapshot_collection(snapshot_collection=collection)
+
+
+def test_the_layout_puts_the_target_above_syrupys_own():
+    from invariants._user_snapshots import CompiledSnapshotExtension
+
+    class Location:  # what the extension reads of syrupy's PyTestLocation
+        filepath = "/project/tests/test_mine.py"
+        basename = "test_mine"
+        snapshot_name = "test_take[x]"
+
+    where = CompiledSnapshotExtension.get_location(test_location=Location(), index="0@tpu-v5e")
+    assert where == "/project/tests/snapshots/tpu-v5e/test_mine/test_take[x].txt"
+    again = CompiledSnapshotExtension.get_location(test_location=Location(), index="1@tpu-v5e")
+    assert again == "/project/tests/snapshots/tpu-v5e/test_mine/test_take[x].1.txt"
+    with pytest.raises(TypeError, match=r"not an index of ours: 0"):
+        CompiledSnapshotExtension.get_location(test_location=Location(), index=0)
