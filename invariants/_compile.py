@@ -14,7 +14,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -157,12 +157,36 @@ def _compile(program_name: str, config_id: str, target: Target) -> tuple[Compile
         jit_kwargs["out_shardings"] = NamedSharding(mesh, PartitionSpec(*layout.output))
     # Pod programs name mesh axes in their code (shard_map, sharding constraints), as model code does.
     context = jax.set_mesh(mesh) if layout is not None and layout.pod else contextlib.nullcontext()
-    start = time.perf_counter()
     try:
         with context:
-            closed = jax.make_jaxpr(program.fn)(*args)
-            lowered = jax.jit(program.fn, **jit_kwargs).lower(*args)
-            compiled, kernel_code = _compile_lowered(lowered, target)
+            return compile_function(program.fn, args, target, program_name, config_id, jit_kwargs)
+    except CompileFailed as err:
+        raise InvariantsError(f"{target.name}/{program_name}[{config_id}]: compile failed: {err}") from err
+
+
+class CompileFailed(InvariantsError):
+    """A tracing or compiler error, said in its first line (``kind``: the exception's type name)."""
+
+    def __init__(self, first: str, kind: str) -> None:
+        super().__init__(first)
+        self.kind = kind
+
+
+def compile_function(
+    fn: Callable[..., Any], args: Sequence[Any], target: Target, program: str, config: str,
+    jit_kwargs: Mapping[str, Any] | None = None,
+) -> tuple[Compiled, Any]:  # fmt: skip
+    """Trace, lower and compile ``fn(*args)`` (abstract arguments) for ``target``, as every compile here
+    is made (the gate's programs, and :func:`invariants.testing.compile_for`'s functions): the
+    :class:`Compiled` artifacts, named ``program`` and ``config``, and the executable. Raises
+    :class:`CompileFailed` with the first line of what went wrong."""
+    import jax
+
+    start = time.perf_counter()
+    try:
+        closed = jax.make_jaxpr(fn)(*args)
+        lowered = jax.jit(fn, **(jit_kwargs or {})).lower(*args)
+        compiled, kernel_code = _compile_lowered(lowered, target)
         seconds = time.perf_counter() - start
         # libtpu may fail only when it serializes the compiled module (a RET_CHECK on an async op's arity
         # with libtpu 0.0.52 beside jaxlib 0.10.2): that is part of the compile too.
@@ -171,10 +195,10 @@ def _compile(program_name: str, config_id: str, target: Target) -> tuple[Compile
         raise
     except Exception as err:  # a compiler error is a finding about this key, said in one line
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise InvariantsError(f"{target.name}/{program_name}[{config_id}]: compile failed: {first}") from err
+        raise CompileFailed(first, type(err).__name__) from err
     artifacts = Compiled(
-        program=program_name,
-        config=config_id,
+        program=program,
+        config=config,
         target=target.name,
         jaxpr=str(closed),
         jaxpr_primitives=jaxpr_primitives(closed),

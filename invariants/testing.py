@@ -43,7 +43,6 @@ a compiler error is one line naming the function and the target. Nothing here im
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -247,9 +246,7 @@ def compile_for(
 ) -> CompiledStructure:
     """Compile ``fn(*args)`` for ``target`` (``cpu``, ``tpu-v5e``, ``gpu-h100``, ... or ``runtime``) and
     measure it. Only the shapes and dtypes of ``args`` matter; nothing runs. See the module docstring."""
-    import jax
-
-    from ._compile import Compiled, _compile_lowered, _cost, _memory, jaxpr_primitives
+    from ._compile import CompileFailed, compile_function
     from ._hlo import parse_module
     from ._metrics import METRICS, compiler_metrics, kernel_metrics
     from ._snapshot import code_of
@@ -258,29 +255,11 @@ def compile_for(
     chosen = target_named(target)
     label = name or getattr(fn, "__name__", None) or type(fn).__name__
     specs, config = _abstract(args, chosen)
-    start = time.perf_counter()
     try:
-        closed = jax.make_jaxpr(fn)(*specs)
-        lowered = jax.jit(fn).lower(*specs)
-        executable, kernel_code = _compile_lowered(lowered, chosen)
-        hlo_text = executable.as_text() or ""
-    except Exception as err:  # a tracing or compiler error, about this function on this target: one line
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise InvariantsError(
-            f"compile_for: {label} [{config}] on {chosen.name}: {type(err).__name__}: {first}"
-        ) from err
-    compiled = Compiled(
-        program=label,
-        config=config,
-        target=chosen.name,
-        jaxpr=str(closed),
-        jaxpr_primitives=jaxpr_primitives(closed),
-        hlo_text=hlo_text,
-        cost=_cost(executable),
-        memory=_memory(executable),
-        compile_seconds=time.perf_counter() - start,
-        kernel_code=kernel_code,
-    )
+        compiled, _ = compile_function(fn, specs, chosen, label, config)
+    except CompileFailed as err:  # a tracing or compiler error, about this function on this target: one line
+        raise InvariantsError(f"compile_for: {label} [{config}] on {chosen.name}: {err.kind}: {err}") from err
+    hlo_text = compiled.hlo_text
     structure = structure_of(parse_module(hlo_text, f"{chosen.name}/{label}"))
     code = code_of(compiled, structure, chosen)
     wanted = set(_measured_names())
