@@ -43,7 +43,7 @@ import os
 import re
 import secrets
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from syrupy.assertion import SnapshotAssertion
@@ -51,6 +51,8 @@ from syrupy.data import SnapshotCollections
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
 from ._errors import InvariantsError
+
+A = TypeVar("A", bound=SnapshotAssertion)
 
 SNAPSHOT_ROOT = "snapshots"
 MARKER = "snapshot_key"
@@ -313,9 +315,15 @@ class StructureAssertion(SnapshotAssertion):
 
 def structure_assertion(snapshot: SnapshotAssertion) -> StructureAssertion:
     """The ``structure_snapshot`` fixture's value: ``snapshot`` with our extension and error lines."""
-    return StructureAssertion(
+    return rebind(snapshot, StructureAssertion, StructureSnapshotExtension)
+
+
+def rebind(snapshot: SnapshotAssertion, assertion: type[A], extension: type[Any]) -> A:
+    """syrupy's ``snapshot`` fixture value as an ``assertion`` of ours, storing with ``extension``: the
+    same session, test and update flags (what ``snapshot.use_extension`` keeps, for our own class)."""
+    return assertion(
         session=snapshot.session,
-        extension_class=StructureSnapshotExtension,
+        extension_class=extension,
         test_location=snapshot.test_location,
         update_snapshots=snapshot.update_snapshots,
         update_new_snapshots_only=snapshot.update_new_snapshots_only,

@@ -33,7 +33,15 @@ import pytest
 from syrupy.data import SnapshotCollections
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
-from ._snapshot_store import SNAPSHOT_ROOT, SUFFIX, StructureAssertion, read_text, shown, write_atomic
+from ._snapshot_store import (
+    SNAPSHOT_ROOT,
+    SUFFIX,
+    StructureAssertion,
+    read_text,
+    rebind,
+    shown,
+    write_atomic,
+)
 
 # render_summary's first line: ``# <name> [<argument shapes>] on <target>``.
 _HEADER = re.compile(r"# \S+ \[.*\] on (?P<target>\S+)")
@@ -138,10 +146,4 @@ class CompiledSnapshotAssertion(StructureAssertion):
 
 def compiled_assertion(snapshot: Any) -> CompiledSnapshotAssertion:
     """The ``compiled_snapshot`` fixture's value: syrupy's ``snapshot`` with this extension."""
-    return CompiledSnapshotAssertion(
-        session=snapshot.session,
-        extension_class=CompiledSnapshotExtension,
-        test_location=snapshot.test_location,
-        update_snapshots=snapshot.update_snapshots,
-        update_new_snapshots_only=snapshot.update_new_snapshots_only,
-    )
+    return rebind(snapshot, CompiledSnapshotAssertion, CompiledSnapshotExtension)
