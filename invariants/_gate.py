@@ -13,6 +13,9 @@ It runs the gate's pytest modules that ship inside the package (:mod:`invariants
   the working directory) and the ``[[invariant]]`` and ``[[correctness]]`` entries of those files;
 * and, unless ``--no-catalog``, the catalog's programs and specs, compared with the snapshots the package
   ships. Those are read-only: no update rewrites them and no run writes inside the installed package.
+  Under ``--no-catalog`` the catalog programs that the project's relations name (``take`` in
+  ``structure(mine) == structure(take)`` or ``time(mine) / time(take)``) still compile, for those relations
+  alone (``invariants._plugin.relation_partners``).
 
 The working directory is the project: the user's modules import from it, pytest's rootdir is it, and
 ``artifacts/`` (results, HLO dumps of failing items) lands in it. pytest reads no configuration file of the
@@ -39,8 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m invariants gate",
         description="Run the gate on a project's own programs (and the catalog's), from the package.",
-        epilog="Other arguments go to pytest: --targets, --programs, --configs, --snapshot-update, -n auto, "
-        "-k ...",
+        epilog="Other arguments go to pytest: --targets, --programs, --configs, --hlo-dump-dir, "
+        "--results-json, -n auto, -k ...",
     )
     p.add_argument(
         "--spec-dir", action="append", type=Path, default=[], metavar="DIR",
@@ -50,8 +53,24 @@ def _parser() -> argparse.ArgumentParser:
         "--snapshot-dir", type=Path, default=Path("snapshots"), metavar="DIR",
         help="where the declared programs' snapshots are read and written (default: ./snapshots)",
     )  # fmt: skip
-    p.add_argument("--no-catalog", action="store_true", help="leave out the catalog's own programs and specs")
+    p.add_argument(
+        "--no-catalog", action="store_true",
+        help="leave out the catalog's own programs and specs; the catalog programs your relations name "
+        "(structure(mine) == structure(take), time(mine) / time(take)) still compile for those relations",
+    )  # fmt: skip
+    # The plugin's own flags, listed here so that --help shows them; they go to pytest as given.
+    for flag, text in _FORWARDED:
+        p.add_argument(flag, action="store_true", help=text)
     return p
+
+
+_FORWARDED = (
+    ("--snapshot-update", "record the snapshots that differ or are missing, and the efficiency baselines "
+     "that are missing (never rewriting one)"),
+    ("--record-baselines", "re-record the efficiency baselines of the timed programs"),
+    ("--delete-obsolete-snapshots", "with --snapshot-update, also delete the obsolete snapshots it lists in "
+     "--snapshot-dir (a spec folder not given could own them)"),
+)  # fmt: skip
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -106,7 +125,8 @@ def main(argv: list[str]) -> int:
         catalog=not args.no_catalog,
         gate_command=" ".join(command),
     )
-    status = int(pytest.main([*full, *rest], plugins=[_one_line_usage()]))
+    forwarded = [flag for flag, _ in _FORWARDED if getattr(args, flag.lstrip("-").replace("-", "_"))]
+    status = int(pytest.main([*full, *forwarded, *rest], plugins=[_one_line_usage()]))
     # pytest's own bad input (an unknown option, a missing file) exits 4: here, as every bad input, 2.
     return 2 if status == pytest.ExitCode.USAGE_ERROR else status
 

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from ._compile import Key
     from ._plugin import GateSession
 
-__all__ = ["committed_snapshot_diff", "failure_report", "judge"]
+__all__ = ["committed_snapshot_diff", "dumped_line", "failure_report", "judge", "structure_failure"]
 
 
 def judge(invariant: Any, holds: bool, tightenable: bool, where: str, describe: str, failure: Any) -> None:
@@ -52,16 +52,52 @@ def committed_snapshot_diff(s: GateSession, key: Key, current: str) -> str:
     return text or f"structure identical to {shown}"
 
 
+def dumped_line(s: GateSession, *keys: Key) -> str:
+    """Dump the optimized HLO and the jaxpr of each of ``keys`` (:meth:`GateSession.dump`); the line that
+    says where."""
+    from ._errors import InvariantsError
+
+    paths = []
+    for key in dict.fromkeys(keys):
+        try:
+            dumped = s.dump(key)
+        except InvariantsError as err:  # a compile that fails must not hide the failure being reported
+            paths.append(f"{'/'.join(key)} not dumped ({err})")
+        else:
+            paths.append(f"{dumped}.hlo.txt, {dumped}.jaxpr.txt")
+    return "optimized HLO and jaxpr: " + "; ".join(paths)
+
+
 def failure_report(s: GateSession, key: Key, headline: str, current_summary: str) -> str:
     """The diagnosis a compiler engineer needs: the verdict, the structural diff, versions, dumps."""
     from ._targets import versions
 
-    dumped = s.dump(key)
     return "\n".join(
         [
             headline,
             "versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()) + f"; target {key.target}",
             committed_snapshot_diff(s, key, current_summary),
-            f"optimized HLO and jaxpr: {dumped}.hlo.txt, {dumped}.jaxpr.txt",
+            dumped_line(s, key),
         ]
     )
+
+
+def structure_failure(s: GateSession, key: Key, diff: list[str], accept: str | None) -> str:
+    """What a structure item that differs from its snapshot says: one line of reason first (pytest's
+    ``FAILED`` short line shows it), then syrupy's diff of the two snapshot texts, whole (``diff``: its
+    lines, ``-`` the snapshot, ``+`` now), the versions and the dumps, and last the command that accepts
+    the change (``accept``; None for a read-only snapshot, which no update rewrites)."""
+    from ._plugin import shown_path
+    from ._targets import versions
+
+    program, config, target = key
+    lines = [
+        f"{program}[{config}] on {target}: compiled structure differs from {shown_path(s.snapshot_path(key))}"
+        " (- snapshot, + now)",
+        *diff,
+        "versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()),
+        dumped_line(s, key),
+    ]
+    if accept:
+        lines.append(f"accept it (re-records this snapshot alone): {accept}")
+    return "\n".join(lines)

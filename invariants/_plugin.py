@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ._errors import InvariantsError, did_you_mean, selectors
+from ._errors import InvariantsError
 from ._process import REQUESTED_PLATFORMS, guard_backend, pin_worker
 
 if TYPE_CHECKING:  # _compile imports JAX, which must start after _process has set its environment
@@ -53,6 +53,10 @@ class GateSession:
         if not self.programs:
             raise InvariantsError("--no-catalog: no [[program]] declared in the spec files; nothing to gate")
         self.configs = select_configs(config.getoption("configs"))
+        # Under --no-catalog, the catalog programs the project's own relations name (``structure(mine) ==
+        # structure(take)``, ``time(mine) / time(take)``) are compiled for those relations and nothing else:
+        # no items of their own, so a downstream run costs what its own programs cost.
+        self.partners = [] if self.with_catalog else relation_partners(self.specs, self.programs)
         if not self.structure_keys():
             # Each option selected something, but together nothing: a green run would have checked nothing.
             given = " ".join(
@@ -103,13 +107,29 @@ class GateSession:
 
         return self.snapshot_folder(key[0], key[2]) / f"{snapshot_stem(key[0], key[1])}.txt"
 
-    def update_command(self, test_file: Path, flag: str, programs: str, target: str | None = None) -> str:
-        """The command that records ``programs`` (``flag``: ``--snapshot-update`` or ``--record-baselines``),
-        on ``target`` or on every target present, the way this session was started: ``pytest FILE`` in a
-        checkout, ``python -m invariants gate ...`` in a downstream project."""
-        prefix = self.config.getoption("gate_command") or f"pytest {shown_path(test_file)}"
-        where = f" --targets {target}" if target else ""
-        return f"{prefix}{where} --programs {programs} {flag}"
+    def update_command(
+        self, test_file: Path, flag: str, programs: str, target: str | None = None, configs: str | None = None
+    ) -> str:
+        """The command that records ``programs`` (``flag``: ``--snapshot-update`` or ``--record-baselines``,
+        with any options of its own), on ``target`` or on every target present, in ``configs`` or all, the
+        way this session was started: ``pytest FILE`` in a checkout, with the folders it reads
+        (``--spec-dir``, ``--snapshot-dir``, ...); ``python -m invariants gate ...`` in a downstream
+        project, whose prefix carries them already."""
+        import shlex
+
+        prefix = self.config.getoption("gate_command")
+        words = [prefix] if prefix else [f"pytest {shlex.quote(shown_path(test_file))}"]
+        if not prefix:
+            options = self.config.option
+            words += [f"--spec-dir {shlex.quote(d)}" for d in options.spec_dir or ()]
+            for name, value in (("--snapshot-dir", options.snapshot_dir),
+                                ("--catalog-snapshot-dir", options.catalog_snapshot_dir)):  # fmt: skip
+                if value:
+                    words.append(f"{name} {shlex.quote(str(value))}")
+            words += ["--no-catalog"] if options.no_catalog else []
+        words += [f"--targets {target}"] if target else []
+        words += [f"--programs {programs}"] + ([f"--configs {configs}"] if configs else []) + [flag]
+        return " ".join(words)
 
     def available(self, target: str) -> str | None:
         return self.all_targets[target].unavailable_reason()
@@ -155,9 +175,12 @@ class GateSession:
 
         return [c for c in target.configs_for(PROGRAMS[program]) if c in self.configs]
 
-    def selects(self, program: str, config: str) -> bool:
-        """Whether ``--programs`` and ``--configs`` both select (program, config)."""
-        return program in self.programs and config in self.configs
+    def selects(self, program: str, config: str, partner: bool = False) -> bool:
+        """Whether ``--programs`` and ``--configs`` both select (program, config). ``partner``: for one side
+        of a relation, where a catalog program kept for the project's relations (:attr:`partners`) counts
+        as selected too."""
+        chosen = program in self.programs or (partner and program in self.partners)
+        return chosen and config in self.configs
 
     def structure_keys(self) -> list[Key]:
         from ._compile import Key
@@ -182,6 +205,26 @@ class GateSession:
         return folder / stem
 
 
+def relation_partners(specs: list[Any], programs: list[str]) -> list[str]:
+    """The catalog programs that the relations of the project's own spec files (not the package's) name
+    beside programs of ``programs``: ``take`` for ``structure(mylib_take) == structure(take)`` or
+    ``time(mylib_take) / time(take) <= 1.1`` when ``mylib_take`` is selected. A relation only between
+    catalog programs counts too: a project's spec file named them. (A correctness ``reference`` runs
+    outside the compile cache and needs nothing here.)"""
+    from ._programs import CATALOG
+
+    out: dict[str, None] = {}
+    for spec in specs:
+        if spec.catalog_scope:
+            continue
+        for inv in spec.invariants:
+            if inv.kind == "absolute":
+                continue
+            if all(name in programs for name in inv.programs if name not in CATALOG):
+                out.update((name, None) for name in inv.programs if name in CATALOG and name not in programs)
+    return list(out)
+
+
 def _env_list(name: str) -> list[str]:
     value = os.environ.get(name)
     return [value] if value else []
@@ -203,16 +246,11 @@ def select_program_option(value: str | None, default: list[str] | None = None) -
     ``kind:K`` or ``tag:T``, as a spec's ``programs`` takes them. Not given: ``default`` (every program).
     Empty, or a selector that matches nothing: one line."""
     from ._registry import PROGRAMS
-    from ._spec import select_programs
+    from ._select import select_program_words
 
     if value is None:
         return list(PROGRAMS) if default is None else default
-    words = selectors(value, "--programs", "name programs, or leave the option out for all")
-    for sel in words:
-        if not select_programs([sel]):
-            raise InvariantsError(f"--programs: unknown program {sel!r}{did_you_mean(sel, PROGRAMS, n=2)}")
-    chosen = set(select_programs(words))
-    return [name for name in PROGRAMS if name in chosen]
+    return select_program_words(value, PROGRAMS)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -410,9 +448,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         from ._checks import expand
 
         cases = expand(s.specs, s.targets)
-        cases = [c for c in cases if all(s.selects(k.program, k.config) for k in c.keys)]
+        cases = [
+            c
+            for c in cases
+            if all(s.selects(k.program, k.config, c.invariant.kind != "absolute") for k in c.keys)
+        ]
         if s.raw:
             cases = [dataclasses.replace(c, skip=None, invariant=raw_invariant(c.invariant)) for c in cases]
+        # The partners of the project's relations (--no-catalog) have no structure item to plan them.
+        s.cache.plan(
+            k for c in cases for k in c.keys if k.program in s.partners and s.available(k.target) is None
+        )
         params = []
         for case in cases:
             marks = _marks(s, case.keys[0], programs=[k.program for k in case.keys])
@@ -450,7 +496,8 @@ def throughput_cases(s: GateSession) -> list[Any]:
     return [
         c
         for c in cases
-        if all(s.selects(k.program, k.config) for k in c.keys) and not get_config(c.config).compile_only
+        if all(s.selects(k.program, k.config, partner=True) for k in c.keys)
+        and not get_config(c.config).compile_only
     ]
 
 
@@ -463,7 +510,8 @@ def _parametrize_throughput(metafunc: pytest.Metafunc, s: GateSession) -> None:
             params.append(pytest.param(c, id=c.id, marks=_skip(reason)))
         metafunc.parametrize("throughput_case", params or [_none("no throughput invariant applies")])
     if "efficiency_key" in metafunc.fixturenames:
-        keys = sorted({k for c in cases for k in c.keys})
+        # A partner kept only for the project's relations (--no-catalog) gets no efficiency item of its own.
+        keys = sorted({k for c in cases for k in c.keys if k.program in s.programs})
         params = [pytest.param(k, id=_key_id(k), marks=_skip(_missing_library([k.program]))) for k in keys]
         metafunc.parametrize("efficiency_key", params or [_none("no program is timed")])
 
@@ -679,6 +727,21 @@ def _obsolete_snapshots(config: pytest.Config, items: list[dict[str, Any]], pass
     return lines
 
 
+def _recorded_baselines(items: list[dict[str, Any]]) -> list[str]:
+    """One line per efficiency baseline this run wrote (every process's, read from the items' records): a
+    missing one that ``--snapshot-update`` recorded, or one ``--record-baselines`` re-recorded."""
+    lines = []
+    for item in items:
+        done = item.get("recorded") if item.get("kind") == "efficiency" else None
+        if isinstance(done, dict):
+            why = "it was missing" if done.get("why") == "missing" else "--record-baselines"
+            lines.append(
+                f"invariants: recorded efficiency baseline {shown_path(Path(done['path']))} "
+                f"({item['program']}[{item['config']}] on {item['target']}: {done['efficiency']:.3f}; {why})"
+            )
+    return lines
+
+
 def _unused_lines(config: pytest.Config) -> list[str]:
     """syrupy's "N snapshots unused" names no file unless asked to: one line that names them."""
     report = getattr(getattr(config, "_syrupy", None), "report", None)
@@ -737,6 +800,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = yield
     if call.when == "call" and item.stash.get(_STOPPED, False):
         report.sections = [(title, text) for title, text in report.sections if "stderr" not in title]
+    crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
+    if crash is not None and report.failed and item.get_closest_marker("gate") is not None:
+        # pytest's FAILED short line shows this message, cut to the terminal's width: the reason, first
+        # and whole, without pytest's "Failed: " before it.
+        crash.message = crash.message.removeprefix("Failed: ")
     return report
 
 
@@ -754,10 +822,21 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if "gate" in report.keywords:
         _RESULTS["gate"] = True
     outcome = "xfailed" if hasattr(report, "wasxfail") else report.outcome
-    entries = [_results.entry(name, value, outcome, report.nodeid) for name, value in report.user_properties]
+    reason = failure_reason(report) if report.failed else None
+    entries = [
+        _results.entry(name, value, outcome, report.nodeid, reason) for name, value in report.user_properties
+    ]
     items.extend(e for e in entries if e is not None)
     if report.failed and not any(entries):
-        items.append(_results.error_entry(outcome, report.nodeid))
+        items.append(_results.error_entry(outcome, report.nodeid, reason))
+
+
+def failure_reason(report: pytest.TestReport) -> str:
+    """The one line a failed item gives as its reason: the first line of its failure (what pytest's
+    ``FAILED`` short line shows)."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    text = crash.message if crash is not None else str(report.longrepr or "")
+    return (text.strip().splitlines() or ["failed"])[0].removeprefix("Failed: ")
 
 
 _RESULTS: dict[str, Any] = {}
@@ -774,12 +853,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     import jax
 
     from . import _results
+    from ._registry import PROGRAMS, declared
     from ._targets import versions
 
     s = gate_session(config)
     items = _RESULTS.get("items", [])
     passed = exitstatus == 0 and session.testsfailed == 0
-    _NOTES[:] = _obsolete_snapshots(config, items, passed)
+    _NOTES[:] = _obsolete_snapshots(config, items, passed) + _recorded_baselines(items)
     claim = config.stash.get(_CLAIM, None)
     if claim is None:
         return
@@ -801,6 +881,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             for t in s.targets
         },
         "exitstatus": int(exitstatus),
+        # A downstream project's own programs: what its report shows by default.
+        "declared": list(declared()),
+        # Every program of the run, as --programs selects them: the report's --programs reads these.
+        "programs": {name: {"kind": p.kind, "tags": sorted(p.tags)} for name, p in PROGRAMS.items()},
         "items": items,
     }
     path = claim.path

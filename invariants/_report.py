@@ -4,6 +4,7 @@ Usage::
 
     python -m invariants report RESULTS.json [MORE.json ...] [--benchmark-json B.json]
                                 [--compare A.json B.json] [--plot FILE.png] [--out FILE.md]
+                                [--programs WORDS]
 
 Inputs (contract):
 
@@ -16,6 +17,10 @@ Inputs (contract):
   becomes a throughput row; a benchmark measured in the results file too (same node id) is shown once.
 * ``--compare A B``: two results files; prints what changed from A to B (versions, metrics, invariant
   outcomes, ratios whose intervals no longer overlap).
+* ``--programs WORDS``: only the items about these programs, selected with the gate's grammar
+  (:mod:`invariants._select`) from the programs the results file recorded; a relation counts when one of
+  its programs is chosen. Without it, a downstream run (a results file with ``declared`` programs) shows
+  its own programs, and any other run all of them.
 
 The run is read by :mod:`invariants._report_run`, drawn by :mod:`invariants._report_plot`; this module
 writes the markdown and is the command.
@@ -144,8 +149,17 @@ def _header(run: Run, title: str) -> list[str]:
         f"- **versions**: {versions}",
         f"- **runtime**: {rt.get('platform', '?')} ({rt.get('device_kind', '?')}) x{rt.get('count', '?')}",
         f"- **targets**: {', '.join(targets) or 'none recorded'}",
+        *([f"- **programs**: {_focus_line(run.focus)}"] if run.focus else []),
         "",
     ]
+
+
+def _focus_line(focus: tuple[list[str], str]) -> str:
+    programs, how = focus
+    shown = ", ".join(f"`{p}`" for p in programs[:12]) + (
+        f" and {len(programs) - 12} more" if len(programs) > 12 else ""
+    )
+    return f"{shown} ({how})"
 
 
 def _tier_summary(run: Run) -> list[str]:
@@ -168,7 +182,9 @@ def _tier_summary(run: Run) -> list[str]:
     failed = [i for i in run.items if i.get("outcome") in ("failed", "error")]
     if failed:
         lines += ["**Failed items**", ""]
-        lines += [f"- `{i['nodeid']}`" for i in sorted(failed, key=lambda i: i["nodeid"])]
+        for i in sorted(failed, key=lambda i: i["nodeid"]):
+            reason = _results.reason_of(i)
+            lines.append(f"- `{i['nodeid']}`" + (f": {reason}" if reason else ""))
         lines.append("")
     return lines
 
@@ -454,7 +470,28 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--plot", metavar="FILE.png", help="write a PNG: launches per program and target, ratios")
     p.add_argument("--out", metavar="FILE.md", help="write the markdown here instead of stdout")
+    p.add_argument(
+        "--programs", metavar="WORDS",
+        help="only these programs' items, selected as the gate's --programs selects (names, patterns such "
+        "as 'vmap_*', kind:backward, tag:user); default: a downstream run's own programs, else all; "
+        "'*' shows all",
+    )  # fmt: skip
     return p
+
+
+def _focus(run: Run, value: str | None) -> Run:
+    """The run as the report shows it: ``--programs``, else a downstream run's own programs, else all."""
+    from ._report_run import focused, known_programs
+    from ._select import select_program_words
+
+    if value is not None:
+        chosen = select_program_words(value, known_programs(run), "report: --programs")
+        return focused(run, chosen, f"--programs {value}")
+    if run.declared:
+        return focused(
+            run, run.declared, "the project's own, declared in its spec files; --programs '*' for all"
+        )
+    return run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -469,6 +506,8 @@ def main(argv: list[str] | None = None) -> int:
         raise InvariantsError("report: --benchmark-json needs a results file to go with it")
     if args.plot and not args.results:
         raise InvariantsError("report: --plot draws a results file; give one")
+    if args.programs is not None and not args.results:
+        raise InvariantsError("report: --programs selects from a results file; give one")
     # Where it writes, before any reading: a directory or an unwritable folder is one line now, not a
     # traceback after the work (the same output twice would keep only the second).
     outputs = [(option, value) for option, value in (("--out", args.out), ("--plot", args.plot)) if value]
@@ -482,6 +521,7 @@ def main(argv: list[str] | None = None) -> int:
         run = merge([load_results(p) for p in args.results])
         if args.benchmark_json:
             add_benchmarks(run, load_benchmarks(args.benchmark_json, run.runtime_target))
+        run = _focus(run, args.programs)
         parts.append(render(run))
         if args.plot:
             if plot(run, args.plot):

@@ -17,7 +17,10 @@ from typing import Any
 from . import _results
 from ._errors import InvariantsError
 
-__all__ = ["Run", "Throughput", "add_benchmarks", "load_benchmarks", "load_results", "merge"]
+__all__ = [
+    "Run", "Throughput", "add_benchmarks", "focused", "item_programs", "known_programs", "load_benchmarks",
+    "load_results", "merge",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,12 @@ class Run:
     exitstatus: int
     items: list[dict[str, Any]]
     throughput: list[Throughput] = field(default_factory=list)
+    # The programs the run's spec files declared (a downstream project's own), and every program of the
+    # run with its kind and tags (see invariants._results): what --programs selects from.
+    declared: list[str] = field(default_factory=list)
+    programs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # What the report shows: None (every program) or the programs chosen, and how they were chosen.
+    focus: tuple[list[str], str] | None = None
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
         return [i for i in self.items if i.get("kind") == kind]
@@ -94,6 +103,8 @@ def load_results(path: str | Path) -> Run:
         targets={str(k): (v if isinstance(v, dict) else {}) for k, v in data.get("targets", {}).items()},
         exitstatus=data.get("exitstatus", 0),
         items=list(data["items"]),
+        declared=_results.declared_of(data),
+        programs=_results.programs_of(data),
     )
     for item in run.items:
         row = _throughput_of(item, item.get("target") or run.runtime_target, item["nodeid"], item["outcome"])
@@ -129,7 +140,55 @@ def merge(runs: Sequence[Run]) -> Run:
         merged.exitstatus = max(merged.exitstatus, run.exitstatus)
         merged.items += run.items
         merged.throughput += run.throughput
+        merged.declared += [p for p in run.declared if p not in merged.declared]
+        merged.programs.update(run.programs)
     return merged
+
+
+def item_programs(item: dict[str, Any]) -> list[str]:
+    """The programs an entry is about: its program, a relation's programs, a ratio's two sides (without
+    their index distribution); none for an error entry."""
+    if isinstance(item.get("programs"), list):
+        return [str(p) for p in item["programs"]]
+    if item.get("kind") == "ratio":
+        return [str(item[side]).split("[", 1)[0] for side in ("a", "b") if item.get(side)]
+    return [str(item["program"])] if item.get("program") else []
+
+
+def focused(run: Run, programs: Sequence[str], how: str) -> Run:
+    """The run with only the entries (and throughput rows) about one of ``programs`` (a relation counts when
+    one of its programs is chosen); error entries, which name no program, always stay."""
+    chosen = set(programs)
+
+    def keep(item: dict[str, Any]) -> bool:
+        named = item_programs(item)
+        return not named or bool(chosen & set(named))
+
+    def keep_row(row: Throughput) -> bool:
+        sides = [part.strip().split("[", 1)[0] for part in row.label.split("/")]
+        return bool(chosen & set(sides))
+
+    return Run(
+        sources=run.sources, versions=run.versions, runtime=run.runtime, targets=run.targets,
+        exitstatus=run.exitstatus, items=[i for i in run.items if keep(i)],
+        throughput=[t for t in run.throughput if keep_row(t)], declared=run.declared, programs=run.programs,
+        focus=(list(programs), how),
+    )  # fmt: skip
+
+
+def known_programs(run: Run) -> dict[str, Any]:
+    """The run's programs as :func:`invariants._spec.select_programs` reads them (a kind and tags each);
+    for a file that recorded none, the names its entries carry, with neither."""
+    from types import SimpleNamespace
+
+    known = {
+        name: SimpleNamespace(kind=info.get("kind"), tags=frozenset(info.get("tags") or ()))
+        for name, info in run.programs.items()
+    }
+    for item in run.items:
+        for name in item_programs(item):
+            known.setdefault(name, SimpleNamespace(kind=None, tags=frozenset()))
+    return known
 
 
 def load_benchmarks(path: str | Path, default_target: str = "runtime") -> list[Throughput]:

@@ -11,7 +11,11 @@ The file is one JSON object::
 
 Every entry has ``kind`` (one of :data:`KINDS`), ``outcome`` (pytest's: passed, failed, skipped, xfailed)
 and ``nodeid``, plus the fields :data:`FIELDS` lists for its kind (a writer that leaves one out fails at
-once, so the reader can rely on them). Extra fields are allowed and kept. The kinds:
+once, so the reader can rely on them); a failed entry also has ``reason``, the first line of its failure
+(:func:`reason_of` reads it). Extra fields are allowed and kept. The top level may hold ``declared``: the
+programs the run's spec files declared (a downstream project's own), which the report shows by default
+(:func:`declared_of`); and ``programs``: every program of the run, name to ``{"kind", "tags"}``, which the
+report's ``--programs`` selects from (:func:`programs_of`). The kinds:
 
 * ``structure``: ``target``, ``program``, ``config`` and every structural metric of the registry
   (:func:`invariants._metrics.structure_metrics`), and every compiler and kernel-code metric (null where
@@ -41,8 +45,8 @@ from typing import IO, Any, Literal
 from ._errors import InvariantsError
 
 __all__ = [
-    "FIELDS", "KINDS", "PROPERTY", "TIERS", "Claim", "check_path", "claim", "entry", "lock_path", "read",
-    "record", "write",
+    "FIELDS", "KINDS", "PROPERTY", "TIERS", "Claim", "check_path", "claim", "declared_of", "entry",
+    "error_entry", "lock_path", "programs_of", "read", "reason_of", "record", "write",
 ]  # fmt: skip
 
 RecordKind = Literal["structure", "invariant", "correctness", "ratio", "efficiency", "error"]
@@ -79,16 +83,39 @@ def record(kind: RecordKind, **fields: Any) -> tuple[str, dict[str, Any]]:
     return PROPERTY, {**fields, "kind": kind}
 
 
-def entry(name: str, value: Any, outcome: str, nodeid: str) -> dict[str, Any] | None:
-    """The results-file entry of one recorded property, or None when it is not one of :func:`record`'s."""
+def entry(
+    name: str, value: Any, outcome: str, nodeid: str, reason: str | None = None
+) -> dict[str, Any] | None:
+    """The results-file entry of one recorded property, or None when it is not one of :func:`record`'s.
+    ``reason``: a failed item's one line (kept as ``reason``)."""
     if name != PROPERTY or not isinstance(value, dict) or value.get("kind") not in FIELDS:
         return None
-    return {**value, "outcome": outcome, "nodeid": nodeid}
+    return {**value, "outcome": outcome, "nodeid": nodeid, **({"reason": reason} if reason else {})}
 
 
-def error_entry(outcome: str, nodeid: str) -> dict[str, Any]:
+def error_entry(outcome: str, nodeid: str, reason: str | None = None) -> dict[str, Any]:
     """The entry of an item that failed before recording anything."""
-    return {"kind": "error", "outcome": outcome, "nodeid": nodeid}
+    return {"kind": "error", "outcome": outcome, "nodeid": nodeid, **({"reason": reason} if reason else {})}
+
+
+def reason_of(item: dict[str, Any]) -> str | None:
+    """A failed entry's reason (older files have none)."""
+    reason = item.get("reason")
+    return reason if isinstance(reason, str) and reason else None
+
+
+def declared_of(data: dict[str, Any]) -> list[str]:
+    """The programs a run's spec files declared (empty: a run of the catalog alone, or an older file)."""
+    declared = data.get("declared", [])
+    return [p for p in declared if isinstance(p, str)] if isinstance(declared, list) else []
+
+
+def programs_of(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every program of a run, name to ``{"kind", "tags"}`` (empty for an older file)."""
+    programs = data.get("programs", {})
+    if not isinstance(programs, dict):
+        return {}
+    return {str(k): v for k, v in programs.items() if isinstance(v, dict)}
 
 
 def write(path: Path, payload: dict[str, Any]) -> None:
@@ -267,6 +294,8 @@ def read(path: str | Path) -> dict[str, Any]:
     for key in ("versions", "runtime", "targets"):
         if not isinstance(data.get(key, {}), dict):
             raise InvariantsError(f"{p}: '{key}' must be an object")
+    if not isinstance(data.get("declared", []), list):
+        raise InvariantsError(f"{p}: 'declared' must be a list of program names")
     if not isinstance(data.get("exitstatus", 0), int):
         raise InvariantsError(f"{p}: 'exitstatus' must be an integer")
     return data

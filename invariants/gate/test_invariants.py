@@ -6,7 +6,8 @@ import pytest
 
 from invariants import _results
 from invariants._checks import evaluate, run_correctness
-from invariants._outcomes import failure_report, judge
+from invariants._compile import Key
+from invariants._outcomes import dumped_line, failure_report, judge
 from invariants._registry import PROGRAMS
 from invariants._snapshot import render_summary
 
@@ -48,7 +49,7 @@ def test_invariant(invariant_case, gate, record_property):
 
 
 @pytest.mark.gate
-def test_correctness(correctness_case, record_property):
+def test_correctness(correctness_case, gate, record_property):
     problem = run_correctness(correctness_case)
     c = correctness_case
     record_property(
@@ -63,4 +64,10 @@ def test_correctness(correctness_case, record_property):
     )
     if problem:
         check = correctness_case.check
-        pytest.fail(f"{check.where}: {check.id} failed for {correctness_case.id}: {problem}", pytrace=False)
+        # The programs as the runtime target compiles them, for the failure's reader.
+        runtime = next(iter(gate.all_targets))
+        names = [c.program, *([check.reference] if check.reference else [])]
+        dumped = dumped_line(gate, *(Key(name, c.config, runtime) for name in names))
+        pytest.fail(
+            f"{check.where}: {check.id} failed for {correctness_case.id}: {problem}\n{dumped}", pytrace=False
+        )

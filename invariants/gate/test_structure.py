@@ -7,11 +7,12 @@ programs are compared with the snapshots the installed package ships, which no u
 from __future__ import annotations
 
 import pytest
+from syrupy.terminal import disable_color
 
 from invariants import _results
 from invariants._cost import value_or_none
 from invariants._metrics import structure_metrics
-from invariants._outcomes import committed_snapshot_diff
+from invariants._outcomes import committed_snapshot_diff, dumped_line, structure_failure
 from invariants._registry import PROGRAMS
 from invariants._snapshot import render_summary
 
@@ -44,7 +45,9 @@ def test_structure(structure_key, gate, structure_snapshot, request, record_prop
             pytest.fail(
                 f"{program}[{config}] on {target} no longer compiles to the package's snapshot (read-only; "
                 "--no-catalog leaves the catalog out):\n"
-                + committed_snapshot_diff(gate, structure_key, summary),
+                + committed_snapshot_diff(gate, structure_key, summary)
+                + "\n"
+                + dumped_line(gate, structure_key),
                 pytrace=False,
             )
         return
@@ -57,4 +60,10 @@ def test_structure(structure_key, gate, structure_snapshot, request, record_prop
             + gate.update_command(request.path, "--snapshot-update", programs),
             pytrace=False,
         )
-    assert summary == structure_snapshot
+    # syrupy compares (and, on --snapshot-update, writes); the failure is ours: its diff whole, with no
+    # traceback of this function and no pytest truncation of an assert's explanation ("use -vv").
+    if structure_snapshot != summary:
+        with disable_color():  # the text also goes to the results file and junit XML
+            diff = structure_snapshot.get_assert_diff()
+        accept = gate.update_command(request.path, "--snapshot-update", program, target, config)
+        pytest.fail(structure_failure(gate, structure_key, diff, accept), pytrace=False)

@@ -4,7 +4,8 @@ Nothing here asserts an absolute time. A ratio ``time(A) / time(B) <= c`` is mea
 and B call by call and fails only when its whole confidence interval lies above ``c``. Efficiency is
 ``t_copy / t_program`` for a device copy of the bytes the lookup must move; it is compared with the
 baseline recorded in ``<snapshot dir>/<target>/efficiency/`` and fails only when its whole interval lies
-below ``baseline * (1 - efficiency_max_loss)``. Baselines are re-recorded only with ``--record-baselines``.
+below ``baseline * (1 - efficiency_max_loss)``. A missing baseline is recorded by ``--snapshot-update``; an
+existing one is re-recorded only with ``--record-baselines``.
 
 Every item is a pytest-benchmark benchmark: ``--benchmark-json`` carries each ratio, interval and
 efficiency in ``extra_info``. With ``--benchmark-disable`` the measurements and verdicts still run
@@ -30,10 +31,11 @@ from invariants._baselines import (
     record_programs,
     write_baseline,
 )
+from invariants._compile import Key
 from invariants._cost import predicted_ratio
 from invariants._jax_timing import copy_callable, jax_callable
 from invariants._metrics import input_facts
-from invariants._outcomes import judge
+from invariants._outcomes import dumped_line, judge
 from invariants._programs import Distribution, get_config, make_arguments
 from invariants._registry import PROGRAMS
 from invariants._spec import throughput_terms
@@ -100,7 +102,10 @@ def test_ratio(throughput_case, gate, benchmark, record_property):
         tightenable=result.verdict == "pass",
         where=where,
         describe=describe,
-        failure=lambda: f"{inv.where}: {inv.id} failed on {where}: {describe} > {threshold}",
+        failure=lambda: (
+            f"{inv.where}: {inv.id} failed on {where}: {describe} > {threshold}\n"
+            + dumped_line(gate, *(Key(side.program, case.config, case.target) for side in (a_side, b_side)))
+        ),
     )
 
 
@@ -113,24 +118,14 @@ def bytes_moved(program: str, config: str) -> int:
 def record_command(gate, request, key) -> str:
     """The command that records this item's baseline and nothing else: its program with the other side of
     its relation (without it, no efficiency item exists: see invariants._baselines.record_programs), its
-    configuration, this item alone (-k), and the folders this session reads (--snapshot-dir, --spec-dir),
-    which the gate command's own prefix already carries."""
+    configuration, this item alone (-k), and the folders this session reads (``GateSession.update_command``
+    carries them)."""
     from invariants._plugin import throughput_cases
 
     _, config, target = key
-    options = request.config.option
-    where = []
-    if not options.gate_command:
-        where += [f"--spec-dir {shlex.quote(d)}" for d in options.spec_dir or ()]
-        for flag, value in (("--snapshot-dir", options.snapshot_dir),
-                            ("--catalog-snapshot-dir", options.catalog_snapshot_dir)):  # fmt: skip
-            if value:
-                where.append(f"{flag} {shlex.quote(str(value))}")
-        where += ["--no-catalog"] if options.no_catalog else []
     only = shlex.quote(f"test_efficiency and {request.node.callspec.id}]")
-    flag = " ".join([f"--configs {config}", f"-k {only}", *where, "--record-baselines"])
     programs = ",".join(record_programs(key, throughput_cases(gate)))
-    return gate.update_command(request.path, flag, programs, target)
+    return gate.update_command(request.path, f"-k {only} --record-baselines", programs, target, config)
 
 
 def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
@@ -139,12 +134,14 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
     # invariants._baselines'; this item measures and judges.
     max_loss = max_loss_for(gate.specs, target)
     path = baseline_path(gate.snapshot_folder(program, target).parent, target, program, config)
-    # Only on request: a baseline is a timing, and --snapshot-update (accepting a structural change) must
-    # not commit fresh timing noise. A read-only baseline (the package's, in a downstream run) is compared
-    # with, never re-recorded.
-    updating = request.config.getoption("--record-baselines") and gate.snapshot_writable(program)
     here = machine(jax.devices()[0].device_kind, CLOCK_NAME)
     baseline = read_baseline(path)
+    # Re-recorded only on request: a baseline is a timing, and --snapshot-update (accepting a structural
+    # change) must not commit fresh timing noise over one. A missing one it records: the first update of a
+    # new program or project would otherwise fail here, with nothing to compare. A read-only baseline (the
+    # package's, in a downstream run) is compared with, never recorded.
+    missing = baseline is None and request.config.getoption("--snapshot-update")
+    updating = (request.config.getoption("--record-baselines") or missing) and gate.snapshot_writable(program)
     if not gate.snapshot_writable(program) and (baseline is None or baseline.get("machine") != here):
         pytest.skip(
             f"{path}: no baseline of {program}[{config}] for this machine ({here}); efficiency is "
@@ -166,14 +163,18 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
             **result.to_dict(), "attempts": [r.verdict for r in attempts]}  # fmt: skip
     if baseline:
         info["baseline"] = baseline["efficiency"]
-    name, record = _results.record("efficiency", **info)
-    benchmark.extra_info.update(record)
-    record_property(name, record)
     if updating:
         # A baseline outlives the run that records it: the median of three measurements, so that one lucky
         # (or unlucky) run does not move every later verdict.
         runs = [result] + [measure_efficiency(program_call, copy_call, clock=CLOCK) for _ in range(2)]
-        write_baseline(path, runs, here, versions())
+        written = write_baseline(path, runs, here, versions())
+        # The reporting process names what was recorded (invariants._plugin, at the session's end).
+        info["recorded"] = {"path": str(path), "efficiency": written["efficiency"],
+                            "why": "missing" if baseline is None else "--record-baselines"}  # fmt: skip
+    name, record = _results.record("efficiency", **info)
+    benchmark.extra_info.update(record)
+    record_property(name, record)
+    if updating:
         return
     if baseline is None:
         pytest.fail(
@@ -191,6 +192,7 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
         pytest.fail(
             f"{path}: {program}[{config}] lost efficiency: {result.summary()} against baseline "
             f"{baseline['efficiency']:.3f}, below the floor {floor:.3f} (max loss {max_loss:.0%}); "
-            "a runtime regression, even if the HLO did not change",
+            "a runtime regression, even if the HLO did not change\n"
+            + dumped_line(gate, Key(*efficiency_key)),
             pytrace=False,
         )

@@ -211,3 +211,30 @@ def test_a_metric_the_target_does_not_provide_fails_in_one_line(tmp_path: Path):
         "estimated_cycles of naive on cpu: "
         "no kernel carries estimated_cycles (only the TPU compiler writes them)"
     )
+
+
+def test_a_structure_failure_prints_the_command_that_accepts_it_alone(tmp_path: Path):
+    """In a checkout: syrupy's diff with no gate source, then `pytest FILE ... --snapshot-update`, which
+    (run as printed) re-records that one snapshot; the next run passes."""
+    import shlex
+
+    project = make_project(tmp_path, targets=("cpu",))
+    snapshot = project / "snapshots" / "cpu" / "naive.f32.txt"
+    good = snapshot.read_text()
+    snapshot.write_text(re.sub(r"summary: kernels \d+", "summary: kernels 99", good))
+    before = snapshot_bytes(project)
+    failed = run(project, "tests/gate/test_structure.py", "--targets", "cpu", "--programs", "naive,take")
+    assert failed.returncode == 1, failed.stdout[-3000:]
+    assert "- summary: kernels 99;" in failed.stdout and "def test_structure" not in failed.stdout
+    accept = re.search(r"^accept it \(re-records this snapshot alone\): (pytest .*)$", failed.stdout, re.M)
+    assert accept, failed.stdout[-3000:]
+    assert accept[1] == (
+        "pytest tests/gate/test_structure.py --targets cpu --programs naive --configs f32 --snapshot-update"
+    )
+    accepted = run(project, *shlex.split(accept[1])[1:])
+    assert accepted.returncode == 0, accepted.stdout[-3000:]
+    after = snapshot_bytes(project)
+    assert {k for k in after if after[k] != before[k]} == {"snapshots/cpu/naive.f32.txt"}
+    assert snapshot.read_text() == good
+    again = run(project, "tests/gate/test_structure.py", "--targets", "cpu", "--programs", "naive,take")
+    assert again.returncode == 0, again.stdout[-3000:]

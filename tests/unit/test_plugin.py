@@ -317,3 +317,23 @@ def test_a_stopped_gate_items_report_leaves_out_the_c_plus_plus_stack_it_capture
     with pytest.raises(StopIteration) as done:
         made.send(Report())
     assert done.value.value.sections == [("Captured log call", "x")]
+
+
+def test_no_catalog_keeps_the_catalog_programs_the_projects_relations_name(tmp_path):
+    """The partners of --no-catalog: named by a relation of the project's spec files beside a selected
+    program of its own (or between catalog programs alone); never by an absolute invariant's pattern, never
+    by the package's own spec files."""
+    from invariants._plugin import relation_partners
+    from invariants._spec import SPEC_DIR, load_specs
+
+    (tmp_path / "mine.toml").write_text(
+        '[spec]\ntargets = ["*"]\n\n'
+        '[[program]]\nname = "mine"\nfunction = "m:f"\nkind = "forward"\n\n'
+        '[[invariant]]\nid = "a"\nassert = "structure(mine) == structure(take)"\n\n'
+        '[[invariant]]\nid = "b"\nassert = "time(mine) / time(naive) <= 2"\n\n'
+        '[[invariant]]\nid = "c"\nprograms = ["*take*"]\nassert = "while_loops == 0"\n\n'
+        '[[invariant]]\nid = "d"\nassert = "kernels(grad_take) <= kernels(grad_naive)"\n'
+    )
+    specs = load_specs(SPEC_DIR, tmp_path)
+    assert relation_partners(specs, ["mine"]) == ["take", "naive", "grad_take", "grad_naive"]
+    assert relation_partners(specs, []) == ["grad_take", "grad_naive"]

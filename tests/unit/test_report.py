@@ -317,3 +317,60 @@ def test_outputs_are_written_whole(tmp_path, monkeypatch):
     assert cli(["report", results, "--out", str(out), "--plot", str(tmp_path / "report.png")]) == 0
     assert "grad_vmap_naive" in out.read_text() and (tmp_path / "report.png").stat().st_size > 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "report.md", "report.png"]
+
+
+def _downstream_run() -> dict[str, Any]:
+    """A downstream run: its own program `mine` related to the catalog's take, beside catalog items."""
+    relation = _invariant("cpu", "mine", "mine_is_take", "passed")
+    relation["programs"] = ["mine", "take"]
+    failed = _structure("cpu", "mine")
+    failed |= {
+        "outcome": "failed",
+        "reason": "mine[f32] on cpu: compiled structure differs from s/cpu/mine.f32.txt",
+    }
+    items = [
+        failed,
+        relation,
+        _structure("cpu", "naive"),
+        _invariant("cpu", "grad_take", "grad_no_while", "passed"),
+    ]
+    data = _results(items, exitstatus=1)
+    data["declared"] = ["mine"]
+    data["programs"] = {
+        "mine": {"kind": "forward", "tags": ["user"]},
+        "take": {"kind": "forward", "tags": []},
+        "naive": {"kind": "forward", "tags": []},
+        "grad_take": {"kind": "backward", "tags": []},
+    }
+    return data
+
+
+def test_a_downstream_runs_report_shows_its_own_programs_and_failed_reasons(tmp_path, capsys):
+    path = _write(tmp_path, "r.json", _downstream_run())
+    assert cli(["report", path]) == 0
+    out = capsys.readouterr().out
+    assert "- **programs**: `mine` (the project's own" in out
+    assert "`naive`" not in out and "grad_no_while" not in out
+    assert "| invariant | 1 | 0 |" in out  # the relation to take stays; the catalog's own invariant goes
+    assert "- `s::cpu-mine-f32`: mine[f32] on cpu: compiled structure differs from s/cpu/mine.f32.txt" in out
+
+
+@pytest.mark.parametrize(
+    ("words", "shown", "hidden"),
+    [("*", ["`naive`", "`mine`"], []), ("kind:backward", ["`grad_take`"], ["`naive`", "`mine`"]),
+     ("nai*", ["`naive`"], ["`mine`", "`grad_take`"]), ("tag:user", ["`mine`"], ["`naive`"])],
+)  # fmt: skip
+def test_report_programs_selects_with_the_gates_grammar(tmp_path, capsys, words, shown, hidden):
+    path = _write(tmp_path, "r.json", _downstream_run())
+    assert cli(["report", path, "--programs", words]) == 0
+    out = capsys.readouterr().out
+    assert all(s in out for s in shown), out
+    assert not any(h in out for h in hidden), out
+
+
+def test_report_programs_unknown_word_is_one_line(tmp_path, capsys):
+    path = _write(tmp_path, "r.json", _downstream_run())
+    assert cli(["report", path, "--programs", "mine,mien"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == ["report: --programs: unknown program 'mien' (did you mean 'mine'?)"]

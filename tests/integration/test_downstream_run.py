@@ -1,0 +1,254 @@
+"""``python -m invariants gate`` in a downstream project, as its users run it: a scratch project with one
+program of its own, related to the catalog's ``take`` by structure and by time, run in child processes on
+the CPU target (fast: two programs compile).
+
+What these hold: ``--no-catalog`` compiles the catalog programs the project's relations name and evaluates
+those relations; a first ``--snapshot-update`` records the missing efficiency baselines and never rewrites
+one; a structure failure is syrupy's diff, then the command that accepts it, which does; the FAILED line
+and the results file carry the reason; HLO and jaxpr are dumped for the failing key; the report shows the
+project's own programs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[2]
+
+SPEC = """\
+[spec]
+targets = ["*"]
+
+[[program]]
+name = "mine_take"
+function = "minelib:take_lookup"
+kind = "forward"
+configs = ["f32"]
+
+[[invariant]]
+id = "mine_is_take"
+assert = "structure(mine_take) == structure(take)"
+
+[[invariant]]
+id = "mine_as_fast"
+assert = "time(mine_take) / time(take) <= 4.0"
+"""
+
+MODULE = """\
+import jax.numpy as jnp
+
+
+def take_lookup(table, indices):
+    return jnp.take(table, indices, axis=0)
+"""
+
+
+def make(folder: Path) -> Path:
+    (folder / "specs").mkdir(parents=True)
+    (folder / "specs" / "mine.toml").write_text(SPEC)
+    (folder / "minelib.py").write_text(MODULE)
+    return folder
+
+
+def gate(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m invariants gate --spec-dir specs --snapshot-dir snapshots ARGS`` in ``project``."""
+    return run_words(project, ["python", "-m", "invariants", "gate", "--spec-dir", "specs",
+                               "--snapshot-dir", "snapshots", *args])  # fmt: skip
+
+
+def run_words(project: Path, words: list[str]) -> subprocess.CompletedProcess[str]:
+    """A command as a user types it (``python`` is this interpreter), with a wide terminal so that pytest's
+    short lines are not cut."""
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST_", "INVARIANTS_", "PYTEST_"))
+    }
+    env |= {"PYTHONPATH": os.pathsep.join([str(project), str(ROOT)]), "COLUMNS": "400",
+            "INVARIANTS_RATIO_MAX_SECONDS": "0.25"}  # fmt: skip
+    words = [sys.executable if w == "python" else w for w in words]
+    return subprocess.run([*words, "-p", "no:cacheprovider", "-rA"], cwd=project, env=env,
+                          capture_output=True, text=True, check=False, timeout=600)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """A project whose first run is ``--no-catalog --snapshot-update`` on the CPU."""
+    project = make(tmp_path_factory.mktemp("downstream"))
+    return project, gate(project, "--no-catalog", "--targets", "cpu", "--snapshot-update")
+
+
+def test_no_catalog_compiles_and_evaluates_what_the_relations_name(recorded):
+    _, first = recorded
+    out = first.stdout + first.stderr
+    assert first.returncode == 0, out[-3000:]
+    # The relations are evaluated (they used to be dropped under --no-catalog), against take ...
+    assert re.search(r"^PASSED \S+::test_invariant\[cpu-mine_take~take-f32-mine_is_take\]$", out, re.M), out
+    assert re.search(r"^PASSED \S+::test_ratio\[cpu-mine_take~take-f32-mine_as_fast\]$", out, re.M), out
+    # ... which compiles for them alone: no item of its own, and nothing else of the catalog compiles.
+    assert "compiled 2 programs" in out, out[-2000:]
+    assert not re.search(r"test_(structure|efficiency)\[cpu-take-", out), out
+
+
+def test_the_first_update_records_the_missing_baselines_and_says_so(recorded):
+    project, first = recorded
+    baseline = project / "snapshots" / "cpu" / "efficiency" / "mine_take.f32.json"
+    assert baseline.is_file(), first.stdout[-3000:]
+    assert (
+        "invariants: recorded efficiency baseline snapshots/cpu/efficiency/mine_take.f32.json" in first.stdout
+    )
+    assert not (project / "snapshots" / "cpu" / "efficiency" / "take.f32.json").exists()  # not the catalog's
+
+
+def test_a_later_update_never_rewrites_a_baseline(recorded):
+    project, _ = recorded
+    baseline = project / "snapshots" / "cpu" / "efficiency" / "mine_take.f32.json"
+    before = baseline.read_bytes()
+    again = gate(project, "--no-catalog", "--targets", "cpu", "--snapshot-update")
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert baseline.read_bytes() == before
+    assert "recorded efficiency baseline" not in again.stdout
+
+
+def test_a_structure_failure_reads_well_and_its_command_accepts_it(recorded, tmp_path: Path):
+    project, _ = recorded
+    snapshot = project / "snapshots" / "cpu" / "mine_take.f32.txt"
+    good = snapshot.read_text()
+    snapshot.write_text(re.sub(r"summary: kernels \d+", "summary: kernels 99", good))
+    results = tmp_path / "results.json"
+    dumps = tmp_path / "hlo"
+    failed = gate(project, "--no-catalog", "--targets", "cpu", "--results-json", str(results),
+                  "--hlo-dump-dir", str(dumps))  # fmt: skip
+    out = failed.stdout
+    assert failed.returncode == 1, out[-3000:]
+    # The failure's section: from its title line to the next separator line.
+    block = re.split(r"^[-=_]{5,}", out.split("_ test_structure[cpu-mine_take-f32] _", 1)[1], flags=re.M)[1]
+    lines = block.strip("\n").splitlines()
+    reason = "mine_take[f32] on cpu: compiled structure differs from snapshots/cpu/mine_take.f32.txt"
+    assert lines[0].startswith(reason), block
+    # syrupy's diff, both sides, with no traceback of the gate's source and no "use -vv".
+    assert "- summary: kernels 99;" in block and re.search(r"^\+ summary: kernels \d+;", block, re.M), block
+    assert "def test_structure" not in out and "-vv" not in out and "AssertionError" not in out, block
+    # The dumps of the failing key, and the FAILED line and the results file carrying the reason.
+    assert (dumps / "cpu" / "mine_take.f32.hlo.txt").is_file() and (
+        dumps / "cpu" / "mine_take.f32.jaxpr.txt"
+    ).is_file()
+    assert re.search(rf"^FAILED \S+::test_structure\[cpu-mine_take-f32\] - {re.escape(reason)}", out, re.M), (
+        out
+    )
+    items = json.loads(results.read_text())["items"]
+    entry = next(i for i in items if i["kind"] == "structure" and i["nodeid"].endswith("[cpu-mine_take-f32]"))
+    assert entry["outcome"] == "failed" and entry["reason"].startswith(reason)
+    # The command it prints last, run as printed, accepts the change and nothing else; the next run passes.
+    accept = lines[-1].split("accept it (re-records this snapshot alone): ", 1)
+    assert len(accept) == 2, block
+    words = shlex.split(accept[1])
+    assert words[:4] == ["python", "-m", "invariants", "gate"] and "--snapshot-update" in words
+    others = {p: p.read_bytes() for p in (project / "snapshots").rglob("*") if p.is_file() and p != snapshot}
+    accepted = run_words(project, words)
+    assert accepted.returncode == 0, accepted.stdout[-3000:]
+    assert snapshot.read_text() == good
+    assert {p: p.read_bytes() for p in others} == others
+    passing = gate(project, "--no-catalog", "--targets", "cpu")
+    assert passing.returncode == 0, passing.stdout[-3000:]
+
+
+def test_the_report_of_a_downstream_run_shows_its_own_programs(recorded, tmp_path: Path):
+    project, _ = recorded
+    results = tmp_path / "results.json"
+    ran = gate(project, "--targets", "cpu", "--programs", "mine_take,take,naive",
+               "--results-json", str(results), "-k", "not throughput")  # fmt: skip
+    assert ran.returncode == 0, ran.stdout[-3000:]
+
+    def report(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "invariants", "report", str(results), *args],
+                              cwd=project, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                              text=True, check=False, timeout=120)  # fmt: skip
+
+    own = report()
+    assert own.returncode == 0, own.stderr
+    assert "`mine_take` (the project's own" in own.stdout
+    assert "`mine_take / take`" not in own.stdout  # -k left the timing out
+    assert "`naive`" not in own.stdout and "| `naive` |" not in own.stdout
+    everything = report("--programs", "*")
+    assert everything.returncode == 0 and "naive" in everything.stdout
+    wrong = report("--programs", "mine_tak")
+    assert wrong.returncode == 2
+    assert wrong.stderr.strip().splitlines() == [
+        "report: --programs: unknown program 'mine_tak' (did you mean 'mine_take' or 'tied_take'?)"
+    ]
+
+
+def test_gate_help_lists_the_update_flags():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "invariants", "gate", "--help"], env=env,
+                          capture_output=True, text=True, check=False, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    for flag in ("--delete-obsolete-snapshots", "--snapshot-update", "--record-baselines", "--no-catalog"):
+        assert flag in proc.stdout
+
+
+def test_a_failing_correctness_item_dumps_what_it_compared(tmp_path: Path):
+    """Every failing key's HLO and jaxpr are dumped, not only an invariant's: here a program whose values
+    are wrong, and the catalog reference it is checked against (named by --no-catalog's relation)."""
+    project = make(tmp_path / "wrong")
+    (project / "minelib.py").write_text(
+        MODULE + "\n\ndef doubled(table, indices):\n    return 2 * jnp.take(table, indices, axis=0)\n"
+    )
+    (project / "specs" / "mine.toml").write_text(
+        '[spec]\ntargets = ["*"]\n\n[[program]]\nname = "mine_doubled"\nfunction = "minelib:doubled"\n'
+        'kind = "forward"\nconfigs = ["f32"]\n\n[[correctness]]\nid = "mine_values"\ncheck = "agree"\n'
+        'programs = ["mine_doubled"]\nreference = "take"\n'
+    )
+    dumps = tmp_path / "hlo"
+    failed = gate(
+        project, "--no-catalog", "--targets", "cpu", "-k", "test_correctness", "--hlo-dump-dir", str(dumps)
+    )
+    assert failed.returncode == 1, failed.stdout[-3000:]
+    assert "mine_values failed for mine_doubled-f32-uniform" in failed.stdout
+    for stem in ("mine_doubled.f32", "take.f32"):
+        assert (dumps / "cpu" / f"{stem}.hlo.txt").is_file() and (
+            dumps / "cpu" / f"{stem}.jaxpr.txt"
+        ).is_file()
+    assert f"optimized HLO and jaxpr: {dumps}/cpu/mine_doubled.f32.hlo.txt" in failed.stdout
+
+
+def test_a_missing_baselines_hint_selects_the_partner_and_records_it(recorded):
+    """A plain run without a baseline fails its item with a command; that command, run as printed, names
+    the relation's partner (without which nothing is timed) and records the baseline."""
+    project, _ = recorded
+    baseline = project / "snapshots" / "cpu" / "efficiency" / "mine_take.f32.json"
+    baseline.unlink()
+    failed = gate(project, "--no-catalog", "--targets", "cpu")
+    assert failed.returncode == 1, failed.stdout[-3000:]
+    hint = re.search(
+        r"no efficiency baseline for mine_take\[f32\] on cpu; record it with: (.*)$", failed.stdout, re.M
+    )
+    assert hint, failed.stdout[-3000:]
+    words = shlex.split(hint[1])
+    assert words[words.index("--programs") + 1] == "mine_take,take", hint[1]
+    recorded_now = run_words(project, words)
+    assert recorded_now.returncode == 0 and "1 passed" in recorded_now.stdout, recorded_now.stdout[-3000:]
+    assert baseline.is_file()
+    assert gate(project, "--no-catalog", "--targets", "cpu").returncode == 0
+
+
+def test_the_gate_passes_delete_obsolete_snapshots_on(recorded):
+    """`--help` lists --delete-obsolete-snapshots: given to the gate, it deletes what an update only lists."""
+    project, _ = recorded
+    gone = project / "snapshots" / "cpu" / "mine_gone.f32.txt"
+    gone.write_text("# mine_gone [f32] on cpu\nno spec declares it\n")
+    listed = gate(project, "--no-catalog", "--targets", "cpu", "--snapshot-update", "-k", "test_structure")
+    assert listed.returncode == 0 and gone.exists(), listed.stdout[-3000:]
+    assert "invariants:   snapshots/cpu/mine_gone.f32.txt" in listed.stdout
+    deleted = gate(project, "--no-catalog", "--targets", "cpu", "--snapshot-update", "-k", "test_structure",
+                   "--delete-obsolete-snapshots")  # fmt: skip
+    assert deleted.returncode == 0, deleted.stdout[-3000:]
+    assert not gone.exists()
+    assert "invariants: deleted snapshots/cpu/mine_gone.f32.txt" in deleted.stdout
