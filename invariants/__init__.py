@@ -4,6 +4,7 @@ The package is a pipeline; each stage is one private module, and data flows one 
 
     _programs  the catalog of canonical embedding programs (Program, Config)
     _registry  the programs of a run: the catalog plus a project's [[program]]s (_downstream builds them)
+    _select    the one selection grammar of --programs (names, patterns, kind:, tag:) in every command
     _targets   where they compile: the runtime backend, TPU/GPU ahead of time, 8 host devices
     _compile   (program, config, target) -> Compiled: jaxpr, optimized HLO, kernel code, analyses
     _cost      Compiled -> the compiler's predicted cost and memory (analyses; metrics of source compiler)
@@ -25,6 +26,9 @@ releases), ``_errors`` (the one exception and its one-line form).
 
 ``python -m invariants --help`` lists the commands; the pytest plugin is ``invariants._plugin``; the gate's
 pytest modules ship in ``invariants.gate`` and ``python -m invariants gate`` (``_gate``) runs them anywhere.
+A project's own tests use ``invariants.testing`` (``compile_for``) through the fixtures of
+``invariants.pytest_plugin`` (a pytest11 entry point, inert until used; ``_user_snapshots``: their syrupy
+extension).
 """
 
 from __future__ import annotations

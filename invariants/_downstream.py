@@ -48,7 +48,8 @@ same pytree in every configuration; ``jax.eval_shape`` of the function works; fo
 gradient traces. The input facts an assert may name
 (``table_bytes``, ``lookups``, ``vocab``...) are the configuration's, whatever the parameters are. A
 params program is compiled, snapshotted and checked (``agree`` with a reference of the same ``params``,
-``index_shape`` and ``kind``: the spec stage refuses any other); the throughput tier does not time it.
+``index_shape`` and ``kind``: the spec stage refuses any other), and timed with its own arguments (the
+throughput tier's ``_device_arguments``).
 
 **Where a declared program compiles.** On the targets that compile every program (cpu, tpu-v5e,
 gpu-h100), and on every target its spec files name (:attr:`invariants._spec.ProgramDecl.aimed`, which

@@ -939,14 +939,6 @@ def _invariant(
         if "programs" in table:
             raise loc.error(programs_line, f"'{inv_id}' names its programs in the assert; drop 'programs'")
         programs = named
-    if kind == "throughput":
-        for name in programs:
-            if _signature_of(_known(known).get(name)) is not None:
-                raise loc.error(
-                    assert_line,
-                    f"'{inv_id}': time({name}): a program with params is compiled and checked, not timed "
-                    "(the throughput tier times programs of (table, indices))",
-                )
     configs_line = loc.key_line(line, "configs")
     configs = _strings(table.get("configs", "*"), loc, configs_line, "configs")
     _check_configs(configs, loc, configs_line, memo.configs)

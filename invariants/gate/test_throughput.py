@@ -15,6 +15,7 @@ efficiency in ``extra_info``. With ``--benchmark-disable`` the measurements and 
 from __future__ import annotations
 
 import functools
+import math
 import os
 import shlex
 
@@ -52,16 +53,18 @@ CLOCK_NAME, CLOCK = runtime_clock(jax.devices()[0].platform, os.environ.get("INV
 
 
 @functools.cache
-def _device_arguments(kind: str, config: str, distribution: Distribution = "uniform"):
+def _device_arguments(kind: str, config: str, distribution: Distribution = "uniform", own: str = ""):
     # One set of device buffers per argument signature and index distribution: both sides of a ratio of
-    # two programs read the very same memory, so cache and page placement cannot differ between them.
-    program = next(p for p in PROGRAMS.values() if p.kind == kind)
+    # two programs read the very same memory, so cache and page placement cannot differ between them. A
+    # program with params (``own``) brings its own arguments (its parameters and indices).
+    program = PROGRAMS[own] if own else next(p for p in PROGRAMS.values() if p.kind == kind and not p.inputs)
     return jax.device_put(make_arguments(program, get_config(config), distribution))
 
 
 def _timed(gate, key, distribution: str = "uniform"):
     program, config, _ = key
-    args = _device_arguments(PROGRAMS[program].kind, config, distribution)
+    p = PROGRAMS[program]
+    args = _device_arguments(p.kind, config, distribution, program if p.inputs else "")
     return jax_callable(gate.cache.executable(*key), *args)
 
 
@@ -110,8 +113,13 @@ def test_ratio(throughput_case, gate, benchmark, record_property):
 
 
 def bytes_moved(program: str, config: str) -> int:
-    """Bytes a lookup must move at least: the rows it gathers (forward) or scatters (backward)."""
+    """Bytes a lookup must move at least: the rows it gathers (forward) or scatters (backward). A program
+    with params: a row of the configuration's width per index of its own index shape."""
     facts = input_facts(get_config(config))
+    inputs = PROGRAMS[program].inputs
+    if inputs is not None:
+        (*_, indices) = inputs.specs(get_config(config))
+        return math.prod(indices.shape) * facts["row_bytes"]
     return facts["lookups"] * facts["row_bytes"]
 
 

@@ -6,6 +6,7 @@ as its README says, snapshots land in the project's folder and never in the cata
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -329,11 +330,9 @@ _ENTRY = '[[correctness]]\nid = "c"\ncheck = "{check}"\nprograms = ["{program}"]
         ("", _ENTRY.format(check="out_of_bounds", program="p", more='expect = "clamp"'),
          "specs/lib.toml:21: 'c': check 'out_of_bounds' calls a lookup (table, indices) on chosen rows; 'p' "
          "is a program with params"),
-        ("", '[[invariant]]\nid = "t"\nassert = "time(p) / time(q) <= 1.1"\n',
-         "specs/lib.toml:20: 't': time(p): a program with params is compiled and checked, not timed"),
     ],
     ids=["correctness-target-outside", "correctness-target-unknown", "agree-other-arguments",
-         "out-of-bounds", "timed"],
+         "out-of-bounds"],
 )  # fmt: skip
 def test_bad_entry_on_a_params_program_is_one_line_and_exit_2(
     tmp_path, gate_in, request, header, entry, message
@@ -605,3 +604,22 @@ def test_catalog_snapshot_mismatch_fails_without_rewriting(example, tmp_path):
     assert "-summary: something else" in proc.stdout
     assert "no baseline of take[f32] for this machine" in proc.stdout
     assert files(catalog) == before
+
+
+def test_params_programs_are_timed_with_their_own_arguments(tmp_path):
+    """A time() relation between a model and the catalog's take: each side runs on its own arguments (the
+    model its drawn parameters and [4, 8] ids), the first update records the model's efficiency baseline
+    (bytes: a row per id of its own index shape), and a plain run then compares both."""
+    m = "plib_timed"
+    declared = params_program("p", f"{m}:embed", f"{m}:tables")
+    relation = '[[invariant]]\nid = "t"\nassert = "time(p) / time(take) <= 50"\n'
+    params_project(tmp_path, m, declared, relation)
+    first = gate(tmp_path, "--no-catalog", "--snapshot-update", "-rA")
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-2000:]
+    assert "PASSED test_throughput.py::test_ratio[cpu-p~take-f32-t]" in first.stdout
+    assert "recorded efficiency baseline snapshots/cpu/efficiency/p.f32.json" in first.stdout
+    baseline = json.loads((tmp_path / "snapshots" / "cpu" / "efficiency" / "p.f32.json").read_text())
+    assert baseline["efficiency"] > 0
+    again = gate(tmp_path, "--no-catalog", "-rA", "-k", "test_ratio or test_efficiency")
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert "PASSED test_throughput.py::test_efficiency[cpu-p-f32]" in again.stdout
