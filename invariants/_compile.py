@@ -88,10 +88,10 @@ def _abstract_arguments(program: Program, config_id: str, target: Target) -> tup
         # A pod job's mesh: devices placed by their physical coordinates (rings along the ICI links).
         shape = layout.mesh_for(target.device_count)
         mesh = Mesh(mesh_utils.create_device_mesh(shape, devices[: int(np.prod(shape))]), layout.axes)
-        parts = program.argument_specs_sharded(config)
+        parts = program.argument_specs_sharded()
     elif layout is not None:
         mesh = Mesh(np.array(devices[: layout.devices]).reshape(layout.mesh_shape), layout.axes)
-        parts = program.argument_specs_sharded(config)
+        parts = program.argument_specs_sharded()
     else:
         mesh = Mesh(np.array(devices[:1]).reshape(1), ("x",))
         parts = tuple(() for _ in specs)

@@ -442,7 +442,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         s.cache.plan(
             k for k in keys if s.available(k.target) is None and _missing_library([k.program]) is None
         )
-        params = [_param(s, key, _key_id(key), snapshot=True) for key in keys]
+        params = [_param(s, key, _key_id(key)) for key in keys]
         metafunc.parametrize("structure_key", params or [_none("no program selected")])
     if "invariant_case" in metafunc.fixturenames:
         from ._checks import expand
@@ -553,12 +553,11 @@ def _marks(s: GateSession, key: Key, programs: list[str] | None = None) -> list[
 _SYRUPY_NAMING = pytest.mark.filterwarnings(r"ignore:\s*Can not relate snapshot (location|name):UserWarning")
 
 
-def _param(s: GateSession, key: Key, id_: str, snapshot: bool) -> Any:
-    marks = _marks(s, key)
-    if snapshot:
-        # A read-only folder (the package's catalog snapshots) is never shown to syrupy: no root.
-        root = str(s.snapshot_folder(key[0], key[2]).parent) if s.snapshot_writable(key[0]) else None
-        marks += [pytest.mark.snapshot_key(*key, root=root), _SYRUPY_NAMING]
+def _param(s: GateSession, key: Key, id_: str) -> Any:
+    """A structure item's parameter, marked with the snapshot it compares (see _snapshot_store)."""
+    # A read-only folder (the package's catalog snapshots) is never shown to syrupy: no root.
+    root = str(s.snapshot_folder(key[0], key[2]).parent) if s.snapshot_writable(key[0]) else None
+    marks = [*_marks(s, key), pytest.mark.snapshot_key(*key, root=root), _SYRUPY_NAMING]
     return pytest.param(key, id=id_, marks=marks)
 
 

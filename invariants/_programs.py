@@ -199,7 +199,6 @@ class Program:
     configs: tuple[str, ...] = (SEED.id,)
     tags: frozenset[str] = frozenset()
     layout: Layout | None = None
-    forward: str | None = None  # for a backward: the forward program it differentiates
     requires: tuple[str, ...] = ()  # modules the program imports when traced (from the ``libs`` extra)
     logits: bool = False  # returns (or, for a gradient, takes the cotangent of) logits over the vocabulary
     # A declared program's own arguments (its parameters and indices, see invariants._downstream); None:
@@ -233,8 +232,9 @@ class Program:
             )
         return (config.table, config.indices)
 
-    def argument_specs_sharded(self, config: Config) -> tuple[tuple[str | None, ...], ...]:
-        """PartitionSpec entries per argument; only for programs with a ``layout``."""
+    def argument_specs_sharded(self) -> tuple[tuple[str | None, ...], ...]:
+        """PartitionSpec entries per argument (the same in every configuration); only for programs with a
+        ``layout``."""
         if self.layout is None:
             raise InvariantsError(f"{self.name}: not a sharded program")
         if self.kind == "sharded_grad":
@@ -619,7 +619,6 @@ def _add_pod_programs(programs: dict[str, Program]) -> None:
             _backward(fn),
             f"d/dW of {doc}; the gradient sharded like the table",
             layout=grad_layout,
-            forward=name,
             logits=logits,
         )
 
@@ -637,7 +636,7 @@ def _add_libraries(programs: dict[str, Program]) -> None:
         name = fn.__name__
         programs[name] = Program(name, "forward", fn, doc, requires=requires)
         programs[f"grad_{name}"] = Program(
-            f"grad_{name}", "backward", _backward(fn), f"d/dW of {doc}", forward=name, requires=requires
+            f"grad_{name}", "backward", _backward(fn), f"d/dW of {doc}", requires=requires
         )
         programs[f"train_{name}"] = Program(
             f"train_{name}",
@@ -658,7 +657,6 @@ def _add_libraries(programs: dict[str, Program]) -> None:
             "tied_grad",
             _backward(fn),
             f"d/dW of {doc}: the lookup's scatter-add plus the projection's matmul",
-            forward=name,
             requires=requires,
             logits=True,
         )
