@@ -7,6 +7,7 @@ The gate's test files call these; the plugin (:mod:`invariants._plugin`) gives t
 from __future__ import annotations
 
 import difflib
+import itertools
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -78,6 +79,34 @@ def failure_report(s: GateSession, key: Key, headline: str, current_summary: str
             "versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()) + f"; target {key.target}",
             committed_snapshot_diff(s, key, current_summary),
             dumped_line(s, key),
+        ]
+    )
+
+
+def relation_report(s: GateSession, keys: tuple[Key, ...], headline: str, summaries: list[str]) -> str:
+    """The diagnosis of a failed relation between programs (``structure(a) == structure(b)``,
+    ``temp_bytes(a) <= temp_bytes(b)``): the verdict, the versions, what differs between the first two
+    programs' snapshot texts (``-`` the first, ``+`` the second; the measured values alone say only
+    "1 kernel against 1 kernel" when the kernels differ), and the dumps of every program it read."""
+    from ._targets import versions
+
+    a, b = keys[0], keys[1]
+    name_a, name_b = f"{a.program}[{a.config}] on {a.target}", f"{b.program}[{b.config}] on {b.target}"
+    # The header lines name the program and its doc: equal programs differ there alone, which is no
+    # difference.
+    body = [list(itertools.dropwhile(lambda line: line.startswith("#"), t.splitlines())) for t in summaries]
+    diff = list(difflib.unified_diff(body[0], body[1], name_a, name_b, lineterm="", n=2))
+    between = (
+        [f"{name_a} against {name_b} (- {a.program}, + {b.program}):", *diff[2:]]
+        if diff
+        else [f"{name_a} and {name_b} render the same snapshot text"]
+    )
+    return "\n".join(
+        [
+            headline,
+            "versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()) + f"; target {a.target}",
+            *between,
+            dumped_line(s, *keys),
         ]
     )
 

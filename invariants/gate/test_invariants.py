@@ -7,7 +7,7 @@ import pytest
 from invariants import _results
 from invariants._checks import evaluate, run_correctness
 from invariants._compile import Key
-from invariants._outcomes import dumped_line, failure_report, judge
+from invariants._outcomes import dumped_line, failure_report, judge, relation_report
 from invariants._registry import PROGRAMS
 from invariants._snapshot import render_summary
 
@@ -35,15 +35,17 @@ def test_invariant(invariant_case, gate, record_property):
         )
     )
 
+    def summary(key: Key) -> str:
+        return render_summary(gate.cache.get(*key), gate.structure(key), PROGRAMS[key[0]].doc, gate.code(key))
+
     def failure() -> str:
-        key = case.keys[0]
-        summary = render_summary(
-            gate.cache.get(*key), gate.structure(key), PROGRAMS[key[0]].doc, gate.code(key)
-        )
         headline = f"{inv.where}: {inv.id} failed on {where}: {verdict.describe(inv)}"
         if inv.why:
             headline += f"\nwhy it matters: {inv.why}"
-        return failure_report(gate, key, headline, summary)
+        keys = tuple(dict.fromkeys(case.keys))
+        if len(keys) > 1:  # a relation: what differs between its programs, not against a snapshot
+            return relation_report(gate, keys, headline, [summary(k) for k in keys])
+        return failure_report(gate, keys[0], headline, summary(keys[0]))
 
     judge(inv, verdict.holds, verdict.holds, where, verdict.describe(inv), failure)
 

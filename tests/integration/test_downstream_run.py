@@ -252,3 +252,21 @@ def test_the_gate_passes_delete_obsolete_snapshots_on(recorded):
     assert deleted.returncode == 0, deleted.stdout[-3000:]
     assert not gone.exists()
     assert "invariants: deleted snapshots/cpu/mine_gone.f32.txt" in deleted.stdout
+
+
+def test_a_failed_relation_says_what_differs_between_its_programs(tmp_path: Path):
+    """structure(mine_take) == structure(take) failing: the report diffs the two programs' snapshot texts
+    (their measured values alone read '<1 kernels>' against '<1 kernels>') and dumps both programs."""
+    project = make(tmp_path / "project")
+    # numpy-style indexing: the same single gather fusion, in another gather mode than jnp.take's default.
+    (project / "minelib.py").write_text(MODULE.replace("jnp.take(table, indices, axis=0)", "table[indices]"))
+    dumps = tmp_path / "hlo"
+    failed = gate(project, "--no-catalog", "--targets", "cpu", "-m", "not throughput", "-k", "mine_is_take",
+                  "--hlo-dump-dir", str(dumps))  # fmt: skip
+    out = failed.stdout
+    assert failed.returncode == 1, out[-3000:]
+    assert "mine_take[f32] on cpu against take[f32] on cpu (- mine_take, + take):" in out, out[-3000:]
+    assert re.search(r"^-\s+lt add select_n broadcast_in_dim gather\[PROMISE_IN_BOUNDS\]", out, re.M), out
+    assert re.search(r"^\+\s+lt add select_n broadcast_in_dim gather\[FILL_OR_DROP\]", out, re.M), out
+    for name in ("mine_take", "take"):
+        assert (dumps / "cpu" / f"{name}.f32.hlo.txt").is_file(), name
