@@ -100,7 +100,8 @@ def _import(decl: ProgramDecl, path: str | None = None, where: str | None = None
     except Exception as err:  # ImportError, or whatever the module raises while importing
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise InvariantsError(
-            f"{where}: cannot import {module_name} ({type(err).__name__}: {first})"
+            f"{where}: cannot import {module_name} ({type(err).__name__}: {first}); modules are imported "
+            f"from the folder the gate runs in ({cwd}) and sys.path"
         ) from None
     obj: Any = module
     for part in attribute.split("."):
@@ -108,7 +109,9 @@ def _import(decl: ProgramDecl, path: str | None = None, where: str | None = None
             raise InvariantsError(f"{where}: {module_name} has no attribute {attribute!r}")
         obj = getattr(obj, part)
     if not callable(obj):
-        raise InvariantsError(f"{where}: {path} is a {type(obj).__name__}, not a function")
+        kind = type(obj).__name__
+        article = "an" if kind[:1].lower() in "aeiou" else "a"
+        raise InvariantsError(f"{where}: {path} is {article} {kind}, not a function")
     return obj  # type: ignore[no-any-return,unused-ignore]
 
 
@@ -121,7 +124,8 @@ def _check_signature(decl: ProgramDecl, fn: Callable[..., Any], takes: str = "(t
         sig.bind(object(), object())
     except TypeError as err:
         raise InvariantsError(
-            f"{decl.where}: {decl.name}: {decl.function}{sig} must take {takes} positionally ({err})"
+            f"{decl.where}: {decl.name}: {decl.function}{sig} is called as {takes}, two positional "
+            f"arguments, and cannot be ({err})"
         ) from None
 
 

@@ -985,7 +985,8 @@ def _entry_targets(
             raise loc.error(
                 targets_line,
                 f"'{entry_id}': targets {pattern!r} lies outside this file's targets "
-                f"({', '.join(targets)}): it would never apply",
+                f"({', '.join(targets)}): it would never apply"
+                + did_you_mean(pattern, [t for t in targets if not any(c in t for c in "*?[")]),
             )
     return entry
 
@@ -1186,6 +1187,11 @@ def load_specs(*directories: Path) -> list[Spec]:
 
     paths: list[Path] = []
     for directory in directories or (SPEC_DIR,):
+        if directory.is_file():
+            raise InvariantsError(
+                f"{_display(directory)}: a file; --spec-dir takes the folder that holds the spec files "
+                f"({_display(directory.parent)})"
+            )
         if not directory.is_dir():
             raise InvariantsError(f"{_display(directory)}: spec folder not found")
         found = sorted(directory.glob("*.toml"))

@@ -82,8 +82,9 @@ def gate_in(tmp_path, monkeypatch, capsys):
         (program("p", "nolib_here.emb:lookup"), "specs/lib.toml:4: p: cannot import nolib_here.emb "
          "(ModuleNotFoundError: No module named 'nolib_here')"),
         (program("p", "{m}:missing"), "specs/lib.toml:4: p: {m} has no attribute 'missing'"),
-        (program("p", "{m}:NOT_CALLABLE"), "specs/lib.toml:4: p: {m}:NOT_CALLABLE is a int, not a function"),
-        (program("p", "{m}:one_arg"), "specs/lib.toml:4: p: {m}:one_arg(table) must take (table, indices)"),
+        (program("p", "{m}:NOT_CALLABLE"), "specs/lib.toml:4: p: {m}:NOT_CALLABLE is an int, not a function"),
+        (program("p", "{m}:one_arg"), "specs/lib.toml:4: p: {m}:one_arg(table) is called as (table, "
+         "indices), two positional arguments, and cannot be (too many positional arguments)"),
         (program("p", "{m}:summed"), "specs/lib.toml:4: p [f32]: {m}:summed on f32[8192,32] table and "
          "s32[16384] indices must return f32[16384,32] rows, got f32[]"),
         (program("p", "{m}:not_traceable"), "specs/lib.toml:4: p [f32]: {m}:not_traceable fails on "
@@ -623,3 +624,22 @@ def test_params_programs_are_timed_with_their_own_arguments(tmp_path):
     again = gate(tmp_path, "--no-catalog", "-rA", "-k", "test_ratio or test_efficiency")
     assert again.returncode == 0, again.stdout[-3000:]
     assert "PASSED test_throughput.py::test_efficiency[cpu-p-f32]" in again.stdout
+
+
+def test_a_spec_file_given_as_the_spec_folder_names_the_folder(tmp_path, gate_in):
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "lib.toml").write_text('[spec]\ntargets = ["cpu"]\n')
+    status, err = gate_in("--spec-dir", "specs/lib.toml", "--no-catalog")
+    assert status == 2 and err.count("\n") == 1, err
+    assert "specs/lib.toml: a file; --spec-dir takes the folder that holds the spec files (specs)" in err, err
+
+
+def test_an_entry_target_outside_the_files_names_the_nearest(tmp_path, gate_in):
+    m = "plib_near"
+    declared = params_program("p", f"{m}:embed", f"{m}:tables")
+    entry = '[[invariant]]\nid = "i"\nprograms = ["p"]\ntargets = ["tpu-v5"]\nassert = "while_loops == 0"\n'
+    params_project(tmp_path, m, declared, entry, '[spec]\ntargets = ["cpu", "tpu-v5e"]\n\n')
+    status, err = gate_in("--spec-dir", "specs", "--no-catalog")
+    assert status == 2 and err.count("\n") == 1, err
+    assert "targets 'tpu-v5' lies outside this file's targets (cpu, tpu-v5e): it would never apply " in err
+    assert err.rstrip().endswith("(did you mean 'tpu-v5e'?)"), err
