@@ -29,20 +29,20 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+# The configurations live in _configs (no JAX); re-exported here, where the catalog's users look for them.
+from ._configs import _INDEX_SHAPES
+from ._configs import ALL_CONFIGS as ALL_CONFIGS
+from ._configs import CONFIGS as CONFIGS
+from ._configs import DISTRIBUTIONS as DISTRIBUTIONS
+from ._configs import LLM_CONFIGS as LLM_CONFIGS
+from ._configs import SEED as SEED
+from ._configs import Config as Config
+from ._configs import Distribution as Distribution
+from ._configs import get_config as get_config
 from ._errors import InvariantsError, did_you_mean, selectors
 
 ProgramKind = Literal["forward", "backward", "train", "sharded", "sharded_grad", "tied", "tied_grad"]
-Distribution = Literal["uniform", "zipf", "equal"]
-DISTRIBUTIONS: tuple[Distribution, ...] = ("uniform", "zipf", "equal")
 
-_DTYPES = {"f32": jnp.float32, "bf16": jnp.bfloat16, "i32": jnp.int32, "i8": jnp.int8}
-# (vocabulary, embedding width) per size. "llm" is Llama-3's vocabulary and model width: compiled ahead of
-# time only (a 1 GiB bf16 table), to read what the TPU and GPU compilers make of a real model's lookup.
-_SIZES = {"small": (8192, 32), "large": (50000, 512), "llm": (128256, 4096)}
-# int8 indices address at most 128 rows, and `W[x]` adds V to wrap negative indices in the index dtype:
-# V=128 overflows int8 (pinned by a correctness test), so the int8 configuration uses the largest V that fits.
-_I8_VOCAB = 127
-_INDEX_SHAPES = {"1d": (16384,), "2d": (64, 256)}
 # The module a library program imports, to the distribution that provides it (the ``libs`` extra).
 _PIP_NAMES = {"flax": "flax", "haiku": "dm-haiku"}
 # Installed users and checkouts install extras differently; the hint names both.
@@ -50,86 +50,7 @@ LIBS_HINT = (
     "pip install 'jax-embedding-invariants[libs]' (in a checkout: pip install -e '.[libs]'): "
     "flax and dm-haiku"
 )
-# An LLM batch: 8192 tokens, flat or as [batch 4, sequence 2048].
-_LLM_INDEX_SHAPES = {"1d": (8192,), "2d": (4, 2048)}
 
-
-@dataclasses.dataclass(frozen=True)
-class Config:
-    """Everything about the inputs that can change the compiled structure.
-
-    ``id`` is the stable short name used in test ids and snapshot file names: the table dtype, then every
-    field that differs from the seed's setting (small table, int32 indices, 1-D indices).
-    """
-
-    table_dtype: Literal["f32", "bf16"] = "f32"
-    size: Literal["small", "large", "llm"] = "small"
-    index_dtype: Literal["i32", "i8"] = "i32"
-    index_rank: Literal["1d", "2d"] = "1d"
-
-    @property
-    def id(self) -> str:
-        parts: list[str] = [self.table_dtype]
-        if self.size != "small":
-            parts.append(self.size)
-        if self.index_dtype != "i32":
-            parts.append(self.index_dtype)
-        if self.index_rank != "1d":
-            parts.append(self.index_rank)
-        return "-".join(parts)
-
-    @property
-    def vocab(self) -> int:
-        return _I8_VOCAB if self.index_dtype == "i8" else _SIZES[self.size][0]
-
-    @property
-    def width(self) -> int:
-        return _SIZES[self.size][1]
-
-    @property
-    def index_shape(self) -> tuple[int, ...]:
-        return (_LLM_INDEX_SHAPES if self.size == "llm" else _INDEX_SHAPES)[self.index_rank]
-
-    @property
-    def compile_only(self) -> bool:
-        """Never run on a host: only targets listing it in ``extra_configs`` compile it; nothing times it."""
-        return self.size == "llm"
-
-    @property
-    def table(self) -> jax.ShapeDtypeStruct:
-        return jax.ShapeDtypeStruct((self.vocab, self.width), _DTYPES[self.table_dtype])
-
-    @property
-    def indices(self) -> jax.ShapeDtypeStruct:
-        return jax.ShapeDtypeStruct(self.index_shape, _DTYPES[self.index_dtype])
-
-    @property
-    def output(self) -> jax.ShapeDtypeStruct:
-        return jax.ShapeDtypeStruct((*self.index_shape, self.width), _DTYPES[self.table_dtype])
-
-    @property
-    def logits(self) -> jax.ShapeDtypeStruct:
-        """The output of a tied program: one score per row of the table for every index."""
-        return jax.ShapeDtypeStruct((*self.index_shape, self.vocab), _DTYPES[self.table_dtype])
-
-
-SEED = Config()  # the seed's setting: f32[8192,32] table, s32[16384] indices
-CONFIGS: dict[str, Config] = {
-    c.id: c
-    for c in (
-        SEED,
-        Config(table_dtype="bf16"),
-        Config(size="large"),
-        Config(index_dtype="i8"),
-        Config(index_rank="2d"),
-        Config(table_dtype="bf16", size="llm"),
-        Config(table_dtype="bf16", size="llm", index_rank="2d"),
-    )
-}
-# Programs that every configuration is compiled for; the rest use the seed's setting only.
-ALL_CONFIGS = tuple(c for c, config in CONFIGS.items() if not config.compile_only)
-# Llama-3 scale, ahead of time only: the core lookups, their gradients and the one-hot matmul (1-D).
-LLM_CONFIGS = tuple(c for c, config in CONFIGS.items() if config.compile_only)
 # The [4, 2048] variant is for the nested vmap (a per-token module over [batch, sequence]); W[x] and take
 # only see a reshape of the indices there, so they compile it flat (each LLM compile takes 0.3-1.5 s).
 _LLM_FLAT = ("bf16-llm",)
@@ -671,13 +592,6 @@ def get_program(name: str) -> Program:
         return CATALOG[name]
     except KeyError:
         raise InvariantsError(_unknown("program", name, CATALOG)) from None
-
-
-def get_config(config_id: str) -> Config:
-    try:
-        return CONFIGS[config_id]
-    except KeyError:
-        raise InvariantsError(_unknown("config", config_id, CONFIGS)) from None
 
 
 def select_configs(value: str | None) -> frozenset[str]:

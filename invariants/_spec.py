@@ -538,7 +538,7 @@ def _check_assert(
 
 def _distribution_of(node: ast.Subscript, loc: _Locator, line: int) -> str:
     """The distribution named in ``program[distribution]``; one line naming the known ones otherwise."""
-    from ._programs import DISTRIBUTIONS
+    from ._configs import DISTRIBUTIONS
 
     name = node.slice.id if isinstance(node.slice, ast.Name) else ast.unparse(node.slice)
     if name not in DISTRIBUTIONS:
@@ -744,7 +744,7 @@ def _read(path: Path) -> tuple[dict[str, Any], _Locator]:
 def _check_configs(patterns: Sequence[str], loc: _Locator, line: int, memo: set[str] | None = None) -> None:
     """Each pattern names at least one configuration of the catalog (``f33`` matches none: one line).
     ``memo`` holds the patterns of one file already found good."""
-    from ._programs import CONFIGS
+    from ._configs import CONFIGS
 
     for pattern in patterns:
         if memo is not None and pattern in memo:
@@ -785,7 +785,7 @@ def _programs_of(data: dict[str, Any], loc: _Locator) -> tuple[ProgramDecl, ...]
             )
         configs_line = loc.key_line(line, "configs")
         configs = _strings(table.get("configs", "f32"), loc, configs_line, "configs")
-        from ._programs import CONFIGS
+        from ._configs import CONFIGS
 
         for config in configs:
             if config not in CONFIGS:
@@ -1000,7 +1000,7 @@ def _correctness(
     memo: _Memo,
     targets: tuple[str, ...],
 ) -> CorrectnessCheck:
-    from ._programs import DISTRIBUTIONS
+    from ._configs import DISTRIBUTIONS
 
     _check_keys(table, _CORRECTNESS_KEYS, loc, line, "[[correctness]]", required=("id", "check", "programs"))
     check_id = _check_id(table, loc, line, seen)

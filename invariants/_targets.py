@@ -17,10 +17,13 @@ import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from ._configs import LLM_CONFIGS, SEED
 from ._errors import InvariantsError, did_you_mean, selectors
-from ._programs import LLM_CONFIGS, SEED, Program
+
+if TYPE_CHECKING:
+    from ._programs import Program
 
 Family = Literal["cpu", "tpu", "gpu"]
 Mode = Literal["runtime", "aot", "subprocess"]
