@@ -144,7 +144,8 @@ def _make_topology_devices(family: Family, topology: str, chip_config: str) -> S
         chips = tuple(int(n) for n in topology.split(":")[1].split("x"))
         kwargs: dict[str, Any] = {}
         if all(n == 1 for n in chips):
-            # Single-chip topologies need explicit host bounds (FIELD-NOTES).
+            # Single-chip topologies need explicit host bounds: libtpu 0.0.42 refuses "v5e:1x1" as "not
+            # divisible by the given (or default) chips_per_host_bounds 2x2x1".
             kwargs["chips_per_host_bounds"] = (1, 1, 1)
         topo = topologies.get_topology_desc(
             topology_name=topology, platform="tpu", chip_config_name=chip_config, **kwargs

@@ -2,7 +2,7 @@
 
 Two worker processes of the *same* installation, timed against each other in interleaved blocks, do not
 give a ratio of 1: each process pair has its own bias (memory placement, thread pools), and interleaving
-inside one pair cannot cancel it (FIELD-NOTES, "Across processes, pairing alone is not enough"). So the
+inside one pair cannot cancel it (measured: docs/versus.md, "Design"). So the
 unit of this statistic is a **round**: one fresh pair of workers.
 
 1. Inside a round, the controller alternates blocks of calls between the two workers (ABBA...) and keeps

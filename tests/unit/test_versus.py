@@ -210,7 +210,7 @@ class FakeClock:
 class FakeWorker:
     """A worker of the model: block seconds = calls * per_call * side factor * process bias * noise.
 
-    ``bias`` is drawn once per process (the per-process-pair bias of FIELD-NOTES); ``noise`` per block.
+    ``bias`` is drawn once per process (the per-process-pair bias of docs/versus.md); ``noise`` per block.
     Every block advances the shared fake clock by its wall time. ``factor`` holds the side's ``cpu`` and
     ``wall`` factors with one core, and its ``wall_all_cores`` factor when started unpinned (``cores``
     None): a candidate that lost its threads is ``{"cpu": 1, "wall": 1, "wall_all_cores": 1.8}``.
