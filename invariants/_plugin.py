@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -76,8 +77,16 @@ class GateSession:
         self.snapshot_dir = (Path(snapshot_dir) if snapshot_dir else self.rootpath / SNAPSHOT_ROOT).resolve()
         catalog_dir = config.getoption("catalog_snapshot_dir")
         self.catalog_snapshot_dir = Path(catalog_dir).resolve() if catalog_dir else self.snapshot_dir
-        from ._paths import check_output_dir
+        from ._paths import check_output_dir, what_is
 
+        # A snapshot folder that is a file would fail every structure item (or an update's first write)
+        # with an OSError: one line now. Read-only is fine for a plain run; an update must write there.
+        for option, folder in (("--snapshot-dir", self.snapshot_dir),
+                               ("--catalog-snapshot-dir", self.catalog_snapshot_dir)):  # fmt: skip
+            if folder.exists() and not folder.is_dir():
+                raise InvariantsError(f"{option} {shown_path(folder)}: {what_is(folder)}, not a folder")
+        if config.getoption("--snapshot-update", default=False):
+            check_output_dir(self.snapshot_dir, "--snapshot-dir", make=False)
         # Checked now, made only when an item fails: an unwritable folder would otherwise fail that item
         # with a PermissionError in place of its own failure.
         self.dump_dir = check_output_dir(config.getoption("hlo_dump_dir"), "--hlo-dump-dir", make=False)
@@ -407,6 +416,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     claim = config.stash.get(_CLAIM, None)
     if claim is not None:
         claim.release()
+    nothing = config.stash.get(_NOTHING_SELECTED, None)
+    if nothing is not None:
+        sys.stderr.write(f"Exit: {nothing}\n")
 
 
 def gate_session(config: pytest.Config) -> GateSession:
@@ -771,6 +783,27 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[Any]) -> Any:
+    """A ``-k`` / ``-m`` that deselects every gate item and leaves nothing else is a selection of nothing:
+    one line and exit 2, as ``--programs`` matching nothing is, not pytest's "no tests ran" (exit 5).
+    Under xdist each worker collects for itself, and pytest's exit 5 stands; so it does for
+    ``--collect-only``, which runs nothing anyway (bisect counts a selection so, and says it its way)."""
+    gate_items = sum(1 for i in items if i.get_closest_marker("gate") is not None)
+    result = yield
+    if gate_items and not items and not hasattr(config, "workerinput") and not config.option.collectonly:
+        given = (("-k", config.option.keyword), ("-m", config.option.markexpr))
+        chosen = " ".join(f"{flag} {value!r}" for flag, value in given if value) or "the selection"
+        # Said last (pytest_unconfigure, after pytest's own summary line) and exit 2 (pytest_sessionfinish).
+        config.stash[_NOTHING_SELECTED] = (
+            f"{chosen}: deselects every gate item ({gate_items}), leaving nothing to run"
+        )
+    return result
+
+
+_NOTHING_SELECTED = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
     """A gate item stopped by an ``InvariantsError`` (a compile error, kernel code not understood) fails
     with its one line and the versions that decided it, not a page of the gate's own stack: the key, the
@@ -845,6 +878,8 @@ _NOTES: list[str] = []
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
+    if _NOTHING_SELECTED in config.stash:
+        session.exitstatus = 2  # bad input, as every selection of nothing is (not pytest's 5)
     if _SESSION in config.stash:
         gate_session(config).cache.close()  # an interrupted run leaves compiles queued: drop them
     if hasattr(config, "workerinput") or _SESSION not in config.stash:

@@ -62,6 +62,9 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "error": (),
 }  # fmt: skip
 KINDS: tuple[str, ...] = tuple(FIELDS)
+# The fields of FIELDS that may be null: a value check that found no problem, an efficiency item with no
+# baseline to hold it to. Any other null is a record no writer of this module makes.
+NULLABLE = frozenset({"problem", "min_efficiency"})
 # The tier each kind belongs to, as the report's tier table names it.
 TIERS: dict[str, str] = {
     "structure": "structure",
@@ -291,6 +294,10 @@ def read(path: str | Path) -> dict[str, Any]:
         missing = [f for f in FIELDS.get(item["kind"], ()) if f not in item]
         if missing:
             raise InvariantsError(f"{p}: items[{n}] ({item['kind']}) lacks {', '.join(missing)}")
+        nulls = [f for f in FIELDS.get(item["kind"], ()) if item[f] is None and f not in NULLABLE]
+        if nulls:
+            what = f"{item['kind']} {item['nodeid']}"
+            raise InvariantsError(f"{p}: items[{n}] ({what}): {', '.join(nulls)} null")
     for key in ("versions", "runtime", "targets"):
         if not isinstance(data.get(key, {}), dict):
             raise InvariantsError(f"{p}: '{key}' must be an object")

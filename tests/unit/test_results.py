@@ -157,3 +157,35 @@ def test_an_output_path_nothing_can_be_written_to_stops_the_run_at_once(tmp_path
     assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
     assert proc.stderr.strip().splitlines()[-1].startswith(line)
     assert "compiled" not in proc.stdout and "Traceback" not in proc.stderr
+
+
+def test_a_record_with_a_null_field_no_writer_makes_is_one_line(tmp_path: Path):
+    """A results file whose entries kept their kind, nodeid and outcome but lost their values is refused,
+    naming the entry and the fields; the fields that are null by design (a check with no problem, an
+    efficiency item with no baseline) are read."""
+    _, record = _results.record("correctness", id="c", program="take", config="f32", distribution="uniform",
+                                problem=None)  # fmt: skip
+    entry = {"kind": "correctness", "nodeid": "t.py::c", "outcome": "passed", **record}
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({"items": [entry]}))
+    assert _results.read(path)["items"][0]["problem"] is None
+    path.write_text(json.dumps({"items": [{**entry, "program": None, "config": None}]}))
+    with pytest.raises(InvariantsError) as err:
+        _results.read(path)
+    assert str(err.value) == f"{path}: items[0] (correctness t.py::c): program, config null"
+
+
+def test_a_snapshot_folder_that_is_a_file_stops_the_run_at_once(tmp_path: Path):
+    (tmp_path / "s").write_text("not a folder\n")
+    for update in ((), ("--snapshot-update",)):
+        proc = _gate(tmp_path, *update)
+        assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
+        line = f"Exit: --snapshot-dir {tmp_path / 's'}: a file, not a folder"
+        assert proc.stderr.strip().splitlines()[-1] == line
+
+
+def test_a_keyword_that_deselects_every_gate_item_is_one_line(tmp_path: Path):
+    proc = _gate(tmp_path, "-k", "no_such_item_anywhere")
+    assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
+    last = (proc.stdout + proc.stderr).strip().splitlines()[-1]
+    assert last == "Exit: -k 'no_such_item_anywhere': deselects every gate item (1), leaving nothing to run"
