@@ -256,7 +256,25 @@ def read_text(path: Path) -> str | None:
         raise SnapshotFileError(f"{where}: cannot read it ({err.strerror or err})") from None
 
 
-class StructureSnapshotExtension(SingleFileSnapshotExtension):
+class TextFiles(SingleFileSnapshotExtension):
+    """A single-file syrupy extension of text snapshots read strictly (:func:`read_text`: one line for a
+    file that is not one) and written atomically (:func:`write_atomic`): the gate's and the pytest API's."""
+
+    def read_snapshot_data_from_location(
+        self, *, snapshot_location: str, snapshot_name: str, session_id: str
+    ) -> Any:
+        return read_text(Path(snapshot_location))
+
+    @classmethod
+    def write_snapshot_collection(cls, *, snapshot_collection: Any, name_order: Any = None) -> None:
+        """syrupy's one write of a snapshot file (its ``write_snapshot`` calls it), made atomic."""
+        data = next(iter(snapshot_collection)).data
+        if not isinstance(data, str):
+            raise TypeError(f"Can't write non supported data. Expected 'str', got '{type(data).__name__}'")
+        write_atomic(Path(snapshot_collection.location), data)
+
+
+class StructureSnapshotExtension(TextFiles):
     """One text file per (target, program, config) under ``<root>/<target>/``."""
 
     _write_mode = WriteMode.TEXT
@@ -282,19 +300,6 @@ class StructureSnapshotExtension(SingleFileSnapshotExtension):
             if path.is_file() and _selected(path) and GUARD.obsolete(path):
                 owned.add(self.read_snapshot_collection(snapshot_location=str(path)))
         return owned
-
-    def read_snapshot_data_from_location(
-        self, *, snapshot_location: str, snapshot_name: str, session_id: str
-    ) -> Any:
-        return read_text(Path(snapshot_location))
-
-    @classmethod
-    def write_snapshot_collection(cls, *, snapshot_collection: Any, name_order: Any = None) -> None:
-        """syrupy's one write of a snapshot file (its ``write_snapshot`` calls it), made atomic."""
-        data = next(iter(snapshot_collection)).data
-        if not isinstance(data, str):
-            raise TypeError(f"Can't write non supported data. Expected 'str', got '{type(data).__name__}'")
-        write_atomic(Path(snapshot_collection.location), data)
 
     def delete_snapshots(self, *, snapshot_location: str, snapshot_names: set[str]) -> None:
         """Never: syrupy's cleanup is off (see the module docstring); the plugin deletes what it proves

@@ -31,16 +31,15 @@ from typing import Any
 
 import pytest
 from syrupy.data import SnapshotCollections
-from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
+from syrupy.extensions.single_file import WriteMode
 
 from ._snapshot_store import (
     SNAPSHOT_ROOT,
     SUFFIX,
     StructureAssertion,
-    read_text,
+    TextFiles,
     rebind,
     shown,
-    write_atomic,
 )
 
 # render_summary's first line: ``# <name> [<argument shapes>] on <target>``.
@@ -72,7 +71,7 @@ def ours(path: Path) -> bool:
     return m is not None and m["target"] == path.parent.parent.name
 
 
-class CompiledSnapshotExtension(SingleFileSnapshotExtension):
+class CompiledSnapshotExtension(TextFiles):
     """One text file per (target, test, index) at the layout of the module docstring."""
 
     _write_mode = WriteMode.TEXT
@@ -112,16 +111,6 @@ class CompiledSnapshotExtension(SingleFileSnapshotExtension):
 
     def serialize(self, data: Any, **kwargs: Any) -> str:
         return str(data.snapshot)
-
-    def read_snapshot_data_from_location(
-        self, *, snapshot_location: str, snapshot_name: str, session_id: str
-    ) -> Any:
-        return read_text(Path(snapshot_location))
-
-    @classmethod
-    def write_snapshot_collection(cls, *, snapshot_collection: Any, name_order: Any = None) -> None:
-        """syrupy's one write of a snapshot file, made atomic."""
-        write_atomic(Path(snapshot_collection.location), next(iter(snapshot_collection)).data)
 
 
 class CompiledSnapshotAssertion(StructureAssertion):
