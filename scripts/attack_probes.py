@@ -476,6 +476,12 @@ def _no_catalog(ctx: Ctx) -> dict[str, Any]:
         "no:cacheprovider",
     )
     rc, out, _ = run(cmd, d)
+    # Fixed when the relation is evaluated: its item is in the results, not dropped (then exit 0 is right).
+    results = tmp / "r.json"
+    items = json.loads(results.read_text()).get("items", []) if results.is_file() else []
+    evaluated = any("mylib_take~take" in i.get("nodeid", "") and i.get("outcome") == "passed" for i in items)
+    if rc == 0 and evaluated:
+        return record(cmd, d, rc, out, "ok", "the relation to take is evaluated (passed)")
     return record(cmd, d, rc, out, classify(rc, out, r"catalog|take|relation"))
 
 
