@@ -105,7 +105,17 @@ def _session(tmp_path, **given: str | None):
     options = {"targets": "cpu", "programs": None, "configs": None, "spec_dir": None, "no_catalog": False,
                "snapshot_dir": str(tmp_path), "catalog_snapshot_dir": None, "hlo_dump_dir": "d",
                "raw_invariants": False, **given}  # fmt: skip
-    return GateSession(SimpleNamespace(rootpath=tmp_path, getoption=options.__getitem__))  # type: ignore[arg-type]
+
+    def getoption(name: str, default: object = KeyError) -> object:
+        # pytest's Config.getoption: a dest or an option string, a default for an option not registered.
+        key = name.lstrip("-").replace("-", "_")
+        if key in options:
+            return options[key]
+        if default is KeyError:
+            raise KeyError(name)
+        return default
+
+    return GateSession(SimpleNamespace(rootpath=tmp_path, getoption=getoption))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
