@@ -59,10 +59,13 @@ from ._versus_sides import Side, WorkerProcess, parse_env, resolve, start_pair
 from ._versus_stats import (
     ALL_CORES,
     ALL_CORES_CPU,
+    ALL_CORES_THREADS,
     CLOCKS,
     MIN_ROUNDS_FOR_INTERVAL,
+    THREADS,
     ProgramVerdict,
     Round,
+    all_cores_word,
     combine,
     judge,
     threads_of,
@@ -260,23 +263,37 @@ def measure(
             results = {
                 c: judge(rounds[p], c, settings.threshold, settings.confidence, looks[p]) for c in CLOCKS
             }
-            if settings.clock == "cpu" and not settings.pin:
+            unpinned = settings.clock == "cpu" and not settings.pin
+            if unpinned:
                 # Unpinned CPU-clock rounds (--no-pin) are all-cores rounds themselves: their wall clock is
                 # judged for lost parallelism, against the parallel threshold.
                 results[ALL_CORES] = judge(rounds[p], "wall", settings.parallel_threshold,
                                            settings.confidence, looks[p])  # fmt: skip
+            if unpinned or settings.min_threads > 0:  # every round with all cores: the threads witness
+                bound = settings.parallel_threshold if unpinned else settings.threshold
+                results[ALL_CORES_THREADS] = judge(rounds[p], THREADS, 1.0 / bound, settings.confidence,
+                                                   looks[p], floor=True)  # fmt: skip
             threads = threads_of(rounds[p])
             note = _cannot_lose(threads["baseline"], settings)
-            if results[settings.clock].verdict is None and k < settings.max_rounds and not note:
+            decided = (
+                all_cores_word(results["wall"], results[ALL_CORES_THREADS])
+                if settings.min_threads > 0
+                else results[settings.clock].verdict
+            )
+            if decided is None and k < settings.max_rounds and not note:
                 continue  # straddles: more rounds
-            if note:  # nothing this phase measures: see _cannot_lose
-                results[settings.clock] = dataclasses.replace(results[settings.clock], verdict="inconclusive")
+            if note:  # nothing this phase measures: see _cannot_lose (its threads witness neither)
+                for c in (settings.clock, ALL_CORES_THREADS):
+                    if c in results:
+                        results[c] = dataclasses.replace(results[c], verdict="inconclusive")
             results = {
                 c: r if r.verdict else dataclasses.replace(r, verdict="inconclusive")
                 for c, r in results.items()
             }
-            done[p] = {"results": results, "word": combine(p, settings.clock, results), "threads": threads,
-                       "note": note}  # fmt: skip
+            word = combine(p, settings.clock, results)
+            if settings.min_threads > 0 and not note:
+                word = all_cores_word(results["wall"], results[ALL_CORES_THREADS]) or "inconclusive"
+            done[p] = {"results": results, "word": word, "threads": threads, "note": note}
             active.remove(p)
         where = f"core {min(cpus)}, " if cpus else ""
         progress(f"  {label} round {k} ({where}start {t1 - t0:.1f} s, prepare {t2 - t1:.1f} s): "
@@ -315,8 +332,9 @@ def measure_confirmed(
         while todo:
             measured = measure(sides, todo, cores, progress, label, start)
             for p in todo:
-                results = {**final[p]["results"], ALL_CORES: measured[p]["results"]["wall"],
-                           ALL_CORES_CPU: measured[p]["results"]["cpu"]}  # fmt: skip
+                got = measured[p]["results"]
+                results = {**final[p]["results"], ALL_CORES: got["wall"], ALL_CORES_CPU: got["cpu"],
+                           ALL_CORES_THREADS: got[ALL_CORES_THREADS]}  # fmt: skip
                 final[p] = {"results": results, "word": combine(p, settings.clock, results)}
                 note = measured[p]["note"]
                 words[p].append(f"all cores: {measured[p]['word']}" + (f" ({note})" if note else ""))

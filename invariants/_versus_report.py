@@ -42,7 +42,7 @@ from typing import Any
 
 from ._errors import InvariantsError
 from ._paths import atomic_path, write_atomic
-from ._versus_stats import ALL_CORES
+from ._versus_stats import ALL_CORES, ALL_CORES_THREADS
 
 FORMAT = "invariants-versus"
 FORMAT_VERSION = 1
@@ -123,10 +123,15 @@ def make_record(
         elif t["verdict"] == "lost-parallelism":
             r = t["results"].get(ALL_CORES) or t["results"]["wall"]
             c = t["results"][t["clock"]]
-            reasons.append(f"{t['program']}: lost-parallelism: wall ratio with all cores {r['median']:.3f} "
-                           f"[{r['low']:.3f}, {r['high']:.3f}] > {r['threshold']:g}, {t['clock']} ratio "
-                           f"{c['median']:.3f} [{c['low']:.3f}, {c['high']:.3f}] did not fail: the same "
-                           "work on fewer threads")  # fmt: skip
+            th = t["results"].get(ALL_CORES_THREADS)
+            if th and r["low"] <= r["threshold"]:  # the threads witness decided (invariants._versus_stats)
+                wall = (f"threads ratio with all cores {_interval(th)} < {th['threshold']:.3g} (fewer "
+                        f"threads busy), wall ratio {_interval(r)}, "
+                        f"estimate above {r['threshold']:g}")  # fmt: skip
+            else:
+                wall = f"wall ratio with all cores {_interval(r)} > {r['threshold']:g}"
+            reasons.append(f"{t['program']}: lost-parallelism: {wall}, {t['clock']} ratio {_interval(c)} did "
+                           "not fail: the same work on fewer threads")  # fmt: skip
     for s in structure:
         for inv in s.get("invariants", []):
             if inv["change"] == "regressed":
@@ -228,7 +233,10 @@ def _threads(t: Mapping[str, Any]) -> str:
     th = t.get("threads_all_cores") or {}
     if th.get("baseline") is None or th.get("candidate") is None:
         return ""
-    return f"; threads {th['baseline']:.1f} → {th['candidate']:.1f}"
+    ratio = t["results"].get(ALL_CORES_THREADS)
+    return f"; threads {th['baseline']:.1f} → {th['candidate']:.1f}" + (
+        f", ratio {_interval(ratio)}" if ratio else ""
+    )
 
 
 def render_markdown(record: Mapping[str, Any], diff_lines: int = 40) -> str:
@@ -294,8 +302,10 @@ def render_markdown(record: Mapping[str, Any], diff_lines: int = 40) -> str:
                 f"The cpu and wall ratios come from rounds with both workers on one core; `wall, all cores` "
                 f"from rounds with every core for each worker, one at a time, failing above "
                 f"{par_threshold:g}; `threads`: CPU time / wall time of each side's blocks there, baseline → "
-                "candidate (about 1 where a side ran on one thread, or other load held the other cores). "
-                "`lost-parallelism`: that ratio failed while the CPU time did not (the same work on fewer "
+                "candidate (about 1 where a side ran on one thread, or other load held the other cores), "
+                "and their paired ratio, candidate / baseline. `lost-parallelism`: the CPU time did not fail "
+                "while that wall ratio did (its whole interval above the bound), or its estimate was above "
+                "the bound and the threads ratio's whole interval below 1 / bound (the same work on fewer "
                 "threads)."
             )
         out.append("")

@@ -30,6 +30,17 @@ a candidate whose kernels run on one thread instead of all of them times alike t
 times fresh pairs with every core (one worker at a time, as always) and judges their wall-clock ratio
 (:data:`ALL_CORES`) against its own, wider threshold. :func:`combine` names a failure of that ratio beside a
 CPU time that did not fail ``lost-parallelism``.
+
+The threads witness. Unpinned rounds spread (measured here, quiet machine: all-cores wall ratios of one
+run from 0.89 to 1.72, a 15 % CV), so a candidate 1.22x slower there leaves a 9-round interval that
+straddles 1.10 in most runs. What lost parallelism changes first is how many threads a block keeps busy:
+each pair's ``(cpu / wall of the candidate's block) / (cpu / wall of the baseline's)``, the **threads ratio**
+(:data:`ALL_CORES_THREADS`; 1 for the same installation, 0.65-0.75 measured for that candidate, whose
+wall ratio read 1.22). Its interval wholly below ``1 / parallel_threshold`` (the candidate kept fewer
+threads busy, beyond the noise) is the evidence that parallelism was lost; the wall ratio's estimate above
+the threshold is its cost. Both must hold (:func:`all_cores_word`), and repeat in fresh rounds: a
+candidate that runs on fewer threads but no slower (grad_take, whose partitions gain nothing at this size:
+0.9x) passes, and the same installation never shows a threads ratio below 1 beyond its interval.
 """
 
 from __future__ import annotations
@@ -43,13 +54,16 @@ import numpy as np
 
 from ._errors import InvariantsError
 from ._stats import look_alpha, robust_cv
-from ._timing import RatioResult, Verdict, decide_upper
+from ._timing import RatioResult, Verdict, decide_lower, decide_upper
 
 CLOCKS = ("cpu", "wall")
 # The result keys of the all-cores phase: its wall-clock ratio (what lost parallelism fails) and its CPU
 # ratio (for the report: unpinned CPU time is noisy, and decides nothing).
 ALL_CORES = "wall_all_cores"
 ALL_CORES_CPU = "cpu_all_cores"
+# The threads ratio of the all-cores rounds (see the module docstring): the witness of lost parallelism.
+ALL_CORES_THREADS = "threads_ratio_all_cores"
+THREADS = "threads"  # its per-pair ratios in a Round, beside the clocks
 MIN_ROUNDS_FOR_INTERVAL = 3  # a t interval on 2 rounds is wider than any threshold worth stating
 
 
@@ -59,7 +73,9 @@ class Round:
     per-call seconds of each side's blocks (for reports)."""
 
     calls: int
-    ratios: dict[str, list[float]] = dataclasses.field(default_factory=lambda: {c: [] for c in CLOCKS})
+    ratios: dict[str, list[float]] = dataclasses.field(
+        default_factory=lambda: {c: [] for c in (*CLOCKS, THREADS)}
+    )
     per_call: dict[str, list[float]] = dataclasses.field(
         default_factory=lambda: {"baseline": [], "candidate": []}
     )
@@ -75,6 +91,10 @@ class Round:
             # A block shorter than the clock's resolution reads 0 s; such a pair says nothing.
             if baseline[clock] > 0 and candidate[clock] > 0:
                 self.ratios[clock].append(candidate[clock] / baseline[clock])
+        if min(baseline["cpu"], baseline["wall"], candidate["cpu"], candidate["wall"]) > 0:
+            self.ratios[THREADS].append(
+                (candidate["cpu"] / candidate["wall"]) / (baseline["cpu"] / baseline["wall"])
+            )
         self.per_call["baseline"].append(baseline["wall"] / self.calls)
         self.per_call["candidate"].append(candidate["wall"] / self.calls)
         for side, block in (("baseline", baseline), ("candidate", candidate)):
@@ -120,14 +140,18 @@ def threads_of(rounds: Sequence[Round]) -> dict[str, float | None]:
     return out
 
 
-def judge(rounds: Sequence[Round], clock: str, threshold: float, confidence: float, look: int) -> RatioResult:
+def judge(
+    rounds: Sequence[Round], clock: str, threshold: float, confidence: float, look: int,
+    *, floor: bool = False,
+) -> RatioResult:  # fmt: skip
     """The clock's ratio over ``rounds`` as a :class:`~invariants._timing.RatioResult` (``a`` = candidate,
     ``b`` = baseline), its interval at look ``look`` (1-based) and its verdict (None while it straddles:
-    the caller decides whether to take more rounds or call it inconclusive)."""
+    the caller decides whether to take more rounds or call it inconclusive). ``clock`` may be
+    :data:`THREADS`; ``floor``: ``threshold`` is a lower bound (it fails when the whole interval is below)."""
     values = [r for r in (rd.ratio(clock) for rd in rounds) if r is not None]
     level = 1.0 - look_alpha(1.0 - confidence, look)
     estimate, low, high = rounds_interval(values, level)
-    verdict: Verdict | None = decide_upper(low, high, threshold)
+    verdict: Verdict | None = (decide_lower if floor else decide_upper)(low, high, threshold)
     cand = [t for rd in rounds for t in rd.per_call["candidate"]]
     base = [t for rd in rounds for t in rd.per_call["baseline"]]
     return RatioResult(
@@ -181,15 +205,29 @@ class ProgramVerdict:
         }  # fmt: skip
 
 
+def all_cores_word(wall: RatioResult, threads: RatioResult | None) -> Verdict | None:
+    """The all-cores rounds' word: ``fail`` when the wall ratio's whole interval is above its threshold, or
+    when the threads ratio's whole interval is below its floor (fewer threads kept busy, beyond the noise)
+    and the wall ratio's estimate is above the threshold (it cost time); ``pass`` when the wall ratio's
+    whole interval is at or below the threshold; None while neither holds (more rounds, or inconclusive)."""
+    if wall.verdict == "fail":
+        return "fail"
+    bound = wall.threshold if wall.threshold is not None else math.inf
+    if threads is not None and threads.verdict == "fail" and wall.median > bound:
+        return "fail"
+    return "pass" if wall.verdict == "pass" else None
+
+
 def combine(program: str, clock: str, results: dict[str, RatioResult]) -> str:
-    """One attempt's word from its results: the verdict clock decides; on the CPU backend a failure of the
-    all-cores wall ratio (:data:`ALL_CORES`) beside a CPU time that did not fail is lost parallelism. The
-    wall clock of pinned rounds decides nothing: with one core per round, neither side can run threads in
-    parallel there."""
+    """One attempt's word from its results: the verdict clock decides; on the CPU backend an all-cores
+    failure (:func:`all_cores_word` on :data:`ALL_CORES` and :data:`ALL_CORES_THREADS`) beside a CPU time
+    that did not fail is lost parallelism. The wall clock of pinned rounds decides nothing: with one core
+    per round, neither side can run threads in parallel there."""
     main = results[clock].verdict or "inconclusive"
     if main == "fail":
         return "fail"
     cores = results.get(ALL_CORES)
-    if clock == "cpu" and cores is not None and cores.verdict == "fail":
+    witness = results.get(ALL_CORES_THREADS)
+    if clock == "cpu" and cores is not None and all_cores_word(cores, witness) == "fail":
         return "lost-parallelism"
     return main

@@ -54,7 +54,16 @@ from invariants._versus_report import (
     write_json,
 )
 from invariants._versus_sides import Side, parse_env, resolve, worker_env
-from invariants._versus_stats import ALL_CORES, ALL_CORES_CPU, Round, combine, judge, rounds_interval
+from invariants._versus_stats import (
+    ALL_CORES,
+    ALL_CORES_CPU,
+    ALL_CORES_THREADS,
+    Round,
+    all_cores_word,
+    combine,
+    judge,
+    rounds_interval,
+)
 from invariants._versus_worker import serve
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -217,8 +226,12 @@ class FakeWorker:
     """
 
     def __init__(self, factor: dict[str, float], bias: float, rng: np.random.Generator, clock: FakeClock,
-                 noise: float, cores: Any = None) -> None:  # fmt: skip
+                 noise: float, cores: Any = None, wall_bias: float = 1.0) -> None:  # fmt: skip
         self.factor, self.bias, self.rng, self.clock, self.noise = factor, bias, rng, clock, noise
+        # Unpinned, a process's wall clock has a bias of its own (which cores its pool threads got, and
+        # when): its CPU time does not share it. ``cpu_all_cores`` is the CPU factor there (a one-thread
+        # candidate spins less, so its CPU time drops).
+        self.wall_bias = wall_bias
         self.cores = cores
         self.hello = {"platform": "cpu", "versions": {}}
         self.closed = False
@@ -239,8 +252,10 @@ class FakeWorker:
             return {"per_call": {f"{p}/{c}": 1e-3 for p, c in fields["programs"]}}
         self.log.append(fields["key"])
         base = fields["calls"] * 1e-3 * self.bias * float(np.exp(self.rng.normal(0, self.noise)))
-        clock = "wall_all_cores" if not self.cores and "wall_all_cores" in self.factor else "wall"
-        wall, cpu = base * self.factor[clock], base * self.factor["cpu"]
+        unpinned = not self.cores and "wall_all_cores" in self.factor
+        wall = base * self.factor["wall_all_cores" if unpinned else "wall"]
+        wall *= self.wall_bias if unpinned else 1.0
+        cpu = base * self.factor["cpu_all_cores" if unpinned and "cpu_all_cores" in self.factor else "cpu"]
         self.clock.now += wall
         return {"wall": wall, "cpu": cpu}
 
@@ -249,9 +264,11 @@ class FakeWorker:
 
 
 def fake_pairs(candidate: dict[str, float], seed: int, bias_sd: float = 0.03, noise: float = 0.1,
-               cores_bias_sd: float | None = None, baseline: dict[str, float] | None = None):  # fmt: skip
+               cores_bias_sd: float | None = None, baseline: dict[str, float] | None = None,
+               wall_bias_sd: float = 0.0):  # fmt: skip
     """A starter of fake worker pairs, and the pairs it started. Unpinned pairs (all cores) draw their
-    process bias with ``cores_bias_sd`` (default ``bias_sd``): unpinned rounds spread more."""
+    process bias with ``cores_bias_sd`` (default ``bias_sd``): unpinned rounds spread more; and their wall
+    clock a bias of its own, with ``wall_bias_sd``."""
     base_factor = baseline or {"wall": 1.0, "cpu": 1.0}
     rng = np.random.default_rng(seed)
     clock = FakeClock()
@@ -259,9 +276,13 @@ def fake_pairs(candidate: dict[str, float], seed: int, bias_sd: float = 0.03, no
 
     def start(sides: Any, cpus: Any = None) -> list[FakeWorker]:
         sd = bias_sd if cpus or cores_bias_sd is None else cores_bias_sd
+
+        def wall_bias() -> float:
+            return 1.0 if cpus else float(np.exp(rng.normal(0, wall_bias_sd)))
+
         pair = [
-            FakeWorker(base_factor, float(np.exp(rng.normal(0, sd))), rng, clock, noise, cpus),
-            FakeWorker(candidate, float(np.exp(rng.normal(0, sd))), rng, clock, noise, cpus),
+            FakeWorker(base_factor, float(np.exp(rng.normal(0, sd))), rng, clock, noise, cpus, wall_bias()),
+            FakeWorker(candidate, float(np.exp(rng.normal(0, sd))), rng, clock, noise, cpus, wall_bias()),
         ]
         started.append(pair)
         return pair
@@ -412,7 +433,7 @@ def test_pinned_rounds_cannot_see_lost_threads_the_all_cores_phase_does() -> Non
     assert "did not fail" in reason
     text = render_markdown(record)
     assert "| wall, all cores |" in text and "| naive | **lost-parallelism** |" in text
-    assert "; threads 1.8 → 1.0) |" in text
+    assert "; threads 1.8 → 1.0, ratio 0.55" in text
 
 
 def test_without_the_all_cores_phase_lost_threads_pass() -> None:
@@ -469,6 +490,76 @@ def test_a_baseline_on_one_thread_has_no_parallelism_to_lose() -> None:
     assert not v.failed and seen.count(None) == PINNED.all_cores().min_rounds
 
 
+# The lost-threads candidate as measured on the quiet machine (2026-12-02, docs/versus.md): the baseline
+# kept 1.7 threads busy with all cores, the candidate 1.1, and its CPU time there fell to 0.85 (less
+# spinning), so its wall ratio was 1.22; unpinned rounds spread 15 % (a wall-clock bias per process that
+# the CPU time does not share).
+MEASURED_BASE = {"wall": 1.0, "cpu": 1.0, "wall_all_cores": 0.59, "cpu_all_cores": 1.0}
+MEASURED_LOST = {"wall": 1.0, "cpu": 1.0, "wall_all_cores": 0.72, "cpu_all_cores": 0.80}
+NOISY_UNPINNED = {"cores_bias_sd": 0.05, "wall_bias_sd": 0.11}
+
+
+@pytest.mark.parametrize("seed", [3, 11])
+def test_the_threads_witness_catches_a_loss_the_wall_interval_straddles(seed: int) -> None:
+    """The measured case: 9 all-cores rounds leave the wall ratio's interval across 1.10 (what the phase
+    said before the witness: inconclusive, exit 0); the threads ratio's whole interval is far below
+    1 / 1.10 and the wall estimate above 1.10, so it is lost parallelism, confirmed in fresh rounds."""
+    start, _ = fake_pairs(MEASURED_LOST, seed=seed, baseline=MEASURED_BASE, **NOISY_UNPINNED)
+    (v,) = measure_confirmed(SIDES, ["naive"], PINNED, lambda _: None, start)
+    wall, threads = v.results[ALL_CORES], v.results[ALL_CORES_THREADS]
+    assert wall.low <= PINNED.parallel_threshold < wall.median  # the wall interval alone decides nothing
+    assert wall.verdict == "inconclusive"
+    assert threads.high < 1 / PINNED.parallel_threshold and threads.verdict == "fail"
+    assert threads.median == pytest.approx(0.65, rel=0.15)
+    assert v.verdict == "lost-parallelism" and v.attempts[1:] == ["all cores: fail", "all cores: fail"]
+    side = {"spec": "current", "python": sys.executable, "versions": {}, "env": {}}
+    record = make_record({"baseline": side, "candidate": side}, dataclasses.asdict(PINNED), [v.to_dict()], [],
+                         {}, 1.0)  # fmt: skip
+    (reason,) = record["reasons"]
+    assert reason.startswith("naive: lost-parallelism: threads ratio with all cores 0.")
+    assert "< 0.909 (fewer threads busy), wall ratio 1." in reason and "estimate above 1.1" in reason
+    assert record["exit"] == 1
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_same_installation_with_noisy_unpinned_rounds_is_never_lost_parallelism(seed: int) -> None:
+    start, _ = fake_pairs(MEASURED_BASE, seed=60 + seed, baseline=MEASURED_BASE, **NOISY_UNPINNED)
+    for v in measure_confirmed(SIDES, ["naive", "take"], PINNED, lambda _: None, start):
+        assert v.verdict in ("pass", "inconclusive"), (v.attempts, v.results[ALL_CORES_THREADS])
+        assert v.results[ALL_CORES_THREADS].low < 1.0 < v.results[ALL_CORES_THREADS].high
+
+
+def test_fewer_threads_that_cost_no_time_pass() -> None:
+    """grad_take's two partitions gain nothing at the seed size: its one-thread candidate kept fewer
+    threads busy and ran 0.9x. Fewer threads, and the wall ratio passes: not a regression."""
+    base = {"wall": 1.0, "cpu": 1.0, "wall_all_cores": 0.77, "cpu_all_cores": 1.0}
+    fewer = {"wall": 1.0, "cpu": 1.0, "wall_all_cores": 0.70, "cpu_all_cores": 0.62}
+    start, _ = fake_pairs(fewer, seed=5, baseline=base, **NOISY_UNPINNED)
+    (v,) = measure_confirmed(SIDES, ["grad_take"], PINNED, lambda _: None, start)
+    assert v.results[ALL_CORES_THREADS].verdict == "fail" and v.results[ALL_CORES].median < 1.0
+    assert not v.failed and v.attempts[-1] in ("all cores: pass", "all cores: inconclusive")
+
+
+def test_all_cores_word() -> None:
+    def r(verdict: Any, median: float, threshold: float) -> Any:
+        return judge_stub(verdict, median, threshold)
+
+    bound = 1.1
+    assert all_cores_word(r("fail", 1.3, bound), None) == "fail"
+    assert all_cores_word(r("pass", 1.0, bound), r("fail", 0.6, 1 / bound)) == "pass"
+    assert all_cores_word(r(None, 1.2, bound), r("fail", 0.6, 1 / bound)) == "fail"
+    assert all_cores_word(r(None, 1.05, bound), r("fail", 0.6, 1 / bound)) is None  # no cost shown
+    assert all_cores_word(r(None, 1.2, bound), r(None, 0.8, 1 / bound)) is None
+    assert all_cores_word(r(None, 1.2, bound), r("pass", 1.0, 1 / bound)) is None
+    assert all_cores_word(r(None, 1.2, bound), None) is None
+
+
+def judge_stub(verdict: Any, median: float, threshold: float) -> Any:
+    import types
+
+    return types.SimpleNamespace(verdict=verdict, median=median, threshold=threshold)
+
+
 def test_an_all_cores_failure_that_does_not_repeat_is_not_lost_parallelism() -> None:
     lost, _ = fake_pairs(LOST_THREADS, seed=7, baseline=TWO_THREADS)
     same, _ = fake_pairs({"wall": 1.0, "cpu": 1.0}, seed=7)
@@ -513,8 +604,8 @@ def test_calls_per_block_is_measured_alone_not_taken_from_prepare() -> None:
 
 
 def test_combine() -> None:
-    def r(verdict: str | None) -> Any:
-        return type("R", (), {"verdict": verdict})()
+    def r(verdict: str | None, median: float = 1.0, threshold: float = 1.1) -> Any:
+        return judge_stub(verdict, median, threshold)
 
     assert combine("p", "cpu", {"cpu": r("fail"), "wall": r("pass")}) == "fail"
     # The wall clock of pinned rounds decides nothing (one core: no side runs threads in parallel there);
@@ -530,6 +621,11 @@ def test_combine() -> None:
     assert combine("p", "cpu", {"cpu": r(None), "wall": r("pass"), ALL_CORES: r("pass")}) == "inconclusive"
     assert combine("p", "wall", {"cpu": r("pass"), "wall": r("pass")}) == "pass"
     assert combine("p", "wall", {"cpu": r("fail"), "wall": r("pass")}) == "pass"  # wall decides on a device
+    # The threads witness: fewer threads beyond the noise, and a wall estimate above the bound.
+    lost = {"cpu": r(None), "wall": r("pass"), ALL_CORES: r(None, 1.2), ALL_CORES_THREADS: r("fail", 0.7)}
+    assert combine("p", "cpu", lost) == "lost-parallelism"
+    assert combine("p", "cpu", {**lost, ALL_CORES: r(None, 1.05)}) == "inconclusive"
+    assert combine("p", "cpu", {**lost, ALL_CORES_THREADS: r(None, 0.7)}) == "inconclusive"
 
 
 def test_false_failure_rate_stays_below_alpha() -> None:
