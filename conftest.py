@@ -1,3 +1,3 @@
 """Wires the gate's pytest plugin into this repository's test runs."""
 
-pytest_plugins = ["invariants._plugin"]
+pytest_plugins = ["invariants.plugin.hooks"]

@@ -1,34 +1,29 @@
 """Performance invariants for JAX/XLA embedding lookups.
 
-The package is a pipeline; each stage is one private module, and data flows one way::
+The package is a pipeline, one subpackage a stage, and data flows one way (each ``__init__`` says what its
+stage owns; ``tests/unit/test_architecture.py`` holds the floors)::
 
-    _programs  the catalog of canonical embedding programs (Program, Config)
-    _registry  the programs of a run: the catalog plus a project's [[program]]s (_downstream builds them)
-    _select    the one selection grammar of --programs (names, patterns, kind:, tag:) in every command
-    _targets   where they compile: the runtime backend, TPU/GPU ahead of time, 8 host devices
-    _compile   (program, config, target) -> Compiled: jaxpr, optimized HLO, kernel code, analyses
-    _cost      Compiled -> the compiler's predicted cost and memory (analyses; metrics of source compiler)
-    _hlo       optimized-HLO text -> HloModule
-    _structure HloModule -> Structure (kernels, loops, trip counts, collectives, ...)
-    _metrics   the metric registry: every name an assert, hlo-stats and the report use
-    _snapshot  Structure -> the snapshot text      (_snapshot_store: where syrupy keeps it)
-    _spec      invariants/*.toml -> Spec            (_checks: Spec x Structure -> Decision)
-    _timing    paired A/B throughput ratios with intervals (_stats: the statistics;
-               _jax_timing: JAX callables; _baselines: recorded efficiency baselines)
-    _results   the results file: record kinds written by the plugin, read by the report
-    _report    a run's results -> markdown tables (_report_run: reading; _report_plot: the PNG)
+    catalog/   what is measured: programs (the catalog, a project's [[program]]s), configs, targets, and
+               the one selection grammar of --programs and --targets
+    compile/   (program, config, target) -> Compiled: jaxpr, optimized HLO, kernel code, analyses; the
+               process a gate runs in; the gate in a child process
+    hlo/       optimized-HLO text -> HloModule -> Structure; predicted cost; the metric registry
+    kernels/   PTX and LLVM IR -> per-kernel facts (atomics, CAS loops, spills)
+    snapshot/  Compiled -> the snapshot text, and the syrupy extensions that store it
+    spec/      invariants/*.toml -> Spec; Spec x Structure -> Decision (checks, correctness)
+    timing/    paired A/B throughput ratios with intervals; JAX callables; efficiency baselines
+    plugin/    the pytest gate: hooks, outcomes, xdist grouping, the results file (gate/: its items)
+    report/    a run's results -> markdown and a plot; hlo-stats
+    versus/    two installations timed against each other
+    releases/  one environment per JAX release; bisect; matrix
+    selfcheck/ injected regressions the gate must catch
 
-Around it: ``_plugin`` (pytest; ``_outcomes``: what a gate item says when it decides; ``_process``: the
-platform and the backend guard; ``_xdist``: which items share a worker), ``_hlo_stats``
-(a command), ``_child`` (the gate in a child process), ``_selfcheck`` (+ ``_selfcheck_inject``),
-``_releases`` (one environment per JAX release), ``_bisect`` and ``_matrix`` (the suite across
-releases), ``_errors`` (the one exception and its one-line form).
+Below them: ``_errors`` (the one exception and its one-line form), ``_paths`` (output paths, atomic
+writes), ``_stats`` (intervals), ``_cores`` (pinning) and ``_config`` (every ``INVARIANTS_*`` variable).
 
-``python -m invariants --help`` lists the commands; the pytest plugin is ``invariants._plugin``; the gate's
-pytest modules ship in ``invariants.gate`` and ``python -m invariants gate`` (``_gate``) runs them anywhere.
-A project's own tests use ``invariants.testing`` (``compile_for``) through the fixtures of
-``invariants.pytest_plugin`` (a pytest11 entry point, inert until used; ``_user_snapshots``: their syrupy
-extension).
+``python -m invariants --help`` lists the commands. A project's own tests use ``invariants.testing``
+(``compile_for``) through the fixtures of ``invariants.pytest_plugin`` (a pytest11 entry point, inert
+until used).
 """
 
 from __future__ import annotations
@@ -41,11 +36,11 @@ from typing import TYPE_CHECKING, Any
 # Imports are lazy so that ``hlo-stats`` and the spec validator start without JAX.
 _EXPORTS = {
     "InvariantsError": "_errors",
-    "HloModule": "_hlo", "HloParseError": "_hlo", "parse_module": "_hlo",
-    "METRICS": "_metrics",
-    "CATALOG": "_programs", "get_program": "_programs",
-    "Spec": "_spec", "load_spec": "_spec", "load_specs": "_spec",
-    "Structure": "_structure", "structure_of": "_structure",
+    "HloModule": "hlo.parse", "HloParseError": "hlo.parse", "parse_module": "hlo.parse",
+    "METRICS": "hlo.metrics",
+    "CATALOG": "catalog.programs", "get_program": "catalog.programs",
+    "Spec": "spec.file", "load_spec": "spec.file", "load_specs": "spec.file",
+    "Structure": "hlo.structure", "structure_of": "hlo.structure",
 }  # fmt: skip
 
 __all__ = sorted(_EXPORTS)
@@ -59,8 +54,8 @@ def __getattr__(name: str) -> Any:
 
 if TYPE_CHECKING:
     from ._errors import InvariantsError
-    from ._hlo import HloModule, HloParseError, parse_module
-    from ._metrics import METRICS
-    from ._programs import CATALOG, get_program
-    from ._spec import Spec, load_spec, load_specs
-    from ._structure import Structure, structure_of
+    from .catalog.programs import CATALOG, get_program
+    from .hlo.metrics import METRICS
+    from .hlo.parse import HloModule, HloParseError, parse_module
+    from .hlo.structure import Structure, structure_of
+    from .spec.file import Spec, load_spec, load_specs

@@ -18,13 +18,22 @@ from typing import NoReturn
 from ._errors import InvariantsError, did_you_mean
 
 COMMANDS = {
-    "gate": ("invariants._gate", "run the gate on a project's own programs (spec files with [[program]])"),
-    "hlo-stats": ("invariants._hlo_stats", "structural metrics of optimized-HLO text files or dump folders"),
-    "report": ("invariants._report", "markdown tables (and a PNG) from a run's results"),
-    "selfcheck": ("invariants._selfcheck", "inject regressions and show the suite catches each"),
-    "bisect": ("invariants._bisect", "find the JAX release where an item changed verdict"),
-    "matrix": ("invariants._matrix", "key metrics across JAX releases, as a table and a plot"),
-    "versus": ("invariants._versus", "time the catalog under two JAX installations, paired in one run"),
+    "gate": (
+        "invariants.plugin.command",
+        "run the gate on a project's own programs (spec files with [[program]])",
+    ),
+    "hlo-stats": (
+        "invariants.report.hlo_stats",
+        "structural metrics of optimized-HLO text files or dump folders",
+    ),
+    "report": ("invariants.report.markdown", "markdown tables (and a PNG) from a run's results"),
+    "selfcheck": ("invariants.selfcheck.command", "inject regressions and show the suite catches each"),
+    "bisect": ("invariants.releases.bisect", "find the JAX release where an item changed verdict"),
+    "matrix": ("invariants.releases.matrix", "key metrics across JAX releases, as a table and a plot"),
+    "versus": (
+        "invariants.versus.command",
+        "time the catalog under two JAX installations, paired in one run",
+    ),
 }
 
 

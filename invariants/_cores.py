@@ -13,7 +13,9 @@ import contextlib
 import os
 from collections.abc import Iterable
 
-FREED_ENV = "INVARIANTS_FREE_CORES"
+from . import _config
+
+FREED_ENV = _config.name("INVARIANTS_FREE_CORES")
 
 
 def usable() -> list[int]:

@@ -21,6 +21,10 @@ from pathlib import Path
 
 from ._errors import InvariantsError
 
+# This package's folder, a checkout's or an installed copy: its spec files, device descriptions and gate
+# modules are found from here (one place, so that moving a module never moves what it finds).
+PACKAGE_DIR = Path(__file__).resolve().parent
+
 __all__ = ["atomic_path", "check_output_dir", "check_output_file", "what_is", "write_atomic"]
 
 

@@ -17,7 +17,7 @@ test file needs no conftest::
   with one line, ``FILE:LINE: what`` at the call in the test.
 * ``compiled_snapshot`` is syrupy's ``snapshot`` storing the gate's snapshot text at
   ``snapshots/<target>/<test file stem>/<test name>.txt`` beside the test file (see
-  :mod:`invariants._user_snapshots`); ``pytest --snapshot-update`` (syrupy's option) records it.
+  :mod:`invariants.snapshot.user`); ``pytest --snapshot-update`` (syrupy's option) records it.
 
 Inert in a session that uses neither: importing this module imports neither JAX nor syrupy, and it
 defines no hooks. JAX starts at the first ``compile_for`` call (as the gate starts it: see
@@ -78,7 +78,7 @@ def compile_for(request: pytest.FixtureRequest) -> Callable[..., CompiledStructu
 @pytest.fixture
 def compiled_snapshot(request: pytest.FixtureRequest) -> Any:
     """syrupy's ``snapshot`` for ``compile_for`` results: ``assert compiled_snapshot == s`` stores ``s``'s
-    snapshot text under ``snapshots/<target>/`` beside the test file (:mod:`invariants._user_snapshots`)."""
+    snapshot text under ``snapshots/<target>/`` beside the test file (:mod:`invariants.snapshot.user`)."""
     try:
         snapshot = request.getfixturevalue("snapshot")
     except pytest.FixtureLookupError:
@@ -88,6 +88,6 @@ def compiled_snapshot(request: pytest.FixtureRequest) -> Any:
             "(or 'jax-embedding-invariants[test]')",
             pytrace=False,
         )
-    from ._user_snapshots import compiled_assertion
+    from .snapshot.user import compiled_assertion
 
     return compiled_assertion(snapshot)

@@ -12,7 +12,7 @@ it)::
 :func:`compile_for` lowers ``fn`` under ``jax.jit`` on the abstract shapes of its arguments (arrays,
 ``jax.ShapeDtypeStruct``, or pytrees of them: nothing runs), compiles it for the target the way the gate
 does (ahead of time for TPU and GPU targets on any host; on the runtime backend for ``cpu``), and returns
-a :class:`CompiledStructure`: the :class:`~invariants._structure.Structure` of the optimized HLO with every
+a :class:`CompiledStructure`: the :class:`~invariants.hlo.structure.Structure` of the optimized HLO with every
 metric of :data:`invariants.METRICS` that a compile gives.
 
 Reading a :class:`CompiledStructure`:
@@ -23,13 +23,13 @@ Reading a :class:`CompiledStructure`:
   ``vector_width``, ... on GPU and CPU). A metric the target does not give (no cycle estimate off TPU, no
   kernel code on TPU) or cannot compute (an unknown trip count) raises :class:`MetricUnavailable` with
   one line saying why, never a stand-in number. ``s.metrics`` holds them all, raw (a
-  :class:`~invariants._cost.Missing` or None where there is no value).
+  :class:`~invariants.hlo.cost.Missing` or None where there is no value).
 * Where a metric and a ``Structure`` field share a name (``while_loops``, ``collectives``, ``converts``,
   ``kernels``, ...), ``s.NAME`` is the metric, a number; the field is ``s.structure.NAME``. Structure
   fields that are not metrics (``kernel_list``, ``fusion_kinds``, ``gather_shapes``, ``root_shape``, ...)
   read through too.
 * Any other name raises ``AttributeError`` naming the closest metrics and fields.
-* ``s.snapshot`` is the snapshot text the gate writes (:func:`invariants._snapshot.render_summary`).
+* ``s.snapshot`` is the snapshot text the gate writes (:func:`invariants.snapshot.render.render_summary`).
 
 The gate's input facts (``table_bytes``, ``lookups``, ...) describe its catalog configurations, not an
 arbitrary function's arguments, so they are not metrics here.
@@ -49,9 +49,9 @@ from typing import TYPE_CHECKING, Any
 from ._errors import InvariantsError, did_you_mean
 
 if TYPE_CHECKING:
-    from ._compile import Compiled
-    from ._structure import Structure
-    from ._targets import Target
+    from .catalog.targets import Target
+    from .compile.artifacts import Compiled
+    from .hlo.structure import Structure
     from .kernels.program import ProgramCode
 
 __all__ = ["CompiledStructure", "MetricUnavailable", "TargetUnavailable", "compile_for", "target_named"]
@@ -78,8 +78,6 @@ def _start_jax() -> bool:
     import jax
     from jax._src import xla_bridge
 
-    from . import _process  # noqa: F401  (importing it sets the environment defaults, as in the gate)
-
     if getattr(jax.config, "jax_platforms", None):
         return True
     if xla_bridge.backends_are_initialized():
@@ -103,7 +101,7 @@ def target_named(name: str) -> Target:
     itself (``cpu-8dev`` compiles in a child with 8 host devices), or cannot compile for at all here
     (:class:`TargetUnavailable`), says so.
     """
-    from ._targets import all_targets
+    from .catalog.targets import all_targets
 
     in_time = _start_jax()
     targets = all_targets()
@@ -130,7 +128,7 @@ def target_named(name: str) -> Target:
 # Metric names that only mean something called on a program (time(a), structure(a)), and the input
 # facts of the gate's catalog configurations: neither is a property of one compile of a user function.
 def _measured_names() -> list[str]:
-    from ._metrics import METRICS
+    from .hlo.metrics import METRICS
 
     return [
         m.name
@@ -162,7 +160,7 @@ class CompiledStructure:
         Raises :class:`MetricUnavailable` when this compile has no value for it, and ``AttributeError``
         (closest names listed) for a name that is not a metric of a compile.
         """
-        from ._cost import Missing
+        from .hlo.cost import Missing
 
         if name not in self.metrics:
             raise AttributeError(self._unknown(name, "metric"))
@@ -197,12 +195,12 @@ class CompiledStructure:
     @property
     def snapshot(self) -> str:
         """The snapshot text of this compile, as the gate's structure tier writes it."""
-        from ._snapshot import render_summary
+        from .snapshot.render import render_summary
 
         return render_summary(self.compiled, self.structure, code=self.code)
 
     def __repr__(self) -> str:
-        from ._snapshot import summary_line
+        from .snapshot.render import summary_line
 
         where = f"{self.name} [{self.config}] on {self.target}"
         return f"<CompiledStructure {where}: {summary_line(self.structure)}>"
@@ -246,11 +244,11 @@ def compile_for(
 ) -> CompiledStructure:
     """Compile ``fn(*args)`` for ``target`` (``cpu``, ``tpu-v5e``, ``gpu-h100``, ... or ``runtime``) and
     measure it. Only the shapes and dtypes of ``args`` matter; nothing runs. See the module docstring."""
-    from ._compile import CompileFailed, compile_function
-    from ._hlo import parse_module
-    from ._metrics import METRICS, compiler_metrics, kernel_metrics
-    from ._snapshot import code_of
-    from ._structure import structure_of
+    from .compile.artifacts import CompileFailed, compile_function
+    from .hlo.metrics import METRICS, compiler_metrics, kernel_metrics
+    from .hlo.parse import parse_module
+    from .hlo.structure import structure_of
+    from .snapshot.render import code_of
 
     chosen = target_named(target)
     label = name or getattr(fn, "__name__", None) or type(fn).__name__

@@ -1060,7 +1060,7 @@ spec_probe("traceback", "spec = 'cpu' (string)", 'spec = "cpu"\n' + BASE_SPEC.sp
 
 
 def applied_probe(name: str, text: str) -> None:
-    """A spelling the spec format accepts (``_spec``: "a string or a list of strings"): ``ok`` when the
+    """A spelling the spec format accepts (``spec.file``: "a string or a list of strings"): ``ok`` when the
     invariant then made its item, ``silent-pass`` when the run passed without it."""
 
     @probe("traceback", name)
@@ -1580,7 +1580,7 @@ def _linear(ctx: Ctx) -> dict[str, Any]:
         (d / "big.toml").write_text('[spec]\ntargets = ["cpu"]\n' + body)
     # One process: a warm-up load first, so that the imports are not timed.
     code = (
-        "import time; from pathlib import Path; from invariants._spec import load_specs\n"
+        "import time; from pathlib import Path; from invariants.spec.file import load_specs\n"
         f"load_specs(Path({str(tmp / '1')!r}))\n"
         "for n in (1000, 4000):\n"
         f"    t = time.perf_counter(); load_specs(Path({str(tmp)!r}) / str(n))\n"

@@ -55,8 +55,8 @@ def main() -> int:
     ap.add_argument("--no-check", action="store_true", help="time load_specs only (e.g. an old loader)")
     args = ap.parse_args()
 
-    import invariants._registry  # noqa: F401  (JAX and the catalog start outside the timed part)
-    from invariants._spec import load_specs
+    import invariants.catalog.registry  # noqa: F401  (JAX and the catalog start outside the timed part)
+    from invariants.spec.file import load_specs
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "big.toml"
@@ -68,8 +68,8 @@ def main() -> int:
     assert len(spec.invariants) == args.invariants
     line = f"{args.invariants} invariants, {size / 1e6:.2f} MB: load_specs {loaded:.2f} s"
     if not args.no_check:
-        from invariants._checks import check_specs
-        from invariants._targets import all_targets
+        from invariants.catalog.targets import all_targets
+        from invariants.spec.checks import check_specs
 
         targets = list(all_targets().values())
         start = time.perf_counter()

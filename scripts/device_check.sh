@@ -41,7 +41,7 @@ CONFIGS="f32,bf16"
 FINDINGS="${DEVICE_CHECK_FINDINGS:-$ROOT/docs/findings.md}"
 PLATFORM="${DEVICE_CHECK_PLATFORM:-cuda}"
 read -r -a TIMING_ARGS <<<"${DEVICE_CHECK_TIMING_ARGS:-}"
-# The suite's own test dependencies, as invariants/_releases.py SUITE_DEPS (a unit test keeps them equal).
+# The suite's own test dependencies, as invariants/releases/environments.py SUITE_DEPS (a unit test keeps them equal).
 SUITE_DEPS=(pytest syrupy pytest-benchmark packaging scipy)
 
 die() {

@@ -10,7 +10,7 @@ against their baselines). The script then prints a markdown table with one row p
 - false failures: a ``fail`` on a ratio that is not a ratchet and has no injection.
 
 Ratchets are expected to fail. With ``--inject-slowdown`` the child loads
-``invariants._selfcheck_inject`` and ``naive`` does its lookup twice (about 1.7x the work). Every run must
+``invariants.selfcheck.inject`` and ``naive`` does its lookup twice (about 1.7x the work). Every run must
 then fail ``naive_not_slower_than_take``, and the table counts those detections (that study runs the ratios
 only; the plain one covers the efficiency items too).
 
@@ -54,14 +54,14 @@ def run_once(out: Path, inject: bool, select: str | None = None) -> tuple[int, l
             f"--results-json={out.with_suffix('.results.json')}"]  # fmt: skip
     if inject:
         # The injected slowdown is judged by the ratios; the plain study covers the efficiency items.
-        args += ["-p", "invariants._selfcheck_inject", "-k", "test_ratio"]
-        env["INVARIANTS_INJECT"] = "naive=invariants._selfcheck_inject:naive_twice"
+        args += ["-p", "invariants.selfcheck.inject", "-k", "test_ratio"]
+        env["INVARIANTS_INJECT"] = "naive=invariants.selfcheck.inject:naive_twice"
     if select:
         args += ["-k", select]
     proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     path = out.with_suffix(".results.json")
     results = json.loads(path.read_text())["items"] if path.exists() else []
-    # The throughput tier's records (invariants/_results.py): ratios and efficiencies.
+    # The throughput tier's records (invariants/plugin/results.py): ratios and efficiencies.
     return proc.returncode, [r for r in results if r["kind"] in ("ratio", "efficiency")]
 
 

@@ -89,7 +89,7 @@ def _slow_open(file, mode="r", *args, **kwargs):
 class _OldWrite:
     def pytest_configure(self, config):
         from syrupy.extensions.single_file import SingleFileSnapshotExtension as Base
-        from invariants._snapshot_store import StructureSnapshotExtension as Ours
+        from invariants.snapshot.store import StructureSnapshotExtension as Ours
         Ours.write_snapshot_collection = classmethod(Base.write_snapshot_collection.__func__)
 
 builtins.open = _slow_open

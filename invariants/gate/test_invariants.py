@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from invariants import _results
-from invariants._checks import evaluate, run_correctness
-from invariants._compile import Key
-from invariants._outcomes import dumped_line, failure_report, judge, relation_report
-from invariants._registry import PROGRAMS
-from invariants._snapshot import render_summary
+from invariants.catalog.registry import PROGRAMS
+from invariants.compile.artifacts import Key
+from invariants.plugin import results as _results
+from invariants.plugin.outcomes import dumped_line, failure_report, judge, relation_report
+from invariants.snapshot.render import render_summary
+from invariants.spec.checks import evaluate, run_correctness
 
 pytestmark = [pytest.mark.gate, pytest.mark.invariant]
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 import pytest
 from syrupy.terminal import disable_color
 
-from invariants import _results
-from invariants._cost import value_or_none
-from invariants._metrics import structure_metrics
-from invariants._outcomes import committed_snapshot_diff, dumped_line, structure_failure
-from invariants._registry import PROGRAMS
-from invariants._snapshot import render_summary
+from invariants.catalog.registry import PROGRAMS
+from invariants.hlo.cost import value_or_none
+from invariants.hlo.metrics import structure_metrics
+from invariants.plugin import results as _results
+from invariants.plugin.outcomes import committed_snapshot_diff, dumped_line, structure_failure
+from invariants.snapshot.render import render_summary
 
 pytestmark = [pytest.mark.gate, pytest.mark.snapshot]
 

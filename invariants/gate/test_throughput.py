@@ -16,14 +16,22 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import shlex
 
 import jax
 import pytest
 
-from invariants import _results
-from invariants._baselines import (
+from invariants import _config
+from invariants.catalog.programs import Distribution, get_config, make_arguments
+from invariants.catalog.registry import PROGRAMS
+from invariants.catalog.targets import versions
+from invariants.compile.artifacts import Key
+from invariants.hlo.cost import predicted_ratio
+from invariants.hlo.metrics import input_facts
+from invariants.plugin import results as _results
+from invariants.plugin.outcomes import dumped_line, judge
+from invariants.spec.file import throughput_terms
+from invariants.timing.baselines import (
     baseline_path,
     baseline_verdict,
     machine,
@@ -32,24 +40,16 @@ from invariants._baselines import (
     record_programs,
     write_baseline,
 )
-from invariants._compile import Key
-from invariants._cost import predicted_ratio
-from invariants._jax_timing import copy_callable, jax_callable
-from invariants._metrics import input_facts
-from invariants._outcomes import dumped_line, judge
-from invariants._programs import Distribution, get_config, make_arguments
-from invariants._registry import PROGRAMS
-from invariants._spec import throughput_terms
-from invariants._targets import versions
-from invariants._timing import confirmed, measure_efficiency, measure_ratio, runtime_clock
+from invariants.timing.calls import copy_callable, jax_callable
+from invariants.timing.paired import confirmed, measure_efficiency, measure_ratio, runtime_clock
 
 pytestmark = [pytest.mark.gate, pytest.mark.throughput]
 
 # A ratio takes 0.5-3 s; when its interval straddles the bound, the adaptive extension may take it up to this
 # budget. 10 s: with 6 s, one run in ten under a CPU hog left an injected 1.7x slowdown inconclusive.
-MAX_SECONDS = float(os.environ.get("INVARIANTS_RATIO_MAX_SECONDS", "10"))
+MAX_SECONDS = float(_config.get("INVARIANTS_RATIO_MAX_SECONDS", "10") or "10")
 # CPU time of this process on the CPU backend, the wall clock on accelerators (see _timing.runtime_clock).
-CLOCK_NAME, CLOCK = runtime_clock(jax.devices()[0].platform, os.environ.get("INVARIANTS_CLOCK"))
+CLOCK_NAME, CLOCK = runtime_clock(jax.devices()[0].platform, _config.get("INVARIANTS_CLOCK"))
 
 
 @functools.cache
@@ -77,7 +77,7 @@ def test_ratio(throughput_case, gate, benchmark, record_property):
     a = _timed(gate, (a_side.program, case.config, case.target), a_side.distribution)
     b = _timed(gate, (b_side.program, case.config, case.target), b_side.distribution)
     a_name, b_name = a_side.label, b_side.label
-    # A failure must repeat to count; for a ratchet, so must a pass (see invariants._timing.confirmed).
+    # A failure must repeat to count; for a ratchet, so must a pass (see invariants.timing.paired.confirmed).
     result, attempts = benchmark.pedantic(
         confirmed,
         args=(lambda: measure_ratio(a, b, threshold=threshold, max_seconds=MAX_SECONDS, clock=CLOCK),),
@@ -125,10 +125,10 @@ def bytes_moved(program: str, config: str) -> int:
 
 def record_command(gate, request, key) -> str:
     """The command that records this item's baseline and nothing else: its program with the other side of
-    its relation (without it, no efficiency item exists: see invariants._baselines.record_programs), its
+    its relation (without it, no efficiency item exists: see invariants.timing.baselines.record_programs), its
     configuration, this item alone (-k), and the folders this session reads (``GateSession.update_command``
     carries them)."""
-    from invariants._plugin import throughput_cases
+    from invariants.plugin.hooks import throughput_cases
 
     _, config, target = key
     only = shlex.quote(f"test_efficiency and {request.node.callspec.id}]")
@@ -139,7 +139,7 @@ def record_command(gate, request, key) -> str:
 def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
     program, config, target = efficiency_key
     # The baseline rules (where it lives, which spec's max loss applies, whose machine) are
-    # invariants._baselines'; this item measures and judges.
+    # invariants.timing.baselines'; this item measures and judges.
     max_loss = max_loss_for(gate.specs, target)
     path = baseline_path(gate.snapshot_folder(program, target).parent, target, program, config)
     here = machine(jax.devices()[0].device_kind, CLOCK_NAME)
@@ -176,7 +176,7 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
         # (or unlucky) run does not move every later verdict.
         runs = [result] + [measure_efficiency(program_call, copy_call, clock=CLOCK) for _ in range(2)]
         written = write_baseline(path, runs, here, versions())
-        # The reporting process names what was recorded (invariants._plugin, at the session's end).
+        # The reporting process names what was recorded (invariants.plugin.hooks, at the session's end).
         info["recorded"] = {"path": str(path), "efficiency": written["efficiency"],
                             "why": "missing" if baseline is None else "--record-baselines"}  # fmt: skip
     name, record = _results.record("efficiency", **info)

@@ -6,24 +6,25 @@ jaxlib 0.10.2 turns the f32 scatter-add of an embedding gradient on sm_80/sm_86/
 compare-and-swap retry loop where 0.10.1 emitted a native float atomic add (openxla/xla#46225). This
 subpackage reads that code into per-kernel facts (:class:`KernelFacts`): atomics by operation and type,
 CAS retry loops, ``.local`` bytes, instruction count, loops (backward branches) and the widest vector
-operation. The facts are what the ``kernel`` metrics (:mod:`invariants._metrics`) and the snapshot's
+operation. The facts are what the ``kernel`` metrics (:mod:`invariants.hlo.metrics`) and the snapshot's
 per-kernel code lines are made of.
 
 Parsing is strict: a construct the parser does not know is a :class:`KernelCodeError` naming
 ``FILE:LINE`` and the construct, never a guess (XLA's text formats are not a stable API).
 
-Layer: this subpackage imports no JAX; it reads text. ``invariants._compile`` collects the text of one
+Layer: this subpackage imports no JAX; it reads text. ``invariants.compile.artifacts`` collects the text of
+one
 compile (``compile(compiler_options={"xla_dump_to": DIR})``) and :func:`kernel_files` picks the files.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import re
 from collections.abc import Iterable, Mapping
-from typing import Literal
 
-from .._errors import InvariantsError
+from .facts import KernelCodeError as KernelCodeError
+from .facts import KernelFacts as KernelFacts
+from .facts import Language as Language
+from .facts import name_key as name_key
 
 __all__ = [
     "KernelCodeError",
@@ -32,51 +33,6 @@ __all__ = [
     "name_key",
     "parse_kernel_code",
 ]
-
-Language = Literal["ptx", "llvm"]
-
-
-class KernelCodeError(InvariantsError):
-    """Kernel code that is not understood: ``FILE:LINE: what was not understood: 'the text'``."""
-
-
-@dataclasses.dataclass(frozen=True)
-class KernelFacts:
-    """What one kernel's code does, as counted from its PTX entry or LLVM IR function.
-
-    ``atomics`` is the sorted multiset of its atomic and reduction instructions in a normalized spelling
-    without memory-ordering and scope qualifiers (PTX ``atom.add.f32``, ``atom.cas.b32``,
-    ``atom.add.v4.f32``, ``red.add.noftz.bf16``; LLVM ``atomicrmw fadd float``, ``cmpxchg i32``).
-    ``cas_atomics``: compare-and-swap instructions; ``cas_loops``: those inside a loop (a CAS retry loop:
-    what XLA emits when the target has no native atomic for the operation). ``float_atomics``: native
-    floating-point atomic or reduction adds, one per instruction whatever its vector width.
-    ``local_bytes``: ``.local`` (stack and spill) bytes declared by a PTX entry; ``alloca`` bytes of an LLVM
-    function. ``instructions``: instructions in its body (volatile: never in a snapshot). ``loops``:
-    backward branches. ``vector_width``: the widest vector value an instruction of it reads or writes, in
-    bits (0 when it is scalar throughout).
-    """
-
-    name: str
-    language: Language
-    source: str
-    atomics: tuple[tuple[str, int], ...] = ()
-    cas_atomics: int = 0
-    cas_loops: int = 0
-    float_atomics: int = 0
-    local_bytes: int = 0
-    instructions: int = 0
-    loops: int = 0
-    vector_width: int = 0
-
-    @property
-    def key(self) -> str:
-        return name_key(self.name)
-
-
-def name_key(name: str) -> str:
-    """The name an HLO instruction and its kernel share: XLA:GPU spells ``input_scatter_fusion.1`` as the
-    PTX entry ``input_scatter_fusion_1``; XLA:CPU keeps the dot."""
-    return re.sub(r"[^A-Za-z0-9_]", "_", name)
 
 
 def parse_kernel_code(files: Mapping[str, str]) -> list[KernelFacts]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
-from . import KernelCodeError, KernelFacts, Language
+from .facts import KernelCodeError, KernelFacts, Language
 
 
 def words(text: str) -> frozenset[str]:

@@ -40,8 +40,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from . import KernelCodeError, KernelFacts
 from ._tally import Tally, code_error, words
+from .facts import KernelCodeError, KernelFacts
 
 __all__ = ["parse_llvm_ir"]
 

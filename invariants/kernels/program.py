@@ -1,7 +1,7 @@
 """One compiled program's kernel code, tied to its kernel list: what the ``kernel`` metrics and the
 snapshot's ``code:`` lines read.
 
-Each kernel of the optimized HLO (:class:`~invariants._structure.Kernel`) is found in the code by its
+Each kernel of the optimized HLO (:class:`~invariants.hlo.structure.Kernel`) is found in the code by its
 instruction name (:func:`~invariants.kernels.name_key`). A kernel with no code (a custom call such as a
 cuBLAS gemm, a copy the runtime does itself) has no line; code that no kernel of the list names is kept
 apart (:attr:`ProgramCode.unmatched`), so that nothing is dropped in silence.
@@ -13,9 +13,9 @@ import dataclasses
 from collections import Counter
 from collections.abc import Iterable, Iterator
 
-from .._cost import Missing
-from .._structure import Kernel, Structure
-from . import KernelFacts
+from ..hlo.cost import Missing
+from ..hlo.structure import Kernel, Structure
+from .facts import KernelFacts
 
 __all__ = [
     "ProgramCode",
@@ -69,7 +69,7 @@ class ProgramCode:
 
 
 def _key(kernel: Kernel) -> str:
-    from . import name_key
+    from .facts import name_key
 
     return name_key(kernel.name)
 

@@ -45,8 +45,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from . import KernelCodeError, KernelFacts
 from ._tally import Tally, code_error, words
+from .facts import KernelCodeError, KernelFacts
 
 __all__ = ["parse_ptx"]
 

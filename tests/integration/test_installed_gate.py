@@ -184,7 +184,8 @@ def test_children_run_the_installed_gate(installed, project):
     """selfcheck, bisect and matrix start the gate modules of the installed package, in their own folder.
     (A full self-check from an installed wheel takes half a minute: see the closing note of issue 13.)"""
     probe = (
-        "from pathlib import Path; import invariants._selfcheck as s, invariants._bisect as b\n"
+        "from pathlib import Path\n"
+        "import invariants.selfcheck.command as s, invariants.releases.bisect as b\n"
         "c = s.child_command(s.REGISTRY[0], Path('w/r.json'), Path('w/d'))\n"
         "print(c[3]); print(c[c.index('--rootdir') + 1]); print(c[c.index('--catalog-snapshot-dir') + 1])\n"
         "print(b.suite_command(Path('py'), 'k', 'cpu', None, Path('w/r.json'), Path('d'),"

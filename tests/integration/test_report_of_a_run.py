@@ -8,8 +8,9 @@ from pathlib import Path
 
 from gatekit import Run
 
-from invariants import _report, _results
 from invariants.__main__ import main as cli
+from invariants.plugin import results as _results
+from invariants.report import markdown as _report
 
 
 def test_report_of_a_real_run(plain_run: Run, tmp_path: Path):
@@ -40,7 +41,8 @@ def test_predicted_cost_beside_measured_from_a_real_run(plain_run: Run, tmp_path
     shows the predicted ratio beside the measured one."""
     run = _report.load_results(plain_run.results)
     md = _report.render(run)
-    # libtpu's cycles for the looped backward (hand-counted in tests/unit/test_cost.py from a recorded copy
+    # libtpu's cycles for the looped backward (hand-counted in tests/unit/hlo/test_cost.py from a recorded
+    # copy
     # of the same module).
     assert "## Predicted TPU cost" in md and "| `grad_vmap_naive` | f32 | 149,925,672 |" in md
     assert "## Predicted memory" in md

@@ -10,7 +10,7 @@ there exits 1 naming the invariant.
 
 Not here: a real lost-parallelism run. Whether a kernel's second thread gains anything on this 2-core
 machine depends on what else runs on it (measured: the same process's naive took 0.08 ms or 0.16 ms a call
-by the moment), so the verdict is pinned with fake workers (tests/unit/test_versus.py) and measured by
+by the moment), so the verdict is pinned with fake workers (tests/unit/versus/test_versus.py) and measured by
 ``scripts/versus_studies.py threads`` (docs/versus.md).
 """
 
@@ -20,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from invariants._versus_report import load_record
+from invariants.versus.report import load_record
 
 ROOT = Path(__file__).resolve().parents[2]
 

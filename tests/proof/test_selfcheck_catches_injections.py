@@ -13,14 +13,15 @@ import os
 
 import pytest
 
-from invariants import _selfcheck as sc
-from invariants._child import CHILD_ENV
+from invariants import _config
+from invariants.compile.child import CHILD_ENV
+from invariants.selfcheck import command as sc
 
 pytestmark = [pytest.mark.slow]
 
 
 def _injections() -> list[sc.Injection]:
-    if os.environ.get("INVARIANTS_SELFCHECK") == "all":
+    if _config.get("INVARIANTS_SELFCHECK") == "all":
         return sc.select(None)
     return sc.restrict_targets(sc.select(None, fast_only=True), "cpu")
 

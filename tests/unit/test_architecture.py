@@ -15,24 +15,9 @@ import invariants
 PACKAGE = Path(invariants.__file__).parent
 
 
-def _imports() -> dict[str, set[str]]:
-    """Module -> the package modules it imports, anywhere in its body (a lazy import is still an edge)."""
-    modules = {p.stem for p in PACKAGE.glob("*.py")}
-    edges: dict[str, set[str]] = {}
-    for path in PACKAGE.glob("*.py"):
-        deps: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom):
-                if node.level == 1:
-                    deps |= {node.module} if node.module else {a.name for a in node.names}
-                elif node.module and node.module.startswith("invariants."):
-                    deps.add(node.module.split(".")[1])
-        edges[path.stem] = deps & modules
-    return edges
-
-
 def test_no_import_cycle():
-    edges = _imports()
+    """Between modules (a subpackage's ``__init__`` counts as one), lazy imports included."""
+    edges = module_edges()
 
     def reachable(start: str) -> set[str]:
         seen: set[str] = set()
@@ -96,38 +81,54 @@ def test_every_subpackage_ships_in_the_wheel():
 # runs). Adding a module means placing it here.
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    # 0: what every floor uses
-    ("_errors", "_paths", "_stats", "_cores"),
-    # 1: data and text, no JAX: configurations, selection, targets, specs, HLO, structure, metrics, kernel
-    #    code, predicted cost, the results records
-    ("_configs", "_select", "_targets", "_spec", "_hlo", "_structure", "_metrics", "kernels", "_cost",
-     "_results"),
-    # 2: the catalog and everything that compiles, snapshots, checks or times programs
-    ("_programs", "_registry", "_downstream", "_compile", "_child", "_process", "_snapshot",
-     "_snapshot_store", "_checks", "_timing", "_jax_timing", "_baselines", "_user_snapshots", "testing"),
+    # 0: what every floor uses: errors, output paths, statistics, cores, the environment variables
+    ("_errors", "_paths", "_stats", "_cores", "_config"),
+    # 1: data and text, no JAX: configurations, selection, the target table, HLO and kernel code, the spec
+    #    files, the results records and the gate's item names
+    ("catalog.configs", "catalog.select", "catalog.targets", "hlo", "kernels", "spec.file", "plugin.results",
+     "plugin.items"),
+    # 2: the catalog's programs and everything that compiles, snapshots, checks or times them
+    ("catalog", "compile", "snapshot", "spec", "timing", "testing"),
     # 3: the pytest session
-    ("_plugin", "_outcomes", "_xdist", "pytest_plugin", "gate"),
+    ("plugin", "gate", "pytest_plugin"),
     # 4: the commands
-    ("_report", "_report_run", "_report_plot", "_hlo_stats", "_versus", "_versus_worker",
-     "_versus_protocol", "_versus_report", "_versus_sides", "_versus_stats", "_releases", "_bisect",
-     "_matrix", "_selfcheck", "_selfcheck_inject", "_gate", "__main__", "__init__"),
+    ("report", "versus", "releases", "selfcheck", "__main__", "__init__"),
 )  # fmt: skip
+ENTRIES = {m for layer in LAYERS for m in layer}
 
 # Upward edges that exist today, each with its reason; the test fails when one is gone too, so that this
-# list only shrinks. (Issue 21's layout gives the spec stage the programs' names instead.)
+# list only shrinks.
 KNOWN_UPWARD = {
-    ("_spec", "_programs"): "spec loading checks selectors against the catalog's program names",
-    ("_spec", "_registry"): "spec loading checks selectors against the declared programs' names",
+    ("spec.file", "catalog"): "spec loading checks selectors against the programs' names (the catalog's and "
+    "the declared ones), which it imports when it is called",
 }
 
-# The floors that must start without JAX (hlo-stats, the spec validator, selection, the target table).
-NO_JAX = ("_errors", "_paths", "_stats", "_configs", "_select", "_targets", "_spec", "_hlo", "_structure",
-          "_metrics", "kernels", "kernels.ptx", "kernels.llvm_ir", "_cost", "_results")  # fmt: skip
+# The modules that must start without JAX (hlo-stats, the spec validator, selection, the target table, the
+# report's reader of results).
+NO_JAX = ("_errors", "_paths", "_stats", "_cores", "_config", "catalog.configs", "catalog.select",
+          "catalog.targets", "spec.file", "hlo.parse", "hlo.structure", "hlo.metrics", "hlo.cost", "kernels",
+          "kernels.ptx", "kernels.llvm_ir", "kernels.program", "plugin.results", "plugin.items")  # fmt: skip
 
 
-def _top(path: Path) -> str:
-    rel = path.relative_to(PACKAGE)
-    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+def _module_name(path: Path) -> str:
+    """``catalog/programs.py`` -> ``catalog.programs``; ``catalog/__init__.py`` -> ``catalog``."""
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_module(name: str) -> bool:
+    base = PACKAGE.joinpath(*name.split("."))
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
+def entry_of(module: str) -> str:
+    """The floor entry a module belongs to: the longest dotted prefix of it that LAYERS names (a module
+    of its own, such as ``catalog.configs``, or its subpackage, ``catalog``), else the module itself."""
+    parts = module.split(".")
+    for n in range(len(parts), 0, -1):
+        if ".".join(parts[:n]) in ENTRIES:
+            return ".".join(parts[:n])
+    return module
 
 
 def _runtime_imports(tree: ast.AST) -> list[ast.ImportFrom]:
@@ -139,22 +140,43 @@ def _runtime_imports(tree: ast.AST) -> list[ast.ImportFrom]:
     return [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and id(n) not in skip]
 
 
-def package_edges() -> dict[str, set[str]]:
-    """Floor entry (a module, or a subpackage as one) -> the package entries it imports at run time."""
+def _imported(path: Path, node: ast.ImportFrom) -> list[str]:
+    """The package modules one ``from ... import`` names (a name that is a submodule counts as that
+    module), as dotted names below ``invariants``; [] for an import from outside the package."""
+    if node.level == 0:
+        if not (node.module or "").startswith("invariants."):
+            return []
+        base = node.module.split(".", 1)[1]  # type: ignore[union-attr]
+    else:
+        name = _module_name(path).split(".")
+        package = [p for p in (name if path.name == "__init__.py" else name[:-1]) if p]
+        up = node.level - 1
+        if up > len(package):
+            return []
+        base = ".".join(package[: len(package) - up] + ([node.module] if node.module else []))
+    subs = [f"{base}.{a.name}" if base else a.name for a in node.names]
+    found = [m for m in subs if _is_module(m)]
+    return found or ([base] if base else [])
+
+
+def module_edges() -> dict[str, set[str]]:
+    """Module -> the package modules it imports at run time (``invariants`` itself is ``__init__``)."""
     edges: dict[str, set[str]] = {}
     for path in sorted(PACKAGE.rglob("*.py")):
-        if "snapshots" in path.parts:
+        if "snapshots" in path.parts or "__pycache__" in path.parts:
             continue
-        me = _top(path)
-        inner = path.parent != PACKAGE  # a module of a subpackage: its level-1 imports stay inside it
+        me = _module_name(path) or "__init__"
         for node in _runtime_imports(ast.parse(path.read_text())):
-            if node.module and node.module.startswith("invariants."):
-                names = [node.module.split(".")[1]]
-            elif (node.level == 1 and not inner) or (node.level == 2 and inner):
-                names = [node.module.split(".")[0]] if node.module else [a.name for a in node.names]
-            else:
-                continue
-            edges.setdefault(me, set()).update(n for n in names if n != me)
+            edges.setdefault(me, set()).update(m for m in _imported(path, node) if m != me)
+    return edges
+
+
+def package_edges() -> dict[str, set[str]]:
+    """Floor entry -> the floor entries it imports at run time."""
+    edges: dict[str, set[str]] = {}
+    for module, deps in module_edges().items():
+        me = entry_of(module)
+        edges.setdefault(me, set()).update(e for e in map(entry_of, deps) if e != me)
     return edges
 
 
@@ -172,10 +194,10 @@ def _said(edges: list[tuple[str, str]]) -> str:
 
 
 def test_every_module_has_a_floor():
-    entries = {_top(p) for p in PACKAGE.rglob("*.py") if "snapshots" not in p.parts}
-    placed = {m for layer in LAYERS for m in layer}
-    assert entries - placed == set(), "place these modules in LAYERS: " + ", ".join(sorted(entries - placed))
-    gone = sorted(placed - entries)
+    modules = {_module_name(p) or "__init__" for p in PACKAGE.rglob("*.py") if "snapshots" not in p.parts}
+    unplaced = sorted(m for m in modules if entry_of(m) not in ENTRIES)
+    assert not unplaced, "place these modules in LAYERS: " + ", ".join(unplaced)
+    gone = sorted(e for e in ENTRIES if e != "__init__" and not _is_module(e))
     assert not gone, "LAYERS names modules that are gone: " + ", ".join(gone)
 
 
@@ -191,17 +213,17 @@ def test_the_contract_catches_a_planted_upward_import():
     """The checker on the package with one upward import planted (the HLO parser importing the plugin):
     that edge is named, beside the known ones, and nothing else."""
     edges = {k: set(v) for k, v in package_edges().items()}
-    edges.setdefault("_hlo", set()).add("_plugin")
-    assert [e for e in upward(edges, LAYERS) if e not in KNOWN_UPWARD] == [("_hlo", "_plugin")]
-    assert _said([("_hlo", "_plugin")]) == "_hlo (floor 1) imports _plugin (floor 3)"
+    edges.setdefault("hlo", set()).add("plugin")
+    assert [e for e in upward(edges, LAYERS) if e not in KNOWN_UPWARD] == [("hlo", "plugin")]
+    assert _said([("hlo", "plugin")]) == "hlo (floor 1) imports plugin (floor 3)"
 
 
 def test_a_lazy_import_is_an_edge_and_a_type_checking_one_is_not():
     tree = ast.parse(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ._plugin import GateSession\n"
-        "def f():\n    from ._report import render\n"
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .plugin.hooks import GateSession\n"
+        "def f():\n    from .report.markdown import render\n"
     )
-    assert [n.module for n in _runtime_imports(tree)] == ["typing", "_report"]
+    assert [n.module for n in _runtime_imports(tree)] == ["typing", "report.markdown"]
 
 
 def _first_with_jax(modules: tuple[str, ...]) -> str | None:
@@ -224,4 +246,4 @@ def test_the_lower_floors_import_no_jax():
     first = _first_with_jax(NO_JAX)
     assert first is None, f"importing invariants.{first} (or what it imports) loads JAX"
     # The check sees JAX where it is: the catalog builds its programs with it.
-    assert _first_with_jax(("_hlo", "_programs")) == "_programs"
+    assert _first_with_jax(("hlo.parse", "catalog.programs")) == "catalog.programs"

@@ -15,7 +15,7 @@ from types import ModuleType
 
 import pytest
 
-from invariants._releases import SUITE_DEPS
+from invariants.releases.environments import SUITE_DEPS
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "device_check.sh"
@@ -57,7 +57,7 @@ def test_dry_run_lists_every_step_and_runs_nothing(tmp_path: Path) -> None:
     assert "--targets runtime --programs grad_take,take,grad_naive,train_take --configs f32,bf16" in runs
     assert "--snapshot-update" in runs
     # Every gate option it passes is one the gate's plugin declares (--snapshot-update is syrupy's).
-    plugin = (ROOT / "invariants" / "_plugin.py").read_text()
+    plugin = (ROOT / "invariants" / "plugin" / "hooks.py").read_text()
     for option in set(re.findall(r" (--[a-z-]+)", runs)) - {"--snapshot-update"}:
         assert f'"{option}"' in plugin, option
     assert "--findings" in text and "docs/findings.md" in text

@@ -20,8 +20,8 @@ import pytest
 
 import invariants.pytest_plugin as plugin
 from invariants._errors import InvariantsError
-from invariants._metrics import METRICS
-from invariants._structure import Structure
+from invariants.hlo.metrics import METRICS
+from invariants.hlo.structure import Structure
 from invariants.testing import CompiledStructure, MetricUnavailable, TargetUnavailable, compile_for
 
 ROOT = Path(__file__).parents[2]
@@ -164,7 +164,8 @@ def test_a_session_that_uses_none_of_it_imports_no_jax(tmp_path):
 def test_this_repository_collects_with_both_plugins():
     """The gate's plugin (this repository's conftest) and the package's plugin load side by side."""
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "--co", "-q", "-p", "no:cacheprovider", "tests/unit/test_plugin.py"],
+        [sys.executable, "-m", "pytest", "--co", "-q", "-p", "no:cacheprovider",
+         "tests/unit/plugin/test_plugin.py"],
         cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -175,7 +176,7 @@ def test_this_repository_collects_with_both_plugins():
 
 
 def test_only_snapshots_of_ours_are_discovered(tmp_path, on_cpu):
-    from invariants._user_snapshots import ours
+    from invariants.snapshot.user import ours
 
     folder = tmp_path / "snapshots" / "cpu" / "test_mine"
     folder.mkdir(parents=True)
@@ -190,8 +191,8 @@ def test_only_snapshots_of_ours_are_discovered(tmp_path, on_cpu):
 def test_a_snapshot_write_is_the_gates_atomic_write(tmp_path):
     from syrupy.data import Snapshot, SnapshotCollection
 
-    from invariants._snapshot_store import SnapshotFileError
-    from invariants._user_snapshots import CompiledSnapshotExtension
+    from invariants.snapshot.store import SnapshotFileError
+    from invariants.snapshot.user import CompiledSnapshotExtension
 
     path = tmp_path / "test_take.txt"
     collection = SnapshotCollection(location=str(path))
@@ -204,7 +205,7 @@ def test_a_snapshot_write_is_the_gates_atomic_write(tmp_path):
 
 
 def test_the_layout_puts_the_target_above_syrupys_own():
-    from invariants._user_snapshots import CompiledSnapshotExtension
+    from invariants.snapshot.user import CompiledSnapshotExtension
 
     class Location:  # what the extension reads of syrupy's PyTestLocation
         filepath = "/project/tests/test_mine.py"

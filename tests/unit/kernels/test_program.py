@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from invariants._cost import Missing
-from invariants._hlo import parse_module
-from invariants._hlo_stats import main as hlo_stats
-from invariants._metrics import METRICS, kernel_metrics
-from invariants._structure import Kernel, structure_of
+from invariants.hlo.cost import Missing
+from invariants.hlo.metrics import METRICS, kernel_metrics
+from invariants.hlo.parse import parse_module
+from invariants.hlo.structure import Kernel, structure_of
 from invariants.kernels import parse_kernel_code
 from invariants.kernels.dump import code_beside, module_prefix, read_kernel_code
 from invariants.kernels.program import ProgramCode, code_line, lookup_kernels
+from invariants.report.hlo_stats import main as hlo_stats
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "kernels"
 
@@ -172,9 +172,9 @@ def test_hlo_stats_names_the_line_of_kernel_code_it_does_not_understand(tmp_path
 def test_vector_width_is_the_narrowest_of_the_lookup_kernels():
     """A training step gathers (a scalar row copy on CPU) and scatters (a vector loop): the metric is the
     gather's 0, not the scatter's 256: one scalar lookup kernel is enough to say so."""
-    from invariants._compile import compile_here
-    from invariants._snapshot import program_code
-    from invariants._targets import all_targets
+    from invariants.catalog.targets import all_targets
+    from invariants.compile.artifacts import compile_here
+    from invariants.snapshot.render import program_code
 
     compiled = compile_here("train_take", "f32", all_targets()["cpu"])
     code = program_code(compiled, structure_of(parse_module(compiled.hlo_text)))

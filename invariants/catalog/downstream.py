@@ -1,0 +1,426 @@
+"""A downstream project's own programs: the ``[[program]]`` entries of its spec files, as catalog programs.
+
+The contract of ``function`` (``"module:attribute"``, imported with the working directory first on
+``sys.path``, then the rest of ``sys.path``): it is **a lookup**, whatever the ``kind``::
+
+    def lookup(table, indices):        # table: [V, D] array; indices: an integer array of any shape
+        return rows                    # [*indices.shape, D], the table's dtype
+
+It is called under ``jax.jit`` with the abstract arguments of each configuration it lists (the catalog's
+configurations: ``f32`` is an f32[8192,32] table and s32[16384] indices, see
+``invariants.catalog.programs.CONFIGS``). ``kind`` says which program is built around it, exactly as the
+catalog
+builds its own:
+
+* ``forward``: the lookup itself, ``(table, indices) -> rows``;
+* ``backward``: its gradient with respect to the table, ``(table, indices, cotangent) -> d table``,
+  through ``jax.vjp`` (a ``custom_vjp`` of the user's is what gets compiled);
+* ``train``: one training step around it: embed [64, 256] tokens, mean-pool, project to 16 classes,
+  softmax cross-entropy, gradients of table and projection.
+
+Validation is strict, before anything compiles: the module must import, the attribute must be a callable
+that accepts two positional arguments, and tracing it (``jax.eval_shape``) on every configuration must
+give the rows above, for the backward a table-shaped gradient. Each failure is one line naming the spec
+file and line. Programs built here go to :func:`invariants.catalog.registry.declare`.
+
+**Programs with parameters.** With ``params = "module:factory"`` the contract is a model's, not a
+lookup's::
+
+    def factory(config):               # config: a ProgramConfig (vocab, width, index_shape, table, indices)
+        return params                  # a pytree of arrays or jax.ShapeDtypeStructs: tables, scales, ...
+
+    def function(params, indices):     # indices: config.indices, of index_shape (``index_shape = [B, S]``
+        return outputs                 # on the [[program]]; default the configuration's); any pytree
+
+* ``forward``: ``function(params, indices)`` itself;
+* ``backward``: the gradient of the sum of the floating-point outputs with respect to every parameter
+  (a pytree like ``params``), through ``jax.grad``;
+* ``train``: one SGD step on that sum: ``(params - SGD_RATE * grads, loss)``.
+
+The pytree is the same in every configuration the program lists (only shapes and dtypes may differ). The
+program's arguments are the flat leaves of ``(params, indices)`` (:class:`ParamsInputs`), so that it is
+compiled, snapshotted and checked as a catalog program is. Concrete arrays the factory returns are the
+values correctness runs on; a ``ShapeDtypeStruct`` (what a large model should return) is drawn: floats
+from a normal distribution of scale 0.02, integers in ``[0, vocab)``, with a fixed seed. Validation, each
+failure one line at the ``params`` line (the factory) or the table (the function): the factory imports,
+is callable with the configuration and returns a non-empty pytree of leaves with a shape and a dtype, the
+same pytree in every configuration; ``jax.eval_shape`` of the function works; for ``backward`` and
+``train`` every parameter is floating-point, the function has a floating-point output to sum, and its
+gradient traces. The input facts an assert may name
+(``table_bytes``, ``lookups``, ``vocab``...) are the configuration's, whatever the parameters are. A
+params program is compiled, snapshotted and checked (``agree`` with a reference of the same ``params``,
+``index_shape`` and ``kind``: the spec stage refuses any other), and timed with its own arguments (the
+throughput tier's ``_device_arguments``).
+
+**Where a declared program compiles.** On the targets that compile every program (cpu, tpu-v5e,
+gpu-h100), and on every target its spec files name (:attr:`invariants.spec.file.ProgramDecl.aimed`, which
+:meth:`invariants.catalog.targets.Target.aimed_by` reads): a core-scope target (tpu-v4, v5p, v6e, gpu-a100,
+l4,
+b200) compiles a declared program in each configuration it lists when a spec file aims it there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import inspect
+import os
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any, cast
+
+from .._errors import InvariantsError
+from ..spec.file import ProgramDecl
+from .programs import (
+    CONFIGS,
+    Config,
+    Distribution,
+    Program,
+    ProgramKind,
+    _backward,
+    _train_step,
+    make_indices,
+)
+
+# The learning rate of a params program's ``train`` step: any constant compiles alike.
+SGD_RATE = 0.01
+# The scale of a drawn parameter: an initializer's, so that a layer's outputs stay finite.
+_DRAW_SCALE = 0.02
+
+
+def _import(decl: ProgramDecl, path: str | None = None, where: str | None = None) -> Callable[..., Any]:
+    """The callable ``path`` (default: the program's function) names, or one line at ``where``."""
+    path = decl.function if path is None else path
+    module_name, _, attribute = path.partition(":")
+    where = f"{decl.where if where is None else where}: {decl.name}"
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)  # "the user's path": python -m puts it there; pytest and xdist may not
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as err:  # ImportError, or whatever the module raises while importing
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise InvariantsError(
+            f"{where}: cannot import {module_name} ({type(err).__name__}: {first}); modules are imported "
+            f"from the folder the gate runs in ({cwd}) and sys.path"
+        ) from None
+    obj: Any = module
+    for part in attribute.split("."):
+        if not hasattr(obj, part):
+            raise InvariantsError(f"{where}: {module_name} has no attribute {attribute!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        kind = type(obj).__name__
+        article = "an" if kind[:1].lower() in "aeiou" else "a"
+        raise InvariantsError(f"{where}: {path} is {article} {kind}, not a function")
+    return obj  # type: ignore[no-any-return,unused-ignore]
+
+
+def _check_signature(decl: ProgramDecl, fn: Callable[..., Any], takes: str = "(table, indices)") -> None:
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # a builtin or a C callable: tracing below decides
+    try:
+        sig.bind(object(), object())
+    except TypeError as err:
+        raise InvariantsError(
+            f"{decl.where}: {decl.name}: {decl.function}{sig} is called as {takes}, two positional "
+            f"arguments, and cannot be ({err})"
+        ) from None
+
+
+def _shape(spec: Any) -> str:
+    import numpy as np
+
+    short = {"float32": "f32", "bfloat16": "bf16", "int32": "s32", "int8": "s8"}
+    dtype = short.get(np.dtype(spec.dtype).name, np.dtype(spec.dtype).name)
+    return f"{dtype}[{','.join(map(str, spec.shape))}]"
+
+
+def _check_trace(decl: ProgramDecl, fn: Callable[..., Any], program: Program, config: Config) -> None:
+    import jax
+
+    # A training step embeds [B, S] tokens: its third argument.
+    indices = program.argument_specs(config)[2] if decl.kind == "train" else config.indices
+    lookup_args = (config.table, indices)
+    shown = f"{_shape(lookup_args[0])} table and {_shape(lookup_args[1])} indices"
+    where = f"{decl.where}: {decl.name} [{config.id}]"
+    try:
+        out = jax.eval_shape(fn, *lookup_args)
+    except Exception as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise InvariantsError(
+            f"{where}: {decl.function} fails on {shown}: {type(err).__name__}: {first}"
+        ) from None
+    want = jax.ShapeDtypeStruct((*lookup_args[1].shape, config.width), config.table.dtype)
+    if not (hasattr(out, "shape") and hasattr(out, "dtype")):
+        raise InvariantsError(
+            f"{where}: {decl.function} must return one array of rows, got {type(out).__name__}"
+        )
+    if tuple(out.shape) != tuple(want.shape) or out.dtype != want.dtype:
+        raise InvariantsError(
+            f"{where}: {decl.function} on {shown} must return {_shape(want)} rows, got {_shape(out)}"
+        )
+    if decl.kind == "forward":
+        return
+    try:
+        grads = jax.eval_shape(program.fn, *program.argument_specs(config))
+    except Exception as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise InvariantsError(f"{where}: the {decl.kind} of {decl.function} fails: {first}") from None
+    table_grad = grads if decl.kind == "backward" else grads[0]
+    if tuple(table_grad.shape) != tuple(config.table.shape):
+        raise InvariantsError(
+            f"{where}: the gradient of {decl.function} is not table-shaped: {_shape(table_grad)}"
+        )
+
+
+def _kind(decl: ProgramDecl) -> ProgramKind:
+    return cast(ProgramKind, decl.kind)  # one of PROGRAM_KINDS: the spec stage checked it
+
+
+def _named(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+    def lookup(table: Any, indices: Any) -> Any:
+        return fn(table, indices)
+
+    lookup.__name__ = name
+    return lookup
+
+
+@functools.cache
+def build(decl: ProgramDecl) -> Program:
+    """The program ``decl`` declares, its function imported and its contract checked (see module doc).
+
+    Cached per declaration, so that declaring it again (an xdist worker, the ``gate`` command's check
+    before pytest starts) gives the very same :class:`Program`.
+    """
+    if decl.params is not None:
+        return _build_with_params(decl)
+    lookup = _import(decl)
+    _check_signature(decl, lookup)
+    if not hasattr(lookup, "__name__"):  # a functools.partial or a callable object: the wrappers name it
+        lookup = _named(lookup, decl.name)
+    # The catalog's own wrappers: a user's backward or training step is built exactly like grad_take's.
+    fn = {"forward": lambda f: f, "backward": _backward, "train": _train_step}[decl.kind](lookup)
+    program = Program(decl.name, _kind(decl), fn, decl.doc, decl.configs, decl.tags, aimed=decl.aimed)
+    for config_id in decl.configs:
+        _check_trace(decl, lookup, program, CONFIGS[config_id])
+    return program
+
+
+def build_all(decls: Iterable[ProgramDecl]) -> list[Program]:
+    return [build(d) for d in decls]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Programs with parameters: function(params, indices), params = factory(config).
+
+
+@dataclasses.dataclass(frozen=True)
+class ProgramConfig:
+    """What a params factory is given: one configuration of the catalog (``id``: ``f32``, ``bf16``...),
+    with the program's ``index_shape``. ``table`` is the configuration's table (a ShapeDtypeStruct of
+    ``[vocab, width]``, its dtype the one parameters should take); ``indices`` the indices the function
+    gets."""
+
+    id: str
+    vocab: int
+    width: int
+    index_shape: tuple[int, ...]
+    table: Any  # jax.ShapeDtypeStruct
+    indices: Any  # jax.ShapeDtypeStruct
+
+    @property
+    def dtype(self) -> Any:
+        return self.table.dtype
+
+
+def _first(err: BaseException) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]
+
+
+class ParamsInputs:
+    """The arguments of a params program (an :class:`invariants.catalog.programs.Inputs`): the flat leaves of
+    ``(params, indices)``, from the factory, per configuration."""
+
+    def __init__(self, decl: ProgramDecl, factory: Callable[..., Any]) -> None:
+        self.decl = decl
+        self.factory = factory
+        self.signature = decl.signature
+        self._params: dict[str, Any] = {}
+        self._draws: dict[tuple[str, str, int], tuple[Any, ...]] = {}
+
+    def config(self, config: Config) -> ProgramConfig:
+        import jax
+
+        shape = self.decl.index_shape or config.index_shape
+        indices = jax.ShapeDtypeStruct(shape, config.indices.dtype)
+        return ProgramConfig(config.id, config.vocab, config.width, shape, config.table, indices)
+
+    def params(self, config: Config) -> Any:
+        """The factory's pytree for ``config``, made once; one line when it fails or is not arrays."""
+        if config.id not in self._params:
+            where = f"{self.decl.params_where}: {self.decl.name} [{config.id}]"
+            try:
+                tree = self.factory(self.config(config))
+            except Exception as err:
+                raise InvariantsError(
+                    f"{where}: {self.decl.params}(config) fails: {type(err).__name__}: {_first(err)}"
+                ) from None
+            self._params[config.id] = _check_leaves(tree, where, self.decl.params or "")
+        return self._params[config.id]
+
+    def treedef(self, config: Config) -> Any:
+        import jax
+
+        return jax.tree_util.tree_structure((self.params(config), self.config(config).indices))
+
+    def specs(self, config: Config) -> tuple[Any, ...]:
+        import jax
+
+        leaves = jax.tree_util.tree_leaves((self.params(config), self.config(config).indices))
+        return tuple(jax.ShapeDtypeStruct(tuple(x.shape), x.dtype) for x in leaves)
+
+    def draw(self, config: Config, distribution: Distribution, seed: int) -> tuple[Any, ...]:
+        """Concrete leaves: the factory's arrays where it gave some, else drawn (see module doc); the
+        indices from ``distribution``. Made once per (configuration, distribution, seed), read-only."""
+        import jax
+        import numpy as np
+
+        key = (config.id, distribution, seed)
+        if key not in self._draws:
+            rng = np.random.default_rng(seed + 1)
+            out = []
+            for leaf in jax.tree_util.tree_leaves(self.params(config)):
+                dtype = np.dtype(leaf.dtype)
+                if not isinstance(leaf, jax.ShapeDtypeStruct):
+                    value = np.array(leaf)  # a copy: the factory's array stays the factory's
+                elif np.issubdtype(dtype, np.integer):
+                    value = rng.integers(0, config.vocab, size=leaf.shape).astype(dtype)
+                else:
+                    value = (rng.standard_normal(leaf.shape, dtype=np.float32) * _DRAW_SCALE).astype(dtype)
+                out.append(value)
+            shape = self.config(config).index_shape
+            out.append(make_indices(config, distribution, seed, shape=shape))
+            for a in out:
+                a.flags.writeable = False
+            self._draws[key] = tuple(out)
+        return self._draws[key]
+
+
+def _check_leaves(tree: Any, where: str, factory: str) -> Any:
+    """``tree`` when every leaf has a shape and a dtype (an array or a ShapeDtypeStruct), else one line."""
+    import jax
+
+    leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+    if not leaves:
+        raise InvariantsError(f"{where}: {factory}(config) returned no arrays (got {type(tree).__name__})")
+    for path, leaf in leaves:
+        if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
+            raise InvariantsError(
+                f"{where}: {factory}(config): leaf params{jax.tree_util.keystr(path)} is "
+                f"{type(leaf).__name__} {leaf!r:.40}, not an array or a jax.ShapeDtypeStruct"
+            )
+    return tree
+
+
+def _total(outputs: Any) -> Any:
+    """The sum of every floating-point output, in float32: what a params backward differentiates."""
+    import jax
+    import jax.numpy as jnp
+
+    floats = [x for x in jax.tree_util.tree_leaves(outputs) if jnp.issubdtype(x.dtype, jnp.inexact)]
+    return sum((jnp.sum(x.astype(jnp.float32)) for x in floats), jnp.float32(0))
+
+
+def _params_program(
+    decl: ProgramDecl, function: Callable[..., Any], inputs: ParamsInputs
+) -> Callable[..., Any]:
+    """The program's function of the flat leaves of ``(params, indices)``, for ``decl.kind``."""
+    import jax
+
+    first = CONFIGS[decl.configs[0]]
+
+    def split(leaves: tuple[Any, ...]) -> tuple[Any, Any]:
+        # One pytree in every configuration (checked by _check_params): the first's unflattens them all.
+        params, indices = jax.tree_util.tree_unflatten(inputs.treedef(first), leaves)
+        return params, indices
+
+    def forward(*leaves: Any) -> Any:
+        return function(*split(leaves))
+
+    def backward(*leaves: Any) -> Any:
+        params, indices = split(leaves)
+        return jax.grad(lambda p: _total(function(p, indices)))(params)
+
+    def train(*leaves: Any) -> Any:
+        params, indices = split(leaves)
+        loss, grads = jax.value_and_grad(lambda p: _total(function(p, indices)))(params)
+        return jax.tree_util.tree_map(lambda p, g: p - (SGD_RATE * g).astype(p.dtype), params, grads), loss
+
+    fn = {"forward": forward, "backward": backward, "train": train}[decl.kind]
+    fn.__name__ = decl.name
+    return fn
+
+
+def _build_with_params(decl: ProgramDecl) -> Program:
+    function = _import(decl)
+    _check_signature(decl, function, "(params, indices)")
+    factory = _import(decl, decl.params, decl.params_where)
+    inputs = ParamsInputs(decl, factory)
+    fn = _params_program(decl, function, inputs)
+    program = Program(
+        decl.name, _kind(decl), fn, decl.doc, decl.configs, decl.tags, inputs=inputs, aimed=decl.aimed
+    )
+    for config_id in decl.configs:
+        _check_params(decl, function, inputs, program, CONFIGS[config_id])
+    return program
+
+
+def _check_params(
+    decl: ProgramDecl, function: Callable[..., Any], inputs: ParamsInputs, program: Program, config: Config
+) -> None:
+    import jax
+    import jax.numpy as jnp
+
+    params = inputs.params(config)
+    at_params = f"{decl.params_where}: {decl.name} [{config.id}]"
+    where = f"{decl.where}: {decl.name} [{config.id}]"
+    first = CONFIGS[decl.configs[0]]
+    if inputs.treedef(config) != inputs.treedef(first):
+        theirs = jax.tree_util.tree_structure(inputs.params(first))
+        raise InvariantsError(
+            f"{at_params}: {decl.params}(config) returns another pytree in {config.id} than in {first.id}: "
+            f"{jax.tree_util.tree_structure(params)} against {theirs}"
+        )
+    indices = inputs.config(config).indices
+    shown = f"its params and {_shape(indices)} indices"
+    try:
+        outputs = jax.eval_shape(function, params, indices)
+    except Exception as err:
+        raise InvariantsError(
+            f"{where}: {decl.function} fails on {shown}: {type(err).__name__}: {_first(err)}"
+        ) from None
+    if decl.kind == "forward":
+        return
+    for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+        if not jnp.issubdtype(leaf.dtype, jnp.inexact):
+            raise InvariantsError(
+                f"{at_params}: leaf params{jax.tree_util.keystr(path)} is {_shape(leaf)}: a {decl.kind} "
+                "differentiates every parameter, and only floating-point ones have a gradient"
+            )
+    out_leaves = jax.tree_util.tree_leaves(outputs)
+    if not any(jnp.issubdtype(x.dtype, jnp.inexact) for x in out_leaves if hasattr(x, "dtype")):
+        got = ", ".join(_shape(x) for x in out_leaves if hasattr(x, "dtype")) or "no arrays"
+        raise InvariantsError(
+            f"{where}: {decl.function} on {shown} returns {got}: a {decl.kind} differentiates the sum of "
+            "its floating-point outputs, and it has none"
+        )
+    # jax.grad gives the gradient the pytree, shapes and dtypes of the parameters (a custom_vjp whose
+    # backward does not is refused by JAX itself): what is left to fail is tracing it.
+    try:
+        jax.eval_shape(program.fn, *program.argument_specs(config))
+    except Exception as err:
+        raise InvariantsError(f"{where}: the {decl.kind} of {decl.function} fails: {_first(err)}") from None

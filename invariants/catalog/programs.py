@@ -1,0 +1,691 @@
+"""The catalog of canonical embedding programs: every lookup form users write.
+
+Adding a program touches this file only: write its function and register it in ``CATALOG`` below.
+
+A program is a pure function of the table ``W`` and the indices ``x`` (a forward), or of ``W``, ``x`` and a
+cotangent ``ct`` (a backward: the gradient of the lookup with respect to the table), or of a whole small
+training step (``train_*``). A ``tied`` program uses the table twice, as the lookup and as the output
+projection (``logits = W[x] @ W.T``); a ``tied_grad`` program is its gradient, from a cotangent of the
+logits. Programs of flax and haiku modules import their library when traced, never here: without the
+``libs`` extra the catalog loads and their items skip (:meth:`Program.unavailable_reason`).
+
+Each program names the configurations it is compiled in; a configuration fixes the table dtype and size,
+the index dtype and the index rank. Index *distributions* do not change the compiled structure, so they are
+not part of a configuration: they matter for timing and correctness only, and :func:`make_arguments` takes
+one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import functools
+import importlib.util
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, Protocol, cast
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from .._errors import InvariantsError, did_you_mean, selectors
+
+# The configurations live in _configs (no JAX); re-exported here, where the catalog's users look for them.
+from .configs import _INDEX_SHAPES
+from .configs import ALL_CONFIGS as ALL_CONFIGS
+from .configs import CONFIGS as CONFIGS
+from .configs import DISTRIBUTIONS as DISTRIBUTIONS
+from .configs import LLM_CONFIGS as LLM_CONFIGS
+from .configs import SEED as SEED
+from .configs import Config as Config
+from .configs import Distribution as Distribution
+from .configs import get_config as get_config
+
+ProgramKind = Literal["forward", "backward", "train", "sharded", "sharded_grad", "tied", "tied_grad"]
+
+# The module a library program imports, to the distribution that provides it (the ``libs`` extra).
+_PIP_NAMES = {"flax": "flax", "haiku": "dm-haiku"}
+# Installed users and checkouts install extras differently; the hint names both.
+LIBS_HINT = (
+    "pip install 'jax-embedding-invariants[libs]' (in a checkout: pip install -e '.[libs]'): "
+    "flax and dm-haiku"
+)
+
+# The [4, 2048] variant is for the nested vmap (a per-token module over [batch, sequence]); W[x] and take
+# only see a reshape of the indices there, so they compile it flat (each LLM compile takes 0.3-1.5 s).
+_LLM_FLAT = ("bf16-llm",)
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """How a sharded program places its inputs on a device mesh.
+
+    ``table`` and ``indices`` are PartitionSpec entries (one per dimension, ``None`` for replicated) over
+    the axes of a mesh of shape ``mesh_shape`` named ``axes``. One entry of ``mesh_shape`` may be ``-1``:
+    it takes the rest of the target's devices, so that one layout runs on 8 and on 16 chips.
+    ``output`` fixes the result's sharding (``None``: the compiler chooses); a gradient's ``cotangent``
+    is sharded like its forward's output. A ``pod`` layout is compiled on the pod targets (and the 8 host
+    CPU devices) over a mesh that follows the chips' physical topology, as a pod job builds it.
+    """
+
+    mesh_shape: tuple[int, ...]
+    axes: tuple[str, ...]
+    table: tuple[str | None, ...]
+    indices: tuple[str | None, ...]
+    output: tuple[str | None, ...] | None = None
+    cotangent: tuple[str | None, ...] | None = None
+    pod: bool = False
+
+    @property
+    def devices(self) -> int:
+        """The fewest devices the mesh needs (a ``-1`` entry counts as 1)."""
+        return int(np.prod([max(n, 1) for n in self.mesh_shape]))
+
+    def mesh_for(self, devices: int) -> tuple[int, ...]:
+        """``mesh_shape`` with its ``-1`` entry resolved for ``devices`` devices."""
+        if -1 not in self.mesh_shape:
+            return self.mesh_shape
+        if devices % self.devices:
+            raise InvariantsError(f"mesh {self.mesh_shape} does not divide {devices} devices")
+        return tuple(devices // self.devices if n == -1 else n for n in self.mesh_shape)
+
+    def shards(self, spec: tuple[str | None, ...], devices: int) -> int:
+        """How many pieces the leading dimension of an argument with PartitionSpec ``spec`` is cut into."""
+        sizes = dict(zip(self.axes, self.mesh_for(devices), strict=True))
+        return sizes.get(spec[0], 1) if spec and spec[0] is not None else 1
+
+
+class Inputs(Protocol):
+    """The arguments of a program that brings its own (a declared program with parameters): a flat tuple,
+    so that compiling, sharding annotations and correctness treat them as the catalog's."""
+
+    def specs(self, config: Config) -> tuple[jax.ShapeDtypeStruct, ...]: ...
+
+    def draw(self, config: Config, distribution: Distribution, seed: int) -> tuple[np.ndarray, ...]: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """One canonical program.
+
+    ``fn`` takes the arguments described by :meth:`argument_specs`, in order. ``configs`` lists the
+    configuration ids it is compiled in. ``tags`` let targets choose what they compile (``core``: the
+    forms the seed is about, compiled on every chip; ``no-runtime-large``: too large to run here).
+    """
+
+    name: str
+    kind: ProgramKind
+    fn: Callable[..., Any]
+    doc: str
+    configs: tuple[str, ...] = (SEED.id,)
+    tags: frozenset[str] = frozenset()
+    layout: Layout | None = None
+    requires: tuple[str, ...] = ()  # modules the program imports when traced (from the ``libs`` extra)
+    logits: bool = False  # returns (or, for a gradient, takes the cotangent of) logits over the vocabulary
+    # A declared program's own arguments (its parameters and indices, see invariants.catalog.downstream);
+    # None:
+    # the catalog's, which follow from ``kind`` and the configuration.
+    inputs: Inputs | None = None
+    # Target-name patterns that compile this program whatever their scope: the targets a downstream
+    # project's spec files name (invariants.catalog.targets.Target.compiles). Empty for the catalog's.
+    aimed: tuple[str, ...] = ()
+
+    def unavailable_reason(self) -> str | None:
+        """None when every library the program needs is importable, else one line with the install command."""
+        missing = [m for m in self.requires if importlib.util.find_spec(m) is None]
+        if not missing:
+            return None
+        names = " and ".join(_PIP_NAMES.get(m, m) for m in missing)
+        return f"{self.name}: {names} not installed; {LIBS_HINT}"
+
+    def argument_specs(self, config: Config) -> tuple[jax.ShapeDtypeStruct, ...]:
+        """Shapes and dtypes of the arguments, without shardings."""
+        if self.inputs is not None:
+            return self.inputs.specs(config)
+        if self.kind in ("backward", "tied_grad", "sharded_grad"):
+            return (config.table, config.indices, config.logits if self.logits else config.output)
+        if self.kind == "train":
+            batch, seq = _INDEX_SHAPES["2d"]
+            return (
+                config.table,
+                jax.ShapeDtypeStruct((config.width, _TRAIN_CLASSES), config.table.dtype),
+                jax.ShapeDtypeStruct((batch, seq), config.indices.dtype),
+                jax.ShapeDtypeStruct((batch,), jnp.int32),
+            )
+        return (config.table, config.indices)
+
+    def argument_specs_sharded(self) -> tuple[tuple[str | None, ...], ...]:
+        """PartitionSpec entries per argument (the same in every configuration); only for programs with a
+        ``layout``."""
+        if self.layout is None:
+            raise InvariantsError(f"{self.name}: not a sharded program")
+        if self.kind == "sharded_grad":
+            return (self.layout.table, self.layout.indices, self.layout.cotangent or ())
+        return (self.layout.table, self.layout.indices)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The lookups. Each is written the way users write it; the comment says where it comes from.
+
+
+def naive(W: jax.Array, x: jax.Array) -> jax.Array:
+    """``W[x]``: numpy-style advanced indexing (a gather with negative-index wrap)."""
+    return W[x]
+
+
+def take(W: jax.Array, x: jax.Array) -> jax.Array:
+    """``jnp.take(W, x, axis=0)``, mode ``fill``: what flax's ``Embed`` does."""
+    return jnp.take(W, x, axis=0)
+
+
+def take_clip(W: jax.Array, x: jax.Array) -> jax.Array:
+    return jnp.take(W, x, axis=0, mode="clip")
+
+
+def take_wrap(W: jax.Array, x: jax.Array) -> jax.Array:
+    return jnp.take(W, x, axis=0, mode="wrap")
+
+
+def at_get_promise(W: jax.Array, x: jax.Array) -> jax.Array:
+    # jnp.take rejects promise_in_bounds; .at[].get accepts it.
+    return W.at[x].get(mode="promise_in_bounds")
+
+
+def at_get_clip(W: jax.Array, x: jax.Array) -> jax.Array:
+    return W.at[x].get(mode="clip")
+
+
+def at_get_fill(W: jax.Array, x: jax.Array) -> jax.Array:
+    return W.at[x].get(mode="fill", fill_value=0)
+
+
+def _vmap_leading(row: Callable[[jax.Array], jax.Array], x: jax.Array) -> jax.Array:
+    # One vmap per index dimension: how a per-token module is applied to a [B, S] batch.
+    f = row
+    for _ in range(x.ndim):
+        f = jax.vmap(f)
+    return f(x)
+
+
+def vmap_naive(W: jax.Array, x: jax.Array) -> jax.Array:
+    """``vmap(lambda i: W[i])``: a scalar index per row; the seed's pattern."""
+    return _vmap_leading(lambda i: W[i], x)
+
+
+def vmap_take(W: jax.Array, x: jax.Array) -> jax.Array:
+    return _vmap_leading(lambda i: jnp.take(W, i, axis=0), x)
+
+
+def eqx_embedding(W: jax.Array, x: jax.Array) -> jax.Array:
+    """The installed equinox ``nn.Embedding`` under vmap (nested vmap for 2-D indices): equinox#920."""
+    # Imported here, as flax and haiku are: a process that never traces this program (a versus worker, a
+    # gate child on other programs) does not pay for importing equinox and jaxtyping.
+    import equinox as eqx
+
+    return _vmap_leading(eqx.nn.Embedding(weight=W), x)
+
+
+def onehot_matmul(W: jax.Array, x: jax.Array) -> jax.Array:
+    """``one_hot(x, V) @ W``: the lookup as a matmul (jax#10378 found it 30x faster than vmap on TPU)."""
+    return jax.nn.one_hot(x, W.shape[0], dtype=W.dtype) @ W
+
+
+def lax_gather(W: jax.Array, x: jax.Array) -> jax.Array:
+    """An explicit ``lax.gather`` with the dimension numbers of a row lookup."""
+    dnums = lax.GatherDimensionNumbers(offset_dims=(x.ndim,), collapsed_slice_dims=(0,), start_index_map=(0,))
+    return lax.gather(
+        W,
+        x[..., None],
+        dnums,
+        slice_sizes=(1, W.shape[1]),
+        mode=lax.GatherScatterMode.PROMISE_IN_BOUNDS,
+    )
+
+
+def lax_map_loop(W: jax.Array, x: jax.Array) -> jax.Array:
+    """A row-at-a-time loop: the seed's pathology written on purpose, as a known-bad reference."""
+    flat = x.reshape(-1)
+    rows = lax.map(lambda i: lax.dynamic_index_in_dim(W, i, 0, keepdims=False), flat)
+    return rows.reshape((*x.shape, W.shape[1]))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Library modules, each applied the way its users apply it to trained parameters: nnx merges a graph
+# definition with a state, linen and haiku pass a parameter tree to ``apply``. The library is imported
+# when the program is traced (see ``requires`` in the registry).
+
+
+def _nnx_module(build: Callable[[Any], Any], **params: jax.Array) -> Any:
+    """An nnx module built by ``build(rngs)`` whose parameters are ``params`` (by attribute path).
+
+    The module is built abstractly (``nnx.eval_shape``), so no initializer runs or appears in the jaxpr;
+    ``nnx.merge`` then binds the given arrays, as a functional nnx training loop does with its state.
+    """
+    from flax import nnx
+
+    graphdef, state = nnx.split(nnx.eval_shape(lambda: build(nnx.Rngs(0))))
+    flat = dict(nnx.to_flat_state(state))
+    for path, value in params.items():
+        flat[tuple(path.split("."))].set_value(value)
+    return nnx.merge(graphdef, nnx.from_flat_state(flat))
+
+
+def _nnx_embed(W: jax.Array) -> Any:
+    from flax import nnx
+
+    vocab, width = W.shape
+    return _nnx_module(lambda rngs: nnx.Embed(vocab, width, param_dtype=W.dtype, rngs=rngs), embedding=W)
+
+
+def flax_nnx_embed(W: jax.Array, x: jax.Array) -> jax.Array:
+    """``flax.nnx.Embed`` (it calls ``jnp.take(embedding, x, axis=0)``)."""
+    return _nnx_embed(W)(x)
+
+
+def flax_linen_embed(W: jax.Array, x: jax.Array) -> jax.Array:
+    """``flax.linen.Embed(V, D).apply({'params': {'embedding': W}}, x)``."""
+    import flax.linen as nn
+
+    embed = nn.Embed(W.shape[0], W.shape[1], param_dtype=W.dtype)
+    return cast(jax.Array, embed.apply({"params": {"embedding": W}}, x))
+
+
+def _haiku_apply(W: jax.Array, x: jax.Array, lookup_style: str) -> jax.Array:
+    import haiku as hk
+
+    vocab, width = W.shape
+    model: Any = hk.without_apply_rng(
+        hk.transform(lambda ids: hk.Embed(vocab, width, lookup_style=lookup_style)(ids))
+    )
+    return model.apply({"embed": {"embeddings": W}}, x)
+
+
+def haiku_embed(W: jax.Array, x: jax.Array) -> jax.Array:
+    """``haiku.Embed`` with its default lookup style, ``ARRAY_INDEX``: ``embeddings[ids]``."""
+    return _haiku_apply(W, x, "ARRAY_INDEX")
+
+
+def haiku_embed_onehot(W: jax.Array, x: jax.Array) -> jax.Array:
+    """``haiku.Embed(lookup_style='ONE_HOT')``: ``one_hot(ids, V) @ embeddings``."""
+    return _haiku_apply(W, x, "ONE_HOT")
+
+
+def tied_take(W: jax.Array, x: jax.Array) -> jax.Array:
+    """Tied input and output embeddings by hand: ``jnp.take(W, x, axis=0) @ W.T``, the reference."""
+    return jnp.take(W, x, axis=0) @ W.T
+
+
+def flax_nnx_embed_attend(W: jax.Array, x: jax.Array) -> jax.Array:
+    """One ``flax.nnx.Embed`` as input and output layer: ``embed.attend(embed(x))``, i.e. ``h @ W.T``."""
+    embed = _nnx_embed(W)
+    return embed.attend(embed(x))
+
+
+def _library_train_step(library: str) -> Callable[..., Any]:
+    """The seed's training step (embed, mean-pool, project, cross-entropy, grads) as a model of ``library``.
+
+    The projection is the library's dense layer without bias, so the step computes what ``train_take``
+    computes; its gradient is taken the library's way (``nnx.grad`` on the module, ``jax.grad`` on the
+    parameter tree of ``apply`` for linen and haiku).
+    """
+
+    def xent(logits: jax.Array, labels: jax.Array) -> jax.Array:
+        logp = jax.nn.log_softmax(logits)
+        return -jnp.take_along_axis(logp, labels[:, None], axis=1).mean()
+
+    def nnx_step(W: jax.Array, P: jax.Array, tokens: jax.Array, labels: jax.Array) -> Any:
+        from flax import nnx
+
+        class Classifier(nnx.Module):
+            def __init__(self, rngs: nnx.Rngs) -> None:
+                self.embed = nnx.Embed(W.shape[0], W.shape[1], param_dtype=W.dtype, rngs=rngs)
+                self.head = nnx.Linear(P.shape[0], P.shape[1], use_bias=False, param_dtype=P.dtype, rngs=rngs)
+
+            def __call__(self, tokens: jax.Array) -> jax.Array:
+                return self.head(self.embed(tokens).astype(jnp.float32).mean(axis=1))
+
+        model = _nnx_module(Classifier, **{"embed.embedding": W, "head.kernel": P})
+        grads = nnx.grad(lambda m: xent(m(tokens), labels))(model)
+        return grads["embed"]["embedding"].get_value(), grads["head"]["kernel"].get_value()
+
+    def linen_step(W: jax.Array, P: jax.Array, tokens: jax.Array, labels: jax.Array) -> Any:
+        import flax.linen as nn
+
+        class Classifier(nn.Module):
+            @nn.compact
+            def __call__(self, tokens: jax.Array) -> jax.Array:
+                h = nn.Embed(W.shape[0], W.shape[1], param_dtype=W.dtype, name="embed")(tokens)
+                return nn.Dense(P.shape[1], use_bias=False, param_dtype=P.dtype, name="head")(
+                    h.astype(jnp.float32).mean(axis=1)
+                )
+
+        params = {"params": {"embed": {"embedding": W}, "head": {"kernel": P}}}
+        logits = lambda p: cast(jax.Array, Classifier().apply(p, tokens))  # noqa: E731
+        grads = jax.grad(lambda p: xent(logits(p), labels))(params)["params"]
+        return grads["embed"]["embedding"], grads["head"]["kernel"]
+
+    def haiku_step(lookup_style: str) -> Callable[..., Any]:
+        def step(W: jax.Array, P: jax.Array, tokens: jax.Array, labels: jax.Array) -> Any:
+            import haiku as hk
+
+            def classify(tokens: jax.Array) -> jax.Array:
+                h = hk.Embed(W.shape[0], W.shape[1], lookup_style=lookup_style)(tokens)
+                return hk.Linear(P.shape[1], with_bias=False)(h.astype(jnp.float32).mean(axis=1))
+
+            model: Any = hk.without_apply_rng(hk.transform(classify))
+            params = {"embed": {"embeddings": W}, "linear": {"w": P}}
+            grads = jax.grad(lambda p: xent(model.apply(p, tokens), labels))(params)
+            return grads["embed"]["embeddings"], grads["linear"]["w"]
+
+        return step
+
+    steps = {
+        "flax_nnx": nnx_step,
+        "flax_linen": linen_step,
+        "haiku": haiku_step("ARRAY_INDEX"),
+        "haiku_onehot": haiku_step("ONE_HOT"),
+    }
+    return steps[library]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Sharded as pods run it. The mesh is set while these are traced (``jax.set_mesh``), so a bare
+# PartitionSpec names its axes, as in a model's code.
+
+
+def vocab_parallel_megatron(W: jax.Array, x: jax.Array) -> jax.Array:
+    """Megatron's vocabulary-parallel embedding by hand: each 'model' shard looks up the indices in its
+    row range, zeroes the others, and one all-reduce (``psum``) over 'model' sums the partial rows."""
+
+    def local(rows: jax.Array, ids: jax.Array) -> jax.Array:
+        start = lax.axis_index("model") * rows.shape[0]
+        mine = (ids >= start) & (ids < start + rows.shape[0])
+        found = jnp.take(rows, jnp.where(mine, ids - start, 0), axis=0)
+        return lax.psum(jnp.where(mine[..., None], found, 0), "model")
+
+    spec = jax.sharding.PartitionSpec
+    return jax.shard_map(local, in_specs=(spec("model", None), spec("data")), out_specs=spec("data", None))(
+        W, x
+    )
+
+
+def _gather_table(W: jax.Array) -> jax.Array:
+    # FSDP: the parameter is stored sharded and all-gathered right before its layer runs.
+    return lax.with_sharding_constraint(W, jax.sharding.PartitionSpec())
+
+
+def fsdp_take(W: jax.Array, x: jax.Array) -> jax.Array:
+    """FSDP: rows stored on 'fsdp', all-gathered, then ``jnp.take`` on the batch shard of each chip."""
+    return jnp.take(_gather_table(W), x, axis=0)
+
+
+def fsdp_tied(W: jax.Array, x: jax.Array) -> jax.Array:
+    """FSDP with tied input/output embeddings: one all-gathered table serves the lookup and the logits."""
+    table = _gather_table(W)
+    return jnp.take(table, x, axis=0) @ table.T
+
+
+def _backward(forward: Callable[[jax.Array, jax.Array], jax.Array]) -> Callable[..., jax.Array]:
+    def grad_wrt_table(W: jax.Array, x: jax.Array, ct: jax.Array) -> jax.Array:
+        _, pullback = jax.vjp(lambda table: forward(table, x), W)
+        return pullback(ct)[0]
+
+    grad_wrt_table.__name__ = f"grad_{forward.__name__}"
+    return grad_wrt_table
+
+
+_TRAIN_CLASSES = 16
+
+
+def _train_step(lookup: Callable[[jax.Array, jax.Array], jax.Array]) -> Callable[..., Any]:
+    # The seed's real context: embed [B, S] tokens, mean-pool, project, softmax cross-entropy, grads.
+    def loss(W: jax.Array, P: jax.Array, tokens: jax.Array, labels: jax.Array) -> jax.Array:
+        pooled = lookup(W, tokens).astype(jnp.float32).mean(axis=1)
+        logits = pooled @ P.astype(jnp.float32)
+        logp = jax.nn.log_softmax(logits)
+        return -jnp.take_along_axis(logp, labels[:, None], axis=1).mean()
+
+    def step(W: jax.Array, P: jax.Array, tokens: jax.Array, labels: jax.Array) -> Any:
+        return jax.grad(loss, argnums=(0, 1))(W, P, tokens, labels)
+
+    return step
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The registry.
+
+_CORE = frozenset({"core"})
+_ROW_BATCH_ONE_AXIS = Layout((8,), ("x",), ("x", None), ("x",))
+_ROWS_MODEL_BATCH_DATA = Layout((2, 4), ("data", "model"), ("model", None), ("data",))
+_COLUMNS = Layout((8,), ("x",), (None, "x"), (None,))
+# Pod layouts: 'model' is 4 wide (tensor parallelism within a host's chips), 'data' takes the rest.
+_VOCAB_PARALLEL = Layout((-1, 4), ("data", "model"), ("model", None), ("data",), ("data", None), pod=True)
+_VOCAB_PARALLEL_TIED = dataclasses.replace(_VOCAB_PARALLEL, output=("data", "model"))
+_FSDP = Layout((-1,), ("fsdp",), ("fsdp", None), ("fsdp",), ("fsdp", None), pod=True)
+
+
+def _catalog() -> dict[str, Program]:
+    forwards: list[tuple[Callable[..., jax.Array], str, tuple[str, ...], frozenset[str]]] = [
+        (naive, "W[x]", ALL_CONFIGS + _LLM_FLAT, _CORE),
+        (take, "jnp.take(W, x, axis=0) (mode fill)", ALL_CONFIGS + _LLM_FLAT, _CORE),
+        (take_clip, "jnp.take(..., mode='clip')", (SEED.id,), frozenset()),
+        (take_wrap, "jnp.take(..., mode='wrap')", (SEED.id,), frozenset()),
+        (at_get_promise, "W.at[x].get(mode='promise_in_bounds')", (SEED.id,), frozenset()),
+        (at_get_clip, "W.at[x].get(mode='clip')", (SEED.id,), frozenset()),
+        (at_get_fill, "W.at[x].get(mode='fill', fill_value=0)", (SEED.id,), frozenset()),
+        (vmap_naive, "vmap(lambda i: W[i])(x)", ALL_CONFIGS + LLM_CONFIGS, _CORE),
+        (vmap_take, "vmap(lambda i: jnp.take(W, i, axis=0))(x)", ALL_CONFIGS + LLM_CONFIGS, _CORE),
+        (eqx_embedding, "vmap(eqx.nn.Embedding(weight=W))(x)", ALL_CONFIGS + LLM_CONFIGS, _CORE),
+        # At LLM scale 1-D only: the [4, 2048] one-hot matmul alone takes 5 s to compile for TPU.
+        (onehot_matmul, "one_hot(x, V) @ W", (SEED.id, "bf16", *_LLM_FLAT), frozenset({"no-runtime-large"})),
+        (lax_gather, "lax.gather(W, x[..., None], row dnums, PROMISE_IN_BOUNDS)", (SEED.id,), frozenset()),
+    ]
+    programs: dict[str, Program] = {}
+    for fn, doc, configs, tags in forwards:
+        programs[fn.__name__] = Program(fn.__name__, "forward", fn, doc, configs, tags)
+    for name in ("naive", "take", "take_clip", "vmap_naive", "vmap_take", "eqx_embedding", "onehot_matmul"):
+        fwd = programs[name]
+        # At LLM scale the gradients of the core lookups only: one_hot(x, V)^T @ ct is a 2 GiB one-hot.
+        llm = () if name == "onehot_matmul" else LLM_CONFIGS
+        programs[f"grad_{name}"] = Program(
+            f"grad_{name}",
+            "backward",
+            _backward(fwd.fn),
+            f"d/dW of {fwd.doc}",
+            tuple(c for c in fwd.configs if c not in LLM_CONFIGS or c in llm),
+            fwd.tags,
+        )
+    for name, lookup in (("train_eqx_embedding", eqx_embedding), ("train_take", take)):
+        programs[name] = Program(
+            name,
+            "train",
+            _train_step(lookup),
+            f"embed [B,S] with {lookup.__name__}, mean-pool, project, cross-entropy, grad",
+            (SEED.id, "bf16"),
+            _CORE,
+        )
+    for layout_name, layout in (
+        ("rows_batch", _ROW_BATCH_ONE_AXIS),
+        ("mesh2d", _ROWS_MODEL_BATCH_DATA),
+        ("columns", _COLUMNS),
+    ):
+        for fn in (naive, take, vmap_naive):
+            name = f"sharded_{layout_name}_{fn.__name__}"
+            doc = (
+                f"{fn.__name__} with table {layout.table} and indices {layout.indices} on mesh {layout.axes}"
+            )
+            programs[name] = Program(name, "sharded", fn, doc, layout=layout)
+    _add_libraries(programs)
+    _add_pod_programs(programs)
+    return programs
+
+
+def _add_pod_programs(programs: dict[str, Program]) -> None:
+    """Vocabulary-parallel (GSPMD as MaxText, and Megatron's shard_map), FSDP, and the tied projection under
+    both meshes; each gradient's result is sharded like the table, as an optimizer keeps it."""
+    pods: list[tuple[str, Callable[..., jax.Array], Layout, bool, str]] = [
+        ("vocab_parallel_take", take, _VOCAB_PARALLEL, False, "rows on 'model', batch on 'data': take"),
+        ("vocab_parallel_megatron", vocab_parallel_megatron, _VOCAB_PARALLEL, False, "shard_map + psum"),
+        ("vocab_parallel_tied", tied_take, _VOCAB_PARALLEL_TIED, True, "take(W, x) @ W.T, rows on 'model'"),
+        ("fsdp_take", fsdp_take, _FSDP, False, "rows and batch on 'fsdp', table all-gathered, take"),
+        ("fsdp_tied", fsdp_tied, _FSDP, True, "FSDP, tied: take(W, x) @ W.T on the all-gathered table"),
+    ]
+    for name, fn, layout, logits, doc in pods:
+        programs[name] = Program(name, "sharded", fn, doc, layout=layout, logits=logits)
+        if name == "vocab_parallel_megatron":
+            continue  # its gradient is GSPMD's: the forward is what Megatron writes by hand
+        grad_layout = dataclasses.replace(layout, output=layout.table, cotangent=layout.output)
+        programs[f"grad_{name}"] = Program(
+            f"grad_{name}",
+            "sharded_grad",
+            _backward(fn),
+            f"d/dW of {doc}; the gradient sharded like the table",
+            layout=grad_layout,
+            logits=logits,
+        )
+
+
+def _add_libraries(programs: dict[str, Program]) -> None:
+    """flax and haiku modules (seed configuration: the module is the variable, not the input), each with
+    its gradient and a training step; and tied input/output embeddings with their gradients."""
+    libraries: list[tuple[Callable[..., jax.Array], str, str, tuple[str, ...]]] = [
+        (flax_nnx_embed, "flax_nnx", "flax.nnx.Embed(V, D)(x)", ("flax",)),
+        (flax_linen_embed, "flax_linen", "flax.linen.Embed(V, D).apply(params, x)", ("flax",)),
+        (haiku_embed, "haiku", "haiku.Embed(V, D)(x) (lookup_style ARRAY_INDEX)", ("haiku",)),
+        (haiku_embed_onehot, "haiku_onehot", "haiku.Embed(V, D, lookup_style='ONE_HOT')(x)", ("haiku",)),
+    ]
+    for fn, library, doc, requires in libraries:
+        name = fn.__name__
+        programs[name] = Program(name, "forward", fn, doc, requires=requires)
+        programs[f"grad_{name}"] = Program(
+            f"grad_{name}", "backward", _backward(fn), f"d/dW of {doc}", requires=requires
+        )
+        programs[f"train_{name}"] = Program(
+            f"train_{name}",
+            "train",
+            _library_train_step(library),
+            f"the train_take step as a {library} model: {doc}, mean-pool, dense head, cross-entropy, grad",
+            requires=requires,
+        )
+    tied: list[tuple[Callable[..., jax.Array], str, tuple[str, ...]]] = [
+        (tied_take, "jnp.take(W, x, axis=0) @ W.T", ()),
+        (flax_nnx_embed_attend, "embed = flax.nnx.Embed(V, D); embed.attend(embed(x))", ("flax",)),
+    ]
+    for fn, doc, requires in tied:
+        name = fn.__name__
+        programs[name] = Program(name, "tied", fn, doc, requires=requires, logits=True)
+        programs[f"grad_{name}"] = Program(
+            f"grad_{name}",
+            "tied_grad",
+            _backward(fn),
+            f"d/dW of {doc}: the lookup's scatter-add plus the projection's matmul",
+            requires=requires,
+            logits=True,
+        )
+
+
+CATALOG: Mapping[str, Program] = _catalog()
+
+
+def get_program(name: str) -> Program:
+    """The program called ``name``; an unknown name raises one line with the closest known names."""
+    try:
+        return CATALOG[name]
+    except KeyError:
+        raise InvariantsError(_unknown("program", name, CATALOG)) from None
+
+
+def select_configs(value: str | None) -> frozenset[str]:
+    """The configurations ``--configs`` names: comma-separated ids or fnmatch patterns (``bf16*``), as a
+    spec's ``configs`` takes them. Not given: every configuration. Empty, or a selector that matches
+    nothing: one line."""
+    if value is None:
+        return frozenset(CONFIGS)
+    chosen: set[str] = set()
+    for sel in selectors(value, "--configs", "name configurations, or leave the option out for all"):
+        matched = [c for c in CONFIGS if fnmatch.fnmatchcase(c, sel)]  # as a spec's configs match
+        if not matched:
+            raise InvariantsError(
+                f"--configs: unknown configuration {sel!r}{did_you_mean(sel, CONFIGS, n=2)}; "
+                f"known: {', '.join(CONFIGS)}"
+            )
+        chosen.update(matched)
+    return frozenset(chosen)
+
+
+def _unknown(what: str, name: str, known: Mapping[str, object]) -> str:
+    return f"{name}: unknown {what}{did_you_mean(name, known, n=3)}; known: {', '.join(sorted(known))}"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Concrete arguments, for timing and correctness.
+
+
+def make_indices(
+    config: Config, distribution: Distribution, seed: int = 0, shape: tuple[int, ...] | None = None
+) -> np.ndarray:
+    """Valid indices (all in ``[0, vocab)``) drawn from ``distribution``, of ``shape`` (default: the
+    configuration's).
+
+    ``zipf`` is token-like (a few rows take most lookups); ``equal`` sends every lookup to one row, the
+    worst case for a scatter-add in the backward pass.
+    """
+    rng = np.random.default_rng(seed)
+    shape, vocab = config.index_shape if shape is None else shape, config.vocab
+    if distribution == "uniform":
+        idx = rng.integers(0, vocab, size=shape)
+    elif distribution == "zipf":
+        idx = (rng.zipf(1.2, size=shape) - 1) % vocab
+    elif distribution == "equal":
+        idx = np.full(shape, vocab // 2)
+    else:
+        raise InvariantsError(_unknown("distribution", distribution, dict.fromkeys(DISTRIBUTIONS)))
+    return idx.astype(np.dtype(config.indices.dtype))
+
+
+def make_arguments(
+    program: Program, config: Config, distribution: Distribution = "uniform", seed: int = 0
+) -> tuple[np.ndarray, ...]:
+    """Concrete host arguments matching :meth:`Program.argument_specs`, read-only.
+
+    Made once per argument signature: drawing a table and a cotangent costs ~40 ms, and the correctness
+    tier asks for the same ones about a hundred times. The arrays are shared, hence not writeable. A
+    program with its own :class:`Inputs` draws them itself.
+    """
+    if program.inputs is not None:
+        return program.inputs.draw(config, distribution, seed)
+    specs = tuple((tuple(s.shape), np.dtype(s.dtype)) for s in program.argument_specs(config))
+    return _arguments(program.kind, specs, config, distribution, seed)
+
+
+# (shape, dtype) of each argument: what a draw depends on besides the kind, configuration and distribution.
+_ArgSpecs = tuple[tuple[tuple[int, ...], "np.dtype[Any]"], ...]
+
+
+@functools.lru_cache(maxsize=64)
+def _arguments(
+    kind: str, specs: _ArgSpecs, config: Config, distribution: Distribution, seed: int
+) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(seed + 1)
+    out = [_uniform(rng, *specs[0]), make_indices(config, distribution, seed)]
+    if kind in ("backward", "tied_grad"):
+        out.append(_uniform(rng, *specs[2]))
+    elif kind == "train":
+        out[1:] = [
+            _uniform(rng, *specs[1]),
+            make_indices(dataclasses.replace(config, index_rank="2d"), distribution, seed),
+            rng.integers(0, _TRAIN_CLASSES, size=specs[3][0]).astype(np.int32),
+        ]
+    for a in out:
+        a.flags.writeable = False
+    return tuple(out)
+
+
+def _uniform(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
+    # Uniform on [-1, 1) in float32: a tied program's logit cotangent is 16384 x 8192 (half a GiB), and a
+    # float64 normal draw plus a cast took a third of a second per call (2.5 s for that one); this, 0.5 s.
+    x = rng.random(shape, dtype=np.float32)
+    x *= 2
+    x -= 1
+    return x.astype(dtype, copy=False)

@@ -1,0 +1,6 @@
+"""Compiling: a (program, configuration, target) to every artifact later stages read, once per session.
+
+- ``process``: the process a gate runs in (JAX's platform set before JAX starts, the backend guard);
+- ``artifacts``: the compile itself, its cache and the :class:`~invariants.compile.artifacts.Compiled` record;
+- ``child``: the one way to run the gate, or a compile, in a child process.
+"""

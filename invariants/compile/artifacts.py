@@ -1,0 +1,432 @@
+"""Compile a (program, configuration, target) to every artifact later stages read, once per session.
+
+The artifacts are plain text and numbers (:class:`Compiled`), so that later stages never touch JAX objects
+and a child process can hand them back as JSON.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from .._errors import InvariantsError
+from ..catalog.programs import Program, get_config
+from ..catalog.registry import get_program
+from ..catalog.targets import HOST_DEVICE_FLAG, Target
+
+
+class Key(NamedTuple):
+    """What one compile is of: a catalog program, in one configuration, for one target."""
+
+    program: str
+    config: str
+    target: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Compiled:
+    """What one program compiles to on one target.
+
+    ``hlo_text`` is the optimized, scheduled HLO module (``compiled.as_text()``); ``jaxpr_primitives`` is
+    the jaxpr's primitive sequence with nested calls inlined and gather/scatter modes attached, e.g.
+    ``gather[PROMISE_IN_BOUNDS]``. ``cost`` and ``memory`` are XLA's analyses where the backend offers them
+    (aids for inspection, not comparable across versions). ``kernel_code`` is the code each kernel
+    compiled to, file name -> text (``invariants.kernels``): the PTX of a GPU compile, the optimized LLVM IR
+    of a CPU compile; empty where the backend writes none (TPU) or the target does not read it.
+    """
+
+    program: str
+    config: str
+    target: str
+    jaxpr: str
+    jaxpr_primitives: tuple[str, ...]
+    hlo_text: str
+    cost: dict[str, float]
+    memory: dict[str, int]
+    compile_seconds: float
+    kernel_code: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def key(self) -> Key:
+        return Key(self.program, self.config, self.target)
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Compiled:
+        data = dict(data)
+        data["jaxpr_primitives"] = tuple(data["jaxpr_primitives"])
+        return cls(**data)
+
+
+def _abstract_arguments(program: Program, config_id: str, target: Target) -> tuple[tuple[Any, ...], Any]:
+    """The abstract arguments, and the mesh of a sharded program (None otherwise)."""
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    config = get_config(config_id)
+    specs = program.argument_specs(config)
+    if target.mode == "runtime" and program.layout is None:
+        return specs, None
+    devices = list(target.devices())
+    layout = program.layout
+    if layout is not None and layout.pod:
+        from jax.experimental import mesh_utils
+
+        # A pod job's mesh: devices placed by their physical coordinates (rings along the ICI links).
+        shape = layout.mesh_for(target.device_count)
+        mesh = Mesh(mesh_utils.create_device_mesh(shape, devices[: int(np.prod(shape))]), layout.axes)
+        parts = program.argument_specs_sharded()
+    elif layout is not None:
+        mesh = Mesh(np.array(devices[: layout.devices]).reshape(layout.mesh_shape), layout.axes)
+        parts = program.argument_specs_sharded()
+    else:
+        mesh = Mesh(np.array(devices[:1]).reshape(1), ("x",))
+        parts = tuple(() for _ in specs)
+    args = tuple(
+        jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=NamedSharding(mesh, PartitionSpec(*p)))
+        for s, p in zip(specs, parts, strict=True)
+    )
+    return args, (mesh if layout is not None else None)
+
+
+def jaxpr_primitives(closed_jaxpr: Any) -> tuple[str, ...]:
+    """The primitive sequence of a jaxpr, nested calls inlined, gather/scatter with their mode."""
+    out: list[str] = []
+
+    def walk(jaxpr: Any) -> None:
+        for eqn in jaxpr.eqns:
+            subs = [v for v in eqn.params.values() if hasattr(v, "eqns") or hasattr(v, "jaxpr")]
+            subs += [b for v in eqn.params.values() if isinstance(v, tuple) for b in v if hasattr(b, "jaxpr")]
+            if subs and eqn.primitive.name in (
+                "pjit",
+                "jit",
+                "closed_call",
+                "core_call",
+                "custom_jvp_call",
+                "custom_vjp_call",
+                "remat",
+                "checkpoint",
+                "custom_vjp_call_jaxpr",
+            ):
+                for sub in subs:
+                    walk(getattr(sub, "jaxpr", sub))
+                continue
+            name = eqn.primitive.name
+            mode = eqn.params.get("mode")
+            if mode is not None and ("gather" in name or "scatter" in name):
+                name = f"{name}[{getattr(mode, 'name', mode)}]"
+            out.append(name)
+            for sub in subs:  # loops and conditionals: keep their bodies visible
+                out.append("{")
+                walk(getattr(sub, "jaxpr", sub))
+                out.append("}")
+
+    walk(closed_jaxpr.jaxpr)
+    return tuple(out)
+
+
+def compile_here(program_name: str, config_id: str, target: Target) -> Compiled:
+    """Lower and compile in this process. Raises :class:`InvariantsError` with the key on failure."""
+    return _compile(program_name, config_id, target)[0]
+
+
+def _compile(program_name: str, config_id: str, target: Target) -> tuple[Compiled, Any]:
+    """The artifacts and the executable (callable with concrete arguments on a runtime target)."""
+    import jax
+
+    program = get_program(program_name)
+    args, mesh = _abstract_arguments(program, config_id, target)
+    layout = program.layout
+    jit_kwargs: dict[str, Any] = {}
+    if layout is not None and layout.output is not None:
+        from jax.sharding import NamedSharding, PartitionSpec
+
+        jit_kwargs["out_shardings"] = NamedSharding(mesh, PartitionSpec(*layout.output))
+    # Pod programs name mesh axes in their code (shard_map, sharding constraints), as model code does.
+    context = jax.set_mesh(mesh) if layout is not None and layout.pod else contextlib.nullcontext()
+    try:
+        with context:
+            return compile_function(program.fn, args, target, program_name, config_id, jit_kwargs)
+    except CompileFailed as err:
+        raise InvariantsError(f"{target.name}/{program_name}[{config_id}]: compile failed: {err}") from err
+
+
+class CompileFailed(InvariantsError):
+    """A tracing or compiler error, said in its first line (``kind``: the exception's type name)."""
+
+    def __init__(self, first: str, kind: str) -> None:
+        super().__init__(first)
+        self.kind = kind
+
+
+def compile_function(
+    fn: Callable[..., Any], args: Sequence[Any], target: Target, program: str, config: str,
+    jit_kwargs: Mapping[str, Any] | None = None,
+) -> tuple[Compiled, Any]:  # fmt: skip
+    """Trace, lower and compile ``fn(*args)`` (abstract arguments) for ``target``, as every compile here
+    is made (the gate's programs, and :func:`invariants.testing.compile_for`'s functions): the
+    :class:`Compiled` artifacts, named ``program`` and ``config``, and the executable. Raises
+    :class:`CompileFailed` with the first line of what went wrong."""
+    import jax
+
+    start = time.perf_counter()
+    try:
+        closed = jax.make_jaxpr(fn)(*args)
+        lowered = jax.jit(fn, **(jit_kwargs or {})).lower(*args)
+        compiled, kernel_code = _compile_lowered(lowered, target)
+        seconds = time.perf_counter() - start
+        # libtpu may fail only when it serializes the compiled module (a RET_CHECK on an async op's arity
+        # with libtpu 0.0.52 beside jaxlib 0.10.2): that is part of the compile too.
+        hlo_text = compiled.as_text() or ""
+    except InvariantsError:
+        raise
+    except Exception as err:  # a compiler error is a finding about this key, said in one line
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CompileFailed(first, type(err).__name__) from err
+    artifacts = Compiled(
+        program=program,
+        config=config,
+        target=target.name,
+        jaxpr=str(closed),
+        jaxpr_primitives=jaxpr_primitives(closed),
+        hlo_text=hlo_text,
+        cost=_cost(compiled),
+        memory=_memory(compiled),
+        compile_seconds=seconds,
+        kernel_code=kernel_code,
+    )
+    return artifacts, compiled
+
+
+# What XLA:GPU says when it cannot start ptxas (PTX -> SASS, run once per kernel where the CUDA toolkit's
+# ptxas is on the PATH): the spawn failed (seen once here, in a gate run beside other compiles).
+# That says nothing about the program, so the compile is tried once more before it counts as a failure.
+_SPAWN_FAILURES = ("Failed to launch ptxas",)
+
+
+def _compile_lowered(lowered: Any, target: Target) -> tuple[Any, dict[str, str]]:
+    for attempt in (1, 2):
+        try:
+            if reads_kernel_code(target):
+                return _compile_with_code(lowered)
+            return lowered.compile(), {}
+        except Exception as err:
+            if attempt == 2 or not any(s in str(err) for s in _SPAWN_FAILURES):
+                raise
+    raise AssertionError("unreachable")
+
+
+def reads_kernel_code(target: Target) -> bool:
+    """Whether a compile for ``target`` keeps its kernel code: GPU targets (PTX) and the CPU runtime (LLVM
+    IR). TPU compiles write none (libtpu dumps no LLO), and the 8-device CPU target's sharded programs run
+    the same kernels as the CPU runtime's."""
+    return target.family == "gpu" or (target.family == "cpu" and target.mode == "runtime")
+
+
+def _compile_with_code(lowered: Any) -> tuple[Any, dict[str, str]]:
+    """Compile ``lowered`` with XLA dumping this compile only (a per-compile option: no global XLA_FLAGS, no
+    child process) into a folder of its own, and read back its kernel code."""
+    from ..kernels.dump import read_kernel_code
+
+    with tempfile.TemporaryDirectory(prefix="invariants-code-") as folder:
+        compiled = lowered.compile(compiler_options={"xla_dump_to": folder})
+        modules = read_kernel_code(Path(folder))
+    if len(modules) > 1:  # one jit is one module; more would mean a dump shared with another compile
+        raise InvariantsError(f"{folder}: one compile dumped {len(modules)} modules: {', '.join(modules)}")
+    return compiled, next(iter(modules.values()), {})
+
+
+def _cost(compiled: Any) -> dict[str, float]:
+    try:
+        cost = compiled.cost_analysis()
+    except Exception:  # not every backend offers it; it is an aid, never a verdict
+        return {}
+    if isinstance(cost, list):  # older JAX returned one dict per computation
+        cost = cost[0] if cost else {}
+    return {
+        k: float(v) for k, v in (cost or {}).items() if k in ("flops", "bytes accessed", "transcendentals")
+    }
+
+
+def _memory(compiled: Any) -> dict[str, int]:
+    try:
+        mem = compiled.memory_analysis()
+    except Exception:
+        return {}
+    fields = (
+        "argument_size_in_bytes",
+        "output_size_in_bytes",
+        "temp_size_in_bytes",
+        "generated_code_size_in_bytes",
+    )
+    return {f: int(getattr(mem, f)) for f in fields if mem is not None and hasattr(mem, f)}
+
+
+def compile_in_child(keys: Iterable[Key], target: Target) -> list[Compiled]:
+    """Compile ``keys`` for a ``subprocess`` target in one child process with the host-device flag set."""
+    from .child import keys_child
+
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {HOST_DEVICE_FLAG}".strip()
+    env["JAX_PLATFORMS"] = "cpu"
+    out = keys_child(
+        "invariants.compile.artifacts",
+        list(keys),
+        env=env,
+        what=f"{target.name}: compile",
+        args=[target.name],
+    )
+    return [Compiled.from_json(d) for d in out]
+
+
+class CompileCache:
+    """Session-wide cache: nothing compiles twice.
+
+    ``plan`` tells it every key a session will ask for, so that a child-process target compiles all of its
+    keys in one child. ``prefetch`` compiles keys ahead of the items that read them on a small thread pool
+    (XLA compiles with the GIL released, so the compiles overlap each other and the items' own Python).
+    ``get`` never waits on a compile that has not started: it takes the key back and compiles it itself.
+    ``executable``, which only timing calls, first waits for every compile in flight, so a timed program
+    never shares the process with a compile.
+    """
+
+    def __init__(self, targets: dict[str, Target]) -> None:
+        self._targets = targets
+        self._done: dict[Key, Compiled] = {}
+        self._executables: dict[Key, Any] = {}
+        self._planned: dict[str, set[Key]] = {}
+        self._lock = threading.Lock()
+        self._futures: dict[Key, Future[None]] = {}
+        self._pool: ThreadPoolExecutor | None = None
+
+    def plan(self, keys: Iterable[Key]) -> None:
+        for key in keys:
+            self._planned.setdefault(key.target, set()).add(key)
+
+    def prefetch(self, keys: Iterable[Key], workers: int) -> None:
+        """Start compiling ``keys`` (in this order, the order the items will read them) on ``workers``
+        threads. A compile error stays with its key: ``get`` raises it for the item that asks."""
+        if workers < 1:
+            return
+        keys = list(keys)
+        self._start_plugins(keys)
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(workers, thread_name_prefix="invariants-compile")
+            batches: dict[str, Future[None]] = {}
+            for key in keys:
+                if key in self._done or key in self._futures or key.target not in self._targets:
+                    continue
+                if self._targets[key.target].mode == "subprocess":  # one child for the whole target
+                    if key.target not in batches:
+                        batches[key.target] = self._pool.submit(self._fill, key)
+                    self._futures[key] = batches[key.target]
+                else:
+                    self._futures[key] = self._pool.submit(self._fill, key)
+
+    def _start_plugins(self, keys: list[Key]) -> None:
+        """Start each backend and plugin the keys compile for, one after another in this thread, before any
+        compile thread does: two threads starting PJRT plugins at once can race (``ALREADY_EXISTS: PJRT_Api
+        already exists for device type tpu``), failing the first keys of a target. A target that cannot start
+        is left to the item that asks for its keys, which says why."""
+        for name in dict.fromkeys(k.target for k in keys):
+            target = self._targets.get(name)
+            if target is None or target.mode == "subprocess" or target.unavailable_reason() is not None:
+                continue
+            with contextlib.suppress(Exception):
+                target.devices()
+
+    def _fill(self, key: Key) -> None:
+        t = self._targets[key.target]
+        if t.mode == "subprocess":
+            batch = sorted(self._planned.get(key.target, set()) | {key})
+            with self._lock:
+                todo = [k for k in batch if k not in self._done]
+            for c in compile_in_child(todo, t):
+                with self._lock:
+                    self._done[c.key] = c
+            return
+        compiled, executable = _compile(key.program, key.config, t)
+        with self._lock:
+            self._done[key] = compiled
+            if t.mode == "runtime":
+                self._executables[key] = executable
+
+    def get(self, program: str, config: str, target: str) -> Compiled:
+        key = Key(program, config, target)
+        with self._lock:
+            if key in self._done:
+                return self._done[key]
+            future = self._futures.get(key)
+        if future is not None and not future.cancel():
+            future.result()  # started (or done): wait for it; a compile error is raised here
+        if key not in self._done:
+            self._fill(key)
+        return self._done[key]
+
+    def settle(self) -> None:
+        """Wait for every compile in flight and drop the ones not started (``get`` compiles those)."""
+        with self._lock:
+            futures = list(self._futures.values())
+            self._futures.clear()
+        for future in futures:
+            if not future.cancel():
+                with contextlib.suppress(Exception):  # an error belongs to the item that asks for the key
+                    future.result()
+
+    def close(self) -> None:
+        """Stop prefetching: drop what has not started, wait for what has (a compile cannot be stopped)."""
+        self.settle()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def executable(self, program: str, config: str, target: str) -> Any:
+        """The compiled executable of a runtime-target key (for timing); compiles it if needed."""
+        if self._targets[target].mode != "runtime":
+            raise InvariantsError(f"{target}: only the runtime target runs programs; this one compiles only")
+        self.settle()
+        self.get(program, config, target)
+        return self._executables[Key(program, config, target)]
+
+    @property
+    def compiled(self) -> list[Compiled]:
+        with self._lock:
+            return list(self._done.values())
+
+    @property
+    def total_seconds(self) -> float:
+        return sum(c.compile_seconds for c in self.compiled)
+
+
+def _child_main(target_name: str) -> int:
+    from ..catalog.targets import _AOT_TARGETS
+
+    target = next(t for t in _AOT_TARGETS if t.name == target_name)
+    keys = json.loads(sys.stdin.read())
+    out = []
+    for program, config, _ in keys:
+        try:
+            out.append(compile_here(program, config, target).to_json())
+        except InvariantsError as err:
+            print(err, file=sys.stderr)
+            return 1
+    json.dump(out, sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main(sys.argv[1]))

@@ -1,0 +1,242 @@
+"""Run the gate in a child process: the one way the self-check and bisect/matrix start it; and the one
+protocol for a child that works on compile keys (:func:`keys_child`).
+
+A child runs ``python -m pytest`` on the gate modules this package ships (``invariants/gate``, a checkout's
+or an installed copy's: see :func:`pytest_args`), with the selection given as explicit
+arguments, in a folder of its own (its rootdir and working directory), where it writes a results file
+(:mod:`invariants.plugin.results`) and its HLO dumps. Another interpreter (a JAX release's environment)
+imports
+this package, and nothing else of this environment, from a folder that links to it alone
+(:func:`staged_package`). A child is how an experiment that sets ``XLA_FLAGS`` (some flags
+abort the process) or runs another JAX release (another interpreter) stays out of this process. What comes
+back is :class:`ChildRun`: the exit status, the results (None when the child wrote none), the seconds, and
+where its output was saved.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .. import _config
+from .._errors import InvariantsError
+from .._paths import PACKAGE_DIR
+from ..plugin import results as _results
+
+# Set in every child: the slow self-check test skips itself there, so a child never starts children.
+CHILD_ENV = _config.name("INVARIANTS_SELFCHECK_CHILD")
+# Never inherited: an experiment's flags are its own, and another interpreter must not see this one's.
+_DROPPED = ("XLA_FLAGS", _config.name("INVARIANTS_INJECT"), "VIRTUAL_ENV", "PYTHONHOME")
+
+GATE_DIR = PACKAGE_DIR / "gate"
+PLUGIN = "invariants.plugin.hooks"
+
+
+def catalog_snapshot_dir() -> Path:
+    """The catalog's snapshots: package data in an installed wheel (``invariants/snapshots``), the root's
+    ``snapshots/`` in a checkout."""
+    shipped = PACKAGE_DIR / "snapshots"
+    if shipped.is_dir():
+        return shipped
+    return PACKAGE_DIR.parent / "snapshots"
+
+
+def staged_package(folder: Path) -> Path:
+    """A folder holding only this package (a link to it), for ``PYTHONPATH`` in another environment.
+
+    bisect and matrix run the gate under other JAX releases: their environments must import this package
+    and nothing else of this one's site-packages.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    link = folder / "invariants"
+    if not link.exists():
+        link.symlink_to(PACKAGE_DIR, target_is_directory=True)
+    return folder
+
+
+def pytest_args(
+    *,
+    spec_dirs: list[Path] | None = None,
+    snapshot_dir: Path | None = None,
+    catalog: bool = True,
+    rootdir: Path | None = None,
+    gate_command: str | None = None,
+    tests: str = "",
+    gate_dir: Path = GATE_DIR,
+) -> list[str]:
+    """The pytest command line that runs the packaged gate modules (``tests``: one module of them, e.g.
+    ``test_structure.py``; empty: all) in ``rootdir`` (default: the working directory).
+
+    Independent of any checkout and of the project's pytest configuration. Used by this command and by
+    every command that runs the gate in a child (selfcheck, bisect, matrix). ``gate_dir``: the gate modules
+    as the child imports them (below a :func:`staged_package`).
+    """
+    root = (rootdir or Path.cwd()).resolve()
+    args = [
+        str(gate_dir / tests) if tests else str(gate_dir),
+        "-p", PLUGIN, "-c", os.devnull, "--rootdir", str(root), "--import-mode=importlib",
+        # The gate command imports the plugin, JAX and the user's modules before pytest starts (to check
+        # the specs), so pytest cannot rewrite asserts in their pytest plugins: nothing a user can act on.
+        "-W", "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning",
+        "--catalog-snapshot-dir", str(catalog_snapshot_dir()),
+        "--snapshot-dir", str(snapshot_dir if snapshot_dir is not None else catalog_snapshot_dir()),
+    ]  # fmt: skip
+    if spec_dirs is not None:
+        if catalog:
+            args += ["--spec-dir", str(PACKAGE_DIR)]
+        for d in spec_dirs:
+            args += ["--spec-dir", str(d)]
+    if not catalog:
+        args.append("--no-catalog")
+    if gate_command:
+        args += ["--gate-command", gate_command]
+    return args
+
+
+__all__ = [
+    "CHILD_ENV", "GATE_DIR", "PACKAGE_DIR", "ChildRun", "catalog_snapshot_dir", "gate_command", "gate_env",
+    "keys_child", "pytest_args", "run_gate", "stage", "staged_package",
+]  # fmt: skip
+
+
+def stage() -> Path:
+    """The folder another interpreter gets as ``PYTHONPATH``: a link to this package and nothing else,
+    one per package location, in the temporary folder."""
+    import hashlib
+    import tempfile
+
+    tag = hashlib.sha1(str(PACKAGE_DIR).encode()).hexdigest()[:12]
+    return staged_package(Path(tempfile.gettempdir()) / f"invariants-package-{tag}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ChildRun:
+    """What one child run of the gate did. ``results`` is None when it wrote no results file."""
+
+    returncode: int
+    results: dict[str, Any] | None
+    seconds: float
+    log: Path
+    timed_out: bool = False
+
+
+def gate_command(
+    *,
+    targets: str,
+    results: Path,
+    dump_dir: Path,
+    python: str | Path = sys.executable,
+    tests: str = "",
+    programs: Sequence[str] | str | None = None,
+    configs: str | None = None,
+    markers: str = "not slow and not throughput",
+    k: str | None = None,
+    plugins: Sequence[str] = (),
+    raw_invariants: bool = False,
+    staged: bool = False,
+) -> list[str]:
+    """The command line of one child run: ``python -m pytest GATE`` with this selection. ``tests``: one
+    module of the gate (``test_structure.py``), or all; ``staged``: the gate as another interpreter imports
+    it (with :func:`gate_env` ``pythonpath=True``). Its rootdir is ``results``' folder."""
+    gate_dir = stage() / "invariants" / "gate" if staged else GATE_DIR
+    gate, *options = pytest_args(rootdir=Path(results).parent, tests=tests, gate_dir=gate_dir)
+    cmd = [str(python), "-m", "pytest", gate, "-q", "-p", "no:cacheprovider"]
+    for plugin in plugins:
+        cmd += ["-p", plugin]
+    cmd += ["-m", markers, "--targets", targets]
+    if programs:
+        cmd += ["--programs", programs if isinstance(programs, str) else ",".join(programs)]
+    if configs:
+        cmd += ["--configs", configs]
+    if k:
+        cmd += ["-k", k]
+    cmd += ["--results-json", str(results), "--hlo-dump-dir", str(dump_dir), *options]
+    if raw_invariants:
+        cmd.append("--raw-invariants")
+    return cmd
+
+
+def gate_env(extra: Mapping[str, str] | None = None, *, pythonpath: bool = False) -> dict[str, str]:
+    """This process's environment for a child: without inherited experiment flags, on the CPU runtime,
+    marked as a child, writing no bytecode (the package may be an installed one); ``extra`` on top.
+    ``pythonpath``: for another interpreter, this package alone (:func:`stage`); else this package first
+    (a checkout that is not installed, since the child runs in its own folder)."""
+    env = {k: v for k, v in os.environ.items() if k not in _DROPPED}
+    env["JAX_PLATFORMS"] = "cpu"
+    env[CHILD_ENV] = "1"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if pythonpath:
+        env["PYTHONPATH"] = str(stage())
+    else:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_DIR.parent), env.get("PYTHONPATH")]))
+    env.update(extra or {})
+    return env
+
+
+def run_gate(command: Sequence[str], *, env: Mapping[str, str], folder: Path, timeout: float) -> ChildRun:
+    """Run ``command`` in ``folder``; save its output to ``folder/pytest.txt``; read the results file named
+    after ``--results-json`` when the child wrote one."""
+    folder.mkdir(parents=True, exist_ok=True)
+    results = Path(command[list(command).index("--results-json") + 1])
+    results.unlink(missing_ok=True)
+    log = folder / "pytest.txt"
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(list(command), cwd=folder, env=dict(env), capture_output=True, text=True,
+                              timeout=timeout, check=False)  # fmt: skip
+    except subprocess.TimeoutExpired as err:
+        out = err.stdout if isinstance(err.stdout, str) else (err.stdout or b"").decode(errors="replace")
+        log.write_text(out)
+        return ChildRun(-1, None, time.perf_counter() - start, log, timed_out=True)
+    seconds = time.perf_counter() - start
+    log.write_text(proc.stdout + proc.stderr)
+    loaded = _results.read(results) if results.exists() else None
+    return ChildRun(proc.returncode, loaded, seconds, log)
+
+
+def last_line(log: Path) -> str:
+    """The last non-empty line a child printed (what it said when it stopped)."""
+    lines = [ln for ln in log.read_text().splitlines() if ln.strip()] if log.exists() else []
+    return lines[-1].strip()[:200] if lines else "no output"
+
+
+def keys_child(
+    module: str,
+    keys: Sequence[Sequence[str]],
+    *,
+    env: Mapping[str, str],
+    what: str,
+    python: str | Path = sys.executable,
+    args: Sequence[str] = (),
+    timeout: float = 600,
+    cwd: Path | None = None,
+) -> Any:
+    """Run ``python -m MODULE ARGS`` with ``[[program, config, target], ...]`` as JSON on stdin; return the
+    JSON it prints. A child that fails raises :class:`InvariantsError` with ``what`` and its last line.
+
+    The protocol of every child that compiles keys somewhere else: ``compile.artifacts`` (a target that needs
+    its own
+    process, e.g. 8 host devices) and ``releases.bisect`` (snapshots rendered in another release's
+    environment).
+    ``cwd`` (on the child's ``sys.path``): default this package's parent folder; another interpreter gets
+    :func:`stage`.
+    """
+    try:
+        proc = subprocess.run(
+            [str(python), "-m", module, *args], input=json.dumps([list(k) for k in keys]),
+            cwd=cwd or PACKAGE_DIR.parent,
+            env=dict(env), capture_output=True, text=True, check=False, timeout=timeout,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise InvariantsError(f"{what}: child did not finish in {timeout:.0f} s") from None
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["no output"])[-1]
+        raise InvariantsError(f"{what}: child exited {proc.returncode}: {last.strip()[:200]}")
+    return json.loads(proc.stdout)

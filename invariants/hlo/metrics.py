@@ -1,0 +1,277 @@
+"""The metric registry: every name a spec's ``assert`` may use, with its meaning and its type.
+
+This module is the one owner of the metric vocabulary. The spec loader checks names and types against it,
+``hlo-stats`` prints it (``--help``) and writes its values (``--json``), the structure tier records its
+structural metrics in the results file, the report's tables and ``--compare`` read them, and the README's
+metric table is checked against :func:`markdown_table`. Adding a metric is one :class:`Metric` entry here.
+
+Each metric has a **type**, what a comparison sees:
+
+* ``number``: an int or float (counts, bytes, trip counts, input facts, throughput figures);
+* ``set``: a sorted tuple of strings, usable only on the right of ``in`` / ``not in``;
+* ``structure``: a whole kernel list, comparable only with ``==`` / ``!=`` to another.
+
+and a **source**, where its value comes from:
+
+* ``structure``: computed from the :class:`~invariants.hlo.structure.Structure` of the optimized HLO, recorded
+  per structure item in the results file and printed by ``hlo-stats``;
+* ``input``: a fact about the program's inputs, known before compiling (from its configuration);
+* ``throughput``: measured by the throughput tier, only as a call on a program (``time(a)``);
+* ``compiler``: the compiler's own predictions (:mod:`invariants.hlo.cost`): libtpu's estimated cycles and
+  the memory and cost analyses of the compiled program. Recorded per structure item (null where a target
+  gives none), never in a snapshot: they move with every compiler patch release. A value a target does not
+  provide is a :class:`~invariants.hlo.cost.Missing`, and an assert on it fails saying why.
+
+* ``kernel``: the code each kernel compiles to (:mod:`invariants.kernels`): atomics by kind, CAS retry
+  loops, ``.local`` bytes, vector width, read from the PTX of a GPU compile and the LLVM IR of a CPU one.
+  Recorded per structure item; a TPU compile has no kernel code, so there each is a ``Missing``. What is
+  stable of it (atomics, loops, vector width) also shows in the snapshot as each kernel's ``code:`` line.
+
+A structural metric may be ``None`` (unknown, e.g. an underived trip count); an assert on it then fails
+with the reason, never with a guess.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterable
+from typing import Any, Literal
+
+from ..kernels.program import ProgramCode
+from .cost import Analyses, Missing, estimated_cycles, from_analysis
+from .structure import Structure
+
+__all__ = [
+    "METRICS",
+    "Metric",
+    "compiler_metrics",
+    "input_facts",
+    "kernel_metrics",
+    "markdown_table",
+    "names",
+    "structure_metrics",
+]
+
+Type = Literal["number", "set", "structure"]
+Source = Literal["structure", "input", "throughput", "compiler", "kernel"]
+Unit = Literal["count", "bytes", "bits", "seconds", "ratio", ""]
+
+
+@dataclasses.dataclass(frozen=True)
+class Metric:
+    """One registered metric. ``of`` computes it from its source (a Structure, or a Config for inputs)."""
+
+    name: str
+    meaning: str
+    type: Type
+    source: Source
+    unit: Unit = "count"
+    of: Callable[[Any], Any] | None = None
+    # True for names that only exist called on a program: time(a), efficiency(a), structure(a).
+    call_only: bool = False
+    # Another name for the same quantity; listed under its main name, kept for specs that use it.
+    alias_of: str | None = None
+
+
+def _max_trip_count(s: Structure) -> int | None:
+    trips = [w.trip_count for w in s.while_loops]
+    if any(t is None for t in trips):
+        return None
+    return max((t for t in trips if t is not None), default=0)
+
+
+def _collectives(prefix: str) -> Callable[[Structure], int]:
+    return lambda s: sum(1 for c in s.collectives if c.opcode.startswith(prefix))
+
+
+def _itemsize(config: Any) -> int:
+    import numpy as np
+
+    return int(np.dtype(config.table.dtype).itemsize)
+
+
+def _structural(name: str, meaning: str, of: Callable[[Structure], Any], unit: Unit = "count") -> Metric:
+    return Metric(name, meaning, "number", "structure", unit, of)
+
+
+def _kernel(name: str, meaning: str, of: Callable[[ProgramCode], Any], unit: Unit = "count") -> Metric:
+    return Metric(name, meaning, "number", "kernel", unit, of)
+
+
+def _total(field: str) -> Callable[[ProgramCode], int | Missing]:
+    return lambda code: code.total(field)
+
+
+def _input(name: str, meaning: str, of: Callable[[Any], int], unit: Unit = "count") -> Metric:
+    return Metric(name, meaning, "number", "input", unit, of)
+
+
+def _compiler(name: str, meaning: str, of: Callable[[Analyses], Any], unit: Unit = "count") -> Metric:
+    return Metric(name, meaning, "number", "compiler", unit, of)
+
+
+_ALL = (
+    _structural("kernels", "static kernel count: entry computation plus each while body/condition once",
+                lambda s: s.kernels),
+    _structural("entry_fusions", "fusions launched by the entry computation (call bodies inlined, loops not)",
+                lambda s: s.entry_fusions),
+    Metric("fusions", "alias of entry_fusions", "number", "structure", "count", lambda s: s.entry_fusions,
+           alias_of="entry_fusions"),
+    _structural("while_loops", "while instructions in all computations", lambda s: len(s.while_loops)),
+    _structural("max_trip_count", "largest trip count of any while loop; 0 without loops, unknown if any is",
+                _max_trip_count),
+    _structural("dynamic_kernel_launches",
+                "kernel launches with loops expanded by trip count (body x trips); unknown if any trip is",
+                lambda s: s.dynamic_kernel_launches),
+    _structural("gathers", "gather instructions in all computations, fused included", lambda s: s.gathers),
+    _structural("scatters", "scatter instructions in all computations, fused included", lambda s: s.scatters),
+    _structural("dynamic_slices", "dynamic-slice instructions in all computations, fused included",
+                lambda s: s.dynamic_slices),
+    _structural("dynamic_update_slices",
+                "dynamic-update-slice instructions in all computations, fused included",
+                lambda s: s.dynamic_update_slices),
+    _structural("collectives", "collective operations (plain, -start, or async-start wrapping one)",
+                lambda s: len(s.collectives)),
+    _structural("collective_bytes", "sum of the result byte sizes of all collectives",
+                lambda s: sum(c.bytes for c in s.collectives), unit="bytes"),
+    _structural("all_gathers", "all-gather collectives, async forms included", _collectives("all-gather")),
+    _structural("all_reduces", "all-reduce collectives, async forms included", _collectives("all-reduce")),
+    _structural("converts", "convert instructions (dtype conversions) in all computations",
+                lambda s: len(s.converts)),
+    _structural("copies", "copy and copy-start instructions in all computations",
+                lambda s: s.opcodes.get("copy", 0) + s.opcodes.get("copy-start", 0)),
+    _structural("custom_calls", "custom-call instructions in all computations, fused included",
+                lambda s: s.opcodes.get("custom-call", 0)),
+    _structural("sorts", "sort instructions in all computations", lambda s: s.opcodes.get("sort", 0)),
+    Metric("custom_call_targets", "the custom-call targets called, as in 'T' in custom_call_targets", "set",
+           "structure", "", lambda s: tuple(s.custom_call_targets)),
+    Metric("opcodes", "the opcodes present, as in 'sort' not in opcodes", "set", "structure", "",
+           lambda s: tuple(sorted(s.opcodes))),
+    _compiler("estimated_cycles",
+              "TPU compiler's predicted cycles: kernels' estimated_cycles summed, loops expanded by trip "
+              "count (TPU only)", estimated_cycles),
+    _compiler("temp_bytes", "temporary buffer bytes, from compiled.memory_analysis()",
+              from_analysis("temp_bytes"), unit="bytes"),
+    _compiler("argument_bytes", "argument buffer bytes, from compiled.memory_analysis()",
+              from_analysis("argument_bytes"), unit="bytes"),
+    _compiler("output_bytes", "output buffer bytes, from compiled.memory_analysis()",
+              from_analysis("output_bytes"), unit="bytes"),
+    _compiler("flops", "floating-point operations, from compiled.cost_analysis() (not across releases)",
+              from_analysis("flops")),
+    _compiler("bytes_accessed", "bytes read and written, from compiled.cost_analysis() (not across releases)",
+              from_analysis("bytes_accessed"), unit="bytes"),
+    _kernel("cas_atomics", "compare-and-swap atomics in the kernels' code (PTX atom.cas, LLVM cmpxchg)",
+            _total("cas_atomics")),
+    _kernel("cas_loops", "compare-and-swap atomics inside a loop: CAS retry loops standing in for a native "
+            "atomic", _total("cas_loops")),
+    _kernel("float_atomics", "native floating-point atomic or reduction adds (any width, one per "
+            "instruction)", _total("float_atomics")),
+    _kernel("local_bytes", "stack and spill bytes the kernels declare (PTX .local, LLVM alloca)",
+            _total("local_bytes"), unit="bytes"),
+    _kernel("code_loops", "loops (backward branches) in the kernels' code", _total("loops")),
+    _kernel("code_instructions", "instructions in the kernels' code (moves with every compiler release)",
+            _total("instructions")),
+    _kernel("vector_width", "narrowest widest-vector (bits) of the kernels that gather or scatter: 0 when "
+            "one is scalar", lambda code: code.lookup_vector_width(), unit="bits"),
+    _input("table_bytes", "bytes of the embedding table (vocab x width x dtype size)",
+           lambda c: c.vocab * c.width * _itemsize(c), unit="bytes"),
+    _input("lookups", "indices looked up per call", lambda c: math.prod(c.index_shape)),
+    _input("row_bytes", "bytes of one table row", lambda c: c.width * _itemsize(c), unit="bytes"),
+    _input("vocab", "rows of the embedding table", lambda c: c.vocab),
+    # Per chip of a sharded program's mesh on the item's target (see sharding_facts); 1 when unsharded.
+    Metric("chips", "devices in a sharded program's mesh on the item's target (1 unsharded)", "number",
+           "input"),
+    Metric("table_shards", "pieces the table's rows are cut into on that mesh (1 unsharded)", "number",
+           "input"),
+    Metric("batch_shards", "pieces the batch is cut into on that mesh: lookups * row_bytes / batch_shards "
+           "is one chip's activations", "number", "input"),
+    Metric("structure", "the whole kernel list (and gathers, scatters, collectives, converts) of a program",
+           "structure", "structure", "", call_only=True),
+    Metric("time", "run time of a program, only in a paired ratio time(a) / time(b) <= c", "number",
+           "throughput", "seconds", call_only=True),
+)  # fmt: skip
+
+METRICS: dict[str, Metric] = {m.name: m for m in _ALL}
+
+
+def names(source: Source | None = None, type: Type | None = None) -> list[str]:
+    """Registered names, in registry order, optionally of one source and/or type."""
+    return [
+        m.name for m in _ALL if (source is None or m.source == source) and (type is None or m.type == type)
+    ]
+
+
+def structure_metrics(s: Structure) -> dict[str, Any]:
+    """Every numeric structural metric of ``s``, by name (None when unknown): what a structure record holds.
+
+    Aliases are left out: the record keeps one name per quantity.
+    """
+    return {
+        m.name: m.of(s)
+        for m in _ALL
+        if m.source == "structure" and m.type == "number" and m.of is not None and m.alias_of is None
+    }
+
+
+def compiler_metrics(
+    structure: Structure, cost: Any = None, memory: Any = None
+) -> dict[str, int | float | Missing]:
+    """Every compiler metric of one compiled program, by name; ``cost`` and ``memory`` are the analysis dicts
+    of its ``Compiled`` (None or empty when the backend gave none). A value not provided is a ``Missing``."""
+    analyses = Analyses(structure, cost or {}, memory or {})
+    return {m.name: m.of(analyses) for m in _ALL if m.source == "compiler" and m.of is not None}
+
+
+def kernel_metrics(code: ProgramCode) -> dict[str, int | Missing]:
+    """Every kernel-code metric of one compiled program, by name (a ``Missing`` where the target gives no
+    kernel code)."""
+    return {m.name: m.of(code) for m in _ALL if m.source == "kernel" and m.of is not None}
+
+
+def input_facts(config: Any, layout: Any = None, devices: int = 1) -> dict[str, int]:
+    """The input facts of a configuration (``table_bytes``, ``lookups``, ...), by name; with the ``layout``
+    of a sharded program (an ``invariants.catalog.programs.Layout``) on ``devices`` devices, its per-chip
+    facts."""
+    facts = {m.name: m.of(config) for m in _ALL if m.source == "input" and m.of is not None}
+    return {**facts, **sharding_facts(layout, devices)}
+
+
+def sharding_facts(layout: Any, devices: int) -> dict[str, int]:
+    """``chips``, ``table_shards`` and ``batch_shards`` of ``layout`` on ``devices`` devices (1 if none)."""
+    if layout is None:
+        return {"chips": 1, "table_shards": 1, "batch_shards": 1}
+    return {
+        "chips": math.prod(layout.mesh_for(devices)),
+        "table_shards": layout.shards(layout.table, devices),
+        "batch_shards": layout.shards(layout.indices, devices),
+    }
+
+
+def markdown_table(metrics: Iterable[Metric] = _ALL) -> str:
+    """The registry as the README's markdown table (the README's copy is checked against this)."""
+    rows = ["| metric | type | meaning |", "|---|---|---|"]
+    for m in metrics:
+        kind = m.type if m.unit in ("count", "") else f"{m.type} ({m.unit})"
+        call = f"{m.name}(PROGRAM)" if m.call_only else m.name
+        rows.append(f"| `{call}` | {kind} | {m.meaning} |")
+    return "\n".join(rows)
+
+
+def help_text() -> str:
+    """The registry as plain text, one metric a line: what ``hlo-stats --help`` prints."""
+    width = max(len(m.name) for m in _ALL) + len("(PROGRAM)")
+    lines = []
+    for source, title in (
+        ("structure", "structural (also JSON keys of --json)"),
+        ("input", "input facts"),
+        ("throughput", "throughput tier"),
+        ("compiler", "the compiler's predictions (never in snapshots; hlo-stats computes estimated_cycles)"),
+        ("kernel", "the kernels' code: PTX on a GPU, LLVM IR on the CPU (hlo-stats reads a dump's .ptx/.ll)"),
+    ):
+        lines.append(f"{title}:")
+        for m in _ALL:
+            if m.source == source:
+                call = f"{m.name}(PROGRAM)" if m.call_only else m.name
+                lines.append(f"  {call:<{width}}  {m.type:<9}  {m.meaning}")
+    return "\n".join(lines)

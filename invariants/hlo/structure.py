@@ -1,0 +1,566 @@
+"""Structural metrics of an optimized HLO module: kernels, fusions, loops, gathers, collectives.
+
+Definitions used throughout:
+
+* **kernel**: an operation that is launched, in the entry computation or in a computation executed as
+  control flow from it. A ``fusion`` is one kernel (what it fuses is not counted). A ``while`` is not a
+  kernel itself: its condition's and body's kernels are. ``call`` and ``conditional`` are not kernels
+  either: the kernels of the computations they run are inlined into the count (every branch, statically).
+  **Free** (never kernels): see ``FREE_OPCODES``: parameter, constant, tuple, get-tuple-element, bitcast,
+  after-all, add-dependency, opt-barrier, domain, the ``-done`` and ``-update`` halves of async pairs (the
+  ``-start`` half is the launch), and partition-id / replica-id, which read a device register rather than
+  run a kernel (on GPU they are a tiny memcpy thunk, not a kernel launch).
+* **trip count** of a while loop: ``known_trip_count`` in its backend_config when present; otherwise derived
+  from the loop when it has the canonical counted form: the condition's root (directly or as the root of
+  a fusion it calls) compares element k of the loop tuple with an integer constant N (``k < N``, ``N > k``,
+  or ``<=``/``>=`` giving N+1), element k of the init tuple is an integer constant I (through
+  copy/bitcast), and the body's root tuple sets element k to ``element k + 1``. Then the trip count is
+  ``max(N - I, 0)`` (``+1`` for ``<=``). Anything else gives None: unknown, never guessed.
+* **dynamic kernel launches**: entry kernels with each loop expanded: ``trip x body + (trip + 1) x condition``
+  (the condition runs once more than the body), nested loops multiply, a ``conditional`` counts its largest
+  branch (an upper bound). None when any trip count on the way is unknown.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from invariants._errors import InvariantsError
+from invariants.hlo.parse import Computation, HloModule, Instruction
+
+__all__ = [
+    "FREE_OPCODES",
+    "Collective",
+    "IndexedOp",
+    "Kernel",
+    "Structure",
+    "WhileLoop",
+    "structure_of",
+    "to_json",
+]
+
+FREE_OPCODES = frozenset(
+    {
+        "parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all", "add-dependency",
+        "opt-barrier", "domain", "partition-id", "replica-id",
+        "copy-done", "async-done", "async-update", "all-gather-done", "all-reduce-done",
+        "collective-permute-done", "send-done", "recv-done", "slice-done",
+    }
+)  # fmt: skip
+
+_COLLECTIVES = frozenset(
+    {
+        "all-gather", "all-reduce", "reduce-scatter", "all-to-all", "ragged-all-to-all",
+        "collective-permute", "collective-broadcast",
+        "all-gather-start", "all-reduce-start", "collective-permute-start",
+    }
+)  # fmt: skip
+
+# Dimension-number attributes, in the order they are reported.
+_GATHER_DIMS = (
+    "offset_dims", "collapsed_slice_dims", "start_index_map", "operand_batching_dims",
+    "start_indices_batching_dims", "index_vector_dim", "slice_sizes", "indices_are_sorted",
+)  # fmt: skip
+_SCATTER_DIMS = (
+    "update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims", "input_batching_dims",
+    "scatter_indices_batching_dims", "index_vector_dim", "indices_are_sorted", "unique_indices",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One entry of a kernel list, named by what it does, never by its instruction name.
+
+    ``inner_opcodes`` (fusions only) is the sorted multiset of the opcodes inside the fused computation,
+    recursively through nested fusions (the nested ``fusion`` wrappers and parameters excluded, reducer
+    computations not followed). For ``while``: ``trip_count``, ``body`` and ``condition`` kernels; the while
+    entry itself is not a kernel. For ``conditional``: ``branches``; not a kernel itself either.
+    """
+
+    opcode: str
+    shape: str
+    fusion_kind: str | None = None
+    inner_opcodes: tuple[tuple[str, int], ...] = ()
+    custom_call_target: str | None = None
+    trip_count: int | None = None
+    body: tuple[Kernel, ...] = ()
+    condition: tuple[Kernel, ...] = ()
+    branches: tuple[tuple[Kernel, ...], ...] = ()
+    # XLA:CPU splits a loop fusion over threads (backend_config outer_dimension_partitions): how many parts.
+    # Not part of equality, never in a snapshot: it follows the compiling host's core count (two here, none
+    # pinned to one core), and ``structure(a) == structure(b)`` compares what runs, wherever it compiled.
+    partitions: int | None = field(default=None, compare=False)
+    # The TPU compiler's own cost estimate of one launch (backend_config ``estimated_cycles``); None when the
+    # kernel carries none. Not part of equality: it moves with every libtpu patch release, and
+    # ``structure(a) == structure(b)`` compares what runs, not what it is predicted to cost.
+    estimated_cycles: int | None = field(default=None, compare=False)
+    # The HLO instruction's name: the one thing a kernel's code (its PTX entry, its LLVM function) is found
+    # by (invariants.kernels.name_key). Not part of equality, never in a snapshot: names are renumbered
+    # when a pass adds or removes an instruction, and two programs that run the same kernels are equal.
+    name: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
+class WhileLoop:
+    """A while loop anywhere in the module.
+
+    ``body_kernels``: static kernels of one iteration (condition included, nested loops counted once).
+    ``body_opcodes``: sorted multiset of the body computation's opcodes plus those inside its fusions.
+    """
+
+    name: str
+    trip_count: int | None
+    body_kernels: int
+    body_opcodes: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class Collective:
+    """A collective: plain, ``-start`` async form, or ``async-start`` wrapping one (reported as ``X-start``).
+
+    ``bytes`` is the byte size of the result (for a tuple result, of its element 1: the output buffer).
+    """
+
+    opcode: str
+    shape: str
+    bytes: int
+    replica_groups: str | None
+
+
+@dataclass(frozen=True)
+class IndexedOp:
+    """A gather or scatter: its result shape with layout and its dimension numbers as ``k=v, ...`` text."""
+
+    opcode: str
+    shape: str
+    dimension_numbers: str
+
+
+@dataclass(frozen=True)
+class Structure:
+    """Structural metrics of one module.
+
+    ``entry_fusions`` / ``fusion_kinds``: fusions launched by the entry computation itself, with ``call``
+    bodies inlined (not loop bodies or conditional branches). ``kernels``: static kernel count (module
+    docstring). ``opcodes``, ``gathers``, ``scatters``, ``dynamic_slices``, ``dynamic_update_slices``,
+    ``custom_call_targets``, ``collectives``, ``gather_shapes``, ``scatter_shapes`` and ``converts`` span
+    all computations, fused ones included. ``converts`` is a sorted multiset of ``src->dst`` dtype pairs.
+    """
+
+    entry_fusions: int
+    fusion_kinds: dict[str, int] = field(hash=False)
+    kernels: int
+    kernel_list: tuple[Kernel, ...]
+    while_loops: tuple[WhileLoop, ...]
+    dynamic_kernel_launches: int | None
+    opcodes: dict[str, int] = field(hash=False)
+    gathers: int
+    scatters: int
+    dynamic_slices: int
+    dynamic_update_slices: int
+    custom_call_targets: tuple[str, ...]
+    collectives: tuple[Collective, ...]
+    gather_shapes: tuple[IndexedOp, ...]
+    scatter_shapes: tuple[IndexedOp, ...]
+    root_shape: str
+    converts: tuple[str, ...]
+
+
+def _partitions(instr: Instruction) -> int | None:
+    """The product of ``outer_dimension_partitions`` in a CPU fusion's backend_config, when present."""
+    config = instr.backend_config_json
+    parts = config.get("outer_dimension_partitions") if isinstance(config, dict) else None
+    if not isinstance(parts, list) or not parts:
+        return None
+    try:
+        return math.prod(int(p) for p in parts)
+    except (TypeError, ValueError):
+        return None
+
+
+def _estimated_cycles(instr: Instruction, module: str) -> int | None:
+    """``estimated_cycles`` from a TPU kernel's backend_config (top level or one object down, where libtpu
+    writes it today: ``window_config``); None when absent. Two different values, or one that is not an
+    integer, raise: a number that is not understood must never become a silent zero."""
+    config = instr.backend_config_json
+    if config is None:
+        return None
+    found = [config["estimated_cycles"]] if "estimated_cycles" in config else []
+    nested = (v for v in config.values() if isinstance(v, dict))
+    found += [v["estimated_cycles"] for v in nested if "estimated_cycles" in v]
+    if not found:
+        return None
+    try:
+        values = {int(v) for v in found}
+    except (TypeError, ValueError):
+        values = set()
+    if len(values) != 1:
+        raise InvariantsError(
+            f"{module}:{instr.line}: {instr.name}: estimated_cycles not understood: "
+            + ", ".join(map(str, found))
+        )
+    return values.pop()
+
+
+def _multiset(counter: Counter[str]) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted(counter.items()))
+
+
+class _Analyzer:
+    def __init__(self, module: HloModule) -> None:
+        self.module = module
+        self.comps = module.computations
+
+    # --- kernels ---
+
+    def fused_opcodes(self, comp_name: str) -> Counter[str]:
+        counts: Counter[str] = Counter()
+        for instr in self.comps[comp_name]:
+            if instr.opcode == "fusion":
+                for callee in instr.called:
+                    counts.update(self.fused_opcodes(callee))
+            elif instr.opcode != "parameter":
+                counts[instr.opcode] += 1
+        return counts
+
+    def kernels_of(self, comp: Computation) -> tuple[Kernel, ...]:
+        out: list[Kernel] = []
+        for instr in comp:
+            op = instr.opcode
+            if op in FREE_OPCODES:
+                continue
+            if op == "call":
+                for callee in instr.called:
+                    out.extend(self.kernels_of(self.comps[callee]))
+            elif op == "while":
+                cond, body = (
+                    self.comps[instr.attrs["condition"].lstrip("%")],
+                    self.comps[instr.attrs["body"].lstrip("%")],
+                )
+                out.append(
+                    Kernel(
+                        op,
+                        str(instr.shape),
+                        trip_count=self.trip_count(comp, instr),
+                        body=self.kernels_of(body),
+                        condition=self.kernels_of(cond),
+                    )
+                )
+            elif op == "conditional":
+                branches = tuple(self.kernels_of(self.comps[c]) for c in instr.called)
+                out.append(Kernel(op, str(instr.shape), branches=branches))
+            elif op == "fusion":
+                inner: Counter[str] = Counter()
+                for callee in instr.called:
+                    inner.update(self.fused_opcodes(callee))
+                out.append(
+                    Kernel(
+                        op,
+                        str(instr.shape),
+                        fusion_kind=instr.fusion_kind,
+                        inner_opcodes=_multiset(inner),
+                        partitions=_partitions(instr),
+                        estimated_cycles=_estimated_cycles(instr, self.module.name),
+                        name=instr.name,
+                    )
+                )
+            else:
+                out.append(
+                    Kernel(
+                        op,
+                        str(instr.shape),
+                        custom_call_target=instr.custom_call_target,
+                        estimated_cycles=_estimated_cycles(instr, self.module.name),
+                        name=instr.name,
+                    )
+                )
+        return tuple(out)
+
+    # --- trip counts ---
+
+    def trip_count(self, comp: Computation, loop: Instruction) -> int | None:
+        config = loop.backend_config_json
+        if config is not None:
+            known = config.get("known_trip_count")
+            if isinstance(known, dict) and "n" in known:
+                try:
+                    return int(known["n"])
+                except (TypeError, ValueError):
+                    return None
+        cond = self.comps[loop.attrs["condition"].lstrip("%")]
+        body = self.comps[loop.attrs["body"].lstrip("%")]
+        bound = self._loop_bound(cond)
+        if bound is None or not loop.operands:
+            return None
+        index, limit = bound
+        init = self._tuple_element(comp, comp[loop.operands[0]], index)
+        start = _int_constant(init)
+        if start is None or not self._increments_by_one(body, index):
+            return None
+        return max(limit - start, 0)
+
+    def _loop_bound(self, cond: Computation) -> tuple[int, int] | None:
+        """(tuple index of the counter, exclusive upper bound) when the condition is ``counter < N``."""
+        root = cond.root
+        scope, compare = cond, root
+        if root.opcode == "fusion" and len(root.called) == 1:
+            scope = self.comps[root.called[0]]
+            compare = scope.root
+        if compare.opcode != "compare" or len(compare.operands) != 2:
+            return None
+        lhs, rhs = (self._outer(cond, scope, root, scope[o]) for o in compare.operands)
+        direction = compare.attrs.get("direction")
+        counter, limit, inclusive = None, None, False
+        if direction in ("LT", "LE"):
+            counter, limit, inclusive = lhs, rhs, direction == "LE"
+        elif direction in ("GT", "GE"):
+            counter, limit, inclusive = rhs, lhs, direction == "GE"
+        if counter is None or limit is None:
+            return None
+        n = _int_constant(_through_copies(limit[0], limit[1]))
+        gte = _through_copies(counter[0], counter[1])
+        if n is None or gte.opcode != "get-tuple-element" or not gte.operands:
+            return None
+        if gte.attrs.get("index") is None or counter[0][gte.operands[0]].opcode != "parameter":
+            return None
+        return int(gte.attrs["index"]), n + 1 if inclusive else n
+
+    def _outer(
+        self, cond: Computation, scope: Computation, fusion: Instruction, instr: Instruction
+    ) -> tuple[Computation, Instruction]:
+        # A parameter of the fused compare stands for the fusion's operand in the condition computation.
+        if scope is not cond and instr.opcode == "parameter" and instr.literal is not None:
+            index = int(instr.literal)
+            if index < len(fusion.operands):
+                return cond, cond[fusion.operands[index]]
+        return scope, instr
+
+    def _tuple_element(self, comp: Computation, instr: Instruction, index: int) -> Instruction | None:
+        instr = _through_copies(comp, instr)
+        if instr.opcode != "tuple" or index >= len(instr.operands):
+            return None
+        return _through_copies(comp, comp[instr.operands[index]])
+
+    def _increments_by_one(self, body: Computation, index: int) -> bool:
+        new = self._tuple_element(body, body.root, index)
+        if new is None or new.opcode != "add" or len(new.operands) != 2:
+            return False
+        a, b = (_through_copies(body, body[o]) for o in new.operands)
+        for counter, step in ((a, b), (b, a)):
+            if (
+                _int_constant(step) == 1
+                and counter.opcode == "get-tuple-element"
+                and counter.attrs.get("index") == str(index)
+                and body[counter.operands[0]].opcode == "parameter"
+            ):
+                return True
+        return False
+
+
+def _through_copies(comp: Computation, instr: Instruction) -> Instruction:
+    while instr.opcode in ("copy", "bitcast", "reshape") and len(instr.operands) == 1:
+        instr = comp[instr.operands[0]]
+    return instr
+
+
+def _int_constant(instr: Instruction | None) -> int | None:
+    if instr is None or instr.opcode != "constant" or instr.shape.dims or instr.literal is None:
+        return None
+    try:
+        return int(instr.literal)
+    except ValueError:
+        return None
+
+
+def _static_count(kernels: Iterable[Kernel]) -> int:
+    total = 0
+    for k in kernels:
+        if k.opcode == "while":
+            total += _static_count(k.body) + _static_count(k.condition)
+        elif k.opcode == "conditional":
+            total += sum(_static_count(b) for b in k.branches)
+        else:
+            total += 1
+    return total
+
+
+def _dynamic_count(kernels: Iterable[Kernel]) -> int | None:
+    total = 0
+    for k in kernels:
+        if k.opcode == "while":
+            body, cond = _dynamic_count(k.body), _dynamic_count(k.condition)
+            if k.trip_count is None or body is None or cond is None:
+                return None
+            total += k.trip_count * body + (k.trip_count + 1) * cond
+        elif k.opcode == "conditional":
+            counts = [_dynamic_count(b) for b in k.branches]
+            if any(c is None for c in counts):
+                return None
+            total += max((c for c in counts if c is not None), default=0)
+        else:
+            total += 1
+    return total
+
+
+def _collective_of(instr: Instruction, module: HloModule) -> Collective | None:
+    opcode = instr.opcode
+    if opcode == "async-start":
+        wrapped = [i for c in instr.called for i in module.computations[c] if i.opcode in _COLLECTIVES]
+        if not wrapped:
+            return None
+        opcode = wrapped[0].opcode if wrapped[0].opcode.endswith("-start") else wrapped[0].opcode + "-start"
+        groups = wrapped[0].attrs.get("replica_groups")
+    elif opcode in _COLLECTIVES:
+        groups = instr.attrs.get("replica_groups")
+    else:
+        return None
+    shape = instr.shape
+    if shape.is_tuple and len(shape.tuple_shapes) > 1:
+        shape = shape.tuple_shapes[1]
+    return Collective(opcode, str(shape), shape.byte_size(), groups)
+
+
+def _dimension_numbers(instr: Instruction, keys: tuple[str, ...]) -> str:
+    return ", ".join(f"{k}={instr.attrs[k]}" for k in keys if k in instr.attrs)
+
+
+def structure_of(module: HloModule) -> Structure:
+    """Compute the structural metrics of ``module`` (definitions in the module docstring)."""
+    an = _Analyzer(module)
+    entry = module.entry
+    kernel_list = an.kernels_of(entry)
+
+    # Top-level kernel_list entries: call bodies are already inlined (jax 0.4 wraps CPU kernels in
+    # call -> parallel_fusion), loop bodies and branches are not entry fusions.
+    fusion_kinds: Counter[str] = Counter(k.fusion_kind or "?" for k in kernel_list if k.opcode == "fusion")
+    opcodes: Counter[str] = Counter()
+    loops: list[WhileLoop] = []
+    collectives: list[Collective] = []
+    gathers: list[IndexedOp] = []
+    scatters: list[IndexedOp] = []
+    converts: list[str] = []
+    targets: set[str] = set()
+    # Computations wrapped by async-start are reported through the async-start, not a second time.
+    wrapped = {
+        c
+        for comp in module.computations.values()
+        for i in comp
+        if i.opcode == "async-start"
+        for c in i.called
+    }
+    for comp in module.computations.values():
+        for instr in comp:
+            op = instr.opcode
+            opcodes[op] += 1
+            if op == "while":
+                body = module.computations[instr.attrs["body"].lstrip("%")]
+                cond = module.computations[instr.attrs["condition"].lstrip("%")]
+                body_ops = Counter(i.opcode for i in body if i.opcode != "parameter")
+                for i in body:
+                    if i.opcode == "fusion":
+                        for callee in i.called:
+                            body_ops.update(an.fused_opcodes(callee))
+                loops.append(
+                    WhileLoop(
+                        instr.name,
+                        an.trip_count(comp, instr),
+                        _static_count(an.kernels_of(body)) + _static_count(an.kernels_of(cond)),
+                        _multiset(body_ops),
+                    )
+                )
+            elif op == "gather":
+                gathers.append(IndexedOp(op, str(instr.shape), _dimension_numbers(instr, _GATHER_DIMS)))
+            elif op == "scatter":
+                scatters.append(IndexedOp(op, str(instr.shape), _dimension_numbers(instr, _SCATTER_DIMS)))
+            elif op == "convert" and instr.operands:
+                source = comp[instr.operands[0]].shape.dtype
+                converts.append(f"{source}->{instr.shape.dtype}")
+            elif op == "custom-call" and instr.custom_call_target is not None:
+                targets.add(instr.custom_call_target)
+            if comp.name not in wrapped:
+                collective = _collective_of(instr, module)
+                if collective is not None:
+                    collectives.append(collective)
+
+    return Structure(
+        entry_fusions=sum(fusion_kinds.values()),
+        fusion_kinds=dict(sorted(fusion_kinds.items())),
+        kernels=_static_count(kernel_list),
+        kernel_list=kernel_list,
+        while_loops=tuple(loops),
+        dynamic_kernel_launches=_dynamic_count(kernel_list),
+        opcodes=dict(sorted(opcodes.items())),
+        gathers=opcodes["gather"],
+        scatters=opcodes["scatter"],
+        dynamic_slices=opcodes["dynamic-slice"],
+        dynamic_update_slices=opcodes["dynamic-update-slice"],
+        custom_call_targets=tuple(sorted(targets)),
+        collectives=tuple(collectives),
+        gather_shapes=tuple(gathers),
+        scatter_shapes=tuple(scatters),
+        root_shape=str(entry.root.shape),
+        converts=tuple(sorted(converts)),
+    )
+
+
+def _kernel_json(k: Kernel) -> dict[str, Any]:
+    out: dict[str, Any] = {"opcode": k.opcode, "shape": k.shape}
+    if k.fusion_kind is not None:
+        out["fusion_kind"] = k.fusion_kind
+        out["inner_opcodes"] = dict(k.inner_opcodes)
+    if k.custom_call_target is not None:
+        out["custom_call_target"] = k.custom_call_target
+    if k.estimated_cycles is not None:
+        out["estimated_cycles"] = k.estimated_cycles
+    if k.opcode == "while":
+        out["trip_count"] = k.trip_count
+        out["condition"] = [_kernel_json(c) for c in k.condition]
+        out["body"] = [_kernel_json(b) for b in k.body]
+    if k.opcode == "conditional":
+        out["branches"] = [[_kernel_json(b) for b in branch] for branch in k.branches]
+    return out
+
+
+def to_json(structure: Structure) -> dict[str, Any]:
+    """A JSON-ready dict of every field of ``structure`` (multisets become objects)."""
+    s = structure
+    return {
+        "entry_fusions": s.entry_fusions,
+        "fusion_kinds": dict(s.fusion_kinds),
+        "kernels": s.kernels,
+        "kernel_list": [_kernel_json(k) for k in s.kernel_list],
+        "while_loops": [
+            {
+                "name": w.name,
+                "trip_count": w.trip_count,
+                "body_kernels": w.body_kernels,
+                "body_opcodes": dict(w.body_opcodes),
+            }
+            for w in s.while_loops
+        ],
+        "dynamic_kernel_launches": s.dynamic_kernel_launches,
+        "opcodes": dict(s.opcodes),
+        "gathers": s.gathers,
+        "scatters": s.scatters,
+        "dynamic_slices": s.dynamic_slices,
+        "dynamic_update_slices": s.dynamic_update_slices,
+        "custom_call_targets": list(s.custom_call_targets),
+        "collectives": [
+            {"opcode": c.opcode, "shape": c.shape, "bytes": c.bytes, "replica_groups": c.replica_groups}
+            for c in s.collectives
+        ],
+        "gather_shapes": [
+            {"opcode": g.opcode, "shape": g.shape, "dimension_numbers": g.dimension_numbers}
+            for g in s.gather_shapes
+        ],
+        "scatter_shapes": [
+            {"opcode": g.opcode, "shape": g.shape, "dimension_numbers": g.dimension_numbers}
+            for g in s.scatter_shapes
+        ],
+        "root_shape": s.root_shape,
+        "converts": dict(Counter(s.converts)),
+    }

@@ -1,0 +1,151 @@
+"""``python -m invariants gate``: the gate on a downstream project's own programs, from an installed package.
+
+::
+
+    python -m invariants gate --spec-dir specs/ --snapshot-dir snapshots/ [--no-catalog]
+                              [--targets ...] [--programs ...] [--configs ...] [--snapshot-update]
+                              [pytest args...]
+
+It runs the gate's pytest modules that ship inside the package (:mod:`invariants.gate`) on:
+
+* the programs the spec files of ``--spec-dir`` declare (``[[program]]``, see
+  :mod:`invariants.catalog.downstream`), with their snapshots in ``--snapshot-dir`` (default ``snapshots``,
+  below
+  the working directory) and the ``[[invariant]]`` and ``[[correctness]]`` entries of those files;
+* and, unless ``--no-catalog``, the catalog's programs and specs, compared with the snapshots the package
+  ships. Those are read-only: no update rewrites them and no run writes inside the installed package.
+  Under ``--no-catalog`` the catalog programs that the project's relations name (``take`` in
+  ``structure(mine) == structure(take)`` or ``time(mine) / time(take)``) still compile, for those relations
+  alone (``invariants.plugin.hooks.relation_partners``).
+
+The working directory is the project: the user's modules import from it, pytest's rootdir is it, and
+``artifacts/`` (results, HLO dumps of failing items) lands in it. pytest reads no configuration file of the
+project (``-c`` is the null device), so a project's own ``addopts`` cannot change the gate.
+
+Bad input stops before pytest starts, with one line and exit 2: a spec folder that is missing or holds no
+spec, a spec mistake, a function that does not import, a wrong signature or shape, a program name taken by
+the catalog, a snapshot folder inside the installed package. Otherwise the exit status is pytest's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from collections.abc import Generator
+from pathlib import Path
+
+from .._errors import InvariantsError
+from ..compile.child import PACKAGE_DIR, pytest_args
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m invariants gate",
+        description="Run the gate on a project's own programs (and the catalog's), from the package.",
+        epilog="Other arguments go to pytest: --targets, --programs, --configs, --hlo-dump-dir, "
+        "--results-json, -n auto, -k ...",
+    )
+    p.add_argument(
+        "--spec-dir", action="append", type=Path, default=[], metavar="DIR",
+        help="a folder of *.toml spec files: [[program]], [[invariant]], [[correctness]] (repeatable)",
+    )  # fmt: skip
+    p.add_argument(
+        "--snapshot-dir", type=Path, default=Path("snapshots"), metavar="DIR",
+        help="where the declared programs' snapshots are read and written (default: ./snapshots)",
+    )  # fmt: skip
+    p.add_argument(
+        "--no-catalog", action="store_true",
+        help="leave out the catalog's own programs and specs; the catalog programs your relations name "
+        "(structure(mine) == structure(take), time(mine) / time(take)) still compile for those relations",
+    )  # fmt: skip
+    # The plugin's own flags, listed here so that --help shows them; they go to pytest as given.
+    for flag, text in _FORWARDED:
+        p.add_argument(flag, action="store_true", help=text)
+    return p
+
+
+_FORWARDED = (
+    ("--snapshot-update", "record the snapshots that differ or are missing, and the efficiency baselines "
+     "that are missing (never rewriting one)"),
+    ("--record-baselines", "re-record the efficiency baselines of the timed programs"),
+    ("--delete-obsolete-snapshots", "with --snapshot-update, also delete the obsolete snapshots it lists in "
+     "--snapshot-dir (a spec folder not given could own them)"),
+)  # fmt: skip
+
+
+def _check(args: argparse.Namespace) -> None:
+    """Everything that can be said wrong before pytest starts, as one line (InvariantsError)."""
+    from ..catalog.downstream import build_all
+    from ..spec.file import SPEC_DIR, load_specs
+
+    if args.no_catalog and not args.spec_dir:
+        raise InvariantsError("--no-catalog: give --spec-dir DIR with the programs to gate")
+    snapshot_dir = args.snapshot_dir.resolve()
+    if snapshot_dir == PACKAGE_DIR or PACKAGE_DIR in snapshot_dir.parents:
+        raise InvariantsError(
+            f"--snapshot-dir {args.snapshot_dir}: inside the installed package; use a project folder"
+        )
+    dirs = [*([] if args.no_catalog else [SPEC_DIR]), *args.spec_dir]
+    decls = [d for spec in load_specs(*dirs) for d in spec.programs]
+    if args.no_catalog and not decls:
+        raise InvariantsError(
+            f"{args.spec_dir[0]}: no [[program]] declared; with --no-catalog nothing is gated"
+        )
+    build_all(decls)
+
+
+def main(argv: list[str]) -> int:
+    # Nothing this command does may write inside the installed package: no bytecode caches of the
+    # modules imported from here on (pytest's rewritten test modules above all). __main__ says so already;
+    # this holds when main() is called directly.
+    sys.dont_write_bytecode = True
+    import pytest
+
+    from ..compile.process import guard_backend, pin_worker
+
+    args, rest = _parser().parse_known_args(argv)
+    # The environment first (XLA_FLAGS, JAX_PLATFORMS), with JAX started quietly: the checks below import
+    # the user's modules, and JAX with them.
+    pin_worker(None, False)
+    try:
+        guard_backend()
+    except pytest.UsageError as err:
+        raise InvariantsError(str(err)) from None
+    _check(args)
+
+    command = ["python -m invariants gate"]
+    command += [f"--spec-dir {shlex.quote(str(d))}" for d in args.spec_dir]
+    command += [f"--snapshot-dir {shlex.quote(str(args.snapshot_dir))}"] + (
+        ["--no-catalog"] if args.no_catalog else []
+    )
+    full = pytest_args(
+        spec_dirs=[d.resolve() for d in args.spec_dir] if args.spec_dir else None,
+        snapshot_dir=args.snapshot_dir.resolve(),
+        catalog=not args.no_catalog,
+        gate_command=" ".join(command),
+    )
+    forwarded = [flag for flag, _ in _FORWARDED if getattr(args, flag.lstrip("-").replace("-", "_"))]
+    status = int(pytest.main([*full, *forwarded, *rest], plugins=[_one_line_usage()]))
+    # pytest's own bad input (an unknown option, a missing file) exits 4: here, as every bad input, 2.
+    return 2 if status == pytest.ExitCode.USAGE_ERROR else status
+
+
+def _one_line_usage() -> object:
+    """A pytest plugin: an argument pytest refuses is one line (its message; no usage block, and no inifile
+    or rootdir lines: those are this command's own choice, not the user's)."""
+    import pytest
+
+    class OneLineUsage:
+        @pytest.hookimpl(wrapper=True)
+        def pytest_cmdline_parse(self) -> Generator[None, object, object]:
+            try:
+                return (yield)
+            except pytest.UsageError as err:
+                lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+                said = next((ln.split(" error: ", 1)[1] for ln in lines if " error: " in ln), lines[0])
+                raise pytest.UsageError(
+                    f"python -m invariants gate: {said} (see pytest --help for pytest's options)"
+                ) from None
+
+    return OneLineUsage()

@@ -1,0 +1,308 @@
+"""The results file: the one owner of its record types, written by the pytest plugin, read by the report.
+
+A gate item records what it measured with :func:`record` (through pytest's ``record_property``); the plugin
+turns each recorded value into an entry with :func:`entry` and writes the file with :func:`write`; the
+report reads it with :func:`read`. Nothing else spells a record kind or its fields.
+
+The file is one JSON object::
+
+    {"versions": {package: version}, "runtime": {"platform", "device_kind", "count"},
+     "targets": {name: {"mode", "scope", "unavailable"}}, "exitstatus": int, "items": [entry, ...]}
+
+Every entry has ``kind`` (one of :data:`KINDS`), ``outcome`` (pytest's: passed, failed, skipped, xfailed)
+and ``nodeid``, plus the fields :data:`FIELDS` lists for its kind (a writer that leaves one out fails at
+once, so the reader can rely on them); a failed entry also has ``reason``, the first line of its failure
+(:func:`reason_of` reads it). Extra fields are allowed and kept. The top level may hold ``declared``: the
+programs the run's spec files declared (a downstream project's own), which the report shows by default
+(:func:`declared_of`); and ``programs``: every program of the run, name to ``{"kind", "tags"}``, which the
+report's ``--programs`` selects from (:func:`programs_of`). The kinds:
+
+* ``structure``: ``target``, ``program``, ``config`` and every structural metric of the registry
+  (:func:`invariants.hlo.metrics.structure_metrics`), and every compiler and kernel-code metric (null where
+  the target gives none; :func:`~invariants.hlo.metrics.compiler_metrics`, ``kernel_metrics``);
+* ``invariant``: ``id``, ``target``, ``programs``, ``config``, ``assert``, ``holds``, ``measured``; and
+  ``ratio`` (``metric(A) / metric(B)`` of a scaled relation, else null);
+* ``correctness``: ``id``, ``program``, ``config``, ``distribution``, ``problem``;
+* ``ratio`` (throughput tier): ``id``, ``target``, ``a``, ``b``, ``config``, ``median``, ``low``,
+  ``high``, ``threshold``, ``verdict``; and ``predicted``, the TPU compiler's estimated-cycles ratio of the
+  same programs on the same target (null off TPU);
+* ``efficiency`` (throughput tier): ``id``, ``target``, ``program``, ``config``, ``efficiency``, ``low``,
+  ``high``, ``min_efficiency``, ``verdict``;
+* ``error``: an item that failed before it recorded anything (no fields).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import socket
+import time
+from pathlib import Path
+from typing import IO, Any, Literal
+
+from .._errors import InvariantsError
+
+__all__ = [
+    "FIELDS", "KINDS", "PROPERTY", "TIERS", "Claim", "check_path", "claim", "declared_of", "entry",
+    "error_entry", "lock_path", "programs_of", "read", "reason_of", "record", "write",
+]  # fmt: skip
+
+RecordKind = Literal["structure", "invariant", "correctness", "ratio", "efficiency", "error"]
+
+FIELDS: dict[str, tuple[str, ...]] = {
+    "structure": ("target", "program", "config"),
+    "invariant": ("id", "target", "programs", "config", "assert", "holds", "measured"),
+    "correctness": ("id", "program", "config", "distribution", "problem"),
+    "ratio": ("id", "target", "a", "b", "config", "median", "low", "high", "threshold", "verdict"),
+    "efficiency": (
+        "id", "target", "program", "config", "efficiency", "low", "high", "min_efficiency", "verdict",
+    ),
+    "error": (),
+}  # fmt: skip
+KINDS: tuple[str, ...] = tuple(FIELDS)
+# The fields of FIELDS that may be null: a value check that found no problem, an efficiency item with no
+# baseline to hold it to. Any other null is a record no writer of this module makes.
+NULLABLE = frozenset({"problem", "min_efficiency"})
+# The tier each kind belongs to, as the report's tier table names it.
+TIERS: dict[str, str] = {
+    "structure": "structure",
+    "invariant": "invariant",
+    "correctness": "correctness",
+    "ratio": "throughput: ratio",
+    "efficiency": "throughput: efficiency",
+    "error": "error",
+}
+# The ``record_property`` name every gate item records under.
+PROPERTY = "invariants"
+
+
+def record(kind: RecordKind, **fields: Any) -> tuple[str, dict[str, Any]]:
+    """``(name, value)`` for ``record_property``: one record of ``kind``; raises if a field is missing."""
+    missing = [f for f in FIELDS[kind] if f not in fields]
+    if missing:
+        raise InvariantsError(f"results: a {kind} record needs {', '.join(missing)}")
+    return PROPERTY, {**fields, "kind": kind}
+
+
+def entry(
+    name: str, value: Any, outcome: str, nodeid: str, reason: str | None = None
+) -> dict[str, Any] | None:
+    """The results-file entry of one recorded property, or None when it is not one of :func:`record`'s.
+    ``reason``: a failed item's one line (kept as ``reason``)."""
+    if name != PROPERTY or not isinstance(value, dict) or value.get("kind") not in FIELDS:
+        return None
+    return {**value, "outcome": outcome, "nodeid": nodeid, **({"reason": reason} if reason else {})}
+
+
+def error_entry(outcome: str, nodeid: str, reason: str | None = None) -> dict[str, Any]:
+    """The entry of an item that failed before recording anything."""
+    return {"kind": "error", "outcome": outcome, "nodeid": nodeid, **({"reason": reason} if reason else {})}
+
+
+def reason_of(item: dict[str, Any]) -> str | None:
+    """A failed entry's reason (older files have none)."""
+    reason = item.get("reason")
+    return reason if isinstance(reason, str) and reason else None
+
+
+def declared_of(data: dict[str, Any]) -> list[str]:
+    """The programs a run's spec files declared (empty: a run of the catalog alone, or an older file)."""
+    declared = data.get("declared", [])
+    return [p for p in declared if isinstance(p, str)] if isinstance(declared, list) else []
+
+
+def programs_of(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every program of a run, name to ``{"kind", "tags"}`` (empty for an older file)."""
+    programs = data.get("programs", {})
+    if not isinstance(programs, dict):
+        return {}
+    return {str(k): v for k, v in programs.items() if isinstance(v, dict)}
+
+
+def write(path: Path, payload: dict[str, Any]) -> None:
+    """Write the results file (entries sorted by kind and node id, so the file is the same under xdist),
+    atomically: a temporary file beside it, flushed and fsynced, then ``os.replace``, so that a reader (or a
+    run killed meanwhile) sees the old file or the new one, never a part. An ``OSError`` is one line
+    (:class:`InvariantsError`)."""
+    items = sorted(payload["items"], key=lambda r: (r["kind"], r["nodeid"]))
+    text = json.dumps({**payload, "items": items}, indent=1, sort_keys=True) + "\n"
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as err:
+        raise InvariantsError(f"{path}: cannot write the results file ({err.strerror or err})") from None
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def check_path(path: Path, option: str = "--results-json") -> None:
+    """Raise :class:`InvariantsError` (one line) when the results file cannot be written at ``path``: a
+    directory there, a file where its folder should be, a folder that cannot be made or written. Checked
+    when the run starts, so that a bad path never costs the run its results at the end."""
+    if path.is_dir():
+        raise InvariantsError(
+            f"{option} {path}: a directory; give a file path such as {path / 'results.json'}"
+        )
+    folder = next((p for p in (path.parent, *path.parent.parents) if p.exists()), None)
+    if folder is not None and not folder.is_dir():
+        raise InvariantsError(f"{option} {path}: {folder} is a file, not a folder")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InvariantsError(f"{option} {path}: cannot make its folder ({err.strerror or err})") from None
+    if not os.access(path.parent, os.W_OK):
+        raise InvariantsError(f"{option} {path}: its folder {path.parent} is not writable")
+
+
+@dataclasses.dataclass
+class Claim:
+    """The results path one run writes, held for the whole run by a lock beside it.
+
+    ``path``: where this run writes (the one asked for, or a file of its own when another live run holds
+    that one). ``note``: the one line to print about it, or None. Under an OS without ``fcntl`` (Windows)
+    nothing is locked.
+    """
+
+    path: Path
+    note: str | None = None
+    _lock: Path | None = None
+    _handle: IO[str] | None = None
+    _seen: tuple[int, int] | None = None  # (inode, mtime) of the file at ``path`` when the run started
+
+    def changed(self) -> bool:
+        """Whether something else wrote ``path`` since this run claimed it (a run that takes no lock)."""
+        return _identity(self.path) != self._seen
+
+    def release(self) -> None:
+        if self._handle is None:
+            return
+        with contextlib.suppress(OSError):
+            if self._lock is not None and _same_file(self._handle, self._lock):
+                self._lock.unlink()
+        self._handle.close()
+        self._handle = None
+
+
+def lock_path(path: Path) -> Path:
+    return path.with_name(path.name + ".lock")
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
+def _same_file(handle: IO[str], path: Path) -> bool:
+    try:
+        return os.fstat(handle.fileno()).st_ino == path.stat().st_ino
+    except OSError:
+        return False
+
+
+def _try_lock(path: Path) -> tuple[IO[str] | None, str]:
+    """Lock ``path`` (made if missing) for this process: ``(handle, "")``; or ``(None, holder)`` when a
+    live process holds it (``holder``: what that process wrote in it). The lock dies with its process, a
+    SIGKILL included, so a stale lock file never blocks a later run."""
+    import fcntl
+
+    for _ in range(5):
+        handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held for the run)
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            holder = handle.read().strip()
+            handle.close()
+            return None, holder
+        if not _same_file(handle, path):  # removed by its last holder meanwhile: lock the new one
+            handle.close()
+            continue
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%H:%M:%S')}\n")
+        handle.flush()
+        return handle, ""
+    raise InvariantsError(f"{path}: cannot lock it (it keeps being replaced)")
+
+
+def claim(path: Path) -> Claim:
+    """Claim ``path`` for this run's results (after :func:`check_path`).
+
+    When another run that is still going holds it (two runs writing the same file would leave whichever
+    ends last, and a report of the other run's items), this run gets a file of its own,
+    ``<stem>.<pid><suffix>`` beside it, and a note saying so.
+    """
+    check_path(path)
+    try:
+        import fcntl  # noqa: F401
+    except ImportError:
+        return Claim(path, _seen=_identity(path))
+    try:
+        handle, holder = _try_lock(lock_path(path))
+    except OSError:  # no lock file can be made there (a read-only share): write unlocked
+        return Claim(path, _seen=_identity(path))
+    if handle is not None:
+        return Claim(path, None, lock_path(path), handle, _identity(path))
+    own = path.with_name(f"{path.stem}.{os.getpid()}{path.suffix}")
+    try:
+        handle, _ = _try_lock(lock_path(own))
+    except OSError:
+        handle = None
+    note = (
+        f"invariants: {path} is being written by another run ({holder or 'a live process'}); "
+        f"this run writes {own}"
+    )
+    return Claim(own, note, lock_path(own) if handle else None, handle, _identity(own))
+
+
+def read(path: str | Path) -> dict[str, Any]:
+    """Read and validate a results file; raise :class:`InvariantsError` (one line) when it is not one.
+
+    Entries of a kind this version does not know are kept as they are (a newer writer may add kinds);
+    entries of a known kind must carry its fields.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise InvariantsError(f"{p}: no such results file")
+    try:
+        data = json.loads(p.read_text())
+    except UnicodeDecodeError:
+        raise InvariantsError(f"{p}: not a results file (not text)") from None
+    except json.JSONDecodeError as err:
+        raise InvariantsError(f"{p}:{err.lineno}: not JSON ({err.msg})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("items"), list):
+        raise InvariantsError(
+            f"{p}: not a results file (expected an object with an 'items' list, as written by "
+            "pytest --results-json)"
+        )
+    for n, item in enumerate(data["items"]):
+        if not isinstance(item, dict) or not all(
+            isinstance(item.get(k), str) for k in ("kind", "nodeid", "outcome")
+        ):
+            raise InvariantsError(f"{p}: items[{n}] is not an object with string 'kind', 'nodeid', 'outcome'")
+        missing = [f for f in FIELDS.get(item["kind"], ()) if f not in item]
+        if missing:
+            raise InvariantsError(f"{p}: items[{n}] ({item['kind']}) lacks {', '.join(missing)}")
+        nulls = [f for f in FIELDS.get(item["kind"], ()) if item[f] is None and f not in NULLABLE]
+        if nulls:
+            what = f"{item['kind']} {item['nodeid']}"
+            raise InvariantsError(f"{p}: items[{n}] ({what}): {', '.join(nulls)} null")
+    for key in ("versions", "runtime", "targets"):
+        if not isinstance(data.get(key, {}), dict):
+            raise InvariantsError(f"{p}: '{key}' must be an object")
+    if not isinstance(data.get("declared", []), list):
+        raise InvariantsError(f"{p}: 'declared' must be a list of program names")
+    if not isinstance(data.get("exitstatus", 0), int):
+        raise InvariantsError(f"{p}: 'exitstatus' must be an integer")
+    return data

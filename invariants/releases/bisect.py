@@ -1,0 +1,483 @@
+"""``python -m invariants bisect``: the first JAX release where the selected items change verdict.
+
+Each release runs in its own cached environment (:mod:`invariants.releases.environments`), the gate in a child
+(:mod:`invariants.compile.child`).
+
+**bisect**: the verdict of a release is ``holds`` when every selected non-structure item (invariants,
+correctness checks) passes or xfails in that release, ``fails`` when one fails. Structure snapshots are
+never part of the verdict: they were recorded with one release and differ on every other by design. The
+default selection ``-k test_invariant`` is every invariant item; narrow it with ``-k`` and ``--programs``.
+The search walks the releases from ``--good`` towards ``--bad`` (either may be the newer one, so it finds
+"the first release where X breaks" and "the first release where X holds" alike) and binary-searches for
+the first release whose verdict differs from ``--good``'s. A release whose environment does not install
+is skipped, as ``git bisect skip`` does. It prints the boundary, the failing items on each side and the
+structural diff of their programs (snapshot summaries rendered in each of the two environments, the
+kernels' ``code:`` lines included: a change of code generation behind equal HLO, such as a native float
+atomic becoming a CAS retry loop, is a difference), and one line saying which lines changed: code lines
+only (naming the kernels), HLO lines, or both (:func:`what_changed`)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from packaging.version import Version
+
+from .._errors import InvariantsError
+from .._paths import check_output_dir
+from ..compile.child import gate_command, gate_env, keys_child, last_line, run_gate, stage
+from .environments import (
+    DEFAULT_CACHE,
+    DEFAULT_INDEX,
+    check_index,
+    choose_pins,
+    ensure_env,
+    env_python,
+    gpu_selected,
+    list_releases,
+    resolve_version,
+    span,
+)
+
+# Non-structure kinds decide a verdict; the throughput tier is never selected (timing is not bisectable).
+VERDICT_KINDS = frozenset({"invariant", "correctness"})
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Running the suite in an environment.
+
+
+@dataclasses.dataclass
+class ReleaseRun:
+    """One release's verdict on the selected items."""
+
+    version: Version
+    holds: bool
+    items: list[dict[str, Any]]  # every results-file item
+    seconds: float
+
+    @property
+    def word(self) -> str:
+        return "holds" if self.holds else "fails"
+
+    @property
+    def failing(self) -> list[dict[str, Any]]:
+        return [it for it in self.items if it.get("kind") in VERDICT_KINDS and it.get("outcome") == "failed"]
+
+
+def suite_command(python: Path, k: str, targets: str, programs: str | None, results: Path, dump: Path,
+                  tests: str = "", configs: str | None = None) -> list[str]:  # fmt: skip
+    """The gate's command line in a release's environment (see :func:`invariants.compile.child.gate_command`).
+
+    Every assert as written (``--raw-invariants``): the specs scope invariants by version and mark known-bad
+    ones as ratchets, which would keep each release green; a bisect asks where the fact itself changed.
+    """
+    return gate_command(python=python, tests=tests, targets=targets, programs=programs, configs=configs, k=k,
+                        results=results, dump_dir=dump, raw_invariants=True, staged=True)  # fmt: skip
+
+
+def run_suite(env: Path, version: Version, workdir: Path, *, k: str, targets: str, programs: str | None,
+              configs: str | None = None, tests: str = "",
+              timeout: float = 1200) -> tuple[dict[str, Any], float]:  # fmt: skip
+    """Run the selection in ``env``; return the results file and the seconds it took. One line on failure."""
+    folder = workdir / f"jax-{version}"
+    cmd = suite_command(env_python(env), k, targets, programs, folder / "results.json", folder / "hlo", tests,
+                        configs)  # fmt: skip
+    # Older libtpu asks the GCE metadata server for its topology and waits on it off GCE.
+    extra = {} if "TPU_SKIP_MDS_QUERY" in os.environ else {"TPU_SKIP_MDS_QUERY": "1"}
+    child = run_gate(cmd, env=gate_env(extra, pythonpath=True), folder=folder, timeout=timeout)
+    if child.timed_out:
+        raise InvariantsError(f"jax {version}: the suite did not finish in {timeout:.0f} s")
+    if child.returncode == 5 or (child.returncode == 0 and child.results is None):
+        raise InvariantsError(f"jax {version}: -k {k!r} selects no items")
+    if child.results is None:
+        raise InvariantsError(
+            f"jax {version}: the suite did not run (exit {child.returncode}): {last_line(child.log)}; "
+            f"see {child.log}"
+        )
+    return child.results, child.seconds
+
+
+def check_selection(k: str, targets: str, programs: str | None, configs: str | None = None, *,
+                    tests: str = "", kinds: Sequence[str] = ("test_invariant", "test_correctness"),
+                    timeout: float = 300) -> int:  # fmt: skip
+    """The number of items the selection selects, collected here (this package's gate modules and catalog,
+    which every release's child runs too) before any release is installed: a selection that selects none
+    of ``kinds`` (item functions; default: what a verdict is made of), or that the gate refuses (an unknown
+    target, program or configuration), is one line. A collection that cannot run here is no verdict on the
+    selection: it returns -1 and the releases' runs say what they meet."""
+    import subprocess
+
+    with tempfile.TemporaryDirectory(prefix="invariants-selection-") as tmp:
+        folder = Path(tmp)
+        cmd = gate_command(targets=targets, programs=programs, configs=configs, k=k, tests=tests,
+                           results=folder / "results.json", dump_dir=folder / "hlo",
+                           raw_invariants=True)  # fmt: skip
+        try:
+            proc = subprocess.run([*cmd, "--collect-only"], cwd=folder, env=gate_env(), capture_output=True,
+                                  text=True, timeout=timeout, check=False)  # fmt: skip
+        except subprocess.TimeoutExpired:
+            return -1
+    given = (
+        f"-k {k!r} --targets {targets}"
+        + (f" --programs {programs}" if programs else "")
+        + (f" --configs {configs}" if configs else "")
+    )
+    if proc.returncode not in (0, 5):
+        lines = [ln.strip() for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
+        said = next((ln for ln in reversed(lines) if ln.startswith(("Exit: ", "ERROR: "))), None)
+        if said is None:
+            return -1
+        raise InvariantsError(said.split(": ", 1)[1])
+    selected = sum(f"::{kind}[" in ln for ln in proc.stdout.splitlines() for kind in kinds)
+    if selected == 0:
+        raise InvariantsError(
+            f"{given}: selects no {' or '.join(x.removeprefix('test_') for x in kinds)} item; widen -k or "
+            "--programs (pytest invariants/gate --collect-only -q with the same options lists the items)"
+        )
+    return selected
+
+
+def verdict_of(version: Version, results: Mapping[str, Any], seconds: float) -> ReleaseRun:
+    items = list(results.get("items", []))
+    errors = [it for it in items if it.get("kind") == "error"]
+    if errors:
+        raise InvariantsError(
+            f"jax {version}: {errors[0].get('nodeid')} errored; the suite may not run on it"
+        )
+    judged = [it for it in items if it.get("kind") in VERDICT_KINDS]
+    if not judged:
+        raise InvariantsError(f"jax {version}: the selection has no invariant or correctness items")
+    holds = all(it.get("outcome") in ("passed", "xfailed", "skipped") for it in judged)
+    return ReleaseRun(version, holds, items, seconds)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The search.
+
+
+class Unusable(Exception):
+    """A release that cannot be judged (its environment does not install); the search skips it."""
+
+
+@dataclasses.dataclass
+class Boundary:
+    """Where the verdict changes: ``before`` has the reference verdict, ``after`` the other one."""
+
+    before: Version
+    after: Version
+    tested: dict[Version, Any]  # version -> verdict value (or the Unusable message)
+    skipped: list[Version]
+
+
+def bisect_releases(order: Sequence[Version], verdict: Callable[[Version], Any]) -> Boundary:
+    """Binary search along ``order`` for the first release whose verdict differs from ``order[0]``'s.
+
+    ``verdict`` may raise :class:`Unusable` for a release in between: it is skipped. The endpoints must be
+    usable and must differ, else one line says so. Calls ``verdict`` at most once per release.
+    """
+    if len(order) < 2:
+        raise InvariantsError("bisect: --good and --bad must be two different releases")
+    tested: dict[Version, Any] = {}
+    skipped: list[Version] = []
+
+    def holds_at(v: Version) -> Any:
+        if v not in tested:
+            tested[v] = verdict(v)
+        return tested[v]
+
+    candidates = list(order)
+    ref = holds_at(candidates[0])
+    other = holds_at(candidates[-1])
+    if ref == other:
+        raise InvariantsError(
+            f"bisect: the verdict is {ref} at both {candidates[0]} and {candidates[-1]}; nothing to bisect"
+        )
+    lo, hi = 0, len(candidates) - 1  # candidates[lo] has ref, candidates[hi] does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        try:
+            value = holds_at(candidates[mid])
+        except Unusable as err:
+            tested[candidates[mid]] = f"skipped: {err}"
+            skipped.append(candidates.pop(mid))
+            hi -= 1
+            continue
+        if value == ref:
+            lo = mid
+        else:
+            hi = mid
+    return Boundary(candidates[lo], candidates[hi], tested, skipped)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Rendering structures in an environment (runs as ``python -m invariants.releases.bisect`` inside it).
+
+
+def _render_child() -> int:
+    """Read ``[[program, config, target], ...]`` on stdin, print ``{"p/c/t": snapshot summary}`` as JSON."""
+    from ..catalog.programs import CATALOG
+    from ..catalog.targets import all_targets
+    from ..compile.artifacts import compile_here
+    from ..hlo.parse import parse_module
+    from ..hlo.structure import structure_of
+    from ..snapshot.render import render_summary
+
+    targets = all_targets()
+    out = {}
+    for program, config, target in json.loads(sys.stdin.read()):
+        compiled = compile_here(program, config, targets[target])
+        structure = structure_of(parse_module(compiled.hlo_text, f"{program}/{config}/{target}"))
+        out[f"{program}/{config}/{target}"] = render_summary(compiled, structure, CATALOG[program].doc)
+    json.dump(out, sys.stdout)
+    return 0
+
+
+def render_in(env: Path, keys: Sequence[tuple[str, str, str]]) -> dict[str, str]:
+    """Snapshot summaries of ``keys`` rendered in the release environment ``env`` (``_render_child``)."""
+    try:
+        out = keys_child("invariants.releases.bisect", keys, env=gate_env(pythonpath=True), what="render",
+                         python=env_python(env), cwd=stage())  # fmt: skip
+    except InvariantsError as err:
+        return {"/".join(k): f"(could not render: {err})" for k in keys}
+    return dict(out)
+
+
+def _keys_of(items: Iterable[Mapping[str, Any]], limit: int = 2) -> list[tuple[str, str, str]]:
+    keys: list[tuple[str, str, str]] = []
+    for it in items:
+        if it.get("kind") != "invariant":
+            continue
+        for program in it.get("programs", []):
+            key = (str(program), str(it.get("config")), str(it.get("target")))
+            if key not in keys:
+                keys.append(key)
+    return keys[:limit]
+
+
+def structural_diff(old: str, new: str, old_name: str, new_name: str) -> str:
+    diff = difflib.unified_diff(old.splitlines(), new.splitlines(), old_name, new_name, n=1, lineterm="")
+    return "\n".join(diff) or "(identical structure)"
+
+
+# The snapshot's kernel-code lines (invariants.snapshot.render): one ``code ptx: ...`` / ``code llvm: ...``
+# line
+# under each kernel with code, and the block of code no listed kernel names. Every other line is read from
+# the optimized HLO (or the jaxpr).
+_CODE_BLOCK = "code of no listed kernel:"
+_KERNEL_LABELS = ("kernel ", "body ", "cond ", "branch ")
+
+
+def _code_line_indices(lines: Sequence[str]) -> set[int]:
+    out: set[int] = set()
+    in_block = False
+    for i, line in enumerate(lines):
+        if line == _CODE_BLOCK:
+            in_block = True
+            out.add(i)
+        elif in_block and line.startswith("  "):
+            out.add(i)
+        else:
+            in_block = False
+            if line.lstrip().startswith(("code ptx:", "code llvm:")):
+                out.add(i)
+    return out
+
+
+def _owner(lines: Sequence[str], i: int) -> str:
+    """The kernel a code line belongs to: the label of the nearest kernel line above it (``kernel 2``)."""
+    for j in range(i, -1, -1):
+        text = lines[j].strip()
+        if text == _CODE_BLOCK:
+            return "code of no listed kernel"
+        if j < i and text.startswith(_KERNEL_LABELS) and ":" in text:
+            return text.split(":", 1)[0]
+    return "?"
+
+
+@dataclasses.dataclass(frozen=True)
+class LineChanges:
+    """Which lines of two snapshot renderings differ, split into kernel-code lines and the rest (the
+    HLO's and the jaxpr's): each is ``(kernel label, old line or None, new line or None)`` for code lines,
+    the changed text for the others."""
+
+    code: tuple[tuple[str, str | None, str | None], ...]
+    hlo: tuple[str, ...]
+
+    @property
+    def code_only(self) -> bool:
+        return bool(self.code) and not self.hlo
+
+    def describe(self, summary: str | None = None) -> str:
+        """One line naming what changed, e.g. ``code lines only: kernel 2 (...); the HLO lines are equal``;
+        ``summary`` is the (equal) ``summary:`` line, quoted when given."""
+        if not self.code and not self.hlo:
+            return "no line changed"
+        kernels = list(dict.fromkeys(k for k, _, _ in self.code))
+        where = ", ".join(kernels)
+        if self.code_only:
+            text = f"code lines only ({len(self.code)} changed: {where}); the HLO lines are equal"
+            return text + (f" ({summary.strip()})" if summary else "")
+        first = self.hlo[0].strip()
+        shown = first if len(first) <= 100 else first[:97] + "..."
+        text = f"HLO lines ({len(self.hlo)} changed, first: {shown})"
+        return text + (f" and code lines ({len(self.code)} changed: {where})" if self.code else "")
+
+
+def line_changes(old: str, new: str) -> LineChanges:
+    """The lines that differ between two snapshot renderings, by kind (see :class:`LineChanges`)."""
+    a, b = old.splitlines(), new.splitlines()
+    code_a, code_b = _code_line_indices(a), _code_line_indices(b)
+    code: list[tuple[str, str | None, str | None]] = []
+    hlo: list[str] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        old_code = [i for i in range(i1, i2) if i in code_a]
+        new_code = [j for j in range(j1, j2) if j in code_b]
+        hlo += [f"-{a[i]}" for i in range(i1, i2) if i not in code_a]
+        hlo += [f"+{b[j]}" for j in range(j1, j2) if j not in code_b]
+        for n in range(max(len(old_code), len(new_code))):
+            i = old_code[n] if n < len(old_code) else None
+            j = new_code[n] if n < len(new_code) else None
+            owner = _owner(b, j) if j is not None else _owner(a, i if i is not None else 0)
+            code.append((owner, None if i is None else a[i], None if j is None else b[j]))
+    return LineChanges(tuple(code), tuple(hlo))
+
+
+def summary_of(rendering: str) -> str | None:
+    """The ``summary:`` line of a snapshot rendering (None when it has none)."""
+    return next((ln for ln in rendering.splitlines() if ln.startswith("summary: ")), None)
+
+
+def what_changed(old: str, new: str) -> str:
+    """One line: which lines of two renderings differ (code lines only, HLO lines, or both)."""
+    changes = line_changes(old, new)
+    summary = summary_of(new) if changes.code_only and summary_of(old) == summary_of(new) else None
+    return changes.describe(summary)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The commands.
+
+
+def add_release_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--targets", default="cpu", help="suite targets (default: cpu)")
+    p.add_argument("--programs", help="restrict the suite to these catalog programs (comma-separated)")
+    p.add_argument("--index-url", default=DEFAULT_INDEX, help=f"package index (default: {DEFAULT_INDEX})")
+    p.add_argument(
+        "--cache-dir", type=Path, default=DEFAULT_CACHE, help=f"environments (default: {DEFAULT_CACHE})"
+    )
+    p.add_argument(
+        "--keep", type=Path, help="keep each release's results, output and HLO dumps under this folder"
+    )
+
+
+def _describe(it: Mapping[str, Any]) -> str:
+    measured = ", ".join(f"{k}={v}" for k, v in (it.get("measured") or {}).items())
+    name = str(it.get("nodeid", "")).split("[", 1)[-1].rstrip("]")
+    return f"{name}" + (f" ({it.get('assert')}: {measured})" if measured else f" ({it.get('problem')})")
+
+
+def main_bisect(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m invariants bisect",
+        description="find the first JAX release where the selected items change verdict",
+    )
+    p.add_argument("--good", required=True, help="the reference release (its verdict is the 'before')")
+    p.add_argument("--bad", required=True, help="a release whose verdict differs (older or newer)")
+    p.add_argument("-k", default="test_invariant", help="pytest -k selection (default: every invariant item)")
+    p.add_argument(
+        "--configs",
+        help="restrict the suite to these configurations: ids such as f32, or patterns such as 'bf16*'",
+    )
+    add_release_options(p)
+    args = p.parse_args(argv)
+    # Said now, not after installing the first release: where it keeps its runs, and the selection (a typo,
+    # or one that selects no invariant or correctness item, collected here).
+    if args.keep is not None:
+        check_output_dir(args.keep, "--keep")
+    selected = check_selection(args.k, args.targets, args.programs, args.configs)
+    start = time.perf_counter()
+    check_index(args.index_url)
+    jax_releases = list_releases("jax", args.index_url)
+    good = resolve_version(args.good, jax_releases, "--good")
+    bad = resolve_version(args.bad, jax_releases, "--bad")
+    jaxlib_releases = list_releases("jaxlib", args.index_url)
+    order = span(jax_releases, good, bad)
+    gpu = gpu_selected(args.targets)  # GPU targets compile with each release's CUDA plugin
+    for v in (good, bad):  # a release too old for them is one line now, not after installing the other
+        choose_pins(v, jaxlib_releases, gpu=gpu)
+    print(f"bisect: {len(order)} releases from {good} to {bad}; "
+          f"selection -k {args.k!r} --targets {args.targets}"
+          + (f" --programs {args.programs}" if args.programs else "")
+          + (f" --configs {args.configs}" if args.configs else "")
+          + (f" ({selected} items here)" if selected > 0 else ""))  # fmt: skip
+    verdicts: dict[Version, ReleaseRun] = {}
+    envs: dict[Version, Path] = {}
+    with tempfile.TemporaryDirectory(prefix="invariants-bisect-") as tmp:
+        workdir = args.keep or Path(tmp)
+
+        def verdict(v: Version) -> bool:
+            pins = choose_pins(v, jaxlib_releases, gpu=gpu)
+            try:
+                env = ensure_env(pins, args.cache_dir, args.index_url)
+            except InvariantsError as err:
+                if v in (good, bad):
+                    raise
+                print(f"  jax {v}: skipped ({err})")
+                raise Unusable(str(err)) from None
+            envs[v] = env
+            results, seconds = run_suite(
+                env, v, workdir, k=args.k, targets=args.targets, programs=args.programs, configs=args.configs
+            )
+            verdicts[v] = verdict_of(v, results, seconds)
+            ver = verdicts[v]
+            judged = sum(it.get("kind") in VERDICT_KINDS for it in ver.items)
+            print(f"  jax {v} (jaxlib {pins.jaxlib}): {ver.word} "
+                  f"({len(ver.failing)} failing of {judged}) in {seconds:.0f} s")  # fmt: skip
+            return ver.holds
+
+        boundary = bisect_releases(order, verdict)
+        before, after = verdicts[boundary.before], verdicts[boundary.after]
+        old, new = sorted((before, after), key=lambda x: x.version)
+        change = "breaks" if old.holds else "holds"
+        print()
+        print(f"first release where the selection {change}: jax {new.version} (last with it "
+              f"{'holding' if old.holds else 'failing'}: jax {old.version}); "
+              f"{len(boundary.tested)} releases tested, {len(boundary.skipped)} skipped")  # fmt: skip
+        for side in (old, new):
+            print(f"jax {side.version}: {side.word}")
+            for it in side.failing[:8]:
+                print(f"  FAILED {_describe(it)}")
+            if len(side.failing) > 8:
+                print(f"  ... and {len(side.failing) - 8} more")
+        keys = _keys_of(old.failing or new.failing)
+        if keys:
+            old_r = render_in(envs[old.version], keys)
+            new_r = render_in(envs[new.version], keys)
+            for key in keys:
+                name = "/".join(key)
+                print(f"\nstructure of {name}, jax {old.version} -> {new.version}:")
+                print(structural_diff(old_r.get(name, ""), new_r.get(name, ""), f"jax {old.version}",
+                                      f"jax {new.version}"))  # fmt: skip
+                print(f"changed: {what_changed(old_r.get(name, ''), new_r.get(name, ''))}")
+    print(f"\nbisect: {time.perf_counter() - start:.0f} s")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    return main_bisect(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(_render_child())

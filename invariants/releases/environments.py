@@ -1,0 +1,297 @@
+"""JAX releases and one cached environment per release: what ``bisect``, ``matrix`` (and anything else that
+runs the suite on another JAX) build on.
+
+Each release gets its own virtual environment, built with ``uv venv`` + ``uv pip install`` and cached under
+``~/.cache/jax-embedding-invariants/envs/jax-<version>`` (``--cache-dir`` to move it). An environment holds
+JAX, jaxlib, numpy and equinox pinned by :func:`choose_pins`, and the suite's test dependencies (pytest,
+syrupy, pytest-benchmark, packaging, scipy). The project itself is **not** installed into it: the suite
+runs from this checkout (``cwd`` and ``PYTHONPATH`` = the repository root), so one cached environment
+serves every checkout and never runs stale code.
+
+A selection that compiles for a GPU ahead of time (:func:`gpu_selected`: a ``gpu-*`` target, the ``gpu``
+family, or ``all``) gets that release's CUDA plugin too, ``jax[cuda12-local]==VERSION`` (the plugin
+without NVIDIA's wheels: enough to compile, not to run), in an environment of its own
+(``jax-<version>-gpu``), as ``jax[tpu]`` gets ``jax-<version>-tpu``. Releases before
+:data:`OLDEST_GPU_AOT` are refused in one line before anything installs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from .. import _config
+from .._errors import InvariantsError
+from .._paths import PACKAGE_DIR
+
+DEFAULT_INDEX = "https://pypi.org/simple"
+DEFAULT_CACHE = Path.home() / ".cache" / "jax-embedding-invariants" / "envs"
+MARKER = "invariants-env.json"
+# The suite's own test dependencies; versions float (they run on every JAX this tool supports).
+SUITE_DEPS = ("pytest", "syrupy", "pytest-benchmark", "packaging", "scipy")
+# Oldest release the suite is known to run on (its APIs: jax.ShapeDtypeStruct(sharding=), topologies, ...).
+OLDEST_SUPPORTED = Version("0.4.30")
+# Oldest release whose CUDA plugin compiles for a GPU ahead of time on a host without CUDA: the plugins of
+# earlier releases fail cudaRuntimeGetVersion when the client starts, before any compile.
+OLDEST_GPU_AOT = Version("0.9.2")
+# The extra of jax that installs the CUDA plugin against a system CUDA: no NVIDIA wheels (cuDNN, cuBLAS...).
+GPU_EXTRA = "cuda12-local"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Releases and pins.
+
+
+def parse_pip_versions(text: str) -> list[str]:
+    """The version strings of ``pip index versions`` output (its ``Available versions:`` line)."""
+    for line in text.splitlines():
+        if line.strip().startswith("Available versions:"):
+            return [v.strip() for v in line.split(":", 1)[1].split(",") if v.strip()]
+    return []
+
+
+def releases(versions: Iterable[str]) -> list[Version]:
+    """Final releases among ``versions``, ascending, duplicates and unparsable strings dropped."""
+    out: set[Version] = set()
+    for v in versions:
+        try:
+            parsed = Version(v)
+        except InvalidVersion:
+            continue
+        if not (parsed.is_prerelease or parsed.is_devrelease):
+            out.add(parsed)
+    return sorted(out)
+
+
+def span(all_releases: Sequence[Version], start: Version, end: Version) -> list[Version]:
+    """Releases from ``start`` to ``end`` inclusive, in walking order (descending when start > end)."""
+    lo, hi = min(start, end), max(start, end)
+    chosen = [v for v in all_releases if lo <= v <= hi]
+    return chosen if start <= end else chosen[::-1]
+
+
+@dataclasses.dataclass(frozen=True)
+class Pins:
+    """What one release's environment installs (requirement strings for ``uv pip install``)."""
+
+    jax: Version
+    jaxlib: Version
+    numpy: str
+    equinox: str
+    tpu: bool = False
+    gpu: bool = False  # the CUDA plugin (jax[cuda12-local]), to compile for a GPU ahead of time
+
+    def requirements(self) -> list[str]:
+        extras = [e for e, wanted in (("tpu", self.tpu), (GPU_EXTRA, self.gpu)) if wanted]
+        jax = f"jax[{','.join(extras)}]=={self.jax}" if extras else f"jax=={self.jax}"
+        return [jax, f"jaxlib=={self.jaxlib}", self.numpy, self.equinox, *SUITE_DEPS]
+
+    @property
+    def env_name(self) -> str:
+        return f"jax-{self.jax}" + ("-tpu" if self.tpu else "") + ("-gpu" if self.gpu else "")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"requirements": self.requirements()}
+
+
+def gpu_selected(targets: str) -> bool:
+    """Whether a ``--targets`` selection compiles for a GPU: a ``gpu-*`` target, ``gpu`` or ``all``."""
+    words = [w.strip() for w in targets.split(",")]
+    return any(w in ("gpu", "all") or w.startswith("gpu-") for w in words)
+
+
+def gpu_too_old(jax: Version) -> str | None:
+    """None when ``jax``'s CUDA plugin compiles for a GPU ahead of time here, else the one-line reason."""
+    if jax >= OLDEST_GPU_AOT:
+        return None
+    return (
+        f"jax {jax}: too old to compile for a GPU on this host (the CUDA plugin of jax < {OLDEST_GPU_AOT} "
+        "fails cudaRuntimeGetVersion without CUDA); select no gpu targets, or releases from "
+        f"{OLDEST_GPU_AOT} on"
+    )
+
+
+def choose_pins(
+    jax: Version, jaxlib_releases: Sequence[Version], tpu: bool = False, gpu: bool = False
+) -> Pins:
+    """Pins for ``jax``; ``tpu`` adds libtpu (``jax[tpu]``), ``gpu`` the CUDA plugin (``jax[cuda12-local]``).
+
+    * jaxlib: the newest jaxlib release not newer than ``jax``. Modern jax requires ``jaxlib <= jax`` and
+      usually has a jaxlib of its own version; a patch release without one (jax 0.4.37, 0.5.2) uses the one
+      before it (0.4.36, 0.5.1), which is what its own requirement allows.
+    * numpy: ``numpy<2`` before jax 0.4.31 (0.4.30 was verified with numpy 1.26; wheels built before
+      numpy 2 fail to import under it), else unpinned.
+    * equinox: ``equinox==0.11.4`` before jax 0.4.31 (verified with 0.4.30), else unpinned: the resolver
+      picks the newest equinox whose declared ``jax>=`` bound the release meets.
+    * gpu before :data:`OLDEST_GPU_AOT` is one line (:func:`gpu_too_old`), before anything installs.
+    """
+    if gpu and (reason := gpu_too_old(jax)):
+        raise InvariantsError(reason)
+    below = [v for v in jaxlib_releases if v <= jax]
+    if not below:
+        raise InvariantsError(f"jax {jax}: no jaxlib release at or below it on the index")
+    old = jax < Version("0.4.31")
+    return Pins(
+        jax=jax,
+        jaxlib=max(below),
+        numpy="numpy<2" if old else "numpy",
+        equinox="equinox==0.11.4" if old else "equinox",
+        tpu=tpu,
+        gpu=gpu,
+    )
+
+
+def check_index(index_url: str, timeout: float = 10.0) -> None:
+    """Fail fast, in one line, when the package index does not answer."""
+    url = index_url.rstrip("/") + "/jax/"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            resp.read(1)
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        reason = getattr(err, "reason", err)
+        raise InvariantsError(f"--index-url {index_url}: index unreachable ({reason})") from None
+
+
+def _pip_env() -> dict[str, str]:
+    # Only the index we were given: no pip.conf extra indexes or find-links, so pip and uv see one world.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env["PIP_CONFIG_FILE"] = os.devnull
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return env
+
+
+def list_releases(package: str, index_url: str) -> list[Version]:
+    """Final releases of ``package`` on ``index_url``, via ``pip index versions``."""
+    cmd = [sys.executable, "-m", "pip", "index", "versions", package, "--index-url", index_url,
+           "--retries", "0", "--timeout", "15"]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_pip_env(), check=False, timeout=120)
+    found = releases(parse_pip_versions(proc.stdout))
+    if not found:
+        last = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]
+        raise InvariantsError(f"{index_url}: cannot list {package} releases ({last})")
+    return found
+
+
+def resolve_version(text: str, available: Sequence[Version], flag: str) -> Version:
+    """``text`` as a jax release that the index has; anything else is one line with the nearest ones."""
+    try:
+        v = Version(text)
+    except InvalidVersion:
+        raise InvariantsError(f"{flag} {text}: not a version") from None
+    if v not in available:
+        after = [a for a in available if a > v][:2]
+        before = [a for a in available if a < v][-2:]
+        near = [*before, *after]
+        hint = f" (nearest: {', '.join(map(str, near))})" if near else ""
+        raise InvariantsError(f"{flag} {text}: not a jax release on the index{hint}")
+    if v < OLDEST_SUPPORTED:
+        raise InvariantsError(f"{flag} {text}: the suite needs jax >= {OLDEST_SUPPORTED}")
+    return v
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Environments.
+
+
+def _uv() -> list[str]:
+    found = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
+    if not found:
+        raise InvariantsError("uv: not installed (pip install uv); it builds the per-release environments")
+    return [found]
+
+
+def env_python(env: Path) -> Path:
+    return env / "bin" / "python"
+
+
+def env_healthy(env: Path, pins: Pins) -> bool:
+    """A cached environment is reused when its marker records these pins and its interpreter exists."""
+    marker = env / MARKER
+    if not (marker.is_file() and env_python(env).exists()):
+        return False
+    try:
+        return bool(json.loads(marker.read_text()) == pins.to_json())
+    except ValueError:
+        return False
+
+
+_HEALTH = (
+    "import json, jax, jaxlib, numpy, equinox as eqx; import jax.numpy as jnp; "
+    "e = eqx.nn.Embedding(weight=jnp.ones((4, 2))); jax.vmap(e)(jnp.arange(3)).block_until_ready(); "
+    "print(json.dumps({'jax': jax.__version__, 'numpy': numpy.__version__, 'equinox': eqx.__version__}))"
+)
+# A GPU environment must also compile for a GPU ahead of time (an H100, its description in the env var).
+_GPU_CONFIG_ENV = _config.name("INVARIANTS_HEALTH_GPU_CONFIG")
+_HEALTH_GPU = (
+    "import os, jax, jax.numpy as jnp, jax_cuda12_plugin; from jax.experimental import topologies; "
+    "t = topologies.get_topology_desc(topology_name='h100', platform='cuda', "
+    f"target_config=os.environ['{_GPU_CONFIG_ENV}'], topology='1x1x1'); "
+    "s = jax.sharding.NamedSharding(jax.sharding.Mesh(t.devices, ('d',)), jax.sharding.PartitionSpec()); "
+    "jax.jit(lambda a: a + 1).lower(jax.ShapeDtypeStruct((8,), jnp.float32, sharding=s)).compile()"
+)
+_GPU_CONFIG = PACKAGE_DIR / "data" / "h100_sxm.txtpb"
+
+
+def ensure_env(pins: Pins, cache_dir: Path, index_url: str, log: Callable[[str], None] = print) -> Path:
+    """The cached environment for ``pins``, built if missing or unhealthy. One line on failure."""
+    env = cache_dir / pins.env_name
+    if env_healthy(env, pins):
+        return env
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    partial = cache_dir / f"{pins.env_name}.partial-{os.getpid()}"
+    shutil.rmtree(partial, ignore_errors=True)
+    start = time.perf_counter()
+    what = " ".join(pins.requirements()[:4])
+    try:
+        uv = _uv()
+        _run_checked([*uv, "venv", "-q", "--python", sys.executable, str(partial)], what)
+        _run_checked(
+            [*uv, "pip", "install", "-q", "--python", str(env_python(partial)), "--index-url", index_url,
+             *pins.requirements()],
+            what,
+        )  # fmt: skip
+        env_vars = {**os.environ, "JAX_PLATFORMS": "cpu"}
+        proc = subprocess.run([str(env_python(partial)), "-c", _HEALTH], capture_output=True, text=True,
+                              env=env_vars, check=False, timeout=300)  # fmt: skip
+        if proc.returncode != 0:
+            raise InvariantsError(f"{what}: installs but does not import: {_last_line(proc)}")
+        if pins.gpu:
+            env_vars[_GPU_CONFIG_ENV] = _GPU_CONFIG.read_text()
+            proc = subprocess.run([str(env_python(partial)), "-c", _HEALTH_GPU], capture_output=True,
+                                  text=True, env=env_vars, check=False, timeout=300)  # fmt: skip
+            if proc.returncode != 0:
+                raise InvariantsError(f"{what}: installs but cannot compile for a GPU: {_last_line(proc)}")
+        (partial / MARKER).write_text(json.dumps(pins.to_json()))
+        shutil.rmtree(env, ignore_errors=True)
+        partial.rename(env)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    log(f"  built {env} in {time.perf_counter() - start:.0f} s")
+    return env
+
+
+def _last_line(proc: subprocess.CompletedProcess[str]) -> str:
+    lines = [ln for ln in (proc.stderr + proc.stdout).strip().splitlines() if ln.strip()]
+    # uv ends with hints and causes; the line that names the conflict is the most useful one.
+    for ln in lines:
+        if "No solution found" in ln or "because" in ln or "Error" in ln:
+            return ln.strip()[:300]
+    return (lines[-1] if lines else f"exit {proc.returncode}").strip()[:300]
+
+
+def _run_checked(cmd: list[str], what: str) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=900)
+    if proc.returncode != 0:
+        raise InvariantsError(f"{what}: does not install: {_last_line(proc)}")

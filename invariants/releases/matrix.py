@@ -1,0 +1,320 @@
+"""``python -m invariants matrix``: how each canonical program's structure evolved across JAX releases.
+
+The structure tier of a few canonical programs (f32) in each release, on ``cpu``, where
+``jax[tpu]==VERSION`` installs on ``tpu-v5e`` ahead of time, and on the GPU targets of ``--targets`` with
+that release's CUDA plugin; a markdown table and a PNG. Each release runs in its own cached environment
+(:mod:`invariants.releases.environments`), through :func:`invariants.releases.bisect.run_suite`.
+
+Besides the HLO's counts, each structure record carries its kernels' code metrics (``invariants.hlo.metrics``,
+source ``kernel``): a table per target whose compiles keep kernel code (the GPU targets' PTX, the CPU's
+LLVM IR) shows CAS atomics / native float atomics / vector width per program and release, with a cell that
+changed from the release before in bold, and the plot draws them. That is where a change of code
+generation behind identical HLO shows (jaxlib 0.10.2 turning the A100's native ``atom.add.f32`` into CAS
+retry loops, openxla/xla#46225), which the HLO table cannot show.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .._errors import InvariantsError, selectors
+from .._paths import atomic_path, check_output_dir, write_atomic
+from .bisect import add_release_options, check_selection, run_suite
+from .environments import (
+    check_index,
+    choose_pins,
+    ensure_env,
+    gpu_selected,
+    list_releases,
+    resolve_version,
+)
+
+# ---------------------------------------------------------------------------------------------------------
+# matrix
+
+
+MATRIX_PROGRAMS = ("naive", "take", "vmap_naive", "eqx_embedding",
+                   "grad_naive", "grad_take", "grad_vmap_naive", "grad_eqx_embedding")  # fmt: skip
+MATRIX_METRICS = ("kernels", "while_loops", "dynamic_kernel_launches")
+# The predicted-cost row: libtpu's estimate, on the targets whose compiler writes one (see
+# invariants.hlo.cost).
+PREDICTED_METRIC = "estimated_cycles"
+# The kernel-code row (invariants.kernels): per program and release, on the targets whose compiles keep code.
+KERNEL_METRICS = ("cas_atomics", "float_atomics", "vector_width")
+KERNEL_TITLE = "CAS atomics / native float atomics / vector width (bits) in the kernels' code"
+# The structure tier in the seed's configuration only.
+MATRIX_K = "test_structure"
+MATRIX_CONFIG = "f32"
+
+
+@dataclasses.dataclass
+class MatrixRow:
+    version: str
+    target: str
+    program: str
+    metrics: dict[str, int | None]
+
+
+def matrix_rows(version: str, results: Mapping[str, Any]) -> list[MatrixRow]:
+    rows = []
+    for it in results.get("items", []):
+        if it.get("kind") == "structure" and it.get("config") == MATRIX_CONFIG:
+            rows.append(MatrixRow(version, str(it["target"]), str(it["program"]),
+                                  {m: it.get(m) for m in (*MATRIX_METRICS, PREDICTED_METRIC,
+                                                          *KERNEL_METRICS)}))  # fmt: skip
+    return rows
+
+
+def _has_code(metrics: Mapping[str, Any]) -> bool:
+    return any(metrics.get(k) is not None for k in KERNEL_METRICS)
+
+
+def kernel_notes(rows: Sequence[MatrixRow], versions: Sequence[str]) -> dict[str, str]:
+    """One note per target and release that compiled but recorded no kernel metrics, where another release
+    of that target did (a TPU compile never has kernel code: no note for it)."""
+    notes = {}
+    for target in sorted({r.target for r in rows}):
+        mine = [r for r in rows if r.target == target]
+        if not any(_has_code(r.metrics) for r in mine):
+            continue
+        for v in versions:
+            of_v = [r for r in mine if r.version == v]
+            if of_v and not any(_has_code(r.metrics) for r in of_v):
+                notes[f"{target}, jax {v}"] = (
+                    "no kernel metrics recorded (its compiles kept no kernel code this checkout reads): the "
+                    "kernel-code table shows ? for it"
+                )
+    return notes
+
+
+def render_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], notes: Mapping[str, str]) -> str:
+    """Markdown: one table per target; a cell is ``kernels / while loops / dynamic launches``."""
+    out = []
+    for target in sorted({r.target for r in rows}):
+        programs = list(dict.fromkeys(r.program for r in rows if r.target == target))
+        cells = {(r.program, r.version): r.metrics for r in rows if r.target == target}
+        out.append(f"### {target}: kernels / while loops / dynamic kernel launches (f32)\n")
+        out.append("| program | " + " | ".join(versions) + " |")
+        out.append("|---|" + "---|" * len(versions))
+        for prog in programs:
+            row = []
+            for v in versions:
+                m = cells.get((prog, v))
+                row.append(" / ".join("?" if m.get(k) is None else str(m.get(k)) for k in MATRIX_METRICS)
+                           if m else "—")  # fmt: skip
+            out.append(f"| {prog} | " + " | ".join(row) + " |")
+        out.append("")
+        if any(m.get(PREDICTED_METRIC) is not None for m in cells.values()):
+            out.append(
+                f"### {target}: predicted cost, estimated cycles per call (the compiler's own estimate)\n"
+            )
+            out.append("| program | " + " | ".join(versions) + " |")
+            out.append("|---|" + "---:|" * len(versions))
+            for prog in programs:
+                row = []
+                for v in versions:
+                    m = cells.get((prog, v))
+                    value = m.get(PREDICTED_METRIC) if m else None
+                    row.append("—" if not m else "?" if value is None else f"{value:,}")
+                out.append(f"| {prog} | " + " | ".join(row) + " |")
+            out.append("")
+        if any(_has_code(m) for m in cells.values()):
+            out += _kernel_table(target, programs, versions, cells)
+    for key, note in notes.items():
+        out.append(f"- {key}: {note}")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _kernel_table(
+    target: str, programs: Sequence[str], versions: Sequence[str], cells: Mapping[tuple[str, str], Any]
+) -> list[str]:
+    """The kernel-code table of one target: a cell that differs from the release before it is in bold."""
+    out = [f"### {target}: {KERNEL_TITLE} (f32)\n", "| program | " + " | ".join(versions) + " |",
+           "|---|" + "---|" * len(versions)]  # fmt: skip
+    for prog in programs:
+        row, before = [], None
+        for v in versions:
+            m = cells.get((prog, v))
+            if not m:
+                row.append("—")
+                continue
+            text = " / ".join("?" if m.get(k) is None else str(m.get(k)) for k in KERNEL_METRICS)
+            changed = before is not None and _has_code(m) and text != before
+            row.append(f"**{text}**" if changed else text)
+            before = text if _has_code(m) else before
+        out.append(f"| {prog} | " + " | ".join(row) + " |")
+    out.append("")
+    return out
+
+
+def plot_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], path: Path) -> None:
+    try:
+        import matplotlib
+    except ImportError:
+        raise InvariantsError(f"{path}: matplotlib is not installed (pip install matplotlib)") from None
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = [*MATRIX_METRICS]
+    if any(r.metrics.get(PREDICTED_METRIC) is not None for r in rows):
+        metrics.append(PREDICTED_METRIC)
+    # The kernel-code panels, where a compile kept code: the atomics show a code generation change behind
+    # identical HLO (a native float atomic becoming a CAS retry loop).
+    metrics += [k for k in KERNEL_METRICS if any(r.metrics.get(k) is not None for r in rows)]
+    ncols = min(4, len(metrics))
+    nrows = math.ceil(len(metrics) / ncols)
+    fig, grid = plt.subplots(nrows, ncols, figsize=(5.5 * ncols, 4.2 * nrows), squeeze=False)
+    axes = list(grid.flat)
+    series = sorted({(r.target, r.program) for r in rows})
+    # One colour per program (the same on every target), one line style per target: 16 series stay legible.
+    programs = sorted({p for _, p in series})
+    colours = {p: plt.get_cmap("tab10")(i % 10) for i, p in enumerate(programs)}
+    styles = {t: "-" if t == "cpu" else "--" if t.startswith("gpu") else ":" for t, _ in series}
+    for ax, metric in zip(axes, metrics, strict=False):
+        atomics = metric in ("cas_atomics", "float_atomics")
+        drawn = []
+        for target, program in series:
+            by_v = {
+                r.version: r.metrics.get(metric) for r in rows if (r.target, r.program) == (target, program)
+            }
+            xs = [i for i, v in enumerate(versions) if by_v.get(v) is not None]
+            ys = [float(y) for i in xs if (y := by_v[versions[i]]) is not None]
+            if atomics and not any(ys):
+                continue  # a series at 0 throughout would hide the ones that move
+            if xs:
+                drawn.append((target, program, xs, ys))
+        for n, (target, program, xs, ys) in enumerate(drawn):
+            # Atomic counts are small integers that several programs share: each series a little apart.
+            dy = (n - (len(drawn) - 1) / 2) * 0.06 if atomics else 0.0
+            ax.plot(xs, [y + dy for y in ys], styles[target], marker="o", color=colours[program],
+                    label=f"{target} {program}")  # fmt: skip
+        ax.set_xticks(range(len(versions)), versions)
+        ax.set_xlabel("jax release")
+        ax.set_title(f"{metric} (kernel code; series at 0 throughout not drawn)" if atomics else metric,
+                     fontsize=9)  # fmt: skip
+        if metric in ("dynamic_kernel_launches", PREDICTED_METRIC):
+            ax.set_yscale("symlog")
+            ax.set_ylim(bottom=0)  # launches are counts: no negative half of the symlog axis
+        if atomics:
+            ax.set_ylim(bottom=-0.5)
+    for ax in axes[len(metrics) :]:
+        ax.set_visible(False)
+    handles: dict[str, Any] = {}
+    for ax in axes[: len(metrics)]:
+        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(label, h)
+    fig.tight_layout()
+    fig.legend(list(handles.values()), list(handles), fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with atomic_path(path, "--out") as tmp:  # the legend sits right of the panels
+            fig.savefig(tmp, dpi=110, bbox_inches="tight", format="png")
+    finally:
+        plt.close(fig)
+
+
+def matrix_gpus(targets: str) -> str:
+    """The GPU targets of ``--targets``, compiled with each release's CUDA plugin ('all' counts as the gpu
+    family), checked with the gate's selection grammar (:func:`invariants.catalog.targets.select_targets`: an
+    unknown word is one line with a suggestion). The CPU always runs and tpu-v5e unless ``--no-tpu``; a
+    word that names only another target (tpu-v4, cpu-8dev, a pod) is one line too, never ignored."""
+    from ..compile.process import held_stderr
+
+    words = selectors(targets, "--targets", "name targets, e.g. cpu,gpu-a100")
+    with held_stderr():  # the targets come with the catalog: JAX, and the CUDA plugin's notices
+        from ..catalog.targets import all_targets, select_targets
+
+        gpus = [name for name in all_targets() if name.startswith("gpu-")]
+        chosen = {word: {t.name for t in select_targets(word)} for word in words}
+    for word in words:
+        if not chosen[word] & {"cpu", "tpu-v5e", *gpus}:
+            raise InvariantsError(
+                f"--targets {targets}: matrix does not run {word}; it runs cpu, tpu-v5e (unless --no-tpu) "
+                f"and the GPU targets named here (gpu, {', '.join(gpus)})"
+            )
+    return ",".join("gpu" if w == "all" else w for w in words if gpu_selected(w))
+
+
+def main_matrix(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m invariants matrix", description="key metrics across releases")
+    p.add_argument("--versions", required=True, help="comma-separated jax releases, e.g. 0.4.30,0.5.3,0.10.2")
+    p.add_argument("--out", type=Path, default=Path("artifacts") / "matrix", help="folder for table and PNG")
+    p.add_argument("--no-tpu", action="store_true", help="skip the TPU (jax[tpu]) environments")
+    add_release_options(p)
+    args = p.parse_args(argv)
+    if args.programs is None:
+        args.programs = ",".join(MATRIX_PROGRAMS)
+    # Everything the command line can get wrong, before any release is installed: where it writes, the
+    # releases, the targets and the programs (collected here, as each release's child runs them).
+    check_output_dir(args.out, "--out")
+    if args.keep is not None:
+        check_output_dir(args.keep, "--keep")
+    wanted = selectors(args.versions, "--versions", "name jax releases, e.g. 0.4.30,0.10.2")
+    gpus = matrix_gpus(args.targets)
+    check_selection(MATRIX_K, "cpu", args.programs, MATRIX_CONFIG, tests="test_structure.py",
+                    kinds=(MATRIX_K,))  # fmt: skip
+    start = time.perf_counter()
+    check_index(args.index_url)
+    jax_releases = list_releases("jax", args.index_url)
+    versions = sorted({resolve_version(w, jax_releases, "--versions") for w in wanted})
+    jaxlib_releases = list_releases("jaxlib", args.index_url)
+    rows: list[MatrixRow] = []
+    notes: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="invariants-matrix-") as tmp:
+        workdir = args.keep or Path(tmp)
+        for v in versions:
+            env = ensure_env(choose_pins(v, jaxlib_releases), args.cache_dir, args.index_url)
+            results, seconds = run_suite(env, v, workdir / "cpu", k=MATRIX_K, targets="cpu",
+                                         programs=args.programs, configs=MATRIX_CONFIG,
+                                         tests="test_structure.py")  # fmt: skip
+            rows += matrix_rows(str(v), results)
+            print(f"  jax {v}: cpu structures in {seconds:.0f} s")
+            # tpu-v5e in a jax[tpu] environment; the GPU targets of --targets in a jax[cuda12-local] one.
+            for targets, gpu in ([] if args.no_tpu else [("tpu-v5e", False)]) + (
+                [(gpus, True)] if gpus else []
+            ):
+                try:
+                    pins = choose_pins(v, jaxlib_releases, tpu=not gpu, gpu=gpu)
+                    xenv = ensure_env(pins, args.cache_dir, args.index_url)
+                    results, seconds = run_suite(xenv, v, workdir / ("gpu" if gpu else "tpu"), k=MATRIX_K,
+                                                 targets=targets, programs=args.programs,
+                                                 configs=MATRIX_CONFIG, tests="test_structure.py",
+                                                 timeout=240)  # fmt: skip
+                    got = matrix_rows(str(v), results)
+                    if not got:
+                        raise InvariantsError(
+                            f"no {targets} structure items (target unavailable in that release)"
+                        )
+                    rows += got
+                    print(f"  jax {v}: {targets} structures in {seconds:.0f} s")
+                except InvariantsError as err:
+                    notes[f"{targets}, jax {v}"] = f"skipped: {err}"
+                    print(f"  jax {v}: {targets} skipped: {err}")
+    names = [str(v) for v in versions]
+    for key, note in kernel_notes(rows, names).items():
+        notes.setdefault(key, note)
+        print(f"  {key}: {note}")
+    table = render_matrix(rows, names, notes)
+    write_atomic(args.out / "matrix.md", table, "--out")
+    write_atomic(
+        args.out / "matrix.json", json.dumps([dataclasses.asdict(r) for r in rows], indent=1), "--out"
+    )
+    print(table)
+    plot_matrix(rows, names, args.out / "matrix.png")
+    print(
+        f"matrix: {args.out / 'matrix.md'}, {args.out / 'matrix.png'} ({time.perf_counter() - start:.0f} s)"
+    )
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    return main_matrix(argv)

@@ -1,0 +1,313 @@
+"""``hlo-stats``: print the structural metrics of optimized-HLO text files."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import pathlib
+import sys
+from collections import Counter
+from typing import Any
+
+from invariants._errors import InvariantsError
+from invariants._paths import what_is
+from invariants.hlo.cost import cycle_estimate, value_or_none
+from invariants.hlo.metrics import METRICS, help_text, kernel_metrics
+from invariants.hlo.parse import HloModule, parse_module
+from invariants.hlo.structure import Kernel, Structure, structure_of, to_json
+from invariants.kernels import KernelFacts, parse_kernel_code
+from invariants.kernels.dump import code_beside
+from invariants.kernels.program import ProgramCode, code_line
+
+# A dump folder's modules: XLA's (XLA_FLAGS=--xla_dump_to=DIR) and the gate's own (--hlo-dump-dir).
+_DUMP_GLOBS = ("*after_optimizations.txt", "*.hlo.txt")
+
+# Keys of a --json object besides the metrics: details a metric summarizes.
+_DETAILS = {
+    "module": "the HLO module's name",
+    "optimized": "false for a module without is_scheduled=true (e.g. a before_optimizations dump)",
+    "fusion_kinds": "entry fusions by kind (kLoop, kInput, ...)",
+    "trip_counts": "one per while loop, null when unknown",
+    "loops": "each while loop: name, trip count, kernels and opcodes per iteration",
+    "opcode_counts": "opcode -> instructions, all computations",
+    "collective_counts": "collective opcode -> count",
+    "collective_list": "each collective: opcode, shape, bytes, replica groups",
+    "gather_shapes": "each gather: result shape and dimension numbers",
+    "scatter_shapes": "each scatter: result shape and dimension numbers",
+    "convert_pairs": "src->dst dtype pair -> converts",
+    "root_shape": "the entry computation's result shape",
+    "kernel_list": "the kernels, as the snapshot lists them",
+    "unestimated_launches": "launches (loops expanded) without an estimated_cycles; they add nothing",
+    "estimated_cycles_note": "why estimated_cycles is null (no TPU estimates, or an unknown trip count)",
+    "kernel_code": "each kernel's code facts (PTX or LLVM IR beside the module in its dump folder)",
+    "kernel_code_note": "why the kernel metrics are null (no kernel code beside the file)",
+}
+
+
+def _epilog() -> str:
+    details = "\n".join(f"  {k:<24}  {v}" for k, v in _DETAILS.items())
+    return f"""\
+A directory argument stands for its {_DUMP_GLOBS[0]} files, as written by XLA_FLAGS=--xla_dump_to=DIR,
+and its {_DUMP_GLOBS[1]} files, as the gate writes them (--hlo-dump-dir, e.g. artifacts/hlo/cpu), sorted by
+name. Other files are read as one HLO module each (e.g. compiled.as_text()). Given several paths (e.g.
+DIR/*), one that is not an HLO module (buffer assignments, object files, LLVM IR, a folder without
+modules such as the per-module sub-folders jax 0.10.2 writes, a path that is not a regular file) is
+skipped with a note on stderr. A module without is_scheduled=true in its header (e.g. a
+before_optimizations dump) is not what XLA runs: its ops are not fused into kernels yet. It is still
+reported, marked "optimized": false in --json and NOT OPTIMIZED in text, with a note on stderr.
+
+The metrics, as a spec's assert names them (invariants/*.toml):
+{help_text()}
+
+--json prints, for exactly one input file, that file's object; for several, one object keyed by file path.
+Each object has every structural metric above under its own name (null when unknown), estimated_cycles
+(the TPU compiler's prediction: each kernel's backend_config "estimated_cycles", summed over the kernels
+that run, a while body once per trip and its condition once per trip plus one, nested loops multiplied;
+null for modules without estimates, e.g. CPU and GPU, and when a trip count is unknown), the kernel
+metrics (cas_atomics, float_atomics, local_bytes, vector_width, ...: read from the module's own .ptx files
+in a GPU dump and .ir-with-opt.ll files in a CPU dump, found by the module_NNNN.<name> prefix XLA gives
+every file of one module; null with a kernel_code_note where there are none, e.g. a TPU dump or a lone
+file), and these details:
+{details}
+
+Exit status: 0 on success; 2 for a missing file, a path that is not a regular file, or text that is not
+understood (one line on stderr, FILE:LINE: what was not understood).
+"""
+
+
+class _InputError(InvariantsError):
+    pass
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hlo-stats",
+        description="Structural metrics (kernels, fusions, loops, gathers, collectives) of optimized HLO.",
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "files", nargs="+", metavar="FILE", help="HLO text file, or a --xla_dump_to directory"
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    return parser
+
+
+def _dump_files(folder: pathlib.Path) -> list[pathlib.Path]:
+    """The modules of a dump folder: XLA's (``*after_optimizations.txt``) and the gate's (``*.hlo.txt``)."""
+    return sorted({p for glob in _DUMP_GLOBS for p in folder.glob(glob) if p.is_file()})
+
+
+def _expand(paths: list[str]) -> list[pathlib.Path]:
+    """The files to read. Among several inputs (``DIR/*``), a folder without modules (jax 0.10.2 writes a
+    sub-folder per module, of textprotos) or a path that is no regular file is skipped with a note, as a
+    file that is no module is; given alone, it is an error. A missing path always is."""
+    files: list[pathlib.Path] = []
+    alone = len(paths) == 1
+    for raw in paths:
+        path = pathlib.Path(raw)
+        if path.is_dir():
+            found = _dump_files(path)
+            if found:
+                files.extend(found)
+                continue
+            subs = sorted(p.name for p in path.iterdir() if p.is_dir() and _dump_files(p))
+            why = f"{raw}: no {' or '.join(_DUMP_GLOBS)} files in this directory" + (
+                f" (its sub-folders {', '.join(subs[:6])} have some: name one)" if subs else ""
+            )
+            if alone:
+                raise _InputError(why)
+            print(f"hlo-stats: skipped {why}", file=sys.stderr)
+        elif path.is_file():
+            files.append(path)
+        elif path.exists():
+            why = f"{raw}: not a regular file ({what_is(path)})"
+            if alone:
+                raise _InputError(why)
+            print(f"hlo-stats: skipped {why}", file=sys.stderr)
+        else:
+            raise _InputError(f"{raw}: no such file or directory")
+    return files
+
+
+def _read(path: pathlib.Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise _InputError(f"{path}: cannot read: {err.strerror or type(err).__name__}") from None
+    except UnicodeDecodeError:
+        raise _NotAModule(f"{path}: not text") from None
+
+
+class _NotAModule(_InputError):
+    """A file that is no HLO module at all (as opposed to a module the parser does not understand)."""
+
+
+def _module_text(path: pathlib.Path) -> str:
+    """The text of ``path`` when its first meaningful line is an ``HloModule`` header."""
+    text = _read(path)
+    first = next(
+        (ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("//")), ""
+    )
+    if not first.startswith("HloModule"):
+        raise _NotAModule(f"{path}: not an HLO module (it does not start with 'HloModule')")
+    return text
+
+
+def _facts_json(f: KernelFacts) -> dict[str, Any]:
+    out = dataclasses.asdict(f)
+    out["atomics"] = dict(f.atomics)
+    return out
+
+
+def summary(module_name: str, structure: Structure, code: ProgramCode) -> dict[str, Any]:
+    """The per-file JSON object printed by ``--json``: every structural metric, then the details."""
+    full = to_json(structure)
+    metrics = {
+        m.name: (list(v) if isinstance(v := m.of(structure), tuple) else v)
+        for m in METRICS.values()
+        if m.source == "structure" and m.of is not None and m.alias_of is None
+    }
+    # The one compiler metric the HLO text alone decides (the others need the compiled executable).
+    estimate = cycle_estimate(structure)
+    metrics["estimated_cycles"] = estimate.cycles
+    metrics.update({k: value_or_none(v) for k, v in kernel_metrics(code).items()})
+    details = {
+        "module": module_name,
+        "fusion_kinds": full["fusion_kinds"],
+        "trip_counts": [w.trip_count for w in structure.while_loops],
+        "loops": full["while_loops"],
+        "opcode_counts": full["opcodes"],
+        "collective_counts": dict(sorted(Counter(c.opcode for c in structure.collectives).items())),
+        "collective_list": full["collectives"],
+        "gather_shapes": full["gather_shapes"],
+        "scatter_shapes": full["scatter_shapes"],
+        "convert_pairs": full["converts"],
+        "root_shape": structure.root_shape,
+        "kernel_list": full["kernel_list"],
+        "unestimated_launches": estimate.unestimated,
+        "estimated_cycles_note": estimate.reason,
+        "kernel_code": None if code.facts is None else [_facts_json(f) for f in code.facts],
+        "kernel_code_note": code.reason or None,
+    }
+    assert details.keys() == _DETAILS.keys() - {"optimized"} and not metrics.keys() & details.keys()
+    return {**metrics, **details}
+
+
+def _kernel_lines(kernels: tuple[Kernel, ...], indent: str) -> list[str]:
+    lines: list[str] = []
+    for k in kernels:
+        if k.opcode == "while":
+            trip = "?" if k.trip_count is None else str(k.trip_count)
+            lines.append(f"{indent}while  trips={trip}")
+            lines.extend(_kernel_lines(k.condition, indent + "  cond: "))
+            lines.extend(_kernel_lines(k.body, indent + "  body: "))
+        elif k.opcode == "conditional":
+            lines.append(f"{indent}conditional")
+            for n, branch in enumerate(k.branches):
+                lines.extend(_kernel_lines(branch, f"{indent}  branch {n}: "))
+        else:
+            what = k.opcode
+            if k.fusion_kind:
+                inner = ",".join(f"{op}x{n}" if n > 1 else op for op, n in k.inner_opcodes)
+                what = f"fusion {k.fusion_kind} [{inner}]"
+            elif k.custom_call_target:
+                what = f"custom-call {k.custom_call_target}"
+            cycles = "" if k.estimated_cycles is None else f"  ({k.estimated_cycles} cycles)"
+            lines.append(f"{indent}{what}  -> {k.shape}{cycles}")
+    return lines
+
+
+def _code_lines(code: ProgramCode) -> list[str]:
+    if code.facts is None:
+        return [f"  kernel code: none ({code.reason})"]
+    totals = kernel_metrics(code)
+    lines = [
+        f"  kernel code: {len(code.facts)} kernels; cas atomics {totals['cas_atomics']} (in retry loops "
+        f"{totals['cas_loops']}), float atomics {totals['float_atomics']}, "
+        f"local {totals['local_bytes']} bytes"
+    ]
+    lines += [f"    {f.name}: {code_line(f)}" for f in code.facts]
+    return lines
+
+
+def _text_block(path: str, module: HloModule, s: Structure, code: ProgramCode) -> str:
+    dyn = "unknown" if s.dynamic_kernel_launches is None else str(s.dynamic_kernel_launches)
+    kinds = ", ".join(f"{k} {n}" for k, n in s.fusion_kinds.items()) or "none"
+    state = "" if module.scheduled else ", NOT OPTIMIZED: ops are not fused into kernels yet"
+    lines = [
+        f"{path}  (module {module.name}{state})",
+        f"  entry fusions: {s.entry_fusions} ({kinds})",
+        f"  kernels: {s.kernels} static, {dyn} dynamic launches",
+    ]
+    for w in s.while_loops:
+        trip = "unknown" if w.trip_count is None else str(w.trip_count)
+        lines.append(f"  while {w.name}: trip count {trip}, {w.body_kernels} kernels per iteration")
+    lines.append(
+        f"  gathers {s.gathers}, scatters {s.scatters}, dynamic-slices {s.dynamic_slices}, "
+        f"dynamic-update-slices {s.dynamic_update_slices}"
+    )
+    if s.custom_call_targets:
+        lines.append(f"  custom-call targets: {', '.join(s.custom_call_targets)}")
+    for c in s.collectives:
+        lines.append(f"  collective {c.opcode} {c.shape} ({c.bytes} bytes) groups={c.replica_groups}")
+    if s.converts:
+        counts = Counter(s.converts)
+        lines.append("  converts: " + ", ".join(f"{k} x{n}" for k, n in sorted(counts.items())))
+    estimate = cycle_estimate(s)
+    if estimate.cycles is not None:
+        lines.append(
+            f"  estimated cycles: {estimate.cycles} ({estimate.unestimated} launches carry no estimate)"
+        )
+    else:
+        lines.append(f"  estimated cycles: none ({estimate.reason})")
+    lines.append(f"  root: {s.root_shape}")
+    lines.append("  kernel list:")
+    lines.extend(_kernel_lines(s.kernel_list, "    "))
+    lines.extend(_code_lines(code))
+    return "\n".join(lines)
+
+
+def _code_of(path: pathlib.Path, structure: Structure) -> ProgramCode:
+    """The kernel code beside ``path`` in its dump folder, tied to ``structure``."""
+    files = code_beside(path)
+    if files is None:
+        return ProgramCode(structure, None, f"{path.name} is not named as a dump file (module_NNNN.<name>.*)")
+    if not files:
+        return ProgramCode(structure, None, f"no .ptx or .ir-with-opt.ll of this module beside {path.name}")
+    return ProgramCode(structure, tuple(parse_kernel_code(files)))
+
+
+def main(argv: list[str]) -> int:
+    """Run ``hlo-stats`` with ``argv`` (without the program name); return the exit status."""
+    opts = _parser().parse_args(argv)
+    try:
+        results: list[tuple[str, HloModule, Structure, ProgramCode]] = []
+        paths = _expand(opts.files)
+        for path in paths:
+            try:
+                text = _module_text(path)
+            except _NotAModule as err:
+                if len(paths) == 1:
+                    raise
+                print(f"hlo-stats: skipped {err}", file=sys.stderr)
+                continue
+            module = parse_module(text, source=str(path))
+            if not module.scheduled:
+                print(f"hlo-stats: {path}: not optimized (no is_scheduled=true: a before_optimizations "
+                      "dump?); its ops are not fused into kernels yet", file=sys.stderr)  # fmt: skip
+            structure = structure_of(module)
+            results.append((str(path), module, structure, _code_of(path, structure)))
+        if not results:
+            raise _InputError(f"{', '.join(opts.files)}: no HLO module among the files given")
+    except InvariantsError as err:
+        print(str(err), file=sys.stderr)
+        return 2
+    if opts.json:
+        objects = {path: {**summary(m.name, s, c), "optimized": m.scheduled} for path, m, s, c in results}
+        payload: Any = next(iter(objects.values())) if len(results) == 1 else objects
+        print(json.dumps(payload, indent=2))
+    else:
+        print("\n\n".join(_text_block(path, m, s, c) for path, m, s, c in results))
+    return 0

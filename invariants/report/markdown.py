@@ -1,0 +1,541 @@
+"""``python -m invariants report``: a run's results as markdown (for ``$GITHUB_STEP_SUMMARY``) and a plot.
+
+Usage::
+
+    python -m invariants report RESULTS.json [MORE.json ...] [--benchmark-json B.json]
+                                [--compare A.json B.json] [--plot FILE.png] [--out FILE.md]
+                                [--programs WORDS]
+
+Inputs (contract):
+
+* ``RESULTS.json``: the file the pytest plugin writes at session end (``--results-json``), in the form
+  :mod:`invariants.plugin.results` owns (record kinds and their fields). Several files (e.g. a parallel gate
+  session and a serial throughput session) are merged into one run. Entries of a kind this version does
+  not know are counted under "other" and otherwise ignored, so the report keeps working while tiers grow.
+* ``--benchmark-json``: pytest-benchmark's ``--benchmark-json`` output. Each ``benchmarks[*]`` whose
+  ``extra_info`` is a ``ratio`` or ``efficiency`` record (the gate's throughput items put theirs there)
+  becomes a throughput row; a benchmark measured in the results file too (same node id) is shown once.
+* ``--compare A B``: two results files; prints what changed from A to B (versions, metrics, invariant
+  outcomes, ratios whose intervals no longer overlap).
+* ``--programs WORDS``: only the items about these programs, selected with the gate's grammar
+  (:mod:`invariants.catalog.select`) from the programs the results file recorded; a relation counts when one
+  of
+  its programs is chosen. Without it, a downstream run (a results file with ``declared`` programs) shows
+  its own programs, and any other run all of them.
+
+The run is read by :mod:`invariants.report.run`, drawn by :mod:`invariants.report.plot`; this module
+writes the markdown and is the command.
+
+Output: markdown on stdout, or in ``--out``, always; ``--plot`` also writes a PNG (matplotlib, Agg), or
+says on stderr that the run has nothing to plot. Both paths are checked before anything is read (a
+directory, a folder that cannot be written: :mod:`invariants._paths`) and written atomically. Bad input
+(a missing file, not JSON, the wrong shape, an output path that cannot be written) raises
+:class:`InvariantsError`: one line, exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .._errors import InvariantsError
+from .._paths import check_output_file, write_atomic
+from ..hlo.metrics import METRICS, names
+from ..plugin import results as _results
+from .plot import plot
+from .run import Run, Throughput, add_benchmarks, load_benchmarks, load_results, merge
+
+__all__ = [
+    "Run",
+    "Throughput",
+    "compare_markdown",
+    "load_benchmarks",
+    "load_results",
+    "main",
+    "plot",
+    "render",
+]
+
+# Structure columns of the per-target tables: (results key, header).
+_COLUMNS = (
+    ("kernels", "kernels"),
+    ("entry_fusions", "entry fusions"),
+    ("while_loops", "while (max trip)"),
+    ("dynamic_kernel_launches", "dynamic launches"),
+    ("collectives", "collectives (bytes)"),
+)
+# Metrics compared by --compare: every numeric structural metric of the registry (what a structure record
+# holds), aliases left out.
+_COMPARED = tuple(n for n in names(source="structure", type="number") if METRICS[n].alias_of is None)
+# ... and the compiler's predictions and the kernel-code metrics, which a structure record carries too (null
+# where a target gives none).
+_COMPARED += tuple(names(source="compiler")) + tuple(names(source="kernel"))
+_OUTCOMES = ("passed", "failed", "xfailed", "skipped", "error")
+
+
+# ------------------------------------------------------------------------------------------- markdown
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "?"  # a metric the structure could not decide (e.g. an unknown trip count)
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value)
+
+
+def _bytes(n: Any) -> str:
+    """``1,024 B`` below a KiB, else one decimal in the largest binary unit that keeps the value >= 1."""
+    if not isinstance(n, int) or isinstance(n, bool):
+        return "?"
+    if abs(n) < 1024:
+        return f"{n:,} B"
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB"):
+        value /= 1024
+        if abs(value) < 1024:
+            return f"{value:.1f} {unit}"
+    return f"{value / 1024:.1f} TiB"
+
+
+def _cell(item: dict[str, Any], key: str) -> str:
+    if key == "while_loops":
+        loops = item.get("while_loops")
+        return _fmt(loops) if not loops else f"{_fmt(loops)} ({_fmt(item.get('max_trip_count'))})"
+    if key == "collectives":
+        count = item.get("collectives")
+        return _fmt(count) if not count else f"{_fmt(count)} ({_bytes(item.get('collective_bytes'))})"
+    return _fmt(item.get(key))
+
+
+def _invariant_status(items: list[dict[str, Any]]) -> str:
+    counts = Counter(i.get("outcome", "error") for i in items)
+    parts = []
+    for outcome, word in (
+        ("passed", "pass"),
+        ("failed", "**fail**"),
+        ("xfailed", "xfail"),
+        ("skipped", "skip"),
+    ):
+        if counts.get(outcome):
+            parts.append(f"{counts[outcome]} {word}")
+    failed = sorted({str(i.get("id")) for i in items if i.get("outcome") == "failed"})
+    if failed:
+        parts.append("✗ " + ", ".join(f"`{f}`" for f in failed))
+    return ", ".join(parts) or "—"
+
+
+def _header(run: Run, title: str) -> list[str]:
+    rt = run.runtime
+    status = "passed" if run.exitstatus == 0 else f"**failed** (pytest exit status {run.exitstatus})"
+    versions = ", ".join(f"{k} {v}" for k, v in sorted(run.versions.items())) or "unknown"
+    targets = []
+    for name, t in run.targets.items():
+        note = f"{t.get('mode', '?')}, {t.get('scope', '?')}"
+        if t.get("unavailable"):
+            note += ", **unavailable**"
+        targets.append(f"`{name}` ({note})")
+    return [
+        f"# {title}",
+        "",
+        f"- **result**: {status}; {len(run.items):,} items from {', '.join(f'`{s}`' for s in run.sources)}",
+        f"- **versions**: {versions}",
+        f"- **runtime**: {rt.get('platform', '?')} ({rt.get('device_kind', '?')}) x{rt.get('count', '?')}",
+        f"- **targets**: {', '.join(targets) or 'none recorded'}",
+        *([f"- **programs**: {_focus_line(run.focus)}"] if run.focus else []),
+        "",
+    ]
+
+
+def _focus_line(focus: tuple[list[str], str]) -> str:
+    programs, how = focus
+    shown = ", ".join(f"`{p}`" for p in programs[:12]) + (
+        f" and {len(programs) - 12} more" if len(programs) > 12 else ""
+    )
+    return f"{shown} ({how})"
+
+
+def _tier_summary(run: Run) -> list[str]:
+    """One row per record kind present, in the results module's order; kinds it does not know are counted
+    under "other", so the rows always add up to the run's item count."""
+    by_tier: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for item in run.items:
+        by_tier[_results.TIERS.get(item["kind"], "other")].append(item)
+    rows = []
+    for tier in (*_results.TIERS.values(), "other"):
+        items = by_tier.get(tier, [])
+        if not items:
+            continue
+        counts = Counter(i.get("outcome", "error") for i in items)
+        counts["error"] += sum(n for o, n in counts.items() if o not in _OUTCOMES)
+        rows.append(f"| {tier} | " + " | ".join(_fmt(counts.get(o, 0)) for o in _OUTCOMES) + " |")
+    if not rows:
+        return []
+    lines = ["| tier | " + " | ".join(_OUTCOMES) + " |", "|---|" + "---:|" * len(_OUTCOMES), *rows, ""]
+    failed = [i for i in run.items if i.get("outcome") in ("failed", "error")]
+    if failed:
+        lines += ["**Failed items**", ""]
+        for i in sorted(failed, key=lambda i: i["nodeid"]):
+            reason = _results.reason_of(i)
+            lines.append(f"- `{i['nodeid']}`" + (f": {reason}" if reason else ""))
+        lines.append("")
+    return lines
+
+
+def _target_tables(run: Run) -> list[str]:
+    structures: dict[str, dict[tuple[str, str], dict[str, Any]]] = defaultdict(dict)
+    for item in run.of_kind("structure"):
+        structures[str(item.get("target"))][(str(item.get("program")), str(item.get("config")))] = item
+    invariants: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for item in run.of_kind("invariant"):
+        programs = item.get("programs") or ["?"]
+        # An invariant over several programs (a comparison) belongs to its first one, as in the plugin.
+        invariants[(str(item.get("target")), str(programs[0]), str(item.get("config")))].append(item)
+    order = [t for t in run.targets if t in structures or any(k[0] == t for k in invariants)]
+    order += sorted(({k[0] for k in invariants} | set(structures)) - set(order))
+    lines: list[str] = []
+    for target in order:
+        keys = set(structures.get(target, {})) | {(k[1], k[2]) for k in invariants if k[0] == target}
+        info = run.targets.get(target, {})
+        lines += [
+            f"## Target `{target}`" + (f" ({info['mode']}, {info['scope']})" if "mode" in info else ""),
+            "",
+        ]
+        if info.get("unavailable"):
+            lines += [f"Unavailable: {info['unavailable']}", ""]
+        head = ["program", "config", *(h for _, h in _COLUMNS), "invariants"]
+        lines += ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * len(_COLUMNS) + "---|"]
+        for program, config in sorted(keys):
+            item = structures.get(target, {}).get((program, config), {})
+            cells = [_cell(item, k) if item else "" for k, _ in _COLUMNS]
+            status = _invariant_status(invariants.get((target, program, config), []))
+            lines.append(f"| `{program}` | {config} | " + " | ".join(cells) + f" | {status} |")
+        lines.append("")
+    return lines
+
+
+def _interval(t: Throughput) -> str:
+    return f"{t.value:.3f} [{t.low:.3f}, {t.high:.3f}]"
+
+
+def _throughput_tables(rows: list[Throughput]) -> list[str]:
+    lines: list[str] = []
+    ratios = sorted((t for t in rows if t.kind == "ratio"), key=lambda t: (t.target, t.label, t.config))
+    if ratios:
+        lines += [
+            "## Throughput: time ratios (median, 95% interval; a verdict fails only when the whole interval "
+            "is past the threshold)",
+            "",
+            "| target | a / b | config | ratio [interval] | threshold | verdict | outcome | predicted |",
+            "|---|---|---|---|---:|---|---|---:|",
+        ]
+        for t in ratios:
+            bound = f"≤ {t.bound:.3g}" if t.bound is not None else "—"
+            predicted = "—" if t.predicted is None else f"{t.predicted:.3g}"
+            lines.append(
+                f"| `{t.target}` | `{t.label}` | {t.config} | {_interval(t)} | {bound} | "
+                f"{t.verdict or '—'} | {t.outcome or '—'} | {predicted} |"
+            )
+        lines.append("")
+    effs = sorted((t for t in rows if t.kind == "efficiency"), key=lambda t: (t.target, t.label, t.config))
+    if effs:
+        lines += [
+            "## Throughput: efficiency vs streaming the same bytes (1.0 = as fast as the stream)",
+            "",
+            "| target | program | config | efficiency [interval] | floor | verdict |",
+            "|---|---|---|---|---:|---|",
+        ]
+        for t in effs:
+            bound = f"≥ {t.bound:.3g}" if t.bound is not None else "—"
+            lines.append(
+                f"| `{t.target}` | `{t.label}` | {t.config} | {_interval(t)} | {bound} | {t.verdict or '—'} |"
+            )
+        lines.append("")
+    return lines
+
+
+def _estimates(run: Run) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """Structure items by (target, program, config), for the compilers' predictions they carry."""
+    return {
+        (str(i.get("target")), str(i.get("program")), str(i.get("config"))): i
+        for i in run.of_kind("structure")
+    }
+
+
+def _predicted_ratio(run: Run, target: str, a: str, b: str, config: str) -> float | None:
+    """``estimated_cycles(a) / estimated_cycles(b)`` on ``target`` from the run's structure items."""
+    items = _estimates(run)
+    ca = items.get((target, a, config), {}).get("estimated_cycles")
+    cb = items.get((target, b, config), {}).get("estimated_cycles")
+    if not isinstance(ca, int) or not isinstance(cb, int) or cb <= 0:
+        return None
+    return ca / cb
+
+
+def _predicted_tables(run: Run) -> list[str]:
+    """The compilers' own predictions: TPU cycles per program and target, memory per program and target,
+    and each measured time ratio beside the ratio the TPU compiler predicts for the same two programs."""
+    items = _estimates(run)
+    tpus = sorted({k[0] for k, i in items.items() if isinstance(i.get("estimated_cycles"), int)})
+    lines: list[str] = []
+    ratios = [t for t in run.throughput if t.kind == "ratio"]
+    if ratios and tpus:
+        lines += [
+            "## Predicted beside measured: time ratios and the TPU compiler's estimated-cycles ratios",
+            "",
+            "A measured ratio is timed on the runtime target; a predicted one is "
+            "`estimated_cycles(a) / estimated_cycles(b)` from the optimized HLO of each TPU target (same "
+            "config). On a TPU host the runtime target is the chip, and its column is the estimate the "
+            "measurement checks.",
+            "",
+            "| a / b | config | measured on | measured [interval] | "
+            + " | ".join(f"`{t}`" for t in tpus)
+            + " |",
+            "|---|---|---|---|" + "---:|" * len(tpus),
+        ]
+        for t in sorted(ratios, key=lambda t: (t.label, t.config, t.target)):
+            a, _, b = t.label.partition(" / ")
+            cells = [_predicted_ratio(run, tpu, a, b, t.config) for tpu in tpus]
+            lines.append(
+                f"| `{t.label}` | {t.config} | `{t.target}` | {_interval(t)} | "
+                + " | ".join("—" if c is None else f"{c:.3g}" for c in cells)
+                + " |"
+            )
+        lines.append("")
+    if tpus:
+        lines += _metric_by_target_table(
+            items, tpus, "estimated_cycles", _fmt,
+            "## Predicted TPU cost: estimated cycles per call (libtpu's own estimate; loops expanded)",
+            "Kernels without an estimate add nothing (today the kCustom gather and custom calls), so a "
+            "forward's figure is the work around its gather. `?`: not compiled there, or no estimate.",
+        )  # fmt: skip
+    memory_targets = sorted({k[0] for k, i in items.items() if isinstance(i.get("temp_bytes"), int)})
+    if memory_targets:
+        lines += _metric_by_target_table(
+            items, memory_targets, "temp_bytes", lambda c: "—" if c is None else _bytes(c),
+            "## Predicted memory: temporary bytes per call (compiled.memory_analysis())",
+        )  # fmt: skip
+    return lines
+
+
+def _metric_by_target_table(
+    items: Mapping[tuple[str, str, str], Mapping[str, Any]],
+    targets: Sequence[str],
+    metric: str,
+    fmt: Callable[[Any], str],
+    heading: str,
+    *notes: str,
+) -> list[str]:
+    """One compiler metric as a table: a row per (program, config) compiled on ``targets``, a column per
+    target; ``items`` maps (target, program, config) to a structure record."""
+    keys = sorted({(k[1], k[2]) for k in items if k[0] in targets})
+    lines = [heading, ""]
+    for note in notes:
+        lines += [note, ""]
+    lines += [
+        "| program | config | " + " | ".join(f"`{t}`" for t in targets) + " |",
+        "|---|---|" + "---:|" * len(targets),
+    ]
+    for program, config in keys:
+        cells = [items.get((t, program, config), {}).get(metric) for t in targets]
+        lines.append(f"| `{program}` | {config} | " + " | ".join(fmt(c) for c in cells) + " |")
+    lines.append("")
+    return lines
+
+
+def render(run: Run, title: str = "Embedding performance invariants") -> str:
+    """The markdown report of one (merged) run."""
+    lines = (
+        _header(run, title)
+        + _tier_summary(run)
+        + _throughput_tables(run.throughput)
+        + _predicted_tables(run)
+        + _target_tables(run)
+    )
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def compare_markdown(a: Run, b: Run) -> str:
+    """What changed from run ``a`` to run ``b``: versions, structure metrics, outcomes, ratios."""
+    name_a, name_b = a.sources[0], b.sources[0]
+    lines = [f"# Changes from `{name_a}` (A) to `{name_b}` (B)", ""]
+    versions = sorted(set(a.versions) | set(b.versions))
+    changed_v = [(k, a.versions.get(k, "—"), b.versions.get(k, "—")) for k in versions]
+    changed_v = [v for v in changed_v if v[1] != v[2]]
+    if changed_v:
+        lines += [
+            "| package | A | B |",
+            "|---|---|---|",
+            *(f"| {k} | {x} | {y} |" for k, x, y in changed_v),
+            "",
+        ]
+    else:
+        lines += ["Same versions.", ""]
+
+    def keyed(run: Run) -> dict[tuple[str, str, str], dict[str, Any]]:
+        return {
+            (str(i.get("target")), str(i.get("program")), str(i.get("config"))): i
+            for i in run.of_kind("structure")
+        }
+
+    sa, sb = keyed(a), keyed(b)
+    metric_rows = []
+    for skey in sorted(set(sa) & set(sb)):
+        for metric in _COMPARED:
+            va, vb = sa[skey].get(metric), sb[skey].get(metric)
+            if va != vb:
+                metric_rows.append(
+                    f"| `{skey[0]}` | `{skey[1]}` | {skey[2]} | {metric} | {_fmt(va)} | {_fmt(vb)} |"
+                )
+    only = [f"`{'/'.join(k)}` only in A" for k in sorted(set(sa) - set(sb))]
+    only += [f"`{'/'.join(k)}` only in B" for k in sorted(set(sb) - set(sa))]
+    lines += [f"## Structure: {len(metric_rows)} metric(s) changed", ""]
+    if metric_rows:
+        lines += [
+            "| target | program | config | metric | A | B |",
+            "|---|---|---|---|---:|---:|",
+            *metric_rows,
+            "",
+        ]
+    if len(only) > 10:  # e.g. a run of the invariant tier alone: say so, do not list 200 keys
+        lines += [
+            f"{len(set(sa) - set(sb))} structure item(s) only in A, {len(set(sb) - set(sa))} only in B.",
+            "",
+        ]
+    elif only:
+        lines += [f"- {o}" for o in only] + [""]
+
+    def outcomes(run: Run) -> dict[str, str]:
+        return {i["nodeid"]: str(i.get("outcome")) for i in run.items if i.get("kind") != "structure"}
+
+    oa, ob = outcomes(a), outcomes(b)
+    changed = [(n, oa[n], ob[n]) for n in sorted(set(oa) & set(ob)) if oa[n] != ob[n]]
+    lines += [f"## Outcomes: {len(changed)} item(s) changed", ""]
+    if changed:
+        lines += ["| item | A | B |", "|---|---|---|", *(f"| `{n}` | {x} | {y} |" for n, x, y in changed), ""]
+    new = len(set(ob) - set(oa))
+    gone = len(set(oa) - set(ob))
+    if new or gone:
+        lines += [f"{new} item(s) only in B, {gone} only in A.", ""]
+
+    ta = {(t.kind, t.target, t.label, t.config): t for t in a.throughput}
+    tb = {(t.kind, t.target, t.label, t.config): t for t in b.throughput}
+    moved = []
+    for key in sorted(set(ta) & set(tb)):
+        x, y = ta[key], tb[key]
+        # Disjoint intervals: a change beyond what either run's noise allows.
+        if x.high < y.low or y.high < x.low or x.verdict != y.verdict:
+            moved.append(
+                f"| {key[0]} | `{key[2]}` | {key[3]} | {_interval(x)} | {_interval(y)} | {y.verdict or '—'} |"
+            )
+    if ta or tb:
+        lines += [f"## Throughput: {len(moved)} measurement(s) moved beyond their intervals", ""]
+        if moved:
+            lines += ["| kind | what | config | A | B | B verdict |", "|---|---|---|---|---|---|", *moved, ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# ------------------------------------------------------------------------------------------------- CLI
+
+
+class _ArgumentError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of printing usage and exiting: bad arguments are one line too."""
+
+    def error(self, message: str) -> Any:
+        raise _ArgumentError(message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="python -m invariants report",
+        description="Markdown tables (for $GITHUB_STEP_SUMMARY) and a plot from the gate's results file(s).",
+    )
+    p.add_argument("results", nargs="*", help="results file(s) written by pytest --results-json (merged)")
+    p.add_argument(
+        "--benchmark-json", help="pytest-benchmark --benchmark-json output with the throughput tier"
+    )
+    p.add_argument(
+        "--compare", nargs=2, metavar=("A", "B"), help="two results files: what changed from A to B"
+    )
+    p.add_argument("--plot", metavar="FILE.png", help="write a PNG: launches per program and target, ratios")
+    p.add_argument("--out", metavar="FILE.md", help="write the markdown here instead of stdout")
+    p.add_argument(
+        "--programs", metavar="WORDS",
+        help="only these programs' items, selected as the gate's --programs selects (names, patterns such "
+        "as 'vmap_*', kind:backward, tag:user); default: a downstream run's own programs, else all; "
+        "'*' shows all",
+    )  # fmt: skip
+    return p
+
+
+def _focus(run: Run, value: str | None) -> Run:
+    """The run as the report shows it: ``--programs``, else a downstream run's own programs, else all."""
+    from ..catalog.select import select_program_words
+    from .run import focused, known_programs
+
+    if value is not None:
+        chosen = select_program_words(value, known_programs(run), "report: --programs")
+        return focused(run, chosen, f"--programs {value}")
+    if run.declared:
+        return focused(
+            run, run.declared, "the project's own, declared in its spec files; --programs '*' for all"
+        )
+    return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m invariants report``; returns the exit code (errors raise one line)."""
+    try:
+        args = _parser().parse_args(argv)
+    except _ArgumentError as err:
+        raise InvariantsError(f"report: {err} (see python -m invariants report --help)") from None
+    if not args.results and not args.compare:
+        raise InvariantsError("report: give a results file (artifacts/results.json) or --compare A B")
+    if args.benchmark_json and not args.results:
+        raise InvariantsError("report: --benchmark-json needs a results file to go with it")
+    if args.plot and not args.results:
+        raise InvariantsError("report: --plot draws a results file; give one")
+    if args.programs is not None and not args.results:
+        raise InvariantsError("report: --programs selects from a results file; give one")
+    # Where it writes, before any reading: a directory or an unwritable folder is one line now, not a
+    # traceback after the work (the same output twice would keep only the second).
+    outputs = [(option, value) for option, value in (("--out", args.out), ("--plot", args.plot)) if value]
+    for option, value in outputs:
+        check_output_file(value, f"report: {option}")
+    if len(outputs) == 2 and Path(outputs[0][1]).resolve() == Path(outputs[1][1]).resolve():
+        raise InvariantsError(f"report: --out and --plot are the same file ({args.out}); give two")
+
+    parts = []
+    if args.results:
+        run = merge([load_results(p) for p in args.results])
+        if args.benchmark_json:
+            add_benchmarks(run, load_benchmarks(args.benchmark_json, run.runtime_target))
+        run = _focus(run, args.programs)
+        parts.append(render(run))
+        if args.plot:
+            if plot(run, args.plot):
+                parts.append(f"Plot: `{args.plot}`\n")
+            else:
+                # The markdown is still written: a run of the invariant tier alone has tables, not points.
+                print(f"report: {args.plot} not written: nothing to plot (no structure or throughput items)",
+                      file=sys.stderr)  # fmt: skip
+    if args.compare:
+        parts.append(compare_markdown(load_results(args.compare[0]), load_results(args.compare[1])))
+    text = "\n".join(parts)
+    if args.out:
+        write_atomic(args.out, text, "report: --out")
+    else:
+        print(text, end="")
+    return 0

@@ -1,0 +1,149 @@
+"""The report's plot: dynamic kernel launches per program and target, and the throughput with intervals."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from .._paths import atomic_path
+from .run import Run
+
+__all__ = ["plot"]
+
+
+def _fmt(value: Any) -> str:
+    return "?" if value is None else f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def plot(run: Run, path: str | Path) -> bool:
+    """Draw the run: dynamic kernel launches per program and target (log axis), and the throughput.
+
+    Returns False, writing nothing, when the run has nothing to draw (no structure or throughput items).
+
+    Launches show the loops at a glance (a per-row loop of 16,384 trips against a handful of kernels).
+    The throughput panels show each ratio or efficiency with its interval and its bound.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display on CI; set before pyplot is imported
+    import matplotlib.pyplot as plt
+
+    structures = [i for i in run.of_kind("structure") if isinstance(i.get("dynamic_kernel_launches"), int)]
+    ratios = [t for t in run.throughput if t.kind == "ratio"]
+    effs = [t for t in run.throughput if t.kind == "efficiency"]
+    cycles = [i for i in run.of_kind("structure") if isinstance(i.get("estimated_cycles"), int)]
+    panels = [
+        p
+        for p, present in (
+            ("launches", structures),
+            ("cycles", cycles),
+            ("ratio", ratios),
+            ("efficiency", effs),
+        )
+        if present
+    ]
+    if not panels:
+        return False
+
+    # One row per program, in the seed configuration (f32) where it has one: the other configurations
+    # repeat the same pattern and would triple the rows. The report's tables have every configuration.
+    configs: dict[str, set[str]] = defaultdict(set)
+    for i in structures:
+        configs[str(i.get("program"))].add(str(i.get("config")))
+    shown = {p: ("f32" if "f32" in c else sorted(c)[0]) for p, c in configs.items()}
+    structures = [i for i in structures if shown[str(i.get("program"))] == str(i.get("config"))]
+    cycles = [i for i in cycles if shown.get(str(i.get("program"))) == str(i.get("config"))]
+    rows_of = {
+        "launches": sorted({_row_label(i) for i in structures}),
+        "cycles": sorted({_row_label(i) for i in cycles}),
+        "ratio": sorted({f"{t.label} [{t.config}]" for t in ratios}),
+        "efficiency": sorted({f"{t.label} [{t.config}]" for t in effs}),
+    }
+    heights = [max(2.0, 0.22 * len(rows_of[p]) + 1.0) for p in panels]
+    fig, axes = plt.subplots(
+        len(panels), 1, figsize=(11, sum(heights)), gridspec_kw={"height_ratios": heights}, squeeze=False
+    )
+    for ax, panel in zip(axes[:, 0], panels, strict=True):
+        labels = rows_of[panel]
+        y = {label: n for n, label in enumerate(labels)}
+        if panel == "cycles":
+            _scatter_by_target(ax, cycles, "estimated_cycles", y)
+            ax.set_xscale("log")
+            ax.set_xlabel("estimated cycles per call (libtpu's estimate, loops expanded; log scale)")
+            ax.set_title("Predicted TPU cost per program (seed config f32) and TPU target")
+        elif panel == "launches":
+            targets = sorted({str(i.get("target")) for i in structures})
+            markers = "osD^v<>p*hX"
+            for n, target in enumerate(targets):
+                # Each target sits at its own small offset inside the row, so equal counts do not hide
+                # each other.
+                dy = (n - (len(targets) - 1) / 2) * 0.7 / max(len(targets), 1)
+                pts = [
+                    (max(i["dynamic_kernel_launches"], 1), y[_row_label(i)] + dy)
+                    for i in structures
+                    if i.get("target") == target
+                ]
+                ax.scatter(*zip(*pts, strict=True), label=target, marker=markers[n % len(markers)], s=22)
+            top = max(structures, key=lambda i: i["dynamic_kernel_launches"])
+            if top["dynamic_kernel_launches"] >= 100:
+                trips = _fmt(top.get("max_trip_count"))
+                ax.annotate(
+                    f"{top['dynamic_kernel_launches']:,} launches: {top['program']} on {top['target']}\n"
+                    f"{top.get('while_loops')} while loop(s), max trip count {trips}",
+                    xy=(top["dynamic_kernel_launches"], y[_row_label(top)]),
+                    xytext=(0.45, 0.93),
+                    textcoords="axes fraction",
+                    fontsize=8,
+                    arrowprops={"arrowstyle": "->", "color": "grey"},
+                )
+            ax.set_xscale("log")
+            ax.set_xlabel("dynamic kernel launches per call (loops expanded by trip count; log scale)")
+            ax.set_title("Kernel launches per call, per program (seed config f32) and target")
+            ax.legend(fontsize=7, loc="lower right", ncol=2)
+        else:
+            data = ratios if panel == "ratio" else effs
+            for t in data:
+                row = y[f"{t.label} [{t.config}]"]
+                bad = t.verdict == "fail"
+                ax.errorbar(
+                    t.value, row, xerr=[[t.value - t.low], [t.high - t.value]], fmt="o",
+                    color="tab:red" if bad else "tab:blue", capsize=3,
+                )  # fmt: skip
+                if t.bound is not None:
+                    ax.plot([t.bound, t.bound], [row - 0.4, row + 0.4], color="tab:red", lw=2)
+            ax.axvline(1.0, color="grey", lw=0.8, ls="--")
+            if panel == "ratio":
+                ax.set_title("Time ratio a / b (median, interval; red bar: threshold, a row fails past it)")
+                ax.set_xlabel("t_a / t_b (1.0 = as fast)")
+            else:
+                ax.set_title("Efficiency vs streaming the same bytes (median, interval; red bar: floor)")
+                ax.set_xlabel("t_stream / t_program (1.0 = as fast as the stream)")
+        ax.set_yticks(range(len(labels)), labels, fontsize=7)
+        ax.set_ylim(-0.7, len(labels) - 0.3)
+        ax.invert_yaxis()
+        ax.grid(axis="x", which="both", alpha=0.3)
+    versions = ", ".join(f"{k} {v}" for k, v in sorted(run.versions.items()))
+    fig.suptitle(f"Embedding invariants ({versions})", fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1, 0.98))
+    try:
+        with atomic_path(path, "report: --plot") as tmp:  # a reader never sees half a PNG
+            fig.savefig(tmp, dpi=110, format=Path(path).suffix[1:] or "png")
+    finally:
+        plt.close(fig)
+    return True
+
+
+def _scatter_by_target(ax: Any, items: list[dict[str, Any]], key: str, y: dict[str, int]) -> None:
+    """One marker per (program row, target), each target at its own small offset inside the row."""
+    targets = sorted({str(i.get("target")) for i in items})
+    markers = "osD^v<>p*hX"
+    for n, target in enumerate(targets):
+        dy = (n - (len(targets) - 1) / 2) * 0.7 / max(len(targets), 1)
+        pts = [(max(i[key], 1), y[_row_label(i)] + dy) for i in items if i.get("target") == target]
+        ax.scatter(*zip(*pts, strict=True), label=target, marker=markers[n % len(markers)], s=22)
+    ax.legend(fontsize=7, loc="lower right", ncol=2)
+
+
+def _row_label(item: dict[str, Any]) -> str:
+    return f"{item.get('program')} [{item.get('config')}]"

@@ -1,0 +1,281 @@
+"""The report's model of a run: results files (and pytest-benchmark JSON) read and merged into a :class:`Run`.
+
+The records themselves are :mod:`invariants.plugin.results`'; this module turns them into what the report's
+tables and plot show: the items by kind, and the throughput rows (:class:`Throughput`). Bad input raises
+:class:`InvariantsError` (one line).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .._errors import InvariantsError
+from ..plugin import results as _results
+
+__all__ = [
+    "Run", "Throughput", "add_benchmarks", "focused", "item_programs", "known_programs", "load_benchmarks",
+    "load_results", "merge",
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """One timed comparison: a ratio ``t_a / t_b`` (``kind="ratio"``) or an efficiency vs a memory stream.
+
+    ``value``/``low``/``high`` are the median and its confidence interval; ``bound`` is the ratio's
+    threshold (upper bound) or the efficiency's floor (lower bound), None when only measured.
+    """
+
+    kind: str  # "ratio" | "efficiency"
+    nodeid: str
+    target: str
+    label: str  # "a / b" for a ratio, the program for an efficiency
+    config: str
+    value: float
+    low: float
+    high: float
+    bound: float | None
+    verdict: str | None
+    outcome: str | None  # the pytest outcome, when known (results file)
+    id: str = ""
+    # A ratio timed on a TPU: the TPU compiler's estimated-cycles ratio of the same two programs there.
+    predicted: float | None = None
+
+
+@dataclass
+class Run:
+    """A run, merged from one or more results files (and optionally a benchmark JSON)."""
+
+    sources: list[str]
+    versions: dict[str, str]
+    runtime: dict[str, Any]
+    targets: dict[str, dict[str, Any]]
+    exitstatus: int
+    items: list[dict[str, Any]]
+    throughput: list[Throughput] = field(default_factory=list)
+    # The programs the run's spec files declared (a downstream project's own), and every program of the
+    # run with its kind and tags (see invariants.plugin.results): what --programs selects from.
+    declared: list[str] = field(default_factory=list)
+    programs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # What the report shows: None (every program) or the programs chosen, and how they were chosen.
+    focus: tuple[list[str], str] | None = None
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        return [i for i in self.items if i.get("kind") == kind]
+
+    @property
+    def runtime_target(self) -> str:
+        """The name of the runtime target (the one that runs programs; throughput is timed there)."""
+        for name, t in self.targets.items():
+            if t.get("mode") == "runtime":
+                return name
+        return str(self.runtime.get("platform", "runtime"))
+
+
+# -------------------------------------------------------------------------------------------- loading
+
+
+def _read_json(path: str | Path, what: str) -> Any:
+    p = Path(path)
+    if not p.is_file():
+        raise InvariantsError(f"{p}: no such {what} file")
+    try:
+        return json.loads(p.read_text())
+    except UnicodeDecodeError:
+        raise InvariantsError(f"{p}: not a {what} file (not text)") from None
+    except json.JSONDecodeError as err:
+        raise InvariantsError(f"{p}:{err.lineno}: not JSON ({err.msg})") from None
+
+
+def load_results(path: str | Path) -> Run:
+    """Read one results file (:func:`invariants.plugin.results.read`); bad input raises one line."""
+    data = _results.read(path)
+    where = str(path)
+    run = Run(
+        sources=[where],
+        versions={str(k): str(v) for k, v in data.get("versions", {}).items()},
+        runtime=dict(data.get("runtime", {})),
+        targets={str(k): (v if isinstance(v, dict) else {}) for k, v in data.get("targets", {}).items()},
+        exitstatus=data.get("exitstatus", 0),
+        items=list(data["items"]),
+        declared=_results.declared_of(data),
+        programs=_results.programs_of(data),
+    )
+    for item in run.items:
+        row = _throughput_of(item, item.get("target") or run.runtime_target, item["nodeid"], item["outcome"])
+        if row is not None:
+            run.throughput.append(row)
+    return run
+
+
+def merge(runs: Sequence[Run]) -> Run:
+    """One run from several results files of the same checkout (e.g. the gate and the throughput session).
+
+    Versions and runtime come from the first file; a later file that disagrees on a version raises, since
+    its numbers would not belong in the same tables.
+    """
+    first = runs[0]
+    merged = Run(
+        sources=[],
+        versions=dict(first.versions),
+        runtime=dict(first.runtime),
+        targets={},
+        exitstatus=0,
+        items=[],
+    )
+    for run in runs:
+        for name, version in run.versions.items():
+            if merged.versions.setdefault(name, version) != version:
+                raise InvariantsError(
+                    f"{run.sources[0]}: {name} {version} differs from {merged.versions[name]} in "
+                    f"{first.sources[0]}; use --compare for two different runs"
+                )
+        merged.sources += run.sources
+        merged.targets.update(run.targets)
+        merged.exitstatus = max(merged.exitstatus, run.exitstatus)
+        merged.items += run.items
+        merged.throughput += run.throughput
+        merged.declared += [p for p in run.declared if p not in merged.declared]
+        merged.programs.update(run.programs)
+    return merged
+
+
+def item_programs(item: dict[str, Any]) -> list[str]:
+    """The programs an entry is about: its program, a relation's programs, a ratio's two sides (without
+    their index distribution); none for an error entry."""
+    if isinstance(item.get("programs"), list):
+        return [str(p) for p in item["programs"]]
+    if item.get("kind") == "ratio":
+        return [str(item[side]).split("[", 1)[0] for side in ("a", "b") if item.get(side)]
+    return [str(item["program"])] if item.get("program") else []
+
+
+def focused(run: Run, programs: Sequence[str], how: str) -> Run:
+    """The run with only the entries (and throughput rows) about one of ``programs`` (a relation counts when
+    one of its programs is chosen); error entries, which name no program, always stay."""
+    chosen = set(programs)
+
+    def keep(item: dict[str, Any]) -> bool:
+        named = item_programs(item)
+        return not named or bool(chosen & set(named))
+
+    def keep_row(row: Throughput) -> bool:
+        sides = [part.strip().split("[", 1)[0] for part in row.label.split("/")]
+        return bool(chosen & set(sides))
+
+    return Run(
+        sources=run.sources, versions=run.versions, runtime=run.runtime, targets=run.targets,
+        exitstatus=run.exitstatus, items=[i for i in run.items if keep(i)],
+        throughput=[t for t in run.throughput if keep_row(t)], declared=run.declared, programs=run.programs,
+        focus=(list(programs), how),
+    )  # fmt: skip
+
+
+def known_programs(run: Run) -> dict[str, Any]:
+    """The run's programs as :func:`invariants.spec.file.select_programs` reads them (a kind and tags each);
+    for a file that recorded none, the names its entries carry, with neither."""
+    from types import SimpleNamespace
+
+    known = {
+        name: SimpleNamespace(kind=info.get("kind"), tags=frozenset(info.get("tags") or ()))
+        for name, info in run.programs.items()
+    }
+    for item in run.items:
+        for name in item_programs(item):
+            known.setdefault(name, SimpleNamespace(kind=None, tags=frozenset()))
+    return known
+
+
+def load_benchmarks(path: str | Path, default_target: str = "runtime") -> list[Throughput]:
+    """Throughput rows from pytest-benchmark's JSON (``benchmarks[*].extra_info``).
+
+    Benchmarks whose ``extra_info`` holds neither a ratio nor an efficiency are skipped (they are someone
+    else's benchmarks); a file without a ``benchmarks`` list raises.
+    """
+    data = _read_json(path, "benchmark JSON")
+    if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
+        raise InvariantsError(
+            f"{path}: not a pytest-benchmark JSON file (expected an object with a 'benchmarks' list)"
+        )
+    rows = []
+    for n, bench in enumerate(data["benchmarks"]):
+        if not isinstance(bench, dict) or not isinstance(bench.get("extra_info", {}), dict):
+            raise InvariantsError(f"{path}: benchmarks[{n}] is not an object with an 'extra_info' object")
+        info = bench.get("extra_info", {})
+        nodeid = str(bench.get("fullname") or bench.get("name") or f"benchmarks[{n}]")
+        try:
+            row = _throughput_of(info, str(info.get("target") or default_target), nodeid, None)
+        except InvariantsError as err:
+            raise InvariantsError(f"{path}: benchmarks[{n}] ({bench.get('name')}): {err}") from None
+        if row is not None:
+            rows.append(row)
+    return rows
+
+
+def _number(info: dict[str, Any], key: str, required: bool = True) -> float | None:
+    value = info.get(key)
+    if value is None and not required:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvariantsError(f"{key!r} must be a finite number, not {value!r}")
+    return float(value)
+
+
+def _throughput_of(info: dict[str, Any], target: str, nodeid: str, outcome: str | None) -> Throughput | None:
+    """A :class:`Throughput` from a ``ratio`` or ``efficiency`` record, None for records of other kinds."""
+    kind = info.get("kind")
+    if kind not in ("ratio", "efficiency"):
+        return None
+    missing = [f for f in _results.FIELDS[kind] if f not in info and f != "target"]
+    try:
+        if missing:
+            raise InvariantsError(f"lacks {', '.join(missing)}")
+        if kind == "ratio":
+            return Throughput(
+                kind="ratio",
+                nodeid=nodeid,
+                target=target,
+                label=f"{info['a']} / {info['b']}",
+                config=str(info["config"]),
+                value=_number(info, "median") or 0.0,
+                low=_number(info, "low") or 0.0,
+                high=_number(info, "high") or 0.0,
+                bound=_number(info, "threshold", required=False),
+                verdict=info["verdict"],
+                outcome=outcome,
+                id=str(info["id"]),
+                predicted=_number(info, "predicted", required=False),
+            )
+        return Throughput(
+            kind="efficiency",
+            nodeid=nodeid,
+            target=target,
+            label=str(info["program"]),
+            config=str(info["config"]),
+            value=_number(info, "efficiency") or 0.0,
+            low=_number(info, "low") or 0.0,
+            high=_number(info, "high") or 0.0,
+            bound=_number(info, "min_efficiency", required=False),
+            verdict=info["verdict"],
+            outcome=outcome,
+            id=str(info["id"]),
+        )
+    except InvariantsError as err:
+        raise InvariantsError(f"{nodeid}: {kind} record: {err}") from None
+
+
+def add_benchmarks(run: Run, rows: Iterable[Throughput]) -> None:
+    """Add benchmark rows not already in the run (the same node id measured once, reported once)."""
+    known = {t.nodeid for t in run.throughput}
+    runtime = run.runtime_target
+    for row in rows:
+        if row.nodeid in known:
+            continue
+        if row.target == "runtime":
+            row = Throughput(**{**row.__dict__, "target": runtime})
+        run.throughput.append(row)

@@ -1,0 +1,151 @@
+"""A pytest plugin that swaps catalog programs for bad ones, in a self-check child process only.
+
+``python -m invariants selfcheck`` starts the gate in a child with ``-p invariants.selfcheck.inject`` and
+``INVARIANTS_INJECT=NAME=module:function[;NAME=module:function...]``. Before any item compiles, each named
+entry of ``invariants.catalog.programs.CATALOG`` is replaced by the same :class:`Program` with ``fn`` swapped
+(``dataclasses.replace``): names, configs and tags stay, so the child collects exactly the items the
+clean suite has, and only what they compile changes. Without ``INVARIANTS_INJECT`` the plugin does nothing.
+
+The bad programs live here, next to the hook, so that the catalog never carries them. Each one keeps the
+signature of the program it replaces and is written the way a real regression would look.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import os
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from .. import _config
+
+ENV = _config.name("INVARIANTS_INJECT")
+
+
+def parse_spec(spec: str) -> list[tuple[str, str, str]]:
+    """``NAME=module:function;...`` -> ``[(NAME, module, function), ...]``; bad syntax raises ValueError."""
+    out = []
+    for part in filter(None, (p.strip() for p in spec.split(";"))):
+        name, sep, target = part.partition("=")
+        module, colon, function = target.partition(":")
+        if not (sep and colon and name.strip() and module.strip() and function.strip()):
+            raise ValueError(f"{ENV}: {part!r} is not NAME=module:function")
+        out.append((name.strip(), module.strip(), function.strip()))
+    return out
+
+
+def apply(spec: str) -> list[str]:
+    """Swap the programs named in ``spec``; return ``['NAME <- module:function', ...]``.
+
+    Raises ValueError (one line) for bad syntax, an unknown program, or a function that does not exist.
+    """
+    from ..catalog import programs as _programs
+
+    # CATALOG is typed as a read-only Mapping for the suite; at runtime it is the dict _catalog() built,
+    # and this child process is the only one that ever writes to it.
+    catalog: Any = _programs.CATALOG
+    done = []
+    for name, module, function in parse_spec(spec):
+        if name not in catalog:
+            raise ValueError(f"{ENV}: unknown program {name!r}")
+        try:
+            fn = getattr(importlib.import_module(module), function)
+        except (ImportError, AttributeError) as err:
+            raise ValueError(f"{ENV}: cannot load {module}:{function} ({err})") from None
+        catalog[name] = dataclasses.replace(catalog[name], fn=fn)
+        done.append(f"{name} <- {module}:{function}")
+    return done
+
+
+_APPLIED: list[str] = []
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    spec = os.environ.get(ENV, "")
+    if not spec:
+        return
+    try:
+        _APPLIED[:] = apply(spec)
+    except ValueError as err:
+        raise pytest.UsageError(str(err)) from None
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return [f"selfcheck injection: {a}" for a in _APPLIED]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The bad programs.
+
+
+def take_as_map_loop(W: Any, x: Any) -> Any:
+    """``take`` rewritten as the row-at-a-time loop: the seed's pathology."""
+    from ..catalog.programs import lax_map_loop
+
+    return lax_map_loop(W, x)
+
+
+def naive_twice(W: Any, x: Any) -> Any:
+    """``W[x]`` computed twice and averaged: same values, double the gather work.
+
+    The second lookup reads the rows in reverse order and flips them back, so XLA cannot prove the two
+    gathers equal and merge them (an ``optimization_barrier`` is not enough: the CPU pipeline removes it
+    before CSE runs).
+    """
+    import jax.numpy as jnp
+
+    first = W[x]
+    second = jnp.flip(W[jnp.flip(x)], axis=tuple(range(x.ndim)))
+    return (first + second) / 2
+
+
+def _grad_of(forward: Callable[[Any, Any], Any]) -> Callable[..., Any]:
+    def grad_wrt_table(W: Any, x: Any, ct: Any) -> Any:
+        import jax
+
+        _, pullback = jax.vjp(lambda table: forward(table, x), W)
+        return pullback(ct)[0]
+
+    return grad_wrt_table
+
+
+def grad_take_through_map_loop(W: Any, x: Any, ct: Any) -> Any:
+    """The backward of ``take`` differentiated through the row loop: a loop of dynamic-update-slices."""
+    from ..catalog.programs import lax_map_loop
+
+    return _grad_of(lax_map_loop)(W, x, ct)
+
+
+def grad_take_contended(W: Any, x: Any, ct: Any) -> Any:
+    """The gradient of ``take`` (same values) whose cost grows with index contention, as an atomics-bound
+    GPU scatter's does (xla#46225): one more scatter-add of zeros per 512 repeats of the most repeated row.
+    Uniform indices repeat a row a few times (no extra pass); all-equal ones 16384 times (32 passes)."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    grad = _grad_of(lambda table, ids: jnp.take(table, ids, axis=0))(W, x, ct)
+    repeats = jnp.zeros(W.shape[0], jnp.int32).at[x.reshape(-1)].add(1).max()
+
+    def one_more_pass(state: tuple[Any, Any]) -> tuple[Any, Any]:
+        done, acc = state
+        return done + 1, acc.at[x].add(ct * 0)
+
+    return lax.while_loop(lambda s: s[0] < repeats // 512, one_more_pass, (0, grad))[1]
+
+
+def eqx_embedding_as_take(W: Any, x: Any) -> Any:
+    """An ``Embedding`` that looks up with ``jnp.take`` (flax's way) instead of ``W[i]`` under vmap."""
+    import jax.numpy as jnp
+
+    return jnp.take(W, x, axis=0)
+
+
+def take_clip_as_fill(W: Any, x: Any) -> Any:
+    """``take(mode='clip')`` silently changed to the default fill mode: out-of-bounds rows become NaN."""
+    import jax.numpy as jnp
+
+    return jnp.take(W, x, axis=0, mode="fill")

@@ -1,0 +1,167 @@
+"""The snapshot form: a normalized, human-readable summary of what a program compiles to.
+
+It is stable across runs, Python function names and source lines (no metadata, instruction names, module
+names or stack frames appear), and sensitive to everything that decides performance: the kernel list in
+order, each fusion's kind and opcode multiset, custom-call targets, while loops with their bodies and trip
+counts, collectives with bytes, gather/scatter dimension numbers and result layouts, dtype conversions, and
+the jaxpr's primitive sequence with gather/scatter modes.
+
+One kernel is one line, so a regression reads as a one-line diff such as
+``kernel 3: fusion kLoop {...}`` becoming ``kernel 3: while ×16384 {`` followed by its body.
+
+Where the compile kept its kernel code (GPU PTX, CPU LLVM IR: :mod:`invariants.kernels`), each kernel
+with code is followed by one ``code:`` line of its atomics, loops and vector width, so that a change of
+code generation behind byte-identical HLO (a native float atomic becoming a CAS retry loop) is a
+snapshot diff too.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections import Counter
+from collections.abc import Iterable
+
+from ..catalog.targets import Target
+from ..compile.artifacts import Compiled
+from ..hlo.structure import Kernel, Structure
+from ..kernels import parse_kernel_code
+from ..kernels.program import ProgramCode, code_line, unmatched_lines
+
+
+def _multiset(pairs: Iterable[tuple[str, int]]) -> str:
+    return ", ".join(name if n == 1 else f"{name}×{n}" for name, n in pairs)
+
+
+def _runs(items: Iterable[str]) -> list[str]:
+    """Collapse consecutive repeats: ``a a a b`` → ``a×3 b``."""
+    out: list[str] = []
+    last, count = None, 0
+    for item in [*items, None]:
+        if item == last:
+            count += 1
+            continue
+        if last is not None:
+            out.append(last if count == 1 else f"{last}×{count}")
+        last, count = item, 1
+    return out
+
+
+def kernel_line(kernel: Kernel) -> str:
+    """One kernel as one line (a while or conditional opens a block; see :func:`kernel_lines`)."""
+    if kernel.opcode == "fusion":
+        text = f"fusion {kernel.fusion_kind} {{{_multiset(kernel.inner_opcodes)}}}"
+    elif kernel.opcode == "custom-call":
+        text = f"custom-call {kernel.custom_call_target}"
+    else:
+        text = kernel.opcode
+    if kernel.custom_call_target and kernel.opcode == "fusion":
+        text += f" [custom-call {kernel.custom_call_target}]"
+    # Not kernel.partitions: XLA:CPU splits loop fusions by the host's core count (none under one core),
+    # so it would make CPU snapshots differ between a 2-core and a 64-core CI machine.
+    return f"{text} -> {kernel.shape}"
+
+
+def kernel_lines(
+    kernels: Iterable[Kernel], prefix: str = "kernel ", indent: str = "", code: ProgramCode | None = None
+) -> list[str]:
+    lines: list[str] = []
+    for i, k in enumerate(kernels, 1):
+        label = f"{indent}{prefix}{i}"
+        if k.opcode == "while":
+            trips = f"×{k.trip_count}" if k.trip_count is not None else "×?"
+            lines.append(f"{label}: while {trips} {{")
+            lines += kernel_lines(k.condition, "cond ", indent + "    ", code)
+            lines += kernel_lines(k.body, "body ", indent + "    ", code)
+            lines.append(f"{indent}}}")
+        elif k.opcode == "conditional":
+            lines.append(f"{label}: conditional {{")
+            for b, branch in enumerate(k.branches):
+                lines += kernel_lines(branch, f"branch {b}.", indent + "    ", code)
+            lines.append(f"{indent}}}")
+        else:
+            lines.append(f"{label}: {kernel_line(k)}")
+            facts = code.of(k) if code is not None else None
+            if facts is not None:
+                lines.append(f"{indent}    code {code_line(facts)}")
+    return lines
+
+
+def summary_line(structure: Structure) -> str:
+    kinds = ", ".join(f"{k} {n}" for k, n in sorted(structure.fusion_kinds.items()))
+    trips = ", ".join("×?" if w.trip_count is None else f"×{w.trip_count}" for w in structure.while_loops)
+    launches = "unknown" if structure.dynamic_kernel_launches is None else structure.dynamic_kernel_launches
+    return (
+        f"kernels {structure.kernels}; entry fusions {structure.entry_fusions}"
+        + (f" ({kinds})" if kinds else "")
+        + f"; while loops {len(structure.while_loops)}"
+        + (f" ({trips})" if trips else "")
+        + f"; dynamic launches {launches}"
+    )
+
+
+def code_of(compiled: Compiled, structure: Structure, target: Target) -> ProgramCode:
+    """The kernel code of one compile for ``target``, tied to ``structure``; without code (a TPU compile,
+    a target that does not keep it), a ``ProgramCode`` whose every metric is a ``Missing`` saying why."""
+    from ..compile.artifacts import reads_kernel_code
+
+    code = program_code(compiled, structure) if reads_kernel_code(target) else None
+    if code is not None:
+        return code
+    if target.family == "tpu":
+        why = "the TPU compiler writes no kernel code (libtpu dumps no LLO)"
+    elif target.family == "cpu" and not reads_kernel_code(target):
+        why = "its kernels are the CPU runtime target's; read them there"
+    else:
+        why = "the compile kept no kernel code"
+    return ProgramCode(structure, None, f"{target.name}: {why}")
+
+
+def program_code(compiled: Compiled, structure: Structure) -> ProgramCode | None:
+    """The kernel code ``compiled`` kept, tied to ``structure``; None when it kept none."""
+    if not compiled.kernel_code:
+        return None
+    files = {
+        f"{compiled.program}.{compiled.config}.{compiled.target}/{n}": t
+        for n, t in compiled.kernel_code.items()
+    }
+    return ProgramCode(structure, tuple(parse_kernel_code(files)))
+
+
+def render_summary(
+    compiled: Compiled, structure: Structure, doc: str = "", code: ProgramCode | None = None
+) -> str:
+    """The snapshot text of one compiled program. Deterministic for a given compiler. ``code`` is its
+    kernel code when the caller has parsed it already (else it is parsed from ``compiled``)."""
+    code = code if code is not None else program_code(compiled, structure)
+    out = [f"# {compiled.program} [{compiled.config}] on {compiled.target}"]
+    if doc:
+        out.append(f"# {doc}")
+    out.append("")
+    out.append("jaxpr:")
+    out += textwrap.wrap(
+        " ".join(_runs(compiled.jaxpr_primitives)),
+        100,
+        initial_indent="  ",
+        subsequent_indent="  ",
+        break_on_hyphens=False,
+    ) or ["  (empty)"]
+    out.append("")
+    out.append("summary: " + summary_line(structure))
+    out.append("kernels:")
+    out += ["  " + line for line in kernel_lines(structure.kernel_list, code=code)] or ["  (none)"]
+    if code is not None and code.unmatched:
+        out.append("code of no listed kernel:")
+        out += ["  " + line for line in unmatched_lines(code)]
+    out.append("custom calls: " + (", ".join(structure.custom_call_targets) or "none"))
+    out.append("converts: " + (_multiset(sorted(Counter(structure.converts).items())) or "none"))
+    for title, ops in (("gathers", structure.gather_shapes), ("scatters", structure.scatter_shapes)):
+        out.append(f"{title}:" + ("" if ops else " none"))
+        out += [f"  {op.opcode} -> {op.shape} {{{op.dimension_numbers}}}" for op in ops]
+    out.append("collectives:" + ("" if structure.collectives else " none"))
+    out += [
+        f"  {c.opcode} {c.bytes} bytes -> {c.shape}"
+        + (f" groups={c.replica_groups}" if c.replica_groups else "")
+        for c in structure.collectives
+    ]
+    out.append(f"root: {structure.root_shape}")
+    return "\n".join(out) + "\n"

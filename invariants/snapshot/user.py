@@ -1,0 +1,139 @@
+"""Where the ``compiled_snapshot`` fixture keeps a project's own snapshots: one syrupy single-file each.
+
+The layout, beside the test file, per target as the gate's own snapshots are::
+
+    <folder of the test file>/snapshots/<target>/<test file stem>/<test name>.txt
+
+e.g. ``tests/snapshots/tpu-v5e/test_embeddings/test_take.txt``. The target folder comes from what is
+asserted (a :class:`~invariants.testing.CompiledStructure` knows its target), so one test may snapshot a
+function on several targets; a second snapshot of the same target in one test is ``<test name>.1.txt``,
+as syrupy numbers them. Below the target folder the layout is syrupy's own single-file layout
+(``<test file stem>/<test name>``), so syrupy relates each file to its test: ``--snapshot-update`` writes
+and rewrites them, a plain run fails on a snapshot no test asserts any more, and an update deletes it,
+exactly as syrupy does for its ``__snapshots__`` folders.
+
+What is stored is the gate's snapshot text (:func:`invariants.snapshot.render.render_summary`, the
+serializer);
+its first line names the function, its argument shapes and the target. This module is the extension half,
+and borrows the gate's (:mod:`invariants.snapshot.store`) for the rest: every write is atomic, and a
+snapshot that cannot be read or written fails its test with one line naming the path. Only files of this
+form are ever shown to syrupy (:meth:`CompiledSnapshotExtension.discover_snapshots`), so syrupy never
+calls a README.txt or any other foreign file unused, and never deletes one. The gate's own snapshots
+(``<root>/<target>/<program>.<config>.txt``, one level up) are never discovered here, and these are never
+discovered by the gate.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from syrupy.data import SnapshotCollections
+from syrupy.extensions.single_file import WriteMode
+
+from .store import (
+    SNAPSHOT_ROOT,
+    SUFFIX,
+    StructureAssertion,
+    TextFiles,
+    rebind,
+    shown,
+)
+
+# render_summary's first line: ``# <name> [<argument shapes>] on <target>``.
+_HEADER = re.compile(r"# \S+ \[.*\] on (?P<target>\S+)")
+
+
+def _index(target: str, n: int) -> str:
+    """syrupy's index of the ``n``-th snapshot of ``target`` in one test: the target travels in it, since
+    syrupy asks an extension for a location by test and index only."""
+    return f"{n}@{target}"
+
+
+def _parse(index: Any) -> tuple[int, str]:
+    n, at, target = str(index).partition("@")
+    if not at or not n.isdigit() or not target:
+        raise TypeError(f"compiled_snapshot: not an index of ours: {index!r}; assert compiled_snapshot == s")
+    return int(n), target
+
+
+def ours(path: Path) -> bool:
+    """Whether ``path`` is a snapshot this extension wrote: ``<target>/<stem>/<name>.txt`` whose first line
+    is render_summary's header naming that ``<target>``."""
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(4096).decode("utf-8").rstrip("\r\n")
+    except (OSError, UnicodeDecodeError):
+        return False
+    m = _HEADER.fullmatch(first)
+    return m is not None and m["target"] == path.parent.parent.name
+
+
+class CompiledSnapshotExtension(TextFiles):
+    """One text file per (target, test, index) at the layout of the module docstring."""
+
+    _write_mode = WriteMode.TEXT
+    file_extension = SUFFIX.lstrip(".")
+
+    @classmethod
+    def dirname(cls, *, test_location: Any) -> str:
+        """The snapshot root of a test file (each target is a folder below it)."""
+        return str(Path(test_location.filepath).parent / SNAPSHOT_ROOT)
+
+    @classmethod
+    def discovery_dirname(cls, *, test_location: Any) -> str:
+        return cls.dirname(test_location=test_location)
+
+    @classmethod
+    def get_snapshot_name(cls, *, test_location: Any, index: Any = 0) -> str:
+        n, _ = _parse(index)
+        return super().get_snapshot_name(test_location=test_location, index=n)
+
+    @classmethod
+    def get_location(cls, *, test_location: Any, index: Any) -> str:
+        _, target = _parse(index)
+        name = cls.get_file_basename(test_location=test_location, index=index)
+        return str(
+            Path(cls.dirname(test_location=test_location)) / target / test_location.basename / (name + SUFFIX)
+        )
+
+    def discover_snapshots(self, *, test_location: Any, ignore_extensions: list[str] | None = None) -> Any:
+        """Every snapshot of ours below the root (all targets, all test files there, as syrupy's
+        single-file discovery covers its ``__snapshots__``); nothing else."""
+        found = SnapshotCollections()
+        root = Path(self.dirname(test_location=test_location))
+        for path in sorted(root.glob(f"*/*/*{SUFFIX}")):
+            if path.is_file() and ours(path):
+                found.add(self.read_snapshot_collection(snapshot_location=str(path)))
+        return found
+
+    def serialize(self, data: Any, **kwargs: Any) -> str:
+        return str(data.snapshot)
+
+
+class CompiledSnapshotAssertion(StructureAssertion):
+    """syrupy's assertion for :class:`~invariants.testing.CompiledStructure` values: stored under their
+    target, with the gate's one-line errors for a snapshot file that cannot be read or written."""
+
+    def _assert(self, data: Any) -> bool:
+        from ..testing import CompiledStructure
+
+        if not isinstance(data, CompiledStructure):
+            caller = sys._getframe(2)  # the test's ``assert compiled_snapshot == data`` (through __eq__)
+            where = f"{shown(Path(caller.f_code.co_filename))}:{caller.f_lineno}"
+            pytest.fail(
+                f"{where}: compiled_snapshot compares what compile_for returns, got a {type(data).__name__}",
+                pytrace=False,
+            )
+        # The how-many-th snapshot of this target in this test: its earlier ones are in the executions.
+        n = sum(Path(r.snapshot_location).parent.parent.name == data.target for r in self.executions.values())
+        self(name=_index(data.target, n))
+        return super()._assert(data)
+
+
+def compiled_assertion(snapshot: Any) -> CompiledSnapshotAssertion:
+    """The ``compiled_snapshot`` fixture's value: syrupy's ``snapshot`` with this extension."""
+    return rebind(snapshot, CompiledSnapshotAssertion, CompiledSnapshotExtension)

@@ -1,0 +1,651 @@
+"""Checks: expand spec invariants into items and decide each one.
+
+A :class:`Case` is one pytest item: one invariant on one target, for one program (absolute) or for the
+programs its assert names (relational), in one configuration. :func:`evaluate` decides it from structures
+alone; the caller supplies them, so this stage never compiles.
+
+Correctness checks run programs on the runtime target and compare values (:data:`CORRECTNESS`).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import fnmatch
+import importlib.metadata
+import operator
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .._errors import InvariantsError, did_you_mean
+from ..catalog.programs import Config, get_config
+from ..catalog.registry import PROGRAMS
+from ..catalog.targets import Target, all_targets, device_count
+from ..compile.artifacts import Key
+from ..hlo.cost import Missing
+from ..hlo.metrics import METRICS, input_facts
+from ..hlo.structure import Structure
+from .file import CorrectnessCheck, Invariant, Spec, scaled_terms, scope_of, select_programs
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One invariant item. ``program`` is None for relational and throughput invariants."""
+
+    invariant: Invariant
+    target: str
+    config: str
+    program: str | None
+    skip: str | None = None
+
+    @property
+    def id(self) -> str:
+        subject = self.program if self.program else "~".join(self.invariant.programs)
+        return f"{self.target}-{subject}-{self.config}-{self.invariant.id}"
+
+    @property
+    def keys(self) -> list[Key]:
+        programs = [self.program] if self.program else list(self.invariant.programs)
+        return [Key(p, self.config, self.target) for p in programs]
+
+
+def _config_matches(config: str, patterns: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatchcase(config, p) for p in patterns)
+
+
+def _installed(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def unmet_condition(invariant: Invariant | CorrectnessCheck) -> str | None:
+    """None when every ``when`` condition holds for the installed versions, else why not."""
+    for req in invariant.when:
+        version = _installed(req.name)
+        if version is None:
+            return f"when: {req} (not installed)"
+        if not req.specifier.contains(version, prereleases=True):
+            return f"when: {req} (installed {req.name} {version})"
+    return None
+
+
+def spec_applies(spec: Spec, target: Target) -> bool:
+    return any(fnmatch.fnmatchcase(target.name, p) for p in spec.targets)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What a spec says that only the targets can show wrong, checked before any case exists (the spec stage
+# knows no target: invariants.catalog.targets imports the catalog, which imports JAX).
+
+# A CPU host's runtime target: every host may read the spec files written for it.
+_CPU_RUNTIME = Target("cpu", "cpu", "runtime", "all")
+# Specs already checked against a set of target names: (id(spec), names) -> the spec (kept, so that its id
+# is not reused).
+_CHECKED: dict[tuple[int, tuple[str, ...]], Spec] = {}
+
+
+def known_targets() -> list[Target]:
+    """Every target a spec may name: this process's (the runtime one first), and the CPU runtime's ``cpu``,
+    which a TPU or GPU host does not have but whose spec files it reads."""
+    targets = list(all_targets().values())
+    if all(t.name != _CPU_RUNTIME.name for t in targets):
+        targets.append(_CPU_RUNTIME)
+    return targets
+
+
+def check_specs(specs: Iterable[Spec], targets: Iterable[Target] | None = None) -> None:
+    """Refuse, with one line ``FILE:LINE: ...``, what would pass in silence once the targets are known:
+
+    * a ``targets`` pattern (the file's or an invariant's) that matches no target (``cpuu``);
+    * an invariant that makes no item on any target its file applies to (its programs do not compile
+      there, or its ``configs`` select none of their configurations);
+    * an invariant whose own ``targets`` names a target by name where one of its programs does not compile
+      (``... does not compile on tpu-v6e (a core-scope target: it compiles programs tagged 'core' only)``);
+    * a ``[[correctness]]`` check that runs nothing on the runtime target (its ``configs`` select no
+      configuration its programs run in), or that calls a program its check cannot call.
+
+    ``targets``: every target a spec may name (default :func:`known_targets`). :func:`expand` and
+    :func:`expand_correctness` call it, so no case list is made from a spec that fails it.
+    """
+    known = list(targets) if targets is not None else known_targets()
+    names = tuple(t.name for t in known)
+    for spec in specs:
+        key = (id(spec), names)
+        if _CHECKED.get(key) is not spec:
+            _SpecCheck(spec, known).run()
+            _CHECKED[key] = spec
+
+
+def _is_pattern(word: str) -> bool:
+    return any(c in word for c in "*?[")
+
+
+def _scope_note(target: Target, program: Any) -> str:
+    """Why ``target`` does not compile ``program``: its scope, and what would make it compile there."""
+    layout = program.layout
+    if target.scope == "core":
+        note = "a core-scope target: it compiles programs tagged 'core' only"
+        return note + ("; this one is sharded" if layout is not None else "")
+    if target.scope == "all":
+        return "it compiles unsharded programs only; this one has a mesh layout"
+    if target.scope == "pod":
+        return "a pod target: it compiles the pod layouts (vocabulary-parallel, FSDP, tied) only"
+    if layout is None:
+        return (
+            f"a sharded target of {target.device_count} devices: it compiles programs with a mesh layout only"
+        )
+    if layout.pod:
+        return "a sharded target: it compiles the pod layouts on pod targets only"
+    return f"a sharded target of {target.device_count} devices; this layout needs {layout.devices}"
+
+
+class _SpecCheck:
+    """One spec against the known targets. Program selections and each target's configurations are
+    computed once (a spec of 20,000 invariants shares a few selectors)."""
+
+    def __init__(self, spec: Spec, known: Sequence[Target]) -> None:
+        self.spec = spec
+        self.known = known
+        self.names = [t.name for t in known]
+        self.scope = scope_of(spec)
+        self._selected: dict[tuple[str, ...], list[str]] = {}
+        self._configs: dict[tuple[str, str], tuple[str, ...]] = {}
+
+    def selected(self, selectors: tuple[str, ...]) -> list[str]:
+        if selectors not in self._selected:
+            self._selected[selectors] = select_programs(selectors, self.scope)
+        return self._selected[selectors]
+
+    def configs(self, target: Target, program: str, patterns: Sequence[str]) -> tuple[str, ...]:
+        """The configurations ``program`` compiles in on ``target`` that ``patterns`` select."""
+        key = (target.name, program)
+        if key not in self._configs:
+            self._configs[key] = target.configs_for(PROGRAMS[program])
+        return tuple(c for c in self._configs[key] if _config_matches(c, patterns))
+
+    def no_target(self, where: str, what: str, pattern: str) -> InvariantsError:
+        return InvariantsError(
+            f"{where}: {what} {pattern!r} matches no target{did_you_mean(pattern, self.names)}; "
+            f"known: {', '.join(self.names)}"
+        )
+
+    def run(self) -> None:
+        spec = self.spec
+        where = spec.targets_where or str(spec.path)
+        for pattern in spec.targets:
+            if not any(fnmatch.fnmatchcase(n, pattern) for n in self.names):
+                raise self.no_target(where, "targets:", pattern)
+        applying = [t for t in self.known if spec_applies(spec, t)]
+        for inv in spec.invariants:
+            self.invariant(inv, applying)
+        for check in spec.correctness:
+            for pattern in check.targets:
+                if not any(fnmatch.fnmatchcase(n, pattern) for n in self.names):
+                    raise self.no_target(
+                        check.targets_where or check.where, f"'{check.id}': targets", pattern
+                    )
+            self.correctness(check, [t for t in applying if t.mode == "runtime" and _on(t, check.targets)])
+
+    def cases_on(self, inv: Invariant, target: Target) -> int:
+        if inv.kind == "absolute":
+            return sum(len(self.configs(target, p, inv.configs)) for p in self.selected(inv.programs))
+        shared: set[str] | None = None
+        for p in inv.programs:
+            have = set(self.configs(target, p, inv.configs))
+            shared = have if shared is None else shared & have
+        return len(shared or ())
+
+    def why_none(self, inv: Invariant, target: Target, programs: Sequence[str]) -> str:
+        """Why ``inv`` makes no item of ``programs`` on ``target``: the first program that does not compile
+        there, or the configurations they do compile in."""
+        for p in programs:
+            if not target.configs_for(PROGRAMS[p]):
+                return f"program '{p}' does not compile on {target.name} ({_scope_note(target, PROGRAMS[p])})"
+        if len(programs) == 1:
+            have = ", ".join(target.configs_for(PROGRAMS[programs[0]]))
+            which = f"'{programs[0]}' compiles in"
+        else:
+            have = "; ".join(f"{p} in {', '.join(target.configs_for(PROGRAMS[p]))}" for p in programs)
+            which = "its programs share" if inv.kind != "absolute" else "its programs compile in"
+        return f"configs {list(inv.configs)} select no configuration {which} on {target.name} ({have})"
+
+    def invariant(self, inv: Invariant, applying: Sequence[Target]) -> None:
+        where_targets = inv.where_of("targets")
+        for pattern in inv.targets:
+            if not any(fnmatch.fnmatchcase(n, pattern) for n in self.names):
+                raise self.no_target(where_targets, f"'{inv.id}': targets", pattern)
+        if inv.kind == "throughput":
+            self.throughput(inv)
+            return
+        on = [t for t in applying if any(fnmatch.fnmatchcase(t.name, p) for p in inv.targets)]
+        programs = list(inv.programs) if inv.kind != "absolute" else self.selected(inv.programs)
+        by_name = {p for p in inv.targets if not _is_pattern(p)}
+        for target in (t for t in on if t.name in by_name):
+            # A target named by name gets items: an invariant written for tpu-v6e that makes none there
+            # (its programs do not compile on a core-scope target) checks nothing.
+            if not self.cases_on(inv, target):
+                raise InvariantsError(f"{where_targets}: '{inv.id}': {self.why_none(inv, target, programs)}")
+        # Each program named by name gets items on some target the invariant applies to. (A selector may
+        # select nothing on a family: the shipped files hold "kind:sharded" beside "kind:forward" on GPUs.)
+        for sel in inv.programs if on else ():
+            if _is_pattern(sel) or ":" in sel:
+                continue
+            if not any(self.configs(t, sel, inv.configs) for t in on):
+                there = next((t for t in on if t.configs_for(PROGRAMS[sel])), on[0])
+                what = self.why_none(inv, there, [sel])
+                raise InvariantsError(f"{inv.where_of('programs')}: '{inv.id}': {what}")
+        if any(self.cases_on(inv, t) for t in on):
+            return
+        if not on:
+            raise InvariantsError(f"{inv.where}: '{inv.id}' applies to no target: it checks nothing")
+        # Where to point: at its configs when its programs compile somewhere, else at its programs.
+        compiling = next((t for t in on if all(t.configs_for(PROGRAMS[p]) for p in programs)), None)
+        where = inv.where_of("configs") if compiling is not None else inv.where_of("programs")
+        shown, first = ", ".join(t.name for t in on), compiling or on[0]
+        raise InvariantsError(
+            f"{where}: '{inv.id}' checks nothing on its targets ({shown}): "
+            f"on {first.name}, {self.why_none(inv, first, programs)}"
+        )
+
+    def throughput(self, inv: Invariant) -> None:
+        """A timed relation runs on the runtime target, whichever it is: its programs must share a
+        configuration that runs (not compile-only) among its ``configs``."""
+        shared: set[str] | None = None
+        for p in inv.programs:
+            have = {c for c in PROGRAMS[p].configs if _config_matches(c, inv.configs)}
+            shared = have if shared is None else shared & have
+        if not any(not get_config(c).compile_only for c in shared or ()):
+            raise InvariantsError(
+                f"{inv.where_of('configs')}: '{inv.id}': configs {list(inv.configs)} select no configuration "
+                f"that {' and '.join(inv.programs)} share and run in: it would time nothing"
+            )
+
+    def correctness(self, check: CorrectnessCheck, runtimes: Sequence[Target]) -> None:
+        programs = self.selected(check.programs)
+        if check.check != "agree":
+            for p in programs:
+                if PROGRAMS[p].kind != "forward":
+                    raise InvariantsError(
+                        f"{check.where}: '{check.id}': check '{check.check}' calls a forward lookup "
+                        f"(table, indices); '{p}' is a {PROGRAMS[p].kind} program"
+                    )
+        where = check.configs_where or check.where
+        for target in runtimes:
+
+            def runs(p: str, target: Target = target) -> tuple[str, ...]:
+                return tuple(
+                    c for c in self.configs(target, p, check.configs) if not get_config(c).compile_only
+                )
+
+            for sel in check.programs:
+                if not _is_pattern(sel) and ":" not in sel and not runs(sel):
+                    configs = target.configs_for(PROGRAMS[sel])
+                    reason = (
+                        f"it runs on {target.name} in {', '.join(configs)} only"
+                        if configs
+                        else f"it does not compile on {target.name} ({_scope_note(target, PROGRAMS[sel])})"
+                    )
+                    raise InvariantsError(
+                        f"{where}: '{check.id}': configs {list(check.configs)} select no configuration "
+                        f"program '{sel}' runs in: {reason}"
+                    )
+            if not any(runs(p) for p in programs):
+                raise InvariantsError(
+                    f"{where}: '{check.id}': configs {list(check.configs)} select no configuration its "
+                    f"programs run in on {target.name}: it checks nothing"
+                )
+
+
+def _on(target: Target, patterns: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatchcase(target.name, p) for p in patterns)
+
+
+def expand(
+    specs: Iterable[Spec], targets: Iterable[Target], kinds: Sequence[str] = ("absolute", "relational")
+) -> list[Case]:
+    """Every item the specs define on ``targets``, in spec order. Unmet ``when`` → a skipped case.
+
+    The specs are first checked against every known target (:func:`check_specs`): a spec that would make
+    no item, or none where it names a target, is one line, never an empty green run."""
+    specs = list(specs)
+    check_specs(specs)
+    cases: list[Case] = []
+    targets = list(targets)
+    for spec in specs:
+        for target in (t for t in targets if spec_applies(spec, t)):
+            for inv in spec.invariants:
+                if inv.kind not in kinds or not any(fnmatch.fnmatchcase(target.name, p) for p in inv.targets):
+                    continue
+                skip = unmet_condition(inv)
+                if inv.kind == "absolute":
+                    for name in select_programs(inv.programs, scope_of(spec)):
+                        for config in target.configs_for(PROGRAMS[name]):
+                            if _config_matches(config, inv.configs):
+                                cases.append(Case(inv, target.name, config, name, skip))
+                else:
+                    shared = None
+                    for name in inv.programs:
+                        have = set(target.configs_for(PROGRAMS[name]))
+                        shared = have if shared is None else shared & have
+                    for config in sorted(shared or ()):
+                        if _config_matches(config, inv.configs):
+                            cases.append(Case(inv, target.name, config, None, skip))
+    return cases
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """The decision on one case. ``measured`` maps each evaluated term to its value. ``ratio`` is
+    ``metric(A) / metric(B)`` of a scaled relation (see ``invariants.spec.file.scaled_terms``), else None."""
+
+    holds: bool
+    measured: dict[str, Any]
+    detail: str = ""
+    ratio: float | None = None
+
+    def describe(self, invariant: Invariant) -> str:
+        values = ", ".join(f"{k} = {_fmt(v)}" for k, v in self.measured.items())
+        line = f"assert {invariant.text}: measured {values}"
+        if self.ratio is not None:
+            terms = scaled_terms(invariant.expr.body)
+            assert terms is not None
+            # The compiler's figures are predictions, and the line says so.
+            label = "predicted ratio" if METRICS[terms[0]].source == "compiler" else "ratio"
+            line += f"; {label} {terms[1]}/{terms[2]} = {_fmt_ratio(self.ratio)} (bound {terms[3]:g})"
+        return line + (f"; {self.detail}" if self.detail else "")
+
+
+def _fmt_ratio(ratio: float) -> str:
+    return f"{ratio:.3g}" if ratio < 1000 else f"{ratio:,.0f}"
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, tuple) and len(value) > 6:
+        return f"<{len(value)} items>"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def structural_signature(s: Structure) -> tuple[Any, ...]:
+    """What ``structure(a) == structure(b)`` compares: everything the snapshot shows below the jaxpr."""
+    return (
+        s.kernel_list,
+        s.custom_call_targets,
+        s.gather_shapes,
+        s.scatter_shapes,
+        s.collectives,
+        s.converts,
+    )
+
+
+_COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], bool]] = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+}
+_ARITH: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+}
+
+
+class _Unknown(Exception):
+    """A metric had no value (e.g. a loop's trip count could not be derived), or the assert's arithmetic has
+    none (a division by a metric that is 0 here): the verdict fails with this one line."""
+
+
+def evaluate(
+    case: Case,
+    structure: Callable[[Key], Structure],
+    measure: Callable[[str, str], float] | None = None,
+    costs: Callable[[Key], dict[str, int | float | Missing]] | None = None,
+) -> Decision:
+    """Decide ``case``. ``structure(key)`` gives the structure of a compiled key; ``measure(fn, program)``
+    gives a throughput figure (``time``) for throughput invariants; ``costs(key)`` gives the compiler and
+    kernel-code metrics (``invariants.hlo.metrics.compiler_metrics`` and ``kernel_metrics``). A metric
+    without a value (a :class:`~invariants.hlo.cost.Missing`, an unknown trip count), or arithmetic without
+    one (``kernels / while_loops`` where there is no loop), makes the verdict fail with one line saying
+    why: an invariant never passes on a number that is not there, and never stops on a traceback."""
+    config = get_config(case.config)
+    layout = PROGRAMS[case.program].layout if case.program is not None else None
+    facts = input_facts(config, layout, device_count(case.target))
+    measured: dict[str, Any] = {}
+
+    def metric_of(name: str, program: str) -> Any:
+        if METRICS[name].source in ("compiler", "kernel"):
+            if costs is None:
+                raise _Unknown(f"{name} of {program} needs the compiled program's analyses and code")
+            cost = costs(Key(program, case.config, case.target))[name]
+            if isinstance(cost, Missing):
+                raise _Unknown(f"{name} of {program} on {case.target}: {cost.reason}")
+            return cost
+        s = structure(Key(program, case.config, case.target))
+        of = METRICS[name].of
+        assert of is not None, name  # the spec loader admits only computable names here
+        value = of(s)
+        if value is None:
+            raise _Unknown(f"{name} of {program} is unknown (a loop trip count could not be derived)")
+        return value
+
+    def ev(node: ast.AST) -> Any:
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.UnaryOp):
+            return -ev(node.operand)
+        if isinstance(node, ast.BinOp):
+            left, right = ev(node.left), ev(node.right)
+            try:
+                return _ARITH[type(node.op)](left, right)
+            except ZeroDivisionError:
+                divisor = ast.unparse(node.right)
+                raise _Unknown(f"'{ast.unparse(node)}' divides by zero: {divisor} is 0 here") from None
+            except ArithmeticError as err:
+                raise _Unknown(f"'{ast.unparse(node)}' cannot be computed: {err}") from None
+        if isinstance(node, ast.Name):
+            if node.id in facts:
+                value: Any = facts[node.id]
+            else:
+                assert case.program is not None
+                value = metric_of(node.id, case.program)
+            measured[node.id] = value
+            return value
+        if isinstance(node, ast.Call):
+            fn, program = node.func.id, node.args[0].id  # type: ignore[attr-defined]
+            if fn == "structure":
+                value = structural_signature(structure(Key(program, case.config, case.target)))
+                measured[f"structure({program})"] = f"<{len(value[0])} kernels>"
+                return value
+            if METRICS[fn].source == "throughput":
+                if measure is None:
+                    raise InvariantsError(f"{case.invariant.where}: {fn}() needs the throughput tier")
+                value = measure(fn, program)
+            else:
+                value = metric_of(fn, program)
+            measured[f"{fn}({program})"] = value
+            return value
+        raise InvariantsError(f"{case.invariant.where}: cannot evaluate {ast.unparse(node)}")
+
+    body = case.invariant.expr.body
+    assert isinstance(body, ast.Compare)
+    try:
+        left = ev(body.left)
+        right = ev(body.comparators[0])
+    except _Unknown as err:
+        return Decision(False, measured, str(err))
+    holds = bool(_COMPARE[type(body.ops[0])](left, right))
+    ratio = None
+    terms = scaled_terms(body)
+    if terms is not None:
+        a = measured.get(f"{terms[0]}({terms[1]})")
+        b = measured.get(f"{terms[0]}({terms[2]})")
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b:
+            ratio = a / b
+    return Decision(holds, measured, ratio=ratio)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Correctness: values on the runtime target.
+
+# Relative to the largest magnitude: gradients sum thousands of rows in orders that differ between forms.
+_TOLERANCE = {"f32": 1e-5, "bf16": 2e-2}
+
+
+# Outputs of (program, configuration, argument signature, distribution): a reference such as ``take`` is
+# checked against a dozen programs on the very same arguments, and running it again each time was half of
+# the correctness tier (and most of a self-check child whose ``take`` is a row loop). Large outputs (a tied
+# program's logits) are not kept.
+_OUTPUTS: dict[tuple[Any, ...], np.ndarray] = {}
+_KEEP_BYTES = 16 << 20
+
+
+def _run(program: str, config: Config, args: Sequence[Any], distribution: str | None = None) -> np.ndarray:
+    """The program's output on ``args`` as float32; with ``distribution``, remembered for the session
+    (``args`` must then be :func:`invariants.catalog.programs.make_arguments` of it, which never change)."""
+    import jax
+
+    fn = PROGRAMS[program].fn  # in the key: a program replaced mid-session (a test's mutation) runs anew
+    key = (program, fn, config.id, distribution, tuple((a.shape, a.dtype) for a in args))
+    if distribution is not None and key in _OUTPUTS:
+        return _OUTPUTS[key]
+    out = np.asarray(jax.device_get(jax.jit(fn)(*args)), dtype=np.float32)
+    if distribution is not None and out.nbytes <= _KEEP_BYTES:
+        out.flags.writeable = False
+        _OUTPUTS[key] = out
+    return out
+
+
+def check_agree(check: CorrectnessCheck, program: str, config: Config, distribution: str) -> str | None:
+    """``program`` returns the values of ``check.reference`` on valid indices (gradients too)."""
+    from ..catalog.programs import make_arguments
+
+    if check.reference is None:
+        raise InvariantsError(f"{check.where}: check 'agree' needs a 'reference' program")
+    args = make_arguments(PROGRAMS[program], config, distribution)  # type: ignore[arg-type]
+    got, want = _run(program, config, args, distribution), _run(check.reference, config, args, distribution)
+    if got.shape != want.shape:  # before subtracting: numpy would broadcast or raise
+        return f"shape {got.shape} differs from {check.reference}'s {want.shape}"
+    tol = _TOLERANCE[config.table_dtype] * max(1.0, float(np.abs(want).max()))
+    err = float(np.abs(got - want).max())
+    if not err <= tol:
+        return f"max |{program} - {check.reference}| = {err:.3g} > {tol:.3g}"
+    return None
+
+
+# What each mode does with row V (one past the end) and row -1, as (value for V, value for -1):
+# the row it reads, "nan", "zero" — pinned so that a change in JAX's out-of-bounds semantics fails.
+_OOB_EXPECT = {
+    "clamp": ("row V-1", "row 0"),
+    "fill_nan": ("nan", "row V-1"),
+    "fill_zero": ("zero", "row V-1"),
+    "wrap": ("row 0", "row V-1"),
+    "wrap_negative_clamp": ("row V-1", "row V-1"),
+}
+
+
+def check_out_of_bounds(
+    check: CorrectnessCheck, program: str, config: Config, distribution: str
+) -> str | None:
+    """Indices V and -1 give what ``check.expect`` names (a key of ``_OOB_EXPECT``)."""
+    if check.expect not in _OOB_EXPECT:
+        raise InvariantsError(f"{check.where}: expect must be one of {', '.join(_OOB_EXPECT)}")
+    vocab = config.vocab
+    table = np.arange(vocab * config.width, dtype=np.float32).reshape(vocab, config.width) + 1
+    table = table.astype(np.dtype(config.table.dtype))
+    x = np.array([vocab, -1], dtype=np.dtype(config.indices.dtype))
+    out = _run(program, config, (table, x))
+    rows = {"row 0": table[0], "row V-1": table[-1]}
+
+    def what(row: np.ndarray) -> str:
+        if np.isnan(row).all():
+            return "nan"
+        if (row == 0).all():
+            return "zero"
+        for name, ref in rows.items():
+            if np.array_equal(row, np.asarray(ref, dtype=np.float32)):
+                return name
+        return "something else"
+
+    got = (what(out[0]), what(out[1]))
+    want = _OOB_EXPECT[check.expect]
+    if got != want:
+        return (
+            f"index V gave {got[0]} and index -1 gave {got[1]}; "
+            f"'{check.expect}' means {want[0]} and {want[1]}"
+        )
+    return None
+
+
+def check_narrow_index(
+    check: CorrectnessCheck, program: str, config: Config, distribution: str
+) -> str | None:
+    """int8 indices -1..126 into the seed's 8192-row table (past int8's range), pinned by ``expect``:
+    ``ok`` (the rows numpy gives), ``overflow_error`` (raises OverflowError), or ``wrong_rows``."""
+    import jax
+
+    vocab = 8192
+    table = np.arange(vocab * config.width, dtype=np.float32).reshape(vocab, config.width)
+    x = np.arange(-1, 127, dtype=np.int8)
+    try:
+        out = np.asarray(jax.jit(PROGRAMS[program].fn)(table, x))
+        got = "ok" if np.array_equal(out, table[x.astype(np.int64)]) else "wrong_rows"
+    except OverflowError:
+        got = "overflow_error"
+    if got != check.expect:
+        return f"int8 indices into {vocab} rows: got {got}, expected {check.expect}"
+    return None
+
+
+CORRECTNESS: dict[str, Callable[[CorrectnessCheck, str, Config, str], str | None]] = {
+    "agree": check_agree,
+    "out_of_bounds": check_out_of_bounds,
+    "narrow_index": check_narrow_index,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class CorrectnessCase:
+    check: CorrectnessCheck
+    program: str
+    config: str
+    distribution: str
+    skip: str | None = None
+
+    @property
+    def id(self) -> str:
+        return f"{self.program}-{self.config}-{self.distribution}-{self.check.id}"
+
+
+def expand_correctness(specs: Iterable[Spec], runtime: Target) -> list[CorrectnessCase]:
+    """Every correctness item on ``runtime``; the specs are checked first (:func:`check_specs`)."""
+    specs = list(specs)
+    check_specs(specs)
+    cases = []
+    for spec in specs:
+        if not spec_applies(spec, runtime):
+            continue
+        for check in spec.correctness:
+            if not _on(runtime, check.targets):
+                continue
+            for name in select_programs(check.programs, scope_of(spec)):
+                for config in runtime.configs_for(PROGRAMS[name]):
+                    if _config_matches(config, check.configs) and not get_config(config).compile_only:
+                        for dist in check.distributions:
+                            cases.append(CorrectnessCase(check, name, config, dist, unmet_condition(check)))
+    return cases
+
+
+def run_correctness(case: CorrectnessCase) -> str | None:
+    """None when the check holds, else one line saying what differs."""
+    return CORRECTNESS[case.check.check](case.check, case.program, get_config(case.config), case.distribution)

@@ -1,0 +1,1258 @@
+"""Spec files: what must hold on a target family, in TOML a reviewer reads without opening Python.
+
+One file per target family (``invariants/cpu.toml``, ``tpu.toml``, ``gpu.toml``). Adding a family's
+invariants touches that one file. The format::
+
+    [spec]
+    targets = ["tpu-*"]            # fnmatch patterns over target names this file applies to
+
+    [[invariant]]
+    id = "no_while"                # unique in the file; part of the pytest id
+    programs = ["kind:forward"]    # names, fnmatch patterns, "kind:K" or "tag:T"; omit for relational
+    configs = ["*"]                # config ids or patterns (default: every config compiled)
+    targets = ["gpu-a100"]         # optional: narrows the file's targets for this invariant (patterns)
+    assert = "while_loops == 0"    # one comparison; see below
+    why = "a lookup is one gather; a loop is the seed's pathology"
+    when = "jax >= 0.10"           # optional: comma-separated version conditions (no markers, no extras)
+    ratchet = { reason = "...", issue = "https://..." }   # optional: known-bad today, expected to fail
+
+    [[correctness]]                # runtime-target value checks: one of CORRECTNESS_CHECKS (run by _checks)
+    id = "forward_values_agree"
+    check = "agree"                # agree: a reference, distributions; out_of_bounds, narrow_index: expect
+    programs = ["kind:forward"]
+    reference = "take"             # a program name
+    configs = ["f32", "bf16"]      # config ids or patterns (default: f32)
+    distributions = ["uniform"]    # of DISTRIBUTIONS (default: uniform)
+    targets = ["cpu"]              # optional, as an invariant's: the runtime target it runs on
+
+    [[program]]                    # a downstream project's own program (see invariants.catalog.downstream)
+    name = "my_lookup"
+    function = "mylib.emb:lookup"  # module:attribute, imported from the user's path
+    kind = "forward"               # forward, backward (its gradient) or train (one training step)
+    configs = ["f32"]              # config ids (default: f32)
+    params = "mylib.model:init"    # optional: function(params, indices), params = init(config)
+    index_shape = [64, 256]        # optional, with params only: the indices' shape (default: the config's)
+
+A declared program compiles on every target its spec files name (the ``[spec] targets`` of the file that
+declares it and of every file whose entries name it), whatever the target's scope: one file of
+``targets = ["cpu", "tpu-v4", "gpu-a100"]`` holds its invariants for three families, each entry narrowed
+by its own ``targets``. A program with params is compiled and checked (structure, invariants, ``agree``
+with a reference of the same arguments), never timed.
+
+An ``assert`` is one comparison of two arithmetic sides, or a membership test. Its names come from the
+metric registry (``invariants.hlo.metrics.METRICS``): structural metrics (``kernels``, ``while_loops``, ...)
+of the program the item is about, or input facts (``table_bytes``, ``lookups``). Both sides of a
+comparison must have the same type (a number with a number, a kernel list with a kernel list), and ``in``
+takes a string on its left and a set metric on its right: a comparison that could never fail is refused.
+A metric *called* on a program name is relational: ``kernels(naive) <= kernels(take)``, over each config
+the named programs share on a target. ``structure(a) == structure(b)`` compares whole kernel lists.
+``time(a) / time(b) <= 1.10`` belongs to the throughput tier (efficiency is not written in an assert: it
+is compared with a recorded baseline). A timed program may name the distribution of its indices,
+``time(grad_take[equal]) / time(grad_take[uniform]) <= 1.25`` (``uniform`` when omitted; see
+``invariants.catalog.programs.DISTRIBUTIONS``): the structure does not depend on it, so only ``time`` takes
+one.
+``'T' in custom_call_targets`` tests a custom-call target.
+
+Every mistake is reported as one line ``FILE:LINE: what is wrong``, with the closest valid name, raised as
+:class:`~invariants._errors.InvariantsError`: a file that is not UTF-8 TOML, a value of the wrong type, an
+unknown key or name, a selector (``programs``, ``configs``, ``targets``) that is empty or matches nothing,
+a name with a non-ASCII look-alike letter, a ``when`` with an environment marker, an assert that divides by
+a constant zero, a correctness check without what it reads (``reference``, ``expect``) or with what it
+ignores, and a file that declares nothing (it would replace the package's specs with none, in silence).
+What needs the targets to be found wrong (a ``targets`` pattern that matches no target, an invariant that
+makes no item, a program that does not compile on the target an invariant names) is checked where cases
+are expanded, :func:`invariants.spec.checks.check_specs`: this stage knows no target.
+
+Each file is read and parsed once, and its lines are located in one pass (:class:`_Locator`): loading is
+linear in the file (``scripts/bench_spec_load.py``: 20,000 invariants, 3.7 MB, in about 2 s).
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import dataclasses
+import fnmatch
+import operator
+import re
+import tomllib
+import unicodedata
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from .._errors import InvariantsError, did_you_mean
+from .._paths import PACKAGE_DIR
+from ..hlo.metrics import METRICS
+
+SPEC_DIR = PACKAGE_DIR
+# The [[correctness]] checks a spec may name, with the values each one's ``expect`` may take (none: it takes
+# no ``expect``); invariants.spec.checks.CORRECTNESS implements each (the spec stage owns the vocabulary, the
+# checks stage reads it: data flows one way, spec -> checks).
+CORRECTNESS_EXPECT: dict[str, tuple[str, ...]] = {
+    "agree": (),
+    "out_of_bounds": ("clamp", "fill_nan", "fill_zero", "wrap", "wrap_negative_clamp"),
+    "narrow_index": ("ok", "overflow_error", "wrong_rows"),
+}
+CORRECTNESS_CHECKS = tuple(CORRECTNESS_EXPECT)
+VERSIONED_PACKAGES = ("jax", "jaxlib", "libtpu", "equinox")
+
+_INVARIANT_KEYS = ("id", "programs", "configs", "targets", "assert", "why", "when", "ratchet")
+_CORRECTNESS_KEYS = (
+    "id",
+    "check",
+    "programs",
+    "reference",
+    "configs",
+    "distributions",
+    "expect",
+    "why",
+    "when",
+    "targets",
+)
+_RATCHET_KEYS = ("reason", "issue")
+_PROGRAM_KEYS = ("name", "function", "kind", "configs", "tags", "doc", "params", "index_shape")
+PROGRAM_KINDS = ("forward", "backward", "train")
+_TOP_KEYS = ("spec", "invariant", "correctness", "program")
+_SPEC_KEYS = ("targets", "efficiency_max_loss")
+
+InvariantKind = Literal["absolute", "relational", "throughput"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Ratchet:
+    reason: str
+    issue: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Invariant:
+    """One parsed, validated ``[[invariant]]``. ``where`` is ``FILE:LINE`` of its table."""
+
+    id: str
+    where: str
+    expr: ast.Expression
+    text: str
+    kind: InvariantKind
+    programs: tuple[str, ...]  # selectors; for relational/throughput: the programs the assert names
+    configs: tuple[str, ...]
+    why: str
+    when: tuple[Requirement, ...]
+    ratchet: Ratchet | None
+    # Patterns over target names: where in the file's targets this invariant applies (all by default), so
+    # that one file states a fact on every GPU and its known-bad exception on two of them.
+    targets: tuple[str, ...] = ("*",)
+    # The line of each selector key written (programs, configs, targets), for the checks stage's messages.
+    lines: tuple[tuple[str, int], ...] = ()
+
+    def where_of(self, key: str) -> str:
+        """``FILE:LINE`` of ``key`` in this invariant's table (of the table when the key is not written)."""
+        line = dict(self.lines).get(key)
+        return self.where if line is None else f"{self.where.rsplit(':', 1)[0]}:{line}"
+
+
+@dataclasses.dataclass(frozen=True)
+class CorrectnessCheck:
+    id: str
+    where: str
+    check: str
+    programs: tuple[str, ...]
+    reference: str | None
+    configs: tuple[str, ...]
+    distributions: tuple[str, ...]
+    expect: str | None
+    why: str
+    when: tuple[Requirement, ...] = ()
+    configs_where: str = ""  # FILE:LINE of its configs (of the table when not written)
+    # As an invariant's: patterns narrowing the file's targets (the runtime target it runs on must match).
+    targets: tuple[str, ...] = ("*",)
+    targets_where: str = ""  # FILE:LINE of its targets (of the table when not written)
+
+
+@dataclasses.dataclass(frozen=True)
+class ProgramDecl:
+    """One parsed ``[[program]]``: what a downstream project asks the gate to compile.
+
+    Only read here; :func:`invariants.catalog.downstream.build` imports ``function`` (and ``params``) and
+    checks
+    its contract. ``tags`` always holds ``user``, so a selector ``tag:user`` names every declared program.
+    ``aimed`` is filled by :func:`load_specs`: the ``[spec] targets`` of the file that declares the program
+    and of every file whose entries name it, where it compiles whatever a target's scope.
+    """
+
+    name: str
+    function: str  # "module:attribute"
+    kind: str
+    configs: tuple[str, ...]
+    tags: frozenset[str]
+    doc: str
+    where: str
+    params: str | None = None  # "module:factory": a program of (params, indices), not (table, indices)
+    index_shape: tuple[int, ...] | None = None  # the indices of a params program (default: the config's)
+    aimed: tuple[str, ...] = ()
+    params_where: str = ""  # FILE:LINE of params
+    index_shape_where: str = ""  # FILE:LINE of index_shape
+
+    @property
+    def signature(self) -> tuple[str, tuple[int, ...] | None, str] | None:
+        """What a params program's arguments follow from (None: the one-table contract's): two programs
+        with the same signature take the very same arguments."""
+        return None if self.params is None else (self.params, self.index_shape, self.kind)
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    path: Path
+    targets: tuple[str, ...]
+    invariants: tuple[Invariant, ...]
+    correctness: tuple[CorrectnessCheck, ...]
+    # How much efficiency (t_copy / t_program) a program may lose against its recorded baseline.
+    efficiency_max_loss: float | None = None
+    programs: tuple[ProgramDecl, ...] = ()
+    # The package's own spec files speak of the catalog: their selectors ("kind:forward", "*") never match
+    # a downstream project's programs, which only its own spec files hold to anything.
+    catalog_scope: bool = False
+    targets_where: str = ""  # FILE:LINE of [spec] targets
+
+
+class _Locator:
+    """Maps tables and keys back to line numbers (tomllib keeps none), in one pass over the text.
+
+    Lines are counted as TOML counts them (``\\n`` only), so that a line tomllib names and a line found
+    here agree. Every header line is found once; the keys of one table are found on the first question
+    about that table, scanning its lines only: loading is linear in the file.
+    """
+
+    _HEADER = re.compile(r"\s*\[(\[?)\s*(\"[^\"\n]*\"|[A-Za-z0-9_.-]+)\s*\](\]?)")
+    # A key at the start of a line, or inside an inline table (``ratchet = { reason = ... }``).
+    _KEY_AT_START = re.compile(r"\s*(\"[^\"\n]*\"|[A-Za-z0-9_-]+)\s*=")
+    _KEY_INLINE = re.compile(r"[{,]\s*(\"[^\"\n]*\"|[A-Za-z0-9_-]+)\s*=")
+
+    def __init__(self, path: Path, text: str) -> None:
+        self.path = _display(path)
+        self.lines = text.split("\n")
+        self._headers: list[int] = []  # every line that opens a table, in order
+        self._arrays: dict[str, list[int]] = {}  # [[name]] -> the lines of its tables, in order
+        self._tables: dict[str, int] = {}  # [name] -> its line
+        for n, line in enumerate(self.lines, 1):
+            if line.lstrip().startswith("["):
+                self._headers.append(n)
+                m = self._HEADER.match(line)
+                if m is not None:
+                    name = m.group(2).strip('"')
+                    if m.group(1) and m.group(3):
+                        self._arrays.setdefault(name, []).append(n)
+                    elif not m.group(1):
+                        self._tables.setdefault(name, n)
+        self._keys: dict[int, tuple[dict[str, int], dict[str, int]]] = {}
+
+    def table_line(self, array: str, index: int) -> int:
+        """The line of the ``index``-th ``[[array]]`` table (where ``array = [...]`` is, if inline)."""
+        lines = self._arrays.get(array, ())
+        return lines[index] if index < len(lines) else self.top_line(array)
+
+    def top_line(self, name: str) -> int:
+        """The line of a top-level table or key ``name``: ``[name]``, ``[[name]]`` or ``name = ...``."""
+        if name in self._tables:
+            return self._tables[name]
+        if name in self._arrays:
+            return self._arrays[name][0]
+        return self.key_line(1, name)
+
+    def key_line(self, start: int, key: str) -> int:
+        """The line of ``key`` in the table that starts at line ``start`` (``start`` when not found)."""
+        if start not in self._keys:
+            at_start: dict[str, int] = {}
+            inline: dict[str, int] = {}
+            end = bisect.bisect_right(self._headers, start)
+            stop = self._headers[end] if end < len(self._headers) else len(self.lines) + 1
+            for n in range(start, stop):
+                line = self.lines[n - 1]
+                m = self._KEY_AT_START.match(line)
+                if m is not None:
+                    at_start.setdefault(m.group(1).strip('"'), n)
+                if "=" in line:
+                    for k in self._KEY_INLINE.findall(line):
+                        inline.setdefault(k.strip('"'), n)
+            self._keys[start] = (at_start, inline)
+        at_start, inline = self._keys[start]
+        return at_start.get(key) or inline.get(key) or start
+
+    def header_line(self, name: str) -> int:
+        """The line of table ``[name]``, or 1: where that table's keys are looked for."""
+        return self._tables.get(name, 1)
+
+    def error(self, line: int, message: str) -> InvariantsError:
+        return InvariantsError(f"{self.path}:{line}: {message}")
+
+
+def _display(path: Path) -> str:
+    """``path`` relative to the working directory when it is below it: what a reader can click."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _a(value: Any) -> str:
+    """What a TOML value is, for a message: ``an integer``, ``a table``..."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a float"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "a table"
+    return "a date or time"
+
+
+def _non_ascii(word: str) -> str:
+    """``"; it has a non-ASCII 'с' (U+0441 CYRILLIC SMALL LETTER ES)"`` for a word with a look-alike of an
+    ASCII letter (every name the gate knows is ASCII), else ``""``."""
+    ch = next((c for c in word if not c.isascii()), None)
+    if ch is None:
+        return ""
+    return f"; it has a non-ASCII {ch!r} (U+{ord(ch):04X} {unicodedata.name(ch, 'unnamed')})"
+
+
+def _strings(value: Any, loc: _Locator, line: int, key: str, allow_empty: bool = False) -> tuple[str, ...]:
+    """A string or a list of strings, as a tuple. An empty list is an error (it would select nothing, in
+    silence) unless ``allow_empty``."""
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list):
+        for i, v in enumerate(value):
+            if not isinstance(v, str):
+                raise loc.error(
+                    line, f"'{key}' must be a string or a list of strings; item {i + 1} is {_a(v)}"
+                )
+        if not value and not allow_empty:
+            raise loc.error(line, f"'{key}' = [] names nothing: it would select nothing and check nothing")
+        return tuple(value)
+    raise loc.error(line, f"'{key}' must be a string or a list of strings, not {_a(value)}")
+
+
+def _string(table: Mapping[str, Any], key: str, loc: _Locator, line: int, default: str = "") -> str:
+    value = table.get(key, default)
+    if not isinstance(value, str):
+        raise loc.error(loc.key_line(line, key), f"'{key}' must be a string, not {_a(value)}")
+    return value
+
+
+def _ascii_names(names: Sequence[str], loc: _Locator, line: int, what: str) -> None:
+    """Target names and patterns are ASCII: a look-alike letter (a Cyrillic 'с') would match nothing."""
+    for name in names:
+        if note := _non_ascii(name):
+            raise loc.error(line, f"{what} {name!r} can match no target{note}")
+
+
+def _check_keys(
+    table: dict[str, Any],
+    known: Sequence[str],
+    loc: _Locator,
+    line: int,
+    what: str,
+    required: Sequence[str] = (),
+) -> None:
+    """One line for the first unknown key of ``table`` (with the closest known one), then for the first
+    ``required`` key it lacks."""
+    for key in table:
+        if key not in known:
+            raise loc.error(
+                loc.key_line(line, key), f"unknown key {key!r} in {what}{did_you_mean(key, known)}"
+            )
+    for key in required:
+        if key not in table:
+            raise loc.error(line, f"{what} needs '{key}'")
+
+
+def parse_assert(
+    text: str, loc: _Locator, line: int, known: Mapping[str, Any] | None = None
+) -> tuple[ast.Expression, InvariantKind, tuple[str, ...]]:
+    """Parse and validate an assert; return it, its kind and the programs it names (relational).
+
+    Every name must be in the metric registry, and the two sides of the comparison must have the same
+    type (see :mod:`invariants.hlo.metrics`): ``custom_call_targets != 0`` would compare a set with a number
+    and hold everywhere, so it is refused. ``known`` maps program names to programs (default: every
+    program of this process).
+    """
+    programs_known = _known(known)
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError as err:
+        raise loc.error(line, f"assert {text!r} is not an expression: {_first_line(err.msg)}") from None
+    except (ValueError, RecursionError, MemoryError):
+        raise loc.error(line, f"assert {text!r} is not an expression: nested too deeply") from None
+    try:
+        return _check_assert(text, tree, loc, line, programs_known)
+    except RecursionError:
+        raise loc.error(line, f"assert {text!r} is nested too deeply") from None
+
+
+def _first_line(message: str) -> str:
+    """The first line of a message from elsewhere (a parser's), so that ours stays one line."""
+    return message.strip().split("\n", 1)[0]
+
+
+_FOLD: dict[type[ast.operator], Any] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+}
+
+
+def _constant(node: ast.AST) -> float | None:
+    """The value of an operand made of numbers only (``2 - 2``), None when it reads a metric; raises
+    ArithmeticError where computing it does (a float too large)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        value = _constant(node.operand)
+        return None if value is None else -value
+    if isinstance(node, ast.BinOp) and type(node.op) in _FOLD:
+        left, right = _constant(node.left), _constant(node.right)
+        if left is None or right is None:
+            return None
+        return float(_FOLD[type(node.op)](left, right))
+    return None
+
+
+def _bare_names() -> list[str]:
+    return [m.name for m in METRICS.values() if not m.call_only]
+
+
+def _call_names() -> list[str]:
+    return [m.name for m in METRICS.values() if m.source != "input"]
+
+
+def _check_assert(
+    text: str, tree: ast.Expression, loc: _Locator, line: int, programs_known: Mapping[str, Any]
+) -> tuple[ast.Expression, InvariantKind, tuple[str, ...]]:
+    body = tree.body
+    if not isinstance(body, ast.Compare) or len(body.ops) != 1:
+        raise loc.error(line, f"assert {text!r} must be one comparison such as 'kernels <= 2'")
+    named: list[str] = []
+    bare: list[str] = []  # metrics used without a program: they mean the item's own program
+    kind: InvariantKind = "absolute"
+
+    def type_of(node: ast.AST) -> str:
+        """The type of an operand: number, set, structure or string; raises on anything not understood."""
+        nonlocal kind
+        if isinstance(node, ast.Constant) and not isinstance(node.value, bool):
+            if isinstance(node.value, (int, float)):
+                return "number"
+            if isinstance(node.value, str):
+                return "string"
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)):
+            for side in (node.left, node.right):
+                if (t := type_of(side)) != "number":
+                    raise loc.error(line, f"assert {text!r}: arithmetic on a {t} ('{ast.unparse(side)}')")
+            if isinstance(node.op, ast.Div):
+                try:
+                    divisor = _constant(node.right)
+                except ArithmeticError as err:
+                    raise loc.error(
+                        line, f"assert {text!r}: '{ast.unparse(node.right)}' cannot be computed: {err}"
+                    ) from None
+                if divisor == 0:
+                    raise loc.error(
+                        line,
+                        f"assert {text!r} divides by zero ('{ast.unparse(node)}'): it can never be computed",
+                    )
+            return "number"
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            if (t := type_of(node.operand)) != "number":
+                raise loc.error(line, f"assert {text!r}: arithmetic on a {t} ('{ast.unparse(node)}')")
+            return "number"
+        if isinstance(node, ast.Name):
+            metric = METRICS.get(node.id)
+            if metric is None or metric.call_only:
+                if metric is not None:
+                    raise loc.error(line, f"{node.id}(...) takes one program name, as in {node.id}(take)")
+                raise loc.error(line, f"unknown metric '{node.id}'{did_you_mean(node.id, _bare_names())}")
+            if metric.source in ("structure", "compiler", "kernel"):
+                bare.append(node.id)
+            return metric.type
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            fn = node.func.id
+            metric = METRICS.get(fn)
+            if metric is None or metric.source == "input":
+                raise loc.error(line, f"unknown metric '{fn}'{did_you_mean(fn, _call_names())}")
+            arg = node.args[0] if len(node.args) == 1 and not node.keywords else None
+            if isinstance(arg, ast.Subscript) and metric.source == "throughput":
+                _distribution_of(arg, loc, line)
+                arg = arg.value
+            elif isinstance(arg, ast.Subscript):
+                raise loc.error(
+                    line,
+                    f"{fn}({ast.unparse(arg)}): only time() takes an index distribution; "
+                    "the compiled structure does not depend on it",
+                )
+            if not isinstance(arg, ast.Name):
+                if metric.source == "throughput":
+                    example = f"as in {fn}(take) or {fn}(take[zipf])"
+                    raise loc.error(line, f"{fn}(...) takes one program, {example}")
+                raise loc.error(line, f"{fn}(...) takes one program name, as in {fn}(take)")
+            program = arg.id
+            if program not in programs_known:
+                raise loc.error(line, f"unknown program '{program}'{did_you_mean(program, programs_known)}")
+            named.append(program)
+            if metric.source == "throughput":
+                kind = "throughput"
+            elif kind == "absolute":
+                kind = "relational"
+            return metric.type
+        raise loc.error(line, f"assert {text!r}: '{ast.unparse(node)}' is not understood")
+
+    left, right = type_of(body.left), type_of(body.comparators[0])
+    op = body.ops[0]
+    if isinstance(op, (ast.In, ast.NotIn)):
+        if right != "set" or left != "string":
+            sets = ", ".join(m.name for m in METRICS.values() if m.type == "set")
+            raise loc.error(
+                line, f"assert {text!r}: 'in' takes a quoted name on its left and one of {sets} on its right"
+            )
+    elif left != right:
+        raise loc.error(line, f"assert {text!r} compares a {left} with a {right}: it could never fail")
+    elif left in ("set", "string", "structure") and not isinstance(op, (ast.Eq, ast.NotEq)):
+        raise loc.error(line, f"assert {text!r}: a {left} can only be compared with == or !=")
+    if kind == "throughput":
+        terms = throughput_terms(body)
+        if terms is None:
+            raise loc.error(line, f"assert {text!r}: a throughput assert reads 'time(A) / time(B) <= NUMBER'")
+        if terms[0] == terms[1]:
+            itself = f"times {terms[0].label} against itself: it could never fail"
+            raise loc.error(line, f"assert {text!r} {itself}")
+    if kind != "absolute" and bare:
+        raise loc.error(
+            line,
+            f"assert {text!r}: mixes program calls with a bare metric '{bare[0]}' (write {bare[0]}(PROGRAM))",
+        )
+    return tree, kind, tuple(dict.fromkeys(named))
+
+
+def _distribution_of(node: ast.Subscript, loc: _Locator, line: int) -> str:
+    """The distribution named in ``program[distribution]``; one line naming the known ones otherwise."""
+    from ..catalog.configs import DISTRIBUTIONS
+
+    name = node.slice.id if isinstance(node.slice, ast.Name) else ast.unparse(node.slice)
+    if name not in DISTRIBUTIONS:
+        raise loc.error(
+            line,
+            f"unknown index distribution '{name}' in '{ast.unparse(node)}'"
+            f"{did_you_mean(name, DISTRIBUTIONS)}; known: {', '.join(DISTRIBUTIONS)}",
+        )
+    return name
+
+
+class Timed(NamedTuple):
+    """One side of a throughput ratio: a program and the distribution of its indices."""
+
+    program: str
+    distribution: str = "uniform"
+
+    @property
+    def label(self) -> str:
+        """``program``, or ``program[distribution]`` when it is not uniform: how results name the side."""
+        return self.program if self.distribution == "uniform" else f"{self.program}[{self.distribution}]"
+
+
+def throughput_terms(body: ast.expr) -> tuple[Timed, Timed, float] | None:
+    """``(A, B, threshold)`` of ``time(A) / time(B) <= threshold``, or None for any other shape.
+
+    Only this shape is measurable without absolute times: both programs are timed pair by pair, so the
+    ratio is what the run measures (see invariants.timing.paired). A side is ``time(program)`` or
+    ``time(program[distribution])`` (validated by :func:`parse_assert`).
+    """
+    if not (isinstance(body, ast.Compare) and isinstance(body.ops[0], ast.LtE)):
+        return None
+    left, right = body.left, body.comparators[0]
+    if not (isinstance(right, ast.Constant) and isinstance(right.value, (int, float))):
+        return None
+    if not (isinstance(left, ast.BinOp) and isinstance(left.op, ast.Div)):
+        return None
+    sides = []
+    for side in (left.left, left.right):
+        if not (isinstance(side, ast.Call) and isinstance(side.func, ast.Name) and side.func.id == "time"):
+            return None
+        arg = side.args[0]
+        if (
+            isinstance(arg, ast.Subscript)
+            and isinstance(arg.value, ast.Name)
+            and isinstance(arg.slice, ast.Name)
+        ):
+            sides.append(Timed(arg.value.id, arg.slice.id))
+        elif isinstance(arg, ast.Name):
+            sides.append(Timed(arg.id))
+        else:
+            return None
+    return sides[0], sides[1], float(right.value)
+
+
+def scaled_terms(body: ast.expr) -> tuple[str, str, str, float] | None:
+    """``(metric, A, B, c)`` of a scaled relation ``metric(A) OP c * metric(B)`` (also ``metric(B) * c``, and
+    ``metric(A) OP metric(B)`` with c = 1), or None for any other shape. Its ratio ``metric(A) / metric(B)``
+    is what a reader wants next to the verdict: the checks report it, and a ratchet's xfail line shows it."""
+    if not isinstance(body, ast.Compare) or len(body.ops) != 1:
+        return None
+    left, right = body.left, body.comparators[0]
+    scale = 1.0
+    if isinstance(right, ast.BinOp) and isinstance(right.op, ast.Mult):
+        for factor, term in ((right.left, right.right), (right.right, right.left)):
+            if isinstance(factor, ast.Constant) and isinstance(factor.value, (int, float)):
+                scale, right = float(factor.value), term
+                break
+        else:
+            return None
+    calls = []
+    for side in (left, right):
+        if not (
+            isinstance(side, ast.Call)
+            and isinstance(side.func, ast.Name)
+            and side.func.id in METRICS
+            and METRICS[side.func.id].source in ("structure", "compiler", "kernel")
+            and METRICS[side.func.id].type == "number"
+            and len(side.args) == 1
+            and isinstance(side.args[0], ast.Name)
+        ):
+            return None
+        calls.append((side.func.id, side.args[0].id))
+    if calls[0][0] != calls[1][0]:
+        return None
+    return calls[0][0], calls[0][1], calls[1][1], scale
+
+
+def _parse_when(value: Any, loc: _Locator, line: int) -> tuple[Requirement, ...]:
+    """``when``: comma-separated version conditions on :data:`VERSIONED_PACKAGES`, nothing else. An
+    environment marker (``; python_version > "3"``), extras or a URL would be dropped in silence by the
+    version check, so they are refused."""
+    if not isinstance(value, str):
+        raise loc.error(
+            line, f"'when' must be a string of version conditions such as 'jax >= 0.5', not {_a(value)}"
+        )
+    if ";" in value:
+        marker = value[value.index(";") :].strip()
+        raise loc.error(
+            line,
+            f"when: {value!r} has an environment marker ({marker!r}): 'when' takes version conditions only, "
+            "such as 'jax >= 0.5, jaxlib < 0.11'",
+        )
+    reqs = []
+    for clause in (c.strip() for c in value.split(",")):
+        if not clause:
+            continue
+        try:
+            req = Requirement(clause)
+        except InvalidRequirement as err:
+            raise loc.error(line, f"when: cannot read {clause!r}: {_first_line(str(err))}") from None
+        if req.name not in VERSIONED_PACKAGES:
+            raise loc.error(
+                line, f"when: unknown package {req.name!r}{did_you_mean(req.name, VERSIONED_PACKAGES)}"
+            )
+        if req.extras or req.url or req.marker:
+            raise loc.error(line, f"when: {clause!r}: 'when' takes a package and a version condition only")
+        if not req.specifier:
+            raise loc.error(line, f"when: {clause!r} has no version condition such as '>= 0.5'")
+        reqs.append(req)
+    if not reqs:
+        raise loc.error(line, f"when: {value!r} holds no version condition such as 'jax >= 0.5'")
+    return tuple(reqs)
+
+
+_BOMS = {
+    b"\xff\xfe\x00\x00": "UTF-32",
+    b"\x00\x00\xfe\xff": "UTF-32",
+    b"\xff\xfe": "UTF-16",
+    b"\xfe\xff": "UTF-16",
+}
+
+
+def _decode(raw: bytes, path: Path) -> str:
+    """The text of a spec file, which is UTF-8 (a UTF-8 byte-order mark is allowed); anything else is one
+    line saying where the first byte that is not UTF-8 is, or which encoding it is."""
+    where = _display(path)
+    for bom, name in _BOMS.items():
+        if raw.startswith(bom):
+            raise InvariantsError(
+                f"{where}:1: the file is {name} (it starts with a byte-order mark); save it as UTF-8"
+            )
+    if b"\x00" in raw:
+        at = raw.index(b"\x00")
+        line = raw.count(b"\n", 0, at) + 1
+        column = at - raw.rfind(b"\n", 0, at)
+        raise InvariantsError(
+            f"{where}:{line}: a NUL byte (column {column}): spec files are UTF-8 text "
+            "(is it UTF-16 without a byte-order mark?)"
+        )
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        start = err.start + (3 if raw.startswith(b"\xef\xbb\xbf") else 0)
+        line = raw.count(b"\n", 0, start) + 1
+        column = start - raw.rfind(b"\n", 0, start)
+        raise InvariantsError(
+            f"{where}:{line}: not UTF-8 (byte 0x{raw[start]:02x} at column {column}); "
+            "spec files are UTF-8 text"
+        ) from None
+
+
+def _read(path: Path) -> tuple[dict[str, Any], _Locator]:
+    """Parse one spec file (once) and check its top-level shape."""
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise InvariantsError(f"{_display(path)}: cannot read spec: {err.strerror}") from None
+    text = _decode(raw, path)
+    loc = _Locator(path, text)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        m = re.search(r"\(at line (\d+), column \d+\)", str(err))
+        line = int(m.group(1)) if m else len(loc.lines) if "end of document" in str(err) else 1
+        raise loc.error(line, f"not valid TOML: {_first_line(str(err).split(' (at ')[0])}") from None
+    except (ValueError, RecursionError) as err:  # tomllib: an integer past 4300 digits, nesting too deep
+        what = "nested too deeply" if isinstance(err, RecursionError) else _first_line(str(err))
+        raise loc.error(1, f"not valid TOML: {what}") from None
+    _check_keys(data, _TOP_KEYS, loc, 1, "the spec file")
+    header = data.get("spec", {})
+    if isinstance(header, list):
+        raise loc.error(loc.top_line("spec"), "[spec] is one table: write [spec], not [[spec]]")
+    if not isinstance(header, dict):
+        raise loc.error(loc.top_line("spec"), f"'spec' must be the table [spec], not {_a(header)}")
+    for array in ("invariant", "correctness", "program"):
+        tables = data.get(array, [])
+        if isinstance(tables, dict):
+            raise loc.error(loc.top_line(array), f"[{array}] must be an array of tables: write [[{array}]]")
+        if not isinstance(tables, list):
+            raise loc.error(
+                loc.top_line(array), f"'{array}' must be an array of tables [[{array}]], not {_a(tables)}"
+            )
+        for i, table in enumerate(tables):
+            if not isinstance(table, dict):
+                raise loc.error(
+                    loc.top_line(array),
+                    f"'{array}' must be an array of tables [[{array}]]; item {i + 1} is {_a(table)}",
+                )
+    return data, loc
+
+
+def _check_configs(patterns: Sequence[str], loc: _Locator, line: int, memo: set[str] | None = None) -> None:
+    """Each pattern names at least one configuration of the catalog (``f33`` matches none: one line).
+    ``memo`` holds the patterns of one file already found good."""
+    from ..catalog.configs import CONFIGS
+
+    for pattern in patterns:
+        if memo is not None and pattern in memo:
+            continue
+        if not any(fnmatch.fnmatchcase(c, pattern) for c in CONFIGS):
+            raise loc.error(
+                line,
+                f"configs: {pattern!r} matches no configuration{_non_ascii(pattern)}"
+                f"{did_you_mean(pattern, CONFIGS)}; known: {', '.join(CONFIGS)}",
+            )
+        if memo is not None:
+            memo.add(pattern)
+
+
+def read_programs(path: Path) -> tuple[ProgramDecl, ...]:
+    """The ``[[program]]`` tables of one spec file, validated as data (nothing is imported)."""
+    return _programs_of(*_read(path))
+
+
+def _programs_of(data: dict[str, Any], loc: _Locator) -> tuple[ProgramDecl, ...]:
+    out: list[ProgramDecl] = []
+    for i, table in enumerate(data.get("program", [])):
+        line = loc.table_line("program", i)
+        _check_keys(table, _PROGRAM_KEYS, loc, line, "[[program]]", required=("name", "function", "kind"))
+        name = table["name"]
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise loc.error(loc.key_line(line, "name"), f"name {name!r} must be a Python-style identifier")
+        function = table["function"]
+        if not isinstance(function, str) or not re.fullmatch(r"[\w.]+:[\w.]+", function, re.ASCII):
+            raise loc.error(
+                loc.key_line(line, "function"), f"function {function!r} must read 'module:attribute'"
+            )
+        kind = table["kind"]
+        if not isinstance(kind, str) or kind not in PROGRAM_KINDS:
+            raise loc.error(
+                loc.key_line(line, "kind"),
+                f"kind {kind!r}: one of {', '.join(PROGRAM_KINDS)}{did_you_mean(str(kind), PROGRAM_KINDS)}",
+            )
+        configs_line = loc.key_line(line, "configs")
+        configs = _strings(table.get("configs", "f32"), loc, configs_line, "configs")
+        from ..catalog.configs import CONFIGS
+
+        for config in configs:
+            if config not in CONFIGS:
+                raise loc.error(
+                    configs_line,
+                    f"unknown config {config!r}{_non_ascii(config)}{did_you_mean(config, CONFIGS)}; "
+                    f"known: {', '.join(CONFIGS)}",
+                )
+        tags = _strings(table.get("tags", []), loc, loc.key_line(line, "tags"), "tags", allow_empty=True)
+        doc = _string(table, "doc", loc, line, default=function)
+        params, params_line = table.get("params"), loc.key_line(line, "params")
+        if params is not None and (
+            not isinstance(params, str) or not re.fullmatch(r"[\w.]+:[\w.]+", params, re.ASCII)
+        ):
+            raise loc.error(params_line, f"params {params!r} must read 'module:factory'")
+        shape_line = loc.key_line(line, "index_shape")
+        index_shape = _index_shape(table["index_shape"], loc, shape_line) if "index_shape" in table else None
+        if index_shape is not None and params is None:
+            raise loc.error(
+                shape_line,
+                "index_shape is for a program with params; a lookup (table, indices) takes the "
+                "configuration's indices",
+            )
+        out.append(
+            ProgramDecl(
+                name, function, kind, tuple(dict.fromkeys(configs)), frozenset({*tags, "user"}), doc,
+                f"{loc.path}:{line}", params, index_shape,
+                params_where=f"{loc.path}:{params_line}", index_shape_where=f"{loc.path}:{shape_line}",
+            )
+        )  # fmt: skip
+    return tuple(out)
+
+
+# Enough for [batch, sequence] and a few more axes; past this it is not an embedding's index array.
+_MAX_INDEX_RANK = 4
+
+
+def _index_shape(value: Any, loc: _Locator, line: int) -> tuple[int, ...]:
+    """``index_shape = [B, S]``: 1 to 4 positive integers."""
+    if not isinstance(value, list) or not 1 <= len(value) <= _MAX_INDEX_RANK:
+        raise loc.error(
+            line, f"index_shape must be a list of 1 to {_MAX_INDEX_RANK} positive integers, e.g. [64, 256]"
+        )
+    for i, n in enumerate(value):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise loc.error(line, f"index_shape: item {i + 1} is {n!r}; each must be a positive integer")
+    return tuple(value)
+
+
+def load_spec(path: Path, known: Mapping[str, Any] | None = None) -> Spec:
+    """Read and validate one spec file. Raises :class:`InvariantsError` naming ``FILE:LINE``.
+
+    Program names in it are checked against ``known`` (name -> an object with ``kind`` and ``tags``;
+    default: every program of this process); :func:`load_specs` adds the declared programs.
+
+    What needs the targets (a ``targets`` pattern that matches no target, a program that does not compile
+    on the target an invariant names) is checked where cases are expanded:
+    :func:`invariants.spec.checks.check_specs`.
+    """
+    data, loc = _read(path)
+    return _spec_of(path, data, loc, known, _programs_of(data, loc))
+
+
+def _spec_of(
+    path: Path,
+    data: dict[str, Any],
+    loc: _Locator,
+    known: Mapping[str, Any] | None,
+    programs: tuple[ProgramDecl, ...],
+) -> Spec:
+    header = data.get("spec", {})
+    head = loc.header_line("spec")
+    _check_keys(header, _SPEC_KEYS, loc, head, "[spec]")
+    max_loss = header.get("efficiency_max_loss")
+    if max_loss is not None and not (isinstance(max_loss, float) and 0 < max_loss < 1):
+        raise loc.error(
+            loc.key_line(head, "efficiency_max_loss"), "efficiency_max_loss must be a fraction in (0, 1)"
+        )
+    if not (data.get("invariant") or data.get("correctness") or programs or max_loss is not None):
+        raise loc.error(
+            head,
+            "declares nothing: no [[invariant]], [[correctness]] or [[program]] (a spec file that checks "
+            "nothing would pass in silence)",
+        )
+    if "targets" not in header and ("invariant" in data or "correctness" in data):
+        raise loc.error(head, "missing [spec] targets = [...] (the target names this file applies to)")
+    targets_line = loc.key_line(head, "targets")
+    targets = _strings(
+        header.get("targets", []), loc, targets_line, "targets", allow_empty="targets" not in header
+    )
+    _ascii_names(targets, loc, targets_line, "targets:")
+    memo = _Memo()  # what one file's invariants share: 20,000 of them use a few selectors
+
+    invariants: list[Invariant] = []
+    seen: dict[str, int] = {}
+    for i, table in enumerate(data.get("invariant", [])):
+        line = loc.table_line("invariant", i)
+        invariants.append(_invariant(table, line, loc, known, targets, seen, memo))
+
+    checks: list[CorrectnessCheck] = []
+    seen = {}
+    for i, table in enumerate(data.get("correctness", [])):
+        line = loc.table_line("correctness", i)
+        checks.append(_correctness(table, line, loc, known, seen, memo, targets))
+    return Spec(
+        path, targets, tuple(invariants), tuple(checks), max_loss, programs,
+        targets_where=f"{loc.path}:{targets_line}",
+    )  # fmt: skip
+
+
+@dataclasses.dataclass
+class _Memo:
+    """The selectors (to whether they match a program) and config patterns one file has shown good."""
+
+    selectors: dict[str, bool] = dataclasses.field(default_factory=dict)
+    configs: set[str] = dataclasses.field(default_factory=set)
+
+
+def _check_id(table: Mapping[str, Any], loc: _Locator, line: int, seen: dict[str, int]) -> str:
+    ident = table["id"]
+    if not isinstance(ident, str) or not re.fullmatch(r"[A-Za-z0-9_]+", ident):
+        raise loc.error(loc.key_line(line, "id"), f"id {ident!r} must be letters, digits and '_'")
+    if ident in seen:
+        raise loc.error(line, f"duplicate id '{ident}' (first at line {seen[ident]})")
+    seen[ident] = line
+    return ident
+
+
+def _invariant(
+    table: dict[str, Any],
+    line: int,
+    loc: _Locator,
+    known: Mapping[str, Any] | None,
+    targets: tuple[str, ...],
+    seen: dict[str, int],
+    memo: _Memo,
+) -> Invariant:
+    _check_keys(table, _INVARIANT_KEYS, loc, line, "[[invariant]]", required=("id", "assert"))
+    inv_id = _check_id(table, loc, line, seen)
+    assert_line = loc.key_line(line, "assert")
+    if not isinstance(table["assert"], str):
+        raise loc.error(assert_line, f"'assert' must be a string, not {_a(table['assert'])}")
+    expr, kind, named = parse_assert(table["assert"], loc, assert_line, known)
+    programs_line = loc.key_line(line, "programs")
+    if kind == "absolute":
+        if "programs" not in table:
+            raise loc.error(line, f"'{inv_id}' needs 'programs' (which programs the assert is about)")
+        programs = _strings(table["programs"], loc, programs_line, "programs")
+        _check_selectors(programs, loc, programs_line, known, memo.selectors)
+    else:
+        if "programs" in table:
+            raise loc.error(programs_line, f"'{inv_id}' names its programs in the assert; drop 'programs'")
+        programs = named
+    configs_line = loc.key_line(line, "configs")
+    configs = _strings(table.get("configs", "*"), loc, configs_line, "configs")
+    _check_configs(configs, loc, configs_line, memo.configs)
+    inv_targets = _entry_targets(table, inv_id, loc, line, targets)
+    when = _parse_when(table["when"], loc, loc.key_line(line, "when")) if "when" in table else ()
+    ratchet = None
+    if "ratchet" in table:
+        r_line = loc.key_line(line, "ratchet")
+        raw = table["ratchet"]
+        if not isinstance(raw, dict):
+            raise loc.error(r_line, "ratchet must be a table { reason = ..., issue = ... }")
+        _check_keys(raw, _RATCHET_KEYS, loc, r_line, "ratchet")
+        if not raw.get("reason") or not raw.get("issue"):
+            raise loc.error(r_line, "a ratchet needs both a 'reason' and an 'issue' link")
+        if not isinstance(raw["reason"], str) or not isinstance(raw["issue"], str):
+            raise loc.error(r_line, "a ratchet's 'reason' and 'issue' are strings")
+        ratchet = Ratchet(raw["reason"], raw["issue"])
+    return Invariant(
+        id=inv_id,
+        where=f"{loc.path}:{line}",
+        expr=expr,
+        text=table["assert"],
+        kind=kind,
+        programs=programs,
+        configs=configs,
+        why=_string(table, "why", loc, line),
+        when=when,
+        ratchet=ratchet,
+        targets=inv_targets,
+        lines=tuple((k, loc.key_line(line, k)) for k in ("programs", "configs", "targets") if k in table),
+    )
+
+
+def _entry_targets(
+    table: Mapping[str, Any], entry_id: str, loc: _Locator, line: int, targets: tuple[str, ...]
+) -> tuple[str, ...]:
+    """An entry's ``targets`` (default ``*``): patterns that narrow the file's ``targets``, each one
+    overlapping them (which target names exist is the checks stage's to say)."""
+    targets_line = loc.key_line(line, "targets")
+    entry = _strings(table.get("targets", "*"), loc, targets_line, "targets")
+    _ascii_names(entry, loc, targets_line, f"'{entry_id}': targets")
+    for pattern in entry:
+        if not any(fnmatch.fnmatchcase(pattern, p) or fnmatch.fnmatchcase(p, pattern) for p in targets):
+            raise loc.error(
+                targets_line,
+                f"'{entry_id}': targets {pattern!r} lies outside this file's targets "
+                f"({', '.join(targets)}): it would never apply"
+                + did_you_mean(pattern, [t for t in targets if not any(c in t for c in "*?[")]),
+            )
+    return entry
+
+
+def _correctness(
+    table: dict[str, Any],
+    line: int,
+    loc: _Locator,
+    known: Mapping[str, Any] | None,
+    seen: dict[str, int],
+    memo: _Memo,
+    targets: tuple[str, ...],
+) -> CorrectnessCheck:
+    from ..catalog.configs import DISTRIBUTIONS
+
+    _check_keys(table, _CORRECTNESS_KEYS, loc, line, "[[correctness]]", required=("id", "check", "programs"))
+    check_id = _check_id(table, loc, line, seen)
+    check, check_line = table["check"], loc.key_line(line, "check")
+    if not isinstance(check, str):
+        raise loc.error(
+            check_line, f"'check' must be a string, one of {', '.join(CORRECTNESS_CHECKS)}, not {_a(check)}"
+        )
+    if check not in CORRECTNESS_CHECKS:
+        raise loc.error(check_line, f"unknown check {check!r}{did_you_mean(check, CORRECTNESS_CHECKS)}")
+    programs_line = loc.key_line(line, "programs")
+    programs = _strings(table["programs"], loc, programs_line, "programs")
+    _check_selectors(programs, loc, programs_line, known, memo.selectors)
+    check_targets = _entry_targets(table, check_id, loc, line, targets)
+    _check_arguments(table, check_id, programs, loc, line, known)
+    reference = table.get("reference")
+    ref_line = loc.key_line(line, "reference")
+    if check == "agree":
+        if reference is None:
+            raise loc.error(line, f"'{check_id}': check 'agree' needs a 'reference' program to agree with")
+        if not isinstance(reference, str):
+            raise loc.error(ref_line, f"'reference' must be a program name, not {_a(reference)}")
+        names = _known(known)
+        if reference not in names:
+            raise loc.error(
+                ref_line,
+                f"unknown reference program {reference!r}{_non_ascii(reference)}"
+                f"{did_you_mean(reference, names)}",
+            )
+    elif reference is not None:
+        raise loc.error(
+            ref_line, f"'{check_id}': check {check!r} compares with no reference; drop 'reference'"
+        )
+    configs_line = loc.key_line(line, "configs")
+    configs = _strings(table.get("configs", "f32"), loc, configs_line, "configs")
+    _check_configs(configs, loc, configs_line, memo.configs)
+    dist_line = loc.key_line(line, "distributions")
+    if "distributions" in table and check != "agree":
+        raise loc.error(dist_line, f"'{check_id}': check {check!r} uses fixed indices; drop 'distributions'")
+    distributions = _strings(table.get("distributions", "uniform"), loc, dist_line, "distributions")
+    for dist in distributions:
+        if dist not in DISTRIBUTIONS:
+            raise loc.error(
+                dist_line,
+                f"unknown index distribution {dist!r}{did_you_mean(dist, DISTRIBUTIONS)}; "
+                f"known: {', '.join(DISTRIBUTIONS)}",
+            )
+    expect, expect_line = table.get("expect"), loc.key_line(line, "expect")
+    allowed = CORRECTNESS_EXPECT[check]
+    if not allowed and expect is not None:
+        raise loc.error(expect_line, f"'{check_id}': check {check!r} takes no 'expect'; drop it")
+    if allowed and expect is None:
+        raise loc.error(line, f"'{check_id}': check {check!r} needs 'expect', one of {', '.join(allowed)}")
+    if allowed and expect not in allowed:
+        shown = expect if isinstance(expect, str) else ""
+        raise loc.error(
+            expect_line,
+            f"'{check_id}': expect {expect!r} is not one of {', '.join(allowed)}"
+            f"{did_you_mean(shown, allowed)}",
+        )
+    return CorrectnessCheck(
+        id=check_id,
+        where=f"{loc.path}:{line}",
+        check=check,
+        programs=programs,
+        reference=reference,
+        configs=configs,
+        distributions=tuple(dict.fromkeys(distributions)),
+        expect=expect,
+        why=_string(table, "why", loc, line),
+        when=_parse_when(table["when"], loc, loc.key_line(line, "when")) if "when" in table else (),
+        configs_where=f"{loc.path}:{configs_line}",
+        targets=check_targets,
+        targets_where=f"{loc.path}:{loc.key_line(line, 'targets')}",
+    )
+
+
+def _signature_of(program: Any) -> Any:
+    """A program's :attr:`ProgramDecl.signature`, read from its declaration or from a built program's
+    inputs; None for the one-table contract (and an unknown name)."""
+    found = getattr(program, "signature", None)
+    return found if found is not None else getattr(getattr(program, "inputs", None), "signature", None)
+
+
+def _check_arguments(
+    table: Mapping[str, Any],
+    check_id: str,
+    selectors: Sequence[str],
+    loc: _Locator,
+    line: int,
+    known: Mapping[str, Any] | None,
+) -> None:
+    """A correctness check calls its programs on arguments it makes: a program with params takes its own,
+    so it may only ``agree`` with a reference of the very same arguments."""
+    names = _known(known)
+    own = {p: sig for p in select_programs(selectors, known) if (sig := _signature_of(names[p])) is not None}
+    check, reference = table["check"], table.get("reference")
+    if own and check != "agree":
+        name = next(iter(own))
+        raise loc.error(
+            loc.key_line(line, "programs"),
+            f"'{check_id}': check {check!r} calls a lookup (table, indices) on chosen rows; '{name}' is a "
+            "program with params",
+        )
+    if check != "agree" or not isinstance(reference, str) or reference not in names:
+        return
+    want = _signature_of(names[reference])
+    for name in select_programs(selectors, known):
+        if own.get(name) != want:
+            takes = {None: "(table, indices)"}
+            mine = takes.get(own.get(name)) or f"params {own[name][0]}"
+            theirs = takes.get(want) or f"params {want[0]}"
+            raise loc.error(
+                loc.key_line(line, "reference"),
+                f"'{check_id}': '{name}' takes {mine} and reference '{reference}' takes {theirs}: 'agree' "
+                "compares programs called on the same arguments",
+            )
+
+
+def scope_of(spec: Spec) -> Mapping[str, Any] | None:
+    """The programs ``spec``'s selectors range over (None: every program of this process)."""
+    if not spec.catalog_scope:
+        return None
+    from ..catalog.programs import CATALOG
+
+    return CATALOG
+
+
+def _known(known: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    if known is not None:
+        return known
+    from ..catalog.registry import PROGRAMS
+
+    return PROGRAMS
+
+
+def _check_selectors(
+    selectors: Sequence[str],
+    loc: _Locator,
+    line: int,
+    known: Mapping[str, Any] | None = None,
+    memo: dict[str, bool] | None = None,
+) -> None:
+    """Each selector matches at least one program. ``memo`` remembers the answers of one file."""
+    memo = {} if memo is None else memo
+    names = _known(known)
+    for sel in selectors:
+        if sel not in memo:
+            memo[sel] = sel in names or bool(select_programs([sel], known))
+        if not memo[sel]:
+            raise loc.error(
+                line,
+                f"program selector {sel!r} matches no program{_non_ascii(sel)}{did_you_mean(sel, names)}",
+            )
+
+
+def select_programs(selectors: Sequence[str], known: Mapping[str, Any] | None = None) -> list[str]:
+    """Program names matched by selectors: exact names, fnmatch patterns, ``kind:K``, ``tag:T``.
+
+    ``known`` as in :func:`load_spec` (default: every program of this process, catalog first)."""
+    out: dict[str, None] = {}
+    for sel in selectors:
+        for name, program in _known(known).items():
+            if sel.startswith("kind:"):
+                hit = program.kind == sel[5:]
+            elif sel.startswith("tag:"):
+                hit = sel[4:] in program.tags
+            else:
+                hit = fnmatch.fnmatchcase(name, sel)
+            if hit:
+                out[name] = None
+    return list(out)
+
+
+def load_specs(*directories: Path) -> list[Spec]:
+    """Every ``*.toml`` of each directory (default: the package's own); a folder without any is an error,
+    not an empty gate, and so is a folder whose files declare nothing to check.
+
+    Each file is read and parsed once. The ``[[program]]`` tables of all files are read first, so that an
+    invariant of one file may name a program declared in another. A declared name must be new: not the
+    catalog's, not declared twice.
+    """
+    from ..catalog.programs import CATALOG
+
+    paths: list[Path] = []
+    for directory in directories or (SPEC_DIR,):
+        if directory.is_file():
+            raise InvariantsError(
+                f"{_display(directory)}: a file; --spec-dir takes the folder that holds the spec files "
+                f"({_display(directory.parent)})"
+            )
+        if not directory.is_dir():
+            raise InvariantsError(f"{_display(directory)}: spec folder not found")
+        found = sorted(directory.glob("*.toml"))
+        if not found:
+            raise InvariantsError(f"{_display(directory)}: no *.toml spec files here")
+        paths += found
+    parsed = [(path, *_read(path)) for path in paths]
+    known: dict[str, Any] = dict(_known(None))
+    first: dict[str, str] = {}
+    declared: list[tuple[ProgramDecl, ...]] = []
+    for _path, data, loc in parsed:
+        decls = _programs_of(data, loc)
+        declared.append(decls)
+        for decl in decls:
+            if decl.name in CATALOG:
+                raise InvariantsError(
+                    f"{decl.where}: program '{decl.name}' collides with the catalog's program of that name; "
+                    "rename it"
+                )
+            if decl.name in first:
+                raise InvariantsError(
+                    f"{decl.where}: program '{decl.name}' is already declared at {first[decl.name]}"
+                )
+            first[decl.name] = decl.where
+            known[decl.name] = decl
+    own = SPEC_DIR.resolve()
+    specs = [
+        dataclasses.replace(_spec_of(path, data, loc, CATALOG, decls), catalog_scope=True)
+        if path.parent.resolve() == own
+        else _spec_of(path, data, loc, known, decls)
+        for (path, data, loc), decls in zip(parsed, declared, strict=True)
+    ]
+    return _aim(specs, known)
+
+
+def _aim(specs: list[Spec], known: Mapping[str, Any]) -> list[Spec]:
+    """Each declared program aimed at the ``[spec] targets`` of the file that declares it and of every
+    file whose entries name it (:attr:`ProgramDecl.aimed`): it compiles on every target its specs name."""
+    aims: dict[str, dict[str, None]] = {d.name: {} for spec in specs for d in spec.programs}
+    selected: dict[tuple[str, ...], list[str]] = {}  # a file of 20,000 entries shares a few selectors
+
+    def select(selectors: tuple[str, ...]) -> list[str]:
+        if selectors not in selected:
+            selected[selectors] = select_programs(selectors, known)
+        return selected[selectors]
+
+    for spec in specs:
+        named = {d.name for d in spec.programs}
+        if not spec.catalog_scope:  # the package's own files speak of the catalog alone
+            for inv in spec.invariants:
+                named.update(select(inv.programs) if inv.kind == "absolute" else inv.programs)
+            for check in spec.correctness:
+                named.update(select(check.programs), *([check.reference] if check.reference else []))
+        for name in named & aims.keys():
+            aims[name].update(dict.fromkeys(spec.targets))
+    return [
+        dataclasses.replace(
+            spec, programs=tuple(dataclasses.replace(d, aimed=tuple(aims[d.name])) for d in spec.programs)
+        )
+        for spec in specs
+    ]

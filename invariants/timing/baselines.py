@@ -1,0 +1,147 @@
+"""Efficiency baselines: what a throughput run's efficiency is compared with, and the rules for them.
+
+A baseline is the efficiency (``t_copy / t_program``, see :func:`invariants.timing.paired.measure_efficiency`)
+of
+one program in one configuration on one target, recorded on purpose (``--record-baselines``) as
+``snapshots/<target>/efficiency/<program>.<config>.json``: the median of three measurements, with the
+machine it was measured on and the versions. The rules:
+
+* a run fails only when its whole interval lies below ``baseline * (1 - max_loss)``
+  (:func:`baseline_verdict`);
+* ``max_loss`` comes from the ``efficiency_max_loss`` of the first spec file whose ``targets`` patterns
+  match the target (:func:`max_loss_for`), else :data:`DEFAULT_MAX_LOSS`;
+* efficiency is relative to a machine and a clock: a baseline recorded on another machine
+  (:func:`machine`) is not compared with.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from invariants._errors import InvariantsError
+from invariants._paths import write_atomic
+from invariants.timing.paired import EfficiencyResult, Verdict, decide_lower
+
+__all__ = [
+    "DEFAULT_MAX_LOSS",
+    "baseline_floor",
+    "baseline_path",
+    "baseline_verdict",
+    "exceeds_baseline",
+    "machine",
+    "max_loss_for",
+    "read_baseline",
+    "record_programs",
+    "write_baseline",
+]
+
+# The loss allowed when no spec file of the target says otherwise.
+DEFAULT_MAX_LOSS = 0.5
+BASELINE_FOLDER = "efficiency"
+
+
+def baseline_path(snapshot_root: Path, target: str, program: str, config: str) -> Path:
+    """Where the baseline of ``program`` [``config``] on ``target`` lives, under the snapshot root (the folder
+    of the per-target snapshot folders: ``snapshots/`` in a checkout, ``--snapshot-dir`` downstream)."""
+    return snapshot_root / target / BASELINE_FOLDER / f"{program}.{config}.json"
+
+
+def max_loss_for(specs: Iterable[Any], target: str) -> float:
+    """``efficiency_max_loss`` of the first spec whose ``targets`` patterns match ``target``."""
+    for spec in specs:
+        if spec.efficiency_max_loss and any(fnmatch.fnmatchcase(target, p) for p in spec.targets):
+            return float(spec.efficiency_max_loss)
+    return DEFAULT_MAX_LOSS
+
+
+def machine(device_kind: str, clock: str) -> dict[str, Any]:
+    """What a baseline is relative to: the cores this process may run on, the device, and the clock.
+
+    The cores are the process's own (its affinity), not the host's: an xdist worker pinned to one core
+    (``--pin-workers``) runs XLA:CPU's partitioned kernels on one thread, and measured take[bf16] at
+    0.12-0.13 against a baseline of 0.29 recorded on both cores. That worker is another machine for a
+    baseline: its efficiency items are measured and recorded, and skip their comparison saying why."""
+    from .._cores import usable
+
+    return {"cores": len(usable()) or os.cpu_count(), "device": device_kind, "clock": clock}
+
+
+def read_baseline(path: Path) -> dict[str, Any] | None:
+    """The recorded baseline at ``path``, None when there is none; a file that is not one raises."""
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise InvariantsError(f"{path}:{err.lineno}: not a baseline (not JSON: {err.msg})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("efficiency"), int | float):
+        raise InvariantsError(f"{path}: not a baseline (no numeric 'efficiency')")
+    return data
+
+
+def write_baseline(
+    path: Path, runs: Sequence[EfficiencyResult], machine: dict[str, Any], versions: dict[str, str]
+) -> dict[str, Any]:
+    """Record the median of ``runs`` (three measurements) at ``path``; return the record."""
+    best = sorted(runs, key=lambda r: r.efficiency)[len(runs) // 2]
+    record = {"efficiency": round(best.efficiency, 4), "low": round(best.low, 4),
+              "high": round(best.high, 4), "runs": [round(r.efficiency, 4) for r in runs],
+              "machine": machine, "versions": versions}  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps(record, indent=1, sort_keys=True) + "\n")  # a killed run keeps the old one
+    return record
+
+
+def record_programs(key: Sequence[str], cases: Iterable[Any]) -> list[str]:
+    """The programs a ``--record-baselines`` run must select for ``key`` (program, config, target) to be
+    timed at all: an efficiency item exists only for a key of a throughput relation whose every side is
+    selected, so its program alone selects nothing (the run then times nothing and passes). The programs
+    of the smallest such relation among ``cases`` (the session's throughput cases): the program and the
+    other side of its ratio, or the program alone for a relation of one program (``grad_take[equal]`` /
+    ``grad_take[uniform]``)."""
+    wanted = tuple(key)
+    sides = [
+        (len(programs), c.id, programs)
+        for c in cases
+        if wanted in {tuple(k) for k in c.keys}
+        for programs in [list(dict.fromkeys([wanted[0], *(k[0] for k in c.keys)]))]
+    ]
+    return min(sides)[2] if sides else [wanted[0]]
+
+
+def baseline_floor(baseline: float, max_loss: float) -> float:
+    """The lowest efficiency allowed: ``baseline * (1 - max_loss)``.
+
+    Raises:
+        InvariantsError: unless ``baseline > 0`` and ``0 <= max_loss < 1``.
+    """
+    if not baseline > 0.0:
+        raise InvariantsError(f"baseline: efficiency baseline must be positive, got {baseline}")
+    if not 0.0 <= max_loss < 1.0:
+        raise InvariantsError(f"baseline: max_loss must be a fraction in [0, 1), got {max_loss}")
+    return baseline * (1.0 - max_loss)
+
+
+def exceeds_baseline(current: float, baseline: float, max_loss: float) -> bool:
+    """True when ``current`` efficiency lost more than ``max_loss`` (a fraction) against ``baseline``.
+
+    A point comparison: ``current < baseline * (1 - max_loss)``. For a noise-aware verdict from a measured
+    interval use :func:`baseline_verdict`.
+    """
+    return current < baseline_floor(baseline, max_loss)
+
+
+def baseline_verdict(result: EfficiencyResult, baseline: float, max_loss: float) -> Verdict:
+    """Judge a measured efficiency against a recorded baseline, allowing a ``max_loss`` fraction of loss.
+
+    ``"fail"`` only when the whole interval lies below ``baseline * (1 - max_loss)`` (i.e. even the interval's
+    ``high`` :func:`exceeds_baseline`); ``"pass"`` when the whole interval is at or above it;
+    ``"inconclusive"`` otherwise. Measure with ``min_efficiency=baseline_floor(baseline, max_loss)`` so the
+    adaptive extension works toward this same bound.
+    """
+    return decide_lower(result.low, result.high, baseline_floor(baseline, max_loss)) or "inconclusive"

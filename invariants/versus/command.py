@@ -1,0 +1,667 @@
+"""``python -m invariants versus``: time the catalog under two JAX installations, paired in one run.
+
+A stored baseline drifts between runs on a shared machine far more than within one; the other installation,
+measured on the same machine at the same moment, does not. So ``versus`` runs each side in worker
+processes of its own (``versus.worker``, over the protocol of ``versus.protocol``), one worker at a time,
+alternating short blocks of calls between the two (ABBA...), and judges ``time(candidate) /
+time(baseline)`` per program with the statistic of ``versus.stats``: fresh worker pairs (rounds) are the
+unit, the median of per-pair ratios inside a round, Student's t across rounds, more rounds while the
+interval straddles the threshold, and a failure counts only when a second measurement repeats it.
+
+It measures the CPU time and the wall clock of every block. On the CPU backend the verdict clock is the CPU
+time (waiting for a core another process holds does not count), and both workers of a round run on one
+core (the next round on the next core, ``Settings.pin``): two processes then time alike. One core gives
+both sides one thread, so a candidate that lost its parallelism times alike there too. A second phase,
+**all cores**, times fresh pairs once more with every core each (still one worker at a time) and judges
+their wall-clock ratio against ``--parallel-threshold`` (1.10): a failure there beside a CPU time that
+did not fail is ``lost-parallelism``, the same work on fewer threads (confirmed like any failure). On an
+accelerator the verdict clock is the wall clock, nothing is pinned and there is no second phase.
+
+Before timing, one worker of each side compiles the programs for every selected target it can (the TPU
+and GPU ahead of time where that side has libtpu or the CUDA plugin) and answers each key's snapshot
+rendering (its kernels' ``code:`` lines included), its compiler and kernel-code metrics, and the verdicts
+of the specs' invariants, evaluated as written (ratchets too). The report shows them side by side: a diff
+where the renderings differ, with one line saying whether only code lines changed (code generation
+behind equal HLO), and a metric | baseline | candidate table with the differing rows marked. An invariant
+on a metric a side has no value for (a TPU compile's kernel code) is "not evaluated", never a failure.
+
+Exit status: 0 when nothing regressed; 1 when a timing verdict fails (``fail`` or ``lost-parallelism``,
+each confirmed) or an invariant holds on the baseline and fails on the candidate; 2 for bad input, as one
+line before any worker starts (an unknown version, a missing interpreter, a selection that leaves nothing
+to compare, an output path that cannot be written), or when a side cannot import jax.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from .._cores import freed, usable
+from .._errors import InvariantsError
+from .._paths import check_output_file, write_atomic
+from .report import (
+    invariant_changes,
+    make_record,
+    metric_rows,
+    plot,
+    render_markdown,
+    repository_paths,
+    write_json,
+)
+from .sides import Side, WorkerProcess, parse_env, resolve, start_pair
+from .stats import (
+    ALL_CORES,
+    ALL_CORES_CPU,
+    ALL_CORES_THREADS,
+    CLOCKS,
+    MIN_ROUNDS_FOR_INTERVAL,
+    THREADS,
+    ProgramVerdict,
+    Round,
+    all_cores_word,
+    combine,
+    judge,
+    threads_of,
+)
+
+# Seed configuration, single device: the lookups users write, forward and backward, in a minute and a half.
+DEFAULT_PROGRAMS = ("naive", "take", "vmap_naive", "eqx_embedding", "grad_naive", "grad_take",
+                    "grad_eqx_embedding")  # fmt: skip
+DEFAULT_TARGETS = "cpu,tpu-v5e,gpu-h100"
+CONFIG = "f32"
+FAILED = ("fail", "lost-parallelism")
+SLOW_CALL = 0.25  # seconds a call: a program this slow is timed one call a block without measuring it
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """How the timing is run and judged (see ``--help``)."""
+
+    threshold: float = 1.03
+    confidence: float = 0.95
+    clock: str = "cpu"
+    min_rounds: int = 6
+    max_rounds: int = 14
+    round_seconds: float = 0.2
+    block_seconds: float = 2e-3
+    min_pairs: int = 8
+    pin: bool = False
+    # The all-cores phase (lost parallelism, CPU backend): its wall-clock ratio fails above this, judged at
+    # fewer rounds (capped by min_rounds and max_rounds), in longer blocks; ``parallel`` False skips it.
+    parallel_threshold: float = 1.10
+    parallel: bool = True
+    parallel_min_rounds: int = 4
+    parallel_max_rounds: int = 9
+    # A kernel split over threads gains only in a steady stream of calls: measured here, naive's blocks of
+    # 16 calls (2 ms) showed no gain from its two partitions, blocks of 150 calls (12 ms) 1.5x.
+    parallel_block_seconds: float = 20e-3
+    # A phase whose baseline blocks kept less than this many threads busy (CPU time / wall time) stops at
+    # its next look, inconclusive: other load held the cores (measured under two busy loops: 0.5-0.8), so
+    # its wall clock measures that load. 0: never (the pinned phase, where CPU time decides).
+    min_threads: float = 0.0
+    parallel_min_threads: float = 0.9
+    # Untimed calls before each block's clocks start, as a fraction of its calls: a worker woken for its
+    # block finds its pool threads asleep (or the other side's still spinning); the all-cores phase times
+    # the steady stream after that. 0 in the pinned phase (one core, one thread: nothing to wake).
+    warm_fraction: float = 0.0
+    parallel_warm_fraction: float = 0.25
+
+    def all_cores(self) -> Settings:
+        """The settings of the all-cores phase: unpinned, the wall clock deciding against
+        ``parallel_threshold``, in ``parallel_min_rounds``-``parallel_max_rounds`` rounds (never more than
+        the main phase's)."""
+        low = max(MIN_ROUNDS_FOR_INTERVAL, min(self.min_rounds, self.parallel_min_rounds))
+        high = max(low, min(self.max_rounds, self.parallel_max_rounds))
+        return dataclasses.replace(self, pin=False, clock="wall", threshold=self.parallel_threshold,
+                                   min_rounds=low, max_rounds=high,
+                                   block_seconds=self.parallel_block_seconds,
+                                   min_threads=self.parallel_min_threads,
+                                   warm_fraction=self.parallel_warm_fraction)  # fmt: skip
+
+
+Progress = Callable[[str], None]
+# Starts one round's pair of workers, on the given cores (None: wherever the scheduler puts them).
+Starter = Callable[[Sequence[Side], "frozenset[int] | None"], list[WorkerProcess]]
+
+
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Timing.
+
+
+def _both(workers: Sequence[WorkerProcess], op: str, **fields: Any) -> list[dict[str, Any]]:
+    """Send ``op`` to every worker, then read every reply: the workers do it at the same time."""
+    for w in workers:
+        w.send(op, **fields)
+    return [w.receive(op) for w in workers]
+
+
+def time_round(
+    workers: Sequence[WorkerProcess], key: str, calls: int, settings: Settings, first: int,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Round:  # fmt: skip
+    """One program's blocks in one round: pairs in ABBA order (``first`` says which side opens), until
+    ``round_seconds`` have passed and at least ``min_pairs`` pairs exist, in an even number: in ABBA a
+    side's block follows the other side's in one pair and its own in the next, and an odd count would
+    leave one more of either in the median. ``workers`` is (baseline, candidate); only one of them runs
+    at a time; each block's clocks start after ``warm_fraction`` of its calls (untimed)."""
+    rd = Round(calls)
+    warm = round(calls * settings.warm_fraction)
+    start = clock()
+    i = 0
+    while i < settings.min_pairs or clock() - start < settings.round_seconds or i % 2:
+        order = (first, 1 - first) if i % 2 == 0 else (1 - first, first)
+        got: dict[int, dict[str, Any]] = {}
+        for side in order:
+            got[side] = workers[side].request("time", key=key, calls=calls, warm=warm)
+        rd.add(got[0], got[1])
+        i += 1
+    rd.seconds = clock() - start
+    return rd
+
+
+def calls_per_block(worker: WorkerProcess, key: str, estimate: float, seconds: float) -> int:
+    """How many calls of ``key`` make a block of about ``seconds``, measured on ``worker`` (the baseline's)
+    alone: blocks of 1, 4, 16, ... calls until one lasts a quarter of ``seconds``, then scaled.
+
+    The worker's own ``prepare`` estimate (``estimate``, seconds per call) is measured while the other
+    side's worker compiles beside it, on the same core when pinned (measured: naive's read over 20 ms a
+    call, against 0.15 ms alone): it decides only for a program slower than :data:`SLOW_CALL` (one call a
+    block, without spending one more call on measuring it).
+    """
+    if estimate >= max(SLOW_CALL, 4 * seconds):
+        return 1
+    calls = 1
+    while True:
+        wall = worker.request("time", key=key, calls=calls)["wall"]
+        if wall >= seconds / 4 or calls >= 1 << 16:
+            return max(1, round(calls * seconds / wall)) if wall > 0 else calls
+        calls *= 4
+
+
+def look_at(min_rounds: int, max_rounds: int) -> list[int]:
+    """The round counts at which an interval is judged: ``min_rounds``, then each time the rounds have grown
+    by half, and ``max_rounds``. Few looks: each one spends part of the error rate
+    (:func:`invariants._stats.look_alpha`), so a look after every round would widen every interval."""
+    out = [min_rounds]
+    while out[-1] < max_rounds:
+        out.append(min(max_rounds, max(out[-1] + 1, math.ceil(out[-1] * 1.5))))
+    return out
+
+
+def _cannot_lose(base: float | None, settings: Settings) -> str:
+    """Why an all-cores phase (``settings.min_threads`` > 0) can tell nothing, from the baseline's threads
+    (CPU time / wall time of its blocks) alone, so the same for any candidate; empty when it can.
+
+    * below ``min_threads``: other load held the cores (the workers got less than one), and the wall
+      clock measured that load;
+    * below the threshold: the baseline ran about one thread, and a candidate on one thread, with the same
+      CPU time, is at most that many times slower: below the threshold, it cannot fail.
+    """
+    if settings.min_threads <= 0 or base is None:
+        return ""
+    if base < settings.min_threads:
+        return f"crowded: baseline threads {base:.2f}"
+    if base < settings.threshold:
+        return f"no parallelism to lose: baseline threads {base:.2f}"
+    return ""
+
+
+def measure(
+    sides: Sequence[Side], programs: Sequence[str], settings: Settings, progress: Progress, label: str,
+    start: Starter = start_pair,
+) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """Rounds of fresh worker pairs until every program's interval is decided or ``max_rounds`` are spent.
+
+    With ``settings.pin``, both workers of a round run on one core, the next round on the next core: a
+    pair's two processes then see the same core and a one-core thread pool. (Measured here, 10 rounds of
+    naive, take and grad_take, quiet 2-core machine: the spread of round ratios fell from 7-18 % to
+    2.3-3.4 %.) The core each round used goes to the progress line.
+
+    Returns, per program, ``{"results": {clock: RatioResult}, "word": verdict}``.
+    """
+    rounds: dict[str, list[Round]] = {p: [] for p in programs}
+    looks = dict.fromkeys(programs, 0)
+    done: dict[str, dict[str, Any]] = {}
+    active = list(programs)
+    k = 0
+    while active:
+        k += 1
+        t0 = time.perf_counter()
+        cores = usable()
+        cpus = frozenset({cores[(k - 1) % len(cores)]}) if settings.pin else None
+        workers = start(sides, cpus)
+        try:
+            t1 = time.perf_counter()
+            prepared = _both(workers, "prepare", programs=[[p, CONFIG] for p in active])
+            t2 = time.perf_counter()
+            for p in active:
+                key = f"{p}/{CONFIG}"
+                calls = calls_per_block(workers[0], key, prepared[0]["per_call"][key], settings.block_seconds)
+                rounds[p].append(time_round(workers, key, calls, settings, first=k % 2))
+        finally:
+            for w in workers:
+                w.close()
+        line = []
+        looking = k in look_at(settings.min_rounds, settings.max_rounds)
+        for p in list(active):
+            ratio = rounds[p][-1].ratio(settings.clock)
+            line.append(f"{p} {ratio:.3f}" if ratio else f"{p} ?")
+            if not looking:
+                continue
+            looks[p] += 1
+            results = {
+                c: judge(rounds[p], c, settings.threshold, settings.confidence, looks[p]) for c in CLOCKS
+            }
+            unpinned = settings.clock == "cpu" and not settings.pin
+            if unpinned:
+                # Unpinned CPU-clock rounds (--no-pin) are all-cores rounds themselves: their wall clock is
+                # judged for lost parallelism, against the parallel threshold.
+                results[ALL_CORES] = judge(rounds[p], "wall", settings.parallel_threshold,
+                                           settings.confidence, looks[p])  # fmt: skip
+            if unpinned or settings.min_threads > 0:  # every round with all cores: the threads witness
+                bound = settings.parallel_threshold if unpinned else settings.threshold
+                results[ALL_CORES_THREADS] = judge(rounds[p], THREADS, 1.0 / bound, settings.confidence,
+                                                   looks[p], floor=True)  # fmt: skip
+            threads = threads_of(rounds[p])
+            note = _cannot_lose(threads["baseline"], settings)
+            decided = (
+                all_cores_word(results["wall"], results[ALL_CORES_THREADS])
+                if settings.min_threads > 0
+                else results[settings.clock].verdict
+            )
+            if decided is None and k < settings.max_rounds and not note:
+                continue  # straddles: more rounds
+            if note:  # nothing this phase measures: see _cannot_lose (its threads witness neither)
+                for c in (settings.clock, ALL_CORES_THREADS):
+                    if c in results:
+                        results[c] = dataclasses.replace(results[c], verdict="inconclusive")
+            results = {
+                c: r if r.verdict else dataclasses.replace(r, verdict="inconclusive")
+                for c, r in results.items()
+            }
+            word = combine(p, settings.clock, results)
+            if settings.min_threads > 0 and not note:
+                word = all_cores_word(results["wall"], results[ALL_CORES_THREADS]) or "inconclusive"
+            done[p] = {"results": results, "word": word, "threads": threads, "note": note}
+            active.remove(p)
+        where = f"core {min(cpus)}, " if cpus else ""
+        progress(f"  {label} round {k} ({where}start {t1 - t0:.1f} s, prepare {t2 - t1:.1f} s): "
+                 f"{settings.clock} ratio " + ", ".join(line))  # fmt: skip
+    return done
+
+
+def measure_confirmed(
+    sides: Sequence[Side], programs: Sequence[str], settings: Settings, progress: Progress,
+    start: Starter = start_pair,
+) -> list[ProgramVerdict]:  # fmt: skip
+    """:func:`measure`, then once more for the programs that failed: a failure must repeat (the rule of
+    :func:`invariants.timing.paired.confirmed`, applied to all failing programs in shared rounds).
+
+    With pinned rounds (the CPU backend's default), the programs whose CPU time did not fail are then
+    timed in the all-cores phase (:meth:`Settings.all_cores`), and those whose all-cores wall ratio fails
+    once more: a confirmed failure there is ``lost-parallelism``. Each phase's words are the attempts
+    (``all cores: fail``), in order."""
+    first = measure(sides, programs, settings, progress, "measure", start)
+    failing = [p for p in programs if first[p]["word"] in FAILED]
+    second = measure(sides, failing, settings, progress, "confirm", start) if failing else {}
+    attempts = {p: [first[p]] + ([second[p]] if p in second else []) for p in programs}
+    final = {p: dict(attempts[p][-1]) for p in programs}  # a repeated failure, or the second attempt's word
+    words = {p: [a["word"] for a in attempts[p]] for p in programs}
+    threads: dict[str, dict[str, float | None] | None] = dict.fromkeys(programs)
+    if not settings.pin and settings.clock == "cpu":
+        threads = {p: final[p].get("threads") for p in programs}  # --no-pin: its rounds use every core
+    if settings.pin and settings.parallel and settings.clock == "cpu":
+        cores = settings.all_cores()
+        todo = [p for p in programs if final[p]["word"] != "fail"]
+        if len(freed()) < 2:
+            progress("  all cores: this run has one core (taskset?); nothing runs in parallel, so lost "
+                     "parallelism cannot show: the phase is left out")  # fmt: skip
+            todo = []
+        label = "all cores"
+        while todo:
+            measured = measure(sides, todo, cores, progress, label, start)
+            for p in todo:
+                got = measured[p]["results"]
+                results = {**final[p]["results"], ALL_CORES: got["wall"], ALL_CORES_CPU: got["cpu"],
+                           ALL_CORES_THREADS: got[ALL_CORES_THREADS]}  # fmt: skip
+                final[p] = {"results": results, "word": combine(p, settings.clock, results)}
+                note = measured[p]["note"]
+                words[p].append(f"all cores: {measured[p]['word']}" + (f" ({note})" if note else ""))
+                threads[p] = measured[p]["threads"]
+            # Once more for the failures, as in the main phase: the second word stands.
+            todo = [p for p in todo if measured[p]["word"] == "fail"] if label == "all cores" else []
+            label = "all cores, confirm"
+    return [ProgramVerdict(p, settings.clock, final[p]["word"], final[p]["results"], words[p], threads[p])
+            for p in programs]  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Structure.
+
+
+def structure_keys(programs: Sequence[str], targets: str) -> list[tuple[str, str, str]]:
+    """``(program, f32, target)`` for each selected target that compiles the program."""
+    from ..catalog.programs import get_program
+    from ..catalog.targets import CPU_RUNTIME, select_targets
+
+    # The gate's grammar; the controller starts no JAX, and its workers run on the CPU backend here (a
+    # TPU or GPU host's runtime target is the AOT target of its name, which the workers then replace).
+    chosen = select_targets(targets, runtime=CPU_RUNTIME)
+    keys = []
+    for p in programs:
+        program = get_program(p)
+        for t in chosen:
+            if CONFIG in t.configs_for(program):
+                keys.append((p, CONFIG, t.name))
+    return keys
+
+
+def compare_structure(
+    workers: Sequence[WorkerProcess], keys: Sequence[tuple[str, str, str]]
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, str | None]]]:
+    """Both sides' renderings, kernel and compiler metrics and invariant verdicts per key, with a diff (and
+    one line saying which lines differ: code lines only, HLO lines, or both) where the renderings differ."""
+    from ..releases.bisect import structural_diff, what_changed
+
+    replies = [repository_paths(r) for r in _both(workers, "structure", keys=[list(k) for k in keys])]
+    names = ("baseline", "candidate")
+    out = []
+    for key in keys:
+        name = "/".join(key)
+        b, c = (r["items"].get(name, {"error": "not answered"}) for r in replies)
+        diff = changed = None
+        if "snapshot" in b and "snapshot" in c and b["snapshot"] != c["snapshot"]:
+            diff = structural_diff(b["snapshot"], c["snapshot"], "baseline", "candidate")
+            changed = what_changed(b["snapshot"], c["snapshot"])
+        out.append({
+            "key": name, "baseline": b, "candidate": c, "diff": diff, "changed": changed,
+            "metrics": metric_rows(b, c),
+            "invariants": invariant_changes(b.get("invariants", []), c.get("invariants", [])),
+        })  # fmt: skip
+    targets = {t: {n: r["targets"].get(t) for n, r in zip(names, replies, strict=True)}
+               for t in dict.fromkeys(k[2] for k in keys)}  # fmt: skip
+    return out, targets
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The command.
+
+
+def _parser() -> argparse.ArgumentParser:
+    from ..releases.environments import DEFAULT_CACHE, DEFAULT_INDEX
+
+    p = argparse.ArgumentParser(
+        prog="python -m invariants versus",
+        description="Time the catalog under two JAX installations, paired in one run; compare structure.",
+        epilog="SPEC: 'current' (this interpreter), a jax release such as 0.6.0 (built, cached with uv, as "
+        "bisect does), or the path of a Python interpreter or virtual environment. Exit status: 0 nothing "
+        "regressed, 1 a timing verdict failed or an invariant holds on the baseline and fails on the "
+        "candidate, 2 bad input.",
+    )
+    p.add_argument("--baseline", required=True, metavar="SPEC", help="the reference installation")
+    p.add_argument("--candidate", required=True, metavar="SPEC", help="the installation under test")
+    p.add_argument(
+        "--programs",
+        default=None,
+        help="catalog programs, seed config, as the gate's --programs takes them: comma-separated names, "
+        f"patterns such as 'vmap_*', kind:backward or tag:core (default: {','.join(DEFAULT_PROGRAMS)})",
+    )
+    p.add_argument(
+        "--targets",
+        default=DEFAULT_TARGETS,
+        help=f"targets for the structure comparison (default: {DEFAULT_TARGETS}; 'all', 'tpu', 'gpu')",
+    )
+    p.add_argument(
+        "--baseline-env", action="append", default=[], metavar="K=V", help="set K=V in baseline workers only"
+    )
+    p.add_argument(
+        "--candidate-env",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="set K=V in candidate workers only",
+    )
+    p.add_argument("--json", type=Path, metavar="FILE", help="write the record (JSON)")
+    p.add_argument(
+        "--out", type=Path, metavar="MD", help="write the markdown report (fits $GITHUB_STEP_SUMMARY)"
+    )
+    p.add_argument(
+        "--plot", type=Path, metavar="PNG", help="plot each ratio with its interval and the threshold"
+    )
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=Settings.threshold,
+        help="a ratio fails when its whole interval is above this (default: %(default)s)",
+    )
+    p.add_argument(
+        "--confidence",
+        type=float,
+        default=Settings.confidence,
+        help="interval coverage (default: %(default)s)",
+    )
+    p.add_argument(
+        "--clock", choices=("cpu", "wall"), help="verdict clock (default: cpu on the CPU backend, else wall)"
+    )
+    p.add_argument(
+        "--min-rounds",
+        type=int,
+        default=Settings.min_rounds,
+        help="fresh worker pairs before the first look (default: %(default)s)",
+    )
+    p.add_argument(
+        "--max-rounds",
+        type=int,
+        default=Settings.max_rounds,
+        help="at most this many while an interval straddles the threshold (default: %(default)s)",
+    )
+    p.add_argument(
+        "--round-seconds",
+        type=float,
+        default=Settings.round_seconds,
+        help="seconds of blocks per program per round (default: %(default)s)",
+    )
+    p.add_argument(
+        "--no-pin",
+        action="store_true",
+        help="let the scheduler place the workers (default on the CPU backend: both workers of a round on "
+        "one core, the next round on the next core, then the all-cores phase for lost parallelism)",
+    )
+    p.add_argument(
+        "--parallel-threshold",
+        type=float,
+        default=Settings.parallel_threshold,
+        help="CPU backend: lost parallelism when the all-cores wall ratio's whole interval is above this "
+        "while the CPU ratio did not fail (default: %(default)s)",
+    )
+    p.add_argument(
+        "--no-parallel",
+        action="store_true",
+        help="skip the all-cores phase (pinned rounds alone cannot see lost parallelism)",
+    )
+    p.add_argument("--no-timing", action="store_true", help="compare structure and invariants only")
+    p.add_argument("--no-structure", action="store_true", help="time only")
+    p.add_argument("--index-url", default=DEFAULT_INDEX, help="package index for version SPECs")
+    p.add_argument(
+        "--cache-dir", type=Path, default=DEFAULT_CACHE, help="where version SPECs' environments live"
+    )
+    return p  # fmt: skip
+
+
+def _check(args: argparse.Namespace) -> None:
+    """Bad numbers are bad input: one line, before any worker starts."""
+    if not args.threshold > 1.0:
+        raise InvariantsError(f"--threshold {args.threshold}: must be above 1 (a slowdown bound)")
+    if not 0.5 < args.confidence < 1.0:
+        raise InvariantsError(f"--confidence {args.confidence}: must be in (0.5, 1)")
+    if not 3 <= args.min_rounds <= args.max_rounds:
+        raise InvariantsError(
+            f"--min-rounds {args.min_rounds} / --max-rounds {args.max_rounds}: need 3 <= min <= max"
+        )
+    if not args.round_seconds > 0:
+        raise InvariantsError(f"--round-seconds {args.round_seconds}: must be positive")
+    if not args.parallel_threshold > 1.0:
+        raise InvariantsError(
+            f"--parallel-threshold {args.parallel_threshold}: must be above 1 (a slowdown bound)"
+        )
+    if args.no_timing and args.no_structure:
+        raise InvariantsError(
+            "versus: --no-timing and --no-structure leave nothing to compare; drop one of them"
+        )
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Each output path as a file this run can write (a directory, or a folder that cannot be written, is
+    one line now, not a traceback after the run)."""
+    for flag, path in (("--json", args.json), ("--out", args.out), ("--plot", args.plot)):
+        if path is not None:
+            check_output_file(path, flag)
+
+
+def select_programs(value: str | None) -> list[str]:
+    """The programs ``--programs`` selects, as the gate's option does (names, patterns, ``kind:``, ``tag:``;
+    an unknown word is one line with the nearest names), less the sharded ones a pattern matched: versus
+    times single-device programs. A sharded program named as such, or a selection left empty, is one line.
+    """
+    from ..catalog.programs import get_program
+    from ..plugin.hooks import select_program_option
+
+    chosen = select_program_option(value, list(DEFAULT_PROGRAMS))
+    named = set() if value is None else {w.strip() for w in value.split(",")}
+    for p in chosen:
+        if p in named and get_program(p).layout is not None:
+            raise InvariantsError(f"--programs: {p} is sharded; versus times single-device programs")
+    single = [p for p in chosen if get_program(p).layout is None]
+    if not single:
+        raise InvariantsError(f"--programs {value}: selects sharded programs only ({', '.join(chosen)}); "
+                              "versus times single-device programs")  # fmt: skip
+    return single
+
+
+def _settings(args: argparse.Namespace, platform: str) -> Settings:
+    clock = args.clock or ("cpu" if platform == "cpu" else "wall")
+    if clock == "cpu" and platform != "cpu":
+        raise InvariantsError(f"--clock cpu: the CPU time measures nothing on a {platform} device; use wall")
+    # One core per round where the CPU time decides; the wall clock's lost-parallelism verdict needs the
+    # workers' threads spread over cores, so --no-pin (and accelerators) leave placement to the scheduler.
+    pin = clock == "cpu" and not args.no_pin
+    return Settings(threshold=args.threshold, confidence=args.confidence, clock=clock,
+                    min_rounds=args.min_rounds, max_rounds=args.max_rounds,
+                    round_seconds=args.round_seconds, pin=pin,
+                    parallel_threshold=args.parallel_threshold, parallel=not args.no_parallel)  # fmt: skip
+
+
+def _builder(args: argparse.Namespace, progress: Progress) -> Callable[[Any, str], Path]:
+    from ..releases.environments import (
+        check_index,
+        choose_pins,
+        ensure_env,
+        env_python,
+        gpu_selected,
+        gpu_too_old,
+        list_releases,
+        resolve_version,
+    )
+
+    lists: dict[str, Any] = {}
+    # The backend the user asked for (JAX_PLATFORMS' first entry; python -m invariants defaults it to cpu).
+    platform = os.environ.get("JAX_PLATFORMS", "cpu").split(",")[0].strip() or "cpu"
+
+    def build(version: Any, flag: str) -> Path:
+        if platform in ("cuda", "gpu", "rocm"):
+            raise InvariantsError(
+                f"{flag} {version}: a version SPEC builds CPU (or TPU) jax; on a {platform} host pass a "
+                "virtual "
+                "environment with that release's GPU jax instead"
+            )
+        if not lists:
+            check_index(args.index_url)
+            lists["jax"] = list_releases("jax", args.index_url)
+            lists["jaxlib"] = list_releases("jaxlib", args.index_url)
+        v = resolve_version(str(version), lists["jax"], flag)
+        # On a TPU host the side needs libtpu to run at all: build jax[tpu] of that release.
+        # GPU targets compile with the release's CUDA plugin; the default targets leave a release too old
+        # for it without (its gpu-h100 keys then read unavailable), a gpu selection asked for refuses it.
+        gpu = gpu_selected(args.targets) and (args.targets != DEFAULT_TARGETS or gpu_too_old(v) is None)
+        pins = choose_pins(v, lists["jaxlib"], tpu=platform == "tpu", gpu=gpu)
+        progress(f"versus: {flag} {v}: environment {pins.env_name} (built with uv when missing; minutes)")
+        return env_python(ensure_env(pins, args.cache_dir, args.index_url, log=progress))
+
+    return build
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    _check(args)
+    started = time.perf_counter()
+    progress = _progress
+    programs = select_programs(args.programs)
+    keys = [] if args.no_structure else structure_keys(programs, args.targets)
+    if not args.no_structure and not keys:
+        raise InvariantsError(
+            f"versus: no program of --programs {args.programs or ','.join(DEFAULT_PROGRAMS)} compiles on "
+            f"--targets {args.targets} in {CONFIG}: no structure to compare (choose other targets, or "
+            "--no-structure to time only)"
+        )
+    _check_outputs(args)
+    build = _builder(args, progress)
+    sides = [
+        resolve(role, spec, parse_env(env, f"--{role}-env"), Path(sys.executable), build)
+        for role, spec, env in (("baseline", args.baseline, args.baseline_env),
+                                ("candidate", args.candidate, args.candidate_env))
+    ]  # fmt: skip
+    progress(f"versus: starting a worker of each side ({', '.join(f'{s.role} {s.python}' for s in sides)})")
+    workers = start_pair(sides)
+    try:
+        hellos = [w.hello for w in workers]
+        platforms = {h["platform"] for h in hellos}
+        if len(platforms) != 1:
+            raise InvariantsError(
+                f"versus: the sides run on different platforms ({', '.join(sorted(platforms))})"
+            )
+        settings = _settings(args, platforms.pop())
+        structure: list[dict[str, Any]] = []
+        targets: dict[str, Any] = {}
+        if keys:
+            progress(f"versus: structure of {len(keys)} keys on both sides ({args.targets})")
+            structure, targets = compare_structure(workers, keys)
+    finally:
+        for w in workers:
+            w.close()
+    timing: list[ProgramVerdict] = []
+    if not args.no_timing:
+        progress(f"versus: timing {len(programs)} programs, {settings.min_rounds}-{settings.max_rounds} "
+                 "rounds "
+                 f"of fresh worker pairs, {settings.clock} clock")  # fmt: skip
+        timing = measure_confirmed(sides, programs, settings, progress)
+    record = make_record(
+        {s.role: {"spec": s.spec, "python": str(s.python), "versions": h["versions"], "env": dict(s.env)}
+         for s, h in zip(sides, hellos, strict=True)},
+        dataclasses.asdict(settings), [t.to_dict() for t in timing], structure, targets,
+        time.perf_counter() - started,
+    )  # fmt: skip
+    text = render_markdown(record)
+    print(text, flush=True)  # first: a file that cannot be written after all loses nothing of the run
+    # Each checked at the start (_check_outputs); each written whole or not at all.
+    if args.json:
+        write_json(record, args.json, "--json")
+    if args.out:
+        write_atomic(args.out, text, "--out")
+    if args.plot and timing:
+        plot(record, args.plot)
+    return int(record["exit"])
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main(sys.argv[1:]))

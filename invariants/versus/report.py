@@ -1,0 +1,446 @@
+"""The versus record (owner of its JSON), and its markdown and plot.
+
+:func:`invariants.versus.command.main` builds a record with :func:`make_record` and writes it with
+:func:`write_json`; :func:`load_record` reads one back (for the markdown, the plot, and anything that
+compares two runs). The record is plain JSON::
+
+    {"format": "invariants-versus", "format_version": 1,
+     "baseline": {"spec", "python", "versions", "env"}, "candidate": {...},
+     "settings": {"threshold", "confidence", "clock", "min_rounds", "max_rounds", "round_seconds", ...},
+     "timing": [ProgramVerdict.to_dict(), ...],   # results: cpu, wall, and wall_all_cores, cpu_all_cores
+     "structure": [{"key": "p/c/t", "baseline": {...}, "candidate": {...}, "diff": "...",
+                    "changed": "which lines differ"|null,
+                    "metrics": [{"metric", "source", "baseline", "candidate", "differs"}],
+                    "invariants": [{"id", "where", "baseline", "candidate", "change", "ratchet"}]}, ...],
+     "targets": {"t": {"baseline": reason|null, "candidate": reason|null}},
+     "exit": 0|1, "reasons": ["..."], "seconds": float}
+
+A side's answer for a key (``baseline``, ``candidate``) holds its ``snapshot`` rendering, its
+``kernel_metrics`` and ``compiler_metrics`` (numbers, null where that target gives none) and its
+``invariants``: ``{"id", "where", "holds", "describe", "ratchet"}``, with ``holds`` null and a
+``not_evaluated`` reason where the assert reads a metric the key has no value for. ``metrics`` pairs the
+two sides' metrics by name. An invariant's ``change`` is ``regressed`` (holds on the baseline, fails on the
+candidate: exit 1, ratchets included, since a ratchet is a known failure of *some* release and the
+question here is whether the candidate is it), ``improved``, ``fails on both``, ``holds on both``,
+``only on the baseline|candidate``, or ``not evaluated: REASON``, which never fails the run.
+
+A timed program's ``results`` hold a ratio per clock of the rounds that decided it (``cpu``, ``wall``)
+and, on the CPU backend, those of the all-cores phase (``wall_all_cores``, which ``lost-parallelism``
+fails, and ``cpu_all_cores``); its ``attempts`` are each measurement's word, ``all cores: ...`` for that
+phase's. Paths of the staged package copy a worker imported are written as this package's own
+(:func:`repository_paths`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .._errors import InvariantsError
+from .._paths import atomic_path, write_atomic
+from .stats import ALL_CORES, ALL_CORES_THREADS
+
+FORMAT = "invariants-versus"
+FORMAT_VERSION = 1
+# An invariant's change between the two installations, and whether it fails the run.
+CHANGES = {
+    (True, False): "regressed",  # holds on the baseline, fails on the candidate: exit 1
+    (False, True): "improved",
+    (False, False): "fails on both",
+    (True, True): "holds on both",
+}
+
+
+def invariant_changes(
+    base: Sequence[Mapping[str, Any]], cand: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """Pair the invariant verdicts of one key by id; an id only one side evaluated is ``only on ...``."""
+    by_id_b = {v["id"]: v for v in base}
+    by_id_c = {v["id"]: v for v in cand}
+    out = []
+    for inv_id in dict.fromkeys([*by_id_b, *by_id_c]):
+        b, c = by_id_b.get(inv_id), by_id_c.get(inv_id)
+        entry: dict[str, Any] = {"id": inv_id, "where": (b or c or {}).get("where", "")}
+        entry["baseline"] = None if b is None else b["holds"]
+        entry["candidate"] = None if c is None else c["holds"]
+        entry["describe"] = {"baseline": (b or {}).get("describe"), "candidate": (c or {}).get("describe")}
+        entry["ratchet"] = (b or {}).get("ratchet") or (c or {}).get("ratchet")
+        if b is None or c is None:
+            entry["change"] = "only on the " + ("candidate" if b is None else "baseline")
+        elif b["holds"] is None or c["holds"] is None:
+            entry["change"] = _not_evaluated(b, c)
+        else:
+            entry["change"] = CHANGES[(bool(b["holds"]), bool(c["holds"]))]
+        out.append(entry)
+    return out
+
+
+def _not_evaluated(b: Mapping[str, Any], c: Mapping[str, Any]) -> str:
+    """``not evaluated: REASON`` for an invariant one side or both could not evaluate (a metric without a
+    value there): the reason once when both sides give it, else each side's."""
+    why = {side: v.get("not_evaluated") or "no value" for side, v in (("baseline", b), ("candidate", c))
+           if v["holds"] is None}  # fmt: skip
+    if len(why) == 2 and why["baseline"] == why["candidate"]:
+        return f"not evaluated: {why['baseline']}"
+    return "not evaluated: " + "; ".join(f"on the {side}: {reason}" for side, reason in why.items())
+
+
+def is_not_evaluated(change: str) -> bool:
+    return change.startswith("not evaluated")
+
+
+def metric_rows(base: Mapping[str, Any], cand: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The two sides' kernel and compiler metrics of one key, by name: ``{"metric", "source", "baseline",
+    "candidate", "differs"}`` (null where a side has no value)."""
+    rows = []
+    for source in ("kernel", "compiler"):
+        b, c = base.get(f"{source}_metrics") or {}, cand.get(f"{source}_metrics") or {}
+        for name in dict.fromkeys([*b, *c]):
+            rows.append({"metric": name, "source": source, "baseline": b.get(name),
+                         "candidate": c.get(name), "differs": b.get(name) != c.get(name)})  # fmt: skip
+    return rows
+
+
+def make_record(
+    sides: Mapping[str, Mapping[str, Any]],
+    settings: Mapping[str, Any],
+    timing: Sequence[Mapping[str, Any]],
+    structure: Sequence[Mapping[str, Any]],
+    targets: Mapping[str, Any],
+    seconds: float,
+) -> dict[str, Any]:
+    """The record, with its exit status and the reasons for it."""
+    reasons = []
+    for t in timing:
+        if t["verdict"] == "fail":
+            r = t["results"][t["clock"]]
+            reasons.append(f"{t['program']}: fail: {t['clock']} ratio {r['median']:.3f} "
+                           f"[{r['low']:.3f}, {r['high']:.3f}] > {r['threshold']:g}")  # fmt: skip
+        elif t["verdict"] == "lost-parallelism":
+            r = t["results"].get(ALL_CORES) or t["results"]["wall"]
+            c = t["results"][t["clock"]]
+            th = t["results"].get(ALL_CORES_THREADS)
+            if th and r["low"] <= r["threshold"]:  # the threads witness decided (invariants.versus.stats)
+                wall = (f"threads ratio with all cores {_interval(th)} < {th['threshold']:.3g} (fewer "
+                        f"threads busy), wall ratio {_interval(r)}, "
+                        f"estimate above {r['threshold']:g}")  # fmt: skip
+            else:
+                wall = f"wall ratio with all cores {_interval(r)} > {r['threshold']:g}"
+            reasons.append(f"{t['program']}: lost-parallelism: {wall}, {t['clock']} ratio {_interval(c)} did "
+                           "not fail: the same work on fewer threads")  # fmt: skip
+    for s in structure:
+        for inv in s.get("invariants", []):
+            if inv["change"] == "regressed":
+                ratchet = inv.get("ratchet")
+                known = f" (a ratchet in the specs: {ratchet['issue']})" if ratchet else ""
+                reasons.append(
+                    f"{s['key']}: invariant {inv['id']} holds on the baseline, fails on the candidate{known}"
+                )
+    return {
+        "format": FORMAT, "format_version": FORMAT_VERSION, **sides, "settings": dict(settings),
+        "timing": list(timing), "structure": list(structure), "targets": dict(targets),
+        "exit": 1 if reasons else 0, "reasons": reasons, "seconds": seconds,
+    }  # fmt: skip
+
+
+def as_items(record: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The record as results-file items (what ``selfcheck`` judges): one ``versus-timing`` item per timed
+    program (failed when its confirmed verdict failed) and one failed ``versus-invariant`` item per
+    invariant and key that holds on the baseline and fails on the candidate."""
+    items = [
+        {"kind": "versus-timing", "id": t["program"], "nodeid": f"versus[{t['program']}]",
+         "outcome": "failed" if t["verdict"] in ("fail", "lost-parallelism") else "passed"}
+        for t in record.get("timing", [])
+    ]  # fmt: skip
+    for s in record.get("structure", []):
+        for inv in s.get("invariants", []):
+            if inv.get("change") == "regressed":
+                items.append({"kind": "versus-invariant", "id": inv["id"], "nodeid": f"versus[{s['key']}]",
+                              "outcome": "failed"})  # fmt: skip
+    return items
+
+
+def write_json(record: Mapping[str, Any], path: Path, option: str = "") -> None:
+    """The record at ``path``, whole or not at all (:func:`invariants._paths.write_atomic`; ``option``
+    names the flag in its one-line error)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps(record, indent=1) + "\n", option)
+
+
+def repository_paths(reply: Any) -> Any:
+    """A worker's reply with the paths of the staged package copy it imported
+    (``/tmp/invariants-package-…/invariants/gpu.toml:212``, see :func:`invariants.compile.child.stage`) shown
+    as
+    this package's own (``invariants/gpu.toml:212`` from the checkout's root): every string, so invariant
+    locations, descriptions and errors alike."""
+    from ..compile.child import PACKAGE_DIR, stage
+
+    try:
+        shown = str(PACKAGE_DIR.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        shown = str(PACKAGE_DIR)
+    staged = str(stage() / "invariants")
+
+    def fix(value: Any) -> Any:
+        if isinstance(value, str):
+            return value.replace(staged + os.sep, shown + os.sep) if staged in value else value
+        if isinstance(value, list):
+            return [fix(v) for v in value]
+        if isinstance(value, dict):
+            return {k: fix(v) for k, v in value.items()}
+        return value
+
+    return fix(reply)
+
+
+def load_record(path: Path) -> dict[str, Any]:
+    """A record written by :func:`write_json`; anything else is one line."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as err:
+        raise InvariantsError(f"{path}: cannot read ({err.strerror})") from None
+    except ValueError:
+        raise InvariantsError(f"{path}: not JSON") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise InvariantsError(f"{path}: not a versus record")
+    if data.get("format_version") != FORMAT_VERSION:
+        raise InvariantsError(
+            f"{path}: versus record version {data.get('format_version')}, expected {FORMAT_VERSION}"
+        )
+    return data
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Markdown.
+
+
+def _side_line(name: str, side: Mapping[str, Any]) -> str:
+    versions = ", ".join(f"{k} {v}" for k, v in side.get("versions", {}).items())
+    env = " ".join(f"`{k}={v}`" for k, v in side.get("env", {}).items())
+    return f"- **{name}** `{side['spec']}`: {versions}" + (f"; env {env}" if env else "")
+
+
+def _interval(r: Mapping[str, Any]) -> str:
+    return f"{r['median']:.3f} [{r['low']:.3f}, {r['high']:.3f}]"
+
+
+def _threads(t: Mapping[str, Any]) -> str:
+    """``; threads 1.8 → 1.0``: CPU time / wall time of the baseline's and the candidate's all-cores
+    blocks, where the record has them."""
+    th = t.get("threads_all_cores") or {}
+    if th.get("baseline") is None or th.get("candidate") is None:
+        return ""
+    ratio = t["results"].get(ALL_CORES_THREADS)
+    return f"; threads {th['baseline']:.1f} → {th['candidate']:.1f}" + (
+        f", ratio {_interval(ratio)}" if ratio else ""
+    )
+
+
+def render_markdown(record: Mapping[str, Any], diff_lines: int = 40) -> str:
+    """The report: verdict, sides, one timing table, structure differences, invariants that changed.
+
+    Sized for ``$GITHUB_STEP_SUMMARY``: identical structures are one line each, and a diff is cut at
+    ``diff_lines`` lines (the JSON has the whole renderings).
+    """
+    s = record["settings"]
+    word = "**REGRESSED**" if record["exit"] else "no regression"
+    out = [
+        f"## versus: candidate `{record['candidate']['spec']}` against baseline "
+        f"`{record['baseline']['spec']}`: {word}",
+        "",
+    ]
+    out += [_side_line("baseline", record["baseline"]), _side_line("candidate", record["candidate"]), ""]
+    for reason in record["reasons"]:
+        out.append(f"- {reason}")
+    if record["reasons"]:
+        out.append("")
+    if record["timing"]:
+        out.append(
+            f"### time(candidate) / time(baseline), {s['confidence']:.0%} interval, "
+            f"fails above {s['threshold']:g} "
+            f"(verdict clock: {s['clock']})"
+        )
+        out.append("")
+        cores = any(ALL_CORES in t["results"] for t in record["timing"])
+        out.append(
+            "| program | verdict | cpu ratio | wall ratio | "
+            + ("wall, all cores | " if cores else "")
+            + "rounds | pairs | s | baseline per call | attempts |"
+        )
+        out.append("|---|---|---|---|" + ("---|" if cores else "") + "---|---|---|---|---|")
+        for t in record["timing"]:
+            res = t["results"]
+            cpu, wall, par = res.get("cpu"), res.get("wall"), res.get(ALL_CORES)
+            main = res[t["clock"]]
+            verdict = f"**{t['verdict']}**" if t["verdict"] in ("fail", "lost-parallelism") else t["verdict"]
+            attempts = " → ".join(t["attempts"])
+            par_cell = ""
+            if cores:
+                par_cell = (
+                    f"{_interval(par)} ({len(par['round_ratios'])} rounds{_threads(t)}) | " if par else "— | "
+                )
+            out.append(
+                f"| {t['program']} | {verdict} | {_interval(cpu) if cpu else '—'} "
+                f"| {_interval(wall) if wall else '—'} | {par_cell}"
+                f"{len(main['round_ratios'])} | {main['pairs']} | {main['seconds']:.1f} "
+                f"| {main['t_b_median'] * 1e3:.3f} ms | {attempts} |"
+            )
+        out.append("")
+        out.append(
+            "Each round is a fresh pair of worker processes; a round's ratio is the median of its "
+            "per-pair ratios, "
+            "the interval is Student's t over rounds (the spread between process pairs counts)."
+        )
+        if cores:
+            par_threshold = next(
+                t["results"][ALL_CORES]["threshold"] for t in record["timing"] if ALL_CORES in t["results"]
+            )
+            out.append(
+                f"The cpu and wall ratios come from rounds with both workers on one core; `wall, all cores` "
+                f"from rounds with every core for each worker, one at a time, failing above "
+                f"{par_threshold:g}; `threads`: CPU time / wall time of each side's blocks there, baseline → "
+                "candidate (about 1 where a side ran on one thread, or other load held the other cores), "
+                "and their paired ratio, candidate / baseline. `lost-parallelism`: the CPU time did not fail "
+                "while that wall ratio did (its whole interval above the bound), or its estimate was above "
+                "the bound and the threads ratio's whole interval below 1 / bound (the same work on fewer "
+                "threads)."
+            )
+        out.append("")
+    if record["structure"]:
+        out.append("### structure and invariants, side by side")
+        out.append("")
+        listed = len(out)
+        for name, reasons in record["targets"].items():
+            missing = [f"{side}: {why}" for side, why in reasons.items() if why]
+            if missing:
+                out.append(f"- target {name} not compared ({'; '.join(missing)})")
+        same = [x["key"] for x in record["structure"] if not _shown(x)]
+        if same:
+            out.append(f"- identical on both sides: {', '.join(same)}")
+        for x in record["structure"]:
+            if _shown(x):
+                continue
+            for inv in x.get("invariants", []):
+                if is_not_evaluated(inv["change"]):
+                    out.append(f"- {x['key']}: invariant `{inv['id']}` {inv['change']}")
+        if len(out) > listed:
+            out.append("")
+        for x in record["structure"]:
+            if not _shown(x):
+                continue
+            out.append(f"#### {x['key']}")
+            for inv in x.get("invariants", []):
+                if is_not_evaluated(inv["change"]):
+                    out.append(f"- invariant `{inv['id']}` ({inv['where']}): {inv['change']}")
+                elif inv["change"] != "holds on both":
+                    desc = inv["describe"].get("candidate") or inv["describe"].get("baseline") or ""
+                    known = " (ratchet)" if inv.get("ratchet") else ""
+                    out.append(
+                        f"- invariant `{inv['id']}`{known} ({inv['where']}): **{inv['change']}**: {desc}"
+                    )
+            for side in ("baseline", "candidate"):
+                if x[side].get("error"):
+                    out.append(f"- {side}: {x[side]['error']}")
+            if x.get("changed"):
+                out.append(f"- snapshot: {x['changed']}")
+            out += _metric_table(x.get("metrics") or [])
+            if x["diff"]:
+                lines = x["diff"].splitlines()
+                cut = lines[:diff_lines] + (
+                    [f"... {len(lines) - diff_lines} more lines in the JSON"]
+                    if len(lines) > diff_lines
+                    else []
+                )
+                out += ["", "```diff", *cut, "```"]
+            out.append("")
+    out.append(f"versus: {record['seconds']:.0f} s; exit {record['exit']}")
+    return "\n".join(out) + "\n"
+
+
+def _changed(x: Mapping[str, Any]) -> bool:
+    return any(
+        inv["change"] != "holds on both" and not is_not_evaluated(inv["change"])
+        for inv in x.get("invariants", [])
+    ) or any(x[side].get("error") for side in ("baseline", "candidate"))
+
+
+def _shown(x: Mapping[str, Any]) -> bool:
+    """A key gets its own section when its renderings, an invariant's verdict or a kernel metric differ,
+    or a side failed on it."""
+    kernel_differs = any(r["differs"] for r in x.get("metrics") or [] if r["source"] == "kernel")
+    return x["diff"] is not None or _changed(x) or kernel_differs
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return f"{value:,}" if isinstance(value, int) else f"{value:.4g}"
+
+
+def _metric_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Kernel and compiler metrics side by side; rows without a value on either side are left out, and a
+    row whose values differ is marked."""
+    shown = [r for r in rows if r["baseline"] is not None or r["candidate"] is not None]
+    if not shown:
+        return []
+    out = ["", "| metric | source | baseline | candidate | |", "|---|---|---:|---:|---|"]
+    for r in shown:
+        mark = "**differs**" if r["differs"] else ""
+        out.append(f"| {r['metric']} | {r['source']} | {_cell(r['baseline'])} | {_cell(r['candidate'])} "
+                   f"| {mark} |")  # fmt: skip
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Plot.
+
+
+def plot(record: Mapping[str, Any], path: Path) -> None:
+    """Ratio and interval per program, per clock, the threshold drawn; PNG at ``path``."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise InvariantsError(f"{path}: matplotlib is not installed (pip install matplotlib)") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    timing = record["timing"]
+    if not timing:
+        raise InvariantsError(f"{path}: nothing was timed, nothing to plot")
+    fig, ax = plt.subplots(figsize=(8, 0.5 * len(timing) + 1.8))
+    clocks = [c for c in ("cpu", "wall", ALL_CORES) if any(c in t["results"] for t in timing)]
+    style = {"cpu": ("o", "tab:blue"), "wall": ("s", "tab:gray"), ALL_CORES: ("^", "tab:green")}
+    for j, clock in enumerate(clocks):
+        for i, t in enumerate(timing):
+            r = t["results"].get(clock)
+            if r is None or not math.isfinite(r["median"]):
+                continue
+            y = i + (j - (len(clocks) - 1) / 2) * 0.25
+            failed = (t["verdict"] == "fail" and clock == t["clock"]) or (
+                t["verdict"] == "lost-parallelism" and clock == ALL_CORES
+            )
+            ax.errorbar(r["median"], y, xerr=[[r["median"] - r["low"]], [r["high"] - r["median"]]],
+                        fmt=style[clock][0], color="tab:red" if failed else style[clock][1],
+                        capsize=3, label=clock.replace("_", " ") if i == 0 else None)  # fmt: skip
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.axvline(record["settings"]["threshold"], color="tab:red", linestyle="--", label="threshold")
+    par = [t["results"][ALL_CORES]["threshold"] for t in timing if ALL_CORES in t["results"]]
+    if par:
+        ax.axvline(par[0], color="tab:green", linestyle=":", label="all-cores threshold")
+    ax.set_yticks(range(len(timing)), [t["program"] for t in timing])
+    ax.invert_yaxis()
+    ax.set_xlabel(
+        f"time(candidate {record['candidate']['spec']}) / time(baseline {record['baseline']['spec']})"
+    )
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path, "--plot") as tmp:  # the same suffix: matplotlib picks the format from it
+        fig.savefig(tmp, dpi=110)
+    plt.close(fig)

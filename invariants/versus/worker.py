@@ -1,0 +1,330 @@
+"""A versus worker: one JAX installation, driven by the controller over the protocol of ``versus.protocol``.
+
+Run as ``python -m invariants.versus.worker`` by the interpreter of one side, with this checkout on
+``PYTHONPATH``: the worker runs the catalog and the specs of the checkout that started it, under that
+side's jax, jaxlib and equinox (the way ``bisect`` runs the suite in an older release). Anything that sets
+``XLA_FLAGS`` or injects a slowdown reaches only this process.
+
+* ``prepare`` compiles each ``(program, config)`` for the runtime device, puts the catalog's seeded
+  arguments on it (the same values on both sides: :func:`invariants.catalog.programs.make_arguments`), warms
+  it
+  up and answers its per-call time, from back-to-back calls as a block makes them. (The first calls of a
+  fresh process are several times slower: from five calls alone, naive's estimate was 0.6 ms against
+  0.13 ms warm, and its blocks were one call, not the 2 ms the controller asks for.)
+* ``time`` runs one prepared program ``warm`` times untimed, then ``calls`` times back to back, and
+  answers the wall-clock and process CPU seconds of those calls alone (the protocol round trip and the
+  warm calls are outside the clocks: the all-cores phase's blocks start with the worker's threads awake). With
+  ``INVARIANTS_VERSUS_SLOWDOWN=f`` each call is followed by a busy wait of ``f`` times the CPU time
+  that call took: a test-only switch that makes every timed call cost exactly a fraction more (on the CPU
+  clock, which decides on the CPU backend), for measuring detection power.
+* ``structure`` compiles keys for any target this installation has (TPU and GPU ahead of time where
+  libtpu or the CUDA plugin is installed), and answers each key's snapshot rendering (with its kernels'
+  ``code:`` lines), its compiler and kernel-code metrics (numbers, null where the target gives none), and
+  the verdict of every invariant of the specs on it, evaluated as written (no ``when`` scopes, no
+  ratchets: what differs between the two installations is the finding; a ratchet is a verdict like any
+  other). An invariant on a metric this key has no value for (a :class:`~invariants.hlo.cost.Missing`: the
+  kernel code of a TPU compile, libtpu's cycles on a GPU) is answered ``holds: null`` with the reason,
+  never as a failure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
+
+from .._cores import free, pin, usable
+from .._errors import InvariantsError
+from .protocol import CPUS_ENV, SLOWDOWN_ENV, ProtocolError, decode_request, encode
+
+# Warm-up, then the per-call probe: each at least this many calls and seconds (a slow program: 5 calls).
+_WARM_CALLS, _WARM_SECONDS = 3, 5e-3
+_PROBE_CALLS, _PROBE_SECONDS = 2, 5e-3
+
+
+class Worker:
+    """The state of one worker process: prepared programs by ``"program/config"``."""
+
+    def __init__(self, slowdown: float = 0.0) -> None:
+        self.slowdown = slowdown
+        self.calls: dict[str, Callable[[], None]] = {}
+
+    def prepare(self, programs: Sequence[tuple[str, str]]) -> dict[str, Any]:
+        from ..catalog.programs import get_config, get_program
+
+        per_call = {}
+        for name, config_id in programs:
+            key = f"{name}/{config_id}"
+            program, config = get_program(name), get_config(config_id)
+            if program.layout is not None:
+                raise InvariantsError(
+                    f"{name}: a sharded program needs a mesh; versus times single-device ones"
+                )
+            self.calls[key] = _compiled_call(program, config, self.slowdown)
+            _repeat(self.calls[key], _WARM_CALLS, _WARM_SECONDS)
+            calls, seconds = _repeat(self.calls[key], _PROBE_CALLS, _PROBE_SECONDS)
+            per_call[key] = max(seconds / calls, 1e-9)
+        return {"per_call": per_call}
+
+    def time(self, key: str, calls: int, warm: int = 0) -> dict[str, Any]:
+        if key not in self.calls:
+            raise ProtocolError(f"worker: {key!r} was not prepared")
+        fn = self.calls[key]
+        gc_was = gc.isenabled()
+        gc.disable()  # a collection inside one block would land on one side only
+        try:
+            for _ in range(warm):
+                fn()
+            w0, c0 = time.perf_counter(), time.process_time()
+            for _ in range(calls):
+                fn()
+            w1, c1 = time.perf_counter(), time.process_time()
+        finally:
+            if gc_was:
+                gc.enable()
+        return {"wall": w1 - w0, "cpu": c1 - c0}
+
+    def structure(self, keys: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
+        return structure_of_keys(keys)
+
+
+def _repeat(
+    fn: Callable[[], None], calls: int, seconds: float, clock: Callable[[], float] = time.perf_counter
+) -> tuple[int, float]:
+    """Call ``fn`` back to back until at least ``calls`` calls and ``seconds`` have passed; answer how many
+    calls, in how many seconds."""
+    n, t0 = 0, clock()
+    while True:
+        fn()
+        n += 1
+        spent = clock() - t0
+        if n >= calls and spent >= seconds:
+            return n, spent
+
+
+def _compiled_call(program: Any, config: Any, slowdown: float) -> Callable[[], None]:
+    """A blocking call of ``program`` compiled for the runtime device on the catalog's seeded arguments;
+    with ``slowdown > 0``, each call then spins for ``slowdown`` times the process CPU time it took.
+
+    (Looking up a fraction more rows, the first way this was built, measured about half the fraction: a
+    call's dispatch and its table traffic do not grow with the lookups.)
+    """
+    import jax
+
+    from ..catalog.programs import make_arguments
+
+    device_args = jax.device_put(make_arguments(program, config))
+    compiled = jax.jit(program.fn).lower(*device_args).compile()
+
+    # The same as invariants.timing.paired.jax_callable, without importing scipy, which a side's venv may
+    # lack.
+    def call() -> None:
+        jax.block_until_ready(compiled(*device_args))
+
+    return slowed(call, slowdown) if slowdown > 0 else call
+
+
+def slowed(
+    call: Callable[[], None], slowdown: float, clock: Callable[[], float] = time.process_time
+) -> Callable[[], None]:
+    """``call``, then a busy wait until ``clock`` has advanced ``slowdown`` times as much again."""
+
+    def slower() -> None:
+        c0 = clock()
+        call()
+        c1 = clock()
+        until = c1 + slowdown * (c1 - c0)
+        while clock() < until:
+            pass
+
+    return slower
+
+
+def costs_of(compiled: Any, structure: Any, target: Any) -> tuple[Any, dict[str, Any]]:
+    """The kernel code of one compiled key (an ``invariants.kernels.program.ProgramCode``; without code,
+    one whose every metric is a ``Missing`` saying why) and its compiler and kernel metrics by name."""
+    from ..hlo.metrics import compiler_metrics, kernel_metrics
+    from ..snapshot.render import code_of
+
+    code = code_of(compiled, structure, target)
+    costs = {**compiler_metrics(structure, compiled.cost, compiled.memory), **kernel_metrics(code)}
+    return code, costs
+
+
+def missing_metric(case: Any, costs: Callable[[Any], dict[str, Any]]) -> str | None:
+    """Why ``case`` cannot be evaluated here: the first compiler or kernel metric its assert reads that
+    has no value on its key (the words ``invariants.spec.checks.evaluate`` fails with); None when it can."""
+    import ast
+
+    from ..compile.artifacts import Key
+    from ..hlo.cost import Missing
+    from ..hlo.metrics import METRICS
+
+    def used(node: ast.AST) -> list[tuple[str, str | None]]:
+        out: list[tuple[str, str | None]] = []
+        for n in ast.walk(node):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.args:
+                arg = n.args[0]
+                out.append((n.func.id, arg.id if isinstance(arg, ast.Name) else None))
+            elif isinstance(n, ast.Name) and n.id in METRICS:
+                out.append((n.id, case.program))
+        return out
+
+    for name, program in used(case.invariant.expr.body):
+        metric = METRICS.get(name)
+        if metric is None or metric.source not in ("compiler", "kernel") or program is None:
+            continue
+        value = costs(Key(program, case.config, case.target)).get(name)
+        if isinstance(value, Missing):
+            return f"{name} of {program} on {case.target}: {value.reason}"
+    return None
+
+
+def structure_of_keys(keys: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
+    """Snapshot rendering, compiler and kernel metrics, and invariant verdicts of each ``(program, config,
+    target)`` key, per target."""
+    from ..catalog.programs import CATALOG
+    from ..catalog.targets import all_targets
+    from ..compile.artifacts import CompileCache, Key
+    from ..hlo.cost import value_or_none
+    from ..hlo.metrics import METRICS
+    from ..hlo.parse import parse_module
+    from ..hlo.structure import Structure, structure_of
+    from ..snapshot.render import render_summary
+    from ..spec.checks import Case, evaluate, expand
+    from ..spec.file import load_specs
+
+    targets = all_targets()
+    wanted = sorted({t for _, _, t in keys})
+    reasons: dict[str, str | None] = {}
+    for name in wanted:
+        target = targets.get(name)
+        reasons[name] = f"{name}: unknown target here" if target is None else target.unavailable_reason()
+    usable = {n: targets[n] for n, r in reasons.items() if r is None}
+    cache = CompileCache(usable)
+    todo = [k for k in keys if k[2] in usable]
+    cache.plan([Key(*k) for k in todo])
+    items: dict[str, dict[str, Any]] = {}
+    structures: dict[tuple[str, str, str], Structure] = {}
+    costs: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for key in keys:
+        name = "/".join(key)
+        if key[2] not in usable:
+            items[name] = {"error": reasons[key[2]]}
+            continue
+        try:
+            compiled = cache.get(*key)
+            structure = structure_of(parse_module(compiled.hlo_text, name))
+            code, got = costs_of(compiled, structure, usable[key[2]])
+            structures[key], costs[key] = structure, got
+            by_source = {src: {m: value_or_none(v) for m, v in got.items() if METRICS[m].source == src}
+                         for src in ("kernel", "compiler")}  # fmt: skip
+            items[name] = {
+                "snapshot": render_summary(compiled, structure, CATALOG[key[0]].doc, code),
+                "kernel_metrics": by_source["kernel"],
+                "compiler_metrics": by_source["compiler"],
+                "invariants": [],
+            }
+        except InvariantsError as err:
+            items[name] = {"error": str(err)}
+    programs = {k[0] for k in structures}
+    cases: list[Case] = expand(load_specs(), usable.values())
+    for case in cases:
+        if not all(k in structures for k in case.keys):
+            continue
+        if case.program is None and not set(case.invariant.programs) <= programs:
+            continue
+        ratchet = case.invariant.ratchet
+        entry: dict[str, Any] = {
+            "id": case.invariant.id,
+            "where": case.invariant.where,
+            "ratchet": None if ratchet is None else dataclasses.asdict(ratchet),
+        }
+        unknown = missing_metric(case, costs.__getitem__)
+        if unknown is not None:
+            entry.update(holds=None, not_evaluated=unknown, describe=f"not evaluated: {unknown}")
+        else:
+            verdict = evaluate(case, structures.__getitem__, costs=costs.__getitem__)
+            entry.update(holds=verdict.holds, describe=verdict.describe(case.invariant))
+        for key in case.keys:
+            items["/".join(key)]["invariants"].append(entry)
+    return {"items": items, "targets": reasons}
+
+
+def serve(stdin: TextIO, stdout: TextIO, worker: Worker) -> int:
+    """Answer requests until ``quit`` or end of input; exit status 2 after a line not understood."""
+    import jax
+
+    from ..catalog.targets import versions
+
+    # The cores it may run on (what the controller's pinning gave it), for the record.
+    cpus = usable()
+    hello = {"event": "hello", "versions": versions(), "platform": str(jax.devices()[0].platform),
+             "python": platform.python_version(), "slowdown": worker.slowdown, "cpus": cpus}  # fmt: skip
+    stdout.write(encode(hello))
+    stdout.flush()
+    for line in stdin:
+        try:
+            request = decode_request(line)
+        except ProtocolError as err:
+            stdout.write(encode({"ok": False, "error": str(err)}))
+            stdout.flush()
+            return 2
+        op = request["op"]
+        if op == "quit":
+            return 0
+        try:
+            if op == "prepare":
+                reply = worker.prepare(request["programs"])
+            elif op == "time":
+                reply = worker.time(request["key"], request["calls"], request["warm"])
+            else:
+                reply = worker.structure(request["keys"])
+            stdout.write(encode({"ok": True, **reply}))
+        except InvariantsError as err:
+            stdout.write(encode({"ok": False, "error": str(err)}))
+        except Exception as err:  # a JAX error in one side is a finding about that side, said in one line
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            stdout.write(encode({"ok": False, "error": f"{type(err).__name__}: {first[:300]}"}))
+        stdout.flush()
+    return 0
+
+
+def main() -> int:
+    # The protocol owns fd 1: anything else that writes there (a C++ library's warning, a print in a
+    # program) goes to stderr instead of corrupting a reply.
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    cpus = os.environ.get(CPUS_ENV, "")
+    try:
+        if cpus:
+            pin({int(c) for c in cpus.split(",")})
+        else:
+            free()
+    except (ValueError, OSError) as err:
+        proto.write(encode({"ok": False, "error": f"worker: {CPUS_ENV}={cpus!r}: {err}"}))
+        return 2
+    raw = os.environ.get(SLOWDOWN_ENV, "0") or "0"
+    try:
+        slowdown = float(raw)
+    except ValueError:
+        slowdown = -1.0
+    if not 0.0 <= slowdown < 1.0:
+        proto.write(encode({"ok": False, "error": f"worker: {SLOWDOWN_ENV}={raw!r} is not in [0, 1)"}))
+        return 2
+    try:
+        import jax  # noqa: F401  (a side that cannot import jax is bad input: say so in the hello's place)
+    except Exception as err:
+        proto.write(encode({"ok": False, "error": f"worker: cannot import jax: {err}"}))
+        return 2
+    return serve(sys.stdin, proto, Worker(slowdown))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

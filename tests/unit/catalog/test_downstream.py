@@ -1,0 +1,646 @@
+"""A downstream project's own programs: `python -m invariants gate` with [[program]] spec entries.
+
+Bad input is one line and exit 2 before pytest starts; the worked example under examples/downstream runs
+as its README says, snapshots land in the project's folder and never in the catalog's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from invariants.__main__ import main as cli
+
+ROOT = Path(__file__).parents[3]
+EXAMPLE = ROOT / "examples" / "downstream"
+
+LIB = """
+import jax.numpy as jnp
+
+def lookup(table, indices):
+    return jnp.take(table, indices, axis=0)
+
+def one_arg(table):
+    return table
+
+def summed(table, indices):
+    return jnp.take(table, indices, axis=0).sum()
+
+def not_traceable(table, indices):
+    return table[int(indices[0])]
+
+NOT_CALLABLE = 3
+"""
+
+
+def project(tmp_path: Path, module: str, programs: str, extra: str = "") -> Path:
+    """A scratch project: ``<module>.py`` (the functions above) and specs/lib.toml declaring ``programs``."""
+    (tmp_path / f"{module}.py").write_text(LIB)
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "lib.toml").write_text('[spec]\ntargets = ["cpu"]\n\n' + programs + extra)
+    return tmp_path
+
+
+def program(name: str, function: str, kind: str = "forward", configs: str = '["f32"]') -> str:
+    return f'[[program]]\nname = "{name}"\nfunction = "{function}"\nkind = "{kind}"\nconfigs = {configs}\n\n'
+
+
+@pytest.fixture(autouse=True)
+def _declared_programs_stay_in_the_test():
+    """Programs a test declares leave the registry with it: the next test may declare its own 'p'."""
+    from invariants.catalog import registry as _registry
+
+    before = dict(_registry._DECLARED)
+    yield
+    _registry._DECLARED.clear()
+    _registry._DECLARED.update(before)
+
+
+@pytest.fixture
+def gate_in(tmp_path, monkeypatch, capsys):
+    """Run the gate command in-process in ``tmp_path`` (the user's project); return (status, stderr)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def run(*args: str) -> tuple[int, str]:
+        status = cli(["gate", *args])
+        return status, capsys.readouterr().err
+
+    return run
+
+
+@pytest.mark.parametrize(
+    ("declared", "message"),
+    [
+        (program("p", "nolib_here.emb:lookup"), "specs/lib.toml:4: p: cannot import nolib_here.emb "
+         "(ModuleNotFoundError: No module named 'nolib_here')"),
+        (program("p", "{m}:missing"), "specs/lib.toml:4: p: {m} has no attribute 'missing'"),
+        (program("p", "{m}:NOT_CALLABLE"), "specs/lib.toml:4: p: {m}:NOT_CALLABLE is an int, not a function"),
+        (program("p", "{m}:one_arg"), "specs/lib.toml:4: p: {m}:one_arg(table) is called as (table, "
+         "indices), two positional arguments, and cannot be (too many positional arguments)"),
+        (program("p", "{m}:summed"), "specs/lib.toml:4: p [f32]: {m}:summed on f32[8192,32] table and "
+         "s32[16384] indices must return f32[16384,32] rows, got f32[]"),
+        (program("p", "{m}:not_traceable"), "specs/lib.toml:4: p [f32]: {m}:not_traceable fails on "
+         "f32[8192,32] table and s32[16384] indices: ConcretizationTypeError"),
+        (program("take", "{m}:lookup"), "specs/lib.toml:4: program 'take' collides with the catalog's"),
+        (program("p", "{m}:lookup") + program("p", "{m}:lookup"), "specs/lib.toml:10: program 'p' is "
+         "already declared at specs/lib.toml:4"),
+        (program("p", "{m}:lookup", kind="grad"), "specs/lib.toml:7: kind 'grad': one of forward, backward, "
+         "train"),
+        (program("p", "{m}:lookup", configs='["f64"]'), "specs/lib.toml:8: unknown config 'f64'"),
+        (program("p", "lookup"), "specs/lib.toml:6: function 'lookup' must read 'module:attribute'"),
+    ],
+    ids=["no-module", "no-attribute", "not-callable", "signature", "shape", "untraceable", "collision",
+         "twice", "kind", "config", "function-form"],
+)  # fmt: skip
+def test_bad_program_is_one_line_and_exit_2(tmp_path, gate_in, request, declared, message):
+    module = f"lib_{request.node.callspec.id.replace('-', '_')}"
+    project(tmp_path, module, declared.replace("{m}", module))
+    status, err = gate_in("--spec-dir", "specs", "--no-catalog")
+    assert status == 2
+    assert err.count("\n") == 1, err
+    assert message.replace("{m}", module) in err, err
+
+
+def test_unknown_program_in_an_invariant_names_the_declared_ones(tmp_path, gate_in):
+    extra = '[[invariant]]\nid = "x"\nassert = "kernels(my_lookp) <= kernels(take)"\n'
+    project(tmp_path, "lib_relational", program("my_lookup", "lib_relational:lookup"), extra)
+    status, err = gate_in("--spec-dir", "specs")
+    assert status == 2 and "unknown program 'my_lookp' (did you mean 'my_lookup'?)" in err, err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--no-catalog"], "--no-catalog: give --spec-dir DIR with the programs to gate"),
+        (["--spec-dir", "nowhere"], "nowhere: spec folder not found"),
+        (["--snapshot-dir", str(ROOT / "invariants" / "snapshots")], "inside the installed package"),
+    ],
+)
+def test_bad_command_line_is_one_line_and_exit_2(gate_in, args, message):
+    status, err = gate_in(*args)
+    assert status == 2 and message in err and err.count("\n") == 1, err
+
+
+def test_no_program_with_no_catalog(tmp_path, gate_in):
+    project(
+        tmp_path, "lib_none", "", '[[invariant]]\nid = "x"\nprograms = ["take"]\nassert = "kernels <= 9"\n'
+    )
+    status, err = gate_in("--spec-dir", "specs", "--no-catalog")
+    assert status == 2 and "no [[program]] declared; with --no-catalog nothing is gated" in err, err
+
+
+def test_a_program_kind_builds_what_the_catalog_builds(tmp_path, monkeypatch):
+    """backward and train wrap the lookup exactly as grad_take and train_take do: same structure."""
+    from invariants.catalog import downstream as _downstream
+    from invariants.catalog import programs as _programs
+    from invariants.catalog.targets import all_targets
+    from invariants.compile.artifacts import compile_here
+    from invariants.spec.file import load_specs
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    declared = program("k_grad", "lib_kinds:lookup", "backward") + program(
+        "k_train", "lib_kinds:lookup", "train"
+    )
+    project(tmp_path, "lib_kinds", declared)
+    decls = {d.name: d for s in load_specs(tmp_path / "specs") for d in s.programs}
+    assert decls["k_grad"].tags == frozenset({"user"})
+    built = {name: _downstream.build(d) for name, d in decls.items()}
+    assert built["k_grad"].kind == "backward" and built["k_train"].kind == "train"
+    monkeypatch.setitem(_programs.CATALOG, "k_grad", built["k_grad"])  # compile_here looks names up
+    monkeypatch.setitem(_programs.CATALOG, "k_train", built["k_train"])
+    cpu = all_targets()["cpu"]
+    for mine, catalogs in (("k_grad", "grad_take"), ("k_train", "train_take")):
+        a, b = compile_here(mine, "f32", cpu), compile_here(catalogs, "f32", cpu)
+        assert a.jaxpr_primitives == b.jaxpr_primitives, mine
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Programs with parameters: function(params, indices), params = factory(config).
+
+PARAMS_LIB = """
+import jax
+import jax.numpy as jnp
+
+def tables(config):
+    return {"tokens": jax.ShapeDtypeStruct((config.vocab, config.width), config.dtype),
+            "positions": jax.ShapeDtypeStruct((config.index_shape[-1], config.width), config.dtype)}
+
+def concrete(config):
+    return {"w": jnp.arange(config.vocab * 2, dtype=jnp.float32).reshape(config.vocab, 2)}
+
+def embed(params, indices):
+    return jnp.take(params["tokens"], indices, axis=0) + params["positions"]
+
+def rows(params, indices):
+    return params["w"][indices]
+
+def embed_indexed(params, indices):
+    return params["tokens"][indices] + params["positions"][None]
+
+def embed_off_by_one_row(params, indices):
+    return params["tokens"][indices + 1] + params["positions"][None]
+
+def raising(config):
+    raise ValueError("boom")
+
+def not_arrays(config):
+    return {"w": 3}
+
+def empty(config):
+    return {}
+
+def with_ids(config):
+    return {"w": jax.ShapeDtypeStruct((config.vocab, 2), jnp.float32),
+            "ids": jax.ShapeDtypeStruct((4,), jnp.int32)}
+
+def per_config(config):
+    if config.id == "bf16":
+        return [jax.ShapeDtypeStruct((config.vocab, 2), config.dtype)]
+    return {"w": jax.ShapeDtypeStruct((config.vocab, 2), config.dtype)}
+
+def counts(params, indices):
+    return jnp.argmax(jnp.take(params["w"], indices, axis=0), axis=-1)
+
+def wrong_shape(params, indices):
+    return params["w"] @ jnp.ones((3, 3))
+
+@jax.custom_vjp
+def _opaque(w):
+    return w
+
+def _opaque_fwd(w):
+    return w, None
+
+def _opaque_bwd(res, ct):
+    raise ValueError("no gradient here")
+
+_opaque.defvjp(_opaque_fwd, _opaque_bwd)
+
+def no_gradient(params, indices):
+    return _opaque(params["w"])[indices]
+"""
+
+
+def params_program(
+    name: str, function: str, params: str, kind: str = "forward", extra: str = "index_shape = [4, 8]\n"
+) -> str:
+    return (
+        f'[[program]]\nname = "{name}"\nfunction = "{function}"\nparams = "{params}"\nkind = "{kind}"\n'
+        + extra
+        + "\n"
+    )
+
+
+def params_project(tmp_path: Path, module: str, programs: str, extra: str = "", header: str = "") -> Path:
+    (tmp_path / f"{module}.py").write_text(PARAMS_LIB)
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "lib.toml").write_text((header or '[spec]\ntargets = ["cpu"]\n\n') + programs + extra)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("declared", "message"),
+    [
+        (params_program("p", "{m}:embed", "nolib_here.model:init"),
+         "specs/lib.toml:7: p: cannot import nolib_here.model (ModuleNotFoundError: No module named "
+         "'nolib_here')"),
+        (params_program("p", "{m}:embed", "{m}:missing"),
+         "specs/lib.toml:7: p: {m} has no attribute 'missing'"),
+        (params_program("p", "{m}:embed", "init"),
+         "specs/lib.toml:7: params 'init' must read 'module:factory'"),
+        (params_program("p", "{m}:embed", "{m}:raising"),
+         "specs/lib.toml:7: p [f32]: {m}:raising(config) fails: ValueError: boom"),
+        (params_program("p", "{m}:rows", "{m}:not_arrays"),
+         "specs/lib.toml:7: p [f32]: {m}:not_arrays(config): leaf params['w'] is int 3, not an array or a "
+         "jax.ShapeDtypeStruct"),
+        (params_program("p", "{m}:rows", "{m}:empty"),
+         "specs/lib.toml:7: p [f32]: {m}:empty(config) returned no arrays (got dict)"),
+        (params_program("p", "{m}:wrong_shape", "{m}:concrete"),
+         "specs/lib.toml:4: p [f32]: {m}:wrong_shape fails on its params and s32[4,8] indices: TypeError"),
+        (params_program("p", "{m}:counts", "{m}:concrete", "backward"),
+         "specs/lib.toml:4: p [f32]: {m}:counts on its params and s32[4,8] indices returns s32[4,8]: a "
+         "backward differentiates the sum of its floating-point outputs, and it has none"),
+        (params_program("p", "{m}:no_gradient", "{m}:concrete", "backward"),
+         "specs/lib.toml:4: p [f32]: the backward of {m}:no_gradient fails: no gradient here"),
+        (params_program("p", "{m}:rows", "{m}:with_ids", "train"),
+         "specs/lib.toml:7: p [f32]: leaf params['ids'] is s32[4]: a train differentiates every parameter"),
+        (params_program("p", "{m}:rows", "{m}:per_config",
+                        extra='index_shape = [4]\nconfigs = ["f32", "bf16"]\n'),
+         "specs/lib.toml:7: p [bf16]: {m}:per_config(config) returns another pytree in bf16 than in f32"),
+        (params_program("p", "{m}:embed", "{m}:tables", extra="index_shape = [0, 8]\n"),
+         "specs/lib.toml:9: index_shape: item 1 is 0; each must be a positive integer"),
+        (params_program("p", "{m}:embed", "{m}:tables", extra="index_shape = 8\n"),
+         "specs/lib.toml:9: index_shape must be a list of 1 to 4 positive integers, e.g. [64, 256]"),
+        (program("p", "{m}:lookup") + "index_shape = [4, 8]\n",
+         "specs/lib.toml:10: index_shape is for a program with params"),
+        (params_program("p", "{m}:embed", "{m}:tables", extra='index_shape = [4, 8]\nexpect = "x"\n'),
+         "specs/lib.toml:10: unknown key 'expect' in [[program]]"),
+    ],
+    ids=["no-module", "no-factory", "params-form", "factory-raises", "leaf-not-array", "no-leaves",
+         "function-fails", "backward-integer-output", "backward-fails", "integer-param", "pytree-per-config",
+         "index-shape-zero", "index-shape-scalar", "index-shape-without-params", "unknown-key"],
+)  # fmt: skip
+def test_bad_params_program_is_one_line_and_exit_2(tmp_path, gate_in, request, declared, message):
+    module = f"plib_{request.node.callspec.id.replace('-', '_')}"
+    params_project(tmp_path, module, declared.replace("{m}", module))
+    status, err = gate_in("--spec-dir", "specs", "--no-catalog")
+    assert status == 2
+    assert err.count("\n") == 1, err
+    assert message.replace("{m}", module) in err, err
+
+
+def test_a_raising_factory_is_one_line_from_the_command_line(tmp_path):
+    """As a user runs it, in a child process: the factory's error is the last line of stderr, exit 2."""
+    params_project(tmp_path, "plib_cli", params_program("p", "plib_cli:embed", "plib_cli:raising"))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "invariants", "gate", "--spec-dir", "specs", "--no-catalog"],
+        cwd=tmp_path, capture_output=True, text=True, env=env, check=False, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.stderr.splitlines() == [
+        "specs/lib.toml:7: p [f32]: plib_cli:raising(config) fails: ValueError: boom"
+    ], proc.stderr
+    assert proc.stdout == ""
+
+
+_ENTRY = '[[correctness]]\nid = "c"\ncheck = "{check}"\nprograms = ["{program}"]\n{more}\n'
+
+
+@pytest.mark.parametrize(
+    ("header", "entry", "message"),
+    [
+        ("", _ENTRY.format(check="agree", program="p", more='reference = "take"\ntargets = ["cpux"]'),
+         "specs/lib.toml:23: 'c': targets 'cpux' lies outside this file's targets (cpu): it would never "
+         "apply"),
+        ('[spec]\ntargets = ["*"]\n\n',
+         _ENTRY.format(check="agree", program="p", more='reference = "q"\ntargets = ["gpu-h101"]'),
+         "specs/lib.toml:23: 'c': targets 'gpu-h101' matches no target (did you mean 'gpu-h100'"),
+        ("", _ENTRY.format(check="agree", program="p", more='reference = "take"'),
+         "specs/lib.toml:22: 'c': 'p' takes params {m}:tables and reference 'take' takes (table, indices): "
+         "'agree' compares programs called on the same arguments"),
+        ("", _ENTRY.format(check="out_of_bounds", program="p", more='expect = "clamp"'),
+         "specs/lib.toml:21: 'c': check 'out_of_bounds' calls a lookup (table, indices) on chosen rows; 'p' "
+         "is a program with params"),
+    ],
+    ids=["correctness-target-outside", "correctness-target-unknown", "agree-other-arguments",
+         "out-of-bounds"],
+)  # fmt: skip
+def test_bad_entry_on_a_params_program_is_one_line_and_exit_2(
+    tmp_path, gate_in, request, header, entry, message
+):
+    module = f"pentry_{request.node.callspec.id.replace('-', '_')}"
+    declared = params_program("p", f"{module}:embed", f"{module}:tables") + params_program(
+        "q", f"{module}:embed", f"{module}:tables"
+    )
+    params_project(tmp_path, module, declared, entry, header)
+    status, err = gate_in("--spec-dir", "specs", "--no-catalog")
+    assert status == 2
+    assert err.count("\n") == 1, err
+    assert message.replace("{m}", module) in err, err
+
+
+def _built(tmp_path: Path, monkeypatch, module: str, declared: str, extra: str = "") -> dict:
+    from invariants.catalog import downstream as _downstream
+    from invariants.spec.file import load_specs
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    params_project(tmp_path, module, declared, extra)
+    specs = load_specs(tmp_path / "specs")
+    return {d.name: _downstream.build(d) for s in specs for d in s.programs}
+
+
+def test_a_params_backward_is_the_gradient_of_the_sum_and_train_an_sgd_step(tmp_path, monkeypatch):
+    """On drawn tables and indices: d sum / d tokens counts each token, d sum / d positions is the batch
+    size; the train step moves every parameter by -SGD_RATE times that and returns the sum as its loss."""
+    import jax
+    import numpy as np
+
+    from invariants.catalog.downstream import SGD_RATE
+    from invariants.catalog.programs import CONFIGS, make_arguments
+
+    m = "plib_grad"
+    built = _built(tmp_path, monkeypatch, m, params_program("g", f"{m}:embed", f"{m}:tables", "backward")
+                   + params_program("t", f"{m}:embed", f"{m}:tables", "train")
+                   + params_program("f", f"{m}:embed", f"{m}:tables"))  # fmt: skip
+    config = CONFIGS["f32"]
+    args = make_arguments(built["g"], config)
+    assert args is make_arguments(built["g"], config)  # drawn once, deterministic
+    # Leaves in pytree order: positions, tokens, then the indices.
+    positions, tokens, indices = args
+    assert positions.shape == (8, 32) and tokens.shape == (8192, 32) and indices.shape == (4, 8)
+    assert 0 < float(np.abs(tokens).max()) < 1 and indices.min() >= 0 and indices.max() < 8192
+    grads = jax.jit(built["g"].fn)(*args)
+    want_tokens = np.bincount(indices.ravel(), minlength=8192)[:, None] * np.ones((1, 32))
+    np.testing.assert_allclose(grads["tokens"], want_tokens)
+    np.testing.assert_allclose(grads["positions"], np.full((8, 32), 4.0))
+    new, loss = jax.jit(built["t"].fn)(*args)
+    out = jax.jit(built["f"].fn)(*args)
+    np.testing.assert_allclose(loss, np.asarray(out, dtype=np.float32).sum(), rtol=1e-5)
+    np.testing.assert_allclose(new["tokens"], tokens - SGD_RATE * want_tokens, atol=1e-7)
+    np.testing.assert_allclose(new["positions"], positions - SGD_RATE * 4.0, atol=1e-7)
+
+
+def test_params_programs_agree_on_the_same_drawn_arguments(tmp_path, monkeypatch):
+    """'agree' runs a params program and its reference on one draw: the same model written two ways agrees,
+    one that reads the next row does not."""
+    from invariants.catalog.registry import declare
+    from invariants.catalog.targets import all_targets
+    from invariants.spec.checks import expand_correctness, run_correctness
+    from invariants.spec.file import load_specs
+
+    m = "plib_agree"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    declared = "".join(
+        params_program(name, f"{m}:{fn}", f"{m}:tables")
+        for name, fn in (("ref", "embed"), ("same", "embed_indexed"), ("off", "embed_off_by_one_row"))
+    )
+    check = '[[correctness]]\nid = "c"\ncheck = "agree"\nprograms = ["same", "off"]\nreference = "ref"\n'
+    params_project(tmp_path, m, declared, check)
+    specs = load_specs(tmp_path / "specs")
+    from invariants.catalog.downstream import build_all
+
+    declare(build_all(d for s in specs for d in s.programs))
+    verdicts = {c.program: run_correctness(c) for c in expand_correctness(specs, all_targets()["cpu"])}
+    assert verdicts["same"] is None
+    assert verdicts["off"] is not None and verdicts["off"].startswith("max |off - ref| = "), verdicts
+
+
+def test_a_factorys_concrete_arrays_are_the_values_it_runs_on(tmp_path, monkeypatch):
+    import numpy as np
+
+    from invariants.catalog.programs import CONFIGS, make_arguments
+
+    m = "plib_concrete"
+    built = _built(tmp_path, monkeypatch, m, params_program("c", f"{m}:rows", f"{m}:concrete"))
+    weights, indices = make_arguments(built["c"], CONFIGS["f32"])
+    np.testing.assert_array_equal(weights, np.arange(8192 * 2, dtype=np.float32).reshape(8192, 2))
+    assert not weights.flags.writeable and indices.shape == (4, 8)
+    assert built["c"].argument_specs(CONFIGS["f32"])[0].shape == (8192, 2)
+
+
+def test_a_declared_program_compiles_where_its_specs_aim_it(tmp_path, monkeypatch):
+    """tpu-v4 and gpu-a100 compile only the catalog's core programs; a declared one that a spec file aims at
+    them compiles there, in its own configurations, beside the targets that compile every program (cpu,
+    tpu-v5e, gpu-h100), and on no other core target."""
+    from invariants.catalog.targets import all_targets
+    from invariants.spec.checks import check_specs
+    from invariants.spec.file import load_specs
+
+    m = "plib_aim"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    declared = params_program(
+        "p", f"{m}:embed", f"{m}:tables", extra='index_shape = [4, 8]\nconfigs = ["bf16"]\n'
+    )
+    inv = '[[invariant]]\nid = "x"\nprograms = ["p"]\ntargets = ["tpu-v4"]\nassert = "while_loops == 0"\n'
+    params_project(tmp_path, m, declared, inv, header='[spec]\ntargets = ["cpu", "tpu-v4", "gpu-a1*"]\n\n')
+    specs = load_specs(tmp_path / "specs")
+    (decl,) = specs[0].programs
+    assert decl.aimed == ("cpu", "tpu-v4", "gpu-a1*")
+    from invariants.catalog.downstream import build
+
+    program = build(decl)
+    targets = all_targets()
+    assert {n: t.configs_for(program) for n, t in targets.items() if t.configs_for(program)} == {
+        "cpu": ("bf16",),
+        "tpu-v5e": ("bf16",),
+        "tpu-v4": ("bf16",),
+        "gpu-h100": ("bf16",),
+        "gpu-a100": ("bf16",),
+    }
+    from invariants.catalog.registry import declare
+
+    declare([program])
+    check_specs(specs)  # an invariant aimed at tpu-v4 makes items there: no error
+
+
+def test_a_catalog_program_on_a_core_target_is_still_an_error(tmp_path):
+    """What issue 20 made an error stays one for the catalog: take_clip is not core, tpu-v4 compiles core."""
+    from invariants._errors import InvariantsError
+    from invariants.spec.checks import check_specs
+    from invariants.spec.file import load_specs
+
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "c.toml").write_text(
+        '[spec]\ntargets = ["tpu-v4"]\n\n[[invariant]]\nid = "x"\nprograms = ["take_clip"]\n'
+        'targets = ["tpu-v4"]\nassert = "while_loops == 0"\n'
+    )
+    with pytest.raises(
+        InvariantsError, match=r"c\.toml:7: 'x': program 'take_clip' does not compile on tpu-v4"
+    ) as err:
+        check_specs(load_specs(specs))
+    assert "it compiles programs tagged 'core' only" in str(err.value)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The worked example, as its README runs it (a child process, from a copy of examples/downstream).
+
+
+def gate(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "INVARIANTS_RATIO_MAX_SECONDS": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "invariants", "gate", "--spec-dir", "specs", "--snapshot-dir", "snapshots",
+         "--targets", "cpu", "-p", "no:cacheprovider", *args],
+        cwd=cwd, capture_output=True, text=True, env=env, check=False, timeout=600,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def example(tmp_path: Path) -> Path:
+    shutil.copytree(
+        EXAMPLE, tmp_path / "downstream", ignore=shutil.ignore_patterns("__pycache__", "snapshots")
+    )
+    return tmp_path / "downstream"
+
+
+def files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_example_row_loop_fails_take_passes_snapshots_in_the_project(example):
+    """The issue's figures: the lax.map row loop fails while_loops == 0 with the usual diagnosis, jnp.take
+    passes, the snapshots land in the project. An update keeps another target's snapshots, and a failing one
+    keeps (and lists) a snapshot of a program no spec declares any more; a plain run names such a file."""
+    snapshots = example / "snapshots"
+    (snapshots / "tpu-v9x").mkdir(parents=True)
+    (snapshots / "tpu-v9x" / "mylib_take.f32.txt").write_text("from a TPU host\n")
+    (snapshots / "cpu").mkdir()
+    (snapshots / "cpu" / "mylib_gone.f32.txt").write_text("# mylib_gone [f32] on cpu\nno spec declares it\n")
+    planted = files(snapshots)
+    catalog_before = files(ROOT / "snapshots")
+    first = gate(example, "--no-catalog", "--snapshot-update")
+    out = first.stdout
+    assert first.returncode == 1, out[-3000:]
+    written = files(snapshots)
+    assert sorted(written) == [
+        "cpu/model_classifier.f32.txt", "cpu/model_classifier_train.f32.txt",
+        "cpu/model_token_position.f32.txt", "cpu/model_token_position_grad.f32.txt",
+        "cpu/model_token_position_indexed.f32.txt",
+        "cpu/mylib_gone.f32.txt", "cpu/mylib_row_loop.f32.txt", "cpu/mylib_take.bf16.txt",
+        "cpu/mylib_take.f32.txt", "cpu/mylib_take_grad.f32.txt", "tpu-v9x/mylib_take.f32.txt",
+    ]  # fmt: skip
+    assert written["tpu-v9x/mylib_take.f32.txt"] == planted["tpu-v9x/mylib_take.f32.txt"]
+    assert (
+        "invariants: kept snapshots/cpu/mylib_gone.f32.txt, obsolete (no program has it on cpu any more): "
+        "this run failed" in out
+    )
+    assert "PASSED" not in out and "passed" in out
+    # The usual diagnosis: where, what was measured, why, versions, the snapshot, the dumps.
+    assert (
+        "specs/mylib.toml:27: mylib_no_while failed on cpu mylib_row_loop [f32]: assert while_loops == 0: "
+        "measured while_loops = 1" in out
+    )
+    assert "why it matters: a lookup is one gather" in out and "versions: jax " in out
+    assert "optimized HLO and jaxpr: artifacts/hlo/cpu/mylib_row_loop.f32.hlo.txt" in out
+    assert (example / "artifacts" / "hlo" / "cpu" / "mylib_row_loop.f32.hlo.txt").exists()
+    # Under CI=true pytest adds " - <message>" to each summary line: compare the item ids only.
+    failed = [line.split(" - ")[0] for line in out.splitlines() if line.startswith("FAILED")]
+    assert failed == ["FAILED test_invariants.py::test_invariant[cpu-mylib_row_loop-f32-mylib_no_while]"], out
+    assert "while ×16384" in (example / "snapshots" / "cpu" / "mylib_row_loop.f32.txt").read_text()
+
+    # Again, under xdist, against the recorded snapshots: the same single failure, nothing rewritten; an
+    # obsolete file is named, not deleted.
+    (snapshots / "cpu" / "mylib_gone.f32.txt").write_text("# mylib_gone [f32] on cpu\nno spec declares it\n")
+    recorded = files(example / "snapshots")
+    second = gate(example, "--no-catalog", "-n", "2")
+    assert second.returncode == 1 and "1 failed" in second.stdout, second.stdout[-3000:]
+    assert "mylib_no_while failed on cpu mylib_row_loop [f32]" in second.stdout
+    assert "invariants: snapshots/cpu/mylib_gone.f32.txt is obsolete" in second.stdout
+    assert files(example / "snapshots") == recorded
+    assert files(ROOT / "snapshots") == catalog_before
+
+
+def test_example_with_the_catalog_reads_its_snapshots_and_never_writes_them(example):
+    """The relation to the catalog's `take` holds; a selective update records only the selected programs of
+    the project, in the selected configurations, and leaves the catalog's folder alone."""
+    snapshots = example / "snapshots"
+    catalog_before = files(ROOT / "snapshots")
+    proc = gate(example, "--programs", "mylib_take,take", "--configs", "f32", "-m", "not throughput",
+                "--snapshot-update", "-rA")  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert (
+        "PASSED test_invariants.py::test_invariant[cpu-mylib_take~take-f32-mylib_take_is_the_catalogs]"
+        in proc.stdout
+    )
+    assert "PASSED test_structure.py::test_structure[cpu-take-f32]" in proc.stdout
+    assert sorted(files(snapshots)) == ["cpu/mylib_take.f32.txt"]  # mylib_take.bf16 not selected
+    assert files(ROOT / "snapshots") == catalog_before
+
+
+def test_catalog_snapshot_mismatch_fails_without_rewriting(example, tmp_path):
+    """Catalog snapshots and baselines read from elsewhere: a snapshot is compared and fails with its diff,
+    a baseline recorded on another machine is skipped with the reason, and an update (of snapshots and of
+    baselines) touches neither."""
+    catalog = tmp_path / "catalog"
+    shutil.copytree(ROOT / "snapshots" / "cpu", catalog / "cpu")
+    (catalog / "cpu" / "take.f32.txt").write_text("summary: something else\n")
+    baseline = catalog / "cpu" / "efficiency" / "take.f32.json"
+    baseline.write_text(baseline.read_text().replace('"cores"', '"cores_elsewhere"'))
+    before = files(catalog)
+    gate_dir = ROOT / "invariants" / "gate"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", str(gate_dir / "test_structure.py"),
+         str(gate_dir / "test_throughput.py"), "-k", "test_structure or test_efficiency",
+         "-p", "no:cacheprovider", "-rs",
+         "--rootdir", str(example), "--targets", "cpu", "--programs", "take,naive", "--configs", "f32",
+         "--snapshot-dir", str(example / "snapshots"), "--catalog-snapshot-dir", str(catalog),
+         "--snapshot-update", "--record-baselines"],
+        cwd=example, capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert "take[f32] on cpu no longer compiles to the package's snapshot (read-only" in proc.stdout
+    assert "-summary: something else" in proc.stdout
+    assert "no baseline of take[f32] for this machine" in proc.stdout
+    assert files(catalog) == before
+
+
+def test_params_programs_are_timed_with_their_own_arguments(tmp_path):
+    """A time() relation between a model and the catalog's take: each side runs on its own arguments (the
+    model its drawn parameters and [4, 8] ids), the first update records the model's efficiency baseline
+    (bytes: a row per id of its own index shape), and a plain run then compares both."""
+    m = "plib_timed"
+    declared = params_program("p", f"{m}:embed", f"{m}:tables")
+    relation = '[[invariant]]\nid = "t"\nassert = "time(p) / time(take) <= 50"\n'
+    params_project(tmp_path, m, declared, relation)
+    first = gate(tmp_path, "--no-catalog", "--snapshot-update", "-rA")
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-2000:]
+    assert "PASSED test_throughput.py::test_ratio[cpu-p~take-f32-t]" in first.stdout
+    assert "recorded efficiency baseline snapshots/cpu/efficiency/p.f32.json" in first.stdout
+    baseline = json.loads((tmp_path / "snapshots" / "cpu" / "efficiency" / "p.f32.json").read_text())
+    assert baseline["efficiency"] > 0
+    again = gate(tmp_path, "--no-catalog", "-rA", "-k", "test_ratio or test_efficiency")
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert "PASSED test_throughput.py::test_efficiency[cpu-p-f32]" in again.stdout
+
+
+def test_a_spec_file_given_as_the_spec_folder_names_the_folder(tmp_path, gate_in):
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "lib.toml").write_text('[spec]\ntargets = ["cpu"]\n')
+    status, err = gate_in("--spec-dir", "specs/lib.toml", "--no-catalog")
+    assert status == 2 and err.count("\n") == 1, err
+    assert "specs/lib.toml: a file; --spec-dir takes the folder that holds the spec files (specs)" in err, err
+
+
+def test_an_entry_target_outside_the_files_names_the_nearest(tmp_path, gate_in):
+    m = "plib_near"
+    declared = params_program("p", f"{m}:embed", f"{m}:tables")
+    entry = '[[invariant]]\nid = "i"\nprograms = ["p"]\ntargets = ["tpu-v5"]\nassert = "while_loops == 0"\n'
+    params_project(tmp_path, m, declared, entry, '[spec]\ntargets = ["cpu", "tpu-v5e"]\n\n')
+    status, err = gate_in("--spec-dir", "specs", "--no-catalog")
+    assert status == 2 and err.count("\n") == 1, err
+    assert "targets 'tpu-v5' lies outside this file's targets (cpu, tpu-v5e): it would never apply " in err
+    assert err.rstrip().endswith("(did you mean 'tpu-v5e'?)"), err

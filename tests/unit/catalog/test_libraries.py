@@ -1,0 +1,77 @@
+"""Library programs (flax, haiku) need the ``libs`` extra; without it they skip, saying how to install it.
+
+The missing library is simulated the way Python itself reports one: ``sys.modules[name] = None`` makes
+``import name`` raise ImportError and ``importlib.util.find_spec(name)`` return None.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from invariants.catalog.programs import CATALOG, LIBS_HINT
+
+ROOT = Path(__file__).parents[3]
+LIBRARY_PROGRAMS = [name for name, p in CATALOG.items() if p.requires]
+
+
+def test_every_library_program_names_its_library_and_the_rest_none():
+    assert {CATALOG[n].requires for n in LIBRARY_PROGRAMS} == {("flax",), ("haiku",)}
+    assert len(LIBRARY_PROGRAMS) == 14  # 4 modules x (forward, grad, train) + the tied one and its grad
+    assert all(p.unavailable_reason() is None for p in CATALOG.values())  # installed here: nothing skips
+
+
+def test_missing_library_gives_the_install_command(monkeypatch):
+    monkeypatch.setitem(sys.modules, "haiku", None)
+    reason = CATALOG["grad_haiku_embed"].unavailable_reason()
+    assert reason == f"grad_haiku_embed: dm-haiku not installed; {LIBS_HINT}"
+    assert "pip install -e '.[libs]'" in reason and "pip install 'jax-embedding-invariants[libs]'" in reason
+    assert CATALOG["flax_linen_embed"].unavailable_reason() is None
+    assert CATALOG["take"].unavailable_reason() is None
+
+
+def test_extra_pins_what_is_installed():
+    import importlib.metadata
+    import tomllib
+
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["libs"]
+    for requirement in extra:
+        name, _, version = requirement.partition("==")
+        assert importlib.metadata.version(name) == version, requirement
+    readme = (ROOT / "README.md").read_text()
+    commands = [line for line in readme.splitlines() if line.startswith("python3 -m venv")]
+    assert len(commands) == 2 and all(",libs" in c for c in commands), commands
+    assert ",libs" in (ROOT / ".ci" / "run").read_text()
+
+
+@pytest.mark.slow
+def test_gate_without_libraries_skips_their_items_with_the_install_command(tmp_path):
+    for name in ("conftest.py", "pyproject.toml"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    gate = shutil.ignore_patterns("__init__.py", "__pycache__")  # the packaged gate, as plain test files
+    shutil.copytree(ROOT / "invariants" / "gate", tmp_path / "tests" / "gate", ignore=gate)
+    shutil.copytree(ROOT / "snapshots" / "cpu", tmp_path / "snapshots" / "cpu")
+    (tmp_path / "hide_libs.py").write_text(
+        "import sys\nsys.modules['flax'] = None\nsys.modules['haiku'] = None\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    programs = "take,flax_linen_embed,grad_flax_linen_embed,haiku_embed,flax_nnx_embed_attend,tied_take"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "hide_libs", "-p", "no:cacheprovider", "-q", "-rs",
+         "tests/gate/test_structure.py", "tests/gate/test_invariants.py", "--targets", "cpu",
+         "--programs", programs],
+        cwd=tmp_path, capture_output=True, text=True, env=env, check=False, timeout=600,
+    )  # fmt: skip
+    out = proc.stdout
+    assert proc.returncode == 0, out[-3000:]
+    # Every item about a library program skipped, each with the extra's install command; the rest ran.
+    skipped = [line for line in out.splitlines() if line.startswith("SKIPPED")]
+    assert any("flax not installed" in line and LIBS_HINT in line for line in skipped), out[-3000:]
+    assert any("dm-haiku not installed" in line and LIBS_HINT in line for line in skipped), out[-3000:]
+    assert "passed" in out.splitlines()[-1]
+    assert "test_structure[cpu-flax_linen_embed-f32]" not in out  # skipped items are not listed as run

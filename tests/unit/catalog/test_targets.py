@@ -1,0 +1,99 @@
+"""Targets: the runtime first, selection by family, name or 'runtime', and which configurations compile."""
+
+from __future__ import annotations
+
+import pytest
+
+from invariants._errors import InvariantsError
+from invariants.catalog.programs import CATALOG
+from invariants.catalog.targets import all_targets, select_targets
+
+
+def test_the_runtime_comes_first_and_names_are_unique():
+    targets = all_targets()
+    first = next(iter(targets.values()))
+    assert first.mode == "runtime" and first.name == "cpu"
+    assert len({t.name for t in targets.values()}) == len(targets)
+
+
+def test_selection_by_family_name_and_runtime():
+    assert [t.name for t in select_targets("runtime")] == ["cpu"]
+    tpus = select_targets("tpu")
+    assert tpus and all(t.family == "tpu" for t in tpus)
+    assert [t.name for t in select_targets("cpu,tpu-v5e")] == ["cpu", "tpu-v5e"]
+    with pytest.raises(InvariantsError, match=r"^--targets: unknown target 'tpu-v5x' \(did you mean"):
+        select_targets("tpu-v5x")
+
+
+def test_configs_for_are_the_programs_own():
+    for target in all_targets().values():
+        for program in CATALOG.values():
+            configs = target.configs_for(program)
+            assert len(set(configs)) == len(configs), (target.name, program.name)
+    cpu = all_targets()["cpu"]
+    assert cpu.configs_for(CATALOG["naive"])[0] == "f32"
+
+
+def test_gpu_generations_compile_the_core_programs_in_f32_and_bf16():
+    """A100 (sm_80), L4 (sm_89) and B200 (sm_100) beside the H100: the core forms, their gradients and the
+    training steps, in the seed's configuration and bf16 (the atomics differ by dtype); nothing else."""
+    targets = all_targets()
+    for name in ("gpu-a100", "gpu-l4", "gpu-b200"):
+        target = targets[name]
+        assert target.family == "gpu" and target.mode == "aot" and target.unavailable_reason() is None
+        assert target.configs_for(CATALOG["grad_take"]) == ("f32", "bf16")
+        assert target.configs_for(CATALOG["train_take"]) == ("f32", "bf16")
+        assert target.configs_for(CATALOG["take_clip"]) == ()  # not a core form
+        assert target.configs_for(CATALOG["onehot_matmul"]) == ()  # lists bf16, but is not core
+    assert [t.name for t in select_targets("gpu")] == ["gpu-h100", "gpu-a100", "gpu-l4", "gpu-b200"]
+
+
+def test_a_program_aimed_at_a_core_target_compiles_there_in_its_own_configurations():
+    """A declared program whose spec files name tpu-v6e (a core target: the seed's configuration of the core
+    programs only) compiles there in every configuration it lists; on the core targets it is not aimed at,
+    nothing; a catalog program's targets are unchanged."""
+    import dataclasses
+
+    targets = all_targets()
+    mine = dataclasses.replace(
+        CATALOG["take_clip"], name="mine", configs=("bf16", "f32-2d"), aimed=("tpu-v6e",)
+    )
+    assert targets["tpu-v6e"].configs_for(mine) == ("bf16", "f32-2d")
+    assert targets["tpu-v5p"].configs_for(mine) == () and targets["gpu-l4"].configs_for(mine) == ()
+    assert targets["tpu-v5e"].configs_for(mine) == ("bf16", "f32-2d")  # an 'all' target, as before
+    assert targets["tpu-v5e-2x4"].configs_for(mine) == ()  # sharded targets compile mesh layouts only
+    assert targets["tpu-v6e"].configs_for(CATALOG["take_clip"]) == ()
+
+
+@pytest.mark.parametrize(
+    "kind,name",
+    [("NVIDIA A100-SXM4-80GB", "gpu-a100"), ("NVIDIA L4", "gpu-l4"), ("NVIDIA H100 80GB HBM3", "gpu-h100"),
+     ("NVIDIA B200", "gpu-b200"), ("NVIDIA H200", "gpu-h200")],
+)  # fmt: skip
+def test_a_gpu_host_names_its_runtime_target_like_the_ahead_of_time_one(monkeypatch, kind, name):
+    import jax
+
+    from invariants.catalog import targets as _targets
+
+    class Device:
+        platform = "gpu"
+        device_kind = kind
+
+    monkeypatch.setattr(jax, "devices", lambda *a: [Device()])
+    assert _targets.runtime_target().name == name
+
+
+def test_a_gpu_the_plugin_cannot_describe_skips_with_the_plugins_line(monkeypatch, tmp_path):
+    """A release's CUDA plugin that does not know a device (or a description it refuses) makes that
+    target unavailable, in one line with the plugin's first words, instead of a compile error per item."""
+    import dataclasses
+
+    from invariants.catalog import targets as _targets
+
+    (tmp_path / "bogus.txtpb").write_text("gpu_device_info { no_such_field: 1 }\n")
+    monkeypatch.setattr(_targets, "_GPU_CONFIG_DIR", tmp_path)
+    bogus = dataclasses.replace(all_targets()["gpu-b200"], name="gpu-bogus", topology="bogus")
+    reason = bogus.unavailable_reason()
+    assert reason is not None and reason.startswith("gpu-bogus: the CUDA plugin cannot describe this device")
+    assert "\n" not in reason
+    assert all_targets()["gpu-b200"].unavailable_reason() is None

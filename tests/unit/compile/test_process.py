@@ -1,0 +1,156 @@
+"""The process a gate runs in (invariants.compile.process): which core an xdist worker is pinned to; what it
+prints while JAX starts (nothing, on a CPU-only host), and the environment checked before any compile
+(JAX_PLATFORMS, XLA_FLAGS), run as users meet them, in child runs.
+
+The backend guard's one line for JAX_PLATFORMS=tpu is also in tests/integration/test_gate_session.py."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from invariants.compile import process as _process
+from invariants.compile.process import check_xla_flags, quiet, worker_core, xla_flags_message
+
+
+def test_pinned_xdist_workers_get_a_core_each():
+    assert worker_core(None, [0, 1]) is None  # the controller (or no xdist) is never pinned
+    assert worker_core({"workerid": "gw0", "workercount": 2}, [4, 7]) == 4
+    assert worker_core({"workerid": "gw1", "workercount": 2}, [4, 7]) == 7
+    assert worker_core({"workerid": "gw2", "workercount": 3}, [4, 7]) is None  # more workers than cores
+
+
+# ------------------------------------------------------------------- quiet output, the environment first
+
+ROOT = Path(__file__).parents[3]
+ABSL = "All log messages before absl::InitializeLog()"
+CUDART = "cudart_stub.cc"
+# What the CUDA plugin writes on a host without CUDA, as jaxlib 0.10.2 writes it (each of its libraries
+# once), among lines that are no noise.
+NOISE = (
+    b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
+    b"I0000 00:00:1796157499.377078   23947 cudart_stub.cc:31] Could not find cuda drivers on your machine, "
+    b"GPU will not be used.\n"
+)
+KEPT = (
+    b"W1201 20:41:57.770350   27777 some.cc:12] a warning\n"
+    b"E1201 20:41:57.770350   27777 some.cc:12] an error\n"
+    b"F1201 20:41:57.770350   27777 parse_flags_from_env.cc:234] Unknown flag in XLA_FLAGS: --xla_x\n"
+    b"UserWarning: something Python says\n"
+)
+
+
+def _child(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -m invariants ARGS`` as a user runs it, in ``cwd``, with this checkout's package, and none of
+    this run's own gate settings (an xdist worker's, INVARIANTS_*, XLA_FLAGS) unless ``env`` sets them."""
+    keep = {k: v for k, v in os.environ.items()
+            if not k.startswith(("PYTEST_XDIST_", "INVARIANTS_", "PYTEST_ADDOPTS"))
+            and k not in ("XLA_FLAGS", "JAX_PLATFORMS", "TF_CPP_MIN_LOG_LEVEL")}  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "invariants", *args], cwd=cwd, capture_output=True, text=True, check=False,
+        timeout=600, env={**keep, "PYTHONPATH": str(ROOT), **(env or {})},
+    )  # fmt: skip
+
+
+def test_quiet_drops_the_cpu_host_notices_and_keeps_the_rest(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
+    assert quiet(NOISE * 4 + KEPT) == KEPT
+    # The user's own level wins: 0 shows everything, 3 everything but fatal lines.
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "0")
+    assert quiet(NOISE + KEPT) == NOISE + KEPT
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "3")
+    assert quiet(NOISE + KEPT) == KEPT.splitlines(keepends=True)[2] + KEPT.splitlines(keepends=True)[3]
+
+
+def test_xla_s_own_words_on_a_rejected_flag():
+    unknown = (
+        NOISE + b"F1201 20:41:57.770350   27777 parse_flags_from_env.cc:234] Unknown flag in XLA_FLAGS: --x\n"
+    )
+    assert xla_flags_message(unknown) == "Unknown flag in XLA_FLAGS: --x"
+    bad_value = (
+        b"E1201 20:42:09.079944   28016 command_line_flags.cc:63] Couldn't interpret value abc for flag x.\n"
+        b"F1201 20:42:09.079971   28016 parse_flags_from_env.cc:220] Check failed: ... Flag parsing failed.\n"
+        b"usage: --x=abc\nFlags:\n"
+    )
+    assert xla_flags_message(bad_value) == "Couldn't interpret value abc for flag x"
+    assert xla_flags_message(NOISE + b"Traceback ...\nAssertionError\n") is None  # not a flag: the guard's
+
+
+def test_bad_input_is_exactly_one_line_on_stderr(tmp_path: Path):
+    """`python -m invariants gate --targets cpu --programs nosuch`: the line, nothing before it (the CUDA
+    plugin's absl notices of a CPU-only host used to come first, 8 lines), nothing on stdout."""
+    proc = _child("gate", "--targets", "cpu", "--programs", "nosuch", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    (line,) = proc.stderr.strip().splitlines()  # pytest's prefix: Exit (the plugin's pytest.exit) or ERROR
+    assert re.fullmatch(r"(Exit|ERROR): --programs: unknown program 'nosuch'", line), proc.stderr
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("jax_cuda12_plugin") is None or shutil.which("nvidia-smi") is not None,
+    reason="the notices are the CUDA plugin's on a host without CUDA",
+)
+def test_a_users_log_level_shows_the_notices(tmp_path: Path):
+    proc = _child("gate", "--targets", "cpu", "--programs", "nosuch", cwd=tmp_path,
+                  env={"TF_CPP_MIN_LOG_LEVEL": "0"})  # fmt: skip
+    assert proc.returncode == 2
+    assert ABSL in proc.stderr and CUDART in proc.stderr, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].endswith(": --programs: unknown program 'nosuch'")
+
+
+def test_a_green_gate_run_prints_no_absl_lines(tmp_path: Path):
+    proc = _child("gate", "--targets", "cpu", "--programs", "take", "--configs", "f32", "-m",
+                  "not throughput", "-p", "no:cacheprovider", "-q", cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
+    out = proc.stdout + proc.stderr
+    assert " passed" in proc.stdout
+    assert ABSL not in out and CUDART not in out, out[:2000]
+    assert proc.stderr == "", proc.stderr
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="a GPU host: cuda may be there")
+def test_jax_platforms_cuda_on_a_cpu_host_is_one_line(tmp_path: Path):
+    """It used to end in an INTERNALERROR traceback (jax.devices() raised an AssertionError)."""
+    proc = _child("gate", "--targets", "cpu", "--programs", "take", "--collect-only", cwd=tmp_path,
+                  env={"JAX_PLATFORMS": "cuda"})  # fmt: skip
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("JAX_PLATFORMS=cuda: backend not available on this host (Unable to load CUDA"), (
+        line
+    )
+    assert "unset JAX_PLATFORMS to run on the CPU" in line and "INTERNALERROR" not in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        ("--xla_no_such_flag", "Unknown flag in XLA_FLAGS: --xla_no_such_flag"),
+        (
+            "--xla_cpu_prefer_vector_width=abc",
+            "Couldn't interpret value abc for flag xla_cpu_prefer_vector_width",
+        ),
+    ],
+)
+def test_an_xla_flag_xla_rejects_is_one_line(tmp_path: Path, flags: str, said: str):
+    """It used to end the gate with exit 1 and no output at all (XLA aborts, file descriptor 2 held)."""
+    proc = _child("gate", "--targets", "cpu", "--programs", "take", "--collect-only", cwd=tmp_path,
+                  env={"XLA_FLAGS": flags})  # fmt: skip
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr
+    line = f"XLA_FLAGS={flags}: XLA rejects it: {said}; correct or unset XLA_FLAGS"
+    assert proc.stderr.strip().splitlines() == [line], proc.stderr
+
+
+def test_flags_xla_takes_are_probed_once(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_prefer_vector_width=32")
+    monkeypatch.delenv(_process._FLAGS_CHECKED, raising=False)
+    check_xla_flags()
+    assert os.environ[_process._FLAGS_CHECKED] == "--xla_cpu_prefer_vector_width=32"  # children skip it
+    monkeypatch.setattr(_process.subprocess, "run", None)  # a second probe would fail
+    check_xla_flags()

@@ -1,0 +1,349 @@
+"""The pytest plugin's own logic, in-process: what --programs, --configs and --targets select, and the
+results entries it collects. (Whole gate runs in child processes are in tests/integration/.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from invariants._errors import InvariantsError
+from invariants.catalog.programs import CATALOG, CONFIGS, select_configs
+from invariants.catalog.targets import all_targets, select_targets
+from invariants.plugin import results as _results
+from invariants.plugin.hooks import select_program_option
+
+
+def test_programs_take_names_patterns_kinds_and_tags():
+    assert select_program_option(None) == list(CATALOG)
+    assert select_program_option("take,naive") == [n for n in CATALOG if n in ("naive", "take")]
+    vmap = select_program_option("vmap_*")
+    assert vmap and all(name.startswith("vmap_") for name in vmap)
+    assert select_program_option("kind:backward") == [n for n, p in CATALOG.items() if p.kind == "backward"]
+
+
+@pytest.mark.parametrize(
+    ("select", "value", "message"),
+    [
+        (select_program_option, "", "--programs: empty selection"),
+        (select_program_option, " , ", "--programs: empty selection"),
+        (select_program_option, "nave", "--programs: unknown program 'nave' (did you mean 'naive'"),
+        (select_program_option, "take,zzz_*", "--programs: unknown program 'zzz_*'"),
+        (select_configs, "", "--configs: empty selection"),
+        (select_configs, ",", "--configs: empty selection"),
+        (select_configs, "f23", "--configs: unknown configuration 'f23' (did you mean 'f32'"),
+        (select_configs, "f32,fp8*", "--configs: unknown configuration 'fp8*'; known: f32, bf16, f32-large,"),
+    ],
+)
+def test_a_selection_of_nothing_is_one_line(select, value: str, message: str):
+    with pytest.raises(InvariantsError) as err:
+        select(value)
+    assert str(err.value).startswith(message)
+
+
+def test_configs_take_ids_and_patterns():
+    assert select_configs(None) == set(CONFIGS)
+    assert select_configs("f32") == {"f32"}
+    assert select_configs(" f32 , bf16* ") == {"f32", "bf16", "bf16-llm", "bf16-llm-2d"}
+    assert select_configs("*-2d") == {"f32-2d", "bf16-llm-2d"}
+
+
+def test_targets_empty_is_an_error_not_all():
+    assert [t.name for t in select_targets(None)] == list(all_targets())
+    for value in ("", " ", ","):
+        with pytest.raises(InvariantsError, match=r"^--targets: empty selection"):
+            select_targets(value)
+
+
+def test_results_entries_come_from_records_only():
+    name, value = _results.record("correctness", id="c", program="take", config="f32", distribution="u",
+                                  problem=None)  # fmt: skip
+    entry = _results.entry(name, value, "passed", "t::x")
+    assert entry == {**value, "outcome": "passed", "nodeid": "t::x"}
+    assert _results.entry("selfcheck", {"table": "..."}, "passed", "t::y") is None
+    with pytest.raises(InvariantsError, match="a ratio record needs"):
+        _results.record("ratio", id="r")
+
+
+@pytest.mark.parametrize(
+    ("option", "xdist", "collect_only", "want"),
+    [
+        (None, None, False, "cpus"),  # default: one thread per CPU
+        (3, None, False, 3),
+        (0, None, False, 0),  # 0: each item compiles what it reads
+        (-1, None, False, 0),
+        (3, 2, False, 0),  # under xdist the workers use the cores, and none knows its items
+        (None, None, True, 0),  # --collect-only compiles nothing
+    ],
+)
+def test_compile_threads(option, xdist, collect_only, want):
+    import os
+    from types import SimpleNamespace
+
+    from invariants.plugin.hooks import compile_threads
+
+    opts = SimpleNamespace(numprocesses=xdist, collectonly=collect_only, compile_threads=option)
+    config = SimpleNamespace(option=opts, getoption=lambda name: getattr(opts, name))
+    expected = (os.cpu_count() or 1) if want == "cpus" else want
+    assert compile_threads(config) == expected  # type: ignore[arg-type]
+
+
+def test_an_xdist_worker_never_prefetches():
+    from types import SimpleNamespace
+
+    from invariants.plugin.hooks import compile_threads
+
+    opts = SimpleNamespace(numprocesses=None, collectonly=False, compile_threads=4)
+    worker = SimpleNamespace(option=opts, getoption=lambda name: getattr(opts, name), workerinput={})
+    assert compile_threads(worker) == 0  # type: ignore[arg-type]
+
+
+def _session(tmp_path, **given: str | None):
+    """A real GateSession of a stand-in pytest config: the gate's defaults on the CPU, with ``given``."""
+    from types import SimpleNamespace
+
+    from invariants.plugin.hooks import GateSession
+
+    options = {"targets": "cpu", "programs": None, "configs": None, "spec_dir": None, "no_catalog": False,
+               "snapshot_dir": str(tmp_path), "catalog_snapshot_dir": None, "hlo_dump_dir": "d",
+               "raw_invariants": False, **given}  # fmt: skip
+
+    def getoption(name: str, default: object = KeyError) -> object:
+        # pytest's Config.getoption: a dest or an option string, a default for an option not registered.
+        key = name.lstrip("-").replace("-", "_")
+        if key in options:
+            return options[key]
+        if default is KeyError:
+            raise KeyError(name)
+        return default
+
+    return GateSession(SimpleNamespace(rootpath=tmp_path, getoption=getoption))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("programs", "configs", "hidden"),
+    [
+        ("naive", None, {"take.f32"}),
+        (None, "f32", {"naive.bf16", "naive.f32-2d"}),
+        ("naive", "bf16", {"naive.f32", "take.f32"}),
+    ],
+)
+def test_a_selection_hides_the_rest_from_the_snapshot_store(tmp_path, monkeypatch, programs, configs, hidden):
+    """With --programs or --configs, the snapshots of what was not selected are not even shown to syrupy
+    (not compared, never "unused", never deleted); with neither, nothing is hidden."""
+    from invariants.snapshot.store import GUARD
+
+    monkeypatch.setattr(GUARD, "selected", None)
+    _session(tmp_path)
+    assert GUARD.selected is None
+    _session(tmp_path, programs=programs, configs=configs)
+    assert GUARD.selected is not None
+    shown = GUARD.selected[str((tmp_path / "cpu").resolve())]
+    assert shown and not shown & hidden
+    assert {f"{programs or 'naive'}.{configs or 'f32'}"} <= shown
+
+
+@pytest.mark.parametrize(
+    ("given", "line"),
+    [
+        ({"configs": "bf16-llm"}, "--targets cpu --configs bf16-llm: selects nothing to compile"),
+        (
+            {"programs": "lax_gather", "configs": "bf16"},
+            "--targets cpu --programs lax_gather --configs bf16:",
+        ),
+    ],
+)
+def test_a_selection_that_compiles_nothing_is_one_line(tmp_path, monkeypatch, given, line):
+    """Each option names something that exists, but not together on these targets (LLM scale is compiled
+    ahead of time only; lax_gather only in the seed's configuration): an error, not a green run of nothing."""
+    from invariants.snapshot.store import GUARD
+
+    monkeypatch.setattr(GUARD, "selected", None)
+    with pytest.raises(InvariantsError) as err:
+        _session(tmp_path, **given)
+    assert str(err.value).startswith(line) and "\n" not in str(err.value)
+
+
+def test_a_gate_item_stopped_by_a_compile_error_fails_with_its_line_and_versions():
+    """Not a page of stack: the key, the compiler's first line, the versions; other tests keep theirs."""
+    from invariants.plugin import hooks as _plugin
+
+    class Item:
+        def __init__(self, gate: bool) -> None:
+            self.gate = gate
+            self.stash = pytest.Stash()
+
+        def get_closest_marker(self, name: str) -> object:
+            return object() if self.gate and name == "gate" else None
+
+    error = InvariantsError("tpu-v5e/take[f32]: compile failed: INTERNAL: RET_CHECK failure (x.cc:1) ...")
+    call = _plugin.pytest_runtest_call(Item(gate=True))  # type: ignore[arg-type]
+    next(call)
+    with pytest.raises(pytest.fail.Exception) as failed:
+        call.throw(error)
+    assert not failed.value.pytrace
+    first, versions = str(failed.value).splitlines()
+    assert first == str(error) and versions.startswith("versions: jax 0.") and "jaxlib" in versions
+    other = _plugin.pytest_runtest_call(Item(gate=False))  # type: ignore[arg-type]
+    next(other)
+    with pytest.raises(InvariantsError):
+        other.throw(error)
+
+
+# ------------------------------------------------------------------------- obsolete snapshots, unused
+
+
+def _snapshot(folder, stem: str) -> None:
+    program, config = stem.split(".", 1)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{stem}.txt").write_text(f"# {program} [{config}] on {folder.name}\n\nsummary: x\n")
+
+
+def _obsolete(monkeypatch, session, updating: bool, passed: bool = True, ran=("cpu",), **given):
+    """``_obsolete_snapshots`` of ``session`` as the end of a run with these options sees it."""
+    from types import SimpleNamespace
+
+    from invariants.plugin import hooks as _plugin
+
+    options = {"snapshot_update": updating, "spec_dir": None, "delete_obsolete_snapshots": False, **given}
+    config = SimpleNamespace(
+        getoption=lambda name, default=None: options.get(name.strip("-").replace("-", "_"))
+    )
+    monkeypatch.setattr(_plugin, "gate_session", lambda _: session)
+    monkeypatch.delenv("INVARIANTS_SPEC_DIR", raising=False)
+    items = [{"kind": "structure", "target": t} for t in ran]
+    return _plugin._obsolete_snapshots(config, items, passed)  # type: ignore[arg-type]
+
+
+def test_an_update_deletes_only_files_it_wrote_of_programs_that_are_gone(tmp_path, monkeypatch):
+    """In the catalog's own folder: a file of ours whose program left is deleted by a passing update and
+    named by a plain run; a foreign README.txt, the snapshot of a program merely not selected, and a file of
+    a target that did not run are never touched."""
+    cpu, v4 = tmp_path / "cpu", tmp_path / "tpu-v4"
+    for stem in ("gone.f32", "take.f32"):
+        _snapshot(cpu, stem)
+    _snapshot(v4, "gone.f32")
+    (cpu / "README.txt").write_text("# notes on these files\n")
+    (cpu / "renamed.f32.txt").write_text("# gone [f32] on cpu\n")  # not under its own name: not ours
+    session = _session(tmp_path, programs="naive")
+    assert _obsolete(monkeypatch, session, updating=False) == [
+        "invariants: " + _shown(cpu / "gone.f32.txt") + " is obsolete (no program has it on cpu any more); "
+        "--snapshot-update deletes it"
+    ]
+    lines = _obsolete(monkeypatch, session, updating=True, passed=False)
+    assert len(lines) == 1 and "this run failed" in lines[0] and (cpu / "gone.f32.txt").exists()
+    lines = _obsolete(monkeypatch, session, updating=True)
+    assert lines == [
+        "invariants: deleted " + _shown(cpu / "gone.f32.txt") + " (no program has it on cpu any more)"
+    ]
+    left = sorted(p.name for p in cpu.iterdir())
+    assert left == ["README.txt", "renamed.f32.txt", "take.f32.txt"] and (v4 / "gone.f32.txt").exists()
+
+
+def test_a_downstream_update_lists_what_it_would_delete_and_deletes_only_with_the_flag(tmp_path, monkeypatch):
+    """A downstream folder (the catalog read from elsewhere, or spec folders given): a run given a subset of
+    the spec folders cannot know the other programs, so it lists them and deletes only when told to; a
+    catalog program's file there is never its to judge."""
+    import dataclasses
+
+    from invariants.catalog import registry as _registry
+
+    # This run's spec folders declare mine_take (its snapshots in the project); another's declared more.
+    monkeypatch.setitem(
+        _registry._DECLARED, "mine_take", dataclasses.replace(CATALOG["take"], name="mine_take")
+    )
+    own, package = tmp_path / "project", tmp_path / "package"
+    package.mkdir()
+    _snapshot(own / "cpu", "mine_take.f32")
+    _snapshot(own / "cpu", "other_specs_program.f32")
+    _snapshot(own / "cpu", "take.f32")  # a catalog program: its snapshots live in the package
+    session = _session(tmp_path, snapshot_dir=str(own), catalog_snapshot_dir=str(package))
+    path = own / "cpu" / "other_specs_program.f32.txt"
+    assert _obsolete(monkeypatch, session, updating=False) == [
+        f"invariants: {_shown(path)} is obsolete (no program has it on cpu any more); --snapshot-update "
+        "--delete-obsolete-snapshots deletes it"
+    ]
+    lines = _obsolete(monkeypatch, session, updating=True)
+    assert lines[0].startswith(
+        "invariants: 1 obsolete snapshot(s) that no program of this run's spec folders"
+    )
+    assert lines[1] == f"invariants:   {_shown(path)}" and "none deleted" in lines[2] and path.exists()
+    lines = _obsolete(monkeypatch, session, updating=True, delete_obsolete_snapshots=True)
+    assert lines[-1].startswith(f"invariants: deleted {_shown(path)}") and not path.exists()
+    assert (own / "cpu" / "take.f32.txt").exists() and (own / "cpu" / "mine_take.f32.txt").exists()
+    # In the checkout's own folder too, once a spec folder is given: listed, not deleted.
+    _snapshot(tmp_path / "cpu", "gone.f32")
+    mine = _session(tmp_path)
+    lines = _obsolete(monkeypatch, mine, updating=True, spec_dir=[str(tmp_path / "specs")])
+    assert "none deleted" in lines[-1] and (tmp_path / "cpu" / "gone.f32.txt").exists()
+
+
+def _shown(path) -> str:
+    from invariants.plugin.hooks import shown_path
+
+    return shown_path(path)
+
+
+def test_unused_snapshots_are_named(tmp_path):
+    from types import SimpleNamespace
+
+    from invariants.plugin.hooks import _unused_lines
+
+    unused = [SimpleNamespace(location=str(tmp_path / "cpu" / n)) for n in ("b.f32.txt", "a.f32.txt")]
+    config = SimpleNamespace(_syrupy=SimpleNamespace(report=SimpleNamespace(disable_unused_snapshots=False,
+                                                                            unused=unused)))  # fmt: skip
+    (line,) = _unused_lines(config)  # type: ignore[arg-type]
+    assert line == (
+        f"invariants: syrupy's unused snapshot(s): {_shown(tmp_path / 'cpu' / 'a.f32.txt')}, "
+        f"{_shown(tmp_path / 'cpu' / 'b.f32.txt')}"
+    )
+    assert _unused_lines(SimpleNamespace()) == []  # type: ignore[arg-type]
+
+
+def test_a_stopped_gate_items_report_leaves_out_the_c_plus_plus_stack_it_captured():
+    from invariants.plugin import hooks as _plugin
+
+    class Item:
+        stash = pytest.Stash()
+
+        def get_closest_marker(self, name: str) -> object:
+            return object()
+
+    class Report:
+        def __init__(self) -> None:
+            self.sections = [
+                ("Captured stderr call", "*** Begin stack trace ***\n..."),
+                ("Captured log call", "x"),
+            ]
+
+    class Call:
+        when = "call"
+
+    item = Item()
+    call = _plugin.pytest_runtest_call(item)  # type: ignore[arg-type]
+    next(call)
+    with pytest.raises(pytest.fail.Exception):
+        call.throw(InvariantsError("cpu/take[f32]: compile failed: INTERNAL: RET_CHECK failure"))
+    made = _plugin.pytest_runtest_makereport(item, Call())  # type: ignore[arg-type]
+    next(made)
+    with pytest.raises(StopIteration) as done:
+        made.send(Report())
+    assert done.value.value.sections == [("Captured log call", "x")]
+
+
+def test_no_catalog_keeps_the_catalog_programs_the_projects_relations_name(tmp_path):
+    """The partners of --no-catalog: named by a relation of the project's spec files beside a selected
+    program of its own (or between catalog programs alone); never by an absolute invariant's pattern, never
+    by the package's own spec files."""
+    from invariants.plugin.hooks import relation_partners
+    from invariants.spec.file import SPEC_DIR, load_specs
+
+    (tmp_path / "mine.toml").write_text(
+        '[spec]\ntargets = ["*"]\n\n'
+        '[[program]]\nname = "mine"\nfunction = "m:f"\nkind = "forward"\n\n'
+        '[[invariant]]\nid = "a"\nassert = "structure(mine) == structure(take)"\n\n'
+        '[[invariant]]\nid = "b"\nassert = "time(mine) / time(naive) <= 2"\n\n'
+        '[[invariant]]\nid = "c"\nprograms = ["*take*"]\nassert = "while_loops == 0"\n\n'
+        '[[invariant]]\nid = "d"\nassert = "kernels(grad_take) <= kernels(grad_naive)"\n'
+    )
+    specs = load_specs(SPEC_DIR, tmp_path)
+    assert relation_partners(specs, ["mine"]) == ["take", "naive", "grad_take", "grad_naive"]
+    assert relation_partners(specs, []) == ["grad_take", "grad_naive"]

@@ -1,0 +1,192 @@
+"""The results file's path and writing: atomic, checked when the run starts (a directory is one line before
+anything compiles), and claimed for the run (a second run writing the same path concurrently gets a file
+of its own, with one line; a lock a killed run left never blocks)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from invariants._errors import InvariantsError
+from invariants.plugin import results as _results
+
+ROOT = Path(__file__).resolve().parents[3]
+PAYLOAD = {"versions": {}, "runtime": {}, "targets": {}, "exitstatus": 0, "items": []}
+
+
+def test_the_results_file_is_written_atomically(tmp_path: Path, monkeypatch):
+    path = tmp_path / "out" / "results.json"
+    _results.write(path, {**PAYLOAD, "exitstatus": 1})
+    assert json.loads(path.read_text())["exitstatus"] == 1
+
+    def interrupted(src: object, dst: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_results.os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _results.write(path, {**PAYLOAD, "exitstatus": 2})
+    assert json.loads(path.read_text())["exitstatus"] == 1  # the old file, whole
+    assert sorted(p.name for p in path.parent.iterdir()) == ["results.json"]  # no temporary file left
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda p: p.mkdir(parents=True), "a directory; give a file path such as"),
+        (lambda p: p.parent.write_text(""), "is a file, not a folder"),
+    ],
+)
+def test_a_path_that_cannot_be_written_is_one_line(tmp_path: Path, make, message):
+    path = tmp_path / "artifacts" / "results.json"
+    make(path)
+    with pytest.raises(InvariantsError) as err:
+        _results.check_path(path)
+    assert message in str(err.value) and "\n" not in str(err.value)
+    assert str(err.value).startswith(f"--results-json {path}")
+
+
+def test_a_claimed_path_gives_a_second_run_its_own_file(tmp_path: Path):
+    path = tmp_path / "results.json"
+    first = _results.claim(path)
+    assert first.path == path and first.note is None
+    second = _results.claim(path)  # a lock is per open file: the same process can stand for another run
+    try:
+        assert second.path == tmp_path / f"results.{os.getpid()}.json"
+        assert second.note and second.note.startswith(f"invariants: {path} is being written by another run")
+        assert f"pid {os.getpid()}" in second.note and "\n" not in second.note
+    finally:
+        second.release()
+        first.release()
+    assert not _results.lock_path(path).exists()
+    again = _results.claim(path)
+    assert again.path == path
+    again.release()
+
+
+def test_a_lock_left_by_a_killed_run_never_blocks(tmp_path: Path):
+    path = tmp_path / "results.json"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; "
+         "from invariants.plugin import results as _results;"
+         "c = _results.claim(Path(sys.argv[1])); print(c.path, flush=True); time.sleep(60)", str(path)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == str(path)
+        busy = _results.claim(path)
+        assert busy.path != path and f"pid {holder.pid}" in (busy.note or "")
+        busy.release()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert _results.lock_path(path).exists()  # SIGKILL: the file stays, its lock does not
+    after = _results.claim(path)
+    assert after.path == path and after.note is None
+    after.release()
+
+
+def test_a_changed_file_is_noticed(tmp_path: Path):
+    path = tmp_path / "results.json"
+    claim = _results.claim(path)
+    try:
+        assert not claim.changed()
+        time.sleep(0.01)
+        path.write_text("{}")  # a writer that takes no lock
+        assert claim.changed()
+    finally:
+        claim.release()
+
+
+def _gate(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "invariants/gate/test_structure.py", "-q",
+         "--targets", "cpu", "--programs", "take", "--configs", "f32", f"--snapshot-dir={tmp_path / 's'}",
+         f"--hlo-dump-dir={tmp_path / 'hlo'}", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+        env={k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")},
+    )  # fmt: skip
+
+
+def test_a_results_path_that_is_a_directory_stops_the_run_at_once(tmp_path: Path):
+    (tmp_path / "s").mkdir()
+    proc = _gate(tmp_path, f"--results-json={tmp_path}")
+    assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"Exit: --results-json {tmp_path}: a directory; give a file path such as {tmp_path / 'results.json'}"
+    )
+    assert "compiled" not in proc.stdout and "Traceback" not in proc.stderr
+
+
+def test_a_run_whose_results_path_another_run_holds_writes_its_own(tmp_path: Path):
+    import shutil
+
+    shutil.copytree(ROOT / "snapshots" / "cpu", tmp_path / "s" / "cpu")
+    path = tmp_path / "results.json"
+    path.write_text('{"items": [], "from": "the other run"}\n')
+    other = _results.claim(path)  # the other run, still going
+    try:
+        proc = _gate(tmp_path, f"--results-json={path}")
+    finally:
+        other.release()
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    own = sorted(tmp_path.glob("results.*.json"))
+    assert len(own) == 1 and _results.read(own[0])["items"], proc.stdout[-2000:]
+    assert f"invariants: {path} is being written by another run" in proc.stdout
+    assert f"this run writes {own[0]}" in proc.stdout
+    assert json.loads(path.read_text())["from"] == "the other run"
+
+
+@pytest.mark.parametrize(
+    ("option", "line"),
+    [
+        ("--results-json=/sys/r.json", "Exit: --results-json /sys/r.json: cannot write in its folder /sys"),
+        (
+            "--hlo-dump-dir=/sys/x",
+            "Exit: --hlo-dump-dir /sys/x: cannot write in /sys, where it would be made",
+        ),
+    ],
+)
+def test_an_output_path_nothing_can_be_written_to_stops_the_run_at_once(tmp_path: Path, option, line):
+    """Root passes os.access on /sys: the folder is tried for real at start, not found out at the end."""
+    proc = _gate(tmp_path, option)
+    assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
+    assert proc.stderr.strip().splitlines()[-1].startswith(line)
+    assert "compiled" not in proc.stdout and "Traceback" not in proc.stderr
+
+
+def test_a_record_with_a_null_field_no_writer_makes_is_one_line(tmp_path: Path):
+    """A results file whose entries kept their kind, nodeid and outcome but lost their values is refused,
+    naming the entry and the fields; the fields that are null by design (a check with no problem, an
+    efficiency item with no baseline) are read."""
+    _, record = _results.record("correctness", id="c", program="take", config="f32", distribution="uniform",
+                                problem=None)  # fmt: skip
+    entry = {"kind": "correctness", "nodeid": "t.py::c", "outcome": "passed", **record}
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({"items": [entry]}))
+    assert _results.read(path)["items"][0]["problem"] is None
+    path.write_text(json.dumps({"items": [{**entry, "program": None, "config": None}]}))
+    with pytest.raises(InvariantsError) as err:
+        _results.read(path)
+    assert str(err.value) == f"{path}: items[0] (correctness t.py::c): program, config null"
+
+
+def test_a_snapshot_folder_that_is_a_file_stops_the_run_at_once(tmp_path: Path):
+    (tmp_path / "s").write_text("not a folder\n")
+    for update in ((), ("--snapshot-update",)):
+        proc = _gate(tmp_path, *update)
+        assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
+        line = f"Exit: --snapshot-dir {tmp_path / 's'}: a file, not a folder"
+        assert proc.stderr.strip().splitlines()[-1] == line
+
+
+def test_a_keyword_that_deselects_every_gate_item_is_one_line(tmp_path: Path):
+    proc = _gate(tmp_path, "-k", "no_such_item_anywhere")
+    assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
+    last = (proc.stdout + proc.stderr).strip().splitlines()[-1]
+    assert last == "Exit: -k 'no_such_item_anywhere': deselects every gate item (1), leaving nothing to run"

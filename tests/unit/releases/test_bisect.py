@@ -1,0 +1,518 @@
+"""Unit tests of the release bisect and matrix: no network, no environments, fake predicates."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from invariants._errors import InvariantsError
+from invariants.releases import bisect as b
+from invariants.releases import environments as r
+from invariants.releases import matrix as m
+
+V = Version
+PIP_OUTPUT = """jax (0.10.2)
+Available versions: 0.10.2, 0.10.1, 0.9.0.1, 0.9.0, 0.5.3, 0.5.2, 0.4.38, 0.4.37, 0.4.31, 0.4.30, 0.4.1
+  INSTALLED: 0.10.2
+"""
+JAXLIBS = [V(s) for s in ("0.4.30", "0.4.31", "0.4.36", "0.4.38", "0.5.1", "0.5.3", "0.9.0.1", "0.10.2")]
+
+
+@pytest.fixture
+def selection_checked(monkeypatch):
+    """For the tests whose fake index and suite stand in for releases: the selection counts as collected
+    (the real collection, a child run, is tested on its own below)."""
+    monkeypatch.setattr(b, "check_selection", lambda *args, **kwargs: 1)
+    monkeypatch.setattr(m, "check_selection", lambda *args, **kwargs: 1)
+
+
+def test_parse_pip_versions_and_release_filter() -> None:
+    raw = r.parse_pip_versions(PIP_OUTPUT)
+    assert raw[0] == "0.10.2" and "0.4.1" in raw
+    got = r.releases([*raw, "0.11.0rc1", "0.11.0.dev20260101", "not-a-version"])
+    assert got == sorted(set(got)), "ascending, no duplicates"
+    assert V("0.11.0rc1") not in got and V("0.11.0.dev20260101") not in got
+    # packaging orders 0.9.0.1 after 0.9.0 and 0.10 after 0.9 (a string sort would not)
+    assert got.index(V("0.9.0.1")) == got.index(V("0.9.0")) + 1
+    assert got[-1] == V("0.10.2")
+    assert r.parse_pip_versions("ERROR: No matching distribution found for jax") == []
+
+
+def test_span_walks_in_both_directions() -> None:
+    rel = r.releases(r.parse_pip_versions(PIP_OUTPUT))
+    up = r.span(rel, V("0.4.30"), V("0.5.3"))
+    assert up == [V(s) for s in ("0.4.30", "0.4.31", "0.4.37", "0.4.38", "0.5.2", "0.5.3")]
+    assert r.span(rel, V("0.5.3"), V("0.4.30")) == up[::-1]
+
+
+@pytest.mark.parametrize(
+    ("jax", "jaxlib", "numpy", "equinox"),
+    [
+        ("0.4.30", "0.4.30", "numpy<2", "equinox==0.11.4"),
+        ("0.4.31", "0.4.31", "numpy", "equinox"),
+        ("0.4.37", "0.4.36", "numpy", "equinox"),  # a jax patch release without its own jaxlib
+        ("0.5.2", "0.5.1", "numpy", "equinox"),
+        ("0.9.0.1", "0.9.0.1", "numpy", "equinox"),
+        ("0.10.2", "0.10.2", "numpy", "equinox"),
+    ],
+)
+def test_choose_pins(jax: str, jaxlib: str, numpy: str, equinox: str) -> None:
+    pins = r.choose_pins(V(jax), JAXLIBS)
+    assert (pins.jaxlib, pins.numpy, pins.equinox) == (V(jaxlib), numpy, equinox)
+    reqs = pins.requirements()
+    assert reqs[:2] == [f"jax=={jax}", f"jaxlib=={jaxlib}"]
+    assert {"pytest", "syrupy", "pytest-benchmark", "packaging", "scipy"} <= set(reqs)
+    assert pins.env_name == f"jax-{jax}"
+    tpu = r.choose_pins(V(jax), JAXLIBS, tpu=True)
+    assert tpu.requirements()[0] == f"jax[tpu]=={jax}" and tpu.env_name == f"jax-{jax}-tpu"
+
+
+def test_choose_pins_without_jaxlib_is_one_line() -> None:
+    with pytest.raises(InvariantsError, match=r"^jax 0\.4\.1: no jaxlib release at or below it"):
+        r.choose_pins(V("0.4.1"), JAXLIBS)
+
+
+def _fake(boundary: int, order: list[Version], calls: list[Version], holds_before: bool = True):
+    def verdict(v: Version) -> bool:
+        calls.append(v)
+        return holds_before if order.index(v) < boundary else not holds_before
+
+    return verdict
+
+
+@pytest.mark.parametrize("boundary", range(1, 12))
+def test_bisect_finds_every_boundary_in_both_directions(boundary: int) -> None:
+    order = [V(f"0.{i}.0") for i in range(12)]
+    for holds_before in (True, False):  # "where X breaks" and "where X holds"
+        calls: list[Version] = []
+        found = b.bisect_releases(order, _fake(boundary, order, calls, holds_before))
+        assert (found.before, found.after) == (order[boundary - 1], order[boundary])
+        assert len(calls) == len(set(calls)) <= 2 + 4, "each release at most once, log2 steps"
+    # walking downwards (--good newer than --bad): the first differing release going back
+    down = order[::-1]
+    found = b.bisect_releases(down, lambda v: order.index(v) >= boundary)
+    assert (found.before, found.after) == (order[boundary], order[boundary - 1])
+
+
+def test_bisect_skips_unusable_releases() -> None:
+    order = [V(f"0.{i}.0") for i in range(9)]
+
+    def verdict(v: Version) -> bool:
+        if v in (V("0.4.0"), V("0.5.0")):
+            raise b.Unusable("does not install")
+        return order.index(v) < 5
+
+    found = b.bisect_releases(order, verdict)
+    # 0.5.0 (the true first differing one) cannot be judged, so the boundary widens to its neighbours
+    assert (found.before, found.after) == (V("0.3.0"), V("0.6.0"))
+    assert sorted(found.skipped) == [V("0.4.0"), V("0.5.0")]
+
+
+def test_bisect_same_verdict_at_both_ends_is_one_line() -> None:
+    order = [V("0.4.30"), V("0.5.0"), V("0.6.0")]
+    with pytest.raises(InvariantsError, match=r"^bisect: the verdict is True at both 0\.4\.30 and 0\.6\.0"):
+        b.bisect_releases(order, lambda v: True)
+    with pytest.raises(InvariantsError, match="two different releases"):
+        b.bisect_releases([V("0.4.30")], lambda v: True)
+
+
+def test_resolve_version_errors() -> None:
+    avail = [V("0.4.30"), V("0.4.31"), V("0.5.0")]
+    assert r.resolve_version("0.4.31", avail, "--good") == V("0.4.31")
+    with pytest.raises(
+        InvariantsError, match=r"^--good 0\.4\.99: not a jax release on the index \(nearest: "
+    ):
+        r.resolve_version("0.4.99", avail, "--good")
+    with pytest.raises(InvariantsError, match=r"^--bad banana: not a version$"):
+        r.resolve_version("banana", avail, "--bad")
+    with pytest.raises(InvariantsError, match=r"the suite needs jax >= 0\.4\.30"):
+        r.resolve_version("0.4.1", [V("0.4.1"), *avail], "--good")
+
+
+def test_unreachable_index_fails_fast_in_one_line() -> None:
+    with pytest.raises(
+        InvariantsError, match=r"^--index-url http://127\.0\.0\.1:9/simple: index unreachable"
+    ):
+        r.check_index("http://127.0.0.1:9/simple", timeout=5)
+
+
+def test_cli_unreachable_index_is_one_line_exit_2() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "invariants", "bisect", "--good", "0.4.30", "--bad", "0.10.2",
+         "--index-url", "http://127.0.0.1:9/simple"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "index unreachable" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_install_failure_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def fake_run(cmd, **kwargs):
+        if "install" in cmd:
+            return subprocess.CompletedProcess(
+                cmd,
+                1,
+                "",
+                "  x No solution found when resolving dependencies:\n"
+                "  `-> Because jaxlib==0.4.30 has no wheels ...\n",
+            )
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(r.subprocess, "run", fake_run)
+    pins = r.choose_pins(V("0.4.30"), JAXLIBS)
+    with pytest.raises(
+        InvariantsError, match=r"^jax==0\.4\.30 jaxlib==0\.4\.30 .*: does not install: .*No solution"
+    ):
+        r.ensure_env(pins, tmp_path, "https://example.invalid/simple", log=lambda s: None)
+    assert not list(tmp_path.iterdir()), "a failed build leaves nothing in the cache"
+
+
+def test_env_health_marker(tmp_path: Path) -> None:
+    pins = r.choose_pins(V("0.4.30"), JAXLIBS)
+    env = tmp_path / pins.env_name
+    assert not r.env_healthy(env, pins)
+    (env / "bin").mkdir(parents=True)
+    (env / "bin" / "python").write_text("")
+    (env / r.MARKER).write_text(json.dumps(pins.to_json()))
+    assert r.env_healthy(env, pins)
+    assert not r.env_healthy(env, r.choose_pins(V("0.4.31"), JAXLIBS))
+    (env / r.MARKER).write_text("{broken")
+    assert not r.env_healthy(env, pins)
+
+
+def test_verdict_ignores_structure_and_counts_xfail_as_holding() -> None:
+    items = [
+        {"kind": "structure", "outcome": "failed", "nodeid": "s"},
+        {"kind": "invariant", "outcome": "passed", "nodeid": "a"},
+        {"kind": "invariant", "outcome": "xfailed", "nodeid": "b"},
+    ]
+    assert b.verdict_of(V("0.5.0"), {"items": items}, 1.0).holds
+    items.append({"kind": "invariant", "outcome": "failed", "nodeid": "c"})
+    v = b.verdict_of(V("0.5.0"), {"items": items}, 1.0)
+    assert not v.holds and [it["nodeid"] for it in v.failing] == ["c"]
+    with pytest.raises(InvariantsError, match="no invariant or correctness items"):
+        b.verdict_of(V("0.5.0"), {"items": items[:1]}, 1.0)
+    with pytest.raises(InvariantsError, match="errored"):
+        b.verdict_of(V("0.5.0"), {"items": [{"kind": "error", "outcome": "failed", "nodeid": "x"}]}, 1.0)
+
+
+def test_suite_command_selects_and_never_times() -> None:
+    cmd = b.suite_command(
+        Path("/e/bin/python"), "grad_no_while", "cpu", "grad_naive", Path("r.json"), Path("d")
+    )
+    assert cmd[:3] == ["/e/bin/python", "-m", "pytest"]
+    assert cmd[cmd.index("-m", 3) + 1] == "not slow and not throughput"
+    assert cmd[cmd.index("-k") + 1] == "grad_no_while" and cmd[cmd.index("--programs") + 1] == "grad_naive"
+    assert "--configs" not in cmd
+    seed = b.suite_command(Path("p"), m.MATRIX_K, "cpu", None, Path("r"), Path("d"), configs=m.MATRIX_CONFIG)
+    assert seed[seed.index("--configs") + 1] == "f32" and seed[seed.index("-k") + 1] == "test_structure"
+
+
+def test_matrix_table_and_plot(tmp_path: Path) -> None:
+    results = {
+        "items": [
+            {"kind": "structure", "config": "f32", "target": "cpu", "program": "naive", "kernels": 1,
+             "while_loops": 0, "dynamic_kernel_launches": 1},
+            {"kind": "structure", "config": "bf16", "target": "cpu", "program": "naive", "kernels": 9},
+            {"kind": "invariant", "config": "f32", "target": "cpu", "program": "naive"},
+        ]
+    }  # fmt: skip
+    rows = m.matrix_rows("0.4.30", results) + m.matrix_rows("0.10.2", {"items": [
+        {"kind": "structure", "config": "f32", "target": "cpu", "program": "naive", "kernels": 2,
+         "while_loops": 1, "dynamic_kernel_launches": None}]})  # fmt: skip
+    assert len(rows) == 2
+    text = m.render_matrix(rows, ["0.4.30", "0.5.3", "0.10.2"], {"tpu-v5e, jax 0.4.30": "skipped: no libtpu"})
+    lines = text.splitlines()
+    assert lines[0].startswith("### cpu:")
+    assert "| program | 0.4.30 | 0.5.3 | 0.10.2 |" in lines
+    assert "| naive | 1 / 0 / 1 | — | 2 / 1 / ? |" in lines
+    assert "- tpu-v5e, jax 0.4.30: skipped: no libtpu" in lines
+    m.plot_matrix(rows, ["0.4.30", "0.5.3", "0.10.2"], tmp_path / "m.png")
+    assert (tmp_path / "m.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_matrix_predicted_cost_row(tmp_path: Path) -> None:
+    def item(target: str, cycles: int | None) -> dict:
+        return {"kind": "structure", "config": "f32", "target": target, "program": "grad_vmap_naive",
+                "kernels": 15, "while_loops": 1, "dynamic_kernel_launches": 73735,
+                "estimated_cycles": cycles}  # fmt: skip
+
+    rows = m.matrix_rows("0.5.3", {"items": [item("tpu-v5e", 119_900_000), item("cpu", None)]})
+    rows += m.matrix_rows("0.10.2", {"items": [item("tpu-v5e", 149_925_672), item("cpu", None)]})
+    lines = m.render_matrix(rows, ["0.5.3", "0.10.2"], {}).splitlines()
+    assert "### tpu-v5e: predicted cost, estimated cycles per call (the compiler's own estimate)" in lines
+    assert "| grad_vmap_naive | 119,900,000 | 149,925,672 |" in lines
+    # The CPU compiler writes no estimate: no predicted-cost table for it.
+    assert not any(line.startswith("### cpu: predicted") for line in lines)
+    m.plot_matrix(rows, ["0.5.3", "0.10.2"], tmp_path / "m.png")
+    assert (tmp_path / "m.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_structural_diff() -> None:
+    assert b.structural_diff("a\nb", "a\nb", "x", "y") == "(identical structure)"
+    diff = b.structural_diff("kernels 9\nwhile 1", "kernels 3\nwhile 1", "jax 0.5.3", "jax 0.6.0")
+    assert "-kernels 9" in diff and "+kernels 3" in diff
+
+
+def test_keys_of_failing_items() -> None:
+    items = [{"kind": "invariant", "programs": ["grad_naive"], "config": "f32", "target": "cpu"},
+             {"kind": "invariant", "programs": ["grad_naive"], "config": "f32", "target": "cpu"},
+             {"kind": "correctness", "program": "take"}]  # fmt: skip
+    assert b._keys_of(items) == [("grad_naive", "f32", "cpu")]
+
+
+def test_run_suite_takes_explicit_arguments() -> None:
+    import inspect
+
+    params = inspect.signature(b.run_suite).parameters
+    assert {"k", "targets", "programs"} <= {n for n, p in params.items() if p.kind is p.KEYWORD_ONLY}
+    cmd = b.suite_command(Path("p"), "x", "cpu", None, Path("r"), Path("d"))
+    assert cmd[cmd.index("--hlo-dump-dir") + 1] == "d"
+    # Bisect compares the facts themselves: version scopes and ratchets would keep every release green.
+    assert "--raw-invariants" in cmd
+
+
+@pytest.mark.usefixtures("selection_checked")
+def test_bisect_command_line_selection_reaches_every_release(monkeypatch, capsys) -> None:
+    """`bisect --programs P --configs C -k K --targets T`: each release's suite runs that selection."""
+    releases = [V("0.4.30"), V("0.5.3"), V("0.6.2")]
+    monkeypatch.setattr(b, "check_index", lambda url: None)
+    monkeypatch.setattr(b, "list_releases", lambda name, url: releases)
+    monkeypatch.setattr(b, "ensure_env", lambda pins, cache, url: Path(f"env-{pins.jax}"))
+    asked = []
+
+    def run_suite(env, version, workdir, **selection):
+        asked.append(selection)
+        outcome = "passed" if version < V("0.5.3") else "failed"
+        return {"items": [{"kind": "invariant", "outcome": outcome, "nodeid": "n"}]}, 1.0
+
+    monkeypatch.setattr(b, "run_suite", run_suite)
+    argv = ["--good", "0.4.30", "--bad", "0.6.2", "--programs", "grad_naive", "--configs", "f32",
+            "-k", "grad_no_while", "--targets", "tpu-v5e"]  # fmt: skip
+    assert b.main_bisect(argv) == 0
+    out = capsys.readouterr().out
+    assert "selection -k 'grad_no_while' --targets tpu-v5e --programs grad_naive --configs f32" in out
+    assert "first release where the selection breaks: jax 0.5.3" in out
+    want = {"k": "grad_no_while", "targets": "tpu-v5e", "programs": "grad_naive", "configs": "f32"}
+    assert asked and all(s == want for s in asked), asked
+
+
+def test_bisect_refuses_an_unknown_configuration_before_any_install(monkeypatch) -> None:
+    def unreachable(url):
+        raise AssertionError("the index was asked before the command line was checked")
+
+    monkeypatch.setattr(b, "check_index", unreachable)
+    with pytest.raises(InvariantsError, match=r"^--configs: unknown configuration 'f64'; known: f32, bf16,"):
+        b.main_bisect(["--good", "0.4.30", "--bad", "0.10.2", "--configs", "f64"])
+
+
+@pytest.mark.usefixtures("selection_checked")
+@pytest.mark.parametrize(
+    ("targets", "plugin"), [("cpu,gpu-a100", True), ("gpu", True), ("cpu,tpu-v5e", False)]
+)
+def test_bisect_gpu_selection_installs_each_releases_cuda_plugin(monkeypatch, targets, plugin) -> None:
+    """`bisect --targets ...gpu...`: every release's environment has that release's CUDA plugin."""
+    releases = [V("0.10.0"), V("0.10.1"), V("0.10.2")]
+    monkeypatch.setattr(b, "check_index", lambda url: None)
+    monkeypatch.setattr(b, "list_releases", lambda name, url: releases)
+    built: list[r.Pins] = []
+
+    def ensure_env(pins, cache, url):
+        built.append(pins)
+        return Path(f"env-{pins.env_name}")
+
+    def run_suite(env, version, workdir, **selection):
+        assert selection["targets"] == targets
+        outcome = "passed" if version < V("0.10.2") else "failed"
+        return {"items": [{"kind": "invariant", "outcome": outcome, "nodeid": "n"}]}, 1.0
+
+    monkeypatch.setattr(b, "ensure_env", ensure_env)
+    monkeypatch.setattr(b, "run_suite", run_suite)
+    assert b.main_bisect(["--good", "0.10.0", "--bad", "0.10.2", "--targets", targets]) == 0
+    assert {str(p.jax) for p in built} == {"0.10.0", "0.10.1", "0.10.2"}
+    for p in built:
+        assert p.gpu is plugin
+        assert (p.requirements()[0] == f"jax[cuda12-local]=={p.jax}") is plugin
+        assert p.env_name == f"jax-{p.jax}" + ("-gpu" if plugin else "")
+
+
+@pytest.mark.usefixtures("selection_checked")
+def test_bisect_refuses_a_release_too_old_for_gpu_in_one_line_before_any_install(monkeypatch) -> None:
+    releases = [V("0.9.1"), V("0.9.2"), V("0.10.2")]
+    monkeypatch.setattr(b, "check_index", lambda url: None)
+    monkeypatch.setattr(b, "list_releases", lambda name, url: releases)
+
+    def ensure_env(pins, cache, url):
+        raise AssertionError(f"installed {pins.env_name} before refusing the selection")
+
+    monkeypatch.setattr(b, "ensure_env", ensure_env)
+    # The newer endpoint first: the walk would install it before it reached the older one.
+    with pytest.raises(InvariantsError) as err:
+        b.main_bisect(["--good", "0.10.2", "--bad", "0.9.1", "--targets", "cpu,gpu-l4"])
+    assert str(err.value).startswith("jax 0.9.1: too old to compile for a GPU on this host (the CUDA plugin")
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.usefixtures("selection_checked")
+def test_matrix_runs_the_gpu_targets_in_each_releases_plugin_environment(monkeypatch, tmp_path) -> None:
+    """`matrix --targets cpu,gpu-a100`: a GPU pass per release with its plugin; a release too old: a note."""
+    releases = [V("0.9.1"), V("0.10.1")]
+    monkeypatch.setattr(m, "check_index", lambda url: None)
+    monkeypatch.setattr(m, "list_releases", lambda name, url: releases)
+    monkeypatch.setattr(m, "plot_matrix", lambda rows, names, path: None)
+    built: list[r.Pins] = []
+    suites: list[tuple[str, str]] = []
+
+    def ensure_env(pins, cache, url):
+        built.append(pins)
+        return Path(f"env-{pins.env_name}")
+
+    def run_suite(env, version, workdir, **selection):
+        suites.append((str(env), selection["targets"]))
+        item = {"kind": "structure", "config": "f32", "program": "grad_take", "kernels": 3, "while_loops": 0,
+                "dynamic_kernel_launches": 3}  # fmt: skip
+        return {"items": [{**item, "target": t} for t in selection["targets"].split(",")]}, 1.0
+
+    monkeypatch.setattr(m, "ensure_env", ensure_env)
+    monkeypatch.setattr(m, "run_suite", run_suite)
+    argv = ["--versions", "0.9.1,0.10.1", "--targets", "cpu,gpu-a100", "--no-tpu", "--out", str(tmp_path)]
+    assert m.main_matrix(argv) == 0
+    assert [p.env_name for p in built] == ["jax-0.9.1", "jax-0.10.1", "jax-0.10.1-gpu"]
+    assert built[-1].requirements()[0] == "jax[cuda12-local]==0.10.1"
+    assert suites[-1] == ("env-jax-0.10.1-gpu", "gpu-a100")
+    table = (tmp_path / "matrix.md").read_text()
+    assert "### gpu-a100: kernels / while loops / dynamic kernel launches (f32)" in table
+    assert "- gpu-a100, jax 0.9.1: skipped: jax 0.9.1: too old to compile for a GPU" in table
+
+
+# What the A100's grad_take f32 renders to in jaxlib 0.10.1 and 0.10.2: the HLO lines equal, the code not.
+A100_0_10_1 = """# grad_take [f32] on gpu-a100
+
+jaxpr:
+  mul transpose scatter-add[FILL_OR_DROP]
+
+summary: kernels 2; entry fusions 2 (kInput 1, kLoop 1); while loops 0; dynamic launches 2
+kernels:
+  kernel 1: fusion kLoop {broadcast, constant} -> f32[8192,32]{1,0}
+      code ptx: no atomics; loops 0; vector 128 bits
+  kernel 2: fusion kInput {add, scatter, select} -> f32[8192,32]{1,0}
+      code ptx: atomics atom.add.f32×4; loops 0; vector 128 bits
+custom calls: none
+root: f32[8192,32]{1,0}
+"""
+A100_0_10_2 = A100_0_10_1.replace(
+    "atomics atom.add.f32×4; loops 0", "atomics atom.cas.b32×4 (CAS retry loops 4); loops 4"
+)
+
+
+def test_line_changes_tell_code_lines_from_hlo_lines() -> None:
+    code_only = b.line_changes(A100_0_10_1, A100_0_10_2)
+    assert code_only.code_only and not code_only.hlo
+    assert code_only.code == (("kernel 2", "      code ptx: atomics atom.add.f32×4; loops 0; vector 128 bits",
+                               "      code ptx: atomics atom.cas.b32×4 (CAS retry loops 4); loops 4; vector "
+                               "128 bits"),)  # fmt: skip
+    assert b.what_changed(A100_0_10_1, A100_0_10_2) == (
+        "code lines only (1 changed: kernel 2); the HLO lines are equal (summary: kernels 2; entry fusions 2 "
+        "(kInput 1, kLoop 1); while loops 0; dynamic launches 2)"
+    )
+    # An HLO change is named as one, with its first line, and the code lines beside it when they change too.
+    looped = A100_0_10_2.replace("while loops 0", "while loops 1 (×16384)")
+    assert b.what_changed(A100_0_10_1, looped) == (
+        "HLO lines (2 changed, first: -summary: kernels 2; entry fusions 2 (kInput 1, kLoop 1); while loops "
+        "0; dynamic launches 2) and code lines (1 changed: kernel 2)"
+    )
+    assert not b.line_changes(A100_0_10_1, looped).code_only
+    assert b.what_changed(A100_0_10_1, A100_0_10_1) == "no line changed"
+    # Code that no listed kernel names is a block of code lines of its own; a kernel losing its code line
+    # is a code change; a line like "custom calls" never is.
+    block = "code of no listed kernel:\n  ptx: no atomics; loops 1; scalar\ncustom calls: none"
+    stray = A100_0_10_1.replace("custom calls: none", block)
+    assert b.line_changes(A100_0_10_1, stray).code_only
+    assert [k for k, _, _ in b.line_changes(A100_0_10_1, stray).code] == ["code of no listed kernel"] * 2
+    lost = A100_0_10_1.replace("      code ptx: no atomics; loops 0; vector 128 bits\n", "")
+    assert b.line_changes(A100_0_10_1, lost).code == (
+        ("kernel 1", "      code ptx: no atomics; loops 0; vector 128 bits", None),)  # fmt: skip
+    assert b.line_changes(A100_0_10_1, A100_0_10_1.replace("none", "cub")).hlo == (
+        "-custom calls: none", "+custom calls: cub")  # fmt: skip
+
+
+@pytest.mark.usefixtures("selection_checked")
+def test_bisect_over_a_gpu_target_finds_a_code_only_change(monkeypatch, capsys) -> None:
+    """A fake index and suite: jaxlib 0.10.2's kernel invariant fails on gpu-a100 where 0.10.1's held; the
+    output names the boundary, the failing kernel item, and that the snapshots differ in a code line only."""
+    releases = [V("0.10.0"), V("0.10.1"), V("0.10.2")]
+    monkeypatch.setattr(b, "check_index", lambda url: None)
+    monkeypatch.setattr(b, "list_releases", lambda name, url: releases)
+    monkeypatch.setattr(b, "ensure_env", lambda pins, cache, url: Path(f"env-{pins.env_name}"))
+
+    def run_suite(env, version, workdir, **selection):
+        assert selection["targets"] == "gpu-a100" and str(env).endswith("-gpu")
+        cas = 4 if version >= V("0.10.2") else 0
+        node = "test_invariant[gpu-a100-grad_take-f32-grad_native_float_atomics_sm8x]"
+        item = {"kind": "invariant", "id": "grad_native_float_atomics_sm8x", "target": "gpu-a100",
+                "config": "f32", "programs": ["grad_take"], "assert": "cas_atomics == 0",
+                "measured": {"cas_atomics": cas}, "outcome": "failed" if cas else "passed",
+                "nodeid": node}  # fmt: skip
+        return {"items": [item]}, 1.0
+
+    rendered = {"env-jax-0.10.1-gpu": A100_0_10_1, "env-jax-0.10.2-gpu": A100_0_10_2}
+    monkeypatch.setattr(b, "run_suite", run_suite)
+    monkeypatch.setattr(b, "render_in", lambda env, keys: {"/".join(k): rendered[str(env)] for k in keys})
+    argv = ["--good", "0.10.0", "--bad", "0.10.2", "--targets", "gpu-a100", "--programs", "grad_take"]
+    assert b.main_bisect(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "first release where the selection breaks: jax 0.10.2 (last with it holding: jax 0.10.1); 3 " \
+        "releases tested, 0 skipped" in out  # fmt: skip
+    assert "  FAILED gpu-a100-grad_take-f32-grad_native_float_atomics_sm8x (cas_atomics == 0: " \
+        "cas_atomics=4)" in out  # fmt: skip
+    assert "structure of grad_take/f32/gpu-a100, jax 0.10.1 -> 0.10.2:" in out
+    assert "-      code ptx: atomics atom.add.f32×4; loops 0; vector 128 bits" in out
+    assert "+      code ptx: atomics atom.cas.b32×4 (CAS retry loops 4); loops 4; vector 128 bits" in out
+    assert not any(line.startswith(("-summary", "+summary")) for line in out)
+    assert "changed: code lines only (1 changed: kernel 2); the HLO lines are equal (summary: kernels 2; " \
+        "entry fusions 2 (kInput 1, kLoop 1); while loops 0; dynamic launches 2)" in out  # fmt: skip
+
+
+def _no_index(monkeypatch) -> None:
+    def unreachable(url):
+        raise AssertionError("the index was asked before the command line was checked")
+
+    monkeypatch.setattr(b, "check_index", unreachable)
+
+
+def test_bisect_refuses_a_keep_path_it_cannot_write_before_any_install(monkeypatch, tmp_path) -> None:
+    """`bisect --keep FILE` (or a folder it cannot write) failed at the first release's run, after its
+    install; now one line first."""
+    _no_index(monkeypatch)
+    monkeypatch.setattr(b, "check_selection", lambda *args, **kwargs: 1)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(InvariantsError) as err:
+        b.main_bisect(["--good", "0.4.30", "--bad", "0.10.2", "--keep", str(tmp_path / "file")])
+    assert str(err.value) == f"--keep {tmp_path / 'file'}: a file, not a folder; give a folder"
+    with pytest.raises(InvariantsError, match=r"^--keep /sys/runs: cannot make the folder /sys/runs \("):
+        b.main_bisect(["--good", "0.4.30", "--bad", "0.10.2", "--keep", "/sys/runs"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["-k", "nomatch"], "-k 'nomatch' --targets cpu: selects no invariant or correctness item; widen -k"),
+        (["-k", "grad_no_while", "--programs", "naive"],
+         "-k 'grad_no_while' --targets cpu --programs naive: selects no invariant or correctness item"),
+        (["--targets", "tpu-v5", "-k", "no_while"], "--targets: unknown target 'tpu-v5' (did you mean"),
+    ],
+)  # fmt: skip
+def test_bisect_refuses_a_selection_of_nothing_before_any_install(monkeypatch, argv, said) -> None:
+    """The selection is collected here first (the gate modules every release runs): one that selects no
+    item a verdict is made of was found only after installing a release ('jax 0.4.30: -k ... selects no
+    items'), or, for a target, never."""
+    _no_index(monkeypatch)
+    with pytest.raises(InvariantsError) as err:
+        b.main_bisect(["--good", "0.4.30", "--bad", "0.10.2", *argv])
+    assert str(err.value).startswith(said) and "\n" not in str(err.value), str(err.value)

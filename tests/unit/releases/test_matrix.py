@@ -1,0 +1,114 @@
+"""Unit tests of the matrix's kernel-code rows: no network, no environments (the records are the structure
+tier's, as the results file holds them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from invariants._errors import InvariantsError
+from invariants.releases import matrix as m
+
+VERSIONS = ["0.10.0", "0.10.1", "0.10.2"]
+
+
+def _item(
+    target: str, program: str, cas: int | None, native: int | None, width: int | None
+) -> dict[str, Any]:
+    return {"kind": "structure", "config": "f32", "target": target, "program": program, "kernels": 2,
+            "while_loops": 0, "dynamic_kernel_launches": 2, "estimated_cycles": None, "cas_atomics": cas,
+            "float_atomics": native, "cas_loops": cas, "vector_width": width}  # fmt: skip
+
+
+def _rows() -> list[m.MatrixRow]:
+    """What the A100 and the CPU record in 0.10.0 (no kernel code read), 0.10.1 and 0.10.2 (xla#46225)."""
+    per_version = {
+        "0.10.0": [_item("gpu-a100", "grad_take", None, None, None),
+                   _item("gpu-a100", "take", None, None, None), _item("cpu", "grad_take", 0, 0, 256)],
+        "0.10.1": [_item("gpu-a100", "grad_take", 0, 4, 128), _item("gpu-a100", "take", 0, 0, 128),
+                   _item("cpu", "grad_take", 0, 0, 256)],
+        "0.10.2": [_item("gpu-a100", "grad_take", 4, 0, 128), _item("gpu-a100", "take", 0, 0, 128),
+                   _item("cpu", "grad_take", 0, 0, 256)],
+    }  # fmt: skip
+    return [row for v, items in per_version.items() for row in m.matrix_rows(v, {"items": items})]
+
+
+def test_kernel_table_shows_native_atomics_becoming_cas_behind_equal_hlo(tmp_path: Path) -> None:
+    rows = _rows()
+    assert rows[3].metrics["cas_atomics"] == 0 and rows[3].metrics["float_atomics"] == 4
+    notes = m.kernel_notes(rows, VERSIONS)
+    assert list(notes) == ["gpu-a100, jax 0.10.0"], "one line for the release without code; none for TPU"
+    lines = m.render_matrix(rows, VERSIONS, notes).splitlines()
+    # The HLO's counts are the same in every release ...
+    assert "| grad_take | 2 / 0 / 2 | 2 / 0 / 2 | 2 / 0 / 2 |" in lines
+    # ... the code is not: CAS atomics / native float atomics / vector width, the change in bold.
+    title = f"### gpu-a100: {m.KERNEL_TITLE} (f32)"
+    assert title in lines
+    table = lines[lines.index(title) :]
+    assert "| grad_take | ? / ? / ? | 0 / 4 / 128 | **4 / 0 / 128** |" in table
+    assert "| take | ? / ? / ? | 0 / 0 / 128 | 0 / 0 / 128 |" in table
+    assert f"### cpu: {m.KERNEL_TITLE} (f32)" in lines
+    assert "| grad_take | 0 / 0 / 256 | 0 / 0 / 256 | 0 / 0 / 256 |" in lines
+    assert any(ln.startswith("- gpu-a100, jax 0.10.0: no kernel metrics recorded") for ln in lines)
+    m.plot_matrix(rows, VERSIONS, tmp_path / "m.png")
+    assert (tmp_path / "m.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_plot_draws_the_kernel_panels(tmp_path: Path, monkeypatch) -> None:
+    """The atomics panels draw the series that move (grad_take on gpu-a100: float 4 -> 0, CAS 0 -> 4) and
+    leave out the ones at 0 throughout; without kernel metrics there are no kernel panels."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    drawn: dict[str, list[tuple[str, list[Any]]]] = {}
+    real_savefig = plt.Figure.savefig
+
+    def savefig(fig: Any, path: Any, **kwargs: Any) -> None:
+        for ax in fig.axes:
+            if ax.get_visible():
+                drawn[ax.get_title()] = [(ln.get_label(), list(ln.get_ydata())) for ln in ax.get_lines()]
+        real_savefig(fig, path, **kwargs)
+
+    monkeypatch.setattr(plt.Figure, "savefig", savefig)
+    m.plot_matrix(_rows(), VERSIONS, tmp_path / "m.png")
+    cas = next(v for k, v in drawn.items() if k.startswith("cas_atomics"))
+    native = next(v for k, v in drawn.items() if k.startswith("float_atomics"))
+    assert cas == [("gpu-a100 grad_take", [0, 4])]
+    assert native == [("gpu-a100 grad_take", [4, 0])]
+    assert sorted(label for label, _ in drawn["vector_width"]) == ["cpu grad_take", "gpu-a100 grad_take",
+                                                                   "gpu-a100 take"]  # fmt: skip
+    drawn.clear()
+    hlo_only = [m.MatrixRow(r.version, r.target, r.program, {k: r.metrics[k] for k in m.MATRIX_METRICS})
+                for r in _rows()]  # fmt: skip
+    m.plot_matrix(hlo_only, VERSIONS, tmp_path / "h.png")
+    assert set(drawn) == set(m.MATRIX_METRICS)
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--versions", ","], "--versions: empty selection; name jax releases"),
+        (["--versions", "0.10.2", "--targets", "nosuch"], "--targets: unknown target 'nosuch'; known: all,"),
+        (["--versions", "0.10.2", "--targets", "cpu,gpu-h10"], "--targets: unknown target 'gpu-h10' (did"),
+        (["--versions", "0.10.2", "--targets", "tpu-v4"], "--targets tpu-v4: matrix does not run tpu-v4"),
+        (["--versions", "0.10.2", "--programs", "nosuch"], "--programs: unknown program 'nosuch'"),
+        (["--versions", "0.10.2", "--out", "/dev/null"], "--out /dev/null: a character device, not a folder"),
+        (["--versions", "0.10.2", "--keep", "/sys/runs"], "--keep /sys/runs: cannot make the folder"),
+    ],
+)  # fmt: skip
+def test_matrix_refuses_what_it_cannot_do_before_any_install(monkeypatch, tmp_path, argv, said) -> None:
+    """Each was found after the releases' installs and runs, or never: `--versions ,` ran nothing, an
+    unknown --targets word was ignored, and an --out that is no folder crashed at the end, the runs lost."""
+
+    def unreachable(url):
+        raise AssertionError("the index was asked before the command line was checked")
+
+    monkeypatch.setattr(m, "check_index", unreachable)
+    monkeypatch.chdir(tmp_path)  # the default --out, artifacts/matrix, is made here
+    with pytest.raises(InvariantsError) as err:
+        m.main_matrix(argv)
+    assert str(err.value).startswith(said) and "\n" not in str(err.value), str(err.value)

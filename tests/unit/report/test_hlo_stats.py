@@ -1,0 +1,244 @@
+"""The hlo-stats subcommand, called in-process."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+import shutil
+
+import pytest
+
+from invariants.report.hlo_stats import main
+
+DATA = pathlib.Path(__file__).resolve().parents[2] / "data" / "hlo"
+TPU_BWD = str(DATA / "tpu_v5e_bwd_vmap_index.txt")
+SEED_TAKE = str(DATA / "tpu_seed_jit__take.txt")
+
+
+def test_text_output(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([TPU_BWD]) == 0
+    out = capsys.readouterr().out
+    assert "entry fusions: 2 (kLoop 2)" in out
+    assert "trip count 16384" in out
+    assert "while  trips=16384" in out
+
+
+def test_json_one_file(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([SEED_TAKE, "--json"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["entry_fusions"] == 4
+    assert obj["fusion_kinds"] == {"kCustom": 1, "kLoop": 3}
+    assert obj["custom_call_targets"] == ["AssumeGatherIndicesInBound"]
+    assert obj["while_loops"] == 0 and obj["collectives"] == 0 and obj["collective_counts"] == {}
+    assert isinstance(obj["kernels"], int) and isinstance(obj["opcode_counts"], dict)
+    assert obj["opcodes"] == sorted(obj["opcode_counts"])
+    assert obj["dynamic_kernel_launches"] == obj["kernels"]
+
+
+def test_json_several_files_keyed_by_path(capsys: pytest.CaptureFixture[str]) -> None:
+    sharded = str(DATA / "tpu_v5e_2x2_sharded_fwd_index.txt")
+    assert main(["--json", TPU_BWD, sharded]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert set(obj) == {TPU_BWD, sharded}
+    assert obj[TPU_BWD]["trip_counts"] == [16384]
+    assert obj[TPU_BWD]["dynamic_kernel_launches"] >= 16384
+    assert obj[sharded]["collectives"] == 1 and obj[sharded]["collective_counts"] == {"all-reduce": 1}
+    assert obj[sharded]["collective_bytes"] == 16384 * 32 * 4
+
+
+def test_directory_takes_after_optimizations_files(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shutil.copy(SEED_TAKE, tmp_path / "module_0002.jit__take.after_optimizations.txt")
+    shutil.copy(TPU_BWD, tmp_path / "module_0001.jit_bwd.after_optimizations.txt")
+    (tmp_path / "module_0001.jit_bwd.before_optimizations.txt").write_text("not read")
+    assert main([str(tmp_path), "--json"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert [pathlib.Path(p).name for p in obj] == [
+        "module_0001.jit_bwd.after_optimizations.txt", "module_0002.jit__take.after_optimizations.txt",
+    ]  # fmt: skip
+
+
+def test_empty_directory_is_an_error(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "after_optimizations" in err
+
+
+def test_malformed_input_one_line_exit_2(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.txt"
+    bad.write_text("HloModule m\n\nENTRY %main {\n  %x = f32[4]{0} parameter(0)\n  %y = f32[4] what?\n}\n")
+    assert main([str(bad)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1
+    assert captured.err.startswith(f"{bad}:5: ")
+    assert "Traceback" not in captured.err
+
+
+def test_missing_file_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["/nonexistent/x.txt", "--json"]) == 2
+    err = capsys.readouterr().err
+    assert err == "/nonexistent/x.txt: no such file or directory\n"
+
+
+def test_help_documents_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert "keyed by file path" in out and "after_optimizations" in out
+
+
+def test_json_keys_and_help_use_the_spec_metric_names(capsys: pytest.CaptureFixture[str]) -> None:
+    """What `hlo-stats --help` lists (the TOML example points there) is what an assert accepts: every
+    structural metric of the registry is a --json key with the same value an invariant would see."""
+    from invariants.hlo.metrics import METRICS
+    from invariants.hlo.parse import parse_module
+    from invariants.hlo.structure import structure_of
+
+    assert main([SEED_TAKE, "--json"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    s = structure_of(parse_module(pathlib.Path(SEED_TAKE).read_text(), SEED_TAKE))
+    structural = [m for m in METRICS.values() if m.source == "structure" and m.of and not m.alias_of]
+    for m in structural:
+        value = m.of(s)
+        assert obj[m.name] == (list(value) if isinstance(value, tuple) else value), m.name
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    help_text = capsys.readouterr().out
+    listed = set(re.findall(r"^  ([a-z_]+)(?:\(PROGRAM\))?  ", help_text, re.M))
+    assert set(METRICS) <= listed
+
+
+DUMP = DATA / "cpu_dump"  # part of a real --xla_dump_to folder (see tests/data/hlo/README.md)
+
+
+def test_a_whole_dump_folder_skips_what_is_not_a_module(capsys: pytest.CaptureFixture[str]) -> None:
+    """`hlo-stats --json dump/*`: reports the modules, and says on stderr what it skipped and why."""
+    files = sorted(str(p) for p in DUMP.iterdir())
+    assert main(["--json", *files]) == 0
+    captured = capsys.readouterr()
+    obj = json.loads(captured.out)
+    after = str(DUMP / "module_0006.jit__lambda.cpu_after_optimizations.txt")
+    before = str(DUMP / "module_0006.jit__lambda.before_optimizations.txt")
+    assert set(obj) == {after, before}
+    assert obj[after]["optimized"] is True and obj[after]["gathers"] == 1
+    skipped = [line for line in captured.err.splitlines() if line.startswith("hlo-stats: skipped ")]
+    assert len(skipped) == len(files) - 2 and any("not text" in line for line in skipped)
+
+
+def test_an_unoptimized_module_is_flagged(capsys: pytest.CaptureFixture[str]) -> None:
+    before = str(DUMP / "module_0006.jit__lambda.before_optimizations.txt")
+    assert main(["--json", before]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["optimized"] is False
+    assert "not optimized" in captured.err and "before_optimizations" in captured.err
+    assert main([before]) == 0
+    assert "NOT OPTIMIZED" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_one_file_that_is_not_a_module_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    report = DUMP / "module_0006.jit__lambda.cpu_after_optimizations-buffer-assignment.txt"
+    assert main([str(report)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not an HLO module" in err
+
+
+def test_json_estimated_cycles_for_tpu_dumps_and_null_elsewhere(capsys: pytest.CaptureFixture[str]) -> None:
+    seed_gather = str(DATA / "tpu_seed_jit_gather.txt")
+    cpu = str(DATA / "cpu_fwd_index.txt")
+    assert main(["--json", SEED_TAKE, seed_gather, TPU_BWD, cpu]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    # Hand counts in tests/unit/hlo/test_cost.py.
+    assert obj[SEED_TAKE]["estimated_cycles"] == 61717
+    assert obj[seed_gather]["estimated_cycles"] == 22542
+    assert obj[TPU_BWD]["estimated_cycles"] == 149_925_672
+    assert obj[TPU_BWD]["unestimated_launches"] == 65544
+    assert obj[cpu]["estimated_cycles"] is None
+    assert "only the TPU compiler" in obj[cpu]["estimated_cycles_note"]
+
+
+def test_text_shows_estimated_cycles(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([SEED_TAKE]) == 0
+    out = capsys.readouterr().out
+    assert "estimated cycles: 61717 (2 launches carry no estimate)" in out
+    assert "(38214 cycles)" in out
+
+
+def _jax_0_10_2_dump(tmp_path: pathlib.Path) -> pathlib.Path:
+    """A dump folder as jax 0.10.2 writes it: files, and a sub-folder per module (of textprotos)."""
+    dump = tmp_path / "dump"
+    shutil.copytree(DUMP, dump)
+    for module in ("module_0002.jit_broadcast_in_dim", "module_0006.jit__lambda"):
+        (dump / module).mkdir()
+        for name in ("topology.textproto", "module.mlir", "compile_options.textproto"):
+            (dump / module / name).write_text("not hlo\n")
+    return dump
+
+
+def test_the_help_form_dir_star_reads_a_dump_with_module_sub_folders(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`hlo-stats --json DIR/*` on a jax 0.10.2 dump: a sub-folder without modules is skipped with a note,
+    as a file that is no module is (it was exit 2: 'no *after_optimizations.txt files in this directory')."""
+    dump = _jax_0_10_2_dump(tmp_path)
+    assert main(["--json", *sorted(str(p) for p in dump.iterdir())]) == 0
+    captured = capsys.readouterr()
+    assert set(json.loads(captured.out)) == {
+        str(dump / "module_0006.jit__lambda.cpu_after_optimizations.txt"),
+        str(dump / "module_0006.jit__lambda.before_optimizations.txt"),
+    }
+    skipped = [ln for ln in captured.err.splitlines() if "module_0006.jit__lambda:" in ln]
+    none_here = "no *after_optimizations.txt or *.hlo.txt files in this directory"
+    assert skipped == [f"hlo-stats: skipped {dump / 'module_0006.jit__lambda'}: {none_here}"]
+    # A folder with modules inside the list is read, as it is alone.
+    assert main(["--json", str(dump), str(DATA / "cpu_fwd_take.txt")]) == 0
+    assert str(dump / "module_0006.jit__lambda.cpu_after_optimizations.txt") in json.loads(
+        capsys.readouterr().out
+    )
+
+
+def test_the_gates_own_dump_folder_is_a_dump_folder(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+):
+    """`hlo-stats artifacts/hlo/cpu/` (--hlo-dump-dir: <program>.<config>.hlo.txt beside .jaxpr.txt and the
+    kernels' code) reads its modules with their kernel code; it was refused, as no XLA dump."""
+    kernels = DATA.parent / "kernels" / "jaxlib-0.10.2" / "cpu" / "grad_take.f32"
+    (hlo,) = kernels.glob("*after_optimizations.txt")
+    folder = tmp_path / "hlo" / "cpu"
+    folder.mkdir(parents=True)
+    (folder / "grad_take.f32.hlo.txt").write_text(hlo.read_text())
+    (folder / "grad_take.f32.jaxpr.txt").write_text("{ lambda ; a:f32[8192,32]. let  in (a,) }\n")
+    from invariants.kernels.dump import module_prefix
+
+    for code in kernels.glob("*.ll"):
+        if code.name.endswith("ir-with-opt.ll"):
+            (folder / f"grad_take.f32.{module_prefix(code.name)[1]}").write_text(code.read_text())  # type: ignore[index]
+    assert main(["--json", str(folder)]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["module"] and obj["kernel_code"], obj.get("kernel_code_note")
+    assert obj["scatters"] == 1
+    assert main([str(tmp_path / "hlo")]) == 2  # the folder of the target folders: which one, said
+    none_here = "no *after_optimizations.txt or *.hlo.txt files in this directory"
+    assert (
+        capsys.readouterr().err
+        == f"{tmp_path / 'hlo'}: {none_here} (its sub-folders cpu have some: name one)\n"
+    )
+
+
+def test_a_path_that_is_not_a_regular_file_says_what_it_is(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A fifo and /dev/null exist: they were reported as 'no such file or directory'."""
+    import os
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert main([str(fifo)]) == 2
+    assert capsys.readouterr().err == f"{fifo}: not a regular file (a named pipe)\n"
+    assert main(["--json", "/dev/null"]) == 2
+    assert capsys.readouterr().err == "/dev/null: not a regular file (a character device)\n"
+    assert main([str(fifo), SEED_TAKE]) == 0  # among several: skipped with a note, as other non-modules
+    assert f"hlo-stats: skipped {fifo}: not a regular file (a named pipe)" in capsys.readouterr().err

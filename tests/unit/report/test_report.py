@@ -1,0 +1,376 @@
+"""`python -m invariants report`: tables, throughput, --compare, the plot, and one line for bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from invariants.__main__ import main as cli
+from invariants._errors import InvariantsError
+from invariants.plugin.results import record
+from invariants.report import markdown as _report
+
+# Records are built by the results module, the same as the gate's items build theirs.
+
+
+def _structure(target: str, program: str, config: str = "f32", **metrics: Any) -> dict[str, Any]:
+    base = dict(kernels=1, entry_fusions=1, while_loops=0, max_trip_count=0, dynamic_kernel_launches=1)
+    base |= dict(collectives=0, collective_bytes=0)
+    _, value = record("structure", target=target, program=program, config=config, **{**base, **metrics})
+    return {**value, "outcome": "passed", "nodeid": f"s::{target}-{program}-{config}"}
+
+
+def _invariant(target: str, program: str, id_: str, outcome: str, config: str = "f32") -> dict[str, Any]:
+    nodeid = f"i::{target}-{program}-{config}-{id_}"
+    _, value = record("invariant", id=id_, target=target, programs=[program], config=config,
+                      holds=outcome != "failed", measured={}, **{"assert": "kernels <= 1"})  # fmt: skip
+    return {**value, "outcome": outcome, "nodeid": nodeid}
+
+
+def _ratio(a: str, median: float, low: float, high: float, verdict: str = "pass") -> dict[str, Any]:
+    _, value = record("ratio", id=f"{a}_vs_take", target="cpu", a=a, b="take", config="f32", median=median,
+                      low=low, high=high, threshold=1.1, verdict=verdict)  # fmt: skip
+    return value
+
+
+def _results(items: list[dict[str, Any]], jax: str = "0.10.2", exitstatus: int = 0) -> dict[str, Any]:
+    return {
+        "versions": {"jax": jax, "jaxlib": jax},
+        "runtime": {"platform": "cpu", "device_kind": "cpu", "count": 1},
+        "targets": {
+            "cpu": {"mode": "runtime", "scope": "all", "unavailable": None},
+            "tpu-v5e": {"mode": "aot", "scope": "all", "unavailable": None},
+        },
+        "exitstatus": exitstatus,
+        "items": items,
+    }
+
+
+def _write(tmp_path: Path, name: str, data: Any) -> str:
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    return str(path)
+
+
+RUN = [
+    _structure("cpu", "naive"),
+    _structure(
+        "tpu-v5e",
+        "grad_vmap_naive",
+        kernels=22,
+        entry_fusions=2,
+        while_loops=1,
+        max_trip_count=16384,
+        dynamic_kernel_launches=147470,
+    ),
+    _structure("tpu-v5e", "sharded", collectives=1, collective_bytes=1048576),
+    _invariant("cpu", "naive", "one_kernel", "passed"),
+    _invariant("tpu-v5e", "grad_vmap_naive", "grad_no_while", "xfailed"),
+    _invariant("tpu-v5e", "grad_vmap_naive", "grad_bounded_launches", "failed"),
+    {
+        **_ratio("naive", 1.05, 1.03, 1.07),
+        "outcome": "passed",
+        "nodeid": "t::test_ratio[cpu-naive~take-f32]",
+    },
+]
+
+
+def test_report_tables_show_structure_and_invariant_status(tmp_path):
+    run = _report.load_results(_write(tmp_path, "r.json", _results(RUN, exitstatus=1)))
+    md = _report.render(run)
+    assert "**failed** (pytest exit status 1)" in md
+    assert "jax 0.10.2" in md and "`tpu-v5e` (aot, all)" in md
+    row = next(line for line in md.splitlines() if line.startswith("| `grad_vmap_naive` |"))
+    # kernels, entry fusions, while (max trip), dynamic launches, collectives, invariant status
+    assert "| 22 | 2 | 1 (16,384) | 147,470 | 0 |" in row
+    assert "1 **fail**, 1 xfail" in row and "`grad_bounded_launches`" in row
+    assert "| 1 (1.0 MiB) |" in md
+    assert "| `cpu` | `naive / take` | f32 | 1.050 [1.030, 1.070] | ≤ 1.1 | pass | passed |" in md
+    assert "- `i::tpu-v5e-grad_vmap_naive-f32-grad_bounded_launches`" in md  # the failed-items list
+
+
+def test_benchmark_json_adds_rows_once(tmp_path):
+    results = _write(tmp_path, "r.json", _results(RUN))
+    bench = {
+        "machine_info": {},
+        "benchmarks": [
+            # Measured in the results file too (same node id): reported once.
+            {
+                "name": "test_ratio[cpu-naive~take-f32]",
+                "fullname": "t::test_ratio[cpu-naive~take-f32]",
+                "extra_info": _ratio("naive", 1.05, 1.03, 1.07),
+                "stats": {"median": 0.1},
+            },
+            {
+                "name": "test_ratio[cpu-vmap~take-f32]",
+                "fullname": "t::test_ratio[cpu-vmap~take-f32]",
+                "extra_info": _ratio("vmap", 1.4, 1.3, 1.5, verdict="fail"),
+                "stats": {"median": 0.1},
+            },
+            {
+                "name": "test_efficiency[cpu-take-f32]",
+                "fullname": "t::test_efficiency[cpu-take-f32]",
+                "extra_info": record(
+                    "efficiency",
+                    id="efficiency",
+                    target="cpu",
+                    program="take",
+                    config="f32",
+                    efficiency=0.25,
+                    low=0.24,
+                    high=0.26,
+                    min_efficiency=None,
+                    verdict=None,
+                )[1],
+                "stats": {"median": 0.1},
+            },
+            {"name": "test_unrelated", "fullname": "u::test_unrelated", "extra_info": {}, "stats": {}},
+        ],
+    }
+    out = tmp_path / "report.md"
+    argv = ["report", results, "--benchmark-json", _write(tmp_path, "b.json", bench), "--out", str(out)]
+    assert cli(argv) == 0
+    md = out.read_text()
+    assert md.count("`naive / take`") == 1
+    assert "| `cpu` | `vmap / take` | f32 | 1.400 [1.300, 1.500] | ≤ 1.1 | fail | — |" in md
+    assert "| `cpu` | `take` | f32 | 0.250 [0.240, 0.260] | — | — |" in md
+
+
+def test_compare_lists_changed_metrics_and_outcomes(tmp_path):
+    a = _write(tmp_path, "a.json", _results(RUN))
+    changed = [dict(i) for i in RUN]
+    changed[0] = _structure("cpu", "naive", kernels=6, dynamic_kernel_launches=6)  # an injected regression
+    changed[3] = {**changed[3], "outcome": "failed"}
+    changed[6] = {**changed[6], "median": 1.5, "low": 1.4, "high": 1.6, "verdict": "fail"}
+    b = _write(tmp_path, "b.json", _results(changed, jax="0.11.0.dev20261130"))
+    md = _report.compare_markdown(_report.load_results(a), _report.load_results(b))
+    assert "| jax | 0.10.2 | 0.11.0.dev20261130 |" in md
+    assert "## Structure: 2 metric(s) changed" in md
+    assert "| `cpu` | `naive` | f32 | kernels | 1 | 6 |" in md
+    assert "| `i::cpu-naive-f32-one_kernel` | passed | failed |" in md
+    assert "## Throughput: 1 measurement(s) moved beyond their intervals" in md
+    same = _report.compare_markdown(_report.load_results(a), _report.load_results(a))
+    assert "Same versions." in same and "0 metric(s) changed" in same and "0 item(s) changed" in same
+
+
+def test_plot_writes_a_png(tmp_path):
+    run = _report.load_results(_write(tmp_path, "r.json", _results(RUN)))
+    out = tmp_path / "plot.png"
+    _report.plot(run, out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_several_results_files_merge(tmp_path):
+    gate = _write(tmp_path, "r.json", _results(RUN[:6]))
+    timed = _write(tmp_path, "t.json", _results(RUN[6:]))
+    run = _report.merge([_report.load_results(gate), _report.load_results(timed)])
+    assert len(run.items) == len(RUN) and [t.label for t in run.throughput] == ["naive / take"]
+    other = _write(tmp_path, "o.json", _results(RUN, jax="0.4.30"))
+    with pytest.raises(InvariantsError, match=r"jax 0\.4\.30 differs from 0\.10\.2"):
+        _report.merge([_report.load_results(gate), _report.load_results(other)])
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "no such results file"),
+        ("{not json", "not JSON"),
+        ("[1, 2]", "not a results file"),
+        (json.dumps({"items": [{"kind": "structure"}]}), "items[0] is not an object with string 'kind'"),
+        (json.dumps({"items": [], "exitstatus": "0"}), "'exitstatus' must be an integer"),
+        (
+            json.dumps(
+                {
+                    "items": [
+                        {
+                            **_ratio("naive", 1.0, 0.9, 1.1),
+                            "median": "fast",
+                            "nodeid": "t::x",
+                            "outcome": "passed",
+                        }
+                    ]
+                }
+            ),
+            "'median' must be a finite number",
+        ),
+    ],
+)
+def test_bad_results_is_one_line(tmp_path, capsys, content, message):
+    path = tmp_path / "results.json"
+    if content is not None:
+        path.write_text(content)
+    assert cli(["report", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("bench", "message"),
+    [
+        ('{"benchmarks": 3}', "not a pytest-benchmark JSON file"),
+        (
+            json.dumps({"benchmarks": [{"name": "x", "extra_info": _ratio("naive", 1.0, None, 1.1)}]}),  # type: ignore[arg-type]
+            "benchmarks[0] (x)",
+        ),
+    ],
+)
+def test_bad_benchmark_json_is_one_line(tmp_path, capsys, bench, message):
+    results = _write(tmp_path, "r.json", _results(RUN))
+    assert cli(["report", results, "--benchmark-json", _write(tmp_path, "b.json", bench)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([], "give a results file"),
+        (["--compare", "a.json"], "expected 2 arguments"),
+        (["--bogus"], "unrecognized arguments: --bogus"),
+    ],
+)
+def test_bad_arguments_are_one_line(capsys, argv, message):
+    assert cli(["report", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_plot_with_nothing_to_plot_still_writes_the_markdown(tmp_path, capsys):
+    only_invariants = _write(tmp_path, "r.json", _results([i for i in RUN if i["kind"] == "invariant"]))
+    out, png = tmp_path / "report.md", tmp_path / "report.png"
+    assert cli(["report", only_invariants, "--plot", str(png), "--out", str(out)]) == 0
+    assert "grad_bounded_launches" in out.read_text() and not png.exists()
+    assert "nothing to plot" in capsys.readouterr().err
+
+
+def test_readme_report_command_writes_only_ignored_files(tmp_path):
+    """The README's `python -m invariants report ... --plot FILE` puts its files where git ignores them."""
+    import re
+    import subprocess
+
+    root = Path(__file__).parents[3]
+    if not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    readme = (root / "README.md").read_text()
+    commands = re.findall(r"`(python -m invariants report [^`]*)`", readme)
+    assert commands
+    for command in commands:
+        words = command.split()
+        outputs = [words[n + 1] for n, w in enumerate(words) if w in ("--plot", "--out")]
+        assert outputs, command
+        for out in outputs:
+            ignored = subprocess.run(["git", "check-ignore", "-q", out], cwd=root, check=False)
+            assert ignored.returncode == 0, f"README: {command!r} writes {out}, which git does not ignore"
+
+
+def _unwritable(tmp_path: Path) -> Path:
+    import os
+
+    if os.geteuid() != 0:
+        folder = tmp_path / "ro"
+        folder.mkdir()
+        folder.chmod(0o555)
+        return folder
+    return Path("/sys")  # root: permissions do not stop it; sysfs makes no files
+
+
+@pytest.mark.parametrize("option", ["--out", "--plot"])
+def test_an_output_path_that_cannot_be_written_is_one_line_before_any_work(tmp_path, option):
+    """`report R --out DIR` (or an unwritable folder) crashed at the end with a traceback, the work lost:
+    now one line and exit 2, before the results are even read (a missing results file is not reached)."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).parents[3]
+    results = _write(tmp_path, "r.json", _results(RUN))
+    for bad, said in [(tmp_path, "a directory; give a file path"),
+                      (_unwritable(tmp_path) / "r.out", "cannot write in its folder")]:  # fmt: skip
+        for inputs in ([results], [str(tmp_path / "missing.json")]):
+            proc = subprocess.run(
+                [sys.executable, "-m", "invariants", "report", *inputs, option, str(bad)], cwd=tmp_path,
+                capture_output=True, text=True, check=False, env={**os.environ, "PYTHONPATH": str(root)},
+            )  # fmt: skip
+            assert proc.returncode == 2, proc.stderr
+            (line,) = proc.stderr.strip().splitlines()
+            assert line.startswith(f"report: {option} {bad}: {said}"), line
+
+
+def test_outputs_are_written_whole(tmp_path, monkeypatch):
+    """The markdown goes to a temporary file first, then is renamed: a failed write keeps the old report."""
+    results = _write(tmp_path, "r.json", _results(RUN))
+    out = tmp_path / "report.md"
+    out.write_text("the last good report\n")
+
+    def no_rename(src, dst):
+        assert Path(src).read_text().startswith("# "), "the whole report was written first"
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("invariants._paths.os.replace", no_rename)
+    assert cli(["report", results, "--out", str(out)]) == 2
+    monkeypatch.undo()
+    assert out.read_text() == "the last good report\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "report.md"]  # no temporary file left
+    assert cli(["report", results, "--out", str(out), "--plot", str(tmp_path / "report.png")]) == 0
+    assert "grad_vmap_naive" in out.read_text() and (tmp_path / "report.png").stat().st_size > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "report.md", "report.png"]
+
+
+def _downstream_run() -> dict[str, Any]:
+    """A downstream run: its own program `mine` related to the catalog's take, beside catalog items."""
+    relation = _invariant("cpu", "mine", "mine_is_take", "passed")
+    relation["programs"] = ["mine", "take"]
+    failed = _structure("cpu", "mine")
+    failed |= {
+        "outcome": "failed",
+        "reason": "mine[f32] on cpu: compiled structure differs from s/cpu/mine.f32.txt",
+    }
+    items = [
+        failed,
+        relation,
+        _structure("cpu", "naive"),
+        _invariant("cpu", "grad_take", "grad_no_while", "passed"),
+    ]
+    data = _results(items, exitstatus=1)
+    data["declared"] = ["mine"]
+    data["programs"] = {
+        "mine": {"kind": "forward", "tags": ["user"]},
+        "take": {"kind": "forward", "tags": []},
+        "naive": {"kind": "forward", "tags": []},
+        "grad_take": {"kind": "backward", "tags": []},
+    }
+    return data
+
+
+def test_a_downstream_runs_report_shows_its_own_programs_and_failed_reasons(tmp_path, capsys):
+    path = _write(tmp_path, "r.json", _downstream_run())
+    assert cli(["report", path]) == 0
+    out = capsys.readouterr().out
+    assert "- **programs**: `mine` (the project's own" in out
+    assert "`naive`" not in out and "grad_no_while" not in out
+    assert "| invariant | 1 | 0 |" in out  # the relation to take stays; the catalog's own invariant goes
+    assert "- `s::cpu-mine-f32`: mine[f32] on cpu: compiled structure differs from s/cpu/mine.f32.txt" in out
+
+
+@pytest.mark.parametrize(
+    ("words", "shown", "hidden"),
+    [("*", ["`naive`", "`mine`"], []), ("kind:backward", ["`grad_take`"], ["`naive`", "`mine`"]),
+     ("nai*", ["`naive`"], ["`mine`", "`grad_take`"]), ("tag:user", ["`mine`"], ["`naive`"])],
+)  # fmt: skip
+def test_report_programs_selects_with_the_gates_grammar(tmp_path, capsys, words, shown, hidden):
+    path = _write(tmp_path, "r.json", _downstream_run())
+    assert cli(["report", path, "--programs", words]) == 0
+    out = capsys.readouterr().out
+    assert all(s in out for s in shown), out
+    assert not any(h in out for h in hidden), out
+
+
+def test_report_programs_unknown_word_is_one_line(tmp_path, capsys):
+    path = _write(tmp_path, "r.json", _downstream_run())
+    assert cli(["report", path, "--programs", "mine,mien"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == ["report: --programs: unknown program 'mien' (did you mean 'mine'?)"]

@@ -1,0 +1,344 @@
+"""Unit tests of the self-check: the registry's shape, judging results files, the table, the hook."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Any
+
+import pytest
+
+from invariants._errors import InvariantsError
+from invariants.catalog.programs import CATALOG
+from invariants.selfcheck import command as sc
+from invariants.selfcheck import inject as inj
+
+
+def test_registry_shape() -> None:
+    names = [i.name for i in sc.REGISTRY]
+    assert names[0] == "none" and sc.REGISTRY[0].is_baseline and not sc.REGISTRY[0].env
+    assert len(names) == len(set(names))
+    assert sum(i.is_baseline for i in sc.REGISTRY) == 1
+    kinds = {"structure", "invariant", "correctness", "throughput", "versus-timing", "versus-invariant"}
+    for i in sc.REGISTRY:
+        assert set(i.programs) <= set(CATALOG), i.name
+        assert all(e.split(":")[0] in kinds for e in i.expect), i.name
+        assert set(i.env) <= {"XLA_FLAGS", "INVARIANTS_INJECT", "INVARIANTS_VERSUS_SLOWDOWN"}, i.name
+        for name, module, function in inj.parse_spec(i.env.get("INVARIANTS_INJECT", "")):
+            assert name in i.programs, f"{i.name}: swaps {name} but does not run it"
+            assert callable(getattr(importlib.import_module(module), function))
+    # the baseline runs every program an injection touches on its target, so a clean run is shown to pass
+    base = set(sc.REGISTRY[0].programs)
+    for i in sc.REGISTRY:
+        if i.targets == "cpu":
+            swapped = {n for n, _, _ in inj.parse_spec(i.env.get("INVARIANTS_INJECT", ""))}
+            assert swapped <= base, i.name
+    assert any(i.fast for i in sc.REGISTRY if not i.is_baseline)
+    assert any("XLA_FLAGS" in i.env for i in sc.REGISTRY)
+
+
+def test_select_and_restrict() -> None:
+    assert [i.name for i in sc.select("eqx*")] == ["none", "eqx_as_take"]
+    assert all(i.fast for i in sc.select(None, fast_only=True))
+    with pytest.raises(InvariantsError, match=r"^-k: no injection matches 'nope'; known: none, "):
+        sc.select("nope")
+    cpu_only = sc.restrict_targets(sc.REGISTRY, "cpu")
+    assert cpu_only[0].is_baseline and all(i.targets == "cpu" for i in cpu_only)
+    tpu = sc.restrict_targets(sc.REGISTRY, "tpu")
+    assert tpu[0].is_baseline and all(i.targets.startswith("tpu") for i in tpu[1:]) and len(tpu) > 1
+
+
+def _item(kind: str, outcome: str, id_: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": kind, "outcome": outcome, "nodeid": f"t.py::t[cpu-x-f32-{id_ or kind}]"}
+    if id_:
+        out["id"] = id_
+    return out
+
+
+def test_judge() -> None:
+    injection = sc.Injection("x", "doc", {}, ("naive",), ("invariant:one_kernel", "structure"))
+    results = {"items": [_item("invariant", "failed", "one_kernel"), _item("structure", "failed"),
+                         _item("invariant", "passed", "no_while")]}  # fmt: skip
+    assert sc.outcome_of(injection, 1, results, 1.0).caught
+    # failing, but not by what was expected: not caught
+    partial = {"items": [_item("structure", "failed")]}
+    out = sc.outcome_of(injection, 1, partial, 1.0)
+    assert not out.caught and out.missing == ["invariant:one_kernel"]
+    # expected items failed but the run did not (exit 0 cannot happen with failures; an abort is -6)
+    assert not sc.outcome_of(injection, -6, results, 1.0).caught
+    assert not sc.outcome_of(injection, 1, None, 1.0).caught
+    baseline = sc.REGISTRY[0]
+    assert sc.outcome_of(baseline, 0, {"items": [_item("invariant", "passed", "a")]}, 1.0).caught
+    assert not sc.outcome_of(baseline, 1, {"items": [_item("invariant", "failed", "a")]}, 1.0).caught
+
+
+def test_throughput_expectation_matches_ratio_items() -> None:
+    assert sc.matches("throughput", _item("ratio", "failed", "naive_not_slower_than_take"))
+    assert sc.matches("throughput", _item("efficiency", "failed", "e"))
+    assert not sc.matches("invariant", _item("ratio", "failed", "r"))
+    assert sc.matches("correctness:oob_clamp", _item("correctness", "failed", "oob_clamp"))
+    assert not sc.matches("correctness:oob_clamp", _item("correctness", "failed", "oob_fill_nan"))
+    assert sc.matches(
+        "throughput:grad_equal_indices_not_slower", _item("ratio", "failed", "grad_equal_indices_not_slower")
+    )
+    assert not sc.matches("throughput:grad_equal_indices_not_slower", _item("ratio", "failed", "grad_zipf"))
+    assert not sc.matches("invariant:grad_zipf", _item("ratio", "failed", "grad_zipf"))
+
+
+def test_render_table() -> None:
+    base = sc.Outcome(sc.REGISTRY[0], 0, [], [], 3.0)
+    inj_ = sc.Injection("x", "doc", {}, ("naive",), ("invariant:one_kernel",))
+    caught = sc.Outcome(inj_, 1, [_item("invariant", "failed", "one_kernel")] * 4, [], 2.0)
+    missed = sc.Outcome(sc.Injection("y", "d", {}, ("naive",), ("structure",)), 0, [], ["structure"], 1.0)
+    text = sc.render_table([base, caught, missed])
+    lines = text.splitlines()
+    assert lines[0].startswith("| injection | expected | caught |")
+    assert lines[2].startswith("| none | pass | passes | 0")
+    assert lines[3].startswith("| x | invariant:one_kernel | yes | 4: invariant:one_kernel |")
+    assert "| y | structure | **no** |" in lines[4] and "missing structure" in lines[4]
+    assert lines[-2] == "mutation score: 1/2 injections caught; baseline passes"
+    assert lines[-1].startswith("baseline ran: targets cpu; programs naive, take,")
+
+
+def test_the_baseline_covers_what_the_injections_run() -> None:
+    """A green baseline is claimed only for what it ran: every program, target and tier of the injections
+    it stands behind (a false invariant on another program would otherwise hide behind 'passes')."""
+    chosen = sc.select(None)
+    base = chosen[0]
+    assert base.is_baseline and base.name == "none"
+    for inj_ in chosen[1:]:
+        assert set(inj_.programs) <= set(base.programs), inj_.name
+        assert set(inj_.targets.split(",")) <= set(base.targets.split(",")), inj_.name
+    assert base.timing == any(i.timing for i in chosen[1:])
+    assert base.correctness == any(i.correctness for i in chosen[1:]) and base.correctness
+    assert "tiers structure, invariants, correctness, throughput" in sc.coverage(base)
+    cpu = sc.restrict_targets(sc.select(None, fast_only=True), "cpu")
+    assert cpu[0].targets == "cpu" and not cpu[0].timing and not cpu[0].correctness
+    assert sc.coverage(cpu[0]).endswith("tiers structure, invariants")
+
+
+def test_each_injection_runs_the_tiers_it_expects_to_fail() -> None:
+    """A child runs the correctness tier only when its expectations name it (as the throughput tier only
+    when timed): a tier it does not need is seconds of a row loop run as a reference, caught by nothing."""
+    for i in sc.REGISTRY:
+        kinds = {e.split(":")[0] for e in i.expect}
+        assert i.correctness == ("correctness" in kinds), i.name
+        if i.command == "gate":
+            assert i.timing == ("throughput" in kinds), i.name
+
+
+def test_progress_is_one_line_per_child(monkeypatch: pytest.MonkeyPatch, tmp_path: sc.Path) -> None:
+    import io
+
+    def fake(injection: sc.Injection, workdir: sc.Path) -> sc.Outcome:
+        return sc.Outcome(injection, 0 if injection.is_baseline else 1, [], [], 1.0)
+
+    monkeypatch.setattr(sc, "run_injection", fake)
+    out = io.StringIO()
+    injections = sc.select("eqx*")
+    outcomes = sc.run_all(injections, tmp_path, jobs=2, progress=out)
+    lines = out.getvalue().splitlines()
+    assert [o.injection.name for o in outcomes] == ["none", "eqx_as_take"]
+    assert lines[0] == "selfcheck: 2 child runs, 2 at a time: none, eqx_as_take"
+    assert {ln.split("] ")[1] for ln in lines[1:]} == {"none: passes (1 s)", "eqx_as_take: caught (1 s)"}
+
+
+def test_child_command_loads_the_hook_and_skips_timing_unless_asked() -> None:
+    i = sc.REGISTRY[1]
+    cmd = sc.child_command(i, sc.Path("r.json"), sc.Path("d"))
+    assert cmd[cmd.index("-p", 5) + 1] in ("no:cacheprovider", sc.INJECT_MODULE)
+    assert sc.INJECT_MODULE in cmd and "not slow and not throughput" in cmd
+    timed = next(i for i in sc.REGISTRY if i.timing)
+    assert "not slow" in sc.child_command(timed, sc.Path("r"), sc.Path("d"))
+    # The correctness items run only where an expectation needs them.
+    assert cmd[cmd.index("-k") + 1] == "not test_correctness"
+    checked = next(i for i in sc.REGISTRY if i.correctness)
+    assert "-k" not in sc.child_command(checked, sc.Path("r"), sc.Path("d"))
+
+
+def test_inject_parse_and_apply(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert inj.parse_spec("take=m:f; naive = a.b:c ;") == [("take", "m", "f"), ("naive", "a.b", "c")]
+    for bad in ("take", "take=m", "=m:f", "take=:f"):
+        with pytest.raises(ValueError, match="is not NAME=module:function"):
+            inj.parse_spec(bad)
+    catalog: Any = CATALOG
+    monkeypatch.setitem(catalog, "take", catalog["take"])  # restored after the test
+    original = catalog["take"]
+    done = inj.apply("take=invariants.selfcheck.inject:take_as_map_loop")
+    assert done == ["take <- invariants.selfcheck.inject:take_as_map_loop"]
+    assert catalog["take"].fn is inj.take_as_map_loop
+    assert catalog["take"].configs == original.configs and catalog["take"].name == "take"
+    with pytest.raises(ValueError, match="unknown program 'nope'"):
+        inj.apply("nope=invariants.selfcheck.inject:take_as_map_loop")
+    with pytest.raises(ValueError, match="cannot load"):
+        inj.apply("take=invariants.selfcheck.inject:missing")
+
+
+def test_bad_programs_keep_the_values() -> None:
+    import numpy as np
+
+    from invariants.catalog.programs import SEED, make_arguments
+
+    W, x = make_arguments(CATALOG["naive"], SEED)
+    W, x = W[:64], x[:32] % 64
+    ref = np.asarray(W)[x]
+    np.testing.assert_allclose(np.asarray(inj.naive_twice(W, x)), ref, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(inj.take_as_map_loop(W, x)), ref)
+    np.testing.assert_allclose(np.asarray(inj.eqx_embedding_as_take(W, x)), ref)
+    assert "INVARIANTS_INJECT" not in os.environ
+
+
+# ------------------------------------------------------------------------ the kernel-code-only injection
+
+_COMPILE = """
+import json, sys
+from invariants.compile.artifacts import compile_here
+from invariants.catalog.targets import all_targets
+json.dump(compile_here("grad_take", "f32", all_targets()["cpu"]).to_json(), sys.stdout)
+"""
+
+
+@pytest.fixture(scope="module")
+def scalar_and_clean() -> tuple[Any, Any]:
+    """grad_take on the CPU compiled in two children at once: with the injection's XLA_FLAGS, and without."""
+    import json
+    import subprocess
+    import sys
+
+    from invariants.compile.artifacts import Compiled
+    from invariants.compile.child import gate_env
+
+    inj_ = next(i for i in sc.REGISTRY if i.name == "xla_cpu_scalar_code")
+    children = [
+        subprocess.Popen([sys.executable, "-c", _COMPILE], env=gate_env(env), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+        for env in (inj_.env, {})
+    ]  # fmt: skip
+    out = []
+    for child in children:
+        stdout, stderr = child.communicate(timeout=120)
+        assert child.returncode == 0, stderr[-2000:]
+        out.append(Compiled.from_json(json.loads(stdout)))
+    return out[0], out[1]
+
+
+def _without_metadata(hlo: str) -> str:
+    import re
+
+    return re.sub(r", metadata=\{[^}]*\}", "", hlo)
+
+
+def test_the_scalar_code_injection_changes_kernel_code_only(scalar_and_clean: tuple[Any, Any]) -> None:
+    """--xla_cpu_prefer_vector_width=32: the optimized HLO is the same text (metadata aside), the kernel
+    code is not (the scatter-add's <8 x float> loop becomes scalar)."""
+    from invariants.hlo.metrics import kernel_metrics
+    from invariants.hlo.parse import parse_module
+    from invariants.hlo.structure import structure_of
+    from invariants.snapshot.render import program_code
+
+    scalar, clean = scalar_and_clean
+    assert "metadata={" in clean.hlo_text
+    assert _without_metadata(scalar.hlo_text) == _without_metadata(clean.hlo_text)
+    assert scalar.kernel_code.keys() == clean.kernel_code.keys() and scalar.kernel_code != clean.kernel_code
+    widths = []
+    for compiled in (clean, scalar):
+        structure = structure_of(parse_module(compiled.hlo_text, "grad_take"))
+        code = program_code(compiled, structure)
+        assert code is not None
+        widths.append(kernel_metrics(code)["vector_width"])
+    assert widths == [256, 0]
+
+
+def _dump(compiled: Any, folder: sc.Path) -> sc.Path:
+    """What the gate's dump of a key writes (GateSession.dump): the HLO and each kernel-code file."""
+    target = folder / compiled.target
+    target.mkdir(parents=True, exist_ok=True)
+    stem = f"{compiled.program}.{compiled.config}"
+    (target / f"{stem}.hlo.txt").write_text(compiled.hlo_text)
+    for name, text in compiled.kernel_code.items():
+        (target / f"{stem}.{name}").write_text(text)
+    return folder
+
+
+def test_the_scalar_code_injection_is_caught_as_a_code_only_difference(
+    scalar_and_clean: tuple[Any, Any], tmp_path: sc.Path
+) -> None:
+    """The child's failed structure item, rendered again from its dump against the committed snapshot,
+    differs in code lines only: that, with the kernel invariant's failure, is what catches the injection.
+    An HLO difference, or none, is not code-only."""
+    from invariants.hlo.parse import parse_module
+    from invariants.hlo.structure import structure_of
+    from invariants.snapshot.render import render_summary
+
+    scalar, clean = scalar_and_clean
+    snapshots = tmp_path / "snapshots" / "cpu"
+    snapshots.mkdir(parents=True)
+    committed = render_summary(
+        clean, structure_of(parse_module(clean.hlo_text, "g")), CATALOG["grad_take"].doc
+    )
+    (snapshots / "grad_take.f32.txt").write_text(committed)
+    structure_item = {"kind": "structure", "outcome": "failed", "program": "grad_take", "config": "f32",
+                      "target": "cpu", "nodeid": "test_structure[cpu-grad_take-f32]"}  # fmt: skip
+    invariant_item = _item("invariant", "failed", "grad_scatter_vectorized")
+    results = {"items": [structure_item, invariant_item]}
+    annotated = sc.annotate(results, _dump(scalar, tmp_path / "scalar"), tmp_path / "snapshots")
+    item = annotated["items"][0]
+    assert item["code_only"] is True, item
+    # kernel 3 is the scatter-add; the index fix-up's loop (kernel 1) turns scalar too.
+    assert (
+        item["snapshot_change"] == "code lines only (2 changed: kernel 1, kernel 3); the HLO lines are equal"
+    )
+    assert sc.item_label(item) == sc.CODE_ONLY and sc.matches(sc.CODE_ONLY, item)
+    inj_ = next(i for i in sc.REGISTRY if i.name == "xla_cpu_scalar_code")
+    assert sc.outcome_of(inj_, 1, annotated, 1.0).caught
+    # Without the code-only finding (the clean compile against its own snapshot: nothing differs), or with
+    # an HLO line changed, the expectation is missed.
+    clean_run = sc.annotate(results, _dump(clean, tmp_path / "clean"), tmp_path / "snapshots")
+    assert clean_run["items"][0]["code_only"] is False
+    assert sc.outcome_of(inj_, 1, clean_run, 1.0).missing == [sc.CODE_ONLY]
+    (snapshots / "grad_take.f32.txt").write_text(
+        committed.replace("summary: kernels 3", "summary: kernels 4")
+    )
+    hlo_too = sc.annotate(results, _dump(scalar, tmp_path / "scalar"), tmp_path / "snapshots")["items"][0]
+    assert hlo_too["code_only"] is False and hlo_too["snapshot_change"].startswith("HLO lines (")
+    # No dump of the key (no invariant failed on it): nothing is claimed.
+    assert "code_only" not in sc.annotate(results, tmp_path / "none", tmp_path / "snapshots")["items"][0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--targets", "nosuch"], "--targets: unknown target 'nosuch'; known: all, runtime, tpu, gpu, cpu,"),
+        (["--targets", "tpu-v5"], "--targets: unknown target 'tpu-v5' (did you mean"),
+        (["--targets", ","], "--targets: empty selection"),
+        (["--targets", "gpu"], "--targets gpu: selects no injection (the baseline 'none' is not one;"),
+        (["-k", "tpu", "--targets", "cpu"], "-k tpu --targets cpu: selects no injection"),
+        (["-k", "none"], "-k none: selects no injection"),
+        (["-k", ","], "-k: empty selection"),
+        (["-k", "nomatch"], "-k: no injection matches 'nomatch'; known: none, "),
+    ],
+)
+def test_a_selfcheck_that_selects_no_injection_is_one_line(argv, said) -> None:
+    """`selfcheck --targets nosuch` ran the baseline alone and printed '0/0 injections caught' (exit 0):
+    a self-check that injects nothing proves nothing. The targets are the gate's grammar (select_targets)."""
+    for listing in ([], ["--list"]):
+        with pytest.raises(InvariantsError) as err:
+            sc.main([*argv, *listing])
+        assert str(err.value).startswith(said) and "\n" not in str(err.value), str(err.value)
+
+
+def test_a_keep_folder_it_cannot_write_is_one_line_before_any_child(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(sc, "run_all", lambda *args, **kwargs: pytest.fail("a child ran"))
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(InvariantsError, match=r"^--keep .*file: a file, not a folder; give a folder$"):
+        sc.main(["-k", "eqx_as_take", "--keep", str(tmp_path / "file")])
+
+
+def test_targets_select_in_the_gates_grammar() -> None:
+    """Families, `all` and `runtime` as --targets takes them everywhere."""
+    names = {i.name for i in sc.restrict_targets(sc.REGISTRY, "runtime")[1:]}
+    assert names == {i.name for i in sc.REGISTRY[1:] if i.targets == "cpu"}
+    assert len(sc.restrict_targets(sc.REGISTRY, "all")) == len(sc.REGISTRY)
+    assert [i.name for i in sc.restrict_targets(sc.REGISTRY, "tpu-v5e")[1:]] == [
+        "tpu_take_map_loop", "tpu_eqx_map_loop",
+    ]  # fmt: skip

@@ -1,0 +1,350 @@
+"""Every kind of invariant is shown failing on a mutated module or program (and passing on the real one).
+
+Structures come from real recorded HLO (tests/data/hlo); a "mutation" is handing the check the structure
+of a different, broken program under the name of the one it guards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from invariants._errors import InvariantsError
+from invariants.hlo.parse import parse_module
+from invariants.hlo.structure import structure_of
+from invariants.plugin.outcomes import judge
+from invariants.spec.checks import Case, CorrectnessCase, evaluate, run_correctness, unmet_condition
+from invariants.spec.file import load_spec
+
+DATA = Path(__file__).parents[2] / "data" / "hlo"
+
+
+def structure(name: str):
+    return structure_of(parse_module((DATA / name).read_text(), name))
+
+
+CPU_BWD = structure("cpu_bwd_index.txt")  # jax 0.10.2: one scatter, no loop
+OLD_CPU_BWD = structure("jax0430_cpu_bwd_index.txt")  # jax 0.4.30: a 16384-trip loop
+TPU_BWD_VMAP = structure("tpu_v5e_bwd_vmap_index.txt")  # the seed's pathology, alive today
+CPU_FWD_NAIVE = structure("cpu_fwd_index.txt")
+CPU_FWD_TAKE = structure("cpu_fwd_take.txt")
+
+
+def spec(tmp_path: Path, body: str):
+    path = tmp_path / "s.toml"
+    path.write_text('[spec]\ntargets = ["cpu"]\n\n' + body)
+    return load_spec(path)
+
+
+def case(inv, program=None, config="f32"):
+    return Case(inv, "cpu", config, program)
+
+
+def test_absolute_holds_then_fails_on_the_old_loop(tmp_path):
+    (inv,) = spec(tmp_path, '[[invariant]]\nid = "no_while"\nprograms = ["grad_naive"]\n'
+                            'assert = "while_loops == 0"\n').invariants  # fmt: skip
+    assert evaluate(case(inv, "grad_naive"), lambda key: CPU_BWD).holds
+    verdict = evaluate(case(inv, "grad_naive"), lambda key: OLD_CPU_BWD)
+    assert not verdict.holds
+    assert verdict.describe(inv) == "assert while_loops == 0: measured while_loops = 1"
+
+
+def test_absolute_bounded_launches_fails_on_tpu_loop(tmp_path):
+    (inv,) = spec(tmp_path, '[[invariant]]\nid = "b"\nprograms = ["grad_take"]\n'
+                            'assert = "dynamic_kernel_launches <= 8"\n').invariants  # fmt: skip
+    verdict = evaluate(case(inv, "grad_take"), lambda key: TPU_BWD_VMAP)
+    assert not verdict.holds and verdict.measured["dynamic_kernel_launches"] >= 16384
+
+
+def test_absolute_with_input_facts(tmp_path):
+    (inv,) = spec(tmp_path, '[[invariant]]\nid = "b"\nprograms = ["naive"]\n'
+                            'assert = "collective_bytes < table_bytes"\n').invariants  # fmt: skip
+    verdict = evaluate(case(inv, "naive"), lambda key: CPU_FWD_NAIVE)
+    assert verdict.holds and verdict.measured == {"collective_bytes": 0, "table_bytes": 8192 * 32 * 4}
+
+
+def test_custom_call_membership(tmp_path):
+    (inv,) = spec(
+        tmp_path,
+        '[[invariant]]\nid = "c"\nprograms = ["vmap_naive"]\n'
+        "assert = \"'GatherScatterIndicesBitpacked' in custom_call_targets\"\n",
+    ).invariants
+    seed_gather = structure("tpu_seed_jit_gather.txt")
+    assert evaluate(case(inv, "vmap_naive"), lambda key: seed_gather).holds
+    assert not evaluate(case(inv, "vmap_naive"), lambda key: structure("tpu_seed_jit__take.txt")).holds
+
+
+def test_relational_fails_when_naive_gets_more_kernels(tmp_path):
+    (inv,) = spec(
+        tmp_path, '[[invariant]]\nid = "r"\nassert = "kernels(naive) <= kernels(take)"\n'
+    ).invariants
+    assert inv.kind == "relational" and inv.programs == ("naive", "take")
+    real = {"naive": CPU_FWD_NAIVE, "take": CPU_FWD_TAKE}
+    assert evaluate(case(inv), lambda key: real[key[0]]).holds
+    mutated = {"naive": OLD_CPU_BWD, "take": CPU_FWD_TAKE}  # naive now compiles to the 9-kernel loop
+    verdict = evaluate(case(inv), lambda key: mutated[key[0]])
+    assert not verdict.holds and verdict.measured == {"kernels(naive)": 9, "kernels(take)": 1}
+
+
+def test_structural_equality_fails_on_any_kernel_change(tmp_path):
+    (inv,) = spec(tmp_path, '[[invariant]]\nid = "e"\n'
+                            'assert = "structure(eqx_embedding) == structure(vmap_naive)"\n'
+                  ).invariants  # fmt: skip
+    assert evaluate(case(inv), lambda key: CPU_FWD_NAIVE).holds
+    mutated = {"eqx_embedding": CPU_FWD_TAKE, "vmap_naive": CPU_FWD_NAIVE}
+    assert not evaluate(case(inv), lambda key: mutated[key[0]]).holds
+
+
+def test_unknown_trip_count_fails_rather_than_passing(tmp_path):
+    (inv,) = spec(tmp_path, '[[invariant]]\nid = "b"\nprograms = ["grad_take"]\n'
+                            'assert = "dynamic_kernel_launches <= 8"\n').invariants  # fmt: skip
+    unknown = dataclasses.replace(TPU_BWD_VMAP, dynamic_kernel_launches=None)
+    verdict = evaluate(case(inv, "grad_take"), lambda key: unknown)
+    assert not verdict.holds and "unknown" in verdict.detail
+
+
+def test_version_scoped_invariant_is_skipped_when_condition_fails(tmp_path):
+    body = '[[invariant]]\nid = "v"\nprograms = ["naive"]\nassert = "kernels <= 1"\nwhen = "jax < 0.4"\n'
+    (inv,) = spec(tmp_path, body).invariants
+    assert unmet_condition(inv) is not None and "installed jax" in unmet_condition(inv)
+    (inv,) = spec(tmp_path, body.replace("jax < 0.4", "jax >= 0.4")).invariants
+    assert unmet_condition(inv) is None
+    # Scoped in, it decides like any other invariant, so it can fail.
+    assert not evaluate(case(inv, "naive"), lambda key: OLD_CPU_BWD).holds
+
+
+def test_ratchet_xfails_while_bad_and_fails_loudly_once_fixed(tmp_path):
+    (inv,) = spec(
+        tmp_path,
+        '[[invariant]]\nid = "r"\nprograms = ["grad_vmap_naive"]\n'
+        'assert = "while_loops == 0"\n'
+        'ratchet = { reason = "loop today", issue = "https://example/1" }\n',
+    ).invariants
+    bad = evaluate(case(inv, "grad_vmap_naive"), lambda key: TPU_BWD_VMAP)
+    with pytest.raises(pytest.xfail.Exception, match="loop today"):
+        judge(inv, bad.holds, bad.holds, "cpu", bad.describe(inv), lambda: "unused")
+    fixed = evaluate(case(inv, "grad_vmap_naive"), lambda key: CPU_BWD)
+    with pytest.raises(pytest.fail.Exception, match="ratchet can be tightened: r now holds"):
+        judge(inv, fixed.holds, fixed.holds, "cpu", fixed.describe(inv), lambda: "unused")
+
+
+def test_plain_invariant_failure_carries_the_diagnosis(tmp_path):
+    (inv,) = spec(tmp_path, '[[invariant]]\nid = "n"\nprograms = ["grad_naive"]\n'
+                            'assert = "while_loops == 0"\n').invariants  # fmt: skip
+    with pytest.raises(pytest.fail.Exception, match="DIAGNOSIS"):
+        judge(inv, False, False, "cpu", "d", lambda: "DIAGNOSIS")
+
+
+# -- correctness: the real program passes, a mutated program fails -------------------------------------
+
+
+def _correctness(tmp_path, check: str, program: str, extra: str) -> CorrectnessCase:
+    (c,) = spec(
+        tmp_path, f'[[correctness]]\nid = "c"\ncheck = "{check}"\nprograms = ["{program}"]\n{extra}'
+    ).correctness
+    return CorrectnessCase(c, program, "f32", "zipf")
+
+
+def test_correctness_out_of_bounds_pin(tmp_path, monkeypatch):
+    import jax.numpy as jnp
+
+    from invariants.catalog import programs as _programs
+
+    clip = _correctness(tmp_path, "out_of_bounds", "take_clip", 'expect = "clamp"\n')
+    assert run_correctness(clip) is None
+    # Mutation: take_clip silently becomes fill mode.
+    mutated = dataclasses.replace(_programs.CATALOG["take_clip"], fn=lambda W, x: jnp.take(W, x, axis=0))
+    monkeypatch.setitem(_programs.CATALOG, "take_clip", mutated)
+    assert "index V gave nan" in run_correctness(clip)
+
+
+def test_correctness_values_agree(tmp_path, monkeypatch):
+    from invariants.catalog import programs as _programs
+
+    agree = _correctness(tmp_path, "agree", "naive", 'reference = "take"\n')
+    assert run_correctness(agree) is None
+    mutated = dataclasses.replace(_programs.CATALOG["naive"], fn=lambda W, x: W[(x + 1) % W.shape[0]])
+    monkeypatch.setitem(_programs.CATALOG, "naive", mutated)
+    assert "max |naive - take|" in run_correctness(agree)
+
+
+def test_a_reference_runs_once_for_every_program_checked_against_it(tmp_path, monkeypatch):
+    from invariants.catalog import programs as _programs
+
+    runs: list[str] = []
+    take = _programs.CATALOG["take"]
+
+    def counted(W, x):
+        import jax
+
+        jax.debug.callback(lambda: runs.append("take"))  # at each execution, not at trace time
+        return take.fn(W, x)
+
+    monkeypatch.setitem(_programs.CATALOG, "take", dataclasses.replace(take, fn=counted))
+    for program in ("naive", "vmap_naive", "take"):
+        case = _correctness(tmp_path, "agree", program, 'reference = "take"\n')
+        assert run_correctness(case) is None
+    assert runs == ["take"]
+    # Another distribution is other arguments: the reference runs again.
+    case = _correctness(tmp_path, "agree", "naive", 'reference = "take"\n')
+    assert run_correctness(dataclasses.replace(case, distribution="equal")) is None
+    assert runs == ["take", "take"]
+
+
+def test_correctness_agree_names_a_shape_mismatch(tmp_path, monkeypatch):
+    """A program whose output has another shape than its reference's: one line, not a numpy traceback."""
+    from invariants.catalog import programs as _programs
+
+    agree = _correctness(tmp_path, "agree", "naive", 'reference = "take"\n')
+    mutated = dataclasses.replace(_programs.CATALOG["naive"], fn=lambda W, x: W[x][:, :3])
+    monkeypatch.setitem(_programs.CATALOG, "naive", mutated)
+    assert run_correctness(agree) == "shape (16384, 3) differs from take's (16384, 32)"
+
+
+def test_correctness_narrow_index_pin(tmp_path):
+    assert (
+        run_correctness(_correctness(tmp_path, "narrow_index", "naive", 'expect = "overflow_error"\n'))
+        is None
+    )
+    assert "got wrong_rows, expected ok" in run_correctness(
+        _correctness(tmp_path, "narrow_index", "take", 'expect = "ok"\n')
+    )
+
+
+def test_every_correctness_check_a_spec_may_name_is_implemented():
+    from invariants.spec.checks import CORRECTNESS
+    from invariants.spec.file import CORRECTNESS_CHECKS
+
+    assert tuple(CORRECTNESS) == CORRECTNESS_CHECKS
+
+
+def test_the_out_of_bounds_modes_are_the_specs_vocabulary():
+    from invariants.spec.checks import _OOB_EXPECT
+    from invariants.spec.file import CORRECTNESS_EXPECT
+
+    assert tuple(_OOB_EXPECT) == CORRECTNESS_EXPECT["out_of_bounds"]
+
+
+# -- a zero divisor at run time is a failing verdict with one line, not a ZeroDivisionError -------------
+
+
+def test_a_zero_divisor_at_run_time_fails_the_verdict_with_one_line(tmp_path):
+    (inv,) = spec(tmp_path, '[[invariant]]\nid = "z"\nprograms = ["take"]\n'
+                            'assert = "kernels / while_loops <= 2"\n').invariants  # fmt: skip
+    verdict = evaluate(case(inv, "take"), lambda key: CPU_FWD_TAKE)  # no loop: while_loops = 0
+    assert not verdict.holds
+    line = verdict.describe(inv)
+    assert "\n" not in line
+    assert line.endswith("'kernels / while_loops' divides by zero: while_loops is 0 here")
+    with_loop = evaluate(case(inv, "take"), lambda key: OLD_CPU_BWD)  # one loop: a number to compare
+    assert "divides by zero" not in with_loop.describe(inv)
+
+
+# -- what only the targets show: checked where cases are expanded, before any compile --------------------
+
+
+def _targets_error(tmp_path: Path, text: str) -> str:
+    from invariants.spec.checks import check_specs, expand
+
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    loaded = load_spec(path)
+    with pytest.raises(InvariantsError) as err:
+        check_specs([loaded])
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"{path}:"), message
+    with pytest.raises(InvariantsError):  # expand checks first: never an empty case list
+        expand([loaded], [])
+    return message.removeprefix(str(path))
+
+
+_TAKE = '[[invariant]]\nid = "g"\nprograms = ["take"]\nassert = "gathers == 1"\n'
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('[spec]\ntargets = ["cpuu"]\n' + _TAKE,
+         ":2: targets: 'cpuu' matches no target (did you mean 'cpu'?); known: cpu, "),
+        ('[spec]\ntargets = ["cpu", "tpu-v7*"]\n' + _TAKE, ":2: targets: 'tpu-v7*' matches no target"),
+        ('[spec]\ntargets = ["gpu-*"]\n' + _TAKE + 'targets = ["gpu-h200"]\n',
+         ":7: 'g': targets 'gpu-h200' matches no target (did you mean 'gpu-h100'?)"),
+        # A program that does not compile on the target the invariant names: the tag that would fix it.
+        ('[spec]\ntargets = ["tpu-*"]\n[[invariant]]\nid = "g"\nprograms = ["take_clip"]\n'
+         'targets = ["tpu-v6e"]\nassert = "while_loops == 0"\n',
+         ":6: 'g': program 'take_clip' does not compile on tpu-v6e (a core-scope target: it compiles "
+         "programs tagged 'core' only)"),
+        ('[spec]\ntargets = ["tpu-v6e"]\n[[invariant]]\nid = "g"\nprograms = ["naive", "take_clip"]\n'
+         'assert = "while_loops == 0"\n',
+         ":5: 'g': program 'take_clip' does not compile on tpu-v6e (a core-scope target"),
+        ('[spec]\ntargets = ["gpu-*"]\n[[invariant]]\nid = "g"\n'
+         'assert = "kernels(take_clip) <= kernels(take)"\ntargets = ["gpu-a100"]\n',
+         ":6: 'g': program 'take_clip' does not compile on gpu-a100 (a core-scope target"),
+        ('[spec]\ntargets = ["cpu"]\n[[invariant]]\nid = "g"\nprograms = ["vocab_parallel_take"]\n'
+         'assert = "collectives == 0"\n',
+         ":5: 'g': program 'vocab_parallel_take' does not compile on cpu (it compiles unsharded programs "
+         "only; this one has a mesh layout)"),
+        ('[spec]\ntargets = ["tpu-v5e-4x4"]\n' + _TAKE,
+         ":5: 'g': program 'take' does not compile on tpu-v5e-4x4 (a pod target: it compiles the pod"),
+        # configs that select none of the configurations the programs compile in there.
+        ('[spec]\ntargets = ["cpu"]\n' + _TAKE + 'configs = ["bf16-llm*"]\n',
+         ":5: 'g': configs ['bf16-llm*'] select no configuration 'take' compiles in on cpu "
+         "(f32, bf16, f32-large, f32-i8, f32-2d)"),
+        ('[spec]\ntargets = ["cpu"]\n[[invariant]]\nid = "g"\nprograms = ["kind:forward"]\n'
+         'assert = "gathers == 1"\nconfigs = ["bf16-llm*"]\n',
+         ":7: 'g' checks nothing on its targets (cpu): on cpu, configs ['bf16-llm*'] select no configuration "
+         "its programs compile in on cpu (naive in f32, bf16,"),
+        ('[spec]\ntargets = ["cpu"]\n[[invariant]]\nid = "g"\n'
+         'assert = "kernels(take_clip) <= kernels(take)"\nconfigs = ["bf16"]\n',
+         ":3: 'g': configs ['bf16'] select no configuration 'take_clip' compiles in on cpu (f32)"),
+        ('[spec]\ntargets = ["cpu"]\n[[invariant]]\nid = "g"\n'
+         'assert = "kernels(take_clip) <= kernels(take)"\nconfigs = ["f32-large"]\n',
+         ":3: 'g': configs ['f32-large'] select no configuration 'take_clip' compiles in on cpu (f32)"),
+        ('[spec]\ntargets = ["cpu"]\n[[invariant]]\nid = "g"\nassert = "time(take) / time(naive) <= 1.1"\n'
+         'configs = ["bf16-llm"]\n',
+         ":6: 'g': configs ['bf16-llm'] select no configuration that take and naive share and run in"),
+        # Correctness: nothing runs on the runtime target, or a check its programs cannot take.
+        ('[spec]\ntargets = ["cpu"]\n[[correctness]]\nid = "c"\ncheck = "agree"\nprograms = ["naive"]\n'
+         'reference = "take"\nconfigs = ["bf16-llm"]\n',
+         ":8: 'c': configs ['bf16-llm'] select no configuration program 'naive' runs in: it runs on cpu in "
+         "f32, bf16,"),
+        ('[spec]\ntargets = ["cpu"]\n[[correctness]]\nid = "c"\ncheck = "out_of_bounds"\n'
+         'programs = ["grad_take"]\nexpect = "clamp"\n',
+         ":3: 'c': check 'out_of_bounds' calls a forward lookup (table, indices); 'grad_take' is a backward"),
+    ],
+)  # fmt: skip
+def test_a_spec_that_makes_no_item_is_one_line(tmp_path, text, expected):
+    assert _targets_error(tmp_path, text).startswith(expected)
+
+
+def test_the_shipped_specs_pass_the_target_checks():
+    from invariants.spec.checks import check_specs, known_targets
+    from invariants.spec.file import load_specs
+
+    specs = load_specs()
+    check_specs(specs)
+    assert "cpu" in {t.name for t in known_targets()}
+
+
+def test_a_host_without_a_cpu_target_still_reads_cpu_toml(monkeypatch):
+    """On a TPU or GPU host the runtime target is that chip: 'cpu' is still a name a spec may use."""
+    from invariants.spec import checks as _checks
+    from invariants.spec.file import load_specs
+
+    others = {n: t for n, t in _checks.all_targets().items() if n != "cpu"}
+    monkeypatch.setattr(_checks, "all_targets", lambda: others)
+    assert "cpu" in {t.name for t in _checks.known_targets()}
+    _checks.check_specs(load_specs())
+
+
+def test_a_pattern_that_selects_nothing_on_one_family_is_allowed(tmp_path):
+    """The shipped files list "kind:sharded" beside "kind:forward" on every family; a GPU has no sharded
+    target, and that selector alone checking nothing there is not refused (the invariant makes items)."""
+    from invariants.spec.checks import check_specs
+
+    path = tmp_path / "s.toml"
+    path.write_text('[spec]\ntargets = ["gpu-*"]\n[[invariant]]\nid = "w"\n'
+                    'programs = ["kind:forward", "kind:sharded"]\nassert = "while_loops == 0"\n')  # fmt: skip
+    check_specs([load_spec(path)])

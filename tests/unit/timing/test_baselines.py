@@ -1,0 +1,129 @@
+"""Efficiency baselines: where they live, whose max loss applies (by target pattern), read and record."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from invariants._errors import InvariantsError
+from invariants.spec.file import load_spec
+from invariants.timing.baselines import (
+    DEFAULT_MAX_LOSS,
+    baseline_path,
+    machine,
+    max_loss_for,
+    read_baseline,
+    record_programs,
+    write_baseline,
+)
+from invariants.timing.paired import EfficiencyResult
+
+
+def _spec(tmp_path: Path, name: str, targets: str, loss: float):
+    path = tmp_path / f"{name}.toml"
+    path.write_text(f"[spec]\ntargets = {targets}\nefficiency_max_loss = {loss}\n")
+    return load_spec(path)
+
+
+def test_max_loss_matches_targets_by_pattern_as_specs_do(tmp_path: Path):
+    """A spec for ["tpu-*"] sets the loss of tpu-v5e (it used to match by equality, and fall back to 0.5)."""
+    specs = [_spec(tmp_path, "cpu", '["cpu"]', 0.2), _spec(tmp_path, "tpu", '["tpu-*"]', 0.3)]
+    assert max_loss_for(specs, "tpu-v5e") == 0.3
+    assert max_loss_for(specs, "cpu") == 0.2
+    assert max_loss_for(specs, "gpu-h100") == DEFAULT_MAX_LOSS
+
+
+def _result(efficiency: float) -> EfficiencyResult:
+    return EfficiencyResult(efficiency, efficiency - 0.01, efficiency + 0.01, 40, 0.5, 0.95, None, None,
+                            1e-3, 1e-3, 0.01, 1, 1, 1)  # fmt: skip
+
+
+def test_record_is_the_median_of_three_and_reads_back(tmp_path: Path):
+    path = baseline_path(tmp_path / "snapshots", "cpu", "take", "f32")
+    assert path == tmp_path / "snapshots" / "cpu" / "efficiency" / "take.f32.json"
+    assert read_baseline(path) is None
+    here = machine("cpu", "cpu")
+    record = write_baseline(path, [_result(0.9), _result(0.5), _result(0.7)], here, {"jax": "0.10.2"})
+    assert record["efficiency"] == 0.7 and record["runs"] == [0.9, 0.5, 0.7]
+    assert read_baseline(path) == record and record["machine"] == here
+
+
+def test_a_file_that_is_not_a_baseline_is_one_line(tmp_path: Path):
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps({"efficiency": "fast"}))
+    with pytest.raises(InvariantsError, match=r"b\.json: not a baseline"):
+        read_baseline(path)
+
+
+def test_the_programs_to_record_are_the_relation_not_the_program_alone():
+    """An efficiency item exists only for a key of a throughput relation whose sides are all selected:
+    `--programs naive` alone selects no item (nothing is timed, the run passes), so the hint names the
+    partner too; a relation of one program (equal against uniform indices) needs only it."""
+    from types import SimpleNamespace
+
+    def case(id_: str, *programs: str):
+        return SimpleNamespace(id=id_, keys=[(p, "f32", "cpu") for p in programs])
+
+    cases = [case("naive_vs_take", "naive", "take"), case("take_vs_naive", "take", "naive"),
+             case("grad_equal", "grad_take", "grad_take"),
+             case("grad_vs", "grad_naive", "grad_take")]  # fmt: skip
+    assert record_programs(("naive", "f32", "cpu"), cases) == ["naive", "take"]
+    assert record_programs(("take", "f32", "cpu"), cases) == ["take", "naive"]
+    assert record_programs(("grad_take", "f32", "cpu"), cases) == ["grad_take"]
+    assert record_programs(("grad_naive", "f32", "cpu"), cases) == ["grad_naive", "grad_take"]
+
+
+def test_the_hinted_command_records_the_baseline_and_a_rerun_passes(tmp_path: Path):
+    """As a user meets it: a run on a scratch --snapshot-dir fails for want of naive's baseline and prints
+    a command; that command, run as printed, records it (exit 0; it used to select naive alone: no item,
+    nothing timed, exit 0 and no baseline, and it named no --snapshot-dir), and the first run then passes."""
+    import os
+    import re
+    import shlex
+    import subprocess
+    import sys
+
+    root = Path(__file__).parents[3]
+    scratch = tmp_path / "snapshots"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST_", "INVARIANTS_"))}
+    env |= {"PYTHONPATH": str(root), "PYTEST_ADDOPTS": "-p no:cacheprovider --benchmark-disable",
+            "INVARIANTS_RESULTS": str(tmp_path / "results.json"),
+            "INVARIANTS_DUMP_DIR": str(tmp_path / "hlo")}  # fmt: skip
+
+    def pytest_run(args: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "pytest", *args], cwd=root, env=env, capture_output=True,
+                              text=True, check=False, timeout=600)  # fmt: skip
+
+    first = ["invariants/gate/test_throughput.py", "-q", "--snapshot-dir", str(scratch), "--targets", "cpu",
+             "--programs", "naive,take", "--configs", "f32",
+             "-k", "test_efficiency and cpu-naive-f32]"]  # fmt: skip
+    failed = pytest_run(first)
+    assert failed.returncode == 1, failed.stdout[-3000:]
+    hint = re.search(r"record it with: (pytest .*--record-baselines)", failed.stdout)
+    assert hint, failed.stdout[-3000:]
+    command = shlex.split(hint.group(1))
+    assert command[command.index("--programs") + 1] == "naive,take", hint.group(1)
+    assert command[command.index("--snapshot-dir") + 1] == str(scratch), hint.group(1)
+    recorded = pytest_run(command[1:])
+    assert recorded.returncode == 0, recorded.stdout[-3000:]
+    assert "1 passed" in recorded.stdout, recorded.stdout[-3000:]
+    baseline = read_baseline(baseline_path(scratch, "cpu", "naive", "f32"))
+    assert baseline is not None and baseline["efficiency"] > 0
+    assert sorted(p.name for p in (scratch / "cpu" / "efficiency").iterdir()) == [
+        "naive.f32.json"
+    ]  # it alone
+    rerun = pytest_run(first)
+    assert rerun.returncode == 0, rerun.stdout[-3000:]
+
+
+def test_a_baselines_machine_counts_the_cores_this_process_may_use(monkeypatch):
+    """An xdist worker pinned to one core is another machine for a baseline recorded on two."""
+    from invariants import _cores
+    from invariants.timing import baselines as _baselines
+
+    monkeypatch.setattr(_cores, "usable", lambda: [0])
+    assert _baselines.machine("cpu", "cpu")["cores"] == 1
+    monkeypatch.setattr(_cores, "usable", lambda: [0, 1])
+    assert _baselines.machine("cpu", "cpu")["cores"] == 2
