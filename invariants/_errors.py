@@ -1,5 +1,5 @@
-"""The one exception type that reaches a user, and what every bad-input message shares (suggestions, the
-splitting of a selection option)."""
+"""The one exception type that reaches a user, and what every unknown-name message shares (a suggestion).
+Selection options are split by :func:`invariants.catalog.select.selectors`."""
 
 from __future__ import annotations
 
@@ -22,15 +22,3 @@ class InvariantsError(Exception):
     ``str(err)`` is a single line of the form ``WHERE: what is wrong`` (``WHERE`` is a file, ``file:line``,
     a program or a target). The CLI and the pytest plugin print it as is, without a traceback.
     """
-
-
-def selectors(value: str, option: str, otherwise: str) -> list[str]:
-    """The comma-separated words of a selection option's ``value``. None of them (``''``, ``' , '``) is an
-    error, never "all" in silence; ``otherwise`` says what to do instead.
-
-    The one place every selection option (``--targets``, ``--programs``, ``--configs``) is split.
-    """
-    words = [w.strip() for w in value.split(",") if w.strip()]
-    if not words:
-        raise InvariantsError(f"{option}: empty selection; {otherwise}")
-    return words

@@ -21,9 +21,12 @@ from pathlib import Path
 
 from ._errors import InvariantsError
 
-# This package's folder, a checkout's or an installed copy: its spec files, device descriptions and gate
-# modules are found from here (one place, so that moving a module never moves what it finds).
-PACKAGE_DIR = Path(__file__).resolve().parent
+# This package's folder as this process imported it: in a versus worker, the staged link
+# (invariants.compile.child.stage), so that the spec files it names are shown as the repository's own. One
+# place, so that moving a module never moves what it finds.
+IMPORTED_DIR = Path(__file__).parent
+# The same folder resolved, a checkout's or an installed copy: what a child is staged from and compared with.
+PACKAGE_DIR = IMPORTED_DIR.resolve()
 
 __all__ = ["atomic_path", "check_output_dir", "check_output_file", "what_is", "write_atomic"]
 

@@ -73,7 +73,7 @@ def _row_name(item: dict) -> str:
 
 
 def _value(item: dict) -> float:
-    return float(item["median"] if "median" in item else item["efficiency"])
+    return float(item["median"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         seconds = statistics.fmean(it["seconds"] for it in items)
         counts_text = "/".join(map(str, counts))
         confirmations = sum(len(it.get("attempts", [])) > 1 for it in items)
-        bound = items[0].get("threshold") or items[0].get("min_efficiency")
+        bound = items[0].get("threshold")
         bound_text = f"{bound:.3g}" if bound else "-"
         print(f"| {ratio_id} | {bound_text} | {statistics.median(medians):.3f} | {cv:.1%} | "
               f"[{widest['low']:.3f}, {widest['high']:.3f}] | {seconds:.2f} | {counts_text} | "

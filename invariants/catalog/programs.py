@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .._errors import InvariantsError, did_you_mean, selectors
+from .._errors import InvariantsError, did_you_mean
 
 # The configurations live in _configs (no JAX); re-exported here, where the catalog's users look for them.
 from .configs import _INDEX_SHAPES
@@ -41,6 +41,7 @@ from .configs import SEED as SEED
 from .configs import Config as Config
 from .configs import Distribution as Distribution
 from .configs import get_config as get_config
+from .select import selectors
 
 ProgramKind = Literal["forward", "backward", "train", "sharded", "sharded_grad", "tied", "tied_grad"]
 

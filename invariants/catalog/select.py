@@ -1,29 +1,60 @@
-"""``--programs``: the one reading of a program selection, for the gate and the report.
+"""Selection options: the one splitting of every comma-separated selection, and the one reading of
+``--programs``, for the gate, the report, versus, selfcheck, bisect and matrix (``--targets`` is read by
+:func:`invariants.catalog.targets.select_targets`, on these words).
 
-Comma-separated words, each an exact name, an fnmatch pattern (``'vmap_*'``), ``kind:K`` or ``tag:T``, matched
-as a spec's ``programs`` is (:func:`invariants.spec.file.select_programs`) against ``known``: the programs of
-this
-process for the gate, the programs a results file recorded for the report. No JAX here.
+``--programs`` takes words, each an exact name, an fnmatch pattern (``'vmap_*'``), ``kind:K`` or ``tag:T``,
+matched as a spec's ``programs`` is (:func:`invariants.spec.file.select_programs`) against ``known``: the
+programs of this process for the gate, the programs a results file recorded for the report. No JAX here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import fnmatch
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._errors import InvariantsError, did_you_mean, selectors
+from .._errors import InvariantsError, did_you_mean
 
-__all__ = ["select_program_words"]
+__all__ = ["match_programs", "select_program_words", "selectors"]
+
+
+def selectors(value: str, option: str, otherwise: str) -> list[str]:
+    """The comma-separated words of a selection option's ``value``. None of them (``''``, ``' , '``) is an
+    error, never "all" in silence; ``otherwise`` says what to do instead.
+
+    The one place every selection option (``--targets``, ``--programs``, ``--configs``, ``--versions``,
+    ``-k``) is split.
+    """
+    words = [w.strip() for w in value.split(",") if w.strip()]
+    if not words:
+        raise InvariantsError(f"{option}: empty selection; {otherwise}")
+    return words
+
+
+def match_programs(words: Sequence[str], known: Mapping[str, Any]) -> list[str]:
+    """The names of ``known`` that selector words match, in the words' order: exact names, fnmatch
+    patterns, ``kind:K`` (a program's ``kind``), ``tag:T`` (one of its ``tags``). The one matcher of
+    program selections: spec files' ``programs`` and every command's ``--programs``."""
+    out: dict[str, None] = {}
+    for word in words:
+        for name, program in known.items():
+            if word.startswith("kind:"):
+                hit = program.kind == word[5:]
+            elif word.startswith("tag:"):
+                hit = word[4:] in program.tags
+            else:
+                hit = fnmatch.fnmatchcase(name, word)
+            if hit:
+                out[name] = None
+    return list(out)
 
 
 def select_program_words(value: str, known: Mapping[str, Any], option: str = "--programs") -> list[str]:
     """The names of ``known`` (in its order) that ``value`` selects. Empty, or a word that matches nothing:
     one line (:class:`InvariantsError`), with the closest names."""
-    from ..spec.file import select_programs
-
     words = selectors(value, option, "name programs, or leave the option out for all")
     for word in words:
-        if not select_programs([word], known):
+        if not match_programs([word], known):
             raise InvariantsError(f"{option}: unknown program {word!r}{did_you_mean(word, known, n=2)}")
-    chosen = set(select_programs(words, known))
+    chosen = set(match_programs(words, known))
     return [name for name in known if name in chosen]

@@ -18,9 +18,10 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from .._errors import InvariantsError, did_you_mean, selectors
+from .._errors import InvariantsError, did_you_mean
 from .._paths import PACKAGE_DIR
 from .configs import LLM_CONFIGS, SEED
+from .select import selectors
 
 if TYPE_CHECKING:
     from .programs import Program

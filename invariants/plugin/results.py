@@ -26,8 +26,12 @@ report's ``--programs`` selects from (:func:`programs_of`). The kinds:
 * ``ratio`` (throughput tier): ``id``, ``target``, ``a``, ``b``, ``config``, ``median``, ``low``,
   ``high``, ``threshold``, ``verdict``; and ``predicted``, the TPU compiler's estimated-cycles ratio of the
   same programs on the same target (null off TPU);
-* ``efficiency`` (throughput tier): ``id``, ``target``, ``program``, ``config``, ``efficiency``, ``low``,
-  ``high``, ``min_efficiency``, ``verdict``;
+* ``efficiency`` (throughput tier): ``id``, ``target``, ``program``, ``config``, ``median`` (the
+  efficiency ``t_copy / t_program``), ``low``, ``high``, ``threshold`` (its floor; null without a
+  baseline), ``verdict``.
+
+Both throughput kinds carry one :class:`invariants.timing.paired.RatioResult` (``to_dict``), whose
+``direction`` says which side of ``threshold`` passes (``at_most`` a ratio, ``at_least`` an efficiency);
 * ``error``: an item that failed before it recorded anything (no fields).
 """
 
@@ -57,14 +61,17 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "correctness": ("id", "program", "config", "distribution", "problem"),
     "ratio": ("id", "target", "a", "b", "config", "median", "low", "high", "threshold", "verdict"),
     "efficiency": (
-        "id", "target", "program", "config", "efficiency", "low", "high", "min_efficiency", "verdict",
+        "id", "target", "program", "config", "median", "low", "high", "threshold", "verdict",
     ),
     "error": (),
 }  # fmt: skip
 KINDS: tuple[str, ...] = tuple(FIELDS)
 # The fields of FIELDS that may be null: a value check that found no problem, an efficiency item with no
 # baseline to hold it to. Any other null is a record no writer of this module makes.
-NULLABLE = frozenset({"problem", "min_efficiency"})
+NULLABLE: dict[str, frozenset[str]] = {
+    "correctness": frozenset({"problem"}),
+    "efficiency": frozenset({"threshold"}),
+}
 # The tier each kind belongs to, as the report's tier table names it.
 TIERS: dict[str, str] = {
     "structure": "structure",
@@ -294,7 +301,11 @@ def read(path: str | Path) -> dict[str, Any]:
         missing = [f for f in FIELDS.get(item["kind"], ()) if f not in item]
         if missing:
             raise InvariantsError(f"{p}: items[{n}] ({item['kind']}) lacks {', '.join(missing)}")
-        nulls = [f for f in FIELDS.get(item["kind"], ()) if item[f] is None and f not in NULLABLE]
+        nulls = [
+            f
+            for f in FIELDS.get(item["kind"], ())
+            if item[f] is None and f not in NULLABLE.get(item["kind"], ())
+        ]
         if nulls:
             what = f"{item['kind']} {item['nodeid']}"
             raise InvariantsError(f"{p}: items[{n}] ({what}): {', '.join(nulls)} null")

@@ -25,8 +25,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._errors import InvariantsError, selectors
+from .._errors import InvariantsError
 from .._paths import atomic_path, check_output_dir, write_atomic
+from ..catalog.select import selectors
 from .bisect import add_release_options, check_selection, run_suite
 from .environments import (
     check_index,

@@ -44,8 +44,9 @@ from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from .. import _config
-from .._errors import InvariantsError, selectors
+from .._errors import InvariantsError
 from .._paths import check_output_dir
+from ..catalog.select import selectors
 from ..compile.child import gate_command, gate_env, last_line, run_gate
 from ..plugin.items import CORRECTNESS
 

@@ -84,10 +84,11 @@ from typing import Any, Literal, NamedTuple
 from packaging.requirements import InvalidRequirement, Requirement
 
 from .._errors import InvariantsError, did_you_mean
-from .._paths import PACKAGE_DIR
+from .._paths import IMPORTED_DIR
+from ..catalog.select import match_programs
 from ..hlo.metrics import METRICS
 
-SPEC_DIR = PACKAGE_DIR
+SPEC_DIR = IMPORTED_DIR
 # The [[correctness]] checks a spec may name, with the values each one's ``expect`` may take (none: it takes
 # no ``expect``); invariants.spec.checks.CORRECTNESS implements each (the spec stage owns the vocabulary, the
 # checks stage reads it: data flows one way, spec -> checks).
@@ -1161,21 +1162,10 @@ def _check_selectors(
 
 
 def select_programs(selectors: Sequence[str], known: Mapping[str, Any] | None = None) -> list[str]:
-    """Program names matched by selectors: exact names, fnmatch patterns, ``kind:K``, ``tag:T``.
+    """Program names matched by selectors (:func:`invariants.catalog.select.match_programs`).
 
     ``known`` as in :func:`load_spec` (default: every program of this process, catalog first)."""
-    out: dict[str, None] = {}
-    for sel in selectors:
-        for name, program in _known(known).items():
-            if sel.startswith("kind:"):
-                hit = program.kind == sel[5:]
-            elif sel.startswith("tag:"):
-                hit = sel[4:] in program.tags
-            else:
-                hit = fnmatch.fnmatchcase(name, sel)
-            if hit:
-                out[name] = None
-    return list(out)
+    return match_programs(selectors, _known(known))
 
 
 def load_specs(*directories: Path) -> list[Spec]:

@@ -25,7 +25,7 @@ from typing import Any
 
 from invariants._errors import InvariantsError
 from invariants._paths import write_atomic
-from invariants.timing.paired import EfficiencyResult, Verdict, decide_lower
+from invariants.timing.paired import RatioResult, Verdict, decide_lower
 
 __all__ = [
     "DEFAULT_MAX_LOSS",
@@ -85,12 +85,12 @@ def read_baseline(path: Path) -> dict[str, Any] | None:
 
 
 def write_baseline(
-    path: Path, runs: Sequence[EfficiencyResult], machine: dict[str, Any], versions: dict[str, str]
+    path: Path, runs: Sequence[RatioResult], machine: dict[str, Any], versions: dict[str, str]
 ) -> dict[str, Any]:
     """Record the median of ``runs`` (three measurements) at ``path``; return the record."""
-    best = sorted(runs, key=lambda r: r.efficiency)[len(runs) // 2]
-    record = {"efficiency": round(best.efficiency, 4), "low": round(best.low, 4),
-              "high": round(best.high, 4), "runs": [round(r.efficiency, 4) for r in runs],
+    best = sorted(runs, key=lambda r: r.median)[len(runs) // 2]
+    record = {"efficiency": round(best.median, 4), "low": round(best.low, 4),
+              "high": round(best.high, 4), "runs": [round(r.median, 4) for r in runs],
               "machine": machine, "versions": versions}  # fmt: skip
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, json.dumps(record, indent=1, sort_keys=True) + "\n")  # a killed run keeps the old one
@@ -136,7 +136,7 @@ def exceeds_baseline(current: float, baseline: float, max_loss: float) -> bool:
     return current < baseline_floor(baseline, max_loss)
 
 
-def baseline_verdict(result: EfficiencyResult, baseline: float, max_loss: float) -> Verdict:
+def baseline_verdict(result: RatioResult, baseline: float, max_loss: float) -> Verdict:
     """Judge a measured efficiency against a recorded baseline, allowing a ``max_loss`` fraction of loss.
 
     ``"fail"`` only when the whole interval lies below ``baseline * (1 - max_loss)`` (i.e. even the interval's

@@ -33,12 +33,13 @@ The statistics live in :mod:`invariants._stats`, the cross-run efficiency baseli
 
 from __future__ import annotations
 
+import functools
 import gc
 import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import numpy as np
 
@@ -60,9 +61,17 @@ _GROWTH = 1.5  # each extra look happens once the number of pairs has grown by t
 # --------------------------------------------------------------------------------------------- results
 
 
+# A bound's direction: ``at_most`` bounds a slowdown (``time(a) / time(b) <= threshold``), ``at_least`` is a
+# floor (efficiency, ``t_copy / t_program >= floor``).
+Direction = Literal["at_most", "at_least"]
+
+
 @dataclass(frozen=True)
 class RatioResult:
-    """The ratio ``t_a / t_b`` of two programs' times, measured by paired interleaving.
+    """The ratio ``t_a / t_b`` of two programs' times, measured by paired interleaving, and its verdict
+    against a bound with a direction. The one paired-ratio type: a time ratio (``direction="at_most"``)
+    and an efficiency (``name="efficiency"``, ``a`` = the memory copy, ``b`` = the program,
+    ``direction="at_least"``) alike.
 
     Attributes:
         median: median of the per-pair ratios ``t_a / t_b``.
@@ -73,15 +82,17 @@ class RatioResult:
         seconds: wall time spent sampling (warm-up and calibration included), by the measuring clock.
         confidence: the requested coverage of ``[low, high]``, e.g. 0.95.
         threshold: the bound on the ratio, or ``None`` when only measuring.
-        verdict: ``"pass"`` (whole interval <= threshold), ``"fail"`` (whole interval > threshold),
-            ``"inconclusive"`` (interval still straddles the threshold when the budget ran out); ``None``
-            when no threshold was given.
+        verdict: ``"fail"`` when the whole interval is beyond the bound (above it ``at_most``, below it
+            ``at_least``), ``"pass"`` when it is wholly within, ``"inconclusive"`` when it still straddles
+            the bound when the budget ran out; ``None`` when no bound was given.
         t_a_median, t_b_median: median seconds per call of ``a`` and ``b`` (for reports only: absolute
             times on a shared machine are not comparable across runs).
         cv: robust coefficient of variation of the per-pair ratios, ``1.4826 * MAD / median``.
         inner_a, inner_b: calls per sample of ``a`` and of ``b``.
         looks: how many times the interval was examined (1 + number of adaptive extensions).
         ratios: the per-pair ratios, in sampling order (not in :meth:`to_dict`).
+        direction: which side of ``threshold`` passes.
+        name: what the ratio is called in a report line (``ratio``, ``efficiency``).
     """
 
     median: float
@@ -99,10 +110,12 @@ class RatioResult:
     inner_b: int
     looks: int
     ratios: tuple[float, ...] = field(default=(), repr=False, compare=False)
+    direction: Direction = "at_most"
+    name: str = "ratio"
 
     @property
     def failed(self) -> bool:
-        """True only when the whole interval lies above the threshold."""
+        """True only when the whole interval lies beyond the bound."""
         return self.verdict == "fail"
 
     def to_dict(self) -> dict[str, Any]:
@@ -113,64 +126,11 @@ class RatioResult:
 
     def summary(self) -> str:
         """One line for a report, e.g. ``ratio 1.012 [1.004, 1.019] (95%, 40 pairs, 0.3 s, cv 1.1%) pass``."""
+        sign = "<=" if self.direction == "at_most" else ">="
         return (
-            f"ratio {self.median:.3f} [{self.low:.3f}, {self.high:.3f}] "
+            f"{self.name} {self.median:.3f} [{self.low:.3f}, {self.high:.3f}] "
             f"({self.confidence:.0%}, {self.pairs} pairs, {self.seconds:.2f} s, cv {self.cv:.1%})"
-            + (f" vs <= {self.threshold:g}: {self.verdict}" if self.threshold is not None else "")
-        )
-
-
-@dataclass(frozen=True)
-class EfficiencyResult:
-    """Efficiency ``t_copy / t_program``: the fraction of a plain memory copy's speed a program reaches.
-
-    It is the inverse ratio of :class:`RatioResult`, measured the same way (``a = copy``, ``b = program``).
-    1.0 means the program is as fast as copying the reference number of bytes; 0.25 means four times slower.
-
-    Attributes:
-        efficiency: median of the per-pair ratios ``t_copy / t_program``.
-        low, high: its confidence interval (as in :class:`RatioResult`).
-        min_efficiency: the floor, or ``None`` when only measuring.
-        verdict: ``"pass"`` (whole interval >= floor), ``"fail"`` (whole interval < floor),
-            ``"inconclusive"`` (straddles at budget end); ``None`` without a floor.
-        t_program_median, t_copy_median: median seconds per call (for reports only).
-        inner_program, inner_copy: calls per sample of each side.
-        Other fields as in :class:`RatioResult`.
-    """
-
-    efficiency: float
-    low: float
-    high: float
-    pairs: int
-    seconds: float
-    confidence: float
-    min_efficiency: float | None
-    verdict: Verdict | None
-    t_program_median: float
-    t_copy_median: float
-    cv: float
-    inner_program: int
-    inner_copy: int
-    looks: int
-    ratios: tuple[float, ...] = field(default=(), repr=False, compare=False)
-
-    @property
-    def failed(self) -> bool:
-        """True only when the whole interval lies below the floor."""
-        return self.verdict == "fail"
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-serializable fields (e.g. for pytest-benchmark ``extra_info``); no raw ratios."""
-        d = asdict(self)
-        del d["ratios"]
-        return d
-
-    def summary(self) -> str:
-        """One line for a report."""
-        return (
-            f"efficiency {self.efficiency:.3f} [{self.low:.3f}, {self.high:.3f}] "
-            f"({self.confidence:.0%}, {self.pairs} pairs, {self.seconds:.2f} s, cv {self.cv:.1%})"
-            + (f" vs >= {self.min_efficiency:g}: {self.verdict}" if self.min_efficiency is not None else "")
+            + (f" vs {sign} {self.threshold:g}: {self.verdict}" if self.threshold is not None else "")
         )
 
 
@@ -389,37 +349,11 @@ def measure_ratio(
         InvariantsError: on invalid parameters (``min_pairs`` too small for ``confidence``, non-positive
             ``max_seconds`` or ``inner``, ``confidence`` outside (0.5, 1)).
     """
-    decide = (lambda lo, hi: decide_upper(lo, hi, threshold)) if threshold is not None else None
-    r = _run(
-        a,
-        b,
-        decide,
-        min_pairs=min_pairs,
-        min_seconds=min_seconds,
-        max_seconds=max_seconds,
-        confidence=confidence,
-        warmup=warmup,
-        inner=inner,
-        sample_seconds=sample_seconds,
-        clock=clock,
-    )
-    return RatioResult(
-        median=float(np.median(r.ratios)),
-        low=r.low,
-        high=r.high,
-        pairs=int(r.ratios.size),
-        seconds=r.seconds,
-        confidence=confidence,
-        threshold=threshold,
-        verdict=r.verdict,
-        t_a_median=float(np.median(r.t_a)),
-        t_b_median=float(np.median(r.t_b)),
-        cv=robust_cv(r.ratios),
-        inner_a=r.inner[0],
-        inner_b=r.inner[1],
-        looks=r.looks,
-        ratios=tuple(float(v) for v in r.ratios),
-    )
+    return measure_paired(
+        a, b, bound=threshold, direction="at_most", min_pairs=min_pairs, min_seconds=min_seconds,
+        max_seconds=max_seconds, confidence=confidence, warmup=warmup, inner=inner,
+        sample_seconds=sample_seconds, clock=clock,
+    )  # fmt: skip
 
 
 def measure_efficiency(
@@ -435,47 +369,75 @@ def measure_efficiency(
     inner: int | None = None,
     sample_seconds: float = 2e-3,
     clock: Clock = time.perf_counter,
-) -> EfficiencyResult:
+) -> RatioResult:
     """Measure ``t_copy / t_program`` (efficiency against a memory-copy roofline); judge it against a floor.
 
     Same pairing, statistic, adaptive extension and parameters as :func:`measure_ratio` with
     ``a = copy, b = program``. ``copy`` is typically :func:`copy_callable` of the bytes the program must move.
 
     Returns:
-        An :class:`EfficiencyResult`. ``verdict`` is ``"fail"`` only when the whole interval is below
-        ``min_efficiency``; ``"inconclusive"`` when it still straddles the floor at budget end.
+        A :class:`RatioResult` named ``efficiency`` (``median`` is ``t_copy / t_program``), bounded
+        ``at_least`` ``min_efficiency``: ``verdict`` is ``"fail"`` only when the whole interval is below
+        the floor; ``"inconclusive"`` when it still straddles it at budget end.
     """
-    decide = (lambda lo, hi: decide_lower(lo, hi, min_efficiency)) if min_efficiency is not None else None
+    return measure_paired(
+        copy, program, bound=min_efficiency, direction="at_least", name="efficiency", min_pairs=min_pairs,
+        min_seconds=min_seconds, max_seconds=max_seconds, confidence=confidence, warmup=warmup, inner=inner,
+        sample_seconds=sample_seconds, clock=clock,
+    )  # fmt: skip
+
+
+def measure_paired(
+    a: Timed,
+    b: Timed,
+    *,
+    bound: float | None,
+    direction: Direction,
+    name: str = "ratio",
+    min_pairs: int,
+    min_seconds: float,
+    max_seconds: float,
+    confidence: float,
+    warmup: int,
+    inner: int | None,
+    sample_seconds: float,
+    clock: Clock,
+) -> RatioResult:
+    """``t_a / t_b`` by paired interleaving (:func:`measure_ratio` says how), judged against ``bound`` in
+    ``direction``: the one measurement behind a time ratio and an efficiency."""
+    decide: Callable[[float, float], Verdict | None] | None = None
+    if bound is not None:
+        rule = decide_upper if direction == "at_most" else decide_lower
+        decide = functools.partial(_decide_with, rule, bound)
     r = _run(
-        copy,
-        program,
-        decide,
-        min_pairs=min_pairs,
-        min_seconds=min_seconds,
-        max_seconds=max_seconds,
-        confidence=confidence,
-        warmup=warmup,
-        inner=inner,
-        sample_seconds=sample_seconds,
-        clock=clock,
-    )
-    return EfficiencyResult(
-        efficiency=float(np.median(r.ratios)),
+        a, b, decide, min_pairs=min_pairs, min_seconds=min_seconds, max_seconds=max_seconds,
+        confidence=confidence, warmup=warmup, inner=inner, sample_seconds=sample_seconds, clock=clock,
+    )  # fmt: skip
+    return RatioResult(
+        median=float(np.median(r.ratios)),
         low=r.low,
         high=r.high,
         pairs=int(r.ratios.size),
         seconds=r.seconds,
         confidence=confidence,
-        min_efficiency=min_efficiency,
+        threshold=bound,
         verdict=r.verdict,
-        t_program_median=float(np.median(r.t_b)),
-        t_copy_median=float(np.median(r.t_a)),
+        t_a_median=float(np.median(r.t_a)),
+        t_b_median=float(np.median(r.t_b)),
         cv=robust_cv(r.ratios),
-        inner_program=r.inner[1],
-        inner_copy=r.inner[0],
+        inner_a=r.inner[0],
+        inner_b=r.inner[1],
         looks=r.looks,
         ratios=tuple(float(v) for v in r.ratios),
+        direction=direction,
+        name=name,
     )
+
+
+def _decide_with(
+    rule: Callable[[float, float, float], Verdict | None], bound: float, low: float, high: float
+) -> Verdict | None:
+    return rule(low, high, bound)
 
 
 def runtime_clock(platform: str, choice: str | None = None) -> tuple[str, Clock]:
@@ -499,10 +461,9 @@ def runtime_clock(platform: str, choice: str | None = None) -> tuple[str, Clock]
     return chosen, (time.process_time if chosen == "cpu" else time.perf_counter)
 
 
-R = TypeVar("R", RatioResult, EfficiencyResult)
-
-
-def confirmed(measure: Callable[[], R], verdict: Verdict = "fail") -> tuple[R, list[R]]:
+def confirmed(
+    measure: Callable[[], RatioResult], verdict: Verdict = "fail"
+) -> tuple[RatioResult, list[RatioResult]]:
     """Run ``measure``; if its verdict is ``verdict``, run it once more and keep that verdict only if it
     repeats. Returns the deciding result and every attempt.
 

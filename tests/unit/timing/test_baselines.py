@@ -18,7 +18,7 @@ from invariants.timing.baselines import (
     record_programs,
     write_baseline,
 )
-from invariants.timing.paired import EfficiencyResult
+from invariants.timing.paired import RatioResult
 
 
 def _spec(tmp_path: Path, name: str, targets: str, loss: float):
@@ -35,9 +35,9 @@ def test_max_loss_matches_targets_by_pattern_as_specs_do(tmp_path: Path):
     assert max_loss_for(specs, "gpu-h100") == DEFAULT_MAX_LOSS
 
 
-def _result(efficiency: float) -> EfficiencyResult:
-    return EfficiencyResult(efficiency, efficiency - 0.01, efficiency + 0.01, 40, 0.5, 0.95, None, None,
-                            1e-3, 1e-3, 0.01, 1, 1, 1)  # fmt: skip
+def _result(efficiency: float) -> RatioResult:
+    return RatioResult(efficiency, efficiency - 0.01, efficiency + 0.01, 40, 0.5, 0.95, None, None,
+                       1e-3, 1e-3, 0.01, 1, 1, 1, direction="at_least", name="efficiency")  # fmt: skip
 
 
 def test_record_is_the_median_of_three_and_reads_back(tmp_path: Path):

@@ -20,7 +20,6 @@ from invariants._stats import look_alpha, median_interval, min_pairs_for, robust
 from invariants.timing.baselines import baseline_floor, baseline_verdict, exceeds_baseline
 from invariants.timing.calls import _hlo_copies
 from invariants.timing.paired import (
-    EfficiencyResult,
     RatioResult,
     measure_efficiency,
     measure_ratio,
@@ -191,12 +190,15 @@ def test_efficiency_is_the_inverse_ratio_and_fails_below_the_floor() -> None:
     clock, rng = FakeClock(), np.random.default_rng(0)
     program, copy = work(clock, 4.0, rng), work(clock, 1.0, rng)
     e = measure_efficiency(program, copy, min_efficiency=0.5, clock=clock)
-    assert isinstance(e, EfficiencyResult)
-    assert e.efficiency == pytest.approx(0.25, rel=0.05)
+    # One paired-ratio type: the copy is ``a``, the program ``b``, and the bound is a floor.
+    assert isinstance(e, RatioResult) and (e.direction, e.name) == ("at_least", "efficiency")
+    assert e.threshold == 0.5
+    assert e.median == pytest.approx(0.25, rel=0.05)
     assert e.verdict == "fail" and e.high < 0.5
+    assert e.summary().startswith("efficiency 0.2") and e.summary().endswith("vs >= 0.5: fail")
     e = measure_efficiency(program, copy, min_efficiency=0.2, clock=clock)
     assert e.verdict == "pass" and e.low >= 0.2
-    assert e.t_program_median == pytest.approx(4 * e.t_copy_median, rel=0.1)
+    assert e.t_b_median == pytest.approx(4 * e.t_a_median, rel=0.1)  # b, the program, is 4x the copy
 
 
 def test_efficiency_straddling_floor_is_inconclusive() -> None:
@@ -215,10 +217,11 @@ def test_baseline() -> None:
         with pytest.raises(InvariantsError):
             baseline_floor(*bad)
 
-    def result(low: float, high: float) -> EfficiencyResult:
-        return EfficiencyResult(
-            (low + high) / 2, low, high, 40, 0.1, 0.95, None, None, 1e-4, 1e-4, 0.01, 1, 1, 1
-        )
+    def result(low: float, high: float) -> RatioResult:
+        return RatioResult(
+            (low + high) / 2, low, high, 40, 0.1, 0.95, None, None, 1e-4, 1e-4, 0.01, 1, 1, 1,
+            direction="at_least", name="efficiency",
+        )  # fmt: skip
 
     assert baseline_verdict(result(0.30, 0.39), 0.5, 0.2) == "fail"
     assert baseline_verdict(result(0.40, 0.45), 0.5, 0.2) == "pass"
