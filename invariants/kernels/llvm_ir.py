@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterator
 
 from ._tally import Tally, code_error, words
 from .facts import KernelCodeError, KernelFacts
@@ -348,14 +349,9 @@ def _type_prefix(text: str) -> tuple[str, int] | None:
     if not text:
         return None
     if text[0] in "[<{":
-        depth = 0
-        for i, ch in enumerate(text):
-            if ch in "[<{(":
-                depth += 1
-            elif ch in "]>})":
-                depth -= 1
-                if depth == 0:
-                    return text[: i + 1], i + 1
+        for i, ch, depth in _depths(text):
+            if depth == 0 and ch in "]>})":
+                return text[: i + 1], i + 1
         return None
     m = _SCALAR_TYPE.match(text)
     return (m.group(0), m.end()) if m else None
@@ -370,16 +366,22 @@ def _value_type(operands: str, item: int) -> str | None:
     return " ".join(parsed[0].split()) if parsed else None
 
 
-def _split_top(text: str) -> list[str]:
-    out: list[str] = []
+def _depths(text: str) -> Iterator[tuple[int, str, int]]:
+    """Each character of ``text`` with its index and the bracket depth after it (``[<{(`` open)."""
     depth = 0
-    start = 0
     for i, ch in enumerate(text):
         if ch in "[<{(":
             depth += 1
         elif ch in "]>})":
             depth -= 1
-        elif ch == "," and depth == 0:
+        yield i, ch, depth
+
+
+def _split_top(text: str) -> list[str]:
+    out: list[str] = []
+    start = 0
+    for i, ch, depth in _depths(text):
+        if ch == "," and depth == 0:
             out.append(text[start:i])
             start = i + 1
     out.append(text[start:])

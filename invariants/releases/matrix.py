@@ -21,7 +21,7 @@ import json
 import math
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -102,36 +102,37 @@ def render_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], notes: Map
     for target in sorted({r.target for r in rows}):
         programs = list(dict.fromkeys(r.program for r in rows if r.target == target))
         cells = {(r.program, r.version): r.metrics for r in rows if r.target == target}
-        out.append(f"### {target}: kernels / while loops / dynamic kernel launches (f32)\n")
-        out.append("| program | " + " | ".join(versions) + " |")
-        out.append("|---|" + "---|" * len(versions))
-        for prog in programs:
-            row = []
-            for v in versions:
-                m = cells.get((prog, v))
-                row.append(" / ".join("?" if m.get(k) is None else str(m.get(k)) for k in MATRIX_METRICS)
-                           if m else "—")  # fmt: skip
-            out.append(f"| {prog} | " + " | ".join(row) + " |")
-        out.append("")
+
+        title = f"{target}: kernels / while loops / dynamic kernel launches (f32)"
+        out += _table(title, "---|", programs, versions, cells, _structure_cell)
         if any(m.get(PREDICTED_METRIC) is not None for m in cells.values()):
-            out.append(
-                f"### {target}: predicted cost, estimated cycles per call (the compiler's own estimate)\n"
-            )
-            out.append("| program | " + " | ".join(versions) + " |")
-            out.append("|---|" + "---:|" * len(versions))
-            for prog in programs:
-                row = []
-                for v in versions:
-                    m = cells.get((prog, v))
-                    value = m.get(PREDICTED_METRIC) if m else None
-                    row.append("—" if not m else "?" if value is None else f"{value:,}")
-                out.append(f"| {prog} | " + " | ".join(row) + " |")
-            out.append("")
+            title = f"{target}: predicted cost, estimated cycles per call (the compiler's own estimate)"
+            out += _table(title, "---:|", programs, versions, cells, _predicted_cell)
         if any(_has_code(m) for m in cells.values()):
             out += _kernel_table(target, programs, versions, cells)
     for key, note in notes.items():
         out.append(f"- {key}: {note}")
     return "\n".join(out).rstrip() + "\n"
+
+
+def _structure_cell(m: Mapping[str, Any] | None) -> str:
+    return " / ".join("?" if m.get(k) is None else str(m.get(k)) for k in MATRIX_METRICS) if m else "—"
+
+
+def _predicted_cell(m: Mapping[str, Any] | None) -> str:
+    value = m.get(PREDICTED_METRIC) if m else None
+    return "—" if not m else "?" if value is None else f"{value:,}"
+
+
+def _table(
+    title: str, align: str, programs: Sequence[str], versions: Sequence[str],
+    cells: Mapping[tuple[str, str], Any], cell: Callable[[Mapping[str, Any] | None], str],
+) -> list[str]:  # fmt: skip
+    """One table: a row per program, a column per release, ``cell`` of each (program, release)."""
+    out = [f"### {title}\n", "| program | " + " | ".join(versions) + " |", "|---|" + align * len(versions)]
+    for prog in programs:
+        out.append(f"| {prog} | " + " | ".join(cell(cells.get((prog, v))) for v in versions) + " |")
+    return [*out, ""]
 
 
 def _kernel_table(

@@ -227,39 +227,31 @@ def _interval(t: Throughput) -> str:
 
 
 def _throughput_tables(rows: list[Throughput]) -> list[str]:
-    lines: list[str] = []
-    ratios = sorted((t for t in rows if t.kind == "ratio"), key=lambda t: (t.target, t.label, t.config))
-    if ratios:
-        lines += [
-            "## Throughput: time ratios (median, 95% interval; a verdict fails only when the whole interval "
-            "is past the threshold)",
-            "",
-            "| target | a / b | config | ratio [interval] | threshold | verdict | outcome | predicted |",
-            "|---|---|---|---|---:|---|---|---:|",
-        ]
-        for t in ratios:
-            bound = f"≤ {t.bound:.3g}" if t.bound is not None else "—"
-            predicted = "—" if t.predicted is None else f"{t.predicted:.3g}"
-            lines.append(
-                f"| `{t.target}` | `{t.label}` | {t.config} | {_interval(t)} | {bound} | "
-                f"{t.verdict or '—'} | {t.outcome or '—'} | {predicted} |"
-            )
-        lines.append("")
-    effs = sorted((t for t in rows if t.kind == "efficiency"), key=lambda t: (t.target, t.label, t.config))
-    if effs:
-        lines += [
-            "## Throughput: efficiency vs streaming the same bytes (1.0 = as fast as the stream)",
-            "",
-            "| target | program | config | efficiency [interval] | floor | verdict |",
-            "|---|---|---|---|---:|---|",
-        ]
-        for t in effs:
-            bound = f"≥ {t.bound:.3g}" if t.bound is not None else "—"
-            lines.append(
-                f"| `{t.target}` | `{t.label}` | {t.config} | {_interval(t)} | {bound} | {t.verdict or '—'} |"
-            )
-        lines.append("")
-    return lines
+    """One table of every paired measurement: a time ratio ``a / b`` (bounded above) and an efficiency
+    against streaming the same bytes (bounded below, 1.0 = as fast as the stream) are one kind of record
+    (:class:`invariants.timing.paired.RatioResult`), so they share columns; the bound says its side."""
+    if not rows:
+        return []
+    lines = [
+        "## Throughput: paired ratios (median, 95% interval; a verdict fails only when the whole interval is "
+        "past the bound)",
+        "",
+        "Ratios are `time(a) / time(b)`, bounded above; efficiencies are `time(stream) / time(program)` for "
+        "the bytes the program must move, bounded below (1.0: as fast as the stream).",
+        "",
+        "| target | measured | config | median [interval] | bound | verdict | outcome | predicted |",
+        "|---|---|---|---|---:|---|---|---:|",
+    ]
+    for t in sorted(rows, key=lambda t: (t.kind != "ratio", t.target, t.label, t.config)):
+        sign = "≤" if t.kind == "ratio" else "≥"
+        bound = f"{sign} {t.bound:.3g}" if t.bound is not None else "—"
+        predicted = "—" if t.predicted is None else f"{t.predicted:.3g}"
+        what = f"`{t.label}`" if t.kind == "ratio" else f"efficiency of `{t.label}`"
+        lines.append(
+            f"| `{t.target}` | {what} | {t.config} | {_interval(t)} | {bound} | "
+            f"{t.verdict or '—'} | {t.outcome or '—'} | {predicted} |"
+        )
+    return [*lines, ""]
 
 
 def _estimates(run: Run) -> dict[tuple[str, str, str], dict[str, Any]]:

@@ -235,27 +235,14 @@ def _throughput_of(info: dict[str, Any], target: str, nodeid: str, outcome: str 
     try:
         if missing:
             raise InvariantsError(f"lacks {', '.join(missing)}")
-        if kind == "ratio":
-            return Throughput(
-                kind="ratio",
-                nodeid=nodeid,
-                target=target,
-                label=f"{info['a']} / {info['b']}",
-                config=str(info["config"]),
-                value=_number(info, "median") or 0.0,
-                low=_number(info, "low") or 0.0,
-                high=_number(info, "high") or 0.0,
-                bound=_number(info, "threshold", required=False),
-                verdict=info["verdict"],
-                outcome=outcome,
-                id=str(info["id"]),
-                predicted=_number(info, "predicted", required=False),
-            )
+        # Both kinds carry one paired ratio (invariants.timing.paired.RatioResult); they differ in what
+        # is measured against what, and a ratio has the compiler's prediction beside it.
+        ratio = kind == "ratio"
         return Throughput(
-            kind="efficiency",
+            kind=kind,
             nodeid=nodeid,
             target=target,
-            label=str(info["program"]),
+            label=f"{info['a']} / {info['b']}" if ratio else str(info["program"]),
             config=str(info["config"]),
             value=_number(info, "median") or 0.0,
             low=_number(info, "low") or 0.0,
@@ -264,6 +251,7 @@ def _throughput_of(info: dict[str, Any], target: str, nodeid: str, outcome: str 
             verdict=info["verdict"],
             outcome=outcome,
             id=str(info["id"]),
+            predicted=_number(info, "predicted", required=False) if ratio else None,
         )
     except InvariantsError as err:
         raise InvariantsError(f"{nodeid}: {kind} record: {err}") from None

@@ -77,7 +77,7 @@ import operator
 import re
 import tomllib
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -545,13 +545,18 @@ def _distribution_of(node: ast.Subscript, loc: _Locator, line: int) -> str:
     from ..catalog.configs import DISTRIBUTIONS
 
     name = node.slice.id if isinstance(node.slice, ast.Name) else ast.unparse(node.slice)
-    if name not in DISTRIBUTIONS:
+    _one_of(name, DISTRIBUTIONS, "index distribution", loc, line, f" in '{ast.unparse(node)}'")
+    return name
+
+
+def _one_of(value: str, known: Collection[str], what: str, loc: _Locator, line: int, where: str = "") -> None:
+    """``value`` is one of ``known``; else one line: what is unknown, where, the nearest, and the list."""
+    if value not in known:
         raise loc.error(
             line,
-            f"unknown index distribution '{name}' in '{ast.unparse(node)}'"
-            f"{did_you_mean(name, DISTRIBUTIONS)}; known: {', '.join(DISTRIBUTIONS)}",
+            f"unknown {what} {value!r}{where}{_non_ascii(value)}{did_you_mean(value, known)}; "
+            f"known: {', '.join(known)}",
         )
-    return name
 
 
 class Timed(NamedTuple):
@@ -792,12 +797,7 @@ def _programs_of(data: dict[str, Any], loc: _Locator) -> tuple[ProgramDecl, ...]
         from ..catalog.configs import CONFIGS
 
         for config in configs:
-            if config not in CONFIGS:
-                raise loc.error(
-                    configs_line,
-                    f"unknown config {config!r}{_non_ascii(config)}{did_you_mean(config, CONFIGS)}; "
-                    f"known: {', '.join(CONFIGS)}",
-                )
+            _one_of(config, CONFIGS, "config", loc, configs_line)
         tags = _strings(table.get("tags", []), loc, loc.key_line(line, "tags"), "tags", allow_empty=True)
         doc = _string(table, "doc", loc, line, default=function)
         params, params_line = table.get("params"), loc.key_line(line, "params")
@@ -1046,12 +1046,7 @@ def _correctness(
         raise loc.error(dist_line, f"'{check_id}': check {check!r} uses fixed indices; drop 'distributions'")
     distributions = _strings(table.get("distributions", "uniform"), loc, dist_line, "distributions")
     for dist in distributions:
-        if dist not in DISTRIBUTIONS:
-            raise loc.error(
-                dist_line,
-                f"unknown index distribution {dist!r}{did_you_mean(dist, DISTRIBUTIONS)}; "
-                f"known: {', '.join(DISTRIBUTIONS)}",
-            )
+        _one_of(dist, DISTRIBUTIONS, "index distribution", loc, dist_line)
     expect, expect_line = table.get("expect"), loc.key_line(line, "expect")
     allowed = CORRECTNESS_EXPECT[check]
     if not allowed and expect is not None:

@@ -38,7 +38,7 @@ import gc
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 import numpy as np
@@ -301,26 +301,33 @@ def _run(
 # ----------------------------------------------------------------------------------------- public API
 
 
-def measure_ratio(
-    a: Timed,
-    b: Timed,
-    *,
-    threshold: float | None = None,
-    min_pairs: int = 100,
-    min_seconds: float = 0.5,
-    max_seconds: float = 6.0,
-    confidence: float = 0.95,
-    warmup: int = 6,
-    inner: int | None = None,
-    sample_seconds: float = 2e-3,
-    clock: Clock = time.perf_counter,
-) -> RatioResult:
+@dataclass(frozen=True)
+class Sampling:
+    """How a paired measurement samples: the parameters :func:`measure_ratio` documents, shared by every
+    measurement (a keyword of :func:`measure_ratio` or :func:`measure_efficiency` replaces one)."""
+
+    min_pairs: int = 100
+    min_seconds: float = 0.5
+    max_seconds: float = 6.0
+    confidence: float = 0.95
+    warmup: int = 6
+    inner: int | None = None
+    sample_seconds: float = 2e-3
+    clock: Clock = time.perf_counter
+
+    def keywords(self) -> dict[str, Any]:
+        # Not dataclasses.asdict: it deep-copies, and a clock must stay the caller's own object.
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def measure_ratio(a: Timed, b: Timed, *, threshold: float | None = None, **sampling: Any) -> RatioResult:
     """Measure ``t_a / t_b`` by paired, order-alternating interleaving; judge it against ``threshold``.
 
     Args:
         a, b: :data:`Timed` callables (each call runs the work once and blocks until done).
         threshold: the bound ``t_a / t_b <= threshold``. ``None`` measures only (``verdict`` is ``None``,
             no adaptive extension).
+        sampling: fields of :class:`Sampling`, which default to its values:
         min_pairs: pairs taken before the first look.
         min_seconds: keep taking pairs before the first look until this much time (by ``clock``, warm-up
             included) has passed; a floor on precision that scales with the program's speed.
@@ -349,26 +356,11 @@ def measure_ratio(
         InvariantsError: on invalid parameters (``min_pairs`` too small for ``confidence``, non-positive
             ``max_seconds`` or ``inner``, ``confidence`` outside (0.5, 1)).
     """
-    return measure_paired(
-        a, b, bound=threshold, direction="at_most", min_pairs=min_pairs, min_seconds=min_seconds,
-        max_seconds=max_seconds, confidence=confidence, warmup=warmup, inner=inner,
-        sample_seconds=sample_seconds, clock=clock,
-    )  # fmt: skip
+    return measure_paired(a, b, bound=threshold, direction="at_most", sampling=Sampling(**sampling))
 
 
 def measure_efficiency(
-    program: Timed,
-    copy: Timed,
-    *,
-    min_efficiency: float | None = None,
-    min_pairs: int = 100,
-    min_seconds: float = 0.5,
-    max_seconds: float = 6.0,
-    confidence: float = 0.95,
-    warmup: int = 6,
-    inner: int | None = None,
-    sample_seconds: float = 2e-3,
-    clock: Clock = time.perf_counter,
+    program: Timed, copy: Timed, *, min_efficiency: float | None = None, **sampling: Any
 ) -> RatioResult:
     """Measure ``t_copy / t_program`` (efficiency against a memory-copy roofline); judge it against a floor.
 
@@ -381,9 +373,8 @@ def measure_efficiency(
         the floor; ``"inconclusive"`` when it still straddles it at budget end.
     """
     return measure_paired(
-        copy, program, bound=min_efficiency, direction="at_least", name="efficiency", min_pairs=min_pairs,
-        min_seconds=min_seconds, max_seconds=max_seconds, confidence=confidence, warmup=warmup, inner=inner,
-        sample_seconds=sample_seconds, clock=clock,
+        copy, program, bound=min_efficiency, direction="at_least", name="efficiency",
+        sampling=Sampling(**sampling),
     )  # fmt: skip
 
 
@@ -394,14 +385,7 @@ def measure_paired(
     bound: float | None,
     direction: Direction,
     name: str = "ratio",
-    min_pairs: int,
-    min_seconds: float,
-    max_seconds: float,
-    confidence: float,
-    warmup: int,
-    inner: int | None,
-    sample_seconds: float,
-    clock: Clock,
+    sampling: Sampling = Sampling(),
 ) -> RatioResult:
     """``t_a / t_b`` by paired interleaving (:func:`measure_ratio` says how), judged against ``bound`` in
     ``direction``: the one measurement behind a time ratio and an efficiency."""
@@ -409,10 +393,8 @@ def measure_paired(
     if bound is not None:
         rule = decide_upper if direction == "at_most" else decide_lower
         decide = functools.partial(_decide_with, rule, bound)
-    r = _run(
-        a, b, decide, min_pairs=min_pairs, min_seconds=min_seconds, max_seconds=max_seconds,
-        confidence=confidence, warmup=warmup, inner=inner, sample_seconds=sample_seconds, clock=clock,
-    )  # fmt: skip
+    r = _run(a, b, decide, **sampling.keywords())
+    confidence = sampling.confidence
     return RatioResult(
         median=float(np.median(r.ratios)),
         low=r.low,
@@ -440,7 +422,7 @@ def _decide_with(
     return rule(low, high, bound)
 
 
-def runtime_clock(platform: str, choice: str | None = None) -> tuple[str, Clock]:
+def runtime_clock(platform: str, choice: str | None = None, where: str = "timing") -> tuple[str, Clock]:
     """The clock to time programs on ``platform`` with: ``("cpu", time.process_time)`` on the CPU backend,
     ``("wall", time.perf_counter)`` on an accelerator. ``choice`` (``"wall"`` or ``"cpu"``) overrides.
 
@@ -452,12 +434,15 @@ def runtime_clock(platform: str, choice: str | None = None) -> tuple[str, Clock]
     that either, since XLA:CPU splits loop fusions by the host's core count (``Kernel.partitions`` has it
     per run); on a quiet, dedicated machine ``INVARIANTS_CLOCK=wall`` catches it. On an accelerator the
     host's CPU time says nothing about the device, so the wall clock is the only choice there.
+
+    The one choice of a clock: the throughput items and ``versus`` alike (``where`` names the setting in
+    an error: ``INVARIANTS_CLOCK``, ``--clock``).
     """
     chosen = choice or ("cpu" if platform == "cpu" else "wall")
     if chosen == "cpu" and platform != "cpu":
-        raise InvariantsError(f"timing: the cpu clock measures nothing on a {platform} device; use wall")
+        raise InvariantsError(f"{where}: the cpu clock measures nothing on a {platform} device; use wall")
     if chosen not in ("cpu", "wall"):
-        raise InvariantsError(f"timing: unknown clock {chosen!r}; use wall or cpu")
+        raise InvariantsError(f"{where}: unknown clock {chosen!r}; use wall or cpu")
     return chosen, (time.process_time if chosen == "cpu" else time.perf_counter)
 
 

@@ -46,6 +46,7 @@ from typing import Any
 from .._cores import freed, usable
 from .._errors import InvariantsError
 from .._paths import check_output_file, write_atomic
+from ..timing.paired import runtime_clock
 from .report import (
     invariant_changes,
     make_record,
@@ -398,6 +399,26 @@ def compare_structure(
 # The command.
 
 
+# The numeric settings of the command line, one row each: the flag, the Settings field it sets (its default
+# there), its type and meaning, and the check that bad input fails with one line before any worker starts.
+NUMBERS: tuple[tuple[str, str, type, str, Callable[[Any], bool], str], ...] = (
+    ("--threshold", "threshold", float, "a ratio fails when its whole interval is above this",
+     lambda v: v > 1.0, "must be above 1 (a slowdown bound)"),
+    ("--confidence", "confidence", float, "interval coverage", lambda v: 0.5 < v < 1.0,
+     "must be in (0.5, 1)"),
+    ("--min-rounds", "min_rounds", int, "fresh worker pairs before the first look", lambda v: v >= 3,
+     "need 3 <= min <= max"),
+    ("--max-rounds", "max_rounds", int, "at most this many while an interval straddles the threshold",
+     lambda v: v >= 3, "need 3 <= min <= max"),
+    ("--round-seconds", "round_seconds", float, "seconds of blocks per program per round", lambda v: v > 0,
+     "must be positive"),
+    ("--parallel-threshold", "parallel_threshold", float,
+     "CPU backend: lost parallelism when the all-cores wall ratio's whole interval is above this (or its "
+     "estimate, with the threads ratio's whole interval below its inverse) while the CPU ratio did not fail",
+     lambda v: v > 1.0, "must be above 1 (a slowdown bound)"),
+)  # fmt: skip
+
+
 def _parser() -> argparse.ArgumentParser:
     from ..releases.environments import DEFAULT_CACHE, DEFAULT_INDEX
 
@@ -439,51 +460,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--plot", type=Path, metavar="PNG", help="plot each ratio with its interval and the threshold"
     )
-    p.add_argument(
-        "--threshold",
-        type=float,
-        default=Settings.threshold,
-        help="a ratio fails when its whole interval is above this (default: %(default)s)",
-    )
-    p.add_argument(
-        "--confidence",
-        type=float,
-        default=Settings.confidence,
-        help="interval coverage (default: %(default)s)",
-    )
+    for flag, field, kind, what, _check_value, _why in NUMBERS:
+        p.add_argument(
+            flag, type=kind, default=getattr(Settings, field), help=f"{what} (default: %(default)s)"
+        )
     p.add_argument(
         "--clock", choices=("cpu", "wall"), help="verdict clock (default: cpu on the CPU backend, else wall)"
-    )
-    p.add_argument(
-        "--min-rounds",
-        type=int,
-        default=Settings.min_rounds,
-        help="fresh worker pairs before the first look (default: %(default)s)",
-    )
-    p.add_argument(
-        "--max-rounds",
-        type=int,
-        default=Settings.max_rounds,
-        help="at most this many while an interval straddles the threshold (default: %(default)s)",
-    )
-    p.add_argument(
-        "--round-seconds",
-        type=float,
-        default=Settings.round_seconds,
-        help="seconds of blocks per program per round (default: %(default)s)",
     )
     p.add_argument(
         "--no-pin",
         action="store_true",
         help="let the scheduler place the workers (default on the CPU backend: both workers of a round on "
         "one core, the next round on the next core, then the all-cores phase for lost parallelism)",
-    )
-    p.add_argument(
-        "--parallel-threshold",
-        type=float,
-        default=Settings.parallel_threshold,
-        help="CPU backend: lost parallelism when the all-cores wall ratio's whole interval is above this "
-        "while the CPU ratio did not fail (default: %(default)s)",
     )
     p.add_argument(
         "--no-parallel",
@@ -501,19 +489,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def _check(args: argparse.Namespace) -> None:
     """Bad numbers are bad input: one line, before any worker starts."""
-    if not args.threshold > 1.0:
-        raise InvariantsError(f"--threshold {args.threshold}: must be above 1 (a slowdown bound)")
-    if not 0.5 < args.confidence < 1.0:
-        raise InvariantsError(f"--confidence {args.confidence}: must be in (0.5, 1)")
-    if not 3 <= args.min_rounds <= args.max_rounds:
+    for flag, field, _kind, _what, holds, why in NUMBERS:
+        value = getattr(args, field)
+        if not holds(value):
+            raise InvariantsError(f"{flag} {value}: {why}")
+    if not args.min_rounds <= args.max_rounds:
         raise InvariantsError(
             f"--min-rounds {args.min_rounds} / --max-rounds {args.max_rounds}: need 3 <= min <= max"
-        )
-    if not args.round_seconds > 0:
-        raise InvariantsError(f"--round-seconds {args.round_seconds}: must be positive")
-    if not args.parallel_threshold > 1.0:
-        raise InvariantsError(
-            f"--parallel-threshold {args.parallel_threshold}: must be above 1 (a slowdown bound)"
         )
     if args.no_timing and args.no_structure:
         raise InvariantsError(
@@ -550,9 +532,7 @@ def select_programs(value: str | None) -> list[str]:
 
 
 def _settings(args: argparse.Namespace, platform: str) -> Settings:
-    clock = args.clock or ("cpu" if platform == "cpu" else "wall")
-    if clock == "cpu" and platform != "cpu":
-        raise InvariantsError(f"--clock cpu: the CPU time measures nothing on a {platform} device; use wall")
+    clock, _ = runtime_clock(platform, args.clock, "--clock")
     # One core per round where the CPU time decides; the wall clock's lost-parallelism verdict needs the
     # workers' threads spread over cores, so --no-pin (and accelerators) leave placement to the scheduler.
     pin = clock == "cpu" and not args.no_pin

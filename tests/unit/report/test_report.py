@@ -136,7 +136,9 @@ def test_benchmark_json_adds_rows_once(tmp_path):
     md = out.read_text()
     assert md.count("`naive / take`") == 1
     assert "| `cpu` | `vmap / take` | f32 | 1.400 [1.300, 1.500] | ≤ 1.1 | fail | — |" in md
-    assert "| `cpu` | `take` | f32 | 0.250 [0.240, 0.260] | — | — |" in md
+    # One table of paired ratios: the efficiency row beside the ratios, its bound a floor (none here).
+    assert "| `cpu` | efficiency of `take` | f32 | 0.250 [0.240, 0.260] | — | — | — | — |" in md
+    assert md.count("## Throughput: paired ratios") == 1
 
 
 def test_compare_lists_changed_metrics_and_outcomes(tmp_path):
