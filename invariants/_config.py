@@ -1,4 +1,5 @@
-"""Every ``INVARIANTS_*`` environment variable the package reads, in one table (no JAX).
+"""Every ``INVARIANTS_*`` environment variable the package reads, in one table (no JAX): its rows are
+``data/environment.toml``.
 
 Two kinds. A *setting* is a user's: the default of a gate option (``INVARIANTS_TARGETS`` for
 ``--targets``), or a knob with no option. A *protocol* variable is the suite's own: set by one process for
@@ -11,7 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import tomllib
 from typing import Literal
+
+from ._paths import PACKAGE_DIR
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,28 +25,17 @@ class Variable:
     meaning: str
 
 
-VARIABLES: dict[str, Variable] = {
-    v.name: v
-    for v in (
-        Variable("INVARIANTS_TARGETS", "setting", "the default of --targets"),
-        Variable("INVARIANTS_SPEC_DIR", "setting", "the default of --spec-dir (one folder)"),
-        Variable("INVARIANTS_SNAPSHOT_DIR", "setting", "the default of --snapshot-dir"),
-        Variable("INVARIANTS_RESULTS", "setting", "the default of --results-json"),
-        Variable("INVARIANTS_DUMP_DIR", "setting", "the default of --hlo-dump-dir"),
-        Variable("INVARIANTS_CLOCK", "setting", "throughput items' clock: cpu or wall (default by backend)"),
-        Variable("INVARIANTS_RATIO_MAX_SECONDS", "setting", "the time budget of one ratio item (default 10)"),
-        Variable("INVARIANTS_HEALTH_GPU_CONFIG", "setting",
-                 "the GPU description a release environment's health check compiles for"),
-        Variable("INVARIANTS_SELFCHECK", "setting", "all: the self-check proof test runs every injection"),
-        Variable("INVARIANTS_FREE_CORES", "protocol", "the cores a process started with, before pinning"),
-        Variable("INVARIANTS_INJECT", "protocol", "a self-check child's injections (NAME=module:fn;...)"),
-        Variable("INVARIANTS_SELFCHECK_CHILD", "protocol", "set in every gate child: it starts no children"),
-        Variable("INVARIANTS_VERSUS_CPUS", "protocol", "the cores a versus worker pins itself to"),
-        Variable("INVARIANTS_VERSUS_SLOWDOWN", "protocol",
-                 "a versus worker's busy wait per call, as a fraction of its CPU time (studies only)"),
-        Variable("INVARIANTS_XLA_FLAGS_CHECKED", "protocol", "XLA_FLAGS already probed, for children"),
-    )
-}  # fmt: skip
+def _table() -> dict[str, Variable]:
+    path = PACKAGE_DIR / "data" / "environment.toml"
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    bad = [name for name, row in data.items() if row.get("kind") not in ("setting", "protocol")]
+    if bad:  # the package's own data: a broken row is a bug of this package, said once, at import
+        raise RuntimeError(f"{path}: {bad[0]}: kind must be 'setting' or 'protocol'")
+    return {name: Variable(name, row["kind"], row["meaning"]) for name, row in data.items()}
+
+
+# The table itself is data (data/environment.toml): a reviewer reads it, and adding a variable is one row.
+VARIABLES: dict[str, Variable] = _table()
 
 
 def name(variable: str) -> str:

@@ -258,17 +258,21 @@ def markdown_table(metrics: Iterable[Metric] = _ALL) -> str:
     return "\n".join(rows)
 
 
+# The sources of metrics, in the order ``hlo-stats --help`` lists them, with their headings.
+_SOURCE_TITLES = (
+    ("structure", "structural (also JSON keys of --json)"),
+    ("input", "input facts"),
+    ("throughput", "throughput tier"),
+    ("compiler", "the compiler's predictions (never in snapshots; hlo-stats computes estimated_cycles)"),
+    ("kernel", "the kernels' code: PTX on a GPU, LLVM IR on the CPU (hlo-stats reads a dump's .ptx/.ll)"),
+)
+
+
 def help_text() -> str:
     """The registry as plain text, one metric a line: what ``hlo-stats --help`` prints."""
     width = max(len(m.name) for m in _ALL) + len("(PROGRAM)")
     lines = []
-    for source, title in (
-        ("structure", "structural (also JSON keys of --json)"),
-        ("input", "input facts"),
-        ("throughput", "throughput tier"),
-        ("compiler", "the compiler's predictions (never in snapshots; hlo-stats computes estimated_cycles)"),
-        ("kernel", "the kernels' code: PTX on a GPU, LLVM IR on the CPU (hlo-stats reads a dump's .ptx/.ll)"),
-    ):
+    for source, title in _SOURCE_TITLES:
         lines.append(f"{title}:")
         for m in _ALL:
             if m.source == source:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
+from .._paths import PACKAGE_DIR
 from .facts import KernelCodeError, KernelFacts, Language
 
 
@@ -14,12 +15,24 @@ def words(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
+def opcodes(name: str) -> frozenset[str]:
+    """An instruction vocabulary kept as data (``invariants/data/NAME``): words, with ``#`` comment lines
+    naming each group as the language's reference does."""
+    text = (PACKAGE_DIR / "data" / name).read_text(encoding="utf-8")
+    return words(" ".join(line for line in text.splitlines() if not line.lstrip().startswith("#")))
+
+
 def code_error(where: str, line: int, what: str, text: str) -> KernelCodeError:
     """``FILE:LINE: what: 'text'``, the text on one line and cut at 200 characters."""
     text = " ".join(text.split())
     if len(text) > 200:
         text = text[:200] + "..."
     return KernelCodeError(f"{where}:{line}: {what}: '{text}'")
+
+
+def unclosed(name: str, end_line: int) -> str:
+    """What is wrong with a function the file ends inside (both languages close a body with ``}``)."""
+    return f"function '{name}' is not closed ('}}' missing before the end of the file, line {end_line})"
 
 
 @dataclasses.dataclass

@@ -41,7 +41,7 @@ import dataclasses
 import re
 from collections.abc import Iterator
 
-from ._tally import Tally, code_error, words
+from ._tally import Tally, code_error, opcodes, unclosed, words
 from .facts import KernelCodeError, KernelFacts
 
 __all__ = ["parse_llvm_ir"]
@@ -49,21 +49,7 @@ __all__ = ["parse_llvm_ir"]
 
 # The LLVM language reference's instructions: terminators, unary and binary operations, vector and
 # aggregate operations, memory access and addressing, conversions, and the other instructions.
-_OPCODES = words(
-    # terminators
-    "ret br switch indirectbr invoke callbr resume catchswitch catchret cleanupret unreachable "
-    # unary and binary operations, bitwise binary operations
-    "fneg add fadd sub fsub mul fmul udiv sdiv fdiv urem srem frem shl lshr ashr and or xor "
-    # vector and aggregate operations
-    "extractelement insertelement shufflevector extractvalue insertvalue "
-    # memory access and addressing
-    "alloca load store fence cmpxchg atomicrmw getelementptr "
-    # conversions
-    "trunc zext sext fptrunc fpext fptoui fptosi uitofp sitofp ptrtoint ptrtoaddr inttoptr bitcast "
-    "addrspacecast "
-    # other
-    "icmp fcmp phi select freeze call va_arg landingpad catchpad cleanuppad"
-)
+_OPCODES = opcodes("llvm_opcodes.txt")
 _TERMINATORS = words("br switch indirectbr invoke callbr catchswitch catchret cleanupret")
 _RMW_OPS = words(
     "xchg add sub and nand or xor max min umax umin fadd fsub fmax fmin fmaximum fminimum uinc_wrap "
@@ -159,12 +145,7 @@ class _Reader:
         if pending:
             raise self.error(pending_line, "unbalanced '[' or '(' at the end of the file", "".join(pending))
         if self.fn is not None:
-            raise self.error(
-                self.fn.line,
-                f"function '{self.fn.name}' is not closed ('}}' missing before the end of the file, line "
-                f"{lineno})",
-                f"define @{self.fn.name}",
-            )
+            raise self.error(self.fn.line, unclosed(self.fn.name, lineno), f"define @{self.fn.name}")
         return self.out
 
     def top_level(self, line: int, stmt: str) -> None:

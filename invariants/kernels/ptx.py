@@ -45,7 +45,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from ._tally import Tally, code_error, words
+from ._tally import Tally, code_error, opcodes, unclosed, words
 from .facts import KernelCodeError, KernelFacts
 
 __all__ = ["parse_ptx"]
@@ -56,31 +56,7 @@ __all__ = ["parse_ptx"]
 # warp-level and warpgroup matrix instructions; tcgen05; video; miscellaneous.
 
 
-_OPCODES = words(
-    # integer and extended-precision arithmetic
-    "add sub mul mad mul24 mad24 sad div rem abs neg min max popc clz bfind fns brev bfe bfi szext bmsk "
-    "dp4a dp2a addc subc madc "
-    # floating-point, half and mixed precision
-    "testp copysign fma rcp sqrt rsqrt sin cos lg2 ex2 tanh "
-    # comparison, selection, logic and shift
-    "set setp selp slct and or xor not cnot lop3 shf shl shr "
-    # data movement and conversion
-    "mov shfl prmt ld ldu st multimem prefetch prefetchu isspacep cvta cvt mapa getctarank cp tensormap "
-    # texture and surface
-    "tex tld4 txq istypep suld sust sured suq "
-    # control flow
-    "bra brx call ret exit "
-    # parallel synchronization and communication
-    "bar barrier membar fence atom red vote match activemask redux griddepcontrol elect mbarrier "
-    "nanosleep "
-    # warp-level and warpgroup matrix, tcgen05
-    "wmma mma ldmatrix stmatrix movmatrix wgmma setmaxnreg tcgen05 clusterlaunchcontrol "
-    # video
-    "vadd vsub vabsdiff vmin vmax vshl vshr vmad vset vadd2 vsub2 vavrg2 vabsdiff2 vmin2 vmax2 vset2 "
-    "vadd4 vsub4 vavrg4 vabsdiff4 vmin4 vmax4 vset4 "
-    # miscellaneous
-    "trap brkpt pmevent discard applypriority createpolicy alloca stacksave stackrestore"
-)
+_OPCODES = opcodes("ptx_opcodes.txt")
 
 # Families whose first part says little: their second part must be one of these.
 _SECOND = {
@@ -271,12 +247,7 @@ class _Reader:
         if self.pending_header is not None:
             raise self.error(*self.pending_header, "function header without a body")
         if self.fn is not None:
-            raise self.error(
-                self.fn.line,
-                f"function '{self.fn.name}' is not closed ('}}' missing before the end of the file, line "
-                f"{lineno})",
-                f".entry {self.fn.name}",
-            )
+            raise self.error(self.fn.line, unclosed(self.fn.name, lineno), f".entry {self.fn.name}")
         return self.out
 
     def labels(self, lineno: int, tok: str) -> str:

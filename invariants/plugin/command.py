@@ -37,6 +37,7 @@ from pathlib import Path
 
 from .._errors import InvariantsError
 from ..compile.child import PACKAGE_DIR, pytest_args
+from .options import OPTIONS
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -65,12 +66,12 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+# The plugin's own flags that this command lists in --help and passes to pytest as given (its option table),
+# beside pytest's --snapshot-update (syrupy's).
 _FORWARDED = (
     ("--snapshot-update", "record the snapshots that differ or are missing, and the efficiency baselines "
      "that are missing (never rewriting one)"),
-    ("--record-baselines", "re-record the efficiency baselines of the timed programs"),
-    ("--delete-obsolete-snapshots", "with --snapshot-update, also delete the obsolete snapshots it lists in "
-     "--snapshot-dir (a spec folder not given could own them)"),
+    *((o.flag, o.help) for o in OPTIONS if o.forwarded),
 )  # fmt: skip
 
 

@@ -264,100 +264,11 @@ def select_program_option(value: str | None, default: list[str] | None = None) -
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    from .options import OPTIONS
+
     group = parser.getgroup("invariants", "embedding performance invariants")
-    group.addoption(
-        "--targets",
-        default=_config.get("INVARIANTS_TARGETS"),
-        help="comma-separated targets: all (default), runtime, cpu, tpu, gpu, or names such as tpu-v5e",
-    )
-    group.addoption(
-        "--programs",
-        default=None,
-        help="comma-separated catalog programs: names, patterns such as 'vmap_*', kind:backward or tag:core "
-        "(default: all)",
-    )
-    group.addoption(
-        "--configs",
-        default=None,
-        help="comma-separated configurations: ids such as f32 or bf16-llm, or patterns such as 'bf16*' "
-        "(default: all of each program's; the snapshots of configurations not selected are neither compared "
-        "nor deleted)",
-    )
-    group.addoption(
-        "--raw-invariants",
-        action="store_true",
-        default=False,
-        help="evaluate every assert as written, ignoring 'when' scopes and ratchets (what bisect uses)",
-    )
-    group.addoption(
-        "--record-baselines",
-        action="store_true",
-        default=False,
-        help="re-record the efficiency baselines of the timed programs (snapshots/<target>/efficiency/); "
-        "--snapshot-update alone never rewrites them",
-    )
-    group.addoption(
-        "--spec-dir",
-        action="append",
-        default=None,
-        help="folder of *.toml spec files to use instead of the package's invariants/*.toml; repeat it to "
-        "use several (their [[program]] entries declare a project's own programs)",
-    )
-    group.addoption(
-        "--snapshot-dir",
-        default=_config.get("INVARIANTS_SNAPSHOT_DIR"),
-        help="where snapshots are read and written (default: snapshots/ below the rootdir)",
-    )
-    group.addoption(
-        "--catalog-snapshot-dir",
-        default=None,
-        help="where the catalog's snapshots are read (default: --snapshot-dir); read-only when it differs "
-        "from --snapshot-dir",
-    )
-    group.addoption(
-        "--delete-obsolete-snapshots",
-        action="store_true",
-        default=False,
-        help="with --snapshot-update, also delete the obsolete snapshots it lists in a folder whose every "
-        "owner it cannot know (a downstream --snapshot-dir, or any run given --spec-dir); the catalog's own "
-        "folder needs no flag",
-    )
-    group.addoption(
-        "--no-catalog",
-        action="store_true",
-        default=False,
-        help="leave the catalog's programs out: only the programs the spec files declare",
-    )
-    group.addoption(
-        "--gate-command",
-        default=None,
-        help="the command line that started this run, for the hints in messages (set by `invariants gate`)",
-    )
-    group.addoption(
-        "--results-json",
-        default=_config.get("INVARIANTS_RESULTS", "artifacts/results.json"),
-        help="where the run's structures, verdicts and ratios are written for `python -m invariants report`",
-    )
-    group.addoption(
-        "--compile-threads",
-        type=int,
-        default=None,
-        metavar="N",
-        help="compile the selected programs ahead of their items on N threads (default: the CPU count; "
-        "0: each item compiles what it reads; under xdist always 0, each worker compiling its own items)",
-    )
-    group.addoption(
-        "--pin-workers",
-        action="store_true",
-        default=False,
-        help="under xdist, run each worker on one core of its own (when there are as many cores as workers): "
-        "each worker's compiler thread pools then fit its core instead of contending for all of them",
-    )
-    group.addoption(
-        "--hlo-dump-dir",
-        default=_config.get("INVARIANTS_DUMP_DIR", "artifacts/hlo"),
-        help="where failing items write their optimized HLO and jaxpr (default: artifacts/hlo)",
-    )
+    for option in OPTIONS:
+        group.addoption(option.flag, **option.keywords())
 
 
 # The gate's own markers, registered here so that an installed gate run without this repository's

@@ -116,15 +116,14 @@ def _cell(item: dict[str, Any], key: str) -> str:
     return _fmt(item.get(key))
 
 
+# How an invariant item's pytest outcome reads in the report's status column.
+_OUTCOME_WORDS = (("passed", "pass"), ("failed", "**fail**"), ("xfailed", "xfail"), ("skipped", "skip"))
+
+
 def _invariant_status(items: list[dict[str, Any]]) -> str:
     counts = Counter(i.get("outcome", "error") for i in items)
     parts = []
-    for outcome, word in (
-        ("passed", "pass"),
-        ("failed", "**fail**"),
-        ("xfailed", "xfail"),
-        ("skipped", "skip"),
-    ):
+    for outcome, word in _OUTCOME_WORDS:
         if counts.get(outcome):
             parts.append(f"{counts[outcome]} {word}")
     failed = sorted({str(i.get("id")) for i in items if i.get("outcome") == "failed"})

@@ -39,13 +39,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from .. import _config
 from .._errors import InvariantsError
-from .._paths import check_output_dir
+from .._paths import PACKAGE_DIR, check_output_dir
 from ..catalog.select import selectors
 from ..compile.child import gate_command, gate_env, last_line, run_gate
 from ..plugin.items import CORRECTNESS
@@ -95,119 +96,24 @@ def _swap(**swaps: str) -> dict[str, str]:
     }
 
 
-_NO_FUSION = {"XLA_FLAGS": "--xla_disable_hlo_passes=fusion"}
-# XLA:CPU's LLVM IR prefers 32-bit vectors: scalar code, the optimized HLO byte-identical (measured, jaxlib
-# 0.10.2: grad_take's scatter kernel goes from <8 x float> to scalar; tests/unit/selfcheck/test_selfcheck.py).
-SCALAR_CODE = {"XLA_FLAGS": "--xla_cpu_prefer_vector_width=32"}
+def _injection(row: dict[str, Any]) -> Injection:
+    """One ``[[injection]]`` of ``data/injections.toml``: ``swap`` becomes the child's ``INVARIANTS_INJECT``,
+    and a variable of the suite in ``env`` must be one of :mod:`invariants._config`'s."""
+    env = {_config.name(k) if k.startswith("INVARIANTS_") else k: v for k, v in row.pop("env", {}).items()}
+    swap = row.pop("swap", None)
+    if swap:
+        env.update(_swap(**swap))
+    return Injection(env=env, programs=tuple(row.pop("programs")), expect=tuple(row.pop("expect")), **row)
 
-REGISTRY: tuple[Injection, ...] = (
-    Injection(
-        "none",
-        "nothing changed: the suite must pass",
-        {},
-        ("naive", "take", "take_clip", "vmap_naive", "eqx_embedding", "grad_naive", "grad_take"),
-        (),
-        fast=True,
-    ),
-    Injection(
-        "xla_no_fusion",
-        "XLA_FLAGS=--xla_disable_hlo_passes=fusion: every op its own kernel on CPU",
-        _NO_FUSION,
-        ("naive", "take", "grad_naive"),
-        ("invariant:one_kernel", "invariant:grad_bounded_launches", "structure"),
-        fast=True,
-    ),
-    Injection(
-        "xla_cpu_scalar_code",
-        "XLA_FLAGS=--xla_cpu_prefer_vector_width=32: XLA:CPU's kernels scalar, the HLO unchanged",
-        SCALAR_CODE,
-        ("grad_take",),
-        ("invariant:grad_scatter_vectorized", CODE_ONLY),
-        fast=True,
-        configs="f32",
-    ),
-    Injection(
-        "tpu_take_map_loop",
-        "take -> the lax.map row loop, compiled ahead of time for TPU v5e",
-        _swap(take="take_as_map_loop"),
-        ("naive", "take"),
-        ("invariant:no_while", "invariant:forward_bounded_kernels", "structure"),
-        targets="tpu-v5e",
-    ),
-    Injection(
-        "tpu_eqx_map_loop",
-        "eqx_embedding -> the lax.map row loop on TPU v5e: libtpu's predicted cycles must see it",
-        _swap(eqx_embedding="take_as_map_loop"),
-        ("eqx_embedding", "take"),
-        ("invariant:eqx_forward_predicted_not_above_take", "structure"),
-        targets="tpu-v5e",
-    ),
-    Injection(
-        "take_map_loop",
-        "take -> lax.map of dynamic-slices (the seed's pathology)",
-        _swap(take="take_as_map_loop"),
-        ("naive", "take"),
-        ("invariant:no_while", "invariant:one_gather", "structure"),
-        fast=True,
-    ),
-    Injection(
-        "naive_twice",
-        "naive -> does its gather twice (values unchanged)",
-        _swap(naive="naive_twice"),
-        ("naive", "take"),
-        ("invariant:one_gather", "structure", "throughput"),
-        timing=True,
-    ),
-    Injection(
-        "grad_take_contended",
-        "grad_take -> slows with repeated rows: a scatter-add pass per 512 repeats of a row (xla#46225)",
-        _swap(grad_take="grad_take_contended"),
-        ("grad_take",),
-        ("throughput:grad_equal_indices_not_slower", "structure"),
-        timing=True,
-    ),
-    Injection(
-        "grad_take_map_loop",
-        "grad_take -> backward through the lax.map row loop",
-        _swap(grad_take="grad_take_through_map_loop"),
-        ("grad_take", "grad_vmap_naive"),
-        ("invariant:grad_no_while", "invariant:no_dynamic_update_slice", "structure"),
-    ),
-    Injection(
-        "eqx_as_take",
-        "eqx_embedding -> jnp.take-based (breaks structure(eqx) == structure(vmap_naive))",
-        _swap(eqx_embedding="eqx_embedding_as_take"),
-        ("eqx_embedding", "vmap_naive"),
-        ("invariant:eqx_is_vmap_naive", "structure"),
-        fast=True,
-    ),
-    Injection(
-        "versus_slowdown",
-        "versus: the candidate's workers look up half as many rows again per call (a test-only switch)",
-        {_config.name("INVARIANTS_VERSUS_SLOWDOWN"): "0.5"},
-        ("naive", "take"),
-        ("versus-timing",),
-        timing=True,
-        command="versus",
-    ),
-    Injection(
-        "versus_no_fusion",
-        "versus: XLA_FLAGS=--xla_disable_hlo_passes=fusion in the candidate's workers only",
-        _NO_FUSION,
-        ("naive", "take"),
-        ("versus-invariant:one_kernel", "versus-timing"),
-        timing=True,
-        command="versus",
-    ),
-    Injection(
-        "take_clip_fill",
-        "take_clip -> mode fill (out-of-bounds rows become NaN instead of clamping)",
-        _swap(take_clip="take_clip_as_fill"),
-        ("take_clip",),
-        ("correctness:oob_clamp", "structure"),
-        correctness=True,
-    ),
-)
+
+def _registry() -> tuple[Injection, ...]:
+    text = (PACKAGE_DIR / "data" / "injections.toml").read_text(encoding="utf-8")
+    return tuple(_injection(dict(row)) for row in tomllib.loads(text)["injection"])
+
+
+# The injections are data (data/injections.toml): adding one is a table there, and a bad program in
+# selfcheck/inject.py when it swaps one.
+REGISTRY: tuple[Injection, ...] = _registry()
 
 
 def select(names: str | None, *, fast_only: bool = False) -> list[Injection]:
