@@ -533,18 +533,13 @@ def _add_pod_programs(programs: dict[str, Program]) -> None:
         ("fsdp_tied", fsdp_tied, _FSDP, True, "FSDP, tied: take(W, x) @ W.T on the all-gathered table"),
     ]
     for name, fn, layout, logits, doc in pods:
-        programs[name] = Program(name, "sharded", fn, doc, layout=layout, logits=logits)
+        program = Program(name, "sharded", fn, doc, layout=layout, logits=logits)
         if name == "vocab_parallel_megatron":
-            continue  # its gradient is GSPMD's: the forward is what Megatron writes by hand
+            programs[name] = program  # its gradient is GSPMD's: the forward is what Megatron writes by hand
+            continue
         grad_layout = dataclasses.replace(layout, output=layout.table, cotangent=layout.output)
-        programs[f"grad_{name}"] = Program(
-            f"grad_{name}",
-            "sharded_grad",
-            _backward(fn),
-            f"d/dW of {doc}; the gradient sharded like the table",
-            layout=grad_layout,
-            logits=logits,
-        )
+        _add_with_gradient(programs, program, "sharded_grad", f"d/dW of {doc}; the gradient sharded like the "
+                           "table", layout=grad_layout)  # fmt: skip
 
 
 def _add_libraries(programs: dict[str, Program]) -> None:
@@ -558,10 +553,7 @@ def _add_libraries(programs: dict[str, Program]) -> None:
     ]
     for fn, library, doc, requires in libraries:
         name = fn.__name__
-        programs[name] = Program(name, "forward", fn, doc, requires=requires)
-        programs[f"grad_{name}"] = Program(
-            f"grad_{name}", "backward", _backward(fn), f"d/dW of {doc}", requires=requires
-        )
+        _add_with_gradient(programs, Program(name, "forward", fn, doc, requires=requires), "backward")
         programs[f"train_{name}"] = Program(
             f"train_{name}",
             "train",
@@ -574,16 +566,21 @@ def _add_libraries(programs: dict[str, Program]) -> None:
         (flax_nnx_embed_attend, "embed = flax.nnx.Embed(V, D); embed.attend(embed(x))", ("flax",)),
     ]
     for fn, doc, requires in tied:
-        name = fn.__name__
-        programs[name] = Program(name, "tied", fn, doc, requires=requires, logits=True)
-        programs[f"grad_{name}"] = Program(
-            f"grad_{name}",
-            "tied_grad",
-            _backward(fn),
-            f"d/dW of {doc}: the lookup's scatter-add plus the projection's matmul",
-            requires=requires,
-            logits=True,
-        )
+        program = Program(fn.__name__, "tied", fn, doc, requires=requires, logits=True)
+        grad_doc = f"d/dW of {doc}: the lookup's scatter-add plus the projection's matmul"
+        _add_with_gradient(programs, program, "tied_grad", grad_doc)
+
+
+def _add_with_gradient(
+    programs: dict[str, Program], program: Program, kind: ProgramKind, doc: str | None = None, **grad: Any
+) -> None:
+    """``program`` and its gradient ``grad_NAME``, as each family of the catalog pairs them: the same
+    fields but the kind, ``d/dW`` of the lookup, its doc (default ``d/dW of DOC``) and ``grad``'s."""
+    programs[program.name] = program
+    name = f"grad_{program.name}"
+    programs[name] = dataclasses.replace(
+        program, name=name, kind=kind, fn=_backward(program.fn), doc=doc or f"d/dW of {program.doc}", **grad
+    )
 
 
 CATALOG: Mapping[str, Program] = _catalog()

@@ -297,21 +297,14 @@ def _display(path: Path) -> str:
         return str(path)
 
 
+# TOML's value types as a message names them, bool before int (a bool is an int in Python).
+_TOML_TYPES = ((bool, "a boolean"), (int, "an integer"), (float, "a float"), (str, "a string"),
+               (list, "an array"), (dict, "a table"))  # fmt: skip
+
+
 def _a(value: Any) -> str:
     """What a TOML value is, for a message: ``an integer``, ``a table``..."""
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a float"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "a table"
-    return "a date or time"
+    return next((word for kind, word in _TOML_TYPES if isinstance(value, kind)), "a date or time")
 
 
 def _non_ascii(word: str) -> str:
@@ -881,19 +874,15 @@ def _spec_of(
         header.get("targets", []), loc, targets_line, "targets", allow_empty="targets" not in header
     )
     _ascii_names(targets, loc, targets_line, "targets:")
-    memo = _Memo()  # what one file's invariants share: 20,000 of them use a few selectors
-
-    invariants: list[Invariant] = []
-    seen: dict[str, int] = {}
-    for i, table in enumerate(data.get("invariant", [])):
-        line = loc.table_line("invariant", i)
-        invariants.append(_invariant(table, line, loc, known, targets, seen, memo))
-
-    checks: list[CorrectnessCheck] = []
-    seen = {}
-    for i, table in enumerate(data.get("correctness", [])):
-        line = loc.table_line("correctness", i)
-        checks.append(_correctness(table, line, loc, known, seen, memo, targets))
+    entries = _Entries(loc, known, targets)
+    invariants = [
+        _invariant(table, loc.table_line("invariant", i), entries)
+        for i, table in enumerate(data.get("invariant", []))
+    ]
+    checks = [
+        _correctness(table, loc.table_line("correctness", i), entries)
+        for i, table in enumerate(data.get("correctness", []))
+    ]
     return Spec(
         path, targets, tuple(invariants), tuple(checks), max_loss, programs,
         targets_where=f"{loc.path}:{targets_line}",
@@ -918,15 +907,24 @@ def _check_id(table: Mapping[str, Any], loc: _Locator, line: int, seen: dict[str
     return ident
 
 
-def _invariant(
-    table: dict[str, Any],
-    line: int,
-    loc: _Locator,
-    known: Mapping[str, Any] | None,
-    targets: tuple[str, ...],
-    seen: dict[str, int],
-    memo: _Memo,
-) -> Invariant:
+@dataclasses.dataclass
+class _Entries:
+    """What the entries of one spec file are read against: where they are, the programs they may name,
+    the file's targets, what its entries have shown good (:class:`_Memo`: 20,000 invariants use a few
+    selectors), and the ids each table has taken (an id is unique within its table)."""
+
+    loc: _Locator
+    known: Mapping[str, Any] | None
+    targets: tuple[str, ...]
+    memo: _Memo = dataclasses.field(default_factory=lambda: _Memo())
+    ids: dict[str, dict[str, int]] = dataclasses.field(
+        default_factory=lambda: {"invariant": {}, "correctness": {}}
+    )
+
+
+def _invariant(table: dict[str, Any], line: int, entries: _Entries) -> Invariant:
+    loc, known, targets, memo = entries.loc, entries.known, entries.targets, entries.memo
+    seen = entries.ids["invariant"]
     _check_keys(table, _INVARIANT_KEYS, loc, line, "[[invariant]]", required=("id", "assert"))
     inv_id = _check_id(table, loc, line, seen)
     assert_line = loc.key_line(line, "assert")
@@ -995,15 +993,9 @@ def _entry_targets(
     return entry
 
 
-def _correctness(
-    table: dict[str, Any],
-    line: int,
-    loc: _Locator,
-    known: Mapping[str, Any] | None,
-    seen: dict[str, int],
-    memo: _Memo,
-    targets: tuple[str, ...],
-) -> CorrectnessCheck:
+def _correctness(table: dict[str, Any], line: int, entries: _Entries) -> CorrectnessCheck:
+    loc, known, targets, memo = entries.loc, entries.known, entries.targets, entries.memo
+    seen = entries.ids["correctness"]
     from ..catalog.configs import DISTRIBUTIONS
 
     _check_keys(table, _CORRECTNESS_KEYS, loc, line, "[[correctness]]", required=("id", "check", "programs"))
