@@ -38,7 +38,7 @@ _EXPORTS = {
     "InvariantsError": "_errors",
     "HloModule": "hlo.parse", "HloParseError": "hlo.parse", "parse_module": "hlo.parse",
     "METRICS": "hlo.metrics",
-    "CATALOG": "catalog.programs", "get_program": "catalog.programs",
+    "CATALOG": "catalog.programs", "get_program": "catalog.registry",
     "Spec": "spec.file", "load_spec": "spec.file", "load_specs": "spec.file",
     "Structure": "hlo.structure", "structure_of": "hlo.structure",
 }  # fmt: skip
@@ -54,7 +54,8 @@ def __getattr__(name: str) -> Any:
 
 if TYPE_CHECKING:
     from ._errors import InvariantsError
-    from .catalog.programs import CATALOG, get_program
+    from .catalog.programs import CATALOG
+    from .catalog.registry import get_program
     from .hlo.metrics import METRICS
     from .hlo.parse import HloModule, HloParseError, parse_module
     from .hlo.structure import Structure, structure_of

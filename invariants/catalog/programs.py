@@ -586,8 +586,10 @@ def _add_with_gradient(
 CATALOG: Mapping[str, Program] = _catalog()
 
 
-def get_program(name: str) -> Program:
-    """The program called ``name``; an unknown name raises one line with the closest known names."""
+def catalog_program(name: str) -> Program:
+    """The catalog's program called ``name`` (a declared program is not one: for every program of this
+    process, :func:`invariants.catalog.registry.get_program`); an unknown name raises one line with the
+    closest known names."""
     try:
         return CATALOG[name]
     except KeyError:

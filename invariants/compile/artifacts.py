@@ -26,7 +26,8 @@ from ..catalog.targets import HOST_DEVICE_FLAG, Target
 
 
 class Key(NamedTuple):
-    """What one compile is of: a catalog program, in one configuration, for one target."""
+    """What one compile is of: a program of this process (the catalog's or a declared one), in one
+    configuration, for one target."""
 
     program: str
     config: str

@@ -206,7 +206,7 @@ def _estimated_cycles(instr: Instruction, module: str) -> int | None:
     return values.pop()
 
 
-def _multiset(counter: Counter[str]) -> tuple[tuple[str, int], ...]:
+def _sorted_counts(counter: Counter[str]) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(counter.items()))
 
 
@@ -262,7 +262,7 @@ class _Analyzer:
                         op,
                         str(instr.shape),
                         fusion_kind=instr.fusion_kind,
-                        inner_opcodes=_multiset(inner),
+                        inner_opcodes=_sorted_counts(inner),
                         partitions=_partitions(instr),
                         estimated_cycles=_estimated_cycles(instr, self.module.name),
                         name=instr.name,
@@ -469,7 +469,7 @@ def structure_of(module: HloModule) -> Structure:
                         instr.name,
                         an.trip_count(comp, instr),
                         _static_count(an.kernels_of(body)) + _static_count(an.kernels_of(cond)),
-                        _multiset(body_ops),
+                        _sorted_counts(body_ops),
                     )
                 )
             elif op == "gather":

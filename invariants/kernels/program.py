@@ -92,14 +92,15 @@ def lookup_kernels(structure: Structure) -> list[Kernel]:
     ]
 
 
-def _multiset(pairs: Iterable[tuple[str, int]]) -> str:
+def multiset_text(pairs: Iterable[tuple[str, int]]) -> str:
+    """``a, b×3``: a multiset as the snapshot writes one (the kernel-code lines and the HLO ones alike)."""
     return ", ".join(name if n == 1 else f"{name}×{n}" for name, n in pairs)
 
 
 def code_line(facts: KernelFacts) -> str:
     """One kernel's code as the snapshot shows it: atomics by instruction, CAS retry loops, loops, the
     widest vector, ``.local`` bytes. Nothing volatile: no register names, no instruction count."""
-    parts = [f"atomics {_multiset(facts.atomics)}" if facts.atomics else "no atomics"]
+    parts = [f"atomics {multiset_text(facts.atomics)}" if facts.atomics else "no atomics"]
     if facts.cas_loops:
         parts[0] += f" (CAS retry loops {facts.cas_loops})"
     parts.append(f"loops {facts.loops}")

@@ -27,7 +27,7 @@ from .items import CORRECTNESS, EFFICIENCY, INVARIANT, RATIO, STRUCTURE
 BY_TARGET = (STRUCTURE, INVARIANT, RATIO, EFFICIENCY)
 
 
-def scope_of(nodeid: str, targets: Iterable[str]) -> str:
+def worker_group(nodeid: str, targets: Iterable[str]) -> str:
     """The unit of work ``nodeid`` belongs to: a target's name, :data:`CORRECTNESS`, an ``@group`` suffix,
     or the node id itself (an item any worker may run)."""
     if nodeid.rfind("@") > nodeid.rfind("]"):
@@ -44,13 +44,13 @@ def scope_of(nodeid: str, targets: Iterable[str]) -> str:
 
 
 def scheduler(config: Any, log: Any, targets: Iterable[str]) -> Any:
-    """An xdist scheduler that hands out the units of :func:`scope_of`, largest first."""
+    """An xdist scheduler that hands out the units of :func:`worker_group`, largest first."""
     from xdist.scheduler import LoadScopeScheduling
 
     names = tuple(targets)
 
     class TargetScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return scope_of(nodeid, names)
+            return worker_group(nodeid, names)
 
     return TargetScheduling(config, log)

@@ -113,7 +113,7 @@ def _registry() -> tuple[Injection, ...]:
 
 # The injections are data (data/injections.toml): adding one is a table there, and a bad program in
 # selfcheck/inject.py when it swaps one.
-REGISTRY: tuple[Injection, ...] = _registry()
+INJECTIONS: tuple[Injection, ...] = _registry()
 
 
 def select(names: str | None, *, fast_only: bool = False) -> list[Injection]:
@@ -121,14 +121,16 @@ def select(names: str | None, *, fast_only: bool = False) -> list[Injection]:
 
     An entry that matches nothing raises one line listing the known names.
     """
-    chosen = [i for i in REGISTRY if i.fast] if fast_only else list(REGISTRY)
+    chosen = [i for i in INJECTIONS if i.fast] if fast_only else list(INJECTIONS)
     if names is not None:
         patterns = selectors(names, "-k", "name injections (selfcheck --list), or leave -k out for all")
         for p in patterns:
-            if not any(fnmatch.fnmatchcase(i.name, p) or p in i.name for i in REGISTRY):
-                known = ", ".join(i.name for i in REGISTRY)
+            if not any(fnmatch.fnmatchcase(i.name, p) or p in i.name for i in INJECTIONS):
+                known = ", ".join(i.name for i in INJECTIONS)
                 raise InvariantsError(f"-k: no injection matches {p!r}; known: {known}")
-        chosen = [i for i in REGISTRY if any(fnmatch.fnmatchcase(i.name, p) or p in i.name for p in patterns)]
+        chosen = [
+            i for i in INJECTIONS if any(fnmatch.fnmatchcase(i.name, p) or p in i.name for p in patterns)
+        ]
     others = [i for i in chosen if not i.is_baseline]
     return [baseline_for(others), *others]
 
@@ -136,7 +138,7 @@ def select(names: str | None, *, fast_only: bool = False) -> list[Injection]:
 def baseline_for(injections: Sequence[Injection]) -> Injection:
     """The clean run the injections are judged against: every program, target and tier they run, so that
     each injection's items are shown to pass first."""
-    base = REGISTRY[0]
+    base = INJECTIONS[0]
     programs = dict.fromkeys(base.programs)
     targets = dict.fromkeys([base.targets])
     for inj in injections:
@@ -184,7 +186,7 @@ def check_selected(injections: Sequence[Injection], names: str | None, targets: 
     given = " ".join(
         f"{option} {value}" for option, value in (("-k", names), ("--targets", targets)) if value
     )
-    on = sorted({t for i in REGISTRY if not i.is_baseline for t in i.targets.split(",")})
+    on = sorted({t for i in INJECTIONS if not i.is_baseline for t in i.targets.split(",")})
     raise InvariantsError(
         f"{given or 'selfcheck'}: selects no injection (the baseline 'none' is not one; it runs beside "
         f"them); injections run on {', '.join(on)}: see selfcheck --list"

@@ -25,11 +25,7 @@ from ..catalog.targets import Target
 from ..compile.artifacts import Compiled
 from ..hlo.structure import Kernel, Structure
 from ..kernels import parse_kernel_code
-from ..kernels.program import ProgramCode, code_line, unmatched_lines
-
-
-def _multiset(pairs: Iterable[tuple[str, int]]) -> str:
-    return ", ".join(name if n == 1 else f"{name}×{n}" for name, n in pairs)
+from ..kernels.program import ProgramCode, code_line, multiset_text, unmatched_lines
 
 
 def _runs(items: Iterable[str]) -> list[str]:
@@ -49,7 +45,7 @@ def _runs(items: Iterable[str]) -> list[str]:
 def kernel_line(kernel: Kernel) -> str:
     """One kernel as one line (a while or conditional opens a block; see :func:`kernel_lines`)."""
     if kernel.opcode == "fusion":
-        text = f"fusion {kernel.fusion_kind} {{{_multiset(kernel.inner_opcodes)}}}"
+        text = f"fusion {kernel.fusion_kind} {{{multiset_text(kernel.inner_opcodes)}}}"
     elif kernel.opcode == "custom-call":
         text = f"custom-call {kernel.custom_call_target}"
     else:
@@ -153,7 +149,7 @@ def render_summary(
         out.append("code of no listed kernel:")
         out += ["  " + line for line in unmatched_lines(code)]
     out.append("custom calls: " + (", ".join(structure.custom_call_targets) or "none"))
-    out.append("converts: " + (_multiset(sorted(Counter(structure.converts).items())) or "none"))
+    out.append("converts: " + (multiset_text(sorted(Counter(structure.converts).items())) or "none"))
     for title, ops in (("gathers", structure.gather_shapes), ("scatters", structure.scatter_shapes)):
         out.append(f"{title}:" + ("" if ops else " none"))
         out += [f"  {op.opcode} -> {op.shape} {{{op.dimension_numbers}}}" for op in ops]

@@ -68,7 +68,7 @@ from .stats import (
     Round,
     all_cores_word,
     combine,
-    judge,
+    judge_rounds,
     threads_of,
 )
 
@@ -261,19 +261,17 @@ def measure(
             if not looking:
                 continue
             looks[p] += 1
-            results = {
-                c: judge(rounds[p], c, settings.threshold, settings.confidence, looks[p]) for c in CLOCKS
-            }
+            look, level = looks[p], settings.confidence
+            results = {c: judge_rounds(rounds[p], c, settings.threshold, level, look) for c in CLOCKS}
             unpinned = settings.clock == "cpu" and not settings.pin
             if unpinned:
                 # Unpinned CPU-clock rounds (--no-pin) are all-cores rounds themselves: their wall clock is
                 # judged for lost parallelism, against the parallel threshold.
-                results[ALL_CORES] = judge(rounds[p], "wall", settings.parallel_threshold,
-                                           settings.confidence, looks[p])  # fmt: skip
+                results[ALL_CORES] = judge_rounds(rounds[p], "wall", settings.parallel_threshold, level, look)
             if unpinned or settings.min_threads > 0:  # every round with all cores: the threads witness
                 bound = settings.parallel_threshold if unpinned else settings.threshold
-                results[ALL_CORES_THREADS] = judge(rounds[p], THREADS, 1.0 / bound, settings.confidence,
-                                                   looks[p], floor=True)  # fmt: skip
+                results[ALL_CORES_THREADS] = judge_rounds(rounds[p], THREADS, 1.0 / bound, level, look,
+                                                          floor=True)  # fmt: skip
             threads = threads_of(rounds[p])
             note = _cannot_lose(threads["baseline"], settings)
             decided = (
@@ -353,7 +351,7 @@ def measure_confirmed(
 
 def structure_keys(programs: Sequence[str], targets: str) -> list[tuple[str, str, str]]:
     """``(program, f32, target)`` for each selected target that compiles the program."""
-    from ..catalog.programs import get_program
+    from ..catalog.programs import catalog_program
     from ..catalog.targets import CPU_RUNTIME, select_targets
 
     # The gate's grammar; the controller starts no JAX, and its workers run on the CPU backend here (a
@@ -361,7 +359,7 @@ def structure_keys(programs: Sequence[str], targets: str) -> list[tuple[str, str
     chosen = select_targets(targets, runtime=CPU_RUNTIME)
     keys = []
     for p in programs:
-        program = get_program(p)
+        program = catalog_program(p)
         for t in chosen:
             if CONFIG in t.configs_for(program):
                 keys.append((p, CONFIG, t.name))
@@ -516,15 +514,15 @@ def select_programs(value: str | None) -> list[str]:
     an unknown word is one line with the nearest names), less the sharded ones a pattern matched: versus
     times single-device programs. A sharded program named as such, or a selection left empty, is one line.
     """
-    from ..catalog.programs import get_program
+    from ..catalog.programs import catalog_program
     from ..plugin.hooks import select_program_option
 
     chosen = select_program_option(value, list(DEFAULT_PROGRAMS))
     named = set() if value is None else {w.strip() for w in value.split(",")}
     for p in chosen:
-        if p in named and get_program(p).layout is not None:
+        if p in named and catalog_program(p).layout is not None:
             raise InvariantsError(f"--programs: {p} is sharded; versus times single-device programs")
-    single = [p for p in chosen if get_program(p).layout is None]
+    single = [p for p in chosen if catalog_program(p).layout is None]
     if not single:
         raise InvariantsError(f"--programs {value}: selects sharded programs only ({', '.join(chosen)}); "
                               "versus times single-device programs")  # fmt: skip

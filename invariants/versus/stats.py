@@ -142,7 +142,7 @@ def threads_of(rounds: Sequence[Round]) -> dict[str, float | None]:
     return out
 
 
-def judge(
+def judge_rounds(
     rounds: Sequence[Round], clock: str, threshold: float, confidence: float, look: int,
     *, floor: bool = False,
 ) -> RatioResult:  # fmt: skip

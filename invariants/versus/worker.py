@@ -55,12 +55,12 @@ class Worker:
         self.calls: dict[str, Callable[[], None]] = {}
 
     def prepare(self, programs: Sequence[tuple[str, str]]) -> dict[str, Any]:
-        from ..catalog.programs import get_config, get_program
+        from ..catalog.programs import catalog_program, get_config
 
         per_call = {}
         for name, config_id in programs:
             key = f"{name}/{config_id}"
-            program, config = get_program(name), get_config(config_id)
+            program, config = catalog_program(name), get_config(config_id)
             if program.layout is not None:
                 raise InvariantsError(
                     f"{name}: a sharded program needs a mesh; versus times single-device ones"

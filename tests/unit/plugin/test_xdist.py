@@ -11,7 +11,7 @@ from pathlib import Path
 
 from invariants.catalog.targets import all_targets
 from invariants.plugin.items import CORRECTNESS
-from invariants.plugin.xdist import scope_of
+from invariants.plugin.xdist import worker_group
 
 ROOT = Path(__file__).parents[3]
 
@@ -46,23 +46,23 @@ def test_every_collected_gate_item_goes_to_the_unit_of_its_target(tmp_path: Path
     by_target = {n: t for n, t in items.items() if t is not None}
     # Every target, the sharded ones whose names extend another's included (tpu-v5e-2x4 is not tpu-v5e).
     assert set(by_target.values()) == set(names)
-    assert all(scope_of(n, names) == t for n, t in by_target.items())
+    assert all(worker_group(n, names) == t for n, t in by_target.items())
     timed = [n for n in by_target if "::test_ratio[" in n or "::test_efficiency[" in n]
-    assert timed and {scope_of(n, names) for n in timed} == {"cpu"}  # with the runtime's executables
+    assert timed and {worker_group(n, names) for n in timed} == {"cpu"}  # with the runtime's executables
     checks = [n for n in items if "::test_correctness[" in n]
-    assert checks and all(scope_of(n, names) == CORRECTNESS for n in checks)
+    assert checks and all(worker_group(n, names) == CORRECTNESS for n in checks)
     others = [n for n in items if n not in by_target and n not in checks]
-    assert all(scope_of(n, names) == n for n in others)  # placeholders such as [none]: any worker
+    assert all(worker_group(n, names) == n for n in others)  # placeholders such as [none]: any worker
 
 
 def test_an_xdist_group_suffix_keeps_its_group():
     names = ["cpu", "tpu-v5e", "tpu-v5e-2x4"]
-    assert scope_of("tests/t.py::test_a[x]@shared", names) == "shared"
-    assert scope_of("tests/t.py::test_a[a@b]", names) == "tests/t.py::test_a[a@b]"  # an @ inside the id
-    assert scope_of("g/test_structure.py::test_structure[tpu-v5e-2x4-take-f32]", names) == "tpu-v5e-2x4"
-    assert scope_of("g/test_structure.py::test_structure[tpu-v5e-take-f32]", names) == "tpu-v5e"
+    assert worker_group("tests/t.py::test_a[x]@shared", names) == "shared"
+    assert worker_group("tests/t.py::test_a[a@b]", names) == "tests/t.py::test_a[a@b]"  # an @ inside the id
+    assert worker_group("g/test_structure.py::test_structure[tpu-v5e-2x4-take-f32]", names) == "tpu-v5e-2x4"
+    assert worker_group("g/test_structure.py::test_structure[tpu-v5e-take-f32]", names) == "tpu-v5e"
     assert (
-        scope_of("g/test_structure.py::test_structure[none]", names)
+        worker_group("g/test_structure.py::test_structure[none]", names)
         == "g/test_structure.py::test_structure[none]"
     )
 

@@ -15,12 +15,12 @@ from invariants.selfcheck import inject as inj
 
 
 def test_registry_shape() -> None:
-    names = [i.name for i in sc.REGISTRY]
-    assert names[0] == "none" and sc.REGISTRY[0].is_baseline and not sc.REGISTRY[0].env
+    names = [i.name for i in sc.INJECTIONS]
+    assert names[0] == "none" and sc.INJECTIONS[0].is_baseline and not sc.INJECTIONS[0].env
     assert len(names) == len(set(names))
-    assert sum(i.is_baseline for i in sc.REGISTRY) == 1
+    assert sum(i.is_baseline for i in sc.INJECTIONS) == 1
     kinds = {"structure", "invariant", "correctness", "throughput", "versus-timing", "versus-invariant"}
-    for i in sc.REGISTRY:
+    for i in sc.INJECTIONS:
         assert set(i.programs) <= set(CATALOG), i.name
         assert all(e.split(":")[0] in kinds for e in i.expect), i.name
         assert set(i.env) <= {"XLA_FLAGS", "INVARIANTS_INJECT", "INVARIANTS_VERSUS_SLOWDOWN"}, i.name
@@ -28,13 +28,13 @@ def test_registry_shape() -> None:
             assert name in i.programs, f"{i.name}: swaps {name} but does not run it"
             assert callable(getattr(importlib.import_module(module), function))
     # the baseline runs every program an injection touches on its target, so a clean run is shown to pass
-    base = set(sc.REGISTRY[0].programs)
-    for i in sc.REGISTRY:
+    base = set(sc.INJECTIONS[0].programs)
+    for i in sc.INJECTIONS:
         if i.targets == "cpu":
             swapped = {n for n, _, _ in inj.parse_spec(i.env.get("INVARIANTS_INJECT", ""))}
             assert swapped <= base, i.name
-    assert any(i.fast for i in sc.REGISTRY if not i.is_baseline)
-    assert any("XLA_FLAGS" in i.env for i in sc.REGISTRY)
+    assert any(i.fast for i in sc.INJECTIONS if not i.is_baseline)
+    assert any("XLA_FLAGS" in i.env for i in sc.INJECTIONS)
 
 
 def test_select_and_restrict() -> None:
@@ -42,9 +42,9 @@ def test_select_and_restrict() -> None:
     assert all(i.fast for i in sc.select(None, fast_only=True))
     with pytest.raises(InvariantsError, match=r"^-k: no injection matches 'nope'; known: none, "):
         sc.select("nope")
-    cpu_only = sc.restrict_targets(sc.REGISTRY, "cpu")
+    cpu_only = sc.restrict_targets(sc.INJECTIONS, "cpu")
     assert cpu_only[0].is_baseline and all(i.targets == "cpu" for i in cpu_only)
-    tpu = sc.restrict_targets(sc.REGISTRY, "tpu")
+    tpu = sc.restrict_targets(sc.INJECTIONS, "tpu")
     assert tpu[0].is_baseline and all(i.targets.startswith("tpu") for i in tpu[1:]) and len(tpu) > 1
 
 
@@ -67,7 +67,7 @@ def test_judge() -> None:
     # expected items failed but the run did not (exit 0 cannot happen with failures; an abort is -6)
     assert not sc.outcome_of(injection, -6, results, 1.0).caught
     assert not sc.outcome_of(injection, 1, None, 1.0).caught
-    baseline = sc.REGISTRY[0]
+    baseline = sc.INJECTIONS[0]
     assert sc.outcome_of(baseline, 0, {"items": [_item("invariant", "passed", "a")]}, 1.0).caught
     assert not sc.outcome_of(baseline, 1, {"items": [_item("invariant", "failed", "a")]}, 1.0).caught
 
@@ -86,7 +86,7 @@ def test_throughput_expectation_matches_ratio_items() -> None:
 
 
 def test_render_table() -> None:
-    base = sc.Outcome(sc.REGISTRY[0], 0, [], [], 3.0)
+    base = sc.Outcome(sc.INJECTIONS[0], 0, [], [], 3.0)
     inj_ = sc.Injection("x", "doc", {}, ("naive",), ("invariant:one_kernel",))
     caught = sc.Outcome(inj_, 1, [_item("invariant", "failed", "one_kernel")] * 4, [], 2.0)
     missed = sc.Outcome(sc.Injection("y", "d", {}, ("naive",), ("structure",)), 0, [], ["structure"], 1.0)
@@ -120,7 +120,7 @@ def test_the_baseline_covers_what_the_injections_run() -> None:
 def test_each_injection_runs_the_tiers_it_expects_to_fail() -> None:
     """A child runs the correctness tier only when its expectations name it (as the throughput tier only
     when timed): a tier it does not need is seconds of a row loop run as a reference, caught by nothing."""
-    for i in sc.REGISTRY:
+    for i in sc.INJECTIONS:
         kinds = {e.split(":")[0] for e in i.expect}
         assert i.correctness == ("correctness" in kinds), i.name
         if i.command == "gate":
@@ -144,15 +144,15 @@ def test_progress_is_one_line_per_child(monkeypatch: pytest.MonkeyPatch, tmp_pat
 
 
 def test_child_command_loads_the_hook_and_skips_timing_unless_asked() -> None:
-    i = sc.REGISTRY[1]
+    i = sc.INJECTIONS[1]
     cmd = sc.child_command(i, sc.Path("r.json"), sc.Path("d"))
     assert cmd[cmd.index("-p", 5) + 1] in ("no:cacheprovider", sc.INJECT_MODULE)
     assert sc.INJECT_MODULE in cmd and "not slow and not throughput" in cmd
-    timed = next(i for i in sc.REGISTRY if i.timing)
+    timed = next(i for i in sc.INJECTIONS if i.timing)
     assert "not slow" in sc.child_command(timed, sc.Path("r"), sc.Path("d"))
     # The correctness items run only where an expectation needs them.
     assert cmd[cmd.index("-k") + 1] == "not test_correctness"
-    checked = next(i for i in sc.REGISTRY if i.correctness)
+    checked = next(i for i in sc.INJECTIONS if i.correctness)
     assert "-k" not in sc.child_command(checked, sc.Path("r"), sc.Path("d"))
 
 
@@ -208,7 +208,7 @@ def scalar_and_clean() -> tuple[Any, Any]:
     from invariants.compile.artifacts import Compiled
     from invariants.compile.child import gate_env
 
-    inj_ = next(i for i in sc.REGISTRY if i.name == "xla_cpu_scalar_code")
+    inj_ = next(i for i in sc.INJECTIONS if i.name == "xla_cpu_scalar_code")
     children = [
         subprocess.Popen([sys.executable, "-c", _COMPILE], env=gate_env(env), stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
@@ -289,7 +289,7 @@ def test_the_scalar_code_injection_is_caught_as_a_code_only_difference(
         item["snapshot_change"] == "code lines only (2 changed: kernel 1, kernel 3); the HLO lines are equal"
     )
     assert sc.item_label(item) == sc.CODE_ONLY and sc.matches(sc.CODE_ONLY, item)
-    inj_ = next(i for i in sc.REGISTRY if i.name == "xla_cpu_scalar_code")
+    inj_ = next(i for i in sc.INJECTIONS if i.name == "xla_cpu_scalar_code")
     assert sc.outcome_of(inj_, 1, annotated, 1.0).caught
     # Without the code-only finding (the clean compile against its own snapshot: nothing differs), or with
     # an HLO line changed, the expectation is missed.
@@ -336,9 +336,9 @@ def test_a_keep_folder_it_cannot_write_is_one_line_before_any_child(tmp_path, mo
 
 def test_targets_select_in_the_gates_grammar() -> None:
     """Families, `all` and `runtime` as --targets takes them everywhere."""
-    names = {i.name for i in sc.restrict_targets(sc.REGISTRY, "runtime")[1:]}
-    assert names == {i.name for i in sc.REGISTRY[1:] if i.targets == "cpu"}
-    assert len(sc.restrict_targets(sc.REGISTRY, "all")) == len(sc.REGISTRY)
-    assert [i.name for i in sc.restrict_targets(sc.REGISTRY, "tpu-v5e")[1:]] == [
+    names = {i.name for i in sc.restrict_targets(sc.INJECTIONS, "runtime")[1:]}
+    assert names == {i.name for i in sc.INJECTIONS[1:] if i.targets == "cpu"}
+    assert len(sc.restrict_targets(sc.INJECTIONS, "all")) == len(sc.INJECTIONS)
+    assert [i.name for i in sc.restrict_targets(sc.INJECTIONS, "tpu-v5e")[1:]] == [
         "tpu_take_map_loop", "tpu_eqx_map_loop",
     ]  # fmt: skip

@@ -61,7 +61,7 @@ from invariants.versus.stats import (
     Round,
     all_cores_word,
     combine,
-    judge,
+    judge_rounds,
     rounds_interval,
 )
 from invariants.versus.worker import serve
@@ -646,7 +646,7 @@ def test_judge_reports_rounds() -> None:
         rd = Round(calls=5)
         rd.add({"wall": 1.0, "cpu": 1.0}, {"wall": f, "cpu": f})
         rounds.append(rd)
-    r = judge(rounds, "cpu", 1.03, 0.95, look=1)
+    r = judge_rounds(rounds, "cpu", 1.03, 0.95, look=1)
     assert r.ratios == (1.0, 1.01, 0.99, 1.02) and r.pairs == 4 and r.inner_a == 5 and r.looks == 1
 
 
@@ -1139,7 +1139,7 @@ def test_nightly_versus_baseline_is_the_pin() -> None:
 def test_selfcheck_versus_injections_reach_the_candidate_only(tmp_path: Path) -> None:
     from invariants.selfcheck import command as sc
 
-    inj = next(i for i in sc.REGISTRY if i.name == "versus_no_fusion")
+    inj = next(i for i in sc.INJECTIONS if i.name == "versus_no_fusion")
     cmd = sc.child_command(inj, tmp_path / "r.json", tmp_path / "hlo")
     assert cmd[1:4] == ["-m", "invariants", "versus"]
     assert "--candidate-env=XLA_FLAGS=--xla_disable_hlo_passes=fusion" in cmd
