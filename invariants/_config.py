@@ -46,3 +46,10 @@ def name(variable: str) -> str:
 def get(variable: str, default: str | None = None) -> str | None:
     """The variable's value in this process's environment, or ``default`` when it is unset."""
     return os.environ.get(name(variable), default)
+
+
+def requested_platforms() -> list[str]:
+    """The backends ``JAX_PLATFORMS`` asks for, in order (JAX's variable, not the suite's; the gate's
+    process sets ``cpu`` when it is unset, before JAX starts). Set but empty: [] (JAX chooses). The one
+    reading of it."""
+    return [p.strip() for p in os.environ.get("JAX_PLATFORMS", "cpu").split(",") if p.strip()]

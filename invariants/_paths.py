@@ -22,7 +22,7 @@ from pathlib import Path
 from ._errors import InvariantsError
 
 # This package's folder as this process imported it: in a versus worker, the staged link
-# (invariants.compile.child.stage), so that the spec files it names are shown as the repository's own. One
+# (invariants.compile.child.stage), so that the spec files it names are named as the repository's own. One
 # place, so that moving a module never moves what it finds.
 IMPORTED_DIR = Path(__file__).parent
 # The same folder resolved, a checkout's or an installed copy: what a child is staged from and compared with.
@@ -53,20 +53,20 @@ def _writable(folder: Path) -> str | None:
     return None
 
 
-def _made(path: Path, shown: str) -> None:
+def _made(path: Path, named: str) -> None:
     """Make folder ``path`` and its parents; a file in the way or a folder that cannot be made: one line."""
     blocker = next((p for p in (path, *path.parents) if p.exists()), None)
     if blocker is not None and not blocker.is_dir():
-        raise InvariantsError(f"{shown}: {blocker} is {what_is(blocker)}, not a folder")
+        raise InvariantsError(f"{named}: {blocker} is {what_is(blocker)}, not a folder")
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise InvariantsError(f"{shown}: cannot make the folder {path} ({err.strerror or err})") from None
+        raise InvariantsError(f"{named}: cannot make the folder {path} ({err.strerror or err})") from None
 
 
 def check_output_dir(path: str | os.PathLike[str], option: str, *, make: bool = True) -> Path:
     """``path`` as a folder this command can write in, made when missing (``make=False``: not made now,
-    only shown makeable: its nearest existing folder takes files, for a folder written only on demand,
+    only named makeable: its nearest existing folder takes files, for a folder written only on demand,
     such as the gate's HLO dumps of failing items); else one line naming ``option``.
 
     Raises:
@@ -74,20 +74,20 @@ def check_output_dir(path: str | os.PathLike[str], option: str, *, make: bool = 
             be made, or one in which no file can be written.
     """
     folder = Path(path)
-    shown = f"{option} {path}"
+    named = f"{option} {path}"
     if folder.exists() and not folder.is_dir():
-        raise InvariantsError(f"{shown}: {what_is(folder)}, not a folder; give a folder")
+        raise InvariantsError(f"{named}: {what_is(folder)}, not a folder; give a folder")
     if make:
-        _made(folder, shown)
+        _made(folder, named)
         where = folder
     else:
         where = next(p for p in (folder, *folder.absolute().parents) if p.exists())
         if not where.is_dir():
-            raise InvariantsError(f"{shown}: {where} is {what_is(where)}, not a folder")
+            raise InvariantsError(f"{named}: {where} is {what_is(where)}, not a folder")
     why = _writable(where)
     if why is not None:
         place = "this folder" if where == folder else f"{where}, where it would be made"
-        raise InvariantsError(f"{shown}: cannot write in {place} ({why})")
+        raise InvariantsError(f"{named}: cannot write in {place} ({why})")
     return folder
 
 
@@ -100,19 +100,19 @@ def check_output_file(path: str | os.PathLike[str], option: str) -> Path:
             made or written, or a file there that cannot be written.
     """
     file = Path(path)
-    shown = f"{option} {path}"
+    named = f"{option} {path}"
     if file.is_dir():
-        raise InvariantsError(f"{shown}: a directory; give a file path")
+        raise InvariantsError(f"{named}: a directory; give a file path")
     if file.exists() and not file.is_file():
         if not os.access(file, os.W_OK):
-            raise InvariantsError(f"{shown}: {what_is(file)} that cannot be written")
+            raise InvariantsError(f"{named}: {what_is(file)} that cannot be written")
         return file
-    _made(file.parent, shown)
+    _made(file.parent, named)
     why = _writable(file.parent)
     if why is not None:
-        raise InvariantsError(f"{shown}: cannot write in its folder {file.parent} ({why})")
+        raise InvariantsError(f"{named}: cannot write in its folder {file.parent} ({why})")
     if file.exists() and not os.access(file, os.W_OK):
-        raise InvariantsError(f"{shown}: the file there cannot be written")
+        raise InvariantsError(f"{named}: the file there cannot be written")
     return file
 
 
@@ -134,8 +134,8 @@ def atomic_path(path: str | os.PathLike[str], option: str = "") -> Iterator[Path
         yield tmp
         os.replace(tmp, target)
     except OSError as err:
-        shown = f"{option} {path}" if option else str(path)
-        raise InvariantsError(f"{shown}: cannot write ({err.strerror or err})") from None
+        named = f"{option} {path}" if option else str(path)
+        raise InvariantsError(f"{named}: cannot write ({err.strerror or err})") from None
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink()
@@ -155,5 +155,14 @@ def write_atomic(path: str | os.PathLike[str], text: str, option: str = "") -> N
             if tmp != Path(path):
                 os.fsync(f.fileno())
     except OSError as err:
-        shown = f"{option} {path}" if option else str(path)
-        raise InvariantsError(f"{shown}: cannot write ({err.strerror or err})") from None
+        named = f"{option} {path}" if option else str(path)
+        raise InvariantsError(f"{named}: cannot write ({err.strerror or err})") from None
+
+
+def shown(path: Path) -> str:
+    """``path`` relative to the working directory when it is below it (what a reader can click), else as
+    given: how every message names a file."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)

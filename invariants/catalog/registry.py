@@ -23,12 +23,21 @@ _DECLARED: dict[str, Program] = {}
 PROGRAMS: Mapping[str, Program] = ChainMap(_DECLARED, CATALOG)  # type: ignore[arg-type]
 
 
+def collision(name: str) -> str | None:
+    """Why a declared program may not be called ``name`` (None: it may): the one rule, for spec files
+    (:func:`invariants.spec.file.load_specs`, which names the file and line) and :func:`declare` alike."""
+    if name in CATALOG:
+        return f"program '{name}' collides with the catalog's program of that name; rename it"
+    return None
+
+
 def declare(programs: Iterable[Program]) -> None:
     """Add a downstream project's programs. Re-declaring the same program is a no-op (xdist workers and the
     ``gate`` command's up-front validation both declare); a different one under a taken name is an error."""
     for program in programs:
-        if program.name in CATALOG:
-            raise InvariantsError(f"{program.name}: program name collides with the catalog's; rename it")
+        why = collision(program.name)
+        if why is not None:
+            raise InvariantsError(why)
         known = _DECLARED.get(program.name)
         if known is not None and known != program:
             raise InvariantsError(f"{program.name}: declared twice, as two different programs")

@@ -198,7 +198,7 @@ def guard_backend() -> None:
     and libtpu say on a CPU-only host is dropped (:func:`quiet`), and when the backend is missing all of it
     is, so that the one line is the whole message."""
     check_xla_flags()
-    wanted = [p.strip() for p in REQUESTED_PLATFORMS.split(",") if p.strip()]
+    wanted = _config.requested_platforms()
     with held_stderr() as held:
         import jax
 

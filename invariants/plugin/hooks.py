@@ -18,6 +18,7 @@ import pytest
 
 from .. import _config
 from .._errors import InvariantsError
+from .._paths import shown
 from ..compile.process import REQUESTED_PLATFORMS, guard_backend, pin_worker
 
 if TYPE_CHECKING:  # _compile imports JAX, which must start after _process has set its environment
@@ -85,7 +86,7 @@ class GateSession:
         for option, folder in (("--snapshot-dir", self.snapshot_dir),
                                ("--catalog-snapshot-dir", self.catalog_snapshot_dir)):  # fmt: skip
             if folder.exists() and not folder.is_dir():
-                raise InvariantsError(f"{option} {shown_path(folder)}: {what_is(folder)}, not a folder")
+                raise InvariantsError(f"{option} {shown(folder)}: {what_is(folder)}, not a folder")
         if config.getoption("--snapshot-update", default=False):
             check_output_dir(self.snapshot_dir, "--snapshot-dir", make=False)
         # Checked now, made only when an item fails: an unwritable folder would otherwise fail that item
@@ -128,7 +129,7 @@ class GateSession:
         import shlex
 
         prefix = self.config.getoption("gate_command")
-        words = [prefix] if prefix else [f"pytest {shlex.quote(shown_path(test_file))}"]
+        words = [prefix] if prefix else [f"pytest {shlex.quote(shown(test_file))}"]
         if not prefix:
             options = self.config.option
             words += [f"--spec-dir {shlex.quote(d)}" for d in options.spec_dir or ()]
@@ -238,14 +239,6 @@ def relation_partners(specs: list[Any], programs: list[str]) -> list[str]:
 def _env_spec_dirs() -> list[str]:
     value = _config.get("INVARIANTS_SPEC_DIR")
     return [value] if value else []
-
-
-def shown_path(path: Path) -> str:
-    """``path`` relative to the working directory when it is below it."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
 
 
 _SESSION = pytest.StashKey[GateSession]()
@@ -617,12 +610,10 @@ def _obsolete_snapshots(config: pytest.Config, items: list[dict[str, Any]], pass
     provable = _owners_known(config, s)
     if not updating:
         how = "--snapshot-update" if provable else "--snapshot-update --delete-obsolete-snapshots"
-        return [
-            f"invariants: {shown_path(p)} is obsolete ({gone.format(t)}); {how} deletes it" for p, t in found
-        ]
+        return [f"invariants: {shown(p)} is obsolete ({gone.format(t)}); {how} deletes it" for p, t in found]
     if not passed:
         return [
-            f"invariants: kept {shown_path(p)}, obsolete ({gone.format(t)}): this run failed, and only an "
+            f"invariants: kept {shown(p)}, obsolete ({gone.format(t)}): this run failed, and only an "
             "update that passes deletes"
             for p, t in found
         ]
@@ -633,7 +624,7 @@ def _obsolete_snapshots(config: pytest.Config, items: list[dict[str, Any]], pass
             f"invariants: {len(found)} obsolete snapshot(s) that no program of this run's spec folders has "
             + ("(deleting them: --delete-obsolete-snapshots):" if flag else "(a spec folder not given may):")
         )
-        lines += [f"invariants:   {shown_path(p)}" for p, _ in found]
+        lines += [f"invariants:   {shown(p)}" for p, _ in found]
         if not flag:
             lines.append(
                 "invariants: none deleted; give every spec folder that uses this snapshot folder, then add "
@@ -644,9 +635,9 @@ def _obsolete_snapshots(config: pytest.Config, items: list[dict[str, Any]], pass
         try:
             path.unlink(missing_ok=True)
         except OSError as err:
-            lines.append(f"invariants: could not delete {shown_path(path)} ({err.strerror or err})")
+            lines.append(f"invariants: could not delete {shown(path)} ({err.strerror or err})")
             continue
-        lines.append(f"invariants: deleted {shown_path(path)} ({gone.format(target)})")
+        lines.append(f"invariants: deleted {shown(path)} ({gone.format(target)})")
     return lines
 
 
@@ -659,7 +650,7 @@ def _recorded_baselines(items: list[dict[str, Any]]) -> list[str]:
         if isinstance(done, dict):
             why = "it was missing" if done.get("why") == "missing" else "--record-baselines"
             lines.append(
-                f"invariants: recorded efficiency baseline {shown_path(Path(done['path']))} "
+                f"invariants: recorded efficiency baseline {shown(Path(done['path']))} "
                 f"({item['program']}[{item['config']}] on {item['target']}: {done['efficiency']:.3f}; {why})"
             )
     return lines
@@ -676,7 +667,7 @@ def _unused_lines(config: pytest.Config) -> list[str]:
         return []
     if not unused:
         return []
-    return [f"invariants: syrupy's unused snapshot(s): {', '.join(shown_path(Path(u)) for u in unused)}"]
+    return [f"invariants: syrupy's unused snapshot(s): {', '.join(shown(Path(u)) for u in unused)}"]
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -814,7 +805,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not items:
         if _RESULTS.get("gate") and claim.path.exists():
             _NOTES.append(
-                f"invariants: no gate item recorded anything; {shown_path(claim.path)} was not written (the "
+                f"invariants: no gate item recorded anything; {shown(claim.path)} was not written (the "
                 "file there is an earlier run's)"
             )
         return
@@ -837,8 +828,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if claim.changed():  # another run, one that takes no lock, wrote it meanwhile: keep both
         path = path.with_name(f"{path.stem}.{os.getpid()}{path.suffix}")
         _NOTES.append(
-            f"invariants: {shown_path(claim.path)} was written by another run meanwhile; this run writes "
-            f"{shown_path(path)}"
+            f"invariants: {shown(claim.path)} was written by another run meanwhile; this run writes "
+            f"{shown(path)}"
         )
     try:
         _results.write(path, payload)

@@ -40,17 +40,17 @@ def judge(invariant: Any, holds: bool, tightenable: bool, where: str, describe: 
 
 def committed_snapshot_diff(s: GateSession, key: Key, current: str) -> str:
     """A focused diff of ``current`` against the committed snapshot of ``key``, or a note if none."""
-    from .hooks import shown_path
+    from .._paths import shown
 
     path = s.snapshot_path(key)
-    shown = shown_path(path)
+    name = shown(path)
     if not path.exists():
-        return f"no committed snapshot at {shown}"
+        return f"no committed snapshot at {name}"
     diff = difflib.unified_diff(
-        path.read_text().splitlines(), current.splitlines(), shown, "now", n=1, lineterm=""
+        path.read_text().splitlines(), current.splitlines(), name, "now", n=1, lineterm=""
     )
     text = "\n".join(diff)
-    return text or f"structure identical to {shown}"
+    return text or f"structure identical to {name}"
 
 
 def dumped_line(s: GateSession, *keys: Key) -> str:
@@ -116,12 +116,12 @@ def structure_failure(s: GateSession, key: Key, diff: list[str], accept: str | N
     ``FAILED`` short line shows it), then syrupy's diff of the two snapshot texts, whole (``diff``: its
     lines, ``-`` the snapshot, ``+`` now), the versions and the dumps, and last the command that accepts
     the change (``accept``; None for a read-only snapshot, which no update rewrites)."""
+    from .._paths import shown
     from ..catalog.targets import versions
-    from .hooks import shown_path
 
     program, config, target = key
     lines = [
-        f"{program}[{config}] on {target}: compiled structure differs from {shown_path(s.snapshot_path(key))}"
+        f"{program}[{config}] on {target}: compiled structure differs from {shown(s.snapshot_path(key))}"
         " (- snapshot, + now)",
         *diff,
         "versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()),

@@ -84,7 +84,7 @@ from typing import Any, Literal, NamedTuple
 from packaging.requirements import InvalidRequirement, Requirement
 
 from .._errors import InvariantsError, did_you_mean
-from .._paths import IMPORTED_DIR
+from .._paths import IMPORTED_DIR, shown
 from ..catalog.select import match_programs
 from ..hlo.metrics import METRICS
 
@@ -232,7 +232,7 @@ class _Locator:
     _KEY_INLINE = re.compile(r"[{,]\s*(\"[^\"\n]*\"|[A-Za-z0-9_-]+)\s*=")
 
     def __init__(self, path: Path, text: str) -> None:
-        self.path = _display(path)
+        self.path = shown(path)
         self.lines = text.split("\n")
         self._headers: list[int] = []  # every line that opens a table, in order
         self._arrays: dict[str, list[int]] = {}  # [[name]] -> the lines of its tables, in order
@@ -287,14 +287,6 @@ class _Locator:
 
     def error(self, line: int, message: str) -> InvariantsError:
         return InvariantsError(f"{self.path}:{line}: {message}")
-
-
-def _display(path: Path) -> str:
-    """``path`` relative to the working directory when it is below it: what a reader can click."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
 
 
 # TOML's value types as a message names them, bool before int (a bool is an int in Python).
@@ -677,7 +669,7 @@ _BOMS = {
 def _decode(raw: bytes, path: Path) -> str:
     """The text of a spec file, which is UTF-8 (a UTF-8 byte-order mark is allowed); anything else is one
     line saying where the first byte that is not UTF-8 is, or which encoding it is."""
-    where = _display(path)
+    where = shown(path)
     for bom, name in _BOMS.items():
         if raw.startswith(bom):
             raise InvariantsError(
@@ -708,7 +700,7 @@ def _read(path: Path) -> tuple[dict[str, Any], _Locator]:
     try:
         raw = path.read_bytes()
     except OSError as err:
-        raise InvariantsError(f"{_display(path)}: cannot read spec: {err.strerror}") from None
+        raise InvariantsError(f"{shown(path)}: cannot read spec: {err.strerror}") from None
     text = _decode(raw, path)
     loc = _Locator(path, text)
     try:
@@ -1046,11 +1038,11 @@ def _correctness(table: dict[str, Any], line: int, entries: _Entries) -> Correct
     if allowed and expect is None:
         raise loc.error(line, f"'{check_id}': check {check!r} needs 'expect', one of {', '.join(allowed)}")
     if allowed and expect not in allowed:
-        shown = expect if isinstance(expect, str) else ""
+        word = expect if isinstance(expect, str) else ""
         raise loc.error(
             expect_line,
             f"'{check_id}': expect {expect!r} is not one of {', '.join(allowed)}"
-            f"{did_you_mean(shown, allowed)}",
+            f"{did_you_mean(word, allowed)}",
         )
     return CorrectnessCheck(
         id=check_id,
@@ -1161,22 +1153,23 @@ def load_specs(*directories: Path) -> list[Spec]:
 
     Each file is read and parsed once. The ``[[program]]`` tables of all files are read first, so that an
     invariant of one file may name a program declared in another. A declared name must be new: not the
-    catalog's, not declared twice.
+    catalog's (:func:`invariants.catalog.registry.collision`), not declared twice.
     """
     from ..catalog.programs import CATALOG
+    from ..catalog.registry import collision
 
     paths: list[Path] = []
     for directory in directories or (SPEC_DIR,):
         if directory.is_file():
             raise InvariantsError(
-                f"{_display(directory)}: a file; --spec-dir takes the folder that holds the spec files "
-                f"({_display(directory.parent)})"
+                f"{shown(directory)}: a file; --spec-dir takes the folder that holds the spec files "
+                f"({shown(directory.parent)})"
             )
         if not directory.is_dir():
-            raise InvariantsError(f"{_display(directory)}: spec folder not found")
+            raise InvariantsError(f"{shown(directory)}: spec folder not found")
         found = sorted(directory.glob("*.toml"))
         if not found:
-            raise InvariantsError(f"{_display(directory)}: no *.toml spec files here")
+            raise InvariantsError(f"{shown(directory)}: no *.toml spec files here")
         paths += found
     parsed = [(path, *_read(path)) for path in paths]
     known: dict[str, Any] = dict(_known(None))
@@ -1186,11 +1179,9 @@ def load_specs(*directories: Path) -> list[Spec]:
         decls = _programs_of(data, loc)
         declared.append(decls)
         for decl in decls:
-            if decl.name in CATALOG:
-                raise InvariantsError(
-                    f"{decl.where}: program '{decl.name}' collides with the catalog's program of that name; "
-                    "rename it"
-                )
+            why = collision(decl.name)
+            if why is not None:
+                raise InvariantsError(f"{decl.where}: {why}")
             if decl.name in first:
                 raise InvariantsError(
                     f"{decl.where}: program '{decl.name}' is already declared at {first[decl.name]}"

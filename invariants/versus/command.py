@@ -36,13 +36,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import _config
 from .._cores import freed, usable
 from .._errors import InvariantsError
 from .._paths import check_output_file, write_atomic
@@ -554,7 +554,7 @@ def _builder(args: argparse.Namespace, progress: Progress) -> Callable[[Any, str
 
     lists: dict[str, Any] = {}
     # The backend the user asked for (JAX_PLATFORMS' first entry; python -m invariants defaults it to cpu).
-    platform = os.environ.get("JAX_PLATFORMS", "cpu").split(",")[0].strip() or "cpu"
+    platform = (_config.requested_platforms() or ["cpu"])[0]
 
     def build(version: Any, flag: str) -> Path:
         if platform in ("cuda", "gpu", "rocm"):

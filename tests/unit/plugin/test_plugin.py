@@ -277,9 +277,9 @@ def test_a_downstream_update_lists_what_it_would_delete_and_deletes_only_with_th
 
 
 def _shown(path) -> str:
-    from invariants.plugin.hooks import shown_path
+    from invariants._paths import shown
 
-    return shown_path(path)
+    return shown(path)
 
 
 def test_unused_snapshots_are_named(tmp_path):
