@@ -279,6 +279,8 @@ def pytest_configure(config: pytest.Config) -> None:
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
     pin_worker(getattr(config, "workerinput", None), config.getoption("pin_workers", default=False))
+    recorder = config.stash[_RECORDER] = Recorder()
+    config.pluginmanager.register(recorder, "invariants-recorder")
     try:
         guard_backend()
         config.stash[_SESSION] = GateSession(config)
@@ -674,7 +676,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if _SESSION not in config.stash:
         return
     s = gate_session(config)
-    for line in _NOTES:
+    for line in config.stash[_RECORDER].notes:
         terminalreporter.write_line(line)
     if s.cache.compiled:
         terminalreporter.write_line(
@@ -743,27 +745,40 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Collect what each item recorded (:func:`invariants.plugin.results.record`), with its outcome.
+class Recorder:
+    """What this run's items recorded (:func:`invariants.plugin.results.record`), with their outcomes,
+    and the lines for the terminal summary: a plugin object of one config (kept on ``config.stash``),
+    registered in :func:`pytest_configure`, so that no module state outlives a session (pytester runs
+    several in one process).
 
-    This runs in the process that reports, which under xdist is the controller: the results file is the
-    same with or without workers.
+    Its hook runs in the process that reports, which under xdist is the controller: the results file is
+    the same with or without workers.
     """
-    from . import results as _results
 
-    if report.when != "call" and not (report.when == "setup" and report.skipped):
-        return
-    items = _RESULTS.setdefault("items", [])
-    if "gate" in report.keywords:
-        _RESULTS["gate"] = True
-    outcome = "xfailed" if hasattr(report, "wasxfail") else report.outcome
-    reason = failure_reason(report) if report.failed else None
-    entries = [
-        _results.entry(name, value, outcome, report.nodeid, reason) for name, value in report.user_properties
-    ]
-    items.extend(e for e in entries if e is not None)
-    if report.failed and not any(entries):
-        items.append(_results.error_entry(outcome, report.nodeid, reason))
+    def __init__(self) -> None:
+        self.items: list[dict[str, Any]] = []
+        self.gate = False  # a gate item ran (so a results file was expected)
+        self.notes: list[str] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        from . import results as _results
+
+        if report.when != "call" and not (report.when == "setup" and report.skipped):
+            return
+        if "gate" in report.keywords:
+            self.gate = True
+        outcome = "xfailed" if hasattr(report, "wasxfail") else report.outcome
+        reason = failure_reason(report) if report.failed else None
+        entries = [
+            _results.entry(name, value, outcome, report.nodeid, reason)
+            for name, value in report.user_properties
+        ]
+        self.items.extend(e for e in entries if e is not None)
+        if report.failed and not any(entries):
+            self.items.append(_results.error_entry(outcome, report.nodeid, reason))
+
+
+_RECORDER = pytest.StashKey[Recorder]()
 
 
 def failure_reason(report: pytest.TestReport) -> str:
@@ -772,11 +787,6 @@ def failure_reason(report: pytest.TestReport) -> str:
     crash = getattr(report.longrepr, "reprcrash", None)
     text = crash.message if crash is not None else str(report.longrepr or "")
     return (text.strip().splitlines() or ["failed"])[0].removeprefix("Failed: ")
-
-
-_RESULTS: dict[str, Any] = {}
-# Lines for the terminal summary, written by the reporting process at session end.
-_NOTES: list[str] = []
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -794,17 +804,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from . import results as _results
 
     s = gate_session(config)
-    items = _RESULTS.get("items", [])
+    recorder = config.stash[_RECORDER]
+    items, notes = recorder.items, recorder.notes
     passed = exitstatus == 0 and session.testsfailed == 0
-    _NOTES[:] = _obsolete_snapshots(config, items, passed) + _recorded_baselines(items)
+    notes[:] = _obsolete_snapshots(config, items, passed) + _recorded_baselines(items)
     claim = config.stash.get(_CLAIM, None)
     if claim is None:
         return
     if claim.note:
-        _NOTES.append(claim.note)
+        notes.append(claim.note)
     if not items:
-        if _RESULTS.get("gate") and claim.path.exists():
-            _NOTES.append(
+        if recorder.gate and claim.path.exists():
+            notes.append(
                 f"invariants: no gate item recorded anything; {shown(claim.path)} was not written (the "
                 "file there is an earlier run's)"
             )
@@ -827,14 +838,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     path = claim.path
     if claim.changed():  # another run, one that takes no lock, wrote it meanwhile: keep both
         path = path.with_name(f"{path.stem}.{os.getpid()}{path.suffix}")
-        _NOTES.append(
+        notes.append(
             f"invariants: {shown(claim.path)} was written by another run meanwhile; this run writes "
             f"{shown(path)}"
         )
     try:
         _results.write(path, payload)
     except InvariantsError as err:
-        _NOTES.append(f"invariants: {err}")
+        notes.append(f"invariants: {err}")
 
 
 @pytest.hookimpl(optionalhook=True)

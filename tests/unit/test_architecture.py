@@ -247,3 +247,52 @@ def test_the_lower_floors_import_no_jax():
     assert first is None, f"importing invariants.{first} (or what it imports) loads JAX"
     # The check sees JAX where it is: the catalog builds its programs with it.
     assert _first_with_jax(("hlo.parse", "catalog.programs")) == "catalog.programs"
+
+
+_MUTATORS = {"append", "extend", "insert", "pop", "clear", "update", "setdefault", "add", "discard", "remove"}
+
+
+def _mutated_globals(tree: ast.Module) -> list[str]:
+    """Module-level names that a function of the module changes in place (``X.append(...)``,
+    ``X[k] = v``, ``X[:] = ...``): state kept in module globals, not constants."""
+    bound = {
+        t.id
+        for n in tree.body
+        if isinstance(n, ast.Assign | ast.AnnAssign)
+        for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+        if isinstance(t, ast.Name)
+    }
+    changed: set[str] = set()
+    for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)):
+        for node in ast.walk(fn):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _MUTATORS
+            ):
+                base = node.func.value
+            elif isinstance(node, ast.Assign | ast.AugAssign) and isinstance(
+                (target := node.targets[0] if isinstance(node, ast.Assign) else node.target), ast.Subscript
+            ):
+                base = target.value
+            else:
+                continue
+            if isinstance(base, ast.Name) and base.id in bound:
+                changed.add(base.id)
+    return sorted(changed)
+
+
+def test_the_plugin_keeps_no_state_in_module_globals():
+    """The pytest session's state lives on ``config.stash`` (GateSession, Recorder), so that two sessions in
+    one process (pytester, the API's tests) never share a run's items or notes."""
+    stateful = {
+        str(p.relative_to(PACKAGE)): names
+        for p in sorted((PACKAGE / "plugin").glob("*.py"))
+        if (names := _mutated_globals(ast.parse(p.read_text())))
+    }
+    assert not stateful, stateful
+    planted = ast.parse(
+        "_RESULTS: dict[str, int] = {}\n_NOTES = []\nKINDS = {'a': 1}\n"
+        "def f(x):\n    _RESULTS['a'] = 1\n    _NOTES.append(x)\n    return KINDS['a']\n"
+    )
+    assert _mutated_globals(planted) == ["_NOTES", "_RESULTS"]
