@@ -9,7 +9,8 @@ from invariants.compile.artifacts import Key
 from invariants.plugin import results as _results
 from invariants.plugin.outcomes import dumped_line, failure_report, judge, relation_report
 from invariants.snapshot.render import render_summary
-from invariants.spec.checks import evaluate, run_correctness
+from invariants.spec.checks import evaluate
+from invariants.spec.correctness import run_correctness
 
 pytestmark = [pytest.mark.gate, pytest.mark.invariant]
 

@@ -388,7 +388,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "throughput_case" in metafunc.fixturenames or "efficiency_key" in metafunc.fixturenames:
         _parametrize_throughput(metafunc, s)
     if "correctness_case" in metafunc.fixturenames:
-        from ..spec.checks import expand_correctness
+        from ..spec.correctness import expand_correctness
 
         runtime = next(iter(s.all_targets.values()))
         ccases = [c for c in expand_correctness(s.specs, runtime) if s.selects(c.program, c.config)]

@@ -4,7 +4,7 @@ A :class:`Case` is one pytest item: one invariant on one target, for one program
 programs its assert names (relational), in one configuration. :func:`evaluate` decides it from structures
 alone; the caller supplies them, so this stage never compiles.
 
-Correctness checks run programs on the runtime target and compare values (:data:`CORRECTNESS`).
+Correctness checks, which run programs and compare values, are :mod:`invariants.spec.correctness`.
 """
 
 from __future__ import annotations
@@ -17,10 +17,8 @@ import operator
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-import numpy as np
-
 from .._errors import InvariantsError, did_you_mean
-from ..catalog.programs import Config, get_config
+from ..catalog.programs import get_config
 from ..catalog.registry import PROGRAMS
 from ..catalog.targets import Target, all_targets, device_count
 from ..compile.artifacts import Key
@@ -51,7 +49,7 @@ class Case:
         return [Key(p, self.config, self.target) for p in programs]
 
 
-def _config_matches(config: str, patterns: Sequence[str]) -> bool:
+def config_matches(config: str, patterns: Sequence[str]) -> bool:
     return any(fnmatch.fnmatchcase(config, p) for p in patterns)
 
 
@@ -165,7 +163,7 @@ class _SpecCheck:
         key = (target.name, program)
         if key not in self._configs:
             self._configs[key] = target.configs_for(PROGRAMS[program])
-        return tuple(c for c in self._configs[key] if _config_matches(c, patterns))
+        return tuple(c for c in self._configs[key] if config_matches(c, patterns))
 
     def no_target(self, where: str, what: str, pattern: str) -> InvariantsError:
         return InvariantsError(
@@ -188,7 +186,9 @@ class _SpecCheck:
                     raise self.no_target(
                         check.targets_where or check.where, f"'{check.id}': targets", pattern
                     )
-            self.correctness(check, [t for t in applying if t.mode == "runtime" and _on(t, check.targets)])
+            self.correctness(
+                check, [t for t in applying if t.mode == "runtime" and on_targets(t, check.targets)]
+            )
 
     def cases_on(self, inv: Invariant, target: Target) -> int:
         if inv.kind == "absolute":
@@ -256,7 +256,7 @@ class _SpecCheck:
         configuration that runs (not compile-only) among its ``configs``."""
         shared: set[str] | None = None
         for p in inv.programs:
-            have = {c for c in PROGRAMS[p].configs if _config_matches(c, inv.configs)}
+            have = {c for c in PROGRAMS[p].configs if config_matches(c, inv.configs)}
             shared = have if shared is None else shared & have
         if not any(not get_config(c).compile_only for c in shared or ()):
             raise InvariantsError(
@@ -300,7 +300,7 @@ class _SpecCheck:
                 )
 
 
-def _on(target: Target, patterns: Sequence[str]) -> bool:
+def on_targets(target: Target, patterns: Sequence[str]) -> bool:
     return any(fnmatch.fnmatchcase(target.name, p) for p in patterns)
 
 
@@ -324,7 +324,7 @@ def expand(
                 if inv.kind == "absolute":
                     for name in select_programs(inv.programs, scope_of(spec)):
                         for config in target.configs_for(PROGRAMS[name]):
-                            if _config_matches(config, inv.configs):
+                            if config_matches(config, inv.configs):
                                 cases.append(Case(inv, target.name, config, name, skip))
                 else:
                     shared = None
@@ -332,7 +332,7 @@ def expand(
                         have = set(target.configs_for(PROGRAMS[name]))
                         shared = have if shared is None else shared & have
                     for config in sorted(shared or ()):
-                        if _config_matches(config, inv.configs):
+                        if config_matches(config, inv.configs):
                             cases.append(Case(inv, target.name, config, None, skip))
     return cases
 
@@ -493,159 +493,3 @@ def evaluate(
         if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b:
             ratio = a / b
     return Decision(holds, measured, ratio=ratio)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Correctness: values on the runtime target.
-
-# Relative to the largest magnitude: gradients sum thousands of rows in orders that differ between forms.
-_TOLERANCE = {"f32": 1e-5, "bf16": 2e-2}
-
-
-# Outputs of (program, configuration, argument signature, distribution): a reference such as ``take`` is
-# checked against a dozen programs on the very same arguments, and running it again each time was half of
-# the correctness tier (and most of a self-check child whose ``take`` is a row loop). Large outputs (a tied
-# program's logits) are not kept.
-_OUTPUTS: dict[tuple[Any, ...], np.ndarray] = {}
-_KEEP_BYTES = 16 << 20
-
-
-def _run(program: str, config: Config, args: Sequence[Any], distribution: str | None = None) -> np.ndarray:
-    """The program's output on ``args`` as float32; with ``distribution``, remembered for the session
-    (``args`` must then be :func:`invariants.catalog.programs.make_arguments` of it, which never change)."""
-    import jax
-
-    fn = PROGRAMS[program].fn  # in the key: a program replaced mid-session (a test's mutation) runs anew
-    key = (program, fn, config.id, distribution, tuple((a.shape, a.dtype) for a in args))
-    if distribution is not None and key in _OUTPUTS:
-        return _OUTPUTS[key]
-    out = np.asarray(jax.device_get(jax.jit(fn)(*args)), dtype=np.float32)
-    if distribution is not None and out.nbytes <= _KEEP_BYTES:
-        out.flags.writeable = False
-        _OUTPUTS[key] = out
-    return out
-
-
-def check_agree(check: CorrectnessCheck, program: str, config: Config, distribution: str) -> str | None:
-    """``program`` returns the values of ``check.reference`` on valid indices (gradients too)."""
-    from ..catalog.programs import make_arguments
-
-    if check.reference is None:
-        raise InvariantsError(f"{check.where}: check 'agree' needs a 'reference' program")
-    args = make_arguments(PROGRAMS[program], config, distribution)  # type: ignore[arg-type]
-    got, want = _run(program, config, args, distribution), _run(check.reference, config, args, distribution)
-    if got.shape != want.shape:  # before subtracting: numpy would broadcast or raise
-        return f"shape {got.shape} differs from {check.reference}'s {want.shape}"
-    tol = _TOLERANCE[config.table_dtype] * max(1.0, float(np.abs(want).max()))
-    err = float(np.abs(got - want).max())
-    if not err <= tol:
-        return f"max |{program} - {check.reference}| = {err:.3g} > {tol:.3g}"
-    return None
-
-
-# What each mode does with row V (one past the end) and row -1, as (value for V, value for -1):
-# the row it reads, "nan", "zero" — pinned so that a change in JAX's out-of-bounds semantics fails.
-_OOB_EXPECT = {
-    "clamp": ("row V-1", "row 0"),
-    "fill_nan": ("nan", "row V-1"),
-    "fill_zero": ("zero", "row V-1"),
-    "wrap": ("row 0", "row V-1"),
-    "wrap_negative_clamp": ("row V-1", "row V-1"),
-}
-
-
-def check_out_of_bounds(
-    check: CorrectnessCheck, program: str, config: Config, distribution: str
-) -> str | None:
-    """Indices V and -1 give what ``check.expect`` names (a key of ``_OOB_EXPECT``)."""
-    if check.expect not in _OOB_EXPECT:
-        raise InvariantsError(f"{check.where}: expect must be one of {', '.join(_OOB_EXPECT)}")
-    vocab = config.vocab
-    table = np.arange(vocab * config.width, dtype=np.float32).reshape(vocab, config.width) + 1
-    table = table.astype(np.dtype(config.table.dtype))
-    x = np.array([vocab, -1], dtype=np.dtype(config.indices.dtype))
-    out = _run(program, config, (table, x))
-    rows = {"row 0": table[0], "row V-1": table[-1]}
-
-    def what(row: np.ndarray) -> str:
-        if np.isnan(row).all():
-            return "nan"
-        if (row == 0).all():
-            return "zero"
-        for name, ref in rows.items():
-            if np.array_equal(row, np.asarray(ref, dtype=np.float32)):
-                return name
-        return "something else"
-
-    got = (what(out[0]), what(out[1]))
-    want = _OOB_EXPECT[check.expect]
-    if got != want:
-        return (
-            f"index V gave {got[0]} and index -1 gave {got[1]}; "
-            f"'{check.expect}' means {want[0]} and {want[1]}"
-        )
-    return None
-
-
-def check_narrow_index(
-    check: CorrectnessCheck, program: str, config: Config, distribution: str
-) -> str | None:
-    """int8 indices -1..126 into the seed's 8192-row table (past int8's range), pinned by ``expect``:
-    ``ok`` (the rows numpy gives), ``overflow_error`` (raises OverflowError), or ``wrong_rows``."""
-    import jax
-
-    vocab = 8192
-    table = np.arange(vocab * config.width, dtype=np.float32).reshape(vocab, config.width)
-    x = np.arange(-1, 127, dtype=np.int8)
-    try:
-        out = np.asarray(jax.jit(PROGRAMS[program].fn)(table, x))
-        got = "ok" if np.array_equal(out, table[x.astype(np.int64)]) else "wrong_rows"
-    except OverflowError:
-        got = "overflow_error"
-    if got != check.expect:
-        return f"int8 indices into {vocab} rows: got {got}, expected {check.expect}"
-    return None
-
-
-CORRECTNESS: dict[str, Callable[[CorrectnessCheck, str, Config, str], str | None]] = {
-    "agree": check_agree,
-    "out_of_bounds": check_out_of_bounds,
-    "narrow_index": check_narrow_index,
-}
-
-
-@dataclasses.dataclass(frozen=True)
-class CorrectnessCase:
-    check: CorrectnessCheck
-    program: str
-    config: str
-    distribution: str
-    skip: str | None = None
-
-    @property
-    def id(self) -> str:
-        return f"{self.program}-{self.config}-{self.distribution}-{self.check.id}"
-
-
-def expand_correctness(specs: Iterable[Spec], runtime: Target) -> list[CorrectnessCase]:
-    """Every correctness item on ``runtime``; the specs are checked first (:func:`check_specs`)."""
-    specs = list(specs)
-    check_specs(specs)
-    cases = []
-    for spec in specs:
-        if not spec_applies(spec, runtime):
-            continue
-        for check in spec.correctness:
-            if not _on(runtime, check.targets):
-                continue
-            for name in select_programs(check.programs, scope_of(spec)):
-                for config in runtime.configs_for(PROGRAMS[name]):
-                    if _config_matches(config, check.configs) and not get_config(config).compile_only:
-                        for dist in check.distributions:
-                            cases.append(CorrectnessCase(check, name, config, dist, unmet_condition(check)))
-    return cases
-
-
-def run_correctness(case: CorrectnessCase) -> str | None:
-    """None when the check holds, else one line saying what differs."""
-    return CORRECTNESS[case.check.check](case.check, case.program, get_config(case.config), case.distribution)

@@ -89,9 +89,9 @@ from ..catalog.select import match_programs
 from ..hlo.metrics import METRICS
 
 SPEC_DIR = IMPORTED_DIR
-# The [[correctness]] checks a spec may name, with the values each one's ``expect`` may take (none: it takes
-# no ``expect``); invariants.spec.checks.CORRECTNESS implements each (the spec stage owns the vocabulary, the
-# checks stage reads it: data flows one way, spec -> checks).
+# The [[correctness]] checks a spec may name, with the values each one's ``expect`` may take (none: it
+# takes no ``expect``); invariants.spec.correctness.CORRECTNESS implements each (the spec file owns the
+# vocabulary, the correctness stage reads it: data flows one way).
 CORRECTNESS_EXPECT: dict[str, tuple[str, ...]] = {
     "agree": (),
     "out_of_bounds": ("clamp", "fill_nan", "fill_zero", "wrap", "wrap_negative_clamp"),

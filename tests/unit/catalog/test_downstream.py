@@ -397,7 +397,7 @@ def test_params_programs_agree_on_the_same_drawn_arguments(tmp_path, monkeypatch
     one that reads the next row does not."""
     from invariants.catalog.registry import declare
     from invariants.catalog.targets import all_targets
-    from invariants.spec.checks import expand_correctness, run_correctness
+    from invariants.spec.correctness import expand_correctness, run_correctness
     from invariants.spec.file import load_specs
 
     m = "plib_agree"

@@ -15,7 +15,8 @@ from invariants._errors import InvariantsError
 from invariants.hlo.parse import parse_module
 from invariants.hlo.structure import structure_of
 from invariants.plugin.outcomes import judge
-from invariants.spec.checks import Case, CorrectnessCase, evaluate, run_correctness, unmet_condition
+from invariants.spec.checks import Case, evaluate, unmet_condition
+from invariants.spec.correctness import CorrectnessCase, run_correctness
 from invariants.spec.file import load_spec
 
 DATA = Path(__file__).parents[2] / "data" / "hlo"
@@ -214,14 +215,14 @@ def test_correctness_narrow_index_pin(tmp_path):
 
 
 def test_every_correctness_check_a_spec_may_name_is_implemented():
-    from invariants.spec.checks import CORRECTNESS
+    from invariants.spec.correctness import CORRECTNESS
     from invariants.spec.file import CORRECTNESS_CHECKS
 
     assert tuple(CORRECTNESS) == CORRECTNESS_CHECKS
 
 
 def test_the_out_of_bounds_modes_are_the_specs_vocabulary():
-    from invariants.spec.checks import _OOB_EXPECT
+    from invariants.spec.correctness import _OOB_EXPECT
     from invariants.spec.file import CORRECTNESS_EXPECT
 
     assert tuple(_OOB_EXPECT) == CORRECTNESS_EXPECT["out_of_bounds"]

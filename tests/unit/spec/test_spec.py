@@ -208,7 +208,7 @@ def test_a_correctness_check_narrows_the_files_targets(tmp_path):
     """A correctness check runs on the runtime target its targets name: one file holds a check for a CPU
     host and another for an H100 host; on this CPU host only the first makes items."""
     from invariants.catalog.targets import all_targets
-    from invariants.spec.checks import expand_correctness
+    from invariants.spec.correctness import expand_correctness
 
     path = tmp_path / "runtime.toml"
     path.write_text(

@@ -27,7 +27,8 @@ from invariants._errors import InvariantsError
 from invariants.catalog.targets import all_targets
 from invariants.hlo.parse import parse_module
 from invariants.hlo.structure import structure_of
-from invariants.spec.checks import check_specs, evaluate, expand, expand_correctness
+from invariants.spec.checks import check_specs, evaluate, expand
+from invariants.spec.correctness import expand_correctness
 from invariants.spec.file import load_specs
 
 ROOT = Path(__file__).parents[3]
