@@ -72,6 +72,7 @@ from typing import Any, cast
 
 from .._errors import InvariantsError
 from ..spec.file import ProgramDecl
+from .arguments import make_indices
 from .programs import (
     CONFIGS,
     Config,
@@ -80,7 +81,6 @@ from .programs import (
     ProgramKind,
     _backward,
     _train_step,
-    make_indices,
 )
 
 # The learning rate of a params program's ``train`` step: any constant compiles alike.

@@ -22,7 +22,8 @@ import jax
 import pytest
 
 from invariants import _config
-from invariants.catalog.programs import Distribution, get_config, make_arguments
+from invariants.catalog.arguments import make_arguments
+from invariants.catalog.programs import Distribution, get_config
 from invariants.catalog.registry import PROGRAMS
 from invariants.catalog.targets import versions
 from invariants.compile.artifacts import Key

@@ -34,7 +34,7 @@ _KEEP_BYTES = 16 << 20
 
 def _run(program: str, config: Config, args: Sequence[Any], distribution: str | None = None) -> np.ndarray:
     """The program's output on ``args`` as float32; with ``distribution``, remembered for the session
-    (``args`` must then be :func:`invariants.catalog.programs.make_arguments` of it, which never change)."""
+    (``args`` must then be :func:`invariants.catalog.arguments.make_arguments` of it, which never change)."""
     import jax
 
     fn = PROGRAMS[program].fn  # in the key: a program replaced mid-session (a test's mutation) runs anew
@@ -50,7 +50,7 @@ def _run(program: str, config: Config, args: Sequence[Any], distribution: str | 
 
 def check_agree(check: CorrectnessCheck, program: str, config: Config, distribution: str) -> str | None:
     """``program`` returns the values of ``check.reference`` on valid indices (gradients too)."""
-    from ..catalog.programs import make_arguments
+    from ..catalog.arguments import make_arguments
 
     if check.reference is None:
         raise InvariantsError(f"{check.where}: check 'agree' needs a 'reference' program")

@@ -6,7 +6,7 @@ side's jax, jaxlib and equinox (the way ``bisect`` runs the suite in an older re
 ``XLA_FLAGS`` or injects a slowdown reaches only this process.
 
 * ``prepare`` compiles each ``(program, config)`` for the runtime device, puts the catalog's seeded
-  arguments on it (the same values on both sides: :func:`invariants.catalog.programs.make_arguments`), warms
+  arguments on it (the same values on both sides: :func:`invariants.catalog.arguments.make_arguments`), warms
   it
   up and answers its per-call time, from back-to-back calls as a block makes them. (The first calls of a
   fresh process are several times slower: from five calls alone, naive's estimate was 0.6 ms against
@@ -116,7 +116,7 @@ def _compiled_call(program: Any, config: Any, slowdown: float) -> Callable[[], N
     """
     import jax
 
-    from ..catalog.programs import make_arguments
+    from ..catalog.arguments import make_arguments
 
     device_args = jax.device_put(make_arguments(program, config))
     compiled = jax.jit(program.fn).lower(*device_args).compile()

@@ -367,8 +367,9 @@ def test_a_params_backward_is_the_gradient_of_the_sum_and_train_an_sgd_step(tmp_
     import jax
     import numpy as np
 
+    from invariants.catalog.arguments import make_arguments
     from invariants.catalog.downstream import SGD_RATE
-    from invariants.catalog.programs import CONFIGS, make_arguments
+    from invariants.catalog.programs import CONFIGS
 
     m = "plib_grad"
     built = _built(tmp_path, monkeypatch, m, params_program("g", f"{m}:embed", f"{m}:tables", "backward")
@@ -421,7 +422,8 @@ def test_params_programs_agree_on_the_same_drawn_arguments(tmp_path, monkeypatch
 def test_a_factorys_concrete_arrays_are_the_values_it_runs_on(tmp_path, monkeypatch):
     import numpy as np
 
-    from invariants.catalog.programs import CONFIGS, make_arguments
+    from invariants.catalog.arguments import make_arguments
+    from invariants.catalog.programs import CONFIGS
 
     m = "plib_concrete"
     built = _built(tmp_path, monkeypatch, m, params_program("c", f"{m}:rows", f"{m}:concrete"))

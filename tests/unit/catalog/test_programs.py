@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from invariants._errors import InvariantsError
-from invariants.catalog.programs import CATALOG, CONFIGS, SEED, catalog_program, get_config, make_arguments
+from invariants.catalog.arguments import make_arguments
+from invariants.catalog.programs import CATALOG, CONFIGS, SEED, catalog_program, get_config
 
 
 def test_every_program_names_known_configs():

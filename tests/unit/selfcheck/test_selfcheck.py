@@ -177,7 +177,8 @@ def test_inject_parse_and_apply(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_bad_programs_keep_the_values() -> None:
     import numpy as np
 
-    from invariants.catalog.programs import SEED, make_arguments
+    from invariants.catalog.arguments import make_arguments
+    from invariants.catalog.programs import SEED
 
     W, x = make_arguments(CATALOG["naive"], SEED)
     W, x = W[:64], x[:32] % 64

@@ -1,0 +1,87 @@
+"""Concrete arguments of a program, for timing and correctness: seeded, the same in every process.
+
+The indices follow a distribution (``uniform``, ``zipf``, ``equal``: the worst case of a scatter-add); the
+tables, cotangents and labels are uniform. A declared program with its own :class:`Inputs` draws them
+itself. What a program compiles to never depends on these values, only on their shapes and dtypes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import numpy as np
+
+from .._errors import InvariantsError
+from .configs import DISTRIBUTIONS, Config, Distribution
+from .programs import _TRAIN_CLASSES, Program, _unknown
+
+
+def make_indices(
+    config: Config, distribution: Distribution, seed: int = 0, shape: tuple[int, ...] | None = None
+) -> np.ndarray:
+    """Valid indices (all in ``[0, vocab)``) drawn from ``distribution``, of ``shape`` (default: the
+    configuration's).
+
+    ``zipf`` is token-like (a few rows take most lookups); ``equal`` sends every lookup to one row, the
+    worst case for a scatter-add in the backward pass.
+    """
+    rng = np.random.default_rng(seed)
+    shape, vocab = config.index_shape if shape is None else shape, config.vocab
+    if distribution == "uniform":
+        idx = rng.integers(0, vocab, size=shape)
+    elif distribution == "zipf":
+        idx = (rng.zipf(1.2, size=shape) - 1) % vocab
+    elif distribution == "equal":
+        idx = np.full(shape, vocab // 2)
+    else:
+        raise InvariantsError(_unknown("distribution", distribution, dict.fromkeys(DISTRIBUTIONS)))
+    return idx.astype(np.dtype(config.indices.dtype))
+
+
+def make_arguments(
+    program: Program, config: Config, distribution: Distribution = "uniform", seed: int = 0
+) -> tuple[np.ndarray, ...]:
+    """Concrete host arguments matching :meth:`Program.argument_specs`, read-only.
+
+    Made once per argument signature: drawing a table and a cotangent costs ~40 ms, and the correctness
+    tier asks for the same ones about a hundred times. The arrays are shared, hence not writeable. A
+    program with its own :class:`Inputs` draws them itself.
+    """
+    if program.inputs is not None:
+        return program.inputs.draw(config, distribution, seed)
+    specs = tuple((tuple(s.shape), np.dtype(s.dtype)) for s in program.argument_specs(config))
+    return _arguments(program.kind, specs, config, distribution, seed)
+
+
+# (shape, dtype) of each argument: what a draw depends on besides the kind, configuration and distribution.
+_ArgSpecs = tuple[tuple[tuple[int, ...], "np.dtype[Any]"], ...]
+
+
+@functools.lru_cache(maxsize=64)
+def _arguments(
+    kind: str, specs: _ArgSpecs, config: Config, distribution: Distribution, seed: int
+) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(seed + 1)
+    out = [_uniform(rng, *specs[0]), make_indices(config, distribution, seed)]
+    if kind in ("backward", "tied_grad"):
+        out.append(_uniform(rng, *specs[2]))
+    elif kind == "train":
+        out[1:] = [
+            _uniform(rng, *specs[1]),
+            make_indices(dataclasses.replace(config, index_rank="2d"), distribution, seed),
+            rng.integers(0, _TRAIN_CLASSES, size=specs[3][0]).astype(np.int32),
+        ]
+    for a in out:
+        a.flags.writeable = False
+    return tuple(out)
+
+
+def _uniform(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
+    # Uniform on [-1, 1) in float32: a tied program's logit cotangent is 16384 x 8192 (half a GiB), and a
+    # float64 normal draw plus a cast took a third of a second per call (2.5 s for that one); this, 0.5 s.
+    x = rng.random(shape, dtype=np.float32)
+    x *= 2
+    x -= 1
+    return x.astype(dtype, copy=False)
