@@ -78,6 +78,8 @@ def _start_jax() -> bool:
     import jax
     from jax._src import xla_bridge
 
+    from .compile import process  # noqa: F401  (importing it sets the environment defaults, as in the gate)
+
     if getattr(jax.config, "jax_platforms", None):
         return True
     if xla_bridge.backends_are_initialized():

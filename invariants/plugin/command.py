@@ -104,6 +104,7 @@ def main(argv: list[str]) -> int:
     import pytest
 
     from ..compile.process import guard_backend, pin_worker
+    from . import hooks  # noqa: F401  (its environment defaults must precede JAX's backends)
 
     args, rest = _parser().parse_known_args(argv)
     # The environment first (XLA_FLAGS, JAX_PLATFORMS), with JAX started quietly: the checks below import
