@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 
 from .._errors import InvariantsError, did_you_mean
 from .programs import CATALOG, Program
+from .select import select_program_words
 
 _DECLARED: dict[str, Program] = {}
 # Catalog first, then declared programs, in iteration order; lookups see both (live: the self-check's
@@ -57,3 +58,12 @@ def get_program(name: str) -> Program:
         hint = did_you_mean(name, PROGRAMS, n=3)
         known = ", ".join(sorted(PROGRAMS))
         raise InvariantsError(f"{name}: unknown program{hint}; known: {known}") from None
+
+
+def select_program_option(value: str | None, default: list[str] | None = None) -> list[str]:
+    """The programs ``--programs`` names (catalog or declared): comma-separated names, fnmatch patterns,
+    ``kind:K`` or ``tag:T``, as a spec's ``programs`` takes them. Not given: ``default`` (every program).
+    Empty, or a selector that matches nothing: one line."""
+    if value is None:
+        return list(PROGRAMS) if default is None else default
+    return select_program_words(value, PROGRAMS)

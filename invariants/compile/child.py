@@ -101,7 +101,7 @@ def pytest_args(
 
 
 __all__ = [
-    "CHILD_ENV", "GATE_DIR", "PACKAGE_DIR", "ChildRun", "catalog_snapshot_dir", "gate_command", "gate_env",
+    "CHILD_ENV", "GATE_DIR", "ChildRun", "catalog_snapshot_dir", "gate_command", "gate_env",
     "keys_child", "pytest_args", "run_gate", "stage", "staged_package",
 ]  # fmt: skip
 

@@ -36,7 +36,8 @@ from collections.abc import Generator
 from pathlib import Path
 
 from .._errors import InvariantsError
-from ..compile.child import PACKAGE_DIR, pytest_args
+from .._paths import PACKAGE_DIR
+from ..compile.child import pytest_args
 from .options import OPTIONS
 
 

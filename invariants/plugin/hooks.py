@@ -33,7 +33,7 @@ class GateSession:
     def __init__(self, config: pytest.Config) -> None:
         from ..catalog.downstream import build_all
         from ..catalog.programs import CATALOG, select_configs
-        from ..catalog.registry import declare, declared
+        from ..catalog.registry import declare, declared, select_program_option
         from ..catalog.targets import all_targets, select_targets
         from ..compile.artifacts import CompileCache
         from ..spec.checks import check_specs
@@ -242,18 +242,6 @@ def _env_spec_dirs() -> list[str]:
 
 
 _SESSION = pytest.StashKey[GateSession]()
-
-
-def select_program_option(value: str | None, default: list[str] | None = None) -> list[str]:
-    """The programs ``--programs`` names (catalog or declared): comma-separated names, fnmatch patterns,
-    ``kind:K`` or ``tag:T``, as a spec's ``programs`` takes them. Not given: ``default`` (every program).
-    Empty, or a selector that matches nothing: one line."""
-    from ..catalog.registry import PROGRAMS
-    from ..catalog.select import select_program_words
-
-    if value is None:
-        return list(PROGRAMS) if default is None else default
-    return select_program_words(value, PROGRAMS)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -38,7 +38,7 @@ import gc
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -228,16 +228,11 @@ def _run(
     a: Timed,
     b: Timed,
     decide: Callable[[float, float], Verdict | None] | None,
-    *,
-    min_pairs: int,
-    min_seconds: float,
-    max_seconds: float,
-    confidence: float,
-    warmup: int,
-    inner: int | None,
-    sample_seconds: float,
-    clock: Clock,
+    sampling: Sampling,
 ) -> _Run:
+    s = sampling
+    min_pairs, min_seconds, max_seconds, confidence = s.min_pairs, s.min_seconds, s.max_seconds, s.confidence
+    warmup, inner, sample_seconds, clock = s.warmup, s.inner, s.sample_seconds, s.clock
     if not 0.5 < confidence < 1.0:
         raise InvariantsError(f"timing: confidence must be in (0.5, 1), got {confidence}")
     alpha = 1.0 - confidence
@@ -315,10 +310,6 @@ class Sampling:
     sample_seconds: float = 2e-3
     clock: Clock = time.perf_counter
 
-    def keywords(self) -> dict[str, Any]:
-        # Not dataclasses.asdict: it deep-copies, and a clock must stay the caller's own object.
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
 
 def measure_ratio(a: Timed, b: Timed, *, threshold: float | None = None, **sampling: Any) -> RatioResult:
     """Measure ``t_a / t_b`` by paired, order-alternating interleaving; judge it against ``threshold``.
@@ -393,7 +384,7 @@ def measure_paired(
     if bound is not None:
         rule = decide_upper if direction == "at_most" else decide_lower
         decide = functools.partial(_decide_with, rule, bound)
-    r = _run(a, b, decide, **sampling.keywords())
+    r = _run(a, b, decide, sampling)
     confidence = sampling.confidence
     return RatioResult(
         median=float(np.median(r.ratios)),

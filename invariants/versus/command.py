@@ -291,7 +291,7 @@ def measure(
             }
             word = combine(p, settings.clock, results)
             if settings.min_threads > 0 and not note:
-                word = all_cores_word(results["wall"], results[ALL_CORES_THREADS]) or "inconclusive"
+                word = decided or "inconclusive"  # the all-cores word the loop judged by
             done[p] = {"results": results, "word": word, "threads": threads, "note": note}
             active.remove(p)
         where = f"core {min(cpus)}, " if cpus else ""
@@ -515,7 +515,7 @@ def select_programs(value: str | None) -> list[str]:
     times single-device programs. A sharded program named as such, or a selection left empty, is one line.
     """
     from ..catalog.programs import catalog_program
-    from ..plugin.hooks import select_program_option
+    from ..catalog.registry import select_program_option
 
     chosen = select_program_option(value, list(DEFAULT_PROGRAMS))
     named = set() if value is None else {w.strip() for w in value.split(",")}

@@ -177,7 +177,8 @@ def repository_paths(reply: Any) -> Any:
     as
     this package's own (``invariants/gpu.toml:212`` from the checkout's root): every string, so invariant
     locations, descriptions and errors alike."""
-    from ..compile.child import PACKAGE_DIR, stage
+    from .._paths import PACKAGE_DIR
+    from ..compile.child import stage
 
     try:
         shown = str(PACKAGE_DIR.relative_to(Path.cwd().resolve()))

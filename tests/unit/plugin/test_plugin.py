@@ -7,9 +7,9 @@ import pytest
 
 from invariants._errors import InvariantsError
 from invariants.catalog.programs import CATALOG, CONFIGS, select_configs
+from invariants.catalog.registry import select_program_option
 from invariants.catalog.targets import all_targets, select_targets
 from invariants.plugin import results as _results
-from invariants.plugin.hooks import select_program_option
 
 
 def test_programs_take_names_patterns_kinds_and_tags():
