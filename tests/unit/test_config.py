@@ -74,3 +74,16 @@ def test_the_docs_name_only_variables_that_exist():
     named = {m for p in texts for m in NAME.findall(p.read_text())}
     assert named, "the docs name no variable: the check reads nothing"
     assert named <= set(_config.VARIABLES), sorted(named - set(_config.VARIABLES))
+
+
+def test_a_broken_row_of_the_table_is_said_at_import(tmp_path, monkeypatch):
+    """The table is the package's own data: a row with an unknown kind is refused when it is read, with
+    the file and the variable, not taken as a setting."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "environment.toml").write_text('[INVARIANTS_X]\nkind = "settng"\nmeaning = "m"\n')
+    monkeypatch.setattr(_config, "PACKAGE_DIR", tmp_path)
+    with pytest.raises(
+        RuntimeError, match=r"environment\.toml: INVARIANTS_X: kind must be 'setting' or 'protocol'"
+    ):
+        _config._table()
+    assert set(_config.VARIABLES) >= {"INVARIANTS_TARGETS", "INVARIANTS_INJECT"}  # the real table is intact
