@@ -4,6 +4,7 @@ Selection options are split by :func:`invariants.catalog.select.selectors`."""
 from __future__ import annotations
 
 import difflib
+import unicodedata
 from collections.abc import Iterable
 
 
@@ -14,6 +15,21 @@ def did_you_mean(word: str, known: Iterable[str], n: int = 1) -> str:
     """
     close = difflib.get_close_matches(word, list(known), n=n)
     return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+
+
+def first_line(message: str) -> str:
+    """The first line of a message from elsewhere (a parser's), so that ours stays one line."""
+    return message.strip().split("\n", 1)[0]
+
+
+def non_ascii(word: str) -> str:
+    """``"; it has a non-ASCII 'с' (U+0441 CYRILLIC SMALL LETTER ES)"`` for a word with a look-alike of an
+    ASCII letter (every name the gate knows is ASCII), else ``""``: said beside a did-you-mean, because
+    the two names look the same."""
+    ch = next((c for c in word if not c.isascii()), None)
+    if ch is None:
+        return ""
+    return f"; it has a non-ASCII {ch!r} (U+{ord(ch):04X} {unicodedata.name(ch, 'unnamed')})"
 
 
 class InvariantsError(Exception):

@@ -31,7 +31,6 @@ from invariants.hlo.cost import predicted_ratio
 from invariants.hlo.metrics import input_facts
 from invariants.plugin import results as _results
 from invariants.plugin.outcomes import dumped_line, judge
-from invariants.spec.file import throughput_terms
 from invariants.timing.baselines import (
     baseline_path,
     baseline_verdict,
@@ -72,9 +71,9 @@ def _timed(gate, key, distribution: str = "uniform"):
 def test_ratio(throughput_case, gate, benchmark, record_property):
     case = throughput_case
     inv = case.invariant
-    terms = throughput_terms(inv.expr.body)
-    assert terms is not None  # the spec loader admits no other throughput assert
-    a_side, b_side, threshold = terms
+    timed = inv.assertion.timed
+    assert timed is not None  # the spec loader admits no other throughput assert
+    a_side, b_side, threshold = timed
     a = _timed(gate, (a_side.program, case.config, case.target), a_side.distribution)
     b = _timed(gate, (b_side.program, case.config, case.target), b_side.distribution)
     a_name, b_name = a_side.label, b_side.label
@@ -129,7 +128,7 @@ def record_command(gate, request, key) -> str:
     its relation (without it, no efficiency item exists: see invariants.timing.baselines.record_programs), its
     configuration, this item alone (-k), and the folders this session reads (``GateSession.update_command``
     carries them)."""
-    from invariants.plugin.hooks import throughput_cases
+    from invariants.plugin.generate import throughput_cases
 
     _, config, target = key
     only = shlex.quote(f"test_efficiency and {request.node.callspec.id}]")
@@ -177,7 +176,8 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
         # (or unlucky) run does not move every later verdict.
         runs = [result] + [measure_efficiency(program_call, copy_call, clock=CLOCK) for _ in range(2)]
         written = write_baseline(path, runs, here, versions())
-        # The reporting process names what was recorded (invariants.plugin.hooks, at the session's end).
+        # The reporting process names what was recorded (at the session's end:
+        # invariants.plugin.snapshots.recorded_baselines).
         info["recorded"] = {"path": str(path), "efficiency": written["efficiency"],
                             "why": "missing" if baseline is None else "--record-baselines"}  # fmt: skip
     name, record = _results.record("efficiency", **info)

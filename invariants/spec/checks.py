@@ -9,11 +9,9 @@ Correctness checks, which run programs and compare values, are :mod:`invariants.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import fnmatch
 import importlib.metadata
-import operator
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -25,7 +23,8 @@ from ..compile.artifacts import Key
 from ..hlo.cost import Missing
 from ..hlo.metrics import METRICS, input_facts
 from ..hlo.structure import Structure
-from .file import CorrectnessCheck, Invariant, Spec, scaled_terms, scope_of, select_programs
+from .asserts import NoValue, Read
+from .file import CorrectnessCheck, Invariant, Spec, scope_of, select_programs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -340,7 +339,7 @@ def expand(
 @dataclasses.dataclass(frozen=True)
 class Decision:
     """The decision on one case. ``measured`` maps each evaluated term to its value. ``ratio`` is
-    ``metric(A) / metric(B)`` of a scaled relation (see ``invariants.spec.file.scaled_terms``), else None."""
+    ``metric(A) / metric(B)`` of a scaled relation (see ``invariants.spec.asserts.Scaled``), else None."""
 
     holds: bool
     measured: dict[str, Any]
@@ -351,11 +350,12 @@ class Decision:
         values = ", ".join(f"{k} = {_fmt(v)}" for k, v in self.measured.items())
         line = f"assert {invariant.text}: measured {values}"
         if self.ratio is not None:
-            terms = scaled_terms(invariant.expr.body)
-            assert terms is not None
+            scaled = invariant.assertion.scaled
+            assert scaled is not None  # a ratio is only measured for a scaled relation
             # The compiler's figures are predictions, and the line says so.
-            label = "predicted ratio" if METRICS[terms[0]].source == "compiler" else "ratio"
-            line += f"; {label} {terms[1]}/{terms[2]} = {_fmt_ratio(self.ratio)} (bound {terms[3]:g})"
+            label = "predicted ratio" if METRICS[scaled.metric].source == "compiler" else "ratio"
+            ratio = _fmt_ratio(self.ratio)
+            line += f"; {label} {scaled.a}/{scaled.b} = {ratio} (bound {scaled.factor:g})"
         return line + (f"; {self.detail}" if self.detail else "")
 
 
@@ -383,29 +383,6 @@ def structural_signature(s: Structure) -> tuple[Any, ...]:
     )
 
 
-_COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], bool]] = {
-    ast.Eq: operator.eq,
-    ast.NotEq: operator.ne,
-    ast.Lt: operator.lt,
-    ast.LtE: operator.le,
-    ast.Gt: operator.gt,
-    ast.GtE: operator.ge,
-    ast.In: lambda a, b: a in b,
-    ast.NotIn: lambda a, b: a not in b,
-}
-_ARITH: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-}
-
-
-class _Unknown(Exception):
-    """A metric had no value (e.g. a loop's trip count could not be derived), or the assert's arithmetic has
-    none (a division by a metric that is 0 here): the verdict fails with this one line."""
-
-
 def evaluate(
     case: Case,
     structure: Callable[[Key], Structure],
@@ -426,70 +403,47 @@ def evaluate(
     def metric_of(name: str, program: str) -> Any:
         if METRICS[name].source in ("compiler", "kernel"):
             if costs is None:
-                raise _Unknown(f"{name} of {program} needs the compiled program's analyses and code")
+                raise NoValue(f"{name} of {program} needs the compiled program's analyses and code")
             cost = costs(Key(program, case.config, case.target))[name]
             if isinstance(cost, Missing):
-                raise _Unknown(f"{name} of {program} on {case.target}: {cost.reason}")
+                raise NoValue(f"{name} of {program} on {case.target}: {cost.reason}")
             return cost
         s = structure(Key(program, case.config, case.target))
         of = METRICS[name].of
         assert of is not None, name  # the spec loader admits only computable names here
         value = of(s)
         if value is None:
-            raise _Unknown(f"{name} of {program} is unknown (a loop trip count could not be derived)")
+            raise NoValue(f"{name} of {program} is unknown (a loop trip count could not be derived)")
         return value
 
-    def ev(node: ast.AST) -> Any:
-        if isinstance(node, ast.Constant):
-            return node.value
-        if isinstance(node, ast.UnaryOp):
-            return -ev(node.operand)
-        if isinstance(node, ast.BinOp):
-            left, right = ev(node.left), ev(node.right)
-            try:
-                return _ARITH[type(node.op)](left, right)
-            except ZeroDivisionError:
-                divisor = ast.unparse(node.right)
-                raise _Unknown(f"'{ast.unparse(node)}' divides by zero: {divisor} is 0 here") from None
-            except ArithmeticError as err:
-                raise _Unknown(f"'{ast.unparse(node)}' cannot be computed: {err}") from None
-        if isinstance(node, ast.Name):
-            if node.id in facts:
-                value: Any = facts[node.id]
+    def read(term: Read) -> Any:
+        if term.program is None:
+            if term.name in facts:
+                value: Any = facts[term.name]
             else:
-                assert case.program is not None
-                value = metric_of(node.id, case.program)
-            measured[node.id] = value
+                assert case.program is not None  # a bare compiled metric is only in absolute invariants
+                value = metric_of(term.name, case.program)
+        elif term.name == "structure":
+            value = structural_signature(structure(Key(term.program, case.config, case.target)))
+            measured[term.label] = f"<{len(value[0])} kernels>"
             return value
-        if isinstance(node, ast.Call):
-            fn, program = node.func.id, node.args[0].id  # type: ignore[attr-defined]
-            if fn == "structure":
-                value = structural_signature(structure(Key(program, case.config, case.target)))
-                measured[f"structure({program})"] = f"<{len(value[0])} kernels>"
-                return value
-            if METRICS[fn].source == "throughput":
-                if measure is None:
-                    raise InvariantsError(f"{case.invariant.where}: {fn}() needs the throughput tier")
-                value = measure(fn, program)
-            else:
-                value = metric_of(fn, program)
-            measured[f"{fn}({program})"] = value
-            return value
-        raise InvariantsError(f"{case.invariant.where}: cannot evaluate {ast.unparse(node)}")
+        elif METRICS[term.name].source == "throughput":
+            if measure is None:
+                raise InvariantsError(f"{case.invariant.where}: {term.name}() needs the throughput tier")
+            value = measure(term.name, term.program)
+        else:
+            value = metric_of(term.name, term.program)
+        measured[term.label] = value
+        return value
 
-    body = case.invariant.expr.body
-    assert isinstance(body, ast.Compare)
     try:
-        left = ev(body.left)
-        right = ev(body.comparators[0])
-    except _Unknown as err:
+        holds = case.invariant.assertion.holds(read)
+    except NoValue as err:
         return Decision(False, measured, str(err))
-    holds = bool(_COMPARE[type(body.ops[0])](left, right))
     ratio = None
-    terms = scaled_terms(body)
-    if terms is not None:
-        a = measured.get(f"{terms[0]}({terms[1]})")
-        b = measured.get(f"{terms[0]}({terms[2]})")
+    if (scaled := case.invariant.assertion.scaled) is not None:
+        a = measured.get(f"{scaled.metric}({scaled.a})")
+        b = measured.get(f"{scaled.metric}({scaled.b})")
         if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b:
             ratio = a / b
     return Decision(holds, measured, ratio=ratio)

@@ -52,6 +52,8 @@ is compared with a recorded baseline). A timed program may name the distribution
 ``invariants.catalog.programs.DISTRIBUTIONS``): the structure does not depend on it, so only ``time`` takes
 one.
 ``'T' in custom_call_targets`` tests a custom-call target.
+An assert that reads no metric (``1 <= 2``) is refused: it is the same on every program. Each assert is
+parsed once into the typed tree of :mod:`invariants.spec.asserts`, which every later stage reads.
 
 Every mistake is reported as one line ``FILE:LINE: what is wrong``, with the closest valid name, raised as
 :class:`~invariants._errors.InvariantsError`: a file that is not UTF-8 TOML, a value of the wrong type, an
@@ -69,24 +71,23 @@ linear in the file (``scripts/bench_spec_load.py``: 20,000 invariants, 3.7 MB, i
 
 from __future__ import annotations
 
-import ast
 import bisect
 import dataclasses
 import fnmatch
-import operator
 import re
 import tomllib
-import unicodedata
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from .._errors import InvariantsError, did_you_mean
+from .._errors import InvariantsError, did_you_mean, first_line, non_ascii
 from .._paths import IMPORTED_DIR, shown
+from ..catalog.configs import CONFIGS, DISTRIBUTIONS
 from ..catalog.select import match_programs
-from ..hlo.metrics import METRICS
+from . import asserts
+from .asserts import InvariantKind
 
 SPEC_DIR = IMPORTED_DIR
 # The [[correctness]] checks a spec may name, with the values each one's ``expect`` may take (none: it
@@ -119,8 +120,6 @@ PROGRAM_KINDS = ("forward", "backward", "train")
 _TOP_KEYS = ("spec", "invariant", "correctness", "program")
 _SPEC_KEYS = ("targets", "efficiency_max_loss")
 
-InvariantKind = Literal["absolute", "relational", "throughput"]
-
 
 @dataclasses.dataclass(frozen=True)
 class Ratchet:
@@ -134,9 +133,7 @@ class Invariant:
 
     id: str
     where: str
-    expr: ast.Expression
-    text: str
-    kind: InvariantKind
+    assertion: asserts.Assertion
     programs: tuple[str, ...]  # selectors; for relational/throughput: the programs the assert names
     configs: tuple[str, ...]
     why: str
@@ -147,6 +144,15 @@ class Invariant:
     targets: tuple[str, ...] = ("*",)
     # The line of each selector key written (programs, configs, targets), for the checks stage's messages.
     lines: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def text(self) -> str:
+        """The assert as written."""
+        return self.assertion.text
+
+    @property
+    def kind(self) -> InvariantKind:
+        return self.assertion.kind
 
     def where_of(self, key: str) -> str:
         """``FILE:LINE`` of ``key`` in this invariant's table (of the table when the key is not written)."""
@@ -299,15 +305,6 @@ def _a(value: Any) -> str:
     return next((word for kind, word in _TOML_TYPES if isinstance(value, kind)), "a date or time")
 
 
-def _non_ascii(word: str) -> str:
-    """``"; it has a non-ASCII 'с' (U+0441 CYRILLIC SMALL LETTER ES)"`` for a word with a look-alike of an
-    ASCII letter (every name the gate knows is ASCII), else ``""``."""
-    ch = next((c for c in word if not c.isascii()), None)
-    if ch is None:
-        return ""
-    return f"; it has a non-ASCII {ch!r} (U+{ord(ch):04X} {unicodedata.name(ch, 'unnamed')})"
-
-
 def _strings(value: Any, loc: _Locator, line: int, key: str, allow_empty: bool = False) -> tuple[str, ...]:
     """A string or a list of strings, as a tuple. An empty list is an error (it would select nothing, in
     silence) unless ``allow_empty``."""
@@ -335,7 +332,7 @@ def _string(table: Mapping[str, Any], key: str, loc: _Locator, line: int, defaul
 def _ascii_names(names: Sequence[str], loc: _Locator, line: int, what: str) -> None:
     """Target names and patterns are ASCII: a look-alike letter (a Cyrillic 'с') would match nothing."""
     for name in names:
-        if note := _non_ascii(name):
+        if note := non_ascii(name):
             raise loc.error(line, f"{what} {name!r} can match no target{note}")
 
 
@@ -359,266 +356,14 @@ def _check_keys(
             raise loc.error(line, f"{what} needs '{key}'")
 
 
-def parse_assert(
-    text: str, loc: _Locator, line: int, known: Mapping[str, Any] | None = None
-) -> tuple[ast.Expression, InvariantKind, tuple[str, ...]]:
-    """Parse and validate an assert; return it, its kind and the programs it names (relational).
-
-    Every name must be in the metric registry, and the two sides of the comparison must have the same
-    type (see :mod:`invariants.hlo.metrics`): ``custom_call_targets != 0`` would compare a set with a number
-    and hold everywhere, so it is refused. ``known`` maps program names to programs (default: every
-    program of this process).
-    """
-    programs_known = _known(known)
-    try:
-        tree = ast.parse(text, mode="eval")
-    except SyntaxError as err:
-        raise loc.error(line, f"assert {text!r} is not an expression: {_first_line(err.msg)}") from None
-    except (ValueError, RecursionError, MemoryError):
-        raise loc.error(line, f"assert {text!r} is not an expression: nested too deeply") from None
-    try:
-        return _check_assert(text, tree, loc, line, programs_known)
-    except RecursionError:
-        raise loc.error(line, f"assert {text!r} is nested too deeply") from None
-
-
-def _first_line(message: str) -> str:
-    """The first line of a message from elsewhere (a parser's), so that ours stays one line."""
-    return message.strip().split("\n", 1)[0]
-
-
-_FOLD: dict[type[ast.operator], Any] = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-}
-
-
-def _constant(node: ast.AST) -> float | None:
-    """The value of an operand made of numbers only (``2 - 2``), None when it reads a metric; raises
-    ArithmeticError where computing it does (a float too large)."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        value = _constant(node.operand)
-        return None if value is None else -value
-    if isinstance(node, ast.BinOp) and type(node.op) in _FOLD:
-        left, right = _constant(node.left), _constant(node.right)
-        if left is None or right is None:
-            return None
-        return float(_FOLD[type(node.op)](left, right))
-    return None
-
-
-def _bare_names() -> list[str]:
-    return [m.name for m in METRICS.values() if not m.call_only]
-
-
-def _call_names() -> list[str]:
-    return [m.name for m in METRICS.values() if m.source != "input"]
-
-
-def _check_assert(
-    text: str, tree: ast.Expression, loc: _Locator, line: int, programs_known: Mapping[str, Any]
-) -> tuple[ast.Expression, InvariantKind, tuple[str, ...]]:
-    body = tree.body
-    if not isinstance(body, ast.Compare) or len(body.ops) != 1:
-        raise loc.error(line, f"assert {text!r} must be one comparison such as 'kernels <= 2'")
-    named: list[str] = []
-    bare: list[str] = []  # metrics used without a program: they mean the item's own program
-    kind: InvariantKind = "absolute"
-
-    def type_of(node: ast.AST) -> str:
-        """The type of an operand: number, set, structure or string; raises on anything not understood."""
-        nonlocal kind
-        if isinstance(node, ast.Constant) and not isinstance(node.value, bool):
-            if isinstance(node.value, (int, float)):
-                return "number"
-            if isinstance(node.value, str):
-                return "string"
-        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)):
-            for side in (node.left, node.right):
-                if (t := type_of(side)) != "number":
-                    raise loc.error(line, f"assert {text!r}: arithmetic on a {t} ('{ast.unparse(side)}')")
-            if isinstance(node.op, ast.Div):
-                try:
-                    divisor = _constant(node.right)
-                except ArithmeticError as err:
-                    raise loc.error(
-                        line, f"assert {text!r}: '{ast.unparse(node.right)}' cannot be computed: {err}"
-                    ) from None
-                if divisor == 0:
-                    raise loc.error(
-                        line,
-                        f"assert {text!r} divides by zero ('{ast.unparse(node)}'): it can never be computed",
-                    )
-            return "number"
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            if (t := type_of(node.operand)) != "number":
-                raise loc.error(line, f"assert {text!r}: arithmetic on a {t} ('{ast.unparse(node)}')")
-            return "number"
-        if isinstance(node, ast.Name):
-            metric = METRICS.get(node.id)
-            if metric is None or metric.call_only:
-                if metric is not None:
-                    raise loc.error(line, f"{node.id}(...) takes one program name, as in {node.id}(take)")
-                raise loc.error(line, f"unknown metric '{node.id}'{did_you_mean(node.id, _bare_names())}")
-            if metric.source in ("structure", "compiler", "kernel"):
-                bare.append(node.id)
-            return metric.type
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            fn = node.func.id
-            metric = METRICS.get(fn)
-            if metric is None or metric.source == "input":
-                raise loc.error(line, f"unknown metric '{fn}'{did_you_mean(fn, _call_names())}")
-            arg = node.args[0] if len(node.args) == 1 and not node.keywords else None
-            if isinstance(arg, ast.Subscript) and metric.source == "throughput":
-                _distribution_of(arg, loc, line)
-                arg = arg.value
-            elif isinstance(arg, ast.Subscript):
-                raise loc.error(
-                    line,
-                    f"{fn}({ast.unparse(arg)}): only time() takes an index distribution; "
-                    "the compiled structure does not depend on it",
-                )
-            if not isinstance(arg, ast.Name):
-                if metric.source == "throughput":
-                    example = f"as in {fn}(take) or {fn}(take[zipf])"
-                    raise loc.error(line, f"{fn}(...) takes one program, {example}")
-                raise loc.error(line, f"{fn}(...) takes one program name, as in {fn}(take)")
-            program = arg.id
-            if program not in programs_known:
-                raise loc.error(line, f"unknown program '{program}'{did_you_mean(program, programs_known)}")
-            named.append(program)
-            if metric.source == "throughput":
-                kind = "throughput"
-            elif kind == "absolute":
-                kind = "relational"
-            return metric.type
-        raise loc.error(line, f"assert {text!r}: '{ast.unparse(node)}' is not understood")
-
-    left, right = type_of(body.left), type_of(body.comparators[0])
-    op = body.ops[0]
-    if isinstance(op, (ast.In, ast.NotIn)):
-        if right != "set" or left != "string":
-            sets = ", ".join(m.name for m in METRICS.values() if m.type == "set")
-            raise loc.error(
-                line, f"assert {text!r}: 'in' takes a quoted name on its left and one of {sets} on its right"
-            )
-    elif left != right:
-        raise loc.error(line, f"assert {text!r} compares a {left} with a {right}: it could never fail")
-    elif left in ("set", "string", "structure") and not isinstance(op, (ast.Eq, ast.NotEq)):
-        raise loc.error(line, f"assert {text!r}: a {left} can only be compared with == or !=")
-    if kind == "throughput":
-        terms = throughput_terms(body)
-        if terms is None:
-            raise loc.error(line, f"assert {text!r}: a throughput assert reads 'time(A) / time(B) <= NUMBER'")
-        if terms[0] == terms[1]:
-            itself = f"times {terms[0].label} against itself: it could never fail"
-            raise loc.error(line, f"assert {text!r} {itself}")
-    if kind != "absolute" and bare:
-        raise loc.error(
-            line,
-            f"assert {text!r}: mixes program calls with a bare metric '{bare[0]}' (write {bare[0]}(PROGRAM))",
-        )
-    return tree, kind, tuple(dict.fromkeys(named))
-
-
-def _distribution_of(node: ast.Subscript, loc: _Locator, line: int) -> str:
-    """The distribution named in ``program[distribution]``; one line naming the known ones otherwise."""
-    from ..catalog.configs import DISTRIBUTIONS
-
-    name = node.slice.id if isinstance(node.slice, ast.Name) else ast.unparse(node.slice)
-    _one_of(name, DISTRIBUTIONS, "index distribution", loc, line, f" in '{ast.unparse(node)}'")
-    return name
-
-
 def _one_of(value: str, known: Collection[str], what: str, loc: _Locator, line: int, where: str = "") -> None:
     """``value`` is one of ``known``; else one line: what is unknown, where, the nearest, and the list."""
     if value not in known:
         raise loc.error(
             line,
-            f"unknown {what} {value!r}{where}{_non_ascii(value)}{did_you_mean(value, known)}; "
+            f"unknown {what} {value!r}{where}{non_ascii(value)}{did_you_mean(value, known)}; "
             f"known: {', '.join(known)}",
         )
-
-
-class Timed(NamedTuple):
-    """One side of a throughput ratio: a program and the distribution of its indices."""
-
-    program: str
-    distribution: str = "uniform"
-
-    @property
-    def label(self) -> str:
-        """``program``, or ``program[distribution]`` when it is not uniform: how results name the side."""
-        return self.program if self.distribution == "uniform" else f"{self.program}[{self.distribution}]"
-
-
-def throughput_terms(body: ast.expr) -> tuple[Timed, Timed, float] | None:
-    """``(A, B, threshold)`` of ``time(A) / time(B) <= threshold``, or None for any other shape.
-
-    Only this shape is measurable without absolute times: both programs are timed pair by pair, so the
-    ratio is what the run measures (see invariants.timing.paired). A side is ``time(program)`` or
-    ``time(program[distribution])`` (validated by :func:`parse_assert`).
-    """
-    if not (isinstance(body, ast.Compare) and isinstance(body.ops[0], ast.LtE)):
-        return None
-    left, right = body.left, body.comparators[0]
-    if not (isinstance(right, ast.Constant) and isinstance(right.value, (int, float))):
-        return None
-    if not (isinstance(left, ast.BinOp) and isinstance(left.op, ast.Div)):
-        return None
-    sides = []
-    for side in (left.left, left.right):
-        if not (isinstance(side, ast.Call) and isinstance(side.func, ast.Name) and side.func.id == "time"):
-            return None
-        arg = side.args[0]
-        if (
-            isinstance(arg, ast.Subscript)
-            and isinstance(arg.value, ast.Name)
-            and isinstance(arg.slice, ast.Name)
-        ):
-            sides.append(Timed(arg.value.id, arg.slice.id))
-        elif isinstance(arg, ast.Name):
-            sides.append(Timed(arg.id))
-        else:
-            return None
-    return sides[0], sides[1], float(right.value)
-
-
-def scaled_terms(body: ast.expr) -> tuple[str, str, str, float] | None:
-    """``(metric, A, B, c)`` of a scaled relation ``metric(A) OP c * metric(B)`` (also ``metric(B) * c``, and
-    ``metric(A) OP metric(B)`` with c = 1), or None for any other shape. Its ratio ``metric(A) / metric(B)``
-    is what a reader wants next to the verdict: the checks report it, and a ratchet's xfail line shows it."""
-    if not isinstance(body, ast.Compare) or len(body.ops) != 1:
-        return None
-    left, right = body.left, body.comparators[0]
-    scale = 1.0
-    if isinstance(right, ast.BinOp) and isinstance(right.op, ast.Mult):
-        for factor, term in ((right.left, right.right), (right.right, right.left)):
-            if isinstance(factor, ast.Constant) and isinstance(factor.value, (int, float)):
-                scale, right = float(factor.value), term
-                break
-        else:
-            return None
-    calls = []
-    for side in (left, right):
-        if not (
-            isinstance(side, ast.Call)
-            and isinstance(side.func, ast.Name)
-            and side.func.id in METRICS
-            and METRICS[side.func.id].source in ("structure", "compiler", "kernel")
-            and METRICS[side.func.id].type == "number"
-            and len(side.args) == 1
-            and isinstance(side.args[0], ast.Name)
-        ):
-            return None
-        calls.append((side.func.id, side.args[0].id))
-    if calls[0][0] != calls[1][0]:
-        return None
-    return calls[0][0], calls[0][1], calls[1][1], scale
 
 
 def _parse_when(value: Any, loc: _Locator, line: int) -> tuple[Requirement, ...]:
@@ -643,7 +388,7 @@ def _parse_when(value: Any, loc: _Locator, line: int) -> tuple[Requirement, ...]
         try:
             req = Requirement(clause)
         except InvalidRequirement as err:
-            raise loc.error(line, f"when: cannot read {clause!r}: {_first_line(str(err))}") from None
+            raise loc.error(line, f"when: cannot read {clause!r}: {first_line(str(err))}") from None
         if req.name not in VERSIONED_PACKAGES:
             raise loc.error(
                 line, f"when: unknown package {req.name!r}{did_you_mean(req.name, VERSIONED_PACKAGES)}"
@@ -708,9 +453,9 @@ def _read(path: Path) -> tuple[dict[str, Any], _Locator]:
     except tomllib.TOMLDecodeError as err:
         m = re.search(r"\(at line (\d+), column \d+\)", str(err))
         line = int(m.group(1)) if m else len(loc.lines) if "end of document" in str(err) else 1
-        raise loc.error(line, f"not valid TOML: {_first_line(str(err).split(' (at ')[0])}") from None
+        raise loc.error(line, f"not valid TOML: {first_line(str(err).split(' (at ')[0])}") from None
     except (ValueError, RecursionError) as err:  # tomllib: an integer past 4300 digits, nesting too deep
-        what = "nested too deeply" if isinstance(err, RecursionError) else _first_line(str(err))
+        what = "nested too deeply" if isinstance(err, RecursionError) else first_line(str(err))
         raise loc.error(1, f"not valid TOML: {what}") from None
     _check_keys(data, _TOP_KEYS, loc, 1, "the spec file")
     header = data.get("spec", {})
@@ -738,15 +483,13 @@ def _read(path: Path) -> tuple[dict[str, Any], _Locator]:
 def _check_configs(patterns: Sequence[str], loc: _Locator, line: int, memo: set[str] | None = None) -> None:
     """Each pattern names at least one configuration of the catalog (``f33`` matches none: one line).
     ``memo`` holds the patterns of one file already found good."""
-    from ..catalog.configs import CONFIGS
-
     for pattern in patterns:
         if memo is not None and pattern in memo:
             continue
         if not any(fnmatch.fnmatchcase(c, pattern) for c in CONFIGS):
             raise loc.error(
                 line,
-                f"configs: {pattern!r} matches no configuration{_non_ascii(pattern)}"
+                f"configs: {pattern!r} matches no configuration{non_ascii(pattern)}"
                 f"{did_you_mean(pattern, CONFIGS)}; known: {', '.join(CONFIGS)}",
             )
         if memo is not None:
@@ -779,8 +522,6 @@ def _programs_of(data: dict[str, Any], loc: _Locator) -> tuple[ProgramDecl, ...]
             )
         configs_line = loc.key_line(line, "configs")
         configs = _strings(table.get("configs", "f32"), loc, configs_line, "configs")
-        from ..catalog.configs import CONFIGS
-
         for config in configs:
             _one_of(config, CONFIGS, "config", loc, configs_line)
         tags = _strings(table.get("tags", []), loc, loc.key_line(line, "tags"), "tags", allow_empty=True)
@@ -922,7 +663,8 @@ def _invariant(table: dict[str, Any], line: int, entries: _Entries) -> Invariant
     assert_line = loc.key_line(line, "assert")
     if not isinstance(table["assert"], str):
         raise loc.error(assert_line, f"'assert' must be a string, not {_a(table['assert'])}")
-    expr, kind, named = parse_assert(table["assert"], loc, assert_line, known)
+    assertion = asserts.parse(table["assert"], lambda message: loc.error(assert_line, message), _known(known))
+    kind, named = assertion.kind, assertion.programs
     programs_line = loc.key_line(line, "programs")
     if kind == "absolute":
         if "programs" not in table:
@@ -937,7 +679,7 @@ def _invariant(table: dict[str, Any], line: int, entries: _Entries) -> Invariant
     configs = _strings(table.get("configs", "*"), loc, configs_line, "configs")
     _check_configs(configs, loc, configs_line, memo.configs)
     inv_targets = _entry_targets(table, inv_id, loc, line, targets)
-    when = _parse_when(table["when"], loc, loc.key_line(line, "when")) if "when" in table else ()
+    shared = _shared(table, inv_id, loc, line)
     ratchet = None
     if "ratchet" in table:
         r_line = loc.key_line(line, "ratchet")
@@ -951,19 +693,21 @@ def _invariant(table: dict[str, Any], line: int, entries: _Entries) -> Invariant
             raise loc.error(r_line, "a ratchet's 'reason' and 'issue' are strings")
         ratchet = Ratchet(raw["reason"], raw["issue"])
     return Invariant(
-        id=inv_id,
-        where=f"{loc.path}:{line}",
-        expr=expr,
-        text=table["assert"],
-        kind=kind,
+        **shared,
+        assertion=assertion,
         programs=programs,
         configs=configs,
-        why=_string(table, "why", loc, line),
-        when=when,
         ratchet=ratchet,
         targets=inv_targets,
         lines=tuple((k, loc.key_line(line, k)) for k in ("programs", "configs", "targets") if k in table),
     )
+
+
+def _shared(table: Mapping[str, Any], entry_id: str, loc: _Locator, line: int) -> dict[str, Any]:
+    """What every entry has, read the same way: its id, where it is, why, and its version scope."""
+    when = _parse_when(table["when"], loc, loc.key_line(line, "when")) if "when" in table else ()
+    why = _string(table, "why", loc, line)
+    return {"id": entry_id, "where": f"{loc.path}:{line}", "why": why, "when": when}
 
 
 def _entry_targets(
@@ -988,8 +732,6 @@ def _entry_targets(
 def _correctness(table: dict[str, Any], line: int, entries: _Entries) -> CorrectnessCheck:
     loc, known, targets, memo = entries.loc, entries.known, entries.targets, entries.memo
     seen = entries.ids["correctness"]
-    from ..catalog.configs import DISTRIBUTIONS
-
     _check_keys(table, _CORRECTNESS_KEYS, loc, line, "[[correctness]]", required=("id", "check", "programs"))
     check_id = _check_id(table, loc, line, seen)
     check, check_line = table["check"], loc.key_line(line, "check")
@@ -1015,7 +757,7 @@ def _correctness(table: dict[str, Any], line: int, entries: _Entries) -> Correct
         if reference not in names:
             raise loc.error(
                 ref_line,
-                f"unknown reference program {reference!r}{_non_ascii(reference)}"
+                f"unknown reference program {reference!r}{non_ascii(reference)}"
                 f"{did_you_mean(reference, names)}",
             )
     elif reference is not None:
@@ -1045,16 +787,13 @@ def _correctness(table: dict[str, Any], line: int, entries: _Entries) -> Correct
             f"{did_you_mean(word, allowed)}",
         )
     return CorrectnessCheck(
-        id=check_id,
-        where=f"{loc.path}:{line}",
+        **_shared(table, check_id, loc, line),
         check=check,
         programs=programs,
         reference=reference,
         configs=configs,
         distributions=tuple(dict.fromkeys(distributions)),
         expect=expect,
-        why=_string(table, "why", loc, line),
-        when=_parse_when(table["when"], loc, loc.key_line(line, "when")) if "when" in table else (),
         configs_where=f"{loc.path}:{configs_line}",
         targets=check_targets,
         targets_where=f"{loc.path}:{loc.key_line(line, 'targets')}",
@@ -1136,7 +875,7 @@ def _check_selectors(
         if not memo[sel]:
             raise loc.error(
                 line,
-                f"program selector {sel!r} matches no program{_non_ascii(sel)}{did_you_mean(sel, names)}",
+                f"program selector {sel!r} matches no program{non_ascii(sel)}{did_you_mean(sel, names)}",
             )
 
 

@@ -40,7 +40,16 @@ from typing import Any, TextIO
 
 from .._cores import free, pin, usable
 from .._errors import InvariantsError
+from ..catalog.targets import all_targets, versions
+from ..hlo.cost import Missing, value_or_none
+from ..hlo.metrics import METRICS, compiler_metrics, kernel_metrics
+from ..hlo.parse import parse_module
+from ..hlo.structure import Structure, structure_of
+from ..spec.file import load_specs
 from .protocol import CPUS_ENV, SLOWDOWN_ENV, ProtocolError, decode_request, encode
+
+# What starts JAX (jax itself, catalog.programs, compile, snapshot.render, spec.checks) is imported where it
+# is used: after main() has pinned the worker's cores and the side's environment is in place.
 
 # Warm-up, then the per-call probe: each at least this many calls and seconds (a slow program: 5 calls).
 _WARM_CALLS, _WARM_SECONDS = 3, 5e-3
@@ -148,7 +157,6 @@ def slowed(
 def costs_of(compiled: Any, structure: Any, target: Any) -> tuple[Any, dict[str, Any]]:
     """The kernel code of one compiled key (an ``invariants.kernels.program.ProgramCode``; without code,
     one whose every metric is a ``Missing`` saying why) and its compiler and kernel metrics by name."""
-    from ..hlo.metrics import compiler_metrics, kernel_metrics
     from ..snapshot.render import code_of
 
     code = code_of(compiled, structure, target)
@@ -159,23 +167,10 @@ def costs_of(compiled: Any, structure: Any, target: Any) -> tuple[Any, dict[str,
 def missing_metric(case: Any, costs: Callable[[Any], dict[str, Any]]) -> str | None:
     """Why ``case`` cannot be evaluated here: the first compiler or kernel metric its assert reads that
     has no value on its key (the words ``invariants.spec.checks.evaluate`` fails with); None when it can."""
-    import ast
-
     from ..compile.artifacts import Key
-    from ..hlo.cost import Missing
-    from ..hlo.metrics import METRICS
 
-    def used(node: ast.AST) -> list[tuple[str, str | None]]:
-        out: list[tuple[str, str | None]] = []
-        for n in ast.walk(node):
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.args:
-                arg = n.args[0]
-                out.append((n.func.id, arg.id if isinstance(arg, ast.Name) else None))
-            elif isinstance(n, ast.Name) and n.id in METRICS:
-                out.append((n.id, case.program))
-        return out
-
-    for name, program in used(case.invariant.expr.body):
+    for read in case.invariant.assertion.reads():
+        name, program = read.name, read.program or case.program
         metric = METRICS.get(name)
         if metric is None or metric.source not in ("compiler", "kernel") or program is None:
             continue
@@ -189,15 +184,9 @@ def structure_of_keys(keys: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
     """Snapshot rendering, compiler and kernel metrics, and invariant verdicts of each ``(program, config,
     target)`` key, per target."""
     from ..catalog.programs import CATALOG
-    from ..catalog.targets import all_targets
     from ..compile.artifacts import CompileCache, Key
-    from ..hlo.cost import value_or_none
-    from ..hlo.metrics import METRICS
-    from ..hlo.parse import parse_module
-    from ..hlo.structure import Structure, structure_of
     from ..snapshot.render import render_summary
     from ..spec.checks import Case, evaluate, expand
-    from ..spec.file import load_specs
 
     targets = all_targets()
     wanted = sorted({t for _, _, t in keys})
@@ -259,8 +248,6 @@ def structure_of_keys(keys: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
 def serve(stdin: TextIO, stdout: TextIO, worker: Worker) -> int:
     """Answer requests until ``quit`` or end of input; exit status 2 after a line not understood."""
     import jax
-
-    from ..catalog.targets import versions
 
     # The cores it may run on (what the controller's pinning gave it), for the record.
     cpus = usable()

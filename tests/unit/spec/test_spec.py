@@ -149,14 +149,15 @@ def _assert(text: str) -> str:
 
 
 def test_throughput_sides_name_an_index_distribution(tmp_path):
-    from invariants.spec.file import Timed, throughput_terms
+    from invariants.spec.asserts import TimedSide
 
     path = tmp_path / "cpu.toml"
     path.write_text(HEADER + _assert("time(grad_take[equal]) / time(grad_take) <= 1.25"))
     (inv,) = load_spec(path).invariants
     assert inv.kind == "throughput" and inv.programs == ("grad_take",)
-    a, b, c = throughput_terms(inv.expr.body)
-    assert (a, b, c) == (Timed("grad_take", "equal"), Timed("grad_take", "uniform"), 1.25)
+    assert inv.assertion.timed is not None
+    a, b, c = inv.assertion.timed
+    assert (a, b, c) == (TimedSide("grad_take", "equal"), TimedSide("grad_take", "uniform"), 1.25)
     assert (a.label, b.label) == ("grad_take[equal]", "grad_take")
 
 
@@ -427,3 +428,11 @@ def test_the_shipped_specs_are_read_once_each(monkeypatch):
     monkeypatch.setattr(_spec.tomllib, "loads", lambda text: calls.append(1) or real(text))
     specs = load_specs()
     assert len(calls) == len(specs) == len(list(SPEC_DIR.glob("*.toml")))
+
+
+@pytest.mark.parametrize("text", ["1 <= 2", "2 * 3 == 6", "-1 > 0"])
+def test_an_assert_that_reads_no_metric_is_refused(tmp_path, text):
+    """It is true (or false) on every program and target alike: a spec that writes one checks nothing."""
+    body = f'[[invariant]]\nid = "c"\nprograms = ["naive"]\nassert = "{text}"\n'
+    message = _error(tmp_path, body)
+    assert message.endswith(f":7: assert '{text}' reads no metric: it is the same on every program"), message

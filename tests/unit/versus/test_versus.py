@@ -740,11 +740,12 @@ def test_worker_evaluates_kernel_metrics_and_says_what_it_cannot(tmp_path: Path,
     """The worker's verdicts read each key's compiled kernel code: a kernel invariant is evaluated where
     the target has code (CPU LLVM IR), and is "not evaluated" with the reason where it has none (a TPU
     compile), never a failure; each key answers its kernel and compiler metrics as numbers or null."""
-    from invariants.spec import file as _spec
+    from invariants.spec.file import load_spec
+    from invariants.versus import worker
     from invariants.versus.worker import structure_of_keys
 
     (tmp_path / "k.toml").write_text(_KERNEL_SPEC)
-    monkeypatch.setattr(_spec, "load_specs", lambda *dirs: [_spec.load_spec(tmp_path / "k.toml")])
+    monkeypatch.setattr(worker, "load_specs", lambda *dirs: [load_spec(tmp_path / "k.toml")])
     got = structure_of_keys([("grad_take", "f32", "cpu"), ("grad_take", "f32", "tpu-v5e")])
     cpu, tpu = got["items"]["grad_take/f32/cpu"], got["items"]["grad_take/f32/tpu-v5e"]
     verdicts = {i["id"]: i for i in cpu["invariants"]}

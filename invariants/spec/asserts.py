@@ -1,0 +1,421 @@
+"""The assert language's typed form: what an ``assert = "..."`` of a spec file means, parsed once.
+
+A spec's assert is written in Python's expression syntax, so :func:`parse` reads it with :mod:`ast` and
+lowers it, at once, to the small tree below. Every later stage reads that tree and never Python's: the
+checks evaluate it (:func:`invariants.spec.checks.evaluate`), the throughput tier reads its timed ratio
+(:attr:`Assertion.timed`), the report and a ratchet's xfail line read its scaled relation
+(:attr:`Assertion.scaled`), and versus lists the metrics it reads (:meth:`Assertion.reads`). A shape the
+language does not have cannot reach them, so none of them re-checks one.
+
+The tree:
+
+- :class:`Number` and :class:`Quoted`: a number, a quoted name (``'T' in custom_call_targets``);
+- :class:`Read`: a metric, bare (``kernels``: the item's own program, or an input fact) or called on a
+  program (``kernels(take)``, ``time(take[zipf])``);
+- :class:`Negated` and :class:`Arithmetic`: ``-x`` and ``x + - * / y``, on numbers only;
+- :class:`Assertion`: one comparison of two terms, with its kind and the programs it names.
+
+Lowering checks what the language promises: every name is a metric of the registry
+(:data:`invariants.hlo.metrics.METRICS`), the two sides have the same type (a comparison that could never
+fail is refused), ``in`` takes a quoted name and a set, a constant divisor is not zero, a throughput assert
+is ``time(A) / time(B) <= NUMBER`` of two different sides, and called and bare metrics do not mix. Each
+mistake is one line, raised through the caller's ``error(message)`` so that it names the file and line.
+This module imports no JAX.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import operator
+from collections.abc import Callable, Collection, Iterator
+from typing import Any, Literal, NamedTuple
+
+from .._errors import InvariantsError, did_you_mean, first_line, non_ascii
+from ..catalog.configs import DISTRIBUTIONS
+from ..hlo.metrics import METRICS
+
+InvariantKind = Literal["absolute", "relational", "throughput"]
+Comparison = Literal["==", "!=", "<", "<=", ">", ">=", "in", "not in"]
+Operator = Literal["+", "-", "*", "/"]
+
+# The one table of what each comparison and operator computes: lowering admits these words and no others,
+# and the evaluator applies them.
+COMPARE: dict[str, Callable[[Any, Any], bool]] = {
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "in": lambda a, b: a in b,
+    "not in": lambda a, b: a not in b,
+}
+ARITHMETIC: dict[str, Callable[[Any, Any], Any]] = {
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "/": operator.truediv,
+}
+_COMPARISONS: dict[type[ast.cmpop], Comparison] = {
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+    ast.In: "in",
+    ast.NotIn: "not in",
+}
+_OPERATORS: dict[type[ast.operator], Operator] = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+# The metric sources whose values come from a compiled program (a Structure, the compiler's analyses, the
+# kernel code): a bare one means the item's own program, so it cannot stand beside a called one.
+COMPILED_SOURCES = ("structure", "compiler", "kernel")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Written:
+    """Each term keeps the words it was written in (``text``, not compared): messages quote the spec."""
+
+    text: str = dataclasses.field(default="", compare=False, kw_only=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class Number(_Written):
+    value: int | float
+
+
+@dataclasses.dataclass(frozen=True)
+class Quoted(_Written):
+    value: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Read(_Written):
+    """A metric read: ``name`` alone (``program`` None: the item's program, or an input fact), or called
+    on ``program``; ``distribution`` is the index distribution a ``time`` side names (else None)."""
+
+    name: str
+    program: str | None = None
+    distribution: str | None = None
+
+    @property
+    def label(self) -> str:
+        """How a result names the read: ``kernels(take)``, ``table_bytes``."""
+        return self.name if self.program is None else f"{self.name}({self.program})"
+
+
+@dataclasses.dataclass(frozen=True)
+class Negated(_Written):
+    operand: Term
+
+
+@dataclasses.dataclass(frozen=True)
+class Arithmetic(_Written):
+    op: Operator
+    left: Term
+    right: Term
+
+
+Term = Number | Quoted | Read | Negated | Arithmetic
+
+
+class TimedSide(NamedTuple):
+    """One side of a throughput ratio: a program and the distribution of its indices."""
+
+    program: str
+    distribution: str = "uniform"
+
+    @property
+    def label(self) -> str:
+        """``program``, or ``program[distribution]`` when it is not uniform: how results name the side."""
+        return self.program if self.distribution == "uniform" else f"{self.program}[{self.distribution}]"
+
+
+class TimedRatio(NamedTuple):
+    """``time(a) / time(b) <= threshold``: the one throughput shape measurable without absolute times
+    (both sides are timed pair by pair, so the ratio is what the run measures: invariants.timing.paired)."""
+
+    a: TimedSide
+    b: TimedSide
+    threshold: float
+
+
+class Scaled(NamedTuple):
+    """``metric(a) OP factor * metric(b)`` (also ``metric(b) * factor``, and ``factor`` 1 without one): its
+    ratio ``metric(a) / metric(b)`` is what a reader wants beside the verdict."""
+
+    metric: str
+    a: str
+    b: str
+    factor: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Assertion:
+    """One parsed, validated assert. ``programs`` are the programs it names (relational and throughput),
+    in order of appearance; ``timed`` is set for a throughput assert and ``scaled`` for a scaled relation."""
+
+    text: str
+    op: Comparison
+    left: Term
+    right: Term
+    kind: InvariantKind
+    programs: tuple[str, ...]
+    timed: TimedRatio | None = None
+    scaled: Scaled | None = None
+
+    def holds(self, read: Callable[[Read], Any]) -> bool:
+        """Whether the assert holds where ``read`` gives each metric's value; raises :class:`NoValue` where a
+        value is missing (``read`` raises it too) or the arithmetic has none."""
+        return bool(COMPARE[self.op](value(self.left, read), value(self.right, read)))
+
+    def reads(self) -> Iterator[Read]:
+        """Every metric the assert reads, left to right."""
+        for side in (self.left, self.right):
+            yield from (term for term in _terms(side) if isinstance(term, Read))
+
+
+class NoValue(Exception):
+    """A term has no value here: a metric was not measured (a loop's trip count could not be derived), or
+    the arithmetic has none (a division by a metric that is 0 here). The verdict fails with this one line:
+    an invariant never passes on a number that is not there."""
+
+
+def value(term: Term, read: Callable[[Read], Any]) -> Any:
+    """The value of ``term`` where ``read`` gives each metric's."""
+    if isinstance(term, (Number, Quoted)):
+        return term.value
+    if isinstance(term, Read):
+        return read(term)
+    if isinstance(term, Negated):
+        return -value(term.operand, read)
+    left, right = value(term.left, read), value(term.right, read)
+    try:
+        return ARITHMETIC[term.op](left, right)
+    except ZeroDivisionError:
+        raise NoValue(f"'{term.text}' divides by zero: {term.right.text} is 0 here") from None
+    except ArithmeticError as err:
+        raise NoValue(f"'{term.text}' cannot be computed: {err}") from None
+
+
+def _terms(term: Term) -> Iterator[Term]:
+    """``term`` and every term below it, left to right."""
+    yield term
+    if isinstance(term, Negated):
+        yield from _terms(term.operand)
+    elif isinstance(term, Arithmetic):
+        yield from _terms(term.left)
+        yield from _terms(term.right)
+
+
+def parse(text: str, error: Callable[[str], InvariantsError], programs: Collection[str]) -> Assertion:
+    """Parse and validate ``text``; ``error(message)`` makes the one-line error the caller raises (it adds
+    the file and line), and ``programs`` are the program names an assert may call a metric on."""
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError as err:
+        raise error(f"assert {text!r} is not an expression: {first_line(err.msg)}") from None
+    except (ValueError, RecursionError, MemoryError):
+        raise error(f"assert {text!r} is not an expression: nested too deeply") from None
+    try:
+        return _Lowering(text, error, programs).assertion(tree.body)
+    except RecursionError:
+        raise error(f"assert {text!r} is nested too deeply") from None
+
+
+def constant(term: Term) -> float | None:
+    """The value of a term made of numbers only (``2 - 2``), None when it reads a metric; raises
+    ArithmeticError where computing it does (a float too large)."""
+    if isinstance(term, Number):
+        return term.value
+    if isinstance(term, Negated):
+        value = constant(term.operand)
+        return None if value is None else -value
+    if isinstance(term, Arithmetic):
+        left, right = constant(term.left), constant(term.right)
+        if left is None or right is None:
+            return None
+        return float(ARITHMETIC[term.op](left, right))
+    return None
+
+
+class _Lowering:
+    """Lowers one assert's Python tree to :class:`Assertion`, checking types on the way."""
+
+    def __init__(self, text: str, error: Callable[[str], InvariantsError], programs: Collection[str]) -> None:
+        self.text, self.error, self.programs = text, error, programs
+        self.named: list[str] = []
+        self.bare: list[str] = []  # compiled metrics read without a program: the item's own program
+        self.kind: InvariantKind = "absolute"
+
+    def assertion(self, body: ast.expr) -> Assertion:
+        text = self.text
+        if not isinstance(body, ast.Compare) or len(body.ops) != 1:
+            raise self.error(f"assert {text!r} must be one comparison such as 'kernels <= 2'")
+        (left, left_type), (right, right_type) = self.term(body.left), self.term(body.comparators[0])
+        op = _COMPARISONS[type(body.ops[0])]
+        if op in ("in", "not in"):
+            if right_type != "set" or left_type != "string":
+                sets = ", ".join(m.name for m in METRICS.values() if m.type == "set")
+                raise self.error(
+                    f"assert {text!r}: 'in' takes a quoted name on its left and one of {sets} on its right"
+                )
+        elif left_type != right_type:
+            raise self.error(
+                f"assert {text!r} compares a {left_type} with a {right_type}: it could never fail"
+            )
+        elif left_type in ("set", "string", "structure") and op not in ("==", "!="):
+            raise self.error(f"assert {text!r}: a {left_type} can only be compared with == or !=")
+        if not any(isinstance(term, Read) for side in (left, right) for term in _terms(side)):
+            raise self.error(f"assert {text!r} reads no metric: it is the same on every program")
+        timed = None
+        if self.kind == "throughput":
+            timed = _timed_ratio(op, left, right)
+            if timed is None:
+                raise self.error(f"assert {text!r}: a throughput assert reads 'time(A) / time(B) <= NUMBER'")
+            if timed.a == timed.b:
+                raise self.error(f"assert {text!r} times {timed.a.label} against itself: it could never fail")
+        if self.kind != "absolute" and self.bare:
+            first = self.bare[0]
+            raise self.error(
+                f"assert {text!r}: mixes program calls with a bare metric '{first}' (write {first}(PROGRAM))"
+            )
+        return Assertion(
+            text, op, left, right, self.kind, tuple(dict.fromkeys(self.named)), timed, _scaled(left, right)
+        )
+
+    def term(self, node: ast.expr) -> tuple[Term, str]:
+        """The term of an operand and its type (number, set, structure or string); raises on anything the
+        language does not have."""
+        written = ast.unparse(node)
+        if isinstance(node, ast.Constant) and not isinstance(node.value, bool):
+            if isinstance(node.value, (int, float)):
+                return Number(node.value, text=written), "number"
+            if isinstance(node.value, str):
+                return Quoted(node.value, text=written), "string"
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+            return self.arithmetic(node, written), "number"
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            operand, operand_type = self.term(node.operand)
+            if operand_type != "number":
+                raise self.error(f"assert {self.text!r}: arithmetic on a {operand_type} ('{written}')")
+            return Negated(operand, text=written), "number"
+        if isinstance(node, ast.Name):
+            return self.bare_read(node.id, written)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            return self.called_read(node, written)
+        raise self.error(f"assert {self.text!r}: '{written}' is not understood")
+
+    def arithmetic(self, node: ast.BinOp, written: str) -> Arithmetic:
+        sides = []
+        for side in (node.left, node.right):
+            term, term_type = self.term(side)
+            if term_type != "number":
+                raise self.error(f"assert {self.text!r}: arithmetic on a {term_type} ('{ast.unparse(side)}')")
+            sides.append(term)
+        op = _OPERATORS[type(node.op)]
+        if op == "/":
+            try:
+                divisor = constant(sides[1])
+            except ArithmeticError as err:
+                raise self.error(
+                    f"assert {self.text!r}: '{sides[1].text}' cannot be computed: {err}"
+                ) from None
+            if divisor == 0:
+                raise self.error(
+                    f"assert {self.text!r} divides by zero ('{written}'): it can never be computed"
+                )
+        return Arithmetic(op, sides[0], sides[1], text=written)
+
+    def bare_read(self, name: str, written: str) -> tuple[Read, str]:
+        metric = METRICS.get(name)
+        if metric is None:
+            bare_names = [m.name for m in METRICS.values() if not m.call_only]
+            raise self.error(f"unknown metric '{name}'{did_you_mean(name, bare_names)}")
+        if metric.call_only:
+            raise self.error(f"{name}(...) takes one program name, as in {name}(take)")
+        if metric.source in COMPILED_SOURCES:
+            self.bare.append(name)
+        return Read(name, text=written), metric.type
+
+    def called_read(self, node: ast.Call, written: str) -> tuple[Read, str]:
+        fn = node.func.id  # type: ignore[attr-defined]  # the caller checked it is a Name
+        metric = METRICS.get(fn)
+        if metric is None or metric.source == "input":
+            call_names = [m.name for m in METRICS.values() if m.source != "input"]
+            raise self.error(f"unknown metric '{fn}'{did_you_mean(fn, call_names)}")
+        arg = node.args[0] if len(node.args) == 1 and not node.keywords else None
+        distribution = None
+        if isinstance(arg, ast.Subscript) and metric.source == "throughput":
+            distribution = self.distribution(arg)
+            arg = arg.value
+        elif isinstance(arg, ast.Subscript):
+            raise self.error(
+                f"{fn}({ast.unparse(arg)}): only time() takes an index distribution; "
+                "the compiled structure does not depend on it"
+            )
+        if not isinstance(arg, ast.Name):
+            if metric.source == "throughput":
+                raise self.error(f"{fn}(...) takes one program, as in {fn}(take) or {fn}(take[zipf])")
+            raise self.error(f"{fn}(...) takes one program name, as in {fn}(take)")
+        program = arg.id
+        if program not in self.programs:
+            raise self.error(f"unknown program '{program}'{did_you_mean(program, self.programs)}")
+        self.named.append(program)
+        if metric.source == "throughput":
+            self.kind = "throughput"
+        elif self.kind == "absolute":
+            self.kind = "relational"
+        return Read(fn, program, distribution, text=written), metric.type
+
+    def distribution(self, node: ast.Subscript) -> str:
+        """The distribution named in ``program[distribution]``; one line naming the known ones otherwise."""
+        name = node.slice.id if isinstance(node.slice, ast.Name) else ast.unparse(node.slice)
+        if name not in DISTRIBUTIONS:
+            raise self.error(
+                f"unknown index distribution {name!r} in '{ast.unparse(node)}'{non_ascii(name)}"
+                f"{did_you_mean(name, DISTRIBUTIONS)}; known: {', '.join(DISTRIBUTIONS)}"
+            )
+        return name
+
+
+def _timed_ratio(op: Comparison, left: Term, right: Term) -> TimedRatio | None:
+    """The :class:`TimedRatio` of ``time(A) / time(B) <= NUMBER``, None for any other shape."""
+    if op != "<=" or not isinstance(right, Number):
+        return None
+    if not (isinstance(left, Arithmetic) and left.op == "/"):
+        return None
+    sides = []
+    for side in (left.left, left.right):
+        if not (isinstance(side, Read) and side.name == "time" and side.program is not None):
+            return None
+        sides.append(TimedSide(side.program, side.distribution or "uniform"))
+    return TimedRatio(sides[0], sides[1], float(right.value))
+
+
+def _scaled(left: Term, right: Term) -> Scaled | None:
+    """The :class:`Scaled` relation of ``metric(A) OP [c *] metric(B)``, None for any other shape."""
+    factor = 1.0
+    if isinstance(right, Arithmetic) and right.op == "*":
+        for scale, term in ((right.left, right.right), (right.right, right.left)):
+            if isinstance(scale, Number):
+                factor, right = float(scale.value), term
+                break
+        else:
+            return None
+    reads = []
+    for side in (left, right):
+        metric = METRICS.get(side.name) if isinstance(side, Read) else None
+        if not (
+            isinstance(side, Read)
+            and side.program is not None
+            and metric is not None
+            and metric.source in COMPILED_SOURCES
+            and metric.type == "number"
+        ):
+            return None
+        reads.append(side)
+    if reads[0].name != reads[1].name:
+        return None
+    return Scaled(reads[0].name, reads[0].program or "", reads[1].program or "", factor)

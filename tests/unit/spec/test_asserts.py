@@ -1,0 +1,159 @@
+"""The assert language's typed form: what each assert lowers to, and that the tree means what Python's
+expression syntax says it means (the language borrows that syntax, so a reader expects its arithmetic)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from invariants._errors import InvariantsError
+from invariants.hlo.metrics import METRICS
+from invariants.spec.asserts import (
+    Arithmetic,
+    Assertion,
+    Negated,
+    NoValue,
+    Number,
+    Quoted,
+    Read,
+    Scaled,
+    TimedRatio,
+    TimedSide,
+    parse,
+)
+
+PROGRAMS = ("naive", "take", "grad_take")
+
+
+def _parse(text: str) -> Assertion:
+    return parse(text, InvariantsError, PROGRAMS)
+
+
+def _error(text: str) -> str:
+    with pytest.raises(InvariantsError) as err:
+        _parse(text)
+    message = str(err.value)
+    assert "\n" not in message
+    return message
+
+
+@pytest.mark.parametrize(
+    ("text", "left", "op", "right", "kind", "programs"),
+    [
+        ("kernels <= 2", Read("kernels"), "<=", Number(2), "absolute", ()),
+        ("-while_loops >= -1", Negated(Read("while_loops")), ">=", Negated(Number(1)), "absolute", ()),
+        ("'sort' not in custom_call_targets", Quoted("sort"), "not in", Read("custom_call_targets"),
+         "absolute", ()),
+        ("kernels(naive) <= 2 * kernels(take)", Read("kernels", "naive"), "<=",
+         Arithmetic("*", Number(2), Read("kernels", "take")), "relational", ("naive", "take")),
+        ("structure(naive) == structure(take)", Read("structure", "naive"), "==", Read("structure", "take"),
+         "relational", ("naive", "take")),
+        ("time(grad_take[zipf]) / time(grad_take) <= 1.25",
+         Arithmetic("/", Read("time", "grad_take", "zipf"), Read("time", "grad_take")), "<=", Number(1.25),
+         "throughput", ("grad_take",)),
+        ("(kernels + fusions) / table_bytes < 1", Arithmetic("/", Arithmetic("+", Read("kernels"),
+         Read("fusions")), Read("table_bytes")), "<", Number(1), "absolute", ()),
+    ],
+)  # fmt: skip
+def test_each_assert_lowers_to_its_tree(text, left, op, right, kind, programs):
+    a = _parse(text)
+    assert (a.left, a.op, a.right, a.kind, a.programs, a.text) == (left, op, right, kind, programs, text)
+
+
+def test_terms_keep_the_words_they_were_written_in():
+    a = _parse("kernels / (while_loops - 1) <= 4")
+    assert isinstance(a.left, Arithmetic)
+    assert (a.left.text, a.left.right.text) == ("kernels / (while_loops - 1)", "while_loops - 1")
+
+
+def test_the_throughput_and_scaled_shapes_are_read_once_at_parse():
+    timed = _parse("time(grad_take[equal]) / time(take) <= 1.1").timed
+    assert timed == TimedRatio(TimedSide("grad_take", "equal"), TimedSide("take"), 1.1)
+    assert (timed.a.label, timed.b.label) == ("grad_take[equal]", "take")
+    assert _parse("kernels(naive) <= kernels(take) * 3").scaled == Scaled("kernels", "naive", "take", 3.0)
+    assert _parse("fusions(naive) == fusions(take)").scaled == Scaled("fusions", "naive", "take", 1.0)
+    # Not scaled: two metrics, a factor on the left, a set, or a bare metric.
+    for text in ("kernels(naive) <= fusions(take)", "2 * kernels(naive) <= kernels(take)",
+                 "structure(naive) == structure(take)", "kernels <= 2 * kernels"):  # fmt: skip
+        assert _parse(text).scaled is None, text
+    assert _parse("kernels(naive) <= 2").timed is None
+
+
+def test_reads_lists_every_metric_read_left_to_right():
+    a = _parse("kernels(naive) + fusions(naive) <= 2 * kernels(take) - -fusions(take)")
+    labels = ["kernels(naive)", "fusions(naive)", "kernels(take)", "fusions(take)"]
+    assert [r.label for r in a.reads()] == labels
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1 <= 2", "assert '1 <= 2' reads no metric: it is the same on every program"),
+        ("'a' in 'abc'", "assert \"'a' in 'abc'\": 'in' takes a quoted name on its left"),
+        ("kernels <= 2 / (1 - 1)", "divides by zero ('2 / (1 - 1)'): it can never be computed"),
+        ("kernels ** 2 <= 4", "'kernels ** 2' is not understood"),
+        ("kernels <= True", "'True' is not understood"),
+        ("time(take) / time(take) <= 1.1", "times take against itself: it could never fail"),
+        ("time(take) <= 1.1 * time(naive)", "a throughput assert reads 'time(A) / time(B) <= NUMBER'"),
+        ("kernels(take) <= kernels", "mixes program calls with a bare metric 'kernels'"),
+        ("kernels(take[zipf]) <= 2", "only time() takes an index distribution"),
+        ("-custom_call_targets == 1", "arithmetic on a set ('-custom_call_targets')"),
+    ],
+)
+def test_shapes_the_language_lacks_are_one_line(text, expected):
+    assert expected in _error(text)
+
+
+_NUMBER_METRICS = sorted(m.name for m in METRICS.values() if m.type == "number" and not m.call_only)[:6]
+_OPS = ("==", "!=", "<", "<=", ">", ">=")
+
+
+def _expressions() -> st.SearchStrategy[str]:
+    """Arithmetic over bare number metrics and literals, parenthesised as Python would need."""
+    leaves = st.one_of(
+        st.sampled_from(_NUMBER_METRICS),
+        st.integers(min_value=0, max_value=50).map(str),
+        st.sampled_from(["0.5", "1e308", "2.5"]),
+    )
+    return st.recursive(
+        leaves,
+        lambda inner: st.one_of(
+            st.tuples(inner, st.sampled_from("+-*/"), inner).map(lambda t: f"({t[0]} {t[1]} {t[2]})"),
+            inner.map(lambda e: f"-{e}"),
+        ),
+        max_leaves=8,
+    )
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    left=_expressions(),
+    op=st.sampled_from(_OPS),
+    right=_expressions(),
+    values=st.lists(st.integers(min_value=0, max_value=4), min_size=len(_NUMBER_METRICS),
+                    max_size=len(_NUMBER_METRICS)),
+)  # fmt: skip
+def test_the_tree_computes_what_python_computes(left, op, right, values):
+    """Any assert the language takes holds exactly where Python's evaluation of the same text is true, and
+    has no value exactly where Python's arithmetic fails (a division by a metric that is 0 here)."""
+    text = f"{left} {op} {right}"
+    bound = dict(zip(_NUMBER_METRICS, values, strict=True))
+    try:
+        assertion = _parse(text)
+    except InvariantsError as err:
+        # Refused at parse: only for reasons the parse can see (no metric read, a constant zero divisor,
+        # a constant that overflows), always in one line.
+        message = str(err)
+        assert "\n" not in message
+        seen = ("reads no metric", "divides by zero", "cannot be computed")
+        assert any(w in message for w in seen), message
+        return
+    try:
+        expected = eval(text, {"__builtins__": {}}, bound)  # the oracle: Python's own reading
+    except (ZeroDivisionError, OverflowError):
+        with pytest.raises(NoValue):
+            assertion.holds(lambda r: bound[r.name])
+        return
+    assert assertion.holds(lambda r: bound[r.name]) == expected
+    assert {r.name for r in assertion.reads()} <= set(_NUMBER_METRICS)
