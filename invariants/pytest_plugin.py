@@ -56,6 +56,8 @@ def compile_for(request: pytest.FixtureRequest) -> Callable[..., CompiledStructu
     def compile_(fn: Callable[..., Any], *args: Any, target: str = "runtime", name: str | None = None) -> Any:
         # Hidden from pytest's report, so that a skip names the test's line, not this one.
         __tracebackhide__ = True
+        # Here, not at the top: this entry point loads in every pytest session of a project that installs
+        # the package, and imports nothing more (not even the package's errors) until a test uses it.
         from ._errors import InvariantsError
         from .testing import TargetUnavailable
         from .testing import compile_for as measure

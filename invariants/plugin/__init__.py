@@ -1,6 +1,13 @@
 """The pytest gate: the plugin's hooks, its session, and what its items record.
 
-- ``hooks``: options, the session's compile cache and item generation;
+- ``hooks``: the plugin pytest loads (options, markers, hooks, fixtures), each handing the work to the
+  session; it imports no JAX;
+- ``session``: ``GateSession``, one per run on ``config.stash``: the selection, the compile cache and what
+  is parsed from it, the run's start and end;
+- ``generate``: which items a session has, and what it compiles ahead of them;
+- ``snapshots``: where a session's snapshots live, what the snapshot store may show syrupy, the obsolete
+  snapshots;
+- ``recorder``: what the items recorded, and the results file it is written to;
 - ``outcomes``: what a gate item says when it decides, and the diagnosis of a failure;
 - ``xdist``: which items share a pytest-xdist worker;
 - ``results``: the one owner of the results file's records (no JAX; the report reads them);

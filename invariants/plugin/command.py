@@ -16,7 +16,7 @@ It runs the gate's pytest modules that ship inside the package (:mod:`invariants
   ships. Those are read-only: no update rewrites them and no run writes inside the installed package.
   Under ``--no-catalog`` the catalog programs that the project's relations name (``take`` in
   ``structure(mine) == structure(take)`` or ``time(mine) / time(take)``) still compile, for those relations
-  alone (``invariants.plugin.hooks.relation_partners``).
+  alone (``invariants.plugin.session.relation_partners``).
 
 The working directory is the project: the user's modules import from it, pytest's rootdir is it, and
 ``artifacts/`` (results, HLO dumps of failing items) lands in it. pytest reads no configuration file of the
@@ -38,6 +38,7 @@ from pathlib import Path
 from .._errors import InvariantsError
 from .._paths import PACKAGE_DIR
 from ..compile.child import pytest_args
+from ..spec.file import SPEC_DIR, load_specs
 from .options import OPTIONS
 
 
@@ -79,7 +80,6 @@ _FORWARDED = (
 def _check(args: argparse.Namespace) -> None:
     """Everything that can be said wrong before pytest starts, as one line (InvariantsError)."""
     from ..catalog.downstream import build_all
-    from ..spec.file import SPEC_DIR, load_specs
 
     if args.no_catalog and not args.spec_dir:
         raise InvariantsError("--no-catalog: give --spec-dir DIR with the programs to gate")

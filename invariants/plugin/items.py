@@ -2,7 +2,7 @@
 
 What is decided from a node id alone reads these: which xdist worker runs an item
 (:mod:`invariants.plugin.xdist`) and which tier a self-check child deselects
-(:mod:`invariants.selfcheck.command`). The functions themselves are the gate's modules
+(:mod:`invariants.selfcheck.children`). The functions themselves are the gate's modules
 (:mod:`invariants.gate`), which must keep these names.
 """
 

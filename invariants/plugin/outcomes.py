@@ -1,7 +1,7 @@
 """What a gate item says when it decides: the pytest outcome of a decided invariant, and the diagnosis a
 failing item prints (the verdict, the structural diff against the committed snapshot, versions, dumps).
 
-The gate's test files call these; the plugin (:mod:`invariants.plugin.hooks`) gives them the session.
+The gate's test files call these; the plugin (:mod:`invariants.plugin.session`) gives them the session.
 """
 
 from __future__ import annotations
@@ -12,9 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .._errors import InvariantsError
+from .._paths import shown
+from ..catalog.targets import versions
+
 if TYPE_CHECKING:
     from ..compile.artifacts import Key
-    from .hooks import GateSession
+    from .session import GateSession
 
 __all__ = ["committed_snapshot_diff", "dumped_line", "failure_report", "judge", "structure_failure"]
 
@@ -40,8 +44,6 @@ def judge(invariant: Any, holds: bool, tightenable: bool, where: str, describe: 
 
 def committed_snapshot_diff(s: GateSession, key: Key, current: str) -> str:
     """A focused diff of ``current`` against the committed snapshot of ``key``, or a note if none."""
-    from .._paths import shown
-
     path = s.snapshot_path(key)
     name = shown(path)
     if not path.exists():
@@ -56,8 +58,6 @@ def committed_snapshot_diff(s: GateSession, key: Key, current: str) -> str:
 def dumped_line(s: GateSession, *keys: Key) -> str:
     """Dump the optimized HLO and the jaxpr of each of ``keys`` (:meth:`GateSession.dump`); the line that
     says where."""
-    from .._errors import InvariantsError
-
     paths = []
     for key in dict.fromkeys(keys):
         try:
@@ -71,8 +71,6 @@ def dumped_line(s: GateSession, *keys: Key) -> str:
 
 def failure_report(s: GateSession, key: Key, headline: str, current_summary: str) -> str:
     """The diagnosis a compiler engineer needs: the verdict, the structural diff, versions, dumps."""
-    from ..catalog.targets import versions
-
     return "\n".join(
         [
             headline,
@@ -88,8 +86,6 @@ def relation_report(s: GateSession, keys: tuple[Key, ...], headline: str, summar
     ``temp_bytes(a) <= temp_bytes(b)``): the verdict, the versions, what differs between the first two
     programs' snapshot texts (``-`` the first, ``+`` the second; the measured values alone say only
     "1 kernel against 1 kernel" when the kernels differ), and the dumps of every program it read."""
-    from ..catalog.targets import versions
-
     a, b = keys[0], keys[1]
     name_a, name_b = f"{a.program}[{a.config}] on {a.target}", f"{b.program}[{b.config}] on {b.target}"
     # The header lines name the program and its doc: equal programs differ there alone, which is no
@@ -116,9 +112,6 @@ def structure_failure(s: GateSession, key: Key, diff: list[str], accept: str | N
     ``FAILED`` short line shows it), then syrupy's diff of the two snapshot texts, whole (``diff``: its
     lines, ``-`` the snapshot, ``+`` now), the versions and the dumps, and last the command that accepts
     the change (``accept``; None for a read-only snapshot, which no update rewrites)."""
-    from .._paths import shown
-    from ..catalog.targets import versions
-
     program, config, target = key
     lines = [
         f"{program}[{config}] on {target}: compiled structure differs from {shown(s.snapshot_path(key))}"

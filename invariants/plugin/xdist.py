@@ -9,7 +9,7 @@ keep each reference program's outputs in their process (``invariants.spec.checks
 
 xdist's own ``--dist loadgroup`` cannot carry this on pytest 9.2: it marks an item's group by rewriting
 its node id, which pytest 9.2 no longer reads, so every group silently falls apart (pytest-xdist#1386).
-The scheduler here finds the unit from the node id itself, which :mod:`invariants.plugin.hooks` builds: a
+The scheduler here finds the unit from the node id itself, which :mod:`invariants.plugin.generate` builds: a
 compiled or timed item's parameter id starts with its target (``test_structure[tpu-v5e-take-f32]``). Node
 ids that still carry xdist's ``@group`` suffix (older pytest) keep that group; any other item is its own
 unit, as under ``--dist load``.

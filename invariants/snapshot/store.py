@@ -14,7 +14,7 @@ things about syrupy's defaults:
 
 The root is ``snapshots/`` at the project root unless ``--snapshot-dir`` moves it; each item's
 ``snapshot_key`` marker carries it (the plugin decides it per program, see
-``invariants.plugin.hooks.GateSession.snapshot_folder``). An item whose root is None (the catalog's snapshots
+``invariants.plugin.snapshots.SnapshotFolders.folder``). An item whose root is None (the catalog's snapshots
 read from the installed package in a downstream run) is never shown to syrupy: it is compared by the item
 itself and never written or deleted.
 
@@ -29,9 +29,15 @@ in our own format directly in them (:func:`snapshot_header`), only those no prog
 and only selected ones (:attr:`DeletionGuard.selected`). Files that are not ours (the efficiency baselines,
 a README.txt) are never discovered.
 
+The guard is the pytest session's own, on its ``config.stash`` under :data:`GUARD_KEY`, and the extension
+reads it from the item it is asked about (:func:`guard_of`). Not a module global, nor a class made per
+session: syrupy makes the extension itself (``extension_class()``, no arguments), and an xdist controller
+rebuilds it from its dotted name; every item a worker asks about carries that worker's config. Two
+sessions in one process (pytester) keep their guards apart.
+
 Deletion. syrupy deletes nothing (the plugin sets its ``--snapshot-no-cleanup``): the plugin decides, at
 the end of a passing update, with :func:`obsolete_snapshots`, and only files it can prove it wrote and no
-program has any more (see that function and ``invariants.plugin.hooks._obsolete_snapshots``).
+program has any more (see that function and ``invariants.plugin.snapshots.SnapshotFolders.obsolete``).
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ from syrupy.data import SnapshotCollections
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
 from .._errors import InvariantsError
+from .._paths import shown
 
 A = TypeVar("A", bound=SnapshotAssertion)
 
@@ -88,6 +95,11 @@ class DeletionGuard:
     def owns(self, folder: Path) -> bool:
         return str(folder.resolve()) in self.known_stems
 
+    def selects(self, path: Path) -> bool:
+        if self.selected is None:
+            return True
+        return path.stem in self.selected.get(str(path.parent.resolve()), set())
+
     def obsolete(self, path: Path) -> bool:
         """Whether ``path`` is a file of ours in a folder of this session that no program keeps there."""
         folder = str(path.parent.resolve())
@@ -98,7 +110,14 @@ class DeletionGuard:
         )
 
 
-GUARD = DeletionGuard()
+GUARD_KEY = pytest.StashKey[DeletionGuard]()
+
+
+def guard_of(test_location: Any) -> DeletionGuard | None:
+    """The guard of the session that ``test_location``'s item belongs to; None for an item of no gate
+    session (the gate plugin not loaded) or one syrupy rebuilt from a worker's report (no config)."""
+    stash = getattr(getattr(test_location.item, "config", None), "stash", None)
+    return None if stash is None else stash.get(GUARD_KEY, None)
 
 
 # syrupy asks every item that ran for its snapshot folder, even items that take no snapshot. Those get a
@@ -121,22 +140,8 @@ def _root(test_location: Any) -> Path:
     return Path(marker.kwargs["root"])
 
 
-def _selected(path: Path) -> bool:
-    if GUARD.selected is None:
-        return True
-    return path.stem in GUARD.selected.get(str(path.parent.resolve()), set())
-
-
 def snapshot_stem(program: str, config: str) -> str:
     return f"{program}.{config}"
-
-
-def shown(path: Path) -> str:
-    """``path`` relative to the working directory when it is below it."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
 
 
 def snapshot_header(path: Path) -> tuple[str, str, str] | None:
@@ -169,7 +174,7 @@ def obsolete_snapshots(folder: Path, known: set[str]) -> list[Path]:
     Only files this gate provably wrote (:func:`snapshot_header`) directly in the folder: never a foreign
     file, never the baselines. The caller decides when a folder qualifies (its target's structure items
     ran in this session, the run passed, the folder is writable, and every program that could keep files
-    there is known: see ``invariants.plugin.hooks._obsolete_snapshots``).
+    there is known: see ``invariants.plugin.snapshots.SnapshotFolders.obsolete``).
     """
     if not folder.is_dir():
         return []
@@ -294,10 +299,11 @@ class StructureSnapshotExtension(TextFiles):
         (see the module docstring), so that "unused" never depends on which items ran."""
         owned = SnapshotCollections()
         folder = Path(self.dirname(test_location=test_location))
-        if not GUARD.owns(folder):
+        guard = guard_of(test_location)
+        if guard is None or not guard.owns(folder):
             return owned
         for path in sorted(folder.glob("*" + SUFFIX)):
-            if path.is_file() and _selected(path) and GUARD.obsolete(path):
+            if path.is_file() and guard.selects(path) and guard.obsolete(path):
                 owned.add(self.read_snapshot_collection(snapshot_location=str(path)))
         return owned
 

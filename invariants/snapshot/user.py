@@ -34,13 +34,13 @@ import pytest
 from syrupy.data import SnapshotCollections
 from syrupy.extensions.single_file import WriteMode
 
+from .._paths import shown
 from .store import (
     SNAPSHOT_ROOT,
     SUFFIX,
     StructureAssertion,
     TextFiles,
     rebind,
-    shown,
 )
 
 # render_summary's first line: ``# <name> [<argument shapes>] on <target>``.

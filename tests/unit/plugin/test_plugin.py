@@ -78,7 +78,7 @@ def test_compile_threads(option, xdist, collect_only, want):
     import os
     from types import SimpleNamespace
 
-    from invariants.plugin.hooks import compile_threads
+    from invariants.plugin.generate import compile_threads
 
     opts = SimpleNamespace(numprocesses=xdist, collectonly=collect_only, compile_threads=option)
     config = SimpleNamespace(option=opts, getoption=lambda name: getattr(opts, name))
@@ -89,7 +89,7 @@ def test_compile_threads(option, xdist, collect_only, want):
 def test_an_xdist_worker_never_prefetches():
     from types import SimpleNamespace
 
-    from invariants.plugin.hooks import compile_threads
+    from invariants.plugin.generate import compile_threads
 
     opts = SimpleNamespace(numprocesses=None, collectonly=False, compile_threads=4)
     worker = SimpleNamespace(option=opts, getoption=lambda name: getattr(opts, name), workerinput={})
@@ -100,7 +100,7 @@ def _session(tmp_path, **given: str | None):
     """A real GateSession of a stand-in pytest config: the gate's defaults on the CPU, with ``given``."""
     from types import SimpleNamespace
 
-    from invariants.plugin.hooks import GateSession
+    from invariants.plugin.session import GateSession
 
     options = {"targets": "cpu", "programs": None, "configs": None, "spec_dir": None, "no_catalog": False,
                "snapshot_dir": str(tmp_path), "catalog_snapshot_dir": None, "hlo_dump_dir": "d",
@@ -126,17 +126,14 @@ def _session(tmp_path, **given: str | None):
         ("naive", "bf16", {"naive.f32", "take.f32"}),
     ],
 )
-def test_a_selection_hides_the_rest_from_the_snapshot_store(tmp_path, monkeypatch, programs, configs, hidden):
+def test_a_selection_hides_the_rest_from_the_snapshot_store(tmp_path, programs, configs, hidden):
     """With --programs or --configs, the snapshots of what was not selected are not even shown to syrupy
-    (not compared, never "unused", never deleted); with neither, nothing is hidden."""
-    from invariants.snapshot.store import GUARD
-
-    monkeypatch.setattr(GUARD, "selected", None)
-    _session(tmp_path)
-    assert GUARD.selected is None
-    _session(tmp_path, programs=programs, configs=configs)
-    assert GUARD.selected is not None
-    shown = GUARD.selected[str((tmp_path / "cpu").resolve())]
+    (not compared, never "unused", never deleted); with neither, nothing is hidden. Each session's guard is
+    its own."""
+    everything = _session(tmp_path).snapshots.guard
+    selected = _session(tmp_path, programs=programs, configs=configs).snapshots.guard.selected
+    assert everything.selected is None and selected is not None
+    shown = selected[str((tmp_path / "cpu").resolve())]
     assert shown and not shown & hidden
     assert {f"{programs or 'naive'}.{configs or 'f32'}"} <= shown
 
@@ -151,12 +148,9 @@ def test_a_selection_hides_the_rest_from_the_snapshot_store(tmp_path, monkeypatc
         ),
     ],
 )
-def test_a_selection_that_compiles_nothing_is_one_line(tmp_path, monkeypatch, given, line):
+def test_a_selection_that_compiles_nothing_is_one_line(tmp_path, given, line):
     """Each option names something that exists, but not together on these targets (LLM scale is compiled
     ahead of time only; lax_gather only in the seed's configuration): an error, not a green run of nothing."""
-    from invariants.snapshot.store import GUARD
-
-    monkeypatch.setattr(GUARD, "selected", None)
     with pytest.raises(InvariantsError) as err:
         _session(tmp_path, **given)
     assert str(err.value).startswith(line) and "\n" not in str(err.value)
@@ -197,23 +191,19 @@ def _snapshot(folder, stem: str) -> None:
     (folder / f"{stem}.txt").write_text(f"# {program} [{config}] on {folder.name}\n\nsummary: x\n")
 
 
-def _obsolete(monkeypatch, session, updating: bool, passed: bool = True, ran=("cpu",), **given):
-    """``_obsolete_snapshots`` of ``session`` as the end of a run with these options sees it."""
-    from types import SimpleNamespace
+def _obsolete(session, updating: bool, passed: bool = True, ran=("cpu",), delete=False, spec_dirs=False):
+    """What ``session``'s snapshot folders say of the obsolete snapshots at the end of a run in which the
+    structure items of ``ran`` ran (``spec_dirs``: as in a run given --spec-dir)."""
+    from invariants.plugin.snapshots import SnapshotFolders
 
-    from invariants.plugin import hooks as _plugin
-
-    options = {"snapshot_update": updating, "spec_dir": None, "delete_obsolete_snapshots": False, **given}
-    config = SimpleNamespace(
-        getoption=lambda name, default=None: options.get(name.strip("-").replace("-", "_"))
-    )
-    monkeypatch.setattr(_plugin, "gate_session", lambda _: session)
-    monkeypatch.delenv("INVARIANTS_SPEC_DIR", raising=False)
+    folders = session.snapshots
+    if spec_dirs:
+        folders = SnapshotFolders(folders.snapshot_dir, folders.catalog_snapshot_dir, spec_dirs_given=True)
     items = [{"kind": "structure", "target": t} for t in ran]
-    return _plugin._obsolete_snapshots(config, items, passed)  # type: ignore[arg-type]
+    return folders.obsolete(session.all_targets, items, passed, updating=updating, delete=delete)
 
 
-def test_an_update_deletes_only_files_it_wrote_of_programs_that_are_gone(tmp_path, monkeypatch):
+def test_an_update_deletes_only_files_it_wrote_of_programs_that_are_gone(tmp_path):
     """In the catalog's own folder: a file of ours whose program left is deleted by a passing update and
     named by a plain run; a foreign README.txt, the snapshot of a program merely not selected, and a file of
     a target that did not run are never touched."""
@@ -224,13 +214,13 @@ def test_an_update_deletes_only_files_it_wrote_of_programs_that_are_gone(tmp_pat
     (cpu / "README.txt").write_text("# notes on these files\n")
     (cpu / "renamed.f32.txt").write_text("# gone [f32] on cpu\n")  # not under its own name: not ours
     session = _session(tmp_path, programs="naive")
-    assert _obsolete(monkeypatch, session, updating=False) == [
+    assert _obsolete(session, updating=False) == [
         "invariants: " + _shown(cpu / "gone.f32.txt") + " is obsolete (no program has it on cpu any more); "
         "--snapshot-update deletes it"
     ]
-    lines = _obsolete(monkeypatch, session, updating=True, passed=False)
+    lines = _obsolete(session, updating=True, passed=False)
     assert len(lines) == 1 and "this run failed" in lines[0] and (cpu / "gone.f32.txt").exists()
-    lines = _obsolete(monkeypatch, session, updating=True)
+    lines = _obsolete(session, updating=True)
     assert lines == [
         "invariants: deleted " + _shown(cpu / "gone.f32.txt") + " (no program has it on cpu any more)"
     ]
@@ -257,22 +247,22 @@ def test_a_downstream_update_lists_what_it_would_delete_and_deletes_only_with_th
     _snapshot(own / "cpu", "take.f32")  # a catalog program: its snapshots live in the package
     session = _session(tmp_path, snapshot_dir=str(own), catalog_snapshot_dir=str(package))
     path = own / "cpu" / "other_specs_program.f32.txt"
-    assert _obsolete(monkeypatch, session, updating=False) == [
+    assert _obsolete(session, updating=False) == [
         f"invariants: {_shown(path)} is obsolete (no program has it on cpu any more); --snapshot-update "
         "--delete-obsolete-snapshots deletes it"
     ]
-    lines = _obsolete(monkeypatch, session, updating=True)
+    lines = _obsolete(session, updating=True)
     assert lines[0].startswith(
         "invariants: 1 obsolete snapshot(s) that no program of this run's spec folders"
     )
     assert lines[1] == f"invariants:   {_shown(path)}" and "none deleted" in lines[2] and path.exists()
-    lines = _obsolete(monkeypatch, session, updating=True, delete_obsolete_snapshots=True)
+    lines = _obsolete(session, updating=True, delete=True)
     assert lines[-1].startswith(f"invariants: deleted {_shown(path)}") and not path.exists()
     assert (own / "cpu" / "take.f32.txt").exists() and (own / "cpu" / "mine_take.f32.txt").exists()
     # In the checkout's own folder too, once a spec folder is given: listed, not deleted.
     _snapshot(tmp_path / "cpu", "gone.f32")
     mine = _session(tmp_path)
-    lines = _obsolete(monkeypatch, mine, updating=True, spec_dir=[str(tmp_path / "specs")])
+    lines = _obsolete(mine, updating=True, spec_dirs=True)
     assert "none deleted" in lines[-1] and (tmp_path / "cpu" / "gone.f32.txt").exists()
 
 
@@ -285,17 +275,17 @@ def _shown(path) -> str:
 def test_unused_snapshots_are_named(tmp_path):
     from types import SimpleNamespace
 
-    from invariants.plugin.hooks import _unused_lines
+    from invariants.plugin.snapshots import unused_lines
 
     unused = [SimpleNamespace(location=str(tmp_path / "cpu" / n)) for n in ("b.f32.txt", "a.f32.txt")]
     config = SimpleNamespace(_syrupy=SimpleNamespace(report=SimpleNamespace(disable_unused_snapshots=False,
                                                                             unused=unused)))  # fmt: skip
-    (line,) = _unused_lines(config)  # type: ignore[arg-type]
+    (line,) = unused_lines(config)  # type: ignore[arg-type]
     assert line == (
         f"invariants: syrupy's unused snapshot(s): {_shown(tmp_path / 'cpu' / 'a.f32.txt')}, "
         f"{_shown(tmp_path / 'cpu' / 'b.f32.txt')}"
     )
-    assert _unused_lines(SimpleNamespace()) == []  # type: ignore[arg-type]
+    assert unused_lines(SimpleNamespace()) == []  # type: ignore[arg-type]
 
 
 def test_a_stopped_gate_items_report_leaves_out_the_c_plus_plus_stack_it_captured():
@@ -333,7 +323,7 @@ def test_no_catalog_keeps_the_catalog_programs_the_projects_relations_name(tmp_p
     """The partners of --no-catalog: named by a relation of the project's spec files beside a selected
     program of its own (or between catalog programs alone); never by an absolute invariant's pattern, never
     by the package's own spec files."""
-    from invariants.plugin.hooks import relation_partners
+    from invariants.plugin.session import relation_partners
     from invariants.spec.file import SPEC_DIR, load_specs
 
     (tmp_path / "mine.toml").write_text(
@@ -347,3 +337,14 @@ def test_no_catalog_keeps_the_catalog_programs_the_projects_relations_name(tmp_p
     specs = load_specs(SPEC_DIR, tmp_path)
     assert relation_partners(specs, ["mine"]) == ["take", "naive", "grad_take", "grad_naive"]
     assert relation_partners(specs, []) == ["grad_take", "grad_naive"]
+
+
+def test_loading_the_plugin_starts_no_jax():
+    """pytest imports the hooks before the backend guard runs: JAX must not start then (the guard starts it
+    in the environment invariants.compile.process sets)."""
+    import subprocess
+    import sys
+
+    code = "import sys\nimport invariants.plugin.hooks\nprint('jax' in sys.modules)\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=99)
+    assert out.stdout.split() == ["False"]

@@ -47,45 +47,55 @@ class _Item:
     real item stays on it, and syrupy's end-of-session scan (one arbitrary item per test file) then
     discovers that item's folder: the flaky "3 snapshots unused" of the whole suite."""
 
-    def __init__(self, root: Path, program: str = "naive", config: str = "f32", target: str = "cpu") -> None:
-        self.marker = pytest.mark.snapshot_key(program, config, target, root=str(root)).mark
+    def __init__(self, root: Path, guard: st.DeletionGuard | None) -> None:
+        self.marker = pytest.mark.snapshot_key("naive", "f32", "cpu", root=str(root)).mark
         self.path = Path(__file__)
         self.name = self.nodeid = "test_structure[cpu-naive-f32]"
         self.obj = _discovered
-        self.config = SimpleNamespace(rootpath=ROOT)
+        # The session's guard, where the plugin puts it (GateSession.start): its config's stash.
+        stash = pytest.Stash()
+        if guard is not None:
+            stash[st.GUARD_KEY] = guard
+        self.config = SimpleNamespace(rootpath=ROOT, stash=stash)
 
     def get_closest_marker(self, name: str) -> object:
         return self.marker if name == st.MARKER else None
 
 
-def _discovered(folder: Path) -> list[str]:
-    location = PyTestLocation(_Item(folder.parent))  # type: ignore[arg-type]
+def _discovered(folder: Path, guard: st.DeletionGuard | None) -> list[str]:
+    location = PyTestLocation(_Item(folder.parent, guard))  # type: ignore[arg-type]
     found = st.StructureSnapshotExtension().discover_snapshots(test_location=location)
     return sorted(Path(c.location).name for c in found)
 
 
-def test_discovery_shows_only_obsolete_files_of_ours(folder, monkeypatch):
+def test_discovery_shows_only_obsolete_files_of_ours(folder):
     """syrupy's "unused" is then exactly "obsolete": never the snapshot of an item that was skipped or
     did not run, never the README or the baselines."""
-    monkeypatch.setattr(st.GUARD, "known_stems", {str(folder.resolve()): KNOWN})
-    monkeypatch.setattr(st.GUARD, "selected", None)
-    assert _discovered(folder) == ["gone.f32.txt"]
+    assert _discovered(folder, st.DeletionGuard({str(folder.resolve()): KNOWN})) == ["gone.f32.txt"]
 
 
-def test_discovery_shows_only_the_selected_stems(folder, monkeypatch):
-    monkeypatch.setattr(st.GUARD, "known_stems", {str(folder.resolve()): {"naive.f32"}})
-    monkeypatch.setattr(st.GUARD, "selected", {str(folder.resolve()): {"naive.f32", "take.f32"}})
-    assert _discovered(folder) == ["take.f32.txt"]
-    monkeypatch.setattr(st.GUARD, "selected", {str(folder.resolve()): set()})
-    assert _discovered(folder) == []
+def test_discovery_shows_only_the_selected_stems(folder):
+    known = {str(folder.resolve()): {"naive.f32"}}
+    selected = {str(folder.resolve()): {"naive.f32", "take.f32"}}
+    assert _discovered(folder, st.DeletionGuard(known, selected)) == ["take.f32.txt"]
+    assert _discovered(folder, st.DeletionGuard(known, {str(folder.resolve()): set()})) == []
 
 
-def test_discovery_ignores_a_folder_this_session_does_not_own(folder, monkeypatch):
+def test_discovery_ignores_a_folder_this_session_does_not_own(folder):
     """The cause of the flaky "3 snapshots unused": a folder that some item's marker names but that is not
     a snapshot folder of a target compiled in this session shows nothing."""
-    monkeypatch.setattr(st.GUARD, "known_stems", {})
-    monkeypatch.setattr(st.GUARD, "selected", None)
-    assert _discovered(folder) == []
+    assert _discovered(folder, st.DeletionGuard()) == []
+
+
+def test_discovery_reads_the_guard_of_the_items_own_session(folder):
+    """No guard is shared: an item of a session without one (the gate plugin not loaded, or an item syrupy
+    rebuilt on an xdist controller, which has no config) shows nothing; each session's item shows what its
+    own guard owns."""
+    assert _discovered(folder, None) == []
+    rebuilt = SimpleNamespace(item=SimpleNamespace(nodeid="x", name="x", path=Path(__file__)))
+    assert st.guard_of(rebuilt) is None
+    mine, other = st.DeletionGuard({str(folder.resolve()): KNOWN}), st.DeletionGuard()
+    assert _discovered(folder, mine) == ["gone.f32.txt"] and _discovered(folder, other) == []
 
 
 def test_only_our_own_files_are_ours(folder):
@@ -102,15 +112,14 @@ def test_only_our_own_files_are_ours(folder):
     assert st.snapshot_header(other / "take.f32.txt") is None
 
 
-def test_only_a_provably_obsolete_file_of_ours_is_obsolete(folder, monkeypatch):
+def test_only_a_provably_obsolete_file_of_ours_is_obsolete(folder):
     assert st.obsolete_snapshots(folder, KNOWN) == [folder / "gone.f32.txt"]
     assert st.obsolete_snapshots(folder.parent / "missing", KNOWN) == []
-    monkeypatch.setattr(st.GUARD, "known_stems", {})
-    assert not st.GUARD.obsolete(folder / "gone.f32.txt")  # its target did not compile here
-    monkeypatch.setattr(st.GUARD, "known_stems", {str(folder.resolve()): KNOWN})
-    assert st.GUARD.obsolete(folder / "gone.f32.txt")
-    assert not st.GUARD.obsolete(folder / "naive.bf16.txt")
-    assert not st.GUARD.obsolete(folder / "README.txt")
+    assert not st.DeletionGuard().obsolete(folder / "gone.f32.txt")  # its target did not compile here
+    guard = st.DeletionGuard({str(folder.resolve()): KNOWN})
+    assert guard.obsolete(folder / "gone.f32.txt")
+    assert not guard.obsolete(folder / "naive.bf16.txt")
+    assert not guard.obsolete(folder / "README.txt")
 
 
 def test_a_write_is_atomic_and_keeps_the_file_mode(folder, monkeypatch):

@@ -1,0 +1,167 @@
+"""Which items a gate session has, and what it compiles ahead of them.
+
+Each item function's parameter comes from the session's selection: the structure keys, the invariant and
+correctness cases of the specs, the throughput cases on the runtime target. An item that cannot run here
+(its target unavailable, a program's library missing, a case the spec skips) is generated all the same,
+marked skipped with the reason, so that a run says what it did not check.
+
+Imported by :mod:`invariants.plugin.session`, after JAX has started: the spec checks import it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from ..catalog.configs import get_config
+from ..catalog.registry import PROGRAMS
+from ..compile.artifacts import Key
+from ..spec.checks import expand
+from ..spec.correctness import expand_correctness
+
+if TYPE_CHECKING:
+    from .session import GateSession
+
+# syrupy warns when a snapshot's file and name do not contain the test's file and test name. Ours are
+# named by (target, program, config) on purpose (see invariants.snapshot.store), so it never applies.
+_SYRUPY_NAMING = pytest.mark.filterwarnings(r"ignore:\s*Can not relate snapshot (location|name):UserWarning")
+
+
+def parametrize(s: GateSession, metafunc: pytest.Metafunc) -> None:
+    if "structure_key" in metafunc.fixturenames:
+        keys = s.structure_keys()
+        s.cache.plan(
+            k for k in keys if s.available(k.target) is None and _missing_library([k.program]) is None
+        )
+        params = [_structure_param(s, key) for key in keys]
+        metafunc.parametrize("structure_key", params or [_none("no program selected")])
+    if "invariant_case" in metafunc.fixturenames:
+        cases = [
+            c
+            for c in expand(s.specs, s.targets)
+            if all(s.selects(k.program, k.config, c.invariant.kind != "absolute") for k in c.keys)
+        ]
+        if s.raw:
+            cases = [dataclasses.replace(c, skip=None, invariant=raw_invariant(c.invariant)) for c in cases]
+        # The partners of the project's relations (--no-catalog) have no structure item to plan them.
+        s.cache.plan(
+            k for c in cases for k in c.keys if k.program in s.partners and s.available(k.target) is None
+        )
+        params = []
+        for case in cases:
+            marks = _marks(s, case.keys[0], programs=[k.program for k in case.keys])
+            if case.skip:
+                marks.append(pytest.mark.skip(reason=case.skip))
+            params.append(pytest.param(case, id=case.id, marks=marks))
+        metafunc.parametrize("invariant_case", params or [_none("no invariant applies")])
+    if "throughput_case" in metafunc.fixturenames or "efficiency_key" in metafunc.fixturenames:
+        _parametrize_throughput(s, metafunc)
+    if "correctness_case" in metafunc.fixturenames:
+        runtime = next(iter(s.all_targets.values()))
+        params = []
+        for c in expand_correctness(s.specs, runtime):
+            if s.selects(c.program, c.config):
+                reason = c.skip or _missing_library(
+                    [c.program, *([c.check.reference] if c.check.reference else [])]
+                )
+                params.append(pytest.param(c, id=c.id, marks=_skip(reason)))
+        metafunc.parametrize("correctness_case", params or [_none("no correctness check applies")])
+
+
+def throughput_cases(s: GateSession) -> list[Any]:
+    """Throughput invariants on the runtime target (the only one that runs programs)."""
+    runtime = next(iter(s.all_targets.values()))
+    if runtime.name not in {t.name for t in s.targets}:
+        return []
+    # Compile-only configurations (LLM scale) are never run, not even on a chip that compiles them.
+    return [
+        c
+        for c in expand(s.specs, [runtime], kinds=("throughput",))
+        if all(s.selects(k.program, k.config, partner=True) for k in c.keys)
+        and not get_config(c.config).compile_only
+    ]
+
+
+def _parametrize_throughput(s: GateSession, metafunc: pytest.Metafunc) -> None:
+    cases = throughput_cases(s)
+    if "throughput_case" in metafunc.fixturenames:
+        params = [
+            pytest.param(c, id=c.id, marks=_skip(c.skip or _missing_library([k.program for k in c.keys])))
+            for c in cases
+        ]
+        metafunc.parametrize("throughput_case", params or [_none("no throughput invariant applies")])
+    if "efficiency_key" in metafunc.fixturenames:
+        # A partner kept only for the project's relations (--no-catalog) gets no efficiency item of its own.
+        keys = sorted({k for c in cases for k in c.keys if k.program in s.programs})
+        params = [pytest.param(k, id=_key_id(k), marks=_skip(_missing_library([k.program]))) for k in keys]
+        metafunc.parametrize("efficiency_key", params or [_none("no program is timed")])
+
+
+def raw_invariant(invariant: Any) -> Any:
+    """The invariant as its assert is written: no version scope, no ratchet (``--raw-invariants``)."""
+    return dataclasses.replace(invariant, when=(), ratchet=None)
+
+
+def _key_id(key: Key) -> str:
+    """The pytest id of a key's items: ``target-program-config`` (:mod:`invariants.plugin.xdist` reads the
+    target from it)."""
+    return f"{key.target}-{key.program}-{key.config}"
+
+
+def _none(reason: str) -> Any:
+    return pytest.param(None, id="none", marks=pytest.mark.skip(reason=reason))
+
+
+def _missing_library(programs: list[str]) -> str | None:
+    """Why one of ``programs`` cannot be traced here (a library of the ``libs`` extra is missing), or None."""
+    return next((r for p in programs if (r := PROGRAMS[p].unavailable_reason()) is not None), None)
+
+
+def _skip(reason: str | None) -> list[Any]:
+    """An item's marks: a skip with ``reason``, or none."""
+    return [pytest.mark.skip(reason=reason)] if reason else []
+
+
+def _marks(s: GateSession, key: Key, programs: list[str] | None = None) -> list[Any]:
+    """A skip when the key's target is not available here or a program's library is not installed."""
+    return _skip(s.available(key.target) or _missing_library(programs or [key.program]))
+
+
+def _structure_param(s: GateSession, key: Key) -> Any:
+    """A structure item's parameter, marked with the snapshot it compares (see invariants.snapshot.store)."""
+    # A read-only folder (the package's catalog snapshots) is never shown to syrupy: no root.
+    root = (
+        str(s.snapshot_folder(key.program, key.target).parent) if s.snapshot_writable(key.program) else None
+    )
+    marks = [*_marks(s, key), pytest.mark.snapshot_key(*key, root=root), _SYRUPY_NAMING]
+    return pytest.param(key, id=_key_id(key), marks=marks)
+
+
+def compile_threads(config: pytest.Config) -> int:
+    """How many threads compile ahead of the items: ``--compile-threads``, else the CPU count; 0 under
+    xdist, where a worker does not know which items it will get and the other workers use the cores."""
+    if hasattr(config, "workerinput") or getattr(config.option, "numprocesses", None):
+        return 0
+    if config.option.collectonly:
+        return 0
+    chosen = config.getoption("compile_threads")
+    return max(0, chosen) if chosen is not None else (os.cpu_count() or 1)
+
+
+def prefetch_keys(items: list[pytest.Item]) -> list[Key]:
+    """Every key the selected items read, in the order they read them (skipped items read none)."""
+    keys: list[Key] = []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is None or item.get_closest_marker("skip") is not None:
+            continue
+        key = callspec.params.get("structure_key")
+        case = callspec.params.get("invariant_case")
+        if key is not None:
+            keys.append(key)
+        elif case is not None and case.invariant.kind != "throughput":
+            keys.extend(case.keys)
+    return keys

@@ -1,0 +1,94 @@
+"""What a gate run's items recorded, with their outcomes, and the results file they end in (no JAX).
+
+:class:`Recorder` is a plugin object of one session (its :class:`~invariants.plugin.session.GateSession`
+holds it), so that no module state outlives a session: pytester runs several in one process. Its hook runs
+in the process that reports, which under xdist is the controller: the results file is the same with or
+without workers.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .._errors import InvariantsError
+from .._paths import check_output_file, shown
+from . import results as _results
+
+
+class Recorder:
+    """This run's records (:func:`invariants.plugin.results.record`) and the lines for the terminal
+    summary."""
+
+    def __init__(self) -> None:
+        self.items: list[dict[str, Any]] = []
+        self.gate = False  # a gate item ran (so a results file was expected)
+        self.notes: list[str] = []
+        self.claim: _results.Claim | None = None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call" and not (report.when == "setup" and report.skipped):
+            return
+        if "gate" in report.keywords:
+            self.gate = True
+        outcome = "xfailed" if hasattr(report, "wasxfail") else report.outcome
+        reason = failure_reason(report) if report.failed else None
+        entries = [
+            _results.entry(name, value, outcome, report.nodeid, reason)
+            for name, value in report.user_properties
+        ]
+        self.items.extend(e for e in entries if e is not None)
+        if report.failed and not any(entries):
+            self.items.append(_results.error_entry(outcome, report.nodeid, reason))
+
+    def claim_results(self, path: Path) -> None:
+        """Check and claim the results path when the run starts, in the process that writes it: a directory
+        or an unwritable folder is one line before anything compiles; a path another live run holds gives
+        this run a file of its own (see :func:`invariants.plugin.results.claim`)."""
+        if not path.is_dir():  # a directory: _results.claim says so, with a file path to give instead
+            # A folder that takes no file although os.access says it would (root on /sys or /proc, a
+            # read-only mount): tried now, not found at the end, when the results are lost.
+            check_output_file(path, "--results-json")
+        self.claim = _results.claim(path)
+
+    def release(self) -> None:
+        if self.claim is not None:
+            self.claim.release()
+
+    def write_results(self, run: dict[str, Any]) -> None:
+        """Write the results file: ``run`` (what the run was: versions, runtime, targets, programs) with the
+        items. No file when nothing was recorded: the one there stays an earlier run's, and a note says so."""
+        claim = self.claim
+        if claim is None:
+            return
+        if claim.note:
+            self.notes.append(claim.note)
+        if not self.items:
+            if self.gate and claim.path.exists():
+                self.notes.append(
+                    f"invariants: no gate item recorded anything; {shown(claim.path)} was not written (the "
+                    "file there is an earlier run's)"
+                )
+            return
+        path = claim.path
+        if claim.changed():  # another run, one that takes no lock, wrote it meanwhile: keep both
+            path = path.with_name(f"{path.stem}.{os.getpid()}{path.suffix}")
+            self.notes.append(
+                f"invariants: {shown(claim.path)} was written by another run meanwhile; this run writes "
+                f"{shown(path)}"
+            )
+        try:
+            _results.write(path, {**run, "items": self.items})
+        except InvariantsError as err:
+            self.notes.append(f"invariants: {err}")
+
+
+def failure_reason(report: pytest.TestReport) -> str:
+    """The one line a failed item gives as its reason: the first line of its failure (what pytest's
+    ``FAILED`` short line shows)."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    text = crash.message if crash is not None else str(report.longrepr or "")
+    return (text.strip().splitlines() or ["failed"])[0].removeprefix("Failed: ")

@@ -1,0 +1,321 @@
+"""A gate session: what the options selected, the compile cache and what is parsed from it, and what the
+hooks of :mod:`invariants.plugin.hooks` ask of it from the start of a run to its end.
+
+Its neighbours hold the session's other jobs: :mod:`.snapshots` where snapshots live and which are obsolete,
+:mod:`.generate` which items exist, :mod:`.recorder` what the items recorded and the results file.
+
+The hooks import this module only after the backend guard has started JAX (``pytest_configure``): the
+catalog, the compile cache and the spec checks import it, and JAX must start after
+:mod:`invariants.compile.process` has set its environment, inside the guard.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import pytest
+
+from .. import _config
+from .._errors import InvariantsError
+from .._paths import check_output_dir, shown
+from ..catalog.downstream import build_all
+from ..catalog.programs import CATALOG, select_configs
+from ..catalog.registry import PROGRAMS, declare, declared, select_program_option
+from ..catalog.targets import Target, all_targets, select_targets, versions
+from ..compile.artifacts import CompileCache, Key
+from ..compile.process import REQUESTED_PLATFORMS
+from ..hlo.metrics import compiler_metrics, kernel_metrics
+from ..hlo.parse import parse_module
+from ..hlo.structure import structure_of
+from ..snapshot.render import code_of
+from ..snapshot.store import GUARD_KEY
+from ..spec.checks import check_specs
+from ..spec.file import load_specs
+from . import generate
+from .recorder import Recorder
+from .snapshots import SnapshotFolders, recorded_baselines, unused_lines
+
+
+class GateSession:
+    """Per-session state: selected targets, programs, configurations and specs, the compile cache, parsed
+    structures, where snapshots are read and written (:attr:`snapshots`), the dump folder, the records
+    (:attr:`recorder`)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.all_targets = all_targets()
+        self.targets = select_targets(config.getoption("targets"))
+        self.cache = CompileCache(self.all_targets)
+        spec_dirs = config.getoption("spec_dir") or _env_spec_dirs()
+        self.specs = load_specs(*map(Path, spec_dirs))
+        declare(build_all(d for spec in self.specs for d in spec.programs))
+        # What only the targets show wrong (a targets pattern that matches none, an invariant that makes no
+        # item): one line here, before collection, rather than a collection error's traceback.
+        check_specs(self.specs)
+        self.with_catalog = not config.getoption("no_catalog")
+        default = [*(CATALOG if self.with_catalog else ()), *declared()]
+        self.programs = select_program_option(config.getoption("programs"), default)
+        if not self.programs:
+            raise InvariantsError("--no-catalog: no [[program]] declared in the spec files; nothing to gate")
+        self.configs = select_configs(config.getoption("configs"))
+        # Under --no-catalog, the catalog programs the project's own relations name (``structure(mine) ==
+        # structure(take)``, ``time(mine) / time(take)``) are compiled for those relations and nothing else:
+        # no items of their own, so a downstream run costs what its own programs cost.
+        self.partners = [] if self.with_catalog else relation_partners(self.specs, self.programs)
+        if not self.structure_keys():
+            # Each option selected something, but together nothing: a green run would have checked nothing.
+            given = " ".join(
+                f"--{name} {value}"
+                for name in ("targets", "programs", "configs")
+                if (value := config.getoption(name)) is not None
+            )
+            raise InvariantsError(
+                f"{given}: selects nothing to compile (no selected program has a selected configuration on a "
+                "selected target)"
+            )
+        self.snapshots = SnapshotFolders.from_options(config, spec_dirs_given=bool(spec_dirs))
+        if config.getoption("programs") is not None or config.getoption("configs") is not None:
+            self.snapshots.select(self.structure_keys())
+        # Checked now, made only when an item fails: an unwritable folder would otherwise fail that item
+        # with a PermissionError in place of its own failure.
+        self.dump_dir = check_output_dir(config.getoption("hlo_dump_dir"), "--hlo-dump-dir", make=False)
+        self._structures: dict[Any, Any] = {}
+        self._codes: dict[Any, Any] = {}
+        self.parse_seconds = 0.0
+        self.raw = bool(config.getoption("raw_invariants"))
+        self.recorder = Recorder()
+        # Set when -k / -m deselect every gate item (see deselected): said last, and the exit status is 2.
+        self.nothing_selected: str | None = None
+
+    @classmethod
+    def start(cls, config: pytest.Config) -> GateSession:
+        """The session of ``config``, wired into pytest: its recorder registered, its deletion guard where
+        the snapshot store finds it, the results file claimed (not by an xdist worker: the controller
+        writes it)."""
+        s = cls(config)
+        config.pluginmanager.register(s.recorder, "invariants-recorder")
+        config.stash[GUARD_KEY] = s.snapshots.guard
+        if hasattr(config.option, "no_cleanup"):
+            # syrupy deletes nothing: what is obsolete is decided by SnapshotFolders.obsolete.
+            config.option.no_cleanup = True
+        if not hasattr(config, "workerinput"):
+            s.recorder.claim_results(Path(config.getoption("results_json")))
+        return s
+
+    # ----------------------------------------------------------------- what the items ask of the session
+
+    def snapshot_folder(self, program: str, target: str) -> Path:
+        """Where ``program``'s snapshots (and efficiency baselines) on ``target`` live."""
+        return self.snapshots.folder(program, target)
+
+    def snapshot_writable(self, program: str) -> bool:
+        """Whether ``--snapshot-update`` may write ``program``'s snapshots."""
+        return self.snapshots.writable(program)
+
+    def snapshot_path(self, key: tuple[str, str, str]) -> Path:
+        return self.snapshots.path(key)
+
+    def update_command(
+        self, test_file: Path, flag: str, programs: str, target: str | None = None, configs: str | None = None
+    ) -> str:
+        """The command that records ``programs`` (``flag``: ``--snapshot-update`` or ``--record-baselines``,
+        with any options of its own), on ``target`` or on every target present, in ``configs`` or all, the
+        way this session was started: ``pytest FILE`` in a checkout, with the folders it reads
+        (``--spec-dir``, ``--snapshot-dir``, ...); ``python -m invariants gate ...`` in a downstream
+        project, whose prefix carries them already."""
+        prefix = self.config.getoption("gate_command")
+        words = [prefix] if prefix else [f"pytest {shlex.quote(shown(test_file))}"]
+        if not prefix:
+            options = self.config.option
+            words += [f"--spec-dir {shlex.quote(d)}" for d in options.spec_dir or ()]
+            for name, value in (("--snapshot-dir", options.snapshot_dir),
+                                ("--catalog-snapshot-dir", options.catalog_snapshot_dir)):  # fmt: skip
+                if value:
+                    words.append(f"{name} {shlex.quote(str(value))}")
+            words += ["--no-catalog"] if options.no_catalog else []
+        words += [f"--targets {target}"] if target else []
+        words += [f"--programs {programs}"] + ([f"--configs {configs}"] if configs else []) + [flag]
+        return " ".join(words)
+
+    def available(self, target: str) -> str | None:
+        return self.all_targets[target].unavailable_reason()
+
+    def structure(self, key: Key) -> Any:
+        if key not in self._structures:
+            compiled = self.cache.get(*key)
+            start = time.perf_counter()
+            self._structures[key] = structure_of(parse_module(compiled.hlo_text, "/".join(key)))
+            self.parse_seconds += time.perf_counter() - start
+        return self._structures[key]
+
+    def code(self, key: Key) -> Any:
+        """The kernel code of ``key`` (an ``invariants.kernels.program.ProgramCode``), parsed once. A
+        construct the parser does not know is an ``InvariantsError`` naming FILE:LINE, for that key's
+        items."""
+        if key not in self._codes:
+            compiled = self.cache.get(*key)
+            start = time.perf_counter()
+            self._codes[key] = code_of(compiled, self.structure(key), self.all_targets[key[2]])
+            self.parse_seconds += time.perf_counter() - start
+        return self._codes[key]
+
+    def costs(self, key: Key) -> dict[str, Any]:
+        """The compiler and kernel-code metrics of ``key`` (``invariants.hlo.metrics.compiler_metrics`` and
+        ``kernel_metrics``); never in snapshots."""
+        compiled = self.cache.get(*key)
+        return {
+            **compiler_metrics(self.structure(key), compiled.cost, compiled.memory),
+            **kernel_metrics(self.code(key)),
+        }
+
+    def configs_for(self, target: Target, program: str) -> list[str]:
+        """The configurations ``program`` compiles in on ``target`` that this session selected."""
+        return [c for c in target.configs_for(PROGRAMS[program]) if c in self.configs]
+
+    def selects(self, program: str, config: str, partner: bool = False) -> bool:
+        """Whether ``--programs`` and ``--configs`` both select (program, config). ``partner``: for one side
+        of a relation, where a catalog program kept for the project's relations (:attr:`partners`) counts
+        as selected too."""
+        chosen = program in self.programs or (partner and program in self.partners)
+        return chosen and config in self.configs
+
+    def structure_keys(self) -> list[Key]:
+        return [
+            Key(name, config, target.name)
+            for target in self.targets
+            for name in self.programs
+            for config in self.configs_for(target, name)
+        ]
+
+    def dump(self, key: Key) -> Path:
+        """Write the optimized HLO and the jaxpr of ``key`` for CI to upload; return the folder."""
+        compiled = self.cache.get(*key)
+        folder = self.dump_dir / key.target
+        folder.mkdir(parents=True, exist_ok=True)
+        stem = f"{key.program}.{key.config}"
+        (folder / f"{stem}.hlo.txt").write_text(compiled.hlo_text)
+        (folder / f"{stem}.jaxpr.txt").write_text(compiled.jaxpr)
+        for name, text in compiled.kernel_code.items():  # the code an item on it read: PTX or LLVM IR
+            (folder / f"{stem}.{name}").write_text(text)
+        return folder / stem
+
+    # ------------------------------------------------------------------------- what the hooks ask of it
+
+    def header_lines(self) -> list[str]:
+        """The lines above the items: the runtime, the versions, each selected target and its state."""
+        dev = jax.devices()
+        lines = [
+            f"runtime: {dev[0].platform} ({dev[0].device_kind}) x{len(dev)}  "
+            f"[JAX_PLATFORMS={REQUESTED_PLATFORMS}]",
+            "versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()),
+        ]
+        for t in self.targets:
+            reason = t.unavailable_reason()
+            state = "ok" if reason is None else f"skipped: {reason}"
+            lines.append(f"target {t.name}: {t.mode}, {t.scope} — {state}")
+        claim = self.recorder.claim
+        if claim is not None and claim.note:
+            lines.append(claim.note)
+        return lines
+
+    def parametrize(self, metafunc: pytest.Metafunc) -> None:
+        generate.parametrize(self, metafunc)
+
+    def collected(self, items: list[pytest.Item]) -> None:
+        """After collection: start compiling ahead of the items, and tell the snapshot store which folders
+        this session owns (the targets that compile here; see :meth:`SnapshotFolders.own`)."""
+        workers = generate.compile_threads(self.config)
+        if workers:
+            keys = generate.prefetch_keys(items)
+            self.cache.prefetch([k for k in keys if self.available(k.target) is None], workers)
+        self.snapshots.own(self.targets)
+
+    def deselected(self, gate_items: int, items: list[pytest.Item]) -> None:
+        """A ``-k`` / ``-m`` that deselects every gate item (``gate_items`` before it) and leaves nothing else
+        is a selection of nothing: one line and exit 2, as ``--programs`` matching nothing is, not pytest's
+        "no tests ran" (exit 5). Under xdist each worker collects for itself, and pytest's exit 5 stands; so
+        it does for ``--collect-only``, which runs nothing anyway (bisect counts a selection so)."""
+        option = self.config.option
+        if not gate_items or items or hasattr(self.config, "workerinput") or option.collectonly:
+            return
+        given = (("-k", option.keyword), ("-m", option.markexpr))
+        chosen = " ".join(f"{flag} {value!r}" for flag, value in given if value) or "the selection"
+        self.nothing_selected = f"{chosen}: deselects every gate item ({gate_items}), leaving nothing to run"
+
+    def summary_lines(self) -> list[str]:
+        """The gate's lines of the terminal summary: the notes of the run's end, the compile time, the
+        unused snapshots syrupy counted."""
+        lines = list(self.recorder.notes)
+        cache = self.cache
+        if cache.compiled:
+            lines.append(
+                f"invariants: compiled {len(cache.compiled)} programs in {cache.total_seconds:.1f} s, "
+                f"parsed in {self.parse_seconds:.2f} s"
+            )
+        return lines + unused_lines(self.config)
+
+    def finish(self, exitstatus: int, passed: bool) -> None:
+        """The run's end: queued compiles dropped (an interrupted run leaves some) and, in the process that
+        reports, the obsolete snapshots and the baselines recorded named, and the results file written."""
+        self.cache.close()
+        if hasattr(self.config, "workerinput"):
+            return
+        recorder = self.recorder
+        updating = bool(self.config.getoption("--snapshot-update", default=False))
+        delete = bool(self.config.getoption("delete_obsolete_snapshots", default=False))
+        recorder.notes[:] = self.snapshots.obsolete(
+            self.all_targets, recorder.items, passed, updating=updating, delete=delete
+        ) + recorded_baselines(recorder.items)
+        recorder.write_results(self.run_facts(exitstatus))
+
+    def run_facts(self, exitstatus: int) -> dict[str, Any]:
+        """What the results file says of the run beside its items."""
+        dev = jax.devices()
+        return {
+            "versions": versions(),
+            "runtime": {"platform": dev[0].platform, "device_kind": dev[0].device_kind, "count": len(dev)},
+            "targets": {
+                t.name: {"mode": t.mode, "scope": t.scope, "unavailable": t.unavailable_reason()}
+                for t in self.targets
+            },
+            "exitstatus": int(exitstatus),
+            # A downstream project's own programs: what its report shows by default.
+            "declared": list(declared()),
+            # Every program of the run, as --programs selects them: the report's --programs reads these.
+            "programs": {name: {"kind": p.kind, "tags": sorted(p.tags)} for name, p in PROGRAMS.items()},
+        }
+
+    def close(self) -> None:
+        """pytest's unconfigure: the results path released, and the selection of nothing said last (after
+        pytest's own summary line)."""
+        self.recorder.release()
+        if self.nothing_selected is not None:
+            sys.stderr.write(f"Exit: {self.nothing_selected}\n")
+
+
+def relation_partners(specs: list[Any], programs: list[str]) -> list[str]:
+    """The catalog programs that the relations of the project's own spec files (not the package's) name
+    beside programs of ``programs``: ``take`` for ``structure(mylib_take) == structure(take)`` or
+    ``time(mylib_take) / time(take) <= 1.1`` when ``mylib_take`` is selected. A relation only between
+    catalog programs counts too: a project's spec file named them. (A correctness ``reference`` runs
+    outside the compile cache and needs nothing here.)"""
+    out: dict[str, None] = {}
+    for spec in specs:
+        if spec.catalog_scope:
+            continue
+        for inv in spec.invariants:
+            if inv.kind == "absolute":
+                continue
+            if all(name in programs for name in inv.programs if name not in CATALOG):
+                out.update((name, None) for name in inv.programs if name in CATALOG and name not in programs)
+    return list(out)
+
+
+def _env_spec_dirs() -> list[str]:
+    value = _config.get("INVARIANTS_SPEC_DIR")
+    return [value] if value else []

@@ -1,0 +1,208 @@
+"""Where a gate session reads and writes snapshots, and the files no program has any more.
+
+:class:`SnapshotFolders` routes each program to its folder (a declared program's in ``--snapshot-dir``, the
+catalog's in ``--catalog-snapshot-dir``, read-only unless it is ``--snapshot-dir`` itself), tells the
+snapshot store what this session owns (:class:`invariants.snapshot.store.DeletionGuard`, one per session)
+and, at the end of the run, names or deletes the obsolete snapshots. The store is syrupy's half (what a
+file is, how it is read and written); this module is the session's (which files are whose).
+
+Imported by :mod:`invariants.plugin.session`, after JAX has started: the program registry imports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .._errors import InvariantsError
+from .._paths import check_output_dir, shown, what_is
+from ..catalog.programs import CATALOG
+from ..catalog.registry import PROGRAMS
+from ..catalog.targets import Target
+from ..snapshot.store import SNAPSHOT_ROOT, DeletionGuard, obsolete_snapshots, snapshot_header, snapshot_stem
+
+_GONE = "no program has it on {} any more"
+
+
+class SnapshotFolders:
+    """The snapshot folders of one session, and its :class:`DeletionGuard`."""
+
+    def __init__(self, snapshot_dir: Path, catalog_snapshot_dir: Path, *, spec_dirs_given: bool) -> None:
+        self.snapshot_dir = snapshot_dir
+        self.catalog_snapshot_dir = catalog_snapshot_dir
+        # Whether every program that could keep snapshots in the writable folders is known here: only in
+        # the catalog's own folder with no spec folder given. A spec folder not given this time (a
+        # downstream run above all) may own a file that no program of this run has.
+        self.owners_known = not spec_dirs_given and snapshot_dir == catalog_snapshot_dir
+        self.guard = DeletionGuard()
+
+    @classmethod
+    def from_options(cls, config: pytest.Config, *, spec_dirs_given: bool) -> SnapshotFolders:
+        """``--snapshot-dir`` (default ``snapshots/`` at the root) and ``--catalog-snapshot-dir`` (default
+        the same), checked: a snapshot folder that is a file would fail every structure item (or an
+        update's first write) with an OSError, so it is one line now. Read-only is fine for a plain run;
+        an update must write there."""
+        given = config.getoption("snapshot_dir")
+        snapshot_dir = (Path(given) if given else Path(config.rootpath) / SNAPSHOT_ROOT).resolve()
+        catalog = config.getoption("catalog_snapshot_dir")
+        catalog_dir = Path(catalog).resolve() if catalog else snapshot_dir
+        for option, folder in (("--snapshot-dir", snapshot_dir), ("--catalog-snapshot-dir", catalog_dir)):
+            if folder.exists() and not folder.is_dir():
+                raise InvariantsError(f"{option} {shown(folder)}: {what_is(folder)}, not a folder")
+        if config.getoption("--snapshot-update", default=False):
+            check_output_dir(snapshot_dir, "--snapshot-dir", make=False)
+        return cls(snapshot_dir, catalog_dir, spec_dirs_given=spec_dirs_given)
+
+    def folder(self, program: str, target: str) -> Path:
+        """Where ``program``'s snapshots (and efficiency baselines) on ``target`` live."""
+        root = self.catalog_snapshot_dir if program in CATALOG else self.snapshot_dir
+        return root / target
+
+    def writable(self, program: str) -> bool:
+        """Whether ``--snapshot-update`` may write ``program``'s snapshots: never the catalog's when they are
+        read from elsewhere (the package's own, in a downstream run)."""
+        return program not in CATALOG or self.catalog_snapshot_dir == self.snapshot_dir
+
+    def path(self, key: tuple[str, str, str]) -> Path:
+        program, config, target = key
+        return self.folder(program, target) / f"{snapshot_stem(program, config)}.txt"
+
+    def select(self, keys: Iterable[tuple[str, str, str]]) -> None:
+        """Show the store only the snapshots of ``keys`` (``--programs``, ``--configs``): the rest are not
+        compared, never "unused", never deleted. Every process, xdist's included."""
+        selected: dict[str, set[str]] = {}
+        for program, config, target in keys:
+            if self.writable(program):
+                selected.setdefault(str(self.folder(program, target)), set()).add(
+                    snapshot_stem(program, config)
+                )
+        self.guard.selected = selected
+
+    def stems(self, target: Target) -> dict[Path, set[str]]:
+        """Per writable snapshot folder of ``target``: the stems of every program that keeps its snapshots
+        there, in each of its configurations. The catalog's count even under --no-catalog (leaving them out
+        of a run never makes them obsolete); a read-only folder (the package's) has no entry."""
+        out: dict[Path, set[str]] = {}
+        for p in PROGRAMS.values():
+            if self.writable(p.name):
+                stems = out.setdefault(self.folder(p.name, target.name), set())
+                stems.update(snapshot_stem(p.name, c) for c in target.configs_for(p))
+        return out
+
+    def own(self, targets: Iterable[Target]) -> None:
+        """After collection: the folders of the targets that compile here are this session's, the only ones
+        the store shows syrupy (see :mod:`invariants.snapshot.store`)."""
+        self.guard.known_stems = {
+            str(folder): stems
+            for t in targets
+            if t.unavailable_reason() is None
+            for folder, stems in self.stems(t).items()
+        }
+
+    def obsolete(
+        self,
+        targets: dict[str, Target],
+        items: list[dict[str, Any]],
+        passed: bool,
+        *,
+        updating: bool,
+        delete: bool,
+    ) -> list[str]:
+        """Name the snapshots of programs that no longer exist, and delete them on an update that passed.
+
+        A file is obsolete only when all of these hold (``invariants.snapshot.store.obsolete_snapshots``):
+        its target's structure items ran in this session (it compiled here, and the programs were read
+        whole); it sits directly in a writable snapshot folder; it is a file this gate wrote (its first
+        line is ``# <program> [<config>] on <target>``, matching its name; never a foreign file such as a
+        README.txt); and no program, catalog or declared, selected or not, keeps that program and
+        configuration there (a program whose snapshots live in another folder is never judged here).
+
+        It is deleted only on an update (``updating``: ``--snapshot-update``), only when the run passed,
+        and only where every owner is known (:attr:`owners_known`). Elsewhere (a downstream
+        ``--snapshot-dir``, any run given ``--spec-dir``) the update lists what it would delete and deletes
+        nothing, unless ``delete`` (``--delete-obsolete-snapshots``). ``items``: every process's records,
+        so this runs in the reporting process (the xdist controller), after every item.
+        """
+        found = self._obsolete_files(targets, items)
+        if not found:
+            return []
+        if not updating:
+            how = (
+                "--snapshot-update" if self.owners_known else "--snapshot-update --delete-obsolete-snapshots"
+            )
+            return [
+                f"invariants: {shown(p)} is obsolete ({_GONE.format(t)}); {how} deletes it" for p, t in found
+            ]
+        if not passed:
+            return [
+                f"invariants: kept {shown(p)}, obsolete ({_GONE.format(t)}): this run failed, and only an "
+                "update that passes deletes"
+                for p, t in found
+            ]
+        lines = []
+        if not self.owners_known:
+            why = (
+                "(deleting them: --delete-obsolete-snapshots)" if delete else "(a spec folder not given may)"
+            )
+            whose = "that no program of this run's spec folders has"
+            lines.append(f"invariants: {len(found)} obsolete snapshot(s) {whose} {why}:")
+            lines += [f"invariants:   {shown(p)}" for p, _ in found]
+            if not delete:
+                lines.append(
+                    "invariants: none deleted; give every spec folder that uses this snapshot folder, then "
+                    "add --delete-obsolete-snapshots to delete them"
+                )
+                return lines
+        for path, target in found:
+            try:
+                path.unlink(missing_ok=True)
+            except OSError as err:
+                lines.append(f"invariants: could not delete {shown(path)} ({err.strerror or err})")
+                continue
+            lines.append(f"invariants: deleted {shown(path)} ({_GONE.format(target)})")
+        return lines
+
+    def _obsolete_files(
+        self, targets: dict[str, Target], items: list[dict[str, Any]]
+    ) -> list[tuple[Path, str]]:
+        found = []
+        for target in sorted({str(i["target"]) for i in items if i.get("kind") == "structure"}):
+            for folder, known in self.stems(targets[target]).items():
+                for path in obsolete_snapshots(folder, known):
+                    program = (snapshot_header(path) or ("",))[0]
+                    # A program of another folder (the package's catalog) is not this folder's to judge.
+                    if program not in PROGRAMS or self.folder(program, target).resolve() == folder.resolve():
+                        found.append((path, target))
+        return found
+
+
+def recorded_baselines(items: list[dict[str, Any]]) -> list[str]:
+    """One line per efficiency baseline this run wrote (every process's, read from the items' records): a
+    missing one that ``--snapshot-update`` recorded, or one ``--record-baselines`` re-recorded."""
+    lines = []
+    for item in items:
+        done = item.get("recorded") if item.get("kind") == "efficiency" else None
+        if isinstance(done, dict):
+            why = "it was missing" if done.get("why") == "missing" else "--record-baselines"
+            lines.append(
+                f"invariants: recorded efficiency baseline {shown(Path(done['path']))} "
+                f"({item['program']}[{item['config']}] on {item['target']}: {done['efficiency']:.3f}; {why})"
+            )
+    return lines
+
+
+def unused_lines(config: pytest.Config) -> list[str]:
+    """syrupy's "N snapshots unused" names no file unless asked to: one line that names them."""
+    report = getattr(getattr(config, "_syrupy", None), "report", None)
+    if report is None or report.disable_unused_snapshots:
+        return []
+    try:
+        unused = sorted(c.location for c in report.unused)
+    except Exception:  # syrupy's internals moved: its own count line still stands
+        return []
+    if not unused:
+        return []
+    return [f"invariants: syrupy's unused snapshot(s): {', '.join(shown(Path(u)) for u in unused)}"]
