@@ -44,10 +44,20 @@ from typing import Any
 
 from .._errors import InvariantsError
 from .._paths import check_output_file, write_atomic
+from ..catalog.select import select_program_words
 from ..hlo.metrics import METRICS, names
 from ..plugin import results as _results
 from .plot import plot
-from .run import Run, Throughput, add_benchmarks, load_benchmarks, load_results, merge
+from .run import (
+    Run,
+    Throughput,
+    add_benchmarks,
+    focused,
+    known_programs,
+    load_benchmarks,
+    load_results,
+    merge,
+)
 
 __all__ = [
     "Run",
@@ -356,82 +366,92 @@ def render(run: Run, title: str = "Embedding performance invariants") -> str:
 
 def compare_markdown(a: Run, b: Run) -> str:
     """What changed from run ``a`` to run ``b``: versions, structure metrics, outcomes, ratios."""
-    name_a, name_b = a.sources[0], b.sources[0]
-    lines = [f"# Changes from `{name_a}` (A) to `{name_b}` (B)", ""]
-    versions = sorted(set(a.versions) | set(b.versions))
-    changed_v = [(k, a.versions.get(k, "—"), b.versions.get(k, "—")) for k in versions]
-    changed_v = [v for v in changed_v if v[1] != v[2]]
-    if changed_v:
-        lines += [
-            "| package | A | B |",
-            "|---|---|---|",
-            *(f"| {k} | {x} | {y} |" for k, x, y in changed_v),
-            "",
-        ]
-    else:
-        lines += ["Same versions.", ""]
+    lines = [
+        f"# Changes from `{a.sources[0]}` (A) to `{b.sources[0]}` (B)",
+        "",
+        *_version_changes(a, b),
+        *_structure_changes(a, b),
+        *_outcome_changes(a, b),
+        *_throughput_changes(a, b),
+    ]
+    return "\n".join(lines).rstrip() + "\n"
 
-    def keyed(run: Run) -> dict[tuple[str, str, str], dict[str, Any]]:
-        return {
-            (str(i.get("target")), str(i.get("program")), str(i.get("config"))): i
-            for i in run.of_kind("structure")
-        }
 
-    sa, sb = keyed(a), keyed(b)
-    metric_rows = []
-    for skey in sorted(set(sa) & set(sb)):
-        for metric in _COMPARED:
-            va, vb = sa[skey].get(metric), sb[skey].get(metric)
-            if va != vb:
-                metric_rows.append(
-                    f"| `{skey[0]}` | `{skey[1]}` | {skey[2]} | {metric} | {_fmt(va)} | {_fmt(vb)} |"
-                )
-    only = [f"`{'/'.join(k)}` only in A" for k in sorted(set(sa) - set(sb))]
-    only += [f"`{'/'.join(k)}` only in B" for k in sorted(set(sb) - set(sa))]
-    lines += [f"## Structure: {len(metric_rows)} metric(s) changed", ""]
-    if metric_rows:
-        lines += [
-            "| target | program | config | metric | A | B |",
-            "|---|---|---|---|---:|---:|",
-            *metric_rows,
-            "",
-        ]
-    if len(only) > 10:  # e.g. a run of the invariant tier alone: say so, do not list 200 keys
-        lines += [
-            f"{len(set(sa) - set(sb))} structure item(s) only in A, {len(set(sb) - set(sa))} only in B.",
-            "",
-        ]
-    elif only:
-        lines += [f"- {o}" for o in only] + [""]
+def _version_changes(a: Run, b: Run) -> list[str]:
+    """The packages whose versions differ (a table), or one line saying none does."""
+    keys = sorted(set(a.versions) | set(b.versions))
+    changed = [(k, a.versions.get(k, "—"), b.versions.get(k, "—")) for k in keys]
+    changed = [v for v in changed if v[1] != v[2]]
+    if not changed:
+        return ["Same versions.", ""]
+    return ["| package | A | B |", "|---|---|---|", *(f"| {k} | {x} | {y} |" for k, x, y in changed), ""]
 
-    def outcomes(run: Run) -> dict[str, str]:
-        return {i["nodeid"]: str(i.get("outcome")) for i in run.items if i.get("kind") != "structure"}
 
-    oa, ob = outcomes(a), outcomes(b)
+def _structure_changes(a: Run, b: Run) -> list[str]:
+    """Each compared metric that differs on a structure key both runs have, then the keys only one has."""
+    sa, sb = _estimates(a), _estimates(b)
+    rows = [
+        f"| `{key[0]}` | `{key[1]}` | {key[2]} | {metric} | {_fmt(va)} | {_fmt(vb)} |"
+        for key in sorted(set(sa) & set(sb))
+        for metric, va, vb in ((m, sa[key].get(m), sb[key].get(m)) for m in _COMPARED)
+        if va != vb
+    ]
+    lines = [f"## Structure: {len(rows)} metric(s) changed", ""]
+    if rows:
+        lines += ["| target | program | config | metric | A | B |", "|---|---|---|---|---:|---:|", *rows, ""]
+    return lines + _keys_in_one_run(sorted(set(sa) - set(sb)), sorted(set(sb) - set(sa)))
+
+
+def _keys_in_one_run(only_a: list[tuple[str, str, str]], only_b: list[tuple[str, str, str]]) -> list[str]:
+    """The structure keys of one run only: listed, or counted when there are more than ten (e.g. a run of
+    the invariant tier alone against a whole gate: say so, do not list 200 keys)."""
+    only = [f"`{'/'.join(k)}` only in A" for k in only_a] + [f"`{'/'.join(k)}` only in B" for k in only_b]
+    if len(only) > 10:
+        return [f"{len(only_a)} structure item(s) only in A, {len(only_b)} only in B.", ""]
+    if only:
+        return [*(f"- {o}" for o in only), ""]
+    return []
+
+
+def _outcomes(run: Run) -> dict[str, str]:
+    """Every item's pytest outcome by node id, structure items left out (their metrics are compared)."""
+    return {i["nodeid"]: str(i.get("outcome")) for i in run.items if i.get("kind") != "structure"}
+
+
+def _outcome_changes(a: Run, b: Run) -> list[str]:
+    """The items whose outcome differs between the runs, then how many items only one run has."""
+    oa, ob = _outcomes(a), _outcomes(b)
     changed = [(n, oa[n], ob[n]) for n in sorted(set(oa) & set(ob)) if oa[n] != ob[n]]
-    lines += [f"## Outcomes: {len(changed)} item(s) changed", ""]
+    lines = [f"## Outcomes: {len(changed)} item(s) changed", ""]
     if changed:
         lines += ["| item | A | B |", "|---|---|---|", *(f"| `{n}` | {x} | {y} |" for n, x, y in changed), ""]
-    new = len(set(ob) - set(oa))
-    gone = len(set(oa) - set(ob))
+    new, gone = len(set(ob) - set(oa)), len(set(oa) - set(ob))
     if new or gone:
         lines += [f"{new} item(s) only in B, {gone} only in A.", ""]
+    return lines
 
+
+def _moved(x: Throughput, y: Throughput) -> bool:
+    """Disjoint intervals (a change beyond what either run's noise allows), or another verdict."""
+    return x.high < y.low or y.high < x.low or x.verdict != y.verdict
+
+
+def _throughput_changes(a: Run, b: Run) -> list[str]:
+    """The paired measurements of both runs that moved (:func:`_moved`); nothing when neither run timed."""
     ta = {(t.kind, t.target, t.label, t.config): t for t in a.throughput}
     tb = {(t.kind, t.target, t.label, t.config): t for t in b.throughput}
-    moved = []
-    for key in sorted(set(ta) & set(tb)):
-        x, y = ta[key], tb[key]
-        # Disjoint intervals: a change beyond what either run's noise allows.
-        if x.high < y.low or y.high < x.low or x.verdict != y.verdict:
-            moved.append(
-                f"| {key[0]} | `{key[2]}` | {key[3]} | {_interval(x)} | {_interval(y)} | {y.verdict or '—'} |"
-            )
-    if ta or tb:
-        lines += [f"## Throughput: {len(moved)} measurement(s) moved beyond their intervals", ""]
-        if moved:
-            lines += ["| kind | what | config | A | B | B verdict |", "|---|---|---|---|---|---|", *moved, ""]
-    return "\n".join(lines).rstrip() + "\n"
+    if not ta and not tb:
+        return []
+    moved = [
+        f"| {key[0]} | `{key[2]}` | {key[3]} | {_interval(ta[key])} | {_interval(tb[key])} | "
+        f"{tb[key].verdict or '—'} |"
+        for key in sorted(set(ta) & set(tb))
+        if _moved(ta[key], tb[key])
+    ]
+    lines = [f"## Throughput: {len(moved)} measurement(s) moved beyond their intervals", ""]
+    if moved:
+        lines += ["| kind | what | config | A | B | B verdict |", "|---|---|---|---|---|---|", *moved, ""]
+    return lines
 
 
 # ------------------------------------------------------------------------------------------------- CLI
@@ -473,9 +493,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def _focus(run: Run, value: str | None) -> Run:
     """The run as the report shows it: ``--programs``, else a downstream run's own programs, else all."""
-    from ..catalog.select import select_program_words
-    from .run import focused, known_programs
-
     if value is not None:
         chosen = select_program_words(value, known_programs(run), "report: --programs")
         return focused(run, chosen, f"--programs {value}")
@@ -492,36 +509,9 @@ def main(argv: list[str] | None = None) -> int:
         args = _parser().parse_args(argv)
     except _ArgumentError as err:
         raise InvariantsError(f"report: {err} (see python -m invariants report --help)") from None
-    if not args.results and not args.compare:
-        raise InvariantsError("report: give a results file (artifacts/results.json) or --compare A B")
-    if args.benchmark_json and not args.results:
-        raise InvariantsError("report: --benchmark-json needs a results file to go with it")
-    if args.plot and not args.results:
-        raise InvariantsError("report: --plot draws a results file; give one")
-    if args.programs is not None and not args.results:
-        raise InvariantsError("report: --programs selects from a results file; give one")
-    # Where it writes, before any reading: a directory or an unwritable folder is one line now, not a
-    # traceback after the work (the same output twice would keep only the second).
-    outputs = [(option, value) for option, value in (("--out", args.out), ("--plot", args.plot)) if value]
-    for option, value in outputs:
-        check_output_file(value, f"report: {option}")
-    if len(outputs) == 2 and Path(outputs[0][1]).resolve() == Path(outputs[1][1]).resolve():
-        raise InvariantsError(f"report: --out and --plot are the same file ({args.out}); give two")
-
-    parts = []
-    if args.results:
-        run = merge([load_results(p) for p in args.results])
-        if args.benchmark_json:
-            add_benchmarks(run, load_benchmarks(args.benchmark_json, run.runtime_target))
-        run = _focus(run, args.programs)
-        parts.append(render(run))
-        if args.plot:
-            if plot(run, args.plot):
-                parts.append(f"Plot: `{args.plot}`\n")
-            else:
-                # The markdown is still written: a run of the invariant tier alone has tables, not points.
-                print(f"report: {args.plot} not written: nothing to plot (no structure or throughput items)",
-                      file=sys.stderr)  # fmt: skip
+    _check_arguments(args)
+    _check_outputs(args)
+    parts = _run_parts(args) if args.results else []
     if args.compare:
         parts.append(compare_markdown(load_results(args.compare[0]), load_results(args.compare[1])))
     text = "\n".join(parts)
@@ -530,3 +520,42 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(text, end="")
     return 0
+
+
+def _check_arguments(args: argparse.Namespace) -> None:
+    """One line for options that need a results file given without one."""
+    if not args.results and not args.compare:
+        raise InvariantsError("report: give a results file (artifacts/results.json) or --compare A B")
+    if args.benchmark_json and not args.results:
+        raise InvariantsError("report: --benchmark-json needs a results file to go with it")
+    if args.plot and not args.results:
+        raise InvariantsError("report: --plot draws a results file; give one")
+    if args.programs is not None and not args.results:
+        raise InvariantsError("report: --programs selects from a results file; give one")
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Where it writes, before any reading: a directory or an unwritable folder is one line now, not a
+    traceback after the work (the same output twice would keep only the second)."""
+    outputs = [(option, value) for option, value in (("--out", args.out), ("--plot", args.plot)) if value]
+    for option, value in outputs:
+        check_output_file(value, f"report: {option}")
+    if len(outputs) == 2 and Path(outputs[0][1]).resolve() == Path(outputs[1][1]).resolve():
+        raise InvariantsError(f"report: --out and --plot are the same file ({args.out}); give two")
+
+
+def _run_parts(args: argparse.Namespace) -> list[str]:
+    """The merged results files' report (with their benchmarks, focused), and the plot's line if drawn."""
+    run = merge([load_results(p) for p in args.results])
+    if args.benchmark_json:
+        add_benchmarks(run, load_benchmarks(args.benchmark_json, run.runtime_target))
+    run = _focus(run, args.programs)
+    parts = [render(run)]
+    if args.plot:
+        if plot(run, args.plot):
+            parts.append(f"Plot: `{args.plot}`\n")
+        else:
+            # The markdown is still written: a run of the invariant tier alone has tables, not points.
+            print(f"report: {args.plot} not written: nothing to plot (no structure or throughput items)",
+                  file=sys.stderr)  # fmt: skip
+    return parts

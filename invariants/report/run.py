@@ -12,6 +12,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from .._errors import InvariantsError
@@ -179,7 +180,6 @@ def focused(run: Run, programs: Sequence[str], how: str) -> Run:
 def known_programs(run: Run) -> dict[str, Any]:
     """The run's programs as :func:`invariants.spec.file.select_programs` reads them (a kind and tags each);
     for a file that recorded none, the names its entries carry, with neither."""
-    from types import SimpleNamespace
 
     known = {
         name: SimpleNamespace(kind=info.get("kind"), tags=frozenset(info.get("tags") or ()))

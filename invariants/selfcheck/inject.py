@@ -42,6 +42,8 @@ def apply(spec: str) -> list[str]:
 
     Raises ValueError (one line) for bad syntax, an unknown program, or a function that does not exist.
     """
+    # Lazy: the catalog imports JAX, and this plugin loads (-p) before invariants.compile.process sets JAX's
+    # environment.
     from ..catalog import programs as _programs
 
     # CATALOG is typed as a read-only Mapping for the suite; at runtime it is the dict _catalog() built,
@@ -79,7 +81,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# The bad programs.
+# The bad programs. Each imports JAX (or the catalog, which does) inside itself, for the reason apply does:
+# this module loads before invariants.compile.process sets JAX's environment; they run only once it has.
 
 
 def take_as_map_loop(W: Any, x: Any) -> Any:

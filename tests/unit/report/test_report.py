@@ -376,3 +376,100 @@ def test_report_programs_unknown_word_is_one_line(tmp_path, capsys):
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.splitlines() == ["report: --programs: unknown program 'mien' (did you mean 'mine'?)"]
+
+
+# ------------------------------------------------------------------------- --compare, section by section
+
+
+def _compared(tmp_path: Path, capsys, a_items: list[dict[str, Any]], b_items: list[dict[str, Any]],
+              b_jax: str = "0.10.2") -> tuple[str, str, str]:  # fmt: skip
+    """``python -m invariants report --compare A B`` as a user runs it: (A's path, B's path, stdout)."""
+    a = _write(tmp_path, "a.json", _results(a_items))
+    b = _write(tmp_path, "b.json", _results(b_items, jax=b_jax))
+    assert cli(["report", "--compare", a, b]) == 0
+    return a, b, capsys.readouterr().out
+
+
+def test_compare_writes_every_section_in_order(tmp_path, capsys):
+    """The whole text of one comparison with something in every section: a metric, keys and items in one
+    run only, an outcome, and a ratio whose verdict changed while its intervals still overlap."""
+    b_items = [_structure("cpu", "naive", kernels=2), RUN[1], _structure("cpu", "take"),
+               {**RUN[3], "outcome": "failed"}, RUN[4], _invariant("cpu", "take", "one_kernel", "passed"),
+               _invariant("cpu", "take", "no_while", "passed"),
+               {**RUN[6], "median": 1.06, "low": 1.04, "high": 1.08, "verdict": "fail"}]  # fmt: skip
+    a, b, md = _compared(tmp_path, capsys, RUN, b_items, b_jax="0.11.0")
+    assert (
+        md
+        == f"""# Changes from `{a}` (A) to `{b}` (B)
+
+| package | A | B |
+|---|---|---|
+| jax | 0.10.2 | 0.11.0 |
+| jaxlib | 0.10.2 | 0.11.0 |
+
+## Structure: 1 metric(s) changed
+
+| target | program | config | metric | A | B |
+|---|---|---|---|---:|---:|
+| `cpu` | `naive` | f32 | kernels | 1 | 2 |
+
+- `tpu-v5e/sharded/f32` only in A
+- `cpu/take/f32` only in B
+
+## Outcomes: 1 item(s) changed
+
+| item | A | B |
+|---|---|---|
+| `i::cpu-naive-f32-one_kernel` | passed | failed |
+
+2 item(s) only in B, 1 only in A.
+
+## Throughput: 1 measurement(s) moved beyond their intervals
+
+| kind | what | config | A | B | B verdict |
+|---|---|---|---|---|---|
+| ratio | `naive / take` | f32 | 1.050 [1.030, 1.070] | 1.060 [1.040, 1.080] | fail |
+"""
+    )
+
+
+def test_compare_counts_the_keys_of_one_run_past_ten(tmp_path, capsys):
+    """A run of the invariant tier alone against a whole gate: the structure keys only one run has are
+    counted, not listed (ten are still listed)."""
+    extra = [_structure("cpu", f"p{n:02}") for n in range(11)]
+    _, _, md = _compared(tmp_path, capsys, RUN, RUN + extra)
+    assert "0 structure item(s) only in A, 11 only in B.\n" in md and "only in B`" not in md
+    assert "- `cpu/p00/f32` only in B" not in md
+    _, _, md = _compared(tmp_path, capsys, RUN, RUN + extra[:10])
+    assert md.count(" only in B\n") == 10 and "- `cpu/p09/f32` only in B\n" in md
+
+
+def test_compare_throughput_section_only_when_a_run_timed(tmp_path, capsys):
+    untimed = [i for i in RUN if i["kind"] != "ratio"]
+    _, _, md = _compared(tmp_path, capsys, untimed, untimed)
+    assert "## Throughput" not in md and md.endswith("## Outcomes: 0 item(s) changed\n")
+    # Timed in one run only: the section says nothing moved (there is nothing to pair).
+    _, _, md = _compared(tmp_path, capsys, untimed, RUN)
+    assert md.endswith("## Throughput: 0 measurement(s) moved beyond their intervals\n")
+    # Same measurement in both: nothing moved, no table.
+    _, _, md = _compared(tmp_path, capsys, RUN, RUN)
+    assert "| kind | what |" not in md and "0 measurement(s) moved" in md
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "moved"),
+    [
+        ((1.0, 0.9, 1.1, "pass"), (1.05, 0.95, 1.15, "pass"), False),  # overlapping: noise
+        ((1.0, 0.9, 1.1, "pass"), (1.25, 1.2, 1.3, "pass"), True),  # B above A
+        ((1.25, 1.2, 1.3, "pass"), (1.0, 0.9, 1.1, "pass"), True),  # B below A
+        ((1.0, 0.9, 1.1, "pass"), (1.0, 0.9, 1.1, "fail"), True),  # same interval, another verdict
+        ((1.0, 0.9, 1.1, "pass"), (1.1, 1.1, 1.2, "pass"), False),  # touching is overlapping
+    ],
+)
+def test_a_measurement_moved_when_its_intervals_part_or_its_verdict_changes(a, b, moved):
+    def throughput(median: float, low: float, high: float, verdict: str) -> _report.Throughput:
+        return _report.Throughput(
+            "ratio", "t::r", "cpu", "naive / take", "f32", median, low, high, 1.1, verdict, "passed"
+        )
+
+    assert _report._moved(throughput(*a), throughput(*b)) is moved

@@ -8,8 +8,11 @@ from typing import Any
 
 import pytest
 
+from invariants.__main__ import main as cli
 from invariants._errors import InvariantsError
 from invariants.catalog.programs import CATALOG
+from invariants.compile.child import ChildRun
+from invariants.selfcheck import children, judge
 from invariants.selfcheck import command as sc
 from invariants.selfcheck import inject as inj
 
@@ -40,8 +43,13 @@ def test_registry_shape() -> None:
 def test_select_and_restrict() -> None:
     assert [i.name for i in sc.select("eqx*")] == ["none", "eqx_as_take"]
     assert all(i.fast for i in sc.select(None, fast_only=True))
-    with pytest.raises(InvariantsError, match=r"^-k: no injection matches 'nope'; known: none, "):
-        sc.select("nope")
+    with pytest.raises(InvariantsError, match=r"^-k: no injection matches 'qqq'; known: none, "):
+        sc.select("qqq")
+    with pytest.raises(
+        InvariantsError,
+        match=r"^-k: no injection matches 'naive_twise' \(did you mean 'naive_twice'\?\); known: ",
+    ):
+        sc.select("naive_twise")
     cpu_only = sc.restrict_targets(sc.INJECTIONS, "cpu")
     assert cpu_only[0].is_baseline and all(i.targets == "cpu" for i in cpu_only)
     tpu = sc.restrict_targets(sc.INJECTIONS, "tpu")
@@ -133,7 +141,7 @@ def test_progress_is_one_line_per_child(monkeypatch: pytest.MonkeyPatch, tmp_pat
     def fake(injection: sc.Injection, workdir: sc.Path) -> sc.Outcome:
         return sc.Outcome(injection, 0 if injection.is_baseline else 1, [], [], 1.0)
 
-    monkeypatch.setattr(sc, "run_injection", fake)
+    monkeypatch.setattr(children, "run_injection", fake)  # what run_all calls, in its own module
     out = io.StringIO()
     injections = sc.select("eqx*")
     outcomes = sc.run_all(injections, tmp_path, jobs=2, progress=out)
@@ -343,3 +351,205 @@ def test_targets_select_in_the_gates_grammar() -> None:
     assert [i.name for i in sc.restrict_targets(sc.INJECTIONS, "tpu-v5e")[1:]] == [
         "tpu_take_map_loop", "tpu_eqx_map_loop",
     ]  # fmt: skip
+
+
+# ------------------------------------------------------------------ the command as a user runs it
+# `python -m invariants selfcheck ...` end to end, with the one process boundary faked: the gate child
+# (children.run_gate). What the command builds for the child, how the results file is judged, the table, the
+# score line, the progress lines and the exit status are the real modules at work.
+
+
+@pytest.fixture
+def command_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dispatcher's settings for this process (no bytecode, the CPU), undone after the test."""
+    import sys
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", sys.dont_write_bytecode)
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.setenv("JAX_PLATFORMS", os.environ.get("JAX_PLATFORMS", "cpu"))
+
+
+def _fake_gate(monkeypatch: pytest.MonkeyPatch, injected: Any) -> list[tuple[list[str], dict[str, str]]]:
+    """Replace the gate child: ``injected(folder)`` gives the child run of the injection (the baseline's
+    passes); returns the (command, environment) of each child started."""
+    started: list[tuple[list[str], dict[str, str]]] = []
+
+    def run_gate(command: Any, *, env: Any, folder: sc.Path, timeout: float) -> ChildRun:
+        started.append((list(command), dict(env)))
+        folder.mkdir(parents=True, exist_ok=True)
+        log = folder / "pytest.txt"
+        log.write_text("collected 9 items\nthe child's last words\n")
+        if inj.ENV not in env:  # the baseline
+            return ChildRun(0, {"items": [_item("structure", "passed")]}, 2.0, log)
+        return injected(log)
+
+    monkeypatch.setattr(children, "run_gate", run_gate)
+    return started
+
+
+def _eqx_caught(log: sc.Path) -> ChildRun:
+    items = [_item("invariant", "failed", "eqx_is_vmap_naive"), _item("structure", "failed")]
+    return ChildRun(1, {"items": items}, 3.0, log)
+
+
+def test_the_command_runs_each_injection_in_a_child_and_scores_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: sc.Path, capsys: pytest.CaptureFixture[str], command_env: None
+) -> None:
+    started = _fake_gate(monkeypatch, _eqx_caught)
+    assert cli(["selfcheck", "-k", "eqx*", "--jobs", "1", "--keep", str(tmp_path / "keep")]) == 0
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert lines[:2] == [
+        "| injection | expected | caught | failing items | e.g. | s |",
+        "|---|---|---|---|---|---|",
+    ]
+    assert lines[2] == "| none | pass | passes | 0:  |  | 2 |"
+    assert lines[3] == (
+        "| eqx_as_take | invariant:eqx_is_vmap_naive, structure | yes | 2: invariant:eqx_is_vmap_naive, "
+        "structure | cpu-x-f32-eqx_is_vmap_naive, cpu-x-f32-structure | 3 |"
+    )
+    assert lines[5] == "mutation score: 1/1 injections caught; baseline passes"
+    assert lines[6].startswith("baseline ran: targets cpu; programs naive, take, ")
+    assert lines[7].startswith("selfcheck: 2 runs in ") and len(lines) == 8
+    assert err.splitlines() == [
+        "selfcheck: 2 child runs, 1 at a time: none, eqx_as_take",
+        "selfcheck: [1/2] none: passes (2 s)",
+        "selfcheck: [2/2] eqx_as_take: caught (3 s)",
+    ]
+    # Each child is the gate restricted to its injection, the swap in its environment only, its files
+    # under --keep in a folder of its own.
+    (base_cmd, base_env), (eqx_cmd, eqx_env) = started
+    assert inj.ENV not in base_env
+    assert eqx_env[inj.ENV] == "eqx_embedding=invariants.selfcheck.inject:eqx_embedding_as_take"
+    assert eqx_cmd[eqx_cmd.index("--programs") + 1] == "eqx_embedding,vmap_naive"
+    assert sc.INJECT_MODULE in eqx_cmd and sc.INJECT_MODULE in base_cmd
+    results = eqx_cmd[eqx_cmd.index("--results-json") + 1]
+    assert sc.Path(results) == tmp_path / "keep" / "eqx_as_take" / "results.json"
+
+
+@pytest.mark.parametrize(
+    ("injected", "row"),
+    [
+        # Failing, but not by all it expects: not caught.
+        (lambda log: ChildRun(1, {"items": [_item("structure", "failed")]}, 1.0, log),
+         "| eqx_as_take | invariant:eqx_is_vmap_naive, structure | **no** | 1: structure; missing "
+         "invariant:eqx_is_vmap_naive | cpu-x-f32-structure | 1 |"),
+        # A child that never wrote its results file says why, in its last line.
+        (lambda log: ChildRun(3, None, 1.0, log),
+         "| eqx_as_take | invariant:eqx_is_vmap_naive, structure | **no** | 0: ; missing "
+         "invariant:eqx_is_vmap_naive, structure (no results file (exit 3: the child's last words)) "
+         "|  | 1 |"),
+        (lambda log: ChildRun(-9, None, 600.0, log, timed_out=True),
+         "| eqx_as_take | invariant:eqx_is_vmap_naive, structure | **no** | 0: ; missing "
+         "invariant:eqx_is_vmap_naive, structure (timed out after 600 s) |  | 600 |"),
+    ],
+    ids=["missing-one", "no-results-file", "timed-out"],
+)  # fmt: skip
+def test_an_injection_the_gate_misses_fails_the_command(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command_env: None,
+    injected: Any, row: str,
+) -> None:  # fmt: skip
+    _fake_gate(monkeypatch, injected)
+    assert cli(["selfcheck", "-k", "eqx_as_take", "--jobs", "1"]) == 1
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert lines[3] == row and lines[5] == "mutation score: 0/1 injections caught; baseline passes"
+    assert err.splitlines()[-1].endswith("eqx_as_take: NOT caught (" + row.split("|")[-2].strip() + " s)")
+
+
+def test_a_failing_baseline_makes_the_score_meaningless(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command_env: None
+) -> None:
+    def run_gate(command: Any, *, env: Any, folder: sc.Path, timeout: float) -> ChildRun:
+        return ChildRun(1, {"items": [_item("invariant", "failed", "eqx_is_vmap_naive"),
+                                      _item("structure", "failed")]}, 1.0, folder / "pytest.txt")  # fmt: skip
+
+    monkeypatch.setattr(children, "run_gate", run_gate)
+    assert cli(["selfcheck", "-k", "eqx_as_take", "--jobs", "1"]) == 1
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert lines[2].startswith("| none | pass | **FAILS** | 2: invariant:eqx_is_vmap_naive, structure |")
+    assert lines[5] == "mutation score: 1/1 injections caught; baseline FAILS (scores are meaningless)"
+    assert err.splitlines()[1:] == [
+        "selfcheck: [1/2] none: FAILS (1 s)",
+        "selfcheck: [2/2] eqx_as_take: caught (1 s)",
+    ]
+
+
+def test_list_prints_the_selection_and_runs_nothing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command_env: None
+) -> None:
+    monkeypatch.setattr(children, "run_gate", lambda *a, **k: pytest.fail("a child ran"))
+    assert cli(["selfcheck", "-k", "eqx*", "--list"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "none                 [cpu] nothing changed: the suite must pass; expect: pass",
+        "eqx_as_take          [cpu] eqx_embedding -> jnp.take-based (breaks structure(eqx) == structure("
+        "vmap_naive)); expect: invariant:eqx_is_vmap_naive, structure",
+    ]
+
+
+def test_bad_jobs_is_one_line_and_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command_env: None
+) -> None:
+    monkeypatch.setattr(children, "run_gate", lambda *a, **k: pytest.fail("a child ran"))
+    assert cli(["selfcheck", "-k", "eqx*", "--jobs", "0"]) == 2
+    assert capsys.readouterr().err == "--jobs: must be at least 1, got 0\n"
+
+
+def test_the_command_module_keeps_the_names_its_callers_import() -> None:
+    """Other code and tests import the self-check's names from ``command`` (versus's tests, the installed
+    gate's probe): each is the one of the module that owns it, not a copy."""
+    from invariants.selfcheck import registry, score
+
+    owners = {"INJECTIONS": registry, "Injection": registry, "select": registry, "coverage": registry,
+              "restrict_targets": registry, "INJECT_MODULE": registry, "Outcome": judge,
+              "outcome_of": judge, "annotate": judge, "matches": judge, "item_label": judge,
+              "CODE_ONLY": judge, "child_command": children, "run_all": children,
+              "run_injection": children, "render_table": score}  # fmt: skip
+    for name, owner in owners.items():
+        assert getattr(sc, name) is getattr(owner, name), name
+    assert set(owners) <= set(sc.__all__)
+
+
+# ------------------------------------------------------------------------ the pieces the split made
+
+
+def test_the_snapshot_is_compared_from_its_summary_line_on() -> None:
+    snapshot = "jaxpr\n  x\nsummary: kernels 1\nkernel 0\n"
+    assert judge._from_summary(snapshot) == "summary: kernels 1\nkernel 0\n"
+    assert judge._from_summary("no summary here\n") == "\n"
+
+
+def test_a_timed_out_child_is_never_caught() -> None:
+    baseline = sc.INJECTIONS[0]
+    out = children._timed_out(baseline, 12.3, 600.0)
+    assert out.note == "timed out after 600 s" and out.exit_status == -1 and not out.caught
+    injected = next(i for i in sc.INJECTIONS if i.name == "eqx_as_take")
+    assert children._timed_out(injected, 1.0, 5.0).missing == list(injected.expect)
+
+
+def test_a_versus_injection_runs_the_versus_command_with_its_env_for_the_candidate_only(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: sc.Path, capsys: pytest.CaptureFixture[str], command_env: None
+) -> None:
+    """The flags reach the candidate's workers through versus's command line, never the child's own
+    environment; a versus child that writes no record says so, with its last line."""
+    import subprocess
+
+    _fake_gate(monkeypatch, lambda log: pytest.fail("a versus injection ran the gate"))
+    seen: list[tuple[list[str], dict[str, str], Any]] = []
+
+    def run(command: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        seen.append((command, kwargs["env"], kwargs["cwd"]))
+        return subprocess.CompletedProcess(command, 2, "", "versus: something\nversus: the last words\n")
+
+    monkeypatch.setattr(children.subprocess, "run", run)
+    assert cli(["selfcheck", "-k", "versus_no_fusion", "--keep", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    ((command, env, cwd),) = seen
+    assert command[1:4] == ["-m", "invariants", "versus"] and cwd == tmp_path / "versus_no_fusion"
+    assert "--candidate-env=XLA_FLAGS=--xla_disable_hlo_passes=fusion" in command
+    assert command[command.index("--programs") + 1] == "naive,take"
+    assert "fusion" not in env.get("XLA_FLAGS", "")
+    assert "(no record (exit 2: versus: the last words)) |" in out.splitlines()[3]
+    assert (tmp_path / "versus_no_fusion" / "versus.txt").read_text().endswith("the last words\n")

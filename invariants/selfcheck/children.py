@@ -1,0 +1,120 @@
+"""Running the injections: each one's gate (or versus command) in a child process of its own.
+
+Every injection runs in a child, never in this process (some XLA flags answer by aborting it), restricted
+to the targets, programs and tiers it needs, and writes a ``--results-json`` file (a versus injection, its
+record) that :mod:`invariants.selfcheck.judge` decides it from. Progress goes to a stream, one line per
+child as it ends.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from ..compile.child import gate_command, gate_env, last_line, run_gate
+from ..plugin.items import CORRECTNESS
+from ..versus.report import as_items, load_record
+from .judge import Outcome, annotate, outcome_of
+from .registry import INJECT_MODULE, Injection
+
+
+def child_command(injection: Injection, results: Path, dump_dir: Path) -> list[str]:
+    """The gate's command line for ``injection`` (see :func:`invariants.compile.child.gate_command`)."""
+    if injection.command == "versus":
+        return [
+            sys.executable, "-m", "invariants", "versus", "--baseline", "current", "--candidate", "current",
+            "--programs", ",".join(injection.programs), "--targets", injection.targets,
+            "--json", str(results),
+            *(f"--candidate-env={k}={v}" for k, v in injection.env.items()),
+        ]  # fmt: skip
+    return gate_command(
+        targets=injection.targets,
+        programs=injection.programs,
+        configs=injection.configs,
+        markers="not slow" if injection.timing else "not slow and not throughput",
+        # The correctness items are deselected unless an expectation needs them.
+        k=None if injection.correctness else f"not {CORRECTNESS}",
+        plugins=(INJECT_MODULE,),
+        results=results,
+        dump_dir=dump_dir,
+    )
+
+
+def _timed_out(injection: Injection, seconds: float, timeout: float) -> Outcome:
+    out = Outcome(injection, -1, [], list(injection.expect), seconds)
+    out.note = f"timed out after {timeout:.0f} s"
+    return out
+
+
+def _run_versus(injection: Injection, folder: Path, timeout: float) -> Outcome:
+    """A versus injection: the command in a child, its env for the candidate's workers only (in the
+    command line, never in this child's environment); judged from its record's items."""
+    folder.mkdir(parents=True, exist_ok=True)
+    record = folder / "versus.json"
+    record.unlink(missing_ok=True)
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(child_command(injection, record, folder / "hlo"), cwd=folder, env=gate_env(),
+                              capture_output=True, text=True, timeout=timeout, check=False)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return _timed_out(injection, time.perf_counter() - start, timeout)
+    (folder / "versus.txt").write_text(proc.stdout + proc.stderr)
+    loaded = {"items": as_items(load_record(record))} if record.exists() else None
+    outcome = outcome_of(injection, proc.returncode, loaded, time.perf_counter() - start)
+    if loaded is None:
+        tail = (proc.stderr.strip() or "no output").splitlines()[-1]
+        outcome.note = f"no record (exit {proc.returncode}: {tail[:160]})"
+    return outcome
+
+
+def run_injection(injection: Injection, workdir: Path, timeout: float = 600.0) -> Outcome:
+    """Run the gate with ``injection`` in a child process (never in this one: flags can abort it)."""
+    folder = workdir / injection.name
+    if injection.command == "versus":
+        return _run_versus(injection, folder, timeout)
+    command = child_command(injection, folder / "results.json", folder / "hlo")
+    child = run_gate(command, env=gate_env(injection.env), folder=folder, timeout=timeout)
+    if child.timed_out:
+        return _timed_out(injection, child.seconds, timeout)
+    results = None if child.results is None else annotate(child.results, folder / "hlo")
+    outcome = outcome_of(injection, child.returncode, results, child.seconds)
+    if child.results is None:
+        outcome.note = f"no results file (exit {child.returncode}: {last_line(child.log)[:160]})"
+    return outcome
+
+
+def _verdict(outcome: Outcome) -> str:
+    """The progress line's word for one child: the baseline passes or fails, an injection is caught."""
+    if outcome.injection.is_baseline:
+        return "passes" if outcome.caught else "FAILS"
+    return "caught" if outcome.caught else "NOT caught"
+
+
+def run_all(
+    injections: Sequence[Injection], workdir: Path, jobs: int = 1, progress: TextIO | None = None
+) -> list[Outcome]:
+    """Run every injection (``jobs`` children at a time); outcomes in the order given.
+
+    With ``progress``, one line is written there as each child starts being waited on and as it ends (a
+    child takes seconds to minutes; the table comes only at the end).
+    """
+
+    def say(text: str) -> None:
+        if progress is not None:
+            print(f"selfcheck: {text}", file=progress, flush=True)
+
+    say(f"{len(injections)} child runs, {max(1, jobs)} at a time: {', '.join(i.name for i in injections)}")
+    outcomes: dict[int, Outcome] = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = {pool.submit(run_injection, inj, workdir): n for n, inj in enumerate(injections)}
+        for future in concurrent.futures.as_completed(futures):
+            n = futures[future]
+            outcome = outcomes[n] = future.result()
+            name, seconds = outcome.injection.name, outcome.seconds
+            say(f"[{len(outcomes)}/{len(injections)}] {name}: {_verdict(outcome)} ({seconds:.0f} s)")
+    return [outcomes[n] for n in range(len(injections))]

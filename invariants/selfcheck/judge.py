@@ -1,0 +1,144 @@
+"""Judging one injection: whether its child run caught it, from its exit status and results file.
+
+An injection is **caught** when
+
+(a) the child run fails (pytest exit status 1), and
+(b) every one of its ``expect`` entries matches at least one failed item of the results file; an entry is
+    ``kind`` (``structure``, ``invariant``, ``correctness``, ``throughput``) or ``kind:id`` (an invariant's
+    or a correctness check's id, e.g. ``invariant:one_kernel``). ``structure:code-only`` is a failed
+    structure item whose snapshot differs from the committed one in kernel ``code:`` lines only, the HLO
+    lines equal (:func:`snapshot_change`: the key rendered again from the child's dump of it): an injection
+    that changes code generation and never the HLO.
+
+The baseline (an injection with no ``expect``) is "caught" when its run passes with no failed item.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .._errors import InvariantsError
+from ..compile.child import catalog_snapshot_dir
+from ..hlo.parse import parse_module
+from ..hlo.structure import structure_of
+from ..kernels import parse_kernel_code
+from ..kernels.dump import code_beside
+from ..kernels.program import ProgramCode
+from ..releases.bisect import line_changes
+from ..snapshot.store import snapshot_stem
+from .registry import Injection
+
+KINDS = ("structure", "invariant", "correctness", "throughput")
+# A structure item whose snapshot difference is in kernel code lines only (see snapshot_change).
+CODE_ONLY = "structure:code-only"
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What one injection's child run did."""
+
+    injection: Injection
+    exit_status: int
+    failed: list[dict[str, Any]]  # failed items of the results file
+    missing: list[str]  # expect entries no failed item matched
+    seconds: float
+    note: str = ""  # why the run could not be judged (child died, no results file)
+
+    @property
+    def caught(self) -> bool:
+        """For the baseline: it passed. For an injection: the run failed and every expectation matched."""
+        if self.note:
+            return False
+        if self.injection.is_baseline:
+            return self.exit_status == 0 and not self.failed
+        return self.exit_status == 1 and not self.missing
+
+
+# The throughput tier records its items as ``ratio`` and ``efficiency`` (see invariants.plugin.results);
+# ``throughput`` names them all in an expectation.
+_KIND_ALIASES = {"ratio": "throughput", "efficiency": "throughput"}
+
+
+def item_label(item: Mapping[str, Any]) -> str:
+    """``kind:id`` when the item has an id (invariants, correctness checks), ``structure:code-only`` for a
+    structure item whose snapshot differs in code lines only, else ``kind``."""
+    kind = str(item.get("kind", "?"))
+    if kind == "structure" and item.get("code_only") is True:
+        return CODE_ONLY
+    return f"{kind}:{item['id']}" if item.get("id") else kind
+
+
+def matches(expect: str, item: Mapping[str, Any]) -> bool:
+    """Whether results-file ``item`` satisfies the expectation ``kind`` or ``kind:id``
+    (``structure:code-only``: a structure item :func:`annotate` found to differ in code lines only)."""
+    if expect == CODE_ONLY:
+        return item.get("kind") == "structure" and item.get("code_only") is True
+    label = item_label(item)
+    kind = label.split(":")[0]
+    if ":" in expect:
+        # A throughput item is named by its tier too: "throughput:ID" matches the ratio "ratio:ID".
+        tier_label = label.replace(kind, _KIND_ALIASES.get(kind, kind), 1)
+        return expect in (label, tier_label)
+    return expect in (kind, _KIND_ALIASES.get(kind))
+
+
+def _from_summary(text: str) -> str:
+    """A snapshot from its ``summary:`` line on (the jaxpr above it is not in a dump)."""
+    lines = text.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.startswith("summary: ")), len(lines))
+    return "\n".join(lines[start:]) + "\n"
+
+
+def snapshot_change(item: Mapping[str, Any], dump_dir: Path, snapshot_dir: Path | None = None) -> Any:
+    """Which lines of a failed structure item's snapshot changed (an
+    ``invariants.releases.bisect.LineChanges``):
+    its key rendered again from the child's dump (``--hlo-dump-dir``: the optimized HLO and the kernel code
+    the gate writes for a key an invariant failed on) against the committed snapshot, from its ``summary:``
+    line on (the jaxpr above it is not in a dump; no XLA flag changes it). None when either is missing."""
+    # Lazy: these import JAX, which must start only after invariants.compile.process set its environment.
+    from ..compile.artifacts import Compiled
+    from ..snapshot.render import render_summary
+
+    program, config, target = (str(item.get(f)) for f in ("program", "config", "target"))
+    stem = snapshot_stem(program, config)
+    hlo = dump_dir / target / f"{stem}.hlo.txt"
+    committed = (snapshot_dir or catalog_snapshot_dir()) / target / f"{stem}.txt"
+    if not hlo.is_file() or not committed.is_file():
+        return None
+    structure = structure_of(parse_module(hlo.read_text(), f"{program}/{config}/{target}"))
+    files = code_beside(hlo) or {}
+    code = ProgramCode(structure, tuple(parse_kernel_code(files))) if files else None
+    compiled = Compiled(program, config, target, "", (), "", {}, {}, 0.0)
+    now = render_summary(compiled, structure, "", code)
+    return line_changes(_from_summary(committed.read_text()), _from_summary(now))
+
+
+def annotate(results: Mapping[str, Any], dump_dir: Path, snapshot_dir: Path | None = None) -> dict[str, Any]:
+    """``results`` with each failed structure item that has a dump told apart: ``code_only`` (True when its
+    snapshot differs in kernel code lines only) and ``snapshot_change`` (which lines, in words)."""
+    items = []
+    for it in results.get("items", []):
+        if it.get("kind") == "structure" and it.get("outcome") == "failed":
+            try:
+                changes = snapshot_change(it, dump_dir, snapshot_dir)
+            except InvariantsError as err:  # a dump the parsers do not understand: said, never a guess
+                it = {**it, "code_only": False, "snapshot_change": f"not read: {err}"}
+            else:
+                if changes is not None:
+                    it = {**it, "code_only": changes.code_only, "snapshot_change": changes.describe()}
+        items.append(it)
+    return {**results, "items": items}
+
+
+def outcome_of(
+    injection: Injection, exit_status: int, results: Mapping[str, Any] | None, seconds: float
+) -> Outcome:
+    """Decide an injection from its child's exit status and results file (None: there was none)."""
+    if results is None:
+        return Outcome(injection, exit_status, [], list(injection.expect), seconds, note="no results file")
+    failed = [it for it in results.get("items", []) if it.get("outcome") == "failed"]
+    missing = [e for e in injection.expect if not any(matches(e, it) for it in failed)]
+    return Outcome(injection, exit_status, failed, missing, seconds)
