@@ -46,12 +46,17 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ._errors import InvariantsError, did_you_mean
+from .catalog.targets import Target, all_targets
+from .hlo.cost import Missing
+from .hlo.metrics import METRICS, compiler_metrics, kernel_metrics
+from .hlo.parse import parse_module
+from .hlo.structure import Structure, structure_of
 
 if TYPE_CHECKING:
-    from .catalog.targets import Target
     from .compile.artifacts import Compiled
-    from .hlo.structure import Structure
     from .kernels.program import ProgramCode
 
 __all__ = ["CompiledStructure", "MetricUnavailable", "TargetUnavailable", "compile_for", "target_named"]
@@ -75,6 +80,7 @@ def _start_jax() -> bool:
 
     Returns False when it came too late: JAX had started every backend it could, with no platform chosen.
     """
+    # JAX starts here, once compile.process has set its environment defaults (they apply when it loads)
     import jax
     from jax._src import xla_bridge
 
@@ -103,8 +109,6 @@ def target_named(name: str) -> Target:
     itself (``cpu-8dev`` compiles in a child with 8 host devices), or cannot compile for at all here
     (:class:`TargetUnavailable`), says so.
     """
-    from .catalog.targets import all_targets
-
     in_time = _start_jax()
     targets = all_targets()
     if name == "runtime":
@@ -130,8 +134,6 @@ def target_named(name: str) -> Target:
 # Metric names that only mean something called on a program (time(a), structure(a)), and the input
 # facts of the gate's catalog configurations: neither is a property of one compile of a user function.
 def _measured_names() -> list[str]:
-    from .hlo.metrics import METRICS
-
     return [
         m.name
         for m in METRICS.values()
@@ -162,8 +164,6 @@ class CompiledStructure:
         Raises :class:`MetricUnavailable` when this compile has no value for it, and ``AttributeError``
         (closest names listed) for a name that is not a metric of a compile.
         """
-        from .hlo.cost import Missing
-
         if name not in self.metrics:
             raise AttributeError(self._unknown(name, "metric"))
         value = self.metrics[name]
@@ -197,20 +197,18 @@ class CompiledStructure:
     @property
     def snapshot(self) -> str:
         """The snapshot text of this compile, as the gate's structure tier writes it."""
-        from .snapshot.render import render_summary
+        from .snapshot.render import render_summary  # it imports compile.artifacts: JAX
 
         return render_summary(self.compiled, self.structure, code=self.code)
 
     def __repr__(self) -> str:
-        from .snapshot.render import summary_line
+        from .snapshot.render import summary_line  # it imports compile.artifacts: JAX
 
         where = f"{self.name} [{self.config}] on {self.target}"
         return f"<CompiledStructure {where}: {summary_line(self.structure)}>"
 
 
 def _shape_text(leaf: Any) -> str:
-    import numpy as np
-
     short = {"float32": "f32", "bfloat16": "bf16", "float16": "f16", "int32": "s32", "int8": "s8",
              "int64": "s64", "uint32": "u32", "bool": "pred"}  # fmt: skip
     dtype = np.dtype(leaf.dtype).name
@@ -220,8 +218,7 @@ def _shape_text(leaf: Any) -> str:
 def _abstract(args: tuple[Any, ...], target: Target) -> tuple[tuple[Any, ...], str]:
     """The abstract arguments (one device of ``target``, as the gate places an unsharded program) and
     their shapes as text. A leaf without a shape and dtype is one line naming its path."""
-    import jax
-    import numpy as np
+    import jax  # JAX: started by _start_jax (target_named) before this runs
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     leaves, treedef = jax.tree_util.tree_flatten_with_path(args)
@@ -246,10 +243,8 @@ def compile_for(
 ) -> CompiledStructure:
     """Compile ``fn(*args)`` for ``target`` (``cpu``, ``tpu-v5e``, ``gpu-h100``, ... or ``runtime``) and
     measure it. Only the shapes and dtypes of ``args`` matter; nothing runs. See the module docstring."""
+    # These import the catalog, and JAX with it: after target_named has started JAX as the gate does
     from .compile.artifacts import CompileFailed, compile_function
-    from .hlo.metrics import METRICS, compiler_metrics, kernel_metrics
-    from .hlo.parse import parse_module
-    from .hlo.structure import structure_of
     from .snapshot.render import code_of
 
     chosen = target_named(target)

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 def _struct(shape: tuple[int, ...], dtype: str) -> jax.ShapeDtypeStruct:
-    import jax
+    import jax  # a NO_JAX module: JAX only when a program's arguments are built
     import jax.numpy as jnp
 
     return jax.ShapeDtypeStruct(shape, jnp.dtype(dtype))

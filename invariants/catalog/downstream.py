@@ -70,6 +70,8 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any, cast
 
+import numpy as np
+
 from .._errors import InvariantsError
 from ..spec.file import ProgramDecl
 from .arguments import make_indices
@@ -132,15 +134,13 @@ def _check_signature(decl: ProgramDecl, fn: Callable[..., Any], takes: str = "(t
 
 
 def _shape(spec: Any) -> str:
-    import numpy as np
-
     short = {"float32": "f32", "bfloat16": "bf16", "int32": "s32", "int8": "s8"}
     dtype = short.get(np.dtype(spec.dtype).name, np.dtype(spec.dtype).name)
     return f"{dtype}[{','.join(map(str, spec.shape))}]"
 
 
 def _check_trace(decl: ProgramDecl, fn: Callable[..., Any], program: Program, config: Config) -> None:
-    import jax
+    import jax  # JAX stays lazy by the package rule (.programs has started it already)
 
     # A training step embeds [B, S] tokens: its third argument.
     indices = program.argument_specs(config)[2] if decl.kind == "train" else config.indices
@@ -253,7 +253,7 @@ class ParamsInputs:
         self._draws: dict[tuple[str, str, int], tuple[Any, ...]] = {}
 
     def config(self, config: Config) -> ProgramConfig:
-        import jax
+        import jax  # JAX stays lazy by the package rule (.programs has started it already)
 
         shape = self.decl.index_shape or config.index_shape
         indices = jax.ShapeDtypeStruct(shape, config.indices.dtype)
@@ -273,12 +273,12 @@ class ParamsInputs:
         return self._params[config.id]
 
     def treedef(self, config: Config) -> Any:
-        import jax
+        import jax  # JAX stays lazy by the package rule (.programs has started it already)
 
         return jax.tree_util.tree_structure((self.params(config), self.config(config).indices))
 
     def specs(self, config: Config) -> tuple[Any, ...]:
-        import jax
+        import jax  # JAX stays lazy by the package rule (.programs has started it already)
 
         leaves = jax.tree_util.tree_leaves((self.params(config), self.config(config).indices))
         return tuple(jax.ShapeDtypeStruct(tuple(x.shape), x.dtype) for x in leaves)
@@ -286,8 +286,7 @@ class ParamsInputs:
     def draw(self, config: Config, distribution: Distribution, seed: int) -> tuple[Any, ...]:
         """Concrete leaves: the factory's arrays where it gave some, else drawn (see module doc); the
         indices from ``distribution``. Made once per (configuration, distribution, seed), read-only."""
-        import jax
-        import numpy as np
+        import jax  # JAX stays lazy by the package rule (.programs has started it already)
 
         key = (config.id, distribution, seed)
         if key not in self._draws:
@@ -312,7 +311,7 @@ class ParamsInputs:
 
 def _check_leaves(tree: Any, where: str, factory: str) -> Any:
     """``tree`` when every leaf has a shape and a dtype (an array or a ShapeDtypeStruct), else one line."""
-    import jax
+    import jax  # JAX stays lazy by the package rule (.programs has started it already)
 
     leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
     if not leaves:
@@ -328,7 +327,7 @@ def _check_leaves(tree: Any, where: str, factory: str) -> Any:
 
 def _total(outputs: Any) -> Any:
     """The sum of every floating-point output, in float32: what a params backward differentiates."""
-    import jax
+    import jax  # JAX stays lazy by the package rule (.programs has started it already)
     import jax.numpy as jnp
 
     floats = [x for x in jax.tree_util.tree_leaves(outputs) if jnp.issubdtype(x.dtype, jnp.inexact)]
@@ -339,7 +338,7 @@ def _params_program(
     decl: ProgramDecl, function: Callable[..., Any], inputs: ParamsInputs
 ) -> Callable[..., Any]:
     """The program's function of the flat leaves of ``(params, indices)``, for ``decl.kind``."""
-    import jax
+    import jax  # JAX stays lazy by the package rule (.programs has started it already)
 
     first = CONFIGS[decl.configs[0]]
 
@@ -382,7 +381,7 @@ def _build_with_params(decl: ProgramDecl) -> Program:
 def _check_params(
     decl: ProgramDecl, function: Callable[..., Any], inputs: ParamsInputs, program: Program, config: Config
 ) -> None:
-    import jax
+    import jax  # JAX stays lazy by the package rule (.programs has started it already)
     import jax.numpy as jnp
 
     params = inputs.params(config)

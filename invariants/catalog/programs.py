@@ -262,7 +262,7 @@ def _nnx_module(build: Callable[[Any], Any], **params: jax.Array) -> Any:
     The module is built abstractly (``nnx.eval_shape``), so no initializer runs or appears in the jaxpr;
     ``nnx.merge`` then binds the given arrays, as a functional nnx training loop does with its state.
     """
-    from flax import nnx
+    from flax import nnx  # optional (the libs extra): imported by the programs that use it
 
     graphdef, state = nnx.split(nnx.eval_shape(lambda: build(nnx.Rngs(0))))
     flat = dict(nnx.to_flat_state(state))
@@ -272,7 +272,7 @@ def _nnx_module(build: Callable[[Any], Any], **params: jax.Array) -> Any:
 
 
 def _nnx_embed(W: jax.Array) -> Any:
-    from flax import nnx
+    from flax import nnx  # optional (the libs extra): imported by the programs that use it
 
     vocab, width = W.shape
     return _nnx_module(lambda rngs: nnx.Embed(vocab, width, param_dtype=W.dtype, rngs=rngs), embedding=W)
@@ -285,14 +285,14 @@ def flax_nnx_embed(W: jax.Array, x: jax.Array) -> jax.Array:
 
 def flax_linen_embed(W: jax.Array, x: jax.Array) -> jax.Array:
     """``flax.linen.Embed(V, D).apply({'params': {'embedding': W}}, x)``."""
-    import flax.linen as nn
+    import flax.linen as nn  # optional (the libs extra): imported by the programs that use it
 
     embed = nn.Embed(W.shape[0], W.shape[1], param_dtype=W.dtype)
     return cast(jax.Array, embed.apply({"params": {"embedding": W}}, x))
 
 
 def _haiku_apply(W: jax.Array, x: jax.Array, lookup_style: str) -> jax.Array:
-    import haiku as hk
+    import haiku as hk  # optional (the libs extra): imported by the programs that use it
 
     vocab, width = W.shape
     model: Any = hk.without_apply_rng(
@@ -335,7 +335,7 @@ def _library_train_step(library: str) -> Callable[..., Any]:
         return -jnp.take_along_axis(logp, labels[:, None], axis=1).mean()
 
     def nnx_step(W: jax.Array, P: jax.Array, tokens: jax.Array, labels: jax.Array) -> Any:
-        from flax import nnx
+        from flax import nnx  # optional (the libs extra): imported by the programs that use it
 
         class Classifier(nnx.Module):
             def __init__(self, rngs: nnx.Rngs) -> None:
@@ -350,7 +350,7 @@ def _library_train_step(library: str) -> Callable[..., Any]:
         return grads["embed"]["embedding"].get_value(), grads["head"]["kernel"].get_value()
 
     def linen_step(W: jax.Array, P: jax.Array, tokens: jax.Array, labels: jax.Array) -> Any:
-        import flax.linen as nn
+        import flax.linen as nn  # optional (the libs extra): imported by the programs that use it
 
         class Classifier(nn.Module):
             @nn.compact
@@ -367,7 +367,7 @@ def _library_train_step(library: str) -> Callable[..., Any]:
 
     def haiku_step(lookup_style: str) -> Callable[..., Any]:
         def step(W: jax.Array, P: jax.Array, tokens: jax.Array, labels: jax.Array) -> Any:
-            import haiku as hk
+            import haiku as hk  # optional (the libs extra): imported by the programs that use it
 
             def classify(tokens: jax.Array) -> jax.Array:
                 h = hk.Embed(W.shape[0], W.shape[1], lookup_style=lookup_style)(tokens)

@@ -111,7 +111,7 @@ class Target:
 
     def devices(self) -> Sequence[Any]:
         """The devices to compile for: real ones at runtime, topology devices ahead of time."""
-        import jax
+        import jax  # a NO_JAX module: JAX starts when devices are asked for, not at import
 
         if self.mode == "runtime":
             return jax.devices()[: self.device_count]
@@ -139,7 +139,7 @@ def _topology_devices(family: Family, topology: str, chip_config: str) -> Sequen
 
 
 def _make_topology_devices(family: Family, topology: str, chip_config: str) -> Sequence[Any]:
-    from jax.experimental import topologies
+    from jax.experimental import topologies  # a NO_JAX module: JAX only when a topology is made
 
     if family == "tpu":
         chips = tuple(int(n) for n in topology.split(":")[1].split("x"))
@@ -242,7 +242,7 @@ def runtime_target() -> Target:
     On a TPU or GPU host the runtime target replaces the AOT target of that chip, so both write the same
     snapshots: a disagreement between the two is itself a finding.
     """
-    import jax
+    import jax  # a NO_JAX module: JAX starts when the backend is asked for, not at import
 
     device = jax.devices()[0]
     if device.platform == "cpu":

@@ -19,10 +19,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from .._errors import InvariantsError
 from ..catalog.programs import Program, get_config
 from ..catalog.registry import get_program
-from ..catalog.targets import HOST_DEVICE_FLAG, Target
+from ..catalog.targets import _AOT_TARGETS, HOST_DEVICE_FLAG, Target
+from ..kernels.dump import read_kernel_code
+from .child import keys_child
 
 
 class Key(NamedTuple):
@@ -73,8 +77,8 @@ class Compiled:
 
 def _abstract_arguments(program: Program, config_id: str, target: Target) -> tuple[tuple[Any, ...], Any]:
     """The abstract arguments, and the mesh of a sharded program (None otherwise)."""
+    # JAX stays lazy by the package rule (catalog.programs has started it already)
     import jax
-    import numpy as np
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     config = get_config(config_id)
@@ -84,7 +88,7 @@ def _abstract_arguments(program: Program, config_id: str, target: Target) -> tup
     devices = list(target.devices())
     layout = program.layout
     if layout is not None and layout.pod:
-        from jax.experimental import mesh_utils
+        from jax.experimental import mesh_utils  # JAX stays lazy, as above
 
         # A pod job's mesh: devices placed by their physical coordinates (rings along the ICI links).
         shape = layout.mesh_for(target.device_count)
@@ -146,14 +150,14 @@ def compile_here(program_name: str, config_id: str, target: Target) -> Compiled:
 
 def _compile(program_name: str, config_id: str, target: Target) -> tuple[Compiled, Any]:
     """The artifacts and the executable (callable with concrete arguments on a runtime target)."""
-    import jax
+    import jax  # JAX stays lazy, as in _abstract_arguments
 
     program = get_program(program_name)
     args, mesh = _abstract_arguments(program, config_id, target)
     layout = program.layout
     jit_kwargs: dict[str, Any] = {}
     if layout is not None and layout.output is not None:
-        from jax.sharding import NamedSharding, PartitionSpec
+        from jax.sharding import NamedSharding, PartitionSpec  # JAX stays lazy, as above
 
         jit_kwargs["out_shardings"] = NamedSharding(mesh, PartitionSpec(*layout.output))
     # Pod programs name mesh axes in their code (shard_map, sharding constraints), as model code does.
@@ -181,7 +185,7 @@ def compile_function(
     is made (the gate's programs, and :func:`invariants.testing.compile_for`'s functions): the
     :class:`Compiled` artifacts, named ``program`` and ``config``, and the executable. Raises
     :class:`CompileFailed` with the first line of what went wrong."""
-    import jax
+    import jax  # JAX stays lazy, as in _abstract_arguments
 
     start = time.perf_counter()
     try:
@@ -240,8 +244,6 @@ def reads_kernel_code(target: Target) -> bool:
 def _compile_with_code(lowered: Any) -> tuple[Any, dict[str, str]]:
     """Compile ``lowered`` with XLA dumping this compile only (a per-compile option: no global XLA_FLAGS, no
     child process) into a folder of its own, and read back its kernel code."""
-    from ..kernels.dump import read_kernel_code
-
     with tempfile.TemporaryDirectory(prefix="invariants-code-") as folder:
         compiled = lowered.compile(compiler_options={"xla_dump_to": folder})
         modules = read_kernel_code(Path(folder))
@@ -278,8 +280,6 @@ def _memory(compiled: Any) -> dict[str, int]:
 
 def compile_in_child(keys: Iterable[Key], target: Target) -> list[Compiled]:
     """Compile ``keys`` for a ``subprocess`` target in one child process with the host-device flag set."""
-    from .child import keys_child
-
     env = dict(os.environ)
     env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {HOST_DEVICE_FLAG}".strip()
     env["JAX_PLATFORMS"] = "cpu"
@@ -414,8 +414,6 @@ class CompileCache:
 
 
 def _child_main(target_name: str) -> int:
-    from ..catalog.targets import _AOT_TARGETS
-
     target = next(t for t in _AOT_TARGETS if t.name == target_name)
     keys = json.loads(sys.stdin.read())
     out = []

@@ -16,10 +16,12 @@ where its output was saved.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -109,9 +111,6 @@ __all__ = [
 def stage() -> Path:
     """The folder another interpreter gets as ``PYTHONPATH``: a link to this package and nothing else,
     one per package location, in the temporary folder."""
-    import hashlib
-    import tempfile
-
     tag = hashlib.sha1(str(PACKAGE_DIR).encode()).hexdigest()[:12]
     return staged_package(Path(tempfile.gettempdir()) / f"invariants-package-{tag}")
 
@@ -151,9 +150,11 @@ def gate_command(
     for plugin in plugins:
         cmd += ["-p", plugin]
     cmd += ["-m", markers, "--targets", targets]
-    if programs:
+    # A user's selection goes to the gate even when empty: the gate refuses an empty one in one line, where
+    # dropping it would select every program in silence. None (or no names) means none was given.
+    if isinstance(programs, str) or programs:
         cmd += ["--programs", programs if isinstance(programs, str) else ",".join(programs)]
-    if configs:
+    if configs is not None:
         cmd += ["--configs", configs]
     if k:
         cmd += ["-k", k]

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from .. import _config
+from .. import _config, _cores
 
 # JAX reads JAX_PLATFORMS when it starts. Without a request, the runtime is the CPU: this also lets the
 # CUDA plugin load for ahead-of-time GPU compiles on hosts without a GPU. A TPU or GPU host asks for its
@@ -127,8 +127,6 @@ def worker_core(workerinput: dict[str, Any] | None, cores: list[int]) -> int | N
 def pin_worker(workerinput: dict[str, Any] | None, pin: bool) -> None:
     """Under ``--pin-workers`` (``pin``), put an xdist worker on its core; give any other gate process every
     core back. Call it before JAX starts its backend: its thread pools are sized to the cores it may use."""
-    from .. import _cores
-
     core = worker_core(workerinput, _cores.usable())
     if core is not None and pin:
         _cores.pin({core})
@@ -200,7 +198,7 @@ def guard_backend() -> None:
     check_xla_flags()
     wanted = _config.requested_platforms()
     with held_stderr() as held:
-        import jax
+        import jax  # here JAX starts: after the environment is set, with stderr held
 
         try:
             platform = jax.devices()[0].platform

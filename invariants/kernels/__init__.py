@@ -25,6 +25,8 @@ from .facts import KernelCodeError as KernelCodeError
 from .facts import KernelFacts as KernelFacts
 from .facts import Language as Language
 from .facts import name_key as name_key
+from .llvm_ir import parse_llvm_ir
+from .ptx import parse_ptx
 
 __all__ = [
     "KernelCodeError",
@@ -38,9 +40,6 @@ __all__ = [
 def parse_kernel_code(files: Mapping[str, str]) -> list[KernelFacts]:
     """Every kernel in ``files`` (file name -> text; ``.ptx`` or ``.ll``), in file-name order and then in
     order of appearance. Raises :class:`KernelCodeError` on a construct not understood."""
-    from .llvm_ir import parse_llvm_ir
-    from .ptx import parse_ptx
-
     out: list[KernelFacts] = []
     for name in sorted(files):
         text = files[name]

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 
 from ..hlo.cost import Missing
 from ..hlo.structure import Kernel, Structure
-from .facts import KernelFacts
+from .facts import KernelFacts, name_key
 
 __all__ = [
     "ProgramCode",
@@ -69,8 +69,6 @@ class ProgramCode:
 
 
 def _key(kernel: Kernel) -> str:
-    from .facts import name_key
-
     return name_key(kernel.name)
 
 

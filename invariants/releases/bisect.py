@@ -23,6 +23,7 @@ import dataclasses
 import difflib
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,7 +35,10 @@ from packaging.version import Version
 
 from .._errors import InvariantsError
 from .._paths import check_output_dir
+from ..catalog.targets import all_targets
 from ..compile.child import gate_command, gate_env, keys_child, last_line, run_gate, stage
+from ..hlo.parse import parse_module
+from ..hlo.structure import structure_of
 from .environments import (
     DEFAULT_CACHE,
     DEFAULT_INDEX,
@@ -115,8 +119,6 @@ def check_selection(k: str, targets: str, programs: str | None, configs: str | N
     of ``kinds`` (item functions; default: what a verdict is made of), or that the gate refuses (an unknown
     target, program or configuration), is one line. A collection that cannot run here is no verdict on the
     selection: it returns -1 and the releases' runs say what they meet."""
-    import subprocess
-
     with tempfile.TemporaryDirectory(prefix="invariants-selection-") as tmp:
         folder = Path(tmp)
         cmd = gate_command(targets=targets, programs=programs, configs=configs, k=k, tests=tests,
@@ -225,11 +227,9 @@ def bisect_releases(order: Sequence[Version], verdict: Callable[[Version], Any])
 
 def _render_child() -> int:
     """Read ``[[program, config, target], ...]`` on stdin, print ``{"p/c/t": snapshot summary}`` as JSON."""
+    # These start JAX: in the release's environment, not when a command imports bisect
     from ..catalog.programs import CATALOG
-    from ..catalog.targets import all_targets
     from ..compile.artifacts import compile_here
-    from ..hlo.parse import parse_module
-    from ..hlo.structure import structure_of
     from ..snapshot.render import render_summary
 
     targets = all_targets()

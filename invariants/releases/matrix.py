@@ -28,6 +28,7 @@ from typing import Any
 from .._errors import InvariantsError
 from .._paths import atomic_path, check_output_dir, write_atomic
 from ..catalog.select import selectors
+from ..catalog.targets import all_targets, select_targets
 from .bisect import add_release_options, check_selection, run_suite
 from .environments import (
     check_index,
@@ -159,12 +160,12 @@ def _kernel_table(
 
 def plot_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], path: Path) -> None:
     try:
-        import matplotlib
+        import matplotlib  # optional (the test extra), and heavy: only for the plot
     except ImportError:
         raise InvariantsError(f"{path}: matplotlib is not installed (pip install matplotlib)") from None
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after the backend is chosen
 
     metrics = [*MATRIX_METRICS]
     if any(r.metrics.get(PREDICTED_METRIC) is not None for r in rows):
@@ -229,12 +230,10 @@ def matrix_gpus(targets: str) -> str:
     family), checked with the gate's selection grammar (:func:`invariants.catalog.targets.select_targets`: an
     unknown word is one line with a suggestion). The CPU always runs and tpu-v5e unless ``--no-tpu``; a
     word that names only another target (tpu-v4, cpu-8dev, a pod) is one line too, never ignored."""
-    from ..compile.process import held_stderr
+    from ..compile.process import held_stderr  # it imports pytest (the test extra), which --help needs not
 
     words = selectors(targets, "--targets", "name targets, e.g. cpu,gpu-a100")
     with held_stderr():  # the targets come with the catalog: JAX, and the CUDA plugin's notices
-        from ..catalog.targets import all_targets, select_targets
-
         gpus = [name for name in all_targets() if name.startswith("gpu-")]
         chosen = {word: {t.name for t in select_targets(word)} for word in words}
     for word in words:

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from invariants import _cores
 from invariants._errors import InvariantsError
 from invariants._paths import write_atomic
 from invariants.timing.paired import RatioResult, Verdict, decide_lower
@@ -66,9 +67,7 @@ def machine(device_kind: str, clock: str) -> dict[str, Any]:
     (``--pin-workers``) runs XLA:CPU's partitioned kernels on one thread, and measured take[bf16] at
     0.12-0.13 against a baseline of 0.29 recorded on both cores. That worker is another machine for a
     baseline: its efficiency items are measured and recorded, and skip their comparison saying why."""
-    from .._cores import usable
-
-    return {"cores": len(usable()) or os.cpu_count(), "device": device_kind, "clock": clock}
+    return {"cores": len(_cores.usable()) or os.cpu_count(), "device": device_kind, "clock": clock}
 
 
 def read_baseline(path: Path) -> dict[str, Any] | None:

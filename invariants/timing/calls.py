@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from invariants._errors import InvariantsError
+from invariants.hlo.parse import parse_module
 
 __all__ = ["copy_callable", "jax_callable"]
 
@@ -20,7 +21,7 @@ def jax_callable(fn: Callable[..., Any], *args: Any) -> Callable[[], None]:
     that has already run once) so compile time never lands in a sample. Each call runs ``fn(*args)`` and
     waits with ``jax.block_until_ready`` for every output buffer.
     """
-    import jax
+    import jax  # JAX starts after compile.process sets the environment, not when timing is imported
 
     def call() -> None:
         jax.block_until_ready(fn(*args))
@@ -42,7 +43,7 @@ def copy_callable(nbytes: int) -> Callable[[], None]:
     Raises:
         InvariantsError: if ``nbytes < 128``, or if the compiled program does no work.
     """
-    import jax
+    import jax  # JAX starts after compile.process sets the environment, not when timing is imported
     import jax.numpy as jnp
 
     if nbytes < 128:
@@ -56,6 +57,4 @@ def copy_callable(nbytes: int) -> Callable[[], None]:
 
 def _hlo_copies(hlo_text: str) -> bool:
     """True when the entry computation's root is a ``copy`` or ``fusion`` (not the bare parameter)."""
-    from invariants.hlo.parse import parse_module
-
     return parse_module(hlo_text, "copy reference").entry.root.opcode in ("copy", "fusion")

@@ -46,6 +46,10 @@ from .. import _config
 from .._cores import freed, usable
 from .._errors import InvariantsError
 from .._paths import check_output_file, write_atomic
+from ..catalog.targets import CPU_RUNTIME, select_targets
+from ..releases import environments as envs  # a module: a test replaces its functions
+from ..releases.bisect import structural_diff, what_changed
+from ..releases.environments import DEFAULT_CACHE, DEFAULT_INDEX
 from ..timing.paired import runtime_clock
 from .report import (
     invariant_changes,
@@ -351,8 +355,7 @@ def measure_confirmed(
 
 def structure_keys(programs: Sequence[str], targets: str) -> list[tuple[str, str, str]]:
     """``(program, f32, target)`` for each selected target that compiles the program."""
-    from ..catalog.programs import catalog_program
-    from ..catalog.targets import CPU_RUNTIME, select_targets
+    from ..catalog.programs import catalog_program  # it imports JAX: not when the command loads
 
     # The gate's grammar; the controller starts no JAX, and its workers run on the CPU backend here (a
     # TPU or GPU host's runtime target is the AOT target of its name, which the workers then replace).
@@ -371,8 +374,6 @@ def compare_structure(
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, str | None]]]:
     """Both sides' renderings, kernel and compiler metrics and invariant verdicts per key, with a diff (and
     one line saying which lines differ: code lines only, HLO lines, or both) where the renderings differ."""
-    from ..releases.bisect import structural_diff, what_changed
-
     replies = [repository_paths(r) for r in _both(workers, "structure", keys=[list(k) for k in keys])]
     names = ("baseline", "candidate")
     out = []
@@ -418,8 +419,6 @@ NUMBERS: tuple[tuple[str, str, type, str, Callable[[Any], bool], str], ...] = (
 
 
 def _parser() -> argparse.ArgumentParser:
-    from ..releases.environments import DEFAULT_CACHE, DEFAULT_INDEX
-
     p = argparse.ArgumentParser(
         prog="python -m invariants versus",
         description="Time the catalog under two JAX installations, paired in one run; compare structure.",
@@ -514,6 +513,7 @@ def select_programs(value: str | None) -> list[str]:
     an unknown word is one line with the nearest names), less the sharded ones a pattern matched: versus
     times single-device programs. A sharded program named as such, or a selection left empty, is one line.
     """
+    # They import JAX: not when the command loads
     from ..catalog.programs import catalog_program
     from ..catalog.registry import select_program_option
 
@@ -541,17 +541,6 @@ def _settings(args: argparse.Namespace, platform: str) -> Settings:
 
 
 def _builder(args: argparse.Namespace, progress: Progress) -> Callable[[Any, str], Path]:
-    from ..releases.environments import (
-        check_index,
-        choose_pins,
-        ensure_env,
-        env_python,
-        gpu_selected,
-        gpu_too_old,
-        list_releases,
-        resolve_version,
-    )
-
     lists: dict[str, Any] = {}
     # The backend the user asked for (JAX_PLATFORMS' first entry; python -m invariants defaults it to cpu).
     platform = (_config.requested_platforms() or ["cpu"])[0]
@@ -564,17 +553,19 @@ def _builder(args: argparse.Namespace, progress: Progress) -> Callable[[Any, str
                 "environment with that release's GPU jax instead"
             )
         if not lists:
-            check_index(args.index_url)
-            lists["jax"] = list_releases("jax", args.index_url)
-            lists["jaxlib"] = list_releases("jaxlib", args.index_url)
-        v = resolve_version(str(version), lists["jax"], flag)
+            envs.check_index(args.index_url)
+            lists["jax"] = envs.list_releases("jax", args.index_url)
+            lists["jaxlib"] = envs.list_releases("jaxlib", args.index_url)
+        v = envs.resolve_version(str(version), lists["jax"], flag)
         # On a TPU host the side needs libtpu to run at all: build jax[tpu] of that release.
         # GPU targets compile with the release's CUDA plugin; the default targets leave a release too old
         # for it without (its gpu-h100 keys then read unavailable), a gpu selection asked for refuses it.
-        gpu = gpu_selected(args.targets) and (args.targets != DEFAULT_TARGETS or gpu_too_old(v) is None)
-        pins = choose_pins(v, lists["jaxlib"], tpu=platform == "tpu", gpu=gpu)
+        gpu = envs.gpu_selected(args.targets) and (
+            args.targets != DEFAULT_TARGETS or envs.gpu_too_old(v) is None
+        )
+        pins = envs.choose_pins(v, lists["jaxlib"], tpu=platform == "tpu", gpu=gpu)
         progress(f"versus: {flag} {v}: environment {pins.env_name} (built with uv when missing; minutes)")
-        return env_python(ensure_env(pins, args.cache_dir, args.index_url, log=progress))
+        return envs.env_python(envs.ensure_env(pins, args.cache_dir, args.index_url, log=progress))
 
     return build
 

@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import InvariantsError
-from .._paths import atomic_path, write_atomic
+from .._paths import PACKAGE_DIR, atomic_path, shown, write_atomic
+from ..compile.child import stage
 from .stats import ALL_CORES, ALL_CORES_THREADS
 
 FORMAT = "invariants-versus"
@@ -177,18 +178,12 @@ def repository_paths(reply: Any) -> Any:
     as
     this package's own (``invariants/gpu.toml:212`` from the checkout's root): every string, so invariant
     locations, descriptions and errors alike."""
-    from .._paths import PACKAGE_DIR
-    from ..compile.child import stage
-
-    try:
-        shown = str(PACKAGE_DIR.relative_to(Path.cwd().resolve()))
-    except ValueError:
-        shown = str(PACKAGE_DIR)
+    here = shown(PACKAGE_DIR)
     staged = str(stage() / "invariants")
 
     def fix(value: Any) -> Any:
         if isinstance(value, str):
-            return value.replace(staged + os.sep, shown + os.sep) if staged in value else value
+            return value.replace(staged + os.sep, here + os.sep) if staged in value else value
         if isinstance(value, list):
             return [fix(v) for v in value]
         if isinstance(value, dict):
@@ -387,11 +382,11 @@ def _cell(value: Any) -> str:
 def _metric_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """Kernel and compiler metrics side by side; rows without a value on either side are left out, and a
     row whose values differ is marked."""
-    shown = [r for r in rows if r["baseline"] is not None or r["candidate"] is not None]
-    if not shown:
+    valued = [r for r in rows if r["baseline"] is not None or r["candidate"] is not None]
+    if not valued:
         return []
     out = ["", "| metric | source | baseline | candidate | |", "|---|---|---:|---:|---|"]
-    for r in shown:
+    for r in valued:
         mark = "**differs**" if r["differs"] else ""
         out.append(f"| {r['metric']} | {r['source']} | {_cell(r['baseline'])} | {_cell(r['candidate'])} "
                    f"| {mark} |")  # fmt: skip
@@ -405,11 +400,11 @@ def _metric_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 def plot(record: Mapping[str, Any], path: Path) -> None:
     """Ratio and interval per program, per clock, the threshold drawn; PNG at ``path``."""
     try:
-        import matplotlib
+        import matplotlib  # optional (the test extra), and heavy: only for the plot
     except ImportError:
         raise InvariantsError(f"{path}: matplotlib is not installed (pip install matplotlib)") from None
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after the backend is chosen
 
     timing = record["timing"]
     if not timing:

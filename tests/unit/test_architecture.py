@@ -84,9 +84,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # 0: what every floor uses: errors, output paths, statistics, cores, the environment variables
     ("_errors", "_paths", "_stats", "_cores", "_config"),
     # 1: data and text, no JAX: configurations, selection, the target table, HLO and kernel code, the spec
-    #    files, the results records and the gate's item names
-    ("catalog.configs", "catalog.select", "catalog.targets", "hlo", "kernels", "spec.file", "plugin.results",
-     "plugin.items"),
+    #    files and their assert grammar, the results records and the gate's item names
+    ("catalog.configs", "catalog.select", "catalog.targets", "hlo", "kernels", "spec.file", "spec.asserts",
+     "plugin.results", "plugin.items"),
     # 2: the catalog's programs and everything that compiles, snapshots, checks or times them
     ("catalog", "compile", "snapshot", "spec", "timing", "testing"),
     # 3: the pytest session
@@ -106,8 +106,9 @@ KNOWN_UPWARD = {
 # The modules that must start without JAX (hlo-stats, the spec validator, selection, the target table, the
 # report's reader of results).
 NO_JAX = ("_errors", "_paths", "_stats", "_cores", "_config", "catalog.configs", "catalog.select",
-          "catalog.targets", "spec.file", "hlo.parse", "hlo.structure", "hlo.metrics", "hlo.cost", "kernels",
-          "kernels.ptx", "kernels.llvm_ir", "kernels.program", "plugin.results", "plugin.items")  # fmt: skip
+          "catalog.targets", "spec.file", "spec.asserts", "hlo.parse", "hlo.structure", "hlo.metrics",
+          "hlo.cost", "kernels", "kernels.ptx", "kernels.llvm_ir", "kernels.program", "plugin.results",
+          "plugin.items")  # fmt: skip
 
 
 def _module_name(path: Path) -> str:
@@ -252,15 +253,30 @@ def test_the_lower_floors_import_no_jax():
 _MUTATORS = {"append", "extend", "insert", "pop", "clear", "update", "setdefault", "add", "discard", "remove"}
 
 
+def _root(node: ast.expr) -> ast.expr:
+    """``X`` of ``X.a.b`` and ``X[k].a``: the name whose object a change reaches."""
+    while isinstance(node, ast.Attribute | ast.Subscript):
+        node = node.value
+    return node
+
+
 def _mutated_globals(tree: ast.Module) -> list[str]:
     """Module-level names that a function of the module changes in place (``X.append(...)``,
-    ``X[k] = v``, ``X[:] = ...``): state kept in module globals, not constants."""
+    ``X[k] = v``, ``X.a.b.clear()``, ``X.attr = v``): state kept in module globals, not constants. Another
+    module's object imported by name (at the top or in a function) counts as well: changing it from here
+    is the same state, kept one module away (the old ``GUARD`` of ``snapshot.store``, set from hooks)."""
     bound = {
         t.id
         for n in tree.body
         if isinstance(n, ast.Assign | ast.AnnAssign)
         for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
         if isinstance(t, ast.Name)
+    }
+    bound |= {
+        alias.asname or alias.name
+        for n in ast.walk(tree)
+        if isinstance(n, ast.ImportFrom) and (n.level or (n.module or "").startswith("invariants"))
+        for alias in n.names
     }
     changed: set[str] = set()
     for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)):
@@ -272,13 +288,15 @@ def _mutated_globals(tree: ast.Module) -> list[str]:
             ):
                 base = node.func.value
             elif isinstance(node, ast.Assign | ast.AugAssign) and isinstance(
-                (target := node.targets[0] if isinstance(node, ast.Assign) else node.target), ast.Subscript
+                (target := node.targets[0] if isinstance(node, ast.Assign) else node.target),
+                ast.Subscript | ast.Attribute,
             ):
                 base = target.value
             else:
                 continue
-            if isinstance(base, ast.Name) and base.id in bound:
-                changed.add(base.id)
+            root = _root(base)
+            if isinstance(root, ast.Name) and root.id in bound:
+                changed.add(root.id)
     return sorted(changed)
 
 
@@ -287,7 +305,8 @@ def test_the_plugin_keeps_no_state_in_module_globals():
     one process (pytester, the API's tests) never share a run's items or notes."""
     stateful = {
         str(p.relative_to(PACKAGE)): names
-        for p in sorted((PACKAGE / "plugin").glob("*.py"))
+        for folder in ("plugin", "snapshot")
+        for p in sorted((PACKAGE / folder).glob("*.py"))
         if (names := _mutated_globals(ast.parse(p.read_text())))
     }
     assert not stateful, stateful
@@ -296,3 +315,189 @@ def test_the_plugin_keeps_no_state_in_module_globals():
         "def f(x):\n    _RESULTS['a'] = 1\n    _NOTES.append(x)\n    return KINDS['a']\n"
     )
     assert _mutated_globals(planted) == ["_NOTES", "_RESULTS"]
+    # The singleton the snapshot store kept until the session owned its guard, changed from the hooks.
+    old_hooks = ast.parse(
+        "def finish(s):\n    from ..snapshot.store import GUARD\n"
+        "    GUARD.known_stems.clear()\n    GUARD.selected = s.selected\n"
+    )
+    assert _mutated_globals(old_hooks) == ["GUARD"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The lazy-import contract: an import inside a function hides what a module needs from its reader, so it
+# has a reason, and only three count. The imported module starts a library of LAZY_LIBRARIES when it is
+# imported (JAX must start after compile.process sets the environment, and never under a NO_JAX module;
+# an optional dependency may be missing); or importing it at the top would close an import cycle; or the
+# import is on ALLOWED_LAZY, with its reason. Everything else goes to the top of its file.
+
+# JAX and what starts it (equinox, the libraries of the catalog's programs), and the optional dependencies
+# (pyproject's test, libs and tpu extras) that the commands and the lower floors start without.
+LAZY_LIBRARIES = frozenset({
+    "jax", "jaxlib", "equinox", "flax", "haiku", "libtpu", "scipy", "matplotlib", "pytest", "_pytest",
+    "xdist", "syrupy", "pytest_benchmark",
+})  # fmt: skip
+
+# (file below invariants/, module) -> why that module is imported inside a function there.
+_INERT = "the pytest11 entry point loads in every pytest session: inert, it imports no more until used"
+ALLOWED_LAZY: dict[tuple[str, str], str] = {
+    ("pytest_plugin.py", "invariants._errors"): _INERT + " (test_pytest_api)",
+    ("pytest_plugin.py", "invariants.testing"): _INERT + " (test_pytest_api)",
+    ("hlo/metrics.py", "numpy"): "the metric registry loads with hlo-stats and the spec validator, which "
+    "start without numpy (a tenth of a second); only a configuration's item size needs it",
+    ("snapshot/user.py", "invariants.testing"): "the pytest API's value type, checked when a test compares "
+    "one: testing is the public face above the snapshot floor, so the reference runs upward and waits",
+    ("plugin/results.py", "fcntl"): "POSIX only: where it is missing (Windows) a run locks nothing",
+}
+
+
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+
+
+def _imports_by_place(
+    tree: ast.AST,
+) -> tuple[list[ast.Import | ast.ImportFrom], list[ast.Import | ast.ImportFrom]]:
+    """(the imports that run when the module is imported, those inside a function); neither counts one
+    under ``if TYPE_CHECKING:`` (it never runs)."""
+    top: list[ast.Import | ast.ImportFrom] = []
+    inner: list[ast.Import | ast.ImportFrom] = []
+
+    def visit(nodes: list[ast.AST], in_function: bool) -> None:
+        for node in nodes:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                visit(list(node.orelse), in_function)
+                continue
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                (inner if in_function else top).append(node)
+            visit(list(ast.iter_child_nodes(node)), in_function or isinstance(node, _FUNCTIONS))
+
+    visit(list(ast.iter_child_nodes(tree)), False)
+    return top, inner
+
+
+def _targets(path: Path, node: ast.Import | ast.ImportFrom) -> tuple[list[str], list[str]]:
+    """(the package modules one import names, as in :func:`module_edges`; the outside libraries it names,
+    by their top-level name)."""
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+        mine = [n.partition(".")[2] or "__init__" for n in names if n.split(".")[0] == "invariants"]
+        return mine, [n.split(".")[0] for n in names if n.split(".")[0] != "invariants"]
+    if node.level == 0 and node.module == "invariants":
+        return [a.name if _is_module(a.name) else "__init__" for a in node.names], []
+    if node.level == 0 and not (node.module or "").startswith("invariants."):
+        return [], [(node.module or "").split(".")[0]]
+    return [m or "__init__" for m in _imported(path, node)], []
+
+
+def _parents(module: str) -> list[str]:
+    """What importing ``module`` runs first: ``invariants`` and each package above it."""
+    parts = module.split(".") if module != "__init__" else []
+    return ["__init__", *(".".join(parts[:n]) for n in range(1, len(parts)))]
+
+
+def _package_files() -> dict[str, Path]:
+    return {
+        _module_name(p) or "__init__": p
+        for p in sorted(PACKAGE.rglob("*.py"))
+        if "snapshots" not in p.parts and "__pycache__" not in p.parts
+    }
+
+
+def _import_time_graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """Module -> (the package modules its top-level imports name; the LAZY_LIBRARIES they name)."""
+    modules: dict[str, set[str]] = {}
+    libraries: dict[str, set[str]] = {}
+    for me, path in _package_files().items():
+        top, _ = _imports_by_place(ast.parse(path.read_text()))
+        for node in top:
+            mine, outside = _targets(path, node)
+            modules.setdefault(me, set()).update(m for m in mine if m != me)
+            libraries.setdefault(me, set()).update(n for n in outside if n in LAZY_LIBRARIES)
+    return modules, libraries
+
+
+def _reach(edges: dict[str, set[str]], start: str, parents: bool) -> set[str]:
+    """The modules importing ``start`` runs (``start`` included); with ``parents``, the packages above
+    each too (Python runs a package's ``__init__`` before its submodules)."""
+    seen: set[str] = set()
+    stack = [start, *(_parents(start) if parents else ())]
+    while stack:
+        m = stack.pop()
+        if m in seen:
+            continue
+        seen.add(m)
+        for nxt in edges.get(m, ()):
+            stack += [nxt, *(_parents(nxt) if parents else ())]
+    return seen
+
+
+def _lazy_imports(planted: dict[str, str] | None = None) -> list[tuple[str, int, str, str]]:
+    """``(file, line, module, reason)`` for each module an import inside a function names; ``reason`` is
+    ``"starts"`` (a library of LAZY_LIBRARIES, or a module that imports one when it is imported),
+    ``"cycle"``, ``"allowed"`` (ALLOWED_LAZY) or ``""`` (none). ``planted``: file -> a source that replaces
+    that file's, to show the check at work."""
+    modules, libraries = _import_time_graph()
+    found = []
+    for me, path in _package_files().items():
+        file = str(path.relative_to(PACKAGE))
+        source = (planted or {}).get(file) or path.read_text()
+        for node in _imports_by_place(ast.parse(source))[1]:
+            mine, outside = _targets(path, node)
+            for lib in outside:
+                reason = (
+                    "starts" if lib in LAZY_LIBRARIES else "allowed" if (file, lib) in ALLOWED_LAZY else ""
+                )
+                found.append((file, node.lineno, lib, reason))
+            for m in mine:
+                name = "invariants" if m == "__init__" else f"invariants.{m}"
+                if any(libraries.get(x) for x in _reach(modules, m, parents=True)):
+                    reason = "starts"
+                elif me in _reach(modules, m, parents=False):
+                    reason = "cycle"
+                else:
+                    reason = "allowed" if (file, name) in ALLOWED_LAZY else ""
+                found.append((file, node.lineno, name, reason))
+    return found
+
+
+def unneeded_lazy_imports(planted: dict[str, str] | None = None) -> list[tuple[str, int, str]]:
+    """``(file, line, module)`` for each import inside a function that has none of the contract's reasons."""
+    return [(file, line, m) for file, line, m, reason in _lazy_imports(planted) if not reason]
+
+
+def _lines(found: list[tuple[str, int, str]]) -> list[str]:
+    return [
+        f"invariants/{file}:{line} imports {m} inside a function; move it to the top"
+        for file, line, m in found
+    ]
+
+
+def test_an_import_inside_a_function_has_a_reason():
+    found = unneeded_lazy_imports()
+    assert not found, "\n".join(_lines(found))
+    used = {(file, m) for file, _, m, reason in _lazy_imports() if reason == "allowed"}
+    stale = sorted(set(ALLOWED_LAZY) - used)
+    assert not stale, f"ALLOWED_LAZY names imports that no function makes any more: {stale}"
+
+
+def test_the_lazy_contract_catches_a_planted_import():
+    """In the timing calls a function imports the HLO parser's neighbour and json (no reason: both are
+    named), JAX and the catalog (they start JAX: allowed); in the kernels' facts a function imports the
+    kernels' program, which imports the facts at its top (a cycle: allowed)."""
+    calls = (PACKAGE / "timing" / "calls.py").read_text()
+    calls += (
+        "\n\ndef _planted():\n    import json\n\n    import jax\n\n"
+        "    from ..catalog.programs import CATALOG\n    from ..hlo.structure import structure_of\n"
+    )
+    facts = (
+        PACKAGE / "kernels" / "facts.py"
+    ).read_text() + "\n\ndef _planted():\n    from .program import ProgramCode\n"
+    planted = {"timing/calls.py": calls, "kernels/facts.py": facts}
+    found = [f for f in unneeded_lazy_imports(planted) if f[0] in planted]
+    last = len(calls.splitlines())
+    assert found == [
+        ("timing/calls.py", last - 5, "json"),
+        ("timing/calls.py", last, "invariants.hlo.structure"),
+    ]
+    assert _lines(found[:1]) == [
+        f"invariants/timing/calls.py:{last - 5} imports json inside a function; move it to the top"
+    ]

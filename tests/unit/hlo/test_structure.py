@@ -224,3 +224,23 @@ def test_partitions_are_not_part_of_equality() -> None:
     )
     assert one_core == s
     assert hash(one_core) == hash(s)
+
+
+@pytest.mark.parametrize("cores", ["1", "4"])
+def test_a_host_with_other_cores_compiles_the_same_structure_and_signature(cores: str) -> None:
+    """Issue "one house", defect 2: the same optimized HLO compiled on a host with other cores differs
+    only in XLA:CPU's ``outer_dimension_partitions`` (two here, one core: none). ``structure(a) ==
+    structure(b)`` and the spec's structural signature (what that relation compares) both leave it out,
+    as the snapshot does; before the fix they compared ``Kernel.partitions`` and the relation failed."""
+    from invariants.spec.checks import structural_signature
+
+    text = (DATA / "cpu_fwd_take.txt").read_text()
+    two = '"outer_dimension_partitions":["2"]'
+    assert two in text
+    other = text.replace(two, "" if cores == "1" else f'"outer_dimension_partitions":["{cores}"]')
+    here, there = structure_of(parse_module(text, "here")), structure_of(parse_module(other, "there"))
+    assert [k.partitions for k in here.kernel_list if k.partitions] == [2]
+    assert [k.partitions for k in there.kernel_list if k.partitions] == ([] if cores == "1" else [4])
+    assert here == there
+    assert structural_signature(here) == structural_signature(there)
+    assert hash(structural_signature(here)) == hash(structural_signature(there))

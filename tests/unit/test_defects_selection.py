@@ -1,0 +1,232 @@
+"""One selection grammar (issue "one house", defect 1): the same ``--targets`` and ``--programs`` words
+select the same targets and programs in the gate, versus, selfcheck, bisect and matrix, a near miss is
+named (did-you-mean) by each, and an empty selection is one line in each.
+
+Each command is asked through its own parsing entry point: the gate's plugin reads its options with
+``select_targets`` and ``select_program_option`` (:mod:`invariants.plugin.hooks`); versus, selfcheck and
+matrix through ``python -m invariants`` in this process (each fails before any worker, child or install);
+bisect and matrix hand ``--programs`` (and bisect ``--targets``) to a collection of the gate in a child,
+before any release is installed.
+
+Before the fix versus kept its own target table (``_AOT_TARGETS`` imported, no ``runtime``, no
+did-you-mean, ``--targets ''`` compared nothing without a word) and took exact program names only, and
+selfcheck and matrix split their selections by hand.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from invariants.__main__ import main as cli_main
+from invariants._errors import InvariantsError
+from invariants.catalog.programs import catalog_program
+from invariants.catalog.registry import select_program_option
+from invariants.catalog.targets import all_targets, select_targets
+from invariants.releases import bisect as _bisect
+from invariants.releases import matrix as _matrix
+from invariants.selfcheck import command as _selfcheck
+from invariants.versus import command as _versus
+
+# ---------------------------------------------------------------------------------------------------------
+# What each command selects for a --targets value, beside what the gate's selection of it says it should.
+
+
+def _gate_targets(value: str) -> set[str]:
+    return {t.name for t in select_targets(value)}
+
+
+def _versus_targets(value: str) -> set[str]:
+    """The targets versus compares structures on, for a program that compiles in f32 on every
+    single-device target."""
+    return {t for _, _, t in _versus.structure_keys(["naive"], value)}
+
+
+def _versus_of_gate(names: set[str]) -> set[str]:
+    program, targets = catalog_program("naive"), all_targets()
+    return {n for n in names if _versus.CONFIG in targets[n].configs_for(program)}
+
+
+def _selfcheck_targets(value: str) -> set[str]:
+    return {i.name for i in _selfcheck.restrict_targets(_selfcheck.INJECTIONS, value) if not i.is_baseline}
+
+
+def _selfcheck_of_gate(names: set[str]) -> set[str]:
+    return {i.name for i in _selfcheck.INJECTIONS if not i.is_baseline and set(i.targets.split(",")) <= names}
+
+
+def _matrix_targets(value: str) -> set[str]:
+    """The GPU targets matrix compiles (it always runs the CPU, and tpu-v5e unless --no-tpu)."""
+    gpus = _matrix.matrix_gpus(value)
+    return _gate_targets(gpus) if gpus else set()
+
+
+def _matrix_of_gate(names: set[str]) -> set[str]:
+    return {n for n in names if n.startswith("gpu-")}
+
+
+TARGET_COMMANDS: dict[str, tuple[Callable[[str], set[str]], Callable[[set[str]], set[str]]]] = {
+    "versus": (_versus_targets, _versus_of_gate),
+    "selfcheck": (_selfcheck_targets, _selfcheck_of_gate),
+    "matrix": (_matrix_targets, _matrix_of_gate),
+}
+
+# Names, families, `all`, `runtime` (the CPU here, and in versus's controller), spaces and repeats.
+TARGET_WORDS = ["cpu", "runtime", "all", "tpu", "gpu", "tpu-v5e,gpu-a100", " cpu , gpu-l4 ", "gpu,gpu-h100"]
+
+
+@pytest.mark.parametrize("value", TARGET_WORDS)
+@pytest.mark.parametrize("command", list(TARGET_COMMANDS))
+def test_the_same_target_words_select_the_same_targets_in_every_command(command: str, value: str) -> None:
+    selects, of_gate = TARGET_COMMANDS[command]
+    gate = _gate_targets(value)
+    assert gate, value
+    assert selects(value) == of_gate(gate), f"{command} --targets {value!r}"
+
+
+# Exact names (the gate's order, not the words'), patterns, kind: and tag:, spaces, and a mixture.
+PROGRAM_WORDS = ["take,naive", "vmap_*", "kind:backward", "tag:core", " grad_* , kind:train ",
+                 "*take,tag:core"]  # fmt: skip
+
+
+@pytest.mark.parametrize("value", PROGRAM_WORDS)
+def test_versus_selects_the_programs_the_gate_selects(value: str) -> None:
+    """versus times single-device programs: the gate's selection less the sharded ones, in its order."""
+    gate = select_program_option(value)
+    single = [p for p in gate if catalog_program(p).layout is None]
+    assert single, value
+    assert _versus.select_programs(value) == single
+
+
+@pytest.mark.parametrize("value", PROGRAM_WORDS)
+@pytest.mark.parametrize("command", ["bisect", "matrix"])
+def test_bisect_and_matrix_hand_the_program_words_to_the_gate_untouched(
+    command: str, value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bisect and matrix select programs by the gate's own --programs (a collection of the gate here, then
+    each release's run): the words go there as written, not split or narrowed to exact names."""
+    seen: list[list[str]] = []
+
+    def collect(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        seen.append(list(cmd))
+        item = "x.py::test_structure[take]" if command == "matrix" else "x.py::test_invariant[take]"
+        return subprocess.CompletedProcess(cmd, 0, item + "\n", "")
+
+    monkeypatch.setattr(subprocess, "run", collect)
+    if command == "bisect":
+        assert _bisect.check_selection("test_invariant", "cpu", value) == 1
+    else:
+        assert _bisect.check_selection(_matrix.MATRIX_K, "cpu", value, _matrix.MATRIX_CONFIG,
+                                       tests="test_structure.py", kinds=(_matrix.MATRIX_K,)) == 1  # fmt: skip
+    (cmd,) = seen
+    assert cmd[cmd.index("--programs") + 1] == value
+    suite = _bisect.suite_command(Path(sys.executable), "k", "cpu", value, Path("r.json"), Path("d"))
+    assert suite[suite.index("--programs") + 1] == value
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A near miss and an empty selection: one line, the gate's, from each command's entry point.
+
+
+@pytest.fixture
+def commands_start_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every case is decided before a worker starts, a release is asked for, or a child runs an injection;
+    and ``python -m invariants``'s process-wide settings are put back."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the command went past its command line")
+
+    monkeypatch.setattr(_versus, "start_pair", refuse)
+    monkeypatch.setattr(_versus, "resolve", refuse)
+    monkeypatch.setattr(_bisect, "check_index", refuse)
+    monkeypatch.setattr(_matrix, "check_index", refuse)
+    monkeypatch.setattr(_selfcheck, "run_all", refuse)
+    monkeypatch.setattr(sys, "dont_write_bytecode", sys.dont_write_bytecode)
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+
+
+def _said(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """The one line ``python -m invariants ARGV`` says, with exit 2."""
+    status = cli_main(list(argv))
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert status == 2 and len(lines) == 1 and "Traceback" not in err, err
+    return lines[0].removeprefix("ERROR: ")
+
+
+def _gate_says(select: Callable[[str], object], value: str) -> str:
+    with pytest.raises(InvariantsError) as err:
+        select(value)
+    return str(err.value)
+
+
+TARGETS_ARGV: dict[str, list[str]] = {
+    "versus": ["versus", "--baseline", "current", "--candidate", "current"],
+    "selfcheck": ["selfcheck", "--list"],
+    "matrix": ["matrix", "--versions", "0.10.2"],
+    "bisect": ["bisect", "--good", "0.4.30", "--bad", "0.10.2"],  # the gate collects its --targets
+}
+
+
+@pytest.mark.usefixtures("commands_start_nothing")
+@pytest.mark.parametrize("value", ["gpu-a10", "tpu-v5"])
+@pytest.mark.parametrize("command", list(TARGETS_ARGV))
+def test_a_near_miss_target_is_the_gates_one_line_with_did_you_mean(
+    command: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gate = _gate_says(select_targets, value)
+    assert gate.startswith(f"--targets: unknown target {value!r} (did you mean "), gate
+    assert _said(capsys, *TARGETS_ARGV[command], "--targets", value) == gate
+
+
+@pytest.mark.usefixtures("commands_start_nothing")
+@pytest.mark.parametrize("value", ["", " , "])
+@pytest.mark.parametrize("command", list(TARGETS_ARGV))
+def test_an_empty_target_selection_is_one_line(
+    command: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = "--targets: empty selection; "
+    assert _gate_says(select_targets, value).startswith(empty)
+    assert _said(capsys, *TARGETS_ARGV[command], "--targets", value).startswith(empty)
+
+
+PROGRAMS_ARGV: dict[str, list[str]] = {
+    "versus": ["versus", "--baseline", "current", "--candidate", "current"],
+    "matrix": ["matrix", "--versions", "0.10.2"],  # the gate collects its --programs, in a child
+    "bisect": ["bisect", "--good", "0.4.30", "--bad", "0.10.2"],
+}
+
+
+@pytest.mark.usefixtures("commands_start_nothing")
+@pytest.mark.parametrize("command", list(PROGRAMS_ARGV))
+def test_a_near_miss_program_is_the_gates_one_line_with_did_you_mean(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gate = _gate_says(select_program_option, "nave")
+    assert gate == "--programs: unknown program 'nave' (did you mean 'naive'?)"
+    assert _said(capsys, *PROGRAMS_ARGV[command], "--programs", "nave") == gate
+
+
+@pytest.mark.usefixtures("commands_start_nothing")
+@pytest.mark.parametrize(
+    ("command", "value"),
+    [
+        ("versus", ""),
+        ("versus", " , "),
+        ("matrix", " , "),
+        ("bisect", " , "),
+        ("matrix", ""),
+        ("bisect", ""),
+    ],
+)
+def test_an_empty_program_selection_is_one_line(
+    command: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = "--programs: empty selection; "
+    assert _gate_says(select_program_option, value).startswith(empty)
+    assert _said(capsys, *PROGRAMS_ARGV[command], "--programs", value).startswith(empty)
