@@ -70,6 +70,8 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any, cast
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from .._errors import InvariantsError
@@ -140,8 +142,6 @@ def _shape(spec: Any) -> str:
 
 
 def _check_trace(decl: ProgramDecl, fn: Callable[..., Any], program: Program, config: Config) -> None:
-    import jax  # JAX stays lazy by the package rule (.programs has started it already)
-
     # A training step embeds [B, S] tokens: its third argument.
     indices = program.argument_specs(config)[2] if decl.kind == "train" else config.indices
     lookup_args = (config.table, indices)
@@ -253,8 +253,6 @@ class ParamsInputs:
         self._draws: dict[tuple[str, str, int], tuple[Any, ...]] = {}
 
     def config(self, config: Config) -> ProgramConfig:
-        import jax  # JAX stays lazy by the package rule (.programs has started it already)
-
         shape = self.decl.index_shape or config.index_shape
         indices = jax.ShapeDtypeStruct(shape, config.indices.dtype)
         return ProgramConfig(config.id, config.vocab, config.width, shape, config.table, indices)
@@ -273,21 +271,15 @@ class ParamsInputs:
         return self._params[config.id]
 
     def treedef(self, config: Config) -> Any:
-        import jax  # JAX stays lazy by the package rule (.programs has started it already)
-
         return jax.tree_util.tree_structure((self.params(config), self.config(config).indices))
 
     def specs(self, config: Config) -> tuple[Any, ...]:
-        import jax  # JAX stays lazy by the package rule (.programs has started it already)
-
         leaves = jax.tree_util.tree_leaves((self.params(config), self.config(config).indices))
         return tuple(jax.ShapeDtypeStruct(tuple(x.shape), x.dtype) for x in leaves)
 
     def draw(self, config: Config, distribution: Distribution, seed: int) -> tuple[Any, ...]:
         """Concrete leaves: the factory's arrays where it gave some, else drawn (see module doc); the
         indices from ``distribution``. Made once per (configuration, distribution, seed), read-only."""
-        import jax  # JAX stays lazy by the package rule (.programs has started it already)
-
         key = (config.id, distribution, seed)
         if key not in self._draws:
             rng = np.random.default_rng(seed + 1)
@@ -311,8 +303,6 @@ class ParamsInputs:
 
 def _check_leaves(tree: Any, where: str, factory: str) -> Any:
     """``tree`` when every leaf has a shape and a dtype (an array or a ShapeDtypeStruct), else one line."""
-    import jax  # JAX stays lazy by the package rule (.programs has started it already)
-
     leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
     if not leaves:
         raise InvariantsError(f"{where}: {factory}(config) returned no arrays (got {type(tree).__name__})")
@@ -327,9 +317,6 @@ def _check_leaves(tree: Any, where: str, factory: str) -> Any:
 
 def _total(outputs: Any) -> Any:
     """The sum of every floating-point output, in float32: what a params backward differentiates."""
-    import jax  # JAX stays lazy by the package rule (.programs has started it already)
-    import jax.numpy as jnp
-
     floats = [x for x in jax.tree_util.tree_leaves(outputs) if jnp.issubdtype(x.dtype, jnp.inexact)]
     return sum((jnp.sum(x.astype(jnp.float32)) for x in floats), jnp.float32(0))
 
@@ -338,8 +325,6 @@ def _params_program(
     decl: ProgramDecl, function: Callable[..., Any], inputs: ParamsInputs
 ) -> Callable[..., Any]:
     """The program's function of the flat leaves of ``(params, indices)``, for ``decl.kind``."""
-    import jax  # JAX stays lazy by the package rule (.programs has started it already)
-
     first = CONFIGS[decl.configs[0]]
 
     def split(leaves: tuple[Any, ...]) -> tuple[Any, Any]:
@@ -381,9 +366,6 @@ def _build_with_params(decl: ProgramDecl) -> Program:
 def _check_params(
     decl: ProgramDecl, function: Callable[..., Any], inputs: ParamsInputs, program: Program, config: Config
 ) -> None:
-    import jax  # JAX stays lazy by the package rule (.programs has started it already)
-    import jax.numpy as jnp
-
     params = inputs.params(config)
     at_params = f"{decl.params_where}: {decl.name} [{config.id}]"
     where = f"{decl.where}: {decl.name} [{config.id}]"

@@ -19,7 +19,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import jax
 import numpy as np
+from jax.experimental import mesh_utils
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from .._errors import InvariantsError
 from ..catalog.programs import Program, get_config
@@ -77,10 +80,6 @@ class Compiled:
 
 def _abstract_arguments(program: Program, config_id: str, target: Target) -> tuple[tuple[Any, ...], Any]:
     """The abstract arguments, and the mesh of a sharded program (None otherwise)."""
-    # JAX stays lazy by the package rule (catalog.programs has started it already)
-    import jax
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec
-
     config = get_config(config_id)
     specs = program.argument_specs(config)
     if target.mode == "runtime" and program.layout is None:
@@ -88,8 +87,6 @@ def _abstract_arguments(program: Program, config_id: str, target: Target) -> tup
     devices = list(target.devices())
     layout = program.layout
     if layout is not None and layout.pod:
-        from jax.experimental import mesh_utils  # JAX stays lazy, as above
-
         # A pod job's mesh: devices placed by their physical coordinates (rings along the ICI links).
         shape = layout.mesh_for(target.device_count)
         mesh = Mesh(mesh_utils.create_device_mesh(shape, devices[: int(np.prod(shape))]), layout.axes)
@@ -150,15 +147,11 @@ def compile_here(program_name: str, config_id: str, target: Target) -> Compiled:
 
 def _compile(program_name: str, config_id: str, target: Target) -> tuple[Compiled, Any]:
     """The artifacts and the executable (callable with concrete arguments on a runtime target)."""
-    import jax  # JAX stays lazy, as in _abstract_arguments
-
     program = get_program(program_name)
     args, mesh = _abstract_arguments(program, config_id, target)
     layout = program.layout
     jit_kwargs: dict[str, Any] = {}
     if layout is not None and layout.output is not None:
-        from jax.sharding import NamedSharding, PartitionSpec  # JAX stays lazy, as above
-
         jit_kwargs["out_shardings"] = NamedSharding(mesh, PartitionSpec(*layout.output))
     # Pod programs name mesh axes in their code (shard_map, sharding constraints), as model code does.
     context = jax.set_mesh(mesh) if layout is not None and layout.pod else contextlib.nullcontext()
@@ -185,8 +178,6 @@ def compile_function(
     is made (the gate's programs, and :func:`invariants.testing.compile_for`'s functions): the
     :class:`Compiled` artifacts, named ``program`` and ``config``, and the executable. Raises
     :class:`CompileFailed` with the first line of what went wrong."""
-    import jax  # JAX stays lazy, as in _abstract_arguments
-
     start = time.perf_counter()
     try:
         closed = jax.make_jaxpr(fn)(*args)

@@ -30,6 +30,7 @@ from invariants.compile.artifacts import Key
 from invariants.hlo.cost import predicted_ratio
 from invariants.hlo.metrics import input_facts
 from invariants.plugin import results as _results
+from invariants.plugin.generate import throughput_cases
 from invariants.plugin.outcomes import dumped_line, judge
 from invariants.timing.baselines import (
     baseline_path,
@@ -128,8 +129,6 @@ def record_command(gate, request, key) -> str:
     its relation (without it, no efficiency item exists: see invariants.timing.baselines.record_programs), its
     configuration, this item alone (-k), and the folders this session reads (``GateSession.update_command``
     carries them)."""
-    from invariants.plugin.generate import throughput_cases
-
     _, config, target = key
     only = shlex.quote(f"test_efficiency and {request.node.callspec.id}]")
     programs = ",".join(record_programs(key, throughput_cases(gate)))

@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from ..catalog.targets import Target
-from ..compile.artifacts import Compiled
+from ..compile.artifacts import Compiled, reads_kernel_code
 from ..hlo.structure import Kernel, Structure
 from ..kernels import parse_kernel_code
 from ..kernels.program import ProgramCode, code_line, multiset_text, unmatched_lines
@@ -98,8 +98,6 @@ def summary_line(structure: Structure) -> str:
 def code_of(compiled: Compiled, structure: Structure, target: Target) -> ProgramCode:
     """The kernel code of one compile for ``target``, tied to ``structure``; without code (a TPU compile,
     a target that does not keep it), a ``ProgramCode`` whose every metric is a ``Missing`` saying why."""
-    from ..compile.artifacts import reads_kernel_code
-
     code = program_code(compiled, structure) if reads_kernel_code(target) else None
     if code is not None:
         return code

@@ -11,9 +11,11 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+import jax
 import numpy as np
 
 from .._errors import InvariantsError
+from ..catalog.arguments import make_arguments
 from ..catalog.programs import Config, get_config
 from ..catalog.registry import PROGRAMS
 from ..catalog.targets import Target
@@ -35,8 +37,6 @@ _KEEP_BYTES = 16 << 20
 def _run(program: str, config: Config, args: Sequence[Any], distribution: str | None = None) -> np.ndarray:
     """The program's output on ``args`` as float32; with ``distribution``, remembered for the session
     (``args`` must then be :func:`invariants.catalog.arguments.make_arguments` of it, which never change)."""
-    import jax
-
     fn = PROGRAMS[program].fn  # in the key: a program replaced mid-session (a test's mutation) runs anew
     key = (program, fn, config.id, distribution, tuple((a.shape, a.dtype) for a in args))
     if distribution is not None and key in _OUTPUTS:
@@ -50,8 +50,6 @@ def _run(program: str, config: Config, args: Sequence[Any], distribution: str | 
 
 def check_agree(check: CorrectnessCheck, program: str, config: Config, distribution: str) -> str | None:
     """``program`` returns the values of ``check.reference`` on valid indices (gradients too)."""
-    from ..catalog.arguments import make_arguments
-
     if check.reference is None:
         raise InvariantsError(f"{check.where}: check 'agree' needs a 'reference' program")
     args = make_arguments(PROGRAMS[program], config, distribution)  # type: ignore[arg-type]
@@ -114,8 +112,6 @@ def check_narrow_index(
 ) -> str | None:
     """int8 indices -1..126 into the seed's 8192-row table (past int8's range), pinned by ``expect``:
     ``ok`` (the rows numpy gives), ``overflow_error`` (raises OverflowError), or ``wrong_rows``."""
-    import jax
-
     vocab = 8192
     table = np.arange(vocab * config.width, dtype=np.float32).reshape(vocab, config.width)
     x = np.arange(-1, 127, dtype=np.int8)
