@@ -18,7 +18,6 @@ from typing import TextIO
 
 from ..compile.child import gate_command, gate_env, last_line, run_gate
 from ..plugin.items import CORRECTNESS
-from ..versus.report import as_items, load_record
 from .judge import Outcome, annotate, outcome_of
 from .registry import INJECT_MODULE, Injection
 
@@ -64,6 +63,8 @@ def _run_versus(injection: Injection, folder: Path, timeout: float) -> Outcome:
     except subprocess.TimeoutExpired:
         return _timed_out(injection, time.perf_counter() - start, timeout)
     (folder / "versus.txt").write_text(proc.stdout + proc.stderr)
+    from ..versus.report import as_items, load_record  # numpy, which selfcheck --help starts without
+
     loaded = {"items": as_items(load_record(record))} if record.exists() else None
     outcome = outcome_of(injection, proc.returncode, loaded, time.perf_counter() - start)
     if loaded is None:

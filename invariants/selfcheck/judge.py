@@ -27,8 +27,6 @@ from ..hlo.structure import structure_of
 from ..kernels import parse_kernel_code
 from ..kernels.dump import code_beside
 from ..kernels.program import ProgramCode
-from ..releases.bisect import line_changes
-from ..snapshot.store import snapshot_stem
 from .registry import Injection
 
 KINDS = ("structure", "invariant", "correctness", "throughput")
@@ -98,9 +96,12 @@ def snapshot_change(item: Mapping[str, Any], dump_dir: Path, snapshot_dir: Path 
     its key rendered again from the child's dump (``--hlo-dump-dir``: the optimized HLO and the kernel code
     the gate writes for a key an invariant failed on) against the committed snapshot, from its ``summary:``
     line on (the jaxpr above it is not in a dump; no XLA flag changes it). None when either is missing."""
-    # Lazy: these import JAX, which must start only after invariants.compile.process set its environment.
+    # Lazy: the first two import JAX, which must start only after invariants.compile.process set its
+    # environment; the last two pytest, which selfcheck --help and --list start without.
     from ..compile.artifacts import Compiled
+    from ..releases.bisect import line_changes
     from ..snapshot.render import render_summary
+    from ..snapshot.store import snapshot_stem
 
     program, config, target = (str(item.get(f)) for f in ("program", "config", "target"))
     stem = snapshot_stem(program, config)

@@ -3,9 +3,9 @@
 A spec's assert is written in Python's expression syntax, so :func:`parse` reads it with :mod:`ast` and
 lowers it, at once, to the small tree below. Every later stage reads that tree and never Python's: the
 checks evaluate it (:func:`invariants.spec.checks.evaluate`), the throughput tier reads its timed ratio
-(:attr:`Assertion.timed`), the report and a ratchet's xfail line read its scaled relation
-(:attr:`Assertion.scaled`), and versus lists the metrics it reads (:meth:`Assertion.reads`). A shape the
-language does not have cannot reach them, so none of them re-checks one.
+(:attr:`Assertion.timed`), a decision's ratio (shown in a verdict line and a ratchet's xfail reason)
+comes from its scaled relation (:attr:`Assertion.scaled`), and versus lists the metrics it reads
+(:meth:`Assertion.reads`). A shape the language does not have cannot reach them, so none re-checks one.
 
 The tree:
 
@@ -68,6 +68,9 @@ _COMPARISONS: dict[type[ast.cmpop], Comparison] = {
     ast.NotIn: "not in",
 }
 _OPERATORS: dict[type[ast.operator], Operator] = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+# How tightly each operator binds, for writing a term back as Python writes it (``ast.unparse``'s rules).
+_PRECEDENCE: dict[str, int] = {"+": 1, "-": 1, "*": 2, "/": 2}
+_UNARY = 3
 # The metric sources whose values come from a compiled program (a Structure, the compiler's analyses, the
 # kernel code): a bare one means the item's own program, so it cannot stand beside a called one.
 COMPILED_SOURCES = ("structure", "compiler", "kernel")
@@ -254,7 +257,10 @@ class _Lowering:
         if not isinstance(body, ast.Compare) or len(body.ops) != 1:
             raise self.error(f"assert {text!r} must be one comparison such as 'kernels <= 2'")
         (left, left_type), (right, right_type) = self.term(body.left), self.term(body.comparators[0])
-        op = _COMPARISONS[type(body.ops[0])]
+        op = _COMPARISONS.get(type(body.ops[0]))
+        if op is None:
+            words = ", ".join(_COMPARISONS.values())
+            raise self.error(f"assert {text!r}: compare with one of {words}")
         if op in ("in", "not in"):
             if right_type != "set" or left_type != "string":
                 sets = ", ".join(m.name for m in METRICS.values() if m.type == "set")
@@ -287,34 +293,37 @@ class _Lowering:
 
     def term(self, node: ast.expr) -> tuple[Term, str]:
         """The term of an operand and its type (number, set, structure or string); raises on anything the
-        language does not have."""
-        written = ast.unparse(node)
+        language does not have. A term's text is built from its parts' (as ``ast.unparse`` writes it):
+        unparsing every subtree again would make a long sum quadratic to read."""
         if isinstance(node, ast.Constant) and not isinstance(node.value, bool):
             if isinstance(node.value, (int, float)):
-                return Number(node.value, text=written), "number"
+                return Number(node.value, text=ast.unparse(node)), "number"
             if isinstance(node.value, str):
-                return Quoted(node.value, text=written), "string"
+                return Quoted(node.value, text=ast.unparse(node)), "string"
         if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
-            return self.arithmetic(node, written), "number"
+            return self.arithmetic(node), "number"
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             operand, operand_type = self.term(node.operand)
+            written = "-" + _inside(operand, _UNARY)
             if operand_type != "number":
                 raise self.error(f"assert {self.text!r}: arithmetic on a {operand_type} ('{written}')")
             return Negated(operand, text=written), "number"
         if isinstance(node, ast.Name):
-            return self.bare_read(node.id, written)
+            return self.bare_read(node.id, node.id)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            return self.called_read(node, written)
-        raise self.error(f"assert {self.text!r}: '{written}' is not understood")
+            return self.called_read(node)
+        raise self.error(f"assert {self.text!r}: '{ast.unparse(node)}' is not understood")
 
-    def arithmetic(self, node: ast.BinOp, written: str) -> Arithmetic:
+    def arithmetic(self, node: ast.BinOp) -> Arithmetic:
         sides = []
         for side in (node.left, node.right):
             term, term_type = self.term(side)
             if term_type != "number":
-                raise self.error(f"assert {self.text!r}: arithmetic on a {term_type} ('{ast.unparse(side)}')")
+                raise self.error(f"assert {self.text!r}: arithmetic on a {term_type} ('{term.text}')")
             sides.append(term)
         op = _OPERATORS[type(node.op)]
+        # Python's left-to-right binding: a right operand of the same precedence keeps its parentheses.
+        written = f"{_inside(sides[0], _PRECEDENCE[op])} {op} {_inside(sides[1], _PRECEDENCE[op] + 1)}"
         if op == "/":
             try:
                 divisor = constant(sides[1])
@@ -339,7 +348,7 @@ class _Lowering:
             self.bare.append(name)
         return Read(name, text=written), metric.type
 
-    def called_read(self, node: ast.Call, written: str) -> tuple[Read, str]:
+    def called_read(self, node: ast.Call) -> tuple[Read, str]:
         fn = node.func.id  # type: ignore[attr-defined]  # the caller checked it is a Name
         metric = METRICS.get(fn)
         if metric is None or metric.source == "input":
@@ -367,6 +376,7 @@ class _Lowering:
             self.kind = "throughput"
         elif self.kind == "absolute":
             self.kind = "relational"
+        written = f"{fn}({program})" if distribution is None else f"{fn}({program}[{distribution}])"
         return Read(fn, program, distribution, text=written), metric.type
 
     def distribution(self, node: ast.Subscript) -> str:
@@ -378,6 +388,13 @@ class _Lowering:
                 f"{did_you_mean(name, DISTRIBUTIONS)}; known: {', '.join(DISTRIBUTIONS)}"
             )
         return name
+
+
+def _inside(term: Term, binding: int) -> str:
+    """``term``'s text as an operand of something that binds ``binding`` tightly: in parentheses when the
+    term binds less tightly (an operator's sum, a negated sum)."""
+    loose = isinstance(term, Arithmetic) and _PRECEDENCE[term.op] < binding
+    return f"({term.text})" if loose else term.text
 
 
 def _timed_ratio(op: Comparison, left: Term, right: Term) -> TimedRatio | None:

@@ -386,15 +386,14 @@ def structural_signature(s: Structure) -> tuple[Any, ...]:
 def evaluate(
     case: Case,
     structure: Callable[[Key], Structure],
-    measure: Callable[[str, str], float] | None = None,
+    *,
     costs: Callable[[Key], dict[str, int | float | Missing]] | None = None,
 ) -> Decision:
-    """Decide ``case``. ``structure(key)`` gives the structure of a compiled key; ``measure(fn, program)``
-    gives a throughput figure (``time``) for throughput invariants; ``costs(key)`` gives the compiler and
-    kernel-code metrics (``invariants.hlo.metrics.compiler_metrics`` and ``kernel_metrics``). A metric
-    without a value (a :class:`~invariants.hlo.cost.Missing`, an unknown trip count), or arithmetic without
-    one (``kernels / while_loops`` where there is no loop), makes the verdict fail with one line saying
-    why: an invariant never passes on a number that is not there, and never stops on a traceback."""
+    """Decide ``case``. ``structure(key)`` gives the structure of a compiled key; ``costs(key)`` gives the
+    compiler and kernel-code metrics (``invariants.hlo.metrics.compiler_metrics`` and ``kernel_metrics``).
+    A metric without a value (a :class:`~invariants.hlo.cost.Missing`, an unknown trip count), or arithmetic
+    without one (``kernels / while_loops`` where there is no loop), makes the verdict fail with one line
+    saying why: an invariant never passes on a number that is not there, and never stops on a traceback."""
     config = get_config(case.config)
     layout = PROGRAMS[case.program].layout if case.program is not None else None
     facts = input_facts(config, layout, device_count(case.target))
@@ -428,9 +427,8 @@ def evaluate(
             measured[term.label] = f"<{len(value[0])} kernels>"
             return value
         elif METRICS[term.name].source == "throughput":
-            if measure is None:
-                raise InvariantsError(f"{case.invariant.where}: {term.name}() needs the throughput tier")
-            value = measure(term.name, term.program)
+            # Timed pair by pair by the throughput tier (gate/test_throughput.py), never decided here.
+            raise InvariantsError(f"{case.invariant.where}: {term.name}() is decided by the throughput tier")
         else:
             value = metric_of(term.name, term.program)
         measured[term.label] = value

@@ -130,7 +130,7 @@ def _compiled_call(program: Any, config: Any, slowdown: float) -> Callable[[], N
     device_args = jax.device_put(make_arguments(program, config))
     compiled = jax.jit(program.fn).lower(*device_args).compile()
 
-    # The same as invariants.timing.paired.jax_callable, without importing scipy, which a side's venv may
+    # The same as invariants.timing.calls.jax_callable, without importing scipy, which a side's venv may
     # lack.
     def call() -> None:
         jax.block_until_ready(compiled(*device_args))

@@ -346,6 +346,10 @@ ALLOWED_LAZY: dict[tuple[str, str], str] = {
     "start without numpy (a tenth of a second); only a configuration's item size needs it",
     ("snapshot/user.py", "invariants.testing"): "the pytest API's value type, checked when a test compares "
     "one: testing is the public face above the snapshot floor, so the reference runs upward and waits",
+    ("selfcheck/children.py", "invariants.versus.report"): "numpy and the versus report, read for a versus "
+    "injection only: selfcheck --help and --list start in a tenth of a second without them",
+    ("selfcheck/judge.py", "invariants.releases.bisect"): "its line diff brings numpy, needed only to judge "
+    "a failed structure item: selfcheck --help and --list start without it",
     ("plugin/results.py", "fcntl"): "POSIX only: where it is missing (Windows) a run locks nothing",
 }
 

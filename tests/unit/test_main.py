@@ -74,3 +74,25 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, argv: list[str], said:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "usage:" not in proc.stderr, proc.stderr
     assert lines[0].removeprefix("ERROR: ").startswith(said), lines[0]
+
+
+# What each command's --help may start: none starts JAX (it starts in the environment compile.process sets,
+# when a command runs); the gate's options are pytest's, and versus reads its numbers with numpy.
+_HELP_STARTS = {"gate": {"pytest", "syrupy"}, "versus": {"numpy"}}
+_HEAVY = ("jax", "pytest", "syrupy", "numpy", "scipy", "matplotlib")
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_a_commands_help_starts_no_more_than_it_needs(command):
+    """``--help`` answers in a fraction of a second, without the test extra where it is not needed."""
+    code = (
+        "import contextlib, io, runpy, sys\n"
+        f"sys.argv = ['invariants', {command!r}, '--help']\n"
+        "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+        "    runpy.run_module('invariants', run_name='__main__')\n"
+        f"print(','.join(m for m in {_HEAVY!r} if m in sys.modules))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    started = set(filter(None, proc.stdout.strip().split(",")))
+    assert started <= _HELP_STARTS.get(command, set()), (command, started)

@@ -169,13 +169,6 @@ def _own_path_display(path: Path) -> bool:
     return re.search(r"relative_to\(\s*Path\.cwd\(\)", path.read_text(encoding="utf-8")) is not None
 
 
-@pytest.mark.parametrize("module", ["spec/file.py", "plugin/hooks.py", "plugin/outcomes.py"])
-def test_the_spec_reader_and_the_gate_keep_no_path_display_of_their_own(module: str) -> None:
-    """The spec reader (``_display``) and the gate's hooks (``shown_path``, also used by its outcomes) each
-    kept a copy of the path display; they name a file through ``_paths.shown`` now."""
-    assert not _own_path_display(PACKAGE / module)
-
-
 def test_no_module_keeps_its_own_path_display() -> None:
     """A path is made relative to the working directory in one place only: every message names a file
     through ``_paths.shown``."""

@@ -3,6 +3,8 @@ expression syntax says it means (the language borrows that syntax, so a reader e
 
 from __future__ import annotations
 
+import ast
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -99,6 +101,9 @@ def test_reads_lists_every_metric_read_left_to_right():
         ("kernels(take) <= kernels", "mixes program calls with a bare metric 'kernels'"),
         ("kernels(take[zipf]) <= 2", "only time() takes an index distribution"),
         ("-custom_call_targets == 1", "arithmetic on a set ('-custom_call_targets')"),
+        ("kernels is 2", "assert 'kernels is 2': compare with one of ==, !=, <, <=, >, >=, in, not in"),
+        ("kernels is not 2", "compare with one of ==, !="),
+        ("(kernels + fusions) * 'a' == 1", "arithmetic on a string (''a'')"),
     ],
 )
 def test_shapes_the_language_lacks_are_one_line(text, expected):
@@ -156,4 +161,7 @@ def test_the_tree_computes_what_python_computes(left, op, right, values):
             assertion.holds(lambda r: bound[r.name])
         return
     assert assertion.holds(lambda r: bound[r.name]) == expected
+    # Each side keeps its words as Python writes them back, built from its parts.
+    written = [ast.unparse(ast.parse(side, mode="eval").body) for side in (left, right)]
+    assert [assertion.left.text, assertion.right.text] == written
     assert {r.name for r in assertion.reads()} <= set(_NUMBER_METRICS)
