@@ -273,6 +273,10 @@ def all_targets(runtime: Target | None = None) -> dict[str, Target]:
     return targets
 
 
+# What an empty --targets is told, by the gate and by every command that splits the words itself.
+TARGETS_HINT = "name targets, or 'all'"
+
+
 def select_targets(spec: str | None, runtime: Target | None = None) -> list[Target]:
     """Targets named by a comma-separated ``spec`` (``all``, ``runtime``, family names or target names):
     the one grammar of ``--targets`` in the gate and every command.
@@ -283,7 +287,7 @@ def select_targets(spec: str | None, runtime: Target | None = None) -> list[Targ
     targets = all_targets(runtime)
     if spec is None or spec.strip() == "all":
         return list(targets.values())
-    words = selectors(spec, "--targets", "name targets, or 'all'")
+    words = selectors(spec, "--targets", TARGETS_HINT)
     chosen: dict[str, Target] = {}
     for word in words:
         if word == "runtime":

@@ -28,7 +28,7 @@ from typing import Any
 from .._errors import InvariantsError
 from .._paths import atomic_path, check_output_dir, write_atomic
 from ..catalog.select import selectors
-from ..catalog.targets import all_targets, select_targets
+from ..catalog.targets import TARGETS_HINT, all_targets, select_targets
 from .bisect import add_release_options, check_selection, run_suite
 from .environments import (
     check_index,
@@ -232,7 +232,7 @@ def matrix_gpus(targets: str) -> str:
     word that names only another target (tpu-v4, cpu-8dev, a pod) is one line too, never ignored."""
     from ..compile.process import held_stderr  # it imports pytest (the test extra), which --help needs not
 
-    words = selectors(targets, "--targets", "name targets, e.g. cpu,gpu-a100")
+    words = selectors(targets, "--targets", TARGETS_HINT)
     with held_stderr():  # the targets come with the catalog: JAX, and the CUDA plugin's notices
         gpus = [name for name in all_targets() if name.startswith("gpu-")]
         chosen = {word: {t.name for t in select_targets(word)} for word in words}

@@ -25,12 +25,7 @@ from invariants.versus import command as versus
 PACKAGE = Path(_paths.__file__).parent
 
 
-@pytest.fixture(autouse=True)
-def _declared_programs_stay_in_the_test():
-    before = dict(registry._DECLARED)
-    yield
-    registry._DECLARED.clear()
-    registry._DECLARED.update(before)
+pytestmark = pytest.mark.usefixtures("declared_programs_stay_in_the_test")
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -52,15 +52,7 @@ def program(name: str, function: str, kind: str = "forward", configs: str = '["f
     return f'[[program]]\nname = "{name}"\nfunction = "{function}"\nkind = "{kind}"\nconfigs = {configs}\n\n'
 
 
-@pytest.fixture(autouse=True)
-def _declared_programs_stay_in_the_test():
-    """Programs a test declares leave the registry with it: the next test may declare its own 'p'."""
-    from invariants.catalog import registry as _registry
-
-    before = dict(_registry._DECLARED)
-    yield
-    _registry._DECLARED.clear()
-    _registry._DECLARED.update(before)
+pytestmark = pytest.mark.usefixtures("declared_programs_stay_in_the_test")
 
 
 @pytest.fixture

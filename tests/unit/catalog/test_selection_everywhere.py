@@ -173,26 +173,14 @@ TARGETS_ARGV: dict[str, list[str]] = {
 }
 
 
-@pytest.mark.usefixtures("commands_start_nothing")
-@pytest.mark.parametrize("value", ["gpu-a10", "tpu-v5"])
-@pytest.mark.parametrize("command", list(TARGETS_ARGV))
-def test_a_near_miss_target_is_the_gates_one_line_with_did_you_mean(
-    command: str, value: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    gate = _gate_says(select_targets, value)
-    assert gate.startswith(f"--targets: unknown target {value!r} (did you mean "), gate
-    assert _said(capsys, *TARGETS_ARGV[command], "--targets", value) == gate
-
-
-@pytest.mark.usefixtures("commands_start_nothing")
-@pytest.mark.parametrize("value", ["", " , "])
-@pytest.mark.parametrize("command", list(TARGETS_ARGV))
-def test_an_empty_target_selection_is_one_line(
-    command: str, value: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    empty = "--targets: empty selection; "
-    assert _gate_says(select_targets, value).startswith(empty)
-    assert _said(capsys, *TARGETS_ARGV[command], "--targets", value).startswith(empty)
+# A bad selection: what the gate says of it, in its words (a near miss names the nearest; an empty one says
+# so), and each command must say exactly that.
+BAD_TARGETS = {
+    "gpu-a10": "--targets: unknown target 'gpu-a10' (did you mean ",
+    "tpu-v5": "--targets: unknown target 'tpu-v5' (did you mean ",
+    "": "--targets: empty selection; ",
+    " , ": "--targets: empty selection; ",
+}
 
 
 PROGRAMS_ARGV: dict[str, list[str]] = {
@@ -202,31 +190,29 @@ PROGRAMS_ARGV: dict[str, list[str]] = {
 }
 
 
-@pytest.mark.usefixtures("commands_start_nothing")
-@pytest.mark.parametrize("command", list(PROGRAMS_ARGV))
-def test_a_near_miss_program_is_the_gates_one_line_with_did_you_mean(
-    command: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    gate = _gate_says(select_program_option, "nave")
-    assert gate == "--programs: unknown program 'nave' (did you mean 'naive'?)"
-    assert _said(capsys, *PROGRAMS_ARGV[command], "--programs", "nave") == gate
+BAD_PROGRAMS = {
+    "nave": "--programs: unknown program 'nave' (did you mean 'naive'?)",
+    "": "--programs: empty selection; ",
+    " , ": "--programs: empty selection; ",
+}
+
+
+# option -> (the gate's reading of it, the commands that take it, the bad selections).
+BAD_SELECTIONS = {
+    "--targets": (select_targets, TARGETS_ARGV, BAD_TARGETS),
+    "--programs": (select_program_option, PROGRAMS_ARGV, BAD_PROGRAMS),
+}
 
 
 @pytest.mark.usefixtures("commands_start_nothing")
 @pytest.mark.parametrize(
-    ("command", "value"),
-    [
-        ("versus", ""),
-        ("versus", " , "),
-        ("matrix", " , "),
-        ("bisect", " , "),
-        ("matrix", ""),
-        ("bisect", ""),
-    ],
+    ("option", "command", "value"),
+    [(o, c, v) for o, (_, argv, bad) in BAD_SELECTIONS.items() for c in argv for v in bad],
 )
-def test_an_empty_program_selection_is_one_line(
-    command: str, value: str, capsys: pytest.CaptureFixture[str]
+def test_a_bad_selection_is_the_gates_one_line(
+    option: str, command: str, value: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    empty = "--programs: empty selection; "
-    assert _gate_says(select_program_option, value).startswith(empty)
-    assert _said(capsys, *PROGRAMS_ARGV[command], "--programs", value).startswith(empty)
+    gate_reads, argv, bad = BAD_SELECTIONS[option]
+    gate = _gate_says(gate_reads, value)
+    assert gate.startswith(bad[value]), gate
+    assert _said(capsys, *argv[command], option, value) == gate
