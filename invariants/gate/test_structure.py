@@ -37,8 +37,8 @@ def test_structure(structure_key, gate, structure_snapshot, request, record_prop
         )
     )
     summary = render_summary(compiled, structure, PROGRAMS[program].doc, gate.code(structure_key))
-    path = gate.snapshot_path(structure_key)
-    if not gate.snapshot_writable(program):
+    path = gate.snapshots.path(structure_key)
+    if not gate.snapshots.writable(program):
         if not path.exists():
             pytest.fail(f"{path}: no snapshot of {program}[{config}] on {target} to compare", pytrace=False)
         if summary != path.read_text():

@@ -140,7 +140,7 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
     # The baseline rules (where it lives, which spec's max loss applies, whose machine) are
     # invariants.timing.baselines'; this item measures and judges.
     max_loss = max_loss_for(gate.specs, target)
-    path = baseline_path(gate.snapshot_folder(program, target).parent, target, program, config)
+    path = baseline_path(gate.snapshots.folder(program, target).parent, target, program, config)
     here = machine(jax.devices()[0].device_kind, CLOCK_NAME)
     baseline = read_baseline(path)
     # Re-recorded only on request: a baseline is a timing, and --snapshot-update (accepting a structural
@@ -148,8 +148,9 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
     # new program or project would otherwise fail here, with nothing to compare. A read-only baseline (the
     # package's, in a downstream run) is compared with, never recorded.
     missing = baseline is None and request.config.getoption("--snapshot-update")
-    updating = (request.config.getoption("--record-baselines") or missing) and gate.snapshot_writable(program)
-    if not gate.snapshot_writable(program) and (baseline is None or baseline.get("machine") != here):
+    writable = gate.snapshots.writable(program)
+    updating = (request.config.getoption("--record-baselines") or missing) and writable
+    if not writable and (baseline is None or baseline.get("machine") != here):
         pytest.skip(
             f"{path}: no baseline of {program}[{config}] for this machine ({here}); efficiency is "
             "machine-relative and the catalog's baselines ship read-only with the package"

@@ -44,7 +44,7 @@ def judge(invariant: Any, holds: bool, tightenable: bool, where: str, describe: 
 
 def committed_snapshot_diff(s: GateSession, key: Key, current: str) -> str:
     """A focused diff of ``current`` against the committed snapshot of ``key``, or a note if none."""
-    path = s.snapshot_path(key)
+    path = s.snapshots.path(key)
     name = shown(path)
     if not path.exists():
         return f"no committed snapshot at {name}"
@@ -114,7 +114,7 @@ def structure_failure(s: GateSession, key: Key, diff: list[str], accept: str | N
     the change (``accept``; None for a read-only snapshot, which no update rewrites)."""
     program, config, target = key
     lines = [
-        f"{program}[{config}] on {target}: compiled structure differs from {shown(s.snapshot_path(key))}"
+        f"{program}[{config}] on {target}: compiled structure differs from {shown(s.snapshots.path(key))}"
         " (- snapshot, + now)",
         *diff,
         "versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()),

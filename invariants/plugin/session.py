@@ -109,17 +109,6 @@ class GateSession:
 
     # ----------------------------------------------------------------- what the items ask of the session
 
-    def snapshot_folder(self, program: str, target: str) -> Path:
-        """Where ``program``'s snapshots (and efficiency baselines) on ``target`` live."""
-        return self.snapshots.folder(program, target)
-
-    def snapshot_writable(self, program: str) -> bool:
-        """Whether ``--snapshot-update`` may write ``program``'s snapshots."""
-        return self.snapshots.writable(program)
-
-    def snapshot_path(self, key: tuple[str, str, str]) -> Path:
-        return self.snapshots.path(key)
-
     def update_command(
         self, test_file: Path, flag: str, programs: str, target: str | None = None, configs: str | None = None
     ) -> str:

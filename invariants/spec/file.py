@@ -496,11 +496,6 @@ def _check_configs(patterns: Sequence[str], loc: _Locator, line: int, memo: set[
             memo.add(pattern)
 
 
-def read_programs(path: Path) -> tuple[ProgramDecl, ...]:
-    """The ``[[program]]`` tables of one spec file, validated as data (nothing is imported)."""
-    return _programs_of(*_read(path))
-
-
 def _programs_of(data: dict[str, Any], loc: _Locator) -> tuple[ProgramDecl, ...]:
     out: list[ProgramDecl] = []
     for i, table in enumerate(data.get("program", [])):
