@@ -18,9 +18,11 @@ from ..hlo.structure import Kernel, Structure
 from .facts import KernelFacts, name_key
 
 __all__ = [
+    "HOST_TUNED",
     "ProgramCode",
     "code_line",
     "lookup_kernels",
+    "snapshot_code_line",
 ]
 
 
@@ -108,10 +110,29 @@ def code_line(facts: KernelFacts) -> str:
     return f"{facts.language}: " + "; ".join(parts)
 
 
+# XLA:CPU optimizes its LLVM IR for the processor of the host that compiles it: the vector widths, the
+# vectorized and remainder loops and the stack slots of one program differ between an AVX2 and an AVX-512
+# host, while the atomics are what XLA's own emitters write. A snapshot holds what every host compiles
+# alike, so the code line of a host-tuned language keeps its atomics alone (none: no line); its other facts
+# stay metrics (vector_width, code_loops, local_bytes) and are recorded in the results file.
+HOST_TUNED: frozenset[str] = frozenset({"llvm"})
+
+
+def snapshot_code_line(facts: KernelFacts) -> str | None:
+    """One kernel's code as a snapshot shows it: :func:`code_line`, or for a host-tuned language
+    (:data:`HOST_TUNED`) its atomics alone, None when it has none."""
+    if facts.language not in HOST_TUNED:
+        return code_line(facts)
+    if not facts.atomics:
+        return None
+    line = f"{facts.language}: atomics {multiset_text(facts.atomics)}"
+    return line + (f" (CAS retry loops {facts.cas_loops})" if facts.cas_loops else "")
+
+
 def unmatched_lines(code: ProgramCode) -> list[str]:
-    """The code that no kernel of the list names, one line each, sorted (their names are not shown: they
-    are renumbered as instructions are)."""
-    return sorted(code_line(f) for f in code.unmatched)
+    """The code that no kernel of the list names, one line each as a snapshot shows it, sorted (their
+    names are not shown: they are renumbered as instructions are)."""
+    return sorted(line for f in code.unmatched if (line := snapshot_code_line(f)) is not None)
 
 
 def summary(code: ProgramCode) -> Counter[str]:

@@ -12,7 +12,8 @@ One kernel is one line, so a regression reads as a one-line diff such as
 Where the compile kept its kernel code (GPU PTX, CPU LLVM IR: :mod:`invariants.kernels`), each kernel
 with code is followed by one ``code:`` line of its atomics, loops and vector width, so that a change of
 code generation behind byte-identical HLO (a native float atomic becoming a CAS retry loop) is a
-snapshot diff too.
+snapshot diff too. XLA:CPU tunes its code to the compiling host's processor, so a CPU kernel's line shows
+its atomics alone, and only when it has some (:data:`invariants.kernels.program.HOST_TUNED`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ..catalog.targets import Target
 from ..compile.artifacts import Compiled, reads_kernel_code
 from ..hlo.structure import Kernel, Structure
 from ..kernels import parse_kernel_code
-from ..kernels.program import ProgramCode, code_line, multiset_text, unmatched_lines
+from ..kernels.program import ProgramCode, multiset_text, snapshot_code_line, unmatched_lines
 
 
 def _runs(items: Iterable[str]) -> list[str]:
@@ -77,8 +78,9 @@ def kernel_lines(
         else:
             lines.append(f"{label}: {kernel_line(k)}")
             facts = code.of(k) if code is not None else None
-            if facts is not None:
-                lines.append(f"{indent}    code {code_line(facts)}")
+            shown = snapshot_code_line(facts) if facts is not None else None
+            if shown is not None:
+                lines.append(f"{indent}    code {shown}")
     return lines
 
 
@@ -143,9 +145,10 @@ def render_summary(
     out.append("summary: " + summary_line(structure))
     out.append("kernels:")
     out += ["  " + line for line in kernel_lines(structure.kernel_list, code=code)] or ["  (none)"]
-    if code is not None and code.unmatched:
+    unmatched = unmatched_lines(code) if code is not None else []
+    if unmatched:
         out.append("code of no listed kernel:")
-        out += ["  " + line for line in unmatched_lines(code)]
+        out += ["  " + line for line in unmatched]
     out.append("custom calls: " + (", ".join(structure.custom_call_targets) or "none"))
     out.append("converts: " + (multiset_text(sorted(Counter(structure.converts).items())) or "none"))
     for title, ops in (("gathers", structure.gather_shapes), ("scatters", structure.scatter_shapes)):

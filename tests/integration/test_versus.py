@@ -47,7 +47,11 @@ def test_two_real_workers_of_one_installation(tmp_path: Path) -> None:
         assert 0.5 < r["median"] < 2.0
     # The all-cores phase: longer blocks (20 ms) than the pinned rounds' (2 ms), its own threshold.
     assert timed["results"]["wall_all_cores"]["threshold"] == 1.10
-    assert timed["results"]["wall_all_cores"]["inner_a"] > 3 * timed["results"]["cpu"]["inner_a"]
+    # Calls per block follow the machine's speed at that moment (a slow call gives few), so the blocks are
+    # held to the settings and the calls only to their order.
+    settings = record["settings"]
+    assert settings["parallel_block_seconds"] >= 10 * settings["block_seconds"]
+    assert timed["results"]["wall_all_cores"]["inner_a"] > timed["results"]["cpu"]["inner_a"]
     assert timed["attempts"][-1].startswith("all cores: ")
     assert "all cores round 3" in proc.stderr
     (key,) = record["structure"]

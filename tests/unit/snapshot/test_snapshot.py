@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+from pathlib import Path
 
 import jax.numpy as jnp
 import pytest
 
 from invariants.catalog import programs as _programs
 from invariants.catalog.targets import Target
-from invariants.compile.artifacts import compile_here
+from invariants.compile.artifacts import Compiled, compile_here
 from invariants.hlo.parse import parse_module
 from invariants.hlo.structure import structure_of
 from invariants.snapshot.render import render_summary
@@ -77,21 +78,53 @@ def test_sensitive_to_fusion_contents_converts_and_dimension_numbers(monkeypatch
     assert changed in diff
 
 
+_KERNELS = Path(__file__).parents[2] / "data" / "kernels"
+
+
+def _recorded_a100(release: str) -> Compiled:
+    """grad_take [f32] as jaxlib ``release`` compiled it for gpu-a100 (tests/data/kernels): HLO and PTX."""
+    folder = _KERNELS / f"jaxlib-{release}" / "gpu-a100" / "grad_take.f32"
+    (hlo,) = folder.glob("*after_optimizations.txt")
+    code = {p.name: p.read_text() for p in sorted(folder.glob("*.ptx"))}
+    return Compiled("grad_take", "f32", "gpu-a100", "", (), hlo.read_text(), {}, {}, 0.0, code)
+
+
 def test_kernel_code_shows_as_one_line_under_each_kernel_with_code():
-    """A code change behind byte-identical HLO is a snapshot diff: the CPU gradient's scatter kernel shows
-    its vector width, and a copy of the compile whose code is scalar differs in that line only."""
+    """A code change behind byte-identical HLO is a snapshot diff: jaxlib 0.10.2's A100 scatter-add is a
+    CAS retry loop where 0.10.1's was a native float atomic add, and the two snapshots differ in that
+    kernel's code line only."""
+    good, bad = _recorded_a100("0.10.1"), _recorded_a100("0.10.2")
+    texts = [render_summary(c, structure_of(parse_module(c.hlo_text)), "doc") for c in (good, bad)]
+    lines = texts[0].splitlines()
+    scatter = next(i for i, line in enumerate(lines) if "scatter" in line and "kernel " in line)
+    assert lines[scatter + 1] == "      code ptx: atomics atom.add.f32×4; loops 0; scalar"
+    diff = [d for d in difflib.ndiff(lines, texts[1].splitlines()) if d[:1] in "+-"]
+    assert diff == [
+        f"- {lines[scatter + 1]}",
+        "+       code ptx: atomics atom.cas.b32×4 (CAS retry loops 4); loops 4; scalar",
+    ]
+    structure = structure_of(parse_module(good.hlo_text))
+    no_code = render_summary(dataclasses.replace(good, kernel_code={}), structure, "doc")
+    assert "code " not in no_code
+    assert no_code.count("\n") == texts[0].count("\n") - texts[0].count("    code ptx: ")
+
+
+def test_a_cpu_snapshot_shows_kernel_code_only_where_it_is_the_same_on_every_host():
+    """XLA:CPU tunes its LLVM IR to the compiling host (vector widths, remainder loops, stack slots), so a
+    CPU snapshot shows a kernel's atomics alone, and no line for a kernel without any; the facts stay
+    metrics. PTX, compiled for a named device description, shows everything."""
     from invariants.catalog.targets import all_targets
-    from invariants.compile.artifacts import compile_here
+    from invariants.compile.artifacts import Compiled, compile_here
+    from invariants.kernels import KernelFacts
+    from invariants.kernels.program import snapshot_code_line
 
     compiled = compile_here("grad_take", "f32", all_targets()["cpu"])
-    structure = structure_of(parse_module(compiled.hlo_text))
-    text = render_summary(compiled, structure, "doc")
-    lines = text.splitlines()
-    scatter = next(i for i, line in enumerate(lines) if "fusion kLoop {scatter}" in line)
-    assert lines[scatter + 1] == "      code llvm: no atomics; loops 2; vector 256 bits"
-    scalar = {n: t.replace("<8 x float>", "float") for n, t in compiled.kernel_code.items()}
-    other = render_summary(dataclasses.replace(compiled, kernel_code=scalar), structure, "doc")
-    diff = [d for d in difflib.ndiff(lines, other.splitlines()) if d[:1] in "+-"]
-    assert diff == [f"- {lines[scatter + 1]}", "+       code llvm: no atomics; loops 2; scalar"]
-    no_code = render_summary(dataclasses.replace(compiled, kernel_code={}), structure, "doc")
-    assert "code " not in no_code and no_code.count("\n") == text.count("\n") - 3
+    assert compiled.kernel_code  # the compile kept its LLVM IR: the metrics read it
+    text = render_summary(compiled, structure_of(parse_module(compiled.hlo_text)), "doc")
+    assert "code llvm" not in text
+    plain = KernelFacts("f", "llvm", "x.ll", loops=2, vector_width=256, local_bytes=512)
+    assert snapshot_code_line(plain) is None
+    atomic = dataclasses.replace(plain, atomics=(("cmpxchg i32", 1),), cas_atomics=1, cas_loops=1)
+    assert snapshot_code_line(atomic) == "llvm: atomics cmpxchg i32 (CAS retry loops 1)"
+    on_gpu = dataclasses.replace(plain, language="ptx")
+    assert snapshot_code_line(on_gpu) == "ptx: no atomics; loops 2; vector 256 bits; local 512 bytes"

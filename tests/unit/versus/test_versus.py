@@ -754,7 +754,7 @@ def test_worker_evaluates_kernel_metrics_and_says_what_it_cannot(tmp_path: Path,
     assert verdicts["vectorized"]["holds"] is True, verdicts["vectorized"]
     assert verdicts["vectorized"]["ratchet"] == {"reason": "known", "issue": "https://example.invalid/1"}
     assert cpu["kernel_metrics"]["vector_width"] >= 128 and cpu["kernel_metrics"]["cas_atomics"] == 0
-    assert "    code llvm: " in cpu["snapshot"]
+    assert "    code llvm: " not in cpu["snapshot"]  # host-tuned code: metrics, not snapshot lines
     on_tpu = {i["id"]: i for i in tpu["invariants"]}
     assert on_tpu["no_while"]["holds"] is True  # a structural metric is evaluated everywhere
     assert on_tpu["no_cas"]["holds"] is None
