@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "InvariantsError": "_errors",
     "HloModule": "hlo.parse", "HloParseError": "hlo.parse", "parse_module": "hlo.parse",
-    "METRICS": "hlo.metrics",
+    "METRICS": "measure.metrics",
     "CATALOG": "catalog.programs", "get_program": "catalog.registry",
     "Spec": "spec.file", "load_spec": "spec.file", "load_specs": "spec.file",
     "Structure": "hlo.structure", "structure_of": "hlo.structure",
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from ._errors import InvariantsError
     from .catalog.programs import CATALOG
     from .catalog.registry import get_program
-    from .hlo.metrics import METRICS
     from .hlo.parse import HloModule, HloParseError, parse_module
     from .hlo.structure import Structure, structure_of
+    from .measure.metrics import METRICS
     from .spec.file import Spec, load_spec, load_specs

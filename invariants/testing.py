@@ -51,12 +51,12 @@ import numpy as np
 from ._errors import InvariantsError, did_you_mean
 from .catalog.targets import Target, all_targets
 from .hlo.cost import Missing
-from .hlo.metrics import METRICS, compiler_metrics, kernel_metrics
-from .hlo.parse import parse_module
-from .hlo.structure import Structure, structure_of
+from .hlo.structure import Structure
+from .measure.measurement import Measurement, measure
+from .snapshot.render import render_summary, summary_line
 
 if TYPE_CHECKING:
-    from .compile.artifacts import Compiled
+    from .compile.record import Compiled
     from .kernels.program import ProgramCode
 
 __all__ = ["CompiledStructure", "MetricUnavailable", "TargetUnavailable", "compile_for", "target_named"]
@@ -131,32 +131,38 @@ def target_named(name: str) -> Target:
     return target
 
 
-# Metric names that only mean something called on a program (time(a), structure(a)), and the input
-# facts of the gate's catalog configurations: neither is a property of one compile of a user function.
-def _measured_names() -> list[str]:
-    return [
-        m.name
-        for m in METRICS.values()
-        if not m.call_only and m.source in ("structure", "compiler", "kernel")
-    ]
-
-
 @dataclasses.dataclass(frozen=True)
 class CompiledStructure:
     """One function compiled for one target: its structure, every metric, and its snapshot text.
 
     ``name`` is the function's name (or the ``name`` given to :func:`compile_for`), ``config`` the shapes
-    of its arguments (``f32[1000,64],s32[128]``), ``target`` the target's name. See the module docstring
+    of its arguments (``f32[1000,64],s32[128]``), ``target`` the target's name, ``measured`` what the
+    compile measured to (:class:`~invariants.measure.measurement.Measurement`). See the module docstring
     for how names read.
     """
 
     name: str
     config: str
     target: str
-    compiled: Compiled
-    structure: Structure
-    code: ProgramCode
-    metrics: Mapping[str, Any]
+    measured: Measurement
+
+    @property
+    def compiled(self) -> Compiled:
+        return self.measured.compiled
+
+    @property
+    def structure(self) -> Structure:
+        return self.measured.structure
+
+    @property
+    def code(self) -> ProgramCode:
+        return self.measured.code
+
+    @property
+    def metrics(self) -> Mapping[str, Any]:
+        """Every metric of the compile, raw: a :class:`~invariants.hlo.cost.Missing` or None where there
+        is no value."""
+        return self.measured.metrics
 
     def metric(self, name: str) -> Any:
         """The metric ``name``: a number (or a sorted tuple for ``opcodes``, ``custom_call_targets``).
@@ -178,7 +184,7 @@ class CompiledStructure:
 
     def __getattr__(self, name: str) -> Any:
         # Only called for names the dataclass does not have: metrics, then the Structure's own fields.
-        if name.startswith("__") or name in ("metrics", "structure"):
+        if name.startswith("__") or name == "measured":
             raise AttributeError(name)
         if name in self.metrics:
             return self.metric(name)
@@ -197,13 +203,9 @@ class CompiledStructure:
     @property
     def snapshot(self) -> str:
         """The snapshot text of this compile, as the gate's structure tier writes it."""
-        from .snapshot.render import render_summary  # it imports compile.artifacts: JAX
-
-        return render_summary(self.compiled, self.structure, code=self.code)
+        return render_summary(self.measured)
 
     def __repr__(self) -> str:
-        from .snapshot.render import summary_line  # it imports compile.artifacts: JAX
-
         where = f"{self.name} [{self.config}] on {self.target}"
         return f"<CompiledStructure {where}: {summary_line(self.structure)}>"
 
@@ -245,7 +247,6 @@ def compile_for(
     measure it. Only the shapes and dtypes of ``args`` matter; nothing runs. See the module docstring."""
     # These import the catalog, and JAX with it: after target_named has started JAX as the gate does
     from .compile.artifacts import CompileFailed, compile_function
-    from .snapshot.render import code_of
 
     chosen = target_named(target)
     label = name or getattr(fn, "__name__", None) or type(fn).__name__
@@ -254,15 +255,5 @@ def compile_for(
         compiled, _ = compile_function(fn, specs, chosen, label, config)
     except CompileFailed as err:  # a tracing or compiler error, about this function on this target: one line
         raise InvariantsError(f"compile_for: {label} [{config}] on {chosen.name}: {err.kind}: {err}") from err
-    hlo_text = compiled.hlo_text
-    structure = structure_of(parse_module(hlo_text, f"{chosen.name}/{label}"))
-    code = code_of(compiled, structure, chosen)
-    wanted = set(_measured_names())
-    metrics: dict[str, Any] = {
-        m.name: m.of(structure)
-        for m in METRICS.values()
-        if m.name in wanted and m.source == "structure" and m.of
-    }
-    metrics.update(compiler_metrics(structure, compiled.cost, compiled.memory))
-    metrics.update(kernel_metrics(code))
-    return CompiledStructure(label, config, chosen.name, compiled, structure, code, metrics)
+    measured = measure(compiled, chosen, source=f"{chosen.name}/{label}")
+    return CompiledStructure(label, config, chosen.name, measured)

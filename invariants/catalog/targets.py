@@ -89,6 +89,13 @@ class Target:
         own = tuple(c for c in program.configs if c not in self.skip_configs and c not in LLM_CONFIGS)
         return own + extra
 
+    @property
+    def keeps_kernel_code(self) -> bool:
+        """Whether a compile for this target keeps its kernel code: GPU targets (PTX) and the CPU runtime
+        (LLVM IR). TPU compiles write none (libtpu dumps no LLO), and the 8-device CPU target's sharded
+        programs run the same kernels as the CPU runtime's."""
+        return self.family == "gpu" or (self.family == "cpu" and self.mode == "runtime")
+
     def unavailable_reason(self) -> str | None:
         """None when this target can compile here, else one line saying why not and how to enable it."""
         if self.mode == "runtime":

@@ -1,13 +1,12 @@
 """Compile a (program, configuration, target) to every artifact later stages read, once per session.
 
-The artifacts are plain text and numbers (:class:`Compiled`), so that later stages never touch JAX objects
-and a child process can hand them back as JSON.
+The artifacts are plain text and numbers (:class:`~invariants.compile.record.Compiled`), so that later
+stages never touch JAX objects and a child process can hand them back as JSON.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 import sys
@@ -17,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import numpy as np
@@ -30,52 +29,7 @@ from ..catalog.registry import get_program
 from ..catalog.targets import _AOT_TARGETS, HOST_DEVICE_FLAG, Target
 from ..kernels.dump import read_kernel_code
 from .child import keys_child
-
-
-class Key(NamedTuple):
-    """What one compile is of: a program of this process (the catalog's or a declared one), in one
-    configuration, for one target."""
-
-    program: str
-    config: str
-    target: str
-
-
-@dataclasses.dataclass(frozen=True)
-class Compiled:
-    """What one program compiles to on one target.
-
-    ``hlo_text`` is the optimized, scheduled HLO module (``compiled.as_text()``); ``jaxpr_primitives`` is
-    the jaxpr's primitive sequence with nested calls inlined and gather/scatter modes attached, e.g.
-    ``gather[PROMISE_IN_BOUNDS]``. ``cost`` and ``memory`` are XLA's analyses where the backend offers them
-    (aids for inspection, not comparable across versions). ``kernel_code`` is the code each kernel
-    compiled to, file name -> text (``invariants.kernels``): the PTX of a GPU compile, the optimized LLVM IR
-    of a CPU compile; empty where the backend writes none (TPU) or the target does not read it.
-    """
-
-    program: str
-    config: str
-    target: str
-    jaxpr: str
-    jaxpr_primitives: tuple[str, ...]
-    hlo_text: str
-    cost: dict[str, float]
-    memory: dict[str, int]
-    compile_seconds: float
-    kernel_code: dict[str, str] = dataclasses.field(default_factory=dict)
-
-    @property
-    def key(self) -> Key:
-        return Key(self.program, self.config, self.target)
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Compiled:
-        data = dict(data)
-        data["jaxpr_primitives"] = tuple(data["jaxpr_primitives"])
-        return cls(**data)
+from .record import Compiled, Key
 
 
 def _abstract_arguments(program: Program, config_id: str, target: Target) -> tuple[tuple[Any, ...], Any]:
@@ -216,20 +170,13 @@ _SPAWN_FAILURES = ("Failed to launch ptxas",)
 def _compile_lowered(lowered: Any, target: Target) -> tuple[Any, dict[str, str]]:
     for attempt in (1, 2):
         try:
-            if reads_kernel_code(target):
+            if target.keeps_kernel_code:
                 return _compile_with_code(lowered)
             return lowered.compile(), {}
         except Exception as err:
             if attempt == 2 or not any(s in str(err) for s in _SPAWN_FAILURES):
                 raise
     raise AssertionError("unreachable")
-
-
-def reads_kernel_code(target: Target) -> bool:
-    """Whether a compile for ``target`` keeps its kernel code: GPU targets (PTX) and the CPU runtime (LLVM
-    IR). TPU compiles write none (libtpu dumps no LLO), and the 8-device CPU target's sharded programs run
-    the same kernels as the CPU runtime's."""
-    return target.family == "gpu" or (target.family == "cpu" and target.mode == "runtime")
 
 
 def _compile_with_code(lowered: Any) -> tuple[Any, dict[str, str]]:
@@ -401,7 +348,7 @@ class CompileCache:
 
     @property
     def total_seconds(self) -> float:
-        return sum(c.compile_seconds for c in self.compiled)
+        return sum(c.compile_seconds or 0.0 for c in self.compiled)
 
 
 def _child_main(target_name: str) -> int:

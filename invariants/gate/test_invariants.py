@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from invariants.catalog.registry import PROGRAMS
-from invariants.compile.artifacts import Key
+from invariants.compile.record import Key
 from invariants.plugin import results as _results
 from invariants.plugin.outcomes import dumped_line, failure_report, judge, relation_report
 from invariants.snapshot.render import render_summary
@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.gate, pytest.mark.invariant]
 def test_invariant(invariant_case, gate, record_property):
     case = invariant_case
     inv = case.invariant
-    verdict = evaluate(case, gate.structure, costs=gate.costs)
+    verdict = evaluate(case, gate.measured)
     where = f"{case.target} {'/'.join(k[0] for k in case.keys)} [{case.config}]"
     record_property(
         *_results.record(
@@ -37,7 +37,7 @@ def test_invariant(invariant_case, gate, record_property):
     )
 
     def summary(key: Key) -> str:
-        return render_summary(gate.cache.get(*key), gate.structure(key), PROGRAMS[key[0]].doc, gate.code(key))
+        return render_summary(gate.measured(key), PROGRAMS[key[0]].doc)
 
     def failure() -> str:
         headline = f"{inv.where}: {inv.id} failed on {where}: {verdict.describe(inv)}"

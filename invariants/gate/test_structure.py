@@ -10,8 +10,6 @@ import pytest
 from syrupy.terminal import disable_color
 
 from invariants.catalog.registry import PROGRAMS
-from invariants.hlo.cost import value_or_none
-from invariants.hlo.metrics import structure_metrics
 from invariants.plugin import results as _results
 from invariants.plugin.outcomes import committed_snapshot_diff, dumped_line, structure_failure
 from invariants.snapshot.render import render_summary
@@ -21,22 +19,14 @@ pytestmark = [pytest.mark.gate, pytest.mark.snapshot]
 
 def test_structure(structure_key, gate, structure_snapshot, request, record_property):
     program, config, target = structure_key
-    compiled = gate.cache.get(*structure_key)
-    structure = gate.structure(structure_key)
-    # The compiler metrics go to the results file, never into the snapshot text: they move with every
-    # compiler patch release. A value the target does not provide is null there.
-    predicted = {name: value_or_none(v) for name, v in gate.costs(structure_key).items()}
+    measured = gate.measured(structure_key)
+    # Every numeric metric goes to the results file; the compiler's, the kernels' and the compile time
+    # never into the snapshot text: they move with every compiler patch release, or with the machine. A
+    # value the target does not provide is null there.
     record_property(
-        *_results.record(
-            "structure",
-            program=program,
-            config=config,
-            target=target,
-            **structure_metrics(structure),
-            **predicted,
-        )
+        *_results.record("structure", program=program, config=config, target=target, **measured.numbers())
     )
-    summary = render_summary(compiled, structure, PROGRAMS[program].doc, gate.code(structure_key))
+    summary = render_summary(measured, PROGRAMS[program].doc)
     path = gate.snapshots.path(structure_key)
     if not gate.snapshots.writable(program):
         if not path.exists():

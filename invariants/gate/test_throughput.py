@@ -26,9 +26,9 @@ from invariants.catalog.arguments import make_arguments
 from invariants.catalog.programs import Distribution, get_config
 from invariants.catalog.registry import PROGRAMS
 from invariants.catalog.targets import versions
-from invariants.compile.artifacts import Key
+from invariants.compile.record import Key
 from invariants.hlo.cost import predicted_ratio
-from invariants.hlo.metrics import input_facts
+from invariants.measure.metrics import input_facts
 from invariants.plugin import results as _results
 from invariants.plugin.generate import throughput_cases
 from invariants.plugin.outcomes import dumped_line, judge
@@ -90,8 +90,8 @@ def test_ratio(throughput_case, gate, benchmark, record_property):
     # On a TPU host: what the TPU compiler predicted for the same two programs, beside what the chip did.
     # None elsewhere (only TPU kernels carry an estimate).
     info["predicted"] = predicted_ratio(
-        gate.costs((a_side.program, case.config, case.target)),
-        gate.costs((b_side.program, case.config, case.target)),
+        gate.measured(Key(a_side.program, case.config, case.target)).metrics,
+        gate.measured(Key(b_side.program, case.config, case.target)).metrics,
     )
     name, record = _results.record("ratio", **info)
     benchmark.extra_info.update(record)

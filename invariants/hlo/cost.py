@@ -1,6 +1,6 @@
 """Predicted cost and memory: what the compiler itself says a program will cost, without running it.
 
-The metrics (registered in :mod:`invariants.hlo.metrics` with source ``compiler``) and where each comes
+The metrics (registered in :mod:`invariants.measure.metrics` with source ``compiler``) and where each comes
 from:
 
 * ``estimated_cycles``: the TPU compiler's prediction of the program's device time. libtpu writes an

@@ -6,7 +6,7 @@ jaxlib 0.10.2 turns the f32 scatter-add of an embedding gradient on sm_80/sm_86/
 compare-and-swap retry loop where 0.10.1 emitted a native float atomic add (openxla/xla#46225). This
 subpackage reads that code into per-kernel facts (:class:`KernelFacts`): atomics by operation and type,
 CAS retry loops, ``.local`` bytes, instruction count, loops (backward branches) and the widest vector
-operation. The facts are what the ``kernel`` metrics (:mod:`invariants.hlo.metrics`) and the snapshot's
+operation. The facts are what the ``kernel`` metrics (:mod:`invariants.measure.metrics`) and the snapshot's
 per-kernel code lines are made of.
 
 Parsing is strict: a construct the parser does not know is a :class:`KernelCodeError` naming

@@ -17,9 +17,9 @@ programs the run's spec files declared (a downstream project's own), which the r
 (:func:`declared_of`); and ``programs``: every program of the run, name to ``{"kind", "tags"}``, which the
 report's ``--programs`` selects from (:func:`programs_of`). The kinds:
 
-* ``structure``: ``target``, ``program``, ``config`` and every structural metric of the registry
-  (:func:`invariants.hlo.metrics.structure_metrics`), and every compiler and kernel-code metric (null where
-  the target gives none; :func:`~invariants.hlo.metrics.compiler_metrics`, ``kernel_metrics``);
+* ``structure``: ``target``, ``program``, ``config`` and every numeric metric a compile gives (structural,
+  the compiler's, the kernels' code, the compile time; null where the target gives none:
+  :meth:`invariants.measure.measurement.Measurement.numbers`);
 * ``invariant``: ``id``, ``target``, ``programs``, ``config``, ``assert``, ``holds``, ``measured``; and
   ``ratio`` (``metric(A) / metric(B)`` of a scaled relation, else null);
 * ``correctness``: ``id``, ``program``, ``config``, ``distribution``, ``problem``;

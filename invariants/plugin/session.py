@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import shlex
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +26,10 @@ from ..catalog.downstream import build_all
 from ..catalog.programs import CATALOG, select_configs
 from ..catalog.registry import PROGRAMS, declare, declared, select_program_option
 from ..catalog.targets import Target, all_targets, select_targets, versions
-from ..compile.artifacts import CompileCache, Key
+from ..compile.artifacts import CompileCache
 from ..compile.process import REQUESTED_PLATFORMS
-from ..hlo.metrics import compiler_metrics, kernel_metrics
-from ..hlo.parse import parse_module
-from ..hlo.structure import structure_of
-from ..snapshot.render import code_of
+from ..compile.record import Key
+from ..measure.measurement import Measurement, measure
 from ..snapshot.store import GUARD_KEY
 from ..spec.checks import check_specs
 from ..spec.file import load_specs
@@ -42,9 +39,9 @@ from .snapshots import SnapshotFolders, recorded_baselines, unused_lines
 
 
 class GateSession:
-    """Per-session state: selected targets, programs, configurations and specs, the compile cache, parsed
-    structures, where snapshots are read and written (:attr:`snapshots`), the dump folder, the records
-    (:attr:`recorder`)."""
+    """Per-session state: selected targets, programs, configurations and specs, the compile cache, what each
+    compile measured (:meth:`measured`), where snapshots are read and written (:attr:`snapshots`), the dump
+    folder, the records (:attr:`recorder`)."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
@@ -84,9 +81,7 @@ class GateSession:
         # Checked now, made only when an item fails: an unwritable folder would otherwise fail that item
         # with a PermissionError in place of its own failure.
         self.dump_dir = check_output_dir(config.getoption("hlo_dump_dir"), "--hlo-dump-dir", make=False)
-        self._structures: dict[Any, Any] = {}
-        self._codes: dict[Any, Any] = {}
-        self.parse_seconds = 0.0
+        self._measured: dict[Key, Measurement] = {}
         self.raw = bool(config.getoption("raw_invariants"))
         self.recorder = Recorder()
         # Set when -k / -m deselect every gate item (see deselected): said last, and the exit status is 2.
@@ -134,33 +129,18 @@ class GateSession:
     def available(self, target: str) -> str | None:
         return self.all_targets[target].unavailable_reason()
 
-    def structure(self, key: Key) -> Any:
-        if key not in self._structures:
-            compiled = self.cache.get(*key)
-            start = time.perf_counter()
-            self._structures[key] = structure_of(parse_module(compiled.hlo_text, "/".join(key)))
-            self.parse_seconds += time.perf_counter() - start
-        return self._structures[key]
+    def measured(self, key: Key) -> Measurement:
+        """What the compile of ``key`` measures to (:func:`invariants.measure.measurement.measure`), measured
+        once. HLO or kernel code the parsers do not understand is an ``InvariantsError`` naming FILE:LINE,
+        for that key's items."""
+        key = Key(*key)
+        if key not in self._measured:
+            self._measured[key] = measure(self.cache.get(*key), self.all_targets[key.target])
+        return self._measured[key]
 
-    def code(self, key: Key) -> Any:
-        """The kernel code of ``key`` (an ``invariants.kernels.program.ProgramCode``), parsed once. A
-        construct the parser does not know is an ``InvariantsError`` naming FILE:LINE, for that key's
-        items."""
-        if key not in self._codes:
-            compiled = self.cache.get(*key)
-            start = time.perf_counter()
-            self._codes[key] = code_of(compiled, self.structure(key), self.all_targets[key[2]])
-            self.parse_seconds += time.perf_counter() - start
-        return self._codes[key]
-
-    def costs(self, key: Key) -> dict[str, Any]:
-        """The compiler and kernel-code metrics of ``key`` (``invariants.hlo.metrics.compiler_metrics`` and
-        ``kernel_metrics``); never in snapshots."""
-        compiled = self.cache.get(*key)
-        return {
-            **compiler_metrics(self.structure(key), compiled.cost, compiled.memory),
-            **kernel_metrics(self.code(key)),
-        }
+    @property
+    def parse_seconds(self) -> float:
+        return sum(m.seconds for m in self._measured.values())
 
     def configs_for(self, target: Target, program: str) -> list[str]:
         """The configurations ``program`` compiles in on ``target`` that this session selected."""

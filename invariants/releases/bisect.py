@@ -37,8 +37,8 @@ from .._errors import InvariantsError
 from .._paths import check_output_dir
 from ..catalog.targets import all_targets
 from ..compile.child import gate_command, gate_env, keys_child, last_line, run_gate, stage
-from ..hlo.parse import parse_module
-from ..hlo.structure import structure_of
+from ..measure.measurement import measure
+from ..snapshot.render import render_summary
 from .environments import (
     DEFAULT_CACHE,
     DEFAULT_INDEX,
@@ -230,14 +230,12 @@ def _render_child() -> int:
     # These start JAX: in the release's environment, not when a command imports bisect
     from ..catalog.programs import CATALOG
     from ..compile.artifacts import compile_here
-    from ..snapshot.render import render_summary
 
     targets = all_targets()
     out = {}
     for program, config, target in json.loads(sys.stdin.read()):
-        compiled = compile_here(program, config, targets[target])
-        structure = structure_of(parse_module(compiled.hlo_text, f"{program}/{config}/{target}"))
-        out[f"{program}/{config}/{target}"] = render_summary(compiled, structure, CATALOG[program].doc)
+        measured = measure(compile_here(program, config, targets[target]), targets[target])
+        out[f"{program}/{config}/{target}"] = render_summary(measured, CATALOG[program].doc)
     json.dump(out, sys.stdout)
     return 0
 

@@ -5,12 +5,12 @@ The structure tier of a few canonical programs (f32) in each release, on ``cpu``
 that release's CUDA plugin; a markdown table and a PNG. Each release runs in its own cached environment
 (:mod:`invariants.releases.environments`), through :func:`invariants.releases.bisect.run_suite`.
 
-Besides the HLO's counts, each structure record carries its kernels' code metrics (``invariants.hlo.metrics``,
-source ``kernel``): a table per target whose compiles keep kernel code (the GPU targets' PTX, the CPU's
-LLVM IR) shows CAS atomics / native float atomics / vector width per program and release, with a cell that
-changed from the release before in bold, and the plot draws them. That is where a change of code
-generation behind identical HLO shows (jaxlib 0.10.2 turning the A100's native ``atom.add.f32`` into CAS
-retry loops, openxla/xla#46225), which the HLO table cannot show.
+Besides the HLO's counts, each structure record carries its kernels' code metrics
+(``invariants.measure.metrics``, source ``kernel``): a table per target whose compiles keep kernel code
+(the GPU targets' PTX, the CPU's LLVM IR) shows CAS atomics / native float atomics / vector width per
+program and release, with a cell that changed from the release before in bold, and the plot draws them.
+That is where a change of code generation behind identical HLO shows (jaxlib 0.10.2 turning the A100's
+native ``atom.add.f32`` into CAS retry loops, openxla/xla#46225), which the HLO table cannot show.
 """
 
 from __future__ import annotations

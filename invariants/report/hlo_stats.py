@@ -13,12 +13,12 @@ from typing import Any
 from invariants._errors import InvariantsError
 from invariants._paths import what_is
 from invariants.hlo.cost import cycle_estimate, value_or_none
-from invariants.hlo.metrics import METRICS, help_text, kernel_metrics
-from invariants.hlo.parse import HloModule, parse_module
-from invariants.hlo.structure import Kernel, Structure, structure_of, to_json
-from invariants.kernels import KernelFacts, parse_kernel_code
+from invariants.hlo.structure import Kernel, to_json
+from invariants.kernels import KernelFacts
 from invariants.kernels.dump import code_beside
-from invariants.kernels.program import ProgramCode, code_line
+from invariants.kernels.program import code_line
+from invariants.measure.measurement import Measurement, measure_text
+from invariants.measure.metrics import METRICS, help_text
 
 # A dump folder's modules: XLA's (XLA_FLAGS=--xla_dump_to=DIR) and the gate's own (--hlo-dump-dir).
 _DUMP_GLOBS = ("*after_optimizations.txt", "*.hlo.txt")
@@ -161,20 +161,23 @@ def _facts_json(f: KernelFacts) -> dict[str, Any]:
     return out
 
 
-def summary(module_name: str, structure: Structure, code: ProgramCode) -> dict[str, Any]:
+def summary(measured: Measurement) -> dict[str, Any]:
     """The per-file JSON object printed by ``--json``: every structural metric, then the details."""
+    structure, code = measured.structure, measured.code
     full = to_json(structure)
     metrics = {
-        m.name: (list(v) if isinstance(v := m.of(structure), tuple) else v)
-        for m in METRICS.values()
-        if m.source == "structure" and m.of is not None and m.alias_of is None
+        name: (list(v) if isinstance(v := measured.metrics[name], tuple) else v)
+        for name, m in METRICS.items()
+        if m.source == "structure" and name in measured.metrics
     }
     # The one compiler metric the HLO text alone decides (the others need the compiled executable).
     estimate = cycle_estimate(structure)
     metrics["estimated_cycles"] = estimate.cycles
-    metrics.update({k: value_or_none(v) for k, v in kernel_metrics(code).items()})
+    metrics.update(
+        {k: value_or_none(v) for k, v in measured.metrics.items() if METRICS[k].source == "kernel"}
+    )
     details = {
-        "module": module_name,
+        "module": measured.module.name,
         "fusion_kinds": full["fusion_kinds"],
         "trip_counts": [w.trip_count for w in structure.while_loops],
         "loops": full["while_loops"],
@@ -219,10 +222,10 @@ def _kernel_lines(kernels: tuple[Kernel, ...], indent: str) -> list[str]:
     return lines
 
 
-def _code_lines(code: ProgramCode) -> list[str]:
+def _code_lines(measured: Measurement) -> list[str]:
+    code, totals = measured.code, measured.metrics
     if code.facts is None:
         return [f"  kernel code: none ({code.reason})"]
-    totals = kernel_metrics(code)
     lines = [
         f"  kernel code: {len(code.facts)} kernels; cas atomics {totals['cas_atomics']} (in retry loops "
         f"{totals['cas_loops']}), float atomics {totals['float_atomics']}, "
@@ -232,7 +235,8 @@ def _code_lines(code: ProgramCode) -> list[str]:
     return lines
 
 
-def _text_block(path: str, module: HloModule, s: Structure, code: ProgramCode) -> str:
+def _text_block(path: str, measured: Measurement) -> str:
+    module, s = measured.module, measured.structure
     dyn = "unknown" if s.dynamic_kernel_launches is None else str(s.dynamic_kernel_launches)
     kinds = ", ".join(f"{k} {n}" for k, n in s.fusion_kinds.items()) or "none"
     state = "" if module.scheduled else ", NOT OPTIMIZED: ops are not fused into kernels yet"
@@ -265,25 +269,26 @@ def _text_block(path: str, module: HloModule, s: Structure, code: ProgramCode) -
     lines.append(f"  root: {s.root_shape}")
     lines.append("  kernel list:")
     lines.extend(_kernel_lines(s.kernel_list, "    "))
-    lines.extend(_code_lines(code))
+    lines.extend(_code_lines(measured))
     return "\n".join(lines)
 
 
-def _code_of(path: pathlib.Path, structure: Structure) -> ProgramCode:
-    """The kernel code beside ``path`` in its dump folder, tied to ``structure``."""
+def _measured(path: pathlib.Path, text: str) -> Measurement:
+    """The module ``text`` read from ``path``, measured with the kernel code beside it in its dump folder."""
     files = code_beside(path)
     if files is None:
-        return ProgramCode(structure, None, f"{path.name} is not named as a dump file (module_NNNN.<name>.*)")
-    if not files:
-        return ProgramCode(structure, None, f"no .ptx or .ir-with-opt.ll of this module beside {path.name}")
-    return ProgramCode(structure, tuple(parse_kernel_code(files)))
+        no_code = f"{path.name} is not named as a dump file (module_NNNN.<name>.*)"
+    else:
+        no_code = f"no .ptx or .ir-with-opt.ll of this module beside {path.name}"
+    code = {pathlib.Path(name).name: body for name, body in (files or {}).items()}
+    return measure_text(text, str(path), code=code, code_folder=str(path.parent), no_code=no_code)
 
 
 def main(argv: list[str]) -> int:
     """Run ``hlo-stats`` with ``argv`` (without the program name); return the exit status."""
     opts = _parser().parse_args(argv)
     try:
-        results: list[tuple[str, HloModule, Structure, ProgramCode]] = []
+        results: list[tuple[str, Measurement]] = []
         paths = _expand(opts.files)
         for path in paths:
             try:
@@ -293,21 +298,20 @@ def main(argv: list[str]) -> int:
                     raise
                 print(f"hlo-stats: skipped {err}", file=sys.stderr)
                 continue
-            module = parse_module(text, source=str(path))
-            if not module.scheduled:
+            measured = _measured(path, text)
+            if not measured.module.scheduled:
                 print(f"hlo-stats: {path}: not optimized (no is_scheduled=true: a before_optimizations "
                       "dump?); its ops are not fused into kernels yet", file=sys.stderr)  # fmt: skip
-            structure = structure_of(module)
-            results.append((str(path), module, structure, _code_of(path, structure)))
+            results.append((str(path), measured))
         if not results:
             raise _InputError(f"{', '.join(opts.files)}: no HLO module among the files given")
     except InvariantsError as err:
         print(str(err), file=sys.stderr)
         return 2
     if opts.json:
-        objects = {path: {**summary(m.name, s, c), "optimized": m.scheduled} for path, m, s, c in results}
+        objects = {path: {**summary(m), "optimized": m.module.scheduled} for path, m in results}
         payload: Any = next(iter(objects.values())) if len(results) == 1 else objects
         print(json.dumps(payload, indent=2))
     else:
-        print("\n\n".join(_text_block(path, m, s, c) for path, m, s, c in results))
+        print("\n\n".join(_text_block(path, m) for path, m in results))
     return 0

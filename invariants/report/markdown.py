@@ -45,7 +45,7 @@ from typing import Any
 from .._errors import InvariantsError
 from .._paths import check_output_file, write_atomic
 from ..catalog.select import select_program_words
-from ..hlo.metrics import METRICS, names
+from ..measure.metrics import METRICS, names
 from ..plugin import results as _results
 from .plot import plot
 from .run import (

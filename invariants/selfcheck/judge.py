@@ -22,11 +22,10 @@ from typing import Any
 
 from .._errors import InvariantsError
 from ..compile.child import catalog_snapshot_dir
-from ..hlo.parse import parse_module
-from ..hlo.structure import structure_of
-from ..kernels import parse_kernel_code
+from ..compile.record import Compiled
 from ..kernels.dump import code_beside
-from ..kernels.program import ProgramCode
+from ..measure.measurement import measure
+from ..snapshot.render import render_summary
 from .registry import Injection
 
 KINDS = ("structure", "invariant", "correctness", "throughput")
@@ -96,11 +95,8 @@ def snapshot_change(item: Mapping[str, Any], dump_dir: Path, snapshot_dir: Path 
     its key rendered again from the child's dump (``--hlo-dump-dir``: the optimized HLO and the kernel code
     the gate writes for a key an invariant failed on) against the committed snapshot, from its ``summary:``
     line on (the jaxpr above it is not in a dump; no XLA flag changes it). None when either is missing."""
-    # Lazy: the first two import JAX, which must start only after invariants.compile.process set its
-    # environment; the last two pytest, which selfcheck --help and --list start without.
-    from ..compile.artifacts import Compiled
+    # Lazy: these import pytest, which selfcheck --help and --list start without.
     from ..releases.bisect import line_changes
-    from ..snapshot.render import render_summary
     from ..snapshot.store import snapshot_stem
 
     program, config, target = (str(item.get(f)) for f in ("program", "config", "target"))
@@ -109,11 +105,10 @@ def snapshot_change(item: Mapping[str, Any], dump_dir: Path, snapshot_dir: Path 
     committed = (snapshot_dir or catalog_snapshot_dir()) / target / f"{stem}.txt"
     if not hlo.is_file() or not committed.is_file():
         return None
-    structure = structure_of(parse_module(hlo.read_text(), f"{program}/{config}/{target}"))
-    files = code_beside(hlo) or {}
-    code = ProgramCode(structure, tuple(parse_kernel_code(files))) if files else None
-    compiled = Compiled(program, config, target, "", (), "", {}, {}, 0.0)
-    now = render_summary(compiled, structure, "", code)
+    code = {Path(name).name: text for name, text in (code_beside(hlo) or {}).items()}
+    compiled = Compiled(program, config, target, "", (), hlo.read_text(), {}, {}, 0.0, code)
+    measured = measure(compiled, source=str(hlo), code_folder=str(hlo.parent), no_code="no code dumped")
+    now = render_summary(measured)
     return line_changes(_from_summary(committed.read_text()), _from_summary(now))
 
 

@@ -22,11 +22,9 @@ import textwrap
 from collections import Counter
 from collections.abc import Iterable
 
-from ..catalog.targets import Target
-from ..compile.artifacts import Compiled, reads_kernel_code
 from ..hlo.structure import Kernel, Structure
-from ..kernels import parse_kernel_code
 from ..kernels.program import ProgramCode, multiset_text, snapshot_code_line, unmatched_lines
+from ..measure.measurement import Measurement
 
 
 def _runs(items: Iterable[str]) -> list[str]:
@@ -97,38 +95,9 @@ def summary_line(structure: Structure) -> str:
     )
 
 
-def code_of(compiled: Compiled, structure: Structure, target: Target) -> ProgramCode:
-    """The kernel code of one compile for ``target``, tied to ``structure``; without code (a TPU compile,
-    a target that does not keep it), a ``ProgramCode`` whose every metric is a ``Missing`` saying why."""
-    code = program_code(compiled, structure) if reads_kernel_code(target) else None
-    if code is not None:
-        return code
-    if target.family == "tpu":
-        why = "the TPU compiler writes no kernel code (libtpu dumps no LLO)"
-    elif target.family == "cpu" and not reads_kernel_code(target):
-        why = "its kernels are the CPU runtime target's; read them there"
-    else:
-        why = "the compile kept no kernel code"
-    return ProgramCode(structure, None, f"{target.name}: {why}")
-
-
-def program_code(compiled: Compiled, structure: Structure) -> ProgramCode | None:
-    """The kernel code ``compiled`` kept, tied to ``structure``; None when it kept none."""
-    if not compiled.kernel_code:
-        return None
-    files = {
-        f"{compiled.program}.{compiled.config}.{compiled.target}/{n}": t
-        for n, t in compiled.kernel_code.items()
-    }
-    return ProgramCode(structure, tuple(parse_kernel_code(files)))
-
-
-def render_summary(
-    compiled: Compiled, structure: Structure, doc: str = "", code: ProgramCode | None = None
-) -> str:
-    """The snapshot text of one compiled program. Deterministic for a given compiler. ``code`` is its
-    kernel code when the caller has parsed it already (else it is parsed from ``compiled``)."""
-    code = code if code is not None else program_code(compiled, structure)
+def render_summary(measured: Measurement, doc: str = "") -> str:
+    """The snapshot text of one measured compile. Deterministic for a given compiler."""
+    compiled, structure, code = measured.compiled, measured.structure, measured.code
     out = [f"# {compiled.program} [{compiled.config}] on {compiled.target}"]
     if doc:
         out.append(f"# {doc}")
@@ -145,7 +114,7 @@ def render_summary(
     out.append("summary: " + summary_line(structure))
     out.append("kernels:")
     out += ["  " + line for line in kernel_lines(structure.kernel_list, code=code)] or ["  (none)"]
-    unmatched = unmatched_lines(code) if code is not None else []
+    unmatched = unmatched_lines(code)
     if unmatched:
         out.append("code of no listed kernel:")
         out += ["  " + line for line in unmatched]

@@ -16,7 +16,7 @@ The tree:
 - :class:`Assertion`: one comparison of two terms, with its kind and the programs it names.
 
 Lowering checks what the language promises: every name is a metric of the registry
-(:data:`invariants.hlo.metrics.METRICS`), the two sides have the same type (a comparison that could never
+(:data:`invariants.measure.metrics.METRICS`), the two sides have the same type (a comparison that could never
 fail is refused), ``in`` takes a quoted name and a set, a constant divisor is not zero, a throughput assert
 is ``time(A) / time(B) <= NUMBER`` of two different sides, and called and bare metrics do not mix. Each
 mistake is one line, raised through the caller's ``error(message)`` so that it names the file and line.
@@ -33,7 +33,7 @@ from typing import Any, Literal, NamedTuple
 
 from .._errors import InvariantsError, did_you_mean, first_line, non_ascii
 from ..catalog.configs import DISTRIBUTIONS
-from ..hlo.metrics import METRICS
+from ..measure.metrics import COMPILED_SOURCES, METRICS
 
 InvariantKind = Literal["absolute", "relational", "throughput"]
 Comparison = Literal["==", "!=", "<", "<=", ">", ">=", "in", "not in"]
@@ -71,9 +71,6 @@ _OPERATORS: dict[type[ast.operator], Operator] = {ast.Add: "+", ast.Sub: "-", as
 # How tightly each operator binds, for writing a term back as Python writes it (``ast.unparse``'s rules).
 _PRECEDENCE: dict[str, int] = {"+": 1, "-": 1, "*": 2, "/": 2}
 _UNARY = 3
-# The metric sources whose values come from a compiled program (a Structure, the compiler's analyses, the
-# kernel code): a bare one means the item's own program, so it cannot stand beside a called one.
-COMPILED_SOURCES = ("structure", "compiler", "kernel")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -344,7 +341,7 @@ class _Lowering:
             raise self.error(f"unknown metric '{name}'{did_you_mean(name, bare_names)}")
         if metric.call_only:
             raise self.error(f"{name}(...) takes one program name, as in {name}(take)")
-        if metric.source in COMPILED_SOURCES:
+        if metric.source in COMPILED_SOURCES:  # a bare one: the item's own program (never beside a call)
             self.bare.append(name)
         return Read(name, text=written), metric.type
 

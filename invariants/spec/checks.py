@@ -1,8 +1,9 @@
 """Checks: expand spec invariants into items and decide each one.
 
 A :class:`Case` is one pytest item: one invariant on one target, for one program (absolute) or for the
-programs its assert names (relational), in one configuration. :func:`evaluate` decides it from structures
-alone; the caller supplies them, so this stage never compiles.
+programs its assert names (relational), in one configuration. :func:`evaluate` decides it from what the
+compiles measured (:class:`~invariants.measure.measurement.Measurement`) alone; the caller supplies them,
+so this stage never compiles.
 
 Correctness checks, which run programs and compare values, are :mod:`invariants.spec.correctness`.
 """
@@ -19,10 +20,11 @@ from .._errors import InvariantsError, did_you_mean
 from ..catalog.programs import get_config
 from ..catalog.registry import PROGRAMS
 from ..catalog.targets import Target, all_targets, device_count
-from ..compile.artifacts import Key
+from ..compile.record import Key
 from ..hlo.cost import Missing
-from ..hlo.metrics import METRICS, input_facts
 from ..hlo.structure import Structure
+from ..measure.measurement import Measurement
+from ..measure.metrics import METRICS, input_facts
 from .asserts import NoValue, Read
 from .file import CorrectnessCheck, Invariant, Spec, scope_of, select_programs
 
@@ -383,34 +385,21 @@ def structural_signature(s: Structure) -> tuple[Any, ...]:
     )
 
 
-def evaluate(
-    case: Case,
-    structure: Callable[[Key], Structure],
-    *,
-    costs: Callable[[Key], dict[str, int | float | Missing]] | None = None,
-) -> Decision:
-    """Decide ``case``. ``structure(key)`` gives the structure of a compiled key; ``costs(key)`` gives the
-    compiler and kernel-code metrics (``invariants.hlo.metrics.compiler_metrics`` and ``kernel_metrics``).
-    A metric without a value (a :class:`~invariants.hlo.cost.Missing`, an unknown trip count), or arithmetic
-    without one (``kernels / while_loops`` where there is no loop), makes the verdict fail with one line
-    saying why: an invariant never passes on a number that is not there, and never stops on a traceback."""
+def evaluate(case: Case, measured: Callable[[Key], Measurement]) -> Decision:
+    """Decide ``case``. ``measured(key)`` gives what the compile of a key measured to (its structure and
+    every metric). A metric without a value (a :class:`~invariants.hlo.cost.Missing`, an unknown trip
+    count), or arithmetic without one (``kernels / while_loops`` where there is no loop), makes the verdict
+    fail with one line saying why: an invariant never passes on a number that is not there, and never stops
+    on a traceback."""
     config = get_config(case.config)
     layout = PROGRAMS[case.program].layout if case.program is not None else None
     facts = input_facts(config, layout, device_count(case.target))
-    measured: dict[str, Any] = {}
+    measured_terms: dict[str, Any] = {}
 
     def metric_of(name: str, program: str) -> Any:
-        if METRICS[name].source in ("compiler", "kernel"):
-            if costs is None:
-                raise NoValue(f"{name} of {program} needs the compiled program's analyses and code")
-            cost = costs(Key(program, case.config, case.target))[name]
-            if isinstance(cost, Missing):
-                raise NoValue(f"{name} of {program} on {case.target}: {cost.reason}")
-            return cost
-        s = structure(Key(program, case.config, case.target))
-        of = METRICS[name].of
-        assert of is not None, name  # the spec loader admits only computable names here
-        value = of(s)
+        value = measured(Key(program, case.config, case.target)).metrics[name]
+        if isinstance(value, Missing):
+            raise NoValue(f"{name} of {program} on {case.target}: {value.reason}")
         if value is None:
             raise NoValue(f"{name} of {program} is unknown (a loop trip count could not be derived)")
         return value
@@ -423,25 +412,25 @@ def evaluate(
                 assert case.program is not None  # a bare compiled metric is only in absolute invariants
                 value = metric_of(term.name, case.program)
         elif term.name == "structure":
-            value = structural_signature(structure(Key(term.program, case.config, case.target)))
-            measured[term.label] = f"<{len(value[0])} kernels>"
+            value = structural_signature(measured(Key(term.program, case.config, case.target)).structure)
+            measured_terms[term.label] = f"<{len(value[0])} kernels>"
             return value
         elif METRICS[term.name].source == "throughput":
             # Timed pair by pair by the throughput tier (gate/test_throughput.py), never decided here.
             raise InvariantsError(f"{case.invariant.where}: {term.name}() is decided by the throughput tier")
         else:
             value = metric_of(term.name, term.program)
-        measured[term.label] = value
+        measured_terms[term.label] = value
         return value
 
     try:
         holds = case.invariant.assertion.holds(read)
     except NoValue as err:
-        return Decision(False, measured, str(err))
+        return Decision(False, measured_terms, str(err))
     ratio = None
     if (scaled := case.invariant.assertion.scaled) is not None:
-        a = measured.get(f"{scaled.metric}({scaled.a})")
-        b = measured.get(f"{scaled.metric}({scaled.b})")
+        a = measured_terms.get(f"{scaled.metric}({scaled.a})")
+        b = measured_terms.get(f"{scaled.metric}({scaled.b})")
         if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b:
             ratio = a / b
-    return Decision(holds, measured, ratio=ratio)
+    return Decision(holds, measured_terms, ratio=ratio)

@@ -40,8 +40,8 @@ by its own ``targets``. A program with params is compiled and checked (structure
 with a reference of the same arguments), never timed.
 
 An ``assert`` is one comparison of two arithmetic sides, or a membership test. Its names come from the
-metric registry (``invariants.hlo.metrics.METRICS``): structural metrics (``kernels``, ``while_loops``, ...)
-of the program the item is about, or input facts (``table_bytes``, ``lookups``). Both sides of a
+metric registry (``invariants.measure.metrics.METRICS``): structural metrics (``kernels``, ``while_loops``,
+...) of the program the item is about, or input facts (``table_bytes``, ``lookups``). Both sides of a
 comparison must have the same type (a number with a number, a kernel list with a kernel list), and ``in``
 takes a string on its left and a set metric on its right: a comparison that could never fail is refused.
 A metric *called* on a program name is relational: ``kernels(naive) <= kernels(take)``, over each config

@@ -41,10 +41,11 @@ from typing import Any, TextIO
 from .._cores import free, pin, usable
 from .._errors import InvariantsError
 from ..catalog.targets import all_targets, versions
+from ..compile.record import Key
 from ..hlo.cost import Missing, value_or_none
-from ..hlo.metrics import METRICS, compiler_metrics, kernel_metrics
-from ..hlo.parse import parse_module
-from ..hlo.structure import Structure, structure_of
+from ..measure.measurement import Measurement, measure
+from ..measure.metrics import METRICS
+from ..snapshot.render import render_summary
 from ..spec.file import load_specs
 from .protocol import CPUS_ENV, SLOWDOWN_ENV, ProtocolError, decode_request, encode
 
@@ -154,27 +155,15 @@ def slowed(
     return slower
 
 
-def costs_of(compiled: Any, structure: Any, target: Any) -> tuple[Any, dict[str, Any]]:
-    """The kernel code of one compiled key (an ``invariants.kernels.program.ProgramCode``; without code,
-    one whose every metric is a ``Missing`` saying why) and its compiler and kernel metrics by name."""
-    from ..snapshot.render import code_of
-
-    code = code_of(compiled, structure, target)
-    costs = {**compiler_metrics(structure, compiled.cost, compiled.memory), **kernel_metrics(code)}
-    return code, costs
-
-
-def missing_metric(case: Any, costs: Callable[[Any], dict[str, Any]]) -> str | None:
+def missing_metric(case: Any, measured: Callable[[Key], Measurement]) -> str | None:
     """Why ``case`` cannot be evaluated here: the first compiler or kernel metric its assert reads that
     has no value on its key (the words ``invariants.spec.checks.evaluate`` fails with); None when it can."""
-    from ..compile.artifacts import Key
-
     for read in case.invariant.assertion.reads():
         name, program = read.name, read.program or case.program
         metric = METRICS.get(name)
         if metric is None or metric.source not in ("compiler", "kernel") or program is None:
             continue
-        value = costs(Key(program, case.config, case.target)).get(name)
+        value = measured(Key(program, case.config, case.target)).metrics.get(name)
         if isinstance(value, Missing):
             return f"{name} of {program} on {case.target}: {value.reason}"
     return None
@@ -184,8 +173,7 @@ def structure_of_keys(keys: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
     """Snapshot rendering, compiler and kernel metrics, and invariant verdicts of each ``(program, config,
     target)`` key, per target."""
     from ..catalog.programs import CATALOG
-    from ..compile.artifacts import CompileCache, Key
-    from ..snapshot.render import render_summary
+    from ..compile.artifacts import CompileCache
     from ..spec.checks import Case, evaluate, expand
 
     targets = all_targets()
@@ -199,32 +187,31 @@ def structure_of_keys(keys: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
     todo = [k for k in keys if k[2] in usable]
     cache.plan([Key(*k) for k in todo])
     items: dict[str, dict[str, Any]] = {}
-    structures: dict[tuple[str, str, str], Structure] = {}
-    costs: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for key in keys:
+    measured_keys: dict[Key, Measurement] = {}
+    for raw in keys:
+        key = Key(*raw)
         name = "/".join(key)
-        if key[2] not in usable:
-            items[name] = {"error": reasons[key[2]]}
+        if key.target not in usable:
+            items[name] = {"error": reasons[key.target]}
             continue
         try:
-            compiled = cache.get(*key)
-            structure = structure_of(parse_module(compiled.hlo_text, name))
-            code, got = costs_of(compiled, structure, usable[key[2]])
-            structures[key], costs[key] = structure, got
-            by_source = {src: {m: value_or_none(v) for m, v in got.items() if METRICS[m].source == src}
+            measured = measure(cache.get(*key), usable[key.target])
+            measured_keys[key] = measured
+            by_source = {src: {m: value_or_none(v) for m, v in measured.metrics.items()
+                               if METRICS[m].source == src}
                          for src in ("kernel", "compiler")}  # fmt: skip
             items[name] = {
-                "snapshot": render_summary(compiled, structure, CATALOG[key[0]].doc, code),
+                "snapshot": render_summary(measured, CATALOG[key.program].doc),
                 "kernel_metrics": by_source["kernel"],
                 "compiler_metrics": by_source["compiler"],
                 "invariants": [],
             }
         except InvariantsError as err:
             items[name] = {"error": str(err)}
-    programs = {k[0] for k in structures}
+    programs = {k[0] for k in measured_keys}
     cases: list[Case] = expand(load_specs(), usable.values())
     for case in cases:
-        if not all(k in structures for k in case.keys):
+        if not all(k in measured_keys for k in case.keys):
             continue
         if case.program is None and not set(case.invariant.programs) <= programs:
             continue
@@ -234,11 +221,11 @@ def structure_of_keys(keys: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
             "where": case.invariant.where,
             "ratchet": None if ratchet is None else dataclasses.asdict(ratchet),
         }
-        unknown = missing_metric(case, costs.__getitem__)
+        unknown = missing_metric(case, measured_keys.__getitem__)
         if unknown is not None:
             entry.update(holds=None, not_evaluated=unknown, describe=f"not evaluated: {unknown}")
         else:
-            verdict = evaluate(case, structures.__getitem__, costs=costs.__getitem__)
+            verdict = evaluate(case, measured_keys.__getitem__)
             entry.update(holds=verdict.holds, describe=verdict.describe(case.invariant))
         for key in case.keys:
             items["/".join(key)]["invariants"].append(entry)

@@ -85,8 +85,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("_errors", "_paths", "_stats", "_cores", "_config"),
     # 1: data and text, no JAX: configurations, selection, the target table, HLO and kernel code, the spec
     #    files and their assert grammar, the results records and the gate's item names
-    ("catalog.configs", "catalog.select", "catalog.targets", "hlo", "kernels", "spec.file", "spec.asserts",
-     "plugin.results", "plugin.items"),
+    ("catalog.configs", "catalog.select", "catalog.targets", "compile.record", "hlo", "kernels", "measure",
+     "spec.file", "spec.asserts", "plugin.results", "plugin.items"),
     # 2: the catalog's programs and everything that compiles, snapshots, checks or times them
     ("catalog", "compile", "snapshot", "spec", "timing", "testing"),
     # 3: the pytest session
@@ -106,9 +106,9 @@ KNOWN_UPWARD = {
 # The modules that must start without JAX (hlo-stats, the spec validator, selection, the target table, the
 # report's reader of results).
 NO_JAX = ("_errors", "_paths", "_stats", "_cores", "_config", "catalog.configs", "catalog.select",
-          "catalog.targets", "spec.file", "spec.asserts", "hlo.parse", "hlo.structure", "hlo.metrics",
-          "hlo.cost", "kernels", "kernels.ptx", "kernels.llvm_ir", "kernels.program", "plugin.results",
-          "plugin.items")  # fmt: skip
+          "catalog.targets", "compile.record", "spec.file", "spec.asserts", "hlo.parse", "hlo.structure",
+          "hlo.cost", "kernels", "kernels.ptx", "kernels.llvm_ir", "kernels.program", "measure.metrics",
+          "measure.measurement", "snapshot.render", "plugin.results", "plugin.items")  # fmt: skip
 
 
 def _module_name(path: Path) -> str:
@@ -342,7 +342,7 @@ _INERT = "the pytest11 entry point loads in every pytest session: inert, it impo
 ALLOWED_LAZY: dict[tuple[str, str], str] = {
     ("pytest_plugin.py", "invariants._errors"): _INERT + " (test_pytest_api)",
     ("pytest_plugin.py", "invariants.testing"): _INERT + " (test_pytest_api)",
-    ("hlo/metrics.py", "numpy"): "the metric registry loads with hlo-stats and the spec validator, which "
+    ("measure/metrics.py", "numpy"): "the metric registry loads with hlo-stats and the spec validator, which "
     "start without numpy (a tenth of a second); only a configuration's item size needs it",
     ("snapshot/user.py", "invariants.testing"): "the pytest API's value type, checked when a test compares "
     "one: testing is the public face above the snapshot floor, so the reference runs upward and waits",

@@ -20,7 +20,7 @@ import pytest
 
 import invariants.pytest_plugin as plugin
 from invariants._errors import InvariantsError
-from invariants.hlo.metrics import METRICS
+from invariants.measure.metrics import METRICS
 from invariants.hlo.structure import Structure
 from invariants.testing import CompiledStructure, MetricUnavailable, TargetUnavailable, compile_for
 

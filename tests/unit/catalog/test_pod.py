@@ -10,7 +10,7 @@ import pytest
 
 from invariants.catalog.programs import CATALOG, Layout
 from invariants.catalog.targets import _AOT_TARGETS
-from invariants.hlo.metrics import input_facts
+from invariants.measure.metrics import input_facts
 from invariants.spec.checks import Case, evaluate
 from invariants.spec.file import load_specs
 
@@ -57,10 +57,9 @@ def test_per_chip_facts_follow_the_target():
 @functools.cache
 def _pod_structure(program: str, target: str):
     from invariants.compile.artifacts import compile_here
-    from invariants.hlo.parse import parse_module
-    from invariants.hlo.structure import structure_of
+    from invariants.measure.measurement import measure
 
-    return structure_of(parse_module(compile_here(program, "f32", TARGETS[target]).hlo_text, program))
+    return measure(compile_here(program, "f32", TARGETS[target]), TARGETS[target])
 
 
 def _tpu_invariant(inv_id: str):

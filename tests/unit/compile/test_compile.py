@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from invariants.catalog.targets import all_targets
-from invariants.compile.artifacts import CompileCache, Key
+from invariants.compile.artifacts import CompileCache
+from invariants.compile.record import Key
 from invariants.hlo.parse import parse_module
 
 
@@ -125,7 +126,7 @@ def test_prefetch_gives_the_same_artifacts_as_compiling_here():
 
 import os  # noqa: E402
 
-from invariants.compile.artifacts import compile_here, reads_kernel_code  # noqa: E402
+from invariants.compile.artifacts import compile_here  # noqa: E402
 
 
 def test_a_cpu_and_a_gpu_compile_keep_their_kernel_code_without_xla_flags(monkeypatch):
@@ -143,9 +144,9 @@ def test_a_cpu_and_a_gpu_compile_keep_their_kernel_code_without_xla_flags(monkey
 
 def test_which_targets_keep_kernel_code():
     targets = all_targets()
-    assert reads_kernel_code(targets["cpu"]) and reads_kernel_code(targets["gpu-h100"])
-    assert not reads_kernel_code(targets["tpu-v5e"])  # libtpu dumps no LLO
-    assert not reads_kernel_code(targets["cpu-8dev"])  # the CPU runtime's kernels are read there
+    assert targets["cpu"].keeps_kernel_code and targets["gpu-h100"].keeps_kernel_code
+    assert not targets["tpu-v5e"].keeps_kernel_code  # libtpu dumps no LLO
+    assert not targets["cpu-8dev"].keeps_kernel_code  # the CPU runtime's kernels are read there
 
 
 class _Lowered:

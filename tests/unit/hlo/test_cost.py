@@ -9,9 +9,9 @@ import pytest
 
 from invariants._errors import InvariantsError
 from invariants.hlo.cost import Missing, cycle_estimate
-from invariants.hlo.metrics import compiler_metrics as cost_metrics
 from invariants.hlo.parse import parse_module
 from invariants.hlo.structure import structure_of
+from invariants.measure.measurement import measure_text
 from invariants.plugin.outcomes import judge
 from invariants.spec.checks import Case, evaluate
 from invariants.spec.file import load_spec
@@ -94,8 +94,11 @@ def test_estimates_are_not_part_of_structural_equality():
 
 
 def test_cost_metrics_from_analyses_and_missing_ones():
-    s = structure("cpu_fwd_index.txt")
-    got = cost_metrics(s, {"flops": 65536.0, "bytes accessed": 9.5e7}, {"temp_size_in_bytes": 0})
+    got = measured(
+        "cpu_fwd_index.txt",
+        cost={"flops": 65536.0, "bytes accessed": 9.5e7},
+        memory={"temp_size_in_bytes": 0},
+    ).metrics
     assert got["flops"] == 65536 and got["bytes_accessed"] == 95_000_000 and got["temp_bytes"] == 0
     assert isinstance(got["argument_bytes"], Missing) and "memory_analysis()" in got["argument_bytes"].reason
     assert isinstance(got["estimated_cycles"], Missing)
@@ -110,13 +113,17 @@ def spec(tmp_path: Path, body: str, targets: str = "tpu-*"):
     return load_spec(path)
 
 
-TPU_BWD_VMAP = structure("tpu_v5e_bwd_vmap_index.txt")
-TPU_FWD_TAKE = structure("tpu_v5e_fwd_take.txt")
-CPU_FWD = structure("cpu_fwd_index.txt")
+def measured(name: str, text: str | None = None, cost=None, memory=None):
+    """The fixture ``name`` (or ``text``) measured, with the analyses a compile of it would carry."""
+    text = text if text is not None else (DATA / name).read_text()
+    return measure_text(
+        text, name, cost=cost, memory={"temp_size_in_bytes": 387072} if memory is None else memory
+    )
 
 
-def _costs(structures):
-    return lambda key: cost_metrics(structures[key[0]], {}, {"temp_size_in_bytes": 387072})
+TPU_BWD_VMAP = measured("tpu_v5e_bwd_vmap_index.txt")
+TPU_FWD_TAKE = measured("tpu_v5e_fwd_take.txt")
+CPU_FWD = measured("cpu_fwd_index.txt")
 
 
 def test_scaled_relation_reports_its_ratio_and_the_ratchet_xfails_with_it(tmp_path):
@@ -129,9 +136,7 @@ def test_scaled_relation_reports_its_ratio_and_the_ratchet_xfails_with_it(tmp_pa
     assert inv.kind == "relational" and inv.programs == ("grad_vmap_naive", "grad_vmap_take")
     # Stand-ins: the real looped TPU backward against a loop-free TPU module.
     structures = {"grad_vmap_naive": TPU_BWD_VMAP, "grad_vmap_take": TPU_FWD_TAKE}
-    verdict = evaluate(
-        Case(inv, "tpu-v5e", "f32", None), lambda k: structures[k[0]], costs=_costs(structures)
-    )
+    verdict = evaluate(Case(inv, "tpu-v5e", "f32", None), lambda k: structures[k[0]])
     assert not verdict.holds
     assert verdict.ratio == pytest.approx(149_925_672 / 60125)
     with pytest.raises(
@@ -140,7 +145,7 @@ def test_scaled_relation_reports_its_ratio_and_the_ratchet_xfails_with_it(tmp_pa
         judge(inv, verdict.holds, verdict.holds, "tpu-v5e", verdict.describe(inv), lambda: "unused")
     # The other way round it holds: the relation can pass as well as fail.
     swapped = {"grad_vmap_naive": TPU_FWD_TAKE, "grad_vmap_take": TPU_BWD_VMAP}
-    assert evaluate(Case(inv, "tpu-v5e", "f32", None), lambda k: swapped[k[0]], costs=_costs(swapped)).holds
+    assert evaluate(Case(inv, "tpu-v5e", "f32", None), lambda k: swapped[k[0]]).holds
 
 
 def test_a_metric_the_target_does_not_provide_fails_in_one_line(tmp_path):
@@ -150,7 +155,7 @@ def test_a_metric_the_target_does_not_provide_fails_in_one_line(tmp_path):
         targets="cpu",
     ).invariants
     structures = {"naive": CPU_FWD, "take": CPU_FWD}
-    verdict = evaluate(Case(inv, "cpu", "f32", None), lambda k: structures[k[0]], costs=_costs(structures))
+    verdict = evaluate(Case(inv, "cpu", "f32", None), lambda k: structures[k[0]])
     assert not verdict.holds
     assert verdict.detail == (
         "estimated_cycles of naive on cpu: "
@@ -162,30 +167,22 @@ def test_a_metric_the_target_does_not_provide_fails_in_one_line(tmp_path):
 def test_an_unknown_trip_count_fails_the_item(tmp_path):
     (inv,) = spec(tmp_path, '[[invariant]]\nid = "c"\nprograms = ["grad_vmap_naive"]\n'
                             'assert = "estimated_cycles <= 1000000000"\n').invariants  # fmt: skip
-    looped = structure(
+    looped = measured(
         "m", (DATA / "tpu_v5e_bwd_vmap_index.txt").read_text().replace("direction=LT", "direction=NE")
     )
-    verdict = evaluate(
-        Case(inv, "tpu-v5e", "f32", "grad_vmap_naive"),
-        lambda k: looped,
-        costs=_costs({"grad_vmap_naive": looped}),
-    )
+    verdict = evaluate(Case(inv, "tpu-v5e", "f32", "grad_vmap_naive"), lambda k: looped)
     assert not verdict.holds and "trip count is unknown" in verdict.detail
     # With the trip count known the same item passes: the failure above is the unknown count, nothing else.
-    assert evaluate(
-        Case(inv, "tpu-v5e", "f32", "grad_vmap_naive"),
-        lambda k: TPU_BWD_VMAP,
-        costs=_costs({"grad_vmap_naive": TPU_BWD_VMAP}),
-    ).holds
+    assert evaluate(Case(inv, "tpu-v5e", "f32", "grad_vmap_naive"), lambda k: TPU_BWD_VMAP).holds
 
 
 def test_memory_bound_against_the_table(tmp_path):
     (inv,) = spec(tmp_path, '[[invariant]]\nid = "m"\nprograms = ["grad_vmap_naive"]\n'
                             'assert = "temp_bytes <= 2 * table_bytes"\n').invariants  # fmt: skip
     c = Case(inv, "tpu-v5e", "f32", "grad_vmap_naive")
-    assert evaluate(c, lambda k: TPU_BWD_VMAP, costs=_costs({"grad_vmap_naive": TPU_BWD_VMAP})).holds
-    big = lambda key: cost_metrics(TPU_BWD_VMAP, {}, {"temp_size_in_bytes": 3 * 8192 * 32 * 4})  # noqa: E731
-    verdict = evaluate(c, lambda k: TPU_BWD_VMAP, costs=big)
+    assert evaluate(c, lambda k: TPU_BWD_VMAP).holds
+    big = measured("tpu_v5e_bwd_vmap_index.txt", memory={"temp_size_in_bytes": 3 * 8192 * 32 * 4})
+    verdict = evaluate(c, lambda k: big)
     assert not verdict.holds and verdict.measured["temp_bytes"] == 3 * 8192 * 32 * 4
 
 
@@ -198,7 +195,7 @@ def test_predicted_ratio_for_a_time_twin():
     # What invariants/gate/test_throughput.py records beside a ratio timed on a TPU host.
     from invariants.hlo.cost import predicted_ratio
 
-    looped, plain = cost_metrics(TPU_BWD_VMAP, {}, {}), cost_metrics(TPU_FWD_TAKE, {}, {})
+    looped, plain = TPU_BWD_VMAP.metrics, TPU_FWD_TAKE.metrics
     assert predicted_ratio(looped, plain) == pytest.approx(149_925_672 / 60125)
     # Off TPU there is no estimate, so no predicted ratio (the report shows a dash).
-    assert predicted_ratio(cost_metrics(CPU_FWD, {}, {}), plain) is None
+    assert predicted_ratio(CPU_FWD.metrics, plain) is None

@@ -7,7 +7,7 @@ import pathlib
 
 import pytest
 
-from invariants.hlo.metrics import METRICS
+from invariants.measure.metrics import METRICS
 from invariants.hlo.parse import parse_module
 from invariants.hlo.structure import Structure, structure_of, to_json
 

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from invariants.hlo.cost import Missing
-from invariants.hlo.metrics import METRICS, kernel_metrics
-from invariants.hlo.parse import parse_module
-from invariants.hlo.structure import Kernel, structure_of
+from invariants.hlo.structure import Kernel
 from invariants.kernels import parse_kernel_code
 from invariants.kernels.dump import code_beside, module_prefix, read_kernel_code
 from invariants.kernels.program import ProgramCode, code_line, lookup_kernels
+from invariants.measure.measurement import Measurement, measure, measure_text
+from invariants.measure.metrics import METRICS
 from invariants.report.hlo_stats import main as hlo_stats
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "kernels"
@@ -26,12 +26,20 @@ def _dump(release: str, target: str, program: str) -> Path:
     return DATA / f"jaxlib-{release}" / target / program
 
 
-def _program_code(folder: Path) -> ProgramCode:
+def _measured(folder: Path) -> Measurement:
     (hlo,) = folder.glob("*after_optimizations.txt")
-    structure = structure_of(parse_module(hlo.read_text(), str(hlo)))
     files = code_beside(hlo)
     assert files, hlo
-    return ProgramCode(structure, tuple(parse_kernel_code(files)))
+    code = {Path(name).name: text for name, text in files.items()}
+    return measure_text(hlo.read_text(), str(hlo), code=code, code_folder=str(folder))
+
+
+def _program_code(folder: Path) -> ProgramCode:
+    return _measured(folder).code
+
+
+def kernel_metrics(measured: Measurement) -> dict[str, object]:
+    return {k: v for k, v in measured.metrics.items() if METRICS[k].source == "kernel"}
 
 
 def _hand_count(folder: Path, pattern: str) -> int:
@@ -46,8 +54,8 @@ FLOAT_ADD = r"\b(?:atom|red)(?:\.\w+)*\.add(?:\.\w+)*\.f32\b|\b(?:atom|red)(?:\.
 @pytest.mark.parametrize("target", ["gpu-a100", "gpu-l4"])
 def test_the_f32_scatter_add_became_a_cas_loop_in_0_10_2(target):
     """xla#46225, as the metrics and the hand count both see it: 4 native adds, then 4 CAS retry loops."""
-    before = kernel_metrics(_program_code(_dump("0.10.1", target, "grad_take.f32")))
-    after = kernel_metrics(_program_code(_dump("0.10.2", target, "grad_take.f32")))
+    before = kernel_metrics(_measured(_dump("0.10.1", target, "grad_take.f32")))
+    after = kernel_metrics(_measured(_dump("0.10.2", target, "grad_take.f32")))
     assert (before["cas_atomics"], before["float_atomics"]) == (0, 4)
     assert (after["cas_atomics"], after["cas_loops"], after["float_atomics"]) == (4, 4, 0)
     for release, metrics in (("0.10.1", before), ("0.10.2", after)):
@@ -58,7 +66,7 @@ def test_the_f32_scatter_add_became_a_cas_loop_in_0_10_2(target):
 
 def test_h100_adds_a_row_with_one_vector_atomic_in_both_releases():
     for release in ("0.10.1", "0.10.2"):
-        metrics = kernel_metrics(_program_code(_dump(release, "gpu-h100", "grad_take.f32")))
+        metrics = kernel_metrics(_measured(_dump(release, "gpu-h100", "grad_take.f32")))
         assert (metrics["cas_atomics"], metrics["float_atomics"]) == (0, 1)
         assert metrics["vector_width"] == 128  # the scatter kernel's atom.add.v4.f32
         assert metrics["local_bytes"] == 0
@@ -75,15 +83,15 @@ def test_every_kernel_of_the_list_finds_its_code_by_name():
 
 
 def test_cpu_vector_width_is_the_lookup_kernels_own():
-    code = _program_code(_dump("0.10.2", "cpu", "grad_take.f32"))
+    measured = _measured(_dump("0.10.2", "cpu", "grad_take.f32"))
     # The zero-fill broadcast is scalar; the scatter's row update is <8 x float>: the metric reads the latter.
-    widths = {f.name: f.vector_width for f in code.facts or ()}
-    assert 0 in widths.values() and kernel_metrics(code)["vector_width"] == 256
+    widths = {f.name: f.vector_width for f in measured.code.facts or ()}
+    assert 0 in widths.values() and kernel_metrics(measured)["vector_width"] == 256
 
 
 def test_a_target_without_kernel_code_gives_missing_metrics_with_the_reason():
-    structure = structure_of(parse_module((DATA.parent / "hlo" / "tpu_seed_jit__take.txt").read_text()))
-    metrics = kernel_metrics(ProgramCode(structure, None, "tpu-v5e: no kernel code"))
+    text = (DATA.parent / "hlo" / "tpu_seed_jit__take.txt").read_text()
+    metrics = kernel_metrics(measure_text(text, "seed", no_code="tpu-v5e: no kernel code"))
     assert set(metrics) == {m.name for m in METRICS.values() if m.source == "kernel"}
     assert all(isinstance(v, Missing) and "tpu-v5e" in v.reason for v in metrics.values())
 
@@ -174,14 +182,12 @@ def test_vector_width_is_the_narrowest_of_the_lookup_kernels():
     gather's 0, not the scatter's 256: one scalar lookup kernel is enough to say so."""
     from invariants.catalog.targets import all_targets
     from invariants.compile.artifacts import compile_here
-    from invariants.snapshot.render import program_code
 
-    compiled = compile_here("train_take", "f32", all_targets()["cpu"])
-    code = program_code(compiled, structure_of(parse_module(compiled.hlo_text)))
-    assert code is not None
+    measured = measure(compile_here("train_take", "f32", all_targets()["cpu"]))
+    code = measured.code
     widths = sorted({code.of(k).vector_width for k in lookup_kernels(code.structure)})  # type: ignore[union-attr]
     assert widths[0] == 0 and widths[-1] >= 128
-    assert kernel_metrics(code)["vector_width"] == 0
+    assert kernel_metrics(measured)["vector_width"] == 0
 
 
 def test_jaxlib_0_10_0s_one_ptx_file_per_module_is_read(tmp_path):

@@ -214,8 +214,8 @@ def scalar_and_clean() -> tuple[Any, Any]:
     import subprocess
     import sys
 
-    from invariants.compile.artifacts import Compiled
     from invariants.compile.child import gate_env
+    from invariants.compile.record import Compiled
 
     inj_ = next(i for i in sc.INJECTIONS if i.name == "xla_cpu_scalar_code")
     children = [
@@ -240,10 +240,7 @@ def _without_metadata(hlo: str) -> str:
 def test_the_scalar_code_injection_changes_kernel_code_only(scalar_and_clean: tuple[Any, Any]) -> None:
     """--xla_cpu_prefer_vector_width=32: the optimized HLO is the same text (metadata aside), the kernel
     code is not (the scatter-add's <8 x float> loop becomes scalar)."""
-    from invariants.hlo.metrics import kernel_metrics
-    from invariants.hlo.parse import parse_module
-    from invariants.hlo.structure import structure_of
-    from invariants.snapshot.render import program_code
+    from invariants.measure.measurement import measure
 
     scalar, clean = scalar_and_clean
     assert "metadata={" in clean.hlo_text
@@ -251,10 +248,9 @@ def test_the_scalar_code_injection_changes_kernel_code_only(scalar_and_clean: tu
     assert scalar.kernel_code.keys() == clean.kernel_code.keys() and scalar.kernel_code != clean.kernel_code
     widths = []
     for compiled in (clean, scalar):
-        structure = structure_of(parse_module(compiled.hlo_text, "grad_take"))
-        code = program_code(compiled, structure)
-        assert code is not None
-        widths.append(kernel_metrics(code)["vector_width"])
+        measured = measure(compiled)
+        assert measured.code.facts is not None
+        widths.append(measured.metrics["vector_width"])
     # The clean width is the host's (256 bits on an AVX2 host, 512 where AVX-512 is used): vector, then not.
     assert widths[0] >= 128 and widths[1] == 0
 
@@ -265,7 +261,7 @@ _KERNELS = sc.Path(__file__).parents[2] / "data" / "kernels"
 def _recorded(release: str) -> Any:
     """grad_take [f32] on gpu-a100 as jaxlib ``release`` compiled it (tests/data/kernels): its optimized HLO
     and PTX, as a ``Compiled`` record."""
-    from invariants.compile.artifacts import Compiled
+    from invariants.compile.record import Compiled
 
     folder = _KERNELS / f"jaxlib-{release}" / "gpu-a100" / "grad_take.f32"
     (hlo,) = folder.glob("*after_optimizations.txt")
@@ -288,14 +284,13 @@ def test_a_change_of_kernel_code_behind_equal_hlo_is_judged_code_only(tmp_path: 
     """A failed structure item, rendered again from its dump against the committed snapshot, that differs
     in code lines only is ``structure:code-only``: jaxlib 0.10.2's A100 scatter-add CAS loops against
     0.10.1's native float atomics, behind the same HLO. An HLO difference, or none, is not code-only."""
-    from invariants.hlo.parse import parse_module
-    from invariants.hlo.structure import structure_of
+    from invariants.measure.measurement import measure
     from invariants.snapshot.render import render_summary
 
     good, bad = _recorded("0.10.1"), _recorded("0.10.2")
     snapshots = tmp_path / "snapshots" / "gpu-a100"
     snapshots.mkdir(parents=True)
-    committed = render_summary(good, structure_of(parse_module(good.hlo_text, "g")), CATALOG["grad_take"].doc)
+    committed = render_summary(measure(good), CATALOG["grad_take"].doc)
     (snapshots / "grad_take.f32.txt").write_text(committed)
     structure_item = {"kind": "structure", "outcome": "failed", "program": "grad_take", "config": "f32",
                       "target": "gpu-a100", "nodeid": "test_structure[gpu-a100-grad_take-f32]"}  # fmt: skip
@@ -323,12 +318,11 @@ def test_the_scalar_code_injection_is_caught_by_the_kernel_invariant_alone(
 ) -> None:
     """XLA:CPU's code is tuned to the compiling host, so a CPU snapshot shows no vector widths: the scalar
     code injection leaves the snapshot equal, and the kernel invariant is what catches it."""
-    from invariants.hlo.parse import parse_module
-    from invariants.hlo.structure import structure_of
+    from invariants.measure.measurement import measure
     from invariants.snapshot.render import render_summary
 
     scalar, clean = scalar_and_clean
-    rendered = [render_summary(c, structure_of(parse_module(c.hlo_text, "g"))) for c in (clean, scalar)]
+    rendered = [render_summary(measure(c)) for c in (clean, scalar)]
     assert rendered[0] == rendered[1]
     inj_ = next(i for i in sc.INJECTIONS if i.name == "xla_cpu_scalar_code")
     assert inj_.expect == ("invariant:grad_scatter_vectorized",)

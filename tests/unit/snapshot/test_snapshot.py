@@ -11,9 +11,9 @@ import pytest
 
 from invariants.catalog import programs as _programs
 from invariants.catalog.targets import Target
-from invariants.compile.artifacts import Compiled, compile_here
-from invariants.hlo.parse import parse_module
-from invariants.hlo.structure import structure_of
+from invariants.compile.artifacts import compile_here
+from invariants.compile.record import Compiled
+from invariants.measure.measurement import measure
 from invariants.snapshot.render import render_summary
 
 CPU = Target("cpu", "cpu", "runtime", "all")
@@ -23,7 +23,7 @@ def summary_of(monkeypatch, fn) -> str:
     program = dataclasses.replace(_programs.CATALOG["take"], name="probe", fn=fn)
     monkeypatch.setitem(_programs.CATALOG, "probe", program)
     compiled = compile_here("probe", "f32", CPU)
-    return render_summary(compiled, structure_of(parse_module(compiled.hlo_text)), "doc")
+    return render_summary(measure(compiled), "doc")
 
 
 def a_lookup(W, x):
@@ -94,7 +94,7 @@ def test_kernel_code_shows_as_one_line_under_each_kernel_with_code():
     CAS retry loop where 0.10.1's was a native float atomic add, and the two snapshots differ in that
     kernel's code line only."""
     good, bad = _recorded_a100("0.10.1"), _recorded_a100("0.10.2")
-    texts = [render_summary(c, structure_of(parse_module(c.hlo_text)), "doc") for c in (good, bad)]
+    texts = [render_summary(measure(c), "doc") for c in (good, bad)]
     lines = texts[0].splitlines()
     scatter = next(i for i, line in enumerate(lines) if "scatter" in line and "kernel " in line)
     assert lines[scatter + 1] == "      code ptx: atomics atom.add.f32×4; loops 0; scalar"
@@ -103,8 +103,7 @@ def test_kernel_code_shows_as_one_line_under_each_kernel_with_code():
         f"- {lines[scatter + 1]}",
         "+       code ptx: atomics atom.cas.b32×4 (CAS retry loops 4); loops 4; scalar",
     ]
-    structure = structure_of(parse_module(good.hlo_text))
-    no_code = render_summary(dataclasses.replace(good, kernel_code={}), structure, "doc")
+    no_code = render_summary(measure(dataclasses.replace(good, kernel_code={})), "doc")
     assert "code " not in no_code
     assert no_code.count("\n") == texts[0].count("\n") - texts[0].count("    code ptx: ")
 
@@ -114,13 +113,12 @@ def test_a_cpu_snapshot_shows_kernel_code_only_where_it_is_the_same_on_every_hos
     CPU snapshot shows a kernel's atomics alone, and no line for a kernel without any; the facts stay
     metrics. PTX, compiled for a named device description, shows everything."""
     from invariants.catalog.targets import all_targets
-    from invariants.compile.artifacts import Compiled, compile_here
     from invariants.kernels import KernelFacts
     from invariants.kernels.program import snapshot_code_line
 
     compiled = compile_here("grad_take", "f32", all_targets()["cpu"])
     assert compiled.kernel_code  # the compile kept its LLVM IR: the metrics read it
-    text = render_summary(compiled, structure_of(parse_module(compiled.hlo_text)), "doc")
+    text = render_summary(measure(compiled), "doc")
     assert "code llvm" not in text
     plain = KernelFacts("f", "llvm", "x.ll", loops=2, vector_width=256, local_bytes=512)
     assert snapshot_code_line(plain) is None

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from invariants._errors import InvariantsError
-from invariants.hlo.metrics import METRICS
+from invariants.measure.metrics import METRICS
 from invariants.spec.asserts import (
     Arithmetic,
     Assertion,

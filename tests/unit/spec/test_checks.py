@@ -1,7 +1,7 @@
 """Every kind of invariant is shown failing on a mutated module or program (and passing on the real one).
 
-Structures come from real recorded HLO (tests/data/hlo); a "mutation" is handing the check the structure
-of a different, broken program under the name of the one it guards.
+Measurements come from real recorded HLO (tests/data/hlo); a "mutation" is handing the check the
+measurement of a different, broken program under the name of the one it guards.
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from invariants._errors import InvariantsError
-from invariants.hlo.parse import parse_module
-from invariants.hlo.structure import structure_of
+from invariants.measure.measurement import Measurement, measure_text
 from invariants.plugin.outcomes import judge
 from invariants.spec.checks import Case, evaluate, unmet_condition
 from invariants.spec.correctness import CorrectnessCase, run_correctness
@@ -22,8 +21,8 @@ from invariants.spec.file import load_spec
 DATA = Path(__file__).parents[2] / "data" / "hlo"
 
 
-def structure(name: str):
-    return structure_of(parse_module((DATA / name).read_text(), name))
+def structure(name: str) -> Measurement:
+    return measure_text((DATA / name).read_text(), name)
 
 
 CPU_BWD = structure("cpu_bwd_index.txt")  # jax 0.10.2: one scatter, no loop
@@ -101,7 +100,9 @@ def test_structural_equality_fails_on_any_kernel_change(tmp_path):
 def test_unknown_trip_count_fails_rather_than_passing(tmp_path):
     (inv,) = spec(tmp_path, '[[invariant]]\nid = "b"\nprograms = ["grad_take"]\n'
                             'assert = "dynamic_kernel_launches <= 8"\n').invariants  # fmt: skip
-    unknown = dataclasses.replace(TPU_BWD_VMAP, dynamic_kernel_launches=None)
+    m = TPU_BWD_VMAP
+    unknown_structure = dataclasses.replace(m.structure, dynamic_kernel_launches=None)
+    unknown = Measurement.of(m.compiled, m.module, unknown_structure, m.code)
     verdict = evaluate(case(inv, "grad_take"), lambda key: unknown)
     assert not verdict.holds and "unknown" in verdict.detail
 

@@ -25,8 +25,7 @@ from hypothesis import strategies as st
 
 from invariants._errors import InvariantsError
 from invariants.catalog.targets import all_targets
-from invariants.hlo.parse import parse_module
-from invariants.hlo.structure import structure_of
+from invariants.measure.measurement import measure_text
 from invariants.spec.checks import check_specs, evaluate, expand
 from invariants.spec.correctness import expand_correctness
 from invariants.spec.file import load_specs
@@ -39,7 +38,7 @@ FUZZ = settings(
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-TAKE = structure_of(parse_module((ROOT / "tests/data/hlo/cpu_fwd_take.txt").read_text(), "take.hlo"))
+TAKE = measure_text((ROOT / "tests/data/hlo/cpu_fwd_take.txt").read_text(), "take.hlo")
 
 # -- the vocabulary, right and wrong ----------------------------------------------------------------------
 

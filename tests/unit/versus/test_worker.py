@@ -3,20 +3,25 @@ what the verdict fails with."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
-from invariants.compile.artifacts import Key
+from invariants.compile.record import Key
 from invariants.hlo.cost import Missing
-from invariants.hlo.parse import parse_module
-from invariants.hlo.structure import structure_of
+from invariants.measure.measurement import Measurement, measure_text
 from invariants.spec.checks import Case, evaluate
 from invariants.spec.file import load_spec
 from invariants.versus.worker import missing_metric
 
 DATA = Path(__file__).parents[2] / "data" / "hlo"
-STRUCTURE = structure_of(parse_module((DATA / "cpu_bwd_index.txt").read_text(), "cpu_bwd_index.txt"))
+MEASURED = measure_text((DATA / "cpu_bwd_index.txt").read_text(), "cpu_bwd_index.txt")
+
+
+def _with(**metrics: object) -> Measurement:
+    """MEASURED with some metrics replaced (a key whose kernel code says otherwise)."""
+    return dataclasses.replace(MEASURED, metrics={**MEASURED.metrics, **metrics})
 
 
 def _case(tmp_path: Path, text: str, program: str | None) -> Case:
@@ -38,17 +43,16 @@ def _case(tmp_path: Path, text: str, program: str | None) -> Case:
 def test_what_versus_finds_missing_is_what_the_verdict_fails_with(tmp_path, text, program, missing_on):
     case = _case(tmp_path, text, program)
 
-    def costs(key: Key) -> dict[str, object]:
-        reason = Missing("no kernel code on this target")
-        return {"cas_loops": reason if key.program == missing_on else 0}
+    def measured(key: Key) -> Measurement:
+        return _with(cas_loops=Missing("no kernel code on this target") if key.program == missing_on else 0)
 
-    said = missing_metric(case, costs)
-    decision = evaluate(case, lambda key: STRUCTURE, costs=costs)
+    said = missing_metric(case, measured)
+    decision = evaluate(case, measured)
     assert said == f"cas_loops of {missing_on} on cpu: no kernel code on this target"
     assert not decision.holds and decision.detail == said
 
 
 def test_nothing_is_missing_when_every_read_has_a_value(tmp_path):
     case = _case(tmp_path, "cas_loops(grad_naive) <= cas_loops(grad_take)", None)
-    assert missing_metric(case, lambda key: {"cas_loops": 1}) is None
-    assert evaluate(case, lambda key: STRUCTURE, costs=lambda key: {"cas_loops": 1}).holds
+    assert missing_metric(case, lambda key: _with(cas_loops=1)) is None
+    assert evaluate(case, lambda key: _with(cas_loops=1)).holds

@@ -1,9 +1,12 @@
 """The metric registry: every name a spec's ``assert`` may use, with its meaning and its type.
 
 This module is the one owner of the metric vocabulary. The spec loader checks names and types against it,
-``hlo-stats`` prints it (``--help``) and writes its values (``--json``), the structure tier records its
-structural metrics in the results file, the report's tables and ``--compare`` read them, and the README's
-metric table is checked against :func:`markdown_table`. Adding a metric is one :class:`Metric` entry here.
+the measuring stage computes every metric a compile gives from it (:func:`metrics_of`, through
+:func:`invariants.measure.measurement.measure`), ``hlo-stats`` prints it (``--help``) and writes its values
+(``--json``), the structure tier records them in the results file, the report's tables and ``--compare``
+read them, and the README's metric table is checked against :func:`markdown_table`. Adding a metric is one
+:class:`Metric` entry here: it reaches the gate, the pytest API, versus, bisect, matrix, the self-check and
+``hlo-stats`` at once.
 
 Each metric has a **type**, what a comparison sees:
 
@@ -26,6 +29,9 @@ and a **source**, where its value comes from:
   loops, ``.local`` bytes, vector width, read from the PTX of a GPU compile and the LLVM IR of a CPU one.
   Recorded per structure item; a TPU compile has no kernel code, so there each is a ``Missing``. What is
   stable of it (atomics, loops, vector width) also shows in the snapshot as each kernel's ``code:`` line.
+* ``compile``: the compile itself (:class:`~invariants.compile.record.Compiled`): its wall time. It follows
+  the machine that compiled, so it is written as a relation between two programs compiled in the same run,
+  and it never goes into a snapshot.
 
 A structural metric may be ``None`` (unknown, e.g. an underived trip count); an assert on it then fails
 with the reason, never with a guess.
@@ -38,29 +44,32 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
+from ..compile.record import Compiled
+from ..hlo.cost import Analyses, Missing, estimated_cycles, from_analysis
+from ..hlo.structure import Structure
 from ..kernels.program import ProgramCode
-from .cost import Analyses, Missing, estimated_cycles, from_analysis
-from .structure import Structure
 
 __all__ = [
     "METRICS",
     "Metric",
-    "compiler_metrics",
     "input_facts",
-    "kernel_metrics",
     "markdown_table",
+    "metrics_of",
     "names",
-    "structure_metrics",
 ]
 
 Type = Literal["number", "set", "structure"]
-Source = Literal["structure", "input", "throughput", "compiler", "kernel"]
+Source = Literal["structure", "input", "throughput", "compiler", "kernel", "compile"]
+# The sources a compile gives values for, each from its own object (see metrics_of).
+COMPILED_SOURCES: tuple[Source, ...] = ("structure", "compiler", "kernel", "compile")
 Unit = Literal["count", "bytes", "bits", "seconds", "ratio", ""]
 
 
 @dataclasses.dataclass(frozen=True)
 class Metric:
-    """One registered metric. ``of`` computes it from its source (a Structure, or a Config for inputs)."""
+    """One registered metric. ``of`` computes it from its source's object: a Structure (``structure``), the
+    compiler's Analyses (``compiler``), a ProgramCode (``kernel``), the Compiled record (``compile``), a
+    Config (``input``)."""
 
     name: str
     meaning: str
@@ -109,6 +118,10 @@ def _input(name: str, meaning: str, of: Callable[[Any], int], unit: Unit = "coun
 
 def _compiler(name: str, meaning: str, of: Callable[[Analyses], Any], unit: Unit = "count") -> Metric:
     return Metric(name, meaning, "number", "compiler", unit, of)
+
+
+def _compile(name: str, meaning: str, of: Callable[[Compiled], Any], unit: Unit = "count") -> Metric:
+    return Metric(name, meaning, "number", "compile", unit, of)
 
 
 _ALL = (
@@ -174,6 +187,10 @@ _ALL = (
             _total("instructions")),
     _kernel("vector_width", "narrowest widest-vector (bits) of the kernels that gather or scatter: 0 when "
             "one is scalar", lambda code: code.lookup_vector_width(), unit="bits"),
+    _compile("compile_seconds", "wall time of XLA's trace, lower and compile of the program on the target "
+             "(machine-relative: write it as a relation, compile_seconds(a) <= 10 * compile_seconds(b) + 5)",
+             lambda c: Missing("no compile was timed: the module was read from a file")
+             if c.compile_seconds is None else c.compile_seconds, unit="seconds"),
     _input("table_bytes", "bytes of the embedding table (vocab x width x dtype size)",
            lambda c: c.vocab * c.width * _itemsize(c), unit="bytes"),
     _input("lookups", "indices looked up per call", lambda c: math.prod(c.index_shape)),
@@ -202,31 +219,21 @@ def names(source: Source | None = None, type: Type | None = None) -> list[str]:
     ]
 
 
-def structure_metrics(s: Structure) -> dict[str, Any]:
-    """Every numeric structural metric of ``s``, by name (None when unknown): what a structure record holds.
-
-    Aliases are left out: the record keeps one name per quantity.
-    """
-    return {
-        m.name: m.of(s)
-        for m in _ALL
-        if m.source == "structure" and m.type == "number" and m.of is not None and m.alias_of is None
+def metrics_of(structure: Structure, code: ProgramCode, compiled: Compiled) -> dict[str, Any]:
+    """Every metric one compile gives, by name (aliases too), each from its source's object
+    (:class:`Metric`): raw values, a :class:`~invariants.hlo.cost.Missing` where the target gives none, None
+    where a structural one is unknown. The names that only exist called on a program are left out."""
+    sources: dict[str, Any] = {
+        "structure": structure,
+        "compiler": Analyses(structure, compiled.cost or {}, compiled.memory or {}),
+        "kernel": code,
+        "compile": compiled,
     }
-
-
-def compiler_metrics(
-    structure: Structure, cost: Any = None, memory: Any = None
-) -> dict[str, int | float | Missing]:
-    """Every compiler metric of one compiled program, by name; ``cost`` and ``memory`` are the analysis dicts
-    of its ``Compiled`` (None or empty when the backend gave none). A value not provided is a ``Missing``."""
-    analyses = Analyses(structure, cost or {}, memory or {})
-    return {m.name: m.of(analyses) for m in _ALL if m.source == "compiler" and m.of is not None}
-
-
-def kernel_metrics(code: ProgramCode) -> dict[str, int | Missing]:
-    """Every kernel-code metric of one compiled program, by name (a ``Missing`` where the target gives no
-    kernel code)."""
-    return {m.name: m.of(code) for m in _ALL if m.source == "kernel" and m.of is not None}
+    return {
+        m.name: m.of(sources[m.source])
+        for m in _ALL
+        if m.source in sources and m.of is not None and not m.call_only
+    }
 
 
 def input_facts(config: Any, layout: Any = None, devices: int = 1) -> dict[str, int]:
@@ -265,6 +272,7 @@ _SOURCE_TITLES = (
     ("throughput", "throughput tier"),
     ("compiler", "the compiler's predictions (never in snapshots; hlo-stats computes estimated_cycles)"),
     ("kernel", "the kernels' code: PTX on a GPU, LLVM IR on the CPU (hlo-stats reads a dump's .ptx/.ll)"),
+    ("compile", "the compile itself (machine-relative: in relations only; hlo-stats has none)"),
 )
 
 

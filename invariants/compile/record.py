@@ -1,0 +1,62 @@
+"""The record of one compile: what a (program, configuration, target) compiled to, as plain text and
+numbers (no JAX).
+
+:mod:`invariants.compile.artifacts` makes it; every later stage reads it, and a child process hands it
+back as JSON (:meth:`Compiled.to_json`). Nothing in it is a JAX object, so the stages that read it (the
+measuring stage, the snapshot, the reports) import no JAX.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+__all__ = ["Compiled", "Key"]
+
+
+class Key(NamedTuple):
+    """What one compile is of: a program of this process (the catalog's or a declared one), in one
+    configuration, for one target."""
+
+    program: str
+    config: str
+    target: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Compiled:
+    """What one program compiles to on one target.
+
+    ``hlo_text`` is the optimized, scheduled HLO module (``compiled.as_text()``); ``jaxpr_primitives`` is
+    the jaxpr's primitive sequence with nested calls inlined and gather/scatter modes attached, e.g.
+    ``gather[PROMISE_IN_BOUNDS]``. ``cost`` and ``memory`` are XLA's analyses where the backend offers them
+    (aids for inspection, not comparable across versions). ``compile_seconds`` is the wall time of the
+    trace, lower and compile that made the record (None for a module read from a file). ``kernel_code`` is
+    the code each kernel compiled to, file name -> text (``invariants.kernels``): the PTX of a GPU compile,
+    the optimized LLVM IR of a CPU compile; empty where the backend writes none (TPU) or the target does
+    not read it.
+    """
+
+    program: str
+    config: str
+    target: str
+    jaxpr: str
+    jaxpr_primitives: tuple[str, ...]
+    hlo_text: str
+    cost: dict[str, float]
+    memory: dict[str, int]
+    compile_seconds: float | None
+    kernel_code: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def key(self) -> Key:
+        return Key(self.program, self.config, self.target)
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Compiled:
+        data = dict(data)
+        data["jaxpr_primitives"] = tuple(data["jaxpr_primitives"])
+        return cls(**data)
