@@ -20,8 +20,8 @@ import pytest
 
 import invariants.pytest_plugin as plugin
 from invariants._errors import InvariantsError
-from invariants.measure.metrics import METRICS
 from invariants.hlo.structure import Structure
+from invariants.measure.metrics import METRICS
 from invariants.testing import CompiledStructure, MetricUnavailable, TargetUnavailable, compile_for
 
 ROOT = Path(__file__).parents[2]

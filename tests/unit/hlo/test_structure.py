@@ -7,9 +7,9 @@ import pathlib
 
 import pytest
 
-from invariants.measure.metrics import METRICS
 from invariants.hlo.parse import parse_module
 from invariants.hlo.structure import Structure, structure_of, to_json
+from invariants.measure.metrics import METRICS
 
 DATA = pathlib.Path(__file__).resolve().parents[2] / "data" / "hlo"
 

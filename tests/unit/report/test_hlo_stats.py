@@ -94,9 +94,9 @@ def test_help_documents_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
 def test_json_keys_and_help_use_the_spec_metric_names(capsys: pytest.CaptureFixture[str]) -> None:
     """What `hlo-stats --help` lists (the TOML example points there) is what an assert accepts: every
     structural metric of the registry is a --json key with the same value an invariant would see."""
-    from invariants.measure.metrics import METRICS
     from invariants.hlo.parse import parse_module
     from invariants.hlo.structure import structure_of
+    from invariants.measure.metrics import METRICS
 
     assert main([SEED_TAKE, "--json"]) == 0
     obj = json.loads(capsys.readouterr().out)
