@@ -114,7 +114,7 @@ def test_a_cpu_snapshot_shows_kernel_code_only_where_it_is_the_same_on_every_hos
     CPU snapshot shows a kernel's atomics alone, and no line for a kernel without any; the facts stay
     metrics. PTX, compiled for a named device description, shows everything."""
     from invariants.catalog.targets import all_targets
-    from invariants.compile.artifacts import Compiled, compile_here
+    from invariants.compile.artifacts import compile_here
     from invariants.kernels import KernelFacts
     from invariants.kernels.program import snapshot_code_line
 
