@@ -202,12 +202,15 @@ class HloModule:
 
     ``scheduled``: the header says ``is_scheduled=true``, which XLA writes on the optimized module it
     compiles (every backend, current and older releases); a ``before_optimizations`` dump lacks it.
+    ``source``: what ``parse_module`` was given as the source (a file, a program key), for the messages of
+    later readers; not part of equality: the same text read from two places is the same module.
     """
 
     name: str
     computations: dict[str, Computation] = field(hash=False)
     entry: Computation
     scheduled: bool = False
+    source: str = field(default="<string>", compare=False)
 
 
 # --- lexical helpers ---------------------------------------------------------------------------------
@@ -481,7 +484,7 @@ def parse_module(text: str, source: str = "<string>") -> HloModule:
         raise HloParseError(source, current.line, "computation not closed with '}'", current.name)
     if module_name is None:
         raise HloParseError(source, 1, "no HloModule line", text[:80])
-    return dataclasses.replace(_link(module_name, computations, source), scheduled=scheduled)
+    return dataclasses.replace(_link(module_name, computations, source), scheduled=scheduled, source=source)
 
 
 def _close(comp: _OpenComputation, source: str) -> Computation:

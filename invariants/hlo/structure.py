@@ -19,18 +19,42 @@ Definitions used throughout:
 * **dynamic kernel launches**: entry kernels with each loop expanded: ``trip x body + (trip + 1) x condition``
   (the condition runs once more than the body), nested loops multiply, a ``conditional`` counts its largest
   branch (an upper bound). None when any trip count on the way is unknown.
+* **contiguous window** of a gather or scatter: the slice one index reads (gather) or writes (scatter) is
+  contiguous in its operand's layout when, walking the operand's dimensions minor-to-major, the window
+  covers whole dimensions, then at most one dimension partially, then only dimensions where it is 1 wide
+  (dimensions of size 1 never matter). In short: the window's dimensions wider than 1 are the minor-most of
+  the operand's layout. A window with a 0 in it moves nothing and is contiguous. **Strided**: not
+  contiguous; each index's slice has gaps (a vmapped segment sum that XLA:CPU scatters along the major
+  dimension of its result, one element per row, is the case this catches).
+  The window's size along each operand dimension is a gather's ``slice_sizes``; for a scatter, the updates'
+  sizes at ``update_window_dims``, matched in order with the operand dimensions not in
+  ``inserted_window_dims`` or ``input_batching_dims`` (those are 1 wide). The layout is the
+  ``{minor-to-major}`` of the operand's own line, in any computation (in a fused one, usually the fusion's
+  parameter); tiling and memory space (``:T(8,128)S(1)``) are not considered. A rank-0 or rank-1 operand
+  without a layout has the only one there is. A higher-rank one without a layout is an error, not given
+  XLA's default descending layout: the layout that assignment chose is the very fact asked, and it is not
+  always the default (the TPU compiler lays a segment sum's scatter out ``{0,1}``). Text that is not
+  understood (a missing or malformed attribute, a layout that is no permutation, a window that does not
+  fit its operand) raises :class:`InvariantsError` as ``SOURCE:LINE: instruction: what``.
+* **transposes**: ``transpose`` instructions in all computations, fused ones included. After layout
+  assignment a transpose is often a relabelling: XLA:CPU writes ``transpose`` into ``{0,1}`` (no data
+  moves) and then a ``copy`` into ``{1,0}`` (the data moves), fused as a ``transpose_copy_fusion``; the
+  transpose is what is counted. Not counted: a ``copy`` that changes a layout with no transpose beside it
+  (how the TPU compiler turns a ``{0,1}`` scatter result into ``{1,0}``), a transposition folded into a
+  dot's, gather's or scatter's dimension numbers, and whatever a custom call does inside.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from invariants._errors import InvariantsError
-from invariants.hlo.parse import Computation, HloModule, Instruction
+from invariants.hlo.parse import Computation, HloModule, Instruction, Shape
 
 __all__ = [
     "FREE_OPCODES",
@@ -39,6 +63,7 @@ __all__ = [
     "Kernel",
     "Structure",
     "WhileLoop",
+    "contiguous_window",
     "structure_of",
     "to_json",
 ]
@@ -133,11 +158,16 @@ class Collective:
 
 @dataclass(frozen=True)
 class IndexedOp:
-    """A gather or scatter: its result shape with layout and its dimension numbers as ``k=v, ...`` text."""
+    """A gather or scatter: its result shape with layout and its dimension numbers as ``k=v, ...`` text.
+
+    ``strided``: the slice one index reads or writes is not contiguous in the operand's layout (module
+    docstring, "contiguous window"); for a scatter of several operands, in any of them.
+    """
 
     opcode: str
     shape: str
     dimension_numbers: str
+    strided: bool
 
 
 @dataclass(frozen=True)
@@ -147,8 +177,10 @@ class Structure:
     ``entry_fusions`` / ``fusion_kinds``: fusions launched by the entry computation itself, with ``call``
     bodies inlined (not loop bodies or conditional branches). ``kernels``: static kernel count (module
     docstring). ``opcodes``, ``gathers``, ``scatters``, ``dynamic_slices``, ``dynamic_update_slices``,
-    ``custom_call_targets``, ``collectives``, ``gather_shapes``, ``scatter_shapes`` and ``converts`` span
-    all computations, fused ones included. ``converts`` is a sorted multiset of ``src->dst`` dtype pairs.
+    ``transposes``, ``custom_call_targets``, ``collectives``, ``gather_shapes``, ``scatter_shapes`` and
+    ``converts`` span all computations, fused ones included. ``converts`` is a sorted multiset of
+    ``src->dst`` dtype pairs. ``strided_gathers`` / ``strided_scatters`` count the entries of
+    ``gather_shapes`` / ``scatter_shapes`` whose window is strided (module docstring).
     """
 
     entry_fusions: int
@@ -162,6 +194,9 @@ class Structure:
     scatters: int
     dynamic_slices: int
     dynamic_update_slices: int
+    strided_gathers: int
+    strided_scatters: int
+    transposes: int
     custom_call_targets: tuple[str, ...]
     collectives: tuple[Collective, ...]
     gather_shapes: tuple[IndexedOp, ...]
@@ -182,7 +217,7 @@ def _partitions(instr: Instruction) -> int | None:
         return None
 
 
-def _estimated_cycles(instr: Instruction, module: str) -> int | None:
+def _estimated_cycles(instr: Instruction, source: str) -> int | None:
     """``estimated_cycles`` from a TPU kernel's backend_config (top level or one object down, where libtpu
     writes it today: ``window_config``); None when absent. Two different values, or one that is not an
     integer, raise: a number that is not understood must never become a silent zero."""
@@ -200,7 +235,7 @@ def _estimated_cycles(instr: Instruction, module: str) -> int | None:
         values = set()
     if len(values) != 1:
         raise InvariantsError(
-            f"{module}:{instr.line}: {instr.name}: estimated_cycles not understood: "
+            f"{source}:{instr.line}: {instr.name}: estimated_cycles not understood: "
             + ", ".join(map(str, found))
         )
     return values.pop()
@@ -264,7 +299,7 @@ class _Analyzer:
                         fusion_kind=instr.fusion_kind,
                         inner_opcodes=_sorted_counts(inner),
                         partitions=_partitions(instr),
-                        estimated_cycles=_estimated_cycles(instr, self.module.name),
+                        estimated_cycles=_estimated_cycles(instr, self.module.source),
                         name=instr.name,
                     )
                 )
@@ -274,7 +309,7 @@ class _Analyzer:
                         op,
                         str(instr.shape),
                         custom_call_target=instr.custom_call_target,
-                        estimated_cycles=_estimated_cycles(instr, self.module.name),
+                        estimated_cycles=_estimated_cycles(instr, self.module.source),
                         name=instr.name,
                     )
                 )
@@ -428,6 +463,114 @@ def _dimension_numbers(instr: Instruction, keys: tuple[str, ...]) -> str:
     return ", ".join(f"{k}={instr.attrs[k]}" for k in keys if k in instr.attrs)
 
 
+def contiguous_window(
+    dims: tuple[int, ...], window: tuple[int, ...], minor_to_major: tuple[int, ...]
+) -> bool:
+    """Whether a window of sizes ``window`` in an array of sizes ``dims`` laid out ``minor_to_major`` is
+    contiguous (module docstring, "contiguous window"). The three have one entry per dimension."""
+    if 0 in window:
+        return True
+    # A dimension of size 1 needs no case of its own: its window, 1 wide, covers it whole.
+    partial = False
+    for d in minor_to_major:
+        if partial:
+            if window[d] > 1:
+                return False
+        elif window[d] < dims[d]:
+            partial = True
+    return True
+
+
+_INT_LIST = re.compile(r"\{\s*(?:\d+\s*(?:,\s*\d+\s*)*)?\}")
+
+
+class _Unreadable(Exception):
+    """What a gather or scatter did not let us read; the caller adds the source, line and instruction."""
+
+
+def _int_list(instr: Instruction, key: str, required: bool = True) -> tuple[int, ...]:
+    """``{1,2}`` or ``{}`` as integers, none negative. A missing optional key is empty: XLA prints the
+    batching dimensions only when there are some."""
+    raw = instr.attrs.get(key)
+    if raw is None:
+        if required:
+            raise _Unreadable(f"{key} missing")
+        return ()
+    if not _INT_LIST.fullmatch(raw):
+        raise _Unreadable(f"{key} not understood: {raw}")
+    return tuple(int(p) for p in re.findall(r"\d+", raw))
+
+
+def _minor_to_major(shape: Shape, what: str) -> tuple[int, ...]:
+    if shape.is_tuple:
+        raise _Unreadable(f"{what} {shape} is a tuple")
+    rank = len(shape.dims)
+    if shape.layout is None:
+        if rank <= 1:
+            return tuple(range(rank))
+        raise _Unreadable(f"{what} {shape} has no layout (text printed before layout assignment?)")
+    order = shape.layout.split(":", 1)[0].strip()
+    try:
+        m2m = tuple(int(p) for p in order.split(",")) if order else ()
+    except ValueError:
+        m2m = ()
+    if sorted(m2m) != list(range(rank)):
+        raise _Unreadable(f"{what} {shape}: layout not understood")
+    return m2m
+
+
+def _window_strided(comp: Computation, operand_name: str, window: tuple[int, ...], what: str) -> bool:
+    shape = comp[operand_name].shape
+    m2m = _minor_to_major(shape, f"{what} {operand_name}")
+    if len(window) != len(shape.dims) or any(w > d for w, d in zip(window, shape.dims, strict=True)):
+        raise _Unreadable(f"window {list(window)} does not fit {what} {operand_name} {shape}")
+    return not contiguous_window(shape.dims, window, m2m)
+
+
+def _gather_strided(comp: Computation, instr: Instruction) -> bool:
+    if len(instr.operands) != 2:
+        raise _Unreadable(f"expected 2 operands, found {len(instr.operands)}")
+    sizes = _int_list(instr, "slice_sizes")
+    # Collapsed and batching dimensions are 1 wide by XLA's rules; otherwise the text is not what we think.
+    ones = _int_list(instr, "collapsed_slice_dims") + _int_list(instr, "operand_batching_dims", False)
+    if any(d >= len(sizes) or sizes[d] != 1 for d in ones):
+        raise _Unreadable(f"slice_sizes={instr.attrs['slice_sizes']} against collapsed and batching dims")
+    return _window_strided(comp, instr.operands[0], sizes, "operand")
+
+
+def _scatter_strided(comp: Computation, instr: Instruction) -> bool:
+    # scatter(operand_1..n, indices, updates_1..n): several operands share one window.
+    count, odd = divmod(len(instr.operands) - 1, 2)
+    if count < 1 or odd:
+        raise _Unreadable(f"expected operands, indices and as many updates, found {len(instr.operands)}")
+    update_dims = _int_list(instr, "update_window_dims")
+    skipped = set(_int_list(instr, "inserted_window_dims") + _int_list(instr, "input_batching_dims", False))
+    strided = False
+    for operand, updates in zip(instr.operands[:count], instr.operands[count + 1 :], strict=True):
+        rank, upd = len(comp[operand].shape.dims), comp[updates].shape.dims
+        window_dims = [d for d in range(rank) if d not in skipped]
+        if len(window_dims) != len(update_dims) or any(k >= len(upd) for k in update_dims):
+            raise _Unreadable(
+                f"update_window_dims={instr.attrs['update_window_dims']} against operand rank {rank} and "
+                f"updates {comp[updates].shape}"
+            )
+        window = [1] * rank
+        for d, k in zip(window_dims, update_dims, strict=True):
+            window[d] = upd[k]
+        strided |= _window_strided(comp, operand, tuple(window), "operand")
+    return strided
+
+
+def _indexed_op(comp: Computation, instr: Instruction, source: str) -> IndexedOp:
+    gather = instr.opcode == "gather"
+    try:
+        strided = _gather_strided(comp, instr) if gather else _scatter_strided(comp, instr)
+    except _Unreadable as err:
+        raise InvariantsError(f"{source}:{instr.line}: {instr.name}: {err}") from None
+    keys = _GATHER_DIMS if gather else _SCATTER_DIMS
+    return IndexedOp(instr.opcode, str(instr.shape), _dimension_numbers(instr, keys), strided)
+
+
 def structure_of(module: HloModule) -> Structure:
     """Compute the structural metrics of ``module`` (definitions in the module docstring)."""
     an = _Analyzer(module)
@@ -473,9 +616,9 @@ def structure_of(module: HloModule) -> Structure:
                     )
                 )
             elif op == "gather":
-                gathers.append(IndexedOp(op, str(instr.shape), _dimension_numbers(instr, _GATHER_DIMS)))
+                gathers.append(_indexed_op(comp, instr, module.source))
             elif op == "scatter":
-                scatters.append(IndexedOp(op, str(instr.shape), _dimension_numbers(instr, _SCATTER_DIMS)))
+                scatters.append(_indexed_op(comp, instr, module.source))
             elif op == "convert" and instr.operands:
                 source = comp[instr.operands[0]].shape.dtype
                 converts.append(f"{source}->{instr.shape.dtype}")
@@ -498,6 +641,9 @@ def structure_of(module: HloModule) -> Structure:
         scatters=opcodes["scatter"],
         dynamic_slices=opcodes["dynamic-slice"],
         dynamic_update_slices=opcodes["dynamic-update-slice"],
+        strided_gathers=sum(g.strided for g in gathers),
+        strided_scatters=sum(g.strided for g in scatters),
+        transposes=opcodes["transpose"],
         custom_call_targets=tuple(sorted(targets)),
         collectives=tuple(collectives),
         gather_shapes=tuple(gathers),
@@ -525,6 +671,15 @@ def _kernel_json(k: Kernel) -> dict[str, Any]:
     return out
 
 
+def _indexed_json(g: IndexedOp) -> dict[str, Any]:
+    return {
+        "opcode": g.opcode,
+        "shape": g.shape,
+        "dimension_numbers": g.dimension_numbers,
+        "strided": g.strided,
+    }
+
+
 def to_json(structure: Structure) -> dict[str, Any]:
     """A JSON-ready dict of every field of ``structure`` (multisets become objects)."""
     s = structure
@@ -548,19 +703,16 @@ def to_json(structure: Structure) -> dict[str, Any]:
         "scatters": s.scatters,
         "dynamic_slices": s.dynamic_slices,
         "dynamic_update_slices": s.dynamic_update_slices,
+        "strided_gathers": s.strided_gathers,
+        "strided_scatters": s.strided_scatters,
+        "transposes": s.transposes,
         "custom_call_targets": list(s.custom_call_targets),
         "collectives": [
             {"opcode": c.opcode, "shape": c.shape, "bytes": c.bytes, "replica_groups": c.replica_groups}
             for c in s.collectives
         ],
-        "gather_shapes": [
-            {"opcode": g.opcode, "shape": g.shape, "dimension_numbers": g.dimension_numbers}
-            for g in s.gather_shapes
-        ],
-        "scatter_shapes": [
-            {"opcode": g.opcode, "shape": g.shape, "dimension_numbers": g.dimension_numbers}
-            for g in s.scatter_shapes
-        ],
+        "gather_shapes": [_indexed_json(g) for g in s.gather_shapes],
+        "scatter_shapes": [_indexed_json(g) for g in s.scatter_shapes],
         "root_shape": s.root_shape,
         "converts": dict(Counter(s.converts)),
     }
