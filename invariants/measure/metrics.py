@@ -139,6 +139,12 @@ _ALL = (
                 lambda s: s.dynamic_kernel_launches),
     _structural("gathers", "gather instructions in all computations, fused included", lambda s: s.gathers),
     _structural("scatters", "scatter instructions in all computations, fused included", lambda s: s.scatters),
+    _structural("strided_gathers", "gathers whose slice per index is not contiguous in the operand's layout "
+                "(its dimensions larger than 1 are not the minor-most)", lambda s: s.strided_gathers),
+    _structural("strided_scatters", "scatters whose window per index is not contiguous in the operand's "
+                "layout (each index's row written strided)", lambda s: s.strided_scatters),
+    _structural("transposes", "transpose instructions in all computations, fused included (a layout-changing "
+                "copy is counted by copies)", lambda s: s.transposes),
     _structural("dynamic_slices", "dynamic-slice instructions in all computations, fused included",
                 lambda s: s.dynamic_slices),
     _structural("dynamic_update_slices",

@@ -33,8 +33,8 @@ _DETAILS = {
     "opcode_counts": "opcode -> instructions, all computations",
     "collective_counts": "collective opcode -> count",
     "collective_list": "each collective: opcode, shape, bytes, replica groups",
-    "gather_shapes": "each gather: result shape and dimension numbers",
-    "scatter_shapes": "each scatter: result shape and dimension numbers",
+    "gather_shapes": "each gather: result shape, dimension numbers, strided (its window not contiguous)",
+    "scatter_shapes": "each scatter: result shape, dimension numbers, strided (its window not contiguous)",
     "convert_pairs": "src->dst dtype pair -> converts",
     "root_shape": "the entry computation's result shape",
     "kernel_list": "the kernels, as the snapshot lists them",
@@ -249,7 +249,8 @@ def _text_block(path: str, measured: Measurement) -> str:
         trip = "unknown" if w.trip_count is None else str(w.trip_count)
         lines.append(f"  while {w.name}: trip count {trip}, {w.body_kernels} kernels per iteration")
     lines.append(
-        f"  gathers {s.gathers}, scatters {s.scatters}, dynamic-slices {s.dynamic_slices}, "
+        f"  gathers {s.gathers} ({s.strided_gathers} strided), scatters {s.scatters} ({s.strided_scatters} "
+        f"strided), transposes {s.transposes}, dynamic-slices {s.dynamic_slices}, "
         f"dynamic-update-slices {s.dynamic_update_slices}"
     )
     if s.custom_call_targets:

@@ -122,7 +122,12 @@ def render_summary(measured: Measurement, doc: str = "") -> str:
     out.append("converts: " + (multiset_text(sorted(Counter(structure.converts).items())) or "none"))
     for title, ops in (("gathers", structure.gather_shapes), ("scatters", structure.scatter_shapes)):
         out.append(f"{title}:" + ("" if ops else " none"))
-        out += [f"  {op.opcode} -> {op.shape} {{{op.dimension_numbers}}}" for op in ops]
+        # A window that is not contiguous in its operand's layout says so on its line: the shapes and
+        # dimension numbers alone hide it (the same scatter writes rows or columns by layout).
+        out += [
+            f"  {op.opcode} -> {op.shape} {{{op.dimension_numbers}}}" + (" strided" if op.strided else "")
+            for op in ops
+        ]
     out.append("collectives:" + ("" if structure.collectives else " none"))
     out += [
         f"  {c.opcode} {c.bytes} bytes -> {c.shape}"

@@ -126,3 +126,18 @@ def test_a_cpu_snapshot_shows_kernel_code_only_where_it_is_the_same_on_every_hos
     assert snapshot_code_line(atomic) == "llvm: atomics cmpxchg i32 (CAS retry loops 1)"
     on_gpu = dataclasses.replace(plain, language="ptx")
     assert snapshot_code_line(on_gpu) == "ptx: no atomics; loops 2; vector 256 bits; local 512 bytes"
+
+
+def test_a_strided_window_says_so_on_its_snapshot_line():
+    """jax#39959 on CPU: 0.9.1 scatters each segment's row contiguously and transposes after; 0.9.2 writes
+    it along the major dimension. The shapes differ too, but the word says what the diff means."""
+    from invariants.measure.measurement import measure_text
+
+    data = Path(__file__).parents[2] / "data" / "hlo"
+    lines = {}
+    for release in ("091", "092"):
+        name = f"jax{release}_cpu_vmap_segment_sum.txt"
+        text = render_summary(measure_text((data / name).read_text(), name))
+        lines[release] = [line for line in text.splitlines() if line.startswith("  scatter -> ")]
+    assert len(lines["091"]) == len(lines["092"]) == 1
+    assert not lines["091"][0].endswith(" strided") and lines["092"][0].endswith("} strided")

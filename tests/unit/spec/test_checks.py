@@ -350,3 +350,19 @@ def test_a_pattern_that_selects_nothing_on_one_family_is_allowed(tmp_path):
     path.write_text('[spec]\ntargets = ["gpu-*"]\n[[invariant]]\nid = "w"\n'
                     'programs = ["kind:forward", "kind:sharded"]\nassert = "while_loops == 0"\n')  # fmt: skip
     check_specs([load_spec(path)])
+
+
+def test_a_strided_scatter_fails_the_layout_invariant(tmp_path):
+    """The layout metric on both sides of jax#39959 (CPU): contiguous on 0.9.1, strided on 0.9.2, where
+    scatters == 1 and while_loops == 0 hold on both."""
+    (inv,) = spec(tmp_path, '[[invariant]]\nid = "rows"\nprograms = ["grad_take"]\n'
+                            'assert = "strided_scatters == 0"\n').invariants  # fmt: skip
+    good, bad = structure("jax091_cpu_vmap_segment_sum.txt"), structure("jax092_cpu_vmap_segment_sum.txt")
+    assert evaluate(case(inv, "grad_take"), lambda key: good).holds
+    verdict = evaluate(case(inv, "grad_take"), lambda key: bad)
+    assert (
+        not verdict.holds
+        and verdict.describe(inv) == "assert strided_scatters == 0: measured strided_scatters = 1"
+    )
+    assert good.metrics["scatters"] == bad.metrics["scatters"] == 1
+    assert good.metrics["while_loops"] == bad.metrics["while_loops"] == 0
