@@ -65,9 +65,9 @@ import dataclasses
 import functools
 import importlib
 import inspect
-import os
 import sys
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any, cast
 
 import jax
@@ -75,7 +75,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._errors import InvariantsError
-from ..spec.file import ProgramDecl
+from ..spec.file import ProgramDecl, Spec, load_specs
 from .arguments import make_indices
 from .programs import (
     CONFIGS,
@@ -86,6 +86,8 @@ from .programs import (
     _backward,
     _train_step,
 )
+from .project import Project, module_folder
+from .registry import declare
 
 # The learning rate of a params program's ``train`` step: any constant compiles alike.
 SGD_RATE = 0.01
@@ -98,16 +100,19 @@ def _import(decl: ProgramDecl, path: str | None = None, where: str | None = None
     path = decl.function if path is None else path
     module_name, _, attribute = path.partition(":")
     where = f"{decl.where if where is None else where}: {decl.name}"
-    cwd = os.getcwd()
-    if cwd not in sys.path and "" not in sys.path:
-        sys.path.insert(0, cwd)  # "the user's path": python -m puts it there; pytest and xdist may not
+    folder = module_folder()
+    home = str(folder)
+    # "The user's path": python -m puts the working directory there; pytest, xdist workers and a child or
+    # worker started elsewhere for the project (its parent names the folder) may not.
+    if home not in sys.path and not (folder == Path.cwd() and "" in sys.path):
+        sys.path.insert(0, home)
     try:
         module = importlib.import_module(module_name)
     except Exception as err:  # ImportError, or whatever the module raises while importing
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise InvariantsError(
             f"{where}: cannot import {module_name} ({type(err).__name__}: {first}); modules are imported "
-            f"from the folder the gate runs in ({cwd}) and sys.path"
+            f"from the folder the gate runs in ({folder}) and sys.path"
         ) from None
     obj: Any = module
     for part in attribute.split("."):
@@ -212,6 +217,16 @@ def build(decl: ProgramDecl) -> Program:
 
 def build_all(decls: Iterable[ProgramDecl]) -> list[Program]:
     return [build(d) for d in decls]
+
+
+def declare_project(project: Project) -> list[Spec]:
+    """Read ``project``'s spec folders (the package's own with the catalog), declare their programs in this
+    process (:func:`invariants.catalog.registry.declare`), and return the specs: what a versus worker or a
+    release's render child does before it compiles a project's program. The catalog alone: the package's
+    specs, nothing declared."""
+    specs = load_specs(*project.spec_folders()) if project.own else load_specs()
+    declare(build_all(d for spec in specs for d in spec.programs))
+    return specs
 
 
 # ---------------------------------------------------------------------------------------------------------

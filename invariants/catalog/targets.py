@@ -39,15 +39,16 @@ HOST_DEVICE_FLAG = "--xla_force_host_platform_device_count=8"
 class Target:
     """One place programs are compiled for.
 
-    ``scope`` says what it compiles: ``all`` (every program of one device in every configuration it
-    lists), ``core`` (the seed's forms, seed configuration only: enough to see each chip; and a declared
-    program whose spec files name the target, in its own configurations: :meth:`aimed_by`), ``sharded``
+    ``scope`` says what the catalog compiles on it: ``all`` (every program of one device in every
+    configuration it lists), ``core`` (the seed's forms, seed configuration only: enough to see each chip),
+    ``sharded``
     (the programs with a fixed mesh layout that fits in ``device_count`` devices, plus the pod layouts
     when ``pods`` is set), or ``pod`` (the pod layouts only, on all ``device_count`` chips).
     ``extra_configs`` are compiled on top of the scope for every program that lists them: the
     compile-only LLM-scale configurations, which no scope includes by itself. ``scope_configs`` are
     compiled beside the seed's configuration by a ``core`` target, for the programs in its scope that list
-    them.
+    them. A project's declared program compiles where its spec files aim it (:meth:`aimed_by`), in its own
+    configurations, and nowhere else, whatever the scope.
     """
 
     name: str
@@ -64,6 +65,8 @@ class Target:
     pods: bool = False
 
     def compiles(self, program: Program) -> bool:
+        if program.aimed:  # a project's program: where its spec files name, whatever this target's scope
+            return self.aimed_by(program) and self.device_count == 1 and program.layout is None
         layout = program.layout
         if self.scope in ("sharded", "pod"):
             if layout is None:
@@ -73,7 +76,7 @@ class Target:
             return self.scope == "sharded" and layout.devices <= self.device_count
         if layout is not None:
             return False
-        return self.scope == "all" or "core" in program.tags or self.aimed_by(program)
+        return self.scope == "all" or "core" in program.tags
 
     def aimed_by(self, program: Program) -> bool:
         """Whether ``program`` is a declared program whose spec files name this target: it compiles here in
@@ -81,10 +84,14 @@ class Target:
         return any(fnmatch.fnmatchcase(self.name, pattern) for pattern in program.aimed)
 
     def configs_for(self, program: Program) -> tuple[str, ...]:
+        if program.aimed:  # a project's program compiles in the configurations it lists, where it is aimed
+            if not self.compiles(program):
+                return ()
+            return tuple(c for c in program.configs if c not in LLM_CONFIGS or c in self.extra_configs)
         extra = () if program.layout else tuple(c for c in program.configs if c in self.extra_configs)
         if not self.compiles(program):
             return extra
-        if self.scope != "all" and not self.aimed_by(program):
+        if self.scope != "all":
             return (SEED.id, *(c for c in self.scope_configs if c in program.configs), *extra)
         own = tuple(c for c in program.configs if c not in self.skip_configs and c not in LLM_CONFIGS)
         return own + extra

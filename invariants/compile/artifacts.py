@@ -28,6 +28,7 @@ from ..catalog.programs import Program, get_config
 from ..catalog.registry import get_program
 from ..catalog.targets import _AOT_TARGETS, HOST_DEVICE_FLAG, Target
 from ..kernels.dump import read_kernel_code
+from ..plugin.results import compile_failed
 from .child import keys_child
 from .record import Compiled, Key
 
@@ -113,7 +114,7 @@ def _compile(program_name: str, config_id: str, target: Target) -> tuple[Compile
         with context:
             return compile_function(program.fn, args, target, program_name, config_id, jit_kwargs)
     except CompileFailed as err:
-        raise InvariantsError(f"{target.name}/{program_name}[{config_id}]: compile failed: {err}") from err
+        raise InvariantsError(compile_failed(target.name, program_name, config_id, str(err))) from err
 
 
 class CompileFailed(InvariantsError):

@@ -30,6 +30,7 @@ from typing import Any
 from .. import _config
 from .._errors import InvariantsError
 from .._paths import PACKAGE_DIR
+from ..catalog.project import Project
 from ..plugin import results as _results
 
 # Set in every child: the slow self-check test skips itself there, so a child never starts children.
@@ -103,7 +104,7 @@ def pytest_args(
 
 
 __all__ = [
-    "CHILD_ENV", "GATE_DIR", "ChildRun", "catalog_snapshot_dir", "gate_command", "gate_env",
+    "CHILD_ENV", "GATE_DIR", "ChildRun", "GateRun", "catalog_snapshot_dir", "gate_command", "gate_env",
     "keys_child", "pytest_args", "run_gate", "stage", "staged_package",
 ]  # fmt: skip
 
@@ -126,49 +127,65 @@ class ChildRun:
     timed_out: bool = False
 
 
-def gate_command(
-    *,
-    targets: str,
-    results: Path,
-    dump_dir: Path,
-    python: str | Path = sys.executable,
-    tests: str = "",
-    programs: Sequence[str] | str | None = None,
-    configs: str | None = None,
-    markers: str = "not slow and not throughput",
-    k: str | None = None,
-    plugins: Sequence[str] = (),
-    raw_invariants: bool = False,
-    staged: bool = False,
-) -> list[str]:
-    """The command line of one child run: ``python -m pytest GATE`` with this selection. ``tests``: one
-    module of the gate (``test_structure.py``), or all; ``staged``: the gate as another interpreter imports
-    it (with :func:`gate_env` ``pythonpath=True``). Its rootdir is ``results``' folder."""
-    gate_dir = stage() / "invariants" / "gate" if staged else GATE_DIR
-    gate, *options = pytest_args(rootdir=Path(results).parent, tests=tests, gate_dir=gate_dir)
-    cmd = [str(python), "-m", "pytest", gate, "-q", "-p", "no:cacheprovider"]
-    for plugin in plugins:
+@dataclasses.dataclass(frozen=True)
+class GateRun:
+    """One child run of the gate: what it selects (``targets``, ``programs``, ``configs``, the ``markers``
+    and ``-k`` of its items, ``tests``: one module of the gate, e.g. ``test_structure.py``, or all), where
+    it writes (``results``, whose folder is its rootdir, and ``dump_dir``), and what runs it: ``python``,
+    extra pytest ``plugins``, ``raw_invariants``, ``staged`` (the gate as another interpreter imports it,
+    with :func:`gate_env` ``pythonpath=True``), and the ``project`` whose programs it gates besides (or
+    instead of) the catalog's."""
+
+    targets: str
+    results: Path
+    dump_dir: Path
+    python: str | Path = sys.executable
+    tests: str = ""
+    programs: Sequence[str] | str | None = None
+    configs: str | None = None
+    markers: str = "not slow and not throughput"
+    k: str | None = None
+    plugins: Sequence[str] = ()
+    raw_invariants: bool = False
+    staged: bool = False
+    project: Project = dataclasses.field(default_factory=Project)
+
+
+def gate_command(run: GateRun) -> list[str]:
+    """The command line of one child run: ``python -m pytest GATE`` with ``run``'s selection."""
+    gate_dir = stage() / "invariants" / "gate" if run.staged else GATE_DIR
+    project = run.project
+    gate, *options = pytest_args(
+        rootdir=Path(run.results).parent, tests=run.tests, gate_dir=gate_dir,
+        spec_dirs=list(project.spec_dirs) if project.own else None, catalog=project.catalog,
+    )  # fmt: skip
+    cmd = [str(run.python), "-m", "pytest", gate, "-q", "-p", "no:cacheprovider"]
+    for plugin in run.plugins:
         cmd += ["-p", plugin]
-    cmd += ["-m", markers, "--targets", targets]
+    cmd += ["-m", run.markers, "--targets", run.targets]
     # A user's selection goes to the gate even when empty: the gate refuses an empty one in one line, where
     # dropping it would select every program in silence. None (or no names) means none was given.
+    programs = run.programs
     if isinstance(programs, str) or programs:
         cmd += ["--programs", programs if isinstance(programs, str) else ",".join(programs)]
-    if configs is not None:
-        cmd += ["--configs", configs]
-    if k:
-        cmd += ["-k", k]
-    cmd += ["--results-json", str(results), "--hlo-dump-dir", str(dump_dir), *options]
-    if raw_invariants:
+    if run.configs is not None:
+        cmd += ["--configs", run.configs]
+    if run.k:
+        cmd += ["-k", run.k]
+    cmd += ["--results-json", str(run.results), "--hlo-dump-dir", str(run.dump_dir), *options]
+    if run.raw_invariants:
         cmd.append("--raw-invariants")
     return cmd
 
 
-def gate_env(extra: Mapping[str, str] | None = None, *, pythonpath: bool = False) -> dict[str, str]:
+def gate_env(
+    extra: Mapping[str, str] | None = None, *, pythonpath: bool = False, project: Project | None = None
+) -> dict[str, str]:
     """This process's environment for a child: without inherited experiment flags, on the CPU runtime,
     marked as a child, writing no bytecode (the package may be an installed one); ``extra`` on top.
     ``pythonpath``: for another interpreter, this package alone (:func:`stage`); else this package first
-    (a checkout that is not installed, since the child runs in its own folder)."""
+    (a checkout that is not installed, since the child runs in its own folder). ``project``: the child
+    imports that project's modules from its folder (:attr:`Project.root`), wherever it runs."""
     env = {k: v for k, v in os.environ.items() if k not in _DROPPED}
     env["JAX_PLATFORMS"] = "cpu"
     env[CHILD_ENV] = "1"
@@ -177,6 +194,8 @@ def gate_env(extra: Mapping[str, str] | None = None, *, pythonpath: bool = False
         env["PYTHONPATH"] = str(stage())
     else:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_DIR.parent), env.get("PYTHONPATH")]))
+    if project is not None and project.own:
+        env[_config.name("INVARIANTS_PROJECT_DIR")] = str(project.root or Path.cwd())
     env.update(extra or {})
     return env
 

@@ -32,7 +32,10 @@ report's ``--programs`` selects from (:func:`programs_of`). The kinds:
 
 Both throughput kinds carry one :class:`invariants.timing.paired.RatioResult` (``to_dict``), whose
 ``direction`` says which side of ``threshold`` passes (``at_most`` a ratio, ``at_least`` an efficiency);
-* ``error``: an item that failed before it recorded anything (no fields).
+* ``error``: an item that failed before it recorded anything (no fields); when what failed was a
+  program's compile (a compiler or tracing error, in that release, on that target), its reason reads
+  ``TARGET/PROGRAM[CONFIG]: compile failed: ...`` (:data:`COMPILE_FAILED`, :func:`compile_failure`): a
+  finding about the program, where any other error says the suite could not run.
 """
 
 from __future__ import annotations
@@ -41,16 +44,18 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import socket
 import time
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, NamedTuple
 
 from .._errors import InvariantsError
 
 __all__ = [
-    "FIELDS", "KINDS", "PROPERTY", "TIERS", "Claim", "check_path", "claim", "declared_of", "entry",
-    "error_entry", "lock_path", "programs_of", "read", "reason_of", "record", "write",
+    "COMPILE_FAILED", "FIELDS", "KINDS", "PROPERTY", "TIERS", "Claim", "CompileFailure", "check_path",
+    "claim", "compile_failed", "compile_failure", "declared_of", "entry", "error_entry", "lock_path",
+    "programs_of", "read", "reason_of", "record", "write",
 ]  # fmt: skip
 
 RecordKind = Literal["structure", "invariant", "correctness", "ratio", "efficiency", "error"]
@@ -112,6 +117,37 @@ def reason_of(item: dict[str, Any]) -> str | None:
     """A failed entry's reason (older files have none)."""
     reason = item.get("reason")
     return reason if isinstance(reason, str) and reason else None
+
+
+# What a failed compile's message says after its key: the words compile_failure reads an error entry by.
+COMPILE_FAILED = "compile failed"
+_FAILED_KEY = re.compile(
+    rf"^(?P<target>[^/\s]+)/(?P<program>[^\[\s]+)\[(?P<config>[^\]\s]+)\]: {COMPILE_FAILED}: "
+)
+
+
+class CompileFailure(NamedTuple):
+    """A program's compile that failed in a run: its key, and the item's reason (the compile's message)."""
+
+    target: str
+    program: str
+    config: str
+    reason: str
+
+
+def compile_failed(target: str, program: str, config: str, why: str) -> str:
+    """The one line a failed compile says (what :func:`compile_failure` reads back from a results file)."""
+    return f"{target}/{program}[{config}]: {COMPILE_FAILED}: {why}"
+
+
+def compile_failure(item: dict[str, Any]) -> CompileFailure | None:
+    """The compile failure an ``error`` entry's item failed on (see the module doc), else None: the verdict
+    of that program in that run, not a run that could not happen."""
+    reason = reason_of(item)
+    match = _FAILED_KEY.match(reason or "") if item.get("kind") == "error" else None
+    if match is None or reason is None:
+        return None
+    return CompileFailure(match["target"], match["program"], match["config"], reason)
 
 
 def declared_of(data: dict[str, Any]) -> list[str]:

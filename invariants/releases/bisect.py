@@ -35,9 +35,11 @@ from packaging.version import Version
 
 from .._errors import InvariantsError
 from .._paths import check_output_dir
+from ..catalog.project import Project, add_project_options, project_from
 from ..catalog.targets import all_targets
-from ..compile.child import gate_command, gate_env, keys_child, last_line, run_gate, stage
+from ..compile.child import GateRun, gate_command, gate_env, keys_child, last_line, run_gate, stage
 from ..measure.measurement import measure
+from ..plugin.results import compile_failure
 from ..snapshot.render import render_summary
 from .environments import (
     DEFAULT_CACHE,
@@ -75,30 +77,43 @@ class ReleaseRun:
 
     @property
     def failing(self) -> list[dict[str, Any]]:
-        return [it for it in self.items if it.get("kind") in VERDICT_KINDS and it.get("outcome") == "failed"]
+        """The failed items of the verdict: invariants, correctness checks, and compiles that failed."""
+        return [
+            it
+            for it in self.items
+            if (it.get("kind") in VERDICT_KINDS or compile_failure(it)) and it.get("outcome") == "failed"
+        ]
 
 
-def suite_command(python: Path, k: str, targets: str, programs: str | None, results: Path, dump: Path,
-                  tests: str = "", configs: str | None = None) -> list[str]:  # fmt: skip
-    """The gate's command line in a release's environment (see :func:`invariants.compile.child.gate_command`).
+def suite_run(python: Path, k: str, targets: str, programs: str | None, results: Path, dump: Path,
+              tests: str = "", configs: str | None = None,
+              project: Project | None = None) -> GateRun:  # fmt: skip
+    """The gate's run in a release's environment (see :class:`invariants.compile.child.GateRun`).
 
     Every assert as written (``--raw-invariants``): the specs scope invariants by version and mark known-bad
     ones as ratchets, which would keep each release green; a bisect asks where the fact itself changed.
     """
-    return gate_command(python=python, tests=tests, targets=targets, programs=programs, configs=configs, k=k,
-                        results=results, dump_dir=dump, raw_invariants=True, staged=True)  # fmt: skip
+    return GateRun(python=python, tests=tests, targets=targets, programs=programs, configs=configs, k=k,
+                   results=results, dump_dir=dump, raw_invariants=True, staged=True,
+                   project=project or Project())  # fmt: skip
+
+
+def suite_command(*args: Any, **kwargs: Any) -> list[str]:
+    """The command line of :func:`suite_run`."""
+    return gate_command(suite_run(*args, **kwargs))
 
 
 def run_suite(env: Path, version: Version, workdir: Path, *, k: str, targets: str, programs: str | None,
-              configs: str | None = None, tests: str = "",
+              configs: str | None = None, tests: str = "", project: Project | None = None,
               timeout: float = 1200) -> tuple[dict[str, Any], float]:  # fmt: skip
     """Run the selection in ``env``; return the results file and the seconds it took. One line on failure."""
     folder = workdir / f"jax-{version}"
-    cmd = suite_command(env_python(env), k, targets, programs, folder / "results.json", folder / "hlo", tests,
-                        configs)  # fmt: skip
+    run = suite_run(env_python(env), k, targets, programs, folder / "results.json", folder / "hlo", tests,
+                    configs, project)  # fmt: skip
     # Older libtpu asks the GCE metadata server for its topology and waits on it off GCE.
     extra = {} if "TPU_SKIP_MDS_QUERY" in os.environ else {"TPU_SKIP_MDS_QUERY": "1"}
-    child = run_gate(cmd, env=gate_env(extra, pythonpath=True), folder=folder, timeout=timeout)
+    env_vars = gate_env(extra, pythonpath=True, project=run.project)
+    child = run_gate(gate_command(run), env=env_vars, folder=folder, timeout=timeout)
     if child.timed_out:
         raise InvariantsError(f"jax {version}: the suite did not finish in {timeout:.0f} s")
     if child.returncode == 5 or (child.returncode == 0 and child.results is None):
@@ -113,26 +128,30 @@ def run_suite(env: Path, version: Version, workdir: Path, *, k: str, targets: st
 
 def check_selection(k: str, targets: str, programs: str | None, configs: str | None = None, *,
                     tests: str = "", kinds: Sequence[str] = ("test_invariant", "test_correctness"),
-                    timeout: float = 300) -> int:  # fmt: skip
+                    project: Project | None = None, timeout: float = 300) -> int:  # fmt: skip
     """The number of items the selection selects, collected here (this package's gate modules and catalog,
-    which every release's child runs too) before any release is installed: a selection that selects none
-    of ``kinds`` (item functions; default: what a verdict is made of), or that the gate refuses (an unknown
-    target, program or configuration), is one line. A collection that cannot run here is no verdict on the
-    selection: it returns -1 and the releases' runs say what they meet."""
+    and the project's programs, which every release's child runs too) before any release is installed: a
+    selection that selects none of ``kinds`` (item functions; default: what a verdict is made of), or that
+    the gate refuses (an unknown target, program or configuration, a spec file it cannot read), is one
+    line. A collection that cannot run here is no verdict on the selection: it returns -1 and the
+    releases' runs say what they meet."""
+    project = project or Project()
     with tempfile.TemporaryDirectory(prefix="invariants-selection-") as tmp:
         folder = Path(tmp)
-        cmd = gate_command(targets=targets, programs=programs, configs=configs, k=k, tests=tests,
-                           results=folder / "results.json", dump_dir=folder / "hlo",
-                           raw_invariants=True)  # fmt: skip
+        run = GateRun(targets=targets, programs=programs, configs=configs, k=k, tests=tests,
+                      results=folder / "results.json", dump_dir=folder / "hlo", raw_invariants=True,
+                      project=project)  # fmt: skip
         try:
-            proc = subprocess.run([*cmd, "--collect-only"], cwd=folder, env=gate_env(), capture_output=True,
-                                  text=True, timeout=timeout, check=False)  # fmt: skip
+            proc = subprocess.run([*gate_command(run), "--collect-only"], cwd=folder,
+                                  env=gate_env(project=project), capture_output=True, text=True,
+                                  timeout=timeout, check=False)  # fmt: skip
         except subprocess.TimeoutExpired:
             return -1
     given = (
         f"-k {k!r} --targets {targets}"
         + (f" --programs {programs}" if programs else "")
         + (f" --configs {configs}" if configs else "")
+        + (f" {project.describe()}" if project.own else "")
     )
     if proc.returncode not in (0, 5):
         lines = [ln.strip() for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
@@ -150,13 +169,16 @@ def check_selection(k: str, targets: str, programs: str | None, configs: str | N
 
 
 def verdict_of(version: Version, results: Mapping[str, Any], seconds: float) -> ReleaseRun:
+    """The release's verdict on the selection. A program that fails to compile in it is that release's
+    verdict (the item fails, named by its compile's first line); any other error says the suite cannot run
+    on it."""
     items = list(results.get("items", []))
-    errors = [it for it in items if it.get("kind") == "error"]
+    errors = [it for it in items if it.get("kind") == "error" and compile_failure(it) is None]
     if errors:
         raise InvariantsError(
             f"jax {version}: {errors[0].get('nodeid')} errored; the suite may not run on it"
         )
-    judged = [it for it in items if it.get("kind") in VERDICT_KINDS]
+    judged = [it for it in items if it.get("kind") in VERDICT_KINDS or compile_failure(it)]
     if not judged:
         raise InvariantsError(f"jax {version}: the selection has no invariant or correctness items")
     holds = all(it.get("outcome") in ("passed", "xfailed", "skipped") for it in judged)
@@ -226,24 +248,32 @@ def bisect_releases(order: Sequence[Version], verdict: Callable[[Version], Any])
 
 
 def _render_child() -> int:
-    """Read ``[[program, config, target], ...]`` on stdin, print ``{"p/c/t": snapshot summary}`` as JSON."""
+    """Read ``[[program, config, target], ...]`` on stdin, print ``{"p/c/t": snapshot summary}`` as JSON.
+    The project its parent names (:meth:`invariants.catalog.project.Project.from_env`) is declared first."""
     # These start JAX: in the release's environment, not when a command imports bisect
-    from ..catalog.programs import CATALOG
+    from ..catalog.downstream import declare_project
+    from ..catalog.registry import get_program
     from ..compile.artifacts import compile_here
 
+    declare_project(Project.from_env())
     targets = all_targets()
     out = {}
     for program, config, target in json.loads(sys.stdin.read()):
         measured = measure(compile_here(program, config, targets[target]), targets[target])
-        out[f"{program}/{config}/{target}"] = render_summary(measured, CATALOG[program].doc)
+        out[f"{program}/{config}/{target}"] = render_summary(measured, get_program(program).doc)
     json.dump(out, sys.stdout)
     return 0
 
 
-def render_in(env: Path, keys: Sequence[tuple[str, str, str]]) -> dict[str, str]:
-    """Snapshot summaries of ``keys`` rendered in the release environment ``env`` (``_render_child``)."""
+def render_in(
+    env: Path, keys: Sequence[tuple[str, str, str]], project: Project | None = None
+) -> dict[str, str]:
+    """Snapshot summaries of ``keys`` rendered in the release environment ``env`` (``_render_child``), the
+    project's programs declared there."""
+    project = project or Project()
+    child_env = {**gate_env(pythonpath=True, project=project), **project.environment()}
     try:
-        out = keys_child("invariants.releases.bisect", keys, env=gate_env(pythonpath=True), what="render",
+        out = keys_child("invariants.releases.bisect", keys, env=child_env, what="render",
                          python=env_python(env), cwd=stage())  # fmt: skip
     except InvariantsError as err:
         return {"/".join(k): f"(could not render: {err})" for k in keys}
@@ -370,7 +400,12 @@ def what_changed(old: str, new: str) -> str:
 
 def add_release_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--targets", default="cpu", help="suite targets (default: cpu)")
-    p.add_argument("--programs", help="restrict the suite to these catalog programs (comma-separated)")
+    p.add_argument(
+        "--programs",
+        help="restrict the suite to these programs, as the gate's --programs takes them: names, patterns, "
+        "kind:K or tag:T (tag:user: every program of --spec-dir); comma-separated",
+    )
+    add_project_options(p)
     p.add_argument("--index-url", default=DEFAULT_INDEX, help=f"package index (default: {DEFAULT_INDEX})")
     p.add_argument(
         "--cache-dir", type=Path, default=DEFAULT_CACHE, help=f"environments (default: {DEFAULT_CACHE})"
@@ -383,6 +418,8 @@ def add_release_options(p: argparse.ArgumentParser) -> None:
 def _describe(it: Mapping[str, Any]) -> str:
     measured = ", ".join(f"{k}={v}" for k, v in (it.get("measured") or {}).items())
     name = str(it.get("nodeid", "")).split("[", 1)[-1].rstrip("]")
+    if (failed := compile_failure(dict(it))) is not None:
+        return f"{name} ({failed.reason})"
     return f"{name}" + (f" ({it.get('assert')}: {measured})" if measured else f" ({it.get('problem')})")
 
 
@@ -404,7 +441,8 @@ def main_bisect(argv: list[str]) -> int:
     # or one that selects no invariant or correctness item, collected here).
     if args.keep is not None:
         check_output_dir(args.keep, "--keep")
-    selected = check_selection(args.k, args.targets, args.programs, args.configs)
+    project = project_from(args)
+    selected = check_selection(args.k, args.targets, args.programs, args.configs, project=project)
     start = time.perf_counter()
     check_index(args.index_url)
     jax_releases = list_releases("jax", args.index_url)
@@ -419,6 +457,7 @@ def main_bisect(argv: list[str]) -> int:
           f"selection -k {args.k!r} --targets {args.targets}"
           + (f" --programs {args.programs}" if args.programs else "")
           + (f" --configs {args.configs}" if args.configs else "")
+          + (f" {project.describe()}" if project.own else "")
           + (f" ({selected} items here)" if selected > 0 else ""))  # fmt: skip
     verdicts: dict[Version, ReleaseRun] = {}
     envs: dict[Version, Path] = {}
@@ -435,9 +474,9 @@ def main_bisect(argv: list[str]) -> int:
                 print(f"  jax {v}: skipped ({err})")
                 raise Unusable(str(err)) from None
             envs[v] = env
-            results, seconds = run_suite(
-                env, v, workdir, k=args.k, targets=args.targets, programs=args.programs, configs=args.configs
-            )
+            results, seconds = run_suite(env, v, workdir, k=args.k, targets=args.targets,
+                                         programs=args.programs, configs=args.configs,
+                                         project=project)  # fmt: skip
             verdicts[v] = verdict_of(v, results, seconds)
             ver = verdicts[v]
             judged = sum(it.get("kind") in VERDICT_KINDS for it in ver.items)
@@ -461,8 +500,8 @@ def main_bisect(argv: list[str]) -> int:
                 print(f"  ... and {len(side.failing) - 8} more")
         keys = _keys_of(old.failing or new.failing)
         if keys:
-            old_r = render_in(envs[old.version], keys)
-            new_r = render_in(envs[new.version], keys)
+            old_r = render_in(envs[old.version], keys, project)
+            new_r = render_in(envs[new.version], keys, project)
             for key in keys:
                 name = "/".join(key)
                 print(f"\nstructure of {name}, jax {old.version} -> {new.version}:")

@@ -27,8 +27,10 @@ from typing import Any
 
 from .._errors import InvariantsError
 from .._paths import atomic_path, check_output_dir, write_atomic
+from ..catalog.project import project_from
 from ..catalog.select import selectors
 from ..catalog.targets import TARGETS_HINT, all_targets, select_targets
+from ..plugin.results import compile_failure, reason_of
 from .bisect import add_release_options, check_selection, run_suite
 from .environments import (
     check_index,
@@ -75,6 +77,29 @@ def matrix_rows(version: str, results: Mapping[str, Any]) -> list[MatrixRow]:
     return rows
 
 
+def matrix_failures(version: str, results: Mapping[str, Any]) -> dict[tuple[str, str, str], str]:
+    """``(release, target, program) -> the compile's first line`` for each selected program that failed to
+    compile in that release (its verdict there, never "unavailable")."""
+    out = {}
+    for it in results.get("items", []):
+        failed = compile_failure(dict(it))
+        if failed is not None and failed.config == MATRIX_CONFIG:
+            out[(version, failed.target, failed.program)] = failed.reason
+    return out
+
+
+def why_nothing(targets: str, results: Mapping[str, Any]) -> str:
+    """Why a release's run of ``targets`` recorded no structure item: the target's own reason (libtpu or
+    the CUDA plugin missing, the device not described), else the first error an item failed with."""
+    for name, state in (results.get("targets") or {}).items():
+        if isinstance(state, dict) and state.get("unavailable"):
+            return f"{name} unavailable in that release: {state['unavailable']}"
+    for it in results.get("items", []):
+        if it.get("outcome") == "failed" and (reason := reason_of(dict(it))):
+            return f"{it.get('nodeid')} failed: {reason}"
+    return f"no {targets} structure item ran in that release"
+
+
 def _has_code(metrics: Mapping[str, Any]) -> bool:
     return any(metrics.get(k) is not None for k in KERNEL_METRICS)
 
@@ -97,12 +122,21 @@ def kernel_notes(rows: Sequence[MatrixRow], versions: Sequence[str]) -> dict[str
     return notes
 
 
-def render_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], notes: Mapping[str, str]) -> str:
-    """Markdown: one table per target; a cell is ``kernels / while loops / dynamic launches``."""
+def render_matrix(
+    rows: Sequence[MatrixRow], versions: Sequence[str], notes: Mapping[str, str],
+    failures: Mapping[tuple[str, str, str], str] | None = None,
+) -> str:  # fmt: skip
+    """Markdown: one table per target; a cell is ``kernels / while loops / dynamic launches``, or
+    ``compile failed`` where the program did not compile in that release (its first line in a note)."""
+    failures = failures or {}
     out = []
-    for target in sorted({r.target for r in rows}):
-        programs = list(dict.fromkeys(r.program for r in rows if r.target == target))
-        cells = {(r.program, r.version): r.metrics for r in rows if r.target == target}
+    for target in sorted({r.target for r in rows} | {t for _, t, _ in failures}):
+        programs = list(dict.fromkeys([*(r.program for r in rows if r.target == target),
+                                       *(p for _, t, p in failures if t == target)]))  # fmt: skip
+        cells: dict[tuple[str, str], Any] = {
+            (r.program, r.version): r.metrics for r in rows if r.target == target
+        }
+        cells.update({(p, v): _FAILED for v, t, p in failures if t == target})
 
         title = f"{target}: kernels / while loops / dynamic kernel launches (f32)"
         out += _table(title, "---|", programs, versions, cells, _structure_cell)
@@ -113,14 +147,24 @@ def render_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], notes: Map
             out += _kernel_table(target, programs, versions, cells)
     for key, note in notes.items():
         out.append(f"- {key}: {note}")
+    for (version, target, program), reason in failures.items():
+        out.append(f"- {program} on {target}, jax {version}: {reason}")
     return "\n".join(out).rstrip() + "\n"
 
 
+# A cell of a program that did not compile in that release: its metrics are the words, in every table.
+_FAILED: dict[str, Any] = {"failed": True}
+
+
 def _structure_cell(m: Mapping[str, Any] | None) -> str:
+    if m is _FAILED:
+        return "compile failed"
     return " / ".join("?" if m.get(k) is None else str(m.get(k)) for k in MATRIX_METRICS) if m else "—"
 
 
 def _predicted_cell(m: Mapping[str, Any] | None) -> str:
+    if m is _FAILED:
+        return "compile failed"
     value = m.get(PREDICTED_METRIC) if m else None
     return "—" if not m else "?" if value is None else f"{value:,}"
 
@@ -146,8 +190,8 @@ def _kernel_table(
         row, before = [], None
         for v in versions:
             m = cells.get((prog, v))
-            if not m:
-                row.append("—")
+            if not m or m is _FAILED:
+                row.append("compile failed" if m is _FAILED else "—")
                 continue
             text = " / ".join("?" if m.get(k) is None else str(m.get(k)) for k in KERNEL_METRICS)
             changed = before is not None and _has_code(m) and text != before
@@ -252,8 +296,9 @@ def main_matrix(argv: list[str]) -> int:
     p.add_argument("--no-tpu", action="store_true", help="skip the TPU (jax[tpu]) environments")
     add_release_options(p)
     args = p.parse_args(argv)
-    if args.programs is None:
-        args.programs = ",".join(MATRIX_PROGRAMS)
+    project = project_from(args)
+    if args.programs is None:  # a project's own programs, where it names a spec folder; else the catalog's
+        args.programs = "tag:user" if project.own else ",".join(MATRIX_PROGRAMS)
     # Everything the command line can get wrong, before any release is installed: where it writes, the
     # releases, the targets and the programs (collected here, as each release's child runs them).
     check_output_dir(args.out, "--out")
@@ -262,7 +307,7 @@ def main_matrix(argv: list[str]) -> int:
     wanted = selectors(args.versions, "--versions", "name jax releases, e.g. 0.4.30,0.10.2")
     gpus = matrix_gpus(args.targets)
     check_selection(MATRIX_K, "cpu", args.programs, MATRIX_CONFIG, tests="test_structure.py",
-                    kinds=(MATRIX_K,))  # fmt: skip
+                    kinds=(MATRIX_K,), project=project)  # fmt: skip
     start = time.perf_counter()
     check_index(args.index_url)
     jax_releases = list_releases("jax", args.index_url)
@@ -270,14 +315,16 @@ def main_matrix(argv: list[str]) -> int:
     jaxlib_releases = list_releases("jaxlib", args.index_url)
     rows: list[MatrixRow] = []
     notes: dict[str, str] = {}
+    failures: dict[tuple[str, str, str], str] = {}
     with tempfile.TemporaryDirectory(prefix="invariants-matrix-") as tmp:
         workdir = args.keep or Path(tmp)
         for v in versions:
             env = ensure_env(choose_pins(v, jaxlib_releases), args.cache_dir, args.index_url)
             results, seconds = run_suite(env, v, workdir / "cpu", k=MATRIX_K, targets="cpu",
                                          programs=args.programs, configs=MATRIX_CONFIG,
-                                         tests="test_structure.py")  # fmt: skip
+                                         tests="test_structure.py", project=project)  # fmt: skip
             rows += matrix_rows(str(v), results)
+            failures.update(matrix_failures(str(v), results))
             print(f"  jax {v}: cpu structures in {seconds:.0f} s")
             # tpu-v5e in a jax[tpu] environment; the GPU targets of --targets in a jax[cuda12-local] one.
             for targets, gpu in ([] if args.no_tpu else [("tpu-v5e", False)]) + (
@@ -289,13 +336,12 @@ def main_matrix(argv: list[str]) -> int:
                     results, seconds = run_suite(xenv, v, workdir / ("gpu" if gpu else "tpu"), k=MATRIX_K,
                                                  targets=targets, programs=args.programs,
                                                  configs=MATRIX_CONFIG, tests="test_structure.py",
-                                                 timeout=240)  # fmt: skip
-                    got = matrix_rows(str(v), results)
-                    if not got:
-                        raise InvariantsError(
-                            f"no {targets} structure items (target unavailable in that release)"
-                        )
+                                                 project=project, timeout=240)  # fmt: skip
+                    got, failed = matrix_rows(str(v), results), matrix_failures(str(v), results)
+                    if not got and not failed:
+                        raise InvariantsError(why_nothing(targets, results))
                     rows += got
+                    failures.update(failed)
                     print(f"  jax {v}: {targets} structures in {seconds:.0f} s")
                 except InvariantsError as err:
                     notes[f"{targets}, jax {v}"] = f"skipped: {err}"
@@ -304,7 +350,7 @@ def main_matrix(argv: list[str]) -> int:
     for key, note in kernel_notes(rows, names).items():
         notes.setdefault(key, note)
         print(f"  {key}: {note}")
-    table = render_matrix(rows, names, notes)
+    table = render_matrix(rows, names, notes, failures)
     write_atomic(args.out / "matrix.md", table, "--out")
     write_atomic(
         args.out / "matrix.json", json.dumps([dataclasses.asdict(r) for r in rows], indent=1), "--out"

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from ..compile.child import gate_command, gate_env, last_line, run_gate
+from ..compile.child import GateRun, gate_command, gate_env, last_line, run_gate
 from ..plugin.items import CORRECTNESS
 from .judge import Outcome, annotate, outcome_of
 from .registry import INJECT_MODULE, Injection
@@ -32,15 +32,17 @@ def child_command(injection: Injection, results: Path, dump_dir: Path) -> list[s
             *(f"--candidate-env={k}={v}" for k, v in injection.env.items()),
         ]  # fmt: skip
     return gate_command(
-        targets=injection.targets,
-        programs=injection.programs,
-        configs=injection.configs,
-        markers="not slow" if injection.timing else "not slow and not throughput",
-        # The correctness items are deselected unless an expectation needs them.
-        k=None if injection.correctness else f"not {CORRECTNESS}",
-        plugins=(INJECT_MODULE,),
-        results=results,
-        dump_dir=dump_dir,
+        GateRun(
+            targets=injection.targets,
+            programs=injection.programs,
+            configs=injection.configs,
+            markers="not slow" if injection.timing else "not slow and not throughput",
+            # The correctness items are deselected unless an expectation needs them.
+            k=None if injection.correctness else f"not {CORRECTNESS}",
+            plugins=(INJECT_MODULE,),
+            results=results,
+            dump_dir=dump_dir,
+        )
     )
 
 

@@ -38,7 +38,7 @@ import dataclasses
 import math
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ from .. import _config
 from .._cores import freed, usable
 from .._errors import InvariantsError
 from .._paths import check_output_file, write_atomic
+from ..catalog.project import Project, add_project_options, project_from
 from ..catalog.targets import CPU_RUNTIME, select_targets
 from ..releases import environments as envs  # a module: a test replaces its functions
 from ..releases.bisect import structural_diff, what_changed
@@ -224,7 +225,7 @@ def _cannot_lose(base: float | None, settings: Settings) -> str:
 
 def measure(
     sides: Sequence[Side], programs: Sequence[str], settings: Settings, progress: Progress, label: str,
-    start: Starter = start_pair,
+    start: Starter = start_pair, configs: Mapping[str, str] | None = None,
 ) -> dict[str, dict[str, Any]]:  # fmt: skip
     """Rounds of fresh worker pairs until every program's interval is decided or ``max_rounds`` are spent.
 
@@ -233,8 +234,12 @@ def measure(
     naive, take and grad_take, quiet 2-core machine: the spread of round ratios fell from 7-18 % to
     2.3-3.4 %.) The core each round used goes to the progress line.
 
+    ``configs``: the configuration each program is timed in (default :data:`CONFIG`, the catalog's seed;
+    a project's program is timed in the first configuration it lists).
+
     Returns, per program, ``{"results": {clock: RatioResult}, "word": verdict}``.
     """
+    config_of = {p: (configs or {}).get(p, CONFIG) for p in programs}
     rounds: dict[str, list[Round]] = {p: [] for p in programs}
     looks = dict.fromkeys(programs, 0)
     done: dict[str, dict[str, Any]] = {}
@@ -248,10 +253,10 @@ def measure(
         workers = start(sides, cpus)
         try:
             t1 = time.perf_counter()
-            prepared = _both(workers, "prepare", programs=[[p, CONFIG] for p in active])
+            prepared = _both(workers, "prepare", programs=[[p, config_of[p]] for p in active])
             t2 = time.perf_counter()
             for p in active:
-                key = f"{p}/{CONFIG}"
+                key = f"{p}/{config_of[p]}"
                 calls = calls_per_block(workers[0], key, prepared[0]["per_call"][key], settings.block_seconds)
                 rounds[p].append(time_round(workers, key, calls, settings, first=k % 2))
         finally:
@@ -306,7 +311,7 @@ def measure(
 
 def measure_confirmed(
     sides: Sequence[Side], programs: Sequence[str], settings: Settings, progress: Progress,
-    start: Starter = start_pair,
+    start: Starter = start_pair, configs: Mapping[str, str] | None = None,
 ) -> list[ProgramVerdict]:  # fmt: skip
     """:func:`measure`, then once more for the programs that failed: a failure must repeat (the rule of
     :func:`invariants.timing.paired.confirmed`, applied to all failing programs in shared rounds).
@@ -315,9 +320,9 @@ def measure_confirmed(
     timed in the all-cores phase (:meth:`Settings.all_cores`), and those whose all-cores wall ratio fails
     once more: a confirmed failure there is ``lost-parallelism``. Each phase's words are the attempts
     (``all cores: fail``), in order."""
-    first = measure(sides, programs, settings, progress, "measure", start)
+    first = measure(sides, programs, settings, progress, "measure", start, configs)
     failing = [p for p in programs if first[p]["word"] in FAILED]
-    second = measure(sides, failing, settings, progress, "confirm", start) if failing else {}
+    second = measure(sides, failing, settings, progress, "confirm", start, configs) if failing else {}
     attempts = {p: [first[p]] + ([second[p]] if p in second else []) for p in programs}
     final = {p: dict(attempts[p][-1]) for p in programs}  # a repeated failure, or the second attempt's word
     words = {p: [a["word"] for a in attempts[p]] for p in programs}
@@ -333,7 +338,7 @@ def measure_confirmed(
             todo = []
         label = "all cores"
         while todo:
-            measured = measure(sides, todo, cores, progress, label, start)
+            measured = measure(sides, todo, cores, progress, label, start, configs)
             for p in todo:
                 got = measured[p]["results"]
                 results = {**final[p]["results"], ALL_CORES: got["wall"], ALL_CORES_CPU: got["cpu"],
@@ -354,19 +359,34 @@ def measure_confirmed(
 
 
 def structure_keys(programs: Sequence[str], targets: str) -> list[tuple[str, str, str]]:
-    """``(program, f32, target)`` for each selected target that compiles the program."""
-    from ..catalog.programs import catalog_program  # it imports JAX: not when the command loads
+    """``(program, config, target)`` for each selected target that compiles the program: the catalog's in
+    the seed configuration, a project's in every configuration it lists."""
+    from ..catalog.programs import CATALOG  # it imports JAX: not when the command loads
+    from ..catalog.registry import get_program
 
     # The gate's grammar; the controller starts no JAX, and its workers run on the CPU backend here (a
     # TPU or GPU host's runtime target is the AOT target of its name, which the workers then replace).
     chosen = select_targets(targets, runtime=CPU_RUNTIME)
     keys = []
     for p in programs:
-        program = catalog_program(p)
+        program = get_program(p)
+        wanted = (CONFIG,) if p in CATALOG else program.configs
         for t in chosen:
-            if CONFIG in t.configs_for(program):
-                keys.append((p, CONFIG, t.name))
+            keys += [(p, c, t.name) for c in t.configs_for(program) if c in wanted]
     return keys
+
+
+def timed_configs(programs: Sequence[str]) -> dict[str, str]:
+    """The configuration each program is timed in: the seed's for the catalog's, the first a project's
+    program lists that runs (not compile-only)."""
+    from ..catalog.programs import CATALOG, get_config
+    from ..catalog.registry import get_program
+
+    out = {}
+    for p in programs:
+        runs = [c for c in get_program(p).configs if not get_config(c).compile_only]
+        out[p] = CONFIG if p in CATALOG or not runs else runs[0]
+    return out
 
 
 def compare_structure(
@@ -432,9 +452,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--programs",
         default=None,
-        help="catalog programs, seed config, as the gate's --programs takes them: comma-separated names, "
-        f"patterns such as 'vmap_*', kind:backward or tag:core (default: {','.join(DEFAULT_PROGRAMS)})",
+        help="programs as the gate's --programs takes them: comma-separated names, patterns such as "
+        "'vmap_*', kind:backward, tag:core, tag:user (a project's own); the catalog's in the seed "
+        "configuration, a project's in its own (default: every program of --spec-dir, else "
+        f"{','.join(DEFAULT_PROGRAMS)})",
     )
+    add_project_options(p)
     p.add_argument(
         "--targets",
         default=DEFAULT_TARGETS,
@@ -508,21 +531,28 @@ def _check_outputs(args: argparse.Namespace) -> None:
             check_output_file(path, flag)
 
 
-def select_programs(value: str | None) -> list[str]:
+def select_programs(value: str | None, project: Project | None = None) -> list[str]:
     """The programs ``--programs`` selects, as the gate's option does (names, patterns, ``kind:``, ``tag:``;
-    an unknown word is one line with the nearest names), less the sharded ones a pattern matched: versus
-    times single-device programs. A sharded program named as such, or a selection left empty, is one line.
-    """
-    # They import JAX: not when the command loads
-    from ..catalog.programs import catalog_program
-    from ..catalog.registry import select_program_option
+    an unknown word is one line with the nearest names), the project's declared programs among them (its
+    default: every one of them, ``tag:user``), less the sharded ones a pattern matched: versus times and
+    compares single-device programs. A sharded program named as such, or a selection left empty, is one
+    line."""
+    from ..compile.process import held_stderr  # it imports pytest: not when the command loads
 
-    chosen = select_program_option(value, list(DEFAULT_PROGRAMS))
+    project = project or Project()
+    with held_stderr():  # JAX's and the CUDA plugin's start-up notices: the command's first line is its own
+        from ..catalog.downstream import declare_project  # these import JAX
+        from ..catalog.registry import get_program, select_program_option
+
+        if project.own:
+            declare_project(project)
+        default = "tag:user" if project.own else ",".join(DEFAULT_PROGRAMS)
+        chosen = select_program_option(default if value is None else value)
     named = set() if value is None else {w.strip() for w in value.split(",")}
     for p in chosen:
-        if p in named and catalog_program(p).layout is not None:
+        if p in named and get_program(p).layout is not None:
             raise InvariantsError(f"--programs: {p} is sharded; versus times single-device programs")
-    single = [p for p in chosen if catalog_program(p).layout is None]
+    single = [p for p in chosen if get_program(p).layout is None]
     if not single:
         raise InvariantsError(f"--programs {value}: selects sharded programs only ({', '.join(chosen)}); "
                               "versus times single-device programs")  # fmt: skip
@@ -575,18 +605,20 @@ def main(argv: list[str]) -> int:
     _check(args)
     started = time.perf_counter()
     progress = _progress
-    programs = select_programs(args.programs)
+    project = project_from(args)
+    programs = select_programs(args.programs, project)
     keys = [] if args.no_structure else structure_keys(programs, args.targets)
     if not args.no_structure and not keys:
+        given = args.programs or ("tag:user" if project.own else ",".join(DEFAULT_PROGRAMS))
+        where = "their configurations" if project.own else CONFIG
         raise InvariantsError(
-            f"versus: no program of --programs {args.programs or ','.join(DEFAULT_PROGRAMS)} compiles on "
-            f"--targets {args.targets} in {CONFIG}: no structure to compare (choose other targets, or "
-            "--no-structure to time only)"
+            f"versus: no program of --programs {given} compiles on --targets {args.targets} in {where}: no "
+            "structure to compare (choose other targets, or --no-structure to time only)"
         )
     _check_outputs(args)
     build = _builder(args, progress)
     sides = [
-        resolve(role, spec, parse_env(env, f"--{role}-env"), Path(sys.executable), build)
+        resolve(role, spec, parse_env(env, f"--{role}-env"), Path(sys.executable), build, project)
         for role, spec, env in (("baseline", args.baseline, args.baseline_env),
                                 ("candidate", args.candidate, args.candidate_env))
     ]  # fmt: skip
@@ -613,7 +645,7 @@ def main(argv: list[str]) -> int:
         progress(f"versus: timing {len(programs)} programs, {settings.min_rounds}-{settings.max_rounds} "
                  "rounds "
                  f"of fresh worker pairs, {settings.clock} clock")  # fmt: skip
-        timing = measure_confirmed(sides, programs, settings, progress)
+        timing = measure_confirmed(sides, programs, settings, progress, configs=timed_configs(programs))
     record = make_record(
         {s.role: {"spec": s.spec, "python": str(s.python), "versions": h["versions"], "env": dict(s.env)}
          for s, h in zip(sides, hellos, strict=True)},

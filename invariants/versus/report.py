@@ -134,6 +134,9 @@ def make_record(
             reasons.append(f"{t['program']}: lost-parallelism: {wall}, {t['clock']} ratio {_interval(c)} did "
                            "not fail: the same work on fewer threads")  # fmt: skip
     for s in structure:
+        base, cand = s.get("baseline") or {}, s.get("candidate") or {}
+        if "snapshot" in base and "error" in cand:  # compiled on the baseline, not on the candidate
+            reasons.append(f"{s['key']}: compiles on the baseline, fails on the candidate: {cand['error']}")
         for inv in s.get("invariants", []):
             if inv["change"] == "regressed":
                 ratchet = inv.get("ratchet")

@@ -28,23 +28,27 @@ from typing import IO, Any
 from packaging.version import InvalidVersion, Version
 
 from .._errors import InvariantsError
+from ..catalog.project import Project
 from ..compile.child import stage
 from .protocol import CPUS_ENV, SLOWDOWN_ENV, ProtocolError, decode_hello, decode_reply, encode
 
 # Variables a worker never inherits from the controller: each side sets its own.
-_NOT_INHERITED = ("XLA_FLAGS", "LIBTPU_INIT_ARGS", "VIRTUAL_ENV", "PYTHONHOME", SLOWDOWN_ENV, CPUS_ENV)
+_NOT_INHERITED = ("XLA_FLAGS", "LIBTPU_INIT_ARGS", "VIRTUAL_ENV", "PYTHONHOME", SLOWDOWN_ENV, CPUS_ENV,
+                  *Project(spec_dirs=(Path("."),)).environment())  # fmt: skip
 _START_TIMEOUT = 300.0
 
 
 @dataclasses.dataclass(frozen=True)
 class Side:
     """One installation: a name for reports (``baseline``/``candidate``), the SPEC as given, the interpreter,
-    and the environment variables only its workers get."""
+    the environment variables only its workers get, and the project whose programs its workers run beside
+    the catalog's (the same on both sides)."""
 
     role: str
     spec: str
     python: Path
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    project: Project = dataclasses.field(default_factory=Project)
 
 
 def parse_env(pairs: Sequence[str], flag: str) -> dict[str, str]:
@@ -81,21 +85,23 @@ def resolve(
     env: Mapping[str, str],
     current: Path,
     build: Callable[[Version, str], Path],
+    project: Project | None = None,
 ) -> Side:
     """The :class:`Side` for ``spec``; ``build(version, flag)`` returns the interpreter of a release."""
     flag = f"--{role}"
+    project = project or Project()
     if spec == "current":
-        return Side(role, spec, current, dict(env))
+        return Side(role, spec, current, dict(env), project)
     python = interpreter_of(spec, flag)
     if python is not None:
-        return Side(role, spec, python, dict(env))
+        return Side(role, spec, python, dict(env), project)
     try:
         version = Version(spec)
     except InvalidVersion:
         raise InvariantsError(
             f"{flag} {spec}: not 'current', a jax version, an interpreter or a virtual environment"
         ) from None
-    return Side(role, spec, build(version, flag), dict(env))
+    return Side(role, spec, build(version, flag), dict(env), project)
 
 
 def worker_env(side: Side, base: Mapping[str, str], cpus: frozenset[int] | None = None) -> dict[str, str]:
@@ -109,6 +115,7 @@ def worker_env(side: Side, base: Mapping[str, str], cpus: frozenset[int] | None 
     # Both sides load libtpu to compile ahead of time; without this the second one finds the first's
     # lock file (and so would any other run of the suite on the host).
     env.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+    env.update(side.project.environment())
     env.update(side.env)
     return env
 

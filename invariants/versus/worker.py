@@ -40,6 +40,7 @@ from typing import Any, TextIO
 
 from .._cores import free, pin, usable
 from .._errors import InvariantsError
+from ..catalog.project import Project
 from ..catalog.targets import all_targets, versions
 from ..compile.record import Key
 from ..hlo.cost import Missing, value_or_none
@@ -58,19 +59,22 @@ _PROBE_CALLS, _PROBE_SECONDS = 2, 5e-3
 
 
 class Worker:
-    """The state of one worker process: prepared programs by ``"program/config"``."""
+    """The state of one worker process: prepared programs by ``"program/config"``, and the specs whose
+    invariants it evaluates (the package's, or the project's its controller named: :attr:`specs`)."""
 
-    def __init__(self, slowdown: float = 0.0) -> None:
+    def __init__(self, slowdown: float = 0.0, specs: Sequence[Any] | None = None) -> None:
         self.slowdown = slowdown
         self.calls: dict[str, Callable[[], None]] = {}
+        self.specs = specs
 
     def prepare(self, programs: Sequence[tuple[str, str]]) -> dict[str, Any]:
-        from ..catalog.programs import catalog_program, get_config
+        from ..catalog.programs import get_config
+        from ..catalog.registry import get_program
 
         per_call = {}
         for name, config_id in programs:
             key = f"{name}/{config_id}"
-            program, config = catalog_program(name), get_config(config_id)
+            program, config = get_program(name), get_config(config_id)
             if program.layout is not None:
                 raise InvariantsError(
                     f"{name}: a sharded program needs a mesh; versus times single-device ones"
@@ -100,7 +104,7 @@ class Worker:
         return {"wall": w1 - w0, "cpu": c1 - c0}
 
     def structure(self, keys: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
-        return structure_of_keys(keys)
+        return structure_of_keys(keys, self.specs)
 
 
 def _repeat(
@@ -169,10 +173,12 @@ def missing_metric(case: Any, measured: Callable[[Key], Measurement]) -> str | N
     return None
 
 
-def structure_of_keys(keys: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
+def structure_of_keys(
+    keys: Sequence[tuple[str, str, str]], specs: Sequence[Any] | None = None
+) -> dict[str, Any]:
     """Snapshot rendering, compiler and kernel metrics, and invariant verdicts of each ``(program, config,
-    target)`` key, per target."""
-    from ..catalog.programs import CATALOG
+    target)`` key, per target; ``specs``: whose invariants (default: the package's)."""
+    from ..catalog.registry import get_program
     from ..compile.artifacts import CompileCache
     from ..spec.checks import Case, evaluate, expand
 
@@ -201,7 +207,7 @@ def structure_of_keys(keys: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
                                if METRICS[m].source == src}
                          for src in ("kernel", "compiler")}  # fmt: skip
             items[name] = {
-                "snapshot": render_summary(measured, CATALOG[key.program].doc),
+                "snapshot": render_summary(measured, get_program(key.program).doc),
                 "kernel_metrics": by_source["kernel"],
                 "compiler_metrics": by_source["compiler"],
                 "invariants": [],
@@ -209,7 +215,7 @@ def structure_of_keys(keys: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
         except InvariantsError as err:
             items[name] = {"error": str(err)}
     programs = {k[0] for k in measured_keys}
-    cases: list[Case] = expand(load_specs(), usable.values())
+    cases: list[Case] = expand(load_specs() if specs is None else specs, usable.values())
     for case in cases:
         if not all(k in measured_keys for k in case.keys):
             continue
@@ -297,7 +303,15 @@ def main() -> int:
     except Exception as err:
         proto.write(encode({"ok": False, "error": f"worker: cannot import jax: {err}"}))
         return 2
-    return serve(sys.stdin, proto, Worker(slowdown))
+    project = Project.from_env()
+    try:
+        from ..catalog.downstream import declare_project  # it imports JAX: after the check above
+
+        specs = declare_project(project) if project.own else None
+    except InvariantsError as err:  # the project's programs do not build under this side's jax: one line
+        proto.write(encode({"ok": False, "error": f"worker: {err}"}))
+        return 2
+    return serve(sys.stdin, proto, Worker(slowdown, specs))
 
 
 if __name__ == "__main__":

@@ -6,19 +6,20 @@ from pathlib import Path
 
 import pytest
 
-from invariants.compile.child import CHILD_ENV, GATE_DIR, gate_command, gate_env, run_gate, stage
+from invariants.compile.child import CHILD_ENV, GATE_DIR, GateRun, gate_command, gate_env, run_gate, stage
 
 
 def test_gate_command_is_the_selection_it_is_given():
-    cmd = gate_command(targets="cpu", programs=("naive", "take"), configs="f32,bf16", results=Path("r.json"),
-                       dump_dir=Path("d"), plugins=("invariants.selfcheck.inject",), k="not ratio",
-                       raw_invariants=True)  # fmt: skip
+    cmd = gate_command(GateRun(targets="cpu", programs=("naive", "take"), configs="f32,bf16",
+                               results=Path("r.json"), dump_dir=Path("d"),
+                               plugins=("invariants.selfcheck.inject",), k="not ratio",
+                               raw_invariants=True))  # fmt: skip
     # The gate modules the package ships, run in the results' folder, whatever the working directory.
     assert cmd[1:4] == ["-m", "pytest", str(GATE_DIR)]
     assert cmd[cmd.index("--rootdir") + 1] == str(Path("r.json").resolve().parent)
     assert cmd[cmd.index("--programs") + 1] == "naive,take" and cmd[cmd.index("-k") + 1] == "not ratio"
     assert cmd[cmd.index("--configs") + 1] == "f32,bf16"
-    assert "--configs" not in gate_command(targets="cpu", results=Path("r.json"), dump_dir=Path("d"))
+    assert "--configs" not in gate_command(GateRun(targets="cpu", results=Path("r.json"), dump_dir=Path("d")))
     assert cmd[cmd.index("-m", 3) + 1] == "not slow and not throughput"
     assert "invariants.selfcheck.inject" in cmd and cmd[-1] == "--raw-invariants"
 
@@ -32,7 +33,7 @@ def test_gate_env_drops_inherited_experiments(monkeypatch: pytest.MonkeyPatch):
     # Another interpreter sees this package and nothing else of this environment.
     assert env["PYTHONPATH"] == str(stage()) and [p.name for p in stage().iterdir()] == ["invariants"]
     assert (stage() / "invariants" / "gate" / "test_structure.py").exists()
-    staged = gate_command(targets="cpu", results=Path("r.json"), dump_dir=Path("d"), staged=True)
+    staged = gate_command(GateRun(targets="cpu", results=Path("r.json"), dump_dir=Path("d"), staged=True))
     assert staged[3] == str(stage() / "invariants" / "gate")
 
 

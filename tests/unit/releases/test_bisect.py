@@ -299,7 +299,8 @@ def test_bisect_command_line_selection_reaches_every_release(monkeypatch, capsys
     out = capsys.readouterr().out
     assert "selection -k 'grad_no_while' --targets tpu-v5e --programs grad_naive --configs f32" in out
     assert "first release where the selection breaks: jax 0.5.3" in out
-    want = {"k": "grad_no_while", "targets": "tpu-v5e", "programs": "grad_naive", "configs": "f32"}
+    want = {"k": "grad_no_while", "targets": "tpu-v5e", "programs": "grad_naive", "configs": "f32",
+            "project": b.Project()}  # fmt: skip
     assert asked and all(s == want for s in asked), asked
 
 
@@ -463,7 +464,9 @@ def test_bisect_over_a_gpu_target_finds_a_code_only_change(monkeypatch, capsys) 
 
     rendered = {"env-jax-0.10.1-gpu": A100_0_10_1, "env-jax-0.10.2-gpu": A100_0_10_2}
     monkeypatch.setattr(b, "run_suite", run_suite)
-    monkeypatch.setattr(b, "render_in", lambda env, keys: {"/".join(k): rendered[str(env)] for k in keys})
+    monkeypatch.setattr(
+        b, "render_in", lambda env, keys, project: {"/".join(k): rendered[str(env)] for k in keys}
+    )
     argv = ["--good", "0.10.0", "--bad", "0.10.2", "--targets", "gpu-a100", "--programs", "grad_take"]
     assert b.main_bisect(argv) == 0
     out = capsys.readouterr().out.splitlines()
