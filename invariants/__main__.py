@@ -81,7 +81,7 @@ def _dispatch(argv: list[str] | None) -> int:
             return int(entry(rest))
     except InvariantsError as err:
         print(err, file=sys.stderr)
-        return 2
+        return int(getattr(err, "status", 2))
     except KeyboardInterrupt:
         return 130
 

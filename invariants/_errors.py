@@ -38,3 +38,12 @@ class InvariantsError(Exception):
     ``str(err)`` is a single line of the form ``WHERE: what is wrong`` (``WHERE`` is a file, ``file:line``,
     a program or a target). The CLI and the pytest plugin print it as is, without a traceback.
     """
+
+
+class NothingChecked(InvariantsError):
+    """What was asked to be checked cannot be checked here: targets named explicitly (``--targets``, or the
+    spec files of a run of a project's programs alone) whose compiler this host does not have. A run that
+    checks nothing where it was asked to must not pass: its exit status is :attr:`status`, pytest's for a
+    run that could not start as asked, where other bad input is 2."""
+
+    status = 4

@@ -35,6 +35,8 @@ import sys
 from collections.abc import Generator
 from pathlib import Path
 
+import pytest
+
 from .._errors import InvariantsError
 from .._paths import PACKAGE_DIR
 from ..compile.child import pytest_args
@@ -102,8 +104,6 @@ def main(argv: list[str]) -> int:
     # modules imported from here on (pytest's rewritten test modules above all). __main__ says so already;
     # this holds when main() is called directly.
     sys.dont_write_bytecode = True
-    import pytest
-
     from ..compile.process import guard_backend, pin_worker
     from . import hooks  # noqa: F401  (its environment defaults must precede JAX's backends)
 
@@ -129,26 +129,28 @@ def main(argv: list[str]) -> int:
         gate_command=" ".join(command),
     )
     forwarded = [flag for flag, _ in _FORWARDED if getattr(args, flag.lstrip("-").replace("-", "_"))]
-    status = int(pytest.main([*full, *forwarded, *rest], plugins=[_one_line_usage()]))
-    # pytest's own bad input (an unknown option, a missing file) exits 4: here, as every bad input, 2.
-    return 2 if status == pytest.ExitCode.USAGE_ERROR else status
+    usage = _OneLineUsage()
+    status = int(pytest.main([*full, *forwarded, *rest], plugins=[usage]))
+    # pytest's own bad input (an unknown option, a missing file) exits 4: here, as every bad input, 2. The
+    # gate's own 4 (nothing checkable on the targets asked for) stands.
+    return 2 if status == pytest.ExitCode.USAGE_ERROR and usage.refused else status
 
 
-def _one_line_usage() -> object:
+class _OneLineUsage:
     """A pytest plugin: an argument pytest refuses is one line (its message; no usage block, and no inifile
-    or rootdir lines: those are this command's own choice, not the user's)."""
-    import pytest
+    or rootdir lines: those are this command's own choice, not the user's). ``refused``: it did."""
 
-    class OneLineUsage:
-        @pytest.hookimpl(wrapper=True)
-        def pytest_cmdline_parse(self) -> Generator[None, object, object]:
-            try:
-                return (yield)
-            except pytest.UsageError as err:
-                lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
-                said = next((ln.split(" error: ", 1)[1] for ln in lines if " error: " in ln), lines[0])
-                raise pytest.UsageError(
-                    f"python -m invariants gate: {said} (see pytest --help for pytest's options)"
-                ) from None
+    def __init__(self) -> None:
+        self.refused = False
 
-    return OneLineUsage()
+    @pytest.hookimpl(wrapper=True)
+    def pytest_cmdline_parse(self) -> Generator[None, object, object]:
+        try:
+            return (yield)
+        except pytest.UsageError as err:
+            self.refused = True
+            lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+            said = next((ln.split(" error: ", 1)[1] for ln in lines if " error: " in ln), lines[0])
+            raise pytest.UsageError(
+                f"python -m invariants gate: {said} (see pytest --help for pytest's options)"
+            ) from None

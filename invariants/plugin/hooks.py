@@ -60,11 +60,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
         config.stash[_SESSION] = GateSession.start(config)
     except (InvariantsError, pytest.UsageError) as err:
-        line = str(err)
+        line, status = str(err), getattr(err, "status", 2)
     else:
         return
-    # Bad input: one line, the last, and exit 2 as the README promises (a pytest.UsageError would exit 4).
-    pytest.exit(line, returncode=2)
+    # Bad input: one line, the last, and exit 2 (a pytest.UsageError would exit 4); nothing checkable where
+    # it was asked: 4 (NothingChecked).
+    pytest.exit(line, returncode=status)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
