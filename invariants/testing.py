@@ -59,7 +59,9 @@ if TYPE_CHECKING:
     from .compile.record import Compiled
     from .kernels.program import ProgramCode
 
-__all__ = ["CompiledStructure", "MetricUnavailable", "TargetUnavailable", "compile_for", "target_named"]
+__all__ = [
+    "CompiledStructure", "MetricUnavailable", "TargetUnavailable", "compile_for", "mesh_for", "target_named",
+]  # fmt: skip
 
 
 class TargetUnavailable(InvariantsError):
@@ -217,9 +219,50 @@ def _shape_text(leaf: Any) -> str:
     return f"{short.get(dtype, dtype)}[{','.join(map(str, leaf.shape))}]"
 
 
-def _abstract(args: tuple[Any, ...], target: Target) -> tuple[tuple[Any, ...], str]:
-    """The abstract arguments (one device of ``target``, as the gate places an unsharded program) and
-    their shapes as text. A leaf without a shape and dtype is one line naming its path."""
+def mesh_for(target: str, *, axis_types: str = "auto", **axes: int) -> Any:
+    """A ``jax.sharding.Mesh`` over ``target``'s chips, axis name -> size in order (``data=4, tensor=4``),
+    the chips placed by their coordinates as a pod job places them; ``axis_types`` ``explicit`` makes every
+    axis Explicit. The sizes' product must be the target's chip count: one line otherwise. Arguments
+    sharded on it (``jax.ShapeDtypeStruct(..., sharding=NamedSharding(mesh, P(...)))``) are what
+    :func:`compile_for` compiles a multi-chip program from."""
+    chosen = target_named(target)
+    from .compile.artifacts import pod_mesh  # JAX: started by target_named
+
+    if axis_types not in ("auto", "explicit"):
+        raise InvariantsError(f"mesh_for: axis_types {axis_types!r}: 'auto' or 'explicit'")
+    bad = [f"{a}={n!r}" for a, n in axes.items() if isinstance(n, bool) or not isinstance(n, int) or n < 1]
+    if not axes or bad:
+        raise InvariantsError(
+            f"mesh_for: {', '.join(bad) or 'no axes'}: give each axis a positive size, e.g. data=4, tensor=4"
+        )
+    chips = int(np.prod(list(axes.values())))
+    if chips != chosen.device_count:
+        shown = ", ".join(f"{a}={n}" for a, n in axes.items())
+        raise InvariantsError(
+            f"mesh_for: {target} has {chosen.device_count} chips; the mesh {shown} has {chips}"
+        )
+    return pod_mesh(list(chosen.devices()), tuple(axes.values()), tuple(axes), axis_types)
+
+
+def _meshes_of(leaves: list[Any]) -> list[Any]:
+    """The distinct meshes the leaves' NamedShardings are on."""
+    from jax.sharding import NamedSharding
+
+    out: list[Any] = []
+    for leaf in leaves:
+        sharding = getattr(leaf, "sharding", None)
+        if isinstance(sharding, NamedSharding) and all(sharding.mesh is not m for m in out):
+            out.append(sharding.mesh)
+    return out
+
+
+def _abstract(
+    args: tuple[Any, ...], target: Target, mesh: Any = None, in_shardings: Any = None
+) -> tuple[tuple[Any, ...], str, Any]:
+    """The abstract arguments, their shapes as text, and the mesh the program runs on (None for one
+    device). One device of ``target`` holds an unsharded program, as the gate places it; a multi-chip
+    target needs a mesh (given, or the one the arguments are sharded on). A leaf without a shape and dtype,
+    or a multi-chip target with nothing sharded, is one line."""
     import jax  # JAX: started by _start_jax (target_named) before this runs
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
@@ -231,28 +274,94 @@ def _abstract(args: tuple[Any, ...], target: Target) -> tuple[tuple[Any, ...], s
                 f"compile_for: {where} is a {type(leaf).__name__}, not an array: pass arrays or "
                 "jax.ShapeDtypeStruct (pytrees of them)"
             )
-    sharding = None
-    if target.mode != "runtime":
-        mesh = Mesh(np.array(list(target.devices())[:1]).reshape(1), ("x",))
-        sharding = NamedSharding(mesh, PartitionSpec())
-    specs = [jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding) for _, leaf in leaves]
+    if isinstance(mesh, dict):
+        mesh = mesh_for(target.name, **mesh)
+    found = _meshes_of([leaf for _, leaf in leaves])
+    if mesh is None and len(found) == 1 and found[0].size > 1:
+        mesh = found[0]
+    if len(found) > 1 or (mesh is not None and found and any(m.devices.tolist() != mesh.devices.tolist()
+                                                               for m in found if m.size > 1)):  # fmt: skip
+        raise InvariantsError("compile_for: the arguments are sharded on different meshes; use one mesh")
+    if mesh is not None:
+        chips = {d.id for d in target.devices()}
+        if mesh.size != target.device_count or not {d.id for d in mesh.devices.flat} <= chips:
+            raise InvariantsError(
+                f"compile_for: the mesh has {mesh.size} devices, not {target.name}'s {target.device_count} "
+                f"chips: make it with invariants.testing.mesh_for({target.name!r}, ...)"
+            )
+    elif target.device_count > 1:
+        raise InvariantsError(
+            f"compile_for: {target.name} has {target.device_count} chips and nothing is sharded: pass "
+            f"mesh={{...}} and in_shardings=..., or arguments sharded on invariants.testing.mesh_for("
+            f"{target.name!r}, ...); a one-chip program compiles for a one-chip target"
+        )
+    if in_shardings is not None and mesh is None:
+        raise InvariantsError("compile_for: in_shardings needs a mesh (mesh={...} or mesh_for(...))")
+    per_leaf: list[Any]
+    if in_shardings is not None:
+        is_spec = lambda x: x is None or isinstance(x, PartitionSpec)  # noqa: E731
+        try:
+            spread = jax.tree_util.tree_map(  # each spec over every leaf of the arguments below it
+                lambda spec, sub: jax.tree_util.tree_map(lambda _: spec, sub),
+                in_shardings,
+                args,
+                is_leaf=is_spec,
+            )
+        except (ValueError, TypeError) as err:
+            raise InvariantsError(f"compile_for: in_shardings does not match the arguments: {err}") from None
+        per_leaf = [NamedSharding(mesh, spec or PartitionSpec()) for spec in jax.tree_util.tree_leaves(
+            spread, is_leaf=is_spec)]  # fmt: skip
+    elif mesh is not None:  # arguments sharded on the mesh keep their sharding; the rest are replicated
+        per_leaf = [
+            leaf.sharding if isinstance(getattr(leaf, "sharding", None), NamedSharding)
+            else NamedSharding(mesh, PartitionSpec())
+            for _, leaf in leaves
+        ]  # fmt: skip
+    elif target.mode != "runtime":
+        one = Mesh(np.array(list(target.devices())[:1]).reshape(1), ("x",))
+        per_leaf = [NamedSharding(one, PartitionSpec())] * len(leaves)
+    else:
+        per_leaf = [None] * len(leaves)
+    specs = [
+        jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding)
+        for (_, leaf), sharding in zip(leaves, per_leaf, strict=True)
+    ]
     config = ",".join(_shape_text(s) for s in specs)
-    return jax.tree_util.tree_unflatten(treedef, specs), config
+    return jax.tree_util.tree_unflatten(treedef, specs), config, mesh
 
 
 def compile_for(
-    fn: Callable[..., Any], *args: Any, target: str = "runtime", name: str | None = None
+    fn: Callable[..., Any],
+    *args: Any,
+    target: str = "runtime",
+    name: str | None = None,
+    mesh: Any = None,
+    in_shardings: Any = None,
+    donate_argnums: int | tuple[int, ...] = (),
 ) -> CompiledStructure:
-    """Compile ``fn(*args)`` for ``target`` (``cpu``, ``tpu-v5e``, ``gpu-h100``, ... or ``runtime``) and
-    measure it. Only the shapes and dtypes of ``args`` matter; nothing runs. See the module docstring."""
+    """Compile ``fn(*args)`` for ``target`` (``cpu``, ``tpu-v5e``, ``gpu-h100``, ``tpu-v5e-4x4``, ... or
+    ``runtime``) and measure it. Only the shapes and dtypes of ``args`` matter; nothing runs.
+
+    A multi-chip target compiles a sharded program: ``mesh`` (axis name -> size, ``{"data": 4, "tensor":
+    4}``, or a mesh of :func:`mesh_for`) with ``in_shardings`` (a PartitionSpec per argument, a pytree
+    prefix of ``args``; None or left out: replicated), or arguments already sharded on such a mesh. The
+    function is traced under the mesh (``jax.set_mesh``), so PartitionSpecs inside it work as in the user's
+    code. ``donate_argnums``: the arguments whose buffers the program may reuse, as ``jax.jit`` takes it (a
+    training step donates its parameters). See the module docstring."""
     # These import the catalog, and JAX with it: after target_named has started JAX as the gate does
+    import contextlib
+
+    import jax
+
     from .compile.artifacts import CompileFailed, compile_function
 
     chosen = target_named(target)
     label = name or getattr(fn, "__name__", None) or type(fn).__name__
-    specs, config = _abstract(args, chosen)
+    specs, config, on = _abstract(args, chosen, mesh, in_shardings)
+    jit_kwargs = {"donate_argnums": donate_argnums} if donate_argnums != () else {}
     try:
-        compiled, _ = compile_function(fn, specs, chosen, label, config)
+        with jax.set_mesh(on) if on is not None else contextlib.nullcontext():
+            compiled, _ = compile_function(fn, specs, chosen, label, config, jit_kwargs)
     except CompileFailed as err:  # a tracing or compiler error, about this function on this target: one line
         raise InvariantsError(f"compile_for: {label} [{config}] on {chosen.name}: {err.kind}: {err}") from err
     measured = measure(compiled, chosen, source=f"{chosen.name}/{label}")

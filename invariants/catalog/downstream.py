@@ -61,18 +61,20 @@ b200) compiles a declared program in each configuration it lists when a spec fil
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import importlib
 import inspect
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec
 
 from .._errors import InvariantsError
 from ..spec.file import ProgramDecl, Spec, load_specs
@@ -81,6 +83,7 @@ from .programs import (
     CONFIGS,
     Config,
     Distribution,
+    Layout,
     Program,
     ProgramKind,
     _backward,
@@ -149,11 +152,13 @@ def _shape(spec: Any) -> str:
 def _check_trace(decl: ProgramDecl, fn: Callable[..., Any], program: Program, config: Config) -> None:
     # A training step embeds [B, S] tokens: its third argument.
     indices = program.argument_specs(config)[2] if decl.kind == "train" else config.indices
-    lookup_args = (config.table, indices)
+    mesh = abstract_mesh(decl)
+    lookup_args = sharded((config.table, indices), program.argument_specs_sharded(config)[:2], mesh)
     shown = f"{_shape(lookup_args[0])} table and {_shape(lookup_args[1])} indices"
     where = f"{decl.where}: {decl.name} [{config.id}]"
     try:
-        out = jax.eval_shape(fn, *lookup_args)
+        with traced_on(mesh):
+            out = jax.eval_shape(fn, *lookup_args)
     except Exception as err:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise InvariantsError(
@@ -171,7 +176,9 @@ def _check_trace(decl: ProgramDecl, fn: Callable[..., Any], program: Program, co
     if decl.kind == "forward":
         return
     try:
-        grads = jax.eval_shape(program.fn, *program.argument_specs(config))
+        args = sharded(program.argument_specs(config), program.argument_specs_sharded(config), mesh)
+        with traced_on(mesh):
+            grads = jax.eval_shape(program.fn, *args)
     except Exception as err:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise InvariantsError(f"{where}: the {decl.kind} of {decl.function} fails: {first}") from None
@@ -194,6 +201,45 @@ def _named(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
     return lookup
 
 
+def layout_of(decl: ProgramDecl) -> Layout | None:
+    """How a sharded declaration places its arguments: a pod layout over its own mesh (the target's chips
+    placed by their coordinates, the function traced under it); None for a one-device program. A lookup's
+    cotangent is sharded like its indices (the rows' leading dimensions)."""
+    if decl.mesh is None:
+        return None
+    axes, shape = zip(*decl.mesh, strict=True)
+    index = decl.index_sharding or ()
+    axis_types = cast(Literal["auto", "explicit"], decl.axis_types)
+    return Layout(tuple(shape), tuple(axes), decl.table_sharding or (), index, cotangent=index, pod=True,
+                  axis_types=axis_types)  # fmt: skip
+
+
+def abstract_mesh(decl: ProgramDecl) -> Any:
+    """The declaration's mesh without devices (``jax.sharding.AbstractMesh``): what its contract is checked
+    on before any target is chosen, and what a factory finds in ``config.mesh``; None when unsharded."""
+    if decl.mesh is None:
+        return None
+    kind = AxisType.Explicit if decl.axis_types == "explicit" else AxisType.Auto
+    axes, shape = zip(*decl.mesh, strict=True)
+    return AbstractMesh(tuple(shape), tuple(axes), axis_types=(kind,) * len(axes))
+
+
+def sharded(specs: Sequence[Any], parts: Sequence[tuple[str | None, ...]], mesh: Any) -> tuple[Any, ...]:
+    """``specs`` as ShapeDtypeStructs sharded on ``mesh`` by ``parts`` (unchanged without a mesh)."""
+    if mesh is None:
+        return tuple(specs)
+    return tuple(
+        jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=NamedSharding(mesh, PartitionSpec(*p)))
+        for s, p in zip(specs, parts, strict=True)
+    )
+
+
+def traced_on(mesh: Any) -> Any:
+    """The context a sharded declaration's function is traced in: its (abstract) mesh, so that the
+    PartitionSpecs inside it mean what they do in the user's code."""
+    return jax.sharding.use_abstract_mesh(mesh) if mesh is not None else contextlib.nullcontext()
+
+
 @functools.cache
 def build(decl: ProgramDecl) -> Program:
     """The program ``decl`` declares, its function imported and its contract checked (see module doc).
@@ -209,7 +255,8 @@ def build(decl: ProgramDecl) -> Program:
         lookup = _named(lookup, decl.name)
     # The catalog's own wrappers: a user's backward or training step is built exactly like grad_take's.
     fn = {"forward": lambda f: f, "backward": _backward, "train": _train_step}[decl.kind](lookup)
-    program = Program(decl.name, _kind(decl), fn, decl.doc, decl.configs, decl.tags, aimed=decl.aimed)
+    program = Program(decl.name, _kind(decl), fn, decl.doc, decl.configs, decl.tags, aimed=decl.aimed,
+                      layout=layout_of(decl))  # fmt: skip
     for config_id in decl.configs:
         _check_trace(decl, lookup, program, CONFIGS[config_id])
     return program
@@ -238,7 +285,9 @@ class ProgramConfig:
     """What a params factory is given: one configuration of the catalog (``id``: ``f32``, ``bf16``...),
     with the program's ``index_shape``. ``table`` is the configuration's table (a ShapeDtypeStruct of
     ``[vocab, width]``, its dtype the one parameters should take); ``indices`` the indices the function
-    gets."""
+    gets. ``mesh``: a sharded program's mesh (a ``jax.sharding.AbstractMesh`` of its declared axes), on
+    which the factory gives each leaf its sharding, ``NamedSharding(config.mesh, PartitionSpec(...))``;
+    None for a one-device program."""
 
     id: str
     vocab: int
@@ -246,6 +295,7 @@ class ProgramConfig:
     index_shape: tuple[int, ...]
     table: Any  # jax.ShapeDtypeStruct
     indices: Any  # jax.ShapeDtypeStruct
+    mesh: Any = None
 
     @property
     def dtype(self) -> Any:
@@ -263,6 +313,7 @@ class ParamsInputs:
     def __init__(self, decl: ProgramDecl, factory: Callable[..., Any]) -> None:
         self.decl = decl
         self.factory = factory
+        self.mesh = abstract_mesh(decl)
         self.signature = decl.signature
         self._params: dict[str, Any] = {}
         self._draws: dict[tuple[str, str, int], tuple[Any, ...]] = {}
@@ -270,7 +321,15 @@ class ParamsInputs:
     def config(self, config: Config) -> ProgramConfig:
         shape = self.decl.index_shape or config.index_shape
         indices = jax.ShapeDtypeStruct(shape, config.indices.dtype)
-        return ProgramConfig(config.id, config.vocab, config.width, shape, config.table, indices)
+        mesh = self.mesh
+        return ProgramConfig(config.id, config.vocab, config.width, shape, config.table, indices, mesh)
+
+    def partition_specs(self, config: Config) -> tuple[tuple[str | None, ...], ...]:
+        """Each argument's PartitionSpec entries: a leaf's from the sharding its factory gave it (none:
+        replicated), the indices' from ``index_sharding``."""
+        leaves = jax.tree_util.tree_leaves(self.params(config))
+        parts = [tuple(leaf.sharding.spec) if _named_sharding(leaf) else () for leaf in leaves]
+        return (*parts, self.decl.index_sharding or ())
 
     def params(self, config: Config) -> Any:
         """The factory's pytree for ``config``, made once; one line when it fails or is not arrays."""
@@ -314,6 +373,11 @@ class ParamsInputs:
                 a.flags.writeable = False
             self._draws[key] = tuple(out)
         return self._draws[key]
+
+
+def _named_sharding(leaf: Any) -> bool:
+    """Whether a factory's leaf carries a sharding of names on a mesh (a NamedSharding's spec)."""
+    return isinstance(getattr(leaf, "sharding", None), NamedSharding)
 
 
 def _check_leaves(tree: Any, where: str, factory: str) -> Any:
@@ -371,7 +435,15 @@ def _build_with_params(decl: ProgramDecl) -> Program:
     inputs = ParamsInputs(decl, factory)
     fn = _params_program(decl, function, inputs)
     program = Program(
-        decl.name, _kind(decl), fn, decl.doc, decl.configs, decl.tags, inputs=inputs, aimed=decl.aimed
+        decl.name,
+        _kind(decl),
+        fn,
+        decl.doc,
+        decl.configs,
+        decl.tags,
+        inputs=inputs,
+        aimed=decl.aimed,
+        layout=layout_of(decl),
     )
     for config_id in decl.configs:
         _check_params(decl, function, inputs, program, CONFIGS[config_id])
@@ -391,10 +463,12 @@ def _check_params(
             f"{at_params}: {decl.params}(config) returns another pytree in {config.id} than in {first.id}: "
             f"{jax.tree_util.tree_structure(params)} against {theirs}"
         )
-    indices = inputs.config(config).indices
+    mesh = inputs.mesh
+    indices = sharded([inputs.config(config).indices], [decl.index_sharding or ()], mesh)[0]
     shown = f"its params and {_shape(indices)} indices"
     try:
-        outputs = jax.eval_shape(function, params, indices)
+        with traced_on(mesh):
+            outputs = jax.eval_shape(function, params, indices)
     except Exception as err:
         raise InvariantsError(
             f"{where}: {decl.function} fails on {shown}: {type(err).__name__}: {_first(err)}"
@@ -417,6 +491,8 @@ def _check_params(
     # jax.grad gives the gradient the pytree, shapes and dtypes of the parameters (a custom_vjp whose
     # backward does not is refused by JAX itself): what is left to fail is tracing it.
     try:
-        jax.eval_shape(program.fn, *program.argument_specs(config))
+        args = sharded(program.argument_specs(config), program.argument_specs_sharded(config), mesh)
+        with traced_on(mesh):
+            jax.eval_shape(program.fn, *args)
     except Exception as err:
         raise InvariantsError(f"{where}: the {decl.kind} of {decl.function} fails: {_first(err)}") from None

@@ -76,6 +76,9 @@ class Layout:
     output: tuple[str | None, ...] | None = None
     cotangent: tuple[str | None, ...] | None = None
     pod: bool = False
+    # The mesh's axis types: "auto" (the compiler propagates shardings) or "explicit" (each array's
+    # sharding is part of its type: table.at[ids].get(out_sharding=...) needs it).
+    axis_types: Literal["auto", "explicit"] = "auto"
 
     @property
     def devices(self) -> int:
@@ -101,6 +104,8 @@ class Inputs(Protocol):
     so that compiling, sharding annotations and correctness treat them as the catalog's."""
 
     def specs(self, config: Config) -> tuple[jax.ShapeDtypeStruct, ...]: ...
+
+    def partition_specs(self, config: Config) -> tuple[tuple[str | None, ...], ...]: ...
 
     def draw(self, config: Config, distribution: Distribution, seed: int) -> tuple[np.ndarray, ...]: ...
 
@@ -155,12 +160,14 @@ class Program:
             )
         return (config.table, config.indices)
 
-    def argument_specs_sharded(self) -> tuple[tuple[str | None, ...], ...]:
-        """PartitionSpec entries per argument (the same in every configuration); only for programs with a
-        ``layout``."""
+    def argument_specs_sharded(self, config: Config) -> tuple[tuple[str | None, ...], ...]:
+        """PartitionSpec entries per argument; only for programs with a ``layout``. A program with its own
+        inputs says them (its factory's shardings); a lookup's follow the layout."""
         if self.layout is None:
             raise InvariantsError(f"{self.name}: not a sharded program")
-        if self.kind == "sharded_grad":
+        if self.inputs is not None:
+            return self.inputs.partition_specs(config)
+        if self.kind in ("sharded_grad", "backward"):
             return (self.layout.table, self.layout.indices, self.layout.cotangent or ())
         return (self.layout.table, self.layout.indices)
 

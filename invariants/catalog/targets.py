@@ -66,7 +66,9 @@ class Target:
 
     def compiles(self, program: Program) -> bool:
         if program.aimed:  # a project's program: where its spec files name, whatever this target's scope
-            return self.aimed_by(program) and self.device_count == 1 and program.layout is None
+            # By name, always (its items skip with misfit's reason when the chips do not fit); by pattern,
+            # where the chips fit.
+            return self.name in program.aimed or (self.aimed_by(program) and self.misfit(program) is None)
         layout = program.layout
         if self.scope in ("sharded", "pod"):
             if layout is None:
@@ -77,6 +79,25 @@ class Target:
         if layout is not None:
             return False
         return self.scope == "all" or "core" in program.tags
+
+    def misfit(self, program: Program) -> str | None:
+        """Why a project's program cannot compile on this target although its spec files aim it here: its
+        chips are not this target's (a one-device program on a pod, a mesh of another size); None when
+        they are, and for the catalog's programs (their layouts choose their targets)."""
+        if not program.aimed:
+            return None
+        layout = program.layout
+        needs = 1 if layout is None else layout.devices
+        if needs == self.device_count:
+            return None
+        chips = f"{self.device_count} chip" + ("s" if self.device_count > 1 else "")
+        if layout is None:
+            return (
+                f"{self.name} has {chips} and {program.name} declares no mesh: give it a mesh = {{...}} of "
+                f"{chips} and its shardings"
+            )
+        mesh = ", ".join(f"{a} = {n}" for a, n in zip(layout.axes, layout.mesh_shape, strict=True))
+        return f"{self.name} has {chips}; the mesh of {program.name} ({mesh}) has {needs}"
 
     def aimed_by(self, program: Program) -> bool:
         """Whether ``program`` is a declared program whose spec files name this target: it compiles here in

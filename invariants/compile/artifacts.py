@@ -21,10 +21,12 @@ from typing import Any
 import jax
 import numpy as np
 from jax.experimental import mesh_utils
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 from .._errors import InvariantsError
+from ..catalog.downstream import declare_project
 from ..catalog.programs import Program, get_config
+from ..catalog.project import Project
 from ..catalog.registry import get_program
 from ..catalog.targets import _AOT_TARGETS, HOST_DEVICE_FLAG, Target
 from ..kernels.dump import read_kernel_code
@@ -44,11 +46,11 @@ def _abstract_arguments(program: Program, config_id: str, target: Target) -> tup
     if layout is not None and layout.pod:
         # A pod job's mesh: devices placed by their physical coordinates (rings along the ICI links).
         shape = layout.mesh_for(target.device_count)
-        mesh = Mesh(mesh_utils.create_device_mesh(shape, devices[: int(np.prod(shape))]), layout.axes)
-        parts = program.argument_specs_sharded()
+        mesh = pod_mesh(devices, shape, layout.axes, layout.axis_types)
+        parts = program.argument_specs_sharded(config)
     elif layout is not None:
         mesh = Mesh(np.array(devices[: layout.devices]).reshape(layout.mesh_shape), layout.axes)
-        parts = program.argument_specs_sharded()
+        parts = program.argument_specs_sharded(config)
     else:
         mesh = Mesh(np.array(devices[:1]).reshape(1), ("x",))
         parts = tuple(() for _ in specs)
@@ -57,6 +59,14 @@ def _abstract_arguments(program: Program, config_id: str, target: Target) -> tup
         for s, p in zip(specs, parts, strict=True)
     )
     return args, (mesh if layout is not None else None)
+
+
+def pod_mesh(devices: Sequence[Any], shape: tuple[int, ...], axes: tuple[str, ...], axis_types: str) -> Mesh:
+    """A mesh of ``shape`` over ``devices`` placed by their physical coordinates, as a pod job builds it;
+    ``axis_types`` ``explicit`` makes every axis Explicit (shardings in the types), else Auto."""
+    kind = AxisType.Explicit if axis_types == "explicit" else AxisType.Auto
+    placed = mesh_utils.create_device_mesh(shape, list(devices)[: int(np.prod(shape))])
+    return Mesh(placed, axes, axis_types=(kind,) * len(axes))
 
 
 def jaxpr_primitives(closed_jaxpr: Any) -> tuple[str, ...]:
@@ -217,9 +227,10 @@ def _memory(compiled: Any) -> dict[str, int]:
     return {f: int(getattr(mem, f)) for f in fields if mem is not None and hasattr(mem, f)}
 
 
-def compile_in_child(keys: Iterable[Key], target: Target) -> list[Compiled]:
-    """Compile ``keys`` for a ``subprocess`` target in one child process with the host-device flag set."""
-    env = dict(os.environ)
+def compile_in_child(keys: Iterable[Key], target: Target, project: Project | None = None) -> list[Compiled]:
+    """Compile ``keys`` for a ``subprocess`` target in one child process with the host-device flag set;
+    ``project``'s programs are declared there first."""
+    env = {**os.environ, **(project.environment() if project is not None else {})}
     env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {HOST_DEVICE_FLAG}".strip()
     env["JAX_PLATFORMS"] = "cpu"
     out = keys_child(
@@ -243,8 +254,9 @@ class CompileCache:
     never shares the process with a compile.
     """
 
-    def __init__(self, targets: dict[str, Target]) -> None:
+    def __init__(self, targets: dict[str, Target], project: Project | None = None) -> None:
         self._targets = targets
+        self._project = project
         self._done: dict[Key, Compiled] = {}
         self._executables: dict[Key, Any] = {}
         self._planned: dict[str, set[Key]] = {}
@@ -295,7 +307,7 @@ class CompileCache:
             batch = sorted(self._planned.get(key.target, set()) | {key})
             with self._lock:
                 todo = [k for k in batch if k not in self._done]
-            for c in compile_in_child(todo, t):
+            for c in compile_in_child(todo, t, self._project):
                 with self._lock:
                     self._done[c.key] = c
             return
@@ -354,6 +366,11 @@ class CompileCache:
 
 def _child_main(target_name: str) -> int:
     target = next(t for t in _AOT_TARGETS if t.name == target_name)
+    try:
+        declare_project(Project.from_env())
+    except InvariantsError as err:
+        print(err, file=sys.stderr)
+        return 1
     keys = json.loads(sys.stdin.read())
     out = []
     for program, config, _ in keys:

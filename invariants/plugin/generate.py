@@ -33,9 +33,7 @@ _SYRUPY_NAMING = pytest.mark.filterwarnings(r"ignore:\s*Can not relate snapshot 
 def parametrize(s: GateSession, metafunc: pytest.Metafunc) -> None:
     if "structure_key" in metafunc.fixturenames:
         keys = s.structure_keys()
-        s.cache.plan(
-            k for k in keys if s.available(k.target) is None and _missing_library([k.program]) is None
-        )
+        s.cache.plan(k for k in keys if _skip_reason(s, k) is None)
         params = [_structure_param(s, key) for key in keys]
         metafunc.parametrize("structure_key", params or [_none("no program selected")])
     if "invariant_case" in metafunc.fixturenames:
@@ -48,7 +46,7 @@ def parametrize(s: GateSession, metafunc: pytest.Metafunc) -> None:
             cases = [dataclasses.replace(c, skip=None, invariant=raw_invariant(c.invariant)) for c in cases]
         # The partners of the project's relations (--no-catalog) have no structure item to plan them.
         s.cache.plan(
-            k for c in cases for k in c.keys if k.program in s.partners and s.available(k.target) is None
+            k for c in cases for k in c.keys if k.program in s.partners and _skip_reason(s, k) is None
         )
         params = []
         for case in cases:
@@ -126,8 +124,16 @@ def _skip(reason: str | None) -> list[Any]:
 
 
 def _marks(s: GateSession, key: Key, programs: list[str] | None = None) -> list[Any]:
-    """A skip when the key's target is not available here or a program's library is not installed."""
-    return _skip(s.available(key.target) or _missing_library(programs or [key.program]))
+    """A skip when the key's target is not available here, a project's program does not fit its chips, or
+    a program's library is not installed."""
+    return _skip(_skip_reason(s, key, programs))
+
+
+def _skip_reason(s: GateSession, key: Key, programs: list[str] | None = None) -> str | None:
+    names = programs or [key.program]
+    target = s.all_targets[key.target]
+    misfit = next((r for p in names if (r := target.misfit(PROGRAMS[p])) is not None), None)
+    return s.available(key.target) or misfit or _missing_library(names)
 
 
 def _structure_param(s: GateSession, key: Key) -> Any:

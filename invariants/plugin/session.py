@@ -24,6 +24,7 @@ from .._errors import InvariantsError, NothingChecked
 from .._paths import check_output_dir, shown
 from ..catalog.downstream import build_all
 from ..catalog.programs import CATALOG, select_configs
+from ..catalog.project import Project
 from ..catalog.registry import PROGRAMS, declare, declared, select_program_option
 from ..catalog.targets import Target, all_targets, select_targets, versions
 from ..compile.artifacts import CompileCache
@@ -47,14 +48,16 @@ class GateSession:
         self.config = config
         self.all_targets = all_targets()
         self.targets = select_targets(config.getoption("targets"))
-        self.cache = CompileCache(self.all_targets)
         spec_dirs = config.getoption("spec_dir") or _env_spec_dirs()
         self.specs = load_specs(*map(Path, spec_dirs))
         declare(build_all(d for spec in self.specs for d in spec.programs))
+        self.with_catalog = not config.getoption("no_catalog")
+        # What a child that compiles for this run (the 8-device CPU) declares before it compiles.
+        project = Project(tuple(Path(d).resolve() for d in spec_dirs), self.with_catalog, Path.cwd())
+        self.cache = CompileCache(self.all_targets, project if spec_dirs else None)
         # What only the targets show wrong (a targets pattern that matches none, an invariant that makes no
         # item): one line here, before collection, rather than a collection error's traceback.
         check_specs(self.specs)
-        self.with_catalog = not config.getoption("no_catalog")
         default = [*(CATALOG if self.with_catalog else ()), *declared()]
         self.programs = select_program_option(config.getoption("programs"), default)
         if not self.programs:

@@ -115,7 +115,9 @@ _CORRECTNESS_KEYS = (
     "targets",
 )
 _RATCHET_KEYS = ("reason", "issue")
-_PROGRAM_KEYS = ("name", "function", "kind", "configs", "tags", "doc", "params", "index_shape")
+_PROGRAM_KEYS = ("name", "function", "kind", "configs", "tags", "doc", "params", "index_shape", "mesh",
+                 "axis_types", "table_sharding", "index_sharding")  # fmt: skip
+AXIS_TYPES = ("auto", "explicit")
 PROGRAM_KINDS = ("forward", "backward", "train")
 _TOP_KEYS = ("spec", "invariant", "correctness", "program")
 _SPEC_KEYS = ("targets", "efficiency_max_loss")
@@ -201,6 +203,12 @@ class ProgramDecl:
     aimed: tuple[str, ...] = ()
     params_where: str = ""  # FILE:LINE of params
     index_shape_where: str = ""  # FILE:LINE of index_shape
+    # A sharded program: its device mesh (axis name -> size, in order), the mesh's axis types, and the
+    # PartitionSpec of the lookup's table and of the indices ("" in TOML: None, that dimension replicated).
+    mesh: tuple[tuple[str, int], ...] | None = None
+    axis_types: str = "auto"
+    table_sharding: tuple[str | None, ...] | None = None
+    index_sharding: tuple[str | None, ...] | None = None
 
     @property
     def signature(self) -> tuple[str, tuple[int, ...] | None, str] | None:
@@ -539,9 +547,69 @@ def _programs_of(data: dict[str, Any], loc: _Locator) -> tuple[ProgramDecl, ...]
                 name, function, kind, tuple(dict.fromkeys(configs)), frozenset({*tags, "user"}), doc,
                 f"{loc.path}:{line}", params, index_shape,
                 params_where=f"{loc.path}:{params_line}", index_shape_where=f"{loc.path}:{shape_line}",
+                **_sharding_of(table, loc, line, kind, params is not None, index_shape),
             )
         )  # fmt: skip
     return tuple(out)
+
+
+def _sharding_of(
+    table: Mapping[str, Any], loc: _Locator, line: int, kind: str, has_params: bool,
+    index_shape: tuple[int, ...] | None,
+) -> dict[str, Any]:  # fmt: skip
+    """A ``[[program]]``'s mesh and shardings (none: a one-device program), each mistake one line."""
+    keys = ("mesh", "axis_types", "table_sharding", "index_sharding")
+    if "mesh" not in table:
+        given = next((k for k in keys if k in table), None)
+        if given is not None:
+            raise loc.error(loc.key_line(line, given), f"{given} needs a mesh = {{axis = size, ...}}")
+        return {}
+    mesh_line = loc.key_line(line, "mesh")
+    mesh = table["mesh"]
+    if not isinstance(mesh, dict) or not mesh:
+        raise loc.error(
+            mesh_line, "mesh must be a table of axis name = size, e.g. mesh = { data = 4, tensor = 4 }"
+        )
+    for axis, size in mesh.items():
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", axis):
+            raise loc.error(mesh_line, f"mesh axis {axis!r} must be a Python-style identifier")
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise loc.error(mesh_line, f"mesh axis {axis!r} = {size!r}: a size is a positive integer")
+    axis_types = _string(table, "axis_types", loc, line, default="auto")
+    _one_of(axis_types, AXIS_TYPES, "axis_types", loc, loc.key_line(line, "axis_types"))
+    out: dict[str, Any] = {"mesh": tuple(mesh.items()), "axis_types": axis_types}
+    used_rank = {"table_sharding": 2, "index_sharding": len(index_shape) if index_shape else 1}
+    for key in ("table_sharding", "index_sharding"):
+        if key not in table:
+            continue
+        key_line = loc.key_line(line, key)
+        if key == "table_sharding" and has_params:
+            raise loc.error(
+                key_line,
+                "table_sharding is for a lookup (table, indices); a program with params gives each "
+                "leaf its sharding in its factory: NamedSharding(config.mesh, PartitionSpec(...))",
+            )
+        entries = _strings(table[key], loc, key_line, key)
+        if len(entries) > used_rank[key]:
+            raise loc.error(
+                key_line, f"{key} has {len(entries)} entries for an array of rank {used_rank[key]}"
+            )
+        for entry in entries:
+            if entry and entry not in mesh:
+                raise loc.error(
+                    key_line, f'{key}: {entry!r} is no axis of the mesh ({", ".join(mesh)}); "" replicates'
+                )
+        named = [e for e in entries if e]
+        if len(named) != len(set(named)):
+            raise loc.error(key_line, f"{key}: an axis shards one dimension only")
+        out[key] = tuple(e or None for e in entries)
+    if kind == "train" and not has_params:
+        raise loc.error(
+            mesh_line,
+            "a sharded training step of a lookup has more arguments than a mesh can place here: "
+            "declare it as a program with params, whose factory shards each leaf",
+        )
+    return out
 
 
 # Enough for [batch, sequence] and a few more axes; past this it is not an embedding's index array.
