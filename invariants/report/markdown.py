@@ -352,6 +352,40 @@ def _metric_by_target_table(
     return lines
 
 
+# How many of a run's compiles the report lists, slowest first.
+SLOWEST = 10
+
+
+def _slowest_compiles(run: Run) -> list[str]:
+    """The run's slowest compiles: a compile that takes minutes is a regression of its own (a reduction
+    after a chain of scatter-adds has taken a GPU compile from seconds to minutes), and the time moves
+    with the machine, so it is shown here and bounded only by relations in a spec."""
+    timed = sorted(
+        (
+            (i["compile_seconds"], i)
+            for i in run.of_kind("structure")
+            if isinstance(i.get("compile_seconds"), (int, float))
+        ),
+        key=lambda pair: -pair[0],
+    )[:SLOWEST]
+    if not timed:
+        return []
+    lines = [
+        f"## Slowest compiles ({len(timed)} of {len(run.of_kind('structure'))})",
+        "",
+        "Wall time of the trace, lower and compile of each program on the machine that compiled it (a "
+        "figure from the compile cache is that of the compile that made its entry). Machine-relative: a "
+        "spec bounds it as a relation, `compile_seconds(a) <= 10 * compile_seconds(b) + 5`.",
+        "",
+        "| program | config | target | seconds |",
+        "|---|---|---|---:|",
+    ]
+    lines += [
+        f"| `{i.get('program')}` | {i.get('config')} | `{i.get('target')}` | {s:.2f} |" for s, i in timed
+    ]
+    return [*lines, ""]
+
+
 def render(run: Run, title: str = "Embedding performance invariants") -> str:
     """The markdown report of one (merged) run."""
     lines = (
@@ -359,6 +393,7 @@ def render(run: Run, title: str = "Embedding performance invariants") -> str:
         + _tier_summary(run)
         + _throughput_tables(run.throughput)
         + _predicted_tables(run)
+        + _slowest_compiles(run)
         + _target_tables(run)
     )
     return "\n".join(lines).rstrip() + "\n"

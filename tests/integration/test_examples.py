@@ -1,0 +1,91 @@
+"""The examples of a project's own programs, run as their READMEs say: each fails on its bad form and
+passes on its good one (examples/sharded_embed runs in tests/unit/catalog/test_sharded_programs.py)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from invariants.catalog.targets import all_targets
+
+ROOT = Path(__file__).parents[2]
+TARGETS = all_targets()
+
+
+def _copy(name: str, tmp_path: Path) -> Path:
+    project = tmp_path / name
+    shutil.copytree(
+        ROOT / "examples" / name, project, ignore=shutil.ignore_patterns("__pycache__", "snapshots")
+    )
+    return project
+
+
+def _gate(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "invariants", "gate", "--spec-dir", "specs", "--snapshot-dir", "snapshots",
+         "--no-catalog", "-p", "no:cacheprovider", "-q", "-rfsx", *args],
+        cwd=project, capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+
+
+def _failed(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    return sorted(
+        ln.split("::", 1)[1].split(" ", 1)[0] for ln in proc.stdout.splitlines() if ln.startswith("FAILED")
+    )
+
+
+def test_segment_sum_the_vmapped_rows_are_strided_and_the_transposed_form_is_not(tmp_path):
+    """examples/segment_sum on the CPU: the vmapped per-row segment sum writes each segment's row strided
+    (jax >= 0.9.2); one segment sum of the transposed batch writes it whole. Snapshots go to the targets
+    the spec file names, and only there."""
+    project = _copy("segment_sum", tmp_path)
+    proc = _gate(project, "--targets", "cpu", "--snapshot-update")
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert _failed(proc) == ["test_invariant[cpu-segsum_rows-f32-rows_written_whole]"]
+    assert "assert strided_scatters == 0: measured strided_scatters = 1" in proc.stdout
+    snapshot = (project / "snapshots" / "cpu" / "segsum_rows.f32.txt").read_text()
+    assert any(
+        ln.startswith("  scatter -> f32[1024,2048]") and ln.endswith(" strided")
+        for ln in snapshot.splitlines()
+    )
+    assert " strided" not in (project / "snapshots" / "cpu" / "segsum_rows_transposed.f32.txt").read_text()
+    assert sorted(p.name for p in (project / "snapshots").iterdir()) == ["cpu"]
+
+
+@pytest.mark.skipif(
+    TARGETS["gpu-l4"].unavailable_reason() is not None, reason="the CUDA plugin is not installed"
+)
+def test_segment_sum_without_targets_compiles_where_the_spec_file_says(tmp_path):
+    """[spec] targets = ["cpu", "gpu-l4"]: a run without --targets writes snapshots for those two alone, not
+    for the targets that compile every catalog program; the L4's pooled sum is a CAS loop (a ratchet)."""
+    project = _copy("segment_sum", tmp_path)
+    proc = _gate(project, "--snapshot-update")
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert sorted(p.name for p in (project / "snapshots").iterdir()) == ["cpu", "gpu-l4"]
+    assert any(
+        "XFAIL" in ln and "gpu-l4-segsum_pool" in ln and "compare-and-swap" in ln
+        for ln in proc.stdout.splitlines()
+    )
+    pool = (project / "snapshots" / "gpu-l4" / "segsum_pool.f32.txt").read_text()
+    assert "(CAS retry loops " in pool
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    TARGETS["gpu-h100"].unavailable_reason() is not None, reason="the CUDA plugin is not installed"
+)
+def test_compile_time_the_reduction_after_the_chain_fails_its_relation(tmp_path):
+    """examples/compile_time on gpu-h100 (a minute of compile, ahead of time): the chain followed by a sum
+    compiles far more than ten times slower than the chain alone."""
+    project = _copy("compile_time", tmp_path)
+    proc = _gate(project, "--snapshot-update")
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert _failed(proc) == ["test_invariant[gpu-h100-chain_summed~chain-f32-reduction_compiles_in_seconds]"]
+    items = json.loads((project / "artifacts" / "results.json").read_text())["items"]
+    seconds = {it["program"]: it["compile_seconds"] for it in items if it["kind"] == "structure"}
+    assert seconds["chain_summed"] > 10 * seconds["chain"] + 5
