@@ -19,10 +19,14 @@ from .programs import _TRAIN_CLASSES, Program, _unknown
 
 
 def make_indices(
-    config: Config, distribution: Distribution, seed: int = 0, shape: tuple[int, ...] | None = None
+    config: Config,
+    distribution: Distribution,
+    seed: int = 0,
+    shape: tuple[int, ...] | None = None,
+    dtype: Any = None,
 ) -> np.ndarray:
-    """Valid indices (all in ``[0, vocab)``) drawn from ``distribution``, of ``shape`` (default: the
-    configuration's).
+    """Valid indices (all in ``[0, vocab)``) drawn from ``distribution``, of ``shape`` and ``dtype``
+    (default: the configuration's).
 
     ``zipf`` is token-like (a few rows take most lookups); ``equal`` sends every lookup to one row, the
     worst case for a scatter-add in the backward pass.
@@ -37,7 +41,7 @@ def make_indices(
         idx = np.full(shape, vocab // 2)
     else:
         raise InvariantsError(_unknown("distribution", distribution, dict.fromkeys(DISTRIBUTIONS)))
-    return idx.astype(np.dtype(config.indices.dtype))
+    return idx.astype(np.dtype(config.indices.dtype if dtype is None else dtype))
 
 
 def make_arguments(
@@ -64,13 +68,13 @@ def _arguments(
     kind: str, specs: _ArgSpecs, config: Config, distribution: Distribution, seed: int
 ) -> tuple[np.ndarray, ...]:
     rng = np.random.default_rng(seed + 1)
-    out = [_uniform(rng, *specs[0]), make_indices(config, distribution, seed)]
+    out = [_uniform(rng, *specs[0]), make_indices(config, distribution, seed, dtype=specs[1][1])]
     if kind in ("backward", "tied_grad"):
         out.append(_uniform(rng, *specs[2]))
     elif kind == "train":
         out[1:] = [
             _uniform(rng, *specs[1]),
-            make_indices(dataclasses.replace(config, index_rank="2d"), distribution, seed),
+            make_indices(dataclasses.replace(config, index_rank="2d"), distribution, seed, dtype=specs[2][1]),
             rng.integers(0, _TRAIN_CLASSES, size=specs[3][0]).astype(np.int32),
         ]
     for a in out:

@@ -151,9 +151,9 @@ def _shape(spec: Any) -> str:
 
 def _check_trace(decl: ProgramDecl, fn: Callable[..., Any], program: Program, config: Config) -> None:
     # A training step embeds [B, S] tokens: its third argument.
-    indices = program.argument_specs(config)[2] if decl.kind == "train" else config.indices
+    indices = program.argument_specs(config)[2 if decl.kind == "train" else 1]
     mesh = abstract_mesh(decl)
-    lookup_args = sharded((config.table, indices), program.argument_specs_sharded(config)[:2], mesh)
+    lookup_args = sharded((config.table, indices), _parts(program, config)[:2], mesh)
     shown = f"{_shape(lookup_args[0])} table and {_shape(lookup_args[1])} indices"
     where = f"{decl.where}: {decl.name} [{config.id}]"
     try:
@@ -176,7 +176,7 @@ def _check_trace(decl: ProgramDecl, fn: Callable[..., Any], program: Program, co
     if decl.kind == "forward":
         return
     try:
-        args = sharded(program.argument_specs(config), program.argument_specs_sharded(config), mesh)
+        args = sharded(program.argument_specs(config), _parts(program, config), mesh)
         with traced_on(mesh):
             grads = jax.eval_shape(program.fn, *args)
     except Exception as err:
@@ -234,6 +234,13 @@ def sharded(specs: Sequence[Any], parts: Sequence[tuple[str | None, ...]], mesh:
     )
 
 
+def _parts(program: Program, config: Config) -> tuple[tuple[str | None, ...], ...]:
+    """The PartitionSpec entries of a program's arguments: a sharded one's, else none (one device)."""
+    if program.layout is None:
+        return tuple(() for _ in program.argument_specs(config))
+    return program.argument_specs_sharded(config)
+
+
 def traced_on(mesh: Any) -> Any:
     """The context a sharded declaration's function is traced in: its (abstract) mesh, so that the
     PartitionSpecs inside it mean what they do in the user's code."""
@@ -256,7 +263,7 @@ def build(decl: ProgramDecl) -> Program:
     # The catalog's own wrappers: a user's backward or training step is built exactly like grad_take's.
     fn = {"forward": lambda f: f, "backward": _backward, "train": _train_step}[decl.kind](lookup)
     program = Program(decl.name, _kind(decl), fn, decl.doc, decl.configs, decl.tags, aimed=decl.aimed,
-                      layout=layout_of(decl))  # fmt: skip
+                      layout=layout_of(decl), index_dtype=decl.index_dtype)  # fmt: skip
     for config_id in decl.configs:
         _check_trace(decl, lookup, program, CONFIGS[config_id])
     return program
@@ -320,7 +327,7 @@ class ParamsInputs:
 
     def config(self, config: Config) -> ProgramConfig:
         shape = self.decl.index_shape or config.index_shape
-        indices = jax.ShapeDtypeStruct(shape, config.indices.dtype)
+        indices = jax.ShapeDtypeStruct(shape, self.decl.index_dtype or config.indices.dtype)
         mesh = self.mesh
         return ProgramConfig(config.id, config.vocab, config.width, shape, config.table, indices, mesh)
 
@@ -368,7 +375,9 @@ class ParamsInputs:
                     value = (rng.standard_normal(leaf.shape, dtype=np.float32) * _DRAW_SCALE).astype(dtype)
                 out.append(value)
             shape = self.config(config).index_shape
-            out.append(make_indices(config, distribution, seed, shape=shape))
+            out.append(
+                make_indices(config, distribution, seed, shape=shape, dtype=self.config(config).indices.dtype)
+            )
             for a in out:
                 a.flags.writeable = False
             self._draws[key] = tuple(out)
@@ -491,7 +500,7 @@ def _check_params(
     # jax.grad gives the gradient the pytree, shapes and dtypes of the parameters (a custom_vjp whose
     # backward does not is refused by JAX itself): what is left to fail is tracing it.
     try:
-        args = sharded(program.argument_specs(config), program.argument_specs_sharded(config), mesh)
+        args = sharded(program.argument_specs(config), _parts(program, config), mesh)
         with traced_on(mesh):
             jax.eval_shape(program.fn, *args)
     except Exception as err:

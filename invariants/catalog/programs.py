@@ -135,6 +135,8 @@ class Program:
     # Target-name patterns that compile this program whatever their scope: the targets a downstream
     # project's spec files name (invariants.catalog.targets.Target.compiles). Empty for the catalog's.
     aimed: tuple[str, ...] = ()
+    # A declared lookup's indices in another integer dtype than its configuration's (uint32 ids, say).
+    index_dtype: str | None = None
 
     def unavailable_reason(self) -> str | None:
         """None when every library the program needs is importable, else one line with the install command."""
@@ -148,17 +150,19 @@ class Program:
         """Shapes and dtypes of the arguments, without shardings."""
         if self.inputs is not None:
             return self.inputs.specs(config)
+        index_dtype = self.index_dtype or config.indices.dtype
+        indices = jax.ShapeDtypeStruct(config.indices.shape, index_dtype)
         if self.kind in ("backward", "tied_grad", "sharded_grad"):
-            return (config.table, config.indices, config.logits if self.logits else config.output)
+            return (config.table, indices, config.logits if self.logits else config.output)
         if self.kind == "train":
             batch, seq = _INDEX_SHAPES["2d"]
             return (
                 config.table,
                 jax.ShapeDtypeStruct((config.width, _TRAIN_CLASSES), config.table.dtype),
-                jax.ShapeDtypeStruct((batch, seq), config.indices.dtype),
+                jax.ShapeDtypeStruct((batch, seq), index_dtype),
                 jax.ShapeDtypeStruct((batch,), jnp.int32),
             )
-        return (config.table, config.indices)
+        return (config.table, indices)
 
     def argument_specs_sharded(self, config: Config) -> tuple[tuple[str | None, ...], ...]:
         """PartitionSpec entries per argument; only for programs with a ``layout``. A program with its own

@@ -32,12 +32,15 @@ invariants touches that one file. The format::
     configs = ["f32"]              # config ids (default: f32)
     params = "mylib.model:init"    # optional: function(params, indices), params = init(config)
     index_shape = [64, 256]        # optional, with params only: the indices' shape (default: the config's)
+    index_dtype = "uint32"         # optional: the indices' integer dtype (default: the config's)
+    mesh = { data = 4, tensor = 4 }  # optional: a sharded program (with axis_types, table_sharding,
+                                     # index_sharding; see invariants.catalog.downstream)
 
-A declared program compiles on every target its spec files name (the ``[spec] targets`` of the file that
-declares it and of every file whose entries name it), whatever the target's scope: one file of
-``targets = ["cpu", "tpu-v4", "gpu-a100"]`` holds its invariants for three families, each entry narrowed
-by its own ``targets``. A program with params is compiled and checked (structure, invariants, ``agree``
-with a reference of the same arguments), never timed.
+A declared program compiles on the targets its spec files name (the ``[spec] targets`` of the file that
+declares it and of every file whose entries name it), whatever the target's scope, and nowhere else: one
+file of ``targets = ["cpu", "tpu-v4", "gpu-a100"]`` holds its invariants for three families, each entry
+narrowed by its own ``targets``. A program with params is compiled, checked (structure, invariants,
+``agree`` with a reference of the same arguments) and timed on its own arguments like any other.
 
 An ``assert`` is one comparison of two arithmetic sides, or a membership test. Its names come from the
 metric registry (``invariants.measure.metrics.METRICS``): structural metrics (``kernels``, ``while_loops``,
@@ -115,8 +118,10 @@ _CORRECTNESS_KEYS = (
     "targets",
 )
 _RATCHET_KEYS = ("reason", "issue")
-_PROGRAM_KEYS = ("name", "function", "kind", "configs", "tags", "doc", "params", "index_shape", "mesh",
-                 "axis_types", "table_sharding", "index_sharding")  # fmt: skip
+_PROGRAM_KEYS = ("name", "function", "kind", "configs", "tags", "doc", "params", "index_shape", "index_dtype",
+                 "mesh", "axis_types", "table_sharding", "index_sharding")  # fmt: skip
+# The integer dtypes a program's indices may take (index_dtype), by NumPy name.
+INDEX_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 AXIS_TYPES = ("auto", "explicit")
 PROGRAM_KINDS = ("forward", "backward", "train")
 _TOP_KEYS = ("spec", "invariant", "correctness", "program")
@@ -200,6 +205,7 @@ class ProgramDecl:
     where: str
     params: str | None = None  # "module:factory": a program of (params, indices), not (table, indices)
     index_shape: tuple[int, ...] | None = None  # the indices of a params program (default: the config's)
+    index_dtype: str | None = None  # the indices' integer dtype, an INDEX_DTYPES name (default: the config's)
     aimed: tuple[str, ...] = ()
     params_where: str = ""  # FILE:LINE of params
     index_shape_where: str = ""  # FILE:LINE of index_shape
@@ -211,10 +217,10 @@ class ProgramDecl:
     index_sharding: tuple[str | None, ...] | None = None
 
     @property
-    def signature(self) -> tuple[str, tuple[int, ...] | None, str] | None:
+    def signature(self) -> tuple[str, tuple[int, ...] | None, str | None, str] | None:
         """What a params program's arguments follow from (None: the one-table contract's): two programs
         with the same signature take the very same arguments."""
-        return None if self.params is None else (self.params, self.index_shape, self.kind)
+        return None if self.params is None else (self.params, self.index_shape, self.index_dtype, self.kind)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -542,10 +548,13 @@ def _programs_of(data: dict[str, Any], loc: _Locator) -> tuple[ProgramDecl, ...]
                 "index_shape is for a program with params; a lookup (table, indices) takes the "
                 "configuration's indices",
             )
+        index_dtype = _string(table, "index_dtype", loc, line) if "index_dtype" in table else None
+        if index_dtype is not None:
+            _one_of(index_dtype, INDEX_DTYPES, "index_dtype", loc, loc.key_line(line, "index_dtype"))
         out.append(
             ProgramDecl(
                 name, function, kind, tuple(dict.fromkeys(configs)), frozenset({*tags, "user"}), doc,
-                f"{loc.path}:{line}", params, index_shape,
+                f"{loc.path}:{line}", params, index_shape, index_dtype,
                 params_where=f"{loc.path}:{params_line}", index_shape_where=f"{loc.path}:{shape_line}",
                 **_sharding_of(table, loc, line, kind, params is not None, index_shape),
             )

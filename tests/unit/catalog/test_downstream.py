@@ -642,3 +642,41 @@ def test_an_entry_target_outside_the_files_names_the_nearest(tmp_path, gate_in):
     assert status == 2 and err.count("\n") == 1, err
     assert "targets 'tpu-v5' lies outside this file's targets (cpu, tpu-v5e): it would never apply " in err
     assert err.rstrip().endswith("(did you mean 'tpu-v5e'?)"), err
+
+
+def test_a_program_takes_its_indices_in_the_dtype_it_declares(tmp_path, monkeypatch):
+    """index_dtype = "uint32": a lookup's indices (and a params program's) are uint32 where the catalog's
+    configuration has int32, through compile and the drawn arguments; a name that is not an integer dtype
+    is one line."""
+    from invariants._errors import InvariantsError
+    from invariants.catalog.arguments import make_arguments
+    from invariants.catalog.downstream import build
+    from invariants.catalog.programs import CONFIGS
+    from invariants.catalog.targets import all_targets
+    from invariants.compile.artifacts import compile_function
+    from invariants.spec.file import load_specs
+
+    m = "lib_u32"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    decls = program("p", f"{m}:lookup") + 'index_dtype = "uint32"\n\n'
+    decls += params_program(
+        "q", f"{m}:embed", f"{m}:tables", extra='index_shape = [4, 8]\nindex_dtype = "uint32"\n'
+    )
+    (tmp_path / f"{m}.py").write_text(LIB + PARAMS_LIB)
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "lib.toml").write_text('[spec]\ntargets = ["cpu"]\n\n' + decls)
+    for decl in (d for spec in load_specs(tmp_path / "specs") for d in spec.programs):
+        built = build(decl)
+        config = CONFIGS["f32"]
+        assert built.argument_specs(config)[-1].dtype == "uint32"
+        assert make_arguments(built, config)[-1].dtype == "uint32"
+        compiled, _ = compile_function(
+            built.fn, built.argument_specs(config), all_targets()["cpu"], "p", "f32"
+        )
+        assert "u32[" in compiled.hlo_text
+    (tmp_path / "specs" / "lib.toml").write_text(
+        '[spec]\ntargets = ["cpu"]\n\n' + program("p", f"{m}:lookup") + 'index_dtype = "float32"\n'
+    )
+    with pytest.raises(InvariantsError, match=r"lib\.toml:10: unknown index_dtype 'float32'; known: int8, "):
+        load_specs(tmp_path / "specs")
