@@ -28,7 +28,7 @@ def _struct(shape: tuple[int, ...], dtype: str) -> jax.ShapeDtypeStruct:
 Distribution = Literal["uniform", "zipf", "equal"]
 DISTRIBUTIONS: tuple[Distribution, ...] = ("uniform", "zipf", "equal")
 # numpy-style names (jnp.dtype takes them): JAX is imported only when a ShapeDtypeStruct is made.
-_DTYPES = {"f32": "float32", "bf16": "bfloat16", "i32": "int32", "i8": "int8"}
+_DTYPES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16", "i32": "int32", "i8": "int8"}
 # (vocabulary, embedding width) per size. "llm" is Llama-3's vocabulary and model width: compiled ahead of
 # time only (a 1 GiB bf16 table), to read what the TPU and GPU compilers make of a real model's lookup.
 _SIZES = {"small": (8192, 32), "large": (50000, 512), "llm": (128256, 4096)}
@@ -48,7 +48,7 @@ class Config:
     field that differs from the seed's setting (small table, int32 indices, 1-D indices).
     """
 
-    table_dtype: Literal["f32", "bf16"] = "f32"
+    table_dtype: Literal["f32", "bf16", "f16"] = "f32"
     size: Literal["small", "large", "llm"] = "small"
     index_dtype: Literal["i32", "i8"] = "i32"
     index_rank: Literal["1d", "2d"] = "1d"
@@ -110,10 +110,14 @@ CONFIGS: dict[str, Config] = {
         Config(index_rank="2d"),
         Config(table_dtype="bf16", size="llm"),
         Config(table_dtype="bf16", size="llm", index_rank="2d"),
+        Config(table_dtype="f16"),
     )
 }
+# Configurations the catalog does not compile: there for a project's programs (an f16 model names its
+# parameters' dtype so in its snapshots and items).
+PROJECT_ONLY = ("f16",)
 # Programs that every configuration is compiled for; the rest use the seed's setting only.
-ALL_CONFIGS = tuple(c for c, config in CONFIGS.items() if not config.compile_only)
+ALL_CONFIGS = tuple(c for c, config in CONFIGS.items() if not config.compile_only and c not in PROJECT_ONLY)
 # Llama-3 scale, ahead of time only: the core lookups, their gradients and the one-hot matmul (1-D).
 LLM_CONFIGS = tuple(c for c, config in CONFIGS.items() if config.compile_only)
 

@@ -472,6 +472,19 @@ def _check_params(
             f"{at_params}: {decl.params}(config) returns another pytree in {config.id} than in {first.id}: "
             f"{jax.tree_util.tree_structure(params)} against {theirs}"
         )
+    floats = {
+        np.dtype(x.dtype) for x in jax.tree_util.tree_leaves(params) if jnp.issubdtype(x.dtype, jnp.inexact)
+    }
+    if floats and np.dtype(config.table.dtype) not in floats:
+        # The configurations that differ from this one in their dtype alone, and take the factory's.
+        fit = [cid for cid, c in CONFIGS.items() if np.dtype(c.table.dtype) in floats
+               and dataclasses.replace(c, table_dtype=config.table_dtype) == config]  # fmt: skip
+        raise InvariantsError(
+            f"{at_params}: {decl.params}(config) returns {', '.join(sorted(map(str, floats)))} parameters "
+            f"where the configuration {config.id} is {np.dtype(config.table.dtype)}: a configuration names "
+            "the parameters' dtype in snapshots and items"
+            + (f"; list configs = [{', '.join(repr(c) for c in fit)}]" if fit else "")
+        )
     mesh = inputs.mesh
     indices = sharded([inputs.config(config).indices], [decl.index_sharding or ()], mesh)[0]
     shown = f"its params and {_shape(indices)} indices"

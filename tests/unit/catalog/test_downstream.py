@@ -680,3 +680,35 @@ def test_a_program_takes_its_indices_in_the_dtype_it_declares(tmp_path, monkeypa
     )
     with pytest.raises(InvariantsError, match=r"lib\.toml:10: unknown index_dtype 'float32'; known: int8, "):
         load_specs(tmp_path / "specs")
+
+
+def test_a_params_program_is_named_by_the_dtype_of_its_parameters(tmp_path, monkeypatch):
+    """A factory that makes f16 parameters under the f32 configuration would be snapshotted as
+    ``p.f32.txt``: refused in one line naming the configuration that fits; listed as ``configs = ["f16"]``
+    (a configuration for a project's programs, which the catalog does not compile) it builds."""
+    from invariants._errors import InvariantsError
+    from invariants.catalog.downstream import build
+    from invariants.catalog.programs import ALL_CONFIGS
+    from invariants.spec.file import load_specs
+
+    m = "lib_f16"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / f"{m}.py").write_text(
+        "import jax, jax.numpy as jnp\n\ndef init(config):\n"
+        "    return {'w': jax.ShapeDtypeStruct((config.vocab, 8), jnp.float16)}\n\n"
+        "def f(params, ids):\n    return params['w'][ids]\n"
+    )
+    (tmp_path / "specs").mkdir()
+    spec = tmp_path / "specs" / "lib.toml"
+    spec.write_text('[spec]\ntargets = ["cpu"]\n\n' + params_program("p", f"{m}:f", f"{m}:init"))
+    ((decl,),) = (s.programs for s in load_specs(tmp_path / "specs"))
+    with pytest.raises(
+        InvariantsError,
+        match=r"^specs/lib\.toml:7: p \[f32\]: lib_f16:init\(config\) returns "
+        r"float16 parameters where the configuration f32 is float32: .*; list configs = \['f16'\]$",
+    ):
+        build(decl)
+    spec.write_text(spec.read_text().replace('kind = "forward"', 'kind = "forward"\nconfigs = ["f16"]'))
+    ((decl,),) = (s.programs for s in load_specs(tmp_path / "specs"))
+    assert build(decl).configs == ("f16",) and "f16" not in ALL_CONFIGS
