@@ -52,8 +52,11 @@ from ._errors import InvariantsError, did_you_mean
 from .catalog.targets import Target, all_targets
 from .hlo.cost import Missing
 from .hlo.structure import Structure
+from .kernels import KernelFacts
+from .kernels.program import walk_kernels
 from .measure.measurement import Measurement, measure
-from .snapshot.render import render_summary, summary_line
+from .measure.metrics import METRICS
+from .snapshot.render import kernel_line, render_summary, summary_line
 
 if TYPE_CHECKING:
     from .compile.record import Compiled
@@ -166,14 +169,21 @@ class CompiledStructure:
         is no value."""
         return self.measured.metrics
 
-    def metric(self, name: str) -> Any:
-        """The metric ``name``: a number (or a sorted tuple for ``opcodes``, ``custom_call_targets``).
+    def metric(self, name: str, dtype: str | None = None) -> Any:
+        """The metric ``name``: a number (or a sorted tuple for ``opcodes``, ``custom_call_targets``);
+        ``dtype`` scopes a count to one element type, as a spec's ``scatters(dtype="f32")`` does.
 
         Raises :class:`MetricUnavailable` when this compile has no value for it, and ``AttributeError``
         (closest names listed) for a name that is not a metric of a compile.
         """
         if name not in self.metrics:
             raise AttributeError(self._unknown(name, "metric"))
+        if dtype is not None:
+            scoped = METRICS[name].by_dtype
+            if scoped is None:
+                takes = ", ".join(m.name for m in METRICS.values() if m.by_dtype is not None)
+                raise InvariantsError(f"{self.name}: {name} takes no dtype; the counts that do: {takes}")
+            return scoped(self.structure, dtype)
         value = self.metrics[name]
         if isinstance(value, Missing):
             raise MetricUnavailable(f"{self.name} on {self.target}: {name} {value}")
@@ -201,6 +211,14 @@ class CompiledStructure:
             f"{self.name} on {self.target}: no {what} {name!r}{did_you_mean(name, known, n=3)}; "
             "metrics: python -m invariants hlo-stats --help"
         )
+
+    @property
+    def kernel_facts(self) -> list[tuple[str, KernelFacts]]:
+        """Each kernel with code and what its code does: ``(its snapshot line, its KernelFacts)``, loop
+        bodies included, in order; ``[f for _, f in s.kernel_facts if f.cas_loops]`` are the kernels with a
+        compare-and-swap retry loop. Empty where the target gives no kernel code (a TPU compile)."""
+        return [(kernel_line(k), facts) for k in walk_kernels(self.structure.kernel_list)
+                if (facts := self.code.of(k)) is not None]  # fmt: skip
 
     @property
     def snapshot(self) -> str:

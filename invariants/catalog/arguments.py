@@ -24,15 +24,17 @@ def make_indices(
     seed: int = 0,
     shape: tuple[int, ...] | None = None,
     dtype: Any = None,
+    vocab: int | None = None,
 ) -> np.ndarray:
-    """Valid indices (all in ``[0, vocab)``) drawn from ``distribution``, of ``shape`` and ``dtype``
-    (default: the configuration's).
+    """Valid indices (all in ``[0, vocab)``) drawn from ``distribution``, of ``shape``, ``dtype`` and
+    ``vocab`` (default: the configuration's).
 
     ``zipf`` is token-like (a few rows take most lookups); ``equal`` sends every lookup to one row, the
     worst case for a scatter-add in the backward pass.
     """
     rng = np.random.default_rng(seed)
-    shape, vocab = config.index_shape if shape is None else shape, config.vocab
+    shape = config.index_shape if shape is None else shape
+    vocab = config.vocab if vocab is None else vocab
     if distribution == "uniform":
         idx = rng.integers(0, vocab, size=shape)
     elif distribution == "zipf":

@@ -66,6 +66,7 @@ import dataclasses
 import functools
 import importlib
 import inspect
+import math
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -129,16 +130,19 @@ def _import(decl: ProgramDecl, path: str | None = None, where: str | None = None
     return obj  # type: ignore[no-any-return,unused-ignore]
 
 
-def _check_signature(decl: ProgramDecl, fn: Callable[..., Any], takes: str = "(table, indices)") -> None:
+def _check_signature(
+    decl: ProgramDecl, fn: Callable[..., Any], takes: str = "(table, indices)", arity: int = 2
+) -> None:
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
         return  # a builtin or a C callable: tracing below decides
     try:
-        sig.bind(object(), object())
+        sig.bind(*(object() for _ in range(arity)))
     except TypeError as err:
+        count = {2: "two", 3: "three"}[arity]
         raise InvariantsError(
-            f"{decl.where}: {decl.name}: {decl.function}{sig} is called as {takes}, two positional "
+            f"{decl.where}: {decl.name}: {decl.function}{sig} is called as {takes}, {count} positional "
             f"arguments, and cannot be ({err})"
         ) from None
 
@@ -315,73 +319,146 @@ def _first(err: BaseException) -> str:
 
 class ParamsInputs:
     """The arguments of a params program (an :class:`invariants.catalog.programs.Inputs`): the flat leaves of
-    ``(params, indices)``, from the factory, per configuration."""
+    ``(params, indices)``, or of ``(params, indices, inputs)`` with an ``inputs`` factory, per
+    configuration."""
 
-    def __init__(self, decl: ProgramDecl, factory: Callable[..., Any]) -> None:
+    def __init__(
+        self, decl: ProgramDecl, factory: Callable[..., Any], extra: Callable[..., Any] | None = None
+    ) -> None:
         self.decl = decl
         self.factory = factory
+        self.extra = extra
         self.mesh = abstract_mesh(decl)
         self.signature = decl.signature
-        self._params: dict[str, Any] = {}
+        self._made: dict[tuple[str, str], Any] = {}
         self._draws: dict[tuple[str, str, int], tuple[Any, ...]] = {}
 
     def config(self, config: Config) -> ProgramConfig:
         shape = self.decl.index_shape or config.index_shape
         indices = jax.ShapeDtypeStruct(shape, self.decl.index_dtype or config.indices.dtype)
-        mesh = self.mesh
-        return ProgramConfig(config.id, config.vocab, config.width, shape, config.table, indices, mesh)
+        vocab = self.decl.vocab or config.vocab
+        return ProgramConfig(config.id, vocab, config.width, shape, config.table, indices, self.mesh)
+
+    def _made_by(self, which: str, config: Config) -> Any:
+        """The pytree the params (or inputs) factory makes for ``config``, once; one line when it fails or
+        is not arrays."""
+        if (which, config.id) not in self._made:
+            decl = self.decl
+            name, factory, at = (
+                (decl.params, self.factory, decl.params_where) if which == "params"
+                else (decl.inputs, self.extra, decl.inputs_where)
+            )  # fmt: skip
+            where = f"{at}: {decl.name} [{config.id}]"
+            try:
+                tree = factory(self.config(config))  # type: ignore[misc]
+            except Exception as err:
+                raise InvariantsError(
+                    f"{where}: {name}(config) fails: {type(err).__name__}: {_first(err)}"
+                ) from None
+            self._made[(which, config.id)] = _check_leaves(tree, where, name or "", which)
+        return self._made[(which, config.id)]
+
+    def params(self, config: Config) -> Any:
+        """The factory's pytree for ``config``: what a backward or train step differentiates."""
+        return self._made_by("params", config)
+
+    def extras(self, config: Config) -> Any:
+        """The ``inputs`` factory's pytree for ``config`` (never differentiated); None without one."""
+        return self._made_by("inputs", config) if self.extra is not None else None
+
+    def arguments(self, config: Config) -> tuple[Any, ...]:
+        """``(params, indices)``, or ``(params, indices, inputs)``: the function's arguments."""
+        head = (self.params(config), self.config(config).indices)
+        return head if self.extra is None else (*head, self.extras(config))
+
+    def treedef(self, config: Config) -> Any:
+        return jax.tree_util.tree_structure(self.arguments(config))
+
+    def param_leaves(self, config: Config) -> int:
+        """How many leading flat arguments are parameters (what a train step donates)."""
+        return len(jax.tree_util.tree_leaves(self.params(config)))
+
+    def specs(self, config: Config) -> tuple[Any, ...]:
+        leaves = jax.tree_util.tree_leaves(self.arguments(config))
+        return tuple(jax.ShapeDtypeStruct(tuple(x.shape), x.dtype) for x in leaves)
 
     def partition_specs(self, config: Config) -> tuple[tuple[str | None, ...], ...]:
         """Each argument's PartitionSpec entries: a leaf's from the sharding its factory gave it (none:
         replicated), the indices' from ``index_sharding``."""
-        leaves = jax.tree_util.tree_leaves(self.params(config))
-        parts = [tuple(leaf.sharding.spec) if _named_sharding(leaf) else () for leaf in leaves]
-        return (*parts, self.decl.index_sharding or ())
 
-    def params(self, config: Config) -> Any:
-        """The factory's pytree for ``config``, made once; one line when it fails or is not arrays."""
-        if config.id not in self._params:
-            where = f"{self.decl.params_where}: {self.decl.name} [{config.id}]"
-            try:
-                tree = self.factory(self.config(config))
-            except Exception as err:
+        def parts(tree: Any) -> list[tuple[str | None, ...]]:
+            return [
+                tuple(x.sharding.spec) if _named_sharding(x) else () for x in jax.tree_util.tree_leaves(tree)
+            ]
+
+        extra = parts(self.extras(config)) if self.extra is not None else []
+        return (*parts(self.params(config)), self.decl.index_sharding or (), *extra)
+
+    def facts(self, config: Config) -> dict[str, int]:
+        """The input facts of the model, not of the catalog's table: ``table_bytes`` of the tables it names
+        (``tables``; default every floating-point leaf of its params), ``row_bytes`` a row of each of them,
+        ``vocab`` the rows of the largest, ``lookups`` the indices it is called on."""
+        leaves = jax.tree_util.tree_flatten_with_path(self.params(config))[0]
+        named = {leaf_name(path): leaf for path, leaf in leaves}
+        if self.decl.tables:
+            missing = [t for t in self.decl.tables if t not in named]
+            if missing:
+                said = ", ".join(map(repr, missing))
                 raise InvariantsError(
-                    f"{where}: {self.decl.params}(config) fails: {type(err).__name__}: {_first(err)}"
-                ) from None
-            self._params[config.id] = _check_leaves(tree, where, self.decl.params or "")
-        return self._params[config.id]
-
-    def treedef(self, config: Config) -> Any:
-        return jax.tree_util.tree_structure((self.params(config), self.config(config).indices))
-
-    def specs(self, config: Config) -> tuple[Any, ...]:
-        leaves = jax.tree_util.tree_leaves((self.params(config), self.config(config).indices))
-        return tuple(jax.ShapeDtypeStruct(tuple(x.shape), x.dtype) for x in leaves)
+                    f"{self.decl.tables_where}: {self.decl.name}: tables {said}: no such leaf of "
+                    f"{self.decl.params}(config); its leaves: {', '.join(named)}"
+                )
+            tables = [named[t] for t in self.decl.tables]
+        else:
+            tables = [x for x in named.values() if jnp.issubdtype(x.dtype, jnp.inexact)]
+        size = np.dtype  # bytes of one element of each leaf's dtype
+        rows = [
+            (x.shape[0] if x.shape else 1, math.prod(x.shape[1:]) * size(x.dtype).itemsize) for x in tables
+        ]
+        return {
+            "table_bytes": sum(n * row for n, row in rows),
+            "row_bytes": sum(row for _, row in rows),
+            "vocab": max((n for n, _ in rows), default=0),
+            "lookups": math.prod(self.config(config).index_shape),
+        }
 
     def draw(self, config: Config, distribution: Distribution, seed: int) -> tuple[Any, ...]:
-        """Concrete leaves: the factory's arrays where it gave some, else drawn (see module doc); the
+        """Concrete leaves: the factories' arrays where they gave some, else drawn (see module doc); the
         indices from ``distribution``. Made once per (configuration, distribution, seed), read-only."""
         key = (config.id, distribution, seed)
         if key not in self._draws:
             rng = np.random.default_rng(seed + 1)
-            out = []
-            for leaf in jax.tree_util.tree_leaves(self.params(config)):
-                dtype = np.dtype(leaf.dtype)
-                if not isinstance(leaf, jax.ShapeDtypeStruct):
-                    value = np.array(leaf)  # a copy: the factory's array stays the factory's
-                elif np.issubdtype(dtype, np.integer):
-                    value = rng.integers(0, config.vocab, size=leaf.shape).astype(dtype)
-                else:
-                    value = (rng.standard_normal(leaf.shape, dtype=np.float32) * _DRAW_SCALE).astype(dtype)
-                out.append(value)
-            shape = self.config(config).index_shape
-            out.append(
-                make_indices(config, distribution, seed, shape=shape, dtype=self.config(config).indices.dtype)
-            )
+            vocab = self.config(config).vocab
+            out = [_drawn(leaf, rng, vocab) for leaf in jax.tree_util.tree_leaves(self.params(config))]
+            shape, dtype = self.config(config).index_shape, self.config(config).indices.dtype
+            out.append(make_indices(config, distribution, seed, shape=shape, dtype=dtype, vocab=vocab))
+            out += [_drawn(leaf, rng, vocab) for leaf in jax.tree_util.tree_leaves(self.extras(config))]
             for a in out:
                 a.flags.writeable = False
             self._draws[key] = tuple(out)
         return self._draws[key]
+
+
+def leaf_name(path: Any) -> str:
+    """A leaf of a pytree by its keys joined with dots (``{"emb": {"tokens": ...}}``: ``emb.tokens``), as
+    ``tables`` names it."""
+    parts = []
+    for key in path:
+        for attr in ("key", "name", "idx"):
+            if hasattr(key, attr):
+                parts.append(str(getattr(key, attr)))
+                break
+    return ".".join(parts)
+
+
+def _drawn(leaf: Any, rng: np.random.Generator, vocab: int) -> np.ndarray:
+    """A leaf's value: the factory's array (a copy), else integers in [0, vocab), else a normal draw."""
+    dtype = np.dtype(leaf.dtype)
+    if not isinstance(leaf, jax.ShapeDtypeStruct):
+        return np.array(leaf)  # a copy: the factory's array stays the factory's
+    if np.issubdtype(dtype, np.integer):
+        return rng.integers(0, vocab, size=leaf.shape).astype(dtype)
+    return (rng.standard_normal(leaf.shape, dtype=np.float32) * _DRAW_SCALE).astype(dtype)
 
 
 def _named_sharding(leaf: Any) -> bool:
@@ -389,7 +466,7 @@ def _named_sharding(leaf: Any) -> bool:
     return isinstance(getattr(leaf, "sharding", None), NamedSharding)
 
 
-def _check_leaves(tree: Any, where: str, factory: str) -> Any:
+def _check_leaves(tree: Any, where: str, factory: str, which: str = "params") -> Any:
     """``tree`` when every leaf has a shape and a dtype (an array or a ShapeDtypeStruct), else one line."""
     leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
     if not leaves:
@@ -397,7 +474,7 @@ def _check_leaves(tree: Any, where: str, factory: str) -> Any:
     for path, leaf in leaves:
         if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
             raise InvariantsError(
-                f"{where}: {factory}(config): leaf params{jax.tree_util.keystr(path)} is "
+                f"{where}: {factory}(config): leaf {which}{jax.tree_util.keystr(path)} is "
                 f"{type(leaf).__name__} {leaf!r:.40}, not an array or a jax.ShapeDtypeStruct"
             )
     return tree
@@ -415,21 +492,22 @@ def _params_program(
     """The program's function of the flat leaves of ``(params, indices)``, for ``decl.kind``."""
     first = CONFIGS[decl.configs[0]]
 
-    def split(leaves: tuple[Any, ...]) -> tuple[Any, Any]:
+    def split(leaves: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
         # One pytree in every configuration (checked by _check_params): the first's unflattens them all.
-        params, indices = jax.tree_util.tree_unflatten(inputs.treedef(first), leaves)
-        return params, indices
+        params, *rest = jax.tree_util.tree_unflatten(inputs.treedef(first), leaves)
+        return params, tuple(rest)
 
     def forward(*leaves: Any) -> Any:
-        return function(*split(leaves))
+        params, rest = split(leaves)
+        return function(params, *rest)
 
     def backward(*leaves: Any) -> Any:
-        params, indices = split(leaves)
-        return jax.grad(lambda p: _total(function(p, indices)))(params)
+        params, rest = split(leaves)  # the indices and the inputs are never differentiated
+        return jax.grad(lambda p: _total(function(p, *rest)))(params)
 
     def train(*leaves: Any) -> Any:
-        params, indices = split(leaves)
-        loss, grads = jax.value_and_grad(lambda p: _total(function(p, indices)))(params)
+        params, rest = split(leaves)
+        loss, grads = jax.value_and_grad(lambda p: _total(function(p, *rest)))(params)
         return jax.tree_util.tree_map(lambda p, g: p - (SGD_RATE * g).astype(p.dtype), params, grads), loss
 
     fn = {"forward": forward, "backward": backward, "train": train}[decl.kind]
@@ -439,9 +517,11 @@ def _params_program(
 
 def _build_with_params(decl: ProgramDecl) -> Program:
     function = _import(decl)
-    _check_signature(decl, function, "(params, indices)")
+    takes = "(params, indices, inputs)" if decl.inputs else "(params, indices)"
+    _check_signature(decl, function, takes, arity=3 if decl.inputs else 2)
     factory = _import(decl, decl.params, decl.params_where)
-    inputs = ParamsInputs(decl, factory)
+    extra = _import(decl, decl.inputs, decl.inputs_where) if decl.inputs else None
+    inputs = ParamsInputs(decl, factory, extra)
     fn = _params_program(decl, function, inputs)
     program = Program(
         decl.name,
@@ -453,6 +533,7 @@ def _build_with_params(decl: ProgramDecl) -> Program:
         inputs=inputs,
         aimed=decl.aimed,
         layout=layout_of(decl),
+        donate=decl.donate,
     )
     for config_id in decl.configs:
         _check_params(decl, function, inputs, program, CONFIGS[config_id])
@@ -487,10 +568,12 @@ def _check_params(
         )
     mesh = inputs.mesh
     indices = sharded([inputs.config(config).indices], [decl.index_sharding or ()], mesh)[0]
-    shown = f"its params and {_shape(indices)} indices"
+    extras = () if inputs.extra is None else (inputs.extras(config),)
+    shown = f"its params and {_shape(indices)} indices" + (" and inputs" if extras else "")
+    inputs.facts(config)  # the tables it names are leaves of its params: one line now if not
     try:
         with traced_on(mesh):
-            outputs = jax.eval_shape(function, params, indices)
+            outputs = jax.eval_shape(function, params, indices, *extras)
     except Exception as err:
         raise InvariantsError(
             f"{where}: {decl.function} fails on {shown}: {type(err).__name__}: {_first(err)}"

@@ -29,6 +29,7 @@ import numpy as np
 from jax import lax
 
 from .._errors import InvariantsError, did_you_mean
+from ..measure.metrics import input_facts
 
 # The configurations live in _configs (no JAX); re-exported here, where the catalog's users look for them.
 from .configs import _INDEX_SHAPES
@@ -107,6 +108,10 @@ class Inputs(Protocol):
 
     def partition_specs(self, config: Config) -> tuple[tuple[str | None, ...], ...]: ...
 
+    def param_leaves(self, config: Config) -> int: ...
+
+    def facts(self, config: Config) -> dict[str, int]: ...
+
     def draw(self, config: Config, distribution: Distribution, seed: int) -> tuple[np.ndarray, ...]: ...
 
 
@@ -137,6 +142,8 @@ class Program:
     aimed: tuple[str, ...] = ()
     # A declared lookup's indices in another integer dtype than its configuration's (uint32 ids, say).
     index_dtype: str | None = None
+    # A declared train step that donates its parameters' buffers (jax.jit's donate_argnums).
+    donate: bool = False
 
     def unavailable_reason(self) -> str | None:
         """None when every library the program needs is importable, else one line with the install command."""
@@ -145,6 +152,13 @@ class Program:
             return None
         names = " and ".join(_PIP_NAMES.get(m, m) for m in missing)
         return f"{self.name}: {names} not installed; {LIBS_HINT}"
+
+    def input_facts(self, config: Config, devices: int = 1) -> dict[str, int]:
+        """The input facts an assert reads of this program (``table_bytes``, ``lookups``, ``row_bytes``,
+        ``vocab``, and per chip on a mesh): the configuration's table for a lookup, the model's own tables
+        for a program with params (:meth:`Inputs.facts`)."""
+        facts = input_facts(config, self.layout, devices)
+        return {**facts, **(self.inputs.facts(config) if self.inputs is not None else {})}
 
     def argument_specs(self, config: Config) -> tuple[jax.ShapeDtypeStruct, ...]:
         """Shapes and dtypes of the arguments, without shardings."""

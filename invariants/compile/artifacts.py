@@ -118,6 +118,8 @@ def _compile(program_name: str, config_id: str, target: Target) -> tuple[Compile
     jit_kwargs: dict[str, Any] = {}
     if layout is not None and layout.output is not None:
         jit_kwargs["out_shardings"] = NamedSharding(mesh, PartitionSpec(*layout.output))
+    if program.donate and program.inputs is not None:  # a train step reuses its parameters' buffers
+        jit_kwargs["donate_argnums"] = tuple(range(program.inputs.param_leaves(get_config(config_id))))
     # Pod programs name mesh axes in their code (shard_map, sharding constraints), as model code does.
     context = jax.set_mesh(mesh) if layout is not None and layout.pod else contextlib.nullcontext()
     try:

@@ -7,11 +7,12 @@ programs are compared with the snapshots the installed package ships, which no u
 from __future__ import annotations
 
 import pytest
-from syrupy.terminal import disable_color
 
+from invariants._paths import shown
 from invariants.catalog.registry import PROGRAMS
 from invariants.plugin import results as _results
-from invariants.plugin.outcomes import committed_snapshot_diff, dumped_line, structure_failure
+from invariants.plugin.outcomes import dumped_line, snapshot_comparison, structure_failure
+from invariants.snapshot.diff import older_format
 from invariants.snapshot.render import render_summary
 
 pytestmark = [pytest.mark.gate, pytest.mark.snapshot]
@@ -35,7 +36,7 @@ def test_structure(structure_key, gate, structure_snapshot, request, record_prop
             pytest.fail(
                 f"{program}[{config}] on {target} no longer compiles to the package's snapshot (read-only; "
                 "--no-catalog leaves the catalog out):\n"
-                + committed_snapshot_diff(gate, structure_key, summary)
+                + "\n".join(snapshot_comparison(gate, structure_key, summary))
                 + "\n"
                 + dumped_line(gate, structure_key),
                 pytrace=False,
@@ -50,10 +51,16 @@ def test_structure(structure_key, gate, structure_snapshot, request, record_prop
             + gate.update_command(request.path, "--snapshot-update", programs),
             pytrace=False,
         )
-    # syrupy compares (and, on --snapshot-update, writes); the failure is ours: its diff whole, with no
-    # traceback of this function and no pytest truncation of an assert's explanation ("use -vv").
-    if structure_snapshot != summary:
-        with disable_color():  # the text also goes to the results file and junit XML
-            diff = structure_snapshot.get_assert_diff()
+    updating = request.config.getoption("--snapshot-update")
+    if path.exists() and not updating and older_format(path.read_text()):
         accept = gate.update_command(request.path, "--snapshot-update", program, target, config)
-        pytest.fail(structure_failure(gate, structure_key, diff, accept), pytrace=False)
+        pytest.fail(
+            f"{shown(path)}: written in the snapshot format before kernels were named by what they are; "
+            f"re-record it: {accept}",
+            pytrace=False,
+        )
+    # syrupy compares (and, on --snapshot-update, writes); the failure is ours: what changed, to fit a screen
+    # (the whole diff goes to the dump folder), with no traceback of this function.
+    if structure_snapshot != summary:
+        accept = gate.update_command(request.path, "--snapshot-update", program, target, config)
+        pytest.fail(structure_failure(gate, structure_key, summary, accept), pytrace=False)

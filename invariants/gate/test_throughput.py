@@ -15,7 +15,6 @@ efficiency in ``extra_info``. With ``--benchmark-disable`` the measurements and 
 from __future__ import annotations
 
 import functools
-import math
 import shlex
 
 import jax
@@ -28,7 +27,6 @@ from invariants.catalog.registry import PROGRAMS
 from invariants.catalog.targets import versions
 from invariants.compile.record import Key
 from invariants.hlo.cost import predicted_ratio
-from invariants.measure.metrics import input_facts
 from invariants.plugin import results as _results
 from invariants.plugin.generate import throughput_cases
 from invariants.plugin.outcomes import dumped_line, judge
@@ -115,12 +113,8 @@ def test_ratio(throughput_case, gate, benchmark, record_property):
 
 def bytes_moved(program: str, config: str) -> int:
     """Bytes a lookup must move at least: the rows it gathers (forward) or scatters (backward). A program
-    with params: a row of the configuration's width per index of its own index shape."""
-    facts = input_facts(get_config(config))
-    inputs = PROGRAMS[program].inputs
-    if inputs is not None:
-        (*_, indices) = inputs.specs(get_config(config))
-        return math.prod(indices.shape) * facts["row_bytes"]
+    with params: a row of each of its tables per index of its own index shape."""
+    facts = PROGRAMS[program].input_facts(get_config(config))
     return facts["lookups"] * facts["row_bytes"]
 
 

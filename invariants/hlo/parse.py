@@ -74,6 +74,13 @@ _DTYPE_BITS: dict[str, int] = {
 _FLOAT_VARIANT = re.compile(r"f(\d+)e\d+m\d+[a-z]*")
 
 
+def is_dtype(name: str) -> bool:
+    """Whether ``name`` is an element type as HLO text writes it: ``f32``, ``bf16``, ``s32``, ``f8e4m3fn``."""
+    if name in ("token", "opaque"):
+        return False
+    return name in _DTYPE_BITS or _FLOAT_VARIANT.fullmatch(name) is not None
+
+
 def dtype_bits(dtype: str) -> int | None:
     """Bits per element of an HLO element type, or None when the type is unknown."""
     bits = _DTYPE_BITS.get(dtype)
@@ -211,6 +218,20 @@ class HloModule:
     entry: Computation
     scheduled: bool = False
     source: str = field(default="<string>", compare=False)
+    # The header's input_output_alias: each output buffer that reuses a parameter's (a donated argument).
+    aliases: tuple[Alias, ...] = ()
+
+
+@dataclass(frozen=True)
+class Alias:
+    """One entry of ``input_output_alias``: the output at tuple index ``output`` reuses parameter
+    ``parameter``'s buffer (at its tuple index ``parameter_index``); ``kind`` is ``may-alias`` or
+    ``must-alias``."""
+
+    output: str
+    parameter: int
+    parameter_index: str
+    kind: str
 
 
 # --- lexical helpers ---------------------------------------------------------------------------------
@@ -266,6 +287,30 @@ def _strip_comments(text: str) -> str:
     if "/*" not in text:
         return text
     return _COMMENT_OR_STRING.sub(lambda m: m.group() if m.group()[0] == '"' else "", text)
+
+
+_ALIAS = re.compile(r"\{([\d,\s]*)\}:\s*\((\d+),\s*\{([\d,\s]*)\}(?:,\s*([a-z][a-z-]*))?\)")
+
+
+def _aliases(header: str, line: str) -> tuple[Alias, ...]:
+    """The ``input_output_alias={ {0}: (0, {}, may-alias), ... }`` of a module header; an entry that is not
+    of that form is an error (what a donated buffer is must never be guessed)."""
+    pieces, _ = _split(header, 0, None)
+    found = [p for p in pieces if p.startswith("input_output_alias=")]
+    if not found:
+        return ()
+    body = found[0].removeprefix("input_output_alias=").strip()
+    if not (body.startswith("{") and body.endswith("}")):
+        raise _Error("input_output_alias not understood", line)
+    entries, _ = _split(body[1:-1], 0, None)
+    out = []
+    for entry in (e for e in entries if e):
+        m = _ALIAS.fullmatch(entry)
+        if m is None:
+            raise _Error(f"input_output_alias entry {entry!r} not understood", line)
+        clean = lambda t: "{" + ",".join(x.strip() for x in t.split(",") if x.strip()) + "}"  # noqa: E731
+        out.append(Alias(clean(m.group(1)), int(m.group(2)), clean(m.group(3)), m.group(4) or "may-alias"))
+    return tuple(out)
 
 
 def _split(text: str, pos: int, closer: str | None) -> tuple[list[str], int]:
@@ -421,6 +466,7 @@ def parse_module(text: str, source: str = "<string>") -> HloModule:
     lines = text.splitlines()
     module_name: str | None = None
     scheduled = False
+    aliases: tuple[Alias, ...] = ()
     computations: dict[str, Computation] = {}
     current: _OpenComputation | None = None
     in_table = False
@@ -459,6 +505,7 @@ def parse_module(text: str, source: str = "<string>") -> HloModule:
                     _split(m.group(2), 0, None)  # checks that the header's attributes are balanced
                 module_name = m.group(1)
                 scheduled = bool(re.search(r"(?:^|,)\s*is_scheduled=true\b", m.group(2) or ""))
+                aliases = _aliases(m.group(2) or "", stripped)
                 in_table = False
                 continue
             if module_name is None:
@@ -484,7 +531,8 @@ def parse_module(text: str, source: str = "<string>") -> HloModule:
         raise HloParseError(source, current.line, "computation not closed with '}'", current.name)
     if module_name is None:
         raise HloParseError(source, 1, "no HloModule line", text[:80])
-    return dataclasses.replace(_link(module_name, computations, source), scheduled=scheduled, source=source)
+    linked = _link(module_name, computations, source)
+    return dataclasses.replace(linked, scheduled=scheduled, source=source, aliases=aliases)
 
 
 def _close(comp: _OpenComputation, source: str) -> Computation:

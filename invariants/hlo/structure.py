@@ -203,6 +203,9 @@ class Structure:
     scatter_shapes: tuple[IndexedOp, ...]
     root_shape: str
     converts: tuple[str, ...]
+    # Output buffers that reuse a donated parameter's (the module's input_output_alias), as ``output {0} <-
+    # parameter 0``: losing one after an upgrade doubles a train step's memory.
+    aliases: tuple[str, ...] = ()
 
 
 def _partitions(instr: Instruction) -> int | None:
@@ -641,6 +644,12 @@ def structure_of(module: HloModule) -> Structure:
         scatters=opcodes["scatter"],
         dynamic_slices=opcodes["dynamic-slice"],
         dynamic_update_slices=opcodes["dynamic-update-slice"],
+        aliases=tuple(
+            f"output {a.output} <- parameter {a.parameter}"
+            + (f" {a.parameter_index}" if a.parameter_index != "{}" else "")
+            + (f" ({a.kind})" if a.kind != "may-alias" else "")
+            for a in module.aliases
+        ),
         strided_gathers=sum(g.strided for g in gathers),
         strided_scatters=sum(g.strided for g in scatters),
         transposes=opcodes["transpose"],
@@ -703,6 +712,7 @@ def to_json(structure: Structure) -> dict[str, Any]:
         "scatters": s.scatters,
         "dynamic_slices": s.dynamic_slices,
         "dynamic_update_slices": s.dynamic_update_slices,
+        "aliases": list(s.aliases),
         "strided_gathers": s.strided_gathers,
         "strided_scatters": s.strided_scatters,
         "transposes": s.transposes,

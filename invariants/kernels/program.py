@@ -44,7 +44,7 @@ class ProgramCode:
 
     @property
     def unmatched(self) -> tuple[KernelFacts, ...]:
-        named = {_key(k) for k in _walk(self.structure.kernel_list) if k.name}
+        named = {_key(k) for k in walk_kernels(self.structure.kernel_list) if k.name}
         return tuple(f for f in self.facts or () if f.key not in named)
 
     def total(self, field: str) -> int | Missing:
@@ -74,20 +74,21 @@ def _key(kernel: Kernel) -> str:
     return name_key(kernel.name)
 
 
-def _walk(kernels: Iterable[Kernel]) -> Iterator[Kernel]:
+def walk_kernels(kernels: Iterable[Kernel]) -> Iterator[Kernel]:
+    """Every kernel of a kernel list, loop conditions and bodies and conditional branches included."""
     for k in kernels:
         yield k
-        yield from _walk(k.condition)
-        yield from _walk(k.body)
+        yield from walk_kernels(k.condition)
+        yield from walk_kernels(k.body)
         for branch in k.branches:
-            yield from _walk(branch)
+            yield from walk_kernels(branch)
 
 
 def lookup_kernels(structure: Structure) -> list[Kernel]:
     """The kernels, loop bodies included, that hold a gather or a scatter: the lookup's own work."""
     return [
         k
-        for k in _walk(structure.kernel_list)
+        for k in walk_kernels(structure.kernel_list)
         if k.opcode in ("gather", "scatter") or any(op in ("gather", "scatter") for op, _ in k.inner_opcodes)
     ]
 

@@ -81,6 +81,9 @@ class Metric:
     call_only: bool = False
     # Another name for the same quantity; listed under its main name, kept for specs that use it.
     alias_of: str | None = None
+    # A count that an assert may scope to one element type, ``scatters(dtype="f32")``: the same count of
+    # the instructions whose result has that dtype (None: it takes no scope).
+    by_dtype: Callable[[Any, str], Any] | None = None
 
 
 def _max_trip_count(s: Structure) -> int | None:
@@ -90,8 +93,22 @@ def _max_trip_count(s: Structure) -> int | None:
     return max((t for t in trips if t is not None), default=0)
 
 
-def _collectives(prefix: str) -> Callable[[Structure], int]:
-    return lambda s: sum(1 for c in s.collectives if c.opcode.startswith(prefix))
+def _collectives(*prefixes: str) -> Callable[[Structure], int]:
+    return lambda s: sum(1 for c in s.collectives if c.opcode.startswith(prefixes))
+
+
+def _indexed(field: str, strided: bool = False) -> Callable[[Structure, str], int]:
+    """A count of gathers or scatters (``field``: ``gather_shapes`` or ``scatter_shapes``; ``strided``: only
+    those whose window is strided) whose result is of one dtype, as its shape is written (``f32[...]``)."""
+    return lambda s, dtype: sum(
+        1 for op in getattr(s, field) if op.shape.startswith(f"{dtype}[") and (op.strided or not strided)
+    )
+
+
+def _scoped(
+    name: str, meaning: str, of: Callable[[Structure], Any], by_dtype: Callable[[Structure, str], Any]
+) -> Metric:
+    return Metric(name, meaning, "number", "structure", "count", of, by_dtype=by_dtype)
 
 
 def _itemsize(config: Any) -> int:
@@ -137,12 +154,16 @@ _ALL = (
     _structural("dynamic_kernel_launches",
                 "kernel launches with loops expanded by trip count (body x trips); unknown if any trip is",
                 lambda s: s.dynamic_kernel_launches),
-    _structural("gathers", "gather instructions in all computations, fused included", lambda s: s.gathers),
-    _structural("scatters", "scatter instructions in all computations, fused included", lambda s: s.scatters),
-    _structural("strided_gathers", "gathers whose slice per index is not contiguous in the operand's layout "
-                "(its dimensions larger than 1 are not the minor-most)", lambda s: s.strided_gathers),
-    _structural("strided_scatters", "scatters whose window per index is not contiguous in the operand's "
-                "layout (each index's row written strided)", lambda s: s.strided_scatters),
+    _scoped("gathers", "gather instructions in all computations, fused included; gathers(dtype=\"f32\"): "
+            "those of f32 rows", lambda s: s.gathers, _indexed("gather_shapes")),
+    _scoped("scatters", "scatter instructions in all computations, fused included; scatters(dtype=\"f32\"): "
+            "those into an f32 operand", lambda s: s.scatters, _indexed("scatter_shapes")),
+    _scoped("strided_gathers", "gathers whose slice per index is not contiguous in the operand's layout "
+            "(its dimensions larger than 1 are not the minor-most)", lambda s: s.strided_gathers,
+            _indexed("gather_shapes", strided=True)),
+    _scoped("strided_scatters", "scatters whose window per index is not contiguous in the operand's layout "
+            "(each index's row written strided)", lambda s: s.strided_scatters,
+            _indexed("scatter_shapes", strided=True)),
     _structural("transposes", "transpose instructions in all computations, fused included (a layout-changing "
                 "copy is counted by copies)", lambda s: s.transposes),
     _structural("dynamic_slices", "dynamic-slice instructions in all computations, fused included",
@@ -156,6 +177,14 @@ _ALL = (
                 lambda s: sum(c.bytes for c in s.collectives), unit="bytes"),
     _structural("all_gathers", "all-gather collectives, async forms included", _collectives("all-gather")),
     _structural("all_reduces", "all-reduce collectives, async forms included", _collectives("all-reduce")),
+    _structural("reduce_scatters", "reduce-scatter collectives, async forms included",
+                _collectives("reduce-scatter")),
+    _structural("all_to_alls", "all-to-all collectives (ragged ones included), async forms included",
+                _collectives("all-to-all", "ragged-all-to-all")),
+    _structural("collective_permutes", "collective-permute collectives, async forms included",
+                _collectives("collective-permute")),
+    _structural("aliased_buffers", "output buffers that reuse a donated parameter's (the module's "
+                "input_output_alias)", lambda s: len(s.aliases)),
     _structural("converts", "convert instructions (dtype conversions) in all computations",
                 lambda s: len(s.converts)),
     _structural("copies", "copy and copy-start instructions in all computations",

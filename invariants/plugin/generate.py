@@ -87,14 +87,20 @@ def _parametrize_throughput(s: GateSession, metafunc: pytest.Metafunc) -> None:
     cases = throughput_cases(s)
     if "throughput_case" in metafunc.fixturenames:
         params = [
-            pytest.param(c, id=c.id, marks=_skip(c.skip or _missing_library([k.program for k in c.keys])))
+            pytest.param(c, id=c.id, marks=_skip(c.skip or _missing_library(names) or _untimed(names)))
             for c in cases
+            for names in [[k.program for k in c.keys]]
         ]
         metafunc.parametrize("throughput_case", params or [_none("no throughput invariant applies")])
     if "efficiency_key" in metafunc.fixturenames:
         # A partner kept only for the project's relations (--no-catalog) gets no efficiency item of its own.
         keys = sorted({k for c in cases for k in c.keys if k.program in s.programs})
-        params = [pytest.param(k, id=_key_id(k), marks=_skip(_missing_library([k.program]))) for k in keys]
+        params = [
+            pytest.param(
+                k, id=_key_id(k), marks=_skip(_missing_library([k.program]) or _untimed([k.program]))
+            )
+            for k in keys
+        ]
         metafunc.parametrize("efficiency_key", params or [_none("no program is timed")])
 
 
@@ -116,6 +122,14 @@ def _none(reason: str) -> Any:
 def _missing_library(programs: list[str]) -> str | None:
     """Why one of ``programs`` cannot be traced here (a library of the ``libs`` extra is missing), or None."""
     return next((r for p in programs if (r := PROGRAMS[p].unavailable_reason()) is not None), None)
+
+
+def _untimed(programs: list[str]) -> str | None:
+    """Why one of ``programs`` cannot be timed: it donates its parameters, so no second call may read them."""
+    donating = next((p for p in programs if PROGRAMS[p].donate), None)
+    if donating is None:
+        return None
+    return f"{donating} donates its parameters' buffers (donate = true): no second call can read them to time"
 
 
 def _skip(reason: str | None) -> list[Any]:

@@ -15,12 +15,13 @@ import pytest
 from .._errors import InvariantsError
 from .._paths import shown
 from ..catalog.targets import versions
+from ..snapshot.diff import changed_kernels, changed_sections, structural_diff, summary_change, summary_of
 
 if TYPE_CHECKING:
     from ..compile.artifacts import Key
     from .session import GateSession
 
-__all__ = ["committed_snapshot_diff", "dumped_line", "failure_report", "judge", "structure_failure"]
+__all__ = ["dumped_line", "failure_report", "judge", "snapshot_comparison", "structure_failure"]
 
 
 def judge(invariant: Any, holds: bool, tightenable: bool, where: str, describe: str, failure: Any) -> None:
@@ -42,17 +43,33 @@ def judge(invariant: Any, holds: bool, tightenable: bool, where: str, describe: 
         pytest.fail(failure(), pytrace=False)
 
 
-def committed_snapshot_diff(s: GateSession, key: Key, current: str) -> str:
-    """A focused diff of ``current`` against the committed snapshot of ``key``, or a note if none."""
+# A changed section's diff is shown whole up to this many lines; a longer one is named, and read whole in
+# the dump folder's diff (a failure should fit a screen).
+_SECTION_LINES = 8
+
+
+def snapshot_comparison(s: GateSession, key: Key, current: str) -> list[str]:
+    """What differs between the committed snapshot of ``key`` and ``current``, to fit a screen: the summary
+    lines before and after, the kernels that changed (never cut), the other sections that changed (short
+    ones whole), and where the whole diff was written. A note when there is no committed snapshot."""
     path = s.snapshots.path(key)
     name = shown(path)
     if not path.exists():
-        return f"no committed snapshot at {name}"
-    diff = difflib.unified_diff(
-        path.read_text().splitlines(), current.splitlines(), name, "now", n=1, lineterm=""
-    )
-    text = "\n".join(diff)
-    return text or f"structure identical to {name}"
+        return [f"no committed snapshot at {name}"]
+    committed = path.read_text()
+    if committed == current:
+        return [f"structure identical to {name}"]
+    lines = [f"- {summary_of(committed)}", f"+ {summary_of(current)}"]
+    kernels = changed_kernels(committed, current)
+    if kernels:
+        lines += [f"kernels that changed (- {name}, + now):", *kernels]
+    for title, diff in changed_sections(committed, current):
+        if len(diff) <= _SECTION_LINES:
+            lines += [f"{title} changed:", *diff]
+        else:
+            lines.append(f"{title} changed: {len(diff)} lines")
+    whole = s.write_diff(key, structural_diff(committed, current, name, "now"))
+    return [*lines, f"the whole diff: {shown(whole)}"]
 
 
 def dumped_line(s: GateSession, *keys: Key) -> str:
@@ -70,12 +87,13 @@ def dumped_line(s: GateSession, *keys: Key) -> str:
 
 
 def failure_report(s: GateSession, key: Key, headline: str, current_summary: str) -> str:
-    """The diagnosis a compiler engineer needs: the verdict, the structural diff, versions, dumps."""
+    """The diagnosis a compiler engineer needs: the verdict, what changed against the committed snapshot,
+    versions, dumps."""
     return "\n".join(
         [
             headline,
             "versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()) + f"; target {key.target}",
-            committed_snapshot_diff(s, key, current_summary),
+            *snapshot_comparison(s, key, current_summary),
             dumped_line(s, key),
         ]
     )
@@ -107,16 +125,18 @@ def relation_report(s: GateSession, keys: tuple[Key, ...], headline: str, summar
     )
 
 
-def structure_failure(s: GateSession, key: Key, diff: list[str], accept: str | None) -> str:
+def structure_failure(s: GateSession, key: Key, current: str, accept: str | None) -> str:
     """What a structure item that differs from its snapshot says: one line of reason first (pytest's
-    ``FAILED`` short line shows it), then syrupy's diff of the two snapshot texts, whole (``diff``: its
-    lines, ``-`` the snapshot, ``+`` now), the versions and the dumps, and last the command that accepts
-    the change (``accept``; None for a read-only snapshot, which no update rewrites)."""
+    ``FAILED`` short line shows it: what of the summary changed), then what changed, to fit a screen
+    (:func:`snapshot_comparison`), the versions and the dumps, and last the command that accepts the change
+    (``accept``; None for a read-only snapshot, which no update rewrites)."""
     program, config, target = key
+    path = s.snapshots.path(key)
+    committed = path.read_text() if path.exists() else ""
     lines = [
-        f"{program}[{config}] on {target}: compiled structure differs from {shown(s.snapshots.path(key))}"
-        " (- snapshot, + now)",
-        *diff,
+        f"{program}[{config}] on {target}: compiled structure differs from {shown(path)}: "
+        + summary_change(committed, current),
+        *snapshot_comparison(s, key, current),
         "versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()),
         dumped_line(s, key),
     ]

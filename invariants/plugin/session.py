@@ -21,7 +21,7 @@ import pytest
 
 from .. import _config
 from .._errors import InvariantsError, NothingChecked
-from .._paths import check_output_dir, shown
+from .._paths import check_output_dir, shown, write_atomic
 from ..catalog.downstream import build_all
 from ..catalog.programs import CATALOG, select_configs
 from ..catalog.project import Project
@@ -174,6 +174,14 @@ class GateSession:
             for config in self.configs_for(target, name)
         ]
 
+    def write_diff(self, key: Key, diff: str) -> Path:
+        """Write the whole snapshot diff of a failing ``key`` beside its dumps; return its path."""
+        folder = self.dump_dir / key.target
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{key.program}.{key.config}.snapshot.diff"
+        write_atomic(path, diff + "\n", "--hlo-dump-dir")
+        return path
+
     def dump(self, key: Key) -> Path:
         """Write the optimized HLO and the jaxpr of ``key`` for CI to upload; return the folder."""
         compiled = self.cache.get(*key)
@@ -233,6 +241,7 @@ class GateSession:
         """The gate's lines of the terminal summary: the notes of the run's end, the targets that could not
         compile here (their items skipped), the compile time, the unused snapshots syrupy counted."""
         lines = list(self.recorder.notes)
+        lines += failure_table(self.recorder.items)
         skipped = unavailable_targets(self.targets)
         if skipped:
             lines.append(f"invariants: skipped, cannot compile here: {skipped}")
@@ -336,3 +345,27 @@ def unavailable_targets(targets: list[Target]) -> str:
         if reason is not None:
             by_reason.setdefault(reason.removeprefix(f"{t.name}: "), []).append(t.name)
     return "; ".join(f"{', '.join(names)}: {why}" for why, names in by_reason.items())
+
+
+def failure_table(items: list[dict[str, Any]]) -> list[str]:
+    """The run's end, when items failed: one row per failed structure or invariant item, its program,
+    configuration and target, and what changed (the part of its reason after its key)."""
+    rows = []
+    for it in items:
+        if it.get("outcome") != "failed" or it.get("kind") not in ("structure", "invariant"):
+            continue
+        reason = str(it.get("reason") or "")
+        program = it.get("program") or "~".join(it.get("programs") or ())
+        if it["kind"] == "structure":  # after its key: "compiled structure differs from PATH: what"
+            said = reason.split(": ", 1)[-1]
+            what = "structure: " + (said.split(": ", 1)[1] if said.startswith("compiled structure") else said)
+        else:  # after "FILE:LINE: id failed on TARGET PROGRAM [CONFIG]: "
+            what = f"{it.get('id')}: " + (reason.split("]: ", 1)[1] if "]: " in reason else reason)
+        what = what if len(what) <= 120 else what[:117] + "..."
+        rows.append((f"{program} [{it.get('config')}]", str(it.get("target")), what))
+    if not rows:
+        return []
+    wide = [max(len(r[i]) for r in rows) for i in (0, 1)]
+    return ["invariants: what failed, by program and target:"] + [
+        f"  {p:<{wide[0]}}  {t:<{wide[1]}}  {w}" for p, t, w in sorted(rows)
+    ]

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import difflib
 import json
 import os
 import subprocess
@@ -40,6 +39,7 @@ from ..catalog.targets import all_targets
 from ..compile.child import GateRun, gate_command, gate_env, keys_child, last_line, run_gate, stage
 from ..measure.measurement import measure
 from ..plugin.results import compile_failure
+from ..snapshot.diff import structural_diff, what_changed
 from ..snapshot.render import render_summary
 from .environments import (
     DEFAULT_CACHE,
@@ -290,108 +290,6 @@ def _keys_of(items: Iterable[Mapping[str, Any]], limit: int = 2) -> list[tuple[s
             if key not in keys:
                 keys.append(key)
     return keys[:limit]
-
-
-def structural_diff(old: str, new: str, old_name: str, new_name: str) -> str:
-    diff = difflib.unified_diff(old.splitlines(), new.splitlines(), old_name, new_name, n=1, lineterm="")
-    return "\n".join(diff) or "(identical structure)"
-
-
-# The snapshot's kernel-code lines (invariants.snapshot.render): one ``code ptx: ...`` / ``code llvm: ...``
-# line
-# under each kernel with code, and the block of code no listed kernel names. Every other line is read from
-# the optimized HLO (or the jaxpr).
-_CODE_BLOCK = "code of no listed kernel:"
-_KERNEL_LABELS = ("kernel ", "body ", "cond ", "branch ")
-
-
-def _code_line_indices(lines: Sequence[str]) -> set[int]:
-    out: set[int] = set()
-    in_block = False
-    for i, line in enumerate(lines):
-        if line == _CODE_BLOCK:
-            in_block = True
-            out.add(i)
-        elif in_block and line.startswith("  "):
-            out.add(i)
-        else:
-            in_block = False
-            if line.lstrip().startswith(("code ptx:", "code llvm:")):
-                out.add(i)
-    return out
-
-
-def _owner(lines: Sequence[str], i: int) -> str:
-    """The kernel a code line belongs to: the label of the nearest kernel line above it (``kernel 2``)."""
-    for j in range(i, -1, -1):
-        text = lines[j].strip()
-        if text == _CODE_BLOCK:
-            return "code of no listed kernel"
-        if j < i and text.startswith(_KERNEL_LABELS) and ":" in text:
-            return text.split(":", 1)[0]
-    return "?"
-
-
-@dataclasses.dataclass(frozen=True)
-class LineChanges:
-    """Which lines of two snapshot renderings differ, split into kernel-code lines and the rest (the
-    HLO's and the jaxpr's): each is ``(kernel label, old line or None, new line or None)`` for code lines,
-    the changed text for the others."""
-
-    code: tuple[tuple[str, str | None, str | None], ...]
-    hlo: tuple[str, ...]
-
-    @property
-    def code_only(self) -> bool:
-        return bool(self.code) and not self.hlo
-
-    def describe(self, summary: str | None = None) -> str:
-        """One line naming what changed, e.g. ``code lines only: kernel 2 (...); the HLO lines are equal``;
-        ``summary`` is the (equal) ``summary:`` line, quoted when given."""
-        if not self.code and not self.hlo:
-            return "no line changed"
-        kernels = list(dict.fromkeys(k for k, _, _ in self.code))
-        where = ", ".join(kernels)
-        if self.code_only:
-            text = f"code lines only ({len(self.code)} changed: {where}); the HLO lines are equal"
-            return text + (f" ({summary.strip()})" if summary else "")
-        first = self.hlo[0].strip()
-        shown = first if len(first) <= 100 else first[:97] + "..."
-        text = f"HLO lines ({len(self.hlo)} changed, first: {shown})"
-        return text + (f" and code lines ({len(self.code)} changed: {where})" if self.code else "")
-
-
-def line_changes(old: str, new: str) -> LineChanges:
-    """The lines that differ between two snapshot renderings, by kind (see :class:`LineChanges`)."""
-    a, b = old.splitlines(), new.splitlines()
-    code_a, code_b = _code_line_indices(a), _code_line_indices(b)
-    code: list[tuple[str, str | None, str | None]] = []
-    hlo: list[str] = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if tag == "equal":
-            continue
-        old_code = [i for i in range(i1, i2) if i in code_a]
-        new_code = [j for j in range(j1, j2) if j in code_b]
-        hlo += [f"-{a[i]}" for i in range(i1, i2) if i not in code_a]
-        hlo += [f"+{b[j]}" for j in range(j1, j2) if j not in code_b]
-        for n in range(max(len(old_code), len(new_code))):
-            i = old_code[n] if n < len(old_code) else None
-            j = new_code[n] if n < len(new_code) else None
-            owner = _owner(b, j) if j is not None else _owner(a, i if i is not None else 0)
-            code.append((owner, None if i is None else a[i], None if j is None else b[j]))
-    return LineChanges(tuple(code), tuple(hlo))
-
-
-def summary_of(rendering: str) -> str | None:
-    """The ``summary:`` line of a snapshot rendering (None when it has none)."""
-    return next((ln for ln in rendering.splitlines() if ln.startswith("summary: ")), None)
-
-
-def what_changed(old: str, new: str) -> str:
-    """One line: which lines of two renderings differ (code lines only, HLO lines, or both)."""
-    changes = line_changes(old, new)
-    summary = summary_of(new) if changes.code_only and summary_of(old) == summary_of(new) else None
-    return changes.describe(summary)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from ..compile.child import catalog_snapshot_dir
 from ..compile.record import Compiled
 from ..kernels.dump import code_beside
 from ..measure.measurement import measure
+from ..snapshot.diff import line_changes, structure_part
 from ..snapshot.render import render_summary
 from .registry import Injection
 
@@ -82,21 +83,14 @@ def matches(expect: str, item: Mapping[str, Any]) -> bool:
     return expect in (kind, _KIND_ALIASES.get(kind))
 
 
-def _from_summary(text: str) -> str:
-    """A snapshot from its ``summary:`` line on (the jaxpr above it is not in a dump)."""
-    lines = text.splitlines()
-    start = next((i for i, ln in enumerate(lines) if ln.startswith("summary: ")), len(lines))
-    return "\n".join(lines[start:]) + "\n"
-
-
 def snapshot_change(item: Mapping[str, Any], dump_dir: Path, snapshot_dir: Path | None = None) -> Any:
     """Which lines of a failed structure item's snapshot changed (an
-    ``invariants.releases.bisect.LineChanges``):
+    ``invariants.snapshot.diff.LineChanges``):
     its key rendered again from the child's dump (``--hlo-dump-dir``: the optimized HLO and the kernel code
-    the gate writes for a key an invariant failed on) against the committed snapshot, from its ``summary:``
-    line on (the jaxpr above it is not in a dump; no XLA flag changes it). None when either is missing."""
-    # Lazy: these import pytest, which selfcheck --help and --list start without.
-    from ..releases.bisect import line_changes
+    the gate writes for a key an invariant failed on) against the committed snapshot, their structure parts
+    (:func:`invariants.snapshot.diff.structure_part`: the jaxpr is not in a dump, and no XLA flag changes
+    it). None when either is missing."""
+    # Lazy: it imports pytest, which selfcheck --help and --list start without.
     from ..snapshot.store import snapshot_stem
 
     program, config, target = (str(item.get(f)) for f in ("program", "config", "target"))
@@ -109,7 +103,7 @@ def snapshot_change(item: Mapping[str, Any], dump_dir: Path, snapshot_dir: Path 
     compiled = Compiled(program, config, target, "", (), hlo.read_text(), {}, {}, 0.0, code)
     measured = measure(compiled, source=str(hlo), code_folder=str(hlo.parent), no_code="no code dumped")
     now = render_summary(measured)
-    return line_changes(_from_summary(committed.read_text()), _from_summary(now))
+    return line_changes(structure_part(committed.read_text()), structure_part(now))
 
 
 def annotate(results: Mapping[str, Any], dump_dir: Path, snapshot_dir: Path | None = None) -> dict[str, Any]:

@@ -3,42 +3,38 @@
 It is stable across runs, Python function names and source lines (no metadata, instruction names, module
 names or stack frames appear), and sensitive to everything that decides performance: the kernel list in
 order, each fusion's kind and opcode multiset, custom-call targets, while loops with their bodies and trip
-counts, collectives with bytes, gather/scatter dimension numbers and result layouts, dtype conversions, and
-the jaxpr's primitive sequence with gather/scatter modes.
+counts, collectives with bytes, gather/scatter dimension numbers and result layouts (``strided`` where a
+window is not contiguous), dtype conversions, buffers a donated parameter's output reuses, and the jaxpr's
+primitive sequence with gather/scatter modes.
 
-One kernel is one line, so a regression reads as a one-line diff such as
-``kernel 3: fusion kLoop {...}`` becoming ``kernel 3: while ×16384 {`` followed by its body.
+It is written to diff like the change that made it, since a reviewer reads it in every intentional update:
+
+* the ``summary:`` line comes first, under the header;
+* a kernel is one line named by what it is, its kind, what it fuses and the shape it writes, never by its
+  position: the kernels are a sorted multiset, equal ones one line with their count (``×8``: one per
+  table of an embedding bag), so removing a kernel changes its line alone, and a schedule that reorders
+  independent kernels changes nothing (the dumped HLO has XLA's order);
+* the jaxpr comes last, its primitives as a multiset, one (``add×3``) per line: an added op is one line,
+  a gather mode changed in every table's lookup is one line.
 
 Where the compile kept its kernel code (GPU PTX, CPU LLVM IR: :mod:`invariants.kernels`), each kernel
 with code is followed by one ``code:`` line of its atomics, loops and vector width, so that a change of
 code generation behind byte-identical HLO (a native float atomic becoming a CAS retry loop) is a
 snapshot diff too. XLA:CPU tunes its code to the compiling host's processor, so a CPU kernel's line shows
 its atomics alone, and only when it has some (:data:`invariants.kernels.program.HOST_TUNED`).
+
+:mod:`invariants.snapshot.diff` reads this text back (its parts, which lines are code, which kernel a line
+belongs to): the one reader of what this module writes.
 """
 
 from __future__ import annotations
 
-import textwrap
 from collections import Counter
 from collections.abc import Iterable
 
 from ..hlo.structure import Kernel, Structure
 from ..kernels.program import ProgramCode, multiset_text, snapshot_code_line, unmatched_lines
 from ..measure.measurement import Measurement
-
-
-def _runs(items: Iterable[str]) -> list[str]:
-    """Collapse consecutive repeats: ``a a a b`` → ``a×3 b``."""
-    out: list[str] = []
-    last, count = None, 0
-    for item in [*items, None]:
-        if item == last:
-            count += 1
-            continue
-        if last is not None:
-            out.append(last if count == 1 else f"{last}×{count}")
-        last, count = item, 1
-    return out
 
 
 def kernel_line(kernel: Kernel) -> str:
@@ -57,28 +53,62 @@ def kernel_line(kernel: Kernel) -> str:
 
 
 def kernel_lines(
-    kernels: Iterable[Kernel], prefix: str = "kernel ", indent: str = "", code: ProgramCode | None = None
+    kernels: Iterable[Kernel], indent: str = "", code: ProgramCode | None = None, role: str = ""
 ) -> list[str]:
-    lines: list[str] = []
-    for i, k in enumerate(kernels, 1):
-        label = f"{indent}{prefix}{i}"
+    """The kernel list as the snapshot writes it: each kernel by what it is, with its code line under it,
+    equal kernels (and equal code) one line with their count (``×8``), sorted; a while loop's condition and
+    body, and a conditional's branches, indented in a block of their own, each line led by its ``role``."""
+    lead = f"{role}: " if role else ""
+    entries: list[list[str]] = []  # one kernel's lines each, runs not yet collapsed
+    for k in kernels:
         if k.opcode == "while":
             trips = f"×{k.trip_count}" if k.trip_count is not None else "×?"
-            lines.append(f"{label}: while {trips} {{")
-            lines += kernel_lines(k.condition, "cond ", indent + "    ", code)
-            lines += kernel_lines(k.body, "body ", indent + "    ", code)
-            lines.append(f"{indent}}}")
-        elif k.opcode == "conditional":
-            lines.append(f"{label}: conditional {{")
+            block = [f"{indent}{lead}while {trips} {{"]
+            block += kernel_lines(k.condition, indent + "    ", code, "cond")
+            block += kernel_lines(k.body, indent + "    ", code, "body")
+            entries.append([*block, f"{indent}}}"])
+            continue
+        if k.opcode == "conditional":
+            block = [f"{indent}{lead}conditional {{"]
             for b, branch in enumerate(k.branches):
-                lines += kernel_lines(branch, f"branch {b}.", indent + "    ", code)
-            lines.append(f"{indent}}}")
+                block += kernel_lines(branch, indent + "    ", code, f"branch {b}")
+            entries.append([*block, f"{indent}}}"])
+            continue
+        facts = code.of(k) if code is not None else None
+        shown = snapshot_code_line(facts) if facts is not None else None
+        entries.append([f"{indent}{lead}{kernel_line(k)}", *([f"{indent}    code {shown}"] if shown else [])])
+    # A multiset: equal kernels (with equal code) are one line with their count, in sorted order. The order
+    # XLA's scheduler chose moves with unrelated changes (it reorders independent kernels); the dumped HLO
+    # has it.
+    lines: list[str] = []
+    for entry, n in sorted(Counter(tuple(e) for e in entries).items()):
+        head = entry[0]
+        if n > 1:
+            head = f"{head[:-1]}×{n} {{" if head.endswith("{") else f"{head} ×{n}"
+        lines += [head, *entry[1:]]
+    return lines
+
+
+def jaxpr_lines(primitives: Iterable[str]) -> list[str]:
+    """The jaxpr's primitives as a multiset, one primitive (``add×3``) per line in sorted order: an added
+    op is one line, and a lookup done once per table changes one line, not one per table. The primitives
+    of loop and branch bodies follow under ``in bodies:``."""
+    top: Counter[str] = Counter()
+    inner: Counter[str] = Counter()
+    depth = 0
+    for item in primitives:
+        if item == "{":
+            depth += 1
+        elif item == "}":
+            depth -= 1
         else:
-            lines.append(f"{label}: {kernel_line(k)}")
-            facts = code.of(k) if code is not None else None
-            shown = snapshot_code_line(facts) if facts is not None else None
-            if shown is not None:
-                lines.append(f"{indent}    code {shown}")
+            (inner if depth else top)[item] += 1
+    lines = ["  " + (name if n == 1 else f"{name}×{n}") for name, n in sorted(top.items())]
+    if inner:
+        lines += [
+            "  in bodies:",
+            *("    " + (name if n == 1 else f"{name}×{n}") for name, n in sorted(inner.items())),
+        ]
     return lines
 
 
@@ -101,19 +131,10 @@ def render_summary(measured: Measurement, doc: str = "") -> str:
     out = [f"# {compiled.program} [{compiled.config}] on {compiled.target}"]
     if doc:
         out.append(f"# {doc}")
-    out.append("")
-    out.append("jaxpr:")
-    out += textwrap.wrap(
-        " ".join(_runs(compiled.jaxpr_primitives)),
-        100,
-        initial_indent="  ",
-        subsequent_indent="  ",
-        break_on_hyphens=False,
-    ) or ["  (empty)"]
-    out.append("")
     out.append("summary: " + summary_line(structure))
+    out.append("")
     out.append("kernels:")
-    out += ["  " + line for line in kernel_lines(structure.kernel_list, code=code)] or ["  (none)"]
+    out += kernel_lines(structure.kernel_list, "  ", code) or ["  (none)"]
     unmatched = unmatched_lines(code)
     if unmatched:
         out.append("code of no listed kernel:")
@@ -134,5 +155,9 @@ def render_summary(measured: Measurement, doc: str = "") -> str:
         + (f" groups={c.replica_groups}" if c.replica_groups else "")
         for c in structure.collectives
     ]
+    out.append("aliases: " + (", ".join(structure.aliases) or "none"))
     out.append(f"root: {structure.root_shape}")
+    out.append("")
+    out.append("jaxpr:")
+    out += jaxpr_lines(compiled.jaxpr_primitives) or ["  (empty)"]
     return "\n".join(out) + "\n"

@@ -33,11 +33,12 @@ from typing import Any, Literal, NamedTuple
 
 from .._errors import InvariantsError, did_you_mean, first_line, non_ascii
 from ..catalog.configs import DISTRIBUTIONS
+from ..hlo.parse import is_dtype
 from ..measure.metrics import COMPILED_SOURCES, METRICS
 
 InvariantKind = Literal["absolute", "relational", "throughput"]
 Comparison = Literal["==", "!=", "<", "<=", ">", ">=", "in", "not in"]
-Operator = Literal["+", "-", "*", "/"]
+Operator = Literal["+", "-", "*", "/", "**"]
 
 # The one table of what each comparison and operator computes: lowering admits these words and no others,
 # and the evaluator applies them.
@@ -51,11 +52,22 @@ COMPARE: dict[str, Callable[[Any, Any], bool]] = {
     "in": lambda a, b: a in b,
     "not in": lambda a, b: a not in b,
 }
+
+
+def _power(base: Any, exponent: Any) -> Any:
+    """``base ** exponent``: exact for the integers a bound is written with (``2 ** 20``), in floating point
+    beyond (an exponent in the thousands would be a number of a million digits, never a bound)."""
+    if isinstance(base, int) and isinstance(exponent, int) and 0 <= exponent <= 1024:
+        return base**exponent
+    return float(base) ** exponent
+
+
 ARITHMETIC: dict[str, Callable[[Any, Any], Any]] = {
     "+": operator.add,
     "-": operator.sub,
     "*": operator.mul,
     "/": operator.truediv,
+    "**": _power,
 }
 _COMPARISONS: dict[type[ast.cmpop], Comparison] = {
     ast.Eq: "==",
@@ -67,9 +79,12 @@ _COMPARISONS: dict[type[ast.cmpop], Comparison] = {
     ast.In: "in",
     ast.NotIn: "not in",
 }
-_OPERATORS: dict[type[ast.operator], Operator] = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
-# How tightly each operator binds, for writing a term back as Python writes it (``ast.unparse``'s rules).
-_PRECEDENCE: dict[str, int] = {"+": 1, "-": 1, "*": 2, "/": 2}
+_OPERATORS: dict[type[ast.operator], Operator] = {
+    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**",
+}  # fmt: skip
+# How tightly each operator binds, for writing a term back as Python writes it (``ast.unparse``'s rules):
+# ``**`` binds tighter than a unary minus on its left (``-2 ** 2`` is ``-(2 ** 2)``) and to its right.
+_PRECEDENCE: dict[str, int] = {"+": 1, "-": 1, "*": 2, "/": 2, "**": 4}
 _UNARY = 3
 
 
@@ -93,16 +108,19 @@ class Quoted(_Written):
 @dataclasses.dataclass(frozen=True)
 class Read(_Written):
     """A metric read: ``name`` alone (``program`` None: the item's program, or an input fact), or called
-    on ``program``; ``distribution`` is the index distribution a ``time`` side names (else None)."""
+    on ``program``; ``distribution`` is the index distribution a ``time`` side names (else None);
+    ``dtype`` scopes a count to the instructions of one element type (``scatters(dtype="f32")``)."""
 
     name: str
     program: str | None = None
     distribution: str | None = None
+    dtype: str | None = None
 
     @property
     def label(self) -> str:
-        """How a result names the read: ``kernels(take)``, ``table_bytes``."""
-        return self.name if self.program is None else f"{self.name}({self.program})"
+        """How a result names the read: ``kernels(take)``, ``table_bytes``, ``scatters(dtype='f32')``."""
+        args = [*([self.program] if self.program else []), *([f"dtype={self.dtype!r}"] if self.dtype else [])]
+        return f"{self.name}({', '.join(args)})" if args else self.name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -319,8 +337,14 @@ class _Lowering:
                 raise self.error(f"assert {self.text!r}: arithmetic on a {term_type} ('{term.text}')")
             sides.append(term)
         op = _OPERATORS[type(node.op)]
-        # Python's left-to-right binding: a right operand of the same precedence keeps its parentheses.
-        written = f"{_inside(sides[0], _PRECEDENCE[op])} {op} {_inside(sides[1], _PRECEDENCE[op] + 1)}"
+        if op == "**":  # right to left: a left operand of the same precedence, or negated, keeps its own
+            low, high = sides
+            left = f"({low.text})" if isinstance(low, (Arithmetic, Negated)) else low.text
+            right = f"({high.text})" if isinstance(high, Negated) else _inside(high, _PRECEDENCE[op])
+            written = f"{left} ** {right}"
+        else:
+            # Python's left-to-right binding: a right operand of the same precedence keeps its parentheses.
+            written = f"{_inside(sides[0], _PRECEDENCE[op])} {op} {_inside(sides[1], _PRECEDENCE[op] + 1)}"
         if op == "/":
             try:
                 divisor = constant(sides[1])
@@ -351,7 +375,12 @@ class _Lowering:
         if metric is None or metric.source == "input":
             call_names = [m.name for m in METRICS.values() if m.source != "input"]
             raise self.error(f"unknown metric '{fn}'{did_you_mean(fn, call_names)}")
-        arg = node.args[0] if len(node.args) == 1 and not node.keywords else None
+        dtype = self.scope(fn, node.keywords)
+        if dtype is not None and not node.args:  # scatters(dtype="f32"): the item's own program, scoped
+            self.bare.append(fn)
+            read = Read(fn, dtype=dtype, text=f"{fn}(dtype={dtype!r})")
+            return read, metric.type
+        arg = node.args[0] if len(node.args) == 1 else None
         distribution = None
         if isinstance(arg, ast.Subscript) and metric.source == "throughput":
             distribution = self.distribution(arg)
@@ -374,7 +403,30 @@ class _Lowering:
         elif self.kind == "absolute":
             self.kind = "relational"
         written = f"{fn}({program})" if distribution is None else f"{fn}({program}[{distribution}])"
-        return Read(fn, program, distribution, text=written), metric.type
+        if dtype is not None:
+            written = f"{fn}({program}, dtype={dtype!r})"
+        return Read(fn, program, distribution, dtype, text=written), metric.type
+
+    def scope(self, fn: str, keywords: list[ast.keyword]) -> str | None:
+        """The element type a call scopes its count to (``dtype="f32"``), None without one; one line for
+        anything else: another keyword, a dtype HLO does not have, a metric that takes no scope."""
+        if not keywords:
+            return None
+        scoped = [m.name for m in METRICS.values() if m.by_dtype is not None]
+        first = keywords[0]
+        if len(keywords) > 1 or first.arg != "dtype":
+            raise self.error(f'{fn}(...) takes dtype="..." alone as a keyword, as in scatters(dtype="f32")')
+        if METRICS[fn].by_dtype is None:
+            raise self.error(f"{fn}(...) takes no dtype; the counts that do: {', '.join(scoped)}")
+        if not (isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)):
+            raise self.error(f'{fn}(dtype=...) takes a quoted element type, as in dtype="f32"')
+        dtype = first.value.value
+        if not is_dtype(dtype):
+            known = ("f32", "bf16", "f16", "f64", "s32", "u32", "s64", "s8", "u8", "pred")
+            raise self.error(
+                f"unknown dtype {dtype!r}{did_you_mean(dtype, known)}: an element type as HLO writes it"
+            )
+        return dtype
 
     def distribution(self, node: ast.Subscript) -> str:
         """The distribution named in ``program[distribution]``; one line naming the known ones otherwise."""
@@ -424,6 +476,7 @@ def _scaled(left: Term, right: Term) -> Scaled | None:
         if not (
             isinstance(side, Read)
             and side.program is not None
+            and side.dtype is None
             and metric is not None
             and metric.source in COMPILED_SOURCES
             and metric.type == "number"

@@ -392,11 +392,19 @@ def evaluate(case: Case, measured: Callable[[Key], Measurement]) -> Decision:
     fail with one line saying why: an invariant never passes on a number that is not there, and never stops
     on a traceback."""
     config = get_config(case.config)
-    layout = PROGRAMS[case.program].layout if case.program is not None else None
-    facts = input_facts(config, layout, device_count(case.target))
+    devices = device_count(case.target)
+    facts = (
+        PROGRAMS[case.program].input_facts(config, devices)
+        if case.program is not None
+        else input_facts(config)
+    )
     measured_terms: dict[str, Any] = {}
 
-    def metric_of(name: str, program: str) -> Any:
+    def metric_of(name: str, program: str, dtype: str | None = None) -> Any:
+        if dtype is not None:  # a count scoped to one element type, from the structure itself
+            scoped = METRICS[name].by_dtype
+            assert scoped is not None  # the assert grammar admits a dtype only where there is one
+            return scoped(measured(Key(program, case.config, case.target)).structure, dtype)
         value = measured(Key(program, case.config, case.target)).metrics[name]
         if isinstance(value, Missing):
             raise NoValue(f"{name} of {program} on {case.target}: {value.reason}")
@@ -410,7 +418,7 @@ def evaluate(case: Case, measured: Callable[[Key], Measurement]) -> Decision:
                 value: Any = facts[term.name]
             else:
                 assert case.program is not None  # a bare compiled metric is only in absolute invariants
-                value = metric_of(term.name, case.program)
+                value = metric_of(term.name, case.program, term.dtype)
         elif term.name == "structure":
             value = structural_signature(measured(Key(term.program, case.config, case.target)).structure)
             measured_terms[term.label] = f"<{len(value[0])} kernels>"
@@ -419,7 +427,7 @@ def evaluate(case: Case, measured: Callable[[Key], Measurement]) -> Decision:
             # Timed pair by pair by the throughput tier (gate/test_throughput.py), never decided here.
             raise InvariantsError(f"{case.invariant.where}: {term.name}() is decided by the throughput tier")
         else:
-            value = metric_of(term.name, term.program)
+            value = metric_of(term.name, term.program, term.dtype)
         measured_terms[term.label] = value
         return value
 

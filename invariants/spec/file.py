@@ -32,6 +32,11 @@ invariants touches that one file. The format::
     configs = ["f32"]              # config ids (default: f32)
     params = "mylib.model:init"    # optional: function(params, indices), params = init(config)
     index_shape = [64, 256]        # optional, with params only: the indices' shape (default: the config's)
+    inputs = "mylib.model:batch"   # optional, with params only: function(params, indices, inputs), never
+                                   # differentiated (offsets, segment ids, labels, masks)
+    vocab = 50000                  # optional, with params only: the indices are drawn in [0, vocab)
+    tables = ["tokens"]            # optional, with params only: the leaves the input facts describe
+    donate = true                  # optional, a train step: its parameters' buffers are donated
     index_dtype = "uint32"         # optional: the indices' integer dtype (default: the config's)
     mesh = { data = 4, tensor = 4 }  # optional: a sharded program (with axis_types, table_sharding,
                                      # index_sharding; see invariants.catalog.downstream)
@@ -119,7 +124,10 @@ _CORRECTNESS_KEYS = (
 )
 _RATCHET_KEYS = ("reason", "issue")
 _PROGRAM_KEYS = ("name", "function", "kind", "configs", "tags", "doc", "params", "index_shape", "index_dtype",
-                 "mesh", "axis_types", "table_sharding", "index_sharding")  # fmt: skip
+                 "inputs", "donate", "vocab", "tables", "mesh", "axis_types", "table_sharding",
+                 "index_sharding")  # fmt: skip
+# The keys only a program with params takes: what its factory's model has beside a lookup's one table.
+_PARAMS_ONLY = ("index_shape", "inputs", "donate", "vocab", "tables")
 # The integer dtypes a program's indices may take (index_dtype), by NumPy name.
 INDEX_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 AXIS_TYPES = ("auto", "explicit")
@@ -209,6 +217,14 @@ class ProgramDecl:
     aimed: tuple[str, ...] = ()
     params_where: str = ""  # FILE:LINE of params
     index_shape_where: str = ""  # FILE:LINE of index_shape
+    # A program with params may take inputs that are not differentiated ("module:factory"), draw its
+    # indices in [0, vocab), name the params leaves its input facts describe, and donate its parameters.
+    inputs: str | None = None
+    vocab: int | None = None
+    tables: tuple[str, ...] = ()
+    donate: bool = False
+    inputs_where: str = ""
+    tables_where: str = ""
     # A sharded program: its device mesh (axis name -> size, in order), the mesh's axis types, and the
     # PartitionSpec of the lookup's table and of the indices ("" in TOML: None, that dimension replicated).
     mesh: tuple[tuple[str, int], ...] | None = None
@@ -217,10 +233,12 @@ class ProgramDecl:
     index_sharding: tuple[str | None, ...] | None = None
 
     @property
-    def signature(self) -> tuple[str, tuple[int, ...] | None, str | None, str] | None:
+    def signature(self) -> tuple[Any, ...] | None:
         """What a params program's arguments follow from (None: the one-table contract's): two programs
         with the same signature take the very same arguments."""
-        return None if self.params is None else (self.params, self.index_shape, self.index_dtype, self.kind)
+        if self.params is None:
+            return None
+        return (self.params, self.index_shape, self.index_dtype, self.inputs, self.vocab, self.kind)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -542,12 +560,14 @@ def _programs_of(data: dict[str, Any], loc: _Locator) -> tuple[ProgramDecl, ...]
             raise loc.error(params_line, f"params {params!r} must read 'module:factory'")
         shape_line = loc.key_line(line, "index_shape")
         index_shape = _index_shape(table["index_shape"], loc, shape_line) if "index_shape" in table else None
-        if index_shape is not None and params is None:
+        given = next((k for k in _PARAMS_ONLY if k in table), None) if params is None else None
+        if given is not None:
             raise loc.error(
-                shape_line,
-                "index_shape is for a program with params; a lookup (table, indices) takes the "
-                "configuration's indices",
+                loc.key_line(line, given),
+                f"{given} is for a program with params; a lookup (table, indices) takes the configuration's "
+                "table and indices",
             )
+        model = _model_keys(table, loc, line, kind)
         index_dtype = _string(table, "index_dtype", loc, line) if "index_dtype" in table else None
         if index_dtype is not None:
             _one_of(index_dtype, INDEX_DTYPES, "index_dtype", loc, loc.key_line(line, "index_dtype"))
@@ -556,10 +576,40 @@ def _programs_of(data: dict[str, Any], loc: _Locator) -> tuple[ProgramDecl, ...]
                 name, function, kind, tuple(dict.fromkeys(configs)), frozenset({*tags, "user"}), doc,
                 f"{loc.path}:{line}", params, index_shape, index_dtype,
                 params_where=f"{loc.path}:{params_line}", index_shape_where=f"{loc.path}:{shape_line}",
-                **_sharding_of(table, loc, line, kind, params is not None, index_shape),
+                **model, **_sharding_of(table, loc, line, kind, params is not None, index_shape),
             )
         )  # fmt: skip
     return tuple(out)
+
+
+def _model_keys(table: Mapping[str, Any], loc: _Locator, line: int, kind: str) -> dict[str, Any]:
+    """A params program's ``inputs``, ``vocab``, ``tables`` and ``donate``, each mistake one line."""
+    out: dict[str, Any] = {}
+    if "inputs" in table:
+        inputs, at = table["inputs"], loc.key_line(line, "inputs")
+        if not isinstance(inputs, str) or not re.fullmatch(r"[\w.]+:[\w.]+", inputs, re.ASCII):
+            raise loc.error(at, f"inputs {inputs!r} must read 'module:factory'")
+        out.update(inputs=inputs, inputs_where=f"{loc.path}:{at}")
+    if "vocab" in table:
+        vocab = table["vocab"]
+        if isinstance(vocab, bool) or not isinstance(vocab, int) or vocab < 1:
+            raise loc.error(
+                loc.key_line(line, "vocab"), f"vocab {vocab!r}: the rows indices address, a positive integer"
+            )
+        out["vocab"] = vocab
+    if "tables" in table:
+        at = loc.key_line(line, "tables")
+        out.update(tables=_strings(table["tables"], loc, at, "tables"), tables_where=f"{loc.path}:{at}")
+    if "donate" in table:
+        donate, at = table["donate"], loc.key_line(line, "donate")
+        if not isinstance(donate, bool):
+            raise loc.error(at, f"donate must be true or false, not {_a(donate)}")
+        if donate and kind != "train":
+            raise loc.error(
+                at, f"donate is for a train step, whose parameters' buffers it may reuse; a {kind} keeps them"
+            )
+        out["donate"] = donate
+    return out
 
 
 def _sharding_of(

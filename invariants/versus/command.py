@@ -49,8 +49,8 @@ from .._paths import check_output_file, write_atomic
 from ..catalog.project import Project, add_project_options, project_from
 from ..catalog.targets import CPU_RUNTIME, select_targets
 from ..releases import environments as envs  # a module: a test replaces its functions
-from ..releases.bisect import structural_diff, what_changed
 from ..releases.environments import DEFAULT_CACHE, DEFAULT_INDEX
+from ..snapshot.diff import structural_diff, what_changed
 from ..timing.paired import runtime_clock
 from .report import (
     invariant_changes,

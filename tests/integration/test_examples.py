@@ -89,3 +89,28 @@ def test_compile_time_the_reduction_after_the_chain_fails_its_relation(tmp_path)
     items = json.loads((project / "artifacts" / "results.json").read_text())["items"]
     seconds = {it["program"]: it["compile_seconds"] for it in items if it["kind"] == "structure"}
     assert seconds["chain_summed"] > 10 * seconds["chain"] + 5
+
+
+@pytest.mark.skipif(
+    any(TARGETS[t].unavailable_reason() for t in ("tpu-v5e", "gpu-a100")),
+    reason="libtpu or the CUDA plugin missing",
+)
+def test_embedding_bag_takes_its_offsets_as_inputs_and_donates_in_its_train_step(tmp_path):
+    """examples/embedding_bag on cpu, tpu-v5e and gpu-a100: the offsets are an input the gradient does not
+    differentiate, the train step donates its table (an input-output alias in the module), the f32
+    scatters are counted apart from the offsets' s32 one, and the input facts are the model's table."""
+    project = _copy("embedding_bag", tmp_path)
+    proc = _gate(project, "--snapshot-update")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    items = json.loads((project / "artifacts" / "results.json").read_text())["items"]
+    scoped = {(it["programs"][0], it["target"]): it["measured"] for it in items
+              if it["kind"] == "invariant" and "dtype" in it["assert"]}  # fmt: skip
+    assert {k: v["scatters(dtype='f32')"] for k, v in scoped.items() if k[0] == "bag"} == {
+        ("bag", "cpu"): "1", ("bag", "tpu-v5e"): "1", ("bag", "gpu-a100"): "1"}  # fmt: skip
+    structures = {(it["program"], it["target"]): it for it in items if it["kind"] == "structure"}
+    assert all(structures[("bag", t)]["scatters"] == 2 for t in ("cpu", "tpu-v5e", "gpu-a100"))  # s32 and f32
+    memory = next(it for it in items if it["kind"] == "invariant" and "temp_bytes" in it["assert"])
+    assert memory["measured"]["table_bytes"] == str(50000 * 32 * 4)  # the model's table, its own vocab
+    train = (project / "snapshots" / "cpu" / "bag_train.f32.txt").read_text()
+    grad = (project / "snapshots" / "cpu" / "bag_grad.f32.txt").read_text()
+    assert "aliases: output {0} <- parameter 0" in train and "aliases: none" in grad

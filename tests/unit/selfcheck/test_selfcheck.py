@@ -298,7 +298,7 @@ def test_a_change_of_kernel_code_behind_equal_hlo_is_judged_code_only(tmp_path: 
     annotated = sc.annotate(results, _dump(bad, tmp_path / "bad"), tmp_path / "snapshots")
     item = annotated["items"][0]
     assert item["code_only"] is True, item
-    assert item["snapshot_change"].startswith("code lines only (1 changed: kernel "), item
+    assert item["snapshot_change"].startswith("code lines only (1 changed: fusion kInput {"), item
     assert item["snapshot_change"].endswith("); the HLO lines are equal")
     assert sc.item_label(item) == sc.CODE_ONLY and sc.matches(sc.CODE_ONLY, item)
     # The committed compile against its own snapshot: nothing differs, nothing is code-only.
@@ -533,10 +533,13 @@ def test_the_command_module_keeps_the_names_its_callers_import() -> None:
 # ------------------------------------------------------------------------ the pieces the split made
 
 
-def test_the_snapshot_is_compared_from_its_summary_line_on() -> None:
-    snapshot = "jaxpr\n  x\nsummary: kernels 1\nkernel 0\n"
-    assert judge._from_summary(snapshot) == "summary: kernels 1\nkernel 0\n"
-    assert judge._from_summary("no summary here\n") == "\n"
+def test_the_snapshot_is_compared_by_its_structure_part() -> None:
+    """A dump has no jaxpr: what is compared runs from the summary line to the jaxpr, not included."""
+    from invariants.snapshot.diff import structure_part
+
+    snapshot = "# p [f32] on cpu\nsummary: kernels 1\n\nkernels:\n  copy -> s32[]\n\njaxpr:\n  x\n"
+    assert structure_part(snapshot) == "summary: kernels 1\n\nkernels:\n  copy -> s32[]\n"
+    assert structure_part("no summary here\n") == "\n"
 
 
 def test_a_timed_out_child_is_never_caught() -> None:

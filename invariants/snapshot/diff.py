@@ -1,0 +1,220 @@
+"""Reading snapshot text back: its parts, its kernel-code lines, and what changed between two renderings (no
+JAX).
+
+:mod:`invariants.snapshot.render` writes the text; this module is its one reader, for every stage that
+compares two of them: a failing structure item (what to show on a screen), ``bisect`` and ``versus`` (a
+rendering in each release or installation), the self-check (code lines only, or HLO lines too).
+
+A rendering is a header (``# ...`` lines), the ``summary:`` line, the structure sections (``kernels:``,
+``custom calls:``, ..., ``root:``) and, last, ``jaxpr:``. A kernel's code line (``code ptx: ...``) sits
+under its kernel's line; ``code of no listed kernel:`` holds the code no kernel names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+from collections.abc import Sequence
+
+__all__ = [
+    "LineChanges",
+    "changed_kernels",
+    "changed_sections",
+    "line_changes",
+    "older_format",
+    "structural_diff",
+    "structure_part",
+    "summary_change",
+    "summary_of",
+    "what_changed",
+]
+
+_CODE_BLOCK = "code of no listed kernel:"
+_CODE_LINES = ("code ptx:", "code llvm:")
+_JAXPR = "jaxpr:"
+_KERNELS = "kernels:"
+
+
+def older_format(rendering: str) -> bool:
+    """Whether a snapshot was written before kernels were named by what they are: its jaxpr came first and
+    its kernels were numbered (``kernel 1: ...``). Such a file is re-recorded, never diffed line by line
+    against this format (every line would differ)."""
+    lines = rendering.splitlines()
+    jaxpr = next((i for i, ln in enumerate(lines) if ln == _JAXPR), None)
+    summary = next((i for i, ln in enumerate(lines) if ln.startswith("summary: ")), None)
+    numbered = any(re.match(r"  kernel \d+: ", ln) for ln in lines)
+    return numbered or (jaxpr is not None and summary is not None and jaxpr < summary)
+
+
+def summary_of(rendering: str) -> str | None:
+    """The ``summary:`` line of a snapshot rendering (None when it has none)."""
+    return next((ln for ln in rendering.splitlines() if ln.startswith("summary: ")), None)
+
+
+def structure_part(rendering: str) -> str:
+    """A rendering from its ``summary:`` line to its jaxpr, not included: what the optimized HLO and the
+    kernel code decide (a dump of a compile has no jaxpr to render)."""
+    lines = rendering.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.startswith("summary: ")), len(lines))
+    end = next((i for i, ln in enumerate(lines) if ln == _JAXPR and i > start), len(lines))
+    return "\n".join(lines[start:end]).rstrip("\n") + "\n"
+
+
+def structural_diff(old: str, new: str, old_name: str, new_name: str) -> str:
+    """A unified diff of two renderings, one line of context."""
+    diff = difflib.unified_diff(old.splitlines(), new.splitlines(), old_name, new_name, n=1, lineterm="")
+    return "\n".join(diff) or "(identical structure)"
+
+
+def _code_line_indices(lines: Sequence[str]) -> set[int]:
+    out: set[int] = set()
+    in_block = False
+    for i, line in enumerate(lines):
+        if line == _CODE_BLOCK:
+            in_block = True
+            out.add(i)
+        elif in_block and line.startswith("  "):
+            out.add(i)
+        else:
+            in_block = False
+            if line.lstrip().startswith(_CODE_LINES):
+                out.add(i)
+    return out
+
+
+def _owner(lines: Sequence[str], i: int) -> str:
+    """The kernel a code line belongs to: the nearest kernel line above it, as the rendering writes it."""
+    for j in range(i - 1, -1, -1):
+        text = lines[j].strip()
+        if text == _CODE_BLOCK or lines[i].strip() == _CODE_BLOCK:
+            return "code of no listed kernel"
+        if not text.startswith(_CODE_LINES):
+            return text
+    return "?"
+
+
+@dataclasses.dataclass(frozen=True)
+class LineChanges:
+    """Which lines of two snapshot renderings differ, split into kernel-code lines and the rest (the
+    HLO's and the jaxpr's): each is ``(its kernel, old line or None, new line or None)`` for code lines,
+    the changed text for the others."""
+
+    code: tuple[tuple[str, str | None, str | None], ...]
+    hlo: tuple[str, ...]
+
+    @property
+    def code_only(self) -> bool:
+        return bool(self.code) and not self.hlo
+
+    def describe(self, summary: str | None = None) -> str:
+        """One line naming what changed, e.g. ``code lines only (1 changed: fusion kInput {...} -> ...);
+        the HLO lines are equal``; ``summary`` is the (equal) ``summary:`` line, quoted when given."""
+        if not self.code and not self.hlo:
+            return "no line changed"
+        kernels = list(dict.fromkeys(k for k, _, _ in self.code))
+        where = ", ".join(kernels)
+        if self.code_only:
+            text = f"code lines only ({len(self.code)} changed: {where}); the HLO lines are equal"
+            return text + (f" ({summary.strip()})" if summary else "")
+        first = self.hlo[0].strip()
+        shown = first if len(first) <= 100 else first[:97] + "..."
+        text = f"HLO lines ({len(self.hlo)} changed, first: {shown})"
+        return text + (f" and code lines ({len(self.code)} changed: {where})" if self.code else "")
+
+
+def line_changes(old: str, new: str) -> LineChanges:
+    """The lines that differ between two snapshot renderings, by kind (see :class:`LineChanges`)."""
+    a, b = old.splitlines(), new.splitlines()
+    code_a, code_b = _code_line_indices(a), _code_line_indices(b)
+    code: list[tuple[str, str | None, str | None]] = []
+    hlo: list[str] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        old_code = [i for i in range(i1, i2) if i in code_a]
+        new_code = [j for j in range(j1, j2) if j in code_b]
+        hlo += [f"-{a[i]}" for i in range(i1, i2) if i not in code_a]
+        hlo += [f"+{b[j]}" for j in range(j1, j2) if j not in code_b]
+        for n in range(max(len(old_code), len(new_code))):
+            i = old_code[n] if n < len(old_code) else None
+            j = new_code[n] if n < len(new_code) else None
+            owner = _owner(b, j) if j is not None else _owner(a, i if i is not None else 0)
+            code.append((owner, None if i is None else a[i], None if j is None else b[j]))
+    return LineChanges(tuple(code), tuple(hlo))
+
+
+def what_changed(old: str, new: str) -> str:
+    """One line: which lines of two renderings differ (code lines only, HLO lines, or both)."""
+    changes = line_changes(old, new)
+    summary = summary_of(new) if changes.code_only and summary_of(old) == summary_of(new) else None
+    return changes.describe(summary)
+
+
+_FIELD = re.compile(r"([a-z][a-z ]*?) ((?:\d|unknown).*)")
+
+
+def _summary_fields(line: str | None) -> dict[str, str]:
+    """``summary: kernels 3; while loops 1 (×16384); ...`` as ``{"kernels": "3", "while loops": "1
+    (×16384)", ...}``: a field's name is its words before its value."""
+    out: dict[str, str] = {}
+    for part in (line or "").removeprefix("summary: ").split("; "):
+        m = _FIELD.fullmatch(part)
+        if m is not None:
+            out[m.group(1)] = m.group(2)
+    return out
+
+
+def summary_change(old: str, new: str) -> str:
+    """The fields of the ``summary:`` line that changed, ``kernels 3 → 12, while loops 0 → 2 (×16384,
+    ×16384)``; ``summary unchanged`` when none did."""
+    before, after = _summary_fields(summary_of(old)), _summary_fields(summary_of(new))
+    changed = [f"{k} {before.get(k, '?')} → {v}" for k, v in after.items() if before.get(k) != v]
+    return ", ".join(changed) if changed else "summary unchanged"
+
+
+def changed_kernels(old: str, new: str, context: int = 1) -> list[str]:
+    """The diff of the kernel lists alone (``-`` old, ``+`` new), with ``context`` lines around each change:
+    what a reviewer reads first, never cut. Empty when the kernels are equal."""
+    a, b = _section(old, _KERNELS), _section(new, _KERNELS)
+    if a == b:
+        return []
+    diff = list(difflib.unified_diff(a, b, lineterm="", n=context))
+    return diff[2:]
+
+
+# The sections of a rendering below the kernel list, as their titles start their first line.
+_SECTIONS = ("code of no listed kernel", "custom calls", "converts", "gathers", "scatters", "collectives",
+             "aliases", "root", "jaxpr")  # fmt: skip
+
+
+def changed_sections(old: str, new: str) -> list[tuple[str, list[str]]]:
+    """The sections below the kernel list that differ, each with its diff (``-`` old, ``+`` new, no
+    context): ``[("scatters", ["-  scatter -> ...", "+  scatter -> ... strided"]), ...]``."""
+    out = []
+    for title in _SECTIONS:
+        a, b = _titled(old, title), _titled(new, title)
+        if a != b:
+            diff = [ln for ln in difflib.unified_diff(a, b, lineterm="", n=0) if ln[:1] in "+-"]
+            out.append((title, [ln for ln in diff if not ln.startswith(("---", "+++"))]))
+    return out
+
+
+def _titled(rendering: str, title: str) -> list[str]:
+    """A section's title line and the indented lines under it (empty when the rendering has none)."""
+    lines = rendering.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.startswith(f"{title}:")), None)
+    if start is None:
+        return []
+    end = next((i for i in range(start + 1, len(lines)) if not lines[i].startswith(" ")), len(lines))
+    return lines[start:end]
+
+
+def _section(rendering: str, title: str) -> list[str]:
+    """The lines of one section of a rendering (``kernels:``: every kernel line below it)."""
+    lines = rendering.splitlines()
+    if title not in lines:
+        return []
+    start = lines.index(title) + 1
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith(" ")), len(lines))
+    return lines[start:end]
