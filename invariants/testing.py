@@ -42,6 +42,7 @@ a compiler error is one line naming the function and the target. Nothing here im
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -367,8 +368,6 @@ def compile_for(
     code. ``donate_argnums``: the arguments whose buffers the program may reuse, as ``jax.jit`` takes it (a
     training step donates its parameters). See the module docstring."""
     # These import the catalog, and JAX with it: after target_named has started JAX as the gate does
-    import contextlib
-
     import jax
 
     from .compile.artifacts import CompileFailed, compile_function

@@ -48,7 +48,7 @@ def test_invariant(invariant_case, gate, record_property):
             return relation_report(gate, keys, headline, [summary(k) for k in keys])
         return failure_report(gate, keys[0], headline, summary(keys[0]))
 
-    judge(inv, verdict.holds, verdict.holds, where, verdict.describe(inv), failure)
+    judge(inv, verdict.holds, verdict.holds, where, verdict.describe(inv), failure, program=case.program)
 
 
 @pytest.mark.gate

@@ -174,6 +174,7 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
         # invariants.plugin.snapshots.recorded_baselines).
         info["recorded"] = {"path": str(path), "efficiency": written["efficiency"],
                             "why": "missing" if baseline is None else "--record-baselines"}  # fmt: skip
+        info["verdict"] = _results.RECORDED
     name, record = _results.record("efficiency", **info)
     benchmark.extra_info.update(record)
     record_property(name, record)

@@ -40,6 +40,7 @@ import pytest
 from .._errors import InvariantsError
 from .._paths import PACKAGE_DIR
 from ..compile.child import pytest_args
+from ..compile.process import guard_backend, pin_worker
 from ..spec.file import SPEC_DIR, load_specs
 from .options import OPTIONS
 
@@ -104,7 +105,6 @@ def main(argv: list[str]) -> int:
     # modules imported from here on (pytest's rewritten test modules above all). __main__ says so already;
     # this holds when main() is called directly.
     sys.dont_write_bytecode = True
-    from ..compile.process import guard_backend, pin_worker
     from . import hooks  # noqa: F401  (its environment defaults must precede JAX's backends)
 
     args, rest = _parser().parse_known_args(argv)

@@ -24,23 +24,38 @@ if TYPE_CHECKING:
 __all__ = ["dumped_line", "failure_report", "judge", "snapshot_comparison", "structure_failure"]
 
 
-def judge(invariant: Any, holds: bool, tightenable: bool, where: str, describe: str, failure: Any) -> None:
+def judge(
+    invariant: Any, holds: bool, tightenable: bool, where: str, describe: str, failure: Any,
+    program: str | None = None,
+) -> None:  # fmt: skip
     """Turn a decided invariant into a pytest outcome, the same way for every tier.
 
     A ratchet (known bad today) expects to fail: it xfails with its reason, and when ``tightenable`` (it
-    now holds, beyond noise) the item fails with "ratchet can be tightened", never in silence.
+    now holds, beyond noise) the item fails with "ratchet can be tightened", never in silence. A ratchet
+    over a set of programs is judged per program (``program``, one item each): the item where it holds
+    fails, the others stay xfail, and the line says how to split the fixed program out.
     ``failure`` builds the full diagnosis lazily, since it may dump files.
     """
     if invariant.ratchet is not None:
         if tightenable:
+            advice = f"drop its ratchet in {invariant.where} ({invariant.ratchet.issue})"
+            if program is not None and _names_a_set(invariant.programs):
+                advice += (
+                    f", or, while it still fails on the others of programs = {list(invariant.programs)}, "
+                    f"move {program} to an invariant of its own without the ratchet"
+                )
             pytest.fail(
-                f"ratchet can be tightened: {invariant.id} now holds on {where} ({describe}); "
-                f"drop its ratchet in {invariant.where} ({invariant.ratchet.issue})",
+                f"ratchet can be tightened: {invariant.id} now holds on {where} ({describe}); {advice}",
                 pytrace=False,
             )
         pytest.xfail(f"{invariant.ratchet.reason} ({invariant.ratchet.issue}); {describe}")
     if not holds:
         pytest.fail(failure(), pytrace=False)
+
+
+def _names_a_set(selectors: tuple[str, ...]) -> bool:
+    """Whether a ``programs`` selection may hold more than one program: several names, a tag, a pattern."""
+    return len(selectors) > 1 or any(s.startswith("tag:") or any(c in s for c in "*?[") for s in selectors)
 
 
 # A changed section's diff is shown whole up to this many lines; a longer one is named, and read whole in

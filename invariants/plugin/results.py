@@ -28,7 +28,8 @@ report's ``--programs`` selects from (:func:`programs_of`). The kinds:
   same programs on the same target (null off TPU);
 * ``efficiency`` (throughput tier): ``id``, ``target``, ``program``, ``config``, ``median`` (the
   efficiency ``t_copy / t_program``), ``low``, ``high``, ``threshold`` (its floor; null without a
-  baseline), ``verdict``.
+  baseline), ``verdict`` (:data:`RECORDED` where the run recorded the baseline it is then judged by:
+  nothing to judge against yet).
 
 Both throughput kinds carry one :class:`invariants.timing.paired.RatioResult` (``to_dict``), whose
 ``direction`` says which side of ``threshold`` passes (``at_most`` a ratio, ``at_least`` an efficiency);
@@ -86,6 +87,8 @@ TIERS: dict[str, str] = {
     "efficiency": "throughput: efficiency",
     "error": "error",
 }
+# The verdict of an efficiency item whose run recorded its baseline: it had no floor to be judged by.
+RECORDED = "recorded"
 # The ``record_property`` name every gate item records under.
 PROPERTY = "invariants"
 

@@ -167,10 +167,14 @@ def _summary_fields(line: str | None) -> dict[str, str]:
 
 def summary_change(old: str, new: str) -> str:
     """The fields of the ``summary:`` line that changed, ``kernels 3 → 12, while loops 0 → 2 (×16384,
-    ×16384)``; ``summary unchanged`` when none did."""
+    ×16384)``. When none did, the sections that changed: ``summary unchanged; changed: kernels, jaxpr``
+    (a kernel of another body behind the same counts); ``summary unchanged`` when nothing below it did."""
     before, after = _summary_fields(summary_of(old)), _summary_fields(summary_of(new))
     changed = [f"{k} {before.get(k, '?')} → {v}" for k, v in after.items() if before.get(k) != v]
-    return ", ".join(changed) if changed else "summary unchanged"
+    if changed:
+        return ", ".join(changed)
+    sections = (["kernels"] if changed_kernels(old, new) else []) + [t for t, _ in changed_sections(old, new)]
+    return "summary unchanged" + (f"; changed: {', '.join(sections)}" if sections else "")
 
 
 def changed_kernels(old: str, new: str, context: int = 1) -> list[str]:

@@ -382,6 +382,7 @@ def structural_signature(s: Structure) -> tuple[Any, ...]:
         s.scatter_shapes,
         s.collectives,
         s.converts,
+        s.aliases,
     )
 
 

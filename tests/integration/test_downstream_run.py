@@ -266,7 +266,8 @@ def test_a_failed_relation_says_what_differs_between_its_programs(tmp_path: Path
     out = failed.stdout
     assert failed.returncode == 1, out[-3000:]
     assert "mine_take[f32] on cpu against take[f32] on cpu (- mine_take, + take):" in out, out[-3000:]
-    assert re.search(r"^-\s+lt add select_n broadcast_in_dim gather\[PROMISE_IN_BOUNDS\]", out, re.M), out
-    assert re.search(r"^\+\s+lt add select_n broadcast_in_dim gather\[FILL_OR_DROP\]", out, re.M), out
+    # The jaxpr is a primitive per line: the gather mode is the one line that differs there.
+    assert re.search(r"^-\s+gather\[PROMISE_IN_BOUNDS\]$", out, re.M), out
+    assert re.search(r"^\+\s+gather\[FILL_OR_DROP\]$", out, re.M), out
     for name in ("mine_take", "take"):
         assert (dumps / "cpu" / f"{name}.f32.hlo.txt").is_file(), name

@@ -156,7 +156,11 @@ def test_missing_snapshot_names_the_update_command_for_every_target(tmp_path: Pa
     [
         (["--programs", "nave"], {}, "Exit: --programs: unknown program 'nave' (did you mean 'naive'"),
         (["--programs", ""], {}, "Exit: --programs: empty selection"),
-        (["--configs", "f64"], {}, "Exit: --configs: unknown configuration 'f64'; known: f32, bf16,"),
+        (
+            ["--configs", "f64"],
+            {},
+            "Exit: --configs: unknown configuration 'f64' (did you mean 'f16'?); known: f32,",
+        ),
         (
             ["--targets", "cpu", "--configs", "bf16-llm"],
             {},

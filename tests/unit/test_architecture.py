@@ -348,8 +348,6 @@ ALLOWED_LAZY: dict[tuple[str, str], str] = {
     "one: testing is the public face above the snapshot floor, so the reference runs upward and waits",
     ("selfcheck/children.py", "invariants.versus.report"): "numpy and the versus report, read for a versus "
     "injection only: selfcheck --help and --list start in a tenth of a second without them",
-    ("selfcheck/judge.py", "invariants.releases.bisect"): "its line diff brings numpy, needed only to judge "
-    "a failed structure item: selfcheck --help and --list start without it",
     ("plugin/results.py", "fcntl"): "POSIX only: where it is missing (Windows) a run locks nothing",
 }
 

@@ -579,7 +579,8 @@ def test_catalog_snapshot_mismatch_fails_without_rewriting(example, tmp_path):
     baselines) touches neither."""
     catalog = tmp_path / "catalog"
     shutil.copytree(ROOT / "snapshots" / "cpu", catalog / "cpu")
-    (catalog / "cpu" / "take.f32.txt").write_text("summary: something else\n")
+    changed = catalog / "cpu" / "take.f32.txt"
+    changed.write_text(changed.read_text().replace("dynamic launches 1", "dynamic launches 7"))
     baseline = catalog / "cpu" / "efficiency" / "take.f32.json"
     baseline.write_text(baseline.read_text().replace('"cores"', '"cores_elsewhere"'))
     before = files(catalog)
@@ -595,7 +596,8 @@ def test_catalog_snapshot_mismatch_fails_without_rewriting(example, tmp_path):
     )  # fmt: skip
     assert proc.returncode == 1, proc.stdout[-3000:]
     assert "take[f32] on cpu no longer compiles to the package's snapshot (read-only" in proc.stdout
-    assert "-summary: something else" in proc.stdout
+    assert "- summary: kernels 1; entry fusions 1 (kLoop 1); while loops 0; dynamic launches 7" in proc.stdout
+    assert "+ summary: kernels 1; entry fusions 1 (kLoop 1); while loops 0; dynamic launches 1" in proc.stdout
     assert "no baseline of take[f32] for this machine" in proc.stdout
     assert files(catalog) == before
 

@@ -67,6 +67,9 @@ def test_the_parts_a_failure_shows_fit_a_screen() -> None:
     ).replace(f"  {BROADCAST}\n", f"  {BROADCAST}\n  while ×16384 {{\n      body: copy -> s32[]\n  }}\n")
     assert d.summary_change(A100_0_10_1, looped) == "while loops 0 → 1 (×16384), dynamic launches 2 → 49154"
     assert d.summary_change(A100_0_10_1, A100_0_10_1) == "summary unchanged"
+    other_body = A100_0_10_1.replace("custom calls: none", "custom calls: cub")
+    other_body = other_body.replace(BROADCAST, BROADCAST + "x")
+    assert d.summary_change(A100_0_10_1, other_body) == "summary unchanged; changed: kernels, custom calls"
     kernels = d.changed_kernels(A100_0_10_1, looped, context=0)
     assert [ln for ln in kernels if ln[:1] in "+-"] == [
         "+  while ×16384 {",

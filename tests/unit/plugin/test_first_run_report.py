@@ -1,0 +1,34 @@
+"""The report reads the results of a first run, the one that recorded its efficiency baselines: such an item
+had no floor to be judged by, and its record says so (verdict "recorded") where the reader used to refuse a
+null verdict."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from invariants.__main__ import main as cli
+from invariants.compile.child import GATE_DIR, gate_env
+from invariants.plugin import results as _results
+
+
+def test_the_report_of_a_run_that_recorded_its_baselines(tmp_path: Path):
+    results = tmp_path / "results.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", str(GATE_DIR / "test_throughput.py"),
+         "-p", "invariants.plugin.hooks",
+         "-c", "/dev/null", "--rootdir", str(tmp_path), "-p", "no:cacheprovider", "-q",
+         "-k", "test_efficiency", "--targets", "cpu", "--programs", "naive,take", "--configs", "f32",
+         "--snapshot-dir", str(tmp_path / "snapshots"), "--record-baselines", "--results-json", str(results)],
+        cwd=tmp_path, env=gate_env(), capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    (item,) = [i for i in json.loads(results.read_text())["items"]
+               if i["kind"] == "efficiency" and i["program"] == "take"]  # fmt: skip
+    assert item["verdict"] == _results.RECORDED and item["threshold"] is None and item["recorded"]
+    out = tmp_path / "report.md"
+    assert cli(["report", str(results), "--out", str(out)]) == 0
+    (row,) = [ln for ln in out.read_text().splitlines() if "efficiency of `take`" in ln and "recorded" in ln]
+    assert "| recorded |" in row
