@@ -30,6 +30,7 @@ COMMANDS = {
     "selfcheck": ("invariants.selfcheck.command", "inject regressions and show the suite catches each"),
     "bisect": ("invariants.releases.bisect", "find the JAX release where an item changed verdict"),
     "matrix": ("invariants.releases.matrix", "key metrics across JAX releases, as a table and a plot"),
+    "cache": ("invariants.compile.cache_command", "the compile cache: where it is, how full; clear it"),
     "versus": (
         "invariants.versus.command",
         "time the catalog under two JAX installations, paired in one run",

@@ -267,7 +267,7 @@ def build(decl: ProgramDecl) -> Program:
     # The catalog's own wrappers: a user's backward or training step is built exactly like grad_take's.
     fn = {"forward": lambda f: f, "backward": _backward, "train": _train_step}[decl.kind](lookup)
     program = Program(decl.name, _kind(decl), fn, decl.doc, decl.configs, decl.tags, aimed=decl.aimed,
-                      layout=layout_of(decl), index_dtype=decl.index_dtype)  # fmt: skip
+                      layout=layout_of(decl), index_dtype=decl.index_dtype, declaration=decl)  # fmt: skip
     for config_id in decl.configs:
         _check_trace(decl, lookup, program, CONFIGS[config_id])
     return program
@@ -534,6 +534,7 @@ def _build_with_params(decl: ProgramDecl) -> Program:
         aimed=decl.aimed,
         layout=layout_of(decl),
         donate=decl.donate,
+        declaration=decl,
     )
     for config_id in decl.configs:
         _check_params(decl, function, inputs, program, CONFIGS[config_id])

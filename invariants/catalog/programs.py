@@ -144,6 +144,10 @@ class Program:
     index_dtype: str | None = None
     # A declared train step that donates its parameters' buffers (jax.jit's donate_argnums).
     donate: bool = False
+    # A declared program's [[program]] (an invariants.spec.file.ProgramDecl, plain data): what the compile
+    # cache's key holds of it, since its function may close over what the declaration gave. None: the
+    # catalog's, whose code says everything.
+    declaration: Any = None
 
     def unavailable_reason(self) -> str | None:
         """None when every library the program needs is importable, else one line with the install command."""

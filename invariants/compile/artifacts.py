@@ -23,7 +23,9 @@ import numpy as np
 from jax.experimental import mesh_utils
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
+from .. import _config
 from .._errors import InvariantsError
+from .._paths import shown
 from ..catalog.downstream import declare_project
 from ..catalog.programs import Program, get_config
 from ..catalog.project import Project
@@ -32,7 +34,9 @@ from ..catalog.targets import _AOT_TARGETS, HOST_DEVICE_FLAG, Target
 from ..kernels.dump import read_kernel_code
 from ..plugin.results import compile_failed
 from .child import keys_child
+from .keys import Persistent
 from .record import Compiled, Key
+from .store import Outcome, Store, Tally, from_settings
 
 
 def _abstract_arguments(program: Program, config_id: str, target: Target) -> tuple[tuple[Any, ...], Any]:
@@ -105,13 +109,19 @@ def jaxpr_primitives(closed_jaxpr: Any) -> tuple[str, ...]:
     return tuple(out)
 
 
-def compile_here(program_name: str, config_id: str, target: Target) -> Compiled:
+def compile_here(
+    program_name: str, config_id: str, target: Target, persistent: Persistent | None = None
+) -> Compiled:
     """Lower and compile in this process. Raises :class:`InvariantsError` with the key on failure."""
-    return _compile(program_name, config_id, target)[0]
+    return _compile(program_name, config_id, target, persistent)[0]
 
 
-def _compile(program_name: str, config_id: str, target: Target) -> tuple[Compiled, Any]:
-    """The artifacts and the executable (callable with concrete arguments on a runtime target)."""
+def _compile(
+    program_name: str, config_id: str, target: Target, persistent: Persistent | None = None
+) -> tuple[Compiled, Any]:
+    """The artifacts and the executable (callable with concrete arguments on a runtime target; None when
+    the artifacts came from the persistent cache, which keeps no executable). ``persistent`` None: a
+    real compile, counted nowhere (what a timed item runs)."""
     program = get_program(program_name)
     args, mesh = _abstract_arguments(program, config_id, target)
     layout = program.layout
@@ -120,11 +130,21 @@ def _compile(program_name: str, config_id: str, target: Target) -> tuple[Compile
         jit_kwargs["out_shardings"] = NamedSharding(mesh, PartitionSpec(*layout.output))
     if program.donate and program.inputs is not None:  # a train step reuses its parameters' buffers
         jit_kwargs["donate_argnums"] = tuple(range(program.inputs.param_leaves(get_config(config_id))))
+    key = Key(program_name, config_id, target.name)
+    recipe = None
+    if persistent is not None:
+        recipe = persistent.recipe_key(program, config_id, target, args, jit_kwargs)
+        hit = persistent.from_recipe(key, recipe)
+        if hit is not None:  # nothing it depends on changed: not even traced
+            persistent.count(key, "hit")
+            return hit, None
     # Pod programs name mesh axes in their code (shard_map, sharding constraints), as model code does.
     context = jax.set_mesh(mesh) if layout is not None and layout.pod else contextlib.nullcontext()
     try:
         with context:
-            return compile_function(program.fn, args, target, program_name, config_id, jit_kwargs)
+            return compile_function(
+                program.fn, args, target, program_name, config_id, jit_kwargs, persistent, recipe
+            )
     except CompileFailed as err:
         raise InvariantsError(compile_failed(target.name, program_name, config_id, str(err))) from err
 
@@ -139,16 +159,31 @@ class CompileFailed(InvariantsError):
 
 def compile_function(
     fn: Callable[..., Any], args: Sequence[Any], target: Target, program: str, config: str,
-    jit_kwargs: Mapping[str, Any] | None = None,
+    jit_kwargs: Mapping[str, Any] | None = None, persistent: Persistent | None = None,
+    recipe: str | None = None,
 ) -> tuple[Compiled, Any]:  # fmt: skip
     """Trace, lower and compile ``fn(*args)`` (abstract arguments) for ``target``, as every compile here
     is made (the gate's programs, and :func:`invariants.testing.compile_for`'s functions): the
     :class:`Compiled` artifacts, named ``program`` and ``config``, and the executable. Raises
-    :class:`CompileFailed` with the first line of what went wrong."""
+    :class:`CompileFailed` with the first line of what went wrong.
+
+    With ``persistent``, a lowered module the cache holds under its result key is not compiled again (the
+    executable is then None), and a compile is kept there, with ``recipe`` pointing at it."""
+    key = Key(program, config, target.name)
     start = time.perf_counter()
     try:
         closed = jax.make_jaxpr(fn)(*args)
         lowered = jax.jit(fn, **(jit_kwargs or {})).lower(*args)
+        jaxpr, primitives = str(closed), jaxpr_primitives(closed)
+        traced = {"jaxpr": jaxpr, "jaxpr_primitives": list(primitives)}
+        result = None
+        if persistent is not None and persistent.store is not None:
+            result = persistent.result_key(lowered.as_text(), target, args)
+            hit = persistent.from_result(key, result, traced)
+            if hit is not None:  # its code changed, the module it lowers to did not
+                persistent.put(recipe, result, hit, record=False)
+                persistent.count(key, "hit-lowered")
+                return hit, None
         compiled, kernel_code = _compile_lowered(lowered, target)
         seconds = time.perf_counter() - start
         # libtpu may fail only when it serializes the compiled module (a RET_CHECK on an async op's arity
@@ -163,14 +198,18 @@ def compile_function(
         program=program,
         config=config,
         target=target.name,
-        jaxpr=str(closed),
-        jaxpr_primitives=jaxpr_primitives(closed),
+        jaxpr=jaxpr,
+        jaxpr_primitives=primitives,
         hlo_text=hlo_text,
         cost=_cost(compiled),
         memory=_memory(compiled),
         compile_seconds=seconds,
         kernel_code=kernel_code,
     )
+    if persistent is not None:
+        if result is not None:
+            persistent.put(recipe, result, artifacts)
+        persistent.count(key, "miss" if result is not None else "off")
     return artifacts, compiled
 
 
@@ -229,20 +268,34 @@ def _memory(compiled: Any) -> dict[str, int]:
     return {f: int(getattr(mem, f)) for f in fields if mem is not None and hasattr(mem, f)}
 
 
-def compile_in_child(keys: Iterable[Key], target: Target, project: Project | None = None) -> list[Compiled]:
+def compile_in_child(
+    keys: Iterable[Key], target: Target, project: Project | None = None, persistent: Persistent | None = None
+) -> list[Compiled]:
     """Compile ``keys`` for a ``subprocess`` target in one child process with the host-device flag set;
-    ``project``'s programs are declared there first."""
+    ``project``'s programs are declared there first. The child reads and fills the same persistent cache
+    (its keys are its own: its environment is not this one's), and its outcomes are counted here."""
     env = {**os.environ, **(project.environment() if project is not None else {})}
     env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {HOST_DEVICE_FLAG}".strip()
     env["JAX_PLATFORMS"] = "cpu"
+    store = persistent.store if persistent is not None else None
+    env[_config.name("INVARIANTS_NO_CACHE")] = "0" if store is not None else "1"
+    if store is not None:
+        env[_config.name("INVARIANTS_CACHE_DIR")] = str(store.folder)
+    keys = list(keys)
     out = keys_child(
         "invariants.compile.artifacts",
-        list(keys),
+        keys,
         env=env,
         what=f"{target.name}: compile",
         args=[target.name],
     )
-    return [Compiled.from_json(d) for d in out]
+    records = [Compiled.from_json(d) for d in out["records"]]
+    if persistent is not None:
+        for record, outcome in zip(records, out["outcomes"], strict=True):
+            persistent.count(record.key, outcome)
+        if store is not None:
+            store.notes.extend(out["notes"])
+    return records
 
 
 class CompileCache:
@@ -253,12 +306,17 @@ class CompileCache:
     (XLA compiles with the GIL released, so the compiles overlap each other and the items' own Python).
     ``get`` never waits on a compile that has not started: it takes the key back and compiles it itself.
     ``executable``, which only timing calls, first waits for every compile in flight, so a timed program
-    never shares the process with a compile.
+    never shares the process with a compile, and compiles for real a key the persistent cache served.
+
+    ``store``: the persistent cache across runs (:mod:`invariants.compile.store`); None, none.
     """
 
-    def __init__(self, targets: dict[str, Target], project: Project | None = None) -> None:
+    def __init__(
+        self, targets: dict[str, Target], project: Project | None = None, store: Store | None = None
+    ) -> None:
         self._targets = targets
         self._project = project
+        self.persistent = Persistent(store)
         self._done: dict[Key, Compiled] = {}
         self._executables: dict[Key, Any] = {}
         self._planned: dict[str, set[Key]] = {}
@@ -309,14 +367,14 @@ class CompileCache:
             batch = sorted(self._planned.get(key.target, set()) | {key})
             with self._lock:
                 todo = [k for k in batch if k not in self._done]
-            for c in compile_in_child(todo, t, self._project):
+            for c in compile_in_child(todo, t, self._project, self.persistent):
                 with self._lock:
                     self._done[c.key] = c
             return
-        compiled, executable = _compile(key.program, key.config, t)
+        compiled, executable = _compile(key.program, key.config, t, self.persistent)
         with self._lock:
             self._done[key] = compiled
-            if t.mode == "runtime":
+            if t.mode == "runtime" and executable is not None:
                 self._executables[key] = executable
 
     def get(self, program: str, config: str, target: str) -> Compiled:
@@ -347,6 +405,8 @@ class CompileCache:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+        if self.persistent.store is not None:  # the size bound, kept at each run's end
+            self.persistent.store.prune()
 
     def executable(self, program: str, config: str, target: str) -> Any:
         """The compiled executable of a runtime-target key (for timing); compiles it if needed."""
@@ -354,7 +414,14 @@ class CompileCache:
             raise InvariantsError(f"{target}: only the runtime target runs programs; this one compiles only")
         self.settle()
         self.get(program, config, target)
-        return self._executables[Key(program, config, target)]
+        key = Key(program, config, target)
+        if key not in self._executables:  # served by the persistent cache: timing needs the real one
+            self._executables[key] = _compile(program, config, self._targets[target])[1]
+        return self._executables[key]
+
+    def outcome(self, key: Key) -> Outcome | None:
+        """What ``key``'s compile was in this run (hit, hit-lowered, miss, off); None before it compiled."""
+        return self.persistent.outcomes.get(Key(*key))
 
     @property
     def compiled(self) -> list[Compiled]:
@@ -363,13 +430,49 @@ class CompileCache:
 
     @property
     def total_seconds(self) -> float:
-        return sum(c.compile_seconds or 0.0 for c in self.compiled)
+        """Compile-thread seconds of what this run compiled (the cache's hits took none)."""
+        outcomes = self.persistent.outcomes
+        return sum(c.compile_seconds or 0.0 for c in self.compiled if outcomes.get(c.key) in ("miss", "off"))
+
+    def header_line(self) -> str:
+        store = self.persistent.store
+        if store is None:
+            return "compile cache: off (--no-cache): every program compiles"
+        stats = store.stats()
+        return (f"compile cache: {shown(store.folder)} ({stats['results']} compiles, "
+                f"{stats['bytes'] / 1024**2:.0f} MB of {store.max_bytes / 1024**2:.0f} MB)")  # fmt: skip
+
+    def summary_lines(self, items: Sequence[Mapping[str, Any]], parse_seconds: float) -> list[str]:
+        """The run's end: what the cache served and what compiled, with the compile time labelled. In an
+        xdist controller, which compiles nothing, the counts come from the items' records."""
+        persistent = self.persistent
+        tally = persistent.tally
+        if not tally.counts:
+            tally = Tally()
+            for item in items:
+                if item.get("kind") == "structure" and item.get("compile_cache"):
+                    tally.add(item["compile_cache"])
+        lines = []
+        line = tally.line(persistent.store.folder if persistent.store is not None else None)
+        if line is not None:
+            lines.append(f"invariants: {line}")
+        compiled = [c for c in self.compiled if persistent.outcomes.get(c.key) in ("miss", "off")]
+        if self.compiled:
+            lines.append(
+                f"invariants: compiled {len(compiled)} programs ({self.total_seconds:.1f} s of compile "
+                f"threads' time), read {len(self.compiled) - len(compiled)} from the cache; parsed in "
+                f"{parse_seconds:.2f} s"
+            )
+        if persistent.store is not None:
+            lines += [f"invariants: {n}" for n in dict.fromkeys(persistent.store.notes)]
+        return lines
 
 
 def _child_main(target_name: str) -> int:
     target = next(t for t in _AOT_TARGETS if t.name == target_name)
     try:
         declare_project(Project.from_env())
+        persistent = Persistent(from_settings())
     except InvariantsError as err:
         print(err, file=sys.stderr)
         return 1
@@ -377,11 +480,13 @@ def _child_main(target_name: str) -> int:
     out = []
     for program, config, _ in keys:
         try:
-            out.append(compile_here(program, config, target).to_json())
+            out.append(compile_here(program, config, target, persistent).to_json())
         except InvariantsError as err:
             print(err, file=sys.stderr)
             return 1
-    json.dump(out, sys.stdout)
+    outcomes = [persistent.outcomes[Key(p, c, target.name)] for p, c, _ in keys]
+    notes = persistent.store.notes if persistent.store is not None else []
+    json.dump({"records": out, "outcomes": outcomes, "notes": notes}, sys.stdout)
     return 0
 
 

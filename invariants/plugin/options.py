@@ -68,6 +68,10 @@ OPTIONS: tuple[Option, ...] = (
     _switch("--pin-workers", "under xdist, run each worker on one core of its own (when there are as many "
             "cores as workers): each worker's compiler thread pools then fit its core instead of contending "
             "for all of them"),
+    Option("--cache-dir", "the compile cache's folder: what a compile gave, kept between runs under a key "
+           "of everything that can change it (default: ~/.cache/jax-embedding-invariants/compiled)",
+           {"metavar": "DIR"}, env=_config.name("INVARIANTS_CACHE_DIR"), forwarded=True),
+    _switch("--no-cache", "compile everything again, reading and writing no compile cache", forwarded=True),
     Option("--hlo-dump-dir", "where failing items write their optimized HLO and jaxpr (default: "
            "artifacts/hlo)", default="artifacts/hlo", env=_config.name("INVARIANTS_DUMP_DIR")),
 )  # fmt: skip

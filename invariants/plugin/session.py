@@ -30,6 +30,7 @@ from ..catalog.targets import Target, all_targets, select_targets, versions
 from ..compile.artifacts import CompileCache
 from ..compile.process import REQUESTED_PLATFORMS
 from ..compile.record import Key
+from ..compile.store import from_settings
 from ..measure.measurement import Measurement, measure
 from ..snapshot.store import GUARD_KEY
 from ..spec.checks import check_specs
@@ -54,7 +55,11 @@ class GateSession:
         self.with_catalog = not config.getoption("no_catalog")
         # What a child that compiles for this run (the 8-device CPU) declares before it compiles.
         project = Project(tuple(Path(d).resolve() for d in spec_dirs), self.with_catalog, Path.cwd())
-        self.cache = CompileCache(self.all_targets, project if spec_dirs else None)
+        # The persistent compile cache: its folder is checked now (one line when it cannot serve).
+        store = from_settings(config.getoption("cache_dir"), bool(config.getoption("no_cache")))
+        if store is not None:
+            store.check()
+        self.cache = CompileCache(self.all_targets, project if spec_dirs else None, store)
         # What only the targets show wrong (a targets pattern that matches none, an invariant that makes no
         # item): one line here, before collection, rather than a collection error's traceback.
         check_specs(self.specs)
@@ -208,6 +213,7 @@ class GateSession:
             reason = t.unavailable_reason()
             state = "ok" if reason is None else f"skipped: {reason}"
             lines.append(f"target {t.name}: {t.mode}, {t.scope} — {state}")
+        lines.append(self.cache.header_line())
         claim = self.recorder.claim
         if claim is not None and claim.note:
             lines.append(claim.note)
@@ -245,12 +251,7 @@ class GateSession:
         skipped = unavailable_targets(self.targets)
         if skipped:
             lines.append(f"invariants: skipped, cannot compile here: {skipped}")
-        cache = self.cache
-        if cache.compiled:
-            lines.append(
-                f"invariants: compiled {len(cache.compiled)} programs in {cache.total_seconds:.1f} s, "
-                f"parsed in {self.parse_seconds:.2f} s"
-            )
+        lines += self.cache.summary_lines(self.recorder.items, self.parse_seconds)
         return lines + unused_lines(self.config)
 
     def finish(self, exitstatus: int, passed: bool) -> None:

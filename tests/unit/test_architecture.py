@@ -85,7 +85,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("_errors", "_paths", "_stats", "_cores", "_config"),
     # 1: data and text, no JAX: configurations, selection, the target table, HLO and kernel code, the spec
     #    files and their assert grammar, the results records and the gate's item names
-    ("catalog.configs", "catalog.select", "catalog.targets", "compile.record", "hlo", "kernels", "measure",
+    ("catalog.configs", "catalog.select", "catalog.targets", "compile.record", "compile.store", "hlo",
+     "kernels", "measure",
      "spec.file", "spec.asserts", "plugin.results", "plugin.items"),
     # 2: the catalog's programs and everything that compiles, snapshots, checks or times them
     ("catalog", "compile", "snapshot", "spec", "timing", "testing"),
@@ -106,7 +107,8 @@ KNOWN_UPWARD = {
 # The modules that must start without JAX (hlo-stats, the spec validator, selection, the target table, the
 # report's reader of results).
 NO_JAX = ("_errors", "_paths", "_stats", "_cores", "_config", "catalog.configs", "catalog.select",
-          "catalog.targets", "compile.record", "spec.file", "spec.asserts", "hlo.parse", "hlo.structure",
+          "catalog.targets", "compile.record", "compile.store", "compile.cache_command", "spec.file",
+          "spec.asserts", "hlo.parse", "hlo.structure",
           "hlo.cost", "kernels", "kernels.ptx", "kernels.llvm_ir", "kernels.program", "measure.metrics",
           "measure.measurement", "snapshot.render", "plugin.results", "plugin.items")  # fmt: skip
 

@@ -43,7 +43,7 @@ class _FakeCompiler:
         self.active = 0
         self.lock = threading.Lock()
 
-    def __call__(self, program, config, target):
+    def __call__(self, program, config, target, persistent=None):
         with self.lock:
             self.calls.append((program, threading.current_thread().name))
             self.active += 1

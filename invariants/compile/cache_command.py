@@ -1,0 +1,41 @@
+"""``python -m invariants cache``: where the compile cache is, how full, and clearing it (no JAX)."""
+
+from __future__ import annotations
+
+import argparse
+
+from .._paths import shown
+from .store import DEFAULT_MAX_BYTES, Store, folder_of, max_bytes
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m invariants cache",
+        description="The compile cache: what each compile gave, kept between runs under a key of everything "
+        "that can change it (the lowered module, the compiler's files and versions, XLA_FLAGS and the other "
+        "variables, JAX's configuration, the target, the host CPU). A gate run says at its end how many "
+        "keys it served and how many compiled.",
+    )
+    parser.add_argument("action", nargs="?", choices=("info", "where", "clear"), default="info",
+                        help="info (default): the folder, its entries and size; where: the folder alone; "
+                        "clear: delete every entry (nothing else in the folder)")  # fmt: skip
+    parser.add_argument("--cache-dir", metavar="DIR",
+                        help="the cache's folder (default: INVARIANTS_CACHE_DIR, else "
+                        "~/.cache/jax-embedding-invariants/compiled)")  # fmt: skip
+    args = parser.parse_args(argv)
+    # INVARIANTS_NO_CACHE turns the cache off for runs; the folder is still there to see and clear.
+    store = Store(folder_of(args.cache_dir), max_bytes=max_bytes())
+    if args.action == "where":
+        print(store.folder)
+        return 0
+    if args.action == "clear":
+        n = store.clear()
+        print(f"compile cache: {shown(store.folder)}: {n} files deleted")
+        return 0
+    stats = store.stats()
+    used, bound = stats["bytes"] / 1024**2, store.max_bytes / 1024**2
+    print(f"compile cache: {shown(store.folder)}")
+    print(f"  {stats['results']} compiles, {stats['recipes']} recipes, {stats['manifests']} manifests")
+    print(f"  {used:.1f} MB of {bound:.0f} MB (the least recently used go first; INVARIANTS_CACHE_MAX_MB, "
+          f"default {DEFAULT_MAX_BYTES // 1024**2})")  # fmt: skip
+    return 0

@@ -1,0 +1,319 @@
+"""The persistent compile cache: a warm key is served whole, and every input that can change what a compile
+returns changes its key (a stale hit would hide the regression the gate exists for)."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import os
+import sys
+
+import jax
+import pytest
+
+from invariants._errors import InvariantsError
+from invariants.catalog import programs as _programs
+from invariants.catalog.programs import CATALOG
+from invariants.catalog.targets import all_targets
+from invariants.compile import keys as _keys
+from invariants.compile.artifacts import CompileCache, compile_here
+from invariants.compile.keys import Persistent
+from invariants.compile.record import Key
+from invariants.compile.store import Store, from_settings
+
+CPU = all_targets()["cpu"]
+TAKE = Key("take", "f32", "cpu")
+
+
+def _persistent(tmp_path) -> Persistent:
+    """A session's view of the store in ``tmp_path`` (a new one: a new run)."""
+    return Persistent(Store(tmp_path / "cache"))
+
+
+def _compile(tmp_path, program: str = "take", config: str = "f32"):
+    p = _persistent(tmp_path)
+    record = compile_here(program, config, CPU, p)
+    return record, p.outcomes[Key(program, config, "cpu")]
+
+
+def test_a_second_run_is_served_whole_and_equal_to_the_compile(tmp_path):
+    first, outcome = _compile(tmp_path)
+    assert outcome == "miss"
+    second, outcome = _compile(tmp_path)
+    assert outcome == "hit"
+    assert second == first  # every field, compile_seconds the compile's that made the entry
+    assert second.compile_seconds == first.compile_seconds and first.compile_seconds > 0
+
+
+def test_no_store_compiles_every_time(tmp_path):
+    p = Persistent(None)
+    compile_here("take", "f32", CPU, p)
+    compile_here("take", "f32", CPU, p)
+    assert p.tally.counts == {"off": 2}
+    assert p.summary() == "compile cache: off, 2 compiled"
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["XLA_FLAGS", "LIBTPU_INIT_ARGS", "JAX_DEFAULT_PRNG_IMPL", "INVARIANTS_INJECT"],
+)
+def test_an_environment_variable_that_changes_compiles_misses(tmp_path, monkeypatch, change):
+    _compile(tmp_path)
+    monkeypatch.setenv(change, "--xla_cpu_prefer_vector_width=32" if change == "XLA_FLAGS" else "x")
+    _, outcome = _compile(tmp_path)
+    assert outcome == "miss"
+
+
+def test_a_variable_of_the_gate_alone_still_hits(tmp_path, monkeypatch):
+    _compile(tmp_path)
+    monkeypatch.setenv("INVARIANTS_RESULTS", str(tmp_path / "elsewhere.json"))
+    assert _compile(tmp_path)[1] == "hit"
+
+
+def _installed_with(monkeypatch, **change):
+    real = _keys.Fingerprint.installed
+
+    def installed(self):
+        return {**real(self), **change}
+
+    monkeypatch.setattr(_keys.Fingerprint, "installed", installed)
+
+
+def test_another_jaxlib_misses(tmp_path, monkeypatch):
+    _compile(tmp_path)
+    installed = _keys.Fingerprint().installed()["distributions"]
+    other = [d.replace("jaxlib==", "jaxlib==0.0.1+") for d in installed]
+    assert other != installed
+    _installed_with(monkeypatch, distributions=other)
+    assert _compile(tmp_path)[1] == "miss"
+
+
+def test_a_rebuilt_libtpu_under_the_same_version_misses(tmp_path, monkeypatch):
+    """A nightly rebuilt under one version: its shared object's size or mtime moved."""
+    _compile(tmp_path)
+    files = _keys.Fingerprint().installed()["compiler_files"]
+    libtpu = [p for p in files if "libtpu" in p]
+    assert libtpu, "libtpu is installed in the test environment; its .so must be in the key"
+    _installed_with(monkeypatch, compiler_files={**files, libtpu[0]: "1:2"})
+    assert _compile(tmp_path)[1] == "miss"
+
+
+def test_jax_configuration_misses(tmp_path):
+    _compile(tmp_path)
+    with jax.enable_x64(True):
+        assert _compile(tmp_path)[1] == "miss"
+
+
+def test_another_host_cpu_misses(tmp_path, monkeypatch):
+    _compile(tmp_path)
+    monkeypatch.setattr(_keys, "host_cpu", lambda: ["another cpu", "sse2"])
+    assert _compile(tmp_path)[1] == "miss"
+
+
+def test_an_edited_device_description_changes_the_key(tmp_path, monkeypatch):
+    gpu = all_targets()["gpu-l4"]
+    before = _keys.target_identity(gpu)
+    folder = tmp_path / "data"
+    folder.mkdir()
+    text = (_keys._GPU_CONFIG_DIR / "l4.txtpb").read_text()
+    (folder / "l4.txtpb").write_text(text.replace("core_count", "core_count", 1) + "\n# edited\n")
+    monkeypatch.setattr(_keys, "_GPU_CONFIG_DIR", folder)
+    assert _keys.target_identity(gpu) != before
+
+
+def test_another_target_misses(tmp_path):
+    p = _persistent(tmp_path)
+    compile_here("take", "f32", CPU, p)
+    a = p.recipe_key(CATALOG["take"], "f32", CPU, *_args("take", "f32", CPU))
+    b = p.recipe_key(CATALOG["take"], "f32", all_targets()["tpu-v5e"], *_args("take", "f32", CPU))
+    assert a != b
+
+
+def _args(program, config, target):
+    from invariants.compile.artifacts import _abstract_arguments
+
+    return _abstract_arguments(CATALOG[program], config, target)[0], {}
+
+
+@pytest.fixture
+def edited_program(tmp_path, monkeypatch):
+    """A catalog program whose code lives in a module file the test can edit."""
+    folder = tmp_path / "src"
+    folder.mkdir()
+    module = folder / "edited_lookup.py"
+    module.write_text(
+        "import jax.numpy as jnp\n\ndef lookup(table, ids):\n    return jnp.take(table, ids, axis=0)\n"
+    )
+    monkeypatch.syspath_prepend(str(folder))
+    import edited_lookup
+
+    program = dataclasses.replace(CATALOG["take"], name="edited_take", fn=edited_lookup.lookup)
+    monkeypatch.setitem(_programs.CATALOG, "edited_take", program)  # type: ignore[index]
+    yield module
+    sys.modules.pop("edited_lookup", None)
+
+
+def test_an_edited_program_that_lowers_alike_is_served_after_tracing(tmp_path, edited_program):
+    assert _compile(tmp_path, "edited_take")[1] == "miss"
+    assert _compile(tmp_path, "edited_take")[1] == "hit"
+    edited_program.write_text(
+        edited_program.read_text() + "\n# a comment: the module it lowers to is the same\n"
+    )
+    os.utime(edited_program, ns=(1, 1))
+    assert _compile(tmp_path, "edited_take")[1] == "hit-lowered"
+    assert _compile(tmp_path, "edited_take")[1] == "hit"  # the recipe points at it again
+
+
+def test_an_edited_program_that_lowers_otherwise_misses(tmp_path, edited_program):
+    first, _ = _compile(tmp_path, "edited_take")
+    edited_program.write_text(edited_program.read_text().replace("axis=0)", "axis=0) * 2"))
+    sys.modules.pop("edited_lookup")
+    import edited_lookup
+
+    CATALOG["edited_take"] = dataclasses.replace(CATALOG["edited_take"], fn=edited_lookup.lookup)  # type: ignore[index]
+    second, outcome = _compile(tmp_path, "edited_take")
+    assert outcome == "miss"
+    assert second.hlo_text != first.hlo_text
+
+
+def test_a_swapped_function_misses_although_its_name_stays(tmp_path, monkeypatch):
+    """The self-check's swap replaces a catalog program's function under its name."""
+    _compile(tmp_path)
+    from invariants.selfcheck import inject
+
+    monkeypatch.setitem(
+        _programs.CATALOG, "take", dataclasses.replace(CATALOG["take"], fn=inject.take_as_map_loop)
+    )  # type: ignore[index]
+    assert _compile(tmp_path)[1] == "miss"
+
+
+def test_two_programs_of_one_module_keep_their_own_names(tmp_path, monkeypatch):
+    take, _ = _compile(tmp_path, "take")
+    again = dataclasses.replace(CATALOG["take"], name="take_again")
+    monkeypatch.setitem(_programs.CATALOG, "take_again", again)  # type: ignore[index]
+    mine, outcome = _compile(tmp_path, "take_again")
+    assert outcome == "hit-lowered"  # the same module as take's: not compiled again
+    assert mine.program == "take_again" and mine.hlo_text == take.hlo_text
+    assert _compile(tmp_path, "take_again")[1] == "hit"
+
+
+def test_a_program_of_no_catalog_or_spec_has_no_recipe(tmp_path):
+    program = dataclasses.replace(CATALOG["take"], name="a_test_s_own")
+    assert _persistent(tmp_path).recipe_key(program, "f32", CPU, *_args("take", "f32", CPU)) is None
+
+
+def test_a_corrupt_entry_is_a_miss_with_one_line(tmp_path):
+    _compile(tmp_path)
+    for path in (tmp_path / "cache" / "v1" / "results").iterdir():
+        path.write_bytes(b"not gzip")
+    p = _persistent(tmp_path)
+    compile_here("take", "f32", CPU, p)
+    assert p.outcomes[TAKE] == "miss"
+    assert (
+        len(p.store.notes) == 1 and "not a cache entry" in p.store.notes[0] and "\n" not in p.store.notes[0]
+    )
+    assert _compile(tmp_path)[1] == "hit"  # written again
+
+
+def test_writes_are_whole_files_and_leave_no_temporary_ones(tmp_path):
+    _compile(tmp_path)
+    names = [p.name for p in (tmp_path / "cache").rglob("*") if p.is_file()]
+    assert names and not [n for n in names if n.startswith(".") or n.endswith(".tmp")]
+    for path in (tmp_path / "cache").rglob("*.gz"):
+        gzip.decompress(path.read_bytes())
+
+
+def test_the_size_bound_prunes_the_least_recently_used(tmp_path):
+    store = Store(tmp_path / "cache")
+    for i in range(5):
+        store.put(None, f"r{i}", {"n": "x" * 2000 + str(i)}, {})
+        os.utime(store.root / "results" / f"r{i}.json.gz", ns=(i * 10**9, i * 10**9))
+    store.result("r0")  # used now: the newest
+    size = store.size()
+    deleted = store.prune(max_bytes=size // 2)
+    assert deleted >= 2
+    assert store.result("r0") is not None and store.result("r1") is None
+    assert store.size() <= size // 2
+
+
+def test_clear_deletes_only_what_the_store_wrote(tmp_path):
+    store = Store(tmp_path / "cache")
+    store.put(None, "r", {"n": 1}, {})
+    mine = tmp_path / "cache" / "README.txt"
+    mine.write_text("not the cache's")
+    assert store.clear() == 1
+    assert mine.exists() and store.stats()["results"] == 0
+
+
+def test_a_folder_others_may_write_is_refused_in_one_line(tmp_path):
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    folder.chmod(0o777)
+    with pytest.raises(InvariantsError) as err:
+        Store(folder).check()
+    assert "writable by others" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_settings(tmp_path, monkeypatch):
+    monkeypatch.setenv("INVARIANTS_CACHE_DIR", str(tmp_path / "c"))
+    store = from_settings()
+    assert store is not None and store.folder == tmp_path / "c"
+    assert from_settings(str(tmp_path / "d")).folder == tmp_path / "d"
+    assert from_settings(disabled=True) is None
+    monkeypatch.setenv("INVARIANTS_NO_CACHE", "1")
+    assert from_settings() is None
+    monkeypatch.setenv("INVARIANTS_NO_CACHE", "yes")
+    with pytest.raises(InvariantsError, match="INVARIANTS_NO_CACHE='yes': takes 1"):
+        from_settings()
+    monkeypatch.setenv("INVARIANTS_NO_CACHE", "0")
+    for bad in ("0", "-5", "lots", "nan"):
+        monkeypatch.setenv("INVARIANTS_CACHE_MAX_MB", bad)
+        with pytest.raises(InvariantsError, match="INVARIANTS_CACHE_MAX_MB"):
+            from_settings()
+
+
+def test_a_session_serves_a_runtime_key_and_still_times_a_real_executable(tmp_path):
+    _compile(tmp_path)
+    cache = CompileCache(all_targets(), store=Store(tmp_path / "cache"))
+    record = cache.get("take", "f32", "cpu")
+    assert cache.outcome(TAKE) == "hit"
+    executable = cache.executable("take", "f32", "cpu")  # compiled for real: timing runs it
+    assert callable(executable)
+    assert executable.as_text() == record.hlo_text
+    assert cache.total_seconds == 0.0  # a hit took no compile time in this run
+    assert cache.summary_lines([], 0.0)[0].startswith("invariants: compile cache: 1 hits, 0 misses (")
+
+
+def test_the_summary_of_an_xdist_controller_counts_the_items_records(tmp_path):
+    cache = CompileCache(all_targets(), store=Store(tmp_path / "cache"))
+    items = [{"kind": "structure", "compile_cache": o} for o in ("hit", "hit", "miss", "hit-lowered")]
+    line = cache.summary_lines(items, 0.0)[0]
+    assert line.startswith("invariants: compile cache: 3 hits (1 after tracing")
+    assert ", 1 misses (" in line
+
+
+def test_the_header_says_where_and_how_full(tmp_path):
+    _compile(tmp_path)
+    cache = CompileCache(all_targets(), store=Store(tmp_path / "cache"))
+    assert cache.header_line().startswith("compile cache: ") and "(1 compiles, " in cache.header_line()
+    assert (
+        CompileCache(all_targets()).header_line() == "compile cache: off (--no-cache): every program compiles"
+    )
+
+
+def test_the_cache_command_as_a_user_runs_it(tmp_path):
+    """``python -m invariants cache``: where, how full, and clear, in the user's own words."""
+    import subprocess
+
+    _compile(tmp_path)
+    folder = tmp_path / "cache"
+
+    def run(*words: str) -> str:
+        command = [sys.executable, "-m", "invariants", "cache", *words, "--cache-dir", str(folder)]
+        return subprocess.run(command, capture_output=True, text=True, check=True).stdout
+
+    info = run()
+    assert f"compile cache: {folder}" in info and "1 compiles, 1 recipes, 1 manifests" in info
+    assert run("where").strip() == str(folder)
+    assert "3 files deleted" in run("clear")
+    assert "0 compiles, 0 recipes, 0 manifests" in run("info")
