@@ -8,6 +8,7 @@
 #   INPUT_TARGETS       --targets (empty: the gate's default, every target)
 #   INPUT_CATALOG       "true" runs the catalog too; "false" (the default) passes --no-catalog
 #   INPUT_ARGS          more arguments for the gate, split on whitespace
+#   INPUT_COMPILE_CACHE "true" (the default) reads and writes the compile cache; "false": INVARIANTS_NO_CACHE=1
 #   GITHUB_STEP_SUMMARY the job summary the report is appended to (unset: the report goes to stdout)
 #   GITHUB_OUTPUT       where exit-code and report are written as step outputs (unset: not written)
 # The results file and the report go to artifacts/action/ in the working directory.
@@ -32,6 +33,11 @@ case "${INPUT_CATALOG:-false}" in
   true) catalog=() ;;
   false) catalog=(--no-catalog) ;;
   *) say "catalog: '${INPUT_CATALOG}' is neither true nor false"; exit 2 ;;
+esac
+case "${INPUT_COMPILE_CACHE:-true}" in
+  true) ;;
+  false) export INVARIANTS_NO_CACHE=1 ;;
+  *) say "compile-cache: '${INPUT_COMPILE_CACHE}' is neither true nor false"; exit 2 ;;
 esac
 targets=()
 if [ -n "${INPUT_TARGETS:-}" ]; then

@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
+import importlib.metadata
 
 from .._paths import shown
 from .store import DEFAULT_MAX_BYTES, Store, folder_of, max_bytes
+
+
+def installed_key() -> str:
+    """16 hex digits of the installed distributions and their versions."""
+    found = sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions())
+    return hashlib.sha256("\n".join(found).encode()).hexdigest()[:16]
 
 
 def main(argv: list[str]) -> int:
@@ -16,15 +24,19 @@ def main(argv: list[str]) -> int:
         "variables, JAX's configuration, the target, the host CPU). A gate run says at its end how many "
         "keys it served and how many compiled.",
     )
-    parser.add_argument("action", nargs="?", choices=("info", "where", "clear"), default="info",
+    parser.add_argument("action", nargs="?", choices=("info", "where", "clear", "key"), default="info",
                         help="info (default): the folder, its entries and size; where: the folder alone; "
-                        "clear: delete every entry (nothing else in the folder)")  # fmt: skip
+                        "clear: delete every entry (nothing else in the folder); key: a short hash of "
+                        "the installed versions, for a CI cache's key (actions/cache)")  # fmt: skip
     parser.add_argument("--cache-dir", metavar="DIR",
                         help="the cache's folder (default: INVARIANTS_CACHE_DIR, else "
                         "~/.cache/jax-embedding-invariants/compiled)")  # fmt: skip
     args = parser.parse_args(argv)
     # INVARIANTS_NO_CACHE turns the cache off for runs; the folder is still there to see and clear.
     store = Store(folder_of(args.cache_dir), max_bytes=max_bytes())
+    if args.action == "key":  # CI's key only chooses which folder to restore; each entry has its own key
+        print(installed_key())
+        return 0
     if args.action == "where":
         print(store.folder)
         return 0

@@ -255,14 +255,15 @@ def test_the_action_metadata_holds():
 def test_the_action_check_can_fail():
     action = _load_yaml(ACTION.read_text())
     action["inputs"]["targets"]["type"] = "string"  # a workflow_call input key, not an action's
-    action["runs"]["steps"][1].pop("shell")
-    action["runs"]["steps"][2]["run"] = 'bash "$GITHUB_ACTION_PATH/scripts/missing.sh"'
-    action["runs"]["steps"][2]["env"]["INPUT_TARGETS"] = "${{ inputs.target }}"
+    steps = {s.get("name"): s for s in action["runs"]["steps"]}
+    steps["install the gate"].pop("shell")
+    steps["run the gate"]["run"] = 'bash "$GITHUB_ACTION_PATH/scripts/missing.sh"'
+    steps["run the gate"]["env"]["INPUT_TARGETS"] = "${{ inputs.target }}"
     action["outputs"]["exit-code"]["value"] = "${{ steps.gates.outputs.exit-code }}"
     assert action_problems(action) == [
         "input 'targets': unknown key 'type'",
         "step 2 (install the gate): a run step of a composite action needs shell",
-        "step 3 (run the gate): runs scripts/missing.sh, which is not in the repository",
+        "step 5 (run the gate): runs scripts/missing.sh, which is not in the repository",
         "${{ steps.gates.outputs.exit-code }}: no step with id 'gates'",
         "${{ inputs.target }}: no input 'target'",
     ]

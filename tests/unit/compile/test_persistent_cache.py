@@ -315,5 +315,7 @@ def test_the_cache_command_as_a_user_runs_it(tmp_path):
     info = run()
     assert f"compile cache: {folder}" in info and "1 compiles, 1 recipes, 1 manifests" in info
     assert run("where").strip() == str(folder)
+    key = run("key").strip()
+    assert len(key) == 16 and int(key, 16) >= 0
     assert "3 files deleted" in run("clear")
     assert "0 compiles, 0 recipes, 0 manifests" in run("info")
