@@ -105,4 +105,6 @@ def _one_line_argument_errors() -> Iterator[None]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ._usercode import finished  # threads a project's import left running do not hold the exit
+
+    sys.exit(finished(main()))

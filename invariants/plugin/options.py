@@ -68,6 +68,9 @@ OPTIONS: tuple[Option, ...] = (
     _switch("--pin-workers", "under xdist, run each worker on one core of its own (when there are as many "
             "cores as workers): each worker's compiler thread pools then fit its core instead of contending "
             "for all of them"),
+    Option("--user-code-timeout", "seconds one import of a project's module, one call of its params or "
+           "inputs factory, or one trace of its function may take before the run fails in one line "
+           "(default: INVARIANTS_USER_CODE_TIMEOUT, else 300)", {"metavar": "SECONDS"}),
     Option("--hlo-dump-dir", "where failing items write their optimized HLO and jaxpr (default: "
            "artifacts/hlo)", default="artifacts/hlo", env=_config.name("INVARIANTS_DUMP_DIR")),
 )  # fmt: skip

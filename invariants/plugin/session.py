@@ -22,6 +22,7 @@ import pytest
 from .. import _config
 from .._errors import InvariantsError, NothingChecked
 from .._paths import check_output_dir, shown, write_atomic
+from .._usercode import set_timeout
 from ..catalog.downstream import build_all
 from ..catalog.programs import CATALOG, select_configs
 from ..catalog.project import Project
@@ -49,6 +50,7 @@ class GateSession:
         self.all_targets = all_targets()
         self.targets = select_targets(config.getoption("targets"))
         spec_dirs = config.getoption("spec_dir") or _env_spec_dirs()
+        set_timeout(config.getoption("user_code_timeout"))  # before the project's code runs, below
         self.specs = load_specs(*map(Path, spec_dirs))
         declare(build_all(d for spec in self.specs for d in spec.programs))
         self.with_catalog = not config.getoption("no_catalog")
