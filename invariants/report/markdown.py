@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import InvariantsError
-from .._paths import check_output_file, write_atomic
+from .._paths import check_distinct, check_output_file, check_plot_path, write_atomic
 from ..catalog.select import select_program_words
 from ..measure.metrics import METRICS, names
 from ..plugin import results as _results
@@ -577,6 +577,11 @@ def _check_outputs(args: argparse.Namespace) -> None:
         check_output_file(value, f"report: {option}")
     if len(outputs) == 2 and Path(outputs[0][1]).resolve() == Path(outputs[1][1]).resolve():
         raise InvariantsError(f"report: --out and --plot are the same file ({args.out}); give two")
+    inputs = [("results file", r) for r in args.results] + [("--benchmark-json", args.benchmark_json)]
+    inputs += [("--compare", c) for c in (args.compare or ())]
+    check_distinct(outputs, inputs, "report")
+    if args.plot:
+        check_plot_path(args.plot, "report: --plot")
 
 
 def _run_parts(args: argparse.Namespace) -> list[str]:
