@@ -51,6 +51,13 @@ class GateSession:
         self.targets = select_targets(config.getoption("targets"))
         spec_dirs = config.getoption("spec_dir") or _env_spec_dirs()
         set_timeout(config.getoption("user_code_timeout"))  # before the project's code runs, below
+        _config.check_settings()  # what the items read from the environment: one line now, not mid-run
+        threads = config.getoption("compile_threads")
+        if threads is not None and threads < 0:
+            raise InvariantsError(
+                f"--compile-threads {threads}: takes a number of threads, 0 or more (0: each item compiles "
+                "what it reads)"
+            )
         self.specs = load_specs(*map(Path, spec_dirs))
         declare(build_all(d for spec in self.specs for d in spec.programs))
         self.with_catalog = not config.getoption("no_catalog")

@@ -511,6 +511,8 @@ def _check(args: argparse.Namespace) -> None:
     """Bad numbers are bad input: one line, before any worker starts."""
     for flag, field, _kind, _what, holds, why in NUMBERS:
         value = getattr(args, field)
+        if not math.isfinite(value):
+            raise InvariantsError(f"{flag} {value}: takes a finite number; {why}")
         if not holds(value):
             raise InvariantsError(f"{flag} {value}: {why}")
     if not args.min_rounds <= args.max_rounds:
