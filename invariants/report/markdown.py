@@ -142,9 +142,28 @@ def _invariant_status(items: list[dict[str, Any]]) -> str:
     return ", ".join(parts) or "—"
 
 
+def _result(run: Run) -> str:
+    """The run's result: passed only when its exit status is 0, no item has an outcome other than passed,
+    xfailed or skipped (a file whose items failed, errored or ``exploded`` never reads as passed, whatever
+    its exit status says), and some item passed."""
+    if run.exitstatus != 0:
+        return f"**failed** (pytest exit status {run.exitstatus})"
+    bad: dict[str, int] = {}
+    for item in run.items:
+        outcome = str(item.get("outcome"))
+        if outcome not in ("passed", "xfailed", "skipped"):
+            bad[outcome] = bad.get(outcome, 0) + 1
+    if bad:
+        said = ", ".join(f"{n:,} {o}" for o, n in sorted(bad.items()))
+        return f"**failed** ({said}, although the exit status recorded is 0)"
+    if run.items and not any(i.get("outcome") == "passed" for i in run.items):
+        return "**nothing passed** (every item was skipped or xfailed)"
+    return "passed"
+
+
 def _header(run: Run, title: str) -> list[str]:
     rt = run.runtime
-    status = "passed" if run.exitstatus == 0 else f"**failed** (pytest exit status {run.exitstatus})"
+    status = _result(run)
     versions = ", ".join(f"{k} {v}" for k, v in sorted(run.versions.items())) or "unknown"
     targets = []
     for name, t in run.targets.items():
