@@ -68,7 +68,9 @@ def _dispatch(argv: list[str] | None) -> int:
         print(f"invariants: unknown command {command!r}{hint}; known: {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
     # As in the pytest plugin: without a request, JAX runs on the CPU (and the CUDA plugin stays quiet).
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    # Set but empty or blank is unset too (JAX would pick whatever backend it finds).
+    if not os.environ.get("JAX_PLATFORMS", "").strip():
+        os.environ["JAX_PLATFORMS"] = "cpu"
     # No command writes inside the installed package (or JAX's): no bytecode caches from here on, in this
     # process or its children (compile children, self-check and bisect runs). What Python cached before
     # this line (this package's __init__, _errors, __main__) is written only where the installer did not
@@ -106,4 +108,6 @@ def _one_line_argument_errors() -> Iterator[None]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ._usercode import finished  # threads a project's import left running do not hold the exit
+
+    sys.exit(finished(main()))

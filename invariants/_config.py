@@ -11,10 +11,12 @@ reading nothing forever; ``tests/unit/test_config.py`` holds every other module 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import tomllib
 from typing import Literal
 
+from ._errors import InvariantsError
 from ._paths import PACKAGE_DIR
 
 
@@ -50,6 +52,53 @@ def get(variable: str, default: str | None = None) -> str | None:
 
 def requested_platforms() -> list[str]:
     """The backends ``JAX_PLATFORMS`` asks for, in order (JAX's variable, not the suite's; the gate's
-    process sets ``cpu`` when it is unset, before JAX starts). Set but empty: [] (JAX chooses). The one
-    reading of it."""
-    return [p.strip() for p in os.environ.get("JAX_PLATFORMS", "cpu").split(",") if p.strip()]
+    process sets ``cpu`` when it is unset, before JAX starts). Set but empty (or blank) is unset: ``cpu``,
+    as everywhere the gate reads it. The one reading of it."""
+    return [p.strip() for p in (os.environ.get("JAX_PLATFORMS", "").strip() or "cpu").split(",") if p.strip()]
+
+
+def default_platforms() -> None:
+    """``JAX_PLATFORMS=cpu`` when it is unset, empty or blank (JAX would choose any backend it finds), before
+    JAX starts: the gate's runtime is the CPU unless a backend is asked for by name."""
+    if not os.environ.get("JAX_PLATFORMS", "").strip():
+        os.environ["JAX_PLATFORMS"] = "cpu"
+
+
+def seconds(variable: str, default: float) -> float:
+    """The variable as a positive, finite number of seconds; unset or blank: ``default``. Anything else
+    (``nan``, ``-1``, ``abc``, ``inf``) is one line naming it and what it takes."""
+    raw = get(variable)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise InvariantsError(
+            f"{name(variable)}={raw!r}: takes a positive, finite number of seconds (unset: {default:g})"
+        )
+    return value
+
+
+def choice(variable: str, choices: tuple[str, ...], unset: str) -> str | None:
+    """The variable as one of ``choices``; unset or blank: None (``unset`` says what that means). Anything
+    else is one line naming it and what it takes."""
+    raw = get(variable)
+    if raw is None or not raw.strip():
+        return None
+    if raw.strip() not in choices:
+        raise InvariantsError(f"{name(variable)}={raw!r}: takes {' or '.join(choices)} (unset: {unset})")
+    return raw.strip()
+
+
+def check_settings() -> None:
+    """Every setting the gate's items read, checked when the run starts: a bad value is one line before
+    anything compiles, not an error in the middle of collection."""
+    seconds("INVARIANTS_RATIO_MAX_SECONDS", RATIO_MAX_SECONDS)
+    choice("INVARIANTS_CLOCK", CLOCKS, "cpu on the CPU backend, else wall")
+
+
+# The default budget of one ratio item, and the clocks a throughput item can time with.
+RATIO_MAX_SECONDS = 10.0
+CLOCKS = ("cpu", "wall")

@@ -16,7 +16,7 @@ import contextlib
 import os
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ._errors import InvariantsError
@@ -28,7 +28,10 @@ IMPORTED_DIR = Path(__file__).parent
 # The same folder resolved, a checkout's or an installed copy: what a child is staged from and compared with.
 PACKAGE_DIR = IMPORTED_DIR.resolve()
 
-__all__ = ["atomic_path", "check_output_dir", "check_output_file", "what_is", "write_atomic"]
+__all__ = [
+    "atomic_path", "check_distinct", "check_output_dir", "check_output_file", "check_plot_path", "what_is",
+    "write_atomic",
+]  # fmt: skip
 
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISREG, "a file"), (stat.S_ISFIFO, "a named pipe"),
@@ -126,10 +129,24 @@ def atomic_path(path: str | os.PathLike[str], option: str = "") -> Iterator[Path
         InvariantsError: the temporary file could not be renamed onto ``path`` (one line).
     """
     target = Path(path)
-    if target.exists() and not target.is_file() and not target.is_dir():
+    # A link is replaced, never written through (a planted link to a file the gate did not write); a device
+    # or pipe at the path itself (/dev/null, /dev/stdout) is written into.
+    if not target.is_symlink() and target.exists() and not target.is_file() and not target.is_dir():
         yield target
         return
-    tmp = target.with_name(f".{target.stem}.{os.getpid()}.tmp{target.suffix}")
+    try:
+        mode = target.stat().st_mode & 0o7777 if target.is_file() and not target.is_symlink() else None
+        # mkstemp: a new name made with O_EXCL, so that nothing planted at a guessable name is written
+        # through; the permissions the old file had, else those open() would give.
+        fd, name = tempfile.mkstemp(
+            dir=target.parent, prefix=f".{target.stem}.", suffix=f".tmp{target.suffix}"
+        )
+        os.close(fd)
+        os.chmod(name, mode if mode is not None else 0o666 & ~_umask())
+    except OSError as err:
+        named = f"{option} {path}" if option else str(path)
+        raise InvariantsError(f"{named}: cannot write ({err.strerror or err})") from None
+    tmp = Path(name)
     try:
         yield tmp
         os.replace(tmp, target)
@@ -139,6 +156,60 @@ def atomic_path(path: str | os.PathLike[str], option: str = "") -> Iterator[Path
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink()
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def check_distinct(
+    outputs: Sequence[tuple[str, str | os.PathLike[str] | None]],
+    inputs: Sequence[tuple[str, str | os.PathLike[str] | None]] = (),
+    command: str = "",
+) -> None:
+    """One line when two outputs are one file, or an output is one of the inputs (it would be overwritten
+    before, or while, it is read): checked before any work. ``outputs`` and ``inputs``: (option, path)
+    pairs, a path None when not given."""
+    prefix = f"{command}: " if command else ""
+
+    def same(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+        try:
+            return os.path.samefile(a, b)
+        except OSError:
+            return Path(a).resolve() == Path(b).resolve()
+
+    given = [(o, p) for o, p in outputs if p is not None and str(p)]
+    for i, (option, path) in enumerate(given):
+        for other, where in given[i + 1 :]:
+            if same(path, where):
+                raise InvariantsError(
+                    f"{prefix}{option} {path} and {other} {where} are the same file; give two"
+                )
+        for name, source in inputs:
+            if source is not None and same(path, source):
+                raise InvariantsError(
+                    f"{prefix}{option} {path}: the same file as {name} {source}, which it would overwrite; "
+                    "give another output path"
+                )
+
+
+def check_plot_path(path: str | os.PathLike[str], option: str) -> None:
+    """One line when matplotlib cannot write ``path``'s format (its extension); checked before any work.
+    Imports matplotlib: call it only when a plot is asked for."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if suffix and suffix not in formats:
+        raise InvariantsError(
+            f"{option} {path}: matplotlib cannot write .{suffix} files; give one of "
+            + ", ".join(f".{f}" for f in sorted(formats))
+        )
 
 
 def write_atomic(path: str | os.PathLike[str], text: str, option: str = "") -> None:

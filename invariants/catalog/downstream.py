@@ -78,6 +78,7 @@ import numpy as np
 from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec
 
 from .._errors import InvariantsError
+from .._usercode import guarded
 from ..spec.file import ProgramDecl, Spec, load_specs
 from .arguments import make_indices
 from .programs import (
@@ -110,14 +111,15 @@ def _import(decl: ProgramDecl, path: str | None = None, where: str | None = None
     # worker started elsewhere for the project (its parent names the folder) may not.
     if home not in sys.path and not (folder == Path.cwd() and "" in sys.path):
         sys.path.insert(0, home)
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as err:  # ImportError, or whatever the module raises while importing
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        raise InvariantsError(
-            f"{where}: cannot import {module_name} ({type(err).__name__}: {first}); modules are imported "
-            f"from the folder the gate runs in ({folder}) and sys.path"
-        ) from None
+    with guarded(f"{where}: importing {module_name}", importing=True):
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as err:  # ImportError, or whatever the module raises while importing
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            raise InvariantsError(
+                f"{where}: cannot import {module_name} ({type(err).__name__}: {first}); modules are "
+                f"imported from the folder the gate runs in ({folder}) and sys.path"
+            ) from None
     obj: Any = module
     for part in attribute.split("."):
         if not hasattr(obj, part):
@@ -161,8 +163,10 @@ def _check_trace(decl: ProgramDecl, fn: Callable[..., Any], program: Program, co
     shown = f"{_shape(lookup_args[0])} table and {_shape(lookup_args[1])} indices"
     where = f"{decl.where}: {decl.name} [{config.id}]"
     try:
-        with traced_on(mesh):
+        with guarded(f"{where}: tracing {decl.function}"), traced_on(mesh):
             out = jax.eval_shape(fn, *lookup_args)
+    except InvariantsError:  # what the guard said the code did
+        raise
     except Exception as err:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise InvariantsError(
@@ -181,8 +185,10 @@ def _check_trace(decl: ProgramDecl, fn: Callable[..., Any], program: Program, co
         return
     try:
         args = sharded(program.argument_specs(config), _parts(program, config), mesh)
-        with traced_on(mesh):
+        with guarded(f"{where}: tracing the {decl.kind} of {decl.function}"), traced_on(mesh):
             grads = jax.eval_shape(program.fn, *args)
+    except InvariantsError:  # what the guard said the code did
+        raise
     except Exception as err:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise InvariantsError(f"{where}: the {decl.kind} of {decl.function} fails: {first}") from None
@@ -350,7 +356,10 @@ class ParamsInputs:
             )  # fmt: skip
             where = f"{at}: {decl.name} [{config.id}]"
             try:
-                tree = factory(self.config(config))  # type: ignore[misc]
+                with guarded(f"{where}: {name}(config)"):
+                    tree = factory(self.config(config))  # type: ignore[misc]
+            except InvariantsError:  # what the guard said the code did
+                raise
             except Exception as err:
                 raise InvariantsError(
                     f"{where}: {name}(config) fails: {type(err).__name__}: {_first(err)}"
@@ -573,8 +582,10 @@ def _check_params(
     shown = f"its params and {_shape(indices)} indices" + (" and inputs" if extras else "")
     inputs.facts(config)  # the tables it names are leaves of its params: one line now if not
     try:
-        with traced_on(mesh):
+        with guarded(f"{where}: tracing {decl.function}"), traced_on(mesh):
             outputs = jax.eval_shape(function, params, indices, *extras)
+    except InvariantsError:  # what the guard said the code did
+        raise
     except Exception as err:
         raise InvariantsError(
             f"{where}: {decl.function} fails on {shown}: {type(err).__name__}: {_first(err)}"
@@ -598,7 +609,9 @@ def _check_params(
     # backward does not is refused by JAX itself): what is left to fail is tracing it.
     try:
         args = sharded(program.argument_specs(config), _parts(program, config), mesh)
-        with traced_on(mesh):
+        with guarded(f"{where}: tracing the {decl.kind} of {decl.function}"), traced_on(mesh):
             jax.eval_shape(program.fn, *args)
+    except InvariantsError:  # what the guard said the code did
+        raise
     except Exception as err:
         raise InvariantsError(f"{where}: the {decl.kind} of {decl.function} fails: {_first(err)}") from None

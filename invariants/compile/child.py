@@ -15,10 +15,15 @@ where its output was saved.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import os
+import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -109,11 +114,45 @@ __all__ = [
 ]  # fmt: skip
 
 
+@functools.cache
 def stage() -> Path:
     """The folder another interpreter gets as ``PYTHONPATH``: a link to this package and nothing else,
-    one per package location, in the temporary folder."""
+    one per package location and user, in the temporary folder; one per process (cached), so that every
+    path a worker reports below it is recognised (:mod:`invariants.versus.report`).
+
+    The temporary folder is shared with every other user: what is found there is used only when it is
+    exactly what this function makes (:func:`_verified`): a real folder, owned by this user, writable by
+    no one else, holding one link to this package. Anything else there (a planted link to a patched copy,
+    a folder others may write, a regular file, a link to a folder) is left alone and a fresh folder of
+    this process is made instead (``tempfile.mkdtemp``: owner-only), removed at exit.
+    """
     tag = hashlib.sha1(str(PACKAGE_DIR).encode()).hexdigest()[:12]
-    return staged_package(Path(tempfile.gettempdir()) / f"invariants-package-{tag}")
+    folder = Path(tempfile.gettempdir()) / f"invariants-package-{os.getuid()}-{tag}"
+    with contextlib.suppress(FileExistsError, OSError):
+        folder.mkdir(mode=0o700)
+        (folder / "invariants").symlink_to(PACKAGE_DIR, target_is_directory=True)
+    if _verified(folder):
+        return folder
+    fresh = Path(tempfile.mkdtemp(prefix=f"invariants-package-{tag}-"))
+    (fresh / "invariants").symlink_to(PACKAGE_DIR, target_is_directory=True)
+    atexit.register(shutil.rmtree, fresh, ignore_errors=True)  # removes the link, never what it names
+    return fresh
+
+
+def _verified(folder: Path) -> bool:
+    """Whether ``folder`` is a staging folder of this user's that no one else can have changed: a folder
+    (not a link to one), owned by this user, not writable by its group or others, holding exactly one
+    entry, ``invariants``, a link to this package."""
+    try:
+        st = folder.lstat()
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+            return False
+        link = folder / "invariants"
+        return os.listdir(folder) == ["invariants"] and link.is_symlink() and os.readlink(link) == str(
+            PACKAGE_DIR
+        )
+    except OSError:
+        return False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,7 +22,7 @@ from .. import _config, _cores
 # JAX reads JAX_PLATFORMS when it starts. Without a request, the runtime is the CPU: this also lets the
 # CUDA plugin load for ahead-of-time GPU compiles on hosts without a GPU. A TPU or GPU host asks for its
 # backend explicitly (tox -e tpu / -e gpu set JAX_PLATFORMS), and the guard below holds it to that.
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
+_config.default_platforms()  # unset, empty or blank: cpu
 REQUESTED_PLATFORMS = os.environ["JAX_PLATFORMS"]
 if "tpu" not in REQUESTED_PLATFORMS:
     # No TPU runtime here, only the compiler. Ahead-of-time compiles claim libtpu's single-process lock, and
@@ -148,6 +148,16 @@ def check_xla_flags(timeout: float = 300) -> None:
     flags = os.environ.get("XLA_FLAGS", "").strip()
     if not flags or os.environ.get(_FLAGS_CHECKED) == flags:
         return
+    for flag in flags.split():
+        # XLA takes 0 or garbage here and JAX then fails to start the CPU backend with a message about
+        # process indices: said by name instead.
+        if flag.startswith("--xla_force_host_platform_device_count"):
+            value = flag.partition("=")[2]
+            if not (value.isdigit() and int(value) >= 1):
+                raise pytest.UsageError(
+                    f"XLA_FLAGS={flags}: --xla_force_host_platform_device_count takes a number of devices, 1 "
+                    f"or more (got {value!r}); correct or unset XLA_FLAGS"
+                )
     try:
         proc = subprocess.run([sys.executable, "-c", _PROBE], env=dict(os.environ), capture_output=True,
                               timeout=timeout, check=False)  # fmt: skip

@@ -46,9 +46,10 @@ pytestmark = [pytest.mark.gate, pytest.mark.throughput]
 
 # A ratio takes 0.5-3 s; when its interval straddles the bound, the adaptive extension may take it up to this
 # budget. 10 s: with 6 s, one run in ten under a CPU hog left an injected 1.7x slowdown inconclusive.
-MAX_SECONDS = float(_config.get("INVARIANTS_RATIO_MAX_SECONDS", "10") or "10")
+MAX_SECONDS = _config.seconds("INVARIANTS_RATIO_MAX_SECONDS", _config.RATIO_MAX_SECONDS)
 # CPU time of this process on the CPU backend, the wall clock on accelerators (see _timing.runtime_clock).
-CLOCK_NAME, CLOCK = runtime_clock(jax.devices()[0].platform, _config.get("INVARIANTS_CLOCK"))
+_CLOCK_CHOICE = _config.choice("INVARIANTS_CLOCK", _config.CLOCKS, "by backend")
+CLOCK_NAME, CLOCK = runtime_clock(jax.devices()[0].platform, _CLOCK_CHOICE, _config.name("INVARIANTS_CLOCK"))
 
 
 @functools.cache

@@ -39,6 +39,7 @@ import pytest
 
 from .._errors import InvariantsError
 from .._paths import PACKAGE_DIR
+from .._usercode import set_timeout
 from ..compile.child import pytest_args
 from ..compile.process import guard_backend, pin_worker
 from ..spec.file import SPEC_DIR, load_specs
@@ -64,6 +65,11 @@ def _parser() -> argparse.ArgumentParser:
         "--no-catalog", action="store_true",
         help="leave out the catalog's own programs and specs; the catalog programs your relations name "
         "(structure(mine) == structure(take), time(mine) / time(take)) still compile for those relations",
+    )  # fmt: skip
+    p.add_argument(
+        "--user-code-timeout", metavar="SECONDS", default=None,
+        help="seconds one import of your module, one call of a params or inputs factory, or one trace of "
+        "your function may take before the run fails in one line (default 300; INVARIANTS_USER_CODE_TIMEOUT)",
     )  # fmt: skip
     # The plugin's own flags, listed here so that --help shows them; they go to pytest as given.
     for flag, text in _FORWARDED:
@@ -110,6 +116,7 @@ def main(argv: list[str]) -> int:
     args, rest = _parser().parse_known_args(argv)
     # The environment first (XLA_FLAGS, JAX_PLATFORMS), with JAX started quietly: the checks below import
     # the user's modules, and JAX with them.
+    set_timeout(args.user_code_timeout)  # checked now: one line for a timeout that is no number of seconds
     pin_worker(None, False)
     try:
         guard_backend()
@@ -129,6 +136,8 @@ def main(argv: list[str]) -> int:
         gate_command=" ".join(command),
     )
     forwarded = [flag for flag, _ in _FORWARDED if getattr(args, flag.lstrip("-").replace("-", "_"))]
+    if args.user_code_timeout is not None:
+        forwarded += ["--user-code-timeout", str(args.user_code_timeout)]
     usage = _OneLineUsage()
     status = int(pytest.main([*full, *forwarded, *rest], plugins=[usage]))
     # pytest's own bad input (an unknown option, a missing file) exits 4: here, as every bad input, 2. The

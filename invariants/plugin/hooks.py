@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .._errors import InvariantsError
+from .._usercode import finished
 from ..catalog.targets import versions
 from ..compile.process import guard_backend, pin_worker
 from ..snapshot.store import structure_assertion
@@ -142,6 +143,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if s.nothing_selected is not None:
         session.exitstatus = 2  # bad input, as every selection of nothing is (not pytest's 5)
     s.finish(exitstatus, passed=exitstatus == 0 and session.testsfailed == 0)
+    finished(int(session.exitstatus))  # threads a project's import left running do not hold the exit
 
 
 @pytest.hookimpl(optionalhook=True)

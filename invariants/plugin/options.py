@@ -72,6 +72,9 @@ OPTIONS: tuple[Option, ...] = (
            "of everything that can change it (default: ~/.cache/jax-embedding-invariants/compiled)",
            {"metavar": "DIR"}, env=_config.name("INVARIANTS_CACHE_DIR"), forwarded=True),
     _switch("--no-cache", "compile everything again, reading and writing no compile cache", forwarded=True),
+    Option("--user-code-timeout", "seconds one import of a project's module, one call of its params or "
+           "inputs factory, or one trace of its function may take before the run fails in one line "
+           "(default: INVARIANTS_USER_CODE_TIMEOUT, else 300)", {"metavar": "SECONDS"}),
     Option("--hlo-dump-dir", "where failing items write their optimized HLO and jaxpr (default: "
            "artifacts/hlo)", default="artifacts/hlo", env=_config.name("INVARIANTS_DUMP_DIR")),
 )  # fmt: skip

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import IO, Any, Literal, NamedTuple
 
 from .._errors import InvariantsError
+from .._paths import write_atomic
 
 __all__ = [
     "COMPILE_FAILED", "FIELDS", "KINDS", "PROPERTY", "TIERS", "Claim", "CompileFailure", "check_path",
@@ -174,19 +175,14 @@ def write(path: Path, payload: dict[str, Any]) -> None:
     (:class:`InvariantsError`)."""
     items = sorted(payload["items"], key=lambda r: (r["kind"], r["nodeid"]))
     text = json.dumps({**payload, "items": items}, indent=1, sort_keys=True) + "\n"
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
     except OSError as err:
         raise InvariantsError(f"{path}: cannot write the results file ({err.strerror or err})") from None
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+    try:
+        write_atomic(path, text)
+    except InvariantsError as err:
+        raise InvariantsError(f"{err}; the results file there, if any, is the one before this run") from None
 
 
 def check_path(path: Path, option: str = "--results-json") -> None:
@@ -206,6 +202,27 @@ def check_path(path: Path, option: str = "--results-json") -> None:
         raise InvariantsError(f"{option} {path}: cannot make its folder ({err.strerror or err})") from None
     if not os.access(path.parent, os.W_OK):
         raise InvariantsError(f"{option} {path}: its folder {path.parent} is not writable")
+    if path.is_file() and not _a_results_file(path):
+        raise InvariantsError(
+            f"{option} {path}: a file the gate did not write (not a results file); the gate replaces only "
+            "its own results: give another path, or remove the file"
+        )
+
+
+def _a_results_file(path: Path) -> bool:
+    """Whether the file at ``path`` is one this gate may replace: empty, or a results file (a JSON object
+    with ``items``), read whole only when it starts like one."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1)
+            if not head:
+                return f.read(1) == b"" and path.stat().st_size == 0
+            if head != b"{":
+                return False
+            data = json.loads(head + f.read())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and isinstance(data.get("items"), list)
 
 
 @dataclasses.dataclass

@@ -21,7 +21,8 @@ import pytest
 
 from .. import _config
 from .._errors import InvariantsError, NothingChecked
-from .._paths import check_output_dir, shown, write_atomic
+from .._paths import check_output_dir, shown, what_is, write_atomic
+from .._usercode import set_timeout
 from ..catalog.downstream import build_all
 from ..catalog.programs import CATALOG, select_configs
 from ..catalog.project import Project
@@ -50,6 +51,14 @@ class GateSession:
         self.all_targets = all_targets()
         self.targets = select_targets(config.getoption("targets"))
         spec_dirs = config.getoption("spec_dir") or _env_spec_dirs()
+        set_timeout(config.getoption("user_code_timeout"))  # before the project's code runs, below
+        _config.check_settings()  # what the items read from the environment: one line now, not mid-run
+        threads = config.getoption("compile_threads")
+        if threads is not None and threads < 0:
+            raise InvariantsError(
+                f"--compile-threads {threads}: takes a number of threads, 0 or more (0: each item compiles "
+                "what it reads)"
+            )
         self.specs = load_specs(*map(Path, spec_dirs))
         declare(build_all(d for spec in self.specs for d in spec.programs))
         self.with_catalog = not config.getoption("no_catalog")
@@ -181,8 +190,7 @@ class GateSession:
 
     def write_diff(self, key: Key, diff: str) -> Path:
         """Write the whole snapshot diff of a failing ``key`` beside its dumps; return its path."""
-        folder = self.dump_dir / key.target
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = self._dump_folder(key)
         path = folder / f"{key.program}.{key.config}.snapshot.diff"
         write_atomic(path, diff + "\n", "--hlo-dump-dir")
         return path
@@ -190,14 +198,25 @@ class GateSession:
     def dump(self, key: Key) -> Path:
         """Write the optimized HLO and the jaxpr of ``key`` for CI to upload; return the folder."""
         compiled = self.cache.get(*key)
-        folder = self.dump_dir / key.target
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = self._dump_folder(key)
         stem = f"{key.program}.{key.config}"
-        (folder / f"{stem}.hlo.txt").write_text(compiled.hlo_text)
-        (folder / f"{stem}.jaxpr.txt").write_text(compiled.jaxpr)
+        # Atomic writes replace whatever is at each path (a link planted there included), never write
+        # through it into a file the gate did not make.
+        write_atomic(folder / f"{stem}.hlo.txt", compiled.hlo_text, "--hlo-dump-dir")
+        write_atomic(folder / f"{stem}.jaxpr.txt", compiled.jaxpr, "--hlo-dump-dir")
         for name, text in compiled.kernel_code.items():  # the code an item on it read: PTX or LLVM IR
-            (folder / f"{stem}.{name}").write_text(text)
+            write_atomic(folder / f"{stem}.{name}", text, "--hlo-dump-dir")
         return folder / stem
+
+    def _dump_folder(self, key: Key) -> Path:
+        """The dump folder of ``key``'s target, made when missing; a link there (to a folder the gate did
+        not make) is one line, never written into."""
+        folder = self.dump_dir / key.target
+        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+            what = "a link" if folder.is_symlink() else what_is(folder)
+            raise InvariantsError(f"--hlo-dump-dir {shown(folder)}: {what}, not a folder the gate made")
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
 
     # ------------------------------------------------------------------------- what the hooks ask of it
 

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import InvariantsError
-from .._paths import check_output_file, write_atomic
+from .._paths import check_distinct, check_output_file, check_plot_path, write_atomic
 from ..catalog.select import select_program_words
 from ..measure.metrics import METRICS, names
 from ..plugin import results as _results
@@ -142,9 +142,28 @@ def _invariant_status(items: list[dict[str, Any]]) -> str:
     return ", ".join(parts) or "—"
 
 
+def _result(run: Run) -> str:
+    """The run's result: passed only when its exit status is 0, no item has an outcome other than passed,
+    xfailed or skipped (a file whose items failed, errored or ``exploded`` never reads as passed, whatever
+    its exit status says), and some item passed."""
+    if run.exitstatus != 0:
+        return f"**failed** (pytest exit status {run.exitstatus})"
+    bad: dict[str, int] = {}
+    for item in run.items:
+        outcome = str(item.get("outcome"))
+        if outcome not in ("passed", "xfailed", "skipped"):
+            bad[outcome] = bad.get(outcome, 0) + 1
+    if bad:
+        said = ", ".join(f"{n:,} {o}" for o, n in sorted(bad.items()))
+        return f"**failed** ({said}, although the exit status recorded is 0)"
+    if run.items and not any(i.get("outcome") == "passed" for i in run.items):
+        return "**nothing passed** (every item was skipped or xfailed)"
+    return "passed"
+
+
 def _header(run: Run, title: str) -> list[str]:
     rt = run.runtime
-    status = "passed" if run.exitstatus == 0 else f"**failed** (pytest exit status {run.exitstatus})"
+    status = _result(run)
     versions = ", ".join(f"{k} {v}" for k, v in sorted(run.versions.items())) or "unknown"
     targets = []
     for name, t in run.targets.items():
@@ -577,6 +596,11 @@ def _check_outputs(args: argparse.Namespace) -> None:
         check_output_file(value, f"report: {option}")
     if len(outputs) == 2 and Path(outputs[0][1]).resolve() == Path(outputs[1][1]).resolve():
         raise InvariantsError(f"report: --out and --plot are the same file ({args.out}); give two")
+    inputs = [("results file", r) for r in args.results] + [("--benchmark-json", args.benchmark_json)]
+    inputs += [("--compare", c) for c in (args.compare or ())]
+    check_distinct(outputs, inputs, "report")
+    if args.plot:
+        check_plot_path(args.plot, "report: --plot")
 
 
 def _run_parts(args: argparse.Namespace) -> list[str]:

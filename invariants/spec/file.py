@@ -91,7 +91,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 
 from .._errors import InvariantsError, did_you_mean, first_line, non_ascii
-from .._paths import IMPORTED_DIR, shown
+from .._paths import IMPORTED_DIR, shown, what_is
 from ..catalog.configs import CONFIGS, DISTRIBUTIONS
 from ..catalog.select import match_programs
 from . import asserts
@@ -475,6 +475,14 @@ def _decode(raw: bytes, path: Path) -> str:
 def _read(path: Path) -> tuple[dict[str, Any], _Locator]:
     """Parse one spec file (once) and check its top-level shape."""
     try:
+        # Never a blocking read: a named pipe, a socket or a folder named *.toml is not a spec file.
+        if not path.is_file():
+            raise InvariantsError(f"{shown(path)}: {what_is(path)}, not a spec file (a regular *.toml file)")
+        size = path.stat().st_size
+        if size > MAX_SPEC_BYTES:
+            raise InvariantsError(
+                f"{shown(path)}: {size:,} bytes; a spec file may be at most {MAX_SPEC_BYTES:,} bytes"
+            )
         raw = path.read_bytes()
     except OSError as err:
         raise InvariantsError(f"{shown(path)}: cannot read spec: {err.strerror}") from None
@@ -535,7 +543,15 @@ def _programs_of(data: dict[str, Any], loc: _Locator) -> tuple[ProgramDecl, ...]
         _check_keys(table, _PROGRAM_KEYS, loc, line, "[[program]]", required=("name", "function", "kind"))
         name = table["name"]
         if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            raise loc.error(loc.key_line(line, "name"), f"name {name!r} must be a Python-style identifier")
+            raise loc.error(
+                loc.key_line(line, "name"), f"name {_cut(repr(name))} must be a Python-style identifier"
+            )
+        if len(name) > MAX_NAME:
+            raise loc.error(
+                loc.key_line(line, "name"),
+                f"name {name[:40]}... is {len(name):,} characters; a program's name names its snapshot and "
+                f"dump files, and may be at most {MAX_NAME} characters",
+            )
         function = table["function"]
         if not isinstance(function, str) or not re.fullmatch(r"[\w.]+:[\w.]+", function, re.ASCII):
             raise loc.error(
@@ -825,10 +841,26 @@ def _invariant(table: dict[str, Any], line: int, entries: _Entries) -> Invariant
     )
 
 
+# A program's name names its files (snapshots, dumps: NAME.CONFIG.hlo.txt), and a file name is at most 255
+# bytes: the name stays well below, with room for the configuration and the suffix.
+MAX_NAME = 100
+# A reason (``why``) is shown in failures and reports: past this it is cut, and the cut said.
+MAX_TEXT = 2000
+# A spec file is text a reviewer reads: past this it is refused before it is parsed.
+MAX_SPEC_BYTES = 16 * 1024 * 1024
+
+
+def _cut(text: str) -> str:
+    """``text``, cut to :data:`MAX_TEXT` characters with the cut said."""
+    if len(text) <= MAX_TEXT:
+        return text
+    return f"{text[:MAX_TEXT]}... (cut: {len(text):,} characters, shown up to {MAX_TEXT:,})"
+
+
 def _shared(table: Mapping[str, Any], entry_id: str, loc: _Locator, line: int) -> dict[str, Any]:
     """What every entry has, read the same way: its id, where it is, why, and its version scope."""
     when = _parse_when(table["when"], loc, loc.key_line(line, "when")) if "when" in table else ()
-    why = _string(table, "why", loc, line)
+    why = _cut(_string(table, "why", loc, line))
     return {"id": entry_id, "where": f"{loc.path}:{line}", "why": why, "when": when}
 
 

@@ -45,7 +45,7 @@ from typing import Any
 from .. import _config
 from .._cores import freed, usable
 from .._errors import InvariantsError
-from .._paths import check_output_file, write_atomic
+from .._paths import check_distinct, check_output_file, check_plot_path, write_atomic
 from ..catalog.project import Project, add_project_options, project_from
 from ..catalog.targets import CPU_RUNTIME, select_targets
 from ..releases import environments as envs  # a module: a test replaces its functions
@@ -511,6 +511,8 @@ def _check(args: argparse.Namespace) -> None:
     """Bad numbers are bad input: one line, before any worker starts."""
     for flag, field, _kind, _what, holds, why in NUMBERS:
         value = getattr(args, field)
+        if not math.isfinite(value):
+            raise InvariantsError(f"{flag} {value}: takes a finite number; {why}")
         if not holds(value):
             raise InvariantsError(f"{flag} {value}: {why}")
     if not args.min_rounds <= args.max_rounds:
@@ -526,9 +528,13 @@ def _check(args: argparse.Namespace) -> None:
 def _check_outputs(args: argparse.Namespace) -> None:
     """Each output path as a file this run can write (a directory, or a folder that cannot be written, is
     one line now, not a traceback after the run)."""
-    for flag, path in (("--json", args.json), ("--out", args.out), ("--plot", args.plot)):
+    outputs = [("--json", args.json), ("--out", args.out), ("--plot", args.plot)]
+    for flag, path in outputs:
         if path is not None:
             check_output_file(path, flag)
+    check_distinct(outputs, command="versus")
+    if args.plot is not None:
+        check_plot_path(args.plot, "--plot")
 
 
 def select_programs(value: str | None, project: Project | None = None) -> list[str]:
@@ -603,6 +609,7 @@ def _builder(args: argparse.Namespace, progress: Progress) -> Callable[[Any, str
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     _check(args)
+    _check_outputs(args)  # before anything runs: an output that cannot be written is one line now
     started = time.perf_counter()
     progress = _progress
     project = project_from(args)
@@ -615,7 +622,6 @@ def main(argv: list[str]) -> int:
             f"versus: no program of --programs {given} compiles on --targets {args.targets} in {where}: no "
             "structure to compare (choose other targets, or --no-structure to time only)"
         )
-    _check_outputs(args)
     build = _builder(args, progress)
     sides = [
         resolve(role, spec, parse_env(env, f"--{role}-env"), Path(sys.executable), build, project)

@@ -1,0 +1,240 @@
+"""A project's code, contained: importing its modules, calling its ``params`` / ``inputs`` factories and
+tracing its functions run inside :func:`guarded` (no JAX here).
+
+Whatever that code does to end the process is one line naming what it did, an :class:`InvariantsError`
+(exit status 2, like every other bad input), never a green gate and never the project's own exit status
+passed on as the gate's:
+
+* ``SystemExit`` (``sys.exit(0)`` included) and a ``KeyboardInterrupt`` the code raises itself (a real
+  Ctrl-C, seen by the SIGINT handler installed meanwhile, still interrupts the run);
+* ``os._exit``: replaced, for the call, by a function that raises;
+* a hang: past :func:`timeout` seconds (``--user-code-timeout``, else ``INVARIANTS_USER_CODE_TIMEOUT``, else
+  :data:`DEFAULT_TIMEOUT`) an alarm interrupts the call; a hang the alarm cannot interrupt (inside C code,
+  or off the main thread) is ended by a watchdog thread, which writes the one line and exits with status 2.
+
+A non-daemon thread a module starts when it is imported would hold the process at exit (Python joins every
+such thread): the process exits without waiting for them (:func:`finished`).
+
+The mechanism is chosen for the warm path, where a persistent compile cache skips tracing but the spec
+stage still imports the project's modules and calls its factories: a guarded call costs a few system calls
+(the alarm and two signal handlers set and restored, ``os._exit`` swapped) and no thread of its own; the
+watchdog is one daemon thread for the process, started on first use, asleep on a condition. A child
+process per call would cost a JAX start (seconds) each; ``faulthandler.dump_traceback_later`` would print
+every thread's stack and exit with status 1, neither one line nor bad input's status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any, NoReturn
+
+from . import _config
+from ._errors import InvariantsError
+
+__all__ = ["DEFAULT_TIMEOUT", "finished", "guarded", "parse_timeout", "set_timeout", "timeout"]
+
+# Seconds one import, factory call or trace may take: a large model's factory or trace takes seconds.
+DEFAULT_TIMEOUT = 300.0
+# After the alarm, how long the watchdog waits for the call to notice it before it ends the process.
+_GRACE = 10.0
+# The exit status of a run the watchdog ends: bad input's.
+_STATUS = 2
+
+_explicit: float | None = None
+_depth = 0
+_started: list[threading.Thread] = []  # non-daemon threads the project's imports started
+_exit_status: int | None = None
+_real_exit = os._exit
+
+
+def parse_timeout(value: Any, named: str = "--user-code-timeout") -> float:
+    """``value`` as seconds (a positive, finite number), or one line naming ``named`` and what it takes."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise InvariantsError(
+            f"{named} {value!r}: takes a positive, finite number of seconds (default {DEFAULT_TIMEOUT:g})"
+        )
+    return seconds
+
+
+def set_timeout(seconds: Any) -> None:
+    """The timeout of every guarded call from now on (checked: one line when it is no number of seconds)."""
+    global _explicit
+    _explicit = None if seconds is None else parse_timeout(seconds)
+
+
+def timeout() -> float:
+    """The seconds a guarded call may take: :func:`set_timeout`'s, else the variable's, else the default."""
+    if _explicit is not None:
+        return _explicit
+    raw = _config.get("INVARIANTS_USER_CODE_TIMEOUT")
+    if raw is None or not raw.strip():
+        return DEFAULT_TIMEOUT
+    return parse_timeout(raw, _config.name("INVARIANTS_USER_CODE_TIMEOUT"))
+
+
+class _Exited(BaseException):
+    """Raised by the stand-in for ``os._exit`` while a guarded call runs."""
+
+    def __init__(self, code: Any) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+class _TimedOut(BaseException):
+    """Raised by the alarm in the guarded call (a BaseException: ``except Exception`` does not hide it)."""
+
+
+class _Watchdog:
+    """One daemon thread: ends the process with one line when a guarded call outlives its deadline."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._deadline: float | None = None
+        self._line = ""
+        self._thread: threading.Thread | None = None
+
+    def arm(self, seconds: float, line: str) -> None:
+        with self._cond:
+            self._deadline, self._line = time.monotonic() + seconds, line
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._watch, name="invariants-watchdog", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def disarm(self) -> None:
+        with self._cond:
+            self._deadline = None
+            self._cond.notify()
+
+    def _watch(self) -> None:
+        with self._cond:
+            while True:
+                if self._deadline is None:
+                    self._cond.wait()
+                    continue
+                left = self._deadline - time.monotonic()
+                if left > 0:
+                    self._cond.wait(left)
+                    continue
+                # os.write, not print: the main thread may hold sys.stderr's lock, stuck in the call.
+                with contextlib.suppress(OSError):
+                    os.write(2, (self._line + "\n").encode())
+                _real_exit(_STATUS)
+
+
+_WATCHDOG = _Watchdog()
+
+
+def _said(code: Any) -> str:
+    return repr(code) if code is not None else ""
+
+
+@contextlib.contextmanager
+def guarded(what: str, *, importing: bool = False) -> Iterator[None]:
+    """Run the block (a project's code) contained; ``what`` names it for the one line (``FILE:LINE: NAME:
+    importing MODULE``). ``importing``: the non-daemon threads the block starts are not waited for at exit.
+
+    Raises:
+        InvariantsError: the block raised SystemExit or KeyboardInterrupt (not a Ctrl-C), called
+            ``os._exit``, or ran past :func:`timeout` seconds.
+    """
+    global _depth
+    if _depth:  # already inside a guarded call: that one contains this one
+        yield
+        return
+    seconds = timeout()
+    main = threading.current_thread() is threading.main_thread()
+    interrupted = False
+
+    def on_sigint(signum: int, frame: Any) -> NoReturn:
+        nonlocal interrupted
+        interrupted = True
+        raise KeyboardInterrupt
+
+    def on_alarm(signum: int, frame: Any) -> NoReturn:
+        raise _TimedOut
+
+    def no_exit(status: int) -> NoReturn:
+        raise _Exited(status)
+
+    before = set(threading.enumerate()) if importing else set()
+    saved_int = saved_alarm = None
+    saved_timer = (0.0, 0.0)
+    if main:
+        saved_int = signal.signal(signal.SIGINT, on_sigint)
+        saved_alarm = signal.signal(signal.SIGALRM, on_alarm)
+        saved_timer = signal.setitimer(signal.ITIMER_REAL, seconds)
+    stuck = f"{what}: still running after {seconds:g} s and could not be interrupted (--user-code-timeout)"
+    _WATCHDOG.arm(seconds + (_GRACE if main else 0.0), stuck)
+    os._exit = no_exit
+    _depth += 1
+    try:
+        yield
+    except SystemExit as err:
+        raise InvariantsError(
+            f"{what} raised SystemExit({_said(err.code)}): a project's code must not end the gate's process"
+        ) from None
+    except _Exited as err:
+        raise InvariantsError(
+            f"{what} called os._exit({_said(err.code)}): a project's code must not end the gate's process"
+        ) from None
+    except _TimedOut:
+        raise InvariantsError(
+            f"{what}: still running after {seconds:g} s, stopped (--user-code-timeout SECONDS to allow more)"
+        ) from None
+    except KeyboardInterrupt:
+        if interrupted:
+            raise
+        raise InvariantsError(
+            f"{what} raised KeyboardInterrupt (no Ctrl-C was pressed): a project's code must not end the "
+            "gate's process"
+        ) from None
+    finally:
+        _depth -= 1
+        os._exit = _real_exit
+        _WATCHDOG.disarm()
+        if main:
+            signal.setitimer(signal.ITIMER_REAL, *saved_timer)
+            signal.signal(signal.SIGALRM, saved_alarm)
+            signal.signal(signal.SIGINT, saved_int)
+        if importing:
+            _keep_out(t for t in threading.enumerate() if t not in before and not t.daemon)
+
+
+def _keep_out(threads: Any) -> None:
+    """Threads the project's import started: at exit, the process does not wait for them."""
+    new = list(threads)
+    if not new:
+        return
+    if not _started:
+        # Runs at interpreter exit before the non-daemon threads are joined (what concurrent.futures uses).
+        threading._register_atexit(_leave)  # type: ignore[attr-defined]
+    _started.extend(new)
+
+
+def _leave() -> None:
+    if _exit_status is None or not any(t.is_alive() for t in _started):
+        return
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    _real_exit(_exit_status)
+
+
+def finished(status: int) -> int:
+    """``status``, remembered as the process's exit status: where the project's imports left threads
+    running, the process ends with it at exit without waiting for them."""
+    global _exit_status
+    _exit_status = int(status)
+    return _exit_status

@@ -1,0 +1,38 @@
+"""The report's result line says passed only when the items did."""
+
+from __future__ import annotations
+
+import json
+
+from invariants.__main__ import main as cli
+
+
+def _report(tmp_path, monkeypatch, capsys, outcomes: list[str]) -> str:
+    monkeypatch.chdir(tmp_path)
+    items = [
+        {"kind": "error", "outcome": o, "nodeid": f"gate/test_structure.py::test_{i}", "reason": "boom"}
+        for i, o in enumerate(outcomes)
+    ]
+    (tmp_path / "r.json").write_text(json.dumps({"items": items, "exitstatus": 0}))
+    assert cli(["report", "r.json"]) == 0
+    return next(line for line in capsys.readouterr().out.splitlines() if "**result**" in line)
+
+
+def test_every_outcome_exploded_is_not_passed(tmp_path, monkeypatch, capsys):
+    line = _report(tmp_path, monkeypatch, capsys, ["exploded", "exploded"])
+    assert "passed" not in line.split(";")[0] and "2 exploded" in line, line
+
+
+def test_a_failed_item_with_exit_status_0_is_not_passed(tmp_path, monkeypatch, capsys):
+    line = _report(tmp_path, monkeypatch, capsys, ["passed", "failed"])
+    assert "**failed**" in line, line
+
+
+def test_only_skipped_items_is_not_passed(tmp_path, monkeypatch, capsys):
+    line = _report(tmp_path, monkeypatch, capsys, ["skipped"])
+    assert "nothing passed" in line, line
+
+
+def test_passed_items_pass(tmp_path, monkeypatch, capsys):
+    line = _report(tmp_path, monkeypatch, capsys, ["passed", "skipped"])
+    assert "**result**: passed;" in line, line
