@@ -297,7 +297,8 @@ def test_the_action_steps_lint_clean(tmp_path):
 @needs_actionlint
 def test_actionlint_sees_a_broken_action_step(tmp_path):
     action = _load_yaml(ACTION.read_text())
-    action["runs"]["steps"][2]["env"]["INPUT_TARGETS"] = "${{ inputs.target }}"
+    gate = next(s for s in action["runs"]["steps"] if s.get("name") == "run the gate")
+    gate["env"]["INPUT_TARGETS"] = "${{ inputs.target }}"
     path = tmp_path / "action-steps.yml"
     path.write_text(action_steps_as_workflow(action))
     assert any('property "target" is not defined' in f for f in lint(path))
