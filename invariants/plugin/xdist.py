@@ -3,7 +3,7 @@ checks values.
 
 A target's programs compile once per process. Items spread over workers would each compile what they
 read, so one key would compile on every worker that reads it: on two workers the gate cost 225 s of CPU
-against 132 s in one process (2026-11-30, pytest 9.2, pytest-xdist 3.8). The timed items read the runtime
+against 132 s in one process (pytest 9.2, pytest-xdist 3.8). The timed items read the runtime
 target's executables, so they share its unit too: one worker, one timing at a time. The correctness items
 keep each reference program's outputs in their process (``invariants.spec.checks``), so they share one unit.
 
