@@ -1,7 +1,7 @@
 """Child pytest runs of the gate, shared between the tests that read them.
 
 Each child run costs seconds (JAX starts, programs compile), so a run is made once per session and every
-test that needs its output asserts on it: ``plain_run`` is what ``pytest`` from the root does (no path,
+test that needs its output asserts on it: ``plain_run`` is what ``pytest invariants/gate`` does (no -k,
 every tier) on two targets and four programs, in the seed's configuration; ``update_run`` is ``pytest
 --snapshot-update`` on the same selection; ``parallel_run`` is the structure and invariant tiers under
 ``-n 2``. The three start together, each in its own copy of the project: the checkout itself is never
@@ -57,13 +57,13 @@ def _shared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
 
 @pytest.fixture(scope="session")
 def plain_run(_shared: dict[str, Run]) -> Run:
-    """``pytest`` as from the root (no path, no -k): every tier of the gate, once."""
+    """``pytest invariants/gate`` (no -k): every tier of the gate, once."""
     return _shared["plain"]
 
 
 @pytest.fixture(scope="session")
 def update_run(_shared: dict[str, Run]) -> Run:
-    """``pytest --snapshot-update`` as from the root, with one snapshot made stale first."""
+    """``pytest invariants/gate --snapshot-update``, with one snapshot made stale first."""
     return _shared["update"]
 
 

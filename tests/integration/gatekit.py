@@ -25,7 +25,7 @@ QUICK = {"INVARIANTS_RATIO_MAX_SECONDS": "0.25"}
 
 def make_project(folder: Path, targets: tuple[str, ...] = ("cpu", "tpu-v5e")) -> Path:
     """A scratch project root: the gate's tests, and the committed snapshots of ``targets``. ``pytest``
-    with no path collects ``tests/gate`` (as ``pytest`` from the root collects every tier): a copy of the
+    with no path collects ``tests/gate`` (as ``pytest invariants/gate`` does in a checkout): a copy of the
     gate modules the package ships in ``invariants/gate``, run as plain test files."""
     for name in ("conftest.py", "pyproject.toml"):
         shutil.copy(ROOT / name, folder / name)

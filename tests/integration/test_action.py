@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+# The action's step as GitHub runs it, the gate in a child: end to end (tests/conftest.py: -m e2e).
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).parents[2]
 SCRIPT = ROOT / "scripts" / "action_gate.sh"
 DOWNSTREAM = ROOT / "examples" / "downstream"

@@ -55,6 +55,7 @@ def _venv(tmp: Path) -> Path:
     return venv
 
 
+@pytest.mark.e2e
 def test_the_guide_runs_as_written(tmp_path: Path) -> None:
     checkout = _checkout(tmp_path)
     venv = _venv(tmp_path)

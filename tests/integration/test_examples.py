@@ -76,12 +76,14 @@ def test_segment_sum_without_targets_compiles_where_the_spec_file_says(tmp_path)
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.skipif(
     TARGETS["gpu-h100"].unavailable_reason() is not None, reason="the CUDA plugin is not installed"
 )
 def test_compile_time_the_reduction_after_the_chain_fails_its_relation(tmp_path):
     """examples/compile_time on gpu-h100 (a minute of compile, ahead of time): the chain followed by a sum
-    compiles far more than ten times slower than the chain alone."""
+    compiles far more than ten times slower than the chain alone. An e2e test (tests/conftest.py): what it
+    measures is the compile itself, minutes of it on a loaded machine."""
     project = _copy("compile_time", tmp_path)
     proc = _gate(project, "--snapshot-update")
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]

@@ -19,7 +19,7 @@ from gatekit import FOREIGN, OBSOLETE, QUICK, ROOT, Run, make_project, run, snap
 
 
 def test_plain_run_passes_and_writes_nothing(plain_run: Run):
-    """`pytest` from the root: green, no snapshot "unused" (the efficiency baselines sit beside the
+    """`pytest invariants/gate`: green, no snapshot "unused" (the efficiency baselines sit beside the
     snapshots; files of programs not selected are not even discovered), every file byte-identical."""
     assert plain_run.proc.returncode == 0, plain_run.proc.stdout[-1500:]
     assert "unused" not in plain_run.proc.stdout

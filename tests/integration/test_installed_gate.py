@@ -19,6 +19,9 @@ from pathlib import Path
 
 import pytest
 
+# A wheel built and installed into a fresh environment: end to end (tests/conftest.py: -m e2e).
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).parents[2]
 _NOISE = shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "dist")
 

@@ -20,7 +20,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from invariants.versus.report import load_record
+
+# Real worker processes, compiled and timed: end to end (tests/conftest.py: -m e2e).
+pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,6 +1,7 @@
 """The gate proves it can fail: inject regressions, each in its own child run, and check each is caught.
 
-Slow (it starts one pytest child per injection): deselect it with ``-m "not slow"``. By default it runs
+Slow (it starts one pytest child per injection): an ``e2e`` test, which the README's test command leaves
+out and ``pytest -m e2e`` runs (tests/conftest.py). By default it runs
 the registry's fast subset on the CPU target (the baseline plus two XLA-flag injections, one of which
 changes the kernel code only, and two program injections: 18 s here); ``INVARIANTS_SELFCHECK=all`` runs
 every injection on every target (what ``python -m invariants selfcheck`` does). Inside a self-check child
@@ -17,7 +18,8 @@ from invariants import _config
 from invariants.compile.child import CHILD_ENV
 from invariants.selfcheck import command as sc
 
-pytestmark = [pytest.mark.slow]
+# A child gate run per injection: end to end (tests/conftest.py: -m e2e).
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 
 def _injections() -> list[sc.Injection]:

@@ -145,6 +145,7 @@ def test_findings_section_is_replaced_or_appended(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_rehearsal_on_cpu_runs_every_step(tmp_path: Path) -> None:
     """Steps 1-7 for real on the CPU (DEVICE_CHECK_PLATFORM=cpu), with a stand-in nvidia-smi and both
     releases' environments prepared as this interpreter: the wiring a GPU host relies on, end to end."""

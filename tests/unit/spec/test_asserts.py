@@ -135,7 +135,12 @@ def _expressions() -> st.SearchStrategy[str]:
     )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# 3/5 of the Hypothesis profile's examples (tests/conftest.py): 300 with HYPOTHESIS_PROFILE=full.
+@settings(
+    max_examples=max(1, settings.default.max_examples * 3 // 5),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(
     left=_expressions(),
     op=st.sampled_from(_OPS),
