@@ -459,8 +459,9 @@ class CompileCache:
         compiled = [c for c in self.compiled if persistent.outcomes.get(c.key) in ("miss", "off")]
         if self.compiled:
             lines.append(
-                f"invariants: compiled {len(compiled)} programs ({self.total_seconds:.1f} s of compile "
-                f"threads' time), read {len(self.compiled) - len(compiled)} from the cache; parsed in "
+                f"invariants: {len(self.compiled)} programs: {len(compiled)} compiled "
+                f"({self.total_seconds:.1f} s of compile threads' time), "
+                f"{len(self.compiled) - len(compiled)} from the compile cache; parsed in "
                 f"{parse_seconds:.2f} s"
             )
         if persistent.store is not None:
