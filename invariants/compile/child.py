@@ -148,8 +148,10 @@ def _verified(folder: Path) -> bool:
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
             return False
         link = folder / "invariants"
-        return os.listdir(folder) == ["invariants"] and link.is_symlink() and os.readlink(link) == str(
-            PACKAGE_DIR
+        return (
+            os.listdir(folder) == ["invariants"]
+            and link.is_symlink()
+            and os.readlink(link) == str(PACKAGE_DIR)
         )
     except OSError:
         return False
