@@ -2,7 +2,8 @@
 
 Each command lives in the module of its stage and exposes ``main(argv) -> int``; this file only
 dispatches, and turns an :class:`InvariantsError` (and an argument argparse refuses) into one line on
-stderr with exit code 2.
+stderr with exit code 2, and a SIGTERM, SIGINT or SIGHUP into a clean end (``_signals``): the processes the
+command started ended, its temporary folders removed, one line, exit status ``128 + signal``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 from typing import NoReturn
 
 from ._errors import InvariantsError, did_you_mean
+from ._signals import ending_cleanly, stopped_by
 
 COMMANDS = {
     "gate": (
@@ -79,14 +81,18 @@ def _dispatch(argv: list[str] | None) -> int:
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     module = importlib.import_module(COMMANDS[command][0])
     entry = getattr(module, "main_" + command.replace("-", "_"), None) or module.main
-    try:
-        with _one_line_argument_errors():
-            return int(entry(rest))
-    except InvariantsError as err:
-        print(err, file=sys.stderr)
-        return int(getattr(err, "status", 2))
-    except KeyboardInterrupt:
-        return 130
+    with ending_cleanly() as signalled:
+        try:
+            with _one_line_argument_errors():
+                status = int(entry(rest))
+        except InvariantsError as err:
+            print(err, file=sys.stderr)
+            status = int(getattr(err, "status", 2))
+        except KeyboardInterrupt:
+            status = 130
+    # A signal ends the command with its own status and line, also where the command caught the interrupt
+    # itself and returned (pytest, in ``gate``, ends its session and returns its own status).
+    return stopped_by(signalled, command) if signalled.signum is not None else status
 
 
 @contextlib.contextmanager

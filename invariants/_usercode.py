@@ -37,6 +37,7 @@ from typing import Any, NoReturn
 
 from . import _config
 from ._errors import InvariantsError
+from ._signals import Stopped
 
 __all__ = ["DEFAULT_TIMEOUT", "finished", "guarded", "parse_timeout", "set_timeout", "timeout"]
 
@@ -118,6 +119,9 @@ class _Watchdog:
             self._cond.notify()
 
     def _watch(self) -> None:
+        # Signals are the main thread's: one the kernel gave this thread would not wake a main thread
+        # blocked in the project's code (_signals forwards such ones; this thread never takes them).
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
         with self._cond:
             while True:
                 if self._deadline is None:
@@ -157,9 +161,14 @@ def guarded(what: str, *, importing: bool = False) -> Iterator[None]:
     main = threading.current_thread() is threading.main_thread()
     interrupted = False
 
-    def on_sigint(signum: int, frame: Any) -> NoReturn:
+    def on_sigint(signum: int, frame: Any) -> None:
         nonlocal interrupted
         interrupted = True
+        if callable(saved_int) and saved_int is not signal.default_int_handler:
+            # A command's own handler (_signals): it ends the command's processes and raises Stopped, or
+            # returns when the command is already ending (a second signal), which must not interrupt that.
+            saved_int(signum, frame)
+            return
         raise KeyboardInterrupt
 
     def on_alarm(signum: int, frame: Any) -> NoReturn:
@@ -193,8 +202,8 @@ def guarded(what: str, *, importing: bool = False) -> Iterator[None]:
         raise InvariantsError(
             f"{what}: still running after {seconds:g} s, stopped (--user-code-timeout SECONDS to allow more)"
         ) from None
-    except KeyboardInterrupt:
-        if interrupted:
+    except KeyboardInterrupt as err:
+        if interrupted or isinstance(err, Stopped):  # a real Ctrl-C, or a signal the command handles
             raise
         raise InvariantsError(
             f"{what} raised KeyboardInterrupt (no Ctrl-C was pressed): a project's code must not end the "

@@ -15,7 +15,14 @@ import pytest
 from .._errors import InvariantsError
 from .._paths import shown
 from ..catalog.targets import versions
-from ..snapshot.diff import changed_kernels, changed_sections, structural_diff, summary_change, summary_of
+from ..snapshot.diff import (
+    changed_kernels,
+    changed_sections,
+    fold_alike,
+    structural_diff,
+    summary_change,
+    summary_of,
+)
 
 if TYPE_CHECKING:
     from ..compile.artifacts import Key
@@ -65,8 +72,9 @@ _SECTION_LINES = 8
 
 def snapshot_comparison(s: GateSession, key: Key, current: str) -> list[str]:
     """What differs between the committed snapshot of ``key`` and ``current``, to fit a screen: the summary
-    lines before and after, the kernels that changed (never cut), the other sections that changed (short
-    ones whole), and where the whole diff was written. A note when there is no committed snapshot."""
+    lines before and after, the kernels that changed (never cut; lines alike but for their dimensions, as a
+    change made once per table, shown once with their count), the other sections that changed (short ones
+    whole), and where the whole diff was written. A note when there is no committed snapshot."""
     path = s.snapshots.path(key)
     name = shown(path)
     if not path.exists():
@@ -75,14 +83,15 @@ def snapshot_comparison(s: GateSession, key: Key, current: str) -> list[str]:
     if committed == current:
         return [f"structure identical to {name}"]
     lines = [f"- {summary_of(committed)}", f"+ {summary_of(current)}"]
-    kernels = changed_kernels(committed, current)
+    kernels = fold_alike(changed_kernels(committed, current, context=0))
     if kernels:
         lines += [f"kernels that changed (- {name}, + now):", *kernels]
-    for title, diff in changed_sections(committed, current):
+    for title, whole_section in changed_sections(committed, current):
+        diff = fold_alike(whole_section)
         if len(diff) <= _SECTION_LINES:
             lines += [f"{title} changed:", *diff]
         else:
-            lines.append(f"{title} changed: {len(diff)} lines")
+            lines.append(f"{title} changed: {len(whole_section)} lines")
     whole = s.write_diff(key, structural_diff(committed, current, name, "now"))
     return [*lines, f"the whole diff: {shown(whole)}"]
 

@@ -21,6 +21,7 @@ __all__ = [
     "LineChanges",
     "changed_kernels",
     "changed_sections",
+    "fold_alike",
     "line_changes",
     "older_format",
     "structural_diff",
@@ -185,6 +186,40 @@ def changed_kernels(old: str, new: str, context: int = 1) -> list[str]:
         return []
     diff = list(difflib.unified_diff(a, b, lineterm="", n=context))
     return diff[2:]
+
+
+# A shape's dimensions, ``[1000,32]`` in ``f32[1000,32]{1,0}``: what tells apart the lines of a change made
+# once per table (one loop per table, one copy per table), and nothing else does.
+_DIMENSIONS = re.compile(r"\[[0-9,]*\]")
+
+
+def fold_alike(diff: Sequence[str]) -> list[str]:
+    """Diff lines (``-`` old, ``+`` new; context and ``@@`` lines dropped) with the lines that are alike but
+    for their shapes' dimensions shown once: a change made once per table is one line (or one ``while``
+    block) on a screen, ending ``(and 7 more alike but for their dimensions)``. A block is a line ending
+    ``{`` through the line that closes it, as the kernel list writes a loop and its bodies. What is folded
+    is counted, never dropped unsaid; the whole diff is the dump folder's."""
+    units: list[list[str]] = []
+    depth = 0  # how many blocks the last unit has open (a loop's body may hold a loop)
+    for line in diff:
+        if line[:1] not in "+-" or line.startswith(("---", "+++")):
+            continue
+        if not (depth and units[-1][0][:1] == line[:1]):
+            units.append([])
+            depth = 0
+        units[-1].append(line)
+        depth += line.rstrip().endswith("{") - (line[1:].strip() == "}")
+    groups: dict[tuple[str, ...], list[list[str]]] = {}
+    for unit in units:
+        groups.setdefault(tuple(_DIMENSIONS.sub("[]", ln) for ln in unit), []).append(unit)
+    out: list[str] = []
+    for alike in groups.values():
+        first = list(alike[0])
+        if len(alike) > 1:
+            what = "blocks " if len(first) > 1 else ""
+            first[-1] += f"   (and {len(alike) - 1} more {what}alike but for their dimensions)"
+        out += first
+    return out
 
 
 # The sections of a rendering below the kernel list, as their titles start their first line.

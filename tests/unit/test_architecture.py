@@ -82,7 +82,7 @@ def test_every_subpackage_ships_in_the_wheel():
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     # 0: what every floor uses: errors, output paths, statistics, cores, the environment variables
-    ("_errors", "_paths", "_stats", "_cores", "_config", "_usercode"),
+    ("_errors", "_paths", "_stats", "_cores", "_config", "_signals", "_usercode"),
     # 1: data and text, no JAX: configurations, selection, the target table, HLO and kernel code, the spec
     #    files and their assert grammar, the results records and the gate's item names
     ("catalog.configs", "catalog.select", "catalog.targets", "compile.record", "compile.store", "hlo",
@@ -106,7 +106,7 @@ KNOWN_UPWARD = {
 
 # The modules that must start without JAX (hlo-stats, the spec validator, selection, the target table, the
 # report's reader of results).
-NO_JAX = ("_errors", "_paths", "_stats", "_cores", "_config", "_usercode", "catalog.configs",
+NO_JAX = ("_errors", "_paths", "_stats", "_cores", "_config", "_signals", "_usercode", "catalog.configs",
           "catalog.select", "catalog.targets", "compile.record", "compile.store", "compile.cache_command",
           "spec.file", "spec.asserts", "hlo.parse", "hlo.structure",
           "hlo.cost", "kernels", "kernels.ptx", "kernels.llvm_ir", "kernels.program", "measure.metrics",

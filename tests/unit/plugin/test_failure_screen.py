@@ -1,0 +1,104 @@
+"""What a failing structure item shows on the terminal (plugin.outcomes.snapshot_comparison), on real
+renderings of a deliberate break in a library of 8 tables (tests/data/snapshots): the change fits a screen,
+and the whole diff goes to the dump folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from invariants.compile.record import Key
+from invariants.plugin import outcomes
+from invariants.snapshot.diff import changed_kernels, fold_alike, structural_diff
+
+DATA = Path(__file__).parents[2] / "data" / "snapshots" / "bag8-per-row-loop"
+
+
+class _Snapshots:
+    def __init__(self, path: Path) -> None:
+        self._path = path
+
+    def path(self, key: Key) -> Path:
+        return self._path
+
+
+class _Session:
+    """What snapshot_comparison asks of a gate session: the committed snapshot's path, and a dump folder."""
+
+    def __init__(self, committed: Path, dumps: Path) -> None:
+        self.snapshots = _Snapshots(committed)
+        self.dumps = dumps
+
+    def write_diff(self, key: Key, diff: str) -> Path:
+        path = self.dumps / f"{key.program}.{key.config}.snapshot.diff"
+        path.write_text(diff + "\n")
+        return path
+
+
+@pytest.mark.parametrize("target", ["tpu-v5e", "gpu-a100", "cpu"])
+def test_one_break_in_eight_tables_fits_a_screen(tmp_path: Path, target: str) -> None:
+    """The break adds one loop per table on tpu-v5e (8 loops of 10 lines each, alike but for the table's
+    shape): the screen shows one of them with the count of the others, so that a failing item is at most
+    about 60 lines, where the plain kernel diff of the same change is more than twice that."""
+    before, after = (DATA / f"{target}.{side}.txt" for side in ("before", "after"))
+    key = Key("bag8_train", "f32", target)
+    lines = outcomes.snapshot_comparison(_Session(before, tmp_path), key, after.read_text())  # type: ignore[arg-type]
+    # The part of a failing item this makes, and the few lines around it (reason, why, versions, dumps,
+    # the accept command).
+    assert len(lines) + 6 <= 60, "\n".join(lines)
+    assert lines[0] == "- " + before.read_text().splitlines()[2] and lines[1].startswith("+ summary: ")
+    # Nothing is lost: the whole diff, every line of it, is in the dump folder.
+    whole = (tmp_path / "bag8_train.f32.snapshot.diff").read_text()
+    expected = structural_diff(before.read_text(), after.read_text(), "committed", "now")
+    assert whole.splitlines()[1:] == expected.splitlines()[1:]  # the first line names the committed file
+    if target == "tpu-v5e":
+        plain = changed_kernels(before.read_text(), after.read_text())
+        assert len(plain) > 120 and sum(ln == "+  while ×4096 {" for ln in plain) == 8
+        assert sum(ln == "+  while ×4096 {" for ln in lines) == 1
+        assert "+  }   (and 7 more blocks alike but for their dimensions)" in lines
+
+
+def test_alike_lines_fold_by_sign_and_text_but_for_their_dimensions() -> None:
+    diff = [
+        "@@ -1,3 +1,5 @@",
+        "   unchanged context -> f32[4]{0}",
+        "+  broadcast -> f32[1000,32]{1,0}",
+        "+  broadcast -> f32[2048,32]{1,0}",
+        "-  broadcast -> f32[1000,32]{1,0}",  # the other side: never folded into the additions
+        "+  broadcast -> f32[2048,32]{0,1}",  # another layout: not alike
+        "+  while ×16 {",
+        "+      body: while ×4 {",
+        "+          body: add -> f32[8]{0}",
+        "+      }",
+        "+      body: copy -> f32[8]{0}",
+        "+  }",
+        "+  while ×16 {",
+        "+      body: while ×4 {",
+        "+          body: add -> f32[9]{0}",
+        "+      }",
+        "+      body: copy -> f32[9]{0}",
+        "+  }",
+        "+  while ×8 {",  # another trip count: not alike
+        "+      body: copy -> f32[9]{0}",
+        "+  }",
+    ]
+    assert fold_alike(diff) == [
+        "+  broadcast -> f32[1000,32]{1,0}   (and 1 more alike but for their dimensions)",
+        "-  broadcast -> f32[1000,32]{1,0}",
+        "+  broadcast -> f32[2048,32]{0,1}",
+        "+  while ×16 {",
+        "+      body: while ×4 {",
+        "+          body: add -> f32[8]{0}",
+        "+      }",
+        "+      body: copy -> f32[8]{0}",
+        "+  }   (and 1 more blocks alike but for their dimensions)",
+        "+  while ×8 {",
+        "+      body: copy -> f32[9]{0}",
+        "+  }",
+    ]
+    # Nothing alike: the lines as they were, in their order, context and hunk lines dropped.
+    assert fold_alike(["@@ -1 +1 @@", "-  a -> f32[1]{0}", "+  b -> f32[1]{0}"]) == [
+        "-  a -> f32[1]{0}",
+        "+  b -> f32[1]{0}",
+    ]

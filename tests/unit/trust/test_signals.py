@@ -1,0 +1,181 @@
+"""A command stopped by SIGTERM, SIGINT or SIGHUP ends cleanly: every process it started ends (a
+grandchild too), its temporary folders are removed, and it exits ``128 + signal`` with one line. Child
+processes, as the signals need: the command runs as a user starts it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+ROOT = Path(__file__).parents[3]
+
+# A project whose module, when the gate imports it, starts a process that starts another (a server of the
+# project's, say), makes a temporary folder, says so in a file, and then waits.
+SLOW = """
+import os, subprocess, sys, tempfile, time
+folder = tempfile.mkdtemp(prefix="invariants-slow-")
+child = subprocess.Popen([sys.executable, "-c",
+    "import subprocess, sys, time;"
+    " g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)']);"
+    " print(g.pid, flush=True); time.sleep(300)"], stdout=subprocess.PIPE, text=True)
+grandchild = child.stdout.readline().strip()
+with open(os.environ["SLOW_PIDS"], "w") as f:
+    f.write(f"{child.pid} {grandchild} {folder}")
+time.sleep(300)
+"""
+
+# The gate as a user starts it on that project.
+GATE = ("gate", "--spec-dir", "specs", "--snapshot-dir", "snapshots", "--no-catalog",
+        "-p", "no:cacheprovider", "-q")  # fmt: skip
+ENDED = "processes it started ended, its temporary folders removed"
+
+SPEC = """[spec]
+targets = ["cpu"]
+
+[[program]]
+name = "slow"
+function = "slowlib:embed"
+kind = "forward"
+"""
+
+
+# The same, with a thread of the project's that a signal is delivered to (as the kernel may hand a
+# process's signal to any thread that does not block it, XLA's among them), while the main thread sleeps.
+TO_A_THREAD = SLOW.replace(
+    "time.sleep(300)\n",
+    "import signal, threading\n"
+    "def taken():\n    time.sleep(0.5)\n    signal.pthread_kill(threading.get_ident(), signal.SIGTERM)\n"
+    "threading.Thread(target=taken, daemon=True).start()\ntime.sleep(300)\n",
+)
+
+
+def _start(tmp_path: Path, *command: str, module: str = SLOW) -> tuple[subprocess.Popen[str], Path]:
+    (tmp_path / "slowlib.py").write_text(module)
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "slow.toml").write_text(SPEC)
+    pids = tmp_path / "pids"
+    (tmp_path / "tmp").mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "INVARIANTS_"))}
+    env |= {"PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]), "SLOW_PIDS": str(pids),
+            "TMPDIR": str(tmp_path / "tmp"),
+            "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONFAULTHANDLER": "1"}  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "invariants", *command], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not (pids.is_file() and len(pids.read_text().split()) == 3):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the project's module never started its processes"
+        time.sleep(0.1)
+    return proc, pids
+
+
+def _ended(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[str, str]:
+    """The command's output once it has ended; where it has not in ``timeout`` seconds, its threads' stacks
+    (faulthandler, on SIGABRT) in the failure."""
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        _, err = proc.communicate(timeout=30)
+        pytest.fail(f"still running {timeout:g} s after the signal:\n{err[-6000:]}")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name)
+def test_a_signal_ends_the_gate_its_processes_and_folders_in_one_line(tmp_path: Path, signum) -> None:
+    proc, pids = _start(tmp_path, *GATE)
+    child, grandchild, folder = pids.read_text().split()
+    try:
+        proc.send_signal(signum)
+        out, err = _ended(proc)
+    finally:
+        proc.kill()
+        for pid in (child, grandchild):
+            if not _gone(int(pid)):
+                os.kill(int(pid), signal.SIGKILL)
+    assert proc.returncode == 128 + signum, (out[-2000:], err[-2000:])
+    assert err.strip().splitlines()[-1] == (f"invariants gate: stopped by {signum.name}; 2 {ENDED}"), err[
+        -2000:
+    ]
+    assert _gone(int(child)) and _gone(int(grandchild))
+    assert "Traceback" not in err and "Traceback" not in out
+    # The project's folder is left (it is not the gate's); nothing of the gate's is.
+    assert [p.name for p in (tmp_path / "tmp").iterdir()] == [Path(folder).name]
+
+
+def test_a_second_signal_while_ending_does_not_break_the_clean_end(tmp_path: Path) -> None:
+    proc, pids = _start(tmp_path, *GATE)
+    child, grandchild, folder = pids.read_text().split()
+    try:
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)  # handled: the command is ending when the next ones come
+        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGINT)
+        _, err = _ended(proc)
+    finally:
+        proc.kill()
+    assert [p.name for p in (tmp_path / "tmp").iterdir()] == [Path(folder).name]
+    assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert err.strip().splitlines()[-1] == f"invariants gate: stopped by SIGTERM; 2 {ENDED}"
+    assert _gone(int(child)) and _gone(int(grandchild))
+
+
+def test_a_signal_another_thread_took_still_wakes_the_main_thread(tmp_path: Path) -> None:
+    """The signal reaches a thread of the project's, not the main thread, which sleeps in the project's
+    code: the command still ends, cleanly, at once (without the forwarding it would sleep on)."""
+    proc, pids = _start(tmp_path, *GATE, module=TO_A_THREAD)
+    child, grandchild, folder = pids.read_text().split()
+    try:
+        _, err = _ended(proc, timeout=30)
+    finally:
+        proc.kill()
+    assert [p.name for p in (tmp_path / "tmp").iterdir()] == [Path(folder).name]
+    assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert err.strip().splitlines()[-1] == f"invariants gate: stopped by SIGTERM; 2 {ENDED}"
+    assert _gone(int(child)) and _gone(int(grandchild))
+
+
+def test_a_signal_ends_versus_and_its_two_workers(tmp_path: Path) -> None:
+    """versus keeps a worker process per side while it times; SIGTERM ends both with it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "INVARIANTS_"))}
+    (tmp_path / "tmp").mkdir()
+    env |= {"PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONFAULTHANDLER": "1",
+            "TMPDIR": str(tmp_path / "tmp")}  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "invariants", "versus", "--baseline", "current",
+                             "--candidate", "current", "--programs", "take", "--targets", "cpu",
+                             "--out", str(tmp_path / "versus.md")], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    workers: list[psutil.Process] = []
+    deadline = time.monotonic() + 120
+    while len(workers) < 2:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "versus never started its workers"
+        time.sleep(0.2)
+        children = psutil.Process(proc.pid).children()
+        workers = [c for c in children if "invariants.versus.worker" in c.cmdline()]
+    try:
+        proc.send_signal(signal.SIGTERM)
+        _, err = _ended(proc)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("invariants versus: stopped by SIGTERM; ") and last.endswith(ENDED), err[-2000:]
+    assert all(_gone(w.pid) for w in workers)
+    assert not (tmp_path / "versus.md").exists()  # a stopped run's report is never passed off as one
+    # What is left in the temporary folder is the staged package alone, which later runs reuse.
+    left = [p.name for p in (tmp_path / "tmp").iterdir()]
+    assert all(name.startswith("invariants-package-") for name in left), left
