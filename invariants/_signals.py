@@ -9,7 +9,9 @@ removes its folder) does the same on SIGTERM.
 
 The processes are ended from the handler, before the exception unwinds: a child blocked on a pipe, or a
 grandchild that ``subprocess.run`` would not see, must not outlive the folder its parent is removing.
-psutil finds them (every descendant, on every platform it supports), which is why it is a dependency.
+psutil finds them (every descendant, on every platform it supports), which is why it is a dependency of
+the package; the environments of other releases, where a versus worker or a bisect run imports this
+package, lack it, and never end anything themselves.
 """
 
 from __future__ import annotations
@@ -22,8 +24,6 @@ import threading
 import time
 from collections.abc import Iterator
 from types import FrameType
-
-import psutil
 
 __all__ = ["Stopped", "ending_cleanly", "stopped_by"]
 
@@ -47,6 +47,8 @@ class Stopped(KeyboardInterrupt):
 def end_descendants(grace: float = _GRACE_SECONDS) -> int:
     """Terminate every process this one started, directly or not; kill what is left after ``grace``
     seconds. Returns how many there were."""
+    import psutil  # a release's environment (a versus worker, bisect's gate) runs this package without it
+
     try:
         children = psutil.Process().children(recursive=True)
     except psutil.Error:

@@ -289,6 +289,27 @@ def test_the_lower_floors_import_no_jax():
     assert _first_with_jax(("hlo.parse", "catalog.programs")) == "catalog.programs"
 
 
+def test_what_a_release_environment_runs_imports_without_what_it_lacks():
+    """A release's environment (versus, bisect, matrix) installs JAX and the suite's test dependencies, not
+    this package's own: a versus worker and the gate plugin must start there without the rest (psutil)."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    from invariants.releases.environments import SUITE_DEPS
+
+    declared = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["project"]["dependencies"]
+    there = {"jax", "jaxlib", "numpy", "equinox", *SUITE_DEPS}
+    lacking = sorted({Requirement(r).name for r in declared} - there)
+    assert lacking, "every dependency is in a release's environment: this test checks nothing"
+    code = (
+        f"import sys\nfor m in {lacking!r}:\n    sys.modules[m] = None\n"
+        "import invariants.versus.worker, invariants.plugin.hooks, invariants.__main__\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=99)
+    assert proc.returncode == 0, proc.stderr.strip().splitlines()[-1:]
+
+
 _MUTATORS = {"append", "extend", "insert", "pop", "clear", "update", "setdefault", "add", "discard", "remove"}
 
 
@@ -388,6 +409,8 @@ ALLOWED_LAZY: dict[tuple[str, str], str] = {
     ("selfcheck/children.py", "invariants.versus.report"): "numpy and the versus report, read for a versus "
     "injection only: selfcheck --help and --list start in a tenth of a second without them",
     ("plugin/results.py", "fcntl"): "POSIX only: where it is missing (Windows) a run locks nothing",
+    ("_signals.py", "psutil"): "a release's environment (a versus worker, a bisect or matrix run) imports "
+    "the package without psutil; only the command that was signalled ends its processes",
 }
 
 
