@@ -245,7 +245,6 @@ def render_markdown(record: Mapping[str, Any], diff_lines: int = 40) -> str:
     Sized for ``$GITHUB_STEP_SUMMARY``: identical structures are one line each, and a diff is cut at
     ``diff_lines`` lines (the JSON has the whole renderings).
     """
-    s = record["settings"]
     word = "**REGRESSED**" if record["exit"] else "no regression"
     out = [
         f"## versus: candidate `{record['candidate']['spec']}` against baseline "
@@ -253,111 +252,115 @@ def render_markdown(record: Mapping[str, Any], diff_lines: int = 40) -> str:
         "",
     ]
     out += [_side_line("baseline", record["baseline"]), _side_line("candidate", record["candidate"]), ""]
-    for reason in record["reasons"]:
-        out.append(f"- {reason}")
-    if record["reasons"]:
-        out.append("")
+    out += [f"- {reason}" for reason in record["reasons"]] + ([""] if record["reasons"] else [])
     if record["timing"]:
-        out.append(
-            f"### time(candidate) / time(baseline), {s['confidence']:.0%} interval, "
-            f"fails above {s['threshold']:g} "
-            f"(verdict clock: {s['clock']})"
-        )
-        out.append("")
-        cores = any(ALL_CORES in t["results"] for t in record["timing"])
-        out.append(
-            "| program | verdict | cpu ratio | wall ratio | "
-            + ("wall, all cores | " if cores else "")
-            + "rounds | pairs | s | baseline per call | attempts |"
-        )
-        out.append("|---|---|---|---|" + ("---|" if cores else "") + "---|---|---|---|---|")
-        for t in record["timing"]:
-            res = t["results"]
-            cpu, wall, par = res.get("cpu"), res.get("wall"), res.get(ALL_CORES)
-            main = res[t["clock"]]
-            verdict = f"**{t['verdict']}**" if t["verdict"] in ("fail", "lost-parallelism") else t["verdict"]
-            attempts = " → ".join(t["attempts"])
-            par_cell = ""
-            if cores:
-                par_cell = (
-                    f"{_interval(par)} ({len(par['round_ratios'])} rounds{_threads(t)}) | " if par else "— | "
-                )
-            out.append(
-                f"| {t['program']} | {verdict} | {_interval(cpu) if cpu else '—'} "
-                f"| {_interval(wall) if wall else '—'} | {par_cell}"
-                f"{len(main['round_ratios'])} | {main['pairs']} | {main['seconds']:.1f} "
-                f"| {main['t_b_median'] * 1e3:.3f} ms | {attempts} |"
-            )
-        out.append("")
-        out.append(
-            "Each round is a fresh pair of worker processes; a round's ratio is the median of its "
-            "per-pair ratios, "
-            "the interval is Student's t over rounds (the spread between process pairs counts)."
-        )
-        if cores:
-            par_threshold = next(
-                t["results"][ALL_CORES]["threshold"] for t in record["timing"] if ALL_CORES in t["results"]
-            )
-            out.append(
-                f"The cpu and wall ratios come from rounds with both workers on one core; `wall, all cores` "
-                f"from rounds with every core for each worker, one at a time, failing above "
-                f"{par_threshold:g}; `threads`: CPU time / wall time of each side's blocks there, baseline → "
-                "candidate (about 1 where a side ran on one thread, or other load held the other cores), "
-                "and their paired ratio, candidate / baseline. `lost-parallelism`: the CPU time did not fail "
-                "while that wall ratio did (its whole interval above the bound), or its estimate was above "
-                "the bound and the threads ratio's whole interval below 1 / bound (the same work on fewer "
-                "threads)."
-            )
-        out.append("")
+        out += _timing_section(record["timing"], record["settings"])
     if record["structure"]:
-        out.append("### structure and invariants, side by side")
-        out.append("")
-        listed = len(out)
-        for name, reasons in record["targets"].items():
-            missing = [f"{side}: {why}" for side, why in reasons.items() if why]
-            if missing:
-                out.append(f"- target {name} not compared ({'; '.join(missing)})")
-        same = [x["key"] for x in record["structure"] if not _shown(x)]
-        if same:
-            out.append(f"- identical on both sides: {', '.join(same)}")
-        for x in record["structure"]:
-            if _shown(x):
-                continue
-            for inv in x.get("invariants", []):
-                if is_not_evaluated(inv["change"]):
-                    out.append(f"- {x['key']}: invariant `{inv['id']}` {inv['change']}")
-        if len(out) > listed:
-            out.append("")
-        for x in record["structure"]:
-            if not _shown(x):
-                continue
-            out.append(f"#### {x['key']}")
-            for inv in x.get("invariants", []):
-                if is_not_evaluated(inv["change"]):
-                    out.append(f"- invariant `{inv['id']}` ({inv['where']}): {inv['change']}")
-                elif inv["change"] != "holds on both":
-                    desc = inv["describe"].get("candidate") or inv["describe"].get("baseline") or ""
-                    known = " (ratchet)" if inv.get("ratchet") else ""
-                    out.append(
-                        f"- invariant `{inv['id']}`{known} ({inv['where']}): **{inv['change']}**: {desc}"
-                    )
-            for side in ("baseline", "candidate"):
-                if x[side].get("error"):
-                    out.append(f"- {side}: {x[side]['error']}")
-            if x.get("changed"):
-                out.append(f"- snapshot: {x['changed']}")
-            out += _metric_table(x.get("metrics") or [])
-            if x["diff"]:
-                lines = x["diff"].splitlines()
-                cut = lines[:diff_lines] + (
-                    [f"... {len(lines) - diff_lines} more lines in the JSON"]
-                    if len(lines) > diff_lines
-                    else []
-                )
-                out += ["", "```diff", *cut, "```"]
-            out.append("")
+        out += _structure_section(record, diff_lines)
     out.append(f"versus: {record['seconds']:.0f} s; exit {record['exit']}")
     return "\n".join(out) + "\n"
+
+
+def _timing_section(timing: Sequence[Mapping[str, Any]], s: Mapping[str, Any]) -> list[str]:
+    """The timing table, a row per program, and what its columns mean."""
+    cores = any(ALL_CORES in t["results"] for t in timing)
+    out = [
+        f"### time(candidate) / time(baseline), {s['confidence']:.0%} interval, "
+        f"fails above {s['threshold']:g} (verdict clock: {s['clock']})",
+        "",
+        "| program | verdict | cpu ratio | wall ratio | "
+        + ("wall, all cores | " if cores else "")
+        + "rounds | pairs | s | baseline per call | attempts |",
+        "|---|---|---|---|" + ("---|" if cores else "") + "---|---|---|---|---|",
+    ]
+    out += [_timing_row(t, cores) for t in timing]
+    out.append("")
+    out.append(
+        "Each round is a fresh pair of worker processes; a round's ratio is the median of its "
+        "per-pair ratios, "
+        "the interval is Student's t over rounds (the spread between process pairs counts)."
+    )
+    if cores:
+        results = [t["results"] for t in timing]
+        par_threshold = next(r[ALL_CORES]["threshold"] for r in results if ALL_CORES in r)
+        out.append(
+            f"The cpu and wall ratios come from rounds with both workers on one core; `wall, all cores` "
+            f"from rounds with every core for each worker, one at a time, failing above "
+            f"{par_threshold:g}; `threads`: CPU time / wall time of each side's blocks there, baseline → "
+            "candidate (about 1 where a side ran on one thread, or other load held the other cores), "
+            "and their paired ratio, candidate / baseline. `lost-parallelism`: the CPU time did not fail "
+            "while that wall ratio did (its whole interval above the bound), or its estimate was above "
+            "the bound and the threads ratio's whole interval below 1 / bound (the same work on fewer "
+            "threads)."
+        )
+    out.append("")
+    return out
+
+
+def _timing_row(t: Mapping[str, Any], cores: bool) -> str:
+    res = t["results"]
+    cpu, wall, par = res.get("cpu"), res.get("wall"), res.get(ALL_CORES)
+    main = res[t["clock"]]
+    verdict = f"**{t['verdict']}**" if t["verdict"] in ("fail", "lost-parallelism") else t["verdict"]
+    attempts = " → ".join(t["attempts"])
+    par_cell = ""
+    if cores:
+        par_cell = f"{_interval(par)} ({len(par['round_ratios'])} rounds{_threads(t)}) | " if par else "— | "
+    return (
+        f"| {t['program']} | {verdict} | {_interval(cpu) if cpu else '—'} "
+        f"| {_interval(wall) if wall else '—'} | {par_cell}"
+        f"{len(main['round_ratios'])} | {main['pairs']} | {main['seconds']:.1f} "
+        f"| {main['t_b_median'] * 1e3:.3f} ms | {attempts} |"
+    )
+
+
+def _structure_section(record: Mapping[str, Any], diff_lines: int) -> list[str]:
+    """What was not compared, what is identical, invariants not evaluated; then a section per key that
+    differs."""
+    out = ["### structure and invariants, side by side", ""]
+    listed = len(out)
+    for name, reasons in record["targets"].items():
+        missing = [f"{side}: {why}" for side, why in reasons.items() if why]
+        if missing:
+            out.append(f"- target {name} not compared ({'; '.join(missing)})")
+    same = [x["key"] for x in record["structure"] if not _shown(x)]
+    if same:
+        out.append(f"- identical on both sides: {', '.join(same)}")
+    for x in record["structure"]:
+        if _shown(x):
+            continue
+        for inv in x.get("invariants", []):
+            if is_not_evaluated(inv["change"]):
+                out.append(f"- {x['key']}: invariant `{inv['id']}` {inv['change']}")
+    if len(out) > listed:
+        out.append("")
+    for x in record["structure"]:
+        if _shown(x):
+            out += _key_section(x, diff_lines)
+    return out
+
+
+def _key_section(x: Mapping[str, Any], diff_lines: int) -> list[str]:
+    """One key that differs: its invariants that changed, a side's error, the snapshot's change, the
+    metrics side by side and the diff (cut at ``diff_lines``)."""
+    out = [f"#### {x['key']}"]
+    for inv in x.get("invariants", []):
+        if is_not_evaluated(inv["change"]):
+            out.append(f"- invariant `{inv['id']}` ({inv['where']}): {inv['change']}")
+        elif inv["change"] != "holds on both":
+            desc = inv["describe"].get("candidate") or inv["describe"].get("baseline") or ""
+            known = " (ratchet)" if inv.get("ratchet") else ""
+            out.append(f"- invariant `{inv['id']}`{known} ({inv['where']}): **{inv['change']}**: {desc}")
+    out += [f"- {side}: {x[side]['error']}" for side in ("baseline", "candidate") if x[side].get("error")]
+    if x.get("changed"):
+        out.append(f"- snapshot: {x['changed']}")
+    out += _metric_table(x.get("metrics") or [])
+    if x["diff"]:
+        lines = x["diff"].splitlines()
+        more = [f"... {len(lines) - diff_lines} more lines in the JSON"] if len(lines) > diff_lines else []
+        out += ["", "```diff", *lines[:diff_lines], *more, "```"]
+    out.append("")
+    return out
 
 
 def _changed(x: Mapping[str, Any]) -> bool:
