@@ -484,28 +484,13 @@ def parse_module(text: str, source: str = "<string>") -> HloModule:
                     computations[current.name] = _close(current, source)
                     current = None
                     continue
-                body = _strip_comments(stripped)
-                while True:
-                    try:
-                        current.instructions.append(_parse_instruction(body, lineno))
-                        break
-                    except _NeedMore:
-                        if i >= len(lines) or _COMP_CLOSE.match(lines[i].strip()):
-                            raise
-                        body = body + " " + _strip_comments(lines[i].strip())
-                        i += 1
+                instruction, i = _instruction_at(lines, i, stripped, lineno)
+                current.instructions.append(instruction)
                 continue
             if stripped.startswith("HloModule"):
-                m = _MODULE_LINE.match(stripped)
-                if m is None:
-                    raise _Error("malformed HloModule line", stripped)
                 if module_name is not None:
                     raise _Error("a second HloModule (one module per file)", stripped)
-                if m.group(2):
-                    _split(m.group(2), 0, None)  # checks that the header's attributes are balanced
-                module_name = m.group(1)
-                scheduled = bool(re.search(r"(?:^|,)\s*is_scheduled=true\b", m.group(2) or ""))
-                aliases = _aliases(m.group(2) or "", stripped)
+                module_name, scheduled, aliases = _module_line(stripped)
                 in_table = False
                 continue
             if module_name is None:
@@ -533,6 +518,33 @@ def parse_module(text: str, source: str = "<string>") -> HloModule:
         raise HloParseError(source, 1, "no HloModule line", text[:80])
     linked = _link(module_name, computations, source)
     return dataclasses.replace(linked, scheduled=scheduled, source=source, aliases=aliases)
+
+
+def _instruction_at(lines: list[str], i: int, stripped: str, lineno: int) -> tuple[Instruction, int]:
+    """The instruction that starts on line ``lineno`` (``stripped``), and the index of the line after it:
+    an instruction whose text is not complete (an open bracket) continues on the lines below, up to the
+    computation's closing brace."""
+    body = _strip_comments(stripped)
+    while True:
+        try:
+            return _parse_instruction(body, lineno), i
+        except _NeedMore:
+            if i >= len(lines) or _COMP_CLOSE.match(lines[i].strip()):
+                raise
+            body = body + " " + _strip_comments(lines[i].strip())
+            i += 1
+
+
+def _module_line(stripped: str) -> tuple[str, bool, tuple[Alias, ...]]:
+    """The ``HloModule NAME, attributes`` line: the name, whether it is scheduled, its aliases."""
+    m = _MODULE_LINE.match(stripped)
+    if m is None:
+        raise _Error("malformed HloModule line", stripped)
+    attributes = m.group(2) or ""
+    if attributes:
+        _split(attributes, 0, None)  # checks that the header's attributes are balanced
+    scheduled = bool(re.search(r"(?:^|,)\s*is_scheduled=true\b", attributes))
+    return m.group(1), scheduled, _aliases(attributes, stripped)
 
 
 def _close(comp: _OpenComputation, source: str) -> Computation:
