@@ -163,6 +163,11 @@ class _Reader:
         self.depth = 0  # block depth inside the current function (1: its body)
         self.header_seen = False
         self.pending_header: tuple[int, str] | None = None
+        # The statement being read (its tokens so far) and the line it starts on.
+        self.pending: list[str] = []
+        self.pending_line = 0
+        self.brace = 0  # braces inside the pending statement (vector operands, initializers)
+        self.section = 0  # > 0 inside a .section block: its braces
 
     def error(self, line: int, what: str, text: str) -> KernelCodeError:
         return code_error(self.where, line, what, text)
@@ -172,10 +177,6 @@ class _Reader:
     def read(self, text: str) -> list[KernelFacts]:
         in_comment = False
         comment_line = 0
-        pending: list[str] = []
-        pending_line = 0
-        brace = 0  # braces inside the pending statement (vector operands, initializers)
-        section = 0  # > 0 inside a .section block: its braces
         lineno = 0
         for lineno, raw in enumerate(text.splitlines(), 1):
             was_in_comment = in_comment
@@ -184,71 +185,88 @@ class _Reader:
                 comment_line = lineno
             if not code or code.isspace():
                 continue
-            if pending and self.fn is not None and not brace:
-                # In a body a statement goes on to the next line only inside an operand list (a call's).
-                stmt = "".join(pending).rstrip()
-                if not (stmt.endswith((",", "(", "[")) or code.lstrip().startswith((")", "]", ","))):
-                    raise self.error(pending_line, "statement not ended with ';'", stmt)
-            if not pending and _LINE_DIRECTIVE.match(code):
+            self.check_continued(code)
+            if not self.pending and _LINE_DIRECTIVE.match(code):
                 # .version, .target, .address_size, .file and .loc end with their line, not with ';'.
                 self.statement(lineno, code.strip())
                 continue
             for tok in _TOKEN.findall(code):
-                if section:
-                    if tok == "{":
-                        section += 1
-                    elif tok == "}":
-                        section -= 1
-                    continue
-                if tok == ";":
-                    if brace:
-                        raise self.error(pending_line, "unbalanced '{' in a statement", "".join(pending))
-                    self.statement(pending_line, "".join(pending).strip())
-                    pending = []
-                elif tok == "{":
-                    stmt = "".join(pending).strip()
-                    if brace or (stmt and (self.fn is not None or "=" in stmt)):
-                        brace += 1
-                        pending.append(tok)
-                    elif stmt.startswith(".section"):
-                        if not re.fullmatch(r"\.section\s+\.?[\w.]+", stmt):
-                            raise self.error(pending_line, "unknown section", stmt)
-                        section = 1
-                        pending = []
-                    else:
-                        self.open(pending_line if stmt else lineno, stmt)
-                        pending = []
-                elif tok == "}":
-                    if brace:
-                        brace -= 1
-                        pending.append(tok)
-                        continue
-                    stmt = "".join(pending).strip()
-                    if stmt:
-                        raise self.error(pending_line, "statement not ended with ';'", stmt)
-                    self.close(lineno)
-                    pending = []
-                else:
-                    if not pending:
-                        tok = self.labels(lineno, tok).lstrip()
-                        if not tok:
-                            continue
-                        pending_line = lineno
-                    pending.append(tok)
-            if pending:
-                pending.append("\n")
+                self.token(lineno, tok)
+            if self.pending:
+                self.pending.append("\n")
         if in_comment:
             raise self.error(comment_line, "unterminated comment '/*'", "")
-        stmt = "".join(pending).strip()
+        self.check_ended(lineno)
+        return self.out
+
+    def check_continued(self, code: str) -> None:
+        """In a body a statement goes on to the next line only inside an operand list (a call's)."""
+        if self.pending and self.fn is not None and not self.brace:
+            stmt = "".join(self.pending).rstrip()
+            if not (stmt.endswith((",", "(", "[")) or code.lstrip().startswith((")", "]", ","))):
+                raise self.error(self.pending_line, "statement not ended with ';'", stmt)
+
+    def check_ended(self, lineno: int) -> None:
+        """At the end of the text: nothing may be left open."""
+        stmt = "".join(self.pending).strip()
         if stmt:
-            raise self.error(pending_line, "statement not ended with ';' at the end of the file", stmt)
-        if section:
+            raise self.error(self.pending_line, "statement not ended with ';' at the end of the file", stmt)
+        if self.section:
             raise self.error(lineno, "unterminated .section block", "")
         if self.pending_header is not None:
             raise self.error(*self.pending_header, "function header without a body")
         if self.fn is not None:
             raise self.error(self.fn.line, unclosed(self.fn.name, lineno), f".entry {self.fn.name}")
-        return self.out
+
+    def token(self, lineno: int, tok: str) -> None:
+        """One token: a statement's end, a block's or an initializer's brace, or a part of a statement."""
+        if self.section:
+            self.section += {"{": 1, "}": -1}.get(tok, 0)
+        elif tok == ";":
+            self.semicolon()
+        elif tok == "{":
+            self.open_brace(lineno)
+        elif tok == "}":
+            self.close_brace(lineno)
+        else:
+            if not self.pending:
+                tok = self.labels(lineno, tok).lstrip()
+                if not tok:
+                    return
+                self.pending_line = lineno
+            self.pending.append(tok)
+
+    def semicolon(self) -> None:
+        if self.brace:
+            raise self.error(self.pending_line, "unbalanced '{' in a statement", "".join(self.pending))
+        self.statement(self.pending_line, "".join(self.pending).strip())
+        self.pending = []
+
+    def open_brace(self, lineno: int) -> None:
+        """A ``{`` inside a statement (an initializer, vector operands), a .section block's, or a block's."""
+        stmt = "".join(self.pending).strip()
+        if self.brace or (stmt and (self.fn is not None or "=" in stmt)):
+            self.brace += 1
+            self.pending.append("{")
+            return
+        if stmt.startswith(".section"):
+            if not re.fullmatch(r"\.section\s+\.?[\w.]+", stmt):
+                raise self.error(self.pending_line, "unknown section", stmt)
+            self.section = 1
+        else:
+            self.open(self.pending_line if stmt else lineno, stmt)
+        self.pending = []
+
+    def close_brace(self, lineno: int) -> None:
+        if self.brace:
+            self.brace -= 1
+            self.pending.append("}")
+            return
+        stmt = "".join(self.pending).strip()
+        if stmt:
+            raise self.error(self.pending_line, "statement not ended with ';'", stmt)
+        self.close(lineno)
+        self.pending = []
 
     def labels(self, lineno: int, tok: str) -> str:
         """Take the labels off the start of a statement; what is left of it."""
