@@ -208,25 +208,9 @@ class _Reader:
         operands = rest[m.end() :]
         index = fn.instructions
         fn.instructions += 1
-        # Vector types: what the instruction names, strings (asm text, names) left out.
-        scan = _STRING.sub('""', operands) if '"' in operands else operands
-        if "<" in scan:
-            for v in _VECTOR.finditer(scan):
-                if v.group(1):
-                    raise self.error(line, f"scalable vector type '{v.group(0)} ...>' is not supported", stmt)
-                bits = _POINTER_BITS if v.group(3) == "ptr" else _scalar_bits(v.group(3))
-                fn.vector_width = max(fn.vector_width, int(v.group(2)) * bits)
+        fn.vector_width = max(fn.vector_width, self.vector_bits(line, stmt, operands))
         if op == "atomicrmw":
-            words = operands.split()
-            words = [w for w in words if w != "volatile"]
-            if not words or words[0] not in _RMW_OPS:
-                raise self.error(line, "unknown atomicrmw operation", stmt)
-            typ = _value_type(operands, 1)
-            if typ is None:
-                raise self.error(line, "atomicrmw without a value type", stmt)
-            fn.atomics[f"atomicrmw {words[0]} {typ}"] += 1
-            if words[0] == "fadd" and _is_float(typ):
-                fn.float_atomics += 1
+            self.atomicrmw(line, stmt, operands)
         elif op == "cmpxchg":
             typ = _value_type(operands, 1)
             if typ is None:
@@ -240,6 +224,32 @@ class _Reader:
             if op in ("br", "switch", "indirectbr") and not targets:
                 raise self.error(line, f"{op} without a label", stmt)
             fn.branches.append((line, stmt, fn.block, index, targets))
+
+    def vector_bits(self, line: int, stmt: str, operands: str) -> int:
+        """The widest vector type an instruction names, in bits (0 for none); strings (asm text, names)
+        left out."""
+        scan = _STRING.sub('""', operands) if '"' in operands else operands
+        widest = 0
+        if "<" in scan:
+            for v in _VECTOR.finditer(scan):
+                if v.group(1):
+                    raise self.error(line, f"scalable vector type '{v.group(0)} ...>' is not supported", stmt)
+                bits = _POINTER_BITS if v.group(3) == "ptr" else _scalar_bits(v.group(3))
+                widest = max(widest, int(v.group(2)) * bits)
+        return widest
+
+    def atomicrmw(self, line: int, stmt: str, operands: str) -> None:
+        fn = self.fn
+        assert fn is not None
+        words = [w for w in operands.split() if w != "volatile"]
+        if not words or words[0] not in _RMW_OPS:
+            raise self.error(line, "unknown atomicrmw operation", stmt)
+        typ = _value_type(operands, 1)
+        if typ is None:
+            raise self.error(line, "atomicrmw without a value type", stmt)
+        fn.atomics[f"atomicrmw {words[0]} {typ}"] += 1
+        if words[0] == "fadd" and _is_float(typ):
+            fn.float_atomics += 1
 
     def alloca_bytes(self, operands: str) -> int:
         text = operands.strip()

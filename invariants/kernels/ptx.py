@@ -423,6 +423,26 @@ class _Reader:
         """Check a variable declaration; its bytes."""
         head, sep, init = stmt.partition("=")
         tokens = head.split()
+        space, bits, lanes, i = self.qualifiers(line, stmt, tokens)
+        rest = " ".join(tokens[i:]) + (sep + init if sep else "")
+        total = 0
+        for d in _split_declarators(rest):
+            m = _DECLARATOR.fullmatch(d.strip())
+            if m is None:
+                raise self.error(line, "unknown declarator", stmt)
+            count = 1
+            if m.group(2) is not None:
+                if space != "reg":
+                    raise self.error(line, "a register range '<N>' outside .reg", stmt)
+                count = int(m.group(2), 0)
+            for dim in _DIM.finditer(m.group(3) or ""):
+                count *= int(dim.group(1), 0) if dim.group(1) else 0
+            total += count * lanes * max(bits, 8) // 8
+        return total
+
+    def qualifiers(self, line: int, stmt: str, tokens: list[str]) -> tuple[str, int, int, int]:
+        """A declaration's leading ``.qualifiers``: its state space, its type's bits, its vector lanes, and
+        the index of its first declarator token."""
         i = 0
         space = None
         bits = 0
@@ -451,21 +471,7 @@ class _Reader:
             i += 1
         if space is None or not bits:
             raise self.error(line, "unknown declaration (no state space or type)", stmt)
-        rest = " ".join(tokens[i:]) + (sep + init if sep else "")
-        total = 0
-        for d in _split_declarators(rest):
-            m = _DECLARATOR.fullmatch(d.strip())
-            if m is None:
-                raise self.error(line, "unknown declarator", stmt)
-            count = 1
-            if m.group(2) is not None:
-                if space != "reg":
-                    raise self.error(line, "a register range '<N>' outside .reg", stmt)
-                count = int(m.group(2), 0)
-            for dim in _DIM.finditer(m.group(3) or ""):
-                count *= int(dim.group(1), 0) if dim.group(1) else 0
-            total += count * lanes * max(bits, 8) // 8
-        return total
+        return space, bits, lanes, i
 
     def instruction(self, line: int, stmt: str) -> None:
         fn = self.fn
