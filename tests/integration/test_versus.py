@@ -48,8 +48,12 @@ def test_two_real_workers_of_one_installation(tmp_path: Path) -> None:
     assert timed["program"] == "naive" and timed["clock"] == "cpu"
     for clock in ("cpu", "wall", "wall_all_cores", "cpu_all_cores"):
         r = timed["results"][clock]
-        assert len(r["round_ratios"]) == 3 and r["pairs"] >= 3 * 8 and r["low"] <= r["median"] <= r["high"]
-        assert 0.5 < r["median"] < 2.0
+        assert len(r["round_ratios"]) == 3 and r["pairs"] >= 3 * 8
+        assert 0 < r["low"] <= r["median"] <= r["high"] < float("inf"), (clock, r)
+    # One installation against itself, on the verdict's clock: CPU time, both workers on one core, which
+    # other load on the machine does not inflate. The wall clocks of three 50 ms rounds are what the load
+    # beside this test makes them (an e2e run shares the machine with other tests): no bound there.
+    assert 0.5 < timed["results"]["cpu"]["median"] < 2.0
     # The all-cores phase: longer blocks (20 ms) than the pinned rounds' (2 ms), its own threshold.
     assert timed["results"]["wall_all_cores"]["threshold"] == 1.10
     # Calls per block follow the machine's speed at that moment (a slow call gives few), so the blocks are

@@ -310,6 +310,26 @@ def test_what_a_release_environment_runs_imports_without_what_it_lacks():
     assert proc.returncode == 0, proc.stderr.strip().splitlines()[-1:]
 
 
+def test_every_tox_env_that_installs_the_package_without_dependencies_has_them():
+    """tox's nightly and old-release envs install the package with --no-deps (their JAX must stay): each
+    lists the package's other dependencies ([base] package_deps), and those are pyproject's."""
+    import configparser
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    tox = configparser.ConfigParser(interpolation=None)
+    tox.read(PACKAGE.parent / "tox.ini")
+    names = {Requirement(r).name for key in ("test_deps", "package_deps") for r in tox["base"][key].split()}
+    declared = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["project"]["dependencies"]
+    missing = sorted({Requirement(r).name for r in declared} - names - {"jax", "jaxlib", "numpy", "equinox"})
+    assert not missing, f"tox.ini [base] package_deps lacks {missing}"
+    no_deps = [n for n in tox.sections() if "--no-deps" in tox[n].get("commands_pre", "")]
+    assert no_deps, "no tox env installs the package with --no-deps: this test checks nothing"
+    lacking = [n for n in no_deps if "{[base]package_deps}" not in tox[n].get("deps", "")]
+    assert not lacking, f"tox envs that install the package --no-deps, lacking its dependencies: {lacking}"
+
+
 _MUTATORS = {"append", "extend", "insert", "pop", "clear", "update", "setdefault", "add", "discard", "remove"}
 
 
