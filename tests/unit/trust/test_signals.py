@@ -94,58 +94,54 @@ def _gone(pid: int) -> bool:
         return True
 
 
+def _stopped(proc: subprocess.Popen[str], pids: Path, *signals: signal.Signals, timeout: float = 60) -> str:
+    """Send ``signals`` to the gate (the first, then the others half a second later, while it ends); its
+    stderr once it has ended. Whatever is left running is killed after, so that a failure leaks nothing."""
+    try:
+        if signals:
+            proc.send_signal(signals[0])
+        if signals[1:]:
+            time.sleep(0.5)  # handled: the command is ending when the next ones come
+        for signum in signals[1:]:
+            proc.send_signal(signum)
+        _, err = _ended(proc, timeout)
+    finally:
+        proc.kill()
+        for pid in map(int, pids.read_text().split()[:2]):
+            if not _gone(pid):
+                os.kill(pid, signal.SIGKILL)
+    return err
+
+
+def _ended_cleanly(tmp_path: Path, proc: subprocess.Popen[str], pids: Path, err: str, signum: int) -> None:
+    """128 + the signal, its one line last, the project's processes gone, no traceback, and nothing of the
+    gate's left in the temporary folder (the project's own folder is the project's)."""
+    child, grandchild, folder = pids.read_text().split()
+    name = signal.Signals(signum).name
+    assert proc.returncode == 128 + signum, err[-2000:]
+    assert err.strip().splitlines()[-1] == f"invariants gate: stopped by {name}; 2 {ENDED}", err[-2000:]
+    assert _gone(int(child)) and _gone(int(grandchild))
+    assert "Traceback" not in err
+    assert [p.name for p in (tmp_path / "tmp").iterdir()] == [Path(folder).name]
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name)
 def test_a_signal_ends_the_gate_its_processes_and_folders_in_one_line(tmp_path: Path, signum) -> None:
     proc, pids = _start(tmp_path, *GATE)
-    child, grandchild, folder = pids.read_text().split()
-    try:
-        proc.send_signal(signum)
-        out, err = _ended(proc)
-    finally:
-        proc.kill()
-        for pid in (child, grandchild):
-            if not _gone(int(pid)):
-                os.kill(int(pid), signal.SIGKILL)
-    assert proc.returncode == 128 + signum, (out[-2000:], err[-2000:])
-    assert err.strip().splitlines()[-1] == (f"invariants gate: stopped by {signum.name}; 2 {ENDED}"), err[
-        -2000:
-    ]
-    assert _gone(int(child)) and _gone(int(grandchild))
-    assert "Traceback" not in err and "Traceback" not in out
-    # The project's folder is left (it is not the gate's); nothing of the gate's is.
-    assert [p.name for p in (tmp_path / "tmp").iterdir()] == [Path(folder).name]
+    _ended_cleanly(tmp_path, proc, pids, _stopped(proc, pids, signum), signum)
 
 
 def test_a_second_signal_while_ending_does_not_break_the_clean_end(tmp_path: Path) -> None:
     proc, pids = _start(tmp_path, *GATE)
-    child, grandchild, folder = pids.read_text().split()
-    try:
-        proc.send_signal(signal.SIGTERM)
-        time.sleep(0.5)  # handled: the command is ending when the next ones come
-        proc.send_signal(signal.SIGTERM)
-        proc.send_signal(signal.SIGINT)
-        _, err = _ended(proc)
-    finally:
-        proc.kill()
-    assert [p.name for p in (tmp_path / "tmp").iterdir()] == [Path(folder).name]
-    assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
-    assert err.strip().splitlines()[-1] == f"invariants gate: stopped by SIGTERM; 2 {ENDED}"
-    assert _gone(int(child)) and _gone(int(grandchild))
+    err = _stopped(proc, pids, signal.SIGTERM, signal.SIGTERM, signal.SIGINT)
+    _ended_cleanly(tmp_path, proc, pids, err, signal.SIGTERM)
 
 
 def test_a_signal_another_thread_took_still_wakes_the_main_thread(tmp_path: Path) -> None:
     """The signal reaches a thread of the project's, not the main thread, which sleeps in the project's
     code: the command still ends, cleanly, at once (without the forwarding it would sleep on)."""
     proc, pids = _start(tmp_path, *GATE, module=TO_A_THREAD)
-    child, grandchild, folder = pids.read_text().split()
-    try:
-        _, err = _ended(proc, timeout=30)
-    finally:
-        proc.kill()
-    assert [p.name for p in (tmp_path / "tmp").iterdir()] == [Path(folder).name]
-    assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
-    assert err.strip().splitlines()[-1] == f"invariants gate: stopped by SIGTERM; 2 {ENDED}"
-    assert _gone(int(child)) and _gone(int(grandchild))
+    _ended_cleanly(tmp_path, proc, pids, _stopped(proc, pids, timeout=30), signal.SIGTERM)
 
 
 def test_a_signal_ends_versus_and_its_two_workers(tmp_path: Path) -> None:
