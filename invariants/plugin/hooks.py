@@ -132,7 +132,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     s = config.stash.get(_SESSION, None)
     if s is None:
         return
-    for line in s.summary_lines():
+    for line in s.summary_lines(terminalreporter):
         terminalreporter.write_line(line)
 
 

@@ -262,11 +262,15 @@ class GateSession:
         chosen = " ".join(f"{flag} {value!r}" for flag, value in given if value) or "the selection"
         self.nothing_selected = f"{chosen}: deselects every gate item ({gate_items}), leaving nothing to run"
 
-    def summary_lines(self) -> list[str]:
-        """The gate's lines of the terminal summary: the notes of the run's end, the targets that could not
-        compile here (their items skipped), the compile time, the unused snapshots syrupy counted."""
+    def summary_lines(self, reporter: Any = None) -> list[str]:
+        """The gate's lines of the terminal summary: the notes of the run's end, what failed, the known
+        regressions the ratchets hold, the targets that could not compile here (their items skipped), the
+        compile time, the unused snapshots syrupy counted. ``reporter``: pytest's terminal reporter, whose
+        short summary (printed after these lines) then lists xfailed items only where ``-rx`` asks."""
         lines = list(self.recorder.notes)
         lines += failure_table(self.recorder.items)
+        listed = _quiet_xfails(self.config, reporter) if reporter is not None else True
+        lines += ratchet_lines(self.recorder.items, listed=listed)
         skipped = unavailable_targets(self.targets)
         if skipped:
             lines.append(f"invariants: skipped, cannot compile here: {skipped}")
@@ -365,6 +369,37 @@ def unavailable_targets(targets: list[Target]) -> str:
         if reason is not None:
             by_reason.setdefault(reason.removeprefix(f"{t.name}: "), []).append(t.name)
     return "; ".join(f"{', '.join(names)}: {why}" for why, names in by_reason.items())
+
+
+def _quiet_xfails(config: pytest.Config, reporter: Any) -> bool:
+    """A ``-ra`` (the project's addopts, or the user's) lists every xfailed item, a hundred and more lines
+    of known regressions that bury the result: the gate says them in a line per ratchet instead
+    (:func:`ratchet_lines`), and an explicit ``x`` (``-rx``, ``-rfx``) or ``-rA`` (everything) still lists
+    each. Whether pytest will list them."""
+    chars = config.option.reportchars or ""
+    if "x" in chars or "A" in chars or "a" not in chars:
+        return "x" in chars or "A" in chars
+    reporter.reportchars = reporter.reportchars.replace("x", "")
+    return False
+
+
+def ratchet_lines(items: list[dict[str, Any]], listed: bool) -> list[str]:
+    """The known regressions the ratchets hold (xfailed items), one line per ratchet: how many items, on
+    which targets. ``listed``: pytest lists each item too (``-rx``); else the last line says how to."""
+    held: dict[str, list[dict[str, Any]]] = {}
+    for it in items:
+        if it.get("outcome") == "xfailed":
+            held.setdefault(str(it.get("id") or it.get("kind")), []).append(it)
+    if not held:
+        return []
+    total = sum(map(len, held.values()))
+    lines = [f"invariants: {total} xfailed, known regressions the ratchets hold"
+             + ("" if listed else " (-rx lists each item):")]  # fmt: skip
+    wide = max(map(len, held))
+    for name, its in sorted(held.items()):
+        targets = ", ".join(sorted({str(it.get("target")) for it in its}))
+        lines.append(f"  {name:<{wide}}  {len(its):>3} item{'s' if len(its) != 1 else ' '}  {targets}")
+    return lines
 
 
 def failure_table(items: list[dict[str, Any]]) -> list[str]:
