@@ -9,6 +9,9 @@ when its module is imported, after this file loaded the profile), so that a prof
 guide as written, the GitHub action's step, the device-check rehearsal, real versus workers, the self-check
 proof). They take minutes together, so the README's test command leaves them out; ``pytest -m e2e`` (any
 ``-m`` expression that names ``e2e``) selects them, and ``.ci/run`` runs them after that command.
+
+pytest-benchmark: the project's own tests time nothing in process (their gate runs are child processes,
+with options of their own), so it is off here, and under xdist it does not warn that it is.
 """
 
 from __future__ import annotations
@@ -29,6 +32,12 @@ else:
 
 
 E2E = "e2e"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config.option, "benchmark_disable"):
+        config.option.benchmark_disable = True
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
