@@ -490,7 +490,7 @@ def test_a_baseline_on_one_thread_has_no_parallelism_to_lose() -> None:
     assert not v.failed and seen.count(None) == PINNED.all_cores().min_rounds
 
 
-# The lost-threads candidate as measured on the quiet machine (2026-12-02, docs/versus.md): the baseline
+# The lost-threads candidate as measured on the quiet machine (docs/versus.md): the baseline
 # kept 1.7 threads busy with all cores, the candidate 1.1, and its CPU time there fell to 0.85 (less
 # spinning), so its wall ratio was 1.22; unpinned rounds spread 15 % (a wall-clock bias per process that
 # the CPU time does not share).
