@@ -21,7 +21,7 @@ builds its own:
 Validation is strict, before anything compiles: the module must import, the attribute must be a callable
 that accepts two positional arguments, and tracing it (``jax.eval_shape``) on every configuration must
 give the rows above, for the backward a table-shaped gradient. Each failure is one line naming the spec
-file and line. Programs built here go to :func:`invariants.catalog.registry.declare`.
+file and line. Programs built here join the run's :class:`invariants.catalog.registry.Programs`.
 
 **Programs with parameters.** With ``params = "module:factory"`` the contract is a model's, not a
 lookup's::
@@ -92,7 +92,7 @@ from .programs import (
     _train_step,
 )
 from .project import Project, module_folder
-from .registry import declare
+from .registry import Programs
 
 # The learning rate of a params program's ``train`` step: any constant compiles alike.
 SGD_RATE = 0.01
@@ -283,14 +283,12 @@ def build_all(decls: Iterable[ProgramDecl]) -> list[Program]:
     return [build(d) for d in decls]
 
 
-def declare_project(project: Project) -> list[Spec]:
-    """Read ``project``'s spec folders (the package's own with the catalog), declare their programs in this
-    process (:func:`invariants.catalog.registry.declare`), and return the specs: what a versus worker or a
-    release's render child does before it compiles a project's program. The catalog alone: the package's
-    specs, nothing declared."""
+def load_project(project: Project) -> tuple[list[Spec], Programs]:
+    """Read ``project``'s spec folders (the package's own with the catalog) and build their programs: the
+    specs and the run's :class:`Programs`, what a versus worker or a release's child makes before it
+    compiles a project's program. The catalog alone: the package's specs, nothing declared."""
     specs = load_specs(*project.spec_folders()) if project.own else load_specs()
-    declare(build_all(d for spec in specs for d in spec.programs))
-    return specs
+    return specs, Programs(build_all(d for spec in specs for d in spec.programs))
 
 
 # ---------------------------------------------------------------------------------------------------------

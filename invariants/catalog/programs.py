@@ -614,16 +614,6 @@ def _add_with_gradient(
 CATALOG: Mapping[str, Program] = _catalog()
 
 
-def catalog_program(name: str) -> Program:
-    """The catalog's program called ``name`` (a declared program is not one: for every program of this
-    process, :func:`invariants.catalog.registry.get_program`); an unknown name raises one line with the
-    closest known names."""
-    try:
-        return CATALOG[name]
-    except KeyError:
-        raise InvariantsError(_unknown("program", name, CATALOG)) from None
-
-
 def select_configs(value: str | None) -> frozenset[str]:
     """The configurations ``--configs`` names: comma-separated ids or fnmatch patterns (``bf16*``), as a
     spec's ``configs`` takes them. Not given: every configuration. Empty, or a selector that matches

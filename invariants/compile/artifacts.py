@@ -26,10 +26,10 @@ from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 from .. import _config
 from .._errors import InvariantsError
 from .._paths import shown
-from ..catalog.downstream import declare_project
+from ..catalog.downstream import load_project
 from ..catalog.programs import Program, get_config
 from ..catalog.project import Project
-from ..catalog.registry import get_program
+from ..catalog.registry import Programs, get_program
 from ..catalog.targets import _AOT_TARGETS, HOST_DEVICE_FLAG, Target
 from ..kernels.dump import read_kernel_code
 from ..plugin.results import compile_failed
@@ -110,19 +110,22 @@ def jaxpr_primitives(closed_jaxpr: Any) -> tuple[str, ...]:
 
 
 def compile_here(
-    program_name: str, config_id: str, target: Target, persistent: Persistent | None = None
+    program: Program | str, config_id: str, target: Target, persistent: Persistent | None = None
 ) -> Compiled:
-    """Lower and compile in this process. Raises :class:`InvariantsError` with the key on failure."""
-    return _compile(program_name, config_id, target, persistent)[0]
+    """Lower and compile in this process (a name: the catalog's program). Raises :class:`InvariantsError`
+    with the key on failure."""
+    return _compile(
+        get_program(program) if isinstance(program, str) else program, config_id, target, persistent
+    )[0]
 
 
 def _compile(
-    program_name: str, config_id: str, target: Target, persistent: Persistent | None = None
+    program: Program, config_id: str, target: Target, persistent: Persistent | None = None
 ) -> tuple[Compiled, Any]:
     """The artifacts and the executable (callable with concrete arguments on a runtime target; None when
     the artifacts came from the persistent cache, which keeps no executable). ``persistent`` None: a
     real compile, counted nowhere (what a timed item runs)."""
-    program = get_program(program_name)
+    program_name = program.name
     args, mesh = _abstract_arguments(program, config_id, target)
     layout = program.layout
     jit_kwargs: dict[str, Any] = {}
@@ -312,9 +315,11 @@ class CompileCache:
     """
 
     def __init__(
-        self, targets: dict[str, Target], project: Project | None = None, store: Store | None = None
-    ) -> None:
+        self, targets: dict[str, Target], programs: Programs | None = None, project: Project | None = None,
+        store: Store | None = None,
+    ) -> None:  # fmt: skip
         self._targets = targets
+        self._programs = programs if programs is not None else Programs()
         self._project = project
         self.persistent = Persistent(store)
         self._done: dict[Key, Compiled] = {}
@@ -371,7 +376,7 @@ class CompileCache:
                 with self._lock:
                     self._done[c.key] = c
             return
-        compiled, executable = _compile(key.program, key.config, t, self.persistent)
+        compiled, executable = _compile(self._programs.program(key.program), key.config, t, self.persistent)
         with self._lock:
             self._done[key] = compiled
             if t.mode == "runtime" and executable is not None:
@@ -416,7 +421,9 @@ class CompileCache:
         self.get(program, config, target)
         key = Key(program, config, target)
         if key not in self._executables:  # served by the persistent cache: timing needs the real one
-            self._executables[key] = _compile(program, config, self._targets[target])[1]
+            self._executables[key] = _compile(self._programs.program(program), config, self._targets[target])[
+                1
+            ]
         return self._executables[key]
 
     def outcome(self, key: Key) -> Outcome | None:
@@ -472,7 +479,7 @@ class CompileCache:
 def _child_main(target_name: str) -> int:
     target = next(t for t in _AOT_TARGETS if t.name == target_name)
     try:
-        declare_project(Project.from_env())
+        _, programs = load_project(Project.from_env())
         persistent = Persistent(from_settings())
     except InvariantsError as err:
         print(err, file=sys.stderr)
@@ -481,7 +488,7 @@ def _child_main(target_name: str) -> int:
     out = []
     for program, config, _ in keys:
         try:
-            out.append(compile_here(program, config, target, persistent).to_json())
+            out.append(compile_here(programs.program(program), config, target, persistent).to_json())
         except InvariantsError as err:
             print(err, file=sys.stderr)
             return 1

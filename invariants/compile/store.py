@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import gzip
 import hashlib
 import json
@@ -375,7 +376,10 @@ _STDLIB = tuple(
 )
 
 
-_REAL: dict[str, str] = {}  # a module file's real path, resolved once per process
+@functools.cache
+def _real(path: str) -> str:
+    """A module file's real path, resolved once per process (a pure memo: the files do not move)."""
+    return os.path.realpath(path)
 
 
 def _module_files() -> list[str]:
@@ -385,7 +389,7 @@ def _module_files() -> list[str]:
         path = getattr(module, "__file__", None)
         if not isinstance(path, str) or not path:
             continue
-        path = _REAL.get(path) or _REAL.setdefault(path, os.path.realpath(path))
+        path = _real(path)
         if path.startswith(_STDLIB) and "site-packages" not in path:
             continue
         out.add(path)

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from invariants.catalog.registry import PROGRAMS
 from invariants.compile.record import Key
 from invariants.plugin import results as _results
 from invariants.plugin.outcomes import dumped_line, failure_report, judge, relation_report
 from invariants.snapshot.render import render_summary
 from invariants.spec.checks import evaluate
-from invariants.spec.correctness import run_correctness
 
 pytestmark = [pytest.mark.gate, pytest.mark.invariant]
 
@@ -18,7 +16,7 @@ pytestmark = [pytest.mark.gate, pytest.mark.invariant]
 def test_invariant(invariant_case, gate, record_property):
     case = invariant_case
     inv = case.invariant
-    verdict = evaluate(case, gate.measured)
+    verdict = evaluate(case, gate.measured, gate.all_programs)
     where = f"{case.target} {'/'.join(k[0] for k in case.keys)} [{case.config}]"
     record_property(
         *_results.record(
@@ -37,7 +35,7 @@ def test_invariant(invariant_case, gate, record_property):
     )
 
     def summary(key: Key) -> str:
-        return render_summary(gate.measured(key), PROGRAMS[key[0]].doc)
+        return render_summary(gate.measured(key), gate.all_programs[key.program].doc)
 
     def failure() -> str:
         headline = f"{inv.where}: {inv.id} failed on {where}: {verdict.describe(inv)}"
@@ -53,7 +51,7 @@ def test_invariant(invariant_case, gate, record_property):
 
 @pytest.mark.gate
 def test_correctness(correctness_case, gate, record_property):
-    problem = run_correctness(correctness_case)
+    problem = gate.correctness.run(correctness_case)
     c = correctness_case
     record_property(
         *_results.record(

@@ -9,7 +9,6 @@ from __future__ import annotations
 import pytest
 
 from invariants._paths import shown
-from invariants.catalog.registry import PROGRAMS
 from invariants.plugin import results as _results
 from invariants.plugin.outcomes import dumped_line, snapshot_comparison, structure_failure
 from invariants.snapshot.diff import older_format
@@ -28,7 +27,7 @@ def test_structure(structure_key, gate, structure_snapshot, request, record_prop
         *_results.record("structure", program=program, config=config, target=target,
                          compile_cache=gate.cache.outcome(structure_key), **measured.numbers())
     )  # fmt: skip
-    summary = render_summary(measured, PROGRAMS[program].doc)
+    summary = render_summary(measured, gate.all_programs[program].doc)
     path = gate.snapshots.path(structure_key)
     if not gate.snapshots.writable(program):
         if not path.exists():
@@ -43,17 +42,16 @@ def test_structure(structure_key, gate, structure_snapshot, request, record_prop
                 pytrace=False,
             )
         return
-    if not path.exists() and not request.config.getoption("--snapshot-update"):
+    if not path.exists() and not gate.updating:
         # The command records the program on every target present (a new program needs them all), and
         # its gradient with it when there is one.
-        programs = ",".join(p for p in (program, f"grad_{program}") if p in PROGRAMS)
+        programs = ",".join(p for p in (program, f"grad_{program}") if p in gate.all_programs)
         pytest.fail(
             f"{path}: no snapshot for {program}[{config}] on {target}; record it with: "
             + gate.update_command(request.path, "--snapshot-update", programs),
             pytrace=False,
         )
-    updating = request.config.getoption("--snapshot-update")
-    if path.exists() and not updating and older_format(path.read_text()):
+    if path.exists() and not gate.updating and older_format(path.read_text()):
         accept = gate.update_command(request.path, "--snapshot-update", program, target, config)
         pytest.fail(
             f"{shown(path)}: written in the snapshot format before kernels were named by what they are; "

@@ -14,16 +14,13 @@ efficiency in ``extra_info``. With ``--benchmark-disable`` the measurements and 
 
 from __future__ import annotations
 
-import functools
 import shlex
 
 import jax
 import pytest
 
 from invariants import _config
-from invariants.catalog.arguments import make_arguments
-from invariants.catalog.programs import Distribution, get_config
-from invariants.catalog.registry import PROGRAMS
+from invariants.catalog.programs import Distribution, Program, get_config
 from invariants.catalog.targets import versions
 from invariants.compile.record import Key
 from invariants.hlo.cost import predicted_ratio
@@ -52,20 +49,9 @@ _CLOCK_CHOICE = _config.choice("INVARIANTS_CLOCK", _config.CLOCKS, "by backend")
 CLOCK_NAME, CLOCK = runtime_clock(jax.devices()[0].platform, _CLOCK_CHOICE, _config.name("INVARIANTS_CLOCK"))
 
 
-@functools.cache
-def _device_arguments(kind: str, config: str, distribution: Distribution = "uniform", own: str = ""):
-    # One set of device buffers per argument signature and index distribution: both sides of a ratio of
-    # two programs read the very same memory, so cache and page placement cannot differ between them. A
-    # program with params (``own``) brings its own arguments (its parameters and indices).
-    program = PROGRAMS[own] if own else next(p for p in PROGRAMS.values() if p.kind == kind and not p.inputs)
-    return jax.device_put(make_arguments(program, get_config(config), distribution))
-
-
-def _timed(gate, key, distribution: str = "uniform"):
+def _timed(gate, key, distribution: Distribution = "uniform"):
     program, config, _ = key
-    p = PROGRAMS[program]
-    args = _device_arguments(p.kind, config, distribution, program if p.inputs else "")
-    return jax_callable(gate.cache.executable(*key), *args)
+    return jax_callable(gate.cache.executable(*key), *gate.device_arguments(program, config, distribution))
 
 
 def test_ratio(throughput_case, gate, benchmark, record_property):
@@ -112,10 +98,10 @@ def test_ratio(throughput_case, gate, benchmark, record_property):
     )
 
 
-def bytes_moved(program: str, config: str) -> int:
+def bytes_moved(program: Program, config: str) -> int:
     """Bytes a lookup must move at least: the rows it gathers (forward) or scatters (backward). A program
     with params: a row of each of its tables per index of its own index shape."""
-    facts = PROGRAMS[program].input_facts(get_config(config))
+    facts = program.input_facts(get_config(config))
     return facts["lookups"] * facts["row_bytes"]
 
 
@@ -142,16 +128,16 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
     # change) must not commit fresh timing noise over one. A missing one it records: the first update of a
     # new program or project would otherwise fail here, with nothing to compare. A read-only baseline (the
     # package's, in a downstream run) is compared with, never recorded.
-    missing = baseline is None and request.config.getoption("--snapshot-update")
+    missing = baseline is None and gate.updating
     writable = gate.snapshots.writable(program)
-    updating = (request.config.getoption("--record-baselines") or missing) and writable
+    updating = (gate.record_baselines or missing) and writable
     if not writable and (baseline is None or baseline.get("machine") != here):
         pytest.skip(
             f"{path}: no baseline of {program}[{config}] for this machine ({here}); efficiency is "
             "machine-relative and the catalog's baselines ship read-only with the package"
         )
     floor = baseline["efficiency"] * (1 - max_loss) if baseline and not updating else None
-    nbytes = bytes_moved(program, config)
+    nbytes = bytes_moved(gate.all_programs[program], config)
     program_call, copy_call = _timed(gate, efficiency_key), copy_callable(nbytes)
     result, attempts = benchmark.pedantic(
         confirmed,

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..catalog.configs import get_config
-from ..catalog.registry import PROGRAMS
 from ..compile.artifacts import Key
 from ..spec.checks import expand
 from ..spec.correctness import expand_correctness
@@ -39,7 +38,7 @@ def parametrize(s: GateSession, metafunc: pytest.Metafunc) -> None:
     if "invariant_case" in metafunc.fixturenames:
         cases = [
             c
-            for c in expand(s.specs, s.targets)
+            for c in expand(s.specs, s.targets, programs=s.all_programs)
             if all(s.selects(k.program, k.config, c.invariant.kind != "absolute") for k in c.keys)
         ]
         if s.raw:
@@ -60,10 +59,10 @@ def parametrize(s: GateSession, metafunc: pytest.Metafunc) -> None:
     if "correctness_case" in metafunc.fixturenames:
         runtime = next(iter(s.all_targets.values()))
         params = []
-        for c in expand_correctness(s.specs, runtime):
+        for c in expand_correctness(s.specs, runtime, s.all_programs):
             if s.selects(c.program, c.config):
                 reason = c.skip or _missing_library(
-                    [c.program, *([c.check.reference] if c.check.reference else [])]
+                    s, [c.program, *([c.check.reference] if c.check.reference else [])]
                 )
                 params.append(pytest.param(c, id=c.id, marks=_skip(reason)))
         metafunc.parametrize("correctness_case", params or [_none("no correctness check applies")])
@@ -77,7 +76,7 @@ def throughput_cases(s: GateSession) -> list[Any]:
     # Compile-only configurations (LLM scale) are never run, not even on a chip that compiles them.
     return [
         c
-        for c in expand(s.specs, [runtime], kinds=("throughput",))
+        for c in expand(s.specs, [runtime], kinds=("throughput",), programs=s.all_programs)
         if all(s.selects(k.program, k.config, partner=True) for k in c.keys)
         and not get_config(c.config).compile_only
     ]
@@ -87,7 +86,7 @@ def _parametrize_throughput(s: GateSession, metafunc: pytest.Metafunc) -> None:
     cases = throughput_cases(s)
     if "throughput_case" in metafunc.fixturenames:
         params = [
-            pytest.param(c, id=c.id, marks=_skip(c.skip or _missing_library(names) or _untimed(names)))
+            pytest.param(c, id=c.id, marks=_skip(c.skip or _missing_library(s, names) or _untimed(s, names)))
             for c in cases
             for names in [[k.program for k in c.keys]]
         ]
@@ -97,7 +96,7 @@ def _parametrize_throughput(s: GateSession, metafunc: pytest.Metafunc) -> None:
         keys = sorted({k for c in cases for k in c.keys if k.program in s.programs})
         params = [
             pytest.param(
-                k, id=_key_id(k), marks=_skip(_missing_library([k.program]) or _untimed([k.program]))
+                k, id=_key_id(k), marks=_skip(_missing_library(s, [k.program]) or _untimed(s, [k.program]))
             )
             for k in keys
         ]
@@ -119,14 +118,14 @@ def _none(reason: str) -> Any:
     return pytest.param(None, id="none", marks=pytest.mark.skip(reason=reason))
 
 
-def _missing_library(programs: list[str]) -> str | None:
+def _missing_library(s: GateSession, programs: list[str]) -> str | None:
     """Why one of ``programs`` cannot be traced here (a library of the ``libs`` extra is missing), or None."""
-    return next((r for p in programs if (r := PROGRAMS[p].unavailable_reason()) is not None), None)
+    return next((r for p in programs if (r := s.all_programs[p].unavailable_reason()) is not None), None)
 
 
-def _untimed(programs: list[str]) -> str | None:
+def _untimed(s: GateSession, programs: list[str]) -> str | None:
     """Why one of ``programs`` cannot be timed: it donates its parameters, so no second call may read them."""
-    donating = next((p for p in programs if PROGRAMS[p].donate), None)
+    donating = next((p for p in programs if s.all_programs[p].donate), None)
     if donating is None:
         return None
     return f"{donating} donates its parameters' buffers (donate = true): no second call can read them to time"
@@ -146,8 +145,8 @@ def _marks(s: GateSession, key: Key, programs: list[str] | None = None) -> list[
 def _skip_reason(s: GateSession, key: Key, programs: list[str] | None = None) -> str | None:
     names = programs or [key.program]
     target = s.all_targets[key.target]
-    misfit = next((r for p in names if (r := target.misfit(PROGRAMS[p])) is not None), None)
-    return s.available(key.target) or misfit or _missing_library(names)
+    misfit = next((r for p in names if (r := target.misfit(s.all_programs[p])) is not None), None)
+    return s.available(key.target) or misfit or _missing_library(s, names)
 
 
 def _structure_param(s: GateSession, key: Key) -> Any:

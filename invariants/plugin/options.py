@@ -8,7 +8,10 @@ Adding an option touches this table and the code that reads it, nothing else.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
+
+import pytest
 
 from .. import _config
 
@@ -78,3 +81,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("--hlo-dump-dir", "where failing items write their optimized HLO and jaxpr (default: "
            "artifacts/hlo)", default="artifacts/hlo", env=_config.name("INVARIANTS_DUMP_DIR")),
 )  # fmt: skip
+
+# What a run is given besides its options: catalog programs to compute something else, by name (the
+# self-check's injections, put on the stash by its plugin before the session starts, which builds its
+# programs with them: :meth:`invariants.catalog.registry.Programs.replaced`).
+PROGRAM_SWAPS = pytest.StashKey[dict[str, Callable[..., Any]]]()

@@ -23,10 +23,11 @@ from .. import _config
 from .._errors import InvariantsError, NothingChecked
 from .._paths import check_output_dir, shown, what_is, write_atomic
 from .._usercode import set_timeout
+from ..catalog.arguments import make_arguments
 from ..catalog.downstream import build_all
-from ..catalog.programs import CATALOG, select_configs
+from ..catalog.programs import CATALOG, Distribution, get_config, select_configs
 from ..catalog.project import Project
-from ..catalog.registry import PROGRAMS, declare, declared, select_program_option
+from ..catalog.registry import Programs
 from ..catalog.targets import Target, all_targets, select_targets, versions
 from ..compile.artifacts import CompileCache
 from ..compile.process import REQUESTED_PLATFORMS
@@ -35,8 +36,10 @@ from ..compile.store import from_settings
 from ..measure.measurement import Measurement, measure
 from ..snapshot.store import GUARD_KEY
 from ..spec.checks import check_specs
+from ..spec.correctness import Correctness
 from ..spec.file import load_specs
 from . import generate
+from .options import PROGRAM_SWAPS
 from .recorder import Recorder
 from .snapshots import SnapshotFolders, recorded_baselines, unused_lines
 
@@ -60,7 +63,12 @@ class GateSession:
                 "what it reads)"
             )
         self.specs = load_specs(*map(Path, spec_dirs))
-        declare(build_all(d for spec in self.specs for d in spec.programs))
+        # The run's programs: the catalog's (with the self-check's injections, where its plugin put them on
+        # the stash) and the project's, built here, owned by this session and handed down.
+        injected = config.stash.get(PROGRAM_SWAPS, {})
+        self.all_programs = Programs(build_all(d for spec in self.specs for d in spec.programs)).replaced(
+            injected
+        )
         self.with_catalog = not config.getoption("no_catalog")
         # What a child that compiles for this run (the 8-device CPU) declares before it compiles.
         project = Project(tuple(Path(d).resolve() for d in spec_dirs), self.with_catalog, Path.cwd())
@@ -68,12 +76,12 @@ class GateSession:
         store = from_settings(config.getoption("cache_dir"), bool(config.getoption("no_cache")))
         if store is not None:
             store.check()
-        self.cache = CompileCache(self.all_targets, project if spec_dirs else None, store)
+        self.cache = CompileCache(self.all_targets, self.all_programs, project if spec_dirs else None, store)
         # What only the targets show wrong (a targets pattern that matches none, an invariant that makes no
         # item): one line here, before collection, rather than a collection error's traceback.
-        check_specs(self.specs)
-        default = [*(CATALOG if self.with_catalog else ()), *declared()]
-        self.programs = select_program_option(config.getoption("programs"), default)
+        check_specs(self.specs, programs=self.all_programs)
+        default = [*(CATALOG if self.with_catalog else ()), *self.all_programs.declared]
+        self.programs = self.all_programs.select(config.getoption("programs"), default)
         if not self.programs:
             raise InvariantsError("--no-catalog: no [[program]] declared in the spec files; nothing to gate")
         self.configs = select_configs(config.getoption("configs"))
@@ -102,14 +110,21 @@ class GateSession:
             raise NothingChecked(
                 f"{where}: cannot compile here, so nothing would be checked there: {unavailable}"
             )
-        self.snapshots = SnapshotFolders.from_options(config, spec_dirs_given=bool(spec_dirs))
+        # Read once here, for the folders, the items and the run's end (syrupy registers --snapshot-update).
+        self.updating = bool(config.getoption("--snapshot-update", default=False))
+        self.record_baselines = bool(config.getoption("record_baselines"))
+        self.snapshots = SnapshotFolders.from_options(
+            config, self.all_programs, spec_dirs_given=bool(spec_dirs), updating=self.updating
+        )
         if config.getoption("programs") is not None or config.getoption("configs") is not None:
             self.snapshots.select(self.structure_keys())
         # Checked now, made only when an item fails: an unwritable folder would otherwise fail that item
         # with a PermissionError in place of its own failure.
         self.dump_dir = check_output_dir(config.getoption("hlo_dump_dir"), "--hlo-dump-dir", make=False)
         self._measured: dict[Key, Measurement] = {}
+        self.correctness = Correctness(self.all_programs)
         self.raw = bool(config.getoption("raw_invariants"))
+        self._arguments: dict[tuple[str, ...], Any] = {}
         self.recorder = Recorder()
         # Set when -k / -m deselect every gate item (see deselected): said last, and the exit status is 2.
         self.nothing_selected: str | None = None
@@ -165,13 +180,29 @@ class GateSession:
             self._measured[key] = measure(self.cache.get(*key), self.all_targets[key.target])
         return self._measured[key]
 
+    def device_arguments(self, program: str, config: str, distribution: Distribution = "uniform") -> Any:
+        """The arguments a timed ``program`` runs on, on the device: one set per argument signature and index
+        distribution, made once per run, so that both sides of a ratio of two programs read the very same
+        memory (cache and page placement cannot differ between them). A program with params brings its own
+        (its parameters and indices)."""
+        p = self.all_programs[program]
+        key = (p.kind, config, distribution, program if p.inputs else "")
+        if key not in self._arguments:
+            source = (
+                p
+                if p.inputs
+                else next(q for q in self.all_programs.values() if q.kind == p.kind and not q.inputs)
+            )
+            self._arguments[key] = jax.device_put(make_arguments(source, get_config(config), distribution))
+        return self._arguments[key]
+
     @property
     def parse_seconds(self) -> float:
         return sum(m.seconds for m in self._measured.values())
 
     def configs_for(self, target: Target, program: str) -> list[str]:
         """The configurations ``program`` compiles in on ``target`` that this session selected."""
-        return [c for c in target.configs_for(PROGRAMS[program]) if c in self.configs]
+        return [c for c in target.configs_for(self.all_programs[program]) if c in self.configs]
 
     def selects(self, program: str, config: str, partner: bool = False) -> bool:
         """Whether ``--programs`` and ``--configs`` both select (program, config). ``partner``: for one side
@@ -284,10 +315,9 @@ class GateSession:
         if hasattr(self.config, "workerinput"):
             return
         recorder = self.recorder
-        updating = bool(self.config.getoption("--snapshot-update", default=False))
         delete = bool(self.config.getoption("delete_obsolete_snapshots", default=False))
         recorder.notes[:] = self.snapshots.obsolete(
-            self.all_targets, recorder.items, passed, updating=updating, delete=delete
+            self.all_targets, recorder.items, passed, updating=self.updating, delete=delete
         ) + recorded_baselines(recorder.items)
         recorder.write_results(self.run_facts(exitstatus))
 
@@ -303,9 +333,11 @@ class GateSession:
             },
             "exitstatus": int(exitstatus),
             # A downstream project's own programs: what its report shows by default.
-            "declared": list(declared()),
+            "declared": list(self.all_programs.declared),
             # Every program of the run, as --programs selects them: the report's --programs reads these.
-            "programs": {name: {"kind": p.kind, "tags": sorted(p.tags)} for name, p in PROGRAMS.items()},
+            "programs": {
+                name: {"kind": p.kind, "tags": sorted(p.tags)} for name, p in self.all_programs.items()
+            },
         }
 
     def close(self) -> None:

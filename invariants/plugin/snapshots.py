@@ -6,7 +6,7 @@ snapshot store what this session owns (:class:`invariants.snapshot.store.Deletio
 and, at the end of the run, names or deletes the obsolete snapshots. The store is syrupy's half (what a
 file is, how it is read and written); this module is the session's (which files are whose).
 
-Imported by :mod:`invariants.plugin.session`, after JAX has started: the program registry imports it.
+Imported by :mod:`invariants.plugin.session`, after JAX has started: the catalog imports it.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 from .._errors import InvariantsError
 from .._paths import check_output_dir, shown, what_is
 from ..catalog.programs import CATALOG
-from ..catalog.registry import PROGRAMS
+from ..catalog.registry import Programs
 from ..catalog.targets import Target
 from ..snapshot.store import SNAPSHOT_ROOT, DeletionGuard, obsolete_snapshots, snapshot_header, snapshot_stem
 
@@ -30,8 +30,11 @@ _GONE = "no program has it on {} any more"
 class SnapshotFolders:
     """The snapshot folders of one session, and its :class:`DeletionGuard`."""
 
-    def __init__(self, snapshot_dir: Path, catalog_snapshot_dir: Path, *, spec_dirs_given: bool) -> None:
+    def __init__(
+        self, snapshot_dir: Path, catalog_snapshot_dir: Path, programs: Programs, *, spec_dirs_given: bool
+    ) -> None:
         self.snapshot_dir = snapshot_dir
+        self.programs = programs
         self.catalog_snapshot_dir = catalog_snapshot_dir
         # Whether every program that could keep snapshots in the writable folders is known here: only in
         # the catalog's own folder with no spec folder given. A spec folder not given this time (a
@@ -40,7 +43,9 @@ class SnapshotFolders:
         self.guard = DeletionGuard()
 
     @classmethod
-    def from_options(cls, config: pytest.Config, *, spec_dirs_given: bool) -> SnapshotFolders:
+    def from_options(
+        cls, config: pytest.Config, programs: Programs, *, spec_dirs_given: bool, updating: bool
+    ) -> SnapshotFolders:
         """``--snapshot-dir`` (default ``snapshots/`` at the root) and ``--catalog-snapshot-dir`` (default
         the same), checked: a snapshot folder that is a file would fail every structure item (or an
         update's first write) with an OSError, so it is one line now. Read-only is fine for a plain run;
@@ -52,9 +57,9 @@ class SnapshotFolders:
         for option, folder in (("--snapshot-dir", snapshot_dir), ("--catalog-snapshot-dir", catalog_dir)):
             if folder.exists() and not folder.is_dir():
                 raise InvariantsError(f"{option} {shown(folder)}: {what_is(folder)}, not a folder")
-        if config.getoption("--snapshot-update", default=False):
+        if updating:
             check_output_dir(snapshot_dir, "--snapshot-dir", make=False)
-        return cls(snapshot_dir, catalog_dir, spec_dirs_given=spec_dirs_given)
+        return cls(snapshot_dir, catalog_dir, programs, spec_dirs_given=spec_dirs_given)
 
     def folder(self, program: str, target: str) -> Path:
         """Where ``program``'s snapshots (and efficiency baselines) on ``target`` live."""
@@ -86,7 +91,7 @@ class SnapshotFolders:
         there, in each of its configurations. The catalog's count even under --no-catalog (leaving them out
         of a run never makes them obsolete); a read-only folder (the package's) has no entry."""
         out: dict[Path, set[str]] = {}
-        for p in PROGRAMS.values():
+        for p in self.programs.values():
             if self.writable(p.name):
                 stems = out.setdefault(self.folder(p.name, target.name), set())
                 stems.update(snapshot_stem(p.name, c) for c in target.configs_for(p))
@@ -174,7 +179,10 @@ class SnapshotFolders:
                 for path in obsolete_snapshots(folder, known):
                     program = (snapshot_header(path) or ("",))[0]
                     # A program of another folder (the package's catalog) is not this folder's to judge.
-                    if program not in PROGRAMS or self.folder(program, target).resolve() == folder.resolve():
+                    if (
+                        program not in self.programs
+                        or self.folder(program, target).resolve() == folder.resolve()
+                    ):
                         found.append((path, target))
         return found
 

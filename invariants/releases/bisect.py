@@ -249,18 +249,19 @@ def bisect_releases(order: Sequence[Version], verdict: Callable[[Version], Any])
 
 def _render_child() -> int:
     """Read ``[[program, config, target], ...]`` on stdin, print ``{"p/c/t": snapshot summary}`` as JSON.
-    The project its parent names (:meth:`invariants.catalog.project.Project.from_env`) is declared first."""
+    The programs are those of the project its parent names
+    (:meth:`invariants.catalog.project.Project.from_env`)."""
     # These start JAX: in the release's environment, not when a command imports bisect
-    from ..catalog.downstream import declare_project
-    from ..catalog.registry import get_program
+    from ..catalog.downstream import load_project
     from ..compile.artifacts import compile_here
 
-    declare_project(Project.from_env())
+    _, programs = load_project(Project.from_env())
     targets = all_targets()
     out = {}
-    for program, config, target in json.loads(sys.stdin.read()):
+    for name, config, target in json.loads(sys.stdin.read()):
+        program = programs.program(name)
         measured = measure(compile_here(program, config, targets[target]), targets[target])
-        out[f"{program}/{config}/{target}"] = render_summary(measured, get_program(program).doc)
+        out[f"{name}/{config}/{target}"] = render_summary(measured, program.doc)
     json.dump(out, sys.stdout)
     return 0
 

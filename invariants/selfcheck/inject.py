@@ -2,9 +2,10 @@
 
 ``python -m invariants selfcheck`` starts the gate in a child with ``-p invariants.selfcheck.inject`` and
 ``INVARIANTS_INJECT=NAME=module:function[;NAME=module:function...]``. Before any item compiles, each named
-entry of ``invariants.catalog.programs.CATALOG`` is replaced by the same :class:`Program` with ``fn`` swapped
-(``dataclasses.replace``): names, configs and tags stay, so the child collects exactly the items the
-clean suite has, and only what they compile changes. Without ``INVARIANTS_INJECT`` the plugin does nothing.
+catalog program is replaced in the run's programs by the same :class:`Program` with ``fn`` swapped
+(:meth:`invariants.catalog.registry.Programs.replaced`): names, configs and tags stay, so the child collects
+exactly the items the clean suite has, and only what they compile changes. Without ``INVARIANTS_INJECT``
+the plugin does nothing.
 
 The bad programs live here, next to the hook, so that the catalog never carries them. Each one keeps the
 signature of the program it replaces and is written the way a real regression would look.
@@ -12,7 +13,6 @@ signature of the program it replaces and is written the way a real regression wo
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import os
 from collections.abc import Callable
@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from .. import _config
+from ..plugin.options import PROGRAM_SWAPS
 
 ENV = _config.name("INVARIANTS_INJECT")
 
@@ -37,32 +38,19 @@ def parse_spec(spec: str) -> list[tuple[str, str, str]]:
     return out
 
 
-def apply(spec: str) -> list[str]:
-    """Swap the programs named in ``spec``; return ``['NAME <- module:function', ...]``.
+def swaps(spec: str) -> dict[str, Callable[..., Any]]:
+    """The functions ``spec`` names, by the catalog program each replaces; the session builds its programs
+    with them (:meth:`invariants.catalog.registry.Programs.replaced`, which refuses an unknown program).
 
-    Raises ValueError (one line) for bad syntax, an unknown program, or a function that does not exist.
+    Raises ValueError (one line) for bad syntax or a function that does not exist.
     """
-    # Lazy: the catalog imports JAX, and this plugin loads (-p) before invariants.compile.process sets JAX's
-    # environment.
-    from ..catalog import programs as _programs
-
-    # CATALOG is typed as a read-only Mapping for the suite; at runtime it is the dict _catalog() built,
-    # and this child process is the only one that ever writes to it.
-    catalog: Any = _programs.CATALOG
-    done = []
+    out: dict[str, Callable[..., Any]] = {}
     for name, module, function in parse_spec(spec):
-        if name not in catalog:
-            raise ValueError(f"{ENV}: unknown program {name!r}")
         try:
-            fn = getattr(importlib.import_module(module), function)
+            out[name] = getattr(importlib.import_module(module), function)
         except (ImportError, AttributeError) as err:
             raise ValueError(f"{ENV}: cannot load {module}:{function} ({err})") from None
-        catalog[name] = dataclasses.replace(catalog[name], fn=fn)
-        done.append(f"{name} <- {module}:{function}")
-    return done
-
-
-_APPLIED: list[str] = []
+    return out
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -71,13 +59,16 @@ def pytest_configure(config: pytest.Config) -> None:
     if not spec:
         return
     try:
-        _APPLIED[:] = apply(spec)
+        config.stash[PROGRAM_SWAPS] = swaps(spec)
     except ValueError as err:
         raise pytest.UsageError(str(err)) from None
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    return [f"selfcheck injection: {a}" for a in _APPLIED]
+    return [
+        f"selfcheck injection: {name} <- {fn.__module__}:{fn.__name__}"
+        for name, fn in config.stash.get(PROGRAM_SWAPS, {}).items()
+    ]
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import Any
 
 from .._errors import InvariantsError, did_you_mean
 from ..catalog.programs import get_config
-from ..catalog.registry import PROGRAMS
+from ..catalog.registry import Programs
 from ..catalog.targets import Target, all_targets, device_count
 from ..compile.record import Key
 from ..hlo.cost import Missing
@@ -82,9 +82,6 @@ def spec_applies(spec: Spec, target: Target) -> bool:
 
 # A CPU host's runtime target: every host may read the spec files written for it.
 _CPU_RUNTIME = Target("cpu", "cpu", "runtime", "all")
-# Specs already checked against a set of target names: (id(spec), names) -> the spec (kept, so that its id
-# is not reused).
-_CHECKED: dict[tuple[int, tuple[str, ...]], Spec] = {}
 
 
 def known_targets() -> list[Target]:
@@ -96,7 +93,9 @@ def known_targets() -> list[Target]:
     return targets
 
 
-def check_specs(specs: Iterable[Spec], targets: Iterable[Target] | None = None) -> None:
+def check_specs(
+    specs: Iterable[Spec], targets: Iterable[Target] | None = None, programs: Programs | None = None
+) -> None:
     """Refuse, with one line ``FILE:LINE: ...``, what would pass in silence once the targets are known:
 
     * a ``targets`` pattern (the file's or an invariant's) that matches no target (``cpuu``);
@@ -107,16 +106,14 @@ def check_specs(specs: Iterable[Spec], targets: Iterable[Target] | None = None) 
     * a ``[[correctness]]`` check that runs nothing on the runtime target (its ``configs`` select no
       configuration its programs run in), or that calls a program its check cannot call.
 
-    ``targets``: every target a spec may name (default :func:`known_targets`). :func:`expand` and
-    :func:`expand_correctness` call it, so no case list is made from a spec that fails it.
+    ``targets``: every target a spec may name (default :func:`known_targets`). ``programs``: the run's
+    (default: the catalog's alone). :func:`expand` and :func:`expand_correctness` call it, so no case list
+    is made from a spec that fails it.
     """
     known = list(targets) if targets is not None else known_targets()
-    names = tuple(t.name for t in known)
+    programs = programs if programs is not None else Programs()
     for spec in specs:
-        key = (id(spec), names)
-        if _CHECKED.get(key) is not spec:
-            _SpecCheck(spec, known).run()
-            _CHECKED[key] = spec
+        _SpecCheck(spec, known, programs).run()
 
 
 def _is_pattern(word: str) -> bool:
@@ -146,11 +143,12 @@ class _SpecCheck:
     """One spec against the known targets. Program selections and each target's configurations are
     computed once (a spec of 20,000 invariants shares a few selectors)."""
 
-    def __init__(self, spec: Spec, known: Sequence[Target]) -> None:
+    def __init__(self, spec: Spec, known: Sequence[Target], programs: Programs) -> None:
         self.spec = spec
         self.known = known
         self.names = [t.name for t in known]
-        self.scope = scope_of(spec)
+        self.programs = programs
+        self.scope = scope_of(spec, programs)
         self._selected: dict[tuple[str, ...], list[str]] = {}
         self._configs: dict[tuple[str, str], tuple[str, ...]] = {}
 
@@ -163,7 +161,7 @@ class _SpecCheck:
         """The configurations ``program`` compiles in on ``target`` that ``patterns`` select."""
         key = (target.name, program)
         if key not in self._configs:
-            self._configs[key] = target.configs_for(PROGRAMS[program])
+            self._configs[key] = target.configs_for(self.programs[program])
         return tuple(c for c in self._configs[key] if config_matches(c, patterns))
 
     def no_target(self, where: str, what: str, pattern: str) -> InvariantsError:
@@ -204,13 +202,14 @@ class _SpecCheck:
         """Why ``inv`` makes no item of ``programs`` on ``target``: the first program that does not compile
         there, or the configurations they do compile in."""
         for p in programs:
-            if not target.configs_for(PROGRAMS[p]):
-                return f"program '{p}' does not compile on {target.name} ({_scope_note(target, PROGRAMS[p])})"
+            if not target.configs_for(self.programs[p]):
+                note = _scope_note(target, self.programs[p])
+                return f"program '{p}' does not compile on {target.name} ({note})"
         if len(programs) == 1:
-            have = ", ".join(target.configs_for(PROGRAMS[programs[0]]))
+            have = ", ".join(target.configs_for(self.programs[programs[0]]))
             which = f"'{programs[0]}' compiles in"
         else:
-            have = "; ".join(f"{p} in {', '.join(target.configs_for(PROGRAMS[p]))}" for p in programs)
+            have = "; ".join(f"{p} in {', '.join(target.configs_for(self.programs[p]))}" for p in programs)
             which = "its programs share" if inv.kind != "absolute" else "its programs compile in"
         return f"configs {list(inv.configs)} select no configuration {which} on {target.name} ({have})"
 
@@ -236,7 +235,7 @@ class _SpecCheck:
             if _is_pattern(sel) or ":" in sel:
                 continue
             if not any(self.configs(t, sel, inv.configs) for t in on):
-                there = next((t for t in on if t.configs_for(PROGRAMS[sel])), on[0])
+                there = next((t for t in on if t.configs_for(self.programs[sel])), on[0])
                 what = self.why_none(inv, there, [sel])
                 raise InvariantsError(f"{inv.where_of('programs')}: '{inv.id}': {what}")
         if any(self.cases_on(inv, t) for t in on):
@@ -244,7 +243,7 @@ class _SpecCheck:
         if not on:
             raise InvariantsError(f"{inv.where}: '{inv.id}' applies to no target: it checks nothing")
         # Where to point: at its configs when its programs compile somewhere, else at its programs.
-        compiling = next((t for t in on if all(t.configs_for(PROGRAMS[p]) for p in programs)), None)
+        compiling = next((t for t in on if all(t.configs_for(self.programs[p]) for p in programs)), None)
         where = inv.where_of("configs") if compiling is not None else inv.where_of("programs")
         shown, first = ", ".join(t.name for t in on), compiling or on[0]
         raise InvariantsError(
@@ -257,7 +256,7 @@ class _SpecCheck:
         configuration that runs (not compile-only) among its ``configs``."""
         shared: set[str] | None = None
         for p in inv.programs:
-            have = {c for c in PROGRAMS[p].configs if config_matches(c, inv.configs)}
+            have = {c for c in self.programs[p].configs if config_matches(c, inv.configs)}
             shared = have if shared is None else shared & have
         if not any(not get_config(c).compile_only for c in shared or ()):
             raise InvariantsError(
@@ -269,10 +268,10 @@ class _SpecCheck:
         programs = self.selected(check.programs)
         if check.check != "agree":
             for p in programs:
-                if PROGRAMS[p].kind != "forward":
+                if self.programs[p].kind != "forward":
                     raise InvariantsError(
                         f"{check.where}: '{check.id}': check '{check.check}' calls a forward lookup "
-                        f"(table, indices); '{p}' is a {PROGRAMS[p].kind} program"
+                        f"(table, indices); '{p}' is a {self.programs[p].kind} program"
                     )
         where = check.configs_where or check.where
         for target in runtimes:
@@ -284,11 +283,12 @@ class _SpecCheck:
 
             for sel in check.programs:
                 if not _is_pattern(sel) and ":" not in sel and not runs(sel):
-                    configs = target.configs_for(PROGRAMS[sel])
+                    configs = target.configs_for(self.programs[sel])
                     reason = (
                         f"it runs on {target.name} in {', '.join(configs)} only"
                         if configs
-                        else f"it does not compile on {target.name} ({_scope_note(target, PROGRAMS[sel])})"
+                        else f"it does not compile on {target.name} "
+                        f"({_scope_note(target, self.programs[sel])})"
                     )
                     raise InvariantsError(
                         f"{where}: '{check.id}': configs {list(check.configs)} select no configuration "
@@ -306,14 +306,17 @@ def on_targets(target: Target, patterns: Sequence[str]) -> bool:
 
 
 def expand(
-    specs: Iterable[Spec], targets: Iterable[Target], kinds: Sequence[str] = ("absolute", "relational")
-) -> list[Case]:
+    specs: Iterable[Spec], targets: Iterable[Target], kinds: Sequence[str] = ("absolute", "relational"),
+    programs: Programs | None = None,
+) -> list[Case]:  # fmt: skip
     """Every item the specs define on ``targets``, in spec order. Unmet ``when`` → a skipped case.
+    ``programs``: the run's (default: the catalog's alone).
 
     The specs are first checked against every known target (:func:`check_specs`): a spec that would make
     no item, or none where it names a target, is one line, never an empty green run."""
     specs = list(specs)
-    check_specs(specs)
+    programs = programs if programs is not None else Programs()
+    check_specs(specs, programs=programs)
     cases: list[Case] = []
     targets = list(targets)
     for spec in specs:
@@ -323,14 +326,14 @@ def expand(
                     continue
                 skip = unmet_condition(inv)
                 if inv.kind == "absolute":
-                    for name in select_programs(inv.programs, scope_of(spec)):
-                        for config in target.configs_for(PROGRAMS[name]):
+                    for name in select_programs(inv.programs, scope_of(spec, programs)):
+                        for config in target.configs_for(programs[name]):
                             if config_matches(config, inv.configs):
                                 cases.append(Case(inv, target.name, config, name, skip))
                 else:
                     shared = None
                     for name in inv.programs:
-                        have = set(target.configs_for(PROGRAMS[name]))
+                        have = set(target.configs_for(programs[name]))
                         shared = have if shared is None else shared & have
                     for config in sorted(shared or ()):
                         if config_matches(config, inv.configs):
@@ -386,16 +389,18 @@ def structural_signature(s: Structure) -> tuple[Any, ...]:
     )
 
 
-def evaluate(case: Case, measured: Callable[[Key], Measurement]) -> Decision:
+def evaluate(
+    case: Case, measured: Callable[[Key], Measurement], programs: Programs | None = None
+) -> Decision:
     """Decide ``case``. ``measured(key)`` gives what the compile of a key measured to (its structure and
     every metric). A metric without a value (a :class:`~invariants.hlo.cost.Missing`, an unknown trip
     count), or arithmetic without one (``kernels / while_loops`` where there is no loop), makes the verdict
     fail with one line saying why: an invariant never passes on a number that is not there, and never stops
-    on a traceback."""
+    on a traceback. ``programs``: the run's (default: the catalog's alone), for a program's input facts."""
     config = get_config(case.config)
     devices = device_count(case.target)
     facts = (
-        PROGRAMS[case.program].input_facts(config, devices)
+        (programs if programs is not None else Programs())[case.program].input_facts(config, devices)
         if case.program is not None
         else input_facts(config)
     )

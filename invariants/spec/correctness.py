@@ -17,7 +17,7 @@ import numpy as np
 from .._errors import InvariantsError
 from ..catalog.arguments import make_arguments
 from ..catalog.programs import Config, get_config
-from ..catalog.registry import PROGRAMS
+from ..catalog.registry import Programs
 from ..catalog.targets import Target
 from .checks import check_specs, config_matches, on_targets, spec_applies, unmet_condition
 from .file import CorrectnessCheck, Spec, scope_of, select_programs
@@ -26,42 +26,7 @@ from .file import CorrectnessCheck, Spec, scope_of, select_programs
 _TOLERANCE = {"f32": 1e-5, "bf16": 2e-2}
 
 
-# Outputs of (program, configuration, argument signature, distribution): a reference such as ``take`` is
-# checked against a dozen programs on the very same arguments, and running it again each time was half of
-# the correctness tier (and most of a self-check child whose ``take`` is a row loop). Large outputs (a tied
-# program's logits) are not kept.
-_OUTPUTS: dict[tuple[Any, ...], np.ndarray] = {}
-_KEEP_BYTES = 16 << 20
-
-
-def _run(program: str, config: Config, args: Sequence[Any], distribution: str | None = None) -> np.ndarray:
-    """The program's output on ``args`` as float32; with ``distribution``, remembered for the session
-    (``args`` must then be :func:`invariants.catalog.arguments.make_arguments` of it, which never change)."""
-    fn = PROGRAMS[program].fn  # in the key: a program replaced mid-session (a test's mutation) runs anew
-    key = (program, fn, config.id, distribution, tuple((a.shape, a.dtype) for a in args))
-    if distribution is not None and key in _OUTPUTS:
-        return _OUTPUTS[key]
-    out = np.asarray(jax.device_get(jax.jit(fn)(*args)), dtype=np.float32)
-    if distribution is not None and out.nbytes <= _KEEP_BYTES:
-        out.flags.writeable = False
-        _OUTPUTS[key] = out
-    return out
-
-
-def check_agree(check: CorrectnessCheck, program: str, config: Config, distribution: str) -> str | None:
-    """``program`` returns the values of ``check.reference`` on valid indices (gradients too)."""
-    if check.reference is None:
-        raise InvariantsError(f"{check.where}: check 'agree' needs a 'reference' program")
-    args = make_arguments(PROGRAMS[program], config, distribution)  # type: ignore[arg-type]
-    got, want = _run(program, config, args, distribution), _run(check.reference, config, args, distribution)
-    if got.shape != want.shape:  # before subtracting: numpy would broadcast or raise
-        return f"shape {got.shape} differs from {check.reference}'s {want.shape}"
-    tol = _TOLERANCE[config.table_dtype] * max(1.0, float(np.abs(want).max()))
-    err = float(np.abs(got - want).max())
-    if not err <= tol:
-        return f"max |{program} - {check.reference}| = {err:.3g} > {tol:.3g}"
-    return None
-
+_KEEP_BYTES = 16 << 20  # the largest output a run remembers (a tied program's logits are not kept)
 
 # What each mode does with row V (one past the end) and row -1, as (value for V, value for -1):
 # the row it reads, "nan", "zero" — pinned so that a change in JAX's out-of-bounds semantics fails.
@@ -74,62 +39,104 @@ _OOB_EXPECT = {
 }
 
 
-def check_out_of_bounds(
-    check: CorrectnessCheck, program: str, config: Config, distribution: str
-) -> str | None:
-    """Indices V and -1 give what ``check.expect`` names (a key of ``_OOB_EXPECT``)."""
-    if check.expect not in _OOB_EXPECT:
-        raise InvariantsError(f"{check.where}: expect must be one of {', '.join(_OOB_EXPECT)}")
-    vocab = config.vocab
-    table = np.arange(vocab * config.width, dtype=np.float32).reshape(vocab, config.width) + 1
-    table = table.astype(np.dtype(config.table.dtype))
-    x = np.array([vocab, -1], dtype=np.dtype(config.indices.dtype))
-    out = _run(program, config, (table, x))
-    rows = {"row 0": table[0], "row V-1": table[-1]}
+class Correctness:
+    """The correctness checks of one run, on its ``programs``. Outputs of (program, configuration,
+    argument signature, distribution) are remembered for the run: a reference such as ``take`` is checked
+    against a dozen programs on the very same arguments, and running it again each time was half of the
+    correctness tier (and most of a self-check child whose ``take`` is a row loop)."""
 
-    def what(row: np.ndarray) -> str:
-        if np.isnan(row).all():
-            return "nan"
-        if (row == 0).all():
-            return "zero"
-        for name, ref in rows.items():
-            if np.array_equal(row, np.asarray(ref, dtype=np.float32)):
-                return name
-        return "something else"
+    def __init__(self, programs: Programs) -> None:
+        self.programs = programs
+        self._outputs: dict[tuple[Any, ...], np.ndarray] = {}
 
-    got = (what(out[0]), what(out[1]))
-    want = _OOB_EXPECT[check.expect]
-    if got != want:
-        return (
-            f"index V gave {got[0]} and index -1 gave {got[1]}; "
-            f"'{check.expect}' means {want[0]} and {want[1]}"
-        )
-    return None
+    def run(self, case: CorrectnessCase) -> str | None:
+        """None when the check holds, else one line saying what differs."""
+        check: Callable[[CorrectnessCheck, str, Config, str], str | None] = getattr(self, case.check.check)
+        return check(case.check, case.program, get_config(case.config), case.distribution)
+
+    def _output(
+        self, program: str, config: Config, args: Sequence[Any], distribution: str | None = None
+    ) -> np.ndarray:
+        """The program's output on ``args`` as float32; with ``distribution``, remembered for the run
+        (``args`` must then be :func:`invariants.catalog.arguments.make_arguments` of it, which never
+        change)."""
+        fn = self.programs[program].fn
+        key = (program, fn, config.id, distribution, tuple((a.shape, a.dtype) for a in args))
+        if distribution is not None and key in self._outputs:
+            return self._outputs[key]
+        out = np.asarray(jax.device_get(jax.jit(fn)(*args)), dtype=np.float32)
+        if distribution is not None and out.nbytes <= _KEEP_BYTES:
+            out.flags.writeable = False
+            self._outputs[key] = out
+        return out
+
+    def agree(self, check: CorrectnessCheck, program: str, config: Config, distribution: str) -> str | None:
+        """``program`` returns the values of ``check.reference`` on valid indices (gradients too)."""
+        if check.reference is None:
+            raise InvariantsError(f"{check.where}: check 'agree' needs a 'reference' program")
+        args = make_arguments(self.programs[program], config, distribution)  # type: ignore[arg-type]
+        got = self._output(program, config, args, distribution)
+        want = self._output(check.reference, config, args, distribution)
+        if got.shape != want.shape:  # before subtracting: numpy would broadcast or raise
+            return f"shape {got.shape} differs from {check.reference}'s {want.shape}"
+        tol = _TOLERANCE[config.table_dtype] * max(1.0, float(np.abs(want).max()))
+        err = float(np.abs(got - want).max())
+        if not err <= tol:
+            return f"max |{program} - {check.reference}| = {err:.3g} > {tol:.3g}"
+        return None
+
+    def out_of_bounds(
+        self, check: CorrectnessCheck, program: str, config: Config, distribution: str
+    ) -> str | None:
+        """Indices V and -1 give what ``check.expect`` names (a key of ``_OOB_EXPECT``)."""
+        if check.expect not in _OOB_EXPECT:
+            raise InvariantsError(f"{check.where}: expect must be one of {', '.join(_OOB_EXPECT)}")
+        vocab = config.vocab
+        table = np.arange(vocab * config.width, dtype=np.float32).reshape(vocab, config.width) + 1
+        table = table.astype(np.dtype(config.table.dtype))
+        x = np.array([vocab, -1], dtype=np.dtype(config.indices.dtype))
+        out = self._output(program, config, (table, x))
+        rows = {"row 0": table[0], "row V-1": table[-1]}
+
+        def what(row: np.ndarray) -> str:
+            if np.isnan(row).all():
+                return "nan"
+            if (row == 0).all():
+                return "zero"
+            for name, ref in rows.items():
+                if np.array_equal(row, np.asarray(ref, dtype=np.float32)):
+                    return name
+            return "something else"
+
+        got = (what(out[0]), what(out[1]))
+        want = _OOB_EXPECT[check.expect]
+        if got != want:
+            return (
+                f"index V gave {got[0]} and index -1 gave {got[1]}; "
+                f"'{check.expect}' means {want[0]} and {want[1]}"
+            )
+        return None
+
+    def narrow_index(
+        self, check: CorrectnessCheck, program: str, config: Config, distribution: str
+    ) -> str | None:
+        """int8 indices -1..126 into the seed's 8192-row table (past int8's range), pinned by ``expect``:
+        ``ok`` (the rows numpy gives), ``overflow_error`` (raises OverflowError), or ``wrong_rows``."""
+        vocab = 8192
+        table = np.arange(vocab * config.width, dtype=np.float32).reshape(vocab, config.width)
+        x = np.arange(-1, 127, dtype=np.int8)
+        try:
+            out = np.asarray(jax.jit(self.programs[program].fn)(table, x))
+            got = "ok" if np.array_equal(out, table[x.astype(np.int64)]) else "wrong_rows"
+        except OverflowError:
+            got = "overflow_error"
+        if got != check.expect:
+            return f"int8 indices into {vocab} rows: got {got}, expected {check.expect}"
+        return None
 
 
-def check_narrow_index(
-    check: CorrectnessCheck, program: str, config: Config, distribution: str
-) -> str | None:
-    """int8 indices -1..126 into the seed's 8192-row table (past int8's range), pinned by ``expect``:
-    ``ok`` (the rows numpy gives), ``overflow_error`` (raises OverflowError), or ``wrong_rows``."""
-    vocab = 8192
-    table = np.arange(vocab * config.width, dtype=np.float32).reshape(vocab, config.width)
-    x = np.arange(-1, 127, dtype=np.int8)
-    try:
-        out = np.asarray(jax.jit(PROGRAMS[program].fn)(table, x))
-        got = "ok" if np.array_equal(out, table[x.astype(np.int64)]) else "wrong_rows"
-    except OverflowError:
-        got = "overflow_error"
-    if got != check.expect:
-        return f"int8 indices into {vocab} rows: got {got}, expected {check.expect}"
-    return None
-
-
-CORRECTNESS: dict[str, Callable[[CorrectnessCheck, str, Config, str], str | None]] = {
-    "agree": check_agree,
-    "out_of_bounds": check_out_of_bounds,
-    "narrow_index": check_narrow_index,
-}
+# A spec's ``check`` values, each the name of the method of :class:`Correctness` that runs it.
+CORRECTNESS = ("agree", "out_of_bounds", "narrow_index")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,10 +152,14 @@ class CorrectnessCase:
         return f"{self.program}-{self.config}-{self.distribution}-{self.check.id}"
 
 
-def expand_correctness(specs: Iterable[Spec], runtime: Target) -> list[CorrectnessCase]:
-    """Every correctness item on ``runtime``; the specs are checked first (:func:`check_specs`)."""
+def expand_correctness(
+    specs: Iterable[Spec], runtime: Target, programs: Programs | None = None
+) -> list[CorrectnessCase]:
+    """Every correctness item on ``runtime`` of the run's ``programs`` (default: the catalog's alone); the
+    specs are checked first (:func:`check_specs`)."""
     specs = list(specs)
-    check_specs(specs)
+    programs = programs if programs is not None else Programs()
+    check_specs(specs, programs=programs)
     cases = []
     for spec in specs:
         if not spec_applies(spec, runtime):
@@ -156,14 +167,9 @@ def expand_correctness(specs: Iterable[Spec], runtime: Target) -> list[Correctne
         for check in spec.correctness:
             if not on_targets(runtime, check.targets):
                 continue
-            for name in select_programs(check.programs, scope_of(spec)):
-                for config in runtime.configs_for(PROGRAMS[name]):
+            for name in select_programs(check.programs, scope_of(spec, programs)):
+                for config in runtime.configs_for(programs[name]):
                     if config_matches(config, check.configs) and not get_config(config).compile_only:
                         for dist in check.distributions:
                             cases.append(CorrectnessCase(check, name, config, dist, unmet_condition(check)))
     return cases
-
-
-def run_correctness(case: CorrectnessCase) -> str | None:
-    """None when the check holds, else one line saying what differs."""
-    return CORRECTNESS[case.check.check](case.check, case.program, get_config(case.config), case.distribution)

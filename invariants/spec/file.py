@@ -707,7 +707,7 @@ def load_spec(path: Path, known: Mapping[str, Any] | None = None) -> Spec:
     """Read and validate one spec file. Raises :class:`InvariantsError` naming ``FILE:LINE``.
 
     Program names in it are checked against ``known`` (name -> an object with ``kind`` and ``tags``;
-    default: every program of this process); :func:`load_specs` adds the declared programs.
+    default: the catalog's); :func:`load_specs` adds the programs its files declare.
 
     What needs the targets (a ``targets`` pattern that matches no target, a program that does not compile
     on the target an invariant names) is checked where cases are expanded:
@@ -996,21 +996,20 @@ def _check_arguments(
             )
 
 
-def scope_of(spec: Spec) -> Mapping[str, Any] | None:
-    """The programs ``spec``'s selectors range over (None: every program of this process)."""
-    if not spec.catalog_scope:
-        return None
-    from ..catalog.programs import CATALOG
-
-    return CATALOG
+def scope_of(spec: Spec, programs: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The programs ``spec``'s selectors range over: the catalog's for the package's own files, else the
+    run's ``programs``."""
+    return _known(None) if spec.catalog_scope else programs
 
 
 def _known(known: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """``known``, else the catalog's programs (a constant of the package: the programs a project declares
+    belong to the run that read its spec files, which passes them)."""
     if known is not None:
         return known
-    from ..catalog.registry import PROGRAMS
+    from ..catalog.programs import CATALOG
 
-    return PROGRAMS
+    return CATALOG
 
 
 def _check_selectors(
@@ -1036,7 +1035,7 @@ def _check_selectors(
 def select_programs(selectors: Sequence[str], known: Mapping[str, Any] | None = None) -> list[str]:
     """Program names matched by selectors (:func:`invariants.catalog.select.match_programs`).
 
-    ``known`` as in :func:`load_spec` (default: every program of this process, catalog first)."""
+    ``known`` as in :func:`load_spec` (default: the catalog's programs)."""
     return match_programs(selectors, _known(known))
 
 

@@ -40,7 +40,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import _config
 from .._cores import freed, usable
@@ -76,6 +76,9 @@ from .stats import (
     judge_rounds,
     threads_of,
 )
+
+if TYPE_CHECKING:
+    from ..catalog.registry import Programs
 
 # Seed configuration, single device: the lookups users write, forward and backward, in a minute and a half.
 DEFAULT_PROGRAMS = ("naive", "take", "vmap_naive", "eqx_embedding", "grad_naive", "grad_take",
@@ -358,33 +361,36 @@ def measure_confirmed(
 # Structure.
 
 
-def structure_keys(programs: Sequence[str], targets: str) -> list[tuple[str, str, str]]:
+def structure_keys(
+    programs: Sequence[str], targets: str, known: Programs | None = None
+) -> list[tuple[str, str, str]]:
     """``(program, config, target)`` for each selected target that compiles the program: the catalog's in
-    the seed configuration, a project's in every configuration it lists."""
+    the seed configuration, a project's in every configuration it lists (``known``: the run's programs,
+    default the catalog's)."""
     from ..catalog.programs import CATALOG  # it imports JAX: not when the command loads
-    from ..catalog.registry import get_program
+    from ..catalog.registry import Programs
 
+    known = known if known is not None else Programs()
     # The gate's grammar; the controller starts no JAX, and its workers run on the CPU backend here (a
     # TPU or GPU host's runtime target is the AOT target of its name, which the workers then replace).
     chosen = select_targets(targets, runtime=CPU_RUNTIME)
     keys = []
     for p in programs:
-        program = get_program(p)
+        program = known.program(p)
         wanted = (CONFIG,) if p in CATALOG else program.configs
         for t in chosen:
             keys += [(p, c, t.name) for c in t.configs_for(program) if c in wanted]
     return keys
 
 
-def timed_configs(programs: Sequence[str]) -> dict[str, str]:
+def timed_configs(programs: Sequence[str], known: Programs) -> dict[str, str]:
     """The configuration each program is timed in: the seed's for the catalog's, the first a project's
     program lists that runs (not compile-only)."""
     from ..catalog.programs import CATALOG, get_config
-    from ..catalog.registry import get_program
 
     out = {}
     for p in programs:
-        runs = [c for c in get_program(p).configs if not get_config(c).compile_only]
+        runs = [c for c in known.program(p).configs if not get_config(c).compile_only]
         out[p] = CONFIG if p in CATALOG or not runs else runs[0]
     return out
 
@@ -537,28 +543,31 @@ def _check_outputs(args: argparse.Namespace) -> None:
         check_plot_path(args.plot, "--plot")
 
 
-def select_programs(value: str | None, project: Project | None = None) -> list[str]:
-    """The programs ``--programs`` selects, as the gate's option does (names, patterns, ``kind:``, ``tag:``;
-    an unknown word is one line with the nearest names), the project's declared programs among them (its
-    default: every one of them, ``tag:user``), less the sharded ones a pattern matched: versus times and
-    compares single-device programs. A sharded program named as such, or a selection left empty, is one
-    line."""
+def load_programs(project: Project) -> Programs:
+    """The programs versus may run: the catalog's, and ``project``'s own."""
     from ..compile.process import held_stderr  # it imports pytest: not when the command loads
 
-    project = project or Project()
     with held_stderr():  # JAX's and the CUDA plugin's start-up notices: the command's first line is its own
-        from ..catalog.downstream import declare_project  # these import JAX
-        from ..catalog.registry import get_program, select_program_option
+        from ..catalog.downstream import load_project  # these import JAX
+        from ..catalog.registry import Programs
 
-        if project.own:
-            declare_project(project)
-        default = "tag:user" if project.own else ",".join(DEFAULT_PROGRAMS)
-        chosen = select_program_option(default if value is None else value)
+        return load_project(project)[1] if project.own else Programs()
+
+
+def select_programs(value: str | None, known: Programs | None = None, own: bool = False) -> list[str]:
+    """The programs ``--programs`` selects of ``known`` (default: the catalog's), as the gate's option does
+    (names, patterns, ``kind:``, ``tag:``; an unknown word is one line with the nearest names); with
+    ``own`` (a project's run) its default is every declared program (``tag:user``), less the sharded ones
+    a pattern matched: versus times and compares single-device programs. A sharded program named as such,
+    or a selection left empty, is one line."""
+    known = known if known is not None else load_programs(Project())
+    default = "tag:user" if own else ",".join(DEFAULT_PROGRAMS)
+    chosen = known.select(default if value is None else value)
     named = set() if value is None else {w.strip() for w in value.split(",")}
     for p in chosen:
-        if p in named and get_program(p).layout is not None:
+        if p in named and known[p].layout is not None:
             raise InvariantsError(f"--programs: {p} is sharded; versus times single-device programs")
-    single = [p for p in chosen if get_program(p).layout is None]
+    single = [p for p in chosen if known[p].layout is None]
     if not single:
         raise InvariantsError(f"--programs {value}: selects sharded programs only ({', '.join(chosen)}); "
                               "versus times single-device programs")  # fmt: skip
@@ -613,8 +622,9 @@ def main(argv: list[str]) -> int:
     started = time.perf_counter()
     progress = _progress
     project = project_from(args)
-    programs = select_programs(args.programs, project)
-    keys = [] if args.no_structure else structure_keys(programs, args.targets)
+    known = load_programs(project)
+    programs = select_programs(args.programs, known, project.own)
+    keys = [] if args.no_structure else structure_keys(programs, args.targets, known)
     if not args.no_structure and not keys:
         given = args.programs or ("tag:user" if project.own else ",".join(DEFAULT_PROGRAMS))
         where = "their configurations" if project.own else CONFIG
@@ -651,7 +661,9 @@ def main(argv: list[str]) -> int:
         progress(f"versus: timing {len(programs)} programs, {settings.min_rounds}-{settings.max_rounds} "
                  "rounds "
                  f"of fresh worker pairs, {settings.clock} clock")  # fmt: skip
-        timing = measure_confirmed(sides, programs, settings, progress, configs=timed_configs(programs))
+        timing = measure_confirmed(
+            sides, programs, settings, progress, configs=timed_configs(programs, known)
+        )
     record = make_record(
         {s.role: {"spec": s.spec, "python": str(s.python), "versions": h["versions"], "env": dict(s.env)}
          for s, h in zip(sides, hellos, strict=True)},

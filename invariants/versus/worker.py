@@ -36,7 +36,7 @@ import platform
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .._cores import free, pin, usable
 from .._errors import InvariantsError
@@ -50,6 +50,9 @@ from ..snapshot.render import render_summary
 from ..spec.file import load_specs
 from .protocol import CPUS_ENV, SLOWDOWN_ENV, ProtocolError, decode_request, encode
 
+if TYPE_CHECKING:
+    from ..catalog.registry import Programs
+
 # What starts JAX (jax itself, catalog.programs, compile, snapshot.render, spec.checks) is imported where it
 # is used: after main() has pinned the worker's cores and the side's environment is in place.
 
@@ -62,19 +65,30 @@ class Worker:
     """The state of one worker process: prepared programs by ``"program/config"``, and the specs whose
     invariants it evaluates (the package's, or the project's its controller named: :attr:`specs`)."""
 
-    def __init__(self, slowdown: float = 0.0, specs: Sequence[Any] | None = None) -> None:
+    def __init__(
+        self, slowdown: float = 0.0, specs: Sequence[Any] | None = None, programs: Programs | None = None
+    ) -> None:
         self.slowdown = slowdown
         self.calls: dict[str, Callable[[], None]] = {}
         self.specs = specs
+        self._programs = programs
+
+    @property
+    def programs(self) -> Programs:
+        """The programs this worker runs: its project's, or the catalog's (imported here: it starts JAX)."""
+        if self._programs is None:
+            from ..catalog.registry import Programs
+
+            self._programs = Programs()
+        return self._programs
 
     def prepare(self, programs: Sequence[tuple[str, str]]) -> dict[str, Any]:
         from ..catalog.programs import get_config
-        from ..catalog.registry import get_program
 
         per_call = {}
         for name, config_id in programs:
             key = f"{name}/{config_id}"
-            program, config = get_program(name), get_config(config_id)
+            program, config = self.programs.program(name), get_config(config_id)
             if program.layout is not None:
                 raise InvariantsError(
                     f"{name}: a sharded program needs a mesh; versus times single-device ones"
@@ -104,7 +118,7 @@ class Worker:
         return {"wall": w1 - w0, "cpu": c1 - c0}
 
     def structure(self, keys: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
-        return structure_of_keys(keys, self.specs)
+        return structure_of_keys(keys, self.specs, self.programs)
 
 
 def _repeat(
@@ -174,11 +188,12 @@ def missing_metric(case: Any, measured: Callable[[Key], Measurement]) -> str | N
 
 
 def structure_of_keys(
-    keys: Sequence[tuple[str, str, str]], specs: Sequence[Any] | None = None
+    keys: Sequence[tuple[str, str, str]], specs: Sequence[Any] | None = None, programs: Programs | None = None
 ) -> dict[str, Any]:
     """Snapshot rendering, compiler and kernel metrics, and invariant verdicts of each ``(program, config,
-    target)`` key, per target; ``specs``: whose invariants (default: the package's)."""
-    from ..catalog.registry import get_program
+    target)`` key, per target; ``specs``: whose invariants (default: the package's), on ``programs``
+    (default: the catalog's)."""
+    from ..catalog.registry import Programs
     from ..compile.artifacts import CompileCache
     from ..spec.checks import Case, evaluate, expand
 
@@ -189,7 +204,8 @@ def structure_of_keys(
         target = targets.get(name)
         reasons[name] = f"{name}: unknown target here" if target is None else target.unavailable_reason()
     usable = {n: targets[n] for n, r in reasons.items() if r is None}
-    cache = CompileCache(usable)
+    programs = programs if programs is not None else Programs()
+    cache = CompileCache(usable, programs)
     todo = [k for k in keys if k[2] in usable]
     cache.plan([Key(*k) for k in todo])
     items: dict[str, dict[str, Any]] = {}
@@ -207,19 +223,19 @@ def structure_of_keys(
                                if METRICS[m].source == src}
                          for src in ("kernel", "compiler")}  # fmt: skip
             items[name] = {
-                "snapshot": render_summary(measured, get_program(key.program).doc),
+                "snapshot": render_summary(measured, programs.program(key.program).doc),
                 "kernel_metrics": by_source["kernel"],
                 "compiler_metrics": by_source["compiler"],
                 "invariants": [],
             }
         except InvariantsError as err:
             items[name] = {"error": str(err)}
-    programs = {k[0] for k in measured_keys}
-    cases: list[Case] = expand(load_specs() if specs is None else specs, usable.values())
+    names = {k[0] for k in measured_keys}
+    cases: list[Case] = expand(load_specs() if specs is None else specs, usable.values(), programs=programs)
     for case in cases:
         if not all(k in measured_keys for k in case.keys):
             continue
-        if case.program is None and not set(case.invariant.programs) <= programs:
+        if case.program is None and not set(case.invariant.programs) <= names:
             continue
         ratchet = case.invariant.ratchet
         entry: dict[str, Any] = {
@@ -231,7 +247,7 @@ def structure_of_keys(
         if unknown is not None:
             entry.update(holds=None, not_evaluated=unknown, describe=f"not evaluated: {unknown}")
         else:
-            verdict = evaluate(case, measured_keys.__getitem__)
+            verdict = evaluate(case, measured_keys.__getitem__, programs)
             entry.update(holds=verdict.holds, describe=verdict.describe(case.invariant))
         for key in case.keys:
             items["/".join(key)]["invariants"].append(entry)
@@ -305,13 +321,13 @@ def main() -> int:
         return 2
     project = Project.from_env()
     try:
-        from ..catalog.downstream import declare_project  # it imports JAX: after the check above
+        from ..catalog.downstream import load_project  # it imports JAX: after the check above
 
-        specs = declare_project(project) if project.own else None
+        specs, programs = load_project(project) if project.own else (None, None)
     except InvariantsError as err:  # the project's programs do not build under this side's jax: one line
         proto.write(encode({"ok": False, "error": f"worker: {err}"}))
         return 2
-    return serve(sys.stdin, proto, Worker(slowdown, specs))
+    return serve(sys.stdin, proto, Worker(slowdown, specs, programs))
 
 
 if __name__ == "__main__":

@@ -341,10 +341,11 @@ def _root(node: ast.expr) -> ast.expr:
 
 
 def _mutated_globals(tree: ast.Module) -> list[str]:
-    """Module-level names that a function of the module changes in place (``X.append(...)``,
-    ``X[k] = v``, ``X.a.b.clear()``, ``X.attr = v``): state kept in module globals, not constants. Another
-    module's object imported by name (at the top or in a function) counts as well: changing it from here
-    is the same state, kept one module away (the old ``GUARD`` of ``snapshot.store``, set from hooks)."""
+    """Module-level names that a function of the module changes: in place (``X.append(...)``,
+    ``X[k] = v``, ``X.a.b.clear()``, ``X.attr = v``) or rebound (``global X``): state kept in module
+    globals, not constants. Another module's object imported by name (at the top or in a function) counts
+    as well: changing it from here is the same state, kept one module away (a singleton of one module set
+    from another's hooks)."""
     bound = {
         t.id
         for n in tree.body
@@ -361,6 +362,9 @@ def _mutated_globals(tree: ast.Module) -> list[str]:
     changed: set[str] = set()
     for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)):
         for node in ast.walk(fn):
+            if isinstance(node, ast.Global):
+                changed.update(node.names)
+                continue
             if (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)
@@ -380,27 +384,57 @@ def _mutated_globals(tree: ast.Module) -> list[str]:
     return sorted(changed)
 
 
-def test_the_plugin_keeps_no_state_in_module_globals():
-    """The pytest session's state lives on ``config.stash`` (GateSession, Recorder), so that two sessions in
-    one process (pytester, the API's tests) never share a run's items or notes."""
-    stateful = {
-        str(p.relative_to(PACKAGE)): names
-        for folder in ("plugin", "snapshot")
-        for p in sorted((PACKAGE / folder).glob("*.py"))
-        if (names := _mutated_globals(ast.parse(p.read_text())))
+# State that belongs to the process, not to a run (file below invariants/, name) -> why. Everything else a
+# run keeps lives on its session (``config.stash``) or in the objects it hands down.
+PROCESS_STATE = {
+    ("_usercode.py", "_started"): "the non-daemon threads a project's imports started: threads are the "
+    "process's, and its exit must not wait for them",
+    ("_usercode.py", "_exit_status"): "the status the process exits with, past those threads",
+    ("_usercode.py", "_depth"): "how deep guarded calls nest: the alarm and the os._exit stand-in, which "
+    "the guard swaps, are the process's",
+    ("_usercode.py", "_explicit"): "the guard's timeout, set with the alarm it arms: a compile thread's "
+    "trace reads it, where a run's session is not at hand",
+    ("catalog/targets.py", "_TOPOLOGIES"): "the devices of a topology compiled for ahead of time: a PJRT "
+    "plugin starts once per process",
+}
+
+
+def test_no_module_keeps_a_runs_state():
+    """A run's state (its programs, items, notes, guards, memos) lives on its session or in what it hands
+    down, never in module globals, so that two runs in one process (pytester, the API's tests, a
+    self-check's swapped programs) never share it. The whole package is read; what belongs to the process
+    itself is listed in PROCESS_STATE with its reason."""
+    found = {
+        (str(p.relative_to(PACKAGE)), name)
+        for p in sorted(PACKAGE.rglob("*.py"))
+        if "__pycache__" not in p.parts
+        for name in _mutated_globals(ast.parse(p.read_text()))
     }
-    assert not stateful, stateful
-    planted = ast.parse(
-        "_RESULTS: dict[str, int] = {}\n_NOTES = []\nKINDS = {'a': 1}\n"
-        "def f(x):\n    _RESULTS['a'] = 1\n    _NOTES.append(x)\n    return KINDS['a']\n"
+    assert not found - set(PROCESS_STATE), sorted(found - set(PROCESS_STATE))
+    assert not set(PROCESS_STATE) - found, (
+        f"PROCESS_STATE lists what is gone: {sorted(set(PROCESS_STATE) - found)}"
     )
-    assert _mutated_globals(planted) == ["_NOTES", "_RESULTS"]
-    # The singleton the snapshot store kept until the session owned its guard, changed from the hooks.
+
+
+def test_the_state_check_catches_each_form():
+    """Shown on plants: in-place changes, a rebinding through ``global``, another module's object changed
+    from here, and the program table the registry kept before runs owned their programs."""
+    planted = ast.parse(
+        "_RESULTS: dict[str, int] = {}\n_NOTES = []\nKINDS = {'a': 1}\n_SEEN = None\n"
+        "def f(x):\n    global _SEEN\n    _SEEN = x\n    _RESULTS['a'] = 1\n    _NOTES.append(x)\n"
+        "    return KINDS['a']\n"
+    )
+    assert _mutated_globals(planted) == ["_NOTES", "_RESULTS", "_SEEN"]
     old_hooks = ast.parse(
         "def finish(s):\n    from ..snapshot.store import GUARD\n"
         "    GUARD.known_stems.clear()\n    GUARD.selected = s.selected\n"
     )
     assert _mutated_globals(old_hooks) == ["GUARD"]
+    old_registry = ast.parse(
+        "_DECLARED: dict = {}\nPROGRAMS = ChainMap(_DECLARED, CATALOG)\n"
+        "def declare(programs):\n    for p in programs:\n        _DECLARED[p.name] = p\n"
+    )
+    assert _mutated_globals(old_registry) == ["_DECLARED"]
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
-"""One helper for one job (issue "one house", defect 8), where the copies behaved differently: the one
-collision rule for declared program names (``registry.collision``: a spec file's ``[[program]]`` and
-:func:`invariants.catalog.registry.declare` refuse a name in the same words), the one clock choice
+"""One helper for one job, where copies would behave differently: the one collision rule for declared
+program names (``registry.collision``: a spec file's ``[[program]]`` and a run's
+:class:`invariants.catalog.registry.Programs` refuse a name in the same words), the one clock choice
 (``runtime_clock``: the throughput items and versus), the one reading of ``JAX_PLATFORMS``
 (``_config.requested_platforms``: the gate's backend guard and versus), and the one display of a path
 (``_paths.shown``: spec files and the gate's summary lines)."""
@@ -25,9 +25,6 @@ from invariants.versus import command as versus
 PACKAGE = Path(_paths.__file__).parent
 
 
-pytestmark = pytest.mark.usefixtures("declared_programs_stay_in_the_test")
-
-
 # ---------------------------------------------------------------------------------------------------------
 # One collision rule.
 
@@ -45,7 +42,7 @@ def _spec_refuses(tmp_path: Path, name: str) -> str:
 
 
 @pytest.mark.parametrize("name", ["take", "grad_take", "naive"])
-def test_a_catalog_name_is_refused_in_the_same_words_from_a_spec_file_and_from_declare(
+def test_a_catalog_name_is_refused_in_the_same_words_from_a_spec_file_and_from_a_runs_programs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
     monkeypatch.chdir(tmp_path)
@@ -53,16 +50,16 @@ def test_a_catalog_name_is_refused_in_the_same_words_from_a_spec_file_and_from_d
     where, said = from_spec.split(": ", 1)
     assert where == "specs/lib.toml:4", from_spec
     with pytest.raises(InvariantsError) as err:
-        registry.declare([dataclasses.replace(CATALOG["naive"], name=name)])
+        registry.Programs([dataclasses.replace(CATALOG["naive"], name=name)])
     assert str(err.value) == said == registry.collision(name)
-    assert name not in registry.declared()
 
 
 def test_a_new_name_passes_both_ways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     assert registry.collision("my_lookup") is None
-    registry.declare([dataclasses.replace(CATALOG["naive"], name="my_lookup")])
-    assert "my_lookup" in registry.declared()
+    programs = registry.Programs([dataclasses.replace(CATALOG["naive"], name="my_lookup")])
+    assert "my_lookup" in programs.declared and list(programs)[-1] == "my_lookup"
+    assert "my_lookup" not in registry.Programs()  # another run's programs know nothing of it
 
 
 # ---------------------------------------------------------------------------------------------------------

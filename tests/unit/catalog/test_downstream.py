@@ -52,9 +52,6 @@ def program(name: str, function: str, kind: str = "forward", configs: str = '["f
     return f'[[program]]\nname = "{name}"\nfunction = "{function}"\nkind = "{kind}"\nconfigs = {configs}\n\n'
 
 
-pytestmark = pytest.mark.usefixtures("declared_programs_stay_in_the_test")
-
-
 @pytest.fixture
 def gate_in(tmp_path, monkeypatch, capsys):
     """Run the gate command in-process in ``tmp_path`` (the user's project); return (status, stderr)."""
@@ -388,9 +385,9 @@ def test_a_params_backward_is_the_gradient_of_the_sum_and_train_an_sgd_step(tmp_
 def test_params_programs_agree_on_the_same_drawn_arguments(tmp_path, monkeypatch):
     """'agree' runs a params program and its reference on one draw: the same model written two ways agrees,
     one that reads the next row does not."""
-    from invariants.catalog.registry import declare
+    from invariants.catalog.registry import Programs
     from invariants.catalog.targets import all_targets
-    from invariants.spec.correctness import expand_correctness, run_correctness
+    from invariants.spec.correctness import Correctness, expand_correctness
     from invariants.spec.file import load_specs
 
     m = "plib_agree"
@@ -405,8 +402,10 @@ def test_params_programs_agree_on_the_same_drawn_arguments(tmp_path, monkeypatch
     specs = load_specs(tmp_path / "specs")
     from invariants.catalog.downstream import build_all
 
-    declare(build_all(d for s in specs for d in s.programs))
-    verdicts = {c.program: run_correctness(c) for c in expand_correctness(specs, all_targets()["cpu"])}
+    programs = Programs(build_all(d for s in specs for d in s.programs))
+    correctness = Correctness(programs)
+    cases = expand_correctness(specs, all_targets()["cpu"], programs)
+    verdicts = {c.program: correctness.run(c) for c in cases}
     assert verdicts["same"] is None
     assert verdicts["off"] is not None and verdicts["off"].startswith("max |off - ref| = "), verdicts
 
@@ -453,14 +452,14 @@ def test_a_declared_program_compiles_where_its_specs_aim_it(tmp_path, monkeypatc
         "tpu-v4": ("bf16",),
         "gpu-a100": ("bf16",),
     }
-    from invariants.catalog.registry import declare
+    from invariants.catalog.registry import Programs
 
-    declare([program])
-    check_specs(specs)  # an invariant aimed at tpu-v4 makes items there: no error
+    check_specs(specs, programs=Programs([program]))  # an invariant aimed at tpu-v4 makes items there
 
 
 def test_a_catalog_program_on_a_core_target_is_still_an_error(tmp_path):
-    """What issue 20 made an error stays one for the catalog: take_clip is not core, tpu-v4 compiles core."""
+    """A catalog program named on a target that does not compile it stays an error: take_clip is not core,
+    tpu-v4 compiles core."""
     from invariants._errors import InvariantsError
     from invariants.spec.checks import check_specs
     from invariants.spec.file import load_specs

@@ -7,7 +7,8 @@ import pytest
 
 from invariants._errors import InvariantsError
 from invariants.catalog.arguments import make_arguments
-from invariants.catalog.programs import CATALOG, CONFIGS, SEED, catalog_program, get_config
+from invariants.catalog.programs import CATALOG, CONFIGS, SEED, get_config
+from invariants.catalog.registry import get_program
 
 
 def test_every_program_names_known_configs():
@@ -52,7 +53,7 @@ def test_arguments_are_drawn_once_and_shared_read_only(config: str):
 
 def test_unknown_names_are_one_line():
     with pytest.raises(InvariantsError, match=r"^nave: unknown program \(did you mean 'naive'"):
-        catalog_program("nave")
+        get_program("nave")
     with pytest.raises(InvariantsError) as err:
         get_config("f64")
     assert "\n" not in str(err.value) and "f64" in str(err.value)

@@ -1,9 +1,9 @@
-"""One selection grammar (issue "one house", defect 1): the same ``--targets`` and ``--programs`` words
+"""One selection grammar: the same ``--targets`` and ``--programs`` words
 select the same targets and programs in the gate, versus, selfcheck, bisect and matrix, a near miss is
 named (did-you-mean) by each, and an empty selection is one line in each.
 
 Each command is asked through its own parsing entry point: the gate's plugin reads its options with
-``select_targets`` and ``select_program_option`` (:mod:`invariants.plugin.session`); versus, selfcheck and
+``select_targets`` and ``Programs.select`` (:mod:`invariants.plugin.session`); versus, selfcheck and
 matrix through ``python -m invariants`` in this process (each fails before any worker, child or install);
 bisect and matrix hand ``--programs`` (and bisect ``--targets``) to a collection of the gate in a child,
 before any release is installed.
@@ -24,8 +24,7 @@ import pytest
 
 from invariants.__main__ import main as cli_main
 from invariants._errors import InvariantsError
-from invariants.catalog.programs import catalog_program
-from invariants.catalog.registry import select_program_option
+from invariants.catalog.registry import Programs, get_program
 from invariants.catalog.targets import all_targets, select_targets
 from invariants.releases import bisect as _bisect
 from invariants.releases import matrix as _matrix
@@ -47,7 +46,7 @@ def _versus_targets(value: str) -> set[str]:
 
 
 def _versus_of_gate(names: set[str]) -> set[str]:
-    program, targets = catalog_program("naive"), all_targets()
+    program, targets = get_program("naive"), all_targets()
     return {n for n in names if _versus.CONFIG in targets[n].configs_for(program)}
 
 
@@ -96,8 +95,8 @@ PROGRAM_WORDS = ["take,naive", "vmap_*", "kind:backward", "tag:core", " grad_* ,
 @pytest.mark.parametrize("value", PROGRAM_WORDS)
 def test_versus_selects_the_programs_the_gate_selects(value: str) -> None:
     """versus times single-device programs: the gate's selection less the sharded ones, in its order."""
-    gate = select_program_option(value)
-    single = [p for p in gate if catalog_program(p).layout is None]
+    gate = Programs().select(value)
+    single = [p for p in gate if get_program(p).layout is None]
     assert single, value
     assert _versus.select_programs(value) == single
 
@@ -200,7 +199,7 @@ BAD_PROGRAMS = {
 # option -> (the gate's reading of it, the commands that take it, the bad selections).
 BAD_SELECTIONS = {
     "--targets": (select_targets, TARGETS_ARGV, BAD_TARGETS),
-    "--programs": (select_program_option, PROGRAMS_ARGV, BAD_PROGRAMS),
+    "--programs": (Programs().select, PROGRAMS_ARGV, BAD_PROGRAMS),
 }
 
 

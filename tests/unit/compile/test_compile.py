@@ -44,6 +44,7 @@ class _FakeCompiler:
         self.lock = threading.Lock()
 
     def __call__(self, program, config, target, persistent=None):
+        program = program.name  # the run's Program: this stand-in goes by its name
         with self.lock:
             self.calls.append((program, threading.current_thread().name))
             self.active += 1

@@ -7,26 +7,26 @@ import pytest
 
 from invariants._errors import InvariantsError
 from invariants.catalog.programs import CATALOG, CONFIGS, select_configs
-from invariants.catalog.registry import select_program_option
+from invariants.catalog.registry import Programs
 from invariants.catalog.targets import all_targets, select_targets
 from invariants.plugin import results as _results
 
 
 def test_programs_take_names_patterns_kinds_and_tags():
-    assert select_program_option(None) == list(CATALOG)
-    assert select_program_option("take,naive") == [n for n in CATALOG if n in ("naive", "take")]
-    vmap = select_program_option("vmap_*")
+    assert Programs().select(None) == list(CATALOG)
+    assert Programs().select("take,naive") == [n for n in CATALOG if n in ("naive", "take")]
+    vmap = Programs().select("vmap_*")
     assert vmap and all(name.startswith("vmap_") for name in vmap)
-    assert select_program_option("kind:backward") == [n for n, p in CATALOG.items() if p.kind == "backward"]
+    assert Programs().select("kind:backward") == [n for n, p in CATALOG.items() if p.kind == "backward"]
 
 
 @pytest.mark.parametrize(
     ("select", "value", "message"),
     [
-        (select_program_option, "", "--programs: empty selection"),
-        (select_program_option, " , ", "--programs: empty selection"),
-        (select_program_option, "nave", "--programs: unknown program 'nave' (did you mean 'naive'"),
-        (select_program_option, "take,zzz_*", "--programs: unknown program 'zzz_*'"),
+        (Programs().select, "", "--programs: empty selection"),
+        (Programs().select, " , ", "--programs: empty selection"),
+        (Programs().select, "nave", "--programs: unknown program 'nave' (did you mean 'naive'"),
+        (Programs().select, "take,zzz_*", "--programs: unknown program 'zzz_*'"),
         (select_configs, "", "--configs: empty selection"),
         (select_configs, ",", "--configs: empty selection"),
         (select_configs, "f23", "--configs: unknown configuration 'f23' (did you mean 'f32'"),
@@ -105,7 +105,7 @@ def _session(tmp_path, **given: str | None):
     options = {"targets": "cpu", "programs": None, "configs": None, "spec_dir": None, "no_catalog": False,
                "snapshot_dir": str(tmp_path), "catalog_snapshot_dir": None, "hlo_dump_dir": "d",
                "raw_invariants": False, "cache_dir": str(tmp_path / "cache"), "no_cache": False,
-               "user_code_timeout": None, "compile_threads": None,
+               "user_code_timeout": None, "compile_threads": None, "record_baselines": False,
                **given}  # fmt: skip
 
     def getoption(name: str, default: object = KeyError) -> object:
@@ -117,7 +117,8 @@ def _session(tmp_path, **given: str | None):
             raise KeyError(name)
         return default
 
-    return GateSession(SimpleNamespace(rootpath=tmp_path, getoption=getoption))  # type: ignore[arg-type]
+    config = SimpleNamespace(rootpath=tmp_path, getoption=getoption, stash=pytest.Stash())
+    return GateSession(config)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -200,7 +201,9 @@ def _obsolete(session, updating: bool, passed: bool = True, ran=("cpu",), delete
 
     folders = session.snapshots
     if spec_dirs:
-        folders = SnapshotFolders(folders.snapshot_dir, folders.catalog_snapshot_dir, spec_dirs_given=True)
+        folders = SnapshotFolders(
+            folders.snapshot_dir, folders.catalog_snapshot_dir, folders.programs, spec_dirs_given=True
+        )
     items = [{"kind": "structure", "target": t} for t in ran]
     return folders.obsolete(session.all_targets, items, passed, updating=updating, delete=delete)
 
@@ -230,24 +233,20 @@ def test_an_update_deletes_only_files_it_wrote_of_programs_that_are_gone(tmp_pat
     assert left == ["README.txt", "renamed.f32.txt", "take.f32.txt"] and (v4 / "gone.f32.txt").exists()
 
 
-def test_a_downstream_update_lists_what_it_would_delete_and_deletes_only_with_the_flag(tmp_path, monkeypatch):
+def test_a_downstream_update_lists_what_it_would_delete_and_deletes_only_with_the_flag(tmp_path):
     """A downstream folder (the catalog read from elsewhere, or spec folders given): a run given a subset of
     the spec folders cannot know the other programs, so it lists them and deletes only when told to; a
     catalog program's file there is never its to judge."""
     import dataclasses
 
-    from invariants.catalog import registry as _registry
-
-    # This run's spec folders declare mine_take (its snapshots in the project); another's declared more.
-    monkeypatch.setitem(
-        _registry._DECLARED, "mine_take", dataclasses.replace(CATALOG["take"], name="mine_take")
-    )
     own, package = tmp_path / "project", tmp_path / "package"
     package.mkdir()
     _snapshot(own / "cpu", "mine_take.f32")
     _snapshot(own / "cpu", "other_specs_program.f32")
     _snapshot(own / "cpu", "take.f32")  # a catalog program: its snapshots live in the package
     session = _session(tmp_path, snapshot_dir=str(own), catalog_snapshot_dir=str(package))
+    # This run's spec folders declare mine_take (its snapshots in the project); another's declared more.
+    session.snapshots.programs = Programs([dataclasses.replace(CATALOG["take"], name="mine_take")])
     path = own / "cpu" / "other_specs_program.f32.txt"
     assert _obsolete(session, updating=False) == [
         f"invariants: {_shown(path)} is obsolete (no program has it on cpu any more); --snapshot-update "

@@ -164,22 +164,24 @@ def test_child_command_loads_the_hook_and_skips_timing_unless_asked() -> None:
     assert "-k" not in sc.child_command(checked, sc.Path("r"), sc.Path("d"))
 
 
-def test_inject_parse_and_apply(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_inject_parse_and_swap() -> None:
+    """The injection swaps a program in the run's programs it is given, never in the catalog."""
+    from invariants.catalog.registry import Programs
+
     assert inj.parse_spec("take=m:f; naive = a.b:c ;") == [("take", "m", "f"), ("naive", "a.b", "c")]
     for bad in ("take", "take=m", "=m:f", "take=:f"):
         with pytest.raises(ValueError, match="is not NAME=module:function"):
             inj.parse_spec(bad)
-    catalog: Any = CATALOG
-    monkeypatch.setitem(catalog, "take", catalog["take"])  # restored after the test
-    original = catalog["take"]
-    done = inj.apply("take=invariants.selfcheck.inject:take_as_map_loop")
-    assert done == ["take <- invariants.selfcheck.inject:take_as_map_loop"]
-    assert catalog["take"].fn is inj.take_as_map_loop
-    assert catalog["take"].configs == original.configs and catalog["take"].name == "take"
-    with pytest.raises(ValueError, match="unknown program 'nope'"):
-        inj.apply("nope=invariants.selfcheck.inject:take_as_map_loop")
+    swaps = inj.swaps("take=invariants.selfcheck.inject:take_as_map_loop")
+    assert swaps == {"take": inj.take_as_map_loop}
+    programs = Programs().replaced(swaps)
+    assert programs["take"].fn is inj.take_as_map_loop
+    assert programs["take"].configs == CATALOG["take"].configs and programs["take"].name == "take"
+    assert CATALOG["take"].fn is not inj.take_as_map_loop  # the catalog itself is untouched
+    with pytest.raises(InvariantsError, match="nope: not a catalog program"):
+        Programs().replaced(inj.swaps("nope=invariants.selfcheck.inject:take_as_map_loop"))
     with pytest.raises(ValueError, match="cannot load"):
-        inj.apply("take=invariants.selfcheck.inject:missing")
+        inj.swaps("take=invariants.selfcheck.inject:missing")
 
 
 def test_bad_programs_keep_the_values() -> None:

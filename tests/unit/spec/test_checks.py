@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 
 from invariants._errors import InvariantsError
+from invariants.catalog.programs import CATALOG
+from invariants.catalog.registry import Programs
 from invariants.measure.measurement import Measurement, measure_text
 from invariants.plugin.outcomes import judge
 from invariants.spec.checks import Case, evaluate, unmet_condition
-from invariants.spec.correctness import CorrectnessCase, run_correctness
+from invariants.spec.correctness import Correctness, CorrectnessCase
 from invariants.spec.file import load_spec
 
 DATA = Path(__file__).parents[2] / "data" / "hlo"
@@ -155,28 +157,27 @@ def test_correctness_out_of_bounds_pin(tmp_path, monkeypatch):
     from invariants.catalog import programs as _programs
 
     clip = _correctness(tmp_path, "out_of_bounds", "take_clip", 'expect = "clamp"\n')
-    assert run_correctness(clip) is None
+    assert Correctness(Programs()).run(clip) is None
     # Mutation: take_clip silently becomes fill mode.
     mutated = dataclasses.replace(_programs.CATALOG["take_clip"], fn=lambda W, x: jnp.take(W, x, axis=0))
     monkeypatch.setitem(_programs.CATALOG, "take_clip", mutated)
-    assert "index V gave nan" in run_correctness(clip)
+    assert "index V gave nan" in Correctness(Programs()).run(clip)
 
 
 def test_correctness_values_agree(tmp_path, monkeypatch):
     from invariants.catalog import programs as _programs
 
     agree = _correctness(tmp_path, "agree", "naive", 'reference = "take"\n')
-    assert run_correctness(agree) is None
+    assert Correctness(Programs()).run(agree) is None
     mutated = dataclasses.replace(_programs.CATALOG["naive"], fn=lambda W, x: W[(x + 1) % W.shape[0]])
     monkeypatch.setitem(_programs.CATALOG, "naive", mutated)
-    assert "max |naive - take|" in run_correctness(agree)
+    assert "max |naive - take|" in Correctness(Programs()).run(agree)
 
 
-def test_a_reference_runs_once_for_every_program_checked_against_it(tmp_path, monkeypatch):
-    from invariants.catalog import programs as _programs
-
+def test_a_reference_runs_once_for_every_program_checked_against_it(tmp_path):
+    """Within one run; another run (its own Correctness) runs it anew."""
     runs: list[str] = []
-    take = _programs.CATALOG["take"]
+    take = CATALOG["take"]
 
     def counted(W, x):
         import jax
@@ -184,15 +185,17 @@ def test_a_reference_runs_once_for_every_program_checked_against_it(tmp_path, mo
         jax.debug.callback(lambda: runs.append("take"))  # at each execution, not at trace time
         return take.fn(W, x)
 
-    monkeypatch.setitem(_programs.CATALOG, "take", dataclasses.replace(take, fn=counted))
+    correctness = Correctness(Programs().replaced({"take": counted}))
     for program in ("naive", "vmap_naive", "take"):
         case = _correctness(tmp_path, "agree", program, 'reference = "take"\n')
-        assert run_correctness(case) is None
+        assert correctness.run(case) is None
     assert runs == ["take"]
     # Another distribution is other arguments: the reference runs again.
     case = _correctness(tmp_path, "agree", "naive", 'reference = "take"\n')
-    assert run_correctness(dataclasses.replace(case, distribution="equal")) is None
+    assert correctness.run(dataclasses.replace(case, distribution="equal")) is None
     assert runs == ["take", "take"]
+    assert Correctness(Programs().replaced({"take": counted})).run(case) is None  # a new run: anew
+    assert runs == ["take", "take", "take"]
 
 
 def test_correctness_agree_names_a_shape_mismatch(tmp_path, monkeypatch):
@@ -202,15 +205,17 @@ def test_correctness_agree_names_a_shape_mismatch(tmp_path, monkeypatch):
     agree = _correctness(tmp_path, "agree", "naive", 'reference = "take"\n')
     mutated = dataclasses.replace(_programs.CATALOG["naive"], fn=lambda W, x: W[x][:, :3])
     monkeypatch.setitem(_programs.CATALOG, "naive", mutated)
-    assert run_correctness(agree) == "shape (16384, 3) differs from take's (16384, 32)"
+    assert Correctness(Programs()).run(agree) == "shape (16384, 3) differs from take's (16384, 32)"
 
 
 def test_correctness_narrow_index_pin(tmp_path):
     assert (
-        run_correctness(_correctness(tmp_path, "narrow_index", "naive", 'expect = "overflow_error"\n'))
+        Correctness(Programs()).run(
+            _correctness(tmp_path, "narrow_index", "naive", 'expect = "overflow_error"\n')
+        )
         is None
     )
-    assert "got wrong_rows, expected ok" in run_correctness(
+    assert "got wrong_rows, expected ok" in Correctness(Programs()).run(
         _correctness(tmp_path, "narrow_index", "take", 'expect = "ok"\n')
     )
 
