@@ -32,8 +32,9 @@ class Recorder:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call" and not (report.when == "setup" and report.skipped):
             return
-        if "gate" in report.keywords:
-            self.gate = True
+        if "gate" not in report.keywords:  # another plugin's or a project's own test: not the gate's record
+            return
+        self.gate = True
         outcome = "xfailed" if hasattr(report, "wasxfail") else report.outcome
         reason = failure_reason(report) if report.failed else None
         entries = [

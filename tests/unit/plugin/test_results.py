@@ -190,3 +190,25 @@ def test_a_keyword_that_deselects_every_gate_item_is_one_line(tmp_path: Path):
     assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
     last = (proc.stdout + proc.stderr).strip().splitlines()[-1]
     assert last == "Exit: -k 'no_such_item_anywhere': deselects every gate item (1), leaving nothing to run"
+
+
+def test_only_gate_items_are_recorded(tmp_path: Path):
+    """A session that loads the gate's plugin may run other tests too (this repository's own do): their
+    failures are not the gate's, and a run of nothing but them writes no results file."""
+    from types import SimpleNamespace
+
+    from invariants.plugin.recorder import Recorder
+
+    def report(keywords: dict[str, int], outcome: str) -> object:
+        return SimpleNamespace(when="call", skipped=False, failed=outcome == "failed", outcome=outcome,
+                               keywords=keywords, nodeid="tests/t.py::t", user_properties=[],
+                               longrepr="boom")  # fmt: skip
+
+    recorder = Recorder()
+    recorder.claim_results(tmp_path / "results.json")
+    recorder.pytest_runtest_logreport(report({"t": 1}, "failed"))  # type: ignore[arg-type]
+    recorder.write_results({})
+    assert recorder.items == [] and not (tmp_path / "results.json").exists()
+    recorder.pytest_runtest_logreport(report({"gate": 1}, "failed"))  # type: ignore[arg-type]
+    assert [i["kind"] for i in recorder.items] == ["error"]
+    recorder.release()
