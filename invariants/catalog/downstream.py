@@ -75,7 +75,7 @@ from typing import Any, Literal, cast
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec
+from jax.sharding import NamedSharding, PartitionSpec
 
 from .._errors import InvariantsError
 from .._usercode import guarded
@@ -229,9 +229,10 @@ def abstract_mesh(decl: ProgramDecl) -> Any:
     on before any target is chosen, and what a factory finds in ``config.mesh``; None when unsharded."""
     if decl.mesh is None:
         return None
-    kind = AxisType.Explicit if decl.axis_types == "explicit" else AxisType.Auto
+    # Read when a mesh is declared: a release without AxisType (jax 0.5.1) runs every other program.
+    kind = jax.sharding.AxisType.Explicit if decl.axis_types == "explicit" else jax.sharding.AxisType.Auto
     axes, shape = zip(*decl.mesh, strict=True)
-    return AbstractMesh(tuple(shape), tuple(axes), axis_types=(kind,) * len(axes))
+    return jax.sharding.AbstractMesh(tuple(shape), tuple(axes), axis_types=(kind,) * len(axes))
 
 
 def sharded(specs: Sequence[Any], parts: Sequence[tuple[str | None, ...]], mesh: Any) -> tuple[Any, ...]:

@@ -21,7 +21,7 @@ from typing import Any
 import jax
 import numpy as np
 from jax.experimental import mesh_utils
-from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from .. import _config
 from .._errors import InvariantsError
@@ -68,7 +68,8 @@ def _abstract_arguments(program: Program, config_id: str, target: Target) -> tup
 def pod_mesh(devices: Sequence[Any], shape: tuple[int, ...], axes: tuple[str, ...], axis_types: str) -> Mesh:
     """A mesh of ``shape`` over ``devices`` placed by their physical coordinates, as a pod job builds it;
     ``axis_types`` ``explicit`` makes every axis Explicit (shardings in the types), else Auto."""
-    kind = AxisType.Explicit if axis_types == "explicit" else AxisType.Auto
+    # Read when a pod's mesh is built: a release without AxisType (jax 0.5.1) runs every other program.
+    kind = jax.sharding.AxisType.Explicit if axis_types == "explicit" else jax.sharding.AxisType.Auto
     placed = mesh_utils.create_device_mesh(shape, list(devices)[: int(np.prod(shape))])
     return Mesh(placed, axes, axis_types=(kind,) * len(axes))
 

@@ -310,6 +310,25 @@ def test_what_a_release_environment_runs_imports_without_what_it_lacks():
     assert proc.returncode == 0, proc.stderr.strip().splitlines()[-1:]
 
 
+def test_what_a_release_environment_runs_imports_on_a_jax_before_axis_types():
+    """bisect, matrix and versus run the gate in jax releases back to 0.4.30, whose ``jax.sharding`` has no
+    ``AxisType`` nor ``AbstractMesh`` (sharded programs of a project's own need them; nothing else does):
+    the plugin, the gate's tests, the compile path and a versus worker import there all the same."""
+    modules = (
+        "invariants.plugin.hooks", "invariants.gate.test_invariants", "invariants.gate.test_structure",
+        "invariants.gate.test_throughput", "invariants.compile.artifacts", "invariants.catalog.downstream",
+        "invariants.testing", "invariants.versus.worker", "invariants.__main__",
+    )  # fmt: skip
+    code = (
+        "import jax.sharding\n"
+        "for name in ('AxisType', 'AbstractMesh'):\n    delattr(jax.sharding, name)\n"
+        "import importlib\n"
+        f"for m in {modules!r}:\n    importlib.import_module(m)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=99)
+    assert proc.returncode == 0, proc.stderr.strip().splitlines()[-1:]
+
+
 def test_every_tox_env_that_installs_the_package_without_dependencies_has_them():
     """tox's nightly and old-release envs install the package with --no-deps (their JAX must stay): each
     lists the package's other dependencies ([base] package_deps), and those are pyproject's."""
