@@ -161,6 +161,28 @@ def test_a_session_that_uses_none_of_it_imports_no_jax(tmp_path):
     assert used["jax"] and "invariants.testing" in used["modules"]
 
 
+def test_the_fixture_takes_what_compile_for_takes(tmp_path):
+    """The fixture passes on what :func:`invariants.testing.compile_for` takes beside the target: a donated
+    step's parameter buffer is an output's (one alias, none without), and a mesh with its shardings
+    compiles for a pod target (skipped there where libtpu is missing, as the fixture skips)."""
+    facts = _session(
+        tmp_path / "kwargs",
+        "import jax, jax.numpy as jnp\n"
+        "from jax.sharding import PartitionSpec as P\n"
+        "W, X = jax.ShapeDtypeStruct((64, 8), jnp.float32), jax.ShapeDtypeStruct((16,), jnp.int32)\n"
+        "def step(w, x):\n"
+        "    return w - 0.1 * jax.grad(lambda w: jnp.take(w, x, axis=0).sum())(w)\n"
+        "def test_donated(compile_for):\n"
+        "    assert compile_for(step, W, X, target='cpu', donate_argnums=0).aliased_buffers == 1\n"
+        "    assert compile_for(step, W, X, target='cpu').aliased_buffers == 0\n"
+        "def test_sharded(compile_for):\n"
+        "    s = compile_for(lambda w, x: jnp.take(w, x, axis=0), W, X, target='tpu-v5e-2x4',\n"
+        "                    mesh={'data': 8}, in_shardings=(P('data', None), P('data')))\n"
+        "    assert s.collectives >= 1  # the table's rows on 8 chips: its lookups gather across them\n",
+    )
+    assert facts["jax"]
+
+
 def test_this_repository_collects_with_both_plugins(pytestconfig: pytest.Config):
     """The gate's plugin (this repository's conftest) and the package's plugin load side by side: this
     session is one that collected with both (a clash, such as an option both register, stops it first)."""
