@@ -10,6 +10,7 @@ import dataclasses
 import importlib.metadata
 import importlib.util
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -181,6 +182,29 @@ def test_the_fixture_takes_what_compile_for_takes(tmp_path):
         "    assert s.collectives >= 1  # the table's rows on 8 chips: its lookups gather across them\n",
     )
     assert facts["jax"]
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("jax_cuda12_plugin") is None or shutil.which("nvidia-smi") is not None,
+    reason="the notices are the CUDA plugin's on a host without CUDA",
+)
+def test_a_test_that_starts_jax_in_compile_for_shows_no_cuda_notices(tmp_path):
+    """JAX starts in the first compile_for (numpy arguments: nothing else starts it): the CUDA plugin's
+    notices of a CPU-only host (absl's, cudart_stub's) are dropped as the gate drops them, so that they are
+    not the captured output of a project's failing test. ``-s`` shows what the test wrote, uncaptured."""
+    tmp_path.joinpath("test_mine.py").write_text(
+        "import numpy as np\n"
+        "def test_it(compile_for):\n"
+        "    s = compile_for(lambda w: w * 2, np.zeros((8, 4), np.float32), target='cpu')\n"
+        "    print('compiled', s.kernels)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "test_mine.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "compiled " in out, out[-2000:]
+    assert "absl::InitializeLog" not in out and "cudart_stub" not in out, out[:2000]
 
 
 def test_this_repository_collects_with_both_plugins(pytestconfig: pytest.Config):
