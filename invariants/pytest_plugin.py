@@ -9,7 +9,8 @@ test file needs no conftest::
         assert s.metric("temp_bytes") <= 4 * 2**20
         assert compiled_snapshot == s
 
-* ``compile_for(fn, *args, target="runtime", name=None)`` is :func:`invariants.testing.compile_for`:
+* ``compile_for(fn, *args, target="runtime", name=None, mesh=None, in_shardings=None,
+  donate_argnums=())`` is :func:`invariants.testing.compile_for`:
   ``fn`` compiled for the named target on the shapes of ``args``, returned as a
   :class:`~invariants.testing.CompiledStructure` (the ``Structure`` and every metric; see that module).
   A target this host cannot compile for (no libtpu, no CUDA plugin) skips the test with the command that
@@ -49,11 +50,20 @@ def _where(frame: Any, rootpath: Path) -> str:
 
 @pytest.fixture
 def compile_for(request: pytest.FixtureRequest) -> Callable[..., CompiledStructure]:
-    """``compile_for(fn, *args, target="runtime", name=None)``: ``fn`` compiled for ``target`` and measured
-    (:func:`invariants.testing.compile_for`); an unavailable target skips, bad input fails in one line."""
+    """``compile_for(fn, *args, target="runtime", name=None, mesh=None, in_shardings=None,
+    donate_argnums=())``: ``fn`` compiled for ``target`` and measured (:func:`invariants.testing.compile_for`,
+    which says what each takes); an unavailable target skips, bad input fails in one line."""
     rootpath = Path(request.config.rootpath)
 
-    def compile_(fn: Callable[..., Any], *args: Any, target: str = "runtime", name: str | None = None) -> Any:
+    def compile_(
+        fn: Callable[..., Any],
+        *args: Any,
+        target: str = "runtime",
+        name: str | None = None,
+        mesh: Any = None,
+        in_shardings: Any = None,
+        donate_argnums: int | tuple[int, ...] = (),
+    ) -> Any:
         # Hidden from pytest's report, so that a skip names the test's line, not this one.
         __tracebackhide__ = True
         # Here, not at the top: this entry point loads in every pytest session of a project that installs
@@ -64,7 +74,10 @@ def compile_for(request: pytest.FixtureRequest) -> Callable[..., CompiledStructu
 
         skip = fail = ""
         try:
-            return measure(fn, *args, target=target, name=name)
+            return measure(
+                fn, *args, target=target, name=name, mesh=mesh, in_shardings=in_shardings,
+                donate_argnums=donate_argnums,
+            )  # fmt: skip
         except TargetUnavailable as err:
             skip = str(err)
         except InvariantsError as err:

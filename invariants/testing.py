@@ -115,8 +115,13 @@ def target_named(name: str) -> Target:
     itself (``cpu-8dev`` compiles in a child with 8 host devices), or cannot compile for at all here
     (:class:`TargetUnavailable`), says so.
     """
-    in_time = _start_jax()
-    targets = all_targets()
+    from .compile.process import held_stderr  # it sets the gate's environment defaults before JAX loads
+
+    # JAX starts here and the targets probe their compilers: on a host without CUDA, the CUDA plugin's
+    # notices (absl's, "Could not find cuda drivers") are dropped as the gate drops them; the rest is kept.
+    with held_stderr():
+        in_time = _start_jax()
+        targets = all_targets()
     if name == "runtime":
         name = next(iter(targets))
     if name not in targets:
@@ -367,12 +372,12 @@ def compile_for(
     function is traced under the mesh (``jax.set_mesh``), so PartitionSpecs inside it work as in the user's
     code. ``donate_argnums``: the arguments whose buffers the program may reuse, as ``jax.jit`` takes it (a
     training step donates its parameters). See the module docstring."""
+    chosen = target_named(target)
     # These import the catalog, and JAX with it: after target_named has started JAX as the gate does
     import jax
 
     from .compile.artifacts import CompileFailed, compile_function
 
-    chosen = target_named(target)
     label = name or getattr(fn, "__name__", None) or type(fn).__name__
     specs, config, on = _abstract(args, chosen, mesh, in_shardings)
     jit_kwargs = {"donate_argnums": donate_argnums} if donate_argnums != () else {}

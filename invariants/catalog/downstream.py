@@ -47,7 +47,7 @@ is callable with the configuration and returns a non-empty pytree of leaves with
 same pytree in every configuration; ``jax.eval_shape`` of the function works; for ``backward`` and
 ``train`` every parameter is floating-point, the function has a floating-point output to sum, and its
 gradient traces. The input facts an assert may name
-(``table_bytes``, ``lookups``, ``vocab``...) are the configuration's, whatever the parameters are. A
+(``table_bytes``, ``lookups``, ``row_bytes``, ``vocab``) are the model's own (:meth:`ParamsInputs.facts`). A
 params program is compiled, snapshotted and checked (``agree`` with a reference of the same ``params``,
 ``index_shape`` and ``kind``: the spec stage refuses any other), and timed with its own arguments (the
 throughput tier's ``_device_arguments``).
@@ -404,8 +404,9 @@ class ParamsInputs:
 
     def facts(self, config: Config) -> dict[str, int]:
         """The input facts of the model, not of the catalog's table: ``table_bytes`` of the tables it names
-        (``tables``; default every floating-point leaf of its params), ``row_bytes`` a row of each of them,
-        ``vocab`` the rows of the largest, ``lookups`` the indices it is called on."""
+        (``tables``; default every floating-point leaf of its params), ``row_bytes`` one row of them (the
+        widest where their rows differ: an index reads one row, as each of an embedding bag's indices reads
+        its own table's), ``vocab`` the rows of the largest, ``lookups`` the indices it is called on."""
         leaves = jax.tree_util.tree_flatten_with_path(self.params(config))[0]
         named = {leaf_name(path): leaf for path, leaf in leaves}
         if self.decl.tables:
@@ -425,7 +426,7 @@ class ParamsInputs:
         ]
         return {
             "table_bytes": sum(n * row for n, row in rows),
-            "row_bytes": sum(row for _, row in rows),
+            "row_bytes": max((row for _, row in rows), default=0),
             "vocab": max((n for n, _ in rows), default=0),
             "lookups": math.prod(self.config(config).index_shape),
         }

@@ -100,7 +100,7 @@ def test_ratio(throughput_case, gate, benchmark, record_property):
 
 def bytes_moved(program: Program, config: str) -> int:
     """Bytes a lookup must move at least: the rows it gathers (forward) or scatters (backward). A program
-    with params: a row of each of its tables per index of its own index shape."""
+    with params: one row of its tables (the widest) per index of its own index shape."""
     facts = program.input_facts(get_config(config))
     return facts["lookups"] * facts["row_bytes"]
 

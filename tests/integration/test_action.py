@@ -122,3 +122,75 @@ def test_bad_input_is_one_line_and_2(tmp_path):
     assert (rc, out.strip()) == (2, said)
     rc, out, _, _ = _run_step(project, tmp_path, spec_dirs="specs", catalog="yes")
     assert (rc, out.strip()) == (2, "action_gate: catalog: 'yes' is neither true nor false")
+
+
+LOCAL_PROJECT = """
+[build-system]
+requires = ["setuptools"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "locallib"
+version = "0.0.1"
+"""
+
+
+def _install_step() -> str:
+    """The run text of action.yml's install step, as GitHub runs it with bash."""
+    yaml = pytest.importorskip("yaml", reason="PyYAML reads action.yml (installed with the libs extra)")
+    action = yaml.safe_load((ROOT / "action.yml").read_text())
+    (step,) = [s for s in action["runs"]["steps"] if s.get("name") == "install the gate"]
+    assert step["working-directory"] == "${{ inputs.working-directory }}"
+    return step["run"]
+
+
+@pytest.mark.slow
+def test_the_package_input_installs_the_project_beside_the_gate(tmp_path):
+    """``package`` is one pip argument per line: the project under test (``-e .``, from the working
+    directory) and the gate as a direct reference with spaces (``name[test] @ file://...``), as a
+    workflow pins it to a URL. The fresh environment borrows this one's packages (jax, pytest...) after its
+    own, so that pip resolves the dependencies without downloading them."""
+    import sysconfig
+
+    uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
+    assert uv, "uv is in the test extra: pip install -e '.[test]'"
+    src = tmp_path / "gate-src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    noise = shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "dist")
+    for name in ("invariants", "snapshots"):
+        shutil.copytree(ROOT / name, src / name, ignore=noise)
+    build = subprocess.run([uv, "build", "-q", "--wheel", "-o", str(tmp_path / "dist"), str(src)],
+                           capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    assert build.returncode == 0, build.stderr[-2000:]
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    venv = tmp_path / "venv"
+    made = subprocess.run([uv, "venv", "-q", "--seed", "--python", sys.executable, str(venv)],
+                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert made.returncode == 0, made.stderr[-2000:]
+    python = venv / "bin" / "python"
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    (Path(site) / "borrowed.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+
+    project = tmp_path / "project"
+    (project / "locallib").mkdir(parents=True)
+    (project / "pyproject.toml").write_text(LOCAL_PROJECT)
+    (project / "locallib" / "__init__.py").write_text("WHO = 'the project under test'\n")
+    ours = ("INPUT_", "GITHUB_", "PYTHON", "VIRTUAL")  # this run's: none may reach the step
+    env = {k: v for k, v in os.environ.items() if not k.startswith(ours)}
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["GITHUB_ACTION_PATH"] = str(tmp_path / "not-used")
+    env["INPUT_PACKAGE"] = f"  -e .\n\njax-embedding-invariants[test] @ {wheel.as_uri()}\n"
+    proc = subprocess.run(["bash", "-e", "-c", _install_step()], cwd=project, env=env, capture_output=True,
+                          text=True, timeout=900, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    where = subprocess.run(
+        [str(python), "-c", "import locallib, invariants; print(locallib.WHO); print(invariants.__file__)"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert where.returncode == 0, where.stderr[-2000:]
+    who, package = where.stdout.strip().splitlines()
+    assert who == "the project under test"
+    assert Path(package).is_relative_to(venv), package  # the wheel's, not this checkout's

@@ -10,6 +10,7 @@ import dataclasses
 import importlib.metadata
 import importlib.util
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -159,6 +160,51 @@ def test_a_session_that_uses_none_of_it_imports_no_jax(tmp_path):
         "    assert s.gathers == 1\n",
     )
     assert used["jax"] and "invariants.testing" in used["modules"]
+
+
+def test_the_fixture_takes_what_compile_for_takes(tmp_path):
+    """The fixture passes on what :func:`invariants.testing.compile_for` takes beside the target: a donated
+    step's parameter buffer is an output's (one alias, none without), and a mesh with its shardings
+    compiles for a pod target (skipped there where libtpu is missing, as the fixture skips)."""
+    facts = _session(
+        tmp_path / "kwargs",
+        "import jax, jax.numpy as jnp\n"
+        "from jax.sharding import PartitionSpec as P\n"
+        "W, X = jax.ShapeDtypeStruct((64, 8), jnp.float32), jax.ShapeDtypeStruct((16,), jnp.int32)\n"
+        "def step(w, x):\n"
+        "    return w - 0.1 * jax.grad(lambda w: jnp.take(w, x, axis=0).sum())(w)\n"
+        "def test_donated(compile_for):\n"
+        "    assert compile_for(step, W, X, target='cpu', donate_argnums=0).aliased_buffers == 1\n"
+        "    assert compile_for(step, W, X, target='cpu').aliased_buffers == 0\n"
+        "def test_sharded(compile_for):\n"
+        "    s = compile_for(lambda w, x: jnp.take(w, x, axis=0), W, X, target='tpu-v5e-2x4',\n"
+        "                    mesh={'data': 8}, in_shardings=(P('data', None), P('data')))\n"
+        "    assert s.collectives >= 1  # the table's rows on 8 chips: its lookups gather across them\n",
+    )
+    assert facts["jax"]
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("jax_cuda12_plugin") is None or shutil.which("nvidia-smi") is not None,
+    reason="the notices are the CUDA plugin's on a host without CUDA",
+)
+def test_a_test_that_starts_jax_in_compile_for_shows_no_cuda_notices(tmp_path):
+    """JAX starts in the first compile_for (numpy arguments: nothing else starts it): the CUDA plugin's
+    notices of a CPU-only host (absl's, cudart_stub's) are dropped as the gate drops them, so that they are
+    not the captured output of a project's failing test. ``-s`` shows what the test wrote, uncaptured."""
+    tmp_path.joinpath("test_mine.py").write_text(
+        "import numpy as np\n"
+        "def test_it(compile_for):\n"
+        "    s = compile_for(lambda w: w * 2, np.zeros((8, 4), np.float32), target='cpu')\n"
+        "    print('compiled', s.kernels)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "test_mine.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "compiled " in out, out[-2000:]
+    assert "absl::InitializeLog" not in out and "cudart_stub" not in out, out[:2000]
 
 
 def test_this_repository_collects_with_both_plugins(pytestconfig: pytest.Config):

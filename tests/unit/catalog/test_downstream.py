@@ -713,3 +713,21 @@ def test_a_params_program_is_named_by_the_dtype_of_its_parameters(tmp_path, monk
     spec.write_text(spec.read_text().replace('kind = "forward"', 'kind = "forward"\nconfigs = ["f16"]'))
     ((decl,),) = (s.programs for s in load_specs(tmp_path / "specs"))
     assert build(decl).configs == ("f16",) and "f16" not in ALL_CONFIGS
+
+
+def test_a_models_input_facts_are_its_own_tables(tmp_path, monkeypatch):
+    """table_bytes sums the model's tables, row_bytes is one row of them (an index reads one row: a
+    per-table sum would count an 8-table bag's rows 8 times over), vocab the largest; ``tables`` narrows
+    them to the leaves it names; lookups are the model's own indices."""
+    from invariants.catalog.programs import CONFIGS
+
+    m = "plib_facts"
+    narrowed = 'index_shape = [4, 8]\ntables = ["positions"]\n'
+    built = _built(tmp_path, monkeypatch, m, params_program("p", f"{m}:embed", f"{m}:tables")
+                   + params_program("q", f"{m}:embed", f"{m}:tables", extra=narrowed)
+                   + params_program("w", f"{m}:rows", f"{m}:with_ids"))  # fmt: skip
+    facts = {name: program.input_facts(CONFIGS["f32"]) for name, program in built.items()}
+    shown = ("table_bytes", "row_bytes", "vocab", "lookups")
+    assert [facts["p"][k] for k in shown] == [(8192 + 8) * 32 * 4, 32 * 4, 8192, 4 * 8]
+    assert [facts["q"][k] for k in shown] == [8 * 32 * 4, 32 * 4, 8, 4 * 8]
+    assert [facts["w"][k] for k in shown] == [8192 * 2 * 4, 2 * 4, 8192, 4 * 8]  # the s32 ids: no table

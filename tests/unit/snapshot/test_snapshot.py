@@ -185,3 +185,58 @@ def test_a_strided_window_says_so_on_its_snapshot_line():
         lines[release] = [line for line in text.splitlines() if line.startswith("  scatter -> ")]
     assert len(lines["091"]) == len(lines["092"]) == 1
     assert not lines["091"][0].endswith(" strided") and lines["092"][0].endswith("} strided")
+
+
+_SIZES = (100_000, 60_000, 30_000, 12_000, 6_000, 3_000, 1_000, 500)
+
+
+def _tables_bag(mode: str = "fill", dtype=jnp.float32, sort: bool = False):
+    """A recommender's embedding bag: 8 tables of different sizes, each looked up by its own row of ids
+    with gather ``mode``, summed into 128 bags by integer offsets (segment_sum); ``sort``: one more kernel
+    after it (a sorted column beside the bags)."""
+    import jax
+
+    def bag(tables, ids, offsets):
+        pooled = []
+        for t, table in enumerate(tables):
+            starts = jnp.zeros(ids.shape[1:], jnp.int32).at[offsets[t]].add(1)
+            rows = table.astype(dtype).at[ids[t]].get(mode=mode)
+            pooled.append(jax.ops.segment_sum(rows, jnp.cumsum(starts) - 1, num_segments=128))
+        out = jnp.concatenate(pooled, axis=-1)
+        return (out, jnp.sort(out[:, 0])) if sort else out
+
+    return bag
+
+
+def _bag_snapshot(fn) -> str:
+    import jax
+
+    from invariants.testing import compile_for
+
+    tables = [jax.ShapeDtypeStruct((n, 64), jnp.float32) for n in _SIZES]
+    ids, offsets = jax.ShapeDtypeStruct((8, 2048), jnp.int32), jax.ShapeDtypeStruct((8, 128), jnp.int32)
+    return compile_for(fn, tables, ids, offsets, target="cpu").snapshot
+
+
+@pytest.mark.parametrize(
+    ("name", "before", "after", "bound"),
+    [
+        # the bag's gather gains promise_in_bounds: each table's bounds check folds away (one kernel line,
+        # its count ×8, and the jaxpr's mode)
+        ("gather mode", _tables_bag(), _tables_bag("promise_in_bounds"), 6),
+        ("added kernel", _tables_bag(), _tables_bag(sort=True), 16),
+        ("removed kernel", _tables_bag(sort=True), _tables_bag(), 16),
+        # every line that names the tables' rows' dtype, and the converts
+        ("changed dtype", _tables_bag(), _tables_bag(dtype=jnp.bfloat16), 16),
+    ],
+)
+def test_a_change_to_an_eight_table_bag_diffs_like_the_change(name, before, after, bound):
+    """Per-table kernels (8 tables of different sizes: kernels XLA does not fuse into one) keep their lines
+    when a change touches others: the kernels are named by what they are, equal ones one line with their
+    count, sorted, never by position. Where the summary changes, it is the diff's first line."""
+    a, b = _bag_snapshot(before), _bag_snapshot(after)
+    diff = _changed(a, b)
+    assert diff, name
+    assert len(diff) <= bound, f"{name}: {len(diff)} changed lines\n" + "\n".join(diff)
+    if any(d.startswith("+summary: ") for d in diff):
+        assert diff[0].startswith("-summary: "), name

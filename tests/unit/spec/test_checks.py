@@ -371,3 +371,33 @@ def test_a_strided_scatter_fails_the_layout_invariant(tmp_path):
     )
     assert good.metrics["scatters"] == bad.metrics["scatters"] == 1
     assert good.metrics["while_loops"] == bad.metrics["while_loops"] == 0
+
+
+def test_a_scoped_count_reads_one_dtype_and_a_power_bounds(tmp_path):
+    """``scatters(dtype="f32")`` counts the scatters of f32 results alone: a bag's f32 segment sum, not
+    the s32 scatter that makes its segment ids from the offsets; ``**`` raises as Python does."""
+    import jax
+    import jax.numpy as jnp
+
+    from invariants.testing import compile_for
+
+    def bag(table, ids, offsets):
+        starts = jnp.zeros(ids.shape, jnp.int32).at[offsets].add(1)
+        rows = jnp.take(table, ids, axis=0)
+        return jax.ops.segment_sum(rows, jnp.cumsum(starts) - 1, num_segments=16)
+
+    f32 = jax.ShapeDtypeStruct
+    bag_cpu = compile_for(bag, f32((512, 8), jnp.float32), f32((256,), jnp.int32), f32((16,), jnp.int32),
+                          target="cpu").measured  # fmt: skip
+    asserts = ['scatters(dtype=\\"f32\\") == 1', 'scatters(dtype=\\"s32\\") == 1', "scatters == 2",
+               'gathers(dtype=\\"f32\\") == scatters(dtype=\\"f32\\")', 'gathers(dtype=\\"bf16\\") == 0',
+               "temp_bytes <= 2 ** 30", "scatters ** 3 ** 2 == 512"]  # fmt: skip
+    body = "".join(
+        f'[[invariant]]\nid = "a{i}"\nprograms = ["naive"]\nassert = "{a}"\n\n' for i, a in enumerate(asserts)
+    )
+    invs = spec(tmp_path, body).invariants
+    verdicts = {
+        a: evaluate(case(inv, "naive"), lambda key: bag_cpu) for a, inv in zip(asserts, invs, strict=True)
+    }
+    assert [a for a, v in verdicts.items() if not v.holds] == []
+    assert verdicts[asserts[0]].measured == {"scatters(dtype='f32')": 1}
