@@ -215,7 +215,12 @@ class GateSession:
         if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
             what = "a link" if folder.is_symlink() else what_is(folder)
             raise InvariantsError(f"--hlo-dump-dir {shown(folder)}: {what}, not a folder the gate made")
-        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as err:  # a link to nowhere on the way, a file where a folder should be, a full disk
+            why = "a link to a folder that does not exist" if self.dump_dir.is_symlink() else err.strerror
+            raise InvariantsError(f"--hlo-dump-dir {shown(self.dump_dir)}: cannot make {key.target}/ in it "
+                                  f"({why or err})") from None  # fmt: skip
         return folder
 
     # ------------------------------------------------------------------------- what the hooks ask of it

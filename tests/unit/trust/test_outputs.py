@@ -108,6 +108,38 @@ def test_a_planted_link_in_the_dump_folder_is_not_followed_by_the_gate_session(t
     assert list(elsewhere.iterdir()) == []
 
 
+def _dumping_session(dump_dir: Path):
+    from types import SimpleNamespace
+
+    from invariants.plugin.session import GateSession
+
+    compiled = SimpleNamespace(hlo_text="HloModule take\n", jaxpr="{ lambda }\n", kernel_code={})
+    session = SimpleNamespace(dump_dir=dump_dir, cache=SimpleNamespace(get=lambda *k: compiled))
+    session._dump_folder = lambda key: GateSession._dump_folder(session, key)
+    return lambda key: GateSession.dump(session, key)  # type: ignore[arg-type]
+
+
+def test_a_dump_folder_that_is_a_link_to_nowhere_is_one_line(tmp_path):
+    from invariants.compile.record import Key
+
+    (tmp_path / "hlo").symlink_to(tmp_path / "nowhere" / "deeper", target_is_directory=True)
+    with pytest.raises(InvariantsError, match=r"--hlo-dump-dir .*hlo: cannot make cpu/ in it \(a link") as err:
+        _dumping_session(tmp_path / "hlo")(Key("take", "f32", "cpu"))
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_link_loop_in_the_dump_folder_is_one_line(tmp_path, monkeypatch):
+    from invariants.compile.record import Key
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "hlo").mkdir()
+    (tmp_path / "hlo" / "cpu").symlink_to(tmp_path / "hlo" / "cpu")
+    with pytest.raises(InvariantsError, match=r"--hlo-dump-dir .*hlo/cpu: a link") as err:
+        _dumping_session(tmp_path / "hlo")(Key("take", "f32", "cpu"))
+    assert "\n" not in str(err.value)
+
+
 def _results_file(tmp_path: Path) -> Path:
     path = tmp_path / "r.json"
     path.write_text(json.dumps(RESULTS))
