@@ -143,6 +143,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if s.nothing_selected is not None:
         session.exitstatus = 2  # bad input, as every selection of nothing is (not pytest's 5)
     s.finish(exitstatus, passed=exitstatus == 0 and session.testsfailed == 0)
+    if s.recorder.write_error is not None and session.exitstatus == 0:
+        session.exitstatus = 2  # an output that cannot be written: the run is not green, its file is old
     finished(int(session.exitstatus))  # threads a project's import left running do not hold the exit
 
 

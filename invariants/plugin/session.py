@@ -314,11 +314,13 @@ class GateSession:
         }
 
     def close(self) -> None:
-        """pytest's unconfigure: the results path released, and the selection of nothing said last (after
-        pytest's own summary line)."""
+        """pytest's unconfigure: the results path released, and the selection of nothing, or the results
+        file that could not be written, said last (after pytest's own summary line)."""
         self.recorder.release()
         if self.nothing_selected is not None:
             sys.stderr.write(f"Exit: {self.nothing_selected}\n")
+        if self.recorder.write_error is not None:
+            sys.stderr.write(f"{self.recorder.write_error}\n")
 
 
 def relation_partners(specs: list[Any], programs: list[str]) -> list[str]:

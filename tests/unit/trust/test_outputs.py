@@ -171,3 +171,34 @@ def test_versus_two_outputs_onto_one_file_is_refused(tmp_path, monkeypatch, caps
     assert status == 2 and err.count("\n") == 1, err
     assert "--json x and --out x are the same file" in err, err
     assert not (tmp_path / "x").exists()
+
+
+LOOKUP = "import jax.numpy as jnp\n\ndef lookup(table, ids):\n    return jnp.take(table, ids, axis=0)\n"
+SPEC = (
+    '[spec]\ntargets = ["cpu"]\n\n[[program]]\nname = "p"\nfunction = "outlookup:lookup"\nkind = "forward"\n'
+    'configs = ["f32"]\n'
+)
+
+
+def test_a_results_file_the_run_cannot_write_is_its_last_line_and_not_green(tmp_path, monkeypatch, capsys):
+    """A full disk at the run's end: the file before it stays, and the run says so last and exits 2, never
+    0 with the old file standing for this run."""
+    (tmp_path / "outlookup.py").write_text(LOOKUP)
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "lib.toml").write_text(SPEC)
+    earlier = tmp_path / "results.json"
+    earlier.write_text(json.dumps(RESULTS))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def full(path: object, text: str, option: str = "") -> None:
+        raise InvariantsError(f"{path}: cannot write (No space left on device)")
+
+    monkeypatch.setattr(_results, "write_atomic", full)
+    status = cli(["gate", "--spec-dir", "specs", "--no-catalog", "--targets", "cpu", "--snapshot-update",
+                  "-m", "not throughput", "-p", "no:cacheprovider", "--results-json", str(earlier)])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert status == 2, out + err
+    last = (out + err).strip().splitlines()[-1]
+    assert "results.json: cannot write (No space left on device)" in last and "before this run" in last, last
+    assert json.loads(earlier.read_text()) == RESULTS
