@@ -14,6 +14,7 @@ SPEC = (
 )
 
 
+@pytest.mark.usefixtures("declared_programs_stay_in_the_test")
 @pytest.mark.parametrize("name", ["proj$HOME x", "${HOME}", "café $USER"])
 def test_a_project_folder_named_like_a_variable_runs_the_gate(tmp_path, monkeypatch, capsys, name):
     project = tmp_path / name

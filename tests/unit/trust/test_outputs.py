@@ -123,7 +123,8 @@ def test_a_dump_folder_that_is_a_link_to_nowhere_is_one_line(tmp_path):
     from invariants.compile.record import Key
 
     (tmp_path / "hlo").symlink_to(tmp_path / "nowhere" / "deeper", target_is_directory=True)
-    with pytest.raises(InvariantsError, match=r"--hlo-dump-dir .*hlo: cannot make cpu/ in it \(a link") as err:
+    said = r"--hlo-dump-dir .*hlo: cannot make cpu/ in it \(a link"
+    with pytest.raises(InvariantsError, match=said) as err:
         _dumping_session(tmp_path / "hlo")(Key("take", "f32", "cpu"))
     assert "\n" not in str(err.value)
     assert not (tmp_path / "nowhere").exists()
@@ -180,6 +181,7 @@ SPEC = (
 )
 
 
+@pytest.mark.usefixtures("declared_programs_stay_in_the_test")
 def test_a_results_file_the_run_cannot_write_is_its_last_line_and_not_green(tmp_path, monkeypatch, capsys):
     """A full disk at the run's end: the file before it stays, and the run says so last and exits 2, never
     0 with the old file standing for this run."""
@@ -196,7 +198,8 @@ def test_a_results_file_the_run_cannot_write_is_its_last_line_and_not_green(tmp_
 
     monkeypatch.setattr(_results, "write_atomic", full)
     status = cli(["gate", "--spec-dir", "specs", "--no-catalog", "--targets", "cpu", "--snapshot-update",
-                  "-m", "not throughput", "-p", "no:cacheprovider", "--results-json", str(earlier)])  # fmt: skip
+                  "-m", "not throughput", "-p", "no:cacheprovider",
+                  "--results-json", str(earlier)])  # fmt: skip
     out, err = capsys.readouterr()
     assert status == 2, out + err
     last = (out + err).strip().splitlines()[-1]
