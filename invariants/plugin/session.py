@@ -37,6 +37,7 @@ from ..snapshot.store import GUARD_KEY
 from ..spec.checks import check_specs
 from ..spec.file import load_specs
 from . import generate
+from . import results as _results
 from .recorder import Recorder
 from .snapshots import SnapshotFolders, recorded_baselines, unused_lines
 
@@ -311,6 +312,7 @@ class GateSession:
             "declared": list(declared()),
             # Every program of the run, as --programs selects them: the report's --programs reads these.
             "programs": {name: {"kind": p.kind, "tags": sorted(p.tags)} for name, p in PROGRAMS.items()},
+            **pytest_counts(self.config),
         }
 
     def close(self) -> None:
@@ -321,6 +323,21 @@ class GateSession:
             sys.stderr.write(f"Exit: {self.nothing_selected}\n")
         if self.recorder.write_error is not None:
             sys.stderr.write(f"{self.recorder.write_error}\n")
+
+
+def pytest_counts(config: pytest.Config) -> dict[str, Any]:
+    """``{"pytest": {outcome: n}}``: each outcome as pytest's last line counts it (its terminal reporter's
+    reports, skipped modules included); empty without the terminal reporter."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    stats = getattr(reporter, "stats", None)
+    if not isinstance(stats, dict):
+        return {}
+    return {
+        "pytest": {
+            key: sum(1 for r in stats.get(key, []) if getattr(r, "count_towards_summary", True))
+            for key in _results.PYTEST_OUTCOMES
+        }
+    }
 
 
 def relation_partners(specs: list[Any], programs: list[str]) -> list[str]:
