@@ -235,5 +235,5 @@ def shown(path: Path) -> str:
     given: how every message names a file."""
     try:
         return str(path.resolve().relative_to(Path.cwd()))
-    except ValueError:
+    except (ValueError, OSError, RuntimeError):  # elsewhere, or a link loop on the way (RuntimeError)
         return str(path)

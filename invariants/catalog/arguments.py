@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
+import os
 from typing import Any
 
 import numpy as np
@@ -55,10 +57,53 @@ def make_arguments(
     tier asks for the same ones about a hundred times. The arrays are shared, hence not writeable. A
     program with its own :class:`Inputs` draws them itself.
     """
-    if program.inputs is not None:
-        return program.inputs.draw(config, distribution, seed)
-    specs = tuple((tuple(s.shape), np.dtype(s.dtype)) for s in program.argument_specs(config))
-    return _arguments(program.kind, specs, config, distribution, seed)
+    arg_specs = program.argument_specs(config)
+    need = sum(math.prod(a.shape) * np.dtype(a.dtype).itemsize for a in arg_specs)
+    have = available_memory()
+    if have is not None and need > have:
+        raise InvariantsError(_not_drawn(program, config, arg_specs, f"this machine has {_bytes(have)} free"))
+    try:
+        if program.inputs is not None:
+            return program.inputs.draw(config, distribution, seed)
+        specs = tuple((tuple(s.shape), np.dtype(s.dtype)) for s in arg_specs)
+        return _arguments(program.kind, specs, config, distribution, seed)
+    except MemoryError:  # they fit, but not with the draw's own temporaries
+        why = "drawing them ran out of memory"
+        raise InvariantsError(_not_drawn(program, config, arg_specs, why)) from None
+
+
+def available_memory() -> int | None:
+    """Bytes this machine can still give (``MemAvailable``; else its physical memory); None if unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _not_drawn(program: Program, config: Config, specs: tuple[Any, ...], why: str) -> str:
+    """One line: ``program``'s arguments in ``config`` are not drawn; their bytes, the largest one's shape."""
+    sizes = [(math.prod(a.shape) * np.dtype(a.dtype).itemsize, a) for a in specs]
+    n, big = max(sizes, key=lambda x: x[0])
+    shape = f"{np.dtype(big.dtype).name}[{','.join(map(str, big.shape))}]"
+    return (
+        f"{program.name} [{config.id}]: its arguments need {_bytes(sum(b for b, _ in sizes))} (the largest "
+        f"{shape}, {_bytes(n)}) and {why}: not drawn, so it is neither timed nor run here (its structure "
+        "and invariants need no arguments)"
+    )
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:,} B"
 
 
 # (shape, dtype) of each argument: what a draw depends on besides the kind, configuration and distribution.

@@ -89,7 +89,7 @@ def pytest_args(
     root = (rootdir or Path.cwd()).resolve()
     args = [
         str(gate_dir / tests) if tests else str(gate_dir),
-        "-p", PLUGIN, "-c", os.devnull, "--rootdir", str(root), "--import-mode=importlib",
+        "-p", PLUGIN, "-c", os.devnull, "--rootdir", _rootdir_arg(root), "--import-mode=importlib",
         # The gate command imports the plugin, JAX and the user's modules before pytest starts (to check
         # the specs), so pytest cannot rewrite asserts in their pytest plugins: nothing a user can act on.
         "-W", "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning",
@@ -106,6 +106,14 @@ def pytest_args(
     if gate_command:
         args += ["--gate-command", gate_command]
     return args
+
+
+def _rootdir_arg(root: Path) -> str:
+    """``--rootdir`` as pytest reads it back: pytest expands ``$NAME`` in it (a project folder named
+    ``a$HOME`` would be looked for elsewhere), so a root with a ``$`` is given as ``.``, relative to the
+    folder pytest runs in: the working directory here, and every child's folder (its results file's, where
+    :func:`run_gate` runs it)."""
+    return "." if "$" in str(root) else str(root)
 
 
 __all__ = [

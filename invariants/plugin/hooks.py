@@ -10,6 +10,7 @@ process the gate runs in is that module's; which items exist, :mod:`.generate`; 
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -128,6 +129,23 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
+@pytest.hookimpl(wrapper=True, tryfirst=True, specname="pytest_terminal_summary")
+def pytest_terminal_summary_whole_reasons(terminalreporter: Any, config: pytest.Config) -> Any:
+    """pytest cuts a ``FAILED`` short line to the terminal's width, and where the output is a file or a
+    pipe it takes 80 columns: a gate item's node id fills them and the line shows no reason at all. There
+    the line is written whole, as pytest writes it on CI (it reads ``CI`` when it writes the line): set for
+    the summary alone, and only in a gate run."""
+    unset = not any(k in os.environ for k in ("CI", "BUILD_NUMBER"))
+    whole = unset and _SESSION in config.stash and not terminalreporter.isatty()
+    if whole:
+        os.environ["CI"] = "1"
+    try:
+        return (yield)
+    finally:
+        if whole:
+            os.environ.pop("CI", None)
+
+
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     s = config.stash.get(_SESSION, None)
     if s is None:
@@ -143,6 +161,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if s.nothing_selected is not None:
         session.exitstatus = 2  # bad input, as every selection of nothing is (not pytest's 5)
     s.finish(exitstatus, passed=exitstatus == 0 and session.testsfailed == 0)
+    if s.recorder.write_error is not None and session.exitstatus == 0:
+        session.exitstatus = 2  # an output that cannot be written: the run is not green, its file is old
     finished(int(session.exitstatus))  # threads a project's import left running do not hold the exit
 
 

@@ -28,6 +28,8 @@ class Recorder:
         self.gate = False  # a gate item ran (so a results file was expected)
         self.notes: list[str] = []
         self.claim: _results.Claim | None = None
+        # Why the results file could not be written (a full disk): the run's last line, and not green.
+        self.write_error: str | None = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call" and not (report.when == "setup" and report.skipped):
@@ -84,7 +86,7 @@ class Recorder:
         try:
             _results.write(path, {**run, "items": self.items})
         except InvariantsError as err:
-            self.notes.append(f"invariants: {err}")
+            self.write_error = f"invariants: {err}"
 
 
 def failure_reason(report: pytest.TestReport) -> str:

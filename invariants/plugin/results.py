@@ -15,7 +15,10 @@ once, so the reader can rely on them); a failed entry also has ``reason``, the f
 (:func:`reason_of` reads it). Extra fields are allowed and kept. The top level may hold ``declared``: the
 programs the run's spec files declared (a downstream project's own), which the report shows by default
 (:func:`declared_of`); and ``programs``: every program of the run, name to ``{"kind", "tags"}``, which the
-report's ``--programs`` selects from (:func:`programs_of`). The kinds:
+report's ``--programs`` selects from (:func:`programs_of`); and ``pytest``: pytest's own count of the run's
+outcomes (:data:`PYTEST_OUTCOMES`, as its last line counts them), which holds what no entry records (an
+item skipped before it ran, a module skipped whole), so that the report counts what pytest did
+(:func:`pytest_counts_of`). The kinds:
 
 * ``structure``: ``target``, ``program``, ``config`` and every numeric metric a compile gives (structural,
   the compiler's, the kernels' code, the compile time; null where the target gives none:
@@ -55,9 +58,9 @@ from .._errors import InvariantsError
 from .._paths import write_atomic
 
 __all__ = [
-    "COMPILE_FAILED", "FIELDS", "KINDS", "PROPERTY", "TIERS", "Claim", "CompileFailure", "check_path",
-    "claim", "compile_failed", "compile_failure", "declared_of", "entry", "error_entry", "lock_path",
-    "programs_of", "read", "reason_of", "record", "write",
+    "COMPILE_FAILED", "FIELDS", "KINDS", "PROPERTY", "PYTEST_OUTCOMES", "TIERS", "Claim", "CompileFailure",
+    "check_path", "claim", "compile_failed", "compile_failure", "declared_of", "entry", "error_entry",
+    "lock_path", "programs_of", "pytest_counts_of", "read", "reason_of", "record", "write",
 ]  # fmt: skip
 
 RecordKind = Literal["structure", "invariant", "correctness", "ratio", "efficiency", "error"]
@@ -92,6 +95,8 @@ TIERS: dict[str, str] = {
 RECORDED = "recorded"
 # The ``record_property`` name every gate item records under.
 PROPERTY = "invariants"
+# The outcomes pytest's last line counts (its terminal reporter's keys), in the order it says them.
+PYTEST_OUTCOMES = ("failed", "passed", "skipped", "xfailed", "xpassed", "error")
 
 
 def record(kind: RecordKind, **fields: Any) -> tuple[str, dict[str, Any]]:
@@ -158,6 +163,15 @@ def declared_of(data: dict[str, Any]) -> list[str]:
     """The programs a run's spec files declared (empty: a run of the catalog alone, or an older file)."""
     declared = data.get("declared", [])
     return [p for p in declared if isinstance(p, str)] if isinstance(declared, list) else []
+
+
+def pytest_counts_of(data: dict[str, Any]) -> dict[str, int] | None:
+    """pytest's count of each outcome of the run (None for an older file, or a run without pytest's
+    terminal reporter)."""
+    counts = data.get("pytest")
+    if not isinstance(counts, dict):
+        return None
+    return {k: int(counts.get(k, 0)) for k in PYTEST_OUTCOMES}
 
 
 def programs_of(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -372,4 +386,9 @@ def read(path: str | Path) -> dict[str, Any]:
         raise InvariantsError(f"{p}: 'declared' must be a list of program names")
     if not isinstance(data.get("exitstatus", 0), int):
         raise InvariantsError(f"{p}: 'exitstatus' must be an integer")
+    counts = data.get("pytest", {})
+    if not isinstance(counts, dict) or not all(
+        isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts.values()
+    ):
+        raise InvariantsError(f"{p}: 'pytest' must be an object of outcome counts")
     return data

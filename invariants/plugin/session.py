@@ -39,6 +39,7 @@ from ..spec.checks import check_specs
 from ..spec.correctness import Correctness
 from ..spec.file import load_specs
 from . import generate
+from . import results as _results
 from .options import PROGRAM_SWAPS
 from .recorder import Recorder
 from .snapshots import SnapshotFolders, recorded_baselines, unused_lines
@@ -246,7 +247,12 @@ class GateSession:
         if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
             what = "a link" if folder.is_symlink() else what_is(folder)
             raise InvariantsError(f"--hlo-dump-dir {shown(folder)}: {what}, not a folder the gate made")
-        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as err:  # a link to nowhere on the way, a file where a folder should be, a full disk
+            why = "a link to a folder that does not exist" if self.dump_dir.is_symlink() else err.strerror
+            raise InvariantsError(f"--hlo-dump-dir {shown(self.dump_dir)}: cannot make {key.target}/ in it "
+                                  f"({why or err})") from None  # fmt: skip
         return folder
 
     # ------------------------------------------------------------------------- what the hooks ask of it
@@ -338,14 +344,32 @@ class GateSession:
             "programs": {
                 name: {"kind": p.kind, "tags": sorted(p.tags)} for name, p in self.all_programs.items()
             },
+            **pytest_counts(self.config),
         }
 
     def close(self) -> None:
-        """pytest's unconfigure: the results path released, and the selection of nothing said last (after
-        pytest's own summary line)."""
+        """pytest's unconfigure: the results path released, and the selection of nothing, or the results
+        file that could not be written, said last (after pytest's own summary line)."""
         self.recorder.release()
         if self.nothing_selected is not None:
             sys.stderr.write(f"Exit: {self.nothing_selected}\n")
+        if self.recorder.write_error is not None:
+            sys.stderr.write(f"{self.recorder.write_error}\n")
+
+
+def pytest_counts(config: pytest.Config) -> dict[str, Any]:
+    """``{"pytest": {outcome: n}}``: each outcome as pytest's last line counts it (its terminal reporter's
+    reports, skipped modules included); empty without the terminal reporter."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    stats = getattr(reporter, "stats", None)
+    if not isinstance(stats, dict):
+        return {}
+    return {
+        "pytest": {
+            key: sum(1 for r in stats.get(key, []) if getattr(r, "count_towards_summary", True))
+            for key in _results.PYTEST_OUTCOMES
+        }
+    }
 
 
 def relation_partners(specs: list[Any], programs: list[str]) -> list[str]:

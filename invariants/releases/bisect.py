@@ -105,8 +105,10 @@ def suite_command(*args: Any, **kwargs: Any) -> list[str]:
 
 def run_suite(env: Path, version: Version, workdir: Path, *, k: str, targets: str, programs: str | None,
               configs: str | None = None, tests: str = "", project: Project | None = None,
-              timeout: float = 1200) -> tuple[dict[str, Any], float]:  # fmt: skip
-    """Run the selection in ``env``; return the results file and the seconds it took. One line on failure."""
+              timeout: float = 1200, kept: bool = True) -> tuple[dict[str, Any], float]:  # fmt: skip
+    """Run the selection in ``env``; return the results file and the seconds it took. One line on failure:
+    it names the child's output file where ``workdir`` is ``kept`` (``--keep``), else says how to keep it
+    (a temporary folder is gone when the line is read)."""
     folder = workdir / f"jax-{version}"
     run = suite_run(env_python(env), k, targets, programs, folder / "results.json", folder / "hlo", tests,
                     configs, project)  # fmt: skip
@@ -119,9 +121,9 @@ def run_suite(env: Path, version: Version, workdir: Path, *, k: str, targets: st
     if child.returncode == 5 or (child.returncode == 0 and child.results is None):
         raise InvariantsError(f"jax {version}: -k {k!r} selects no items")
     if child.results is None:
+        where = f"see {child.log}" if kept else "--keep DIR keeps its whole output"
         raise InvariantsError(
-            f"jax {version}: the suite did not run (exit {child.returncode}): {last_line(child.log)}; "
-            f"see {child.log}"
+            f"jax {version}: the suite did not run (exit {child.returncode}): {last_line(child.log)}; {where}"
         )
     return child.results, child.seconds
 
@@ -375,7 +377,7 @@ def main_bisect(argv: list[str]) -> int:
             envs[v] = env
             results, seconds = run_suite(env, v, workdir, k=args.k, targets=args.targets,
                                          programs=args.programs, configs=args.configs,
-                                         project=project)  # fmt: skip
+                                         project=project, kept=args.keep is not None)  # fmt: skip
             verdicts[v] = verdict_of(v, results, seconds)
             ver = verdicts[v]
             judged = sum(it.get("kind") in VERDICT_KINDS for it in ver.items)

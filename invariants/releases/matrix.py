@@ -322,7 +322,8 @@ def main_matrix(argv: list[str]) -> int:
             env = ensure_env(choose_pins(v, jaxlib_releases), args.cache_dir, args.index_url)
             results, seconds = run_suite(env, v, workdir / "cpu", k=MATRIX_K, targets="cpu",
                                          programs=args.programs, configs=MATRIX_CONFIG,
-                                         tests="test_structure.py", project=project)  # fmt: skip
+                                         tests="test_structure.py", project=project,
+                                         kept=args.keep is not None)  # fmt: skip
             rows += matrix_rows(str(v), results)
             failures.update(matrix_failures(str(v), results))
             print(f"  jax {v}: cpu structures in {seconds:.0f} s")
@@ -336,7 +337,8 @@ def main_matrix(argv: list[str]) -> int:
                     results, seconds = run_suite(xenv, v, workdir / ("gpu" if gpu else "tpu"), k=MATRIX_K,
                                                  targets=targets, programs=args.programs,
                                                  configs=MATRIX_CONFIG, tests="test_structure.py",
-                                                 project=project, timeout=240)  # fmt: skip
+                                                 project=project, timeout=240,
+                                                 kept=args.keep is not None)  # fmt: skip
                     got, failed = matrix_rows(str(v), results), matrix_failures(str(v), results)
                     if not got and not failed:
                         raise InvariantsError(why_nothing(targets, results))

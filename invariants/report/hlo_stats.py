@@ -16,7 +16,7 @@ from invariants.hlo.cost import cycle_estimate, value_or_none
 from invariants.hlo.structure import Kernel, to_json
 from invariants.kernels import KernelFacts
 from invariants.kernels.dump import code_beside
-from invariants.kernels.program import code_line
+from invariants.kernels.program import code_line, multiset_text
 from invariants.measure.measurement import Measurement, measure_text
 from invariants.measure.metrics import METRICS, help_text
 
@@ -213,8 +213,8 @@ def _kernel_lines(kernels: tuple[Kernel, ...], indent: str) -> list[str]:
         else:
             what = k.opcode
             if k.fusion_kind:
-                inner = ",".join(f"{op}x{n}" if n > 1 else op for op, n in k.inner_opcodes)
-                what = f"fusion {k.fusion_kind} [{inner}]"
+                # Its fused operations as a snapshot spells them: bitcast×2, one spelling of a count.
+                what = f"fusion {k.fusion_kind} {{{multiset_text(k.inner_opcodes)}}}"
             elif k.custom_call_target:
                 what = f"custom-call {k.custom_call_target}"
             cycles = "" if k.estimated_cycles is None else f"  ({k.estimated_cycles} cycles)"
@@ -259,7 +259,7 @@ def _text_block(path: str, measured: Measurement) -> str:
         lines.append(f"  collective {c.opcode} {c.shape} ({c.bytes} bytes) groups={c.replica_groups}")
     if s.converts:
         counts = Counter(s.converts)
-        lines.append("  converts: " + ", ".join(f"{k} x{n}" for k, n in sorted(counts.items())))
+        lines.append("  converts: " + multiset_text(sorted(counts.items())))
     estimate = cycle_estimate(s)
     if estimate.cycles is not None:
         lines.append(

@@ -174,13 +174,33 @@ def _header(run: Run, title: str) -> list[str]:
     return [
         f"# {title}",
         "",
-        f"- **result**: {status}; {len(run.items):,} items from {', '.join(f'`{s}`' for s in run.sources)}",
+        f"- **result**: {status}; {len(run.items):,} items from {', '.join(f'`{s}`' for s in run.sources)}"
+        + _pytest_said(run),
         f"- **versions**: {versions}",
         f"- **runtime**: {rt.get('platform', '?')} ({rt.get('device_kind', '?')}) x{rt.get('count', '?')}",
         f"- **targets**: {', '.join(targets) or 'none recorded'}",
         *([f"- **programs**: {_focus_line(run.focus)}"] if run.focus else []),
         "",
     ]
+
+
+def _pytest_said(run: Run) -> str:
+    """``; pytest: 91 passed, 2 skipped, 5 xfailed``: the run as pytest's last line counted it."""
+    if not run.pytest:
+        return ""
+    said = ", ".join(f"{n:,} {k}" for k, n in run.pytest.items() if n)
+    return f"; pytest: {said or 'no tests ran'}"
+
+
+def _unrecorded(run: Run, by_tier: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
+    """What pytest counted beyond the entries (items skipped before they ran, modules skipped whole), by
+    outcome; empty where the file has no count of pytest's, or the report shows some programs only."""
+    if not run.pytest:
+        return {}
+    recorded = Counter(i.get("outcome") for items in by_tier.values() for i in items)
+    pytest = {**run.pytest, "xfailed": run.pytest.get("xfailed", 0) + run.pytest.get("xpassed", 0)}
+    beyond = {o: pytest.get(o, 0) - recorded.get(o, 0) for o in _OUTCOMES}
+    return {o: n for o, n in beyond.items() if n > 0}
 
 
 def _focus_line(focus: tuple[list[str], str]) -> str:
@@ -205,6 +225,13 @@ def _tier_summary(run: Run) -> list[str]:
         counts = Counter(i.get("outcome", "error") for i in items)
         counts["error"] += sum(n for o, n in counts.items() if o not in _OUTCOMES)
         rows.append(f"| {tier} | " + " | ".join(_fmt(counts.get(o, 0)) for o in _OUTCOMES) + " |")
+    beyond = _unrecorded(run, by_tier)
+    if beyond:  # so that the columns add up to pytest's count of the run
+        rows.append(
+            "| not recorded (skipped before they ran, or a module skipped whole) | "
+            + " | ".join(_fmt(beyond.get(o, 0)) for o in _OUTCOMES)
+            + " |"
+        )
     if not rows:
         return []
     lines = ["| tier | " + " | ".join(_OUTCOMES) + " |", "|---|" + "---:|" * len(_OUTCOMES), *rows, ""]

@@ -85,22 +85,19 @@ def plot(run: Run, path: str | Path) -> bool:
                     if i.get("target") == target
                 ]
                 ax.scatter(*zip(*pts, strict=True), label=target, marker=markers[n % len(markers)], s=22)
+            title = "Kernel launches per call, per program (seed config f32) and target"
             top = max(structures, key=lambda i: i["dynamic_kernel_launches"])
             if top["dynamic_kernel_launches"] >= 100:
-                trips = _fmt(top.get("max_trip_count"))
-                ax.annotate(
-                    f"{top['dynamic_kernel_launches']:,} launches: {top['program']} on {top['target']}\n"
-                    f"{top.get('while_loops')} while loop(s), max trip count {trips}",
-                    xy=(top["dynamic_kernel_launches"], y[_row_label(top)]),
-                    xytext=(0.45, 0.93),
-                    textcoords="axes fraction",
-                    fontsize=8,
-                    arrowprops={"arrowstyle": "->", "color": "grey"},
+                # Said under the title, never drawn over the points (an arrow's text covered the top rows).
+                launches, trips = top["dynamic_kernel_launches"], _fmt(top.get("max_trip_count"))
+                title += (
+                    f"\nmost: {launches:,} launches, {top['program']} on {top['target']}: "
+                    f"{top.get('while_loops')} while loop(s), max trip count {trips}"
                 )
             ax.set_xscale("log")
             ax.set_xlabel("dynamic kernel launches per call (loops expanded by trip count; log scale)")
-            ax.set_title("Kernel launches per call, per program (seed config f32) and target")
-            ax.legend(fontsize=7, loc="lower right", ncol=2)
+            ax.set_title(title)
+            _legend_outside(ax)
         else:
             data = ratios if panel == "ratio" else effs
             for t in data:
@@ -142,7 +139,13 @@ def _scatter_by_target(ax: Any, items: list[dict[str, Any]], key: str, y: dict[s
         dy = (n - (len(targets) - 1) / 2) * 0.7 / max(len(targets), 1)
         pts = [(max(i[key], 1), y[_row_label(i)] + dy) for i in items if i.get("target") == target]
         ax.scatter(*zip(*pts, strict=True), label=target, marker=markers[n % len(markers)], s=22)
-    ax.legend(fontsize=7, loc="lower right", ncol=2)
+    _legend_outside(ax)
+
+
+def _legend_outside(ax: Any) -> None:
+    """The targets' legend beside the panel, right of its axes: inside them it covered the points that lie
+    where it was put (the largest counts, on the right)."""
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0.0)
 
 
 def _row_label(item: dict[str, Any]) -> str:

@@ -65,6 +65,9 @@ class Run:
     programs: dict[str, dict[str, Any]] = field(default_factory=dict)
     # What the report shows: None (every program) or the programs chosen, and how they were chosen.
     focus: tuple[list[str], str] | None = None
+    # pytest's count of each outcome over the whole run (invariants.plugin.results.pytest_counts_of); None
+    # for a file that has none, or a report of some programs only.
+    pytest: dict[str, int] | None = None
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
         return [i for i in self.items if i.get("kind") == kind]
@@ -106,6 +109,7 @@ def load_results(path: str | Path) -> Run:
         items=list(data["items"]),
         declared=_results.declared_of(data),
         programs=_results.programs_of(data),
+        pytest=_results.pytest_counts_of(data),
     )
     for item in run.items:
         row = _throughput_of(item, item.get("target") or run.runtime_target, item["nodeid"], item["outcome"])
@@ -128,6 +132,7 @@ def merge(runs: Sequence[Run]) -> Run:
         targets={},
         exitstatus=0,
         items=[],
+        pytest=dict.fromkeys(_results.PYTEST_OUTCOMES, 0),
     )
     for run in runs:
         for name, version in run.versions.items():
@@ -143,6 +148,10 @@ def merge(runs: Sequence[Run]) -> Run:
         merged.throughput += run.throughput
         merged.declared += [p for p in run.declared if p not in merged.declared]
         merged.programs.update(run.programs)
+        if merged.pytest is not None and run.pytest is not None:
+            merged.pytest = {k: merged.pytest[k] + run.pytest.get(k, 0) for k in merged.pytest}
+        else:
+            merged.pytest = None
     return merged
 
 

@@ -289,6 +289,24 @@ def test_the_lower_floors_import_no_jax():
     assert _first_with_jax(("hlo.parse", "catalog.programs")) == "catalog.programs"
 
 
+def test_the_project_s_conftest_files_start_no_jax():
+    """Under xdist the controller loads every conftest.py and runs no test: JAX imported there (the CUDA
+    plugin's notices on a CPU-only host, held by pytest's capture) is printed after the run's summary."""
+    root = PACKAGE.parent
+    conftests = sorted(str(p) for p in (root / "tests").rglob("conftest.py"))
+    assert len(conftests) >= 3, conftests
+    code = (
+        "import runpy, sys\n"
+        f"sys.path[:0] = [{str(root)!r}, {str(root / 'tests' / 'integration')!r}]\n"
+        f"for path in {conftests!r}:\n    runpy.run_path(path)\n"
+        "print(sorted(m for m in sys.modules if m == 'jax' or m.startswith('jax_')))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=99, cwd=root)
+    assert proc.returncode == 0, proc.stderr.strip().splitlines()[-1:]
+    assert proc.stdout.strip() == "[]", proc.stdout
+    assert "cudart_stub" not in proc.stderr, proc.stderr
+
+
 def test_what_a_release_environment_runs_imports_without_what_it_lacks():
     """A release's environment (versus, bisect, matrix) installs JAX and the suite's test dependencies, not
     this package's own: a versus worker and the gate plugin must start there without the rest (psutil)."""

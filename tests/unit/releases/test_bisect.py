@@ -300,8 +300,44 @@ def test_bisect_command_line_selection_reaches_every_release(monkeypatch, capsys
     assert "selection -k 'grad_no_while' --targets tpu-v5e --programs grad_naive --configs f32" in out
     assert "first release where the selection breaks: jax 0.5.3" in out
     want = {"k": "grad_no_while", "targets": "tpu-v5e", "programs": "grad_naive", "configs": "f32",
-            "project": b.Project()}  # fmt: skip
+            "project": b.Project(), "kept": False}  # fmt: skip
     assert asked and all(s == want for s in asked), asked
+
+
+@pytest.mark.usefixtures("selection_checked")
+@pytest.mark.parametrize("command", ["bisect", "matrix"])
+@pytest.mark.parametrize("keep", [False, True])
+def test_a_release_whose_suite_did_not_run_names_no_file_that_is_gone(monkeypatch, tmp_path, command, keep):
+    """The one line of a release whose suite could not run names its output file only where --keep keeps
+    it; the temporary folder of a run without --keep is removed before the line is read."""
+    from invariants.compile.child import ChildRun
+
+    monkeypatch.setattr(b, "check_index", lambda url: None)
+    monkeypatch.setattr(m, "check_index", lambda url: None)
+    for mod in (b, m):
+        monkeypatch.setattr(mod, "list_releases", lambda name, url: [V("0.10.1"), V("0.10.2")])
+        monkeypatch.setattr(mod, "ensure_env", lambda pins, cache, url: tmp_path / "env")
+
+    def run_gate(cmd, *, env, folder, timeout):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "pytest.txt").write_text("ImportError: this release cannot import the suite\n")
+        return ChildRun(3, None, 0.1, folder / "pytest.txt")
+
+    monkeypatch.setattr(b, "run_gate", run_gate)
+    kept = ["--keep", str(tmp_path / "kept")] if keep else []
+    if command == "bisect":
+        argv, main = ["--good", "0.10.1", "--bad", "0.10.2", *kept], b.main_bisect
+    else:
+        argv, main = ["--versions", "0.10.2", "--no-tpu", "--out", str(tmp_path / "out"), *kept], m.main
+    with pytest.raises(InvariantsError, match="the suite did not run") as err:
+        main(argv)
+    line = str(err.value)
+    assert "cannot import the suite" in line, line
+    named = [w for w in line.split() if w.endswith("pytest.txt")]
+    if keep:
+        assert named and Path(named[0]).is_file(), line
+    else:
+        assert not named and "--keep DIR" in line, line
 
 
 def test_bisect_refuses_an_unknown_configuration_before_any_install(monkeypatch) -> None:

@@ -242,3 +242,23 @@ def test_a_path_that_is_not_a_regular_file_says_what_it_is(
     assert capsys.readouterr().err == "/dev/null: not a regular file (a character device)\n"
     assert main([str(fifo), SEED_TAKE]) == 0  # among several: skipped with a note, as other non-modules
     assert f"hlo-stats: skipped {fifo}: not a regular file (a named pipe)" in capsys.readouterr().err
+
+
+def test_fused_operations_are_counted_as_a_snapshot_counts_them(capsys: pytest.CaptureFixture[str]) -> None:
+    """One spelling of a count: ``bitcast×2`` in hlo-stats as in a snapshot, never ``bitcastx2``."""
+    from invariants.hlo.parse import parse_module
+    from invariants.hlo.structure import structure_of
+    from invariants.snapshot.render import kernel_line
+
+    assert main([SEED_TAKE, TPU_BWD]) == 0
+    out = capsys.readouterr().out
+    assert not re.search(r"\b[a-z-]+x\d+\b", out), re.findall(r"\b[a-z-]+x\d+\b", out)
+    fused = [
+        kernel_line(k).split(" -> ")[0]
+        for path in (SEED_TAKE, TPU_BWD)
+        for k in structure_of(parse_module(pathlib.Path(path).read_text())).kernel_list
+        if k.fusion_kind
+    ]
+    assert any("×" in f for f in fused), fused
+    for f in fused:
+        assert f in out, f

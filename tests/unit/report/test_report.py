@@ -165,6 +165,37 @@ def test_plot_writes_a_png(tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_the_plot_s_legends_and_notes_cover_no_point(tmp_path, monkeypatch):
+    """Each legend lies beside its panel, within the figure, and the note of the largest count is no text
+    drawn over the points: a legend in the panel's lower right covered the point with the most launches
+    where that was the last row."""
+    import matplotlib.pyplot as plt
+
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)
+    last_row_largest = [
+        _structure("cpu", "a_first"),
+        _structure("tpu-v5e", "a_first", dynamic_kernel_launches=4),
+        _structure("cpu", "z_last", dynamic_kernel_launches=3),
+        _structure("tpu-v5e", "z_last", while_loops=1, max_trip_count=16384, dynamic_kernel_launches=147470),
+    ]
+    run = _report.load_results(_write(tmp_path, "r.json", _results(last_row_largest)))
+    _report.plot(run, tmp_path / "plot.png")
+    (fig,) = figures
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    whole = fig.get_window_extent(renderer)
+    for ax in fig.axes:
+        legend = ax.get_legend().get_window_extent(renderer)
+        panel = ax.get_window_extent(renderer)
+        assert legend.x0 >= panel.x1, (legend, panel)
+        assert whole.x0 <= legend.x0 and legend.x1 <= whole.x1 + 1, (legend, whole)
+        assert not ax.texts, [t.get_text() for t in ax.texts]
+    assert "most: 147,470 launches, z_last on tpu-v5e" in fig.axes[0].get_title()
+    monkeypatch.undo()
+    plt.close(fig)
+
+
 def test_several_results_files_merge(tmp_path):
     gate = _write(tmp_path, "r.json", _results(RUN[:6]))
     timed = _write(tmp_path, "t.json", _results(RUN[6:]))

@@ -108,6 +108,39 @@ def test_a_planted_link_in_the_dump_folder_is_not_followed_by_the_gate_session(t
     assert list(elsewhere.iterdir()) == []
 
 
+def _dumping_session(dump_dir: Path):
+    from types import SimpleNamespace
+
+    from invariants.plugin.session import GateSession
+
+    compiled = SimpleNamespace(hlo_text="HloModule take\n", jaxpr="{ lambda }\n", kernel_code={})
+    session = SimpleNamespace(dump_dir=dump_dir, cache=SimpleNamespace(get=lambda *k: compiled))
+    session._dump_folder = lambda key: GateSession._dump_folder(session, key)
+    return lambda key: GateSession.dump(session, key)  # type: ignore[arg-type]
+
+
+def test_a_dump_folder_that_is_a_link_to_nowhere_is_one_line(tmp_path):
+    from invariants.compile.record import Key
+
+    (tmp_path / "hlo").symlink_to(tmp_path / "nowhere" / "deeper", target_is_directory=True)
+    said = r"--hlo-dump-dir .*hlo: cannot make cpu/ in it \(a link"
+    with pytest.raises(InvariantsError, match=said) as err:
+        _dumping_session(tmp_path / "hlo")(Key("take", "f32", "cpu"))
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_link_loop_in_the_dump_folder_is_one_line(tmp_path, monkeypatch):
+    from invariants.compile.record import Key
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "hlo").mkdir()
+    (tmp_path / "hlo" / "cpu").symlink_to(tmp_path / "hlo" / "cpu")
+    with pytest.raises(InvariantsError, match=r"--hlo-dump-dir .*hlo/cpu: a link") as err:
+        _dumping_session(tmp_path / "hlo")(Key("take", "f32", "cpu"))
+    assert "\n" not in str(err.value)
+
+
 def _results_file(tmp_path: Path) -> Path:
     path = tmp_path / "r.json"
     path.write_text(json.dumps(RESULTS))
@@ -139,3 +172,35 @@ def test_versus_two_outputs_onto_one_file_is_refused(tmp_path, monkeypatch, caps
     assert status == 2 and err.count("\n") == 1, err
     assert "--json x and --out x are the same file" in err, err
     assert not (tmp_path / "x").exists()
+
+
+LOOKUP = "import jax.numpy as jnp\n\ndef lookup(table, ids):\n    return jnp.take(table, ids, axis=0)\n"
+SPEC = (
+    '[spec]\ntargets = ["cpu"]\n\n[[program]]\nname = "p"\nfunction = "outlookup:lookup"\nkind = "forward"\n'
+    'configs = ["f32"]\n'
+)
+
+
+def test_a_results_file_the_run_cannot_write_is_its_last_line_and_not_green(tmp_path, monkeypatch, capsys):
+    """A full disk at the run's end: the file before it stays, and the run says so last and exits 2, never
+    0 with the old file standing for this run."""
+    (tmp_path / "outlookup.py").write_text(LOOKUP)
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "lib.toml").write_text(SPEC)
+    earlier = tmp_path / "results.json"
+    earlier.write_text(json.dumps(RESULTS))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def full(path: object, text: str, option: str = "") -> None:
+        raise InvariantsError(f"{path}: cannot write (No space left on device)")
+
+    monkeypatch.setattr(_results, "write_atomic", full)
+    status = cli(["gate", "--spec-dir", "specs", "--no-catalog", "--targets", "cpu", "--snapshot-update",
+                  "-m", "not throughput", "-p", "no:cacheprovider", "-p", "no:benchmark",
+                  "--results-json", str(earlier)])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert status == 2, out + err
+    last = (out + err).strip().splitlines()[-1]
+    assert "results.json: cannot write (No space left on device)" in last and "before this run" in last, last
+    assert json.loads(earlier.read_text()) == RESULTS

@@ -1,0 +1,53 @@
+"""A program whose arguments would need more memory than the machine has is refused before they are
+drawn, in one line naming the program, the largest argument's shape and the bytes; never a MemoryError's
+traceback (or the machine swapping) in a timed or correctness item."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from invariants._errors import InvariantsError
+from invariants.catalog import arguments
+from invariants.catalog.configs import SEED
+from invariants.catalog.programs import CATALOG
+
+
+def test_arguments_larger_than_the_free_memory_are_not_drawn(monkeypatch):
+    monkeypatch.setattr(arguments, "available_memory", lambda: 2**20)
+    drawn = []
+    monkeypatch.setattr(arguments, "_arguments", lambda *a: drawn.append(a))
+    with pytest.raises(InvariantsError) as err:
+        arguments.make_arguments(CATALOG["take"], SEED)
+    line = str(err.value)
+    assert "\n" not in line and not drawn
+    assert line.startswith("take [f32]: its arguments need 1.1 MiB"), line
+    assert "float32[8192,32]" in line and "1.0 MiB free" in line, line
+
+
+def test_a_model_s_huge_table_is_named_with_its_shape(monkeypatch):
+    """A factory's 10^12-element table: refused by its declared shape, before any drawing."""
+
+    class Huge:
+        def specs(self, config):
+            table = jax.ShapeDtypeStruct((10**6, 10**6), jnp.float32)
+            return (table, jax.ShapeDtypeStruct((4, 8), jnp.int32))
+
+        def draw(self, *a):
+            raise AssertionError("drawn")
+
+    program = dataclasses.replace(CATALOG["take"], name="my_model", inputs=Huge())
+    with pytest.raises(InvariantsError, match=r"^my_model \[f32\]: .*3\.6 TiB.*float32\[1000000,1000000\]"):
+        arguments.make_arguments(program, SEED)
+
+
+def test_a_draw_that_runs_out_of_memory_is_one_line(monkeypatch):
+    def out_of_memory(*a):
+        raise MemoryError
+
+    monkeypatch.setattr(arguments, "_arguments", out_of_memory)
+    with pytest.raises(InvariantsError, match=r"^take \[f32\]: .* drawing them ran out of memory"):
+        arguments.make_arguments(CATALOG["take"], SEED)
