@@ -1,4 +1,4 @@
-"""One helper for one job (issue "one house", defect 8), where the copies behaved differently: the one
+"""One helper for one job, where copies would behave differently: the one
 collision rule for declared program names (``registry.collision``: a spec file's ``[[program]]`` and
 :func:`invariants.catalog.registry.declare` refuse a name in the same words), the one clock choice
 (``runtime_clock``: the throughput items and versus), the one reading of ``JAX_PLATFORMS``

@@ -1,4 +1,4 @@
-"""One selection grammar (issue "one house", defect 1): the same ``--targets`` and ``--programs`` words
+"""One selection grammar: the same ``--targets`` and ``--programs`` words
 select the same targets and programs in the gate, versus, selfcheck, bisect and matrix, a near miss is
 named (did-you-mean) by each, and an empty selection is one line in each.
 
@@ -7,10 +7,6 @@ Each command is asked through its own parsing entry point: the gate's plugin rea
 matrix through ``python -m invariants`` in this process (each fails before any worker, child or install);
 bisect and matrix hand ``--programs`` (and bisect ``--targets``) to a collection of the gate in a child,
 before any release is installed.
-
-Before the fix versus kept its own target table (``_AOT_TARGETS`` imported, no ``runtime``, no
-did-you-mean, ``--targets ''`` compared nothing without a word) and took exact program names only, and
-selfcheck and matrix split their selections by hand.
 """
 
 from __future__ import annotations
