@@ -96,3 +96,36 @@ def test_the_layout_map_covers_every_subpackage() -> None:
     layout = block_after("layout")
     packages = [p.name for p in (ROOT / "invariants").iterdir() if (p / "__init__.py").exists()]
     assert packages and not [name for name in packages if f"{name}/" not in layout]
+
+
+# What history written into the tree looks like: this project's issue and defect numbers, notes kept
+# outside the repository, one machine's timings, asides about what the code once did. Public upstream
+# issues (openxla/xla#20899) are sources, not history.
+HISTORY = re.compile(
+    r"(?<![/\w#])(?:issue|defect)s? #?\d+\b|(?:issue|defect) \"|FIELD-NOTES|\d(?: ?s| ?ms| minutes) here\b"
+    r"|\bbefore (?:the|this) (?:fix|change)\b|\bit used to\b|closing note",
+    re.IGNORECASE,
+)
+TREE = ("README.md", "docs", "invariants", "tests", "examples", "scripts", "benchmarks", "tox.ini", ".github",
+        "action.yml", ".ci", "conftest.py", "pyproject.toml")  # fmt: skip
+
+
+def test_no_history_in_the_tree() -> None:
+    files = [
+        p for name in TREE for p in ([ROOT / name] if (ROOT / name).is_file() else (ROOT / name).rglob("*"))
+    ]
+    found = []
+    for path in files:
+        if not path.is_file() or "data" in path.relative_to(ROOT).parts[:3] or path == Path(__file__):
+            continue
+        if (
+            path.suffix not in (".py", ".md", ".toml", ".yml", ".yaml", ".sh", ".ini", ".txt", "")
+            or "__pycache__" in path.parts
+        ):
+            continue
+        for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if HISTORY.search(line):
+                found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert files
+    if found:
+        pytest.fail("history written into the tree:\n" + "\n".join(found))
