@@ -4,7 +4,7 @@ This module is the one owner of the metric vocabulary. The spec loader checks na
 the measuring stage computes every metric a compile gives from it (:func:`metrics_of`, through
 :func:`invariants.measure.measurement.measure`), ``hlo-stats`` prints it (``--help``) and writes its values
 (``--json``), the structure tier records them in the results file, the report's tables and ``--compare``
-read them, and the README's metric table is checked against :func:`markdown_table`. Adding a metric is one
+read them, and docs/reference.md lists them (:func:`markdown_table`). Adding a metric is one
 :class:`Metric` entry here: it reaches the gate, the pytest API, versus, bisect, matrix, the self-check and
 ``hlo-stats`` at once.
 
@@ -291,7 +291,7 @@ def sharding_facts(layout: Any, devices: int) -> dict[str, int]:
 
 
 def markdown_table(metrics: Iterable[Metric] = _ALL) -> str:
-    """The registry as the README's markdown table (the README's copy is checked against this)."""
+    """The registry as a markdown table: docs/reference.md's (``scripts/make_reference.py``)."""
     rows = ["| metric | type | meaning |", "|---|---|---|"]
     for m in metrics:
         kind = m.type if m.unit in ("count", "") else f"{m.type} ({m.unit})"

@@ -72,18 +72,30 @@ def _parser() -> argparse.ArgumentParser:
         "your function may take before the run fails in one line (default 300; INVARIANTS_USER_CODE_TIMEOUT)",
     )  # fmt: skip
     # The plugin's own flags, listed here so that --help shows them; they go to pytest as given.
-    for flag, text in _FORWARDED:
-        p.add_argument(flag, action="store_true", help=text)
+    for flag, flags, text in _FORWARDED:
+        p.add_argument(flag, **flags, help=text)
     return p
 
 
 # The plugin's own flags that this command lists in --help and passes to pytest as given (its option table),
 # beside pytest's --snapshot-update (syrupy's).
 _FORWARDED = (
-    ("--snapshot-update", "record the snapshots that differ or are missing, and the efficiency baselines "
-     "that are missing (never rewriting one)"),
-    *((o.flag, o.help) for o in OPTIONS if o.forwarded),
+    ("--snapshot-update", {"action": "store_true"}, "record the snapshots that differ or are missing, and "
+     "the efficiency baselines that are missing (never rewriting one)"),
+    *((o.flag, o.flags, o.help) for o in OPTIONS if o.forwarded),
 )  # fmt: skip
+
+
+def _forwarded(args: argparse.Namespace) -> list[str]:
+    """The plugin's own flags as given, for pytest: a switch alone, an option with its value."""
+    out: list[str] = []
+    for flag, flags, _ in _FORWARDED:
+        value = getattr(args, flag.lstrip("-").replace("-", "_"))
+        if flags.get("action") == "store_true":
+            out += [flag] if value else []
+        elif value is not None:
+            out += [flag, str(value)]
+    return out
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -135,7 +147,7 @@ def main(argv: list[str]) -> int:
         catalog=not args.no_catalog,
         gate_command=" ".join(command),
     )
-    forwarded = [flag for flag, _ in _FORWARDED if getattr(args, flag.lstrip("-").replace("-", "_"))]
+    forwarded = _forwarded(args)
     if args.user_code_timeout is not None:
         forwarded += ["--user-code-timeout", str(args.user_code_timeout)]
     usage = _OneLineUsage()

@@ -233,9 +233,9 @@ def measure(
     """Rounds of fresh worker pairs until every program's interval is decided or ``max_rounds`` are spent.
 
     With ``settings.pin``, both workers of a round run on one core, the next round on the next core: a
-    pair's two processes then see the same core and a one-core thread pool. (Measured here, 10 rounds of
-    naive, take and grad_take, quiet 2-core machine: the spread of round ratios fell from 7-18 % to
-    2.3-3.4 %.) The core each round used goes to the progress line.
+    pair's two processes then see the same core and a one-core thread pool, so that two processes of one
+    installation time alike (docs/versus.md, "One core per round"). The core each round used goes to the
+    progress line.
 
     ``configs``: the configuration each program is timed in (default :data:`CONFIG`, the catalog's seed;
     a project's program is timed in the first configuration it lists).

@@ -11,9 +11,8 @@ unit of this statistic is a **round**: one fresh pair of workers.
 2. Across rounds, the log of each round's ratio is one observation of the true log ratio plus that round's
    process bias plus its sampling error. The estimate is their mean (the geometric mean of the round
    ratios) and the interval is Student's t on the logs with ``rounds - 1`` degrees of freedom, so the
-   spread *between* process pairs, not only within them, sets its width. (Measured: the sd of a round's
-   log ratio was 2-9% on this 2-core machine under load, of which 1-6% was within-round noise; per-pair
-   intervals that ignore the between-round part under-cover.)
+   spread *between* process pairs, not only within them, sets its width: per-pair intervals that ignore
+   the between-round part under-cover (docs/versus.md, "Design").
 3. Adaptive length: after ``min_rounds`` the interval is judged against the threshold; a program whose
    interval straddles it gets more rounds, up to ``max_rounds``. Each look spends a shrinking share of
    ``1 - confidence`` (:func:`invariants._stats.look_alpha`), so looking again does not inflate the

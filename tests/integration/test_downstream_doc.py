@@ -5,7 +5,7 @@ own command, into a fresh virtual environment that borrows this environment's de
 ...) through a plain path line, so that nothing is downloaded but the build backend. ``CHECKOUT`` is a
 copy of this repository's package files, committed to a git repository of its own (``REPO_URL``), so
 that the guide's install from git installs this tree. The guide's workflow YAML is linted with actionlint
-where ``$ACTIONLINT`` names it (``.ci/run`` installs it). About 2-3 minutes here.
+where ``$ACTIONLINT`` names it (``.ci/run`` installs it). An ``e2e`` test: it takes minutes.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def test_the_guide_runs_as_written(tmp_path: Path) -> None:
 
 
 def test_the_guide_covers_what_a_downstream_project_needs() -> None:
-    """The sections issue 22 asks of the guide, by their headings and commands."""
+    """The sections a downstream project needs of the guide, by their headings and commands."""
     text = GUIDE.read_text()
     for needed in ("pip install \"$CHECKOUT", "pip wheel", "git+$REPO_URL", "params = ", "targets = [",
                    "--snapshot-update", "efficiency baseline", "compile_for", "uses: OWNER/",

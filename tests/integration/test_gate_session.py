@@ -2,7 +2,7 @@
 
 Covers: what a plain run and an update do to the snapshots (never another target's, never a deselected
 program's or configuration's, never the efficiency baselines; obsolete files deleted only where their
-target ran), the README's "adding a program" command, a missing snapshot's message, bad input as one line,
+target ran), docs/specs.md's "adding a program" command, a missing snapshot's message, bad input as one line,
 identical verdicts under pytest-xdist, and --raw-invariants. The big runs are shared (see conftest.py).
 """
 
@@ -113,18 +113,18 @@ def test_record_baselines_rewrites_the_selected_baseline(tmp_path: Path):
     assert len(json.loads(after["snapshots/cpu/efficiency/take.f32.json"])["runs"]) == 3
 
 
-def _readme_command(marker: str) -> list[str]:
-    """The shell command of the README's fenced block that follows ``marker``, split into words."""
-    readme = (ROOT / "README.md").read_text()
-    block = readme[readme.index(marker) :].split("```bash\n", 1)[1].split("```", 1)[0]
+def _doc_command(page: str, marker: str) -> list[str]:
+    """The shell command of the page's fenced block that follows ``marker``, split into words."""
+    text = (ROOT / page).read_text()
+    block = text[text.index(marker) :].split("```bash\n", 1)[1].split("```", 1)[0]
     line = next(ln for ln in block.splitlines() if ln.startswith("pytest "))
     return line.split("#")[0].split()
 
 
-def test_readme_adding_a_program_records_the_program_and_its_gradient(tmp_path: Path):
-    """The README's command, word for word with `my_lookup` -> `take` (on the CPU only, through the
+def test_adding_a_program_records_the_program_and_its_gradient(tmp_path: Path):
+    """docs/specs.md's command, word for word with `my_lookup` -> `take` (on the CPU only, through the
     INVARIANTS_TARGETS default, to keep this fast): both snapshots are recorded."""
-    words = _readme_command("## Adding a program")
+    words = _doc_command("docs/specs.md", "## Adding a program")
     assert words[0] == "pytest" and "my_lookup,grad_my_lookup" in words
     # The scratch project holds the gate modules at tests/gate (make_project); the checkout, invariants/gate.
     args = [w.replace("my_lookup", "take").replace("invariants/gate/", "tests/gate/") for w in words[1:]]

@@ -3,7 +3,7 @@
 A wheel is built from a copy of the checkout (``uv build``), installed without dependencies into a fresh
 virtual environment that borrows this environment's packages (jax, pytest, ...) through a ``.pth`` line,
 and ``python -m invariants gate`` runs the worked example of ``examples/downstream`` there. It checks what
-issue 13 asks of a downstream run: the lax.map row loop fails ``while_loops == 0`` with the usual
+a downstream run must do: the lax.map row loop fails ``while_loops == 0`` with the usual
 diagnosis, the jnp.take lookup passes, the snapshots land in the project, and nothing is written inside
 the installed package. The package must be imported from that environment, never from the checkout.
 """
@@ -139,11 +139,10 @@ FAMILIES = ("cpu", "tpu-v4", "gpu-a100")
 
 
 def test_programs_with_params_on_three_families_from_the_wheel(installed, project):
-    """Issue 22's done-when: the token plus position embedding and the module compile on cpu, tpu-v4 and
+    """Programs with parameters: the token plus position embedding and the module compile on cpu, tpu-v4 and
     gpu-a100 (core-scope targets: they compile these because specs/model.toml names them), the snapshots
     land in the project, and that file's invariants for the three families each decide their items (the
-    A100's is a ratchet: xla#46225's compare-and-swap loops); the two forms of the embedding agree on cpu.
-    About 25 s here."""
+    A100's is a ratchet: xla#46225's compare-and-swap loops); the two forms of the embedding agree on cpu."""
     where = "import invariants, os; print(os.path.dirname(invariants.__file__))"
     package = Path(_run([str(installed), "-c", where], cwd=project).stdout.strip())
     before = _tree(package.parent)
@@ -184,8 +183,8 @@ def test_programs_with_params_on_three_families_from_the_wheel(installed, projec
 
 
 def test_children_run_the_installed_gate(installed, project):
-    """selfcheck, bisect and matrix start the gate modules of the installed package, in their own folder.
-    (A full self-check from an installed wheel takes half a minute: see the closing note of issue 13.)"""
+    """selfcheck, bisect and matrix start the gate modules of the installed package, in their own folder:
+    their child command lines, built as they build them (a whole self-check from a wheel is too long here)."""
     probe = (
         "from pathlib import Path\n"
         "import invariants.selfcheck.command as s, invariants.releases.bisect as b\n"

@@ -8,10 +8,9 @@ verdicts on both sides (kernel invariants evaluated on the compiled code), at th
 an ``XLA_FLAGS`` given with ``--candidate-env`` reaches the candidate only, and a structural regression
 there exits 1 naming the invariant.
 
-Not here: a real lost-parallelism run. Whether a kernel's second thread gains anything on this 2-core
-machine depends on what else runs on it (measured: the same process's naive took 0.08 ms or 0.16 ms a call
-by the moment), so the verdict is pinned with fake workers (tests/unit/versus/test_versus.py) and measured by
-``scripts/versus_studies.py threads`` (docs/versus.md).
+Not here: a real lost-parallelism run. Whether a kernel's second thread gains anything on a small shared
+machine depends on what else runs on it, so the verdict is pinned with fake workers
+(tests/unit/versus/test_versus.py) and measured by ``python benchmarks/versus.py threads`` (docs/versus.md).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Slow (it starts one pytest child per injection): an ``e2e`` test, which the README's test command leaves
 out and ``pytest -m e2e`` runs (tests/conftest.py). By default it runs
 the registry's fast subset on the CPU target (the baseline plus two XLA-flag injections, one of which
-changes the kernel code only, and two program injections: 18 s here); ``INVARIANTS_SELFCHECK=all`` runs
+changes the kernel code only, and two program injections); ``INVARIANTS_SELFCHECK=all`` runs
 every injection on every target (what ``python -m invariants selfcheck`` does). Inside a self-check child
 it skips itself, so children never start children.
 """

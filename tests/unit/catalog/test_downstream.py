@@ -458,8 +458,8 @@ def test_a_declared_program_compiles_where_its_specs_aim_it(tmp_path, monkeypatc
 
 
 def test_a_catalog_program_on_a_core_target_is_still_an_error(tmp_path):
-    """A catalog program named on a target that does not compile it stays an error: take_clip is not core,
-    tpu-v4 compiles core."""
+    """An invariant naming a catalog program its target does not compile is an error: take_clip is not
+    core, tpu-v4 compiles core (a declared program compiles wherever its spec files name)."""
     from invariants._errors import InvariantsError
     from invariants.spec.checks import check_specs
     from invariants.spec.file import load_specs
@@ -503,7 +503,7 @@ def files(folder: Path) -> dict[str, bytes]:
 
 
 def test_example_row_loop_fails_take_passes_snapshots_in_the_project(example):
-    """The issue's figures: the lax.map row loop fails while_loops == 0 with the usual diagnosis, jnp.take
+    """The worked example: the lax.map row loop fails while_loops == 0 with the usual diagnosis, jnp.take
     passes, the snapshots land in the project. An update keeps another target's snapshots, and a failing one
     keeps (and lists) a snapshot of a program no spec declares any more; a plain run names such a file."""
     snapshots = example / "snapshots"

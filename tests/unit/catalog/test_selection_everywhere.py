@@ -7,10 +7,6 @@ Each command is asked through its own parsing entry point: the gate's plugin rea
 matrix through ``python -m invariants`` in this process (each fails before any worker, child or install);
 bisect and matrix hand ``--programs`` (and bisect ``--targets``) to a collection of the gate in a child,
 before any release is installed.
-
-Before the fix versus kept its own target table (``_AOT_TARGETS`` imported, no ``runtime``, no
-did-you-mean, ``--targets ''`` compared nothing without a word) and took exact program names only, and
-selfcheck and matrix split their selections by hand.
 """
 
 from __future__ import annotations

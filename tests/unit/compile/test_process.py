@@ -84,8 +84,8 @@ def test_xla_s_own_words_on_a_rejected_flag():
 
 
 def test_bad_input_is_exactly_one_line_on_stderr(tmp_path: Path):
-    """`python -m invariants gate --targets cpu --programs nosuch`: the line, nothing before it (the CUDA
-    plugin's absl notices of a CPU-only host used to come first, 8 lines), nothing on stdout."""
+    """`python -m invariants gate --targets cpu --programs nosuch`: the line, nothing before it (not the CUDA
+    plugin's absl notices of a CPU-only host, 8 lines), nothing on stdout."""
     proc = _child("gate", "--targets", "cpu", "--programs", "nosuch", cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert proc.stdout == ""
@@ -117,7 +117,7 @@ def test_a_green_gate_run_prints_no_absl_lines(tmp_path: Path):
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="a GPU host: cuda may be there")
 def test_jax_platforms_cuda_on_a_cpu_host_is_one_line(tmp_path: Path):
-    """It used to end in an INTERNALERROR traceback (jax.devices() raised an AssertionError)."""
+    """One line, not an INTERNALERROR traceback (jax.devices() raises an AssertionError there)."""
     proc = _child("gate", "--targets", "cpu", "--programs", "take", "--collect-only", cwd=tmp_path,
                   env={"JAX_PLATFORMS": "cuda"})  # fmt: skip
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr
@@ -139,7 +139,7 @@ def test_jax_platforms_cuda_on_a_cpu_host_is_one_line(tmp_path: Path):
     ],
 )
 def test_an_xla_flag_xla_rejects_is_one_line(tmp_path: Path, flags: str, said: str):
-    """It used to end the gate with exit 1 and no output at all (XLA aborts, file descriptor 2 held)."""
+    """One line, not exit 1 and no output at all (XLA aborts while file descriptor 2 is held)."""
     proc = _child("gate", "--targets", "cpu", "--programs", "take", "--collect-only", cwd=tmp_path,
                   env={"XLA_FLAGS": flags})  # fmt: skip
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr

@@ -39,7 +39,7 @@ def test_every_fixture_parses_deterministically(path: pathlib.Path) -> None:
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.stem)
 def test_parse_speed(path: pathlib.Path, benchmark) -> None:
     """A benchmark, not a timed test: the per-module parse time goes to pytest-benchmark's report and
-    ``--benchmark-json`` (the target is under 50 ms a module; measured 0.3-2 ms here)."""
+    ``--benchmark-json`` (the target is under 50 ms a module)."""
     text = path.read_text()
     # Five rounds are plenty for a figure in milliseconds; pytest-benchmark's default (a second of rounds
     # after calibration, per module) made this the slowest file of the unit tier on a loaded machine.

@@ -228,10 +228,10 @@ def test_partitions_are_not_part_of_equality() -> None:
 
 @pytest.mark.parametrize("cores", ["1", "4"])
 def test_a_host_with_other_cores_compiles_the_same_structure_and_signature(cores: str) -> None:
-    """Issue "one house", defect 2: the same optimized HLO compiled on a host with other cores differs
+    """The same optimized HLO compiled on a host with other cores differs
     only in XLA:CPU's ``outer_dimension_partitions`` (two here, one core: none). ``structure(a) ==
     structure(b)`` and the spec's structural signature (what that relation compares) both leave it out,
-    as the snapshot does; before the fix they compared ``Kernel.partitions`` and the relation failed."""
+    as the snapshot does: comparing ``Kernel.partitions`` would fail the relation across hosts."""
     from invariants.spec.checks import structural_signature
 
     text = (DATA / "cpu_fwd_take.txt").read_text()

@@ -1,6 +1,6 @@
 """The report reads the results of a first run, the one that recorded its efficiency baselines: such an item
-had no floor to be judged by, and its record says so (verdict "recorded") where the reader used to refuse a
-null verdict."""
+had no floor to be judged by, and its record says so (verdict "recorded"), which the reader takes, not a
+null verdict it would refuse."""
 
 from __future__ import annotations
 

@@ -279,24 +279,23 @@ def test_plot_with_nothing_to_plot_still_writes_the_markdown(tmp_path, capsys):
     assert "nothing to plot" in capsys.readouterr().err
 
 
-def test_readme_report_command_writes_only_ignored_files(tmp_path):
-    """The README's `python -m invariants report ... --plot FILE` puts its files where git ignores them."""
+def test_the_docs_report_commands_write_only_ignored_files(tmp_path):
+    """The docs' `python -m invariants report ... --plot FILE` put their files where git ignores them."""
     import re
     import subprocess
 
     root = Path(__file__).parents[3]
     if not (root / ".git").exists():
         pytest.skip("not a git checkout")
-    readme = (root / "README.md").read_text()
-    commands = re.findall(r"`(python -m invariants report [^`]*)`", readme)
-    assert commands
-    for command in commands:
-        words = command.split()
-        outputs = [words[n + 1] for n, w in enumerate(words) if w in ("--plot", "--out")]
-        assert outputs, command
-        for out in outputs:
+    pages = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    commands = [c for p in pages for c in re.findall(r"`(python -m invariants report [^`]*)`", p.read_text())]
+    writing = [c.split() for c in commands if "--plot" in c or "--out" in c]
+    assert writing, commands
+    for words in writing:
+        command = " ".join(words)
+        for out in [words[n + 1] for n, w in enumerate(words) if w in ("--plot", "--out")]:
             ignored = subprocess.run(["git", "check-ignore", "-q", out], cwd=root, check=False)
-            assert ignored.returncode == 0, f"README: {command!r} writes {out}, which git does not ignore"
+            assert ignored.returncode == 0, f"{command!r} writes {out}, which git does not ignore"
 
 
 def _unwritable(tmp_path: Path) -> Path:

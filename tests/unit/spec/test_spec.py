@@ -391,7 +391,7 @@ def test_an_empty_file_in_a_spec_dir_is_one_line(tmp_path):
 
 
 def test_lines_are_found_where_the_header_is_not_first(tmp_path):
-    """[spec] below comments: its keys' lines are found in its table (the locator used to stop at line 1)."""
+    """[spec] below comments: its keys' lines are found in its table, not on line 1."""
     path = tmp_path / "cpu.toml"
     path.write_text('# a comment\n\n[spec]\nefficiency_max_loss = 0.1\ntargets = ["cpu"]\n' + _INV)
     assert load_spec(path).targets_where == f"{path}:5"

@@ -28,7 +28,7 @@ def _spec(tmp_path: Path, name: str, targets: str, loss: float):
 
 
 def test_max_loss_matches_targets_by_pattern_as_specs_do(tmp_path: Path):
-    """A spec for ["tpu-*"] sets the loss of tpu-v5e (it used to match by equality, and fall back to 0.5)."""
+    """A spec for ["tpu-*"] sets the loss of tpu-v5e (by pattern, not by equality with a fall back to 0.5)."""
     specs = [_spec(tmp_path, "cpu", '["cpu"]', 0.2), _spec(tmp_path, "tpu", '["tpu-*"]', 0.3)]
     assert max_loss_for(specs, "tpu-v5e") == 0.3
     assert max_loss_for(specs, "cpu") == 0.2
@@ -77,8 +77,8 @@ def test_the_programs_to_record_are_the_relation_not_the_program_alone():
 
 def test_the_hinted_command_records_the_baseline_and_a_rerun_passes(tmp_path: Path):
     """As a user meets it: a run on a scratch --snapshot-dir fails for want of naive's baseline and prints
-    a command; that command, run as printed, records it (exit 0; it used to select naive alone: no item,
-    nothing timed, exit 0 and no baseline, and it named no --snapshot-dir), and the first run then passes."""
+    a command; that command, run as printed, records it (exit 0; naive alone would select no item and time
+    nothing, and it names the --snapshot-dir), and the first run then passes."""
     import os
     import re
     import shlex

@@ -75,7 +75,7 @@ def test_a_link_planted_at_a_guessable_temporary_name_is_never_written_through(t
     important = tmp_path / "important.txt"
     important.write_text("keep me")
     out = tmp_path / "report.md"
-    # The temporary names a writer used to take: beside the file, named by its pid.
+    # The temporary names a naive writer takes: beside the file, named by its pid.
     for name in (f".report.{os.getpid()}.tmp.md", f".report.md.{os.getpid()}.tmp"):
         (tmp_path / name).symlink_to(important)
     write_atomic(out, "# report\n", "--out")

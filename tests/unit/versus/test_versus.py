@@ -403,7 +403,7 @@ def _recording(start: Any) -> tuple[Any, list[Any]]:
 
 
 def test_pinned_rounds_cannot_see_lost_threads_the_all_cores_phase_does() -> None:
-    """The issue's case: one core per round gives both sides one thread, so the candidate that lost its
+    """Lost threads: one core per round gives both sides one thread, so the candidate that lost its
     second thread times alike there (CPU and wall ratio 1); the all-cores phase sees its wall clock fail,
     a second all-cores measurement repeats it, and the verdict is lost parallelism (exit 1)."""
     start, seen = _recording(fake_pairs(LOST_THREADS, seed=6, cores_bias_sd=0.06, baseline=TWO_THREADS)[0])

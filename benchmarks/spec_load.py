@@ -3,8 +3,8 @@
 
 Not a timed test (timings on a shared CI host are noise there); run it by hand after changing the loader::
 
-    python scripts/bench_spec_load.py                      # 20,000 invariants, budget 5 s
-    python scripts/bench_spec_load.py --invariants 2000    # a smaller file (e.g. against an old loader)
+    python benchmarks/spec_load.py                      # 20,000 invariants, budget 5 s
+    python benchmarks/spec_load.py --invariants 2000    # a smaller file (e.g. against an old loader)
 
 The file is written to a temporary folder, with the mix a large project writes: absolute invariants on
 names, patterns and ``kind:`` selectors, relational ones, version scopes, ratchets, long ``why`` lines and

@@ -2,8 +2,8 @@
 
 Not a timed test (timings on a shared CI host are noise there); run it by hand after changing a parser::
 
-    python scripts/bench_kernel_parse.py                  # tests/data/kernels
-    python scripts/bench_kernel_parse.py DUMP_DIR ...     # any xla_dump_to folders (.ptx, .ll)
+    python benchmarks/kernel_parse.py                  # tests/data/kernels
+    python benchmarks/kernel_parse.py DUMP_DIR ...     # any xla_dump_to folders (.ptx, .ll)
 
 For each language it parses every file ``--repeat`` times, keeps the fastest run of each file, and prints the
 cost per kernel (that run's time over the file's kernels): the mean, the worst file, and whether the worst
@@ -28,9 +28,17 @@ PARSERS = {".ptx": ("ptx", parse_ptx), ".ll": ("llvm", parse_llvm_ir)}
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("folders", nargs="*", type=Path, default=[ROOT / "tests" / "data" / "kernels"])
-    ap.add_argument("--repeat", type=int, default=20)
-    ap.add_argument("--budget-ms", type=float, default=5.0)
+    ap.add_argument(
+        "folders",
+        nargs="*",
+        type=Path,
+        default=[ROOT / "tests" / "data" / "kernels"],
+        help="folders of .ptx/.ll files (default: tests/data/kernels)",
+    )
+    ap.add_argument(
+        "--repeat", type=int, default=20, help="parses of each file; the fastest counts (default 20)"
+    )
+    ap.add_argument("--budget-ms", type=float, default=5.0, help="cost allowed per kernel (default 5 ms)")
     ns = ap.parse_args()
     files = sorted(p for f in ns.folders for p in f.rglob("*") if p.is_file() and p.suffix in PARSERS)
     stats: dict[str, list[tuple[float, int, Path]]] = {"ptx": [], "llvm": []}

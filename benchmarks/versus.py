@@ -1,11 +1,11 @@
-"""The measurement studies behind ``python -m invariants versus`` (issue 10's done-when), one command each.
+"""The measurement studies behind ``python -m invariants versus`` (docs/versus.md), one command each.
 
-    python scripts/versus_studies.py same      --runs 10   # current vs current, one busy loop per core
-    python scripts/versus_studies.py slowdown  --runs 20   # each candidate call costs a tenth more CPU
-    python scripts/versus_studies.py fusion    --runs 10   # candidate: --xla_disable_hlo_passes=fusion
-    python scripts/versus_studies.py threads   --runs 5    # candidate's loop kernels on one thread
-    python scripts/versus_studies.py releases              # --baseline 0.6.0 --candidate 0.5.3, grad programs
-    python scripts/versus_studies.py budget                # the default versus on this machine, timed
+    python benchmarks/versus.py same      --runs 10   # current vs current, one busy loop per core
+    python benchmarks/versus.py slowdown  --runs 20   # each candidate call costs a tenth more CPU
+    python benchmarks/versus.py fusion    --runs 10   # candidate: --xla_disable_hlo_passes=fusion
+    python benchmarks/versus.py threads   --runs 5    # candidate's loop kernels on one thread
+    python benchmarks/versus.py releases              # --baseline 0.6.0 --candidate 0.5.3, grad programs
+    python benchmarks/versus.py budget                # the default versus on this machine, timed
 
 Each run is the real command in a subprocess; its JSON record is kept under ``--out`` (default
 ``artifacts/versus-studies/<study>``) and a summary table is printed and written beside them. ``--load N``

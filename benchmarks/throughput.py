@@ -19,9 +19,9 @@ every timing competes for the cores, which is the worst case of a shared 2-core 
 
 Usage::
 
-    python scripts/false_alarm.py --runs 10 --hog
-    python scripts/false_alarm.py --runs 10 --hog --inject-slowdown
-    python scripts/false_alarm.py --runs 10 -k 'grad_equal or grad_zipf'   # the duplicate-heavy relations
+    python benchmarks/throughput.py --runs 10 --hog
+    python benchmarks/throughput.py --runs 10 --hog --inject-slowdown
+    python benchmarks/throughput.py --runs 10 -k 'grad_equal or grad_zipf'   # the duplicate-heavy relations
 """
 
 from __future__ import annotations
@@ -78,9 +78,11 @@ def _value(item: dict) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--runs", type=int, default=10, help="runs of the throughput tier (default 10)")
     parser.add_argument("--hog", action="store_true", help="busy-loop processes beside every run")
-    parser.add_argument("--hog-procs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument(
+        "--hog-procs", type=int, default=os.cpu_count() or 1, help="busy loops (default: one per core)"
+    )
     parser.add_argument("--inject-slowdown", action="store_true", help="naive does its work twice")
     parser.add_argument("-k", dest="select", help="only the items pytest -k selects, e.g. 'grad_equal'")
     args = parser.parse_args(argv)

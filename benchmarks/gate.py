@@ -1,10 +1,11 @@
 """The gate cold, the gate warm, and the project's own tests, timed in alternating runs against a base commit.
 
-    python scripts/bench_gate.py --base 4a64fd1 --rounds 3 [--suite] [--gate-args "-m 'not throughput'"]
+    python benchmarks/gate.py --base main --rounds 3 [--suite] [--gate-args "-m 'not throughput'"]
 
 Each round runs, for the base commit (a git worktree made for it) and for this checkout, one after the
 other and alternating which goes first: the gate with an empty compile cache (cold), the gate again on
-that cache (warm; a base without a cache compiles again), and with ``--suite`` the README's test command.
+that cache (warm; a base without a cache compiles again), and with ``--suite`` the project's test command
+(``pytest -n auto --pin-workers``).
 Beside each wall time it keeps the load average at its start and end, since these machines are shared:
 compare a pair of one round, never figures of two days. The figures go to stdout as a table and to
 ``--json`` (default ``artifacts/bench_gate.json``).
@@ -57,12 +58,18 @@ def _side(name: str, tree: Path, gate_args: list[str], suite: bool, scratch: Pat
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--base", required=True, help="the commit to compare with (e.g. main's before a change)"
+        "--base", required=True, help="the commit to compare with (e.g. main, before a change)"
     )
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--suite", action="store_true", help="also time the README's test command")
+    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds (default 2)")
+    parser.add_argument(
+        "--suite",
+        action="store_true",
+        help="also time the project's test command (pytest -n auto --pin-workers)",
+    )
     parser.add_argument("--gate-args", default="-m 'not throughput'", help="arguments of each gate run")
-    parser.add_argument("--json", default=str(ROOT / "artifacts" / "bench_gate.json"))
+    parser.add_argument(
+        "--json", default=str(ROOT / "artifacts" / "bench_gate.json"), help="where the figures go"
+    )
     args = parser.parse_args(argv)
     if args.rounds < 1:
         parser.error("--rounds: at least 1")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 22's budget: what a downstream project's gate costs, with and without the catalog.
+"""What a downstream project's gate costs, with and without the catalog.
 
 It builds a scratch downstream project (four programs of its own, one relation to the catalog's ``take``:
 ``structure(bench_take) == structure(take)``), records its snapshots once (``--no-catalog
@@ -9,12 +9,12 @@ It builds a scratch downstream project (four programs of its own, one relation t
 
 in a subprocess, alternating ``--no-catalog`` and the catalog run ``--runs`` times each, and prints each
 run's wall time, the compiles it made (the gate's ``invariants: compiled N programs`` line), its exit code
-and the load average beside it, then the medians. Nothing here asserts a time: the figures are for the
-issue (a quiet machine's budget is 40 s for the ``--no-catalog`` run on ``cpu,tpu-v5e,gpu-h100``).
+and the load average beside it, then the medians. Nothing here asserts a time: compare the two runs of one
+invocation, on one machine.
 
 Usage::
 
-    python scripts/bench_downstream.py [--runs 2] [--targets cpu,tpu-v5e,gpu-h100] [--keep DIR]
+    python benchmarks/downstream.py [--runs 2] [--targets cpu,tpu-v5e,gpu-h100] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def gate(project: Path, targets: str, *args: str) -> tuple[float, int | None, in
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=2, help="runs of each mode, alternating (default 2)")
-    p.add_argument("--targets", default="cpu,tpu-v5e,gpu-h100")
+    p.add_argument("--targets", default="cpu,tpu-v5e,gpu-h100", help="the gate's --targets")
     p.add_argument("--keep", type=Path, help="build the project here and keep it (default: a temp folder)")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
