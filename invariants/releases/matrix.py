@@ -301,9 +301,10 @@ def main_matrix(argv: list[str]) -> int:
         args.programs = "tag:user" if project.own else ",".join(MATRIX_PROGRAMS)
     # Everything the command line can get wrong, before any release is installed: where it writes, the
     # releases, the targets and the programs (collected here, as each release's child runs them).
-    check_output_dir(args.out, "--out")
+    # Checked now, made when there is something to write: a command stopped by bad input leaves no folder.
+    check_output_dir(args.out, "--out", make=False)
     if args.keep is not None:
-        check_output_dir(args.keep, "--keep")
+        check_output_dir(args.keep, "--keep", make=False)
     wanted = selectors(args.versions, "--versions", "name jax releases, e.g. 0.4.30,0.10.2")
     gpus = matrix_gpus(args.targets)
     check_selection(MATRIX_K, "cpu", args.programs, MATRIX_CONFIG, tests="test_structure.py",
@@ -317,7 +318,7 @@ def main_matrix(argv: list[str]) -> int:
     notes: dict[str, str] = {}
     failures: dict[tuple[str, str, str], str] = {}
     with tempfile.TemporaryDirectory(prefix="invariants-matrix-") as tmp:
-        workdir = args.keep or Path(tmp)
+        workdir = check_output_dir(args.keep, "--keep") if args.keep is not None else Path(tmp)
         for v in versions:
             env = ensure_env(choose_pins(v, jaxlib_releases), args.cache_dir, args.index_url)
             results, seconds = run_suite(env, v, workdir / "cpu", k=MATRIX_K, targets="cpu",
@@ -353,6 +354,7 @@ def main_matrix(argv: list[str]) -> int:
         notes.setdefault(key, note)
         print(f"  {key}: {note}")
     table = render_matrix(rows, names, notes, failures)
+    check_output_dir(args.out, "--out")
     write_atomic(args.out / "matrix.md", table, "--out")
     write_atomic(
         args.out / "matrix.json", json.dumps([dataclasses.asdict(r) for r in rows], indent=1), "--out"

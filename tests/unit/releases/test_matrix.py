@@ -97,7 +97,7 @@ def test_the_plot_draws_the_kernel_panels(tmp_path: Path, monkeypatch) -> None:
         (["--versions", "0.10.2", "--targets", "tpu-v4"], "--targets tpu-v4: matrix does not run tpu-v4"),
         (["--versions", "0.10.2", "--programs", "nosuch"], "--programs: unknown program 'nosuch'"),
         (["--versions", "0.10.2", "--out", "/dev/null"], "--out /dev/null: a character device, not a folder"),
-        (["--versions", "0.10.2", "--keep", "/sys/runs"], "--keep /sys/runs: cannot make the folder"),
+        (["--versions", "0.10.2", "--keep", "/sys/runs"], "--keep /sys/runs: cannot write in /sys, where it would be made"),
     ],
 )  # fmt: skip
 def test_matrix_refuses_what_it_cannot_do_before_any_install(monkeypatch, tmp_path, argv, said) -> None:
@@ -108,7 +108,8 @@ def test_matrix_refuses_what_it_cannot_do_before_any_install(monkeypatch, tmp_pa
         raise AssertionError("the index was asked before the command line was checked")
 
     monkeypatch.setattr(m, "check_index", unreachable)
-    monkeypatch.chdir(tmp_path)  # the default --out, artifacts/matrix, is made here
+    monkeypatch.chdir(tmp_path)  # the default --out, artifacts/matrix, would be made here
     with pytest.raises(InvariantsError) as err:
         m.main_matrix(argv)
     assert str(err.value).startswith(said) and "\n" not in str(err.value), str(err.value)
+    assert not (tmp_path / "artifacts").exists()  # bad input leaves no folder behind
