@@ -1,14 +1,15 @@
 """Performance invariants for JAX/XLA embedding lookups.
 
 The package is a pipeline, one subpackage a stage, and data flows one way (each ``__init__`` says what its
-stage owns; ``tests/unit/test_architecture.py`` holds the floors)::
+stage owns; the layer contract in ``pyproject.toml`` holds the floors)::
 
     catalog/   what is measured: programs (the catalog, a project's [[program]]s), configs, targets, and
                the one selection grammar of --programs and --targets
     compile/   (program, config, target) -> Compiled: jaxpr, optimized HLO, kernel code, analyses; the
                process a gate runs in; the gate in a child process
-    hlo/       optimized-HLO text -> HloModule -> Structure; predicted cost; the metric registry
+    hlo/       optimized-HLO text -> HloModule -> Structure; predicted cost
     kernels/   PTX and LLVM IR -> per-kernel facts (atomics, CAS loops, spills)
+    measure/   Compiled -> Measurement (the structure, the kernel facts, every metric); the metric registry
     snapshot/  Compiled -> the snapshot text, and the syrupy extensions that store it
     spec/      invariants/*.toml -> Spec; Spec x Structure -> Decision (checks, correctness)
     timing/    paired A/B throughput ratios with intervals; JAX callables; efficiency baselines

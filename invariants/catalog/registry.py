@@ -8,8 +8,7 @@ file (see :mod:`invariants.catalog.downstream`) is compiled, snapshotted and che
 program, and two runs in one process (pytester, the pytest API's tests) never see each other's programs.
 The catalog itself (:mod:`invariants.catalog.programs`) stays the one file a new canonical program touches.
 
-Declared names may not collide with the catalog's: a report, a snapshot file and an invariant all name a
-program by its name alone, so one name must mean one program.
+Declared names may not collide with the catalog's (:func:`invariants.spec.file.collision`, the one rule).
 """
 
 from __future__ import annotations
@@ -19,18 +18,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from .._errors import InvariantsError, did_you_mean
+from ..spec.file import collision
 from .programs import CATALOG, Program
 from .select import select_program_words
 
-__all__ = ["Programs", "collision", "get_program"]
-
-
-def collision(name: str) -> str | None:
-    """Why a declared program may not be called ``name`` (None: it may): the one rule, for spec files
-    (:func:`invariants.spec.file.load_specs`, which names the file and line) and :class:`Programs` alike."""
-    if name in CATALOG:
-        return f"program '{name}' collides with the catalog's program of that name; rename it"
-    return None
+__all__ = ["Programs", "get_program"]
 
 
 class Programs(Mapping[str, Program]):
@@ -43,7 +35,7 @@ class Programs(Mapping[str, Program]):
     def __init__(self, declared: Iterable[Program] = (), catalog: Mapping[str, Program] = CATALOG) -> None:
         own: dict[str, Program] = {}
         for program in declared:
-            why = collision(program.name)
+            why = collision(program.name, CATALOG)
             if why is not None:
                 raise InvariantsError(why)
             known = own.get(program.name)

@@ -1039,17 +1039,25 @@ def select_programs(selectors: Sequence[str], known: Mapping[str, Any] | None = 
     return match_programs(selectors, _known(known))
 
 
+def collision(name: str, catalog: Mapping[str, Any]) -> str | None:
+    """Why a declared program may not be called ``name`` (None: it may): the one rule, for spec files
+    (:func:`load_specs`, which names the file and line) and a run's programs
+    (:class:`invariants.catalog.registry.Programs`) alike. A report, a snapshot file and an invariant name a
+    program by its name alone, so one name must mean one program."""
+    if name in catalog:
+        return f"program '{name}' collides with the catalog's program of that name; rename it"
+    return None
+
+
 def load_specs(*directories: Path) -> list[Spec]:
     """Every ``*.toml`` of each directory (default: the package's own); a folder without any is an error,
     not an empty gate, and so is a folder whose files declare nothing to check.
 
     Each file is read and parsed once. The ``[[program]]`` tables of all files are read first, so that an
     invariant of one file may name a program declared in another. A declared name must be new: not the
-    catalog's (:func:`invariants.catalog.registry.collision`), not declared twice.
+    catalog's (:func:`collision`), not declared twice.
     """
-    from ..catalog.programs import CATALOG
-    from ..catalog.registry import collision
-
+    catalog = _known(None)
     paths: list[Path] = []
     for directory in directories or (SPEC_DIR,):
         if directory.is_file():
@@ -1064,14 +1072,14 @@ def load_specs(*directories: Path) -> list[Spec]:
             raise InvariantsError(f"{shown(directory)}: no *.toml spec files here")
         paths += found
     parsed = [(path, *_read(path)) for path in paths]
-    known: dict[str, Any] = dict(_known(None))
+    known: dict[str, Any] = dict(catalog)
     first: dict[str, str] = {}
     declared: list[tuple[ProgramDecl, ...]] = []
     for _path, data, loc in parsed:
         decls = _programs_of(data, loc)
         declared.append(decls)
         for decl in decls:
-            why = collision(decl.name)
+            why = collision(decl.name, catalog)
             if why is not None:
                 raise InvariantsError(f"{decl.where}: {why}")
             if decl.name in first:
@@ -1082,7 +1090,7 @@ def load_specs(*directories: Path) -> list[Spec]:
             known[decl.name] = decl
     own = SPEC_DIR.resolve()
     specs = [
-        dataclasses.replace(_spec_of(path, data, loc, CATALOG, decls), catalog_scope=True)
+        dataclasses.replace(_spec_of(path, data, loc, catalog, decls), catalog_scope=True)
         if path.parent.resolve() == own
         else _spec_of(path, data, loc, known, decls)
         for (path, data, loc), decls in zip(parsed, declared, strict=True)

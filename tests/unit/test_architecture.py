@@ -80,33 +80,95 @@ def test_every_subpackage_ships_in_the_wheel():
 
 # ---------------------------------------------------------------------------------------------------------
 # The layer contract: data flows one way, from the floors that read text and name things (no JAX) up to
-# the commands. A module imports only from its own floor or the floors below; a lazy import inside a
-# function counts (it runs upward all the same), an import under ``if TYPE_CHECKING:`` does not (it never
-# runs). Adding a module means placing it here.
+# the commands. It is import-linter's layers contract in pyproject.toml ([tool.importlinter]), which sees
+# every form of import; these tests run it, show it failing on each form planted, and check that every
+# module has a floor.
 
-LAYERS: tuple[tuple[str, ...], ...] = (
-    # 0: what every floor uses: errors, output paths, statistics, cores, the environment variables
-    ("_errors", "_paths", "_stats", "_cores", "_config", "_signals", "_usercode"),
-    # 1: data and text, no JAX: configurations, selection, the target table, HLO and kernel code, the spec
-    #    files and their assert grammar, the results records and the gate's item names
-    ("catalog.configs", "catalog.select", "catalog.targets", "compile.record", "compile.store", "hlo",
-     "kernels", "measure",
-     "spec.file", "spec.asserts", "plugin.results", "plugin.items"),
-    # 2: the catalog's programs and everything that compiles, snapshots, checks or times them
-    ("catalog", "compile", "snapshot", "spec", "timing", "testing"),
-    # 3: the pytest session
-    ("plugin", "gate", "pytest_plugin"),
-    # 4: the commands
-    ("report", "versus", "releases", "selfcheck", "__main__", "__init__"),
-)  # fmt: skip
-ENTRIES = {m for layer in LAYERS for m in layer}
 
-# Upward edges that exist today, each with its reason; the test fails when one is gone too, so that this
-# list only shrinks.
-KNOWN_UPWARD = {
-    ("spec.file", "catalog"): "spec loading checks selectors against the programs' names (the catalog's and "
-    "the declared ones), which it imports when it is called",
+def _lint(root: Path = PACKAGE.parent) -> subprocess.CompletedProcess[str]:
+    """``lint-imports`` on the package folder under ``root`` (its pyproject.toml), in a fresh interpreter,
+    so that a copy of the package with a planted import is the one read, not the package this process
+    imported."""
+    command = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or shutil.which(
+        "lint-imports"
+    )
+    if command is None:
+        pytest.fail("lint-imports not found: pip install -e '.[dev]' (import-linter)")
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    return subprocess.run([command, "--no-logo", "--no-cache", "pyproject.toml"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def _floors() -> list[list[str]]:
+    """The contract's floors, top first, each a list of module names below ``invariants``."""
+    import tomllib
+
+    contract = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (layers,) = [c["layers"] for c in contract["contracts"] if c["type"] == "layers"]
+    return [[m.strip().removeprefix("invariants.") for m in floor.split(":")] for floor in layers]
+
+
+def test_the_layer_contract_holds():
+    result = _lint()
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "Contracts: 1 kept, 0 broken." in result.stdout
+
+
+def test_every_module_has_a_floor():
+    """A module the contract does not place is checked by nothing. The packages whose modules sit on two
+    floors list their modules; their ``__init__`` (and the package's own) imports nothing of the package."""
+    placed = [m for floor in _floors() for m in floor]
+    modules = {m for m in _package_files() if m != "__init__"}
+    unplaced = sorted(m for m in modules if not any(m == p or m.startswith(p + ".") for p in placed))
+    split = {p.rsplit(".", 1)[0] for p in placed if "." in p}
+    assert set(unplaced) == split, (
+        f"place these modules in pyproject.toml's layers: {sorted(set(unplaced) - split)}"
+    )
+    gone = sorted(p for p in placed if not _is_module(p))
+    assert not gone, f"the layers name modules that are gone: {gone}"
+    edges = module_edges()
+    assert not {m: edges.get(m) for m in [*split, "__init__"] if edges.get(m)}, "an unplaced __init__ imports"
+
+
+# Each form an upward import can take, planted in the HLO floor's package (floor 1) naming the plugin
+# (floor 3); the last is lazy, inside a function. One under TYPE_CHECKING never runs, and is no edge.
+PLANTED = {
+    "import": "import invariants.plugin.session\n",
+    "from package import module": "from invariants.plugin import session\n",
+    "from module import name": "from invariants.plugin.hooks import gate_session\n",
+    "relative": "from ..plugin import session\n",
+    "lazy": "def f():\n    import invariants.plugin.session\n",
 }
+
+
+@pytest.fixture(scope="module")
+def planted_copies(tmp_path_factory) -> dict[str, Path]:
+    """A copy of the package and its pyproject.toml for each planted form (and one with a TYPE_CHECKING
+    import only)."""
+    forms = {**PLANTED, "type checking": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                          "    import invariants.plugin.session\n"}  # fmt: skip
+    copies = {}
+    for n, (form, code) in enumerate(forms.items()):
+        root = tmp_path_factory.mktemp(f"planted{n}")
+        shutil.copytree(PACKAGE, root / "invariants", ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copy(PACKAGE.parent / "pyproject.toml", root / "pyproject.toml")
+        init = root / "invariants" / "hlo" / "__init__.py"
+        init.write_text(init.read_text() + "\n" + code)
+        copies[form] = root
+    return copies
+
+
+@pytest.mark.parametrize("form", [*PLANTED, "type checking"])
+def test_the_contract_catches_each_form_of_a_planted_upward_import(planted_copies, form):
+    """The contract on a copy of the package with one upward import planted (the HLO floor importing the
+    plugin), in each form Python has: broken, naming that import; a TYPE_CHECKING import keeps it."""
+    result = _lint(planted_copies[form])
+    if form == "type checking":
+        assert result.returncode == 0, result.stdout[-2000:]
+        return
+    assert result.returncode == 1 and "1 broken" in result.stdout, result.stdout[-2000:]
+    assert "invariants.hlo is not allowed to import invariants.plugin" in result.stdout, result.stdout[-2000:]
+
 
 # The modules that must start without JAX (hlo-stats, the spec validator, selection, the target table, the
 # report's reader of results).
@@ -126,16 +188,6 @@ def _module_name(path: Path) -> str:
 def _is_module(name: str) -> bool:
     base = PACKAGE.joinpath(*name.split("."))
     return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
-
-
-def entry_of(module: str) -> str:
-    """The floor entry a module belongs to: the longest dotted prefix of it that LAYERS names (a module
-    of its own, such as ``catalog.configs``, or its subpackage, ``catalog``), else the module itself."""
-    parts = module.split(".")
-    for n in range(len(parts), 0, -1):
-        if ".".join(parts[:n]) in ENTRIES:
-            return ".".join(parts[:n])
-    return module
 
 
 def _imported(path: Path, node: ast.ImportFrom) -> list[str]:
@@ -191,79 +243,6 @@ def _graph_of(root: Path) -> dict[str, set[str]]:
 
     graph = json.loads(out.stdout)
     return {name(m): {name(d) for d in deps if d != m} for m, deps in graph.items()}
-
-
-def package_edges(root: Path = PACKAGE.parent) -> dict[str, set[str]]:
-    """Floor entry -> the floor entries it imports at run time."""
-    edges: dict[str, set[str]] = {}
-    for module, deps in module_edges(root).items():
-        me = entry_of(module)
-        edges.setdefault(me, set()).update(e for e in map(entry_of, deps) if e != me)
-    return edges
-
-
-def upward(edges: dict[str, set[str]], layers: tuple[tuple[str, ...], ...]) -> list[tuple[str, str]]:
-    """The edges ``(a, b)`` where ``a`` imports ``b`` from a higher floor."""
-    floor = {m: i for i, layer in enumerate(layers) for m in layer}
-    return sorted(
-        (a, b) for a, deps in edges.items() for b in deps if a in floor and b in floor and floor[b] > floor[a]
-    )
-
-
-def _said(edges: list[tuple[str, str]]) -> str:
-    floor = {m: i for i, layer in enumerate(LAYERS) for m in layer}
-    return "; ".join(f"{a} (floor {floor[a]}) imports {b} (floor {floor[b]})" for a, b in edges)
-
-
-def test_every_module_has_a_floor():
-    modules = {_module_name(p) or "__init__" for p in PACKAGE.rglob("*.py") if "snapshots" not in p.parts}
-    unplaced = sorted(m for m in modules if entry_of(m) not in ENTRIES)
-    assert not unplaced, "place these modules in LAYERS: " + ", ".join(unplaced)
-    gone = sorted(e for e in ENTRIES if e != "__init__" and not _is_module(e))
-    assert not gone, "LAYERS names modules that are gone: " + ", ".join(gone)
-
-
-def test_no_import_runs_upward():
-    found = upward(package_edges(), LAYERS)
-    unexpected = [e for e in found if e not in KNOWN_UPWARD]
-    assert not unexpected, "imports that run upward: " + _said(unexpected)
-    gone = [e for e in KNOWN_UPWARD if e not in found]
-    assert not gone, "no longer upward, drop from KNOWN_UPWARD: " + _said(gone)
-
-
-# Each form an upward import can take, planted in the HLO floor's package (floor 1) naming the plugin
-# (floor 3); the last is lazy, inside a function. One under TYPE_CHECKING never runs, and is no edge.
-PLANTED = {
-    "import": "import invariants.plugin\n",
-    "from package import module": "from invariants import plugin\n",
-    "from module import name": "from invariants.plugin import hooks\n",
-    "relative": "from .. import plugin\n",
-    "lazy": "def f():\n    import invariants.plugin.session\n",
-}
-
-
-@pytest.fixture(scope="module")
-def planted_copies(tmp_path_factory) -> dict[str, Path]:
-    """A copy of the package for each planted form (and one with a TYPE_CHECKING import only)."""
-    forms = {**PLANTED, "type checking": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                                          "    import invariants.plugin\n"}  # fmt: skip
-    copies = {}
-    for n, (form, code) in enumerate(forms.items()):
-        root = tmp_path_factory.mktemp(f"planted{n}")
-        shutil.copytree(PACKAGE, root / "invariants", ignore=shutil.ignore_patterns("__pycache__"))
-        init = root / "invariants" / "hlo" / "__init__.py"
-        init.write_text(init.read_text() + "\n" + code)
-        copies[form] = root
-    return copies
-
-
-@pytest.mark.parametrize("form", [*PLANTED, "type checking"])
-def test_the_contract_catches_each_form_of_a_planted_upward_import(planted_copies, form):
-    """The checker on a copy of the package with one upward import planted (the HLO floor importing the
-    plugin), in each form Python has: that edge is named, beside the known ones, and nothing else."""
-    found = [e for e in upward(package_edges(planted_copies[form]), LAYERS) if e not in KNOWN_UPWARD]
-    assert found == ([] if form == "type checking" else [("hlo", "plugin")])
-    assert _said([("hlo", "plugin")]) == "hlo (floor 1) imports plugin (floor 3)"
 
 
 def _first_with_jax(modules: tuple[str, ...]) -> str | None:

@@ -1,5 +1,5 @@
 """One helper for one job, where copies would behave differently: the one collision rule for declared
-program names (``registry.collision``: a spec file's ``[[program]]`` and a run's
+program names (``spec.file.collision``: a spec file's ``[[program]]`` and a run's
 :class:`invariants.catalog.registry.Programs` refuse a name in the same words), the one clock choice
 (``runtime_clock``: the throughput items and versus), the one reading of ``JAX_PLATFORMS``
 (``_config.requested_platforms``: the gate's backend guard and versus), and the one display of a path
@@ -18,7 +18,7 @@ from invariants import _config, _paths
 from invariants._errors import InvariantsError
 from invariants.catalog import registry
 from invariants.catalog.programs import CATALOG
-from invariants.spec.file import load_specs
+from invariants.spec.file import collision, load_specs
 from invariants.timing.paired import runtime_clock
 from invariants.versus import command as versus
 
@@ -51,12 +51,12 @@ def test_a_catalog_name_is_refused_in_the_same_words_from_a_spec_file_and_from_a
     assert where == "specs/lib.toml:4", from_spec
     with pytest.raises(InvariantsError) as err:
         registry.Programs([dataclasses.replace(CATALOG["naive"], name=name)])
-    assert str(err.value) == said == registry.collision(name)
+    assert str(err.value) == said == collision(name, CATALOG)
 
 
 def test_a_new_name_passes_both_ways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    assert registry.collision("my_lookup") is None
+    assert collision("my_lookup", CATALOG) is None
     programs = registry.Programs([dataclasses.replace(CATALOG["naive"], name="my_lookup")])
     assert "my_lookup" in programs.declared and list(programs)[-1] == "my_lookup"
     assert "my_lookup" not in registry.Programs()  # another run's programs know nothing of it
