@@ -39,7 +39,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
@@ -163,26 +163,29 @@ def _calibrate(a: Timed, b: Timed, warmup: int, sample_seconds: float, clock: Cl
     return inner_for(probes_a), inner_for(probes_b)
 
 
+class _Sides(NamedTuple):
+    """What every pair is taken of: the two callables, their calls per sample, the clock."""
+
+    a: Timed
+    b: Timed
+    inner: tuple[int, int]
+    clock: Clock
+
+
 def _pairs(
-    a: Timed,
-    b: Timed,
-    inner: tuple[int, int],
-    count: int,
-    start: int,
-    clock: Clock,
-    t_a: list[float],
-    t_b: list[float],
-    deadline: float | None,
-    floor: int,
-) -> None:
-    """Append ``count`` pairs of per-call times, order alternating with the pair index (ABBA).
+    sides: _Sides, count: int, start: int, deadline: float | None, floor: int
+) -> tuple[list[float], list[float]]:
+    """``count`` more pairs of per-call times (A's, B's), the order alternating with the pair index (ABBA)
+    from ``start``, the number of pairs taken before.
 
     Stops early past ``deadline`` once at least ``floor`` pairs exist in total.
     """
-    inner_a, inner_b = inner
+    a, b, (inner_a, inner_b), clock = sides
+    t_a: list[float] = []
+    t_b: list[float] = []
     for i in range(start, start + count):
-        if deadline is not None and len(t_a) >= floor and clock() >= deadline:
-            return
+        if deadline is not None and i >= floor and clock() >= deadline:
+            break
         if i % 2 == 0:
             sa = _sample(a, inner_a, clock)
             sb = _sample(b, inner_b, clock)
@@ -191,6 +194,7 @@ def _pairs(
             sa = _sample(a, inner_a, clock)
         t_a.append(sa / inner_a)
         t_b.append(sb / inner_b)
+    return t_a, t_b
 
 
 def decide_upper(low: float, high: float, threshold: float) -> Verdict | None:
@@ -255,11 +259,16 @@ def _run(
         calibrated = _calibrate(a, b, warmup, sample_seconds, clock)
         n_inner = (inner, inner) if inner is not None else calibrated
         deadline = start + max_seconds
-        t_a: list[float] = []
-        t_b: list[float] = []
-        _pairs(a, b, n_inner, min_pairs, 0, clock, t_a, t_b, deadline, floor)
+        sides = _Sides(a, b, n_inner, clock)
+        t_a, t_b = _pairs(sides, min_pairs, 0, deadline, floor)
+
+        def more(count: int, floor: int) -> None:
+            new_a, new_b = _pairs(sides, count, len(t_a), deadline, floor)
+            t_a.extend(new_a)
+            t_b.extend(new_b)
+
         while clock() - start < min(min_seconds, max_seconds):
-            _pairs(a, b, n_inner, max(2, len(t_a) // 4), len(t_a), clock, t_a, t_b, deadline, floor)
+            more(max(2, len(t_a) // 4), floor)
         look = 1
         while True:
             ratios = np.asarray(t_a) / np.asarray(t_b)
@@ -271,19 +280,7 @@ def _run(
             # Straddles and budget left: grow the sample geometrically, then look again with less alpha.
             target = max(len(t_a) + 2, math.ceil(len(t_a) * _GROWTH))
             look += 1
-            floor_next = min_pairs_for(1.0 - look_alpha(alpha, look))
-            _pairs(
-                a,
-                b,
-                n_inner,
-                target - len(t_a),
-                len(t_a),
-                clock,
-                t_a,
-                t_b,
-                deadline,
-                max(floor_next, len(t_a) + 1),
-            )
+            more(target - len(t_a), max(min_pairs_for(1.0 - look_alpha(alpha, look)), len(t_a) + 1))
         seconds = clock() - start
     finally:
         if gc_was_enabled:
