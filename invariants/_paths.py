@@ -119,16 +119,25 @@ def check_output_file(path: str | os.PathLike[str], option: str) -> Path:
     return file
 
 
+# The temporary file of a write: a dot file beside the target, named after it, never a name of the target's
+# kind (a snapshot folder's walk, ``*.txt``, never sees one). A writer that picks its format by the file's
+# suffix (matplotlib) gets the target's suffix after it.
+TEMP_GLOB = ".{name}.*.tmp*"
+
+
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike[str], option: str = "") -> Iterator[Path]:
-    """A temporary path beside ``path`` (same suffix, so that a writer that infers the format from it, such
-    as matplotlib, still does) to write the whole output to; renamed onto ``path`` when the block ends
-    without an exception, removed otherwise. A device or named pipe at ``path`` is yielded itself.
+def atomic_path(path: str | os.PathLike[str], option: str = "", *, suffix: bool = False) -> Iterator[Path]:
+    """A temporary path beside ``path`` to write the whole output to; renamed onto ``path`` when the block
+    ends without an exception (the folder then fsynced, so that the rename outlives a power cut), removed
+    otherwise. ``suffix``: the temporary name ends with ``path``'s suffix too (a writer that infers the
+    format from it, such as matplotlib). A device or named pipe at ``path`` is yielded itself. The one
+    atomic writer of the package: outputs, snapshots, results, baselines and the compile cache.
 
     Raises:
-        InvariantsError: the temporary file could not be renamed onto ``path`` (one line).
+        InvariantsError: the temporary file could not be made or renamed onto ``path`` (one line).
     """
     target = Path(path)
+    named = f"{option} {path}" if option else str(path)
     # A link is replaced, never written through (a planted link to a file the gate did not write); a device
     # or pipe at the path itself (/dev/null, /dev/stdout) is written into.
     if not target.is_symlink() and target.exists() and not target.is_file() and not target.is_dir():
@@ -139,23 +148,36 @@ def atomic_path(path: str | os.PathLike[str], option: str = "") -> Iterator[Path
         # mkstemp: a new name made with O_EXCL, so that nothing planted at a guessable name is written
         # through; the permissions the old file had, else those open() would give.
         fd, name = tempfile.mkstemp(
-            dir=target.parent, prefix=f".{target.stem}.", suffix=f".tmp{target.suffix}"
+            dir=target.parent, prefix=f".{target.name}.", suffix=".tmp" + (target.suffix if suffix else "")
         )
         os.close(fd)
         os.chmod(name, mode if mode is not None else 0o666 & ~_umask())
     except OSError as err:
-        named = f"{option} {path}" if option else str(path)
         raise InvariantsError(f"{named}: cannot write ({err.strerror or err})") from None
     tmp = Path(name)
     try:
         yield tmp
         os.replace(tmp, target)
     except OSError as err:
-        named = f"{option} {path}" if option else str(path)
         raise InvariantsError(f"{named}: cannot write ({err.strerror or err})") from None
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink()
+    _fsync_folder(target.parent)
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable, where the system allows opening a folder (not everywhere)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _umask() -> int:
@@ -212,16 +234,17 @@ def check_plot_path(path: str | os.PathLike[str], option: str) -> None:
         )
 
 
-def write_atomic(path: str | os.PathLike[str], text: str, option: str = "") -> None:
-    """Write ``text`` to ``path`` whole or not at all (:func:`atomic_path`): a reader sees the old file or
-    the new one, and a full disk or a killed run leaves the old one.
+def write_atomic(path: str | os.PathLike[str], data: str | bytes, option: str = "") -> None:
+    """Write ``data`` (text as UTF-8) to ``path`` whole or not at all (:func:`atomic_path`): a reader sees
+    the old file or the new one, and a full disk or a killed run leaves the old one.
 
     Raises:
         InvariantsError: the file could not be written (one line).
     """
+    raw = data.encode("utf-8") if isinstance(data, str) else data
     try:
-        with atomic_path(path, option) as tmp, open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
+        with atomic_path(path, option) as tmp, open(tmp, "wb") as f:
+            f.write(raw)
             f.flush()
             if tmp != Path(path):
                 os.fsync(f.fileno())

@@ -42,7 +42,6 @@ import json
 import os
 import sys
 import sysconfig
-import tempfile
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -50,7 +49,7 @@ from typing import Any, Literal
 
 from .. import _config
 from .._errors import InvariantsError
-from .._paths import shown
+from .._paths import shown, write_atomic
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -271,17 +270,11 @@ class Store:
         try:
             self._ready()
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                os.replace(tmp, path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
+            write_atomic(path, data)
         except OSError as err:
             self._note(path, f"not written ({err.strerror or err})")
+        except InvariantsError as err:  # the writer's one line ends with the system's reason
+            self._note(path, f"not written ({str(err).rsplit('(', 1)[-1]}")
 
     def _note(self, path: Path, why: str) -> None:
         line = f"compile cache: {shown(path)}: {why}; compiled again"

@@ -8,7 +8,6 @@ without workers.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -77,12 +76,6 @@ class Recorder:
                 )
             return
         path = claim.path
-        if claim.changed():  # another run, one that takes no lock, wrote it meanwhile: keep both
-            path = path.with_name(f"{path.stem}.{os.getpid()}{path.suffix}")
-            self.notes.append(
-                f"invariants: {shown(claim.path)} was written by another run meanwhile; this run writes "
-                f"{shown(path)}"
-            )
         try:
             _results.write(path, {**run, "items": self.items})
         except InvariantsError as err:

@@ -252,11 +252,6 @@ class Claim:
     note: str | None = None
     _lock: Path | None = None
     _handle: IO[str] | None = None
-    _seen: tuple[int, int] | None = None  # (inode, mtime) of the file at ``path`` when the run started
-
-    def changed(self) -> bool:
-        """Whether something else wrote ``path`` since this run claimed it (a run that takes no lock)."""
-        return _identity(self.path) != self._seen
 
     def release(self) -> None:
         if self._handle is None:
@@ -270,14 +265,6 @@ class Claim:
 
 def lock_path(path: Path) -> Path:
     return path.with_name(path.name + ".lock")
-
-
-def _identity(path: Path) -> tuple[int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return st.st_ino, st.st_mtime_ns
 
 
 def _same_file(handle: IO[str], path: Path) -> bool:
@@ -324,13 +311,13 @@ def claim(path: Path) -> Claim:
     try:
         import fcntl  # noqa: F401
     except ImportError:
-        return Claim(path, _seen=_identity(path))
+        return Claim(path)
     try:
         handle, holder = _try_lock(lock_path(path))
     except OSError:  # no lock file can be made there (a read-only share): write unlocked
-        return Claim(path, _seen=_identity(path))
+        return Claim(path)
     if handle is not None:
-        return Claim(path, None, lock_path(path), handle, _identity(path))
+        return Claim(path, None, lock_path(path), handle)
     own = path.with_name(f"{path.stem}.{os.getpid()}{path.suffix}")
     try:
         handle, _ = _try_lock(lock_path(own))
@@ -340,7 +327,7 @@ def claim(path: Path) -> Claim:
         f"invariants: {path} is being written by another run ({holder or 'a live process'}); "
         f"this run writes {own}"
     )
-    return Claim(own, note, lock_path(own) if handle else None, handle, _identity(own))
+    return Claim(own, note, lock_path(own) if handle else None, handle)
 
 
 def read(path: str | Path) -> dict[str, Any]:

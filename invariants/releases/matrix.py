@@ -263,7 +263,7 @@ def plot_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], path: Path) 
     fig.legend(list(handles.values()), list(handles), fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with atomic_path(path, "--out") as tmp:  # the legend sits right of the panels
+        with atomic_path(path, "--out", suffix=True) as tmp:  # the legend sits right of the panels
             fig.savefig(tmp, dpi=110, bbox_inches="tight", format="png")
     finally:
         plt.close(fig)

@@ -124,7 +124,7 @@ def plot(run: Run, path: str | Path) -> bool:
     fig.suptitle(f"Embedding invariants ({versions})", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 0.98))
     try:
-        with atomic_path(path, "report: --plot") as tmp:  # a reader never sees half a PNG
+        with atomic_path(path, "report: --plot", suffix=True) as tmp:  # a reader never sees half a PNG
             fig.savefig(tmp, dpi=110, format=Path(path).suffix[1:] or "png")
     finally:
         plt.close(fig)

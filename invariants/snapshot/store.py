@@ -4,9 +4,9 @@ This is syrupy's extension half (the serializer half is :mod:`invariants.snapsho
 things about syrupy's defaults:
 
 * the location: a per-target folder below a root, so a CPU run never compares against a TPU snapshot;
-* writing: every write is atomic (:func:`write_atomic`: a temporary file in the same folder, flushed and
-  fsynced, then ``os.replace``), so a run killed during ``--snapshot-update`` leaves each snapshot with its
-  old text or its new one, never empty or partial;
+* writing: every write is atomic (:func:`write_atomic`: a temporary dot file in the same folder, flushed
+  and fsynced, then ``os.replace``; syrupy's walk skips dot files), so a run killed during
+  ``--snapshot-update`` leaves each snapshot with its old text or its new one, never empty or partial;
 * reading and writing errors: a snapshot that is not UTF-8, a directory where a snapshot file should be,
   a read-only snapshot on update fail their item with one line naming the path
   (:class:`SnapshotFileError`, raised by :class:`StructureAssertion`), not a traceback;
@@ -45,9 +45,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import glob
-import os
 import re
-import secrets
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -56,8 +54,9 @@ from syrupy.assertion import SnapshotAssertion
 from syrupy.data import SnapshotCollections
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
+from .. import _paths
 from .._errors import InvariantsError
-from .._paths import shown
+from .._paths import TEMP_GLOB, shown
 
 A = TypeVar("A", bound=SnapshotAssertion)
 
@@ -66,8 +65,6 @@ MARKER = "snapshot_key"
 SUFFIX = ".txt"
 # The first line render_summary writes: ``# <program> [<config>] on <target>``.
 _HEADER = re.compile(r"# (?P<program>[^\s\[\]]+) \[(?P<config>[^\s\[\]]+)\] on (?P<target>\S+)")
-# The temporary files of write_atomic: dot files (syrupy's walk skips them), never *.txt (nor our glob).
-_TEMP = ".{name}.{tag}.tmp"
 
 
 class SnapshotFileError(InvariantsError):
@@ -187,57 +184,28 @@ def obsolete_snapshots(folder: Path, known: set[str]) -> list[Path]:
 
 def _remove_leftovers(path: Path) -> None:
     """Delete the temporary files an earlier, killed write of ``path`` left (one writer per path)."""
-    for stale in path.parent.glob(_TEMP.format(name=glob.escape(path.name), tag="*")):
+    for stale in path.parent.glob(TEMP_GLOB.format(name=glob.escape(path.name))):
         with contextlib.suppress(OSError):
             stale.unlink()
 
 
 def write_atomic(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` (UTF-8) so that, whenever the process dies, the file holds its old text
-    or the new one: a temporary file in the same folder, flushed and fsynced, then ``os.replace`` (and the
-    folder fsynced, so that the rename survives a power cut). Raises :class:`SnapshotFileError` (one line)
-    for a directory in the way, a read-only snapshot, or a folder it cannot write."""
+    or the new one (:func:`invariants._paths.write_atomic`, the package's one atomic writer). Raises
+    :class:`SnapshotFileError` (one line) for a directory in the way, a read-only snapshot, or a folder it
+    cannot write."""
     where = shown(path)
     if path.is_dir():
         raise SnapshotFileError(_A_DIRECTORY.format(where))
-    mode = None
-    if path.exists():
-        mode = path.stat().st_mode & 0o7777
-        if not mode & 0o222:
-            raise SnapshotFileError(
-                f"{where}: read-only; --snapshot-update does not replace it (make it writable to record it)"
-            )
+    if path.exists() and not path.stat().st_mode & 0o222:
+        raise SnapshotFileError(
+            f"{where}: read-only; --snapshot-update does not replace it (make it writable to record it)"
+        )
     _remove_leftovers(path)
-    tmp = path.with_name(_TEMP.format(name=path.name, tag=f"{os.getpid()}-{secrets.token_hex(4)}"))
     try:
-        try:
-            # "x": created here, with the umask's permissions, like the file open(path, "w") would make.
-            with open(tmp, "x", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            if mode is not None:
-                os.chmod(tmp, mode)
-            os.replace(tmp, path)
-        except OSError as err:
-            raise SnapshotFileError(f"{where}: cannot write it ({err.strerror or err})") from None
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink()  # still there only when the write failed or was interrupted
-    _fsync_folder(path.parent)
-
-
-def _fsync_folder(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some filesystems refuse a directory fsync; the rename itself is atomic anyway
-    finally:
-        os.close(fd)
+        _paths.write_atomic(path, text)
+    except InvariantsError as err:
+        raise SnapshotFileError(f"{where}: cannot write it ({str(err).rsplit('(', 1)[-1]}") from None
 
 
 def read_text(path: Path) -> str | None:

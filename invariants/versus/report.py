@@ -443,6 +443,8 @@ def plot(record: Mapping[str, Any], path: Path) -> None:
     ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path, "--plot") as tmp:  # the same suffix: matplotlib picks the format from it
+    with atomic_path(
+        path, "--plot", suffix=True
+    ) as tmp:  # the same suffix: matplotlib picks the format from it
         fig.savefig(tmp, dpi=110)
     plt.close(fig)

@@ -84,7 +84,7 @@ def test_writes_are_whole_or_not_at_all(tmp_path: Path) -> None:
     assert out.read_text() == "old\n" and sorted(p.name for p in tmp_path.iterdir()) == ["r.md"]
     write_atomic(out, "new\n")
     assert out.read_text() == "new\n" and sorted(p.name for p in tmp_path.iterdir()) == ["r.md"]
-    with atomic_path(tmp_path / "plot.png") as tmp:
+    with atomic_path(tmp_path / "plot.png", suffix=True) as tmp:
         assert tmp.suffix == ".png" and tmp.parent == tmp_path  # a writer that reads the suffix still can
         tmp.write_bytes(b"png")
     write_atomic("/dev/null", "into the device, never over it\n")

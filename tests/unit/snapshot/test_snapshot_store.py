@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 from syrupy.location import PyTestLocation
 
+from invariants import _paths
 from invariants.snapshot import store as st
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -135,7 +136,7 @@ def test_a_write_is_atomic_and_keeps_the_file_mode(folder, monkeypatch):
     def interrupted(src: object, dst: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(st.os, "replace", interrupted)
+    monkeypatch.setattr(_paths.os, "replace", interrupted)
     with pytest.raises(KeyboardInterrupt):
         st.write_atomic(path, "never\n")
     assert path.read_text() == "# naive [f32] on cpu\nnew\n" and not list(folder.glob(".*.tmp"))
