@@ -32,7 +32,7 @@ from ..catalog.project import Project
 from ..catalog.registry import Programs, get_program
 from ..catalog.targets import _AOT_TARGETS, HOST_DEVICE_FLAG, Target
 from ..kernels.dump import read_kernel_code
-from ..plugin.results import compile_failed
+from ..plugin.results import Entry, compile_failed
 from .child import keys_child
 from .keys import Persistent
 from .record import Compiled, Key
@@ -450,7 +450,7 @@ class CompileCache:
         return (f"compile cache: {shown(store.folder)} ({stats['results']} compiles, "
                 f"{stats['bytes'] / 1024**2:.0f} MB of {store.max_bytes / 1024**2:.0f} MB)")  # fmt: skip
 
-    def summary_lines(self, items: Sequence[Mapping[str, Any]], parse_seconds: float) -> list[str]:
+    def summary_lines(self, items: Sequence[Entry], parse_seconds: float) -> list[str]:
         """The run's end: what the cache served and what compiled, with the compile time labelled. In an
         xdist controller, which compiles nothing, the counts come from the items' records."""
         persistent = self.persistent
@@ -458,8 +458,8 @@ class CompileCache:
         if not tally.counts:
             tally = Tally()
             for item in items:
-                if item.get("kind") == "structure" and item.get("compile_cache"):
-                    tally.add(item["compile_cache"])
+                if item.kind == "structure" and item.get("compile_cache"):
+                    tally.add(item.get("compile_cache"))
         lines = []
         line = tally.line(persistent.store.folder if persistent.store is not None else None)
         if line is not None:

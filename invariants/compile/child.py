@@ -170,7 +170,7 @@ class ChildRun:
     """What one child run of the gate did. ``results`` is None when it wrote no results file."""
 
     returncode: int
-    results: dict[str, Any] | None
+    results: _results.Results | None
     seconds: float
     log: Path
     timed_out: bool = False

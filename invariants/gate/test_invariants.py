@@ -17,13 +17,13 @@ def test_invariant(invariant_case, gate, record_property):
     case = invariant_case
     inv = case.invariant
     verdict = evaluate(case, gate.measured, gate.all_programs)
-    where = f"{case.target} {'/'.join(k[0] for k in case.keys)} [{case.config}]"
+    where = f"{case.target} {'/'.join(k.program for k in case.keys)} [{case.config}]"
     record_property(
         *_results.record(
             "invariant",
             id=inv.id,
             target=case.target,
-            programs=[k[0] for k in case.keys],
+            programs=[k.program for k in case.keys],
             config=case.config,
             holds=verdict.holds,
             ratio=verdict.ratio,

@@ -23,7 +23,7 @@ class Recorder:
     summary."""
 
     def __init__(self) -> None:
-        self.items: list[dict[str, Any]] = []
+        self.items: list[_results.Entry] = []
         self.gate = False  # a gate item ran (so a results file was expected)
         self.notes: list[str] = []
         self.claim: _results.Claim | None = None
@@ -77,7 +77,7 @@ class Recorder:
             return
         path = claim.path
         try:
-            _results.write(path, {**run, "items": self.items})
+            _results.write(path, run, self.items)
         except InvariantsError as err:
             self.write_error = f"invariants: {err}"
 

@@ -1,8 +1,9 @@
 """The results file: the one owner of its record types, written by the pytest plugin, read by the report.
 
 A gate item records what it measured with :func:`record` (through pytest's ``record_property``); the plugin
-turns each recorded value into an entry with :func:`entry` and writes the file with :func:`write`; the
-report reads it with :func:`read`. Nothing else spells a record kind or its fields.
+turns each recorded value into an :class:`Entry` with :func:`entry` and writes the file with :func:`write`;
+every reader (the report, bisect, matrix, the self-check) reads it with :func:`read`, a :class:`Results`.
+Nothing else spells a record kind or its fields.
 
 The file is one JSON object::
 
@@ -12,13 +13,12 @@ The file is one JSON object::
 Every entry has ``kind`` (one of :data:`KINDS`), ``outcome`` (pytest's: passed, failed, skipped, xfailed)
 and ``nodeid``, plus the fields :data:`FIELDS` lists for its kind (a writer that leaves one out fails at
 once, so the reader can rely on them); a failed entry also has ``reason``, the first line of its failure
-(:func:`reason_of` reads it). Extra fields are allowed and kept. The top level may hold ``declared``: the
-programs the run's spec files declared (a downstream project's own), which the report shows by default
-(:func:`declared_of`); and ``programs``: every program of the run, name to ``{"kind", "tags"}``, which the
-report's ``--programs`` selects from (:func:`programs_of`); and ``pytest``: pytest's own count of the run's
-outcomes (:data:`PYTEST_OUTCOMES`, as its last line counts them), which holds what no entry records (an
-item skipped before it ran, a module skipped whole), so that the report counts what pytest did
-(:func:`pytest_counts_of`). The kinds:
+(:attr:`Entry.reason`). Extra fields are allowed and kept. The top level may hold ``declared``: the
+programs the run's spec files declared (a downstream project's own), which the report shows by default;
+``programs``: every program of the run, name to ``{"kind", "tags"}``, which the report's ``--programs``
+selects from; and ``pytest``: pytest's own count of the run's outcomes (:data:`PYTEST_OUTCOMES`, as its
+last line counts them), which holds what no entry records (an item skipped before it ran, a module skipped
+whole), so that the report counts what pytest did (all of them :class:`Results`). The kinds:
 
 * ``structure``: ``target``, ``program``, ``config`` and every numeric metric a compile gives (structural,
   the compiler's, the kernels' code, the compile time; null where the target gives none:
@@ -51,6 +51,7 @@ import os
 import re
 import socket
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any, Literal, NamedTuple
 
@@ -59,8 +60,8 @@ from .._paths import write_atomic
 
 __all__ = [
     "COMPILE_FAILED", "FIELDS", "KINDS", "PROPERTY", "PYTEST_OUTCOMES", "TIERS", "Claim", "CompileFailure",
-    "check_path", "claim", "compile_failed", "compile_failure", "declared_of", "entry", "error_entry",
-    "lock_path", "programs_of", "pytest_counts_of", "read", "reason_of", "record", "write",
+    "Entry", "Results", "check_path", "claim", "compile_failed", "compile_failure", "entry", "error_entry",
+    "lock_path", "read", "record", "write",
 ]  # fmt: skip
 
 RecordKind = Literal["structure", "invariant", "correctness", "ratio", "efficiency", "error"]
@@ -99,6 +100,97 @@ PROPERTY = "invariants"
 PYTEST_OUTCOMES = ("failed", "passed", "skipped", "xfailed", "xpassed", "error")
 
 
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One item of a results file: what pytest said of it (``kind``, ``outcome``, ``nodeid``, the failure's
+    ``reason``) and the fields its record holds (``fields``: :data:`FIELDS` of its kind, and more). The
+    fields every reader asks for are properties; any other (a metric) is :meth:`get`."""
+
+    kind: str
+    outcome: str
+    nodeid: str
+    reason: str | None = None
+    fields: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The record's field ``name`` (a metric, ``measured``, ``holds``...), else ``default``."""
+        return self.fields.get(name, default)
+
+    @property
+    def target(self) -> str | None:
+        return self._text("target")
+
+    @property
+    def program(self) -> str | None:
+        return self._text("program")
+
+    @property
+    def config(self) -> str | None:
+        return self._text("config")
+
+    @property
+    def id(self) -> str | None:
+        return self._text("id")
+
+    @property
+    def programs(self) -> list[str]:
+        """The programs of an invariant (several for a relation), else the one program, else none."""
+        programs = self.fields.get("programs")
+        if isinstance(programs, list):
+            return [str(p) for p in programs]
+        return [self.program] if self.program else []
+
+    def _text(self, name: str) -> str | None:
+        value = self.fields.get(name)
+        return None if value is None else str(value)
+
+    def to_json(self) -> dict[str, Any]:
+        reason = {"reason": self.reason} if self.reason else {}
+        return {**self.fields, "kind": self.kind, "outcome": self.outcome, "nodeid": self.nodeid, **reason}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Entry:
+        """An entry as the file holds it (its fields checked by :func:`read`)."""
+        fields = {k: v for k, v in data.items() if k not in ("kind", "outcome", "nodeid", "reason")}
+        reason = data.get("reason")
+        return cls(str(data["kind"]), str(data["outcome"]), str(data["nodeid"]),
+                   reason if isinstance(reason, str) and reason else None, fields)  # fmt: skip
+
+
+@dataclasses.dataclass
+class Results:
+    """A results file as :func:`read` returns it: what the run was, and its entries."""
+
+    items: list[Entry]
+    versions: dict[str, str] = dataclasses.field(default_factory=dict)
+    runtime: dict[str, Any] = dataclasses.field(default_factory=dict)
+    targets: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    exitstatus: int = 0
+    # The programs the run's spec files declared (a downstream project's own: the report's default), and
+    # every program of the run, name to ``{"kind", "tags"}`` (what the report's --programs selects from).
+    declared: list[str] = dataclasses.field(default_factory=list)
+    programs: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    # pytest's count of each outcome (None: an older file, or a run without its terminal reporter).
+    pytest: dict[str, int] | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Results:
+        """A results file's object as :func:`read` has checked it (an entry without ``kind``, ``outcome`` or
+        ``nodeid`` raises ``KeyError``)."""
+        declared, programs, counts = data.get("declared", []), data.get("programs", {}), data.get("pytest")
+        return cls(
+            items=[Entry.from_json(item) for item in data["items"]],
+            versions={str(k): str(v) for k, v in data.get("versions", {}).items()},
+            runtime=dict(data.get("runtime", {})),
+            targets={str(k): (v if isinstance(v, dict) else {}) for k, v in data.get("targets", {}).items()},
+            exitstatus=data.get("exitstatus", 0),
+            declared=[n for n in declared if isinstance(n, str)],
+            programs={str(k): v for k, v in programs.items() if isinstance(v, dict)}
+            if isinstance(programs, dict) else {},
+            pytest={k: int(counts.get(k, 0)) for k in PYTEST_OUTCOMES} if isinstance(counts, dict) else None,
+        )  # fmt: skip
+
+
 def record(kind: RecordKind, **fields: Any) -> tuple[str, dict[str, Any]]:
     """``(name, value)`` for ``record_property``: one record of ``kind``; raises if a field is missing."""
     missing = [f for f in FIELDS[kind] if f not in fields]
@@ -107,25 +199,18 @@ def record(kind: RecordKind, **fields: Any) -> tuple[str, dict[str, Any]]:
     return PROPERTY, {**fields, "kind": kind}
 
 
-def entry(
-    name: str, value: Any, outcome: str, nodeid: str, reason: str | None = None
-) -> dict[str, Any] | None:
+def entry(name: str, value: Any, outcome: str, nodeid: str, reason: str | None = None) -> Entry | None:
     """The results-file entry of one recorded property, or None when it is not one of :func:`record`'s.
-    ``reason``: a failed item's one line (kept as ``reason``)."""
+    ``reason``: a failed item's one line."""
     if name != PROPERTY or not isinstance(value, dict) or value.get("kind") not in FIELDS:
         return None
-    return {**value, "outcome": outcome, "nodeid": nodeid, **({"reason": reason} if reason else {})}
+    fields = {k: v for k, v in value.items() if k != "kind"}
+    return Entry(str(value["kind"]), outcome, nodeid, reason or None, fields)
 
 
-def error_entry(outcome: str, nodeid: str, reason: str | None = None) -> dict[str, Any]:
+def error_entry(outcome: str, nodeid: str, reason: str | None = None) -> Entry:
     """The entry of an item that failed before recording anything."""
-    return {"kind": "error", "outcome": outcome, "nodeid": nodeid, **({"reason": reason} if reason else {})}
-
-
-def reason_of(item: dict[str, Any]) -> str | None:
-    """A failed entry's reason (older files have none)."""
-    reason = item.get("reason")
-    return reason if isinstance(reason, str) and reason else None
+    return Entry("error", outcome, nodeid, reason or None)
 
 
 # What a failed compile's message says after its key: the words compile_failure reads an error entry by.
@@ -149,46 +234,23 @@ def compile_failed(target: str, program: str, config: str, why: str) -> str:
     return f"{target}/{program}[{config}]: {COMPILE_FAILED}: {why}"
 
 
-def compile_failure(item: dict[str, Any]) -> CompileFailure | None:
+def compile_failure(item: Entry) -> CompileFailure | None:
     """The compile failure an ``error`` entry's item failed on (see the module doc), else None: the verdict
     of that program in that run, not a run that could not happen."""
-    reason = reason_of(item)
-    match = _FAILED_KEY.match(reason or "") if item.get("kind") == "error" else None
+    reason = item.reason
+    match = _FAILED_KEY.match(reason or "") if item.kind == "error" else None
     if match is None or reason is None:
         return None
     return CompileFailure(match["target"], match["program"], match["config"], reason)
 
 
-def declared_of(data: dict[str, Any]) -> list[str]:
-    """The programs a run's spec files declared (empty: a run of the catalog alone, or an older file)."""
-    declared = data.get("declared", [])
-    return [p for p in declared if isinstance(p, str)] if isinstance(declared, list) else []
-
-
-def pytest_counts_of(data: dict[str, Any]) -> dict[str, int] | None:
-    """pytest's count of each outcome of the run (None for an older file, or a run without pytest's
-    terminal reporter)."""
-    counts = data.get("pytest")
-    if not isinstance(counts, dict):
-        return None
-    return {k: int(counts.get(k, 0)) for k in PYTEST_OUTCOMES}
-
-
-def programs_of(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Every program of a run, name to ``{"kind", "tags"}`` (empty for an older file)."""
-    programs = data.get("programs", {})
-    if not isinstance(programs, dict):
-        return {}
-    return {str(k): v for k, v in programs.items() if isinstance(v, dict)}
-
-
-def write(path: Path, payload: dict[str, Any]) -> None:
-    """Write the results file (entries sorted by kind and node id, so the file is the same under xdist),
-    atomically: a temporary file beside it, flushed and fsynced, then ``os.replace``, so that a reader (or a
-    run killed meanwhile) sees the old file or the new one, never a part. An ``OSError`` is one line
-    (:class:`InvariantsError`)."""
-    items = sorted(payload["items"], key=lambda r: (r["kind"], r["nodeid"]))
-    text = json.dumps({**payload, "items": items}, indent=1, sort_keys=True) + "\n"
+def write(path: Path, run: Mapping[str, Any], items: list[Entry]) -> None:
+    """Write the results file: ``run`` (versions, runtime, targets, exit status, programs, pytest's counts)
+    and the entries, sorted by kind and node id (so the file is the same under xdist), atomically
+    (:func:`invariants._paths.write_atomic`): a reader, or a run killed meanwhile, sees the old file or the
+    new one, never a part. An ``OSError`` is one line (:class:`InvariantsError`)."""
+    entries = [e.to_json() for e in sorted(items, key=lambda e: (e.kind, e.nodeid))]
+    text = json.dumps({**run, "items": entries}, indent=1, sort_keys=True) + "\n"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -330,7 +392,7 @@ def claim(path: Path) -> Claim:
     return Claim(own, note, lock_path(own) if handle else None, handle)
 
 
-def read(path: str | Path) -> dict[str, Any]:
+def read(path: str | Path) -> Results:
     """Read and validate a results file; raise :class:`InvariantsError` (one line) when it is not one.
 
     Entries of a kind this version does not know are kept as they are (a newer writer may add kinds);
@@ -378,4 +440,4 @@ def read(path: str | Path) -> dict[str, Any]:
         isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts.values()
     ):
         raise InvariantsError(f"{p}: 'pytest' must be an object of outcome counts")
-    return data
+    return Results.from_json(data)

@@ -439,13 +439,13 @@ def _quiet_xfails(config: pytest.Config, reporter: Any) -> bool:
     return False
 
 
-def ratchet_lines(items: list[dict[str, Any]], listed: bool) -> list[str]:
+def ratchet_lines(items: list[_results.Entry], listed: bool) -> list[str]:
     """The known regressions the ratchets hold (xfailed items), one line per ratchet: how many items, on
     which targets. ``listed``: pytest lists each item too (``-rx``); else the last line says how to."""
-    held: dict[str, list[dict[str, Any]]] = {}
+    held: dict[str, list[_results.Entry]] = {}
     for it in items:
-        if it.get("outcome") == "xfailed":
-            held.setdefault(str(it.get("id") or it.get("kind")), []).append(it)
+        if it.outcome == "xfailed":
+            held.setdefault(it.id or it.kind, []).append(it)
     if not held:
         return []
     total = sum(map(len, held.values()))
@@ -453,27 +453,27 @@ def ratchet_lines(items: list[dict[str, Any]], listed: bool) -> list[str]:
              + ("" if listed else " (-rx lists each item):")]  # fmt: skip
     wide = max(map(len, held))
     for name, its in sorted(held.items()):
-        targets = ", ".join(sorted({str(it.get("target")) for it in its}))
+        targets = ", ".join(sorted({str(it.target) for it in its}))
         lines.append(f"  {name:<{wide}}  {len(its):>3} item{'s' if len(its) != 1 else ' '}  {targets}")
     return lines
 
 
-def failure_table(items: list[dict[str, Any]]) -> list[str]:
+def failure_table(items: list[_results.Entry]) -> list[str]:
     """The run's end, when items failed: one row per failed structure or invariant item, its program,
     configuration and target, and what changed (the part of its reason after its key)."""
     rows = []
     for it in items:
-        if it.get("outcome") != "failed" or it.get("kind") not in ("structure", "invariant"):
+        if it.outcome != "failed" or it.kind not in ("structure", "invariant"):
             continue
-        reason = str(it.get("reason") or "")
-        program = it.get("program") or "~".join(it.get("programs") or ())
-        if it["kind"] == "structure":  # after its key: "compiled structure differs from PATH: what"
+        reason = it.reason or ""
+        program = "~".join(it.programs)
+        if it.kind == "structure":  # after its key: "compiled structure differs from PATH: what"
             said = reason.split(": ", 1)[-1]
             what = "structure: " + (said.split(": ", 1)[1] if said.startswith("compiled structure") else said)
         else:  # after "FILE:LINE: id failed on TARGET PROGRAM [CONFIG]: "
-            what = f"{it.get('id')}: " + (reason.split("]: ", 1)[1] if "]: " in reason else reason)
+            what = f"{it.id}: " + (reason.split("]: ", 1)[1] if "]: " in reason else reason)
         what = what if len(what) <= 120 else what[:117] + "..."
-        rows.append((f"{program} [{it.get('config')}]", str(it.get("target")), what))
+        rows.append((f"{program} [{it.config}]", str(it.target), what))
     if not rows:
         return []
     wide = [max(len(r[i]) for r in rows) for i in (0, 1)]

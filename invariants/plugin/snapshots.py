@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -23,6 +22,7 @@ from ..catalog.programs import CATALOG
 from ..catalog.registry import Programs
 from ..catalog.targets import Target
 from ..snapshot.store import SNAPSHOT_ROOT, DeletionGuard, obsolete_snapshots, snapshot_header, snapshot_stem
+from .results import Entry
 
 _GONE = "no program has it on {} any more"
 
@@ -110,7 +110,7 @@ class SnapshotFolders:
     def obsolete(
         self,
         targets: dict[str, Target],
-        items: list[dict[str, Any]],
+        items: list[Entry],
         passed: bool,
         *,
         updating: bool,
@@ -170,11 +170,9 @@ class SnapshotFolders:
             lines.append(f"invariants: deleted {shown(path)} ({_GONE.format(target)})")
         return lines
 
-    def _obsolete_files(
-        self, targets: dict[str, Target], items: list[dict[str, Any]]
-    ) -> list[tuple[Path, str]]:
+    def _obsolete_files(self, targets: dict[str, Target], items: list[Entry]) -> list[tuple[Path, str]]:
         found = []
-        for target in sorted({str(i["target"]) for i in items if i.get("kind") == "structure"}):
+        for target in sorted({str(i.target) for i in items if i.kind == "structure"}):
             for folder, known in self.stems(targets[target]).items():
                 for path in obsolete_snapshots(folder, known):
                     program = (snapshot_header(path) or ("",))[0]
@@ -187,17 +185,17 @@ class SnapshotFolders:
         return found
 
 
-def recorded_baselines(items: list[dict[str, Any]]) -> list[str]:
+def recorded_baselines(items: list[Entry]) -> list[str]:
     """One line per efficiency baseline this run wrote (every process's, read from the items' records): a
     missing one that ``--snapshot-update`` recorded, or one ``--record-baselines`` re-recorded."""
     lines = []
     for item in items:
-        done = item.get("recorded") if item.get("kind") == "efficiency" else None
+        done = item.get("recorded") if item.kind == "efficiency" else None
         if isinstance(done, dict):
             why = "it was missing" if done.get("why") == "missing" else "--record-baselines"
             lines.append(
                 f"invariants: recorded efficiency baseline {shown(Path(done['path']))} "
-                f"({item['program']}[{item['config']}] on {item['target']}: {done['efficiency']:.3f}; {why})"
+                f"({item.program}[{item.config}] on {item.target}: {done['efficiency']:.3f}; {why})"
             )
     return lines
 

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ from ..catalog.project import Project, add_project_options, project_from
 from ..catalog.targets import all_targets
 from ..compile.child import GateRun, gate_command, gate_env, keys_child, last_line, run_gate, stage
 from ..measure.measurement import measure
-from ..plugin.results import compile_failure
+from ..plugin.results import Entry, Results, compile_failure
 from ..snapshot.diff import structural_diff, what_changed
 from ..snapshot.render import render_summary
 from .environments import (
@@ -68,7 +68,7 @@ class ReleaseRun:
 
     version: Version
     holds: bool
-    items: list[dict[str, Any]]  # every results-file item
+    items: list[Entry]  # every results-file item
     seconds: float
 
     @property
@@ -76,12 +76,12 @@ class ReleaseRun:
         return "holds" if self.holds else "fails"
 
     @property
-    def failing(self) -> list[dict[str, Any]]:
+    def failing(self) -> list[Entry]:
         """The failed items of the verdict: invariants, correctness checks, and compiles that failed."""
         return [
             it
             for it in self.items
-            if (it.get("kind") in VERDICT_KINDS or compile_failure(it)) and it.get("outcome") == "failed"
+            if (it.kind in VERDICT_KINDS or compile_failure(it)) and it.outcome == "failed"
         ]
 
 
@@ -105,7 +105,7 @@ def suite_command(*args: Any, **kwargs: Any) -> list[str]:
 
 def run_suite(env: Path, version: Version, workdir: Path, *, k: str, targets: str, programs: str | None,
               configs: str | None = None, tests: str = "", project: Project | None = None,
-              timeout: float = 1200, kept: bool = True) -> tuple[dict[str, Any], float]:  # fmt: skip
+              timeout: float = 1200, kept: bool = True) -> tuple[Results, float]:  # fmt: skip
     """Run the selection in ``env``; return the results file and the seconds it took. One line on failure:
     it names the child's output file where ``workdir`` is ``kept`` (``--keep``), else says how to keep it
     (a temporary folder is gone when the line is read)."""
@@ -170,20 +170,18 @@ def check_selection(k: str, targets: str, programs: str | None, configs: str | N
     return selected
 
 
-def verdict_of(version: Version, results: Mapping[str, Any], seconds: float) -> ReleaseRun:
+def verdict_of(version: Version, results: Results, seconds: float) -> ReleaseRun:
     """The release's verdict on the selection. A program that fails to compile in it is that release's
     verdict (the item fails, named by its compile's first line); any other error says the suite cannot run
     on it."""
-    items = list(results.get("items", []))
-    errors = [it for it in items if it.get("kind") == "error" and compile_failure(it) is None]
+    items = results.items
+    errors = [it for it in items if it.kind == "error" and compile_failure(it) is None]
     if errors:
-        raise InvariantsError(
-            f"jax {version}: {errors[0].get('nodeid')} errored; the suite may not run on it"
-        )
-    judged = [it for it in items if it.get("kind") in VERDICT_KINDS or compile_failure(it)]
+        raise InvariantsError(f"jax {version}: {errors[0].nodeid} errored; the suite may not run on it")
+    judged = [it for it in items if it.kind in VERDICT_KINDS or compile_failure(it)]
     if not judged:
         raise InvariantsError(f"jax {version}: the selection has no invariant or correctness items")
-    holds = all(it.get("outcome") in ("passed", "xfailed", "skipped") for it in judged)
+    holds = all(it.outcome in ("passed", "xfailed", "skipped") for it in judged)
     return ReleaseRun(version, holds, items, seconds)
 
 
@@ -283,13 +281,13 @@ def render_in(
     return dict(out)
 
 
-def _keys_of(items: Iterable[Mapping[str, Any]], limit: int = 2) -> list[tuple[str, str, str]]:
+def _keys_of(items: Iterable[Entry], limit: int = 2) -> list[tuple[str, str, str]]:
     keys: list[tuple[str, str, str]] = []
     for it in items:
-        if it.get("kind") != "invariant":
+        if it.kind != "invariant":
             continue
-        for program in it.get("programs", []):
-            key = (str(program), str(it.get("config")), str(it.get("target")))
+        for program in it.programs:
+            key = (program, str(it.config), str(it.target))
             if key not in keys:
                 keys.append(key)
     return keys[:limit]
@@ -316,10 +314,10 @@ def add_release_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _describe(it: Mapping[str, Any]) -> str:
+def _describe(it: Entry) -> str:
     measured = ", ".join(f"{k}={v}" for k, v in (it.get("measured") or {}).items())
-    name = str(it.get("nodeid", "")).split("[", 1)[-1].rstrip("]")
-    if (failed := compile_failure(dict(it))) is not None:
+    name = it.nodeid.split("[", 1)[-1].rstrip("]")
+    if (failed := compile_failure(it)) is not None:
         return f"{name} ({failed.reason})"
     return f"{name}" + (f" ({it.get('assert')}: {measured})" if measured else f" ({it.get('problem')})")
 
@@ -380,7 +378,7 @@ def main_bisect(argv: list[str]) -> int:
                                          project=project, kept=args.keep is not None)  # fmt: skip
             verdicts[v] = verdict_of(v, results, seconds)
             ver = verdicts[v]
-            judged = sum(it.get("kind") in VERDICT_KINDS for it in ver.items)
+            judged = sum(it.kind in VERDICT_KINDS for it in ver.items)
             print(f"  jax {v} (jaxlib {pins.jaxlib}): {ver.word} "
                   f"({len(ver.failing)} failing of {judged}) in {seconds:.0f} s")  # fmt: skip
             return ver.holds

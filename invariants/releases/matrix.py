@@ -30,7 +30,7 @@ from .._paths import atomic_path, check_output_dir, write_atomic
 from ..catalog.project import project_from
 from ..catalog.select import selectors
 from ..catalog.targets import TARGETS_HINT, all_targets, select_targets
-from ..plugin.results import compile_failure, reason_of
+from ..plugin.results import Results, compile_failure
 from .bisect import add_release_options, check_selection, run_suite
 from .environments import (
     check_index,
@@ -67,36 +67,36 @@ class MatrixRow:
     metrics: dict[str, int | None]
 
 
-def matrix_rows(version: str, results: Mapping[str, Any]) -> list[MatrixRow]:
+def matrix_rows(version: str, results: Results) -> list[MatrixRow]:
     rows = []
-    for it in results.get("items", []):
-        if it.get("kind") == "structure" and it.get("config") == MATRIX_CONFIG:
-            rows.append(MatrixRow(version, str(it["target"]), str(it["program"]),
+    for it in results.items:
+        if it.kind == "structure" and it.config == MATRIX_CONFIG:
+            rows.append(MatrixRow(version, str(it.target), str(it.program),
                                   {m: it.get(m) for m in (*MATRIX_METRICS, PREDICTED_METRIC,
                                                           *KERNEL_METRICS)}))  # fmt: skip
     return rows
 
 
-def matrix_failures(version: str, results: Mapping[str, Any]) -> dict[tuple[str, str, str], str]:
+def matrix_failures(version: str, results: Results) -> dict[tuple[str, str, str], str]:
     """``(release, target, program) -> the compile's first line`` for each selected program that failed to
     compile in that release (its verdict there, never "unavailable")."""
     out = {}
-    for it in results.get("items", []):
-        failed = compile_failure(dict(it))
+    for it in results.items:
+        failed = compile_failure(it)
         if failed is not None and failed.config == MATRIX_CONFIG:
             out[(version, failed.target, failed.program)] = failed.reason
     return out
 
 
-def why_nothing(targets: str, results: Mapping[str, Any]) -> str:
+def why_nothing(targets: str, results: Results) -> str:
     """Why a release's run of ``targets`` recorded no structure item: the target's own reason (libtpu or
     the CUDA plugin missing, the device not described), else the first error an item failed with."""
-    for name, state in (results.get("targets") or {}).items():
-        if isinstance(state, dict) and state.get("unavailable"):
+    for name, state in results.targets.items():
+        if state.get("unavailable"):
             return f"{name} unavailable in that release: {state['unavailable']}"
-    for it in results.get("items", []):
-        if it.get("outcome") == "failed" and (reason := reason_of(dict(it))):
-            return f"{it.get('nodeid')} failed: {reason}"
+    for it in results.items:
+        if it.outcome == "failed" and it.reason:
+            return f"{it.nodeid} failed: {it.reason}"
     return f"no {targets} structure item ran in that release"
 
 

@@ -47,6 +47,7 @@ from .._paths import check_distinct, check_output_file, check_plot_path, write_a
 from ..catalog.select import select_program_words
 from ..measure.metrics import METRICS, names
 from ..plugin import results as _results
+from ..plugin.results import Entry
 from .plot import plot
 from .run import (
     Run,
@@ -116,7 +117,7 @@ def _bytes(n: Any) -> str:
     return f"{value / 1024:.1f} TiB"
 
 
-def _cell(item: dict[str, Any], key: str) -> str:
+def _cell(item: Entry, key: str) -> str:
     if key == "while_loops":
         loops = item.get("while_loops")
         return _fmt(loops) if not loops else f"{_fmt(loops)} ({_fmt(item.get('max_trip_count'))})"
@@ -130,13 +131,13 @@ def _cell(item: dict[str, Any], key: str) -> str:
 _OUTCOME_WORDS = (("passed", "pass"), ("failed", "**fail**"), ("xfailed", "xfail"), ("skipped", "skip"))
 
 
-def _invariant_status(items: list[dict[str, Any]]) -> str:
-    counts = Counter(i.get("outcome", "error") for i in items)
+def _invariant_status(items: list[Entry]) -> str:
+    counts = Counter(i.outcome for i in items)
     parts = []
     for outcome, word in _OUTCOME_WORDS:
         if counts.get(outcome):
             parts.append(f"{counts[outcome]} {word}")
-    failed = sorted({str(i.get("id")) for i in items if i.get("outcome") == "failed"})
+    failed = sorted({str(i.id) for i in items if i.outcome == "failed"})
     if failed:
         parts.append("✗ " + ", ".join(f"`{f}`" for f in failed))
     return ", ".join(parts) or "—"
@@ -150,13 +151,13 @@ def _result(run: Run) -> str:
         return f"**failed** (pytest exit status {run.exitstatus})"
     bad: dict[str, int] = {}
     for item in run.items:
-        outcome = str(item.get("outcome"))
+        outcome = item.outcome
         if outcome not in ("passed", "xfailed", "skipped"):
             bad[outcome] = bad.get(outcome, 0) + 1
     if bad:
         said = ", ".join(f"{n:,} {o}" for o, n in sorted(bad.items()))
         return f"**failed** ({said}, although the exit status recorded is 0)"
-    if run.items and not any(i.get("outcome") == "passed" for i in run.items):
+    if run.items and not any(i.outcome == "passed" for i in run.items):
         return "**nothing passed** (every item was skipped or xfailed)"
     return "passed"
 
@@ -192,12 +193,12 @@ def _pytest_said(run: Run) -> str:
     return f"; pytest: {said or 'no tests ran'}"
 
 
-def _unrecorded(run: Run, by_tier: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
+def _unrecorded(run: Run, by_tier: dict[str, list[Entry]]) -> dict[str, int]:
     """What pytest counted beyond the entries (items skipped before they ran, modules skipped whole), by
     outcome; empty where the file has no count of pytest's, or the report shows some programs only."""
     if not run.pytest:
         return {}
-    recorded = Counter(i.get("outcome") for items in by_tier.values() for i in items)
+    recorded = Counter(i.outcome for items in by_tier.values() for i in items)
     pytest = {**run.pytest, "xfailed": run.pytest.get("xfailed", 0) + run.pytest.get("xpassed", 0)}
     beyond = {o: pytest.get(o, 0) - recorded.get(o, 0) for o in _OUTCOMES}
     return {o: n for o, n in beyond.items() if n > 0}
@@ -214,15 +215,15 @@ def _focus_line(focus: tuple[list[str], str]) -> str:
 def _tier_summary(run: Run) -> list[str]:
     """One row per record kind present, in the results module's order; kinds it does not know are counted
     under "other", so the rows always add up to the run's item count."""
-    by_tier: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_tier: dict[str, list[Entry]] = defaultdict(list)
     for item in run.items:
-        by_tier[_results.TIERS.get(item["kind"], "other")].append(item)
+        by_tier[_results.TIERS.get(item.kind, "other")].append(item)
     rows = []
     for tier in (*_results.TIERS.values(), "other"):
         items = by_tier.get(tier, [])
         if not items:
             continue
-        counts = Counter(i.get("outcome", "error") for i in items)
+        counts = Counter(i.outcome for i in items)
         counts["error"] += sum(n for o, n in counts.items() if o not in _OUTCOMES)
         rows.append(f"| {tier} | " + " | ".join(_fmt(counts.get(o, 0)) for o in _OUTCOMES) + " |")
     beyond = _unrecorded(run, by_tier)
@@ -235,25 +236,24 @@ def _tier_summary(run: Run) -> list[str]:
     if not rows:
         return []
     lines = ["| tier | " + " | ".join(_OUTCOMES) + " |", "|---|" + "---:|" * len(_OUTCOMES), *rows, ""]
-    failed = [i for i in run.items if i.get("outcome") in ("failed", "error")]
+    failed = [i for i in run.items if i.outcome in ("failed", "error")]
     if failed:
         lines += ["**Failed items**", ""]
-        for i in sorted(failed, key=lambda i: i["nodeid"]):
-            reason = _results.reason_of(i)
-            lines.append(f"- `{i['nodeid']}`" + (f": {reason}" if reason else ""))
+        for i in sorted(failed, key=lambda i: i.nodeid):
+            lines.append(f"- `{i.nodeid}`" + (f": {i.reason}" if i.reason else ""))
         lines.append("")
     return lines
 
 
 def _target_tables(run: Run) -> list[str]:
-    structures: dict[str, dict[tuple[str, str], dict[str, Any]]] = defaultdict(dict)
+    structures: dict[str, dict[tuple[str, str], Entry]] = defaultdict(dict)
     for item in run.of_kind("structure"):
-        structures[str(item.get("target"))][(str(item.get("program")), str(item.get("config")))] = item
-    invariants: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+        structures[str(item.target)][(str(item.program), str(item.config))] = item
+    invariants: dict[tuple[str, str, str], list[Entry]] = defaultdict(list)
     for item in run.of_kind("invariant"):
-        programs = item.get("programs") or ["?"]
+        programs = item.programs or ["?"]
         # An invariant over several programs (a comparison) belongs to its first one, as in the plugin.
-        invariants[(str(item.get("target")), str(programs[0]), str(item.get("config")))].append(item)
+        invariants[(str(item.target), programs[0], str(item.config))].append(item)
     order = [t for t in run.targets if t in structures or any(k[0] == t for k in invariants)]
     order += sorted(({k[0] for k in invariants} | set(structures)) - set(order))
     lines: list[str] = []
@@ -269,8 +269,8 @@ def _target_tables(run: Run) -> list[str]:
         head = ["program", "config", *(h for _, h in _COLUMNS), "invariants"]
         lines += ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * len(_COLUMNS) + "---|"]
         for program, config in sorted(keys):
-            item = structures.get(target, {}).get((program, config), {})
-            cells = [_cell(item, k) if item else "" for k, _ in _COLUMNS]
+            found = structures.get(target, {}).get((program, config))
+            cells = [_cell(found, k) if found is not None else "" for k, _ in _COLUMNS]
             status = _invariant_status(invariants.get((target, program, config), []))
             lines.append(f"| `{program}` | {config} | " + " | ".join(cells) + f" | {status} |")
         lines.append("")
@@ -309,19 +309,17 @@ def _throughput_tables(rows: list[Throughput]) -> list[str]:
     return [*lines, ""]
 
 
-def _estimates(run: Run) -> dict[tuple[str, str, str], dict[str, Any]]:
+def _estimates(run: Run) -> dict[tuple[str, str, str], Entry]:
     """Structure items by (target, program, config), for the compilers' predictions they carry."""
-    return {
-        (str(i.get("target")), str(i.get("program")), str(i.get("config"))): i
-        for i in run.of_kind("structure")
-    }
+    return {(str(i.target), str(i.program), str(i.config)): i for i in run.of_kind("structure")}
 
 
 def _predicted_ratio(run: Run, target: str, a: str, b: str, config: str) -> float | None:
     """``estimated_cycles(a) / estimated_cycles(b)`` on ``target`` from the run's structure items."""
     items = _estimates(run)
-    ca = items.get((target, a, config), {}).get("estimated_cycles")
-    cb = items.get((target, b, config), {}).get("estimated_cycles")
+    ca, cb = (
+        (e.get("estimated_cycles") if e else None) for e in (items.get((target, p, config)) for p in (a, b))
+    )
     if not isinstance(ca, int) or not isinstance(cb, int) or cb <= 0:
         return None
     return ca / cb
@@ -374,7 +372,7 @@ def _predicted_tables(run: Run) -> list[str]:
 
 
 def _metric_by_target_table(
-    items: Mapping[tuple[str, str, str], Mapping[str, Any]],
+    items: Mapping[tuple[str, str, str], Entry],
     targets: Sequence[str],
     metric: str,
     fmt: Callable[[Any], str],
@@ -392,7 +390,7 @@ def _metric_by_target_table(
         "|---|---|" + "---:|" * len(targets),
     ]
     for program, config in keys:
-        cells = [items.get((t, program, config), {}).get(metric) for t in targets]
+        cells = [e.get(metric) if (e := items.get((t, program, config))) else None for t in targets]
         lines.append(f"| `{program}` | {config} | " + " | ".join(fmt(c) for c in cells) + " |")
     lines.append("")
     return lines
@@ -407,13 +405,10 @@ def _slowest_compiles(run: Run) -> list[str]:
     after a chain of scatter-adds has taken a GPU compile from seconds to minutes), and the time moves
     with the machine, so it is shown here and bounded only by relations in a spec."""
     timed = sorted(
-        (
-            (i["compile_seconds"], i)
-            for i in run.of_kind("structure")
-            if isinstance(i.get("compile_seconds"), (int, float))
-        ),
+        ((float(i.get("compile_seconds")), i) for i in run.of_kind("structure")
+         if isinstance(i.get("compile_seconds"), (int, float))),
         key=lambda pair: -pair[0],
-    )[:SLOWEST]
+    )[:SLOWEST]  # fmt: skip
     if not timed:
         return []
     lines = [
@@ -426,9 +421,7 @@ def _slowest_compiles(run: Run) -> list[str]:
         "| program | config | target | seconds |",
         "|---|---|---|---:|",
     ]
-    lines += [
-        f"| `{i.get('program')}` | {i.get('config')} | `{i.get('target')}` | {s:.2f} |" for s, i in timed
-    ]
+    lines += [f"| `{i.program}` | {i.config} | `{i.target}` | {s:.2f} |" for s, i in timed]
     return [*lines, ""]
 
 
@@ -496,7 +489,7 @@ def _keys_in_one_run(only_a: list[tuple[str, str, str]], only_b: list[tuple[str,
 
 def _outcomes(run: Run) -> dict[str, str]:
     """Every item's pytest outcome by node id, structure items left out (their metrics are compared)."""
-    return {i["nodeid"]: str(i.get("outcome")) for i in run.items if i.get("kind") != "structure"}
+    return {i.nodeid: i.outcome for i in run.items if i.kind != "structure"}
 
 
 def _outcome_changes(a: Run, b: Run) -> list[str]:

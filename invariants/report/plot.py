@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from .._paths import atomic_path
+from ..plugin.results import Entry
 from .run import Run
 
 __all__ = ["plot"]
@@ -50,10 +51,10 @@ def plot(run: Run, path: str | Path) -> bool:
     # repeat the same pattern and would triple the rows. The report's tables have every configuration.
     configs: dict[str, set[str]] = defaultdict(set)
     for i in structures:
-        configs[str(i.get("program"))].add(str(i.get("config")))
+        configs[str(i.program)].add(str(i.config))
     shown = {p: ("f32" if "f32" in c else sorted(c)[0]) for p, c in configs.items()}
-    structures = [i for i in structures if shown[str(i.get("program"))] == str(i.get("config"))]
-    cycles = [i for i in cycles if shown.get(str(i.get("program"))) == str(i.get("config"))]
+    structures = [i for i in structures if shown[str(i.program)] == str(i.config)]
+    cycles = [i for i in cycles if shown.get(str(i.program)) == str(i.config)]
     rows_of = {
         "launches": sorted({_row_label(i) for i in structures}),
         "cycles": sorted({_row_label(i) for i in cycles}),
@@ -73,31 +74,20 @@ def plot(run: Run, path: str | Path) -> bool:
             ax.set_xlabel("estimated cycles per call (libtpu's estimate, loops expanded; log scale)")
             ax.set_title("Predicted TPU cost per program (seed config f32) and TPU target")
         elif panel == "launches":
-            targets = sorted({str(i.get("target")) for i in structures})
-            markers = "osD^v<>p*hX"
-            for n, target in enumerate(targets):
-                # Each target sits at its own small offset inside the row, so equal counts do not hide
-                # each other.
-                dy = (n - (len(targets) - 1) / 2) * 0.7 / max(len(targets), 1)
-                pts = [
-                    (max(i["dynamic_kernel_launches"], 1), y[_row_label(i)] + dy)
-                    for i in structures
-                    if i.get("target") == target
-                ]
-                ax.scatter(*zip(*pts, strict=True), label=target, marker=markers[n % len(markers)], s=22)
+            _scatter_by_target(ax, structures, "dynamic_kernel_launches", y)
             title = "Kernel launches per call, per program (seed config f32) and target"
-            top = max(structures, key=lambda i: i["dynamic_kernel_launches"])
-            if top["dynamic_kernel_launches"] >= 100:
+            top = max(structures, key=lambda i: int(i.get("dynamic_kernel_launches")))
+            launches = int(top.get("dynamic_kernel_launches"))
+            if launches >= 100:
                 # Said under the title, never drawn over the points (an arrow's text covered the top rows).
-                launches, trips = top["dynamic_kernel_launches"], _fmt(top.get("max_trip_count"))
+                trips = _fmt(top.get("max_trip_count"))
                 title += (
-                    f"\nmost: {launches:,} launches, {top['program']} on {top['target']}: "
+                    f"\nmost: {launches:,} launches, {top.program} on {top.target}: "
                     f"{top.get('while_loops')} while loop(s), max trip count {trips}"
                 )
             ax.set_xscale("log")
             ax.set_xlabel("dynamic kernel launches per call (loops expanded by trip count; log scale)")
             ax.set_title(title)
-            _legend_outside(ax)
         else:
             data = ratios if panel == "ratio" else effs
             for t in data:
@@ -131,13 +121,14 @@ def plot(run: Run, path: str | Path) -> bool:
     return True
 
 
-def _scatter_by_target(ax: Any, items: list[dict[str, Any]], key: str, y: dict[str, int]) -> None:
-    """One marker per (program row, target), each target at its own small offset inside the row."""
-    targets = sorted({str(i.get("target")) for i in items})
+def _scatter_by_target(ax: Any, items: list[Entry], key: str, y: dict[str, int]) -> None:
+    """One marker per (program row, target), each target at its own small offset inside the row, so equal
+    counts do not hide each other; the targets' legend beside the panel."""
+    targets = sorted({str(i.target) for i in items})
     markers = "osD^v<>p*hX"
     for n, target in enumerate(targets):
         dy = (n - (len(targets) - 1) / 2) * 0.7 / max(len(targets), 1)
-        pts = [(max(i[key], 1), y[_row_label(i)] + dy) for i in items if i.get("target") == target]
+        pts = [(max(i.get(key), 1), y[_row_label(i)] + dy) for i in items if i.target == target]
         ax.scatter(*zip(*pts, strict=True), label=target, marker=markers[n % len(markers)], s=22)
     _legend_outside(ax)
 
@@ -148,5 +139,5 @@ def _legend_outside(ax: Any) -> None:
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0.0)
 
 
-def _row_label(item: dict[str, Any]) -> str:
-    return f"{item.get('program')} [{item.get('config')}]"
+def _row_label(item: Entry) -> str:
+    return f"{item.program} [{item.config}]"

@@ -17,6 +17,7 @@ from typing import Any
 
 from .._errors import InvariantsError
 from ..plugin import results as _results
+from ..plugin.results import Entry
 
 __all__ = [
     "Run", "Throughput", "add_benchmarks", "focused", "item_programs", "known_programs", "load_benchmarks",
@@ -57,7 +58,7 @@ class Run:
     runtime: dict[str, Any]
     targets: dict[str, dict[str, Any]]
     exitstatus: int
-    items: list[dict[str, Any]]
+    items: list[Entry]
     throughput: list[Throughput] = field(default_factory=list)
     # The programs the run's spec files declared (a downstream project's own), and every program of the
     # run with its kind and tags (see invariants.plugin.results): what --programs selects from.
@@ -65,12 +66,12 @@ class Run:
     programs: dict[str, dict[str, Any]] = field(default_factory=dict)
     # What the report shows: None (every program) or the programs chosen, and how they were chosen.
     focus: tuple[list[str], str] | None = None
-    # pytest's count of each outcome over the whole run (invariants.plugin.results.pytest_counts_of); None
+    # pytest's count of each outcome over the whole run (invariants.plugin.results.Results); None
     # for a file that has none, or a report of some programs only.
     pytest: dict[str, int] | None = None
 
-    def of_kind(self, kind: str) -> list[dict[str, Any]]:
-        return [i for i in self.items if i.get("kind") == kind]
+    def of_kind(self, kind: str) -> list[Entry]:
+        return [i for i in self.items if i.kind == kind]
 
     @property
     def runtime_target(self) -> str:
@@ -99,20 +100,14 @@ def _read_json(path: str | Path, what: str) -> Any:
 def load_results(path: str | Path) -> Run:
     """Read one results file (:func:`invariants.plugin.results.read`); bad input raises one line."""
     data = _results.read(path)
-    where = str(path)
     run = Run(
-        sources=[where],
-        versions={str(k): str(v) for k, v in data.get("versions", {}).items()},
-        runtime=dict(data.get("runtime", {})),
-        targets={str(k): (v if isinstance(v, dict) else {}) for k, v in data.get("targets", {}).items()},
-        exitstatus=data.get("exitstatus", 0),
-        items=list(data["items"]),
-        declared=_results.declared_of(data),
-        programs=_results.programs_of(data),
-        pytest=_results.pytest_counts_of(data),
-    )
+        sources=[str(path)], versions=data.versions, runtime=data.runtime, targets=data.targets,
+        exitstatus=data.exitstatus, items=data.items, declared=data.declared, programs=data.programs,
+        pytest=data.pytest,
+    )  # fmt: skip
     for item in run.items:
-        row = _throughput_of(item, item.get("target") or run.runtime_target, item["nodeid"], item["outcome"])
+        info = {**item.fields, "kind": item.kind}
+        row = _throughput_of(info, item.target or run.runtime_target, item.nodeid, item.outcome)
         if row is not None:
             run.throughput.append(row)
     return run
@@ -155,14 +150,12 @@ def merge(runs: Sequence[Run]) -> Run:
     return merged
 
 
-def item_programs(item: dict[str, Any]) -> list[str]:
+def item_programs(item: Entry) -> list[str]:
     """The programs an entry is about: its program, a relation's programs, a ratio's two sides (without
     their index distribution); none for an error entry."""
-    if isinstance(item.get("programs"), list):
-        return [str(p) for p in item["programs"]]
-    if item.get("kind") == "ratio":
-        return [str(item[side]).split("[", 1)[0] for side in ("a", "b") if item.get(side)]
-    return [str(item["program"])] if item.get("program") else []
+    if item.kind == "ratio":
+        return [str(item.get(side)).split("[", 1)[0] for side in ("a", "b") if item.get(side)]
+    return item.programs
 
 
 def focused(run: Run, programs: Sequence[str], how: str) -> Run:
@@ -170,7 +163,7 @@ def focused(run: Run, programs: Sequence[str], how: str) -> Run:
     one of its programs is chosen); error entries, which name no program, always stay."""
     chosen = set(programs)
 
-    def keep(item: dict[str, Any]) -> bool:
+    def keep(item: Entry) -> bool:
         named = item_programs(item)
         return not named or bool(chosen & set(named))
 

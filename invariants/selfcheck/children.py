@@ -67,7 +67,7 @@ def _run_versus(injection: Injection, folder: Path, timeout: float) -> Outcome:
     (folder / "versus.txt").write_text(proc.stdout + proc.stderr)
     from ..versus.report import as_items, load_record  # numpy, which selfcheck --help starts without
 
-    loaded = {"items": as_items(load_record(record))} if record.exists() else None
+    loaded = as_items(load_record(record)) if record.exists() else None
     outcome = outcome_of(injection, proc.returncode, loaded, time.perf_counter() - start)
     if loaded is None:
         tail = (proc.stderr.strip() or "no output").splitlines()[-1]

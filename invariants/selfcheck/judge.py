@@ -16,7 +16,6 @@ The baseline (an injection with no ``expect``) is "caught" when its run passes w
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from ..compile.child import catalog_snapshot_dir
 from ..compile.record import Compiled
 from ..kernels.dump import code_beside
 from ..measure.measurement import measure
+from ..plugin.results import Entry, Results
 from ..snapshot.diff import line_changes, structure_part
 from ..snapshot.render import render_summary
 from .registry import Injection
@@ -40,7 +40,7 @@ class Outcome:
 
     injection: Injection
     exit_status: int
-    failed: list[dict[str, Any]]  # failed items of the results file
+    failed: list[Entry]  # failed items of the results file
     missing: list[str]  # expect entries no failed item matched
     seconds: float
     note: str = ""  # why the run could not be judged (child died, no results file)
@@ -60,20 +60,19 @@ class Outcome:
 _KIND_ALIASES = {"ratio": "throughput", "efficiency": "throughput"}
 
 
-def item_label(item: Mapping[str, Any]) -> str:
+def item_label(item: Entry) -> str:
     """``kind:id`` when the item has an id (invariants, correctness checks), ``structure:code-only`` for a
     structure item whose snapshot differs in code lines only, else ``kind``."""
-    kind = str(item.get("kind", "?"))
-    if kind == "structure" and item.get("code_only") is True:
+    if item.kind == "structure" and item.get("code_only") is True:
         return CODE_ONLY
-    return f"{kind}:{item['id']}" if item.get("id") else kind
+    return f"{item.kind}:{item.id}" if item.id else item.kind
 
 
-def matches(expect: str, item: Mapping[str, Any]) -> bool:
+def matches(expect: str, item: Entry) -> bool:
     """Whether results-file ``item`` satisfies the expectation ``kind`` or ``kind:id``
     (``structure:code-only``: a structure item :func:`annotate` found to differ in code lines only)."""
     if expect == CODE_ONLY:
-        return item.get("kind") == "structure" and item.get("code_only") is True
+        return item.kind == "structure" and item.get("code_only") is True
     label = item_label(item)
     kind = label.split(":")[0]
     if ":" in expect:
@@ -83,7 +82,7 @@ def matches(expect: str, item: Mapping[str, Any]) -> bool:
     return expect in (kind, _KIND_ALIASES.get(kind))
 
 
-def snapshot_change(item: Mapping[str, Any], dump_dir: Path, snapshot_dir: Path | None = None) -> Any:
+def snapshot_change(item: Entry, dump_dir: Path, snapshot_dir: Path | None = None) -> Any:
     """Which lines of a failed structure item's snapshot changed (an
     ``invariants.snapshot.diff.LineChanges``):
     its key rendered again from the child's dump (``--hlo-dump-dir``: the optimized HLO and the kernel code
@@ -93,7 +92,7 @@ def snapshot_change(item: Mapping[str, Any], dump_dir: Path, snapshot_dir: Path 
     # Lazy: it imports pytest, which selfcheck --help and --list start without.
     from ..snapshot.store import snapshot_stem
 
-    program, config, target = (str(item.get(f)) for f in ("program", "config", "target"))
+    program, config, target = str(item.program), str(item.config), str(item.target)
     stem = snapshot_stem(program, config)
     hlo = dump_dir / target / f"{stem}.hlo.txt"
     committed = (snapshot_dir or catalog_snapshot_dir()) / target / f"{stem}.txt"
@@ -106,29 +105,32 @@ def snapshot_change(item: Mapping[str, Any], dump_dir: Path, snapshot_dir: Path 
     return line_changes(structure_part(committed.read_text()), structure_part(now))
 
 
-def annotate(results: Mapping[str, Any], dump_dir: Path, snapshot_dir: Path | None = None) -> dict[str, Any]:
-    """``results`` with each failed structure item that has a dump told apart: ``code_only`` (True when its
-    snapshot differs in kernel code lines only) and ``snapshot_change`` (which lines, in words)."""
+def annotate(results: Results, dump_dir: Path, snapshot_dir: Path | None = None) -> list[Entry]:
+    """The entries of ``results``, each failed structure item that has a dump told apart: ``code_only``
+    (True when its snapshot differs in kernel code lines only) and ``snapshot_change`` (which lines, in
+    words)."""
     items = []
-    for it in results.get("items", []):
-        if it.get("kind") == "structure" and it.get("outcome") == "failed":
+    for it in results.items:
+        if it.kind == "structure" and it.outcome == "failed":
             try:
                 changes = snapshot_change(it, dump_dir, snapshot_dir)
             except InvariantsError as err:  # a dump the parsers do not understand: said, never a guess
-                it = {**it, "code_only": False, "snapshot_change": f"not read: {err}"}
+                it = _with(it, code_only=False, snapshot_change=f"not read: {err}")
             else:
                 if changes is not None:
-                    it = {**it, "code_only": changes.code_only, "snapshot_change": changes.describe()}
+                    it = _with(it, code_only=changes.code_only, snapshot_change=changes.describe())
         items.append(it)
-    return {**results, "items": items}
+    return items
 
 
-def outcome_of(
-    injection: Injection, exit_status: int, results: Mapping[str, Any] | None, seconds: float
-) -> Outcome:
-    """Decide an injection from its child's exit status and results file (None: there was none)."""
-    if results is None:
+def _with(item: Entry, **fields: Any) -> Entry:
+    return dataclasses.replace(item, fields={**item.fields, **fields})
+
+
+def outcome_of(injection: Injection, exit_status: int, items: list[Entry] | None, seconds: float) -> Outcome:
+    """Decide an injection from its child's exit status and its entries (None: it wrote no results)."""
+    if items is None:
         return Outcome(injection, exit_status, [], list(injection.expect), seconds, note="no results file")
-    failed = [it for it in results.get("items", []) if it.get("outcome") == "failed"]
+    failed = [it for it in items if it.outcome == "failed"]
     missing = [e for e in injection.expect if not any(matches(e, it) for it in failed)]
     return Outcome(injection, exit_status, failed, missing, seconds)

@@ -43,6 +43,7 @@ from typing import Any
 from .._errors import InvariantsError
 from .._paths import PACKAGE_DIR, atomic_path, shown, write_atomic
 from ..compile.child import stage
+from ..plugin.results import Entry
 from .stats import ALL_CORES, ALL_CORES_THREADS
 
 FORMAT = "invariants-versus"
@@ -151,20 +152,21 @@ def make_record(
     }  # fmt: skip
 
 
-def as_items(record: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The record as results-file items (what ``selfcheck`` judges): one ``versus-timing`` item per timed
-    program (failed when its confirmed verdict failed) and one failed ``versus-invariant`` item per
+def as_items(record: Mapping[str, Any]) -> list[Entry]:
+    """The record as results-file entries (what ``selfcheck`` judges): one ``versus-timing`` entry per timed
+    program (failed when its confirmed verdict failed) and one failed ``versus-invariant`` entry per
     invariant and key that holds on the baseline and fails on the candidate."""
     items = [
-        {"kind": "versus-timing", "id": t["program"], "nodeid": f"versus[{t['program']}]",
-         "outcome": "failed" if t["verdict"] in ("fail", "lost-parallelism") else "passed"}
+        Entry("versus-timing", "failed" if t["verdict"] in ("fail", "lost-parallelism") else "passed",
+              f"versus[{t['program']}]", fields={"id": t["program"]})
         for t in record.get("timing", [])
     ]  # fmt: skip
     for s in record.get("structure", []):
         for inv in s.get("invariants", []):
             if inv.get("change") == "regressed":
-                items.append({"kind": "versus-invariant", "id": inv["id"], "nodeid": f"versus[{s['key']}]",
-                              "outcome": "failed"})  # fmt: skip
+                items.append(
+                    Entry("versus-invariant", "failed", f"versus[{s['key']}]", fields={"id": inv["id"]})
+                )
     return items
 
 

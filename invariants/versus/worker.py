@@ -206,8 +206,8 @@ def structure_of_keys(
     usable = {n: targets[n] for n, r in reasons.items() if r is None}
     programs = programs if programs is not None else Programs()
     cache = CompileCache(usable, programs)
-    todo = [k for k in keys if k[2] in usable]
-    cache.plan([Key(*k) for k in todo])
+    todo = [Key(*k) for k in keys if Key(*k).target in usable]
+    cache.plan(todo)
     items: dict[str, dict[str, Any]] = {}
     measured_keys: dict[Key, Measurement] = {}
     for raw in keys:
@@ -230,7 +230,7 @@ def structure_of_keys(
             }
         except InvariantsError as err:
             items[name] = {"error": str(err)}
-    names = {k[0] for k in measured_keys}
+    names = {k.program for k in measured_keys}
     cases: list[Case] = expand(load_specs() if specs is None else specs, usable.values(), programs=programs)
     for case in cases:
         if not all(k in measured_keys for k in case.keys):

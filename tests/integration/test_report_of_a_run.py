@@ -46,9 +46,7 @@ def test_predicted_cost_beside_measured_from_a_real_run(plain_run: Run, tmp_path
     # of the same module).
     assert "## Predicted TPU cost" in md and "| `grad_vmap_naive` | f32 | 149,925,672 |" in md
     assert "## Predicted memory" in md
-    cycles = {
-        i["program"]: i["estimated_cycles"] for i in run.of_kind("structure") if i["target"] == "tpu-v5e"
-    }
+    cycles = {i.program: i.get("estimated_cycles") for i in run.of_kind("structure") if i.target == "tpu-v5e"}
     # The CPU ratio naive / take, measured in this run, beside tpu-v5e's predicted ratio.
     cpu = next(t for t in run.throughput if t.label == "naive / take")
     predicted_fwd = cycles["naive"] / cycles["take"]

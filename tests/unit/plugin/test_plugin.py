@@ -57,7 +57,11 @@ def test_results_entries_come_from_records_only():
     name, value = _results.record("correctness", id="c", program="take", config="f32", distribution="u",
                                   problem=None)  # fmt: skip
     entry = _results.entry(name, value, "passed", "t::x")
-    assert entry == {**value, "outcome": "passed", "nodeid": "t::x"}
+    assert entry == _results.Entry(
+        "correctness", "passed", "t::x", None, {k: v for k, v in value.items() if k != "kind"}
+    )
+    assert entry.to_json() == {**value, "outcome": "passed", "nodeid": "t::x"}
+    assert _results.Entry.from_json(entry.to_json()) == entry
     assert _results.entry("selfcheck", {"table": "..."}, "passed", "t::y") is None
     with pytest.raises(InvariantsError, match="a ratio record needs"):
         _results.record("ratio", id="r")
@@ -204,7 +208,7 @@ def _obsolete(session, updating: bool, passed: bool = True, ran=("cpu",), delete
         folders = SnapshotFolders(
             folders.snapshot_dir, folders.catalog_snapshot_dir, folders.programs, spec_dirs_given=True
         )
-    items = [{"kind": "structure", "target": t} for t in ran]
+    items = [_results.Entry("structure", "passed", f"s[{t}]", fields={"target": t}) for t in ran]
     return folders.obsolete(session.all_targets, items, passed, updating=updating, delete=delete)
 
 

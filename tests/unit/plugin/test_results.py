@@ -16,12 +16,12 @@ from invariants._errors import InvariantsError
 from invariants.plugin import results as _results
 
 ROOT = Path(__file__).resolve().parents[3]
-PAYLOAD = {"versions": {}, "runtime": {}, "targets": {}, "exitstatus": 0, "items": []}
+PAYLOAD = {"versions": {}, "runtime": {}, "targets": {}, "exitstatus": 0}
 
 
 def test_the_results_file_is_written_atomically(tmp_path: Path, monkeypatch):
     path = tmp_path / "out" / "results.json"
-    _results.write(path, {**PAYLOAD, "exitstatus": 1})
+    _results.write(path, {**PAYLOAD, "exitstatus": 1}, [])
     assert json.loads(path.read_text())["exitstatus"] == 1
 
     def interrupted(src: object, dst: object) -> None:
@@ -29,7 +29,7 @@ def test_the_results_file_is_written_atomically(tmp_path: Path, monkeypatch):
 
     monkeypatch.setattr(_results.os, "replace", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        _results.write(path, {**PAYLOAD, "exitstatus": 2})
+        _results.write(path, {**PAYLOAD, "exitstatus": 2}, [])
     assert json.loads(path.read_text())["exitstatus"] == 1  # the old file, whole
     assert sorted(p.name for p in path.parent.iterdir()) == ["results.json"]  # no temporary file left
 
@@ -123,7 +123,7 @@ def test_a_run_whose_results_path_another_run_holds_writes_its_own(tmp_path: Pat
         other.release()
     assert proc.returncode == 0, proc.stdout[-2000:]
     own = sorted(tmp_path.glob("results.*.json"))
-    assert len(own) == 1 and _results.read(own[0])["items"], proc.stdout[-2000:]
+    assert len(own) == 1 and _results.read(own[0]).items, proc.stdout[-2000:]
     assert f"invariants: {path} is being written by another run" in proc.stdout
     assert f"this run writes {own[0]}" in proc.stdout
     assert json.loads(path.read_text())["from"] == "the other run"
@@ -156,7 +156,7 @@ def test_a_record_with_a_null_field_no_writer_makes_is_one_line(tmp_path: Path):
     entry = {"kind": "correctness", "nodeid": "t.py::c", "outcome": "passed", **record}
     path = tmp_path / "r.json"
     path.write_text(json.dumps({"items": [entry]}))
-    assert _results.read(path)["items"][0]["problem"] is None
+    assert _results.read(path).items[0].get("problem", "absent") is None
     path.write_text(json.dumps({"items": [{**entry, "program": None, "config": None}]}))
     with pytest.raises(InvariantsError) as err:
         _results.read(path)
@@ -197,5 +197,5 @@ def test_only_gate_items_are_recorded(tmp_path: Path):
     recorder.write_results({})
     assert recorder.items == [] and not (tmp_path / "results.json").exists()
     recorder.pytest_runtest_logreport(report({"gate": 1}, "failed"))  # type: ignore[arg-type]
-    assert [i["kind"] for i in recorder.items] == ["error"]
+    assert [i.kind for i in recorder.items] == ["error"]
     recorder.release()

@@ -11,6 +11,7 @@ import pytest
 from packaging.version import Version
 
 from invariants._errors import InvariantsError
+from invariants.plugin.results import Results
 from invariants.releases import bisect as b
 from invariants.releases import environments as r
 from invariants.releases import matrix as m
@@ -29,6 +30,11 @@ def selection_checked(monkeypatch):
     (the real collection, a child run, is tested on its own below)."""
     monkeypatch.setattr(b, "check_selection", lambda *args, **kwargs: 1)
     monkeypatch.setattr(m, "check_selection", lambda *args, **kwargs: 1)
+
+
+def _results(items: list[dict]) -> Results:
+    """A results file of ``items`` as the reader returns it (an outcome and node id where they give none)."""
+    return Results.from_json({"items": [{"outcome": "passed", "nodeid": "n", **i} for i in items]})
 
 
 def test_parse_pip_versions_and_release_filter() -> None:
@@ -192,14 +198,14 @@ def test_verdict_ignores_structure_and_counts_xfail_as_holding() -> None:
         {"kind": "invariant", "outcome": "passed", "nodeid": "a"},
         {"kind": "invariant", "outcome": "xfailed", "nodeid": "b"},
     ]
-    assert b.verdict_of(V("0.5.0"), {"items": items}, 1.0).holds
+    assert b.verdict_of(V("0.5.0"), _results(items), 1.0).holds
     items.append({"kind": "invariant", "outcome": "failed", "nodeid": "c"})
-    v = b.verdict_of(V("0.5.0"), {"items": items}, 1.0)
-    assert not v.holds and [it["nodeid"] for it in v.failing] == ["c"]
+    v = b.verdict_of(V("0.5.0"), _results(items), 1.0)
+    assert not v.holds and [it.nodeid for it in v.failing] == ["c"]
     with pytest.raises(InvariantsError, match="no invariant or correctness items"):
-        b.verdict_of(V("0.5.0"), {"items": items[:1]}, 1.0)
+        b.verdict_of(V("0.5.0"), _results(items[:1]), 1.0)
     with pytest.raises(InvariantsError, match="errored"):
-        b.verdict_of(V("0.5.0"), {"items": [{"kind": "error", "outcome": "failed", "nodeid": "x"}]}, 1.0)
+        b.verdict_of(V("0.5.0"), _results([{"kind": "error", "outcome": "failed", "nodeid": "x"}]), 1.0)
 
 
 def test_suite_command_selects_and_never_times() -> None:
@@ -215,17 +221,17 @@ def test_suite_command_selects_and_never_times() -> None:
 
 
 def test_matrix_table_and_plot(tmp_path: Path) -> None:
-    results = {
-        "items": [
+    results = _results(
+        [
             {"kind": "structure", "config": "f32", "target": "cpu", "program": "naive", "kernels": 1,
              "while_loops": 0, "dynamic_kernel_launches": 1},
             {"kind": "structure", "config": "bf16", "target": "cpu", "program": "naive", "kernels": 9},
             {"kind": "invariant", "config": "f32", "target": "cpu", "program": "naive"},
         ]
-    }  # fmt: skip
-    rows = m.matrix_rows("0.4.30", results) + m.matrix_rows("0.10.2", {"items": [
+    )  # fmt: skip
+    rows = m.matrix_rows("0.4.30", results) + m.matrix_rows("0.10.2", _results([
         {"kind": "structure", "config": "f32", "target": "cpu", "program": "naive", "kernels": 2,
-         "while_loops": 1, "dynamic_kernel_launches": None}]})  # fmt: skip
+         "while_loops": 1, "dynamic_kernel_launches": None}]))  # fmt: skip
     assert len(rows) == 2
     text = m.render_matrix(rows, ["0.4.30", "0.5.3", "0.10.2"], {"tpu-v5e, jax 0.4.30": "skipped: no libtpu"})
     lines = text.splitlines()
@@ -243,8 +249,8 @@ def test_matrix_predicted_cost_row(tmp_path: Path) -> None:
                 "kernels": 15, "while_loops": 1, "dynamic_kernel_launches": 73735,
                 "estimated_cycles": cycles}  # fmt: skip
 
-    rows = m.matrix_rows("0.5.3", {"items": [item("tpu-v5e", 119_900_000), item("cpu", None)]})
-    rows += m.matrix_rows("0.10.2", {"items": [item("tpu-v5e", 149_925_672), item("cpu", None)]})
+    rows = m.matrix_rows("0.5.3", _results([item("tpu-v5e", 119_900_000), item("cpu", None)]))
+    rows += m.matrix_rows("0.10.2", _results([item("tpu-v5e", 149_925_672), item("cpu", None)]))
     lines = m.render_matrix(rows, ["0.5.3", "0.10.2"], {}).splitlines()
     assert "### tpu-v5e: predicted cost, estimated cycles per call (the compiler's own estimate)" in lines
     assert "| grad_vmap_naive | 119,900,000 | 149,925,672 |" in lines
@@ -264,7 +270,7 @@ def test_keys_of_failing_items() -> None:
     items = [{"kind": "invariant", "programs": ["grad_naive"], "config": "f32", "target": "cpu"},
              {"kind": "invariant", "programs": ["grad_naive"], "config": "f32", "target": "cpu"},
              {"kind": "correctness", "program": "take"}]  # fmt: skip
-    assert b._keys_of(items) == [("grad_naive", "f32", "cpu")]
+    assert b._keys_of(_results(items).items) == [("grad_naive", "f32", "cpu")]
 
 
 def test_run_suite_takes_explicit_arguments() -> None:
@@ -290,7 +296,7 @@ def test_bisect_command_line_selection_reaches_every_release(monkeypatch, capsys
     def run_suite(env, version, workdir, **selection):
         asked.append(selection)
         outcome = "passed" if version < V("0.5.3") else "failed"
-        return {"items": [{"kind": "invariant", "outcome": outcome, "nodeid": "n"}]}, 1.0
+        return _results([{"kind": "invariant", "outcome": outcome, "nodeid": "n"}]), 1.0
 
     monkeypatch.setattr(b, "run_suite", run_suite)
     argv = ["--good", "0.4.30", "--bad", "0.6.2", "--programs", "grad_naive", "--configs", "f32",
@@ -370,7 +376,7 @@ def test_bisect_gpu_selection_installs_each_releases_cuda_plugin(monkeypatch, ta
     def run_suite(env, version, workdir, **selection):
         assert selection["targets"] == targets
         outcome = "passed" if version < V("0.10.2") else "failed"
-        return {"items": [{"kind": "invariant", "outcome": outcome, "nodeid": "n"}]}, 1.0
+        return _results([{"kind": "invariant", "outcome": outcome, "nodeid": "n"}]), 1.0
 
     monkeypatch.setattr(b, "ensure_env", ensure_env)
     monkeypatch.setattr(b, "run_suite", run_suite)
@@ -417,7 +423,7 @@ def test_matrix_runs_the_gpu_targets_in_each_releases_plugin_environment(monkeyp
         suites.append((str(env), selection["targets"]))
         item = {"kind": "structure", "config": "f32", "program": "grad_take", "kernels": 3, "while_loops": 0,
                 "dynamic_kernel_launches": 3}  # fmt: skip
-        return {"items": [{**item, "target": t} for t in selection["targets"].split(",")]}, 1.0
+        return _results([{**item, "target": t} for t in selection["targets"].split(",")]), 1.0
 
     monkeypatch.setattr(m, "ensure_env", ensure_env)
     monkeypatch.setattr(m, "run_suite", run_suite)
@@ -470,7 +476,7 @@ def test_bisect_over_a_gpu_target_finds_a_code_only_change(monkeypatch, capsys) 
                 "config": "f32", "programs": ["grad_take"], "assert": "cas_atomics == 0",
                 "measured": {"cas_atomics": cas}, "outcome": "failed" if cas else "passed",
                 "nodeid": node}  # fmt: skip
-        return {"items": [item]}, 1.0
+        return _results([item]), 1.0
 
     rendered = {"env-jax-0.10.1-gpu": A100_0_10_1, "env-jax-0.10.2-gpu": A100_0_10_2}
     monkeypatch.setattr(b, "run_suite", run_suite)

@@ -9,9 +9,15 @@ from typing import Any
 import pytest
 
 from invariants._errors import InvariantsError
+from invariants.plugin.results import Results
 from invariants.releases import matrix as m
 
 VERSIONS = ["0.10.0", "0.10.1", "0.10.2"]
+
+
+def _results(items: list[dict]) -> Results:
+    """A results file of ``items`` as the reader returns it (an outcome and node id where they give none)."""
+    return Results.from_json({"items": [{"outcome": "passed", "nodeid": "n", **i} for i in items]})
 
 
 def _item(
@@ -32,7 +38,7 @@ def _rows() -> list[m.MatrixRow]:
         "0.10.2": [_item("gpu-a100", "grad_take", 4, 0, 128), _item("gpu-a100", "take", 0, 0, 128),
                    _item("cpu", "grad_take", 0, 0, 256)],
     }  # fmt: skip
-    return [row for v, items in per_version.items() for row in m.matrix_rows(v, {"items": items})]
+    return [row for v, items in per_version.items() for row in m.matrix_rows(v, _results(items))]
 
 
 def test_kernel_table_shows_native_atomics_becoming_cas_behind_equal_hlo(tmp_path: Path) -> None:

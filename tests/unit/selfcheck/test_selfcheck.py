@@ -12,6 +12,7 @@ from invariants.__main__ import main as cli
 from invariants._errors import InvariantsError
 from invariants.catalog.programs import CATALOG
 from invariants.compile.child import ChildRun
+from invariants.plugin.results import Entry, Results
 from invariants.selfcheck import children, judge
 from invariants.selfcheck import command as sc
 from invariants.selfcheck import inject as inj
@@ -56,28 +57,25 @@ def test_select_and_restrict() -> None:
     assert tpu[0].is_baseline and all(i.targets.startswith("tpu") for i in tpu[1:]) and len(tpu) > 1
 
 
-def _item(kind: str, outcome: str, id_: str | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"kind": kind, "outcome": outcome, "nodeid": f"t.py::t[cpu-x-f32-{id_ or kind}]"}
-    if id_:
-        out["id"] = id_
-    return out
+def _item(kind: str, outcome: str, id_: str | None = None) -> Entry:
+    return Entry(kind, outcome, f"t.py::t[cpu-x-f32-{id_ or kind}]", fields={"id": id_} if id_ else {})
 
 
 def test_judge() -> None:
     injection = sc.Injection("x", "doc", {}, ("naive",), ("invariant:one_kernel", "structure"))
-    results = {"items": [_item("invariant", "failed", "one_kernel"), _item("structure", "failed"),
-                         _item("invariant", "passed", "no_while")]}  # fmt: skip
+    results = [_item("invariant", "failed", "one_kernel"), _item("structure", "failed"),
+               _item("invariant", "passed", "no_while")]  # fmt: skip
     assert sc.outcome_of(injection, 1, results, 1.0).caught
     # failing, but not by what was expected: not caught
-    partial = {"items": [_item("structure", "failed")]}
+    partial = [_item("structure", "failed")]
     out = sc.outcome_of(injection, 1, partial, 1.0)
     assert not out.caught and out.missing == ["invariant:one_kernel"]
     # expected items failed but the run did not (exit 0 cannot happen with failures; an abort is -6)
     assert not sc.outcome_of(injection, -6, results, 1.0).caught
     assert not sc.outcome_of(injection, 1, None, 1.0).caught
     baseline = sc.INJECTIONS[0]
-    assert sc.outcome_of(baseline, 0, {"items": [_item("invariant", "passed", "a")]}, 1.0).caught
-    assert not sc.outcome_of(baseline, 1, {"items": [_item("invariant", "failed", "a")]}, 1.0).caught
+    assert sc.outcome_of(baseline, 0, [_item("invariant", "passed", "a")], 1.0).caught
+    assert not sc.outcome_of(baseline, 1, [_item("invariant", "failed", "a")], 1.0).caught
 
 
 def test_throughput_expectation_matches_ratio_items() -> None:
@@ -296,23 +294,23 @@ def test_a_change_of_kernel_code_behind_equal_hlo_is_judged_code_only(tmp_path: 
     (snapshots / "grad_take.f32.txt").write_text(committed)
     structure_item = {"kind": "structure", "outcome": "failed", "program": "grad_take", "config": "f32",
                       "target": "gpu-a100", "nodeid": "test_structure[gpu-a100-grad_take-f32]"}  # fmt: skip
-    results = {"items": [structure_item]}
+    results = Results.from_json({"items": [structure_item]})
     annotated = sc.annotate(results, _dump(bad, tmp_path / "bad"), tmp_path / "snapshots")
-    item = annotated["items"][0]
-    assert item["code_only"] is True, item
-    assert item["snapshot_change"].startswith("code lines only (1 changed: fusion kInput {"), item
-    assert item["snapshot_change"].endswith("); the HLO lines are equal")
+    item = annotated[0]
+    assert item.get("code_only") is True, item
+    assert item.get("snapshot_change").startswith("code lines only (1 changed: fusion kInput {"), item
+    assert item.get("snapshot_change").endswith("); the HLO lines are equal")
     assert sc.item_label(item) == sc.CODE_ONLY and sc.matches(sc.CODE_ONLY, item)
     # The committed compile against its own snapshot: nothing differs, nothing is code-only.
     clean_run = sc.annotate(results, _dump(good, tmp_path / "good"), tmp_path / "snapshots")
-    assert clean_run["items"][0]["code_only"] is False
-    assert not sc.matches(sc.CODE_ONLY, clean_run["items"][0])
+    assert clean_run[0].get("code_only") is False
+    assert not sc.matches(sc.CODE_ONLY, clean_run[0])
     # An HLO line changed too: not code-only.
     (snapshots / "grad_take.f32.txt").write_text(committed.replace("summary: kernels ", "summary: kernels 9"))
-    hlo_too = sc.annotate(results, _dump(bad, tmp_path / "bad"), tmp_path / "snapshots")["items"][0]
-    assert hlo_too["code_only"] is False and hlo_too["snapshot_change"].startswith("HLO lines (")
+    hlo_too = sc.annotate(results, _dump(bad, tmp_path / "bad"), tmp_path / "snapshots")[0]
+    assert hlo_too.get("code_only") is False and hlo_too.get("snapshot_change").startswith("HLO lines (")
     # No dump of the key (no invariant failed on it): nothing is claimed.
-    assert "code_only" not in sc.annotate(results, tmp_path / "none", tmp_path / "snapshots")["items"][0]
+    assert "code_only" not in sc.annotate(results, tmp_path / "none", tmp_path / "snapshots")[0].fields
 
 
 def test_the_scalar_code_injection_is_caught_by_the_kernel_invariant_alone(
@@ -328,9 +326,9 @@ def test_the_scalar_code_injection_is_caught_by_the_kernel_invariant_alone(
     assert rendered[0] == rendered[1]
     inj_ = next(i for i in sc.INJECTIONS if i.name == "xla_cpu_scalar_code")
     assert inj_.expect == ("invariant:grad_scatter_vectorized",)
-    failed = {"items": [_item("invariant", "failed", "grad_scatter_vectorized")]}
+    failed = [_item("invariant", "failed", "grad_scatter_vectorized")]
     assert sc.outcome_of(inj_, 1, failed, 1.0).caught
-    assert not sc.outcome_of(inj_, 0, {"items": [_item("invariant", "passed", "grad_scatter_vectorized")]},
+    assert not sc.outcome_of(inj_, 0, [_item("invariant", "passed", "grad_scatter_vectorized")],
                              1.0).caught  # fmt: skip
 
 
@@ -400,7 +398,7 @@ def _fake_gate(monkeypatch: pytest.MonkeyPatch, injected: Any) -> list[tuple[lis
         log = folder / "pytest.txt"
         log.write_text("collected 9 items\nthe child's last words\n")
         if inj.ENV not in env:  # the baseline
-            return ChildRun(0, {"items": [_item("structure", "passed")]}, 2.0, log)
+            return ChildRun(0, Results([_item("structure", "passed")]), 2.0, log)
         return injected(log)
 
     monkeypatch.setattr(children, "run_gate", run_gate)
@@ -409,7 +407,7 @@ def _fake_gate(monkeypatch: pytest.MonkeyPatch, injected: Any) -> list[tuple[lis
 
 def _eqx_caught(log: sc.Path) -> ChildRun:
     items = [_item("invariant", "failed", "eqx_is_vmap_naive"), _item("structure", "failed")]
-    return ChildRun(1, {"items": items}, 3.0, log)
+    return ChildRun(1, Results(items), 3.0, log)
 
 
 def test_the_command_runs_each_injection_in_a_child_and_scores_it(
@@ -451,7 +449,7 @@ def test_the_command_runs_each_injection_in_a_child_and_scores_it(
     ("injected", "row"),
     [
         # Failing, but not by all it expects: not caught.
-        (lambda log: ChildRun(1, {"items": [_item("structure", "failed")]}, 1.0, log),
+        (lambda log: ChildRun(1, Results([_item("structure", "failed")]), 1.0, log),
          "| eqx_as_take | invariant:eqx_is_vmap_naive, structure | **no** | 1: structure; missing "
          "invariant:eqx_is_vmap_naive | cpu-x-f32-structure | 1 |"),
         # A child that never wrote its results file says why, in its last line.
@@ -481,8 +479,8 @@ def test_a_failing_baseline_makes_the_score_meaningless(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command_env: None
 ) -> None:
     def run_gate(command: Any, *, env: Any, folder: sc.Path, timeout: float) -> ChildRun:
-        return ChildRun(1, {"items": [_item("invariant", "failed", "eqx_is_vmap_naive"),
-                                      _item("structure", "failed")]}, 1.0, folder / "pytest.txt")  # fmt: skip
+        return ChildRun(1, Results([_item("invariant", "failed", "eqx_is_vmap_naive"),
+                                    _item("structure", "failed")]), 1.0, folder / "pytest.txt")  # fmt: skip
 
     monkeypatch.setattr(children, "run_gate", run_gate)
     assert cli(["selfcheck", "-k", "eqx_as_take", "--jobs", "1"]) == 1

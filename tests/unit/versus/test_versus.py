@@ -1151,10 +1151,10 @@ def test_selfcheck_versus_injections_reach_the_candidate_only(tmp_path: Path) ->
     # The real record writer's output, judged the way run_injection judges it.
     caught = _record([_timing("fail")], [_structure_entry(True, False)])
     caught["structure"][0]["invariants"][0]["id"] = "one_kernel"
-    outcome = sc.outcome_of(inj, 1, {"items": as_items(caught)}, 1.0)
+    outcome = sc.outcome_of(inj, 1, as_items(caught), 1.0)
     assert outcome.caught and outcome.missing == []
     clean = _record([_timing("pass")], [_structure_entry(True, True)])
-    outcome = sc.outcome_of(inj, 0, {"items": as_items(clean)}, 1.0)
+    outcome = sc.outcome_of(inj, 0, as_items(clean), 1.0)
     assert not outcome.caught and outcome.missing == ["versus-invariant:one_kernel", "versus-timing"]
 
 
