@@ -178,12 +178,12 @@ class ChildRun:
 
 @dataclasses.dataclass(frozen=True)
 class GateRun:
-    """One child run of the gate: what it selects (``targets``, ``programs``, ``configs``, the ``markers``
-    and ``-k`` of its items, ``tests``: one module of the gate, e.g. ``test_structure.py``, or all), where
-    it writes (``results``, whose folder is its rootdir, and ``dump_dir``), and what runs it: ``python``,
-    extra pytest ``plugins``, ``raw_invariants``, ``staged`` (the gate as another interpreter imports it,
-    with :func:`gate_env` ``pythonpath=True``), and the ``project`` whose programs it gates besides (or
-    instead of) the catalog's."""
+    """One child run of the gate: what it selects (``targets``, ``programs``, ``configs``, ``timed``: the
+    throughput tier too, ``-k``, and ``tests``: one module of the gate, e.g. ``test_structure.py``, or
+    all), where it writes (``results``, whose folder is its rootdir, and ``dump_dir``), and what runs it:
+    ``python``, extra pytest ``plugins``, ``raw_invariants``, ``staged`` (the gate as another interpreter
+    imports it, with :func:`gate_env` ``pythonpath=True``), and the ``project`` whose programs it gates
+    besides (or instead of) the catalog's."""
 
     targets: str
     results: Path
@@ -192,7 +192,7 @@ class GateRun:
     tests: str = ""
     programs: Sequence[str] | str | None = None
     configs: str | None = None
-    markers: str = "not slow and not throughput"
+    timed: bool = False  # the throughput tier too (the paired timings); else the structure and invariants
     k: str | None = None
     plugins: Sequence[str] = ()
     raw_invariants: bool = False
@@ -211,7 +211,7 @@ def gate_command(run: GateRun) -> list[str]:
     cmd = [str(run.python), "-m", "pytest", gate, "-q", "-p", "no:cacheprovider"]
     for plugin in run.plugins:
         cmd += ["-p", plugin]
-    cmd += ["-m", run.markers, "--targets", run.targets]
+    cmd += ([] if run.timed else ["-m", "not throughput"]) + ["--targets", run.targets]
     # A user's selection goes to the gate even when empty: the gate refuses an empty one in one line, where
     # dropping it would select every program in silence. None (or no names) means none was given.
     programs = run.programs

@@ -36,7 +36,7 @@ def child_command(injection: Injection, results: Path, dump_dir: Path) -> list[s
             targets=injection.targets,
             programs=injection.programs,
             configs=injection.configs,
-            markers="not slow" if injection.timing else "not slow and not throughput",
+            timed=injection.timing,
             # The correctness items are deselected unless an expectation needs them.
             k=None if injection.correctness else f"not {CORRECTNESS}",
             plugins=(INJECT_MODULE,),
