@@ -55,15 +55,8 @@ def compile_for(request: pytest.FixtureRequest) -> Callable[..., CompiledStructu
     which says what each takes); an unavailable target skips, bad input fails in one line."""
     rootpath = Path(request.config.rootpath)
 
-    def compile_(
-        fn: Callable[..., Any],
-        *args: Any,
-        target: str = "runtime",
-        name: str | None = None,
-        mesh: Any = None,
-        in_shardings: Any = None,
-        donate_argnums: int | tuple[int, ...] = (),
-    ) -> Any:
+    def compile_(fn: Callable[..., Any], *args: Any, **options: Any) -> Any:
+        # ``options``: compile_for's keywords, whatever they are (one signature: compile_for's).
         # Hidden from pytest's report, so that a skip names the test's line, not this one.
         __tracebackhide__ = True
         # Here, not at the top: this entry point loads in every pytest session of a project that installs
@@ -74,10 +67,7 @@ def compile_for(request: pytest.FixtureRequest) -> Callable[..., CompiledStructu
 
         skip = fail = ""
         try:
-            return measure(
-                fn, *args, target=target, name=name, mesh=mesh, in_shardings=in_shardings,
-                donate_argnums=donate_argnums,
-            )  # fmt: skip
+            return measure(fn, *args, **options)
         except TargetUnavailable as err:
             skip = str(err)
         except InvariantsError as err:
