@@ -284,12 +284,25 @@ def runtime_target() -> Target:
         return CPU_RUNTIME
     if device.platform == "tpu":
         chip = _TPU_KINDS.get(device.device_kind, re.sub(r"\W+", "", device.device_kind.lower()))
-        # The chip compiles the LLM-scale configurations too, as its ahead-of-time twin does: then a snapshot
-        # update on a TPU host keeps (and checks) those snapshots. Compiled only, never run.
-        return Target(f"tpu-{chip}", "tpu", "runtime", "all", extra_configs=LLM_CONFIGS)
+        return _on_the_chip(f"tpu-{chip}", "tpu")
     model = re.search(r"\b([A-Z]\d{1,3})\b", device.device_kind)  # A100-SXM4-80GB, H100, L4, B200
     name = model.group(1).lower() if model else re.sub(r"\W+", "", device.device_kind.lower())
-    return Target(f"gpu-{name}", "gpu", "runtime", "all", extra_configs=LLM_CONFIGS)
+    return _on_the_chip(f"gpu-{name}", "gpu")
+
+
+def _on_the_chip(name: str, family: Family) -> Target:
+    """The runtime target of a TPU or GPU host: every program, in the configurations its ahead-of-time twin
+    of the same name compiles, so that the chip checks the twin's snapshots and finds none missing. It
+    leaves out what the twin leaves out (tpu-v5e: f32-large, 2-5 s a compile there, which a CPU host
+    never records for it) and compiles the twin's extra configurations (the LLM-scale ones: a snapshot
+    update on the host keeps and checks those snapshots; compiled only, never run). A chip with no twin
+    compiles the LLM-scale configurations too."""
+    twin = next((t for t in _AOT_TARGETS if t.name == name and t.device_count == 1), None)
+    if twin is None:
+        return Target(name, family, "runtime", "all", extra_configs=LLM_CONFIGS)
+    return Target(
+        name, family, "runtime", "all", skip_configs=twin.skip_configs, extra_configs=twin.extra_configs
+    )
 
 
 # The CPU runtime target: what a process that does not start JAX (versus's controller) takes the runtime

@@ -21,7 +21,7 @@ from typing import Any
 import jax
 import numpy as np
 from jax.experimental import mesh_utils
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
 
 from .. import _config
 from .._errors import InvariantsError
@@ -47,22 +47,26 @@ def _abstract_arguments(program: Program, config_id: str, target: Target) -> tup
         return specs, None
     devices = list(target.devices())
     layout = program.layout
-    if layout is not None and layout.pod:
+    if layout is None:
+        # One device ahead of time: placed on it as a runtime call's arguments are (a single-device
+        # sharding), not on a one-device mesh, whose NamedSharding traces differently (the gradient of a
+        # scalar loss then carries a 'reshard' in the jaxpr that a real chip's trace has not: the snapshots
+        # a CPU host records for a chip must be the ones the chip itself compiles).
+        return tuple(jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=SingleDeviceSharding(devices[0]))
+                     for s in specs), None  # fmt: skip
+    if layout.pod:
         # A pod job's mesh: devices placed by their physical coordinates (rings along the ICI links).
         shape = layout.mesh_for(target.device_count)
         mesh = pod_mesh(devices, shape, layout.axes, layout.axis_types)
         parts = program.argument_specs_sharded(config)
-    elif layout is not None:
+    else:
         mesh = Mesh(np.array(devices[: layout.devices]).reshape(layout.mesh_shape), layout.axes)
         parts = program.argument_specs_sharded(config)
-    else:
-        mesh = Mesh(np.array(devices[:1]).reshape(1), ("x",))
-        parts = tuple(() for _ in specs)
     args = tuple(
         jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=NamedSharding(mesh, PartitionSpec(*p)))
         for s, p in zip(specs, parts, strict=True)
     )
-    return args, (mesh if layout is not None else None)
+    return args, mesh
 
 
 def pod_mesh(devices: Sequence[Any], shape: tuple[int, ...], axes: tuple[str, ...], axis_types: str) -> Mesh:

@@ -78,10 +78,11 @@ FIELDS: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 KINDS: tuple[str, ...] = tuple(FIELDS)
 # The fields of FIELDS that may be null: a value check that found no problem, an efficiency item with no
-# baseline to hold it to. Any other null is a record no writer of this module makes.
+# baseline to hold it to (no floor, so no verdict: RatioResult.verdict is None when no bound was given; the
+# item itself fails, saying how to record one). Any other null is a record no writer of this module makes.
 NULLABLE: dict[str, frozenset[str]] = {
     "correctness": frozenset({"problem"}),
-    "efficiency": frozenset({"threshold"}),
+    "efficiency": frozenset({"threshold", "verdict"}),
 }
 # The tier each kind belongs to, as the report's tier table names it.
 TIERS: dict[str, str] = {

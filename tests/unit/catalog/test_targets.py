@@ -84,6 +84,30 @@ def test_a_gpu_host_names_its_runtime_target_like_the_ahead_of_time_one(monkeypa
     assert _targets.runtime_target().name == name
 
 
+@pytest.mark.parametrize(
+    "platform,kind,name", [("tpu", "TPU v5 lite", "tpu-v5e"), ("gpu", "NVIDIA H100 80GB HBM3", "gpu-h100")]
+)
+def test_a_chip_compiles_what_its_ahead_of_time_twin_compiles(monkeypatch, platform, kind, name):
+    """On a TPU or GPU host the runtime target replaces the AOT target of its name and checks that one's
+    snapshots, recorded on a CPU host: each program in the same configurations, neither more (tpu-v5e on
+    a real v5e once compiled f32-large, which its twin skips: ten 'no snapshot' failures) nor fewer."""
+    import jax
+
+    from invariants.catalog import targets as _targets
+
+    twin = all_targets(_targets.CPU_RUNTIME)[name]
+
+    class Device:
+        device_kind = kind
+
+    Device.platform = platform
+    monkeypatch.setattr(jax, "devices", lambda *a: [Device()])
+    chip = _targets.runtime_target()
+    assert chip.name == name and chip.mode == "runtime" and twin.mode == "aot"
+    for program in CATALOG.values():
+        assert chip.configs_for(program) == twin.configs_for(program), program.name
+
+
 def test_a_gpu_the_plugin_cannot_describe_skips_with_the_plugins_line(monkeypatch, tmp_path):
     """A release's CUDA plugin that does not know a device (or a description it refuses) makes that
     target unavailable, in one line with the plugin's first words, instead of a compile error per item."""

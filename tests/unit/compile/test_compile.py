@@ -205,3 +205,28 @@ def test_the_pool_starts_each_plugin_once_in_the_calling_thread_before_any_compi
     assert list(dict.fromkeys(started)) == [("tpu-v5e", caller), ("gpu-a100", caller), ("cpu", caller)]
     first_compile = next(i for i, e in enumerate(events) if e[0] == "compile")
     assert first_compile == len(started)  # every plugin started before the first compile
+
+
+@pytest.mark.parametrize("program", ["train_take", "train_eqx_embedding", "grad_take", "take"])
+def test_ahead_of_time_traces_as_the_chip_does(monkeypatch, program):
+    """A CPU host records a chip's snapshots ahead of time; on that chip (tox -e tpu) the runtime target
+    of the same name compiles the same program from plain arguments. Both must trace alike: a one-device
+    mesh's NamedSharding once added a 'reshard' to every training step's jaxpr ahead of time, and a real
+    TPU v5e then failed eight structure items ('changed: jaxpr', '-  reshard'). Here the AOT target's
+    devices are this host's CPU, so that no compiler plugin is needed: what differs is the arguments."""
+    import dataclasses
+
+    import jax
+
+    from invariants.catalog.programs import CATALOG
+    from invariants.catalog.targets import CPU_RUNTIME, Target
+
+    monkeypatch.setattr(Target, "devices", lambda self: jax.devices("cpu")[: self.device_count])
+    ahead = dataclasses.replace(CPU_RUNTIME, name="cpu-aot", mode="aot")
+    traced = {}
+    for target in (CPU_RUNTIME, ahead):
+        args, mesh = _compile._abstract_arguments(CATALOG[program], "f32", target)
+        assert mesh is None
+        traced[target.mode] = _compile.jaxpr_primitives(jax.make_jaxpr(CATALOG[program].fn)(*args))
+    assert traced["aot"] == traced["runtime"]
+    assert all(a.sharding.device_set == {jax.devices("cpu")[0]} for a in args)  # placed on the device

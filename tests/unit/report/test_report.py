@@ -503,3 +503,25 @@ def test_a_measurement_moved_when_its_intervals_part_or_its_verdict_changes(a, b
         )
 
     assert _report._moved(throughput(*a), throughput(*b)) is moved
+
+
+def test_an_efficiency_item_with_no_baseline_is_reported(tmp_path):
+    """An efficiency item with no baseline (the first run on a new chip: the TPU runtime target has none
+    committed) is measured against no floor, so its record has neither threshold nor verdict; the item
+    fails with the command that records one. Its results file is the run's like any other: the report
+    reads it and lists the failure (it once refused the whole file: 'verdict null')."""
+    from invariants.timing.paired import measure_efficiency
+
+    measured = measure_efficiency(lambda: None, lambda: None, min_efficiency=None, min_pairs=10,
+                                  min_seconds=0.0, max_seconds=0.2)  # fmt: skip
+    assert measured.threshold is None and measured.verdict is None  # as test_efficiency records it
+    _, value = record("efficiency", id="efficiency", target="tpu-v5e", program="take", config="f32",
+                      bytes=2097152, **measured.to_dict(), attempts=[None])  # fmt: skip
+    reason = "snapshots/tpu-v5e/efficiency/take.f32.json: no efficiency baseline for take[f32] on tpu-v5e"
+    item = {**value, "outcome": "failed", "nodeid": "t::test_efficiency[tpu-v5e-take-f32]", "reason": reason}
+    out = tmp_path / "report.md"
+    results = _write(tmp_path, "r.json", _results([*RUN, item], exitstatus=1))
+    assert cli(["report", results, "--out", str(out)]) == 0
+    md = out.read_text()
+    assert "| `tpu-v5e` | efficiency of `take` | f32 |" in md
+    assert "- `t::test_efficiency[tpu-v5e-take-f32]`" in md and reason in md
