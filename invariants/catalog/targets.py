@@ -291,18 +291,17 @@ def runtime_target() -> Target:
 
 
 def _on_the_chip(name: str, family: Family) -> Target:
-    """The runtime target of a TPU or GPU host: every program, in the configurations its ahead-of-time twin
-    of the same name compiles, so that the chip checks the twin's snapshots and finds none missing. It
-    leaves out what the twin leaves out (tpu-v5e: f32-large, 2-5 s a compile there, which a CPU host
-    never records for it) and compiles the twin's extra configurations (the LLM-scale ones: a snapshot
-    update on the host keeps and checks those snapshots; compiled only, never run). A chip with no twin
-    compiles the LLM-scale configurations too."""
+    """The runtime target of a TPU or GPU host: the programs and configurations its ahead-of-time twin of
+    the same name compiles, so that the chip checks the twin's snapshots and finds none missing. It takes
+    the twin's scope (a core twin, tpu-v4 or gpu-a100, compiles the core programs), leaves out what the
+    twin leaves out (tpu-v5e: f32-large, 2-5 s a compile there, which a CPU host never records for it) and
+    compiles the twin's extra configurations (the LLM-scale ones: a snapshot update on the host keeps and
+    checks those snapshots; compiled only, never run). A chip with no twin compiles every program, the
+    LLM-scale configurations too."""
     twin = next((t for t in _AOT_TARGETS if t.name == name and t.device_count == 1), None)
     if twin is None:
         return Target(name, family, "runtime", "all", extra_configs=LLM_CONFIGS)
-    return Target(
-        name, family, "runtime", "all", skip_configs=twin.skip_configs, extra_configs=twin.extra_configs
-    )
+    return dataclasses.replace(twin, mode="runtime", topology=None, chip_config="default", enable_hint="")
 
 
 # The CPU runtime target: what a process that does not start JAX (versus's controller) takes the runtime
