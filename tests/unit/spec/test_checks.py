@@ -401,3 +401,22 @@ def test_a_scoped_count_reads_one_dtype_and_a_power_bounds(tmp_path):
     }
     assert [a for a, v in verdicts.items() if not v.holds] == []
     assert verdicts[asserts[0]].measured == {"scatters(dtype='f32')": 1}
+
+
+def test_correctness_compares_at_the_highest_matmul_precision(tmp_path):
+    """A TPU's default precision rounds a matmul's f32 operands to bf16 passes (one_hot(x, V) @ W misses
+    take by 0.002 on a TPU v5e): the checks compare what the forms compute, so they trace at the highest
+    precision, whatever the process's default."""
+    import jax
+
+    seen: list[object] = []
+    take = CATALOG["take"]
+
+    def recording(W, x):
+        seen.append(jax.config.jax_default_matmul_precision)  # read while tracing
+        return take.fn(W, x)
+
+    correctness = Correctness(Programs().replaced({"naive": recording}))
+    case = _correctness(tmp_path, "agree", "naive", 'reference = "take"\n')
+    assert correctness.run(case) is None
+    assert seen == ["highest"]
