@@ -10,8 +10,19 @@ guide as written, the GitHub action's step, the device-check rehearsal, real ver
 proof). They take minutes together, so the README's test command leaves them out; ``pytest -m e2e`` (any
 ``-m`` expression that names ``e2e``) selects them, and ``.ci/run`` runs them after that command.
 
-pytest-benchmark: the project's own tests time nothing in process (their gate runs are child processes,
-with options of their own), so it is off here, and under xdist it does not warn that it is.
+pytest-benchmark: the project's own tests time nothing with it (the gate's throughput tier has its own
+timer), so it is off here, and under xdist it does not warn that it is.
+
+The compile cache: every gate run of the session, in this process (``gate_pytester``) or in a child, reads
+and writes one folder, the one the gate itself would use (``INVARIANTS_CACHE_DIR``, else the user's cache
+folder), named in the environment as an absolute path so that a run with another ``HOME`` (pytester sets
+one) or another working directory shares it too. A second run never compiles what a first one compiled,
+and a session after that compiles nothing it compiled before; the cache's keys hash everything that
+changes a compile (``invariants.compile.store``), so a warm entry never hides a change. The tests of the
+cache itself give their runs folders of their own.
+
+``gate_pytester``: the gate's plugin and ``python -m invariants`` run in the test's own process, through
+pytest's ``pytester`` (``gatekit.InProcess``).
 """
 
 from __future__ import annotations
@@ -19,6 +30,12 @@ from __future__ import annotations
 import os
 
 import pytest
+from gatekit import InProcess, preload
+
+from invariants.compile.store import folder_of
+
+# pytest's own fixture for testing plugins in process (gate_pytester below).
+pytest_plugins = ["pytester"]
 
 try:
     from hypothesis import settings
@@ -38,6 +55,21 @@ E2E = "e2e"
 def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config.option, "benchmark_disable"):
         config.option.benchmark_disable = True
+    # Before xdist starts its workers: they, and every child run, inherit it.
+    os.environ["INVARIANTS_CACHE_DIR"] = str(folder_of().resolve())
+
+
+@pytest.fixture(scope="session")
+def _preloaded() -> None:
+    """What a gate run imports that pytester must not forget (``gatekit.PRELOADED``): imported before the
+    first ``pytester`` of the process takes its snapshot of the modules."""
+    preload()
+
+
+@pytest.fixture
+def gate_pytester(_preloaded: None, pytester: pytest.Pytester) -> InProcess:
+    """Gate runs in this process, in ``pytester``'s folder: ``.pytest(ARGS)``, ``.command(ARGV)``."""
+    return InProcess(pytester)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

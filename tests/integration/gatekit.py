@@ -3,13 +3,20 @@ folder, so the integration tests import it as ``gatekit``; the shared runs are f
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import importlib
+import io
 import os
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 ROOT = Path(__file__).parents[2]
 # Two targets (the runtime and one ahead-of-time TPU), four programs (forward and backward of the per-row
@@ -32,9 +39,9 @@ def make_project(folder: Path, targets: tuple[str, ...] = ("cpu", "tpu-v5e")) ->
     pyproject = folder / "pyproject.toml"
     pyproject.write_text(re.sub(r"testpaths = \[.*\]", 'testpaths = ["tests/gate"]', pyproject.read_text()))
     gate = shutil.ignore_patterns("__init__.py", "__pycache__")
-    shutil.copytree(ROOT / "invariants" / "gate", folder / "tests" / "gate", ignore=gate)
+    shutil.copytree(ROOT / "invariants" / "gate", folder / "tests" / "gate", ignore=gate, dirs_exist_ok=True)
     for target in targets:
-        shutil.copytree(ROOT / "snapshots" / target, folder / "snapshots" / target)
+        shutil.copytree(ROOT / "snapshots" / target, folder / "snapshots" / target, dirs_exist_ok=True)
     return folder
 
 
@@ -128,3 +135,131 @@ def start_shared(folder: Path, *args: str, stale: str | None = None, plant_files
     results = project / "results.json"
     child = start(project, *SELECTION, "--results-json", str(results), *args, env=QUICK)
     return Pending(project, child, results, before)
+
+
+# --------------------------------------------------------------------------------------------------------
+# In-process runs: the gate's plugin (and ``python -m invariants``) run in this test's own process, through
+# pytest's ``pytester``, as syrupy and pytest-benchmark test their plugins. No interpreter starts, JAX is
+# up already, and what the session's compile cache holds is read, not compiled: a run costs a second or
+# two where a child costs several. A child process stays where the subject needs one (a signal, a hang,
+# an exit of the process, a fresh environment, JAX started another way, xdist's workers).
+
+# Imported before the first pytester of a process: pytester forgets the modules a test imported, and
+# numpy's extension modules (which scipy.stats loads for the throughput tier) cannot be loaded twice in one
+# process.
+PRELOADED = ("scipy.stats", "xdist", "syrupy", "invariants.plugin.session", "invariants.plugin.command")
+
+
+def preload() -> None:
+    for name in PRELOADED:
+        importlib.import_module(name)
+
+
+class InProcess:
+    """The ``gate_pytester`` fixture: gate runs in this process, in ``pytester``'s folder (its ``path``).
+
+    :meth:`pytest` is ``pytest ARGS`` there, :meth:`command` is ``python -m invariants ARGV``
+    (:func:`command`); both return a :class:`subprocess.CompletedProcess` (the exit status, stdout and
+    stderr), as a child's run would. Each run gets the environment a child run gets (:func:`environment`).
+    """
+
+    def __init__(self, pytester: Any) -> None:
+        self.pytester = pytester
+        self.path: Path = pytester.path
+
+    def project(self, targets: tuple[str, ...] = ("cpu", "tpu-v5e")) -> Path:
+        """:func:`make_project` in this run's folder."""
+        return make_project(self.path, targets)
+
+    def pytest(
+        self, *args: str, env: dict[str, str] | None = None, quick: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """``pytest -p no:cacheprovider -q ARGS`` in :attr:`path`, as :func:`start` runs it in a child
+        (``quick``: each ratio measured briefly, :data:`QUICK`)."""
+        with environment(env, quick):
+            try:
+                # Exit status 2 is the gate's bad input, not an interrupt to pass on.
+                result = self.pytester.runpytest("-p", "no:cacheprovider", "-q", *args, no_reraise_ctrlc=True)
+            finally:
+                _forget_programs()
+        return subprocess.CompletedProcess(
+            ["pytest", *args], int(result.ret), "\n".join(result.outlines) + "\n",
+            "\n".join(result.errlines) + "\n",
+        )  # fmt: skip
+
+    def command(
+        self, *argv: str, cwd: Path | None = None, env: dict[str, str] | None = None, quick: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """:func:`command` in ``cwd`` (default :attr:`path`)."""
+        return command(*argv, cwd=cwd or self.path, env=env, quick=quick)
+
+
+def command(
+    *argv: str, cwd: Path, env: dict[str, str] | None = None, quick: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """``python -m invariants ARGV`` in this process, in ``cwd``, whose modules it imports as a user's
+    project (as with ``PYTHONPATH`` naming it), forgotten again after the run. pytester's own capture,
+    for a command that is not pytest: what Python writes to stdout and stderr."""
+    from invariants.__main__ import main
+
+    folder = cwd.resolve()
+    out, err = io.StringIO(), io.StringIO()
+    with environment(env, quick) as mp, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        mp.chdir(folder)
+        mp.syspath_prepend(str(folder))
+        mp.setattr(sys, "dont_write_bytecode", sys.dont_write_bytecode)
+        before = set(sys.modules)
+        try:
+            status = main(list(argv))
+        except SystemExit as end:  # pytest.exit() before pytest's session runs
+            status = end.code if isinstance(end.code, int) else 1
+        finally:
+            _forget_modules(before, folder)
+    return subprocess.CompletedProcess(["python", "-m", "invariants", *argv], status, out.getvalue(),
+                                       err.getvalue())  # fmt: skip
+
+
+@contextlib.contextmanager
+def environment(env: dict[str, str] | None = None, quick: bool = True) -> Iterator[Any]:
+    """The environment of a gate run in this process, as a child run gets it: no xdist worker's variables
+    (with them syrupy takes itself for a worker and prints no snapshot report), :data:`QUICK` when
+    ``quick``, ``env`` on top. After it this process is as it was: its variables (``python -m invariants``
+    sets some for itself), and its core affinity (a gate run gives an xdist worker pinned to a core every
+    core back). Yields the :class:`pytest.MonkeyPatch` that undoes it all."""
+    cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    with pytest.MonkeyPatch.context() as mp:
+        for name in [k for k in os.environ if k.startswith("PYTEST_XDIST_")]:
+            mp.delenv(name)
+        for name in ("JAX_PLATFORMS", "PYTHONDONTWRITEBYTECODE"):
+            if name in os.environ:
+                mp.setenv(name, os.environ[name])
+            else:
+                mp.delenv(name, raising=False)
+        for name, value in {**(QUICK if quick else {}), **(env or {})}.items():
+            mp.setenv(name, value)
+        try:
+            yield mp
+        finally:
+            if cores is not None:
+                os.sched_setaffinity(0, cores)
+
+
+def _forget_programs() -> None:
+    """Forget the programs a run built from its spec files: ``build`` keeps one per declaration for the
+    process (the ``gate`` command's check and its session share it), and a declaration says
+    ``minelib:take_lookup``, not which project's ``minelib``: a later run in this process, of another
+    project with the same declaration, would compile the first project's function."""
+    from invariants.catalog.downstream import build
+
+    build.cache_clear()
+
+
+def _forget_modules(before: set[str], folder: Path) -> None:
+    """Drop the modules a run imported from ``folder`` (a project's own) or from the gate's test modules:
+    the next run in this process imports its own. Libraries it imported stay (see :data:`PRELOADED`)."""
+    _forget_programs()
+    gate = ROOT / "invariants" / "gate"
+    for name in set(sys.modules) - before:
+        file = getattr(sys.modules[name], "__file__", None) or ""
+        if file and (Path(file).is_relative_to(folder) or Path(file).is_relative_to(gate)):
+            del sys.modules[name]
