@@ -1,6 +1,7 @@
 """``python -m invariants gate`` in a downstream project, as its users run it: a scratch project with one
-program of its own, related to the catalog's ``take`` by structure and by time, run in child processes on
-the CPU target (fast: two programs compile).
+program of its own, related to the catalog's ``take`` by structure and by time, on the CPU target (fast:
+two programs compile). The command runs in this process (``gatekit.command``), which imports the project's
+module from its folder as the command's own process would.
 
 What these hold: ``--no-catalog`` compiles the catalog programs the project's relations name and evaluates
 those relations; a first ``--snapshot-update`` records the missing efficiency baselines and never rewrites
@@ -20,6 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from gatekit import command
 
 ROOT = Path(__file__).parents[2]
 
@@ -65,16 +67,16 @@ def gate(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def run_words(project: Path, words: list[str]) -> subprocess.CompletedProcess[str]:
-    """A command as a user types it (``python`` is this interpreter), with a wide terminal so that pytest's
-    short lines are not cut."""
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST_", "INVARIANTS_", "PYTEST_"))
-    }
-    env |= {"PYTHONPATH": os.pathsep.join([str(project), str(ROOT)]), "COLUMNS": "400",
-            "INVARIANTS_RATIO_MAX_SECONDS": "0.25"}  # fmt: skip
-    words = [sys.executable if w == "python" else w for w in words]
-    return subprocess.run([*words, "-p", "no:cacheprovider", "-rA"], cwd=project, env=env,
-                          capture_output=True, text=True, check=False, timeout=600)  # fmt: skip
+    """A command as a user types it (``python -m invariants ...``), run in this process
+    (:func:`gatekit.command`): the project's modules import from its folder, none of the suite's own
+    variables but the session's compile cache, and a wide terminal so that pytest's short lines are not
+    cut."""
+    assert words[:3] == ["python", "-m", "invariants"], words
+    with pytest.MonkeyPatch.context() as mp:
+        for name in os.environ:
+            if name.startswith(("INVARIANTS_", "PYTEST_")) and name != "INVARIANTS_CACHE_DIR":
+                mp.delenv(name)
+        return command(*words[3:], "-p", "no:cacheprovider", "-rA", cwd=project, env={"COLUMNS": "400"})
 
 
 @pytest.fixture(scope="module")
