@@ -172,14 +172,18 @@ class InProcess:
         return make_project(self.path, targets)
 
     def pytest(
-        self, *args: str, env: dict[str, str] | None = None, quick: bool = True
+        self, *args: str, env: dict[str, str] | None = None, quick: bool = True, plugins: tuple[Any, ...] = ()
     ) -> subprocess.CompletedProcess[str]:
         """``pytest -p no:cacheprovider -q ARGS`` in :attr:`path`, as :func:`start` runs it in a child
-        (``quick``: each ratio measured briefly, :data:`QUICK`)."""
+        (``-q`` only where ``args`` say nothing of it; ``quick``: each ratio measured briefly, :data:`QUICK`).
+        ``plugins``: plugin objects for the run, as ``-p NAME`` would load them."""
+        quiet = [] if "-q" in args else ["-q"]
         with environment(env, quick):
             try:
                 # Exit status 2 is the gate's bad input, not an interrupt to pass on.
-                result = self.pytester.runpytest("-p", "no:cacheprovider", "-q", *args, no_reraise_ctrlc=True)
+                result = self.pytester.runpytest(
+                    "-p", "no:cacheprovider", *quiet, *args, plugins=list(plugins), no_reraise_ctrlc=True
+                )
             finally:
                 _forget_programs()
         return subprocess.CompletedProcess(
