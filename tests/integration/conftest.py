@@ -7,20 +7,16 @@ every tier) on two targets and four programs, in the seed's configuration; ``upd
 ``-n 2``. The three start together, each in its own copy of the project: the checkout itself is never
 written.
 
-Under xdist (the README's ``pytest -n auto``) the tests that read them may land on any worker. The first
-worker to need them makes them, under a file lock in the folder every worker's temporary folder sits in;
-the others wait for that lock and read what it left (pytest-xdist's recipe for a session fixture made once).
+Under xdist (the README's ``pytest -n auto``) the tests that read them may land on any worker: the first
+worker to need them makes them, the others read what it made (``gatekit.made_once``).
 """
 
 from __future__ import annotations
 
-import os
-import pickle
 from pathlib import Path
 
 import pytest
-from filelock import FileLock
-from gatekit import Run, start_shared
+from gatekit import Run, made_once, start_shared
 
 
 def _make(folder: Path) -> dict[str, Run]:
@@ -43,16 +39,7 @@ def _make(folder: Path) -> dict[str, Run]:
 
 @pytest.fixture(scope="session")
 def _shared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
-    base = tmp_path_factory.getbasetemp()
-    # An xdist worker's temporary folder sits in the session's; without xdist the session's is its own.
-    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared_child_runs"
-    folder.mkdir(exist_ok=True)
-    made = folder / "runs.pickle"
-    with FileLock(str(folder / "runs.lock")):
-        if not made.exists():
-            made.write_bytes(pickle.dumps(_make(folder)))
-        runs: dict[str, Run] = pickle.loads(made.read_bytes())
-    return runs
+    return made_once(tmp_path_factory, "shared_child_runs", _make)
 
 
 @pytest.fixture(scope="session")

@@ -8,17 +8,19 @@ import dataclasses
 import importlib
 import io
 import os
+import pickle
 import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 ROOT = Path(__file__).parents[2]
+T = TypeVar("T")
 # Two targets (the runtime and one ahead-of-time TPU), four programs (forward and backward of the per-row
 # loop the gate exists for, and of take), in the seed's configuration (the other configurations' snapshots
 # stay in the copies, deselected). Enough for every tier, a ratchet and a ratio.
@@ -28,6 +30,25 @@ SELECTION = (
 # A throughput verdict is not what these runs test: keep each measurement short (a quarter second still
 # takes dozens of pairs; its interval is wider, so more often inconclusive, which passes).
 QUICK = {"INVARIANTS_RATIO_MAX_SECONDS": "0.25"}
+
+
+def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], T]) -> T:
+    """``make(folder)``, once per session: under xdist (the README's ``pytest -n auto``) the first worker
+    to ask makes it under a file lock in the folder every worker's temporary folder sits in, and the others
+    wait for that lock and read what it left (pytest-xdist's recipe for a session fixture made once).
+    ``make`` returns something picklable; ``folder`` is its own, shared by every worker."""
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    # An xdist worker's temporary folder sits in the session's; without xdist the session's is its own.
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+    folder.mkdir(exist_ok=True)
+    made = folder / "made.pickle"
+    with FileLock(str(folder / "made.lock")):
+        if not made.exists():
+            made.write_bytes(pickle.dumps(make(folder)))
+        value: T = pickle.loads(made.read_bytes())
+    return value
 
 
 def make_project(folder: Path, targets: tuple[str, ...] = ("cpu", "tpu-v5e")) -> Path:
