@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from gatekit import command
 
 from invariants.catalog.targets import all_targets
 
@@ -26,10 +26,10 @@ def _copy(name: str, tmp_path: Path) -> Path:
 
 
 def _gate(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "invariants", "gate", "--spec-dir", "specs", "--snapshot-dir", "snapshots",
-         "--no-catalog", "-p", "no:cacheprovider", "-q", "-rfsx", *args],
-        cwd=project, capture_output=True, text=True, timeout=900, check=False,
+    """The README's command, ``python -m invariants gate``, in this process (``gatekit.command``)."""
+    return command(
+        "gate", "--spec-dir", "specs", "--snapshot-dir", "snapshots", "--no-catalog",
+        "-p", "no:cacheprovider", "-q", "-rfsx", *args, cwd=project, quick=False,
     )  # fmt: skip
 
 
