@@ -16,12 +16,13 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from gatekit import command
+from gatekit import command, made_once
 
 ROOT = Path(__file__).parents[2]
 
@@ -79,11 +80,22 @@ def run_words(project: Path, words: list[str]) -> subprocess.CompletedProcess[st
         return command(*words[3:], "-p", "no:cacheprovider", "-rA", cwd=project, env={"COLUMNS": "400"})
 
 
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
-    """A project whose first run is ``--no-catalog --snapshot-update`` on the CPU."""
-    project = make(tmp_path_factory.mktemp("downstream"))
+def _record(folder: Path) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    project = make(folder / "project")
     return project, gate(project, "--no-catalog", "--targets", "cpu", "--snapshot-update")
+
+
+@pytest.fixture
+def recorded(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """A project whose first run is ``--no-catalog --snapshot-update`` on the CPU: run once for the
+    session (``gatekit.made_once``), and each test gets a copy of the project as it left it, its own to
+    change."""
+    made, first = made_once(tmp_path_factory, "downstream_recorded", _record)
+    project = tmp_path / "project"
+    shutil.copytree(made, project)
+    return project, first
 
 
 def test_no_catalog_compiles_and_evaluates_what_the_relations_name(recorded):
