@@ -143,19 +143,37 @@ class Pending:
         return Run(self.project, proc, self.results, self.before, snapshot_bytes(self.project))
 
 
-def start_shared(folder: Path, *args: str, stale: str | None = None, plant_files: bool = True) -> Pending:
-    """Start a run of :data:`SELECTION` in a fresh copy of the project (as from the root, no path unless
-    ``args`` name one), after :func:`plant` and making ``stale`` a stale snapshot."""
+def shared_project(folder: Path, stale: str | None = None, plant_files: bool = True) -> Path:
+    """A fresh copy of the project for a shared run, after :func:`plant` and making ``stale`` a stale
+    snapshot."""
     folder.mkdir(parents=True, exist_ok=True)
     project = make_project(folder)
     if stale:
         (project / stale).write_text("stale\n")
     if plant_files:
         plant(project)
+    return project
+
+
+def start_shared(folder: Path, *args: str, stale: str | None = None, plant_files: bool = True) -> Pending:
+    """Start a run of :data:`SELECTION` in a child, in a :func:`shared_project` (as from the root, no path
+    unless ``args`` name one)."""
+    project = shared_project(folder, stale, plant_files)
     before = snapshot_bytes(project)
     results = project / "results.json"
     child = start(project, *SELECTION, "--results-json", str(results), *args, env=QUICK)
     return Pending(project, child, results, before)
+
+
+def run_shared(
+    gate_pytester: InProcess, folder: Path, *args: str, stale: str | None = None, plant_files: bool = True
+) -> Run:
+    """A run of :data:`SELECTION` in this process, in a :func:`shared_project`."""
+    project = shared_project(folder, stale, plant_files)
+    before = snapshot_bytes(project)
+    results = project / "results.json"
+    proc = gate_pytester.pytest(*SELECTION, "--results-json", str(results), *args, cwd=project)
+    return Run(project, proc, results, before, snapshot_bytes(project))
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -193,13 +211,21 @@ class InProcess:
         return make_project(self.path, targets)
 
     def pytest(
-        self, *args: str, env: dict[str, str] | None = None, quick: bool = True, plugins: tuple[Any, ...] = ()
+        self,
+        *args: str,
+        env: dict[str, str] | None = None,
+        quick: bool = True,
+        plugins: tuple[Any, ...] = (),
+        cwd: Path | None = None,
     ) -> subprocess.CompletedProcess[str]:
         """``pytest -p no:cacheprovider -q ARGS`` in :attr:`path`, as :func:`start` runs it in a child
         (``-q`` only where ``args`` say nothing of it; ``quick``: each ratio measured briefly, :data:`QUICK`).
-        ``plugins``: plugin objects for the run, as ``-p NAME`` would load them."""
+        ``plugins``: plugin objects for the run, as ``-p NAME`` would load them; ``cwd``: where it runs
+        (default :attr:`path`)."""
         quiet = [] if "-q" in args else ["-q"]
-        with environment(env, quick):
+        with environment(env, quick) as mp:
+            if cwd is not None:
+                mp.chdir(cwd)
             try:
                 # Exit status 2 is the gate's bad input, not an interrupt to pass on.
                 result = self.pytester.runpytest(
