@@ -3,9 +3,9 @@
 Covers: what a plain run and an update do to the snapshots (never another target's, never a deselected
 program's or configuration's, never the efficiency baselines; obsolete files deleted only where their
 target ran), docs/specs.md's "adding a program" command, a missing snapshot's message, bad input as one line,
-identical verdicts under pytest-xdist, and --raw-invariants. The big runs are child processes, shared (see
-conftest.py); the others run the plugin in this process (``gate_pytester``), but for the backend that is
-missing, which a fresh process must find.
+identical verdicts under pytest-xdist, and --raw-invariants. The big runs are shared (see conftest.py);
+the gate runs in this process (``gate_pytester``) but under xdist and for the backend that is missing,
+which a fresh process must find.
 """
 
 from __future__ import annotations
