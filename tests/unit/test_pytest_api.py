@@ -18,7 +18,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import pytest
-from gatekit import environment
+from gatekit import IN_PROCESS, environment
 
 import invariants.pytest_plugin as plugin
 from invariants._errors import InvariantsError
@@ -184,7 +184,7 @@ def test_the_fixture_takes_what_compile_for_takes(pytester: pytest.Pytester):
         "    assert s.collectives >= 1  # the table's rows on 8 chips: its lookups gather across them\n",
     )
     with environment():
-        result = pytester.runpytest("-q", "-p", "no:cacheprovider", "test_mine.py")
+        result = pytester.runpytest("-q", "-p", "no:cacheprovider", *IN_PROCESS, "test_mine.py")
     assert result.ret == 0, "\n".join(result.outlines[-40:])
     result.assert_outcomes(passed=2)
 
