@@ -7,8 +7,8 @@ input to the fixture is one line at the test's line; a missing extra skips with 
 
 What the fixtures do is tested in this process (pytester, ``_inline``); a child process (``_pytest``, in a
 user's environment: none of the gate's variables) where the subject is the process: the example under
-xdist as a user starts it, the update under xdist (syrupy merges its workers' reports), a host without
-libtpu (its conftest changes the import system of the process), JAX started before the first compile.
+xdist as a user starts it, the update under xdist (syrupy merges its workers' reports), JAX started before
+the first compile (and again with the setting that message names).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from gatekit import environment
+from gatekit import IN_PROCESS, environment
 
 ROOT = Path(__file__).parents[2]
 EXAMPLE = ROOT / "examples" / "pytest_api"
@@ -67,7 +67,7 @@ def _pytest(project: Path, *args: str, env: dict[str, str] | None = None) -> tup
 def _inline(pytester: pytest.Pytester, *args: str) -> tuple[int, str]:
     """``pytest pytest_api ARGS`` in this process, in pytester's folder (the project: see ``_copy_here``)."""
     with environment({"COLUMNS": "250"}, quick=False):  # the short summary's lines whole
-        result = pytester.runpytest("-p", "no:cacheprovider", "pytest_api", *args)
+        result = pytester.runpytest("-p", "no:cacheprovider", *IN_PROCESS, "pytest_api", *args)
     return int(result.ret), "\n".join(result.outlines + result.errlines)
 
 
@@ -205,21 +205,18 @@ def test_no_libtpu(compile_for):
 def test_not_a_compile(compiled_snapshot):
     assert compiled_snapshot == "text"
 """
-# A host without the tpu extra, as far as the targets can tell.
-NO_LIBTPU = """
-import importlib.util
-_find = importlib.util.find_spec
-importlib.util.find_spec = lambda name, *a: None if name == "libtpu" else _find(name, *a)
-"""
 
 
-@pytest.mark.slow
-def test_bad_input_is_one_line_at_the_test_and_a_missing_extra_skips(tmp_path):
-    project = tmp_path / "project"
-    (project / "pytest_api").mkdir(parents=True)
-    (project / "pytest_api" / "test_bad.py").write_text(BAD)
-    (project / "pytest_api" / "conftest.py").write_text(NO_LIBTPU)
-    rc, out = _pytest(project, "-rs")
+@pytest.mark.usefixtures("_preloaded")
+def test_bad_input_is_one_line_at_the_test_and_a_missing_extra_skips(pytester: pytest.Pytester, monkeypatch):
+    """On a host without the tpu extra, as far as the targets can tell (a monkeypatch, undone after)."""
+    find = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "libtpu" else find(name, *a)
+    )
+    (pytester.path / "pytest_api").mkdir()
+    (pytester.path / "pytest_api" / "test_bad.py").write_text(BAD)
+    rc, out = _inline(pytester, "-rs")
     assert rc == 1, out[-3000:]
     lines = out.splitlines()
     assert (
