@@ -4,9 +4,8 @@ Each run costs seconds (programs compile, the throughput tier times), so a run i
 every test that needs its output asserts on it: ``plain_run`` is what ``pytest invariants/gate`` does (no
 -k, every tier) on two targets and four programs, in the seed's configuration; ``update_run`` is ``pytest
 --snapshot-update`` on the same selection; ``parallel_run`` is the structure and invariant tiers under
-``-n 2``. Each runs in its own copy of the project (the checkout itself is never written): the parallel
-one in a child (its workers are processes), started first; the other two in the process of the first test
-that asks (pytester), while it runs.
+``-n 2``. Each runs in its own copy of the project (the checkout itself is never written), in the process
+of the first test that asks (pytester); the parallel run's xdist workers are processes of their own.
 
 Under xdist (the README's ``pytest -n auto``) the tests that read them may land on any worker: the first
 worker to need them makes them, the others read what it made (``gatekit.made_once``).
@@ -17,18 +16,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from gatekit import InProcess, Run, made_once, run_shared, start_shared
+from gatekit import InProcess, Run, made_once, run_shared
 
 
 def _make(folder: Path, gate_pytester: InProcess) -> dict[str, Run]:
-    # -vv against start()'s -q: one line per item, naming its worker ([gw0] ...).
-    tiers = ("tests/gate/test_structure.py", "tests/gate/test_invariants.py")
-    parallel = start_shared(folder / "parallel", *tiers, "-n", "2", "-vv", plant_files=False)
     plain = run_shared(gate_pytester, folder / "plain")
     update = run_shared(
         gate_pytester, folder / "update", "--snapshot-update", stale="snapshots/cpu/naive.f32.txt"
     )
-    return {"plain": plain, "update": update, "parallel": parallel.result()}
+    # -vv against -q: one line per item, naming its worker ([gw0] ...).
+    tiers = ("tests/gate/test_structure.py", "tests/gate/test_invariants.py")
+    parallel = run_shared(gate_pytester, folder / "parallel", *tiers, "-n", "2", "-vv", plant_files=False)
+    return {"plain": plain, "update": update, "parallel": parallel}
 
 
 @pytest.fixture

@@ -1,5 +1,7 @@
-"""Helpers for child pytest runs of the gate on scratch copies of the project (``pythonpath`` has this
-folder, so the integration tests import it as ``gatekit``; the shared runs are fixtures in conftest.py)."""
+"""Helpers for gate runs on scratch copies of the project, in this process (:class:`InProcess`, the
+``gate_pytester`` fixture, and :func:`command`) or in a child (:func:`run`) where the subject needs a process
+of its own (``pythonpath`` has this folder, so every test imports it as ``gatekit``; the shared runs are
+fixtures in conftest.py)."""
 
 from __future__ import annotations
 
@@ -129,20 +131,6 @@ def plant(project: Path) -> None:
         path.write_text(f"# {program} [{config}] on {path.parent.name}\nplanted\n")
 
 
-@dataclasses.dataclass
-class Pending:
-    """A started shared run: :meth:`result` waits for it."""
-
-    project: Path
-    child: subprocess.Popen[str]
-    results: Path
-    before: dict[str, bytes]
-
-    def result(self) -> Run:
-        proc = finish(self.child)
-        return Run(self.project, proc, self.results, self.before, snapshot_bytes(self.project))
-
-
 def shared_project(folder: Path, stale: str | None = None, plant_files: bool = True) -> Path:
     """A fresh copy of the project for a shared run, after :func:`plant` and making ``stale`` a stale
     snapshot."""
@@ -153,16 +141,6 @@ def shared_project(folder: Path, stale: str | None = None, plant_files: bool = T
     if plant_files:
         plant(project)
     return project
-
-
-def start_shared(folder: Path, *args: str, stale: str | None = None, plant_files: bool = True) -> Pending:
-    """Start a run of :data:`SELECTION` in a child, in a :func:`shared_project` (as from the root, no path
-    unless ``args`` name one)."""
-    project = shared_project(folder, stale, plant_files)
-    before = snapshot_bytes(project)
-    results = project / "results.json"
-    child = start(project, *SELECTION, "--results-json", str(results), *args, env=QUICK)
-    return Pending(project, child, results, before)
 
 
 def run_shared(
