@@ -5,10 +5,10 @@ asserts; a change those asserts do not see fails the snapshot with syrupy's diff
 records what is missing, deletes a snapshot no test asserts any more, and leaves other files alone; bad
 input to the fixture is one line at the test's line; a missing extra skips with its install command.
 
-What the fixtures do is tested in this process (pytester, ``_inline``); a child process (``_pytest``, in a
-user's environment: none of the gate's variables) where the subject is the process: the example under
-xdist as a user starts it, the update under xdist (syrupy merges its workers' reports), JAX started before
-the first compile (and again with the setting that message names).
+What the fixtures do is tested in this process (pytester, ``_inline``; under xdist its workers are
+processes); a child process (``_pytest``, in a user's environment: none of the gate's variables) where the
+subject is the process: the example under xdist as a user starts it, JAX started before the first compile
+(and again with the setting that message names).
 """
 
 from __future__ import annotations
@@ -164,9 +164,8 @@ def test_snapshot_update_records_rewrites_and_deletes_only_its_own(pytester: pyt
     assert rc == 1, out[-3000:]
     assert "1 snapshot failed." in out and "1 snapshot unused." in out
 
-    # The update under xdist, in a child (the runs above were in one process): syrupy merges what its
-    # workers saw.
-    rc, out = _pytest(project, "--snapshot-update", "-n", "2")
+    # The update under xdist (the runs above were in one process): syrupy merges what its workers saw.
+    rc, out = _inline(pytester, "--snapshot-update", "-n", "2")
     assert rc == 0, out[-3000:]
     assert "1 snapshot generated. 1 unused snapshot deleted." in out
     assert not gone.exists()
