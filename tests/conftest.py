@@ -14,12 +14,13 @@ pytest-benchmark: the project's own tests time nothing with it (the gate's throu
 timer), so it is off here, and under xdist it does not warn that it is.
 
 The compile cache: every gate run of the session, in this process (``gate_pytester``) or in a child, reads
-and writes one folder, the one the gate itself would use (``INVARIANTS_CACHE_DIR``, else the user's cache
-folder), named in the environment as an absolute path so that a run with another ``HOME`` (pytester sets
-one) or another working directory shares it too. A second run never compiles what a first one compiled,
-and a session after that compiles nothing it compiled before; the cache's keys hash everything that
-changes a compile (``invariants.compile.store``), so a warm entry never hides a change. The tests of the
-cache itself give their runs folders of their own.
+and writes one folder of the session's own (``INVARIANTS_CACHE_DIR``, made empty when the session starts,
+removed when it ends; xdist's workers and every child inherit it), so a second run never compiles what a
+first one compiled. Not the user's folder: what the tests compile (injections, XLA flags, scratch programs)
+stays out of it, no test depends on what an earlier session left there, and each gate session's look at
+the folder (its header counts the entries, its end checks the size bound) stays small: the suite's
+programs compile in seconds, while a user's folder of thousands of entries cost each of the suite's gate
+sessions a scan. The tests of the cache itself give their runs folders of their own.
 
 ``gate_pytester``: the gate's plugin and ``python -m invariants`` run in the test's own process, through
 pytest's ``pytester`` (``gatekit.InProcess``).
@@ -27,12 +28,13 @@ pytest's ``pytester`` (``gatekit.InProcess``).
 
 from __future__ import annotations
 
+import functools
 import os
+import shutil
+import tempfile
 
 import pytest
 from gatekit import InProcess, preload
-
-from invariants.compile.store import folder_of
 
 # pytest's own fixture for testing plugins in process (gate_pytester below).
 pytest_plugins = ["pytester"]
@@ -55,8 +57,11 @@ E2E = "e2e"
 def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config.option, "benchmark_disable"):
         config.option.benchmark_disable = True
-    # Before xdist starts its workers: they, and every child run, inherit it.
-    os.environ["INVARIANTS_CACHE_DIR"] = str(folder_of().resolve())
+    # Made by the controller (or the one process) before xdist starts its workers: they inherit it.
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        folder = tempfile.mkdtemp(prefix="invariants-tests-compiled-")
+        os.environ["INVARIANTS_CACHE_DIR"] = folder
+        config.add_cleanup(functools.partial(shutil.rmtree, folder, ignore_errors=True))
 
 
 @pytest.fixture(scope="session")
