@@ -10,15 +10,34 @@ guide as written, the GitHub action's step, the device-check rehearsal, real ver
 proof). They take minutes together, so the README's test command leaves them out; ``pytest -m e2e`` (any
 ``-m`` expression that names ``e2e``) selects them, and ``.ci/run`` runs them after that command.
 
-pytest-benchmark: the project's own tests time nothing in process (their gate runs are child processes,
-with options of their own), so it is off here, and under xdist it does not warn that it is.
+pytest-benchmark: the project's own tests time nothing with it (the gate's throughput tier has its own
+timer), so it is off here, and under xdist it does not warn that it is.
+
+The compile cache: every gate run of the session, in this process (``gate_pytester``) or in a child, reads
+and writes one folder of the session's own (``INVARIANTS_CACHE_DIR``, made empty when the session starts,
+removed when it ends; xdist's workers and every child inherit it), so a second run never compiles what a
+first one compiled. Not the user's folder: what the tests compile (injections, XLA flags, scratch programs)
+stays out of it, no test depends on what an earlier session left there, and each gate session's look at
+the folder (its header counts the entries, its end checks the size bound) stays small: the suite's
+programs compile in seconds, while a user's folder of thousands of entries cost each of the suite's gate
+sessions a scan. The tests of the cache itself give their runs folders of their own.
+
+``gate_pytester``: the gate's plugin and ``python -m invariants`` run in the test's own process, through
+pytest's ``pytester`` (``gatekit.InProcess``).
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import shutil
+import tempfile
 
 import pytest
+from gatekit import InProcess, preload
+
+# pytest's own fixture for testing plugins in process (gate_pytester below).
+pytest_plugins = ["pytester"]
 
 try:
     from hypothesis import settings
@@ -38,6 +57,24 @@ E2E = "e2e"
 def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config.option, "benchmark_disable"):
         config.option.benchmark_disable = True
+    # Made by the controller (or the one process) before xdist starts its workers: they inherit it.
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        folder = tempfile.mkdtemp(prefix="invariants-tests-compiled-")
+        os.environ["INVARIANTS_CACHE_DIR"] = folder
+        config.add_cleanup(functools.partial(shutil.rmtree, folder, ignore_errors=True))
+
+
+@pytest.fixture(scope="session")
+def _preloaded() -> None:
+    """What a gate run imports that pytester must not forget (``gatekit.PRELOADED``): imported before the
+    first ``pytester`` of the process takes its snapshot of the modules."""
+    preload()
+
+
+@pytest.fixture
+def gate_pytester(_preloaded: None, pytester: pytest.Pytester) -> InProcess:
+    """Gate runs in this process, in ``pytester``'s folder: ``.pytest(ARGS)``, ``.command(ARGV)``."""
+    return InProcess(pytester)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

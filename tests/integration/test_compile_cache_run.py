@@ -1,5 +1,8 @@
 """The compile cache as a user meets it: a second gate run compiles nothing and gives the same verdicts,
-``--no-cache`` compiles everything, and an XLA flag on a warm cache still misses and changes the verdict."""
+``--no-cache`` compiles everything, and an XLA flag on a warm cache still misses and changes the verdict.
+
+The runs share a cache folder of their own and nothing else: each is a session of its own, in this process
+(``gate_pytester``), but the flagged one, a child (XLA reads its flags when the process starts)."""
 
 from __future__ import annotations
 
@@ -7,9 +10,6 @@ import json
 import re
 
 import gatekit
-import pytest
-
-pytestmark = pytest.mark.slow
 
 SELECTION = ("--targets", "cpu", "--programs", "take,grad_take", "--configs", "f32", "-m", "not throughput")
 
@@ -22,12 +22,14 @@ def _verdicts(project, name):
     return items, caches
 
 
-def test_a_warm_run_compiles_nothing_and_an_xla_flag_still_misses(tmp_path):
-    (tmp_path / "p").mkdir()
-    project = gatekit.make_project(tmp_path / "p", targets=("cpu",))
+def test_a_warm_run_compiles_nothing_and_an_xla_flag_still_misses(gate_pytester: gatekit.InProcess, tmp_path):
+    project = gate_pytester.project(targets=("cpu",))
     env = {"INVARIANTS_CACHE_DIR": str(tmp_path / "cache")}
 
-    def gate(results, *more, extra=None):
+    def gate(results, *more):
+        return gate_pytester.pytest(*SELECTION, "--results-json", results, *more, env=env)
+
+    def child(results, *more, extra=None):
         given = {**env, **(extra or {})}
         return gatekit.run(project, *SELECTION, "--results-json", results, *more, env=given)
 
@@ -45,6 +47,6 @@ def test_a_warm_run_compiles_nothing_and_an_xla_flag_still_misses(tmp_path):
     assert set(_verdicts(project, "off.json")[1].values()) == {"off"}
 
     # XLA:CPU's kernels scalar: only XLA_FLAGS changed, and the warm cache must not hide it.
-    flagged = gate("flag.json", extra={"XLA_FLAGS": "--xla_cpu_prefer_vector_width=32"})
+    flagged = child("flag.json", extra={"XLA_FLAGS": "--xla_cpu_prefer_vector_width=32"})
     assert re.search(r"compile cache: 0 hits, 2 misses \(", flagged.stdout), flagged.stdout[-2000:]
     assert flagged.returncode == 1 and "grad_scatter_vectorized" in flagged.stdout, flagged.stdout[-3000:]

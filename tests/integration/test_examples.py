@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from gatekit import command
 
 from invariants.catalog.targets import all_targets
 
@@ -25,12 +26,19 @@ def _copy(name: str, tmp_path: Path) -> Path:
     return project
 
 
+GATE = ("gate", "--spec-dir", "specs", "--snapshot-dir", "snapshots", "--no-catalog",
+        "-p", "no:cacheprovider", "-q", "-rfsx")  # fmt: skip
+
+
 def _gate(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "invariants", "gate", "--spec-dir", "specs", "--snapshot-dir", "snapshots",
-         "--no-catalog", "-p", "no:cacheprovider", "-q", "-rfsx", *args],
-        cwd=project, capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
+    """The README's command, ``python -m invariants gate``, in this process (``gatekit.command``)."""
+    return command(*GATE, *args, cwd=project, quick=False)
+
+
+def _gate_child(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The same command in a process of its own, as the e2e tier runs it."""
+    return subprocess.run([sys.executable, "-m", "invariants", *GATE, *args], cwd=project,
+                          capture_output=True, text=True, timeout=900, check=False)  # fmt: skip
 
 
 def _failed(proc: subprocess.CompletedProcess[str]) -> list[str]:
@@ -85,7 +93,7 @@ def test_compile_time_the_reduction_after_the_chain_fails_its_relation(tmp_path)
     compiles far more than ten times slower than the chain alone. An e2e test (tests/conftest.py): what it
     measures is the compile itself, minutes of it on a loaded machine."""
     project = _copy("compile_time", tmp_path)
-    proc = _gate(project, "--snapshot-update")
+    proc = _gate_child(project, "--snapshot-update")
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert _failed(proc) == ["test_invariant[gpu-h100-chain_summed~chain-f32-reduction_compiles_in_seconds]"]
     items = json.loads((project / "artifacts" / "results.json").read_text())["items"]

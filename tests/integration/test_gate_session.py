@@ -1,9 +1,11 @@
-"""The gate as users run it, in child pytest processes on scratch copies of the project.
+"""The gate as users run it, on scratch copies of the project.
 
 Covers: what a plain run and an update do to the snapshots (never another target's, never a deselected
 program's or configuration's, never the efficiency baselines; obsolete files deleted only where their
 target ran), docs/specs.md's "adding a program" command, a missing snapshot's message, bad input as one line,
-identical verdicts under pytest-xdist, and --raw-invariants. The big runs are shared (see conftest.py).
+identical verdicts under pytest-xdist, and --raw-invariants. The big runs are shared (see conftest.py);
+the gate runs in this process (``gate_pytester``) but under xdist and for the backend that is missing,
+which a fresh process must find.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import re
 from pathlib import Path
 
 import pytest
-from gatekit import FOREIGN, OBSOLETE, QUICK, ROOT, Run, make_project, run, snapshot_bytes
+from gatekit import FOREIGN, OBSOLETE, ROOT, InProcess, Run, make_project, run, snapshot_bytes
 
 # ------------------------------------------------------------------------------------------ plain run
 
@@ -98,14 +100,17 @@ def test_update_rewrites_only_what_changed_and_keeps_every_baseline(update_run: 
 
 def test_update_prints_no_syrupy_naming_warnings(update_run: Run):
     assert "Can not relate snapshot" not in update_run.out
-    assert "warnings" not in update_run.proc.stdout.splitlines()[-1]
+    out = update_run.proc.stdout
+    assert "warnings" not in out.splitlines()[-1], out[out.find("warnings summary") :][:3000]
 
 
-def test_record_baselines_rewrites_the_selected_baseline(tmp_path: Path):
-    project = make_project(tmp_path, targets=("cpu",))
+def test_record_baselines_rewrites_the_selected_baseline(gate_pytester: InProcess):
+    project = gate_pytester.project(targets=("cpu",))
     before = snapshot_bytes(project)
-    proc = run(project, "tests/gate/test_throughput.py", "--targets", "cpu", "--programs", "naive,take",
-               "-k", "test_efficiency and cpu-take-f32]", "--record-baselines", env=QUICK)  # fmt: skip
+    proc = gate_pytester.pytest(
+        "tests/gate/test_throughput.py", "--targets", "cpu", "--programs", "naive,take",
+        "-k", "test_efficiency and cpu-take-f32]", "--record-baselines",
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:]
     after = snapshot_bytes(project)
     changed = {k for k in after if after[k] != before.get(k)}
@@ -121,27 +126,27 @@ def _doc_command(page: str, marker: str) -> list[str]:
     return line.split("#")[0].split()
 
 
-def test_adding_a_program_records_the_program_and_its_gradient(tmp_path: Path):
+def test_adding_a_program_records_the_program_and_its_gradient(gate_pytester: InProcess):
     """docs/specs.md's command, word for word with `my_lookup` -> `take` (on the CPU only, through the
     INVARIANTS_TARGETS default, to keep this fast): both snapshots are recorded."""
     words = _doc_command("docs/specs.md", "## Adding a program")
     assert words[0] == "pytest" and "my_lookup,grad_my_lookup" in words
     # The scratch project holds the gate modules at tests/gate (make_project); the checkout, invariants/gate.
     args = [w.replace("my_lookup", "take").replace("invariants/gate/", "tests/gate/") for w in words[1:]]
-    project = make_project(tmp_path, targets=("cpu",))
+    project = gate_pytester.project(targets=("cpu",))
     for name in ("take.f32.txt", "grad_take.f32.txt"):
         (project / "snapshots" / "cpu" / name).unlink()
-    proc = run(project, *args, env={"INVARIANTS_TARGETS": "cpu"})
+    proc = gate_pytester.pytest(*args, env={"INVARIANTS_TARGETS": "cpu"})
     assert proc.returncode == 0, proc.stdout[-2000:]
     after = snapshot_bytes(project)
     assert {"snapshots/cpu/take.f32.txt", "snapshots/cpu/grad_take.f32.txt"} <= set(after)
     assert "Can not relate snapshot" not in proc.stdout + proc.stderr
 
 
-def test_missing_snapshot_names_the_update_command_for_every_target(tmp_path: Path):
-    project = make_project(tmp_path, targets=("cpu",))
+def test_missing_snapshot_names_the_update_command_for_every_target(gate_pytester: InProcess):
+    project = gate_pytester.project(targets=("cpu",))
     (project / "snapshots" / "cpu" / "take.f32.txt").unlink()
-    proc = run(project, "tests/gate/test_structure.py", "--targets", "cpu", "--programs", "take")
+    proc = gate_pytester.pytest("tests/gate/test_structure.py", "--targets", "cpu", "--programs", "take")
     assert proc.returncode == 1
     command = re.search(r"no snapshot for take\[f32\] on cpu; record it with: (pytest [^\n]*)", proc.stdout)
     assert command, proc.stdout[-1500:]
@@ -152,51 +157,59 @@ def test_missing_snapshot_names_the_update_command_for_every_target(tmp_path: Pa
 
 
 @pytest.mark.parametrize(
-    ("args", "env", "line"),
+    ("args", "line"),
     [
-        (["--programs", "nave"], {}, "Exit: --programs: unknown program 'nave' (did you mean 'naive'"),
-        (["--programs", ""], {}, "Exit: --programs: empty selection"),
+        (["--programs", "nave"], "Exit: --programs: unknown program 'nave' (did you mean 'naive'"),
+        (["--programs", ""], "Exit: --programs: empty selection"),
         (
             ["--configs", "f64"],
-            {},
             "Exit: --configs: unknown configuration 'f64' (did you mean 'f16'?); known: f32,",
         ),
         (
             ["--targets", "cpu", "--configs", "bf16-llm"],
-            {},
-            "Exit: --targets cpu --configs bf16-llm: selects nothing to compile",
+            "Exit: --targets cpu --configs bf16-llm: selects nothing",
         ),
-        ([], {"JAX_PLATFORMS": "tpu"}, "Exit: JAX_PLATFORMS=tpu: backend not available on this host"),
     ],
 )
-def test_bad_input_is_one_line_and_the_last(tmp_path: Path, args, env, line):
-    project = make_project(tmp_path, targets=())
-    proc = run(project, "tests/gate", "--collect-only", *args, env=env)
+def test_bad_input_is_one_line_and_the_last(gate_pytester: InProcess, args, line):
+    gate_pytester.project(targets=())
+    proc = gate_pytester.pytest("tests/gate", "--collect-only", *args)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 2  # the README's one exit status for bad input
     assert "Traceback" not in out
-    # The one line is the last word, after anything libtpu or JAX printed while starting.
     assert out.strip().splitlines()[-1].startswith(line), out[-2000:]
-    if "JAX_PLATFORMS" in env:
-        assert "TPU_WORKER_HOSTNAMES" not in out and "libtpu" not in out  # libtpu's start-up noise
 
 
-def test_raw_invariants_drop_scopes_and_ratchets(tmp_path: Path):
-    """What bisect relies on: with --raw-invariants a ratchet is a plain invariant, so known-bad fails."""
+def test_a_backend_that_is_not_there_is_one_line_and_the_last(tmp_path: Path):
+    """In a child: JAX starts there, asked for a backend this host lacks. The one line is the last word,
+    after anything libtpu or JAX printed while starting, and none of libtpu's start-up noise shows."""
     project = make_project(tmp_path, targets=())
+    proc = run(project, "tests/gate", "--collect-only", env={"JAX_PLATFORMS": "tpu"})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2
+    assert "Traceback" not in out
+    assert (
+        out.strip().splitlines()[-1].startswith("Exit: JAX_PLATFORMS=tpu: backend not available on this host")
+    ), out[-2000:]
+    assert "TPU_WORKER_HOSTNAMES" not in out and "libtpu" not in out
+
+
+def test_raw_invariants_drop_scopes_and_ratchets(gate_pytester: InProcess):
+    """What bisect relies on: with --raw-invariants a ratchet is a plain invariant, so known-bad fails."""
+    gate_pytester.project(targets=())
     args = ("tests/gate/test_invariants.py", "--targets", "tpu-v5e", "--programs", "grad_vmap_naive",
             "--configs", "f32", "-k", "grad_no_while_vmap")  # fmt: skip
-    scoped = run(project, *args)
+    scoped = gate_pytester.pytest(*args)
     assert scoped.returncode == 0 and "1 xfailed" in scoped.stdout, scoped.stdout[-1500:]
-    raw = run(project, *args, "--raw-invariants")
+    raw = gate_pytester.pytest(*args, "--raw-invariants")
     assert raw.returncode == 1 and "grad_no_while_vmap failed on tpu-v5e grad_vmap_naive [f32]" in raw.stdout
 
 
-def test_a_metric_the_target_does_not_provide_fails_in_one_line(tmp_path: Path):
+def test_a_metric_the_target_does_not_provide_fails_in_one_line(gate_pytester: InProcess):
     """Run as a user would: an invariant on flops for the H100 (no cost_analysis() ahead of time) and on
     estimated_cycles for the CPU (no cycle estimates) fails, each with one line saying why; the same
     invariant on tpu-v5e, which provides both, passes."""
-    project = make_project(tmp_path, targets=())
+    project = gate_pytester.project(targets=())
     specs = project / "specs"
     specs.mkdir()
     (specs / "s.toml").write_text(
@@ -204,8 +217,10 @@ def test_a_metric_the_target_does_not_provide_fails_in_one_line(tmp_path: Path):
         '[[invariant]]\nid = "predicted"\nprograms = ["naive"]\nconfigs = ["f32"]\n'
         'assert = "flops + estimated_cycles >= 0"\n'
     )
-    proc = run(project, "tests/gate/test_invariants.py", "--spec-dir", str(specs), "-k", "predicted",
-               "--targets", "cpu,tpu-v5e,gpu-h100", "--programs", "naive", "-rA")  # fmt: skip
+    proc = gate_pytester.pytest(
+        "tests/gate/test_invariants.py", "--spec-dir", str(specs), "-k", "predicted",
+        "--targets", "cpu,tpu-v5e,gpu-h100", "--programs", "naive", "-rA",
+    )  # fmt: skip
     out = proc.stdout
     assert "1 passed" in out and "2 failed" in out, out[-3000:]
     gpu = next(line for line in out.splitlines() if "failed on gpu-h100" in line)
@@ -217,17 +232,19 @@ def test_a_metric_the_target_does_not_provide_fails_in_one_line(tmp_path: Path):
     )
 
 
-def test_a_structure_failure_prints_the_command_that_accepts_it_alone(tmp_path: Path):
+def test_a_structure_failure_prints_the_command_that_accepts_it_alone(gate_pytester: InProcess):
     """In a checkout: syrupy's diff with no gate source, then `pytest FILE ... --snapshot-update`, which
     (run as printed) re-records that one snapshot; the next run passes."""
     import shlex
 
-    project = make_project(tmp_path, targets=("cpu",))
+    project = gate_pytester.project(targets=("cpu",))
     snapshot = project / "snapshots" / "cpu" / "naive.f32.txt"
     good = snapshot.read_text()
     snapshot.write_text(re.sub(r"summary: kernels \d+", "summary: kernels 99", good))
     before = snapshot_bytes(project)
-    failed = run(project, "tests/gate/test_structure.py", "--targets", "cpu", "--programs", "naive,take")
+    failed = gate_pytester.pytest(
+        "tests/gate/test_structure.py", "--targets", "cpu", "--programs", "naive,take"
+    )
     assert failed.returncode == 1, failed.stdout[-3000:]
     assert "- summary: kernels 99;" in failed.stdout and "def test_structure" not in failed.stdout
     accept = re.search(r"^accept it \(re-records this snapshot alone\): (pytest .*)$", failed.stdout, re.M)
@@ -235,10 +252,12 @@ def test_a_structure_failure_prints_the_command_that_accepts_it_alone(tmp_path: 
     assert accept[1] == (
         "pytest tests/gate/test_structure.py --targets cpu --programs naive --configs f32 --snapshot-update"
     )
-    accepted = run(project, *shlex.split(accept[1])[1:])
+    accepted = gate_pytester.pytest(*shlex.split(accept[1])[1:])
     assert accepted.returncode == 0, accepted.stdout[-3000:]
     after = snapshot_bytes(project)
     assert {k for k in after if after[k] != before[k]} == {"snapshots/cpu/naive.f32.txt"}
     assert snapshot.read_text() == good
-    again = run(project, "tests/gate/test_structure.py", "--targets", "cpu", "--programs", "naive,take")
+    again = gate_pytester.pytest(
+        "tests/gate/test_structure.py", "--targets", "cpu", "--programs", "naive,take"
+    )
     assert again.returncode == 0, again.stdout[-3000:]

@@ -1,9 +1,14 @@
-"""examples/pytest_api, run as a project runs it: ``pytest`` on a copy of the folder, in a child process.
+"""examples/pytest_api, run as a project runs it: ``pytest`` on a copy of the folder.
 
 The committed snapshots pass as they are, and under xdist; a row-loop lookup fails the ``while_loops == 0``
 asserts; a change those asserts do not see fails the snapshot with syrupy's diff; ``--snapshot-update``
 records what is missing, deletes a snapshot no test asserts any more, and leaves other files alone; bad
 input to the fixture is one line at the test's line; a missing extra skips with its install command.
+
+What the fixtures do is tested in this process (pytester, ``_inline``; under xdist its workers are
+processes); a child process (``_pytest``, in a user's environment: none of the gate's variables) where the
+subject is the process: the example under xdist as a user starts it, JAX started before the first compile
+(and again with the setting that message names).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from gatekit import IN_PROCESS, environment
 
 ROOT = Path(__file__).parents[2]
 EXAMPLE = ROOT / "examples" / "pytest_api"
@@ -58,6 +64,19 @@ def _pytest(project: Path, *args: str, env: dict[str, str] | None = None) -> tup
     return proc.returncode, proc.stdout + proc.stderr
 
 
+def _inline(pytester: pytest.Pytester, *args: str) -> tuple[int, str]:
+    """``pytest pytest_api ARGS`` in this process, in pytester's folder (the project: see ``_copy_here``)."""
+    with environment({"COLUMNS": "250"}, quick=False):  # the short summary's lines whole
+        result = pytester.runpytest("-p", "no:cacheprovider", *IN_PROCESS, "pytest_api", *args)
+    return int(result.ret), "\n".join(result.outlines + result.errlines)
+
+
+def _copy_here(pytester: pytest.Pytester) -> Path:
+    """The example in pytester's folder, as ``_copy`` makes it."""
+    shutil.copytree(EXAMPLE, pytester.path / "pytest_api")
+    return pytester.path
+
+
 def _replace_lookup(project: Path, body: str) -> None:
     test_file = project / "pytest_api" / "test_embeddings.py"
     text = test_file.read_text()
@@ -69,10 +88,7 @@ def _snapshots(folder: Path) -> dict[str, str]:
     return {str(p.relative_to(folder)): p.read_text() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("xdist", [(), ("-n", "2")], ids=["one process", "xdist"])
-def test_the_example_passes_with_its_committed_snapshots(tmp_path, xdist):
-    rc, out = _pytest(_copy(tmp_path), *xdist)
+def _passes_with_the_committed_snapshots(rc: int, out: str) -> None:
     assert rc == 0, out[-3000:]
     if AOT:
         assert "6 passed, 1 xfailed" in out
@@ -81,11 +97,23 @@ def test_the_example_passes_with_its_committed_snapshots(tmp_path, xdist):
         assert "skipped" in out and "pip install" in out
 
 
+@pytest.mark.usefixtures("_preloaded")
+def test_the_example_passes_with_its_committed_snapshots(pytester: pytest.Pytester):
+    _copy_here(pytester)
+    _passes_with_the_committed_snapshots(*_inline(pytester))
+
+
 @pytest.mark.slow
-def test_a_row_loop_fails_the_while_asserts(tmp_path):
-    project = _copy(tmp_path)
+def test_the_example_passes_under_xdist_as_a_user_runs_it(tmp_path):
+    """A child process in a user's environment, its tests in two xdist workers."""
+    _passes_with_the_committed_snapshots(*_pytest(_copy(tmp_path), "-n", "2"))
+
+
+@pytest.mark.usefixtures("_preloaded")
+def test_a_row_loop_fails_the_while_asserts(pytester: pytest.Pytester):
+    project = _copy_here(pytester)
     _replace_lookup(project, '    return jax.lax.map(lambda i: params["table"][i], indices)\n')
-    rc, out = _pytest(project)
+    rc, out = _inline(pytester)
     assert rc == 1, out[-3000:]
     assert "FAILED pytest_api/test_embeddings.py::test_embed_is_one_gather - assert 1 == 0" in out
     # What the example's README shows of it, line for line.
@@ -96,11 +124,11 @@ def test_a_row_loop_fails_the_while_asserts(tmp_path):
     assert "FAILED pytest_api/test_embeddings.py::test_gradient_is_one_scatter[cpu] - assert 2 == 0" in out
 
 
-@pytest.mark.slow
-def test_a_change_the_asserts_miss_fails_the_snapshot_with_a_diff(tmp_path):
-    project = _copy(tmp_path)
+@pytest.mark.usefixtures("_preloaded")
+def test_a_change_the_asserts_miss_fails_the_snapshot_with_a_diff(pytester: pytest.Pytester):
+    project = _copy_here(pytester)
     _replace_lookup(project, '    return params["table"][indices]\n')
-    rc, out = _pytest(project, "-k", "test_embed_is_one_gather")
+    rc, out = _inline(pytester, "-k", "test_embed_is_one_gather")
     assert rc == 1, out[-3000:]
     assert ">       assert compiled_snapshot == s" in out
     # Numpy-style indexing promises in-bounds indices: one gather fusion still, with less clamping around
@@ -112,8 +140,9 @@ def test_a_change_the_asserts_miss_fails_the_snapshot_with_a_diff(tmp_path):
 
 
 @pytest.mark.slow
-def test_snapshot_update_records_rewrites_and_deletes_only_its_own(tmp_path):
-    project = _copy(tmp_path)
+@pytest.mark.usefixtures("_preloaded")
+def test_snapshot_update_records_rewrites_and_deletes_only_its_own(pytester: pytest.Pytester):
+    project = _copy_here(pytester)
     snapshots = project / "pytest_api" / "snapshots"
     committed = _snapshots(snapshots)
     cpu = snapshots / "cpu" / "test_embeddings"
@@ -127,16 +156,16 @@ def test_snapshot_update_records_rewrites_and_deletes_only_its_own(tmp_path):
     gate_file.write_text("# naive [f32] on cpu\n")
 
     # syrupy's semantics: a -k selection leaves a snapshot whose name it does not match alone ...
-    rc, out = _pytest(project, "-k", "gather")
+    rc, out = _inline(pytester, "-k", "gather")
     assert rc == 1, out[-3000:]
     assert "1 snapshot failed." in out and "unused" not in out
     # ... and a whole run fails on it, as on the snapshot that is missing.
-    rc, out = _pytest(project)
+    rc, out = _inline(pytester)
     assert rc == 1, out[-3000:]
     assert "1 snapshot failed." in out and "1 snapshot unused." in out
 
     # The update under xdist (the runs above were in one process): syrupy merges what its workers saw.
-    rc, out = _pytest(project, "--snapshot-update", "-n", "2")
+    rc, out = _inline(pytester, "--snapshot-update", "-n", "2")
     assert rc == 0, out[-3000:]
     assert "1 snapshot generated. 1 unused snapshot deleted." in out
     assert not gone.exists()
@@ -149,7 +178,7 @@ def test_snapshot_update_records_rewrites_and_deletes_only_its_own(tmp_path):
         assert now == committed  # recorded again byte for byte: the committed snapshots are current
     assert not list(snapshots.rglob(".*.tmp"))
 
-    rc, out = _pytest(project)
+    rc, out = _inline(pytester)
     assert rc == 0, out[-3000:]
 
 
@@ -175,21 +204,18 @@ def test_no_libtpu(compile_for):
 def test_not_a_compile(compiled_snapshot):
     assert compiled_snapshot == "text"
 """
-# A host without the tpu extra, as far as the targets can tell.
-NO_LIBTPU = """
-import importlib.util
-_find = importlib.util.find_spec
-importlib.util.find_spec = lambda name, *a: None if name == "libtpu" else _find(name, *a)
-"""
 
 
-@pytest.mark.slow
-def test_bad_input_is_one_line_at_the_test_and_a_missing_extra_skips(tmp_path):
-    project = tmp_path / "project"
-    (project / "pytest_api").mkdir(parents=True)
-    (project / "pytest_api" / "test_bad.py").write_text(BAD)
-    (project / "pytest_api" / "conftest.py").write_text(NO_LIBTPU)
-    rc, out = _pytest(project, "-rs")
+@pytest.mark.usefixtures("_preloaded")
+def test_bad_input_is_one_line_at_the_test_and_a_missing_extra_skips(pytester: pytest.Pytester, monkeypatch):
+    """On a host without the tpu extra, as far as the targets can tell (a monkeypatch, undone after)."""
+    find = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "libtpu" else find(name, *a)
+    )
+    (pytester.path / "pytest_api").mkdir()
+    (pytester.path / "pytest_api" / "test_bad.py").write_text(BAD)
+    rc, out = _inline(pytester, "-rs")
     assert rc == 1, out[-3000:]
     lines = out.splitlines()
     assert (

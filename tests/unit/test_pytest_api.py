@@ -18,6 +18,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import pytest
+from gatekit import IN_PROCESS, environment
 
 import invariants.pytest_plugin as plugin
 from invariants._errors import InvariantsError
@@ -162,13 +163,14 @@ def test_a_session_that_uses_none_of_it_imports_no_jax(tmp_path):
     assert used["jax"] and "invariants.testing" in used["modules"]
 
 
-def test_the_fixture_takes_what_compile_for_takes(tmp_path):
+@pytest.mark.usefixtures("_preloaded")
+def test_the_fixture_takes_what_compile_for_takes(pytester: pytest.Pytester):
     """The fixture passes on what :func:`invariants.testing.compile_for` takes beside the target: a donated
     step's parameter buffer is an output's (one alias, none without), and a mesh with its shardings
-    compiles for a pod target (skipped there where libtpu is missing, as the fixture skips)."""
-    facts = _session(
-        tmp_path / "kwargs",
-        "import jax, jax.numpy as jnp\n"
+    compiles for a pod target (skipped there where libtpu is missing, as the fixture skips). In this
+    process (pytester)."""
+    pytester.makepyfile(
+        test_mine="import jax, jax.numpy as jnp\n"
         "from jax.sharding import PartitionSpec as P\n"
         "W, X = jax.ShapeDtypeStruct((64, 8), jnp.float32), jax.ShapeDtypeStruct((16,), jnp.int32)\n"
         "def step(w, x):\n"
@@ -181,7 +183,10 @@ def test_the_fixture_takes_what_compile_for_takes(tmp_path):
         "                    mesh={'data': 8}, in_shardings=(P('data', None), P('data')))\n"
         "    assert s.collectives >= 1  # the table's rows on 8 chips: its lookups gather across them\n",
     )
-    assert facts["jax"]
+    with environment():
+        result = pytester.runpytest("-q", "-p", "no:cacheprovider", *IN_PROCESS, "test_mine.py")
+    assert result.ret == 0, "\n".join(result.outlines[-40:])
+    result.assert_outcomes(passed=2)
 
 
 @pytest.mark.skipif(

@@ -14,8 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from gatekit import InProcess, command
 
 from invariants.__main__ import main as cli
+from invariants.compile.child import GATE_DIR
 
 ROOT = Path(__file__).parents[3]
 EXAMPLE = ROOT / "examples" / "downstream"
@@ -478,15 +480,16 @@ def test_a_catalog_program_on_a_core_target_is_still_an_error(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# The worked example, as its README runs it (a child process, from a copy of examples/downstream).
+# The worked example, as its README runs it (from a copy of examples/downstream): the command in this
+# process (gatekit.command), its modules imported from the copy and forgotten after; under xdist its
+# workers are child processes.
 
 
 def gate(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "INVARIANTS_RATIO_MAX_SECONDS": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "invariants", "gate", "--spec-dir", "specs", "--snapshot-dir", "snapshots",
-         "--targets", "cpu", "-p", "no:cacheprovider", *args],
-        cwd=cwd, capture_output=True, text=True, env=env, check=False, timeout=600,
+    """Timing is not what these runs test: each measurement is short (``gatekit.QUICK``)."""
+    return command(
+        "gate", "--spec-dir", "specs", "--snapshot-dir", "snapshots", "--targets", "cpu",
+        "-p", "no:cacheprovider", *args, cwd=cwd,
     )  # fmt: skip
 
 
@@ -572,7 +575,7 @@ def test_example_with_the_catalog_reads_its_snapshots_and_never_writes_them(exam
     assert files(ROOT / "snapshots") == catalog_before
 
 
-def test_catalog_snapshot_mismatch_fails_without_rewriting(example, tmp_path):
+def test_catalog_snapshot_mismatch_fails_without_rewriting(example, tmp_path, gate_pytester: InProcess):
     """Catalog snapshots and baselines read from elsewhere: a snapshot is compared and fails with its diff,
     a baseline recorded on another machine is skipped with the reason, and an update (of snapshots and of
     baselines) touches neither."""
@@ -583,15 +586,12 @@ def test_catalog_snapshot_mismatch_fails_without_rewriting(example, tmp_path):
     baseline = catalog / "cpu" / "efficiency" / "take.f32.json"
     baseline.write_text(baseline.read_text().replace('"cores"', '"cores_elsewhere"'))
     before = files(catalog)
-    gate_dir = ROOT / "invariants" / "gate"
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", str(gate_dir / "test_structure.py"),
-         str(gate_dir / "test_throughput.py"), "-k", "test_structure or test_efficiency",
-         "-p", "no:cacheprovider", "-rs",
-         "--rootdir", str(example), "--targets", "cpu", "--programs", "take,naive", "--configs", "f32",
-         "--snapshot-dir", str(example / "snapshots"), "--catalog-snapshot-dir", str(catalog),
-         "--snapshot-update", "--record-baselines"],
-        cwd=example, capture_output=True, text=True, check=False, timeout=600,
+    proc = gate_pytester.pytest(
+        str(GATE_DIR / "test_structure.py"), str(GATE_DIR / "test_throughput.py"),
+        "-p", "invariants.plugin.hooks", "-c", os.devnull, "-k", "test_structure or test_efficiency", "-rs",
+        "--rootdir", str(example), "--targets", "cpu", "--programs", "take,naive", "--configs", "f32",
+        "--snapshot-dir", str(example / "snapshots"), "--catalog-snapshot-dir", str(catalog),
+        "--snapshot-update", "--record-baselines", quick=False,
     )  # fmt: skip
     assert proc.returncode == 1, proc.stdout[-3000:]
     assert "take[f32] on cpu no longer compiles to the package's snapshot (read-only" in proc.stdout

@@ -6,13 +6,10 @@ The missing library is simulated the way Python itself reports one: ``sys.module
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from gatekit import InProcess
 
 from invariants.catalog.programs import CATALOG, LIBS_HINT
 
@@ -49,23 +46,17 @@ def test_extra_pins_what_is_installed():
     assert ",libs" in (ROOT / ".ci" / "run").read_text()
 
 
-@pytest.mark.slow
-def test_gate_without_libraries_skips_their_items_with_the_install_command(tmp_path):
-    for name in ("conftest.py", "pyproject.toml"):
-        shutil.copy(ROOT / name, tmp_path / name)
-    gate = shutil.ignore_patterns("__init__.py", "__pycache__")  # the packaged gate, as plain test files
-    shutil.copytree(ROOT / "invariants" / "gate", tmp_path / "tests" / "gate", ignore=gate)
-    shutil.copytree(ROOT / "snapshots" / "cpu", tmp_path / "snapshots" / "cpu")
-    (tmp_path / "hide_libs.py").write_text(
-        "import sys\nsys.modules['flax'] = None\nsys.modules['haiku'] = None\n"
-    )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+def test_gate_without_libraries_skips_their_items_with_the_install_command(
+    gate_pytester: InProcess, monkeypatch
+):
+    """In this process, on a host without flax and haiku as far as imports can tell."""
+    gate_pytester.project(targets=("cpu",))
+    monkeypatch.setitem(sys.modules, "flax", None)
+    monkeypatch.setitem(sys.modules, "haiku", None)
     programs = "take,flax_linen_embed,grad_flax_linen_embed,haiku_embed,flax_nnx_embed_attend,tied_take"
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "hide_libs", "-p", "no:cacheprovider", "-q", "-rs",
-         "tests/gate/test_structure.py", "tests/gate/test_invariants.py", "--targets", "cpu",
-         "--programs", programs],
-        cwd=tmp_path, capture_output=True, text=True, env=env, check=False, timeout=600,
+    proc = gate_pytester.pytest(
+        "-rs", "tests/gate/test_structure.py", "tests/gate/test_invariants.py", "--targets", "cpu",
+        "--programs", programs,
     )  # fmt: skip
     out = proc.stdout
     assert proc.returncode == 0, out[-3000:]

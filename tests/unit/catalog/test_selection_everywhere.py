@@ -6,17 +6,21 @@ Each command is asked through its own parsing entry point: the gate's plugin rea
 ``select_targets`` and ``Programs.select`` (:mod:`invariants.plugin.session`); versus, selfcheck and
 matrix through ``python -m invariants`` in this process (each fails before any worker, child or install);
 bisect and matrix hand ``--programs`` (and bisect ``--targets``) to a collection of the gate in a child,
-before any release is installed.
+before any release is installed (here that collection runs in this process: ``collections_in_process``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from gatekit import InProcess
 
 from invariants.__main__ import main as cli_main
 from invariants._errors import InvariantsError
@@ -199,7 +203,26 @@ BAD_SELECTIONS = {
 }
 
 
-@pytest.mark.usefixtures("commands_start_nothing")
+@pytest.fixture
+def collections_in_process(gate_pytester: InProcess, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bisect's and matrix's collection of the gate, in this process: the command line they give their
+    child (``python -m pytest GATE ... --collect-only``) is run here by pytester, and what it printed is
+    handed back as the child's. What is tested is the selection's words and the line they come back as;
+    the child process itself is tested where those commands refuse a selection (test_bisect.py,
+    test_matrix.py)."""
+    real = subprocess.run
+
+    def run(cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        if cmd[1:3] != ["-m", "pytest"]:
+            return real(cmd, **kwargs)
+        # pytester writes what the run printed to this process's streams too: the child's are its own.
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            return gate_pytester.pytest(*cmd[3:], quick=False)
+
+    monkeypatch.setattr(_bisect.subprocess, "run", run)
+
+
+@pytest.mark.usefixtures("commands_start_nothing", "collections_in_process")
 @pytest.mark.parametrize(
     ("option", "command", "value"),
     [(o, c, v) for o, (_, argv, bad) in BAD_SELECTIONS.items() for c in argv for v in bad],

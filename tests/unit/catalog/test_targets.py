@@ -86,8 +86,8 @@ def test_a_gpu_host_names_its_runtime_target_like_the_ahead_of_time_one(monkeypa
 
 @pytest.mark.parametrize(
     "platform,kind,name",
-    [("tpu", "TPU v5 lite", "tpu-v5e"), ("gpu", "NVIDIA H100 80GB HBM3", "gpu-h100"), ("tpu", "TPU v4", "tpu-v4"),
-     ("gpu", "NVIDIA A100-SXM4-80GB", "gpu-a100")],
+    [("tpu", "TPU v5 lite", "tpu-v5e"), ("gpu", "NVIDIA H100 80GB HBM3", "gpu-h100"),
+     ("tpu", "TPU v4", "tpu-v4"), ("gpu", "NVIDIA A100-SXM4-80GB", "gpu-a100")],
 )  # fmt: skip
 def test_a_chip_compiles_what_its_ahead_of_time_twin_compiles(monkeypatch, platform, kind, name):
     """On a TPU or GPU host the runtime target replaces the AOT target of its name and checks that one's

@@ -30,6 +30,7 @@ def test_pinned_xdist_workers_get_a_core_each():
 # ------------------------------------------------------------------- quiet output, the environment first
 
 ROOT = Path(__file__).parents[3]
+CACHE = "INVARIANTS_CACHE_DIR"
 ABSL = "All log messages before absl::InitializeLog()"
 CUDART = "cudart_stub.cc"
 # What the CUDA plugin writes on a host without CUDA, as jaxlib 0.10.2 writes it (each of its libraries
@@ -49,9 +50,10 @@ KEPT = (
 
 def _child(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``python -m invariants ARGS`` as a user runs it, in ``cwd``, with this checkout's package, and none of
-    this run's own gate settings (an xdist worker's, INVARIANTS_*, XLA_FLAGS) unless ``env`` sets them."""
+    this run's own gate settings (an xdist worker's, INVARIANTS_*, XLA_FLAGS) unless ``env`` sets them; the
+    session's compile cache folder stays (tests/conftest.py)."""
     keep = {k: v for k, v in os.environ.items()
-            if not k.startswith(("PYTEST_XDIST_", "INVARIANTS_", "PYTEST_ADDOPTS"))
+            if (not k.startswith(("PYTEST_XDIST_", "INVARIANTS_", "PYTEST_ADDOPTS")) or k == CACHE)
             and k not in ("XLA_FLAGS", "JAX_PLATFORMS", "TF_CPP_MIN_LOG_LEVEL")}  # fmt: skip
     return subprocess.run(
         [sys.executable, "-m", "invariants", *args], cwd=cwd, capture_output=True, text=True, check=False,

@@ -5,30 +5,29 @@ null verdict it would refuse."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
+import os
+
+from gatekit import InProcess
 
 from invariants.__main__ import main as cli
-from invariants.compile.child import GATE_DIR, gate_env
+from invariants.compile.child import GATE_DIR
 from invariants.plugin import results as _results
 
 
-def test_the_report_of_a_run_that_recorded_its_baselines(tmp_path: Path):
-    results = tmp_path / "results.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", str(GATE_DIR / "test_throughput.py"),
-         "-p", "invariants.plugin.hooks",
-         "-c", "/dev/null", "--rootdir", str(tmp_path), "-p", "no:cacheprovider", "-q",
-         "-k", "test_efficiency", "--targets", "cpu", "--programs", "naive,take", "--configs", "f32",
-         "--snapshot-dir", str(tmp_path / "snapshots"), "--record-baselines", "--results-json", str(results)],
-        cwd=tmp_path, env=gate_env(), capture_output=True, text=True, timeout=300, check=False,
+def test_the_report_of_a_run_that_recorded_its_baselines(gate_pytester: InProcess):
+    folder = gate_pytester.path
+    results = folder / "results.json"
+    proc = gate_pytester.pytest(
+        str(GATE_DIR / "test_throughput.py"), "-p", "invariants.plugin.hooks",
+        "-c", os.devnull, "--rootdir", str(folder),
+        "-k", "test_efficiency and take", "--targets", "cpu", "--programs", "naive,take", "--configs", "f32",
+        "--snapshot-dir", str(folder / "snapshots"), "--record-baselines", "--results-json", str(results),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:]
     (item,) = [i for i in json.loads(results.read_text())["items"]
                if i["kind"] == "efficiency" and i["program"] == "take"]  # fmt: skip
     assert item["verdict"] == _results.RECORDED and item["threshold"] is None and item["recorded"]
-    out = tmp_path / "report.md"
+    out = folder / "report.md"
     assert cli(["report", str(results), "--out", str(out)]) == 0
     (row,) = [ln for ln in out.read_text().splitlines() if "efficiency of `take`" in ln and "recorded" in ln]
     assert "| recorded |" in row

@@ -3,11 +3,13 @@ can be tightened" and says how to split that program out; the others stay xfail.
 
 from __future__ import annotations
 
+import os
 import subprocess
-import sys
 from pathlib import Path
 
-from invariants.compile.child import GATE_DIR, gate_env
+from gatekit import InProcess
+
+from invariants.compile.child import GATE_DIR
 
 ROOT = Path(__file__).parents[3]
 
@@ -27,24 +29,24 @@ ratchet = { reason = "gradients are three kernels today", issue = "https://examp
 
 
 def _gate_run(
-    tmp_path: Path, *report: str, programs: str = "grad_take,grad_naive"
+    gate_pytester: InProcess, *report: str, programs: str = "grad_take,grad_naive"
 ) -> subprocess.CompletedProcess[str]:
-    """The gate on the ratchet above, as pytest invariants/gate runs it, with ``report`` (-r) options."""
-    (tmp_path / "specs").mkdir(exist_ok=True)
-    (tmp_path / "specs" / "r.toml").write_text(SPEC)
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", str(GATE_DIR / "test_invariants.py"),
-         "-p", "invariants.plugin.hooks", "-c", "/dev/null", "--rootdir", str(tmp_path),
-         "-p", "no:cacheprovider", "-q", *report,
-         "--spec-dir", str(tmp_path / "specs"), "--targets", "cpu", "--configs", "f32", "-k", "one_kernel",
-         "--programs", programs, "--snapshot-dir", str(ROOT / "snapshots"),
-         "--results-json", str(tmp_path / "r.json")],
-        cwd=tmp_path, env=gate_env(), capture_output=True, text=True, timeout=300, check=False,
+    """The gate on the ratchet above, as pytest invariants/gate runs it (in this process), with ``report``
+    (-r) options."""
+    folder = gate_pytester.path
+    (folder / "specs").mkdir(exist_ok=True)
+    (folder / "specs" / "r.toml").write_text(SPEC)
+    return gate_pytester.pytest(
+        str(GATE_DIR / "test_invariants.py"), "-p", "invariants.plugin.hooks", "-c", os.devnull,
+        "--rootdir", str(folder), "-q", *report,
+        "--spec-dir", str(folder / "specs"), "--targets", "cpu", "--configs", "f32", "-k", "one_kernel",
+        "--programs", programs, "--snapshot-dir", str(ROOT / "snapshots"),
+        "--results-json", str(folder / "r.json"),
     )  # fmt: skip
 
 
-def test_a_ratchet_over_a_set_fails_only_where_it_holds(tmp_path):
-    proc = _gate_run(tmp_path, "-rfx", programs="take,naive,grad_take,grad_naive")
+def test_a_ratchet_over_a_set_fails_only_where_it_holds(gate_pytester):
+    proc = _gate_run(gate_pytester, "-rfx", programs="take,naive,grad_take,grad_naive")
     assert proc.returncode == 1, proc.stdout[-3000:]
     failed = sorted(ln.split("[", 1)[1].split("]")[0] for ln in proc.stdout.splitlines()
                     if ln.startswith("FAILED"))  # fmt: skip
@@ -60,18 +62,18 @@ def test_a_ratchet_over_a_set_fails_only_where_it_holds(tmp_path):
     ) in proc.stdout
 
 
-def test_the_known_regressions_are_a_line_per_ratchet_and_minus_rx_lists_each(tmp_path):
+def test_the_known_regressions_are_a_line_per_ratchet_and_minus_rx_lists_each(gate_pytester):
     """-ra (the project's addopts) lists every xfailed item, a hundred and more lines at the end of a run:
     the gate says them as one line per ratchet instead; -rx, or -rA, lists each item too."""
     summary = ["invariants: 2 xfailed, known regressions the ratchets hold", "  one_kernel    2 items  cpu"]
-    quiet = _gate_run(tmp_path, "-ra")
+    quiet = _gate_run(gate_pytester, "-ra")
     assert quiet.returncode == 0, quiet.stdout[-3000:]
     lines = quiet.stdout.splitlines()
     assert not [ln for ln in lines if ln.startswith("XFAIL")], quiet.stdout[-3000:]
     at = lines.index(summary[0] + " (-rx lists each item):")
     assert lines[at + 1] == summary[1]
     for report in ("-rx", "-rA"):
-        listed = _gate_run(tmp_path, report)
+        listed = _gate_run(gate_pytester, report)
         lines = listed.stdout.splitlines()
         assert len([ln for ln in lines if ln.startswith("XFAIL")]) == 2, listed.stdout[-3000:]
         assert lines[lines.index(summary[0]) + 1] == summary[1]

@@ -1,6 +1,7 @@
 """The results file's path and writing: atomic, checked when the run starts (a directory is one line before
 anything compiles), and claimed for the run (a second run writing the same path concurrently gets a file
-of its own, with one line; a lock a killed run left never blocks)."""
+of its own, with one line; a lock a killed run left never blocks). The gate runs in this process
+(``gate_pytester``); the run that holds a lock and is killed is a child."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from gatekit import InProcess
 
 from invariants._errors import InvariantsError
 from invariants.plugin import results as _results
@@ -90,19 +92,18 @@ def test_a_lock_left_by_a_killed_run_never_blocks(tmp_path: Path):
     after.release()
 
 
-def _gate(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "invariants/gate/test_structure.py", "-q",
-         "--targets", "cpu", "--programs", "take", "--configs", "f32", f"--snapshot-dir={tmp_path / 's'}",
-         f"--hlo-dump-dir={tmp_path / 'hlo'}", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
-        env={k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")},
+def _gate(gate_pytester: InProcess, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The gate's structure tier on ``take`` on the CPU, in this process, snapshots in ``tmp_path/s``."""
+    gate_pytester.project(targets=())
+    return gate_pytester.pytest(
+        "tests/gate/test_structure.py", "--targets", "cpu", "--programs", "take", "--configs", "f32",
+        f"--snapshot-dir={tmp_path / 's'}", f"--hlo-dump-dir={tmp_path / 'hlo'}", *args,
     )  # fmt: skip
 
 
-def test_a_results_path_that_is_a_directory_stops_the_run_at_once(tmp_path: Path):
+def test_a_results_path_that_is_a_directory_stops_the_run_at_once(gate_pytester: InProcess, tmp_path: Path):
     (tmp_path / "s").mkdir()
-    proc = _gate(tmp_path, f"--results-json={tmp_path}")
+    proc = _gate(gate_pytester, tmp_path, f"--results-json={tmp_path}")
     assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
     assert proc.stderr.strip().splitlines()[-1] == (
         f"Exit: --results-json {tmp_path}: a directory; give a file path such as {tmp_path / 'results.json'}"
@@ -110,7 +111,7 @@ def test_a_results_path_that_is_a_directory_stops_the_run_at_once(tmp_path: Path
     assert "compiled" not in proc.stdout and "Traceback" not in proc.stderr
 
 
-def test_a_run_whose_results_path_another_run_holds_writes_its_own(tmp_path: Path):
+def test_a_run_whose_results_path_another_run_holds_writes_its_own(gate_pytester: InProcess, tmp_path: Path):
     import shutil
 
     shutil.copytree(ROOT / "snapshots" / "cpu", tmp_path / "s" / "cpu")
@@ -118,7 +119,7 @@ def test_a_run_whose_results_path_another_run_holds_writes_its_own(tmp_path: Pat
     path.write_text('{"items": [], "from": "the other run"}\n')
     other = _results.claim(path)  # the other run, still going
     try:
-        proc = _gate(tmp_path, f"--results-json={path}")
+        proc = _gate(gate_pytester, tmp_path, f"--results-json={path}")
     finally:
         other.release()
     assert proc.returncode == 0, proc.stdout[-2000:]
@@ -139,9 +140,11 @@ def test_a_run_whose_results_path_another_run_holds_writes_its_own(tmp_path: Pat
         ),
     ],
 )
-def test_an_output_path_nothing_can_be_written_to_stops_the_run_at_once(tmp_path: Path, option, line):
+def test_an_output_path_nothing_can_be_written_to_stops_the_run_at_once(
+    gate_pytester: InProcess, tmp_path: Path, option, line
+):
     """Root passes os.access on /sys: the folder is tried for real at start, not found out at the end."""
-    proc = _gate(tmp_path, option)
+    proc = _gate(gate_pytester, tmp_path, option)
     assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
     assert proc.stderr.strip().splitlines()[-1].startswith(line)
     assert "compiled" not in proc.stdout and "Traceback" not in proc.stderr
@@ -163,17 +166,17 @@ def test_a_record_with_a_null_field_no_writer_makes_is_one_line(tmp_path: Path):
     assert str(err.value) == f"{path}: items[0] (correctness t.py::c): program, config null"
 
 
-def test_a_snapshot_folder_that_is_a_file_stops_the_run_at_once(tmp_path: Path):
+def test_a_snapshot_folder_that_is_a_file_stops_the_run_at_once(gate_pytester: InProcess, tmp_path: Path):
     (tmp_path / "s").write_text("not a folder\n")
     for update in ((), ("--snapshot-update",)):
-        proc = _gate(tmp_path, *update)
+        proc = _gate(gate_pytester, tmp_path, *update)
         assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
         line = f"Exit: --snapshot-dir {tmp_path / 's'}: a file, not a folder"
         assert proc.stderr.strip().splitlines()[-1] == line
 
 
-def test_a_keyword_that_deselects_every_gate_item_is_one_line(tmp_path: Path):
-    proc = _gate(tmp_path, "-k", "no_such_item_anywhere")
+def test_a_keyword_that_deselects_every_gate_item_is_one_line(gate_pytester: InProcess, tmp_path: Path):
+    proc = _gate(gate_pytester, tmp_path, "-k", "no_such_item_anywhere")
     assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
     last = (proc.stdout + proc.stderr).strip().splitlines()[-1]
     assert last == "Exit: -k 'no_such_item_anywhere': deselects every gate item (1), leaving nothing to run"

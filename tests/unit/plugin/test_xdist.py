@@ -1,47 +1,43 @@
 """Which items share an xdist worker (invariants.plugin.xdist), read from node ids the plugin really
-builds."""
+builds (a collection of the whole gate, in this process)."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
-from pathlib import Path
+
+import pytest
+from gatekit import InProcess
 
 from invariants.catalog.targets import all_targets
+from invariants.compile.child import GATE_DIR
 from invariants.plugin.items import CORRECTNESS
 from invariants.plugin.xdist import worker_group
 
-ROOT = Path(__file__).parents[3]
 
-# Collects the gate and writes, for each item, its node id and the target its parameter belongs to.
-_RECORDER = """
-import json, os
+class _Recorder:
+    """Collects the gate and keeps, for each item, its node id and the target its parameter belongs to."""
 
-def pytest_collection_modifyitems(items):
-    out = {}
-    for item in items:
-        params = getattr(item, "callspec", None) and item.callspec.params or {}
-        key = params.get("structure_key") or params.get("efficiency_key")
-        case = params.get("invariant_case") or params.get("throughput_case")
-        out[item.nodeid] = key.target if key is not None else getattr(case, "target", None)
-    with open(os.environ["RECORD"], "w") as f:
-        json.dump(out, f)
-"""
+    def __init__(self) -> None:
+        self.items: dict[str, str | None] = {}
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            callspec = getattr(item, "callspec", None)
+            params = callspec.params if callspec is not None else {}
+            key = params.get("structure_key") or params.get("efficiency_key")
+            case = params.get("invariant_case") or params.get("throughput_case")
+            self.items[item.nodeid] = key.target if key is not None else getattr(case, "target", None)
 
 
-def test_every_collected_gate_item_goes_to_the_unit_of_its_target(tmp_path: Path):
-    (tmp_path / "recorder.py").write_text(_RECORDER)
-    record = tmp_path / "items.json"
-    env = {"PYTHONPATH": str(tmp_path), "RECORD": str(record)}
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "recorder", "-p", "no:cacheprovider", "--collect-only", "-q",
-         "invariants/gate"],
-        cwd=ROOT, capture_output=True, text=True, check=False, env={**os.environ, **env},
+def test_every_collected_gate_item_goes_to_the_unit_of_its_target(gate_pytester: InProcess):
+    recorder = _Recorder()
+    folder = gate_pytester.path
+    proc = gate_pytester.pytest(
+        str(GATE_DIR), "-p", "invariants.plugin.hooks", "-c", os.devnull, "--rootdir", str(folder),
+        "--collect-only", plugins=(recorder,),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-1500:] + proc.stderr[-1500:]
-    items: dict[str, str | None] = json.loads(record.read_text())
+    items = recorder.items
     names = list(all_targets())
     by_target = {n: t for n, t in items.items() if t is not None}
     # Every target, the sharded ones whose names extend another's included (tpu-v5e-2x4 is not tpu-v5e).

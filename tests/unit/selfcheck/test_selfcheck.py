@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 import pytest
+from gatekit import made_once
 
 from invariants.__main__ import main as cli
 from invariants._errors import InvariantsError
@@ -207,9 +208,7 @@ json.dump(compile_here("grad_take", "f32", all_targets()["cpu"]).to_json(), sys.
 """
 
 
-@pytest.fixture(scope="module")
-def scalar_and_clean() -> tuple[Any, Any]:
-    """grad_take on the CPU compiled in two children at once: with the injection's XLA_FLAGS, and without."""
+def _scalar_and_clean(folder: sc.Path) -> tuple[Any, Any]:
     import json
     import subprocess
     import sys
@@ -229,6 +228,13 @@ def scalar_and_clean() -> tuple[Any, Any]:
         assert child.returncode == 0, stderr[-2000:]
         out.append(Compiled.from_json(json.loads(stdout)))
     return out[0], out[1]
+
+
+@pytest.fixture(scope="session")
+def scalar_and_clean(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any]:
+    """grad_take on the CPU compiled in two children at once (XLA reads its flags when it starts): with the
+    injection's XLA_FLAGS, and without; once for the session, whichever xdist worker asks first."""
+    return made_once(tmp_path_factory, "scalar_and_clean", _scalar_and_clean)
 
 
 def _without_metadata(hlo: str) -> str:

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from gatekit import InProcess
 from syrupy.location import PyTestLocation
 
 from invariants import _paths
@@ -171,16 +170,6 @@ def test_bad_snapshot_files_are_one_line_naming_the_path(folder):
     assert readonly.read_text().startswith("# take [f32] on cpu")
 
 
-def _child(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    # Not an xdist worker's variables: syrupy would take the child for a worker and print no report.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
-    env["INVARIANTS_TARGETS"] = "cpu"
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=project, env=env,
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-
-
 LEAK = '''
 import pytest
 
@@ -208,18 +197,20 @@ doc = "W[x]"
 """
 
 
-def test_an_item_with_a_stray_marker_never_makes_snapshots_unused(tmp_path: Path):
+def test_an_item_with_a_stray_marker_never_makes_snapshots_unused(gate_pytester: InProcess):
     """The flaky "3 snapshots unused" made deterministic: in its own file, the leaking test is the item
     syrupy's end-of-session scan picks for that file. No path is given (as ``pytest`` from the root), and
-    no --programs (a selection would hide the folder anyway)."""
+    no --programs (a selection would hide the folder anyway). The gate runs in this process."""
+    tmp_path = gate_pytester.path
     (tmp_path / "conftest.py").write_text('pytest_plugins = ["invariants.plugin.hooks"]\n')
     shutil.copy(ROOT / "invariants" / "gate" / "test_structure.py", tmp_path / "test_structure.py")
     (tmp_path / "test_leak.py").write_text(LEAK)
     (tmp_path / "specs").mkdir()
     (tmp_path / "specs" / "own.toml").write_text(SPEC)
-    proc = _child(
-        tmp_path, "-c", os.devnull, "--rootdir", str(tmp_path), "--no-catalog", "--spec-dir", "specs",
+    proc = gate_pytester.pytest(
+        "-c", os.devnull, "--rootdir", str(tmp_path), "--no-catalog", "--spec-dir", "specs",
         "--snapshot-dir", "snaps", "--snapshot-update", "--results-json=results.json",
+        env={"INVARIANTS_TARGETS": "cpu"},
     )  # fmt: skip
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-2000:]
@@ -227,9 +218,12 @@ def test_an_item_with_a_stray_marker_never_makes_snapshots_unused(tmp_path: Path
     assert (tmp_path / "snaps" / "cpu" / "own_getitem.f32.txt").read_text().startswith("# own_getitem [f32]")
 
 
-def test_unreadable_and_read_only_snapshots_fail_their_items_with_one_line(tmp_path: Path):
+def test_unreadable_and_read_only_snapshots_fail_their_items_with_one_line(
+    gate_pytester: InProcess, tmp_path: Path
+):
     """Not UTF-8, a directory where the file should be, read-only on update: each item fails with one line
-    naming the path, no traceback; the files are left as they were."""
+    naming the path, no traceback; the files are left as they were. The gate runs in this process."""
+    gate_pytester.project(targets=())
     snaps = tmp_path / "snaps" / "cpu"
     shutil.copytree(ROOT / "snapshots" / "cpu", snaps)
     (snaps / "take.f32.txt").write_bytes(b"# take [f32] on cpu\n\xff\xfe\n")
@@ -239,10 +233,10 @@ def test_unreadable_and_read_only_snapshots_fail_their_items_with_one_line(tmp_p
     readonly.write_text(readonly.read_text().replace("summary: ", "summary: stale ", 1))
     readonly.chmod(0o444)
     before = readonly.read_text()
-    proc = _child(
-        ROOT, "invariants/gate/test_structure.py", "--programs", "take,naive,grad_take", "--configs", "f32",
+    proc = gate_pytester.pytest(
+        "tests/gate/test_structure.py", "--programs", "take,naive,grad_take", "--configs", "f32",
         f"--snapshot-dir={tmp_path / 'snaps'}", "--snapshot-update", f"--results-json={tmp_path / 'r.json'}",
-        f"--hlo-dump-dir={tmp_path / 'hlo'}", "-q",
+        f"--hlo-dump-dir={tmp_path / 'hlo'}", "-q", env={"INVARIANTS_TARGETS": "cpu"},
     )  # fmt: skip
     out = proc.stdout
     assert proc.returncode == 1, out[-2000:]

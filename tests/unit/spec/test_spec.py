@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -127,17 +125,16 @@ def test_empty_spec_dir_is_an_error(tmp_path):
         load_specs(tmp_path)
 
 
-def test_malformed_spec_stops_pytest_with_one_line(tmp_path):
-    """Through pytest: non-zero exit and one line, no traceback."""
+def test_malformed_spec_stops_pytest_with_one_line(gate_pytester, tmp_path):
+    """Through pytest (in this process): non-zero exit and one line, no traceback."""
     for spec in SPEC_DIR.glob("*.toml"):
         (tmp_path / spec.name).write_text(spec.read_text())
     cpu = tmp_path / "cpu.toml"
     cpu.write_text(cpu.read_text().replace('assert = "kernels <= 1"', 'assert = "fusoins <= 1"', 1))
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "invariants/gate/test_invariants.py", "--spec-dir", str(tmp_path),
-         "--collect-only", "-q", "-p", "no:cacheprovider"],
-        capture_output=True, text=True, check=False, cwd=Path(__file__).parents[3],
-    )  # fmt: skip
+    gate_pytester.project(targets=())
+    proc = gate_pytester.pytest(
+        "tests/gate/test_invariants.py", "--spec-dir", str(tmp_path), "--collect-only"
+    )
     assert proc.returncode != 0
     errors = [line for line in (proc.stdout + proc.stderr).splitlines() if "cpu.toml:" in line]
     assert len(errors) == 1 and "unknown metric 'fusoins' (did you mean 'fusions'?)" in errors[0], errors

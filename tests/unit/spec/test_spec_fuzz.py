@@ -15,11 +15,11 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from gatekit import InProcess
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -364,17 +364,15 @@ _RUNS: dict[str, tuple[subprocess.CompletedProcess[str], Path]] = {}
 
 
 def gate_on(
-    kind: str, tmp_path_factory: pytest.TempPathFactory
+    kind: str, gate_pytester: InProcess, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
-    """``pytest invariants/gate --spec-dir BAD --collect-only``, once per kind of mistake."""
+    """``pytest invariants/gate --spec-dir BAD --collect-only``, once per kind of mistake (in this process,
+    in the folder of the first test that asks)."""
     if kind not in _RUNS:
         bad = tmp_path_factory.mktemp(f"bad_{kind}")
         (bad / "mine.toml").write_text(BAD_SPECS[kind])
-        proc = subprocess.run(
-            [sys.executable, "-m", "pytest", "invariants/gate", "--spec-dir", str(bad), "--collect-only",
-             "-q", "-p", "no:cacheprovider"],
-            capture_output=True, text=True, check=False, cwd=ROOT, timeout=300,
-        )  # fmt: skip
+        gate_pytester.project(targets=())
+        proc = gate_pytester.pytest("tests/gate", "--spec-dir", str(bad), "--collect-only")
         _RUNS[kind] = (proc, bad / "mine.toml")
     return _RUNS[kind]
 
@@ -390,15 +388,15 @@ def _assert_one_line_last(proc: subprocess.CompletedProcess[str], path: Path, ex
     assert expected in last, last
 
 
-def test_a_bad_spec_stops_the_gate_with_one_line_the_last(tmp_path_factory):
-    proc, path = gate_on("load", tmp_path_factory)
+def test_a_bad_spec_stops_the_gate_with_one_line_the_last(gate_pytester, tmp_path_factory):
+    proc, path = gate_on("load", gate_pytester, tmp_path_factory)
     assert proc.returncode != 0
     _assert_one_line_last(proc, path, ":7: 'when' must be a string of version conditions")
 
 
 @pytest.mark.parametrize("kind", ["load", "targets"])
-def test_a_bad_spec_exits_as_documented(tmp_path_factory, kind):
-    proc, path = gate_on(kind, tmp_path_factory)
+def test_a_bad_spec_exits_as_documented(gate_pytester, tmp_path_factory, kind):
+    proc, path = gate_on(kind, gate_pytester, tmp_path_factory)
     expected = {"load": ":7: 'when' must be", "targets": ":2: targets: 'cpuu' matches no target"}[kind]
     _assert_one_line_last(proc, path, expected)
     assert proc.returncode == DOCUMENTED_EXIT, (proc.returncode, (proc.stdout + proc.stderr)[-2000:])

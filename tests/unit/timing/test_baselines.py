@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from gatekit import InProcess
 
 from invariants._errors import InvariantsError
 from invariants.spec.file import load_spec
@@ -75,38 +76,28 @@ def test_the_programs_to_record_are_the_relation_not_the_program_alone():
     assert record_programs(("grad_naive", "f32", "cpu"), cases) == ["grad_naive", "grad_take"]
 
 
-def test_the_hinted_command_records_the_baseline_and_a_rerun_passes(tmp_path: Path):
+def test_the_hinted_command_records_the_baseline_and_a_rerun_passes(gate_pytester: InProcess, tmp_path: Path):
     """As a user meets it: a run on a scratch --snapshot-dir fails for want of naive's baseline and prints
     a command; that command, run as printed, records it (exit 0; naive alone would select no item and time
-    nothing, and it names the --snapshot-dir), and the first run then passes."""
-    import os
+    nothing, and it names the --snapshot-dir), and the first run then passes. The gate runs in this
+    process (timing is not what is tested: each measurement is short)."""
     import re
     import shlex
-    import subprocess
-    import sys
 
-    root = Path(__file__).parents[3]
+    gate_pytester.project(targets=())
     scratch = tmp_path / "snapshots"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST_", "INVARIANTS_"))}
-    env |= {"PYTHONPATH": str(root), "PYTEST_ADDOPTS": "-p no:cacheprovider --benchmark-disable",
-            "INVARIANTS_RESULTS": str(tmp_path / "results.json"),
-            "INVARIANTS_DUMP_DIR": str(tmp_path / "hlo")}  # fmt: skip
-
-    def pytest_run(args: list[str]) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "pytest", *args], cwd=root, env=env, capture_output=True,
-                              text=True, check=False, timeout=600)  # fmt: skip
-
-    first = ["invariants/gate/test_throughput.py", "-q", "--snapshot-dir", str(scratch), "--targets", "cpu",
+    env = {"INVARIANTS_RESULTS": str(tmp_path / "results.json"), "INVARIANTS_DUMP_DIR": str(tmp_path / "hlo")}
+    first = ["tests/gate/test_throughput.py", "-q", "--snapshot-dir", str(scratch), "--targets", "cpu",
              "--programs", "naive,take", "--configs", "f32",
              "-k", "test_efficiency and cpu-naive-f32]"]  # fmt: skip
-    failed = pytest_run(first)
+    failed = gate_pytester.pytest(*first, env=env)
     assert failed.returncode == 1, failed.stdout[-3000:]
     hint = re.search(r"record it with: (pytest .*--record-baselines)", failed.stdout)
     assert hint, failed.stdout[-3000:]
     command = shlex.split(hint.group(1))
     assert command[command.index("--programs") + 1] == "naive,take", hint.group(1)
     assert command[command.index("--snapshot-dir") + 1] == str(scratch), hint.group(1)
-    recorded = pytest_run(command[1:])
+    recorded = gate_pytester.pytest(*command[1:], env=env)
     assert recorded.returncode == 0, recorded.stdout[-3000:]
     assert "1 passed" in recorded.stdout, recorded.stdout[-3000:]
     baseline = read_baseline(baseline_path(scratch, "cpu", "naive", "f32"))
@@ -114,7 +105,7 @@ def test_the_hinted_command_records_the_baseline_and_a_rerun_passes(tmp_path: Pa
     assert sorted(p.name for p in (scratch / "cpu" / "efficiency").iterdir()) == [
         "naive.f32.json"
     ]  # it alone
-    rerun = pytest_run(first)
+    rerun = gate_pytester.pytest(*first, env=env)
     assert rerun.returncode == 0, rerun.stdout[-3000:]
 
 

@@ -15,6 +15,8 @@ import psutil
 import pytest
 
 ROOT = Path(__file__).parents[3]
+# The session's compile cache folder (tests/conftest.py): the one variable of the suite's a child keeps.
+CACHE = "INVARIANTS_CACHE_DIR"
 
 # A project whose module, when the gate imports it, starts a process that starts another (a server of the
 # project's, say), makes a temporary folder, says so in a file, and then waits.
@@ -62,7 +64,7 @@ def _start(tmp_path: Path, *command: str, module: str = SLOW) -> tuple[subproces
     (tmp_path / "specs" / "slow.toml").write_text(SPEC)
     pids = tmp_path / "pids"
     (tmp_path / "tmp").mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "INVARIANTS_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "INVARIANTS_")) or k == CACHE}
     env |= {"PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]), "SLOW_PIDS": str(pids),
             "TMPDIR": str(tmp_path / "tmp"),
             "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONFAULTHANDLER": "1"}  # fmt: skip
@@ -146,7 +148,7 @@ def test_a_signal_another_thread_took_still_wakes_the_main_thread(tmp_path: Path
 
 def test_a_signal_ends_versus_and_its_two_workers(tmp_path: Path) -> None:
     """versus keeps a worker process per side while it times; SIGTERM ends both with it."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "INVARIANTS_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "INVARIANTS_")) or k == CACHE}
     (tmp_path / "tmp").mkdir()
     env |= {"PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONFAULTHANDLER": "1",
             "TMPDIR": str(tmp_path / "tmp")}  # fmt: skip
