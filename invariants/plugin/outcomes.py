@@ -55,7 +55,10 @@ def judge(
                 f"ratchet can be tightened: {invariant.id} now holds on {where} ({describe}); {advice}",
                 pytrace=False,
             )
-        pytest.xfail(f"{invariant.ratchet.reason} ({invariant.ratchet.issue}); {describe}")
+        # pytest.xfail's exception without a traceback: the reason is the whole report, and formatting a
+        # traceback (pytest parses the test's source for it) cost more than deciding the item.
+        raise pytest.xfail.Exception(f"{invariant.ratchet.reason} ({invariant.ratchet.issue}); {describe}",
+                                     pytrace=False)  # fmt: skip
     if not holds:
         pytest.fail(failure(), pytrace=False)
 
