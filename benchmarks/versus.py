@@ -37,6 +37,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from invariants.versus.report import Record, load_record
+
 ROOT = Path(__file__).resolve().parent.parent
 LOADED = ("same", "slowdown", "fusion")
 # The candidate flag of the threads study: no loop fusion split over threads (see the docstring).
@@ -70,11 +72,11 @@ CLOCKS = (("cpu", "cpu"), ("wall", "wall"), ("wall_all_cores", "wall, all cores"
 
 
 def summarize(
-    study: str, records: list[dict[str, Any]], exits: list[int], seconds: list[float],
+    study: str, records: list[Record], exits: list[int], seconds: list[float],
     loads: list[dict[str, Any]] | None = None,
 ) -> str:  # fmt: skip
-    programs = list(dict.fromkeys(t["program"] for r in records for t in r["timing"]))
-    clocks = [(c, name) for c, name in CLOCKS if any(c in t["results"] for r in records for t in r["timing"])]
+    programs = list(dict.fromkeys(t["program"] for r in records for t in r.timing))
+    clocks = [(c, name) for c, name in CLOCKS if any(c in t["results"] for r in records for t in r.timing)]
     lines = [f"## {study}: {len(records)} runs, exit codes {exits}, {statistics.median(seconds):.0f} s a run "
              f"(min {min(seconds):.0f}, max {max(seconds):.0f})", ""]  # fmt: skip
     if loads:
@@ -86,7 +88,7 @@ def summarize(
     head = " | ".join(f"{n} ratio median [min, max] | {n} CV" for _, n in clocks)
     lines += [f"| program | verdicts | {head} |", "|---|---|" + "---|---|" * len(clocks)]
     for p in programs:
-        rows = [t for r in records for t in r["timing"] if t["program"] == p]
+        rows = [t for r in records for t in r.timing if t["program"] == p]
         counts: dict[str, int] = {}
         for t in rows:
             counts[t["verdict"]] = counts.get(t["verdict"], 0) + 1
@@ -97,7 +99,7 @@ def summarize(
             cells.append(f"{_cv(v):.1%}" if v else "—")
         verdicts = ", ".join(f"{k} {n}" for k, n in sorted(counts.items()))
         lines.append(f"| {p} | {verdicts} | " + " | ".join(cells) + " |")
-    reasons = [reason for r in records for reason in r["reasons"]]
+    reasons = [reason for r in records for reason in r.reasons]
     lines += ["", f"reasons for exit 1 across runs ({len(reasons)}):"] + [f"- {x}" for x in reasons[:40]]
     return "\n".join(lines) + "\n"
 
@@ -145,8 +147,8 @@ def main() -> int:
     out = args.out or ROOT / "artifacts" / "versus-studies" / args.study
     out.mkdir(parents=True, exist_ok=True)
     if args.summarize:
-        kept = [json.loads(f.read_text()) for f in sorted(out.glob("run-*.json"))]
-        print(summarize(args.study, kept, [r["exit"] for r in kept], [r["seconds"] for r in kept],
+        kept = [load_record(f) for f in sorted(out.glob("run-*.json"))]
+        print(summarize(args.study, kept, [r.exit for r in kept], [r.seconds for r in kept],
                         _loads_of(out)))  # fmt: skip
         return 0
     if args.study == "threads" and args.nice:
@@ -177,7 +179,8 @@ def main() -> int:
     hogs = _loads(load)
     # Stopped with SIGTERM: still end the busy loops (the finally below).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    records, exits, seconds = [], [], []
+    records: list[Record] = []
+    exits, seconds = [], []
     try:
         for i in range(runs):
             record = out / f"run-{i:02d}.json"
@@ -191,8 +194,8 @@ def main() -> int:
             exits.append(rc)
             seconds.append(s)
             if record.exists():
-                records.append(json.loads(record.read_text()))
-            verdicts = ", ".join(_brief(t) for t in records[-1]["timing"]) if record.exists() else "no record"
+                records.append(load_record(record))
+            verdicts = ", ".join(_brief(t) for t in records[-1].timing) if record.exists() else "no record"
             print(f"  run {i}: exit {rc} in {s:.0f} s (load {before:.1f} before, {after:.1f} after): "
                   f"{verdicts}", flush=True)  # fmt: skip
     finally:

@@ -123,9 +123,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.sections = [(title, text) for title, text in report.sections if "stderr" not in title]
     crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
     if crash is not None and report.failed and item.get_closest_marker("gate") is not None:
-        # pytest's FAILED short line shows this message, cut to the terminal's width: the reason, first
-        # and whole, without pytest's "Failed: " before it.
-        crash.message = crash.message.removeprefix("Failed: ")
+        # pytest's FAILED short line shows this message: the reason's first line, without pytest's
+        # "Failed: " before it. Its first line alone: on CI (GitHub sets CI) pytest writes the message
+        # whole, and the failure's later lines, already above, would come again after the run's table.
+        crash.message = crash.message.removeprefix("Failed: ").split("\n", 1)[0]
     return report
 
 

@@ -53,6 +53,7 @@ from ..releases.environments import DEFAULT_CACHE, DEFAULT_INDEX
 from ..snapshot.diff import structural_diff, what_changed
 from ..timing.paired import runtime_clock
 from .report import (
+    SideRecord,
     invariant_changes,
     make_record,
     metric_rows,
@@ -664,12 +665,17 @@ def main(argv: list[str]) -> int:
         timing = measure_confirmed(
             sides, programs, settings, progress, configs=timed_configs(programs, known)
         )
+    named = {s.role: SideRecord(s.spec, str(s.python), dict(h["versions"]), dict(s.env))
+             for s, h in zip(sides, hellos, strict=True)}  # fmt: skip
     record = make_record(
-        {s.role: {"spec": s.spec, "python": str(s.python), "versions": h["versions"], "env": dict(s.env)}
-         for s, h in zip(sides, hellos, strict=True)},
-        dataclasses.asdict(settings), [t.to_dict() for t in timing], structure, targets,
+        named["baseline"],
+        named["candidate"],
+        dataclasses.asdict(settings),
+        [t.to_dict() for t in timing],
+        structure,
+        targets,
         time.perf_counter() - started,
-    )  # fmt: skip
+    )
     text = render_markdown(record)
     print(text, flush=True)  # first: a file that cannot be written after all loses nothing of the run
     # Each checked at the start (_check_outputs); each written whole or not at all.
@@ -679,7 +685,7 @@ def main(argv: list[str]) -> int:
         write_atomic(args.out, text, "--out")
     if args.plot and timing:
         plot(record, args.plot)
-    return int(record["exit"])
+    return record.exit
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,8 +1,8 @@
 """The versus record (owner of its JSON), and its markdown and plot.
 
-:func:`invariants.versus.command.main` builds a record with :func:`make_record` and writes it with
+:func:`invariants.versus.command.main` builds a :class:`Record` with :func:`make_record` and writes it with
 :func:`write_json`; :func:`load_record` reads one back (for the markdown, the plot, and anything that
-compares two runs). The record is plain JSON::
+compares two runs). Its JSON::
 
     {"format": "invariants-versus", "format_version": 1,
      "baseline": {"spec", "python", "versions", "env"}, "candidate": {...},
@@ -33,10 +33,12 @@ phase's. Paths of the staged package copy a worker imported are written as this 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -107,14 +109,62 @@ def metric_rows(base: Mapping[str, Any], cand: Mapping[str, Any]) -> list[dict[s
     return rows
 
 
+@dataclass(frozen=True)
+class SideRecord:
+    """One installation as a record names it: what ``--baseline`` or ``--candidate`` said, the interpreter
+    its workers ran, its distributions' versions, and the variables its workers ran with."""
+
+    spec: str
+    python: str
+    versions: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Record:
+    """A versus run: its two sides, settings, timed verdicts, structure compared key by key, the targets
+    a side could not compare (name -> side -> reason), its exit status with the reasons for it, and its
+    duration. The timing and structure entries are the JSON the module docstring shows."""
+
+    baseline: SideRecord
+    candidate: SideRecord
+    settings: dict[str, Any]
+    timing: list[dict[str, Any]]
+    structure: list[dict[str, Any]]
+    targets: dict[str, Any]
+    exit: int
+    reasons: list[str]
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": FORMAT, "format_version": FORMAT_VERSION, **dataclasses.asdict(self)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], where: str) -> Record:
+        """The record of :meth:`to_json`'s output; a field missing or a side not as written is one line."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        missing = [n for n in names if n not in data]
+        if missing:
+            raise InvariantsError(f"{where}: the versus record has no {', '.join(missing)}")
+        try:
+            baseline, candidate = (SideRecord(**data[role]) for role in ("baseline", "candidate"))
+        except TypeError:
+            raise InvariantsError(
+                f"{where}: a side of the versus record is not {{spec, python, versions, env}}"
+            ) from None
+        return cls(baseline, candidate, data["settings"], data["timing"], data["structure"], data["targets"],
+                   data["exit"], data["reasons"], data["seconds"])  # fmt: skip
+
+
 def make_record(
-    sides: Mapping[str, Mapping[str, Any]],
+    baseline: SideRecord,
+    candidate: SideRecord,
     settings: Mapping[str, Any],
     timing: Sequence[Mapping[str, Any]],
     structure: Sequence[Mapping[str, Any]],
     targets: Mapping[str, Any],
     seconds: float,
-) -> dict[str, Any]:
+) -> Record:
     """The record, with its exit status and the reasons for it."""
     reasons = []
     for t in timing:
@@ -145,23 +195,23 @@ def make_record(
                 reasons.append(
                     f"{s['key']}: invariant {inv['id']} holds on the baseline, fails on the candidate{known}"
                 )
-    return {
-        "format": FORMAT, "format_version": FORMAT_VERSION, **sides, "settings": dict(settings),
-        "timing": list(timing), "structure": list(structure), "targets": dict(targets),
-        "exit": 1 if reasons else 0, "reasons": reasons, "seconds": seconds,
-    }  # fmt: skip
+    return Record(
+        baseline, candidate, settings=dict(settings), timing=[dict(t) for t in timing],
+        structure=[dict(x) for x in structure], targets=dict(targets), exit=1 if reasons else 0,
+        reasons=reasons, seconds=seconds,
+    )  # fmt: skip
 
 
-def as_items(record: Mapping[str, Any]) -> list[Entry]:
+def as_items(record: Record) -> list[Entry]:
     """The record as results-file entries (what ``selfcheck`` judges): one ``versus-timing`` entry per timed
     program (failed when its confirmed verdict failed) and one failed ``versus-invariant`` entry per
     invariant and key that holds on the baseline and fails on the candidate."""
     items = [
         Entry("versus-timing", "failed" if t["verdict"] in ("fail", "lost-parallelism") else "passed",
               f"versus[{t['program']}]", fields={"id": t["program"]})
-        for t in record.get("timing", [])
+        for t in record.timing
     ]  # fmt: skip
-    for s in record.get("structure", []):
+    for s in record.structure:
         for inv in s.get("invariants", []):
             if inv.get("change") == "regressed":
                 items.append(
@@ -170,11 +220,11 @@ def as_items(record: Mapping[str, Any]) -> list[Entry]:
     return items
 
 
-def write_json(record: Mapping[str, Any], path: Path, option: str = "") -> None:
+def write_json(record: Record, path: Path, option: str = "") -> None:
     """The record at ``path``, whole or not at all (:func:`invariants._paths.write_atomic`; ``option``
     names the flag in its one-line error)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, json.dumps(record, indent=1) + "\n", option)
+    write_atomic(path, json.dumps(record.to_json(), indent=1) + "\n", option)
 
 
 def repository_paths(reply: Any) -> Any:
@@ -198,7 +248,7 @@ def repository_paths(reply: Any) -> Any:
     return fix(reply)
 
 
-def load_record(path: Path) -> dict[str, Any]:
+def load_record(path: Path) -> Record:
     """A record written by :func:`write_json`; anything else is one line."""
     try:
         data = json.loads(Path(path).read_text())
@@ -212,17 +262,17 @@ def load_record(path: Path) -> dict[str, Any]:
         raise InvariantsError(
             f"{path}: versus record version {data.get('format_version')}, expected {FORMAT_VERSION}"
         )
-    return data
+    return Record.from_json(data, str(path))
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Markdown.
 
 
-def _side_line(name: str, side: Mapping[str, Any]) -> str:
-    versions = ", ".join(f"{k} {v}" for k, v in side.get("versions", {}).items())
-    env = " ".join(f"`{k}={v}`" for k, v in side.get("env", {}).items())
-    return f"- **{name}** `{side['spec']}`: {versions}" + (f"; env {env}" if env else "")
+def _side_line(name: str, side: SideRecord) -> str:
+    versions = ", ".join(f"{k} {v}" for k, v in side.versions.items())
+    env = " ".join(f"`{k}={v}`" for k, v in side.env.items())
+    return f"- **{name}** `{side.spec}`: {versions}" + (f"; env {env}" if env else "")
 
 
 def _interval(r: Mapping[str, Any]) -> str:
@@ -241,25 +291,24 @@ def _threads(t: Mapping[str, Any]) -> str:
     )
 
 
-def render_markdown(record: Mapping[str, Any], diff_lines: int = 40) -> str:
+def render_markdown(record: Record, diff_lines: int = 40) -> str:
     """The report: verdict, sides, one timing table, structure differences, invariants that changed.
 
     Sized for ``$GITHUB_STEP_SUMMARY``: identical structures are one line each, and a diff is cut at
     ``diff_lines`` lines (the JSON has the whole renderings).
     """
-    word = "**REGRESSED**" if record["exit"] else "no regression"
+    word = "**REGRESSED**" if record.exit else "no regression"
     out = [
-        f"## versus: candidate `{record['candidate']['spec']}` against baseline "
-        f"`{record['baseline']['spec']}`: {word}",
+        f"## versus: candidate `{record.candidate.spec}` against baseline `{record.baseline.spec}`: {word}",
         "",
     ]
-    out += [_side_line("baseline", record["baseline"]), _side_line("candidate", record["candidate"]), ""]
-    out += [f"- {reason}" for reason in record["reasons"]] + ([""] if record["reasons"] else [])
-    if record["timing"]:
-        out += _timing_section(record["timing"], record["settings"])
-    if record["structure"]:
+    out += [_side_line("baseline", record.baseline), _side_line("candidate", record.candidate), ""]
+    out += [f"- {reason}" for reason in record.reasons] + ([""] if record.reasons else [])
+    if record.timing:
+        out += _timing_section(record.timing, record.settings)
+    if record.structure:
         out += _structure_section(record, diff_lines)
-    out.append(f"versus: {record['seconds']:.0f} s; exit {record['exit']}")
+    out.append(f"versus: {record.seconds:.0f} s; exit {record.exit}")
     return "\n".join(out) + "\n"
 
 
@@ -316,19 +365,19 @@ def _timing_row(t: Mapping[str, Any], cores: bool) -> str:
     )
 
 
-def _structure_section(record: Mapping[str, Any], diff_lines: int) -> list[str]:
+def _structure_section(record: Record, diff_lines: int) -> list[str]:
     """What was not compared, what is identical, invariants not evaluated; then a section per key that
     differs."""
     out = ["### structure and invariants, side by side", ""]
     listed = len(out)
-    for name, reasons in record["targets"].items():
+    for name, reasons in record.targets.items():
         missing = [f"{side}: {why}" for side, why in reasons.items() if why]
         if missing:
             out.append(f"- target {name} not compared ({'; '.join(missing)})")
-    same = [x["key"] for x in record["structure"] if not _shown(x)]
+    same = [x["key"] for x in record.structure if not _shown(x)]
     if same:
         out.append(f"- identical on both sides: {', '.join(same)}")
-    for x in record["structure"]:
+    for x in record.structure:
         if _shown(x):
             continue
         for inv in x.get("invariants", []):
@@ -336,7 +385,7 @@ def _structure_section(record: Mapping[str, Any], diff_lines: int) -> list[str]:
                 out.append(f"- {x['key']}: invariant `{inv['id']}` {inv['change']}")
     if len(out) > listed:
         out.append("")
-    for x in record["structure"]:
+    for x in record.structure:
         if _shown(x):
             out += _key_section(x, diff_lines)
     return out
@@ -405,7 +454,7 @@ def _metric_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 # Plot.
 
 
-def plot(record: Mapping[str, Any], path: Path) -> None:
+def plot(record: Record, path: Path) -> None:
     """Ratio and interval per program, per clock, the threshold drawn; PNG at ``path``."""
     try:
         import matplotlib  # optional (the test extra), and heavy: only for the plot
@@ -414,7 +463,7 @@ def plot(record: Mapping[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # after the backend is chosen
 
-    timing = record["timing"]
+    timing = record.timing
     if not timing:
         raise InvariantsError(f"{path}: nothing was timed, nothing to plot")
     fig, ax = plt.subplots(figsize=(8, 0.5 * len(timing) + 1.8))
@@ -433,15 +482,13 @@ def plot(record: Mapping[str, Any], path: Path) -> None:
                         fmt=style[clock][0], color="tab:red" if failed else style[clock][1],
                         capsize=3, label=clock.replace("_", " ") if i == 0 else None)  # fmt: skip
     ax.axvline(1.0, color="black", linewidth=0.8)
-    ax.axvline(record["settings"]["threshold"], color="tab:red", linestyle="--", label="threshold")
+    ax.axvline(record.settings["threshold"], color="tab:red", linestyle="--", label="threshold")
     par = [t["results"][ALL_CORES]["threshold"] for t in timing if ALL_CORES in t["results"]]
     if par:
         ax.axvline(par[0], color="tab:green", linestyle=":", label="all-cores threshold")
     ax.set_yticks(range(len(timing)), [t["program"] for t in timing])
     ax.invert_yaxis()
-    ax.set_xlabel(
-        f"time(candidate {record['candidate']['spec']}) / time(baseline {record['baseline']['spec']})"
-    )
+    ax.set_xlabel(f"time(candidate {record.candidate.spec}) / time(baseline {record.baseline.spec})")
     ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -124,3 +124,5 @@ def test_embedding_bag_takes_its_offsets_as_inputs_and_donates_in_its_train_step
     train = (project / "snapshots" / "cpu" / "bag_train.f32.txt").read_text()
     grad = (project / "snapshots" / "cpu" / "bag_grad.f32.txt").read_text()
     assert "aliases: output {0} <- parameter 0" in train and "aliases: none" in grad
+    reused = {it["target"]: it["outcome"] for it in items if it.get("id") == "donated_table_is_reused"}
+    assert reused == {"cpu": "passed", "tpu-v5e": "passed", "gpu-a100": "passed"}, reused

@@ -43,7 +43,7 @@ def test_two_real_workers_of_one_installation(tmp_path: Path) -> None:
     # false failure is possible in principle); exit 1 could only come from it here.
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
     record = load_record(tmp_path / "v.json")
-    (timed,) = record["timing"]
+    (timed,) = record.timing
     assert timed["program"] == "naive" and timed["clock"] == "cpu"
     for clock in ("cpu", "wall", "wall_all_cores", "cpu_all_cores"):
         r = timed["results"][clock]
@@ -57,12 +57,12 @@ def test_two_real_workers_of_one_installation(tmp_path: Path) -> None:
     assert timed["results"]["wall_all_cores"]["threshold"] == 1.10
     # Calls per block follow the machine's speed at that moment (a slow call gives few), so the blocks are
     # held to the settings and the calls only to their order.
-    settings = record["settings"]
+    settings = record.settings
     assert settings["parallel_block_seconds"] >= 10 * settings["block_seconds"]
     assert timed["results"]["wall_all_cores"]["inner_a"] > timed["results"]["cpu"]["inner_a"]
     assert timed["attempts"][-1].startswith("all cores: ")
     assert "all cores round 3" in proc.stderr
-    (key,) = record["structure"]
+    (key,) = record.structure
     assert key["key"] == "naive/f32/cpu" and key["diff"] is None
     assert key["baseline"]["snapshot"] == key["candidate"]["snapshot"]
     # The same verdict on both sides (a ratchet such as narrow_rows_gather_vectorized fails on both): the
@@ -73,7 +73,7 @@ def test_two_real_workers_of_one_installation(tmp_path: Path) -> None:
     assert all(c["where"].startswith("invariants/") for c in key["invariants"]), key["invariants"]
     assert key["baseline"]["kernel_metrics"] == key["candidate"]["kernel_metrics"]
     assert isinstance(key["baseline"]["kernel_metrics"]["vector_width"], int)
-    assert record["baseline"]["versions"] == record["candidate"]["versions"]
+    assert record.baseline.versions == record.candidate.versions
     assert "measure round 3" in proc.stderr  # progress on the terminal
     assert (tmp_path / "v.md").read_text().startswith("## versus: candidate `current`")
     assert (tmp_path / "v.png").stat().st_size > 1000
@@ -84,11 +84,10 @@ def test_candidate_env_reaches_the_candidate_only(tmp_path: Path) -> None:
                    "--json", str(tmp_path / "v.json"))  # fmt: skip
     assert proc.returncode == 1, proc.stderr[-2000:]
     record = load_record(tmp_path / "v.json")
-    (key,) = record["structure"]
+    (key,) = record.structure
     assert "kernels 1;" in key["baseline"]["snapshot"] and "kernels 1;" not in key["candidate"]["snapshot"]
     assert key["diff"] and "+summary: kernels" in key["diff"]
     assert (
-        "naive/f32/cpu: invariant one_kernel holds on the baseline, fails on the candidate"
-        in record["reasons"]
+        "naive/f32/cpu: invariant one_kernel holds on the baseline, fails on the candidate" in record.reasons
     )
     assert "**regressed**" in proc.stdout

@@ -32,6 +32,9 @@ from types import ModuleType
 import pytest
 from packaging.specifiers import SpecifierSet
 
+from invariants.plugin.results import read as read_results
+from invariants.versus.report import load_record
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -128,11 +131,11 @@ def test_tox_nightly_against_a_local_nightly_index() -> None:
     #    grad_no_while_before_0_6 (`when = "jax < 0.6"`) must have been skipped, saying why.
     assert not SpecifierSet(">=0.6").contains(nightly, prereleases=False)
     assert SpecifierSet(">=0.6").contains(nightly, prereleases=True)
-    results = json.loads((out / "results.json").read_text())
-    assert results["versions"]["jax"] == nightly and results["versions"]["jaxlib"] == nightly
-    ran = [i for i in results["items"] if i.get("id") == "grad_no_while" and i.get("target") == "cpu"
-           and i.get("programs") == ["grad_take"] and i.get("config") == "f32"]  # fmt: skip
-    assert [i["outcome"] for i in ran] == ["passed"], ran
+    results = read_results(out / "results.json")
+    assert results.versions["jax"] == nightly and results.versions["jaxlib"] == nightly
+    ran = [i for i in results.items if i.id == "grad_no_while" and i.target == "cpu"
+           and i.programs == ["grad_take"] and i.config == "f32"]  # fmt: skip
+    assert [i.outcome for i in ran] == ["passed"], ran
     skipped = {}
     for case in ET.parse(out / "junit-gate.xml").iter("testcase"):
         if case.get("name", "").endswith("[cpu-grad_take-f32-grad_no_while_before_0_6]"):
@@ -143,9 +146,9 @@ def test_tox_nightly_against_a_local_nightly_index() -> None:
     for name in ("junit-gate.xml", "results.json", "report.md", "versus.json", "versus.md"):
         assert (out / name).is_file(), f"{out / name}: missing"
     assert nightly in (out / "report.md").read_text()
-    versus = json.loads((out / "versus.json").read_text())
-    assert versus["exit"] == 0
-    assert versus["baseline"]["spec"] == "0.10.2" and versus["baseline"]["versions"]["jax"] == "0.10.2"
-    assert versus["candidate"]["versions"]["jax"] == nightly
-    compared = {s["key"] for s in versus["structure"] if s["baseline"] and s["candidate"]}
+    versus = load_record(out / "versus.json")
+    assert versus.exit == 0
+    assert versus.baseline.spec == "0.10.2" and versus.baseline.versions["jax"] == "0.10.2"
+    assert versus.candidate.versions["jax"] == nightly
+    compared = {s["key"] for s in versus.structure if s["baseline"] and s["candidate"]}
     assert {"take/f32/cpu", "grad_take/f32/cpu"} <= compared, compared

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from invariants.__main__ import main as cli
 
 LOOKUP = "import jax.numpy as jnp\n\ndef lookup(table, ids):\n    return jnp.take(table, ids, axis=0)\n"
@@ -25,9 +27,14 @@ why = "to fail"
 """
 
 
-def test_a_failed_line_written_to_a_file_says_why(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("ci", [None, "true"], ids=["a file", "on CI"])
+def test_a_failed_line_written_to_a_file_says_why(tmp_path, monkeypatch, capsys, ci):
+    """Written to a file, and on CI (where pytest writes a FAILED line's message whole): the line says the
+    reason's first line, and the failure's other lines are not written again after the run's table."""
     for name in ("CI", "BUILD_NUMBER"):
         monkeypatch.delenv(name, raising=False)
+    if ci is not None:
+        monkeypatch.setenv("CI", ci)
     (tmp_path / "failedlookup.py").write_text(LOOKUP)
     (tmp_path / "specs").mkdir()
     (tmp_path / "specs" / "lib.toml").write_text(SPEC)
@@ -40,4 +47,5 @@ def test_a_failed_line_written_to_a_file_says_why(tmp_path, monkeypatch, capsys)
     (line,) = [ln for ln in out.splitlines() if ln.startswith("FAILED ")]
     assert line.endswith("a_bound_that_fails failed on cpu a_lookup_with_a_long_name_as_projects_have [f32]: "
                          "assert kernels >= 99: measured kernels = 1"), line  # fmt: skip
-    assert "CI" not in os.environ  # set for the summary alone
+    assert out.count("why it matters: to fail") == 1, out
+    assert os.environ.get("CI") == ci  # set for the summary alone

@@ -45,6 +45,8 @@ from invariants.versus.protocol import (
     encode,
 )
 from invariants.versus.report import (
+    Record,
+    SideRecord,
     as_items,
     invariant_changes,
     load_record,
@@ -424,11 +426,10 @@ def test_pinned_rounds_cannot_see_lost_threads_the_all_cores_phase_does() -> Non
     assert len(pinned) in look_at(PINNED.min_rounds, PINNED.max_rounds) and all(len(c) == 1 for c in pinned)
     assert seen[: len(pinned)] == pinned and seen[len(pinned) :] == [None] * (2 * low)  # measure + confirm
     assert (low, high) == (4, 9)
-    side = {"spec": "current", "python": sys.executable, "versions": {}, "env": {}}
-    record = make_record({"baseline": side, "candidate": side}, dataclasses.asdict(PINNED), [v.to_dict()], [],
-                         {}, 1.0)  # fmt: skip
-    assert record["exit"] == 1
-    (reason,) = record["reasons"]
+    side = SideRecord("current", sys.executable)
+    record = make_record(side, side, dataclasses.asdict(PINNED), [v.to_dict()], [], {}, 1.0)
+    assert record.exit == 1
+    (reason,) = record.reasons
     assert reason.startswith("naive: lost-parallelism: wall ratio with all cores 1.")
     assert "did not fail" in reason
     text = render_markdown(record)
@@ -512,13 +513,12 @@ def test_the_threads_witness_catches_a_loss_the_wall_interval_straddles(seed: in
     assert threads.high < 1 / PINNED.parallel_threshold and threads.verdict == "fail"
     assert threads.median == pytest.approx(0.65, rel=0.15)
     assert v.verdict == "lost-parallelism" and v.attempts[1:] == ["all cores: fail", "all cores: fail"]
-    side = {"spec": "current", "python": sys.executable, "versions": {}, "env": {}}
-    record = make_record({"baseline": side, "candidate": side}, dataclasses.asdict(PINNED), [v.to_dict()], [],
-                         {}, 1.0)  # fmt: skip
-    (reason,) = record["reasons"]
+    side = SideRecord("current", sys.executable)
+    record = make_record(side, side, dataclasses.asdict(PINNED), [v.to_dict()], [], {}, 1.0)
+    (reason,) = record.reasons
     assert reason.startswith("naive: lost-parallelism: threads ratio with all cores 0.")
     assert "< 0.909 (fewer threads busy), wall ratio 1." in reason and "estimate above 1.1" in reason
-    assert record["exit"] == 1
+    assert record.exit == 1
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -781,10 +781,10 @@ def _structure_entry(base_holds: bool, cand_holds: bool) -> dict[str, Any]:
             "invariants": invariant_changes(inv, cinv)}  # fmt: skip
 
 
-def _record(timing: list[dict[str, Any]], structure: list[dict[str, Any]]) -> dict[str, Any]:
+def _record(timing: list[dict[str, Any]], structure: list[dict[str, Any]]) -> Record:
     side = {"spec": "current", "python": sys.executable, "versions": {"jax": "0.10.2"}, "env": {}}
     settings = {"threshold": 1.03, "confidence": 0.95, "clock": "cpu"}
-    return make_record({"baseline": side, "candidate": {**side, "env": {"X": "1"}}}, settings, timing,
+    return make_record(SideRecord(**side), SideRecord(**{**side, "env": {"X": "1"}}), settings, timing,
                        structure, {"cpu": {"baseline": None, "candidate": None}}, 12.0)  # fmt: skip
 
 
@@ -846,8 +846,8 @@ def test_report_shows_code_generation_behind_equal_hlo(tmp_path: Path) -> None:
              "changed": what_changed(b["snapshot"], c["snapshot"]), "metrics": metric_rows(b, c),
              "invariants": invariant_changes(b["invariants"], c["invariants"])}  # fmt: skip
     record = load_record(_write(tmp_path / "v.json", _record([], [entry])))
-    assert record["exit"] == 1
-    assert record["reasons"] == [
+    assert record.exit == 1
+    assert record.reasons == [
         "grad_take/f32/gpu-a100: invariant grad_native_float_atomics_sm8x holds on the baseline, fails on "
         "the candidate (a ratchet in the specs: https://github.com/openxla/xla/issues/46225)"
     ]
@@ -871,7 +871,7 @@ def test_report_shows_code_generation_behind_equal_hlo(tmp_path: Path) -> None:
             "invariants": invariant_changes(b["invariants"], b["invariants"])}  # fmt: skip
     clean = _record([], [same])
     text = render_markdown(clean)
-    assert clean["exit"] == 0 and "- identical on both sides: grad_take/f32/gpu-a100" in text
+    assert clean.exit == 0 and "- identical on both sides: grad_take/f32/gpu-a100" in text
     assert "- grad_take/f32/gpu-a100: invariant `flops_bounded` not evaluated: flops of" in text
     assert "#### " not in text
 
@@ -879,15 +879,14 @@ def test_report_shows_code_generation_behind_equal_hlo(tmp_path: Path) -> None:
 def test_record_exit_and_report(tmp_path: Path) -> None:
     # The real writer's output, read back by the real reader, then rendered and plotted.
     clean = _record([_timing("pass")], [_structure_entry(True, True)])
-    assert clean["exit"] == 0 and clean["reasons"] == []
+    assert clean.exit == 0 and clean.reasons == []
     bad = _record([_timing("fail")], [_structure_entry(True, False), _structure_entry(False, False)])
-    assert bad["exit"] == 1
-    assert any(r.startswith("naive: fail: cpu ratio 1.") for r in bad["reasons"])
+    assert bad.exit == 1
+    assert any(r.startswith("naive: fail: cpu ratio 1.") for r in bad.reasons)
     assert (
-        "grad_take/f32/cpu: invariant no_while holds on the baseline, fails on the candidate"
-        in bad["reasons"]
+        "grad_take/f32/cpu: invariant no_while holds on the baseline, fails on the candidate" in bad.reasons
     )
-    assert len(bad["reasons"]) == 2  # failing on both sides is not a regression of the candidate
+    assert len(bad.reasons) == 2  # failing on both sides is not a regression of the candidate
     write_json(bad, tmp_path / "v.json")
     loaded = load_record(tmp_path / "v.json")
     text = render_markdown(loaded)
@@ -899,7 +898,7 @@ def test_record_exit_and_report(tmp_path: Path) -> None:
     assert "no regression" in render_markdown(load_record(_write(tmp_path / "c.json", clean)))
 
 
-def _write(path: Path, record: dict[str, Any]) -> Path:
+def _write(path: Path, record: Record) -> Path:
     write_json(record, path)
     return path
 
@@ -910,6 +909,14 @@ def test_load_record_rejects_other_files(tmp_path: Path) -> None:
         load_record(tmp_path / "r.json")
     with pytest.raises(InvariantsError, match="cannot read"):
         load_record(tmp_path / "missing.json")
+    # A record of this format with a field gone, or a side not as the writer writes it: one line each.
+    whole = _record([], []).to_json()
+    (tmp_path / "cut.json").write_text(json.dumps({k: v for k, v in whole.items() if k != "exit"}))
+    with pytest.raises(InvariantsError, match=r"cut.json: the versus record has no exit$"):
+        load_record(tmp_path / "cut.json")
+    (tmp_path / "side.json").write_text(json.dumps({**whole, "baseline": {"spec": "0.10.1", "jax": "?"}}))
+    with pytest.raises(InvariantsError, match=r"side.json: a side of the versus record is not"):
+        load_record(tmp_path / "side.json")
 
 
 # ----------------------------------------------------------------------------------------------- command
@@ -1063,7 +1070,7 @@ def test_the_record_is_written_whole_or_not_at_all(tmp_path: Path, monkeypatch: 
     with pytest.raises(
         InvariantsError, match=r"^--json .*v\.json: cannot write \(No space left on device\)$"
     ):
-        write_json({**record, "exit": 1}, path, "--json")
+        write_json(dataclasses.replace(record, exit=1), path, "--json")
     assert path.read_text() == before and sorted(p.name for p in tmp_path.iterdir()) == ["v.json"]
 
 
@@ -1139,7 +1146,7 @@ def test_selfcheck_versus_injections_reach_the_candidate_only(tmp_path: Path) ->
     assert not any(a.startswith("--baseline-env") for a in cmd)
     # The real record writer's output, judged the way run_injection judges it.
     caught = _record([_timing("fail")], [_structure_entry(True, False)])
-    caught["structure"][0]["invariants"][0]["id"] = "one_kernel"
+    caught.structure[0]["invariants"][0]["id"] = "one_kernel"
     outcome = sc.outcome_of(inj, 1, as_items(caught), 1.0)
     assert outcome.caught and outcome.missing == []
     clean = _record([_timing("pass")], [_structure_entry(True, True)])
