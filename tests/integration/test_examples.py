@@ -83,6 +83,44 @@ def test_segment_sum_without_targets_compiles_where_the_spec_file_says(tmp_path)
     assert "(CAS retry loops " in pool
 
 
+def _command(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "invariants", *args], cwd=project, capture_output=True,
+                          text=True, timeout=900, check=False)  # fmt: skip
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(
+    TARGETS["gpu-l4"].unavailable_reason() is not None, reason="the CUDA plugin is not installed"
+)
+def test_segment_sum_across_releases_as_its_readme_runs_it(tmp_path):
+    """examples/segment_sum's cross-release commands, as its README gives them: versus and bisect on the
+    project's own programs (--spec-dir), each release in an environment of its own (built with uv from
+    PyPI, then cached) that imports the project's module from its folder. The L4's CAS loops come with
+    jaxlib 0.10.2 behind equal HLO lines, and the vmapped sum's scatter became strided in jax 0.9.2."""
+    project = _copy("segment_sum", tmp_path)
+    spec = ("--spec-dir", "specs")
+    proc = _command(project, "versus", "--baseline", "0.10.1", "--candidate", "current", *spec,
+                    "--programs", "segsum_pool", "--targets", "gpu-l4", "--no-timing")  # fmt: skip
+    out = proc.stdout
+    assert proc.returncode == 1, out[-3000:] + proc.stderr[-2000:]
+    assert "invariant `pool_native_float_atomics` (ratchet)" in out and "**regressed**" in out, out[-3000:]
+    assert "+      code ptx: atomics atom.cas.b32×4 (CAS retry loops 4); loops 4" in out, out[-3000:]
+    assert "the HLO lines are equal" in out
+    proc = _command(project, "bisect", "--good", "0.10.1", "--bad", "0.10.2", *spec,
+                    "--programs", "segsum_pool", "--targets", "gpu-l4")  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "first release where the selection breaks: jax 0.10.2 (last with it holding: jax 0.10.1)" in (
+        proc.stdout
+    ), proc.stdout[-3000:]
+    proc = _command(project, "versus", "--baseline", "0.9.1", "--candidate", "0.9.2", *spec,
+                    "--programs", "segsum_rows", "--targets", "cpu", "--no-timing")  # fmt: skip
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "invariant rows_written_whole holds on the baseline, fails on the candidate" in proc.stdout
+    assert "measured strided_scatters = 1" in proc.stdout
+    assert any(ln.startswith("+  scatter -> f32[1024,2048]") and ln.endswith(" strided")
+               for ln in proc.stdout.splitlines()), proc.stdout[-3000:]  # fmt: skip
+
+
 @pytest.mark.slow
 @pytest.mark.e2e
 @pytest.mark.skipif(
