@@ -90,6 +90,13 @@ def _dispatch(argv: list[str] | None) -> int:
             status = int(getattr(err, "status", 2))
         except KeyboardInterrupt:
             status = 130
+        except BaseException:
+            # The signal's Stopped, raised while an extension module initialised, comes out as that
+            # import's error ("ImportError: Encountered an error while initializing the extension"): the
+            # signal stopped the command all the same, and says so below instead of a traceback.
+            if signalled.signum is None:
+                raise
+            status = 1
     # A signal ends the command with its own status and line, also where the command caught the interrupt
     # itself and returned (pytest, in ``gate``, ends its session and returns its own status).
     return stopped_by(signalled, command) if signalled.signum is not None else status

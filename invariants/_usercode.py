@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import posix as _posix  # os._exit's own module: the same function, another name
 import signal
 import sys
 import threading
@@ -145,9 +146,10 @@ def _said(code: Any) -> str:
 
 
 @contextlib.contextmanager
-def guarded(what: str, *, importing: bool = False) -> Iterator[None]:
+def guarded(what: str) -> Iterator[None]:
     """Run the block (a project's code) contained; ``what`` names it for the one line (``FILE:LINE: NAME:
-    importing MODULE``). ``importing``: the non-daemon threads the block starts are not waited for at exit.
+    importing MODULE``). The non-daemon threads the block starts (at import, in a factory, while tracing)
+    are not waited for at exit.
 
     Raises:
         InvariantsError: the block raised SystemExit or KeyboardInterrupt (not a Ctrl-C), called
@@ -177,7 +179,7 @@ def guarded(what: str, *, importing: bool = False) -> Iterator[None]:
     def no_exit(status: int) -> NoReturn:
         raise _Exited(status)
 
-    before = set(threading.enumerate()) if importing else set()
+    before = set(threading.enumerate())
     saved_int = saved_alarm = None
     saved_timer = (0.0, 0.0)
     if main:
@@ -186,7 +188,8 @@ def guarded(what: str, *, importing: bool = False) -> Iterator[None]:
         saved_timer = signal.setitimer(signal.ITIMER_REAL, seconds)
     stuck = f"{what}: still running after {seconds:g} s and could not be interrupted (--user-code-timeout)"
     _WATCHDOG.arm(seconds + (_GRACE if main else 0.0), stuck)
-    os._exit = no_exit
+    # The same function under both names: a project calling posix._exit would end the process unseen.
+    os._exit = _posix._exit = no_exit
     _depth += 1
     try:
         yield
@@ -211,18 +214,17 @@ def guarded(what: str, *, importing: bool = False) -> Iterator[None]:
         ) from None
     finally:
         _depth -= 1
-        os._exit = _real_exit
+        os._exit = _posix._exit = _real_exit
         _WATCHDOG.disarm()
         if main:
             signal.setitimer(signal.ITIMER_REAL, *saved_timer)
             signal.signal(signal.SIGALRM, saved_alarm)
             signal.signal(signal.SIGINT, saved_int)
-        if importing:
-            _keep_out(t for t in threading.enumerate() if t not in before and not t.daemon)
+        _keep_out(t for t in threading.enumerate() if t not in before and not t.daemon)
 
 
 def _keep_out(threads: Any) -> None:
-    """Threads the project's import started: at exit, the process does not wait for them."""
+    """Threads the project's code started: at exit, the process does not wait for them."""
     new = list(threads)
     if not new:
         return

@@ -111,7 +111,7 @@ def _import(decl: ProgramDecl, path: str | None = None, where: str | None = None
     # worker started elsewhere for the project (its parent names the folder) may not.
     if home not in sys.path and not (folder == Path.cwd() and "" in sys.path):
         sys.path.insert(0, home)
-    with guarded(f"{where}: importing {module_name}", importing=True):
+    with guarded(f"{where}: importing {module_name}"):
         try:
             module = importlib.import_module(module_name)
         except Exception as err:  # ImportError, or whatever the module raises while importing

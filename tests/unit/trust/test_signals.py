@@ -177,3 +177,27 @@ def test_a_signal_ends_versus_and_its_two_workers(tmp_path: Path) -> None:
     # What is left in the temporary folder is the staged package alone, which later runs reuse.
     left = [p.name for p in (tmp_path / "tmp").iterdir()]
     assert all(name.startswith("invariants-package-") for name in left), left
+
+
+def test_a_signal_inside_an_extensions_import_still_ends_in_the_signals_line(monkeypatch, capsys) -> None:
+    """The handler's exception, raised while a C extension initialised, comes out as that import's error
+    (what a SIGTERM in the first second of a command gave: a traceback of ``ImportError: Encountered an
+    error while initializing the extension`` and exit 1). It is still the signal: its line and 143."""
+    from types import SimpleNamespace
+
+    from invariants import __main__ as cli
+
+    def entry(argv: list[str]) -> int:
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        except KeyboardInterrupt as err:
+            raise ImportError("Encountered an error while initializing the extension.") from err
+        return 0
+
+    monkeypatch.setitem(cli.COMMANDS, "stand-in", ("stand_in_command", "a command that imports"))
+    monkeypatch.setattr(cli.importlib, "import_module", lambda name: SimpleNamespace(main=entry))
+    status = cli.main(["stand-in"])
+    err = capsys.readouterr().err
+    assert status == 128 + signal.SIGTERM, err
+    assert err.strip().splitlines() == [f"invariants stand-in: stopped by SIGTERM; 0 {ENDED}"], err

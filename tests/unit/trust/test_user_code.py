@@ -74,8 +74,10 @@ def _gate(tmp_path: Path, *extra: str, timeout: float = 240) -> subprocess.Compl
     )  # fmt: skip
 
 
-def test_os_exit_at_import_fails_the_run_in_one_line(tmp_path):
-    _project(tmp_path, "uc_os_exit", "import os\nos._exit(0)\n")
+@pytest.mark.parametrize("module", ["os", "posix"])
+def test_os_exit_at_import_fails_the_run_in_one_line(tmp_path, module):
+    """``os._exit``, and the same function under its own module's name, ``posix._exit``."""
+    _project(tmp_path, f"uc_{module}_exit", f"import {module}\n{module}._exit(0)\n")
     proc = _gate(tmp_path)
     assert proc.returncode == 2, proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
@@ -90,15 +92,24 @@ def test_a_hang_past_the_timeout_fails_in_one_line(tmp_path):
     assert "2 s" in last and "--user-code-timeout" in last and "bad_init" in last, proc.stderr
 
 
-def test_a_thread_started_at_import_does_not_hold_the_process(tmp_path):
-    code = (
-        "import threading, time\nthreading.Thread(target=time.sleep, args=(600,)).start()\n"
-        'def bad(params, ids):\n    raise ValueError("untraceable")\n'
-    )
-    _project(tmp_path, "uc_thread", code)
-    proc = _gate(tmp_path, timeout=120)
-    assert proc.returncode == 2, proc.stderr
-    assert "untraceable" in proc.stderr.strip().splitlines()[-1], proc.stderr
+THREAD = "threading.Thread(target=time.sleep, args=(600,)).start()"
+THREADS = {
+    "import": f"import threading, time\n{THREAD}\n",
+    "factory": f"import threading, time\ndef bad_init(config):\n    {THREAD}\n    return init(config)\n",
+    "trace": f"import threading, time\ndef bad(params, ids):\n    {THREAD}\n    return embed(params, ids)\n",
+}
+
+
+@pytest.mark.parametrize("where", THREADS)
+def test_a_thread_the_projects_code_starts_does_not_hold_the_process(tmp_path, where):
+    """A non-daemon thread started at import, in a factory or while tracing: the run ends with its own
+    status (a failure here, a program the spec holds to no kernels at all) instead of waiting for it."""
+    _project(tmp_path, f"uc_thread_{where}", THREADS[where])
+    with (tmp_path / "specs" / "lib.toml").open("a") as f:
+        f.write('\n[[invariant]]\nid = "none"\nprograms = ["p"]\nassert = "kernels == 0"\nwhy = "to fail"\n')
+    proc = _gate(tmp_path, "-q", timeout=120)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "none failed on cpu p [f32]" in proc.stdout, proc.stdout[-2000:]
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "abc", ""])
