@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Iterator
 from types import FrameType
+from typing import Any
 
 __all__ = ["Stopped", "ending_cleanly", "stopped_by"]
 
@@ -70,6 +71,8 @@ class _State:
     def __init__(self) -> None:
         self.signum: int | None = None
         self.ended = 0
+        # The handler's Stopped was dropped where Python lets no exception out: raise it again.
+        self.dropped = False
 
 
 @contextlib.contextmanager
@@ -83,19 +86,33 @@ def ending_cleanly() -> Iterator[_State]:
         return
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        if state.signum is not None:
+        if state.signum is not None and not state.dropped:
             return
-        state.signum = signum
-        state.ended = end_descendants()
+        state.signum, state.dropped = signum, False
+        state.ended += end_descendants()
         raise Stopped(signum)
 
+    def dropped(info: Any) -> None:
+        # Where Python cannot let an exception out (a gc callback, which JAX registers while it imports;
+        # a __del__), it reports it here and drops it: the command would run to its end. The forwarder
+        # sends the signal to the main thread again, where ordinary code takes the handler's Stopped. (No
+        # waiting here: a signal that came while this hook waited would be dropped with it.)
+        if isinstance(info.exc_value, Stopped) and state.signum is not None:
+            state.dropped = True
+            with contextlib.suppress(OSError):
+                os.write(write_end, bytes([state.signum]))
+            return
+        saved_hook(info)
+
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    saved_hook = sys.unraisablehook
+    sys.unraisablehook = dropped
     saved = {s: signal.signal(s, handler) for s in _HANDLED}
     # The kernel may hand a process's signal to any of its threads (a watchdog, a compile pool, XLA's own),
     # and then a main thread blocked in a sleep or a read is not woken to run the handler: the command would
     # hang. The wakeup fd hears every signal, whichever thread took it; a thread of ours sends the ones the
     # main thread did not act on to the main thread itself.
-    read_end, write_end = os.pipe()
-    os.set_blocking(write_end, False)
     saved_fd = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
     forwarder = threading.Thread(target=_forward, args=(read_end, state, threading.main_thread()),
                                  name="invariants-signals", daemon=True)  # fmt: skip
@@ -106,6 +123,7 @@ def ending_cleanly() -> Iterator[_State]:
         signal.set_wakeup_fd(saved_fd)
         for s, old in saved.items():
             signal.signal(s, old)
+        sys.unraisablehook = saved_hook
         os.close(write_end)  # the forwarder reads the end of the pipe and stops
         forwarder.join(timeout=5)
 
@@ -116,7 +134,8 @@ _FORWARD_AFTER_SECONDS = 0.2
 
 def _forward(read_end: int, state: _State, main: threading.Thread) -> None:
     """Read the signal numbers the wakeup fd writes; send each that the main thread has not acted on (its
-    handler set no ``state.signum``) to the main thread, where it wakes what blocks."""
+    handler set no ``state.signum``, or the Stopped it raised was dropped) to the main thread, where it
+    wakes what blocks."""
     signal.pthread_sigmask(signal.SIG_BLOCK, _HANDLED)  # never this thread's: it would only forward again
     handled = {int(s) for s in _HANDLED}
     echoes = dict.fromkeys(handled, 0)  # a signal sent on to the main thread is heard here once more
@@ -129,7 +148,7 @@ def _forward(read_end: int, state: _State, main: threading.Thread) -> None:
                     echoes[signum] -= 1
                     continue
                 time.sleep(_FORWARD_AFTER_SECONDS)
-                if state.signum is None and main.ident is not None and main.is_alive():
+                if (state.signum is None or state.dropped) and main.ident is not None and main.is_alive():
                     echoes[signum] += 1
                     signal.pthread_kill(main.ident, signum)
     finally:

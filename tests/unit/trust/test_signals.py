@@ -201,3 +201,33 @@ def test_a_signal_inside_an_extensions_import_still_ends_in_the_signals_line(mon
     err = capsys.readouterr().err
     assert status == 128 + signal.SIGTERM, err
     assert err.strip().splitlines() == [f"invariants stand-in: stopped by SIGTERM; 0 {ENDED}"], err
+
+
+def test_a_signal_python_drops_in_a_gc_callback_still_ends_the_command(monkeypatch, capsys) -> None:
+    """A signal that lands in a gc callback (JAX registers one while it imports: the first second of every
+    command) raises where Python drops exceptions ("Exception ignored in ..."): the command ran to its end
+    before it said it was stopped. It is delivered again, and the command ends at once, in its line."""
+    import gc
+    from types import SimpleNamespace
+
+    from invariants import __main__ as cli
+
+    def callback(phase: str, info: object) -> None:
+        if phase == "start":
+            gc.callbacks.remove(callback)
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)  # the handler runs here, inside the callback
+
+    def entry(argv: list[str]) -> int:
+        gc.callbacks.append(callback)
+        gc.collect()
+        time.sleep(30)  # the rest of the command, which the signal must cut short
+        return 0
+
+    monkeypatch.setitem(cli.COMMANDS, "stand-in", ("stand_in_command", "a command that imports JAX"))
+    monkeypatch.setattr(cli.importlib, "import_module", lambda name: SimpleNamespace(main=entry))
+    start = time.monotonic()
+    status = cli.main(["stand-in"])
+    err = capsys.readouterr().err
+    assert status == 128 + signal.SIGTERM and time.monotonic() - start < 10, err
+    assert err.strip().splitlines() == [f"invariants stand-in: stopped by SIGTERM; 0 {ENDED}"], err
