@@ -106,7 +106,13 @@ def test_tox_nightly_against_a_local_nightly_index() -> None:
     marks = ("FAILED ", "ERROR ", "nightly: ", "  nightly: ")
     said = [ln for ln in output.splitlines() if ln.startswith(marks) and "> " not in ln]
     tail = "\n".join([*said[:30], "...", *output.splitlines()[-15:]])
-    assert proc.returncode == 0, f"tox -e nightly exited {proc.returncode} (log: {log}):\n{tail}"
+    # The rehearsal judges the nightly path, not this host's speed: an efficiency item measures against a
+    # baseline recorded on another machine on another day, which a shared CI host may miss (a bf16 gradient
+    # at 0.15 against 0.34, cv 27%). Such a failure alone is let through; any other failure is not, and the
+    # checks below still need the gate's results, the report and versus.
+    failed = [ln for ln in said if ln.startswith(("FAILED ", "ERROR "))]
+    timed_only = bool(failed) and all("::test_efficiency[" in ln for ln in failed)
+    assert proc.returncode == 0 or timed_only, f"tox -e nightly exited {proc.returncode} ({log}):\n{tail}"
 
     # 1. The installer took each package from the local index or the find-links page, the newest there
     #    (jax 20261201, not 20261130), and libtpu from the page: not PyPI's newer libtpu 0.0.52.
@@ -141,6 +147,10 @@ def test_tox_nightly_against_a_local_nightly_index() -> None:
         if case.get("name", "").endswith("[cpu-grad_take-f32-grad_no_while_before_0_6]"):
             skipped[case.get("name")] = [s.get("message") for s in case.iter("skipped")]
     assert list(skipped.values()) == [[f"when: jax<0.6 (installed jax {nightly})"]], skipped
+    # The throughput tier ran on the nightly: its paired ratios (measured in the same run) all held.
+    timed = read_results(out / "results-throughput.json").items
+    ratios = [i for i in timed if i.kind == "ratio"]
+    assert ratios and all(i.outcome in ("passed", "xfailed") for i in ratios), timed
 
     # 3. The gate's artifacts, and versus: the pin (0.10.2, built with uv) against the nightly.
     for name in ("junit-gate.xml", "results.json", "report.md", "versus.json", "versus.md"):
