@@ -8,6 +8,7 @@ programs (JAX) and compares their values: ``agree`` against a reference program,
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -27,6 +28,8 @@ _TOLERANCE = {"f32": 1e-5, "bf16": 2e-2}
 
 
 _KEEP_BYTES = 16 << 20  # the largest output a run remembers (a tied program's logits are not kept)
+# The lowered module's own name (``module @jit_take``): the one word of it that names the program.
+_MODULE_NAME = re.compile(r"^module @\S+", re.MULTILINE)
 
 # What each mode does with row V (one past the end) and row -1, as (value for V, value for -1):
 # the row it reads, "nan", "zero" — pinned so that a change in JAX's out-of-bounds semantics fails.
@@ -40,10 +43,17 @@ _OOB_EXPECT = {
 
 
 class Correctness:
-    """The correctness checks of one run, on its ``programs``. Outputs of (program, configuration,
-    argument signature, distribution) are remembered for the run: a reference such as ``take`` is checked
-    against a dozen programs on the very same arguments, and running it again each time was half of the
-    correctness tier (and most of a self-check child whose ``take`` is a row loop)."""
+    """The correctness checks of one run, on its ``programs``.
+
+    A program's output on the run's arguments is remembered for the run, by what runs rather than by its
+    name: its lowered module (the module's own name aside), its argument and result trees, and what drew
+    its arguments. A reference such as ``take`` is checked against a dozen programs on the very same
+    arguments; and half of the catalog's forms lower to a module another form already ran (``haiku.Embed``
+    is ``W[x]``, flax's ``Embed`` is ``take``, ``attend``'s gradient is the tied ``take``'s). The same
+    module, compiled by the same compiler with the same options, run on the same arguments, is the same
+    executable on the same input: its output is already known, and running it again would check nothing
+    more. Where two forms lower differently, both run. Nothing is remembered across runs.
+    """
 
     def __init__(self, programs: Programs) -> None:
         self.programs = programs
@@ -55,21 +65,26 @@ class Correctness:
         return check(case.check, case.program, get_config(case.config), case.distribution)
 
     def _output(
-        self, program: str, config: Config, args: Sequence[Any], distribution: str | None = None
+        self, program: str, config: Config, args: Sequence[Any], drawn: tuple[str, str] | None = None
     ) -> np.ndarray:
-        """The program's output on ``args`` as float32; with ``distribution``, remembered for the run
-        (``args`` must then be :func:`invariants.catalog.arguments.make_arguments` of it, which never
-        change)."""
-        fn = self.programs[program].fn
-        key = (program, fn, config.id, distribution, tuple((a.shape, a.dtype) for a in args))
-        if distribution is not None and key in self._outputs:
-            return self._outputs[key]
+        """The program's output on ``args`` as float32. ``drawn``: who drew ``args`` and on which index
+        distribution (a program's own :class:`Inputs`, else the catalog's draw for its kind), which then
+        remembers the output for the run: :func:`invariants.catalog.arguments.make_arguments` gives the same
+        arguments for the same drawer, distribution, configuration and shapes."""
         # At the highest matmul precision: these checks compare what the forms compute, and a TPU's default
         # precision rounds a matmul's float32 operands to bfloat16 passes, so a one-hot lookup (one_hot(x, V)
         # @ W) is exact on a CPU and a few units in the third digit off on a TPU.
         with jax.default_matmul_precision("highest"):
-            out = np.asarray(jax.device_get(jax.jit(fn)(*args)), dtype=np.float32)
-        if distribution is not None and out.nbytes <= _KEEP_BYTES:
+            lowered = jax.jit(self.programs[program].fn).lower(*args)
+        key = None
+        if drawn is not None:
+            module = _MODULE_NAME.sub("module", lowered.as_text(), count=1)
+            shapes = tuple((a.shape, str(a.dtype)) for a in args)
+            key = (module, str(lowered.in_tree), str(lowered.out_tree), config.id, drawn, shapes)
+            if key in self._outputs:
+                return self._outputs[key]
+        out = np.asarray(jax.device_get(lowered.compile()(*args)), dtype=np.float32)
+        if key is not None and out.nbytes <= _KEEP_BYTES:
             out.flags.writeable = False
             self._outputs[key] = out
         return out
@@ -78,9 +93,11 @@ class Correctness:
         """``program`` returns the values of ``check.reference`` on valid indices (gradients too)."""
         if check.reference is None:
             raise InvariantsError(f"{check.where}: check 'agree' needs a 'reference' program")
-        args = make_arguments(self.programs[program], config, distribution)  # type: ignore[arg-type]
-        got = self._output(program, config, args, distribution)
-        want = self._output(check.reference, config, args, distribution)
+        drawer = self.programs[program]
+        args = make_arguments(drawer, config, distribution)  # type: ignore[arg-type]
+        drawn = (drawer.name if drawer.inputs is not None else drawer.kind, distribution)
+        got = self._output(program, config, args, drawn)
+        want = self._output(check.reference, config, args, drawn)
         if got.shape != want.shape:  # before subtracting: numpy would broadcast or raise
             return f"shape {got.shape} differs from {check.reference}'s {want.shape}"
         tol = _TOLERANCE[config.table_dtype] * max(1.0, float(np.abs(want).max()))

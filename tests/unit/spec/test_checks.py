@@ -198,6 +198,32 @@ def test_a_reference_runs_once_for_every_program_checked_against_it(tmp_path):
     assert runs == ["take", "take", "take"]
 
 
+def test_a_program_that_lowers_to_a_module_already_run_is_not_run_again(tmp_path, monkeypatch):
+    """``x.at[].get(mode='clip')`` lowers to the module ``W[x]`` does: on the same arguments it is the same
+    executable, and its output is known. A form that lowers otherwise compiles and runs."""
+    import jax
+
+    compiled: list[str] = []
+    compile_lowered = jax.stages.Lowered.compile
+
+    def counted(self, *args, **kwargs):
+        compiled.append(self.as_text().split(" ", 2)[1])  # module @jit_NAME
+        return compile_lowered(self, *args, **kwargs)
+
+    monkeypatch.setattr(jax.stages.Lowered, "compile", counted)
+    correctness = Correctness(Programs())
+    for program in ("naive", "at_get_clip", "vmap_naive"):
+        case = _correctness(tmp_path, "agree", program, 'reference = "take"\n')
+        assert correctness.run(case) is None
+    assert compiled == ["@jit_naive", "@jit_take", "@jit_vmap_naive"]
+    # Once it lowers otherwise, it runs, beside a naive already run: the module is the key, not the shapes.
+    correctness = Correctness(Programs().replaced({"at_get_clip": lambda W, x: W[(x + 1) % W.shape[0]]}))
+    for program in ("naive", "at_get_clip"):
+        case = _correctness(tmp_path, "agree", program, 'reference = "take"\n')
+        problem = correctness.run(case)
+    assert problem is not None and "max |at_get_clip - take|" in problem
+
+
 def test_correctness_agree_names_a_shape_mismatch(tmp_path, monkeypatch):
     """A program whose output has another shape than its reference's: one line, not a numpy traceback."""
     from invariants.catalog import programs as _programs
