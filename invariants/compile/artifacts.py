@@ -277,11 +277,16 @@ def _memory(compiled: Any) -> dict[str, int]:
 
 
 def compile_in_child(
-    keys: Iterable[Key], target: Target, project: Project | None = None, persistent: Persistent | None = None
-) -> list[Compiled]:
+    keys: Iterable[Key], target: Target, project: Project | None = None, persistent: Persistent | None = None,
+    programs: Programs | None = None,
+) -> list[Compiled]:  # fmt: skip
     """Compile ``keys`` for a ``subprocess`` target in one child process with the host-device flag set;
     ``project``'s programs are declared there first. The child reads and fills the same persistent cache
-    (its keys are its own: its environment is not this one's), and its outcomes are counted here."""
+    (its keys are its own: its environment is not this one's), and its outcomes are counted here.
+
+    With ``programs`` (this run's), a key whose child recipe this process finds again
+    (:meth:`Persistent.child_key`) is served without a child: a warm run starts no JAX process for
+    nothing."""
     env = {**os.environ, **(project.environment() if project is not None else {})}
     env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {HOST_DEVICE_FLAG}".strip()
     env["JAX_PLATFORMS"] = "cpu"
@@ -290,20 +295,35 @@ def compile_in_child(
     if store is not None:
         env[_config.name("INVARIANTS_CACHE_DIR")] = str(store.folder)
     keys = list(keys)
-    out = keys_child(
-        "invariants.compile.artifacts",
-        keys,
-        env=env,
-        what=f"{target.name}: compile",
-        args=[target.name],
-    )
+    children: dict[Key, str | None] = {}
+    served: dict[Key, Compiled] = {}
+    if persistent is not None and programs is not None:
+        for key in keys:
+            children[key] = persistent.child_key(programs.program(key.program), key.config, target, env)
+            hit = persistent.from_child(key, children[key])
+            if hit is not None:
+                served[key] = hit
+    todo = [k for k in keys if k not in served]
+    out: dict[str, Any] = {"records": [], "outcomes": [], "notes": [], "recipes": []}
+    if todo:
+        out = keys_child(
+            "invariants.compile.artifacts",
+            todo,
+            env=env,
+            what=f"{target.name}: compile",
+            args=[target.name],
+        )
     records = [Compiled.from_json(d) for d in out["records"]]
     if persistent is not None:
-        for record, outcome in zip(records, out["outcomes"], strict=True):
+        for key in served:
+            persistent.count(key, "hit")
+        for record, outcome, recipe in zip(records, out["outcomes"], out["recipes"], strict=True):
             persistent.count(record.key, outcome)
+            persistent.put_child(children.get(record.key), recipe)
         if store is not None:
             store.notes.extend(out["notes"])
-    return records
+    made = {r.key: r for r in records}
+    return [served[k] if k in served else made[k] for k in keys]
 
 
 class CompileCache:
@@ -377,7 +397,7 @@ class CompileCache:
             batch = sorted(self._planned.get(key.target, set()) | {key})
             with self._lock:
                 todo = [k for k in batch if k not in self._done]
-            for c in compile_in_child(todo, t, self._project, self.persistent):
+            for c in compile_in_child(todo, t, self._project, self.persistent, self._programs):
                 with self._lock:
                     self._done[c.key] = c
             return
@@ -498,8 +518,9 @@ def _child_main(target_name: str) -> int:
             print(err, file=sys.stderr)
             return 1
     outcomes = [persistent.outcomes[Key(p, c, target.name)] for p, c, _ in keys]
+    recipes = [persistent.recipes.get(Key(p, c, target.name)) for p, c, _ in keys]
     notes = persistent.store.notes if persistent.store is not None else []
-    json.dump({"records": out, "outcomes": outcomes, "notes": notes}, sys.stdout)
+    json.dump({"records": out, "outcomes": outcomes, "notes": notes, "recipes": recipes}, sys.stdout)
     return 0
 
 

@@ -81,12 +81,14 @@ class Fingerprint:
         }
 
 
-def _compiling_environment() -> dict[str, str]:
-    """The variables that change compiles, read while pytest's own thread may set and unset others
-    (``PYTEST_CURRENT_TEST``): a read that meets such a change is tried again."""
+def _compiling_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables of ``env`` (default this process's) that change compiles. This process's is read
+    while pytest's own thread may set and unset others (``PYTEST_CURRENT_TEST``): a read that meets such a
+    change is tried again."""
     for _ in range(100):
         try:
-            return {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES) or k in _ENV_NAMES}
+            items = (env if env is not None else os.environ).items()
+            return {k: v for k, v in items if k.startswith(_ENV_PREFIXES) or k in _ENV_NAMES}
         except (KeyError, RuntimeError):
             continue
     raise RuntimeError("the environment kept changing while the compile cache read it")
@@ -217,6 +219,7 @@ class Persistent:
         self.tally = Tally()
         self._lock = threading.Lock()
         self.outcomes: dict[Key, Outcome] = {}
+        self.recipes: dict[Key, str] = {}  # each key's recipe key, where it has one (a child says its own)
 
     def count(self, key: Key, outcome: Outcome) -> None:
         with self._lock:
@@ -229,19 +232,46 @@ class Persistent:
     ) -> str | None:  # fmt: skip
         """The key of ``program`` before it is traced; None where it cannot be said soundly (a program of
         this process that neither the catalog nor a spec file declares: a test's or a user's own)."""
-        if self.store is None:
+        if self.store is None or not _named_soundly(program):
             return None
-        declaration = program.declaration
-        if declaration is None and CATALOG.get(program.name) is not program:
-            return None
-        said = None
-        if declaration is not None:  # where it was declared (FILE:LINE) changes nothing it compiles to
-            said = {k: v for k, v in dataclasses.asdict(declaration).items() if not k.endswith("where")}
-        return digest(
+        recipe = digest(
             "recipe", [program.name, config, target.name], self.fingerprint.of(target), _arguments(args),
-            sorted((k, repr(v)) for k, v in jit_kwargs.items()), callable_identity(program.fn), said,
+            sorted((k, repr(v)) for k, v in jit_kwargs.items()), callable_identity(program.fn),
+            _declared(program),
             [program.kind, repr(program.layout), program.index_dtype, program.donate, program.logits],
         )  # fmt: skip
+        with self._lock:
+            self.recipes[Key(program.name, config, target.name)] = recipe
+        return recipe
+
+    def child_key(self, program: Program, config: str, target: Target, env: Mapping[str, str]) -> str | None:
+        """The key under which this process finds the recipe a child process keyed ``program`` by, when it
+        compiled it for ``target`` (a ``subprocess`` target) with ``env``: a warm run then starts no child.
+
+        The child's recipe key follows from what it was given: this interpreter and its installed
+        distributions and compiler files, its environment (the host-device flag and the project handed
+        down included), the host CPU, the target, the program's name, configuration and declaration. Its
+        code is not here: the recipe it leads to hits only while every module file the child had loaded
+        still hashes the same (its manifest). None where the program has no recipe key."""
+        if self.store is None or not _named_soundly(program):
+            return None
+        project = {k: v for k, v in env.items() if k.startswith(_config.name("INVARIANTS_PROJECT"))}
+        fields = {f.name: repr(getattr(target, f.name)) for f in dataclasses.fields(target)}
+        return digest(
+            "child", [program.name, config, target.name], sys.executable, self.fingerprint.installed(),
+            _compiling_environment(env), project, fields, host_cpu(), _declared(program),
+        )  # fmt: skip
+
+    def from_child(self, key: Key, child: str | None) -> Compiled | None:
+        """The record a child's recipe led to (``child``: :meth:`child_key`), or None (a miss)."""
+        if self.store is None or child is None:
+            return None
+        return self.from_recipe(key, self.store.forward(child))
+
+    def put_child(self, child: str | None, recipe: str | None) -> None:
+        """Keep ``child`` (:meth:`child_key`) pointing at the recipe the child keyed its compile by."""
+        if self.store is not None and child is not None and recipe is not None:
+            self.store.put_forward(child, recipe)
 
     def result_key(self, lowered_text: str, target: Target, args: Sequence[Any]) -> str:
         return digest("result", lowered_text, self.fingerprint.of(target), _arguments(args))
@@ -272,6 +302,20 @@ class Persistent:
 
     def summary(self) -> str | None:
         return self.tally.line(self.store.folder if self.store is not None else None)
+
+
+def _named_soundly(program: Program) -> bool:
+    """Whether ``program``'s name says what it is: the catalog's, or declared by a spec file. A program of
+    this process that neither names (a test's or a user's own) has no recipe key."""
+    return program.declaration is not None or CATALOG.get(program.name) is program
+
+
+def _declared(program: Program) -> dict[str, Any] | None:
+    """A declared program's declaration, without where it was declared (FILE:LINE changes nothing it
+    compiles to)."""
+    if program.declaration is None:
+        return None
+    return {k: v for k, v in dataclasses.asdict(program.declaration).items() if not k.endswith("where")}
 
 
 def _named(record: Mapping[str, Any], key: Key, traced: Mapping[str, Any]) -> Compiled | None:

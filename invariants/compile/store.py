@@ -25,10 +25,12 @@ the compile that made the entry's, and says so). A module monkeypatched at run t
 the manifest cannot see; ``--no-cache`` is for such a run.
 
 Layout of the folder, ``v1/`` below it: ``results/<key>.json.gz`` (a record), ``recipes/<key>.json.gz``
-(manifest and result key), ``manifests/<hash>.json.gz``. Every file is written whole or not at all (a
-temporary file renamed onto its name), so xdist workers and two CI jobs may share one folder. A file that
-cannot be read is a miss with one line, and is written again. The folder has a size bound
-(:data:`DEFAULT_MAX_BYTES`, ``INVARIANTS_CACHE_MAX_MB``): past it, the files used least recently go first.
+(manifest and result key; or, for a target compiled in a child process, the child's recipe key under
+the parent's key of what it handed the child), ``manifests/<hash>.json.gz``. Every file is written
+whole or not at all (a temporary file renamed onto its name), so xdist workers and two CI jobs may share
+one folder. A file that cannot be read is a miss with one line, and is written again. The folder has a
+size bound (:data:`DEFAULT_MAX_BYTES`, ``INVARIANTS_CACHE_MAX_MB``): past it, the files used least
+recently go first.
 """
 
 from __future__ import annotations
@@ -147,6 +149,12 @@ class Store:
             return None
         return data["result"], data["traced"]
 
+    def forward(self, key: str) -> str | None:
+        """The recipe key a child process's compile was keyed by, kept by its parent under ``key``."""
+        data = self._read_json(self.root / "recipes" / f"{key}.json.gz", compressed=True)
+        found = data.get("forward") if isinstance(data, dict) else None
+        return found if isinstance(found, str) else None
+
     def result(self, key: str) -> dict[str, Any] | None:
         """The record a result ``key`` compiled to (``Compiled.to_json``), or None."""
         data = self._read_json(self.root / "results" / f"{key}.json.gz", compressed=True)
@@ -166,6 +174,10 @@ class Store:
             manifest = self._manifest_now()
             self._write(self.root / "recipes" / f"{recipe}.json.gz",
                         _gz({"manifest": manifest, "result": result, "traced": dict(traced)}))  # fmt: skip
+
+    def put_forward(self, key: str, recipe: str) -> None:
+        """Keep ``key`` (a parent's key of a child's compile) pointing at the child's ``recipe``."""
+        self._write(self.root / "recipes" / f"{key}.json.gz", _gz({"forward": recipe}))
 
     def _manifest_now(self) -> str:
         """The hash of the manifest of the modules loaded now, written once per distinct manifest."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import json
 import os
 import sys
 
@@ -323,3 +324,46 @@ def test_the_cache_command_as_a_user_runs_it(tmp_path):
     assert len(key) == 16 and int(key, 16) >= 0
     assert "3 files deleted" in run("clear")
     assert "0 compiles, 0 recipes, 0 manifests" in run("info")
+
+
+SHARDED = [Key("sharded_rows_batch_take", "f32", "cpu-8dev")]  # a target compiled in a child process
+
+
+def _child_run(tmp_path, monkeypatch):
+    """A run's compile of SHARDED: its records, the children it started (their key counts), its outcomes."""
+    from invariants.catalog.registry import Programs
+    from invariants.compile import artifacts
+
+    started: list[int] = []
+    real = artifacts.keys_child
+
+    def counted(module, keys, **kwargs):
+        started.append(len(keys))
+        return real(module, keys, **kwargs)
+
+    monkeypatch.setattr(artifacts, "keys_child", counted)
+    cache = CompileCache(all_targets(), Programs(), None, Store(tmp_path / "cache"))
+    cache.plan(SHARDED)
+    records = [cache.get(*k) for k in SHARDED]
+    return records, started, dict(cache.persistent.tally.counts)
+
+
+def test_a_warm_run_starts_no_child_and_what_the_child_was_given_or_loaded_starts_it_again(
+    tmp_path, monkeypatch
+):
+    first, started, counts = _child_run(tmp_path, monkeypatch)
+    assert started == [1] and counts == {"miss": 1}
+    second, started, counts = _child_run(tmp_path, monkeypatch)
+    assert started == [] and counts == {"hit": 1}  # no JAX process started for nothing
+    assert second == first
+    # What the child is given: an XLA flag in its environment.
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_prefer_vector_width=32")
+    _, started, counts = _child_run(tmp_path, monkeypatch)
+    assert started == [1] and counts == {"miss": 1}
+    monkeypatch.delenv("XLA_FLAGS")
+    # What the child loaded: a module file of its manifest that no longer hashes the same.
+    for manifest in (tmp_path / "cache" / "v1" / "manifests").iterdir():
+        files = json.loads(gzip.decompress(manifest.read_bytes()))
+        manifest.write_bytes(gzip.compress(json.dumps(dict.fromkeys(files, "edited")).encode()))
+    _, started, counts = _child_run(tmp_path, monkeypatch)
+    assert started == [1] and counts == {"hit-lowered": 1}  # the child traces again; the module is the same
