@@ -224,6 +224,30 @@ def test_a_program_that_lowers_to_a_module_already_run_is_not_run_again(tmp_path
     assert problem is not None and "max |at_get_clip - take|" in problem
 
 
+class _OwnDraw:
+    """A project's :class:`Inputs` of the catalog's shapes, drawn otherwise."""
+
+    def specs(self, config):
+        return (config.table, config.indices)
+
+    def draw(self, config, distribution, seed):
+        import numpy as np
+
+        rng = np.random.default_rng(99)
+        table = rng.random(config.table.shape, dtype=np.float32)
+        return table, rng.integers(0, config.vocab, size=config.indices.shape).astype(np.int32)
+
+
+def test_a_reference_run_on_another_draw_of_the_same_shapes_runs_again(tmp_path):
+    """A reference remembered from the catalog's draw is not the reference on a project's own draw."""
+    # take_clip's module is its own, so it runs on the project's draw; take must too, not be read back.
+    own = dataclasses.replace(CATALOG["take_clip"], name="own_clip", inputs=_OwnDraw())
+    correctness = Correctness(Programs([own]))
+    case = _correctness(tmp_path, "agree", "naive", 'reference = "take"\n')
+    assert correctness.run(case) is None
+    assert correctness.run(dataclasses.replace(case, program="own_clip")) is None
+
+
 def test_correctness_agree_names_a_shape_mismatch(tmp_path, monkeypatch):
     """A program whose output has another shape than its reference's: one line, not a numpy traceback."""
     from invariants.catalog import programs as _programs
