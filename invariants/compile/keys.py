@@ -94,10 +94,15 @@ def _compiling_environment(env: Mapping[str, str] | None = None) -> dict[str, st
     raise RuntimeError("the environment kept changing while the compile cache read it")
 
 
+def target_fields(target: Target) -> dict[str, Any]:
+    """A target's own fields, as written: what names it before any device is asked for."""
+    return {f.name: repr(getattr(target, f.name)) for f in dataclasses.fields(target)}
+
+
 def target_identity(target: Target) -> dict[str, Any]:
     """A target as a compile sees it: its fields, a GPU's device description bytes, a runtime device's
     kind and platform version, and the host CPU a CPU compile's code follows."""
-    out: dict[str, Any] = {f.name: repr(getattr(target, f.name)) for f in dataclasses.fields(target)}
+    out = target_fields(target)
     out["keeps_kernel_code"] = target.keeps_kernel_code
     if target.family == "gpu" and target.mode == "aot" and target.topology:
         path = _GPU_CONFIG_DIR / f"{target.topology}.txtpb"
@@ -256,10 +261,9 @@ class Persistent:
         if self.store is None or not _named_soundly(program):
             return None
         project = {k: v for k, v in env.items() if k.startswith(_config.name("INVARIANTS_PROJECT"))}
-        fields = {f.name: repr(getattr(target, f.name)) for f in dataclasses.fields(target)}
         return digest(
             "child", [program.name, config, target.name], sys.executable, self.fingerprint.installed(),
-            _compiling_environment(env), project, fields, host_cpu(), _declared(program),
+            _compiling_environment(env), project, target_fields(target), host_cpu(), _declared(program),
         )  # fmt: skip
 
     def from_child(self, key: Key, child: str | None) -> Compiled | None:
