@@ -49,14 +49,16 @@ _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 class Fingerprint:
     """What a compile for a target depends on besides its module, as plain JSON-able data.
 
-    The installed distributions and the compiler's files are read once per instance (one per session):
-    they do not change under a running process. The environment and JAX's configuration are read at each
-    call, since a test or a conftest may change them between compiles.
+    The installed distributions, the compiler's files and each target's identity (its device
+    description's bytes, the host CPU) are read once per instance (one per session): they do not change
+    under a running process. The environment and JAX's configuration are read at each call, since a test
+    or a conftest may change them between compiles.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._installed: dict[str, Any] | None = None
+        self._targets: dict[str, dict[str, Any]] = {}
 
     def installed(self) -> dict[str, Any]:
         with self._lock:
@@ -64,9 +66,7 @@ class Fingerprint:
                 self._installed = {
                     "python": sys.version,
                     "platform": [sys.platform, platform.machine()],
-                    "distributions": sorted(
-                        f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()
-                    ),
+                    "distributions": sorted(_name_version(d) for d in importlib.metadata.distributions()),
                     "compiler_files": _compiler_files(),
                 }
             return self._installed
@@ -77,8 +77,36 @@ class Fingerprint:
             **self.installed(),
             "env": env,
             "jax_config": {k: _ADDRESS.sub("", repr(v)) for k, v in sorted(jax.config.values.items())},
-            "target": target_identity(target),
+            "target": self._target(target),
         }
+
+    def _target(self, target: Target) -> dict[str, Any]:
+        name = json.dumps(target_fields(target), sort_keys=True)
+        with self._lock:
+            known = self._targets.get(name)
+        if known is None:
+            known = target_identity(target)
+            with self._lock:
+                self._targets[name] = known
+        return known
+
+
+def _name_version(dist: importlib.metadata.Distribution) -> str:
+    """``NAME==VERSION`` from the first lines of a distribution's metadata file, where the core metadata
+    puts both as one-line fields. ``Distribution.metadata`` parses the whole file as an email message,
+    ten times the cost, for every installed distribution at every session's first compile; it is the
+    fallback where a field is not among those lines."""
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():  # the end of the header: the description follows
+            break
+        name, sep, value = line.partition(":")
+        if sep and name in ("Name", "Version"):
+            fields.setdefault(name, value.strip())
+    if len(fields) < 2 or not all(fields.values()):  # absent, or folded onto the next line
+        return f"{dist.metadata['Name']}=={dist.version}"
+    return f"{fields['Name']}=={fields['Version']}"
 
 
 def _compiling_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:

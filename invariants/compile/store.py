@@ -72,6 +72,12 @@ DEFAULT_MAX_BYTES = 4 * 1024**3  # 454 catalog programs take ~150 MB; room for s
 # (the recipe missed: code changed, yet it lowers to the same module), compiled, or not cached at all.
 Outcome = Literal["hit", "hit-lowered", "miss", "off"]
 _SHARED_OBJECT = (".so", ".pyd", ".dylib")
+# A module file's digest under its path, size and mtime: a fact about the file, which every session of the
+# process may read (pytester's runs and the pytest API's compiles each start a store, and each would hash
+# every loaded module again: thousands of files in a test suite's process). A file that changes gets
+# another size or mtime, so another entry.
+_DIGESTS: dict[tuple[str, int, int], str] = {}
+_DIGESTS_LOCK = threading.Lock()
 
 
 def default_folder() -> Path:
@@ -130,7 +136,6 @@ class Store:
         self.max_bytes = max_bytes
         self.notes: list[str] = []
         self._lock = threading.Lock()
-        self._file_digests: dict[tuple[str, int, int], str] = {}
         self._manifests_ok: dict[str, bool] = {}
         self._current: tuple[int, str] | None = None
         self._checked = False
@@ -219,8 +224,8 @@ class Store:
         except OSError:
             return ""
         memo = (path, st.st_size, st.st_mtime_ns)
-        with self._lock:
-            known = self._file_digests.get(memo)
+        with _DIGESTS_LOCK:
+            known = _DIGESTS.get(memo)
         if known is not None:
             return known
         if path.endswith(_SHARED_OBJECT):
@@ -230,8 +235,8 @@ class Store:
                 found = hashlib.sha256(Path(path).read_bytes()).hexdigest()
             except OSError:
                 return ""
-        with self._lock:
-            self._file_digests[memo] = found
+        with _DIGESTS_LOCK:
+            _DIGESTS[memo] = found
         return found
 
     # ------------------------------------------------------------------------------------- files on disk

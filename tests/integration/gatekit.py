@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import importlib
 import io
 import os
@@ -264,6 +265,10 @@ def environment(env: dict[str, str] | None = None, quick: bool = True) -> Iterat
     sets some for itself), and its core affinity (a gate run gives an xdist worker pinned to a core every
     core back). Yields the :class:`pytest.MonkeyPatch` that undoes it all."""
     cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    # The run's session ends with pytest's full collections (its unraisable-exception check), which would
+    # scan this worker's whole heap (JAX, every test module, earlier runs): frozen, they scan only what
+    # the run made. Unfrozen after it, so the worker collects its own garbage as before.
+    gc.freeze()
     with pytest.MonkeyPatch.context() as mp:
         for name in [k for k in os.environ if k.startswith("PYTEST_XDIST_")]:
             mp.delenv(name)
@@ -279,6 +284,7 @@ def environment(env: dict[str, str] | None = None, quick: bool = True) -> Iterat
         finally:
             if cores is not None:
                 os.sched_setaffinity(0, cores)
+            gc.unfreeze()
 
 
 def _forget_programs() -> None:

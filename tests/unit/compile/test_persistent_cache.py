@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import importlib.metadata
 import json
 import os
 import sys
@@ -17,6 +18,7 @@ from invariants.catalog import programs as _programs
 from invariants.catalog.programs import CATALOG
 from invariants.catalog.targets import all_targets
 from invariants.compile import keys as _keys
+from invariants.compile import store as _store
 from invariants.compile.artifacts import CompileCache, compile_here
 from invariants.compile.keys import Persistent
 from invariants.compile.record import Key
@@ -367,3 +369,64 @@ def test_a_warm_run_starts_no_child_and_what_the_child_was_given_or_loaded_start
         manifest.write_bytes(gzip.compress(json.dumps(dict.fromkeys(files, "edited")).encode()))
     _, started, counts = _child_run(tmp_path, monkeypatch)
     assert started == [1] and counts == {"hit-lowered": 1}  # the child traces again; the module is the same
+
+
+class _Dist(importlib.metadata.Distribution):
+    """A distribution whose metadata file is ``text``."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def read_text(self, filename):
+        return self.text if filename == "METADATA" else None
+
+    def locate_file(self, path):
+        raise NotImplementedError
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Metadata-Version: 2.1\nName: mine\nVersion: 1.2.3\nSummary: x\n\nVersion: 9 (the description)\n",
+        "Metadata-Version: 2.1\nName: mine\nVersion:\n 1.2.3\n\n",  # folded: the email parser's reading
+        "Metadata-Version: 2.1\nName: mine\n\nVersion: 9 (the description)\n",  # no version at all
+    ],
+)
+def test_a_distributions_name_and_version_are_what_the_metadata_parser_reads(text):
+    """The key's distributions are read from the metadata file's first lines, as ``Distribution.metadata``
+    reads them: here where the lines are unusual, and below for each one installed."""
+    dist = _Dist(text)
+    assert _keys._name_version(dist) == f"{dist.metadata['Name']}=={dist.version}"
+
+
+def test_each_installed_distribution_is_named_as_the_metadata_parser_names_it():
+    installed = list(importlib.metadata.distributions())
+    assert len(installed) > 10
+    for d in installed:
+        assert _keys._name_version(d) == f"{d.metadata['Name']}=={d.version}", d
+
+
+def test_a_second_store_of_the_process_hashes_no_module_again_and_an_edited_one_again(tmp_path, monkeypatch):
+    """Each session of a process (pytester's runs, the pytest API's compiles) starts a store; the module
+    files one hashed are not hashed again, and a file that changed is."""
+    module = tmp_path / "src" / "hashed_once.py"
+    module.parent.mkdir()
+    module.write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(module.parent))
+    monkeypatch.setitem(sys.modules, "hashed_once", type(sys)("hashed_once"))
+    sys.modules["hashed_once"].__file__ = str(module)
+    first = Store(tmp_path / "cache")._manifest_now()
+    hashed: list[str] = []
+    real = _store.Path.read_bytes
+
+    def reading(self):
+        hashed.append(str(self))
+        return real(self)
+
+    monkeypatch.setattr(_store.Path, "read_bytes", reading)
+    assert Store(tmp_path / "cache")._manifest_now() == first
+    assert [p for p in hashed if p.endswith(".py")] == []
+    module.write_text("X = 2\n")
+    os.utime(module, ns=(1, 1))
+    assert Store(tmp_path / "cache")._manifest_now() != first
+    assert [p for p in hashed if p.endswith(".py")] == [str(module)]
