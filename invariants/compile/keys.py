@@ -94,7 +94,7 @@ class Fingerprint:
 def _name_version(dist: importlib.metadata.Distribution) -> str:
     """``NAME==VERSION`` from the first lines of a distribution's metadata file, where the core metadata
     puts both as one-line fields. ``Distribution.metadata`` parses the whole file as an email message,
-    ten times the cost, for every installed distribution at every session's first compile; it is the
+    description and all, for every installed distribution at every session's first compile; it is the
     fallback where a field is not among those lines."""
     text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
     fields: dict[str, str] = {}
