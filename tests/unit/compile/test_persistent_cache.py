@@ -430,3 +430,13 @@ def test_a_second_store_of_the_process_hashes_no_module_again_and_an_edited_one_
     os.utime(module, ns=(1, 1))
     assert Store(tmp_path / "cache")._manifest_now() != first
     assert [p for p in hashed if p.endswith(".py")] == [str(module)]
+
+
+def test_a_session_keys_two_targets_of_one_name_apart():
+    """A target's identity is worked out once per session, under all its fields: another target of the same
+    name (a project's own, or one a test swaps in) with another device description is another key."""
+    fingerprint = _keys.Fingerprint()
+    l4 = all_targets()["gpu-l4"]
+    assert fingerprint.of(l4) == fingerprint.of(l4)
+    renamed = dataclasses.replace(all_targets()["gpu-a100"], name="gpu-l4")
+    assert fingerprint.of(renamed)["target"]["description"] != fingerprint.of(l4)["target"]["description"]
