@@ -6,12 +6,11 @@ Each round runs, for the base commit (a git worktree made for it) and for this c
 other and alternating which goes first: the gate with an empty compile cache (cold), the gate again on
 that cache (warm; a base without a cache compiles again), and with ``--suite`` the project's test command
 (``pytest -n auto --pin-workers``).
-Beside each wall time it keeps the CPU time the run and every process it started spent (user and
-system): on a host of few cores a run's wall time is its CPU time over the cores it kept busy, so a
-change that moves the CPU time moves the wall time, and the CPU time moves less with the load. And the
-load average at its start and end, since these machines are shared: compare a pair of one round, never
-figures of two days. The figures go to stdout as a table and to
-``--json`` (default ``artifacts/bench_gate.json``).
+Beside each wall time it keeps the CPU seconds that the run and every process it started spent (user
+and system: on a host of few cores a run's wall time is its CPU time over the cores it kept busy, and
+the CPU time moves less with the load), and the load average at the run's start and end, since these
+machines are shared: compare a pair of one round, never figures of two days. The figures go to stdout
+as a table and to ``--json`` (default ``artifacts/bench_gate.json``).
 
 The interpreter is this one (the venv of this checkout); each side imports its own package through
 ``PYTHONPATH``, so both use the same installed JAX.
@@ -82,13 +81,14 @@ def table(rounds: list[dict[str, dict[str, Any]]]) -> str:
         if not pairs:
             continue
         ratio = statistics.median(c["seconds"] / b["seconds"] for b, c in pairs)
-        cpu_ratio = statistics.median(c["cpu"] / b["cpu"] for b, c in pairs)
+        cpu_ratios = [c["cpu"] / b["cpu"] for b, c in pairs if b["cpu"] > 0]
+        cpu_ratio = f"{statistics.median(cpu_ratios):.2f}" if cpu_ratios else "-"
         bases = ", ".join(str(b["seconds"]) for b, _ in pairs)
         current = ", ".join(str(c["seconds"]) for _, c in pairs)
         cpus = "; ".join(f"{b['cpu']}, {c['cpu']}" for b, c in pairs)
         loads = "; ".join(f"{b['load'][0]}, {c['load'][0]}" for b, c in pairs)
         lines.append(f"| {run} | {bases} | {current} | {ratio:.2f} (median of pairs) | {cpus} "
-                     f"| {cpu_ratio:.2f} | {loads} |")  # fmt: skip
+                     f"| {cpu_ratio} | {loads} |")  # fmt: skip
     return "\n".join(lines)
 
 
