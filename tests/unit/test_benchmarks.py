@@ -60,3 +60,12 @@ def test_the_gate_benchmark_counts_the_cpu_of_every_process_a_run_started(tmp_pa
     table = gate.table([{side: {"cold": run, "warm": run} for side in ("base", "current")}])
     cold = next(line for line in table.splitlines() if line.startswith("| cold |"))
     assert f"| {run['cpu']}, {run['cpu']} | 1.00 |" in cold, table
+
+
+def test_the_gate_benchmark_leaves_a_pair_with_no_base_cpu_out_of_the_cpu_ratio() -> None:
+    gate = _module("gate")
+    idle = {"seconds": 1.0, "cpu": 0.0, "load": [0.1, 0.1]}
+    busy = {"seconds": 1.0, "cpu": 0.5, "load": [0.1, 0.1]}
+    table = gate.table([{"base": {"cold": idle, "warm": idle}, "current": {"cold": busy, "warm": busy}}])
+    cold = next(line for line in table.splitlines() if line.startswith("| cold |"))
+    assert "| 0.0, 0.5 | - |" in cold, table
