@@ -28,6 +28,10 @@ COMMANDS = {
         "invariants.report.hlo_stats",
         "structural metrics of optimized-HLO text files or dump folders",
     ),
+    "trace-stats": (
+        "invariants.report.trace_stats",
+        "device time per module and HLO op from JAX profiler traces (*.xplane.pb)",
+    ),
     "report": ("invariants.report.markdown", "markdown tables (and a PNG) from a run's results"),
     "selfcheck": ("invariants.selfcheck.command", "inject regressions and show the suite catches each"),
     "bisect": ("invariants.releases.bisect", "find the JAX release where an item changed verdict"),

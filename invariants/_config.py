@@ -96,9 +96,9 @@ def check_settings() -> None:
     """Every setting the gate's items read, checked when the run starts: a bad value is one line before
     anything compiles, not an error in the middle of collection."""
     seconds("INVARIANTS_RATIO_MAX_SECONDS", RATIO_MAX_SECONDS)
-    choice("INVARIANTS_CLOCK", CLOCKS, "cpu on the CPU backend, else wall")
+    choice("INVARIANTS_CLOCK", CLOCKS, "cpu on the CPU backend, else device")
 
 
 # The default budget of one ratio item, and the clocks a throughput item can time with.
 RATIO_MAX_SECONDS = 10.0
-CLOCKS = ("cpu", "wall")
+CLOCKS = ("cpu", "wall", "device")

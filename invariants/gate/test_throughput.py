@@ -37,16 +37,17 @@ from invariants.timing.baselines import (
     write_baseline,
 )
 from invariants.timing.calls import copy_callable, jax_callable
-from invariants.timing.paired import confirmed, measure_efficiency, measure_ratio, runtime_clock
+from invariants.timing.paired import clock_sampling, confirmed, measure_efficiency, measure_ratio, runtime_clock
 
 pytestmark = [pytest.mark.gate, pytest.mark.throughput]
 
 # A ratio takes 0.5-3 s; when its interval straddles the bound, the adaptive extension may take it up to this
 # budget. 10 s: with 6 s, one run in ten under a CPU hog left an injected 1.7x slowdown inconclusive.
 MAX_SECONDS = _config.seconds("INVARIANTS_RATIO_MAX_SECONDS", _config.RATIO_MAX_SECONDS)
-# CPU time of this process on the CPU backend, the wall clock on accelerators (see _timing.runtime_clock).
+# CPU time of this process on the CPU backend, the device's own on accelerators (invariants.timing.paired.runtime_clock).
 _CLOCK_CHOICE = _config.choice("INVARIANTS_CLOCK", _config.CLOCKS, "by backend")
 CLOCK_NAME, CLOCK = runtime_clock(jax.devices()[0].platform, _CLOCK_CHOICE, _config.name("INVARIANTS_CLOCK"))
+CLOCKED = clock_sampling(CLOCK_NAME, CLOCK)
 
 
 def _timed(gate, key, distribution: Distribution = "uniform"):
@@ -66,12 +67,12 @@ def test_ratio(throughput_case, gate, benchmark, record_property):
     # A failure must repeat to count; for a ratchet, so must a pass (see invariants.timing.paired.confirmed).
     result, attempts = benchmark.pedantic(
         confirmed,
-        args=(lambda: measure_ratio(a, b, threshold=threshold, max_seconds=MAX_SECONDS, clock=CLOCK),),
+        args=(lambda: measure_ratio(a, b, threshold=threshold, max_seconds=MAX_SECONDS, **CLOCKED),),
         kwargs={"verdict": "pass" if inv.ratchet else "fail"},
         rounds=1,
     )
     info = {"id": inv.id, "target": case.target, "a": a_name, "b": b_name, "config": case.config,
-            **result.to_dict(), "attempts": [r.verdict for r in attempts], "clock": CLOCK_NAME}  # fmt: skip
+            **result.to_dict(), "attempts": [r.verdict for r in attempts]}  # fmt: skip
     # On a TPU host: what the TPU compiler predicted for the same two programs, beside what the chip did.
     # None elsewhere (only TPU kernels carry an estimate).
     info["predicted"] = predicted_ratio(
@@ -143,7 +144,7 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
         confirmed,
         args=(
             lambda: measure_efficiency(
-                program_call, copy_call, min_efficiency=floor, max_seconds=MAX_SECONDS, clock=CLOCK
+                program_call, copy_call, min_efficiency=floor, max_seconds=MAX_SECONDS, **CLOCKED
             ),
         ),
         rounds=1,
@@ -155,7 +156,7 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
     if updating:
         # A baseline outlives the run that records it: the median of three measurements, so that one lucky
         # (or unlucky) run does not move every later verdict.
-        runs = [result] + [measure_efficiency(program_call, copy_call, clock=CLOCK) for _ in range(2)]
+        runs = [result] + [measure_efficiency(program_call, copy_call, **CLOCKED) for _ in range(2)]
         written = write_baseline(path, runs, here, versions())
         # The reporting process names what was recorded (at the session's end:
         # invariants.plugin.snapshots.recorded_baselines).

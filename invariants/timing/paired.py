@@ -33,10 +33,12 @@ The statistics live in :mod:`invariants._stats`, the cross-run efficiency baseli
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gc
 import math
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, NamedTuple
@@ -45,6 +47,8 @@ import numpy as np
 
 from invariants._errors import InvariantsError
 from invariants._stats import look_alpha, median_interval, min_pairs_for, robust_cv
+from invariants.timing.device import DeviceRecorder
+from invariants.timing.trace import TraceError
 
 Timed = Callable[[], object]
 """A zero-argument callable that runs the work once and returns only when the work is done."""
@@ -93,6 +97,10 @@ class RatioResult:
         ratios: the per-pair ratios, in sampling order (not in :meth:`to_dict`).
         direction: which side of ``threshold`` passes.
         name: what the ratio is called in a report line (``ratio``, ``efficiency``).
+        clock: the clock of ``t_a_median``, ``t_b_median`` and the ratios: ``device`` (the chip's own,
+            from a profiler trace), ``wall`` or ``cpu`` (this process's CPU time).
+        wall_a_median, wall_b_median: median wall seconds per call of each side beside a device-clock
+            measurement: the host's round trip, so that its share is visible; None on the other clocks.
     """
 
     median: float
@@ -112,6 +120,9 @@ class RatioResult:
     ratios: tuple[float, ...] = field(default=(), repr=False, compare=False)
     direction: Direction = "at_most"
     name: str = "ratio"
+    clock: str = "wall"
+    wall_a_median: float | None = None
+    wall_b_median: float | None = None
 
     @property
     def failed(self) -> bool:
@@ -124,12 +135,22 @@ class RatioResult:
         del d["ratios"]
         return d
 
+    def _host_share(self) -> str:
+        if self.wall_a_median is None or self.wall_b_median is None or not self.wall_b_median:
+            return ""
+        return (
+            f"; per call {self.t_a_median * 1e6:.1f} / {self.t_b_median * 1e6:.1f} us on the device, "
+            f"{self.wall_a_median * 1e6:.0f} / {self.wall_b_median * 1e6:.0f} us wall "
+            f"(wall ratio {self.wall_a_median / self.wall_b_median:.3f})"
+        )
+
     def summary(self) -> str:
         """One line for a report, e.g. ``ratio 1.012 [1.004, 1.019] (95%, 40 pairs, 0.3 s, cv 1.1%) pass``."""
         sign = "<=" if self.direction == "at_most" else ">="
         return (
             f"{self.name} {self.median:.3f} [{self.low:.3f}, {self.high:.3f}] "
-            f"({self.confidence:.0%}, {self.pairs} pairs, {self.seconds:.2f} s, cv {self.cv:.1%})"
+            f"({self.confidence:.0%}, {self.pairs} pairs, {self.seconds:.2f} s, cv {self.cv:.1%}, "
+            f"{self.clock} clock{self._host_share()})"
             + (f" vs {sign} {self.threshold:g}: {self.verdict}" if self.threshold is not None else "")
         )
 
@@ -164,37 +185,70 @@ def _calibrate(a: Timed, b: Timed, warmup: int, sample_seconds: float, clock: Cl
 
 
 class _Sides(NamedTuple):
-    """What every pair is taken of: the two callables, their calls per sample, the clock."""
+    """What every pair is taken of: the two callables, their calls per sample, the clock, and the device
+    recorder when the device's own clock times them."""
 
     a: Timed
     b: Timed
     inner: tuple[int, int]
     clock: Clock
+    device: DeviceRecorder | None = None
 
 
-def _pairs(
-    sides: _Sides, count: int, start: int, deadline: float | None, floor: int
-) -> tuple[list[float], list[float]]:
+class _Taken(NamedTuple):
+    """Per-call seconds of A and B per pair by the verdict clock, and by the host's clock beside it."""
+
+    t_a: list[float]
+    t_b: list[float]
+    wall_a: list[float]
+    wall_b: list[float]
+
+
+def _pairs(sides: _Sides, count: int, start: int, deadline: float | None, floor: int) -> _Taken:
     """``count`` more pairs of per-call times (A's, B's), the order alternating with the pair index (ABBA)
     from ``start``, the number of pairs taken before.
 
-    Stops early past ``deadline`` once at least ``floor`` pairs exist in total.
+    Stops early past ``deadline`` once at least ``floor`` pairs exist in total. With a device recorder
+    the pairs run inside one trace, and each sample's time is the sum of its calls' device seconds.
     """
-    a, b, (inner_a, inner_b), clock = sides
+    a, b, (inner_a, inner_b), clock, device = sides
+    wall_a: list[float] = []
+    wall_b: list[float] = []
+    a_first: list[bool] = []
+
+    def batch() -> int:
+        for i in range(start, start + count):
+            if deadline is not None and i >= floor and clock() >= deadline:
+                break
+            a_first.append(i % 2 == 0)
+            if i % 2 == 0:
+                sa = _sample(a, inner_a, clock)
+                sb = _sample(b, inner_b, clock)
+            else:
+                sb = _sample(b, inner_b, clock)
+                sa = _sample(a, inner_a, clock)
+            wall_a.append(sa / inner_a)
+            wall_b.append(sb / inner_b)
+        return len(a_first) * (inner_a + inner_b)
+
+    if device is None:
+        batch()
+        return _Taken(wall_a, wall_b, wall_a, wall_b)
+    seconds = iter(device.record(batch))
     t_a: list[float] = []
     t_b: list[float] = []
-    for i in range(start, start + count):
-        if deadline is not None and i >= floor and clock() >= deadline:
-            break
-        if i % 2 == 0:
-            sa = _sample(a, inner_a, clock)
-            sb = _sample(b, inner_b, clock)
+
+    def take(inner: int) -> float:
+        return sum(next(seconds) for _ in range(inner)) / inner
+
+    for first in a_first:
+        if first:
+            t_a.append(take(inner_a))
+            t_b.append(take(inner_b))
         else:
-            sb = _sample(b, inner_b, clock)
-            sa = _sample(a, inner_a, clock)
-        t_a.append(sa / inner_a)
-        t_b.append(sb / inner_b)
-    return t_a, t_b
+            t_b.append(take(inner_b))
+            t_a.append(take(inner_a))
+    return _Taken(t_a, t_b, wall_a, wall_b)
 
 
 def decide_upper(low: float, high: float, threshold: float) -> Verdict | None:
@@ -220,6 +274,8 @@ class _Run:
     ratios: np.ndarray
     t_a: np.ndarray
     t_b: np.ndarray
+    wall_a: np.ndarray
+    wall_b: np.ndarray
     low: float
     high: float
     verdict: Verdict | None
@@ -257,15 +313,17 @@ def _run(
     try:
         start = clock()
         calibrated = _calibrate(a, b, warmup, sample_seconds, clock)
-        n_inner = (inner, inner) if inner is not None else calibrated
+        # On the device clock every call is its own event, timed to the nanosecond by the chip: one call
+        # per sample leaves nothing to average and keeps the trace small.
+        n_inner = (inner, inner) if inner is not None else (1, 1) if s.device else calibrated
         deadline = start + max_seconds
-        sides = _Sides(a, b, n_inner, clock)
-        t_a, t_b = _pairs(sides, min_pairs, 0, deadline, floor)
+        sides = _Sides(a, b, n_inner, clock, s.device)
+        t_a, t_b, wall_a, wall_b = _pairs(sides, min_pairs, 0, deadline, floor)
 
         def more(count: int, floor: int) -> None:
-            new_a, new_b = _pairs(sides, count, len(t_a), deadline, floor)
-            t_a.extend(new_a)
-            t_b.extend(new_b)
+            taken = _pairs(sides, count, len(t_a), deadline, floor)
+            for have, new in zip((t_a, t_b, wall_a, wall_b), taken, strict=True):
+                have.extend(new)
 
         while clock() - start < min(min_seconds, max_seconds):
             more(max(2, len(t_a) // 4), floor)
@@ -287,7 +345,8 @@ def _run(
             gc.enable()
     if decide is not None and verdict is None:
         verdict = "inconclusive"
-    return _Run(ratios, np.asarray(t_a), np.asarray(t_b), low, high, verdict, seconds, n_inner, look)
+    walls = np.asarray(wall_a), np.asarray(wall_b)
+    return _Run(ratios, np.asarray(t_a), np.asarray(t_b), *walls, low, high, verdict, seconds, n_inner, look)
 
 
 # ----------------------------------------------------------------------------------------- public API
@@ -306,6 +365,10 @@ class Sampling:
     inner: int | None = None
     sample_seconds: float = 2e-3
     clock: Clock = time.perf_counter
+    # What ``clock`` is called in a result; ``device`` set: the chip's own clock decides, ``clock`` only
+    # paces the budget and measures the host's share beside it.
+    clock_name: str = "wall"
+    device: DeviceRecorder | None = None
 
 
 def measure_ratio(a: Timed, b: Timed, *, threshold: float | None = None, **sampling: Any) -> RatioResult:
@@ -381,7 +444,16 @@ def measure_paired(
     if bound is not None:
         rule = decide_upper if direction == "at_most" else decide_lower
         decide = functools.partial(_decide_with, rule, bound)
-    r = _run(a, b, decide, sampling)
+    try:
+        r = _run(a, b, decide, sampling)
+    except TraceError as err:
+        if sampling.device is None:
+            raise
+        # No device events: the whole ratio again on the host's clock, never half of one on each.
+        warnings.warn(f"device clock unavailable, timing on the wall clock: {err}", DeviceClockFallback, 2)
+        sampling = dataclasses.replace(sampling, device=None, clock_name="wall")
+        r = _run(a, b, decide, sampling)
+    device = sampling.device is not None
     confidence = sampling.confidence
     return RatioResult(
         median=float(np.median(r.ratios)),
@@ -401,7 +473,14 @@ def measure_paired(
         ratios=tuple(float(v) for v in r.ratios),
         direction=direction,
         name=name,
+        clock="device" if device else sampling.clock_name,
+        wall_a_median=float(np.median(r.wall_a)) if device else None,
+        wall_b_median=float(np.median(r.wall_b)) if device else None,
     )
+
+
+class DeviceClockFallback(UserWarning):
+    """A device-clock measurement that fell back to the wall clock, in one line: why."""
 
 
 def _decide_with(
@@ -411,8 +490,9 @@ def _decide_with(
 
 
 def runtime_clock(platform: str, choice: str | None = None, where: str = "timing") -> tuple[str, Clock]:
-    """The clock to time programs on ``platform`` with: ``("cpu", time.process_time)`` on the CPU backend,
-    ``("wall", time.perf_counter)`` on an accelerator. ``choice`` (``"wall"`` or ``"cpu"``) overrides.
+    """The clock to time programs on ``platform`` with, by name, and the host clock that paces it:
+    ``("cpu", time.process_time)`` on the CPU backend, ``("device", time.perf_counter)`` on an
+    accelerator. ``choice`` (``"device"``, ``"wall"`` or ``"cpu"``) overrides.
 
     Why CPU time on the CPU backend: there the device *is* this process, so the CPU time of its threads is
     the work a program costs, and it does not include the time spent waiting for a core that another
@@ -420,18 +500,34 @@ def runtime_clock(platform: str, choice: str | None = None, where: str = "timing
     read as 1.17-2.26 by the wall clock (one run in ten inconclusive), while unrelated ratios spread
     widely. Its blind spot: a kernel that loses its threads but does the same work. Snapshots cannot pin
     that either, since XLA:CPU splits loop fusions by the host's core count (``Kernel.partitions`` has it
-    per run); on a quiet, dedicated machine ``INVARIANTS_CLOCK=wall`` catches it. On an accelerator the
-    host's CPU time says nothing about the device, so the wall clock is the only choice there.
+    per run); on a quiet, dedicated machine ``INVARIANTS_CLOCK=wall`` catches it.
+
+    Why the device clock on an accelerator: a blocking call's wall time is the host's round trip (dispatch,
+    transfer, wake-up), which on a TPU host is many times the device time of a small lookup, so wall
+    ratios of two such programs sit near 1 whatever the chip does. The profiler's trace has the chip's
+    own time of each call (:mod:`invariants.timing.device`). The host's CPU time says nothing there.
 
     The one choice of a clock: the throughput items and ``versus`` alike (``where`` names the setting in
     an error: ``INVARIANTS_CLOCK``, ``--clock``).
     """
-    chosen = choice or ("cpu" if platform == "cpu" else "wall")
+    chosen = choice or ("cpu" if platform == "cpu" else "device")
     if chosen == "cpu" and platform != "cpu":
-        raise InvariantsError(f"{where}: the cpu clock measures nothing on a {platform} device; use wall")
-    if chosen not in ("cpu", "wall"):
-        raise InvariantsError(f"{where}: unknown clock {chosen!r}; use wall or cpu")
+        raise InvariantsError(
+            f"{where}: the cpu clock measures nothing on a {platform} device; use device or wall"
+        )
+    if chosen == "device" and platform == "cpu":
+        raise InvariantsError(
+            f"{where}: the device clock reads an accelerator's trace; on the cpu use cpu or wall"
+        )
+    if chosen not in ("cpu", "wall", "device"):
+        raise InvariantsError(f"{where}: unknown clock {chosen!r}; use device, wall or cpu")
     return chosen, (time.process_time if chosen == "cpu" else time.perf_counter)
+
+
+def clock_sampling(name: str, clock: Clock, recorder: DeviceRecorder | None = None) -> dict[str, Any]:
+    """The :class:`Sampling` fields of a clock :func:`runtime_clock` chose (``recorder``: a test's)."""
+    device = (recorder or DeviceRecorder()) if name == "device" else None
+    return {"clock": clock, "clock_name": name, "device": device}
 
 
 def confirmed(

@@ -576,7 +576,9 @@ def select_programs(value: str | None, known: Programs | None = None, own: bool 
 
 
 def _settings(args: argparse.Namespace, platform: str) -> Settings:
-    clock, _ = runtime_clock(platform, args.clock, "--clock")
+    # Each side times in worker processes of its own, which on a one-chip host cannot hold the chip at once
+    # to trace it: versus keeps the host's clocks.
+    clock, _ = runtime_clock(platform, args.clock or (None if platform == "cpu" else "wall"), "--clock")
     # One core per round where the CPU time decides; the wall clock's lost-parallelism verdict needs the
     # workers' threads spread over cores, so --no-pin (and accelerators) leave placement to the scheduler.
     pin = clock == "cpu" and not args.no_pin

@@ -1,0 +1,235 @@
+"""A profiler trace read as the device's own clock: what each call of each XLA module cost on the chip.
+
+JAX's profiler (``jax.profiler.trace``) writes an ``*.xplane.pb``. On an accelerator it holds a plane per
+device (``/device:TPU:0``, ``/device:GPU:0``) whose line ``XLA Modules`` has one event per execution of a
+compiled module, and whose line ``XLA Ops`` has one event per HLO instruction executed, named by the
+instruction's text (``%gather_fusion = f32[...] fusion(...), kind=kCustom, ...``). Those durations are the
+chip's clock: one call of a seed-size lookup runs for tens of microseconds there, while the host's round
+trip around it (dispatch, transfer, wake-up) costs hundreds, so a host timer compares round trips.
+
+The trace format is no stable API, so it is read strictly: a file that is not a trace, or a trace without
+a device plane holding module events, is one line (:class:`TraceError`) naming what was missing. The file
+is decoded by ``jax.profiler.ProfileData`` (imported when a trace is read, never at import).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import stat
+import statistics
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from invariants._errors import InvariantsError
+
+__all__ = ["DeviceTrace", "ModuleStats", "OpStats", "TraceError", "find_traces", "read_trace", "stats"]
+
+MODULES_LINE = "XLA Modules"
+OPS_LINE = "XLA Ops"
+DEVICE_PREFIX = "/device:"
+# A trace larger than this is not one this tool wrote or a user's program of a few calls: refused, not read.
+MAX_TRACE_BYTES = 1 << 30
+# The instruction's name in an op event's text: ``%name = shape opcode(...)`` (TPU) or the bare name.
+_OP_NAME = re.compile(r"^%?([\w.\-]+) = ")
+
+
+class TraceError(InvariantsError):
+    """A file that is not a profiler trace, or a trace without the device events asked for."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Event:
+    """One event of a device line: its name, start and duration in nanoseconds."""
+
+    name: str
+    start_ns: float
+    duration_ns: float
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceTrace:
+    """The device plane of a trace: its module executions and its op executions, each in start order."""
+
+    path: str
+    plane: str
+    modules: tuple[Event, ...]
+    ops: tuple[Event, ...]
+
+    def module_durations(self) -> list[float]:
+        """Seconds of each module execution, in the order they ran."""
+        return [e.duration_ns * 1e-9 for e in self.modules]
+
+
+@dataclasses.dataclass(frozen=True)
+class OpStats:
+    """One HLO instruction's device time within a module: its total over the trace and per call."""
+
+    name: str
+    count: int
+    total_s: float
+    per_call_s: float
+
+
+@dataclasses.dataclass(frozen=True)
+class ModuleStats:
+    """One module's calls in a trace: how many, their median, minimum and maximum device seconds, and its
+    ops, the costliest first."""
+
+    name: str
+    calls: int
+    median_s: float
+    min_s: float
+    max_s: float
+    total_s: float
+    ops: tuple[OpStats, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def find_traces(path: str | os.PathLike[str]) -> list[Path]:
+    """The ``*.xplane.pb`` files at ``path``: the file itself, or every one under a folder (sorted).
+
+    Raises:
+        TraceError: nothing there, or a folder without a trace.
+    """
+    p = Path(path)
+    if p.is_dir():
+        found = sorted(f for f in p.rglob("*.xplane.pb") if f.is_file() and not f.is_symlink())
+        if not found:
+            raise TraceError(
+                f"{p}: no *.xplane.pb under this folder (jax.profiler.trace writes one per host)"
+            )
+        return found
+    if not p.exists():
+        raise TraceError(f"{p}: no such file or folder")
+    return [p]
+
+
+def _read_bytes(path: Path) -> bytes:
+    """The file's bytes: a regular file only (a pipe or device would hang or never end), at most
+    :data:`MAX_TRACE_BYTES`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as err:
+        raise TraceError(f"{path}: cannot open: {err.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise TraceError(f"{path}: not a regular file, so not a profiler trace")
+        if info.st_size > MAX_TRACE_BYTES:
+            raise TraceError(
+                f"{path}: {info.st_size} bytes, more than a trace this tool reads ({MAX_TRACE_BYTES})"
+            )
+        return f.read(MAX_TRACE_BYTES + 1)
+
+
+def _events(line: Any) -> tuple[Event, ...]:
+    return tuple(sorted((Event(e.name, float(e.start_ns), float(e.duration_ns)) for e in line.events),
+                        key=lambda e: e.start_ns))  # fmt: skip
+
+
+def read_trace(path: str | os.PathLike[str]) -> DeviceTrace:
+    """The first device plane of the trace at ``path`` that holds module events.
+
+    Raises:
+        TraceError: not a trace (the profiler's decoder refused it), or no ``/device:*`` plane with an
+            ``XLA Modules`` line that has events (a CPU-only trace, or a plugin that records none).
+    """
+    p = Path(path)
+    data = _read_bytes(p)
+    from jax.profiler import ProfileData  # the decoder ships with jaxlib; only when a trace is read
+
+    try:
+        profile = ProfileData.from_serialized_xspace(data)
+    except Exception as err:  # the decoder raises RuntimeError today; its type is no API either
+        raise TraceError(
+            f"{p}: not a profiler trace (an XSpace protobuf): {str(err).splitlines()[0]}"
+        ) from None
+    planes = [plane for plane in profile.planes if plane.name.startswith(DEVICE_PREFIX)]
+    for plane in planes:
+        lines = {line.name: line for line in plane.lines}
+        if MODULES_LINE in lines:
+            modules = _events(lines[MODULES_LINE])
+            if modules:
+                ops = _events(lines[OPS_LINE]) if OPS_LINE in lines else ()
+                return DeviceTrace(str(p), plane.name, modules, ops)
+    names = ", ".join(plane.name for plane in profile.planes) or "none"
+    raise TraceError(
+        f"{p}: no device plane with '{MODULES_LINE}' events (planes: {names}); "
+        "a trace of a CPU run, or of a plugin that records no device events, has no device clock"
+    )
+
+
+def op_name(text: str) -> str:
+    """An op event's instruction name: ``%fusion.1 = s32[...] fusion(...)`` -> ``fusion.1``."""
+    m = _OP_NAME.match(text)
+    return m.group(1) if m else text
+
+
+def _by_module(trace: DeviceTrace) -> dict[str, list[tuple[Event, list[Event]]]]:
+    """Each module execution with the op events that ran inside it (by time: ops are not tagged with
+    their module in the trace)."""
+    out: dict[str, list[tuple[Event, list[Event]]]] = {}
+    ops = trace.ops
+    j = 0
+    for m in trace.modules:
+        end = m.start_ns + m.duration_ns
+        while j < len(ops) and ops[j].start_ns < m.start_ns:
+            j += 1
+        inside: list[Event] = []
+        k = j
+        while k < len(ops) and ops[k].start_ns < end:
+            inside.append(ops[k])
+            k += 1
+        j = k
+        out.setdefault(m.name, []).append((m, inside))
+    return out
+
+
+def stats(trace: DeviceTrace, top: int | None = None) -> list[ModuleStats]:
+    """Per module: its calls and their median, minimum and maximum device seconds; per op, the total and
+    per-call time, the costliest first (``top`` of them, all when None). Modules in order of first call."""
+    result: list[ModuleStats] = []
+    for name, calls in _by_module(trace).items():
+        durations = [m.duration_ns * 1e-9 for m, _ in calls]
+        totals: dict[str, list[float]] = {}
+        for _, inside in calls:
+            for op in inside:
+                t = totals.setdefault(op_name(op.name), [0, 0.0])
+                t[0] += 1
+                t[1] += op.duration_ns * 1e-9
+        ops = sorted(
+            (OpStats(n, int(c), s, s / len(calls)) for n, (c, s) in totals.items()), key=lambda o: -o.total_s
+        )
+        result.append(
+            ModuleStats(
+                name,
+                len(durations),
+                statistics.median(durations),
+                min(durations),
+                max(durations),
+                sum(durations),
+                tuple(ops[:top] if top is not None else ops),
+            )
+        )
+    return result
+
+
+def durations_in_order(traces: Iterable[DeviceTrace]) -> list[tuple[str, float]]:
+    """Every module execution of ``traces`` as (module name, seconds), in the order they ran."""
+    return [(e.name, e.duration_ns * 1e-9) for t in traces for e in t.modules]
+
+
+def expect_calls(events: Sequence[tuple[str, float]], calls: int, what: str) -> list[float]:
+    """The seconds of ``calls`` module executions, checked to be exactly that many: a trace that holds
+    more or fewer executions than the calls made cannot be matched to them call by call."""
+    if len(events) != calls:
+        raise TraceError(
+            f"{what}: the trace holds {len(events)} module executions for {calls} calls; "
+            "the device clock cannot match them call by call"
+        )
+    return [s for _, s in events]
