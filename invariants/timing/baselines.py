@@ -16,8 +16,10 @@ machine it was measured on and the versions. The rules:
 
 from __future__ import annotations
 
+import datetime
 import fnmatch
 import json
+import math
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -36,6 +38,7 @@ __all__ = [
     "exceeds_baseline",
     "machine",
     "max_loss_for",
+    "provenance",
     "read_baseline",
     "record_programs",
     "write_baseline",
@@ -70,27 +73,87 @@ def machine(device_kind: str, clock: str) -> dict[str, Any]:
     return {"cores": len(_cores.usable()) or os.cpu_count(), "device": device_kind, "clock": clock}
 
 
+# An efficiency is t_copy / t_program: a program that moves the bytes it must is within a small factor of
+# the stream either way; anything outside this range was not measured by this tool.
+EFFICIENCY_RANGE = (1e-4, 100.0)
+
+
 def read_baseline(path: Path) -> dict[str, Any] | None:
-    """The recorded baseline at ``path``, None when there is none; a file that is not one raises."""
+    """The recorded baseline at ``path``, None when there is none. A file that is not one this tool wrote
+    raises one line naming it: not JSON, no finite ``efficiency`` in range, or an ``efficiency`` that is not
+    the median of the ``runs`` recorded beside it (a hand edit, which would move every later verdict)."""
     if not path.exists():
         return None
     try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise InvariantsError(f"{path}:{err.lineno}: not a baseline (not JSON: {err.msg})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("efficiency"), int | float):
-        raise InvariantsError(f"{path}: not a baseline (no numeric 'efficiency')")
+        data = json.loads(path.read_text(), parse_constant=_no_constant, parse_int=_bounded_int)
+    except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as err:
+        where = f":{err.lineno}" if isinstance(err, json.JSONDecodeError) else ""
+        raise InvariantsError(f"{path}{where}: not a baseline (not JSON: {_first(err)})") from None
+    if not isinstance(data, dict):
+        raise InvariantsError(f"{path}: not a baseline (a JSON object with 'efficiency' and 'runs')")
+    value, runs = data.get("efficiency"), data.get("runs")
+    low, high = EFFICIENCY_RANGE
+    if not isinstance(value, int | float) or not _number(value) or not low <= value <= high:
+        raise InvariantsError(f"{path}: not a baseline ('efficiency' must be a number in [{low:g}, {high:g}], "
+                              f"got {_shown(value)})")  # fmt: skip
+    if not isinstance(runs, list) or len(runs) != 3 or not all(_number(r) and low <= r <= high for r in runs):
+        raise InvariantsError(f"{path}: not a baseline ('runs' must be the three measurements it is the median of)")
+    if abs(sorted(runs)[1] - value) > 1e-3 * value:
+        raise InvariantsError(
+            f"{path}: efficiency {value:g} is not the median of its recorded runs {runs}; a baseline is "
+            "recorded (--record-baselines), not edited"
+        )
+    if not isinstance(data.get("machine"), dict):
+        raise InvariantsError(f"{path}: not a baseline (no 'machine' it was measured on)")
     return data
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number a baseline holds")
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > 30:
+        raise ValueError(f"a {len(text)}-digit number is not a measurement")
+    return int(text)
+
+
+def _first(err: Exception) -> str:
+    return str(getattr(err, "msg", err)).splitlines()[0]
+
+
+def _shown(value: object) -> str:
+    return json.dumps(value)[:40]
+
+
+def provenance(record: dict[str, Any]) -> str:
+    """Where a baseline comes from, in a few words: the device, the clock, the versions and the date."""
+    machine = record.get("machine", {})
+    versions = record.get("versions", {})
+    names = ", ".join(f"{k} {versions[k]}" for k in ("jax", "jaxlib", "libtpu") if k in versions)
+    return (f"{machine.get('device', '?')}, {machine.get('clock', '?')} clock, {names or 'versions unknown'}, "
+            f"recorded {record.get('date', 'on an unknown date')}")  # fmt: skip
 
 
 def write_baseline(
     path: Path, runs: Sequence[RatioResult], machine: dict[str, Any], versions: dict[str, str]
 ) -> dict[str, Any]:
-    """Record the median of ``runs`` (three measurements) at ``path``; return the record."""
+    """Record the median of ``runs`` (three measurements) at ``path``, with what it was measured on (the
+    machine and its clock, the versions) and the day; return the record."""
     best = sorted(runs, key=lambda r: r.median)[len(runs) // 2]
-    record = {"efficiency": round(best.median, 4), "low": round(best.low, 4),
-              "high": round(best.high, 4), "runs": [round(r.median, 4) for r in runs],
-              "machine": machine, "versions": versions}  # fmt: skip
+    record = {
+        "efficiency": round(best.median, 4),
+        "low": round(best.low, 4),
+        "high": round(best.high, 4),
+        "runs": [round(r.median, 4) for r in runs],
+        "machine": machine,
+        "versions": versions,
+        "date": datetime.date.today().isoformat(),
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, json.dumps(record, indent=1, sort_keys=True) + "\n")  # a killed run keeps the old one
     return record

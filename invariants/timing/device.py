@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager as ContextManager
 
-from .trace import durations_in_order, expect_calls, find_traces, read_trace
+from .trace import DeviceTrace, durations_in_order, expect_calls, find_traces, read_trace
 
 __all__ = ["DeviceRecorder", "profiler_trace"]
 
@@ -37,7 +37,7 @@ class DeviceRecorder:
     ``tracer`` and ``reader`` are JAX's profiler and :func:`~invariants.timing.trace.read_trace` unless a
     test stands recorded traces in for a chip."""
 
-    def __init__(self, tracer: Tracer = profiler_trace, reader: Callable[..., object] = read_trace) -> None:
+    def __init__(self, tracer: Tracer = profiler_trace, reader: Callable[..., DeviceTrace] = read_trace) -> None:
         self._tracer = tracer
         self._reader = reader
 
@@ -48,11 +48,22 @@ class DeviceRecorder:
         Raises:
             TraceError: the trace holds no device events, or not one execution per call.
         """
+        calls = 0
+
+        def counted() -> int:
+            nonlocal calls
+            calls = batch()
+            return calls
+
+        traces = self.record_traces(counted)
+        return expect_calls(durations_in_order(traces), calls, "device clock")
+
+    def record_traces(self, batch: Callable[[], object]) -> list[DeviceTrace]:
+        """Run ``batch`` under a trace; the device plane of each trace file it wrote."""
         with self._folder() as folder:
             with self._tracer(folder):
-                calls = batch()
-            traces = [self._reader(path) for path in find_traces(folder)]
-        return expect_calls(durations_in_order(traces), calls, "device clock")  # type: ignore[arg-type]
+                batch()
+            return [self._reader(path) for path in find_traces(folder)]
 
     @staticmethod
     @contextlib.contextmanager

@@ -1,0 +1,168 @@
+"""The catalog's programs timed on the chip's own clock, in the form a cost model is fitted on.
+
+Run by ``scripts/chip_run.sh`` on a TPU host (one process holds the chip). For each program of the catalog
+that runs on one chip, in each configuration asked for: the optimized HLO the chip compiled, the device
+time of each of ``--calls`` blocking calls (a JAX profiler trace: plane ``/device:*``, line ``XLA Modules``)
+and of each HLO op per call (line ``XLA Ops``), the wall time of the same calls (the host's round trip),
+and the cost model's prediction from the same HLO. Writes ``OUT/device-times.json`` (one record, its
+provenance beside its rows), ``OUT/hlo/<program>.<config>.hlo.txt``, and prints one table.
+
+``--traces DIR`` rehearses it on a host without a chip: the recorded traces
+``DIR/<program>.<config>.<target>.xplane.pb`` stand in for the chip's, and only their programs are read.
+
+    python scripts/chip_times.py --out DIR [--configs f32,bf16] [--programs GLOB,...] [--calls 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import fnmatch
+import json
+import platform
+import sys
+import time
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+FORMAT_VERSION = 1
+
+
+def _versions() -> dict[str, str]:
+    out = {}
+    for name in ("jax", "jaxlib", "libtpu"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def _predicted(hlo: str, target: str) -> float | None:
+    """The ahead-of-time model's device seconds for ``hlo`` on ``target`` (None where it has none)."""
+    try:
+        from invariants.hlo.tpu_model import predict_text
+    except ImportError:
+        return None
+    try:
+        return float(predict_text(hlo, target))
+    except Exception:  # noqa: BLE001 - a module the model cannot read has no prediction, said in the row
+        return None
+
+
+def _programs(patterns: list[str], configs: list[str]) -> list[tuple[str, str]]:
+    from invariants.catalog.programs import CATALOG
+
+    chosen = []
+    for name, program in CATALOG.items():
+        if program.layout is not None or program.unavailable_reason() or program.kind == "sharded":
+            continue
+        if not any(fnmatch.fnmatchcase(name, p) for p in patterns):
+            continue
+        chosen += [(name, c) for c in program.configs if c in configs]
+    return chosen
+
+
+def _measure(name: str, config_id: str, calls: int) -> dict[str, Any]:
+    import jax
+
+    from invariants.catalog.arguments import make_arguments
+    from invariants.catalog.programs import CATALOG, get_config
+    from invariants.timing.device import DeviceRecorder
+    from invariants.timing.trace import stats
+
+    program, config = CATALOG[name], get_config(config_id)
+    args = [jax.device_put(a) for a in make_arguments(program, config, "uniform", 0)]
+    compiled = jax.jit(program.fn).lower(*args).compile()
+
+    def call() -> None:
+        jax.block_until_ready(compiled(*args))
+
+    for _ in range(3):
+        call()
+    walls: list[float] = []
+
+    def batch() -> int:
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            call()
+            walls.append(time.perf_counter() - t0)
+        return calls
+
+    traces = DeviceRecorder().record_traces(batch)
+    (module, *_) = stats(traces[0])
+    return {"hlo": compiled.as_text(), "module": module, "walls": walls}
+
+
+def _from_trace(path: Path) -> dict[str, Any]:
+    from invariants.timing.trace import read_trace, stats
+
+    (module, *_) = stats(read_trace(path))
+    return {"hlo": None, "module": module, "walls": []}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--configs", default="f32,bf16")
+    parser.add_argument("--programs", default="*", help="comma-separated name patterns")
+    parser.add_argument("--calls", type=int, default=20)
+    parser.add_argument("--target", default="tpu-v5e", help="the target the chip is (its predictions)")
+    parser.add_argument("--traces", type=Path, help="recorded traces standing in for the chip")
+    opts = parser.parse_args(argv)
+    opts.out.mkdir(parents=True, exist_ok=True)
+    (opts.out / "hlo").mkdir(exist_ok=True)
+    jobs = _programs(opts.programs.split(","), opts.configs.split(","))
+    if opts.traces is not None:
+        jobs = [(p, c) for p, c in jobs if (opts.traces / f"{p}.{c}.{opts.target}.xplane.pb").is_file()]
+    if not jobs:
+        print("chip_times: the selection holds no program that runs on one chip", file=sys.stderr)
+        return 2
+    import jax
+
+    device = jax.devices()[0]
+    rows: list[dict[str, Any]] = []
+    print(f"{'program':<26} {'config':<10} {'device us':>11} {'wall us':>9} {'host share':>10} "
+          f"{'predicted us':>12} {'pred/meas':>9}")  # fmt: skip
+    for name, config in jobs:
+        if opts.traces is not None:
+            got = _from_trace(opts.traces / f"{name}.{config}.{opts.target}.xplane.pb")
+            hlo_file = opts.traces / f"{name}.{config}.{opts.target}.hlo.txt"
+            got["hlo"] = hlo_file.read_text() if hlo_file.is_file() else None
+        else:
+            got = _measure(name, config, opts.calls)
+        module = got["module"]
+        wall = sorted(got["walls"])[len(got["walls"]) // 2] if got["walls"] else None
+        predicted = _predicted(got["hlo"], opts.target) if got["hlo"] else None
+        if got["hlo"]:
+            (opts.out / "hlo" / f"{name}.{config}.hlo.txt").write_text(got["hlo"])
+        rows.append({
+            "program": name, "config": config, "calls": module.calls, "device_s_median": module.median_s,
+            "device_s_min": module.min_s, "device_s_max": module.max_s, "wall_s_median": wall,
+            "predicted_s": predicted, "hlo": f"hlo/{name}.{config}.hlo.txt" if got["hlo"] else None,
+            "ops_s_per_call": {op.name: op.per_call_s for op in module.ops},
+        })  # fmt: skip
+        share = f"{1 - module.median_s / wall:.0%}" if wall else "-"
+        pred = f"{predicted * 1e6:,.1f}" if predicted else "-"
+        ratio = f"{predicted / module.median_s:.2f}" if predicted else "-"
+        wall_us = f"{wall * 1e6:,.0f}" if wall else "-"
+        print(f"{name:<26} {config:<10} {module.median_s * 1e6:>11,.1f} {wall_us:>9} {share:>10} {pred:>12} {ratio:>9}")
+    record = {
+        "format_version": FORMAT_VERSION,
+        "provenance": {
+            "chip": device.device_kind, "platform": device.platform, **_versions(), "clock": "device",
+            "python": platform.python_version(), "date": datetime.date.today().isoformat(),
+            "source": f"recorded traces in {opts.traces}" if opts.traces else "this run",
+            "how": f"median of {opts.calls} blocking calls; jax.profiler trace, 'XLA Modules' per call, "
+                   "'XLA Ops' summed per call",
+        },
+        "rows": rows,
+    }  # fmt: skip
+    (opts.out / "device-times.json").write_text(json.dumps(record, indent=1) + "\n")
+    print(f"chip_times: {len(rows)} programs, device clock ({device.device_kind}); {opts.out / 'device-times.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

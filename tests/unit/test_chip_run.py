@@ -1,0 +1,78 @@
+"""The chip run (scripts/chip_run.sh, scripts/chip_times.py), rehearsed on a CPU host: the gate's steps
+run on the CPU and recorded TPU v5e traces stand in for the chip in the device-times step."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "chip_run.sh"
+TRACES = ROOT / "tests" / "data" / "traces" / "tpu-v5e"
+
+
+def _run(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("CHIP_RUN_")}
+    base.update({"INVARIANTS_CACHE_DIR": str(tmp_path / "cache"), **env})
+    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=base, timeout=600,
+                          check=False, cwd=tmp_path)  # fmt: skip
+
+
+def _snapshots_state() -> str:
+    return subprocess.run(["git", "status", "--porcelain", "--", "snapshots"], cwd=ROOT, capture_output=True,
+                          text=True, check=False).stdout  # fmt: skip
+
+
+@pytest.mark.e2e
+def test_the_rehearsal_runs_every_step_and_writes_nothing_into_snapshots(tmp_path):
+    before = _snapshots_state()
+    out = tmp_path / "out"
+    done = _run(tmp_path, "--out", str(out), CHIP_RUN_PLATFORM="cpu", CHIP_RUN_TRACES=str(TRACES),
+                CHIP_RUN_CONFIGS="f32",
+                CHIP_RUN_GATE_ARGS="--targets cpu --programs take,eqx_embedding --configs f32")  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    for step in ("gate", "throughput", "baselines", "times", "report"):
+        assert f"chip_run: {step} (at most" in done.stderr
+    # Candidate baselines go to the output folder, never into the committed snapshots.
+    candidates = sorted(p.name for p in (out / "candidates" / "cpu" / "efficiency").iterdir())
+    assert candidates == ["eqx_embedding.f32.json", "take.f32.json"]
+    assert _snapshots_state() == before
+    # The device times, in the form a cost model is fitted on: program, configuration, HLO, seconds,
+    # provenance; the recorded traces' medians come through.
+    record = json.loads((out / "device-times.json").read_text())
+    assert record["format_version"] == 1 and record["provenance"]["clock"] == "device"
+    assert {"chip", "jax", "jaxlib", "libtpu", "date"} <= set(record["provenance"])
+    rows = {r["program"]: r for r in record["rows"]}
+    assert set(rows) == {"take", "eqx_embedding", "onehot_matmul", "grad_take", "train_take"}
+    assert rows["eqx_embedding"]["device_s_median"] / rows["take"]["device_s_median"] == pytest.approx(1.97, abs=0.02)
+    assert (out / rows["take"]["hlo"]).read_text().startswith("HloModule")
+    assert rows["eqx_embedding"]["ops_s_per_call"]["gather_fusion"] > 70e-6
+    # One table, a line per program.
+    table = [line for line in done.stdout.splitlines() if line.startswith(("program ", "take ", "eqx_embedding "))]
+    assert len(table) == 3 and "device us" in table[0]
+    results = json.loads((out / "results-throughput.json").read_text())
+    assert results["items"] and (out / "report.md").is_file()
+
+
+def test_without_a_chip_it_is_one_line_and_exit_2(tmp_path):
+    done = _run(tmp_path, "--out", str(tmp_path / "out"), CHIP_RUN_PLATFORM="tpu")
+    if done.returncode == 0:
+        pytest.skip("this host has a TPU chip")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].startswith("tpu: no TPU chip on this host")
+
+
+def test_an_unknown_argument_is_one_line(tmp_path):
+    done = _run(tmp_path, "--bogus")
+    assert done.returncode == 2 and done.stderr.strip() == "chip_run: unknown argument --bogus (see --help)"
+
+
+def test_help_lists_the_steps(tmp_path):
+    done = _run(tmp_path, "--help")
+    assert done.returncode == 0
+    for step in ("host", "gate", "throughput", "baselines", "times", "report"):
+        assert f"  {step} " in done.stdout or f"{step}  " in done.stdout
