@@ -94,10 +94,14 @@ def read_baseline(path: Path) -> dict[str, Any] | None:
     value, runs = data.get("efficiency"), data.get("runs")
     low, high = EFFICIENCY_RANGE
     if not isinstance(value, int | float) or not _number(value) or not low <= value <= high:
-        raise InvariantsError(f"{path}: not a baseline ('efficiency' must be a number in [{low:g}, {high:g}], "
-                              f"got {_shown(value)})")  # fmt: skip
+        raise InvariantsError(
+            f"{path}: not a baseline ('efficiency' must be a number in [{low:g}, {high:g}], "
+            f"got {_shown(value)})"
+        )
     if not isinstance(runs, list) or len(runs) != 3 or not all(_number(r) and low <= r <= high for r in runs):
-        raise InvariantsError(f"{path}: not a baseline ('runs' must be the three measurements it is the median of)")
+        raise InvariantsError(
+            f"{path}: not a baseline ('runs' must be the three measurements it is the median of)"
+        )
     if abs(sorted(runs)[1] - value) > 1e-3 * value:
         raise InvariantsError(
             f"{path}: efficiency {value:g} is not the median of its recorded runs {runs}; a baseline is "
@@ -135,8 +139,10 @@ def provenance(record: dict[str, Any]) -> str:
     machine = record.get("machine", {})
     versions = record.get("versions", {})
     names = ", ".join(f"{k} {versions[k]}" for k in ("jax", "jaxlib", "libtpu") if k in versions)
-    return (f"{machine.get('device', '?')}, {machine.get('clock', '?')} clock, {names or 'versions unknown'}, "
-            f"recorded {record.get('date', 'on an unknown date')}")  # fmt: skip
+    return (
+        f"{machine.get('device', '?')}, {machine.get('clock', '?')} clock, {names or 'versions unknown'}, "
+        f"recorded {record.get('date', 'on an unknown date')}"
+    )
 
 
 def write_baseline(

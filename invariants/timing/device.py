@@ -13,6 +13,7 @@ clock, says so in one line and records ``clock = wall``: one ratio never mixes t
 from __future__ import annotations
 
 import contextlib
+import functools
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager as ContextManager
@@ -31,13 +32,24 @@ def profiler_trace(folder: str) -> ContextManager[object]:
     return jax.profiler.trace(folder)
 
 
+_modules_only = functools.partial(read_trace, ops=False)
+
+
+# A timer needs each call's module event only; a loop's ops are thousands per call.
+_MODULES_ONLY = functools.partial(read_trace, ops=False)
+
+
 class DeviceRecorder:
     """Device seconds of the calls a batch makes.
 
     ``tracer`` and ``reader`` are JAX's profiler and :func:`~invariants.timing.trace.read_trace` unless a
     test stands recorded traces in for a chip."""
 
-    def __init__(self, tracer: Tracer = profiler_trace, reader: Callable[..., DeviceTrace] = read_trace) -> None:
+    def __init__(
+        self,
+        tracer: Tracer = profiler_trace,
+        reader: Callable[..., DeviceTrace] = _MODULES_ONLY,
+    ) -> None:
         self._tracer = tracer
         self._reader = reader
 

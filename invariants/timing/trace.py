@@ -132,8 +132,9 @@ def _events(line: Any) -> tuple[Event, ...]:
                         key=lambda e: e.start_ns))  # fmt: skip
 
 
-def read_trace(path: str | os.PathLike[str]) -> DeviceTrace:
-    """The first device plane of the trace at ``path`` that holds module events.
+def read_trace(path: str | os.PathLike[str], ops: bool = True) -> DeviceTrace:
+    """The first device plane of the trace at ``path`` that holds module events; its op events too unless
+    ``ops`` is False (a timer needs the modules only, and a loop's ops are thousands per call).
 
     Raises:
         TraceError: not a trace (the profiler's decoder refused it), or no ``/device:*`` plane with an
@@ -155,8 +156,8 @@ def read_trace(path: str | os.PathLike[str]) -> DeviceTrace:
         if MODULES_LINE in lines:
             modules = _events(lines[MODULES_LINE])
             if modules:
-                ops = _events(lines[OPS_LINE]) if OPS_LINE in lines else ()
-                return DeviceTrace(str(p), plane.name, modules, ops)
+                events = _events(lines[OPS_LINE]) if ops and OPS_LINE in lines else ()
+                return DeviceTrace(str(p), plane.name, modules, events)
     names = ", ".join(plane.name for plane in profile.planes) or "none"
     raise TraceError(
         f"{p}: no device plane with '{MODULES_LINE}' events (planes: {names}); "
