@@ -59,7 +59,9 @@ Clock = Callable[[], float]
 Verdict = Literal["pass", "fail", "inconclusive"]
 
 _MAX_INNER = 100_000
+# The device clock's pairs per measurement, and the device seconds one trace may hold (see _device_pairs).
 DEVICE_PAIRS = 30
+DEVICE_TRACE_SECONDS = 0.25
 _GROWTH = 1.5  # each extra look happens once the number of pairs has grown by this factor
 
 
@@ -166,8 +168,11 @@ def _sample(fn: Timed, inner: int, clock: Clock) -> float:
     return clock() - t0
 
 
-def _calibrate(a: Timed, b: Timed, warmup: int, sample_seconds: float, clock: Clock) -> tuple[int, int]:
-    """Run each callable ``warmup`` times; pick each side's ``inner`` so a sample lasts ``sample_seconds``."""
+def _calibrate(
+    a: Timed, b: Timed, warmup: int, sample_seconds: float, clock: Clock
+) -> tuple[tuple[int, int], tuple[float, float]]:
+    """Run each callable ``warmup`` times; pick each side's ``inner`` so a sample lasts ``sample_seconds``.
+    Returns those and each side's seconds per call."""
     probes_a: list[float] = []
     probes_b: list[float] = []
     for _ in range(max(warmup, 1)):
@@ -175,14 +180,14 @@ def _calibrate(a: Timed, b: Timed, warmup: int, sample_seconds: float, clock: Cl
         probes_b.append(_sample(b, 1, clock))
     # The first calls may include one-off costs (allocation, caches); the later half is the steady state.
     half = len(probes_a) // 2
+    per_call = float(np.median(probes_a[half:])), float(np.median(probes_b[half:]))
 
-    def inner_for(probes: list[float]) -> int:
-        per_call = float(np.median(probes[half:]))
-        if per_call <= 0.0:
+    def inner_for(per: float) -> int:
+        if per <= 0.0:
             return _MAX_INNER
-        return int(min(_MAX_INNER, max(1, round(sample_seconds / per_call))))
+        return int(min(_MAX_INNER, max(1, round(sample_seconds / per))))
 
-    return inner_for(probes_a), inner_for(probes_b)
+    return (inner_for(per_call[0]), inner_for(per_call[1])), per_call
 
 
 class _Sides(NamedTuple):
@@ -270,6 +275,14 @@ def decide_lower(low: float, high: float, floor: float) -> Verdict | None:
     return None
 
 
+def _device_pairs(min_pairs: int, floor: int, per_pair: float) -> int:
+    """Pairs to take on the device clock: at most :data:`DEVICE_PAIRS`, and fewer for slow programs, whose
+    calls each add their ops to the trace (a per-row loop: thousands of events per call, which the profiler
+    takes seconds to export); never fewer than the interval needs. ``per_pair``: wall seconds of a pair,
+    more than its device seconds."""
+    return max(floor + 2, min(min_pairs, DEVICE_PAIRS, math.ceil(DEVICE_TRACE_SECONDS / max(per_pair, 1e-9))))
+
+
 @dataclass(frozen=True)
 class _Run:
     ratios: np.ndarray
@@ -294,9 +307,9 @@ def _run(
     s = sampling
     min_pairs, min_seconds, max_seconds, confidence = s.min_pairs, s.min_seconds, s.max_seconds, s.confidence
     if s.device is not None:
-        # The chip's clock repeats a call to a fraction of a percent: a few dozen pairs give an interval as
-        # narrow as that, and each traced call adds its ops to the trace (a per-row loop adds thousands).
-        min_pairs, min_seconds = min(min_pairs, DEVICE_PAIRS), 0.0
+        min_seconds = (
+            0.0  # a floor on precision for the host's clocks; the chip's repeats to a fraction of 1%
+        )
     warmup, inner, sample_seconds, clock = s.warmup, s.inner, s.sample_seconds, s.clock
     if not 0.5 < confidence < 1.0:
         raise InvariantsError(f"timing: confidence must be in (0.5, 1), got {confidence}")
@@ -317,10 +330,12 @@ def _run(
     gc.disable()  # a collection inside one sample of a pair would land on one side only
     try:
         start = clock()
-        calibrated = _calibrate(a, b, warmup, sample_seconds, clock)
+        calibrated, per_call = _calibrate(a, b, warmup, sample_seconds, clock)
         # On the device clock every call is its own event, timed to the nanosecond by the chip: one call
         # per sample leaves nothing to average and keeps the trace small.
         n_inner = (inner, inner) if inner is not None else (1, 1) if s.device else calibrated
+        if s.device is not None:
+            min_pairs = _device_pairs(min_pairs, floor, sum(per_call))
         deadline = start + max_seconds
         sides = _Sides(a, b, n_inner, clock, s.device)
         t_a, t_b, wall_a, wall_b = _pairs(sides, min_pairs, 0, deadline, floor)

@@ -123,8 +123,9 @@ def test_a_baselines_machine_counts_the_cores_this_process_may_use(monkeypatch):
 
 def _recorded(tmp_path: Path) -> tuple[Path, dict]:
     path = baseline_path(tmp_path / "snapshots", "tpu-v5e", "take", "f32")
-    record = write_baseline(path, [_result(0.9), _result(0.5), _result(0.7)], machine("TPU v5 lite", "device"),
-                            {"jax": "0.10.2", "jaxlib": "0.10.2", "libtpu": "0.0.42.1"})  # fmt: skip
+    versions = {"jax": "0.10.2", "jaxlib": "0.10.2", "libtpu": "0.0.42.1"}
+    runs = [_result(0.9), _result(0.5), _result(0.7)]
+    record = write_baseline(path, runs, machine("TPU v5 lite", "device"), versions)
     return path, record
 
 
@@ -135,7 +136,9 @@ def test_a_baseline_carries_its_provenance(tmp_path: Path):
     read = read_baseline(path)
     assert read is not None and read["date"] == record["date"] and len(record["date"]) == 10
     line = provenance(read)
-    assert line.startswith("TPU v5 lite, device clock, jax 0.10.2, jaxlib 0.10.2, libtpu 0.0.42.1, recorded 20")
+    assert line.startswith(
+        "TPU v5 lite, device clock, jax 0.10.2, jaxlib 0.10.2, libtpu 0.0.42.1, recorded 20"
+    )
 
 
 @pytest.mark.parametrize(
@@ -157,7 +160,9 @@ def test_a_hand_edited_baseline_is_refused_in_one_line_naming_the_file(tmp_path:
     assert str(err.value).startswith(str(path)) and "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("text", ['{"efficiency": NaN, "runs": [1, 1, 1]}', '{"efficiency": ' + "7" * 400 + "}"])
+@pytest.mark.parametrize(
+    "text", ['{"efficiency": NaN, "runs": [1, 1, 1]}', '{"efficiency": ' + "7" * 400 + "}"]
+)
 def test_a_baseline_that_is_no_finite_measurement_is_one_line(tmp_path: Path, text):
     path = tmp_path / "b.json"
     path.write_text(text)

@@ -226,3 +226,19 @@ def test_the_clock_by_backend_and_by_choice():
     with pytest.raises(trace_module.InvariantsError, match="device clock reads an accelerator"):
         runtime_clock("cpu", "device", "INVARIANTS_CLOCK")
     assert clock_sampling("wall", runtime_clock("tpu", "wall")[1])["device"] is None
+
+
+def test_a_slow_program_is_traced_for_fewer_pairs_never_fewer_than_the_interval_needs():
+    from invariants._stats import min_pairs_for
+
+    fast = ChipStandIn({"a": 90e-6, "b": 45e-6}, round_trip=600e-6)
+    r_fast = measure_ratio(
+        fast.call("a"), fast.call("b"), **clock_sampling("device", fast.clock, fast.recorder())
+    )
+    slow = ChipStandIn({"a": 28e-3, "b": 120e-6}, round_trip=28.5e-3)
+    r_slow = measure_ratio(
+        slow.call("a"), slow.call("b"), **clock_sampling("device", slow.clock, slow.recorder())
+    )
+    assert r_fast.pairs == 30
+    assert min_pairs_for(0.95) < r_slow.pairs < 10
+    assert r_slow.median == pytest.approx(28e-3 / 120e-6)
