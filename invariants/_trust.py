@@ -15,6 +15,7 @@ link, and never more than a bound.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Iterable
@@ -111,10 +112,16 @@ def read_regular(path: str | os.PathLike[str], limit: int, *, follow: bool = Fal
 
     Raises:
         FileNotFoundError: nothing there.
-        OSError: it cannot be read (a link, when not followed: ``ELOOP``).
-        ValueError: not a regular file, or more than ``limit`` bytes (the reason, in a few words).
+        OSError: it cannot be read.
+        ValueError: not a regular file (a link, when not followed), or more than ``limit`` bytes (the
+            reason, in a few words).
     """
-    fd = os.open(path, _OPEN & ~_NOFOLLOW if follow else _OPEN)
+    try:
+        fd = os.open(path, _OPEN & ~_NOFOLLOW if follow else _OPEN)
+    except OSError as err:
+        if err.errno == errno.ELOOP and not follow:
+            raise ValueError("a link, not a regular file") from None
+        raise
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
