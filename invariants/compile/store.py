@@ -28,9 +28,11 @@ Layout of the folder, ``v1/`` below it: ``results/<key>.json.gz`` (a record), ``
 (manifest and result key; or, for a target compiled in a child process, the child's recipe key under
 the parent's key of what it handed the child), ``manifests/<hash>.json.gz``. Every file is written
 whole or not at all (a temporary file renamed onto its name), so xdist workers and two CI jobs may share
-one folder. A file that cannot be read is a miss with one line, and is written again. The folder has a
-size bound (:data:`DEFAULT_MAX_BYTES`, ``INVARIANTS_CACHE_MAX_MB``): past it, the files used least
-recently go first.
+one folder. The folder and each level in it are this user's own and writable by no one else
+(:mod:`invariants._trust`); an entry is read only as a regular file within :data:`MAX_ENTRY_BYTES`, and
+only with the fields and types of its kind. Anything else is a miss with one line, removed and written
+again. The folder has a size bound (:data:`DEFAULT_MAX_BYTES`, ``INVARIANTS_CACHE_MAX_MB``): past it, the
+files used least recently go first.
 """
 
 from __future__ import annotations

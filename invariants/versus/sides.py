@@ -103,7 +103,8 @@ def resolve(
         version = Version(spec)
     except InvalidVersion:
         raise InvariantsError(
-            f"{flag} {spec}: not 'current', a jax version, an interpreter or a virtual environment"
+            f"{flag} {spec}: not 'current', a jax version, or the path of an interpreter or a virtual "
+            f"environment (a path has a /: ./{spec})"
         ) from None
     return Side(role, spec, build(version, flag), dict(env), project)
 

@@ -103,7 +103,7 @@ def test_a_named_pipe_for_an_entry_is_a_miss_not_a_hang(tmp_path: Path) -> None:
     os.mkfifo(result)
     try:
         _off_thread(lambda: _a_miss_with_one_note(tmp_path, "a named pipe, not a regular file"))
-    finally:  # a reader still blocked in open() (the read before the fix) gets its end of file
+    finally:  # a reader still blocked in open(), had the read blocked, gets its end of file
         if result.exists() and not result.is_file():
             fd = os.open(result, os.O_WRONLY | os.O_NONBLOCK)
             os.close(fd)
@@ -139,8 +139,8 @@ def test_an_entry_past_the_read_bound_is_a_miss(tmp_path: Path, monkeypatch) -> 
     assert run.outcomes[TAKE] == "miss" and "more than 100" in run.store.notes[0]
 
 
-# A manifest naming a device that never ends: read before the fix, it took the process's memory. In a child
-# whose memory is bounded, so that the test fails rather than the machine.
+# A manifest naming a device that never ends, and one naming a pipe: read, the first would take all the
+# process's memory. In a child whose memory is bounded, so that a read fails the test and not the machine.
 _DEVICE = """
 import resource, sys
 from pathlib import Path
