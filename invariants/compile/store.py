@@ -166,7 +166,7 @@ class Store:
     def recipe(self, key: str) -> tuple[str, dict[str, Any]] | None:
         """What a recipe ``key`` led to, when every file of its manifest is unchanged: the result key and
         what the trace gave (``jaxpr``, ``jaxpr_primitives``: two programs may lower to one result)."""
-        data = self._read_json(self.root / "recipes" / f"{key}.json.gz", _recipe_problem)
+        data = self._read_json(self.root / "recipes" / f"{key}.json.gz", _recipes_problem)
         if data is None or "forward" in data:  # nothing there, or a child's forward: no recipe of its own
             return None
         if not self._manifest_holds(data["manifest"]):
@@ -175,8 +175,8 @@ class Store:
 
     def forward(self, key: str) -> str | None:
         """The recipe key a child process's compile was keyed by, kept by its parent under ``key``."""
-        data = self._read_json(self.root / "recipes" / f"{key}.json.gz", _forward_problem)
-        return None if data is None else str(data["forward"])
+        data = self._read_json(self.root / "recipes" / f"{key}.json.gz", _recipes_problem)
+        return None if data is None or "forward" not in data else str(data["forward"])
 
     def result(self, key: str) -> dict[str, Any] | None:
         """The record a result ``key`` compiled to (``Compiled.to_json``, checked), or None."""
@@ -413,9 +413,10 @@ def _key(value: Any) -> bool:
     return isinstance(value, str) and _KEY.fullmatch(value) is not None
 
 
-def _recipe_problem(data: dict[str, Any]) -> str | None:
-    if "forward" in data:  # a child's forward (:meth:`Store.forward`) under this key: not a recipe, not bad
-        return _forward_problem(data)
+def _recipes_problem(data: dict[str, Any]) -> str | None:
+    """What is wrong with an entry of ``recipes/``: a recipe, or a child's forward (:meth:`Store.forward`)."""
+    if "forward" in data:
+        return None if _key(data["forward"]) else "not a child's recipe"
     traced = data.get("traced")
     if (
         _key(data.get("result")) and _key(data.get("manifest")) and isinstance(traced, dict)
@@ -424,10 +425,6 @@ def _recipe_problem(data: dict[str, Any]) -> str | None:
     ):  # fmt: skip
         return None
     return "not a recipe"
-
-
-def _forward_problem(data: dict[str, Any]) -> str | None:
-    return None if _key(data.get("forward")) else "not a child's recipe"
 
 
 def _result_problem(data: dict[str, Any]) -> str | None:

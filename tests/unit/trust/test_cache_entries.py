@@ -170,3 +170,13 @@ def test_the_fields_checked_are_the_records_fields() -> None:
                       {"temp_size_in_bytes": 0}, None, {"k.ll": "define"})  # fmt: skip
     assert json_problem(json.loads(json.dumps(record.to_json()))) is None
     assert set(_record._FIELDS) == {f.name for f in dataclasses.fields(Compiled)}
+
+
+def test_a_recipe_asked_for_as_a_childs_forward_is_no_forward_and_is_kept(tmp_path: Path) -> None:
+    """``recipes/`` holds recipes and children's forwards: one read as the other is no entry of that kind,
+    never a bad one."""
+    _run(tmp_path)
+    [recipe] = _entries(tmp_path, "recipes")
+    store = Store(tmp_path / "cache")
+    assert store.forward(recipe.name.split(".")[0]) is None
+    assert recipe.exists() and not store.notes
