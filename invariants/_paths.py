@@ -29,8 +29,8 @@ IMPORTED_DIR = Path(__file__).parent
 PACKAGE_DIR = IMPORTED_DIR.resolve()
 
 __all__ = [
-    "atomic_path", "check_distinct", "check_output_dir", "check_output_file", "check_plot_path", "what_is",
-    "write_atomic",
+    "absolute_path", "atomic_path", "check_distinct", "check_output_dir", "check_output_file",
+    "check_plot_path", "kind_of", "what_is", "write_atomic",
 ]  # fmt: skip
 
 
@@ -41,7 +41,11 @@ _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISREG, "a file"), (stat.S_ISFIF
 
 def what_is(path: Path) -> str:
     """What is at ``path`` (which exists), in a few words: ``a directory``, ``a named pipe``, ..."""
-    mode = path.stat().st_mode
+    return kind_of(path.stat().st_mode)
+
+
+def kind_of(mode: int) -> str:
+    """What a file of this ``st_mode`` is, in a few words (:func:`what_is`)."""
     return next((word for test, word in _KINDS if test(mode)), "a special file")
 
 
@@ -251,6 +255,12 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, option: str = 
     except OSError as err:
         named = f"{option} {path}" if option else str(path)
         raise InvariantsError(f"{named}: cannot write ({err.strerror or err})") from None
+
+
+def absolute_path(text: str) -> Path:
+    """An option's path as an absolute one, against the working directory when it is given (an argparse
+    ``type``): a child run in another folder gets the same folder."""
+    return Path(os.path.abspath(Path(text).expanduser()))
 
 
 def shown(path: Path) -> str:

@@ -23,18 +23,18 @@ import hashlib
 import json
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from .. import _config
 from .._errors import InvariantsError
 from .._paths import PACKAGE_DIR
+from .._trust import foreign
 from ..catalog.project import Project
 from ..plugin import results as _results
 
@@ -118,7 +118,7 @@ def _rootdir_arg(root: Path) -> str:
 
 __all__ = [
     "CHILD_ENV", "GATE_DIR", "ChildRun", "GateRun", "catalog_snapshot_dir", "gate_command", "gate_env",
-    "keys_child", "pytest_args", "run_gate", "stage", "staged_package",
+    "keys_child", "pytest_args", "run_gate", "scratch", "stage", "staged_package",
 ]  # fmt: skip
 
 
@@ -148,12 +148,11 @@ def stage() -> Path:
 
 
 def _verified(folder: Path) -> bool:
-    """Whether ``folder`` is a staging folder of this user's that no one else can have changed: a folder
-    (not a link to one), owned by this user, not writable by its group or others, holding exactly one
-    entry, ``invariants``, a link to this package."""
+    """Whether ``folder`` is a staging folder of this user's that no one else can have changed: this user's
+    own folder (:func:`invariants._trust.foreign`: not a link, writable by no one else), holding exactly
+    one entry, ``invariants``, a link to this package."""
     try:
-        st = folder.lstat()
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+        if foreign(folder.lstat()) is not None:
             return False
         link = folder / "invariants"
         return (
@@ -163,6 +162,19 @@ def _verified(folder: Path) -> bool:
         )
     except OSError:
         return False
+
+
+@contextlib.contextmanager
+def scratch(env: Mapping[str, str], under: Path | None = None) -> Iterator[dict[str, str]]:
+    """``env`` with a temporary folder of the child's own (``TMPDIR``: a fresh folder under ``under``, else
+    in this process's temporary folder), removed when the block ends however it ends (a signal's
+    :class:`~invariants._signals.Stopped` unwinds it): what a child that is killed leaves there (a
+    compile's ``invariants-code-*`` dump folder) goes with it."""
+    folder = tempfile.mkdtemp(prefix="invariants-tmp-", dir=under)
+    try:
+        yield {**env, "TMPDIR": folder}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,8 +270,9 @@ def run_gate(command: Sequence[str], *, env: Mapping[str, str], folder: Path, ti
     log = folder / "pytest.txt"
     start = time.perf_counter()
     try:
-        proc = subprocess.run(list(command), cwd=folder, env=dict(env), capture_output=True, text=True,
-                              timeout=timeout, check=False)  # fmt: skip
+        with scratch(env, folder) as child_env:
+            proc = subprocess.run(list(command), cwd=folder, env=child_env, capture_output=True, text=True,
+                                  timeout=timeout, check=False)  # fmt: skip
     except subprocess.TimeoutExpired as err:
         out = err.stdout if isinstance(err.stdout, str) else (err.stdout or b"").decode(errors="replace")
         log.write_text(out)
@@ -298,11 +311,12 @@ def keys_child(
     :func:`stage`.
     """
     try:
-        proc = subprocess.run(
-            [str(python), "-m", module, *args], input=json.dumps([list(k) for k in keys]),
-            cwd=cwd or PACKAGE_DIR.parent,
-            env=dict(env), capture_output=True, text=True, check=False, timeout=timeout,
-        )  # fmt: skip
+        with scratch(env) as child_env:
+            proc = subprocess.run(
+                [str(python), "-m", module, *args], input=json.dumps([list(k) for k in keys]),
+                cwd=cwd or PACKAGE_DIR.parent,
+                env=child_env, capture_output=True, text=True, check=False, timeout=timeout,
+            )  # fmt: skip
     except subprocess.TimeoutExpired:
         raise InvariantsError(f"{what}: child did not finish in {timeout:.0f} s") from None
     if proc.returncode != 0:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, NamedTuple
 
-__all__ = ["Compiled", "Key"]
+__all__ = ["Compiled", "Key", "json_problem"]
 
 
 class Key(NamedTuple):
@@ -60,3 +60,46 @@ class Compiled:
         data = dict(data)
         data["jaxpr_primitives"] = tuple(data["jaxpr_primitives"])
         return cls(**data)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _texts(value: Any) -> bool:
+    return isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
+
+
+def _table(value: Any, holds: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(k, str) and holds(v) for k, v in value.items())
+
+
+# What each field of :meth:`Compiled.to_json` must be, in words and as a test.
+_FIELDS: dict[str, tuple[str, Any]] = {
+    "program": ("text", lambda v: isinstance(v, str)),
+    "config": ("text", lambda v: isinstance(v, str)),
+    "target": ("text", lambda v: isinstance(v, str)),
+    "jaxpr": ("text", lambda v: isinstance(v, str)),
+    "jaxpr_primitives": ("a list of texts", _texts),
+    "hlo_text": ("text", lambda v: isinstance(v, str)),
+    "cost": ("a table of numbers", lambda v: _table(v, _number)),
+    "memory": ("a table of whole numbers", lambda v: _table(v, lambda n: _number(n) and isinstance(n, int))),
+    "compile_seconds": ("a number or null", lambda v: v is None or _number(v)),
+    "kernel_code": ("a table of texts", lambda v: _table(v, lambda t: isinstance(t, str))),
+}
+
+
+def json_problem(data: Any) -> str | None:
+    """What keeps ``data`` from being a :meth:`Compiled.to_json` of this release (a missing or unknown
+    field, a field of the wrong type), in a few words; None when it is one. A record read back from a file
+    or another process is checked before any field is used."""
+    if not isinstance(data, dict):
+        return "not a table"
+    if unknown := sorted(set(data) - set(_FIELDS)):
+        return f"unknown field {unknown[0]!r}"
+    for name, (kind, holds) in _FIELDS.items():
+        if name not in data:
+            return f"no field {name!r}"
+        if not holds(data[name]):
+            return f"{name} is not {kind}"
+    return None

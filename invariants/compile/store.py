@@ -28,9 +28,11 @@ Layout of the folder, ``v1/`` below it: ``results/<key>.json.gz`` (a record), ``
 (manifest and result key; or, for a target compiled in a child process, the child's recipe key under
 the parent's key of what it handed the child), ``manifests/<hash>.json.gz``. Every file is written
 whole or not at all (a temporary file renamed onto its name), so xdist workers and two CI jobs may share
-one folder. A file that cannot be read is a miss with one line, and is written again. The folder has a
-size bound (:data:`DEFAULT_MAX_BYTES`, ``INVARIANTS_CACHE_MAX_MB``): past it, the files used least
-recently go first.
+one folder. The folder and each level in it are this user's own and writable by no one else
+(:mod:`invariants._trust`); an entry is read only as a regular file within :data:`MAX_ENTRY_BYTES`, and
+only with the fields and types of its kind. Anything else is a miss with one line, removed and written
+again. The folder has a size bound (:data:`DEFAULT_MAX_BYTES`, ``INVARIANTS_CACHE_MAX_MB``): past it, the
+files used least recently go first.
 """
 
 from __future__ import annotations
@@ -42,16 +44,21 @@ import gzip
 import hashlib
 import json
 import os
+import re
+import stat
 import sys
 import sysconfig
 import threading
-from collections.abc import Mapping
+import zlib
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from .. import _config
 from .._errors import InvariantsError
 from .._paths import shown, write_atomic
+from .._trust import read_regular, trusted_folder
+from .record import json_problem
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -72,6 +79,19 @@ DEFAULT_MAX_BYTES = 4 * 1024**3  # 454 catalog programs take ~150 MB; room for s
 # (the recipe missed: code changed, yet it lowers to the same module), compiled, or not cached at all.
 Outcome = Literal["hit", "hit-lowered", "miss", "off"]
 _SHARED_OBJECT = (".so", ".pyd", ".dylib")
+# The folders of the layout, and the name of every file the store writes in them: nothing else there is
+# read or deleted.
+_SUBFOLDERS = ("results", "recipes", "manifests")
+_KEY = re.compile(r"[0-9a-f]{64}")
+_ENTRY = re.compile(r"[0-9a-f]{64}\.json\.gz")
+# Bounds of one entry, far above any compile's (the catalog's 454 take a few MB in all): a planted or broken
+# file is a miss, never a run's memory. A module file of a manifest is hashed only up to its own bound.
+MAX_ENTRY_BYTES = 16 * 1024**2
+MAX_JSON_BYTES = 64 * 1024**2
+MAX_MODULE_BYTES = 64 * 1024**2
+# What is wrong with an entry's table, in a few words, or None.
+_Problem = Callable[[dict[str, Any]], str | None]
+_INSTEAD = "give a folder of your own with --cache-dir or INVARIANTS_CACHE_DIR, or --no-cache"
 # A module file's digest under its path, size and mtime: a fact about the file, which every session of the
 # process may read (pytester's runs and the pytest API's compiles each start a store, and each would hash
 # every loaded module again: thousands of files in a test suite's process). A file that changes gets
@@ -100,7 +120,8 @@ def from_settings(option: str | None = None, disabled: bool = False) -> Store | 
 def folder_of(option: str | None = None) -> Path:
     """The cache's folder: ``option`` (``--cache-dir``), else ``INVARIANTS_CACHE_DIR``, else the default."""
     folder = option or _config.get("INVARIANTS_CACHE_DIR") or ""
-    return Path(folder).expanduser() if folder else default_folder()
+    # Absolute once, here: a compile child runs in another folder and is handed this one.
+    return Path(os.path.abspath(Path(folder).expanduser())) if folder else default_folder()
 
 
 def max_bytes() -> int:
@@ -145,25 +166,21 @@ class Store:
     def recipe(self, key: str) -> tuple[str, dict[str, Any]] | None:
         """What a recipe ``key`` led to, when every file of its manifest is unchanged: the result key and
         what the trace gave (``jaxpr``, ``jaxpr_primitives``: two programs may lower to one result)."""
-        data = self._read_json(self.root / "recipes" / f"{key}.json.gz", compressed=True)
-        if not isinstance(data, dict) or not isinstance(data.get("result"), str):
+        data = self._read_json(self.root / "recipes" / f"{key}.json.gz", _recipes_problem)
+        if data is None or "forward" in data:  # nothing there, or a child's forward: no recipe of its own
             return None
-        if not isinstance(data.get("traced"), dict):
-            return None
-        if not self._manifest_holds(str(data.get("manifest", ""))):
+        if not self._manifest_holds(data["manifest"]):
             return None
         return data["result"], data["traced"]
 
     def forward(self, key: str) -> str | None:
         """The recipe key a child process's compile was keyed by, kept by its parent under ``key``."""
-        data = self._read_json(self.root / "recipes" / f"{key}.json.gz", compressed=True)
-        found = data.get("forward") if isinstance(data, dict) else None
-        return found if isinstance(found, str) else None
+        data = self._read_json(self.root / "recipes" / f"{key}.json.gz", _recipes_problem)
+        return None if data is None or "forward" not in data else str(data["forward"])
 
     def result(self, key: str) -> dict[str, Any] | None:
-        """The record a result ``key`` compiled to (``Compiled.to_json``), or None."""
-        data = self._read_json(self.root / "results" / f"{key}.json.gz", compressed=True)
-        return data if isinstance(data, dict) else None
+        """The record a result ``key`` compiled to (``Compiled.to_json``, checked), or None."""
+        return self._read_json(self.root / "results" / f"{key}.json.gz", _result_problem)
 
     # ------------------------------------------------------------------------------------------- writing
 
@@ -197,7 +214,7 @@ class Store:
         manifest = {p: d for p, d in manifest.items() if d}
         name = digest(sorted(manifest.items()))
         path = self.root / "manifests" / f"{name}.json.gz"
-        if not path.exists():
+        if not os.path.lexists(path):
             self._write(path, _gz(manifest))
         with self._lock:
             self._current = (loaded, name)
@@ -210,18 +227,21 @@ class Store:
         if known is not None:
             return known
         path = self.root / "manifests" / f"{name}.json.gz"
-        manifest = self._read_json(path, compressed=True) if name else None
-        holds = isinstance(manifest, dict) and all(self._file_digest(p) == d for p, d in manifest.items())
+        manifest = self._read_json(path, _manifest_problem)
+        holds = manifest is not None and all(self._file_digest(p) == d for p, d in manifest.items())
         with self._lock:
             self._manifests_ok[name] = holds
         return holds
 
     def _file_digest(self, path: str) -> str:
         """A module file's identity: its content's sha256, or a shared object's size and mtime (what
-        ccache takes of a compiler). '' when it is gone."""
+        ccache takes of a compiler). '' when it is gone, or is no regular file within the bound (a manifest
+        may name anything: a device or a pipe is never read)."""
         try:
             st = os.stat(path)
         except OSError:
+            return ""
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_MODULE_BYTES:
             return ""
         memo = (path, st.st_size, st.st_mtime_ns)
         with _DIGESTS_LOCK:
@@ -232,8 +252,8 @@ class Store:
             found = f"size={st.st_size},mtime={st.st_mtime_ns}"
         else:
             try:
-                found = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-            except OSError:
+                found = hashlib.sha256(read_regular(path, MAX_MODULE_BYTES, follow=True)).hexdigest()
+            except (OSError, ValueError):
                 return ""
         with _DIGESTS_LOCK:
             _DIGESTS[memo] = found
@@ -242,23 +262,13 @@ class Store:
     # ------------------------------------------------------------------------------------- files on disk
 
     def _ready(self) -> bool:
-        """Make the folder (owner-only) on first use; one that is another user's, or that others may write,
-        is not used: records planted there would pass for this user's compiles."""
+        """Make the folder and its layout (owner-only) on first use, and check each level once: one that is
+        another user's, that others may write, or a link below the folder is not used, since records
+        planted there would pass for this user's compiles (:func:`invariants._trust.trusted_folder`)."""
         if self._checked:
             return True
-        try:
-            self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-            st = self.folder.stat()
-        except OSError as err:
-            raise InvariantsError(
-                f"compile cache {shown(self.folder)}: cannot be made ({err.strerror or err}); give another "
-                "with --cache-dir or INVARIANTS_CACHE_DIR, or --no-cache"
-            ) from None
-        if hasattr(os, "getuid") and (st.st_uid != os.getuid() or st.st_mode & 0o022):
-            raise InvariantsError(
-                f"compile cache {shown(self.folder)}: owned by another user or writable by others, so its "
-                "records cannot be trusted; give a folder of your own with --cache-dir, or --no-cache"
-            )
+        trusted_folder(self.folder, [f"{SCHEMA}/{sub}" for sub in _SUBFOLDERS], named="compile cache",
+                       instead=_INSTEAD)  # fmt: skip
         self._checked = True
         return True
 
@@ -266,18 +276,22 @@ class Store:
         """Raise the one line of a folder that cannot serve as the cache, before a run starts."""
         self._ready()
 
-    def _read_json(self, path: Path, compressed: bool) -> Any:
+    def _read_json(self, path: Path, problem: _Problem) -> dict[str, Any] | None:
+        """The table entry ``path`` holds, once ``problem`` finds nothing wrong with it; None when there is
+        none. A bad entry is a miss with one note, and is removed, so that it is never served again (a link
+        or a pipe goes, never what it names)."""
+        self._ready()
         try:
-            raw = path.read_bytes()
+            data = _load(path)
+            why = problem(data)
         except FileNotFoundError:
             return None
-        except OSError as err:
-            self._note(path, err.strerror or str(err))
-            return None
-        try:
-            data = json.loads(gzip.decompress(raw) if compressed else raw)
-        except (OSError, EOFError, ValueError) as err:
-            self._note(path, f"not a cache entry ({str(err).splitlines()[0] if str(err) else err})")
+        except ValueError as err:
+            why = str(err)
+        if why is not None:
+            self._note(path, why)
+            with contextlib.suppress(OSError):
+                os.unlink(path)
             return None
         with contextlib.suppress(OSError):  # used now: the last to be pruned
             os.utime(path)
@@ -286,7 +300,6 @@ class Store:
     def _write(self, path: Path, data: bytes) -> None:
         try:
             self._ready()
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             write_atomic(path, data)
         except OSError as err:
             self._note(path, f"not written ({err.strerror or err})")
@@ -302,11 +315,14 @@ class Store:
     # ------------------------------------------------------------------------------ the cache command
 
     def entries(self) -> list[Path]:
-        """Every file of the store (results, recipes, manifests), oldest use first."""
+        """Every file of the store (results, recipes, manifests), oldest use first: the regular files of its
+        own names in its own folders, never a link nor a file of another name."""
+        self._ready()
         found = []
-        for sub in ("results", "recipes", "manifests"):
-            with contextlib.suppress(OSError):
-                found += [p for p in (self.root / sub).iterdir() if p.is_file() and p.name[0] != "."]
+        for sub in _SUBFOLDERS:
+            with contextlib.suppress(OSError), os.scandir(self.root / sub) as listing:
+                found += [Path(e.path) for e in listing
+                          if _ENTRY.fullmatch(e.name) and e.is_file(follow_symlinks=False)]  # fmt: skip
         return sorted(found, key=_mtime)
 
     def size(self) -> int:
@@ -362,20 +378,78 @@ class Tally:
         return f"compile cache: {hits} hits{after}, {self.counts.get('miss', 0)} misses ({shown(folder)})"
 
 
+def _load(path: Path) -> dict[str, Any]:
+    """The table an entry holds. Only a regular file is read, never through a link, never past
+    :data:`MAX_ENTRY_BYTES` read or :data:`MAX_JSON_BYTES` inflated.
+
+    Raises:
+        FileNotFoundError: no entry there.
+        ValueError: anything else that keeps it from being an entry, in a few words.
+    """
+    try:
+        raw = read_regular(path, MAX_ENTRY_BYTES)
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError) as err:
+        raise ValueError(f"not a cache entry ({getattr(err, 'strerror', None) or err})") from None
+    try:
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        text = inflater.decompress(raw, MAX_JSON_BYTES + 1)
+        if len(text) > MAX_JSON_BYTES:
+            raise ValueError(f"inflates past {MAX_JSON_BYTES} bytes")
+        if not inflater.eof or inflater.unused_data:
+            raise ValueError("not one whole gzip member")
+        data = json.loads(text)
+    except (zlib.error, ValueError, RecursionError) as err:
+        raise ValueError(f"not a cache entry ({str(err).splitlines()[0] if str(err) else err})") from None
+    if not isinstance(data, dict):
+        raise ValueError("not a cache entry (not a table)")
+    return data
+
+
+def _key(value: Any) -> bool:
+    """Whether ``value`` is a key as :func:`digest` makes them: the name of a file in the layout, never a
+    path out of it."""
+    return isinstance(value, str) and _KEY.fullmatch(value) is not None
+
+
+def _recipes_problem(data: dict[str, Any]) -> str | None:
+    """What is wrong with an entry of ``recipes/``: a recipe, or a child's forward (:meth:`Store.forward`)."""
+    if "forward" in data:
+        return None if _key(data["forward"]) else "not a child's recipe"
+    traced = data.get("traced")
+    if (
+        _key(data.get("result")) and _key(data.get("manifest")) and isinstance(traced, dict)
+        and isinstance(traced.get("jaxpr"), str) and isinstance(traced.get("jaxpr_primitives"), list)
+        and all(isinstance(p, str) for p in traced["jaxpr_primitives"])
+    ):  # fmt: skip
+        return None
+    return "not a recipe"
+
+
+def _result_problem(data: dict[str, Any]) -> str | None:
+    why = json_problem(data)
+    return None if why is None else f"not a compile's record ({why})"
+
+
+def _manifest_problem(data: dict[str, Any]) -> str | None:
+    return None if all(isinstance(d, str) for d in data.values()) else "not a manifest"
+
+
 def _gz(data: Any) -> bytes:
     return gzip.compress(json.dumps(data, separators=(",", ":")).encode(), compresslevel=3, mtime=0)
 
 
 def _mtime(path: Path) -> int:
     try:
-        return path.stat().st_mtime_ns
+        return path.lstat().st_mtime_ns
     except OSError:
         return 0
 
 
 def _size(path: Path) -> int:
     try:
-        return path.stat().st_size
+        return path.lstat().st_size
     except OSError:
         return 0
 

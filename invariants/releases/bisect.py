@@ -33,7 +33,7 @@ from typing import Any
 from packaging.version import Version
 
 from .._errors import InvariantsError
-from .._paths import check_output_dir
+from .._paths import absolute_path, check_output_dir
 from ..catalog.project import Project, add_project_options, project_from
 from ..catalog.targets import all_targets
 from ..compile.child import GateRun, gate_command, gate_env, keys_child, last_line, run_gate, stage
@@ -306,9 +306,8 @@ def add_release_options(p: argparse.ArgumentParser) -> None:
     )
     add_project_options(p)
     p.add_argument("--index-url", default=DEFAULT_INDEX, help=f"package index (default: {DEFAULT_INDEX})")
-    p.add_argument(
-        "--cache-dir", type=Path, default=DEFAULT_CACHE, help=f"environments (default: {DEFAULT_CACHE})"
-    )
+    p.add_argument("--cache-dir", type=absolute_path, default=DEFAULT_CACHE,
+                   help=f"environments (default: {DEFAULT_CACHE})")  # fmt: skip
     p.add_argument(
         "--keep", type=Path, help="keep each release's results, output and HLO dumps under this folder"
     )

@@ -35,10 +35,12 @@ from packaging.version import InvalidVersion, Version
 from .. import _config
 from .._errors import InvariantsError
 from .._paths import PACKAGE_DIR
+from .._trust import trusted_folder
 
 DEFAULT_INDEX = "https://pypi.org/simple"
 DEFAULT_CACHE = Path.home() / ".cache" / "jax-embedding-invariants" / "envs"
 MARKER = "invariants-env.json"
+_INSTEAD = "give a folder of your own with --cache-dir"
 # The suite's own test dependencies; versions float (they run on every JAX this tool supports).
 SUITE_DEPS = ("pytest", "syrupy", "pytest-benchmark", "packaging", "scipy")
 # Oldest release the suite is known to run on (its APIs: jax.ShapeDtypeStruct(sharding=), topologies, ...).
@@ -245,11 +247,14 @@ _GPU_CONFIG = PACKAGE_DIR / "data" / "h100_sxm.txtpb"
 
 
 def ensure_env(pins: Pins, cache_dir: Path, index_url: str, log: Callable[[str], None] = print) -> Path:
-    """The cached environment for ``pins``, built if missing or unhealthy. One line on failure."""
+    """The cached environment for ``pins`` (an absolute path), built if missing or unhealthy. One line on
+    failure, and for a cache folder, an environment or its ``bin`` that is not this user's own (a planted
+    interpreter would run as this user): :func:`invariants._trust.trusted_folder`."""
+    cache_dir = trusted_folder(cache_dir, [f"{pins.env_name}/bin"], named="release environments",
+                               instead=_INSTEAD, make=False)  # fmt: skip
     env = cache_dir / pins.env_name
     if env_healthy(env, pins):
         return env
-    cache_dir.mkdir(parents=True, exist_ok=True)
     partial = cache_dir / f"{pins.env_name}.partial-{os.getpid()}"
     shutil.rmtree(partial, ignore_errors=True)
     start = time.perf_counter()
@@ -292,6 +297,7 @@ def _last_line(proc: subprocess.CompletedProcess[str]) -> str:
 
 
 def _run_checked(cmd: list[str], what: str) -> None:
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=900)
+    # Owner-only, whatever the user's umask: what uv makes here is run later, and checked as this user's.
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=900, umask=0o077)
     if proc.returncode != 0:
         raise InvariantsError(f"{what}: does not install: {_last_line(proc)}")

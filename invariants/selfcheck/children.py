@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from ..compile.child import GateRun, gate_command, gate_env, last_line, run_gate
+from ..compile.child import GateRun, gate_command, gate_env, last_line, run_gate, scratch
 from ..plugin.items import CORRECTNESS
 from .judge import Outcome, annotate, outcome_of
 from .registry import INJECT_MODULE, Injection
@@ -60,8 +60,9 @@ def _run_versus(injection: Injection, folder: Path, timeout: float) -> Outcome:
     record.unlink(missing_ok=True)
     start = time.perf_counter()
     try:
-        proc = subprocess.run(child_command(injection, record, folder / "hlo"), cwd=folder, env=gate_env(),
-                              capture_output=True, text=True, timeout=timeout, check=False)  # fmt: skip
+        with scratch(gate_env(), folder) as env:
+            proc = subprocess.run(child_command(injection, record, folder / "hlo"), cwd=folder, env=env,
+                                  capture_output=True, text=True, timeout=timeout, check=False)  # fmt: skip
     except subprocess.TimeoutExpired:
         return _timed_out(injection, time.perf_counter() - start, timeout)
     (folder / "versus.txt").write_text(proc.stdout + proc.stderr)

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 from .. import _config
 from .._cores import freed, usable
 from .._errors import InvariantsError
-from .._paths import check_distinct, check_output_file, check_plot_path, write_atomic
+from .._paths import absolute_path, check_distinct, check_output_file, check_plot_path, write_atomic
 from ..catalog.project import Project, add_project_options, project_from
 from ..catalog.targets import CPU_RUNTIME, select_targets
 from ..releases import environments as envs  # a module: a test replaces its functions
@@ -508,9 +508,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-timing", action="store_true", help="compare structure and invariants only")
     p.add_argument("--no-structure", action="store_true", help="time only")
     p.add_argument("--index-url", default=DEFAULT_INDEX, help="package index for version SPECs")
-    p.add_argument(
-        "--cache-dir", type=Path, default=DEFAULT_CACHE, help="where version SPECs' environments live"
-    )
+    p.add_argument("--cache-dir", type=absolute_path, default=DEFAULT_CACHE,
+                   help="where version SPECs' environments live")  # fmt: skip
     return p  # fmt: skip
 
 

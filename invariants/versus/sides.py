@@ -3,7 +3,8 @@
 A side is named by a SPEC:
 
 * ``current``: the interpreter running the command;
-* a path: a virtual environment (its ``bin/python``) or a Python interpreter;
+* a path (with a ``/``, or starting with ``.`` or ``~``): a virtual environment (its ``bin/python``) or a
+  Python interpreter;
 * a jax release (``0.6.0``): the environment ``bisect`` builds and caches for it
   (:func:`invariants.releases.environments.ensure_env`, with ``uv`` from ``--index-url``).
 
@@ -63,10 +64,13 @@ def parse_env(pairs: Sequence[str], flag: str) -> dict[str, str]:
 
 
 def interpreter_of(spec: str, flag: str) -> Path | None:
-    """The interpreter a path SPEC names, or None when SPEC is not a path. A bad path is one line."""
-    path = Path(spec).expanduser()
-    if not (os.sep in spec or spec.startswith(".") or path.exists()):
+    """The interpreter a path SPEC names (absolute, against the working directory now), or None when SPEC
+    is not a path. A path looks like one (a ``/``, or a leading ``.`` or ``~``): a folder that happens to be
+    named ``0.10.2`` never stands for the release. A bad path is one line."""
+    if not (os.sep in spec or "/" in spec or spec.startswith((".", "~"))):
         return None
+    # Absolute, not resolved: a virtual environment's bin/python is a link out of it, and must stay its own.
+    path = Path(os.path.abspath(Path(spec).expanduser()))
     if path.is_dir():
         python = path / "bin" / "python"
         if not python.exists():
@@ -99,7 +103,8 @@ def resolve(
         version = Version(spec)
     except InvalidVersion:
         raise InvariantsError(
-            f"{flag} {spec}: not 'current', a jax version, an interpreter or a virtual environment"
+            f"{flag} {spec}: not 'current', a jax version, or the path of an interpreter or a virtual "
+            f"environment (a path has a /: ./{spec})"
         ) from None
     return Side(role, spec, build(version, flag), dict(env), project)
 

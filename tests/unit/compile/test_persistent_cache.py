@@ -21,7 +21,7 @@ from invariants.compile import keys as _keys
 from invariants.compile import store as _store
 from invariants.compile.artifacts import CompileCache, compile_here
 from invariants.compile.keys import Persistent
-from invariants.compile.record import Key
+from invariants.compile.record import Compiled, Key
 from invariants.compile.store import Store, from_settings
 from invariants.plugin.results import Entry
 
@@ -227,26 +227,35 @@ def test_writes_are_whole_files_and_leave_no_temporary_ones(tmp_path):
         gzip.decompress(path.read_bytes())
 
 
+def _record(n: int) -> dict:
+    """A record as a compile's (``Compiled.to_json``), ``n`` in its text."""
+    return dataclasses.asdict(
+        Compiled("p", "f32", "cpu", "{ lambda }", ("gather",), "x" * 2000 + str(n), {}, {}, 0.5)
+    )
+
+
 def test_the_size_bound_prunes_the_least_recently_used(tmp_path):
     store = Store(tmp_path / "cache")
-    for i in range(5):
-        store.put(None, f"r{i}", {"n": "x" * 2000 + str(i)}, {})
-        os.utime(store.root / "results" / f"r{i}.json.gz", ns=(i * 10**9, i * 10**9))
-    store.result("r0")  # used now: the newest
+    keys = [_store.digest(i) for i in range(5)]
+    for i, key in enumerate(keys):
+        store.put(None, key, _record(i), {})
+        os.utime(store.root / "results" / f"{key}.json.gz", ns=(i * 10**9, i * 10**9))
+    store.result(keys[0])  # used now: the newest
     size = store.size()
     deleted = store.prune(max_bytes=size // 2)
     assert deleted >= 2
-    assert store.result("r0") is not None and store.result("r1") is None
+    assert store.result(keys[0]) is not None and store.result(keys[1]) is None
     assert store.size() <= size // 2
 
 
 def test_clear_deletes_only_what_the_store_wrote(tmp_path):
     store = Store(tmp_path / "cache")
-    store.put(None, "r", {"n": 1}, {})
-    mine = tmp_path / "cache" / "README.txt"
-    mine.write_text("not the cache's")
+    store.put(None, _store.digest("r"), _record(1), {})
+    mine = [tmp_path / "cache" / "README.txt", store.root / "results" / "notes.json.gz"]
+    for path in mine:
+        path.write_text("not the cache's")
     assert store.clear() == 1
-    assert mine.exists() and store.stats()["results"] == 0
+    assert all(p.exists() for p in mine) and store.stats()["results"] == 0
 
 
 def test_a_folder_others_may_write_is_refused_in_one_line(tmp_path):
@@ -417,13 +426,13 @@ def test_a_second_store_of_the_process_hashes_no_module_again_and_an_edited_one_
     sys.modules["hashed_once"].__file__ = str(module)
     first = Store(tmp_path / "cache")._manifest_now()
     hashed: list[str] = []
-    real = _store.Path.read_bytes
+    real = _store.read_regular
 
-    def reading(self):
-        hashed.append(str(self))
-        return real(self)
+    def reading(path, limit, **kwargs):
+        hashed.append(str(path))
+        return real(path, limit, **kwargs)
 
-    monkeypatch.setattr(_store.Path, "read_bytes", reading)
+    monkeypatch.setattr(_store, "read_regular", reading)
     assert Store(tmp_path / "cache")._manifest_now() == first
     assert [p for p in hashed if p.endswith(".py")] == []
     module.write_text("X = 2\n")

@@ -14,6 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from invariants._errors import InvariantsError
+
 ROOT = Path(__file__).parents[3]
 # The session's compile cache folder (tests/conftest.py): the one variable of the suite's a child keeps.
 CACHE = "INVARIANTS_CACHE_DIR"
@@ -231,3 +233,36 @@ def test_a_signal_python_drops_in_a_gc_callback_still_ends_the_command(monkeypat
     err = capsys.readouterr().err
     assert status == 128 + signal.SIGTERM and time.monotonic() - start < 10, err
     assert err.strip().splitlines() == [f"invariants stand-in: stopped by SIGTERM; 0 {ENDED}"], err
+
+
+# A child that makes a compile's dump folder in its temporary folder, then is killed mid-compile: the
+# SIGTERM or SIGKILL a stopped command (or a timeout) sends, which runs no cleanup of its own.
+KILLED_MID_COMPILE = (
+    "import os, signal, tempfile; tempfile.mkdtemp(prefix='invariants-code-'); "
+    "os.kill(os.getpid(), signal.SIGKILL)"
+)
+
+
+@pytest.mark.parametrize("how", ["run_gate", "keys_child"])
+def test_what_a_killed_child_leaves_in_its_temporary_folder_goes_with_it(
+    tmp_path: Path, monkeypatch, how
+) -> None:
+    """The children of selfcheck, bisect and matrix (gate runs) and of the gate (compile children) each get
+    a temporary folder of their own, removed when they end however they end: a dump folder they made is
+    never left in the system's."""
+    from invariants.compile import child
+
+    system = tmp_path / "tmp"
+    system.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(system))
+    env = {**os.environ, "TMPDIR": str(system)}
+    folder = tmp_path / "run"
+    if how == "run_gate":
+        command = [sys.executable, "-c", KILLED_MID_COMPILE, "--results-json", str(folder / "results.json")]
+        assert child.run_gate(command, env=env, folder=folder, timeout=60).returncode == -signal.SIGKILL
+    else:
+        (tmp_path / "killed_mid_compile.py").write_text(KILLED_MID_COMPILE)
+        with pytest.raises(InvariantsError, match="child exited -9"):
+            child.keys_child("killed_mid_compile", [], env=env, what="compile", cwd=tmp_path)
+    assert sorted(p.name for p in system.iterdir()) == []
+    assert not list(tmp_path.rglob("invariants-code-*"))
