@@ -5,8 +5,8 @@ what the compiler is given, the lowered module, after tracing and lowering the p
 or not. A key made before tracing would have to name everything the trace reads, and a trace may read
 anything: a data file beside the program (a model's configuration), an environment variable, a module
 imported only where it is present. Each changes what the program compiles to, and none is a compiler
-input or a module the program loaded before. The lowered module holds whatever they changed, which is
-why JAX's own persistent cache keys on it too. Lowering costs a trace and no compile (milliseconds a
+input or a module file loaded when the entry was made. The lowered module holds whatever they changed,
+which is why JAX's own persistent cache keys on it too. Lowering costs a trace and no compile (milliseconds a
 program); only a miss compiles.
 
 The key hashes:
