@@ -138,21 +138,11 @@ def _compile(
         jit_kwargs["out_shardings"] = NamedSharding(mesh, PartitionSpec(*layout.output))
     if program.donate and program.inputs is not None:  # a train step reuses its parameters' buffers
         jit_kwargs["donate_argnums"] = tuple(range(program.inputs.param_leaves(get_config(config_id))))
-    key = Key(program_name, config_id, target.name)
-    recipe = None
-    if persistent is not None:
-        recipe = persistent.recipe_key(program, config_id, target, args, jit_kwargs)
-        hit = persistent.from_recipe(key, recipe)
-        if hit is not None:  # nothing it depends on changed: not even traced
-            persistent.count(key, "hit")
-            return hit, None
     # Pod programs name mesh axes in their code (shard_map, sharding constraints), as model code does.
     context = jax.set_mesh(mesh) if layout is not None and layout.pod else contextlib.nullcontext()
     try:
         with context:
-            return compile_function(
-                program.fn, args, target, program_name, config_id, jit_kwargs, persistent, recipe
-            )
+            return compile_function(program.fn, args, target, program_name, config_id, jit_kwargs, persistent)
     except CompileFailed as err:
         raise InvariantsError(compile_failed(target.name, program_name, config_id, str(err))) from err
 
@@ -168,15 +158,14 @@ class CompileFailed(InvariantsError):
 def compile_function(
     fn: Callable[..., Any], args: Sequence[Any], target: Target, program: str, config: str,
     jit_kwargs: Mapping[str, Any] | None = None, persistent: Persistent | None = None,
-    recipe: str | None = None,
 ) -> tuple[Compiled, Any]:  # fmt: skip
     """Trace, lower and compile ``fn(*args)`` (abstract arguments) for ``target``, as every compile here
     is made (the gate's programs, and :func:`invariants.testing.compile_for`'s functions): the
     :class:`Compiled` artifacts, named ``program`` and ``config``, and the executable. Raises
     :class:`CompileFailed` with the first line of what went wrong.
 
-    With ``persistent``, a lowered module the cache holds under its result key is not compiled again (the
-    executable is then None), and a compile is kept there, with ``recipe`` pointing at it."""
+    With ``persistent``, a lowered module the cache holds (:mod:`invariants.compile.keys`) is not
+    compiled again (the executable is then None), and a compile is kept there."""
     key = Key(program, config, target.name)
     start = time.perf_counter()
     try:
@@ -186,11 +175,10 @@ def compile_function(
         traced = {"jaxpr": jaxpr, "jaxpr_primitives": list(primitives)}
         result = None
         if persistent is not None and persistent.store is not None:
-            result = persistent.result_key(lowered.as_text(), target, args)
-            hit = persistent.from_result(key, result, traced)
-            if hit is not None:  # its code changed, the module it lowers to did not
-                persistent.put(recipe, result, hit, record=False)
-                persistent.count(key, "hit-lowered")
+            result = persistent.key(lowered, target, args)
+            hit = persistent.served(key, result, traced)
+            if hit is not None:
+                persistent.count(key, "hit")
                 return hit, None
         compiled, kernel_code = _compile_lowered(lowered, target)
         seconds = time.perf_counter() - start
@@ -216,7 +204,7 @@ def compile_function(
     )
     if persistent is not None:
         if result is not None:
-            persistent.put(recipe, result, artifacts)
+            persistent.put(result, artifacts)
         persistent.count(key, "miss" if result is not None else "off")
     return artifacts, compiled
 
@@ -277,16 +265,12 @@ def _memory(compiled: Any) -> dict[str, int]:
 
 
 def compile_in_child(
-    keys: Iterable[Key], target: Target, project: Project | None = None, persistent: Persistent | None = None,
-    programs: Programs | None = None,
-) -> list[Compiled]:  # fmt: skip
+    keys: Iterable[Key], target: Target, project: Project | None = None, persistent: Persistent | None = None
+) -> list[Compiled]:
     """Compile ``keys`` for a ``subprocess`` target in one child process with the host-device flag set;
-    ``project``'s programs are declared there first. The child reads and fills the same persistent cache
-    (its keys are its own: its environment is not this one's), and its outcomes are counted here.
-
-    With ``programs`` (this run's), a key whose child recipe this process finds again
-    (:meth:`Persistent.child_key`) is served without a child: a warm run starts no JAX process for
-    nothing."""
+    ``project``'s programs are declared there first. The child lowers each program, reads and fills the
+    same persistent cache under keys of its own (:mod:`invariants.compile.keys`), and its outcomes are
+    counted here."""
     env = {**os.environ, **(project.environment() if project is not None else {})}
     env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {HOST_DEVICE_FLAG}".strip()
     env["JAX_PLATFORMS"] = "cpu"
@@ -295,35 +279,23 @@ def compile_in_child(
     if store is not None:
         env[_config.name("INVARIANTS_CACHE_DIR")] = str(store.folder)
     keys = list(keys)
-    children: dict[Key, str | None] = {}
-    served: dict[Key, Compiled] = {}
-    if persistent is not None and programs is not None:
-        for key in keys:
-            children[key] = persistent.child_key(programs.program(key.program), key.config, target, env)
-            hit = persistent.from_child(key, children[key])
-            if hit is not None:
-                served[key] = hit
-    todo = [k for k in keys if k not in served]
-    out: dict[str, Any] = {"records": [], "outcomes": [], "notes": [], "recipes": []}
-    if todo:
+    out: dict[str, Any] = {"records": [], "outcomes": [], "notes": []}
+    if keys:
         out = keys_child(
             "invariants.compile.artifacts",
-            todo,
+            keys,
             env=env,
             what=f"{target.name}: compile",
             args=[target.name],
         )
     records = [Compiled.from_json(d) for d in out["records"]]
     if persistent is not None:
-        for key in served:
-            persistent.count(key, "hit")
-        for record, outcome, recipe in zip(records, out["outcomes"], out["recipes"], strict=True):
+        for record, outcome in zip(records, out["outcomes"], strict=True):
             persistent.count(record.key, outcome)
-            persistent.put_child(children.get(record.key), recipe)
         if store is not None:
             store.notes.extend(out["notes"])
     made = {r.key: r for r in records}
-    return [served[k] if k in served else made[k] for k in keys]
+    return [made[k] for k in keys]
 
 
 class CompileCache:
@@ -397,7 +369,7 @@ class CompileCache:
             batch = sorted(self._planned.get(key.target, set()) | {key})
             with self._lock:
                 todo = [k for k in batch if k not in self._done]
-            for c in compile_in_child(todo, t, self._project, self.persistent, self._programs):
+            for c in compile_in_child(todo, t, self._project, self.persistent):
                 with self._lock:
                     self._done[c.key] = c
             return
@@ -452,7 +424,7 @@ class CompileCache:
         return self._executables[key]
 
     def outcome(self, key: Key) -> Outcome | None:
-        """What ``key``'s compile was in this run (hit, hit-lowered, miss, off); None before it compiled."""
+        """What ``key``'s compile was in this run (hit, miss, off); None before it compiled."""
         return self.persistent.outcomes.get(Key(*key))
 
     @property
@@ -518,9 +490,8 @@ def _child_main(target_name: str) -> int:
             print(err, file=sys.stderr)
             return 1
     outcomes = [persistent.outcomes[Key(p, c, target.name)] for p, c, _ in keys]
-    recipes = [persistent.recipes.get(Key(p, c, target.name)) for p, c, _ in keys]
     notes = persistent.store.notes if persistent.store is not None else []
-    json.dump({"records": out, "outcomes": outcomes, "notes": notes, "recipes": recipes}, sys.stdout)
+    json.dump({"records": out, "outcomes": outcomes, "notes": notes}, sys.stdout)
     return 0
 
 

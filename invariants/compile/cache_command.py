@@ -47,7 +47,7 @@ def main(argv: list[str]) -> int:
     stats = store.stats()
     used, bound = stats["bytes"] / 1024**2, store.max_bytes / 1024**2
     print(f"compile cache: {shown(store.folder)}")
-    print(f"  {stats['results']} compiles, {stats['recipes']} recipes, {stats['manifests']} manifests")
+    print(f"  {stats['results']} compiles")
     print(f"  {used:.1f} MB of {bound:.0f} MB (the least recently used go first; INVARIANTS_CACHE_MAX_MB, "
           f"default {DEFAULT_MAX_BYTES // 1024**2})")  # fmt: skip
     return 0

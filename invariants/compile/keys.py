@@ -1,16 +1,38 @@
-"""The keys of the persistent compile cache (:mod:`invariants.compile.store`), and one session's use of it.
+"""The key of the persistent compile cache (:mod:`invariants.compile.store`), and one session's use of it.
 
-:class:`Fingerprint` is what a compile depends on besides its program: the compiler's identity, the
-environment, JAX's configuration, the target and, for a CPU target, the host CPU. :class:`Persistent`
-computes a program's recipe key before it is traced and its result key once it is lowered, and counts what
-each key's compile was (:data:`~invariants.compile.store.Outcome`). What the keys leave out, and why, is
-said in :mod:`invariants.compile.store`.
+A stale hit would hide the very regression the gate exists for, so the key is the design. It is made from
+what the compiler is given, the lowered module, after tracing and lowering the program at every lookup, hit
+or not. A key made before tracing would have to name everything the trace reads, and a trace may read
+anything: a data file beside the program (a model's configuration), an environment variable, a module
+imported only where it is present. Each changes what the program compiles to, and none is a compiler
+input or a module file loaded when the entry was made. The lowered module holds whatever they changed,
+which is why JAX's own persistent cache keys on it too. Lowering costs a trace and no compile (milliseconds a
+program); only a miss compiles.
+
+The key hashes:
+
+* the lowered module's text: StableHLO with its shardings, constants and donations, printed without
+  source locations, so that it reads the same in every process and checkout; and the abstract arguments
+  with their mesh's device order;
+* :class:`Fingerprint`: the compiler's identity (every installed distribution's version, and the size and
+  mtime of each shared object of jaxlib, libtpu, the CUDA plugin and the NVIDIA libraries, so that a
+  nightly rebuilt under the same version misses), the environment variables that change compiles, JAX's
+  configuration, the target (its fields, a GPU's device description bytes, a runtime device's kind and
+  platform version) and, for a CPU target, the host CPU.
+
+A target compiled in a child process (:func:`~invariants.compile.artifacts.compile_in_child`: the
+8-device CPU, whose devices exist only in a process started with the host-device flag) is lowered and
+keyed in that child, in the environment it compiles in: this process can make neither its devices nor
+its environment. A warm run with such a target starts the child, which then compiles nothing.
+
+Not in the key: Python code as such (programs that lower to one module share its compile, each with its
+own names and jaxpr), the machine's load and the time of day (a hit's ``compile_seconds`` is that of the
+compile that made the entry).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import importlib.metadata
 import importlib.util
 import json
@@ -25,21 +47,17 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import numpy as np
 
-from .. import _config
-from ..catalog.programs import CATALOG, Program
 from ..catalog.targets import _GPU_CONFIG_DIR, Target
 from .record import Compiled, Key
 from .store import Outcome, Store, Tally, digest
 
-__all__ = ["Fingerprint", "Persistent", "callable_identity"]
+__all__ = ["Fingerprint", "Persistent"]
 
-# Environment variables that change what XLA, libtpu, the CUDA plugin or JAX's lowering produce. The
-# gate's own variables do not, except the self-check's program swap, which replaces a program's code.
+# Environment variables that change what XLA, libtpu, the CUDA plugin or JAX's lowering produce (what the
+# lowering reads shows in the module too; what the compiler reads does not).
 _ENV_PREFIXES = ("XLA_", "JAX_", "TPU_", "LIBTPU", "TF_", "CUDA", "NVIDIA_", "NCCL_", "PJRT_", "MEGASCALE",
                  "ENABLE_PJRT", "PTXAS", "LD_LIBRARY_PATH")  # fmt: skip
-_ENV_NAMES = (_config.name("INVARIANTS_INJECT"),)
 # The packages whose shared objects are the compiler: jaxlib (XLA:CPU and the runtime), libtpu, the CUDA
 # plugin and the NVIDIA libraries it loads (ptxas, nvJitLink).
 _COMPILER_PACKAGES = ("jaxlib", "libtpu", "jax_cuda12_plugin", "jax_cuda13_plugin", "jax_plugins", "nvidia")
@@ -109,14 +127,13 @@ def _name_version(dist: importlib.metadata.Distribution) -> str:
     return f"{fields['Name']}=={fields['Version']}"
 
 
-def _compiling_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The variables of ``env`` (default this process's) that change compiles. This process's is read
-    while pytest's own thread may set and unset others (``PYTEST_CURRENT_TEST``): a read that meets such a
-    change is tried again."""
+def _compiling_environment() -> dict[str, str]:
+    """The variables of this process's environment that change compiles. It is read while pytest's own
+    thread may set and unset others (``PYTEST_CURRENT_TEST``): a read that meets such a change is tried
+    again."""
     for _ in range(100):
         try:
-            items = (env if env is not None else os.environ).items()
-            return {k: v for k, v in items if k.startswith(_ENV_PREFIXES) or k in _ENV_NAMES}
+            return {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES)}
         except (KeyError, RuntimeError):
             continue
     raise RuntimeError("the environment kept changing while the compile cache read it")
@@ -176,56 +193,6 @@ def _compiler_files() -> dict[str, str]:
     return out
 
 
-def callable_identity(fn: Any, depth: int = 0) -> Any:
-    """What a function is, as far as a key can say without its code (the manifest holds the code): its
-    module, name, file and line, and what it closes over, functions within functions included."""
-    if depth > 4:
-        return "..."
-    if isinstance(fn, (str, int, float, bool, type(None))):
-        return repr(fn)
-    if isinstance(fn, (tuple, list)):
-        return [callable_identity(v, depth + 1) for v in fn]
-    inner = getattr(fn, "func", None)  # functools.partial
-    if inner is not None and hasattr(fn, "args"):
-        return {"partial": callable_identity(inner, depth + 1), "args": callable_identity(fn.args, depth + 1),
-                "keywords": callable_identity(sorted(fn.keywords.items()), depth + 1)}  # fmt: skip
-    wrapped = getattr(fn, "__wrapped__", None)
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return {"type": f"{type(fn).__module__}.{type(fn).__qualname__}",
-                "wrapped": callable_identity(wrapped, depth + 1) if wrapped is not None else None,
-                "repr": _ADDRESS.sub("", repr(fn))[:200]}  # fmt: skip
-    cells = []
-    for cell in getattr(fn, "__closure__", None) or ():
-        try:
-            value = cell.cell_contents
-        except ValueError:  # an empty cell
-            value = None
-        cells.append(_value_identity(value, depth + 1))
-    return {
-        "function": f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', '')}",
-        "file": code.co_filename,
-        "line": code.co_firstlineno,
-        "code": digest(code.co_code.hex(), [repr(c) for c in code.co_consts if not hasattr(c, "co_code")]),
-        "closure": cells,
-        "defaults": callable_identity(list(getattr(fn, "__defaults__", None) or ()), depth + 1),
-    }
-
-
-def _value_identity(value: Any, depth: int) -> Any:
-    """What a closed-over value is: a function's identity, a plain value itself, an array's bytes (a
-    constant the program bakes in), else its type."""
-    if callable(value) or isinstance(value, (str, int, float, bool, type(None), tuple, list)):
-        return callable_identity(value, depth)
-    if hasattr(value, "shape") and hasattr(value, "dtype"):
-        try:
-            data = np.asarray(value)
-            return [str(data.shape), str(data.dtype), hashlib.sha256(data.tobytes()).hexdigest()]
-        except Exception:  # an abstract value (a tracer, a ShapeDtypeStruct): its shape and dtype say it
-            return [str(value.shape), str(value.dtype)]
-    return f"{type(value).__module__}.{type(value).__qualname__}"
-
-
 def _arguments(args: Sequence[Any]) -> list[str]:
     """Abstract arguments with their shardings and meshes (a mesh's device order included)."""
     out = []
@@ -241,7 +208,8 @@ def _arguments(args: Sequence[Any]) -> list[str]:
 
 
 class Persistent:
-    """One session's use of a store: its keys, its lookups and what each key's compile was.
+    """One session's use of a store: the key of each lowered module, its lookup and what each key's compile
+    was.
 
     ``store`` None: no persistent cache (``--no-cache``), every compile counted ``off``.
     """
@@ -252,102 +220,31 @@ class Persistent:
         self.tally = Tally()
         self._lock = threading.Lock()
         self.outcomes: dict[Key, Outcome] = {}
-        self.recipes: dict[Key, str] = {}  # each key's recipe key, where it has one (a child says its own)
 
     def count(self, key: Key, outcome: Outcome) -> None:
         with self._lock:
             self.outcomes[key] = outcome
             self.tally.add(outcome)
 
-    def recipe_key(
-        self, program: Program, config: str, target: Target, args: Sequence[Any],
-        jit_kwargs: Mapping[str, Any],
-    ) -> str | None:  # fmt: skip
-        """The key of ``program`` before it is traced; None where it cannot be said soundly (a program of
-        this process that neither the catalog nor a spec file declares: a test's or a user's own)."""
-        if self.store is None or not _named_soundly(program):
-            return None
-        recipe = digest(
-            "recipe", [program.name, config, target.name], self.fingerprint.of(target), _arguments(args),
-            sorted((k, repr(v)) for k, v in jit_kwargs.items()), callable_identity(program.fn),
-            _declared(program),
-            [program.kind, repr(program.layout), program.index_dtype, program.donate, program.logits],
-        )  # fmt: skip
-        with self._lock:
-            self.recipes[Key(program.name, config, target.name)] = recipe
-        return recipe
+    def key(self, lowered: Any, target: Target, args: Sequence[Any]) -> str:
+        """The key of a compile of ``lowered`` (a :class:`jax.stages.Lowered`) for ``target``."""
+        text = lowered.as_text(debug_info=False)
+        return digest("result", text, self.fingerprint.of(target), _arguments(args))
 
-    def child_key(self, program: Program, config: str, target: Target, env: Mapping[str, str]) -> str | None:
-        """The key under which this process finds the recipe a child process keyed ``program`` by, when it
-        compiled it for ``target`` (a ``subprocess`` target) with ``env``: a warm run then starts no child.
-
-        The child's recipe key follows from what it was given: this interpreter and its installed
-        distributions and compiler files, its environment (the host-device flag and the project handed
-        down included), the host CPU, the target, the program's name, configuration and declaration. Its
-        code is not here: the recipe it leads to hits only while every module file the child had loaded
-        still hashes the same (its manifest). None where the program has no recipe key."""
-        if self.store is None or not _named_soundly(program):
-            return None
-        project = {k: v for k, v in env.items() if k.startswith(_config.name("INVARIANTS_PROJECT"))}
-        return digest(
-            "child", [program.name, config, target.name], sys.executable, self.fingerprint.installed(),
-            _compiling_environment(env), project, target_fields(target), host_cpu(), _declared(program),
-        )  # fmt: skip
-
-    def from_child(self, key: Key, child: str | None) -> Compiled | None:
-        """The record a child's recipe led to (``child``: :meth:`child_key`), or None (a miss)."""
-        if self.store is None or child is None:
-            return None
-        return self.from_recipe(key, self.store.forward(child))
-
-    def put_child(self, child: str | None, recipe: str | None) -> None:
-        """Keep ``child`` (:meth:`child_key`) pointing at the recipe the child keyed its compile by."""
-        if self.store is not None and child is not None and recipe is not None:
-            self.store.put_forward(child, recipe)
-
-    def result_key(self, lowered_text: str, target: Target, args: Sequence[Any]) -> str:
-        return digest("result", lowered_text, self.fingerprint.of(target), _arguments(args))
-
-    def from_recipe(self, key: Key, recipe: str | None) -> Compiled | None:
-        """The record a recipe led to, under this key's names, or None (a miss, or no store)."""
-        if self.store is None or recipe is None:
-            return None
-        found = self.store.recipe(recipe)
-        if found is None:
-            return None
-        result, traced = found
-        record = self.store.result(result)
-        return _named(record, key, traced) if record is not None else None
-
-    def from_result(self, key: Key, result: str, traced: Mapping[str, Any]) -> Compiled | None:
+    def served(self, key: Key, result: str, traced: Mapping[str, Any]) -> Compiled | None:
+        """The record kept under ``result``, as ``key``'s with its own trace (``jaxpr``,
+        ``jaxpr_primitives``), or None (a miss, or no store)."""
         if self.store is None:
             return None
         record = self.store.result(result)
         return _named(record, key, traced) if record is not None else None
 
-    def put(self, recipe: str | None, result: str, compiled: Compiled, record: bool = True) -> None:
-        """Keep ``compiled`` under ``result`` (``record`` False: it is there already) and ``recipe``
-        pointing at it with its own trace."""
+    def put(self, result: str, compiled: Compiled) -> None:
         if self.store is not None:
-            traced = {"jaxpr": compiled.jaxpr, "jaxpr_primitives": list(compiled.jaxpr_primitives)}
-            self.store.put(recipe, result, compiled.to_json() if record else None, traced)
+            self.store.put(None, result, compiled.to_json(), {})
 
     def summary(self) -> str | None:
         return self.tally.line(self.store.folder if self.store is not None else None)
-
-
-def _named_soundly(program: Program) -> bool:
-    """Whether ``program``'s name says what it is: the catalog's, or declared by a spec file. A program of
-    this process that neither names (a test's or a user's own) has no recipe key."""
-    return program.declaration is not None or CATALOG.get(program.name) is program
-
-
-def _declared(program: Program) -> dict[str, Any] | None:
-    """A declared program's declaration, without where it was declared (FILE:LINE changes nothing it
-    compiles to)."""
-    if program.declaration is None:
-        return None
-    return {k: v for k, v in dataclasses.asdict(program.declaration).items() if not k.endswith("where")}
 
 
 def _named(record: Mapping[str, Any], key: Key, traced: Mapping[str, Any]) -> Compiled | None:

@@ -1,32 +1,8 @@
 """The persistent compile cache: :class:`~invariants.compile.record.Compiled` records kept on disk between
 runs, so that a gate run with nothing changed compiles nothing (no JAX here: the keys come from
-:mod:`invariants.compile.fingerprint`).
+:mod:`invariants.compile.keys`, which says what they hold and why).
 
-A stale hit would hide the very regression the gate exists for, so the keys are the design. Two levels,
-after ccache's direct and preprocessor modes:
-
-* a **result** key hashes what a compile reads: the lowered module text (with its shardings), the mesh's
-  device order, the compile options, the target (name, topology, device description bytes), the
-  compiler's identity (every installed distribution's version, and the size and mtime of each shared
-  object of jaxlib, libtpu and the CUDA plugin, so that a rebuilt nightly under the same version misses),
-  the environment variables that change compilation, JAX's configuration, and the host CPU for a CPU
-  target. A hit there skips the compile, but the program is traced and lowered first.
-* a **recipe** key hashes what a program is before it is traced: its name, configuration and target, its
-  abstract arguments and jit options, a declared program's declaration, and the same environment. Python
-  code is not in it: each recipe names a *manifest*, the content hash of every non-standard-library
-  module file loaded when its entry was made (the catalog, the project's modules, JAX's own Python), and
-  a recipe hits only while every file of its manifest still hashes the same. A hit there skips tracing
-  too, which is most of a warm run.
-
-Not in any key, on purpose: the standard library's files (the Python version is); files a program reads
-that are not modules (a project's data file: its contents reach the compile only through the arguments'
-shapes, which are in the key); the machine's load and the time of day (``compile_seconds`` of a hit is
-the compile that made the entry's, and says so). A module monkeypatched at run time by a conftest is code
-the manifest cannot see; ``--no-cache`` is for such a run.
-
-Layout of the folder, ``v1/`` below it: ``results/<key>.json.gz`` (a record), ``recipes/<key>.json.gz``
-(manifest and result key; or, for a target compiled in a child process, the child's recipe key under
-the parent's key of what it handed the child), ``manifests/<hash>.json.gz``. Every file is written
+Layout of the folder, ``v1/`` below it: ``results/<key>.json.gz`` (a record). Every file is written
 whole or not at all (a temporary file renamed onto its name), so xdist workers and two CI jobs may share
 one folder. The folder and each level in it are this user's own and writable by no one else
 (:mod:`invariants._trust`); an entry is read only as a regular file within :data:`MAX_ENTRY_BYTES`, and
@@ -75,9 +51,8 @@ __all__ = [
 # A change of the record's shape or of what a key hashes moves every entry to a new folder.
 SCHEMA = "v1"
 DEFAULT_MAX_BYTES = 4 * 1024**3  # 454 catalog programs take ~150 MB; room for several releases
-# What one key's compile was in this run: served whole from the cache, served after tracing and lowering
-# (the recipe missed: code changed, yet it lowers to the same module), compiled, or not cached at all.
-Outcome = Literal["hit", "hit-lowered", "miss", "off"]
+# What one key's compile was in this run: served from the cache, compiled, or not cached at all.
+Outcome = Literal["hit", "miss", "off"]
 _SHARED_OBJECT = (".so", ".pyd", ".dylib")
 # The folders of the layout, and the name of every file the store writes in them: nothing else there is
 # read or deleted.
@@ -372,10 +347,8 @@ class Tally:
             return None
         if folder is None:
             return f"compile cache: off, {self.counts.get('off', 0)} compiled"
-        hits = self.counts.get("hit", 0) + self.counts.get("hit-lowered", 0)
-        lowered = self.counts.get("hit-lowered", 0)
-        after = f" ({lowered} after tracing: their code changed, their module did not)" if lowered else ""
-        return f"compile cache: {hits} hits{after}, {self.counts.get('miss', 0)} misses ({shown(folder)})"
+        hits, misses = self.counts.get("hit", 0), self.counts.get("miss", 0)
+        return f"compile cache: {hits} hits, {misses} misses ({shown(folder)})"
 
 
 def _load(path: Path) -> dict[str, Any]:
