@@ -26,6 +26,9 @@ Inputs (contract):
 The run is read by :mod:`invariants.report.run`, drawn by :mod:`invariants.report.plot`; this module
 writes the markdown and is the command.
 
+Exit status: 0 when the run's result reads passed, 1 when it does not (an item failed or exploded, nothing
+passed, a nonzero exit status recorded: the markdown is written all the same), 2 for bad input.
+
 Output: markdown on stdout, or in ``--out``, always; ``--plot`` also writes a PNG (matplotlib, Agg), or
 says on stderr that the run has nothing to plot. Both paths are checked before anything is read (a
 directory, a folder that cannot be written: :mod:`invariants._paths`) and written atomically. Bad input
@@ -585,7 +588,7 @@ def main(argv: list[str] | None = None) -> int:
         raise InvariantsError(f"report: {err} (see python -m invariants report --help)") from None
     _check_arguments(args)
     _check_outputs(args)
-    parts = _run_parts(args) if args.results else []
+    parts, passed = _run_parts(args) if args.results else ([], True)
     if args.compare:
         parts.append(compare_markdown(load_results(args.compare[0]), load_results(args.compare[1])))
     text = "\n".join(parts)
@@ -593,7 +596,7 @@ def main(argv: list[str] | None = None) -> int:
         write_atomic(args.out, text, "report: --out")
     else:
         print(text, end="")
-    return 0
+    return 0 if passed else 1
 
 
 def _check_arguments(args: argparse.Namespace) -> None:
@@ -623,13 +626,20 @@ def _check_outputs(args: argparse.Namespace) -> None:
         check_plot_path(args.plot, "report: --plot")
 
 
-def _run_parts(args: argparse.Namespace) -> list[str]:
-    """The merged results files' report (with their benchmarks, focused), and the plot's line if drawn."""
+def _run_parts(args: argparse.Namespace) -> tuple[list[str], bool]:
+    """The merged results files' report (with their benchmarks, focused), and the plot's line if drawn;
+    and whether its result reads passed. Files with no item are one line: a run that recorded nothing
+    checked nothing."""
     run = merge([load_results(p) for p in args.results])
+    if not run.items:
+        raise InvariantsError(
+            f"report: {', '.join(run.sources)}: no item recorded; a run that checked nothing has no result"
+        )
     if args.benchmark_json:
         add_benchmarks(run, load_benchmarks(args.benchmark_json, run.runtime_target))
     run = _focus(run, args.programs)
     parts = [render(run)]
+    passed = _result(run) == "passed"
     if args.plot:
         if plot(run, args.plot):
             parts.append(f"Plot: `{args.plot}`\n")
@@ -637,4 +647,4 @@ def _run_parts(args: argparse.Namespace) -> list[str]:
             # The markdown is still written: a run of the invariant tier alone has tables, not points.
             print(f"report: {args.plot} not written: nothing to plot (no structure or throughput items)",
                   file=sys.stderr)  # fmt: skip
-    return parts
+    return parts, passed
