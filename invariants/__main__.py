@@ -17,7 +17,7 @@ import sys
 from collections.abc import Iterator
 from typing import NoReturn
 
-from ._errors import InvariantsError, did_you_mean
+from ._errors import InvariantsError, did_you_mean, visible
 from ._signals import ending_cleanly, stopped_by
 
 COMMANDS = {
@@ -96,7 +96,7 @@ def _dispatch(argv: list[str] | None) -> int:
             with _one_line_argument_errors():
                 status = int(entry(rest))
         except InvariantsError as err:
-            print(err, file=sys.stderr)
+            print(visible(str(err)), file=sys.stderr)
             status = int(getattr(err, "status", 2))
         except KeyboardInterrupt:
             status = 130
