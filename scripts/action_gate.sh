@@ -82,6 +82,13 @@ report="$out/report.md"
 mkdir -p "$out"
 rm -f "$results" "$report"
 
+# The gate's log holds the project's text (a spec's why, its folder names): the runner must read no line
+# of it as a workflow command (::error::, ::add-mask::...). Commands stop until a token no text can know.
+token=""
+if [ "${GITHUB_ACTIONS:-}" = "true" ]; then
+  token="$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
+  printf '::stop-commands::%s\n' "$token"
+fi
 "$python" -m invariants gate "${spec_args[@]}" --snapshot-dir "${INPUT_SNAPSHOT_DIR:-snapshots}" \
   "${catalog[@]}" "${targets[@]}" --results-json "$results" "${extra[@]}"
 rc=$?
@@ -100,6 +107,7 @@ elif [ "$rc" -eq 0 ]; then
 else
   said="No report: the gate stopped before writing results (see the log)."
 fi
+[ -n "$token" ] && printf '::%s::\n' "$token"
 
 summary="${GITHUB_STEP_SUMMARY:-/dev/stdout}"
 verdict="passed"

@@ -129,11 +129,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         # whole, and the failure's later lines, already above, would come again after the run's table.
         crash.message = crash.message.removeprefix("Failed: ").split("\n", 1)[0]
     if item.get_closest_marker("gate") is not None:
-        visible_report(report)
+        _visible_report(report)
     return report
 
 
-def visible_report(report: pytest.TestReport) -> None:
+def _visible_report(report: pytest.TestReport) -> None:
     """Every text of a gate item's report (its failure, its skip or xfail reason, the output captured while
     it ran) with control characters shown as escapes (:func:`invariants._errors.visible`), in place.
 

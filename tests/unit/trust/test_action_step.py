@@ -72,6 +72,22 @@ def test_a_run_that_collected_only_is_not_passed(project):
     assert outputs == ["exit-code=2", "report=artifacts/action/report.md"]
 
 
+def test_no_line_of_the_gates_log_is_read_as_a_workflow_command(project):
+    """The log holds the project's text (a why such as "\\n::error::..." would be a line of its own): on
+    GitHub the runner reads no command from the gate's and the report's output, and reads them again
+    after, under a token no text can know."""
+    rc, log, _, _ = _step(
+        project, spec_dirs="specs", targets="cpu", args="--co", env={"GITHUB_ACTIONS": "true"}
+    )
+    assert rc == 2, log[-3000:]
+    lines = log.splitlines()
+    stop = next(i for i, line in enumerate(lines) if line.startswith("::stop-commands::"))
+    token = lines[stop].removeprefix("::stop-commands::")
+    resume = lines.index(f"::{token}::")
+    assert re.fullmatch("[0-9a-f]{32}", token), token
+    assert stop < next(i for i, line in enumerate(lines) if "collected" in line) < resume
+
+
 @pytest.mark.parametrize("args", ["--results-json mine.json", "-k take --results-json=mine.json"])
 def test_args_that_name_another_results_file_are_refused(project, args):
     rc, log, _, _ = _step(project, spec_dirs="specs", targets="cpu", args=args)
