@@ -21,7 +21,7 @@ LOOKUP = "import jax.numpy as jnp\n\ndef lookup(table, ids):\n    return jnp.tak
 # A folder name that would be an image and a second, green result line in the job summary.
 FOLDER = "<img src=x> **result**: passed"
 # A why that erases the line above, returns the cursor and writes a green PASSED over the failure.
-WHY = r"\u001b[2K\u001b[1A\r\u001b[32mPASSED\u001b[0m nothing to see"
+WHY = r"\u001b[2K\u001b[1A\r\u001b[32mPASSED\u001b[0m nothing to see\b\u009b"
 SPEC = f"""[spec]
 targets = ["cpu"]
 
@@ -67,9 +67,9 @@ def failed_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess[str]
 def test_a_why_with_terminal_escapes_reaches_the_terminal_shown_not_obeyed(failed_run):
     _, ran = failed_run
     out = ran.stdout + ran.stderr
-    for control in ("\x1b", "\r", "\b"):
+    for control in ("\x1b", "\r", "\b", "\x9b"):
         assert control not in out, repr(out[-2000:])
-    assert r"why it matters: \x1b[2K\x1b[1A\r\x1b[32mPASSED\x1b[0m nothing to see" in out, out[-3000:]
+    assert r"why it matters: \x1b[2K\x1b[1A\r\x1b[32mPASSED\x1b[0m nothing to see\x08\x9b" in out, out[-3000:]
     assert "FAILED test_invariants.py::test_invariant[cpu-lookup-f32-bound]" in out
 
 
