@@ -11,12 +11,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import io
 import os
 import sys
 from collections.abc import Iterator
 from typing import NoReturn
 
-from ._errors import InvariantsError, did_you_mean
+from ._errors import InvariantsError, did_you_mean, visible
 from ._signals import ending_cleanly, stopped_by
 
 COMMANDS = {
@@ -52,6 +53,7 @@ def _usage() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; a reader that stops early (``| head``) ends it quietly, with exit code 0."""
+    _never_unencodable()
     try:
         status = _dispatch(argv)
         sys.stdout.flush()  # a closed pipe shows here, inside the try, not at interpreter exit
@@ -61,6 +63,14 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+
+
+def _never_unencodable() -> None:
+    """A character the console cannot encode (``✗`` on a cp1252 console, a file name that is not UTF-8)
+    is written as its escape (``\\u2717``), not raised as ``UnicodeEncodeError`` in the middle of a report."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
 
 
 def _dispatch(argv: list[str] | None) -> int:
@@ -90,7 +100,7 @@ def _dispatch(argv: list[str] | None) -> int:
             with _one_line_argument_errors():
                 status = int(entry(rest))
         except InvariantsError as err:
-            print(err, file=sys.stderr)
+            print(visible(str(err)), file=sys.stderr)
             status = int(getattr(err, "status", 2))
         except KeyboardInterrupt:
             status = 130

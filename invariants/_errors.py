@@ -4,6 +4,7 @@ Selection options are split by :func:`invariants.catalog.select.selectors`."""
 from __future__ import annotations
 
 import difflib
+import re
 import unicodedata
 from collections.abc import Iterable
 
@@ -30,6 +31,18 @@ def non_ascii(word: str) -> str:
     if ch is None:
         return ""
     return f"; it has a non-ASCII {ch!r} (U+{ord(ch):04X} {unicodedata.name(ch, 'unnamed')})"
+
+
+# Every control character but newline and tab: C0 (ESC, CR, BS...), DEL and C1 (U+0080..U+009F, which some
+# terminals also take as the start of an escape sequence).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(text: str) -> str:
+    """``text`` with its control characters shown as escapes (ESC as ``\\x1b``, CR as ``\\r``): text from
+    a user (a spec's ``why``, a folder's name, a message of their code) that reaches a terminal moves no
+    cursor, erases no line and colours nothing. Newlines and tabs stay."""
+    return _CONTROL.sub(lambda m: m[0].encode("unicode_escape").decode("ascii"), text)
 
 
 class InvariantsError(Exception):

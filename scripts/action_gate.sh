@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The gate step of action.yml: run `python -m invariants gate` on the project's spec folders, write the
-# report to the job summary, and exit with the gate's status.
+# The steps of action.yml after the install: `action_gate.sh cache-key` writes the compile cache's key and
+# folder as step outputs (key, dir); `action_gate.sh` runs `python -m invariants gate` on the project's spec
+# folders, writes the report to the job summary, and exits with the gate's status.
 #
 # Inputs, as action.yml passes them (environment variables):
 #   INPUT_SPEC_DIRS     spec folders, one per line (required)
@@ -9,16 +10,39 @@
 #   INPUT_CATALOG       "true" runs the catalog too; "false" (the default) passes --no-catalog
 #   INPUT_ARGS          more arguments for the gate, split on whitespace
 #   INPUT_COMPILE_CACHE "true" (the default) reads and writes the compile cache; "false": INVARIANTS_NO_CACHE=1
+#   GATE_PYTHON         the interpreter the action set up and installed the gate in (unset: python on PATH)
 #   GITHUB_STEP_SUMMARY the job summary the report is appended to (unset: the report goes to stdout)
-#   GITHUB_OUTPUT       where exit-code and report are written as step outputs (unset: not written)
+#   GITHUB_OUTPUT       where the step outputs are written (unset: not written)
 # The results file and the report go to artifacts/action/ in the working directory.
 #
-# Exit status: the gate's (0 passed, 1 a failure, 2 bad input, its pytest's otherwise); if the gate
-# passed but the report could not be written, the report command's. Bad input to this script itself is
-# one line and 2.
+# Exit status: the gate's (0 passed, 1 a failure, 2 bad input, 4 targets asked for that cannot compile
+# here, 128+N stopped by signal N); 2 where it exited 0 having checked nothing (no results written); if
+# the gate passed but the report says otherwise (nothing passed, an item exploded) or could not be
+# written, the report command's. Bad input to this script itself is one line and 2.
 set -uo pipefail
 
 say() { printf 'action_gate: %s\n' "$*" >&2; }
+python="${GATE_PYTHON:-python}"
+
+# One step output, NAME=VALUE on a line of its own. A value with a line break in it would write outputs
+# of its own choosing after it: refused, in one line naming where it came from.
+output() {
+  [ -n "${GITHUB_OUTPUT:-}" ] || return 0
+  case "$2" in
+    *$'\n'* | *$'\r'*) say "$3 holds a line break; it cannot be written as the step output '$1'"; exit 2 ;;
+  esac
+  printf '%s=%s\n' "$1" "$2" >> "$GITHUB_OUTPUT"
+}
+
+if [ "${1:-}" = "cache-key" ]; then
+  key="$("$python" -m invariants cache key)" || exit $?
+  # Read whole, with its trailing line breaks (a command substitution drops them, and the folder with them).
+  dir="$("$python" -m invariants cache where; rc=$?; printf x; exit $rc)" || exit $?
+  dir="${dir%x}"
+  output dir "${dir%$'\n'}" "the compile cache's folder (INVARIANTS_CACHE_DIR, else below HOME)"
+  output key "$key" "the compile cache's key"
+  exit 0
+fi
 
 spec_args=()
 while IFS= read -r line; do
@@ -44,6 +68,13 @@ if [ -n "${INPUT_TARGETS:-}" ]; then
   targets=(--targets "$INPUT_TARGETS")
 fi
 read -ra extra <<< "${INPUT_ARGS:-}"
+for arg in "${extra[@]}"; do
+  case "$arg" in
+    --results-json | --results-json=*)
+      say "args: $arg: the action writes the results to artifacts/action/results.json and reports them; leave it out"
+      exit 2 ;;
+  esac
+done
 
 out="artifacts/action"
 results="$out/results.json"
@@ -51,29 +82,43 @@ report="$out/report.md"
 mkdir -p "$out"
 rm -f "$results" "$report"
 
-python -m invariants gate "${spec_args[@]}" --snapshot-dir "${INPUT_SNAPSHOT_DIR:-snapshots}" \
+# The gate's log holds the project's text (a spec's why, its folder names): the runner must read no line
+# of it as a workflow command (::error::, ::add-mask::...). Commands stop until a token no text can know.
+token=""
+if [ "${GITHUB_ACTIONS:-}" = "true" ]; then
+  token="$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
+  printf '::stop-commands::%s\n' "$token"
+fi
+"$python" -m invariants gate "${spec_args[@]}" --snapshot-dir "${INPUT_SNAPSHOT_DIR:-snapshots}" \
   "${catalog[@]}" "${targets[@]}" --results-json "$results" "${extra[@]}"
 rc=$?
+
+# The report first: its exit status says whether the run passed, which the summary's first line says.
+said=""
+if [ -f "$results" ]; then
+  "$python" -m invariants report "$results" --out "$report"
+  report_rc=$?
+  [ "$rc" -eq 0 ] && rc=$report_rc
+  [ -f "$report" ] || said="The report could not be written from $results (see the log)."
+elif [ "$rc" -eq 0 ]; then
+  said="No report: the gate exited 0 but wrote no results, so it checked nothing (args such as --co or --help do that)."
+  say "the gate checked nothing: it exited 0 but wrote no results (args: '${INPUT_ARGS:-}')"
+  rc=2
+else
+  said="No report: the gate stopped before writing results (see the log)."
+fi
+[ -n "$token" ] && printf '::%s::\n' "$token"
 
 summary="${GITHUB_STEP_SUMMARY:-/dev/stdout}"
 verdict="passed"
 [ "$rc" -ne 0 ] && verdict="failed (exit status $rc)"
-{
-  printf '## jax-embedding-invariants gate: %s\n\n' "$verdict"
-} >> "$summary"
-if [ -f "$results" ]; then
-  if python -m invariants report "$results" --out "$report"; then
-    cat "$report" >> "$summary"
-  else
-    report_rc=$?
-    printf 'The report could not be written from %s (see the log).\n' "$results" >> "$summary"
-    [ "$rc" -eq 0 ] && rc=$report_rc
-  fi
+printf '## jax-embedding-invariants gate: %s\n\n' "$verdict" >> "$summary"
+if [ -n "$said" ]; then
+  printf '%s\n' "$said" >> "$summary"
 else
-  printf 'No report: the gate stopped before writing results (see the log).\n' >> "$summary"
+  cat "$report" >> "$summary"
 fi
 
-if [ -n "${GITHUB_OUTPUT:-}" ]; then
-  printf 'exit-code=%s\nreport=%s\n' "$rc" "$report" >> "$GITHUB_OUTPUT"
-fi
+output exit-code "$rc" "the exit status"
+output report "$report" "the report's path"
 exit "$rc"

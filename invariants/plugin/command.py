@@ -152,14 +152,15 @@ def main(argv: list[str]) -> int:
         forwarded += ["--user-code-timeout", str(args.user_code_timeout)]
     usage = _OneLineUsage()
     status = int(pytest.main([*full, *forwarded, *rest], plugins=[usage]))
-    # pytest's own bad input (an unknown option, a missing file) exits 4: here, as every bad input, 2. The
-    # gate's own 4 (nothing checkable on the targets asked for) stands.
+    # pytest's own bad input (an unknown option, a path that is not there) exits 4: here, as every bad
+    # input, 2. The gate's own 4 (nothing checkable on the targets asked for) stands.
     return 2 if status == pytest.ExitCode.USAGE_ERROR and usage.refused else status
 
 
 class _OneLineUsage:
     """A pytest plugin: an argument pytest refuses is one line (its message; no usage block, and no inifile
-    or rootdir lines: those are this command's own choice, not the user's). ``refused``: it did."""
+    or rootdir lines: those are this command's own choice, not the user's), and so is a path to collect
+    that is not there (a stray ``*``). ``refused``: it did."""
 
     def __init__(self) -> None:
         self.refused = False
@@ -174,4 +175,15 @@ class _OneLineUsage:
             said = next((ln.split(" error: ", 1)[1] for ln in lines if " error: " in ln), lines[0])
             raise pytest.UsageError(
                 f"python -m invariants gate: {said} (see pytest --help for pytest's options)"
+            ) from None
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_collection(self) -> Generator[None, object, object]:
+        try:
+            return (yield)
+        except pytest.UsageError as err:
+            self.refused = True
+            raise pytest.UsageError(
+                f"python -m invariants gate: {err} (the gate collects its own items: give it options, not "
+                "paths)"
             ) from None

@@ -10,12 +10,13 @@ process the gate runs in is that module's; which items exist, :mod:`.generate`; 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .._errors import InvariantsError
+from .._errors import InvariantsError, visible
 from .._usercode import finished
 from ..catalog.targets import versions
 from ..compile.process import guard_backend, pin_worker
@@ -67,7 +68,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     # Bad input: one line, the last, and exit 2 (a pytest.UsageError would exit 4); nothing checkable where
     # it was asked: 4 (NothingChecked).
-    pytest.exit(line, returncode=status)
+    pytest.exit(visible(line), returncode=status)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -77,7 +78,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    return gate_session(config).header_lines()
+    return [visible(line) for line in gate_session(config).header_lines()]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -127,7 +128,38 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         # "Failed: " before it. Its first line alone: on CI (GitHub sets CI) pytest writes the message
         # whole, and the failure's later lines, already above, would come again after the run's table.
         crash.message = crash.message.removeprefix("Failed: ").split("\n", 1)[0]
+    if item.get_closest_marker("gate") is not None:
+        _visible_report(report)
     return report
+
+
+def _visible_report(report: pytest.TestReport) -> None:
+    """Every text of a gate item's report (its failure, its skip or xfail reason, the output captured while
+    it ran) with control characters shown as escapes (:func:`invariants._errors.visible`), in place.
+
+    Escaped here, where the text leaves for the terminal, rather than where user text enters: it enters
+    from many places (a spec's ``why``, the names of the folders a user gives, the messages of their own
+    code's exceptions, what their code prints while traced), and every one of them reaches the terminal
+    through this report; one escape here covers a source added later, where an escape per source would
+    miss it. The report's structure is kept (its crash line, which pytest's ``FAILED`` line shows and
+    xdist sends back from a worker), its strings escaped."""
+    report.longrepr = _visible_tree(report.longrepr)
+    report.sections = _visible_tree(report.sections)
+    if isinstance(getattr(report, "wasxfail", None), str):
+        report.wasxfail = visible(report.wasxfail)
+
+
+def _visible_tree(value: Any) -> Any:
+    """``value`` with every string in it escaped: a string, a list or tuple of them, or one of pytest's
+    report dataclasses (``ExceptionChainRepr``, ``ReprEntry``, ``ReprFileLocation``...) holding them."""
+    if isinstance(value, str):
+        return visible(value)
+    if isinstance(value, list | tuple):
+        return type(value)(_visible_tree(v) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            object.__setattr__(value, f.name, _visible_tree(getattr(value, f.name)))
+    return value
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True, specname="pytest_terminal_summary")
@@ -152,7 +184,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if s is None:
         return
     for line in s.summary_lines(terminalreporter):
-        terminalreporter.write_line(line)
+        terminalreporter.write_line(visible(line))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -393,6 +393,24 @@ def claim(path: Path) -> Claim:
     return Claim(own, note, lock_path(own) if handle else None, handle)
 
 
+# The widest whole number a record holds: a count or a size in bytes, an int64 where the compiler gives it.
+# A longer one is no record of the gate's, and past Python's digit limit or a float's range it would raise
+# wherever it is read or shown.
+_DIGITS = 19
+
+
+class _TooLong(ValueError):
+    pass
+
+
+def _count(digits: str) -> int:
+    """A JSON integer as :func:`read` takes it: refused (:class:`_TooLong`) past :data:`_DIGITS` digits."""
+    n = len(digits.lstrip("-"))
+    if n > _DIGITS:
+        raise _TooLong(n)
+    return int(digits)
+
+
 def read(path: str | Path) -> Results:
     """Read and validate a results file; raise :class:`InvariantsError` (one line) when it is not one.
 
@@ -403,11 +421,16 @@ def read(path: str | Path) -> Results:
     if not p.is_file():
         raise InvariantsError(f"{p}: no such results file")
     try:
-        data = json.loads(p.read_text())
+        data = json.loads(p.read_text(), parse_int=_count)
     except UnicodeDecodeError:
         raise InvariantsError(f"{p}: not a results file (not text)") from None
     except json.JSONDecodeError as err:
         raise InvariantsError(f"{p}:{err.lineno}: not JSON ({err.msg})") from None
+    except _TooLong as err:
+        raise InvariantsError(
+            f"{p}: a number of {err.args[0]:,} digits, past any count or size the gate records; not a "
+            "results file it wrote"
+        ) from None
     if not isinstance(data, dict) or not isinstance(data.get("items"), list):
         raise InvariantsError(
             f"{p}: not a results file (expected an object with an 'items' list, as written by "

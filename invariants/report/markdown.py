@@ -26,6 +26,9 @@ Inputs (contract):
 The run is read by :mod:`invariants.report.run`, drawn by :mod:`invariants.report.plot`; this module
 writes the markdown and is the command.
 
+Exit status: 0 when the run's result reads passed, 1 when it does not (an item failed or exploded, nothing
+passed, a nonzero exit status recorded: the markdown is written all the same), 2 for bad input.
+
 Output: markdown on stdout, or in ``--out``, always; ``--plot`` also writes a PNG (matplotlib, Agg), or
 says on stderr that the run has nothing to plot. Both paths are checked before anything is read (a
 directory, a folder that cannot be written: :mod:`invariants._paths`) and written atomically. Bad input
@@ -36,13 +39,14 @@ directory, a folder that cannot be written: :mod:`invariants._paths`) and writte
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._errors import InvariantsError
+from .._errors import InvariantsError, visible
 from .._paths import check_distinct, check_output_file, check_plot_path, write_atomic
 from ..catalog.select import select_program_words
 from ..measure.metrics import METRICS, names
@@ -90,6 +94,25 @@ _OUTCOMES = ("passed", "failed", "xfailed", "skipped", "error")
 
 # ------------------------------------------------------------------------------------------- markdown
 
+# What GitHub's markdown reads as markup in running text: each is written backslash-escaped (a backslash
+# before ASCII punctuation is that character), and <, >, & as entities, so that no HTML tag forms.
+_MARKUP = re.compile(r"[\\`*_\[\]|~]")
+_ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
+
+
+def _md(value: Any, code: bool = False) -> str:
+    """Text from a results file (a name, a path, a reason: user text) as markdown that shows it as written
+    and nothing more: on one line (a newline would end a table row), control characters shown as escapes,
+    markup escaped. ``code``: as a code span, which shows HTML and markdown as they are; only a backtick
+    could end it (the fence is longer than any run of them in the text) and a pipe a table cell."""
+    text = visible(str(value)).replace("\n", " ").replace("\t", " ")
+    if code:
+        fence = "`" * (max((len(r) for r in re.findall("`+", text)), default=0) + 1)
+        pad = " " if text.startswith("`") or text.endswith("`") else ""
+        return f"{fence}{pad}{text.replace('|', chr(92) + '|')}{pad}{fence}"
+    text = _MARKUP.sub(lambda m: "\\" + m[0], text)
+    return re.sub("[<>&]", lambda m: _ENTITIES[m[0]], text)
+
 
 def _fmt(value: Any) -> str:
     if value is None:
@@ -100,7 +123,7 @@ def _fmt(value: Any) -> str:
         return f"{value:,}"
     if isinstance(value, float):
         return f"{value:.3g}"
-    return str(value)
+    return _md(value)
 
 
 def _bytes(n: Any) -> str:
@@ -139,7 +162,7 @@ def _invariant_status(items: list[Entry]) -> str:
             parts.append(f"{counts[outcome]} {word}")
     failed = sorted({str(i.id) for i in items if i.outcome == "failed"})
     if failed:
-        parts.append("✗ " + ", ".join(f"`{f}`" for f in failed))
+        parts.append("✗ " + ", ".join(_md(f, code=True) for f in failed))
     return ", ".join(parts) or "—"
 
 
@@ -155,7 +178,7 @@ def _result(run: Run) -> str:
         if outcome not in ("passed", "xfailed", "skipped"):
             bad[outcome] = bad.get(outcome, 0) + 1
     if bad:
-        said = ", ".join(f"{n:,} {o}" for o, n in sorted(bad.items()))
+        said = ", ".join(f"{n:,} {_md(o)}" for o, n in sorted(bad.items()))
         return f"**failed** ({said}, although the exit status recorded is 0)"
     if run.items and not any(i.outcome == "passed" for i in run.items):
         return "**nothing passed** (every item was skipped or xfailed)"
@@ -165,20 +188,21 @@ def _result(run: Run) -> str:
 def _header(run: Run, title: str) -> list[str]:
     rt = run.runtime
     status = _result(run)
-    versions = ", ".join(f"{k} {v}" for k, v in sorted(run.versions.items())) or "unknown"
+    sources = ", ".join(_md(s, code=True) for s in run.sources)
+    versions = ", ".join(f"{_md(k)} {_md(v)}" for k, v in sorted(run.versions.items())) or "unknown"
     targets = []
     for name, t in run.targets.items():
-        note = f"{t.get('mode', '?')}, {t.get('scope', '?')}"
+        note = f"{_md(t.get('mode', '?'))}, {_md(t.get('scope', '?'))}"
         if t.get("unavailable"):
             note += ", **unavailable**"
-        targets.append(f"`{name}` ({note})")
+        targets.append(f"{_md(name, code=True)} ({note})")
     return [
         f"# {title}",
         "",
-        f"- **result**: {status}; {len(run.items):,} items from {', '.join(f'`{s}`' for s in run.sources)}"
-        + _pytest_said(run),
+        f"- **result**: {status}; {len(run.items):,} items from {sources}" + _pytest_said(run),
         f"- **versions**: {versions}",
-        f"- **runtime**: {rt.get('platform', '?')} ({rt.get('device_kind', '?')}) x{rt.get('count', '?')}",
+        f"- **runtime**: {_md(rt.get('platform', '?'))} ({_md(rt.get('device_kind', '?'))}) "
+        f"x{_md(rt.get('count', '?'))}",
         f"- **targets**: {', '.join(targets) or 'none recorded'}",
         *([f"- **programs**: {_focus_line(run.focus)}"] if run.focus else []),
         "",
@@ -189,7 +213,7 @@ def _pytest_said(run: Run) -> str:
     """``; pytest: 91 passed, 2 skipped, 5 xfailed``: the run as pytest's last line counted it."""
     if not run.pytest:
         return ""
-    said = ", ".join(f"{n:,} {k}" for k, n in run.pytest.items() if n)
+    said = ", ".join(f"{n:,} {_md(k)}" for k, n in run.pytest.items() if n)
     return f"; pytest: {said or 'no tests ran'}"
 
 
@@ -206,10 +230,10 @@ def _unrecorded(run: Run, by_tier: dict[str, list[Entry]]) -> dict[str, int]:
 
 def _focus_line(focus: tuple[list[str], str]) -> str:
     programs, how = focus
-    shown = ", ".join(f"`{p}`" for p in programs[:12]) + (
+    shown = ", ".join(_md(p, code=True) for p in programs[:12]) + (
         f" and {len(programs) - 12} more" if len(programs) > 12 else ""
     )
-    return f"{shown} ({how})"
+    return f"{shown} ({_md(how)})"
 
 
 def _tier_summary(run: Run) -> list[str]:
@@ -240,7 +264,7 @@ def _tier_summary(run: Run) -> list[str]:
     if failed:
         lines += ["**Failed items**", ""]
         for i in sorted(failed, key=lambda i: i.nodeid):
-            lines.append(f"- `{i.nodeid}`" + (f": {i.reason}" if i.reason else ""))
+            lines.append(f"- {_md(i.nodeid, code=True)}" + (f": {_md(i.reason)}" if i.reason else ""))
         lines.append("")
     return lines
 
@@ -261,18 +285,20 @@ def _target_tables(run: Run) -> list[str]:
         keys = set(structures.get(target, {})) | {(k[1], k[2]) for k in invariants if k[0] == target}
         info = run.targets.get(target, {})
         lines += [
-            f"## Target `{target}`" + (f" ({info['mode']}, {info['scope']})" if "mode" in info else ""),
+            f"## Target {_md(target, code=True)}"
+            + (f" ({_md(info['mode'])}, {_md(info.get('scope', '?'))})" if "mode" in info else ""),
             "",
         ]
         if info.get("unavailable"):
-            lines += [f"Unavailable: {info['unavailable']}", ""]
+            lines += [f"Unavailable: {_md(info['unavailable'])}", ""]
         head = ["program", "config", *(h for _, h in _COLUMNS), "invariants"]
         lines += ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * len(_COLUMNS) + "---|"]
         for program, config in sorted(keys):
             found = structures.get(target, {}).get((program, config))
             cells = [_cell(found, k) if found is not None else "" for k, _ in _COLUMNS]
             status = _invariant_status(invariants.get((target, program, config), []))
-            lines.append(f"| `{program}` | {config} | " + " | ".join(cells) + f" | {status} |")
+            row = [_md(program, code=True), _md(config), *cells, status]
+            lines.append("| " + " | ".join(row) + " |")
         lines.append("")
     return lines
 
@@ -301,10 +327,10 @@ def _throughput_tables(rows: list[Throughput]) -> list[str]:
         sign = "≤" if t.kind == "ratio" else "≥"
         bound = f"{sign} {t.bound:.3g}" if t.bound is not None else "—"
         predicted = "—" if t.predicted is None else f"{t.predicted:.3g}"
-        what = f"`{t.label}`" if t.kind == "ratio" else f"efficiency of `{t.label}`"
+        what = _md(t.label, code=True) if t.kind == "ratio" else f"efficiency of {_md(t.label, code=True)}"
         lines.append(
-            f"| `{t.target}` | {what} | {t.config} | {_interval(t)} | {bound} | "
-            f"{t.verdict or '—'} | {t.outcome or '—'} | {predicted} |"
+            f"| {_md(t.target, code=True)} | {what} | {_md(t.config)} | {_interval(t)} | {bound} | "
+            f"{_md(t.verdict or '—')} | {_md(t.outcome or '—')} | {predicted} |"
         )
     return [*lines, ""]
 
@@ -342,7 +368,7 @@ def _predicted_tables(run: Run) -> list[str]:
             "measurement checks.",
             "",
             "| a / b | config | measured on | measured [interval] | "
-            + " | ".join(f"`{t}`" for t in tpus)
+            + " | ".join(_md(t, code=True) for t in tpus)
             + " |",
             "|---|---|---|---|" + "---:|" * len(tpus),
         ]
@@ -350,9 +376,8 @@ def _predicted_tables(run: Run) -> list[str]:
             a, _, b = t.label.partition(" / ")
             cells = [_predicted_ratio(run, tpu, a, b, t.config) for tpu in tpus]
             lines.append(
-                f"| `{t.label}` | {t.config} | `{t.target}` | {_interval(t)} | "
-                + " | ".join("—" if c is None else f"{c:.3g}" for c in cells)
-                + " |"
+                f"| {_md(t.label, code=True)} | {_md(t.config)} | {_md(t.target, code=True)} | "
+                f"{_interval(t)} | " + " | ".join("—" if c is None else f"{c:.3g}" for c in cells) + " |"
             )
         lines.append("")
     if tpus:
@@ -386,12 +411,13 @@ def _metric_by_target_table(
     for note in notes:
         lines += [note, ""]
     lines += [
-        "| program | config | " + " | ".join(f"`{t}`" for t in targets) + " |",
+        "| program | config | " + " | ".join(_md(t, code=True) for t in targets) + " |",
         "|---|---|" + "---:|" * len(targets),
     ]
     for program, config in keys:
         cells = [e.get(metric) if (e := items.get((t, program, config))) else None for t in targets]
-        lines.append(f"| `{program}` | {config} | " + " | ".join(fmt(c) for c in cells) + " |")
+        row = [_md(program, code=True), _md(config), *(fmt(c) for c in cells)]
+        lines.append("| " + " | ".join(row) + " |")
     lines.append("")
     return lines
 
@@ -421,7 +447,10 @@ def _slowest_compiles(run: Run) -> list[str]:
         "| program | config | target | seconds |",
         "|---|---|---|---:|",
     ]
-    lines += [f"| `{i.program}` | {i.config} | `{i.target}` | {s:.2f} |" for s, i in timed]
+    lines += [
+        f"| {_md(i.program, code=True)} | {_md(i.config)} | {_md(i.target, code=True)} | {s:.2f} |"
+        for s, i in timed
+    ]
     return [*lines, ""]
 
 
@@ -441,7 +470,7 @@ def render(run: Run, title: str = "Embedding performance invariants") -> str:
 def compare_markdown(a: Run, b: Run) -> str:
     """What changed from run ``a`` to run ``b``: versions, structure metrics, outcomes, ratios."""
     lines = [
-        f"# Changes from `{a.sources[0]}` (A) to `{b.sources[0]}` (B)",
+        f"# Changes from {_md(a.sources[0], code=True)} (A) to {_md(b.sources[0], code=True)} (B)",
         "",
         *_version_changes(a, b),
         *_structure_changes(a, b),
@@ -458,14 +487,16 @@ def _version_changes(a: Run, b: Run) -> list[str]:
     changed = [v for v in changed if v[1] != v[2]]
     if not changed:
         return ["Same versions.", ""]
-    return ["| package | A | B |", "|---|---|---|", *(f"| {k} | {x} | {y} |" for k, x, y in changed), ""]
+    rows = (f"| {_md(k)} | {_md(x)} | {_md(y)} |" for k, x, y in changed)
+    return ["| package | A | B |", "|---|---|---|", *rows, ""]
 
 
 def _structure_changes(a: Run, b: Run) -> list[str]:
     """Each compared metric that differs on a structure key both runs have, then the keys only one has."""
     sa, sb = _estimates(a), _estimates(b)
     rows = [
-        f"| `{key[0]}` | `{key[1]}` | {key[2]} | {metric} | {_fmt(va)} | {_fmt(vb)} |"
+        f"| {_md(key[0], code=True)} | {_md(key[1], code=True)} | {_md(key[2])} | {metric} | {_fmt(va)} | "
+        f"{_fmt(vb)} |"
         for key in sorted(set(sa) & set(sb))
         for metric, va, vb in ((m, sa[key].get(m), sb[key].get(m)) for m in _COMPARED)
         if va != vb
@@ -479,7 +510,8 @@ def _structure_changes(a: Run, b: Run) -> list[str]:
 def _keys_in_one_run(only_a: list[tuple[str, str, str]], only_b: list[tuple[str, str, str]]) -> list[str]:
     """The structure keys of one run only: listed, or counted when there are more than ten (e.g. a run of
     the invariant tier alone against a whole gate: say so, do not list 200 keys)."""
-    only = [f"`{'/'.join(k)}` only in A" for k in only_a] + [f"`{'/'.join(k)}` only in B" for k in only_b]
+    only = [f"{_md('/'.join(k), code=True)} only in A" for k in only_a]
+    only += [f"{_md('/'.join(k), code=True)} only in B" for k in only_b]
     if len(only) > 10:
         return [f"{len(only_a)} structure item(s) only in A, {len(only_b)} only in B.", ""]
     if only:
@@ -498,7 +530,8 @@ def _outcome_changes(a: Run, b: Run) -> list[str]:
     changed = [(n, oa[n], ob[n]) for n in sorted(set(oa) & set(ob)) if oa[n] != ob[n]]
     lines = [f"## Outcomes: {len(changed)} item(s) changed", ""]
     if changed:
-        lines += ["| item | A | B |", "|---|---|---|", *(f"| `{n}` | {x} | {y} |" for n, x, y in changed), ""]
+        rows = (f"| {_md(n, code=True)} | {_md(x)} | {_md(y)} |" for n, x, y in changed)
+        lines += ["| item | A | B |", "|---|---|---|", *rows, ""]
     new, gone = len(set(ob) - set(oa)), len(set(oa) - set(ob))
     if new or gone:
         lines += [f"{new} item(s) only in B, {gone} only in A.", ""]
@@ -517,8 +550,8 @@ def _throughput_changes(a: Run, b: Run) -> list[str]:
     if not ta and not tb:
         return []
     moved = [
-        f"| {key[0]} | `{key[2]}` | {key[3]} | {_interval(ta[key])} | {_interval(tb[key])} | "
-        f"{tb[key].verdict or '—'} |"
+        f"| {_md(key[0])} | {_md(key[2], code=True)} | {_md(key[3])} | {_interval(ta[key])} | "
+        f"{_interval(tb[key])} | {_md(tb[key].verdict or '—')} |"
         for key in sorted(set(ta) & set(tb))
         if _moved(ta[key], tb[key])
     ]
@@ -585,7 +618,7 @@ def main(argv: list[str] | None = None) -> int:
         raise InvariantsError(f"report: {err} (see python -m invariants report --help)") from None
     _check_arguments(args)
     _check_outputs(args)
-    parts = _run_parts(args) if args.results else []
+    parts, passed = _run_parts(args) if args.results else ([], True)
     if args.compare:
         parts.append(compare_markdown(load_results(args.compare[0]), load_results(args.compare[1])))
     text = "\n".join(parts)
@@ -593,7 +626,7 @@ def main(argv: list[str] | None = None) -> int:
         write_atomic(args.out, text, "report: --out")
     else:
         print(text, end="")
-    return 0
+    return 0 if passed else 1
 
 
 def _check_arguments(args: argparse.Namespace) -> None:
@@ -623,18 +656,25 @@ def _check_outputs(args: argparse.Namespace) -> None:
         check_plot_path(args.plot, "report: --plot")
 
 
-def _run_parts(args: argparse.Namespace) -> list[str]:
-    """The merged results files' report (with their benchmarks, focused), and the plot's line if drawn."""
+def _run_parts(args: argparse.Namespace) -> tuple[list[str], bool]:
+    """The merged results files' report (with their benchmarks, focused), and the plot's line if drawn;
+    and whether its result reads passed. Files with no item are one line: a run that recorded nothing
+    checked nothing."""
     run = merge([load_results(p) for p in args.results])
+    if not run.items:
+        raise InvariantsError(
+            f"report: {', '.join(run.sources)}: no item recorded; a run that checked nothing has no result"
+        )
     if args.benchmark_json:
         add_benchmarks(run, load_benchmarks(args.benchmark_json, run.runtime_target))
     run = _focus(run, args.programs)
     parts = [render(run)]
+    passed = _result(run) == "passed"
     if args.plot:
         if plot(run, args.plot):
-            parts.append(f"Plot: `{args.plot}`\n")
+            parts.append(f"Plot: {_md(args.plot, code=True)}\n")
         else:
             # The markdown is still written: a run of the invariant tier alone has tables, not points.
             print(f"report: {args.plot} not written: nothing to plot (no structure or throughput items)",
                   file=sys.stderr)  # fmt: skip
-    return parts
+    return parts, passed

@@ -280,10 +280,14 @@ def test_the_action_runs_its_script_from_the_action_path():
     action = _load_yaml(ACTION.read_text())
     runs = [s.get("run", "") for s in action["runs"]["steps"]]
     assert 'bash "$GITHUB_ACTION_PATH/scripts/action_gate.sh"' in runs
-    # Every input the script reads is passed to it by the step that runs it.
-    step = next(s for s in action["runs"]["steps"] if "action_gate.sh" in s.get("run", ""))
-    read = set(re.findall(r"\$\{(INPUT_[A-Z_]+)", ACTION_SCRIPT.read_text()))
-    assert read and read == set(step["env"])
+    # Every input the script reads, and the Python the action set up, is passed to it by the step that
+    # runs it; the cache-key step runs it with that Python too.
+    steps = {s.get("name"): s for s in action["runs"]["steps"]}
+    read = set(re.findall(r"\$\{((?:INPUT|GATE)_[A-Z_]+)", ACTION_SCRIPT.read_text()))
+    assert read and read == set(steps["run the gate"]["env"])
+    python = "${{ steps.python.outputs.python-path }}"
+    assert steps["the compile cache's key"]["env"] == {"GATE_PYTHON": python}
+    assert steps["install the gate"]["env"]["GATE_PYTHON"] == python
 
 
 @needs_actionlint

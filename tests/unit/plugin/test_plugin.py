@@ -303,6 +303,8 @@ def test_a_stopped_gate_items_report_leaves_out_the_c_plus_plus_stack_it_capture
             return object()
 
     class Report:
+        longrepr = None
+
         def __init__(self) -> None:
             self.sections = [
                 ("Captured stderr call", "*** Begin stack trace ***\n..."),

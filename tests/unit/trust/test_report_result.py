@@ -1,4 +1,4 @@
-"""The report's result line says passed only when the items did."""
+"""The report's result line says passed only when the items did, and its exit status says the same."""
 
 from __future__ import annotations
 
@@ -7,32 +7,37 @@ import json
 from invariants.__main__ import main as cli
 
 
-def _report(tmp_path, monkeypatch, capsys, outcomes: list[str]) -> str:
+def _report(tmp_path, monkeypatch, capsys, outcomes: list[str]) -> tuple[int, str]:
+    """(the report's exit status, its result line) for a file of items with these outcomes."""
     monkeypatch.chdir(tmp_path)
     items = [
         {"kind": "error", "outcome": o, "nodeid": f"gate/test_structure.py::test_{i}", "reason": "boom"}
         for i, o in enumerate(outcomes)
     ]
     (tmp_path / "r.json").write_text(json.dumps({"items": items, "exitstatus": 0}))
-    assert cli(["report", "r.json"]) == 0
-    return next(line for line in capsys.readouterr().out.splitlines() if "**result**" in line)
+    status = cli(["report", "r.json"])
+    return status, next(line for line in capsys.readouterr().out.splitlines() if "**result**" in line)
 
 
 def test_every_outcome_exploded_is_not_passed(tmp_path, monkeypatch, capsys):
-    line = _report(tmp_path, monkeypatch, capsys, ["exploded", "exploded"])
+    status, line = _report(tmp_path, monkeypatch, capsys, ["exploded", "exploded"])
     assert "passed" not in line.split(";")[0] and "2 exploded" in line, line
+    assert status == 1
 
 
 def test_a_failed_item_with_exit_status_0_is_not_passed(tmp_path, monkeypatch, capsys):
-    line = _report(tmp_path, monkeypatch, capsys, ["passed", "failed"])
+    status, line = _report(tmp_path, monkeypatch, capsys, ["passed", "failed"])
     assert "**failed**" in line, line
+    assert status == 1
 
 
 def test_only_skipped_items_is_not_passed(tmp_path, monkeypatch, capsys):
-    line = _report(tmp_path, monkeypatch, capsys, ["skipped"])
+    status, line = _report(tmp_path, monkeypatch, capsys, ["skipped"])
     assert "nothing passed" in line, line
+    assert status == 1
 
 
 def test_passed_items_pass(tmp_path, monkeypatch, capsys):
-    line = _report(tmp_path, monkeypatch, capsys, ["passed", "skipped"])
+    status, line = _report(tmp_path, monkeypatch, capsys, ["passed", "skipped"])
     assert "**result**: passed;" in line, line
+    assert status == 0

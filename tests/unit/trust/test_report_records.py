@@ -1,0 +1,89 @@
+"""``python -m invariants report`` reads a results file as a record to check, not to trust: a file with no
+item, a number no record holds, a console that cannot encode the report's marks. Each is run as a user
+runs it, in a child process, and gives one line or the report, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from invariants.plugin.results import record
+
+ROOT = Path(__file__).parents[3]
+
+
+def _report(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "invariants", "report", *args], cwd=cwd, capture_output=True, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env}, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def _results(items: list[dict], exitstatus: int = 0) -> str:
+    return json.dumps({
+        "versions": {"jax": "0.10.2"}, "runtime": {"platform": "cpu", "device_kind": "cpu", "count": 1},
+        "targets": {"cpu": {"mode": "runtime", "scope": "all", "unavailable": None}},
+        "exitstatus": exitstatus, "items": items,
+    })  # fmt: skip
+
+
+def _structure(**metrics: object) -> dict:
+    base = dict(kernels=1, entry_fusions=1, while_loops=0, max_trip_count=0, dynamic_kernel_launches=1,
+                collectives=0, collective_bytes=0)  # fmt: skip
+    _, value = record("structure", target="cpu", program="p", config="f32", **{**base, **metrics})
+    return {**value, "outcome": "passed", "nodeid": "s::cpu-p-f32"}
+
+
+def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
+    assert "Traceback" not in proc.stderr, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    return line
+
+
+def test_a_results_file_with_no_items_is_not_passed(tmp_path):
+    (tmp_path / "r.json").write_text(_results([]))
+    proc = _report(tmp_path, "r.json")
+    assert proc.returncode == 2 and "passed" not in proc.stdout
+    assert _one_line(proc) == "report: r.json: no item recorded; a run that checked nothing has no result"
+
+
+def test_a_file_whose_every_item_exploded_exits_nonzero(tmp_path):
+    items = [{"kind": "error", "outcome": "exploded", "nodeid": f"t::{i}", "reason": "boom"} for i in (1, 2)]
+    (tmp_path / "r.json").write_text(_results(items))
+    proc = _report(tmp_path, "r.json")
+    assert proc.returncode == 1, proc.stderr
+    assert "- **result**: **failed** (2 exploded" in proc.stdout
+
+
+def test_numbers_no_record_holds_are_one_line(tmp_path):
+    """A 5,000-digit metric is past Python's int-to-str digit limit (ValueError while parsing), a 400-digit
+    one past a float's range (OverflowError where a size or a ratio is shown): one line, naming the file."""
+    for digits in (5000, 400):
+        text = _results([_structure(kernels=0)]).replace('"kernels": 0', f'"kernels": {"9" * digits}')
+        (tmp_path / "r.json").write_text(text)
+        proc = _report(tmp_path, "r.json")
+        assert proc.returncode == 2, proc.stderr
+        assert _one_line(proc) == (
+            f"r.json: a number of {digits:,} digits, past any count or size the gate records; not a results "
+            "file it wrote"
+        )
+    # The widest a record holds (an int64 size) is shown.
+    (tmp_path / "r.json").write_text(_results([_structure(temp_bytes=2**63 - 1)]))
+    proc = _report(tmp_path, "r.json")
+    assert proc.returncode == 0, proc.stderr
+    assert "| `p` | f32 | 8388608.0 TiB |" in proc.stdout
+
+
+def test_a_cp1252_console_gets_the_report(tmp_path):
+    """Windows' console code page cannot encode the report's marks (✗, ≤): they are written escaped."""
+    _, value = record("invariant", id="bound", target="cpu", programs=["p"], config="f32", holds=False,
+                      measured={}, **{"assert": "kernels <= 1"})  # fmt: skip
+    items = [_structure(), {**value, "outcome": "failed", "nodeid": "i::cpu-p-f32-bound", "reason": "r"}]
+    (tmp_path / "r.json").write_text(_results(items, exitstatus=1))
+    proc = _report(tmp_path, "r.json", PYTHONIOENCODING="cp1252")
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.returncode == 1
+    assert "1 **fail**, \\u2717 `bound`" in proc.stdout
