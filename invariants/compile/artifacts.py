@@ -272,6 +272,7 @@ def _memory(compiled: Any) -> dict[str, int]:
         "output_size_in_bytes",
         "temp_size_in_bytes",
         "generated_code_size_in_bytes",
+        "peak_memory_in_bytes",
     )
     return {f: int(getattr(mem, f)) for f in fields if mem is not None and hasattr(mem, f)}
 
