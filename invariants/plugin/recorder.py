@@ -62,17 +62,17 @@ class Recorder:
 
     def write_results(self, run: dict[str, Any]) -> None:
         """Write the results file: ``run`` (what the run was: versions, runtime, targets, programs) with the
-        items. No file when nothing was recorded: the one there stays an earlier run's, and a note says so."""
+        items. No file when nothing was recorded (the earlier run's was removed when this one claimed the
+        path), and a note says so."""
         claim = self.claim
         if claim is None:
             return
         if claim.note:
             self.notes.append(claim.note)
         if not self.items:
-            if self.gate and claim.path.exists():
+            if self.gate:
                 self.notes.append(
-                    f"invariants: no gate item recorded anything; {shown(claim.path)} was not written (the "
-                    "file there is an earlier run's)"
+                    f"invariants: no gate item recorded anything; {shown(claim.path)} was not written"
                 )
             return
         path = claim.path

@@ -60,8 +60,8 @@ from .._paths import write_atomic
 
 __all__ = [
     "COMPILE_FAILED", "FIELDS", "KINDS", "PROPERTY", "PYTEST_OUTCOMES", "TIERS", "Claim", "CompileFailure",
-    "Entry", "Results", "check_path", "claim", "compile_failed", "compile_failure", "entry", "error_entry",
-    "lock_path", "read", "record", "write",
+    "Entry", "Results", "check_path", "claim", "compile_failed", "compile_failure", "discard_earlier",
+    "entry", "error_entry", "lock_path", "read", "record", "write",
 ]  # fmt: skip
 
 RecordKind = Literal["structure", "invariant", "correctness", "ratio", "efficiency", "error"]
@@ -363,8 +363,37 @@ def _try_lock(path: Path) -> tuple[IO[str] | None, str]:
     raise InvariantsError(f"{path}: cannot lock it (it keeps being replaced)")
 
 
+def _unlink_earlier(path: Path) -> None:
+    """Remove the results file at ``path`` (one :func:`check_path` has found the gate's own): a run that
+    then writes none, stopped by bad input or a crash, leaves no earlier run's file to be read as its own.
+    Unlinking is atomic: a reader sees the whole earlier file or none."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as err:
+        raise InvariantsError(
+            f"--results-json {path}: cannot remove the earlier run's results ({err.strerror or err})"
+        ) from None
+
+
+def discard_earlier(path: Path) -> None:
+    """Before anything can stop the run: remove the results file an earlier run left at ``path``, unless
+    it is no results file (:func:`claim` says so later) or a live run holds it (its own file)."""
+    if not path.is_file() or path.is_symlink() or not _a_results_file(path):
+        return
+    try:
+        handle, _ = _try_lock(lock_path(path))
+    except (OSError, ImportError):
+        return
+    if handle is not None:
+        try:
+            _unlink_earlier(path)
+        finally:
+            Claim(path, None, lock_path(path), handle).release()
+
+
 def claim(path: Path) -> Claim:
-    """Claim ``path`` for this run's results (after :func:`check_path`).
+    """Claim ``path`` for this run's results (after :func:`check_path`), and remove the file an earlier
+    run left there.
 
     When another run that is still going holds it (two runs writing the same file would leave whichever
     ends last, and a report of the other run's items), this run gets a file of its own,
@@ -374,12 +403,15 @@ def claim(path: Path) -> Claim:
     try:
         import fcntl  # noqa: F401
     except ImportError:
+        _unlink_earlier(path)
         return Claim(path)
     try:
         handle, holder = _try_lock(lock_path(path))
     except OSError:  # no lock file can be made there (a read-only share): write unlocked
+        _unlink_earlier(path)
         return Claim(path)
     if handle is not None:
+        _unlink_earlier(path)
         return Claim(path, None, lock_path(path), handle)
     own = path.with_name(f"{path.stem}.{os.getpid()}{path.suffix}")
     try:

@@ -50,8 +50,9 @@ class GateSession:
     compile measured (:meth:`measured`), where snapshots are read and written (:attr:`snapshots`), the dump
     folder, the records (:attr:`recorder`)."""
 
-    def __init__(self, config: pytest.Config) -> None:
+    def __init__(self, config: pytest.Config, recorder: Recorder | None = None) -> None:
         self.config = config
+        self.recorder = recorder or Recorder()
         self.all_targets = all_targets()
         self.targets = select_targets(config.getoption("targets"))
         spec_dirs = config.getoption("spec_dir") or _env_spec_dirs()
@@ -126,23 +127,27 @@ class GateSession:
         self.correctness = Correctness(self.all_programs)
         self.raw = bool(config.getoption("raw_invariants"))
         self._arguments: dict[tuple[str, ...], Any] = {}
-        self.recorder = Recorder()
         # Set when -k / -m deselect every gate item (see deselected): said last, and the exit status is 2.
         self.nothing_selected: str | None = None
 
     @classmethod
     def start(cls, config: pytest.Config) -> GateSession:
-        """The session of ``config``, wired into pytest: its recorder registered, its deletion guard where
-        the snapshot store finds it, the results file claimed (not by an xdist worker: the controller
-        writes it)."""
-        s = cls(config)
+        """The session of ``config``, wired into pytest: the results file claimed first (not by an xdist
+        worker: the controller writes it), so that bad input found after it leaves no earlier run's file
+        there; its recorder registered, its deletion guard where the snapshot store finds it."""
+        recorder = Recorder()
+        if not hasattr(config, "workerinput"):
+            recorder.claim_results(Path(config.getoption("results_json")))
+        try:
+            s = cls(config, recorder)
+        except BaseException:
+            recorder.release()
+            raise
         config.pluginmanager.register(s.recorder, "invariants-recorder")
         config.stash[GUARD_KEY] = s.snapshots.guard
         if hasattr(config.option, "no_cleanup"):
             # syrupy deletes nothing: what is obsolete is decided by SnapshotFolders.obsolete.
             config.option.no_cleanup = True
-        if not hasattr(config, "workerinput"):
-            s.recorder.claim_results(Path(config.getoption("results_json")))
         return s
 
     # ----------------------------------------------------------------- what the items ask of the session
