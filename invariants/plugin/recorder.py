@@ -45,6 +45,9 @@ class Recorder:
         self.items.extend(e for e in entries if e is not None)
         if report.failed and not any(entries):
             self.items.append(_results.error_entry(outcome, report.nodeid, reason))
+        elif report.skipped and outcome == "skipped" and not any(entries):
+            # Listed with its reason, so that the file's skips are pytest's: a run of skips alone is seen.
+            self.items.append(_results.skipped_entry(report.nodeid, skip_reason(report)))
 
     def claim_results(self, path: Path) -> None:
         """Check and claim the results path when the run starts, in the process that writes it: a directory
@@ -80,6 +83,13 @@ class Recorder:
             _results.write(path, run, self.items)
         except InvariantsError as err:
             self.write_error = f"invariants: {err}"
+
+
+def skip_reason(report: pytest.TestReport) -> str:
+    """Why an item skipped: the reason of its skip mark or call (pytest's ``(file, line, reason)``)."""
+    longrepr = report.longrepr
+    said = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr or "")
+    return said.removeprefix("Skipped: ").strip() or "skipped"
 
 
 def failure_reason(report: pytest.TestReport) -> str:

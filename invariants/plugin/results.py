@@ -10,15 +10,16 @@ The file is one JSON object::
     {"versions": {package: version}, "runtime": {"platform", "device_kind", "count"},
      "targets": {name: {"mode", "scope", "unavailable"}}, "exitstatus": int, "items": [entry, ...]}
 
-Every entry has ``kind`` (one of :data:`KINDS`), ``outcome`` (pytest's: passed, failed, skipped, xfailed)
-and ``nodeid``, plus the fields :data:`FIELDS` lists for its kind (a writer that leaves one out fails at
-once, so the reader can rely on them); a failed entry also has ``reason``, the first line of its failure
-(:attr:`Entry.reason`). Extra fields are allowed and kept. The top level may hold ``declared``: the
-programs the run's spec files declared (a downstream project's own), which the report shows by default;
-``programs``: every program of the run, name to ``{"kind", "tags"}``, which the report's ``--programs``
-selects from; and ``pytest``: pytest's own count of the run's outcomes (:data:`PYTEST_OUTCOMES`, as its
-last line counts them), which holds what no entry records (an item skipped before it ran, a module skipped
-whole), so that the report counts what pytest did (all of them :class:`Results`). The kinds:
+Every entry has ``kind`` (one of :data:`KINDS`), ``outcome`` (pytest's: passed, failed, skipped, xfailed) and
+``nodeid``, plus the fields :data:`FIELDS` lists for its kind (a writer that leaves one out fails at once, so
+the reader can rely on them); a failed entry also has ``reason``, the first line of its failure
+(:attr:`Entry.reason`), and a ``skipped`` entry its skip's reason. Extra fields are allowed and kept. The top
+level may hold ``declared``: the programs the run's spec files declared (a downstream project's own), which
+the report shows by default; ``programs``: every program of the run, name to ``{"kind", "tags"}``, which the
+report's ``--programs`` selects from; and ``pytest``: pytest's own count of the run's outcomes
+(:data:`PYTEST_OUTCOMES`, as its last line counts them), which holds what no entry records (a module skipped
+whole), so that the report counts what pytest did (all of them
+:class:`Results`). The kinds:
 
 * ``structure``: ``target``, ``program``, ``config`` and every numeric metric a compile gives (structural,
   the compiler's, the kernels' code, the compile time; null where the target gives none:
@@ -36,6 +37,9 @@ whole), so that the report counts what pytest did (all of them :class:`Results`)
 
 Both throughput kinds carry one :class:`invariants.timing.paired.RatioResult` (``to_dict``), whose
 ``direction`` says which side of ``threshold`` passes (``at_most`` a ratio, ``at_least`` an efficiency);
+* ``skipped``: an item that skipped before it recorded anything (no fields; ``reason`` says why: a
+  target that cannot compile here, a program whose chips do not fit it, no invariant that applies), so
+  that the file lists every skip pytest counts;
 * ``error``: an item that failed before it recorded anything (no fields); when what failed was a
   program's compile (a compiler or tracing error, in that release, on that target), its reason reads
   ``TARGET/PROGRAM[CONFIG]: compile failed: ...`` (:data:`COMPILE_FAILED`, :func:`compile_failure`): a
@@ -61,10 +65,10 @@ from .._paths import write_atomic
 __all__ = [
     "COMPILE_FAILED", "FIELDS", "KINDS", "PROPERTY", "PYTEST_OUTCOMES", "TIERS", "Claim", "CompileFailure",
     "Entry", "Results", "check_path", "claim", "compile_failed", "compile_failure", "discard_earlier",
-    "entry", "error_entry", "lock_path", "read", "record", "write",
+    "entry", "error_entry", "lock_path", "read", "record", "skipped_entry", "write",
 ]  # fmt: skip
 
-RecordKind = Literal["structure", "invariant", "correctness", "ratio", "efficiency", "error"]
+RecordKind = Literal["structure", "invariant", "correctness", "ratio", "efficiency", "error", "skipped"]
 
 FIELDS: dict[str, tuple[str, ...]] = {
     "structure": ("target", "program", "config"),
@@ -75,6 +79,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
         "id", "target", "program", "config", "median", "low", "high", "threshold", "verdict",
     ),
     "error": (),
+    "skipped": (),
 }  # fmt: skip
 KINDS: tuple[str, ...] = tuple(FIELDS)
 # The fields of FIELDS that may be null: a value check that found no problem, an efficiency item with no
@@ -92,6 +97,7 @@ TIERS: dict[str, str] = {
     "ratio": "throughput: ratio",
     "efficiency": "throughput: efficiency",
     "error": "error",
+    "skipped": "skipped",
 }
 # The verdict of an efficiency item whose run recorded its baseline: it had no floor to be judged by.
 RECORDED = "recorded"
@@ -212,6 +218,11 @@ def entry(name: str, value: Any, outcome: str, nodeid: str, reason: str | None =
 def error_entry(outcome: str, nodeid: str, reason: str | None = None) -> Entry:
     """The entry of an item that failed before recording anything."""
     return Entry("error", outcome, nodeid, reason or None)
+
+
+def skipped_entry(nodeid: str, reason: str) -> Entry:
+    """The entry of an item that skipped before recording anything, with why."""
+    return Entry("skipped", "skipped", nodeid, reason)
 
 
 # What a failed compile's message says after its key: the words compile_failure reads an error entry by.

@@ -130,6 +130,23 @@ def test_a_run_whose_results_path_another_run_holds_writes_its_own(gate_pytester
     assert json.loads(path.read_text())["from"] == "the other run"
 
 
+def test_every_skipped_item_is_in_the_results_file_with_its_reason(gate_pytester: InProcess, tmp_path: Path):
+    """A skipped item records nothing of its own; the file lists it with its skip's reason, so that its
+    skips are the ones pytest counted (a run of skips alone reads as such, not as a run of nothing)."""
+    gate_pytester.project(targets=())
+    path = tmp_path / "results.json"
+    proc = gate_pytester.pytest(
+        "tests/gate", "--targets", "cpu", "--programs", "take", "--configs", "f32",
+        "-k", "test_ratio or test_structure", f"--snapshot-dir={tmp_path / 's'}", f"--results-json={path}",
+        "--snapshot-update",
+    )  # fmt: skip
+    results = _results.read(path)
+    skipped = [it for it in results.items if it.outcome == "skipped"]
+    assert results.pytest and len(skipped) == results.pytest["skipped"] > 0, proc.stdout[-2000:]
+    assert all(it.kind == "skipped" and it.reason for it in skipped)
+    assert "no throughput invariant applies" in {it.reason for it in skipped}
+
+
 def test_a_run_stopped_by_bad_input_leaves_no_earlier_results_file(gate_pytester: InProcess, tmp_path: Path):
     """The earlier run's file goes when this run claims the path, before anything can stop it: a run
     stopped by bad input (or killed) leaves none that a report or the Action would take for its own."""
