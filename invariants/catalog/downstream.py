@@ -477,7 +477,19 @@ def _named_sharding(leaf: Any) -> bool:
 
 def _check_leaves(tree: Any, where: str, factory: str, which: str = "params") -> Any:
     """``tree`` when every leaf has a shape and a dtype (an array or a ShapeDtypeStruct), else one line."""
-    leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+    try:
+        leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+    except Exception as err:  # JAX's C++ flatten raises SystemError, the RecursionError behind it
+        cause = err.__cause__ or err.__context__ or err
+        if isinstance(cause, RecursionError):
+            raise InvariantsError(
+                f"{where}: {factory}(config) returned a pytree nested deeper than JAX can flatten (Python's "
+                f"recursion limit, {sys.getrecursionlimit()}), or one that contains itself"
+            ) from None
+        raise InvariantsError(
+            f"{where}: {factory}(config) returned a pytree JAX cannot flatten: {type(cause).__name__}: "
+            f"{_first(cause)}"
+        ) from None
     if not leaves:
         raise InvariantsError(f"{where}: {factory}(config) returned no arrays (got {type(tree).__name__})")
     for path, leaf in leaves:

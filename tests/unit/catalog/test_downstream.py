@@ -189,6 +189,12 @@ def not_arrays(config):
 def empty(config):
     return {}
 
+def nested_deep(config):
+    tree = {"w": jax.ShapeDtypeStruct((config.vocab, 2), jnp.float32)}
+    for _ in range(2000):
+        tree = {"n": tree}
+    return tree
+
 def with_ids(config):
     return {"w": jax.ShapeDtypeStruct((config.vocab, 2), jnp.float32),
             "ids": jax.ShapeDtypeStruct((4,), jnp.int32)}
@@ -256,6 +262,9 @@ def params_project(tmp_path: Path, module: str, programs: str, extra: str = "", 
          "jax.ShapeDtypeStruct"),
         (params_program("p", "{m}:rows", "{m}:empty"),
          "specs/lib.toml:7: p [f32]: {m}:empty(config) returned no arrays (got dict)"),
+        (params_program("p", "{m}:rows", "{m}:nested_deep"),
+         "specs/lib.toml:7: p [f32]: {m}:nested_deep(config) returned a pytree nested deeper than JAX can "
+         "flatten (Python's recursion limit, "),
         (params_program("p", "{m}:wrong_shape", "{m}:concrete"),
          "specs/lib.toml:4: p [f32]: {m}:wrong_shape fails on its params and s32[4,8] indices: TypeError"),
         (params_program("p", "{m}:counts", "{m}:concrete", "backward"),
@@ -278,8 +287,9 @@ def params_project(tmp_path: Path, module: str, programs: str, extra: str = "", 
          "specs/lib.toml:10: unknown key 'expect' in [[program]]"),
     ],
     ids=["no-module", "no-factory", "params-form", "factory-raises", "leaf-not-array", "no-leaves",
-         "function-fails", "backward-integer-output", "backward-fails", "integer-param", "pytree-per-config",
-         "index-shape-zero", "index-shape-scalar", "index-shape-without-params", "unknown-key"],
+         "nested-deep", "function-fails", "backward-integer-output", "backward-fails", "integer-param",
+         "pytree-per-config", "index-shape-zero", "index-shape-scalar", "index-shape-without-params",
+         "unknown-key"],
 )  # fmt: skip
 def test_bad_params_program_is_one_line_and_exit_2(tmp_path, gate_in, request, declared, message):
     module = f"plib_{request.node.callspec.id.replace('-', '_')}"
