@@ -741,3 +741,25 @@ def test_a_models_input_facts_are_its_own_tables(tmp_path, monkeypatch):
     assert [facts["p"][k] for k in shown] == [(8192 + 8) * 32 * 4, 32 * 4, 8192, 4 * 8]
     assert [facts["q"][k] for k in shown] == [8 * 32 * 4, 32 * 4, 8, 4 * 8]
     assert [facts["w"][k] for k in shown] == [8192 * 2 * 4, 2 * 4, 8192, 4 * 8]  # the s32 ids: no table
+
+
+def test_a_project_in_a_folder_whose_name_is_not_utf8_says_so(tmp_path):
+    """JAX writes the file of each traced frame into the lowered module, and its C++ takes UTF-8 alone: a
+    project in a folder named in another encoding fails its compile with "std::bad_cast". The item's line
+    names the file and what to do instead."""
+    project = tmp_path / os.fsdecode(b"latin1-\xe9t\xe9")
+    (project / "specs").mkdir(parents=True)
+    (project / "specs" / "lib.toml").write_text(
+        '[spec]\ntargets = ["cpu"]\n\n' + program("p", "encodedlib:lookup")
+    )
+    (project / "encodedlib.py").write_text("import jax.numpy as jnp\n\ndef lookup(table, indices):\n"
+                                           "    return jnp.take(table, indices, axis=0)\n")  # fmt: skip
+    proc = command("gate", "--spec-dir", "specs", "--no-catalog", "--targets", "cpu", "--no-cache",
+                   "--snapshot-update", "-p", "no:cacheprovider", "-q", cwd=project)  # fmt: skip
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    failed = next(ln for ln in proc.stdout.splitlines() if ln.startswith("FAILED"))
+    assert failed.endswith(
+        "latin1-\\xe9t\\xe9/encodedlib.py: the path of this module is not UTF-8, and JAX cannot write it "
+        "into the source locations of the lowered program (std::bad_cast): move the project to a folder "
+        "whose name is UTF-8"
+    ), failed
