@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -763,3 +764,28 @@ def test_a_project_in_a_folder_whose_name_is_not_utf8_says_so(tmp_path):
         "into the source locations of the lowered program (std::bad_cast): move the project to a folder "
         "whose name is UTF-8"
     ), failed
+
+
+def test_a_project_whose_path_is_past_path_max_says_so(tmp_path, monkeypatch, capsys):
+    """A folder reached step by step (each step a short relative path) may have a path longer than
+    PATH_MAX: Python opens no module there by its path, and the import's "No module named" hides why. The
+    line says why."""
+    monkeypatch.chdir(tmp_path)
+    limit = os.pathconf("/", "PC_PATH_MAX")
+    step = "d" * 200
+    for _ in range(limit // len(step) + 1):
+        os.mkdir(step)
+        monkeypatch.chdir(step)
+    os.mkdir("specs")
+    Path("specs/lib.toml").write_text('[spec]\ntargets = ["cpu"]\n\n' + program("p", "deepfolderlib:lookup"))
+    Path("deepfolderlib.py").write_text("def lookup(table, indices):\n    return table[indices]\n")
+    monkeypatch.syspath_prepend(os.getcwd())  # as gate_in does: the run's sys.path undone after it
+    status = cli(["gate", "--spec-dir", "specs", "--no-catalog"])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1, err
+    assert re.search(
+        r"^specs/lib\.toml:4: p: cannot import deepfolderlib: the folder modules are imported from "
+        rf"\(.{{40}}\.\.\.d{{30}}\) has a path of [\d,]+ bytes, past this system's PATH_MAX of {limit:,}: no "
+        r"file in it can be opened by its path; run the gate from a shorter path$",
+        err.strip(),
+    ), err
