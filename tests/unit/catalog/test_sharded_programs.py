@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from gatekit import command
+from gatekit import InProcess, command
 
 from invariants._errors import InvariantsError
 from invariants.catalog.targets import all_targets
@@ -247,3 +247,17 @@ def test_a_program_that_fits_no_target_of_its_spec_is_one_line_and_no_earlier_re
     ), last
     assert "Traceback" not in proc.stdout + proc.stderr
     assert not earlier.exists()
+
+
+def test_under_pytest_a_program_that_fits_no_target_is_the_run_s_last_line(gate_pytester: InProcess):
+    """The same spec under plain pytest: the gate's usage error, exit 2, its line the last."""
+    project = gate_pytester.project(targets=())
+    (project / "model.py").write_text(MODEL)
+    (project / "specs").mkdir()
+    (project / "specs" / "s.toml").write_text(
+        SPECS.replace('"tpu-v5e-4x4", "tpu-v5p-2x2x2", "cpu-8dev"', '"cpu"')
+    )
+    proc = gate_pytester.pytest("--spec-dir", "specs", "--no-catalog", f"--snapshot-dir={project / 's'}")
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("Exit: ") and "model16 fits no target its spec files name" in last, last
