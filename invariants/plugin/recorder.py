@@ -29,6 +29,7 @@ class Recorder:
         self.claim: _results.Claim | None = None
         # Why the results file could not be written (a full disk): the run's last line, and not green.
         self.write_error: str | None = None
+        self._discarded = False
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call" and not (report.when == "setup" and report.skipped):
@@ -36,6 +37,7 @@ class Recorder:
         if "gate" not in report.keywords:  # another plugin's or a project's own test: not the gate's record
             return
         self.gate = True
+        self.discard_earlier()  # an xdist controller collects nothing: its first gate report says so
         outcome = "xfailed" if hasattr(report, "wasxfail") else report.outcome
         reason = failure_reason(report) if report.failed else None
         entries = [
@@ -59,14 +61,22 @@ class Recorder:
             check_output_file(path, "--results-json")
         self.claim = _results.claim(path)
 
+    def discard_earlier(self) -> None:
+        """Once the run is known to be a gate run (it collected gate items, ran one, or refused its input):
+        remove the earlier run's results file from the claimed path, so that a run that ends without
+        writing one leaves none that reads as its own. A run of other tests alone leaves it."""
+        if self.claim is not None and not self._discarded:
+            self._discarded = True
+            self.claim.discard_earlier()
+
     def release(self) -> None:
         if self.claim is not None:
             self.claim.release()
 
     def write_results(self, run: dict[str, Any]) -> None:
         """Write the results file: ``run`` (what the run was: versions, runtime, targets, programs) with the
-        items. No file when nothing was recorded (the earlier run's was removed when this one claimed the
-        path), and a note says so."""
+        items. No file when nothing was recorded (the earlier run's was removed: :meth:`discard_earlier`),
+        and a note says so."""
         claim = self.claim
         if claim is None:
             return

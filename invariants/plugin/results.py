@@ -327,6 +327,12 @@ class Claim:
     _lock: Path | None = None
     _handle: IO[str] | None = None
 
+    def discard_earlier(self) -> None:
+        """Remove the results file an earlier run left at :attr:`path` (one :func:`check_path` found the
+        gate's own, or none; another live run's is never this claim's path): a gate run that then writes
+        none, stopped by bad input or a crash, leaves no earlier run's file to be read as its own."""
+        _unlink_earlier(self.path)
+
     def release(self) -> None:
         if self._handle is None:
             return
@@ -375,9 +381,8 @@ def _try_lock(path: Path) -> tuple[IO[str] | None, str]:
 
 
 def _unlink_earlier(path: Path) -> None:
-    """Remove the results file at ``path`` (one :func:`check_path` has found the gate's own): a run that
-    then writes none, stopped by bad input or a crash, leaves no earlier run's file to be read as its own.
-    Unlinking is atomic: a reader sees the whole earlier file or none."""
+    """Remove the results file at ``path``; unlinking is atomic: a reader sees the whole earlier file or
+    none."""
     try:
         path.unlink(missing_ok=True)
     except OSError as err:
@@ -387,8 +392,8 @@ def _unlink_earlier(path: Path) -> None:
 
 
 def discard_earlier(path: Path) -> None:
-    """Before anything can stop the run: remove the results file an earlier run left at ``path``, unless
-    it is no results file (:func:`claim` says so later) or a live run holds it (its own file)."""
+    """Before anything can stop a gate run: remove the results file an earlier run left at ``path``,
+    unless it is no results file (:func:`claim` says so later) or a live run holds it (its own file)."""
     if not path.is_file() or path.is_symlink() or not _a_results_file(path):
         return
     try:
@@ -403,8 +408,8 @@ def discard_earlier(path: Path) -> None:
 
 
 def claim(path: Path) -> Claim:
-    """Claim ``path`` for this run's results (after :func:`check_path`), and remove the file an earlier
-    run left there.
+    """Claim ``path`` for this run's results (after :func:`check_path`); :meth:`Claim.discard_earlier`
+    then removes the file an earlier run left there.
 
     When another run that is still going holds it (two runs writing the same file would leave whichever
     ends last, and a report of the other run's items), this run gets a file of its own,
@@ -414,15 +419,12 @@ def claim(path: Path) -> Claim:
     try:
         import fcntl  # noqa: F401
     except ImportError:
-        _unlink_earlier(path)
         return Claim(path)
     try:
         handle, holder = _try_lock(lock_path(path))
     except OSError:  # no lock file can be made there (a read-only share): write unlocked
-        _unlink_earlier(path)
         return Claim(path)
     if handle is not None:
-        _unlink_earlier(path)
         return Claim(path, None, lock_path(path), handle)
     own = path.with_name(f"{path.stem}.{os.getpid()}{path.suffix}")
     try:

@@ -141,7 +141,10 @@ class GateSession:
         try:
             s = cls(config, recorder)
         except BaseException:
-            recorder.release()
+            try:
+                recorder.discard_earlier()
+            finally:
+                recorder.release()
             raise
         config.pluginmanager.register(s.recorder, "invariants-recorder")
         config.stash[GUARD_KEY] = s.snapshots.guard
@@ -284,8 +287,11 @@ class GateSession:
         generate.parametrize(self, metafunc)
 
     def collected(self, items: list[pytest.Item]) -> None:
-        """After collection: start compiling ahead of the items, and tell the snapshot store which folders
-        this session owns (the targets that compile here; see :meth:`SnapshotFolders.own`)."""
+        """After collection: the earlier run's results removed when gate items were collected (a gate run:
+        see :meth:`Recorder.discard_earlier`), compiles started ahead of the items, and the snapshot store
+        told which folders this session owns (the targets that compile here; :meth:`SnapshotFolders.own`)."""
+        if any(item.get_closest_marker("gate") is not None for item in items):
+            self.recorder.discard_earlier()
         workers = generate.compile_threads(self.config)
         if workers:
             keys = generate.prefetch_keys(items)
@@ -303,6 +309,7 @@ class GateSession:
         given = (("-k", option.keyword), ("-m", option.markexpr))
         chosen = " ".join(f"{flag} {value!r}" for flag, value in given if value) or "the selection"
         self.nothing_selected = f"{chosen}: deselects every gate item ({gate_items}), leaving nothing to run"
+        self.recorder.discard_earlier()
 
     def summary_lines(self, reporter: Any = None) -> list[str]:
         """The gate's lines of the terminal summary: the notes of the run's end, what failed, the known

@@ -158,6 +158,18 @@ def test_a_run_stopped_by_bad_input_leaves_no_earlier_results_file(gate_pytester
     assert not path.exists() and not _results.lock_path(path).exists()
 
 
+def test_a_run_of_other_tests_alone_keeps_the_earlier_results(gate_pytester: InProcess, tmp_path: Path):
+    """A session that loads the gate's plugin but runs none of its items (this repository's own tests) is
+    no gate run: the last gate run's file stays."""
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({**PAYLOAD, "items": []}))
+    gate_pytester.project(targets=())  # its conftest loads the gate's plugin
+    gate_pytester.pytester.makepyfile(test_other="def test_other():\n    pass\n")
+    proc = gate_pytester.pytest("test_other.py", "--targets", "cpu", f"--results-json={path}")
+    assert proc.returncode == 0, proc.stdout[-1500:] + proc.stderr[-1500:]
+    assert json.loads(path.read_text())["items"] == []
+
+
 def test_discarding_the_earlier_results_keeps_what_the_gate_did_not_write(tmp_path: Path):
     mine, other = tmp_path / "results.json", tmp_path / "notes.json"
     mine.write_text(json.dumps({**PAYLOAD, "items": []}))
