@@ -789,3 +789,16 @@ def test_a_project_whose_path_is_past_path_max_says_so(tmp_path, monkeypatch, ca
         r"file in it can be opened by its path; run the gate from a shorter path$",
         err.strip(),
     ), err
+
+
+def test_bad_input_the_command_finds_before_pytest_leaves_no_earlier_results(tmp_path, gate_in):
+    """The command checks a project's programs before pytest starts: a program that does not import stops
+    it there, and the results file of the run before is gone, not left to be read as this run's."""
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "lib.toml").write_text('[spec]\ntargets = ["cpu"]\n\n' + program("p", "nolib_x:f"))
+    earlier = tmp_path / "artifacts" / "results.json"
+    earlier.parent.mkdir()
+    earlier.write_text('{"items": [], "exitstatus": 0}\n')
+    status, err = gate_in("--spec-dir", "specs", "--no-catalog")
+    assert status == 2 and "cannot import nolib_x" in err, err
+    assert not earlier.exists()
