@@ -14,7 +14,7 @@ from:
 * ``temp_bytes``, ``argument_bytes``, ``output_bytes``, ``peak_bytes``: ``compiled.memory_analysis()``.
   ``temp_bytes`` is XLA's ``temp_size_in_bytes``: the temporaries of the device's main memory alone. The
   TPU compiler places intermediates that fit in the chip's on-chip memory (VMEM, ``S(1)`` in a layout)
-  there, and they are not in it: a program that keeps two 16 MiB intermediates live reads a few KiB.
+  there, and they are not in it: a program whose large intermediates all live there reads next to nothing.
   ``peak_bytes`` is XLA's ``peak_memory_in_bytes``, the arguments, outputs and temporaries of every
   memory space live at once; XLA:CPU's figure leaves its temporaries out, so on the CPU it is a
   :class:`Missing` that says so (there ``temp_bytes`` holds every temporary).
