@@ -18,8 +18,7 @@ level may hold ``declared``: the programs the run's spec files declared (a downs
 the report shows by default; ``programs``: every program of the run, name to ``{"kind", "tags"}``, which the
 report's ``--programs`` selects from; and ``pytest``: pytest's own count of the run's outcomes
 (:data:`PYTEST_OUTCOMES`, as its last line counts them), which holds what no entry records (a module skipped
-whole), so that the report counts what pytest did (all of them
-:class:`Results`). The kinds:
+whole), so that the report counts what pytest did (all of them :class:`Results`). The kinds:
 
 * ``structure``: ``target``, ``program``, ``config`` and every numeric metric a compile gives (structural,
   the compiler's, the kernels' code, the compile time; null where the target gives none:
