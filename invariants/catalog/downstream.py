@@ -67,6 +67,7 @@ import functools
 import importlib
 import inspect
 import math
+import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -100,6 +101,25 @@ SGD_RATE = 0.01
 _DRAW_SCALE = 0.02
 
 
+def _past_path_max(folder: Path) -> str | None:
+    """Why no file in ``folder`` can be opened by its path, when the path is longer than the system's
+    PATH_MAX (Python's import opens its modules by path); None when it is not."""
+    length = len(os.fsencode(folder))
+    try:
+        limit = os.pathconf("/", "PC_PATH_MAX")
+    except (OSError, ValueError, AttributeError):  # no pathconf (Windows), or no such limit
+        return None
+    if length < limit:
+        return None
+    name = str(folder)
+    short = name if len(name) <= 80 else f"{name[:40]}...{name[-30:]}"
+    return (
+        f"the folder modules are imported from ({short}) has a path of {length:,} bytes, past this "
+        f"system's PATH_MAX of {limit:,}: no file in it can be opened by its path; run the gate from a "
+        "shorter path"
+    )
+
+
 def _import(decl: ProgramDecl, path: str | None = None, where: str | None = None) -> Callable[..., Any]:
     """The callable ``path`` (default: the program's function) names, or one line at ``where``."""
     path = decl.function if path is None else path
@@ -116,6 +136,9 @@ def _import(decl: ProgramDecl, path: str | None = None, where: str | None = None
             module = importlib.import_module(module_name)
         except Exception as err:  # ImportError, or whatever the module raises while importing
             first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            too_long = _past_path_max(folder)
+            if isinstance(err, ImportError) and too_long:
+                raise InvariantsError(f"{where}: cannot import {module_name}: {too_long}") from None
             raise InvariantsError(
                 f"{where}: cannot import {module_name} ({type(err).__name__}: {first}); modules are "
                 f"imported from the folder the gate runs in ({folder}) and sys.path"
@@ -477,7 +500,19 @@ def _named_sharding(leaf: Any) -> bool:
 
 def _check_leaves(tree: Any, where: str, factory: str, which: str = "params") -> Any:
     """``tree`` when every leaf has a shape and a dtype (an array or a ShapeDtypeStruct), else one line."""
-    leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+    try:
+        leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+    except Exception as err:  # JAX's C++ flatten raises SystemError, the RecursionError behind it
+        cause = err.__cause__ or err.__context__ or err
+        if isinstance(cause, RecursionError):
+            raise InvariantsError(
+                f"{where}: {factory}(config) returned a pytree nested deeper than JAX can flatten (Python's "
+                f"recursion limit, {sys.getrecursionlimit()}), or one that contains itself"
+            ) from None
+        raise InvariantsError(
+            f"{where}: {factory}(config) returned a pytree JAX cannot flatten: {type(cause).__name__}: "
+            f"{_first(cause)}"
+        ) from None
     if not leaves:
         raise InvariantsError(f"{where}: {factory}(config) returned no arrays (got {type(tree).__name__})")
     for path, leaf in leaves:

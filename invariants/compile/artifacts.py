@@ -189,6 +189,12 @@ def compile_function(
         raise
     except Exception as err:  # a compiler error is a finding about this key, said in one line
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        if first == "std::bad_cast" and (file := _undecodable_module()) is not None:
+            raise InvariantsError(
+                f"{file}: the path of this module is not UTF-8, and JAX cannot write it into the source "
+                "locations of the lowered program (std::bad_cast): move the project to a folder whose "
+                "name is UTF-8"
+            ) from None
         raise CompileFailed(first, type(err).__name__) from err
     artifacts = Compiled(
         program=program,
@@ -207,6 +213,20 @@ def compile_function(
             persistent.put(result, artifacts)
         persistent.count(key, "miss" if result is not None else "off")
     return artifacts, compiled
+
+
+def _undecodable_module() -> str | None:
+    """The first loaded module whose file's path is not UTF-8 (its bytes not UTF-8 escaped), else None: JAX's
+    lowering writes the file of each traced frame into the module's locations, and its C++ takes UTF-8
+    only."""
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str):
+            try:
+                file.encode("utf-8")
+            except UnicodeEncodeError:
+                return os.fsencode(file).decode("utf-8", "backslashreplace")
+    return None
 
 
 # What XLA:GPU says when it cannot start ptxas (PTX -> SASS, run once per kernel where the CUDA toolkit's
@@ -260,6 +280,7 @@ def _memory(compiled: Any) -> dict[str, int]:
         "output_size_in_bytes",
         "temp_size_in_bytes",
         "generated_code_size_in_bytes",
+        "peak_memory_in_bytes",
     )
     return {f: int(getattr(mem, f)) for f in fields if mem is not None and hasattr(mem, f)}
 

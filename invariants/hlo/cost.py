@@ -11,7 +11,13 @@ from:
   (an upper bound). Kernels without an estimate add nothing; today that is the ``kCustom`` gather fusion
   and custom calls, so a forward's estimate covers the index fix-ups and copies around the gather, not the
   gather itself. :func:`cycle_estimate` counts those launches too.
-* ``temp_bytes``, ``argument_bytes``, ``output_bytes``: ``compiled.memory_analysis()``.
+* ``temp_bytes``, ``argument_bytes``, ``output_bytes``, ``peak_bytes``: ``compiled.memory_analysis()``.
+  ``temp_bytes`` is XLA's ``temp_size_in_bytes``: the temporaries of the device's main memory alone. The
+  TPU compiler places intermediates that fit in the chip's on-chip memory (VMEM, ``S(1)`` in a layout)
+  there, and they are not in it: a program whose large intermediates all live there reads next to nothing.
+  ``peak_bytes`` is XLA's ``peak_memory_in_bytes``, the arguments, outputs and temporaries of every
+  memory space live at once; XLA:CPU's figure leaves its temporaries out, so on the CPU it is a
+  :class:`Missing` that says so (there ``temp_bytes`` holds every temporary).
 * ``flops``, ``bytes_accessed``: ``compiled.cost_analysis()``.
 
 A metric that cannot be computed is a :class:`Missing` with one line saying why (the target does not
@@ -38,6 +44,7 @@ __all__ = [
     "cycle_estimate",
     "estimated_cycles",
     "from_analysis",
+    "peak_bytes",
     "predicted_ratio",
     "value_or_none",
 ]
@@ -58,6 +65,7 @@ ANALYSIS_KEYS: dict[str, tuple[str, str]] = {
     "temp_bytes": ("memory", "temp_size_in_bytes"),
     "argument_bytes": ("memory", "argument_size_in_bytes"),
     "output_bytes": ("memory", "output_size_in_bytes"),
+    "peak_bytes": ("memory", "peak_memory_in_bytes"),
     "flops": ("cost", "flops"),
     "bytes_accessed": ("cost", "bytes accessed"),
 }
@@ -67,11 +75,13 @@ _ANALYSIS_CALL = {"memory": "memory_analysis()", "cost": "cost_analysis()"}
 @dataclasses.dataclass(frozen=True)
 class Analyses:
     """What the compiler metrics are computed from: a program's structure and the analysis dicts of its
-    ``Compiled`` (empty when the backend offered none)."""
+    ``Compiled`` (empty when the backend offered none), and the family of the target it was compiled for
+    (``cpu``, ``tpu``, ``gpu``; empty for a module read from a file)."""
 
     structure: Structure
     cost: Mapping[str, float] = dataclasses.field(default_factory=dict)
     memory: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    family: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,12 +157,28 @@ def from_analysis(name: str) -> Callable[[Analyses], int | float | Missing]:
     which, key = ANALYSIS_KEYS[name]
 
     def of(analyses: Analyses) -> int | float | Missing:
-        value = (analyses.memory if which == "memory" else analyses.cost).get(key)
+        analysis = analyses.memory if which == "memory" else analyses.cost
+        value = analysis.get(key)
+        if value is None and analysis:  # the analysis without this field: an older compiler, or record
+            return Missing(
+                f"this compile's {_ANALYSIS_CALL[which]} has no '{key}' (this release's compiler gives none, "
+                "or the compile cache's entry was made before it was read: --no-cache compiles it again)"
+            )
         if value is None:
             return Missing(f"this target's compiler gives no {_ANALYSIS_CALL[which]} '{key}'")
         return int(value) if float(value).is_integer() else float(value)
 
     return of
+
+
+def peak_bytes(analyses: Analyses) -> int | float | Missing:
+    """The ``peak_bytes`` metric (module docstring): XLA's ``peak_memory_in_bytes``, except on the CPU."""
+    if analyses.family == "cpu":
+        return Missing(
+            "XLA:CPU's peak_memory_in_bytes counts arguments and outputs, not temporaries: bound temp_bytes "
+            "on the CPU"
+        )
+    return from_analysis("peak_bytes")(analyses)
 
 
 def value_or_none(value: int | float | Missing) -> int | float | None:

@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 from ..compile.record import Compiled
-from ..hlo.cost import Analyses, Missing, estimated_cycles, from_analysis
+from ..hlo.cost import Analyses, Missing, estimated_cycles, from_analysis, peak_bytes
 from ..hlo.structure import Structure
 from ..kernels.program import ProgramCode
 
@@ -199,8 +199,13 @@ _ALL = (
     _compiler("estimated_cycles",
               "TPU compiler's predicted cycles: kernels' estimated_cycles summed, loops expanded by trip "
               "count (TPU only)", estimated_cycles),
-    _compiler("temp_bytes", "temporary buffer bytes, from compiled.memory_analysis()",
+    _compiler("temp_bytes", "temporary buffer bytes in the device's main memory, from "
+              "compiled.memory_analysis(); on TPU it leaves out the intermediates XLA places in on-chip "
+              "memory (VMEM), however large: bound peak_bytes there",
               from_analysis("temp_bytes"), unit="bytes"),
+    _compiler("peak_bytes", "bytes live at the peak: arguments, outputs and temporaries of every memory "
+              "space, from compiled.memory_analysis() (TPU and GPU; XLA:CPU's figure leaves temporaries out, "
+              "so there it is unavailable)", peak_bytes, unit="bytes"),
     _compiler("argument_bytes", "argument buffer bytes, from compiled.memory_analysis()",
               from_analysis("argument_bytes"), unit="bytes"),
     _compiler("output_bytes", "output buffer bytes, from compiled.memory_analysis()",
@@ -260,7 +265,7 @@ def metrics_of(structure: Structure, code: ProgramCode, compiled: Compiled) -> d
     where a structural one is unknown. The names that only exist called on a program are left out."""
     sources: dict[str, Any] = {
         "structure": structure,
-        "compiler": Analyses(structure, compiled.cost or {}, compiled.memory or {}),
+        "compiler": Analyses(structure, compiled.cost or {}, compiled.memory or {}, _family(compiled.target)),
         "kernel": code,
         "compile": compiled,
     }
@@ -269,6 +274,13 @@ def metrics_of(structure: Structure, code: ProgramCode, compiled: Compiled) -> d
         for m in _ALL
         if m.source in sources and m.of is not None and not m.call_only
     }
+
+
+def _family(target: str) -> str:
+    """The family of a target by its name (``cpu-8dev``: ``cpu``), as the targets are named; empty when
+    none (a module read from a file)."""
+    family = target.split("-", 1)[0]
+    return family if family in ("cpu", "tpu", "gpu") else ""
 
 
 def input_facts(config: Any, layout: Any = None, devices: int = 1) -> dict[str, int]:

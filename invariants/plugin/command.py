@@ -44,6 +44,7 @@ from ..compile.child import pytest_args
 from ..compile.process import guard_backend, pin_worker
 from ..spec.file import SPEC_DIR, load_specs
 from .options import OPTIONS
+from .results import discard_earlier
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -118,6 +119,14 @@ def _check(args: argparse.Namespace) -> None:
     build_all(decls)
 
 
+def _results_path(rest: list[str]) -> Path:
+    """The ``--results-json`` pytest will be given (among ``rest``), else its default."""
+    option = next(o for o in OPTIONS if o.flag == "--results-json")
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument(option.flag, default=option.keywords()["default"])
+    return Path(parser.parse_known_args(rest)[0].results_json)
+
+
 def main(argv: list[str]) -> int:
     # Nothing this command does may write inside the installed package: no bytecode caches of the
     # modules imported from here on (pytest's rewritten test modules above all). __main__ says so already;
@@ -126,6 +135,9 @@ def main(argv: list[str]) -> int:
     from . import hooks  # noqa: F401  (its environment defaults must precede JAX's backends)
 
     args, rest = _parser().parse_known_args(argv)
+    # The earlier run's results go before any check below can stop this one: a run stopped by bad input
+    # leaves no file that reads as its own.
+    discard_earlier(_results_path(rest))
     # The environment first (XLA_FLAGS, JAX_PLATFORMS), with JAX started quietly: the checks below import
     # the user's modules, and JAX with them.
     set_timeout(args.user_code_timeout)  # checked now: one line for a timeout that is no number of seconds

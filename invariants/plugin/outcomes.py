@@ -22,6 +22,7 @@ from ..snapshot.diff import (
     structural_diff,
     summary_change,
     summary_of,
+    text_change,
 )
 
 if TYPE_CHECKING:
@@ -160,9 +161,15 @@ def structure_failure(s: GateSession, key: Key, current: str, accept: str | None
     program, config, target = key
     path = s.snapshots.path(key)
     committed = path.read_text() if path.exists() else ""
+    change = summary_change(committed, current)
+    if committed and change == text_change(committed, current):  # the file, not the compile, is what differs
+        headline = (
+            f"{program}[{config}] on {target}: {shown(path)} holds the structure it compiles to, but {change}"
+        )
+    else:
+        headline = f"{program}[{config}] on {target}: compiled structure differs from {shown(path)}: {change}"
     lines = [
-        f"{program}[{config}] on {target}: compiled structure differs from {shown(path)}: "
-        + summary_change(committed, current),
+        headline,
         *snapshot_comparison(s, key, current),
         "versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()),
         dumped_line(s, key),

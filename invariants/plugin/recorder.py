@@ -29,6 +29,7 @@ class Recorder:
         self.claim: _results.Claim | None = None
         # Why the results file could not be written (a full disk): the run's last line, and not green.
         self.write_error: str | None = None
+        self._discarded = False
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call" and not (report.when == "setup" and report.skipped):
@@ -36,6 +37,7 @@ class Recorder:
         if "gate" not in report.keywords:  # another plugin's or a project's own test: not the gate's record
             return
         self.gate = True
+        self.discard_earlier()  # an xdist controller collects nothing: its first gate report says so
         outcome = "xfailed" if hasattr(report, "wasxfail") else report.outcome
         reason = failure_reason(report) if report.failed else None
         entries = [
@@ -45,6 +47,9 @@ class Recorder:
         self.items.extend(e for e in entries if e is not None)
         if report.failed and not any(entries):
             self.items.append(_results.error_entry(outcome, report.nodeid, reason))
+        elif report.skipped and outcome == "skipped" and not any(entries):
+            # Listed with its reason, so that the file's skips are pytest's: a run of skips alone is seen.
+            self.items.append(_results.skipped_entry(report.nodeid, skip_reason(report)))
 
     def claim_results(self, path: Path) -> None:
         """Check and claim the results path when the run starts, in the process that writes it: a directory
@@ -56,23 +61,31 @@ class Recorder:
             check_output_file(path, "--results-json")
         self.claim = _results.claim(path)
 
+    def discard_earlier(self) -> None:
+        """Once the run is known to be a gate run (it collected gate items, ran one, or refused its input):
+        remove the earlier run's results file from the claimed path, so that a run that ends without
+        writing one leaves none that reads as its own. A run of other tests alone leaves it."""
+        if self.claim is not None and not self._discarded:
+            self._discarded = True
+            self.claim.discard_earlier()
+
     def release(self) -> None:
         if self.claim is not None:
             self.claim.release()
 
     def write_results(self, run: dict[str, Any]) -> None:
         """Write the results file: ``run`` (what the run was: versions, runtime, targets, programs) with the
-        items. No file when nothing was recorded: the one there stays an earlier run's, and a note says so."""
+        items. No file when nothing was recorded (the earlier run's was removed: :meth:`discard_earlier`),
+        and a note says so."""
         claim = self.claim
         if claim is None:
             return
         if claim.note:
             self.notes.append(claim.note)
         if not self.items:
-            if self.gate and claim.path.exists():
+            if self.gate:
                 self.notes.append(
-                    f"invariants: no gate item recorded anything; {shown(claim.path)} was not written (the "
-                    "file there is an earlier run's)"
+                    f"invariants: no gate item recorded anything; {shown(claim.path)} was not written"
                 )
             return
         path = claim.path
@@ -80,6 +93,13 @@ class Recorder:
             _results.write(path, run, self.items)
         except InvariantsError as err:
             self.write_error = f"invariants: {err}"
+
+
+def skip_reason(report: pytest.TestReport) -> str:
+    """Why an item skipped: the reason of its skip mark or call (pytest's ``(file, line, reason)``)."""
+    longrepr = report.longrepr
+    said = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr or "")
+    return said.removeprefix("Skipped: ").strip() or "skipped"
 
 
 def failure_reason(report: pytest.TestReport) -> str:

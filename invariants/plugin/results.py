@@ -10,14 +10,14 @@ The file is one JSON object::
     {"versions": {package: version}, "runtime": {"platform", "device_kind", "count"},
      "targets": {name: {"mode", "scope", "unavailable"}}, "exitstatus": int, "items": [entry, ...]}
 
-Every entry has ``kind`` (one of :data:`KINDS`), ``outcome`` (pytest's: passed, failed, skipped, xfailed)
-and ``nodeid``, plus the fields :data:`FIELDS` lists for its kind (a writer that leaves one out fails at
-once, so the reader can rely on them); a failed entry also has ``reason``, the first line of its failure
-(:attr:`Entry.reason`). Extra fields are allowed and kept. The top level may hold ``declared``: the
-programs the run's spec files declared (a downstream project's own), which the report shows by default;
-``programs``: every program of the run, name to ``{"kind", "tags"}``, which the report's ``--programs``
-selects from; and ``pytest``: pytest's own count of the run's outcomes (:data:`PYTEST_OUTCOMES`, as its
-last line counts them), which holds what no entry records (an item skipped before it ran, a module skipped
+Every entry has ``kind`` (one of :data:`KINDS`), ``outcome`` (pytest's: passed, failed, skipped, xfailed) and
+``nodeid``, plus the fields :data:`FIELDS` lists for its kind (a writer that leaves one out fails at once, so
+the reader can rely on them); a failed entry also has ``reason``, the first line of its failure
+(:attr:`Entry.reason`), and a ``skipped`` entry its skip's reason. Extra fields are allowed and kept. The top
+level may hold ``declared``: the programs the run's spec files declared (a downstream project's own), which
+the report shows by default; ``programs``: every program of the run, name to ``{"kind", "tags"}``, which the
+report's ``--programs`` selects from; and ``pytest``: pytest's own count of the run's outcomes
+(:data:`PYTEST_OUTCOMES`, as its last line counts them), which holds what no entry records (a module skipped
 whole), so that the report counts what pytest did (all of them :class:`Results`). The kinds:
 
 * ``structure``: ``target``, ``program``, ``config`` and every numeric metric a compile gives (structural,
@@ -36,6 +36,9 @@ whole), so that the report counts what pytest did (all of them :class:`Results`)
 
 Both throughput kinds carry one :class:`invariants.timing.paired.RatioResult` (``to_dict``), whose
 ``direction`` says which side of ``threshold`` passes (``at_most`` a ratio, ``at_least`` an efficiency);
+* ``skipped``: an item that skipped before it recorded anything (no fields; ``reason`` says why: a
+  target that cannot compile here, a program whose chips do not fit it, no invariant that applies), so
+  that the file lists every skip pytest counts;
 * ``error``: an item that failed before it recorded anything (no fields); when what failed was a
   program's compile (a compiler or tracing error, in that release, on that target), its reason reads
   ``TARGET/PROGRAM[CONFIG]: compile failed: ...`` (:data:`COMPILE_FAILED`, :func:`compile_failure`): a
@@ -60,11 +63,11 @@ from .._paths import write_atomic
 
 __all__ = [
     "COMPILE_FAILED", "FIELDS", "KINDS", "PROPERTY", "PYTEST_OUTCOMES", "TIERS", "Claim", "CompileFailure",
-    "Entry", "Results", "check_path", "claim", "compile_failed", "compile_failure", "entry", "error_entry",
-    "lock_path", "read", "record", "write",
+    "Entry", "Results", "check_path", "claim", "compile_failed", "compile_failure", "discard_earlier",
+    "entry", "error_entry", "lock_path", "read", "record", "skipped_entry", "write",
 ]  # fmt: skip
 
-RecordKind = Literal["structure", "invariant", "correctness", "ratio", "efficiency", "error"]
+RecordKind = Literal["structure", "invariant", "correctness", "ratio", "efficiency", "error", "skipped"]
 
 FIELDS: dict[str, tuple[str, ...]] = {
     "structure": ("target", "program", "config"),
@@ -75,6 +78,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
         "id", "target", "program", "config", "median", "low", "high", "threshold", "verdict",
     ),
     "error": (),
+    "skipped": (),
 }  # fmt: skip
 KINDS: tuple[str, ...] = tuple(FIELDS)
 # The fields of FIELDS that may be null: a value check that found no problem, an efficiency item with no
@@ -92,6 +96,7 @@ TIERS: dict[str, str] = {
     "ratio": "throughput: ratio",
     "efficiency": "throughput: efficiency",
     "error": "error",
+    "skipped": "skipped",
 }
 # The verdict of an efficiency item whose run recorded its baseline: it had no floor to be judged by.
 RECORDED = "recorded"
@@ -214,6 +219,11 @@ def error_entry(outcome: str, nodeid: str, reason: str | None = None) -> Entry:
     return Entry("error", outcome, nodeid, reason or None)
 
 
+def skipped_entry(nodeid: str, reason: str) -> Entry:
+    """The entry of an item that skipped before recording anything, with why."""
+    return Entry("skipped", "skipped", nodeid, reason)
+
+
 # What a failed compile's message says after its key: the words compile_failure reads an error entry by.
 COMPILE_FAILED = "compile failed"
 _FAILED_KEY = re.compile(
@@ -316,6 +326,12 @@ class Claim:
     _lock: Path | None = None
     _handle: IO[str] | None = None
 
+    def discard_earlier(self) -> None:
+        """Remove the results file an earlier run left at :attr:`path` (one :func:`check_path` found the
+        gate's own, or none; another live run's is never this claim's path): a gate run that then writes
+        none, stopped by bad input or a crash, leaves no earlier run's file to be read as its own."""
+        _unlink_earlier(self.path)
+
     def release(self) -> None:
         if self._handle is None:
             return
@@ -363,8 +379,36 @@ def _try_lock(path: Path) -> tuple[IO[str] | None, str]:
     raise InvariantsError(f"{path}: cannot lock it (it keeps being replaced)")
 
 
+def _unlink_earlier(path: Path) -> None:
+    """Remove the results file at ``path``; unlinking is atomic: a reader sees the whole earlier file or
+    none."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as err:
+        raise InvariantsError(
+            f"--results-json {path}: cannot remove the earlier run's results ({err.strerror or err})"
+        ) from None
+
+
+def discard_earlier(path: Path) -> None:
+    """Before anything can stop a gate run: remove the results file an earlier run left at ``path``,
+    unless it is no results file (:func:`claim` says so later) or a live run holds it (its own file)."""
+    if not path.is_file() or path.is_symlink() or not _a_results_file(path):
+        return
+    try:
+        handle, _ = _try_lock(lock_path(path))
+    except (OSError, ImportError):
+        return
+    if handle is not None:
+        try:
+            _unlink_earlier(path)
+        finally:
+            Claim(path, None, lock_path(path), handle).release()
+
+
 def claim(path: Path) -> Claim:
-    """Claim ``path`` for this run's results (after :func:`check_path`).
+    """Claim ``path`` for this run's results (after :func:`check_path`); :meth:`Claim.discard_earlier`
+    then removes the file an earlier run left there.
 
     When another run that is still going holds it (two runs writing the same file would leave whichever
     ends last, and a report of the other run's items), this run gets a file of its own,

@@ -50,8 +50,9 @@ class GateSession:
     compile measured (:meth:`measured`), where snapshots are read and written (:attr:`snapshots`), the dump
     folder, the records (:attr:`recorder`)."""
 
-    def __init__(self, config: pytest.Config) -> None:
+    def __init__(self, config: pytest.Config, recorder: Recorder | None = None) -> None:
         self.config = config
+        self.recorder = recorder or Recorder()
         self.all_targets = all_targets()
         self.targets = select_targets(config.getoption("targets"))
         spec_dirs = config.getoption("spec_dir") or _env_spec_dirs()
@@ -126,23 +127,30 @@ class GateSession:
         self.correctness = Correctness(self.all_programs)
         self.raw = bool(config.getoption("raw_invariants"))
         self._arguments: dict[tuple[str, ...], Any] = {}
-        self.recorder = Recorder()
         # Set when -k / -m deselect every gate item (see deselected): said last, and the exit status is 2.
         self.nothing_selected: str | None = None
 
     @classmethod
     def start(cls, config: pytest.Config) -> GateSession:
-        """The session of ``config``, wired into pytest: its recorder registered, its deletion guard where
-        the snapshot store finds it, the results file claimed (not by an xdist worker: the controller
-        writes it)."""
-        s = cls(config)
+        """The session of ``config``, wired into pytest: the results file claimed first (not by an xdist
+        worker: the controller writes it), so that bad input found after it leaves no earlier run's file
+        there; its recorder registered, its deletion guard where the snapshot store finds it."""
+        recorder = Recorder()
+        if not hasattr(config, "workerinput"):
+            recorder.claim_results(Path(config.getoption("results_json")))
+        try:
+            s = cls(config, recorder)
+        except BaseException:
+            try:
+                recorder.discard_earlier()
+            finally:
+                recorder.release()
+            raise
         config.pluginmanager.register(s.recorder, "invariants-recorder")
         config.stash[GUARD_KEY] = s.snapshots.guard
         if hasattr(config.option, "no_cleanup"):
             # syrupy deletes nothing: what is obsolete is decided by SnapshotFolders.obsolete.
             config.option.no_cleanup = True
-        if not hasattr(config, "workerinput"):
-            s.recorder.claim_results(Path(config.getoption("results_json")))
         return s
 
     # ----------------------------------------------------------------- what the items ask of the session
@@ -279,8 +287,11 @@ class GateSession:
         generate.parametrize(self, metafunc)
 
     def collected(self, items: list[pytest.Item]) -> None:
-        """After collection: start compiling ahead of the items, and tell the snapshot store which folders
-        this session owns (the targets that compile here; see :meth:`SnapshotFolders.own`)."""
+        """After collection: the earlier run's results removed when gate items were collected (a gate run:
+        see :meth:`Recorder.discard_earlier`), compiles started ahead of the items, and the snapshot store
+        told which folders this session owns (the targets that compile here; :meth:`SnapshotFolders.own`)."""
+        if any(item.get_closest_marker("gate") is not None for item in items):
+            self.recorder.discard_earlier()
         workers = generate.compile_threads(self.config)
         if workers:
             keys = generate.prefetch_keys(items)
@@ -298,6 +309,7 @@ class GateSession:
         given = (("-k", option.keyword), ("-m", option.markexpr))
         chosen = " ".join(f"{flag} {value!r}" for flag, value in given if value) or "the selection"
         self.nothing_selected = f"{chosen}: deselects every gate item ({gate_items}), leaving nothing to run"
+        self.recorder.discard_earlier()
 
     def summary_lines(self, reporter: Any = None) -> list[str]:
         """The gate's lines of the terminal summary: the notes of the run's end, what failed, the known

@@ -28,6 +28,7 @@ __all__ = [
     "structure_part",
     "summary_change",
     "summary_of",
+    "text_change",
     "what_changed",
 ]
 
@@ -175,7 +176,36 @@ def summary_change(old: str, new: str) -> str:
     if changed:
         return ", ".join(changed)
     sections = (["kernels"] if changed_kernels(old, new) else []) + [t for t, _ in changed_sections(old, new)]
-    return "summary unchanged" + (f"; changed: {', '.join(sections)}" if sections else "")
+    if sections:
+        return f"summary unchanged; changed: {', '.join(sections)}"
+    return text_change(old, new) or "summary unchanged"
+
+
+_BOM = "\ufeff"
+
+
+def text_change(old: str, new: str) -> str | None:
+    """What differs between a committed snapshot ``old`` and a rendering ``new`` beside the structure, where
+    the diff of their lines shows nothing a reader can see: a byte-order mark an editor saved, Windows line
+    endings, a header naming another program or target (a file copied from another's). None when none of
+    these is it."""
+    if old.startswith(_BOM):
+        return "the committed file starts with a UTF-8 byte-order mark, which the gate never writes"
+    if "\r" in old and "\r" not in new:
+        return "the committed file has Windows line endings (\\r\\n), which the gate never writes"
+    header_old, header_new = (_header(text) for text in (old, new))
+    if header_old[:1] != header_new[:1]:
+        said = header_old[0].removeprefix("# ") if header_old else "nothing"
+        return f"the committed file's header names {said}, not {header_new[0].removeprefix('# ')}"
+    if header_old != header_new:
+        return "the committed file's header (the program's doc) differs"
+    return None
+
+
+def _header(rendering: str) -> list[str]:
+    """The ``#`` lines a rendering starts with."""
+    lines = rendering.splitlines()
+    return lines[: next((i for i, ln in enumerate(lines) if not ln.startswith("#")), len(lines))]
 
 
 def changed_kernels(old: str, new: str, context: int = 1) -> list[str]:

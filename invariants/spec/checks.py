@@ -26,7 +26,7 @@ from ..hlo.structure import Structure
 from ..measure.measurement import Measurement
 from ..measure.metrics import METRICS, input_facts
 from .asserts import NoValue, Read
-from .file import CorrectnessCheck, Invariant, Spec, scope_of, select_programs
+from .file import CorrectnessCheck, Invariant, ProgramDecl, Spec, scope_of, select_programs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,7 +104,9 @@ def check_specs(
     * an invariant whose own ``targets`` names a target by name where one of its programs does not compile
       (``... does not compile on tpu-v6e (a core-scope target: it compiles programs tagged 'core' only)``);
     * a ``[[correctness]]`` check that runs nothing on the runtime target (its ``configs`` select no
-      configuration its programs run in), or that calls a program its check cannot call.
+      configuration its programs run in), or that calls a program its check cannot call;
+    * a declared program whose chips fit no target its spec files name (a mesh of 16 on targets of 8):
+      each of its items would skip, and the run would check nothing of it.
 
     ``targets``: every target a spec may name (default :func:`known_targets`). ``programs``: the run's
     (default: the catalog's alone). :func:`expand` and :func:`expand_correctness` call it, so no case list
@@ -176,6 +178,8 @@ class _SpecCheck:
         for pattern in spec.targets:
             if not any(fnmatch.fnmatchcase(n, pattern) for n in self.names):
                 raise self.no_target(where, "targets:", pattern)
+        for decl in spec.programs:
+            self.fits_a_target(decl)
         applying = [t for t in self.known if spec_applies(spec, t)]
         for inv in spec.invariants:
             self.invariant(inv, applying)
@@ -187,6 +191,18 @@ class _SpecCheck:
                     )
             self.correctness(
                 check, [t for t in applying if t.mode == "runtime" and on_targets(t, check.targets)]
+            )
+
+    def fits_a_target(self, decl: ProgramDecl) -> None:
+        """One line at ``decl`` when no target its spec files name has the chips its program needs."""
+        program = self.programs.get(decl.name)
+        if program is None:
+            return
+        misfits = [t.misfit(program) for t in self.known if t.aimed_by(program)]
+        if misfits and all(misfits):
+            raise InvariantsError(
+                f"{decl.where}: {decl.name} fits no target its spec files name, so none of its items would "
+                f"run: {'; '.join(str(m) for m in misfits)}"
             )
 
     def cases_on(self, inv: Invariant, target: Target) -> int:

@@ -288,3 +288,56 @@ def test_a_failed_relation_says_what_differs_between_its_programs(tmp_path: Path
     assert re.search(r"^\+\s+gather\[FILL_OR_DROP\]$", out, re.M), out
     for name in ("mine_take", "take"):
         assert (dumps / "cpu" / f"{name}.f32.hlo.txt").is_file(), name
+
+
+KEEPS = """\
+import jax.numpy as jnp
+
+
+def keeps(table, indices):
+    rows = jnp.take(table, indices, axis=0)
+    wide = jnp.tile(rows, (1, 8))  # 16 MiB of f32, and its sine and cosine live for their product
+    a, b = jnp.sin(wide), jnp.cos(wide)
+    return rows + (a.T @ b)[:32, :32].sum()
+"""
+KEEPS_SPEC = """\
+[spec]
+targets = ["tpu-v5e"]
+
+[[program]]
+name = "keeps"
+function = "keepslib:keeps"
+kind = "forward"
+configs = ["f32"]
+
+[[invariant]]
+id = "hbm_temporaries"
+programs = ["keeps"]
+assert = "temp_bytes <= 16 * 2 ** 20"
+
+[[invariant]]
+id = "peak"
+programs = ["keeps"]
+assert = "peak_bytes <= 16 * 2 ** 20"
+"""
+
+
+def test_a_tpu_memory_bound_on_the_peak_sees_what_the_program_keeps_live(tmp_path: Path):
+    """On tpu-v5e XLA keeps the intermediates in on-chip memory, which temp_bytes leaves out: the bound on it
+    holds whatever the program keeps. The bound on peak_bytes fails, naming the peak."""
+    from invariants.catalog.targets import all_targets
+
+    if (why := all_targets()["tpu-v5e"].unavailable_reason()) is not None:
+        pytest.skip(why)
+    project = tmp_path / "project"
+    (project / "specs").mkdir(parents=True)
+    (project / "specs" / "keeps.toml").write_text(KEEPS_SPEC)
+    (project / "keepslib.py").write_text(KEEPS)
+    proc = gate(project, "--no-catalog", "--targets", "tpu-v5e", "--snapshot-update")
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    failed = [ln for ln in proc.stdout.splitlines() if ln.startswith("FAILED")]
+    assert len(failed) == 1 and "peak failed on tpu-v5e keeps [f32]" in failed[0], failed
+    peak = re.search(r"measured peak_bytes = (\d+)", failed[0])
+    assert peak and int(peak[1]) > 16 * 2**20, failed[0]
+    held = r"PASSED .*test_invariant\[tpu-v5e-keeps-f32-hbm_temporaries\]"
+    assert re.search(held, proc.stdout), proc.stdout

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -189,6 +190,12 @@ def not_arrays(config):
 def empty(config):
     return {}
 
+def nested_deep(config):
+    tree = {"w": jax.ShapeDtypeStruct((config.vocab, 2), jnp.float32)}
+    for _ in range(2000):
+        tree = {"n": tree}
+    return tree
+
 def with_ids(config):
     return {"w": jax.ShapeDtypeStruct((config.vocab, 2), jnp.float32),
             "ids": jax.ShapeDtypeStruct((4,), jnp.int32)}
@@ -256,6 +263,9 @@ def params_project(tmp_path: Path, module: str, programs: str, extra: str = "", 
          "jax.ShapeDtypeStruct"),
         (params_program("p", "{m}:rows", "{m}:empty"),
          "specs/lib.toml:7: p [f32]: {m}:empty(config) returned no arrays (got dict)"),
+        (params_program("p", "{m}:rows", "{m}:nested_deep"),
+         "specs/lib.toml:7: p [f32]: {m}:nested_deep(config) returned a pytree nested deeper than JAX can "
+         "flatten (Python's recursion limit, "),
         (params_program("p", "{m}:wrong_shape", "{m}:concrete"),
          "specs/lib.toml:4: p [f32]: {m}:wrong_shape fails on its params and s32[4,8] indices: TypeError"),
         (params_program("p", "{m}:counts", "{m}:concrete", "backward"),
@@ -278,8 +288,9 @@ def params_project(tmp_path: Path, module: str, programs: str, extra: str = "", 
          "specs/lib.toml:10: unknown key 'expect' in [[program]]"),
     ],
     ids=["no-module", "no-factory", "params-form", "factory-raises", "leaf-not-array", "no-leaves",
-         "function-fails", "backward-integer-output", "backward-fails", "integer-param", "pytree-per-config",
-         "index-shape-zero", "index-shape-scalar", "index-shape-without-params", "unknown-key"],
+         "nested-deep", "function-fails", "backward-integer-output", "backward-fails", "integer-param",
+         "pytree-per-config", "index-shape-zero", "index-shape-scalar", "index-shape-without-params",
+         "unknown-key"],
 )  # fmt: skip
 def test_bad_params_program_is_one_line_and_exit_2(tmp_path, gate_in, request, declared, message):
     module = f"plib_{request.node.callspec.id.replace('-', '_')}"
@@ -731,3 +742,63 @@ def test_a_models_input_facts_are_its_own_tables(tmp_path, monkeypatch):
     assert [facts["p"][k] for k in shown] == [(8192 + 8) * 32 * 4, 32 * 4, 8192, 4 * 8]
     assert [facts["q"][k] for k in shown] == [8 * 32 * 4, 32 * 4, 8, 4 * 8]
     assert [facts["w"][k] for k in shown] == [8192 * 2 * 4, 2 * 4, 8192, 4 * 8]  # the s32 ids: no table
+
+
+def test_a_project_in_a_folder_whose_name_is_not_utf8_says_so(tmp_path):
+    """JAX writes the file of each traced frame into the lowered module, and its C++ takes UTF-8 alone: a
+    project in a folder named in another encoding fails its compile with "std::bad_cast". The item's line
+    names the file and what to do instead."""
+    project = tmp_path / os.fsdecode(b"latin1-\xe9t\xe9")
+    (project / "specs").mkdir(parents=True)
+    (project / "specs" / "lib.toml").write_text(
+        '[spec]\ntargets = ["cpu"]\n\n' + program("p", "encodedlib:lookup")
+    )
+    (project / "encodedlib.py").write_text("import jax.numpy as jnp\n\ndef lookup(table, indices):\n"
+                                           "    return jnp.take(table, indices, axis=0)\n")  # fmt: skip
+    proc = command("gate", "--spec-dir", "specs", "--no-catalog", "--targets", "cpu", "--no-cache",
+                   "--snapshot-update", "-p", "no:cacheprovider", "-q", cwd=project)  # fmt: skip
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    failed = next(ln for ln in proc.stdout.splitlines() if ln.startswith("FAILED"))
+    assert failed.endswith(
+        "latin1-\\xe9t\\xe9/encodedlib.py: the path of this module is not UTF-8, and JAX cannot write it "
+        "into the source locations of the lowered program (std::bad_cast): move the project to a folder "
+        "whose name is UTF-8"
+    ), failed
+
+
+def test_a_project_whose_path_is_past_path_max_says_so(tmp_path, monkeypatch, capsys):
+    """A folder reached step by step (each step a short relative path) may have a path longer than
+    PATH_MAX: Python opens no module there by its path, and the import's "No module named" hides why. The
+    line says why."""
+    monkeypatch.chdir(tmp_path)
+    limit = os.pathconf("/", "PC_PATH_MAX")
+    step = "d" * 200
+    for _ in range(limit // len(step) + 1):
+        os.mkdir(step)
+        monkeypatch.chdir(step)
+    os.mkdir("specs")
+    Path("specs/lib.toml").write_text('[spec]\ntargets = ["cpu"]\n\n' + program("p", "deepfolderlib:lookup"))
+    Path("deepfolderlib.py").write_text("def lookup(table, indices):\n    return table[indices]\n")
+    monkeypatch.syspath_prepend(os.getcwd())  # as gate_in does: the run's sys.path undone after it
+    status = cli(["gate", "--spec-dir", "specs", "--no-catalog"])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1, err
+    assert re.search(
+        r"^specs/lib\.toml:4: p: cannot import deepfolderlib: the folder modules are imported from "
+        rf"\(.{{40}}\.\.\.d{{30}}\) has a path of [\d,]+ bytes, past this system's PATH_MAX of {limit:,}: no "
+        r"file in it can be opened by its path; run the gate from a shorter path$",
+        err.strip(),
+    ), err
+
+
+def test_bad_input_the_command_finds_before_pytest_leaves_no_earlier_results(tmp_path, gate_in):
+    """The command checks a project's programs before pytest starts: a program that does not import stops
+    it there, and the results file of the run before is gone, not left to be read as this run's."""
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "lib.toml").write_text('[spec]\ntargets = ["cpu"]\n\n' + program("p", "nolib_x:f"))
+    earlier = tmp_path / "artifacts" / "results.json"
+    earlier.parent.mkdir()
+    earlier.write_text('{"items": [], "exitstatus": 0}\n')
+    status, err = gate_in("--spec-dir", "specs", "--no-catalog")
+    assert status == 2 and "cannot import nolib_x" in err, err
+    assert not earlier.exists()

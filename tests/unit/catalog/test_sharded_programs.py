@@ -5,13 +5,14 @@ so, and a multi-chip target given nothing sharded is one line, never a silent on
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from gatekit import command
+from gatekit import InProcess, command
 
 from invariants._errors import InvariantsError
 from invariants.catalog.targets import all_targets
@@ -221,3 +222,42 @@ def test_compile_for_on_a_pod_needs_something_sharded():
         InvariantsError, match=r"^compile_for: the mesh has 16 devices, not tpu-v5p-2x2x2's 8"
     ):
         compile_for(embed.embed, *on, target="tpu-v5p-2x2x2")
+
+
+def test_a_program_that_fits_no_target_of_its_spec_is_one_line_and_no_earlier_results_stay(tmp_path):
+    """A mesh of 16 chips in a spec that names targets of 8 would skip every item and pass; it is one line
+    at its declaration and exit 2, and the results file an earlier run left there is gone, not read as
+    this run's."""
+    (tmp_path / "model.py").write_text(MODEL)
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "s.toml").write_text(
+        SPECS.replace('"tpu-v5e-4x4", "tpu-v5p-2x2x2", "cpu-8dev"', '"tpu-v5p-2x2x2", "cpu-8dev"')
+    )
+    earlier = tmp_path / "artifacts" / "results.json"
+    earlier.parent.mkdir()
+    earlier.write_text('{"items": [], "exitstatus": 0}\n')
+    proc = _gate(tmp_path)
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-2000:]
+    last = (proc.stdout + proc.stderr).strip().splitlines()[-1]
+    assert re.search(
+        r"s\.toml:\d+: model16 fits no target its spec files name, so none of its items would run: "
+        r"tpu-v5p-2x2x2 has 8 chips; the mesh of model16 \(data = 4, tensor = 4\) has 16; "
+        r"cpu-8dev has 8 chips; the mesh of model16 \(data = 4, tensor = 4\) has 16$",
+        last,
+    ), last
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert not earlier.exists()
+
+
+def test_under_pytest_a_program_that_fits_no_target_is_the_run_s_last_line(gate_pytester: InProcess):
+    """The same spec under plain pytest: the gate's usage error, exit 2, its line the last."""
+    project = gate_pytester.project(targets=())
+    (project / "model.py").write_text(MODEL)
+    (project / "specs").mkdir()
+    (project / "specs" / "s.toml").write_text(
+        SPECS.replace('"tpu-v5e-4x4", "tpu-v5p-2x2x2", "cpu-8dev"', '"cpu"')
+    )
+    proc = gate_pytester.pytest("--spec-dir", "specs", "--no-catalog", f"--snapshot-dir={project / 's'}")
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("Exit: ") and "model16 fits no target its spec files name" in last, last

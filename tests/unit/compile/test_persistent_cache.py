@@ -48,6 +48,22 @@ def test_a_second_run_is_served_whole_and_equal_to_the_compile(tmp_path):
     assert second.compile_seconds == first.compile_seconds and first.compile_seconds > 0
 
 
+def test_an_entry_keeps_the_peak_memory_a_tpu_memory_bound_reads(tmp_path):
+    """A hit serves the compile's memory analysis whole, its peak included: a TPU memory bound on
+    peak_bytes reads the same number warm as cold."""
+    from invariants.measure.measurement import measure
+
+    tpu = all_targets()["tpu-v5e"]
+    if (why := tpu.unavailable_reason()) is not None:
+        pytest.skip(why)
+    p = _persistent(tmp_path)
+    cold = compile_here("take", "f32", tpu, p)
+    warm = compile_here("take", "f32", tpu, _persistent(tmp_path))
+    assert p.outcomes[Key("take", "f32", "tpu-v5e")] == "miss"
+    peak = measure(warm, tpu).metrics["peak_bytes"]
+    assert peak == cold.memory["peak_memory_in_bytes"] and peak >= warm.memory["argument_size_in_bytes"] > 0
+
+
 def test_no_store_compiles_every_time(tmp_path):
     p = Persistent(None)
     compile_here("take", "f32", CPU, p)

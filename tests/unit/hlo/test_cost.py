@@ -200,3 +200,66 @@ def test_predicted_ratio_for_a_time_twin():
     assert predicted_ratio(looped, plain) == pytest.approx(149_925_672 / 60125)
     # Off TPU there is no estimate, so no predicted ratio (the report shows a dash).
     assert predicted_ratio(CPU_FWD.metrics, plain) is None
+
+
+# -- what each memory metric measures, on the compiles themselves ----------------------------------------
+
+MIB = 2**20
+
+
+def _keeps_two_intermediates(x):
+    """Two 16 MiB intermediates of a 16 MiB argument, both live until the product reads them."""
+    import jax.numpy as jnp
+
+    a, b = jnp.sin(x), jnp.cos(x)
+    return (a * 2.0).sum() + (b * 3.0).sum() + (a @ b.T).sum()
+
+
+def _compile_keeping_16_mib(target: str):
+    import jax
+    import jax.numpy as jnp
+
+    from invariants.catalog.targets import all_targets
+    from invariants.testing import compile_for
+
+    if (why := all_targets()[target].unavailable_reason()) is not None:
+        pytest.skip(why)
+    return compile_for(
+        _keeps_two_intermediates, jax.ShapeDtypeStruct((2048, 2048), jnp.float32), target=target
+    )
+
+
+def test_peak_bytes_on_tpu_counts_the_intermediates_temp_bytes_leaves_out(tmp_path):
+    """On tpu-v5e XLA places both intermediates in on-chip memory (VMEM), which temp_size_in_bytes does not
+    count: temp_bytes reads far less than one of them. peak_bytes counts the argument and both, so a TPU
+    memory bound on it no longer holds whatever the program keeps."""
+    s = _compile_keeping_16_mib("tpu-v5e")
+    assert s.metric("temp_bytes") < 16 * MIB
+    assert s.metric("peak_bytes") >= s.metric("argument_bytes") + 2 * 16 * MIB
+    body = '[[invariant]]\nid = "m"\nprograms = ["take"]\nassert = "peak_bytes <= 16 * 2 ** 20"\n'
+    (inv,) = spec(tmp_path, body, targets="tpu-v5e").invariants
+    verdict = evaluate(Case(inv, "tpu-v5e", "f32", "take"), lambda k: s.measured)
+    assert not verdict.holds and verdict.measured["peak_bytes"] >= 48 * MIB
+
+
+def test_peak_bytes_on_the_cpu_fails_in_one_line_saying_why(tmp_path):
+    """XLA:CPU's peak_memory_in_bytes leaves its temporaries out (it reads about the argument alone for
+    this program, whose temp_bytes is 32 MiB): there the metric is unavailable, and an item on it fails
+    saying so rather than holding on the argument's size."""
+    s = _compile_keeping_16_mib("cpu")
+    assert s.compiled.memory["peak_memory_in_bytes"] < s.metric("temp_bytes")  # what XLA:CPU says
+    body = '[[invariant]]\nid = "m"\nprograms = ["take"]\nassert = "peak_bytes <= 2 ** 40"\n'
+    (inv,) = spec(tmp_path, body, targets="cpu").invariants
+    verdict = evaluate(Case(inv, "cpu", "f32", "take"), lambda k: s.measured)
+    assert not verdict.holds
+    assert verdict.detail == (
+        "peak_bytes of take on cpu: XLA:CPU's peak_memory_in_bytes counts arguments and outputs, not "
+        "temporaries: bound temp_bytes on the CPU"
+    )
+
+
+def test_a_record_without_the_peak_says_how_to_get_one():
+    """A record whose memory analysis lacks the peak (a compile cached before the field was read) is a
+    Missing naming --no-cache, not a peak of 0."""
+    got = measured("tpu_v5e_fwd_take.txt", memory={"temp_size_in_bytes": 0}).metrics
+    assert isinstance(got["peak_bytes"], Missing) and "--no-cache" in got["peak_bytes"].reason

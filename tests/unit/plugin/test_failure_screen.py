@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from gatekit import InProcess
 
 from invariants.compile.record import Key
 from invariants.plugin import outcomes
@@ -102,3 +103,39 @@ def test_alike_lines_fold_by_sign_and_text_but_for_their_dimensions() -> None:
         "-  a -> f32[1]{0}",
         "+  b -> f32[1]{0}",
     ]
+
+
+SNAPSHOT = Path(__file__).parents[3] / "snapshots" / "cpu" / "take.f32.txt"
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        (lambda text: "\ufeff" + text,
+         "the committed file starts with a UTF-8 byte-order mark, which the gate never writes"),
+        (lambda text: text.replace("# take [f32]", "# naive [f32]", 1),
+         "the committed file's header names naive [f32] on cpu, not take [f32] on cpu"),
+    ],
+    ids=["bom", "another-program"],
+)  # fmt: skip
+def test_a_snapshot_that_differs_only_in_its_text_says_what_differs(
+    gate_pytester: InProcess, tmp_path: Path, edit, said
+) -> None:
+    """A snapshot an editor saved with a byte-order mark, or one copied from another program's, holds the
+    structure the program compiles to: its FAILED line says what of the file is wrong, not "differs:
+    summary unchanged" above two identical summary lines."""
+    folder = tmp_path / "s" / "cpu"
+    folder.mkdir(parents=True)
+    (folder / "take.f32.txt").write_text(edit(SNAPSHOT.read_text()), encoding="utf-8")
+    gate_pytester.project(targets=())
+    proc = gate_pytester.pytest(
+        "tests/gate/test_structure.py", "--targets", "cpu", "--programs", "take", "--configs", "f32",
+        f"--snapshot-dir={tmp_path / 's'}", f"--hlo-dump-dir={tmp_path / 'hlo'}", "-rf",
+        f"--results-json={tmp_path / 'r.json'}",
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    failed = next(ln for ln in proc.stdout.splitlines() if ln.startswith("FAILED"))
+    assert (
+        failed.endswith(f" holds the structure it compiles to, but {said}")
+        and "summary unchanged" not in failed
+    ), failed

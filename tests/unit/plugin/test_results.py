@@ -116,8 +116,8 @@ def test_a_run_whose_results_path_another_run_holds_writes_its_own(gate_pytester
 
     shutil.copytree(ROOT / "snapshots" / "cpu", tmp_path / "s" / "cpu")
     path = tmp_path / "results.json"
+    other = _results.claim(path)  # the other run, still going, with what it has written
     path.write_text('{"items": [], "from": "the other run"}\n')
-    other = _results.claim(path)  # the other run, still going
     try:
         proc = _gate(gate_pytester, tmp_path, f"--results-json={path}")
     finally:
@@ -128,6 +128,61 @@ def test_a_run_whose_results_path_another_run_holds_writes_its_own(gate_pytester
     assert f"invariants: {path} is being written by another run" in proc.stdout
     assert f"this run writes {own[0]}" in proc.stdout
     assert json.loads(path.read_text())["from"] == "the other run"
+
+
+def test_every_skipped_item_is_in_the_results_file_with_its_reason(gate_pytester: InProcess, tmp_path: Path):
+    """A skipped item records nothing of its own; the file lists it with its skip's reason, so that its
+    skips are the ones pytest counted (a run of skips alone reads as such, not as a run of nothing)."""
+    gate_pytester.project(targets=())
+    path = tmp_path / "results.json"
+    proc = gate_pytester.pytest(
+        "tests/gate", "--targets", "cpu", "--programs", "take", "--configs", "f32",
+        "-k", "test_ratio or test_structure", f"--snapshot-dir={tmp_path / 's'}", f"--results-json={path}",
+        "--snapshot-update",
+    )  # fmt: skip
+    results = _results.read(path)
+    skipped = [it for it in results.items if it.outcome == "skipped"]
+    assert results.pytest and len(skipped) == results.pytest["skipped"] > 0, proc.stdout[-2000:]
+    assert all(it.kind == "skipped" and it.reason for it in skipped)
+    assert "no throughput invariant applies" in {it.reason for it in skipped}
+
+
+def test_a_run_stopped_by_bad_input_leaves_no_earlier_results_file(gate_pytester: InProcess, tmp_path: Path):
+    """The earlier run's file goes when this run claims the path, before anything can stop it: a run
+    stopped by bad input (or killed) leaves none that a report or the Action would take for its own."""
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({**PAYLOAD, "items": [{"kind": "error", "outcome": "passed", "nodeid": "x"}]}))
+    proc = _gate(gate_pytester, tmp_path, f"--results-json={path}", "--configs", "nosuch")
+    assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
+    assert proc.stderr.strip().splitlines()[-1].startswith("Exit: --configs: unknown configuration 'nosuch'")
+    assert not path.exists() and not _results.lock_path(path).exists()
+
+
+def test_a_run_of_other_tests_alone_keeps_the_earlier_results(gate_pytester: InProcess, tmp_path: Path):
+    """A session that loads the gate's plugin but runs none of its items (this repository's own tests) is
+    no gate run: the last gate run's file stays."""
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({**PAYLOAD, "items": []}))
+    gate_pytester.project(targets=())  # its conftest loads the gate's plugin
+    gate_pytester.pytester.makepyfile(test_other="def test_other():\n    pass\n")
+    proc = gate_pytester.pytest("test_other.py", "--targets", "cpu", f"--results-json={path}")
+    assert proc.returncode == 0, proc.stdout[-1500:] + proc.stderr[-1500:]
+    assert json.loads(path.read_text())["items"] == []
+
+
+def test_discarding_the_earlier_results_keeps_what_the_gate_did_not_write(tmp_path: Path):
+    mine, other = tmp_path / "results.json", tmp_path / "notes.json"
+    mine.write_text(json.dumps({**PAYLOAD, "items": []}))
+    other.write_text('{"mine": 1}\n')
+    _results.discard_earlier(other)
+    held = _results.claim(tmp_path / "held.json")
+    (tmp_path / "held.json").write_text(json.dumps({**PAYLOAD, "items": []}))  # a live run's file
+    try:
+        _results.discard_earlier(tmp_path / "held.json")
+    finally:
+        held.release()
+    _results.discard_earlier(mine)
+    assert not mine.exists() and other.read_text() == '{"mine": 1}\n' and (tmp_path / "held.json").exists()
 
 
 @pytest.mark.parametrize(
