@@ -38,14 +38,20 @@ from invariants.timing.baselines import (
     write_baseline,
 )
 from invariants.timing.calls import copy_callable, jax_callable
-from invariants.timing.paired import clock_sampling, confirmed, measure_efficiency, measure_ratio, runtime_clock
+from invariants.timing.paired import (
+    clock_sampling,
+    confirmed,
+    measure_efficiency,
+    measure_ratio,
+    runtime_clock,
+)
 
 pytestmark = [pytest.mark.gate, pytest.mark.throughput]
 
 # A ratio takes 0.5-3 s; when its interval straddles the bound, the adaptive extension may take it up to this
 # budget. 10 s: with 6 s, one run in ten under a CPU hog left an injected 1.7x slowdown inconclusive.
 MAX_SECONDS = _config.seconds("INVARIANTS_RATIO_MAX_SECONDS", _config.RATIO_MAX_SECONDS)
-# CPU time of this process on the CPU backend, the device's own on accelerators (invariants.timing.paired.runtime_clock).
+# CPU time of this process on the CPU backend, the device's own on accelerators (timing.paired.runtime_clock).
 _CLOCK_CHOICE = _config.choice("INVARIANTS_CLOCK", _config.CLOCKS, "by backend")
 CLOCK_NAME, CLOCK = runtime_clock(jax.devices()[0].platform, _CLOCK_CHOICE, _config.name("INVARIANTS_CLOCK"))
 CLOCKED = clock_sampling(CLOCK_NAME, CLOCK)

@@ -48,11 +48,15 @@ def test_the_rehearsal_runs_every_step_and_writes_nothing_into_snapshots(tmp_pat
     assert {"chip", "jax", "jaxlib", "libtpu", "date"} <= set(record["provenance"])
     rows = {r["program"]: r for r in record["rows"]}
     assert set(rows) == {"take", "eqx_embedding", "onehot_matmul", "grad_take", "train_take"}
-    assert rows["eqx_embedding"]["device_s_median"] / rows["take"]["device_s_median"] == pytest.approx(1.97, abs=0.02)
+    assert rows["eqx_embedding"]["device_s_median"] / rows["take"]["device_s_median"] == pytest.approx(
+        1.97, abs=0.02
+    )
     assert (out / rows["take"]["hlo"]).read_text().startswith("HloModule")
     assert rows["eqx_embedding"]["ops_s_per_call"]["gather_fusion"] > 70e-6
     # One table, a line per program.
-    table = [line for line in done.stdout.splitlines() if line.startswith(("program ", "take ", "eqx_embedding "))]
+    table = [
+        line for line in done.stdout.splitlines() if line.startswith(("program ", "take ", "eqx_embedding "))
+    ]
     assert len(table) == 3 and "device us" in table[0]
     results = json.loads((out / "results-throughput.json").read_text())
     assert results["items"] and (out / "report.md").is_file()
