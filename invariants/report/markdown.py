@@ -266,7 +266,24 @@ def _tier_summary(run: Run) -> list[str]:
         for i in sorted(failed, key=lambda i: i.nodeid):
             lines.append(f"- {_md(i.nodeid, code=True)}" + (f": {_md(i.reason)}" if i.reason else ""))
         lines.append("")
-    return lines
+    return lines + _skipped_lines(run)
+
+
+def _skipped_lines(run: Run) -> list[str]:
+    """Every recorded skip, by its reason: how many items, and which (a skip is nothing checked, so the
+    summary says what and why; hundreds of items share a reason on a host without a target's compiler)."""
+    by_reason: dict[str, list[str]] = defaultdict(list)
+    for i in run.items:
+        if i.outcome == "skipped":
+            by_reason[i.reason or "no reason given"].append(i.nodeid)
+    if not by_reason:
+        return []
+    lines = ["**Skipped items**, by reason", ""]
+    for reason, nodeids in sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        shown = ", ".join(_md(n, code=True) for n in sorted(nodeids)[:3])
+        more = f" and {len(nodeids) - 3} more" if len(nodeids) > 3 else ""
+        lines.append(f"- {len(nodeids)} × {_md(reason)}: {shown}{more}")
+    return [*lines, ""]
 
 
 def _target_tables(run: Run) -> list[str]:
@@ -320,18 +337,29 @@ def _throughput_tables(rows: list[Throughput]) -> list[str]:
         "Ratios are `time(a) / time(b)`, bounded above; efficiencies are `time(stream) / time(program)` for "
         "the bytes the program must move, bounded below (1.0: as fast as the stream).",
         "",
-        "| target | measured | config | median [interval] | bound | verdict | outcome | predicted |",
-        "|---|---|---|---|---:|---|---|---:|",
+        "The clock column names what timed it: `device` is the chip's own time per call (a profiler trace), "
+        "with the same pairs' wall-time ratio beside it, the host's round trip included.",
+        "",
+        "| target | measured | config | median [interval] | clock | bound | verdict | outcome | predicted |",
+        "|---|---|---|---|---|---:|---|---|---:|",
     ]
     for t in sorted(rows, key=lambda t: (t.kind != "ratio", t.target, t.label, t.config)):
         sign = "≤" if t.kind == "ratio" else "≥"
         bound = f"{sign} {t.bound:.3g}" if t.bound is not None else "—"
         predicted = "—" if t.predicted is None else f"{t.predicted:.3g}"
         what = _md(t.label, code=True) if t.kind == "ratio" else f"efficiency of {_md(t.label, code=True)}"
+        clock = _md(t.clock or "—") + (f" (wall {t.wall_ratio:.3g})" if t.wall_ratio is not None else "")
         lines.append(
-            f"| {_md(t.target, code=True)} | {what} | {_md(t.config)} | {_interval(t)} | {bound} | "
+            f"| {_md(t.target, code=True)} | {what} | {_md(t.config)} | {_interval(t)} | {clock} | {bound} | "
             f"{_md(t.verdict or '—')} | {_md(t.outcome or '—')} | {predicted} |"
         )
+    baselines = sorted(
+        {(t.target, t.label, t.config, t.baseline_provenance) for t in rows if t.baseline_provenance}
+    )
+    if baselines:
+        lines += ["", "Efficiency baselines compared with:", ""]
+        for target, label, config, where in baselines:
+            lines.append(f"- {_md(f'{label} [{config}]', code=True)} on {_md(target, code=True)}: {_md(where)}")
     return [*lines, ""]
 
 

@@ -47,6 +47,11 @@ class Throughput:
     id: str = ""
     # A ratio timed on a TPU: the TPU compiler's estimated-cycles ratio of the same two programs there.
     predicted: float | None = None
+    # The clock that timed it (device, wall, cpu); on the device clock, the same pairs' wall-time ratio.
+    clock: str = ""
+    wall_ratio: float | None = None
+    # An efficiency's baseline: where it was recorded (device, clock, versions, date).
+    baseline_provenance: str = ""
 
 
 @dataclass
@@ -219,6 +224,14 @@ def load_benchmarks(path: str | Path, default_target: str = "runtime") -> list[T
     return rows
 
 
+def _wall_ratio(info: dict[str, Any]) -> float | None:
+    """The wall-time ratio beside a device-clock ratio (the host's share), None without both sides."""
+    a, b = info.get("wall_a_median"), info.get("wall_b_median")
+    if isinstance(a, int | float) and isinstance(b, int | float) and b > 0:
+        return float(a) / float(b)
+    return None
+
+
 def _number(info: dict[str, Any], key: str, required: bool = True) -> float | None:
     value = info.get(key)
     if value is None and not required:
@@ -254,6 +267,9 @@ def _throughput_of(info: dict[str, Any], target: str, nodeid: str, outcome: str 
             outcome=outcome,
             id=str(info["id"]),
             predicted=_number(info, "predicted", required=False) if ratio else None,
+            clock=str(info.get("clock", "")),
+            wall_ratio=_wall_ratio(info),
+            baseline_provenance=str(info.get("baseline_provenance", "")),
         )
     except InvariantsError as err:
         raise InvariantsError(f"{nodeid}: {kind} record: {err}") from None

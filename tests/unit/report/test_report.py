@@ -88,7 +88,7 @@ def test_report_tables_show_structure_and_invariant_status(tmp_path):
     assert "| 22 | 2 | 1 (16,384) | 147,470 | 0 |" in row
     assert "1 **fail**, 1 xfail" in row and "`grad_bounded_launches`" in row
     assert "| 1 (1.0 MiB) |" in md
-    assert "| `cpu` | `naive / take` | f32 | 1.050 [1.030, 1.070] | ≤ 1.1 | pass | passed |" in md
+    assert "| `cpu` | `naive / take` | f32 | 1.050 [1.030, 1.070] | — | ≤ 1.1 | pass | passed |" in md
     assert "- `i::tpu-v5e-grad_vmap_naive-f32-grad_bounded_launches`" in md  # the failed-items list
 
 
@@ -135,9 +135,9 @@ def test_benchmark_json_adds_rows_once(tmp_path):
     assert cli(argv) == 1  # a failed run
     md = out.read_text()
     assert md.count("`naive / take`") == 1
-    assert "| `cpu` | `vmap / take` | f32 | 1.400 [1.300, 1.500] | ≤ 1.1 | fail | — |" in md
+    assert "| `cpu` | `vmap / take` | f32 | 1.400 [1.300, 1.500] | — | ≤ 1.1 | fail | — |" in md
     # One table of paired ratios: the efficiency row beside the ratios, its bound a floor (none here).
-    assert "| `cpu` | efficiency of `take` | f32 | 0.250 [0.240, 0.260] | — | — | — | — |" in md
+    assert "| `cpu` | efficiency of `take` | f32 | 0.250 [0.240, 0.260] | — | — | — | — | — |" in md
     assert md.count("## Throughput: paired ratios") == 1
 
 
@@ -529,3 +529,53 @@ def test_an_efficiency_item_with_no_baseline_is_reported(tmp_path):
     assert "| `tpu-v5e` | efficiency of `take` | f32 |" in md
     assert "- `t::test_efficiency[tpu-v5e-take-f32]`" in md
     assert reason.replace("[", "\\[").replace("]", "\\]") in md
+
+
+def test_a_device_clock_ratio_shows_its_clock_the_wall_beside_and_the_baselines_provenance(tmp_path):
+    """As the throughput tier records them on a TPU host: the ratio on the chip's clock with the host's
+    wall-time ratio beside it, and an efficiency with where its baseline was recorded."""
+    from invariants.timing.baselines import provenance, write_baseline
+    from invariants.timing.paired import RatioResult
+
+    chip = RatioResult(1.97, 1.96, 1.98, 30, 1.0, 0.95, 1.1, "fail", 90e-6, 45.7e-6, 0.002, 1, 1, 1,
+                       clock="device", wall_a_median=624e-6, wall_b_median=590e-6)  # fmt: skip
+    _, ratio = record("ratio", id="eqx_forward_time_not_above_take", target="tpu-v5e", a="eqx_embedding",
+                      b="take", config="f32", **chip.to_dict(), attempts=["fail", "fail"])  # fmt: skip
+    runs = [RatioResult(e, e, e, 30, 1.0, 0.95, None, None, 1e-5, 1e-5, 0.0, 1, 1, 1, name="efficiency")
+            for e in (0.9, 0.91, 0.92)]  # fmt: skip
+    baseline = write_baseline(tmp_path / "b.json", runs, {"device": "TPU v5 lite", "clock": "device"},
+                              {"jax": "0.10.2", "jaxlib": "0.10.2", "libtpu": "0.0.42.1"})  # fmt: skip
+    _, eff = record("efficiency", id="efficiency", target="tpu-v5e", program="take", config="f32", bytes=1,
+                    **runs[1].to_dict(), attempts=[None], baseline=0.91,
+                    baseline_provenance=provenance(baseline))  # fmt: skip
+    items = [
+        {**ratio, "outcome": "xfailed", "nodeid": "t::ratio"},
+        {**eff, "outcome": "passed", "nodeid": "t::e"},
+    ]
+    out = tmp_path / "report.md"
+    cli(["report", _write(tmp_path, "r.json", _results(items)), "--out", str(out)])
+    md = out.read_text()
+    assert "| `tpu-v5e` | `eqx_embedding / take` | f32 | 1.970 [1.960, 1.980] | device (wall 1.06) |" in md
+    assert (
+        "- `take [f32]` on `tpu-v5e`: TPU v5 lite, device clock, jax 0.10.2, jaxlib 0.10.2, libtpu 0.0.42.1, "
+        "recorded 20" in md
+    )
+
+
+def test_every_skipped_item_is_listed_by_its_reason(tmp_path):
+    reason_a = "gpu-h100: the JAX CUDA plugin is not installed"
+    skipped = [{**_structure("gpu-h100", p), "outcome": "skipped", "nodeid": f"s::gpu-h100-{p}", "reason": reason_a}
+               for p in ("naive", "take", "grad_take", "onehot_matmul")]  # fmt: skip
+    other = {
+        **_structure("cpu", "flax_nnx_embed"),
+        "outcome": "skipped",
+        "nodeid": "s::flax",
+        "reason": "no <flax>",
+    }
+    out = tmp_path / "report.md"
+    cli(["report", _write(tmp_path, "r.json", _results([*RUN, *skipped, other])), "--out", str(out)])
+    md = out.read_text()
+    assert "**Skipped items**, by reason" in md
+    assert "- 4 × gpu-h100: the JAX CUDA plugin is not installed: `s::gpu-h100-grad_take`, " in md
+    assert "and 1 more" in md
+    assert "- 1 × no &lt;flax&gt;: `s::flax`" in md
