@@ -359,7 +359,9 @@ def _throughput_tables(rows: list[Throughput]) -> list[str]:
     if baselines:
         lines += ["", "Efficiency baselines compared with:", ""]
         for target, label, config, where in baselines:
-            lines.append(f"- {_md(f'{label} [{config}]', code=True)} on {_md(target, code=True)}: {_md(where)}")
+            lines.append(
+                f"- {_md(f'{label} [{config}]', code=True)} on {_md(target, code=True)}: {_md(where)}"
+            )
     return [*lines, ""]
 
 

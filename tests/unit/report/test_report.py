@@ -564,8 +564,10 @@ def test_a_device_clock_ratio_shows_its_clock_the_wall_beside_and_the_baselines_
 
 def test_every_skipped_item_is_listed_by_its_reason(tmp_path):
     reason_a = "gpu-h100: the JAX CUDA plugin is not installed"
-    skipped = [{**_structure("gpu-h100", p), "outcome": "skipped", "nodeid": f"s::gpu-h100-{p}", "reason": reason_a}
-               for p in ("naive", "take", "grad_take", "onehot_matmul")]  # fmt: skip
+    skipped = [
+        {**_structure("gpu-h100", p), "outcome": "skipped", "nodeid": f"s::gpu-h100-{p}", "reason": reason_a}
+        for p in ("naive", "take", "grad_take", "onehot_matmul")
+    ]
     other = {
         **_structure("cpu", "flax_nnx_embed"),
         "outcome": "skipped",
