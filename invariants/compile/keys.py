@@ -241,7 +241,7 @@ class Persistent:
 
     def put(self, result: str, compiled: Compiled) -> None:
         if self.store is not None:
-            self.store.put(None, result, compiled.to_json(), {})
+            self.store.put(result, compiled.to_json())
 
     def summary(self) -> str | None:
         return self.tally.line(self.store.folder if self.store is not None else None)

@@ -15,15 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import gzip
 import hashlib
 import json
 import os
 import re
-import stat
-import sys
-import sysconfig
 import threading
 import zlib
 from collections.abc import Callable, Mapping
@@ -53,26 +49,17 @@ SCHEMA = "v1"
 DEFAULT_MAX_BYTES = 4 * 1024**3  # 454 catalog programs take ~150 MB; room for several releases
 # What one key's compile was in this run: served from the cache, compiled, or not cached at all.
 Outcome = Literal["hit", "miss", "off"]
-_SHARED_OBJECT = (".so", ".pyd", ".dylib")
 # The folders of the layout, and the name of every file the store writes in them: nothing else there is
 # read or deleted.
-_SUBFOLDERS = ("results", "recipes", "manifests")
-_KEY = re.compile(r"[0-9a-f]{64}")
+_SUBFOLDERS = ("results",)
 _ENTRY = re.compile(r"[0-9a-f]{64}\.json\.gz")
 # Bounds of one entry, far above any compile's (the catalog's 454 take a few MB in all): a planted or broken
-# file is a miss, never a run's memory. A module file of a manifest is hashed only up to its own bound.
+# file is a miss, never a run's memory.
 MAX_ENTRY_BYTES = 16 * 1024**2
 MAX_JSON_BYTES = 64 * 1024**2
-MAX_MODULE_BYTES = 64 * 1024**2
 # What is wrong with an entry's table, in a few words, or None.
 _Problem = Callable[[dict[str, Any]], str | None]
 _INSTEAD = "give a folder of your own with --cache-dir or INVARIANTS_CACHE_DIR, or --no-cache"
-# A module file's digest under its path, size and mtime: a fact about the file, which every session of the
-# process may read (pytester's runs and the pytest API's compiles each start a store, and each would hash
-# every loaded module again: thousands of files in a test suite's process). A file that changes gets
-# another size or mtime, so another entry.
-_DIGESTS: dict[tuple[str, int, int], str] = {}
-_DIGESTS_LOCK = threading.Lock()
 
 
 def default_folder() -> Path:
@@ -132,26 +119,9 @@ class Store:
         self.max_bytes = max_bytes
         self.notes: list[str] = []
         self._lock = threading.Lock()
-        self._manifests_ok: dict[str, bool] = {}
-        self._current: tuple[int, str] | None = None
         self._checked = False
 
     # ------------------------------------------------------------------------------------------- reading
-
-    def recipe(self, key: str) -> tuple[str, dict[str, Any]] | None:
-        """What a recipe ``key`` led to, when every file of its manifest is unchanged: the result key and
-        what the trace gave (``jaxpr``, ``jaxpr_primitives``: two programs may lower to one result)."""
-        data = self._read_json(self.root / "recipes" / f"{key}.json.gz", _recipes_problem)
-        if data is None or "forward" in data:  # nothing there, or a child's forward: no recipe of its own
-            return None
-        if not self._manifest_holds(data["manifest"]):
-            return None
-        return data["result"], data["traced"]
-
-    def forward(self, key: str) -> str | None:
-        """The recipe key a child process's compile was keyed by, kept by its parent under ``key``."""
-        data = self._read_json(self.root / "recipes" / f"{key}.json.gz", _recipes_problem)
-        return None if data is None or "forward" not in data else str(data["forward"])
 
     def result(self, key: str) -> dict[str, Any] | None:
         """The record a result ``key`` compiled to (``Compiled.to_json``, checked), or None."""
@@ -159,80 +129,9 @@ class Store:
 
     # ------------------------------------------------------------------------------------------- writing
 
-    def put(
-        self, recipe: str | None, result: str, record: Mapping[str, Any] | None, traced: Mapping[str, Any]
-    ) -> None:
-        """Keep ``record`` under ``result`` (None: it is there), and ``recipe`` (None: a program with no
-        recipe key) pointing at it, with what its trace gave, under the manifest of the modules loaded now.
-        A write that fails is a note, never an error."""
-        if record is not None:
-            self._write(self.root / "results" / f"{result}.json.gz", _gz(record))
-        if recipe is not None:
-            manifest = self._manifest_now()
-            self._write(self.root / "recipes" / f"{recipe}.json.gz",
-                        _gz({"manifest": manifest, "result": result, "traced": dict(traced)}))  # fmt: skip
-
-    def put_forward(self, key: str, recipe: str) -> None:
-        """Keep ``key`` (a parent's key of a child's compile) pointing at the child's ``recipe``."""
-        self._write(self.root / "recipes" / f"{key}.json.gz", _gz({"forward": recipe}))
-
-    def _manifest_now(self) -> str:
-        """The hash of the manifest of the modules loaded now, written once per distinct manifest."""
-        # A module imported since the last manifest changes the count; the common case costs one len().
-        loaded = len(sys.modules)
-        with self._lock:
-            current = self._current
-        if current is not None and current[0] == loaded:
-            return current[1]
-        files = _module_files()
-        manifest = {path: self._file_digest(path) for path in files}
-        manifest = {p: d for p, d in manifest.items() if d}
-        name = digest(sorted(manifest.items()))
-        path = self.root / "manifests" / f"{name}.json.gz"
-        if not os.path.lexists(path):
-            self._write(path, _gz(manifest))
-        with self._lock:
-            self._current = (loaded, name)
-            self._manifests_ok[name] = True
-        return name
-
-    def _manifest_holds(self, name: str) -> bool:
-        with self._lock:
-            known = self._manifests_ok.get(name)
-        if known is not None:
-            return known
-        path = self.root / "manifests" / f"{name}.json.gz"
-        manifest = self._read_json(path, _manifest_problem)
-        holds = manifest is not None and all(self._file_digest(p) == d for p, d in manifest.items())
-        with self._lock:
-            self._manifests_ok[name] = holds
-        return holds
-
-    def _file_digest(self, path: str) -> str:
-        """A module file's identity: its content's sha256, or a shared object's size and mtime (what
-        ccache takes of a compiler). '' when it is gone, or is no regular file within the bound (a manifest
-        may name anything: a device or a pipe is never read)."""
-        try:
-            st = os.stat(path)
-        except OSError:
-            return ""
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_MODULE_BYTES:
-            return ""
-        memo = (path, st.st_size, st.st_mtime_ns)
-        with _DIGESTS_LOCK:
-            known = _DIGESTS.get(memo)
-        if known is not None:
-            return known
-        if path.endswith(_SHARED_OBJECT):
-            found = f"size={st.st_size},mtime={st.st_mtime_ns}"
-        else:
-            try:
-                found = hashlib.sha256(read_regular(path, MAX_MODULE_BYTES, follow=True)).hexdigest()
-            except (OSError, ValueError):
-                return ""
-        with _DIGESTS_LOCK:
-            _DIGESTS[memo] = found
-        return found
+    def put(self, result: str, record: Mapping[str, Any]) -> None:
+        """Keep ``record`` under ``result``. A write that fails is a note, never an error."""
+        self._write(self.root / "results" / f"{result}.json.gz", _gz(record))
 
     # ------------------------------------------------------------------------------------- files on disk
 
@@ -284,13 +183,13 @@ class Store:
     def _note(self, path: Path, why: str) -> None:
         line = f"compile cache: {shown(path)}: {why}; compiled again"
         with self._lock:
-            if line not in self.notes:  # a recipe and its result read the same entry
+            if line not in self.notes:
                 self.notes.append(line)
 
     # ------------------------------------------------------------------------------ the cache command
 
     def entries(self) -> list[Path]:
-        """Every file of the store (results, recipes, manifests), oldest use first: the regular files of its
+        """Every file of the store, oldest use first: the regular files of its
         own names in its own folders, never a link nor a file of another name."""
         self._ready()
         found = []
@@ -327,7 +226,7 @@ class Store:
         return self.prune(0) if self.entries() else 0
 
     def stats(self) -> dict[str, int]:
-        counts = {sub: 0 for sub in ("results", "recipes", "manifests")}
+        counts = {sub: 0 for sub in _SUBFOLDERS}
         for p in self.entries():
             counts[p.parent.name] += 1
         return {**counts, "bytes": self.size()}
@@ -380,33 +279,9 @@ def _load(path: Path) -> dict[str, Any]:
     return data
 
 
-def _key(value: Any) -> bool:
-    """Whether ``value`` is a key as :func:`digest` makes them: the name of a file in the layout, never a
-    path out of it."""
-    return isinstance(value, str) and _KEY.fullmatch(value) is not None
-
-
-def _recipes_problem(data: dict[str, Any]) -> str | None:
-    """What is wrong with an entry of ``recipes/``: a recipe, or a child's forward (:meth:`Store.forward`)."""
-    if "forward" in data:
-        return None if _key(data["forward"]) else "not a child's recipe"
-    traced = data.get("traced")
-    if (
-        _key(data.get("result")) and _key(data.get("manifest")) and isinstance(traced, dict)
-        and isinstance(traced.get("jaxpr"), str) and isinstance(traced.get("jaxpr_primitives"), list)
-        and all(isinstance(p, str) for p in traced["jaxpr_primitives"])
-    ):  # fmt: skip
-        return None
-    return "not a recipe"
-
-
 def _result_problem(data: dict[str, Any]) -> str | None:
     why = json_problem(data)
     return None if why is None else f"not a compile's record ({why})"
-
-
-def _manifest_problem(data: dict[str, Any]) -> str | None:
-    return None if all(isinstance(d, str) for d in data.values()) else "not a manifest"
 
 
 def _gz(data: Any) -> bytes:
@@ -425,29 +300,3 @@ def _size(path: Path) -> int:
         return path.lstat().st_size
     except OSError:
         return 0
-
-
-_STDLIB = tuple(
-    str(Path(p).resolve()) + os.sep
-    for p in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]}
-)
-
-
-@functools.cache
-def _real(path: str) -> str:
-    """A module file's real path, resolved once per process (a pure memo: the files do not move)."""
-    return os.path.realpath(path)
-
-
-def _module_files() -> list[str]:
-    """The files of every loaded module outside the standard library (whose version the key holds)."""
-    out = set()
-    for module in list(sys.modules.values()):
-        path = getattr(module, "__file__", None)
-        if not isinstance(path, str) or not path:
-            continue
-        path = _real(path)
-        if path.startswith(_STDLIB) and "site-packages" not in path:
-            continue
-        out.add(path)
-    return sorted(out)

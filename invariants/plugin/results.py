@@ -269,7 +269,7 @@ def write(path: Path, run: Mapping[str, Any], items: list[Entry]) -> None:
     try:
         write_atomic(path, text)
     except InvariantsError as err:
-        raise InvariantsError(f"{err}; the results file there, if any, is the one before this run") from None
+        raise InvariantsError(f"{err}; this run wrote no results file (an earlier one was removed)") from None
 
 
 def check_path(path: Path, option: str = "--results-json") -> None:

@@ -427,8 +427,6 @@ PROCESS_STATE = {
     "the guard swaps, are the process's",
     ("_usercode.py", "_explicit"): "the guard's timeout, set with the alarm it arms: a compile thread's "
     "trace reads it, where a run's session is not at hand",
-    ("compile/store.py", "_DIGESTS"): "a module file's content hash under its path, size and mtime: a "
-    "fact about the file, not a run's; a changed file is another entry",
     ("catalog/targets.py", "_TOPOLOGIES"): "the devices of a topology compiled for ahead of time: a PJRT "
     "plugin starts once per process",
 }

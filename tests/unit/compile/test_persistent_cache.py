@@ -239,7 +239,7 @@ def test_the_size_bound_prunes_the_least_recently_used(tmp_path):
     store = Store(tmp_path / "cache")
     keys = [_store.digest(i) for i in range(5)]
     for i, key in enumerate(keys):
-        store.put(None, key, _record(i), {})
+        store.put(key, _record(i))
         os.utime(store.root / "results" / f"{key}.json.gz", ns=(i * 10**9, i * 10**9))
     store.result(keys[0])  # used now: the newest
     size = store.size()
@@ -251,7 +251,7 @@ def test_the_size_bound_prunes_the_least_recently_used(tmp_path):
 
 def test_clear_deletes_only_what_the_store_wrote(tmp_path):
     store = Store(tmp_path / "cache")
-    store.put(None, _store.digest("r"), _record(1), {})
+    store.put(_store.digest("r"), _record(1))
     mine = [tmp_path / "cache" / "README.txt", store.root / "results" / "notes.json.gz"]
     for path in mine:
         path.write_text("not the cache's")
@@ -405,32 +405,6 @@ def test_each_installed_distribution_is_named_as_the_metadata_parser_names_it():
     assert len(installed) > 10
     for d in installed:
         assert _keys._name_version(d) == f"{d.metadata['Name']}=={d.version}", d
-
-
-def test_a_second_store_of_the_process_hashes_no_module_again_and_an_edited_one_again(tmp_path, monkeypatch):
-    """Each session of a process (pytester's runs, the pytest API's compiles) starts a store; the module
-    files one hashed are not hashed again, and a file that changed is."""
-    module = tmp_path / "src" / "hashed_once.py"
-    module.parent.mkdir()
-    module.write_text("X = 1\n")
-    monkeypatch.syspath_prepend(str(module.parent))
-    monkeypatch.setitem(sys.modules, "hashed_once", type(sys)("hashed_once"))
-    sys.modules["hashed_once"].__file__ = str(module)
-    first = Store(tmp_path / "cache")._manifest_now()
-    hashed: list[str] = []
-    real = _store.read_regular
-
-    def reading(path, limit, **kwargs):
-        hashed.append(str(path))
-        return real(path, limit, **kwargs)
-
-    monkeypatch.setattr(_store, "read_regular", reading)
-    assert Store(tmp_path / "cache")._manifest_now() == first
-    assert [p for p in hashed if p.endswith(".py")] == []
-    module.write_text("X = 2\n")
-    os.utime(module, ns=(1, 1))
-    assert Store(tmp_path / "cache")._manifest_now() != first
-    assert [p for p in hashed if p.endswith(".py")] == [str(module)]
 
 
 def test_a_session_keys_two_targets_of_one_name_apart():

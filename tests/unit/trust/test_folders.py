@@ -57,10 +57,8 @@ def test_the_cache_the_tool_makes_under_umask_002_is_owner_only_and_used(tmp_pat
     folder = tmp_path / "home" / ".cache" / "jax-embedding-invariants" / "compiled"
     store = Store(folder)
     store.check()
-    store.put(None, digest("r"), {"not": "a record"}, {})
-    levels = [folder, *folder.parents][:4] + [
-        folder / "v1" / sub for sub in ("results", "recipes", "manifests")
-    ]
+    store.put(digest("r"), {"not": "a record"})
+    levels = [*[folder, *folder.parents][:4], folder / "v1" / "results"]
     assert all(_private(p) for p in [*levels, folder / "v1"]), [oct(p.stat().st_mode) for p in levels]
 
 
@@ -68,8 +66,7 @@ def _cache(tmp_path: Path) -> Store:
     """A cache folder of the user's with its layout made."""
     store = Store(tmp_path / "cache")
     store.check()
-    for sub in ("results", "recipes", "manifests"):
-        (store.root / sub).mkdir(mode=0o700, exist_ok=True)
+    (store.root / "results").mkdir(mode=0o700, exist_ok=True)
     return store
 
 
@@ -79,9 +76,9 @@ def _cache(tmp_path: Path) -> Store:
         ("", lambda p: p.chmod(0o777)),
         ("v1", lambda p: p.chmod(0o777)),
         ("v1/results", lambda p: p.chmod(0o770)),
-        ("v1/recipes", lambda p: os.chown(p, OTHER_UID, -1)),
+        ("v1/results", lambda p: os.chown(p, OTHER_UID, -1)),
     ],
-    ids=["root world-writable", "v1 world-writable", "results group-writable", "recipes another user's"],
+    ids=["root world-writable", "v1 world-writable", "results group-writable", "results another user's"],
 )
 def test_a_level_of_the_cache_that_is_not_the_users_own_is_refused(tmp_path: Path, level, spoil) -> None:
     _cache(tmp_path)

@@ -1,7 +1,7 @@
 """Programs measured on a TPU chip to fit and hold the ahead-of-time cost model (``predicted_seconds``).
 
 Each probe is a (family, name, function, argument maker) that no catalog holds; together with the catalog's
-programs they are what ``scripts/chip_run.py --corpus`` times on a chip with the device clock. The families
+programs they are what was timed on a chip with the device clock (corpus.json beside this file). The families
 vary what a TPU's time depends on: rows, widths, index count and distribution, dtypes, and the kind of op
 (gather, scatter, loop, matmul, elementwise). A model is held to a family it never saw by leaving the whole
 family out of its fit, so a family groups programs that share a mechanism, never a size.
