@@ -288,7 +288,9 @@ def _abstract(
     target needs a mesh (given, or the one the arguments are sharded on). A leaf without a shape and dtype,
     or a multi-chip target with nothing sharded, is one line."""
     import jax  # JAX: started by _start_jax (target_named) before this runs
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    from .compile.artifacts import one_device
 
     leaves, treedef = jax.tree_util.tree_flatten_with_path(args)
     for path, leaf in leaves:
@@ -342,8 +344,7 @@ def _abstract(
             for _, leaf in leaves
         ]  # fmt: skip
     elif target.mode != "runtime":
-        one = Mesh(np.array(list(target.devices())[:1]).reshape(1), ("x",))
-        per_leaf = [NamedSharding(one, PartitionSpec())] * len(leaves)
+        per_leaf = [one_device(target)] * len(leaves)
     else:
         per_leaf = [None] * len(leaves)
     specs = [

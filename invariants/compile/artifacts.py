@@ -48,12 +48,8 @@ def _abstract_arguments(program: Program, config_id: str, target: Target) -> tup
     devices = list(target.devices())
     layout = program.layout
     if layout is None:
-        # One device ahead of time: placed on it as a runtime call's arguments are (a single-device
-        # sharding), not on a one-device mesh, whose NamedSharding traces differently (the gradient of a
-        # scalar loss then carries a 'reshard' in the jaxpr that a real chip's trace has not: the snapshots
-        # a CPU host records for a chip must be the ones the chip itself compiles).
-        return tuple(jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=SingleDeviceSharding(devices[0]))
-                     for s in specs), None  # fmt: skip
+        placed = one_device(target)
+        return tuple(jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=placed) for s in specs), None
     if layout.pod:
         # A pod job's mesh: devices placed by their physical coordinates (rings along the ICI links).
         shape = layout.mesh_for(target.device_count)
@@ -67,6 +63,15 @@ def _abstract_arguments(program: Program, config_id: str, target: Target) -> tup
         for s, p in zip(specs, parts, strict=True)
     )
     return args, mesh
+
+
+def one_device(target: Target) -> Any:
+    """Where a one-chip program's arguments are placed ahead of time, for the gate and the pytest API
+    alike: on the target's first device, as a runtime call's arguments are (a single-device sharding).
+    Not on a one-device mesh, whose NamedSharding traces differently: the gradient of a scalar loss then
+    carries a 'reshard' in the jaxpr that a real chip's trace has not, and the snapshots a CPU host records
+    for a chip must be the ones the chip itself compiles."""
+    return SingleDeviceSharding(next(iter(target.devices())))
 
 
 def pod_mesh(devices: Sequence[Any], shape: tuple[int, ...], axes: tuple[str, ...], axis_types: str) -> Mesh:

@@ -230,3 +230,29 @@ def test_ahead_of_time_traces_as_the_chip_does(monkeypatch, program):
         traced[target.mode] = _compile.jaxpr_primitives(jax.make_jaxpr(CATALOG[program].fn)(*args))
     assert traced["aot"] == traced["runtime"]
     assert all(a.sharding.device_set == {jax.devices("cpu")[0]} for a in args)  # placed on the device
+
+
+@pytest.mark.parametrize("program", ["train_take", "train_eqx_embedding", "grad_take"])
+def test_the_pytest_api_places_a_one_chip_program_as_the_gate_does(monkeypatch, program):
+    """invariants.testing.compile_for and the gate build a one-chip program's arguments in one place: on an
+    ahead-of-time target both trace the training step without the 'reshard' a one-device mesh adds (the
+    pytest API once built that mesh, and its snapshots of a training step disagreed with the gate's)."""
+    import dataclasses
+
+    import jax
+
+    from invariants import testing
+    from invariants.catalog.configs import get_config
+    from invariants.catalog.programs import CATALOG
+    from invariants.catalog.targets import CPU_RUNTIME, Target
+
+    monkeypatch.setattr(Target, "devices", lambda self: jax.devices("cpu")[: self.device_count])
+    ahead = dataclasses.replace(CPU_RUNTIME, name="cpu-aot", mode="aot")
+    fn = CATALOG[program].fn
+    gate_args, _ = _compile._abstract_arguments(CATALOG[program], "f32", ahead)
+    api_args, _, mesh = testing._abstract(CATALOG[program].argument_specs(get_config("f32")), ahead)
+    assert mesh is None
+    gate = _compile.jaxpr_primitives(jax.make_jaxpr(fn)(*gate_args))
+    api = _compile.jaxpr_primitives(jax.make_jaxpr(fn)(*api_args))
+    assert api == gate and "reshard" not in api
+    assert [a.sharding for a in api_args] == [a.sharding for a in gate_args]
