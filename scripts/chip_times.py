@@ -40,15 +40,42 @@ def _versions() -> dict[str, str]:
 
 
 def _predicted(hlo: str, target: str) -> float | None:
-    """The ahead-of-time model's device seconds for ``hlo`` on ``target`` (None where it has none)."""
-    try:
-        from invariants.hlo.tpu_model import predict_text
-    except ImportError:
-        return None
-    try:
-        return float(predict_text(hlo, target))
-    except Exception:
-        return None
+    """The cost model's device seconds for ``hlo`` on ``target`` (None where it has no figure)."""
+    from invariants.hlo.tpu_model import predicted_seconds
+
+    from invariants.hlo.parse import parse_module
+    from invariants.hlo.structure import structure_of
+
+    module = parse_module(hlo, "chip")
+    value = predicted_seconds(module, structure_of(module), target)
+    return value if isinstance(value, float) else None
+
+
+# The time relations of tpu.toml, ``time(a) / time(b) <= bound``, held to the chip beside their twins.
+TWINS = (
+    ("eqx_embedding", "take"),
+    ("grad_vmap_naive", "grad_vmap_take"),
+    ("train_eqx_embedding", "train_take"),
+)
+TWIN_BOUND = 1.10
+
+
+def findings(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per twin pair whose ahead-of-time verdict disagrees with the chip's."""
+    by_key = {(r["program"], r["config"]): r for r in rows}
+    out = []
+    for (a, b), config in ((pair, c) for pair in TWINS for c in sorted({r["config"] for r in rows})):
+        ra, rb = by_key.get((a, config)), by_key.get((b, config))
+        if not ra or not rb or not ra["predicted_s"] or not rb["predicted_s"]:
+            continue
+        measured = ra["device_s_median"] / rb["device_s_median"]
+        predicted = ra["predicted_s"] / rb["predicted_s"]
+        if (measured <= TWIN_BOUND) != (predicted <= TWIN_BOUND):
+            out.append(
+                f"finding: {a} / {b} [{config}] measures {measured:.3g} on the chip and the cost model predicts "
+                f"{predicted:.3g}: their verdicts against {TWIN_BOUND} disagree"
+            )
+    return out
 
 
 def _programs(patterns: list[str], configs: list[str]) -> list[tuple[str, str]]:
@@ -165,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         "rows": rows,
     }  # fmt: skip
     (opts.out / "device-times.json").write_text(json.dumps(record, indent=1) + "\n")
+    for line in findings(rows):
+        print(line)
     where = opts.out / "device-times.json"
     print(f"chip_times: {len(rows)} programs, device clock ({device.device_kind}); {where}")
     return 0

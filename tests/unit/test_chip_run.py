@@ -80,3 +80,31 @@ def test_help_lists_the_steps(tmp_path):
     assert done.returncode == 0
     for step in ("host", "gate", "throughput", "baselines", "times", "report"):
         assert f"  {step} " in done.stdout or f"{step}  " in done.stdout
+
+
+def _chip_times():
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("chip_times", ROOT / "scripts" / "chip_times.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _row(program: str, device: float, predicted: float | None) -> dict:
+    return {"program": program, "config": "f32", "device_s_median": device, "predicted_s": predicted}
+
+
+def test_a_twin_whose_verdict_disagrees_with_the_chip_is_a_finding_in_one_line():
+    chip_times = _chip_times()
+    agree = [_row("eqx_embedding", 90e-6, 110e-6), _row("take", 45.7e-6, 45e-6)]
+    assert chip_times.findings(agree) == []
+    # libtpu's own estimate would predict 0.33 here: a pass where the chip fails.
+    disagree = [_row("eqx_embedding", 90e-6, 15e-6), _row("take", 45.7e-6, 45e-6)]
+    (line,) = chip_times.findings(disagree)
+    assert line.startswith("finding: eqx_embedding / take [f32] measures 1.97 on the chip")
+    assert "predicts 0.333" in line and "\n" not in line
+    assert chip_times.findings([_row("eqx_embedding", 90e-6, None), _row("take", 45.7e-6, 45e-6)]) == []
