@@ -72,8 +72,8 @@ def findings(rows: list[dict[str, Any]]) -> list[str]:
         predicted = ra["predicted_s"] / rb["predicted_s"]
         if (measured <= TWIN_BOUND) != (predicted <= TWIN_BOUND):
             out.append(
-                f"finding: {a} / {b} [{config}] measures {measured:.3g} on the chip and the cost model predicts "
-                f"{predicted:.3g}: their verdicts against {TWIN_BOUND} disagree"
+                f"finding: {a} / {b} [{config}] measures {measured:.3g} on the chip and the cost model "
+                f"predicts {predicted:.3g}: their verdicts against {TWIN_BOUND} disagree"
             )
     return out
 
