@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -142,6 +143,31 @@ def target_named(name: str) -> Target:
     return target
 
 
+class _CallableInt(int):
+    _read: Callable[..., Any]
+
+    def __call__(self, dtype: str | None = None) -> Any:
+        return self._read(dtype)
+
+
+class _CallableFloat(float):
+    _read: Callable[..., Any]
+
+    def __call__(self, dtype: str | None = None) -> Any:
+        return self._read(dtype)
+
+
+def _as_call(value: Any, read: Callable[..., Any]) -> Any:
+    """A metric read as an attribute is its value, and also takes a spec's call form: ``s.scatters == 1``
+    and ``s.scatters(dtype="f32")`` (the count of f32 scatters) both read as they do in a spec."""
+    kind = {int: _CallableInt, float: _CallableFloat}.get(type(value))
+    if kind is None:
+        return value
+    wrapped = kind(value)
+    wrapped._read = read
+    return wrapped
+
+
 @dataclasses.dataclass(frozen=True)
 class CompiledStructure:
     """One function compiled for one target: its structure, every metric, and its snapshot text.
@@ -205,7 +231,7 @@ class CompiledStructure:
         if name.startswith("__") or name == "measured":
             raise AttributeError(name)
         if name in self.metrics:
-            return self.metric(name)
+            return _as_call(self.metric(name), functools.partial(self.metric, name))
         if name in {f.name for f in dataclasses.fields(self.structure)}:
             return getattr(self.structure, name)
         raise AttributeError(self._unknown(name, "metric or Structure field"))

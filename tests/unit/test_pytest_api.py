@@ -267,3 +267,12 @@ def test_the_layout_puts_the_target_above_syrupys_own():
     assert again == "/project/tests/snapshots/tpu-v5e/test_mine/test_take[x].1.txt"
     with pytest.raises(TypeError, match=r"not an index of ours: 0"):
         CompiledSnapshotExtension.get_location(test_location=Location(), index=0)
+
+
+def test_a_metric_takes_the_call_form_a_spec_writes(on_cpu):
+    """`scatters(dtype="f32")` in a spec is `s.scatters(dtype="f32")` here; `s.gathers` is still a number."""
+    assert on_cpu.gathers(dtype="f32") == on_cpu.metric("gathers", dtype="f32") == 1
+    assert on_cpu.gathers(dtype="bf16") == 0
+    assert on_cpu.gathers() == on_cpu.gathers == 1 and on_cpu.gathers + 1 == 2
+    with pytest.raises(InvariantsError, match="while_loops takes no dtype"):
+        on_cpu.while_loops(dtype="f32")
