@@ -484,13 +484,15 @@ def leaf_name(path: Any) -> str:
 
 
 def _drawn(leaf: Any, rng: np.random.Generator, vocab: int) -> np.ndarray:
-    """A leaf's value: the factory's array (a copy), else integers in [0, vocab), else a normal draw."""
+    """A leaf's value: the factory's array (a copy), else integers in [0, vocab), else a normal draw;
+    always an array, a 0-d one included (numpy draws a scalar for shape ``()``, which cannot be made
+    read-only)."""
     dtype = np.dtype(leaf.dtype)
     if not isinstance(leaf, jax.ShapeDtypeStruct):
         return np.array(leaf)  # a copy: the factory's array stays the factory's
     if np.issubdtype(dtype, np.integer):
-        return rng.integers(0, vocab, size=leaf.shape).astype(dtype)
-    return (rng.standard_normal(leaf.shape, dtype=np.float32) * _DRAW_SCALE).astype(dtype)
+        return np.asarray(rng.integers(0, vocab, size=leaf.shape)).astype(dtype)
+    return np.asarray(rng.standard_normal(leaf.shape, dtype=np.float32) * _DRAW_SCALE).astype(dtype)
 
 
 def _named_sharding(leaf: Any) -> bool:

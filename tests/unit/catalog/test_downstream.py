@@ -802,3 +802,18 @@ def test_bad_input_the_command_finds_before_pytest_leaves_no_earlier_results(tmp
     status, err = gate_in("--spec-dir", "specs", "--no-catalog")
     assert status == 2 and "cannot import nolib_x" in err, err
     assert not earlier.exists()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int32"])
+def test_a_0d_parameter_draws_as_a_read_only_array(dtype):
+    """A declared program's scalar parameter (a temperature, a scale) is drawn for timing like any other:
+    numpy's draw for shape () is a scalar, whose flags cannot be set ('Cannot set flags on array scalars')."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from invariants.catalog.downstream import _drawn
+
+    value = _drawn(jax.ShapeDtypeStruct((), jnp.dtype(dtype)), np.random.default_rng(0), 10)
+    value.flags.writeable = False
+    assert value.shape == () and value.dtype == jnp.dtype(dtype)
