@@ -1,0 +1,204 @@
+"""Fit the TPU cost model (``predicted_seconds``, invariants/hlo/tpu_model.py) on a chip's measurements, and
+say how well it predicts programs it never saw.
+
+The measurements are ``tests/data/tpu-v5e-chip/`` (its README says how they were taken): per program, the
+device time of one call and each HLO instruction's own device time (the trace's ``XLA Ops`` line), with
+the optimized HLO the chip compiled. The fit is a non-negative least squares on relative error over
+every kernel's own time (each a row of its kind's features), plus one row per program whose loops' trip
+overhead only the program's total shows. Nothing is keyed on a program's name.
+
+Held out: each program (all its configurations) left out of the fit in turn, then each family (the
+catalog is one family: the probes alone must predict it). For each: Spearman between predicted and chip
+time over the held-out programs, the median and worst relative error, and each twin pair's predicted
+ratio beside the chip's (the pairs of the catalog's TPU time relations).
+
+Usage::
+
+    python benchmarks/fit_tpu_cost.py            # fit, print the figures
+    python benchmarks/fit_tpu_cost.py --write    # and write the v5e coefficients to invariants/data/tpu_cost.toml
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gzip
+import json
+import re
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import nnls
+from scipy.stats import spearmanr
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from invariants._paths import write_atomic  # noqa: E402
+from invariants.hlo.parse import parse_module  # noqa: E402
+from invariants.hlo.structure import structure_of  # noqa: E402
+from invariants.hlo.tpu_model import COLUMNS, Launch, launches  # noqa: E402
+
+DATA = ROOT / "tests" / "data" / "tpu-v5e-chip"
+COST_FILE = ROOT / "invariants" / "data" / "tpu_cost.toml"
+# The catalog's TPU time relations (invariants/tpu.toml): numerator, denominator.
+TWINS = (("eqx_embedding", "take"), ("grad_vmap_naive", "grad_vmap_take"), ("train_eqx_embedding", "train_take"))
+# A kernel's own time below this (us) is mostly the trace's resolution: relative error is taken against
+# at least this much.
+FLOOR_US = 2.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One measured program: its chip time (us), its kernels, and each kernel's own time (us per call)."""
+
+    program: str
+    config: str
+    family: str
+    device_us: float
+    launches: tuple[Launch, ...]
+    ops_us: dict[str, float]
+
+    @property
+    def key(self) -> str:
+        return f"{self.program}.{self.config}"
+
+    def features(self) -> np.ndarray:
+        return np.sum([launch.row() for launch in self.launches], axis=0)
+
+
+def load(folder: Path = DATA) -> tuple[dict[str, str], list[Row]]:
+    """The provenance and rows of a chip's corpus (``corpus.json`` and ``corpus-hlo.json.gz``)."""
+    corpus = json.loads((folder / "corpus.json").read_text())
+    with gzip.open(folder / "corpus-hlo.json.gz", "rt") as f:
+        hlos = json.load(f)
+    rows = []
+    for r in corpus["rows"]:
+        key = f"{r['program']}.{r['config']}"
+        module = parse_module(hlos[key], key)
+        rows.append(
+            Row(r["program"], r["config"], r["family"], r["device_us_median"],
+                tuple(launches(module, structure_of(module))), dict(r["ops_us_per_call"]))
+        )  # fmt: skip
+    return corpus["provenance"], rows
+
+
+def _design(rows: Sequence[Row]) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of the least squares, in us: every kernel with its own time, and each program's total."""
+    xs, ys = [], []
+    for row in rows:
+        for launch in row.launches:
+            if launch.kind != "loop" and launch.name in row.ops_us:
+                xs.append(launch.row())
+                ys.append(row.ops_us[launch.name])
+        xs.append(list(row.features()))
+        ys.append(row.device_us)
+    return np.array(xs), np.array(ys)
+
+
+def fit(rows: Sequence[Row]) -> np.ndarray:
+    """Coefficients (us per unit of each of COLUMNS) fitted on ``rows``: NNLS on relative error."""
+    x, y = _design(rows)
+    w = 1.0 / np.maximum(y, FLOOR_US)
+    used = np.any(x != 0, axis=0)
+    theta = np.zeros(len(COLUMNS))
+    theta[used], _ = nnls(x[:, used] * w[:, None], y * w, maxiter=50 * len(COLUMNS))
+    return theta
+
+
+def predict(rows: Sequence[Row], theta: np.ndarray) -> np.ndarray:
+    return np.array([float(row.features() @ theta) for row in rows])
+
+
+@dataclasses.dataclass(frozen=True)
+class Accuracy:
+    """Held-out predictions (us, one per row) and their figures."""
+
+    name: str
+    predicted: np.ndarray
+    measured: np.ndarray
+    keys: tuple[str, ...]
+
+    @property
+    def spearman(self) -> float:
+        return float(spearmanr(self.predicted, self.measured).statistic)
+
+    @property
+    def errors(self) -> np.ndarray:
+        return np.abs(self.predicted - self.measured) / self.measured
+
+    def twin_ratios(self) -> list[tuple[str, float, float]]:
+        """(pair, predicted ratio, chip ratio) for every twin pair measured in one configuration."""
+        at = {k: (p, m) for k, p, m in zip(self.keys, self.predicted, self.measured, strict=True)}
+        out = []
+        for a, b in TWINS:
+            for key in sorted(k for k in at if k.startswith(a + ".")):
+                other = b + key[len(a) :]
+                if other in at and at[other][0] > 0:
+                    out.append((f"{key} / {other}", at[key][0] / at[other][0], at[key][1] / at[other][1]))
+        return out
+
+
+def held_out(rows: Sequence[Row], group: Callable[[Row], str], name: str) -> Accuracy:
+    """Each group of rows predicted by a fit on all the others."""
+    predicted = np.zeros(len(rows))
+    for g in sorted({group(r) for r in rows}):
+        out = [i for i, r in enumerate(rows) if group(r) == g]
+        theta = fit([r for r in rows if group(r) != g])
+        predicted[out] = predict([rows[i] for i in out], theta)
+    measured = np.array([r.device_us for r in rows])
+    return Accuracy(name, predicted, measured, tuple(r.key for r in rows))
+
+
+def report(acc: Accuracy) -> str:
+    errors = acc.errors
+    worst = int(np.argmax(errors))
+    lines = [
+        f"{acc.name}: Spearman {acc.spearman:.3f} over {len(errors)} programs; relative error median "
+        f"{statistics.median(errors):.1%}, worst {errors[worst]:.0%} ({acc.keys[worst]})",
+    ]
+    for pair, predicted, chip in acc.twin_ratios():
+        off = predicted / chip - 1
+        lines.append(f"  {pair:48} predicted {predicted:9.2f}  chip {chip:9.2f}  ({off:+.0%})")
+    return "\n".join(lines)
+
+
+def toml_text(theta: np.ndarray, provenance: dict[str, str], fitted_on: int) -> str:
+    """The coefficients file: the v5e's fitted coefficients (seconds per unit) and the other chips scaled."""
+    template = COST_FILE.read_text(encoding="utf-8")
+    coefficients = "\n".join(f'"{c}" = {v * 1e-6:.6e}' for c, v in zip(COLUMNS, theta, strict=True))
+    block = (
+        f'[chip.v5e]\nsource = "fitted on a TPU v5e ({provenance["chip"]}): jax {provenance["jax"]}, jaxlib '
+        f'{provenance["jaxlib"]}, libtpu {provenance["libtpu"]}, {provenance["date"]}; NNLS on relative '
+        f'error over each kernel\'s own device time and each program\'s, {fitted_on} programs of '
+        f'tests/data/tpu-v5e-chip (benchmarks/fit_tpu_cost.py)"\n\n[chip.v5e.coefficients]\n{coefficients}\n'
+    )
+    return re.sub(r"\[chip\.v5e\].*?(?=\n# ---|\Z)", lambda _: block, template, count=1, flags=re.DOTALL)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DATA, help="folder of corpus.json and corpus-hlo.json.gz")
+    parser.add_argument("--write", action="store_true", help=f"write the coefficients to {COST_FILE}")
+    opts = parser.parse_args(argv)
+    provenance, rows = load(opts.data)
+    theta = fit(rows)
+    print(f"{len(rows)} programs, {provenance['chip']}, jax {provenance['jax']}, libtpu {provenance['libtpu']}, "
+          f"{provenance['date']}")  # fmt: skip
+    for col, v in zip(COLUMNS, theta, strict=True):
+        print(f"  {col:22} {v:.4g} us")
+    measured = np.array([r.device_us for r in rows])
+    print(report(Accuracy("in sample", predict(rows, theta), measured, tuple(r.key for r in rows))))
+    print(report(held_out(rows, lambda r: r.program, "leave one program out")))
+    print(report(held_out(rows, lambda r: r.family, "leave one family out")))
+    if opts.write:
+        write_atomic(COST_FILE, toml_text(theta, provenance, len(rows)))
+        print(f"wrote {COST_FILE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,365 @@
+"""``predicted_seconds``: a TPU program's device time, predicted from its optimized HLO alone.
+
+The model is a sum over the kernels that run (loops expanded: a while body once per trip), each kernel
+costed by its **kind** from facts its HLO states, plus a cost per loop trip:
+
+* ``gather``: a kernel that gathers (the kCustom gather fusion). Its time follows the rows it gathers, how
+  their indices arrive (``GatherScatterIndicesBitpacked`` inside the fusion: the vmapped form, which packs
+  [N, 2] indices; otherwise the in-bounds path, ``AssumeGatherIndicesInBound``), whether each row is one
+  element (slice sizes all 1), whether the table lies in HBM (its layout has no on-chip memory space
+  ``S(1)``), and the bytes it writes. libtpu gives these kernels no estimate.
+* ``scatter``: a kernel that scatters (the kCustom scatter fusion): rows updated and the updates' bytes.
+* ``copy``: a copy (a layout change): bytes moved and libtpu's ``estimated_cycles``.
+* ``conv``: a kernel that holds a convolution or dot: libtpu's ``estimated_cycles``, which follows the
+  matrix units' time well.
+* ``fusion``: every other kernel (elementwise and reduction fusions, dynamic slices, sorts): bytes read and
+  written (a parameter only sliced counts the slice) and libtpu's ``estimated_cycles``.
+* ``small``: the start of an async copy or slice, and a custom call: a launch only.
+* ``loop``: what one trip of a while loop costs besides its kernels.
+
+Every kind costs a launch. A scalar instruction (a result of at most 16 bytes with no estimate: the loop
+counter's add and compare) runs on the scalar unit with its loop and costs nothing of its own.
+
+Coefficients are seconds per unit of each feature, per chip, in ``invariants/data/tpu_cost.toml`` with
+their provenance (``benchmarks/fit_tpu_cost.py`` fits them on a chip's own per-kernel device times). A
+chip that was never measured is scaled from a measured one by published figures and is marked
+``uncalibrated`` wherever its figure is shown.
+
+No JAX: this reads a parsed :class:`~invariants.hlo.parse.HloModule` and its
+:class:`~invariants.hlo.structure.Structure`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import re
+import tomllib
+from collections.abc import Iterable, Iterator, Mapping
+
+from .._paths import PACKAGE_DIR
+from .parse import Computation, HloModule, Instruction, Shape, dtype_bits
+from .structure import Kernel, Structure
+
+__all__ = [
+    "FEATURES",
+    "ChipModel",
+    "Launch",
+    "chip_model",
+    "is_tpu_module",
+    "launches",
+    "predict",
+    "predicted_seconds",
+]
+
+# Kind -> its features, in the order of the coefficients file.
+FEATURES: dict[str, tuple[str, ...]] = {
+    "gather": ("launch", "rows", "bitpacked_rows", "element_rows", "hbm_rows", "bytes", "hbm_bytes"),
+    "scatter": ("launch", "rows", "bytes", "hbm_bytes"),
+    "copy": ("launch", "bytes", "cycles"),
+    "conv": ("launch", "cycles"),
+    "fusion": ("launch", "bytes", "cycles"),
+    "small": ("launch",),
+    "loop": ("trip",),
+}
+COLUMNS: tuple[str, ...] = tuple(f"{kind}.{f}" for kind, fs in FEATURES.items() for f in fs)
+
+_SMALL = frozenset({"copy-start", "slice-start", "async-start", "custom-call", "send", "recv"})
+_ON_CHIP = "S(1)"
+_BITPACKED = "GatherScatterIndicesBitpacked"
+_COST_FILE = PACKAGE_DIR / "data" / "tpu_cost.toml"
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    """One kernel of the program: its name, kind, features (one launch) and how many times it runs."""
+
+    name: str
+    kind: str
+    features: Mapping[str, float]
+    count: int
+
+    def row(self) -> list[float]:
+        """The features of all its launches, as a row over :data:`COLUMNS`."""
+        return [
+            self.count * self.features.get(col.split(".", 1)[1], 0.0) if col.startswith(self.kind + ".") else 0.0
+            for col in COLUMNS
+        ]
+
+
+def is_tpu_module(module: HloModule) -> bool:
+    """Whether ``module`` was compiled for a TPU: its entry's layouts are tiled (``T(8,128)``)."""
+    return any(
+        i.shape.layout is not None and ":T(" in i.shape.layout for i in module.entry if not i.shape.is_tuple
+    )
+
+
+def _fused(module: HloModule, instr: Instruction) -> Iterator[tuple[Computation, Instruction]]:
+    """Every instruction inside a fusion, nested fusions followed."""
+    for name in instr.called:
+        comp = module.computations[name]
+        for inner in comp:
+            yield comp, inner
+            if inner.opcode == "fusion":
+                yield from _fused(module, inner)
+
+
+def _cycles(instr: Instruction) -> float:
+    config = instr.backend_config_json or {}
+    found = config.get("estimated_cycles")
+    for value in config.values():
+        if found is None and isinstance(value, dict):
+            found = value.get("estimated_cycles")
+    try:
+        return float(found) if found is not None else 0.0
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _ints(raw: str | None) -> tuple[int, ...]:
+    if not raw:
+        return ()
+    return tuple(int(p) for p in raw.strip("{}").replace(" ", "").split(",") if p)
+
+
+_TILE = re.compile(r"T\(([\d,]+)\)")
+
+
+def padded_bytes(shape: Shape) -> int:
+    """Bytes of ``shape`` as the TPU lays it out: each of the minor-most dimensions padded to its tile
+    (``{1,0:T(8,128)}`` pads a [16384, 2] array to [16384, 128]); the data's own bytes without a tile."""
+    if shape.is_tuple:
+        return sum(padded_bytes(s) for s in shape.tuple_shapes)
+    layout = shape.layout or ""
+    tile = _TILE.search(layout)
+    order = layout.split(":", 1)[0]
+    if tile is None or not shape.dims or not order:
+        return shape.byte_size()
+    try:
+        minor_to_major = [int(p) for p in order.split(",")]
+    except ValueError:
+        return shape.byte_size()
+    dims = list(shape.dims)
+    for d, t in zip(minor_to_major, reversed([int(p) for p in tile.group(1).split(",")]), strict=False):
+        if 0 <= d < len(dims):
+            dims[d] = -(-dims[d] // t) * t
+    return (math.prod(dims) * (dtype_bits(shape.dtype or "") or 0) + 7) // 8
+
+
+def _param_operand(
+    comp: Computation, fused_comp: Computation, name: str, fusion: Instruction
+) -> Instruction | None:
+    """The fusion's operand that a fused computation's parameter ``name`` stands for (None otherwise)."""
+    inner = fused_comp.get(name)
+    if inner is None or inner.opcode != "parameter" or inner.literal is None:
+        return None
+    index = int(inner.literal)
+    return comp.get(fusion.operands[index]) if index < len(fusion.operands) else None
+
+
+def _moved_bytes(module: HloModule, comp: Computation, instr: Instruction) -> int:
+    """Bytes a kernel reads and writes, as laid out: each operand whole, except one a fusion only slices
+    (the slice's bytes) and the buffer a dynamic-update-slice updates in place (the update's, twice)."""
+    if instr.opcode == "dynamic-update-slice" and len(instr.operands) > 1:
+        return 2 * padded_bytes(comp[instr.operands[1]].shape)
+    written = padded_bytes(instr.shape)
+    if instr.opcode != "fusion" or not instr.called:
+        return written + sum(padded_bytes(comp[o].shape) for o in instr.operands if o in comp)
+    fused = module.computations[instr.called[0]]
+    total = 0
+    for p in (i for i in fused if i.opcode == "parameter"):
+        users = [i for i in fused if p.name in i.operands]
+        outer = _param_operand(comp, fused, p.name, instr)
+        whole = padded_bytes(outer.shape if outer is not None else p.shape)
+        if users and all(u.opcode in ("dynamic-slice", "slice") for u in users):
+            total += min(whole, sum(padded_bytes(u.shape) for u in users))
+        elif users and all(u.opcode == "dynamic-update-slice" and u.operands[0] == p.name for u in users):
+            update = fused.get(users[0].operands[1])
+            written = 2 * padded_bytes(update.shape) if update is not None else written
+        else:
+            total += whole
+    return total + written
+
+
+def _gather_features(module: HloModule, comp: Computation, instr: Instruction) -> dict[str, float]:
+    inner = list(_fused(module, instr)) if instr.opcode == "fusion" else [(comp, instr)]
+    bitpacked = any(i.custom_call_target == _BITPACKED for _, i in inner)
+    rows = elements = hbm = hbm_bytes = 0.0
+    out_bytes = 0
+    for fcomp, g in inner:
+        if g.opcode != "gather":
+            continue
+        offset = set(_ints(g.attrs.get("offset_dims")))
+        n = math.prod(d for k, d in enumerate(g.shape.dims) if k not in offset)
+        rows += n
+        out_bytes += padded_bytes(g.shape)
+        if math.prod(_ints(g.attrs.get("slice_sizes"))) == 1:
+            elements += n
+        table = fcomp.get(g.operands[0])
+        if instr.opcode == "fusion":
+            table = _param_operand(comp, fcomp, g.operands[0], instr) or table
+        if table is not None and _ON_CHIP not in (table.shape.layout or ""):
+            hbm += n
+            hbm_bytes += padded_bytes(g.shape)
+    return {
+        "launch": 1.0,
+        "rows": rows,
+        "bitpacked_rows": rows if bitpacked else 0.0,
+        "element_rows": elements,
+        "hbm_rows": hbm,
+        "bytes": float(out_bytes),
+        "hbm_bytes": hbm_bytes,
+    }
+
+
+def _scatter_features(module: HloModule, comp: Computation, instr: Instruction) -> dict[str, float]:
+    inner = list(_fused(module, instr)) if instr.opcode == "fusion" else [(comp, instr)]
+    rows = moved = hbm = 0.0
+    for fcomp, s in inner:
+        if s.opcode != "scatter":
+            continue
+        count = (len(s.operands) - 1) // 2
+        updates = fcomp.get(s.operands[-1])
+        if updates is None:
+            continue
+        window = set(_ints(s.attrs.get("update_window_dims")))
+        rows += math.prod(d for k, d in enumerate(updates.shape.dims) if k not in window)
+        moved += count * padded_bytes(updates.shape)
+        if _ON_CHIP not in (instr.shape.layout or "") and not instr.shape.is_tuple:
+            hbm += count * padded_bytes(updates.shape)
+    return {"launch": 1.0, "rows": rows, "bytes": moved, "hbm_bytes": hbm}
+
+
+def _kind(module: HloModule, instr: Instruction) -> str | None:
+    """The kind of a kernel (module docstring); None for a scalar instruction, which costs nothing."""
+    op = instr.opcode
+    ops = {i.opcode for _, i in _fused(module, instr)} if op == "fusion" else {op}
+    if "scatter" in ops:
+        return "scatter"
+    if "gather" in ops:
+        return "gather"
+    if ops & {"convolution", "dot"}:
+        return "conv"
+    if op in ("copy",):
+        return "copy" if instr.shape.byte_size() > 16 or _cycles(instr) else None
+    if op in _SMALL:
+        return "small"
+    if op != "fusion" and instr.shape.byte_size() <= 16 and not _cycles(instr):
+        return None
+    return "fusion"
+
+
+def kernel_launch(module: HloModule, comp: Computation, instr: Instruction, count: int) -> Launch | None:
+    """One kernel as a :class:`Launch` (None for a scalar instruction)."""
+    kind = _kind(module, instr)
+    if kind is None:
+        return None
+    if kind == "gather":
+        features = _gather_features(module, comp, instr)
+    elif kind == "scatter":
+        features = _scatter_features(module, comp, instr)
+    elif kind == "small":
+        features = {"launch": 1.0}
+    elif kind == "conv":
+        features = {"launch": 1.0, "cycles": _cycles(instr)}
+    else:
+        features = {"launch": 1.0, "bytes": float(_moved_bytes(module, comp, instr)), "cycles": _cycles(instr)}
+    return Launch(instr.name, kind, features, count)
+
+
+class UnknownTrip(Exception):
+    """A while loop whose trip count the structure could not derive."""
+
+
+def launches(module: HloModule, structure: Structure) -> list[Launch]:
+    """Every kernel that runs, with its launch count (loops expanded; a ``conditional`` by its branch of
+    most launches), and one ``loop`` entry per while loop with its trips. Raises :class:`UnknownTrip`."""
+    where = {i.name: (c, i) for c in module.computations.values() for i in c}
+    out: list[Launch] = []
+
+    def walk(kernels: Iterable[Kernel], times: int) -> None:
+        for k in kernels:
+            if k.opcode == "while":
+                if k.trip_count is None:
+                    raise UnknownTrip
+                out.append(Launch("while", "loop", {"trip": 1.0}, times * k.trip_count))
+                walk(k.body, times * k.trip_count)
+                walk(k.condition, times * (k.trip_count + 1))
+            elif k.opcode == "conditional":
+                sizes = [(sum(1 for _ in b), n) for n, b in enumerate(k.branches)]
+                if sizes:
+                    walk(k.branches[max(sizes)[1]], times)
+            elif k.name in where:
+                comp, instr = where[k.name]
+                launch = kernel_launch(module, comp, instr, times)
+                if launch is not None:
+                    out.append(launch)
+
+    walk(structure.kernel_list, 1)
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class ChipModel:
+    """One chip's coefficients (seconds per unit of each of :data:`COLUMNS`) and where they come from.
+    ``uncalibrated``: scaled from another chip by published figures, never fitted on this one."""
+
+    chip: str
+    coefficients: Mapping[str, float]
+    uncalibrated: bool
+    provenance: str
+
+    def seconds(self, program: Iterable[Launch]) -> float:
+        return sum(
+            launch.count * launch.features.get(f, 0.0) * self.coefficients.get(f"{launch.kind}.{f}", 0.0)
+            for launch in program
+            for f in FEATURES[launch.kind]
+        )
+
+
+@functools.cache
+def _cost_file() -> dict[str, object]:
+    return tomllib.loads(_COST_FILE.read_text(encoding="utf-8"))
+
+
+def _chip_of(target: str) -> str:
+    """The chip of a TPU target name: ``tpu-v5e-2x4`` -> ``v5e``."""
+    parts = target.split("-")
+    return parts[1] if len(parts) > 1 and parts[0] == "tpu" else ""
+
+
+def chip_model(target: str) -> ChipModel | None:
+    """The cost model of ``target``'s chip, None when the coefficients file has none for it."""
+    data = _cost_file()
+    chips = data.get("chip")
+    entry = chips.get(_chip_of(target)) if isinstance(chips, dict) else None
+    if not isinstance(entry, dict):
+        return None
+    base, ratio = entry, 1.0
+    if "scaled_from" in entry:
+        base, ratio = chips[entry["scaled_from"]], float(entry["bandwidth_ratio"])
+    coefficients = {
+        k: float(v) / (ratio if k.endswith("bytes") else 1.0) for k, v in base["coefficients"].items()
+    }
+    return ChipModel(_chip_of(target), coefficients, bool(entry.get("uncalibrated", False)), entry["source"])
+
+
+def predict(module: HloModule, structure: Structure, model: ChipModel) -> float:
+    """The predicted device seconds of one call (raises :class:`UnknownTrip`)."""
+    return model.seconds(launches(module, structure))
+
+
+def predicted_seconds(module: HloModule | None, structure: Structure, target: str) -> float | str:
+    """The ``predicted_seconds`` of one compile for ``target``, or one line saying why there is none."""
+    if module is None:
+        return "no HLO module to read"
+    model = chip_model(target)
+    if model is None:
+        return f"no TPU cost model for target '{target}' (invariants/data/tpu_cost.toml)"
+    if not is_tpu_module(module):
+        return "not a TPU module (no tiled layouts): the TPU cost model reads only TPU HLO"
+    try:
+        return predict(module, structure, model)
+    except UnknownTrip:
+        return "a while loop's trip count is unknown, so its kernels cannot be summed"
