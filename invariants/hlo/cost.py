@@ -11,6 +11,10 @@ from:
   (an upper bound). Kernels without an estimate add nothing; today that is the ``kCustom`` gather fusion
   and custom calls, so a forward's estimate covers the index fix-ups and copies around the gather, not the
   gather itself. :func:`cycle_estimate` counts those launches too.
+* ``predicted_seconds``: the device seconds of one call, predicted from the optimized HLO by the TPU cost
+  model fitted on a chip (:mod:`invariants.hlo.tpu_model`, whose coefficients per chip and their
+  provenance are ``invariants/data/tpu_cost.toml``). Unlike ``estimated_cycles`` it costs the kCustom
+  gathers and scatters and each loop trip; it is ``uncalibrated`` on chips nobody measured.
 * ``temp_bytes``, ``argument_bytes``, ``output_bytes``: ``compiled.memory_analysis()``.
 * ``flops``, ``bytes_accessed``: ``compiled.cost_analysis()``.
 
@@ -28,6 +32,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 
+from . import tpu_model
+from .parse import HloModule
 from .structure import Kernel, Structure
 
 __all__ = [
@@ -39,6 +45,7 @@ __all__ = [
     "estimated_cycles",
     "from_analysis",
     "predicted_ratio",
+    "predicted_seconds",
     "value_or_none",
 ]
 
@@ -67,11 +74,14 @@ _ANALYSIS_CALL = {"memory": "memory_analysis()", "cost": "cost_analysis()"}
 @dataclasses.dataclass(frozen=True)
 class Analyses:
     """What the compiler metrics are computed from: a program's structure and the analysis dicts of its
-    ``Compiled`` (empty when the backend offered none)."""
+    ``Compiled`` (empty when the backend offered none), its parsed module and the target it was compiled
+    for (what the cost model reads)."""
 
     structure: Structure
     cost: Mapping[str, float] = dataclasses.field(default_factory=dict)
     memory: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    module: HloModule | None = None
+    target: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,6 +150,12 @@ def estimated_cycles(analyses: Analyses) -> int | Missing:
     """The ``estimated_cycles`` metric: :func:`cycle_estimate`'s figure, or why there is none."""
     estimate = cycle_estimate(analyses.structure)
     return estimate.cycles if estimate.cycles is not None else Missing(estimate.reason or "no estimate")
+
+
+def predicted_seconds(analyses: Analyses) -> float | Missing:
+    """The ``predicted_seconds`` metric (module docstring), or why there is none."""
+    value = tpu_model.predicted_seconds(analyses.module, analyses.structure, analyses.target)
+    return value if isinstance(value, float) else Missing(value)
 
 
 def from_analysis(name: str) -> Callable[[Analyses], int | float | Missing]:
