@@ -170,11 +170,14 @@ def toml_text(theta: np.ndarray, provenance: dict[str, str], fitted_on: int) -> 
     """The coefficients file: the v5e's fitted coefficients (seconds per unit) and the other chips scaled."""
     template = COST_FILE.read_text(encoding="utf-8")
     coefficients = "\n".join(f'"{c}" = {v * 1e-6:.6e}' for c, v in zip(COLUMNS, theta, strict=True))
+    p = provenance
     block = (
-        f'[chip.v5e]\nsource = "fitted on a TPU v5e ({provenance["chip"]}): jax {provenance["jax"]}, jaxlib '
-        f'{provenance["jaxlib"]}, libtpu {provenance["libtpu"]}, {provenance["date"]}; NNLS on relative '
-        f'error over each kernel\'s own device time and each program\'s, {fitted_on} programs of '
-        f'tests/data/tpu-v5e-chip (benchmarks/fit_tpu_cost.py)"\n\n[chip.v5e.coefficients]\n{coefficients}\n'
+        f'[chip.v5e]\nchip = "{p["chip"]}"\njax = "{p["jax"]}"\njaxlib = "{p["jaxlib"]}"\nlibtpu = '
+        f'"{p["libtpu"]}"\ndate = "{p["date"]}"\nclock = "{p["clock"]}: {p["how"]}"\ndata = '
+        f'"tests/data/tpu-v5e-chip ({fitted_on} programs)"\nfitted = "benchmarks/fit_tpu_cost.py: NNLS on '
+        f'relative error over each kernel\'s own device time and each program\'s"\nsource = "fitted on a TPU '
+        f'v5e ({p["chip"]}), jax {p["jax"]}, libtpu {p["libtpu"]}, {p["date"]}"\n\n'
+        f"[chip.v5e.coefficients]\n{coefficients}\n"
     )
     return re.sub(r"\[chip\.v5e\].*?(?=\n# ---|\Z)", lambda _: block, template, count=1, flags=re.DOTALL)
 
