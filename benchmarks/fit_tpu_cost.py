@@ -87,11 +87,13 @@ def load(folder: Path = DATA) -> tuple[dict[str, str], list[Row]]:
 
 
 def _design(rows: Sequence[Row]) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of the least squares, in us: every kernel with its own time, and each program's total."""
+    """Rows of the least squares, in us: every kernel with its own time, and each program's total. A
+    kernel in a loop is held only through its program's total: the trace splits a trip's time among its
+    kernels as the scalar unit stalls them, not as each costs."""
     xs, ys = [], []
     for row in rows:
         for launch in row.launches:
-            if launch.kind != "loop" and launch.name in row.ops_us:
+            if launch.kind != "loop" and not launch.looped and launch.name in row.ops_us:
                 xs.append(launch.row())
                 ys.append(row.ops_us[launch.name])
         xs.append(list(row.features()))

@@ -55,11 +55,13 @@ __all__ = [
 
 # Kind -> its features, in the order of the coefficients file.
 FEATURES: dict[str, tuple[str, ...]] = {
-    "gather": ("launch", "rows", "bitpacked_rows", "element_rows", "hbm_rows", "bytes", "hbm_bytes"),
+    "gather": (
+        "launch", "rows", "bitpacked_rows", "element_rows", "hbm_rows", "bytes", "bitpacked_bytes", "hbm_bytes",
+    ),
     "scatter": ("launch", "rows", "bytes", "hbm_bytes"),
-    "copy": ("launch", "bytes", "cycles"),
+    "copy": ("launch", "bytes", "hbm_bytes", "cycles"),
     "conv": ("launch", "cycles"),
-    "fusion": ("launch", "bytes", "cycles"),
+    "fusion": ("launch", "bytes", "hbm_bytes", "vector_ops", "cycles"),
     "small": ("launch",),
     "loop": ("trip",),
 }
@@ -73,12 +75,14 @@ _COST_FILE = PACKAGE_DIR / "data" / "tpu_cost.toml"
 
 @dataclasses.dataclass(frozen=True)
 class Launch:
-    """One kernel of the program: its name, kind, features (one launch) and how many times it runs."""
+    """One kernel of the program: its name, kind, features (one launch), how many times it runs, and
+    whether it runs in a loop's body or condition."""
 
     name: str
     kind: str
     features: Mapping[str, float]
     count: int
+    looped: bool = False
 
     def row(self) -> list[float]:
         """The features of all its launches, as a row over :data:`COLUMNS`."""
@@ -158,28 +162,70 @@ def _param_operand(
     return comp.get(fusion.operands[index]) if index < len(fusion.operands) else None
 
 
-def _moved_bytes(module: HloModule, comp: Computation, instr: Instruction) -> int:
-    """Bytes a kernel reads and writes, as laid out: each operand whole, except one a fusion only slices
-    (the slice's bytes) and the buffer a dynamic-update-slice updates in place (the update's, twice)."""
+def _split(shape: Shape) -> tuple[int, int]:
+    """(on-chip, HBM) bytes of ``shape`` as laid out: on chip when its layout names memory space S(1)."""
+    if shape.is_tuple:
+        parts = [_split(s) for s in shape.tuple_shapes]
+        return sum(p[0] for p in parts), sum(p[1] for p in parts)
+    size = padded_bytes(shape)
+    return (size, 0) if _ON_CHIP in (shape.layout or "") else (0, size)
+
+
+def _moved_bytes(module: HloModule, comp: Computation, instr: Instruction) -> tuple[int, int]:
+    """(on-chip, HBM) bytes a kernel reads and writes, as laid out: each operand whole, except one a fusion
+    only slices (the slice's bytes) and the buffer a dynamic-update-slice updates in place (the update's,
+    read and written)."""
     if instr.opcode == "dynamic-update-slice" and len(instr.operands) > 1:
-        return 2 * padded_bytes(comp[instr.operands[1]].shape)
-    written = padded_bytes(instr.shape)
+        chip, hbm = _split(comp[instr.operands[1]].shape)
+        return 2 * chip, 2 * hbm
+    moved = [_split(instr.shape)]
     if instr.opcode != "fusion" or not instr.called:
-        return written + sum(padded_bytes(comp[o].shape) for o in instr.operands if o in comp)
+        moved += [_split(comp[o].shape) for o in instr.operands if o in comp]
+        return sum(m[0] for m in moved), sum(m[1] for m in moved)
     fused = module.computations[instr.called[0]]
-    total = 0
     for p in (i for i in fused if i.opcode == "parameter"):
         users = [i for i in fused if p.name in i.operands]
         outer = _param_operand(comp, fused, p.name, instr)
-        whole = padded_bytes(outer.shape if outer is not None else p.shape)
+        shape = outer.shape if outer is not None else p.shape
         if users and all(u.opcode in ("dynamic-slice", "slice") for u in users):
-            total += min(whole, sum(padded_bytes(u.shape) for u in users))
+            chip = _ON_CHIP in (shape.layout or "")
+            part = min(padded_bytes(shape), sum(padded_bytes(u.shape) for u in users))
+            moved.append((part, 0) if chip else (0, part))
         elif users and all(u.opcode == "dynamic-update-slice" and u.operands[0] == p.name for u in users):
             update = fused.get(users[0].operands[1])
-            written = 2 * padded_bytes(update.shape) if update is not None else written
+            if update is not None:
+                chip = _ON_CHIP in (shape.layout or "")
+                part = 2 * padded_bytes(update.shape)
+                moved[0] = (part, 0) if chip else (0, part)
         else:
-            total += whole
-    return total + written
+            moved.append(_split(shape))
+    return sum(m[0] for m in moved), sum(m[1] for m in moved)
+
+
+# Fused instructions that move or name data without computing on it.
+_NO_OPS = frozenset({
+    "parameter", "constant", "broadcast", "bitcast", "reshape", "tuple", "get-tuple-element", "iota",
+    "slice", "dynamic-slice", "dynamic-update-slice", "transpose", "copy", "fusion", "pad", "concatenate",
+})  # fmt: skip
+
+
+def _vector_ops(module: HloModule, instr: Instruction) -> int:
+    """Elementwise work of a kernel: the 32-bit words of its result as laid out, times the computing
+    instructions fused into it (a plain instruction: one)."""
+    words = sum(
+        padded_bytes(s) * 32 // max(32, dtype_bits(s.dtype or "") or 32) // 4
+        for s in (instr.shape.tuple_shapes if instr.shape.is_tuple else (instr.shape,))
+    )
+    if instr.opcode != "fusion":
+        return 0 if instr.opcode in _NO_OPS else words
+    return words * sum(1 for _, i in _fused(module, instr) if i.opcode not in _NO_OPS)
+
+
+def _row_words(shape: Shape, elements: int) -> int:
+    """Bytes one gathered or scattered row occupies: its elements padded to whole 128-lane words of 32 bits
+    (a TPU vector register's row), whatever the narrower dtype (bf16 rows pack in pairs along sublanes)."""
+    bits = max(32, dtype_bits(shape.dtype or "") or 32)
+    return -(-elements // 128) * 128 * bits // 8
 
 
 def _gather_features(module: HloModule, comp: Computation, instr: Instruction) -> dict[str, float]:
@@ -192,16 +238,17 @@ def _gather_features(module: HloModule, comp: Computation, instr: Instruction) -
             continue
         offset = set(_ints(g.attrs.get("offset_dims")))
         n = math.prod(d for k, d in enumerate(g.shape.dims) if k not in offset)
+        per_row = math.prod(_ints(g.attrs.get("slice_sizes")))
         rows += n
-        out_bytes += padded_bytes(g.shape)
-        if math.prod(_ints(g.attrs.get("slice_sizes"))) == 1:
+        out_bytes += n * _row_words(g.shape, per_row)
+        if per_row == 1:
             elements += n
         table = fcomp.get(g.operands[0])
         if instr.opcode == "fusion":
             table = _param_operand(comp, fcomp, g.operands[0], instr) or table
         if table is not None and _ON_CHIP not in (table.shape.layout or ""):
             hbm += n
-            hbm_bytes += padded_bytes(g.shape)
+            hbm_bytes += n * _row_words(g.shape, per_row)
     return {
         "launch": 1.0,
         "rows": rows,
@@ -209,6 +256,7 @@ def _gather_features(module: HloModule, comp: Computation, instr: Instruction) -
         "element_rows": elements,
         "hbm_rows": hbm,
         "bytes": float(out_bytes),
+        "bitpacked_bytes": float(out_bytes) if bitpacked else 0.0,
         "hbm_bytes": hbm_bytes,
     }
 
@@ -224,10 +272,12 @@ def _scatter_features(module: HloModule, comp: Computation, instr: Instruction) 
         if updates is None:
             continue
         window = set(_ints(s.attrs.get("update_window_dims")))
-        rows += math.prod(d for k, d in enumerate(updates.shape.dims) if k not in window)
-        moved += count * padded_bytes(updates.shape)
+        n = math.prod(d for k, d in enumerate(updates.shape.dims) if k not in window)
+        per_row = math.prod(d for k, d in enumerate(updates.shape.dims) if k in window)
+        rows += n
+        moved += count * n * _row_words(updates.shape, per_row)
         if _ON_CHIP not in (instr.shape.layout or "") and not instr.shape.is_tuple:
-            hbm += count * padded_bytes(updates.shape)
+            hbm += count * n * _row_words(updates.shape, per_row)
     return {"launch": 1.0, "rows": rows, "bytes": moved, "hbm_bytes": hbm}
 
 
@@ -250,7 +300,9 @@ def _kind(module: HloModule, instr: Instruction) -> str | None:
     return "fusion"
 
 
-def kernel_launch(module: HloModule, comp: Computation, instr: Instruction, count: int) -> Launch | None:
+def kernel_launch(
+    module: HloModule, comp: Computation, instr: Instruction, count: int, looped: bool = False
+) -> Launch | None:
     """One kernel as a :class:`Launch` (None for a scalar instruction)."""
     kind = _kind(module, instr)
     if kind is None:
@@ -264,8 +316,11 @@ def kernel_launch(module: HloModule, comp: Computation, instr: Instruction, coun
     elif kind == "conv":
         features = {"launch": 1.0, "cycles": _cycles(instr)}
     else:
-        features = {"launch": 1.0, "bytes": float(_moved_bytes(module, comp, instr)), "cycles": _cycles(instr)}
-    return Launch(instr.name, kind, features, count)
+        chip, hbm = _moved_bytes(module, comp, instr)
+        features = {"launch": 1.0, "bytes": float(chip), "hbm_bytes": float(hbm), "cycles": _cycles(instr)}
+        if kind == "fusion":
+            features["vector_ops"] = float(_vector_ops(module, instr))
+    return Launch(instr.name, kind, features, count, looped)
 
 
 class UnknownTrip(Exception):
@@ -278,25 +333,25 @@ def launches(module: HloModule, structure: Structure) -> list[Launch]:
     where = {i.name: (c, i) for c in module.computations.values() for i in c}
     out: list[Launch] = []
 
-    def walk(kernels: Iterable[Kernel], times: int) -> None:
+    def walk(kernels: Iterable[Kernel], times: int, looped: bool) -> None:
         for k in kernels:
             if k.opcode == "while":
                 if k.trip_count is None:
                     raise UnknownTrip
-                out.append(Launch("while", "loop", {"trip": 1.0}, times * k.trip_count))
-                walk(k.body, times * k.trip_count)
-                walk(k.condition, times * (k.trip_count + 1))
+                out.append(Launch("while", "loop", {"trip": 1.0}, times * k.trip_count, looped))
+                walk(k.body, times * k.trip_count, True)
+                walk(k.condition, times * (k.trip_count + 1), True)
             elif k.opcode == "conditional":
                 sizes = [(sum(1 for _ in b), n) for n, b in enumerate(k.branches)]
                 if sizes:
-                    walk(k.branches[max(sizes)[1]], times)
+                    walk(k.branches[max(sizes)[1]], times, looped)
             elif k.name in where:
                 comp, instr = where[k.name]
-                launch = kernel_launch(module, comp, instr, times)
+                launch = kernel_launch(module, comp, instr, times, looped)
                 if launch is not None:
                     out.append(launch)
 
-    walk(structure.kernel_list, 1)
+    walk(structure.kernel_list, 1, False)
     return out
 
 
