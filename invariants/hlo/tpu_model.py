@@ -16,6 +16,9 @@ costed by its **kind** from facts its HLO states, plus a cost per loop trip:
   written (a parameter only sliced counts the slice) and libtpu's ``estimated_cycles``.
 * ``small``: the start of an async copy or slice, and a custom call: a launch only.
 * ``loop``: what one trip of a while loop costs besides its kernels.
+* ``wait``: an async copy or slice (a ``-start`` and the ``-done`` that waits for it) costs its bytes'
+  transfer less the time of the kernels scheduled between the two, never below zero. A cross-program
+  prefetch (``cross_program_prefetch_index``) is issued while the previous call runs and costs nothing.
 
 Every kind costs a launch. A scalar instruction (a result of at most 16 bytes with no estimate: the loop
 counter's add and compare) runs on the scalar unit with its loop and costs nothing of its own.
@@ -64,6 +67,7 @@ FEATURES: dict[str, tuple[str, ...]] = {
     "fusion": ("launch", "bytes", "hbm_bytes", "vector_ops", "cycles"),
     "small": ("launch",),
     "loop": ("trip",),
+    "wait": ("bytes",),
 }
 COLUMNS: tuple[str, ...] = tuple(f"{kind}.{f}" for kind, fs in FEATURES.items() for f in fs)
 
@@ -83,9 +87,16 @@ class Launch:
     features: Mapping[str, float]
     count: int
     looped: bool = False
+    # Where it is scheduled: its computation and its place there; for a ``wait``, the place of its start.
+    position: tuple[str, int] = ("", -1)
+    # A ``wait``'s own place (the ``-done`` that waits for the transfer its start began).
+    until: int = -1
 
     def row(self) -> list[float]:
-        """The features of all its launches, as a row over :data:`COLUMNS`."""
+        """The features of all its launches, as a row over :data:`COLUMNS` (a ``wait`` is no linear term:
+        zeros)."""
+        if self.kind == "wait":
+            return [0.0] * len(COLUMNS)
         return [
             self.count * self.features.get(col.split(".", 1)[1], 0.0) if col.startswith(self.kind + ".") else 0.0
             for col in COLUMNS
@@ -301,7 +312,12 @@ def _kind(module: HloModule, instr: Instruction) -> str | None:
 
 
 def kernel_launch(
-    module: HloModule, comp: Computation, instr: Instruction, count: int, looped: bool = False
+    module: HloModule,
+    comp: Computation,
+    instr: Instruction,
+    count: int,
+    looped: bool = False,
+    position: tuple[str, int] = ("", -1),
 ) -> Launch | None:
     """One kernel as a :class:`Launch` (None for a scalar instruction)."""
     kind = _kind(module, instr)
@@ -320,18 +336,42 @@ def kernel_launch(
         features = {"launch": 1.0, "bytes": float(chip), "hbm_bytes": float(hbm), "cycles": _cycles(instr)}
         if kind == "fusion":
             features["vector_ops"] = float(_vector_ops(module, instr))
-    return Launch(instr.name, kind, features, count, looped)
+    return Launch(instr.name, kind, features, count, looped, position)
 
 
 class UnknownTrip(Exception):
     """A while loop whose trip count the structure could not derive."""
 
 
+_DONE = frozenset({"copy-done", "slice-done", "async-done"})
+
+
+def _waits(comp: Computation, times: int, looped: bool) -> list[Launch]:
+    """The async transfers of ``comp`` (a ``-start`` and the ``-done`` that waits for it), as ``wait``
+    entries: the bytes moved, and where the transfer starts and is waited for. A cross-program prefetch
+    is none."""
+    at = {i.name: n for n, i in enumerate(comp.instructions)}
+    out = []
+    for n, done in enumerate(comp.instructions):
+        if done.opcode not in _DONE or not done.operands or done.operands[0] not in at:
+            continue
+        start = comp[done.operands[0]]
+        if "cross_program_prefetch_index" in start.attrs:
+            continue  # issued while the previous call runs: a call in a stream never waits for it
+        arrays = [x for x in (start.shape.tuple_shapes if start.shape.is_tuple else (start.shape,))
+                  if not x.is_tuple]  # fmt: skip
+        moved = max((padded_bytes(x) for x in arrays), default=0)
+        out.append(Launch(done.name, "wait", {"bytes": float(moved)}, times, looped, (comp.name, at[start.name]), n))
+    return out
+
+
 def launches(module: HloModule, structure: Structure) -> list[Launch]:
     """Every kernel that runs, with its launch count (loops expanded; a ``conditional`` by its branch of
-    most launches), and one ``loop`` entry per while loop with its trips. Raises :class:`UnknownTrip`."""
-    where = {i.name: (c, i) for c in module.computations.values() for i in c}
+    most launches), one ``loop`` entry per while loop with its trips, and one ``wait`` per async transfer.
+    Raises :class:`UnknownTrip`."""
+    where = {i.name: (c, i, n) for c in module.computations.values() for n, i in enumerate(c)}
     out: list[Launch] = []
+    visited: dict[str, tuple[int, bool]] = {}
 
     def walk(kernels: Iterable[Kernel], times: int, looped: bool) -> None:
         for k in kernels:
@@ -346,12 +386,15 @@ def launches(module: HloModule, structure: Structure) -> list[Launch]:
                 if sizes:
                     walk(k.branches[max(sizes)[1]], times, looped)
             elif k.name in where:
-                comp, instr = where[k.name]
-                launch = kernel_launch(module, comp, instr, times, looped)
+                comp, instr, n = where[k.name]
+                visited.setdefault(comp.name, (times, looped))
+                launch = kernel_launch(module, comp, instr, times, looped, (comp.name, n))
                 if launch is not None:
                     out.append(launch)
 
     walk(structure.kernel_list, 1, False)
+    for name, (times, looped) in visited.items():
+        out.extend(_waits(module.computations[name], times, looped))
     return out
 
 
@@ -365,12 +408,29 @@ class ChipModel:
     uncalibrated: bool
     provenance: str
 
-    def seconds(self, program: Iterable[Launch]) -> float:
+    def launch_seconds(self, launch: Launch) -> float:
+        """One launch's time: its features priced (a ``wait`` is priced by :meth:`seconds`)."""
+        if launch.kind == "wait":
+            return 0.0
         return sum(
-            launch.count * launch.features.get(f, 0.0) * self.coefficients.get(f"{launch.kind}.{f}", 0.0)
-            for launch in program
+            launch.features.get(f, 0.0) * self.coefficients.get(f"{launch.kind}.{f}", 0.0)
             for f in FEATURES[launch.kind]
         )
+
+    def seconds(self, program: Iterable[Launch]) -> float:
+        """The program's time: every launch, and each async transfer's part that the kernels scheduled
+        between its start and its wait do not hide."""
+        program = list(program)
+        total = sum(launch.count * self.launch_seconds(launch) for launch in program)
+        for wait in (w for w in program if w.kind == "wait"):
+            hidden = sum(
+                self.launch_seconds(k)
+                for k in program
+                if k.position[0] == wait.position[0] and wait.position[1] < k.position[1] < wait.until
+            )
+            moved = wait.features["bytes"] * self.coefficients.get("wait.bytes", 0.0)
+            total += wait.count * max(0.0, moved - hidden)
+        return total
 
 
 @functools.cache

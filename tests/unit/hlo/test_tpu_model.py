@@ -227,3 +227,19 @@ def test_the_results_carry_it_and_the_snapshot_does_not(hlo):
     assert measure_text(hlo["take.f32"], "take", target="cpu").numbers()["predicted_seconds"] is None
     text = render_summary(on_tpu)
     assert "predicted" not in text and f"{on_tpu.numbers()['predicted_seconds']:.3g}" not in text
+
+
+def test_an_async_copy_costs_what_the_kernels_beside_it_do_not_hide(hlo):
+    """take at f32-large copies its 100 MB table twice: once as a cross-program prefetch (free in a stream
+    of calls) and once for the next call, which the chip waits for after the last kernel."""
+    module = parse_module(hlo["take.f32-large"], "t")
+    program = tpu_model.launches(module, structure_of(module))
+    (wait,) = [w for w in program if w.kind == "wait" and w.features["bytes"] > 1e6]
+    assert wait.name == "copy-done.1"
+    model = tpu_model.chip_model("tpu-v5e")
+    assert model is not None and model.coefficients["wait.bytes"] > 0
+    without = [launch for launch in program if launch is not wait]
+    exposed = model.seconds(program) - model.seconds(without)
+    transfer = wait.features["bytes"] * model.coefficients["wait.bytes"]
+    hidden = sum(model.launch_seconds(k) for k in program if wait.position[1] < k.position[1] < wait.until)
+    assert hidden > 0 and exposed == pytest.approx(max(0.0, transfer - hidden))
