@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from invariants._paths import write_atomic  # noqa: E402
+from invariants.hlo.cost import cycle_estimate  # noqa: E402
 from invariants.hlo.parse import parse_module  # noqa: E402
 from invariants.hlo.structure import structure_of  # noqa: E402
 from invariants.hlo.tpu_model import COLUMNS, ChipModel, Launch, launches  # noqa: E402
@@ -63,6 +64,8 @@ class Row:
     device_us: float
     launches: tuple[Launch, ...]
     ops_us: dict[str, float]
+    # libtpu's own estimate of the program (estimated_cycles), for comparison; None without one.
+    cycles: int | None = None
 
     @property
     def key(self) -> str:
@@ -81,9 +84,11 @@ def load(folder: Path = DATA) -> tuple[dict[str, str], list[Row]]:
     for r in corpus["rows"]:
         key = f"{r['program']}.{r['config']}"
         module = parse_module(hlos[key], key)
+        structure = structure_of(module)
         rows.append(
             Row(r["program"], r["config"], r["family"], r["device_us_median"],
-                tuple(launches(module, structure_of(module))), dict(r["ops_us_per_call"]))
+                tuple(launches(module, structure)), dict(r["ops_us_per_call"]),
+                cycle_estimate(structure).cycles)
         )  # fmt: skip
     return corpus["provenance"], rows
 
@@ -185,13 +190,18 @@ def held_out(rows: Sequence[Row], group: Callable[[Row], str], name: str) -> Acc
     return Accuracy(name, predicted, measured, tuple(r.key for r in rows))
 
 
-def report(acc: Accuracy) -> str:
+def report(acc: Accuracy, seconds: bool = True) -> str:
+    """Its figures, one line, then a line per twin pair; ``seconds`` False: the predictions are no
+    seconds (cycles), so only their ranking and ratios are shown."""
     errors = acc.errors
     worst = int(np.argmax(errors))
-    lines = [
-        f"{acc.name}: Spearman {acc.spearman:.3f} over {len(errors)} programs; relative error median "
-        f"{statistics.median(errors):.1%}, worst {errors[worst]:.0%} ({acc.keys[worst]})",
-    ]
+    line = f"{acc.name}: Spearman {acc.spearman:.3f} over {len(errors)} programs"
+    if seconds:
+        line += (
+            f"; relative error median {statistics.median(errors):.1%}, worst {errors[worst]:.0%} "
+            f"({acc.keys[worst]})"
+        )
+    lines = [line]
     for pair, predicted, chip in acc.twin_ratios():
         off = predicted / chip - 1
         lines.append(f"  {pair:48} predicted {predicted:9.2f}  chip {chip:9.2f}  ({off:+.0%})")
@@ -226,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     for col, v in zip(COLUMNS, theta, strict=True):
         print(f"  {col:22} {v:.4g} us")
     measured = np.array([r.device_us for r in rows])
+    cycles = np.array([float(r.cycles or 0) for r in rows])
+    print(report(Accuracy("libtpu's estimated_cycles alone", cycles, measured, tuple(r.key for r in rows)), False))
     print(report(Accuracy("in sample", predict(rows, theta), measured, tuple(r.key for r in rows))))
     print(report(held_out(rows, lambda r: r.program, "leave one program out")))
     print(report(held_out(rows, lambda r: r.family, "leave one family out")))
