@@ -17,7 +17,7 @@ ratio beside the chip's (the pairs of the catalog's TPU time relations).
 Usage::
 
     python benchmarks/fit_tpu_cost.py            # fit, print the figures
-    python benchmarks/fit_tpu_cost.py --write    # and write the v5e coefficients to invariants/data/tpu_cost.toml
+    python benchmarks/fit_tpu_cost.py --write    # and write them to invariants/data/tpu_cost.toml
 """
 
 from __future__ import annotations
@@ -48,7 +48,11 @@ from invariants.hlo.tpu_model import COLUMNS, ChipModel, Launch, launches  # noq
 DATA = ROOT / "tests" / "data" / "tpu-v5e-chip"
 COST_FILE = ROOT / "invariants" / "data" / "tpu_cost.toml"
 # The catalog's TPU time relations (invariants/tpu.toml): numerator, denominator.
-TWINS = (("eqx_embedding", "take"), ("grad_vmap_naive", "grad_vmap_take"), ("train_eqx_embedding", "train_take"))
+TWINS = (
+    ("eqx_embedding", "take"),
+    ("grad_vmap_naive", "grad_vmap_take"),
+    ("train_eqx_embedding", "train_take"),
+)
 # A kernel's own time below this (us) is mostly the trace's resolution: relative error is taken against
 # at least this much.
 FLOOR_US = 2.0
@@ -217,7 +221,7 @@ def toml_text(theta: np.ndarray, provenance: dict[str, str], fitted_on: int) -> 
         f'[chip.v5e]\nchip = "{p["chip"]}"\njax = "{p["jax"]}"\njaxlib = "{p["jaxlib"]}"\nlibtpu = '
         f'"{p["libtpu"]}"\ndate = "{p["date"]}"\nclock = "{p["clock"]}: {p["how"]}"\ndata = '
         f'"tests/data/tpu-v5e-chip ({fitted_on} programs)"\nfitted = "benchmarks/fit_tpu_cost.py: NNLS on '
-        f'relative error over each kernel\'s own device time and each program\'s"\nsource = "fitted on a TPU '
+        f"relative error over each kernel's own device time and each program's\"\nsource = \"fitted on a TPU "
         f'v5e ({p["chip"]}), jax {p["jax"]}, libtpu {p["libtpu"]}, {p["date"]}"\n\n'
         f"[chip.v5e.coefficients]\n{coefficients}\n"
     )
@@ -226,18 +230,24 @@ def toml_text(theta: np.ndarray, provenance: dict[str, str], fitted_on: int) -> 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DATA, help="folder of corpus.json and corpus-hlo.json.gz")
+    parser.add_argument(
+        "--data", type=Path, default=DATA, help="folder of corpus.json and corpus-hlo.json.gz"
+    )
     parser.add_argument("--write", action="store_true", help=f"write the coefficients to {COST_FILE}")
     opts = parser.parse_args(argv)
     provenance, rows = load(opts.data)
     theta = fit(rows)
-    print(f"{len(rows)} programs, {provenance['chip']}, jax {provenance['jax']}, libtpu {provenance['libtpu']}, "
-          f"{provenance['date']}")  # fmt: skip
+    p = provenance
+    print(f"{len(rows)} programs, {p['chip']}, jax {p['jax']}, libtpu {p['libtpu']}, {p['date']}")
     for col, v in zip(COLUMNS, theta, strict=True):
         print(f"  {col:22} {v:.4g} us")
     measured = np.array([r.device_us for r in rows])
     cycles = np.array([float(r.cycles or 0) for r in rows])
-    print(report(Accuracy("libtpu's estimated_cycles alone", cycles, measured, tuple(r.key for r in rows)), False))
+    print(
+        report(
+            Accuracy("libtpu's estimated_cycles alone", cycles, measured, tuple(r.key for r in rows)), False
+        )
+    )
     print(report(Accuracy("in sample", predict(rows, theta), measured, tuple(r.key for r in rows))))
     print(report(held_out(rows, lambda r: r.program, "leave one program out")))
     print(report(held_out(rows, lambda r: r.family, "leave one family out")))

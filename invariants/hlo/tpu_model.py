@@ -40,6 +40,7 @@ import math
 import re
 import tomllib
 from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 from .._paths import PACKAGE_DIR
 from .parse import Computation, HloModule, Instruction, Shape, dtype_bits
@@ -59,7 +60,14 @@ __all__ = [
 # Kind -> its features, in the order of the coefficients file.
 FEATURES: dict[str, tuple[str, ...]] = {
     "gather": (
-        "launch", "rows", "bitpacked_rows", "element_rows", "hbm_rows", "bytes", "bitpacked_bytes", "hbm_bytes",
+        "launch",
+        "rows",
+        "bitpacked_rows",
+        "element_rows",
+        "hbm_rows",
+        "bytes",
+        "bitpacked_bytes",
+        "hbm_bytes",
     ),
     "scatter": ("launch", "rows", "bytes", "hbm_bytes"),
     "copy": ("launch", "bytes", "hbm_bytes", "cycles"),
@@ -98,7 +106,9 @@ class Launch:
         if self.kind == "wait":
             return [0.0] * len(COLUMNS)
         return [
-            self.count * self.features.get(col.split(".", 1)[1], 0.0) if col.startswith(self.kind + ".") else 0.0
+            self.count * self.features.get(col.split(".", 1)[1], 0.0)
+            if col.startswith(self.kind + ".")
+            else 0.0
             for col in COLUMNS
         ]
 
@@ -361,7 +371,9 @@ def _waits(comp: Computation, times: int, looped: bool) -> list[Launch]:
         arrays = [x for x in (start.shape.tuple_shapes if start.shape.is_tuple else (start.shape,))
                   if not x.is_tuple]  # fmt: skip
         moved = max((padded_bytes(x) for x in arrays), default=0)
-        out.append(Launch(done.name, "wait", {"bytes": float(moved)}, times, looped, (comp.name, at[start.name]), n))
+        out.append(
+            Launch(done.name, "wait", {"bytes": float(moved)}, times, looped, (comp.name, at[start.name]), n)
+        )
     return out
 
 
@@ -434,7 +446,7 @@ class ChipModel:
 
 
 @functools.cache
-def _cost_file() -> dict[str, object]:
+def _cost_file() -> dict[str, Any]:
     return tomllib.loads(_COST_FILE.read_text(encoding="utf-8"))
 
 
@@ -446,9 +458,8 @@ def _chip_of(target: str) -> str:
 
 def chip_model(target: str) -> ChipModel | None:
     """The cost model of ``target``'s chip, None when the coefficients file has none for it."""
-    data = _cost_file()
-    chips = data.get("chip")
-    entry = chips.get(_chip_of(target)) if isinstance(chips, dict) else None
+    chips: dict[str, Any] = _cost_file().get("chip", {})
+    entry = chips.get(_chip_of(target))
     if not isinstance(entry, dict):
         return None
     base, ratio = entry, 1.0

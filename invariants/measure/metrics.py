@@ -201,8 +201,8 @@ _ALL = (
               "TPU compiler's predicted cycles: kernels' estimated_cycles summed, loops expanded by trip "
               "count (TPU only)", estimated_cycles),
     _compiler("predicted_seconds",
-              "device seconds of one call, predicted from the optimized HLO by the TPU cost model fitted on a "
-              "chip (invariants/data/tpu_cost.toml; uncalibrated on a chip never measured; TPU only)",
+              "device seconds of one call, predicted from the optimized HLO by the TPU cost model fitted on "
+              "a chip (invariants/data/tpu_cost.toml; uncalibrated on a chip never measured; TPU only)",
               predicted_seconds, unit="seconds"),
     _compiler("temp_bytes", "temporary buffer bytes, from compiled.memory_analysis()",
               from_analysis("temp_bytes"), unit="bytes"),

@@ -14,8 +14,8 @@ from invariants._errors import InvariantsError, did_you_mean
 from invariants._paths import what_is
 from invariants.catalog.targets import CPU_RUNTIME, all_targets
 from invariants.hlo.cost import Missing, cycle_estimate, value_or_none
-from invariants.hlo.tpu_model import chip_model, is_tpu_module
 from invariants.hlo.structure import Kernel, to_json
+from invariants.hlo.tpu_model import chip_model, is_tpu_module
 from invariants.kernels import KernelFacts
 from invariants.kernels.dump import code_beside
 from invariants.kernels.program import code_line, multiset_text

@@ -212,7 +212,9 @@ def test_every_kernel_of_the_corpus_has_a_kind(corpus):
     its start and its wait did not hide."""
     for row in corpus:
         kinds = {launch.name for launch in row.launches}
-        slow = [n for n, us in row.ops_us.items() if us > 0.05 and not n.startswith("while") and "-done" not in n]
+        slow = [
+            n for n, us in row.ops_us.items() if us > 0.05 and not n.startswith("while") and "-done" not in n
+        ]
         assert set(slow) <= kinds, (row.key, set(slow) - kinds)
     assert np.isfinite([r.features() for r in corpus]).all()
 
