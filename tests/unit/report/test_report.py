@@ -525,3 +525,18 @@ def test_an_efficiency_item_with_no_baseline_is_reported(tmp_path):
     md = out.read_text()
     assert "| `tpu-v5e` | efficiency of `take` | f32 |" in md
     assert "- `t::test_efficiency[tpu-v5e-take-f32]`" in md and reason in md
+
+
+def test_predicted_device_time_per_target_says_which_chips_are_uncalibrated(tmp_path):
+    items = [
+        _structure("tpu-v5e", "take", predicted_seconds=45.7e-6),
+        _structure("tpu-v5e", "eqx_embedding", predicted_seconds=112e-6),
+        _structure("tpu-v6e", "take", predicted_seconds=30.1e-6),
+    ]
+    md = _report.render(_report.load_results(_write(tmp_path, "r.json", _results(items))))
+    assert "## Predicted TPU device time: predicted_seconds per call, in microseconds" in md
+    assert "| `take` | f32 | 45.7 | 30.1 |" in md and "| `eqx_embedding` | f32 | 112 | ? |" in md
+    assert "**Uncalibrated** (a chip nobody measured, scaled by published bandwidth): `tpu-v6e`." in md
+    # Without a figure there is no table.
+    plain = _report.render(_report.load_results(_write(tmp_path, "p.json", _results(RUN))))
+    assert "predicted_seconds" not in plain
