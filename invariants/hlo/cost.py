@@ -44,6 +44,7 @@ __all__ = [
     "cycle_estimate",
     "estimated_cycles",
     "from_analysis",
+    "predicted_by",
     "predicted_ratio",
     "predicted_seconds",
     "value_or_none",
@@ -179,9 +180,21 @@ def value_or_none(value: int | float | Missing) -> int | float | None:
 def predicted_ratio(
     a: Mapping[str, int | float | Missing], b: Mapping[str, int | float | Missing]
 ) -> float | None:
-    """``estimated_cycles(a) / estimated_cycles(b)`` from two ``compiler_metrics`` results; None when
-    either has no estimate (off TPU). What a time ratio measured on a TPU is set beside."""
-    ca, cb = a.get("estimated_cycles"), b.get("estimated_cycles")
-    if isinstance(ca, int) and isinstance(cb, int) and cb > 0:
-        return ca / cb
+    """The ratio predicted for ``a / b`` from two ``compiler_metrics`` results: ``predicted_seconds`` where
+    both have one (a TPU target with a cost model), else ``estimated_cycles``; None when neither (off
+    TPU). What a time ratio measured on a TPU is set beside."""
+    return _ratio(a, b, "predicted_seconds") or _ratio(a, b, "estimated_cycles")
+
+
+def predicted_by(a: Mapping[str, int | float | Missing], b: Mapping[str, int | float | Missing]) -> str:
+    """Which metric :func:`predicted_ratio` read: the words a verdict shows beside the ratio."""
+    return "cost model" if _ratio(a, b, "predicted_seconds") is not None else "estimated cycles"
+
+
+def _ratio(
+    a: Mapping[str, int | float | Missing], b: Mapping[str, int | float | Missing], name: str
+) -> float | None:
+    va, vb = a.get(name), b.get(name)
+    if isinstance(va, (int, float)) and isinstance(vb, (int, float)) and vb > 0:
+        return va / vb
     return None

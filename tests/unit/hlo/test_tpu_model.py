@@ -245,3 +245,18 @@ def test_an_async_copy_costs_what_the_kernels_beside_it_do_not_hide(hlo):
     transfer = wait.features["bytes"] * model.coefficients["wait.bytes"]
     hidden = sum(model.launch_seconds(k) for k in program if wait.position[1] < k.position[1] < wait.until)
     assert hidden > 0 and exposed == pytest.approx(max(0.0, transfer - hidden))
+
+
+def test_a_time_twin_on_the_chip_is_set_beside_the_cost_models_ratio(hlo):
+    """What the throughput tier records beside a ratio timed on a TPU: the cost model's ratio where the
+    target has one, libtpu's cycles' where not."""
+    from invariants.hlo.cost import predicted_by, predicted_ratio
+
+    eqx, take = (
+        measure_text(hlo[f"{p}.f32"], p, target="tpu-v5e").metrics for p in ("eqx_embedding", "take")
+    )
+    assert predicted_ratio(eqx, take) == pytest.approx(eqx["predicted_seconds"] / take["predicted_seconds"])
+    assert predicted_by(eqx, take) == "cost model" and predicted_ratio(eqx, take) > 1.10
+    bare = {k: v for k, v in eqx.items() if k != "predicted_seconds"}
+    assert predicted_ratio(bare, take) == pytest.approx(eqx["estimated_cycles"] / take["estimated_cycles"])
+    assert predicted_by(bare, take) == "estimated cycles"
