@@ -260,3 +260,18 @@ def test_a_time_twin_on_the_chip_is_set_beside_the_cost_models_ratio(hlo):
     bare = {k: v for k, v in eqx.items() if k != "predicted_seconds"}
     assert predicted_ratio(bare, take) == pytest.approx(eqx["estimated_cycles"] / take["estimated_cycles"])
     assert predicted_by(bare, take) == "estimated cycles"
+
+
+def test_a_verdict_on_a_chip_nobody_measured_says_uncalibrated(hlo, tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text(
+        '[spec]\ntargets = ["tpu-*"]\n\n[[invariant]]\nid = "t"\n'
+        'assert = "predicted_seconds(eqx_embedding) <= 1.10 * predicted_seconds(take)"\n'
+    )
+    (inv,) = load_spec(path).invariants
+    for target, said in (("tpu-v6e", True), ("tpu-v5e", False)):
+        measured = {p: measure_text(hlo[f"{p}.f32"], p, target=target) for p in ("eqx_embedding", "take")}
+        verdict = evaluate(Case(inv, target, "f32", None), lambda k, m=measured: m[k[0]])
+        line = verdict.describe(inv)
+        assert ("predicted_seconds on tpu-v6e is uncalibrated: scaled from the v5e" in line) is said, line
+        assert "\n" not in line
