@@ -212,7 +212,20 @@ def report(acc: Accuracy, seconds: bool = True) -> str:
     return "\n".join(lines)
 
 
-def toml_text(theta: np.ndarray, provenance: dict[str, str], fitted_on: int) -> str:
+def timed_custom_calls(folder: Path = DATA) -> list[str]:
+    """The targets of the custom calls the chip ran as kernels of their own."""
+    with gzip.open(folder / "corpus-hlo.json.gz", "rt") as f:
+        hlos = json.load(f)
+    found: set[str] = set()
+    for key, text in hlos.items():
+        module = parse_module(text, key)
+        found |= {k.custom_call_target for k in structure_of(module).kernel_list if k.custom_call_target}
+    return sorted(found)
+
+
+def toml_text(
+    theta: np.ndarray, provenance: dict[str, str], fitted_on: int, custom_calls: Sequence[str] = ()
+) -> str:
     """The coefficients file: the v5e's fitted coefficients (seconds per unit) and the other chips scaled."""
     template = COST_FILE.read_text(encoding="utf-8")
     coefficients = "\n".join(f'"{c}" = {v * 1e-6:.6e}' for c, v in zip(COLUMNS, theta, strict=True))
@@ -223,7 +236,7 @@ def toml_text(theta: np.ndarray, provenance: dict[str, str], fitted_on: int) -> 
         f'"tests/data/tpu-v5e-chip ({fitted_on} programs)"\nfitted = "benchmarks/fit_tpu_cost.py: NNLS on '
         f"relative error over each kernel's own device time and each program's\"\nsource = \"fitted on a TPU "
         f'v5e ({p["chip"]}), jax {p["jax"]}, libtpu {p["libtpu"]}, {p["date"]}"\n\n'
-        f"[chip.v5e.coefficients]\n{coefficients}\n"
+        f"timed_custom_calls = {json.dumps(list(custom_calls))}\n\n[chip.v5e.coefficients]\n{coefficients}\n"
     )
     return re.sub(r"\[chip\.v5e\].*?(?=\n# ---|\Z)", lambda _: block, template, count=1, flags=re.DOTALL)
 
@@ -252,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     print(report(held_out(rows, lambda r: r.program, "leave one program out")))
     print(report(held_out(rows, lambda r: r.family, "leave one family out")))
     if opts.write:
-        write_atomic(COST_FILE, toml_text(theta, provenance, len(rows)))
+        write_atomic(COST_FILE, toml_text(theta, provenance, len(rows), timed_custom_calls(opts.data)))
         print(f"wrote {COST_FILE}")
     return 0
 

@@ -23,6 +23,10 @@ costed by its **kind** from facts its HLO states, plus a cost per loop trip:
 Every kind costs a launch. A scalar instruction (a result of at most 16 bytes with no estimate: the loop
 counter's add and compare) runs on the scalar unit with its loop and costs nothing of its own.
 
+What no chip run ever timed has no price: a module with collectives (no interconnect was measured) or a
+custom call launched as its own kernel that the chip never ran (a hand-written kernel could cost
+anything) gets no figure, with the reason.
+
 Coefficients are seconds per unit of each feature, per chip, in ``invariants/data/tpu_cost.toml`` with
 their provenance (``benchmarks/fit_tpu_cost.py`` fits them on a chip's own per-kernel device times). A
 chip that was never measured is scaled from a measured one by published figures and is marked
@@ -419,6 +423,9 @@ class ChipModel:
     coefficients: Mapping[str, float]
     uncalibrated: bool
     provenance: str
+    # The custom calls launched as kernels of their own that the chip timed (cheap ones, priced as a
+    # launch); any other custom call, a hand-written kernel, has no price.
+    timed_custom_calls: frozenset[str] = frozenset()
 
     def launch_seconds(self, launch: Launch) -> float:
         """One launch's time: its features priced (a ``wait`` is priced by :meth:`seconds`)."""
@@ -468,7 +475,24 @@ def chip_model(target: str) -> ChipModel | None:
     coefficients = {
         k: float(v) / (ratio if k.endswith("bytes") else 1.0) for k, v in base["coefficients"].items()
     }
-    return ChipModel(_chip_of(target), coefficients, bool(entry.get("uncalibrated", False)), entry["source"])
+    return ChipModel(
+        _chip_of(target),
+        coefficients,
+        bool(entry.get("uncalibrated", False)),
+        entry["source"],
+        frozenset(base.get("timed_custom_calls", ())),
+    )
+
+
+def _custom_calls(kernels: Iterable[Kernel]) -> Iterator[str]:
+    """The targets of the custom calls launched as kernels of their own, loops and branches included."""
+    for k in kernels:
+        if k.custom_call_target is not None:
+            yield k.custom_call_target
+        yield from _custom_calls(k.body)
+        yield from _custom_calls(k.condition)
+        for branch in k.branches:
+            yield from _custom_calls(branch)
 
 
 def predict(module: HloModule, structure: Structure, model: ChipModel) -> float:
@@ -485,6 +509,11 @@ def predicted_seconds(module: HloModule | None, structure: Structure, target: st
         return f"no TPU cost model for target '{target}' (invariants/data/tpu_cost.toml)"
     if not is_tpu_module(module):
         return "not a TPU module (no tiled layouts): the TPU cost model reads only TPU HLO"
+    if structure.collectives:
+        return "it has collectives, and the TPU cost model was never fitted on a chip's interconnect"
+    untimed = sorted(set(_custom_calls(structure.kernel_list)) - model.timed_custom_calls)
+    if untimed:
+        return f"custom call {untimed[0]}: the TPU cost model has never timed it"
     try:
         return predict(module, structure, model)
     except UnknownTrip:

@@ -275,3 +275,17 @@ def test_a_verdict_on_a_chip_nobody_measured_says_uncalibrated(hlo, tmp_path):
         line = verdict.describe(inv)
         assert ("predicted_seconds on tpu-v6e is uncalibrated: scaled from the v5e" in line) is said, line
         assert "\n" not in line
+
+
+def test_what_the_chip_never_timed_has_no_price(hlo):
+    """A collective (no interconnect was measured) and a custom call the chip never ran as its own kernel
+    (a hand-written kernel could cost anything) give no figure, and say why."""
+    sharded = parse_module((HLO / "tpu_v5e_2x2_sharded_fwd_index.txt").read_text(), "s")
+    got = tpu_model.predicted_seconds(sharded, structure_of(sharded), "tpu-v5e-2x4")
+    assert isinstance(got, str) and "collectives" in got
+    text = hlo["grad_vmap_naive.f32"]
+    assert 'custom_call_target="ConcatBitcast"' in text
+    assert isinstance(_seconds(text), float)
+    pallas = parse_module(text.replace('"ConcatBitcast"', '"tpu_custom_call"'), "p")
+    got = tpu_model.predicted_seconds(pallas, structure_of(pallas), "tpu-v5e")
+    assert got == "custom call tpu_custom_call: the TPU cost model has never timed it"
