@@ -9,11 +9,13 @@ costed by its **kind** from facts its HLO states, plus a cost per loop trip:
   element (slice sizes all 1), whether the table lies in HBM (its layout has no on-chip memory space
   ``S(1)``), and the bytes it writes. libtpu gives these kernels no estimate.
 * ``scatter``: a kernel that scatters (the kCustom scatter fusion): rows updated and the updates' bytes.
-* ``copy``: a copy (a layout change): bytes moved and libtpu's ``estimated_cycles``.
+* ``copy``: a copy (a layout change): bytes moved, on chip and in HBM, and libtpu's ``estimated_cycles``.
 * ``conv``: a kernel that holds a convolution or dot: libtpu's ``estimated_cycles``, which follows the
   matrix units' time well.
 * ``fusion``: every other kernel (elementwise and reduction fusions, dynamic slices, sorts): bytes read and
-  written (a parameter only sliced counts the slice) and libtpu's ``estimated_cycles``.
+  written, on chip and in HBM (a parameter only sliced counts the slice), the arrays it touches in HBM
+  (each costs the memory's latency), its elementwise work (result words times fused operations) and
+  libtpu's ``estimated_cycles``.
 * ``small``: the start of an async copy or slice, and a custom call: a launch only.
 * ``loop``: what one trip of a while loop costs besides its kernels.
 * ``wait``: an async copy or slice (a ``-start`` and the ``-done`` that waits for it) costs its bytes'
@@ -76,7 +78,7 @@ FEATURES: dict[str, tuple[str, ...]] = {
     "scatter": ("launch", "rows", "bytes", "hbm_bytes"),
     "copy": ("launch", "bytes", "hbm_bytes", "cycles"),
     "conv": ("launch", "cycles"),
-    "fusion": ("launch", "bytes", "hbm_bytes", "vector_ops", "cycles"),
+    "fusion": ("launch", "bytes", "hbm_bytes", "hbm_arrays", "vector_ops", "cycles"),
     "small": ("launch",),
     "loop": ("trip",),
     "wait": ("bytes",),
@@ -227,6 +229,13 @@ def _moved_bytes(module: HloModule, comp: Computation, instr: Instruction) -> tu
     return sum(m[0] for m in moved), sum(m[1] for m in moved)
 
 
+def _hbm_arrays(comp: Computation, instr: Instruction) -> int:
+    """The arrays a kernel reads or writes in HBM (not on chip): each costs the memory's latency."""
+    shapes = [comp[o].shape for o in instr.operands if o in comp] + [instr.shape]
+    arrays = [x for s in shapes for x in (s.tuple_shapes if s.is_tuple else (s,)) if not x.is_tuple]
+    return sum(1 for a in arrays if a.dims and _ON_CHIP not in (a.layout or ""))
+
+
 # Fused instructions that move or name data without computing on it.
 _NO_OPS = frozenset({
     "parameter", "constant", "broadcast", "bitcast", "reshape", "tuple", "get-tuple-element", "iota",
@@ -350,6 +359,7 @@ def kernel_launch(
         features = {"launch": 1.0, "bytes": float(chip), "hbm_bytes": float(hbm), "cycles": _cycles(instr)}
         if kind == "fusion":
             features["vector_ops"] = float(_vector_ops(module, instr))
+            features["hbm_arrays"] = float(_hbm_arrays(comp, instr))
     return Launch(instr.name, kind, features, count, looped, position)
 
 
