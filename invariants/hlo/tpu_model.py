@@ -7,8 +7,9 @@ costed by its **kind** from facts its HLO states, plus a cost per loop trip:
   their indices arrive (``GatherScatterIndicesBitpacked`` inside the fusion: the vmapped form, which packs
   [N, 2] indices; otherwise the in-bounds path, ``AssumeGatherIndicesInBound``), whether each row is one
   element (slice sizes all 1), whether the table lies in HBM (its layout has no on-chip memory space
-  ``S(1)``), and the bytes it writes. libtpu gives these kernels no estimate.
-* ``scatter``: a kernel that scatters (the kCustom scatter fusion): rows updated and the updates' bytes.
+  ``S(1)``), and the 128-lane words it writes. libtpu gives these kernels no estimate.
+* ``scatter``: a kernel that scatters (the kCustom scatter fusion): rows updated and the 128-lane words of
+  the updates.
 * ``copy``: a copy (a layout change): bytes moved, on chip and in HBM, and libtpu's ``estimated_cycles``.
 * ``conv``: a kernel that holds a convolution or dot: libtpu's ``estimated_cycles``, which follows the
   matrix units' time well.
@@ -22,8 +23,9 @@ costed by its **kind** from facts its HLO states, plus a cost per loop trip:
   transfer less the time of the kernels scheduled between the two, never below zero. A cross-program
   prefetch (``cross_program_prefetch_index``) is issued while the previous call runs and costs nothing.
 
-Every kind costs a launch. A scalar instruction (a result of at most 16 bytes with no estimate: the loop
-counter's add and compare) runs on the scalar unit with its loop and costs nothing of its own.
+Each kernel's kind has a price per launch. A scalar instruction (a result of at most 16 bytes with no
+estimate: the loop counter's add and compare) runs on the scalar unit with its loop and costs nothing of
+its own.
 
 What no chip run ever timed has no price: a module with collectives (no interconnect was measured) or a
 custom call launched as its own kernel that the chip never ran (a hand-written kernel could cost
@@ -53,12 +55,16 @@ from .parse import Computation, HloModule, Instruction, Shape, dtype_bits
 from .structure import Kernel, Structure
 
 __all__ = [
+    "COLUMNS",
     "FEATURES",
     "ChipModel",
     "Launch",
+    "UnknownTrip",
     "chip_model",
     "is_tpu_module",
+    "kernel_launch",
     "launches",
+    "padded_bytes",
     "predict",
     "predicted_seconds",
 ]
@@ -134,18 +140,6 @@ def _fused(module: HloModule, instr: Instruction) -> Iterator[tuple[Computation,
             yield comp, inner
             if inner.opcode == "fusion":
                 yield from _fused(module, inner)
-
-
-def _cycles(instr: Instruction) -> float:
-    config = instr.backend_config_json or {}
-    found = config.get("estimated_cycles")
-    for value in config.values():
-        if found is None and isinstance(value, dict):
-            found = value.get("estimated_cycles")
-    try:
-        return float(found) if found is not None else 0.0
-    except (TypeError, ValueError):
-        return 0.0
 
 
 def _ints(raw: str | None) -> tuple[int, ...]:
@@ -315,7 +309,7 @@ def _scatter_features(module: HloModule, comp: Computation, instr: Instruction) 
     return {"launch": 1.0, "rows": rows, "bytes": moved, "hbm_bytes": hbm}
 
 
-def _kind(module: HloModule, instr: Instruction) -> str | None:
+def _kind(module: HloModule, instr: Instruction, cycles: float) -> str | None:
     """The kind of a kernel (module docstring); None for a scalar instruction, which costs nothing."""
     op = instr.opcode
     ops = {i.opcode for _, i in _fused(module, instr)} if op == "fusion" else {op}
@@ -326,24 +320,27 @@ def _kind(module: HloModule, instr: Instruction) -> str | None:
     if ops & {"convolution", "dot"}:
         return "conv"
     if op in ("copy",):
-        return "copy" if instr.shape.byte_size() > 16 or _cycles(instr) else None
+        return "copy" if instr.shape.byte_size() > 16 or cycles else None
     if op in _SMALL:
         return "small"
-    if op != "fusion" and instr.shape.byte_size() <= 16 and not _cycles(instr):
+    if op != "fusion" and instr.shape.byte_size() <= 16 and not cycles:
         return None
     return "fusion"
 
 
 def kernel_launch(
     module: HloModule,
+    kernel: Kernel,
     comp: Computation,
     instr: Instruction,
     count: int,
     looped: bool = False,
     position: tuple[str, int] = ("", -1),
 ) -> Launch | None:
-    """One kernel as a :class:`Launch` (None for a scalar instruction)."""
-    kind = _kind(module, instr)
+    """``kernel`` (the instruction ``instr`` of ``comp``) as a :class:`Launch`; None for a scalar
+    instruction. libtpu's cycles are the kernel's, as the structure read them."""
+    cycles = float(kernel.estimated_cycles or 0)
+    kind = _kind(module, instr, cycles)
     if kind is None:
         return None
     if kind == "gather":
@@ -353,10 +350,10 @@ def kernel_launch(
     elif kind == "small":
         features = {"launch": 1.0}
     elif kind == "conv":
-        features = {"launch": 1.0, "cycles": _cycles(instr)}
+        features = {"launch": 1.0, "cycles": cycles}
     else:
         chip, hbm = _moved_bytes(module, comp, instr)
-        features = {"launch": 1.0, "bytes": float(chip), "hbm_bytes": float(hbm), "cycles": _cycles(instr)}
+        features = {"launch": 1.0, "bytes": float(chip), "hbm_bytes": float(hbm), "cycles": cycles}
         if kind == "fusion":
             features["vector_ops"] = float(_vector_ops(module, instr))
             features["hbm_arrays"] = float(_hbm_arrays(comp, instr))
@@ -414,7 +411,7 @@ def launches(module: HloModule, structure: Structure) -> list[Launch]:
             elif k.name in where:
                 comp, instr, n = where[k.name]
                 visited.setdefault(comp.name, (times, looped))
-                launch = kernel_launch(module, comp, instr, times, looped, (comp.name, n))
+                launch = kernel_launch(module, k, comp, instr, times, looped, (comp.name, n))
                 if launch is not None:
                     out.append(launch)
 
