@@ -79,22 +79,44 @@ class Row:
         return np.sum([launch.row() for launch in self.launches], axis=0)
 
 
+def _hlo_texts(folder: Path) -> dict[str, str]:
+    texts: dict[str, str] = {}
+    for path in sorted(folder.glob("corpus*-hlo.json.gz")):
+        with gzip.open(path, "rt") as f:
+            texts.update(json.load(f))
+    return texts
+
+
+# What must agree between two corpus files of one fit: the same chip and software.
+_SAME = ("chip", "jax", "jaxlib", "libtpu", "clock")
+
+
 def load(folder: Path = DATA) -> tuple[dict[str, str], list[Row]]:
-    """The provenance and rows of a chip's corpus (``corpus.json`` and ``corpus-hlo.json.gz``)."""
-    corpus = json.loads((folder / "corpus.json").read_text())
-    with gzip.open(folder / "corpus-hlo.json.gz", "rt") as f:
-        hlos = json.load(f)
-    rows = []
-    for r in corpus["rows"]:
-        key = f"{r['program']}.{r['config']}"
-        module = parse_module(hlos[key], key)
-        structure = structure_of(module)
-        rows.append(
-            Row(r["program"], r["config"], r["family"], r["device_us_median"],
-                tuple(launches(module, structure)), dict(r["ops_us_per_call"]),
-                cycle_estimate(structure).cycles)
-        )  # fmt: skip
-    return corpus["provenance"], rows
+    """The provenance and rows of a chip's corpus: every ``corpus*.json`` of ``folder``, each with its
+    ``corpus*-hlo.json.gz``. Files of another chip or software, or a program measured twice, are refused;
+    the provenance's ``date`` lists every file's."""
+    hlos = _hlo_texts(folder)
+    provenance: dict[str, str] = {}
+    rows: list[Row] = []
+    for path in sorted(folder.glob("corpus*.json")):
+        corpus = json.loads(path.read_text())
+        prov = corpus["provenance"]
+        if provenance and any(prov[k] != provenance[k] for k in _SAME):
+            raise SystemExit(f"{path}: another chip or software than the other corpus files ({prov})")
+        dates = provenance.get("date", "").split(", ") if provenance else []
+        provenance = {**prov, "date": ", ".join(sorted({*dates, prov["date"]} - {""}))}
+        for r in corpus["rows"]:
+            key = f"{r['program']}.{r['config']}"
+            if any(row.key == key for row in rows):
+                raise SystemExit(f"{path}: {key} is measured twice")
+            module = parse_module(hlos[key], key)
+            structure = structure_of(module)
+            rows.append(
+                Row(r["program"], r["config"], r["family"], r["device_us_median"],
+                    tuple(launches(module, structure)), dict(r["ops_us_per_call"]),
+                    cycle_estimate(structure).cycles)
+            )  # fmt: skip
+    return provenance, rows
 
 
 def _design(rows: Sequence[Row]) -> tuple[np.ndarray, np.ndarray]:
@@ -214,10 +236,8 @@ def report(acc: Accuracy, seconds: bool = True) -> str:
 
 def timed_custom_calls(folder: Path = DATA) -> list[str]:
     """The targets of the custom calls the chip ran as kernels of their own."""
-    with gzip.open(folder / "corpus-hlo.json.gz", "rt") as f:
-        hlos = json.load(f)
     found: set[str] = set()
-    for key, text in hlos.items():
+    for key, text in _hlo_texts(folder).items():
         module = parse_module(text, key)
         found |= {k.custom_call_target for k in structure_of(module).kernel_list if k.custom_call_target}
     return sorted(found)
