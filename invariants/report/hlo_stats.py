@@ -79,7 +79,7 @@ file), and these details:
 
 Exit status: 0 on success; 2 for a missing file, a path that is not a regular file, text that is not
 understood (one line on stderr, FILE:LINE: what was not understood), or, with --target, a module that is
-not TPU HLO.
+not optimized TPU HLO.
 """
 
 
@@ -348,6 +348,11 @@ def main(argv: list[str]) -> int:
                 print(f"hlo-stats: skipped {err}", file=sys.stderr)
                 continue
             measured = _measured(path, text, target)
+            if target and not measured.module.scheduled:
+                raise _InputError(
+                    f"{path}: not optimized (no is_scheduled=true): --target {target} predicts only the "
+                    "optimized module XLA runs"
+                )
             if target and not is_tpu_module(measured.module):
                 raise _InputError(
                     f"{path}: not TPU HLO (no tiled layouts): --target {target} predicts only what the TPU "

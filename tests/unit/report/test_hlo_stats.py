@@ -296,6 +296,10 @@ def test_predicted_seconds_is_null_without_a_target(capsys: pytest.CaptureFixtur
         (["--target", "tpu-v5f", TPU_TAKE], "--target: 'tpu-v5f' is not a TPU target with a cost model"),
         (["--target", "cpu", TPU_TAKE], "--target: 'cpu' is not a TPU target"),
         (["--target", "tpu-v5e", "/no/such/file.txt"], "/no/such/file.txt: no such file or directory"),
+        (
+            ["--target", "tpu-v5e", str(DUMP / "module_0006.jit__lambda.before_optimizations.txt")],
+            "before_optimizations.txt: not optimized (no is_scheduled=true)",
+        ),
     ],
 )
 def test_target_errors_are_one_line_exit_2(
