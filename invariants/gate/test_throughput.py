@@ -23,7 +23,7 @@ from invariants import _config
 from invariants.catalog.programs import Distribution, Program, get_config
 from invariants.catalog.targets import versions
 from invariants.compile.record import Key
-from invariants.hlo.cost import predicted_ratio
+from invariants.hlo.cost import predicted_by, predicted_ratio
 from invariants.plugin import results as _results
 from invariants.plugin.generate import throughput_cases
 from invariants.plugin.outcomes import dumped_line, judge
@@ -80,19 +80,18 @@ def test_ratio(throughput_case, gate, benchmark, record_property):
     )
     info = {"id": inv.id, "target": case.target, "a": a_name, "b": b_name, "config": case.config,
             **result.to_dict(), "attempts": [r.verdict for r in attempts]}  # fmt: skip
-    # On a TPU host: what the TPU compiler predicted for the same two programs, beside what the chip did.
-    # None elsewhere (only TPU kernels carry an estimate).
-    info["predicted"] = predicted_ratio(
-        gate.measured(Key(a_side.program, case.config, case.target)).metrics,
-        gate.measured(Key(b_side.program, case.config, case.target)).metrics,
-    )
+    # On a TPU host: what the cost model (or, without one, the TPU compiler) predicted for the same two
+    # programs, beside what the chip did. None elsewhere.
+    metrics_a = gate.measured(Key(a_side.program, case.config, case.target)).metrics
+    metrics_b = gate.measured(Key(b_side.program, case.config, case.target)).metrics
+    info["predicted"] = predicted_ratio(metrics_a, metrics_b)
     name, record = _results.record("ratio", **info)
     benchmark.extra_info.update(record)
     record_property(name, record)
     where = f"{case.target} {a_name}/{b_name} [{case.config}]"
     describe = f"time({a_name}) / time({b_name}) = {result.summary()}"
     if info["predicted"] is not None:
-        describe += f"; predicted {info['predicted']:.3g} (estimated cycles)"
+        describe += f"; predicted {info['predicted']:.3g} ({predicted_by(metrics_a, metrics_b)})"
     judge(
         inv,
         holds=result.verdict != "fail",

@@ -11,6 +11,10 @@ from:
   (an upper bound). Kernels without an estimate add nothing; today that is the ``kCustom`` gather fusion
   and custom calls, so a forward's estimate covers the index fix-ups and copies around the gather, not the
   gather itself. :func:`cycle_estimate` counts those launches too.
+* ``predicted_seconds``: the device seconds of one call, predicted from the optimized HLO by the TPU cost
+  model fitted on a chip (:mod:`invariants.hlo.tpu_model`, whose coefficients per chip and their
+  provenance are ``invariants/data/tpu_cost.toml``). Unlike ``estimated_cycles`` it costs the kCustom
+  gathers and scatters and each loop trip; it is ``uncalibrated`` on chips nobody measured.
 * ``temp_bytes``, ``argument_bytes``, ``output_bytes``, ``peak_bytes``: ``compiled.memory_analysis()``.
   ``temp_bytes`` is XLA's ``temp_size_in_bytes``: the temporaries of the device's main memory alone. The
   TPU compiler places intermediates that fit in the chip's on-chip memory (VMEM, ``S(1)`` in a layout)
@@ -34,6 +38,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 
+from . import tpu_model
+from .parse import HloModule
 from .structure import Kernel, Structure
 
 __all__ = [
@@ -45,7 +51,9 @@ __all__ = [
     "estimated_cycles",
     "from_analysis",
     "peak_bytes",
+    "predicted_by",
     "predicted_ratio",
+    "predicted_seconds",
     "value_or_none",
 ]
 
@@ -75,13 +83,16 @@ _ANALYSIS_CALL = {"memory": "memory_analysis()", "cost": "cost_analysis()"}
 @dataclasses.dataclass(frozen=True)
 class Analyses:
     """What the compiler metrics are computed from: a program's structure and the analysis dicts of its
-    ``Compiled`` (empty when the backend offered none), and the family of the target it was compiled for
-    (``cpu``, ``tpu``, ``gpu``; empty for a module read from a file)."""
+    ``Compiled`` (empty when the backend offered none), the family of the target it was compiled for
+    (``cpu``, ``tpu``, ``gpu``; empty for a module read from a file), its parsed module and the target's
+    name (what the cost model reads)."""
 
     structure: Structure
     cost: Mapping[str, float] = dataclasses.field(default_factory=dict)
     memory: Mapping[str, int] = dataclasses.field(default_factory=dict)
     family: str = ""
+    module: HloModule | None = None
+    target: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,6 +163,12 @@ def estimated_cycles(analyses: Analyses) -> int | Missing:
     return estimate.cycles if estimate.cycles is not None else Missing(estimate.reason or "no estimate")
 
 
+def predicted_seconds(analyses: Analyses) -> float | Missing:
+    """The ``predicted_seconds`` metric (module docstring), or why there is none."""
+    value = tpu_model.predicted_seconds(analyses.module, analyses.structure, analyses.target)
+    return value if isinstance(value, float) else Missing(value)
+
+
 def from_analysis(name: str) -> Callable[[Analyses], int | float | Missing]:
     """The metric ``name`` of :data:`ANALYSIS_KEYS`, read from the compiled program's analyses."""
     which, key = ANALYSIS_KEYS[name]
@@ -189,9 +206,21 @@ def value_or_none(value: int | float | Missing) -> int | float | None:
 def predicted_ratio(
     a: Mapping[str, int | float | Missing], b: Mapping[str, int | float | Missing]
 ) -> float | None:
-    """``estimated_cycles(a) / estimated_cycles(b)`` from two ``compiler_metrics`` results; None when
-    either has no estimate (off TPU). What a time ratio measured on a TPU is set beside."""
-    ca, cb = a.get("estimated_cycles"), b.get("estimated_cycles")
-    if isinstance(ca, int) and isinstance(cb, int) and cb > 0:
-        return ca / cb
+    """The ratio predicted for ``a / b`` from two ``compiler_metrics`` results: ``predicted_seconds`` where
+    both have one (a TPU target with a cost model), else ``estimated_cycles``; None when neither (off
+    TPU). What a time ratio measured on a TPU is set beside."""
+    return _ratio(a, b, "predicted_seconds") or _ratio(a, b, "estimated_cycles")
+
+
+def predicted_by(a: Mapping[str, int | float | Missing], b: Mapping[str, int | float | Missing]) -> str:
+    """Which metric :func:`predicted_ratio` read: the words a verdict shows beside the ratio."""
+    return "cost model" if _ratio(a, b, "predicted_seconds") is not None else "estimated cycles"
+
+
+def _ratio(
+    a: Mapping[str, int | float | Missing], b: Mapping[str, int | float | Missing], name: str
+) -> float | None:
+    va, vb = a.get(name), b.get(name)
+    if isinstance(va, (int, float)) and isinstance(vb, (int, float)) and vb > 0:
+        return va / vb
     return None

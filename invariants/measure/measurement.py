@@ -54,7 +54,7 @@ class Measurement:
         seconds: float = 0.0,
     ) -> Measurement:
         """The measurement of these parts, its metrics computed from them (the one place they are)."""
-        return cls(compiled, module, structure, code, metrics_of(structure, code, compiled), seconds)
+        return cls(compiled, module, structure, code, metrics_of(structure, code, compiled, module), seconds)
 
     def numbers(self) -> dict[str, int | float | None]:
         """The numeric metrics, null where there is no value, one name per quantity (no aliases): what a
@@ -112,11 +112,13 @@ def measure_text(
     no_code: str | None = None,
     cost: Mapping[str, float] | None = None,
     memory: Mapping[str, int] | None = None,
+    target: str = "",
 ) -> Measurement:
     """A module read as text (a file, a dump folder), not compiled here, measured as its compile would be:
-    ``code`` its kernel-code files by name, ``cost`` and ``memory`` its analyses where known. No compile
+    ``code`` its kernel-code files by name, ``cost`` and ``memory`` its analyses where known, ``target``
+    the target it was compiled for where known (what ``predicted_seconds`` is costed for). No compile
     timed it, so ``compile_seconds`` is a ``Missing``."""
     compiled = Compiled(
-        source, "", "", "", (), text, dict(cost or {}), dict(memory or {}), None, dict(code or {})
+        source, "", target, "", (), text, dict(cost or {}), dict(memory or {}), None, dict(code or {})
     )
     return measure(compiled, source=source, code_folder=code_folder, no_code=no_code)

@@ -45,7 +45,8 @@ from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 from ..compile.record import Compiled
-from ..hlo.cost import Analyses, Missing, estimated_cycles, from_analysis, peak_bytes
+from ..hlo.cost import Analyses, Missing, estimated_cycles, from_analysis, peak_bytes, predicted_seconds
+from ..hlo.parse import HloModule
 from ..hlo.structure import Structure
 from ..kernels.program import ProgramCode
 
@@ -199,6 +200,10 @@ _ALL = (
     _compiler("estimated_cycles",
               "TPU compiler's predicted cycles: kernels' estimated_cycles summed, loops expanded by trip "
               "count (TPU only)", estimated_cycles),
+    _compiler("predicted_seconds",
+              "device seconds of one call, predicted from the optimized HLO by the TPU cost model fitted on "
+              "a chip (invariants/data/tpu_cost.toml; uncalibrated on a chip never measured; TPU only)",
+              predicted_seconds, unit="seconds"),
     _compiler("temp_bytes", "temporary buffer bytes in the device's main memory, from "
               "compiled.memory_analysis(); on TPU it leaves out the intermediates XLA places in on-chip "
               "memory (VMEM), however large: bound peak_bytes there",
@@ -259,13 +264,22 @@ def names(source: Source | None = None, type: Type | None = None) -> list[str]:
     ]
 
 
-def metrics_of(structure: Structure, code: ProgramCode, compiled: Compiled) -> dict[str, Any]:
+def metrics_of(
+    structure: Structure, code: ProgramCode, compiled: Compiled, module: HloModule | None = None
+) -> dict[str, Any]:
     """Every metric one compile gives, by name (aliases too), each from its source's object
     (:class:`Metric`): raw values, a :class:`~invariants.hlo.cost.Missing` where the target gives none, None
     where a structural one is unknown. The names that only exist called on a program are left out."""
     sources: dict[str, Any] = {
         "structure": structure,
-        "compiler": Analyses(structure, compiled.cost or {}, compiled.memory or {}, _family(compiled.target)),
+        "compiler": Analyses(
+            structure,
+            compiled.cost or {},
+            compiled.memory or {},
+            _family(compiled.target),
+            module,
+            compiled.target,
+        ),
         "kernel": code,
         "compile": compiled,
     }

@@ -10,10 +10,12 @@ import sys
 from collections import Counter
 from typing import Any
 
-from invariants._errors import InvariantsError
+from invariants._errors import InvariantsError, did_you_mean
 from invariants._paths import what_is
-from invariants.hlo.cost import cycle_estimate, value_or_none
+from invariants.catalog.targets import CPU_RUNTIME, all_targets
+from invariants.hlo.cost import Missing, cycle_estimate, value_or_none
 from invariants.hlo.structure import Kernel, to_json
+from invariants.hlo.tpu_model import chip_model, is_tpu_module
 from invariants.kernels import KernelFacts
 from invariants.kernels.dump import code_beside
 from invariants.kernels.program import code_line, multiset_text
@@ -40,6 +42,8 @@ _DETAILS = {
     "kernel_list": "the kernels, as the snapshot lists them",
     "unestimated_launches": "launches (loops expanded) without an estimated_cycles; they add nothing",
     "estimated_cycles_note": "why estimated_cycles is null (no TPU estimates, or an unknown trip count)",
+    "predicted_seconds_note": "the cost model's provenance ('uncalibrated' on a chip never measured), or "
+    "why predicted_seconds is null (no --target, an unknown trip count)",
     "kernel_code": "each kernel's code facts (PTX or LLVM IR beside the module in its dump folder)",
     "kernel_code_note": "why the kernel metrics are null (no kernel code beside the file)",
 }
@@ -64,15 +68,18 @@ The metrics, as a spec's assert names them (invariants/*.toml):
 Each object has every structural metric above under its own name (null when unknown), estimated_cycles
 (the TPU compiler's prediction: each kernel's backend_config "estimated_cycles", summed over the kernels
 that run, a while body once per trip and its condition once per trip plus one, nested loops multiplied;
-null for modules without estimates, e.g. CPU and GPU, and when a trip count is unknown), the kernel
+null for modules without estimates, e.g. CPU and GPU, and when a trip count is unknown),
+predicted_seconds (with --target TPU: the device seconds of one call, by the cost model fitted on a chip,
+invariants/data/tpu_cost.toml; its note says "uncalibrated" for a chip never measured), the kernel
 metrics (cas_atomics, float_atomics, local_bytes, vector_width, ...: read from the module's own .ptx files
 in a GPU dump and .ir-with-opt.ll files in a CPU dump, found by the module_NNNN.<name> prefix XLA gives
 every file of one module; null with a kernel_code_note where there are none, e.g. a TPU dump or a lone
 file), and these details:
 {details}
 
-Exit status: 0 on success; 2 for a missing file, a path that is not a regular file, or text that is not
-understood (one line on stderr, FILE:LINE: what was not understood).
+Exit status: 0 on success; 2 for a missing file, a path that is not a regular file, text that is not
+understood (one line on stderr, FILE:LINE: what was not understood), or, with --target, a module that is
+not optimized TPU HLO.
 """
 
 
@@ -91,7 +98,37 @@ def _parser() -> argparse.ArgumentParser:
         "files", nargs="+", metavar="FILE", help="HLO text file, or a --xla_dump_to directory"
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    parser.add_argument(
+        "--target",
+        help="the TPU target the files were compiled for (tpu-v5e, ...): predicts each one's device seconds "
+        "(predicted_seconds); a file that is not TPU HLO is then an error",
+    )
     return parser
+
+
+def _tpu_target(name: str | None) -> str:
+    """``--target``'s value, checked: a TPU target the cost model has coefficients for ("" when not given)."""
+    if name is None:
+        return ""
+    tpus = [t for t, target in all_targets(CPU_RUNTIME).items() if target.family == "tpu"]
+    if name not in tpus or chip_model(name) is None:
+        raise _InputError(
+            f"--target: {name!r} is not a TPU target with a cost model{did_you_mean(name, tpus, n=2)}; "
+            f"known: {', '.join(t for t in tpus if chip_model(t) is not None)}"
+        )
+    return name
+
+
+def _prediction(measured: Measurement, target: str) -> tuple[float | None, str | None]:
+    """(predicted_seconds, its note): the model's provenance with the value, or why there is none."""
+    if not target:
+        return None, "no --target given: name the TPU target the module was compiled for"
+    value = measured.metrics["predicted_seconds"]
+    if isinstance(value, Missing):
+        return None, value.reason
+    model = chip_model(target)
+    assert model is not None  # _tpu_target checked it
+    return value, ("uncalibrated: " if model.uncalibrated else "") + model.provenance
 
 
 def _dump_files(folder: pathlib.Path) -> list[pathlib.Path]:
@@ -161,8 +198,9 @@ def _facts_json(f: KernelFacts) -> dict[str, Any]:
     return out
 
 
-def summary(measured: Measurement) -> dict[str, Any]:
-    """The per-file JSON object printed by ``--json``: every structural metric, then the details."""
+def summary(measured: Measurement, target: str = "") -> dict[str, Any]:
+    """The per-file JSON object printed by ``--json``: every structural metric, then the details;
+    ``target``: the TPU target ``predicted_seconds`` is costed for ("": none)."""
     structure, code = measured.structure, measured.code
     full = to_json(structure)
     metrics = {
@@ -173,6 +211,8 @@ def summary(measured: Measurement) -> dict[str, Any]:
     # The one compiler metric the HLO text alone decides (the others need the compiled executable).
     estimate = cycle_estimate(structure)
     metrics["estimated_cycles"] = estimate.cycles
+    predicted, note = _prediction(measured, target)
+    metrics["predicted_seconds"] = predicted
     metrics.update(
         {k: value_or_none(v) for k, v in measured.metrics.items() if METRICS[k].source == "kernel"}
     )
@@ -191,6 +231,7 @@ def summary(measured: Measurement) -> dict[str, Any]:
         "kernel_list": full["kernel_list"],
         "unestimated_launches": estimate.unestimated,
         "estimated_cycles_note": estimate.reason,
+        "predicted_seconds_note": note,
         "kernel_code": None if code.facts is None else [_facts_json(f) for f in code.facts],
         "kernel_code_note": code.reason or None,
     }
@@ -235,7 +276,7 @@ def _code_lines(measured: Measurement) -> list[str]:
     return lines
 
 
-def _text_block(path: str, measured: Measurement) -> str:
+def _text_block(path: str, measured: Measurement, target: str = "") -> str:
     module, s = measured.module, measured.structure
     dyn = "unknown" if s.dynamic_kernel_launches is None else str(s.dynamic_kernel_launches)
     kinds = ", ".join(f"{k} {n}" for k, n in s.fusion_kinds.items()) or "none"
@@ -267,6 +308,10 @@ def _text_block(path: str, measured: Measurement) -> str:
         )
     else:
         lines.append(f"  estimated cycles: none ({estimate.reason})")
+    if target:
+        predicted, note = _prediction(measured, target)
+        shown = "none" if predicted is None else f"{predicted * 1e6:.4g} us on {target}"
+        lines.append(f"  predicted device time: {shown} ({note})")
     lines.append(f"  root: {s.root_shape}")
     lines.append("  kernel list:")
     lines.extend(_kernel_lines(s.kernel_list, "    "))
@@ -274,7 +319,7 @@ def _text_block(path: str, measured: Measurement) -> str:
     return "\n".join(lines)
 
 
-def _measured(path: pathlib.Path, text: str) -> Measurement:
+def _measured(path: pathlib.Path, text: str, target: str = "") -> Measurement:
     """The module ``text`` read from ``path``, measured with the kernel code beside it in its dump folder."""
     files = code_beside(path)
     if files is None:
@@ -282,7 +327,9 @@ def _measured(path: pathlib.Path, text: str) -> Measurement:
     else:
         no_code = f"no .ptx or .ir-with-opt.ll of this module beside {path.name}"
     code = {pathlib.Path(name).name: body for name, body in (files or {}).items()}
-    return measure_text(text, str(path), code=code, code_folder=str(path.parent), no_code=no_code)
+    return measure_text(
+        text, str(path), code=code, code_folder=str(path.parent), no_code=no_code, target=target
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -290,6 +337,7 @@ def main(argv: list[str]) -> int:
     opts = _parser().parse_args(argv)
     try:
         results: list[tuple[str, Measurement]] = []
+        target = _tpu_target(opts.target)
         paths = _expand(opts.files)
         for path in paths:
             try:
@@ -299,7 +347,17 @@ def main(argv: list[str]) -> int:
                     raise
                 print(f"hlo-stats: skipped {err}", file=sys.stderr)
                 continue
-            measured = _measured(path, text)
+            measured = _measured(path, text, target)
+            if target and not measured.module.scheduled:
+                raise _InputError(
+                    f"{path}: not optimized (no is_scheduled=true): --target {target} predicts only the "
+                    "optimized module XLA runs"
+                )
+            if target and not is_tpu_module(measured.module):
+                raise _InputError(
+                    f"{path}: not TPU HLO (no tiled layouts): --target {target} predicts only what the TPU "
+                    "compiler wrote"
+                )
             if not measured.module.scheduled:
                 print(f"hlo-stats: {path}: not optimized (no is_scheduled=true: a before_optimizations "
                       "dump?); its ops are not fused into kernels yet", file=sys.stderr)  # fmt: skip
@@ -310,9 +368,9 @@ def main(argv: list[str]) -> int:
         print(str(err), file=sys.stderr)
         return 2
     if opts.json:
-        objects = {path: {**summary(m), "optimized": m.module.scheduled} for path, m in results}
+        objects = {path: {**summary(m, target), "optimized": m.module.scheduled} for path, m in results}
         payload: Any = next(iter(objects.values())) if len(results) == 1 else objects
         print(json.dumps(payload, indent=2))
     else:
-        print("\n\n".join(_text_block(path, m) for path, m in results))
+        print("\n\n".join(_text_block(path, m, target) for path, m in results))
     return 0

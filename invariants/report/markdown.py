@@ -49,6 +49,7 @@ from typing import Any
 from .._errors import InvariantsError, visible
 from .._paths import check_distinct, check_output_file, check_plot_path, write_atomic
 from ..catalog.select import select_program_words
+from ..hlo.tpu_model import chip_model
 from ..measure.metrics import METRICS, names
 from ..plugin import results as _results
 from ..plugin.results import Entry
@@ -416,6 +417,17 @@ def _predicted_tables(run: Run) -> list[str]:
             "## Predicted TPU cost: estimated cycles per call (libtpu's own estimate; loops expanded)",
             "Kernels without an estimate add nothing (today the kCustom gather and custom calls), so a "
             "forward's figure is the work around its gather. `?`: not compiled there, or no estimate.",
+        )  # fmt: skip
+    timed = sorted({k[0] for k, i in items.items() if isinstance(i.get("predicted_seconds"), float)})
+    if timed:
+        guessed = [t for t in timed if (m := chip_model(t)) is None or m.uncalibrated]
+        lines += _metric_by_target_table(
+            items, timed, "predicted_seconds", lambda c: "?" if c is None else f"{c * 1e6:,.4g}",
+            "## Predicted TPU device time: predicted_seconds per call, in microseconds",
+            "The cost model fitted on a chip's own device times (invariants/data/tpu_cost.toml) reads each "
+            "program's optimized HLO; its accuracy on programs it never saw is in docs/specs.md."
+            + (f" **Uncalibrated** (a chip nobody measured, scaled by published bandwidth): "
+               f"{', '.join(f'`{t}`' for t in guessed)}." if guessed else ""),
         )  # fmt: skip
     memory_targets = sorted({k[0] for k, i in items.items() if isinstance(i.get("temp_bytes"), int)})
     if memory_targets:

@@ -23,6 +23,7 @@ from ..catalog.targets import Target, all_targets, device_count
 from ..compile.record import Key
 from ..hlo.cost import Missing
 from ..hlo.structure import Structure
+from ..hlo.tpu_model import chip_model
 from ..measure.measurement import Measurement
 from ..measure.metrics import METRICS, input_facts
 from .asserts import NoValue, Read
@@ -463,4 +464,16 @@ def evaluate(
         b = measured_terms.get(f"{scaled.metric}({scaled.b})")
         if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b:
             ratio = a / b
-    return Decision(holds, measured_terms, ratio=ratio)
+    return Decision(holds, measured_terms, _uncalibrated(measured_terms, case.target), ratio=ratio)
+
+
+def _uncalibrated(measured_terms: dict[str, Any], target: str) -> str:
+    """The note a verdict that read ``predicted_seconds`` on a chip nobody measured carries ("" else)."""
+    if not any(label.startswith("predicted_seconds") for label in measured_terms):
+        return ""
+    model = chip_model(target)
+    return (
+        f"predicted_seconds on {target} is uncalibrated: {model.provenance}"
+        if model and model.uncalibrated
+        else ""
+    )

@@ -262,3 +262,50 @@ def test_fused_operations_are_counted_as_a_snapshot_counts_them(capsys: pytest.C
     assert any("×" in f for f in fused), fused
     for f in fused:
         assert f in out, f
+
+
+TPU_TAKE = str(DATA / "tpu_v5e_fwd_take.txt")
+
+
+def test_json_predicted_seconds_for_a_tpu_target(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--json", "--target", "tpu-v5e", TPU_TAKE, TPU_BWD]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    take, looped = obj[TPU_TAKE], obj[TPU_BWD]
+    assert 0 < take["predicted_seconds"] < looped["predicted_seconds"]
+    assert "fitted on a TPU v5e" in take["predicted_seconds_note"]
+    assert "uncalibrated" not in take["predicted_seconds_note"]
+    # A chip nobody measured gives a figure and says so.
+    assert main(["--json", "--target", "tpu-v6e", TPU_TAKE]) == 0
+    v6e = json.loads(capsys.readouterr().out)
+    assert v6e["predicted_seconds"] > 0 and v6e["predicted_seconds_note"].startswith("uncalibrated: ")
+    assert main(["--target", "tpu-v6e", TPU_TAKE]) == 0
+    assert "predicted device time: " in capsys.readouterr().out
+
+
+def test_predicted_seconds_is_null_without_a_target(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--json", TPU_TAKE]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["predicted_seconds"] is None and "no --target" in obj["predicted_seconds_note"]
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["--target", "tpu-v5e", str(DATA / "cpu_fwd_take.txt")], "cpu_fwd_take.txt: not TPU HLO"),
+        (["--target", "tpu-v5e", str(DATA / "gpu_h100_vmap_segment_sum.txt")], "not TPU HLO"),
+        (["--target", "tpu-v5f", TPU_TAKE], "--target: 'tpu-v5f' is not a TPU target with a cost model"),
+        (["--target", "cpu", TPU_TAKE], "--target: 'cpu' is not a TPU target"),
+        (["--target", "tpu-v5e", "/no/such/file.txt"], "/no/such/file.txt: no such file or directory"),
+        (
+            ["--target", "tpu-v5e", str(DUMP / "module_0006.jit__lambda.before_optimizations.txt")],
+            "before_optimizations.txt: not optimized (no is_scheduled=true)",
+        ),
+    ],
+)
+def test_target_errors_are_one_line_exit_2(
+    capsys: pytest.CaptureFixture[str], args: list[str], line: str
+) -> None:
+    assert main(["--json", *args]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1 and line in captured.err, captured.err

@@ -581,3 +581,18 @@ def test_every_skipped_item_is_listed_by_its_reason(tmp_path):
     assert "- 4 × gpu-h100: the JAX CUDA plugin is not installed: `s::gpu-h100-grad_take`, " in md
     assert "and 1 more" in md
     assert "- 1 × no &lt;flax&gt;: `s::flax`" in md
+
+
+def test_predicted_device_time_per_target_says_which_chips_are_uncalibrated(tmp_path):
+    items = [
+        _structure("tpu-v5e", "take", predicted_seconds=45.7e-6),
+        _structure("tpu-v5e", "eqx_embedding", predicted_seconds=112e-6),
+        _structure("tpu-v6e", "take", predicted_seconds=30.1e-6),
+    ]
+    md = _report.render(_report.load_results(_write(tmp_path, "r.json", _results(items))))
+    assert "## Predicted TPU device time: predicted_seconds per call, in microseconds" in md
+    assert "| `take` | f32 | 45.7 | 30.1 |" in md and "| `eqx_embedding` | f32 | 112 | ? |" in md
+    assert "**Uncalibrated** (a chip nobody measured, scaled by published bandwidth): `tpu-v6e`." in md
+    # Without a figure there is no table.
+    plain = _report.render(_report.load_results(_write(tmp_path, "p.json", _results(RUN))))
+    assert "predicted_seconds" not in plain

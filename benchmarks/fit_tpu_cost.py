@@ -1,0 +1,294 @@
+"""Fit the TPU cost model (``predicted_seconds``, invariants/hlo/tpu_model.py) on a chip's measurements, and
+say how well it predicts programs it never saw.
+
+The measurements are ``tests/data/tpu-v5e-chip/`` (its README says how they were taken): per program, the
+device time of one call and each HLO instruction's own device time (the trace's ``XLA Ops`` line), with
+the optimized HLO the chip compiled. The fit is a non-negative least squares on relative error over
+every kernel's own time outside loops (each a row of its kind's features), plus one row per program (its
+time less its async waits) which alone shows what a loop's trips cost; then the bytes per second of an
+async transfer, from the waits the chip timed (a wait costs the transfer less the kernels scheduled
+while it runs). Nothing is keyed on a program's name.
+
+Held out: each program (all its configurations) left out of the fit in turn, then each family (the
+catalog is one family: the probes alone must predict it). For each: Spearman between predicted and chip
+time over the held-out programs, the median and worst relative error, and each twin pair's predicted
+ratio beside the chip's (the pairs of the catalog's TPU time relations).
+
+Usage::
+
+    python benchmarks/fit_tpu_cost.py            # fit, print the figures
+    python benchmarks/fit_tpu_cost.py --write    # and write them to invariants/data/tpu_cost.toml
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gzip
+import json
+import re
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import nnls
+from scipy.stats import spearmanr
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from invariants._paths import write_atomic  # noqa: E402
+from invariants.hlo.cost import cycle_estimate  # noqa: E402
+from invariants.hlo.parse import parse_module  # noqa: E402
+from invariants.hlo.structure import structure_of  # noqa: E402
+from invariants.hlo.tpu_model import COLUMNS, ChipModel, Launch, launches  # noqa: E402
+
+DATA = ROOT / "tests" / "data" / "tpu-v5e-chip"
+COST_FILE = ROOT / "invariants" / "data" / "tpu_cost.toml"
+# The catalog's TPU time relations (invariants/tpu.toml): numerator, denominator.
+TWINS = (
+    ("eqx_embedding", "take"),
+    ("grad_vmap_naive", "grad_vmap_take"),
+    ("train_eqx_embedding", "train_take"),
+)
+# A kernel's own time below this (us) is mostly the trace's resolution: relative error is taken against
+# at least this much.
+FLOOR_US = 2.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One measured program: its chip time (us), its kernels, and each kernel's own time (us per call)."""
+
+    program: str
+    config: str
+    family: str
+    device_us: float
+    launches: tuple[Launch, ...]
+    ops_us: dict[str, float]
+    # libtpu's own estimate of the program (estimated_cycles), for comparison; None without one.
+    cycles: int | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.program}.{self.config}"
+
+    def features(self) -> np.ndarray:
+        return np.sum([launch.row() for launch in self.launches], axis=0)
+
+
+def _hlo_texts(folder: Path) -> dict[str, str]:
+    texts: dict[str, str] = {}
+    for path in sorted(folder.glob("corpus*-hlo.json.gz")):
+        with gzip.open(path, "rt") as f:
+            texts.update(json.load(f))
+    return texts
+
+
+# What must agree between two corpus files of one fit: the same chip and software.
+_SAME = ("chip", "jax", "jaxlib", "libtpu", "clock")
+
+
+def load(folder: Path = DATA) -> tuple[dict[str, str], list[Row]]:
+    """The provenance and rows of a chip's corpus: every ``corpus*.json`` of ``folder``, each with its
+    ``corpus*-hlo.json.gz``. Files of another chip or software, or a program measured twice, are refused;
+    the provenance's ``date`` lists every file's."""
+    hlos = _hlo_texts(folder)
+    provenance: dict[str, str] = {}
+    rows: list[Row] = []
+    for path in sorted(folder.glob("corpus*.json")):
+        corpus = json.loads(path.read_text())
+        prov = corpus["provenance"]
+        if provenance and any(prov[k] != provenance[k] for k in _SAME):
+            raise SystemExit(f"{path}: another chip or software than the other corpus files ({prov})")
+        dates = provenance.get("date", "").split(", ") if provenance else []
+        provenance = {**prov, "date": ", ".join(sorted({*dates, prov["date"]} - {""}))}
+        for r in corpus["rows"]:
+            key = f"{r['program']}.{r['config']}"
+            if any(row.key == key for row in rows):
+                raise SystemExit(f"{path}: {key} is measured twice")
+            module = parse_module(hlos[key], key)
+            structure = structure_of(module)
+            rows.append(
+                Row(r["program"], r["config"], r["family"], r["device_us_median"],
+                    tuple(launches(module, structure)), dict(r["ops_us_per_call"]),
+                    cycle_estimate(structure).cycles)
+            )  # fmt: skip
+    return provenance, rows
+
+
+def _design(rows: Sequence[Row]) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of the least squares, in us: every kernel with its own time, and each program's total. A
+    kernel in a loop is held only through its program's total: the trace splits a trip's time among its
+    kernels as the scalar unit stalls them, not as each costs."""
+    xs, ys = [], []
+    for row in rows:
+        for launch in row.launches:
+            if launch.kind not in ("loop", "wait") and not launch.looped and launch.name in row.ops_us:
+                xs.append(launch.row())
+                ys.append(row.ops_us[launch.name])
+        xs.append(list(row.features()))
+        ys.append(row.device_us - sum(row.ops_us.get(w.name, 0.0) for w in row.launches if w.kind == "wait"))
+    return np.array(xs), np.array(ys)
+
+
+def _model(theta: np.ndarray) -> ChipModel:
+    return ChipModel("", dict(zip(COLUMNS, theta, strict=True)), False, "")
+
+
+def _fit_waits(rows: Sequence[Row], theta: np.ndarray) -> float:
+    """us per byte of an async transfer: what makes each wait's exposed part (the transfer less the
+    kernels scheduled between its start and its wait) closest to the wait the chip timed."""
+    model = _model(theta)
+    cases = []
+    for row in rows:
+        for w in (x for x in row.launches if x.kind == "wait"):
+            hidden = sum(
+                model.launch_seconds(k)
+                for k in row.launches
+                if k.position[0] == w.position[0] and w.position[1] < k.position[1] < w.until
+            )
+            cases.append((w.features["bytes"], hidden, row.ops_us.get(w.name, 0.0), w.count))
+
+    def loss(c: float) -> float:
+        return sum((n * (max(0.0, c * b - h) - m) / (n * m + FLOOR_US)) ** 2 for b, h, m, n in cases)
+
+    # The loss is flat where every transfer hides and kinks where one stops hiding: a grid, not a descent.
+    grid = np.geomspace(1e-8, 1e-4, 801)
+    return float(grid[int(np.argmin([loss(c) for c in grid]))]) if cases else 0.0
+
+
+def fit(rows: Sequence[Row]) -> np.ndarray:
+    """Coefficients (us per unit of each of COLUMNS) fitted on ``rows``: NNLS on relative error."""
+    x, y = _design(rows)
+    w = 1.0 / np.maximum(y, FLOOR_US)
+    used = np.any(x != 0, axis=0)
+    theta = np.zeros(len(COLUMNS))
+    theta[used], _ = nnls(x[:, used] * w[:, None], y * w, maxiter=50 * len(COLUMNS))
+    theta[COLUMNS.index("wait.bytes")] = _fit_waits(rows, theta)
+    return theta
+
+
+def predict(rows: Sequence[Row], theta: np.ndarray) -> np.ndarray:
+    model = _model(theta)
+    return np.array([model.seconds(row.launches) for row in rows])
+
+
+@dataclasses.dataclass(frozen=True)
+class Accuracy:
+    """Held-out predictions (us, one per row) and their figures."""
+
+    name: str
+    predicted: np.ndarray
+    measured: np.ndarray
+    keys: tuple[str, ...]
+
+    @property
+    def spearman(self) -> float:
+        return float(spearmanr(self.predicted, self.measured).statistic)
+
+    @property
+    def errors(self) -> np.ndarray:
+        return np.abs(self.predicted - self.measured) / self.measured
+
+    def twin_ratios(self) -> list[tuple[str, float, float]]:
+        """(pair, predicted ratio, chip ratio) for every twin pair measured in one configuration."""
+        at = {k: (p, m) for k, p, m in zip(self.keys, self.predicted, self.measured, strict=True)}
+        out = []
+        for a, b in TWINS:
+            for key in sorted(k for k in at if k.startswith(a + ".")):
+                other = b + key[len(a) :]
+                if other in at and at[other][0] > 0:
+                    out.append((f"{key} / {other}", at[key][0] / at[other][0], at[key][1] / at[other][1]))
+        return out
+
+
+def held_out(rows: Sequence[Row], group: Callable[[Row], str], name: str) -> Accuracy:
+    """Each group of rows predicted by a fit on all the others."""
+    predicted = np.zeros(len(rows))
+    for g in sorted({group(r) for r in rows}):
+        out = [i for i, r in enumerate(rows) if group(r) == g]
+        theta = fit([r for r in rows if group(r) != g])
+        predicted[out] = predict([rows[i] for i in out], theta)
+    measured = np.array([r.device_us for r in rows])
+    return Accuracy(name, predicted, measured, tuple(r.key for r in rows))
+
+
+def report(acc: Accuracy, seconds: bool = True) -> str:
+    """Its figures, one line, then a line per twin pair; ``seconds`` False: the predictions are no
+    seconds (cycles), so only their ranking and ratios are shown."""
+    errors = acc.errors
+    worst = int(np.argmax(errors))
+    line = f"{acc.name}: Spearman {acc.spearman:.3f} over {len(errors)} programs"
+    if seconds:
+        line += (
+            f"; relative error median {statistics.median(errors):.1%}, worst {errors[worst]:.0%} "
+            f"({acc.keys[worst]})"
+        )
+    lines = [line]
+    for pair, predicted, chip in acc.twin_ratios():
+        off = predicted / chip - 1
+        lines.append(f"  {pair:48} predicted {predicted:9.2f}  chip {chip:9.2f}  ({off:+.0%})")
+    return "\n".join(lines)
+
+
+def timed_custom_calls(folder: Path = DATA) -> list[str]:
+    """The targets of the custom calls the chip ran as kernels of their own."""
+    found: set[str] = set()
+    for key, text in _hlo_texts(folder).items():
+        module = parse_module(text, key)
+        found |= {k.custom_call_target for k in structure_of(module).kernel_list if k.custom_call_target}
+    return sorted(found)
+
+
+def toml_text(
+    theta: np.ndarray, provenance: dict[str, str], fitted_on: int, custom_calls: Sequence[str] = ()
+) -> str:
+    """The coefficients file: the v5e's fitted coefficients (seconds per unit) and the other chips scaled."""
+    template = COST_FILE.read_text(encoding="utf-8")
+    coefficients = "\n".join(f'"{c}" = {v * 1e-6:.6e}' for c, v in zip(COLUMNS, theta, strict=True))
+    p = provenance
+    block = (
+        f'[chip.v5e]\nchip = "{p["chip"]}"\njax = "{p["jax"]}"\njaxlib = "{p["jaxlib"]}"\nlibtpu = '
+        f'"{p["libtpu"]}"\ndate = "{p["date"]}"\nclock = "{p["clock"]}: {p["how"]}"\ndata = '
+        f'"tests/data/tpu-v5e-chip ({fitted_on} programs)"\nfitted = "benchmarks/fit_tpu_cost.py: NNLS on '
+        f"relative error over each kernel's own device time and each program's\"\nsource = \"fitted on a TPU "
+        f'v5e ({p["chip"]}), jax {p["jax"]}, libtpu {p["libtpu"]}, {p["date"]}"\n\n'
+        f"timed_custom_calls = {json.dumps(list(custom_calls))}\n\n[chip.v5e.coefficients]\n{coefficients}\n"
+    )
+    return re.sub(r"\[chip\.v5e\].*?(?=\n# ---|\Z)", lambda _: block, template, count=1, flags=re.DOTALL)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--data", type=Path, default=DATA, help="folder of corpus.json and corpus-hlo.json.gz"
+    )
+    parser.add_argument("--write", action="store_true", help=f"write the coefficients to {COST_FILE}")
+    opts = parser.parse_args(argv)
+    provenance, rows = load(opts.data)
+    theta = fit(rows)
+    p = provenance
+    print(f"{len(rows)} programs, {p['chip']}, jax {p['jax']}, libtpu {p['libtpu']}, {p['date']}")
+    for col, v in zip(COLUMNS, theta, strict=True):
+        print(f"  {col:22} {v:.4g} us")
+    measured = np.array([r.device_us for r in rows])
+    cycles = np.array([float(r.cycles or 0) for r in rows])
+    print(
+        report(
+            Accuracy("libtpu's estimated_cycles alone", cycles, measured, tuple(r.key for r in rows)), False
+        )
+    )
+    print(report(Accuracy("in sample", predict(rows, theta), measured, tuple(r.key for r in rows))))
+    print(report(held_out(rows, lambda r: r.program, "leave one program out")))
+    print(report(held_out(rows, lambda r: r.family, "leave one family out")))
+    if opts.write:
+        write_atomic(COST_FILE, toml_text(theta, provenance, len(rows), timed_custom_calls(opts.data)))
+        print(f"wrote {COST_FILE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,527 @@
+"""``predicted_seconds``: a TPU program's device time, predicted from its optimized HLO alone.
+
+The model is a sum over the kernels that run (loops expanded: a while body once per trip), each kernel
+costed by its **kind** from facts its HLO states, plus a cost per loop trip:
+
+* ``gather``: a kernel that gathers (the kCustom gather fusion). Its time follows the rows it gathers, how
+  their indices arrive (``GatherScatterIndicesBitpacked`` inside the fusion: the vmapped form, which packs
+  [N, 2] indices; otherwise the in-bounds path, ``AssumeGatherIndicesInBound``), whether each row is one
+  element (slice sizes all 1), whether the table lies in HBM (its layout has no on-chip memory space
+  ``S(1)``), and the 128-lane words it writes. libtpu gives these kernels no estimate.
+* ``scatter``: a kernel that scatters (the kCustom scatter fusion): rows updated and the 128-lane words of
+  the updates.
+* ``copy``: a copy (a layout change): bytes moved, on chip and in HBM, and libtpu's ``estimated_cycles``.
+* ``conv``: a kernel that holds a convolution or dot: libtpu's ``estimated_cycles``, which follows the
+  matrix units' time well.
+* ``fusion``: every other kernel (elementwise and reduction fusions, dynamic slices, sorts): bytes read and
+  written, on chip and in HBM (a parameter only sliced counts the slice), the arrays it touches in HBM
+  (each costs the memory's latency), its elementwise work (result words times fused operations) and
+  libtpu's ``estimated_cycles``.
+* ``small``: the start of an async copy or slice, and a custom call: a launch only.
+* ``loop``: what one trip of a while loop costs besides its kernels.
+* ``wait``: an async copy or slice (a ``-start`` and the ``-done`` that waits for it) costs its bytes'
+  transfer less the time of the kernels scheduled between the two, never below zero. A cross-program
+  prefetch (``cross_program_prefetch_index``) is issued while the previous call runs and costs nothing.
+
+Each kernel's kind has a price per launch. A scalar instruction (a result of at most 16 bytes with no
+estimate: the loop counter's add and compare) runs on the scalar unit with its loop and costs nothing of
+its own.
+
+What no chip run ever timed has no price: a module with collectives (no interconnect was measured) or a
+custom call launched as its own kernel that the chip never ran (a hand-written kernel could cost
+anything) gets no figure, with the reason.
+
+Coefficients are seconds per unit of each feature, per chip, in ``invariants/data/tpu_cost.toml`` with
+their provenance (``benchmarks/fit_tpu_cost.py`` fits them on a chip's own per-kernel device times). A
+chip that was never measured is scaled from a measured one by published figures and is marked
+``uncalibrated`` wherever its figure is shown.
+
+No JAX: this reads a parsed :class:`~invariants.hlo.parse.HloModule` and its
+:class:`~invariants.hlo.structure.Structure`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import re
+import tomllib
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from .._paths import PACKAGE_DIR
+from .parse import Computation, HloModule, Instruction, Shape, dtype_bits
+from .structure import Kernel, Structure
+
+__all__ = [
+    "COLUMNS",
+    "FEATURES",
+    "ChipModel",
+    "Launch",
+    "UnknownTrip",
+    "chip_model",
+    "is_tpu_module",
+    "kernel_launch",
+    "launches",
+    "padded_bytes",
+    "predict",
+    "predicted_seconds",
+]
+
+# Kind -> its features, in the order of the coefficients file.
+FEATURES: dict[str, tuple[str, ...]] = {
+    "gather": (
+        "launch",
+        "rows",
+        "bitpacked_rows",
+        "element_rows",
+        "hbm_rows",
+        "bytes",
+        "bitpacked_bytes",
+        "hbm_bytes",
+    ),
+    "scatter": ("launch", "rows", "bytes", "hbm_bytes"),
+    "copy": ("launch", "bytes", "hbm_bytes", "cycles"),
+    "conv": ("launch", "cycles"),
+    "fusion": ("launch", "bytes", "hbm_bytes", "hbm_arrays", "vector_ops", "cycles"),
+    "small": ("launch",),
+    "loop": ("trip",),
+    "wait": ("bytes",),
+}
+COLUMNS: tuple[str, ...] = tuple(f"{kind}.{f}" for kind, fs in FEATURES.items() for f in fs)
+
+_SMALL = frozenset({"copy-start", "slice-start", "async-start", "custom-call", "send", "recv"})
+_ON_CHIP = "S(1)"
+_BITPACKED = "GatherScatterIndicesBitpacked"
+_COST_FILE = PACKAGE_DIR / "data" / "tpu_cost.toml"
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    """One kernel of the program: its name, kind, features (one launch), how many times it runs, and
+    whether it runs in a loop's body or condition."""
+
+    name: str
+    kind: str
+    features: Mapping[str, float]
+    count: int
+    looped: bool = False
+    # Where it is scheduled: its computation and its place there; for a ``wait``, the place of its start.
+    position: tuple[str, int] = ("", -1)
+    # A ``wait``'s own place (the ``-done`` that waits for the transfer its start began).
+    until: int = -1
+
+    def row(self) -> list[float]:
+        """The features of all its launches, as a row over :data:`COLUMNS` (a ``wait`` is no linear term:
+        zeros)."""
+        if self.kind == "wait":
+            return [0.0] * len(COLUMNS)
+        return [
+            self.count * self.features.get(col.split(".", 1)[1], 0.0)
+            if col.startswith(self.kind + ".")
+            else 0.0
+            for col in COLUMNS
+        ]
+
+
+def is_tpu_module(module: HloModule) -> bool:
+    """Whether ``module`` was compiled for a TPU: its entry's layouts are tiled (``T(8,128)``)."""
+    return any(
+        i.shape.layout is not None and ":T(" in i.shape.layout for i in module.entry if not i.shape.is_tuple
+    )
+
+
+def _fused(module: HloModule, instr: Instruction) -> Iterator[tuple[Computation, Instruction]]:
+    """Every instruction inside a fusion, nested fusions followed."""
+    for name in instr.called:
+        comp = module.computations[name]
+        for inner in comp:
+            yield comp, inner
+            if inner.opcode == "fusion":
+                yield from _fused(module, inner)
+
+
+def _ints(raw: str | None) -> tuple[int, ...]:
+    if not raw:
+        return ()
+    return tuple(int(p) for p in raw.strip("{}").replace(" ", "").split(",") if p)
+
+
+_TILE = re.compile(r"T\(([\d,]+)\)")
+
+
+def padded_bytes(shape: Shape) -> int:
+    """Bytes of ``shape`` as the TPU lays it out: each of the minor-most dimensions padded to its tile
+    (``{1,0:T(8,128)}`` pads a [16384, 2] array to [16384, 128]); the data's own bytes without a tile."""
+    if shape.is_tuple:
+        return sum(padded_bytes(s) for s in shape.tuple_shapes)
+    layout = shape.layout or ""
+    tile = _TILE.search(layout)
+    order = layout.split(":", 1)[0]
+    if tile is None or not shape.dims or not order:
+        return shape.byte_size()
+    try:
+        minor_to_major = [int(p) for p in order.split(",")]
+    except ValueError:
+        return shape.byte_size()
+    dims = list(shape.dims)
+    for d, t in zip(minor_to_major, reversed([int(p) for p in tile.group(1).split(",")]), strict=False):
+        if 0 <= d < len(dims):
+            dims[d] = -(-dims[d] // t) * t
+    return (math.prod(dims) * (dtype_bits(shape.dtype or "") or 0) + 7) // 8
+
+
+def _param_operand(
+    comp: Computation, fused_comp: Computation, name: str, fusion: Instruction
+) -> Instruction | None:
+    """The fusion's operand that a fused computation's parameter ``name`` stands for (None otherwise)."""
+    inner = fused_comp.get(name)
+    if inner is None or inner.opcode != "parameter" or inner.literal is None:
+        return None
+    index = int(inner.literal)
+    return comp.get(fusion.operands[index]) if index < len(fusion.operands) else None
+
+
+def _split(shape: Shape) -> tuple[int, int]:
+    """(on-chip, HBM) bytes of ``shape`` as laid out: on chip when its layout names memory space S(1)."""
+    if shape.is_tuple:
+        parts = [_split(s) for s in shape.tuple_shapes]
+        return sum(p[0] for p in parts), sum(p[1] for p in parts)
+    size = padded_bytes(shape)
+    return (size, 0) if _ON_CHIP in (shape.layout or "") else (0, size)
+
+
+def _moved_bytes(module: HloModule, comp: Computation, instr: Instruction) -> tuple[int, int]:
+    """(on-chip, HBM) bytes a kernel reads and writes, as laid out: each operand whole, except one a fusion
+    only slices (the slice's bytes) and the buffer a dynamic-update-slice updates in place (the update's,
+    read and written)."""
+    if instr.opcode == "dynamic-update-slice" and len(instr.operands) > 1:
+        chip, hbm = _split(comp[instr.operands[1]].shape)
+        return 2 * chip, 2 * hbm
+    moved = [_split(instr.shape)]
+    if instr.opcode != "fusion" or not instr.called:
+        moved += [_split(comp[o].shape) for o in instr.operands if o in comp]
+        return sum(m[0] for m in moved), sum(m[1] for m in moved)
+    fused = module.computations[instr.called[0]]
+    for p in (i for i in fused if i.opcode == "parameter"):
+        users = [i for i in fused if p.name in i.operands]
+        outer = _param_operand(comp, fused, p.name, instr)
+        shape = outer.shape if outer is not None else p.shape
+        if users and all(u.opcode in ("dynamic-slice", "slice") for u in users):
+            chip = _ON_CHIP in (shape.layout or "")
+            part = min(padded_bytes(shape), sum(padded_bytes(u.shape) for u in users))
+            moved.append((part, 0) if chip else (0, part))
+        elif users and all(u.opcode == "dynamic-update-slice" and u.operands[0] == p.name for u in users):
+            update = fused.get(users[0].operands[1])
+            if update is not None:
+                chip = _ON_CHIP in (shape.layout or "")
+                part = 2 * padded_bytes(update.shape)
+                moved[0] = (part, 0) if chip else (0, part)
+        else:
+            moved.append(_split(shape))
+    return sum(m[0] for m in moved), sum(m[1] for m in moved)
+
+
+def _hbm_arrays(comp: Computation, instr: Instruction) -> int:
+    """The arrays a kernel reads or writes in HBM (not on chip): each costs the memory's latency."""
+    shapes = [comp[o].shape for o in instr.operands if o in comp] + [instr.shape]
+    arrays = [x for s in shapes for x in (s.tuple_shapes if s.is_tuple else (s,)) if not x.is_tuple]
+    return sum(1 for a in arrays if a.dims and _ON_CHIP not in (a.layout or ""))
+
+
+# Fused instructions that move or name data without computing on it.
+_NO_OPS = frozenset({
+    "parameter", "constant", "broadcast", "bitcast", "reshape", "tuple", "get-tuple-element", "iota",
+    "slice", "dynamic-slice", "dynamic-update-slice", "transpose", "copy", "fusion", "pad", "concatenate",
+})  # fmt: skip
+
+
+def _vector_ops(module: HloModule, instr: Instruction) -> int:
+    """Elementwise work of a kernel: the 32-bit words of its result as laid out, times the computing
+    instructions fused into it (a plain instruction: one)."""
+    words = sum(
+        padded_bytes(s) * 32 // max(32, dtype_bits(s.dtype or "") or 32) // 4
+        for s in (instr.shape.tuple_shapes if instr.shape.is_tuple else (instr.shape,))
+    )
+    if instr.opcode != "fusion":
+        return 0 if instr.opcode in _NO_OPS else words
+    return words * sum(1 for _, i in _fused(module, instr) if i.opcode not in _NO_OPS)
+
+
+def _row_words(shape: Shape, elements: int) -> int:
+    """Bytes one gathered or scattered row occupies: its elements padded to whole 128-lane words of 32 bits
+    (a TPU vector register's row), whatever the narrower dtype (bf16 rows pack in pairs along sublanes)."""
+    bits = max(32, dtype_bits(shape.dtype or "") or 32)
+    return -(-elements // 128) * 128 * bits // 8
+
+
+def _gather_features(module: HloModule, comp: Computation, instr: Instruction) -> dict[str, float]:
+    inner = list(_fused(module, instr)) if instr.opcode == "fusion" else [(comp, instr)]
+    bitpacked = any(i.custom_call_target == _BITPACKED for _, i in inner)
+    rows = elements = hbm = hbm_bytes = 0.0
+    out_bytes = 0
+    for fcomp, g in inner:
+        if g.opcode != "gather":
+            continue
+        offset = set(_ints(g.attrs.get("offset_dims")))
+        n = math.prod(d for k, d in enumerate(g.shape.dims) if k not in offset)
+        per_row = math.prod(_ints(g.attrs.get("slice_sizes")))
+        rows += n
+        out_bytes += n * _row_words(g.shape, per_row)
+        if per_row == 1:
+            elements += n
+        table = fcomp.get(g.operands[0])
+        if instr.opcode == "fusion":
+            table = _param_operand(comp, fcomp, g.operands[0], instr) or table
+        if table is not None and _ON_CHIP not in (table.shape.layout or ""):
+            hbm += n
+            hbm_bytes += n * _row_words(g.shape, per_row)
+    return {
+        "launch": 1.0,
+        "rows": rows,
+        "bitpacked_rows": rows if bitpacked else 0.0,
+        "element_rows": elements,
+        "hbm_rows": hbm,
+        "bytes": float(out_bytes),
+        "bitpacked_bytes": float(out_bytes) if bitpacked else 0.0,
+        "hbm_bytes": hbm_bytes,
+    }
+
+
+def _scatter_features(module: HloModule, comp: Computation, instr: Instruction) -> dict[str, float]:
+    inner = list(_fused(module, instr)) if instr.opcode == "fusion" else [(comp, instr)]
+    rows = moved = hbm = 0.0
+    for fcomp, s in inner:
+        if s.opcode != "scatter":
+            continue
+        count = (len(s.operands) - 1) // 2
+        updates = fcomp.get(s.operands[-1])
+        if updates is None:
+            continue
+        window = set(_ints(s.attrs.get("update_window_dims")))
+        n = math.prod(d for k, d in enumerate(updates.shape.dims) if k not in window)
+        per_row = math.prod(d for k, d in enumerate(updates.shape.dims) if k in window)
+        rows += n
+        moved += count * n * _row_words(updates.shape, per_row)
+        if _ON_CHIP not in (instr.shape.layout or "") and not instr.shape.is_tuple:
+            hbm += count * n * _row_words(updates.shape, per_row)
+    return {"launch": 1.0, "rows": rows, "bytes": moved, "hbm_bytes": hbm}
+
+
+def _kind(module: HloModule, instr: Instruction, cycles: float) -> str | None:
+    """The kind of a kernel (module docstring); None for a scalar instruction, which costs nothing."""
+    op = instr.opcode
+    ops = {i.opcode for _, i in _fused(module, instr)} if op == "fusion" else {op}
+    if "scatter" in ops:
+        return "scatter"
+    if "gather" in ops:
+        return "gather"
+    if ops & {"convolution", "dot"}:
+        return "conv"
+    if op in ("copy",):
+        return "copy" if instr.shape.byte_size() > 16 or cycles else None
+    if op in _SMALL:
+        return "small"
+    if op != "fusion" and instr.shape.byte_size() <= 16 and not cycles:
+        return None
+    return "fusion"
+
+
+def kernel_launch(
+    module: HloModule,
+    kernel: Kernel,
+    comp: Computation,
+    instr: Instruction,
+    count: int,
+    looped: bool = False,
+    position: tuple[str, int] = ("", -1),
+) -> Launch | None:
+    """``kernel`` (the instruction ``instr`` of ``comp``) as a :class:`Launch`; None for a scalar
+    instruction. libtpu's cycles are the kernel's, as the structure read them."""
+    cycles = float(kernel.estimated_cycles or 0)
+    kind = _kind(module, instr, cycles)
+    if kind is None:
+        return None
+    if kind == "gather":
+        features = _gather_features(module, comp, instr)
+    elif kind == "scatter":
+        features = _scatter_features(module, comp, instr)
+    elif kind == "small":
+        features = {"launch": 1.0}
+    elif kind == "conv":
+        features = {"launch": 1.0, "cycles": cycles}
+    else:
+        chip, hbm = _moved_bytes(module, comp, instr)
+        features = {"launch": 1.0, "bytes": float(chip), "hbm_bytes": float(hbm), "cycles": cycles}
+        if kind == "fusion":
+            features["vector_ops"] = float(_vector_ops(module, instr))
+            features["hbm_arrays"] = float(_hbm_arrays(comp, instr))
+    return Launch(instr.name, kind, features, count, looped, position)
+
+
+class UnknownTrip(Exception):
+    """A while loop whose trip count the structure could not derive."""
+
+
+_DONE = frozenset({"copy-done", "slice-done", "async-done"})
+
+
+def _waits(comp: Computation, times: int, looped: bool) -> list[Launch]:
+    """The async transfers of ``comp`` (a ``-start`` and the ``-done`` that waits for it), as ``wait``
+    entries: the bytes moved, and where the transfer starts and is waited for. A cross-program prefetch
+    is none."""
+    at = {i.name: n for n, i in enumerate(comp.instructions)}
+    out = []
+    for n, done in enumerate(comp.instructions):
+        if done.opcode not in _DONE or not done.operands or done.operands[0] not in at:
+            continue
+        start = comp[done.operands[0]]
+        if "cross_program_prefetch_index" in start.attrs:
+            continue  # issued while the previous call runs: a call in a stream never waits for it
+        arrays = [x for x in (start.shape.tuple_shapes if start.shape.is_tuple else (start.shape,))
+                  if not x.is_tuple]  # fmt: skip
+        moved = max((padded_bytes(x) for x in arrays), default=0)
+        out.append(
+            Launch(done.name, "wait", {"bytes": float(moved)}, times, looped, (comp.name, at[start.name]), n)
+        )
+    return out
+
+
+def launches(module: HloModule, structure: Structure) -> list[Launch]:
+    """Every kernel that runs, with its launch count (loops expanded; a ``conditional`` by its branch of
+    most launches), one ``loop`` entry per while loop with its trips, and one ``wait`` per async transfer.
+    Raises :class:`UnknownTrip`."""
+    where = {i.name: (c, i, n) for c in module.computations.values() for n, i in enumerate(c)}
+    out: list[Launch] = []
+    visited: dict[str, tuple[int, bool]] = {}
+
+    def walk(kernels: Iterable[Kernel], times: int, looped: bool) -> None:
+        for k in kernels:
+            if k.opcode == "while":
+                if k.trip_count is None:
+                    raise UnknownTrip
+                out.append(Launch("while", "loop", {"trip": 1.0}, times * k.trip_count, looped))
+                walk(k.body, times * k.trip_count, True)
+                walk(k.condition, times * (k.trip_count + 1), True)
+            elif k.opcode == "conditional":
+                sizes = [(sum(1 for _ in b), n) for n, b in enumerate(k.branches)]
+                if sizes:
+                    walk(k.branches[max(sizes)[1]], times, looped)
+            elif k.name in where:
+                comp, instr, n = where[k.name]
+                visited.setdefault(comp.name, (times, looped))
+                launch = kernel_launch(module, k, comp, instr, times, looped, (comp.name, n))
+                if launch is not None:
+                    out.append(launch)
+
+    walk(structure.kernel_list, 1, False)
+    for name, (times, looped) in visited.items():
+        out.extend(_waits(module.computations[name], times, looped))
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class ChipModel:
+    """One chip's coefficients (seconds per unit of each of :data:`COLUMNS`) and where they come from.
+    ``uncalibrated``: scaled from another chip by published figures, never fitted on this one."""
+
+    chip: str
+    coefficients: Mapping[str, float]
+    uncalibrated: bool
+    provenance: str
+    # The custom calls launched as kernels of their own that the chip timed (cheap ones, priced as a
+    # launch); any other custom call, a hand-written kernel, has no price.
+    timed_custom_calls: frozenset[str] = frozenset()
+
+    def launch_seconds(self, launch: Launch) -> float:
+        """One launch's time: its features priced (a ``wait`` is priced by :meth:`seconds`)."""
+        if launch.kind == "wait":
+            return 0.0
+        return sum(
+            launch.features.get(f, 0.0) * self.coefficients.get(f"{launch.kind}.{f}", 0.0)
+            for f in FEATURES[launch.kind]
+        )
+
+    def seconds(self, program: Iterable[Launch]) -> float:
+        """The program's time: every launch, and each async transfer's part that the kernels scheduled
+        between its start and its wait do not hide."""
+        program = list(program)
+        total = sum(launch.count * self.launch_seconds(launch) for launch in program)
+        for wait in (w for w in program if w.kind == "wait"):
+            hidden = sum(
+                self.launch_seconds(k)
+                for k in program
+                if k.position[0] == wait.position[0] and wait.position[1] < k.position[1] < wait.until
+            )
+            moved = wait.features["bytes"] * self.coefficients.get("wait.bytes", 0.0)
+            total += wait.count * max(0.0, moved - hidden)
+        return total
+
+
+@functools.cache
+def _cost_file() -> dict[str, Any]:
+    return tomllib.loads(_COST_FILE.read_text(encoding="utf-8"))
+
+
+def _chip_of(target: str) -> str:
+    """The chip of a TPU target name: ``tpu-v5e-2x4`` -> ``v5e``."""
+    parts = target.split("-")
+    return parts[1] if len(parts) > 1 and parts[0] == "tpu" else ""
+
+
+def chip_model(target: str) -> ChipModel | None:
+    """The cost model of ``target``'s chip, None when the coefficients file has none for it."""
+    chips: dict[str, Any] = _cost_file().get("chip", {})
+    entry = chips.get(_chip_of(target))
+    if not isinstance(entry, dict):
+        return None
+    base, ratio = entry, 1.0
+    if "scaled_from" in entry:
+        base, ratio = chips[entry["scaled_from"]], float(entry["bandwidth_ratio"])
+    coefficients = {
+        k: float(v) / (ratio if k.endswith("bytes") else 1.0) for k, v in base["coefficients"].items()
+    }
+    return ChipModel(
+        _chip_of(target),
+        coefficients,
+        bool(entry.get("uncalibrated", False)),
+        entry["source"],
+        frozenset(base.get("timed_custom_calls", ())),
+    )
+
+
+def _custom_calls(kernels: Iterable[Kernel]) -> Iterator[str]:
+    """The targets of the custom calls launched as kernels of their own, loops and branches included."""
+    for k in kernels:
+        if k.custom_call_target is not None:
+            yield k.custom_call_target
+        yield from _custom_calls(k.body)
+        yield from _custom_calls(k.condition)
+        for branch in k.branches:
+            yield from _custom_calls(branch)
+
+
+def predict(module: HloModule, structure: Structure, model: ChipModel) -> float:
+    """The predicted device seconds of one call (raises :class:`UnknownTrip`)."""
+    return model.seconds(launches(module, structure))
+
+
+def predicted_seconds(module: HloModule | None, structure: Structure, target: str) -> float | str:
+    """The ``predicted_seconds`` of one compile for ``target``, or one line saying why there is none."""
+    if module is None:
+        return "no HLO module to read"
+    model = chip_model(target)
+    if model is None:
+        return f"no TPU cost model for target '{target}' (invariants/data/tpu_cost.toml)"
+    if not is_tpu_module(module):
+        return "not a TPU module (no tiled layouts): the TPU cost model reads only TPU HLO"
+    if structure.collectives:
+        return "it has collectives, and the TPU cost model was never fitted on a chip's interconnect"
+    untimed = sorted(set(_custom_calls(structure.kernel_list)) - model.timed_custom_calls)
+    if untimed:
+        return f"custom call {untimed[0]}: the TPU cost model has never timed it"
+    try:
+        return predict(module, structure, model)
+    except UnknownTrip:
+        return "a while loop's trip count is unknown, so its kernels cannot be summed"
