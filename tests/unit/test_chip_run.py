@@ -53,6 +53,8 @@ def test_the_rehearsal_runs_every_step_and_writes_nothing_into_snapshots(tmp_pat
     )
     assert (out / rows["take"]["hlo"]).read_text().startswith("HloModule")
     assert rows["eqx_embedding"]["ops_s_per_call"]["gather_fusion"] > 70e-6
+    # The cost model's prediction of the same HLO beside what the chip measured.
+    assert all(r["predicted_s"] and 0.5 < r["predicted_s"] / r["device_s_median"] < 2 for r in rows.values())
     # One table, a line per program.
     table = [
         line for line in done.stdout.splitlines() if line.startswith(("program ", "take ", "eqx_embedding "))
