@@ -192,7 +192,7 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
     if verdict == "fail":
         pytest.fail(
             f"{path}: {program}[{config}] lost efficiency: {result.summary()} against baseline "
-            f"{baseline['efficiency']:.3f} ({provenance(baseline)}), below the floor {floor:.3f} "
+            f"{baseline['efficiency']:.4g} ({provenance(baseline)}), below the floor {floor:.4g} "
             f"(max loss {max_loss:.0%}); "
             "a runtime regression, even if the HLO did not change\n"
             + dumped_line(gate, Key(*efficiency_key)),

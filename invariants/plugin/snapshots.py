@@ -195,7 +195,7 @@ def recorded_baselines(items: list[Entry]) -> list[str]:
             why = "it was missing" if done.get("why") == "missing" else "--record-baselines"
             lines.append(
                 f"invariants: recorded efficiency baseline {shown(Path(done['path']))} "
-                f"({item.program}[{item.config}] on {item.target}: {done['efficiency']:.3f}; {why})"
+                f"({item.program}[{item.config}] on {item.target}: {done['efficiency']:.4g}; {why})"
             )
     return lines
 

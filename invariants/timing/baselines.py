@@ -145,6 +145,12 @@ def provenance(record: dict[str, Any]) -> str:
     )
 
 
+def _figures(x: float) -> float:
+    """Four significant figures: a loop-bound program's efficiency is a few 1e-4 (decimal places would
+    keep one figure of it)."""
+    return float(f"{x:.4g}")
+
+
 def write_baseline(
     path: Path, runs: Sequence[RatioResult], machine: dict[str, Any], versions: dict[str, str]
 ) -> dict[str, Any]:
@@ -152,10 +158,10 @@ def write_baseline(
     machine and its clock, the versions) and the day; return the record."""
     best = sorted(runs, key=lambda r: r.median)[len(runs) // 2]
     record = {
-        "efficiency": round(best.median, 4),
-        "low": round(best.low, 4),
-        "high": round(best.high, 4),
-        "runs": [round(r.median, 4) for r in runs],
+        "efficiency": _figures(best.median),
+        "low": _figures(best.low),
+        "high": _figures(best.high),
+        "runs": [_figures(r.median) for r in runs],
         "machine": machine,
         "versions": versions,
         "date": datetime.date.today().isoformat(),

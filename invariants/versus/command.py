@@ -14,8 +14,15 @@ core (the next round on the next core, ``Settings.pin``): two processes then tim
 both sides one thread, so a candidate that lost its parallelism times alike there too. A second phase,
 **all cores**, times fresh pairs once more with every core each (still one worker at a time) and judges
 their wall-clock ratio against ``--parallel-threshold`` (1.10): a failure there beside a CPU time that
-did not fail is ``lost-parallelism``, the same work on fewer threads (confirmed like any failure). On an
-accelerator the verdict clock is the wall clock, nothing is pinned and there is no second phase.
+did not fail is ``lost-parallelism``, the same work on fewer threads (confirmed like any failure).
+
+On an accelerator the verdict clock is the device's own (``--clock device``, the default there): each call's
+time on the chip, from JAX's profiler (:mod:`invariants.timing.device`). A TPU chip belongs to the one
+process that opened it, so a round there is one side's worker alone, then the other's (the order swapped
+every round), each tracing the same number of calls of each program; a round's ratio is the median of its
+per-call ratios, and the rounds are judged as above. The wall clock stays beside it, so the host's share
+shows; nothing is pinned and there is no second phase. ``--clock wall`` keeps the paired blocks of two
+workers alive at once, which a GPU allows and a TPU does not (one line says so).
 
 Before timing, one worker of each side compiles the programs for every selected target it can (the TPU
 and GPU ahead of time where that side has libtpu or the CUDA plugin) and answers each key's snapshot
@@ -62,12 +69,13 @@ from .report import (
     repository_paths,
     write_json,
 )
-from .sides import Side, WorkerProcess, parse_env, resolve, start_pair
+from .sides import Side, WorkerProcess, one_process_per_chip, parse_env, resolve, start_pair
 from .stats import (
     ALL_CORES,
     ALL_CORES_CPU,
     ALL_CORES_THREADS,
     CLOCKS,
+    DEVICE,
     MIN_ROUNDS_FOR_INTERVAL,
     THREADS,
     ProgramVerdict,
@@ -88,6 +96,7 @@ DEFAULT_TARGETS = "cpu,tpu-v5e,gpu-h100"
 CONFIG = "f32"
 FAILED = ("fail", "lost-parallelism")
 SLOW_CALL = 0.25  # seconds a call: a program this slow is timed one call a block without measuring it
+DEVICE_CALLS = 256  # at most this many traced calls of a program per side and round (the device clock)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -227,6 +236,41 @@ def _cannot_lose(base: float | None, settings: Settings) -> str:
     return ""
 
 
+def device_round(
+    sides: Sequence[Side], configs: Mapping[str, str], settings: Settings, k: int, start: Starter
+) -> dict[str, Round]:
+    """Round ``k`` on the device clock: one side's worker alone, then the other's (the baseline first in
+    odd rounds), each tracing the same number of calls of every program; a program's round pairs the two
+    sides' calls in order. The count fills ``round_seconds`` at the first side's per-call estimate, with
+    at least ``2 * min_pairs`` calls and at most :data:`DEVICE_CALLS`."""
+    order = (0, 1) if k % 2 else (1, 0)
+    calls: dict[str, int] = {}
+    got: dict[int, dict[str, dict[str, Any]]] = {}
+    for side in order:
+        (worker,) = start([sides[side]], None)
+        try:
+            prepared = worker.request("prepare", programs=[[p, c] for p, c in configs.items()])
+            got[side] = {}
+            for p, c in configs.items():
+                key = f"{p}/{c}"
+                if p not in calls:
+                    fill = round(settings.round_seconds / prepared["per_call"][key])
+                    calls[p] = min(DEVICE_CALLS, max(2 * settings.min_pairs, fill))
+                got[side][p] = worker.request("trace", key=key, calls=calls[p])
+        finally:
+            worker.close()
+    out = {}
+    for p, n in calls.items():
+        rd = Round(1)
+        base, cand = got[0][p], got[1][p]
+        for b, c in zip(base["device"], cand["device"], strict=False):
+            rd.add({DEVICE: b, "wall": base["wall"] / n, "cpu": base["cpu"] / n},
+                   {DEVICE: c, "wall": cand["wall"] / n, "cpu": cand["cpu"] / n})  # fmt: skip
+        rd.seconds = sum(base["device"]) + sum(cand["device"])
+        out[p] = rd
+    return out
+
+
 def measure(
     sides: Sequence[Side], programs: Sequence[str], settings: Settings, progress: Progress, label: str,
     start: Starter = start_pair, configs: Mapping[str, str] | None = None,
@@ -248,24 +292,31 @@ def measure(
     looks = dict.fromkeys(programs, 0)
     done: dict[str, dict[str, Any]] = {}
     active = list(programs)
+    clocks = (DEVICE, "wall") if settings.clock == DEVICE else CLOCKS
     k = 0
     while active:
         k += 1
         t0 = time.perf_counter()
         cores = usable()
         cpus = frozenset({cores[(k - 1) % len(cores)]}) if settings.pin else None
-        workers = start(sides, cpus)
-        try:
-            t1 = time.perf_counter()
-            prepared = _both(workers, "prepare", programs=[[p, config_of[p]] for p in active])
-            t2 = time.perf_counter()
-            for p in active:
-                key = f"{p}/{config_of[p]}"
-                calls = calls_per_block(workers[0], key, prepared[0]["per_call"][key], settings.block_seconds)
-                rounds[p].append(time_round(workers, key, calls, settings, first=k % 2))
-        finally:
-            for w in workers:
-                w.close()
+        if settings.clock == DEVICE:
+            for p, rd in device_round(sides, {p: config_of[p] for p in active}, settings, k, start).items():
+                rounds[p].append(rd)
+            t1 = t2 = time.perf_counter()
+        else:
+            workers = start(sides, cpus)
+            try:
+                t1 = time.perf_counter()
+                prepared = _both(workers, "prepare", programs=[[p, config_of[p]] for p in active])
+                t2 = time.perf_counter()
+                for p in active:
+                    key = f"{p}/{config_of[p]}"
+                    calls = calls_per_block(workers[0], key, prepared[0]["per_call"][key],
+                                            settings.block_seconds)  # fmt: skip
+                    rounds[p].append(time_round(workers, key, calls, settings, first=k % 2))
+            finally:
+                for w in workers:
+                    w.close()
         line = []
         looking = k in look_at(settings.min_rounds, settings.max_rounds)
         for p in list(active):
@@ -275,7 +326,7 @@ def measure(
                 continue
             looks[p] += 1
             look, level = looks[p], settings.confidence
-            results = {c: judge_rounds(rounds[p], c, settings.threshold, level, look) for c in CLOCKS}
+            results = {c: judge_rounds(rounds[p], c, settings.threshold, level, look) for c in clocks}
             unpinned = settings.clock == "cpu" and not settings.pin
             if unpinned:
                 # Unpinned CPU-clock rounds (--no-pin) are all-cores rounds themselves: their wall clock is
@@ -396,12 +447,32 @@ def timed_configs(programs: Sequence[str], known: Programs) -> dict[str, str]:
     return out
 
 
+def hello_and_structure(
+    sides: Sequence[Side], keys: Sequence[tuple[str, str, str]], exclusive: bool
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Each side's hello and, with ``keys``, its ``structure`` reply: from a worker of each side at once,
+    or, where one process holds the chip (``exclusive``), from one after the other."""
+    hellos: list[dict[str, Any]] = []
+    replies: list[dict[str, Any]] = []
+    for group in [[s] for s in sides] if exclusive else [list(sides)]:
+        workers = start_pair(group)
+        try:
+            hellos += [w.hello for w in workers]
+            if keys:
+                replies += _both(workers, "structure", keys=[list(k) for k in keys])
+        finally:
+            for w in workers:
+                w.close()
+    return hellos, replies
+
+
 def compare_structure(
-    workers: Sequence[WorkerProcess], keys: Sequence[tuple[str, str, str]]
+    answers: Sequence[dict[str, Any]], keys: Sequence[tuple[str, str, str]]
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, str | None]]]:
-    """Both sides' renderings, kernel and compiler metrics and invariant verdicts per key, with a diff (and
-    one line saying which lines differ: code lines only, HLO lines, or both) where the renderings differ."""
-    replies = [repository_paths(r) for r in _both(workers, "structure", keys=[list(k) for k in keys])]
+    """Both sides' renderings, kernel and compiler metrics and invariant verdicts per key (``answers``: the
+    sides' ``structure`` replies), with a diff (and one line saying which lines differ: code lines only,
+    HLO lines, or both) where the renderings differ."""
+    replies = [repository_paths(r) for r in answers]
     names = ("baseline", "candidate")
     out = []
     for key in keys:
@@ -492,8 +563,10 @@ def _parser() -> argparse.ArgumentParser:
             flag, type=kind, default=getattr(Settings, field), help=f"{what} (default: %(default)s)"
         )
     p.add_argument(
-        "--clock", choices=("cpu", "wall"), help="verdict clock (default: cpu on the CPU backend, else wall)"
-    )
+        "--clock", choices=("cpu", "wall", "device"),
+        help="verdict clock (default: cpu on the CPU backend, else device: the chip's own time of each call, "
+        "from JAX's profiler)",
+    )  # fmt: skip
     p.add_argument(
         "--no-pin",
         action="store_true",
@@ -575,9 +648,7 @@ def select_programs(value: str | None, known: Programs | None = None, own: bool 
 
 
 def _settings(args: argparse.Namespace, platform: str) -> Settings:
-    # Each side times in worker processes of its own, which on a one-chip host cannot hold the chip at once
-    # to trace it: versus keeps the host's clocks.
-    clock, _ = runtime_clock(platform, args.clock or (None if platform == "cpu" else "wall"), "--clock")
+    clock, _ = runtime_clock(platform, args.clock, "--clock")
     # One core per round where the CPU time decides; the wall clock's lost-parallelism verdict needs the
     # workers' threads spread over cores, so --no-pin (and accelerators) leave placement to the scheduler.
     pin = clock == "cpu" and not args.no_pin
@@ -640,24 +711,24 @@ def main(argv: list[str]) -> int:
         for role, spec, env in (("baseline", args.baseline, args.baseline_env),
                                 ("candidate", args.candidate, args.candidate_env))
     ]  # fmt: skip
-    progress(f"versus: starting a worker of each side ({', '.join(f'{s.role} {s.python}' for s in sides)})")
-    workers = start_pair(sides)
-    try:
-        hellos = [w.hello for w in workers]
-        platforms = {h["platform"] for h in hellos}
-        if len(platforms) != 1:
-            raise InvariantsError(
-                f"versus: the sides run on different platforms ({', '.join(sorted(platforms))})"
-            )
-        settings = _settings(args, platforms.pop())
-        structure: list[dict[str, Any]] = []
-        targets: dict[str, Any] = {}
-        if keys:
-            progress(f"versus: structure of {len(keys)} keys on both sides ({args.targets})")
-            structure, targets = compare_structure(workers, keys)
-    finally:
-        for w in workers:
-            w.close()
+    exclusive = one_process_per_chip(sides)
+    if exclusive and args.clock == "wall":
+        raise InvariantsError(
+            "versus: --clock wall alternates blocks of two live workers, and a TPU chip belongs to one "
+            "process; use --clock device (the default on an accelerator)"
+        )
+    how = "one after the other (a TPU chip belongs to one process)" if exclusive else "at once"
+    progress(f"versus: starting a worker of each side, {how} "
+             f"({', '.join(f'{s.role} {s.python}' for s in sides)})")  # fmt: skip
+    if keys:
+        progress(f"versus: structure of {len(keys)} keys on both sides ({args.targets})")
+    hellos, replies = hello_and_structure(sides, keys, exclusive)
+    platforms = {h["platform"] for h in hellos}
+    if len(platforms) != 1:
+        both = ", ".join(sorted(platforms))
+        raise InvariantsError(f"versus: the sides run on different platforms ({both})")
+    settings = _settings(args, platforms.pop())
+    structure, targets = compare_structure(replies, keys) if keys else ([], {})
     timing: list[ProgramVerdict] = []
     if not args.no_timing:
         progress(f"versus: timing {len(programs)} programs, {settings.min_rounds}-{settings.max_rounds} "

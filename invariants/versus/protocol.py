@@ -38,9 +38,9 @@ from .. import _config
 from .._errors import InvariantsError
 
 VERSION = 1
-OPS = ("prepare", "time", "structure", "quit")
+OPS = ("prepare", "time", "trace", "structure", "quit")
 # Set in a worker's environment by the self-check and the detection study only: each timed call of the
-# worker is followed by a busy wait of this fraction of its CPU time (0.1: each call costs a tenth more).
+# worker costs this fraction more (0.1: a tenth), on the CPU time there, on the device clock on a chip.
 SLOWDOWN_ENV = _config.name("INVARIANTS_VERSUS_SLOWDOWN")
 # Set by the controller when it pins a round: the worker's cores, comma-separated. The worker restricts
 # itself to them first thing, before JAX starts any thread (so its pools are sized to them too).
@@ -95,14 +95,15 @@ def decode_request(line: str) -> dict[str, Any]:
         raise ProtocolError(f"{who}: unknown op {op!r}; known: {', '.join(OPS)}")
     if op == "prepare":
         return {"op": op, "programs": _pairs(_field(data, "programs", list, who), 2, "programs", who)}
-    if op == "time":
+    if op in ("time", "trace"):
         calls = _field(data, "calls", int, who)
         if calls < 1:
             raise ProtocolError(f"{who}: 'calls' must be >= 1, got {calls}")
         warm = _field(data, "warm", int, who) if "warm" in data else 0
         if warm < 0:
             raise ProtocolError(f"{who}: 'warm' must be >= 0, got {warm}")
-        return {"op": op, "key": _field(data, "key", str, who), "calls": calls, "warm": warm}
+        key = _field(data, "key", str, who)
+        return {"op": op, "key": key, "calls": calls, **({"warm": warm} if op == "time" else {})}
     if op == "structure":
         return {"op": op, "keys": _pairs(_field(data, "keys", list, who), 3, "keys", who)}
     return {"op": op}

@@ -315,22 +315,29 @@ def render_markdown(record: Record, diff_lines: int = 40) -> str:
 def _timing_section(timing: Sequence[Mapping[str, Any]], s: Mapping[str, Any]) -> list[str]:
     """The timing table, a row per program, and what its columns mean."""
     cores = any(ALL_CORES in t["results"] for t in timing)
+    first = "device" if any("device" in t["results"] for t in timing) else "cpu"
     out = [
         f"### time(candidate) / time(baseline), {s['confidence']:.0%} interval, "
         f"fails above {s['threshold']:g} (verdict clock: {s['clock']})",
         "",
-        "| program | verdict | cpu ratio | wall ratio | "
+        f"| program | verdict | {first} ratio | wall ratio | "
         + ("wall, all cores | " if cores else "")
         + "rounds | pairs | s | baseline per call | attempts |",
         "|---|---|---|---|" + ("---|" if cores else "") + "---|---|---|---|---|",
     ]
-    out += [_timing_row(t, cores) for t in timing]
+    out += [_timing_row(t, cores, first) for t in timing]
     out.append("")
     out.append(
         "Each round is a fresh pair of worker processes; a round's ratio is the median of its "
         "per-pair ratios, "
         "the interval is Student's t over rounds (the spread between process pairs counts)."
     )
+    if first == "device":
+        out.append(
+            "The device ratio is the chip's own time of each call (JAX's profiler); a round runs one side's "
+            "worker, then the other's, and pairs their calls in order. The wall ratio beside it is the "
+            "host's round trip of the same calls."
+        )
     if cores:
         results = [t["results"] for t in timing]
         par_threshold = next(r[ALL_CORES]["threshold"] for r in results if ALL_CORES in r)
@@ -348,9 +355,9 @@ def _timing_section(timing: Sequence[Mapping[str, Any]], s: Mapping[str, Any]) -
     return out
 
 
-def _timing_row(t: Mapping[str, Any], cores: bool) -> str:
+def _timing_row(t: Mapping[str, Any], cores: bool, first: str) -> str:
     res = t["results"]
-    cpu, wall, par = res.get("cpu"), res.get("wall"), res.get(ALL_CORES)
+    cpu, wall, par = res.get(first), res.get("wall"), res.get(ALL_CORES)
     main = res[t["clock"]]
     verdict = f"**{t['verdict']}**" if t["verdict"] in ("fail", "lost-parallelism") else t["verdict"]
     attempts = " → ".join(t["attempts"])

@@ -202,6 +202,16 @@ class WorkerProcess:
             self.proc.wait()
 
 
+def one_process_per_chip(sides: Sequence[Side]) -> bool:
+    """Whether the sides' workers run on a TPU (the first backend of their ``JAX_PLATFORMS``): its chip
+    belongs to the one process that opened it, so their workers must run one at a time."""
+    for side in sides:
+        platforms = worker_env(side, os.environ)["JAX_PLATFORMS"].split(",")
+        if platforms[0].strip() == "tpu":
+            return True
+    return False
+
+
 def start_pair(sides: Sequence[Side], cpus: frozenset[int] | None = None) -> list[WorkerProcess]:
     """Start one worker per side at once (their imports overlap) and wait for both hellos; with ``cpus``,
     both run on those cores only."""

@@ -58,6 +58,7 @@ from .._stats import look_alpha, robust_cv
 from ..timing.paired import RatioResult, Verdict, decide_lower, decide_upper
 
 CLOCKS = ("cpu", "wall")
+DEVICE = "device"  # the chip's own clock: rounds of one side at a time (see versus.command.device_round)
 # The result keys of the all-cores phase: its wall-clock ratio (what lost parallelism fails) and its CPU
 # ratio (for the report: unpinned CPU time is noisy, and decides nothing).
 ALL_CORES = "wall_all_cores"
@@ -75,7 +76,7 @@ class Round:
 
     calls: int
     ratios: dict[str, list[float]] = dataclasses.field(
-        default_factory=lambda: {c: [] for c in (*CLOCKS, THREADS)}
+        default_factory=lambda: {c: [] for c in (*CLOCKS, DEVICE, THREADS)}
     )
     per_call: dict[str, list[float]] = dataclasses.field(
         default_factory=lambda: {"baseline": [], "candidate": []}
@@ -87,8 +88,11 @@ class Round:
     seconds: float = 0.0
 
     def add(self, baseline: dict[str, float], candidate: dict[str, float]) -> None:
-        """One pair: the two sides' ``{"wall": s, "cpu": s}`` for ``calls`` calls each."""
-        for clock in CLOCKS:
+        """One pair: the two sides' ``{"wall": s, "cpu": s}`` for ``calls`` calls each, and ``"device"``
+        where the device clock read them (then the per-call seconds kept are the device's)."""
+        for clock in (*CLOCKS, DEVICE):
+            if clock not in baseline or clock not in candidate:
+                continue
             # A block shorter than the clock's resolution reads 0 s; such a pair says nothing.
             if baseline[clock] > 0 and candidate[clock] > 0:
                 self.ratios[clock].append(candidate[clock] / baseline[clock])
@@ -96,8 +100,8 @@ class Round:
             self.ratios[THREADS].append(
                 (candidate["cpu"] / candidate["wall"]) / (baseline["cpu"] / baseline["wall"])
             )
-        self.per_call["baseline"].append(baseline["wall"] / self.calls)
-        self.per_call["candidate"].append(candidate["wall"] / self.calls)
+        for side, block in (("baseline", baseline), ("candidate", candidate)):
+            self.per_call[side].append(block.get(DEVICE, block["wall"]) / self.calls)
         for side, block in (("baseline", baseline), ("candidate", candidate)):
             if block["wall"] > 0:
                 self.threads[side].append(block["cpu"] / block["wall"])

@@ -17,6 +17,13 @@ side's jax, jaxlib and equinox (the way ``bisect`` runs the suite in an older re
   ``INVARIANTS_VERSUS_SLOWDOWN=f`` each call is followed by a busy wait of ``f`` times the CPU time
   that call took: a test-only switch that makes every timed call cost exactly a fraction more (on the CPU
   clock, which decides on the CPU backend), for measuring detection power.
+* ``trace`` runs one prepared program ``calls`` times back to back under JAX's profiler and answers each
+  call's device seconds (:class:`~invariants.timing.device.DeviceRecorder`), with the wall-clock and CPU
+  seconds of those calls: the device clock, for a controller that runs one side at a time (a TPU chip
+  belongs to one process). On an accelerator the slowdown switch adds device work instead: an independent
+  elementwise pass compiled into the program, sized with the device clock until the call costs that
+  fraction more on the chip (a busy wait on the host costs the chip nothing); ``prepare`` answers the
+  fraction it reached.
 * ``structure`` compiles keys for any target this installation has (TPU and GPU ahead of time where
   libtpu or the CUDA plugin is installed), and answers each key's snapshot rendering (with its kernels'
   ``code:`` lines), its compiler and kernel-code metrics (numbers, null where the target gives none), and
@@ -48,6 +55,7 @@ from ..measure.measurement import Measurement, measure
 from ..measure.metrics import METRICS
 from ..snapshot.render import render_summary
 from ..spec.file import load_specs
+from ..timing.device import DeviceRecorder
 from .protocol import CPUS_ENV, SLOWDOWN_ENV, ProtocolError, decode_request, encode
 
 if TYPE_CHECKING:
@@ -66,9 +74,14 @@ class Worker:
     invariants it evaluates (the package's, or the project's its controller named: :attr:`specs`)."""
 
     def __init__(
-        self, slowdown: float = 0.0, specs: Sequence[Any] | None = None, programs: Programs | None = None
+        self,
+        slowdown: float = 0.0,
+        specs: Sequence[Any] | None = None,
+        programs: Programs | None = None,
+        recorder: DeviceRecorder | None = None,
     ) -> None:
         self.slowdown = slowdown
+        self.recorder = recorder or DeviceRecorder()  # the device clock (a test's stands in for a chip)
         self.calls: dict[str, Callable[[], None]] = {}
         self.specs = specs
         self._programs = programs
@@ -85,7 +98,7 @@ class Worker:
     def prepare(self, programs: Sequence[tuple[str, str]]) -> dict[str, Any]:
         from ..catalog.programs import get_config
 
-        per_call = {}
+        per_call, slowed_by = {}, {}
         for name, config_id in programs:
             key = f"{name}/{config_id}"
             program, config = self.programs.program(name), get_config(config_id)
@@ -93,11 +106,11 @@ class Worker:
                 raise InvariantsError(
                     f"{name}: a sharded program needs a mesh; versus times single-device ones"
                 )
-            self.calls[key] = _compiled_call(program, config, self.slowdown)
+            self.calls[key], slowed_by[key] = _compiled_call(program, config, self.slowdown, self.recorder)
             _repeat(self.calls[key], _WARM_CALLS, _WARM_SECONDS)
             calls, seconds = _repeat(self.calls[key], _PROBE_CALLS, _PROBE_SECONDS)
             per_call[key] = max(seconds / calls, 1e-9)
-        return {"per_call": per_call}
+        return {"per_call": per_call, "slowed_by": slowed_by}
 
     def time(self, key: str, calls: int, warm: int = 0) -> dict[str, Any]:
         if key not in self.calls:
@@ -117,6 +130,21 @@ class Worker:
                 gc.enable()
         return {"wall": w1 - w0, "cpu": c1 - c0}
 
+    def trace(self, key: str, calls: int) -> dict[str, Any]:
+        if key not in self.calls:
+            raise ProtocolError(f"worker: {key!r} was not prepared")
+        fn = self.calls[key]
+        clocks: dict[str, float] = {}
+
+        def batch() -> int:
+            w0, c0 = time.perf_counter(), time.process_time()
+            for _ in range(calls):
+                fn()
+            clocks.update(wall=time.perf_counter() - w0, cpu=time.process_time() - c0)
+            return calls
+
+        return {"device": self.recorder.record(batch), **clocks}
+
     def structure(self, keys: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
         return structure_of_keys(keys, self.specs, self.programs)
 
@@ -135,9 +163,13 @@ def _repeat(
             return n, spent
 
 
-def _compiled_call(program: Any, config: Any, slowdown: float) -> Callable[[], None]:
-    """A blocking call of ``program`` compiled for the runtime device on the catalog's seeded arguments;
-    with ``slowdown > 0``, each call then spins for ``slowdown`` times the process CPU time it took.
+def _compiled_call(
+    program: Any, config: Any, slowdown: float, recorder: DeviceRecorder
+) -> tuple[Callable[[], None], float | None]:
+    """A blocking call of ``program`` compiled for the runtime device on the catalog's seeded arguments, and
+    the slowdown it was given. With ``slowdown > 0`` each call costs that fraction more: on the CPU a busy
+    wait of that fraction of the call's process CPU time; on an accelerator device work
+    (:func:`device_slowed`), whose reached fraction is answered (None: no slowdown).
 
     (Looking up a fraction more rows, the first way this was built, measured about half the fraction: a
     call's dispatch and its table traffic do not grow with the lookups.)
@@ -154,7 +186,47 @@ def _compiled_call(program: Any, config: Any, slowdown: float) -> Callable[[], N
     def call() -> None:
         jax.block_until_ready(compiled(*device_args))
 
-    return slowed(call, slowdown) if slowdown > 0 else call
+    if slowdown <= 0:
+        return call, None
+    if jax.devices()[0].platform == "cpu":
+        return slowed(call, slowdown), slowdown
+    return device_slowed(program.fn, device_args, call, slowdown, recorder)
+
+
+def device_slowed(
+    fn: Callable[..., Any],
+    args: Sequence[Any],
+    call: Callable[[], None],
+    slowdown: float,
+    recorder: DeviceRecorder,
+    calls: int = 20,
+) -> tuple[Callable[[], None], float]:
+    """``fn`` with an independent elementwise pass over a padding array compiled beside it, the array sized
+    from the device clock (three rounds of scaling) until a call costs about ``slowdown`` more device time
+    than ``call``; the call and the fraction reached (medians of ``calls`` traced calls)."""
+    import jax
+    import numpy as np
+
+    def device_time(c: Callable[[], None]) -> float:
+        def batch() -> int:
+            for _ in range(calls):
+                c()
+            return calls
+
+        return float(np.median(recorder.record(batch)))
+
+    def padded(size: int) -> Callable[[], None]:
+        pad = jax.device_put(np.ones(size, np.float32))
+        both = jax.jit(lambda *a: (fn(*a[:-1]), a[-1] * 1.5 + 0.25)).lower(*args, pad).compile()
+        return lambda: jax.block_until_ready(both(*args, pad))
+
+    base = device_time(call)
+    size = 1 << 14
+    for _ in range(3):
+        extra = device_time(padded(size)) - base
+        size = size * 8 if extra <= 0 else max(1024, round(size * slowdown * base / extra / 1024) * 1024)
+    slower = padded(size)
+    return slower, device_time(slower) / base - 1.0
 
 
 def slowed(
@@ -279,6 +351,8 @@ def serve(stdin: TextIO, stdout: TextIO, worker: Worker) -> int:
                 reply = worker.prepare(request["programs"])
             elif op == "time":
                 reply = worker.time(request["key"], request["calls"], request["warm"])
+            elif op == "trace":
+                reply = worker.trace(request["key"], request["calls"])
             else:
                 reply = worker.structure(request["keys"])
             stdout.write(encode({"ok": True, **reply}))
