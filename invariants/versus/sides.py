@@ -113,7 +113,10 @@ def worker_env(side: Side, base: Mapping[str, str], cpus: frozenset[int] | None 
     env = {k: v for k, v in base.items() if k not in _NOT_INHERITED}
     if cpus:
         env[CPUS_ENV] = ",".join(map(str, sorted(cpus)))
-    env["PYTHONPATH"] = str(stage())
+    # The staged checkout first; the controller's own interpreter keeps the rest of its path (a host whose
+    # jax is found through PYTHONPATH), which another installation must not see.
+    inherited = base.get("PYTHONPATH", "") if side.spec == "current" else ""
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(stage()), inherited) if p)
     env.setdefault("JAX_PLATFORMS", "cpu")
     # Older libtpu asks the GCE metadata server for its topology and waits on it off GCE.
     env.setdefault("TPU_SKIP_MDS_QUERY", "1")

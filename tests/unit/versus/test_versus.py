@@ -689,6 +689,14 @@ def test_worker_env_reaches_one_side_only() -> None:
     assert worker_env(side, base)["XLA_FLAGS"] == "--xla_disable_hlo_passes=fusion"
 
 
+def test_the_current_side_keeps_the_path_its_jax_is_found_on() -> None:
+    base = {"PYTHONPATH": "/opt/site"}
+    current = worker_env(Side("baseline", "current", Path("p")), base)["PYTHONPATH"].split(os.pathsep)
+    assert (Path(current[0]) / "invariants").is_dir() and current[1:] == ["/opt/site"]
+    other = worker_env(Side("baseline", "0.10.1", Path("venv/bin/python")), base)["PYTHONPATH"]
+    assert "/opt/site" not in other  # another installation never sees the controller's packages
+
+
 def test_structure_keys() -> None:
     keys = structure_keys(["naive", "grad_take"], "cpu,tpu-v5e")
     assert ("naive", "f32", "cpu") in keys and ("grad_take", "f32", "tpu-v5e") in keys
