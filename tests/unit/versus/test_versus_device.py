@@ -176,3 +176,14 @@ def test_the_worker_answers_each_calls_device_seconds():
     assert got["device"] == pytest.approx([90e-6] * 5) and got["wall"] >= 0 and "cpu" in got
     with pytest.raises(InvariantsError, match="not prepared"):
         worker.trace("take/f32", 5)
+
+
+def test_the_device_clocks_default_bound_is_tighter_than_the_hosts():
+    def settings(platform: str, *argv: str) -> Settings:
+        return versus._settings(versus._parser().parse_args(["--baseline", "current", "--candidate", "current",
+                                                             *argv]), platform)  # fmt: skip
+
+    assert settings("tpu").clock == "device" and settings("tpu").threshold == versus.DEVICE_THRESHOLD == 1.01
+    assert settings("cpu").clock == "cpu" and settings("cpu").threshold == 1.03
+    assert settings("tpu", "--threshold", "1.05").threshold == 1.05
+    assert settings("cuda", "--clock", "wall").threshold == 1.03
