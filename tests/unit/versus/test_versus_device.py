@@ -180,8 +180,8 @@ def test_the_worker_answers_each_calls_device_seconds():
 
 def test_the_device_clocks_default_bound_is_tighter_than_the_hosts():
     def settings(platform: str, *argv: str) -> Settings:
-        return versus._settings(versus._parser().parse_args(["--baseline", "current", "--candidate", "current",
-                                                             *argv]), platform)  # fmt: skip
+        args = versus._parser().parse_args(["--baseline", "current", "--candidate", "current", *argv])
+        return versus._settings(args, platform)
 
     assert settings("tpu").clock == "device" and settings("tpu").threshold == versus.DEVICE_THRESHOLD == 1.01
     assert settings("cpu").clock == "cpu" and settings("cpu").threshold == 1.03
