@@ -59,9 +59,10 @@ def kernel_line(kernel: Kernel) -> str:
 def kernel_lines(
     kernels: Iterable[Kernel], indent: str = "", code: ProgramCode | None = None, role: str = ""
 ) -> list[str]:
-    """The kernel list as the snapshot writes it: each kernel by what it is, with its code line under it,
-    equal kernels (and equal code) one line with their count (``×8``), sorted; a while loop's condition and
-    body, and a conditional's branches, indented in a block of their own, each line led by its ``role``."""
+    """The kernel list as the snapshot writes it: each kernel by what it is (:func:`kernel_line`), equal
+    kernels one line with their count (``×8``) and the distinct code lines of them under it, sorted; a while
+    loop's condition and body, and a conditional's branches, indented in a block of their own, each line
+    led by its ``role``."""
     lead = f"{role}: " if role else ""
     blocks: list[tuple[str, ...]] = []  # a loop or a conditional: its lines, compared whole
     codes: dict[str, list[str | None]] = {}  # a kernel's line: each kernel's code line (None: none)
