@@ -283,6 +283,7 @@ def test_a_failed_relation_says_what_differs_between_its_programs(tmp_path: Path
     out = failed.stdout
     assert failed.returncode == 1, out[-3000:]
     assert "mine_take[f32] on cpu against take[f32] on cpu (- mine_take, + take):" in out, out[-3000:]
+    assert "structure(mine_take) = '<1 kernels; only here: fusion kLoop {" in out, out[-3000:]
     # The jaxpr is a primitive per line: the gather mode is the one line that differs there.
     assert re.search(r"^-\s+gather\[PROMISE_IN_BOUNDS\]$", out, re.M), out
     assert re.search(r"^\+\s+gather\[FILL_OR_DROP\]$", out, re.M), out
