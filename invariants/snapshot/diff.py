@@ -209,13 +209,45 @@ def _header(rendering: str) -> list[str]:
 
 
 def changed_kernels(old: str, new: str, context: int = 1) -> list[str]:
-    """The diff of the kernel lists alone (``-`` old, ``+`` new), with ``context`` lines around each change:
-    what a reviewer reads first, never cut. Empty when the kernels are equal."""
-    a, b = _section(old, _KERNELS), _section(new, _KERNELS)
+    """The diff of the kernel lists alone (``-`` old, ``+`` new), with ``context`` kernels around each
+    change: what a reviewer reads first, never cut. A kernel's code lines move with it: diffed line by line,
+    a code line equal to its neighbour's (most are) would be shown as the neighbour's. Empty when the
+    kernels are equal."""
+    a, b = _units(_section(old, _KERNELS)), _units(_section(new, _KERNELS))
     if a == b:
         return []
-    diff = list(difflib.unified_diff(a, b, lineterm="", n=context))
-    return diff[2:]
+    out: list[str] = []
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    for group in matcher.get_grouped_opcodes(context):
+        (_, i1, _, j1, _), (_, _, i2, _, j2) = group[0], group[-1]
+        old_lines, new_lines = (sum(map(len, side[:n])) for side, n in ((a, i1), (b, j1)))
+        old_count, new_count = sum(map(len, a[i1:i2])), sum(map(len, b[j1:j2]))
+        out.append(f"@@ -{_range(old_lines, old_count)} +{_range(new_lines, new_count)} @@")
+        for tag, x1, x2, y1, y2 in group:
+            if tag == "equal":
+                out += [f" {ln}" for unit in a[x1:x2] for ln in unit]
+                continue
+            out += [f"-{ln}" for unit in a[x1:x2] for ln in unit]
+            out += [f"+{ln}" for unit in b[y1:y2] for ln in unit]
+    return out
+
+
+def _units(lines: Sequence[str]) -> list[tuple[str, ...]]:
+    """Kernel lines, each with the code lines under it."""
+    units: list[tuple[str, ...]] = []
+    for line in lines:
+        if units and line.lstrip().startswith(_CODE_LINES):
+            units[-1] = (*units[-1], line)
+        else:
+            units.append((line,))
+    return units
+
+
+def _range(before: int, count: int) -> str:
+    """A unified diff's hunk range: ``start,count`` from the ``before`` lines ahead of it (difflib's form)."""
+    if count == 1:
+        return str(before + 1)
+    return f"{before + 1 if count else before},{count}"
 
 
 # A shape's dimensions, ``[1000,32]`` in ``f32[1000,32]{1,0}``: what tells apart the lines of a change made

@@ -1,8 +1,8 @@
 """The snapshot form: a normalized, human-readable summary of what a program compiles to.
 
 It is stable across runs, Python function names and source lines (no metadata, instruction names, module
-names or stack frames appear), and sensitive to everything that decides performance: the kernel list in
-order, each fusion's kind and opcode multiset, custom-call targets, while loops with their bodies and trip
+names or stack frames appear), and sensitive to everything that decides performance: the kernels, each
+fusion's kind and opcode multiset, custom-call targets, while loops with their bodies and trip
 counts, collectives with bytes, gather/scatter dimension numbers and result layouts (``strided`` where a
 window is not contiguous), dtype conversions, buffers a donated parameter's output reuses, and the jaxpr's
 primitive sequence with gather/scatter modes.
@@ -14,14 +14,18 @@ It is written to diff like the change that made it, since a reviewer reads it in
   position: the kernels are a sorted multiset, equal ones one line with their count (``×8``: one per
   table of an embedding bag), so removing a kernel changes its line alone, and a schedule that reorders
   independent kernels changes nothing (the dumped HLO has XLA's order);
+* the gathers, scatters and collectives are sorted multisets too (equal ones one line, ``×4``), and the
+  loops' trip counts in the summary are sorted: nothing in the text follows XLA's emission order or its
+  instance numbering, so a change to one layer of a model diffs that layer's kernels alone;
 * the jaxpr comes last, its primitives as a multiset, one (``add×3``) per line: an added op is one line,
   a gather mode changed in every table's lookup is one line.
 
 Where the compile kept its kernel code (GPU PTX, CPU LLVM IR: :mod:`invariants.kernels`), each kernel
-with code is followed by one ``code:`` line of its atomics, loops and vector width, so that a change of
-code generation behind byte-identical HLO (a native float atomic becoming a CAS retry loop) is a
-snapshot diff too. XLA:CPU tunes its code to the compiling host's processor, so a CPU kernel's line shows
-its atomics alone, and only when it has some (:data:`invariants.kernels.program.HOST_TUNED`).
+line with code is followed by a ``code:`` line of its atomics, loops and vector width (one per distinct
+code of the kernels it counts), so that a change of code generation behind byte-identical HLO (a native
+float atomic becoming a CAS retry loop) is a snapshot diff too. XLA:CPU tunes its code to the compiling
+host's processor, so a CPU kernel's line shows its atomics alone, and only when it has some
+(:data:`invariants.kernels.program.HOST_TUNED`).
 
 :mod:`invariants.snapshot.diff` reads this text back (its parts, which lines are code, which kernel a line
 belongs to): the one reader of what this module writes.
@@ -55,38 +59,55 @@ def kernel_line(kernel: Kernel) -> str:
 def kernel_lines(
     kernels: Iterable[Kernel], indent: str = "", code: ProgramCode | None = None, role: str = ""
 ) -> list[str]:
-    """The kernel list as the snapshot writes it: each kernel by what it is, with its code line under it,
-    equal kernels (and equal code) one line with their count (``×8``), sorted; a while loop's condition and
-    body, and a conditional's branches, indented in a block of their own, each line led by its ``role``."""
+    """The kernel list as the snapshot writes it: each kernel by what it is (:func:`kernel_line`), equal
+    kernels one line with their count (``×8``) and the distinct code lines of them under it, sorted; a while
+    loop's condition and body, and a conditional's branches, indented in a block of their own, each line
+    led by its ``role``."""
     lead = f"{role}: " if role else ""
-    entries: list[list[str]] = []  # one kernel's lines each, runs not yet collapsed
+    blocks: list[tuple[str, ...]] = []  # a loop or a conditional: its lines, compared whole
+    codes: dict[str, list[str | None]] = {}  # a kernel's line: each kernel's code line (None: none)
     for k in kernels:
         if k.opcode == "while":
             trips = f"×{k.trip_count}" if k.trip_count is not None else "×?"
             block = [f"{indent}{lead}while {trips} {{"]
             block += kernel_lines(k.condition, indent + "    ", code, "cond")
             block += kernel_lines(k.body, indent + "    ", code, "body")
-            entries.append([*block, f"{indent}}}"])
+            blocks.append((*block, f"{indent}}}"))
             continue
         if k.opcode == "conditional":
             block = [f"{indent}{lead}conditional {{"]
             for b, branch in enumerate(k.branches):
                 block += kernel_lines(branch, indent + "    ", code, f"branch {b}")
-            entries.append([*block, f"{indent}}}"])
+            blocks.append((*block, f"{indent}}}"))
             continue
         facts = code.of(k) if code is not None else None
         shown = snapshot_code_line(facts) if facts is not None else None
-        entries.append([f"{indent}{lead}{kernel_line(k)}", *([f"{indent}    code {shown}"] if shown else [])])
-    # A multiset: equal kernels (with equal code) are one line with their count, in sorted order. The order
-    # XLA's scheduler chose moves with unrelated changes (it reorders independent kernels); the dumped HLO
-    # has it.
+        codes.setdefault(f"{indent}{lead}{kernel_line(k)}", []).append(shown)
+    # A multiset: equal kernels are one line with their count, in sorted order. The order XLA's scheduler
+    # chose moves with unrelated changes (it reorders independent kernels); the dumped HLO has it. Under a
+    # kernel line, the distinct code of its kernels: XLA:GPU compiles equal fusions once and launches that
+    # code for each, so only one of them has code of its own, and which one follows the emission order.
+    entries = Counter(blocks)
+    for head, found in codes.items():
+        distinct = sorted({f"{indent}    code {c}" for c in found if c is not None})
+        entries[(head, *distinct)] += len(found)
     lines: list[str] = []
-    for entry, n in sorted(Counter(tuple(e) for e in entries).items()):
-        head = entry[0]
-        if n > 1:
-            head = f"{head[:-1]}×{n} {{" if head.endswith("{") else f"{head} ×{n}"
-        lines += [head, *entry[1:]]
+    for entry, n in sorted(entries.items()):
+        lines += [_counted(entry[0], n), *entry[1:]]
     return lines
+
+
+def _counted(line: str, n: int) -> str:
+    """``line`` standing for ``n`` equal things: ``line ×n`` (a block's opening line ``while ×16 ×n {``)."""
+    if n == 1:
+        return line
+    return f"{line[:-1]}×{n} {{" if line.endswith("{") else f"{line} ×{n}"
+
+
+def multiset_lines(lines: Iterable[str]) -> list[str]:
+    """Lines as a sorted multiset, equal ones one line with their count (``×4``): what the sections of a
+    snapshot list is what the program holds, never the order XLA emitted it in."""
+    return [_counted(line, n) for line, n in sorted(Counter(lines).items())]
 
 
 def jaxpr_lines(primitives: Iterable[str]) -> list[str]:
@@ -114,7 +135,8 @@ def jaxpr_lines(primitives: Iterable[str]) -> list[str]:
 
 def summary_line(structure: Structure) -> str:
     kinds = ", ".join(f"{k} {n}" for k, n in sorted(structure.fusion_kinds.items()))
-    trips = ", ".join("×?" if w.trip_count is None else f"×{w.trip_count}" for w in structure.while_loops)
+    counts = sorted((w.trip_count is None, w.trip_count or 0) for w in structure.while_loops)
+    trips = ", ".join("×?" if unknown else f"×{n}" for unknown, n in counts)
     launches = "unknown" if structure.dynamic_kernel_launches is None else structure.dynamic_kernel_launches
     return (
         f"kernels {structure.kernels}; entry fusions {structure.entry_fusions}"
@@ -125,17 +147,12 @@ def summary_line(structure: Structure) -> str:
     )
 
 
-def render_summary(measured: Measurement, doc: str = "") -> str:
-    """The snapshot text of one measured compile. Deterministic for a given compiler."""
-    compiled, structure, code = measured.compiled, measured.structure, measured.code
-    out = [f"# {compiled.program} [{compiled.config}] on {compiled.target}"]
-    if doc:
-        out.append(f"# {doc}")
-    out.append("summary: " + summary_line(structure))
-    out.append("")
-    out.append("kernels:")
+def structure_lines(structure: Structure, code: ProgramCode | None = None) -> list[str]:
+    """The structure sections of a snapshot, from ``kernels:`` to ``root:``: what the optimized HLO (and,
+    given ``code``, the kernel code) decides. Each section is a sorted multiset."""
+    out = ["kernels:"]
     out += kernel_lines(structure.kernel_list, "  ", code) or ["  (none)"]
-    unmatched = unmatched_lines(code)
+    unmatched = unmatched_lines(code) if code is not None else []
     if unmatched:
         out.append("code of no listed kernel:")
         out += ["  " + line for line in unmatched]
@@ -145,18 +162,30 @@ def render_summary(measured: Measurement, doc: str = "") -> str:
         out.append(f"{title}:" + ("" if ops else " none"))
         # A window that is not contiguous in its operand's layout says so on its line: the shapes and
         # dimension numbers alone hide it (the same scatter writes rows or columns by layout).
-        out += [
+        out += multiset_lines(
             f"  {op.opcode} -> {op.shape} {{{op.dimension_numbers}}}" + (" strided" if op.strided else "")
             for op in ops
-        ]
+        )
     out.append("collectives:" + ("" if structure.collectives else " none"))
-    out += [
+    out += multiset_lines(
         f"  {c.opcode} {c.bytes} bytes -> {c.shape}"
         + (f" groups={c.replica_groups}" if c.replica_groups else "")
         for c in structure.collectives
-    ]
+    )
     out.append("aliases: " + (", ".join(structure.aliases) or "none"))
     out.append(f"root: {structure.root_shape}")
+    return out
+
+
+def render_summary(measured: Measurement, doc: str = "") -> str:
+    """The snapshot text of one measured compile. Deterministic for a given compiler."""
+    compiled, structure = measured.compiled, measured.structure
+    out = [f"# {compiled.program} [{compiled.config}] on {compiled.target}"]
+    if doc:
+        out.append(f"# {doc}")
+    out.append("summary: " + summary_line(structure))
+    out.append("")
+    out += structure_lines(structure, measured.code)
     out.append("")
     out.append("jaxpr:")
     out += jaxpr_lines(compiled.jaxpr_primitives) or ["  (empty)"]

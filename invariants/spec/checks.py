@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import importlib.metadata
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -26,6 +27,7 @@ from ..hlo.structure import Structure
 from ..hlo.tpu_model import chip_model
 from ..measure.measurement import Measurement
 from ..measure.metrics import METRICS, input_facts
+from ..snapshot.render import structure_lines
 from .asserts import NoValue, Read
 from .file import CorrectnessCheck, Invariant, ProgramDecl, Spec, scope_of, select_programs
 
@@ -406,6 +408,29 @@ def structural_signature(s: Structure) -> tuple[Any, ...]:
     )
 
 
+def _structure_differences(structures: dict[str, Structure]) -> dict[str, str]:
+    """Each ``structure(...)`` term that differs from another as its snapshot lines only it has, the first
+    of them shown: ``<1 kernels; only here: fusion kLoop {...} -> f32[128,64]{1,0} (and 2 more)>``. Two
+    sides that read alike (``<1 kernels>`` each) say nothing of what differs."""
+    lines = {
+        label: Counter(ln.strip() for ln in structure_lines(s) if not ln.endswith(":") and ln != "  (none)")
+        for label, s in structures.items()
+    }
+    out = {}
+    for label, mine in lines.items():
+        other = next((o for lb, o in lines.items() if lb != label and o != mine), None)
+        if other is None:
+            continue
+        only = sorted((mine - other).elements())
+        if not only:
+            text = "nothing only here"
+        else:
+            first = only[0] if len(only[0]) <= 120 else only[0][:117] + "..."
+            text = f"only here: {first}" + (f" (and {len(only) - 1} more)" if len(only) > 1 else "")
+        out[label] = f"<{len(structures[label].kernel_list)} kernels; {text}>"
+    return out
+
+
 def evaluate(
     case: Case, measured: Callable[[Key], Measurement], programs: Programs | None = None
 ) -> Decision:
@@ -422,6 +447,7 @@ def evaluate(
         else input_facts(config)
     )
     measured_terms: dict[str, Any] = {}
+    structures: dict[str, Structure] = {}
 
     def metric_of(name: str, program: str, dtype: str | None = None) -> Any:
         if dtype is not None:  # a count scoped to one element type, from the structure itself
@@ -443,7 +469,8 @@ def evaluate(
                 assert case.program is not None  # a bare compiled metric is only in absolute invariants
                 value = metric_of(term.name, case.program, term.dtype)
         elif term.name == "structure":
-            value = structural_signature(measured(Key(term.program, case.config, case.target)).structure)
+            structures[term.label] = measured(Key(term.program, case.config, case.target)).structure
+            value = structural_signature(structures[term.label])
             measured_terms[term.label] = f"<{len(value[0])} kernels>"
             return value
         elif METRICS[term.name].source == "throughput":
@@ -458,6 +485,7 @@ def evaluate(
         holds = case.invariant.assertion.holds(read)
     except NoValue as err:
         return Decision(False, measured_terms, str(err))
+    measured_terms.update(_structure_differences(structures))
     ratio = None
     if (scaled := case.invariant.assertion.scaled) is not None:
         a = measured_terms.get(f"{scaled.metric}({scaled.a})")

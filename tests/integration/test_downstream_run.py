@@ -273,7 +273,7 @@ def test_the_gate_passes_delete_obsolete_snapshots_on(recorded):
 
 def test_a_failed_relation_says_what_differs_between_its_programs(tmp_path: Path):
     """structure(mine_take) == structure(take) failing: the report diffs the two programs' snapshot texts
-    (their measured values alone read '<1 kernels>' against '<1 kernels>') and dumps both programs."""
+    (the headline names a line only each side has) and dumps both programs."""
     project = make(tmp_path / "project")
     # numpy-style indexing: the same single gather fusion, in another gather mode than jnp.take's default.
     (project / "minelib.py").write_text(MODULE.replace("jnp.take(table, indices, axis=0)", "table[indices]"))
@@ -283,6 +283,7 @@ def test_a_failed_relation_says_what_differs_between_its_programs(tmp_path: Path
     out = failed.stdout
     assert failed.returncode == 1, out[-3000:]
     assert "mine_take[f32] on cpu against take[f32] on cpu (- mine_take, + take):" in out, out[-3000:]
+    assert "structure(mine_take) = '<1 kernels; only here: fusion kLoop {" in out, out[-3000:]
     # The jaxpr is a primitive per line: the gather mode is the one line that differs there.
     assert re.search(r"^-\s+gather\[PROMISE_IN_BOUNDS\]$", out, re.M), out
     assert re.search(r"^\+\s+gather\[FILL_OR_DROP\]$", out, re.M), out

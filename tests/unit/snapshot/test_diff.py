@@ -55,7 +55,7 @@ def test_the_parts_a_failure_shows_fit_a_screen() -> None:
     the structure part a dump can be compared by (no jaxpr)."""
     looped = A100_0_10_1.replace(
         "while loops 0; dynamic launches 2", "while loops 1 (×16384); dynamic launches 49154"
-    ).replace(f"  {BROADCAST}\n", f"  {BROADCAST}\n  while ×16384 {{\n      body: copy -> s32[]\n  }}\n")
+    ).replace("custom calls: none", "  while ×16384 {\n      body: copy -> s32[]\n  }\ncustom calls: none")
     assert d.summary_change(A100_0_10_1, looped) == "while loops 0 → 1 (×16384), dynamic launches 2 → 49154"
     assert d.summary_change(A100_0_10_1, A100_0_10_1) == "summary unchanged"
     other_body = A100_0_10_1.replace("custom calls: none", "custom calls: cub")
@@ -83,3 +83,28 @@ def test_a_snapshot_of_the_older_format_is_told_apart() -> None:
         "  kernel 1: fusion kLoop {gather} -> f32[16384,32]{1,0}\n"
     )
     assert d.older_format(older) and not d.older_format(A100_0_10_1)
+
+
+def test_a_removed_kernel_takes_its_own_code_line_with_it() -> None:
+    """Most code lines equal their neighbours': a kernel removed between two others is shown with the code
+    line under it, never with the code line of the kernel above it."""
+    code = "      code ptx: no atomics; loops 0; scalar"
+    kernels = [
+        "  fusion kLoop {add} -> f32[8]{0}",
+        "  fusion kLoop {exp} -> f32[8]{0}",
+        "  fusion kLoop {tanh} -> f32[8]{0}",
+    ]
+    before = (
+        "summary: kernels 3\n\nkernels:\n" + "".join(f"{k}\n{code}\n" for k in kernels) + "root: f32[8]{0}\n"
+    )
+    after = before.replace(f"{kernels[1]}\n{code}\n", "")
+    assert d.changed_kernels(before, after, context=0) == ["@@ -3,2 +2,0 @@", f"-{kernels[1]}", f"-{code}"]
+    assert d.changed_kernels(before, after) == [
+        "@@ -1,6 +1,4 @@",
+        f" {kernels[0]}",
+        f" {code}",
+        f"-{kernels[1]}",
+        f"-{code}",
+        f" {kernels[2]}",
+        f" {code}",
+    ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+from collections import Counter
 from pathlib import Path
 
 import jax.numpy as jnp
@@ -247,3 +248,61 @@ def test_a_change_to_an_eight_table_bag_diffs_like_the_change(name, before, afte
     assert len(diff) <= bound, f"{name}: {len(diff)} changed lines\n" + "\n".join(diff)
     if any(d.startswith("+summary: ") for d in diff):
         assert diff[0].startswith("-summary: "), name
+
+
+def _layers(extra: bool):
+    """A three-layer model's training gradient: a token lookup, then per layer a lookup of its own table
+    and a dense residual block. ``extra``: the one-line change, one more op in the second layer, which
+    renumbers every instruction XLA emits after it."""
+    import jax
+
+    def loss(p, ids):
+        h = jnp.take(p["tok"], ids, axis=0)
+        for i, w in enumerate(p["w"]):
+            h = jnp.tanh(h @ w) + h + jnp.take(p["bias"][i], ids, axis=0)
+            if extra and i == 1:
+                h = h * 1.5
+        return jnp.mean(jax.nn.log_softmax(h @ p["tok"].T))
+
+    return lambda p, ids: jax.grad(loss)(p, ids)
+
+
+@pytest.mark.parametrize("target", ["cpu", "gpu-h100"])
+def test_a_one_line_change_to_a_model_diffs_only_the_kernels_it_changed(target):
+    """No line of a snapshot is there twice (equal kernels, gathers and scatters are one line with their
+    count, whatever code each kernel kept: XLA:GPU compiles equal fusions once), and a change to one layer
+    changes the lines of the kernels whose count it changed, each once, and the jaxpr's: nothing follows
+    XLA's instance numbering or its emission order."""
+    import jax
+
+    from invariants.snapshot.diff import changed_sections, structure_part
+    from invariants.snapshot.render import kernel_line
+    from invariants.testing import compile_for
+
+    S, f32 = jax.ShapeDtypeStruct, jnp.float32
+    params = {"tok": S((512, 32), f32), "bias": [S((512, 32), f32)] * 3, "w": [S((32, 32), f32)] * 3}
+    ids = S((64,), jnp.int32)
+    before, after = (compile_for(_layers(x), params, ids, target=target, name="lm") for x in (False, True))
+    a, b = before.snapshot, after.snapshot
+    for text in (a, b):
+        lines = [ln for ln in structure_part(text).splitlines() if not ln.lstrip().startswith("code ")]
+        assert len(lines) == len(set(lines)), text
+    assert "  gather -> f32[64,1,32]{2,1,0} " in a and " ×" in a.split("gathers:")[1].split("scatters:")[0]
+
+    counts = [Counter(s.structure.kernel_list) for s in (before, after)]
+    # The premise: kernels the change left alone are named otherwise (instance numbers, emission order).
+    kept = counts[0] & counts[1]
+    names = [{(k, k.name) for k in s.structure.kernel_list if k in kept} for s in (before, after)]
+    assert names[0] != names[1]
+    expected = set()
+    for k in counts[0].keys() | counts[1].keys():
+        old, new = counts[0][k], counts[1][k]
+        if old != new:
+            expected |= {f"{sign}  {kernel_line(k)}" + (f" ×{n}" if n > 1 else "") for sign, n in
+                         (("-", old), ("+", new)) if n}  # fmt: skip
+    assert expected, "the change changed no kernel"
+    diff = [d for d in _changed(structure_part(a), structure_part(b)) if not d[1:].startswith("summary: ")]
+    assert {d for d in diff if not d[1:].lstrip().startswith("code ")} == expected, "\n".join(diff)
+    # A code line moves only with a kernel line that changed.
+    assert sum(d[1:].lstrip().startswith("code ") for d in diff) <= len(expected), "\n".join(diff)
+    assert [title for title, _ in changed_sections(a, b)] == ["jaxpr"]

@@ -99,6 +99,21 @@ def test_structural_equality_fails_on_any_kernel_change(tmp_path):
     assert not evaluate(case(inv), lambda key: mutated[key[0]]).holds
 
 
+def test_a_failed_structural_equality_says_what_differs_in_its_headline(tmp_path):
+    """Two one-kernel programs that differ in that kernel: each side reads as what only it has, never as
+    two equal-looking ``<1 kernels>``."""
+    (inv,) = spec(tmp_path, '[[invariant]]\nid = "e"\n'
+                            'assert = "structure(eqx_embedding) == structure(vmap_naive)"\n'
+                  ).invariants  # fmt: skip
+    mutated = {"eqx_embedding": CPU_FWD_TAKE, "vmap_naive": CPU_FWD_NAIVE}
+    verdict = evaluate(case(inv), lambda key: mutated[key[0]])
+    line = verdict.describe(inv)
+    sides = verdict.measured["structure(eqx_embedding)"], verdict.measured["structure(vmap_naive)"]
+    assert sides[0] != sides[1], line
+    assert all(side.startswith("<1 kernels; only here: ") for side in sides), line
+    assert evaluate(case(inv), lambda key: CPU_FWD_NAIVE).measured["structure(vmap_naive)"] == "<1 kernels>"
+
+
 def test_unknown_trip_count_fails_rather_than_passing(tmp_path):
     (inv,) = spec(tmp_path, '[[invariant]]\nid = "b"\nprograms = ["grad_take"]\n'
                             'assert = "dynamic_kernel_launches <= 8"\n').invariants  # fmt: skip
