@@ -64,6 +64,8 @@ import numpy as np
 
 from ._errors import InvariantsError, did_you_mean
 from .catalog.targets import Target, all_targets
+from .compile.record import Key
+from .compile.store import Outcome, Store, from_settings
 from .hlo.cost import Missing
 from .hlo.structure import Structure
 from .kernels import KernelFacts
@@ -75,7 +77,6 @@ from .snapshot.render import kernel_line, render_summary, summary_line
 if TYPE_CHECKING:
     from .compile.keys import Persistent
     from .compile.record import Compiled
-    from .compile.store import Outcome
     from .kernels.program import ProgramCode
 
 __all__ = [
@@ -425,8 +426,6 @@ def compile_for(
     import jax
 
     from .compile.artifacts import CompileFailed, compile_function
-    from .compile.record import Key
-    from .compile.store import from_settings
 
     store = from_settings()
     persistent = _persistent(store.folder, store.max_bytes) if store is not None else _persistent(None, 0)
@@ -449,7 +448,6 @@ def _persistent(folder: Path | None, size: int) -> Persistent:
     installed compiler is read once, as a gate session reads it. Checked when first used: a folder that
     cannot serve is one line."""
     from .compile.keys import Persistent
-    from .compile.store import Store
 
     store = Store(folder, max_bytes=size) if folder is not None else None
     if store is not None:

@@ -35,7 +35,7 @@ from ..kernels.dump import read_kernel_code
 from ..plugin.results import Entry, compile_failed
 from .child import keys_child
 from .keys import Persistent
-from .record import Compiled, Key
+from .record import Compiled, FailedCompile, Key
 from .store import Outcome, Store, Tally, from_settings
 
 
@@ -136,6 +136,23 @@ def _compile(
     the artifacts came from the persistent cache, which keeps no executable). ``persistent`` None: a
     real compile, counted nowhere (what a timed item runs)."""
     program_name = program.name
+    args, jit_kwargs, mesh = jit_inputs(program, config_id, target)
+    context = jax.set_mesh(mesh) if mesh is not None else contextlib.nullcontext()
+    try:
+        with context:
+            return compile_function(program.fn, args, target, program_name, config_id, jit_kwargs, persistent)
+    except CompileFailed as err:
+        key = Key(program_name, config_id, target.name)
+        line = compile_failed(target.name, program_name, config_id, str(err))
+        raise FailedCompile(line, key, str(err), err.kind, err.unoptimized) from err
+
+
+def jit_inputs(
+    program: Program, config_id: str, target: Target
+) -> tuple[tuple[Any, ...], dict[str, Any], Any]:
+    """What the gate hands ``jax.jit`` and ``lower`` for ``program`` on ``target``: the abstract arguments,
+    jit's keywords (the output sharding of a sharded program, the donated parameters of a train step) and
+    the mesh a pod program is traced under (None otherwise). A reproducer of a failed compile calls it."""
     args, mesh = _abstract_arguments(program, config_id, target)
     layout = program.layout
     jit_kwargs: dict[str, Any] = {}
@@ -144,20 +161,17 @@ def _compile(
     if program.donate and program.inputs is not None:  # a train step reuses its parameters' buffers
         jit_kwargs["donate_argnums"] = tuple(range(program.inputs.param_leaves(get_config(config_id))))
     # Pod programs name mesh axes in their code (shard_map, sharding constraints), as model code does.
-    context = jax.set_mesh(mesh) if layout is not None and layout.pod else contextlib.nullcontext()
-    try:
-        with context:
-            return compile_function(program.fn, args, target, program_name, config_id, jit_kwargs, persistent)
-    except CompileFailed as err:
-        raise InvariantsError(compile_failed(target.name, program_name, config_id, str(err))) from err
+    return args, jit_kwargs, mesh if layout is not None and layout.pod else None
 
 
 class CompileFailed(InvariantsError):
-    """A tracing or compiler error, said in its first line (``kind``: the exception's type name)."""
+    """A tracing or compiler error, said in its first line (``kind``: the exception's type name;
+    ``unoptimized``: the lowered module as HLO text, None when it failed before lowering)."""
 
-    def __init__(self, first: str, kind: str) -> None:
+    def __init__(self, first: str, kind: str, unoptimized: str | None = None) -> None:
         super().__init__(first)
         self.kind = kind
+        self.unoptimized = unoptimized
 
 
 def compile_function(
@@ -173,6 +187,7 @@ def compile_function(
     compiled again (the executable is then None), and a compile is kept there."""
     key = Key(program, config, target.name)
     start = time.perf_counter()
+    lowered = None
     try:
         closed = jax.make_jaxpr(fn)(*args)
         lowered = jax.jit(fn, **(jit_kwargs or {})).lower(*args)
@@ -200,7 +215,7 @@ def compile_function(
                 "locations of the lowered program (std::bad_cast): move the project to a folder whose "
                 "name is UTF-8"
             ) from None
-        raise CompileFailed(first, type(err).__name__) from err
+        raise CompileFailed(first, type(err).__name__, _unoptimized(lowered)) from err
     artifacts = Compiled(
         program=program,
         config=config,
@@ -218,6 +233,16 @@ def compile_function(
             persistent.put(result, artifacts)
         persistent.count(key, "miss" if result is not None else "off")
     return artifacts, compiled
+
+
+def _unoptimized(lowered: Any) -> str | None:
+    """The HLO text of a lowered module, what the compiler was given (None: nothing was lowered)."""
+    if lowered is None:
+        return None
+    try:
+        return str(lowered.as_text(dialect="hlo"))
+    except Exception:  # the module is an aid to a bug report, never a second failure
+        return None
 
 
 def _undecodable_module() -> str | None:
