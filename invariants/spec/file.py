@@ -755,7 +755,8 @@ def _spec_of(
         raise loc.error(
             loc.key_line(head, "efficiency_max_loss"), "efficiency_max_loss must be a fraction in (0, 1)"
         )
-    if not (data.get("invariant") or data.get("correctness") or programs or max_loss is not None):
+    entry_tables = ("invariant", "correctness", "known_compile_failure")
+    if not (any(data.get(k) for k in entry_tables) or programs or max_loss is not None):
         raise loc.error(
             head,
             "declares nothing: no [[invariant]], [[correctness]] or [[program]] (a spec file that checks "
