@@ -53,6 +53,7 @@ a compiler error is one line naming the function and the target. Nothing here im
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import functools
@@ -452,4 +453,10 @@ def _persistent(folder: Path | None, size: int) -> Persistent:
     store = Store(folder, max_bytes=size) if folder is not None else None
     if store is not None:
         store.check()
+        atexit.register(_prune, store)  # the size bound, kept when the process ends, as a gate run's end does
     return Persistent(store)
+
+
+def _prune(store: Store) -> None:
+    with contextlib.suppress(OSError):  # the folder gone by then (a test's temporary folder): nothing to keep
+        store.prune()
