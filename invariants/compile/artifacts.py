@@ -317,11 +317,12 @@ def _memory(compiled: Any) -> dict[str, int]:
 
 def compile_in_child(
     keys: Iterable[Key], target: Target, project: Project | None = None, persistent: Persistent | None = None
-) -> list[Compiled]:
+) -> list[Compiled | FailedCompile]:
     """Compile ``keys`` for a ``subprocess`` target in one child process with the host-device flag set;
     ``project``'s programs are declared there first. The child lowers each program, reads and fills the
     same persistent cache under keys of its own (:mod:`invariants.compile.keys`), and its outcomes are
-    counted here."""
+    counted here. A key whose compile failed is its :class:`FailedCompile`, as an in-process compile
+    raises it; the other keys compile all the same."""
     env = {**os.environ, **(project.environment() if project is not None else {})}
     env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {HOST_DEVICE_FLAG}".strip()
     env["JAX_PLATFORMS"] = "cpu"
@@ -330,7 +331,7 @@ def compile_in_child(
     if store is not None:
         env[_config.name("INVARIANTS_CACHE_DIR")] = str(store.folder)
     keys = list(keys)
-    out: dict[str, Any] = {"records": [], "outcomes": [], "notes": []}
+    out: dict[str, Any] = {"records": [], "outcomes": [], "notes": [], "failed": []}
     if keys:
         out = keys_child(
             "invariants.compile.artifacts",
@@ -345,7 +346,10 @@ def compile_in_child(
             persistent.count(record.key, outcome)
         if store is not None:
             store.notes.extend(out["notes"])
-    made = {r.key: r for r in records}
+    made: dict[Key, Compiled | FailedCompile] = {r.key: r for r in records}
+    for f in out["failed"]:
+        key = Key(*f["key"])
+        made[key] = FailedCompile(f["message"], key, f["first"], f["kind"], f["unoptimized"])
     return [made[k] for k in keys]
 
 
@@ -371,6 +375,7 @@ class CompileCache:
         self._project = project
         self.persistent = Persistent(store)
         self._done: dict[Key, Compiled] = {}
+        self._failed: dict[Key, FailedCompile] = {}  # a child's failed compiles, raised for the items asking
         self._executables: dict[Key, Any] = {}
         self._planned: dict[str, set[Key]] = {}
         self._lock = threading.Lock()
@@ -422,7 +427,10 @@ class CompileCache:
                 todo = [k for k in batch if k not in self._done]
             for c in compile_in_child(todo, t, self._project, self.persistent):
                 with self._lock:
-                    self._done[c.key] = c
+                    if isinstance(c, FailedCompile):
+                        self._failed[c.key] = c
+                    else:
+                        self._done[c.key] = c
             return
         compiled, executable = _compile(self._programs.program(key.program), key.config, t, self.persistent)
         with self._lock:
@@ -438,8 +446,10 @@ class CompileCache:
             future = self._futures.get(key)
         if future is not None and not future.cancel():
             future.result()  # started (or done): wait for it; a compile error is raised here
-        if key not in self._done:
+        if key not in self._done and key not in self._failed:
             self._fill(key)
+        if key in self._failed:
+            raise self._failed[key]
         return self._done[key]
 
     def settle(self) -> None:
@@ -533,16 +543,21 @@ def _child_main(target_name: str) -> int:
         print(err, file=sys.stderr)
         return 1
     keys = json.loads(sys.stdin.read())
-    out = []
+    out, failed = [], []
     for program, config, _ in keys:
         try:
             out.append(compile_here(programs.program(program), config, target, persistent).to_json())
+        except FailedCompile as err:  # that program's finding: the others compile all the same
+            failed.append({"key": list(err.key), "message": str(err), "first": err.first, "kind": err.kind,
+                           "unoptimized": err.unoptimized})  # fmt: skip
         except InvariantsError as err:
             print(err, file=sys.stderr)
             return 1
-    outcomes = [persistent.outcomes[Key(p, c, target.name)] for p, c, _ in keys]
+    outcomes = [
+        persistent.outcomes[k] for p, c, _ in keys if (k := Key(p, c, target.name)) in persistent.outcomes
+    ]
     notes = persistent.store.notes if persistent.store is not None else []
-    json.dump({"records": out, "outcomes": outcomes, "notes": notes}, sys.stdout)
+    json.dump({"records": out, "outcomes": outcomes, "notes": notes, "failed": failed}, sys.stdout)
     return 0
 
 

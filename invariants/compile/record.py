@@ -29,7 +29,7 @@ class FailedCompile(InvariantsError):
     """A program's compile that failed (a tracing or compiler error): ``str()`` is its one line
     (``TARGET/PROGRAM[CONFIG]: compile failed: FIRST``), ``first`` the error's first line, ``kind`` the
     exception's type name, ``unoptimized`` the HLO the compiler was given (None when it failed before
-    lowering, or in a child process, which hands back only its message)."""
+    lowering)."""
 
     def __init__(self, message: str, key: Key, first: str, kind: str, unoptimized: str | None = None) -> None:
         super().__init__(message)

@@ -269,8 +269,7 @@ class GateSession:
                 write_atomic(hlo, err.unoptimized, "--hlo-dump-dir")
                 hlo_line = f"HLO before optimization: {shown(hlo)}"
             else:
-                hlo_line = ("HLO before optimization: none (it failed before lowering, or in the child "
-                            "process that compiles for this target: the reproducer lowers it)")  # fmt: skip
+                hlo_line = "HLO before optimization: none (it failed while tracing, before lowering)"
             script = folder / f"{stem}.repro.py"
             target = self.all_targets[key.target]
             write_atomic(

@@ -59,6 +59,12 @@ def lookup(table, indices):
     return jnp.take(table, indices, axis=0)
 """
 
+FINE = """
+
+def fine(table, indices):
+    return jnp.take(table, indices, axis=0)
+"""
+
 COMPILER = "No FFI handler registered for invariants_no_such_handler"
 
 
@@ -136,3 +142,38 @@ def test_a_known_compile_failure_xfails_until_it_compiles(tmp_path: Path):
     assert fixed.returncode == 1, out[-3000:]
     line = "known compile failure fixed: broken[f32] on cpu now compiles; drop no_ffi_handler in specs/"
     assert out.count(line) == 2, out  # its item's failure, and pytest's FAILED line for that item
+
+
+SHARDED = """\
+[spec]
+targets = ["cpu-8dev"]
+
+[[program]]
+name = "broken_sharded"
+function = "brokenlib:lookup"
+kind = "forward"
+configs = ["f32"]
+mesh = { data = 8 }
+
+[[program]]
+name = "fine_sharded"
+function = "brokenlib:fine"
+kind = "forward"
+configs = ["f32"]
+mesh = { data = 8 }
+"""
+
+
+def test_a_compile_that_fails_in_the_targets_child_fails_alone(tmp_path: Path):
+    """The 8-device CPU compiles in a child process: the failed program is reported as in this process
+    (with its HLO), and the target's other programs compile all the same."""
+    project = make(tmp_path / "project")
+    (project / "specs" / "broken.toml").write_text(SHARDED)
+    (project / "brokenlib.py").write_text(BROKEN + FINE)
+    run = gate(project, "--targets", "cpu-8dev", "--snapshot-update")
+    out = run.stdout + run.stderr
+    assert run.returncode == 1, out[-3000:]
+    assert f"cpu-8dev/broken_sharded[f32]: compile failed: NOT_FOUND: {COMPILER}" in out, out[-3000:]
+    assert "child exited" not in out, out[-3000:]
+    assert (project / "snapshots" / "cpu-8dev" / "fine_sharded.f32.txt").is_file()
+    assert (project / "dumps" / "cpu-8dev" / "broken_sharded.f32.unoptimized.hlo.txt").is_file()
