@@ -239,7 +239,7 @@ class GateSession:
                 f"{said} ({known.id}: {known.ratchet.reason}; {known.ratchet.issue})", pytrace=False
             )
         if first is not None:
-            return f"{said} (the same compile as {first}, reported there)"
+            return f"{said} (the same compile as {first.rsplit('::', 1)[-1]}, reported whole there)"
         stated = ", ".join(f"{k} {v}" for k, v in versions().items())
         return "\n".join([
             str(err),
@@ -464,7 +464,7 @@ class GateSession:
 _DUMP_NAMES = ("hlo.txt", "jaxpr.txt", "snapshot.diff", "unoptimized.hlo.txt", "repro.py")
 
 
-def _short(first: str, width: int = 100) -> str:
+def _short(first: str, width: int = 80) -> str:
     """A compiler's first line, cut to ``width`` characters for a line that repeats it."""
     return first if len(first) <= width else first[: width - 3] + "..."
 
