@@ -264,7 +264,7 @@ class GateSession:
                 name = path.name[len(stem) + 1 :]
                 if name in _DUMP_NAMES or kernel_files([name]):
                     path.unlink(missing_ok=True)  # a link goes, never what it names
-            hlo = folder / f"{stem}.unoptimized.hlo.txt"
+            hlo = folder / f"{stem}.before_optimizations.txt"
             if err.unoptimized is not None:
                 write_atomic(hlo, err.unoptimized, "--hlo-dump-dir")
                 hlo_line = f"HLO before optimization: {shown(hlo)}"
@@ -461,7 +461,7 @@ class GateSession:
 
 # What the gate writes in its dump folder for a key, beside the kernel code files (kernel_files): see
 # GateSession.dump, write_diff and _replace_dumps.
-_DUMP_NAMES = ("hlo.txt", "jaxpr.txt", "snapshot.diff", "unoptimized.hlo.txt", "repro.py")
+_DUMP_NAMES = ("hlo.txt", "jaxpr.txt", "snapshot.diff", "before_optimizations.txt", "repro.py")
 
 
 def _short(first: str, width: int = 80) -> str:

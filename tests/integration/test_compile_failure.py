@@ -108,12 +108,12 @@ def test_a_failed_compile_is_reported_once_with_its_hlo_and_a_reproducer(tmp_pat
     assert other.startswith("cpu/broken[f32]: compile failed: NOT_FOUND: No FFI") and len(other) < 200, other
     report = out[out.index("cpu/broken[f32]: compile failed: ") :]
     assert COMPILER in report.splitlines()[0]
-    assert "HLO before optimization: dumps/cpu/broken.f32.unoptimized.hlo.txt" in out, out
+    assert "HLO before optimization: dumps/cpu/broken.f32.before_optimizations.txt" in out, out
     assert "[[known_compile_failure]]" in out
     assert sorted(p.name for p in dumps.iterdir()) == sorted(
-        [*kept, "broken.f32.unoptimized.hlo.txt", "broken.f32.repro.py"]
+        [*kept, "broken.f32.before_optimizations.txt", "broken.f32.repro.py"]
     )
-    assert "invariants_no_such_handler" in (dumps / "broken.f32.unoptimized.hlo.txt").read_text()
+    assert "invariants_no_such_handler" in (dumps / "broken.f32.before_optimizations.txt").read_text()
     # Each item's entry still reads as that program's compile failure (what bisect and matrix read).
     from invariants.plugin.results import compile_failure, read
 
@@ -177,4 +177,4 @@ def test_a_compile_that_fails_in_the_targets_child_fails_alone(tmp_path: Path):
     assert f"cpu-8dev/broken_sharded[f32]: compile failed: NOT_FOUND: {COMPILER}" in out, out[-3000:]
     assert "child exited" not in out, out[-3000:]
     assert (project / "snapshots" / "cpu-8dev" / "fine_sharded.f32.txt").is_file()
-    assert (project / "dumps" / "cpu-8dev" / "broken_sharded.f32.unoptimized.hlo.txt").is_file()
+    assert (project / "dumps" / "cpu-8dev" / "broken_sharded.f32.before_optimizations.txt").is_file()
