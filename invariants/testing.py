@@ -30,6 +30,17 @@ Reading a :class:`CompiledStructure`:
   read through too.
 * Any other name raises ``AttributeError`` naming the closest metrics and fields.
 * ``s.snapshot`` is the snapshot text the gate writes (:func:`invariants.snapshot.render.render_summary`).
+* ``s.metric("structure")`` is what a spec's ``structure(a) == structure(b)`` compares (the kernel list and
+  the gathers, scatters, collectives and converts, not the jaxpr): ``a.metric("structure") ==
+  b.metric("structure")``.
+* ``s.compile_cache`` says where the compile came from: ``hit`` (the gate's compile cache served it),
+  ``miss`` (compiled, and kept there) or ``off`` (no cache: ``INVARIANTS_NO_CACHE=1``).
+
+The compile cache is the gate's (:mod:`invariants.compile.store`: ``INVARIANTS_CACHE_DIR``, else
+``~/.cache/jax-embedding-invariants/compiled``), under the gate's key: the lowered module and every compiler
+input (:mod:`invariants.compile.keys`). A function traced the same way in a later process is not compiled
+again; one whose trace changed (a constant, a shape, a flag read while tracing) lowers to another module,
+and compiles.
 
 The gate's input facts (``table_bytes``, ``lookups``, ...) describe its catalog configurations, not an
 arbitrary function's arguments, so they are not metrics here.
@@ -42,16 +53,20 @@ a compiler error is one line naming the function and the target. Nothing here im
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import functools
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ._errors import InvariantsError, did_you_mean
 from .catalog.targets import Target, all_targets
+from .compile.record import Key
+from .compile.store import Outcome, Store, from_settings
 from .hlo.cost import Missing
 from .hlo.structure import Structure
 from .kernels import KernelFacts
@@ -61,6 +76,7 @@ from .measure.metrics import METRICS
 from .snapshot.render import kernel_line, render_summary, summary_line
 
 if TYPE_CHECKING:
+    from .compile.keys import Persistent
     from .compile.record import Compiled
     from .kernels.program import ProgramCode
 
@@ -182,6 +198,7 @@ class CompiledStructure:
     config: str
     target: str
     measured: Measurement
+    compile_cache: Outcome = "off"
 
     @property
     def compiled(self) -> Compiled:
@@ -208,6 +225,12 @@ class CompiledStructure:
         Raises :class:`MetricUnavailable` when this compile has no value for it, and ``AttributeError``
         (closest names listed) for a name that is not a metric of a compile.
         """
+        if name == "structure":  # a spec's structure(a) == structure(b): call-only there, never a number
+            from .spec.checks import structural_signature  # the spec's own comparison (it imports JAX)
+
+            if dtype is not None:
+                raise InvariantsError(f"{self.name}: structure takes no dtype")
+            return structural_signature(self.structure)
         if name not in self.metrics:
             raise AttributeError(self._unknown(name, "metric"))
         if dtype is not None:
@@ -405,13 +428,35 @@ def compile_for(
 
     from .compile.artifacts import CompileFailed, compile_function
 
+    store = from_settings()
+    persistent = _persistent(store.folder, store.max_bytes) if store is not None else _persistent(None, 0)
     label = name or getattr(fn, "__name__", None) or type(fn).__name__
     specs, config, on = _abstract(args, chosen, mesh, in_shardings)
     jit_kwargs = {"donate_argnums": donate_argnums} if donate_argnums != () else {}
     try:
         with jax.set_mesh(on) if on is not None else contextlib.nullcontext():
-            compiled, _ = compile_function(fn, specs, chosen, label, config, jit_kwargs)
+            compiled, _ = compile_function(fn, specs, chosen, label, config, jit_kwargs, persistent)
     except CompileFailed as err:  # a tracing or compiler error, about this function on this target: one line
         raise InvariantsError(f"compile_for: {label} [{config}] on {chosen.name}: {err.kind}: {err}") from err
     measured = measure(compiled, chosen, source=f"{chosen.name}/{label}")
-    return CompiledStructure(label, config, chosen.name, measured)
+    outcome = persistent.outcomes.get(Key(label, config, chosen.name), "off")
+    return CompiledStructure(label, config, chosen.name, measured, outcome)
+
+
+@functools.cache
+def _persistent(folder: Path | None, size: int) -> Persistent:
+    """The compile cache of ``folder`` (None: none), one per folder and process: its fingerprint of the
+    installed compiler is read once, as a gate session reads it. Checked when first used: a folder that
+    cannot serve is one line."""
+    from .compile.keys import Persistent
+
+    store = Store(folder, max_bytes=size) if folder is not None else None
+    if store is not None:
+        store.check()
+        atexit.register(_prune, store)  # the size bound, kept when the process ends, as a gate run's end does
+    return Persistent(store)
+
+
+def _prune(store: Store) -> None:
+    with contextlib.suppress(OSError):  # the folder gone by then (a test's temporary folder): nothing to keep
+        store.prune()

@@ -35,7 +35,7 @@ from ..kernels.dump import read_kernel_code
 from ..plugin.results import Entry, compile_failed
 from .child import keys_child
 from .keys import Persistent
-from .record import Compiled, Key
+from .record import Compiled, FailedCompile, Key
 from .store import Outcome, Store, Tally, from_settings
 
 
@@ -136,6 +136,23 @@ def _compile(
     the artifacts came from the persistent cache, which keeps no executable). ``persistent`` None: a
     real compile, counted nowhere (what a timed item runs)."""
     program_name = program.name
+    args, jit_kwargs, mesh = jit_inputs(program, config_id, target)
+    context = jax.set_mesh(mesh) if mesh is not None else contextlib.nullcontext()
+    try:
+        with context:
+            return compile_function(program.fn, args, target, program_name, config_id, jit_kwargs, persistent)
+    except CompileFailed as err:
+        key = Key(program_name, config_id, target.name)
+        line = compile_failed(target.name, program_name, config_id, str(err))
+        raise FailedCompile(line, key, str(err), err.kind, err.unoptimized) from err
+
+
+def jit_inputs(
+    program: Program, config_id: str, target: Target
+) -> tuple[tuple[Any, ...], dict[str, Any], Any]:
+    """What the gate hands ``jax.jit`` and ``lower`` for ``program`` on ``target``: the abstract arguments,
+    jit's keywords (the output sharding of a sharded program, the donated parameters of a train step) and
+    the mesh a pod program is traced under (None otherwise). A reproducer of a failed compile calls it."""
     args, mesh = _abstract_arguments(program, config_id, target)
     layout = program.layout
     jit_kwargs: dict[str, Any] = {}
@@ -144,20 +161,17 @@ def _compile(
     if program.donate and program.inputs is not None:  # a train step reuses its parameters' buffers
         jit_kwargs["donate_argnums"] = tuple(range(program.inputs.param_leaves(get_config(config_id))))
     # Pod programs name mesh axes in their code (shard_map, sharding constraints), as model code does.
-    context = jax.set_mesh(mesh) if layout is not None and layout.pod else contextlib.nullcontext()
-    try:
-        with context:
-            return compile_function(program.fn, args, target, program_name, config_id, jit_kwargs, persistent)
-    except CompileFailed as err:
-        raise InvariantsError(compile_failed(target.name, program_name, config_id, str(err))) from err
+    return args, jit_kwargs, mesh if layout is not None and layout.pod else None
 
 
 class CompileFailed(InvariantsError):
-    """A tracing or compiler error, said in its first line (``kind``: the exception's type name)."""
+    """A tracing or compiler error, said in its first line (``kind``: the exception's type name;
+    ``unoptimized``: the lowered module as HLO text, None when it failed before lowering)."""
 
-    def __init__(self, first: str, kind: str) -> None:
+    def __init__(self, first: str, kind: str, unoptimized: str | None = None) -> None:
         super().__init__(first)
         self.kind = kind
+        self.unoptimized = unoptimized
 
 
 def compile_function(
@@ -173,6 +187,7 @@ def compile_function(
     compiled again (the executable is then None), and a compile is kept there."""
     key = Key(program, config, target.name)
     start = time.perf_counter()
+    lowered = None
     try:
         closed = jax.make_jaxpr(fn)(*args)
         lowered = jax.jit(fn, **(jit_kwargs or {})).lower(*args)
@@ -200,7 +215,7 @@ def compile_function(
                 "locations of the lowered program (std::bad_cast): move the project to a folder whose "
                 "name is UTF-8"
             ) from None
-        raise CompileFailed(first, type(err).__name__) from err
+        raise CompileFailed(first, type(err).__name__, _unoptimized(lowered)) from err
     artifacts = Compiled(
         program=program,
         config=config,
@@ -218,6 +233,16 @@ def compile_function(
             persistent.put(result, artifacts)
         persistent.count(key, "miss" if result is not None else "off")
     return artifacts, compiled
+
+
+def _unoptimized(lowered: Any) -> str | None:
+    """The HLO text of a lowered module, what the compiler was given (None: nothing was lowered)."""
+    if lowered is None:
+        return None
+    try:
+        return str(lowered.as_text(dialect="hlo"))
+    except Exception:  # the module is an aid to a bug report, never a second failure
+        return None
 
 
 def _undecodable_module() -> str | None:
@@ -292,11 +317,12 @@ def _memory(compiled: Any) -> dict[str, int]:
 
 def compile_in_child(
     keys: Iterable[Key], target: Target, project: Project | None = None, persistent: Persistent | None = None
-) -> list[Compiled]:
+) -> list[Compiled | FailedCompile]:
     """Compile ``keys`` for a ``subprocess`` target in one child process with the host-device flag set;
     ``project``'s programs are declared there first. The child lowers each program, reads and fills the
     same persistent cache under keys of its own (:mod:`invariants.compile.keys`), and its outcomes are
-    counted here."""
+    counted here. A key whose compile failed is its :class:`FailedCompile`, as an in-process compile
+    raises it; the other keys compile all the same."""
     env = {**os.environ, **(project.environment() if project is not None else {})}
     env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {HOST_DEVICE_FLAG}".strip()
     env["JAX_PLATFORMS"] = "cpu"
@@ -305,7 +331,7 @@ def compile_in_child(
     if store is not None:
         env[_config.name("INVARIANTS_CACHE_DIR")] = str(store.folder)
     keys = list(keys)
-    out: dict[str, Any] = {"records": [], "outcomes": [], "notes": []}
+    out: dict[str, Any] = {"records": [], "outcomes": [], "notes": [], "failed": []}
     if keys:
         out = keys_child(
             "invariants.compile.artifacts",
@@ -320,7 +346,10 @@ def compile_in_child(
             persistent.count(record.key, outcome)
         if store is not None:
             store.notes.extend(out["notes"])
-    made = {r.key: r for r in records}
+    made: dict[Key, Compiled | FailedCompile] = {r.key: r for r in records}
+    for f in out["failed"]:
+        key = Key(*f["key"])
+        made[key] = FailedCompile(f["message"], key, f["first"], f["kind"], f["unoptimized"])
     return [made[k] for k in keys]
 
 
@@ -346,6 +375,7 @@ class CompileCache:
         self._project = project
         self.persistent = Persistent(store)
         self._done: dict[Key, Compiled] = {}
+        self._failed: dict[Key, FailedCompile] = {}  # a child's failed compiles, raised for the items asking
         self._executables: dict[Key, Any] = {}
         self._planned: dict[str, set[Key]] = {}
         self._lock = threading.Lock()
@@ -397,7 +427,10 @@ class CompileCache:
                 todo = [k for k in batch if k not in self._done]
             for c in compile_in_child(todo, t, self._project, self.persistent):
                 with self._lock:
-                    self._done[c.key] = c
+                    if isinstance(c, FailedCompile):
+                        self._failed[c.key] = c
+                    else:
+                        self._done[c.key] = c
             return
         compiled, executable = _compile(self._programs.program(key.program), key.config, t, self.persistent)
         with self._lock:
@@ -413,8 +446,10 @@ class CompileCache:
             future = self._futures.get(key)
         if future is not None and not future.cancel():
             future.result()  # started (or done): wait for it; a compile error is raised here
-        if key not in self._done:
+        if key not in self._done and key not in self._failed:
             self._fill(key)
+        if key in self._failed:
+            raise self._failed[key]
         return self._done[key]
 
     def settle(self) -> None:
@@ -508,16 +543,21 @@ def _child_main(target_name: str) -> int:
         print(err, file=sys.stderr)
         return 1
     keys = json.loads(sys.stdin.read())
-    out = []
+    out, failed = [], []
     for program, config, _ in keys:
         try:
             out.append(compile_here(programs.program(program), config, target, persistent).to_json())
+        except FailedCompile as err:  # that program's finding: the others compile all the same
+            failed.append({"key": list(err.key), "message": str(err), "first": err.first, "kind": err.kind,
+                           "unoptimized": err.unoptimized})  # fmt: skip
         except InvariantsError as err:
             print(err, file=sys.stderr)
             return 1
-    outcomes = [persistent.outcomes[Key(p, c, target.name)] for p, c, _ in keys]
+    outcomes = [
+        persistent.outcomes[k] for p, c, _ in keys if (k := Key(p, c, target.name)) in persistent.outcomes
+    ]
     notes = persistent.store.notes if persistent.store is not None else []
-    json.dump({"records": out, "outcomes": outcomes, "notes": notes}, sys.stdout)
+    json.dump({"records": out, "outcomes": outcomes, "notes": notes, "failed": failed}, sys.stdout)
     return 0
 
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, NamedTuple
 
-__all__ = ["Compiled", "Key", "json_problem"]
+from .._errors import InvariantsError
+
+__all__ = ["Compiled", "FailedCompile", "Key", "json_problem"]
 
 
 class Key(NamedTuple):
@@ -21,6 +23,17 @@ class Key(NamedTuple):
     program: str
     config: str
     target: str
+
+
+class FailedCompile(InvariantsError):
+    """A program's compile that failed (a tracing or compiler error): ``str()`` is its one line
+    (``TARGET/PROGRAM[CONFIG]: compile failed: FIRST``), ``first`` the error's first line, ``kind`` the
+    exception's type name, ``unoptimized`` the HLO the compiler was given (None when it failed before
+    lowering)."""
+
+    def __init__(self, message: str, key: Key, first: str, kind: str, unoptimized: str | None = None) -> None:
+        super().__init__(message)
+        self.key, self.first, self.kind, self.unoptimized = key, first, kind, unoptimized
 
 
 @dataclasses.dataclass(frozen=True)

@@ -56,7 +56,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--spec-dir", action="append", type=Path, default=[], metavar="DIR",
-        help="a folder of *.toml spec files: [[program]], [[invariant]], [[correctness]] (repeatable)",
+        help="a folder of *.toml spec files: [[program]], [[invariant]], [[correctness]], "
+             "[[known_compile_failure]] (repeatable)",
     )  # fmt: skip
     p.add_argument(
         "--snapshot-dir", type=Path, default=Path("snapshots"), metavar="DIR",

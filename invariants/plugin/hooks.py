@@ -20,6 +20,7 @@ from .._errors import InvariantsError, visible
 from .._usercode import finished
 from ..catalog.targets import versions
 from ..compile.process import guard_backend, pin_worker
+from ..compile.record import FailedCompile
 from ..snapshot.store import structure_assertion
 from .options import OPTIONS
 from .xdist import scheduler
@@ -108,8 +109,10 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     except InvariantsError as err:
         if item.get_closest_marker("gate") is None:
             raise
-        line = str(err)
+        line, failed = str(err), err if isinstance(err, FailedCompile) else None
     item.stash[_STOPPED] = True
+    if failed is not None and _SESSION in item.config.stash:  # said whole once per compile, or known
+        pytest.fail(gate_session(item.config).compile_failure(failed, item.nodeid), pytrace=False)
     stated = ", ".join(f"{k} {v}" for k, v in versions().items())
     pytest.fail(f"{line}\nversions: {stated}", pytrace=False)  # outside the except: no chained stack
 

@@ -47,6 +47,8 @@ class Recorder:
         self.items.extend(e for e in entries if e is not None)
         if report.failed and not any(entries):
             self.items.append(_results.error_entry(outcome, report.nodeid, reason))
+        elif outcome == "xfailed" and not any(entries):  # a known compile failure: nothing compiled to record
+            self.items.append(_results.error_entry(outcome, report.nodeid, str(report.wasxfail)))
         elif report.skipped and outcome == "skipped" and not any(entries):
             # Listed with its reason, so that the file's skips are pytest's: a run of skips alone is seen.
             self.items.append(_results.skipped_entry(report.nodeid, skip_reason(report)))

@@ -11,6 +11,8 @@ catalog, the compile cache and the spec checks import it, and JAX must start aft
 
 from __future__ import annotations
 
+import fnmatch
+import glob
 import shlex
 import sys
 from pathlib import Path
@@ -31,13 +33,15 @@ from ..catalog.registry import Programs
 from ..catalog.targets import Target, all_targets, select_targets, versions
 from ..compile.artifacts import CompileCache
 from ..compile.process import REQUESTED_PLATFORMS
-from ..compile.record import Key
+from ..compile.record import FailedCompile, Key
+from ..compile.reproducer import reproducer
 from ..compile.store import from_settings
+from ..kernels import kernel_files
 from ..measure.measurement import Measurement, measure
 from ..snapshot.store import GUARD_KEY
 from ..spec.checks import check_specs
 from ..spec.correctness import Correctness
-from ..spec.file import load_specs
+from ..spec.file import KnownCompileFailure, load_specs, scope_of, select_programs
 from . import generate
 from . import results as _results
 from .options import PROGRAM_SWAPS
@@ -78,6 +82,7 @@ class GateSession:
         store = from_settings(config.getoption("cache_dir"), bool(config.getoption("no_cache")))
         if store is not None:
             store.check()
+        self.project = project
         self.cache = CompileCache(self.all_targets, self.all_programs, project if spec_dirs else None, store)
         # What only the targets show wrong (a targets pattern that matches none, an invariant that makes no
         # item): one line here, before collection, rather than a collection error's traceback.
@@ -124,6 +129,10 @@ class GateSession:
         # with a PermissionError in place of its own failure.
         self.dump_dir = check_output_dir(config.getoption("hlo_dump_dir"), "--hlo-dump-dir", make=False)
         self._measured: dict[Key, Measurement] = {}
+        # Each failed compile's first item (its node id), which reported it whole; the known compile
+        # failures found compiling, said once each.
+        self._failed: dict[Key, str] = {}
+        self._compiles_now: set[Key] = set()
         self.correctness = Correctness(self.all_programs)
         self.raw = bool(config.getoption("raw_invariants"))
         self._arguments: dict[tuple[str, ...], Any] = {}
@@ -186,8 +195,89 @@ class GateSession:
         for that key's items."""
         key = Key(*key)
         if key not in self._measured:
-            self._measured[key] = measure(self.cache.get(*key), self.all_targets[key.target])
+            compiled = self.cache.get(*key)
+            known = self.known_failure(key)
+            if known is not None and key not in self._compiles_now:
+                self._compiles_now.add(key)  # one item fails for it; the others read the compile
+                pytest.fail(
+                    f"known compile failure fixed: {key.program}[{key.config}] on {key.target} now compiles; "
+                    f"drop {known.id} in {known.where} ({known.ratchet.issue})",
+                    pytrace=False,
+                )
+            self._measured[key] = measure(compiled, self.all_targets[key.target])
         return self._measured[key]
+
+    def known_failure(self, key: Key) -> KnownCompileFailure | None:
+        """The ``[[known_compile_failure]]`` that names ``key`` (its program, configuration and target),
+        else None."""
+        for spec in self.specs:
+            if not any(fnmatch.fnmatchcase(key.target, t) for t in spec.targets):
+                continue
+            for known in spec.known_compile_failures:
+                if (
+                    any(fnmatch.fnmatchcase(key.target, t) for t in known.targets)
+                    and any(fnmatch.fnmatchcase(key.config, c) for c in known.configs)
+                    and key.program in select_programs(known.programs, scope_of(spec, self.all_programs))
+                ):
+                    return known
+        return None
+
+    def compile_failure(self, err: FailedCompile, nodeid: str) -> str:
+        """What an item stopped by a failed compile says. A known one (:meth:`known_failure`) xfails with
+        its reason. Else the first item of that compile says it whole (the compiler's first line, the
+        versions, where the HLO before optimization and a reproducer were saved, what to do next), and
+        every other item one line naming that first item. Either way the earlier run's dumps of that key
+        are gone (:meth:`_replace_dumps`), so none is taken for this run's."""
+        key = err.key
+        first = self._failed.get(key)
+        saved = self._replace_dumps(err) if first is None else []
+        self._failed.setdefault(key, nodeid)
+        said = _results.compile_failed(key.target, key.program, key.config, _short(err.first))
+        known = self.known_failure(key)
+        if known is not None:
+            raise pytest.xfail.Exception(
+                f"{said} ({known.id}: {known.ratchet.reason}; {known.ratchet.issue})", pytrace=False
+            )
+        if first is not None:
+            return f"{said} (the same compile as {first.rsplit('::', 1)[-1]}, reported whole there)"
+        stated = ", ".join(f"{k} {v}" for k, v in versions().items())
+        return "\n".join([
+            str(err),
+            f"versions: {stated}",
+            *saved,
+            "what next: report a compiler error upstream (XLA: https://github.com/openxla/xla/issues) with "
+            "the HLO and the reproducer (a tracing error is the program's own); until it is fixed, declare "
+            "it in a spec file, and its items xfail until it compiles:",
+            f'  [[known_compile_failure]]\n  id = "..."\n  programs = ["{key.program}"]\n'
+            f'  targets = ["{key.target}"]\n  ratchet = {{ reason = "...", issue = "https://..." }}',
+        ])  # fmt: skip
+
+    def _replace_dumps(self, err: FailedCompile) -> list[str]:
+        """Remove the gate's own dumps of ``err``'s key (an earlier run's HLO, jaxpr, kernel code, diff),
+        then save what this failure leaves: the HLO before optimization and a one-file reproducer. The
+        lines that say where (or why not)."""
+        key = err.key
+        try:
+            folder = self._dump_folder(key)
+            stem = f"{key.program}.{key.config}"
+            for path in folder.glob(f"{glob.escape(stem)}.*"):
+                name = path.name[len(stem) + 1 :]
+                if name in _DUMP_NAMES or kernel_files([name]):
+                    path.unlink(missing_ok=True)  # a link goes, never what it names
+            hlo = folder / f"{stem}.before_optimizations.txt"
+            if err.unoptimized is not None:
+                write_atomic(hlo, err.unoptimized, "--hlo-dump-dir")
+                hlo_line = f"HLO before optimization: {shown(hlo)}"
+            else:
+                hlo_line = "HLO before optimization: none (it failed while tracing, before lowering)"
+            script = folder / f"{stem}.repro.py"
+            target = self.all_targets[key.target]
+            write_atomic(
+                script, reproducer(key, target, self.project, err.first, versions()), "--hlo-dump-dir"
+            )
+        except (InvariantsError, OSError) as why:  # the failure is reported whatever the dump folder does
+            return [f"dumps: not saved ({why})"]
+        return [hlo_line, f"reproducer: python {shown(script)}"]
 
     def device_arguments(self, program: str, config: str, distribution: Distribution = "uniform") -> Any:
         """The arguments a timed ``program`` runs on, on the device: one set per argument signature and index
@@ -369,6 +459,16 @@ class GateSession:
             sys.stderr.write(f"{self.recorder.write_error}\n")
 
 
+# What the gate writes in its dump folder for a key, beside the kernel code files (kernel_files): see
+# GateSession.dump, write_diff and _replace_dumps.
+_DUMP_NAMES = ("hlo.txt", "jaxpr.txt", "snapshot.diff", "before_optimizations.txt", "repro.py")
+
+
+def _short(first: str, width: int = 80) -> str:
+    """A compiler's first line, cut to ``width`` characters for a line that repeats it."""
+    return first if len(first) <= width else first[: width - 3] + "..."
+
+
 def pytest_counts(config: pytest.Config) -> dict[str, Any]:
     """``{"pytest": {outcome: n}}``: each outcome as pytest's last line counts it (its terminal reporter's
     reports, skipped modules included); empty without the terminal reporter."""
@@ -455,9 +555,13 @@ def ratchet_lines(items: list[_results.Entry], listed: bool) -> list[str]:
     """The known regressions the ratchets hold (xfailed items), one line per ratchet: how many items, on
     which targets. ``listed``: pytest lists each item too (``-rx``); else the last line says how to."""
     held: dict[str, list[_results.Entry]] = {}
+    where: dict[str, set[str]] = {}
     for it in items:
         if it.outcome == "xfailed":
-            held.setdefault(it.id or it.kind, []).append(it)
+            failed = _results.compile_failure(it)  # a known compile failure's item records no target
+            name = it.id or ("known compile failures" if failed is not None else it.kind)
+            held.setdefault(name, []).append(it)
+            where.setdefault(name, set()).add(str(failed.target if failed is not None else it.target))
     if not held:
         return []
     total = sum(map(len, held.values()))
@@ -465,7 +569,7 @@ def ratchet_lines(items: list[_results.Entry], listed: bool) -> list[str]:
              + ("" if listed else " (-rx lists each item):")]  # fmt: skip
     wide = max(map(len, held))
     for name, its in sorted(held.items()):
-        targets = ", ".join(sorted({str(it.target) for it in its}))
+        targets = ", ".join(sorted(where[name]))
         lines.append(f"  {name:<{wide}}  {len(its):>3} item{'s' if len(its) != 1 else ' '}  {targets}")
     return lines
 

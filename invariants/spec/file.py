@@ -25,6 +25,13 @@ invariants touches that one file. The format::
     distributions = ["uniform"]    # of DISTRIBUTIONS (default: uniform)
     targets = ["cpu"]              # optional, as an invariant's: the runtime target it runs on
 
+    [[known_compile_failure]]      # a program that does not compile on a target today: its items xfail
+    id = "h100_tile_sizes"         # unique in the file
+    programs = ["train_step"]      # selectors, as an invariant's
+    configs = ["f32"]              # optional (default: every config compiled)
+    targets = ["gpu-h100"]         # optional: narrows the file's targets
+    ratchet = { reason = "...", issue = "https://..." }   # why, and where it is reported upstream
+
     [[program]]                    # a downstream project's own program (see invariants.catalog.downstream)
     name = "my_lookup"
     function = "mylib.emb:lookup"  # module:attribute, imported from the user's path
@@ -123,6 +130,7 @@ _CORRECTNESS_KEYS = (
     "targets",
 )
 _RATCHET_KEYS = ("reason", "issue")
+_KNOWN_FAILURE_KEYS = ("id", "programs", "configs", "targets", "ratchet")
 _PROGRAM_KEYS = ("name", "function", "kind", "configs", "tags", "doc", "params", "index_shape", "index_dtype",
                  "inputs", "donate", "vocab", "tables", "mesh", "axis_types", "table_sharding",
                  "index_sharding")  # fmt: skip
@@ -132,7 +140,7 @@ _PARAMS_ONLY = ("index_shape", "inputs", "donate", "vocab", "tables")
 INDEX_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 AXIS_TYPES = ("auto", "explicit")
 PROGRAM_KINDS = ("forward", "backward", "train")
-_TOP_KEYS = ("spec", "invariant", "correctness", "program")
+_TOP_KEYS = ("spec", "invariant", "correctness", "program", "known_compile_failure")
 _SPEC_KEYS = ("targets", "efficiency_max_loss")
 
 
@@ -173,6 +181,20 @@ class Invariant:
         """``FILE:LINE`` of ``key`` in this invariant's table (of the table when the key is not written)."""
         line = dict(self.lines).get(key)
         return self.where if line is None else f"{self.where.rsplit(':', 1)[0]}:{line}"
+
+
+@dataclasses.dataclass(frozen=True)
+class KnownCompileFailure:
+    """One ``[[known_compile_failure]]``: programs that fail to compile on some targets today. Their items
+    xfail with the ratchet's reason while the compile fails; once it compiles, the run fails saying to
+    drop the entry (as an invariant's ratchet does once it holds). ``where`` is ``FILE:LINE``."""
+
+    id: str
+    where: str
+    programs: tuple[str, ...]
+    configs: tuple[str, ...]
+    targets: tuple[str, ...]
+    ratchet: Ratchet
 
 
 @dataclasses.dataclass(frozen=True)
@@ -250,6 +272,7 @@ class Spec:
     # How much efficiency (t_copy / t_program) a program may lose against its recorded baseline.
     efficiency_max_loss: float | None = None
     programs: tuple[ProgramDecl, ...] = ()
+    known_compile_failures: tuple[KnownCompileFailure, ...] = ()
     # The package's own spec files speak of the catalog: their selectors ("kind:forward", "*") never match
     # a downstream project's programs, which only its own spec files hold to anything.
     catalog_scope: bool = False
@@ -503,7 +526,7 @@ def _read(path: Path) -> tuple[dict[str, Any], _Locator]:
         raise loc.error(loc.top_line("spec"), "[spec] is one table: write [spec], not [[spec]]")
     if not isinstance(header, dict):
         raise loc.error(loc.top_line("spec"), f"'spec' must be the table [spec], not {_a(header)}")
-    for array in ("invariant", "correctness", "program"):
+    for array in ("invariant", "correctness", "program", "known_compile_failure"):
         tables = data.get(array, [])
         if isinstance(tables, dict):
             raise loc.error(loc.top_line(array), f"[{array}] must be an array of tables: write [[{array}]]")
@@ -732,13 +755,16 @@ def _spec_of(
         raise loc.error(
             loc.key_line(head, "efficiency_max_loss"), "efficiency_max_loss must be a fraction in (0, 1)"
         )
-    if not (data.get("invariant") or data.get("correctness") or programs or max_loss is not None):
+    entry_tables = ("invariant", "correctness", "known_compile_failure")
+    if not (any(data.get(k) for k in entry_tables) or programs or max_loss is not None):
         raise loc.error(
             head,
             "declares nothing: no [[invariant]], [[correctness]] or [[program]] (a spec file that checks "
             "nothing would pass in silence)",
         )
-    if "targets" not in header and ("invariant" in data or "correctness" in data):
+    if "targets" not in header and any(
+        k in data for k in ("invariant", "correctness", "known_compile_failure")
+    ):
         raise loc.error(head, "missing [spec] targets = [...] (the target names this file applies to)")
     targets_line = loc.key_line(head, "targets")
     targets = _strings(
@@ -754,10 +780,30 @@ def _spec_of(
         _correctness(table, loc.table_line("correctness", i), entries)
         for i, table in enumerate(data.get("correctness", []))
     ]
+    known_failures = [
+        _known_failure(table, loc.table_line("known_compile_failure", i), entries)
+        for i, table in enumerate(data.get("known_compile_failure", []))
+    ]
     return Spec(
-        path, targets, tuple(invariants), tuple(checks), max_loss, programs,
+        path, targets, tuple(invariants), tuple(checks), max_loss, programs, tuple(known_failures),
         targets_where=f"{loc.path}:{targets_line}",
     )  # fmt: skip
+
+
+def _known_failure(table: dict[str, Any], line: int, entries: _Entries) -> KnownCompileFailure:
+    loc, memo = entries.loc, entries.memo
+    where = "[[known_compile_failure]]"
+    _check_keys(table, _KNOWN_FAILURE_KEYS, loc, line, where, required=("id", "programs", "ratchet"))
+    entry_id = _check_id(table, loc, line, entries.ids["known_compile_failure"])
+    programs_line = loc.key_line(line, "programs")
+    programs = _strings(table["programs"], loc, programs_line, "programs")
+    _check_selectors(programs, loc, programs_line, entries.known, memo.selectors)
+    configs_line = loc.key_line(line, "configs")
+    configs = _strings(table.get("configs", "*"), loc, configs_line, "configs")
+    _check_configs(configs, loc, configs_line, memo.configs)
+    targets = _entry_targets(table, entry_id, loc, line, entries.targets)
+    ratchet = _ratchet(table["ratchet"], loc, loc.key_line(line, "ratchet"))
+    return KnownCompileFailure(entry_id, f"{loc.path}:{line}", programs, configs, targets, ratchet)
 
 
 @dataclasses.dataclass
@@ -789,7 +835,7 @@ class _Entries:
     targets: tuple[str, ...]
     memo: _Memo = dataclasses.field(default_factory=lambda: _Memo())
     ids: dict[str, dict[str, int]] = dataclasses.field(
-        default_factory=lambda: {"invariant": {}, "correctness": {}}
+        default_factory=lambda: {"invariant": {}, "correctness": {}, "known_compile_failure": {}}
     )
 
 
@@ -818,18 +864,7 @@ def _invariant(table: dict[str, Any], line: int, entries: _Entries) -> Invariant
     _check_configs(configs, loc, configs_line, memo.configs)
     inv_targets = _entry_targets(table, inv_id, loc, line, targets)
     shared = _shared(table, inv_id, loc, line)
-    ratchet = None
-    if "ratchet" in table:
-        r_line = loc.key_line(line, "ratchet")
-        raw = table["ratchet"]
-        if not isinstance(raw, dict):
-            raise loc.error(r_line, "ratchet must be a table { reason = ..., issue = ... }")
-        _check_keys(raw, _RATCHET_KEYS, loc, r_line, "ratchet")
-        if not raw.get("reason") or not raw.get("issue"):
-            raise loc.error(r_line, "a ratchet needs both a 'reason' and an 'issue' link")
-        if not isinstance(raw["reason"], str) or not isinstance(raw["issue"], str):
-            raise loc.error(r_line, "a ratchet's 'reason' and 'issue' are strings")
-        ratchet = Ratchet(raw["reason"], raw["issue"])
+    ratchet = _ratchet(table["ratchet"], loc, loc.key_line(line, "ratchet")) if "ratchet" in table else None
     return Invariant(
         **shared,
         assertion=assertion,
@@ -839,6 +874,17 @@ def _invariant(table: dict[str, Any], line: int, entries: _Entries) -> Invariant
         targets=inv_targets,
         lines=tuple((k, loc.key_line(line, k)) for k in ("programs", "configs", "targets") if k in table),
     )
+
+
+def _ratchet(raw: Any, loc: _Locator, r_line: int) -> Ratchet:
+    if not isinstance(raw, dict):
+        raise loc.error(r_line, "ratchet must be a table { reason = ..., issue = ... }")
+    _check_keys(raw, _RATCHET_KEYS, loc, r_line, "ratchet")
+    if not raw.get("reason") or not raw.get("issue"):
+        raise loc.error(r_line, "a ratchet needs both a 'reason' and an 'issue' link")
+    if not isinstance(raw["reason"], str) or not isinstance(raw["issue"], str):
+        raise loc.error(r_line, "a ratchet's 'reason' and 'issue' are strings")
+    return Ratchet(raw["reason"], raw["issue"])
 
 
 # A program's name names its files (snapshots, dumps: NAME.CONFIG.hlo.txt), and a file name is at most 255

@@ -10,10 +10,14 @@ import dataclasses
 import importlib.metadata
 import importlib.util
 import json
+import operator
+import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -276,3 +280,106 @@ def test_a_metric_takes_the_call_form_a_spec_writes(on_cpu):
     assert on_cpu.gathers() == on_cpu.gathers == 1 and on_cpu.gathers + 1 == 2
     with pytest.raises(InvariantsError, match="while_loops takes no dtype"):
         on_cpu.while_loops(dtype="f32")
+
+
+def _scoped_attribute(name: str) -> Callable[[CompiledStructure], Any]:
+    return lambda s: getattr(s, name)(dtype="f32")
+
+
+# An assert of each metric type that reads it (``{}``: the read).
+ASSERTED = {"number": "{} >= 0", "set": "'none' not in {}", "structure": "{} == structure(take)"}
+
+
+def test_every_metric_form_a_spec_accepts_reads_the_same_here(on_cpu, tmp_path):
+    """Each metric of a compile, in each form a spec's assert writes it (``NAME``, ``NAME(dtype="f32")``,
+    ``NAME(program)``), reads here as the gate's evaluation of that assert reads it: the same number, set
+    or structure, or no value in both."""
+    from invariants.measure.metrics import COMPILED_SOURCES
+    from invariants.spec.checks import Case, evaluate
+    from invariants.spec.file import load_spec
+
+    forms: list[
+        tuple[str, str, Callable[[CompiledStructure], Any]]
+    ] = []  # (the spec's assert, the term it reads, this API's read)
+    for m in METRICS.values():
+        if m.source not in COMPILED_SOURCES:
+            continue
+        asserted = ASSERTED[m.type]
+        if not m.call_only:
+            forms.append((asserted.format(m.name), m.name, operator.attrgetter(m.name)))
+            forms.append((asserted.format(m.name), m.name, operator.methodcaller("metric", m.name)))
+        if m.by_dtype is not None:
+            term = f"{m.name}(dtype='f32')"
+            forms.append((asserted.format(term), term, _scoped_attribute(m.name)))
+            forms.append((asserted.format(term), term, operator.methodcaller("metric", m.name, dtype="f32")))
+        term = f"{m.name}(take)"
+        forms.append((asserted.format(term), term, operator.methodcaller("metric", m.name)))
+    entries = []
+    for i, (text, _, _) in enumerate(forms):
+        scope = "" if "(take)" in text else 'programs = ["take"]\n'  # a call names its program
+        written = text.replace("'", '\\"')
+        entries.append(f'[[invariant]]\nid = "m{i}"\n{scope}assert = "{written}"\n\n')
+    body = "".join(entries)
+    (tmp_path / "forms.toml").write_text('[spec]\ntargets = ["cpu"]\n\n' + body)
+    invariants = load_spec(tmp_path / "forms.toml").invariants
+    assert len(invariants) == len(forms) > 50
+    for inv, (text, term, here) in zip(invariants, forms, strict=True):
+        program = "take" if inv.kind == "absolute" else None
+        decision = evaluate(Case(inv, "cpu", "f32", program), lambda key: on_cpu.measured)
+        if term.startswith("structure("):
+            assert here(on_cpu) == here(compile_for(take, {"w": TABLE}, INDICES, target="cpu")), text
+            assert decision.holds, text
+        elif term in decision.measured:
+            assert here(on_cpu) == decision.measured[term], text
+        else:  # no value: the verdict says why, and this API raises
+            assert not decision.holds and decision.detail, text
+            with pytest.raises(MetricUnavailable):
+                here(on_cpu)
+
+
+CACHED = """\
+import os
+import sys
+
+import jax
+import jax.numpy as jnp
+
+from invariants.testing import compile_for
+
+
+def scaled(table, indices):
+    # Read while tracing, as a model reads its configuration: it is in the lowered module, not the code.
+    return jnp.take(table, indices, axis=0) * float(os.environ["SCALE"])
+
+
+s = compile_for(scaled, jax.ShapeDtypeStruct((64, 8), jnp.float32), jax.ShapeDtypeStruct((4,), jnp.int32),
+                target=sys.argv[1])
+print(s.compile_cache)
+"""
+
+
+@pytest.mark.parametrize("target", ["cpu", "tpu-v5e"])
+def test_compile_for_is_served_by_the_gates_compile_cache_in_a_new_process(tmp_path, target):
+    """A second compile_for of the same function in a new process is a hit of the gate's own cache; a
+    change made while tracing (a constant read from the environment) lowers to another module and misses;
+    no cache (INVARIANTS_NO_CACHE=1) compiles."""
+    from invariants.catalog.targets import all_targets
+
+    if (why := all_targets()[target].unavailable_reason()) is not None:
+        pytest.skip(why)
+    (tmp_path / "cached.py").write_text(CACHED)
+    cache = tmp_path / "cache"
+
+    def run(scale: str, **env: str) -> str:
+        proc = subprocess.run(
+            [sys.executable, "cached.py", target], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+            env={**os.environ, "INVARIANTS_CACHE_DIR": str(cache), "SCALE": scale, **env}, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return proc.stdout.strip().splitlines()[-1]
+
+    assert run("2") == "miss"
+    assert run("2") == "hit"
+    assert run("3") == "miss"
+    assert run("3", INVARIANTS_NO_CACHE="1") == "off"
+    assert run("3") == "hit"

@@ -433,3 +433,31 @@ def test_an_assert_that_reads_no_metric_is_refused(tmp_path, text):
     body = f'[[invariant]]\nid = "c"\nprograms = ["naive"]\nassert = "{text}"\n'
     message = _error(tmp_path, body)
     assert message.endswith(f":7: assert '{text}' reads no metric: it is the same on every program"), message
+
+
+_KNOWN = '[[known_compile_failure]]\nid = "k"\nprograms = ["naive"]\n'
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (_KNOWN, ":4: [[known_compile_failure]] needs 'ratchet'"),
+        (_KNOWN + 'ratchet = { reason = "r" }\n', ":7: a ratchet needs both a 'reason' and an 'issue' link"),
+        (_KNOWN.replace("naive", "nave") + 'ratchet = { reason = "r", issue = "u" }\n',
+         ":6: program selector 'nave' matches no program (did you mean 'naive'?)"),
+        (_KNOWN + 'ratchet = { reason = "r", issue = "u" }\ntargets = ["tpu-v5e"]\n',
+         ":8: 'k': targets 'tpu-v5e' lies outside this file's targets (cpu): it would never apply"),
+        (_KNOWN + 'ratchet = { reason = "r", issue = "u" }\nwhy = "x"\n',
+         ":8: unknown key 'why' in [[known_compile_failure]]"),
+    ],
+)  # fmt: skip
+def test_a_bad_known_compile_failure_is_one_line(tmp_path, body, expected):
+    assert expected in _error(tmp_path, body)
+
+
+def test_a_known_compile_failure_reads_as_its_ratchet(tmp_path):
+    path = tmp_path / "cpu.toml"
+    path.write_text(HEADER + _KNOWN + 'configs = ["f32"]\nratchet = { reason = "r", issue = "u" }\n')
+    (known,) = load_spec(path).known_compile_failures
+    assert (known.id, known.programs, known.configs, known.targets) == ("k", ("naive",), ("f32",), ("*",))
+    assert (known.ratchet.reason, known.ratchet.issue, known.where) == ("r", "u", f"{path}:4")
