@@ -45,6 +45,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
+import numpy as np
+
 from .._cores import free, pin, usable
 from .._errors import InvariantsError
 from ..catalog.project import Project
@@ -205,7 +207,6 @@ def device_slowed(
     from the device clock (three rounds of scaling) until a call costs about ``slowdown`` more device time
     than ``call``; the call and the fraction reached (medians of ``calls`` traced calls)."""
     import jax
-    import numpy as np
 
     def device_time(c: Callable[[], None]) -> float:
         def batch() -> int:
