@@ -17,7 +17,10 @@ def test_invariant(invariant_case, gate, record_property):
     case = invariant_case
     inv = case.invariant
     verdict = evaluate(case, gate.measured, gate.all_programs)
-    where = f"{case.target} {'/'.join(k.program for k in case.keys)} [{case.config}]"
+    if inv.assertion.pinned:  # a relation across configurations: each side in its own
+        where = f"{case.target} {'/'.join(f'{k.program}[{k.config}]' for k in case.keys)}"
+    else:
+        where = f"{case.target} {'/'.join(k.program for k in case.keys)} [{case.config}]"
     record_property(
         *_results.record(
             "invariant",

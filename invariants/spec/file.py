@@ -53,7 +53,10 @@ metric registry (``invariants.measure.metrics.METRICS``): structural metrics (``
 comparison must have the same type (a number with a number, a kernel list with a kernel list), and ``in``
 takes a string on its left and a set metric on its right: a comparison that could never fail is refused.
 A metric *called* on a program name is relational: ``kernels(naive) <= kernels(take)``, over each config
-the named programs share on a target. ``structure(a) == structure(b)`` compares whole kernel lists.
+the named programs share on a target. ``structure(a) == structure(b)`` compares whole kernel lists. A
+relation across configurations names each side's: ``structure(segsum_bf16[bf16]) ==
+structure(segsum_f32[f32])`` is one item per target, every side compiled in its own configuration (all
+sides name one, or none does; such an invariant takes no ``configs``).
 ``time(a) / time(b) <= 1.10`` belongs to the throughput tier (efficiency is not written in an assert: it
 is compared with a recorded baseline). A timed program may name the distribution of its indices,
 ``time(grad_take[equal]) / time(grad_take[uniform]) <= 1.25`` (``uniform`` when omitted; see
@@ -814,6 +817,8 @@ def _invariant(table: dict[str, Any], line: int, entries: _Entries) -> Invariant
             raise loc.error(programs_line, f"'{inv_id}' names its programs in the assert; drop 'programs'")
         programs = named
     configs_line = loc.key_line(line, "configs")
+    if assertion.pinned and "configs" in table:
+        raise loc.error(configs_line, f"'{inv_id}' names its configurations in the assert; drop 'configs'")
     configs = _strings(table.get("configs", "*"), loc, configs_line, "configs")
     _check_configs(configs, loc, configs_line, memo.configs)
     inv_targets = _entry_targets(table, inv_id, loc, line, targets)

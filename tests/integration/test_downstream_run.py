@@ -341,3 +341,44 @@ def test_a_tpu_memory_bound_on_the_peak_sees_what_the_program_keeps_live(tmp_pat
     assert peak and int(peak[1]) > 16 * 2**20, failed[0]
     held = r"PASSED .*test_invariant\[tpu-v5e-keeps-f32-hbm_temporaries\]"
     assert re.search(held, proc.stdout), proc.stdout
+
+
+ACROSS = """\
+[spec]
+targets = ["cpu"]
+
+[[program]]
+name = "mine_bf16"
+function = "minelib:take_lookup"
+kind = "forward"
+configs = ["bf16"]
+
+[[program]]
+name = "mine_f32"
+function = "minelib:take_lookup"
+kind = "forward"
+configs = ["f32"]
+
+[[invariant]]
+id = "bf16_compiles_like_f32"
+assert = "structure(mine_bf16[bf16]) == structure(mine_f32[f32])"
+
+[[invariant]]
+id = "bf16_no_more_kernels"
+assert = "kernels(mine_bf16[bf16]) <= kernels(mine_f32[f32])"
+"""
+
+
+def test_a_relation_compares_programs_across_configurations(tmp_path: Path):
+    """Each side compiles in the configuration it names: one item per target. On the CPU the bf16 lookup
+    has the same kernels as the f32 one, and its converts (XLA:CPU computes bf16 in f32) are what differs."""
+    project = make(tmp_path / "project")
+    (project / "specs" / "mine.toml").write_text(ACROSS)
+    ran = gate(project, "--no-catalog", "--targets", "cpu", "-m", "not throughput")
+    out = ran.stdout + ran.stderr
+    assert ran.returncode == 1, out[-3000:]
+    assert re.search(r"^PASSED \S+::test_invariant\[cpu-mine_bf16~mine_f32-bf16~f32-bf16_no_more_kernels\]$",
+                     out, re.M), out[-3000:]  # fmt: skip
+    failed = r"^FAILED \S+::test_invariant\[cpu-mine_bf16~mine_f32-bf16~f32-bf16_compiles_like_f32\] - "
+    assert re.search(failed + r".*failed on cpu mine_bf16\[bf16\]/mine_f32\[f32\]", out, re.M), out[-3000:]
+    assert re.search(r"^-converts: bf16->f32", out, re.M), out[-3000:]
