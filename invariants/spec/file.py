@@ -37,6 +37,7 @@ invariants touches that one file. The format::
     vocab = 50000                  # optional, with params only: the indices are drawn in [0, vocab)
     tables = ["tokens"]            # optional, with params only: the leaves the input facts describe
     donate = true                  # optional, a train step: its parameters' buffers are donated
+    efficiency = false             # optional: no efficiency item (default: a lookup without params has one)
     index_dtype = "uint32"         # optional: the indices' integer dtype (default: the config's)
     mesh = { data = 4, tensor = 4 }  # optional: a sharded program (with axis_types, table_sharding,
                                      # index_sharding; see invariants.catalog.downstream)
@@ -128,7 +129,7 @@ _CORRECTNESS_KEYS = (
 _RATCHET_KEYS = ("reason", "issue")
 _PROGRAM_KEYS = ("name", "function", "kind", "configs", "tags", "doc", "params", "index_shape", "index_dtype",
                  "inputs", "donate", "vocab", "tables", "mesh", "axis_types", "table_sharding",
-                 "index_sharding")  # fmt: skip
+                 "index_sharding", "efficiency")  # fmt: skip
 # The keys only a program with params takes: what its factory's model has beside a lookup's one table.
 _PARAMS_ONLY = ("index_shape", "inputs", "donate", "vocab", "tables")
 # The integer dtypes a program's indices may take (index_dtype), by NumPy name.
@@ -234,6 +235,15 @@ class ProgramDecl:
     axis_types: str = "auto"
     table_sharding: tuple[str | None, ...] | None = None
     index_sharding: tuple[str | None, ...] | None = None
+    # Whether its time is compared with a copy of the rows it moves (an efficiency item); None: when it is
+    # a lookup, a (table, indices) program that is not a train step (see ``lookup_shaped``).
+    efficiency: bool | None = None
+
+    @property
+    def lookup_shaped(self) -> bool:
+        """A lookup of the configuration's table (no params) that is not a train step: its time is mostly
+        moving the rows it gathers or scatters, so a copy of those bytes is a fair reference."""
+        return self.params is None and self.kind != "train"
 
     @property
     def signature(self) -> tuple[Any, ...] | None:
@@ -587,6 +597,9 @@ def _programs_of(data: dict[str, Any], loc: _Locator) -> tuple[ProgramDecl, ...]
                 "table and indices",
             )
         model = _model_keys(table, loc, line, kind)
+        if "efficiency" in table and not isinstance(table["efficiency"], bool):
+            at = loc.key_line(line, "efficiency")
+            raise loc.error(at, f"efficiency must be true or false, not {_a(table['efficiency'])}")
         index_dtype = _string(table, "index_dtype", loc, line) if "index_dtype" in table else None
         if index_dtype is not None:
             _one_of(index_dtype, INDEX_DTYPES, "index_dtype", loc, loc.key_line(line, "index_dtype"))
@@ -595,7 +608,8 @@ def _programs_of(data: dict[str, Any], loc: _Locator) -> tuple[ProgramDecl, ...]
                 name, function, kind, tuple(dict.fromkeys(configs)), frozenset({*tags, "user"}), doc,
                 f"{loc.path}:{line}", params, index_shape, index_dtype,
                 params_where=f"{loc.path}:{params_line}", index_shape_where=f"{loc.path}:{shape_line}",
-                **model, **_sharding_of(table, loc, line, kind, params is not None, index_shape),
+                efficiency=table.get("efficiency"), **model,
+                **_sharding_of(table, loc, line, kind, params is not None, index_shape),
             )
         )  # fmt: skip
     return tuple(out)

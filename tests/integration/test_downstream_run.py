@@ -382,3 +382,75 @@ def test_a_relation_compares_programs_across_configurations(tmp_path: Path):
     failed = r"^FAILED \S+::test_invariant\[cpu-mine_bf16~mine_f32-bf16~f32-bf16_compiles_like_f32\] - "
     assert re.search(failed + r".*failed on cpu mine_bf16\[bf16\]/mine_f32\[f32\]", out, re.M), out[-3000:]
     assert re.search(r"^-converts: bf16->f32", out, re.M), out[-3000:]
+
+
+FEW_IDS = """\
+[spec]
+targets = ["cpu"]
+
+[[program]]
+name = "tiny_model"
+function = "minelib:model"
+params = "minelib:init"
+kind = "forward"
+index_shape = [1]
+
+[[program]]
+name = "tiny_too"
+function = "minelib:model"
+params = "minelib:init"
+kind = "forward"
+index_shape = [1]
+efficiency = false
+
+[[program]]
+name = "tiny_asks"
+function = "minelib:model"
+params = "minelib:init"
+kind = "forward"
+index_shape = [1]
+efficiency = true
+
+[[invariant]]
+id = "as_fast"
+assert = "time(tiny_model) / time(tiny_too) <= 4.0"
+
+[[invariant]]
+id = "asks_as_fast"
+assert = "time(tiny_asks) / time(tiny_model) <= 4.0"
+"""
+
+FEW_IDS_MODULE = """\
+import jax
+import jax.numpy as jnp
+
+
+def init(config):
+    return {"embed": jnp.ones((config.vocab, 1), jnp.float32), "out": jnp.ones((1, 1), jnp.float32)}
+
+
+def model(params, indices):
+    return jnp.tanh(jnp.take(params["embed"], indices, axis=0) @ params["out"])
+"""
+
+
+def test_efficiency_is_for_lookups_and_a_declaration_turns_it_off(tmp_path: Path):
+    """A model of few ids is timed in its relation; its efficiency item skips, saying why and what would
+    compare it, the program whose declaration says efficiency = false has none, and one that asks for it
+    but moves too few bytes skips saying so."""
+    project = make(tmp_path / "project")
+    (project / "specs" / "mine.toml").write_text(FEW_IDS)
+    (project / "minelib.py").write_text(FEW_IDS_MODULE)
+    ran = gate(project, "--no-catalog", "--targets", "cpu", "-m", "throughput")
+    out = ran.stdout + ran.stderr
+    assert ran.returncode == 0, out[-3000:]
+    assert "nbytes" not in out, out[-3000:]
+    ratio = r"^PASSED \S+::test_ratio\[cpu-tiny_model~tiny_too-f32-as_fast\]$"
+    assert re.search(ratio, out, re.M), out[-3000:]
+    skipped = (
+        r"SKIPPED \[1\] .*: tiny_model is a program with params, not a lookup \(table, indices\): "
+        r"efficiency compares .*; set efficiency = true in its \[\[program\]\] \(specs/mine.toml:4\)"
+    )
+    assert re.search(skipped, out), out[-3000:]
+    assert "tiny_too-f32" not in re.sub(r"tiny_model~tiny_too", "", out), out[-3000:]
+    assert re.search(r"SKIPPED \[1\] .*: tiny_asks\[f32\] moves 4 bytes of rows: too few", out), out[-3000:]
