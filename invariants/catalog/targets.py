@@ -262,6 +262,17 @@ _AOT_TARGETS: tuple[Target, ...] = (
 )
 
 
+# Element types a family's compiler computes in a wider one: XLA:CPU has no bf16 arithmetic and converts
+# around it, so the bf16 gradient's scatter-add compiles as an f32 one there (f16 it keeps).
+_WIDENS: dict[str, dict[str, str]] = {"cpu": {"bf16": "f32"}}
+
+
+def widened(target_name: str, dtype: str) -> str | None:
+    """The element type ``target_name``'s compiler computes ``dtype`` in, where it is wider; else None.
+    Every target's name begins with its family's."""
+    return _WIDENS.get(target_name.split("-")[0], {}).get(dtype)
+
+
 def device_count(target_name: str) -> int:
     """Devices of a target, without starting JAX (a runtime target has one)."""
     return next((t.device_count for t in _AOT_TARGETS if t.name == target_name), 1)

@@ -19,7 +19,7 @@ from typing import Any
 from .._errors import InvariantsError, did_you_mean
 from ..catalog.programs import get_config
 from ..catalog.registry import Programs
-from ..catalog.targets import Target, all_targets, device_count
+from ..catalog.targets import Target, all_targets, device_count, widened
 from ..compile.record import Key
 from ..hlo.cost import Missing
 from ..hlo.structure import Structure
@@ -382,6 +382,11 @@ def expand(
     return cases
 
 
+class WidenedDtype(UserWarning):
+    """A dtype-scoped count on a target whose compiler computes that dtype in a wider one: it may pass for
+    the very program it guards (``scatters(dtype="bf16") == 0`` on the CPU)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Decision:
     """The decision on one case. ``measured`` maps each evaluated term to its value. ``ratio`` is
@@ -391,10 +396,14 @@ class Decision:
     measured: dict[str, Any]
     detail: str = ""
     ratio: float | None = None
+    # What the verdict cannot see on this target, in one line (a dtype filter its compiler widens).
+    warning: str = ""
 
     def describe(self, invariant: Invariant) -> str:
         values = ", ".join(f"{k} = {_fmt(v)}" for k, v in self.measured.items())
         line = f"assert {invariant.text}: measured {values}"
+        if self.warning:
+            line += f"; warning: {self.warning}"
         if self.ratio is not None:
             scaled = invariant.assertion.scaled
             assert scaled is not None  # a ratio is only measured for a scaled relation
@@ -446,10 +455,16 @@ def evaluate(
         else input_facts(config)
     )
     measured_terms: dict[str, Any] = {}
+    warnings: list[str] = []
 
     def metric_of(name: str, program: str, dtype: str | None = None, config: str | None = None) -> Any:
         key = Key(program, config or case.config, case.target)
         if dtype is not None:  # a count scoped to one element type, from the structure itself
+            if (wide := widened(case.target, dtype)) is not None:
+                warnings.append(
+                    f"{name}(dtype={dtype!r}) reads the compiled dtype, and {case.target} computes {dtype} "
+                    f"in {wide}: the count does not see the {dtype} work it guards there"
+                )
             scoped = METRICS[name].by_dtype
             assert scoped is not None  # the assert grammar admits a dtype only where there is one
             return scoped(measured(key).structure, dtype)
@@ -483,14 +498,15 @@ def evaluate(
     try:
         holds = case.invariant.assertion.holds(read)
     except NoValue as err:
-        return Decision(False, measured_terms, str(err))
+        return Decision(False, measured_terms, str(err), warning="; ".join(dict.fromkeys(warnings)))
     ratio = None
     if (scaled := case.invariant.assertion.scaled) is not None:
         a = measured_terms.get(f"{scaled.metric}({scaled.a})")
         b = measured_terms.get(f"{scaled.metric}({scaled.b})")
         if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b:
             ratio = a / b
-    return Decision(holds, measured_terms, _uncalibrated(measured_terms, case.target), ratio=ratio)
+    warning = "; ".join(dict.fromkeys(warnings))
+    return Decision(holds, measured_terms, _uncalibrated(measured_terms, case.target), ratio, warning)
 
 
 def _uncalibrated(measured_terms: dict[str, Any], target: str) -> str:

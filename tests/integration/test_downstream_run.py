@@ -454,3 +454,35 @@ def test_efficiency_is_for_lookups_and_a_declaration_turns_it_off(tmp_path: Path
     assert re.search(skipped, out), out[-3000:]
     assert "tiny_too-f32" not in re.sub(r"tiny_model~tiny_too", "", out), out[-3000:]
     assert re.search(r"SKIPPED \[1\] .*: tiny_asks\[f32\] moves 4 bytes of rows: too few", out), out[-3000:]
+
+
+WIDENED = """\
+[spec]
+targets = ["cpu"]
+
+[[program]]
+name = "mine_grad"
+function = "minelib:take_lookup"
+kind = "backward"
+configs = ["bf16"]
+
+[[invariant]]
+id = "no_bf16_scatter"
+programs = ["mine_grad"]
+assert = 'scatters(dtype="bf16") == 0'
+"""
+
+
+def test_a_dtype_filter_the_cpu_widens_warns_in_the_items_result(tmp_path: Path):
+    """XLA:CPU computes the bf16 gradient's scatter-add in f32: the bound holds there for the very program it
+    guards, and the run's warnings say so under the item's id, in one line."""
+    project = make(tmp_path / "project")
+    (project / "specs" / "mine.toml").write_text(WIDENED)
+    ran = gate(project, "--no-catalog", "--targets", "cpu", "-k", "test_invariant")
+    out = ran.stdout + ran.stderr
+    assert ran.returncode == 0, out[-3000:]
+    assert re.search(r"^PASSED \S+::test_invariant\[cpu-mine_grad-bf16-no_bf16_scatter\]$", out, re.M), out
+    assert re.search(r"^\S+::test_invariant\[cpu-mine_grad-bf16-no_bf16_scatter\]$", out, re.M), out
+    assert re.search(r"^  specs/mine.toml:10: WidenedDtype: no_bf16_scatter on cpu mine_grad \[bf16\]: "
+                     r"scatters\(dtype='bf16'\) reads the compiled dtype, and cpu computes bf16 in f32", out,
+                     re.M), out[-3000:]  # fmt: skip

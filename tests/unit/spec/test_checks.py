@@ -494,3 +494,20 @@ def test_correctness_compares_at_the_highest_matmul_precision(tmp_path):
     case = _correctness(tmp_path, "agree", "naive", 'reference = "take"\n')
     assert correctness.run(case) is None
     assert seen == ["highest"]
+
+
+def test_a_dtype_filter_the_target_widens_warns_in_its_verdict(tmp_path):
+    """On the CPU the bf16 gradient's scatter-add compiles as an f32 one: ``scatters(dtype="bf16") == 0``
+    holds there for the very program it guards, and the verdict says so in one line; on a TPU it does not."""
+    (inv,) = spec(
+        tmp_path,
+        '[[invariant]]\nid = "w"\nprograms = ["grad_take"]\nassert = "scatters(dtype=\\"bf16\\") == 0"\n',
+    ).invariants
+    on_cpu = evaluate(Case(inv, "cpu", "bf16", "grad_take"), lambda key: CPU_BWD)
+    assert on_cpu.holds and "\n" not in on_cpu.warning
+    assert on_cpu.warning == (
+        "scatters(dtype='bf16') reads the compiled dtype, and cpu computes bf16 in f32: the count does not "
+        "see the bf16 work it guards there"
+    )
+    assert "; warning: scatters(dtype='bf16') reads the compiled dtype" in on_cpu.describe(inv)
+    assert evaluate(Case(inv, "tpu-v5e", "bf16", "grad_take"), lambda key: TPU_BWD_VMAP).warning == ""
