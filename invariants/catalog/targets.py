@@ -15,7 +15,7 @@ import importlib.metadata
 import importlib.util
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._errors import InvariantsError, did_you_mean
@@ -333,6 +333,13 @@ def all_targets(runtime: Target | None = None) -> dict[str, Target]:
 
 # What an empty --targets is told, by the gate and by every command that splits the words itself.
 TARGETS_HINT = "name targets, or 'all'"
+
+
+def aimed_targets(programs: Iterable[Program]) -> list[str]:
+    """The targets the spec files of ``programs`` name (a project's declared programs: where they compile,
+    a sharded one on its mesh's target), in the known targets' order; none for the catalog's."""
+    chosen = list(programs)
+    return [t.name for t in all_targets(CPU_RUNTIME).values() if any(t.aimed_by(p) for p in chosen)]
 
 
 def select_targets(spec: str | None, runtime: Target | None = None) -> list[Target]:

@@ -47,7 +47,7 @@ from .._cores import freed, usable
 from .._errors import InvariantsError
 from .._paths import absolute_path, check_distinct, check_output_file, check_plot_path, write_atomic
 from ..catalog.project import Project, add_project_options, project_from
-from ..catalog.targets import CPU_RUNTIME, select_targets
+from ..catalog.targets import CPU_RUNTIME, aimed_targets, select_targets
 from ..releases import environments as envs  # a module: a test replaces its functions
 from ..releases.environments import DEFAULT_CACHE, DEFAULT_INDEX
 from ..snapshot.diff import structural_diff, what_changed
@@ -583,12 +583,8 @@ def default_targets(programs: Sequence[str], known: Programs, own: bool) -> str:
     """The targets of the structure comparison when ``--targets`` is not given: a project's, the targets
     its programs' spec files name (a sharded program compiles on its mesh's target only); the catalog's,
     :data:`DEFAULT_TARGETS`."""
-    if not own:
-        return DEFAULT_TARGETS
-    from ..catalog.targets import all_targets  # it imports JAX: not when the command loads
-
-    names = [t.name for t in all_targets(CPU_RUNTIME).values() if any(t.aimed_by(known[p]) for p in programs)]
-    return ",".join(names) or DEFAULT_TARGETS
+    aimed = aimed_targets(known[p] for p in programs) if own else []
+    return ",".join(aimed) or DEFAULT_TARGETS
 
 
 def _settings(args: argparse.Namespace, platform: str) -> Settings:
