@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import functools
 import importlib.metadata
 import importlib.util
 import re
@@ -66,9 +67,14 @@ class Target:
 
     def compiles(self, program: Program) -> bool:
         if program.aimed:  # a project's program: where its spec files name, whatever this target's scope
-            # By name, always (its items skip with misfit's reason when the chips do not fit); by pattern,
-            # where the chips fit.
-            return self.name in program.aimed or (self.aimed_by(program) and self.misfit(program) is None)
+            # Where the chips fit. A file of sharded and single-chip programs names targets of both kinds,
+            # and each program picks those of its own; one named by name that fits none of them keeps its
+            # items there, skipping with misfit's reason.
+            if not self.aimed_by(program):
+                return False
+            return self.misfit(program) is None or (
+                self.name in program.aimed and not _fits_some(program.aimed, _chips(program))
+            )
         layout = program.layout
         if self.scope in ("sharded", "pod"):
             if layout is None:
@@ -333,6 +339,17 @@ def all_targets(runtime: Target | None = None) -> dict[str, Target]:
 
 # What an empty --targets is told, by the gate and by every command that splits the words itself.
 TARGETS_HINT = "name targets, or 'all'"
+
+
+def _chips(program: Program) -> int:
+    return 1 if program.layout is None else program.layout.devices
+
+
+@functools.cache
+def _fits_some(aimed: tuple[str, ...], chips: int) -> bool:
+    """Whether a known target that ``aimed`` (a declared program's target patterns) names has ``chips``."""
+    known = (*_AOT_TARGETS, CPU_RUNTIME)
+    return any(t.device_count == chips and any(fnmatch.fnmatchcase(t.name, p) for p in aimed) for t in known)
 
 
 def aimed_targets(programs: Iterable[Program]) -> list[str]:

@@ -33,7 +33,7 @@ def parametrize(s: GateSession, metafunc: pytest.Metafunc) -> None:
     if "structure_key" in metafunc.fixturenames:
         keys = s.structure_keys()
         s.cache.plan(k for k in keys if _skip_reason(s, k) is None)
-        params = [_structure_param(s, key) for key in keys]
+        params = [_structure_param(s, key) for key in keys] + _left_out(s, keys)
         metafunc.parametrize("structure_key", params or [_none("no program selected")])
     if "invariant_case" in metafunc.fixturenames:
         cases = [
@@ -103,6 +103,24 @@ def _parametrize_throughput(s: GateSession, metafunc: pytest.Metafunc) -> None:
             for k in keys
         ]  # fmt: skip
         metafunc.parametrize("efficiency_key", params or [_none("no program is timed")])
+
+
+def _left_out(s: GateSession, keys: list[Key]) -> list[Any]:
+    """A skipped item for each declared program the run's targets leave without one, though its spec files
+    aim it at some of them: their chips do not fit it, and it says where they do."""
+    have = {k.program for k in keys}
+    out = []
+    for name in (p for p in s.programs if p not in have and s.all_programs[p].aimed):
+        program = s.all_programs[name]
+        misfits = [(t, why) for t in s.targets if t.aimed_by(program) and (why := t.misfit(program))]
+        if not misfits:
+            continue
+        fits = [t.name for t in s.all_targets.values() if t.aimed_by(program) and t.misfit(program) is None]
+        target, why = misfits[0]
+        key = Key(name, program.configs[0], target.name)
+        where = f"; it compiles on {', '.join(fits)}, which the run's targets leave out" if fits else ""
+        out.append(pytest.param(key, id=_key_id(key), marks=_skip(why + where)))
+    return out
 
 
 def _efficiency(s: GateSession, program: str) -> bool:

@@ -486,3 +486,66 @@ def test_a_dtype_filter_the_cpu_widens_warns_in_the_items_result(tmp_path: Path)
     assert re.search(r"^  specs/mine.toml:10: WidenedDtype: no_bf16_scatter on cpu mine_grad \[bf16\]: "
                      r"scatters\(dtype='bf16'\) reads the compiled dtype, and cpu computes bf16 in f32", out,
                      re.M), out[-3000:]  # fmt: skip
+
+
+COMBINED = """\
+[spec]
+targets = ["cpu", "cpu-8dev"]
+
+[[program]]
+name = "mine_sharded"
+function = "minelib:sharded_lookup"
+kind = "forward"
+mesh = { data = 2, tensor = 4 }
+axis_types = "explicit"
+table_sharding = ["tensor", ""]
+index_sharding = ["data"]
+
+[[program]]
+name = "mine_take"
+function = "minelib:take_lookup"
+kind = "forward"
+
+[[invariant]]
+id = "no_all_gather"
+programs = ["tag:user"]
+assert = "all_gathers == 0"
+"""
+
+COMBINED_MODULE = (
+    MODULE
+    + """
+from jax.sharding import PartitionSpec as P
+
+
+def sharded_lookup(table, indices):
+    return table.at[indices].get(out_sharding=P("data", None))
+"""
+)
+
+
+def test_one_run_of_sharded_and_single_chip_programs_picks_each_ones_targets(tmp_path: Path):
+    """One spec file names a one-chip and an 8-device target: each program gets its items where its chips
+    fit, and none is skipped. With the 8-device target left out, the sharded program's item says where it
+    compiles."""
+    project = make(tmp_path / "project")
+    (project / "specs" / "mine.toml").write_text(COMBINED)
+    (project / "minelib.py").write_text(COMBINED_MODULE)
+    ran = gate(project, "--no-catalog", "-m", "not throughput", "--snapshot-update")  # the one-job form
+    out = ran.stdout + ran.stderr
+    assert ran.returncode == 0, out[-3000:]
+    passed = sorted(re.findall(r"^PASSED \S+::(test_\w+\[[^\]]+\])$", out, re.M))
+    assert passed == [
+        "test_invariant[cpu-8dev-mine_sharded-f32-no_all_gather]",
+        "test_invariant[cpu-mine_take-f32-no_all_gather]",
+        "test_structure[cpu-8dev-mine_sharded-f32]",
+        "test_structure[cpu-mine_take-f32]",
+    ], out[-3000:]
+    assert "chip" not in "".join(ln for ln in out.splitlines() if ln.startswith("SKIPPED")), out[-3000:]
+    narrowed = gate(project, "--no-catalog", "--targets", "cpu", "-m", "not throughput")
+    assert narrowed.returncode == 0, narrowed.stdout[-3000:]
+    advice = (
+        r"^SKIPPED \[1\] .*: cpu has 1 chip; the mesh of mine_sharded \(data = 2, tensor = 4\) has 8; "
+        r"it compiles on cpu-8dev, which the run's targets leave out$"
+    )
+    assert re.search(advice, narrowed.stdout, re.M), narrowed.stdout[-3000:]
