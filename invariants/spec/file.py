@@ -35,7 +35,8 @@ invariants touches that one file. The format::
     inputs = "mylib.model:batch"   # optional, with params only: function(params, indices, inputs), never
                                    # differentiated (offsets, segment ids, labels, masks)
     vocab = 50000                  # optional, with params only: the indices are drawn in [0, vocab)
-    tables = ["tokens"]            # optional, with params only: the leaves the input facts describe
+    tables = ["embed.embedding"]   # optional, with params only: the leaves the input facts describe, by
+                                   # dotted path in nested params
     donate = true                  # optional, a train step: its parameters' buffers are donated
     efficiency = false             # optional: no efficiency item (default: a lookup without params has one)
     index_dtype = "uint32"         # optional: the indices' integer dtype (default: the config's)

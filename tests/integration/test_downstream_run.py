@@ -549,3 +549,61 @@ def test_one_run_of_sharded_and_single_chip_programs_picks_each_ones_targets(tmp
         r"it compiles on cpu-8dev, which the run's targets leave out$"
     )
     assert re.search(advice, narrowed.stdout, re.M), narrowed.stdout[-3000:]
+
+
+NESTED_MODULE = """\
+import jax
+import jax.numpy as jnp
+
+
+def init(config):
+    return {"embed": {"embedding": jax.ShapeDtypeStruct((config.vocab, 8), jnp.float32)},
+            "head": {"kernel": jax.ShapeDtypeStruct((8, 8), jnp.float32)}}
+
+
+def model(params, indices):
+    return jnp.take(params["embed"]["embedding"], indices, axis=0) @ params["head"]["kernel"]
+"""
+
+
+def test_tables_names_a_nested_leaf_by_the_dotted_path_the_guide_gives(tmp_path: Path):
+    """The guide's own `tables = [...]` line for a flax-shaped model: the input facts are the nested
+    embedding's alone (8192 rows of 8 f32), not the head's beside it."""
+    guide = (ROOT / "docs" / "downstream.md").read_text()
+    (line,) = re.findall(r'`(tables = \["embed\.embedding"\])`', guide)
+    project = make(tmp_path / "project")
+    (project / "minelib.py").write_text(NESTED_MODULE)
+    (project / "specs" / "mine.toml").write_text(
+        '[spec]\ntargets = ["cpu"]\n\n[[program]]\nname = "mine_model"\nfunction = "minelib:model"\n'
+        f'params = "minelib:init"\nkind = "forward"\n{line}\n\n'
+        '[[invariant]]\nid = "facts"\nprograms = ["mine_model"]\n'
+        'assert = "table_bytes + row_bytes == 8192 * 8 * 4 + 8 * 4"\n'
+    )
+    ran = gate(project, "--no-catalog", "--targets", "cpu", "-k", "test_invariant")
+    assert ran.returncode == 0, (ran.stdout + ran.stderr)[-3000:]
+    assert re.search(r"^PASSED \S+::test_invariant\[cpu-mine_model-f32-facts\]$", ran.stdout, re.M), (
+        ran.stdout
+    )
+
+
+def test_the_project_only_f16_configuration_compiles_a_projects_program_as_the_guide_says(tmp_path: Path):
+    """The guide's `configs = ["f16"]`: the project's lookup compiles and is snapshotted in f16, and a
+    relation to the catalog's take in f16 is one line (the catalog compiles nothing there)."""
+    guide = (ROOT / "docs" / "downstream.md").read_text()
+    (line,) = re.findall(
+        r'`(configs = \["f16"\])`, an `f16\[8192,32\]` table, is there for your programs', guide
+    )
+    project = make(tmp_path / "project")
+    (project / "specs" / "mine.toml").write_text(
+        f'[spec]\ntargets = ["cpu"]\n\n[[program]]\nname = "mine_take"\nfunction = "minelib:take_lookup"\n'
+        f'kind = "forward"\n{line}\n'
+    )
+    ran = gate(project, "--no-catalog", "--targets", "cpu", "-k", "test_structure", "--snapshot-update")
+    assert ran.returncode == 0, (ran.stdout + ran.stderr)[-3000:]
+    snapshot = (project / "snapshots" / "cpu" / "mine_take.f16.txt").read_text()
+    assert "root: f16[16384,32]" in snapshot, snapshot
+    with (project / "specs" / "mine.toml").open("a") as spec:
+        spec.write('\n[[invariant]]\nid = "is_take"\nassert = "structure(mine_take) == structure(take)"\n')
+    refused = gate(project, "--no-catalog", "--targets", "cpu")
+    last = (refused.stdout + refused.stderr).strip().splitlines()[-1]
+    assert refused.returncode == 2 and "select no configuration its programs share on cpu" in last, last
