@@ -1,11 +1,12 @@
 """docs/downstream.md, run as its reader runs it: every bash block in order, in an empty project folder.
 
 The package is installed the three ways the guide shows (a checkout, a wheel, git), each by the guide's
-own command, none of them building in the checkout, into a fresh virtual environment that borrows this environment's dependencies (jax, pytest,
-...) through a plain path line, so that nothing is downloaded but the build backend. ``CHECKOUT`` is a
-copy of this repository's package files, committed to a git repository of its own (``REPO_URL``), so
-that the guide's install from git installs this tree. The guide's workflow YAML is linted with actionlint
-where ``$ACTIONLINT`` names it (``.ci/run`` installs it). An ``e2e`` test: it takes minutes.
+own command, none of them building in the checkout, into a fresh virtual environment that borrows this
+environment's dependencies (jax, pytest, ...) through a plain path line, so that nothing is downloaded but
+the build backend. ``CHECKOUT`` is a copy of this repository's package files, committed to a git
+repository of its own (``REPO_URL``), so that the guide's installs install this tree. The guide's
+workflow YAML is linted with actionlint where ``$ACTIONLINT`` names it (``.ci/run`` installs it). An
+``e2e`` test: it takes minutes.
 """
 
 from __future__ import annotations
