@@ -10,7 +10,8 @@
 #   INPUT_CATALOG       "true" runs the catalog too; "false" (the default) passes --no-catalog
 #   INPUT_ARGS          more arguments for the gate, split on whitespace
 #   INPUT_COMPILE_CACHE "true" (the default) reads and writes the compile cache; "false": INVARIANTS_NO_CACHE=1
-#   GATE_PYTHON         the interpreter the action set up and installed the gate in (unset: python on PATH)
+#   GATE_PYTHON         the interpreter the action set up and installed the gate in (required: never the
+#                       python first on PATH, which may be another environment's)
 #   GITHUB_STEP_SUMMARY the job summary the report is appended to (unset: the report goes to stdout)
 #   GITHUB_OUTPUT       where the step outputs are written (unset: not written)
 # The results file and the report go to artifacts/action/ in the working directory.
@@ -22,7 +23,11 @@
 set -uo pipefail
 
 say() { printf 'action_gate: %s\n' "$*" >&2; }
-python="${GATE_PYTHON:-python}"
+if [ -z "${GATE_PYTHON:-}" ]; then
+  say "GATE_PYTHON is unset: the action passes the Python that setup-python installed the gate in (steps.python.outputs.python-path)"
+  exit 2
+fi
+python="$GATE_PYTHON"
 
 # One step output, NAME=VALUE on a line of its own. A value with a line break in it would write outputs
 # of its own choosing after it: refused, in one line naming where it came from.

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import functools
 import importlib.metadata
 import importlib.util
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._errors import InvariantsError, did_you_mean
@@ -66,9 +67,14 @@ class Target:
 
     def compiles(self, program: Program) -> bool:
         if program.aimed:  # a project's program: where its spec files name, whatever this target's scope
-            # By name, always (its items skip with misfit's reason when the chips do not fit); by pattern,
-            # where the chips fit.
-            return self.name in program.aimed or (self.aimed_by(program) and self.misfit(program) is None)
+            # Where the chips fit. A file of sharded and single-chip programs names targets of both kinds,
+            # and each program picks those of its own; one named by name that fits none of them keeps its
+            # items there, skipping with misfit's reason.
+            if not self.aimed_by(program):
+                return False
+            return self.misfit(program) is None or (
+                self.name in program.aimed and not _fits_some(program.aimed, _chips(program))
+            )
         layout = program.layout
         if self.scope in ("sharded", "pod"):
             if layout is None:
@@ -262,6 +268,17 @@ _AOT_TARGETS: tuple[Target, ...] = (
 )
 
 
+# Element types a family's compiler computes in a wider one: XLA:CPU has no bf16 arithmetic and converts
+# around it, so the bf16 gradient's scatter-add compiles as an f32 one there (f16 it keeps).
+_WIDENS: dict[str, dict[str, str]] = {"cpu": {"bf16": "f32"}}
+
+
+def widened(target_name: str, dtype: str) -> str | None:
+    """The element type ``target_name``'s compiler computes ``dtype`` in, where it is wider; else None.
+    Every target's name begins with its family's."""
+    return _WIDENS.get(target_name.split("-")[0], {}).get(dtype)
+
+
 def device_count(target_name: str) -> int:
     """Devices of a target, without starting JAX (a runtime target has one)."""
     return next((t.device_count for t in _AOT_TARGETS if t.name == target_name), 1)
@@ -322,6 +339,24 @@ def all_targets(runtime: Target | None = None) -> dict[str, Target]:
 
 # What an empty --targets is told, by the gate and by every command that splits the words itself.
 TARGETS_HINT = "name targets, or 'all'"
+
+
+def _chips(program: Program) -> int:
+    return 1 if program.layout is None else program.layout.devices
+
+
+@functools.cache
+def _fits_some(aimed: tuple[str, ...], chips: int) -> bool:
+    """Whether a known target that ``aimed`` (a declared program's target patterns) names has ``chips``."""
+    known = (*_AOT_TARGETS, CPU_RUNTIME)
+    return any(t.device_count == chips and any(fnmatch.fnmatchcase(t.name, p) for p in aimed) for t in known)
+
+
+def aimed_targets(programs: Iterable[Program]) -> list[str]:
+    """The targets the spec files of ``programs`` name (a project's declared programs: where they compile,
+    a sharded one on its mesh's target), in the known targets' order; none for the catalog's."""
+    chosen = list(programs)
+    return [t.name for t in all_targets(CPU_RUNTIME).values() if any(t.aimed_by(p) for p in chosen)]
 
 
 def select_targets(spec: str | None, runtime: Target | None = None) -> list[Target]:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 from invariants.compile.record import Key
 from invariants.plugin import results as _results
 from invariants.plugin.outcomes import dumped_line, failure_report, judge, relation_report
 from invariants.snapshot.render import render_summary
-from invariants.spec.checks import evaluate
+from invariants.spec.checks import WidenedDtype, evaluate
 
 pytestmark = [pytest.mark.gate, pytest.mark.invariant]
 
@@ -17,7 +19,10 @@ def test_invariant(invariant_case, gate, record_property):
     case = invariant_case
     inv = case.invariant
     verdict = evaluate(case, gate.measured, gate.all_programs)
-    where = f"{case.target} {'/'.join(k.program for k in case.keys)} [{case.config}]"
+    if inv.assertion.pinned:  # a relation across configurations: each side in its own
+        where = f"{case.target} {'/'.join(f'{k.program}[{k.config}]' for k in case.keys)}"
+    else:
+        where = f"{case.target} {'/'.join(k.program for k in case.keys)} [{case.config}]"
     record_property(
         *_results.record(
             "invariant",
@@ -46,6 +51,9 @@ def test_invariant(invariant_case, gate, record_property):
             return relation_report(gate, keys, headline, [summary(k) for k in keys])
         return failure_report(gate, keys[0], headline, summary(keys[0]))
 
+    if verdict.warning:  # pytest's warnings summary shows it under this item's id, at the spec's line
+        path, line = inv.where.rsplit(":", 1)
+        warnings.warn_explicit(f"{inv.id} on {where}: {verdict.warning}", WidenedDtype, path, int(line))
     judge(inv, verdict.holds, verdict.holds, where, verdict.describe(inv), failure, program=case.program)
 
 

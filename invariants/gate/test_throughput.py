@@ -37,7 +37,7 @@ from invariants.timing.baselines import (
     record_programs,
     write_baseline,
 )
-from invariants.timing.calls import copy_callable, jax_callable
+from invariants.timing.calls import MIN_COPY_BYTES, copy_callable, jax_callable
 from invariants.timing.paired import (
     clock_sampling,
     confirmed,
@@ -145,6 +145,11 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
         )
     floor = baseline["efficiency"] * (1 - max_loss) if baseline and not updating else None
     nbytes = bytes_moved(gate.all_programs[program], config)
+    if nbytes < MIN_COPY_BYTES:
+        pytest.skip(
+            f"{program}[{config}] moves {nbytes} bytes of rows: too few for a memory copy of them to time; "
+            "efficiency means something for a lookup of many rows"
+        )
     program_call, copy_call = _timed(gate, efficiency_key), copy_callable(nbytes)
     result, attempts = benchmark.pedantic(
         confirmed,

@@ -33,7 +33,7 @@ def parametrize(s: GateSession, metafunc: pytest.Metafunc) -> None:
     if "structure_key" in metafunc.fixturenames:
         keys = s.structure_keys()
         s.cache.plan(k for k in keys if _skip_reason(s, k) is None)
-        params = [_structure_param(s, key) for key in keys]
+        params = [_structure_param(s, key) for key in keys] + _left_out(s, keys)
         metafunc.parametrize("structure_key", params or [_none("no program selected")])
     if "invariant_case" in metafunc.fixturenames:
         cases = [
@@ -92,15 +92,54 @@ def _parametrize_throughput(s: GateSession, metafunc: pytest.Metafunc) -> None:
         ]
         metafunc.parametrize("throughput_case", params or [_none("no throughput invariant applies")])
     if "efficiency_key" in metafunc.fixturenames:
-        # A partner kept only for the project's relations (--no-catalog) gets no efficiency item of its own.
-        keys = sorted({k for c in cases for k in c.keys if k.program in s.programs})
+        # A partner kept only for the project's relations (--no-catalog) gets no efficiency item of its own,
+        # and neither does a program whose declaration says efficiency = false.
+        keys = sorted(
+            {k for c in cases for k in c.keys if k.program in s.programs and _efficiency(s, k.program)}
+        )
         params = [
-            pytest.param(
-                k, id=_key_id(k), marks=_skip(_missing_library(s, [k.program]) or _untimed(s, [k.program]))
-            )
+            pytest.param(k, id=_key_id(k), marks=_skip(_missing_library(s, [k.program])
+                         or _untimed(s, [k.program]) or _not_a_lookup(s, k.program)))
             for k in keys
-        ]
+        ]  # fmt: skip
         metafunc.parametrize("efficiency_key", params or [_none("no program is timed")])
+
+
+def _left_out(s: GateSession, keys: list[Key]) -> list[Any]:
+    """A skipped item for each declared program the run's targets leave without one, though its spec files
+    aim it at some of them: their chips do not fit it, and it says where they do."""
+    have = {k.program for k in keys}
+    out = []
+    for name in (p for p in s.programs if p not in have and s.all_programs[p].aimed):
+        program = s.all_programs[name]
+        misfits = [(t, why) for t in s.targets if t.aimed_by(program) and (why := t.misfit(program))]
+        if not misfits:
+            continue
+        fits = [t.name for t in s.all_targets.values() if t.aimed_by(program) and t.misfit(program) is None]
+        target, why = misfits[0]
+        key = Key(name, program.configs[0], target.name)
+        where = f"; it compiles on {', '.join(fits)}, which the run's targets leave out" if fits else ""
+        out.append(pytest.param(key, id=_key_id(key), marks=_skip(why + where)))
+    return out
+
+
+def _efficiency(s: GateSession, program: str) -> bool:
+    """False where a program's declaration turns its efficiency item off (``efficiency = false``)."""
+    decl = s.all_programs[program].declaration
+    return decl is None or decl.efficiency is not False
+
+
+def _not_a_lookup(s: GateSession, program: str) -> str | None:
+    """Why efficiency means nothing for a declared program that did not ask for it: it is not a lookup (a
+    model with params, a train step), so its time is not mostly the rows it moves. None: it is one."""
+    decl = s.all_programs[program].declaration
+    if decl is None or decl.efficiency or decl.lookup_shaped:
+        return None
+    what = "a train step" if decl.kind == "train" else "a program with params"
+    return (
+        f"{program} is {what}, not a lookup (table, indices): efficiency compares a lookup's time with a "
+        f"copy of the rows it moves; set efficiency = true in its [[program]] ({decl.where}) to compare it so"
+    )
 
 
 def raw_invariant(invariant: Any) -> Any:

@@ -35,7 +35,7 @@ from packaging.version import Version
 from .._errors import InvariantsError
 from .._paths import absolute_path, check_output_dir
 from ..catalog.project import Project, add_project_options, project_from
-from ..catalog.targets import all_targets
+from ..catalog.targets import aimed_targets, all_targets
 from ..compile.child import GateRun, gate_command, gate_env, keys_child, last_line, run_gate, stage
 from ..measure.measurement import measure
 from ..plugin.results import Entry, Results, compile_failure
@@ -130,13 +130,15 @@ def run_suite(env: Path, version: Version, workdir: Path, *, k: str, targets: st
 
 def check_selection(k: str, targets: str, programs: str | None, configs: str | None = None, *,
                     tests: str = "", kinds: Sequence[str] = ("test_invariant", "test_correctness"),
-                    project: Project | None = None, timeout: float = 300) -> int:  # fmt: skip
+                    project: Project | None = None, timeout: float = 300, said: str | None = None,
+                    ) -> int:  # fmt: skip
     """The number of items the selection selects, collected here (this package's gate modules and catalog,
     and the project's programs, which every release's child runs too) before any release is installed: a
     selection that selects none of ``kinds`` (item functions; default: what a verdict is made of), or that
     the gate refuses (an unknown target, program or configuration, a spec file it cannot read), is one
     line. A collection that cannot run here is no verdict on the selection: it returns -1 and the
-    releases' runs say what they meet."""
+    releases' runs say what they meet. ``said``: the options the user gave, as the line names them
+    (default: every one of these)."""
     project = project or Project()
     with tempfile.TemporaryDirectory(prefix="invariants-selection-") as tmp:
         folder = Path(tmp)
@@ -150,11 +152,16 @@ def check_selection(k: str, targets: str, programs: str | None, configs: str | N
         except subprocess.TimeoutExpired:
             return -1
     given = (
-        f"-k {k!r} --targets {targets}"
-        + (f" --programs {programs}" if programs else "")
-        + (f" --configs {configs}" if configs else "")
-        + (f" {project.describe()}" if project.own else "")
+        said
+        if said is not None
+        else (
+            f"-k {k!r} --targets {targets}"
+            + (f" --programs {programs}" if programs else "")
+            + (f" --configs {configs}" if configs else "")
+            + (f" {project.describe()}" if project.own else "")
+        )
     )
+    given = given or f"the default selection (-k {k!r} on {targets})"
     if proc.returncode not in (0, 5):
         lines = [ln.strip() for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
         said = next((ln for ln in reversed(lines) if ln.startswith(("Exit: ", "ERROR: "))), None)
@@ -297,8 +304,11 @@ def _keys_of(items: Iterable[Entry], limit: int = 2) -> list[tuple[str, str, str
 # The commands.
 
 
-def add_release_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--targets", default="cpu", help="suite targets (default: cpu)")
+def add_release_options(p: argparse.ArgumentParser, targets: str | None = "cpu") -> None:
+    """The options bisect and matrix share; ``targets``: the default of ``--targets`` (None: the command
+    chooses, see :func:`default_targets`)."""
+    what = targets or "the targets a project's spec files name, else cpu"
+    p.add_argument("--targets", default=targets, help=f"suite targets (default: {what})")
     p.add_argument(
         "--programs",
         help="restrict the suite to these programs, as the gate's --programs takes them: names, patterns, "
@@ -311,6 +321,18 @@ def add_release_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--keep", type=Path, help="keep each release's results, output and HLO dumps under this folder"
     )
+
+
+def default_targets(project: Project, programs: str | None) -> str:
+    """The suite's targets when ``--targets`` is not given: those a project's spec files name for its
+    selected programs (a sharded program compiles on its mesh's target only), else ``cpu``."""
+    if not project.own:
+        return "cpu"
+    from ..catalog.downstream import load_project  # it imports JAX: not when the command loads
+
+    known = load_project(project)[1]
+    declared = [known[p] for p in known.select(programs or "tag:user") if known[p].aimed]
+    return ",".join(aimed_targets(declared)) or "cpu"
 
 
 def _describe(it: Entry) -> str:
@@ -328,19 +350,27 @@ def main_bisect(argv: list[str]) -> int:
     )
     p.add_argument("--good", required=True, help="the reference release (its verdict is the 'before')")
     p.add_argument("--bad", required=True, help="a release whose verdict differs (older or newer)")
-    p.add_argument("-k", default="test_invariant", help="pytest -k selection (default: every invariant item)")
+    p.add_argument("-k", help="pytest -k selection (default: test_invariant, every invariant item)")
     p.add_argument(
         "--configs",
         help="restrict the suite to these configurations: ids such as f32, or patterns such as 'bf16*'",
     )
-    add_release_options(p)
+    add_release_options(p, targets=None)
     args = p.parse_args(argv)
     # Said now, not after installing the first release: where it keeps its runs, and the selection (a typo,
     # or one that selects no invariant or correctness item, collected here).
     if args.keep is not None:
         check_output_dir(args.keep, "--keep")
     project = project_from(args)
-    selected = check_selection(args.k, args.targets, args.programs, args.configs, project=project)
+    # The line that says a selection selects nothing names the options given, and no default.
+    given = {"-k": None if args.k is None else repr(args.k), "--targets": args.targets,
+             "--programs": args.programs, "--configs": args.configs}  # fmt: skip
+    said = " ".join([*(f"{flag} {value}" for flag, value in given.items() if value is not None),
+                     *([project.describe()] if project.own else [])])  # fmt: skip
+    args.k = args.k if args.k is not None else "test_invariant"
+    if args.targets is None:
+        args.targets = default_targets(project, args.programs)
+    selected = check_selection(args.k, args.targets, args.programs, args.configs, project=project, said=said)
     start = time.perf_counter()
     check_index(args.index_url)
     jax_releases = list_releases("jax", args.index_url)

@@ -11,7 +11,8 @@ The tree:
 
 - :class:`Number` and :class:`Quoted`: a number, a quoted name (``'T' in custom_call_targets``);
 - :class:`Read`: a metric, bare (``kernels``: the item's own program, or an input fact) or called on a
-  program (``kernels(take)``, ``time(take[zipf])``);
+  program (``kernels(take)``, ``time(take[zipf])``), a compiled one in a configuration it names
+  (``structure(segsum_bf16[bf16])``);
 - :class:`Negated` and :class:`Arithmetic`: ``-x`` and ``x + - * / y``, on numbers only;
 - :class:`Assertion`: one comparison of two terms, with its kind and the programs it names.
 
@@ -32,7 +33,7 @@ from collections.abc import Callable, Collection, Iterator
 from typing import Any, Literal, NamedTuple
 
 from .._errors import InvariantsError, did_you_mean, first_line, non_ascii
-from ..catalog.configs import DISTRIBUTIONS
+from ..catalog.configs import CONFIGS, DISTRIBUTIONS
 from ..hlo.parse import is_dtype
 from ..measure.metrics import COMPILED_SOURCES, METRICS
 
@@ -109,17 +110,28 @@ class Quoted(_Written):
 class Read(_Written):
     """A metric read: ``name`` alone (``program`` None: the item's program, or an input fact), or called
     on ``program``; ``distribution`` is the index distribution a ``time`` side names (else None);
-    ``dtype`` scopes a count to the instructions of one element type (``scatters(dtype="f32")``)."""
+    ``dtype`` scopes a count to the instructions of one element type (``scatters(dtype="f32")``);
+    ``config`` is the configuration a compiled read names (``kernels(take[bf16])``; None: the item's)."""
 
     name: str
     program: str | None = None
     distribution: str | None = None
     dtype: str | None = None
+    config: str | None = None
+
+    @property
+    def side(self) -> str | None:
+        """The program a read is called on, as written: ``take``, or ``take[bf16]`` with a configuration."""
+        if self.program is None:
+            return None
+        return self.program if self.config is None else f"{self.program}[{self.config}]"
 
     @property
     def label(self) -> str:
-        """How a result names the read: ``kernels(take)``, ``table_bytes``, ``scatters(dtype='f32')``."""
-        args = [*([self.program] if self.program else []), *([f"dtype={self.dtype!r}"] if self.dtype else [])]
+        """How a result names the read: ``kernels(take)``, ``table_bytes``, ``scatters(dtype='f32')``,
+        ``structure(take[bf16])``."""
+        side = self.side
+        args = [*([side] if side else []), *([f"dtype={self.dtype!r}"] if self.dtype else [])]
         return f"{self.name}({', '.join(args)})" if args else self.name
 
 
@@ -161,7 +173,8 @@ class TimedRatio(NamedTuple):
 
 class Scaled(NamedTuple):
     """``metric(a) OP factor * metric(b)`` (also ``metric(b) * factor``, and ``factor`` 1 without one): its
-    ratio ``metric(a) / metric(b)`` is what a reader wants beside the verdict."""
+    ratio ``metric(a) / metric(b)`` is what a reader wants beside the verdict. ``a`` and ``b`` are the sides
+    as written (``take`` or ``take[bf16]``)."""
 
     metric: str
     a: str
@@ -172,7 +185,9 @@ class Scaled(NamedTuple):
 @dataclasses.dataclass(frozen=True)
 class Assertion:
     """One parsed, validated assert. ``programs`` are the programs it names (relational and throughput),
-    in order of appearance; ``timed`` is set for a throughput assert and ``scaled`` for a scaled relation."""
+    in order of appearance; ``timed`` is set for a throughput assert and ``scaled`` for a scaled relation.
+    ``pinned``: a relation across configurations (``structure(a[bf16]) == structure(b[f32])``) names the
+    configuration of every side, and these are its ``(program, config)`` pairs in order; empty otherwise."""
 
     text: str
     op: Comparison
@@ -182,6 +197,7 @@ class Assertion:
     programs: tuple[str, ...]
     timed: TimedRatio | None = None
     scaled: Scaled | None = None
+    pinned: tuple[tuple[str, str], ...] = ()
 
     def holds(self, read: Callable[[Read], Any]) -> bool:
         """Whether the assert holds where ``read`` gives each metric's value; raises :class:`NoValue` where a
@@ -265,6 +281,7 @@ class _Lowering:
         self.text, self.error, self.programs = text, error, programs
         self.named: list[str] = []
         self.bare: list[str] = []  # compiled metrics read without a program: the item's own program
+        self.sides: list[tuple[str, str | None]] = []  # each compiled call's program and named configuration
         self.kind: InvariantKind = "absolute"
 
     def assertion(self, body: ast.expr) -> Assertion:
@@ -302,8 +319,16 @@ class _Lowering:
             raise self.error(
                 f"assert {text!r}: mixes program calls with a bare metric '{first}' (write {first}(PROGRAM))"
             )
+        pinned = [(p, c) for p, c in self.sides if c is not None]
+        if pinned and len(pinned) != len(self.sides):
+            loose = next(p for p, c in self.sides if c is None)
+            raise self.error(
+                f"assert {text!r} names the configuration of some sides but not of {loose}: name every "
+                f"side's ({loose}[{pinned[0][1]}]) or none"
+            )
+        named = tuple(dict.fromkeys(self.named))
         return Assertion(
-            text, op, left, right, self.kind, tuple(dict.fromkeys(self.named)), timed, _scaled(left, right)
+            text, op, left, right, self.kind, named, timed, _scaled(left, right), tuple(dict.fromkeys(pinned))
         )
 
     def term(self, node: ast.expr) -> tuple[Term, str]:
@@ -381,15 +406,13 @@ class _Lowering:
             read = Read(fn, dtype=dtype, text=f"{fn}(dtype={dtype!r})")
             return read, metric.type
         arg = node.args[0] if len(node.args) == 1 else None
-        distribution = None
+        distribution = config = None
         if isinstance(arg, ast.Subscript) and metric.source == "throughput":
             distribution = self.distribution(arg)
             arg = arg.value
         elif isinstance(arg, ast.Subscript):
-            raise self.error(
-                f"{fn}({ast.unparse(arg)}): only time() takes an index distribution; "
-                "the compiled structure does not depend on it"
-            )
+            config = self.configuration(fn, arg)
+            arg = arg.value
         if not isinstance(arg, ast.Name):
             if metric.source == "throughput":
                 raise self.error(f"{fn}(...) takes one program, as in {fn}(take) or {fn}(take[zipf])")
@@ -402,10 +425,13 @@ class _Lowering:
             self.kind = "throughput"
         elif self.kind == "absolute":
             self.kind = "relational"
-        written = f"{fn}({program})" if distribution is None else f"{fn}({program}[{distribution}])"
+        if metric.source != "throughput":
+            self.sides.append((program, config))
+        read = Read(fn, program, distribution, dtype, config)
+        written = f"{fn}({read.side})" if distribution is None else f"{fn}({program}[{distribution}])"
         if dtype is not None:
-            written = f"{fn}({program}, dtype={dtype!r})"
-        return Read(fn, program, distribution, dtype, text=written), metric.type
+            written = f"{fn}({read.side}, dtype={dtype!r})"
+        return dataclasses.replace(read, text=written), metric.type
 
     def scope(self, fn: str, keywords: list[ast.keyword]) -> str | None:
         """The element type a call scopes its count to (``dtype="f32"``), None without one; one line for
@@ -427,6 +453,25 @@ class _Lowering:
                 f"unknown dtype {dtype!r}{did_you_mean(dtype, known)}: an element type as HLO writes it"
             )
         return dtype
+
+    def configuration(self, fn: str, node: ast.Subscript) -> str:
+        """The configuration named in ``program[config]`` of a compiled metric; one line otherwise (a
+        distribution belongs to time() only: the compiled structure does not depend on it). A name Python
+        cannot read bare (``f32-2d``) is quoted: ``take['f32-2d']``."""
+        key = node.slice
+        name = key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else ast.unparse(key)
+        name = name.replace(" ", "")  # bf16-llm: Python reads a subtraction
+        if name in DISTRIBUTIONS:
+            raise self.error(
+                f"{fn}({ast.unparse(node)}): only time() takes an index distribution; "
+                "the compiled structure does not depend on it"
+            )
+        if name not in CONFIGS:
+            raise self.error(
+                f"unknown configuration {name!r} in '{ast.unparse(node)}'{non_ascii(name)}"
+                f"{did_you_mean(name, CONFIGS)}; known: {', '.join(CONFIGS)}"
+            )
+        return name
 
     def distribution(self, node: ast.Subscript) -> str:
         """The distribution named in ``program[distribution]``; one line naming the known ones otherwise."""
@@ -485,4 +530,4 @@ def _scaled(left: Term, right: Term) -> Scaled | None:
         reads.append(side)
     if reads[0].name != reads[1].name:
         return None
-    return Scaled(reads[0].name, reads[0].program or "", reads[1].program or "", factor)
+    return Scaled(reads[0].name, reads[0].side or "", reads[1].side or "", factor)

@@ -20,7 +20,7 @@ from typing import Any
 from .._errors import InvariantsError, did_you_mean
 from ..catalog.programs import get_config
 from ..catalog.registry import Programs
-from ..catalog.targets import Target, all_targets, device_count
+from ..catalog.targets import Target, all_targets, device_count, widened
 from ..compile.record import Key
 from ..hlo.cost import Missing
 from ..hlo.structure import Structure
@@ -44,11 +44,17 @@ class Case:
 
     @property
     def id(self) -> str:
+        pinned = self.invariant.assertion.pinned
+        if pinned:  # a relation across configurations: each side's own
+            subject, config = "~".join(p for p, _ in pinned), "~".join(c for _, c in pinned)
+            return f"{self.target}-{subject}-{config}-{self.invariant.id}"
         subject = self.program if self.program else "~".join(self.invariant.programs)
         return f"{self.target}-{subject}-{self.config}-{self.invariant.id}"
 
     @property
     def keys(self) -> list[Key]:
+        if pinned := self.invariant.assertion.pinned:
+            return [Key(p, c, self.target) for p, c in pinned]
         programs = [self.program] if self.program else list(self.invariant.programs)
         return [Key(p, self.config, self.target) for p in programs]
 
@@ -209,6 +215,8 @@ class _SpecCheck:
             )
 
     def cases_on(self, inv: Invariant, target: Target) -> int:
+        if inv.assertion.pinned:
+            return int(_pins_compile(inv, target, self.programs))
         if inv.kind == "absolute":
             return sum(len(self.configs(target, p, inv.configs)) for p in self.selected(inv.programs))
         shared: set[str] | None = None
@@ -220,6 +228,14 @@ class _SpecCheck:
     def why_none(self, inv: Invariant, target: Target, programs: Sequence[str]) -> str:
         """Why ``inv`` makes no item of ``programs`` on ``target``: the first program that does not compile
         there, or the configurations they do compile in."""
+        for p, c in inv.assertion.pinned:
+            compiles_in = target.configs_for(self.programs[p])
+            if not compiles_in:
+                note = _scope_note(target, self.programs[p])
+                return f"program '{p}' does not compile on {target.name} ({note})"
+            if c not in compiles_in:
+                there = f"it compiles there in {', '.join(compiles_in)} only"
+                return f"program '{p}' does not compile in {c} on {target.name}: {there}"
         for p in programs:
             if not target.configs_for(self.programs[p]):
                 note = _scope_note(target, self.programs[p])
@@ -320,6 +336,11 @@ class _SpecCheck:
                 )
 
 
+def _pins_compile(inv: Invariant, target: Target, programs: Programs) -> bool:
+    """Whether each side of a relation across configurations compiles on ``target`` in the one it names."""
+    return all(c in target.configs_for(programs[p]) for p, c in inv.assertion.pinned)
+
+
 def on_targets(target: Target, patterns: Sequence[str]) -> bool:
     return any(fnmatch.fnmatchcase(target.name, p) for p in patterns)
 
@@ -344,7 +365,10 @@ def expand(
                 if inv.kind not in kinds or not any(fnmatch.fnmatchcase(target.name, p) for p in inv.targets):
                     continue
                 skip = unmet_condition(inv)
-                if inv.kind == "absolute":
+                if inv.assertion.pinned:
+                    if _pins_compile(inv, target, programs):
+                        cases.append(Case(inv, target.name, inv.assertion.pinned[0][1], None, skip))
+                elif inv.kind == "absolute":
                     for name in select_programs(inv.programs, scope_of(spec, programs)):
                         for config in target.configs_for(programs[name]):
                             if config_matches(config, inv.configs):
@@ -360,6 +384,11 @@ def expand(
     return cases
 
 
+class WidenedDtype(UserWarning):
+    """A dtype-scoped count on a target whose compiler computes that dtype in a wider one: it may pass for
+    the very program it guards (``scatters(dtype="bf16") == 0`` on the CPU)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Decision:
     """The decision on one case. ``measured`` maps each evaluated term to its value. ``ratio`` is
@@ -369,10 +398,14 @@ class Decision:
     measured: dict[str, Any]
     detail: str = ""
     ratio: float | None = None
+    # What the verdict cannot see on this target, in one line (a dtype filter its compiler widens).
+    warning: str = ""
 
     def describe(self, invariant: Invariant) -> str:
         values = ", ".join(f"{k} = {_fmt(v)}" for k, v in self.measured.items())
         line = f"assert {invariant.text}: measured {values}"
+        if self.warning:
+            line += f"; warning: {self.warning}"
         if self.ratio is not None:
             scaled = invariant.assertion.scaled
             assert scaled is not None  # a ratio is only measured for a scaled relation
@@ -448,13 +481,20 @@ def evaluate(
     )
     measured_terms: dict[str, Any] = {}
     structures: dict[str, Structure] = {}
+    warnings: list[str] = []
 
-    def metric_of(name: str, program: str, dtype: str | None = None) -> Any:
+    def metric_of(name: str, program: str, dtype: str | None = None, config: str | None = None) -> Any:
+        key = Key(program, config or case.config, case.target)
         if dtype is not None:  # a count scoped to one element type, from the structure itself
+            if (wide := widened(case.target, dtype)) is not None:
+                warnings.append(
+                    f"{name}(dtype={dtype!r}) reads the compiled dtype, and {case.target} computes {dtype} "
+                    f"in {wide}: the count does not see the {dtype} work it guards there"
+                )
             scoped = METRICS[name].by_dtype
             assert scoped is not None  # the assert grammar admits a dtype only where there is one
-            return scoped(measured(Key(program, case.config, case.target)).structure, dtype)
-        value = measured(Key(program, case.config, case.target)).metrics[name]
+            return scoped(measured(key).structure, dtype)
+        value = measured(key).metrics[name]
         if isinstance(value, Missing):
             raise NoValue(f"{name} of {program} on {case.target}: {value.reason}")
         if value is None:
@@ -469,7 +509,8 @@ def evaluate(
                 assert case.program is not None  # a bare compiled metric is only in absolute invariants
                 value = metric_of(term.name, case.program, term.dtype)
         elif term.name == "structure":
-            structures[term.label] = measured(Key(term.program, case.config, case.target)).structure
+            key = Key(term.program, term.config or case.config, case.target)
+            structures[term.label] = measured(key).structure
             value = structural_signature(structures[term.label])
             measured_terms[term.label] = f"<{len(value[0])} kernels>"
             return value
@@ -477,14 +518,14 @@ def evaluate(
             # Timed pair by pair by the throughput tier (gate/test_throughput.py), never decided here.
             raise InvariantsError(f"{case.invariant.where}: {term.name}() is decided by the throughput tier")
         else:
-            value = metric_of(term.name, term.program, term.dtype)
+            value = metric_of(term.name, term.program, term.dtype, term.config)
         measured_terms[term.label] = value
         return value
 
     try:
         holds = case.invariant.assertion.holds(read)
     except NoValue as err:
-        return Decision(False, measured_terms, str(err))
+        return Decision(False, measured_terms, str(err), warning="; ".join(dict.fromkeys(warnings)))
     measured_terms.update(_structure_differences(structures))
     ratio = None
     if (scaled := case.invariant.assertion.scaled) is not None:
@@ -492,7 +533,8 @@ def evaluate(
         b = measured_terms.get(f"{scaled.metric}({scaled.b})")
         if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b:
             ratio = a / b
-    return Decision(holds, measured_terms, _uncalibrated(measured_terms, case.target), ratio=ratio)
+    warning = "; ".join(dict.fromkeys(warnings))
+    return Decision(holds, measured_terms, _uncalibrated(measured_terms, case.target), ratio, warning)
 
 
 def _uncalibrated(measured_terms: dict[str, Any], target: str) -> str:

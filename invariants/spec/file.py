@@ -42,8 +42,10 @@ invariants touches that one file. The format::
     inputs = "mylib.model:batch"   # optional, with params only: function(params, indices, inputs), never
                                    # differentiated (offsets, segment ids, labels, masks)
     vocab = 50000                  # optional, with params only: the indices are drawn in [0, vocab)
-    tables = ["tokens"]            # optional, with params only: the leaves the input facts describe
+    tables = ["embed.embedding"]   # optional, with params only: the leaves the input facts describe, by
+                                   # dotted path in nested params
     donate = true                  # optional, a train step: its parameters' buffers are donated
+    efficiency = false             # optional: no efficiency item (default: a lookup without params has one)
     index_dtype = "uint32"         # optional: the indices' integer dtype (default: the config's)
     mesh = { data = 4, tensor = 4 }  # optional: a sharded program (with axis_types, table_sharding,
                                      # index_sharding; see invariants.catalog.downstream)
@@ -60,7 +62,10 @@ metric registry (``invariants.measure.metrics.METRICS``): structural metrics (``
 comparison must have the same type (a number with a number, a kernel list with a kernel list), and ``in``
 takes a string on its left and a set metric on its right: a comparison that could never fail is refused.
 A metric *called* on a program name is relational: ``kernels(naive) <= kernels(take)``, over each config
-the named programs share on a target. ``structure(a) == structure(b)`` compares whole kernel lists.
+the named programs share on a target. ``structure(a) == structure(b)`` compares whole kernel lists. A
+relation across configurations names each side's: ``structure(segsum_bf16[bf16]) ==
+structure(segsum_f32[f32])`` is one item per target, every side compiled in its own configuration (all
+sides name one, or none does; such an invariant takes no ``configs``).
 ``time(a) / time(b) <= 1.10`` belongs to the throughput tier (efficiency is not written in an assert: it
 is compared with a recorded baseline). A timed program may name the distribution of its indices,
 ``time(grad_take[equal]) / time(grad_take[uniform]) <= 1.25`` (``uniform`` when omitted; see
@@ -133,7 +138,7 @@ _RATCHET_KEYS = ("reason", "issue")
 _KNOWN_FAILURE_KEYS = ("id", "programs", "configs", "targets", "ratchet")
 _PROGRAM_KEYS = ("name", "function", "kind", "configs", "tags", "doc", "params", "index_shape", "index_dtype",
                  "inputs", "donate", "vocab", "tables", "mesh", "axis_types", "table_sharding",
-                 "index_sharding")  # fmt: skip
+                 "index_sharding", "efficiency")  # fmt: skip
 # The keys only a program with params takes: what its factory's model has beside a lookup's one table.
 _PARAMS_ONLY = ("index_shape", "inputs", "donate", "vocab", "tables")
 # The integer dtypes a program's indices may take (index_dtype), by NumPy name.
@@ -253,6 +258,15 @@ class ProgramDecl:
     axis_types: str = "auto"
     table_sharding: tuple[str | None, ...] | None = None
     index_sharding: tuple[str | None, ...] | None = None
+    # Whether its time is compared with a copy of the rows it moves (an efficiency item); None: when it is
+    # a lookup, a (table, indices) program that is not a train step (see ``lookup_shaped``).
+    efficiency: bool | None = None
+
+    @property
+    def lookup_shaped(self) -> bool:
+        """A lookup of the configuration's table (no params) that is not a train step: its time is mostly
+        moving the rows it gathers or scatters, so a copy of those bytes is a fair reference."""
+        return self.params is None and self.kind != "train"
 
     @property
     def signature(self) -> tuple[Any, ...] | None:
@@ -607,6 +621,9 @@ def _programs_of(data: dict[str, Any], loc: _Locator) -> tuple[ProgramDecl, ...]
                 "table and indices",
             )
         model = _model_keys(table, loc, line, kind)
+        if "efficiency" in table and not isinstance(table["efficiency"], bool):
+            at = loc.key_line(line, "efficiency")
+            raise loc.error(at, f"efficiency must be true or false, not {_a(table['efficiency'])}")
         index_dtype = _string(table, "index_dtype", loc, line) if "index_dtype" in table else None
         if index_dtype is not None:
             _one_of(index_dtype, INDEX_DTYPES, "index_dtype", loc, loc.key_line(line, "index_dtype"))
@@ -615,7 +632,8 @@ def _programs_of(data: dict[str, Any], loc: _Locator) -> tuple[ProgramDecl, ...]
                 name, function, kind, tuple(dict.fromkeys(configs)), frozenset({*tags, "user"}), doc,
                 f"{loc.path}:{line}", params, index_shape, index_dtype,
                 params_where=f"{loc.path}:{params_line}", index_shape_where=f"{loc.path}:{shape_line}",
-                **model, **_sharding_of(table, loc, line, kind, params is not None, index_shape),
+                efficiency=table.get("efficiency"), **model,
+                **_sharding_of(table, loc, line, kind, params is not None, index_shape),
             )
         )  # fmt: skip
     return tuple(out)
@@ -860,6 +878,8 @@ def _invariant(table: dict[str, Any], line: int, entries: _Entries) -> Invariant
             raise loc.error(programs_line, f"'{inv_id}' names its programs in the assert; drop 'programs'")
         programs = named
     configs_line = loc.key_line(line, "configs")
+    if assertion.pinned and "configs" in table:
+        raise loc.error(configs_line, f"'{inv_id}' names its configurations in the assert; drop 'configs'")
     configs = _strings(table.get("configs", "*"), loc, configs_line, "configs")
     _check_configs(configs, loc, configs_line, memo.configs)
     inv_targets = _entry_targets(table, inv_id, loc, line, targets)

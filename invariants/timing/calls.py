@@ -29,6 +29,10 @@ def jax_callable(fn: Callable[..., Any], *args: Any) -> Callable[[], None]:
     return call
 
 
+# One row of the copy's float32 [n, 32] buffer: the fewest bytes it streams.
+MIN_COPY_BYTES = 128
+
+
 def copy_callable(nbytes: int) -> Callable[[], None]:
     """A :data:`Timed` device memory stream of about ``nbytes`` (read ``nbytes``, write ``nbytes``).
 
@@ -41,14 +45,14 @@ def copy_callable(nbytes: int) -> Callable[[], None]:
     :func:`measure_efficiency`.
 
     Raises:
-        InvariantsError: if ``nbytes < 128``, or if the compiled program does no work.
+        InvariantsError: if ``nbytes < MIN_COPY_BYTES``, or if the compiled program does no work.
     """
     import jax  # JAX starts after compile.process sets the environment, not when timing is imported
     import jax.numpy as jnp
 
-    if nbytes < 128:
-        raise InvariantsError(f"copy_callable: nbytes must be >= 128, got {nbytes}")
-    buf = jnp.ones((math.ceil(nbytes / 128), 32), dtype=jnp.float32)
+    if nbytes < MIN_COPY_BYTES:
+        raise InvariantsError(f"copy_callable: nbytes must be >= {MIN_COPY_BYTES}, got {nbytes}")
+    buf = jnp.ones((math.ceil(nbytes / MIN_COPY_BYTES), 32), dtype=jnp.float32)
     compiled = jax.jit(lambda b: b + 1.0).lower(buf).compile()
     if not _hlo_copies(compiled.as_text() or ""):
         raise InvariantsError(f"copy_callable: XLA elided the {nbytes}-byte stream; no reference bandwidth")

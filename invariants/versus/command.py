@@ -54,7 +54,7 @@ from .._cores import freed, usable
 from .._errors import InvariantsError
 from .._paths import absolute_path, check_distinct, check_output_file, check_plot_path, write_atomic
 from ..catalog.project import Project, add_project_options, project_from
-from ..catalog.targets import CPU_RUNTIME, select_targets
+from ..catalog.targets import CPU_RUNTIME, aimed_targets, select_targets
 from ..releases import environments as envs  # a module: a test replaces its functions
 from ..releases.environments import DEFAULT_CACHE, DEFAULT_INDEX
 from ..snapshot.diff import structural_diff, what_changed
@@ -541,8 +541,9 @@ def _parser() -> argparse.ArgumentParser:
     add_project_options(p)
     p.add_argument(
         "--targets",
-        default=DEFAULT_TARGETS,
-        help=f"targets for the structure comparison (default: {DEFAULT_TARGETS}; 'all', 'tpu', 'gpu')",
+        default=None,
+        help="targets for the structure comparison (default: the targets a project's spec files name, "
+        f"else {DEFAULT_TARGETS}; 'all', 'tpu', 'gpu')",
     )
     p.add_argument(
         "--baseline-env", action="append", default=[], metavar="K=V", help="set K=V in baseline workers only"
@@ -639,22 +640,34 @@ def load_programs(project: Project) -> Programs:
 
 def select_programs(value: str | None, known: Programs | None = None, own: bool = False) -> list[str]:
     """The programs ``--programs`` selects of ``known`` (default: the catalog's), as the gate's option does
-    (names, patterns, ``kind:``, ``tag:``; an unknown word is one line with the nearest names); with
-    ``own`` (a project's run) its default is every declared program (``tag:user``), less the sharded ones
-    a pattern matched: versus times and compares single-device programs. A sharded program named as such,
-    or a selection left empty, is one line."""
+    (names, patterns, ``kind:``, ``tag:``; an unknown word or an empty selection is one line); with
+    ``own`` (a project's run) its default is every declared program (``tag:user``). Sharded programs are
+    among them: versus compares their structure, invariants and collectives, and times the others
+    (:func:`timed_programs`)."""
     known = known if known is not None else load_programs(Project())
     default = "tag:user" if own else ",".join(DEFAULT_PROGRAMS)
-    chosen = known.select(default if value is None else value)
-    named = set() if value is None else {w.strip() for w in value.split(",")}
-    for p in chosen:
-        if p in named and known[p].layout is not None:
-            raise InvariantsError(f"--programs: {p} is sharded; versus times single-device programs")
-    single = [p for p in chosen if known[p].layout is None]
-    if not single:
-        raise InvariantsError(f"--programs {value}: selects sharded programs only ({', '.join(chosen)}); "
-                              "versus times single-device programs")  # fmt: skip
-    return single
+    return known.select(default if value is None else value)
+
+
+def timed_programs(programs: Sequence[str], known: Programs, args: argparse.Namespace) -> list[str]:
+    """The programs versus times: the single-device ones, unless ``--no-timing``. A run left with nothing
+    to compare (``--no-structure`` and sharded programs only) is one line naming only the options given."""
+    timed = [] if args.no_timing else [p for p in programs if known[p].layout is None]
+    if args.no_structure and not timed:
+        chosen = f"--programs {args.programs}" if args.programs is not None else "the project's programs"
+        raise InvariantsError(
+            f"versus --no-structure: {chosen} are sharded ({', '.join(programs)}), and versus times "
+            "single-device programs: nothing to compare; drop --no-structure to compare their structure"
+        )
+    return timed
+
+
+def default_targets(programs: Sequence[str], known: Programs, own: bool) -> str:
+    """The targets of the structure comparison when ``--targets`` is not given: a project's, the targets
+    its programs' spec files name (a sharded program compiles on its mesh's target only); the catalog's,
+    :data:`DEFAULT_TARGETS`."""
+    aimed = aimed_targets(known[p] for p in programs) if own else []
+    return ",".join(aimed) or DEFAULT_TARGETS
 
 
 def _settings(args: argparse.Namespace, platform: str) -> Settings:
@@ -669,7 +682,13 @@ def _settings(args: argparse.Namespace, platform: str) -> Settings:
                     parallel_threshold=args.parallel_threshold, parallel=not args.no_parallel)  # fmt: skip
 
 
-def _builder(args: argparse.Namespace, progress: Progress) -> Callable[[Any, str], Path]:
+def _builder(
+    args: argparse.Namespace, progress: Progress, default_targets: bool | None = None
+) -> Callable[[Any, str], Path]:
+    """Builds a side's environment of a jax release. ``default_targets``: whether ``args.targets`` is the
+    default rather than the user's (None: whether it is :data:`DEFAULT_TARGETS`)."""
+    if default_targets is None:
+        default_targets = args.targets == DEFAULT_TARGETS
     lists: dict[str, Any] = {}
     # The backend the user asked for (JAX_PLATFORMS' first entry; python -m invariants defaults it to cpu).
     platform = (_config.requested_platforms() or ["cpu"])[0]
@@ -689,9 +708,7 @@ def _builder(args: argparse.Namespace, progress: Progress) -> Callable[[Any, str
         # On a TPU host the side needs libtpu to run at all: build jax[tpu] of that release.
         # GPU targets compile with the release's CUDA plugin; the default targets leave a release too old
         # for it without (its gpu-h100 keys then read unavailable), a gpu selection asked for refuses it.
-        gpu = envs.gpu_selected(args.targets) and (
-            args.targets != DEFAULT_TARGETS or envs.gpu_too_old(v) is None
-        )
+        gpu = envs.gpu_selected(args.targets) and (not default_targets or envs.gpu_too_old(v) is None)
         pins = envs.choose_pins(v, lists["jaxlib"], tpu=platform == "tpu", gpu=gpu)
         progress(f"versus: {flag} {v}: environment {pins.env_name} (built with uv when missing; minutes)")
         return envs.env_python(envs.ensure_env(pins, args.cache_dir, args.index_url, log=progress))
@@ -708,15 +725,20 @@ def main(argv: list[str]) -> int:
     project = project_from(args)
     known = load_programs(project)
     programs = select_programs(args.programs, known, project.own)
+    timed = timed_programs(programs, known, args)
+    targets_given = args.targets is not None
+    if not targets_given:
+        args.targets = default_targets(programs, known, project.own)
     keys = [] if args.no_structure else structure_keys(programs, args.targets, known)
     if not args.no_structure and not keys:
-        given = args.programs or ("tag:user" if project.own else ",".join(DEFAULT_PROGRAMS))
+        which = f"--programs {args.programs}" if args.programs is not None else "the selected programs"
+        on = f"--targets {args.targets}" if targets_given else f"the targets {args.targets}"
         where = "their configurations" if project.own else CONFIG
         raise InvariantsError(
-            f"versus: no program of --programs {given} compiles on --targets {args.targets} in {where}: no "
-            "structure to compare (choose other targets, or --no-structure to time only)"
+            f"versus: no program of {which} compiles on {on} in {where}: no structure to compare (choose "
+            "other targets" + (", or --no-structure to time only)" if timed else ")")
         )
-    build = _builder(args, progress)
+    build = _builder(args, progress, default_targets=not targets_given)
     sides = [
         resolve(role, spec, parse_env(env, f"--{role}-env"), Path(sys.executable), build, project)
         for role, spec, env in (("baseline", args.baseline, args.baseline_env),
@@ -741,13 +763,11 @@ def main(argv: list[str]) -> int:
     settings = _settings(args, platforms.pop())
     structure, targets = compare_structure(replies, keys) if keys else ([], {})
     timing: list[ProgramVerdict] = []
-    if not args.no_timing:
-        progress(f"versus: timing {len(programs)} programs, {settings.min_rounds}-{settings.max_rounds} "
+    if timed:
+        progress(f"versus: timing {len(timed)} programs, {settings.min_rounds}-{settings.max_rounds} "
                  "rounds "
                  f"of fresh worker pairs, {settings.clock} clock")  # fmt: skip
-        timing = measure_confirmed(
-            sides, programs, settings, progress, configs=timed_configs(programs, known)
-        )
+        timing = measure_confirmed(sides, timed, settings, progress, configs=timed_configs(timed, known))
     named = {s.role: SideRecord(s.spec, str(s.python), dict(h["versions"]), dict(s.env))
              for s, h in zip(sides, hellos, strict=True)}  # fmt: skip
     record = make_record(

@@ -254,7 +254,7 @@ def missing_metric(case: Any, measured: Callable[[Key], Measurement]) -> str | N
         metric = METRICS.get(name)
         if metric is None or metric.source not in ("compiler", "kernel") or program is None:
             continue
-        value = measured(Key(program, case.config, case.target)).metrics.get(name)
+        value = measured(Key(program, read.config or case.config, case.target)).metrics.get(name)
         if isinstance(value, Missing):
             return f"{name} of {program} on {case.target}: {value.reason}"
     return None

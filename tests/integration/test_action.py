@@ -34,8 +34,8 @@ def _run_step(project: Path, tmp_path: Path, **inputs: str) -> tuple[int, str, s
     env = {k: v for k, v in os.environ.items() if not k.startswith(("INPUT_", "GITHUB_", "PYTEST_XDIST_"))}
     env.update({f"INPUT_{k.upper()}": v for k, v in inputs.items()})
     env.update(GITHUB_STEP_SUMMARY=str(summary), GITHUB_OUTPUT=str(outputs))
-    # The action's setup-python puts the installed Python first on PATH: here, this one.
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    # The action passes the Python that setup-python installed the gate in: here, this one.
+    env["GATE_PYTHON"] = sys.executable
     proc = subprocess.run(
         ["bash", str(SCRIPT)], cwd=project, env=env, capture_output=True, text=True, timeout=900, check=False
     )
@@ -181,7 +181,7 @@ def test_the_package_input_installs_the_project_beside_the_gate(tmp_path):
     (project / "locallib" / "__init__.py").write_text("WHO = 'the project under test'\n")
     ours = ("INPUT_", "GITHUB_", "PYTHON", "VIRTUAL")  # this run's: none may reach the step
     env = {k: v for k, v in os.environ.items() if not k.startswith(ours)}
-    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["GATE_PYTHON"] = str(python)  # the action's setup-python output
     env["GITHUB_ACTION_PATH"] = str(tmp_path / "not-used")
     env["INPUT_PACKAGE"] = f"  -e .\n\njax-embedding-invariants[test] @ {wheel.as_uri()}\n"
     proc = subprocess.run(["bash", "-e", "-c", _install_step()], cwd=project, env=env, capture_output=True,

@@ -1,11 +1,12 @@
 """docs/downstream.md, run as its reader runs it: every bash block in order, in an empty project folder.
 
 The package is installed the three ways the guide shows (a checkout, a wheel, git), each by the guide's
-own command, into a fresh virtual environment that borrows this environment's dependencies (jax, pytest,
-...) through a plain path line, so that nothing is downloaded but the build backend. ``CHECKOUT`` is a
-copy of this repository's package files, committed to a git repository of its own (``REPO_URL``), so
-that the guide's install from git installs this tree. The guide's workflow YAML is linted with actionlint
-where ``$ACTIONLINT`` names it (``.ci/run`` installs it). An ``e2e`` test: it takes minutes.
+own command, none of them building in the checkout, into a fresh virtual environment that borrows this
+environment's dependencies (jax, pytest, ...) through a plain path line, so that nothing is downloaded but
+the build backend. ``CHECKOUT`` is a copy of this repository's package files, committed to a git
+repository of its own (``REPO_URL``), so that the guide's installs install this tree. The guide's
+workflow YAML is linted with actionlint where ``$ACTIONLINT`` names it (``.ci/run`` installs it). An
+``e2e`` test: it takes minutes.
 """
 
 from __future__ import annotations
@@ -83,10 +84,34 @@ def test_the_guide_runs_as_written(tmp_path: Path) -> None:
     assert len(log) == sum(1 for b in blocks(GUIDE.read_text()) if b.lang == "bash" and not b.file)
 
 
+@pytest.mark.e2e
+def test_the_install_routes_leave_the_checkout_as_git_has_it(tmp_path: Path) -> None:
+    """The guide's installs from a checkout and from a wheel, each by its own command: neither builds in
+    the checkout (no build/, no *.egg-info there), which is left exactly as git has it."""
+    checkout = _checkout(tmp_path)
+    venv = _venv(tmp_path)
+    project = tmp_path / "project"
+    project.mkdir()
+    env = clean_env({"PATH": f"{venv / 'bin'}:/usr/local/bin:/usr/bin:/bin", "VIRTUAL_ENV": str(venv),
+                     "CHECKOUT": str(checkout), "PIP_DISABLE_PIP_VERSION_CHECK": "1"})  # fmt: skip
+    text = GUIDE.read_text()
+    start = text.index("## 1. Install")
+    section = text[start : text.index("\n## 2.", start)]
+    installs = [b.text for b in blocks(section) if b.lang == "bash" and "CHECKOUT" in b.text]
+    assert len(installs) == 2, installs
+    for command in installs:
+        proc = subprocess.run(["bash", "-euo", "pipefail", "-c", command], cwd=project, env=env,
+                              capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+        assert proc.returncode == 0, command + "\n" + proc.stderr[-3000:]
+        left = subprocess.run(["git", "-C", str(checkout), "status", "--porcelain", "--ignored"],
+                              capture_output=True, text=True, check=True).stdout  # fmt: skip
+        assert left == "", f"{command}\nleft in the checkout:\n{left}"
+
+
 def test_the_guide_covers_what_a_downstream_project_needs() -> None:
     """The sections a downstream project needs of the guide, by their headings and commands."""
     text = GUIDE.read_text()
-    for needed in ("pip install \"$CHECKOUT", "pip wheel", "git+$REPO_URL", "params = ", "targets = [",
+    for needed in ("git+file://localhost$CHECKOUT", "pip wheel", "git+$REPO_URL", "params = ", "targets = [",
                    "--snapshot-update", "efficiency baseline", "compile_for", "uses: OWNER/",
                    "Reading a failure", "accept it"):  # fmt: skip
         assert needed in text, needed

@@ -342,3 +342,269 @@ def test_a_tpu_memory_bound_on_the_peak_sees_what_the_program_keeps_live(tmp_pat
     assert peak and int(peak[1]) > 16 * 2**20, failed[0]
     held = r"PASSED .*test_invariant\[tpu-v5e-keeps-f32-hbm_temporaries\]"
     assert re.search(held, proc.stdout), proc.stdout
+
+
+ACROSS = """\
+[spec]
+targets = ["cpu"]
+
+[[program]]
+name = "mine_bf16"
+function = "minelib:take_lookup"
+kind = "forward"
+configs = ["bf16"]
+
+[[program]]
+name = "mine_f32"
+function = "minelib:take_lookup"
+kind = "forward"
+configs = ["f32"]
+
+[[invariant]]
+id = "bf16_compiles_like_f32"
+assert = "structure(mine_bf16[bf16]) == structure(mine_f32[f32])"
+
+[[invariant]]
+id = "bf16_no_more_kernels"
+assert = "kernels(mine_bf16[bf16]) <= kernels(mine_f32[f32])"
+"""
+
+
+def test_a_relation_compares_programs_across_configurations(tmp_path: Path):
+    """Each side compiles in the configuration it names: one item per target. On the CPU the bf16 lookup
+    has the same kernels as the f32 one, and its converts (XLA:CPU computes bf16 in f32) are what differs."""
+    project = make(tmp_path / "project")
+    (project / "specs" / "mine.toml").write_text(ACROSS)
+    ran = gate(project, "--no-catalog", "--targets", "cpu", "-m", "not throughput")
+    out = ran.stdout + ran.stderr
+    assert ran.returncode == 1, out[-3000:]
+    assert re.search(r"^PASSED \S+::test_invariant\[cpu-mine_bf16~mine_f32-bf16~f32-bf16_no_more_kernels\]$",
+                     out, re.M), out[-3000:]  # fmt: skip
+    failed = r"^FAILED \S+::test_invariant\[cpu-mine_bf16~mine_f32-bf16~f32-bf16_compiles_like_f32\] - "
+    assert re.search(failed + r".*failed on cpu mine_bf16\[bf16\]/mine_f32\[f32\]", out, re.M), out[-3000:]
+    assert re.search(r"^-converts: bf16->f32", out, re.M), out[-3000:]
+
+
+FEW_IDS = """\
+[spec]
+targets = ["cpu"]
+
+[[program]]
+name = "tiny_model"
+function = "minelib:model"
+params = "minelib:init"
+kind = "forward"
+index_shape = [1]
+
+[[program]]
+name = "tiny_too"
+function = "minelib:model"
+params = "minelib:init"
+kind = "forward"
+index_shape = [1]
+efficiency = false
+
+[[program]]
+name = "tiny_asks"
+function = "minelib:model"
+params = "minelib:init"
+kind = "forward"
+index_shape = [1]
+efficiency = true
+
+[[invariant]]
+id = "as_fast"
+assert = "time(tiny_model) / time(tiny_too) <= 4.0"
+
+[[invariant]]
+id = "asks_as_fast"
+assert = "time(tiny_asks) / time(tiny_model) <= 4.0"
+"""
+
+FEW_IDS_MODULE = """\
+import jax
+import jax.numpy as jnp
+
+
+def init(config):
+    return {"embed": jnp.ones((config.vocab, 1), jnp.float32), "out": jnp.ones((1, 1), jnp.float32)}
+
+
+def model(params, indices):
+    return jnp.tanh(jnp.take(params["embed"], indices, axis=0) @ params["out"])
+"""
+
+
+def test_efficiency_is_for_lookups_and_a_declaration_turns_it_off(tmp_path: Path):
+    """A model of few ids is timed in its relation; its efficiency item skips, saying why and what would
+    compare it, the program whose declaration says efficiency = false has none, and one that asks for it
+    but moves too few bytes skips saying so."""
+    project = make(tmp_path / "project")
+    (project / "specs" / "mine.toml").write_text(FEW_IDS)
+    (project / "minelib.py").write_text(FEW_IDS_MODULE)
+    ran = gate(project, "--no-catalog", "--targets", "cpu", "-m", "throughput")
+    out = ran.stdout + ran.stderr
+    assert ran.returncode == 0, out[-3000:]
+    assert "nbytes" not in out, out[-3000:]
+    ratio = r"^PASSED \S+::test_ratio\[cpu-tiny_model~tiny_too-f32-as_fast\]$"
+    assert re.search(ratio, out, re.M), out[-3000:]
+    skipped = (
+        r"SKIPPED \[1\] .*: tiny_model is a program with params, not a lookup \(table, indices\): "
+        r"efficiency compares .*; set efficiency = true in its \[\[program\]\] \(specs/mine.toml:4\)"
+    )
+    assert re.search(skipped, out), out[-3000:]
+    assert "tiny_too-f32" not in re.sub(r"tiny_model~tiny_too", "", out), out[-3000:]
+    assert re.search(r"SKIPPED \[1\] .*: tiny_asks\[f32\] moves 4 bytes of rows: too few", out), out[-3000:]
+
+
+WIDENED = """\
+[spec]
+targets = ["cpu"]
+
+[[program]]
+name = "mine_grad"
+function = "minelib:take_lookup"
+kind = "backward"
+configs = ["bf16"]
+
+[[invariant]]
+id = "no_bf16_scatter"
+programs = ["mine_grad"]
+assert = 'scatters(dtype="bf16") == 0'
+"""
+
+
+def test_a_dtype_filter_the_cpu_widens_warns_in_the_items_result(tmp_path: Path):
+    """XLA:CPU computes the bf16 gradient's scatter-add in f32: the bound holds there for the very program it
+    guards, and the run's warnings say so under the item's id, in one line."""
+    project = make(tmp_path / "project")
+    (project / "specs" / "mine.toml").write_text(WIDENED)
+    ran = gate(project, "--no-catalog", "--targets", "cpu", "-k", "test_invariant")
+    out = ran.stdout + ran.stderr
+    assert ran.returncode == 0, out[-3000:]
+    assert re.search(r"^PASSED \S+::test_invariant\[cpu-mine_grad-bf16-no_bf16_scatter\]$", out, re.M), out
+    assert re.search(r"^\S+::test_invariant\[cpu-mine_grad-bf16-no_bf16_scatter\]$", out, re.M), out
+    assert re.search(r"^  specs/mine.toml:10: WidenedDtype: no_bf16_scatter on cpu mine_grad \[bf16\]: "
+                     r"scatters\(dtype='bf16'\) reads the compiled dtype, and cpu computes bf16 in f32", out,
+                     re.M), out[-3000:]  # fmt: skip
+
+
+COMBINED = """\
+[spec]
+targets = ["cpu", "cpu-8dev"]
+
+[[program]]
+name = "mine_sharded"
+function = "minelib:sharded_lookup"
+kind = "forward"
+mesh = { data = 2, tensor = 4 }
+axis_types = "explicit"
+table_sharding = ["tensor", ""]
+index_sharding = ["data"]
+
+[[program]]
+name = "mine_take"
+function = "minelib:take_lookup"
+kind = "forward"
+
+[[invariant]]
+id = "no_all_gather"
+programs = ["tag:user"]
+assert = "all_gathers == 0"
+"""
+
+COMBINED_MODULE = (
+    MODULE
+    + """
+from jax.sharding import PartitionSpec as P
+
+
+def sharded_lookup(table, indices):
+    return table.at[indices].get(out_sharding=P("data", None))
+"""
+)
+
+
+def test_one_run_of_sharded_and_single_chip_programs_picks_each_ones_targets(tmp_path: Path):
+    """One spec file names a one-chip and an 8-device target: each program gets its items where its chips
+    fit, and none is skipped. With the 8-device target left out, the sharded program's item says where it
+    compiles."""
+    project = make(tmp_path / "project")
+    (project / "specs" / "mine.toml").write_text(COMBINED)
+    (project / "minelib.py").write_text(COMBINED_MODULE)
+    ran = gate(project, "--no-catalog", "-m", "not throughput", "--snapshot-update")  # the one-job form
+    out = ran.stdout + ran.stderr
+    assert ran.returncode == 0, out[-3000:]
+    passed = sorted(re.findall(r"^PASSED \S+::(test_\w+\[[^\]]+\])$", out, re.M))
+    assert passed == [
+        "test_invariant[cpu-8dev-mine_sharded-f32-no_all_gather]",
+        "test_invariant[cpu-mine_take-f32-no_all_gather]",
+        "test_structure[cpu-8dev-mine_sharded-f32]",
+        "test_structure[cpu-mine_take-f32]",
+    ], out[-3000:]
+    assert "chip" not in "".join(ln for ln in out.splitlines() if ln.startswith("SKIPPED")), out[-3000:]
+    narrowed = gate(project, "--no-catalog", "--targets", "cpu", "-m", "not throughput")
+    assert narrowed.returncode == 0, narrowed.stdout[-3000:]
+    advice = (
+        r"^SKIPPED \[1\] .*: cpu has 1 chip; the mesh of mine_sharded \(data = 2, tensor = 4\) has 8; "
+        r"it compiles on cpu-8dev, which the run's targets leave out$"
+    )
+    assert re.search(advice, narrowed.stdout, re.M), narrowed.stdout[-3000:]
+
+
+NESTED_MODULE = """\
+import jax
+import jax.numpy as jnp
+
+
+def init(config):
+    return {"embed": {"embedding": jax.ShapeDtypeStruct((config.vocab, 8), jnp.float32)},
+            "head": {"kernel": jax.ShapeDtypeStruct((8, 8), jnp.float32)}}
+
+
+def model(params, indices):
+    return jnp.take(params["embed"]["embedding"], indices, axis=0) @ params["head"]["kernel"]
+"""
+
+
+def test_tables_names_a_nested_leaf_by_the_dotted_path_the_guide_gives(tmp_path: Path):
+    """The guide's own `tables = [...]` line for a flax-shaped model: the input facts are the nested
+    embedding's alone (8192 rows of 8 f32), not the head's beside it."""
+    guide = (ROOT / "docs" / "downstream.md").read_text()
+    (line,) = re.findall(r'`(tables = \["embed\.embedding"\])`', guide)
+    project = make(tmp_path / "project")
+    (project / "minelib.py").write_text(NESTED_MODULE)
+    (project / "specs" / "mine.toml").write_text(
+        '[spec]\ntargets = ["cpu"]\n\n[[program]]\nname = "mine_model"\nfunction = "minelib:model"\n'
+        f'params = "minelib:init"\nkind = "forward"\n{line}\n\n'
+        '[[invariant]]\nid = "facts"\nprograms = ["mine_model"]\n'
+        'assert = "table_bytes + row_bytes == 8192 * 8 * 4 + 8 * 4"\n'
+    )
+    ran = gate(project, "--no-catalog", "--targets", "cpu", "-k", "test_invariant")
+    assert ran.returncode == 0, (ran.stdout + ran.stderr)[-3000:]
+    assert re.search(r"^PASSED \S+::test_invariant\[cpu-mine_model-f32-facts\]$", ran.stdout, re.M), (
+        ran.stdout
+    )
+
+
+def test_the_project_only_f16_configuration_compiles_a_projects_program_as_the_guide_says(tmp_path: Path):
+    """The guide's `configs = ["f16"]`: the project's lookup compiles and is snapshotted in f16, and a
+    relation to the catalog's take in f16 is one line (the catalog compiles nothing there)."""
+    guide = (ROOT / "docs" / "downstream.md").read_text()
+    (line,) = re.findall(
+        r'`(configs = \["f16"\])`, an `f16\[8192,32\]` table, is there for your programs', guide
+    )
+    project = make(tmp_path / "project")
+    (project / "specs" / "mine.toml").write_text(
+        f'[spec]\ntargets = ["cpu"]\n\n[[program]]\nname = "mine_take"\nfunction = "minelib:take_lookup"\n'
+        f'kind = "forward"\n{line}\n'
+    )
+    ran = gate(project, "--no-catalog", "--targets", "cpu", "-k", "test_structure", "--snapshot-update")
+    assert ran.returncode == 0, (ran.stdout + ran.stderr)[-3000:]
+    snapshot = (project / "snapshots" / "cpu" / "mine_take.f16.txt").read_text()
+    assert "root: f16[16384,32]" in snapshot, snapshot
+    with (project / "specs" / "mine.toml").open("a") as spec:
+        spec.write('\n[[invariant]]\nid = "is_take"\nassert = "structure(mine_take) == structure(take)"\n')
+    refused = gate(project, "--no-catalog", "--targets", "cpu")
+    last = (refused.stdout + refused.stderr).strip().splitlines()[-1]
+    assert refused.returncode == 2 and "select no configuration its programs share on cpu" in last, last

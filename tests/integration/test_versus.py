@@ -91,3 +91,52 @@ def test_candidate_env_reaches_the_candidate_only(tmp_path: Path) -> None:
         "naive/f32/cpu: invariant one_kernel holds on the baseline, fails on the candidate" in record.reasons
     )
     assert "**regressed**" in proc.stdout
+
+
+SHARDED_MODEL = """\
+from jax.sharding import PartitionSpec as P
+
+
+def lookup(table, ids):
+    return table.at[ids].get(out_sharding=P("data", None))
+"""
+SHARDED_SPEC = """\
+[spec]
+targets = ["cpu-8dev"]
+
+[[program]]
+name = "lookup8"
+function = "model:lookup"
+kind = "forward"
+mesh = { data = 2, tensor = 4 }
+axis_types = "explicit"
+table_sharding = ["tensor", ""]
+index_sharding = ["data"]
+
+[[invariant]]
+id = "no_all_gather"
+programs = ["lookup8"]
+assert = "all_gathers == 0"
+"""
+
+
+def test_a_sharded_project_is_compared_on_structure_invariants_and_collectives(tmp_path: Path) -> None:
+    """A project of a sharded program alone: nothing is timed, so versus compares its structure (with its
+    collectives) and invariants on the target its spec file names, without being told --no-timing,
+    --programs or --targets."""
+    (tmp_path / "model.py").write_text(SHARDED_MODEL)
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "s.toml").write_text(SHARDED_SPEC)
+    proc = subprocess.run([sys.executable, "-m", "invariants", "versus", "--baseline", "current",
+                           "--candidate", "current", "--spec-dir", "specs", "--no-catalog",
+                           "--json", str(tmp_path / "v.json")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    record = load_record(tmp_path / "v.json")
+    assert record.timing == []
+    (key,) = record.structure
+    assert key["key"] == "lookup8/f32/cpu-8dev" and key["diff"] is None
+    assert "collectives:\n  all-reduce " in key["baseline"]["snapshot"]
+    (verdict,) = key["invariants"]
+    assert (verdict["id"], verdict["baseline"], verdict["candidate"]) == ("no_all_gather", True, True)
+    assert "identical on both sides: lookup8/f32/cpu-8dev" in proc.stdout

@@ -14,11 +14,11 @@ import pytest
 ROOT = Path(__file__).parents[2]
 README = ROOT / "README.md"
 GATE = (
-    "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test,tpu,gpu,libs]' && "
+    "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test,tpu,gpu,test-libs]' && "
     "pytest invariants/gate"
 )
 TESTS = (
-    "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test,tpu,gpu,libs,dev]' && "
+    "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test,tpu,gpu,test-libs,dev]' && "
     "pytest -n auto --pin-workers"
 )
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md")), ROOT / "benchmarks" / "README.md",
@@ -38,7 +38,7 @@ def test_the_two_commands_open_the_readme_and_are_what_ci_runs() -> None:
     assert blocks[:2] == [GATE, TESTS]
     assert README.read_text().index(TESTS) < README.read_text().index("\n## ")
     ci = (ROOT / ".ci" / "run").read_text()
-    assert "pip install -q -e '.[test,tpu,gpu,libs,dev]'" in ci
+    assert "pip install -q -e '.[test,tpu,gpu,test-libs,dev]'" in ci
     assert 'step "the README\'s test command" pytest -n auto --pin-workers\n' in ci
     assert re.search(r'step "the gate" pytest invariants/gate ', ci)
 

@@ -333,3 +333,52 @@ def test_shellcheck_sees_a_broken_script(tmp_path):
     broken.write_text(ACTION_SCRIPT.read_text().replace('"${spec_args[@]}"', "${spec_args[@]}"))
     proc = subprocess.run([shellcheck, str(broken)], capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0 and "SC2068" in proc.stdout
+
+
+def test_the_action_docs_list_every_input_with_its_default():
+    """docs/action.md's input table is action.yml's inputs, each with its default, in its order."""
+    inputs = _load_yaml(ACTION.read_text())["inputs"]
+    text = (ROOT / "docs" / "action.md").read_text()
+    table = text[text.index("| input | default | what |") :].split("\n\n", 1)[0].splitlines()[2:]
+    rows = [[cell.strip() for cell in row.strip("|").split("|")] for row in table]
+    assert [r[0].strip("`") for r in rows] == list(inputs)
+    for name, default, _ in rows:
+        spec = inputs[name.strip("`")]
+        if spec.get("required"):
+            assert default == "(required)", name
+        elif spec["default"] and name != "`package`":  # package's empty default is described in words
+            assert f"`{spec['default']}`" in default or spec["default"] in default, (name, default)
+
+
+@pytest.mark.parametrize("step", [[], ["cache-key"]])
+def test_the_action_script_never_runs_the_python_first_on_path(tmp_path, step):
+    """Without the interpreter the action set up (GATE_PYTHON), the script refuses in one line; it never
+    falls back on whatever `python` is first on PATH."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    called = tmp_path / "called"
+    (bin_dir / "python").write_text(f"#!/bin/sh\ntouch {called}\n")
+    (bin_dir / "python").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("INPUT_", "GITHUB_", "GATE_"))}
+    env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", INPUT_SPEC_DIRS="specs")
+    proc = subprocess.run(["bash", str(ACTION_SCRIPT), *step], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=60, check=False)  # fmt: skip
+    assert not called.exists()
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        "action_gate: GATE_PYTHON is unset: the action passes the Python that setup-python installed the "
+        "gate in (steps.python.outputs.python-path)"
+    ], proc.stderr
+
+
+def test_the_action_installs_with_the_python_it_set_up():
+    steps = {s.get("name"): s for s in _load_yaml(ACTION.read_text())["runs"]["steps"]}
+    run = steps["install the gate"]["run"]
+    assert '"$GATE_PYTHON" -m pip install' in run and ":-python" not in run
+
+
+def test_the_action_gives_the_exit_statuses_its_docs_give():
+    """action.yml's exit-code output and docs/action.md name the same statuses (0, 1, 2, 4, 128+N)."""
+    statuses = re.compile(r"\b(\d+(?:\+N)?) (?:passed|a failure|bad input|targets asked|stopped by)")
+    said = _load_yaml(ACTION.read_text())["outputs"]["exit-code"]["description"]
+    docs = (ROOT / "docs" / "action.md").read_text().replace("\n", " ")
+    assert statuses.findall(said) == statuses.findall(docs) == ["0", "1", "2", "4", "128+N"]

@@ -614,10 +614,12 @@ def test_catalog_snapshot_mismatch_fails_without_rewriting(example, tmp_path, ga
 
 def test_params_programs_are_timed_with_their_own_arguments(tmp_path):
     """A time() relation between a model and the catalog's take: each side runs on its own arguments (the
-    model its drawn parameters and [4, 8] ids), the first update records the model's efficiency baseline
-    (bytes: a row per id of its own index shape), and a plain run then compares both."""
+    model its drawn parameters and [4, 8] ids), the first update records the efficiency baseline the model
+    asks for (bytes: a row per id of its own index shape), and a plain run then compares both."""
     m = "plib_timed"
-    declared = params_program("p", f"{m}:embed", f"{m}:tables")
+    declared = params_program(
+        "p", f"{m}:embed", f"{m}:tables", extra="index_shape = [4, 8]\nefficiency = true\n"
+    )
     relation = '[[invariant]]\nid = "t"\nassert = "time(p) / time(take) <= 50"\n'
     params_project(tmp_path, m, declared, relation)
     first = gate(tmp_path, "--no-catalog", "--snapshot-update", "-rA")

@@ -32,18 +32,29 @@ def test_missing_library_gives_the_install_command(monkeypatch):
     assert CATALOG["take"].unavailable_reason() is None
 
 
-def test_extra_pins_what_is_installed():
+def test_the_test_extra_pins_what_is_installed_and_the_libs_extra_pins_nothing():
+    """The project's own runs install the versions the catalog's snapshots were recorded with (test-libs);
+    the libs extra a user installs leaves a flax-based library its own flax: no version is forced."""
     import importlib.metadata
     import tomllib
 
-    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["libs"]
-    for requirement in extra:
-        name, _, version = requirement.partition("==")
-        assert importlib.metadata.version(name) == version, requirement
+    from packaging.requirements import Requirement
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    pinned = [Requirement(r) for r in extras["test-libs"]]
+    for requirement in pinned:
+        (spec,) = requirement.specifier
+        assert spec.operator == "==" and importlib.metadata.version(requirement.name) == spec.version
+    loose = {Requirement(r).name: Requirement(r).specifier for r in extras["libs"]}
+    assert set(loose) == {r.name for r in pinned}
+    for requirement in pinned:  # the recorded version and a later one both satisfy it
+        (spec,) = requirement.specifier
+        later = spec.version.split(".")[0] + ".999"
+        assert loose[requirement.name].contains(spec.version) and loose[requirement.name].contains(later)
     readme = (ROOT / "README.md").read_text()
     commands = [line for line in readme.splitlines() if line.startswith("python3 -m venv")]
-    assert len(commands) == 2 and all(",libs" in c for c in commands), commands
-    assert ",libs" in (ROOT / ".ci" / "run").read_text()
+    assert len(commands) == 2 and all(",test-libs" in c for c in commands), commands
+    assert ",test-libs" in (ROOT / ".ci" / "run").read_text()
 
 
 def test_gate_without_libraries_skips_their_items_with_the_install_command(

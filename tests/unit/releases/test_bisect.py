@@ -510,9 +510,9 @@ def test_bisect_refuses_a_keep_path_it_cannot_write_before_any_install(monkeypat
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
-        (["-k", "nomatch"], "-k 'nomatch' --targets cpu: selects no invariant or correctness item; widen -k"),
+        (["-k", "nomatch"], "-k 'nomatch': selects no invariant or correctness item; widen -k"),
         (["-k", "grad_no_while", "--programs", "naive"],
-         "-k 'grad_no_while' --targets cpu --programs naive: selects no invariant or correctness item"),
+         "-k 'grad_no_while' --programs naive: selects no invariant or correctness item"),
         (["--targets", "tpu-v5", "-k", "no_while"], "--targets: unknown target 'tpu-v5' (did you mean"),
     ],
 )  # fmt: skip
@@ -524,3 +524,50 @@ def test_bisect_refuses_a_selection_of_nothing_before_any_install(monkeypatch, a
     with pytest.raises(InvariantsError) as err:
         b.main_bisect(["--good", "0.4.30", "--bad", "0.10.2", *argv])
     assert str(err.value).startswith(said) and "\n" not in str(err.value), str(err.value)
+
+
+SHARDED_SPEC = """\
+[spec]
+targets = ["cpu-8dev"]
+
+[[program]]
+name = "lookup8"
+function = "model:lookup"
+kind = "forward"
+mesh = { data = 2, tensor = 4 }
+table_sharding = ["tensor", ""]
+index_sharding = ["data"]
+
+[[invariant]]
+id = "no_all_gather"
+programs = ["lookup8"]
+assert = "all_gathers == 0"
+"""
+
+
+def test_bisect_runs_a_sharded_project_on_its_targets_and_names_only_the_options_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without --targets, bisect selects a project's items on the targets its spec files name (the sharded
+    program's cpu-8dev here, collected in a child of the gate); a selection of nothing names the options
+    given, never a default the user did not write."""
+    (tmp_path / "model.py").write_text("def lookup(table, ids):\n    return table[ids]\n")
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "s.toml").write_text(SHARDED_SPEC)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    class Collected(Exception):
+        pass
+
+    def collected(url: str) -> None:
+        raise Collected
+
+    monkeypatch.setattr(b, "check_index", collected)
+    project = ["--good", "0.10.1", "--bad", "0.10.2", "--spec-dir", "specs", "--no-catalog"]
+    with pytest.raises(Collected):  # the selection held items: on to the releases
+        b.main_bisect(project)
+    with pytest.raises(InvariantsError) as err:
+        b.main_bisect([*project, "--programs", "lookup8", "-k", "nothing_here"])
+    assert str(err.value).startswith("-k 'nothing_here' --programs lookup8 --spec-dir ")
+    assert "--targets" not in str(err.value)

@@ -82,6 +82,17 @@ def test_the_throughput_and_scaled_shapes_are_read_once_at_parse():
     assert _parse("kernels(naive) <= 2").timed is None
 
 
+def test_a_relation_across_configurations_names_each_side_s():
+    a = _parse("structure(take[bf16]) == structure(take[f32])")
+    assert (a.kind, a.programs, a.pinned) == ("relational", ("take",), (("take", "bf16"), ("take", "f32")))
+    assert [r.label for r in a.reads()] == ["structure(take[bf16])", "structure(take[f32])"]
+    scaled = _parse("kernels(naive[bf16]) <= 2 * kernels(take['f32-2d'])")
+    assert scaled.pinned == (("naive", "bf16"), ("take", "f32-2d"))
+    assert scaled.scaled == Scaled("kernels", "naive[bf16]", "take[f32-2d]", 2.0)
+    assert _parse("kernels(naive[bf16-llm]) <= 2").pinned == (("naive", "bf16-llm"),)
+    assert _parse("kernels(naive) <= kernels(take)").pinned == ()
+
+
 def test_reads_lists_every_metric_read_left_to_right():
     a = _parse("kernels(naive) + fusions(naive) <= 2 * kernels(take) - -fusions(take)")
     labels = ["kernels(naive)", "fusions(naive)", "kernels(take)", "fusions(take)"]
@@ -100,6 +111,11 @@ def test_reads_lists_every_metric_read_left_to_right():
         ("time(take) <= 1.1 * time(naive)", "a throughput assert reads 'time(A) / time(B) <= NUMBER'"),
         ("kernels(take) <= kernels", "mixes program calls with a bare metric 'kernels'"),
         ("kernels(take[zipf]) <= 2", "only time() takes an index distribution"),
+        ("kernels(take[f33]) <= 2", "unknown configuration 'f33' in 'take[f33]' (did you mean 'f32'?)"),
+        (
+            "structure(take[bf16]) == structure(naive)",
+            "names the configuration of some sides but not of naive: name every side's (naive[bf16]) or none",
+        ),
         ("-custom_call_targets == 1", "arithmetic on a set ('-custom_call_targets')"),
         ("kernels is 2", "assert 'kernels is 2': compare with one of ==, !=, <, <=, >, >=, in, not in"),
         ("kernels is not 2", "compare with one of ==, !="),

@@ -90,6 +90,25 @@ def test_relational_fails_when_naive_gets_more_kernels(tmp_path):
     assert not verdict.holds and verdict.measured == {"kernels(naive)": 9, "kernels(take)": 1}
 
 
+def test_a_relation_across_configurations_reads_each_side_in_its_own(tmp_path):
+    from invariants.catalog.targets import all_targets
+    from invariants.spec.checks import expand
+
+    (inv,) = spec(tmp_path, '[[invariant]]\nid = "x"\n'
+                            'assert = "kernels(naive[bf16]) <= kernels(take[f32])"\n').invariants  # fmt: skip
+    (made,) = expand([spec(tmp_path, '[[invariant]]\nid = "x"\n'
+                                     'assert = "kernels(naive[bf16]) <= kernels(take[f32])"\n')],
+                     [all_targets()["cpu"]])  # fmt: skip
+    assert made.id == "cpu-naive~take-bf16~f32-x"
+    assert [tuple(k) for k in made.keys] == [("naive", "bf16", "cpu"), ("take", "f32", "cpu")]
+    real = {("naive", "bf16"): CPU_FWD_NAIVE, ("take", "f32"): CPU_FWD_TAKE}
+    verdict = evaluate(made, lambda key: real[key[0], key[1]])
+    assert verdict.holds and verdict.measured == {"kernels(naive[bf16])": 1, "kernels(take[f32])": 1}
+    mutated = {("naive", "bf16"): OLD_CPU_BWD, ("take", "f32"): CPU_FWD_TAKE}
+    assert not evaluate(made, lambda key: mutated[key[0], key[1]]).holds
+    assert inv.configs == ("*",)
+
+
 def test_structural_equality_fails_on_any_kernel_change(tmp_path):
     (inv,) = spec(tmp_path, '[[invariant]]\nid = "e"\n'
                             'assert = "structure(eqx_embedding) == structure(vmap_naive)"\n'
@@ -377,6 +396,11 @@ _TAKE = '[[invariant]]\nid = "g"\nprograms = ["take"]\nassert = "gathers == 1"\n
         ('[spec]\ntargets = ["cpu"]\n[[invariant]]\nid = "g"\nassert = "time(take) / time(naive) <= 1.1"\n'
          'configs = ["bf16-llm"]\n',
          ":6: 'g': configs ['bf16-llm'] select no configuration that take and naive share and run in"),
+        # A relation across configurations: a side that does not compile in the configuration it names.
+        ('[spec]\ntargets = ["cpu"]\n[[invariant]]\nid = "g"\n'
+         'assert = "structure(take_clip[bf16]) == structure(take[f32])"\n',
+         ":3: 'g' checks nothing on its targets (cpu): on cpu, program 'take_clip' does not compile in bf16 "
+         "on cpu: it compiles there in f32 only"),
         # Correctness: nothing runs on the runtime target, or a check its programs cannot take.
         ('[spec]\ntargets = ["cpu"]\n[[correctness]]\nid = "c"\ncheck = "agree"\nprograms = ["naive"]\n'
          'reference = "take"\nconfigs = ["bf16-llm"]\n',
@@ -485,3 +509,20 @@ def test_correctness_compares_at_the_highest_matmul_precision(tmp_path):
     case = _correctness(tmp_path, "agree", "naive", 'reference = "take"\n')
     assert correctness.run(case) is None
     assert seen == ["highest"]
+
+
+def test_a_dtype_filter_the_target_widens_warns_in_its_verdict(tmp_path):
+    """On the CPU the bf16 gradient's scatter-add compiles as an f32 one: ``scatters(dtype="bf16") == 0``
+    holds there for the very program it guards, and the verdict says so in one line; on a TPU it does not."""
+    (inv,) = spec(
+        tmp_path,
+        '[[invariant]]\nid = "w"\nprograms = ["grad_take"]\nassert = "scatters(dtype=\\"bf16\\") == 0"\n',
+    ).invariants
+    on_cpu = evaluate(Case(inv, "cpu", "bf16", "grad_take"), lambda key: CPU_BWD)
+    assert on_cpu.holds and "\n" not in on_cpu.warning
+    assert on_cpu.warning == (
+        "scatters(dtype='bf16') reads the compiled dtype, and cpu computes bf16 in f32: the count does not "
+        "see the bf16 work it guards there"
+    )
+    assert "; warning: scatters(dtype='bf16') reads the compiled dtype" in on_cpu.describe(inv)
+    assert evaluate(Case(inv, "tpu-v5e", "bf16", "grad_take"), lambda key: TPU_BWD_VMAP).warning == ""

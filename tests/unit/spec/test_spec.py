@@ -332,6 +332,9 @@ _OOB = '[[correctness]]\nid = "c"\ncheck = "out_of_bounds"\nprograms = ["take"]\
         (HEADER + _OOB + 'expect = "clamp"\ndistributions = ["zipf"]\n',
          ":9: 'c': check 'out_of_bounds' uses fixed indices; drop 'distributions'"),
         (HEADER + _AGREE + _AGREE, ":9: duplicate id 'c' (first at line 4)"),
+        (HEADER + '[[invariant]]\nid = "g"\nassert = "kernels(naive[bf16]) <= kernels(take[f32])"\n'
+         'configs = ["f32"]\n',
+         ":7: 'g' names its configurations in the assert; drop 'configs'"),
         # A constant zero divisor can never be computed: refused at load.
         (HEADER + '[[invariant]]\nid = "g"\nprograms = ["take"]\nassert = "gathers / 0 <= 1"\n',
          ":7: assert 'gathers / 0 <= 1' divides by zero ('gathers / 0'): it can never be computed"),

@@ -984,8 +984,21 @@ def _cli_here(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str,
             "versus: no program of --programs take_clip compiles on --targets tpu-v4 in f32",
         ),
         (
-            ["--baseline", "current", "--candidate", "current", "--programs", "kind:sharded"],
-            "--programs kind:sharded: selects sharded programs only",
+            [
+                "--baseline",
+                "current",
+                "--candidate",
+                "current",
+                "--programs",
+                "kind:sharded",
+                "--no-structure",
+            ],
+            "versus --no-structure: --programs kind:sharded are sharded (",
+        ),
+        (
+            ["--baseline", "current", "--candidate", "current", "--programs", "kind:sharded", "--no-timing"],
+            "versus: no program of --programs kind:sharded compiles on the targets cpu,tpu-v5e,gpu-h100 in "
+            "f32: no structure to compare (choose other targets)",
         ),
         (
             ["--baseline", "current", "--candidate", "current", "--programs", "naive,tag:cor"],
@@ -1009,9 +1022,9 @@ def test_bad_input_is_one_line_and_exit_2(
 
 
 def test_programs_take_the_gates_selection_words() -> None:
-    """--programs selects as the gate's option does (one function: invariants.plugin.hooks's), less the
-    sharded
-    programs a pattern matched; a sharded program named, or nothing left, is one line."""
+    """--programs selects as the gate's option does (one function: invariants.plugin.hooks's), sharded
+    programs among them (compared on structure, never timed); an unknown word or nothing selected is one
+    line."""
     from invariants.versus.command import DEFAULT_PROGRAMS
 
     assert select_programs(None) == list(DEFAULT_PROGRAMS)
@@ -1021,12 +1034,7 @@ def test_programs_take_the_gates_selection_words() -> None:
     assert {"naive", "grad_take", "train_take"} <= set(core)
     backward = select_programs("kind:backward")
     assert "grad_take" in backward and "naive" not in backward
-    takes = select_programs("*take")
-    assert "take" in takes and not any(p.startswith("sharded_") for p in takes)
-    with pytest.raises(InvariantsError, match=r"^--programs: sharded_columns_take is sharded"):
-        select_programs("naive,sharded_columns_take")
-    with pytest.raises(InvariantsError, match=r"^--programs kind:sharded: selects sharded programs only"):
-        select_programs("kind:sharded")
+    assert select_programs("naive,sharded_columns_take") == ["naive", "sharded_columns_take"]
     with pytest.raises(InvariantsError, match=r"^--programs: unknown program 'grad_tak' \(did you mean"):
         select_programs("grad_tak")
     with pytest.raises(InvariantsError, match=r"^--programs: empty selection"):
@@ -1238,3 +1246,25 @@ def test_a_worker_told_cores_it_cannot_have_says_so_in_one_line() -> None:
             w.start()
     finally:
         w.kill()
+
+
+def test_a_sharded_project_left_nothing_to_compare_names_only_the_options_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Sharded programs are compared on structure, never timed: with --no-structure a project of them alone
+    has nothing to compare, and the one line names --no-structure, the option given, and no other."""
+    (tmp_path / "model.py").write_text("def lookup(table, ids):\n    return table[ids]\n")
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "s.toml").write_text(
+        '[spec]\ntargets = ["cpu-8dev"]\n\n[[program]]\nname = "lookup8"\nfunction = "model:lookup"\n'
+        'kind = "forward"\nmesh = { data = 2, tensor = 4 }\ntable_sharding = ["tensor", ""]\n'
+        'index_sharding = ["data"]\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    args = ["--baseline", "current", "--candidate", "current", "--spec-dir", "specs", "--no-catalog"]
+    status, _, err = _cli_here(capsys, *args, "--no-structure")
+    assert status == 2 and err.strip() == (
+        "versus --no-structure: the project's programs are sharded (lookup8), and versus times single-device "
+        "programs: nothing to compare; drop --no-structure to compare their structure"
+    )
