@@ -22,6 +22,8 @@ from ..catalog.targets import versions
 from ..compile.process import guard_backend, pin_worker
 from ..snapshot.store import structure_assertion
 from .options import OPTIONS
+from .outcomes import GateFailed, fail
+from .results import Failure, failure_property
 from .xdist import scheduler
 
 if TYPE_CHECKING:
@@ -109,9 +111,11 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
         if item.get_closest_marker("gate") is None:
             raise
         line = str(err)
+        # A compile's own failure (invariants.plugin.results.CompileError), else the gate could not decide.
+        failure = getattr(err, "failure", None) or Failure("error", (line.splitlines() or [""])[0])
     item.stash[_STOPPED] = True
     stated = ", ".join(f"{k} {v}" for k, v in versions().items())
-    pytest.fail(f"{line}\nversions: {stated}", pytrace=False)  # outside the except: no chained stack
+    fail(failure, f"{line}\nversions: {stated}")  # outside the except: no chained stack
 
 
 @pytest.hookimpl(wrapper=True)
@@ -120,6 +124,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     ran: there XLA and libtpu print their C++ stack traces ("*** Begin stack trace ***"), which the one line
     already sums up."""
     report = yield
+    if call.excinfo is not None and isinstance(call.excinfo.value, GateFailed):
+        # Why it failed, as a value: a property crosses from an xdist worker with the report.
+        report.user_properties.append(failure_property(call.excinfo.value.failure))
     if call.when == "call" and item.stash.get(_STOPPED, False):
         report.sections = [(title, text) for title, text in report.sections if "stderr" not in title]
     crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)

@@ -59,11 +59,39 @@ from .._paths import write_atomic
 from ..compile.record import Key
 
 __all__ = [
-    "FORMAT_VERSION", "KINDS", "PROPERTY", "PYTEST_OUTCOMES", "RECORDED", "Claim", "CompileError",
-    "Correctness", "Efficiency", "Error", "Failure", "Invariant", "Ratio", "Record", "Results", "Skipped",
-    "Structure", "check_path", "claim", "compile_failed", "discard_earlier", "entry", "error_entry",
-    "from_json", "lock_path", "read", "record", "skipped_entry", "to_json", "write",
-]  # fmt: skip
+    "FORMAT_VERSION",
+    "KINDS",
+    "PROPERTY",
+    "PYTEST_OUTCOMES",
+    "RECORDED",
+    "Claim",
+    "CompileError",
+    "Correctness",
+    "Efficiency",
+    "Error",
+    "Failure",
+    "Invariant",
+    "Ratio",
+    "Record",
+    "RecordError",
+    "Results",
+    "Skipped",
+    "Structure",
+    "check_path",
+    "claim",
+    "compile_failed",
+    "compile_failure",
+    "discard_earlier",
+    "entry",
+    "error_entry",
+    "from_json",
+    "lock_path",
+    "read",
+    "record",
+    "skipped_entry",
+    "to_json",
+    "write",
+]
 
 # The layout of the file; a change to a record's fields or meaning raises it, and :func:`read` refuses any
 # other.
@@ -373,21 +401,21 @@ def to_json(item: Record) -> dict[str, Any]:
     return out
 
 
-class _Invalid(Exception):
+class RecordError(ValueError):
     """What is wrong with a record (a line :func:`read` and :func:`record` place)."""
 
 
 def from_json(data: Mapping[str, Any]) -> Record:
     """A record from the file's object (or a gate item's :func:`record` with pytest's outcome); raises
-    :class:`_Invalid`."""
+    :class:`RecordError`."""
     cls = KINDS.get(str(data.get("kind")))
     if cls is None:
-        raise _Invalid(f"unknown kind {data.get('kind')!r}")
+        raise RecordError(f"unknown kind {data.get('kind')!r}")
     hints, names = _hints(cls), _attributes(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     missing = [n for n, attr in names.items() if n not in data and _needed(fields[attr])]
     if missing:
-        raise _Invalid(f"lacks {', '.join(missing)}")
+        raise RecordError(f"lacks {', '.join(missing)}")
     values: dict[str, Any] = {}
     nulls: list[str] = []
     wrong: list[str] = []
@@ -396,12 +424,12 @@ def from_json(data: Mapping[str, Any]) -> Record:
             continue
         try:
             values[attr] = _decode(hints[attr], data[name])
-        except _Bad as err:
-            (nulls if data[name] is None else wrong).append(f"{name} ({err.args[0]})")
+        except _Bad:
+            (nulls if data[name] is None else wrong).append(name)
     if nulls:
-        raise _Invalid(f"{', '.join(n.split(' ', 1)[0] for n in nulls)} null")
+        raise RecordError(f"{', '.join(nulls)} null")
     if wrong:
-        raise _Invalid(f"{', '.join(wrong)}: not of its type")
+        raise RecordError(", ".join(f"{name!r} cannot be {data[name]!r}" for name in wrong))
     extra = {k: v for k, v in data.items() if k not in names}
     return cls(**values, extra=extra)
 
@@ -436,7 +464,7 @@ def record(kind: RecordKind, **fields: Any) -> tuple[str, dict[str, Any]]:
     data = {**fields, "kind": kind, "outcome": "passed", "nodeid": ""}
     try:
         checked = to_json(from_json(_encode(data)))
-    except _Invalid as err:
+    except RecordError as err:
         raise InvariantsError(f"results: a {kind} record {err}") from None
     return PROPERTY, {k: v for k, v in checked.items() if k not in ("outcome", "nodeid")}
 
@@ -483,6 +511,14 @@ def error_entry(
 def skipped_entry(nodeid: str, reason: str) -> Record:
     """The record of an item that skipped before recording anything, with why."""
     return Skipped(outcome="skipped", nodeid=nodeid, reason=reason)
+
+
+def compile_failure(item: Record) -> Key | None:
+    """The compile an item failed on (its :class:`Failure` of kind ``compile``: a finding about that
+    program, in that release, on that target, where any other error says the suite could not run), else
+    None."""
+    failure = item.failure
+    return failure.key if failure is not None and failure.kind == "compile" else None
 
 
 def write(path: Path, run: Mapping[str, Any], items: list[Record]) -> None:
@@ -723,7 +759,7 @@ def read(path: str | Path) -> Results:
             raise InvariantsError(f"{p}: items[{n}] is not an object with string 'kind', 'nodeid', 'outcome'")
         try:
             items.append(from_json(item))
-        except _Invalid as err:
+        except RecordError as err:
             said = str(err)
             what = (
                 item["kind"] if said.startswith(("lacks", "unknown")) else f"{item['kind']} {item['nodeid']}"
