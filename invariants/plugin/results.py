@@ -454,6 +454,49 @@ class Results:
     # pytest's count of each outcome (None: a run without its terminal reporter).
     pytest: dict[str, int] | None = None
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], where: str = "results") -> Results:
+        """The results of a file's object (its format version checked by :func:`read`); raise
+        :class:`InvariantsError` (one line, after ``where``) when it is not one."""
+        items = []
+        for n, item in enumerate(data["items"]):
+            if not isinstance(item, dict) or not all(
+                isinstance(item.get(k), str) for k in ("kind", "nodeid", "outcome")
+            ):
+                raise InvariantsError(
+                    f"{where}: items[{n}] is not an object with string 'kind', 'nodeid', 'outcome'"
+                )
+            try:
+                items.append(from_json(item))
+            except RecordError as err:
+                what = f"{item['kind']} {item['nodeid']}"
+                raise InvariantsError(f"{where}: items[{n}] ({what}): {err}") from None
+        for key in ("versions", "runtime", "targets"):
+            if not isinstance(data.get(key, {}), dict):
+                raise InvariantsError(f"{where}: '{key}' must be an object")
+        if not isinstance(data.get("declared", []), list):
+            raise InvariantsError(f"{where}: 'declared' must be a list of program names")
+        if not isinstance(data.get("exitstatus", 0), int):
+            raise InvariantsError(f"{where}: 'exitstatus' must be an integer")
+        counts = data.get("pytest", {})
+        if not isinstance(counts, dict) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts.values()
+        ):
+            raise InvariantsError(f"{where}: 'pytest' must be an object of outcome counts")
+        programs = data.get("programs", {})
+        return cls(
+            items=items,
+            versions={str(k): str(v) for k, v in data.get("versions", {}).items()},
+            runtime=dict(data.get("runtime", {})),
+            targets={str(k): (v if isinstance(v, dict) else {}) for k, v in data.get("targets", {}).items()},
+            exitstatus=data.get("exitstatus", 0),
+            declared=[n for n in data.get("declared", []) if isinstance(n, str)],
+            programs={str(k): v for k, v in programs.items() if isinstance(v, dict)}
+            if isinstance(programs, dict)
+            else {},
+            pytest={k: int(counts.get(k, 0)) for k in PYTEST_OUTCOMES} if "pytest" in data else None,
+        )
+
 
 # ------------------------------------------------------------------------------------- the gate's side
 
@@ -751,44 +794,4 @@ def read(path: str | Path) -> Results:
             f"{p}: a results file of {written}; this version reads format {FORMAT_VERSION} only: run the "
             "gate again (pytest --results-json) to write a new one"
         )
-    items = []
-    for n, item in enumerate(data["items"]):
-        if not isinstance(item, dict) or not all(
-            isinstance(item.get(k), str) for k in ("kind", "nodeid", "outcome")
-        ):
-            raise InvariantsError(f"{p}: items[{n}] is not an object with string 'kind', 'nodeid', 'outcome'")
-        try:
-            items.append(from_json(item))
-        except RecordError as err:
-            said = str(err)
-            what = (
-                item["kind"] if said.startswith(("lacks", "unknown")) else f"{item['kind']} {item['nodeid']}"
-            )
-            raise InvariantsError(
-                f"{p}: items[{n}] ({what}){'' if said.startswith('lacks') else ':'} {said}"
-            ) from None
-    for key in ("versions", "runtime", "targets"):
-        if not isinstance(data.get(key, {}), dict):
-            raise InvariantsError(f"{p}: '{key}' must be an object")
-    if not isinstance(data.get("declared", []), list):
-        raise InvariantsError(f"{p}: 'declared' must be a list of program names")
-    if not isinstance(data.get("exitstatus", 0), int):
-        raise InvariantsError(f"{p}: 'exitstatus' must be an integer")
-    counts = data.get("pytest", {})
-    if not isinstance(counts, dict) or not all(
-        isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts.values()
-    ):
-        raise InvariantsError(f"{p}: 'pytest' must be an object of outcome counts")
-    programs = data.get("programs", {})
-    return Results(
-        items=items,
-        versions={str(k): str(v) for k, v in data.get("versions", {}).items()},
-        runtime=dict(data.get("runtime", {})),
-        targets={str(k): (v if isinstance(v, dict) else {}) for k, v in data.get("targets", {}).items()},
-        exitstatus=data.get("exitstatus", 0),
-        declared=[n for n in data.get("declared", []) if isinstance(n, str)],
-        programs={str(k): v for k, v in programs.items() if isinstance(v, dict)}
-        if isinstance(programs, dict)
-        else {},
-        pytest={k: int(counts.get(k, 0)) for k in PYTEST_OUTCOMES} if "pytest" in data else None,
-    )
+    return Results.from_json(data, str(p))

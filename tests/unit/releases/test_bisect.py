@@ -6,12 +6,13 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from packaging.version import Version
 
 from invariants._errors import InvariantsError
-from invariants.plugin.results import Results
+from invariants.plugin.results import Results, record
 from invariants.releases import bisect as b
 from invariants.releases import environments as r
 from invariants.releases import matrix as m
@@ -27,14 +28,38 @@ JAXLIBS = [V(s) for s in ("0.4.30", "0.4.31", "0.4.36", "0.4.38", "0.5.1", "0.5.
 @pytest.fixture
 def selection_checked(monkeypatch):
     """For the tests whose fake index and suite stand in for releases: the selection counts as collected
-    (the real collection, a child run, is tested on its own below)."""
+    (the real collection, a child run, is tested on its own below), and their fake environments render no
+    snapshot of a failing key."""
     monkeypatch.setattr(b, "check_selection", lambda *args, **kwargs: 1)
+    monkeypatch.setattr(b, "render_in", lambda env, keys, project=None: {})
     monkeypatch.setattr(m, "check_selection", lambda *args, **kwargs: 1)
 
 
+# What a record of each kind holds where a test's item does not say (what it tests is what it says).
+_FILLED: dict[str, dict[str, Any]] = {
+    "structure": {"target": "cpu", "program": "p", "config": "f32"},
+    "invariant": {
+        "id": "i",
+        "target": "cpu",
+        "programs": ["p"],
+        "config": "f32",
+        "assert": "kernels == 1",
+        "holds": True,
+        "measured": {},
+    },
+    "correctness": {"id": "c", "program": "p", "config": "f32", "distribution": "uniform", "problem": None},
+}
+
+
 def _results(items: list[dict]) -> Results:
-    """A results file of ``items`` as the reader returns it (an outcome and node id where they give none)."""
-    return Results.from_json({"items": [{"outcome": "passed", "nodeid": "n", **i} for i in items]})
+    """A results file of ``items`` as the reader returns it, each made by the results module's ``record``
+    (an outcome and node id where they give none)."""
+    made = []
+    for i in items:
+        fields = {k: v for k, v in i.items() if k not in ("kind", "outcome", "nodeid")}
+        _, value = record(i["kind"], **{**_FILLED.get(i["kind"], {}), **fields})
+        made.append({**value, "outcome": i.get("outcome", "passed"), "nodeid": i.get("nodeid", "n")})
+    return Results.from_json({"items": made})
 
 
 def test_parse_pip_versions_and_release_filter() -> None:

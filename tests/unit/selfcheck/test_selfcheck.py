@@ -13,7 +13,7 @@ from invariants.__main__ import main as cli
 from invariants._errors import InvariantsError
 from invariants.catalog.programs import CATALOG
 from invariants.compile.child import ChildRun
-from invariants.plugin.results import Entry, Results
+from invariants.plugin.results import Record, Results
 from invariants.selfcheck import children, judge
 from invariants.selfcheck import command as sc
 from invariants.selfcheck import inject as inj
@@ -58,8 +58,8 @@ def test_select_and_restrict() -> None:
     assert tpu[0].is_baseline and all(i.targets.startswith("tpu") for i in tpu[1:]) and len(tpu) > 1
 
 
-def _item(kind: str, outcome: str, id_: str | None = None) -> Entry:
-    return Entry(kind, outcome, f"t.py::t[cpu-x-f32-{id_ or kind}]", fields={"id": id_} if id_ else {})
+def _item(kind: str, outcome: str, id_: str | None = None) -> Record:
+    return Record(kind=kind, outcome=outcome, nodeid=f"t.py::t[cpu-x-f32-{id_ or kind}]", id=id_)
 
 
 def test_judge() -> None:
@@ -316,7 +316,7 @@ def test_a_change_of_kernel_code_behind_equal_hlo_is_judged_code_only(tmp_path: 
     hlo_too = sc.annotate(results, _dump(bad, tmp_path / "bad"), tmp_path / "snapshots")[0]
     assert hlo_too.get("code_only") is False and hlo_too.get("snapshot_change").startswith("HLO lines (")
     # No dump of the key (no invariant failed on it): nothing is claimed.
-    assert "code_only" not in sc.annotate(results, tmp_path / "none", tmp_path / "snapshots")[0].fields
+    assert "code_only" not in sc.annotate(results, tmp_path / "none", tmp_path / "snapshots")[0].extra
 
 
 def test_the_scalar_code_injection_is_caught_by_the_kernel_invariant_alone(
