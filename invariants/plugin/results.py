@@ -163,10 +163,10 @@ class Record:
         """The field the file names ``name`` (a declared one, or a metric in :attr:`extra`), else
         ``default``."""
         attr = _attributes(type(self)).get(name)
-        if attr is not None:
-            value = getattr(self, attr)
-            return default if value is None else value
-        return self.extra.get(name, default)
+        if attr is None:
+            return self.extra.get(name, default)
+        value = getattr(self, attr)
+        return default if value is None and _absent_when_none(type(self), attr) else value
 
     def program_names(self) -> list[str]:
         """The programs of an invariant (several for a relation), else the one program, else none."""
@@ -432,6 +432,11 @@ def from_json(data: Mapping[str, Any]) -> Record:
         raise RecordError(", ".join(f"{name!r} cannot be {data[name]!r}" for name in wrong))
     extra = {k: v for k, v in data.items() if k not in names}
     return cls(**values, extra=extra)
+
+
+def _absent_when_none(cls: Any, attr: str) -> bool:
+    """Whether a field of ``cls`` that is None is left out of the file (None by default)."""
+    return next(f.default is None for f in dataclasses.fields(cls) if f.name == attr)
 
 
 def _needed(f: dataclasses.Field[Any]) -> bool:

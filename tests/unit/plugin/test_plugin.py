@@ -86,8 +86,10 @@ def test_a_record_keeps_its_types_through_the_file(tmp_path):
     failure = _results.Failure("assert", "measured 1", Key("take", "f32", "cpu"))
     item = _results.entry(_results.PROPERTY, value, "failed", "t::i", "why", failure)
     _, structure = _results.record("structure", target="cpu", program="take", config="f32", kernels=1)
+    compiled = _results.entry(_results.PROPERTY, structure, "passed", "t::s")
+    assert item is not None and compiled is not None
     path = tmp_path / "r.json"
-    _results.write(path, {}, [item, _results.entry(_results.PROPERTY, structure, "passed", "t::s")])
+    _results.write(path, {}, [item, compiled])
     assert json.loads(path.read_text())["format_version"] == _results.FORMAT_VERSION
     back, again = _results.read(path).items
     assert back == item and isinstance(back, _results.Invariant) and back.failure == failure

@@ -211,14 +211,35 @@ def test_a_record_with_a_null_field_no_writer_makes_is_one_line(tmp_path: Path):
     efficiency item with no baseline) are read."""
     _, record = _results.record("correctness", id="c", program="take", config="f32", distribution="uniform",
                                 problem=None)  # fmt: skip
-    entry = {"kind": "correctness", "nodeid": "t.py::c", "outcome": "passed", **record}
     path = tmp_path / "r.json"
-    path.write_text(json.dumps({"items": [entry]}))
+    _results.write(path, PAYLOAD, [_results.entry(_results.PROPERTY, record, "passed", "t.py::c")])  # type: ignore[list-item]
     assert _results.read(path).items[0].get("problem", "absent") is None
-    path.write_text(json.dumps({"items": [{**entry, "program": None, "config": None}]}))
+    data = json.loads(path.read_text())
+    data["items"][0] |= {"program": None, "config": None}
+    path.write_text(json.dumps(data))
     with pytest.raises(InvariantsError) as err:
         _results.read(path)
     assert str(err.value) == f"{path}: items[0] (correctness t.py::c): program, config null"
+
+
+@pytest.mark.parametrize(("version", "said"), [(None, "no format version"), (1, "format version 1")])
+def test_a_results_file_of_another_format_is_refused_in_one_line(tmp_path: Path, version, said):
+    """A file an older gate wrote (no format version, or an older one) is never read as this one's: the
+    line says what to do."""
+    path = tmp_path / "r.json"
+    _results.write(path, PAYLOAD, [_results.skipped_entry("t.py::s", "no target here")])
+    assert len(_results.read(path).items) == 1
+    data = json.loads(path.read_text())
+    data.pop("format_version")
+    if version is not None:
+        data["format_version"] = version
+    path.write_text(json.dumps(data))
+    with pytest.raises(InvariantsError) as err:
+        _results.read(path)
+    assert str(err.value) == (
+        f"{path}: a results file of {said}; this version reads format {_results.FORMAT_VERSION} only: "
+        "run the gate again (pytest --results-json) to write a new one"
+    )
 
 
 def test_a_snapshot_folder_that_is_a_file_stops_the_run_at_once(gate_pytester: InProcess, tmp_path: Path):
