@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import numbers
 import os
@@ -304,24 +305,23 @@ class _Bad(ValueError):
 _META = ("kind", "outcome", "nodeid", "reason", "failure", "extra")
 
 
-_HINTS: dict[Any, dict[str, Any]] = {}
-_NAMES: dict[Any, dict[str, str]] = {}
-
-
 def _hints(cls: Any) -> dict[str, Any]:
-    """The type of each field of a dataclass (its annotations resolved once)."""
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
-    return _HINTS[cls]
+    """The type of each field of a dataclass."""
+    return _resolved(cls)
 
 
 def _attributes(cls: Any) -> dict[str, str]:
     """The file's name of each field of a record class to its attribute."""
-    if cls not in _NAMES:
-        _NAMES[cls] = {
-            f.metadata.get("json", f.name): f.name for f in dataclasses.fields(cls) if f.name != "extra"
-        }
-    return _NAMES[cls]
+    return _named(cls)
+
+
+# Each class's annotations, resolved once (a class is the process's, not a run's).
+_resolved = functools.cache(typing.get_type_hints)
+
+
+@functools.cache
+def _named(cls: Any) -> dict[str, str]:
+    return {f.metadata.get("json", f.name): f.name for f in dataclasses.fields(cls) if f.name != "extra"}
 
 
 # The scalar types a record's fields have, and which JSON values each takes (a float takes an integer).
