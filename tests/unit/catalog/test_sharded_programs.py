@@ -180,7 +180,7 @@ def test_a_factory_shards_on_config_mesh_and_a_target_that_does_not_fit_skips_sa
         for it in results["items"]
         if it["kind"] == "invariant"
     }
-    assert facts[("model16", "tpu-v5e-4x4")] == {"chips": "16", "batch_shards": "4"}
+    assert facts[("model16", "tpu-v5e-4x4")] == {"chips": 16, "batch_shards": 4}
 
 
 @needs_libtpu
