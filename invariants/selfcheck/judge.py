@@ -3,7 +3,9 @@
 An injection is **caught** when
 
 (a) the child run fails (pytest exit status 1), and
-(b) every one of its ``expect`` entries matches at least one failed item of the results file; an entry is
+(b) every one of its ``expect`` entries matches at least one item of the results file that failed on a
+    verdict (its :class:`~invariants.plugin.results.Failure` is not an ``error``: an item the suite could
+    not run caught nothing); an entry is
     ``kind`` (``structure``, ``invariant``, ``correctness``, ``throughput``) or ``kind:id`` (an invariant's
     or a correctness check's id, e.g. ``invariant:one_kernel``). ``structure:code-only`` is a failed
     structure item whose snapshot differs from the committed one in kernel ``code:`` lines only, the HLO
@@ -106,12 +108,12 @@ def snapshot_change(item: Record, dump_dir: Path, snapshot_dir: Path | None = No
 
 
 def annotate(results: Results, dump_dir: Path, snapshot_dir: Path | None = None) -> list[Record]:
-    """The entries of ``results``, each failed structure item that has a dump told apart: ``code_only``
-    (True when its snapshot differs in kernel code lines only) and ``snapshot_change`` (which lines, in
-    words)."""
+    """The entries of ``results``, each structure item that failed on its snapshot and has a dump told
+    apart: ``code_only`` (True when its snapshot differs in kernel code lines only) and ``snapshot_change``
+    (which lines, in words)."""
     items = []
     for it in results.items:
-        if it.kind == "structure" and it.outcome == "failed":
+        if it.kind == "structure" and it.failure is not None and it.failure.kind == "snapshot":
             try:
                 changes = snapshot_change(it, dump_dir, snapshot_dir)
             except InvariantsError as err:  # a dump the parsers do not understand: said, never a guess
@@ -128,5 +130,6 @@ def outcome_of(injection: Injection, exit_status: int, items: list[Record] | Non
     if items is None:
         return Outcome(injection, exit_status, [], list(injection.expect), seconds, note="no results file")
     failed = [it for it in items if it.outcome == "failed"]
-    missing = [e for e in injection.expect if not any(matches(e, it) for it in failed)]
+    judged = [it for it in failed if it.failure is None or it.failure.kind != "error"]
+    missing = [e for e in injection.expect if not any(matches(e, it) for it in judged)]
     return Outcome(injection, exit_status, failed, missing, seconds)
