@@ -265,7 +265,9 @@ def _tier_summary(run: Run) -> list[str]:
     if failed:
         lines += ["**Failed items**", ""]
         for i in sorted(failed, key=lambda i: i.nodeid):
-            lines.append(f"- {_md(i.nodeid, code=True)}" + (f": {_md(i.reason)}" if i.reason else ""))
+            # What it failed on (a verdict, a snapshot, a compile, or an error: no verdict), then its reason.
+            kind = f" ({i.failure.kind})" if i.failure is not None else ""
+            lines.append(f"- {_md(i.nodeid, code=True)}{kind}" + (f": {_md(i.reason)}" if i.reason else ""))
         lines.append("")
     return lines + _skipped_lines(run)
 

@@ -365,6 +365,11 @@ def _downstream_run() -> dict[str, Any]:
     failed |= {
         "outcome": "failed",
         "reason": "mine[f32] on cpu: compiled structure differs from s/cpu/mine.f32.txt",
+        "failure": {
+            "kind": "snapshot",
+            "what": "kernels 1 → 2",
+            "key": {"program": "mine", "config": "f32", "target": "cpu"},
+        },
     }
     items = [
         failed,
@@ -392,7 +397,8 @@ def test_a_downstream_runs_report_shows_its_own_programs_and_failed_reasons(tmp_
     assert "| invariant | 1 | 0 |" in out  # the relation to take stays; the catalog's own invariant goes
     # The reason as written, its markup escaped (it is user text: a spec's path, a program's name).
     reason = r"mine\[f32\] on cpu: compiled structure differs from s/cpu/mine.f32.txt"
-    assert f"- `s::cpu-mine-f32`: {reason}" in out
+    # After what it failed on, from its failure: a verdict, a snapshot, a compile, or an error.
+    assert f"- `s::cpu-mine-f32` (snapshot): {reason}" in out
 
 
 @pytest.mark.parametrize(
