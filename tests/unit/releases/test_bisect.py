@@ -292,9 +292,13 @@ def test_structural_diff() -> None:
 
 
 def test_keys_of_failing_items() -> None:
-    items = [{"kind": "invariant", "programs": ["grad_naive"], "config": "f32", "target": "cpu"},
-             {"kind": "invariant", "programs": ["grad_naive"], "config": "f32", "target": "cpu"},
-             {"kind": "correctness", "program": "take"}]  # fmt: skip
+    relation: dict[str, Any] = {
+        "kind": "invariant",
+        "programs": ["grad_naive"],
+        "config": "f32",
+        "target": "cpu",
+    }
+    items = [relation, relation, {"kind": "correctness", "program": "take"}]
     assert b._keys_of(_results(items).items) == [("grad_naive", "f32", "cpu")]
 
 
