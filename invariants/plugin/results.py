@@ -60,6 +60,7 @@ from .._paths import write_atomic
 from ..compile.record import Key
 
 __all__ = [
+    "FAILURE_PROPERTY",
     "FORMAT_VERSION",
     "KINDS",
     "PROPERTY",
@@ -85,10 +86,12 @@ __all__ = [
     "discard_earlier",
     "entry",
     "error_entry",
+    "failure_property",
     "from_json",
     "lock_path",
     "read",
     "record",
+    "recorded_failure",
     "skipped_entry",
     "to_json",
     "write",
@@ -117,7 +120,7 @@ class Failure:
     ``kind``: ``assert`` (a verdict that does not hold), ``snapshot`` (a compile that differs from its
     snapshot, or has none), ``compile`` (a program that did not compile) or ``error`` (anything else: the
     suite could not decide). ``what``: what it says of it, one line, without its key. ``key``: the compile
-    it is about, None where there is none (a relation's first program where there are several).
+    it is about (of a relation between programs, its first program's), None where there is none.
     """
 
     kind: FailureKind
@@ -300,9 +303,6 @@ RecordKind = Literal["structure", "invariant", "correctness", "ratio", "efficien
 
 class _Bad(ValueError):
     """A value that is not of its field's type (``args[0]``: what it is instead)."""
-
-
-_META = ("kind", "outcome", "nodeid", "reason", "failure", "extra")
 
 
 def _hints(cls: Any) -> dict[str, Any]:
