@@ -109,8 +109,9 @@ FAILURE_PROPERTY = "invariants-failure"
 PYTEST_OUTCOMES = ("failed", "passed", "skipped", "xfailed", "xpassed", "error")
 
 FailureKind = Literal["assert", "snapshot", "compile", "error"]
-# A measured term: a count, a size, a ratio, or a structure term's text ("<2 kernels>").
-Measured = bool | int | float | str
+# A measured term: a count, a size, a ratio, a set (custom-call targets, opcodes: sorted), or a structure
+# term's text ("<2 kernels>").
+Measured = bool | int | float | str | tuple[str, ...]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -370,8 +371,8 @@ def _decode_object(hint: Any, value: dict[str, Any]) -> Any:
 
 
 def _encode(value: Any) -> Any:
-    """``value`` as JSON holds it: a dataclass or a :class:`Key` as an object, a tuple as a list, a number
-    of any numeric type (numpy's) as a Python number."""
+    """``value`` as JSON holds it: a dataclass or a :class:`Key` as an object, a tuple as a list, a set as
+    a sorted list, a number of any numeric type (numpy's) as a Python number."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Key):
@@ -380,6 +381,8 @@ def _encode(value: Any) -> Any:
         return {str(k): _encode(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_encode(v) for v in value]
+    if isinstance(value, set | frozenset):
+        return sorted(_encode(v) for v in value)
     if isinstance(value, bool | str | None | int | float):
         return value
     if isinstance(value, numbers.Integral):

@@ -80,7 +80,8 @@ def test_a_record_keeps_its_types_through_the_file(tmp_path):
     _, value = _results.record(
         "invariant", id="i", target="cpu", programs=["take"], config="f32", holds=False,
         measured={"scatters(dtype='f32')": np.int64(1), "temp_bytes(take)": 2.5,
-                  "structure(take)": "<1 kernels>"},
+                  "structure(take)": "<1 kernels>", "custom_call_targets": ("b", "a"),
+                  "opcodes": frozenset({"gather", "add"})},
         **{"assert": "scatters(dtype='f32') == 0"},
     )  # fmt: skip
     failure = _results.Failure("assert", "measured 1", Key("take", "f32", "cpu"))
@@ -97,6 +98,8 @@ def test_a_record_keeps_its_types_through_the_file(tmp_path):
         "scatters(dtype='f32')": 1,
         "temp_bytes(take)": 2.5,
         "structure(take)": "<1 kernels>",
+        "custom_call_targets": ("b", "a"),
+        "opcodes": ("add", "gather"),
     }
     assert type(back.measured["scatters(dtype='f32')"]) is int
     assert isinstance(again, _results.Structure) and again.get("kernels") == 1
