@@ -44,6 +44,10 @@ class GateFailed(_Failed):
     """A gate item's failure: pytest's text, without a traceback, and its :class:`Failure`, which the
     report hook (:mod:`invariants.plugin.hooks`) hands to the results file."""
 
+    # Shown as pytest shows its own (``Failed: TEXT``, the prefix its FAILED line and the recorder drop).
+    __module__ = "builtins"
+    __qualname__ = "Failed"
+
     def __init__(self, failure: Failure, text: str) -> None:
         super().__init__(text, pytrace=False)
         self.failure = failure
