@@ -12,7 +12,8 @@ import pytest
 from packaging.version import Version
 
 from invariants._errors import InvariantsError
-from invariants.plugin.results import Results, record
+from invariants.compile.record import Key
+from invariants.plugin.results import PROPERTY, Failure, Results, entry, error_entry, read, record, write
 from invariants.releases import bisect as b
 from invariants.releases import environments as r
 from invariants.releases import matrix as m
@@ -231,6 +232,30 @@ def test_verdict_ignores_structure_and_counts_xfail_as_holding() -> None:
         b.verdict_of(V("0.5.0"), _results(items[:1]), 1.0)
     with pytest.raises(InvariantsError, match="errored"):
         b.verdict_of(V("0.5.0"), _results([{"kind": "error", "outcome": "failed", "nodeid": "x"}]), 1.0)
+
+
+def test_a_compile_that_fails_in_a_release_is_its_verdict_there(tmp_path: Path) -> None:
+    """Read from the file the writer wrote: a program that did not compile is that release's finding (the
+    selection fails there, the matrix says "compile failed"), where any other error says the suite could
+    not run on it; told apart by the item's failure, not by its text."""
+    key = Key("take", "f32", "cpu")
+    line = "cpu/take[f32]: compile failed: INTERNAL: RET_CHECK failure"
+    compile_error = error_entry(
+        "failed", "t::take", line, Failure("compile", "INTERNAL: RET_CHECK failure", key)
+    )
+    _, passed = record("invariant", **{**_FILLED["invariant"], "programs": ["naive"]})
+    path = tmp_path / "results.json"
+    write(path, {}, [compile_error, entry(PROPERTY, passed, "passed", "t::naive")])  # type: ignore[list-item]
+    results = read(path)
+    v = b.verdict_of(V("0.5.0"), results, 1.0)
+    assert not v.holds and [it.nodeid for it in v.failing] == ["t::take"]
+    assert b._describe(v.failing[0]) == f"t::take ({line})"
+    assert m.matrix_failures("0.5.0", results) == {("0.5.0", "cpu", "take"): line}
+    # The same line, said by an error that is no compile's: the suite could not run.
+    write(path, {}, [error_entry("failed", "t::take", line, Failure("error", line))])
+    with pytest.raises(InvariantsError, match="errored; the suite may not run on it"):
+        b.verdict_of(V("0.5.0"), read(path), 1.0)
+    assert m.matrix_failures("0.5.0", read(path)) == {}
 
 
 def test_suite_command_selects_and_never_times() -> None:
