@@ -27,7 +27,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import os
 import statistics
@@ -38,6 +37,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from invariants.plugin import results as _results  # noqa: E402
+
 INJECTED = "naive_not_slower_than_take"
 
 
@@ -60,9 +63,10 @@ def run_once(out: Path, inject: bool, select: str | None = None) -> tuple[int, l
         args += ["-k", select]
     proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     path = out.with_suffix(".results.json")
-    results = json.loads(path.read_text())["items"] if path.exists() else []
-    # The throughput tier's records (invariants/plugin/results.py): ratios and efficiencies.
-    return proc.returncode, [r for r in results if r["kind"] in ("ratio", "efficiency")]
+    items = _results.read(path).items if path.exists() else []
+    # The throughput tier's records (invariants/plugin/results.py): ratios and efficiencies, as the file
+    # holds them.
+    return proc.returncode, [_results.to_json(r) for r in items if r.kind in ("ratio", "efficiency")]
 
 
 def _row_name(item: dict) -> str:

@@ -32,7 +32,7 @@ from ..catalog.project import Project
 from ..catalog.registry import Programs, get_program
 from ..catalog.targets import _AOT_TARGETS, HOST_DEVICE_FLAG, Target
 from ..kernels.dump import read_kernel_code
-from ..plugin.results import Entry, compile_failed
+from ..plugin.results import Record, compile_failed
 from .child import keys_child
 from .keys import Persistent
 from .record import Compiled, FailedCompile, Key
@@ -507,7 +507,7 @@ class CompileCache:
         return (f"compile cache: {shown(store.folder)} ({stats['results']} compiles, "
                 f"{stats['bytes'] / 1024**2:.0f} MB of {store.max_bytes / 1024**2:.0f} MB)")  # fmt: skip
 
-    def summary_lines(self, items: Sequence[Entry], parse_seconds: float) -> list[str]:
+    def summary_lines(self, items: Sequence[Record], parse_seconds: float) -> list[str]:
         """The run's end: what the cache served and what compiled, with the compile time labelled. In an
         xdist controller, which compiles nothing, the counts come from the items' records."""
         persistent = self.persistent

@@ -8,7 +8,8 @@ import pytest
 
 from invariants.compile.record import Key
 from invariants.plugin import results as _results
-from invariants.plugin.outcomes import dumped_line, failure_report, judge, relation_report
+from invariants.plugin.outcomes import dumped_line, fail, failure_report, judge, relation_report
+from invariants.plugin.results import Failure
 from invariants.snapshot.render import render_summary
 from invariants.spec.checks import WidenedDtype, evaluate
 
@@ -32,7 +33,7 @@ def test_invariant(invariant_case, gate, record_property):
             config=case.config,
             holds=verdict.holds,
             ratio=verdict.ratio,
-            measured={k: str(v) for k, v in verdict.measured.items()},
+            measured=verdict.measured,
             ratchet=inv.ratchet.reason if inv.ratchet else None,
             where=inv.where,
             **{"assert": inv.text},
@@ -54,7 +55,9 @@ def test_invariant(invariant_case, gate, record_property):
     if verdict.warning:  # pytest's warnings summary shows it under this item's id, at the spec's line
         path, line = inv.where.rsplit(":", 1)
         warnings.warn_explicit(f"{inv.id} on {where}: {verdict.warning}", WidenedDtype, path, int(line))
-    judge(inv, verdict.holds, verdict.holds, where, verdict.describe(inv), failure, program=case.program)
+    judge(
+        inv, verdict.holds, verdict.holds, where, verdict.describe(inv), failure, case.program, case.keys[0]
+    )
 
 
 @pytest.mark.gate
@@ -77,6 +80,7 @@ def test_correctness(correctness_case, gate, record_property):
         runtime = next(iter(gate.all_targets))
         names = [c.program, *([check.reference] if check.reference else [])]
         dumped = dumped_line(gate, *(Key(name, c.config, runtime) for name in names))
-        pytest.fail(
-            f"{check.where}: {check.id} failed for {correctness_case.id}: {problem}\n{dumped}", pytrace=False
+        fail(
+            Failure("assert", problem, Key(c.program, c.config, runtime)),
+            f"{check.where}: {check.id} failed for {correctness_case.id}: {problem}\n{dumped}",
         )

@@ -9,8 +9,10 @@ from __future__ import annotations
 import pytest
 
 from invariants._paths import shown
+from invariants.compile.record import Key
 from invariants.plugin import results as _results
-from invariants.plugin.outcomes import dumped_line, snapshot_comparison, structure_failure
+from invariants.plugin.outcomes import dumped_line, fail, snapshot_comparison, structure_failure
+from invariants.plugin.results import Failure
 from invariants.snapshot.diff import older_format
 from invariants.snapshot.render import render_summary
 
@@ -19,6 +21,7 @@ pytestmark = [pytest.mark.gate, pytest.mark.snapshot]
 
 def test_structure(structure_key, gate, structure_snapshot, request, record_property):
     program, config, target = structure_key
+    key = Key(*structure_key)
     measured = gate.measured(structure_key)
     # Every numeric metric goes to the results file; the compiler's, the kernels' and the compile time
     # never into the snapshot text: they move with every compiler patch release, or with the machine. A
@@ -31,35 +34,36 @@ def test_structure(structure_key, gate, structure_snapshot, request, record_prop
     path = gate.snapshots.path(structure_key)
     if not gate.snapshots.writable(program):
         if not path.exists():
-            pytest.fail(f"{path}: no snapshot of {program}[{config}] on {target} to compare", pytrace=False)
+            what = f"no snapshot of {program}[{config}] on {target} to compare"
+            fail(Failure("snapshot", what, key), f"{path}: {what}")
         if summary != path.read_text():
-            pytest.fail(
-                f"{program}[{config}] on {target} no longer compiles to the package's snapshot (read-only; "
-                "--no-catalog leaves the catalog out):\n"
+            what = "no longer compiles to the package's snapshot (read-only; "
+            what += "--no-catalog leaves the catalog out)"
+            fail(
+                Failure("snapshot", what, key),
+                f"{program}[{config}] on {target} {what}:\n"
                 + "\n".join(snapshot_comparison(gate, structure_key, summary))
                 + "\n"
                 + dumped_line(gate, structure_key),
-                pytrace=False,
             )
         return
     if not path.exists() and not gate.updating:
         # The command records the program on every target present (a new program needs them all), and
         # its gradient with it when there is one.
         programs = ",".join(p for p in (program, f"grad_{program}") if p in gate.all_programs)
-        pytest.fail(
-            f"{path}: no snapshot for {program}[{config}] on {target}; record it with: "
-            + gate.update_command(request.path, "--snapshot-update", programs),
-            pytrace=False,
+        what = f"no snapshot for {program}[{config}] on {target}; record it with: " + gate.update_command(
+            request.path, "--snapshot-update", programs
         )
+        fail(Failure("snapshot", what, key), f"{path}: {what}")
     if path.exists() and not gate.updating and older_format(path.read_text()):
         accept = gate.update_command(request.path, "--snapshot-update", program, target, config)
-        pytest.fail(
-            f"{shown(path)}: written in the snapshot format before kernels were named by what they are; "
-            f"re-record it: {accept}",
-            pytrace=False,
+        what = (
+            "written in the snapshot format before kernels were named by what they are; "
+            f"re-record it: {accept}"
         )
+        fail(Failure("snapshot", what, key), f"{shown(path)}: {what}")
     # syrupy compares (and, on --snapshot-update, writes); the failure is ours: what changed, to fit a screen
     # (the whole diff goes to the dump folder), with no traceback of this function.
     if structure_snapshot != summary:
         accept = gate.update_command(request.path, "--snapshot-update", program, target, config)
-        pytest.fail(structure_failure(gate, structure_key, summary, accept), pytrace=False)
+        fail(*structure_failure(gate, key, summary, accept))

@@ -7,9 +7,10 @@ baseline recorded in ``<snapshot dir>/<target>/efficiency/`` and fails only when
 below ``baseline * (1 - efficiency_max_loss)``. A missing baseline is recorded by ``--snapshot-update``; an
 existing one is re-recorded only with ``--record-baselines``.
 
-Every item is a pytest-benchmark benchmark: ``--benchmark-json`` carries each ratio, interval and
-efficiency in ``extra_info``. With ``--benchmark-disable`` the measurements and verdicts still run
-(pytest-benchmark then calls the measurement once, which is all it ever does here).
+Every item is a pytest-benchmark benchmark (:mod:`invariants.plugin.benchmarks`): its statistics are the
+seconds per call of the program it judges (a ratio's ``a``, an efficiency's program), by the clock that
+judged it, and ``extra_info`` carries its record. With ``--benchmark-disable`` the measurements and
+verdicts still run.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ from invariants.catalog.targets import versions
 from invariants.compile.record import Key
 from invariants.hlo.cost import predicted_by, predicted_ratio
 from invariants.plugin import results as _results
+from invariants.plugin.benchmarks import REPLAY, record_samples
 from invariants.plugin.generate import throughput_cases
-from invariants.plugin.outcomes import dumped_line, judge
+from invariants.plugin.outcomes import dumped_line, fail, judge
+from invariants.plugin.results import Failure
 from invariants.timing.baselines import (
     baseline_path,
     baseline_verdict,
@@ -46,7 +49,7 @@ from invariants.timing.paired import (
     runtime_clock,
 )
 
-pytestmark = [pytest.mark.gate, pytest.mark.throughput]
+pytestmark = [pytest.mark.gate, pytest.mark.throughput, pytest.mark.benchmark(timer=REPLAY)]
 
 # A ratio takes 0.5-3 s; when its interval straddles the bound, the adaptive extension may take it up to this
 # budget. 10 s: with 6 s, one run in ten under a CPU hog left an injected 1.7x slowdown inconclusive.
@@ -72,11 +75,9 @@ def test_ratio(throughput_case, gate, benchmark, record_property):
     b = _timed(gate, (b_side.program, case.config, case.target), b_side.distribution)
     a_name, b_name = a_side.label, b_side.label
     # A failure must repeat to count; for a ratchet, so must a pass (see invariants.timing.paired.confirmed).
-    result, attempts = benchmark.pedantic(
-        confirmed,
-        args=(lambda: measure_ratio(a, b, threshold=threshold, max_seconds=MAX_SECONDS, **CLOCKED),),
-        kwargs={"verdict": "pass" if inv.ratchet else "fail"},
-        rounds=1,
+    result, attempts = confirmed(
+        lambda: measure_ratio(a, b, threshold=threshold, max_seconds=MAX_SECONDS, **CLOCKED),
+        verdict="pass" if inv.ratchet else "fail",
     )
     info = {"id": inv.id, "target": case.target, "a": a_name, "b": b_name, "config": case.config,
             **result.to_dict(), "attempts": [r.verdict for r in attempts]}  # fmt: skip
@@ -86,7 +87,7 @@ def test_ratio(throughput_case, gate, benchmark, record_property):
     metrics_b = gate.measured(Key(b_side.program, case.config, case.target)).metrics
     info["predicted"] = predicted_ratio(metrics_a, metrics_b)
     name, record = _results.record("ratio", **info)
-    benchmark.extra_info.update(record)
+    record_samples(benchmark, result.samples_a, **record)
     record_property(name, record)
     where = f"{case.target} {a_name}/{b_name} [{case.config}]"
     describe = f"time({a_name}) / time({b_name}) = {result.summary()}"
@@ -98,6 +99,7 @@ def test_ratio(throughput_case, gate, benchmark, record_property):
         tightenable=result.verdict == "pass",
         where=where,
         describe=describe,
+        key=Key(a_side.program, case.config, case.target),
         failure=lambda: (
             f"{inv.where}: {inv.id} failed on {where}: {describe} > {threshold}\n"
             + dumped_line(gate, *(Key(side.program, case.config, case.target) for side in (a_side, b_side)))
@@ -151,14 +153,10 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
             "efficiency means something for a lookup of many rows"
         )
     program_call, copy_call = _timed(gate, efficiency_key), copy_callable(nbytes)
-    result, attempts = benchmark.pedantic(
-        confirmed,
-        args=(
-            lambda: measure_efficiency(
-                program_call, copy_call, min_efficiency=floor, max_seconds=MAX_SECONDS, **CLOCKED
-            ),
-        ),
-        rounds=1,
+    result, attempts = confirmed(
+        lambda: measure_efficiency(
+            program_call, copy_call, min_efficiency=floor, max_seconds=MAX_SECONDS, **CLOCKED
+        )
     )
     info = {"id": "efficiency", "target": target, "program": program, "config": config, "bytes": nbytes,
             **result.to_dict(), "attempts": [r.verdict for r in attempts]}  # fmt: skip
@@ -178,7 +176,7 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
                             "why": "missing" if baseline is None else "--record-baselines"}  # fmt: skip
         info["verdict"] = _results.RECORDED
     name, record = _results.record("efficiency", **info)
-    benchmark.extra_info.update(record)
+    record_samples(benchmark, result.samples_b, **record)  # the program's: b of t_copy / t_program
     record_property(name, record)
     if updating:
         return
@@ -195,11 +193,12 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
         )
     verdict = baseline_verdict(result, baseline["efficiency"], max_loss)
     if verdict == "fail":
-        pytest.fail(
-            f"{path}: {program}[{config}] lost efficiency: {result.summary()} against baseline "
-            f"{baseline['efficiency']:.4g} ({provenance(baseline)}), below the floor {floor:.4g} "
-            f"(max loss {max_loss:.0%}); "
-            "a runtime regression, even if the HLO did not change\n"
-            + dumped_line(gate, Key(*efficiency_key)),
-            pytrace=False,
+        what = (
+            f"lost efficiency: {result.summary()} against baseline {baseline['efficiency']:.4g} "
+            f"({provenance(baseline)}), below the floor {floor:.4g} (max loss {max_loss:.0%}); "
+            "a runtime regression, even if the HLO did not change"
+        )
+        fail(
+            Failure("assert", what, Key(*efficiency_key)),
+            f"{path}: {program}[{config}] {what}\n" + dumped_line(gate, Key(*efficiency_key)),
         )

@@ -23,6 +23,8 @@ from ..compile.process import guard_backend, pin_worker
 from ..compile.record import FailedCompile
 from ..snapshot.store import structure_assertion
 from .options import OPTIONS
+from .outcomes import GateFailed, fail
+from .results import Failure, failure_property
 from .xdist import scheduler
 
 if TYPE_CHECKING:
@@ -109,12 +111,24 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     except InvariantsError as err:
         if item.get_closest_marker("gate") is None:
             raise
-        line, failed = str(err), err if isinstance(err, FailedCompile) else None
+        line = str(err)
+        failed = err if isinstance(err, FailedCompile) else None
+        # A compile's own failure, else the gate could not decide.
+        failure = (
+            Failure("compile", err.first, err.key)
+            if isinstance(err, FailedCompile)
+            else Failure("error", (line.splitlines() or [""])[0])
+        )
     item.stash[_STOPPED] = True
     if failed is not None and _SESSION in item.config.stash:  # said whole once per compile, or known
-        pytest.fail(gate_session(item.config).compile_failure(failed, item.nodeid), pytrace=False)
+        try:
+            said = gate_session(item.config).compile_failure(failed, item.nodeid)
+        except pytest.xfail.Exception:
+            item.user_properties.append(failure_property(failure))  # a known one: its record keeps the key
+            raise
+        fail(failure, said)
     stated = ", ".join(f"{k} {v}" for k, v in versions().items())
-    pytest.fail(f"{line}\nversions: {stated}", pytrace=False)  # outside the except: no chained stack
+    fail(failure, f"{line}\nversions: {stated}")  # outside the except: no chained stack
 
 
 @pytest.hookimpl(wrapper=True)
@@ -123,6 +137,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     ran: there XLA and libtpu print their C++ stack traces ("*** Begin stack trace ***"), which the one line
     already sums up."""
     report = yield
+    if call.excinfo is not None and isinstance(call.excinfo.value, GateFailed):
+        # Why it failed, as a value: a property crosses from an xdist worker with the report.
+        report.user_properties.append(failure_property(call.excinfo.value.failure))
     if call.when == "call" and item.stash.get(_STOPPED, False):
         report.sections = [(title, text) for title, text in report.sections if "stderr" not in title]
     crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)

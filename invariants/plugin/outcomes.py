@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import difflib
 import itertools
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
 from .._errors import InvariantsError
 from .._paths import shown
 from ..catalog.targets import versions
+from ..compile.record import Key
 from ..snapshot.diff import (
     changed_kernels,
     changed_sections,
@@ -24,17 +25,42 @@ from ..snapshot.diff import (
     summary_of,
     text_change,
 )
+from .results import Failure
 
 if TYPE_CHECKING:
-    from ..compile.artifacts import Key
-    from .session import GateSession
+    from _pytest.outcomes import Failed as _Failed
 
-__all__ = ["dumped_line", "failure_report", "judge", "snapshot_comparison", "structure_failure"]
+    from .session import GateSession
+else:
+    _Failed = pytest.fail.Exception
+
+__all__ = [
+    "GateFailed", "dumped_line", "fail", "failure_report", "judge", "snapshot_comparison",
+    "structure_failure",
+]  # fmt: skip
+
+
+class GateFailed(_Failed):
+    """A gate item's failure: pytest's text, without a traceback, and its :class:`Failure`, which the
+    report hook (:mod:`invariants.plugin.hooks`) hands to the results file."""
+
+    # Shown as pytest shows its own (``Failed: TEXT``, the prefix its FAILED line and the recorder drop).
+    __module__ = "builtins"
+    __qualname__ = "Failed"
+
+    def __init__(self, failure: Failure, text: str) -> None:
+        super().__init__(text, pytrace=False)
+        self.failure = failure
+
+
+def fail(failure: Failure, text: str) -> NoReturn:
+    """Fail the gate item: ``text`` is what pytest shows, ``failure`` what the results file records."""
+    raise GateFailed(failure, text)
 
 
 def judge(
     invariant: Any, holds: bool, tightenable: bool, where: str, describe: str, failure: Any,
-    program: str | None = None,
+    program: str | None = None, key: Key | None = None,
 ) -> None:  # fmt: skip
     """Turn a decided invariant into a pytest outcome, the same way for every tier.
 
@@ -42,7 +68,8 @@ def judge(
     now holds, beyond noise) the item fails with "ratchet can be tightened", never in silence. A ratchet
     over a set of programs is judged per program (``program``, one item each): the item where it holds
     fails, the others stay xfail, and the line says how to split the fixed program out.
-    ``failure`` builds the full diagnosis lazily, since it may dump files.
+    ``failure`` builds the full diagnosis lazily, since it may dump files. ``key``: the compile the verdict
+    is about (a relation's first), for the results file's :class:`Failure`.
     """
     if invariant.ratchet is not None:
         if tightenable:
@@ -52,16 +79,14 @@ def judge(
                     f", or, while it still fails on the others of programs = {list(invariant.programs)}, "
                     f"move {program} to an invariant of its own without the ratchet"
                 )
-            pytest.fail(
-                f"ratchet can be tightened: {invariant.id} now holds on {where} ({describe}); {advice}",
-                pytrace=False,
-            )
+            line = f"ratchet can be tightened: {invariant.id} now holds on {where} ({describe}); {advice}"
+            fail(Failure("assert", line, key), line)
         # pytest.xfail's exception without a traceback: the reason is the whole report, and formatting a
         # traceback (pytest parses the test's source for it) cost more than deciding the item.
         raise pytest.xfail.Exception(f"{invariant.ratchet.reason} ({invariant.ratchet.issue}); {describe}",
                                      pytrace=False)  # fmt: skip
     if not holds:
-        pytest.fail(failure(), pytrace=False)
+        fail(Failure("assert", describe, key), failure())
 
 
 def _names_a_set(selectors: tuple[str, ...]) -> bool:
@@ -153,20 +178,20 @@ def relation_report(s: GateSession, keys: tuple[Key, ...], headline: str, summar
     )
 
 
-def structure_failure(s: GateSession, key: Key, current: str, accept: str | None) -> str:
+def structure_failure(s: GateSession, key: Key, current: str, accept: str | None) -> tuple[Failure, str]:
     """What a structure item that differs from its snapshot says: one line of reason first (pytest's
     ``FAILED`` short line shows it: what of the summary changed), then what changed, to fit a screen
     (:func:`snapshot_comparison`), the versions and the dumps, and last the command that accepts the change
-    (``accept``; None for a read-only snapshot, which no update rewrites)."""
+    (``accept``; None for a read-only snapshot, which no update rewrites); and its :class:`Failure`."""
     program, config, target = key
     path = s.snapshots.path(key)
     committed = path.read_text() if path.exists() else ""
     change = summary_change(committed, current)
     if committed and change == text_change(committed, current):  # the file, not the compile, is what differs
-        headline = (
-            f"{program}[{config}] on {target}: {shown(path)} holds the structure it compiles to, but {change}"
-        )
+        what = f"{shown(path)} holds the structure it compiles to, but {change}"
+        headline = f"{program}[{config}] on {target}: {what}"
     else:
+        what = change
         headline = f"{program}[{config}] on {target}: compiled structure differs from {shown(path)}: {change}"
     lines = [
         headline,
@@ -176,4 +201,4 @@ def structure_failure(s: GateSession, key: Key, current: str, accept: str | None
     ]
     if accept:
         lines.append(f"accept it (re-records this snapshot alone): {accept}")
-    return "\n".join(lines)
+    return Failure("snapshot", what, key), "\n".join(lines)

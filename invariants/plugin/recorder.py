@@ -23,7 +23,7 @@ class Recorder:
     summary."""
 
     def __init__(self) -> None:
-        self.items: list[_results.Entry] = []
+        self.items: list[_results.Record] = []
         self.gate = False  # a gate item ran (so a results file was expected)
         self.notes: list[str] = []
         self.claim: _results.Claim | None = None
@@ -40,15 +40,22 @@ class Recorder:
         self.discard_earlier()  # an xdist controller collects nothing: its first gate report says so
         outcome = "xfailed" if hasattr(report, "wasxfail") else report.outcome
         reason = failure_reason(report) if report.failed else None
+        # Why it failed, as the item said it (invariants.plugin.outcomes.fail); a failure it did not say
+        # (an exception of the gate's own) is an error.
+        failure = None
+        if report.failed:
+            said = _results.recorded_failure(report.user_properties)
+            failure = said or _results.Failure("error", reason or "")
         entries = [
-            _results.entry(name, value, outcome, report.nodeid, reason)
+            _results.entry(name, value, outcome, report.nodeid, reason, failure)
             for name, value in report.user_properties
         ]
         self.items.extend(e for e in entries if e is not None)
         if report.failed and not any(entries):
-            self.items.append(_results.error_entry(outcome, report.nodeid, reason))
+            self.items.append(_results.error_entry(outcome, report.nodeid, reason, failure))
         elif outcome == "xfailed" and not any(entries):  # a known compile failure: nothing compiled to record
-            self.items.append(_results.error_entry(outcome, report.nodeid, str(report.wasxfail)))
+            known = _results.recorded_failure(report.user_properties)
+            self.items.append(_results.error_entry(outcome, report.nodeid, str(report.wasxfail), known))
         elif report.skipped and outcome == "skipped" and not any(entries):
             # Listed with its reason, so that the file's skips are pytest's: a run of skips alone is seen.
             self.items.append(_results.skipped_entry(report.nodeid, skip_reason(report)))

@@ -1,173 +1,446 @@
-"""The results file: the one owner of its record types, written by the pytest plugin, read by the report.
+"""The results file: the one owner of its records, written by the pytest plugin, read by every reader.
 
 A gate item records what it measured with :func:`record` (through pytest's ``record_property``); the plugin
-turns each recorded value into an :class:`Entry` with :func:`entry` and writes the file with :func:`write`;
-every reader (the report, bisect, matrix, the self-check) reads it with :func:`read`, a :class:`Results`.
-Nothing else spells a record kind or its fields.
+turns each into a typed :class:`Record` with :func:`entry` and writes the file with :func:`write`; every
+reader (the report, bisect, matrix, the self-check) reads it with :func:`read`, a :class:`Results`. Nothing
+else spells a record kind or its fields.
 
 The file is one JSON object::
 
-    {"versions": {package: version}, "runtime": {"platform", "device_kind", "count"},
-     "targets": {name: {"mode", "scope", "unavailable"}}, "exitstatus": int, "items": [entry, ...]}
+    {"format_version": FORMAT_VERSION, "versions": {package: version},
+     "runtime": {"platform", "device_kind", "count"}, "targets": {name: {"mode", "scope", "unavailable"}},
+     "exitstatus": int, "items": [record, ...]}
 
-Every entry has ``kind`` (one of :data:`KINDS`), ``outcome`` (pytest's: passed, failed, skipped, xfailed) and
-``nodeid``, plus the fields :data:`FIELDS` lists for its kind (a writer that leaves one out fails at once, so
-the reader can rely on them); a failed entry also has ``reason``, the first line of its failure
-(:attr:`Entry.reason`), and a ``skipped`` entry its skip's reason. Extra fields are allowed and kept. The top
-level may hold ``declared``: the programs the run's spec files declared (a downstream project's own), which
-the report shows by default; ``programs``: every program of the run, name to ``{"kind", "tags"}``, which the
-report's ``--programs`` selects from; and ``pytest``: pytest's own count of the run's outcomes
-(:data:`PYTEST_OUTCOMES`, as its last line counts them), which holds what no entry records (a module skipped
-whole), so that the report counts what pytest did (all of them :class:`Results`). The kinds:
+A file without ``format_version``, or of another one, is refused in one line that says to run the gate
+again (asv's ``api_version`` is the model): no reader guesses at a layout it was not written in.
 
-* ``structure``: ``target``, ``program``, ``config`` and every numeric metric a compile gives (structural,
-  the compiler's, the kernels' code, the compile time; null where the target gives none:
-  :meth:`invariants.measure.measurement.Measurement.numbers`);
-* ``invariant``: ``id``, ``target``, ``programs``, ``config``, ``assert``, ``holds``, ``measured``; and
-  ``ratio`` (``metric(A) / metric(B)`` of a scaled relation, else null);
-* ``correctness``: ``id``, ``program``, ``config``, ``distribution``, ``problem``;
-* ``ratio`` (throughput tier): ``id``, ``target``, ``a``, ``b``, ``config``, ``median``, ``low``,
-  ``high``, ``threshold``, ``verdict``; and ``predicted``, the TPU compiler's estimated-cycles ratio of the
-  same programs on the same target (null off TPU);
-* ``efficiency`` (throughput tier): ``id``, ``target``, ``program``, ``config``, ``median`` (the
-  efficiency ``t_copy / t_program``), ``low``, ``high``, ``threshold`` (its floor; null without a
-  baseline), ``verdict`` (:data:`RECORDED` where the run recorded the baseline it is then judged by:
-  nothing to judge against yet).
+Each record kind is one frozen dataclass (:data:`KINDS`, kind to class), and the codec (:func:`to_json`,
+:func:`from_json`) is derived from the dataclasses' fields and type hints: a record holds ``kind``,
+``outcome`` (pytest's: passed, failed, skipped, xfailed), ``nodeid``, ``reason`` (a failed item's first
+line, a skipped one's reason), ``failure`` (a failed item's :class:`Failure`: its ``kind``, the compile
+``key`` it is about, and ``what`` it says), and its kind's fields, each of its declared type; a field that
+is None and None by default is left out. Fields a kind does not declare are kept in :attr:`Record.extra`
+(a structure's metrics: every numeric metric a compile gives, null where the target gives none,
+:meth:`invariants.measure.measurement.Measurement.numbers`). The top level may hold ``declared``: the
+programs the run's spec files declared (a downstream project's own), which the report shows by default;
+``programs``: every program of the run, name to ``{"kind", "tags"}``, which the report's ``--programs``
+selects from; and ``pytest``: pytest's own count of the run's outcomes (:data:`PYTEST_OUTCOMES`), which
+holds what no record does (a module skipped whole). The kinds:
 
-Both throughput kinds carry one :class:`invariants.timing.paired.RatioResult` (``to_dict``), whose
-``direction`` says which side of ``threshold`` passes (``at_most`` a ratio, ``at_least`` an efficiency);
-* ``skipped``: an item that skipped before it recorded anything (no fields; ``reason`` says why: a
-  target that cannot compile here, a program whose chips do not fit it, no invariant that applies), so
-  that the file lists every skip pytest counts;
-* ``error``: an item that failed before it recorded anything (no fields); when what failed was a
-  program's compile (a compiler or tracing error, in that release, on that target), its reason reads
-  ``TARGET/PROGRAM[CONFIG]: compile failed: ...`` (:data:`COMPILE_FAILED`, :func:`compile_failure`): a
-  finding about the program, where any other error says the suite could not run.
+* :class:`Structure`: a program's compile on a target;
+* :class:`Invariant`: an assert's verdict, its ``measured`` terms as numbers (a structure term as its text);
+* :class:`Correctness`: a value check, ``problem`` null where it found none;
+* :class:`Ratio` and :class:`Efficiency` (the throughput tier): one
+  :class:`invariants.timing.paired.RatioResult` each (``to_dict``), whose ``direction`` says which side of
+  ``threshold`` passes; an efficiency without a baseline has no ``threshold`` and no ``verdict``, one whose
+  run recorded its baseline has the verdict :data:`RECORDED`;
+* :class:`Skipped` and :class:`Error`: an item that skipped, or failed, before it recorded anything (an
+  error whose ``failure`` is of kind ``compile`` is a finding about the program, in that release, on that
+  target; any other says the suite could not run).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
+import numbers
 import os
-import re
 import socket
 import time
+import types
+import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any, Literal, NamedTuple
+from typing import IO, Any, ClassVar, Literal, Union
 
 from .._errors import InvariantsError
 from .._paths import write_atomic
+from ..compile.record import Key
 
 __all__ = [
-    "COMPILE_FAILED", "FIELDS", "KINDS", "PROPERTY", "PYTEST_OUTCOMES", "TIERS", "Claim", "CompileFailure",
-    "Entry", "Results", "check_path", "claim", "compile_failed", "compile_failure", "discard_earlier",
-    "entry", "error_entry", "lock_path", "read", "record", "skipped_entry", "write",
-]  # fmt: skip
+    "FAILURE_PROPERTY",
+    "FORMAT_VERSION",
+    "KINDS",
+    "PROPERTY",
+    "PYTEST_OUTCOMES",
+    "RECORDED",
+    "Claim",
+    "Correctness",
+    "Efficiency",
+    "Error",
+    "Failure",
+    "Invariant",
+    "Ratio",
+    "Record",
+    "RecordError",
+    "Results",
+    "Skipped",
+    "Structure",
+    "check_path",
+    "claim",
+    "compile_failed",
+    "compile_failure",
+    "discard_earlier",
+    "entry",
+    "error_entry",
+    "failure_property",
+    "from_json",
+    "lock_path",
+    "read",
+    "record",
+    "recorded_failure",
+    "skipped_entry",
+    "to_json",
+    "write",
+]
 
-RecordKind = Literal["structure", "invariant", "correctness", "ratio", "efficiency", "error", "skipped"]
-
-FIELDS: dict[str, tuple[str, ...]] = {
-    "structure": ("target", "program", "config"),
-    "invariant": ("id", "target", "programs", "config", "assert", "holds", "measured"),
-    "correctness": ("id", "program", "config", "distribution", "problem"),
-    "ratio": ("id", "target", "a", "b", "config", "median", "low", "high", "threshold", "verdict"),
-    "efficiency": (
-        "id", "target", "program", "config", "median", "low", "high", "threshold", "verdict",
-    ),
-    "error": (),
-    "skipped": (),
-}  # fmt: skip
-KINDS: tuple[str, ...] = tuple(FIELDS)
-# The fields of FIELDS that may be null: a value check that found no problem, an efficiency item with no
-# baseline to hold it to (no floor, so no verdict: RatioResult.verdict is None when no bound was given; the
-# item itself fails, saying how to record one). Any other null is a record no writer of this module makes.
-NULLABLE: dict[str, frozenset[str]] = {
-    "correctness": frozenset({"problem"}),
-    "efficiency": frozenset({"threshold", "verdict"}),
-}
-# The tier each kind belongs to, as the report's tier table names it.
-TIERS: dict[str, str] = {
-    "structure": "structure",
-    "invariant": "invariant",
-    "correctness": "correctness",
-    "ratio": "throughput: ratio",
-    "efficiency": "throughput: efficiency",
-    "error": "error",
-    "skipped": "skipped",
-}
+# The layout of the file; a change to a record's fields or meaning raises it, and :func:`read` refuses any
+# other.
+FORMAT_VERSION = 2
 # The verdict of an efficiency item whose run recorded its baseline: it had no floor to be judged by.
 RECORDED = "recorded"
-# The ``record_property`` name every gate item records under.
+# The ``record_property`` names every gate item records under: its record, and why it failed.
 PROPERTY = "invariants"
+FAILURE_PROPERTY = "invariants-failure"
 # The outcomes pytest's last line counts (its terminal reporter's keys), in the order it says them.
 PYTEST_OUTCOMES = ("failed", "passed", "skipped", "xfailed", "xpassed", "error")
 
+FailureKind = Literal["assert", "snapshot", "compile", "error"]
+# A measured term: a count, a size, a ratio, a set (custom-call targets, opcodes: sorted), or a structure
+# term's text ("<2 kernels>").
+Measured = bool | int | float | str | tuple[str, ...]
+
 
 @dataclasses.dataclass(frozen=True)
-class Entry:
-    """One item of a results file: what pytest said of it (``kind``, ``outcome``, ``nodeid``, the failure's
-    ``reason``) and the fields its record holds (``fields``: :data:`FIELDS` of its kind, and more). The
-    fields every reader asks for are properties; any other (a metric) is :meth:`get`."""
+class Failure:
+    """Why an item failed, as a value beside pytest's text.
+
+    ``kind``: ``assert`` (a verdict that does not hold), ``snapshot`` (a compile that differs from its
+    snapshot, or has none), ``compile`` (a program that did not compile) or ``error`` (anything else: the
+    suite could not decide). ``what``: what it says of it, one line, without its key. ``key``: the compile
+    it is about (of a relation between programs, its first program's), None where there is none.
+    """
+
+    kind: FailureKind
+    what: str
+    key: Key | None = None
+
+
+def compile_failed(target: str, program: str, config: str, why: str) -> str:
+    """The one line a failed compile says."""
+    return f"{target}/{program}[{config}]: compile failed: {why}"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Record:
+    """One item of a results file: what pytest said of it, and what it recorded.
+
+    The key fields (``target``, ``program``, ``config``, ``id``) are None on a kind that has none; each kind
+    declares the ones it has as required. :meth:`get` reads any field by its name in the file.
+    """
 
     kind: str
     outcome: str
     nodeid: str
     reason: str | None = None
-    fields: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    failure: Failure | None = None
+    target: str | None = None
+    program: str | None = None
+    config: str | None = None
+    id: str | None = None
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # The report's tier table names each kind's tier.
+    tier: ClassVar[str] = "other"
 
     def get(self, name: str, default: Any = None) -> Any:
-        """The record's field ``name`` (a metric, ``measured``, ``holds``...), else ``default``."""
-        return self.fields.get(name, default)
+        """The field the file names ``name`` (a declared one, or a metric in :attr:`extra`), else
+        ``default``."""
+        attr = _attributes(type(self)).get(name)
+        if attr is None:
+            return self.extra.get(name, default)
+        value = getattr(self, attr)
+        return default if value is None and _absent_when_none(type(self), attr) else value
 
-    @property
-    def target(self) -> str | None:
-        return self._text("target")
-
-    @property
-    def program(self) -> str | None:
-        return self._text("program")
-
-    @property
-    def config(self) -> str | None:
-        return self._text("config")
-
-    @property
-    def id(self) -> str | None:
-        return self._text("id")
-
-    @property
-    def programs(self) -> list[str]:
+    def program_names(self) -> list[str]:
         """The programs of an invariant (several for a relation), else the one program, else none."""
-        programs = self.fields.get("programs")
-        if isinstance(programs, list):
-            return [str(p) for p in programs]
         return [self.program] if self.program else []
 
-    def _text(self, name: str) -> str | None:
-        value = self.fields.get(name)
-        return None if value is None else str(value)
+    def with_extra(self, **fields: Any) -> Record:
+        """This record with ``fields`` added to :attr:`extra` (what a reader learned of it)."""
+        return dataclasses.replace(self, extra={**self.extra, **fields})
 
-    def to_json(self) -> dict[str, Any]:
-        reason = {"reason": self.reason} if self.reason else {}
-        return {**self.fields, "kind": self.kind, "outcome": self.outcome, "nodeid": self.nodeid, **reason}
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Entry:
-        """An entry as the file holds it (its fields checked by :func:`read`)."""
-        fields = {k: v for k, v in data.items() if k not in ("kind", "outcome", "nodeid", "reason")}
-        reason = data.get("reason")
-        return cls(str(data["kind"]), str(data["outcome"]), str(data["nodeid"]),
-                   reason if isinstance(reason, str) and reason else None, fields)  # fmt: skip
+def _required() -> Any:
+    """A field each record of the kind must carry (no default, though the base has one)."""
+    return dataclasses.field()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Structure(Record):
+    """A program's compile on a target; its metrics are in :attr:`extra`."""
+
+    kind: Literal["structure"] = "structure"
+    tier: ClassVar[str] = "structure"
+    target: str = _required()
+    program: str = _required()
+    config: str = _required()
+    compile_cache: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Invariant(Record):
+    """An assert's verdict on a target, program(s) and configuration. ``ratio``: ``metric(A) / metric(B)``
+    of a scaled relation, else None."""
+
+    kind: Literal["invariant"] = "invariant"
+    tier: ClassVar[str] = "invariant"
+    id: str = _required()
+    target: str = _required()
+    programs: tuple[str, ...] = _required()
+    config: str = _required()
+    assertion: str = dataclasses.field(metadata={"json": "assert"})
+    holds: bool = _required()
+    measured: Mapping[str, Measured] = _required()
+    ratio: float | None = None
+    ratchet: str | None = None
+    where: str | None = None
+
+    def program_names(self) -> list[str]:
+        return list(self.programs)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Correctness(Record):
+    """A value check of a program against its reference; ``problem`` None where it found none."""
+
+    kind: Literal["correctness"] = "correctness"
+    tier: ClassVar[str] = "correctness"
+    id: str = _required()
+    program: str = _required()
+    config: str = _required()
+    distribution: str = _required()
+    problem: str | None = _required()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Timed(Record):
+    """A paired measurement (:class:`invariants.timing.paired.RatioResult`) of the throughput tier."""
+
+    id: str = _required()
+    target: str = _required()
+    config: str = _required()
+    median: float = _required()
+    low: float = _required()
+    high: float = _required()
+    verdict: str | None = _required()
+    clock: str | None = None
+    t_a_median: float | None = None
+    t_b_median: float | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Ratio(_Timed):
+    """``time(a) / time(b) <= threshold``; ``predicted``: the TPU cost model's ratio of the same programs
+    on the same target (None off TPU)."""
+
+    kind: Literal["ratio"] = "ratio"
+    tier: ClassVar[str] = "throughput: ratio"
+    a: str = _required()
+    b: str = _required()
+    threshold: float = _required()
+    verdict: str = _required()
+    predicted: float | None = None
+
+    def program_names(self) -> list[str]:
+        return [side.split("[", 1)[0] for side in (self.a, self.b)]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Efficiency(_Timed):
+    """``t_copy / t_program`` against the floor of its baseline (``threshold``; None without one)."""
+
+    kind: Literal["efficiency"] = "efficiency"
+    tier: ClassVar[str] = "throughput: efficiency"
+    program: str = _required()
+    threshold: float | None = _required()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Error(Record):
+    """An item that failed before it recorded anything."""
+
+    kind: Literal["error"] = "error"
+    tier: ClassVar[str] = "error"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Skipped(Record):
+    """An item that skipped before it recorded anything (``reason`` says why)."""
+
+    kind: Literal["skipped"] = "skipped"
+    tier: ClassVar[str] = "skipped"
+
+
+KINDS: dict[str, type[Record]] = {
+    cls.kind: cls for cls in (Structure, Invariant, Correctness, Ratio, Efficiency, Error, Skipped)
+}
+RecordKind = Literal["structure", "invariant", "correctness", "ratio", "efficiency", "error", "skipped"]
+
+
+# ------------------------------------------------------------------------------------------------ codec
+
+
+class _Bad(ValueError):
+    """A value that is not of its field's type (``args[0]``: what it is instead)."""
+
+
+def _hints(cls: Any) -> dict[str, Any]:
+    """The type of each field of a dataclass."""
+    return _resolved(cls)
+
+
+def _attributes(cls: Any) -> dict[str, str]:
+    """The file's name of each field of a record class to its attribute."""
+    return _named(cls)
+
+
+# Each class's annotations, resolved once (a class is the process's, not a run's).
+_resolved = functools.cache(typing.get_type_hints)
+
+
+@functools.cache
+def _named(cls: Any) -> dict[str, str]:
+    return {f.metadata.get("json", f.name): f.name for f in dataclasses.fields(cls) if f.name != "extra"}
+
+
+# The scalar types a record's fields have, and which JSON values each takes (a float takes an integer).
+_SCALARS: dict[Any, Any] = {
+    bool: lambda v: isinstance(v, bool),
+    str: lambda v: isinstance(v, str),
+    int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+    float: lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    type(None): lambda v: v is None,
+}
+
+
+def _decode(hint: Any, value: Any) -> Any:
+    """``value`` as a JSON reader gave it, checked against ``hint`` and made its type (a list to a tuple, an
+    object to a dataclass or a :class:`Key`); raises :class:`_Bad`."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return value
+    if origin in (Union, types.UnionType):
+        for arg in sorted(args, key=lambda a: a is not type(None)):  # null first: it is never a number
+            with contextlib.suppress(_Bad):
+                return _decode(arg, value)
+    elif origin is Literal:
+        if value in args:
+            return value
+    elif hint in _SCALARS:
+        if _SCALARS[hint](value):
+            return float(value) if hint is float else value
+    elif origin is tuple and isinstance(value, list | tuple):
+        return tuple(_decode(args[0], v) for v in value)
+    elif isinstance(value, dict):
+        return _decode_object(hint, value)
+    raise _Bad("null" if value is None else repr(value) if origin is Literal else type(value).__name__)
+
+
+def _decode_object(hint: Any, value: dict[str, Any]) -> Any:
+    """A JSON object as ``hint``: a mapping of typed values, a :class:`Key`, a dataclass."""
+    if typing.get_origin(hint) in (dict, Mapping):
+        return {str(k): _decode(typing.get_args(hint)[1], v) for k, v in value.items()}
+    if hint is Key:
+        return Key(*(_decode(str, value.get(name)) for name in Key._fields))
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        hints = _hints(hint)
+        return hint(**{f.name: _decode(hints[f.name], value.get(f.name)) for f in dataclasses.fields(hint)})
+    raise _Bad(type(value).__name__)
+
+
+def _encode(value: Any) -> Any:
+    """``value`` as JSON holds it: a dataclass or a :class:`Key` as an object, a tuple as a list, a set as
+    a sorted list, a number of any numeric type (numpy's) as a Python number."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Key):
+        return {k: _encode(v) for k, v in value._asdict().items()}
+    if isinstance(value, Mapping):
+        return {str(k): _encode(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_encode(v) for v in value]
+    if isinstance(value, set | frozenset):
+        return sorted(_encode(v) for v in value)
+    if isinstance(value, bool | str | None | int | float):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    return value
+
+
+def to_json(item: Record) -> dict[str, Any]:
+    """A record as the file holds it: its fields at the top level (:attr:`Record.extra` among them), a
+    field that is None and None by default left out."""
+    out: dict[str, Any] = {k: _encode(v) for k, v in item.extra.items()}
+    for f in dataclasses.fields(item):
+        value = getattr(item, f.name)
+        if f.name == "extra" or (value is None and f.default is None):
+            continue
+        out[f.metadata.get("json", f.name)] = _encode(value)
+    return out
+
+
+class RecordError(ValueError):
+    """What is wrong with a record (a line :func:`read` and :func:`record` place)."""
+
+
+def from_json(data: Mapping[str, Any]) -> Record:
+    """A record from the file's object (or a gate item's :func:`record` with pytest's outcome); raises
+    :class:`RecordError`."""
+    cls = KINDS.get(str(data.get("kind")))
+    if cls is None:
+        raise RecordError(f"unknown kind {data.get('kind')!r}")
+    hints, names = _hints(cls), _attributes(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    missing = [n for n, attr in names.items() if n not in data and _needed(fields[attr])]
+    if missing:
+        raise RecordError(f"lacks {', '.join(missing)}")
+    values: dict[str, Any] = {}
+    nulls: list[str] = []
+    wrong: list[str] = []
+    for name, attr in names.items():
+        if name not in data:
+            continue
+        try:
+            values[attr] = _decode(hints[attr], data[name])
+        except _Bad:
+            (nulls if data[name] is None else wrong).append(name)
+    if nulls:
+        raise RecordError(f"{', '.join(nulls)} null")
+    if wrong:
+        raise RecordError(", ".join(f"{name!r} cannot be {data[name]!r}" for name in wrong))
+    extra = {k: v for k, v in data.items() if k not in names}
+    return cls(**values, extra=extra)
+
+
+def _absent_when_none(cls: Any, attr: str) -> bool:
+    """Whether a field of ``cls`` that is None is left out of the file (None by default)."""
+    return next(f.default is None for f in dataclasses.fields(cls) if f.name == attr)
+
+
+def _needed(f: dataclasses.Field[Any]) -> bool:
+    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
 
 
 @dataclasses.dataclass
 class Results:
-    """A results file as :func:`read` returns it: what the run was, and its entries."""
+    """A results file as :func:`read` returns it: what the run was, and its records."""
 
-    items: list[Entry]
+    items: list[Record]
     versions: dict[str, str] = dataclasses.field(default_factory=dict)
     runtime: dict[str, Any] = dataclasses.field(default_factory=dict)
     targets: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
@@ -176,92 +449,127 @@ class Results:
     # every program of the run, name to ``{"kind", "tags"}`` (what the report's --programs selects from).
     declared: list[str] = dataclasses.field(default_factory=list)
     programs: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
-    # pytest's count of each outcome (None: an older file, or a run without its terminal reporter).
+    # pytest's count of each outcome (None: a run without its terminal reporter).
     pytest: dict[str, int] | None = None
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Results:
-        """A results file's object as :func:`read` has checked it (an entry without ``kind``, ``outcome`` or
-        ``nodeid`` raises ``KeyError``)."""
-        declared, programs, counts = data.get("declared", []), data.get("programs", {}), data.get("pytest")
+    def from_json(cls, data: Mapping[str, Any], where: str = "results") -> Results:
+        """The results of a file's object (its format version checked by :func:`read`); raise
+        :class:`InvariantsError` (one line, after ``where``) when it is not one."""
+        items = []
+        for n, item in enumerate(data["items"]):
+            if not isinstance(item, dict) or not all(
+                isinstance(item.get(k), str) for k in ("kind", "nodeid", "outcome")
+            ):
+                raise InvariantsError(
+                    f"{where}: items[{n}] is not an object with string 'kind', 'nodeid', 'outcome'"
+                )
+            try:
+                items.append(from_json(item))
+            except RecordError as err:
+                what = f"{item['kind']} {item['nodeid']}"
+                raise InvariantsError(f"{where}: items[{n}] ({what}): {err}") from None
+        for key in ("versions", "runtime", "targets"):
+            if not isinstance(data.get(key, {}), dict):
+                raise InvariantsError(f"{where}: '{key}' must be an object")
+        if not isinstance(data.get("declared", []), list):
+            raise InvariantsError(f"{where}: 'declared' must be a list of program names")
+        if not isinstance(data.get("exitstatus", 0), int):
+            raise InvariantsError(f"{where}: 'exitstatus' must be an integer")
+        counts = data.get("pytest", {})
+        if not isinstance(counts, dict) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts.values()
+        ):
+            raise InvariantsError(f"{where}: 'pytest' must be an object of outcome counts")
+        programs = data.get("programs", {})
         return cls(
-            items=[Entry.from_json(item) for item in data["items"]],
+            items=items,
             versions={str(k): str(v) for k, v in data.get("versions", {}).items()},
             runtime=dict(data.get("runtime", {})),
             targets={str(k): (v if isinstance(v, dict) else {}) for k, v in data.get("targets", {}).items()},
             exitstatus=data.get("exitstatus", 0),
-            declared=[n for n in declared if isinstance(n, str)],
+            declared=[n for n in data.get("declared", []) if isinstance(n, str)],
             programs={str(k): v for k, v in programs.items() if isinstance(v, dict)}
-            if isinstance(programs, dict) else {},
-            pytest={k: int(counts.get(k, 0)) for k in PYTEST_OUTCOMES} if isinstance(counts, dict) else None,
-        )  # fmt: skip
+            if isinstance(programs, dict)
+            else {},
+            pytest={k: int(counts.get(k, 0)) for k in PYTEST_OUTCOMES} if "pytest" in data else None,
+        )
+
+
+# ------------------------------------------------------------------------------------- the gate's side
 
 
 def record(kind: RecordKind, **fields: Any) -> tuple[str, dict[str, Any]]:
-    """``(name, value)`` for ``record_property``: one record of ``kind``; raises if a field is missing."""
-    missing = [f for f in FIELDS[kind] if f not in fields]
-    if missing:
-        raise InvariantsError(f"results: a {kind} record needs {', '.join(missing)}")
-    return PROPERTY, {**fields, "kind": kind}
+    """``(name, value)`` for ``record_property``: one record of ``kind``, its fields checked against the
+    kind's types (a field missing or of another type raises, in the item that records it)."""
+    data = {**fields, "kind": kind, "outcome": "passed", "nodeid": ""}
+    try:
+        checked = to_json(from_json(_encode(data)))
+    except RecordError as err:
+        raise InvariantsError(f"results: a {kind} record {err}") from None
+    return PROPERTY, {k: v for k, v in checked.items() if k not in ("outcome", "nodeid")}
 
 
-def entry(name: str, value: Any, outcome: str, nodeid: str, reason: str | None = None) -> Entry | None:
-    """The results-file entry of one recorded property, or None when it is not one of :func:`record`'s.
-    ``reason``: a failed item's one line."""
-    if name != PROPERTY or not isinstance(value, dict) or value.get("kind") not in FIELDS:
+def entry(
+    name: str,
+    value: Any,
+    outcome: str,
+    nodeid: str,
+    reason: str | None = None,
+    failure: Failure | None = None,
+) -> Record | None:
+    """The record of one recorded property, or None when it is not one of :func:`record`'s.
+    ``reason``: a failed item's one line; ``failure``: why it failed."""
+    if name != PROPERTY or not isinstance(value, dict) or value.get("kind") not in KINDS:
         return None
-    fields = {k: v for k, v in value.items() if k != "kind"}
-    return Entry(str(value["kind"]), outcome, nodeid, reason or None, fields)
+    item = from_json({**value, "outcome": outcome, "nodeid": nodeid})
+    return dataclasses.replace(item, reason=reason or None, failure=failure)
 
 
-def error_entry(outcome: str, nodeid: str, reason: str | None = None) -> Entry:
-    """The entry of an item that failed before recording anything."""
-    return Entry("error", outcome, nodeid, reason or None)
+def failure_property(failure: Failure) -> tuple[str, dict[str, Any]]:
+    """``(name, value)`` for a report's ``user_properties``: why a gate item failed (it crosses from an
+    xdist worker as JSON does)."""
+    return FAILURE_PROPERTY, _encode(failure)
 
 
-def skipped_entry(nodeid: str, reason: str) -> Entry:
-    """The entry of an item that skipped before recording anything, with why."""
-    return Entry("skipped", "skipped", nodeid, reason)
+def recorded_failure(properties: list[tuple[str, Any]]) -> Failure | None:
+    """The :class:`Failure` a report's ``user_properties`` carry (:func:`failure_property`), else None."""
+    for name, value in properties:
+        if name == FAILURE_PROPERTY:
+            with contextlib.suppress(_Bad):
+                failure: Failure = _decode(Failure, value)
+                return failure
+    return None
 
 
-# What a failed compile's message says after its key: the words compile_failure reads an error entry by.
-COMPILE_FAILED = "compile failed"
-_FAILED_KEY = re.compile(
-    rf"^(?P<target>[^/\s]+)/(?P<program>[^\[\s]+)\[(?P<config>[^\]\s]+)\]: {COMPILE_FAILED}: "
-)
+def error_entry(
+    outcome: str, nodeid: str, reason: str | None = None, failure: Failure | None = None
+) -> Record:
+    """The record of an item that failed before recording anything."""
+    return Error(outcome=outcome, nodeid=nodeid, reason=reason or None, failure=failure)
 
 
-class CompileFailure(NamedTuple):
-    """A program's compile that failed in a run: its key, and the item's reason (the compile's message)."""
-
-    target: str
-    program: str
-    config: str
-    reason: str
+def skipped_entry(nodeid: str, reason: str) -> Record:
+    """The record of an item that skipped before recording anything, with why."""
+    return Skipped(outcome="skipped", nodeid=nodeid, reason=reason)
 
 
-def compile_failed(target: str, program: str, config: str, why: str) -> str:
-    """The one line a failed compile says (what :func:`compile_failure` reads back from a results file)."""
-    return f"{target}/{program}[{config}]: {COMPILE_FAILED}: {why}"
+def compile_failure(item: Record) -> Key | None:
+    """The compile an item failed on (its :class:`Failure` of kind ``compile``: a finding about that
+    program, in that release, on that target, where any other error says the suite could not run), else
+    None."""
+    failure = item.failure
+    return failure.key if failure is not None and failure.kind == "compile" else None
 
 
-def compile_failure(item: Entry) -> CompileFailure | None:
-    """The compile failure an ``error`` entry's item failed on (see the module doc), else None: the verdict
-    of that program in that run, not a run that could not happen."""
-    reason = item.reason
-    match = _FAILED_KEY.match(reason or "") if item.kind == "error" else None
-    if match is None or reason is None:
-        return None
-    return CompileFailure(match["target"], match["program"], match["config"], reason)
-
-
-def write(path: Path, run: Mapping[str, Any], items: list[Entry]) -> None:
+def write(path: Path, run: Mapping[str, Any], items: list[Record]) -> None:
     """Write the results file: ``run`` (versions, runtime, targets, exit status, programs, pytest's counts)
-    and the entries, sorted by kind and node id (so the file is the same under xdist), atomically
+    and the records, sorted by kind and node id (so the file is the same under xdist), atomically
     (:func:`invariants._paths.write_atomic`): a reader, or a run killed meanwhile, sees the old file or the
     new one, never a part. An ``OSError`` is one line (:class:`InvariantsError`)."""
-    entries = [e.to_json() for e in sorted(items, key=lambda e: (e.kind, e.nodeid))]
-    text = json.dumps({**run, "items": entries}, indent=1, sort_keys=True) + "\n"
+    entries = [to_json(e) for e in sorted(items, key=lambda e: (e.kind, e.nodeid))]
+    data = {**run, "format_version": FORMAT_VERSION, "items": entries}
+    text = json.dumps(data, indent=1, sort_keys=True) + "\n"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -456,11 +764,8 @@ def _count(digits: str) -> int:
 
 
 def read(path: str | Path) -> Results:
-    """Read and validate a results file; raise :class:`InvariantsError` (one line) when it is not one.
-
-    Entries of a kind this version does not know are kept as they are (a newer writer may add kinds);
-    entries of a known kind must carry its fields.
-    """
+    """Read and validate a results file; raise :class:`InvariantsError` (one line) when it is not one, or
+    was written in another format (:data:`FORMAT_VERSION`)."""
     p = Path(path)
     if not p.is_file():
         raise InvariantsError(f"{p}: no such results file")
@@ -480,32 +785,11 @@ def read(path: str | Path) -> Results:
             f"{p}: not a results file (expected an object with an 'items' list, as written by "
             "pytest --results-json)"
         )
-    for n, item in enumerate(data["items"]):
-        if not isinstance(item, dict) or not all(
-            isinstance(item.get(k), str) for k in ("kind", "nodeid", "outcome")
-        ):
-            raise InvariantsError(f"{p}: items[{n}] is not an object with string 'kind', 'nodeid', 'outcome'")
-        missing = [f for f in FIELDS.get(item["kind"], ()) if f not in item]
-        if missing:
-            raise InvariantsError(f"{p}: items[{n}] ({item['kind']}) lacks {', '.join(missing)}")
-        nulls = [
-            f
-            for f in FIELDS.get(item["kind"], ())
-            if item[f] is None and f not in NULLABLE.get(item["kind"], ())
-        ]
-        if nulls:
-            what = f"{item['kind']} {item['nodeid']}"
-            raise InvariantsError(f"{p}: items[{n}] ({what}): {', '.join(nulls)} null")
-    for key in ("versions", "runtime", "targets"):
-        if not isinstance(data.get(key, {}), dict):
-            raise InvariantsError(f"{p}: '{key}' must be an object")
-    if not isinstance(data.get("declared", []), list):
-        raise InvariantsError(f"{p}: 'declared' must be a list of program names")
-    if not isinstance(data.get("exitstatus", 0), int):
-        raise InvariantsError(f"{p}: 'exitstatus' must be an integer")
-    counts = data.get("pytest", {})
-    if not isinstance(counts, dict) or not all(
-        isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts.values()
-    ):
-        raise InvariantsError(f"{p}: 'pytest' must be an object of outcome counts")
-    return Results.from_json(data)
+    version = data.get("format_version")
+    if version != FORMAT_VERSION:
+        written = "no format version" if version is None else f"format version {version!r}"
+        raise InvariantsError(
+            f"{p}: a results file of {written}; this version reads format {FORMAT_VERSION} only: run the "
+            "gate again (pytest --results-json) to write a new one"
+        )
+    return Results.from_json(data, str(p))

@@ -551,10 +551,10 @@ def _quiet_xfails(config: pytest.Config, reporter: Any) -> bool:
     return False
 
 
-def ratchet_lines(items: list[_results.Entry], listed: bool) -> list[str]:
+def ratchet_lines(items: list[_results.Record], listed: bool) -> list[str]:
     """The known regressions the ratchets hold (xfailed items), one line per ratchet: how many items, on
     which targets. ``listed``: pytest lists each item too (``-rx``); else the last line says how to."""
-    held: dict[str, list[_results.Entry]] = {}
+    held: dict[str, list[_results.Record]] = {}
     where: dict[str, set[str]] = {}
     for it in items:
         if it.outcome == "xfailed":
@@ -574,22 +574,17 @@ def ratchet_lines(items: list[_results.Entry], listed: bool) -> list[str]:
     return lines
 
 
-def failure_table(items: list[_results.Entry]) -> list[str]:
+def failure_table(items: list[_results.Record]) -> list[str]:
     """The run's end, when items failed: one row per failed structure or invariant item, its program,
-    configuration and target, and what changed (the part of its reason after its key)."""
+    configuration and target, and what its :class:`~invariants.plugin.results.Failure` says."""
     rows = []
     for it in items:
         if it.outcome != "failed" or it.kind not in ("structure", "invariant"):
             continue
-        reason = it.reason or ""
-        program = "~".join(it.programs)
-        if it.kind == "structure":  # after its key: "compiled structure differs from PATH: what"
-            said = reason.split(": ", 1)[-1]
-            what = "structure: " + (said.split(": ", 1)[1] if said.startswith("compiled structure") else said)
-        else:  # after "FILE:LINE: id failed on TARGET PROGRAM [CONFIG]: "
-            what = f"{it.id}: " + (reason.split("]: ", 1)[1] if "]: " in reason else reason)
+        said = it.failure.what if it.failure is not None else it.reason or ""
+        what = f"structure: {said}" if it.kind == "structure" else f"{it.id}: {said}"
         what = what if len(what) <= 120 else what[:117] + "..."
-        rows.append((f"{program} [{it.config}]", str(it.target), what))
+        rows.append((f"{'~'.join(it.program_names())} [{it.config}]", str(it.target), what))
     if not rows:
         return []
     wide = [max(len(r[i]) for r in rows) for i in (0, 1)]

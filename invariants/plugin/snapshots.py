@@ -22,7 +22,7 @@ from ..catalog.programs import CATALOG
 from ..catalog.registry import Programs
 from ..catalog.targets import Target
 from ..snapshot.store import SNAPSHOT_ROOT, DeletionGuard, obsolete_snapshots, snapshot_header, snapshot_stem
-from .results import Entry
+from .results import Record
 
 _GONE = "no program has it on {} any more"
 
@@ -110,7 +110,7 @@ class SnapshotFolders:
     def obsolete(
         self,
         targets: dict[str, Target],
-        items: list[Entry],
+        items: list[Record],
         passed: bool,
         *,
         updating: bool,
@@ -170,7 +170,7 @@ class SnapshotFolders:
             lines.append(f"invariants: deleted {shown(path)} ({_GONE.format(target)})")
         return lines
 
-    def _obsolete_files(self, targets: dict[str, Target], items: list[Entry]) -> list[tuple[Path, str]]:
+    def _obsolete_files(self, targets: dict[str, Target], items: list[Record]) -> list[tuple[Path, str]]:
         found = []
         for target in sorted({str(i.target) for i in items if i.kind == "structure"}):
             for folder, known in self.stems(targets[target]).items():
@@ -185,7 +185,7 @@ class SnapshotFolders:
         return found
 
 
-def recorded_baselines(items: list[Entry]) -> list[str]:
+def recorded_baselines(items: list[Record]) -> list[str]:
     """One line per efficiency baseline this run wrote (every process's, read from the items' records): a
     missing one that ``--snapshot-update`` recorded, or one ``--record-baselines`` re-recorded."""
     lines = []

@@ -38,7 +38,7 @@ from ..catalog.project import Project, add_project_options, project_from
 from ..catalog.targets import aimed_targets, all_targets
 from ..compile.child import GateRun, gate_command, gate_env, keys_child, last_line, run_gate, stage
 from ..measure.measurement import measure
-from ..plugin.results import Entry, Results, compile_failure
+from ..plugin.results import Record, Results, compile_failure
 from ..snapshot.diff import structural_diff, what_changed
 from ..snapshot.render import render_summary
 from .environments import (
@@ -68,7 +68,7 @@ class ReleaseRun:
 
     version: Version
     holds: bool
-    items: list[Entry]  # every results-file item
+    items: list[Record]  # every results-file item
     seconds: float
 
     @property
@@ -76,7 +76,7 @@ class ReleaseRun:
         return "holds" if self.holds else "fails"
 
     @property
-    def failing(self) -> list[Entry]:
+    def failing(self) -> list[Record]:
         """The failed items of the verdict: invariants, correctness checks, and compiles that failed."""
         return [
             it
@@ -128,6 +128,10 @@ def run_suite(env: Path, version: Version, workdir: Path, *, k: str, targets: st
     return child.results, child.seconds
 
 
+# How pytest's last line begins when it refuses its input (the gate's one line follows).
+_REFUSED = ("Exit: ", "ERROR: ")
+
+
 def check_selection(k: str, targets: str, programs: str | None, configs: str | None = None, *,
                     tests: str = "", kinds: Sequence[str] = ("test_invariant", "test_correctness"),
                     project: Project | None = None, timeout: float = 300, said: str | None = None,
@@ -164,10 +168,10 @@ def check_selection(k: str, targets: str, programs: str | None, configs: str | N
     given = given or f"the default selection (-k {k!r} on {targets})"
     if proc.returncode not in (0, 5):
         lines = [ln.strip() for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
-        said = next((ln for ln in reversed(lines) if ln.startswith(("Exit: ", "ERROR: "))), None)
+        said = next((ln for ln in reversed(lines) if ln.startswith(_REFUSED)), None)
         if said is None:
             return -1
-        raise InvariantsError(said.split(": ", 1)[1])
+        raise InvariantsError(said.removeprefix("Exit: ").removeprefix("ERROR: "))
     selected = sum(f"::{kind}[" in ln for ln in proc.stdout.splitlines() for kind in kinds)
     if selected == 0:
         raise InvariantsError(
@@ -288,12 +292,12 @@ def render_in(
     return dict(out)
 
 
-def _keys_of(items: Iterable[Entry], limit: int = 2) -> list[tuple[str, str, str]]:
+def _keys_of(items: Iterable[Record], limit: int = 2) -> list[tuple[str, str, str]]:
     keys: list[tuple[str, str, str]] = []
     for it in items:
         if it.kind != "invariant":
             continue
-        for program in it.programs:
+        for program in it.program_names():
             key = (program, str(it.config), str(it.target))
             if key not in keys:
                 keys.append(key)
@@ -335,11 +339,11 @@ def default_targets(project: Project, programs: str | None) -> str:
     return ",".join(aimed_targets(declared)) or "cpu"
 
 
-def _describe(it: Entry) -> str:
+def _describe(it: Record) -> str:
     measured = ", ".join(f"{k}={v}" for k, v in (it.get("measured") or {}).items())
     name = it.nodeid.split("[", 1)[-1].rstrip("]")
-    if (failed := compile_failure(it)) is not None:
-        return f"{name} ({failed.reason})"
+    if compile_failure(it) is not None:
+        return f"{name} ({it.reason})"
     return f"{name}" + (f" ({it.get('assert')}: {measured})" if measured else f" ({it.get('problem')})")
 
 

@@ -82,9 +82,9 @@ def matrix_failures(version: str, results: Results) -> dict[tuple[str, str, str]
     compile in that release (its verdict there, never "unavailable")."""
     out = {}
     for it in results.items:
-        failed = compile_failure(it)
-        if failed is not None and failed.config == MATRIX_CONFIG:
-            out[(version, failed.target, failed.program)] = failed.reason
+        key = compile_failure(it)
+        if key is not None and key.config == MATRIX_CONFIG:
+            out[(version, key.target, key.program)] = it.reason or ""
     return out
 
 

@@ -52,7 +52,7 @@ from ..catalog.select import select_program_words
 from ..hlo.tpu_model import chip_model
 from ..measure.metrics import METRICS, names
 from ..plugin import results as _results
-from ..plugin.results import Entry
+from ..plugin.results import Record
 from .plot import plot
 from .run import (
     Run,
@@ -141,7 +141,7 @@ def _bytes(n: Any) -> str:
     return f"{value / 1024:.1f} TiB"
 
 
-def _cell(item: Entry, key: str) -> str:
+def _cell(item: Record, key: str) -> str:
     if key == "while_loops":
         loops = item.get("while_loops")
         return _fmt(loops) if not loops else f"{_fmt(loops)} ({_fmt(item.get('max_trip_count'))})"
@@ -155,7 +155,7 @@ def _cell(item: Entry, key: str) -> str:
 _OUTCOME_WORDS = (("passed", "pass"), ("failed", "**fail**"), ("xfailed", "xfail"), ("skipped", "skip"))
 
 
-def _invariant_status(items: list[Entry]) -> str:
+def _invariant_status(items: list[Record]) -> str:
     counts = Counter(i.outcome for i in items)
     parts = []
     for outcome, word in _OUTCOME_WORDS:
@@ -218,7 +218,7 @@ def _pytest_said(run: Run) -> str:
     return f"; pytest: {said or 'no tests ran'}"
 
 
-def _unrecorded(run: Run, by_tier: dict[str, list[Entry]]) -> dict[str, int]:
+def _unrecorded(run: Run, by_tier: dict[str, list[Record]]) -> dict[str, int]:
     """What pytest counted beyond the entries (items skipped before they ran, modules skipped whole), by
     outcome; empty where the file has no count of pytest's, or the report shows some programs only."""
     if not run.pytest:
@@ -240,11 +240,11 @@ def _focus_line(focus: tuple[list[str], str]) -> str:
 def _tier_summary(run: Run) -> list[str]:
     """One row per record kind present, in the results module's order; kinds it does not know are counted
     under "other", so the rows always add up to the run's item count."""
-    by_tier: dict[str, list[Entry]] = defaultdict(list)
+    by_tier: dict[str, list[Record]] = defaultdict(list)
     for item in run.items:
-        by_tier[_results.TIERS.get(item.kind, "other")].append(item)
+        by_tier[item.tier].append(item)
     rows = []
-    for tier in (*_results.TIERS.values(), "other"):
+    for tier in (*(kind.tier for kind in _results.KINDS.values()), "other"):
         items = by_tier.get(tier, [])
         if not items:
             continue
@@ -265,7 +265,9 @@ def _tier_summary(run: Run) -> list[str]:
     if failed:
         lines += ["**Failed items**", ""]
         for i in sorted(failed, key=lambda i: i.nodeid):
-            lines.append(f"- {_md(i.nodeid, code=True)}" + (f": {_md(i.reason)}" if i.reason else ""))
+            # What it failed on (a verdict, a snapshot, a compile, or an error: no verdict), then its reason.
+            kind = f" ({i.failure.kind})" if i.failure is not None else ""
+            lines.append(f"- {_md(i.nodeid, code=True)}{kind}" + (f": {_md(i.reason)}" if i.reason else ""))
         lines.append("")
     return lines + _skipped_lines(run)
 
@@ -288,12 +290,12 @@ def _skipped_lines(run: Run) -> list[str]:
 
 
 def _target_tables(run: Run) -> list[str]:
-    structures: dict[str, dict[tuple[str, str], Entry]] = defaultdict(dict)
+    structures: dict[str, dict[tuple[str, str], Record]] = defaultdict(dict)
     for item in run.of_kind("structure"):
         structures[str(item.target)][(str(item.program), str(item.config))] = item
-    invariants: dict[tuple[str, str, str], list[Entry]] = defaultdict(list)
+    invariants: dict[tuple[str, str, str], list[Record]] = defaultdict(list)
     for item in run.of_kind("invariant"):
-        programs = item.programs or ["?"]
+        programs = item.program_names() or ["?"]
         # An invariant over several programs (a comparison) belongs to its first one, as in the plugin.
         invariants[(str(item.target), programs[0], str(item.config))].append(item)
     order = [t for t in run.targets if t in structures or any(k[0] == t for k in invariants)]
@@ -366,7 +368,7 @@ def _throughput_tables(rows: list[Throughput]) -> list[str]:
     return [*lines, ""]
 
 
-def _estimates(run: Run) -> dict[tuple[str, str, str], Entry]:
+def _estimates(run: Run) -> dict[tuple[str, str, str], Record]:
     """Structure items by (target, program, config), for the compilers' predictions they carry."""
     return {(str(i.target), str(i.program), str(i.config)): i for i in run.of_kind("structure")}
 
@@ -439,7 +441,7 @@ def _predicted_tables(run: Run) -> list[str]:
 
 
 def _metric_by_target_table(
-    items: Mapping[tuple[str, str, str], Entry],
+    items: Mapping[tuple[str, str, str], Record],
     targets: Sequence[str],
     metric: str,
     fmt: Callable[[Any], str],
@@ -653,7 +655,7 @@ def _focus(run: Run, value: str | None) -> Run:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m invariants report``; returns the exit code (errors raise one line)."""
+    """Record point of ``python -m invariants report``; returns the exit code (errors raise one line)."""
     try:
         args = _parser().parse_args(argv)
     except _ArgumentError as err:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from .._paths import atomic_path
-from ..plugin.results import Entry
+from ..plugin.results import Record
 from .run import Run
 
 __all__ = ["plot"]
@@ -121,7 +121,7 @@ def plot(run: Run, path: str | Path) -> bool:
     return True
 
 
-def _scatter_by_target(ax: Any, items: list[Entry], key: str, y: dict[str, int]) -> None:
+def _scatter_by_target(ax: Any, items: list[Record], key: str, y: dict[str, int]) -> None:
     """One marker per (program row, target), each target at its own small offset inside the row, so equal
     counts do not hide each other; the targets' legend beside the panel."""
     targets = sorted({str(i.target) for i in items})
@@ -139,5 +139,5 @@ def _legend_outside(ax: Any) -> None:
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0.0)
 
 
-def _row_label(item: Entry) -> str:
+def _row_label(item: Record) -> str:
     return f"{item.program} [{item.config}]"

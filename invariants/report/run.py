@@ -17,10 +17,10 @@ from typing import Any
 
 from .._errors import InvariantsError
 from ..plugin import results as _results
-from ..plugin.results import Entry
+from ..plugin.results import Record
 
 __all__ = [
-    "Run", "Throughput", "add_benchmarks", "focused", "item_programs", "known_programs", "load_benchmarks",
+    "Run", "Throughput", "add_benchmarks", "focused", "known_programs", "load_benchmarks",
     "load_results", "merge",
 ]  # fmt: skip
 
@@ -63,7 +63,7 @@ class Run:
     runtime: dict[str, Any]
     targets: dict[str, dict[str, Any]]
     exitstatus: int
-    items: list[Entry]
+    items: list[Record]
     throughput: list[Throughput] = field(default_factory=list)
     # The programs the run's spec files declared (a downstream project's own), and every program of the
     # run with its kind and tags (see invariants.plugin.results): what --programs selects from.
@@ -75,7 +75,7 @@ class Run:
     # for a file that has none, or a report of some programs only.
     pytest: dict[str, int] | None = None
 
-    def of_kind(self, kind: str) -> list[Entry]:
+    def of_kind(self, kind: str) -> list[Record]:
         return [i for i in self.items if i.kind == kind]
 
     @property
@@ -111,10 +111,8 @@ def load_results(path: str | Path) -> Run:
         pytest=data.pytest,
     )  # fmt: skip
     for item in run.items:
-        info = {**item.fields, "kind": item.kind}
-        row = _throughput_of(info, item.target or run.runtime_target, item.nodeid, item.outcome)
-        if row is not None:
-            run.throughput.append(row)
+        if isinstance(item, _results.Ratio | _results.Efficiency):
+            run.throughput.append(_throughput_of(item, item.outcome))
     return run
 
 
@@ -155,21 +153,13 @@ def merge(runs: Sequence[Run]) -> Run:
     return merged
 
 
-def item_programs(item: Entry) -> list[str]:
-    """The programs an entry is about: its program, a relation's programs, a ratio's two sides (without
-    their index distribution); none for an error entry."""
-    if item.kind == "ratio":
-        return [str(item.get(side)).split("[", 1)[0] for side in ("a", "b") if item.get(side)]
-    return item.programs
-
-
 def focused(run: Run, programs: Sequence[str], how: str) -> Run:
     """The run with only the entries (and throughput rows) about one of ``programs`` (a relation counts when
     one of its programs is chosen); error entries, which name no program, always stay."""
     chosen = set(programs)
 
-    def keep(item: Entry) -> bool:
-        named = item_programs(item)
+    def keep(item: Record) -> bool:
+        named = item.program_names()
         return not named or bool(chosen & set(named))
 
     def keep_row(row: Throughput) -> bool:
@@ -193,13 +183,14 @@ def known_programs(run: Run) -> dict[str, Any]:
         for name, info in run.programs.items()
     }
     for item in run.items:
-        for name in item_programs(item):
+        for name in item.program_names():
             known.setdefault(name, SimpleNamespace(kind=None, tags=frozenset()))
     return known
 
 
 def load_benchmarks(path: str | Path, default_target: str = "runtime") -> list[Throughput]:
-    """Throughput rows from pytest-benchmark's JSON (``benchmarks[*].extra_info``).
+    """Throughput rows from pytest-benchmark's JSON (``benchmarks[*].extra_info``, each the gate item's
+    record: :mod:`invariants.plugin.benchmarks`).
 
     Benchmarks whose ``extra_info`` holds neither a ratio nor an efficiency are skipped (they are someone
     else's benchmarks); a file without a ``benchmarks`` list raises.
@@ -214,65 +205,53 @@ def load_benchmarks(path: str | Path, default_target: str = "runtime") -> list[T
         if not isinstance(bench, dict) or not isinstance(bench.get("extra_info", {}), dict):
             raise InvariantsError(f"{path}: benchmarks[{n}] is not an object with an 'extra_info' object")
         info = bench.get("extra_info", {})
+        if info.get("kind") not in ("ratio", "efficiency"):
+            continue
         nodeid = str(bench.get("fullname") or bench.get("name") or f"benchmarks[{n}]")
         try:
-            row = _throughput_of(info, str(info.get("target") or default_target), nodeid, None)
-        except InvariantsError as err:
+            item = _results.from_json(
+                {"target": default_target, **info, "outcome": "passed", "nodeid": nodeid}
+            )
+            assert isinstance(item, _results.Ratio | _results.Efficiency)  # its kind, checked above
+            rows.append(_throughput_of(item, None))
+        except (_results.RecordError, InvariantsError) as err:
             raise InvariantsError(f"{path}: benchmarks[{n}] ({bench.get('name')}): {err}") from None
-        if row is not None:
-            rows.append(row)
     return rows
 
 
-def _wall_ratio(info: dict[str, Any]) -> float | None:
-    """The wall-time ratio beside a device-clock ratio (the host's share), None without both sides."""
-    a, b = info.get("wall_a_median"), info.get("wall_b_median")
-    if isinstance(a, int | float) and isinstance(b, int | float) and b > 0:
-        return float(a) / float(b)
-    return None
-
-
-def _number(info: dict[str, Any], key: str, required: bool = True) -> float | None:
-    value = info.get(key)
-    if value is None and not required:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvariantsError(f"{key!r} must be a finite number, not {value!r}")
-    return float(value)
-
-
-def _throughput_of(info: dict[str, Any], target: str, nodeid: str, outcome: str | None) -> Throughput | None:
-    """A :class:`Throughput` from a ``ratio`` or ``efficiency`` record, None for records of other kinds."""
-    kind = info.get("kind")
-    if kind not in ("ratio", "efficiency"):
-        return None
-    missing = [f for f in _results.FIELDS[kind] if f not in info and f != "target"]
-    try:
-        if missing:
-            raise InvariantsError(f"lacks {', '.join(missing)}")
-        # Both kinds carry one paired ratio (invariants.timing.paired.RatioResult); they differ in what
-        # is measured against what, and a ratio has the compiler's prediction beside it.
-        ratio = kind == "ratio"
-        return Throughput(
-            kind=kind,
-            nodeid=nodeid,
-            target=target,
-            label=f"{info['a']} / {info['b']}" if ratio else str(info["program"]),
-            config=str(info["config"]),
-            value=_number(info, "median") or 0.0,
-            low=_number(info, "low") or 0.0,
-            high=_number(info, "high") or 0.0,
-            bound=_number(info, "threshold", required=False),
-            verdict=info["verdict"],
-            outcome=outcome,
-            id=str(info["id"]),
-            predicted=_number(info, "predicted", required=False) if ratio else None,
-            clock=str(info.get("clock", "")),
-            wall_ratio=_wall_ratio(info),
-            baseline_provenance=str(info.get("baseline_provenance", "")),
+def _finite(item: _results.Record, key: str) -> float:
+    value = item.get(key)
+    if not isinstance(value, float) or not math.isfinite(value):
+        raise InvariantsError(
+            f"{item.nodeid}: {item.kind} record: {key!r} must be a finite number, not {value!r}"
         )
-    except InvariantsError as err:
-        raise InvariantsError(f"{nodeid}: {kind} record: {err}") from None
+    return value
+
+
+def _throughput_of(item: _results.Ratio | _results.Efficiency, outcome: str | None) -> Throughput:
+    """A :class:`Throughput` row of a ``ratio`` or ``efficiency`` record."""
+    a, b = item.get("wall_a_median"), item.get("wall_b_median")
+    return Throughput(
+        kind=item.kind,
+        nodeid=item.nodeid,
+        target=item.target,
+        label=f"{item.a} / {item.b}" if isinstance(item, _results.Ratio) else item.program,
+        config=item.config,
+        value=_finite(item, "median"),
+        low=_finite(item, "low"),
+        high=_finite(item, "high"),
+        bound=item.threshold,
+        verdict=item.verdict,
+        outcome=outcome,
+        id=item.id,
+        predicted=item.predicted if isinstance(item, _results.Ratio) else None,
+        clock=item.clock or "",
+        # The wall-time ratio beside a device-clock ratio (the host's share), None without both sides.
+        wall_ratio=float(a) / float(b)
+        if isinstance(a, int | float) and isinstance(b, int | float) and b > 0
+        else None,
+        baseline_provenance=str(item.get("baseline_provenance", "")),
+    )
 
 
 def add_benchmarks(run: Run, rows: Iterable[Throughput]) -> None:

@@ -3,7 +3,9 @@
 An injection is **caught** when
 
 (a) the child run fails (pytest exit status 1), and
-(b) every one of its ``expect`` entries matches at least one failed item of the results file; an entry is
+(b) every one of its ``expect`` entries matches at least one item of the results file that failed on a
+    verdict (its :class:`~invariants.plugin.results.Failure` is not an ``error``: an item the suite could
+    not run caught nothing); an entry is
     ``kind`` (``structure``, ``invariant``, ``correctness``, ``throughput``) or ``kind:id`` (an invariant's
     or a correctness check's id, e.g. ``invariant:one_kernel``). ``structure:code-only`` is a failed
     structure item whose snapshot differs from the committed one in kernel ``code:`` lines only, the HLO
@@ -24,7 +26,7 @@ from ..compile.child import catalog_snapshot_dir
 from ..compile.record import Compiled
 from ..kernels.dump import code_beside
 from ..measure.measurement import measure
-from ..plugin.results import Entry, Results
+from ..plugin.results import Record, Results
 from ..snapshot.diff import line_changes, structure_part
 from ..snapshot.render import render_summary
 from .registry import Injection
@@ -40,7 +42,7 @@ class Outcome:
 
     injection: Injection
     exit_status: int
-    failed: list[Entry]  # failed items of the results file
+    failed: list[Record]  # failed items of the results file
     missing: list[str]  # expect entries no failed item matched
     seconds: float
     note: str = ""  # why the run could not be judged (child died, no results file)
@@ -60,7 +62,7 @@ class Outcome:
 _KIND_ALIASES = {"ratio": "throughput", "efficiency": "throughput"}
 
 
-def item_label(item: Entry) -> str:
+def item_label(item: Record) -> str:
     """``kind:id`` when the item has an id (invariants, correctness checks), ``structure:code-only`` for a
     structure item whose snapshot differs in code lines only, else ``kind``."""
     if item.kind == "structure" and item.get("code_only") is True:
@@ -68,7 +70,7 @@ def item_label(item: Entry) -> str:
     return f"{item.kind}:{item.id}" if item.id else item.kind
 
 
-def matches(expect: str, item: Entry) -> bool:
+def matches(expect: str, item: Record) -> bool:
     """Whether results-file ``item`` satisfies the expectation ``kind`` or ``kind:id``
     (``structure:code-only``: a structure item :func:`annotate` found to differ in code lines only)."""
     if expect == CODE_ONLY:
@@ -82,7 +84,7 @@ def matches(expect: str, item: Entry) -> bool:
     return expect in (kind, _KIND_ALIASES.get(kind))
 
 
-def snapshot_change(item: Entry, dump_dir: Path, snapshot_dir: Path | None = None) -> Any:
+def snapshot_change(item: Record, dump_dir: Path, snapshot_dir: Path | None = None) -> Any:
     """Which lines of a failed structure item's snapshot changed (an
     ``invariants.snapshot.diff.LineChanges``):
     its key rendered again from the child's dump (``--hlo-dump-dir``: the optimized HLO and the kernel code
@@ -105,32 +107,29 @@ def snapshot_change(item: Entry, dump_dir: Path, snapshot_dir: Path | None = Non
     return line_changes(structure_part(committed.read_text()), structure_part(now))
 
 
-def annotate(results: Results, dump_dir: Path, snapshot_dir: Path | None = None) -> list[Entry]:
-    """The entries of ``results``, each failed structure item that has a dump told apart: ``code_only``
-    (True when its snapshot differs in kernel code lines only) and ``snapshot_change`` (which lines, in
-    words)."""
+def annotate(results: Results, dump_dir: Path, snapshot_dir: Path | None = None) -> list[Record]:
+    """The entries of ``results``, each structure item that failed on its snapshot and has a dump told
+    apart: ``code_only`` (True when its snapshot differs in kernel code lines only) and ``snapshot_change``
+    (which lines, in words)."""
     items = []
     for it in results.items:
-        if it.kind == "structure" and it.outcome == "failed":
+        if it.kind == "structure" and it.failure is not None and it.failure.kind == "snapshot":
             try:
                 changes = snapshot_change(it, dump_dir, snapshot_dir)
             except InvariantsError as err:  # a dump the parsers do not understand: said, never a guess
-                it = _with(it, code_only=False, snapshot_change=f"not read: {err}")
+                it = it.with_extra(code_only=False, snapshot_change=f"not read: {err}")
             else:
                 if changes is not None:
-                    it = _with(it, code_only=changes.code_only, snapshot_change=changes.describe())
+                    it = it.with_extra(code_only=changes.code_only, snapshot_change=changes.describe())
         items.append(it)
     return items
 
 
-def _with(item: Entry, **fields: Any) -> Entry:
-    return dataclasses.replace(item, fields={**item.fields, **fields})
-
-
-def outcome_of(injection: Injection, exit_status: int, items: list[Entry] | None, seconds: float) -> Outcome:
+def outcome_of(injection: Injection, exit_status: int, items: list[Record] | None, seconds: float) -> Outcome:
     """Decide an injection from its child's exit status and its entries (None: it wrote no results)."""
     if items is None:
         return Outcome(injection, exit_status, [], list(injection.expect), seconds, note="no results file")
     failed = [it for it in items if it.outcome == "failed"]
-    missing = [e for e in injection.expect if not any(matches(e, it) for it in failed)]
+    judged = [it for it in failed if it.failure is None or it.failure.kind != "error"]
+    missing = [e for e in injection.expect if not any(matches(e, it) for it in judged)]
     return Outcome(injection, exit_status, failed, missing, seconds)

@@ -98,6 +98,8 @@ class RatioResult:
         inner_a, inner_b: calls per sample of ``a`` and of ``b``.
         looks: how many times the interval was examined (1 + number of adaptive extensions).
         ratios: the per-pair ratios, in sampling order (not in :meth:`to_dict`).
+        samples_a, samples_b: each side's seconds per call in each pair, by ``clock``, in sampling order
+            (not in :meth:`to_dict`; what a benchmark record's statistics are made of).
         direction: which side of ``threshold`` passes.
         name: what the ratio is called in a report line (``ratio``, ``efficiency``).
         clock: the clock of ``t_a_median``, ``t_b_median`` and the ratios: ``device`` (the chip's own,
@@ -121,6 +123,8 @@ class RatioResult:
     inner_b: int
     looks: int
     ratios: tuple[float, ...] = field(default=(), repr=False, compare=False)
+    samples_a: tuple[float, ...] = field(default=(), repr=False, compare=False)
+    samples_b: tuple[float, ...] = field(default=(), repr=False, compare=False)
     direction: Direction = "at_most"
     name: str = "ratio"
     clock: str = "wall"
@@ -135,7 +139,8 @@ class RatioResult:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-serializable fields (e.g. for pytest-benchmark ``extra_info``); no raw ratios."""
         d = asdict(self)
-        del d["ratios"]
+        for raw in ("ratios", "samples_a", "samples_b"):
+            del d[raw]
         return d
 
     def _host_share(self) -> str:
@@ -491,6 +496,8 @@ def measure_paired(
         inner_b=r.inner[1],
         looks=r.looks,
         ratios=tuple(float(v) for v in r.ratios),
+        samples_a=tuple(float(v) for v in r.t_a),
+        samples_b=tuple(float(v) for v in r.t_b),
         direction=direction,
         name=name,
         clock="device" if device else sampling.clock_name,

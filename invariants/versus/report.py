@@ -40,12 +40,12 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from .._errors import InvariantsError
 from .._paths import PACKAGE_DIR, atomic_path, shown, write_atomic
 from ..compile.child import stage
-from ..plugin.results import Entry
+from ..plugin import results as _results
 from .stats import ALL_CORES, ALL_CORES_THREADS
 
 FORMAT = "invariants-versus"
@@ -202,21 +202,38 @@ def make_record(
     )  # fmt: skip
 
 
-def as_items(record: Record) -> list[Entry]:
-    """The record as results-file entries (what ``selfcheck`` judges): one ``versus-timing`` entry per timed
-    program (failed when its confirmed verdict failed) and one failed ``versus-invariant`` entry per
-    invariant and key that holds on the baseline and fails on the candidate."""
-    items = [
-        Entry("versus-timing", "failed" if t["verdict"] in ("fail", "lost-parallelism") else "passed",
-              f"versus[{t['program']}]", fields={"id": t["program"]})
+@dataclass(frozen=True, kw_only=True)
+class VersusTiming(_results.Record):
+    """A timed program of a versus record, as the self-check judges it (failed when its confirmed verdict
+    failed)."""
+
+    kind: Literal["versus-timing"] = "versus-timing"
+    id: str = field()
+
+
+@dataclass(frozen=True, kw_only=True)
+class VersusInvariant(_results.Record):
+    """An invariant and key of a versus record that holds on the baseline and fails on the candidate."""
+
+    kind: Literal["versus-invariant"] = "versus-invariant"
+    id: str = field()
+
+
+def as_items(record: Record) -> list[_results.Record]:
+    """The record as results-file records (what ``selfcheck`` judges): one :class:`VersusTiming` per timed
+    program and one failed :class:`VersusInvariant` per invariant and key that regressed."""
+    items: list[_results.Record] = [
+        VersusTiming(
+            outcome="failed" if t["verdict"] in ("fail", "lost-parallelism") else "passed",
+            nodeid=f"versus[{t['program']}]",
+            id=t["program"],
+        )
         for t in record.timing
-    ]  # fmt: skip
+    ]
     for s in record.structure:
         for inv in s.get("invariants", []):
             if inv.get("change") == "regressed":
-                items.append(
-                    Entry("versus-invariant", "failed", f"versus[{s['key']}]", fields={"id": inv["id"]})
-                )
+                items.append(VersusInvariant(outcome="failed", nodeid=f"versus[{s['key']}]", id=inv["id"]))
     return items
 
 

@@ -19,7 +19,7 @@ def test_report_of_a_real_run(plain_run: Run, tmp_path: Path):
     md = _report.render(run)
     assert md.startswith("# Embedding performance invariants")
     assert "147,470" in md  # the TPU backward loop of grad_vmap_naive, from the real compile
-    tiers = set(_results.TIERS.values())
+    tiers = {kind.tier for kind in _results.KINDS.values()}
     rows = [line for line in md.splitlines() if line.startswith("| ") and line.split("|")[1].strip() in tiers]
     counted = sum(int(cell.replace(",", "")) for row in rows for cell in row.split("|")[2:-1])
     assert counted == len(run.items)

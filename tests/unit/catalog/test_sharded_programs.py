@@ -174,7 +174,7 @@ def test_a_factory_shards_on_config_mesh_and_each_program_picks_the_targets_that
         for it in results["items"]
         if it["kind"] == "invariant"
     }
-    assert facts[("model16", "tpu-v5e-4x4")] == {"chips": "16", "batch_shards": "4"}
+    assert facts[("model16", "tpu-v5e-4x4")] == {"chips": 16, "batch_shards": 4}
 
 
 @needs_libtpu

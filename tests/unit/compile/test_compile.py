@@ -100,6 +100,25 @@ def test_a_prefetch_error_belongs_to_the_item_that_asks(monkeypatch):
     cache.close()
 
 
+def test_a_programs_compile_error_is_its_one_line_and_a_compile_failure(monkeypatch):
+    """What the compiler said, after the key, and the same as a value for the results file: a finding about
+    the program (in that release, on that target), not an error of the suite."""
+    from invariants.catalog.programs import CATALOG
+    from invariants.compile.record import FailedCompile
+
+    def fails(*args: object, **kwargs: object) -> None:
+        raise _compile.CompileFailed("INTERNAL: RET_CHECK failure (x.cc:1)", "XlaRuntimeError")
+
+    monkeypatch.setattr(_compile, "compile_function", fails)
+    with pytest.raises(FailedCompile) as err:
+        _compile._compile(CATALOG["take"], "f32", all_targets()["cpu"])
+    assert str(err.value) == "cpu/take[f32]: compile failed: INTERNAL: RET_CHECK failure (x.cc:1)"
+    assert (err.value.key, err.value.first) == (
+        Key("take", "f32", "cpu"),
+        "INTERNAL: RET_CHECK failure (x.cc:1)",
+    )
+
+
 def test_timing_never_shares_the_process_with_a_compile(monkeypatch):
     fake = _FakeCompiler(hold="naive")
     monkeypatch.setattr(_compile, "_compile", fake)

@@ -22,7 +22,7 @@ from invariants.compile.artifacts import CompileCache, compile_here
 from invariants.compile.keys import Persistent
 from invariants.compile.record import Compiled, Key
 from invariants.compile.store import Store, from_settings
-from invariants.plugin.results import Entry
+from invariants.plugin.results import Structure
 
 CPU = all_targets()["cpu"]
 TAKE = Key("take", "f32", "cpu")
@@ -301,7 +301,9 @@ def test_a_session_serves_a_runtime_key_and_still_times_a_real_executable(tmp_pa
 def test_the_summary_of_an_xdist_controller_counts_the_items_records(tmp_path):
     cache = CompileCache(all_targets(), store=Store(tmp_path / "cache"))
     items = [
-        Entry("structure", "passed", f"s{n}", fields={"compile_cache": o})
+        Structure(
+            outcome="passed", nodeid=f"s{n}", target="cpu", program="take", config="f32", compile_cache=o
+        )
         for n, o in enumerate(("hit", "hit", "miss", "hit"))
     ]
     assert cache.summary_lines(items, 0.0)[0].startswith("invariants: compile cache: 3 hits, 1 misses (")

@@ -3,12 +3,15 @@ results entries it collects. (Whole gate runs in child processes are in tests/in
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from invariants._errors import InvariantsError
 from invariants.catalog.programs import CATALOG, CONFIGS, select_configs
 from invariants.catalog.registry import Programs
 from invariants.catalog.targets import all_targets, select_targets
+from invariants.compile.record import FailedCompile, Key
 from invariants.plugin import results as _results
 
 
@@ -57,14 +60,49 @@ def test_results_entries_come_from_records_only():
     name, value = _results.record("correctness", id="c", program="take", config="f32", distribution="u",
                                   problem=None)  # fmt: skip
     entry = _results.entry(name, value, "passed", "t::x")
-    assert entry == _results.Entry(
-        "correctness", "passed", "t::x", None, {k: v for k, v in value.items() if k != "kind"}
+    assert entry == _results.Correctness(
+        outcome="passed", nodeid="t::x", id="c", program="take", config="f32", distribution="u", problem=None
     )
-    assert entry.to_json() == {**value, "outcome": "passed", "nodeid": "t::x"}
-    assert _results.Entry.from_json(entry.to_json()) == entry
+    assert _results.to_json(entry) == {**value, "outcome": "passed", "nodeid": "t::x"}
+    assert _results.from_json(_results.to_json(entry)) == entry
     assert _results.entry("selfcheck", {"table": "..."}, "passed", "t::y") is None
-    with pytest.raises(InvariantsError, match="a ratio record needs"):
+    with pytest.raises(InvariantsError, match="a ratio record lacks target, config, median"):
         _results.record("ratio", id="r")
+    with pytest.raises(InvariantsError, match="a correctness record 'problem' cannot be 3"):
+        _results.record("correctness", id="c", program="take", config="f32", distribution="u", problem=3)
+
+
+def test_a_record_keeps_its_types_through_the_file(tmp_path):
+    """What an item measured is read back as it was measured: numbers as numbers, its failure as a value,
+    the fields its kind does not declare (a structure's metrics) kept."""
+    import numpy as np
+
+    _, value = _results.record(
+        "invariant", id="i", target="cpu", programs=["take"], config="f32", holds=False,
+        measured={"scatters(dtype='f32')": np.int64(1), "temp_bytes(take)": 2.5,
+                  "structure(take)": "<1 kernels>", "custom_call_targets": ("b", "a"),
+                  "opcodes": frozenset({"gather", "add"})},
+        **{"assert": "scatters(dtype='f32') == 0"},
+    )  # fmt: skip
+    failure = _results.Failure("assert", "measured 1", Key("take", "f32", "cpu"))
+    item = _results.entry(_results.PROPERTY, value, "failed", "t::i", "why", failure)
+    _, structure = _results.record("structure", target="cpu", program="take", config="f32", kernels=1)
+    compiled = _results.entry(_results.PROPERTY, structure, "passed", "t::s")
+    assert item is not None and compiled is not None
+    path = tmp_path / "r.json"
+    _results.write(path, {}, [item, compiled])
+    assert json.loads(path.read_text())["format_version"] == _results.FORMAT_VERSION
+    back, again = _results.read(path).items
+    assert back == item and isinstance(back, _results.Invariant) and back.failure == failure
+    assert back.measured == {
+        "scatters(dtype='f32')": 1,
+        "temp_bytes(take)": 2.5,
+        "structure(take)": "<1 kernels>",
+        "custom_call_targets": ("b", "a"),
+        "opcodes": ("add", "gather"),
+    }
+    assert type(back.measured["scatters(dtype='f32')"]) is int
+    assert isinstance(again, _results.Structure) and again.get("kernels") == 1
 
 
 @pytest.mark.parametrize(
@@ -183,6 +221,16 @@ def test_a_gate_item_stopped_by_a_compile_error_fails_with_its_line_and_versions
     assert not failed.value.pytrace
     first, versions = str(failed.value).splitlines()
     assert first == str(error) and versions.startswith("versions: jax 0.") and "jaxlib" in versions
+    assert failed.value.failure == _results.Failure("error", str(error))  # type: ignore[attr-defined]
+    # A compile's own error is a compile failure, its key the compile's.
+    call = _plugin.pytest_runtest_call(Item(gate=True))  # type: ignore[arg-type]
+    next(call)
+    with pytest.raises(pytest.fail.Exception) as failed:
+        call.throw(_failed_compile("tpu-v5e", "INTERNAL: RET_CHECK failure\nmore"))
+    assert str(failed.value).startswith("tpu-v5e/take[f32]: compile failed: INTERNAL: RET_CHECK failure\n")
+    assert failed.value.failure == _results.Failure(  # type: ignore[attr-defined]
+        "compile", "INTERNAL: RET_CHECK failure", Key("take", "f32", "tpu-v5e")
+    )
     other = _plugin.pytest_runtest_call(Item(gate=False))  # type: ignore[arg-type]
     next(other)
     with pytest.raises(InvariantsError):
@@ -208,7 +256,10 @@ def _obsolete(session, updating: bool, passed: bool = True, ran=("cpu",), delete
         folders = SnapshotFolders(
             folders.snapshot_dir, folders.catalog_snapshot_dir, folders.programs, spec_dirs_given=True
         )
-    items = [_results.Entry("structure", "passed", f"s[{t}]", fields={"target": t}) for t in ran]
+    items = [
+        _results.Structure(outcome="passed", nodeid=f"s[{t}]", target=t, program="take", config="f32")
+        for t in ran
+    ]
     return folders.obsolete(session.all_targets, items, passed, updating=updating, delete=delete)
 
 
@@ -310,20 +361,26 @@ def test_a_stopped_gate_items_report_leaves_out_the_c_plus_plus_stack_it_capture
                 ("Captured stderr call", "*** Begin stack trace ***\n..."),
                 ("Captured log call", "x"),
             ]
+            self.user_properties: list[tuple[str, object]] = []
 
     class Call:
         when = "call"
+        excinfo: object = None
 
     item = Item()
     call = _plugin.pytest_runtest_call(item)  # type: ignore[arg-type]
     next(call)
-    with pytest.raises(pytest.fail.Exception):
-        call.throw(InvariantsError("cpu/take[f32]: compile failed: INTERNAL: RET_CHECK failure"))
+    with pytest.raises(pytest.fail.Exception) as failed:
+        call.throw(_failed_compile("cpu", "INTERNAL: RET_CHECK failure"))
+    Call.excinfo = failed
     made = _plugin.pytest_runtest_makereport(item, Call())  # type: ignore[arg-type]
     next(made)
     with pytest.raises(StopIteration) as done:
         made.send(Report())
     assert done.value.value.sections == [("Captured log call", "x")]
+    # Its failure goes with the report (as xdist sends it back), for the results file.
+    said = _results.recorded_failure(done.value.value.user_properties)
+    assert said == _results.Failure("compile", "INTERNAL: RET_CHECK failure", Key("take", "f32", "cpu"))
 
 
 def test_no_catalog_keeps_the_catalog_programs_the_projects_relations_name(tmp_path):
@@ -355,3 +412,10 @@ def test_loading_the_plugin_starts_no_jax():
     code = "import sys\nimport invariants.plugin.hooks\nprint('jax' in sys.modules)\n"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=99)
     assert out.stdout.split() == ["False"]
+
+
+def _failed_compile(target: str, why: str) -> FailedCompile:
+    """What a failed compile of ``take[f32]`` on ``target`` raises (invariants.compile.artifacts)."""
+    key = Key("take", "f32", target)
+    first = why.splitlines()[0]
+    return FailedCompile(_results.compile_failed(target, "take", "f32", why), key, first, "XlaRuntimeError")

@@ -211,14 +211,35 @@ def test_a_record_with_a_null_field_no_writer_makes_is_one_line(tmp_path: Path):
     efficiency item with no baseline) are read."""
     _, record = _results.record("correctness", id="c", program="take", config="f32", distribution="uniform",
                                 problem=None)  # fmt: skip
-    entry = {"kind": "correctness", "nodeid": "t.py::c", "outcome": "passed", **record}
     path = tmp_path / "r.json"
-    path.write_text(json.dumps({"items": [entry]}))
+    _results.write(path, PAYLOAD, [_results.entry(_results.PROPERTY, record, "passed", "t.py::c")])  # type: ignore[list-item]
     assert _results.read(path).items[0].get("problem", "absent") is None
-    path.write_text(json.dumps({"items": [{**entry, "program": None, "config": None}]}))
+    data = json.loads(path.read_text())
+    data["items"][0] |= {"program": None, "config": None}
+    path.write_text(json.dumps(data))
     with pytest.raises(InvariantsError) as err:
         _results.read(path)
     assert str(err.value) == f"{path}: items[0] (correctness t.py::c): program, config null"
+
+
+@pytest.mark.parametrize(("version", "said"), [(None, "no format version"), (1, "format version 1")])
+def test_a_results_file_of_another_format_is_refused_in_one_line(tmp_path: Path, version, said):
+    """A file an older gate wrote (no format version, or an older one) is never read as this one's: the
+    line says what to do."""
+    path = tmp_path / "r.json"
+    _results.write(path, PAYLOAD, [_results.skipped_entry("t.py::s", "no target here")])
+    assert len(_results.read(path).items) == 1
+    data = json.loads(path.read_text())
+    data.pop("format_version")
+    if version is not None:
+        data["format_version"] = version
+    path.write_text(json.dumps(data))
+    with pytest.raises(InvariantsError) as err:
+        _results.read(path)
+    assert str(err.value) == (
+        f"{path}: a results file of {said}; this version reads format {_results.FORMAT_VERSION} only: "
+        "run the gate again (pytest --results-json) to write a new one"
+    )
 
 
 def test_a_snapshot_folder_that_is_a_file_stops_the_run_at_once(gate_pytester: InProcess, tmp_path: Path):
@@ -257,3 +278,39 @@ def test_only_gate_items_are_recorded(tmp_path: Path):
     recorder.pytest_runtest_logreport(report({"gate": 1}, "failed"))  # type: ignore[arg-type]
     assert [i.kind for i in recorder.items] == ["error"]
     recorder.release()
+
+
+def test_a_failed_items_failure_is_a_value_the_closing_table_reads(gate_pytester: InProcess, tmp_path: Path):
+    """A snapshot that differs and an assert that does not hold: each failed record carries its failure
+    (its kind, the compile it is about, what it says), and the run's closing table says what of each."""
+    import shutil
+
+    from invariants.compile.child import GATE_DIR
+    from invariants.compile.record import Key
+
+    folder = gate_pytester.path
+    (folder / "specs").mkdir()
+    (folder / "specs" / "two.toml").write_text(
+        '[spec]\ntargets = ["cpu"]\n\n[[invariant]]\nid = "two_kernels"\nprograms = ["take"]\n'
+        'configs = ["f32"]\nassert = "kernels == 2"\n'
+    )
+    shutil.copytree(ROOT / "snapshots" / "cpu", tmp_path / "s" / "cpu")
+    snapshot = tmp_path / "s" / "cpu" / "take.f32.txt"
+    snapshot.write_text(snapshot.read_text().replace("summary: kernels 1;", "summary: kernels 2;"))
+    path = tmp_path / "r.json"
+    proc = gate_pytester.pytest(
+        *(str(GATE_DIR / name) for name in ("test_structure.py", "test_invariants.py")),
+        *("-p", "invariants.plugin.hooks", "-c", os.devnull, "--rootdir", str(folder)),
+        *("--spec-dir", str(folder / "specs"), "--targets", "cpu", "--programs", "take", "--configs", "f32"),
+        *("-k", "test_structure or two_kernels", f"--snapshot-dir={tmp_path / 's'}"),
+        *(f"--hlo-dump-dir={tmp_path / 'hlo'}", f"--results-json={path}"),
+    )
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    failed = {it.kind: it for it in _results.read(path).items if it.outcome == "failed"}
+    key = Key("take", "f32", "cpu")
+    assert failed["structure"].failure == _results.Failure("snapshot", "kernels 2 → 1", key)
+    measured = "assert kernels == 2: measured kernels = 1"
+    assert failed["invariant"].failure == _results.Failure("assert", measured, key)
+    table = proc.stdout[proc.stdout.index("invariants: what failed, by program and target:") :].splitlines()
+    assert table[1].split() == ["take", "[f32]", "cpu", "structure:", "kernels", "2", "→", "1"]
+    assert table[2].split() == ["take", "[f32]", "cpu", "two_kernels:", *measured.split()]

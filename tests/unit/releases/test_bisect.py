@@ -6,12 +6,14 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from packaging.version import Version
 
 from invariants._errors import InvariantsError
-from invariants.plugin.results import Results
+from invariants.compile.record import Key
+from invariants.plugin.results import PROPERTY, Failure, Results, entry, error_entry, read, record, write
 from invariants.releases import bisect as b
 from invariants.releases import environments as r
 from invariants.releases import matrix as m
@@ -27,14 +29,38 @@ JAXLIBS = [V(s) for s in ("0.4.30", "0.4.31", "0.4.36", "0.4.38", "0.5.1", "0.5.
 @pytest.fixture
 def selection_checked(monkeypatch):
     """For the tests whose fake index and suite stand in for releases: the selection counts as collected
-    (the real collection, a child run, is tested on its own below)."""
+    (the real collection, a child run, is tested on its own below), and their fake environments render no
+    snapshot of a failing key."""
     monkeypatch.setattr(b, "check_selection", lambda *args, **kwargs: 1)
+    monkeypatch.setattr(b, "render_in", lambda env, keys, project=None: {})
     monkeypatch.setattr(m, "check_selection", lambda *args, **kwargs: 1)
 
 
+# What a record of each kind holds where a test's item does not say (what it tests is what it says).
+_FILLED: dict[str, dict[str, Any]] = {
+    "structure": {"target": "cpu", "program": "p", "config": "f32"},
+    "invariant": {
+        "id": "i",
+        "target": "cpu",
+        "programs": ["p"],
+        "config": "f32",
+        "assert": "kernels == 1",
+        "holds": True,
+        "measured": {},
+    },
+    "correctness": {"id": "c", "program": "p", "config": "f32", "distribution": "uniform", "problem": None},
+}
+
+
 def _results(items: list[dict]) -> Results:
-    """A results file of ``items`` as the reader returns it (an outcome and node id where they give none)."""
-    return Results.from_json({"items": [{"outcome": "passed", "nodeid": "n", **i} for i in items]})
+    """A results file of ``items`` as the reader returns it, each made by the results module's ``record``
+    (an outcome and node id where they give none)."""
+    made = []
+    for i in items:
+        fields = {k: v for k, v in i.items() if k not in ("kind", "outcome", "nodeid")}
+        _, value = record(i["kind"], **{**_FILLED.get(i["kind"], {}), **fields})
+        made.append({**value, "outcome": i.get("outcome", "passed"), "nodeid": i.get("nodeid", "n")})
+    return Results.from_json({"items": made})
 
 
 def test_parse_pip_versions_and_release_filter() -> None:
@@ -208,6 +234,30 @@ def test_verdict_ignores_structure_and_counts_xfail_as_holding() -> None:
         b.verdict_of(V("0.5.0"), _results([{"kind": "error", "outcome": "failed", "nodeid": "x"}]), 1.0)
 
 
+def test_a_compile_that_fails_in_a_release_is_its_verdict_there(tmp_path: Path) -> None:
+    """Read from the file the writer wrote: a program that did not compile is that release's finding (the
+    selection fails there, the matrix says "compile failed"), where any other error says the suite could
+    not run on it; told apart by the item's failure, not by its text."""
+    key = Key("take", "f32", "cpu")
+    line = "cpu/take[f32]: compile failed: INTERNAL: RET_CHECK failure"
+    compile_error = error_entry(
+        "failed", "t::take", line, Failure("compile", "INTERNAL: RET_CHECK failure", key)
+    )
+    _, passed = record("invariant", **{**_FILLED["invariant"], "programs": ["naive"]})
+    path = tmp_path / "results.json"
+    write(path, {}, [compile_error, entry(PROPERTY, passed, "passed", "t::naive")])  # type: ignore[list-item]
+    results = read(path)
+    v = b.verdict_of(V("0.5.0"), results, 1.0)
+    assert not v.holds and [it.nodeid for it in v.failing] == ["t::take"]
+    assert b._describe(v.failing[0]) == f"t::take ({line})"
+    assert m.matrix_failures("0.5.0", results) == {("0.5.0", "cpu", "take"): line}
+    # The same line, said by an error that is no compile's: the suite could not run.
+    write(path, {}, [error_entry("failed", "t::take", line, Failure("error", line))])
+    with pytest.raises(InvariantsError, match="errored; the suite may not run on it"):
+        b.verdict_of(V("0.5.0"), read(path), 1.0)
+    assert m.matrix_failures("0.5.0", read(path)) == {}
+
+
 def test_suite_command_selects_and_never_times() -> None:
     cmd = b.suite_command(
         Path("/e/bin/python"), "grad_no_while", "cpu", "grad_naive", Path("r.json"), Path("d")
@@ -267,9 +317,13 @@ def test_structural_diff() -> None:
 
 
 def test_keys_of_failing_items() -> None:
-    items = [{"kind": "invariant", "programs": ["grad_naive"], "config": "f32", "target": "cpu"},
-             {"kind": "invariant", "programs": ["grad_naive"], "config": "f32", "target": "cpu"},
-             {"kind": "correctness", "program": "take"}]  # fmt: skip
+    relation: dict[str, Any] = {
+        "kind": "invariant",
+        "programs": ["grad_naive"],
+        "config": "f32",
+        "target": "cpu",
+    }
+    items = [relation, relation, {"kind": "correctness", "program": "take"}]
     assert b._keys_of(_results(items).items) == [("grad_naive", "f32", "cpu")]
 
 

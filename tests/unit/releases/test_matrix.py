@@ -9,15 +9,37 @@ from typing import Any
 import pytest
 
 from invariants._errors import InvariantsError
-from invariants.plugin.results import Results
+from invariants.plugin.results import Results, record
 from invariants.releases import matrix as m
 
 VERSIONS = ["0.10.0", "0.10.1", "0.10.2"]
 
 
+# What a record of each kind holds where a test's item does not say (what it tests is what it says).
+_FILLED: dict[str, dict[str, Any]] = {
+    "structure": {"target": "cpu", "program": "p", "config": "f32"},
+    "invariant": {
+        "id": "i",
+        "target": "cpu",
+        "programs": ["p"],
+        "config": "f32",
+        "assert": "kernels == 1",
+        "holds": True,
+        "measured": {},
+    },
+    "correctness": {"id": "c", "program": "p", "config": "f32", "distribution": "uniform", "problem": None},
+}
+
+
 def _results(items: list[dict]) -> Results:
-    """A results file of ``items`` as the reader returns it (an outcome and node id where they give none)."""
-    return Results.from_json({"items": [{"outcome": "passed", "nodeid": "n", **i} for i in items]})
+    """A results file of ``items`` as the reader returns it, each made by the results module's ``record``
+    (an outcome and node id where they give none)."""
+    made = []
+    for i in items:
+        fields = {k: v for k, v in i.items() if k not in ("kind", "outcome", "nodeid")}
+        _, value = record(i["kind"], **{**_FILLED.get(i["kind"], {}), **fields})
+        made.append({**value, "outcome": i.get("outcome", "passed"), "nodeid": i.get("nodeid", "n")})
+    return Results.from_json({"items": made})
 
 
 def _item(

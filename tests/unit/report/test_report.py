@@ -10,7 +10,7 @@ import pytest
 
 from invariants.__main__ import main as cli
 from invariants._errors import InvariantsError
-from invariants.plugin.results import record
+from invariants.plugin.results import FORMAT_VERSION, record
 from invariants.report import markdown as _report
 
 # Records are built by the results module, the same as the gate's items build theirs.
@@ -38,6 +38,7 @@ def _ratio(a: str, median: float, low: float, high: float, verdict: str = "pass"
 
 def _results(items: list[dict[str, Any]], jax: str = "0.10.2", exitstatus: int = 0) -> dict[str, Any]:
     return {
+        "format_version": FORMAT_VERSION,
         "versions": {"jax": jax, "jaxlib": jax},
         "runtime": {"platform": "cpu", "device_kind": "cpu", "count": 1},
         "targets": {
@@ -212,12 +213,14 @@ def test_several_results_files_merge(tmp_path):
         (None, "no such results file"),
         ("{not json", "not JSON"),
         ("[1, 2]", "not a results file"),
-        (json.dumps({"items": [{"kind": "structure"}]}), "items[0] is not an object with string 'kind'"),
-        (json.dumps({"items": [], "exitstatus": "0"}), "'exitstatus' must be an integer"),
+        (json.dumps({"items": []}), "a results file of no format version; this version reads format"),
+        (json.dumps({"format_version": 1, "items": []}), "format version 1; this version reads format"),
+        (json.dumps(_results([{"kind": "structure"}])), "items[0] is not an object with string 'kind'"),
+        (json.dumps({**_results([]), "exitstatus": "0"}), "'exitstatus' must be an integer"),
         (
             json.dumps(
-                {
-                    "items": [
+                _results(
+                    [
                         {
                             **_ratio("naive", 1.0, 0.9, 1.1),
                             "median": "fast",
@@ -225,9 +228,9 @@ def test_several_results_files_merge(tmp_path):
                             "outcome": "passed",
                         }
                     ]
-                }
+                )
             ),
-            "'median' must be a finite number",
+            "items[0] (ratio t::x): 'median' cannot be 'fast'",
         ),
     ],
 )
@@ -245,7 +248,9 @@ def test_bad_results_is_one_line(tmp_path, capsys, content, message):
     [
         ('{"benchmarks": 3}', "not a pytest-benchmark JSON file"),
         (
-            json.dumps({"benchmarks": [{"name": "x", "extra_info": _ratio("naive", 1.0, None, 1.1)}]}),  # type: ignore[arg-type]
+            json.dumps(
+                {"benchmarks": [{"name": "x", "extra_info": {**_ratio("naive", 1.0, 0.9, 1.1), "low": None}}]}
+            ),
             "benchmarks[0] (x)",
         ),
     ],
@@ -360,6 +365,11 @@ def _downstream_run() -> dict[str, Any]:
     failed |= {
         "outcome": "failed",
         "reason": "mine[f32] on cpu: compiled structure differs from s/cpu/mine.f32.txt",
+        "failure": {
+            "kind": "snapshot",
+            "what": "kernels 1 → 2",
+            "key": {"program": "mine", "config": "f32", "target": "cpu"},
+        },
     }
     items = [
         failed,
@@ -387,7 +397,8 @@ def test_a_downstream_runs_report_shows_its_own_programs_and_failed_reasons(tmp_
     assert "| invariant | 1 | 0 |" in out  # the relation to take stays; the catalog's own invariant goes
     # The reason as written, its markup escaped (it is user text: a spec's path, a program's name).
     reason = r"mine\[f32\] on cpu: compiled structure differs from s/cpu/mine.f32.txt"
-    assert f"- `s::cpu-mine-f32`: {reason}" in out
+    # After what it failed on, from its failure: a verdict, a snapshot, a compile, or an error.
+    assert f"- `s::cpu-mine-f32` (snapshot): {reason}" in out
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from invariants.__main__ import main as cli
 from invariants._errors import InvariantsError
 from invariants.catalog.programs import CATALOG
 from invariants.compile.child import ChildRun
-from invariants.plugin.results import Entry, Results
+from invariants.plugin.results import Failure, Record, Results
 from invariants.selfcheck import children, judge
 from invariants.selfcheck import command as sc
 from invariants.selfcheck import inject as inj
@@ -58,8 +58,11 @@ def test_select_and_restrict() -> None:
     assert tpu[0].is_baseline and all(i.targets.startswith("tpu") for i in tpu[1:]) and len(tpu) > 1
 
 
-def _item(kind: str, outcome: str, id_: str | None = None) -> Entry:
-    return Entry(kind, outcome, f"t.py::t[cpu-x-f32-{id_ or kind}]", fields={"id": id_} if id_ else {})
+def _item(kind: str, outcome: str, id_: str | None = None, failed_by: str = "assert") -> Record:
+    failure = Failure(failed_by, "what it says") if outcome == "failed" else None  # type: ignore[arg-type]
+    return Record(
+        kind=kind, outcome=outcome, nodeid=f"t.py::t[cpu-x-f32-{id_ or kind}]", id=id_, failure=failure
+    )
 
 
 def test_judge() -> None:
@@ -73,6 +76,10 @@ def test_judge() -> None:
     assert not out.caught and out.missing == ["invariant:one_kernel"]
     # expected items failed but the run did not (exit 0 cannot happen with failures; an abort is -6)
     assert not sc.outcome_of(injection, -6, results, 1.0).caught
+    # an item that failed because the suite could not run it caught nothing
+    errored = [_item("invariant", "failed", "one_kernel", failed_by="error"), _item("structure", "failed")]
+    out = sc.outcome_of(injection, 1, errored, 1.0)
+    assert not out.caught and out.missing == ["invariant:one_kernel"]
     assert not sc.outcome_of(injection, 1, None, 1.0).caught
     baseline = sc.INJECTIONS[0]
     assert sc.outcome_of(baseline, 0, [_item("invariant", "passed", "a")], 1.0).caught
@@ -298,8 +305,11 @@ def test_a_change_of_kernel_code_behind_equal_hlo_is_judged_code_only(tmp_path: 
     snapshots.mkdir(parents=True)
     committed = render_summary(measure(good), CATALOG["grad_take"].doc)
     (snapshots / "grad_take.f32.txt").write_text(committed)
-    structure_item = {"kind": "structure", "outcome": "failed", "program": "grad_take", "config": "f32",
-                      "target": "gpu-a100", "nodeid": "test_structure[gpu-a100-grad_take-f32]"}  # fmt: skip
+    structure_item = {
+        "kind": "structure", "outcome": "failed", "nodeid": "test_structure[gpu-a100-grad_take-f32]",
+        "program": "grad_take", "config": "f32", "target": "gpu-a100",
+        "failure": {"kind": "snapshot", "what": "code"},
+    }  # fmt: skip
     results = Results.from_json({"items": [structure_item]})
     annotated = sc.annotate(results, _dump(bad, tmp_path / "bad"), tmp_path / "snapshots")
     item = annotated[0]
@@ -316,7 +326,7 @@ def test_a_change_of_kernel_code_behind_equal_hlo_is_judged_code_only(tmp_path: 
     hlo_too = sc.annotate(results, _dump(bad, tmp_path / "bad"), tmp_path / "snapshots")[0]
     assert hlo_too.get("code_only") is False and hlo_too.get("snapshot_change").startswith("HLO lines (")
     # No dump of the key (no invariant failed on it): nothing is claimed.
-    assert "code_only" not in sc.annotate(results, tmp_path / "none", tmp_path / "snapshots")[0].fields
+    assert "code_only" not in sc.annotate(results, tmp_path / "none", tmp_path / "snapshots")[0].extra
 
 
 def test_the_scalar_code_injection_is_caught_by_the_kernel_invariant_alone(

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from invariants.plugin.results import record
+from invariants.plugin.results import FORMAT_VERSION, record
 
 ROOT = Path(__file__).parents[3]
 LOOKUP = "import jax.numpy as jnp\n\ndef lookup(table, ids):\n    return jnp.take(table, ids, axis=0)\n"
@@ -103,7 +103,8 @@ def test_every_name_the_report_shows_is_escaped(tmp_path):
         {**structure, "outcome": "passed", "nodeid": evil},
         {**invariant, "outcome": "failed", "nodeid": evil + "2", "reason": evil},
     ]
-    data = {"versions": {"jax": evil}, "runtime": {"platform": evil, "device_kind": evil, "count": 1},
+    data = {"format_version": FORMAT_VERSION,
+            "versions": {"jax": evil}, "runtime": {"platform": evil, "device_kind": evil, "count": 1},
             "targets": {evil: {"mode": evil, "scope": evil, "unavailable": evil}}, "exitstatus": 1,
             "items": items}  # fmt: skip
     name = "<b>r|`.json"

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from invariants.plugin.results import record
+from invariants.plugin.results import FORMAT_VERSION, record
 
 ROOT = Path(__file__).parents[3]
 
@@ -24,6 +24,7 @@ def _report(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[st
 
 def _results(items: list[dict], exitstatus: int = 0) -> str:
     return json.dumps({
+        "format_version": FORMAT_VERSION,
         "versions": {"jax": "0.10.2"}, "runtime": {"platform": "cpu", "device_kind": "cpu", "count": 1},
         "targets": {"cpu": {"mode": "runtime", "scope": "all", "unavailable": None}},
         "exitstatus": exitstatus, "items": items,

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import json
-
 from invariants.__main__ import main as cli
+from invariants.plugin import results as _results
 
 
 def _report(tmp_path, monkeypatch, capsys, outcomes: list[str]) -> tuple[int, str]:
     """(the report's exit status, its result line) for a file of items with these outcomes."""
     monkeypatch.chdir(tmp_path)
     items = [
-        {"kind": "error", "outcome": o, "nodeid": f"gate/test_structure.py::test_{i}", "reason": "boom"}
-        for i, o in enumerate(outcomes)
+        _results.error_entry(o, f"gate/test_structure.py::test_{i}", "boom") for i, o in enumerate(outcomes)
     ]
-    (tmp_path / "r.json").write_text(json.dumps({"items": items, "exitstatus": 0}))
+    _results.write(tmp_path / "r.json", {"exitstatus": 0}, items)
     status = cli(["report", "r.json"])
     return status, next(line for line in capsys.readouterr().out.splitlines() if "**result**" in line)
 
