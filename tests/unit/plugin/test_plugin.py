@@ -4,6 +4,7 @@ results entries it collects. (Whole gate runs in child processes are in tests/in
 from __future__ import annotations
 
 import json
+import types
 
 import pytest
 
@@ -209,6 +210,7 @@ def test_a_gate_item_stopped_by_a_compile_error_fails_with_its_line_and_versions
         def __init__(self, gate: bool) -> None:
             self.gate = gate
             self.stash = pytest.Stash()
+            self.config = types.SimpleNamespace(stash=pytest.Stash())  # no gate session: said as is
 
         def get_closest_marker(self, name: str) -> object:
             return object() if self.gate and name == "gate" else None
@@ -349,6 +351,7 @@ def test_a_stopped_gate_items_report_leaves_out_the_c_plus_plus_stack_it_capture
 
     class Item:
         stash = pytest.Stash()
+        config = types.SimpleNamespace(stash=pytest.Stash())
 
         def get_closest_marker(self, name: str) -> object:
             return object()
