@@ -424,15 +424,15 @@ def evaluate(
     measured_terms: dict[str, Any] = {}
 
     def metric_of(name: str, program: str, dtype: str | None = None) -> Any:
-        if dtype is not None:  # a count scoped to one element type, from the structure itself
-            scoped = METRICS[name].by_dtype
-            assert scoped is not None  # the assert grammar admits a dtype only where there is one
-            return scoped(measured(Key(program, case.config, case.target)).structure, dtype)
         value = measured(Key(program, case.config, case.target)).metrics[name]
         if isinstance(value, Missing):
             raise NoValue(f"{name} of {program} on {case.target}: {value.reason}")
         if value is None:
             raise NoValue(f"{name} of {program} is unknown (a loop trip count could not be derived)")
+        if dtype is not None:  # a count scoped to one element type, from the structure itself
+            scoped = METRICS[name].by_dtype
+            assert scoped is not None  # the assert grammar admits a dtype only where there is one
+            return scoped(measured(Key(program, case.config, case.target)).structure, dtype)
         return value
 
     def read(term: Read) -> Any:
