@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
+from ..hlo.parse import MAIN_THREAD
 from ..hlo.structure import Kernel, Structure
 from ..kernels.program import ProgramCode, multiset_text, snapshot_code_line, unmatched_lines
 from ..measure.measurement import Measurement
@@ -49,7 +50,13 @@ def kernel_line(kernel: Kernel) -> str:
         text += f" [custom-call {kernel.custom_call_target}]"
     # Not kernel.partitions: XLA:CPU splits loop fusions by the host's core count (none under one core),
     # so it would make CPU snapshots differ between a 2-core and a 64-core CI machine.
-    return f"{text} -> {kernel.shape}"
+    return f"{text} -> {kernel.shape}" + _on_thread(kernel.thread)
+
+
+def _on_thread(thread: str) -> str:
+    """Where a kernel, gather or scatter runs, when not on the main thread (libtpu's word: ``on
+    sparsecore``), so that an offload gained or lost is a one-line diff and main-thread lines never change."""
+    return "" if thread == MAIN_THREAD else f" on {thread}"
 
 
 def kernel_lines(
@@ -122,6 +129,7 @@ def summary_line(structure: Structure) -> str:
         + f"; while loops {len(structure.while_loops)}"
         + (f" ({trips})" if trips else "")
         + f"; dynamic launches {launches}"
+        + "".join(f"; {thread} kernels {n}" for thread, n in structure.thread_kernels.items())
     )
 
 
@@ -146,7 +154,9 @@ def render_summary(measured: Measurement, doc: str = "") -> str:
         # A window that is not contiguous in its operand's layout says so on its line: the shapes and
         # dimension numbers alone hide it (the same scatter writes rows or columns by layout).
         out += [
-            f"  {op.opcode} -> {op.shape} {{{op.dimension_numbers}}}" + (" strided" if op.strided else "")
+            f"  {op.opcode} -> {op.shape} {{{op.dimension_numbers}}}"
+            + (" strided" if op.strided else "")
+            + _on_thread(op.thread)
             for op in ops
         ]
     out.append("collectives:" + ("" if structure.collectives else " none"))
