@@ -91,7 +91,9 @@ def child(program: str, chip: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("tests/data/hlo/sparsecore"))
     parser.add_argument("--only", nargs="*", default=None, help="file stems to record, e.g. v6e_scatter_min")
     parser.add_argument("--child", nargs=2, metavar=("PROGRAM", "CHIP"), help=argparse.SUPPRESS)

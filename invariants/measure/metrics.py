@@ -115,6 +115,10 @@ def _offloaded(field: str) -> Callable[[Structure], int]:
     return lambda s: sum(1 for op in getattr(s, field) if op.thread == SPARSECORE)
 
 
+def _offloaded_bytes(s: Structure) -> int:
+    return sum(op.bytes for op in (*s.gather_shapes, *s.scatter_shapes) if op.thread == SPARSECORE)
+
+
 def _sparsecore(
     name: str, meaning: str, of: Callable[[Structure], Any], field: str | None = None, unit: Unit = "count"
 ) -> Metric:
@@ -200,8 +204,7 @@ _ALL = (
                 "scatter_shapes"),
     _sparsecore("sparsecore_bytes", "bytes the SparseCore's gathers and scatters move: each gather's result "
                 "and each scatter's updates",
-                lambda s: sum(op.bytes for op in (*s.gather_shapes, *s.scatter_shapes) if op.thread == SPARSECORE),
-                unit="bytes"),
+                _offloaded_bytes, unit="bytes"),
     _scoped("strided_gathers", "gathers whose slice per index is not contiguous in the operand's layout "
             "(its dimensions larger than 1 are not the minor-most)", lambda s: s.strided_gathers,
             _indexed("gather_shapes", strided=True)),

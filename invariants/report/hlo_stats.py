@@ -42,8 +42,8 @@ _DETAILS = {
     "thread, bytes moved",
     "convert_pairs": "src->dst dtype pair -> converts",
     "root_shape": "the entry computation's result shape",
-    "kernel_list": "the kernels, as the snapshot lists them (\"thread\" where one runs off the main thread)",
-    "thread_kernels": "static kernels per execution thread other than main (libtpu's \"sparsecore\")",
+    "kernel_list": 'the kernels, as the snapshot lists them ("thread" where one runs off the main thread)',
+    "thread_kernels": 'static kernels per execution thread other than main (libtpu\'s "sparsecore")',
     "unestimated_launches": "launches (loops expanded) without an estimated_cycles; they add nothing",
     "estimated_cycles_note": "why estimated_cycles is null (no TPU estimates, or an unknown trip count)",
     "predicted_seconds_note": "the cost model's provenance ('uncalibrated' on a chip never measured), or "

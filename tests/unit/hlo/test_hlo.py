@@ -212,6 +212,7 @@ GOOD_HEAD = "HloModule m\n\nENTRY %main (x: f32[4]) -> f32[4] {\n  %x = f32[4]{0
         ("  %y = f32[4]{0} negate(%x)\n}\nHloModule second\n", 7, "second HloModule"),
         ("  %y = f32[4]{0} negate(%x)\n}\nstray text here\n", 7, "outside a computation"),
         ("  %x = f32[4]{0} negate(%x)\n}\n", 5, "duplicate"),
+        ('  %y = f32[4]{0} negate(%x)\n}, shard_thread="x"\n', 6, "unknown computation attribute"),
     ],
 )
 def test_malformed_snippets(body: str, line: int, words: str) -> None:

@@ -69,7 +69,9 @@ def test_a_sparsecore_metric_on_a_chip_without_one_says_so(target: str) -> None:
 def test_snapshot_names_the_thread_of_what_is_offloaded() -> None:
     text = render_summary(measure_text(_text("v6e_scatter_min"), "s.txt", target="tpu-v6e"))
     assert "; sparsecore kernels 1" in text.splitlines()[1]
-    assert "  fusion kCustom {reshape×2, scatter, transpose×2} -> f32[5600000]{0:T(1024)} on sparsecore" in text
+    assert (
+        "  fusion kCustom {reshape×2, scatter, transpose×2} -> f32[5600000]{0:T(1024)} on sparsecore" in text
+    )
     scatters = text.split("scatters:\n", 1)[1].splitlines()[0]
     assert scatters.endswith(" on sparsecore")
     plain = render_summary(measure_text(_text("v6e_gather"), "g.txt", target="tpu-v6e"))
@@ -95,7 +97,9 @@ def test_hlo_stats_text_lists_the_threads(capsys: pytest.CaptureFixture[str]) ->
 def test_an_unknown_construct_is_one_line_blaming_the_reader(
     tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    mutated = _text("v6e_scatter_min").replace('}, execution_thread="sparsecore"', '}, execution_lane="sc"', 1)
+    mutated = _text("v6e_scatter_min").replace(
+        '}, execution_thread="sparsecore"', '}, execution_lane="sc"', 1
+    )
     path = tmp_path / "mutated.txt"
     path.write_text(mutated)
     with pytest.raises(HloParseError) as info:

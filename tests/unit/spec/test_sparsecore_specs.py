@@ -59,3 +59,9 @@ def test_the_lookup_runs_on_sparsecore(tmp_path: Path) -> None:
     verdict = decide(inv, "v6e_scatter_min", "tpu-v5e")
     assert not verdict.holds
     assert "tpu-v5e has no SparseCore" in verdict.describe(inv) and "\n" not in verdict.describe(inv)
+
+
+def test_a_scoped_sparsecore_count_on_a_chip_without_one_says_so(tmp_path: Path) -> None:
+    inv = invariant(tmp_path, 'sparsecore_gathers(dtype="f32") == 0')
+    verdict = decide(inv, "v6e_gather", "tpu-v5e")
+    assert not verdict.holds and "tpu-v5e has no SparseCore" in verdict.describe(inv)
