@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
+from ..catalog.targets import libtpu_init_args
 from ..hlo.parse import MAIN_THREAD
 from ..hlo.structure import Kernel, Structure
 from ..kernels.program import ProgramCode, multiset_text, snapshot_code_line, unmatched_lines
@@ -137,6 +138,9 @@ def render_summary(measured: Measurement, doc: str = "") -> str:
     """The snapshot text of one measured compile. Deterministic for a given compiler."""
     compiled, structure, code = measured.compiled, measured.structure, measured.code
     out = [f"# {compiled.program} [{compiled.config}] on {compiled.target}"]
+    flags = libtpu_init_args(compiled.target)
+    if flags:  # what the compiler was told, beside what it made of it
+        out.append(f"# LIBTPU_INIT_ARGS={flags}")
     if doc:
         out.append(f"# {doc}")
     out.append("summary: " + summary_line(structure))

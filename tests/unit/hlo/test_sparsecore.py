@@ -108,3 +108,11 @@ def test_an_unknown_construct_is_one_line_blaming_the_reader(
     assert main([str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and err.startswith(f"{path}:") and READER in err and "execution_lane" in err
+
+
+def test_the_snapshot_header_shows_the_flags_a_target_compiles_under() -> None:
+    flagged = measure_text(_text("v6e_gather_offload_flags"), "g.txt", target="tpu-v6e-gather-offload")
+    header = render_summary(flagged).splitlines()[:2]
+    assert header[1].startswith("# LIBTPU_INIT_ARGS=--xla_tpu_offload_gather_to_sparsecore=true ")
+    plain = render_summary(measure_text(_text("v6e_gather"), "g.txt", target="tpu-v6e"))
+    assert "LIBTPU_INIT_ARGS" not in plain
