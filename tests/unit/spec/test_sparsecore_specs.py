@@ -65,3 +65,26 @@ def test_a_scoped_sparsecore_count_on_a_chip_without_one_says_so(tmp_path: Path)
     inv = invariant(tmp_path, 'sparsecore_gathers(dtype="f32") == 0')
     verdict = decide(inv, "v6e_gather", "tpu-v5e")
     assert not verdict.holds and "tpu-v5e has no SparseCore" in verdict.describe(inv)
+
+
+def _tpu_invariant(invariant_id: str) -> Invariant:
+    from invariants._paths import PACKAGE_DIR
+
+    spec = load_spec(PACKAGE_DIR / "tpu.toml")
+    return next(inv for inv in spec.invariants if inv.id == invariant_id)
+
+
+@pytest.mark.parametrize("chip", ["v5p", "v6e"])
+def test_tpu_toml_guards_where_the_offload_size_gather_runs(chip: str) -> None:
+    """The gate's own invariants, on dumps of the f32-offload take (the same table and indices)."""
+    default = _tpu_invariant("offload_gather_on_tensorcore_by_default")
+    flagged = _tpu_invariant("offload_flags_move_the_gather")
+
+    def holds(inv: Invariant, name: str, target: str) -> bool:
+        case = Case(inv, target, "f32-offload", "take")
+        return evaluate(case, lambda key: measured(name, target)).holds
+
+    assert holds(default, f"{chip}_gather", f"tpu-{chip}")
+    assert not holds(default, f"{chip}_gather_offload_flags", f"tpu-{chip}")
+    assert holds(flagged, f"{chip}_gather_offload_flags", f"tpu-{chip}-gather-offload")
+    assert not holds(flagged, f"{chip}_gather", f"tpu-{chip}-gather-offload")
