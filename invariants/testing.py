@@ -132,9 +132,8 @@ def target_named(name: str) -> Target:
         )
     target = targets[name]
     if target.in_child:
-        why = f"LIBTPU_INIT_ARGS={target.libtpu_init_args}" if target.libtpu_init_args else (
-            f"{target.device_count} host devices"
-        )
+        flags = target.libtpu_init_args
+        why = f"LIBTPU_INIT_ARGS={flags}" if flags else f"{target.device_count} host devices"
         raise InvariantsError(
             f"compile_for: {name} compiles in a child process with {why}; "
             "compile_for compiles in this process: use " + next(iter(targets))

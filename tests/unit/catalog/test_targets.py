@@ -132,7 +132,8 @@ def test_only_the_chips_with_sparsecores_compile_the_offload_size():
     flags, and nowhere else: at 1M rows it is minutes of compile and no chip without SparseCores needs it."""
     targets = all_targets()
     offload = {
-        name: [p for p in CATALOG.values() if "f32-offload" in t.configs_for(p)] for name, t in targets.items()
+        name: [p for p in CATALOG.values() if "f32-offload" in t.configs_for(p)]
+        for name, t in targets.items()
     }
     assert {n for n, programs in offload.items() if programs} == {
         "tpu-v5p", "tpu-v6e", "tpu-v5p-gather-offload", "tpu-v6e-gather-offload",
