@@ -116,3 +116,26 @@ def test_the_snapshot_header_shows_the_flags_a_target_compiles_under() -> None:
     assert header[1].startswith("# LIBTPU_INIT_ARGS=--xla_tpu_offload_gather_to_sparsecore=true ")
     plain = render_summary(measure_text(_text("v6e_gather"), "g.txt", target="tpu-v6e"))
     assert "LIBTPU_INIT_ARGS" not in plain
+
+
+# The async-start form of an offload (no recorded dump has it yet): the wrapped computation's kernels count
+# on its thread, and the -done half only waits.
+_ASYNC = """HloModule m, is_scheduled=true
+
+%wrapped (p: f32[8]) -> f32[8] {
+  %p = f32[8]{0} parameter(0)
+  ROOT %n = f32[8]{0} negate(%p)
+}, execution_thread="sparsecore"
+
+ENTRY %main (x: f32[8]) -> f32[8] {
+  %x = f32[8]{0} parameter(0)
+  %s = ((f32[8]{0}), f32[8]{0}, s32[]) async-start(%x), async_execution_thread="sparsecore", calls=%wrapped
+  ROOT %d = f32[8]{0} async-done(%s)
+}
+"""
+
+
+def test_an_async_start_to_another_thread_counts_its_wrapped_kernels_there() -> None:
+    s = structure_of(parse_module(_ASYNC, "async.txt"))
+    assert [(k.opcode, k.thread) for k in s.kernel_list] == [("negate", "sparsecore")]
+    assert s.thread_kernels == {"sparsecore": 1} and s.kernels == 1
