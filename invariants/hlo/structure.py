@@ -134,7 +134,7 @@ class Kernel:
 
 @dataclass(frozen=True)
 class WhileLoop:
-    """A while loop anywhere in the module.
+    """A while loop anywhere in the module, on its computation's execution ``thread``.
 
     ``body_kernels``: static kernels of one iteration (condition included, nested loops counted once).
     ``body_opcodes``: sorted multiset of the body computation's opcodes plus those inside its fusions.
@@ -765,6 +765,7 @@ def to_json(structure: Structure) -> dict[str, Any]:
                 "trip_count": w.trip_count,
                 "body_kernels": w.body_kernels,
                 "body_opcodes": dict(w.body_opcodes),
+                **({"thread": w.thread} if w.thread != MAIN_THREAD else {}),
             }
             for w in s.while_loops
         ],

@@ -32,7 +32,7 @@ _DETAILS = {
     "optimized": "false for a module without is_scheduled=true (e.g. a before_optimizations dump)",
     "fusion_kinds": "entry fusions by kind (kLoop, kInput, ...)",
     "trip_counts": "one per while loop, null when unknown",
-    "loops": "each while loop: name, trip count, kernels and opcodes per iteration",
+    "loops": "each while loop: name, trip count, kernels and opcodes per iteration, thread (off main)",
     "opcode_counts": "opcode -> instructions, all computations",
     "collective_counts": "collective opcode -> count",
     "collective_list": "each collective: opcode, shape, bytes, replica groups",
