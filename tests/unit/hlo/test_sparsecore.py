@@ -139,3 +139,13 @@ def test_an_async_start_to_another_thread_counts_its_wrapped_kernels_there() -> 
     s = structure_of(parse_module(_ASYNC, "async.txt"))
     assert [(k.opcode, k.thread) for k in s.kernel_list] == [("negate", "sparsecore")]
     assert s.thread_kernels == {"sparsecore": 1} and s.kernels == 1
+
+
+_WHERE = ("kernels", "gathers", "scatters", "sparsecore_ops", "sparsecore_gathers", "sparsecore_scatters")
+
+
+@pytest.mark.parametrize("path", sorted((DATA / "libtpu-0.0.43.2").glob("*.txt")), ids=lambda p: p.stem)
+def test_a_later_libtpu_release_is_read_and_offloads_the_same(path: pathlib.Path) -> None:
+    later = measure_text(path.read_text(), path.name).metrics
+    pinned = measure_text(_text(path.stem), path.name).metrics
+    assert {k: later[k] for k in _WHERE} == {k: pinned[k] for k in _WHERE}
