@@ -147,10 +147,12 @@ def target_named(name: str) -> Target:
             "known: runtime, " + ", ".join(targets)
         )
     target = targets[name]
-    if target.mode == "subprocess":
+    if target.in_child:
+        flags = target.libtpu_init_args
+        why = f"LIBTPU_INIT_ARGS={flags}" if flags else f"{target.device_count} host devices"
         raise InvariantsError(
-            f"compile_for: {name} compiles in a child process with {target.device_count} host devices; "
-            "compile_for compiles single-device programs in this process: use " + next(iter(targets))
+            f"compile_for: {name} compiles in a child process with {why}; "
+            "compile_for compiles in this process: use " + next(iter(targets))
         )
     reason = target.unavailable_reason()
     if reason is not None:

@@ -31,13 +31,16 @@ DISTRIBUTIONS: tuple[Distribution, ...] = ("uniform", "zipf", "equal")
 _DTYPES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16", "i32": "int32", "i8": "int8"}
 # (vocabulary, embedding width) per size. "llm" is Llama-3's vocabulary and model width: compiled ahead of
 # time only (a 1 GiB bf16 table), to read what the TPU and GPU compilers make of a real model's lookup.
-_SIZES = {"small": (8192, 32), "large": (50000, 512), "llm": (128256, 4096)}
+# "offload" is a table and batch at which libtpu moves gathers and scatters to the SparseCores of v5p and
+# v6e (tests/data/hlo/sparsecore/): compiled ahead of time only, on those chips.
+_SIZES = {"small": (8192, 32), "large": (50000, 512), "llm": (128256, 4096), "offload": (1_000_000, 128)}
 # int8 indices address at most 128 rows, and `W[x]` adds V to wrap negative indices in the index dtype:
 # V=128 overflows int8 (pinned by a correctness test), so the int8 configuration uses the largest V that fits.
 _I8_VOCAB = 127
 _INDEX_SHAPES = {"1d": (16384,), "2d": (64, 256)}
 # An LLM batch: 8192 tokens, flat or as [batch 4, sequence 2048].
 _LLM_INDEX_SHAPES = {"1d": (8192,), "2d": (4, 2048)}
+_OFFLOAD_INDEX_SHAPE = (131072,)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +52,7 @@ class Config:
     """
 
     table_dtype: Literal["f32", "bf16", "f16"] = "f32"
-    size: Literal["small", "large", "llm"] = "small"
+    size: Literal["small", "large", "llm", "offload"] = "small"
     index_dtype: Literal["i32", "i8"] = "i32"
     index_rank: Literal["1d", "2d"] = "1d"
 
@@ -74,12 +77,14 @@ class Config:
 
     @property
     def index_shape(self) -> tuple[int, ...]:
+        if self.size == "offload":
+            return _OFFLOAD_INDEX_SHAPE
         return (_LLM_INDEX_SHAPES if self.size == "llm" else _INDEX_SHAPES)[self.index_rank]
 
     @property
     def compile_only(self) -> bool:
         """Never run on a host: only targets listing it in ``extra_configs`` compile it; nothing times it."""
-        return self.size == "llm"
+        return self.size in ("llm", "offload")
 
     @property
     def table(self) -> jax.ShapeDtypeStruct:
@@ -111,6 +116,7 @@ CONFIGS: dict[str, Config] = {
         Config(table_dtype="bf16", size="llm"),
         Config(table_dtype="bf16", size="llm", index_rank="2d"),
         Config(table_dtype="f16"),
+        Config(size="offload"),
     )
 }
 # Configurations the catalog does not compile: there for a project's programs (an f16 model names its
@@ -119,7 +125,11 @@ PROJECT_ONLY = ("f16",)
 # Programs that every configuration is compiled for; the rest use the seed's setting only.
 ALL_CONFIGS = tuple(c for c, config in CONFIGS.items() if not config.compile_only and c not in PROJECT_ONLY)
 # Llama-3 scale, ahead of time only: the core lookups, their gradients and the one-hot matmul (1-D).
-LLM_CONFIGS = tuple(c for c, config in CONFIGS.items() if config.compile_only)
+LLM_CONFIGS = tuple(c for c, config in CONFIGS.items() if config.size == "llm")
+# The SparseCore offload sizes, compiled by the targets of chips that have SparseCores.
+OFFLOAD_CONFIGS = tuple(c for c, config in CONFIGS.items() if config.size == "offload")
+# Every configuration compiled only where a target lists it in its extra_configs.
+COMPILE_ONLY = LLM_CONFIGS + OFFLOAD_CONFIGS
 
 
 def get_config(config_id: str) -> Config:

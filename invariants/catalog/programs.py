@@ -37,6 +37,7 @@ from .configs import ALL_CONFIGS as ALL_CONFIGS
 from .configs import CONFIGS as CONFIGS
 from .configs import DISTRIBUTIONS as DISTRIBUTIONS
 from .configs import LLM_CONFIGS as LLM_CONFIGS
+from .configs import OFFLOAD_CONFIGS as OFFLOAD_CONFIGS
 from .configs import SEED as SEED
 from .configs import Config as Config
 from .configs import Distribution as Distribution
@@ -497,7 +498,8 @@ _FSDP = Layout((-1,), ("fsdp",), ("fsdp", None), ("fsdp",), ("fsdp", None), pod=
 def _catalog() -> dict[str, Program]:
     forwards: list[tuple[Callable[..., jax.Array], str, tuple[str, ...], frozenset[str]]] = [
         (naive, "W[x]", ALL_CONFIGS + _LLM_FLAT, _CORE),
-        (take, "jnp.take(W, x, axis=0) (mode fill)", ALL_CONFIGS + _LLM_FLAT, _CORE),
+        # At the offload size: the large gather, and its gradient the large scatter-add (v5p and v6e only).
+        (take, "jnp.take(W, x, axis=0) (mode fill)", ALL_CONFIGS + _LLM_FLAT + OFFLOAD_CONFIGS, _CORE),
         (take_clip, "jnp.take(..., mode='clip')", (SEED.id,), frozenset()),
         (take_wrap, "jnp.take(..., mode='wrap')", (SEED.id,), frozenset()),
         (at_get_promise, "W.at[x].get(mode='promise_in_bounds')", (SEED.id,), frozenset()),
@@ -616,10 +618,11 @@ CATALOG: Mapping[str, Program] = _catalog()
 
 def select_configs(value: str | None) -> frozenset[str]:
     """The configurations ``--configs`` names: comma-separated ids or fnmatch patterns (``bf16*``), as a
-    spec's ``configs`` takes them. Not given: every configuration. Empty, or a selector that matches
-    nothing: one line."""
+    spec's ``configs`` takes them. Not given: every configuration but the SparseCore offload sizes, which
+    compile for minutes and run only when named (``--configs f32-offload``). Empty, or a selector that
+    matches nothing: one line."""
     if value is None:
-        return frozenset(CONFIGS)
+        return frozenset(CONFIGS) - frozenset(OFFLOAD_CONFIGS)
     chosen: set[str] = set()
     for sel in selectors(value, "--configs", "name configurations, or leave the option out for all"):
         matched = [c for c in CONFIGS if fnmatch.fnmatchcase(c, sel)]  # as a spec's configs match

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .._errors import InvariantsError, did_you_mean
 from .._paths import PACKAGE_DIR
-from .configs import LLM_CONFIGS, SEED
+from .configs import COMPILE_ONLY, LLM_CONFIGS, OFFLOAD_CONFIGS, SEED
 from .select import selectors
 
 if TYPE_CHECKING:
@@ -44,18 +44,24 @@ class Target:
     configuration it lists), ``core`` (the seed's forms, seed configuration only: enough to see each chip),
     ``sharded``
     (the programs with a fixed mesh layout that fits in ``device_count`` devices, plus the pod layouts
-    when ``pods`` is set), or ``pod`` (the pod layouts only, on all ``device_count`` chips).
+    when ``pods`` is set), ``pod`` (the pod layouts only, on all ``device_count`` chips), or ``extra`` (its
+    ``extra_configs`` alone: a chip under other compiler flags, at the sizes the flags are about).
     ``extra_configs`` are compiled on top of the scope for every program that lists them: the
     compile-only LLM-scale configurations, which no scope includes by itself. ``scope_configs`` are
     compiled beside the seed's configuration by a ``core`` target, for the programs in its scope that list
     them. A project's declared program compiles where its spec files aim it (:meth:`aimed_by`), in its own
     configurations, and nowhere else, whatever the scope.
+
+    ``libtpu_init_args``: flags for the TPU compiler, as ``LIBTPU_INIT_ARGS`` gives them (the SparseCore
+    offloads, say). libtpu reads that variable once, when it starts, so such a target compiles in a child
+    process of its own (:attr:`in_child`); the flags are part of the target, so of the compile cache's key,
+    and the snapshot header shows them.
     """
 
     name: str
     family: Family
     mode: Mode
-    scope: Literal["all", "core", "sharded", "pod"]
+    scope: Literal["all", "core", "sharded", "pod", "extra"]
     device_count: int = 1
     topology: str | None = None
     chip_config: str = "default"
@@ -64,6 +70,13 @@ class Target:
     extra_configs: tuple[str, ...] = ()
     scope_configs: tuple[str, ...] = ()
     pods: bool = False
+    libtpu_init_args: str = ""
+
+    @property
+    def in_child(self) -> bool:
+        """Whether its compiles run in a child process: the host-device flag of a multi-device CPU, or
+        libtpu's flags, must be set before the compiler starts, and never leak into this process."""
+        return self.mode == "subprocess" or bool(self.libtpu_init_args)
 
     def compiles(self, program: Program) -> bool:
         if program.aimed:  # a project's program: where its spec files name, whatever this target's scope
@@ -76,6 +89,8 @@ class Target:
                 self.name in program.aimed and not _fits_some(program.aimed, _chips(program))
             )
         layout = program.layout
+        if self.scope == "extra":
+            return False
         if self.scope in ("sharded", "pod"):
             if layout is None:
                 return False
@@ -114,13 +129,13 @@ class Target:
         if program.aimed:  # a project's program compiles in the configurations it lists, where it is aimed
             if not self.compiles(program):
                 return ()
-            return tuple(c for c in program.configs if c not in LLM_CONFIGS or c in self.extra_configs)
+            return tuple(c for c in program.configs if c not in COMPILE_ONLY or c in self.extra_configs)
         extra = () if program.layout else tuple(c for c in program.configs if c in self.extra_configs)
         if not self.compiles(program):
             return extra
         if self.scope != "all":
             return (SEED.id, *(c for c in self.scope_configs if c in program.configs), *extra)
-        own = tuple(c for c in program.configs if c not in self.skip_configs and c not in LLM_CONFIGS)
+        own = tuple(c for c in program.configs if c not in self.skip_configs and c not in COMPILE_ONLY)
         return own + extra
 
     @property
@@ -210,6 +225,11 @@ _GPU_HINT = (
     "compiles for a GPU without one"
 )
 
+# libtpu's flags that move every gather it can to the SparseCore (the form users pass them in).
+GATHER_OFFLOAD_FLAGS = (
+    "--xla_tpu_offload_gather_to_sparsecore=true --xla_tpu_offload_all_supported_gathers_to_sparsecore=true"
+)
+
 _AOT_TARGETS: tuple[Target, ...] = (
     # The 50000x512 table costs 2-5 s a compile on TPU; the CPU and GPU targets cover that size.
     Target(
@@ -225,6 +245,8 @@ _AOT_TARGETS: tuple[Target, ...] = (
     Target(
         "tpu-v4", "tpu", "aot", "core", topology="v4:1x1x1", chip_config="megacore", enable_hint=_TPU_HINT
     ),
+    # v5p and v6e have SparseCores: they also compile the offload sizes, with libtpu's default flags and, as
+    # the -gather-offload targets, with the flags that move every supported gather there.
     Target(
         "tpu-v5p",
         "tpu",
@@ -233,10 +255,37 @@ _AOT_TARGETS: tuple[Target, ...] = (
         topology="v5p:1x1x1",
         chip_config="megacore",
         enable_hint=_TPU_HINT,
-        extra_configs=LLM_CONFIGS,
+        extra_configs=LLM_CONFIGS + OFFLOAD_CONFIGS,
     ),
     Target(
-        "tpu-v6e", "tpu", "aot", "core", topology="v6e:1x1", enable_hint=_TPU_HINT, extra_configs=LLM_CONFIGS
+        "tpu-v6e",
+        "tpu",
+        "aot",
+        "core",
+        topology="v6e:1x1",
+        enable_hint=_TPU_HINT,
+        extra_configs=LLM_CONFIGS + OFFLOAD_CONFIGS,
+    ),
+    Target(
+        "tpu-v5p-gather-offload",
+        "tpu",
+        "aot",
+        "extra",
+        topology="v5p:1x1x1",
+        chip_config="megacore",
+        enable_hint=_TPU_HINT,
+        extra_configs=OFFLOAD_CONFIGS,
+        libtpu_init_args=GATHER_OFFLOAD_FLAGS,
+    ),
+    Target(
+        "tpu-v6e-gather-offload",
+        "tpu",
+        "aot",
+        "extra",
+        topology="v6e:1x1",
+        enable_hint=_TPU_HINT,
+        extra_configs=OFFLOAD_CONFIGS,
+        libtpu_init_args=GATHER_OFFLOAD_FLAGS,
     ),
     Target("tpu-v5e-2x4", "tpu", "aot", "sharded", device_count=8, topology="v5e:2x4", enable_hint=_TPU_HINT),
     # Pods: a v5e 4x4 slice (16 chips, 4 hosts) and a v5p 2x2x2 cube (8 chips, megacore), for the pod
@@ -277,6 +326,11 @@ def widened(target_name: str, dtype: str) -> str | None:
     """The element type ``target_name``'s compiler computes ``dtype`` in, where it is wider; else None.
     Every target's name begins with its family's."""
     return _WIDENS.get(target_name.split("-")[0], {}).get(dtype)
+
+
+def libtpu_init_args(target_name: str) -> str:
+    """The LIBTPU_INIT_ARGS a target compiles under, without starting JAX ("" for none)."""
+    return next((t.libtpu_init_args for t in _AOT_TARGETS if t.name == target_name), "")
 
 
 def device_count(target_name: str) -> int:

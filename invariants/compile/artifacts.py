@@ -318,13 +318,17 @@ def _memory(compiled: Any) -> dict[str, int]:
 def compile_in_child(
     keys: Iterable[Key], target: Target, project: Project | None = None, persistent: Persistent | None = None
 ) -> list[Compiled | FailedCompile]:
-    """Compile ``keys`` for a ``subprocess`` target in one child process with the host-device flag set;
+    """Compile ``keys`` for a target that compiles in a child (:attr:`Target.in_child`) in one child process
+    with its flags set (the host-device flag, libtpu's);
     ``project``'s programs are declared there first. The child lowers each program, reads and fills the
     same persistent cache under keys of its own (:mod:`invariants.compile.keys`), and its outcomes are
     counted here. A key whose compile failed is its :class:`FailedCompile`, as an in-process compile
     raises it; the other keys compile all the same."""
     env = {**os.environ, **(project.environment() if project is not None else {})}
-    env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {HOST_DEVICE_FLAG}".strip()
+    if target.mode == "subprocess":
+        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {HOST_DEVICE_FLAG}".strip()
+    if target.libtpu_init_args:
+        env["LIBTPU_INIT_ARGS"] = target.libtpu_init_args
     env["JAX_PLATFORMS"] = "cpu"
     store = persistent.store if persistent is not None else None
     env[_config.name("INVARIANTS_NO_CACHE")] = "0" if store is not None else "1"
@@ -400,7 +404,7 @@ class CompileCache:
             for key in keys:
                 if key in self._done or key in self._futures or key.target not in self._targets:
                     continue
-                if self._targets[key.target].mode == "subprocess":  # one child for the whole target
+                if self._targets[key.target].in_child:  # one child for the whole target
                     if key.target not in batches:
                         batches[key.target] = self._pool.submit(self._fill, key)
                     self._futures[key] = batches[key.target]
@@ -414,14 +418,14 @@ class CompileCache:
         is left to the item that asks for its keys, which says why."""
         for name in dict.fromkeys(k.target for k in keys):
             target = self._targets.get(name)
-            if target is None or target.mode == "subprocess" or target.unavailable_reason() is not None:
+            if target is None or target.in_child or target.unavailable_reason() is not None:
                 continue
             with contextlib.suppress(Exception):
                 target.devices()
 
     def _fill(self, key: Key) -> None:
         t = self._targets[key.target]
-        if t.mode == "subprocess":
+        if t.in_child:
             batch = sorted(self._planned.get(key.target, set()) | {key})
             with self._lock:
                 todo = [k for k in batch if k not in self._done]

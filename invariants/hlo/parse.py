@@ -41,9 +41,10 @@ __all__ = [
 
 
 class HloParseError(InvariantsError):
-    """HLO text that the parser does not understand.
+    """HLO text that the parser does not understand: a limit of this reader, not a fault of the program.
 
-    ``str(err)`` is one line: ``SOURCE:LINE: what was not understood: <offending text, ~80 chars>``.
+    ``str(err)`` is one line: ``SOURCE:LINE: cannot read the compiler's output (READER): what was not
+    understood: <offending text, ~80 chars>``, so that it never reads like the program's own failure.
     """
 
     def __init__(self, source: str, line: int, message: str, text: str = "") -> None:
@@ -54,9 +55,14 @@ class HloParseError(InvariantsError):
         snippet = " ".join(text.split())
         if len(snippet) > 80:
             snippet = snippet[:77] + "..."
-        super().__init__(
-            f"{source}:{line}: {message}: {snippet}" if snippet else f"{source}:{line}: {message}"
-        )
+        what = f"{message}: {snippet}" if snippet else message
+        super().__init__(f"{source}:{line}: {READER}: {what}")
+
+
+# What every parse error says first: the tool, not the program, is what failed.
+READER = "cannot read the compiler's output (a limit of the HLO reader, not a fault of the program)"
+# The thread a computation runs on when its closing brace names none (XLA's kMainExecutionThread).
+MAIN_THREAD = "main"
 
 
 # Bits per element. Sub-byte types pack: an s4[3] array takes 2 bytes.
@@ -172,11 +178,15 @@ class Instruction:
 
 @dataclass(frozen=True)
 class Computation:
-    """A computation: its instructions in text order. ``comp[name]`` looks an instruction up by name."""
+    """A computation: its instructions in text order. ``comp[name]`` looks an instruction up by name.
+
+    ``execution_thread``: where it runs, from its closer ``}, execution_thread="sparsecore"``; ``main``
+    (the TensorCore on a TPU) when the closer names none."""
 
     name: str
     instructions: tuple[Instruction, ...]
     is_entry: bool
+    execution_thread: str = MAIN_THREAD
     _by_name: dict[str, Instruction] = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -241,7 +251,10 @@ _MODULE_LINE = re.compile(rf"HloModule\s+({_NAME})\s*(?:,\s*(.*))?$")
 _TABLE_HEADER = re.compile(r"[A-Z][A-Za-z]*$")
 _TABLE_ROW = re.compile(r"\d+\s")
 _COMP_HEADER = re.compile(rf"(ENTRY\s+)?%?({_NAME})\s*(\(.*\)\s*->\s*.+?)?\s*\{{$")
-_COMP_CLOSE = re.compile(r"\}\s*(?://.*)?$")
+_COMP_CLOSE = re.compile(r"\}\s*(?:,(.*?))?\s*(?://.*)?$")
+_THREAD = re.compile(r'execution_thread="([\w.\-]+)"$')
+# A line that surely ends the computation (an instruction's continuation line may start with '}, key=').
+_COMP_END = re.compile(r'\}\s*(?:,\s*execution_thread="[\w.\-]+")?\s*(?://.*)?$')
 _INSTR_HEAD = re.compile(rf"(ROOT\s+)?%?({_NAME})\s*=\s*")
 _OPCODE = re.compile(r"\s*([a-z][a-z0-9\-_]*)\(")
 _ARRAY_SHAPE = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\](?:\{([^{}]*)\})?")
@@ -255,6 +268,8 @@ _CLOSERS = {"(": ")", "[": "]", "{": "}"}
 # Attributes whose value names computations (a single name, or a {a, b} list).
 _CALL_ATTRS = ("calls", "to_apply", "condition", "body", "branch_computations", "true_computation",
                "false_computation", "called_computations", "async_wrapped_computation")  # fmt: skip
+# Attributes a computation's closing brace may carry: ``}, execution_thread="sparsecore"``.
+_CLOSER_ATTRS = ("execution_thread",)
 # Opcodes whose parenthesised text is a value, not operands.
 _LITERAL_OPCODES = frozenset({"constant", "parameter"})
 
@@ -455,6 +470,7 @@ class _OpenComputation:
     is_entry: bool
     line: int
     instructions: list[Instruction] = field(default_factory=list)
+    execution_thread: str = MAIN_THREAD
 
 
 def parse_module(text: str, source: str = "<string>") -> HloModule:
@@ -480,7 +496,9 @@ def parse_module(text: str, source: str = "<string>") -> HloModule:
             continue
         try:
             if current is not None:
-                if _COMP_CLOSE.match(stripped):
+                closer = _COMP_CLOSE.match(stripped)
+                if closer:
+                    current.execution_thread = _closer_thread(closer.group(1) or "", stripped)
                     computations[current.name] = _close(current, source)
                     current = None
                     continue
@@ -520,6 +538,19 @@ def parse_module(text: str, source: str = "<string>") -> HloModule:
     return dataclasses.replace(linked, scheduled=scheduled, source=source, aliases=aliases)
 
 
+def _closer_thread(attributes: str, line: str) -> str:
+    """The execution thread a computation's closing brace names (``main`` when none); any other attribute
+    there is a construct this reader does not know, never skipped."""
+    thread = MAIN_THREAD
+    for piece in (p for p in _split(attributes, 0, None)[0] if p) if attributes.strip() else ():
+        key = piece.split("=", 1)[0].strip()
+        m = _THREAD.fullmatch(piece)
+        if key not in _CLOSER_ATTRS or m is None:
+            raise _Error(f"unknown computation attribute {key!r}", line)
+        thread = m.group(1)
+    return thread
+
+
 def _instruction_at(lines: list[str], i: int, stripped: str, lineno: int) -> tuple[Instruction, int]:
     """The instruction that starts on line ``lineno`` (``stripped``), and the index of the line after it:
     an instruction whose text is not complete (an open bracket) continues on the lines below, up to the
@@ -529,7 +560,7 @@ def _instruction_at(lines: list[str], i: int, stripped: str, lineno: int) -> tup
         try:
             return _parse_instruction(body, lineno), i
         except _NeedMore:
-            if i >= len(lines) or _COMP_CLOSE.match(lines[i].strip()):
+            if i >= len(lines) or _COMP_END.match(lines[i].strip()):
                 raise
             body = body + " " + _strip_comments(lines[i].strip())
             i += 1
@@ -563,7 +594,7 @@ def _close(comp: _OpenComputation, source: str) -> Computation:
         for operand in instr.operands:
             if operand not in seen:
                 raise HloParseError(source, instr.line, f"unknown operand {operand!r}", instr.name)
-    return Computation(comp.name, tuple(comp.instructions), comp.is_entry)
+    return Computation(comp.name, tuple(comp.instructions), comp.is_entry, comp.execution_thread)
 
 
 def _link(name: str, computations: dict[str, Computation], source: str) -> HloModule:

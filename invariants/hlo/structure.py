@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from invariants._errors import InvariantsError
-from invariants.hlo.parse import Computation, HloModule, Instruction, Shape
+from invariants.hlo.parse import MAIN_THREAD, Computation, HloModule, Instruction, Shape
 
 __all__ = [
     "FREE_OPCODES",
@@ -72,7 +72,7 @@ FREE_OPCODES = frozenset(
     {
         "parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all", "add-dependency",
         "opt-barrier", "domain", "partition-id", "replica-id",
-        "copy-done", "async-done", "async-update", "all-gather-done", "all-reduce-done",
+        "copy-done", "async-done", "async-update", "call-done", "all-gather-done", "all-reduce-done",
         "collective-permute-done", "send-done", "recv-done", "slice-done",
     }
 )  # fmt: skip
@@ -127,11 +127,14 @@ class Kernel:
     # by (invariants.kernels.name_key). Not part of equality, never in a snapshot: names are renumbered
     # when a pass adds or removes an instruction, and two programs that run the same kernels are equal.
     name: str = field(default="", compare=False)
+    # The execution thread it runs on (its computation's ``execution_thread``): ``main`` (the TensorCore)
+    # or, say, ``sparsecore`` where libtpu offloaded it. Part of equality: a move between threads is a change.
+    thread: str = MAIN_THREAD
 
 
 @dataclass(frozen=True)
 class WhileLoop:
-    """A while loop anywhere in the module.
+    """A while loop anywhere in the module, on its computation's execution ``thread``.
 
     ``body_kernels``: static kernels of one iteration (condition included, nested loops counted once).
     ``body_opcodes``: sorted multiset of the body computation's opcodes plus those inside its fusions.
@@ -141,6 +144,7 @@ class WhileLoop:
     trip_count: int | None
     body_kernels: int
     body_opcodes: tuple[tuple[str, int], ...]
+    thread: str = MAIN_THREAD
 
 
 @dataclass(frozen=True)
@@ -168,6 +172,10 @@ class IndexedOp:
     shape: str
     dimension_numbers: str
     strided: bool
+    # Where it runs (its computation's execution thread), and the bytes it moves: a gather's result, a
+    # scatter's updates.
+    thread: str = MAIN_THREAD
+    bytes: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True)
@@ -180,7 +188,9 @@ class Structure:
     ``transposes``, ``custom_call_targets``, ``collectives``, ``gather_shapes``, ``scatter_shapes`` and
     ``converts`` span all computations, fused ones included. ``converts`` is a sorted multiset of
     ``src->dst`` dtype pairs. ``strided_gathers`` / ``strided_scatters`` count the entries of
-    ``gather_shapes`` / ``scatter_shapes`` whose window is strided (module docstring).
+    ``gather_shapes`` / ``scatter_shapes`` whose window is strided (module docstring). ``thread_kernels``:
+    the static kernel count per execution thread other than ``main`` (``{"sparsecore": 1}``); the main
+    thread has the rest of ``kernels``.
     """
 
     entry_fusions: int
@@ -206,6 +216,7 @@ class Structure:
     # Output buffers that reuse a donated parameter's (the module's input_output_alias), as ``output {0} <-
     # parameter 0``: losing one after an upgrade doubles a train step's memory.
     aliases: tuple[str, ...] = ()
+    thread_kernels: dict[str, int] = field(default_factory=dict, hash=False)
 
 
 def _partitions(instr: Instruction) -> int | None:
@@ -218,6 +229,10 @@ def _partitions(instr: Instruction) -> int | None:
         return math.prod(int(p) for p in parts)
     except (TypeError, ValueError):
         return None
+
+
+# What libtpu writes as the estimate of a kernel it cannot cost (a SparseCore kernel): the largest int64.
+_NO_ESTIMATE = 2**63 - 1
 
 
 def _estimated_cycles(instr: Instruction, source: str) -> int | None:
@@ -236,6 +251,8 @@ def _estimated_cycles(instr: Instruction, source: str) -> int | None:
         values = {int(v) for v in found}
     except (TypeError, ValueError):
         values = set()
+    if values == {_NO_ESTIMATE}:
+        return None
     if len(values) != 1:
         raise InvariantsError(
             f"{source}:{instr.line}: {instr.name}: estimated_cycles not understood: "
@@ -265,13 +282,23 @@ class _Analyzer:
                 counts[instr.opcode] += 1
         return counts
 
+    def offloaded(self, instr: Instruction) -> bool:
+        """Whether ``instr`` hands computations to run elsewhere: a ``call-start`` (what libtpu writes to
+        run work on the SparseCore), or an ``async-start`` wrapping a computation of another thread. The
+        kernels of what it calls are counted, on their own thread; the ``-done`` half only waits."""
+        if instr.opcode == "call-start":
+            return True
+        return instr.opcode == "async-start" and any(
+            self.comps[c].execution_thread != MAIN_THREAD for c in instr.called
+        )
+
     def kernels_of(self, comp: Computation) -> tuple[Kernel, ...]:
         out: list[Kernel] = []
         for instr in comp:
             op = instr.opcode
             if op in FREE_OPCODES:
                 continue
-            if op == "call":
+            if op == "call" or self.offloaded(instr):
                 for callee in instr.called:
                     out.extend(self.kernels_of(self.comps[callee]))
             elif op == "while":
@@ -286,11 +313,12 @@ class _Analyzer:
                         trip_count=self.trip_count(comp, instr),
                         body=self.kernels_of(body),
                         condition=self.kernels_of(cond),
+                        thread=comp.execution_thread,
                     )
                 )
             elif op == "conditional":
                 branches = tuple(self.kernels_of(self.comps[c]) for c in instr.called)
-                out.append(Kernel(op, str(instr.shape), branches=branches))
+                out.append(Kernel(op, str(instr.shape), branches=branches, thread=comp.execution_thread))
             elif op == "fusion":
                 inner: Counter[str] = Counter()
                 for callee in instr.called:
@@ -304,6 +332,7 @@ class _Analyzer:
                         partitions=_partitions(instr),
                         estimated_cycles=_estimated_cycles(instr, self.module.source),
                         name=instr.name,
+                        thread=comp.execution_thread,
                     )
                 )
             else:
@@ -314,6 +343,7 @@ class _Analyzer:
                         custom_call_target=instr.custom_call_target,
                         estimated_cycles=_estimated_cycles(instr, self.module.source),
                         name=instr.name,
+                        thread=comp.execution_thread,
                     )
                 )
         return tuple(out)
@@ -571,7 +601,16 @@ def _indexed_op(comp: Computation, instr: Instruction, source: str) -> IndexedOp
     except _Unreadable as err:
         raise InvariantsError(f"{source}:{instr.line}: {instr.name}: {err}") from None
     keys = _GATHER_DIMS if gather else _SCATTER_DIMS
-    return IndexedOp(instr.opcode, str(instr.shape), _dimension_numbers(instr, keys), strided)
+    # A scatter(operands..., indices, updates...) moves its updates; a gather, its result.
+    moved = sum(comp[u].shape.byte_size() for u in instr.operands[len(instr.operands) // 2 + 1 :])
+    return IndexedOp(
+        instr.opcode,
+        str(instr.shape),
+        _dimension_numbers(instr, keys),
+        strided,
+        comp.execution_thread,
+        instr.shape.byte_size() if gather else moved,
+    )
 
 
 def structure_of(module: HloModule) -> Structure:
@@ -582,7 +621,9 @@ def structure_of(module: HloModule) -> Structure:
 
     # Top-level kernel_list entries: call bodies are already inlined (jax 0.4 wraps CPU kernels in
     # call -> parallel_fusion), loop bodies and branches are not entry fusions.
-    fusion_kinds: Counter[str] = Counter(k.fusion_kind or "?" for k in kernel_list if k.opcode == "fusion")
+    fusion_kinds: Counter[str] = Counter(
+        k.fusion_kind or "?" for k in kernel_list if k.opcode == "fusion" and k.thread == MAIN_THREAD
+    )
     opcodes: Counter[str] = Counter()
     loops: list[WhileLoop] = []
     collectives: list[Collective] = []
@@ -616,6 +657,7 @@ def structure_of(module: HloModule) -> Structure:
                         an.trip_count(comp, instr),
                         _static_count(an.kernels_of(body)) + _static_count(an.kernels_of(cond)),
                         _sorted_counts(body_ops),
+                        comp.execution_thread,
                     )
                 )
             elif op == "gather":
@@ -659,7 +701,22 @@ def structure_of(module: HloModule) -> Structure:
         scatter_shapes=tuple(scatters),
         root_shape=str(entry.root.shape),
         converts=tuple(sorted(converts)),
+        thread_kernels=dict(sorted(_thread_counts(kernel_list).items())),
     )
+
+
+def _thread_counts(kernels: Iterable[Kernel]) -> Counter[str]:
+    """Static kernels per execution thread other than main (as :func:`_static_count` counts them)."""
+    counts: Counter[str] = Counter()
+    for k in kernels:
+        if k.opcode == "while":
+            counts += _thread_counts(k.body) + _thread_counts(k.condition)
+        elif k.opcode == "conditional":
+            for branch in k.branches:
+                counts += _thread_counts(branch)
+        elif k.thread != MAIN_THREAD:
+            counts[k.thread] += 1
+    return counts
 
 
 def _kernel_json(k: Kernel) -> dict[str, Any]:
@@ -677,6 +734,8 @@ def _kernel_json(k: Kernel) -> dict[str, Any]:
         out["body"] = [_kernel_json(b) for b in k.body]
     if k.opcode == "conditional":
         out["branches"] = [[_kernel_json(b) for b in branch] for branch in k.branches]
+    if k.thread != MAIN_THREAD:
+        out["thread"] = k.thread
     return out
 
 
@@ -686,6 +745,8 @@ def _indexed_json(g: IndexedOp) -> dict[str, Any]:
         "shape": g.shape,
         "dimension_numbers": g.dimension_numbers,
         "strided": g.strided,
+        "thread": g.thread,
+        "bytes": g.bytes,
     }
 
 
@@ -696,6 +757,7 @@ def to_json(structure: Structure) -> dict[str, Any]:
         "entry_fusions": s.entry_fusions,
         "fusion_kinds": dict(s.fusion_kinds),
         "kernels": s.kernels,
+        "thread_kernels": dict(s.thread_kernels),
         "kernel_list": [_kernel_json(k) for k in s.kernel_list],
         "while_loops": [
             {
@@ -703,6 +765,7 @@ def to_json(structure: Structure) -> dict[str, Any]:
                 "trip_count": w.trip_count,
                 "body_kernels": w.body_kernels,
                 "body_opcodes": dict(w.body_opcodes),
+                **({"thread": w.thread} if w.thread != MAIN_THREAD else {}),
             }
             for w in s.while_loops
         ],

@@ -85,6 +85,8 @@ class Metric:
     # A count that an assert may scope to one element type, ``scatters(dtype="f32")``: the same count of
     # the instructions whose result has that dtype (None: it takes no scope).
     by_dtype: Callable[[Any, str], Any] | None = None
+    # Counts what runs on the SparseCore: a Missing that says so on a target without one (no_sparsecore).
+    sparsecore: bool = False
 
 
 def _max_trip_count(s: Structure) -> int | None:
@@ -98,12 +100,44 @@ def _collectives(*prefixes: str) -> Callable[[Structure], int]:
     return lambda s: sum(1 for c in s.collectives if c.opcode.startswith(prefixes))
 
 
-def _indexed(field: str, strided: bool = False) -> Callable[[Structure, str], int]:
+def _indexed(field: str, strided: bool = False, thread: str | None = None) -> Callable[[Structure, str], int]:
     """A count of gathers or scatters (``field``: ``gather_shapes`` or ``scatter_shapes``; ``strided``: only
-    those whose window is strided) whose result is of one dtype, as its shape is written (``f32[...]``)."""
+    those whose window is strided; ``thread``: only those on that execution thread) whose result is of one
+    dtype, as its shape is written (``f32[...]``)."""
     return lambda s, dtype: sum(
-        1 for op in getattr(s, field) if op.shape.startswith(f"{dtype}[") and (op.strided or not strided)
+        1
+        for op in getattr(s, field)
+        if op.shape.startswith(f"{dtype}[") and (op.strided or not strided) and thread in (None, op.thread)
     )
+
+
+def _offloaded(field: str) -> Callable[[Structure], int]:
+    return lambda s: sum(1 for op in getattr(s, field) if op.thread == SPARSECORE)
+
+
+def _offloaded_bytes(s: Structure) -> int:
+    return sum(op.bytes for op in (*s.gather_shapes, *s.scatter_shapes) if op.thread == SPARSECORE)
+
+
+def _sparsecore(
+    name: str, meaning: str, of: Callable[[Structure], Any], field: str | None = None, unit: Unit = "count"
+) -> Metric:
+    by_dtype = _indexed(field, thread=SPARSECORE) if field else None
+    return Metric(name, meaning, "number", "structure", unit, of, by_dtype=by_dtype, sparsecore=True)
+
+
+# The execution thread libtpu names its SparseCore computations with (``execution_thread="sparsecore"``).
+SPARSECORE = "sparsecore"
+# Targets whose chips have no SparseCore, by name prefix: v5e, and every CPU and GPU.
+_NO_SPARSECORE = ("tpu-v5e", "cpu", "gpu")
+
+
+def no_sparsecore(target: str) -> str | None:
+    """Why ``target`` has no SparseCore to count work on, in one line; None where it has one, or where the
+    target is not known (a module read from a file: what its text shows is counted)."""
+    if target.startswith(_NO_SPARSECORE):
+        return f"{target} has no SparseCore (TPU v4, v5p and v6e have): nothing can be offloaded there"
+    return None
 
 
 def _scoped(
@@ -159,6 +193,18 @@ _ALL = (
             "those of f32 rows", lambda s: s.gathers, _indexed("gather_shapes")),
     _scoped("scatters", "scatter instructions in all computations, fused included; scatters(dtype=\"f32\"): "
             "those into an f32 operand", lambda s: s.scatters, _indexed("scatter_shapes")),
+    _sparsecore("sparsecore_ops", "kernels that run on the SparseCore (execution_thread=\"sparsecore\"): "
+                "what libtpu offloaded from the TensorCore, loops' bodies counted once",
+                lambda s: s.thread_kernels.get(SPARSECORE, 0)),
+    _sparsecore("sparsecore_gathers", "gathers on the SparseCore (also counted by gathers); "
+                "sparsecore_gathers(dtype=\"f32\"): those of f32 rows", _offloaded("gather_shapes"),
+                "gather_shapes"),
+    _sparsecore("sparsecore_scatters", "scatters on the SparseCore (also counted by scatters); "
+                "sparsecore_scatters(dtype=\"f32\"): those into an f32 operand", _offloaded("scatter_shapes"),
+                "scatter_shapes"),
+    _sparsecore("sparsecore_bytes", "bytes the SparseCore's gathers and scatters move: each gather's result "
+                "and each scatter's updates",
+                _offloaded_bytes, unit="bytes"),
     _scoped("strided_gathers", "gathers whose slice per index is not contiguous in the operand's layout "
             "(its dimensions larger than 1 are not the minor-most)", lambda s: s.strided_gathers,
             _indexed("gather_shapes", strided=True)),
@@ -283,8 +329,9 @@ def metrics_of(
         "kernel": code,
         "compile": compiled,
     }
+    absent = no_sparsecore(compiled.target)
     return {
-        m.name: m.of(sources[m.source])
+        m.name: Missing(absent) if m.sparsecore and absent else m.of(sources[m.source])
         for m in _ALL
         if m.source in sources and m.of is not None and not m.call_only
     }

@@ -14,6 +14,7 @@ from invariants._errors import InvariantsError, did_you_mean
 from invariants._paths import what_is
 from invariants.catalog.targets import CPU_RUNTIME, all_targets
 from invariants.hlo.cost import Missing, cycle_estimate, value_or_none
+from invariants.hlo.parse import MAIN_THREAD
 from invariants.hlo.structure import Kernel, to_json
 from invariants.hlo.tpu_model import chip_model, is_tpu_module
 from invariants.kernels import KernelFacts
@@ -31,15 +32,18 @@ _DETAILS = {
     "optimized": "false for a module without is_scheduled=true (e.g. a before_optimizations dump)",
     "fusion_kinds": "entry fusions by kind (kLoop, kInput, ...)",
     "trip_counts": "one per while loop, null when unknown",
-    "loops": "each while loop: name, trip count, kernels and opcodes per iteration",
+    "loops": "each while loop: name, trip count, kernels and opcodes per iteration, thread (off main)",
     "opcode_counts": "opcode -> instructions, all computations",
     "collective_counts": "collective opcode -> count",
     "collective_list": "each collective: opcode, shape, bytes, replica groups",
-    "gather_shapes": "each gather: result shape, dimension numbers, strided (its window not contiguous)",
-    "scatter_shapes": "each scatter: result shape, dimension numbers, strided (its window not contiguous)",
+    "gather_shapes": "each gather: result shape, dimension numbers, strided (its window not contiguous), "
+    "thread, bytes moved",
+    "scatter_shapes": "each scatter: result shape, dimension numbers, strided (its window not contiguous), "
+    "thread, bytes moved",
     "convert_pairs": "src->dst dtype pair -> converts",
     "root_shape": "the entry computation's result shape",
-    "kernel_list": "the kernels, as the snapshot lists them",
+    "kernel_list": 'the kernels, as the snapshot lists them ("thread" where one runs off the main thread)',
+    "thread_kernels": 'static kernels per execution thread other than main (libtpu\'s "sparsecore")',
     "unestimated_launches": "launches (loops expanded) without an estimated_cycles; they add nothing",
     "estimated_cycles_note": "why estimated_cycles is null (no TPU estimates, or an unknown trip count)",
     "predicted_seconds_note": "the cost model's provenance ('uncalibrated' on a chip never measured), or "
@@ -204,7 +208,7 @@ def summary(measured: Measurement, target: str = "") -> dict[str, Any]:
     structure, code = measured.structure, measured.code
     full = to_json(structure)
     metrics = {
-        name: (list(v) if isinstance(v := measured.metrics[name], tuple) else v)
+        name: (list(v) if isinstance(v := measured.metrics[name], tuple) else value_or_none(v))
         for name, m in METRICS.items()
         if m.source == "structure" and name in measured.metrics
     }
@@ -229,6 +233,7 @@ def summary(measured: Measurement, target: str = "") -> dict[str, Any]:
         "convert_pairs": full["converts"],
         "root_shape": structure.root_shape,
         "kernel_list": full["kernel_list"],
+        "thread_kernels": full["thread_kernels"],
         "unestimated_launches": estimate.unestimated,
         "estimated_cycles_note": estimate.reason,
         "predicted_seconds_note": note,
@@ -259,7 +264,8 @@ def _kernel_lines(kernels: tuple[Kernel, ...], indent: str) -> list[str]:
             elif k.custom_call_target:
                 what = f"custom-call {k.custom_call_target}"
             cycles = "" if k.estimated_cycles is None else f"  ({k.estimated_cycles} cycles)"
-            lines.append(f"{indent}{what}  -> {k.shape}{cycles}")
+            thread = "" if k.thread == MAIN_THREAD else f"  on {k.thread}"
+            lines.append(f"{indent}{what}  -> {k.shape}{cycles}{thread}")
     return lines
 
 
@@ -294,6 +300,13 @@ def _text_block(path: str, measured: Measurement, target: str = "") -> str:
         f"strided), transposes {s.transposes}, dynamic-slices {s.dynamic_slices}, "
         f"dynamic-update-slices {s.dynamic_update_slices}"
     )
+    if s.thread_kernels:
+        m = measured.metrics
+        threads = ", ".join(f"{t} {n}" for t, n in s.thread_kernels.items())
+        lines.append(
+            f"  kernels off the main thread: {threads}; sparsecore gathers {m['sparsecore_gathers']}, "
+            f"scatters {m['sparsecore_scatters']}, {m['sparsecore_bytes']} bytes moved"
+        )
     if s.custom_call_targets:
         lines.append(f"  custom-call targets: {', '.join(s.custom_call_targets)}")
     for c in s.collectives:

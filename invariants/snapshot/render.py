@@ -36,6 +36,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
+from ..catalog.targets import libtpu_init_args
+from ..hlo.parse import MAIN_THREAD
 from ..hlo.structure import Kernel, Structure
 from ..kernels.program import ProgramCode, multiset_text, snapshot_code_line, unmatched_lines
 from ..measure.measurement import Measurement
@@ -53,7 +55,13 @@ def kernel_line(kernel: Kernel) -> str:
         text += f" [custom-call {kernel.custom_call_target}]"
     # Not kernel.partitions: XLA:CPU splits loop fusions by the host's core count (none under one core),
     # so it would make CPU snapshots differ between a 2-core and a 64-core CI machine.
-    return f"{text} -> {kernel.shape}"
+    return f"{text} -> {kernel.shape}" + _on_thread(kernel.thread)
+
+
+def _on_thread(thread: str) -> str:
+    """Where a kernel, gather or scatter runs, when not on the main thread (libtpu's word: ``on
+    sparsecore``), so that an offload gained or lost is a one-line diff and main-thread lines never change."""
+    return "" if thread == MAIN_THREAD else f" on {thread}"
 
 
 def kernel_lines(
@@ -144,6 +152,7 @@ def summary_line(structure: Structure) -> str:
         + f"; while loops {len(structure.while_loops)}"
         + (f" ({trips})" if trips else "")
         + f"; dynamic launches {launches}"
+        + "".join(f"; {thread} kernels {n}" for thread, n in structure.thread_kernels.items())
     )
 
 
@@ -163,7 +172,9 @@ def structure_lines(structure: Structure, code: ProgramCode | None = None) -> li
         # A window that is not contiguous in its operand's layout says so on its line: the shapes and
         # dimension numbers alone hide it (the same scatter writes rows or columns by layout).
         out += multiset_lines(
-            f"  {op.opcode} -> {op.shape} {{{op.dimension_numbers}}}" + (" strided" if op.strided else "")
+            f"  {op.opcode} -> {op.shape} {{{op.dimension_numbers}}}"
+            + (" strided" if op.strided else "")
+            + _on_thread(op.thread)
             for op in ops
         )
     out.append("collectives:" + ("" if structure.collectives else " none"))
@@ -181,6 +192,9 @@ def render_summary(measured: Measurement, doc: str = "") -> str:
     """The snapshot text of one measured compile. Deterministic for a given compiler."""
     compiled, structure = measured.compiled, measured.structure
     out = [f"# {compiled.program} [{compiled.config}] on {compiled.target}"]
+    flags = libtpu_init_args(compiled.target)
+    if flags:  # what the compiler was told, beside what it made of it
+        out.append(f"# LIBTPU_INIT_ARGS={flags}")
     if doc:
         out.append(f"# {doc}")
     out.append("summary: " + summary_line(structure))

@@ -485,6 +485,11 @@ def evaluate(
 
     def metric_of(name: str, program: str, dtype: str | None = None, config: str | None = None) -> Any:
         key = Key(program, config or case.config, case.target)
+        value = measured(key).metrics[name]
+        if isinstance(value, Missing):
+            raise NoValue(f"{name} of {program} on {case.target}: {value.reason}")
+        if value is None:
+            raise NoValue(f"{name} of {program} is unknown (a loop trip count could not be derived)")
         if dtype is not None:  # a count scoped to one element type, from the structure itself
             if (wide := widened(case.target, dtype)) is not None:
                 warnings.append(
@@ -494,11 +499,6 @@ def evaluate(
             scoped = METRICS[name].by_dtype
             assert scoped is not None  # the assert grammar admits a dtype only where there is one
             return scoped(measured(key).structure, dtype)
-        value = measured(key).metrics[name]
-        if isinstance(value, Missing):
-            raise NoValue(f"{name} of {program} on {case.target}: {value.reason}")
-        if value is None:
-            raise NoValue(f"{name} of {program} is unknown (a loop trip count could not be derived)")
         return value
 
     def read(term: Read) -> Any:

@@ -125,3 +125,30 @@ def test_a_gpu_the_plugin_cannot_describe_skips_with_the_plugins_line(monkeypatc
     assert reason is not None and reason.startswith("gpu-bogus: the CUDA plugin cannot describe this device")
     assert "\n" not in reason
     assert all_targets()["gpu-b200"].unavailable_reason() is None
+
+
+def test_only_the_chips_with_sparsecores_compile_the_offload_size():
+    """The offload size compiles on v5p and v6e, with libtpu's default flags and with the gather-offload
+    flags, and nowhere else: at 1M rows it is minutes of compile and no chip without SparseCores needs it."""
+    targets = all_targets()
+    offload = {
+        name: [p for p in CATALOG.values() if "f32-offload" in t.configs_for(p)]
+        for name, t in targets.items()
+    }
+    assert {n for n, programs in offload.items() if programs} == {
+        "tpu-v5p", "tpu-v6e", "tpu-v5p-gather-offload", "tpu-v6e-gather-offload",
+    }  # fmt: skip
+    flagged = targets["tpu-v6e-gather-offload"]
+    assert [c for p in CATALOG.values() for c in flagged.configs_for(p)] == ["f32-offload"] * 2
+    assert "--xla_tpu_offload_gather_to_sparsecore=true" in flagged.libtpu_init_args
+    # libtpu reads its flags once per process: a flagged target compiles in a child, the plain one here.
+    assert flagged.in_child and not targets["tpu-v6e"].in_child
+
+
+def test_libtpu_flags_are_part_of_the_compile_key():
+    from invariants.compile.keys import target_fields
+
+    targets = all_targets()
+    plain, flagged = targets["tpu-v6e"], targets["tpu-v6e-gather-offload"]
+    assert target_fields(flagged)["libtpu_init_args"] == repr(flagged.libtpu_init_args)
+    assert target_fields(plain)["libtpu_init_args"] == repr("")

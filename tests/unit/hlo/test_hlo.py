@@ -7,7 +7,7 @@ import pathlib
 import pytest
 
 from invariants._errors import InvariantsError
-from invariants.hlo.parse import HloParseError, Shape, parse_module
+from invariants.hlo.parse import READER, HloParseError, Shape, parse_module
 
 DATA = pathlib.Path(__file__).resolve().parents[2] / "data" / "hlo"
 FIXTURES = sorted(DATA.glob("*.txt"))
@@ -212,6 +212,7 @@ GOOD_HEAD = "HloModule m\n\nENTRY %main (x: f32[4]) -> f32[4] {\n  %x = f32[4]{0
         ("  %y = f32[4]{0} negate(%x)\n}\nHloModule second\n", 7, "second HloModule"),
         ("  %y = f32[4]{0} negate(%x)\n}\nstray text here\n", 7, "outside a computation"),
         ("  %x = f32[4]{0} negate(%x)\n}\n", 5, "duplicate"),
+        ('  %y = f32[4]{0} negate(%x)\n}, shard_thread="x"\n', 6, "unknown computation attribute"),
     ],
 )
 def test_malformed_snippets(body: str, line: int, words: str) -> None:
@@ -223,7 +224,7 @@ def test_malformed_snippets(body: str, line: int, words: str) -> None:
 
 def test_error_text_is_truncated() -> None:
     err = _error(GOOD_HEAD + "  %y = f32[4]{0} negate(%x) " + "z" * 300 + "\n}\n")
-    assert len(str(err)) < 200
+    assert len(str(err)) < 200 + len(READER)
     assert str(err).endswith("...")
 
 

@@ -44,7 +44,9 @@ def test_a_selection_of_nothing_is_one_line(select, value: str, message: str):
 
 
 def test_configs_take_ids_and_patterns():
-    assert select_configs(None) == set(CONFIGS)
+    # The SparseCore offload size compiles for minutes: only when named.
+    assert select_configs(None) == set(CONFIGS) - {"f32-offload"}
+    assert select_configs("f32-offload") == {"f32-offload"}
     assert select_configs("f32") == {"f32"}
     assert select_configs(" f32 , bf16* ") == {"f32", "bf16", "bf16-llm", "bf16-llm-2d"}
     assert select_configs("*-2d") == {"f32-2d", "bf16-llm-2d"}
