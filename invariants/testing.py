@@ -235,12 +235,12 @@ class CompiledStructure:
             return structural_signature(self.structure)
         if name not in self.metrics:
             raise AttributeError(self._unknown(name, "metric"))
-        if dtype is not None:
-            scoped = METRICS[name].by_dtype
-            if scoped is None:
-                takes = ", ".join(m.name for m in METRICS.values() if m.by_dtype is not None)
-                raise InvariantsError(f"{self.name}: {name} takes no dtype; the counts that do: {takes}")
-            return scoped(self.structure, dtype)
+        scoped = METRICS[name].by_dtype
+        if dtype is not None and scoped is None:
+            takes = ", ".join(m.name for m in METRICS.values() if m.by_dtype is not None)
+            raise InvariantsError(f"{self.name}: {name} takes no dtype; the counts that do: {takes}")
+        # A compile with no value for the metric has none for its scoped counts either (SparseCore's on
+        # a chip without one), as a spec's verdict says.
         value = self.metrics[name]
         if isinstance(value, Missing):
             raise MetricUnavailable(f"{self.name} on {self.target}: {name} {value}")
@@ -249,7 +249,7 @@ class CompiledStructure:
                 f"{self.name} on {self.target}: {name} is unknown "
                 "(a while loop's trip count cannot be derived)"
             )
-        return value
+        return value if dtype is None or scoped is None else scoped(self.structure, dtype)
 
     def __getattr__(self, name: str) -> Any:
         # Only called for names the dataclass does not have: metrics, then the Structure's own fields.

@@ -84,9 +84,7 @@ def test_versus_chooses_the_clock_the_timing_chooses(platform: str, choice: str 
             _versus_clock(platform, choice)
         assert str(versus_err.value) == f"--clock: {timing_said}"
         return
-    # Each side of versus times in a worker process of its own, and on a one-chip host two processes
-    # cannot hold the chip to trace it: versus keeps the host's clock where the timing takes the device's.
-    assert _versus_clock(platform, choice) == ("wall" if timing == "device" else timing)
+    assert _versus_clock(platform, choice) == timing
 
 
 # ---------------------------------------------------------------------------------------------------------
