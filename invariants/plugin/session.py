@@ -26,7 +26,7 @@ from .._errors import InvariantsError, NothingChecked
 from .._paths import check_output_dir, shown, what_is, write_atomic
 from .._usercode import set_timeout
 from ..catalog.arguments import make_arguments
-from ..catalog.downstream import build_all
+from ..catalog.downstream import build
 from ..catalog.programs import CATALOG, Distribution, get_config, select_configs
 from ..catalog.project import Project
 from ..catalog.registry import Programs
@@ -43,7 +43,7 @@ from ..spec.correctness import Correctness
 from ..spec.file import KnownCompileFailure, load_specs, scope_of, select_programs
 from . import generate
 from . import results as _results
-from .options import PROGRAM_SWAPS
+from .options import BUILT_PROGRAMS, PROGRAM_SWAPS
 from .recorder import Recorder
 from .snapshots import SnapshotFolders, recorded_baselines
 
@@ -71,9 +71,9 @@ class GateSession:
         # The run's programs: the catalog's (with the self-check's injections, where its plugin put them on
         # the stash) and the project's, built here, owned by this session and handed down.
         injected = config.stash.get(PROGRAM_SWAPS, {})
-        self.all_programs = Programs(build_all(d for spec in self.specs for d in spec.programs)).replaced(
-            injected
-        )
+        built = config.stash.get(BUILT_PROGRAMS, {})
+        declared = [built.get(d) or build(d) for spec in self.specs for d in spec.programs]
+        self.all_programs = Programs(declared).replaced(injected)
         self.with_catalog = not config.getoption("no_catalog")
         # What a child that compiles for this run (the 8-device CPU) declares before it compiles.
         project = Project(tuple(Path(d).resolve() for d in spec_dirs), self.with_catalog, Path.cwd())
