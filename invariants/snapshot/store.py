@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from syrupy.data import SnapshotCollections
+from syrupy.data import SnapshotCollection, SnapshotCollections
 from syrupy.extensions.single_file import SingleFileSnapshotExtension
+from syrupy.location import PyTestLocation
 
 from .. import _paths
 from .._errors import InvariantsError
@@ -170,7 +171,9 @@ class TextFiles(SingleFileSnapshotExtension):
         return _one_line(read_text, Path(snapshot_location))
 
     @classmethod
-    def write_snapshot_collection(cls, *, snapshot_collection: Any, name_order: Any = None) -> None:
+    def write_snapshot_collection(
+        cls, *, snapshot_collection: SnapshotCollection, name_order: dict[str, int] | None = None
+    ) -> None:
         """syrupy's one write of a snapshot file (its ``write_snapshot`` calls it), made atomic."""
         data = next(iter(snapshot_collection)).data
         if not isinstance(data, str):
@@ -182,21 +185,23 @@ class StructureSnapshotExtension(TextFiles):
     """One text file per (target, program, config): the path of the item's ``snapshot_path`` marker."""
 
     @classmethod
-    def dirname(cls, *, test_location: Any) -> str:
+    def dirname(cls, *, test_location: PyTestLocation) -> str:
         path = _path(test_location)
         return str(path.parent) if path else super().dirname(test_location=test_location)
 
     @classmethod
-    def get_snapshot_name(cls, *, test_location: Any, index: Any = 0) -> str:
+    def get_snapshot_name(cls, *, test_location: PyTestLocation, index: Any = 0) -> str:
         path = _path(test_location)
         return path.stem if path else super().get_snapshot_name(test_location=test_location, index=index)
 
-    def discover_snapshots(self, *, test_location: Any, ignore_extensions: list[str] | None = None) -> Any:
+    def discover_snapshots(
+        self, *, test_location: PyTestLocation, ignore_extensions: list[str] | None = None
+    ) -> SnapshotCollections:
         """None: the gate names and deletes its obsolete files itself (see the module docstring)."""
         return SnapshotCollections()
 
 
-def _path(test_location: Any) -> Path | None:
+def _path(test_location: PyTestLocation) -> Path | None:
     """The snapshot file of the item's ``snapshot_path`` marker; None for an item that keeps none (syrupy
     asks about every collected item at the session's end)."""
     marker = test_location.item.get_closest_marker(MARKER)

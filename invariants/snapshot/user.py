@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 from syrupy.assertion import SnapshotAssertion
 from syrupy.data import SnapshotCollections
+from syrupy.location import PyTestLocation
 
 from .._paths import shown
 from .store import SNAPSHOT_ROOT, SUFFIX, TextFiles
@@ -68,28 +69,30 @@ class CompiledSnapshotExtension(TextFiles):
     """One text file per (target, test, index) at the layout of the module docstring."""
 
     @classmethod
-    def dirname(cls, *, test_location: Any) -> str:
+    def dirname(cls, *, test_location: PyTestLocation) -> str:
         """The snapshot root of a test file (each target is a folder below it)."""
         return str(Path(test_location.filepath).parent / SNAPSHOT_ROOT)
 
     @classmethod
-    def discovery_dirname(cls, *, test_location: Any) -> str:
+    def discovery_dirname(cls, *, test_location: PyTestLocation) -> str:
         return cls.dirname(test_location=test_location)
 
     @classmethod
-    def get_snapshot_name(cls, *, test_location: Any, index: Any = 0) -> str:
+    def get_snapshot_name(cls, *, test_location: PyTestLocation, index: Any = 0) -> str:
         n, _ = _parse(index)
         return super().get_snapshot_name(test_location=test_location, index=n)
 
     @classmethod
-    def get_location(cls, *, test_location: Any, index: Any) -> str:
+    def get_location(cls, *, test_location: PyTestLocation, index: Any) -> str:
         _, target = _parse(index)
         name = cls.get_file_basename(test_location=test_location, index=index)
         return str(
             Path(cls.dirname(test_location=test_location)) / target / test_location.basename / (name + SUFFIX)
         )
 
-    def discover_snapshots(self, *, test_location: Any, ignore_extensions: list[str] | None = None) -> Any:
+    def discover_snapshots(
+        self, *, test_location: PyTestLocation, ignore_extensions: list[str] | None = None
+    ) -> SnapshotCollections:
         """Every snapshot of ours below the root (all targets, all test files there, as syrupy's
         single-file discovery covers its ``__snapshots__``); nothing else."""
         found = SnapshotCollections()

@@ -264,12 +264,13 @@ def test_the_layout_puts_the_target_above_syrupys_own():
         basename = "test_mine"
         snapshot_name = "test_take[x]"
 
-    where = CompiledSnapshotExtension.get_location(test_location=Location(), index="0@tpu-v5e")
+    location: Any = Location()
+    where = CompiledSnapshotExtension.get_location(test_location=location, index="0@tpu-v5e")
     assert where == "/project/tests/snapshots/tpu-v5e/test_mine/test_take[x].txt"
-    again = CompiledSnapshotExtension.get_location(test_location=Location(), index="1@tpu-v5e")
+    again = CompiledSnapshotExtension.get_location(test_location=location, index="1@tpu-v5e")
     assert again == "/project/tests/snapshots/tpu-v5e/test_mine/test_take[x].1.txt"
     with pytest.raises(TypeError, match=r"not an index of ours: 0"):
-        CompiledSnapshotExtension.get_location(test_location=Location(), index=0)
+        CompiledSnapshotExtension.get_location(test_location=location, index=0)
 
 
 def test_a_metric_takes_the_call_form_a_spec_writes(on_cpu):
