@@ -88,8 +88,9 @@ def _slow_open(file, mode="r", *args, **kwargs):
 
 class _OldWrite:
     def pytest_configure(self, config):
-        from syrupy.extensions.single_file import SingleFileSnapshotExtension as Base
+        from syrupy.extensions.single_file import SingleFileSnapshotExtension as Base, WriteMode
         from invariants.snapshot.store import StructureSnapshotExtension as Ours
+        Ours._write_mode = WriteMode.TEXT  # how syrupy's own text extensions ask for its text write
         Ours.write_snapshot_collection = classmethod(Base.write_snapshot_collection.__func__)
 
 builtins.open = _slow_open

@@ -63,7 +63,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import importlib
 import inspect
 import math
@@ -281,13 +280,10 @@ def traced_on(mesh: Any) -> Any:
     return jax.sharding.use_abstract_mesh(mesh) if mesh is not None else contextlib.nullcontext()
 
 
-@functools.cache
 def build(decl: ProgramDecl) -> Program:
     """The program ``decl`` declares, its function imported and its contract checked (see module doc).
-
-    Cached per declaration, so that declaring it again (an xdist worker, the ``gate`` command's check
-    before pytest starts) gives the very same :class:`Program`.
-    """
+    Each call builds it afresh: whoever built it keeps it (the gate command hands its programs to the
+    session it starts)."""
     if decl.params is not None:
         return _build_with_params(decl)
     lookup = _import(decl)

@@ -5,8 +5,7 @@
 - ``session``: ``GateSession``, one per run on ``config.stash``: the selection, the compile cache and what
   is parsed from it, the run's start and end;
 - ``generate``: which items a session has, and what it compiles ahead of them;
-- ``snapshots``: where a session's snapshots live, what the snapshot store may show syrupy, the obsolete
-  snapshots;
+- ``snapshots``: where a session's snapshots live, and the obsolete ones;
 - ``recorder``: what the items recorded, and the results file it is written to;
 - ``outcomes``: what a gate item says when it decides, and the diagnosis of a failure;
 - ``xdist``: which items share a pytest-xdist worker;

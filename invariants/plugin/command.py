@@ -34,6 +34,7 @@ import shlex
 import sys
 from collections.abc import Generator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -42,9 +43,12 @@ from .._paths import PACKAGE_DIR
 from .._usercode import set_timeout
 from ..compile.child import pytest_args
 from ..compile.process import guard_backend, pin_worker
-from ..spec.file import SPEC_DIR, load_specs
-from .options import OPTIONS
+from ..spec.file import SPEC_DIR, ProgramDecl, load_specs
+from .options import BUILT_PROGRAMS, OPTIONS
 from .results import discard_earlier
+
+if TYPE_CHECKING:
+    from ..catalog.programs import Program
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -100,8 +104,9 @@ def _forwarded(args: argparse.Namespace) -> list[str]:
     return out
 
 
-def _check(args: argparse.Namespace) -> None:
-    """Everything that can be said wrong before pytest starts, as one line (InvariantsError)."""
+def _check(args: argparse.Namespace) -> _Built:
+    """Everything that can be said wrong before pytest starts, as one line (InvariantsError); the programs
+    the spec files declare, built, for the session."""
     from ..catalog.downstream import build_all
 
     if args.no_catalog and not args.spec_dir:
@@ -117,7 +122,18 @@ def _check(args: argparse.Namespace) -> None:
         raise InvariantsError(
             f"{args.spec_dir[0]}: no [[program]] declared; with --no-catalog nothing is gated"
         )
-    build_all(decls)
+    return _Built(dict(zip(decls, build_all(decls), strict=True)))
+
+
+class _Built:
+    """A pytest plugin: the programs :func:`_check` built, put where the session takes them."""
+
+    def __init__(self, programs: dict[ProgramDecl, Program]) -> None:
+        self.programs = programs
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_configure(self, config: pytest.Config) -> None:
+        config.stash[BUILT_PROGRAMS] = self.programs
 
 
 def _results_path(rest: list[str]) -> Path:
@@ -147,7 +163,7 @@ def main(argv: list[str]) -> int:
         guard_backend()
     except pytest.UsageError as err:
         raise InvariantsError(str(err)) from None
-    _check(args)
+    built = _check(args)
 
     command = ["python -m invariants gate"]
     command += [f"--spec-dir {shlex.quote(str(d))}" for d in args.spec_dir]
@@ -164,7 +180,7 @@ def main(argv: list[str]) -> int:
     if args.user_code_timeout is not None:
         forwarded += ["--user-code-timeout", str(args.user_code_timeout)]
     usage = _OneLineUsage()
-    status = int(pytest.main([*full, *forwarded, *rest], plugins=[usage]))
+    status = int(pytest.main([*full, *forwarded, *rest], plugins=[usage, built]))
     # pytest's own bad input (an unknown option, a path that is not there) exits 4: here, as every bad
     # input, 2. The gate's own 4 (nothing checkable on the targets asked for) stands.
     return 2 if status == pytest.ExitCode.USAGE_ERROR and usage.refused else status

@@ -190,11 +190,7 @@ def _skip_reason(s: GateSession, key: Key, programs: list[str] | None = None) ->
 
 def _structure_param(s: GateSession, key: Key) -> Any:
     """A structure item's parameter, marked with the snapshot it compares (see invariants.snapshot.store)."""
-    # A read-only folder (the package's catalog snapshots) is never shown to syrupy: no root.
-    root = (
-        str(s.snapshots.folder(key.program, key.target).parent) if s.snapshots.writable(key.program) else None
-    )
-    marks = [*_marks(s, key), pytest.mark.snapshot_key(*key, root=root), _SYRUPY_NAMING]
+    marks = [*_marks(s, key), pytest.mark.snapshot_path(str(s.snapshots.path(key))), _SYRUPY_NAMING]
     return pytest.param(key, id=_key_id(key), marks=marks)
 
 

@@ -21,7 +21,7 @@ from .._usercode import finished
 from ..catalog.targets import versions
 from ..compile.process import guard_backend, pin_worker
 from ..compile.record import FailedCompile
-from ..snapshot.store import structure_assertion
+from ..snapshot.store import StructureSnapshotExtension
 from .options import OPTIONS
 from .outcomes import GateFailed, fail
 from .results import Failure, failure_property
@@ -38,7 +38,7 @@ MARKERS = (
     "snapshot: structural snapshot items",
     "invariant: declarative invariant items",
     "throughput: paired timing items",
-    "snapshot_key(program, config, target, root=FOLDER): the structural snapshot an item owns",
+    "snapshot_path(PATH): the structural snapshot file an item compares",
 )
 
 _SESSION = pytest.StashKey["GateSession"]()
@@ -239,4 +239,4 @@ def gate(request: pytest.FixtureRequest) -> GateSession:
 def structure_snapshot(snapshot: Any) -> Any:
     """syrupy's ``snapshot``, stored per target under ``snapshots/<target>/``, written atomically; a snapshot
     file that cannot be read or written fails its item with one line (see ``snapshot.store``)."""
-    return structure_assertion(snapshot)
+    return snapshot.use_extension(StructureSnapshotExtension)

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from .. import _config
+
+if TYPE_CHECKING:
+    from ..catalog.programs import Program
+    from ..spec.file import ProgramDecl
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,3 +90,7 @@ OPTIONS: tuple[Option, ...] = (
 # self-check's injections, put on the stash by its plugin before the session starts, which builds its
 # programs with them: :meth:`invariants.catalog.registry.Programs.replaced`).
 PROGRAM_SWAPS = pytest.StashKey[dict[str, Callable[..., Any]]]()
+# And the programs a project declares, already built (the ``gate`` command builds them to check them
+# before pytest starts, and hands them over): the session takes these rather than import and trace the
+# project's code again.
+BUILT_PROGRAMS = pytest.StashKey[dict["ProgramDecl", "Program"]]()

@@ -26,7 +26,7 @@ from .._errors import InvariantsError, NothingChecked
 from .._paths import check_output_dir, shown, what_is, write_atomic
 from .._usercode import set_timeout
 from ..catalog.arguments import make_arguments
-from ..catalog.downstream import build_all
+from ..catalog.downstream import build
 from ..catalog.programs import CATALOG, Distribution, get_config, select_configs
 from ..catalog.project import Project
 from ..catalog.registry import Programs
@@ -38,15 +38,14 @@ from ..compile.reproducer import reproducer
 from ..compile.store import from_settings
 from ..kernels import kernel_files
 from ..measure.measurement import Measurement, measure
-from ..snapshot.store import GUARD_KEY
 from ..spec.checks import check_specs
 from ..spec.correctness import Correctness
 from ..spec.file import KnownCompileFailure, load_specs, scope_of, select_programs
 from . import generate
 from . import results as _results
-from .options import PROGRAM_SWAPS
+from .options import BUILT_PROGRAMS, PROGRAM_SWAPS
 from .recorder import Recorder
-from .snapshots import SnapshotFolders, recorded_baselines, unused_lines
+from .snapshots import SnapshotFolders, recorded_baselines
 
 
 class GateSession:
@@ -72,9 +71,9 @@ class GateSession:
         # The run's programs: the catalog's (with the self-check's injections, where its plugin put them on
         # the stash) and the project's, built here, owned by this session and handed down.
         injected = config.stash.get(PROGRAM_SWAPS, {})
-        self.all_programs = Programs(build_all(d for spec in self.specs for d in spec.programs)).replaced(
-            injected
-        )
+        built = config.stash.get(BUILT_PROGRAMS, {})
+        declared = [built.get(d) or build(d) for spec in self.specs for d in spec.programs]
+        self.all_programs = Programs(declared).replaced(injected)
         self.with_catalog = not config.getoption("no_catalog")
         # What a child that compiles for this run (the 8-device CPU) declares before it compiles.
         project = Project(tuple(Path(d).resolve() for d in spec_dirs), self.with_catalog, Path.cwd())
@@ -123,8 +122,6 @@ class GateSession:
         self.snapshots = SnapshotFolders.from_options(
             config, self.all_programs, spec_dirs_given=bool(spec_dirs), updating=self.updating
         )
-        if config.getoption("programs") is not None or config.getoption("configs") is not None:
-            self.snapshots.select(self.structure_keys())
         # Checked now, made only when an item fails: an unwritable folder would otherwise fail that item
         # with a PermissionError in place of its own failure.
         self.dump_dir = check_output_dir(config.getoption("hlo_dump_dir"), "--hlo-dump-dir", make=False)
@@ -143,7 +140,7 @@ class GateSession:
     def start(cls, config: pytest.Config) -> GateSession:
         """The session of ``config``, wired into pytest: the results file claimed first (not by an xdist
         worker: the controller writes it), so that bad input found after it leaves no earlier run's file
-        there; its recorder registered, its deletion guard where the snapshot store finds it."""
+        there; its recorder registered."""
         recorder = Recorder()
         if not hasattr(config, "workerinput"):
             recorder.claim_results(Path(config.getoption("results_json")))
@@ -156,10 +153,6 @@ class GateSession:
                 recorder.release()
             raise
         config.pluginmanager.register(s.recorder, "invariants-recorder")
-        config.stash[GUARD_KEY] = s.snapshots.guard
-        if hasattr(config.option, "no_cleanup"):
-            # syrupy deletes nothing: what is obsolete is decided by SnapshotFolders.obsolete.
-            config.option.no_cleanup = True
         return s
 
     # ----------------------------------------------------------------- what the items ask of the session
@@ -378,15 +371,13 @@ class GateSession:
 
     def collected(self, items: list[pytest.Item]) -> None:
         """After collection: the earlier run's results removed when gate items were collected (a gate run:
-        see :meth:`Recorder.discard_earlier`), compiles started ahead of the items, and the snapshot store
-        told which folders this session owns (the targets that compile here; :meth:`SnapshotFolders.own`)."""
+        see :meth:`Recorder.discard_earlier`), compiles started ahead of the items."""
         if any(item.get_closest_marker("gate") is not None for item in items):
             self.recorder.discard_earlier()
         workers = generate.compile_threads(self.config)
         if workers:
             keys = generate.prefetch_keys(items)
             self.cache.prefetch([k for k in keys if self.available(k.target) is None], workers)
-        self.snapshots.own(self.targets)
 
     def deselected(self, gate_items: int, items: list[pytest.Item]) -> None:
         """A ``-k`` / ``-m`` that deselects every gate item (``gate_items`` before it) and leaves nothing else
@@ -404,8 +395,8 @@ class GateSession:
     def summary_lines(self, reporter: Any = None) -> list[str]:
         """The gate's lines of the terminal summary: the notes of the run's end, what failed, the known
         regressions the ratchets hold, the targets that could not compile here (their items skipped), the
-        compile time, the unused snapshots syrupy counted. ``reporter``: pytest's terminal reporter, whose
-        short summary (printed after these lines) then lists xfailed items only where ``-rx`` asks."""
+        compile time. ``reporter``: pytest's terminal reporter, whose short summary (printed after these
+        lines) then lists xfailed items only where ``-rx`` asks."""
         lines = list(self.recorder.notes)
         lines += failure_table(self.recorder.items)
         listed = _quiet_xfails(self.config, reporter) if reporter is not None else True
@@ -414,7 +405,7 @@ class GateSession:
         if skipped:
             lines.append(f"invariants: skipped, cannot compile here: {skipped}")
         lines += self.cache.summary_lines(self.recorder.items, self.parse_seconds)
-        return lines + unused_lines(self.config)
+        return lines
 
     def finish(self, exitstatus: int, passed: bool) -> None:
         """The run's end: queued compiles dropped (an interrupted run leaves some) and, in the process that

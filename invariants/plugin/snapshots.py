@@ -1,9 +1,9 @@
 """Where a gate session reads and writes snapshots, and the files no program has any more.
 
 :class:`SnapshotFolders` routes each program to its folder (a declared program's in ``--snapshot-dir``, the
-catalog's in ``--catalog-snapshot-dir``, read-only unless it is ``--snapshot-dir`` itself), tells the
-snapshot store what this session owns (:class:`invariants.snapshot.store.DeletionGuard`, one per session)
-and, at the end of the run, names or deletes the obsolete snapshots. The store is syrupy's half (what a
+catalog's in ``--catalog-snapshot-dir``, read-only unless it is ``--snapshot-dir`` itself) and, at the end
+of the run, names or deletes the obsolete snapshots (syrupy is shown none: see
+:mod:`invariants.snapshot.store`). The store is syrupy's half (what a
 file is, how it is read and written); this module is the session's (which files are whose).
 
 Imported by :mod:`invariants.plugin.session`, after JAX has started: the catalog imports it.
@@ -11,7 +11,6 @@ Imported by :mod:`invariants.plugin.session`, after JAX has started: the catalog
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -21,14 +20,14 @@ from .._paths import check_output_dir, shown, what_is
 from ..catalog.programs import CATALOG
 from ..catalog.registry import Programs
 from ..catalog.targets import Target
-from ..snapshot.store import SNAPSHOT_ROOT, DeletionGuard, obsolete_snapshots, snapshot_header, snapshot_stem
+from ..snapshot.store import SNAPSHOT_ROOT, SUFFIX, obsolete_snapshots, snapshot_header, snapshot_stem
 from .results import Record
 
 _GONE = "no program has it on {} any more"
 
 
 class SnapshotFolders:
-    """The snapshot folders of one session, and its :class:`DeletionGuard`."""
+    """The snapshot folders of one session."""
 
     def __init__(
         self, snapshot_dir: Path, catalog_snapshot_dir: Path, programs: Programs, *, spec_dirs_given: bool
@@ -40,7 +39,6 @@ class SnapshotFolders:
         # the catalog's own folder with no spec folder given. A spec folder not given this time (a
         # downstream run above all) may own a file that no program of this run has.
         self.owners_known = not spec_dirs_given and snapshot_dir == catalog_snapshot_dir
-        self.guard = DeletionGuard()
 
     @classmethod
     def from_options(
@@ -73,18 +71,7 @@ class SnapshotFolders:
 
     def path(self, key: tuple[str, str, str]) -> Path:
         program, config, target = key
-        return self.folder(program, target) / f"{snapshot_stem(program, config)}.txt"
-
-    def select(self, keys: Iterable[tuple[str, str, str]]) -> None:
-        """Show the store only the snapshots of ``keys`` (``--programs``, ``--configs``): the rest are not
-        compared, never "unused", never deleted. Every process, xdist's included."""
-        selected: dict[str, set[str]] = {}
-        for program, config, target in keys:
-            if self.writable(program):
-                selected.setdefault(str(self.folder(program, target)), set()).add(
-                    snapshot_stem(program, config)
-                )
-        self.guard.selected = selected
+        return self.folder(program, target) / (snapshot_stem(program, config) + SUFFIX)
 
     def stems(self, target: Target) -> dict[Path, set[str]]:
         """Per writable snapshot folder of ``target``: the stems of every program that keeps its snapshots
@@ -96,16 +83,6 @@ class SnapshotFolders:
                 stems = out.setdefault(self.folder(p.name, target.name), set())
                 stems.update(snapshot_stem(p.name, c) for c in target.configs_for(p))
         return out
-
-    def own(self, targets: Iterable[Target]) -> None:
-        """After collection: the folders of the targets that compile here are this session's, the only ones
-        the store shows syrupy (see :mod:`invariants.snapshot.store`)."""
-        self.guard.known_stems = {
-            str(folder): stems
-            for t in targets
-            if t.unavailable_reason() is None
-            for folder, stems in self.stems(t).items()
-        }
 
     def obsolete(
         self,
@@ -198,17 +175,3 @@ def recorded_baselines(items: list[Record]) -> list[str]:
                 f"({item.program}[{item.config}] on {item.target}: {done['efficiency']:.4g}; {why})"
             )
     return lines
-
-
-def unused_lines(config: pytest.Config) -> list[str]:
-    """syrupy's "N snapshots unused" names no file unless asked to: one line that names them."""
-    report = getattr(getattr(config, "_syrupy", None), "report", None)
-    if report is None or report.disable_unused_snapshots:
-        return []
-    try:
-        unused = sorted(c.location for c in report.unused)
-    except Exception:  # syrupy's internals moved: its own count line still stands
-        return []
-    if not unused:
-        return []
-    return [f"invariants: syrupy's unused snapshot(s): {', '.join(shown(Path(u)) for u in unused)}"]

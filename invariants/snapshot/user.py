@@ -13,14 +13,12 @@ and rewrites them, a plain run fails on a snapshot no test asserts any more, and
 exactly as syrupy does for its ``__snapshots__`` folders.
 
 What is stored is the gate's snapshot text (:func:`invariants.snapshot.render.render_summary`, the
-serializer);
-its first line names the function, its argument shapes and the target. This module is the extension half,
-and borrows the gate's (:mod:`invariants.snapshot.store`) for the rest: every write is atomic, and a
-snapshot that cannot be read or written fails its test with one line naming the path. Only files of this
-form are ever shown to syrupy (:meth:`CompiledSnapshotExtension.discover_snapshots`), so syrupy never
-calls a README.txt or any other foreign file unused, and never deletes one. The gate's own snapshots
-(``<root>/<target>/<program>.<config>.txt``, one level up) are never discovered here, and these are never
-discovered by the gate.
+serializer); its first line names the function, its argument shapes and the target. This module is the
+extension half, and borrows the gate's (:mod:`invariants.snapshot.store`) for the rest: every write is
+atomic, and a snapshot that cannot be read or written fails its test with one line naming the path. Only
+files of this form are ever shown to syrupy (:meth:`CompiledSnapshotExtension.discover_snapshots`), so
+syrupy never calls a README.txt or any other foreign file unused, and never deletes one. The gate's own
+snapshots (``<root>/<target>/<program>.<config>.txt``, one level up) are never discovered here.
 """
 
 from __future__ import annotations
@@ -31,17 +29,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from syrupy.assertion import SnapshotAssertion
 from syrupy.data import SnapshotCollections
-from syrupy.extensions.single_file import WriteMode
+from syrupy.location import PyTestLocation
 
 from .._paths import shown
-from .store import (
-    SNAPSHOT_ROOT,
-    SUFFIX,
-    StructureAssertion,
-    TextFiles,
-    rebind,
-)
+from .store import SNAPSHOT_ROOT, SUFFIX, TextFiles
 
 # render_summary's first line: ``# <name> [<argument shapes>] on <target>``.
 _HEADER = re.compile(r"# \S+ \[.*\] on (?P<target>\S+)")
@@ -75,32 +68,31 @@ def ours(path: Path) -> bool:
 class CompiledSnapshotExtension(TextFiles):
     """One text file per (target, test, index) at the layout of the module docstring."""
 
-    _write_mode = WriteMode.TEXT
-    file_extension = SUFFIX.lstrip(".")
-
     @classmethod
-    def dirname(cls, *, test_location: Any) -> str:
+    def dirname(cls, *, test_location: PyTestLocation) -> str:
         """The snapshot root of a test file (each target is a folder below it)."""
         return str(Path(test_location.filepath).parent / SNAPSHOT_ROOT)
 
     @classmethod
-    def discovery_dirname(cls, *, test_location: Any) -> str:
+    def discovery_dirname(cls, *, test_location: PyTestLocation) -> str:
         return cls.dirname(test_location=test_location)
 
     @classmethod
-    def get_snapshot_name(cls, *, test_location: Any, index: Any = 0) -> str:
+    def get_snapshot_name(cls, *, test_location: PyTestLocation, index: Any = 0) -> str:
         n, _ = _parse(index)
         return super().get_snapshot_name(test_location=test_location, index=n)
 
     @classmethod
-    def get_location(cls, *, test_location: Any, index: Any) -> str:
+    def get_location(cls, *, test_location: PyTestLocation, index: Any) -> str:
         _, target = _parse(index)
         name = cls.get_file_basename(test_location=test_location, index=index)
         return str(
             Path(cls.dirname(test_location=test_location)) / target / test_location.basename / (name + SUFFIX)
         )
 
-    def discover_snapshots(self, *, test_location: Any, ignore_extensions: list[str] | None = None) -> Any:
+    def discover_snapshots(
+        self, *, test_location: PyTestLocation, ignore_extensions: list[str] | None = None
+    ) -> SnapshotCollections:
         """Every snapshot of ours below the root (all targets, all test files there, as syrupy's
         single-file discovery covers its ``__snapshots__``); nothing else."""
         found = SnapshotCollections()
@@ -114,26 +106,37 @@ class CompiledSnapshotExtension(TextFiles):
         return str(data.snapshot)
 
 
-class CompiledSnapshotAssertion(StructureAssertion):
-    """syrupy's assertion for :class:`~invariants.testing.CompiledStructure` values: stored under their
-    target, with the gate's one-line errors for a snapshot file that cannot be read or written."""
+class CompiledSnapshotAssertion(SnapshotAssertion):
+    """syrupy's assertion for :class:`~invariants.testing.CompiledStructure` values, stored under their
+    target: ``==`` names the snapshot (syrupy's ``snapshot(name=...)``) by the value's target before syrupy
+    compares, since syrupy asks an extension for a location by test and index only."""
 
-    def _assert(self, data: Any) -> bool:
+    def __eq__(self, other: Any) -> bool:
         from ..testing import CompiledStructure
 
-        if not isinstance(data, CompiledStructure):
-            caller = sys._getframe(2)  # the test's ``assert compiled_snapshot == data`` (through __eq__)
+        if not isinstance(other, CompiledStructure):
+            caller = sys._getframe(1)  # the test's ``assert compiled_snapshot == data``
             where = f"{shown(Path(caller.f_code.co_filename))}:{caller.f_lineno}"
             pytest.fail(
-                f"{where}: compiled_snapshot compares what compile_for returns, got a {type(data).__name__}",
+                f"{where}: compiled_snapshot compares what compile_for returns, got a {type(other).__name__}",
                 pytrace=False,
             )
         # The how-many-th snapshot of this target in this test: its earlier ones are in the executions.
-        n = sum(Path(r.snapshot_location).parent.parent.name == data.target for r in self.executions.values())
-        self(name=_index(data.target, n))
-        return super()._assert(data)
+        earlier = self.executions.values()
+        n = sum(Path(r.snapshot_location).parent.parent.name == other.target for r in earlier)
+        self(name=_index(other.target, n))
+        return super().__eq__(other)
+
+    __hash__ = SnapshotAssertion.__hash__
 
 
-def compiled_assertion(snapshot: Any) -> CompiledSnapshotAssertion:
-    """The ``compiled_snapshot`` fixture's value: syrupy's ``snapshot`` with this extension."""
-    return rebind(snapshot, CompiledSnapshotAssertion, CompiledSnapshotExtension)
+def compiled_assertion(snapshot: SnapshotAssertion) -> CompiledSnapshotAssertion:
+    """The ``compiled_snapshot`` fixture's value: syrupy's ``snapshot`` (its session, test and update flags)
+    as a :class:`CompiledSnapshotAssertion` storing with :class:`CompiledSnapshotExtension`."""
+    return CompiledSnapshotAssertion(
+        session=snapshot.session,
+        extension_class=CompiledSnapshotExtension,
+        test_location=snapshot.test_location,
+        update_snapshots=snapshot.update_snapshots,
+        update_new_snapshots_only=snapshot.update_new_snapshots_only,
+    )

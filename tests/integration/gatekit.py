@@ -212,14 +212,11 @@ class InProcess:
         with environment(env, quick) as mp:
             if cwd is not None:
                 mp.chdir(cwd)
-            try:
-                # Exit status 2 is the gate's bad input, not an interrupt to pass on.
-                result = self.pytester.runpytest(
-                    "-p", "no:cacheprovider", *IN_PROCESS, *quiet, *args, plugins=list(plugins),
-                    no_reraise_ctrlc=True,
-                )  # fmt: skip
-            finally:
-                _forget_programs()
+            # Exit status 2 is the gate's bad input, not an interrupt to pass on.
+            result = self.pytester.runpytest(
+                "-p", "no:cacheprovider", *IN_PROCESS, *quiet, *args, plugins=list(plugins),
+                no_reraise_ctrlc=True,
+            )  # fmt: skip
         return subprocess.CompletedProcess(
             ["pytest", *args], int(result.ret), "\n".join(result.outlines) + "\n",
             "\n".join(result.errlines) + "\n",
@@ -287,20 +284,9 @@ def environment(env: dict[str, str] | None = None, quick: bool = True) -> Iterat
             gc.unfreeze()
 
 
-def _forget_programs() -> None:
-    """Forget the programs a run built from its spec files: ``build`` keeps one per declaration for the
-    process (the ``gate`` command's check and its session share it), and a declaration says
-    ``minelib:take_lookup``, not which project's ``minelib``: a later run in this process, of another
-    project with the same declaration, would compile the first project's function."""
-    from invariants.catalog.downstream import build
-
-    build.cache_clear()
-
-
 def _forget_modules(before: set[str], folder: Path) -> None:
     """Drop the modules a run imported from ``folder`` (a project's own) or from the gate's test modules:
     the next run in this process imports its own. Libraries it imported stay (see :data:`PRELOADED`)."""
-    _forget_programs()
     gate = ROOT / "invariants" / "gate"
     for name in set(sys.modules) - before:
         file = getattr(sys.modules[name], "__file__", None) or ""

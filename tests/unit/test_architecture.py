@@ -449,6 +449,63 @@ def test_no_module_keeps_a_runs_state():
     )
 
 
+# The memos of the package (functools.cache, lru_cache) -> why each holds constant data, or the process's, and
+# never a run's: a run's memo lives on its session or in what it hands down.
+MEMOS = {
+    (
+        "catalog/targets.py",
+        "_fits_some",
+    ): "whether a known target has so many chips: the targets are constants",
+    ("catalog/arguments.py", "_arguments"): "the arrays drawn for a shape, configuration and seed: the same "
+    "arrays for the same key, bounded",
+    ("hlo/tpu_model.py", "_cost_file"): "the package's own cost table, parsed",
+    ("plugin/results.py", "_resolved"): "a record class's resolved type hints: a class is the process's",
+    ("plugin/results.py", "_named"): "a record class's JSON names: a class is the process's",
+    ("compile/child.py", "stage"): "the folder this process stages the package in: the paths its workers "
+    "report below it are recognised, and it is removed at exit",
+    ("testing.py", "_persistent"): "the pytest API's handle on a compile-cache folder, which compile_for "
+    "outside any session needs: its compiler fingerprint read once, the folder pruned once at exit; a "
+    "call reads only the outcome of the compile it just made",
+}
+
+
+def _memos(tree: ast.Module) -> list[str]:
+    """The functions of a module memoized by ``functools.cache`` or ``lru_cache`` (a decorator or a call)."""
+
+    def is_memo(node: ast.expr) -> bool:
+        node = node.func if isinstance(node, ast.Call) and not node.args else node
+        name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+        return name in ("cache", "lru_cache")
+
+    found = [
+        n.name
+        for n in ast.walk(tree)
+        if isinstance(n, ast.FunctionDef) and any(is_memo(d) for d in n.decorator_list)
+    ]
+    found += [
+        t.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and is_memo(n.value.func)
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    ]
+    return sorted(found)
+
+
+def test_every_memo_holds_constant_data():
+    """No module memoizes a run's state (the programs built from a project, above all): each memo of the
+    package is listed in MEMOS with why it is constant data or the process's own."""
+    found = {
+        (str(p.relative_to(PACKAGE)), name)
+        for p in sorted(PACKAGE.rglob("*.py"))
+        if "__pycache__" not in p.parts
+        for name in _memos(ast.parse(p.read_text()))
+    }
+    assert found == set(MEMOS), (sorted(found - set(MEMOS)), sorted(set(MEMOS) - found))
+    planted = ast.parse("import functools\n@functools.cache\ndef build(d):\n    return d\n")
+    assert _memos(planted) == ["build"]
+
+
 def test_the_state_check_catches_each_form():
     """Shown on plants: in-place changes, a rebinding through ``global``, another module's object changed
     from here, and the program table the registry kept before runs owned their programs."""

@@ -28,3 +28,34 @@ def test_nothing_given_forwards_nothing() -> None:
 
 def test_help_shows_the_value_an_option_takes() -> None:
     assert "--cache-dir DIR" in _parser().format_help()
+
+
+def test_the_session_takes_the_programs_the_check_built(gate_pytester, monkeypatch) -> None:
+    """The command builds the project's programs (its code imported and traced) to check them before pytest
+    starts, and the session it starts takes those: each declaration is built once, with no memo kept in a
+    module for whichever run comes next."""
+    from invariants.catalog import downstream
+    from invariants.plugin import session
+
+    built: list[str] = []
+
+    def counted(decl):
+        built.append(decl.name)
+        return original(decl)
+
+    original = downstream.build
+    monkeypatch.setattr(downstream, "build", counted)
+    monkeypatch.setattr(session, "build", counted)
+    project = gate_pytester.path
+    (project / "oncelib.py").write_text("def take_lookup(table, indices):\n    return table[indices]\n")
+    (project / "specs").mkdir()
+    (project / "specs" / "once.toml").write_text(
+        '[spec]\ntargets = ["cpu"]\n\n[[program]]\nname = "once_take"\nfunction = "oncelib:take_lookup"\n'
+        'kind = "forward"\nconfigs = ["f32"]\n'
+    )
+    proc = gate_pytester.command(
+        "gate", "--spec-dir", "specs", "--no-catalog", "--snapshot-dir", "snaps", "--targets", "cpu",
+        "--snapshot-update", "--results-json", "r.json", "-p", "no:cacheprovider",
+    )  # fmt: skip
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-2000:]
+    assert built == ["once_take"]

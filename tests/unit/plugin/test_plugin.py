@@ -167,26 +167,6 @@ def _session(tmp_path, **given: str | None):
 
 
 @pytest.mark.parametrize(
-    ("programs", "configs", "hidden"),
-    [
-        ("naive", None, {"take.f32"}),
-        (None, "f32", {"naive.bf16", "naive.f32-2d"}),
-        ("naive", "bf16", {"naive.f32", "take.f32"}),
-    ],
-)
-def test_a_selection_hides_the_rest_from_the_snapshot_store(tmp_path, programs, configs, hidden):
-    """With --programs or --configs, the snapshots of what was not selected are not even shown to syrupy
-    (not compared, never "unused", never deleted); with neither, nothing is hidden. Each session's guard is
-    its own."""
-    everything = _session(tmp_path).snapshots.guard
-    selected = _session(tmp_path, programs=programs, configs=configs).snapshots.guard.selected
-    assert everything.selected is None and selected is not None
-    shown = selected[str((tmp_path / "cpu").resolve())]
-    assert shown and not shown & hidden
-    assert {f"{programs or 'naive'}.{configs or 'f32'}"} <= shown
-
-
-@pytest.mark.parametrize(
     ("given", "line"),
     [
         ({"configs": "bf16-llm"}, "--targets cpu --configs bf16-llm: selects nothing to compile"),
@@ -241,7 +221,7 @@ def test_a_gate_item_stopped_by_a_compile_error_fails_with_its_line_and_versions
         other.throw(error)
 
 
-# ------------------------------------------------------------------------- obsolete snapshots, unused
+# ------------------------------------------------------------------------------------- obsolete snapshots
 
 
 def _snapshot(folder, stem: str) -> None:
@@ -330,22 +310,6 @@ def _shown(path) -> str:
     from invariants._paths import shown
 
     return shown(path)
-
-
-def test_unused_snapshots_are_named(tmp_path):
-    from types import SimpleNamespace
-
-    from invariants.plugin.snapshots import unused_lines
-
-    unused = [SimpleNamespace(location=str(tmp_path / "cpu" / n)) for n in ("b.f32.txt", "a.f32.txt")]
-    config = SimpleNamespace(_syrupy=SimpleNamespace(report=SimpleNamespace(disable_unused_snapshots=False,
-                                                                            unused=unused)))  # fmt: skip
-    (line,) = unused_lines(config)  # type: ignore[arg-type]
-    assert line == (
-        f"invariants: syrupy's unused snapshot(s): {_shown(tmp_path / 'cpu' / 'a.f32.txt')}, "
-        f"{_shown(tmp_path / 'cpu' / 'b.f32.txt')}"
-    )
-    assert unused_lines(SimpleNamespace()) == []  # type: ignore[arg-type]
 
 
 def test_a_stopped_gate_items_report_leaves_out_the_c_plus_plus_stack_it_captured():

@@ -1,6 +1,6 @@
-"""The snapshot store's own rules, on real files: what syrupy is shown (obsolete files of ours, of the
-selected programs and configurations, in this session's folders only; never the baselines, never a foreign
-file), what counts as ours, and that writes are atomic and bad files are one line."""
+"""The snapshot store's own rules, on real files: where a snapshot is, that syrupy is shown none of the
+gate's files and its extension API only is used, what counts as ours, which files are obsolete, and that
+writes are atomic and bad files are one line."""
 
 from __future__ import annotations
 
@@ -43,59 +43,50 @@ KNOWN = {"naive.f32", "naive.bf16", "take.f32"}
 
 
 class _Item:
-    """A stand-in pytest item carrying a snapshot_key marker. Never ``request.node``: a marker added to a
-    real item stays on it, and syrupy's end-of-session scan (one arbitrary item per test file) then
-    discovers that item's folder: the flaky "3 snapshots unused" of the whole suite."""
+    """A stand-in pytest item carrying a snapshot_path marker, or none."""
 
-    def __init__(self, root: Path, guard: st.DeletionGuard | None) -> None:
-        self.marker = pytest.mark.snapshot_key("naive", "f32", "cpu", root=str(root)).mark
+    def __init__(self, path: Path | None) -> None:
+        self.marker = None if path is None else pytest.mark.snapshot_path(str(path)).mark
         self.path = Path(__file__)
         self.name = self.nodeid = "test_structure[cpu-naive-f32]"
-        self.obj = _discovered
-        # The session's guard, where the plugin puts it (GateSession.start): its config's stash.
-        stash = pytest.Stash()
-        if guard is not None:
-            stash[st.GUARD_KEY] = guard
-        self.config = SimpleNamespace(rootpath=ROOT, stash=stash)
+        self.obj = test_the_item_names_its_file_and_syrupy_discovers_nothing
+        self.config = SimpleNamespace(rootpath=ROOT)
 
     def get_closest_marker(self, name: str) -> object:
         return self.marker if name == st.MARKER else None
 
 
-def _discovered(folder: Path, guard: st.DeletionGuard | None) -> list[str]:
-    location = PyTestLocation(_Item(folder.parent, guard))  # type: ignore[arg-type]
-    found = st.StructureSnapshotExtension().discover_snapshots(test_location=location)
-    return sorted(Path(c.location).name for c in found)
+def test_the_item_names_its_file_and_syrupy_discovers_nothing(folder):
+    """The marker's path is where syrupy reads and writes; syrupy is shown no file (the gate says which are
+    obsolete), so it never calls one unused, whatever ran, was skipped or was picked."""
+    extension = st.StructureSnapshotExtension()
+    for path in (folder / "naive.f32.txt", None):
+        location = PyTestLocation(_Item(path))  # type: ignore[arg-type]
+        if path is not None:
+            assert extension.get_location(test_location=location, index=0) == str(path)
+        assert not list(extension.discover_snapshots(test_location=location))
 
 
-def test_discovery_shows_only_obsolete_files_of_ours(folder):
-    """syrupy's "unused" is then exactly "obsolete": never the snapshot of an item that was skipped or
-    did not run, never the README or the baselines."""
-    assert _discovered(folder, st.DeletionGuard({str(folder.resolve()): KNOWN})) == ["gone.f32.txt"]
+def _syrupy_bases(cls: type) -> list[type]:
+    return [base for base in cls.__mro__[1:] if base.__module__.split(".")[0] == "syrupy"]
 
 
-def test_discovery_shows_only_the_selected_stems(folder):
-    known = {str(folder.resolve()): {"naive.f32"}}
-    selected = {str(folder.resolve()): {"naive.f32", "take.f32"}}
-    assert _discovered(folder, st.DeletionGuard(known, selected)) == ["take.f32.txt"]
-    assert _discovered(folder, st.DeletionGuard(known, {str(folder.resolve()): set()})) == []
+def _private_overrides(cls: type) -> list[str]:
+    """The ``_``-prefixed names (not dunders: a protocol is public) that ``cls`` or a base of ours defines
+    over a syrupy base's; ``_abc_impl`` is what ``ABCMeta`` puts on every class, not a class body."""
+    ours = [c for c in cls.__mro__ if c.__module__.split(".")[0] != "syrupy"]
+    names = {n for c in ours for n in vars(c) if n.startswith("_") and not n.endswith("__")} - {"_abc_impl"}
+    return sorted(n for n in names if any(n in vars(base) for base in _syrupy_bases(cls)))
 
 
-def test_discovery_ignores_a_folder_this_session_does_not_own(folder):
-    """The cause of the flaky "3 snapshots unused": a folder that some item's marker names but that is not
-    a snapshot folder of a target compiled in this session shows nothing."""
-    assert _discovered(folder, st.DeletionGuard()) == []
+def test_the_stores_override_no_private_name_of_syrupy():
+    """Only syrupy's extension API is overridden: a private method of its (``_assert``, ``_write_mode``)
+    changes meaning in any release."""
+    from invariants.snapshot.user import CompiledSnapshotAssertion, CompiledSnapshotExtension
 
-
-def test_discovery_reads_the_guard_of_the_items_own_session(folder):
-    """No guard is shared: an item of a session without one (the gate plugin not loaded, or an item syrupy
-    rebuilt on an xdist controller, which has no config) shows nothing; each session's item shows what its
-    own guard owns."""
-    assert _discovered(folder, None) == []
-    rebuilt = SimpleNamespace(item=SimpleNamespace(nodeid="x", name="x", path=Path(__file__)))
-    assert st.guard_of(rebuilt) is None
-    mine, other = st.DeletionGuard({str(folder.resolve()): KNOWN}), st.DeletionGuard()
-    assert _discovered(folder, mine) == ["gone.f32.txt"] and _discovered(folder, other) == []
+    classes = (st.StructureSnapshotExtension, CompiledSnapshotExtension, CompiledSnapshotAssertion)
+    assert all(_syrupy_bases(cls) for cls in classes)
+    assert {cls.__name__: _private_overrides(cls) for cls in classes} == {cls.__name__: [] for cls in classes}
 
 
 def test_only_our_own_files_are_ours(folder):
@@ -115,11 +106,6 @@ def test_only_our_own_files_are_ours(folder):
 def test_only_a_provably_obsolete_file_of_ours_is_obsolete(folder):
     assert st.obsolete_snapshots(folder, KNOWN) == [folder / "gone.f32.txt"]
     assert st.obsolete_snapshots(folder.parent / "missing", KNOWN) == []
-    assert not st.DeletionGuard().obsolete(folder / "gone.f32.txt")  # its target did not compile here
-    guard = st.DeletionGuard({str(folder.resolve()): KNOWN})
-    assert guard.obsolete(folder / "gone.f32.txt")
-    assert not guard.obsolete(folder / "naive.bf16.txt")
-    assert not guard.obsolete(folder / "README.txt")
 
 
 def test_a_write_is_atomic_and_keeps_the_file_mode(folder, monkeypatch):
@@ -174,14 +160,13 @@ LEAK = '''
 import pytest
 
 def test_leaks_a_marker(request, tmp_path):
-    """What the old test of this file did: a snapshot_key marker on its own item, naming a folder with
-    three snapshots of ours."""
+    """A snapshot_path marker on its own item, in a folder with three snapshots of ours."""
     folder = tmp_path / "cpu"
     folder.mkdir()
     for stem in ("naive.f32", "naive.bf16", "take.f32"):
         program, config = stem.split(".")
         (folder / f"{stem}.txt").write_text(f"# {program} [{config}] on cpu\\n")
-    request.node.add_marker(pytest.mark.snapshot_key("naive", "f32", "cpu", root=str(tmp_path)))
+    request.node.add_marker(pytest.mark.snapshot_path(str(folder / "naive.f32.txt")))
 '''
 
 SPEC = """
@@ -197,25 +182,45 @@ doc = "W[x]"
 """
 
 
-def test_an_item_with_a_stray_marker_never_makes_snapshots_unused(gate_pytester: InProcess):
-    """The flaky "3 snapshots unused" made deterministic: in its own file, the leaking test is the item
-    syrupy's end-of-session scan picks for that file. No path is given (as ``pytest`` from the root), and
-    no --programs (a selection would hide the folder anyway). The gate runs in this process."""
+USERS = """
+def test_{name}(snapshot):
+    assert snapshot == 1
+"""
+
+
+def test_beside_the_gate_syrupy_keeps_its_own_options(gate_pytester: InProcess):
+    """A project's own syrupy snapshot in a gate session: ``--snapshot-update`` deletes it once no test
+    asserts it, unless the user asks ``--snapshot-no-cleanup`` (the gate changes no option of syrupy's).
+    An item with a stray marker in a folder of ours (syrupy's end-of-session scan picks it for its file)
+    never makes the gate's files unused. No path is given (as ``pytest`` from the root). The gate runs in
+    this process."""
     tmp_path = gate_pytester.path
     (tmp_path / "conftest.py").write_text('pytest_plugins = ["invariants.plugin.hooks"]\n')
     shutil.copy(ROOT / "invariants" / "gate" / "test_structure.py", tmp_path / "test_structure.py")
     (tmp_path / "test_leak.py").write_text(LEAK)
     (tmp_path / "specs").mkdir()
     (tmp_path / "specs" / "own.toml").write_text(SPEC)
-    proc = gate_pytester.pytest(
-        "-c", os.devnull, "--rootdir", str(tmp_path), "--no-catalog", "--spec-dir", "specs",
-        "--snapshot-dir", "snaps", "--snapshot-update", "--results-json=results.json",
-        env={"INVARIANTS_TARGETS": "cpu"},
-    )  # fmt: skip
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-2000:]
-    assert "1 snapshot generated." in out and "unused" not in out, out[-2000:]
+    users = tmp_path / "test_users.py"
+
+    def update(*args: str) -> str:
+        proc = gate_pytester.pytest(
+            "-c", os.devnull, "--rootdir", str(tmp_path), "--no-catalog", "--spec-dir", "specs",
+            "--snapshot-dir", "snaps", "--snapshot-update", "--results-json=results.json", *args,
+            env={"INVARIANTS_TARGETS": "cpu"},
+        )  # fmt: skip
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 0, out[-2000:]
+        return out
+
+    users.write_text(USERS.format(name="mine"))
+    out = update()
+    assert "2 snapshots generated." in out and "unused" not in out, out[-2000:]
     assert (tmp_path / "snaps" / "cpu" / "own_getitem.f32.txt").read_text().startswith("# own_getitem [f32]")
+    ambr = tmp_path / "__snapshots__" / "test_users.ambr"
+    assert "test_mine" in ambr.read_text()
+    users.write_text(USERS.format(name="renamed"))
+    assert "1 snapshot unused." in update("--snapshot-no-cleanup") and "test_mine" in ambr.read_text()
+    assert "1 unused snapshot deleted." in update() and "test_mine" not in ambr.read_text()
 
 
 def test_unreadable_and_read_only_snapshots_fail_their_items_with_one_line(
