@@ -57,6 +57,7 @@ import atexit
 import contextlib
 import dataclasses
 import functools
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -240,6 +241,11 @@ class CompiledStructure:
             if scoped is None:
                 takes = ", ".join(m.name for m in METRICS.values() if m.by_dtype is not None)
                 raise InvariantsError(f"{self.name}: {name} takes no dtype; the counts that do: {takes}")
+            from .spec.checks import WidenedDtype, widened_warning
+
+            if (warning := widened_warning(name, dtype, self.target)) is not None:
+                # As a spec's item warns: the count may pass for the very program it guards.
+                warnings.warn(f"{self.name} on {self.target}: {warning}", WidenedDtype, stacklevel=2)
             return scoped(self.structure, dtype)
         value = self.metrics[name]
         if isinstance(value, Missing):

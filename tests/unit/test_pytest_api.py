@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ import invariants.pytest_plugin as plugin
 from invariants._errors import InvariantsError
 from invariants.hlo.structure import Structure
 from invariants.measure.metrics import METRICS
+from invariants.spec.checks import WidenedDtype
 from invariants.testing import CompiledStructure, MetricUnavailable, TargetUnavailable, compile_for
 
 ROOT = Path(__file__).parents[2]
@@ -276,7 +278,8 @@ def test_the_layout_puts_the_target_above_syrupys_own():
 def test_a_metric_takes_the_call_form_a_spec_writes(on_cpu):
     """`scatters(dtype="f32")` in a spec is `s.scatters(dtype="f32")` here; `s.gathers` is still a number."""
     assert on_cpu.gathers(dtype="f32") == on_cpu.metric("gathers", dtype="f32") == 1
-    assert on_cpu.gathers(dtype="bf16") == 0
+    with pytest.warns(WidenedDtype):
+        assert on_cpu.gathers(dtype="bf16") == 0
     assert on_cpu.gathers() == on_cpu.gathers == 1 and on_cpu.gathers + 1 == 2
     with pytest.raises(InvariantsError, match="while_loops takes no dtype"):
         on_cpu.while_loops(dtype="f32")
@@ -383,3 +386,19 @@ def test_compile_for_is_served_by_the_gates_compile_cache_in_a_new_process(tmp_p
     assert run("3") == "miss"
     assert run("3", INVARIANTS_NO_CACHE="1") == "off"
     assert run("3") == "hit"
+
+
+def test_a_dtype_the_target_widens_warns_as_a_specs_item_does(on_cpu):
+    """XLA:CPU computes bf16 in f32: a bf16 count there passes for the very program it guards, so it warns in
+    one line, in either form; a dtype the CPU keeps does not."""
+    with pytest.warns(WidenedDtype) as caught:
+        on_cpu.scatters(dtype="bf16")
+        on_cpu.metric("gathers", dtype="bf16")
+    assert [str(w.message) for w in caught] == [
+        f"take on cpu: {name}(dtype='bf16') reads the compiled dtype, and cpu computes bf16 in f32: "
+        "the count does not see the bf16 work it guards there"
+        for name in ("scatters", "gathers")
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert on_cpu.scatters(dtype="f16") == 0
