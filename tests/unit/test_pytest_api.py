@@ -402,3 +402,32 @@ def test_a_dtype_the_target_widens_warns_as_a_specs_item_does(on_cpu):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert on_cpu.scatters(dtype="f16") == 0
+
+
+def test_a_child_process_target_names_the_targets_that_compile_here():
+    """cpu-8dev compiles in a child of the gate; for a sharded program the pytest API names the targets of
+    its chip count that compile in this process, never the one-chip cpu."""
+    with pytest.raises(InvariantsError) as err:
+        compile_for(take, {"w": TABLE}, INDICES, target="cpu-8dev")
+    assert str(err.value) == (
+        "compile_for: cpu-8dev compiles in a child process with 8 host devices; compile_for compiles in this "
+        "process: use a target of 8 chips, tpu-v5e-2x4, tpu-v5p-2x2x2"
+    )
+
+
+def test_axis_types_go_with_a_mesh_of_axis_sizes():
+    """A spec's ``axis_types = "explicit"`` is ``axis_types="explicit"`` here: the out_sharding of a lookup
+    traces only on explicit axes. With a mesh already built, it is mesh_for's to say."""
+    from jax.sharding import PartitionSpec as P
+
+    def lookup(table, ids):
+        return table.at[ids].get(out_sharding=P("data", None))
+
+    try:
+        s = compile_for(lookup, TABLE, INDICES, target="tpu-v5e-2x4", mesh={"data": 2, "tensor": 4},
+                        in_shardings=(P("tensor", None), P("data")), axis_types="explicit")  # fmt: skip
+    except TargetUnavailable as err:
+        pytest.skip(str(err))
+    assert s.all_gathers == 0
+    with pytest.raises(InvariantsError, match=r"^compile_for: axis_types goes with mesh=\{\.\.\.\}"):
+        compile_for(lookup, TABLE, INDICES, target="cpu", axis_types="explicit")
