@@ -240,6 +240,9 @@ class CompiledStructure:
             return structural_signature(self.structure)
         if name not in self.metrics:
             raise AttributeError(self._unknown(name, "metric"))
+        value = self.metrics[name]
+        if isinstance(value, Missing):  # before any dtype scope, as a spec reads it: no SparseCore, no count
+            raise MetricUnavailable(f"{self.name} on {self.target}: {name} {value}")
         if dtype is not None:
             scoped = METRICS[name].by_dtype
             if scoped is None:
@@ -251,9 +254,6 @@ class CompiledStructure:
                 # As a spec's item warns: the count may pass for the very program it guards.
                 warnings.warn(f"{self.name} on {self.target}: {warning}", WidenedDtype, stacklevel=2)
             return scoped(self.structure, dtype)
-        value = self.metrics[name]
-        if isinstance(value, Missing):
-            raise MetricUnavailable(f"{self.name} on {self.target}: {name} {value}")
         if value is None:
             raise MetricUnavailable(
                 f"{self.name} on {self.target}: {name} is unknown "
