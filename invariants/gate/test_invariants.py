@@ -36,6 +36,7 @@ def test_invariant(invariant_case, gate, record_property):
             measured=verdict.measured,
             ratchet=inv.ratchet.reason if inv.ratchet else None,
             where=inv.where,
+            warning=verdict.warning or None,
             **{"assert": inv.text},
         )
     )
