@@ -60,14 +60,15 @@ def fail(failure: Failure, text: str) -> NoReturn:
 
 def judge(
     invariant: Any, holds: bool, tightenable: bool, where: str, describe: str, failure: Any,
-    program: str | None = None, key: Key | None = None,
+    program: str | None = None, key: Key | None = None, other_configs: tuple[str, ...] = (),
 ) -> None:  # fmt: skip
     """Turn a decided invariant into a pytest outcome, the same way for every tier.
 
     A ratchet (known bad today) expects to fail: it xfails with its reason, and when ``tightenable`` (it
     now holds, beyond noise) the item fails with "ratchet can be tightened", never in silence. A ratchet
     over a set of programs is judged per program (``program``, one item each): the item where it holds
-    fails, the others stay xfail, and the line says how to split the fixed program out.
+    fails, the others stay xfail, and the line says how to split the fixed program out; likewise a ratchet
+    over several configurations of the program (``other_configs``: those it applies to besides this one).
     ``failure`` builds the full diagnosis lazily, since it may dump files. ``key``: the compile the verdict
     is about (a relation's first), for the results file's :class:`Failure`.
     """
@@ -78,6 +79,11 @@ def judge(
                 advice += (
                     f", or, while it still fails on the others of programs = {list(invariant.programs)}, "
                     f"move {program} to an invariant of its own without the ratchet"
+                )
+            if other_configs:
+                advice += (
+                    f", or, while it still fails in {', '.join(other_configs)}, narrow the ratchet to "
+                    f"configs = {list(other_configs)} and hold {key.config if key else 'this one'} without it"
                 )
             line = f"ratchet can be tightened: {invariant.id} now holds on {where} ({describe}); {advice}"
             fail(Failure("assert", line, key), line)
