@@ -107,9 +107,10 @@ _SECTION_LINES = 8
 
 def snapshot_comparison(s: GateSession, key: Key, current: str) -> list[str]:
     """What differs between the committed snapshot of ``key`` and ``current``, to fit a screen: the summary
-    lines before and after, the kernels that changed (never cut; lines alike but for their dimensions, as a
-    change made once per table, shown once with their count), the other sections that changed (short ones
-    whole), and where the whole diff was written. A note when there is no committed snapshot."""
+    lines before and after (one line when it did not change), the kernels that changed (never cut; lines
+    alike but for their dimensions, as a change made once per table, shown once with their count), the
+    other sections that changed (short ones whole), and where the whole diff was written. A note when
+    there is no committed snapshot."""
     path = s.snapshots.path(key)
     name = shown(path)
     if not path.exists():
@@ -117,7 +118,9 @@ def snapshot_comparison(s: GateSession, key: Key, current: str) -> list[str]:
     committed = path.read_text()
     if committed == current:
         return [f"structure identical to {name}"]
-    lines = [f"- {summary_of(committed)}", f"+ {summary_of(current)}"]
+    before, after = summary_of(committed), summary_of(current)
+    # Two equal lines under - and + would read as a change: an unchanged summary is one line.
+    lines = [f"- {before}", f"+ {after}"] if before != after else [f"  {after} (unchanged)"]
     kernels = fold_alike(changed_kernels(committed, current, context=0))
     if kernels:
         lines += [f"kernels that changed (- {name}, + now):", *kernels]
