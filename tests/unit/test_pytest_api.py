@@ -431,3 +431,30 @@ def test_axis_types_go_with_a_mesh_of_axis_sizes():
     assert s.all_gathers == 0
     with pytest.raises(InvariantsError, match=r"^compile_for: axis_types goes with mesh=\{\.\.\.\}"):
         compile_for(lookup, TABLE, INDICES, target="cpu", axis_types="explicit")
+
+
+EVAL_SHAPE_AT_IMPORT = """\
+import jax, jax.numpy as jnp
+# A flax model's parameter shapes: eval_shape of its init on a key, a concrete array that starts JAX.
+PARAMS = jax.eval_shape(lambda k: {"w": jax.random.normal(k, (64, 8))}, jax.random.key(0))
+IDS = jax.ShapeDtypeStruct((16,), jnp.int32)
+def test_h100(compile_for):
+    assert compile_for(lambda p, i: jnp.take(p["w"], i, axis=0), PARAMS, IDS, target="gpu-h100").gathers >= 1
+"""
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("jax_cuda12_plugin") is None or shutil.which("nvidia-smi") is not None,
+    reason="the CUDA plugin, on a host without CUDA",
+)
+def test_shapes_from_eval_shape_at_import_compile_for_a_gpu_as_the_guide_says(tmp_path):
+    """JAX started by the test module (a key made at import) leaves the CUDA plugin unable to compile ahead of
+    time: the GPU test skips saying to set JAX_PLATFORMS=cpu, and with it, as the guide's command runs the
+    tests, it passes."""
+    tmp_path.joinpath("test_mine.py").write_text(EVAL_SHAPE_AT_IMPORT)
+    env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
+    argv = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "test_mine.py"]
+    for platforms, said in ((None, "set JAX_PLATFORMS=cpu"), ("cpu", "1 passed")):
+        run_env = env if platforms is None else {**env, "JAX_PLATFORMS": platforms}
+        proc = subprocess.run(argv, cwd=tmp_path, env=run_env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0 and said in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
