@@ -57,6 +57,7 @@ import atexit
 import contextlib
 import dataclasses
 import functools
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -150,9 +151,13 @@ def target_named(name: str) -> Target:
     if target.in_child:
         flags = target.libtpu_init_args
         why = f"LIBTPU_INIT_ARGS={flags}" if flags else f"{target.device_count} host devices"
+        # A sharded program needs as many chips as its mesh: a pod target compiles it here ahead of time.
+        alike = [t.name for t in targets.values() if t.device_count == target.device_count and not t.in_child]
+        many = target.device_count > 1 and alike
+        use = f"a target of {target.device_count} chips, {', '.join(alike)}" if many else next(iter(targets))
         raise InvariantsError(
             f"compile_for: {name} compiles in a child process with {why}; "
-            "compile_for compiles in this process: use " + next(iter(targets))
+            f"compile_for compiles in this process: use {use}"
         )
     reason = target.unavailable_reason()
     if reason is not None:
@@ -239,17 +244,22 @@ class CompiledStructure:
         if dtype is not None and scoped is None:
             takes = ", ".join(m.name for m in METRICS.values() if m.by_dtype is not None)
             raise InvariantsError(f"{self.name}: {name} takes no dtype; the counts that do: {takes}")
-        # A compile with no value for the metric has none for its scoped counts either (SparseCore's on
-        # a chip without one), as a spec's verdict says.
         value = self.metrics[name]
-        if isinstance(value, Missing):
+        if isinstance(value, Missing):  # before any dtype scope, as a spec reads it: no SparseCore, no count
             raise MetricUnavailable(f"{self.name} on {self.target}: {name} {value}")
         if value is None:
             raise MetricUnavailable(
                 f"{self.name} on {self.target}: {name} is unknown "
                 "(a while loop's trip count cannot be derived)"
             )
-        return value if dtype is None or scoped is None else scoped(self.structure, dtype)
+        if dtype is None or scoped is None:
+            return value
+        from .spec.checks import WidenedDtype, widened_warning
+
+        if (warning := widened_warning(name, dtype, self.target)) is not None:
+            # As a spec's item warns: the count may pass for the very program it guards.
+            warnings.warn(f"{self.name} on {self.target}: {warning}", WidenedDtype, stacklevel=2)
+        return scoped(self.structure, dtype)
 
     def __getattr__(self, name: str) -> Any:
         # Only called for names the dataclass does not have: metrics, then the Structure's own fields.
@@ -332,7 +342,11 @@ def _meshes_of(leaves: list[Any]) -> list[Any]:
 
 
 def _abstract(
-    args: tuple[Any, ...], target: Target, mesh: Any = None, in_shardings: Any = None
+    args: tuple[Any, ...],
+    target: Target,
+    mesh: Any = None,
+    in_shardings: Any = None,
+    axis_types: str = "auto",
 ) -> tuple[tuple[Any, ...], str, Any]:
     """The abstract arguments, their shapes as text, and the mesh the program runs on (None for one
     device). One device of ``target`` holds an unsharded program, as the gate places it; a multi-chip
@@ -352,7 +366,11 @@ def _abstract(
                 "jax.ShapeDtypeStruct (pytrees of them)"
             )
     if isinstance(mesh, dict):
-        mesh = mesh_for(target.name, **mesh)
+        mesh = mesh_for(target.name, axis_types=axis_types, **mesh)
+    elif axis_types != "auto":
+        raise InvariantsError(
+            "compile_for: axis_types goes with mesh={...}; a mesh of mesh_for(...) takes its own axis_types"
+        )
     found = _meshes_of([leaf for _, leaf in leaves])
     if mesh is None and len(found) == 1 and found[0].size > 1:
         mesh = found[0]
@@ -413,6 +431,7 @@ def compile_for(
     name: str | None = None,
     mesh: Any = None,
     in_shardings: Any = None,
+    axis_types: str = "auto",
     donate_argnums: int | tuple[int, ...] = (),
 ) -> CompiledStructure:
     """Compile ``fn(*args)`` for ``target`` (``cpu``, ``tpu-v5e``, ``gpu-h100``, ``tpu-v5e-4x4``, ... or
@@ -422,8 +441,10 @@ def compile_for(
     4}``, or a mesh of :func:`mesh_for`) with ``in_shardings`` (a PartitionSpec per argument, a pytree
     prefix of ``args``; None or left out: replicated), or arguments already sharded on such a mesh. The
     function is traced under the mesh (``jax.set_mesh``), so PartitionSpecs inside it work as in the user's
-    code. ``donate_argnums``: the arguments whose buffers the program may reuse, as ``jax.jit`` takes it (a
-    training step donates its parameters). See the module docstring."""
+    code. ``axis_types``: ``auto`` or ``explicit``, the mesh's axis types, as a spec's ``axis_types`` (an
+    ``.at[].get(out_sharding=...)`` inside the function needs ``explicit``). ``donate_argnums``: the
+    arguments whose buffers the program may reuse, as ``jax.jit`` takes it (a training step donates its
+    parameters). See the module docstring."""
     chosen = target_named(target)
     # These import the catalog, and JAX with it: after target_named has started JAX as the gate does
     import jax
@@ -433,7 +454,7 @@ def compile_for(
     store = from_settings()
     persistent = _persistent(store.folder, store.max_bytes) if store is not None else _persistent(None, 0)
     label = name or getattr(fn, "__name__", None) or type(fn).__name__
-    specs, config, on = _abstract(args, chosen, mesh, in_shardings)
+    specs, config, on = _abstract(args, chosen, mesh, in_shardings, axis_types)
     jit_kwargs = {"donate_argnums": donate_argnums} if donate_argnums != () else {}
     try:
         with jax.set_mesh(on) if on is not None else contextlib.nullcontext():

@@ -11,7 +11,7 @@ from invariants.plugin import results as _results
 from invariants.plugin.outcomes import dumped_line, fail, failure_report, judge, relation_report
 from invariants.plugin.results import Failure
 from invariants.snapshot.render import render_summary
-from invariants.spec.checks import WidenedDtype, evaluate
+from invariants.spec.checks import WidenedDtype, config_matches, evaluate
 
 pytestmark = [pytest.mark.gate, pytest.mark.invariant]
 
@@ -36,6 +36,7 @@ def test_invariant(invariant_case, gate, record_property):
             measured=verdict.measured,
             ratchet=inv.ratchet.reason if inv.ratchet else None,
             where=inv.where,
+            warning=verdict.warning or None,
             **{"assert": inv.text},
         )
     )
@@ -55,9 +56,14 @@ def test_invariant(invariant_case, gate, record_property):
     if verdict.warning:  # pytest's warnings summary shows it under this item's id, at the spec's line
         path, line = inv.where.rsplit(":", 1)
         warnings.warn_explicit(f"{inv.id} on {where}: {verdict.warning}", WidenedDtype, path, int(line))
+    others: tuple[str, ...] = ()
+    if inv.ratchet is not None and case.program is not None and not inv.assertion.pinned:
+        declared = gate.all_programs[case.program].configs
+        others = tuple(c for c in declared if c != case.config and config_matches(c, inv.configs))
     judge(
-        inv, verdict.holds, verdict.holds, where, verdict.describe(inv), failure, case.program, case.keys[0]
-    )
+        inv, verdict.holds, verdict.holds, where, verdict.describe(inv), failure, case.program, case.keys[0],
+        others,
+    )  # fmt: skip
 
 
 @pytest.mark.gate

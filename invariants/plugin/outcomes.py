@@ -60,14 +60,15 @@ def fail(failure: Failure, text: str) -> NoReturn:
 
 def judge(
     invariant: Any, holds: bool, tightenable: bool, where: str, describe: str, failure: Any,
-    program: str | None = None, key: Key | None = None,
+    program: str | None = None, key: Key | None = None, other_configs: tuple[str, ...] = (),
 ) -> None:  # fmt: skip
     """Turn a decided invariant into a pytest outcome, the same way for every tier.
 
     A ratchet (known bad today) expects to fail: it xfails with its reason, and when ``tightenable`` (it
     now holds, beyond noise) the item fails with "ratchet can be tightened", never in silence. A ratchet
     over a set of programs is judged per program (``program``, one item each): the item where it holds
-    fails, the others stay xfail, and the line says how to split the fixed program out.
+    fails, the others stay xfail, and the line says how to split the fixed program out; likewise a ratchet
+    over several configurations of the program (``other_configs``: those it applies to besides this one).
     ``failure`` builds the full diagnosis lazily, since it may dump files. ``key``: the compile the verdict
     is about (a relation's first), for the results file's :class:`Failure`.
     """
@@ -78,6 +79,11 @@ def judge(
                 advice += (
                     f", or, while it still fails on the others of programs = {list(invariant.programs)}, "
                     f"move {program} to an invariant of its own without the ratchet"
+                )
+            if other_configs:
+                advice += (
+                    f", or, while it still fails in {', '.join(other_configs)}, narrow the ratchet to "
+                    f"configs = {list(other_configs)} and hold {key.config if key else 'this one'} without it"
                 )
             line = f"ratchet can be tightened: {invariant.id} now holds on {where} ({describe}); {advice}"
             fail(Failure("assert", line, key), line)
@@ -101,9 +107,10 @@ _SECTION_LINES = 8
 
 def snapshot_comparison(s: GateSession, key: Key, current: str) -> list[str]:
     """What differs between the committed snapshot of ``key`` and ``current``, to fit a screen: the summary
-    lines before and after, the kernels that changed (never cut; lines alike but for their dimensions, as a
-    change made once per table, shown once with their count), the other sections that changed (short ones
-    whole), and where the whole diff was written. A note when there is no committed snapshot."""
+    lines before and after (one line when it did not change), the kernels that changed (never cut; lines
+    alike but for their dimensions, as a change made once per table, shown once with their count), the
+    other sections that changed (short ones whole), and where the whole diff was written. A note when
+    there is no committed snapshot."""
     path = s.snapshots.path(key)
     name = shown(path)
     if not path.exists():
@@ -111,7 +118,9 @@ def snapshot_comparison(s: GateSession, key: Key, current: str) -> list[str]:
     committed = path.read_text()
     if committed == current:
         return [f"structure identical to {name}"]
-    lines = [f"- {summary_of(committed)}", f"+ {summary_of(current)}"]
+    before, after = summary_of(committed), summary_of(current)
+    # Two equal lines under - and + would read as a change: an unchanged summary is one line.
+    lines = [f"- {before}", f"+ {after}"] if before != after else [f"  {after} (unchanged)"]
     kernels = fold_alike(changed_kernels(committed, current, context=0))
     if kernels:
         lines += [f"kernels that changed (- {name}, + now):", *kernels]

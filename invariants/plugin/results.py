@@ -206,6 +206,8 @@ class Invariant(Record):
     ratio: float | None = None
     ratchet: str | None = None
     where: str | None = None
+    # What the verdict warns of, in one line (a dtype filter on a target that widens the dtype).
+    warning: str | None = None
 
     def program_names(self) -> list[str]:
         return list(self.programs)

@@ -320,6 +320,13 @@ def _target_tables(run: Run) -> list[str]:
             row = [_md(program, code=True), _md(config), *cells, status]
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
+        warned = [
+            i for k, items in sorted(invariants.items()) if k[0] == target for i in items if i.get("warning")
+        ]
+        lines += [
+            f"- warning: {_md(i.id, code=True)} on {_md(i.nodeid)}: {_md(i.get('warning'))}" for i in warned
+        ]
+        lines += [""] if warned else []
     return lines
 
 

@@ -389,6 +389,18 @@ class WidenedDtype(UserWarning):
     the very program it guards (``scatters(dtype="bf16") == 0`` on the CPU)."""
 
 
+def widened_warning(name: str, dtype: str, target: str) -> str | None:
+    """What a :class:`WidenedDtype` says of ``name(dtype=...)`` read on ``target``; None where the target
+    computes ``dtype`` as it is."""
+    wide = widened(target, dtype)
+    if wide is None:
+        return None
+    return (
+        f"{name}(dtype={dtype!r}) reads the compiled dtype, and {target} computes {dtype} in {wide}: "
+        f"the count does not see the {dtype} work it guards there"
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class Decision:
     """The decision on one case. ``measured`` maps each evaluated term to its value. ``ratio`` is
@@ -491,11 +503,8 @@ def evaluate(
         if value is None:
             raise NoValue(f"{name} of {program} is unknown (a loop trip count could not be derived)")
         if dtype is not None:  # a count scoped to one element type, from the structure itself
-            if (wide := widened(case.target, dtype)) is not None:
-                warnings.append(
-                    f"{name}(dtype={dtype!r}) reads the compiled dtype, and {case.target} computes {dtype} "
-                    f"in {wide}: the count does not see the {dtype} work it guards there"
-                )
+            if (warning := widened_warning(name, dtype, case.target)) is not None:
+                warnings.append(warning)
             scoped = METRICS[name].by_dtype
             assert scoped is not None  # the assert grammar admits a dtype only where there is one
             return scoped(measured(key).structure, dtype)

@@ -24,6 +24,8 @@ from pathlib import Path
 import pytest
 from gatekit import command, made_once
 
+from invariants.plugin.results import read
+
 ROOT = Path(__file__).parents[2]
 
 SPEC = """\
@@ -487,6 +489,13 @@ def test_a_dtype_filter_the_cpu_widens_warns_in_the_items_result(tmp_path: Path)
     assert re.search(r"^  specs/mine.toml:10: WidenedDtype: no_bf16_scatter on cpu mine_grad \[bf16\]: "
                      r"scatters\(dtype='bf16'\) reads the compiled dtype, and cpu computes bf16 in f32", out,
                      re.M), out[-3000:]  # fmt: skip
+    # The item's result keeps the line: the results file's record, and the report read from it.
+    warned = "scatters(dtype='bf16') reads the compiled dtype, and cpu computes bf16 in f32: the count"
+    (item,) = [i for i in read(project / "artifacts" / "results.json").items if i.kind == "invariant"]
+    assert item.get("warning", "").startswith(warned), item
+    argv = [sys.executable, "-m", "invariants", "report", "artifacts/results.json"]
+    report = subprocess.run(argv, cwd=project, capture_output=True, text=True, timeout=300, check=True).stdout
+    assert "- warning: `no_bf16_scatter` on " in report and "reads the compiled dtype" in report, report
 
 
 COMBINED = """\

@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ import invariants.pytest_plugin as plugin
 from invariants._errors import InvariantsError
 from invariants.hlo.structure import Structure
 from invariants.measure.metrics import METRICS
+from invariants.spec.checks import WidenedDtype
 from invariants.testing import CompiledStructure, MetricUnavailable, TargetUnavailable, compile_for
 
 ROOT = Path(__file__).parents[2]
@@ -276,7 +278,8 @@ def test_the_layout_puts_the_target_above_syrupys_own():
 def test_a_metric_takes_the_call_form_a_spec_writes(on_cpu):
     """`scatters(dtype="f32")` in a spec is `s.scatters(dtype="f32")` here; `s.gathers` is still a number."""
     assert on_cpu.gathers(dtype="f32") == on_cpu.metric("gathers", dtype="f32") == 1
-    assert on_cpu.gathers(dtype="bf16") == 0
+    with pytest.warns(WidenedDtype):
+        assert on_cpu.gathers(dtype="bf16") == 0
     assert on_cpu.gathers() == on_cpu.gathers == 1 and on_cpu.gathers + 1 == 2
     with pytest.raises(InvariantsError, match="while_loops takes no dtype"):
         on_cpu.while_loops(dtype="f32")
@@ -383,3 +386,75 @@ def test_compile_for_is_served_by_the_gates_compile_cache_in_a_new_process(tmp_p
     assert run("3") == "miss"
     assert run("3", INVARIANTS_NO_CACHE="1") == "off"
     assert run("3") == "hit"
+
+
+def test_a_dtype_the_target_widens_warns_as_a_specs_item_does(on_cpu):
+    """XLA:CPU computes bf16 in f32: a bf16 count there passes for the very program it guards, so it warns in
+    one line, in either form; a dtype the CPU keeps does not."""
+    with pytest.warns(WidenedDtype) as caught:
+        on_cpu.scatters(dtype="bf16")
+        on_cpu.metric("gathers", dtype="bf16")
+    assert [str(w.message) for w in caught] == [
+        f"take on cpu: {name}(dtype='bf16') reads the compiled dtype, and cpu computes bf16 in f32: "
+        "the count does not see the bf16 work it guards there"
+        for name in ("scatters", "gathers")
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert on_cpu.scatters(dtype="f16") == 0
+
+
+def test_a_child_process_target_names_the_targets_that_compile_here():
+    """cpu-8dev compiles in a child of the gate; for a sharded program the pytest API names the targets of
+    its chip count that compile in this process, never the one-chip cpu."""
+    with pytest.raises(InvariantsError) as err:
+        compile_for(take, {"w": TABLE}, INDICES, target="cpu-8dev")
+    assert str(err.value) == (
+        "compile_for: cpu-8dev compiles in a child process with 8 host devices; compile_for compiles in this "
+        "process: use a target of 8 chips, tpu-v5e-2x4, tpu-v5p-2x2x2"
+    )
+
+
+def test_axis_types_go_with_a_mesh_of_axis_sizes():
+    """A spec's ``axis_types = "explicit"`` is ``axis_types="explicit"`` here: the out_sharding of a lookup
+    traces only on explicit axes. With a mesh already built, it is mesh_for's to say."""
+    from jax.sharding import PartitionSpec as P
+
+    def lookup(table, ids):
+        return table.at[ids].get(out_sharding=P("data", None))
+
+    try:
+        s = compile_for(lookup, TABLE, INDICES, target="tpu-v5e-2x4", mesh={"data": 2, "tensor": 4},
+                        in_shardings=(P("tensor", None), P("data")), axis_types="explicit")  # fmt: skip
+    except TargetUnavailable as err:
+        pytest.skip(str(err))
+    assert s.all_gathers == 0
+    with pytest.raises(InvariantsError, match=r"^compile_for: axis_types goes with mesh=\{\.\.\.\}"):
+        compile_for(lookup, TABLE, INDICES, target="cpu", axis_types="explicit")
+
+
+EVAL_SHAPE_AT_IMPORT = """\
+import jax, jax.numpy as jnp
+# A flax model's parameter shapes: eval_shape of its init on a key, a concrete array that starts JAX.
+PARAMS = jax.eval_shape(lambda k: {"w": jax.random.normal(k, (64, 8))}, jax.random.key(0))
+IDS = jax.ShapeDtypeStruct((16,), jnp.int32)
+def test_h100(compile_for):
+    assert compile_for(lambda p, i: jnp.take(p["w"], i, axis=0), PARAMS, IDS, target="gpu-h100").gathers >= 1
+"""
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("jax_cuda12_plugin") is None or shutil.which("nvidia-smi") is not None,
+    reason="the CUDA plugin, on a host without CUDA",
+)
+def test_shapes_from_eval_shape_at_import_compile_for_a_gpu_as_the_guide_says(tmp_path):
+    """JAX started by the test module (a key made at import) leaves the CUDA plugin unable to compile ahead of
+    time: the GPU test skips saying to set JAX_PLATFORMS=cpu, and with it, as the guide's command runs the
+    tests, it passes."""
+    tmp_path.joinpath("test_mine.py").write_text(EVAL_SHAPE_AT_IMPORT)
+    env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
+    argv = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "test_mine.py"]
+    for platforms, said in ((None, "set JAX_PLATFORMS=cpu"), ("cpu", "1 passed")):
+        run_env = env if platforms is None else {**env, "JAX_PLATFORMS": platforms}
+        proc = subprocess.run(argv, cwd=tmp_path, env=run_env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0 and said in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]

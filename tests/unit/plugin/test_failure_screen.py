@@ -48,7 +48,8 @@ def test_one_break_in_eight_tables_fits_a_screen(tmp_path: Path, target: str) ->
     # The part of a failing item this makes, and the few lines around it (reason, why, versions, dumps,
     # the accept command).
     assert len(lines) + 6 <= 60, "\n".join(lines)
-    assert lines[0] == "- " + before.read_text().splitlines()[2] and lines[1].startswith("+ summary: ")
+    summary, now = before.read_text().splitlines()[2], after.read_text().splitlines()[2]
+    assert lines[:2] == [f"- {summary}", f"+ {now}"] if summary != now else lines[0] == f"  {now} (unchanged)"
     # Nothing is lost: the whole diff, every line of it, is in the dump folder.
     whole = (tmp_path / "bag8_train.f32.snapshot.diff").read_text()
     expected = structural_diff(before.read_text(), after.read_text(), "committed", "now")
@@ -58,6 +59,19 @@ def test_one_break_in_eight_tables_fits_a_screen(tmp_path: Path, target: str) ->
         assert len(plain) > 120 and sum(ln == "+  while ×4096 {" for ln in plain) == 8
         assert sum(ln == "+  while ×4096 {" for ln in lines) == 1
         assert "+  }   (and 7 more blocks alike but for their dimensions)" in lines
+
+
+def test_a_change_that_keeps_the_summary_shows_it_once(tmp_path: Path) -> None:
+    """One more op fused into a kernel keeps every count of the summary: it shows as one line, not as a - and
+    a + line that read the same, and the kernel that changed follows."""
+    before = DATA / "cpu.before.txt"
+    text = before.read_text()
+    first = next(ln for ln in text.splitlines() if ln.startswith("  fusion ") and "{" in ln)
+    after = text.replace(first, first.replace("{", "{tanh, ", 1), 1)
+    key = Key("bag8_train", "f32", "cpu")
+    lines = outcomes.snapshot_comparison(_Session(before, tmp_path), key, after)  # type: ignore[arg-type]
+    assert lines[0] == f"  {text.splitlines()[2]} (unchanged)", lines
+    assert lines[1].startswith("kernels that changed") and not any(ln.startswith("+ summary") for ln in lines)
 
 
 def test_alike_lines_fold_by_sign_and_text_but_for_their_dimensions() -> None:

@@ -29,17 +29,18 @@ ratchet = { reason = "gradients are three kernels today", issue = "https://examp
 
 
 def _gate_run(
-    gate_pytester: InProcess, *report: str, programs: str = "grad_take,grad_naive"
-) -> subprocess.CompletedProcess[str]:
-    """The gate on the ratchet above, as pytest invariants/gate runs it (in this process), with ``report``
-    (-r) options."""
+    gate_pytester: InProcess, *report: str, programs: str = "grad_take,grad_naive", spec: str = SPEC,
+    configs: str = "f32", ratchet: str = "one_kernel",
+) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """The gate on the ratchet above (or ``spec``'s), as pytest invariants/gate runs it (in this process),
+    with ``report`` (-r) options."""
     folder = gate_pytester.path
     (folder / "specs").mkdir(exist_ok=True)
-    (folder / "specs" / "r.toml").write_text(SPEC)
+    (folder / "specs" / "r.toml").write_text(spec)
     return gate_pytester.pytest(
         str(GATE_DIR / "test_invariants.py"), "-p", "invariants.plugin.hooks", "-c", os.devnull,
         "--rootdir", str(folder), "-q", *report,
-        "--spec-dir", str(folder / "specs"), "--targets", "cpu", "--configs", "f32", "-k", "one_kernel",
+        "--spec-dir", str(folder / "specs"), "--targets", "cpu", "--configs", configs, "-k", ratchet,
         "--programs", programs, "--snapshot-dir", str(ROOT / "snapshots"),
         "--results-json", str(folder / "r.json"),
     )  # fmt: skip
@@ -77,3 +78,34 @@ def test_the_known_regressions_are_a_line_per_ratchet_and_minus_rx_lists_each(ga
         lines = listed.stdout.splitlines()
         assert len([ln for ln in lines if ln.startswith("XFAIL")]) == 2, listed.stdout[-3000:]
         assert lines[lines.index(summary[0]) + 1] == summary[1]
+
+
+# kernels <= 3 holds for the f32 gradient of take on cpu and not for its bf16 one (converts around the
+# scatter-add): a ratchet over both configurations, fixed in one.
+OVER_CONFIGS = """[spec]
+targets = ["cpu"]
+
+[[invariant]]
+id = "three_kernels"
+programs = ["grad_take"]
+configs = ["f32", "bf16"]
+assert = "kernels <= 3"
+ratchet = { reason = "bf16 converts around the scatter", issue = "https://example.com/issue/2" }
+"""
+
+
+def test_a_ratchet_over_configurations_fixed_in_one_says_how_to_narrow_it(gate_pytester):
+    """Dropping the ratchet would fail the configuration where it still fails: the line says so."""
+    proc = _gate_run(gate_pytester, "-rfx", programs="grad_take", spec=OVER_CONFIGS, configs="f32,bf16",
+                     ratchet="three_kernels")  # fmt: skip
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    outcomes = [ln.split(" - ")[0] for ln in proc.stdout.splitlines() if ln.startswith(("FAILED", "XFAIL"))]
+    assert outcomes == [
+        "FAILED ::test_invariant[cpu-grad_take-f32-three_kernels]",
+        "XFAIL ::test_invariant[cpu-grad_take-bf16-three_kernels]",
+    ], proc.stdout[-3000:]
+    assert (
+        "ratchet can be tightened: three_kernels now holds on cpu grad_take [f32] (assert kernels <= 3: "
+        "measured kernels = 3); drop its ratchet in specs/r.toml:4 (https://example.com/issue/2), or, while "
+        "it still fails in bf16, narrow the ratchet to configs = ['bf16'] and hold f32 without it"
+    ) in proc.stdout
