@@ -235,15 +235,15 @@ class CompiledStructure:
             return structural_signature(self.structure)
         if name not in self.metrics:
             raise AttributeError(self._unknown(name, "metric"))
+        value = self.metrics[name]
+        if isinstance(value, Missing):  # a dtype's share of it too (a SparseCore count on a chip without one)
+            raise MetricUnavailable(f"{self.name} on {self.target}: {name} {value}")
         if dtype is not None:
             scoped = METRICS[name].by_dtype
             if scoped is None:
                 takes = ", ".join(m.name for m in METRICS.values() if m.by_dtype is not None)
                 raise InvariantsError(f"{self.name}: {name} takes no dtype; the counts that do: {takes}")
             return scoped(self.structure, dtype)
-        value = self.metrics[name]
-        if isinstance(value, Missing):
-            raise MetricUnavailable(f"{self.name} on {self.target}: {name} {value}")
         if value is None:
             raise MetricUnavailable(
                 f"{self.name} on {self.target}: {name} is unknown "

@@ -88,3 +88,24 @@ def test_tpu_toml_guards_where_the_offload_size_gather_runs(chip: str) -> None:
     assert not holds(default, f"{chip}_gather_offload_flags", f"tpu-{chip}")
     assert holds(flagged, f"{chip}_gather_offload_flags", f"tpu-{chip}-gather-offload")
     assert not holds(flagged, f"{chip}_gather", f"tpu-{chip}-gather-offload")
+
+
+def test_the_gate_says_a_chip_without_a_sparsecore_has_none(gate_pytester) -> None:
+    """A project's invariant on a SparseCore count, aimed at tpu-v5e: its item fails in one line that says
+    v5e has no SparseCore, not with a count of 0 that would pass."""
+    folder = gate_pytester.path
+    (folder / "sclib.py").write_text(
+        "import jax.numpy as jnp\n\ndef lookup(t, i):\n    return jnp.take(t, i, axis=0)\n"
+    )
+    (folder / "specs").mkdir()
+    (folder / "specs" / "lib.toml").write_text(
+        '[spec]\ntargets = ["tpu-v5e"]\n\n[[program]]\nname = "p"\nfunction = "sclib:lookup"\n'
+        'kind = "forward"\n\n[[invariant]]\nid = "on_tensorcore"\nprograms = ["p"]\n'
+        'assert = "sparsecore_gathers == 0"\n'
+    )
+    proc = gate_pytester.command("gate", "--spec-dir", "specs", "--snapshot-dir", "snapshots", "--no-catalog",
+                                 "-k", "test_invariant", "-p", "no:cacheprovider", "-q")  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-3000:]
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("FAILED") and "on_tensorcore" in ln]
+    assert "tpu-v5e has no SparseCore" in line, out[-3000:]
