@@ -144,7 +144,9 @@ def test_an_async_start_to_another_thread_counts_its_wrapped_kernels_there() -> 
 _WHERE = ("kernels", "gathers", "scatters", "sparsecore_ops", "sparsecore_gathers", "sparsecore_scatters")
 
 
-@pytest.mark.parametrize("path", sorted((DATA / "libtpu-0.0.43.2").glob("*.txt")), ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "path", sorted(DATA.glob("libtpu-*/*.txt")), ids=lambda p: f"{p.parent.name}/{p.stem}"
+)
 def test_a_later_libtpu_release_is_read_and_offloads_the_same(path: pathlib.Path) -> None:
     later = measure_text(path.read_text(), path.name).metrics
     pinned = measure_text(_text(path.stem), path.name).metrics
