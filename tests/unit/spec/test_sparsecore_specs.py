@@ -113,8 +113,9 @@ def test_the_gate_says_a_chip_without_a_sparsecore_has_none(gate_pytester) -> No
 
 @pytest.mark.parametrize("chip", ["v5p", "v6e"])
 def test_tpu_toml_records_where_the_scatter_and_the_moe_gathers_run(chip: str) -> None:
-    """The gate's own invariants on the catalog's scatter_min and moe_decode_step, decided on dumps of the
-    same programs at the same sizes, with libtpu's default flags and with the gather-offload flags."""
+    """The gate's own invariants on the catalog's scatter_min, grad_embedding_bag and moe_decode_step,
+    decided on dumps of the same programs at the same sizes, with libtpu's default flags and with the
+    gather-offload flags."""
 
     def holds(invariant_id: str, program: str, name: str, target: str) -> bool:
         case = Case(_tpu_invariant(invariant_id), target, "f32-offload", program)
@@ -126,6 +127,10 @@ def test_tpu_toml_records_where_the_scatter_and_the_moe_gathers_run(chip: str) -
     assert holds(scatter, "scatter_min", f"{chip}_scatter_min_offload_flags", flagged)
     # A compile with no scatter on the SparseCore (the large gather's) reads as one whose scatter stayed.
     assert not holds(scatter, "scatter_min", f"{chip}_gather", f"tpu-{chip}")
+    bag = "offload_bag_gradient_on_tensorcore"
+    assert holds(bag, "grad_embedding_bag", f"{chip}_bag_grad", f"tpu-{chip}")
+    assert holds(bag, "grad_embedding_bag", f"{chip}_bag_grad_offload_flags", flagged)
+    assert not holds(bag, "grad_embedding_bag", f"{chip}_scatter_min", f"tpu-{chip}")
     default, moved = f"{chip}_moe_decode", f"{chip}_moe_decode_offload_flags"
     assert holds("offload_moe_decode_gathers_on_tensorcore", "moe_decode_step", default, f"tpu-{chip}")
     assert not holds("offload_moe_decode_gathers_on_tensorcore", "moe_decode_step", moved, f"tpu-{chip}")
