@@ -12,7 +12,7 @@ from invariants.versus.report import SideRecord, load_record, make_record, rende
 from invariants.versus.worker import key_answer
 
 DATA = Path(__file__).parents[2] / "data" / "hlo" / "sparsecore"
-KEY = ("moe_decode_step", "bf16", "tpu-v6e")
+KEY = ("moe_decode_step", "f32-offload", "tpu-v6e")
 
 
 def _reply(fixture: str) -> dict:
@@ -34,7 +34,7 @@ def _report(tmp_path: Path, baseline: str, candidate: str) -> tuple[dict, str]:
 def test_gathers_moved_to_the_sparsecore_are_one_line_per_key(tmp_path: Path) -> None:
     # The flagged compile stands in for a release that offloads the step's 8 expert gathers.
     entry, text = _report(tmp_path, "v6e_moe_decode", "v6e_moe_decode_offload_flags")
-    line = "moe_decode_step[bf16] on tpu-v6e: 8 gathers moved to sparsecore"
+    line = "moe_decode_step[f32-offload] on tpu-v6e: 8 gathers moved to sparsecore"
     assert entry["offload"] == line
     assert f"- {line}" in text.splitlines()
     assert "| sparsecore_gathers | sparsecore | 0 | 8 | **differs** |" in text.splitlines()
@@ -42,7 +42,7 @@ def test_gathers_moved_to_the_sparsecore_are_one_line_per_key(tmp_path: Path) ->
 
 def test_and_moved_back_off_it(tmp_path: Path) -> None:
     entry, _ = _report(tmp_path, "v6e_moe_decode_offload_flags", "v6e_moe_decode")
-    assert entry["offload"] == "moe_decode_step[bf16] on tpu-v6e: 8 gathers moved off sparsecore"
+    assert entry["offload"] == "moe_decode_step[f32-offload] on tpu-v6e: 8 gathers moved off sparsecore"
 
 
 def test_two_releases_that_offload_the_same_say_nothing_moved(tmp_path: Path) -> None:
