@@ -46,7 +46,7 @@ def test_and_moved_back_off_it(tmp_path: Path) -> None:
 
 
 def test_two_releases_that_offload_the_same_say_nothing_moved(tmp_path: Path) -> None:
-    # libtpu 0.0.42.1 and 0.0.43.2 both run the #8720 scatter on the SparseCore: their text differs.
+    # libtpu 0.0.42.1 and 0.0.43.2 both run the large scatter-min on the SparseCore: their text differs.
     entry, text = _report(tmp_path, "v6e_scatter_min", "libtpu-0.0.43.2/v6e_scatter_min")
     assert entry["baseline"]["sparsecore_metrics"]["sparsecore_scatters"] == 1
     assert entry["candidate"]["sparsecore_metrics"]["sparsecore_scatters"] == 1
