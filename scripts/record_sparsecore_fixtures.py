@@ -14,6 +14,8 @@ The programs, at the sizes where libtpu moves work to the SparseCores:
   JAX form);
 * ``scatter_add``: ``t.at[i].add(s)``, the same sizes;
 * ``gather``: ``jnp.take(table, ids, axis=0)``, table f32[1000000,128], ids s32[131072];
+* ``bag_grad``: the gradient with respect to the table of ``jnp.take(table, ids.reshape(-1, 8),
+  axis=0).sum(1)`` (bags of 8 rows), the same table and ids;
 * ``moe_decode``: a batch-1 mixture-of-experts decode step: the router's top-8 of 64 experts, and each chosen
   expert's weights gathered (w_in bf16[64,2048,1024], w_out bf16[64,1024,2048]).
 
@@ -36,7 +38,7 @@ OFFLOAD_FLAGS = (
     "--xla_tpu_offload_gather_to_sparsecore=true --xla_tpu_offload_all_supported_gathers_to_sparsecore=true"
 )
 TARGETS = {"v6e": ("v6e:1x1", "default"), "v5p": ("v5p:1x1x1", "megacore")}
-PROGRAMS = ("scatter_min", "scatter_add", "gather", "moe_decode")
+PROGRAMS = ("scatter_min", "scatter_add", "gather", "moe_decode", "bag_grad")
 
 
 def _program(name: str, sds: Any) -> tuple[Any, tuple[Any, ...]]:
@@ -48,6 +50,14 @@ def _program(name: str, sds: Any) -> tuple[Any, tuple[Any, ...]]:
         if name == "scatter_min":
             return (lambda t, i, s: t.at[i].min(s)), args
         return (lambda t, i, s: t.at[i].add(s)), args
+    if name == "bag_grad":  # bags of 8 rows summed; the gradient with respect to the table
+        table, ids = sds((1_000_000, 128), jnp.float32), sds((131_072,), jnp.int32)
+
+        def bag_grad(w: Any, x: Any, ct: Any) -> Any:
+            _, pullback = jax.vjp(lambda t: jnp.take(t, x.reshape(-1, 8), axis=0).sum(axis=1), w)
+            return pullback(ct)[0]
+
+        return bag_grad, (table, ids, sds((131_072 // 8, 128), jnp.float32))
     if name == "gather":
         return (lambda w, x: jnp.take(w, x, axis=0)), (
             sds((1_000_000, 128), jnp.float32),

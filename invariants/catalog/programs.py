@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import importlib.util
+import math
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, Protocol, cast
 
@@ -468,6 +469,88 @@ def _backward(forward: Callable[[jax.Array, jax.Array], jax.Array]) -> Callable[
 _TRAIN_CLASSES = 16
 
 
+# ---------------------------------------------------------------------------------------------------------
+# At the sizes where libtpu moves gathers and scatters to the SparseCores of v5p and v6e: programs with
+# arguments of their own, compiled ahead of time only, in the offload configuration.
+
+
+@dataclasses.dataclass(frozen=True)
+class _Fixed:
+    """Arguments of fixed shapes and dtypes, whatever the configuration, and the input facts of the table
+    they look up (``table`` and ``lookups``: the rows it has, the rows a call reads). Nothing runs such a
+    program, so nothing draws them."""
+
+    shapes: tuple[tuple[tuple[int, ...], str], ...]
+    table: tuple[tuple[int, ...], str]
+    lookups: int
+
+    def specs(self, config: Config) -> tuple[jax.ShapeDtypeStruct, ...]:
+        return tuple(jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in self.shapes)
+
+    def partition_specs(self, config: Config) -> tuple[tuple[str | None, ...], ...]:
+        return tuple(() for _ in self.shapes)
+
+    def param_leaves(self, config: Config) -> int:
+        return 0
+
+    def facts(self, config: Config) -> dict[str, int]:
+        (rows, *row), dtype = self.table
+        row_bytes = math.prod(row) * jnp.dtype(dtype).itemsize
+        return {
+            "table_bytes": rows * row_bytes,
+            "row_bytes": row_bytes,
+            "vocab": rows,
+            "lookups": self.lookups,
+        }
+
+    def draw(self, config: Config, distribution: Distribution, seed: int) -> tuple[np.ndarray, ...]:
+        raise InvariantsError(f"{config.id}: compiled ahead of time only, never run")
+
+
+def scatter_min(t: jax.Array, i: jax.Array, s: jax.Array) -> jax.Array:
+    return t.at[i].min(s)
+
+
+_BAG = 8  # indices per bag
+
+
+def embedding_bag(W: jax.Array, x: jax.Array) -> jax.Array:
+    return jnp.take(W, x.reshape(-1, _BAG), axis=0).sum(axis=1)
+
+
+_EXPERTS, _TOP_K, _MODEL, _HIDDEN = 64, 8, 2048, 1024
+
+
+def moe_decode_step(h: jax.Array, router: jax.Array, w_in: jax.Array, w_out: jax.Array) -> jax.Array:
+    # The decode step of a mixture-of-experts layer at batch 1: each chosen expert's weights are gathered.
+    weights, chosen = lax.top_k((h @ router)[0], _TOP_K)
+    up = jnp.einsum("bd,kdf->kf", h, w_in[chosen])
+    down = jnp.einsum("kf,kfd->kd", jax.nn.silu(up), w_out[chosen])
+    return (jax.nn.softmax(weights)[:, None] * down).sum(0, keepdims=True)
+
+
+def _add_offload_programs(programs: dict[str, Program]) -> None:
+    """The scatter, embedding-bag gradient and MoE decode step users run on v5p and v6e, at their sizes."""
+    table, ids, bags = ((1_000_000, 128), "float32"), ((131_072,), "int32"), (131_072 // _BAG, 128)
+    updated = ((5_600_000,), "float32")
+    w_in, w_out = ((_EXPERTS, _MODEL, _HIDDEN), "bfloat16"), ((_EXPERTS, _HIDDEN, _MODEL), "bfloat16")
+    moe = (((1, _MODEL), "bfloat16"), ((_MODEL, _EXPERTS), "bfloat16"), w_in, w_out)
+    offload: list[tuple[Callable[..., jax.Array], ProgramKind, str, _Fixed]] = [
+        (scatter_min, "forward", "t.at[i].min(s): 1.3M updates into a 5.6M-element table",
+         _Fixed((updated, ((1_300_000,), "int32"), ((1_300_000,), "float32")), updated, 1_300_000)),
+        (_backward(embedding_bag), "backward",
+         f"d/dW of jnp.take(W, x.reshape(-1, {_BAG}), axis=0).sum(1): an embedding bag's gradient",
+         _Fixed((table, ids, (bags, "float32")), table, 131_072)),
+        (moe_decode_step, "forward",
+         f"batch-1 MoE decode: top-{_TOP_K} of {_EXPERTS} experts, their bf16 weights gathered",
+         _Fixed(moe, w_in, _TOP_K)),
+    ]  # fmt: skip
+    for fn, kind, doc, inputs in offload:
+        programs[fn.__name__] = Program(
+            fn.__name__, kind, fn, doc, OFFLOAD_CONFIGS, _SPARSECORE, inputs=inputs
+        )
+
+
 def _train_step(lookup: Callable[[jax.Array, jax.Array], jax.Array]) -> Callable[..., Any]:
     # The seed's real context: embed [B, S] tokens, mean-pool, project, softmax cross-entropy, grads.
     def loss(W: jax.Array, P: jax.Array, tokens: jax.Array, labels: jax.Array) -> jax.Array:
@@ -486,6 +569,8 @@ def _train_step(lookup: Callable[[jax.Array, jax.Array], jax.Array]) -> Callable
 # The registry.
 
 _CORE = frozenset({"core"})
+# The programs at the sizes libtpu offloads (``--programs tag:sparsecore --configs f32-offload``).
+_SPARSECORE = frozenset({"sparsecore"})
 _ROW_BATCH_ONE_AXIS = Layout((8,), ("x",), ("x", None), ("x",))
 _ROWS_MODEL_BATCH_DATA = Layout((2, 4), ("data", "model"), ("model", None), ("data",))
 _COLUMNS = Layout((8,), ("x",), (None, "x"), (None,))
@@ -549,6 +634,7 @@ def _catalog() -> dict[str, Program]:
             programs[name] = Program(name, "sharded", fn, doc, layout=layout)
     _add_libraries(programs)
     _add_pod_programs(programs)
+    _add_offload_programs(programs)
     return programs
 
 

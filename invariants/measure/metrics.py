@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 from ..compile.record import Compiled
@@ -138,6 +138,24 @@ def no_sparsecore(target: str) -> str | None:
     if target.startswith(_NO_SPARSECORE):
         return f"{target} has no SparseCore (TPU v4, v5p and v6e have): nothing can be offloaded there"
     return None
+
+
+# The counts an offload change is read from, with the word for one of each.
+OFFLOAD_COUNTS = {"sparsecore_gathers": "gather", "sparsecore_scatters": "scatter"}
+
+
+def offload_moves(before: Mapping[str, Any], after: Mapping[str, Any]) -> str | None:
+    """What moved between the TensorCore and the SparseCore from one compile of a key to another, in one
+    line (``1 scatter moved to sparsecore; 8 gathers moved off sparsecore``), read from each compile's
+    :data:`OFFLOAD_COUNTS` (a number, None where its target has no SparseCore); None where nothing moved
+    or a side has no count."""
+    moves = []
+    for name, word in OFFLOAD_COUNTS.items():
+        b, a = before.get(name), after.get(name)
+        if isinstance(b, int) and isinstance(a, int) and a != b:
+            n = abs(a - b)
+            moves.append(f"{n} {word}{'' if n == 1 else 's'} moved {'to' if a > b else 'off'} {SPARSECORE}")
+    return "; ".join(moves) or None
 
 
 def _scoped(

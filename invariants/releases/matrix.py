@@ -11,12 +11,16 @@ Besides the HLO's counts, each structure record carries its kernels' code metric
 program and release, with a cell that changed from the release before in bold, and the plot draws them.
 That is where a change of code generation behind identical HLO shows (jaxlib 0.10.2 turning the A100's
 native ``atom.add.f32`` into CAS retry loops, openxla/xla#46225), which the HLO table cannot show.
+
+A program whose gathers or scatters moved to or off the SparseCore from one release to the next (its
+``sparsecore_gathers`` and ``sparsecore_scatters``) gets one line under the tables that says so.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import math
 import tempfile
@@ -30,6 +34,7 @@ from .._paths import atomic_path, check_output_dir, write_atomic
 from ..catalog.project import project_from
 from ..catalog.select import selectors
 from ..catalog.targets import TARGETS_HINT, all_targets, select_targets
+from ..measure.metrics import OFFLOAD_COUNTS, offload_moves
 from ..plugin.results import Results, compile_failure
 from .bisect import add_release_options, check_selection, run_suite
 from .environments import (
@@ -73,7 +78,7 @@ def matrix_rows(version: str, results: Results) -> list[MatrixRow]:
         if it.kind == "structure" and it.config == MATRIX_CONFIG:
             rows.append(MatrixRow(version, str(it.target), str(it.program),
                                   {m: it.get(m) for m in (*MATRIX_METRICS, PREDICTED_METRIC,
-                                                          *KERNEL_METRICS)}))  # fmt: skip
+                                                          *KERNEL_METRICS, *OFFLOAD_COUNTS)}))  # fmt: skip
     return rows
 
 
@@ -145,11 +150,26 @@ def render_matrix(
             out += _table(title, "---:|", programs, versions, cells, _predicted_cell)
         if any(_has_code(m) for m in cells.values()):
             out += _kernel_table(target, programs, versions, cells)
+    out += offload_lines(rows, versions)
     for key, note in notes.items():
         out.append(f"- {key}: {note}")
     for (version, target, program), reason in failures.items():
         out.append(f"- {program} on {target}, jax {version}: {reason}")
     return "\n".join(out).rstrip() + "\n"
+
+
+def offload_lines(rows: Sequence[MatrixRow], versions: Sequence[str]) -> list[str]:
+    """A line per program, target and release whose compile moved gathers or scatters to or off the
+    SparseCore from the release before it that compiled it."""
+    out = []
+    for target, program in dict.fromkeys((r.target, r.program) for r in rows):
+        by_v = {r.version: r.metrics for r in rows if (r.target, r.program) == (target, program)}
+        compiled = [v for v in versions if v in by_v]
+        for before, after in itertools.pairwise(compiled):
+            moved = offload_moves(by_v[before], by_v[after])
+            if moved:
+                out.append(f"- {program}[{MATRIX_CONFIG}] on {target}, jax {before} → {after}: {moved}")
+    return out
 
 
 # A cell of a program that did not compile in that release: its metrics are the words, in every table.

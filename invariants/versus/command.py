@@ -55,6 +55,7 @@ from .._errors import InvariantsError
 from .._paths import absolute_path, check_distinct, check_output_file, check_plot_path, write_atomic
 from ..catalog.project import Project, add_project_options, project_from
 from ..catalog.targets import CPU_RUNTIME, aimed_targets, select_targets
+from ..measure.metrics import offload_moves
 from ..releases import environments as envs  # a module: a test replaces its functions
 from ..releases.environments import DEFAULT_CACHE, DEFAULT_INDEX
 from ..snapshot.diff import structural_diff, what_changed
@@ -474,7 +475,8 @@ def compare_structure(
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, str | None]]]:
     """Both sides' renderings, kernel and compiler metrics and invariant verdicts per key (``answers``: the
     sides' ``structure`` replies), with a diff (and one line saying which lines differ: code lines only,
-    HLO lines, or both) where the renderings differ."""
+    HLO lines, or both) where the renderings differ, and one line saying which gathers and scatters moved
+    to or off the SparseCore where any did."""
     replies = [repository_paths(r) for r in answers]
     names = ("baseline", "candidate")
     out = []
@@ -485,8 +487,10 @@ def compare_structure(
         if "snapshot" in b and "snapshot" in c and b["snapshot"] != c["snapshot"]:
             diff = structural_diff(b["snapshot"], c["snapshot"], "baseline", "candidate")
             changed = what_changed(b["snapshot"], c["snapshot"])
+        moved = offload_moves(b.get("sparsecore_metrics") or {}, c.get("sparsecore_metrics") or {})
         out.append({
             "key": name, "baseline": b, "candidate": c, "diff": diff, "changed": changed,
+            "offload": None if moved is None else f"{key[0]}[{key[1]}] on {key[2]}: {moved}",
             "metrics": metric_rows(b, c),
             "invariants": invariant_changes(b.get("invariants", []), c.get("invariants", [])),
         })  # fmt: skip

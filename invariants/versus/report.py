@@ -10,14 +10,16 @@ compares two runs). Its JSON::
      "timing": [ProgramVerdict.to_dict(), ...],   # results: cpu, wall, and wall_all_cores, cpu_all_cores
      "structure": [{"key": "p/c/t", "baseline": {...}, "candidate": {...}, "diff": "...",
                     "changed": "which lines differ"|null,
+                    "offload": "p[c] on t: 1 scatter moved to sparsecore"|null,
                     "metrics": [{"metric", "source", "baseline", "candidate", "differs"}],
                     "invariants": [{"id", "where", "baseline", "candidate", "change", "ratchet"}]}, ...],
      "targets": {"t": {"baseline": reason|null, "candidate": reason|null}},
      "exit": 0|1, "reasons": ["..."], "seconds": float}
 
 A side's answer for a key (``baseline``, ``candidate``) holds its ``snapshot`` rendering, its
-``kernel_metrics`` and ``compiler_metrics`` (numbers, null where that target gives none) and its
-``invariants``: ``{"id", "where", "holds", "describe", "ratchet"}``, with ``holds`` null and a
+``kernel_metrics``, ``compiler_metrics`` and ``sparsecore_metrics`` (the offloaded gathers and scatters;
+numbers, null where that target gives none) and its ``invariants``: ``{"id", "where", "holds",
+"describe", "ratchet"}``, with ``holds`` null and a
 ``not_evaluated`` reason where the assert reads a metric the key has no value for. ``metrics`` pairs the
 two sides' metrics by name. An invariant's ``change`` is ``regressed`` (holds on the baseline, fails on the
 candidate: exit 1, ratchets included, since a ratchet is a known failure of *some* release and the
@@ -98,10 +100,10 @@ def is_not_evaluated(change: str) -> bool:
 
 
 def metric_rows(base: Mapping[str, Any], cand: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The two sides' kernel and compiler metrics of one key, by name: ``{"metric", "source", "baseline",
-    "candidate", "differs"}`` (null where a side has no value)."""
+    """The two sides' kernel, compiler and SparseCore metrics of one key, by name: ``{"metric", "source",
+    "baseline", "candidate", "differs"}`` (null where a side has no value)."""
     rows = []
-    for source in ("kernel", "compiler"):
+    for source in ("kernel", "compiler", "sparsecore"):
         b, c = base.get(f"{source}_metrics") or {}, cand.get(f"{source}_metrics") or {}
         for name in dict.fromkeys([*b, *c]):
             rows.append({"metric": name, "source": source, "baseline": b.get(name),
@@ -390,14 +392,15 @@ def _timing_row(t: Mapping[str, Any], cores: bool, first: str) -> str:
 
 
 def _structure_section(record: Record, diff_lines: int) -> list[str]:
-    """What was not compared, what is identical, invariants not evaluated; then a section per key that
-    differs."""
+    """What was not compared, what moved to or off the SparseCore (a line per key), what is identical,
+    invariants not evaluated; then a section per key that differs."""
     out = ["### structure and invariants, side by side", ""]
     listed = len(out)
     for name, reasons in record.targets.items():
         missing = [f"{side}: {why}" for side, why in reasons.items() if why]
         if missing:
             out.append(f"- target {name} not compared ({'; '.join(missing)})")
+    out += [f"- {x['offload']}" for x in record.structure if x.get("offload")]
     same = [x["key"] for x in record.structure if not _shown(x)]
     if same:
         out.append(f"- identical on both sides: {', '.join(same)}")

@@ -26,7 +26,8 @@ side's jax, jaxlib and equinox (the way ``bisect`` runs the suite in an older re
   fraction it reached.
 * ``structure`` compiles keys for any target this installation has (TPU and GPU ahead of time where
   libtpu or the CUDA plugin is installed), and answers each key's snapshot rendering (with its kernels'
-  ``code:`` lines), its compiler and kernel-code metrics (numbers, null where the target gives none), and
+  ``code:`` lines), its compiler and kernel-code metrics and its counts of offloaded gathers and scatters
+  (numbers, null where the target gives none), and
   the verdict of every invariant of the specs on it, evaluated as written (no ``when`` scopes, no
   ratchets: what differs between the two installations is the finding; a ratchet is a verdict like any
   other). An invariant on a metric this key has no value for (a :class:`~invariants.hlo.cost.Missing`: the
@@ -54,7 +55,7 @@ from ..catalog.targets import all_targets, versions
 from ..compile.record import Key
 from ..hlo.cost import Missing, value_or_none
 from ..measure.measurement import Measurement, measure
-from ..measure.metrics import METRICS
+from ..measure.metrics import METRICS, OFFLOAD_COUNTS
 from ..snapshot.render import render_summary
 from ..spec.file import load_specs
 from ..timing.device import DeviceRecorder
@@ -260,6 +261,21 @@ def missing_metric(case: Any, measured: Callable[[Key], Measurement]) -> str | N
     return None
 
 
+def key_answer(measured: Measurement, doc: str = "") -> dict[str, Any]:
+    """A side's answer for one key, its invariants still to come: the snapshot rendering, the kernel and
+    compiler metrics, and the counts of what runs on the SparseCore (each null where the target gives
+    none)."""
+    by_source = {src: {m: value_or_none(v) for m, v in measured.metrics.items() if METRICS[m].source == src}
+                 for src in ("kernel", "compiler")}  # fmt: skip
+    return {
+        "snapshot": render_summary(measured, doc),
+        "kernel_metrics": by_source["kernel"],
+        "compiler_metrics": by_source["compiler"],
+        "sparsecore_metrics": {m: value_or_none(measured.metrics[m]) for m in OFFLOAD_COUNTS},
+        "invariants": [],
+    }
+
+
 def structure_of_keys(
     keys: Sequence[tuple[str, str, str]], specs: Sequence[Any] | None = None, programs: Programs | None = None
 ) -> dict[str, Any]:
@@ -292,15 +308,7 @@ def structure_of_keys(
         try:
             measured = measure(cache.get(*key), usable[key.target])
             measured_keys[key] = measured
-            by_source = {src: {m: value_or_none(v) for m, v in measured.metrics.items()
-                               if METRICS[m].source == src}
-                         for src in ("kernel", "compiler")}  # fmt: skip
-            items[name] = {
-                "snapshot": render_summary(measured, programs.program(key.program).doc),
-                "kernel_metrics": by_source["kernel"],
-                "compiler_metrics": by_source["compiler"],
-                "invariants": [],
-            }
+            items[name] = key_answer(measured, programs.program(key.program).doc)
         except InvariantsError as err:
             items[name] = {"error": str(err)}
     names = {k.program for k in measured_keys}

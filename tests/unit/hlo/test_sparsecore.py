@@ -144,8 +144,24 @@ def test_an_async_start_to_another_thread_counts_its_wrapped_kernels_there() -> 
 _WHERE = ("kernels", "gathers", "scatters", "sparsecore_ops", "sparsecore_gathers", "sparsecore_scatters")
 
 
-@pytest.mark.parametrize("path", sorted((DATA / "libtpu-0.0.43.2").glob("*.txt")), ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "path", sorted(DATA.glob("libtpu-*/*.txt")), ids=lambda p: f"{p.parent.name}/{p.stem}"
+)
 def test_a_later_libtpu_release_is_read_and_offloads_the_same(path: pathlib.Path) -> None:
     later = measure_text(path.read_text(), path.name).metrics
     pinned = measure_text(_text(path.stem), path.name).metrics
     assert {k: later[k] for k in _WHERE} == {k: pinned[k] for k in _WHERE}
+
+
+def test_the_pytest_api_says_a_chip_without_a_sparsecore_has_none() -> None:
+    """What compile_for(..., target="tpu-v5e") answers, on a module whose text has an offloaded scatter:
+    the count, and a dtype's share of it, raise one line that says so, never a count."""
+    from invariants.testing import CompiledStructure, MetricUnavailable
+
+    s = CompiledStructure("s", "c", "tpu-v5e", measure_text(_text("v6e_scatter_min"), "s", target="tpu-v5e"))
+    for read in (lambda: s.sparsecore_ops, lambda: s.metric("sparsecore_scatters", dtype="f32")):
+        with pytest.raises(MetricUnavailable) as err:
+            read()
+        assert str(err.value).startswith("s on tpu-v5e: sparsecore_") and "\n" not in str(err.value)
+        assert "tpu-v5e has no SparseCore" in str(err.value)
+    assert s.scatters == 1

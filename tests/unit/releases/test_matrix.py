@@ -141,3 +141,22 @@ def test_matrix_refuses_what_it_cannot_do_before_any_install(monkeypatch, tmp_pa
         m.main_matrix(argv)
     assert str(err.value).startswith(said) and "\n" not in str(err.value), str(err.value)
     assert not (tmp_path / "artifacts").exists()  # bad input leaves no folder behind
+
+
+def test_a_gather_moved_to_the_sparsecore_between_releases_is_one_line(tmp_path: Path) -> None:
+    """Real v6e dumps of the MoE decode step (tests/data/hlo/sparsecore/): libtpu 0.0.42.1 and 0.0.43.2
+    keep its gathers on the TensorCore; the gather-offload flags stand in for a release that moves them."""
+    from invariants.measure.measurement import measure_text
+
+    data = Path(__file__).parents[2] / "data" / "hlo" / "sparsecore"
+    dumps = {"0.10.0": "v6e_moe_decode", "0.10.1": "libtpu-0.0.43.2/v6e_moe_decode",
+             "0.10.2": "libtpu-0.0.43.2/v6e_moe_decode_offload_flags"}  # fmt: skip
+    rows = []
+    for version, dump in dumps.items():
+        numbers = measure_text((data / f"{dump}.txt").read_text(), dump, target="tpu-v6e").numbers()
+        item = {"kind": "structure", "target": "tpu-v6e", "program": "moe", **numbers}
+        rows += m.matrix_rows(version, _results([item]))
+    lines = m.render_matrix(rows, VERSIONS, {}).splitlines()
+    assert [ln for ln in lines if "sparsecore" in ln] == [
+        "- moe[f32] on tpu-v6e, jax 0.10.1 → 0.10.2: 8 gathers moved to sparsecore"
+    ]

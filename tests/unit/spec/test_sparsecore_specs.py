@@ -88,3 +88,51 @@ def test_tpu_toml_guards_where_the_offload_size_gather_runs(chip: str) -> None:
     assert not holds(default, f"{chip}_gather_offload_flags", f"tpu-{chip}")
     assert holds(flagged, f"{chip}_gather_offload_flags", f"tpu-{chip}-gather-offload")
     assert not holds(flagged, f"{chip}_gather", f"tpu-{chip}-gather-offload")
+
+
+def test_the_gate_says_a_chip_without_a_sparsecore_has_none(gate_pytester) -> None:
+    """A project's invariant on a SparseCore count, aimed at tpu-v5e: its item fails in one line that says
+    v5e has no SparseCore, not with a count of 0 that would pass."""
+    folder = gate_pytester.path
+    (folder / "sclib.py").write_text(
+        "import jax.numpy as jnp\n\ndef lookup(t, i):\n    return jnp.take(t, i, axis=0)\n"
+    )
+    (folder / "specs").mkdir()
+    (folder / "specs" / "lib.toml").write_text(
+        '[spec]\ntargets = ["tpu-v5e"]\n\n[[program]]\nname = "p"\nfunction = "sclib:lookup"\n'
+        'kind = "forward"\n\n[[invariant]]\nid = "on_tensorcore"\nprograms = ["p"]\n'
+        'assert = "sparsecore_gathers == 0"\n'
+    )
+    proc = gate_pytester.command("gate", "--spec-dir", "specs", "--snapshot-dir", "snapshots", "--no-catalog",
+                                 "-k", "test_invariant", "-p", "no:cacheprovider", "-q")  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-3000:]
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("FAILED") and "on_tensorcore" in ln]
+    assert "tpu-v5e has no SparseCore" in line, out[-3000:]
+
+
+@pytest.mark.parametrize("chip", ["v5p", "v6e"])
+def test_tpu_toml_records_where_the_scatter_and_the_moe_gathers_run(chip: str) -> None:
+    """The gate's own invariants on the catalog's scatter_min, grad_embedding_bag and moe_decode_step,
+    decided on dumps of the same programs at the same sizes, with libtpu's default flags and with the
+    gather-offload flags."""
+
+    def holds(invariant_id: str, program: str, name: str, target: str) -> bool:
+        case = Case(_tpu_invariant(invariant_id), target, "f32-offload", program)
+        return evaluate(case, lambda key: measured(name, target)).holds
+
+    flagged = f"tpu-{chip}-gather-offload"
+    scatter = "offload_scatter_min_on_sparsecore"
+    assert holds(scatter, "scatter_min", f"{chip}_scatter_min", f"tpu-{chip}")
+    assert holds(scatter, "scatter_min", f"{chip}_scatter_min_offload_flags", flagged)
+    # A compile with no scatter on the SparseCore (the large gather's) reads as one whose scatter stayed.
+    assert not holds(scatter, "scatter_min", f"{chip}_gather", f"tpu-{chip}")
+    bag = "offload_bag_gradient_on_tensorcore"
+    assert holds(bag, "grad_embedding_bag", f"{chip}_bag_grad", f"tpu-{chip}")
+    assert holds(bag, "grad_embedding_bag", f"{chip}_bag_grad_offload_flags", flagged)
+    assert not holds(bag, "grad_embedding_bag", f"{chip}_scatter_min", f"tpu-{chip}")
+    default, moved = f"{chip}_moe_decode", f"{chip}_moe_decode_offload_flags"
+    assert holds("offload_moe_decode_gathers_on_tensorcore", "moe_decode_step", default, f"tpu-{chip}")
+    assert not holds("offload_moe_decode_gathers_on_tensorcore", "moe_decode_step", moved, f"tpu-{chip}")
+    assert holds("offload_flags_move_the_moe_decode_gathers", "moe_decode_step", moved, flagged)
+    assert not holds("offload_flags_move_the_moe_decode_gathers", "moe_decode_step", default, flagged)
