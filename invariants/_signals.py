@@ -114,8 +114,12 @@ def ending_cleanly() -> Iterator[_State]:
     # hang. The wakeup fd hears every signal, whichever thread took it; a thread of ours sends the ones the
     # main thread did not act on to the main thread itself.
     saved_fd = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
-    forwarder = threading.Thread(target=_forward, args=(read_end, state, threading.main_thread()),
-                                 name="invariants-signals", daemon=True)  # fmt: skip
+    forwarder = threading.Thread(
+        target=_forward,
+        args=(read_end, state, threading.main_thread()),
+        name="invariants-signals",
+        daemon=True,
+    )
     forwarder.start()
     try:
         yield state

@@ -81,8 +81,13 @@ if TYPE_CHECKING:
     from .kernels.program import ProgramCode
 
 __all__ = [
-    "CompiledStructure", "MetricUnavailable", "TargetUnavailable", "compile_for", "mesh_for", "target_named",
-]  # fmt: skip
+    "CompiledStructure",
+    "MetricUnavailable",
+    "TargetUnavailable",
+    "compile_for",
+    "mesh_for",
+    "target_named",
+]
 
 
 class TargetUnavailable(InvariantsError):
@@ -274,8 +279,11 @@ class CompiledStructure:
         """Each kernel with code and what its code does: ``(its snapshot line, its KernelFacts)``, loop
         bodies included, in order; ``[f for _, f in s.kernel_facts if f.cas_loops]`` are the kernels with a
         compare-and-swap retry loop. Empty where the target gives no kernel code (a TPU compile)."""
-        return [(kernel_line(k), facts) for k in walk_kernels(self.structure.kernel_list)
-                if (facts := self.code.of(k)) is not None]  # fmt: skip
+        return [
+            (kernel_line(k), facts)
+            for k in walk_kernels(self.structure.kernel_list)
+            if (facts := self.code.of(k)) is not None
+        ]
 
     @property
     def snapshot(self) -> str:
@@ -288,8 +296,16 @@ class CompiledStructure:
 
 
 def _shape_text(leaf: Any) -> str:
-    short = {"float32": "f32", "bfloat16": "bf16", "float16": "f16", "int32": "s32", "int8": "s8",
-             "int64": "s64", "uint32": "u32", "bool": "pred"}  # fmt: skip
+    short = {
+        "float32": "f32",
+        "bfloat16": "bf16",
+        "float16": "f16",
+        "int32": "s32",
+        "int8": "s8",
+        "int64": "s64",
+        "uint32": "u32",
+        "bool": "pred",
+    }
     dtype = np.dtype(leaf.dtype).name
     return f"{short.get(dtype, dtype)}[{','.join(map(str, leaf.shape))}]"
 
@@ -356,8 +372,11 @@ def _abstract(
     found = _meshes_of([leaf for _, leaf in leaves])
     if mesh is None and len(found) == 1 and found[0].size > 1:
         mesh = found[0]
-    if len(found) > 1 or (mesh is not None and found and any(m.devices.tolist() != mesh.devices.tolist()
-                                                               for m in found if m.size > 1)):  # fmt: skip
+    if len(found) > 1 or (
+        mesh is not None
+        and found
+        and any(m.devices.tolist() != mesh.devices.tolist() for m in found if m.size > 1)
+    ):
         raise InvariantsError("compile_for: the arguments are sharded on different meshes; use one mesh")
     if mesh is not None:
         chips = {d.id for d in target.devices()}
@@ -386,14 +405,17 @@ def _abstract(
             )
         except (ValueError, TypeError) as err:
             raise InvariantsError(f"compile_for: in_shardings does not match the arguments: {err}") from None
-        per_leaf = [NamedSharding(mesh, spec or PartitionSpec()) for spec in jax.tree_util.tree_leaves(
-            spread, is_leaf=is_spec)]  # fmt: skip
+        per_leaf = [
+            NamedSharding(mesh, spec or PartitionSpec())
+            for spec in jax.tree_util.tree_leaves(spread, is_leaf=is_spec)
+        ]
     elif mesh is not None:  # arguments sharded on the mesh keep their sharding; the rest are replicated
         per_leaf = [
-            leaf.sharding if isinstance(getattr(leaf, "sharding", None), NamedSharding)
+            leaf.sharding
+            if isinstance(getattr(leaf, "sharding", None), NamedSharding)
             else NamedSharding(mesh, PartitionSpec())
             for _, leaf in leaves
-        ]  # fmt: skip
+        ]
     elif target.mode != "runtime":
         per_leaf = [one_device(target)] * len(leaves)
     else:

@@ -243,8 +243,15 @@ def layout_of(decl: ProgramDecl) -> Layout | None:
     axes, shape = zip(*decl.mesh, strict=True)
     index = decl.index_sharding or ()
     axis_types = cast(Literal["auto", "explicit"], decl.axis_types)
-    return Layout(tuple(shape), tuple(axes), decl.table_sharding or (), index, cotangent=index, pod=True,
-                  axis_types=axis_types)  # fmt: skip
+    return Layout(
+        tuple(shape),
+        tuple(axes),
+        decl.table_sharding or (),
+        index,
+        cotangent=index,
+        pod=True,
+        axis_types=axis_types,
+    )
 
 
 def abstract_mesh(decl: ProgramDecl) -> Any:
@@ -296,8 +303,18 @@ def build(decl: ProgramDecl) -> Program:
         lookup = _named(lookup, decl.name)
     # The catalog's own wrappers: a user's backward or training step is built exactly like grad_take's.
     fn = {"forward": lambda f: f, "backward": _backward, "train": _train_step}[decl.kind](lookup)
-    program = Program(decl.name, _kind(decl), fn, decl.doc, decl.configs, decl.tags, aimed=decl.aimed,
-                      layout=layout_of(decl), index_dtype=decl.index_dtype, declaration=decl)  # fmt: skip
+    program = Program(
+        decl.name,
+        _kind(decl),
+        fn,
+        decl.doc,
+        decl.configs,
+        decl.tags,
+        aimed=decl.aimed,
+        layout=layout_of(decl),
+        index_dtype=decl.index_dtype,
+        declaration=decl,
+    )
     for config_id in decl.configs:
         _check_trace(decl, lookup, program, CONFIGS[config_id])
     return program
@@ -373,9 +390,10 @@ class ParamsInputs:
         if (which, config.id) not in self._made:
             decl = self.decl
             name, factory, at = (
-                (decl.params, self.factory, decl.params_where) if which == "params"
+                (decl.params, self.factory, decl.params_where)
+                if which == "params"
                 else (decl.inputs, self.extra, decl.inputs_where)
-            )  # fmt: skip
+            )
             where = f"{at}: {decl.name} [{config.id}]"
             try:
                 with guarded(f"{where}: {name}(config)"):
@@ -605,8 +623,12 @@ def _check_params(
     }
     if floats and np.dtype(config.table.dtype) not in floats:
         # The configurations that differ from this one in their dtype alone, and take the factory's.
-        fit = [cid for cid, c in CONFIGS.items() if np.dtype(c.table.dtype) in floats
-               and dataclasses.replace(c, table_dtype=config.table_dtype) == config]  # fmt: skip
+        fit = [
+            cid
+            for cid, c in CONFIGS.items()
+            if np.dtype(c.table.dtype) in floats
+            and dataclasses.replace(c, table_dtype=config.table_dtype) == config
+        ]
         raise InvariantsError(
             f"{at_params}: {decl.params}(config) returns {', '.join(sorted(map(str, floats)))} parameters "
             f"where the configuration {config.id} is {np.dtype(config.table.dtype)}: a configuration names "

@@ -568,8 +568,13 @@ def _add_pod_programs(programs: dict[str, Program]) -> None:
             programs[name] = program  # its gradient is GSPMD's: the forward is what Megatron writes by hand
             continue
         grad_layout = dataclasses.replace(layout, output=layout.table, cotangent=layout.output)
-        _add_with_gradient(programs, program, "sharded_grad", f"d/dW of {doc}; the gradient sharded like the "
-                           "table", layout=grad_layout)  # fmt: skip
+        _add_with_gradient(
+            programs,
+            program,
+            "sharded_grad",
+            f"d/dW of {doc}; the gradient sharded like the table",
+            layout=grad_layout,
+        )
 
 
 def _add_libraries(programs: dict[str, Program]) -> None:

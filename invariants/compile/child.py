@@ -89,13 +89,22 @@ def pytest_args(
     root = (rootdir or Path.cwd()).resolve()
     args = [
         str(gate_dir / tests) if tests else str(gate_dir),
-        "-p", PLUGIN, "-c", os.devnull, "--rootdir", _rootdir_arg(root), "--import-mode=importlib",
+        "-p",
+        PLUGIN,
+        "-c",
+        os.devnull,
+        "--rootdir",
+        _rootdir_arg(root),
+        "--import-mode=importlib",
         # The gate command imports the plugin, JAX and the user's modules before pytest starts (to check
         # the specs), so pytest cannot rewrite asserts in their pytest plugins: nothing a user can act on.
-        "-W", "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning",
-        "--catalog-snapshot-dir", str(catalog_snapshot_dir()),
-        "--snapshot-dir", str(snapshot_dir if snapshot_dir is not None else catalog_snapshot_dir()),
-    ]  # fmt: skip
+        "-W",
+        "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning",
+        "--catalog-snapshot-dir",
+        str(catalog_snapshot_dir()),
+        "--snapshot-dir",
+        str(snapshot_dir if snapshot_dir is not None else catalog_snapshot_dir()),
+    ]
     if spec_dirs is not None:
         if catalog:
             args += ["--spec-dir", str(PACKAGE_DIR)]
@@ -117,9 +126,20 @@ def _rootdir_arg(root: Path) -> str:
 
 
 __all__ = [
-    "CHILD_ENV", "GATE_DIR", "ChildRun", "GateRun", "catalog_snapshot_dir", "gate_command", "gate_env",
-    "keys_child", "pytest_args", "run_gate", "scratch", "stage", "staged_package",
-]  # fmt: skip
+    "CHILD_ENV",
+    "GATE_DIR",
+    "ChildRun",
+    "GateRun",
+    "catalog_snapshot_dir",
+    "gate_command",
+    "gate_env",
+    "keys_child",
+    "pytest_args",
+    "run_gate",
+    "scratch",
+    "stage",
+    "staged_package",
+]
 
 
 @functools.cache
@@ -217,9 +237,12 @@ def gate_command(run: GateRun) -> list[str]:
     gate_dir = stage() / "invariants" / "gate" if run.staged else GATE_DIR
     project = run.project
     gate, *options = pytest_args(
-        rootdir=Path(run.results).parent, tests=run.tests, gate_dir=gate_dir,
-        spec_dirs=list(project.spec_dirs) if project.own else None, catalog=project.catalog,
-    )  # fmt: skip
+        rootdir=Path(run.results).parent,
+        tests=run.tests,
+        gate_dir=gate_dir,
+        spec_dirs=list(project.spec_dirs) if project.own else None,
+        catalog=project.catalog,
+    )
     cmd = [str(run.python), "-m", "pytest", gate, "-q", "-p", "no:cacheprovider"]
     for plugin in run.plugins:
         cmd += ["-p", plugin]
@@ -271,8 +294,15 @@ def run_gate(command: Sequence[str], *, env: Mapping[str, str], folder: Path, ti
     start = time.perf_counter()
     try:
         with scratch(env, folder) as child_env:
-            proc = subprocess.run(list(command), cwd=folder, env=child_env, capture_output=True, text=True,
-                                  timeout=timeout, check=False)  # fmt: skip
+            proc = subprocess.run(
+                list(command),
+                cwd=folder,
+                env=child_env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
     except subprocess.TimeoutExpired as err:
         out = err.stdout if isinstance(err.stdout, str) else (err.stdout or b"").decode(errors="replace")
         log.write_text(out)
@@ -313,10 +343,15 @@ def keys_child(
     try:
         with scratch(env) as child_env:
             proc = subprocess.run(
-                [str(python), "-m", module, *args], input=json.dumps([list(k) for k in keys]),
+                [str(python), "-m", module, *args],
+                input=json.dumps([list(k) for k in keys]),
                 cwd=cwd or PACKAGE_DIR.parent,
-                env=child_env, capture_output=True, text=True, check=False, timeout=timeout,
-            )  # fmt: skip
+                env=child_env,
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=timeout,
+            )
     except subprocess.TimeoutExpired:
         raise InvariantsError(f"{what}: child did not finish in {timeout:.0f} s") from None
     if proc.returncode != 0:

@@ -56,8 +56,21 @@ __all__ = ["Fingerprint", "Persistent"]
 
 # Environment variables that change what XLA, libtpu, the CUDA plugin or JAX's lowering produce (what the
 # lowering reads shows in the module too; what the compiler reads does not).
-_ENV_PREFIXES = ("XLA_", "JAX_", "TPU_", "LIBTPU", "TF_", "CUDA", "NVIDIA_", "NCCL_", "PJRT_", "MEGASCALE",
-                 "ENABLE_PJRT", "PTXAS", "LD_LIBRARY_PATH")  # fmt: skip
+_ENV_PREFIXES = (
+    "XLA_",
+    "JAX_",
+    "TPU_",
+    "LIBTPU",
+    "TF_",
+    "CUDA",
+    "NVIDIA_",
+    "NCCL_",
+    "PJRT_",
+    "MEGASCALE",
+    "ENABLE_PJRT",
+    "PTXAS",
+    "LD_LIBRARY_PATH",
+)
 # The packages whose shared objects are the compiler: jaxlib (XLA:CPU and the runtime), libtpu, the CUDA
 # plugin and the NVIDIA libraries it loads (ptxas, nvJitLink).
 _COMPILER_PACKAGES = ("jaxlib", "libtpu", "jax_cuda12_plugin", "jax_cuda13_plugin", "jax_plugins", "nvidia")
@@ -200,8 +213,11 @@ def _arguments(args: Sequence[Any]) -> list[str]:
         sharding = getattr(a, "sharding", None)
         mesh = getattr(sharding, "mesh", None)
         ids = getattr(mesh, "device_ids", None)
-        where = [repr(getattr(sharding, "spec", sharding)), repr(getattr(mesh, "shape", None)),
-                 ids.tolist() if ids is not None else None]  # fmt: skip
+        where = [
+            repr(getattr(sharding, "spec", sharding)),
+            repr(getattr(mesh, "shape", None)),
+            ids.tolist() if ids is not None else None,
+        ]
         shape, dtype = str(getattr(a, "shape", "")), str(getattr(a, "dtype", ""))
         out.append(json.dumps([shape, dtype, where], default=str))
     return out

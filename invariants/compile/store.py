@@ -141,8 +141,9 @@ class Store:
         planted there would pass for this user's compiles (:func:`invariants._trust.trusted_folder`)."""
         if self._checked:
             return True
-        trusted_folder(self.folder, [f"{SCHEMA}/{sub}" for sub in _SUBFOLDERS], named="compile cache",
-                       instead=_INSTEAD)  # fmt: skip
+        trusted_folder(
+            self.folder, [f"{SCHEMA}/{sub}" for sub in _SUBFOLDERS], named="compile cache", instead=_INSTEAD
+        )
         self._checked = True
         return True
 
@@ -195,8 +196,11 @@ class Store:
         found = []
         for sub in _SUBFOLDERS:
             with contextlib.suppress(OSError), os.scandir(self.root / sub) as listing:
-                found += [Path(e.path) for e in listing
-                          if _ENTRY.fullmatch(e.name) and e.is_file(follow_symlinks=False)]  # fmt: skip
+                found += [
+                    Path(e.path)
+                    for e in listing
+                    if _ENTRY.fullmatch(e.name) and e.is_file(follow_symlinks=False)
+                ]
         return sorted(found, key=_mtime)
 
     def size(self) -> int:

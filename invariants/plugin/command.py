@@ -55,24 +55,34 @@ def _parser() -> argparse.ArgumentParser:
         "--results-json, -n auto, -k ...",
     )
     p.add_argument(
-        "--spec-dir", action="append", type=Path, default=[], metavar="DIR",
+        "--spec-dir",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="DIR",
         help="a folder of *.toml spec files: [[program]], [[invariant]], [[correctness]], "
-             "[[known_compile_failure]] (repeatable)",
-    )  # fmt: skip
+        "[[known_compile_failure]] (repeatable)",
+    )
     p.add_argument(
-        "--snapshot-dir", type=Path, default=Path("snapshots"), metavar="DIR",
+        "--snapshot-dir",
+        type=Path,
+        default=Path("snapshots"),
+        metavar="DIR",
         help="where the declared programs' snapshots are read and written (default: ./snapshots)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--no-catalog", action="store_true",
+        "--no-catalog",
+        action="store_true",
         help="leave out the catalog's own programs and specs; the catalog programs your relations name "
         "(structure(mine) == structure(take), time(mine) / time(take)) still compile for those relations",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--user-code-timeout", metavar="SECONDS", default=None,
+        "--user-code-timeout",
+        metavar="SECONDS",
+        default=None,
         help="seconds one import of your module, one call of a params or inputs factory, or one trace of "
         "your function may take before the run fails in one line (default 300; INVARIANTS_USER_CODE_TIMEOUT)",
-    )  # fmt: skip
+    )
     # The plugin's own flags, listed here so that --help shows them; they go to pytest as given.
     for flag, flags, text in _FORWARDED:
         p.add_argument(flag, **flags, help=text)
@@ -82,10 +92,14 @@ def _parser() -> argparse.ArgumentParser:
 # The plugin's own flags that this command lists in --help and passes to pytest as given (its option table),
 # beside pytest's --snapshot-update (syrupy's).
 _FORWARDED = (
-    ("--snapshot-update", {"action": "store_true"}, "record the snapshots that differ or are missing, and "
-     "the efficiency baselines that are missing (never rewriting one)"),
+    (
+        "--snapshot-update",
+        {"action": "store_true"},
+        "record the snapshots that differ or are missing, and "
+        "the efficiency baselines that are missing (never rewriting one)",
+    ),
     *((o.flag, o.flags, o.help) for o in OPTIONS if o.forwarded),
-)  # fmt: skip
+)
 
 
 def _forwarded(args: argparse.Namespace) -> list[str]:

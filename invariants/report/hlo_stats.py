@@ -372,8 +372,11 @@ def main(argv: list[str]) -> int:
                     "compiler wrote"
                 )
             if not measured.module.scheduled:
-                print(f"hlo-stats: {path}: not optimized (no is_scheduled=true: a before_optimizations "
-                      "dump?); its ops are not fused into kernels yet", file=sys.stderr)  # fmt: skip
+                print(
+                    f"hlo-stats: {path}: not optimized (no is_scheduled=true: a before_optimizations "
+                    "dump?); its ops are not fused into kernels yet",
+                    file=sys.stderr,
+                )
             results.append((str(path), measured))
         if not results:
             raise _InputError(f"{', '.join(opts.files)}: no HLO module among the files given")

@@ -415,28 +415,41 @@ def _predicted_tables(run: Run) -> list[str]:
         lines.append("")
     if tpus:
         lines += _metric_by_target_table(
-            items, tpus, "estimated_cycles", _fmt,
+            items,
+            tpus,
+            "estimated_cycles",
+            _fmt,
             "## Predicted TPU cost: estimated cycles per call (libtpu's own estimate; loops expanded)",
             "Kernels without an estimate add nothing (today the kCustom gather and custom calls), so a "
             "forward's figure is the work around its gather. `?`: not compiled there, or no estimate.",
-        )  # fmt: skip
+        )
     timed = sorted({k[0] for k, i in items.items() if isinstance(i.get("predicted_seconds"), float)})
     if timed:
         guessed = [t for t in timed if (m := chip_model(t)) is None or m.uncalibrated]
         lines += _metric_by_target_table(
-            items, timed, "predicted_seconds", lambda c: "?" if c is None else f"{c * 1e6:,.4g}",
+            items,
+            timed,
+            "predicted_seconds",
+            lambda c: "?" if c is None else f"{c * 1e6:,.4g}",
             "## Predicted TPU device time: predicted_seconds per call, in microseconds",
             "The cost model fitted on a chip's own device times (invariants/data/tpu_cost.toml) reads each "
             "program's optimized HLO; its accuracy on programs it never saw is in docs/specs.md."
-            + (f" **Uncalibrated** (a chip nobody measured, scaled by published bandwidth): "
-               f"{', '.join(f'`{t}`' for t in guessed)}." if guessed else ""),
-        )  # fmt: skip
+            + (
+                f" **Uncalibrated** (a chip nobody measured, scaled by published bandwidth): "
+                f"{', '.join(f'`{t}`' for t in guessed)}."
+                if guessed
+                else ""
+            ),
+        )
     memory_targets = sorted({k[0] for k, i in items.items() if isinstance(i.get("temp_bytes"), int)})
     if memory_targets:
         lines += _metric_by_target_table(
-            items, memory_targets, "temp_bytes", lambda c: "—" if c is None else _bytes(c),
+            items,
+            memory_targets,
+            "temp_bytes",
+            lambda c: "—" if c is None else _bytes(c),
             "## Predicted memory: temporary bytes per call (compiled.memory_analysis())",
-        )  # fmt: skip
+        )
     return lines
 
 
@@ -475,10 +488,13 @@ def _slowest_compiles(run: Run) -> list[str]:
     after a chain of scatter-adds has taken a GPU compile from seconds to minutes), and the time moves
     with the machine, so it is shown here and bounded only by relations in a spec."""
     timed = sorted(
-        ((float(i.get("compile_seconds")), i) for i in run.of_kind("structure")
-         if isinstance(i.get("compile_seconds"), (int, float))),
+        (
+            (float(i.get("compile_seconds")), i)
+            for i in run.of_kind("structure")
+            if isinstance(i.get("compile_seconds"), (int, float))
+        ),
         key=lambda pair: -pair[0],
-    )[:SLOWEST]  # fmt: skip
+    )[:SLOWEST]
     if not timed:
         return []
     lines = [
@@ -634,11 +650,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", metavar="FILE.png", help="write a PNG: launches per program and target, ratios")
     p.add_argument("--out", metavar="FILE.md", help="write the markdown here instead of stdout")
     p.add_argument(
-        "--programs", metavar="WORDS",
+        "--programs",
+        metavar="WORDS",
         help="only these programs' items, selected as the gate's --programs selects (names, patterns such "
         "as 'vmap_*', kind:backward, tag:user); default: a downstream run's own programs, else all; "
         "'*' shows all",
-    )  # fmt: skip
+    )
     return p
 
 
@@ -719,6 +736,8 @@ def _run_parts(args: argparse.Namespace) -> tuple[list[str], bool]:
             parts.append(f"Plot: {_md(args.plot, code=True)}\n")
         else:
             # The markdown is still written: a run of the invariant tier alone has tables, not points.
-            print(f"report: {args.plot} not written: nothing to plot (no structure or throughput items)",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"report: {args.plot} not written: nothing to plot (no structure or throughput items)",
+                file=sys.stderr,
+            )
     return parts, passed

@@ -94,9 +94,13 @@ def plot(run: Run, path: str | Path) -> bool:
                 row = y[f"{t.label} [{t.config}]"]
                 bad = t.verdict == "fail"
                 ax.errorbar(
-                    t.value, row, xerr=[[t.value - t.low], [t.high - t.value]], fmt="o",
-                    color="tab:red" if bad else "tab:blue", capsize=3,
-                )  # fmt: skip
+                    t.value,
+                    row,
+                    xerr=[[t.value - t.low], [t.high - t.value]],
+                    fmt="o",
+                    color="tab:red" if bad else "tab:blue",
+                    capsize=3,
+                )
                 if t.bound is not None:
                     ax.plot([t.bound, t.bound], [row - 0.4, row + 0.4], color="tab:red", lw=2)
             ax.axvline(1.0, color="grey", lw=0.8, ls="--")

@@ -77,8 +77,14 @@ def main(argv: list[str]) -> int:
         for path in find_traces(Path(given)):
             trace = read_trace(path)
             modules = stats(trace, None if opts.json else top)
-            out.append({"trace": str(path), "plane": trace.plane, "clock": "device",
-                        "modules": [m.to_json() for m in modules]})  # fmt: skip
+            out.append(
+                {
+                    "trace": str(path),
+                    "plane": trace.plane,
+                    "clock": "device",
+                    "modules": [m.to_json() for m in modules],
+                }
+            )
             blocks.append(_table(str(path), trace.plane, modules))
     if opts.json:
         print(json.dumps(out, indent=1))

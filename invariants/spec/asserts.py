@@ -81,8 +81,12 @@ _COMPARISONS: dict[type[ast.cmpop], Comparison] = {
     ast.NotIn: "not in",
 }
 _OPERATORS: dict[type[ast.operator], Operator] = {
-    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**",
-}  # fmt: skip
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.Pow: "**",
+}
 # How tightly each operator binds, for writing a term back as Python writes it (``ast.unparse``'s rules):
 # ``**`` binds tighter than a unary minus on its left (``-2 ** 2`` is ``-(2 ** 2)``) and to its right.
 _PRECEDENCE: dict[str, int] = {"+": 1, "-": 1, "*": 2, "/": 2, "**": 4}

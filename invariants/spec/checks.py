@@ -346,9 +346,11 @@ def on_targets(target: Target, patterns: Sequence[str]) -> bool:
 
 
 def expand(
-    specs: Iterable[Spec], targets: Iterable[Target], kinds: Sequence[str] = ("absolute", "relational"),
+    specs: Iterable[Spec],
+    targets: Iterable[Target],
+    kinds: Sequence[str] = ("absolute", "relational"),
     programs: Programs | None = None,
-) -> list[Case]:  # fmt: skip
+) -> list[Case]:
     """Every item the specs define on ``targets``, in spec order. Unmet ``when`` → a skipped case.
     ``programs``: the run's (default: the catalog's alone).
 

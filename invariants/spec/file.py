@@ -136,9 +136,26 @@ _CORRECTNESS_KEYS = (
 )
 _RATCHET_KEYS = ("reason", "issue")
 _KNOWN_FAILURE_KEYS = ("id", "programs", "configs", "targets", "ratchet")
-_PROGRAM_KEYS = ("name", "function", "kind", "configs", "tags", "doc", "params", "index_shape", "index_dtype",
-                 "inputs", "donate", "vocab", "tables", "mesh", "axis_types", "table_sharding",
-                 "index_sharding", "efficiency")  # fmt: skip
+_PROGRAM_KEYS = (
+    "name",
+    "function",
+    "kind",
+    "configs",
+    "tags",
+    "doc",
+    "params",
+    "index_shape",
+    "index_dtype",
+    "inputs",
+    "donate",
+    "vocab",
+    "tables",
+    "mesh",
+    "axis_types",
+    "table_sharding",
+    "index_sharding",
+    "efficiency",
+)
 # The keys only a program with params takes: what its factory's model has beside a lookup's one table.
 _PARAMS_ONLY = ("index_shape", "inputs", "donate", "vocab", "tables")
 # The integer dtypes a program's indices may take (index_dtype), by NumPy name.
@@ -365,8 +382,14 @@ class _Locator:
 
 
 # TOML's value types as a message names them, bool before int (a bool is an int in Python).
-_TOML_TYPES = ((bool, "a boolean"), (int, "an integer"), (float, "a float"), (str, "a string"),
-               (list, "an array"), (dict, "a table"))  # fmt: skip
+_TOML_TYPES = (
+    (bool, "a boolean"),
+    (int, "an integer"),
+    (float, "a float"),
+    (str, "a string"),
+    (list, "an array"),
+    (dict, "a table"),
+)
 
 
 def _a(value: Any) -> str:
@@ -629,13 +652,23 @@ def _programs_of(data: dict[str, Any], loc: _Locator) -> tuple[ProgramDecl, ...]
             _one_of(index_dtype, INDEX_DTYPES, "index_dtype", loc, loc.key_line(line, "index_dtype"))
         out.append(
             ProgramDecl(
-                name, function, kind, tuple(dict.fromkeys(configs)), frozenset({*tags, "user"}), doc,
-                f"{loc.path}:{line}", params, index_shape, index_dtype,
-                params_where=f"{loc.path}:{params_line}", index_shape_where=f"{loc.path}:{shape_line}",
-                efficiency=table.get("efficiency"), **model,
+                name,
+                function,
+                kind,
+                tuple(dict.fromkeys(configs)),
+                frozenset({*tags, "user"}),
+                doc,
+                f"{loc.path}:{line}",
+                params,
+                index_shape,
+                index_dtype,
+                params_where=f"{loc.path}:{params_line}",
+                index_shape_where=f"{loc.path}:{shape_line}",
+                efficiency=table.get("efficiency"),
+                **model,
                 **_sharding_of(table, loc, line, kind, params is not None, index_shape),
             )
-        )  # fmt: skip
+        )
     return tuple(out)
 
 
@@ -670,9 +703,13 @@ def _model_keys(table: Mapping[str, Any], loc: _Locator, line: int, kind: str) -
 
 
 def _sharding_of(
-    table: Mapping[str, Any], loc: _Locator, line: int, kind: str, has_params: bool,
+    table: Mapping[str, Any],
+    loc: _Locator,
+    line: int,
+    kind: str,
+    has_params: bool,
     index_shape: tuple[int, ...] | None,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """A ``[[program]]``'s mesh and shardings (none: a one-device program), each mistake one line."""
     keys = ("mesh", "axis_types", "table_sharding", "index_sharding")
     if "mesh" not in table:
@@ -803,9 +840,15 @@ def _spec_of(
         for i, table in enumerate(data.get("known_compile_failure", []))
     ]
     return Spec(
-        path, targets, tuple(invariants), tuple(checks), max_loss, programs, tuple(known_failures),
+        path,
+        targets,
+        tuple(invariants),
+        tuple(checks),
+        max_loss,
+        programs,
+        tuple(known_failures),
         targets_where=f"{loc.path}:{targets_line}",
-    )  # fmt: skip
+    )
 
 
 def _known_failure(table: dict[str, Any], line: int, entries: _Entries) -> KnownCompileFailure:

@@ -449,9 +449,13 @@ def measure_efficiency(
         the floor; ``"inconclusive"`` when it still straddles it at budget end.
     """
     return measure_paired(
-        copy, program, bound=min_efficiency, direction="at_least", name="efficiency",
+        copy,
+        program,
+        bound=min_efficiency,
+        direction="at_least",
+        name="efficiency",
         sampling=Sampling(**sampling),
-    )  # fmt: skip
+    )
 
 
 def measure_paired(

@@ -128,8 +128,12 @@ def _read_bytes(path: Path) -> bytes:
 
 
 def _events(line: Any) -> tuple[Event, ...]:
-    return tuple(sorted((Event(e.name, float(e.start_ns), float(e.duration_ns)) for e in line.events),
-                        key=lambda e: e.start_ns))  # fmt: skip
+    return tuple(
+        sorted(
+            (Event(e.name, float(e.start_ns), float(e.duration_ns)) for e in line.events),
+            key=lambda e: e.start_ns,
+        )
+    )
 
 
 def read_trace(path: str | os.PathLike[str], ops: bool = True) -> DeviceTrace:

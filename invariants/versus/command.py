@@ -90,8 +90,15 @@ if TYPE_CHECKING:
     from ..catalog.registry import Programs
 
 # Seed configuration, single device: the lookups users write, forward and backward, in a minute and a half.
-DEFAULT_PROGRAMS = ("naive", "take", "vmap_naive", "eqx_embedding", "grad_naive", "grad_take",
-                    "grad_eqx_embedding")  # fmt: skip
+DEFAULT_PROGRAMS = (
+    "naive",
+    "take",
+    "vmap_naive",
+    "eqx_embedding",
+    "grad_naive",
+    "grad_take",
+    "grad_eqx_embedding",
+)
 DEFAULT_TARGETS = "cpu,tpu-v5e,gpu-h100"
 CONFIG = "f32"
 FAILED = ("fail", "lost-parallelism")
@@ -141,11 +148,17 @@ class Settings:
         the main phase's)."""
         low = max(MIN_ROUNDS_FOR_INTERVAL, min(self.min_rounds, self.parallel_min_rounds))
         high = max(low, min(self.max_rounds, self.parallel_max_rounds))
-        return dataclasses.replace(self, pin=False, clock="wall", threshold=self.parallel_threshold,
-                                   min_rounds=low, max_rounds=high,
-                                   block_seconds=self.parallel_block_seconds,
-                                   min_threads=self.parallel_min_threads,
-                                   warm_fraction=self.parallel_warm_fraction)  # fmt: skip
+        return dataclasses.replace(
+            self,
+            pin=False,
+            clock="wall",
+            threshold=self.parallel_threshold,
+            min_rounds=low,
+            max_rounds=high,
+            block_seconds=self.parallel_block_seconds,
+            min_threads=self.parallel_min_threads,
+            warm_fraction=self.parallel_warm_fraction,
+        )
 
 
 Progress = Callable[[str], None]
@@ -169,9 +182,13 @@ def _both(workers: Sequence[WorkerProcess], op: str, **fields: Any) -> list[dict
 
 
 def time_round(
-    workers: Sequence[WorkerProcess], key: str, calls: int, settings: Settings, first: int,
+    workers: Sequence[WorkerProcess],
+    key: str,
+    calls: int,
+    settings: Settings,
+    first: int,
     clock: Callable[[], float] = time.perf_counter,
-) -> Round:  # fmt: skip
+) -> Round:
     """One program's blocks in one round: pairs in ABBA order (``first`` says which side opens), until
     ``round_seconds`` have passed and at least ``min_pairs`` pairs exist, in an even number: in ABBA a
     side's block follows the other side's in one pair and its own in the next, and an odd count would
@@ -267,17 +284,24 @@ def device_round(
         rd = Round(1)
         base, cand = got[0][p], got[1][p]
         for b, c in zip(base["device"], cand["device"], strict=False):
-            rd.add({DEVICE: b, "wall": base["wall"] / n, "cpu": base["cpu"] / n},
-                   {DEVICE: c, "wall": cand["wall"] / n, "cpu": cand["cpu"] / n})  # fmt: skip
+            rd.add(
+                {DEVICE: b, "wall": base["wall"] / n, "cpu": base["cpu"] / n},
+                {DEVICE: c, "wall": cand["wall"] / n, "cpu": cand["cpu"] / n},
+            )
         rd.seconds = sum(base["device"]) + sum(cand["device"])
         out[p] = rd
     return out
 
 
 def measure(
-    sides: Sequence[Side], programs: Sequence[str], settings: Settings, progress: Progress, label: str,
-    start: Starter = start_pair, configs: Mapping[str, str] | None = None,
-) -> dict[str, dict[str, Any]]:  # fmt: skip
+    sides: Sequence[Side],
+    programs: Sequence[str],
+    settings: Settings,
+    progress: Progress,
+    label: str,
+    start: Starter = start_pair,
+    configs: Mapping[str, str] | None = None,
+) -> dict[str, dict[str, Any]]:
     """Rounds of fresh worker pairs until every program's interval is decided or ``max_rounds`` are spent.
 
     With ``settings.pin``, both workers of a round run on one core, the next round on the next core: a
@@ -314,8 +338,9 @@ def measure(
                 t2 = time.perf_counter()
                 for p in active:
                     key = f"{p}/{config_of[p]}"
-                    calls = calls_per_block(workers[0], key, prepared[0]["per_call"][key],
-                                            settings.block_seconds)  # fmt: skip
+                    calls = calls_per_block(
+                        workers[0], key, prepared[0]["per_call"][key], settings.block_seconds
+                    )
                     rounds[p].append(time_round(workers, key, calls, settings, first=k % 2))
             finally:
                 for w in workers:
@@ -337,8 +362,9 @@ def measure(
                 results[ALL_CORES] = judge_rounds(rounds[p], "wall", settings.parallel_threshold, level, look)
             if unpinned or settings.min_threads > 0:  # every round with all cores: the threads witness
                 bound = settings.parallel_threshold if unpinned else settings.threshold
-                results[ALL_CORES_THREADS] = judge_rounds(rounds[p], THREADS, 1.0 / bound, level, look,
-                                                          floor=True)  # fmt: skip
+                results[ALL_CORES_THREADS] = judge_rounds(
+                    rounds[p], THREADS, 1.0 / bound, level, look, floor=True
+                )
             threads = threads_of(rounds[p])
             note = _cannot_lose(threads["baseline"], settings)
             decided = (
@@ -362,15 +388,21 @@ def measure(
             done[p] = {"results": results, "word": word, "threads": threads, "note": note}
             active.remove(p)
         where = f"core {min(cpus)}, " if cpus else ""
-        progress(f"  {label} round {k} ({where}start {t1 - t0:.1f} s, prepare {t2 - t1:.1f} s): "
-                 f"{settings.clock} ratio " + ", ".join(line))  # fmt: skip
+        progress(
+            f"  {label} round {k} ({where}start {t1 - t0:.1f} s, prepare {t2 - t1:.1f} s): "
+            f"{settings.clock} ratio " + ", ".join(line)
+        )
     return done
 
 
 def measure_confirmed(
-    sides: Sequence[Side], programs: Sequence[str], settings: Settings, progress: Progress,
-    start: Starter = start_pair, configs: Mapping[str, str] | None = None,
-) -> list[ProgramVerdict]:  # fmt: skip
+    sides: Sequence[Side],
+    programs: Sequence[str],
+    settings: Settings,
+    progress: Progress,
+    start: Starter = start_pair,
+    configs: Mapping[str, str] | None = None,
+) -> list[ProgramVerdict]:
     """:func:`measure`, then once more for the programs that failed: a failure must repeat (the rule of
     :func:`invariants.timing.paired.confirmed`, applied to all failing programs in shared rounds).
 
@@ -391,16 +423,22 @@ def measure_confirmed(
         cores = settings.all_cores()
         todo = [p for p in programs if final[p]["word"] != "fail"]
         if len(freed()) < 2:
-            progress("  all cores: this run has one core (taskset?); nothing runs in parallel, so lost "
-                     "parallelism cannot show: the phase is left out")  # fmt: skip
+            progress(
+                "  all cores: this run has one core (taskset?); nothing runs in parallel, so lost "
+                "parallelism cannot show: the phase is left out"
+            )
             todo = []
         label = "all cores"
         while todo:
             measured = measure(sides, todo, cores, progress, label, start, configs)
             for p in todo:
                 got = measured[p]["results"]
-                results = {**final[p]["results"], ALL_CORES: got["wall"], ALL_CORES_CPU: got["cpu"],
-                           ALL_CORES_THREADS: got[ALL_CORES_THREADS]}  # fmt: skip
+                results = {
+                    **final[p]["results"],
+                    ALL_CORES: got["wall"],
+                    ALL_CORES_CPU: got["cpu"],
+                    ALL_CORES_THREADS: got[ALL_CORES_THREADS],
+                }
                 final[p] = {"results": results, "word": combine(p, settings.clock, results)}
                 note = measured[p]["note"]
                 words[p].append(f"all cores: {measured[p]['word']}" + (f" ({note})" if note else ""))
@@ -408,8 +446,10 @@ def measure_confirmed(
             # Once more for the failures, as in the main phase: the second word stands.
             todo = [p for p in todo if measured[p]["word"] == "fail"] if label == "all cores" else []
             label = "all cores, confirm"
-    return [ProgramVerdict(p, settings.clock, final[p]["word"], final[p]["results"], words[p], threads[p])
-            for p in programs]  # fmt: skip
+    return [
+        ProgramVerdict(p, settings.clock, final[p]["word"], final[p]["results"], words[p], threads[p])
+        for p in programs
+    ]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -485,13 +525,21 @@ def compare_structure(
         if "snapshot" in b and "snapshot" in c and b["snapshot"] != c["snapshot"]:
             diff = structural_diff(b["snapshot"], c["snapshot"], "baseline", "candidate")
             changed = what_changed(b["snapshot"], c["snapshot"])
-        out.append({
-            "key": name, "baseline": b, "candidate": c, "diff": diff, "changed": changed,
-            "metrics": metric_rows(b, c),
-            "invariants": invariant_changes(b.get("invariants", []), c.get("invariants", [])),
-        })  # fmt: skip
-    targets = {t: {n: r["targets"].get(t) for n, r in zip(names, replies, strict=True)}
-               for t in dict.fromkeys(k[2] for k in keys)}  # fmt: skip
+        out.append(
+            {
+                "key": name,
+                "baseline": b,
+                "candidate": c,
+                "diff": diff,
+                "changed": changed,
+                "metrics": metric_rows(b, c),
+                "invariants": invariant_changes(b.get("invariants", []), c.get("invariants", [])),
+            }
+        )
+    targets = {
+        t: {n: r["targets"].get(t) for n, r in zip(names, replies, strict=True)}
+        for t in dict.fromkeys(k[2] for k in keys)
+    }
     return out, targets
 
 
@@ -572,10 +620,11 @@ def _parser() -> argparse.ArgumentParser:
             default, shown = getattr(Settings, field), "%(default)s"
         p.add_argument(flag, type=kind, default=default, help=f"{what} (default: {shown})")
     p.add_argument(
-        "--clock", choices=("cpu", "wall", "device"),
+        "--clock",
+        choices=("cpu", "wall", "device"),
         help="verdict clock (default: cpu on the CPU backend, else device: the chip's own time of each call, "
         "from JAX's profiler)",
-    )  # fmt: skip
+    )
     p.add_argument(
         "--no-pin",
         action="store_true",
@@ -590,9 +639,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-timing", action="store_true", help="compare structure and invariants only")
     p.add_argument("--no-structure", action="store_true", help="time only")
     p.add_argument("--index-url", default=DEFAULT_INDEX, help="package index for version SPECs")
-    p.add_argument("--cache-dir", type=absolute_path, default=DEFAULT_CACHE,
-                   help="where version SPECs' environments live")  # fmt: skip
-    return p  # fmt: skip
+    p.add_argument(
+        "--cache-dir",
+        type=absolute_path,
+        default=DEFAULT_CACHE,
+        help="where version SPECs' environments live",
+    )
+    return p
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -676,10 +729,17 @@ def _settings(args: argparse.Namespace, platform: str) -> Settings:
     # One core per round where the CPU time decides; the wall clock's lost-parallelism verdict needs the
     # workers' threads spread over cores, so --no-pin (and accelerators) leave placement to the scheduler.
     pin = clock == "cpu" and not args.no_pin
-    return Settings(threshold=threshold, confidence=args.confidence, clock=clock,
-                    min_rounds=args.min_rounds, max_rounds=args.max_rounds,
-                    round_seconds=args.round_seconds, pin=pin,
-                    parallel_threshold=args.parallel_threshold, parallel=not args.no_parallel)  # fmt: skip
+    return Settings(
+        threshold=threshold,
+        confidence=args.confidence,
+        clock=clock,
+        min_rounds=args.min_rounds,
+        max_rounds=args.max_rounds,
+        round_seconds=args.round_seconds,
+        pin=pin,
+        parallel_threshold=args.parallel_threshold,
+        parallel=not args.no_parallel,
+    )
 
 
 def _builder(
@@ -741,9 +801,11 @@ def main(argv: list[str]) -> int:
     build = _builder(args, progress, default_targets=not targets_given)
     sides = [
         resolve(role, spec, parse_env(env, f"--{role}-env"), Path(sys.executable), build, project)
-        for role, spec, env in (("baseline", args.baseline, args.baseline_env),
-                                ("candidate", args.candidate, args.candidate_env))
-    ]  # fmt: skip
+        for role, spec, env in (
+            ("baseline", args.baseline, args.baseline_env),
+            ("candidate", args.candidate, args.candidate_env),
+        )
+    ]
     exclusive = one_process_per_chip(sides)
     if exclusive and args.clock == "wall":
         raise InvariantsError(
@@ -751,8 +813,9 @@ def main(argv: list[str]) -> int:
             "process; use --clock device (the default on an accelerator)"
         )
     how = "one after the other (a TPU chip belongs to one process)" if exclusive else "at once"
-    progress(f"versus: starting a worker of each side, {how} "
-             f"({', '.join(f'{s.role} {s.python}' for s in sides)})")  # fmt: skip
+    progress(
+        f"versus: starting a worker of each side, {how} ({', '.join(f'{s.role} {s.python}' for s in sides)})"
+    )
     if keys:
         progress(f"versus: structure of {len(keys)} keys on both sides ({args.targets})")
     hellos, replies = hello_and_structure(sides, keys, exclusive)
@@ -764,12 +827,16 @@ def main(argv: list[str]) -> int:
     structure, targets = compare_structure(replies, keys) if keys else ([], {})
     timing: list[ProgramVerdict] = []
     if timed:
-        progress(f"versus: timing {len(timed)} programs, {settings.min_rounds}-{settings.max_rounds} "
-                 "rounds "
-                 f"of fresh worker pairs, {settings.clock} clock")  # fmt: skip
+        progress(
+            f"versus: timing {len(timed)} programs, {settings.min_rounds}-{settings.max_rounds} "
+            "rounds "
+            f"of fresh worker pairs, {settings.clock} clock"
+        )
         timing = measure_confirmed(sides, timed, settings, progress, configs=timed_configs(timed, known))
-    named = {s.role: SideRecord(s.spec, str(s.python), dict(h["versions"]), dict(s.env))
-             for s, h in zip(sides, hellos, strict=True)}  # fmt: skip
+    named = {
+        s.role: SideRecord(s.spec, str(s.python), dict(h["versions"]), dict(s.env))
+        for s, h in zip(sides, hellos, strict=True)
+    }
     record = make_record(
         named["baseline"],
         named["candidate"],

@@ -34,8 +34,15 @@ from ..compile.child import stage
 from .protocol import CPUS_ENV, SLOWDOWN_ENV, ProtocolError, decode_hello, decode_reply, encode
 
 # Variables a worker never inherits from the controller: each side sets its own.
-_NOT_INHERITED = ("XLA_FLAGS", "LIBTPU_INIT_ARGS", "VIRTUAL_ENV", "PYTHONHOME", SLOWDOWN_ENV, CPUS_ENV,
-                  *Project(spec_dirs=(Path("."),)).environment())  # fmt: skip
+_NOT_INHERITED = (
+    "XLA_FLAGS",
+    "LIBTPU_INIT_ARGS",
+    "VIRTUAL_ENV",
+    "PYTHONHOME",
+    SLOWDOWN_ENV,
+    CPUS_ENV,
+    *Project(spec_dirs=(Path("."),)).environment(),
+)
 _START_TIMEOUT = 300.0
 
 
@@ -141,10 +148,15 @@ class WorkerProcess:
         self.proc = subprocess.Popen(
             # In the staged folder: `-m` puts the working directory first on sys.path, and an installed
             # package's parent is this environment's site-packages, which another interpreter must not see.
-            [str(side.python), "-m", "invariants.versus.worker"], cwd=stage(),
-            env=worker_env(side, os.environ, cpus), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self._log, text=True, bufsize=1,
-        )  # fmt: skip
+            [str(side.python), "-m", "invariants.versus.worker"],
+            cwd=stage(),
+            env=worker_env(side, os.environ, cpus),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+            bufsize=1,
+        )
         self.hello: dict[str, Any] = {}
         self._timeout = timeout
 

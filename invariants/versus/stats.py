@@ -146,9 +146,14 @@ def threads_of(rounds: Sequence[Round]) -> dict[str, float | None]:
 
 
 def judge_rounds(
-    rounds: Sequence[Round], clock: str, threshold: float, confidence: float, look: int,
-    *, floor: bool = False,
-) -> RatioResult:  # fmt: skip
+    rounds: Sequence[Round],
+    clock: str,
+    threshold: float,
+    confidence: float,
+    look: int,
+    *,
+    floor: bool = False,
+) -> RatioResult:
     """The clock's ratio over ``rounds`` as a :class:`~invariants.timing.paired.RatioResult` (``a`` =
     candidate,
     ``b`` = baseline), its interval at look ``look`` (1-based) and its verdict (None while it straddles:
@@ -204,11 +209,13 @@ class ProgramVerdict:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "program": self.program, "clock": self.clock, "verdict": self.verdict,
+            "program": self.program,
+            "clock": self.clock,
+            "verdict": self.verdict,
             "results": {c: {**r.to_dict(), "round_ratios": list(r.ratios)} for c, r in self.results.items()},
             "attempts": list(self.attempts),
             **({"threads_all_cores": dict(self.threads)} if self.threads is not None else {}),
-        }  # fmt: skip
+        }
 
 
 def all_cores_word(wall: RatioResult, threads: RatioResult | None) -> Verdict | None:

@@ -292,9 +292,10 @@ def structure_of_keys(
         try:
             measured = measure(cache.get(*key), usable[key.target])
             measured_keys[key] = measured
-            by_source = {src: {m: value_or_none(v) for m, v in measured.metrics.items()
-                               if METRICS[m].source == src}
-                         for src in ("kernel", "compiler")}  # fmt: skip
+            by_source = {
+                src: {m: value_or_none(v) for m, v in measured.metrics.items() if METRICS[m].source == src}
+                for src in ("kernel", "compiler")
+            }
             items[name] = {
                 "snapshot": render_summary(measured, programs.program(key.program).doc),
                 "kernel_metrics": by_source["kernel"],
@@ -333,8 +334,14 @@ def serve(stdin: TextIO, stdout: TextIO, worker: Worker) -> int:
 
     # The cores it may run on (what the controller's pinning gave it), for the record.
     cpus = usable()
-    hello = {"event": "hello", "versions": versions(), "platform": str(jax.devices()[0].platform),
-             "python": platform.python_version(), "slowdown": worker.slowdown, "cpus": cpus}  # fmt: skip
+    hello = {
+        "event": "hello",
+        "versions": versions(),
+        "platform": str(jax.devices()[0].platform),
+        "python": platform.python_version(),
+        "slowdown": worker.slowdown,
+        "cpus": cpus,
+    }
     stdout.write(encode(hello))
     stdout.flush()
     for line in stdin:
