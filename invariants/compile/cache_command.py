@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import importlib.metadata
 
+from .._errors import Parser
 from .._paths import shown
 from .store import DEFAULT_MAX_BYTES, Store, folder_of, max_bytes
 
@@ -17,7 +17,7 @@ def installed_key() -> str:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python -m invariants cache",
         description="The compile cache: what each compile gave, kept between runs under a key of everything "
         "that can change it (the lowered module, the compiler's files and versions, XLA_FLAGS and the other "

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pytest
 
-from .._errors import InvariantsError
+from .._errors import InvariantsError, Parser
 from .._paths import PACKAGE_DIR
 from .._usercode import set_timeout
 from ..compile.child import pytest_args
@@ -47,8 +47,8 @@ from .options import OPTIONS
 from .results import discard_earlier
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def _parser() -> Parser:
+    p = Parser(
         prog="python -m invariants gate",
         description="Run the gate on a project's own programs (and the catalog's), from the package.",
         epilog="Other arguments go to pytest: --targets, --programs, --configs, --hlo-dump-dir, "
@@ -137,7 +137,7 @@ def _check(args: argparse.Namespace) -> None:
 def _results_path(rest: list[str]) -> Path:
     """The ``--results-json`` pytest will be given (among ``rest``), else its default."""
     option = next(o for o in OPTIONS if o.flag == "--results-json")
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser = Parser(add_help=False, allow_abbrev=False)
     parser.add_argument(option.flag, default=option.keywords()["default"])
     return Path(parser.parse_known_args(rest)[0].results_json)
 

@@ -32,7 +32,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from .._errors import InvariantsError
+from .._errors import InvariantsError, Parser
 from .._paths import absolute_path, check_output_dir
 from ..catalog.project import Project, add_project_options, project_from
 from ..catalog.targets import aimed_targets, all_targets
@@ -418,7 +418,7 @@ def _describe(it: Record) -> str:
 
 
 def main_bisect(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="python -m invariants bisect",
         description="find the first JAX release where the selected items change verdict",
     )

@@ -15,7 +15,6 @@ native ``atom.add.f32`` into CAS retry loops, openxla/xla#46225), which the HLO 
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import math
@@ -25,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._errors import InvariantsError
+from .._errors import InvariantsError, Parser
 from .._paths import atomic_path, check_output_dir, write_atomic
 from ..catalog.project import project_from
 from ..catalog.select import selectors
@@ -325,7 +324,7 @@ def matrix_gpus(targets: str) -> str:
 
 
 def main_matrix(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m invariants matrix", description="key metrics across releases")
+    p = Parser(prog="python -m invariants matrix", description="key metrics across releases")
     p.add_argument("--versions", required=True, help="comma-separated jax releases, e.g. 0.4.30,0.5.3,0.10.2")
     p.add_argument("--out", type=Path, default=Path("artifacts") / "matrix", help="folder for table and PNG")
     p.add_argument("--no-tpu", action="store_true", help="skip the TPU (jax[tpu]) environments")

@@ -10,7 +10,7 @@ import sys
 from collections import Counter
 from typing import Any
 
-from invariants._errors import InvariantsError, did_you_mean
+from invariants._errors import InvariantsError, Parser, did_you_mean
 from invariants._paths import what_is
 from invariants.catalog.targets import CPU_RUNTIME, all_targets
 from invariants.hlo.cost import Missing, cycle_estimate, value_or_none
@@ -91,8 +91,8 @@ class _InputError(InvariantsError):
     pass
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def _parser() -> Parser:
+    parser = Parser(
         prog="hlo-stats",
         description="Structural metrics (kernels, fusions, loops, gathers, collectives) of optimized HLO.",
         epilog=_epilog(),

@@ -44,9 +44,9 @@ import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from .._errors import InvariantsError, visible
+from .._errors import InvariantsError, Parser, visible
 from .._paths import check_distinct, check_output_file, check_plot_path, write_atomic
 from ..catalog.select import select_program_words
 from ..hlo.tpu_model import chip_model
@@ -624,18 +624,14 @@ def _throughput_changes(a: Run, b: Run) -> list[str]:
 # ------------------------------------------------------------------------------------------------- CLI
 
 
-class _ArgumentError(Exception):
-    pass
+class _Parser(Parser):
+    """The report's one line names it as its other messages do: ``report: ...``."""
+
+    def error(self, message: str) -> NoReturn:
+        raise InvariantsError(f"report: {message} (see {self.prog} --help)")
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that raises instead of printing usage and exiting: bad arguments are one line too."""
-
-    def error(self, message: str) -> Any:
-        raise _ArgumentError(message)
-
-
-def _parser() -> argparse.ArgumentParser:
+def _parser() -> Parser:
     p = _Parser(
         prog="python -m invariants report",
         description="Markdown tables (for $GITHUB_STEP_SUMMARY) and a plot from the gate's results file(s).",
@@ -673,10 +669,7 @@ def _focus(run: Run, value: str | None) -> Run:
 
 def main(argv: list[str] | None = None) -> int:
     """Record point of ``python -m invariants report``; returns the exit code (errors raise one line)."""
-    try:
-        args = _parser().parse_args(argv)
-    except _ArgumentError as err:
-        raise InvariantsError(f"report: {err} (see python -m invariants report --help)") from None
+    args = _parser().parse_args(argv)
     _check_arguments(args)
     _check_outputs(args)
     parts, passed = _run_parts(args) if args.results else ([], True)

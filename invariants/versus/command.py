@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _config
 from .._cores import freed, usable
-from .._errors import InvariantsError
+from .._errors import InvariantsError, Parser
 from .._paths import absolute_path, check_distinct, check_output_file, check_plot_path, write_atomic
 from ..catalog.project import Project, add_project_options, project_from
 from ..catalog.targets import CPU_RUNTIME, aimed_targets, select_targets
@@ -567,8 +567,8 @@ NUMBERS: tuple[tuple[str, str, type, str, Callable[[Any], bool], str], ...] = (
 )  # fmt: skip
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def _parser() -> Parser:
+    p = Parser(
         prog="python -m invariants versus",
         description="Time the catalog under two JAX installations, paired in one run; compare structure.",
         epilog="SPEC: 'current' (this interpreter), a jax release such as 0.6.0 (built, cached with uv, as "
