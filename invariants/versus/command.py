@@ -319,32 +319,13 @@ def measure(
     looks = dict.fromkeys(programs, 0)
     done: dict[str, dict[str, Any]] = {}
     active = list(programs)
-    clocks = (DEVICE, "wall") if settings.clock == DEVICE else CLOCKS
     k = 0
     while active:
         k += 1
         t0 = time.perf_counter()
         cores = usable()
         cpus = frozenset({cores[(k - 1) % len(cores)]}) if settings.pin else None
-        if settings.clock == DEVICE:
-            for p, rd in device_round(sides, {p: config_of[p] for p in active}, settings, k, start).items():
-                rounds[p].append(rd)
-            t1 = t2 = time.perf_counter()
-        else:
-            workers = start(sides, cpus)
-            try:
-                t1 = time.perf_counter()
-                prepared = _both(workers, "prepare", programs=[[p, config_of[p]] for p in active])
-                t2 = time.perf_counter()
-                for p in active:
-                    key = f"{p}/{config_of[p]}"
-                    calls = calls_per_block(
-                        workers[0], key, prepared[0]["per_call"][key], settings.block_seconds
-                    )
-                    rounds[p].append(time_round(workers, key, calls, settings, first=k % 2))
-            finally:
-                for w in workers:
-                    w.close()
+        t1, t2 = _round(sides, {p: config_of[p] for p in active}, rounds, settings, k, start, cpus)
         line = []
         looking = k in look_at(settings.min_rounds, settings.max_rounds)
         for p in list(active):
@@ -353,46 +334,84 @@ def measure(
             if not looking:
                 continue
             looks[p] += 1
-            look, level = looks[p], settings.confidence
-            results = {c: judge_rounds(rounds[p], c, settings.threshold, level, look) for c in clocks}
-            unpinned = settings.clock == "cpu" and not settings.pin
-            if unpinned:
-                # Unpinned CPU-clock rounds (--no-pin) are all-cores rounds themselves: their wall clock is
-                # judged for lost parallelism, against the parallel threshold.
-                results[ALL_CORES] = judge_rounds(rounds[p], "wall", settings.parallel_threshold, level, look)
-            if unpinned or settings.min_threads > 0:  # every round with all cores: the threads witness
-                bound = settings.parallel_threshold if unpinned else settings.threshold
-                results[ALL_CORES_THREADS] = judge_rounds(
-                    rounds[p], THREADS, 1.0 / bound, level, look, floor=True
-                )
-            threads = threads_of(rounds[p])
-            note = _cannot_lose(threads["baseline"], settings)
-            decided = (
-                all_cores_word(results["wall"], results[ALL_CORES_THREADS])
-                if settings.min_threads > 0
-                else results[settings.clock].verdict
-            )
-            if decided is None and k < settings.max_rounds and not note:
-                continue  # straddles: more rounds
-            if note:  # nothing this phase measures: see _cannot_lose (its threads witness neither)
-                for c in (settings.clock, ALL_CORES_THREADS):
-                    if c in results:
-                        results[c] = dataclasses.replace(results[c], verdict="inconclusive")
-            results = {
-                c: r if r.verdict else dataclasses.replace(r, verdict="inconclusive")
-                for c, r in results.items()
-            }
-            word = combine(p, settings.clock, results)
-            if settings.min_threads > 0 and not note:
-                word = decided or "inconclusive"  # the all-cores word the loop judged by
-            done[p] = {"results": results, "word": word, "threads": threads, "note": note}
-            active.remove(p)
+            judged = _judged(p, rounds[p], looks[p], settings, last=k >= settings.max_rounds)
+            if judged is not None:
+                done[p] = judged
+                active.remove(p)
         where = f"core {min(cpus)}, " if cpus else ""
         progress(
             f"  {label} round {k} ({where}start {t1 - t0:.1f} s, prepare {t2 - t1:.1f} s): "
             f"{settings.clock} ratio " + ", ".join(line)
         )
     return done
+
+
+def _round(
+    sides: Sequence[Side],
+    config_of: Mapping[str, str],
+    rounds: dict[str, list[Round]],
+    settings: Settings,
+    k: int,
+    start: Starter,
+    cpus: frozenset[int] | None,
+) -> tuple[float, float]:
+    """Round ``k``: one fresh worker pair times each program of ``config_of`` (in its configuration), its
+    :class:`Round` appended to ``rounds``. Returns when the workers had started and when they had prepared
+    (``time.perf_counter``)."""
+    if settings.clock == DEVICE:
+        for p, rd in device_round(sides, config_of, settings, k, start).items():
+            rounds[p].append(rd)
+        t1 = time.perf_counter()
+        return t1, t1
+    workers = start(sides, cpus)
+    try:
+        t1 = time.perf_counter()
+        prepared = _both(workers, "prepare", programs=[[p, c] for p, c in config_of.items()])
+        t2 = time.perf_counter()
+        for p, c in config_of.items():
+            key = f"{p}/{c}"
+            calls = calls_per_block(workers[0], key, prepared[0]["per_call"][key], settings.block_seconds)
+            rounds[p].append(time_round(workers, key, calls, settings, first=k % 2))
+    finally:
+        for w in workers:
+            w.close()
+    return t1, t2
+
+
+def _judged(p: str, rounds: list[Round], look: int, settings: Settings, last: bool) -> dict[str, Any] | None:
+    """Program ``p``'s verdict at its ``look``-th look at its ``rounds``, or None while its interval
+    straddles the threshold and rounds are left (``last`` false)."""
+    level = settings.confidence
+    clocks = (DEVICE, "wall") if settings.clock == DEVICE else CLOCKS
+    results = {c: judge_rounds(rounds, c, settings.threshold, level, look) for c in clocks}
+    unpinned = settings.clock == "cpu" and not settings.pin
+    if unpinned:
+        # Unpinned CPU-clock rounds (--no-pin) are all-cores rounds themselves: their wall clock is judged
+        # for lost parallelism, against the parallel threshold.
+        results[ALL_CORES] = judge_rounds(rounds, "wall", settings.parallel_threshold, level, look)
+    if unpinned or settings.min_threads > 0:  # every round with all cores: the threads witness
+        bound = settings.parallel_threshold if unpinned else settings.threshold
+        results[ALL_CORES_THREADS] = judge_rounds(rounds, THREADS, 1.0 / bound, level, look, floor=True)
+    threads = threads_of(rounds)
+    note = _cannot_lose(threads["baseline"], settings)
+    decided = (
+        all_cores_word(results["wall"], results[ALL_CORES_THREADS])
+        if settings.min_threads > 0
+        else results[settings.clock].verdict
+    )
+    if decided is None and not last and not note:
+        return None  # straddles: more rounds
+    if note:  # nothing this phase measures: see _cannot_lose (its threads witness neither)
+        for c in (settings.clock, ALL_CORES_THREADS):
+            if c in results:
+                results[c] = dataclasses.replace(results[c], verdict="inconclusive")
+    results = {
+        c: r if r.verdict else dataclasses.replace(r, verdict="inconclusive") for c, r in results.items()
+    }
+    word = combine(p, settings.clock, results)
+    if settings.min_threads > 0 and not note:
+        word = decided or "inconclusive"  # the all-cores word the loop judged by
+    return {"results": results, "word": word, "threads": threads, "note": note}
 
 
 def measure_confirmed(
