@@ -355,9 +355,6 @@ def _abstract(
     target needs a mesh (given, or the one the arguments are sharded on). A leaf without a shape and dtype,
     or a multi-chip target with nothing sharded, is one line."""
     import jax  # JAX: started by _start_jax (target_named) before this runs
-    from jax.sharding import NamedSharding, PartitionSpec
-
-    from .compile.artifacts import one_device
 
     leaves, treedef = jax.tree_util.tree_flatten_with_path(args)
     for path, leaf in leaves:
@@ -367,9 +364,26 @@ def _abstract(
                 f"compile_for: {where} is a {type(leaf).__name__}, not an array: pass arrays or "
                 "jax.ShapeDtypeStruct (pytrees of them)"
             )
+    arrays = [leaf for _, leaf in leaves]
+    mesh = _mesh(arrays, target, mesh)
+    if in_shardings is not None and mesh is None:
+        raise InvariantsError("compile_for: in_shardings needs a mesh (mesh={...} or mesh_for(...))")
+    per_leaf = _shardings(args, arrays, target, mesh, in_shardings)
+    specs = [
+        jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding)
+        for leaf, sharding in zip(arrays, per_leaf, strict=True)
+    ]
+    config = ",".join(_shape_text(s) for s in specs)
+    return jax.tree_util.tree_unflatten(treedef, specs), config, mesh
+
+
+def _mesh(leaves: list[Any], target: Target, mesh: Any) -> Any:
+    """The mesh the program runs on: ``mesh`` (a mesh, or axis sizes for :func:`mesh_for`), else the one
+    the arguments are sharded on, else None. One line for arguments on several meshes, a mesh that is not
+    ``target``'s chips, or a multi-chip target with nothing sharded."""
     if isinstance(mesh, dict):
         mesh = mesh_for(target.name, **mesh)
-    found = _meshes_of([leaf for _, leaf in leaves])
+    found = _meshes_of(leaves)
     if mesh is None and len(found) == 1 and found[0].size > 1:
         mesh = found[0]
     if len(found) > 1 or (
@@ -391,9 +405,20 @@ def _abstract(
             f"mesh={{...}} and in_shardings=..., or arguments sharded on invariants.testing.mesh_for("
             f"{target.name!r}, ...); a one-chip program compiles for a one-chip target"
         )
-    if in_shardings is not None and mesh is None:
-        raise InvariantsError("compile_for: in_shardings needs a mesh (mesh={...} or mesh_for(...))")
-    per_leaf: list[Any]
+    return mesh
+
+
+def _shardings(
+    args: tuple[Any, ...], leaves: list[Any], target: Target, mesh: Any, in_shardings: Any
+) -> list[Any]:
+    """Each leaf's sharding: from ``in_shardings`` (a PartitionSpec per argument, a prefix of ``args``), else
+    its own on the mesh (replicated when it has none), else one device of an ahead-of-time ``target``, else
+    None (the runtime's default device)."""
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    from .compile.artifacts import one_device
+
     if in_shardings is not None:
         is_spec = lambda x: x is None or isinstance(x, PartitionSpec)  # noqa: E731
         try:
@@ -405,27 +430,20 @@ def _abstract(
             )
         except (ValueError, TypeError) as err:
             raise InvariantsError(f"compile_for: in_shardings does not match the arguments: {err}") from None
-        per_leaf = [
+        return [
             NamedSharding(mesh, spec or PartitionSpec())
             for spec in jax.tree_util.tree_leaves(spread, is_leaf=is_spec)
         ]
-    elif mesh is not None:  # arguments sharded on the mesh keep their sharding; the rest are replicated
-        per_leaf = [
+    if mesh is not None:  # arguments sharded on the mesh keep their sharding; the rest are replicated
+        return [
             leaf.sharding
             if isinstance(getattr(leaf, "sharding", None), NamedSharding)
             else NamedSharding(mesh, PartitionSpec())
-            for _, leaf in leaves
+            for leaf in leaves
         ]
-    elif target.mode != "runtime":
-        per_leaf = [one_device(target)] * len(leaves)
-    else:
-        per_leaf = [None] * len(leaves)
-    specs = [
-        jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding)
-        for (_, leaf), sharding in zip(leaves, per_leaf, strict=True)
-    ]
-    config = ",".join(_shape_text(s) for s in specs)
-    return jax.tree_util.tree_unflatten(treedef, specs), config, mesh
+    if target.mode != "runtime":
+        return [one_device(target)] * len(leaves)
+    return [None] * len(leaves)
 
 
 def compile_for(
