@@ -42,13 +42,17 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Iterable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..compile.record import Compiled
 from ..hlo.cost import Analyses, Missing, estimated_cycles, from_analysis, peak_bytes, predicted_seconds
 from ..hlo.parse import HloModule
 from ..hlo.structure import Structure
 from ..kernels.program import ProgramCode
+
+if TYPE_CHECKING:
+    from ..catalog.configs import Config
+    from ..catalog.programs import Layout
 
 __all__ = [
     "METRICS",
@@ -146,7 +150,7 @@ def _scoped(
     return Metric(name, meaning, "number", "structure", "count", of, by_dtype=by_dtype)
 
 
-def _itemsize(config: Any) -> int:
+def _itemsize(config: Config) -> int:
     import numpy as np  # hlo-stats and the spec validator start without numpy (ALLOWED_LAZY)
 
     return int(np.dtype(config.table.dtype).itemsize)
@@ -164,7 +168,7 @@ def _total(field: str) -> Callable[[ProgramCode], int | Missing]:
     return lambda code: code.total(field)
 
 
-def _input(name: str, meaning: str, of: Callable[[Any], int], unit: Unit = "count") -> Metric:
+def _input(name: str, meaning: str, of: Callable[[Config], int], unit: Unit = "count") -> Metric:
     return Metric(name, meaning, "number", "input", unit, of)
 
 
@@ -518,7 +522,7 @@ def _family(target: str) -> str:
     return family if family in ("cpu", "tpu", "gpu") else ""
 
 
-def input_facts(config: Any, layout: Any = None, devices: int = 1) -> dict[str, int]:
+def input_facts(config: Config, layout: Layout | None = None, devices: int = 1) -> dict[str, int]:
     """The input facts of a configuration (``table_bytes``, ``lookups``, ...), by name; with the ``layout``
     of a sharded program (an ``invariants.catalog.programs.Layout``) on ``devices`` devices, its per-chip
     facts."""
@@ -526,7 +530,7 @@ def input_facts(config: Any, layout: Any = None, devices: int = 1) -> dict[str, 
     return {**facts, **sharding_facts(layout, devices)}
 
 
-def sharding_facts(layout: Any, devices: int) -> dict[str, int]:
+def sharding_facts(layout: Layout | None, devices: int) -> dict[str, int]:
     """``chips``, ``table_shards`` and ``batch_shards`` of ``layout`` on ``devices`` devices (1 if none)."""
     if layout is None:
         return {"chips": 1, "table_shards": 1, "batch_shards": 1}

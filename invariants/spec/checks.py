@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .._errors import InvariantsError, did_you_mean
-from ..catalog.programs import get_config
+from ..catalog.programs import Program, get_config
 from ..catalog.registry import Programs
 from ..catalog.targets import Target, all_targets, device_count, widened
 from ..compile.record import Key
@@ -131,7 +131,7 @@ def _is_pattern(word: str) -> bool:
     return any(c in word for c in "*?[")
 
 
-def _scope_note(target: Target, program: Any) -> str:
+def _scope_note(target: Target, program: Program) -> str:
     """Why ``target`` does not compile ``program``: its scope, and what would make it compile there."""
     layout = program.layout
     if target.scope == "core":

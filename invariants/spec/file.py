@@ -105,7 +105,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from .._errors import InvariantsError, did_you_mean, first_line, non_ascii
 from .._paths import IMPORTED_DIR, shown, what_is
 from ..catalog.configs import CONFIGS, DISTRIBUTIONS
-from ..catalog.select import match_programs
+from ..catalog.select import Selectable, match_programs
 from . import asserts
 from .asserts import InvariantKind
 
@@ -781,7 +781,7 @@ def _index_shape(value: Any, loc: _Locator, line: int) -> tuple[int, ...]:
     return tuple(value)
 
 
-def load_spec(path: Path, known: Mapping[str, Any] | None = None) -> Spec:
+def load_spec(path: Path, known: Mapping[str, Selectable] | None = None) -> Spec:
     """Read and validate one spec file. Raises :class:`InvariantsError` naming ``FILE:LINE``.
 
     Program names in it are checked against ``known`` (name -> an object with ``kind`` and ``tags``;
@@ -799,7 +799,7 @@ def _spec_of(
     path: Path,
     data: dict[str, Any],
     loc: _Locator,
-    known: Mapping[str, Any] | None,
+    known: Mapping[str, Selectable] | None,
     programs: tuple[ProgramDecl, ...],
 ) -> Spec:
     header = data.get("spec", {})
@@ -892,7 +892,7 @@ class _Entries:
     selectors), and the ids each table has taken (an id is unique within its table)."""
 
     loc: _Locator
-    known: Mapping[str, Any] | None
+    known: Mapping[str, Selectable] | None
     targets: tuple[str, ...]
     memo: _Memo = dataclasses.field(default_factory=lambda: _Memo())
     ids: dict[str, dict[str, int]] = dataclasses.field(
@@ -1063,7 +1063,7 @@ def _correctness(table: dict[str, Any], line: int, entries: _Entries) -> Correct
     )
 
 
-def _signature_of(program: Any) -> Any:
+def _signature_of(program: object) -> Any:
     """A program's :attr:`ProgramDecl.signature`, read from its declaration or from a built program's
     inputs; None for the one-table contract (and an unknown name)."""
     found = getattr(program, "signature", None)
@@ -1076,7 +1076,7 @@ def _check_arguments(
     selectors: Sequence[str],
     loc: _Locator,
     line: int,
-    known: Mapping[str, Any] | None,
+    known: Mapping[str, Selectable] | None,
 ) -> None:
     """A correctness check calls its programs on arguments it makes: a program with params takes its own,
     so it may only ``agree`` with a reference of the very same arguments."""
@@ -1105,13 +1105,13 @@ def _check_arguments(
             )
 
 
-def scope_of(spec: Spec, programs: Mapping[str, Any]) -> Mapping[str, Any]:
+def scope_of(spec: Spec, programs: Mapping[str, Selectable]) -> Mapping[str, Selectable]:
     """The programs ``spec``'s selectors range over: the catalog's for the package's own files, else the
     run's ``programs``."""
     return _known(None) if spec.catalog_scope else programs
 
 
-def _known(known: Mapping[str, Any] | None) -> Mapping[str, Any]:
+def _known(known: Mapping[str, Selectable] | None) -> Mapping[str, Selectable]:
     """``known``, else the catalog's programs (a constant of the package: the programs a project declares
     belong to the run that read its spec files, which passes them)."""
     if known is not None:
@@ -1125,7 +1125,7 @@ def _check_selectors(
     selectors: Sequence[str],
     loc: _Locator,
     line: int,
-    known: Mapping[str, Any] | None = None,
+    known: Mapping[str, Selectable] | None = None,
     memo: dict[str, bool] | None = None,
 ) -> None:
     """Each selector matches at least one program. ``memo`` remembers the answers of one file."""
@@ -1141,14 +1141,14 @@ def _check_selectors(
             )
 
 
-def select_programs(selectors: Sequence[str], known: Mapping[str, Any] | None = None) -> list[str]:
+def select_programs(selectors: Sequence[str], known: Mapping[str, Selectable] | None = None) -> list[str]:
     """Program names matched by selectors (:func:`invariants.catalog.select.match_programs`).
 
     ``known`` as in :func:`load_spec` (default: the catalog's programs)."""
     return match_programs(selectors, _known(known))
 
 
-def collision(name: str, catalog: Mapping[str, Any]) -> str | None:
+def collision(name: str, catalog: Mapping[str, Selectable]) -> str | None:
     """Why a declared program may not be called ``name`` (None: it may): the one rule, for spec files
     (:func:`load_specs`, which names the file and line) and a run's programs
     (:class:`invariants.catalog.registry.Programs`) alike. A report, a snapshot file and an invariant name a
@@ -1181,7 +1181,7 @@ def load_specs(*directories: Path) -> list[Spec]:
             raise InvariantsError(f"{shown(directory)}: no *.toml spec files here")
         paths += found
     parsed = [(path, *_read(path)) for path in paths]
-    known: dict[str, Any] = dict(catalog)
+    known: dict[str, Selectable] = dict(catalog)
     first: dict[str, str] = {}
     declared: list[tuple[ProgramDecl, ...]] = []
     for _path, data, loc in parsed:
@@ -1207,7 +1207,7 @@ def load_specs(*directories: Path) -> list[Spec]:
     return _aim(specs, known)
 
 
-def _aim(specs: list[Spec], known: Mapping[str, Any]) -> list[Spec]:
+def _aim(specs: list[Spec], known: Mapping[str, Selectable]) -> list[Spec]:
     """Each declared program aimed at the ``[spec] targets`` of the file that declares it and of every
     file whose entries name it (:attr:`ProgramDecl.aimed`): it compiles on every target its specs name."""
     aims: dict[str, dict[str, None]] = {d.name: {} for spec in specs for d in spec.programs}
