@@ -60,7 +60,9 @@ def match_programs(words: Sequence[str], known: Mapping[str, Selectable]) -> lis
     return list(out)
 
 
-def select_program_words(value: str, known: Mapping[str, Selectable], option: str = "--programs") -> list[str]:
+def select_program_words(
+    value: str, known: Mapping[str, Selectable], option: str = "--programs"
+) -> list[str]:
     """The names of ``known`` (in its order) that ``value`` selects. Empty, or a word that matches nothing:
     one line (:class:`InvariantsError`), with the closest names."""
     words = selectors(value, option, "name programs, or leave the option out for all")

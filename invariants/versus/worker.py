@@ -61,7 +61,11 @@ from ..timing.device import DeviceRecorder
 from .protocol import CPUS_ENV, SLOWDOWN_ENV, ProtocolError, decode_request, encode
 
 if TYPE_CHECKING:
+    from ..catalog.configs import Config
+    from ..catalog.programs import Program
     from ..catalog.registry import Programs
+    from ..spec.checks import Case
+    from ..spec.file import Spec
 
 # What starts JAX (jax itself, catalog.programs, compile, snapshot.render, spec.checks) is imported where it
 # is used: after main() has pinned the worker's cores and the side's environment is in place.
@@ -78,7 +82,7 @@ class Worker:
     def __init__(
         self,
         slowdown: float = 0.0,
-        specs: Sequence[Any] | None = None,
+        specs: Sequence[Spec] | None = None,
         programs: Programs | None = None,
         recorder: DeviceRecorder | None = None,
     ) -> None:
@@ -166,7 +170,7 @@ def _repeat(
 
 
 def _compiled_call(
-    program: Any, config: Any, slowdown: float, recorder: DeviceRecorder
+    program: Program, config: Config, slowdown: float, recorder: DeviceRecorder
 ) -> tuple[Callable[[], None], float | None]:
     """A blocking call of ``program`` compiled for the runtime device on the catalog's seeded arguments, and
     the slowdown it was given. With ``slowdown > 0`` each call costs that fraction more: on the CPU a busy
@@ -246,7 +250,7 @@ def slowed(
     return slower
 
 
-def missing_metric(case: Any, measured: Callable[[Key], Measurement]) -> str | None:
+def missing_metric(case: Case, measured: Callable[[Key], Measurement]) -> str | None:
     """Why ``case`` cannot be evaluated here: the first compiler or kernel metric its assert reads that
     has no value on its key (the words ``invariants.spec.checks.evaluate`` fails with); None when it can."""
     for read in case.invariant.assertion.reads():
@@ -261,14 +265,16 @@ def missing_metric(case: Any, measured: Callable[[Key], Measurement]) -> str | N
 
 
 def structure_of_keys(
-    keys: Sequence[tuple[str, str, str]], specs: Sequence[Any] | None = None, programs: Programs | None = None
+    keys: Sequence[tuple[str, str, str]],
+    specs: Sequence[Spec] | None = None,
+    programs: Programs | None = None,
 ) -> dict[str, Any]:
     """Snapshot rendering, compiler and kernel metrics, and invariant verdicts of each ``(program, config,
     target)`` key, per target; ``specs``: whose invariants (default: the package's), on ``programs``
     (default: the catalog's)."""
     from ..catalog.registry import Programs
     from ..compile.artifacts import CompileCache
-    from ..spec.checks import Case, evaluate, expand
+    from ..spec.checks import evaluate, expand
 
     targets = all_targets()
     wanted = sorted({t for _, _, t in keys})
