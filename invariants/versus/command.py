@@ -763,7 +763,7 @@ def _settings(args: argparse.Namespace, platform: str) -> Settings:
 
 def _builder(
     args: argparse.Namespace, progress: Progress, default_targets: bool | None = None
-) -> Callable[[Any, str], Path]:
+) -> Callable[[object, str], Path]:
     """Builds a side's environment of a jax release. ``default_targets``: whether ``args.targets`` is the
     default rather than the user's (None: whether it is :data:`DEFAULT_TARGETS`)."""
     if default_targets is None:
@@ -772,12 +772,11 @@ def _builder(
     # The backend the user asked for (JAX_PLATFORMS' first entry; python -m invariants defaults it to cpu).
     platform = (_config.requested_platforms() or ["cpu"])[0]
 
-    def build(version: Any, flag: str) -> Path:
+    def build(version: object, flag: str) -> Path:
         if platform in ("cuda", "gpu", "rocm"):
             raise InvariantsError(
                 f"{flag} {version}: a version SPEC builds CPU (or TPU) jax; on a {platform} host pass a "
-                "virtual "
-                "environment with that release's GPU jax instead"
+                "virtual environment with that release's GPU jax instead"
             )
         if not lists:
             envs.check_index(args.index_url)
