@@ -597,79 +597,83 @@ def _check_configs(patterns: Sequence[str], loc: _Locator, line: int, memo: set[
 
 
 def _programs_of(data: dict[str, Any], loc: _Locator) -> tuple[ProgramDecl, ...]:
-    out: list[ProgramDecl] = []
-    for i, table in enumerate(data.get("program", [])):
-        line = loc.table_line("program", i)
-        _check_keys(table, _PROGRAM_KEYS, loc, line, "[[program]]", required=("name", "function", "kind"))
-        name = table["name"]
-        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            raise loc.error(
-                loc.key_line(line, "name"), f"name {_cut(repr(name))} must be a Python-style identifier"
-            )
-        if len(name) > MAX_NAME:
-            raise loc.error(
-                loc.key_line(line, "name"),
-                f"name {name[:40]}... is {len(name):,} characters; a program's name names its snapshot and "
-                f"dump files, and may be at most {MAX_NAME} characters",
-            )
-        function = table["function"]
-        if not isinstance(function, str) or not re.fullmatch(r"[\w.]+:[\w.]+", function, re.ASCII):
-            raise loc.error(
-                loc.key_line(line, "function"), f"function {function!r} must read 'module:attribute'"
-            )
-        kind = table["kind"]
-        if not isinstance(kind, str) or kind not in PROGRAM_KINDS:
-            raise loc.error(
-                loc.key_line(line, "kind"),
-                f"kind {kind!r}: one of {', '.join(PROGRAM_KINDS)}{did_you_mean(str(kind), PROGRAM_KINDS)}",
-            )
-        configs_line = loc.key_line(line, "configs")
-        configs = _strings(table.get("configs", "f32"), loc, configs_line, "configs")
-        for config in configs:
-            _one_of(config, CONFIGS, "config", loc, configs_line)
-        tags = _strings(table.get("tags", []), loc, loc.key_line(line, "tags"), "tags", allow_empty=True)
-        doc = _string(table, "doc", loc, line, default=function)
-        params, params_line = table.get("params"), loc.key_line(line, "params")
-        if params is not None and (
-            not isinstance(params, str) or not re.fullmatch(r"[\w.]+:[\w.]+", params, re.ASCII)
-        ):
-            raise loc.error(params_line, f"params {params!r} must read 'module:factory'")
-        shape_line = loc.key_line(line, "index_shape")
-        index_shape = _index_shape(table["index_shape"], loc, shape_line) if "index_shape" in table else None
-        given = next((k for k in _PARAMS_ONLY if k in table), None) if params is None else None
-        if given is not None:
-            raise loc.error(
-                loc.key_line(line, given),
-                f"{given} is for a program with params; a lookup (table, indices) takes the configuration's "
-                "table and indices",
-            )
-        model = _model_keys(table, loc, line, kind)
-        if "efficiency" in table and not isinstance(table["efficiency"], bool):
-            at = loc.key_line(line, "efficiency")
-            raise loc.error(at, f"efficiency must be true or false, not {_a(table['efficiency'])}")
-        index_dtype = _string(table, "index_dtype", loc, line) if "index_dtype" in table else None
-        if index_dtype is not None:
-            _one_of(index_dtype, INDEX_DTYPES, "index_dtype", loc, loc.key_line(line, "index_dtype"))
-        out.append(
-            ProgramDecl(
-                name,
-                function,
-                kind,
-                tuple(dict.fromkeys(configs)),
-                frozenset({*tags, "user"}),
-                doc,
-                f"{loc.path}:{line}",
-                params,
-                index_shape,
-                index_dtype,
-                params_where=f"{loc.path}:{params_line}",
-                index_shape_where=f"{loc.path}:{shape_line}",
-                efficiency=table.get("efficiency"),
-                **model,
-                **_sharding_of(table, loc, line, kind, params is not None, index_shape),
-            )
+    tables = enumerate(data.get("program", []))
+    return tuple(_program(table, loc, loc.table_line("program", i)) for i, table in tables)
+
+
+def _names(table: Mapping[str, Any], loc: _Locator, line: int) -> tuple[str, str, str]:
+    """A ``[[program]]``'s ``name``, ``function`` and ``kind``, each mistake one line."""
+    name = table["name"]
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise loc.error(
+            loc.key_line(line, "name"), f"name {_cut(repr(name))} must be a Python-style identifier"
         )
-    return tuple(out)
+    if len(name) > MAX_NAME:
+        raise loc.error(
+            loc.key_line(line, "name"),
+            f"name {name[:40]}... is {len(name):,} characters; a program's name names its snapshot and "
+            f"dump files, and may be at most {MAX_NAME} characters",
+        )
+    function = table["function"]
+    if not isinstance(function, str) or not re.fullmatch(r"[\w.]+:[\w.]+", function, re.ASCII):
+        raise loc.error(loc.key_line(line, "function"), f"function {function!r} must read 'module:attribute'")
+    kind = table["kind"]
+    if not isinstance(kind, str) or kind not in PROGRAM_KINDS:
+        raise loc.error(
+            loc.key_line(line, "kind"),
+            f"kind {kind!r}: one of {', '.join(PROGRAM_KINDS)}{did_you_mean(str(kind), PROGRAM_KINDS)}",
+        )
+    return name, function, kind
+
+
+def _program(table: dict[str, Any], loc: _Locator, line: int) -> ProgramDecl:
+    """One ``[[program]]`` table, each mistake one line."""
+    _check_keys(table, _PROGRAM_KEYS, loc, line, "[[program]]", required=("name", "function", "kind"))
+    name, function, kind = _names(table, loc, line)
+    configs_line = loc.key_line(line, "configs")
+    configs = _strings(table.get("configs", "f32"), loc, configs_line, "configs")
+    for config in configs:
+        _one_of(config, CONFIGS, "config", loc, configs_line)
+    tags = _strings(table.get("tags", []), loc, loc.key_line(line, "tags"), "tags", allow_empty=True)
+    doc = _string(table, "doc", loc, line, default=function)
+    params, params_line = table.get("params"), loc.key_line(line, "params")
+    if params is not None and (
+        not isinstance(params, str) or not re.fullmatch(r"[\w.]+:[\w.]+", params, re.ASCII)
+    ):
+        raise loc.error(params_line, f"params {params!r} must read 'module:factory'")
+    shape_line = loc.key_line(line, "index_shape")
+    index_shape = _index_shape(table["index_shape"], loc, shape_line) if "index_shape" in table else None
+    given = next((k for k in _PARAMS_ONLY if k in table), None) if params is None else None
+    if given is not None:
+        raise loc.error(
+            loc.key_line(line, given),
+            f"{given} is for a program with params; a lookup (table, indices) takes the configuration's "
+            "table and indices",
+        )
+    model = _model_keys(table, loc, line, kind)
+    if "efficiency" in table and not isinstance(table["efficiency"], bool):
+        at = loc.key_line(line, "efficiency")
+        raise loc.error(at, f"efficiency must be true or false, not {_a(table['efficiency'])}")
+    index_dtype = _string(table, "index_dtype", loc, line) if "index_dtype" in table else None
+    if index_dtype is not None:
+        _one_of(index_dtype, INDEX_DTYPES, "index_dtype", loc, loc.key_line(line, "index_dtype"))
+    return ProgramDecl(
+        name,
+        function,
+        kind,
+        tuple(dict.fromkeys(configs)),
+        frozenset({*tags, "user"}),
+        doc,
+        f"{loc.path}:{line}",
+        params,
+        index_shape,
+        index_dtype,
+        params_where=f"{loc.path}:{params_line}",
+        index_shape_where=f"{loc.path}:{shape_line}",
+        efficiency=table.get("efficiency"),
+        **model,
+        **_sharding_of(table, loc, line, kind, params is not None, index_shape),
+    )
 
 
 def _model_keys(table: Mapping[str, Any], loc: _Locator, line: int, kind: str) -> dict[str, Any]:
@@ -718,16 +722,7 @@ def _sharding_of(
             raise loc.error(loc.key_line(line, given), f"{given} needs a mesh = {{axis = size, ...}}")
         return {}
     mesh_line = loc.key_line(line, "mesh")
-    mesh = table["mesh"]
-    if not isinstance(mesh, dict) or not mesh:
-        raise loc.error(
-            mesh_line, "mesh must be a table of axis name = size, e.g. mesh = { data = 4, tensor = 4 }"
-        )
-    for axis, size in mesh.items():
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", axis):
-            raise loc.error(mesh_line, f"mesh axis {axis!r} must be a Python-style identifier")
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise loc.error(mesh_line, f"mesh axis {axis!r} = {size!r}: a size is a positive integer")
+    mesh = _mesh(table["mesh"], loc, mesh_line)
     axis_types = _string(table, "axis_types", loc, line, default="auto")
     _one_of(axis_types, AXIS_TYPES, "axis_types", loc, loc.key_line(line, "axis_types"))
     out: dict[str, Any] = {"mesh": tuple(mesh.items()), "axis_types": axis_types}
@@ -742,20 +737,7 @@ def _sharding_of(
                 "table_sharding is for a lookup (table, indices); a program with params gives each "
                 "leaf its sharding in its factory: NamedSharding(config.mesh, PartitionSpec(...))",
             )
-        entries = _strings(table[key], loc, key_line, key)
-        if len(entries) > used_rank[key]:
-            raise loc.error(
-                key_line, f"{key} has {len(entries)} entries for an array of rank {used_rank[key]}"
-            )
-        for entry in entries:
-            if entry and entry not in mesh:
-                raise loc.error(
-                    key_line, f'{key}: {entry!r} is no axis of the mesh ({", ".join(mesh)}); "" replicates'
-                )
-        named = [e for e in entries if e]
-        if len(named) != len(set(named)):
-            raise loc.error(key_line, f"{key}: an axis shards one dimension only")
-        out[key] = tuple(e or None for e in entries)
+        out[key] = _sharding(table[key], key, mesh, used_rank[key], loc, key_line)
     if kind == "train" and not has_params:
         raise loc.error(
             mesh_line,
@@ -763,6 +745,39 @@ def _sharding_of(
             "declare it as a program with params, whose factory shards each leaf",
         )
     return out
+
+
+def _mesh(mesh: object, loc: _Locator, line: int) -> dict[str, int]:
+    """``mesh = { data = 4, tensor = 4 }``: axis names and their positive sizes."""
+    if not isinstance(mesh, dict) or not mesh:
+        raise loc.error(
+            line, "mesh must be a table of axis name = size, e.g. mesh = { data = 4, tensor = 4 }"
+        )
+    for axis, size in mesh.items():
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", axis):
+            raise loc.error(line, f"mesh axis {axis!r} must be a Python-style identifier")
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise loc.error(line, f"mesh axis {axis!r} = {size!r}: a size is a positive integer")
+    return mesh
+
+
+def _sharding(
+    value: object, key: str, mesh: Mapping[str, int], rank: int, loc: _Locator, line: int
+) -> tuple[str | None, ...]:
+    """``table_sharding`` or ``index_sharding``: a mesh axis (or ``""``, replicated) per dimension of an
+    array of ``rank``, each axis once."""
+    entries = _strings(value, loc, line, key)
+    if len(entries) > rank:
+        raise loc.error(line, f"{key} has {len(entries)} entries for an array of rank {rank}")
+    for entry in entries:
+        if entry and entry not in mesh:
+            raise loc.error(
+                line, f'{key}: {entry!r} is no axis of the mesh ({", ".join(mesh)}); "" replicates'
+            )
+    named = [e for e in entries if e]
+    if len(named) != len(set(named)):
+        raise loc.error(line, f"{key}: an axis shards one dimension only")
+    return tuple(e or None for e in entries)
 
 
 # Enough for [batch, sequence] and a few more axes; past this it is not an embedding's index array.
