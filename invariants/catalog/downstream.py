@@ -9,8 +9,7 @@ The contract of ``function`` (``"module:attribute"``, imported with the working 
 It is called under ``jax.jit`` with the abstract arguments of each configuration it lists (the catalog's
 configurations: ``f32`` is an f32[8192,32] table and s32[16384] indices, see
 ``invariants.catalog.programs.CONFIGS``). ``kind`` says which program is built around it, exactly as the
-catalog
-builds its own:
+catalog builds its own:
 
 * ``forward``: the lookup itself, ``(table, indices) -> rows``;
 * ``backward``: its gradient with respect to the table, ``(table, indices, cotangent) -> d table``,
@@ -55,8 +54,7 @@ throughput tier's ``_device_arguments``).
 **Where a declared program compiles.** On the targets that compile every program (cpu, tpu-v5e,
 gpu-h100), and on every target its spec files name (:attr:`invariants.spec.file.ProgramDecl.aimed`, which
 :meth:`invariants.catalog.targets.Target.aimed_by` reads): a core-scope target (tpu-v4, v5p, v6e, gpu-a100,
-l4,
-b200) compiles a declared program in each configuration it lists when a spec file aims it there.
+l4, b200) compiles a declared program in each configuration it lists when a spec file aims it there.
 """
 
 from __future__ import annotations

@@ -135,8 +135,7 @@ class Program:
     requires: tuple[str, ...] = ()  # modules the program imports when traced (from the ``libs`` extra)
     logits: bool = False  # returns (or, for a gradient, takes the cotangent of) logits over the vocabulary
     # A declared program's own arguments (its parameters and indices, see invariants.catalog.downstream);
-    # None:
-    # the catalog's, which follow from ``kind`` and the configuration.
+    # None: the catalog's, which follow from ``kind`` and the configuration.
     inputs: Inputs | None = None
     # Target-name patterns that compile this program whatever their scope: the targets a downstream
     # project's spec files name (invariants.catalog.targets.Target.compiles). Empty for the catalog's.

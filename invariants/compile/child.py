@@ -5,12 +5,11 @@ A child runs ``python -m pytest`` on the gate modules this package ships (``inva
 or an installed copy's: see :func:`pytest_args`), with the selection given as explicit
 arguments, in a folder of its own (its rootdir and working directory), where it writes a results file
 (:mod:`invariants.plugin.results`) and its HLO dumps. Another interpreter (a JAX release's environment)
-imports
-this package, and nothing else of this environment, from a folder that links to it alone
-(:func:`staged_package`). A child is how an experiment that sets ``XLA_FLAGS`` (some flags
-abort the process) or runs another JAX release (another interpreter) stays out of this process. What comes
-back is :class:`ChildRun`: the exit status, the results (None when the child wrote none), the seconds, and
-where its output was saved.
+imports this package, and nothing else of this environment, from a folder that links to it alone
+(:func:`staged_package`). A child is how an experiment that sets ``XLA_FLAGS`` (some flags abort the process)
+or runs another JAX release (another interpreter) stays out of this process. What comes back is
+:class:`ChildRun`: the exit status, the results (None when the child wrote none), the seconds, and where its
+output was saved.
 """
 
 from __future__ import annotations

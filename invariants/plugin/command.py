@@ -10,8 +10,7 @@ It runs the gate's pytest modules that ship inside the package (:mod:`invariants
 
 * the programs the spec files of ``--spec-dir`` declare (``[[program]]``, see
   :mod:`invariants.catalog.downstream`), with their snapshots in ``--snapshot-dir`` (default ``snapshots``,
-  below
-  the working directory) and the ``[[invariant]]`` and ``[[correctness]]`` entries of those files;
+  below the working directory) and the ``[[invariant]]`` and ``[[correctness]]`` entries of those files;
 * and, unless ``--no-catalog``, the catalog's programs and specs, compared with the snapshots the package
   ships. Those are read-only: no update rewrites them and no run writes inside the installed package.
   Under ``--no-catalog`` the catalog programs that the project's relations name (``take`` in

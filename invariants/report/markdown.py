@@ -19,8 +19,7 @@ Inputs (contract):
   outcomes, ratios whose intervals no longer overlap).
 * ``--programs WORDS``: only the items about these programs, selected with the gate's grammar
   (:mod:`invariants.catalog.select`) from the programs the results file recorded; a relation counts when one
-  of
-  its programs is chosen. Without it, a downstream run (a results file with ``declared`` programs) shows
+  of its programs is chosen. Without it, a downstream run (a results file with ``declared`` programs) shows
   its own programs, and any other run all of them.
 
 The run is read by :mod:`invariants.report.run`, drawn by :mod:`invariants.report.plot`; this module

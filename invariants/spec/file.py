@@ -70,10 +70,9 @@ sides name one, or none does; such an invariant takes no ``configs``).
 is compared with a recorded baseline). A timed program may name the distribution of its indices,
 ``time(grad_take[equal]) / time(grad_take[uniform]) <= 1.25`` (``uniform`` when omitted; see
 ``invariants.catalog.programs.DISTRIBUTIONS``): the structure does not depend on it, so only ``time`` takes
-one.
-``'T' in custom_call_targets`` tests a custom-call target.
-An assert that reads no metric (``1 <= 2``) is refused: it is the same on every program. Each assert is
-parsed once into the typed tree of :mod:`invariants.spec.asserts`, which every later stage reads.
+one. ``'T' in custom_call_targets`` tests a custom-call target. An assert that reads no metric (``1 <= 2``) is
+refused: it is the same on every program. Each assert is parsed once into the typed tree of
+:mod:`invariants.spec.asserts`, which every later stage reads.
 
 Every mistake is reported as one line ``FILE:LINE: what is wrong``, with the closest valid name, raised as
 :class:`~invariants._errors.InvariantsError`: a file that is not UTF-8 TOML, a value of the wrong type, an
@@ -242,10 +241,9 @@ class ProgramDecl:
     """One parsed ``[[program]]``: what a downstream project asks the gate to compile.
 
     Only read here; :func:`invariants.catalog.downstream.build` imports ``function`` (and ``params``) and
-    checks
-    its contract. ``tags`` always holds ``user``, so a selector ``tag:user`` names every declared program.
-    ``aimed`` is filled by :func:`load_specs`: the ``[spec] targets`` of the file that declares the program
-    and of every file whose entries name it, where it compiles whatever a target's scope.
+    checks its contract. ``tags`` always holds ``user``, so a selector ``tag:user`` names every declared
+    program. ``aimed`` is filled by :func:`load_specs`: the ``[spec] targets`` of the file that declares the
+    program and of every file whose entries name it, where it compiles whatever a target's scope.
     """
 
     name: str

@@ -1,10 +1,9 @@
 """Efficiency baselines: what a throughput run's efficiency is compared with, and the rules for them.
 
 A baseline is the efficiency (``t_copy / t_program``, see :func:`invariants.timing.paired.measure_efficiency`)
-of
-one program in one configuration on one target, recorded on purpose (``--record-baselines``) as
-``snapshots/<target>/efficiency/<program>.<config>.json``: the median of three measurements, with the
-machine it was measured on and the versions. The rules:
+of one program in one configuration on one target, recorded on purpose (``--record-baselines``) as
+``snapshots/<target>/efficiency/<program>.<config>.json``: the median of three measurements, with the machine
+it was measured on and the versions. The rules:
 
 * a run fails only when its whole interval lies below ``baseline * (1 - max_loss)``
   (:func:`baseline_verdict`);

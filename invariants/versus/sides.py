@@ -9,10 +9,9 @@ A side is named by a SPEC:
   (:func:`invariants.releases.environments.ensure_env`, with ``uv`` from ``--index-url``).
 
 Every worker runs this package (``PYTHONPATH`` = :func:`invariants.compile.child.stage`: a link to this
-package
-and nothing else of this environment) under its side's interpreter, with the controller's
-environment minus ``XLA_FLAGS`` and anything of another virtual environment, plus the side's own
-``--baseline-env`` / ``--candidate-env`` variables: a flag or an injection reaches one side only.
+package and nothing else of this environment) under its side's interpreter, with the controller's environment
+minus ``XLA_FLAGS`` and anything of another virtual environment, plus the side's own ``--baseline-env`` /
+``--candidate-env`` variables: a flag or an injection reaches one side only.
 """
 
 from __future__ import annotations
