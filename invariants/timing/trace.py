@@ -58,10 +58,6 @@ class DeviceTrace:
     modules: tuple[Event, ...]
     ops: tuple[Event, ...]
 
-    def module_durations(self) -> list[float]:
-        """Seconds of each module execution, in the order they ran."""
-        return [e.duration_ns * 1e-9 for e in self.modules]
-
 
 @dataclasses.dataclass(frozen=True)
 class OpStats:
