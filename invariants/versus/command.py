@@ -60,6 +60,7 @@ from ..releases.environments import DEFAULT_CACHE, DEFAULT_INDEX
 from ..snapshot.diff import structural_diff, what_changed
 from ..timing.paired import runtime_clock
 from .report import (
+    Record,
     SideRecord,
     invariant_changes,
     make_record,
@@ -439,36 +440,52 @@ def measure_confirmed(
     if not settings.pin and settings.clock == "cpu":
         threads = {p: final[p].get("threads") for p in programs}  # --no-pin: its rounds use every core
     if settings.pin and settings.parallel and settings.clock == "cpu":
-        cores = settings.all_cores()
         todo = [p for p in programs if final[p]["word"] != "fail"]
-        if len(freed()) < 2:
-            progress(
-                "  all cores: this run has one core (taskset?); nothing runs in parallel, so lost "
-                "parallelism cannot show: the phase is left out"
-            )
-            todo = []
-        label = "all cores"
-        while todo:
-            measured = measure(sides, todo, cores, progress, label, start, configs)
-            for p in todo:
-                got = measured[p]["results"]
-                results = {
-                    **final[p]["results"],
-                    ALL_CORES: got["wall"],
-                    ALL_CORES_CPU: got["cpu"],
-                    ALL_CORES_THREADS: got[ALL_CORES_THREADS],
-                }
-                final[p] = {"results": results, "word": combine(p, settings.clock, results)}
-                note = measured[p]["note"]
-                words[p].append(f"all cores: {measured[p]['word']}" + (f" ({note})" if note else ""))
-                threads[p] = measured[p]["threads"]
-            # Once more for the failures, as in the main phase: the second word stands.
-            todo = [p for p in todo if measured[p]["word"] == "fail"] if label == "all cores" else []
-            label = "all cores, confirm"
+        for p, (measured, said) in _all_cores(sides, todo, settings, progress, start, configs).items():
+            got = measured["results"]
+            results = {
+                **final[p]["results"],
+                ALL_CORES: got["wall"],
+                ALL_CORES_CPU: got["cpu"],
+                ALL_CORES_THREADS: got[ALL_CORES_THREADS],
+            }
+            final[p] = {"results": results, "word": combine(p, settings.clock, results)}
+            words[p] += said
+            threads[p] = measured["threads"]
     return [
         ProgramVerdict(p, settings.clock, final[p]["word"], final[p]["results"], words[p], threads[p])
         for p in programs
     ]
+
+
+def _all_cores(
+    sides: Sequence[Side],
+    todo: Sequence[str],
+    settings: Settings,
+    progress: Progress,
+    start: Starter,
+    configs: Mapping[str, str] | None,
+) -> dict[str, tuple[dict[str, Any], list[str]]]:
+    """The all-cores phase (:meth:`Settings.all_cores`) of ``todo``, and once more for its failures, as in
+    the main phase (the second word stands): per program, its last measurement and each attempt's word."""
+    cores = settings.all_cores()
+    if len(freed()) < 2:
+        progress(
+            "  all cores: this run has one core (taskset?); nothing runs in parallel, so lost "
+            "parallelism cannot show: the phase is left out"
+        )
+        return {}
+    out: dict[str, tuple[dict[str, Any], list[str]]] = {}
+    for label in ("all cores", "all cores, confirm"):
+        if not todo:
+            break
+        measured = measure(sides, todo, cores, progress, label, start, configs)
+        for p in todo:
+            note = measured[p]["note"]
+            said = f"all cores: {measured[p]['word']}" + (f" ({note})" if note else "")
+            out[p] = (measured[p], [*(out[p][1] if p in out else []), said])
+        todo = [p for p in todo if measured[p]["word"] == "fail"]
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -807,15 +824,7 @@ def main(argv: list[str]) -> int:
     targets_given = args.targets is not None
     if not targets_given:
         args.targets = default_targets(programs, known, project.own)
-    keys = [] if args.no_structure else structure_keys(programs, args.targets, known)
-    if not args.no_structure and not keys:
-        which = f"--programs {args.programs}" if args.programs is not None else "the selected programs"
-        on = f"--targets {args.targets}" if targets_given else f"the targets {args.targets}"
-        where = "their configurations" if project.own else CONFIG
-        raise InvariantsError(
-            f"versus: no program of {which} compiles on {on} in {where}: no structure to compare (choose "
-            "other targets" + (", or --no-structure to time only)" if timed else ")")
-        )
+    keys = _compared_keys(args, programs, known, project, bool(timed), targets_given)
     build = _builder(args, progress, default_targets=not targets_given)
     sides = [
         resolve(role, spec, parse_env(env, f"--{role}-env"), Path(sys.executable), build, project)
@@ -846,8 +855,7 @@ def main(argv: list[str]) -> int:
     timing: list[ProgramVerdict] = []
     if timed:
         progress(
-            f"versus: timing {len(timed)} programs, {settings.min_rounds}-{settings.max_rounds} "
-            "rounds "
+            f"versus: timing {len(timed)} programs, {settings.min_rounds}-{settings.max_rounds} rounds "
             f"of fresh worker pairs, {settings.clock} clock"
         )
         timing = measure_confirmed(sides, timed, settings, progress, configs=timed_configs(timed, known))
@@ -864,16 +872,41 @@ def main(argv: list[str]) -> int:
         targets,
         time.perf_counter() - started,
     )
+    _write_outputs(args, record, bool(timing))
+    return record.exit
+
+
+def _compared_keys(
+    args: argparse.Namespace, programs: list[str], known: Programs, project: Project, timed: bool, given: bool
+) -> list[tuple[str, str, str]]:
+    """The keys whose structure both sides compile (none with ``--no-structure``); none of the selected
+    programs compiling on the targets is one line."""
+    if args.no_structure:
+        return []
+    keys = structure_keys(programs, args.targets, known)
+    if not keys:
+        which = f"--programs {args.programs}" if args.programs is not None else "the selected programs"
+        on = f"--targets {args.targets}" if given else f"the targets {args.targets}"
+        where = "their configurations" if project.own else CONFIG
+        raise InvariantsError(
+            f"versus: no program of {which} compiles on {on} in {where}: no structure to compare (choose "
+            "other targets" + (", or --no-structure to time only)" if timed else ")")
+        )
+    return keys
+
+
+def _write_outputs(args: argparse.Namespace, record: Record, timed: bool) -> None:
+    """The markdown on stdout first (a file that cannot be written after all loses nothing of the run),
+    then each file asked for, each checked at the start (:func:`_check_outputs`) and written whole or not
+    at all."""
     text = render_markdown(record)
-    print(text, flush=True)  # first: a file that cannot be written after all loses nothing of the run
-    # Each checked at the start (_check_outputs); each written whole or not at all.
+    print(text, flush=True)
     if args.json:
         write_json(record, args.json, "--json")
     if args.out:
         write_atomic(args.out, text, "--out")
-    if args.plot and timing:
+    if args.plot and timed:
         plot(record, args.plot)
-    return record.exit
 
 
 if __name__ == "__main__":  # pragma: no cover
