@@ -387,31 +387,8 @@ def _predicted_tables(run: Run) -> list[str]:
     """The compilers' own predictions: TPU cycles per program and target, memory per program and target,
     and each measured time ratio beside the ratio the TPU compiler predicts for the same two programs."""
     items = _estimates(run)
-    tpus = sorted({k[0] for k, i in items.items() if isinstance(i.get("estimated_cycles"), int)})
-    lines: list[str] = []
-    ratios = [t for t in run.throughput if t.kind == "ratio"]
-    if ratios and tpus:
-        lines += [
-            "## Predicted beside measured: time ratios and the TPU compiler's estimated-cycles ratios",
-            "",
-            "A measured ratio is timed on the runtime target; a predicted one is "
-            "`estimated_cycles(a) / estimated_cycles(b)` from the optimized HLO of each TPU target (same "
-            "config). On a TPU host the runtime target is the chip, and its column is the estimate the "
-            "measurement checks.",
-            "",
-            "| a / b | config | measured on | measured [interval] | "
-            + " | ".join(_md(t, code=True) for t in tpus)
-            + " |",
-            "|---|---|---|---|" + "---:|" * len(tpus),
-        ]
-        for t in sorted(ratios, key=lambda t: (t.label, t.config, t.target)):
-            a, _, b = t.label.partition(" / ")
-            cells = [_predicted_ratio(run, tpu, a, b, t.config) for tpu in tpus]
-            lines.append(
-                f"| {_md(t.label, code=True)} | {_md(t.config)} | {_md(t.target, code=True)} | "
-                f"{_interval(t)} | " + " | ".join("—" if c is None else f"{c:.3g}" for c in cells) + " |"
-            )
-        lines.append("")
+    tpus = _targets_with(items, "estimated_cycles", int)
+    lines = _predicted_ratios(run, tpus) if tpus else []
     if tpus:
         lines += _metric_by_target_table(
             items,
@@ -422,9 +399,13 @@ def _predicted_tables(run: Run) -> list[str]:
             "Kernels without an estimate add nothing (today the kCustom gather and custom calls), so a "
             "forward's figure is the work around its gather. `?`: not compiled there, or no estimate.",
         )
-    timed = sorted({k[0] for k, i in items.items() if isinstance(i.get("predicted_seconds"), float)})
+    timed = _targets_with(items, "predicted_seconds", float)
     if timed:
         guessed = [t for t in timed if (m := chip_model(t)) is None or m.uncalibrated]
+        uncalibrated = (
+            f" **Uncalibrated** (a chip nobody measured, scaled by published bandwidth): "
+            f"{', '.join(f'`{t}`' for t in guessed)}."
+        )
         lines += _metric_by_target_table(
             items,
             timed,
@@ -433,14 +414,9 @@ def _predicted_tables(run: Run) -> list[str]:
             "## Predicted TPU device time: predicted_seconds per call, in microseconds",
             "The cost model fitted on a chip's own device times (invariants/data/tpu_cost.toml) reads each "
             "program's optimized HLO; its accuracy on programs it never saw is in docs/specs.md."
-            + (
-                f" **Uncalibrated** (a chip nobody measured, scaled by published bandwidth): "
-                f"{', '.join(f'`{t}`' for t in guessed)}."
-                if guessed
-                else ""
-            ),
+            + (uncalibrated if guessed else ""),
         )
-    memory_targets = sorted({k[0] for k, i in items.items() if isinstance(i.get("temp_bytes"), int)})
+    memory_targets = _targets_with(items, "temp_bytes", int)
     if memory_targets:
         lines += _metric_by_target_table(
             items,
@@ -450,6 +426,39 @@ def _predicted_tables(run: Run) -> list[str]:
             "## Predicted memory: temporary bytes per call (compiled.memory_analysis())",
         )
     return lines
+
+
+def _targets_with(items: Mapping[tuple[str, str, str], Record], metric: str, kind: type) -> list[str]:
+    """The targets (sorted) where some item recorded ``metric`` as a ``kind``."""
+    return sorted({k[0] for k, i in items.items() if isinstance(i.get(metric), kind)})
+
+
+def _predicted_ratios(run: Run, tpus: list[str]) -> list[str]:
+    """Each measured time ratio beside the estimated-cycles ratio of each TPU target (none without one)."""
+    ratios = [t for t in run.throughput if t.kind == "ratio"]
+    if not ratios:
+        return []
+    lines = [
+        "## Predicted beside measured: time ratios and the TPU compiler's estimated-cycles ratios",
+        "",
+        "A measured ratio is timed on the runtime target; a predicted one is "
+        "`estimated_cycles(a) / estimated_cycles(b)` from the optimized HLO of each TPU target (same "
+        "config). On a TPU host the runtime target is the chip, and its column is the estimate the "
+        "measurement checks.",
+        "",
+        "| a / b | config | measured on | measured [interval] | "
+        + " | ".join(_md(t, code=True) for t in tpus)
+        + " |",
+        "|---|---|---|---|" + "---:|" * len(tpus),
+    ]
+    for t in sorted(ratios, key=lambda t: (t.label, t.config, t.target)):
+        a, _, b = t.label.partition(" / ")
+        cells = [_predicted_ratio(run, tpu, a, b, t.config) for tpu in tpus]
+        lines.append(
+            f"| {_md(t.label, code=True)} | {_md(t.config)} | {_md(t.target, code=True)} | "
+            f"{_interval(t)} | " + " | ".join("—" if c is None else f"{c:.3g}" for c in cells) + " |"
+        )
+    return [*lines, ""]
 
 
 def _metric_by_target_table(
