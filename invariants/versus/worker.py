@@ -273,7 +273,7 @@ def structure_of_keys(
     (default: the catalog's)."""
     from ..catalog.registry import Programs
     from ..compile.artifacts import CompileCache
-    from ..spec.checks import evaluate, expand
+    from ..spec.checks import expand
 
     targets = all_targets()
     wanted = sorted({t for _, _, t in keys})
@@ -295,18 +295,8 @@ def structure_of_keys(
             items[name] = {"error": reasons[key.target]}
             continue
         try:
-            measured = measure(cache.get(*key), usable[key.target])
-            measured_keys[key] = measured
-            by_source = {
-                src: {m: value_or_none(v) for m, v in measured.metrics.items() if METRICS[m].source == src}
-                for src in ("kernel", "compiler")
-            }
-            items[name] = {
-                "snapshot": render_summary(measured, programs.program(key.program).doc),
-                "kernel_metrics": by_source["kernel"],
-                "compiler_metrics": by_source["compiler"],
-                "invariants": [],
-            }
+            measured_keys[key] = measure(cache.get(*key), usable[key.target])
+            items[name] = _item(measured_keys[key], programs.program(key.program).doc)
         except InvariantsError as err:
             items[name] = {"error": str(err)}
     names = {k.program for k in measured_keys}
@@ -316,21 +306,43 @@ def structure_of_keys(
             continue
         if case.program is None and not set(case.invariant.programs) <= names:
             continue
-        ratchet = case.invariant.ratchet
-        entry: dict[str, Any] = {
-            "id": case.invariant.id,
-            "where": case.invariant.where,
-            "ratchet": None if ratchet is None else dataclasses.asdict(ratchet),
-        }
-        unknown = missing_metric(case, measured_keys.__getitem__)
-        if unknown is not None:
-            entry.update(holds=None, not_evaluated=unknown, describe=f"not evaluated: {unknown}")
-        else:
-            verdict = evaluate(case, measured_keys.__getitem__, programs)
-            entry.update(holds=verdict.holds, describe=verdict.describe(case.invariant))
+        entry = _verdict(case, measured_keys.__getitem__, programs)
         for key in case.keys:
             items["/".join(key)]["invariants"].append(entry)
     return {"items": items, "targets": reasons}
+
+
+def _item(measured: Measurement, doc: str) -> dict[str, Any]:
+    """A key's snapshot and its kernel and compiler metrics; its invariants' verdicts are added after."""
+    by_source = {
+        src: {m: value_or_none(v) for m, v in measured.metrics.items() if METRICS[m].source == src}
+        for src in ("kernel", "compiler")
+    }
+    return {
+        "snapshot": render_summary(measured, doc),
+        "kernel_metrics": by_source["kernel"],
+        "compiler_metrics": by_source["compiler"],
+        "invariants": [],
+    }
+
+
+def _verdict(case: Case, measured: Callable[[Key], Measurement], programs: Programs) -> dict[str, Any]:
+    """One invariant's verdict on the keys of ``case``, or why it was not evaluated here."""
+    from ..spec.checks import evaluate
+
+    ratchet = case.invariant.ratchet
+    entry: dict[str, Any] = {
+        "id": case.invariant.id,
+        "where": case.invariant.where,
+        "ratchet": None if ratchet is None else dataclasses.asdict(ratchet),
+    }
+    unknown = missing_metric(case, measured)
+    if unknown is not None:
+        entry.update(holds=None, not_evaluated=unknown, describe=f"not evaluated: {unknown}")
+    else:
+        verdict = evaluate(case, measured, programs)
+        entry.update(holds=verdict.holds, describe=verdict.describe(case.invariant))
+    return entry
 
 
 def serve(stdin: TextIO, stdout: TextIO, worker: Worker) -> int:
