@@ -417,6 +417,47 @@ def _describe(it: Record) -> str:
     return f"{name}" + (f" ({it.get('assert')}: {measured})" if measured else f" ({it.get('problem')})")
 
 
+def _options_given(args: argparse.Namespace, project: Project) -> str:
+    """The selection options given, as written: the line that says a selection selects nothing names them,
+    and no default."""
+    given = {
+        "-k": None if args.k is None else repr(args.k),
+        "--targets": args.targets,
+        "--programs": args.programs,
+        "--configs": args.configs,
+    }
+    return " ".join(
+        [
+            *(f"{flag} {value}" for flag, value in given.items() if value is not None),
+            *([project.describe()] if project.own else []),
+        ]
+    )
+
+
+def _print_failing(side: ReleaseRun, shown: int = 8) -> None:
+    print(f"jax {side.version}: {side.word}")
+    for it in side.failing[:shown]:
+        print(f"  FAILED {_describe(it)}")
+    if len(side.failing) > shown:
+        print(f"  ... and {len(side.failing) - shown} more")
+
+
+def _print_structures(
+    keys: Sequence[tuple[str, str, str]],
+    old: tuple[Version, Path],
+    new: tuple[Version, Path],
+    project: Project,
+) -> None:
+    """Each key's structure in the release before the change and in the first after it, and what changed."""
+    old_r = render_in(old[1], keys, project)
+    new_r = render_in(new[1], keys, project)
+    for key in keys:
+        name = "/".join(key)
+        print(f"\nstructure of {name}, jax {old[0]} -> {new[0]}:")
+        print(structural_diff(old_r.get(name, ""), new_r.get(name, ""), f"jax {old[0]}", f"jax {new[0]}"))
+        print(f"changed: {what_changed(old_r.get(name, ''), new_r.get(name, ''))}")
+
+
 def main_bisect(argv: list[str]) -> int:
     p = Parser(
         prog="python -m invariants bisect",
@@ -436,19 +477,7 @@ def main_bisect(argv: list[str]) -> int:
     if args.keep is not None:
         check_output_dir(args.keep, "--keep")
     project = project_from(args)
-    # The line that says a selection selects nothing names the options given, and no default.
-    given = {
-        "-k": None if args.k is None else repr(args.k),
-        "--targets": args.targets,
-        "--programs": args.programs,
-        "--configs": args.configs,
-    }
-    said = " ".join(
-        [
-            *(f"{flag} {value}" for flag, value in given.items() if value is not None),
-            *([project.describe()] if project.own else []),
-        ]
-    )
+    said = _options_given(args, project)
     args.k = args.k if args.k is not None else "test_invariant"
     if args.targets is None:
         args.targets = default_targets(project, args.programs)
@@ -517,24 +546,12 @@ def main_bisect(argv: list[str]) -> int:
             f"{len(boundary.tested)} releases tested, {len(boundary.skipped)} skipped"
         )
         for side in (old, new):
-            print(f"jax {side.version}: {side.word}")
-            for it in side.failing[:8]:
-                print(f"  FAILED {_describe(it)}")
-            if len(side.failing) > 8:
-                print(f"  ... and {len(side.failing) - 8} more")
+            _print_failing(side)
         keys = _keys_of(old.failing or new.failing)
         if keys:
-            old_r = render_in(envs[old.version], keys, project)
-            new_r = render_in(envs[new.version], keys, project)
-            for key in keys:
-                name = "/".join(key)
-                print(f"\nstructure of {name}, jax {old.version} -> {new.version}:")
-                print(
-                    structural_diff(
-                        old_r.get(name, ""), new_r.get(name, ""), f"jax {old.version}", f"jax {new.version}"
-                    )
-                )
-                print(f"changed: {what_changed(old_r.get(name, ''), new_r.get(name, ''))}")
+            _print_structures(
+                keys, (old.version, envs[old.version]), (new.version, envs[new.version]), project
+            )
     print(f"\nbisect: {time.perf_counter() - start:.0f} s")
     return 0
 
