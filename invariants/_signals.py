@@ -24,7 +24,6 @@ import threading
 import time
 from collections.abc import Iterator
 from types import FrameType
-from typing import Any
 
 __all__ = ["Stopped", "ending_cleanly", "stopped_by"]
 
@@ -92,7 +91,7 @@ def ending_cleanly() -> Iterator[_State]:
         state.ended += end_descendants()
         raise Stopped(signum)
 
-    def dropped(info: Any) -> None:
+    def dropped(info: sys.UnraisableHookArgs) -> None:
         # Where Python cannot let an exception out (a gc callback, which JAX registers while it imports;
         # a __del__), it reports it here and drops it: the command would run to its end. The forwarder
         # sends the signal to the main thread again, where ordinary code takes the handler's Stopped. (No

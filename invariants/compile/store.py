@@ -100,7 +100,7 @@ def max_bytes() -> int:
     return megabytes * 1024**2
 
 
-def digest(*parts: Any) -> str:
+def digest(*parts: object) -> str:
     """The key of ``parts`` (JSON-able): sha256 of their canonical JSON."""
     text = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
@@ -288,7 +288,7 @@ def _result_problem(data: dict[str, Any]) -> str | None:
     return None if why is None else f"not a compile's record ({why})"
 
 
-def _gz(data: Any) -> bytes:
+def _gz(data: object) -> bytes:
     return gzip.compress(json.dumps(data, separators=(",", ":")).encode(), compresslevel=3, mtime=0)
 
 

@@ -100,7 +100,7 @@ _MARKUP = re.compile(r"[\\`*_\[\]|~]")
 _ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
 
 
-def _md(value: Any, code: bool = False) -> str:
+def _md(value: object, code: bool = False) -> str:
     """Text from a results file (a name, a path, a reason: user text) as markdown that shows it as written
     and nothing more: on one line (a newline would end a table row), control characters shown as escapes,
     markup escaped. ``code``: as a code span, which shows HTML and markdown as they are; only a backtick
@@ -114,7 +114,7 @@ def _md(value: Any, code: bool = False) -> str:
     return re.sub("[<>&]", lambda m: _ENTITIES[m[0]], text)
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: object) -> str:
     if value is None:
         return "?"  # a metric the structure could not decide (e.g. an unknown trip count)
     if isinstance(value, bool):
@@ -126,7 +126,7 @@ def _fmt(value: Any) -> str:
     return _md(value)
 
 
-def _bytes(n: Any) -> str:
+def _bytes(n: object) -> str:
     """``1,024 B`` below a KiB, else one decimal in the largest binary unit that keeps the value >= 1."""
     if not isinstance(n, int) or isinstance(n, bool):
         return "?"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._paths import atomic_path
 from ..plugin.results import Record
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 __all__ = ["plot"]
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: object) -> str:
     return "?" if value is None else f"{value:,}" if isinstance(value, int) else str(value)
 
 

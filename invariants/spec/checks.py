@@ -432,7 +432,7 @@ def _fmt_ratio(ratio: float) -> str:
     return f"{ratio:.3g}" if ratio < 1000 else f"{ratio:,.0f}"
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     if isinstance(value, tuple) and len(value) > 6:

@@ -390,12 +390,12 @@ _TOML_TYPES = (
 )
 
 
-def _a(value: Any) -> str:
+def _a(value: object) -> str:
     """What a TOML value is, for a message: ``an integer``, ``a table``..."""
     return next((word for kind, word in _TOML_TYPES if isinstance(value, kind)), "a date or time")
 
 
-def _strings(value: Any, loc: _Locator, line: int, key: str, allow_empty: bool = False) -> tuple[str, ...]:
+def _strings(value: object, loc: _Locator, line: int, key: str, allow_empty: bool = False) -> tuple[str, ...]:
     """A string or a list of strings, as a tuple. An empty list is an error (it would select nothing, in
     silence) unless ``allow_empty``."""
     if isinstance(value, str):
@@ -456,7 +456,7 @@ def _one_of(value: str, known: Collection[str], what: str, loc: _Locator, line: 
         )
 
 
-def _parse_when(value: Any, loc: _Locator, line: int) -> tuple[Requirement, ...]:
+def _parse_when(value: object, loc: _Locator, line: int) -> tuple[Requirement, ...]:
     """``when``: comma-separated version conditions on :data:`VERSIONED_PACKAGES`, nothing else. An
     environment marker (``; python_version > "3"``), extras or a URL would be dropped in silence by the
     version check, so they are refused."""
@@ -782,7 +782,7 @@ def _sharding(
 _MAX_INDEX_RANK = 4
 
 
-def _index_shape(value: Any, loc: _Locator, line: int) -> tuple[int, ...]:
+def _index_shape(value: object, loc: _Locator, line: int) -> tuple[int, ...]:
     """``index_shape = [B, S]``: 1 to 4 positive integers."""
     if not isinstance(value, list) or not 1 <= len(value) <= _MAX_INDEX_RANK:
         raise loc.error(
@@ -952,7 +952,7 @@ def _invariant(table: dict[str, Any], line: int, entries: _Entries) -> Invariant
     )
 
 
-def _ratchet(raw: Any, loc: _Locator, r_line: int) -> Ratchet:
+def _ratchet(raw: object, loc: _Locator, r_line: int) -> Ratchet:
     if not isinstance(raw, dict):
         raise loc.error(r_line, "ratchet must be a table { reason = ..., issue = ... }")
     _check_keys(raw, _RATCHET_KEYS, loc, r_line, "ratchet")
