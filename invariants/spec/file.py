@@ -108,6 +108,9 @@ from ..catalog.select import Selectable, match_programs
 from . import asserts
 from .asserts import InvariantKind
 
+# A TOML table as tomllib reads it: each value's type is checked where it is read, in one line when wrong.
+Table = dict[str, Any]
+
 SPEC_DIR = IMPORTED_DIR
 # The [[correctness]] checks a spec may name, with the values each one's ``expect`` may take (none: it
 # takes no ``expect``); invariants.spec.correctness.CORRECTNESS implements each (the spec file owns the
@@ -412,7 +415,7 @@ def _strings(value: object, loc: _Locator, line: int, key: str, allow_empty: boo
     raise loc.error(line, f"'{key}' must be a string or a list of strings, not {_a(value)}")
 
 
-def _string(table: Mapping[str, Any], key: str, loc: _Locator, line: int, default: str = "") -> str:
+def _string(table: Table, key: str, loc: _Locator, line: int, default: str = "") -> str:
     value = table.get(key, default)
     if not isinstance(value, str):
         raise loc.error(loc.key_line(line, key), f"'{key}' must be a string, not {_a(value)}")
@@ -427,7 +430,7 @@ def _ascii_names(names: Sequence[str], loc: _Locator, line: int, what: str) -> N
 
 
 def _check_keys(
-    table: dict[str, Any],
+    table: Table,
     known: Sequence[str],
     loc: _Locator,
     line: int,
@@ -530,7 +533,7 @@ def _decode(raw: bytes, path: Path) -> str:
         ) from None
 
 
-def _read(path: Path) -> tuple[dict[str, Any], _Locator]:
+def _read(path: Path) -> tuple[Table, _Locator]:
     """Parse one spec file (once) and check its top-level shape."""
     try:
         # Never a blocking read: a named pipe, a socket or a folder named *.toml is not a spec file.
@@ -594,12 +597,12 @@ def _check_configs(patterns: Sequence[str], loc: _Locator, line: int, memo: set[
             memo.add(pattern)
 
 
-def _programs_of(data: dict[str, Any], loc: _Locator) -> tuple[ProgramDecl, ...]:
+def _programs_of(data: Table, loc: _Locator) -> tuple[ProgramDecl, ...]:
     tables = enumerate(data.get("program", []))
     return tuple(_program(table, loc, loc.table_line("program", i)) for i, table in tables)
 
 
-def _names(table: Mapping[str, Any], loc: _Locator, line: int) -> tuple[str, str, str]:
+def _names(table: Table, loc: _Locator, line: int) -> tuple[str, str, str]:
     """A ``[[program]]``'s ``name``, ``function`` and ``kind``, each mistake one line."""
     name = table["name"]
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
@@ -624,7 +627,7 @@ def _names(table: Mapping[str, Any], loc: _Locator, line: int) -> tuple[str, str
     return name, function, kind
 
 
-def _program(table: dict[str, Any], loc: _Locator, line: int) -> ProgramDecl:
+def _program(table: Table, loc: _Locator, line: int) -> ProgramDecl:
     """One ``[[program]]`` table, each mistake one line."""
     _check_keys(table, _PROGRAM_KEYS, loc, line, "[[program]]", required=("name", "function", "kind"))
     name, function, kind = _names(table, loc, line)
@@ -674,7 +677,7 @@ def _program(table: dict[str, Any], loc: _Locator, line: int) -> ProgramDecl:
     )
 
 
-def _model_keys(table: Mapping[str, Any], loc: _Locator, line: int, kind: str) -> dict[str, Any]:
+def _model_keys(table: Table, loc: _Locator, line: int, kind: str) -> dict[str, Any]:
     """A params program's ``inputs``, ``vocab``, ``tables`` and ``donate``, each mistake one line."""
     out: dict[str, Any] = {}
     if "inputs" in table:
@@ -705,7 +708,7 @@ def _model_keys(table: Mapping[str, Any], loc: _Locator, line: int, kind: str) -
 
 
 def _sharding_of(
-    table: Mapping[str, Any],
+    table: Table,
     loc: _Locator,
     line: int,
     kind: str,
@@ -810,7 +813,7 @@ def load_spec(path: Path, known: Mapping[str, Selectable] | None = None) -> Spec
 
 def _spec_of(
     path: Path,
-    data: dict[str, Any],
+    data: Table,
     loc: _Locator,
     known: Mapping[str, Selectable] | None,
     programs: tuple[ProgramDecl, ...],
@@ -864,7 +867,7 @@ def _spec_of(
     )
 
 
-def _known_failure(table: dict[str, Any], line: int, entries: _Entries) -> KnownCompileFailure:
+def _known_failure(table: Table, line: int, entries: _Entries) -> KnownCompileFailure:
     loc, memo = entries.loc, entries.memo
     where = "[[known_compile_failure]]"
     _check_keys(table, _KNOWN_FAILURE_KEYS, loc, line, where, required=("id", "programs", "ratchet"))
@@ -888,7 +891,7 @@ class _Memo:
     configs: set[str] = dataclasses.field(default_factory=set)
 
 
-def _check_id(table: Mapping[str, Any], loc: _Locator, line: int, seen: dict[str, int]) -> str:
+def _check_id(table: Table, loc: _Locator, line: int, seen: dict[str, int]) -> str:
     ident = table["id"]
     if not isinstance(ident, str) or not re.fullmatch(r"[A-Za-z0-9_]+", ident):
         raise loc.error(loc.key_line(line, "id"), f"id {ident!r} must be letters, digits and '_'")
@@ -913,7 +916,7 @@ class _Entries:
     )
 
 
-def _invariant(table: dict[str, Any], line: int, entries: _Entries) -> Invariant:
+def _invariant(table: Table, line: int, entries: _Entries) -> Invariant:
     loc, known, targets, memo = entries.loc, entries.known, entries.targets, entries.memo
     seen = entries.ids["invariant"]
     _check_keys(table, _INVARIANT_KEYS, loc, line, "[[invariant]]", required=("id", "assert"))
@@ -979,7 +982,7 @@ def _cut(text: str) -> str:
     return f"{text[:MAX_TEXT]}... (cut: {len(text):,} characters, shown up to {MAX_TEXT:,})"
 
 
-def _shared(table: Mapping[str, Any], entry_id: str, loc: _Locator, line: int) -> dict[str, Any]:
+def _shared(table: Table, entry_id: str, loc: _Locator, line: int) -> dict[str, Any]:
     """What every entry has, read the same way: its id, where it is, why, and its version scope."""
     when = _parse_when(table["when"], loc, loc.key_line(line, "when")) if "when" in table else ()
     why = _cut(_string(table, "why", loc, line))
@@ -987,7 +990,7 @@ def _shared(table: Mapping[str, Any], entry_id: str, loc: _Locator, line: int) -
 
 
 def _entry_targets(
-    table: Mapping[str, Any], entry_id: str, loc: _Locator, line: int, targets: tuple[str, ...]
+    table: Table, entry_id: str, loc: _Locator, line: int, targets: tuple[str, ...]
 ) -> tuple[str, ...]:
     """An entry's ``targets`` (default ``*``): patterns that narrow the file's ``targets``, each one
     overlapping them (which target names exist is the checks stage's to say)."""
@@ -1005,7 +1008,7 @@ def _entry_targets(
     return entry
 
 
-def _correctness(table: dict[str, Any], line: int, entries: _Entries) -> CorrectnessCheck:
+def _correctness(table: Table, line: int, entries: _Entries) -> CorrectnessCheck:
     loc, known, targets, memo = entries.loc, entries.known, entries.targets, entries.memo
     seen = entries.ids["correctness"]
     _check_keys(table, _CORRECTNESS_KEYS, loc, line, "[[correctness]]", required=("id", "check", "programs"))
@@ -1084,7 +1087,7 @@ def _signature_of(program: object) -> Any:
 
 
 def _check_arguments(
-    table: Mapping[str, Any],
+    table: Table,
     check_id: str,
     selectors: Sequence[str],
     loc: _Locator,
