@@ -58,7 +58,7 @@ from ..catalog.targets import CPU_RUNTIME, aimed_targets, select_targets
 from ..releases import environments as envs  # a module: a test replaces its functions
 from ..releases.environments import DEFAULT_CACHE, DEFAULT_INDEX
 from ..snapshot.diff import structural_diff, what_changed
-from ..timing.paired import runtime_clock
+from ..timing.paired import RatioResult, runtime_clock
 from .report import (
     Record,
     SideRecord,
@@ -294,6 +294,17 @@ def device_round(
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class Judged:
+    """One program's attempt: each clock's ratio, its word, the threads its rounds kept busy per side, and
+    why an all-cores phase can tell nothing of it (empty: it can)."""
+
+    results: dict[str, RatioResult]
+    word: str
+    threads: dict[str, float | None]
+    note: str
+
+
 def measure(
     sides: Sequence[Side],
     programs: Sequence[str],
@@ -302,7 +313,7 @@ def measure(
     label: str,
     start: Starter = start_pair,
     configs: Mapping[str, str] | None = None,
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, Judged]:
     """Rounds of fresh worker pairs until every program's interval is decided or ``max_rounds`` are spent.
 
     With ``settings.pin``, both workers of a round run on one core, the next round on the next core: a
@@ -313,12 +324,12 @@ def measure(
     ``configs``: the configuration each program is timed in (default :data:`CONFIG`, the catalog's seed;
     a project's program is timed in the first configuration it lists).
 
-    Returns, per program, ``{"results": {clock: RatioResult}, "word": verdict}``.
+    Returns each program's :class:`Judged`.
     """
     config_of = {p: (configs or {}).get(p, CONFIG) for p in programs}
     rounds: dict[str, list[Round]] = {p: [] for p in programs}
     looks = dict.fromkeys(programs, 0)
-    done: dict[str, dict[str, Any]] = {}
+    done: dict[str, Judged] = {}
     active = list(programs)
     k = 0
     while active:
@@ -379,7 +390,7 @@ def _round(
     return t1, t2
 
 
-def _judged(p: str, rounds: list[Round], look: int, settings: Settings, last: bool) -> dict[str, Any] | None:
+def _judged(p: str, rounds: list[Round], look: int, settings: Settings, last: bool) -> Judged | None:
     """Program ``p``'s verdict at its ``look``-th look at its ``rounds``, or None while its interval
     straddles the threshold and rounds are left (``last`` false)."""
     level = settings.confidence
@@ -412,7 +423,7 @@ def _judged(p: str, rounds: list[Round], look: int, settings: Settings, last: bo
     word = combine(p, settings.clock, results)
     if settings.min_threads > 0 and not note:
         word = decided or "inconclusive"  # the all-cores word the loop judged by
-    return {"results": results, "word": word, "threads": threads, "note": note}
+    return Judged(results, word, threads, note)
 
 
 def measure_confirmed(
@@ -431,29 +442,31 @@ def measure_confirmed(
     once more: a confirmed failure there is ``lost-parallelism``. Each phase's words are the attempts
     (``all cores: fail``), in order."""
     first = measure(sides, programs, settings, progress, "measure", start, configs)
-    failing = [p for p in programs if first[p]["word"] in FAILED]
+    failing = [p for p in programs if first[p].word in FAILED]
     second = measure(sides, failing, settings, progress, "confirm", start, configs) if failing else {}
     attempts = {p: [first[p]] + ([second[p]] if p in second else []) for p in programs}
-    final = {p: dict(attempts[p][-1]) for p in programs}  # a repeated failure, or the second attempt's word
-    words = {p: [a["word"] for a in attempts[p]] for p in programs}
+    final = {p: attempts[p][-1] for p in programs}  # a repeated failure, or the second attempt's word
+    words = {p: [a.word for a in attempts[p]] for p in programs}
     threads: dict[str, dict[str, float | None] | None] = dict.fromkeys(programs)
     if not settings.pin and settings.clock == "cpu":
-        threads = {p: final[p].get("threads") for p in programs}  # --no-pin: its rounds use every core
+        threads = {p: final[p].threads for p in programs}  # --no-pin: its rounds use every core
     if settings.pin and settings.parallel and settings.clock == "cpu":
-        todo = [p for p in programs if final[p]["word"] != "fail"]
+        todo = [p for p in programs if final[p].word != "fail"]
         for p, (measured, said) in _all_cores(sides, todo, settings, progress, start, configs).items():
-            got = measured["results"]
+            got = measured.results
             results = {
-                **final[p]["results"],
+                **final[p].results,
                 ALL_CORES: got["wall"],
                 ALL_CORES_CPU: got["cpu"],
                 ALL_CORES_THREADS: got[ALL_CORES_THREADS],
             }
-            final[p] = {"results": results, "word": combine(p, settings.clock, results)}
+            final[p] = dataclasses.replace(
+                final[p], results=results, word=combine(p, settings.clock, results)
+            )
             words[p] += said
-            threads[p] = measured["threads"]
+            threads[p] = measured.threads
     return [
-        ProgramVerdict(p, settings.clock, final[p]["word"], final[p]["results"], words[p], threads[p])
+        ProgramVerdict(p, settings.clock, final[p].word, final[p].results, words[p], threads[p])
         for p in programs
     ]
 
@@ -465,7 +478,7 @@ def _all_cores(
     progress: Progress,
     start: Starter,
     configs: Mapping[str, str] | None,
-) -> dict[str, tuple[dict[str, Any], list[str]]]:
+) -> dict[str, tuple[Judged, list[str]]]:
     """The all-cores phase (:meth:`Settings.all_cores`) of ``todo``, and once more for its failures, as in
     the main phase (the second word stands): per program, its last measurement and each attempt's word."""
     cores = settings.all_cores()
@@ -475,16 +488,16 @@ def _all_cores(
             "parallelism cannot show: the phase is left out"
         )
         return {}
-    out: dict[str, tuple[dict[str, Any], list[str]]] = {}
+    out: dict[str, tuple[Judged, list[str]]] = {}
     for label in ("all cores", "all cores, confirm"):
         if not todo:
             break
         measured = measure(sides, todo, cores, progress, label, start, configs)
         for p in todo:
-            note = measured[p]["note"]
-            said = f"all cores: {measured[p]['word']}" + (f" ({note})" if note else "")
+            note = measured[p].note
+            said = f"all cores: {measured[p].word}" + (f" ({note})" if note else "")
             out[p] = (measured[p], [*(out[p][1] if p in out else []), said])
-        todo = [p for p in todo if measured[p]["word"] == "fail"]
+        todo = [p for p in todo if measured[p].word == "fail"]
     return out
 
 
