@@ -88,10 +88,10 @@ class Fingerprint:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._installed: dict[str, Any] | None = None
-        self._targets: dict[str, dict[str, Any]] = {}
+        self._installed: dict[str, object] | None = None
+        self._targets: dict[str, dict[str, object]] = {}
 
-    def installed(self) -> dict[str, Any]:
+    def installed(self) -> dict[str, object]:
         with self._lock:
             if self._installed is None:
                 self._installed = {
@@ -102,7 +102,7 @@ class Fingerprint:
                 }
             return self._installed
 
-    def of(self, target: Target) -> dict[str, Any]:
+    def of(self, target: Target) -> dict[str, object]:
         env = _compiling_environment()
         return {
             **self.installed(),
@@ -111,7 +111,7 @@ class Fingerprint:
             "target": self._target(target),
         }
 
-    def _target(self, target: Target) -> dict[str, Any]:
+    def _target(self, target: Target) -> dict[str, object]:
         name = json.dumps(target_fields(target), sort_keys=True)
         with self._lock:
             known = self._targets.get(name)
@@ -152,12 +152,12 @@ def _compiling_environment() -> dict[str, str]:
     raise RuntimeError("the environment kept changing while the compile cache read it")
 
 
-def target_fields(target: Target) -> dict[str, Any]:
+def target_fields(target: Target) -> dict[str, object]:
     """A target's own fields, as written: what names it before any device is asked for."""
     return {f.name: repr(getattr(target, f.name)) for f in dataclasses.fields(target)}
 
 
-def target_identity(target: Target) -> dict[str, Any]:
+def target_identity(target: Target) -> dict[str, object]:
     """A target as a compile sees it: its fields, a GPU's device description bytes, a runtime device's
     kind and platform version, and the host CPU a CPU compile's code follows."""
     out = target_fields(target)
@@ -206,7 +206,7 @@ def _compiler_files() -> dict[str, str]:
     return out
 
 
-def _arguments(args: Sequence[Any]) -> list[str]:
+def _arguments(args: Sequence[object]) -> list[str]:
     """Abstract arguments with their shardings and meshes (a mesh's device order included)."""
     out = []
     for a in args:
@@ -242,7 +242,7 @@ class Persistent:
             self.outcomes[key] = outcome
             self.tally.add(outcome)
 
-    def key(self, lowered: Any, target: Target, args: Sequence[Any]) -> str:
+    def key(self, lowered: jax.stages.Lowered, target: Target, args: Sequence[object]) -> str:
         """The key of a compile of ``lowered`` (a :class:`jax.stages.Lowered`) for ``target``."""
         text = lowered.as_text(debug_info=False)
         return digest("result", text, self.fingerprint.of(target), _arguments(args))
