@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -41,13 +41,13 @@ def parse_spec(spec: str) -> list[tuple[str, str, str]]:
     return out
 
 
-def swaps(spec: str) -> dict[str, Callable[..., Any]]:
+def swaps(spec: str) -> dict[str, Callable[..., object]]:
     """The functions ``spec`` names, by the catalog program each replaces; the session builds its programs
     with them (:meth:`invariants.catalog.registry.Programs.replaced`, which refuses an unknown program).
 
     Raises ValueError (one line) for bad syntax or a function that does not exist.
     """
-    out: dict[str, Callable[..., Any]] = {}
+    out: dict[str, Callable[..., object]] = {}
     for name, module, function in parse_spec(spec):
         try:
             out[name] = getattr(importlib.import_module(module), function)
