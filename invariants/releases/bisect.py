@@ -448,7 +448,7 @@ def _print_structures(
     new: tuple[Version, Path],
     project: Project,
 ) -> None:
-    """Each key's structure in the release before the change and in the first after it, and what changed."""
+    """Each key's structure in the last release with the old verdict and the first with the new, diffed."""
     old_r = render_in(old[1], keys, project)
     new_r = render_in(new[1], keys, project)
     for key in keys:
