@@ -333,11 +333,9 @@ def keys_child(
     JSON it prints. A child that fails raises :class:`InvariantsError` with ``what`` and its last line.
 
     The protocol of every child that compiles keys somewhere else: ``compile.artifacts`` (a target that needs
-    its own
-    process, e.g. 8 host devices) and ``releases.bisect`` (snapshots rendered in another release's
-    environment).
-    ``cwd`` (on the child's ``sys.path``): default this package's parent folder; another interpreter gets
-    :func:`stage`.
+    its own process, e.g. 8 host devices) and ``releases.bisect`` (snapshots rendered in another release's
+    environment). ``cwd`` (on the child's ``sys.path``): default this package's parent folder; another
+    interpreter gets :func:`stage`.
     """
     try:
         with scratch(env) as child_env:
