@@ -1025,24 +1025,7 @@ def _correctness(table: Table, line: int, entries: _Entries) -> CorrectnessCheck
     _check_selectors(programs, loc, programs_line, known, memo.selectors)
     check_targets = _entry_targets(table, check_id, loc, line, targets)
     _check_arguments(table, check_id, programs, loc, line, known)
-    reference = table.get("reference")
-    ref_line = loc.key_line(line, "reference")
-    if check == "agree":
-        if reference is None:
-            raise loc.error(line, f"'{check_id}': check 'agree' needs a 'reference' program to agree with")
-        if not isinstance(reference, str):
-            raise loc.error(ref_line, f"'reference' must be a program name, not {_a(reference)}")
-        names = _known(known)
-        if reference not in names:
-            raise loc.error(
-                ref_line,
-                f"unknown reference program {reference!r}{non_ascii(reference)}"
-                f"{did_you_mean(reference, names)}",
-            )
-    elif reference is not None:
-        raise loc.error(
-            ref_line, f"'{check_id}': check {check!r} compares with no reference; drop 'reference'"
-        )
+    reference = _reference(table, check_id, check, loc, line, known)
     configs_line = loc.key_line(line, "configs")
     configs = _strings(table.get("configs", "f32"), loc, configs_line, "configs")
     _check_configs(configs, loc, configs_line, memo.configs)
@@ -1052,6 +1035,49 @@ def _correctness(table: Table, line: int, entries: _Entries) -> CorrectnessCheck
     distributions = _strings(table.get("distributions", "uniform"), loc, dist_line, "distributions")
     for dist in distributions:
         _one_of(dist, DISTRIBUTIONS, "index distribution", loc, dist_line)
+    expect = _expect(table, check_id, check, loc, line)
+    return CorrectnessCheck(
+        **_shared(table, check_id, loc, line),
+        check=check,
+        programs=programs,
+        reference=reference,
+        configs=configs,
+        distributions=tuple(dict.fromkeys(distributions)),
+        expect=expect,
+        configs_where=f"{loc.path}:{configs_line}",
+        targets=check_targets,
+        targets_where=f"{loc.path}:{loc.key_line(line, 'targets')}",
+    )
+
+
+def _reference(
+    table: Table, check_id: str, check: str, loc: _Locator, line: int, known: Mapping[str, Selectable] | None
+) -> str | None:
+    """The program an ``agree`` check compares with: a known name, given for that check alone."""
+    reference = table.get("reference")
+    ref_line = loc.key_line(line, "reference")
+    if check != "agree":
+        if reference is not None:
+            raise loc.error(
+                ref_line, f"'{check_id}': check {check!r} compares with no reference; drop 'reference'"
+            )
+        return None
+    if reference is None:
+        raise loc.error(line, f"'{check_id}': check 'agree' needs a 'reference' program to agree with")
+    if not isinstance(reference, str):
+        raise loc.error(ref_line, f"'reference' must be a program name, not {_a(reference)}")
+    names = _known(known)
+    if reference not in names:
+        raise loc.error(
+            ref_line,
+            f"unknown reference program {reference!r}{non_ascii(reference)}{did_you_mean(reference, names)}",
+        )
+    return reference
+
+
+def _expect(table: Table, check_id: str, check: str, loc: _Locator, line: int) -> str | None:
+    """What the check expects, one of its own words (:data:`CORRECTNESS_EXPECT`), or None for a check
+    that takes none."""
     expect, expect_line = table.get("expect"), loc.key_line(line, "expect")
     allowed = CORRECTNESS_EXPECT[check]
     if not allowed and expect is not None:
@@ -1065,18 +1091,7 @@ def _correctness(table: Table, line: int, entries: _Entries) -> CorrectnessCheck
             f"'{check_id}': expect {expect!r} is not one of {', '.join(allowed)}"
             f"{did_you_mean(word, allowed)}",
         )
-    return CorrectnessCheck(
-        **_shared(table, check_id, loc, line),
-        check=check,
-        programs=programs,
-        reference=reference,
-        configs=configs,
-        distributions=tuple(dict.fromkeys(distributions)),
-        expect=expect,
-        configs_where=f"{loc.path}:{configs_line}",
-        targets=check_targets,
-        targets_where=f"{loc.path}:{loc.key_line(line, 'targets')}",
-    )
+    return expect
 
 
 def _signature_of(program: object) -> Any:
