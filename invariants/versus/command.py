@@ -390,9 +390,9 @@ def _round(
     return t1, t2
 
 
-def _judged(p: str, rounds: list[Round], look: int, settings: Settings, last: bool) -> Judged | None:
-    """Program ``p``'s verdict at its ``look``-th look at its ``rounds``, or None while its interval
-    straddles the threshold and rounds are left (``last`` false)."""
+def _ratios(rounds: list[Round], look: int, settings: Settings) -> dict[str, RatioResult]:
+    """Each clock's ratio over ``rounds`` at look ``look``, and the all-cores ones where the rounds used
+    every core."""
     level = settings.confidence
     clocks = (DEVICE, "wall") if settings.clock == DEVICE else CLOCKS
     results = {c: judge_rounds(rounds, c, settings.threshold, level, look) for c in clocks}
@@ -404,6 +404,13 @@ def _judged(p: str, rounds: list[Round], look: int, settings: Settings, last: bo
     if unpinned or settings.min_threads > 0:  # every round with all cores: the threads witness
         bound = settings.parallel_threshold if unpinned else settings.threshold
         results[ALL_CORES_THREADS] = judge_rounds(rounds, THREADS, 1.0 / bound, level, look, floor=True)
+    return results
+
+
+def _judged(p: str, rounds: list[Round], look: int, settings: Settings, last: bool) -> Judged | None:
+    """Program ``p``'s verdict at its ``look``-th look at its ``rounds``, or None while its interval
+    straddles the threshold and rounds are left (``last`` false)."""
+    results = _ratios(rounds, look, settings)
     threads = threads_of(rounds)
     note = _cannot_lose(threads["baseline"], settings)
     decided = (
