@@ -260,15 +260,20 @@ def _tier_summary(run: Run) -> list[str]:
     if not rows:
         return []
     lines = ["| tier | " + " | ".join(_OUTCOMES) + " |", "|---|" + "---:|" * len(_OUTCOMES), *rows, ""]
+    return lines + _failed_lines(run) + _skipped_lines(run)
+
+
+def _failed_lines(run: Run) -> list[str]:
+    """Every failed or errored item: what it failed on (a verdict, a snapshot, a compile, or an error: no
+    verdict), then its reason."""
     failed = [i for i in run.items if i.outcome in ("failed", "error")]
-    if failed:
-        lines += ["**Failed items**", ""]
-        for i in sorted(failed, key=lambda i: i.nodeid):
-            # What it failed on (a verdict, a snapshot, a compile, or an error: no verdict), then its reason.
-            kind = f" ({i.failure.kind})" if i.failure is not None else ""
-            lines.append(f"- {_md(i.nodeid, code=True)}{kind}" + (f": {_md(i.reason)}" if i.reason else ""))
-        lines.append("")
-    return lines + _skipped_lines(run)
+    if not failed:
+        return []
+    lines = ["**Failed items**", ""]
+    for i in sorted(failed, key=lambda i: i.nodeid):
+        kind = f" ({i.failure.kind})" if i.failure is not None else ""
+        lines.append(f"- {_md(i.nodeid, code=True)}{kind}" + (f": {_md(i.reason)}" if i.reason else ""))
+    return [*lines, ""]
 
 
 def _skipped_lines(run: Run) -> list[str]:
@@ -302,14 +307,7 @@ def _target_tables(run: Run) -> list[str]:
     lines: list[str] = []
     for target in order:
         keys = set(structures.get(target, {})) | {(k[1], k[2]) for k in invariants if k[0] == target}
-        info = run.targets.get(target, {})
-        lines += [
-            f"## Target {_md(target, code=True)}"
-            + (f" ({_md(info['mode'])}, {_md(info.get('scope', '?'))})" if "mode" in info else ""),
-            "",
-        ]
-        if info.get("unavailable"):
-            lines += [f"Unavailable: {_md(info['unavailable'])}", ""]
+        lines += _target_heading(target, run.targets.get(target, {}))
         head = ["program", "config", *(h for _, h in _COLUMNS), "invariants"]
         lines += ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * len(_COLUMNS) + "---|"]
         for program, config in sorted(keys):
@@ -319,6 +317,18 @@ def _target_tables(run: Run) -> list[str]:
             row = [_md(program, code=True), _md(config), *cells, status]
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
+    return lines
+
+
+def _target_heading(target: str, info: Mapping[str, object]) -> list[str]:
+    """A target's heading: its mode and scope where the run recorded them, and why it was unavailable."""
+    lines = [
+        f"## Target {_md(target, code=True)}"
+        + (f" ({_md(info['mode'])}, {_md(info.get('scope', '?'))})" if "mode" in info else ""),
+        "",
+    ]
+    if info.get("unavailable"):
+        lines += [f"Unavailable: {_md(info['unavailable'])}", ""]
     return lines
 
 
