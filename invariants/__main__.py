@@ -1,21 +1,18 @@
 """``python -m invariants COMMAND``: the command-line face of the suite.
 
 Each command lives in the module of its stage and exposes ``main(argv) -> int``; this file only
-dispatches, and turns an :class:`InvariantsError` (and an argument argparse refuses) into one line on
-stderr with exit code 2, and a SIGTERM, SIGINT or SIGHUP into a clean end (``_signals``): the processes the
-command started ended, its temporary folders removed, one line, exit status ``128 + signal``.
+dispatches, and turns an :class:`InvariantsError` (an argument a command's parser refuses among them: each
+is an :class:`invariants._errors.Parser`) into one line on stderr with exit code 2, and a SIGTERM, SIGINT
+or SIGHUP into a clean end (``_signals``): the processes the command started ended, its temporary folders
+removed, one line, exit status ``128 + signal``.
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import importlib
 import io
 import os
 import sys
-from collections.abc import Iterator
-from typing import NoReturn
 
 from ._errors import InvariantsError, did_you_mean, visible
 from ._signals import ending_cleanly, stopped_by
@@ -97,8 +94,7 @@ def _dispatch(argv: list[str] | None) -> int:
     entry = getattr(module, "main_" + command.replace("-", "_"), None) or module.main
     with ending_cleanly() as signalled:
         try:
-            with _one_line_argument_errors():
-                status = int(entry(rest))
+            status = int(entry(rest))
         except InvariantsError as err:
             print(visible(str(err)), file=sys.stderr)
             status = int(getattr(err, "status", 2))
@@ -114,24 +110,6 @@ def _dispatch(argv: list[str] | None) -> int:
     # A signal ends the command with its own status and line, also where the command caught the interrupt
     # itself and returned (pytest, in ``gate``, ends its session and returns its own status).
     return stopped_by(signalled, command) if signalled.signum is not None else status
-
-
-@contextlib.contextmanager
-def _one_line_argument_errors() -> Iterator[None]:
-    """Every command's argparse mistakes (an unknown flag, a missing or ill-typed value) as one line and
-    exit 2, like every other bad input, instead of argparse's usage block: its ``error`` raises
-    :class:`InvariantsError` while a command runs. (pytest's own parser, in ``gate``, overrides ``error``
-    and is left alone.)"""
-
-    def error(parser: argparse.ArgumentParser, message: str) -> NoReturn:
-        raise InvariantsError(f"{parser.prog}: {message} (see {parser.prog} --help)")
-
-    saved = argparse.ArgumentParser.error
-    argparse.ArgumentParser.error = error  # type: ignore[method-assign,assignment]
-    try:
-        yield
-    finally:
-        argparse.ArgumentParser.error = saved  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":

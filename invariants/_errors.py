@@ -1,12 +1,15 @@
-"""The one exception type that reaches a user, and what every unknown-name message shares (a suggestion).
-Selection options are split by :func:`invariants.catalog.select.selectors`."""
+"""The one exception type that reaches a user, the argument parser every command uses to raise it, and
+what every unknown-name message shares (a suggestion). Selection options are split by
+:func:`invariants.catalog.select.selectors`."""
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import re
 import unicodedata
 from collections.abc import Iterable
+from typing import NoReturn
 
 
 def did_you_mean(word: str, known: Iterable[str], n: int = 1) -> str:
@@ -60,3 +63,11 @@ class NothingChecked(InvariantsError):
     run that could not start as asked, where other bad input is 2."""
 
     status = 4
+
+
+class Parser(argparse.ArgumentParser):
+    """Every command's argument parser: a mistake (an unknown flag, a missing or ill-typed value) is one line
+    and exit 2, like every other bad input, instead of argparse's usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        raise InvariantsError(f"{self.prog}: {message} (see {self.prog} --help)")

@@ -29,14 +29,26 @@ IMPORTED_DIR = Path(__file__).parent
 PACKAGE_DIR = IMPORTED_DIR.resolve()
 
 __all__ = [
-    "absolute_path", "atomic_path", "check_distinct", "check_output_dir", "check_output_file",
-    "check_plot_path", "kind_of", "what_is", "write_atomic",
-]  # fmt: skip
+    "absolute_path",
+    "atomic_path",
+    "check_distinct",
+    "check_output_dir",
+    "check_output_file",
+    "check_plot_path",
+    "kind_of",
+    "what_is",
+    "write_atomic",
+]
 
 
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISREG, "a file"), (stat.S_ISFIFO, "a named pipe"),
-          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISSOCK, "a socket"))  # fmt: skip
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISREG, "a file"),
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def what_is(path: Path) -> str:

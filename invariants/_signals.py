@@ -24,7 +24,6 @@ import threading
 import time
 from collections.abc import Iterator
 from types import FrameType
-from typing import Any
 
 __all__ = ["Stopped", "ending_cleanly", "stopped_by"]
 
@@ -92,7 +91,7 @@ def ending_cleanly() -> Iterator[_State]:
         state.ended += end_descendants()
         raise Stopped(signum)
 
-    def dropped(info: Any) -> None:
+    def dropped(info: sys.UnraisableHookArgs) -> None:
         # Where Python cannot let an exception out (a gc callback, which JAX registers while it imports;
         # a __del__), it reports it here and drops it: the command would run to its end. The forwarder
         # sends the signal to the main thread again, where ordinary code takes the handler's Stopped. (No
@@ -114,8 +113,12 @@ def ending_cleanly() -> Iterator[_State]:
     # hang. The wakeup fd hears every signal, whichever thread took it; a thread of ours sends the ones the
     # main thread did not act on to the main thread itself.
     saved_fd = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
-    forwarder = threading.Thread(target=_forward, args=(read_end, state, threading.main_thread()),
-                                 name="invariants-signals", daemon=True)  # fmt: skip
+    forwarder = threading.Thread(
+        target=_forward,
+        args=(read_end, state, threading.main_thread()),
+        name="invariants-signals",
+        daemon=True,
+    )
     forwarder.start()
     try:
         yield state

@@ -33,8 +33,9 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from typing import Any, NoReturn
+from collections.abc import Iterable, Iterator
+from types import FrameType
+from typing import NoReturn
 
 from . import _config
 from ._errors import InvariantsError
@@ -56,7 +57,7 @@ _exit_status: int | None = None
 _real_exit = os._exit
 
 
-def parse_timeout(value: Any, named: str = "--user-code-timeout") -> float:
+def parse_timeout(value: str | float, named: str = "--user-code-timeout") -> float:
     """``value`` as seconds (a positive, finite number), or one line naming ``named`` and what it takes."""
     try:
         seconds = float(value)
@@ -69,7 +70,7 @@ def parse_timeout(value: Any, named: str = "--user-code-timeout") -> float:
     return seconds
 
 
-def set_timeout(seconds: Any) -> None:
+def set_timeout(seconds: str | float | None) -> None:
     """The timeout of every guarded call from now on (checked: one line when it is no number of seconds)."""
     global _explicit
     _explicit = None if seconds is None else parse_timeout(seconds)
@@ -88,7 +89,7 @@ def timeout() -> float:
 class _Exited(BaseException):
     """Raised by the stand-in for ``os._exit`` while a guarded call runs."""
 
-    def __init__(self, code: Any) -> None:
+    def __init__(self, code: object) -> None:
         super().__init__(code)
         self.code = code
 
@@ -141,7 +142,7 @@ class _Watchdog:
 _WATCHDOG = _Watchdog()
 
 
-def _said(code: Any) -> str:
+def _said(code: object) -> str:
     return repr(code) if code is not None else ""
 
 
@@ -163,7 +164,7 @@ def guarded(what: str) -> Iterator[None]:
     main = threading.current_thread() is threading.main_thread()
     interrupted = False
 
-    def on_sigint(signum: int, frame: Any) -> None:
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
         nonlocal interrupted
         interrupted = True
         if callable(saved_int) and saved_int is not signal.default_int_handler:
@@ -173,7 +174,7 @@ def guarded(what: str) -> Iterator[None]:
             return
         raise KeyboardInterrupt
 
-    def on_alarm(signum: int, frame: Any) -> NoReturn:
+    def on_alarm(signum: int, frame: FrameType | None) -> NoReturn:
         raise _TimedOut
 
     def no_exit(status: int) -> NoReturn:
@@ -223,7 +224,7 @@ def guarded(what: str) -> Iterator[None]:
         _keep_out(t for t in threading.enumerate() if t not in before and not t.daemon)
 
 
-def _keep_out(threads: Any) -> None:
+def _keep_out(threads: Iterable[threading.Thread]) -> None:
     """Threads the project's code started: at exit, the process does not wait for them."""
     new = list(threads)
     if not new:

@@ -82,8 +82,13 @@ if TYPE_CHECKING:
     from .kernels.program import ProgramCode
 
 __all__ = [
-    "CompiledStructure", "MetricUnavailable", "TargetUnavailable", "compile_for", "mesh_for", "target_named",
-]  # fmt: skip
+    "CompiledStructure",
+    "MetricUnavailable",
+    "TargetUnavailable",
+    "compile_for",
+    "mesh_for",
+    "target_named",
+]
 
 
 class TargetUnavailable(InvariantsError):
@@ -284,8 +289,11 @@ class CompiledStructure:
         """Each kernel with code and what its code does: ``(its snapshot line, its KernelFacts)``, loop
         bodies included, in order; ``[f for _, f in s.kernel_facts if f.cas_loops]`` are the kernels with a
         compare-and-swap retry loop. Empty where the target gives no kernel code (a TPU compile)."""
-        return [(kernel_line(k), facts) for k in walk_kernels(self.structure.kernel_list)
-                if (facts := self.code.of(k)) is not None]  # fmt: skip
+        return [
+            (kernel_line(k), facts)
+            for k in walk_kernels(self.structure.kernel_list)
+            if (facts := self.code.of(k)) is not None
+        ]
 
     @property
     def snapshot(self) -> str:
@@ -298,8 +306,16 @@ class CompiledStructure:
 
 
 def _shape_text(leaf: Any) -> str:
-    short = {"float32": "f32", "bfloat16": "bf16", "float16": "f16", "int32": "s32", "int8": "s8",
-             "int64": "s64", "uint32": "u32", "bool": "pred"}  # fmt: skip
+    short = {
+        "float32": "f32",
+        "bfloat16": "bf16",
+        "float16": "f16",
+        "int32": "s32",
+        "int8": "s8",
+        "int64": "s64",
+        "uint32": "u32",
+        "bool": "pred",
+    }
     dtype = np.dtype(leaf.dtype).name
     return f"{short.get(dtype, dtype)}[{','.join(map(str, leaf.shape))}]"
 
@@ -353,9 +369,6 @@ def _abstract(
     target needs a mesh (given, or the one the arguments are sharded on). A leaf without a shape and dtype,
     or a multi-chip target with nothing sharded, is one line."""
     import jax  # JAX: started by _start_jax (target_named) before this runs
-    from jax.sharding import NamedSharding, PartitionSpec
-
-    from .compile.artifacts import one_device
 
     leaves, treedef = jax.tree_util.tree_flatten_with_path(args)
     for path, leaf in leaves:
@@ -365,17 +378,37 @@ def _abstract(
                 f"compile_for: {where} is a {type(leaf).__name__}, not an array: pass arrays or "
                 "jax.ShapeDtypeStruct (pytrees of them)"
             )
+    arrays = [leaf for _, leaf in leaves]
+    mesh = _mesh(arrays, target, mesh, axis_types)
+    if in_shardings is not None and mesh is None:
+        raise InvariantsError("compile_for: in_shardings needs a mesh (mesh={...} or mesh_for(...))")
+    per_leaf = _shardings(args, arrays, target, mesh, in_shardings)
+    specs = [
+        jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding)
+        for leaf, sharding in zip(arrays, per_leaf, strict=True)
+    ]
+    config = ",".join(_shape_text(s) for s in specs)
+    return jax.tree_util.tree_unflatten(treedef, specs), config, mesh
+
+
+def _mesh(leaves: list[Any], target: Target, mesh: Any, axis_types: str = "auto") -> Any:
+    """The mesh the program runs on: ``mesh`` (a mesh, or axis sizes for :func:`mesh_for`), else the one
+    the arguments are sharded on, else None. One line for arguments on several meshes, a mesh that is not
+    ``target``'s chips, or a multi-chip target with nothing sharded."""
     if isinstance(mesh, dict):
         mesh = mesh_for(target.name, axis_types=axis_types, **mesh)
     elif axis_types != "auto":
         raise InvariantsError(
             "compile_for: axis_types goes with mesh={...}; a mesh of mesh_for(...) takes its own axis_types"
         )
-    found = _meshes_of([leaf for _, leaf in leaves])
+    found = _meshes_of(leaves)
     if mesh is None and len(found) == 1 and found[0].size > 1:
         mesh = found[0]
-    if len(found) > 1 or (mesh is not None and found and any(m.devices.tolist() != mesh.devices.tolist()
-                                                               for m in found if m.size > 1)):  # fmt: skip
+    if len(found) > 1 or (
+        mesh is not None
+        and found
+        and any(m.devices.tolist() != mesh.devices.tolist() for m in found if m.size > 1)
+    ):
         raise InvariantsError("compile_for: the arguments are sharded on different meshes; use one mesh")
     if mesh is not None:
         chips = {d.id for d in target.devices()}
@@ -390,9 +423,20 @@ def _abstract(
             f"mesh={{...}} and in_shardings=..., or arguments sharded on invariants.testing.mesh_for("
             f"{target.name!r}, ...); a one-chip program compiles for a one-chip target"
         )
-    if in_shardings is not None and mesh is None:
-        raise InvariantsError("compile_for: in_shardings needs a mesh (mesh={...} or mesh_for(...))")
-    per_leaf: list[Any]
+    return mesh
+
+
+def _shardings(
+    args: tuple[Any, ...], leaves: list[Any], target: Target, mesh: Any, in_shardings: Any
+) -> list[Any]:
+    """Each leaf's sharding: from ``in_shardings`` (a PartitionSpec per argument, a prefix of ``args``), else
+    its own on the mesh (replicated when it has none), else one device of an ahead-of-time ``target``, else
+    None (the runtime's default device)."""
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    from .compile.artifacts import one_device
+
     if in_shardings is not None:
         is_spec = lambda x: x is None or isinstance(x, PartitionSpec)  # noqa: E731
         try:
@@ -404,24 +448,20 @@ def _abstract(
             )
         except (ValueError, TypeError) as err:
             raise InvariantsError(f"compile_for: in_shardings does not match the arguments: {err}") from None
-        per_leaf = [NamedSharding(mesh, spec or PartitionSpec()) for spec in jax.tree_util.tree_leaves(
-            spread, is_leaf=is_spec)]  # fmt: skip
-    elif mesh is not None:  # arguments sharded on the mesh keep their sharding; the rest are replicated
-        per_leaf = [
-            leaf.sharding if isinstance(getattr(leaf, "sharding", None), NamedSharding)
+        return [
+            NamedSharding(mesh, spec or PartitionSpec())
+            for spec in jax.tree_util.tree_leaves(spread, is_leaf=is_spec)
+        ]
+    if mesh is not None:  # arguments sharded on the mesh keep their sharding; the rest are replicated
+        return [
+            leaf.sharding
+            if isinstance(getattr(leaf, "sharding", None), NamedSharding)
             else NamedSharding(mesh, PartitionSpec())
-            for _, leaf in leaves
-        ]  # fmt: skip
-    elif target.mode != "runtime":
-        per_leaf = [one_device(target)] * len(leaves)
-    else:
-        per_leaf = [None] * len(leaves)
-    specs = [
-        jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding)
-        for (_, leaf), sharding in zip(leaves, per_leaf, strict=True)
-    ]
-    config = ",".join(_shape_text(s) for s in specs)
-    return jax.tree_util.tree_unflatten(treedef, specs), config, mesh
+            for leaf in leaves
+        ]
+    if target.mode != "runtime":
+        return [one_device(target)] * len(leaves)
+    return [None] * len(leaves)
 
 
 def compile_for(

@@ -9,8 +9,7 @@ The contract of ``function`` (``"module:attribute"``, imported with the working 
 It is called under ``jax.jit`` with the abstract arguments of each configuration it lists (the catalog's
 configurations: ``f32`` is an f32[8192,32] table and s32[16384] indices, see
 ``invariants.catalog.programs.CONFIGS``). ``kind`` says which program is built around it, exactly as the
-catalog
-builds its own:
+catalog builds its own:
 
 * ``forward``: the lookup itself, ``(table, indices) -> rows``;
 * ``backward``: its gradient with respect to the table, ``(table, indices, cotangent) -> d table``,
@@ -55,8 +54,7 @@ throughput tier's ``_device_arguments``).
 **Where a declared program compiles.** On the targets that compile every program (cpu, tpu-v5e,
 gpu-h100), and on every target its spec files name (:attr:`invariants.spec.file.ProgramDecl.aimed`, which
 :meth:`invariants.catalog.targets.Target.aimed_by` reads): a core-scope target (tpu-v4, v5p, v6e, gpu-a100,
-l4,
-b200) compiles a declared program in each configuration it lists when a spec file aims it there.
+l4, b200) compiles a declared program in each configuration it lists when a spec file aims it there.
 """
 
 from __future__ import annotations
@@ -242,8 +240,15 @@ def layout_of(decl: ProgramDecl) -> Layout | None:
     axes, shape = zip(*decl.mesh, strict=True)
     index = decl.index_sharding or ()
     axis_types = cast(Literal["auto", "explicit"], decl.axis_types)
-    return Layout(tuple(shape), tuple(axes), decl.table_sharding or (), index, cotangent=index, pod=True,
-                  axis_types=axis_types)  # fmt: skip
+    return Layout(
+        tuple(shape),
+        tuple(axes),
+        decl.table_sharding or (),
+        index,
+        cotangent=index,
+        pod=True,
+        axis_types=axis_types,
+    )
 
 
 def abstract_mesh(decl: ProgramDecl) -> Any:
@@ -292,8 +297,18 @@ def build(decl: ProgramDecl) -> Program:
         lookup = _named(lookup, decl.name)
     # The catalog's own wrappers: a user's backward or training step is built exactly like grad_take's.
     fn = {"forward": lambda f: f, "backward": _backward, "train": _train_step}[decl.kind](lookup)
-    program = Program(decl.name, _kind(decl), fn, decl.doc, decl.configs, decl.tags, aimed=decl.aimed,
-                      layout=layout_of(decl), index_dtype=decl.index_dtype, declaration=decl)  # fmt: skip
+    program = Program(
+        decl.name,
+        _kind(decl),
+        fn,
+        decl.doc,
+        decl.configs,
+        decl.tags,
+        aimed=decl.aimed,
+        layout=layout_of(decl),
+        index_dtype=decl.index_dtype,
+        declaration=decl,
+    )
     for config_id in decl.configs:
         _check_trace(decl, lookup, program, CONFIGS[config_id])
     return program
@@ -369,9 +384,10 @@ class ParamsInputs:
         if (which, config.id) not in self._made:
             decl = self.decl
             name, factory, at = (
-                (decl.params, self.factory, decl.params_where) if which == "params"
+                (decl.params, self.factory, decl.params_where)
+                if which == "params"
                 else (decl.inputs, self.extra, decl.inputs_where)
-            )  # fmt: skip
+            )
             where = f"{at}: {decl.name} [{config.id}]"
             try:
                 with guarded(f"{where}: {name}(config)"):
@@ -601,8 +617,12 @@ def _check_params(
     }
     if floats and np.dtype(config.table.dtype) not in floats:
         # The configurations that differ from this one in their dtype alone, and take the factory's.
-        fit = [cid for cid, c in CONFIGS.items() if np.dtype(c.table.dtype) in floats
-               and dataclasses.replace(c, table_dtype=config.table_dtype) == config]  # fmt: skip
+        fit = [
+            cid
+            for cid, c in CONFIGS.items()
+            if np.dtype(c.table.dtype) in floats
+            and dataclasses.replace(c, table_dtype=config.table_dtype) == config
+        ]
         raise InvariantsError(
             f"{at_params}: {decl.params}(config) returns {', '.join(sorted(map(str, floats)))} parameters "
             f"where the configuration {config.id} is {np.dtype(config.table.dtype)}: a configuration names "

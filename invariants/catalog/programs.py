@@ -136,8 +136,7 @@ class Program:
     requires: tuple[str, ...] = ()  # modules the program imports when traced (from the ``libs`` extra)
     logits: bool = False  # returns (or, for a gradient, takes the cotangent of) logits over the vocabulary
     # A declared program's own arguments (its parameters and indices, see invariants.catalog.downstream);
-    # None:
-    # the catalog's, which follow from ``kind`` and the configuration.
+    # None: the catalog's, which follow from ``kind`` and the configuration.
     inputs: Inputs | None = None
     # Target-name patterns that compile this program whatever their scope: the targets a downstream
     # project's spec files name (invariants.catalog.targets.Target.compiles). Empty for the catalog's.
@@ -654,8 +653,13 @@ def _add_pod_programs(programs: dict[str, Program]) -> None:
             programs[name] = program  # its gradient is GSPMD's: the forward is what Megatron writes by hand
             continue
         grad_layout = dataclasses.replace(layout, output=layout.table, cotangent=layout.output)
-        _add_with_gradient(programs, program, "sharded_grad", f"d/dW of {doc}; the gradient sharded like the "
-                           "table", layout=grad_layout)  # fmt: skip
+        _add_with_gradient(
+            programs,
+            program,
+            "sharded_grad",
+            f"d/dW of {doc}; the gradient sharded like the table",
+            layout=grad_layout,
+        )
 
 
 def _add_libraries(programs: dict[str, Program]) -> None:

@@ -83,14 +83,19 @@ def add_project_options(parser: argparse.ArgumentParser) -> None:
     """``--spec-dir`` and ``--no-catalog``, as the gate takes them: the one declaration for every command
     that runs a project's programs."""
     parser.add_argument(
-        "--spec-dir", action="append", type=Path, default=[], metavar="DIR",
+        "--spec-dir",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="DIR",
         help="a project's spec folder (its [[program]]s and invariants), as the gate's --spec-dir; repeat "
         "it for several. Its modules are imported from the folder the command runs in",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--no-catalog", action="store_true",
+        "--no-catalog",
+        action="store_true",
         help="leave the catalog's programs and specs out: only the project's programs (with --spec-dir)",
-    )  # fmt: skip
+    )
 
 
 def project_from(args: argparse.Namespace) -> Project:

@@ -10,12 +10,23 @@ programs of this process for the gate, the programs a results file recorded for 
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Collection, Mapping, Sequence
+from typing import Protocol
 
 from .._errors import InvariantsError, did_you_mean
 
-__all__ = ["match_programs", "select_program_words", "selectors"]
+__all__ = ["Selectable", "match_programs", "select_program_words", "selectors"]
+
+
+class Selectable(Protocol):
+    """What a selector reads of a program besides its name: a catalog program, a declared one, or one a
+    results file recorded."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def tags(self) -> Collection[str]: ...
 
 
 def selectors(value: str, option: str, otherwise: str) -> list[str]:
@@ -31,7 +42,7 @@ def selectors(value: str, option: str, otherwise: str) -> list[str]:
     return words
 
 
-def match_programs(words: Sequence[str], known: Mapping[str, Any]) -> list[str]:
+def match_programs(words: Sequence[str], known: Mapping[str, Selectable]) -> list[str]:
     """The names of ``known`` that selector words match, in the words' order: exact names, fnmatch
     patterns, ``kind:K`` (a program's ``kind``), ``tag:T`` (one of its ``tags``). The one matcher of
     program selections: spec files' ``programs`` and every command's ``--programs``."""
@@ -49,7 +60,9 @@ def match_programs(words: Sequence[str], known: Mapping[str, Any]) -> list[str]:
     return list(out)
 
 
-def select_program_words(value: str, known: Mapping[str, Any], option: str = "--programs") -> list[str]:
+def select_program_words(
+    value: str, known: Mapping[str, Selectable], option: str = "--programs"
+) -> list[str]:
     """The names of ``known`` (in its order) that ``value`` selects. Empty, or a word that matches nothing:
     one line (:class:`InvariantsError`), with the closest names."""
     words = selectors(value, option, "name programs, or leave the option out for all")

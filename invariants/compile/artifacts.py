@@ -175,9 +175,14 @@ class CompileFailed(InvariantsError):
 
 
 def compile_function(
-    fn: Callable[..., Any], args: Sequence[Any], target: Target, program: str, config: str,
-    jit_kwargs: Mapping[str, Any] | None = None, persistent: Persistent | None = None,
-) -> tuple[Compiled, Any]:  # fmt: skip
+    fn: Callable[..., Any],
+    args: Sequence[Any],
+    target: Target,
+    program: str,
+    config: str,
+    jit_kwargs: Mapping[str, Any] | None = None,
+    persistent: Persistent | None = None,
+) -> tuple[Compiled, Any]:
     """Trace, lower and compile ``fn(*args)`` (abstract arguments) for ``target``, as every compile here
     is made (the gate's programs, and :func:`invariants.testing.compile_for`'s functions): the
     :class:`Compiled` artifacts, named ``program`` and ``config``, and the executable. Raises
@@ -371,9 +376,12 @@ class CompileCache:
     """
 
     def __init__(
-        self, targets: dict[str, Target], programs: Programs | None = None, project: Project | None = None,
+        self,
+        targets: dict[str, Target],
+        programs: Programs | None = None,
+        project: Project | None = None,
         store: Store | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self._targets = targets
         self._programs = programs if programs is not None else Programs()
         self._project = project
@@ -508,8 +516,10 @@ class CompileCache:
         if store is None:
             return "compile cache: off (--no-cache): every program compiles"
         stats = store.stats()
-        return (f"compile cache: {shown(store.folder)} ({stats['results']} compiles, "
-                f"{stats['bytes'] / 1024**2:.0f} MB of {store.max_bytes / 1024**2:.0f} MB)")  # fmt: skip
+        return (
+            f"compile cache: {shown(store.folder)} ({stats['results']} compiles, "
+            f"{stats['bytes'] / 1024**2:.0f} MB of {store.max_bytes / 1024**2:.0f} MB)"
+        )
 
     def summary_lines(self, items: Sequence[Record], parse_seconds: float) -> list[str]:
         """The run's end: what the cache served and what compiled, with the compile time labelled. In an
@@ -552,8 +562,15 @@ def _child_main(target_name: str) -> int:
         try:
             out.append(compile_here(programs.program(program), config, target, persistent).to_json())
         except FailedCompile as err:  # that program's finding: the others compile all the same
-            failed.append({"key": list(err.key), "message": str(err), "first": err.first, "kind": err.kind,
-                           "unoptimized": err.unoptimized})  # fmt: skip
+            failed.append(
+                {
+                    "key": list(err.key),
+                    "message": str(err),
+                    "first": err.first,
+                    "kind": err.kind,
+                    "unoptimized": err.unoptimized,
+                }
+            )
         except InvariantsError as err:
             print(err, file=sys.stderr)
             return 1

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import importlib.metadata
 
+from .._errors import Parser
 from .._paths import shown
 from .store import DEFAULT_MAX_BYTES, Store, folder_of, max_bytes
 
@@ -17,20 +17,28 @@ def installed_key() -> str:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python -m invariants cache",
         description="The compile cache: what each compile gave, kept between runs under a key of everything "
         "that can change it (the lowered module, the compiler's files and versions, XLA_FLAGS and the other "
         "variables, JAX's configuration, the target, the host CPU). A gate run says at its end how many "
         "keys it served and how many compiled.",
     )
-    parser.add_argument("action", nargs="?", choices=("info", "where", "clear", "key"), default="info",
-                        help="info (default): the folder, its entries and size; where: the folder alone; "
-                        "clear: delete every entry (nothing else in the folder); key: a short hash of "
-                        "the installed versions, for a CI cache's key (actions/cache)")  # fmt: skip
-    parser.add_argument("--cache-dir", metavar="DIR",
-                        help="the cache's folder (default: INVARIANTS_CACHE_DIR, else "
-                        "~/.cache/jax-embedding-invariants/compiled)")  # fmt: skip
+    parser.add_argument(
+        "action",
+        nargs="?",
+        choices=("info", "where", "clear", "key"),
+        default="info",
+        help="info (default): the folder, its entries and size; where: the folder alone; "
+        "clear: delete every entry (nothing else in the folder); key: a short hash of "
+        "the installed versions, for a CI cache's key (actions/cache)",
+    )
+    parser.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="the cache's folder (default: INVARIANTS_CACHE_DIR, else "
+        "~/.cache/jax-embedding-invariants/compiled)",
+    )
     args = parser.parse_args(argv)
     # INVARIANTS_NO_CACHE turns the cache off for runs; the folder is still there to see and clear.
     store = Store(folder_of(args.cache_dir), max_bytes=max_bytes())
@@ -48,6 +56,8 @@ def main(argv: list[str]) -> int:
     used, bound = stats["bytes"] / 1024**2, store.max_bytes / 1024**2
     print(f"compile cache: {shown(store.folder)}")
     print(f"  {stats['results']} compiles")
-    print(f"  {used:.1f} MB of {bound:.0f} MB (the least recently used go first; INVARIANTS_CACHE_MAX_MB, "
-          f"default {DEFAULT_MAX_BYTES // 1024**2})")  # fmt: skip
+    print(
+        f"  {used:.1f} MB of {bound:.0f} MB (the least recently used go first; INVARIANTS_CACHE_MAX_MB, "
+        f"default {DEFAULT_MAX_BYTES // 1024**2})"
+    )
     return 0

@@ -5,12 +5,11 @@ A child runs ``python -m pytest`` on the gate modules this package ships (``inva
 or an installed copy's: see :func:`pytest_args`), with the selection given as explicit
 arguments, in a folder of its own (its rootdir and working directory), where it writes a results file
 (:mod:`invariants.plugin.results`) and its HLO dumps. Another interpreter (a JAX release's environment)
-imports
-this package, and nothing else of this environment, from a folder that links to it alone
-(:func:`staged_package`). A child is how an experiment that sets ``XLA_FLAGS`` (some flags
-abort the process) or runs another JAX release (another interpreter) stays out of this process. What comes
-back is :class:`ChildRun`: the exit status, the results (None when the child wrote none), the seconds, and
-where its output was saved.
+imports this package, and nothing else of this environment, from a folder that links to it alone
+(:func:`staged_package`). A child is how an experiment that sets ``XLA_FLAGS`` (some flags abort the process)
+or runs another JAX release (another interpreter) stays out of this process. What comes back is
+:class:`ChildRun`: the exit status, the results (None when the child wrote none), the seconds, and where its
+output was saved.
 """
 
 from __future__ import annotations
@@ -89,13 +88,22 @@ def pytest_args(
     root = (rootdir or Path.cwd()).resolve()
     args = [
         str(gate_dir / tests) if tests else str(gate_dir),
-        "-p", PLUGIN, "-c", os.devnull, "--rootdir", _rootdir_arg(root), "--import-mode=importlib",
+        "-p",
+        PLUGIN,
+        "-c",
+        os.devnull,
+        "--rootdir",
+        _rootdir_arg(root),
+        "--import-mode=importlib",
         # The gate command imports the plugin, JAX and the user's modules before pytest starts (to check
         # the specs), so pytest cannot rewrite asserts in their pytest plugins: nothing a user can act on.
-        "-W", "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning",
-        "--catalog-snapshot-dir", str(catalog_snapshot_dir()),
-        "--snapshot-dir", str(snapshot_dir if snapshot_dir is not None else catalog_snapshot_dir()),
-    ]  # fmt: skip
+        "-W",
+        "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning",
+        "--catalog-snapshot-dir",
+        str(catalog_snapshot_dir()),
+        "--snapshot-dir",
+        str(snapshot_dir if snapshot_dir is not None else catalog_snapshot_dir()),
+    ]
     if spec_dirs is not None:
         if catalog:
             args += ["--spec-dir", str(PACKAGE_DIR)]
@@ -117,9 +125,20 @@ def _rootdir_arg(root: Path) -> str:
 
 
 __all__ = [
-    "CHILD_ENV", "GATE_DIR", "ChildRun", "GateRun", "catalog_snapshot_dir", "gate_command", "gate_env",
-    "keys_child", "pytest_args", "run_gate", "scratch", "stage", "staged_package",
-]  # fmt: skip
+    "CHILD_ENV",
+    "GATE_DIR",
+    "ChildRun",
+    "GateRun",
+    "catalog_snapshot_dir",
+    "gate_command",
+    "gate_env",
+    "keys_child",
+    "pytest_args",
+    "run_gate",
+    "scratch",
+    "stage",
+    "staged_package",
+]
 
 
 @functools.cache
@@ -217,9 +236,12 @@ def gate_command(run: GateRun) -> list[str]:
     gate_dir = stage() / "invariants" / "gate" if run.staged else GATE_DIR
     project = run.project
     gate, *options = pytest_args(
-        rootdir=Path(run.results).parent, tests=run.tests, gate_dir=gate_dir,
-        spec_dirs=list(project.spec_dirs) if project.own else None, catalog=project.catalog,
-    )  # fmt: skip
+        rootdir=Path(run.results).parent,
+        tests=run.tests,
+        gate_dir=gate_dir,
+        spec_dirs=list(project.spec_dirs) if project.own else None,
+        catalog=project.catalog,
+    )
     cmd = [str(run.python), "-m", "pytest", gate, "-q", "-p", "no:cacheprovider"]
     for plugin in run.plugins:
         cmd += ["-p", plugin]
@@ -271,8 +293,15 @@ def run_gate(command: Sequence[str], *, env: Mapping[str, str], folder: Path, ti
     start = time.perf_counter()
     try:
         with scratch(env, folder) as child_env:
-            proc = subprocess.run(list(command), cwd=folder, env=child_env, capture_output=True, text=True,
-                                  timeout=timeout, check=False)  # fmt: skip
+            proc = subprocess.run(
+                list(command),
+                cwd=folder,
+                env=child_env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
     except subprocess.TimeoutExpired as err:
         out = err.stdout if isinstance(err.stdout, str) else (err.stdout or b"").decode(errors="replace")
         log.write_text(out)
@@ -304,19 +333,22 @@ def keys_child(
     JSON it prints. A child that fails raises :class:`InvariantsError` with ``what`` and its last line.
 
     The protocol of every child that compiles keys somewhere else: ``compile.artifacts`` (a target that needs
-    its own
-    process, e.g. 8 host devices) and ``releases.bisect`` (snapshots rendered in another release's
-    environment).
-    ``cwd`` (on the child's ``sys.path``): default this package's parent folder; another interpreter gets
-    :func:`stage`.
+    its own process, e.g. 8 host devices) and ``releases.bisect`` (snapshots rendered in another release's
+    environment). ``cwd`` (on the child's ``sys.path``): default this package's parent folder; another
+    interpreter gets :func:`stage`.
     """
     try:
         with scratch(env) as child_env:
             proc = subprocess.run(
-                [str(python), "-m", module, *args], input=json.dumps([list(k) for k in keys]),
+                [str(python), "-m", module, *args],
+                input=json.dumps([list(k) for k in keys]),
                 cwd=cwd or PACKAGE_DIR.parent,
-                env=child_env, capture_output=True, text=True, check=False, timeout=timeout,
-            )  # fmt: skip
+                env=child_env,
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=timeout,
+            )
     except subprocess.TimeoutExpired:
         raise InvariantsError(f"{what}: child did not finish in {timeout:.0f} s") from None
     if proc.returncode != 0:

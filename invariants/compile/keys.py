@@ -56,8 +56,21 @@ __all__ = ["Fingerprint", "Persistent"]
 
 # Environment variables that change what XLA, libtpu, the CUDA plugin or JAX's lowering produce (what the
 # lowering reads shows in the module too; what the compiler reads does not).
-_ENV_PREFIXES = ("XLA_", "JAX_", "TPU_", "LIBTPU", "TF_", "CUDA", "NVIDIA_", "NCCL_", "PJRT_", "MEGASCALE",
-                 "ENABLE_PJRT", "PTXAS", "LD_LIBRARY_PATH")  # fmt: skip
+_ENV_PREFIXES = (
+    "XLA_",
+    "JAX_",
+    "TPU_",
+    "LIBTPU",
+    "TF_",
+    "CUDA",
+    "NVIDIA_",
+    "NCCL_",
+    "PJRT_",
+    "MEGASCALE",
+    "ENABLE_PJRT",
+    "PTXAS",
+    "LD_LIBRARY_PATH",
+)
 # The packages whose shared objects are the compiler: jaxlib (XLA:CPU and the runtime), libtpu, the CUDA
 # plugin and the NVIDIA libraries it loads (ptxas, nvJitLink).
 _COMPILER_PACKAGES = ("jaxlib", "libtpu", "jax_cuda12_plugin", "jax_cuda13_plugin", "jax_plugins", "nvidia")
@@ -75,10 +88,10 @@ class Fingerprint:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._installed: dict[str, Any] | None = None
-        self._targets: dict[str, dict[str, Any]] = {}
+        self._installed: dict[str, object] | None = None
+        self._targets: dict[str, dict[str, object]] = {}
 
-    def installed(self) -> dict[str, Any]:
+    def installed(self) -> dict[str, object]:
         with self._lock:
             if self._installed is None:
                 self._installed = {
@@ -89,7 +102,7 @@ class Fingerprint:
                 }
             return self._installed
 
-    def of(self, target: Target) -> dict[str, Any]:
+    def of(self, target: Target) -> dict[str, object]:
         env = _compiling_environment()
         return {
             **self.installed(),
@@ -98,7 +111,7 @@ class Fingerprint:
             "target": self._target(target),
         }
 
-    def _target(self, target: Target) -> dict[str, Any]:
+    def _target(self, target: Target) -> dict[str, object]:
         name = json.dumps(target_fields(target), sort_keys=True)
         with self._lock:
             known = self._targets.get(name)
@@ -139,12 +152,12 @@ def _compiling_environment() -> dict[str, str]:
     raise RuntimeError("the environment kept changing while the compile cache read it")
 
 
-def target_fields(target: Target) -> dict[str, Any]:
+def target_fields(target: Target) -> dict[str, object]:
     """A target's own fields, as written: what names it before any device is asked for."""
     return {f.name: repr(getattr(target, f.name)) for f in dataclasses.fields(target)}
 
 
-def target_identity(target: Target) -> dict[str, Any]:
+def target_identity(target: Target) -> dict[str, object]:
     """A target as a compile sees it: its fields, a GPU's device description bytes, a runtime device's
     kind and platform version, and the host CPU a CPU compile's code follows."""
     out = target_fields(target)
@@ -193,15 +206,18 @@ def _compiler_files() -> dict[str, str]:
     return out
 
 
-def _arguments(args: Sequence[Any]) -> list[str]:
+def _arguments(args: Sequence[object]) -> list[str]:
     """Abstract arguments with their shardings and meshes (a mesh's device order included)."""
     out = []
     for a in args:
         sharding = getattr(a, "sharding", None)
         mesh = getattr(sharding, "mesh", None)
         ids = getattr(mesh, "device_ids", None)
-        where = [repr(getattr(sharding, "spec", sharding)), repr(getattr(mesh, "shape", None)),
-                 ids.tolist() if ids is not None else None]  # fmt: skip
+        where = [
+            repr(getattr(sharding, "spec", sharding)),
+            repr(getattr(mesh, "shape", None)),
+            ids.tolist() if ids is not None else None,
+        ]
         shape, dtype = str(getattr(a, "shape", "")), str(getattr(a, "dtype", ""))
         out.append(json.dumps([shape, dtype, where], default=str))
     return out
@@ -226,7 +242,7 @@ class Persistent:
             self.outcomes[key] = outcome
             self.tally.add(outcome)
 
-    def key(self, lowered: Any, target: Target, args: Sequence[Any]) -> str:
+    def key(self, lowered: jax.stages.Lowered, target: Target, args: Sequence[object]) -> str:
         """The key of a compile of ``lowered`` (a :class:`jax.stages.Lowered`) for ``target``."""
         text = lowered.as_text(debug_info=False)
         return digest("result", text, self.fingerprint.of(target), _arguments(args))

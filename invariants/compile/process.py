@@ -159,8 +159,13 @@ def check_xla_flags(timeout: float = 300) -> None:
                     f"or more (got {value!r}); correct or unset XLA_FLAGS"
                 )
     try:
-        proc = subprocess.run([sys.executable, "-c", _PROBE], env=dict(os.environ), capture_output=True,
-                              timeout=timeout, check=False)  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, "-c", _PROBE],
+            env=dict(os.environ),
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         return  # a slow host is not a bad flag; the run goes on and says what it meets
     if proc.returncode != 0:

@@ -9,6 +9,7 @@ measuring stage, the snapshot, the reports) import no JAX.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .._errors import InvariantsError
@@ -75,20 +76,20 @@ class Compiled:
         return cls(**data)
 
 
-def _number(value: Any) -> bool:
+def _number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _texts(value: Any) -> bool:
+def _texts(value: object) -> bool:
     return isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
 
 
-def _table(value: Any, holds: Any) -> bool:
+def _table(value: object, holds: Callable[[object], bool]) -> bool:
     return isinstance(value, dict) and all(isinstance(k, str) and holds(v) for k, v in value.items())
 
 
 # What each field of :meth:`Compiled.to_json` must be, in words and as a test.
-_FIELDS: dict[str, tuple[str, Any]] = {
+_FIELDS: dict[str, tuple[str, Callable[[object], bool]]] = {
     "program": ("text", lambda v: isinstance(v, str)),
     "config": ("text", lambda v: isinstance(v, str)),
     "target": ("text", lambda v: isinstance(v, str)),
@@ -102,7 +103,7 @@ _FIELDS: dict[str, tuple[str, Any]] = {
 }
 
 
-def json_problem(data: Any) -> str | None:
+def json_problem(data: object) -> str | None:
     """What keeps ``data`` from being a :meth:`Compiled.to_json` of this release (a missing or unknown
     field, a field of the wrong type), in a few words; None when it is one. A record read back from a file
     or another process is checked before any field is used."""

@@ -24,7 +24,7 @@ import threading
 import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from .. import _config
 from .._errors import InvariantsError
@@ -58,7 +58,7 @@ _ENTRY = re.compile(r"[0-9a-f]{64}\.json\.gz")
 MAX_ENTRY_BYTES = 16 * 1024**2
 MAX_JSON_BYTES = 64 * 1024**2
 # What is wrong with an entry's table, in a few words, or None.
-_Problem = Callable[[dict[str, Any]], str | None]
+_Problem = Callable[[dict[str, object]], str | None]
 _INSTEAD = "give a folder of your own with --cache-dir or INVARIANTS_CACHE_DIR, or --no-cache"
 
 
@@ -100,7 +100,7 @@ def max_bytes() -> int:
     return megabytes * 1024**2
 
 
-def digest(*parts: Any) -> str:
+def digest(*parts: object) -> str:
     """The key of ``parts`` (JSON-able): sha256 of their canonical JSON."""
     text = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
@@ -123,13 +123,13 @@ class Store:
 
     # ------------------------------------------------------------------------------------------- reading
 
-    def result(self, key: str) -> dict[str, Any] | None:
+    def result(self, key: str) -> dict[str, object] | None:
         """The record a result ``key`` compiled to (``Compiled.to_json``, checked), or None."""
         return self._read_json(self.root / "results" / f"{key}.json.gz", _result_problem)
 
     # ------------------------------------------------------------------------------------------- writing
 
-    def put(self, result: str, record: Mapping[str, Any]) -> None:
+    def put(self, result: str, record: Mapping[str, object]) -> None:
         """Keep ``record`` under ``result``. A write that fails is a note, never an error."""
         self._write(self.root / "results" / f"{result}.json.gz", _gz(record))
 
@@ -141,8 +141,9 @@ class Store:
         planted there would pass for this user's compiles (:func:`invariants._trust.trusted_folder`)."""
         if self._checked:
             return True
-        trusted_folder(self.folder, [f"{SCHEMA}/{sub}" for sub in _SUBFOLDERS], named="compile cache",
-                       instead=_INSTEAD)  # fmt: skip
+        trusted_folder(
+            self.folder, [f"{SCHEMA}/{sub}" for sub in _SUBFOLDERS], named="compile cache", instead=_INSTEAD
+        )
         self._checked = True
         return True
 
@@ -150,7 +151,7 @@ class Store:
         """Raise the one line of a folder that cannot serve as the cache, before a run starts."""
         self._ready()
 
-    def _read_json(self, path: Path, problem: _Problem) -> dict[str, Any] | None:
+    def _read_json(self, path: Path, problem: _Problem) -> dict[str, object] | None:
         """The table entry ``path`` holds, once ``problem`` finds nothing wrong with it; None when there is
         none. A bad entry is a miss with one note, and is removed, so that it is never served again (a link
         or a pipe goes, never what it names)."""
@@ -195,8 +196,11 @@ class Store:
         found = []
         for sub in _SUBFOLDERS:
             with contextlib.suppress(OSError), os.scandir(self.root / sub) as listing:
-                found += [Path(e.path) for e in listing
-                          if _ENTRY.fullmatch(e.name) and e.is_file(follow_symlinks=False)]  # fmt: skip
+                found += [
+                    Path(e.path)
+                    for e in listing
+                    if _ENTRY.fullmatch(e.name) and e.is_file(follow_symlinks=False)
+                ]
         return sorted(found, key=_mtime)
 
     def size(self) -> int:
@@ -250,7 +254,7 @@ class Tally:
         return f"compile cache: {hits} hits, {misses} misses ({shown(folder)})"
 
 
-def _load(path: Path) -> dict[str, Any]:
+def _load(path: Path) -> dict[str, object]:
     """The table an entry holds. Only a regular file is read, never through a link, never past
     :data:`MAX_ENTRY_BYTES` read or :data:`MAX_JSON_BYTES` inflated.
 
@@ -279,12 +283,12 @@ def _load(path: Path) -> dict[str, Any]:
     return data
 
 
-def _result_problem(data: dict[str, Any]) -> str | None:
+def _result_problem(data: dict[str, object]) -> str | None:
     why = json_problem(data)
     return None if why is None else f"not a compile's record ({why})"
 
 
-def _gz(data: Any) -> bytes:
+def _gz(data: object) -> bytes:
     return gzip.compress(json.dumps(data, separators=(",", ":")).encode(), compresslevel=3, mtime=0)
 
 

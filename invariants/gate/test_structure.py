@@ -27,9 +27,15 @@ def test_structure(structure_key, gate, structure_snapshot, request, record_prop
     # never into the snapshot text: they move with every compiler patch release, or with the machine. A
     # value the target does not provide is null there.
     record_property(
-        *_results.record("structure", program=program, config=config, target=target,
-                         compile_cache=gate.cache.outcome(structure_key), **measured.numbers())
-    )  # fmt: skip
+        *_results.record(
+            "structure",
+            program=program,
+            config=config,
+            target=target,
+            compile_cache=gate.cache.outcome(structure_key),
+            **measured.numbers(),
+        )
+    )
     summary = render_summary(measured, gate.all_programs[program].doc)
     path = gate.snapshots.path(structure_key)
     if not gate.snapshots.writable(program):

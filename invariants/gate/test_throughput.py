@@ -79,8 +79,15 @@ def test_ratio(throughput_case, gate, benchmark, record_property):
         lambda: measure_ratio(a, b, threshold=threshold, max_seconds=MAX_SECONDS, **CLOCKED),
         verdict="pass" if inv.ratchet else "fail",
     )
-    info = {"id": inv.id, "target": case.target, "a": a_name, "b": b_name, "config": case.config,
-            **result.to_dict(), "attempts": [r.verdict for r in attempts]}  # fmt: skip
+    info = {
+        "id": inv.id,
+        "target": case.target,
+        "a": a_name,
+        "b": b_name,
+        "config": case.config,
+        **result.to_dict(),
+        "attempts": [r.verdict for r in attempts],
+    }
     # On a TPU host: what the cost model (or, without one, the TPU compiler) predicted for the same two
     # programs, beside what the chip did. None elsewhere.
     metrics_a = gate.measured(Key(a_side.program, case.config, case.target)).metrics
@@ -158,8 +165,15 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
             program_call, copy_call, min_efficiency=floor, max_seconds=MAX_SECONDS, **CLOCKED
         )
     )
-    info = {"id": "efficiency", "target": target, "program": program, "config": config, "bytes": nbytes,
-            **result.to_dict(), "attempts": [r.verdict for r in attempts]}  # fmt: skip
+    info = {
+        "id": "efficiency",
+        "target": target,
+        "program": program,
+        "config": config,
+        "bytes": nbytes,
+        **result.to_dict(),
+        "attempts": [r.verdict for r in attempts],
+    }
     if baseline:
         info["baseline"] = baseline["efficiency"]
         info["baseline_provenance"] = provenance(baseline)
@@ -172,8 +186,11 @@ def test_efficiency(efficiency_key, gate, benchmark, record_property, request):
         written = write_baseline(path, runs, here, versions())
         # The reporting process names what was recorded (at the session's end:
         # invariants.plugin.snapshots.recorded_baselines).
-        info["recorded"] = {"path": str(path), "efficiency": written["efficiency"],
-                            "why": "missing" if baseline is None else "--record-baselines"}  # fmt: skip
+        info["recorded"] = {
+            "path": str(path),
+            "efficiency": written["efficiency"],
+            "why": "missing" if baseline is None else "--record-baselines",
+        }
         info["verdict"] = _results.RECORDED
     name, record = _results.record("efficiency", **info)
     record_samples(benchmark, result.samples_b, **record)  # the program's: b of t_copy / t_program

@@ -266,8 +266,17 @@ _STRING_REST = re.compile(r'(?:[^"\\]|\\.)*"', re.DOTALL)
 _COMMENT_OR_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|/\*.*?\*/')
 _CLOSERS = {"(": ")", "[": "]", "{": "}"}
 # Attributes whose value names computations (a single name, or a {a, b} list).
-_CALL_ATTRS = ("calls", "to_apply", "condition", "body", "branch_computations", "true_computation",
-               "false_computation", "called_computations", "async_wrapped_computation")  # fmt: skip
+_CALL_ATTRS = (
+    "calls",
+    "to_apply",
+    "condition",
+    "body",
+    "branch_computations",
+    "true_computation",
+    "false_computation",
+    "called_computations",
+    "async_wrapped_computation",
+)
 # Attributes a computation's closing brace may carry: ``}, execution_thread="sparsecore"``.
 _CLOSER_ATTRS = ("execution_thread",)
 # Opcodes whose parenthesised text is a value, not operands.

@@ -87,13 +87,25 @@ _COLLECTIVES = frozenset(
 
 # Dimension-number attributes, in the order they are reported.
 _GATHER_DIMS = (
-    "offset_dims", "collapsed_slice_dims", "start_index_map", "operand_batching_dims",
-    "start_indices_batching_dims", "index_vector_dim", "slice_sizes", "indices_are_sorted",
-)  # fmt: skip
+    "offset_dims",
+    "collapsed_slice_dims",
+    "start_index_map",
+    "operand_batching_dims",
+    "start_indices_batching_dims",
+    "index_vector_dim",
+    "slice_sizes",
+    "indices_are_sorted",
+)
 _SCATTER_DIMS = (
-    "update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims", "input_batching_dims",
-    "scatter_indices_batching_dims", "index_vector_dim", "indices_are_sorted", "unique_indices",
-)  # fmt: skip
+    "update_window_dims",
+    "inserted_window_dims",
+    "scatter_dims_to_operand_dims",
+    "input_batching_dims",
+    "scatter_indices_batching_dims",
+    "index_vector_dim",
+    "indices_are_sorted",
+    "unique_indices",
+)
 
 
 @dataclass(frozen=True)

@@ -231,10 +231,26 @@ def _hbm_arrays(comp: Computation, instr: Instruction) -> int:
 
 
 # Fused instructions that move or name data without computing on it.
-_NO_OPS = frozenset({
-    "parameter", "constant", "broadcast", "bitcast", "reshape", "tuple", "get-tuple-element", "iota",
-    "slice", "dynamic-slice", "dynamic-update-slice", "transpose", "copy", "fusion", "pad", "concatenate",
-})  # fmt: skip
+_NO_OPS = frozenset(
+    {
+        "parameter",
+        "constant",
+        "broadcast",
+        "bitcast",
+        "reshape",
+        "tuple",
+        "get-tuple-element",
+        "iota",
+        "slice",
+        "dynamic-slice",
+        "dynamic-update-slice",
+        "transpose",
+        "copy",
+        "fusion",
+        "pad",
+        "concatenate",
+    }
+)
 
 
 def _vector_ops(module: HloModule, instr: Instruction) -> int:
@@ -379,8 +395,11 @@ def _waits(comp: Computation, times: int, looped: bool) -> list[Launch]:
         start = comp[done.operands[0]]
         if "cross_program_prefetch_index" in start.attrs:
             continue  # issued while the previous call runs: a call in a stream never waits for it
-        arrays = [x for x in (start.shape.tuple_shapes if start.shape.is_tuple else (start.shape,))
-                  if not x.is_tuple]  # fmt: skip
+        arrays = [
+            x
+            for x in (start.shape.tuple_shapes if start.shape.is_tuple else (start.shape,))
+            if not x.is_tuple
+        ]
         moved = max((padded_bytes(x) for x in arrays), default=0)
         out.append(
             Launch(done.name, "wait", {"bytes": float(moved)}, times, looped, (comp.name, at[start.name]), n)

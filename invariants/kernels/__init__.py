@@ -13,8 +13,7 @@ Parsing is strict: a construct the parser does not know is a :class:`KernelCodeE
 ``FILE:LINE`` and the construct, never a guess (XLA's text formats are not a stable API).
 
 Layer: this subpackage imports no JAX; it reads text. ``invariants.compile.artifacts`` collects the text of
-one
-compile (``compile(compiler_options={"xla_dump_to": DIR})``) and :func:`kernel_files` picks the files.
+one compile (``compile(compiler_options={"xla_dump_to": DIR})``) and :func:`kernel_files` picks the files.
 """
 
 from __future__ import annotations

@@ -381,8 +381,9 @@ class _Reader:
                 return
             self.header(line, stmt)  # a declaration: no body, no facts
             return
-        if stmt.startswith((".visible", ".extern", ".weak", ".common", ".global", ".const", ".shared",
-                            ".local", ".tex")):  # fmt: skip
+        if stmt.startswith(
+            (".visible", ".extern", ".weak", ".common", ".global", ".const", ".shared", ".local", ".tex")
+        ):
             self.declaration(line, stmt)
             return
         raise self.error(line, "unknown directive" if stmt.startswith(".") else "unknown statement", stmt)

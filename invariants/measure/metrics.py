@@ -42,13 +42,17 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..compile.record import Compiled
 from ..hlo.cost import Analyses, Missing, estimated_cycles, from_analysis, peak_bytes, predicted_seconds
 from ..hlo.parse import HloModule
 from ..hlo.structure import Structure
 from ..kernels.program import ProgramCode
+
+if TYPE_CHECKING:
+    from ..catalog.configs import Config
+    from ..catalog.programs import Layout
 
 __all__ = [
     "METRICS",
@@ -164,7 +168,7 @@ def _scoped(
     return Metric(name, meaning, "number", "structure", "count", of, by_dtype=by_dtype)
 
 
-def _itemsize(config: Any) -> int:
+def _itemsize(config: Config) -> int:
     import numpy as np  # hlo-stats and the spec validator start without numpy (ALLOWED_LAZY)
 
     return int(np.dtype(config.table.dtype).itemsize)
@@ -182,7 +186,7 @@ def _total(field: str) -> Callable[[ProgramCode], int | Missing]:
     return lambda code: code.total(field)
 
 
-def _input(name: str, meaning: str, of: Callable[[Any], int], unit: Unit = "count") -> Metric:
+def _input(name: str, meaning: str, of: Callable[[Config], int], unit: Unit = "count") -> Metric:
     return Metric(name, meaning, "number", "input", unit, of)
 
 
@@ -195,128 +199,302 @@ def _compile(name: str, meaning: str, of: Callable[[Compiled], Any], unit: Unit 
 
 
 _ALL = (
-    _structural("kernels", "static kernel count: entry computation plus each while body/condition once",
-                lambda s: s.kernels),
-    _structural("entry_fusions", "fusions launched by the entry computation (call bodies inlined, loops not)",
-                lambda s: s.entry_fusions),
-    Metric("fusions", "alias of entry_fusions", "number", "structure", "count", lambda s: s.entry_fusions,
-           alias_of="entry_fusions"),
+    _structural(
+        "kernels",
+        "static kernel count: entry computation plus each while body/condition once",
+        lambda s: s.kernels,
+    ),
+    _structural(
+        "entry_fusions",
+        "fusions launched by the entry computation (call bodies inlined, loops not)",
+        lambda s: s.entry_fusions,
+    ),
+    Metric(
+        "fusions",
+        "alias of entry_fusions",
+        "number",
+        "structure",
+        "count",
+        lambda s: s.entry_fusions,
+        alias_of="entry_fusions",
+    ),
     _structural("while_loops", "while instructions in all computations", lambda s: len(s.while_loops)),
-    _structural("max_trip_count", "largest trip count of any while loop; 0 without loops, unknown if any is",
-                _max_trip_count),
-    _structural("dynamic_kernel_launches",
-                "kernel launches with loops expanded by trip count (body x trips); unknown if any trip is",
-                lambda s: s.dynamic_kernel_launches),
-    _scoped("gathers", "gather instructions in all computations, fused included; gathers(dtype=\"f32\"): "
-            "those of f32 rows", lambda s: s.gathers, _indexed("gather_shapes")),
-    _scoped("scatters", "scatter instructions in all computations, fused included; scatters(dtype=\"f32\"): "
-            "those into an f32 operand", lambda s: s.scatters, _indexed("scatter_shapes")),
-    _sparsecore("sparsecore_ops", "kernels that run on the SparseCore (execution_thread=\"sparsecore\"): "
-                "what libtpu offloaded from the TensorCore, loops' bodies counted once",
-                lambda s: s.thread_kernels.get(SPARSECORE, 0)),
-    _sparsecore("sparsecore_gathers", "gathers on the SparseCore (also counted by gathers); "
-                "sparsecore_gathers(dtype=\"f32\"): those of f32 rows", _offloaded("gather_shapes"),
-                "gather_shapes"),
-    _sparsecore("sparsecore_scatters", "scatters on the SparseCore (also counted by scatters); "
-                "sparsecore_scatters(dtype=\"f32\"): those into an f32 operand", _offloaded("scatter_shapes"),
-                "scatter_shapes"),
-    _sparsecore("sparsecore_bytes", "bytes the SparseCore's gathers and scatters move: each gather's result "
-                "and each scatter's updates",
-                _offloaded_bytes, unit="bytes"),
-    _scoped("strided_gathers", "gathers whose slice per index is not contiguous in the operand's layout "
-            "(its dimensions larger than 1 are not the minor-most)", lambda s: s.strided_gathers,
-            _indexed("gather_shapes", strided=True)),
-    _scoped("strided_scatters", "scatters whose window per index is not contiguous in the operand's layout "
-            "(each index's row written strided)", lambda s: s.strided_scatters,
-            _indexed("scatter_shapes", strided=True)),
-    _structural("transposes", "transpose instructions in all computations, fused included (a layout-changing "
-                "copy is counted by copies)", lambda s: s.transposes),
-    _structural("dynamic_slices", "dynamic-slice instructions in all computations, fused included",
-                lambda s: s.dynamic_slices),
-    _structural("dynamic_update_slices",
-                "dynamic-update-slice instructions in all computations, fused included",
-                lambda s: s.dynamic_update_slices),
-    _structural("collectives", "collective operations (plain, -start, or async-start wrapping one)",
-                lambda s: len(s.collectives)),
-    _structural("collective_bytes", "sum of the result byte sizes of all collectives",
-                lambda s: sum(c.bytes for c in s.collectives), unit="bytes"),
+    _structural(
+        "max_trip_count",
+        "largest trip count of any while loop; 0 without loops, unknown if any is",
+        _max_trip_count,
+    ),
+    _structural(
+        "dynamic_kernel_launches",
+        "kernel launches with loops expanded by trip count (body x trips); unknown if any trip is",
+        lambda s: s.dynamic_kernel_launches,
+    ),
+    _scoped(
+        "gathers",
+        'gather instructions in all computations, fused included; gathers(dtype="f32"): those of f32 rows',
+        lambda s: s.gathers,
+        _indexed("gather_shapes"),
+    ),
+    _scoped(
+        "scatters",
+        'scatter instructions in all computations, fused included; scatters(dtype="f32"): '
+        "those into an f32 operand",
+        lambda s: s.scatters,
+        _indexed("scatter_shapes"),
+    ),
+    _sparsecore(
+        "sparsecore_ops",
+        'kernels that run on the SparseCore (execution_thread="sparsecore"): '
+        "what libtpu offloaded from the TensorCore, loops' bodies counted once",
+        lambda s: s.thread_kernels.get(SPARSECORE, 0),
+    ),
+    _sparsecore(
+        "sparsecore_gathers",
+        "gathers on the SparseCore (also counted by gathers); "
+        'sparsecore_gathers(dtype="f32"): those of f32 rows',
+        _offloaded("gather_shapes"),
+        "gather_shapes",
+    ),
+    _sparsecore(
+        "sparsecore_scatters",
+        "scatters on the SparseCore (also counted by scatters); "
+        'sparsecore_scatters(dtype="f32"): those into an f32 operand',
+        _offloaded("scatter_shapes"),
+        "scatter_shapes",
+    ),
+    _sparsecore(
+        "sparsecore_bytes",
+        "bytes the SparseCore's gathers and scatters move: each gather's result and each scatter's updates",
+        _offloaded_bytes,
+        unit="bytes",
+    ),
+    _scoped(
+        "strided_gathers",
+        "gathers whose slice per index is not contiguous in the operand's layout "
+        "(its dimensions larger than 1 are not the minor-most)",
+        lambda s: s.strided_gathers,
+        _indexed("gather_shapes", strided=True),
+    ),
+    _scoped(
+        "strided_scatters",
+        "scatters whose window per index is not contiguous in the operand's layout "
+        "(each index's row written strided)",
+        lambda s: s.strided_scatters,
+        _indexed("scatter_shapes", strided=True),
+    ),
+    _structural(
+        "transposes",
+        "transpose instructions in all computations, fused included (a layout-changing "
+        "copy is counted by copies)",
+        lambda s: s.transposes,
+    ),
+    _structural(
+        "dynamic_slices",
+        "dynamic-slice instructions in all computations, fused included",
+        lambda s: s.dynamic_slices,
+    ),
+    _structural(
+        "dynamic_update_slices",
+        "dynamic-update-slice instructions in all computations, fused included",
+        lambda s: s.dynamic_update_slices,
+    ),
+    _structural(
+        "collectives",
+        "collective operations (plain, -start, or async-start wrapping one)",
+        lambda s: len(s.collectives),
+    ),
+    _structural(
+        "collective_bytes",
+        "sum of the result byte sizes of all collectives",
+        lambda s: sum(c.bytes for c in s.collectives),
+        unit="bytes",
+    ),
     _structural("all_gathers", "all-gather collectives, async forms included", _collectives("all-gather")),
     _structural("all_reduces", "all-reduce collectives, async forms included", _collectives("all-reduce")),
-    _structural("reduce_scatters", "reduce-scatter collectives, async forms included",
-                _collectives("reduce-scatter")),
-    _structural("all_to_alls", "all-to-all collectives (ragged ones included), async forms included",
-                _collectives("all-to-all", "ragged-all-to-all")),
-    _structural("collective_permutes", "collective-permute collectives, async forms included",
-                _collectives("collective-permute")),
-    _structural("aliased_buffers", "output buffers that reuse a donated parameter's (the module's "
-                "input_output_alias)", lambda s: len(s.aliases)),
-    _structural("converts", "convert instructions (dtype conversions) in all computations",
-                lambda s: len(s.converts)),
-    _structural("copies", "copy and copy-start instructions in all computations",
-                lambda s: s.opcodes.get("copy", 0) + s.opcodes.get("copy-start", 0)),
-    _structural("custom_calls", "custom-call instructions in all computations, fused included",
-                lambda s: s.opcodes.get("custom-call", 0)),
+    _structural(
+        "reduce_scatters", "reduce-scatter collectives, async forms included", _collectives("reduce-scatter")
+    ),
+    _structural(
+        "all_to_alls",
+        "all-to-all collectives (ragged ones included), async forms included",
+        _collectives("all-to-all", "ragged-all-to-all"),
+    ),
+    _structural(
+        "collective_permutes",
+        "collective-permute collectives, async forms included",
+        _collectives("collective-permute"),
+    ),
+    _structural(
+        "aliased_buffers",
+        "output buffers that reuse a donated parameter's (the module's input_output_alias)",
+        lambda s: len(s.aliases),
+    ),
+    _structural(
+        "converts", "convert instructions (dtype conversions) in all computations", lambda s: len(s.converts)
+    ),
+    _structural(
+        "copies",
+        "copy and copy-start instructions in all computations",
+        lambda s: s.opcodes.get("copy", 0) + s.opcodes.get("copy-start", 0),
+    ),
+    _structural(
+        "custom_calls",
+        "custom-call instructions in all computations, fused included",
+        lambda s: s.opcodes.get("custom-call", 0),
+    ),
     _structural("sorts", "sort instructions in all computations", lambda s: s.opcodes.get("sort", 0)),
-    Metric("custom_call_targets", "the custom-call targets called, as in 'T' in custom_call_targets", "set",
-           "structure", "", lambda s: tuple(s.custom_call_targets)),
-    Metric("opcodes", "the opcodes present, as in 'sort' not in opcodes", "set", "structure", "",
-           lambda s: tuple(sorted(s.opcodes))),
-    _compiler("estimated_cycles",
-              "TPU compiler's predicted cycles: kernels' estimated_cycles summed, loops expanded by trip "
-              "count (TPU only)", estimated_cycles),
-    _compiler("predicted_seconds",
-              "device seconds of one call, predicted from the optimized HLO by the TPU cost model fitted on "
-              "a chip (invariants/data/tpu_cost.toml; uncalibrated on a chip never measured; TPU only)",
-              predicted_seconds, unit="seconds"),
-    _compiler("temp_bytes", "temporary buffer bytes in the device's main memory, from "
-              "compiled.memory_analysis(); on TPU it leaves out the intermediates XLA places in on-chip "
-              "memory (VMEM), however large: bound peak_bytes there",
-              from_analysis("temp_bytes"), unit="bytes"),
-    _compiler("peak_bytes", "bytes live at the peak: arguments, outputs and temporaries of every memory "
-              "space, from compiled.memory_analysis() (TPU and GPU; XLA:CPU's figure leaves temporaries out, "
-              "so there it is unavailable)", peak_bytes, unit="bytes"),
-    _compiler("argument_bytes", "argument buffer bytes, from compiled.memory_analysis()",
-              from_analysis("argument_bytes"), unit="bytes"),
-    _compiler("output_bytes", "output buffer bytes, from compiled.memory_analysis()",
-              from_analysis("output_bytes"), unit="bytes"),
-    _compiler("flops", "floating-point operations, from compiled.cost_analysis() (not across releases)",
-              from_analysis("flops")),
-    _compiler("bytes_accessed", "bytes read and written, from compiled.cost_analysis() (not across releases)",
-              from_analysis("bytes_accessed"), unit="bytes"),
-    _kernel("cas_atomics", "compare-and-swap atomics in the kernels' code (PTX atom.cas, LLVM cmpxchg)",
-            _total("cas_atomics")),
-    _kernel("cas_loops", "compare-and-swap atomics inside a loop: CAS retry loops standing in for a native "
-            "atomic", _total("cas_loops")),
-    _kernel("float_atomics", "native floating-point atomic or reduction adds (any width, one per "
-            "instruction)", _total("float_atomics")),
-    _kernel("local_bytes", "stack and spill bytes the kernels declare (PTX .local, LLVM alloca)",
-            _total("local_bytes"), unit="bytes"),
+    Metric(
+        "custom_call_targets",
+        "the custom-call targets called, as in 'T' in custom_call_targets",
+        "set",
+        "structure",
+        "",
+        lambda s: tuple(s.custom_call_targets),
+    ),
+    Metric(
+        "opcodes",
+        "the opcodes present, as in 'sort' not in opcodes",
+        "set",
+        "structure",
+        "",
+        lambda s: tuple(sorted(s.opcodes)),
+    ),
+    _compiler(
+        "estimated_cycles",
+        "TPU compiler's predicted cycles: kernels' estimated_cycles summed, loops expanded by trip "
+        "count (TPU only)",
+        estimated_cycles,
+    ),
+    _compiler(
+        "predicted_seconds",
+        "device seconds of one call, predicted from the optimized HLO by the TPU cost model fitted on "
+        "a chip (invariants/data/tpu_cost.toml; uncalibrated on a chip never measured; TPU only)",
+        predicted_seconds,
+        unit="seconds",
+    ),
+    _compiler(
+        "temp_bytes",
+        "temporary buffer bytes in the device's main memory, from "
+        "compiled.memory_analysis(); on TPU it leaves out the intermediates XLA places in on-chip "
+        "memory (VMEM), however large: bound peak_bytes there",
+        from_analysis("temp_bytes"),
+        unit="bytes",
+    ),
+    _compiler(
+        "peak_bytes",
+        "bytes live at the peak: arguments, outputs and temporaries of every memory "
+        "space, from compiled.memory_analysis() (TPU and GPU; XLA:CPU's figure leaves temporaries out, "
+        "so there it is unavailable)",
+        peak_bytes,
+        unit="bytes",
+    ),
+    _compiler(
+        "argument_bytes",
+        "argument buffer bytes, from compiled.memory_analysis()",
+        from_analysis("argument_bytes"),
+        unit="bytes",
+    ),
+    _compiler(
+        "output_bytes",
+        "output buffer bytes, from compiled.memory_analysis()",
+        from_analysis("output_bytes"),
+        unit="bytes",
+    ),
+    _compiler(
+        "flops",
+        "floating-point operations, from compiled.cost_analysis() (not across releases)",
+        from_analysis("flops"),
+    ),
+    _compiler(
+        "bytes_accessed",
+        "bytes read and written, from compiled.cost_analysis() (not across releases)",
+        from_analysis("bytes_accessed"),
+        unit="bytes",
+    ),
+    _kernel(
+        "cas_atomics",
+        "compare-and-swap atomics in the kernels' code (PTX atom.cas, LLVM cmpxchg)",
+        _total("cas_atomics"),
+    ),
+    _kernel(
+        "cas_loops",
+        "compare-and-swap atomics inside a loop: CAS retry loops standing in for a native atomic",
+        _total("cas_loops"),
+    ),
+    _kernel(
+        "float_atomics",
+        "native floating-point atomic or reduction adds (any width, one per instruction)",
+        _total("float_atomics"),
+    ),
+    _kernel(
+        "local_bytes",
+        "stack and spill bytes the kernels declare (PTX .local, LLVM alloca)",
+        _total("local_bytes"),
+        unit="bytes",
+    ),
     _kernel("code_loops", "loops (backward branches) in the kernels' code", _total("loops")),
-    _kernel("code_instructions", "instructions in the kernels' code (moves with every compiler release)",
-            _total("instructions")),
-    _kernel("vector_width", "narrowest widest-vector (bits) of the kernels that gather or scatter: 0 when "
-            "one is scalar", lambda code: code.lookup_vector_width(), unit="bits"),
-    _compile("compile_seconds", "wall time of XLA's trace, lower and compile of the program on the target "
-             "(machine-relative: write it as a relation, compile_seconds(a) <= 10 * compile_seconds(b) + 5)",
-             lambda c: Missing("no compile was timed: the module was read from a file")
-             if c.compile_seconds is None else c.compile_seconds, unit="seconds"),
-    _input("table_bytes", "bytes of the embedding table (vocab x width x dtype size)",
-           lambda c: c.vocab * c.width * _itemsize(c), unit="bytes"),
+    _kernel(
+        "code_instructions",
+        "instructions in the kernels' code (moves with every compiler release)",
+        _total("instructions"),
+    ),
+    _kernel(
+        "vector_width",
+        "narrowest widest-vector (bits) of the kernels that gather or scatter: 0 when one is scalar",
+        lambda code: code.lookup_vector_width(),
+        unit="bits",
+    ),
+    _compile(
+        "compile_seconds",
+        "wall time of XLA's trace, lower and compile of the program on the target "
+        "(machine-relative: write it as a relation, compile_seconds(a) <= 10 * compile_seconds(b) + 5)",
+        lambda c: (
+            Missing("no compile was timed: the module was read from a file")
+            if c.compile_seconds is None
+            else c.compile_seconds
+        ),
+        unit="seconds",
+    ),
+    _input(
+        "table_bytes",
+        "bytes of the embedding table (vocab x width x dtype size)",
+        lambda c: c.vocab * c.width * _itemsize(c),
+        unit="bytes",
+    ),
     _input("lookups", "indices looked up per call", lambda c: math.prod(c.index_shape)),
     _input("row_bytes", "bytes of one table row", lambda c: c.width * _itemsize(c), unit="bytes"),
     _input("vocab", "rows of the embedding table", lambda c: c.vocab),
     # Per chip of a sharded program's mesh on the item's target (see sharding_facts); 1 when unsharded.
-    Metric("chips", "devices in a sharded program's mesh on the item's target (1 unsharded)", "number",
-           "input"),
-    Metric("table_shards", "pieces the table's rows are cut into on that mesh (1 unsharded)", "number",
-           "input"),
-    Metric("batch_shards", "pieces the batch is cut into on that mesh: lookups * row_bytes / batch_shards "
-           "is one chip's activations", "number", "input"),
-    Metric("structure", "the whole kernel list (and gathers, scatters, collectives, converts) of a program",
-           "structure", "structure", "", call_only=True),
-    Metric("time", "run time of a program, only in a paired ratio time(a) / time(b) <= c", "number",
-           "throughput", "seconds", call_only=True),
-)  # fmt: skip
+    Metric(
+        "chips", "devices in a sharded program's mesh on the item's target (1 unsharded)", "number", "input"
+    ),
+    Metric(
+        "table_shards", "pieces the table's rows are cut into on that mesh (1 unsharded)", "number", "input"
+    ),
+    Metric(
+        "batch_shards",
+        "pieces the batch is cut into on that mesh: lookups * row_bytes / batch_shards "
+        "is one chip's activations",
+        "number",
+        "input",
+    ),
+    Metric(
+        "structure",
+        "the whole kernel list (and gathers, scatters, collectives, converts) of a program",
+        "structure",
+        "structure",
+        "",
+        call_only=True,
+    ),
+    Metric(
+        "time",
+        "run time of a program, only in a paired ratio time(a) / time(b) <= c",
+        "number",
+        "throughput",
+        "seconds",
+        call_only=True,
+    ),
+)
 
 METRICS: dict[str, Metric] = {m.name: m for m in _ALL}
 
@@ -362,7 +540,7 @@ def _family(target: str) -> str:
     return family if family in ("cpu", "tpu", "gpu") else ""
 
 
-def input_facts(config: Any, layout: Any = None, devices: int = 1) -> dict[str, int]:
+def input_facts(config: Config, layout: Layout | None = None, devices: int = 1) -> dict[str, int]:
     """The input facts of a configuration (``table_bytes``, ``lookups``, ...), by name; with the ``layout``
     of a sharded program (an ``invariants.catalog.programs.Layout``) on ``devices`` devices, its per-chip
     facts."""
@@ -370,7 +548,7 @@ def input_facts(config: Any, layout: Any = None, devices: int = 1) -> dict[str, 
     return {**facts, **sharding_facts(layout, devices)}
 
 
-def sharding_facts(layout: Any, devices: int) -> dict[str, int]:
+def sharding_facts(layout: Layout | None, devices: int) -> dict[str, int]:
     """``chips``, ``table_shards`` and ``batch_shards`` of ``layout`` on ``devices`` devices (1 if none)."""
     if layout is None:
         return {"chips": 1, "table_shards": 1, "batch_shards": 1}

@@ -10,8 +10,7 @@ It runs the gate's pytest modules that ship inside the package (:mod:`invariants
 
 * the programs the spec files of ``--spec-dir`` declare (``[[program]]``, see
   :mod:`invariants.catalog.downstream`), with their snapshots in ``--snapshot-dir`` (default ``snapshots``,
-  below
-  the working directory) and the ``[[invariant]]`` and ``[[correctness]]`` entries of those files;
+  below the working directory) and the ``[[invariant]]`` and ``[[correctness]]`` entries of those files;
 * and, unless ``--no-catalog``, the catalog's programs and specs, compared with the snapshots the package
   ships. Those are read-only: no update rewrites them and no run writes inside the installed package.
   Under ``--no-catalog`` the catalog programs that the project's relations name (``take`` in
@@ -38,7 +37,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .._errors import InvariantsError
+from .._errors import InvariantsError, Parser
 from .._paths import PACKAGE_DIR
 from .._usercode import set_timeout
 from ..compile.child import pytest_args
@@ -51,32 +50,42 @@ if TYPE_CHECKING:
     from ..catalog.programs import Program
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def _parser() -> Parser:
+    p = Parser(
         prog="python -m invariants gate",
         description="Run the gate on a project's own programs (and the catalog's), from the package.",
         epilog="Other arguments go to pytest: --targets, --programs, --configs, --hlo-dump-dir, "
         "--results-json, -n auto, -k ...",
     )
     p.add_argument(
-        "--spec-dir", action="append", type=Path, default=[], metavar="DIR",
+        "--spec-dir",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="DIR",
         help="a folder of *.toml spec files: [[program]], [[invariant]], [[correctness]], "
-             "[[known_compile_failure]] (repeatable)",
-    )  # fmt: skip
+        "[[known_compile_failure]] (repeatable)",
+    )
     p.add_argument(
-        "--snapshot-dir", type=Path, default=Path("snapshots"), metavar="DIR",
+        "--snapshot-dir",
+        type=Path,
+        default=Path("snapshots"),
+        metavar="DIR",
         help="where the declared programs' snapshots are read and written (default: ./snapshots)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--no-catalog", action="store_true",
+        "--no-catalog",
+        action="store_true",
         help="leave out the catalog's own programs and specs; the catalog programs your relations name "
         "(structure(mine) == structure(take), time(mine) / time(take)) still compile for those relations",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--user-code-timeout", metavar="SECONDS", default=None,
+        "--user-code-timeout",
+        metavar="SECONDS",
+        default=None,
         help="seconds one import of your module, one call of a params or inputs factory, or one trace of "
         "your function may take before the run fails in one line (default 300; INVARIANTS_USER_CODE_TIMEOUT)",
-    )  # fmt: skip
+    )
     # The plugin's own flags, listed here so that --help shows them; they go to pytest as given.
     for flag, flags, text in _FORWARDED:
         p.add_argument(flag, **flags, help=text)
@@ -86,10 +95,14 @@ def _parser() -> argparse.ArgumentParser:
 # The plugin's own flags that this command lists in --help and passes to pytest as given (its option table),
 # beside pytest's --snapshot-update (syrupy's).
 _FORWARDED = (
-    ("--snapshot-update", {"action": "store_true"}, "record the snapshots that differ or are missing, and "
-     "the efficiency baselines that are missing (never rewriting one)"),
+    (
+        "--snapshot-update",
+        {"action": "store_true"},
+        "record the snapshots that differ or are missing, and "
+        "the efficiency baselines that are missing (never rewriting one)",
+    ),
     *((o.flag, o.flags, o.help) for o in OPTIONS if o.forwarded),
-)  # fmt: skip
+)
 
 
 def _forwarded(args: argparse.Namespace) -> list[str]:
@@ -139,7 +152,7 @@ class _Built:
 def _results_path(rest: list[str]) -> Path:
     """The ``--results-json`` pytest will be given (among ``rest``), else its default."""
     option = next(o for o in OPTIONS if o.flag == "--results-json")
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser = Parser(add_help=False, allow_abbrev=False)
     parser.add_argument(option.flag, default=option.keywords()["default"])
     return Path(parser.parse_known_args(rest)[0].results_json)
 

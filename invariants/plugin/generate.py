@@ -98,10 +98,17 @@ def _parametrize_throughput(s: GateSession, metafunc: pytest.Metafunc) -> None:
             {k for c in cases for k in c.keys if k.program in s.programs and _efficiency(s, k.program)}
         )
         params = [
-            pytest.param(k, id=_key_id(k), marks=_skip(_missing_library(s, [k.program])
-                         or _untimed(s, [k.program]) or _not_a_lookup(s, k.program)))
+            pytest.param(
+                k,
+                id=_key_id(k),
+                marks=_skip(
+                    _missing_library(s, [k.program])
+                    or _untimed(s, [k.program])
+                    or _not_a_lookup(s, k.program)
+                ),
+            )
             for k in keys
-        ]  # fmt: skip
+        ]
         metafunc.parametrize("efficiency_key", params or [_none("no program is timed")])
 
 

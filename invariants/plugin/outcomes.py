@@ -35,9 +35,14 @@ else:
     _Failed = pytest.fail.Exception
 
 __all__ = [
-    "GateFailed", "dumped_line", "fail", "failure_report", "judge", "snapshot_comparison",
+    "GateFailed",
+    "dumped_line",
+    "fail",
+    "failure_report",
+    "judge",
+    "snapshot_comparison",
     "structure_failure",
-]  # fmt: skip
+]
 
 
 class GateFailed(_Failed):
@@ -59,9 +64,16 @@ def fail(failure: Failure, text: str) -> NoReturn:
 
 
 def judge(
-    invariant: Any, holds: bool, tightenable: bool, where: str, describe: str, failure: Any,
-    program: str | None = None, key: Key | None = None, other_configs: tuple[str, ...] = (),
-) -> None:  # fmt: skip
+    invariant: Any,
+    holds: bool,
+    tightenable: bool,
+    where: str,
+    describe: str,
+    failure: Any,
+    program: str | None = None,
+    key: Key | None = None,
+    other_configs: tuple[str, ...] = (),
+) -> None:
     """Turn a decided invariant into a pytest outcome, the same way for every tier.
 
     A ratchet (known bad today) expects to fail: it xfails with its reason, and when ``tightenable`` (it
@@ -89,8 +101,9 @@ def judge(
             fail(Failure("assert", line, key), line)
         # pytest.xfail's exception without a traceback: the reason is the whole report, and formatting a
         # traceback (pytest parses the test's source for it) cost more than deciding the item.
-        raise pytest.xfail.Exception(f"{invariant.ratchet.reason} ({invariant.ratchet.issue}); {describe}",
-                                     pytrace=False)  # fmt: skip
+        raise pytest.xfail.Exception(
+            f"{invariant.ratchet.reason} ({invariant.ratchet.issue}); {describe}", pytrace=False
+        )
     if not holds:
         fail(Failure("assert", describe, key), failure())
 

@@ -170,8 +170,10 @@ class GateSession:
         if not prefix:
             options = self.config.option
             words += [f"--spec-dir {shlex.quote(d)}" for d in options.spec_dir or ()]
-            for name, value in (("--snapshot-dir", options.snapshot_dir),
-                                ("--catalog-snapshot-dir", options.catalog_snapshot_dir)):  # fmt: skip
+            for name, value in (
+                ("--snapshot-dir", options.snapshot_dir),
+                ("--catalog-snapshot-dir", options.catalog_snapshot_dir),
+            ):
                 if value:
                     words.append(f"{name} {shlex.quote(str(value))}")
             words += ["--no-catalog"] if options.no_catalog else []
@@ -234,16 +236,16 @@ class GateSession:
         if first is not None:
             return f"{said} (the same compile as {first.rsplit('::', 1)[-1]}, reported whole there)"
         stated = ", ".join(f"{k} {v}" for k, v in versions().items())
-        return "\n".join([
-            str(err),
-            f"versions: {stated}",
-            *saved,
+        what_next = (
             "what next: report a compiler error upstream (XLA: https://github.com/openxla/xla/issues) with "
             "the HLO and the reproducer (a tracing error is the program's own); until it is fixed, declare "
-            "it in a spec file, and its items xfail until it compiles:",
+            "it in a spec file, and its items xfail until it compiles:"
+        )
+        declaration = (
             f'  [[known_compile_failure]]\n  id = "..."\n  programs = ["{key.program}"]\n'
-            f'  targets = ["{key.target}"]\n  ratchet = {{ reason = "...", issue = "https://..." }}',
-        ])  # fmt: skip
+            f'  targets = ["{key.target}"]\n  ratchet = {{ reason = "...", issue = "https://..." }}'
+        )
+        return "\n".join([str(err), f"versions: {stated}", *saved, what_next, declaration])
 
     def _replace_dumps(self, err: FailedCompile) -> list[str]:
         """Remove the gate's own dumps of ``err``'s key (an earlier run's HLO, jaxpr, kernel code, diff),
@@ -342,8 +344,9 @@ class GateSession:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as err:  # a link to nowhere on the way, a file where a folder should be, a full disk
             why = "a link to a folder that does not exist" if self.dump_dir.is_symlink() else err.strerror
-            raise InvariantsError(f"--hlo-dump-dir {shown(self.dump_dir)}: cannot make {key.target}/ in it "
-                                  f"({why or err})") from None  # fmt: skip
+            raise InvariantsError(
+                f"--hlo-dump-dir {shown(self.dump_dir)}: cannot make {key.target}/ in it ({why or err})"
+            ) from None
         return folder
 
     # ------------------------------------------------------------------------- what the hooks ask of it
@@ -512,10 +515,13 @@ def asked_targets(
         word
         for spec in specs
         if not spec.catalog_scope
-        for word in (*spec.targets, *(t for inv in spec.invariants for t in inv.targets),
-                     *(t for c in spec.correctness for t in c.targets))
+        for word in (
+            *spec.targets,
+            *(t for inv in spec.invariants for t in inv.targets),
+            *(t for c in spec.correctness for t in c.targets),
+        )
         if not any(ch in word for ch in "*?[")
-    }  # fmt: skip
+    }
     return [t for t in selected if t.name in named]
 
 
@@ -556,8 +562,10 @@ def ratchet_lines(items: list[_results.Record], listed: bool) -> list[str]:
     if not held:
         return []
     total = sum(map(len, held.values()))
-    lines = [f"invariants: {total} xfailed, known regressions the ratchets hold"
-             + ("" if listed else " (-rx lists each item):")]  # fmt: skip
+    lines = [
+        f"invariants: {total} xfailed, known regressions the ratchets hold"
+        + ("" if listed else " (-rx lists each item):")
+    ]
     wide = max(map(len, held))
     for name, its in sorted(held.items()):
         targets = ", ".join(sorted(where[name]))

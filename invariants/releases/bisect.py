@@ -32,7 +32,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from .._errors import InvariantsError
+from .._errors import InvariantsError, Parser
 from .._paths import absolute_path, check_output_dir
 from ..catalog.project import Project, add_project_options, project_from
 from ..catalog.targets import aimed_targets, all_targets
@@ -85,17 +85,35 @@ class ReleaseRun:
         ]
 
 
-def suite_run(python: Path, k: str, targets: str, programs: str | None, results: Path, dump: Path,
-              tests: str = "", configs: str | None = None,
-              project: Project | None = None) -> GateRun:  # fmt: skip
+def suite_run(
+    python: Path,
+    k: str,
+    targets: str,
+    programs: str | None,
+    results: Path,
+    dump: Path,
+    tests: str = "",
+    configs: str | None = None,
+    project: Project | None = None,
+) -> GateRun:
     """The gate's run in a release's environment (see :class:`invariants.compile.child.GateRun`).
 
     Every assert as written (``--raw-invariants``): the specs scope invariants by version and mark known-bad
     ones as ratchets, which would keep each release green; a bisect asks where the fact itself changed.
     """
-    return GateRun(python=python, tests=tests, targets=targets, programs=programs, configs=configs, k=k,
-                   results=results, dump_dir=dump, raw_invariants=True, staged=True,
-                   project=project or Project())  # fmt: skip
+    return GateRun(
+        python=python,
+        tests=tests,
+        targets=targets,
+        programs=programs,
+        configs=configs,
+        k=k,
+        results=results,
+        dump_dir=dump,
+        raw_invariants=True,
+        staged=True,
+        project=project or Project(),
+    )
 
 
 def suite_command(*args: Any, **kwargs: Any) -> list[str]:
@@ -103,15 +121,35 @@ def suite_command(*args: Any, **kwargs: Any) -> list[str]:
     return gate_command(suite_run(*args, **kwargs))
 
 
-def run_suite(env: Path, version: Version, workdir: Path, *, k: str, targets: str, programs: str | None,
-              configs: str | None = None, tests: str = "", project: Project | None = None,
-              timeout: float = 1200, kept: bool = True) -> tuple[Results, float]:  # fmt: skip
+def run_suite(
+    env: Path,
+    version: Version,
+    workdir: Path,
+    *,
+    k: str,
+    targets: str,
+    programs: str | None,
+    configs: str | None = None,
+    tests: str = "",
+    project: Project | None = None,
+    timeout: float = 1200,
+    kept: bool = True,
+) -> tuple[Results, float]:
     """Run the selection in ``env``; return the results file and the seconds it took. One line on failure:
     it names the child's output file where ``workdir`` is ``kept`` (``--keep``), else says how to keep it
     (a temporary folder is gone when the line is read)."""
     folder = workdir / f"jax-{version}"
-    run = suite_run(env_python(env), k, targets, programs, folder / "results.json", folder / "hlo", tests,
-                    configs, project)  # fmt: skip
+    run = suite_run(
+        env_python(env),
+        k,
+        targets,
+        programs,
+        folder / "results.json",
+        folder / "hlo",
+        tests,
+        configs,
+        project,
+    )
     # Older libtpu asks the GCE metadata server for its topology and waits on it off GCE.
     extra = {} if "TPU_SKIP_MDS_QUERY" in os.environ else {"TPU_SKIP_MDS_QUERY": "1"}
     env_vars = gate_env(extra, pythonpath=True, project=run.project)
@@ -132,10 +170,18 @@ def run_suite(env: Path, version: Version, workdir: Path, *, k: str, targets: st
 _REFUSED = ("Exit: ", "ERROR: ")
 
 
-def check_selection(k: str, targets: str, programs: str | None, configs: str | None = None, *,
-                    tests: str = "", kinds: Sequence[str] = ("test_invariant", "test_correctness"),
-                    project: Project | None = None, timeout: float = 300, said: str | None = None,
-                    ) -> int:  # fmt: skip
+def check_selection(
+    k: str,
+    targets: str,
+    programs: str | None,
+    configs: str | None = None,
+    *,
+    tests: str = "",
+    kinds: Sequence[str] = ("test_invariant", "test_correctness"),
+    project: Project | None = None,
+    timeout: float = 300,
+    said: str | None = None,
+) -> int:
     """The number of items the selection selects, collected here (this package's gate modules and catalog,
     and the project's programs, which every release's child runs too) before any release is installed: a
     selection that selects none of ``kinds`` (item functions; default: what a verdict is made of), or that
@@ -146,13 +192,27 @@ def check_selection(k: str, targets: str, programs: str | None, configs: str | N
     project = project or Project()
     with tempfile.TemporaryDirectory(prefix="invariants-selection-") as tmp:
         folder = Path(tmp)
-        run = GateRun(targets=targets, programs=programs, configs=configs, k=k, tests=tests,
-                      results=folder / "results.json", dump_dir=folder / "hlo", raw_invariants=True,
-                      project=project)  # fmt: skip
+        run = GateRun(
+            targets=targets,
+            programs=programs,
+            configs=configs,
+            k=k,
+            tests=tests,
+            results=folder / "results.json",
+            dump_dir=folder / "hlo",
+            raw_invariants=True,
+            project=project,
+        )
         try:
-            proc = subprocess.run([*gate_command(run), "--collect-only"], cwd=folder,
-                                  env=gate_env(project=project), capture_output=True, text=True,
-                                  timeout=timeout, check=False)  # fmt: skip
+            proc = subprocess.run(
+                [*gate_command(run), "--collect-only"],
+                cwd=folder,
+                env=gate_env(project=project),
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
         except subprocess.TimeoutExpired:
             return -1
     given = (
@@ -285,8 +345,14 @@ def render_in(
     project = project or Project()
     child_env = {**gate_env(pythonpath=True, project=project), **project.environment()}
     try:
-        out = keys_child("invariants.releases.bisect", keys, env=child_env, what="render",
-                         python=env_python(env), cwd=stage())  # fmt: skip
+        out = keys_child(
+            "invariants.releases.bisect",
+            keys,
+            env=child_env,
+            what="render",
+            python=env_python(env),
+            cwd=stage(),
+        )
     except InvariantsError as err:
         return {"/".join(k): f"(could not render: {err})" for k in keys}
     return dict(out)
@@ -320,8 +386,12 @@ def add_release_options(p: argparse.ArgumentParser, targets: str | None = "cpu")
     )
     add_project_options(p)
     p.add_argument("--index-url", default=DEFAULT_INDEX, help=f"package index (default: {DEFAULT_INDEX})")
-    p.add_argument("--cache-dir", type=absolute_path, default=DEFAULT_CACHE,
-                   help=f"environments (default: {DEFAULT_CACHE})")  # fmt: skip
+    p.add_argument(
+        "--cache-dir",
+        type=absolute_path,
+        default=DEFAULT_CACHE,
+        help=f"environments (default: {DEFAULT_CACHE})",
+    )
     p.add_argument(
         "--keep", type=Path, help="keep each release's results, output and HLO dumps under this folder"
     )
@@ -347,8 +417,49 @@ def _describe(it: Record) -> str:
     return f"{name}" + (f" ({it.get('assert')}: {measured})" if measured else f" ({it.get('problem')})")
 
 
+def _options_given(args: argparse.Namespace, project: Project) -> str:
+    """The selection options given, as written: the line that says a selection selects nothing names them,
+    and no default."""
+    given = {
+        "-k": None if args.k is None else repr(args.k),
+        "--targets": args.targets,
+        "--programs": args.programs,
+        "--configs": args.configs,
+    }
+    return " ".join(
+        [
+            *(f"{flag} {value}" for flag, value in given.items() if value is not None),
+            *([project.describe()] if project.own else []),
+        ]
+    )
+
+
+def _print_failing(side: ReleaseRun, shown: int = 8) -> None:
+    print(f"jax {side.version}: {side.word}")
+    for it in side.failing[:shown]:
+        print(f"  FAILED {_describe(it)}")
+    if len(side.failing) > shown:
+        print(f"  ... and {len(side.failing) - shown} more")
+
+
+def _print_structures(
+    keys: Sequence[tuple[str, str, str]],
+    old: tuple[Version, Path],
+    new: tuple[Version, Path],
+    project: Project,
+) -> None:
+    """Each key's structure in the last release with the old verdict and the first with the new, diffed."""
+    old_r = render_in(old[1], keys, project)
+    new_r = render_in(new[1], keys, project)
+    for key in keys:
+        name = "/".join(key)
+        print(f"\nstructure of {name}, jax {old[0]} -> {new[0]}:")
+        print(structural_diff(old_r.get(name, ""), new_r.get(name, ""), f"jax {old[0]}", f"jax {new[0]}"))
+        print(f"changed: {what_changed(old_r.get(name, ''), new_r.get(name, ''))}")
+
+
 def main_bisect(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="python -m invariants bisect",
         description="find the first JAX release where the selected items change verdict",
     )
@@ -366,11 +477,7 @@ def main_bisect(argv: list[str]) -> int:
     if args.keep is not None:
         check_output_dir(args.keep, "--keep")
     project = project_from(args)
-    # The line that says a selection selects nothing names the options given, and no default.
-    given = {"-k": None if args.k is None else repr(args.k), "--targets": args.targets,
-             "--programs": args.programs, "--configs": args.configs}  # fmt: skip
-    said = " ".join([*(f"{flag} {value}" for flag, value in given.items() if value is not None),
-                     *([project.describe()] if project.own else [])])  # fmt: skip
+    said = _options_given(args, project)
     args.k = args.k if args.k is not None else "test_invariant"
     if args.targets is None:
         args.targets = default_targets(project, args.programs)
@@ -385,12 +492,14 @@ def main_bisect(argv: list[str]) -> int:
     gpu = gpu_selected(args.targets)  # GPU targets compile with each release's CUDA plugin
     for v in (good, bad):  # a release too old for them is one line now, not after installing the other
         choose_pins(v, jaxlib_releases, gpu=gpu)
-    print(f"bisect: {len(order)} releases from {good} to {bad}; "
-          f"selection -k {args.k!r} --targets {args.targets}"
-          + (f" --programs {args.programs}" if args.programs else "")
-          + (f" --configs {args.configs}" if args.configs else "")
-          + (f" {project.describe()}" if project.own else "")
-          + (f" ({selected} items here)" if selected > 0 else ""))  # fmt: skip
+    print(
+        f"bisect: {len(order)} releases from {good} to {bad}; "
+        f"selection -k {args.k!r} --targets {args.targets}"
+        + (f" --programs {args.programs}" if args.programs else "")
+        + (f" --configs {args.configs}" if args.configs else "")
+        + (f" {project.describe()}" if project.own else "")
+        + (f" ({selected} items here)" if selected > 0 else "")
+    )
     verdicts: dict[Version, ReleaseRun] = {}
     envs: dict[Version, Path] = {}
     with tempfile.TemporaryDirectory(prefix="invariants-bisect-") as tmp:
@@ -406,14 +515,24 @@ def main_bisect(argv: list[str]) -> int:
                 print(f"  jax {v}: skipped ({err})")
                 raise Unusable(str(err)) from None
             envs[v] = env
-            results, seconds = run_suite(env, v, workdir, k=args.k, targets=args.targets,
-                                         programs=args.programs, configs=args.configs,
-                                         project=project, kept=args.keep is not None)  # fmt: skip
+            results, seconds = run_suite(
+                env,
+                v,
+                workdir,
+                k=args.k,
+                targets=args.targets,
+                programs=args.programs,
+                configs=args.configs,
+                project=project,
+                kept=args.keep is not None,
+            )
             verdicts[v] = verdict_of(v, results, seconds)
             ver = verdicts[v]
             judged = sum(it.kind in VERDICT_KINDS for it in ver.items)
-            print(f"  jax {v} (jaxlib {pins.jaxlib}): {ver.word} "
-                  f"({len(ver.failing)} failing of {judged}) in {seconds:.0f} s")  # fmt: skip
+            print(
+                f"  jax {v} (jaxlib {pins.jaxlib}): {ver.word} "
+                f"({len(ver.failing)} failing of {judged}) in {seconds:.0f} s"
+            )
             return ver.holds
 
         boundary = bisect_releases(order, verdict)
@@ -421,25 +540,18 @@ def main_bisect(argv: list[str]) -> int:
         old, new = sorted((before, after), key=lambda x: x.version)
         change = "breaks" if old.holds else "holds"
         print()
-        print(f"first release where the selection {change}: jax {new.version} (last with it "
-              f"{'holding' if old.holds else 'failing'}: jax {old.version}); "
-              f"{len(boundary.tested)} releases tested, {len(boundary.skipped)} skipped")  # fmt: skip
+        print(
+            f"first release where the selection {change}: jax {new.version} (last with it "
+            f"{'holding' if old.holds else 'failing'}: jax {old.version}); "
+            f"{len(boundary.tested)} releases tested, {len(boundary.skipped)} skipped"
+        )
         for side in (old, new):
-            print(f"jax {side.version}: {side.word}")
-            for it in side.failing[:8]:
-                print(f"  FAILED {_describe(it)}")
-            if len(side.failing) > 8:
-                print(f"  ... and {len(side.failing) - 8} more")
+            _print_failing(side)
         keys = _keys_of(old.failing or new.failing)
         if keys:
-            old_r = render_in(envs[old.version], keys, project)
-            new_r = render_in(envs[new.version], keys, project)
-            for key in keys:
-                name = "/".join(key)
-                print(f"\nstructure of {name}, jax {old.version} -> {new.version}:")
-                print(structural_diff(old_r.get(name, ""), new_r.get(name, ""), f"jax {old.version}",
-                                      f"jax {new.version}"))  # fmt: skip
-                print(f"changed: {what_changed(old_r.get(name, ''), new_r.get(name, ''))}")
+            _print_structures(
+                keys, (old.version, envs[old.version]), (new.version, envs[new.version]), project
+            )
     print(f"\nbisect: {time.perf_counter() - start:.0f} s")
     return 0
 

@@ -176,8 +176,20 @@ def _pip_env() -> dict[str, str]:
 
 def list_releases(package: str, index_url: str) -> list[Version]:
     """Final releases of ``package`` on ``index_url``, via ``pip index versions``."""
-    cmd = [sys.executable, "-m", "pip", "index", "versions", package, "--index-url", index_url,
-           "--retries", "0", "--timeout", "15"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "index",
+        "versions",
+        package,
+        "--index-url",
+        index_url,
+        "--retries",
+        "0",
+        "--timeout",
+        "15",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=_pip_env(), check=False, timeout=120)
     found = releases(parse_pip_versions(proc.stdout))
     if not found:
@@ -250,8 +262,9 @@ def ensure_env(pins: Pins, cache_dir: Path, index_url: str, log: Callable[[str],
     """The cached environment for ``pins`` (an absolute path), built if missing or unhealthy. One line on
     failure, and for a cache folder, an environment or its ``bin`` that is not this user's own (a planted
     interpreter would run as this user): :func:`invariants._trust.trusted_folder`."""
-    cache_dir = trusted_folder(cache_dir, [f"{pins.env_name}/bin"], named="release environments",
-                               instead=_INSTEAD, make=False)  # fmt: skip
+    cache_dir = trusted_folder(
+        cache_dir, [f"{pins.env_name}/bin"], named="release environments", instead=_INSTEAD, make=False
+    )
     env = cache_dir / pins.env_name
     if env_healthy(env, pins):
         return env
@@ -263,19 +276,40 @@ def ensure_env(pins: Pins, cache_dir: Path, index_url: str, log: Callable[[str],
         uv = _uv()
         _run_checked([*uv, "venv", "-q", "--python", sys.executable, str(partial)], what)
         _run_checked(
-            [*uv, "pip", "install", "-q", "--python", str(env_python(partial)), "--index-url", index_url,
-             *pins.requirements()],
+            [
+                *uv,
+                "pip",
+                "install",
+                "-q",
+                "--python",
+                str(env_python(partial)),
+                "--index-url",
+                index_url,
+                *pins.requirements(),
+            ],
             what,
-        )  # fmt: skip
+        )
         env_vars = {**os.environ, "JAX_PLATFORMS": "cpu"}
-        proc = subprocess.run([str(env_python(partial)), "-c", _HEALTH], capture_output=True, text=True,
-                              env=env_vars, check=False, timeout=300)  # fmt: skip
+        proc = subprocess.run(
+            [str(env_python(partial)), "-c", _HEALTH],
+            capture_output=True,
+            text=True,
+            env=env_vars,
+            check=False,
+            timeout=300,
+        )
         if proc.returncode != 0:
             raise InvariantsError(f"{what}: installs but does not import: {_last_line(proc)}")
         if pins.gpu:
             env_vars[_GPU_CONFIG_ENV] = _GPU_CONFIG.read_text()
-            proc = subprocess.run([str(env_python(partial)), "-c", _HEALTH_GPU], capture_output=True,
-                                  text=True, env=env_vars, check=False, timeout=300)  # fmt: skip
+            proc = subprocess.run(
+                [str(env_python(partial)), "-c", _HEALTH_GPU],
+                capture_output=True,
+                text=True,
+                env=env_vars,
+                check=False,
+                timeout=300,
+            )
             if proc.returncode != 0:
                 raise InvariantsError(f"{what}: installs but cannot compile for a GPU: {_last_line(proc)}")
         (partial / MARKER).write_text(json.dumps(pins.to_json()))

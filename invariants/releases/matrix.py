@@ -18,7 +18,6 @@ A program whose gathers or scatters moved to or off the SparseCore from one rele
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import itertools
 import json
@@ -29,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._errors import InvariantsError
+from .._errors import InvariantsError, Parser
 from .._paths import atomic_path, check_output_dir, write_atomic
 from ..catalog.project import project_from
 from ..catalog.select import selectors
@@ -50,8 +49,16 @@ from .environments import (
 # matrix
 
 
-MATRIX_PROGRAMS = ("naive", "take", "vmap_naive", "eqx_embedding",
-                   "grad_naive", "grad_take", "grad_vmap_naive", "grad_eqx_embedding")  # fmt: skip
+MATRIX_PROGRAMS = (
+    "naive",
+    "take",
+    "vmap_naive",
+    "eqx_embedding",
+    "grad_naive",
+    "grad_take",
+    "grad_vmap_naive",
+    "grad_eqx_embedding",
+)
 MATRIX_METRICS = ("kernels", "while_loops", "dynamic_kernel_launches")
 # The predicted-cost row: libtpu's estimate, on the targets whose compiler writes one (see
 # invariants.hlo.cost).
@@ -76,9 +83,8 @@ def matrix_rows(version: str, results: Results) -> list[MatrixRow]:
     rows = []
     for it in results.items:
         if it.kind == "structure" and it.config == MATRIX_CONFIG:
-            rows.append(MatrixRow(version, str(it.target), str(it.program),
-                                  {m: it.get(m) for m in (*MATRIX_METRICS, PREDICTED_METRIC,
-                                                          *KERNEL_METRICS, *OFFLOAD_COUNTS)}))  # fmt: skip
+            metrics = (*MATRIX_METRICS, PREDICTED_METRIC, *KERNEL_METRICS, *OFFLOAD_COUNTS)
+            rows.append(MatrixRow(version, str(it.target), str(it.program), {m: it.get(m) for m in metrics}))
     return rows
 
 
@@ -128,16 +134,24 @@ def kernel_notes(rows: Sequence[MatrixRow], versions: Sequence[str]) -> dict[str
 
 
 def render_matrix(
-    rows: Sequence[MatrixRow], versions: Sequence[str], notes: Mapping[str, str],
+    rows: Sequence[MatrixRow],
+    versions: Sequence[str],
+    notes: Mapping[str, str],
     failures: Mapping[tuple[str, str, str], str] | None = None,
-) -> str:  # fmt: skip
+) -> str:
     """Markdown: one table per target; a cell is ``kernels / while loops / dynamic launches``, or
     ``compile failed`` where the program did not compile in that release (its first line in a note)."""
     failures = failures or {}
     out = []
     for target in sorted({r.target for r in rows} | {t for _, t, _ in failures}):
-        programs = list(dict.fromkeys([*(r.program for r in rows if r.target == target),
-                                       *(p for _, t, p in failures if t == target)]))  # fmt: skip
+        programs = list(
+            dict.fromkeys(
+                [
+                    *(r.program for r in rows if r.target == target),
+                    *(p for _, t, p in failures if t == target),
+                ]
+            )
+        )
         cells: dict[tuple[str, str], Any] = {
             (r.program, r.version): r.metrics for r in rows if r.target == target
         }
@@ -190,9 +204,13 @@ def _predicted_cell(m: Mapping[str, Any] | None) -> str:
 
 
 def _table(
-    title: str, align: str, programs: Sequence[str], versions: Sequence[str],
-    cells: Mapping[tuple[str, str], Any], cell: Callable[[Mapping[str, Any] | None], str],
-) -> list[str]:  # fmt: skip
+    title: str,
+    align: str,
+    programs: Sequence[str],
+    versions: Sequence[str],
+    cells: Mapping[tuple[str, str], Any],
+    cell: Callable[[Mapping[str, Any] | None], str],
+) -> list[str]:
     """One table: a row per program, a column per release, ``cell`` of each (program, release)."""
     out = [f"### {title}\n", "| program | " + " | ".join(versions) + " |", "|---|" + align * len(versions)]
     for prog in programs:
@@ -204,8 +222,11 @@ def _kernel_table(
     target: str, programs: Sequence[str], versions: Sequence[str], cells: Mapping[tuple[str, str], Any]
 ) -> list[str]:
     """The kernel-code table of one target: a cell that differs from the release before it is in bold."""
-    out = [f"### {target}: {KERNEL_TITLE} (f32)\n", "| program | " + " | ".join(versions) + " |",
-           "|---|" + "---|" * len(versions)]  # fmt: skip
+    out = [
+        f"### {target}: {KERNEL_TITLE} (f32)\n",
+        "| program | " + " | ".join(versions) + " |",
+        "|---|" + "---|" * len(versions),
+    ]
     for prog in programs:
         row, before = [], None
         for v in versions:
@@ -262,12 +283,19 @@ def plot_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], path: Path) 
         for n, (target, program, xs, ys) in enumerate(drawn):
             # Atomic counts are small integers that several programs share: each series a little apart.
             dy = (n - (len(drawn) - 1) / 2) * 0.06 if atomics else 0.0
-            ax.plot(xs, [y + dy for y in ys], styles[target], marker="o", color=colours[program],
-                    label=f"{target} {program}")  # fmt: skip
+            ax.plot(
+                xs,
+                [y + dy for y in ys],
+                styles[target],
+                marker="o",
+                color=colours[program],
+                label=f"{target} {program}",
+            )
         ax.set_xticks(range(len(versions)), versions)
         ax.set_xlabel("jax release")
-        ax.set_title(f"{metric} (kernel code; series at 0 throughout not drawn)" if atomics else metric,
-                     fontsize=9)  # fmt: skip
+        ax.set_title(
+            f"{metric} (kernel code; series at 0 throughout not drawn)" if atomics else metric, fontsize=9
+        )
         if metric in ("dynamic_kernel_launches", PREDICTED_METRIC):
             ax.set_yscale("symlog")
             ax.set_ylim(bottom=0)  # launches are counts: no negative half of the symlog axis
@@ -310,7 +338,7 @@ def matrix_gpus(targets: str) -> str:
 
 
 def main_matrix(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m invariants matrix", description="key metrics across releases")
+    p = Parser(prog="python -m invariants matrix", description="key metrics across releases")
     p.add_argument("--versions", required=True, help="comma-separated jax releases, e.g. 0.4.30,0.5.3,0.10.2")
     p.add_argument("--out", type=Path, default=Path("artifacts") / "matrix", help="folder for table and PNG")
     p.add_argument("--no-tpu", action="store_true", help="skip the TPU (jax[tpu]) environments")
@@ -327,8 +355,15 @@ def main_matrix(argv: list[str]) -> int:
         check_output_dir(args.keep, "--keep", make=False)
     wanted = selectors(args.versions, "--versions", "name jax releases, e.g. 0.4.30,0.10.2")
     gpus = matrix_gpus(args.targets)
-    check_selection(MATRIX_K, "cpu", args.programs, MATRIX_CONFIG, tests="test_structure.py",
-                    kinds=(MATRIX_K,), project=project)  # fmt: skip
+    check_selection(
+        MATRIX_K,
+        "cpu",
+        args.programs,
+        MATRIX_CONFIG,
+        tests="test_structure.py",
+        kinds=(MATRIX_K,),
+        project=project,
+    )
     start = time.perf_counter()
     check_index(args.index_url)
     jax_releases = list_releases("jax", args.index_url)
@@ -341,10 +376,18 @@ def main_matrix(argv: list[str]) -> int:
         workdir = check_output_dir(args.keep, "--keep") if args.keep is not None else Path(tmp)
         for v in versions:
             env = ensure_env(choose_pins(v, jaxlib_releases), args.cache_dir, args.index_url)
-            results, seconds = run_suite(env, v, workdir / "cpu", k=MATRIX_K, targets="cpu",
-                                         programs=args.programs, configs=MATRIX_CONFIG,
-                                         tests="test_structure.py", project=project,
-                                         kept=args.keep is not None)  # fmt: skip
+            results, seconds = run_suite(
+                env,
+                v,
+                workdir / "cpu",
+                k=MATRIX_K,
+                targets="cpu",
+                programs=args.programs,
+                configs=MATRIX_CONFIG,
+                tests="test_structure.py",
+                project=project,
+                kept=args.keep is not None,
+            )
             rows += matrix_rows(str(v), results)
             failures.update(matrix_failures(str(v), results))
             print(f"  jax {v}: cpu structures in {seconds:.0f} s")
@@ -355,11 +398,19 @@ def main_matrix(argv: list[str]) -> int:
                 try:
                     pins = choose_pins(v, jaxlib_releases, tpu=not gpu, gpu=gpu)
                     xenv = ensure_env(pins, args.cache_dir, args.index_url)
-                    results, seconds = run_suite(xenv, v, workdir / ("gpu" if gpu else "tpu"), k=MATRIX_K,
-                                                 targets=targets, programs=args.programs,
-                                                 configs=MATRIX_CONFIG, tests="test_structure.py",
-                                                 project=project, timeout=240,
-                                                 kept=args.keep is not None)  # fmt: skip
+                    results, seconds = run_suite(
+                        xenv,
+                        v,
+                        workdir / ("gpu" if gpu else "tpu"),
+                        k=MATRIX_K,
+                        targets=targets,
+                        programs=args.programs,
+                        configs=MATRIX_CONFIG,
+                        tests="test_structure.py",
+                        project=project,
+                        timeout=240,
+                        kept=args.keep is not None,
+                    )
                     got, failed = matrix_rows(str(v), results), matrix_failures(str(v), results)
                     if not got and not failed:
                         raise InvariantsError(why_nothing(targets, results))

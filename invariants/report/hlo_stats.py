@@ -10,7 +10,7 @@ import sys
 from collections import Counter
 from typing import Any
 
-from invariants._errors import InvariantsError, did_you_mean
+from invariants._errors import InvariantsError, Parser, did_you_mean
 from invariants._paths import what_is
 from invariants.catalog.targets import CPU_RUNTIME, all_targets
 from invariants.hlo.cost import Missing, cycle_estimate, value_or_none
@@ -91,8 +91,8 @@ class _InputError(InvariantsError):
     pass
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def _parser() -> Parser:
+    parser = Parser(
         prog="hlo-stats",
         description="Structural metrics (kernels, fusions, loops, gathers, collectives) of optimized HLO.",
         epilog=_epilog(),
@@ -372,8 +372,11 @@ def main(argv: list[str]) -> int:
                     "compiler wrote"
                 )
             if not measured.module.scheduled:
-                print(f"hlo-stats: {path}: not optimized (no is_scheduled=true: a before_optimizations "
-                      "dump?); its ops are not fused into kernels yet", file=sys.stderr)  # fmt: skip
+                print(
+                    f"hlo-stats: {path}: not optimized (no is_scheduled=true: a before_optimizations "
+                    "dump?); its ops are not fused into kernels yet",
+                    file=sys.stderr,
+                )
             results.append((str(path), measured))
         if not results:
             raise _InputError(f"{', '.join(opts.files)}: no HLO module among the files given")

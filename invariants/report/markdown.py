@@ -19,8 +19,7 @@ Inputs (contract):
   outcomes, ratios whose intervals no longer overlap).
 * ``--programs WORDS``: only the items about these programs, selected with the gate's grammar
   (:mod:`invariants.catalog.select`) from the programs the results file recorded; a relation counts when one
-  of
-  its programs is chosen. Without it, a downstream run (a results file with ``declared`` programs) shows
+  of its programs is chosen. Without it, a downstream run (a results file with ``declared`` programs) shows
   its own programs, and any other run all of them.
 
 The run is read by :mod:`invariants.report.run`, drawn by :mod:`invariants.report.plot`; this module
@@ -44,9 +43,9 @@ import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from .._errors import InvariantsError, visible
+from .._errors import InvariantsError, Parser, visible
 from .._paths import check_distinct, check_output_file, check_plot_path, write_atomic
 from ..catalog.select import select_program_words
 from ..hlo.tpu_model import chip_model
@@ -101,7 +100,7 @@ _MARKUP = re.compile(r"[\\`*_\[\]|~]")
 _ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
 
 
-def _md(value: Any, code: bool = False) -> str:
+def _md(value: object, code: bool = False) -> str:
     """Text from a results file (a name, a path, a reason: user text) as markdown that shows it as written
     and nothing more: on one line (a newline would end a table row), control characters shown as escapes,
     markup escaped. ``code``: as a code span, which shows HTML and markdown as they are; only a backtick
@@ -115,7 +114,7 @@ def _md(value: Any, code: bool = False) -> str:
     return re.sub("[<>&]", lambda m: _ENTITIES[m[0]], text)
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: object) -> str:
     if value is None:
         return "?"  # a metric the structure could not decide (e.g. an unknown trip count)
     if isinstance(value, bool):
@@ -127,7 +126,7 @@ def _fmt(value: Any) -> str:
     return _md(value)
 
 
-def _bytes(n: Any) -> str:
+def _bytes(n: object) -> str:
     """``1,024 B`` below a KiB, else one decimal in the largest binary unit that keeps the value >= 1."""
     if not isinstance(n, int) or isinstance(n, bool):
         return "?"
@@ -261,15 +260,20 @@ def _tier_summary(run: Run) -> list[str]:
     if not rows:
         return []
     lines = ["| tier | " + " | ".join(_OUTCOMES) + " |", "|---|" + "---:|" * len(_OUTCOMES), *rows, ""]
+    return lines + _failed_lines(run) + _skipped_lines(run)
+
+
+def _failed_lines(run: Run) -> list[str]:
+    """Every failed or errored item: what it failed on (a verdict, a snapshot, a compile, or an error: no
+    verdict), then its reason."""
     failed = [i for i in run.items if i.outcome in ("failed", "error")]
-    if failed:
-        lines += ["**Failed items**", ""]
-        for i in sorted(failed, key=lambda i: i.nodeid):
-            # What it failed on (a verdict, a snapshot, a compile, or an error: no verdict), then its reason.
-            kind = f" ({i.failure.kind})" if i.failure is not None else ""
-            lines.append(f"- {_md(i.nodeid, code=True)}{kind}" + (f": {_md(i.reason)}" if i.reason else ""))
-        lines.append("")
-    return lines + _skipped_lines(run)
+    if not failed:
+        return []
+    lines = ["**Failed items**", ""]
+    for i in sorted(failed, key=lambda i: i.nodeid):
+        kind = f" ({i.failure.kind})" if i.failure is not None else ""
+        lines.append(f"- {_md(i.nodeid, code=True)}{kind}" + (f": {_md(i.reason)}" if i.reason else ""))
+    return [*lines, ""]
 
 
 def _skipped_lines(run: Run) -> list[str]:
@@ -303,14 +307,7 @@ def _target_tables(run: Run) -> list[str]:
     lines: list[str] = []
     for target in order:
         keys = set(structures.get(target, {})) | {(k[1], k[2]) for k in invariants if k[0] == target}
-        info = run.targets.get(target, {})
-        lines += [
-            f"## Target {_md(target, code=True)}"
-            + (f" ({_md(info['mode'])}, {_md(info.get('scope', '?'))})" if "mode" in info else ""),
-            "",
-        ]
-        if info.get("unavailable"):
-            lines += [f"Unavailable: {_md(info['unavailable'])}", ""]
+        lines += _target_heading(target, run.targets.get(target, {}))
         head = ["program", "config", *(h for _, h in _COLUMNS), "invariants"]
         lines += ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * len(_COLUMNS) + "---|"]
         for program, config in sorted(keys):
@@ -327,6 +324,18 @@ def _target_tables(run: Run) -> list[str]:
             f"- warning: {_md(i.id, code=True)} on {_md(i.nodeid)}: {_md(i.get('warning'))}" for i in warned
         ]
         lines += [""] if warned else []
+    return lines
+
+
+def _target_heading(target: str, info: Mapping[str, object]) -> list[str]:
+    """A target's heading: its mode and scope where the run recorded them, and why it was unavailable."""
+    lines = [
+        f"## Target {_md(target, code=True)}"
+        + (f" ({_md(info['mode'])}, {_md(info.get('scope', '?'))})" if "mode" in info else ""),
+        "",
+    ]
+    if info.get("unavailable"):
+        lines += [f"Unavailable: {_md(info['unavailable'])}", ""]
     return lines
 
 
@@ -395,56 +404,78 @@ def _predicted_tables(run: Run) -> list[str]:
     """The compilers' own predictions: TPU cycles per program and target, memory per program and target,
     and each measured time ratio beside the ratio the TPU compiler predicts for the same two programs."""
     items = _estimates(run)
-    tpus = sorted({k[0] for k, i in items.items() if isinstance(i.get("estimated_cycles"), int)})
-    lines: list[str] = []
-    ratios = [t for t in run.throughput if t.kind == "ratio"]
-    if ratios and tpus:
-        lines += [
-            "## Predicted beside measured: time ratios and the TPU compiler's estimated-cycles ratios",
-            "",
-            "A measured ratio is timed on the runtime target; a predicted one is "
-            "`estimated_cycles(a) / estimated_cycles(b)` from the optimized HLO of each TPU target (same "
-            "config). On a TPU host the runtime target is the chip, and its column is the estimate the "
-            "measurement checks.",
-            "",
-            "| a / b | config | measured on | measured [interval] | "
-            + " | ".join(_md(t, code=True) for t in tpus)
-            + " |",
-            "|---|---|---|---|" + "---:|" * len(tpus),
-        ]
-        for t in sorted(ratios, key=lambda t: (t.label, t.config, t.target)):
-            a, _, b = t.label.partition(" / ")
-            cells = [_predicted_ratio(run, tpu, a, b, t.config) for tpu in tpus]
-            lines.append(
-                f"| {_md(t.label, code=True)} | {_md(t.config)} | {_md(t.target, code=True)} | "
-                f"{_interval(t)} | " + " | ".join("—" if c is None else f"{c:.3g}" for c in cells) + " |"
-            )
-        lines.append("")
+    tpus = _targets_with(items, "estimated_cycles", int)
+    lines = _predicted_ratios(run, tpus) if tpus else []
     if tpus:
         lines += _metric_by_target_table(
-            items, tpus, "estimated_cycles", _fmt,
+            items,
+            tpus,
+            "estimated_cycles",
+            _fmt,
             "## Predicted TPU cost: estimated cycles per call (libtpu's own estimate; loops expanded)",
             "Kernels without an estimate add nothing (today the kCustom gather and custom calls), so a "
             "forward's figure is the work around its gather. `?`: not compiled there, or no estimate.",
-        )  # fmt: skip
-    timed = sorted({k[0] for k, i in items.items() if isinstance(i.get("predicted_seconds"), float)})
+        )
+    timed = _targets_with(items, "predicted_seconds", float)
     if timed:
         guessed = [t for t in timed if (m := chip_model(t)) is None or m.uncalibrated]
+        uncalibrated = (
+            f" **Uncalibrated** (a chip nobody measured, scaled by published bandwidth): "
+            f"{', '.join(f'`{t}`' for t in guessed)}."
+        )
         lines += _metric_by_target_table(
-            items, timed, "predicted_seconds", lambda c: "?" if c is None else f"{c * 1e6:,.4g}",
+            items,
+            timed,
+            "predicted_seconds",
+            lambda c: "?" if c is None else f"{c * 1e6:,.4g}",
             "## Predicted TPU device time: predicted_seconds per call, in microseconds",
             "The cost model fitted on a chip's own device times (invariants/data/tpu_cost.toml) reads each "
             "program's optimized HLO; its accuracy on programs it never saw is in docs/specs.md."
-            + (f" **Uncalibrated** (a chip nobody measured, scaled by published bandwidth): "
-               f"{', '.join(f'`{t}`' for t in guessed)}." if guessed else ""),
-        )  # fmt: skip
-    memory_targets = sorted({k[0] for k, i in items.items() if isinstance(i.get("temp_bytes"), int)})
+            + (uncalibrated if guessed else ""),
+        )
+    memory_targets = _targets_with(items, "temp_bytes", int)
     if memory_targets:
         lines += _metric_by_target_table(
-            items, memory_targets, "temp_bytes", lambda c: "—" if c is None else _bytes(c),
+            items,
+            memory_targets,
+            "temp_bytes",
+            lambda c: "—" if c is None else _bytes(c),
             "## Predicted memory: temporary bytes per call (compiled.memory_analysis())",
-        )  # fmt: skip
+        )
     return lines
+
+
+def _targets_with(items: Mapping[tuple[str, str, str], Record], metric: str, kind: type) -> list[str]:
+    """The targets (sorted) where some item recorded ``metric`` as a ``kind``."""
+    return sorted({k[0] for k, i in items.items() if isinstance(i.get(metric), kind)})
+
+
+def _predicted_ratios(run: Run, tpus: list[str]) -> list[str]:
+    """Each measured time ratio beside the estimated-cycles ratio of each TPU target (none without one)."""
+    ratios = [t for t in run.throughput if t.kind == "ratio"]
+    if not ratios:
+        return []
+    lines = [
+        "## Predicted beside measured: time ratios and the TPU compiler's estimated-cycles ratios",
+        "",
+        "A measured ratio is timed on the runtime target; a predicted one is "
+        "`estimated_cycles(a) / estimated_cycles(b)` from the optimized HLO of each TPU target (same "
+        "config). On a TPU host the runtime target is the chip, and its column is the estimate the "
+        "measurement checks.",
+        "",
+        "| a / b | config | measured on | measured [interval] | "
+        + " | ".join(_md(t, code=True) for t in tpus)
+        + " |",
+        "|---|---|---|---|" + "---:|" * len(tpus),
+    ]
+    for t in sorted(ratios, key=lambda t: (t.label, t.config, t.target)):
+        a, _, b = t.label.partition(" / ")
+        cells = [_predicted_ratio(run, tpu, a, b, t.config) for tpu in tpus]
+        lines.append(
+            f"| {_md(t.label, code=True)} | {_md(t.config)} | {_md(t.target, code=True)} | "
+            f"{_interval(t)} | " + " | ".join("—" if c is None else f"{c:.3g}" for c in cells) + " |"
+        )
+    return [*lines, ""]
 
 
 def _metric_by_target_table(
@@ -482,10 +513,13 @@ def _slowest_compiles(run: Run) -> list[str]:
     after a chain of scatter-adds has taken a GPU compile from seconds to minutes), and the time moves
     with the machine, so it is shown here and bounded only by relations in a spec."""
     timed = sorted(
-        ((float(i.get("compile_seconds")), i) for i in run.of_kind("structure")
-         if isinstance(i.get("compile_seconds"), (int, float))),
+        (
+            (float(i.get("compile_seconds")), i)
+            for i in run.of_kind("structure")
+            if isinstance(i.get("compile_seconds"), (int, float))
+        ),
         key=lambda pair: -pair[0],
-    )[:SLOWEST]  # fmt: skip
+    )[:SLOWEST]
     if not timed:
         return []
     lines = [
@@ -615,18 +649,14 @@ def _throughput_changes(a: Run, b: Run) -> list[str]:
 # ------------------------------------------------------------------------------------------------- CLI
 
 
-class _ArgumentError(Exception):
-    pass
+class _Parser(Parser):
+    """The report's one line names it as its other messages do: ``report: ...``."""
+
+    def error(self, message: str) -> NoReturn:
+        raise InvariantsError(f"report: {message} (see {self.prog} --help)")
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that raises instead of printing usage and exiting: bad arguments are one line too."""
-
-    def error(self, message: str) -> Any:
-        raise _ArgumentError(message)
-
-
-def _parser() -> argparse.ArgumentParser:
+def _parser() -> Parser:
     p = _Parser(
         prog="python -m invariants report",
         description="Markdown tables (for $GITHUB_STEP_SUMMARY) and a plot from the gate's results file(s).",
@@ -641,11 +671,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", metavar="FILE.png", help="write a PNG: launches per program and target, ratios")
     p.add_argument("--out", metavar="FILE.md", help="write the markdown here instead of stdout")
     p.add_argument(
-        "--programs", metavar="WORDS",
+        "--programs",
+        metavar="WORDS",
         help="only these programs' items, selected as the gate's --programs selects (names, patterns such "
         "as 'vmap_*', kind:backward, tag:user); default: a downstream run's own programs, else all; "
         "'*' shows all",
-    )  # fmt: skip
+    )
     return p
 
 
@@ -663,10 +694,7 @@ def _focus(run: Run, value: str | None) -> Run:
 
 def main(argv: list[str] | None = None) -> int:
     """Record point of ``python -m invariants report``; returns the exit code (errors raise one line)."""
-    try:
-        args = _parser().parse_args(argv)
-    except _ArgumentError as err:
-        raise InvariantsError(f"report: {err} (see python -m invariants report --help)") from None
+    args = _parser().parse_args(argv)
     _check_arguments(args)
     _check_outputs(args)
     parts, passed = _run_parts(args) if args.results else ([], True)
@@ -726,6 +754,8 @@ def _run_parts(args: argparse.Namespace) -> tuple[list[str], bool]:
             parts.append(f"Plot: {_md(args.plot, code=True)}\n")
         else:
             # The markdown is still written: a run of the invariant tier alone has tables, not points.
-            print(f"report: {args.plot} not written: nothing to plot (no structure or throughput items)",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"report: {args.plot} not written: nothing to plot (no structure or throughput items)",
+                file=sys.stderr,
+            )
     return parts, passed

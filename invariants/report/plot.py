@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .._paths import atomic_path
 from ..plugin.results import Record
-from .run import Run
+from .run import Run, Throughput
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 __all__ = ["plot"]
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: object) -> str:
     return "?" if value is None else f"{value:,}" if isinstance(value, int) else str(value)
 
 
@@ -30,36 +33,20 @@ def plot(run: Run, path: str | Path) -> bool:
     matplotlib.use("Agg")  # no display on CI; set before pyplot is imported
     import matplotlib.pyplot as plt
 
-    structures = [i for i in run.of_kind("structure") if isinstance(i.get("dynamic_kernel_launches"), int)]
+    structures, cycles = _with(run, "dynamic_kernel_launches"), _with(run, "estimated_cycles")
     ratios = [t for t in run.throughput if t.kind == "ratio"]
     effs = [t for t in run.throughput if t.kind == "efficiency"]
-    cycles = [i for i in run.of_kind("structure") if isinstance(i.get("estimated_cycles"), int)]
-    panels = [
-        p
-        for p, present in (
-            ("launches", structures),
-            ("cycles", cycles),
-            ("ratio", ratios),
-            ("efficiency", effs),
-        )
-        if present
-    ]
+    present = {"launches": structures, "cycles": cycles, "ratio": ratios, "efficiency": effs}
+    panels = [p for p, items in present.items() if items]
     if not panels:
         return False
 
-    # One row per program, in the seed configuration (f32) where it has one: the other configurations
-    # repeat the same pattern and would triple the rows. The report's tables have every configuration.
-    configs: dict[str, set[str]] = defaultdict(set)
-    for i in structures:
-        configs[str(i.program)].add(str(i.config))
-    shown = {p: ("f32" if "f32" in c else sorted(c)[0]) for p, c in configs.items()}
-    structures = [i for i in structures if shown[str(i.program)] == str(i.config)]
-    cycles = [i for i in cycles if shown.get(str(i.program)) == str(i.config)]
+    structures, cycles = _in_one_config(structures, cycles)
     rows_of = {
         "launches": sorted({_row_label(i) for i in structures}),
         "cycles": sorted({_row_label(i) for i in cycles}),
-        "ratio": sorted({f"{t.label} [{t.config}]" for t in ratios}),
-        "efficiency": sorted({f"{t.label} [{t.config}]" for t in effs}),
+        "ratio": _throughput_rows(ratios),
+        "efficiency": _throughput_rows(effs),
     }
     heights = [max(2.0, 0.22 * len(rows_of[p]) + 1.0) for p in panels]
     fig, axes = plt.subplots(
@@ -69,47 +56,12 @@ def plot(run: Run, path: str | Path) -> bool:
         labels = rows_of[panel]
         y = {label: n for n, label in enumerate(labels)}
         if panel == "cycles":
-            _scatter_by_target(ax, cycles, "estimated_cycles", y)
-            ax.set_xscale("log")
-            ax.set_xlabel("estimated cycles per call (libtpu's estimate, loops expanded; log scale)")
-            ax.set_title("Predicted TPU cost per program (seed config f32) and TPU target")
+            _cycles(ax, cycles, y)
         elif panel == "launches":
-            _scatter_by_target(ax, structures, "dynamic_kernel_launches", y)
-            title = "Kernel launches per call, per program (seed config f32) and target"
-            top = max(structures, key=lambda i: int(i.get("dynamic_kernel_launches")))
-            launches = int(top.get("dynamic_kernel_launches"))
-            if launches >= 100:
-                # Said under the title, never drawn over the points (an arrow's text covered the top rows).
-                trips = _fmt(top.get("max_trip_count"))
-                title += (
-                    f"\nmost: {launches:,} launches, {top.program} on {top.target}: "
-                    f"{top.get('while_loops')} while loop(s), max trip count {trips}"
-                )
-            ax.set_xscale("log")
-            ax.set_xlabel("dynamic kernel launches per call (loops expanded by trip count; log scale)")
-            ax.set_title(title)
+            _launches(ax, structures, y)
         else:
-            data = ratios if panel == "ratio" else effs
-            for t in data:
-                row = y[f"{t.label} [{t.config}]"]
-                bad = t.verdict == "fail"
-                ax.errorbar(
-                    t.value, row, xerr=[[t.value - t.low], [t.high - t.value]], fmt="o",
-                    color="tab:red" if bad else "tab:blue", capsize=3,
-                )  # fmt: skip
-                if t.bound is not None:
-                    ax.plot([t.bound, t.bound], [row - 0.4, row + 0.4], color="tab:red", lw=2)
-            ax.axvline(1.0, color="grey", lw=0.8, ls="--")
-            if panel == "ratio":
-                ax.set_title("Time ratio a / b (median, interval; red bar: threshold, a row fails past it)")
-                ax.set_xlabel("t_a / t_b (1.0 = as fast)")
-            else:
-                ax.set_title("Efficiency vs streaming the same bytes (median, interval; red bar: floor)")
-                ax.set_xlabel("t_stream / t_program (1.0 = as fast as the stream)")
-        ax.set_yticks(range(len(labels)), labels, fontsize=7)
-        ax.set_ylim(-0.7, len(labels) - 0.3)
-        ax.invert_yaxis()
-        ax.grid(axis="x", which="both", alpha=0.3)
+            _throughput(ax, panel, ratios if panel == "ratio" else effs, y)
+        _label_rows(ax, labels)
     versions = ", ".join(f"{k} {v}" for k, v in sorted(run.versions.items()))
     fig.suptitle(f"Embedding invariants ({versions})", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 0.98))
@@ -121,7 +73,81 @@ def plot(run: Run, path: str | Path) -> bool:
     return True
 
 
-def _scatter_by_target(ax: Any, items: list[Record], key: str, y: dict[str, int]) -> None:
+def _with(run: Run, metric: str) -> list[Record]:
+    """The run's structure items that recorded ``metric`` (an integer)."""
+    return [i for i in run.of_kind("structure") if isinstance(i.get(metric), int)]
+
+
+def _in_one_config(structures: list[Record], cycles: list[Record]) -> tuple[list[Record], list[Record]]:
+    """One row per program, in the seed configuration (f32) where it has one: the other configurations
+    repeat the same pattern and would triple the rows. The report's tables have every configuration."""
+    configs: dict[str, set[str]] = defaultdict(set)
+    for i in structures:
+        configs[str(i.program)].add(str(i.config))
+    shown = {p: ("f32" if "f32" in c else sorted(c)[0]) for p, c in configs.items()}
+    return (
+        [i for i in structures if shown[str(i.program)] == str(i.config)],
+        [i for i in cycles if shown.get(str(i.program)) == str(i.config)],
+    )
+
+
+def _label_rows(ax: Axes, labels: list[str]) -> None:
+    """The panel's rows, top down, named on the left."""
+    ax.set_yticks(range(len(labels)), labels, fontsize=7)
+    ax.set_ylim(-0.7, len(labels) - 0.3)
+    ax.invert_yaxis()
+    ax.grid(axis="x", which="both", alpha=0.3)
+
+
+def _cycles(ax: Axes, items: list[Record], y: dict[str, int]) -> None:
+    _scatter_by_target(ax, items, "estimated_cycles", y)
+    ax.set_xscale("log")
+    ax.set_xlabel("estimated cycles per call (libtpu's estimate, loops expanded; log scale)")
+    ax.set_title("Predicted TPU cost per program (seed config f32) and TPU target")
+
+
+def _launches(ax: Axes, items: list[Record], y: dict[str, int]) -> None:
+    _scatter_by_target(ax, items, "dynamic_kernel_launches", y)
+    title = "Kernel launches per call, per program (seed config f32) and target"
+    top = max(items, key=lambda i: int(i.get("dynamic_kernel_launches")))
+    launches = int(top.get("dynamic_kernel_launches"))
+    if launches >= 100:
+        # Said under the title, never drawn over the points (an arrow's text covered the top rows).
+        trips = _fmt(top.get("max_trip_count"))
+        title += (
+            f"\nmost: {launches:,} launches, {top.program} on {top.target}: "
+            f"{top.get('while_loops')} while loop(s), max trip count {trips}"
+        )
+    ax.set_xscale("log")
+    ax.set_xlabel("dynamic kernel launches per call (loops expanded by trip count; log scale)")
+    ax.set_title(title)
+
+
+def _throughput(ax: Axes, panel: str, data: list[Throughput], y: dict[str, int]) -> None:
+    """Each ratio or efficiency with its interval (red: failed) and its bound (a red bar)."""
+    for t in data:
+        row = y[_throughput_row(t)]
+        bad = t.verdict == "fail"
+        ax.errorbar(
+            t.value,
+            row,
+            xerr=[[t.value - t.low], [t.high - t.value]],
+            fmt="o",
+            color="tab:red" if bad else "tab:blue",
+            capsize=3,
+        )
+        if t.bound is not None:
+            ax.plot([t.bound, t.bound], [row - 0.4, row + 0.4], color="tab:red", lw=2)
+    ax.axvline(1.0, color="grey", lw=0.8, ls="--")
+    if panel == "ratio":
+        ax.set_title("Time ratio a / b (median, interval; red bar: threshold, a row fails past it)")
+        ax.set_xlabel("t_a / t_b (1.0 = as fast)")
+    else:
+        ax.set_title("Efficiency vs streaming the same bytes (median, interval; red bar: floor)")
+        ax.set_xlabel("t_stream / t_program (1.0 = as fast as the stream)")
+
+
+def _scatter_by_target(ax: Axes, items: list[Record], key: str, y: dict[str, int]) -> None:
     """One marker per (program row, target), each target at its own small offset inside the row, so equal
     counts do not hide each other; the targets' legend beside the panel."""
     targets = sorted({str(i.target) for i in items})
@@ -129,11 +155,12 @@ def _scatter_by_target(ax: Any, items: list[Record], key: str, y: dict[str, int]
     for n, target in enumerate(targets):
         dy = (n - (len(targets) - 1) / 2) * 0.7 / max(len(targets), 1)
         pts = [(max(i.get(key), 1), y[_row_label(i)] + dy) for i in items if i.target == target]
-        ax.scatter(*zip(*pts, strict=True), label=target, marker=markers[n % len(markers)], s=22)
+        xs, ys = zip(*pts, strict=True)
+        ax.scatter(xs, ys, label=target, marker=markers[n % len(markers)], s=22)
     _legend_outside(ax)
 
 
-def _legend_outside(ax: Any) -> None:
+def _legend_outside(ax: Axes) -> None:
     """The targets' legend beside the panel, right of its axes: inside them it covered the points that lie
     where it was put (the largest counts, on the right)."""
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0.0)
@@ -141,3 +168,11 @@ def _legend_outside(ax: Any) -> None:
 
 def _row_label(item: Record) -> str:
     return f"{item.program} [{item.config}]"
+
+
+def _throughput_row(t: Throughput) -> str:
+    return f"{t.label} [{t.config}]"
+
+
+def _throughput_rows(data: list[Throughput]) -> list[str]:
+    return sorted({_throughput_row(t) for t in data})

@@ -20,9 +20,15 @@ from ..plugin import results as _results
 from ..plugin.results import Record
 
 __all__ = [
-    "Run", "Throughput", "add_benchmarks", "focused", "known_programs", "load_benchmarks",
-    "load_results", "merge",
-]  # fmt: skip
+    "Run",
+    "Throughput",
+    "add_benchmarks",
+    "focused",
+    "known_programs",
+    "load_benchmarks",
+    "load_results",
+    "merge",
+]
 
 
 @dataclass(frozen=True)
@@ -106,10 +112,16 @@ def load_results(path: str | Path) -> Run:
     """Read one results file (:func:`invariants.plugin.results.read`); bad input raises one line."""
     data = _results.read(path)
     run = Run(
-        sources=[str(path)], versions=data.versions, runtime=data.runtime, targets=data.targets,
-        exitstatus=data.exitstatus, items=data.items, declared=data.declared, programs=data.programs,
+        sources=[str(path)],
+        versions=data.versions,
+        runtime=data.runtime,
+        targets=data.targets,
+        exitstatus=data.exitstatus,
+        items=data.items,
+        declared=data.declared,
+        programs=data.programs,
         pytest=data.pytest,
-    )  # fmt: skip
+    )
     for item in run.items:
         if isinstance(item, _results.Ratio | _results.Efficiency):
             run.throughput.append(_throughput_of(item, item.outcome))
@@ -167,11 +179,17 @@ def focused(run: Run, programs: Sequence[str], how: str) -> Run:
         return bool(chosen & set(sides))
 
     return Run(
-        sources=run.sources, versions=run.versions, runtime=run.runtime, targets=run.targets,
-        exitstatus=run.exitstatus, items=[i for i in run.items if keep(i)],
-        throughput=[t for t in run.throughput if keep_row(t)], declared=run.declared, programs=run.programs,
+        sources=run.sources,
+        versions=run.versions,
+        runtime=run.runtime,
+        targets=run.targets,
+        exitstatus=run.exitstatus,
+        items=[i for i in run.items if keep(i)],
+        throughput=[t for t in run.throughput if keep_row(t)],
+        declared=run.declared,
+        programs=run.programs,
         focus=(list(programs), how),
-    )  # fmt: skip
+    )
 
 
 def known_programs(run: Run) -> dict[str, Any]:

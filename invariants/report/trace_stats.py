@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from invariants._errors import InvariantsError
+from invariants._errors import InvariantsError, Parser
 from invariants.timing.trace import ModuleStats, find_traces, read_trace, stats
 
 _EPILOG = """\
@@ -29,8 +29,8 @@ trace with no device plane (a CPU-only run): one line on stderr.
 """
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def _parser() -> Parser:
+    parser = Parser(
         prog="python -m invariants trace-stats",
         description="Device time per module and per HLO op, from JAX profiler traces (*.xplane.pb).",
         epilog=_EPILOG,
@@ -77,8 +77,14 @@ def main(argv: list[str]) -> int:
         for path in find_traces(Path(given)):
             trace = read_trace(path)
             modules = stats(trace, None if opts.json else top)
-            out.append({"trace": str(path), "plane": trace.plane, "clock": "device",
-                        "modules": [m.to_json() for m in modules]})  # fmt: skip
+            out.append(
+                {
+                    "trace": str(path),
+                    "plane": trace.plane,
+                    "clock": "device",
+                    "modules": [m.to_json() for m in modules],
+                }
+            )
             blocks.append(_table(str(path), trace.plane, modules))
     if opts.json:
         print(json.dumps(out, indent=1))

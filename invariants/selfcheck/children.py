@@ -26,11 +26,22 @@ def child_command(injection: Injection, results: Path, dump_dir: Path) -> list[s
     """The gate's command line for ``injection`` (see :func:`invariants.compile.child.gate_command`)."""
     if injection.command == "versus":
         return [
-            sys.executable, "-m", "invariants", "versus", "--baseline", "current", "--candidate", "current",
-            "--programs", ",".join(injection.programs), "--targets", injection.targets,
-            "--json", str(results),
+            sys.executable,
+            "-m",
+            "invariants",
+            "versus",
+            "--baseline",
+            "current",
+            "--candidate",
+            "current",
+            "--programs",
+            ",".join(injection.programs),
+            "--targets",
+            injection.targets,
+            "--json",
+            str(results),
             *(f"--candidate-env={k}={v}" for k, v in injection.env.items()),
-        ]  # fmt: skip
+        ]
     return gate_command(
         GateRun(
             targets=injection.targets,
@@ -61,8 +72,15 @@ def _run_versus(injection: Injection, folder: Path, timeout: float) -> Outcome:
     start = time.perf_counter()
     try:
         with scratch(gate_env(), folder) as env:
-            proc = subprocess.run(child_command(injection, record, folder / "hlo"), cwd=folder, env=env,
-                                  capture_output=True, text=True, timeout=timeout, check=False)  # fmt: skip
+            proc = subprocess.run(
+                child_command(injection, record, folder / "hlo"),
+                cwd=folder,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
     except subprocess.TimeoutExpired:
         return _timed_out(injection, time.perf_counter() - start, timeout)
     (folder / "versus.txt").write_text(proc.stdout + proc.stderr)

@@ -17,14 +17,13 @@ found them (``from invariants.selfcheck import command``).
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from .._errors import InvariantsError
+from .._errors import InvariantsError, Parser
 from .._paths import check_output_dir
 from .children import child_command, run_all, run_injection
 from .judge import CODE_ONLY, KINDS, Outcome, annotate, item_label, matches, outcome_of, snapshot_change
@@ -66,8 +65,8 @@ __all__ = [
 ]
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def _parser() -> Parser:
+    p = Parser(
         prog="python -m invariants selfcheck",
         description="prove the gate can fail: inject regressions it must catch, each in a child run",
     )

@@ -16,12 +16,15 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from .. import _config
 from ..plugin.options import PROGRAM_SWAPS
+
+if TYPE_CHECKING:
+    from jax import Array
 
 ENV = _config.name("INVARIANTS_INJECT")
 
@@ -38,13 +41,13 @@ def parse_spec(spec: str) -> list[tuple[str, str, str]]:
     return out
 
 
-def swaps(spec: str) -> dict[str, Callable[..., Any]]:
+def swaps(spec: str) -> dict[str, Callable[..., object]]:
     """The functions ``spec`` names, by the catalog program each replaces; the session builds its programs
     with them (:meth:`invariants.catalog.registry.Programs.replaced`, which refuses an unknown program).
 
     Raises ValueError (one line) for bad syntax or a function that does not exist.
     """
-    out: dict[str, Callable[..., Any]] = {}
+    out: dict[str, Callable[..., object]] = {}
     for name, module, function in parse_spec(spec):
         try:
             out[name] = getattr(importlib.import_module(module), function)
@@ -76,14 +79,14 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 # this module loads before invariants.compile.process sets JAX's environment; they run only once it has.
 
 
-def take_as_map_loop(W: Any, x: Any) -> Any:
+def take_as_map_loop(W: Array, x: Array) -> Array:
     """``take`` rewritten as the row-at-a-time loop: the seed's pathology."""
     from ..catalog.programs import lax_map_loop
 
     return lax_map_loop(W, x)
 
 
-def naive_twice(W: Any, x: Any) -> Any:
+def naive_twice(W: Array, x: Array) -> Array:
     """``W[x]`` computed twice and averaged: same values, double the gather work.
 
     The second lookup reads the rows in reverse order and flips them back, so XLA cannot prove the two
@@ -97,8 +100,8 @@ def naive_twice(W: Any, x: Any) -> Any:
     return (first + second) / 2
 
 
-def _grad_of(forward: Callable[[Any, Any], Any]) -> Callable[..., Any]:
-    def grad_wrt_table(W: Any, x: Any, ct: Any) -> Any:
+def _grad_of(forward: Callable[[Array, Array], Array]) -> Callable[..., Array]:
+    def grad_wrt_table(W: Array, x: Array, ct: Array) -> Array:
         import jax
 
         _, pullback = jax.vjp(lambda table: forward(table, x), W)
@@ -107,14 +110,14 @@ def _grad_of(forward: Callable[[Any, Any], Any]) -> Callable[..., Any]:
     return grad_wrt_table
 
 
-def grad_take_through_map_loop(W: Any, x: Any, ct: Any) -> Any:
+def grad_take_through_map_loop(W: Array, x: Array, ct: Array) -> Array:
     """The backward of ``take`` differentiated through the row loop: a loop of dynamic-update-slices."""
     from ..catalog.programs import lax_map_loop
 
     return _grad_of(lax_map_loop)(W, x, ct)
 
 
-def grad_take_contended(W: Any, x: Any, ct: Any) -> Any:
+def grad_take_contended(W: Array, x: Array, ct: Array) -> Array:
     """The gradient of ``take`` (same values) whose cost grows with index contention, as an atomics-bound
     GPU scatter's does (xla#46225): one more scatter-add of zeros per 512 repeats of the most repeated row.
     Uniform indices repeat a row a few times (no extra pass); all-equal ones 16384 times (32 passes)."""
@@ -124,21 +127,21 @@ def grad_take_contended(W: Any, x: Any, ct: Any) -> Any:
     grad = _grad_of(lambda table, ids: jnp.take(table, ids, axis=0))(W, x, ct)
     repeats = jnp.zeros(W.shape[0], jnp.int32).at[x.reshape(-1)].add(1).max()
 
-    def one_more_pass(state: tuple[Any, Any]) -> tuple[Any, Any]:
+    def one_more_pass(state: tuple[int, Array]) -> tuple[int, Array]:
         done, acc = state
         return done + 1, acc.at[x].add(ct * 0)
 
     return lax.while_loop(lambda s: s[0] < repeats // 512, one_more_pass, (0, grad))[1]
 
 
-def eqx_embedding_as_take(W: Any, x: Any) -> Any:
+def eqx_embedding_as_take(W: Array, x: Array) -> Array:
     """An ``Embedding`` that looks up with ``jnp.take`` (flax's way) instead of ``W[i]`` under vmap."""
     import jax.numpy as jnp
 
     return jnp.take(W, x, axis=0)
 
 
-def take_clip_as_fill(W: Any, x: Any) -> Any:
+def take_clip_as_fill(W: Array, x: Array) -> Array:
     """``take(mode='clip')`` silently changed to the default fill mode: out-of-bounds rows become NaN."""
     import jax.numpy as jnp
 

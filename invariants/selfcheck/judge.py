@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
 
 from .._errors import InvariantsError
 from ..compile.child import catalog_snapshot_dir
@@ -27,7 +26,7 @@ from ..compile.record import Compiled
 from ..kernels.dump import code_beside
 from ..measure.measurement import measure
 from ..plugin.results import Record, Results
-from ..snapshot.diff import line_changes, structure_part
+from ..snapshot.diff import LineChanges, line_changes, structure_part
 from ..snapshot.render import render_summary
 from .registry import Injection
 
@@ -84,11 +83,10 @@ def matches(expect: str, item: Record) -> bool:
     return expect in (kind, _KIND_ALIASES.get(kind))
 
 
-def snapshot_change(item: Record, dump_dir: Path, snapshot_dir: Path | None = None) -> Any:
-    """Which lines of a failed structure item's snapshot changed (an
-    ``invariants.snapshot.diff.LineChanges``):
-    its key rendered again from the child's dump (``--hlo-dump-dir``: the optimized HLO and the kernel code
-    the gate writes for a key an invariant failed on) against the committed snapshot, their structure parts
+def snapshot_change(item: Record, dump_dir: Path, snapshot_dir: Path | None = None) -> LineChanges | None:
+    """Which lines of a failed structure item's snapshot changed: its key rendered again from the child's
+    dump (``--hlo-dump-dir``: the optimized HLO and the kernel code the gate writes for a key an invariant
+    failed on) against the committed snapshot, their structure parts
     (:func:`invariants.snapshot.diff.structure_part`: the jaxpr is not in a dump, and no XLA flag changes
     it). None when either is missing."""
     # Lazy: it imports pytest, which selfcheck --help and --list start without.

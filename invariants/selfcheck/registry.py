@@ -137,8 +137,7 @@ def coverage(injection: Injection) -> str:
 def restrict_targets(injections: Sequence[Injection], targets: str | None) -> list[Injection]:
     """Keep the baseline and the injections whose targets ``targets`` selects (None keeps all), in the
     gate's own grammar (:func:`invariants.catalog.targets.select_targets`: names, ``all``, ``runtime``,
-    families;
-    an unknown name or an empty selection is one line, with a suggestion).
+    families; an unknown name or an empty selection is one line, with a suggestion).
     """
     if targets is None:
         return list(injections)

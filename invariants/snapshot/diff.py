@@ -285,8 +285,17 @@ def fold_alike(diff: Sequence[str]) -> list[str]:
 
 
 # The sections of a rendering below the kernel list, as their titles start their first line.
-_SECTIONS = ("code of no listed kernel", "custom calls", "converts", "gathers", "scatters", "collectives",
-             "aliases", "root", "jaxpr")  # fmt: skip
+_SECTIONS = (
+    "code of no listed kernel",
+    "custom calls",
+    "converts",
+    "gathers",
+    "scatters",
+    "collectives",
+    "aliases",
+    "root",
+    "jaxpr",
+)
 
 
 def changed_sections(old: str, new: str) -> list[tuple[str, list[str]]]:

@@ -81,8 +81,12 @@ _COMPARISONS: dict[type[ast.cmpop], Comparison] = {
     ast.NotIn: "not in",
 }
 _OPERATORS: dict[type[ast.operator], Operator] = {
-    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**",
-}  # fmt: skip
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.Pow: "**",
+}
 # How tightly each operator binds, for writing a term back as Python writes it (``ast.unparse``'s rules):
 # ``**`` binds tighter than a unary minus on its left (``-2 ** 2`` is ``-(2 ** 2)``) and to its right.
 _PRECEDENCE: dict[str, int] = {"+": 1, "-": 1, "*": 2, "/": 2, "**": 4}
@@ -293,6 +297,20 @@ class _Lowering:
         if op is None:
             words = ", ".join(_COMPARISONS.values())
             raise self.error(f"assert {text!r}: compare with one of {words}")
+        self.comparable(op, left_type, right_type)
+        if not any(isinstance(term, Read) for side in (left, right) for term in _terms(side)):
+            raise self.error(f"assert {text!r} reads no metric: it is the same on every program")
+        timed = self.timed(op, left, right) if self.kind == "throughput" else None
+        pinned = self.pinned()
+        named = tuple(dict.fromkeys(self.named))
+        return Assertion(
+            text, op, left, right, self.kind, named, timed, _scaled(left, right), tuple(dict.fromkeys(pinned))
+        )
+
+    def comparable(self, op: Comparison, left_type: str, right_type: str) -> None:
+        """One line for a comparison that could never fail or never be made: of two types, or of sets,
+        names or structures by order."""
+        text = self.text
         if op in ("in", "not in"):
             if right_type != "set" or left_type != "string":
                 sets = ", ".join(m.name for m in METRICS.values() if m.type == "set")
@@ -305,15 +323,22 @@ class _Lowering:
             )
         elif left_type in ("set", "string", "structure") and op not in ("==", "!="):
             raise self.error(f"assert {text!r}: a {left_type} can only be compared with == or !=")
-        if not any(isinstance(term, Read) for side in (left, right) for term in _terms(side)):
-            raise self.error(f"assert {text!r} reads no metric: it is the same on every program")
-        timed = None
-        if self.kind == "throughput":
-            timed = _timed_ratio(op, left, right)
-            if timed is None:
-                raise self.error(f"assert {text!r}: a throughput assert reads 'time(A) / time(B) <= NUMBER'")
-            if timed.a == timed.b:
-                raise self.error(f"assert {text!r} times {timed.a.label} against itself: it could never fail")
+
+    def timed(self, op: Comparison, left: Term, right: Term) -> TimedRatio:
+        """A throughput assert's ratio of two different programs' times."""
+        timed = _timed_ratio(op, left, right)
+        if timed is None:
+            raise self.error(f"assert {self.text!r}: a throughput assert reads 'time(A) / time(B) <= NUMBER'")
+        if timed.a == timed.b:
+            raise self.error(
+                f"assert {self.text!r} times {timed.a.label} against itself: it could never fail"
+            )
+        return timed
+
+    def pinned(self) -> list[tuple[str, str]]:
+        """The sides whose configuration the assert names: every side's or none. A relation names its
+        programs on every side."""
+        text = self.text
         if self.kind != "absolute" and self.bare:
             first = self.bare[0]
             raise self.error(
@@ -326,10 +351,7 @@ class _Lowering:
                 f"assert {text!r} names the configuration of some sides but not of {loose}: name every "
                 f"side's ({loose}[{pinned[0][1]}]) or none"
             )
-        named = tuple(dict.fromkeys(self.named))
-        return Assertion(
-            text, op, left, right, self.kind, named, timed, _scaled(left, right), tuple(dict.fromkeys(pinned))
-        )
+        return pinned
 
     def term(self, node: ast.expr) -> tuple[Term, str]:
         """The term of an operand and its type (number, set, structure or string); raises on anything the

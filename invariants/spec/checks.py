@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .._errors import InvariantsError, did_you_mean
-from ..catalog.programs import get_config
+from ..catalog.programs import Program, get_config
 from ..catalog.registry import Programs
 from ..catalog.targets import Target, all_targets, device_count, widened
 from ..compile.record import Key
@@ -131,7 +131,7 @@ def _is_pattern(word: str) -> bool:
     return any(c in word for c in "*?[")
 
 
-def _scope_note(target: Target, program: Any) -> str:
+def _scope_note(target: Target, program: Program) -> str:
     """Why ``target`` does not compile ``program``: its scope, and what would make it compile there."""
     layout = program.layout
     if target.scope == "core":
@@ -175,29 +175,26 @@ class _SpecCheck:
             self._configs[key] = target.configs_for(self.programs[program])
         return tuple(c for c in self._configs[key] if config_matches(c, patterns))
 
-    def no_target(self, where: str, what: str, pattern: str) -> InvariantsError:
-        return InvariantsError(
-            f"{where}: {what} {pattern!r} matches no target{did_you_mean(pattern, self.names)}; "
-            f"known: {', '.join(self.names)}"
-        )
+    def known_patterns(self, where: str, what: str, patterns: Iterable[str]) -> None:
+        """One line at ``where`` for the first target pattern that matches no known target."""
+        for pattern in patterns:
+            if not any(fnmatch.fnmatchcase(n, pattern) for n in self.names):
+                raise InvariantsError(
+                    f"{where}: {what} {pattern!r} matches no target{did_you_mean(pattern, self.names)}; "
+                    f"known: {', '.join(self.names)}"
+                )
 
     def run(self) -> None:
         spec = self.spec
         where = spec.targets_where or str(spec.path)
-        for pattern in spec.targets:
-            if not any(fnmatch.fnmatchcase(n, pattern) for n in self.names):
-                raise self.no_target(where, "targets:", pattern)
+        self.known_patterns(where, "targets:", spec.targets)
         for decl in spec.programs:
             self.fits_a_target(decl)
         applying = [t for t in self.known if spec_applies(spec, t)]
         for inv in spec.invariants:
             self.invariant(inv, applying)
         for check in spec.correctness:
-            for pattern in check.targets:
-                if not any(fnmatch.fnmatchcase(n, pattern) for n in self.names):
-                    raise self.no_target(
-                        check.targets_where or check.where, f"'{check.id}': targets", pattern
-                    )
+            self.known_patterns(check.targets_where or check.where, f"'{check.id}': targets", check.targets)
             self.correctness(
                 check, [t for t in applying if t.mode == "runtime" and on_targets(t, check.targets)]
             )
@@ -249,23 +246,31 @@ class _SpecCheck:
         return f"configs {list(inv.configs)} select no configuration {which} on {target.name} ({have})"
 
     def invariant(self, inv: Invariant, applying: Sequence[Target]) -> None:
-        where_targets = inv.where_of("targets")
-        for pattern in inv.targets:
-            if not any(fnmatch.fnmatchcase(n, pattern) for n in self.names):
-                raise self.no_target(where_targets, f"'{inv.id}': targets", pattern)
+        """One line at ``inv`` where it would check nothing somewhere it is asked to: on a target it names by
+        name, for a program it names by name, or anywhere at all."""
+        self.known_patterns(inv.where_of("targets"), f"'{inv.id}': targets", inv.targets)
         if inv.kind == "throughput":
             self.throughput(inv)
             return
         on = [t for t in applying if any(fnmatch.fnmatchcase(t.name, p) for p in inv.targets)]
         programs = list(inv.programs) if inv.kind != "absolute" else self.selected(inv.programs)
+        self.named_targets_get_items(inv, on, programs)
+        self.named_programs_get_items(inv, on)
+        if not any(self.cases_on(inv, t) for t in on):
+            raise self.checks_nothing(inv, on, programs)
+
+    def named_targets_get_items(self, inv: Invariant, on: Sequence[Target], programs: Sequence[str]) -> None:
+        """A target named by name gets items: an invariant written for tpu-v6e that makes none there (its
+        programs do not compile on a core-scope target) checks nothing."""
         by_name = {p for p in inv.targets if not _is_pattern(p)}
         for target in (t for t in on if t.name in by_name):
-            # A target named by name gets items: an invariant written for tpu-v6e that makes none there
-            # (its programs do not compile on a core-scope target) checks nothing.
             if not self.cases_on(inv, target):
-                raise InvariantsError(f"{where_targets}: '{inv.id}': {self.why_none(inv, target, programs)}")
-        # Each program named by name gets items on some target the invariant applies to. (A selector may
-        # select nothing on a family: the shipped files hold "kind:sharded" beside "kind:forward" on GPUs.)
+                what = self.why_none(inv, target, programs)
+                raise InvariantsError(f"{inv.where_of('targets')}: '{inv.id}': {what}")
+
+    def named_programs_get_items(self, inv: Invariant, on: Sequence[Target]) -> None:
+        """Each program named by name gets items on some target the invariant applies to. (A selector may
+        select nothing on a family: the shipped files hold "kind:sharded" beside "kind:forward" on GPUs.)"""
         for sel in inv.programs if on else ():
             if _is_pattern(sel) or ":" in sel:
                 continue
@@ -273,15 +278,18 @@ class _SpecCheck:
                 there = next((t for t in on if t.configs_for(self.programs[sel])), on[0])
                 what = self.why_none(inv, there, [sel])
                 raise InvariantsError(f"{inv.where_of('programs')}: '{inv.id}': {what}")
-        if any(self.cases_on(inv, t) for t in on):
-            return
+
+    def checks_nothing(
+        self, inv: Invariant, on: Sequence[Target], programs: Sequence[str]
+    ) -> InvariantsError:
+        """The line for an invariant with no item on any target: at its configs when its programs compile
+        somewhere, else at its programs."""
         if not on:
-            raise InvariantsError(f"{inv.where}: '{inv.id}' applies to no target: it checks nothing")
-        # Where to point: at its configs when its programs compile somewhere, else at its programs.
+            return InvariantsError(f"{inv.where}: '{inv.id}' applies to no target: it checks nothing")
         compiling = next((t for t in on if all(t.configs_for(self.programs[p]) for p in programs)), None)
         where = inv.where_of("configs") if compiling is not None else inv.where_of("programs")
         shown, first = ", ".join(t.name for t in on), compiling or on[0]
-        raise InvariantsError(
+        return InvariantsError(
             f"{where}: '{inv.id}' checks nothing on its targets ({shown}): "
             f"on {first.name}, {self.why_none(inv, first, programs)}"
         )
@@ -346,9 +354,11 @@ def on_targets(target: Target, patterns: Sequence[str]) -> bool:
 
 
 def expand(
-    specs: Iterable[Spec], targets: Iterable[Target], kinds: Sequence[str] = ("absolute", "relational"),
+    specs: Iterable[Spec],
+    targets: Iterable[Target],
+    kinds: Sequence[str] = ("absolute", "relational"),
     programs: Programs | None = None,
-) -> list[Case]:  # fmt: skip
+) -> list[Case]:
     """Every item the specs define on ``targets``, in spec order. Unmet ``when`` → a skipped case.
     ``programs``: the run's (default: the catalog's alone).
 
@@ -362,26 +372,28 @@ def expand(
     for spec in specs:
         for target in (t for t in targets if spec_applies(spec, t)):
             for inv in spec.invariants:
-                if inv.kind not in kinds or not any(fnmatch.fnmatchcase(target.name, p) for p in inv.targets):
-                    continue
-                skip = unmet_condition(inv)
-                if inv.assertion.pinned:
-                    if _pins_compile(inv, target, programs):
-                        cases.append(Case(inv, target.name, inv.assertion.pinned[0][1], None, skip))
-                elif inv.kind == "absolute":
-                    for name in select_programs(inv.programs, scope_of(spec, programs)):
-                        for config in target.configs_for(programs[name]):
-                            if config_matches(config, inv.configs):
-                                cases.append(Case(inv, target.name, config, name, skip))
-                else:
-                    shared = None
-                    for name in inv.programs:
-                        have = set(target.configs_for(programs[name]))
-                        shared = have if shared is None else shared & have
-                    for config in sorted(shared or ()):
-                        if config_matches(config, inv.configs):
-                            cases.append(Case(inv, target.name, config, None, skip))
+                if inv.kind in kinds and on_targets(target, inv.targets):
+                    cases += _cases(spec, inv, target, programs)
     return cases
+
+
+def _cases(spec: Spec, inv: Invariant, target: Target, programs: Programs) -> list[Case]:
+    """The items of one of ``spec``'s invariants on one target: per program it selects and configuration
+    (absolute), per configuration its programs share (relational), or one (pinned configurations)."""
+    skip = unmet_condition(inv)
+    if inv.assertion.pinned:
+        pinned = _pins_compile(inv, target, programs)
+        return [Case(inv, target.name, inv.assertion.pinned[0][1], None, skip)] if pinned else []
+    if inv.kind == "absolute":
+        return [
+            Case(inv, target.name, config, name, skip)
+            for name in select_programs(inv.programs, scope_of(spec, programs))
+            for config in target.configs_for(programs[name])
+            if config_matches(config, inv.configs)
+        ]
+    each = [set(target.configs_for(programs[name])) for name in inv.programs]
+    shared = set.intersection(*each) if each else set()
+    return [Case(inv, target.name, c, None, skip) for c in sorted(shared) if config_matches(c, inv.configs)]
 
 
 class WidenedDtype(UserWarning):
@@ -432,7 +444,7 @@ def _fmt_ratio(ratio: float) -> str:
     return f"{ratio:.3g}" if ratio < 1000 else f"{ratio:,.0f}"
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     if isinstance(value, tuple) and len(value) > 6:

@@ -70,10 +70,9 @@ sides name one, or none does; such an invariant takes no ``configs``).
 is compared with a recorded baseline). A timed program may name the distribution of its indices,
 ``time(grad_take[equal]) / time(grad_take[uniform]) <= 1.25`` (``uniform`` when omitted; see
 ``invariants.catalog.programs.DISTRIBUTIONS``): the structure does not depend on it, so only ``time`` takes
-one.
-``'T' in custom_call_targets`` tests a custom-call target.
-An assert that reads no metric (``1 <= 2``) is refused: it is the same on every program. Each assert is
-parsed once into the typed tree of :mod:`invariants.spec.asserts`, which every later stage reads.
+one. ``'T' in custom_call_targets`` tests a custom-call target. An assert that reads no metric (``1 <= 2``) is
+refused: it is the same on every program. Each assert is parsed once into the typed tree of
+:mod:`invariants.spec.asserts`, which every later stage reads.
 
 Every mistake is reported as one line ``FILE:LINE: what is wrong``, with the closest valid name, raised as
 :class:`~invariants._errors.InvariantsError`: a file that is not UTF-8 TOML, a value of the wrong type, an
@@ -105,9 +104,12 @@ from packaging.requirements import InvalidRequirement, Requirement
 from .._errors import InvariantsError, did_you_mean, first_line, non_ascii
 from .._paths import IMPORTED_DIR, shown, what_is
 from ..catalog.configs import CONFIGS, DISTRIBUTIONS
-from ..catalog.select import match_programs
+from ..catalog.select import Selectable, match_programs
 from . import asserts
 from .asserts import InvariantKind
+
+# A TOML table as tomllib reads it: each value's type is checked where it is read, in one line when wrong.
+Table = dict[str, Any]
 
 SPEC_DIR = IMPORTED_DIR
 # The [[correctness]] checks a spec may name, with the values each one's ``expect`` may take (none: it
@@ -136,9 +138,26 @@ _CORRECTNESS_KEYS = (
 )
 _RATCHET_KEYS = ("reason", "issue")
 _KNOWN_FAILURE_KEYS = ("id", "programs", "configs", "targets", "ratchet")
-_PROGRAM_KEYS = ("name", "function", "kind", "configs", "tags", "doc", "params", "index_shape", "index_dtype",
-                 "inputs", "donate", "vocab", "tables", "mesh", "axis_types", "table_sharding",
-                 "index_sharding", "efficiency")  # fmt: skip
+_PROGRAM_KEYS = (
+    "name",
+    "function",
+    "kind",
+    "configs",
+    "tags",
+    "doc",
+    "params",
+    "index_shape",
+    "index_dtype",
+    "inputs",
+    "donate",
+    "vocab",
+    "tables",
+    "mesh",
+    "axis_types",
+    "table_sharding",
+    "index_sharding",
+    "efficiency",
+)
 # The keys only a program with params takes: what its factory's model has beside a lookup's one table.
 _PARAMS_ONLY = ("index_shape", "inputs", "donate", "vocab", "tables")
 # The integer dtypes a program's indices may take (index_dtype), by NumPy name.
@@ -225,10 +244,9 @@ class ProgramDecl:
     """One parsed ``[[program]]``: what a downstream project asks the gate to compile.
 
     Only read here; :func:`invariants.catalog.downstream.build` imports ``function`` (and ``params``) and
-    checks
-    its contract. ``tags`` always holds ``user``, so a selector ``tag:user`` names every declared program.
-    ``aimed`` is filled by :func:`load_specs`: the ``[spec] targets`` of the file that declares the program
-    and of every file whose entries name it, where it compiles whatever a target's scope.
+    checks its contract. ``tags`` always holds ``user``, so a selector ``tag:user`` names every declared
+    program. ``aimed`` is filled by :func:`load_specs`: the ``[spec] targets`` of the file that declares the
+    program and of every file whose entries name it, where it compiles whatever a target's scope.
     """
 
     name: str
@@ -365,16 +383,22 @@ class _Locator:
 
 
 # TOML's value types as a message names them, bool before int (a bool is an int in Python).
-_TOML_TYPES = ((bool, "a boolean"), (int, "an integer"), (float, "a float"), (str, "a string"),
-               (list, "an array"), (dict, "a table"))  # fmt: skip
+_TOML_TYPES = (
+    (bool, "a boolean"),
+    (int, "an integer"),
+    (float, "a float"),
+    (str, "a string"),
+    (list, "an array"),
+    (dict, "a table"),
+)
 
 
-def _a(value: Any) -> str:
+def _a(value: object) -> str:
     """What a TOML value is, for a message: ``an integer``, ``a table``..."""
     return next((word for kind, word in _TOML_TYPES if isinstance(value, kind)), "a date or time")
 
 
-def _strings(value: Any, loc: _Locator, line: int, key: str, allow_empty: bool = False) -> tuple[str, ...]:
+def _strings(value: object, loc: _Locator, line: int, key: str, allow_empty: bool = False) -> tuple[str, ...]:
     """A string or a list of strings, as a tuple. An empty list is an error (it would select nothing, in
     silence) unless ``allow_empty``."""
     if isinstance(value, str):
@@ -391,7 +415,7 @@ def _strings(value: Any, loc: _Locator, line: int, key: str, allow_empty: bool =
     raise loc.error(line, f"'{key}' must be a string or a list of strings, not {_a(value)}")
 
 
-def _string(table: Mapping[str, Any], key: str, loc: _Locator, line: int, default: str = "") -> str:
+def _string(table: Table, key: str, loc: _Locator, line: int, default: str = "") -> str:
     value = table.get(key, default)
     if not isinstance(value, str):
         raise loc.error(loc.key_line(line, key), f"'{key}' must be a string, not {_a(value)}")
@@ -406,7 +430,7 @@ def _ascii_names(names: Sequence[str], loc: _Locator, line: int, what: str) -> N
 
 
 def _check_keys(
-    table: dict[str, Any],
+    table: Table,
     known: Sequence[str],
     loc: _Locator,
     line: int,
@@ -435,7 +459,7 @@ def _one_of(value: str, known: Collection[str], what: str, loc: _Locator, line: 
         )
 
 
-def _parse_when(value: Any, loc: _Locator, line: int) -> tuple[Requirement, ...]:
+def _parse_when(value: object, loc: _Locator, line: int) -> tuple[Requirement, ...]:
     """``when``: comma-separated version conditions on :data:`VERSIONED_PACKAGES`, nothing else. An
     environment marker (``; python_version > "3"``), extras or a URL would be dropped in silence by the
     version check, so they are refused."""
@@ -509,7 +533,7 @@ def _decode(raw: bytes, path: Path) -> str:
         ) from None
 
 
-def _read(path: Path) -> tuple[dict[str, Any], _Locator]:
+def _read(path: Path) -> tuple[Table, _Locator]:
     """Parse one spec file (once) and check its top-level shape."""
     try:
         # Never a blocking read: a named pipe, a socket or a folder named *.toml is not a spec file.
@@ -573,73 +597,87 @@ def _check_configs(patterns: Sequence[str], loc: _Locator, line: int, memo: set[
             memo.add(pattern)
 
 
-def _programs_of(data: dict[str, Any], loc: _Locator) -> tuple[ProgramDecl, ...]:
-    out: list[ProgramDecl] = []
-    for i, table in enumerate(data.get("program", [])):
-        line = loc.table_line("program", i)
-        _check_keys(table, _PROGRAM_KEYS, loc, line, "[[program]]", required=("name", "function", "kind"))
-        name = table["name"]
-        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            raise loc.error(
-                loc.key_line(line, "name"), f"name {_cut(repr(name))} must be a Python-style identifier"
-            )
-        if len(name) > MAX_NAME:
-            raise loc.error(
-                loc.key_line(line, "name"),
-                f"name {name[:40]}... is {len(name):,} characters; a program's name names its snapshot and "
-                f"dump files, and may be at most {MAX_NAME} characters",
-            )
-        function = table["function"]
-        if not isinstance(function, str) or not re.fullmatch(r"[\w.]+:[\w.]+", function, re.ASCII):
-            raise loc.error(
-                loc.key_line(line, "function"), f"function {function!r} must read 'module:attribute'"
-            )
-        kind = table["kind"]
-        if not isinstance(kind, str) or kind not in PROGRAM_KINDS:
-            raise loc.error(
-                loc.key_line(line, "kind"),
-                f"kind {kind!r}: one of {', '.join(PROGRAM_KINDS)}{did_you_mean(str(kind), PROGRAM_KINDS)}",
-            )
-        configs_line = loc.key_line(line, "configs")
-        configs = _strings(table.get("configs", "f32"), loc, configs_line, "configs")
-        for config in configs:
-            _one_of(config, CONFIGS, "config", loc, configs_line)
-        tags = _strings(table.get("tags", []), loc, loc.key_line(line, "tags"), "tags", allow_empty=True)
-        doc = _string(table, "doc", loc, line, default=function)
-        params, params_line = table.get("params"), loc.key_line(line, "params")
-        if params is not None and (
-            not isinstance(params, str) or not re.fullmatch(r"[\w.]+:[\w.]+", params, re.ASCII)
-        ):
-            raise loc.error(params_line, f"params {params!r} must read 'module:factory'")
-        shape_line = loc.key_line(line, "index_shape")
-        index_shape = _index_shape(table["index_shape"], loc, shape_line) if "index_shape" in table else None
-        given = next((k for k in _PARAMS_ONLY if k in table), None) if params is None else None
-        if given is not None:
-            raise loc.error(
-                loc.key_line(line, given),
-                f"{given} is for a program with params; a lookup (table, indices) takes the configuration's "
-                "table and indices",
-            )
-        model = _model_keys(table, loc, line, kind)
-        if "efficiency" in table and not isinstance(table["efficiency"], bool):
-            at = loc.key_line(line, "efficiency")
-            raise loc.error(at, f"efficiency must be true or false, not {_a(table['efficiency'])}")
-        index_dtype = _string(table, "index_dtype", loc, line) if "index_dtype" in table else None
-        if index_dtype is not None:
-            _one_of(index_dtype, INDEX_DTYPES, "index_dtype", loc, loc.key_line(line, "index_dtype"))
-        out.append(
-            ProgramDecl(
-                name, function, kind, tuple(dict.fromkeys(configs)), frozenset({*tags, "user"}), doc,
-                f"{loc.path}:{line}", params, index_shape, index_dtype,
-                params_where=f"{loc.path}:{params_line}", index_shape_where=f"{loc.path}:{shape_line}",
-                efficiency=table.get("efficiency"), **model,
-                **_sharding_of(table, loc, line, kind, params is not None, index_shape),
-            )
-        )  # fmt: skip
-    return tuple(out)
+def _programs_of(data: Table, loc: _Locator) -> tuple[ProgramDecl, ...]:
+    tables = enumerate(data.get("program", []))
+    return tuple(_program(table, loc, loc.table_line("program", i)) for i, table in tables)
 
 
-def _model_keys(table: Mapping[str, Any], loc: _Locator, line: int, kind: str) -> dict[str, Any]:
+def _names(table: Table, loc: _Locator, line: int) -> tuple[str, str, str]:
+    """A ``[[program]]``'s ``name``, ``function`` and ``kind``, each mistake one line."""
+    name = table["name"]
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise loc.error(
+            loc.key_line(line, "name"), f"name {_cut(repr(name))} must be a Python-style identifier"
+        )
+    if len(name) > MAX_NAME:
+        raise loc.error(
+            loc.key_line(line, "name"),
+            f"name {name[:40]}... is {len(name):,} characters; a program's name names its snapshot and "
+            f"dump files, and may be at most {MAX_NAME} characters",
+        )
+    function = table["function"]
+    if not isinstance(function, str) or not re.fullmatch(r"[\w.]+:[\w.]+", function, re.ASCII):
+        raise loc.error(loc.key_line(line, "function"), f"function {function!r} must read 'module:attribute'")
+    kind = table["kind"]
+    if not isinstance(kind, str) or kind not in PROGRAM_KINDS:
+        raise loc.error(
+            loc.key_line(line, "kind"),
+            f"kind {kind!r}: one of {', '.join(PROGRAM_KINDS)}{did_you_mean(str(kind), PROGRAM_KINDS)}",
+        )
+    return name, function, kind
+
+
+def _program(table: Table, loc: _Locator, line: int) -> ProgramDecl:
+    """One ``[[program]]`` table, each mistake one line."""
+    _check_keys(table, _PROGRAM_KEYS, loc, line, "[[program]]", required=("name", "function", "kind"))
+    name, function, kind = _names(table, loc, line)
+    configs_line = loc.key_line(line, "configs")
+    configs = _strings(table.get("configs", "f32"), loc, configs_line, "configs")
+    for config in configs:
+        _one_of(config, CONFIGS, "config", loc, configs_line)
+    tags = _strings(table.get("tags", []), loc, loc.key_line(line, "tags"), "tags", allow_empty=True)
+    doc = _string(table, "doc", loc, line, default=function)
+    params, params_line = table.get("params"), loc.key_line(line, "params")
+    if params is not None and (
+        not isinstance(params, str) or not re.fullmatch(r"[\w.]+:[\w.]+", params, re.ASCII)
+    ):
+        raise loc.error(params_line, f"params {params!r} must read 'module:factory'")
+    shape_line = loc.key_line(line, "index_shape")
+    index_shape = _index_shape(table["index_shape"], loc, shape_line) if "index_shape" in table else None
+    given = next((k for k in _PARAMS_ONLY if k in table), None) if params is None else None
+    if given is not None:
+        raise loc.error(
+            loc.key_line(line, given),
+            f"{given} is for a program with params; a lookup (table, indices) takes the configuration's "
+            "table and indices",
+        )
+    model = _model_keys(table, loc, line, kind)
+    if "efficiency" in table and not isinstance(table["efficiency"], bool):
+        at = loc.key_line(line, "efficiency")
+        raise loc.error(at, f"efficiency must be true or false, not {_a(table['efficiency'])}")
+    index_dtype = _string(table, "index_dtype", loc, line) if "index_dtype" in table else None
+    if index_dtype is not None:
+        _one_of(index_dtype, INDEX_DTYPES, "index_dtype", loc, loc.key_line(line, "index_dtype"))
+    return ProgramDecl(
+        name,
+        function,
+        kind,
+        tuple(dict.fromkeys(configs)),
+        frozenset({*tags, "user"}),
+        doc,
+        f"{loc.path}:{line}",
+        params,
+        index_shape,
+        index_dtype,
+        params_where=f"{loc.path}:{params_line}",
+        index_shape_where=f"{loc.path}:{shape_line}",
+        efficiency=table.get("efficiency"),
+        **model,
+        **_sharding_of(table, loc, line, kind, params is not None, index_shape),
+    )
+
+
+def _model_keys(table: Table, loc: _Locator, line: int, kind: str) -> dict[str, Any]:
     """A params program's ``inputs``, ``vocab``, ``tables`` and ``donate``, each mistake one line."""
     out: dict[str, Any] = {}
     if "inputs" in table:
@@ -670,9 +708,13 @@ def _model_keys(table: Mapping[str, Any], loc: _Locator, line: int, kind: str) -
 
 
 def _sharding_of(
-    table: Mapping[str, Any], loc: _Locator, line: int, kind: str, has_params: bool,
+    table: Table,
+    loc: _Locator,
+    line: int,
+    kind: str,
+    has_params: bool,
     index_shape: tuple[int, ...] | None,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """A ``[[program]]``'s mesh and shardings (none: a one-device program), each mistake one line."""
     keys = ("mesh", "axis_types", "table_sharding", "index_sharding")
     if "mesh" not in table:
@@ -681,16 +723,7 @@ def _sharding_of(
             raise loc.error(loc.key_line(line, given), f"{given} needs a mesh = {{axis = size, ...}}")
         return {}
     mesh_line = loc.key_line(line, "mesh")
-    mesh = table["mesh"]
-    if not isinstance(mesh, dict) or not mesh:
-        raise loc.error(
-            mesh_line, "mesh must be a table of axis name = size, e.g. mesh = { data = 4, tensor = 4 }"
-        )
-    for axis, size in mesh.items():
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", axis):
-            raise loc.error(mesh_line, f"mesh axis {axis!r} must be a Python-style identifier")
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise loc.error(mesh_line, f"mesh axis {axis!r} = {size!r}: a size is a positive integer")
+    mesh = _mesh(table["mesh"], loc, mesh_line)
     axis_types = _string(table, "axis_types", loc, line, default="auto")
     _one_of(axis_types, AXIS_TYPES, "axis_types", loc, loc.key_line(line, "axis_types"))
     out: dict[str, Any] = {"mesh": tuple(mesh.items()), "axis_types": axis_types}
@@ -705,20 +738,7 @@ def _sharding_of(
                 "table_sharding is for a lookup (table, indices); a program with params gives each "
                 "leaf its sharding in its factory: NamedSharding(config.mesh, PartitionSpec(...))",
             )
-        entries = _strings(table[key], loc, key_line, key)
-        if len(entries) > used_rank[key]:
-            raise loc.error(
-                key_line, f"{key} has {len(entries)} entries for an array of rank {used_rank[key]}"
-            )
-        for entry in entries:
-            if entry and entry not in mesh:
-                raise loc.error(
-                    key_line, f'{key}: {entry!r} is no axis of the mesh ({", ".join(mesh)}); "" replicates'
-                )
-        named = [e for e in entries if e]
-        if len(named) != len(set(named)):
-            raise loc.error(key_line, f"{key}: an axis shards one dimension only")
-        out[key] = tuple(e or None for e in entries)
+        out[key] = _sharding(table[key], key, mesh, used_rank[key], loc, key_line)
     if kind == "train" and not has_params:
         raise loc.error(
             mesh_line,
@@ -728,11 +748,44 @@ def _sharding_of(
     return out
 
 
+def _mesh(mesh: object, loc: _Locator, line: int) -> dict[str, int]:
+    """``mesh = { data = 4, tensor = 4 }``: axis names and their positive sizes."""
+    if not isinstance(mesh, dict) or not mesh:
+        raise loc.error(
+            line, "mesh must be a table of axis name = size, e.g. mesh = { data = 4, tensor = 4 }"
+        )
+    for axis, size in mesh.items():
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", axis):
+            raise loc.error(line, f"mesh axis {axis!r} must be a Python-style identifier")
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise loc.error(line, f"mesh axis {axis!r} = {size!r}: a size is a positive integer")
+    return mesh
+
+
+def _sharding(
+    value: object, key: str, mesh: Mapping[str, int], rank: int, loc: _Locator, line: int
+) -> tuple[str | None, ...]:
+    """``table_sharding`` or ``index_sharding``: a mesh axis (or ``""``, replicated) per dimension of an
+    array of ``rank``, each axis once."""
+    entries = _strings(value, loc, line, key)
+    if len(entries) > rank:
+        raise loc.error(line, f"{key} has {len(entries)} entries for an array of rank {rank}")
+    for entry in entries:
+        if entry and entry not in mesh:
+            raise loc.error(
+                line, f'{key}: {entry!r} is no axis of the mesh ({", ".join(mesh)}); "" replicates'
+            )
+    named = [e for e in entries if e]
+    if len(named) != len(set(named)):
+        raise loc.error(line, f"{key}: an axis shards one dimension only")
+    return tuple(e or None for e in entries)
+
+
 # Enough for [batch, sequence] and a few more axes; past this it is not an embedding's index array.
 _MAX_INDEX_RANK = 4
 
 
-def _index_shape(value: Any, loc: _Locator, line: int) -> tuple[int, ...]:
+def _index_shape(value: object, loc: _Locator, line: int) -> tuple[int, ...]:
     """``index_shape = [B, S]``: 1 to 4 positive integers."""
     if not isinstance(value, list) or not 1 <= len(value) <= _MAX_INDEX_RANK:
         raise loc.error(
@@ -744,7 +797,7 @@ def _index_shape(value: Any, loc: _Locator, line: int) -> tuple[int, ...]:
     return tuple(value)
 
 
-def load_spec(path: Path, known: Mapping[str, Any] | None = None) -> Spec:
+def load_spec(path: Path, known: Mapping[str, Selectable] | None = None) -> Spec:
     """Read and validate one spec file. Raises :class:`InvariantsError` naming ``FILE:LINE``.
 
     Program names in it are checked against ``known`` (name -> an object with ``kind`` and ``tags``;
@@ -760,9 +813,9 @@ def load_spec(path: Path, known: Mapping[str, Any] | None = None) -> Spec:
 
 def _spec_of(
     path: Path,
-    data: dict[str, Any],
+    data: Table,
     loc: _Locator,
-    known: Mapping[str, Any] | None,
+    known: Mapping[str, Selectable] | None,
     programs: tuple[ProgramDecl, ...],
 ) -> Spec:
     header = data.get("spec", {})
@@ -803,12 +856,18 @@ def _spec_of(
         for i, table in enumerate(data.get("known_compile_failure", []))
     ]
     return Spec(
-        path, targets, tuple(invariants), tuple(checks), max_loss, programs, tuple(known_failures),
+        path,
+        targets,
+        tuple(invariants),
+        tuple(checks),
+        max_loss,
+        programs,
+        tuple(known_failures),
         targets_where=f"{loc.path}:{targets_line}",
-    )  # fmt: skip
+    )
 
 
-def _known_failure(table: dict[str, Any], line: int, entries: _Entries) -> KnownCompileFailure:
+def _known_failure(table: Table, line: int, entries: _Entries) -> KnownCompileFailure:
     loc, memo = entries.loc, entries.memo
     where = "[[known_compile_failure]]"
     _check_keys(table, _KNOWN_FAILURE_KEYS, loc, line, where, required=("id", "programs", "ratchet"))
@@ -832,7 +891,7 @@ class _Memo:
     configs: set[str] = dataclasses.field(default_factory=set)
 
 
-def _check_id(table: Mapping[str, Any], loc: _Locator, line: int, seen: dict[str, int]) -> str:
+def _check_id(table: Table, loc: _Locator, line: int, seen: dict[str, int]) -> str:
     ident = table["id"]
     if not isinstance(ident, str) or not re.fullmatch(r"[A-Za-z0-9_]+", ident):
         raise loc.error(loc.key_line(line, "id"), f"id {ident!r} must be letters, digits and '_'")
@@ -849,7 +908,7 @@ class _Entries:
     selectors), and the ids each table has taken (an id is unique within its table)."""
 
     loc: _Locator
-    known: Mapping[str, Any] | None
+    known: Mapping[str, Selectable] | None
     targets: tuple[str, ...]
     memo: _Memo = dataclasses.field(default_factory=lambda: _Memo())
     ids: dict[str, dict[str, int]] = dataclasses.field(
@@ -857,7 +916,7 @@ class _Entries:
     )
 
 
-def _invariant(table: dict[str, Any], line: int, entries: _Entries) -> Invariant:
+def _invariant(table: Table, line: int, entries: _Entries) -> Invariant:
     loc, known, targets, memo = entries.loc, entries.known, entries.targets, entries.memo
     seen = entries.ids["invariant"]
     _check_keys(table, _INVARIANT_KEYS, loc, line, "[[invariant]]", required=("id", "assert"))
@@ -896,7 +955,7 @@ def _invariant(table: dict[str, Any], line: int, entries: _Entries) -> Invariant
     )
 
 
-def _ratchet(raw: Any, loc: _Locator, r_line: int) -> Ratchet:
+def _ratchet(raw: object, loc: _Locator, r_line: int) -> Ratchet:
     if not isinstance(raw, dict):
         raise loc.error(r_line, "ratchet must be a table { reason = ..., issue = ... }")
     _check_keys(raw, _RATCHET_KEYS, loc, r_line, "ratchet")
@@ -923,7 +982,7 @@ def _cut(text: str) -> str:
     return f"{text[:MAX_TEXT]}... (cut: {len(text):,} characters, shown up to {MAX_TEXT:,})"
 
 
-def _shared(table: Mapping[str, Any], entry_id: str, loc: _Locator, line: int) -> dict[str, Any]:
+def _shared(table: Table, entry_id: str, loc: _Locator, line: int) -> dict[str, Any]:
     """What every entry has, read the same way: its id, where it is, why, and its version scope."""
     when = _parse_when(table["when"], loc, loc.key_line(line, "when")) if "when" in table else ()
     why = _cut(_string(table, "why", loc, line))
@@ -931,7 +990,7 @@ def _shared(table: Mapping[str, Any], entry_id: str, loc: _Locator, line: int) -
 
 
 def _entry_targets(
-    table: Mapping[str, Any], entry_id: str, loc: _Locator, line: int, targets: tuple[str, ...]
+    table: Table, entry_id: str, loc: _Locator, line: int, targets: tuple[str, ...]
 ) -> tuple[str, ...]:
     """An entry's ``targets`` (default ``*``): patterns that narrow the file's ``targets``, each one
     overlapping them (which target names exist is the checks stage's to say)."""
@@ -949,7 +1008,7 @@ def _entry_targets(
     return entry
 
 
-def _correctness(table: dict[str, Any], line: int, entries: _Entries) -> CorrectnessCheck:
+def _correctness(table: Table, line: int, entries: _Entries) -> CorrectnessCheck:
     loc, known, targets, memo = entries.loc, entries.known, entries.targets, entries.memo
     seen = entries.ids["correctness"]
     _check_keys(table, _CORRECTNESS_KEYS, loc, line, "[[correctness]]", required=("id", "check", "programs"))
@@ -966,24 +1025,7 @@ def _correctness(table: dict[str, Any], line: int, entries: _Entries) -> Correct
     _check_selectors(programs, loc, programs_line, known, memo.selectors)
     check_targets = _entry_targets(table, check_id, loc, line, targets)
     _check_arguments(table, check_id, programs, loc, line, known)
-    reference = table.get("reference")
-    ref_line = loc.key_line(line, "reference")
-    if check == "agree":
-        if reference is None:
-            raise loc.error(line, f"'{check_id}': check 'agree' needs a 'reference' program to agree with")
-        if not isinstance(reference, str):
-            raise loc.error(ref_line, f"'reference' must be a program name, not {_a(reference)}")
-        names = _known(known)
-        if reference not in names:
-            raise loc.error(
-                ref_line,
-                f"unknown reference program {reference!r}{non_ascii(reference)}"
-                f"{did_you_mean(reference, names)}",
-            )
-    elif reference is not None:
-        raise loc.error(
-            ref_line, f"'{check_id}': check {check!r} compares with no reference; drop 'reference'"
-        )
+    reference = _reference(table, check_id, check, loc, line, known)
     configs_line = loc.key_line(line, "configs")
     configs = _strings(table.get("configs", "f32"), loc, configs_line, "configs")
     _check_configs(configs, loc, configs_line, memo.configs)
@@ -993,19 +1035,7 @@ def _correctness(table: dict[str, Any], line: int, entries: _Entries) -> Correct
     distributions = _strings(table.get("distributions", "uniform"), loc, dist_line, "distributions")
     for dist in distributions:
         _one_of(dist, DISTRIBUTIONS, "index distribution", loc, dist_line)
-    expect, expect_line = table.get("expect"), loc.key_line(line, "expect")
-    allowed = CORRECTNESS_EXPECT[check]
-    if not allowed and expect is not None:
-        raise loc.error(expect_line, f"'{check_id}': check {check!r} takes no 'expect'; drop it")
-    if allowed and expect is None:
-        raise loc.error(line, f"'{check_id}': check {check!r} needs 'expect', one of {', '.join(allowed)}")
-    if allowed and expect not in allowed:
-        word = expect if isinstance(expect, str) else ""
-        raise loc.error(
-            expect_line,
-            f"'{check_id}': expect {expect!r} is not one of {', '.join(allowed)}"
-            f"{did_you_mean(word, allowed)}",
-        )
+    expect = _expect(table, check_id, check, loc, line)
     return CorrectnessCheck(
         **_shared(table, check_id, loc, line),
         check=check,
@@ -1020,7 +1050,51 @@ def _correctness(table: dict[str, Any], line: int, entries: _Entries) -> Correct
     )
 
 
-def _signature_of(program: Any) -> Any:
+def _reference(
+    table: Table, check_id: str, check: str, loc: _Locator, line: int, known: Mapping[str, Selectable] | None
+) -> str | None:
+    """The program an ``agree`` check compares with: a known name, given for that check alone."""
+    reference = table.get("reference")
+    ref_line = loc.key_line(line, "reference")
+    if check != "agree":
+        if reference is not None:
+            raise loc.error(
+                ref_line, f"'{check_id}': check {check!r} compares with no reference; drop 'reference'"
+            )
+        return None
+    if reference is None:
+        raise loc.error(line, f"'{check_id}': check 'agree' needs a 'reference' program to agree with")
+    if not isinstance(reference, str):
+        raise loc.error(ref_line, f"'reference' must be a program name, not {_a(reference)}")
+    names = _known(known)
+    if reference not in names:
+        raise loc.error(
+            ref_line,
+            f"unknown reference program {reference!r}{non_ascii(reference)}{did_you_mean(reference, names)}",
+        )
+    return reference
+
+
+def _expect(table: Table, check_id: str, check: str, loc: _Locator, line: int) -> str | None:
+    """What the check expects, one of its own words (:data:`CORRECTNESS_EXPECT`), or None for a check
+    that takes none."""
+    expect, expect_line = table.get("expect"), loc.key_line(line, "expect")
+    allowed = CORRECTNESS_EXPECT[check]
+    if not allowed and expect is not None:
+        raise loc.error(expect_line, f"'{check_id}': check {check!r} takes no 'expect'; drop it")
+    if allowed and expect is None:
+        raise loc.error(line, f"'{check_id}': check {check!r} needs 'expect', one of {', '.join(allowed)}")
+    if allowed and expect not in allowed:
+        word = expect if isinstance(expect, str) else ""
+        raise loc.error(
+            expect_line,
+            f"'{check_id}': expect {expect!r} is not one of {', '.join(allowed)}"
+            f"{did_you_mean(word, allowed)}",
+        )
+    return expect
+
+
+def _signature_of(program: object) -> Any:
     """A program's :attr:`ProgramDecl.signature`, read from its declaration or from a built program's
     inputs; None for the one-table contract (and an unknown name)."""
     found = getattr(program, "signature", None)
@@ -1028,12 +1102,12 @@ def _signature_of(program: Any) -> Any:
 
 
 def _check_arguments(
-    table: Mapping[str, Any],
+    table: Table,
     check_id: str,
     selectors: Sequence[str],
     loc: _Locator,
     line: int,
-    known: Mapping[str, Any] | None,
+    known: Mapping[str, Selectable] | None,
 ) -> None:
     """A correctness check calls its programs on arguments it makes: a program with params takes its own,
     so it may only ``agree`` with a reference of the very same arguments."""
@@ -1062,13 +1136,13 @@ def _check_arguments(
             )
 
 
-def scope_of(spec: Spec, programs: Mapping[str, Any]) -> Mapping[str, Any]:
+def scope_of(spec: Spec, programs: Mapping[str, Selectable]) -> Mapping[str, Selectable]:
     """The programs ``spec``'s selectors range over: the catalog's for the package's own files, else the
     run's ``programs``."""
     return _known(None) if spec.catalog_scope else programs
 
 
-def _known(known: Mapping[str, Any] | None) -> Mapping[str, Any]:
+def _known(known: Mapping[str, Selectable] | None) -> Mapping[str, Selectable]:
     """``known``, else the catalog's programs (a constant of the package: the programs a project declares
     belong to the run that read its spec files, which passes them)."""
     if known is not None:
@@ -1082,7 +1156,7 @@ def _check_selectors(
     selectors: Sequence[str],
     loc: _Locator,
     line: int,
-    known: Mapping[str, Any] | None = None,
+    known: Mapping[str, Selectable] | None = None,
     memo: dict[str, bool] | None = None,
 ) -> None:
     """Each selector matches at least one program. ``memo`` remembers the answers of one file."""
@@ -1098,14 +1172,14 @@ def _check_selectors(
             )
 
 
-def select_programs(selectors: Sequence[str], known: Mapping[str, Any] | None = None) -> list[str]:
+def select_programs(selectors: Sequence[str], known: Mapping[str, Selectable] | None = None) -> list[str]:
     """Program names matched by selectors (:func:`invariants.catalog.select.match_programs`).
 
     ``known`` as in :func:`load_spec` (default: the catalog's programs)."""
     return match_programs(selectors, _known(known))
 
 
-def collision(name: str, catalog: Mapping[str, Any]) -> str | None:
+def collision(name: str, catalog: Mapping[str, Selectable]) -> str | None:
     """Why a declared program may not be called ``name`` (None: it may): the one rule, for spec files
     (:func:`load_specs`, which names the file and line) and a run's programs
     (:class:`invariants.catalog.registry.Programs`) alike. A report, a snapshot file and an invariant name a
@@ -1138,7 +1212,7 @@ def load_specs(*directories: Path) -> list[Spec]:
             raise InvariantsError(f"{shown(directory)}: no *.toml spec files here")
         paths += found
     parsed = [(path, *_read(path)) for path in paths]
-    known: dict[str, Any] = dict(catalog)
+    known: dict[str, Selectable] = dict(catalog)
     first: dict[str, str] = {}
     declared: list[tuple[ProgramDecl, ...]] = []
     for _path, data, loc in parsed:
@@ -1164,7 +1238,7 @@ def load_specs(*directories: Path) -> list[Spec]:
     return _aim(specs, known)
 
 
-def _aim(specs: list[Spec], known: Mapping[str, Any]) -> list[Spec]:
+def _aim(specs: list[Spec], known: Mapping[str, Selectable]) -> list[Spec]:
     """Each declared program aimed at the ``[spec] targets`` of the file that declares it and of every
     file whose entries name it (:attr:`ProgramDecl.aimed`): it compiles on every target its specs name."""
     aims: dict[str, dict[str, None]] = {d.name: {} for spec in specs for d in spec.programs}

@@ -1,10 +1,9 @@
 """Efficiency baselines: what a throughput run's efficiency is compared with, and the rules for them.
 
 A baseline is the efficiency (``t_copy / t_program``, see :func:`invariants.timing.paired.measure_efficiency`)
-of
-one program in one configuration on one target, recorded on purpose (``--record-baselines``) as
-``snapshots/<target>/efficiency/<program>.<config>.json``: the median of three measurements, with the
-machine it was measured on and the versions. The rules:
+of one program in one configuration on one target, recorded on purpose (``--record-baselines``) as
+``snapshots/<target>/efficiency/<program>.<config>.json``: the median of three measurements, with the machine
+it was measured on and the versions. The rules:
 
 * a run fails only when its whole interval lies below ``baseline * (1 - max_loss)``
   (:func:`baseline_verdict`);
@@ -23,12 +22,16 @@ import math
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from invariants import _cores
 from invariants._errors import InvariantsError
 from invariants._paths import write_atomic
 from invariants.timing.paired import RatioResult, Verdict, decide_lower
+
+if TYPE_CHECKING:
+    from invariants.spec.checks import Case
+    from invariants.spec.file import Spec
 
 __all__ = [
     "DEFAULT_MAX_LOSS",
@@ -55,7 +58,7 @@ def baseline_path(snapshot_root: Path, target: str, program: str, config: str) -
     return snapshot_root / target / BASELINE_FOLDER / f"{program}.{config}.json"
 
 
-def max_loss_for(specs: Iterable[Any], target: str) -> float:
+def max_loss_for(specs: Iterable[Spec], target: str) -> float:
     """``efficiency_max_loss`` of the first spec whose ``targets`` patterns match ``target``."""
     for spec in specs:
         if spec.efficiency_max_loss and any(fnmatch.fnmatchcase(target, p) for p in spec.targets):
@@ -171,7 +174,7 @@ def write_baseline(
     return record
 
 
-def record_programs(key: Sequence[str], cases: Iterable[Any]) -> list[str]:
+def record_programs(key: Sequence[str], cases: Iterable[Case]) -> list[str]:
     """The programs a ``--record-baselines`` run must select for ``key`` (program, config, target) to be
     timed at all: an efficiency item exists only for a key of a throughput relation whose every side is
     selected, so its program alone selects nothing (the run then times nothing and passes). The programs

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 
 from invariants._errors import InvariantsError
 from invariants.hlo.parse import parse_module
@@ -14,7 +13,7 @@ from invariants.hlo.parse import parse_module
 __all__ = ["copy_callable", "jax_callable"]
 
 
-def jax_callable(fn: Callable[..., Any], *args: Any) -> Callable[[], None]:
+def jax_callable(fn: Callable[..., object], *args: object) -> Callable[[], None]:
     """Wrap an already-compiled function and concrete arguments into a :data:`Timed` callable.
 
     Nothing is jitted or compiled here: pass ``jax.jit(f).lower(*args).compile()`` (or a jitted function

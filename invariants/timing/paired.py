@@ -303,6 +303,25 @@ class _Run:
     looks: int
 
 
+def _checked(s: Sampling, decides: bool) -> tuple[float, int]:
+    """The error rate ``s`` allows and the fewest pairs its first look needs; one line for a sampling that
+    cannot give an interval."""
+    if not 0.5 < s.confidence < 1.0:
+        raise InvariantsError(f"timing: confidence must be in (0.5, 1), got {s.confidence}")
+    alpha = 1.0 - s.confidence
+    # With a threshold the first look already spends only part of alpha (see invariants._stats.look_alpha).
+    floor = min_pairs_for(1.0 - (look_alpha(alpha, 1) if decides else alpha))
+    if s.min_pairs < floor:
+        raise InvariantsError(
+            f"timing: min_pairs={s.min_pairs} is too few for a {s.confidence:.0%} interval (need >= {floor})"
+        )
+    if s.max_seconds <= 0:
+        raise InvariantsError(f"timing: max_seconds must be positive, got {s.max_seconds}")
+    if s.inner is not None and s.inner < 1:
+        raise InvariantsError(f"timing: inner must be >= 1, got {s.inner}")
+    return alpha, floor
+
+
 def _run(
     a: Timed,
     b: Timed,
@@ -310,26 +329,11 @@ def _run(
     sampling: Sampling,
 ) -> _Run:
     s = sampling
-    min_pairs, min_seconds, max_seconds, confidence = s.min_pairs, s.min_seconds, s.max_seconds, s.confidence
-    if s.device is not None:
-        min_seconds = (
-            0.0  # a floor on precision for the host's clocks; the chip's repeats to a fraction of 1%
-        )
+    min_pairs, max_seconds = s.min_pairs, s.max_seconds
+    # min_seconds is a floor on precision for the host's clocks; the chip's repeats to a fraction of 1%.
+    min_seconds = 0.0 if s.device is not None else s.min_seconds
     warmup, inner, sample_seconds, clock = s.warmup, s.inner, s.sample_seconds, s.clock
-    if not 0.5 < confidence < 1.0:
-        raise InvariantsError(f"timing: confidence must be in (0.5, 1), got {confidence}")
-    alpha = 1.0 - confidence
-    # With a threshold the first look already spends only part of alpha (see invariants._stats.look_alpha).
-    first_alpha = look_alpha(alpha, 1) if decide is not None else alpha
-    floor = min_pairs_for(1.0 - first_alpha)
-    if min_pairs < floor:
-        raise InvariantsError(
-            f"timing: min_pairs={min_pairs} is too few for a {confidence:.0%} interval (need >= {floor})"
-        )
-    if max_seconds <= 0:
-        raise InvariantsError(f"timing: max_seconds must be positive, got {max_seconds}")
-    if inner is not None and inner < 1:
-        raise InvariantsError(f"timing: inner must be >= 1, got {inner}")
+    alpha, floor = _checked(sampling, decide is not None)
 
     gc_was_enabled = gc.isenabled()
     gc.disable()  # a collection inside one sample of a pair would land on one side only
@@ -449,9 +453,13 @@ def measure_efficiency(
         the floor; ``"inconclusive"`` when it still straddles it at budget end.
     """
     return measure_paired(
-        copy, program, bound=min_efficiency, direction="at_least", name="efficiency",
+        copy,
+        program,
+        bound=min_efficiency,
+        direction="at_least",
+        name="efficiency",
         sampling=Sampling(**sampling),
-    )  # fmt: skip
+    )
 
 
 def measure_paired(

@@ -58,10 +58,6 @@ class DeviceTrace:
     modules: tuple[Event, ...]
     ops: tuple[Event, ...]
 
-    def module_durations(self) -> list[float]:
-        """Seconds of each module execution, in the order they ran."""
-        return [e.duration_ns * 1e-9 for e in self.modules]
-
 
 @dataclasses.dataclass(frozen=True)
 class OpStats:
@@ -128,8 +124,12 @@ def _read_bytes(path: Path) -> bytes:
 
 
 def _events(line: Any) -> tuple[Event, ...]:
-    return tuple(sorted((Event(e.name, float(e.start_ns), float(e.duration_ns)) for e in line.events),
-                        key=lambda e: e.start_ns))  # fmt: skip
+    return tuple(
+        sorted(
+            (Event(e.name, float(e.start_ns), float(e.duration_ns)) for e in line.events),
+            key=lambda e: e.start_ns,
+        )
+    )
 
 
 def read_trace(path: str | os.PathLike[str], ops: bool = True) -> DeviceTrace:

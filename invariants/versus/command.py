@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _config
 from .._cores import freed, usable
-from .._errors import InvariantsError
+from .._errors import InvariantsError, Parser
 from .._paths import absolute_path, check_distinct, check_output_file, check_plot_path, write_atomic
 from ..catalog.project import Project, add_project_options, project_from
 from ..catalog.targets import CPU_RUNTIME, aimed_targets, select_targets
@@ -59,8 +59,9 @@ from ..measure.metrics import offload_moves
 from ..releases import environments as envs  # a module: a test replaces its functions
 from ..releases.environments import DEFAULT_CACHE, DEFAULT_INDEX
 from ..snapshot.diff import structural_diff, what_changed
-from ..timing.paired import runtime_clock
+from ..timing.paired import RatioResult, runtime_clock
 from .report import (
+    Record,
     SideRecord,
     invariant_changes,
     make_record,
@@ -91,8 +92,15 @@ if TYPE_CHECKING:
     from ..catalog.registry import Programs
 
 # Seed configuration, single device: the lookups users write, forward and backward, in a minute and a half.
-DEFAULT_PROGRAMS = ("naive", "take", "vmap_naive", "eqx_embedding", "grad_naive", "grad_take",
-                    "grad_eqx_embedding")  # fmt: skip
+DEFAULT_PROGRAMS = (
+    "naive",
+    "take",
+    "vmap_naive",
+    "eqx_embedding",
+    "grad_naive",
+    "grad_take",
+    "grad_eqx_embedding",
+)
 DEFAULT_TARGETS = "cpu,tpu-v5e,gpu-h100"
 CONFIG = "f32"
 FAILED = ("fail", "lost-parallelism")
@@ -142,11 +150,17 @@ class Settings:
         the main phase's)."""
         low = max(MIN_ROUNDS_FOR_INTERVAL, min(self.min_rounds, self.parallel_min_rounds))
         high = max(low, min(self.max_rounds, self.parallel_max_rounds))
-        return dataclasses.replace(self, pin=False, clock="wall", threshold=self.parallel_threshold,
-                                   min_rounds=low, max_rounds=high,
-                                   block_seconds=self.parallel_block_seconds,
-                                   min_threads=self.parallel_min_threads,
-                                   warm_fraction=self.parallel_warm_fraction)  # fmt: skip
+        return dataclasses.replace(
+            self,
+            pin=False,
+            clock="wall",
+            threshold=self.parallel_threshold,
+            min_rounds=low,
+            max_rounds=high,
+            block_seconds=self.parallel_block_seconds,
+            min_threads=self.parallel_min_threads,
+            warm_fraction=self.parallel_warm_fraction,
+        )
 
 
 Progress = Callable[[str], None]
@@ -170,9 +184,13 @@ def _both(workers: Sequence[WorkerProcess], op: str, **fields: Any) -> list[dict
 
 
 def time_round(
-    workers: Sequence[WorkerProcess], key: str, calls: int, settings: Settings, first: int,
+    workers: Sequence[WorkerProcess],
+    key: str,
+    calls: int,
+    settings: Settings,
+    first: int,
     clock: Callable[[], float] = time.perf_counter,
-) -> Round:  # fmt: skip
+) -> Round:
     """One program's blocks in one round: pairs in ABBA order (``first`` says which side opens), until
     ``round_seconds`` have passed and at least ``min_pairs`` pairs exist, in an even number: in ABBA a
     side's block follows the other side's in one pair and its own in the next, and an odd count would
@@ -268,17 +286,35 @@ def device_round(
         rd = Round(1)
         base, cand = got[0][p], got[1][p]
         for b, c in zip(base["device"], cand["device"], strict=False):
-            rd.add({DEVICE: b, "wall": base["wall"] / n, "cpu": base["cpu"] / n},
-                   {DEVICE: c, "wall": cand["wall"] / n, "cpu": cand["cpu"] / n})  # fmt: skip
+            rd.add(
+                {DEVICE: b, "wall": base["wall"] / n, "cpu": base["cpu"] / n},
+                {DEVICE: c, "wall": cand["wall"] / n, "cpu": cand["cpu"] / n},
+            )
         rd.seconds = sum(base["device"]) + sum(cand["device"])
         out[p] = rd
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class Judged:
+    """One program's attempt: each clock's ratio, its word, the threads its rounds kept busy per side, and
+    why an all-cores phase can tell nothing of it (empty: it can)."""
+
+    results: dict[str, RatioResult]
+    word: str
+    threads: dict[str, float | None]
+    note: str
+
+
 def measure(
-    sides: Sequence[Side], programs: Sequence[str], settings: Settings, progress: Progress, label: str,
-    start: Starter = start_pair, configs: Mapping[str, str] | None = None,
-) -> dict[str, dict[str, Any]]:  # fmt: skip
+    sides: Sequence[Side],
+    programs: Sequence[str],
+    settings: Settings,
+    progress: Progress,
+    label: str,
+    start: Starter = start_pair,
+    configs: Mapping[str, str] | None = None,
+) -> dict[str, Judged]:
     """Rounds of fresh worker pairs until every program's interval is decided or ``max_rounds`` are spent.
 
     With ``settings.pin``, both workers of a round run on one core, the next round on the next core: a
@@ -289,38 +325,20 @@ def measure(
     ``configs``: the configuration each program is timed in (default :data:`CONFIG`, the catalog's seed;
     a project's program is timed in the first configuration it lists).
 
-    Returns, per program, ``{"results": {clock: RatioResult}, "word": verdict}``.
+    Returns each program's :class:`Judged`.
     """
     config_of = {p: (configs or {}).get(p, CONFIG) for p in programs}
     rounds: dict[str, list[Round]] = {p: [] for p in programs}
     looks = dict.fromkeys(programs, 0)
-    done: dict[str, dict[str, Any]] = {}
+    done: dict[str, Judged] = {}
     active = list(programs)
-    clocks = (DEVICE, "wall") if settings.clock == DEVICE else CLOCKS
     k = 0
     while active:
         k += 1
         t0 = time.perf_counter()
         cores = usable()
         cpus = frozenset({cores[(k - 1) % len(cores)]}) if settings.pin else None
-        if settings.clock == DEVICE:
-            for p, rd in device_round(sides, {p: config_of[p] for p in active}, settings, k, start).items():
-                rounds[p].append(rd)
-            t1 = t2 = time.perf_counter()
-        else:
-            workers = start(sides, cpus)
-            try:
-                t1 = time.perf_counter()
-                prepared = _both(workers, "prepare", programs=[[p, config_of[p]] for p in active])
-                t2 = time.perf_counter()
-                for p in active:
-                    key = f"{p}/{config_of[p]}"
-                    calls = calls_per_block(workers[0], key, prepared[0]["per_call"][key],
-                                            settings.block_seconds)  # fmt: skip
-                    rounds[p].append(time_round(workers, key, calls, settings, first=k % 2))
-            finally:
-                for w in workers:
-                    w.close()
+        t1, t2 = _round(sides, {p: config_of[p] for p in active}, rounds, settings, k, start, cpus)
         line = []
         looking = k in look_at(settings.min_rounds, settings.max_rounds)
         for p in list(active):
@@ -329,49 +347,101 @@ def measure(
             if not looking:
                 continue
             looks[p] += 1
-            look, level = looks[p], settings.confidence
-            results = {c: judge_rounds(rounds[p], c, settings.threshold, level, look) for c in clocks}
-            unpinned = settings.clock == "cpu" and not settings.pin
-            if unpinned:
-                # Unpinned CPU-clock rounds (--no-pin) are all-cores rounds themselves: their wall clock is
-                # judged for lost parallelism, against the parallel threshold.
-                results[ALL_CORES] = judge_rounds(rounds[p], "wall", settings.parallel_threshold, level, look)
-            if unpinned or settings.min_threads > 0:  # every round with all cores: the threads witness
-                bound = settings.parallel_threshold if unpinned else settings.threshold
-                results[ALL_CORES_THREADS] = judge_rounds(rounds[p], THREADS, 1.0 / bound, level, look,
-                                                          floor=True)  # fmt: skip
-            threads = threads_of(rounds[p])
-            note = _cannot_lose(threads["baseline"], settings)
-            decided = (
-                all_cores_word(results["wall"], results[ALL_CORES_THREADS])
-                if settings.min_threads > 0
-                else results[settings.clock].verdict
-            )
-            if decided is None and k < settings.max_rounds and not note:
-                continue  # straddles: more rounds
-            if note:  # nothing this phase measures: see _cannot_lose (its threads witness neither)
-                for c in (settings.clock, ALL_CORES_THREADS):
-                    if c in results:
-                        results[c] = dataclasses.replace(results[c], verdict="inconclusive")
-            results = {
-                c: r if r.verdict else dataclasses.replace(r, verdict="inconclusive")
-                for c, r in results.items()
-            }
-            word = combine(p, settings.clock, results)
-            if settings.min_threads > 0 and not note:
-                word = decided or "inconclusive"  # the all-cores word the loop judged by
-            done[p] = {"results": results, "word": word, "threads": threads, "note": note}
-            active.remove(p)
+            judged = _judged(p, rounds[p], looks[p], settings, last=k >= settings.max_rounds)
+            if judged is not None:
+                done[p] = judged
+                active.remove(p)
         where = f"core {min(cpus)}, " if cpus else ""
-        progress(f"  {label} round {k} ({where}start {t1 - t0:.1f} s, prepare {t2 - t1:.1f} s): "
-                 f"{settings.clock} ratio " + ", ".join(line))  # fmt: skip
+        progress(
+            f"  {label} round {k} ({where}start {t1 - t0:.1f} s, prepare {t2 - t1:.1f} s): "
+            f"{settings.clock} ratio " + ", ".join(line)
+        )
     return done
 
 
+def _round(
+    sides: Sequence[Side],
+    config_of: Mapping[str, str],
+    rounds: dict[str, list[Round]],
+    settings: Settings,
+    k: int,
+    start: Starter,
+    cpus: frozenset[int] | None,
+) -> tuple[float, float]:
+    """Round ``k``: one fresh worker pair times each program of ``config_of`` (in its configuration), its
+    :class:`Round` appended to ``rounds``. Returns when the workers had started and when they had prepared
+    (``time.perf_counter``)."""
+    if settings.clock == DEVICE:
+        for p, rd in device_round(sides, config_of, settings, k, start).items():
+            rounds[p].append(rd)
+        t1 = time.perf_counter()
+        return t1, t1
+    workers = start(sides, cpus)
+    try:
+        t1 = time.perf_counter()
+        prepared = _both(workers, "prepare", programs=[[p, c] for p, c in config_of.items()])
+        t2 = time.perf_counter()
+        for p, c in config_of.items():
+            key = f"{p}/{c}"
+            calls = calls_per_block(workers[0], key, prepared[0]["per_call"][key], settings.block_seconds)
+            rounds[p].append(time_round(workers, key, calls, settings, first=k % 2))
+    finally:
+        for w in workers:
+            w.close()
+    return t1, t2
+
+
+def _ratios(rounds: list[Round], look: int, settings: Settings) -> dict[str, RatioResult]:
+    """Each clock's ratio over ``rounds`` at look ``look``, and the all-cores ones where the rounds used
+    every core."""
+    level = settings.confidence
+    clocks = (DEVICE, "wall") if settings.clock == DEVICE else CLOCKS
+    results = {c: judge_rounds(rounds, c, settings.threshold, level, look) for c in clocks}
+    unpinned = settings.clock == "cpu" and not settings.pin
+    if unpinned:
+        # Unpinned CPU-clock rounds (--no-pin) are all-cores rounds themselves: their wall clock is judged
+        # for lost parallelism, against the parallel threshold.
+        results[ALL_CORES] = judge_rounds(rounds, "wall", settings.parallel_threshold, level, look)
+    if unpinned or settings.min_threads > 0:  # every round with all cores: the threads witness
+        bound = settings.parallel_threshold if unpinned else settings.threshold
+        results[ALL_CORES_THREADS] = judge_rounds(rounds, THREADS, 1.0 / bound, level, look, floor=True)
+    return results
+
+
+def _judged(p: str, rounds: list[Round], look: int, settings: Settings, last: bool) -> Judged | None:
+    """Program ``p``'s verdict at its ``look``-th look at its ``rounds``, or None while its interval
+    straddles the threshold and rounds are left (``last`` false)."""
+    results = _ratios(rounds, look, settings)
+    threads = threads_of(rounds)
+    note = _cannot_lose(threads["baseline"], settings)
+    decided = (
+        all_cores_word(results["wall"], results[ALL_CORES_THREADS])
+        if settings.min_threads > 0
+        else results[settings.clock].verdict
+    )
+    if decided is None and not last and not note:
+        return None  # straddles: more rounds
+    if note:  # nothing this phase measures: see _cannot_lose (its threads witness neither)
+        for c in (settings.clock, ALL_CORES_THREADS):
+            if c in results:
+                results[c] = dataclasses.replace(results[c], verdict="inconclusive")
+    results = {
+        c: r if r.verdict else dataclasses.replace(r, verdict="inconclusive") for c, r in results.items()
+    }
+    word = combine(p, settings.clock, results)
+    if settings.min_threads > 0 and not note:
+        word = decided or "inconclusive"  # the all-cores word the loop judged by
+    return Judged(results, word, threads, note)
+
+
 def measure_confirmed(
-    sides: Sequence[Side], programs: Sequence[str], settings: Settings, progress: Progress,
-    start: Starter = start_pair, configs: Mapping[str, str] | None = None,
-) -> list[ProgramVerdict]:  # fmt: skip
+    sides: Sequence[Side],
+    programs: Sequence[str],
+    settings: Settings,
+    progress: Progress,
+    start: Starter = start_pair,
+    configs: Mapping[str, str] | None = None,
+) -> list[ProgramVerdict]:
     """:func:`measure`, then once more for the programs that failed: a failure must repeat (the rule of
     :func:`invariants.timing.paired.confirmed`, applied to all failing programs in shared rounds).
 
@@ -380,37 +450,63 @@ def measure_confirmed(
     once more: a confirmed failure there is ``lost-parallelism``. Each phase's words are the attempts
     (``all cores: fail``), in order."""
     first = measure(sides, programs, settings, progress, "measure", start, configs)
-    failing = [p for p in programs if first[p]["word"] in FAILED]
+    failing = [p for p in programs if first[p].word in FAILED]
     second = measure(sides, failing, settings, progress, "confirm", start, configs) if failing else {}
     attempts = {p: [first[p]] + ([second[p]] if p in second else []) for p in programs}
-    final = {p: dict(attempts[p][-1]) for p in programs}  # a repeated failure, or the second attempt's word
-    words = {p: [a["word"] for a in attempts[p]] for p in programs}
+    final = {p: attempts[p][-1] for p in programs}  # a repeated failure, or the second attempt's word
+    words = {p: [a.word for a in attempts[p]] for p in programs}
     threads: dict[str, dict[str, float | None] | None] = dict.fromkeys(programs)
     if not settings.pin and settings.clock == "cpu":
-        threads = {p: final[p].get("threads") for p in programs}  # --no-pin: its rounds use every core
+        threads = {p: final[p].threads for p in programs}  # --no-pin: its rounds use every core
     if settings.pin and settings.parallel and settings.clock == "cpu":
-        cores = settings.all_cores()
-        todo = [p for p in programs if final[p]["word"] != "fail"]
-        if len(freed()) < 2:
-            progress("  all cores: this run has one core (taskset?); nothing runs in parallel, so lost "
-                     "parallelism cannot show: the phase is left out")  # fmt: skip
-            todo = []
-        label = "all cores"
-        while todo:
-            measured = measure(sides, todo, cores, progress, label, start, configs)
-            for p in todo:
-                got = measured[p]["results"]
-                results = {**final[p]["results"], ALL_CORES: got["wall"], ALL_CORES_CPU: got["cpu"],
-                           ALL_CORES_THREADS: got[ALL_CORES_THREADS]}  # fmt: skip
-                final[p] = {"results": results, "word": combine(p, settings.clock, results)}
-                note = measured[p]["note"]
-                words[p].append(f"all cores: {measured[p]['word']}" + (f" ({note})" if note else ""))
-                threads[p] = measured[p]["threads"]
-            # Once more for the failures, as in the main phase: the second word stands.
-            todo = [p for p in todo if measured[p]["word"] == "fail"] if label == "all cores" else []
-            label = "all cores, confirm"
-    return [ProgramVerdict(p, settings.clock, final[p]["word"], final[p]["results"], words[p], threads[p])
-            for p in programs]  # fmt: skip
+        todo = [p for p in programs if final[p].word != "fail"]
+        for p, (measured, said) in _all_cores(sides, todo, settings, progress, start, configs).items():
+            got = measured.results
+            results = {
+                **final[p].results,
+                ALL_CORES: got["wall"],
+                ALL_CORES_CPU: got["cpu"],
+                ALL_CORES_THREADS: got[ALL_CORES_THREADS],
+            }
+            final[p] = dataclasses.replace(
+                final[p], results=results, word=combine(p, settings.clock, results)
+            )
+            words[p] += said
+            threads[p] = measured.threads
+    return [
+        ProgramVerdict(p, settings.clock, final[p].word, final[p].results, words[p], threads[p])
+        for p in programs
+    ]
+
+
+def _all_cores(
+    sides: Sequence[Side],
+    todo: Sequence[str],
+    settings: Settings,
+    progress: Progress,
+    start: Starter,
+    configs: Mapping[str, str] | None,
+) -> dict[str, tuple[Judged, list[str]]]:
+    """The all-cores phase (:meth:`Settings.all_cores`) of ``todo``, and once more for its failures, as in
+    the main phase (the second word stands): per program, its last measurement and each attempt's word."""
+    cores = settings.all_cores()
+    if len(freed()) < 2:
+        progress(
+            "  all cores: this run has one core (taskset?); nothing runs in parallel, so lost "
+            "parallelism cannot show: the phase is left out"
+        )
+        return {}
+    out: dict[str, tuple[Judged, list[str]]] = {}
+    for label in ("all cores", "all cores, confirm"):
+        if not todo:
+            break
+        measured = measure(sides, todo, cores, progress, label, start, configs)
+        for p in todo:
+            note = measured[p].note
+            said = f"all cores: {measured[p].word}" + (f" ({note})" if note else "")
+            out[p] = (measured[p], [*(out[p][1] if p in out else []), said])
+        todo = [p for p in todo if measured[p].word == "fail"]
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -488,14 +584,22 @@ def compare_structure(
             diff = structural_diff(b["snapshot"], c["snapshot"], "baseline", "candidate")
             changed = what_changed(b["snapshot"], c["snapshot"])
         moved = offload_moves(b.get("sparsecore_metrics") or {}, c.get("sparsecore_metrics") or {})
-        out.append({
-            "key": name, "baseline": b, "candidate": c, "diff": diff, "changed": changed,
-            "offload": None if moved is None else f"{key[0]}[{key[1]}] on {key[2]}: {moved}",
-            "metrics": metric_rows(b, c),
-            "invariants": invariant_changes(b.get("invariants", []), c.get("invariants", [])),
-        })  # fmt: skip
-    targets = {t: {n: r["targets"].get(t) for n, r in zip(names, replies, strict=True)}
-               for t in dict.fromkeys(k[2] for k in keys)}  # fmt: skip
+        out.append(
+            {
+                "key": name,
+                "baseline": b,
+                "candidate": c,
+                "diff": diff,
+                "changed": changed,
+                "offload": None if moved is None else f"{key[0]}[{key[1]}] on {key[2]}: {moved}",
+                "metrics": metric_rows(b, c),
+                "invariants": invariant_changes(b.get("invariants", []), c.get("invariants", [])),
+            }
+        )
+    targets = {
+        t: {n: r["targets"].get(t) for n, r in zip(names, replies, strict=True)}
+        for t in dict.fromkeys(k[2] for k in keys)
+    }
     return out, targets
 
 
@@ -523,8 +627,8 @@ NUMBERS: tuple[tuple[str, str, type, str, Callable[[Any], bool], str], ...] = (
 )  # fmt: skip
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def _parser() -> Parser:
+    p = Parser(
         prog="python -m invariants versus",
         description="Time the catalog under two JAX installations, paired in one run; compare structure.",
         epilog="SPEC: 'current' (this interpreter), a jax release such as 0.6.0 (built, cached with uv, as "
@@ -576,10 +680,11 @@ def _parser() -> argparse.ArgumentParser:
             default, shown = getattr(Settings, field), "%(default)s"
         p.add_argument(flag, type=kind, default=default, help=f"{what} (default: {shown})")
     p.add_argument(
-        "--clock", choices=("cpu", "wall", "device"),
+        "--clock",
+        choices=("cpu", "wall", "device"),
         help="verdict clock (default: cpu on the CPU backend, else device: the chip's own time of each call, "
         "from JAX's profiler)",
-    )  # fmt: skip
+    )
     p.add_argument(
         "--no-pin",
         action="store_true",
@@ -594,9 +699,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-timing", action="store_true", help="compare structure and invariants only")
     p.add_argument("--no-structure", action="store_true", help="time only")
     p.add_argument("--index-url", default=DEFAULT_INDEX, help="package index for version SPECs")
-    p.add_argument("--cache-dir", type=absolute_path, default=DEFAULT_CACHE,
-                   help="where version SPECs' environments live")  # fmt: skip
-    return p  # fmt: skip
+    p.add_argument(
+        "--cache-dir",
+        type=absolute_path,
+        default=DEFAULT_CACHE,
+        help="where version SPECs' environments live",
+    )
+    return p
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -680,15 +789,22 @@ def _settings(args: argparse.Namespace, platform: str) -> Settings:
     # One core per round where the CPU time decides; the wall clock's lost-parallelism verdict needs the
     # workers' threads spread over cores, so --no-pin (and accelerators) leave placement to the scheduler.
     pin = clock == "cpu" and not args.no_pin
-    return Settings(threshold=threshold, confidence=args.confidence, clock=clock,
-                    min_rounds=args.min_rounds, max_rounds=args.max_rounds,
-                    round_seconds=args.round_seconds, pin=pin,
-                    parallel_threshold=args.parallel_threshold, parallel=not args.no_parallel)  # fmt: skip
+    return Settings(
+        threshold=threshold,
+        confidence=args.confidence,
+        clock=clock,
+        min_rounds=args.min_rounds,
+        max_rounds=args.max_rounds,
+        round_seconds=args.round_seconds,
+        pin=pin,
+        parallel_threshold=args.parallel_threshold,
+        parallel=not args.no_parallel,
+    )
 
 
 def _builder(
     args: argparse.Namespace, progress: Progress, default_targets: bool | None = None
-) -> Callable[[Any, str], Path]:
+) -> Callable[[object, str], Path]:
     """Builds a side's environment of a jax release. ``default_targets``: whether ``args.targets`` is the
     default rather than the user's (None: whether it is :data:`DEFAULT_TARGETS`)."""
     if default_targets is None:
@@ -697,12 +813,11 @@ def _builder(
     # The backend the user asked for (JAX_PLATFORMS' first entry; python -m invariants defaults it to cpu).
     platform = (_config.requested_platforms() or ["cpu"])[0]
 
-    def build(version: Any, flag: str) -> Path:
+    def build(version: object, flag: str) -> Path:
         if platform in ("cuda", "gpu", "rocm"):
             raise InvariantsError(
                 f"{flag} {version}: a version SPEC builds CPU (or TPU) jax; on a {platform} host pass a "
-                "virtual "
-                "environment with that release's GPU jax instead"
+                "virtual environment with that release's GPU jax instead"
             )
         if not lists:
             envs.check_index(args.index_url)
@@ -733,21 +848,15 @@ def main(argv: list[str]) -> int:
     targets_given = args.targets is not None
     if not targets_given:
         args.targets = default_targets(programs, known, project.own)
-    keys = [] if args.no_structure else structure_keys(programs, args.targets, known)
-    if not args.no_structure and not keys:
-        which = f"--programs {args.programs}" if args.programs is not None else "the selected programs"
-        on = f"--targets {args.targets}" if targets_given else f"the targets {args.targets}"
-        where = "their configurations" if project.own else CONFIG
-        raise InvariantsError(
-            f"versus: no program of {which} compiles on {on} in {where}: no structure to compare (choose "
-            "other targets" + (", or --no-structure to time only)" if timed else ")")
-        )
+    keys = _compared_keys(args, programs, known, project, bool(timed), targets_given)
     build = _builder(args, progress, default_targets=not targets_given)
     sides = [
         resolve(role, spec, parse_env(env, f"--{role}-env"), Path(sys.executable), build, project)
-        for role, spec, env in (("baseline", args.baseline, args.baseline_env),
-                                ("candidate", args.candidate, args.candidate_env))
-    ]  # fmt: skip
+        for role, spec, env in (
+            ("baseline", args.baseline, args.baseline_env),
+            ("candidate", args.candidate, args.candidate_env),
+        )
+    ]
     exclusive = one_process_per_chip(sides)
     if exclusive and args.clock == "wall":
         raise InvariantsError(
@@ -755,8 +864,9 @@ def main(argv: list[str]) -> int:
             "process; use --clock device (the default on an accelerator)"
         )
     how = "one after the other (a TPU chip belongs to one process)" if exclusive else "at once"
-    progress(f"versus: starting a worker of each side, {how} "
-             f"({', '.join(f'{s.role} {s.python}' for s in sides)})")  # fmt: skip
+    progress(
+        f"versus: starting a worker of each side, {how} ({', '.join(f'{s.role} {s.python}' for s in sides)})"
+    )
     if keys:
         progress(f"versus: structure of {len(keys)} keys on both sides ({args.targets})")
     hellos, replies = hello_and_structure(sides, keys, exclusive)
@@ -768,12 +878,15 @@ def main(argv: list[str]) -> int:
     structure, targets = compare_structure(replies, keys) if keys else ([], {})
     timing: list[ProgramVerdict] = []
     if timed:
-        progress(f"versus: timing {len(timed)} programs, {settings.min_rounds}-{settings.max_rounds} "
-                 "rounds "
-                 f"of fresh worker pairs, {settings.clock} clock")  # fmt: skip
+        progress(
+            f"versus: timing {len(timed)} programs, {settings.min_rounds}-{settings.max_rounds} rounds "
+            f"of fresh worker pairs, {settings.clock} clock"
+        )
         timing = measure_confirmed(sides, timed, settings, progress, configs=timed_configs(timed, known))
-    named = {s.role: SideRecord(s.spec, str(s.python), dict(h["versions"]), dict(s.env))
-             for s, h in zip(sides, hellos, strict=True)}  # fmt: skip
+    named = {
+        s.role: SideRecord(s.spec, str(s.python), dict(h["versions"]), dict(s.env))
+        for s, h in zip(sides, hellos, strict=True)
+    }
     record = make_record(
         named["baseline"],
         named["candidate"],
@@ -783,16 +896,41 @@ def main(argv: list[str]) -> int:
         targets,
         time.perf_counter() - started,
     )
+    _write_outputs(args, record, bool(timing))
+    return record.exit
+
+
+def _compared_keys(
+    args: argparse.Namespace, programs: list[str], known: Programs, project: Project, timed: bool, given: bool
+) -> list[tuple[str, str, str]]:
+    """The keys whose structure both sides compile (none with ``--no-structure``); none of the selected
+    programs compiling on the targets is one line."""
+    if args.no_structure:
+        return []
+    keys = structure_keys(programs, args.targets, known)
+    if not keys:
+        which = f"--programs {args.programs}" if args.programs is not None else "the selected programs"
+        on = f"--targets {args.targets}" if given else f"the targets {args.targets}"
+        where = "their configurations" if project.own else CONFIG
+        raise InvariantsError(
+            f"versus: no program of {which} compiles on {on} in {where}: no structure to compare (choose "
+            "other targets" + (", or --no-structure to time only)" if timed else ")")
+        )
+    return keys
+
+
+def _write_outputs(args: argparse.Namespace, record: Record, timed: bool) -> None:
+    """The markdown on stdout first (a file that cannot be written after all loses nothing of the run),
+    then each file asked for, each checked at the start (:func:`_check_outputs`) and written whole or not
+    at all."""
     text = render_markdown(record)
-    print(text, flush=True)  # first: a file that cannot be written after all loses nothing of the run
-    # Each checked at the start (_check_outputs); each written whole or not at all.
+    print(text, flush=True)
     if args.json:
         write_json(record, args.json, "--json")
     if args.out:
         write_atomic(args.out, text, "--out")
-    if args.plot and timing:
+    if args.plot and timed:
         plot(record, args.plot)
-    return record.exit
 
 
 if __name__ == "__main__":  # pragma: no cover

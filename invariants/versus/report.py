@@ -88,8 +88,11 @@ def invariant_changes(
 def _not_evaluated(b: Mapping[str, Any], c: Mapping[str, Any]) -> str:
     """``not evaluated: REASON`` for an invariant one side or both could not evaluate (a metric without a
     value there): the reason once when both sides give it, else each side's."""
-    why = {side: v.get("not_evaluated") or "no value" for side, v in (("baseline", b), ("candidate", c))
-           if v["holds"] is None}  # fmt: skip
+    why = {
+        side: v.get("not_evaluated") or "no value"
+        for side, v in (("baseline", b), ("candidate", c))
+        if v["holds"] is None
+    }
     if len(why) == 2 and why["baseline"] == why["candidate"]:
         return f"not evaluated: {why['baseline']}"
     return "not evaluated: " + "; ".join(f"on the {side}: {reason}" for side, reason in why.items())
@@ -106,8 +109,15 @@ def metric_rows(base: Mapping[str, Any], cand: Mapping[str, Any]) -> list[dict[s
     for source in ("kernel", "compiler", "sparsecore"):
         b, c = base.get(f"{source}_metrics") or {}, cand.get(f"{source}_metrics") or {}
         for name in dict.fromkeys([*b, *c]):
-            rows.append({"metric": name, "source": source, "baseline": b.get(name),
-                         "candidate": c.get(name), "differs": b.get(name) != c.get(name)})  # fmt: skip
+            rows.append(
+                {
+                    "metric": name,
+                    "source": source,
+                    "baseline": b.get(name),
+                    "candidate": c.get(name),
+                    "differs": b.get(name) != c.get(name),
+                }
+            )
     return rows
 
 
@@ -154,8 +164,17 @@ class Record:
             raise InvariantsError(
                 f"{where}: a side of the versus record is not {{spec, python, versions, env}}"
             ) from None
-        return cls(baseline, candidate, data["settings"], data["timing"], data["structure"], data["targets"],
-                   data["exit"], data["reasons"], data["seconds"])  # fmt: skip
+        return cls(
+            baseline,
+            candidate,
+            data["settings"],
+            data["timing"],
+            data["structure"],
+            data["targets"],
+            data["exit"],
+            data["reasons"],
+            data["seconds"],
+        )
 
 
 def make_record(
@@ -172,20 +191,26 @@ def make_record(
     for t in timing:
         if t["verdict"] == "fail":
             r = t["results"][t["clock"]]
-            reasons.append(f"{t['program']}: fail: {t['clock']} ratio {r['median']:.3f} "
-                           f"[{r['low']:.3f}, {r['high']:.3f}] > {r['threshold']:g}")  # fmt: skip
+            reasons.append(
+                f"{t['program']}: fail: {t['clock']} ratio {r['median']:.3f} "
+                f"[{r['low']:.3f}, {r['high']:.3f}] > {r['threshold']:g}"
+            )
         elif t["verdict"] == "lost-parallelism":
             r = t["results"].get(ALL_CORES) or t["results"]["wall"]
             c = t["results"][t["clock"]]
             th = t["results"].get(ALL_CORES_THREADS)
             if th and r["low"] <= r["threshold"]:  # the threads witness decided (invariants.versus.stats)
-                wall = (f"threads ratio with all cores {_interval(th)} < {th['threshold']:.3g} (fewer "
-                        f"threads busy), wall ratio {_interval(r)}, "
-                        f"estimate above {r['threshold']:g}")  # fmt: skip
+                wall = (
+                    f"threads ratio with all cores {_interval(th)} < {th['threshold']:.3g} (fewer "
+                    f"threads busy), wall ratio {_interval(r)}, "
+                    f"estimate above {r['threshold']:g}"
+                )
             else:
                 wall = f"wall ratio with all cores {_interval(r)} > {r['threshold']:g}"
-            reasons.append(f"{t['program']}: lost-parallelism: {wall}, {t['clock']} ratio {_interval(c)} did "
-                           "not fail: the same work on fewer threads")  # fmt: skip
+            reasons.append(
+                f"{t['program']}: lost-parallelism: {wall}, {t['clock']} ratio {_interval(c)} did "
+                "not fail: the same work on fewer threads"
+            )
     for s in structure:
         base, cand = s.get("baseline") or {}, s.get("candidate") or {}
         if "snapshot" in base and "error" in cand:  # compiled on the baseline, not on the candidate
@@ -198,10 +223,16 @@ def make_record(
                     f"{s['key']}: invariant {inv['id']} holds on the baseline, fails on the candidate{known}"
                 )
     return Record(
-        baseline, candidate, settings=dict(settings), timing=[dict(t) for t in timing],
-        structure=[dict(x) for x in structure], targets=dict(targets), exit=1 if reasons else 0,
-        reasons=reasons, seconds=seconds,
-    )  # fmt: skip
+        baseline,
+        candidate,
+        settings=dict(settings),
+        timing=[dict(t) for t in timing],
+        structure=[dict(x) for x in structure],
+        targets=dict(targets),
+        exit=1 if reasons else 0,
+        reasons=reasons,
+        seconds=seconds,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -472,8 +503,9 @@ def _metric_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     out = ["", "| metric | source | baseline | candidate | |", "|---|---|---:|---:|---|"]
     for r in valued:
         mark = "**differs**" if r["differs"] else ""
-        out.append(f"| {r['metric']} | {r['source']} | {_cell(r['baseline'])} | {_cell(r['candidate'])} "
-                   f"| {mark} |")  # fmt: skip
+        out.append(
+            f"| {r['metric']} | {r['source']} | {_cell(r['baseline'])} | {_cell(r['candidate'])} | {mark} |"
+        )
     return out
 
 
@@ -505,9 +537,15 @@ def plot(record: Record, path: Path) -> None:
             failed = (t["verdict"] == "fail" and clock == t["clock"]) or (
                 t["verdict"] == "lost-parallelism" and clock == ALL_CORES
             )
-            ax.errorbar(r["median"], y, xerr=[[r["median"] - r["low"]], [r["high"] - r["median"]]],
-                        fmt=style[clock][0], color="tab:red" if failed else style[clock][1],
-                        capsize=3, label=clock.replace("_", " ") if i == 0 else None)  # fmt: skip
+            ax.errorbar(
+                r["median"],
+                y,
+                xerr=[[r["median"] - r["low"]], [r["high"] - r["median"]]],
+                fmt=style[clock][0],
+                color="tab:red" if failed else style[clock][1],
+                capsize=3,
+                label=clock.replace("_", " ") if i == 0 else None,
+            )
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.axvline(record.settings["threshold"], color="tab:red", linestyle="--", label="threshold")
     par = [t["results"][ALL_CORES]["threshold"] for t in timing if ALL_CORES in t["results"]]

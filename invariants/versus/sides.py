@@ -9,10 +9,9 @@ A side is named by a SPEC:
   (:func:`invariants.releases.environments.ensure_env`, with ``uv`` from ``--index-url``).
 
 Every worker runs this package (``PYTHONPATH`` = :func:`invariants.compile.child.stage`: a link to this
-package
-and nothing else of this environment) under its side's interpreter, with the controller's
-environment minus ``XLA_FLAGS`` and anything of another virtual environment, plus the side's own
-``--baseline-env`` / ``--candidate-env`` variables: a flag or an injection reaches one side only.
+package and nothing else of this environment) under its side's interpreter, with the controller's environment
+minus ``XLA_FLAGS`` and anything of another virtual environment, plus the side's own ``--baseline-env`` /
+``--candidate-env`` variables: a flag or an injection reaches one side only.
 """
 
 from __future__ import annotations
@@ -34,8 +33,15 @@ from ..compile.child import stage
 from .protocol import CPUS_ENV, SLOWDOWN_ENV, ProtocolError, decode_hello, decode_reply, encode
 
 # Variables a worker never inherits from the controller: each side sets its own.
-_NOT_INHERITED = ("XLA_FLAGS", "LIBTPU_INIT_ARGS", "VIRTUAL_ENV", "PYTHONHOME", SLOWDOWN_ENV, CPUS_ENV,
-                  *Project(spec_dirs=(Path("."),)).environment())  # fmt: skip
+_NOT_INHERITED = (
+    "XLA_FLAGS",
+    "LIBTPU_INIT_ARGS",
+    "VIRTUAL_ENV",
+    "PYTHONHOME",
+    SLOWDOWN_ENV,
+    CPUS_ENV,
+    *Project(spec_dirs=(Path("."),)).environment(),
+)
 _START_TIMEOUT = 300.0
 
 
@@ -141,10 +147,15 @@ class WorkerProcess:
         self.proc = subprocess.Popen(
             # In the staged folder: `-m` puts the working directory first on sys.path, and an installed
             # package's parent is this environment's site-packages, which another interpreter must not see.
-            [str(side.python), "-m", "invariants.versus.worker"], cwd=stage(),
-            env=worker_env(side, os.environ, cpus), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self._log, text=True, bufsize=1,
-        )  # fmt: skip
+            [str(side.python), "-m", "invariants.versus.worker"],
+            cwd=stage(),
+            env=worker_env(side, os.environ, cpus),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+            bufsize=1,
+        )
         self.hello: dict[str, Any] = {}
         self._timeout = timeout
 

@@ -21,13 +21,11 @@ unit of this statistic is a **round**: one fresh pair of workers.
    failure only if the second measurement fails too (the rule of :func:`invariants.timing.paired.confirmed`).
 
 A verdict uses :func:`invariants.timing.paired.decide_upper`: ``fail`` only when the whole interval is above
-the
-threshold.
+the threshold.
 
 Lost parallelism. On the CPU backend both workers of a round share one core (``Settings.pin`` in
 :mod:`invariants.versus.command`), which keeps the CPU ratio tight but gives every kernel one thread on both
-sides:
-a candidate whose kernels run on one thread instead of all of them times alike there. So a second phase
+sides: a candidate whose kernels run on one thread instead of all of them times alike there. So a second phase
 times fresh pairs with every core (one worker at a time, as always) and judges their wall-clock ratio
 (:data:`ALL_CORES`) against its own, wider threshold. :func:`combine` names a failure of that ratio beside a
 CPU time that did not fail ``lost-parallelism``.
@@ -146,13 +144,17 @@ def threads_of(rounds: Sequence[Round]) -> dict[str, float | None]:
 
 
 def judge_rounds(
-    rounds: Sequence[Round], clock: str, threshold: float, confidence: float, look: int,
-    *, floor: bool = False,
-) -> RatioResult:  # fmt: skip
+    rounds: Sequence[Round],
+    clock: str,
+    threshold: float,
+    confidence: float,
+    look: int,
+    *,
+    floor: bool = False,
+) -> RatioResult:
     """The clock's ratio over ``rounds`` as a :class:`~invariants.timing.paired.RatioResult` (``a`` =
-    candidate,
-    ``b`` = baseline), its interval at look ``look`` (1-based) and its verdict (None while it straddles:
-    the caller decides whether to take more rounds or call it inconclusive). ``clock`` may be
+    candidate, ``b`` = baseline), its interval at look ``look`` (1-based) and its verdict (None while it
+    straddles: the caller decides whether to take more rounds or call it inconclusive). ``clock`` may be
     :data:`THREADS`; ``floor``: ``threshold`` is a lower bound (it fails when the whole interval is below)."""
     values = [r for r in (rd.ratio(clock) for rd in rounds) if r is not None]
     level = 1.0 - look_alpha(1.0 - confidence, look)
@@ -204,11 +206,13 @@ class ProgramVerdict:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "program": self.program, "clock": self.clock, "verdict": self.verdict,
+            "program": self.program,
+            "clock": self.clock,
+            "verdict": self.verdict,
             "results": {c: {**r.to_dict(), "round_ratios": list(r.ratios)} for c, r in self.results.items()},
             "attempts": list(self.attempts),
             **({"threads_all_cores": dict(self.threads)} if self.threads is not None else {}),
-        }  # fmt: skip
+        }
 
 
 def all_cores_word(wall: RatioResult, threads: RatioResult | None) -> Verdict | None:

@@ -7,10 +7,9 @@ side's jax, jaxlib and equinox (the way ``bisect`` runs the suite in an older re
 
 * ``prepare`` compiles each ``(program, config)`` for the runtime device, puts the catalog's seeded
   arguments on it (the same values on both sides: :func:`invariants.catalog.arguments.make_arguments`), warms
-  it
-  up and answers its per-call time, from back-to-back calls as a block makes them. (The first calls of a
-  fresh process are several times slower: from five calls alone, naive's estimate was 0.6 ms against
-  0.13 ms warm, and its blocks were one call, not the 2 ms the controller asks for.)
+  it up and answers its per-call time, from back-to-back calls as a block makes them. (The first calls of a
+  fresh process are several times slower: from five calls alone, naive's estimate was 0.6 ms against 0.13 ms
+  warm, and its blocks were one call, not the 2 ms the controller asks for.)
 * ``time`` runs one prepared program ``warm`` times untimed, then ``calls`` times back to back, and
   answers the wall-clock and process CPU seconds of those calls alone (the protocol round trip and the
   warm calls are outside the clocks: the all-cores phase's blocks start with the worker's threads awake). With
@@ -62,7 +61,11 @@ from ..timing.device import DeviceRecorder
 from .protocol import CPUS_ENV, SLOWDOWN_ENV, ProtocolError, decode_request, encode
 
 if TYPE_CHECKING:
+    from ..catalog.configs import Config
+    from ..catalog.programs import Program
     from ..catalog.registry import Programs
+    from ..spec.checks import Case
+    from ..spec.file import Spec
 
 # What starts JAX (jax itself, catalog.programs, compile, snapshot.render, spec.checks) is imported where it
 # is used: after main() has pinned the worker's cores and the side's environment is in place.
@@ -79,7 +82,7 @@ class Worker:
     def __init__(
         self,
         slowdown: float = 0.0,
-        specs: Sequence[Any] | None = None,
+        specs: Sequence[Spec] | None = None,
         programs: Programs | None = None,
         recorder: DeviceRecorder | None = None,
     ) -> None:
@@ -167,7 +170,7 @@ def _repeat(
 
 
 def _compiled_call(
-    program: Any, config: Any, slowdown: float, recorder: DeviceRecorder
+    program: Program, config: Config, slowdown: float, recorder: DeviceRecorder
 ) -> tuple[Callable[[], None], float | None]:
     """A blocking call of ``program`` compiled for the runtime device on the catalog's seeded arguments, and
     the slowdown it was given. With ``slowdown > 0`` each call costs that fraction more: on the CPU a busy
@@ -247,7 +250,7 @@ def slowed(
     return slower
 
 
-def missing_metric(case: Any, measured: Callable[[Key], Measurement]) -> str | None:
+def missing_metric(case: Case, measured: Callable[[Key], Measurement]) -> str | None:
     """Why ``case`` cannot be evaluated here: the first compiler or kernel metric its assert reads that
     has no value on its key (the words ``invariants.spec.checks.evaluate`` fails with); None when it can."""
     for read in case.invariant.assertion.reads():
@@ -265,8 +268,10 @@ def key_answer(measured: Measurement, doc: str = "") -> dict[str, Any]:
     """A side's answer for one key, its invariants still to come: the snapshot rendering, the kernel and
     compiler metrics, and the counts of what runs on the SparseCore (each null where the target gives
     none)."""
-    by_source = {src: {m: value_or_none(v) for m, v in measured.metrics.items() if METRICS[m].source == src}
-                 for src in ("kernel", "compiler")}  # fmt: skip
+    by_source = {
+        src: {m: value_or_none(v) for m, v in measured.metrics.items() if METRICS[m].source == src}
+        for src in ("kernel", "compiler")
+    }
     return {
         "snapshot": render_summary(measured, doc),
         "kernel_metrics": by_source["kernel"],
@@ -277,14 +282,16 @@ def key_answer(measured: Measurement, doc: str = "") -> dict[str, Any]:
 
 
 def structure_of_keys(
-    keys: Sequence[tuple[str, str, str]], specs: Sequence[Any] | None = None, programs: Programs | None = None
+    keys: Sequence[tuple[str, str, str]],
+    specs: Sequence[Spec] | None = None,
+    programs: Programs | None = None,
 ) -> dict[str, Any]:
     """Snapshot rendering, compiler and kernel metrics, and invariant verdicts of each ``(program, config,
     target)`` key, per target; ``specs``: whose invariants (default: the package's), on ``programs``
     (default: the catalog's)."""
     from ..catalog.registry import Programs
     from ..compile.artifacts import CompileCache
-    from ..spec.checks import Case, evaluate, expand
+    from ..spec.checks import expand
 
     targets = all_targets()
     wanted = sorted({t for _, _, t in keys})
@@ -306,9 +313,8 @@ def structure_of_keys(
             items[name] = {"error": reasons[key.target]}
             continue
         try:
-            measured = measure(cache.get(*key), usable[key.target])
-            measured_keys[key] = measured
-            items[name] = key_answer(measured, programs.program(key.program).doc)
+            measured_keys[key] = measure(cache.get(*key), usable[key.target])
+            items[name] = key_answer(measured_keys[key], programs.program(key.program).doc)
         except InvariantsError as err:
             items[name] = {"error": str(err)}
     names = {k.program for k in measured_keys}
@@ -318,21 +324,29 @@ def structure_of_keys(
             continue
         if case.program is None and not set(case.invariant.programs) <= names:
             continue
-        ratchet = case.invariant.ratchet
-        entry: dict[str, Any] = {
-            "id": case.invariant.id,
-            "where": case.invariant.where,
-            "ratchet": None if ratchet is None else dataclasses.asdict(ratchet),
-        }
-        unknown = missing_metric(case, measured_keys.__getitem__)
-        if unknown is not None:
-            entry.update(holds=None, not_evaluated=unknown, describe=f"not evaluated: {unknown}")
-        else:
-            verdict = evaluate(case, measured_keys.__getitem__, programs)
-            entry.update(holds=verdict.holds, describe=verdict.describe(case.invariant))
+        entry = _verdict(case, measured_keys.__getitem__, programs)
         for key in case.keys:
             items["/".join(key)]["invariants"].append(entry)
     return {"items": items, "targets": reasons}
+
+
+def _verdict(case: Case, measured: Callable[[Key], Measurement], programs: Programs) -> dict[str, Any]:
+    """One invariant's verdict on the keys of ``case``, or why it was not evaluated here."""
+    from ..spec.checks import evaluate
+
+    ratchet = case.invariant.ratchet
+    entry: dict[str, Any] = {
+        "id": case.invariant.id,
+        "where": case.invariant.where,
+        "ratchet": None if ratchet is None else dataclasses.asdict(ratchet),
+    }
+    unknown = missing_metric(case, measured)
+    if unknown is not None:
+        entry.update(holds=None, not_evaluated=unknown, describe=f"not evaluated: {unknown}")
+    else:
+        verdict = evaluate(case, measured, programs)
+        entry.update(holds=verdict.holds, describe=verdict.describe(case.invariant))
+    return entry
 
 
 def serve(stdin: TextIO, stdout: TextIO, worker: Worker) -> int:
@@ -341,8 +355,14 @@ def serve(stdin: TextIO, stdout: TextIO, worker: Worker) -> int:
 
     # The cores it may run on (what the controller's pinning gave it), for the record.
     cpus = usable()
-    hello = {"event": "hello", "versions": versions(), "platform": str(jax.devices()[0].platform),
-             "python": platform.python_version(), "slowdown": worker.slowdown, "cpus": cpus}  # fmt: skip
+    hello = {
+        "event": "hello",
+        "versions": versions(),
+        "platform": str(jax.devices()[0].platform),
+        "python": platform.python_version(),
+        "slowdown": worker.slowdown,
+        "cpus": cpus,
+    }
     stdout.write(encode(hello))
     stdout.flush()
     for line in stdin:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from invariants.__main__ import COMMANDS
+from invariants._errors import InvariantsError
 
 ROOT = Path(__file__).parents[2]
 
@@ -74,6 +76,22 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, argv: list[str], said:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "usage:" not in proc.stderr, proc.stderr
     assert lines[0].removeprefix("ERROR: ").startswith(said), lines[0]
+
+
+@pytest.mark.parametrize(
+    ("command", "argv"),
+    [*[(command, ["--badflag"]) for command in COMMANDS if command != "gate"],
+     ("gate", ["--spec-dir"]), ("gate", ["--results-json"])],
+)  # fmt: skip
+def test_each_commands_parser_raises_the_one_line_itself(monkeypatch, command: str, argv: list[str]):
+    """Called as a library calls it, outside ``python -m invariants``: a command's own parser turns a
+    mistake into the one line; a plain ``argparse.ArgumentParser`` would print its usage and exit."""
+    monkeypatch.setattr(sys, "dont_write_bytecode", sys.dont_write_bytecode)  # the gate's main sets it
+    module = importlib.import_module(COMMANDS[command][0])
+    entry = getattr(module, "main_" + command.replace("-", "_"), None) or module.main
+    with pytest.raises(InvariantsError) as caught:
+        entry(argv)
+    assert "\n" not in str(caught.value) and "--help)" in str(caught.value), caught.value
 
 
 # What each command's --help may start: none starts JAX (it starts in the environment compile.process sets,

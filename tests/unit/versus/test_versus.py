@@ -334,8 +334,8 @@ def test_same_installation_never_fails(seed: int) -> None:
     start, started = fake_pairs({"wall": 1.0, "cpu": 1.0}, seed)
     out = measure(SIDES, ["naive", "take"], SETTINGS, lambda _: None, "measure", start)
     for p in ("naive", "take"):
-        res = out[p]["results"]["cpu"]
-        assert out[p]["word"] in ("pass", "inconclusive")
+        res = out[p].results["cpu"]
+        assert out[p].word in ("pass", "inconclusive")
         assert 0.9 < res.median < 1.1 and res.low < SETTINGS.threshold
     assert all(w.closed for pair in started for w in pair)  # every worker pair is closed after its round
 
@@ -348,7 +348,7 @@ def test_process_bias_needs_rounds_as_the_unit() -> None:
         start, _ = fake_pairs({"wall": 1.0, "cpu": 1.0}, seed=seed, bias_sd=0.08, noise=0.02)
         out = measure(SIDES, ["naive"], Settings(round_seconds=0.0, min_pairs=30, max_rounds=6),
                       lambda _: None, "measure", start)  # fmt: skip
-        res = out["naive"]["results"]["cpu"]
+        res = out["naive"].results["cpu"]
         covered += res.low < 1.0 < res.high
         assert max(res.ratios) / min(res.ratios) > 1.05  # the rounds really disagree
     assert covered >= 18
@@ -636,7 +636,7 @@ def test_false_failure_rate_stays_below_alpha() -> None:
         start, _ = fake_pairs({"wall": 1.0, "cpu": 1.0}, 100 + seed, bias_sd=0.04)
         out = measure(SIDES, ["naive"], Settings(round_seconds=0.0, min_pairs=10, threshold=1.0001),
                       lambda _: None, "measure", start)  # fmt: skip
-        fails += out["naive"]["word"] == "fail"
+        fails += out["naive"].word == "fail"
     assert fails <= 3  # one-sided error at threshold ~1: alpha/2 = 2.5% of 60 = 1.5 expected
 
 

@@ -89,9 +89,9 @@ def test_a_round_pairs_calls_in_order_on_the_device_clock():
 @pytest.mark.parametrize(("factor", "word"), [(1.0, "pass"), (1.05, "fail"), (1.02, "pass")])
 def test_the_device_clock_decides_the_verdict(factor: float, word: str):
     done = measure(SIDES, ["take"], DEVICE, lambda _: None, "measure", Chip(factor).start)
-    results = done["take"]["results"]
+    results = done["take"].results
     assert set(results) == {"device", "wall"}
-    assert done["take"]["word"] == word
+    assert done["take"].word == word
     assert results["device"].median == pytest.approx(factor, rel=0.005)
     assert results["wall"].median == pytest.approx(1.0)
 
