@@ -535,15 +535,25 @@ def _add_offload_programs(programs: dict[str, Program]) -> None:
     w_in, w_out = ((_EXPERTS, _MODEL, _HIDDEN), "bfloat16"), ((_EXPERTS, _HIDDEN, _MODEL), "bfloat16")
     moe = (((1, _MODEL), "bfloat16"), ((_MODEL, _EXPERTS), "bfloat16"), w_in, w_out)
     offload: list[tuple[Callable[..., jax.Array], ProgramKind, str, _Fixed]] = [
-        (scatter_min, "forward", "t.at[i].min(s): 1.3M updates into a 5.6M-element table",
-         _Fixed((updated, ((1_300_000,), "int32"), ((1_300_000,), "float32")), updated, 1_300_000)),
-        (_backward(embedding_bag), "backward",
-         f"d/dW of jnp.take(W, x.reshape(-1, {_BAG}), axis=0).sum(1): an embedding bag's gradient",
-         _Fixed((table, ids, (bags, "float32")), table, 131_072)),
-        (moe_decode_step, "forward",
-         f"batch-1 MoE decode: top-{_TOP_K} of {_EXPERTS} experts, their bf16 weights gathered",
-         _Fixed(moe, w_in, _TOP_K)),
-    ]  # fmt: skip
+        (
+            scatter_min,
+            "forward",
+            "t.at[i].min(s): 1.3M updates into a 5.6M-element table",
+            _Fixed((updated, ((1_300_000,), "int32"), ((1_300_000,), "float32")), updated, 1_300_000),
+        ),
+        (
+            _backward(embedding_bag),
+            "backward",
+            f"d/dW of jnp.take(W, x.reshape(-1, {_BAG}), axis=0).sum(1): an embedding bag's gradient",
+            _Fixed((table, ids, (bags, "float32")), table, 131_072),
+        ),
+        (
+            moe_decode_step,
+            "forward",
+            f"batch-1 MoE decode: top-{_TOP_K} of {_EXPERTS} experts, their bf16 weights gathered",
+            _Fixed(moe, w_in, _TOP_K),
+        ),
+    ]
     for fn, kind, doc, inputs in offload:
         programs[fn.__name__] = Program(
             fn.__name__, kind, fn, doc, OFFLOAD_CONFIGS, _SPARSECORE, inputs=inputs

@@ -60,10 +60,8 @@ def test_invariant(invariant_case, gate, record_property):
     if inv.ratchet is not None and case.program is not None and not inv.assertion.pinned:
         declared = gate.all_programs[case.program].configs
         others = tuple(c for c in declared if c != case.config and config_matches(c, inv.configs))
-    judge(
-        inv, verdict.holds, verdict.holds, where, verdict.describe(inv), failure, case.program, case.keys[0],
-        others,
-    )  # fmt: skip
+    described = verdict.describe(inv)
+    judge(inv, verdict.holds, verdict.holds, where, described, failure, case.program, case.keys[0], others)
 
 
 @pytest.mark.gate
