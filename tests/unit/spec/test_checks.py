@@ -383,6 +383,11 @@ _TAKE = '[[invariant]]\nid = "g"\nprograms = ["take"]\nassert = "gathers == 1"\n
         ('[spec]\ntargets = ["cpu"]\n' + _TAKE + 'configs = ["bf16-llm*"]\n',
          ":5: 'g': configs ['bf16-llm*'] select no configuration 'take' compiles in on cpu "
          "(f32, bf16, f32-large, f32-i8, f32-2d)"),
+        # A program sized for other chips (the SparseCore offload sizes) is named as such, not as sharded.
+        ('[spec]\ntargets = ["cpu"]\n[[invariant]]\nid = "g"\nprograms = ["scatter_min"]\n'
+         'assert = "scatters == 1"\n',
+         ":5: 'g': program 'scatter_min' does not compile on cpu "
+         "(its configurations (f32-offload) compile on other targets only)"),
         ('[spec]\ntargets = ["cpu"]\n[[invariant]]\nid = "g"\nprograms = ["kind:forward"]\n'
          'assert = "gathers == 1"\nconfigs = ["bf16-llm*"]\n',
          ":7: 'g' checks nothing on its targets (cpu): on cpu, configs ['bf16-llm*'] select no configuration "
