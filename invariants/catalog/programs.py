@@ -21,6 +21,7 @@ import dataclasses
 import fnmatch
 import importlib.util
 import math
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, Protocol, cast
 
@@ -286,13 +287,20 @@ def lax_map_loop(W: jax.Array, x: jax.Array) -> jax.Array:
 # when the program is traced (see ``requires`` in the registry).
 
 
+# The gate traces programs in several compile threads at once; two of them importing flax.nnx and flax.linen
+# at the same moment meet flax's circular imports half done ("cannot import name 'FrozenDict' from partially
+# initialized module 'flax.core'"). One lock makes the optional libraries' first imports one at a time.
+IMPORTING = threading.Lock()
+
+
 def _nnx_module(build: Callable[[Any], Any], **params: jax.Array) -> Any:
     """An nnx module built by ``build(rngs)`` whose parameters are ``params`` (by attribute path).
 
     The module is built abstractly (``nnx.eval_shape``), so no initializer runs or appears in the jaxpr;
     ``nnx.merge`` then binds the given arrays, as a functional nnx training loop does with its state.
     """
-    from flax import nnx  # optional (the libs extra): imported by the programs that use it
+    with IMPORTING:  # optional (the libs extra), one import at a time
+        from flax import nnx
 
     graphdef, state = nnx.split(nnx.eval_shape(lambda: build(nnx.Rngs(0))))
     flat = dict(nnx.to_flat_state(state))
@@ -302,7 +310,8 @@ def _nnx_module(build: Callable[[Any], Any], **params: jax.Array) -> Any:
 
 
 def _nnx_embed(W: jax.Array) -> Any:
-    from flax import nnx  # optional (the libs extra): imported by the programs that use it
+    with IMPORTING:  # optional (the libs extra), one import at a time
+        from flax import nnx
 
     vocab, width = W.shape
     return _nnx_module(lambda rngs: nnx.Embed(vocab, width, param_dtype=W.dtype, rngs=rngs), embedding=W)
@@ -315,14 +324,16 @@ def flax_nnx_embed(W: jax.Array, x: jax.Array) -> jax.Array:
 
 def flax_linen_embed(W: jax.Array, x: jax.Array) -> jax.Array:
     """``flax.linen.Embed(V, D).apply({'params': {'embedding': W}}, x)``."""
-    import flax.linen as nn  # optional (the libs extra): imported by the programs that use it
+    with IMPORTING:  # optional (the libs extra), one import at a time
+        import flax.linen as nn
 
     embed = nn.Embed(W.shape[0], W.shape[1], param_dtype=W.dtype)
     return cast(jax.Array, embed.apply({"params": {"embedding": W}}, x))
 
 
 def _haiku_apply(W: jax.Array, x: jax.Array, lookup_style: str) -> jax.Array:
-    import haiku as hk  # optional (the libs extra): imported by the programs that use it
+    with IMPORTING:  # optional (the libs extra), one import at a time
+        import haiku as hk
 
     vocab, width = W.shape
     model: Any = hk.without_apply_rng(
@@ -365,7 +376,8 @@ def _library_train_step(library: str) -> Callable[..., Any]:
         return -jnp.take_along_axis(logp, labels[:, None], axis=1).mean()
 
     def nnx_step(W: jax.Array, P: jax.Array, tokens: jax.Array, labels: jax.Array) -> Any:
-        from flax import nnx  # optional (the libs extra): imported by the programs that use it
+        with IMPORTING:  # optional (the libs extra), one import at a time
+            from flax import nnx
 
         class Classifier(nnx.Module):
             def __init__(self, rngs: nnx.Rngs) -> None:
@@ -380,7 +392,8 @@ def _library_train_step(library: str) -> Callable[..., Any]:
         return grads["embed"]["embedding"].get_value(), grads["head"]["kernel"].get_value()
 
     def linen_step(W: jax.Array, P: jax.Array, tokens: jax.Array, labels: jax.Array) -> Any:
-        import flax.linen as nn  # optional (the libs extra): imported by the programs that use it
+        with IMPORTING:  # optional (the libs extra), one import at a time
+            import flax.linen as nn
 
         class Classifier(nn.Module):
             @nn.compact
@@ -397,7 +410,8 @@ def _library_train_step(library: str) -> Callable[..., Any]:
 
     def haiku_step(lookup_style: str) -> Callable[..., Any]:
         def step(W: jax.Array, P: jax.Array, tokens: jax.Array, labels: jax.Array) -> Any:
-            import haiku as hk  # optional (the libs extra): imported by the programs that use it
+            with IMPORTING:  # optional (the libs extra), one import at a time
+                import haiku as hk
 
             def classify(tokens: jax.Array) -> jax.Array:
                 h = hk.Embed(W.shape[0], W.shape[1], lookup_style=lookup_style)(tokens)

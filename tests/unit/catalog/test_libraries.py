@@ -77,3 +77,30 @@ def test_gate_without_libraries_skips_their_items_with_the_install_command(
     assert any("dm-haiku not installed" in line and LIBS_HINT in line for line in skipped), out[-3000:]
     assert "passed" in out.splitlines()[-1]
     assert "test_structure[cpu-flax_linen_embed-f32]" not in out  # skipped items are not listed as run
+
+
+def test_a_library_program_imports_its_library_one_thread_at_a_time(monkeypatch):
+    """The gate traces programs in several compile threads: two first imports of flax.nnx and flax.linen at
+    once met flax's circular imports half done ("partially initialized module 'flax.core'"). Each library
+    program imports under the catalog's one lock."""
+    import builtins
+
+    import jax
+
+    from invariants.catalog import programs
+    from invariants.catalog.arguments import make_arguments
+
+    held: list[bool] = []
+    real = builtins.__import__
+
+    def watched(name: str, globals: dict | None = None, *args: object, **kwargs: object) -> object:
+        # The catalog's own imports (a library's imports of its own modules are its business).
+        if name.split(".")[0] in ("flax", "haiku") and (globals or {}).get("__name__") == programs.__name__:
+            held.append(programs.IMPORTING.locked())
+        return real(name, globals, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", watched)
+    for name in LIBRARY_PROGRAMS:
+        program = CATALOG[name]
+        jax.make_jaxpr(program.fn)(*make_arguments(program, programs.get_config(program.configs[0])))
+    assert held and all(held)
