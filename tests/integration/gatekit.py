@@ -243,6 +243,10 @@ def command(
         mp.chdir(folder)
         mp.syspath_prepend(str(folder))
         mp.setattr(sys, "dont_write_bytecode", sys.dont_write_bytecode)
+        # The project's own modules are imported afresh: a module of the same name another test of this
+        # process imported (a scratch project's model.py) would stand in for the project's.
+        for name in _own_modules(folder):
+            mp.delitem(sys.modules, name, raising=False)
         before = set(sys.modules)
         try:
             status = main(list(argv))
@@ -282,6 +286,11 @@ def environment(env: dict[str, str] | None = None, quick: bool = True) -> Iterat
             if cores is not None:
                 os.sched_setaffinity(0, cores)
             gc.unfreeze()
+
+
+def _own_modules(folder: Path) -> list[str]:
+    """The top-level modules and packages ``folder`` holds: what ``import NAME`` finds there first."""
+    return [p.stem for p in folder.glob("*.py")] + [p.parent.name for p in folder.glob("*/__init__.py")]
 
 
 def _forget_modules(before: set[str], folder: Path) -> None:

@@ -262,3 +262,27 @@ def test_a_structure_failure_prints_the_command_that_accepts_it_alone(gate_pytes
         "tests/gate/test_structure.py", "--targets", "cpu", "--programs", "naive,take"
     )
     assert again.returncode == 0, again.stdout[-3000:]
+
+
+def test_an_in_process_gate_imports_the_projects_own_module_afresh(tmp_path, monkeypatch):
+    """A module of the same name that another test of this process imported (a scratch project's model.py)
+    does not stand in for the project's own."""
+    import sys
+    import types
+
+    from gatekit import command
+
+    stale = types.ModuleType("model")  # has no 'embed'
+    monkeypatch.setitem(sys.modules, "model", stale)
+    (tmp_path / "model.py").write_text(
+        "import jax.numpy as jnp\n\ndef embed(W, x):\n    return jnp.take(W, x, axis=0)\n"
+    )
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "s.toml").write_text(
+        '[spec]\ntargets = ["cpu"]\n\n[[program]]\nname = "mine"\nfunction = "model:embed"\n'
+        'kind = "forward"\n\n[[invariant]]\nid = "one"\nprograms = ["mine"]\nassert = "gathers == 1"\n'
+    )
+    run = command("gate", "--spec-dir", "specs", "--no-catalog", "--co", "-q", "-p", "no:cacheprovider",
+                  cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "mine" in run.stdout and sys.modules["model"] is stale  # the process is as it was
