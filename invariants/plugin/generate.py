@@ -1,9 +1,9 @@
 """Which items a gate session has, and what it compiles ahead of them.
 
-Each item function's parameter comes from the session's selection: the structure keys, the invariant and
-correctness cases of the specs, the throughput cases on the runtime target. An item that cannot run here
-(its target unavailable, a program's library missing, a case the spec skips) is generated all the same,
-marked skipped with the reason, so that a run says what it did not check.
+Each tier's items come from the session's selection: the structure keys, the invariant and correctness
+cases of the specs, the throughput cases on the runtime target. An item that cannot run here (its target
+unavailable, a program's library missing, a case the spec skips) is made all the same, with the reason it
+skips, so that a run says what it did not check. :mod:`invariants.plugin.tree` turns these into nodes.
 
 Imported by :mod:`invariants.plugin.session`, after JAX has started: the spec checks import it.
 """
@@ -18,57 +18,44 @@ import pytest
 
 from ..catalog.configs import get_config
 from ..compile.artifacts import Key
-from ..spec.checks import expand
-from ..spec.correctness import expand_correctness
+from ..spec.checks import Case, expand
+from ..spec.correctness import CorrectnessCase, expand_correctness
 
 if TYPE_CHECKING:
     from .session import GateSession
 
-# syrupy warns when a snapshot's file and name do not contain the test's file and test name. Ours are
-# named by (target, program, config) on purpose (see invariants.snapshot.store), so it never applies.
-_SYRUPY_NAMING = pytest.mark.filterwarnings(r"ignore:\s*Can not relate snapshot (location|name):UserWarning")
+
+def structure_plan(s: GateSession) -> list[tuple[Key, str | None]]:
+    """The structure items: each selected key, then the declared programs the run's targets leave out."""
+    keys = s.structure_keys()
+    planned = [(key, _skip_reason(s, key)) for key in keys]
+    s.cache.plan(k for k, skip in planned if skip is None)
+    return planned + _left_out(s, keys)
 
 
-def parametrize(s: GateSession, metafunc: pytest.Metafunc) -> None:
-    if "structure_key" in metafunc.fixturenames:
-        keys = s.structure_keys()
-        s.cache.plan(k for k in keys if _skip_reason(s, k) is None)
-        params = [_structure_param(s, key) for key in keys] + _left_out(s, keys)
-        metafunc.parametrize("structure_key", params or [_none("no program selected")])
-    if "invariant_case" in metafunc.fixturenames:
-        cases = [
-            c
-            for c in expand(s.specs, s.targets, programs=s.all_programs)
-            if all(s.selects(k.program, k.config, c.invariant.kind != "absolute") for k in c.keys)
-        ]
-        if s.raw:
-            cases = [dataclasses.replace(c, skip=None, invariant=raw_invariant(c.invariant)) for c in cases]
-        # The partners of the project's relations (--no-catalog) have no structure item to plan them.
-        s.cache.plan(
-            k for c in cases for k in c.keys if k.program in s.partners and _skip_reason(s, k) is None
-        )
-        params = []
-        for case in cases:
-            marks = _marks(s, case.keys[0], programs=[k.program for k in case.keys])
-            if case.skip:
-                marks.append(pytest.mark.skip(reason=case.skip))
-            params.append(pytest.param(case, id=case.id, marks=marks))
-        metafunc.parametrize("invariant_case", params or [_none("no invariant applies")])
-    if "throughput_case" in metafunc.fixturenames or "efficiency_key" in metafunc.fixturenames:
-        _parametrize_throughput(s, metafunc)
-    if "correctness_case" in metafunc.fixturenames:
-        runtime = next(iter(s.all_targets.values()))
-        params = []
-        for c in expand_correctness(s.specs, runtime, s.all_programs):
-            if s.selects(c.program, c.config):
-                reason = c.skip or _missing_library(
-                    s, [c.program, *([c.check.reference] if c.check.reference else [])]
-                )
-                params.append(pytest.param(c, id=c.id, marks=_skip(reason)))
-        metafunc.parametrize("correctness_case", params or [_none("no correctness check applies")])
+def invariant_plan(s: GateSession) -> list[tuple[Case, str | None]]:
+    cases = [
+        c
+        for c in expand(s.specs, s.targets, programs=s.all_programs)
+        if all(s.selects(k.program, k.config, c.invariant.kind != "absolute") for k in c.keys)
+    ]
+    if s.raw:
+        cases = [dataclasses.replace(c, skip=None, invariant=raw_invariant(c.invariant)) for c in cases]
+    # The partners of the project's relations (--no-catalog) have no structure item to plan them.
+    s.cache.plan(k for c in cases for k in c.keys if k.program in s.partners and _skip_reason(s, k) is None)
+    return [(c, _skip_reason(s, c.keys[0], [k.program for k in c.keys]) or c.skip) for c in cases]
 
 
-def throughput_cases(s: GateSession) -> list[Any]:
+def correctness_plan(s: GateSession) -> list[tuple[CorrectnessCase, str | None]]:
+    runtime = next(iter(s.all_targets.values()))
+    return [
+        (c, c.skip or _missing_library(s, [c.program, *([c.check.reference] if c.check.reference else [])]))
+        for c in expand_correctness(s.specs, runtime, s.all_programs)
+        if s.selects(c.program, c.config)
+    ]
+
+
+def throughput_cases(s: GateSession) -> list[Case]:
     """Throughput invariants on the runtime target (the only one that runs programs)."""
     runtime = next(iter(s.all_targets.values()))
     if runtime.name not in {t.name for t in s.targets}:
@@ -82,41 +69,36 @@ def throughput_cases(s: GateSession) -> list[Any]:
     ]
 
 
-def _parametrize_throughput(s: GateSession, metafunc: pytest.Metafunc) -> None:
-    cases = throughput_cases(s)
-    if "throughput_case" in metafunc.fixturenames:
-        params = [
-            pytest.param(c, id=c.id, marks=_skip(c.skip or _missing_library(s, names) or _untimed(s, names)))
-            for c in cases
-            for names in [[k.program for k in c.keys]]
-        ]
-        metafunc.parametrize("throughput_case", params or [_none("no throughput invariant applies")])
-    if "efficiency_key" in metafunc.fixturenames:
-        # A partner kept only for the project's relations (--no-catalog) gets no efficiency item of its own,
-        # and neither does a program whose declaration says efficiency = false.
-        keys = sorted(
-            {k for c in cases for k in c.keys if k.program in s.programs and _efficiency(s, k.program)}
-        )
-        params = [
-            pytest.param(
-                k,
-                id=_key_id(k),
-                marks=_skip(
-                    _missing_library(s, [k.program])
-                    or _untimed(s, [k.program])
-                    or _not_a_lookup(s, k.program)
-                ),
-            )
-            for k in keys
-        ]
-        metafunc.parametrize("efficiency_key", params or [_none("no program is timed")])
+def ratio_plan(s: GateSession) -> list[tuple[Case, str | None]]:
+    return [
+        (c, c.skip or _missing_library(s, names) or _untimed(s, names))
+        for c in throughput_cases(s)
+        for names in [[k.program for k in c.keys]]
+    ]
 
 
-def _left_out(s: GateSession, keys: list[Key]) -> list[Any]:
+def efficiency_plan(s: GateSession) -> list[tuple[Key, str | None]]:
+    # A partner kept only for the project's relations (--no-catalog) gets no efficiency item of its own,
+    # and neither does a program whose declaration says efficiency = false.
+    keys = sorted(
+        {
+            k
+            for c in throughput_cases(s)
+            for k in c.keys
+            if k.program in s.programs and _efficiency(s, k.program)
+        }
+    )
+    return [
+        (k, _missing_library(s, [k.program]) or _untimed(s, [k.program]) or _not_a_lookup(s, k.program))
+        for k in keys
+    ]
+
+
+def _left_out(s: GateSession, keys: list[Key]) -> list[tuple[Key, str | None]]:
     """A skipped item for each declared program the run's targets leave without one, though its spec files
     aim it at some of them: their chips do not fit it, and it says where they do."""
     have = {k.program for k in keys}
-    out = []
+    out: list[tuple[Key, str | None]] = []
     for name in (p for p in s.programs if p not in have and s.all_programs[p].aimed):
         program = s.all_programs[name]
         misfits = [(t, why) for t in s.targets if t.aimed_by(program) and (why := t.misfit(program))]
@@ -124,9 +106,8 @@ def _left_out(s: GateSession, keys: list[Key]) -> list[Any]:
             continue
         fits = [t.name for t in s.all_targets.values() if t.aimed_by(program) and t.misfit(program) is None]
         target, why = misfits[0]
-        key = Key(name, program.configs[0], target.name)
         where = f"; it compiles on {', '.join(fits)}, which the run's targets leave out" if fits else ""
-        out.append(pytest.param(key, id=_key_id(key), marks=_skip(why + where)))
+        out.append((Key(name, program.configs[0], target.name), why + where))
     return out
 
 
@@ -154,16 +135,6 @@ def raw_invariant(invariant: Any) -> Any:
     return dataclasses.replace(invariant, when=(), ratchet=None)
 
 
-def _key_id(key: Key) -> str:
-    """The pytest id of a key's items: ``target-program-config`` (:mod:`invariants.plugin.xdist` reads the
-    target from it)."""
-    return f"{key.target}-{key.program}-{key.config}"
-
-
-def _none(reason: str) -> Any:
-    return pytest.param(None, id="none", marks=pytest.mark.skip(reason=reason))
-
-
 def _missing_library(s: GateSession, programs: list[str]) -> str | None:
     """Why one of ``programs`` cannot be traced here (a library of the ``libs`` extra is missing), or None."""
     return next((r for p in programs if (r := s.all_programs[p].unavailable_reason()) is not None), None)
@@ -177,28 +148,13 @@ def _untimed(s: GateSession, programs: list[str]) -> str | None:
     return f"{donating} donates its parameters' buffers (donate = true): no second call can read them to time"
 
 
-def _skip(reason: str | None) -> list[Any]:
-    """An item's marks: a skip with ``reason``, or none."""
-    return [pytest.mark.skip(reason=reason)] if reason else []
-
-
-def _marks(s: GateSession, key: Key, programs: list[str] | None = None) -> list[Any]:
-    """A skip when the key's target is not available here, a project's program does not fit its chips, or
-    a program's library is not installed."""
-    return _skip(_skip_reason(s, key, programs))
-
-
 def _skip_reason(s: GateSession, key: Key, programs: list[str] | None = None) -> str | None:
+    """Why the key's items skip: its target is not available here, a project's program does not fit its
+    chips, or a program's library is not installed; None when they run."""
     names = programs or [key.program]
     target = s.all_targets[key.target]
     misfit = next((r for p in names if (r := target.misfit(s.all_programs[p])) is not None), None)
     return s.available(key.target) or misfit or _missing_library(s, names)
-
-
-def _structure_param(s: GateSession, key: Key) -> Any:
-    """A structure item's parameter, marked with the snapshot it compares (see invariants.snapshot.store)."""
-    marks = [*_marks(s, key), pytest.mark.snapshot_path(str(s.snapshots.path(key))), _SYRUPY_NAMING]
-    return pytest.param(key, id=_key_id(key), marks=marks)
 
 
 def compile_threads(config: pytest.Config) -> int:
@@ -210,19 +166,3 @@ def compile_threads(config: pytest.Config) -> int:
         return 0
     chosen = config.getoption("compile_threads")
     return max(0, chosen) if chosen is not None else (os.cpu_count() or 1)
-
-
-def prefetch_keys(items: list[pytest.Item]) -> list[Key]:
-    """Every key the selected items read, in the order they read them (skipped items read none)."""
-    keys: list[Key] = []
-    for item in items:
-        callspec = getattr(item, "callspec", None)
-        if callspec is None or item.get_closest_marker("skip") is not None:
-            continue
-        key = callspec.params.get("structure_key")
-        case = callspec.params.get("invariant_case")
-        if key is not None:
-            keys.append(key)
-        elif case is not None and case.invariant.kind != "throughput":
-            keys.extend(case.keys)
-    return keys

@@ -4,14 +4,15 @@ process, as pytester runs them, share nothing).
 
 Importing this module starts no JAX: :mod:`invariants.compile.process` sets JAX's environment first, the
 backend guard then starts it in ``pytest_configure``, and only then is the session's module imported (the
-process the gate runs in is that module's; which items exist, :mod:`.generate`; where snapshots live,
-:mod:`.snapshots`; the records, :mod:`.recorder`).
+process the gate runs in is that module's; which items exist, :mod:`.generate`; their tree, :mod:`.tree`;
+where snapshots live, :mod:`.snapshots`; the records, :mod:`.recorder`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -25,6 +26,7 @@ from ..snapshot.store import StructureSnapshotExtension
 from .options import OPTIONS
 from .outcomes import GateFailed, fail
 from .results import Failure, failure_property
+from .tree import TierFile, anchor_tier
 from .xdist import scheduler
 
 if TYPE_CHECKING:
@@ -38,6 +40,9 @@ MARKERS = (
     "snapshot: structural snapshot items",
     "invariant: declarative invariant items",
     "throughput: paired timing items",
+    "correctness: value checks of the programs' outputs",
+    "ratio: paired time ratios (throughput)",
+    "efficiency: memcpy efficiency against a recorded baseline (throughput)",
     "snapshot_path(PATH): the structural snapshot file an item compares",
 )
 
@@ -84,8 +89,13 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return [visible(line) for line in gate_session(config).header_lines()]
 
 
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    gate_session(metafunc.config).parametrize(metafunc)
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.File | None:
+    """A gate anchor module (:func:`invariants.plugin.tree.anchor_tier`) collects as its tier's tree."""
+    tier = anchor_tier(module_path)
+    if tier is None or _SESSION not in parent.config.stash:
+        return None
+    return TierFile.from_parent(parent, path=module_path, tier=tier, gate=gate_session(parent.config))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -1,13 +1,304 @@
-"""The gate's item functions, by name (no JAX).
+"""The gate's structure, invariant and correctness items, and the tree of every tier's items.
 
-What is decided from a node id alone reads these: which xdist worker runs an item
-(:mod:`invariants.plugin.xdist`) and which tier a self-check child deselects
-(:mod:`invariants.selfcheck.children`). The functions themselves are the gate's modules
-(:mod:`invariants.gate`), which must keep these names.
+* A structure item compares a program's compiled structure on a target with its snapshot file,
+  ``<snapshot dir>/<target>/<program>.<config>.txt``. In a downstream run the catalog's programs are
+  compared with the snapshots the installed package ships, which no update rewrites.
+* An invariant item decides one ``[[invariant]]`` of a spec file on a target, program and configuration.
+* A correctness item runs one ``[[correctness]]`` check of a spec file on the runtime target.
+
+Each decides in its ``check`` (the callable pytest runs, with the fixtures it names), records what it
+measured (:func:`invariants.plugin.results.record`) and fails with its own text
+(:func:`invariants.plugin.outcomes.fail`), never a traceback. The throughput tier's items are
+:mod:`invariants.plugin.timed`'s. Imported by :mod:`invariants.plugin.tree` while pytest collects.
 """
 
-STRUCTURE = "test_structure"
-INVARIANT = "test_invariant"
-CORRECTNESS = "test_correctness"
-RATIO = "test_ratio"
-EFFICIENCY = "test_efficiency"
+from __future__ import annotations
+
+import warnings
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .._paths import shown
+from ..compile.record import Key
+from ..snapshot.diff import older_format
+from ..snapshot.render import render_summary
+from ..snapshot.store import MARKER
+from ..spec.checks import Case, WidenedDtype, config_matches, evaluate
+from ..spec.correctness import CorrectnessCase
+from . import generate
+from . import results as _results
+from .outcomes import (
+    dumped_line,
+    fail,
+    failure_report,
+    judge,
+    relation_report,
+    snapshot_comparison,
+    structure_failure,
+)
+from .results import Failure
+from .tree import GateItem, Group, by_target, group, located, spec_names
+
+if TYPE_CHECKING:
+    from .session import GateSession
+
+# Why a tier has no item here (its one skipped item says so).
+NONE = {
+    "structure": "no program selected",
+    "invariants": "no invariant applies",
+    "correctness": "no correctness check applies",
+    "throughput": "no throughput invariant applies",
+}
+
+# syrupy warns when a snapshot's file and name do not contain the test's file and test name. Ours are
+# named by (target, program, config) on purpose (see invariants.snapshot.store), so it never applies.
+_SYRUPY_NAMING = pytest.mark.filterwarnings(r"ignore:\s*Can not relate snapshot (location|name):UserWarning")
+
+
+class StructureItem(GateItem):
+    """A program's compiled structure on a target against its snapshot file."""
+
+    MARKS = ("snapshot",)
+
+    def __init__(self, *, key: Key, snapshot: str, **kw: Any) -> None:
+        self.key = key
+        super().__init__(located=(snapshot, None), **kw)
+        self.add_marker(getattr(pytest.mark, MARKER)(snapshot))
+        self.add_marker(_SYRUPY_NAMING)
+
+    @property
+    def reads(self) -> list[Key]:
+        return [self.key]
+
+    def check(self, gate: GateSession, structure_snapshot: Any, record_property: Any) -> None:
+        key = self.key
+        program, config, target = key
+        measured = gate.measured(key)
+        # Every numeric metric goes to the results file; the compiler's, the kernels' and the compile time
+        # never into the snapshot text: they move with every compiler patch release, or with the machine. A
+        # value the target does not provide is null there.
+        record_property(
+            *_results.record(
+                "structure",
+                program=program,
+                config=config,
+                target=target,
+                compile_cache=gate.cache.outcome(key),
+                **measured.numbers(),
+            )
+        )
+        summary = render_summary(measured, gate.all_programs[program].doc)
+        path = gate.snapshots.path(key)
+        if not gate.snapshots.writable(program):
+            if not path.exists():
+                what = f"no snapshot of {program}[{config}] on {target} to compare"
+                fail(Failure("snapshot", what, key), f"{path}: {what}")
+            if summary != path.read_text():
+                what = "no longer compiles to the package's snapshot (read-only; "
+                what += "--no-catalog leaves the catalog out)"
+                fail(
+                    Failure("snapshot", what, key),
+                    f"{program}[{config}] on {target} {what}:\n"
+                    + "\n".join(snapshot_comparison(gate, key, summary))
+                    + "\n"
+                    + dumped_line(gate, key),
+                )
+            return
+        if not path.exists() and not gate.updating:
+            # The command records the program on every target present (a new program needs them all), and
+            # its gradient with it when there is one.
+            programs = ",".join(p for p in (program, f"grad_{program}") if p in gate.all_programs)
+            what = f"no snapshot for {program}[{config}] on {target}; record it with: " + gate.update_command(
+                self.path, "--snapshot-update", programs
+            )
+            fail(Failure("snapshot", what, key), f"{path}: {what}")
+        if path.exists() and not gate.updating and older_format(path.read_text()):
+            accept = gate.update_command(self.path, "--snapshot-update", program, target, config)
+            what = (
+                "written in the snapshot format before kernels were named by what they are; "
+                f"re-record it: {accept}"
+            )
+            fail(Failure("snapshot", what, key), f"{shown(path)}: {what}")
+        # syrupy compares (and, on --snapshot-update, writes); the failure is ours: what changed, to fit a
+        # screen (the whole diff goes to the dump folder), with no traceback of this function.
+        if structure_snapshot != summary:
+            accept = gate.update_command(self.path, "--snapshot-update", program, target, config)
+            fail(*structure_failure(gate, key, summary, accept))
+
+
+class InvariantItem(GateItem):
+    """One ``[[invariant]]`` on a target, program (or relation) and configuration."""
+
+    MARKS = ("invariant",)
+
+    def __init__(self, *, case: Case, **kw: Any) -> None:
+        self.case = case
+        super().__init__(located=located(case.invariant.where), **kw)
+
+    @property
+    def reads(self) -> list[Key]:
+        return list(self.case.keys)
+
+    def check(self, gate: GateSession, record_property: Any) -> None:
+        case = self.case
+        inv = case.invariant
+        verdict = evaluate(case, gate.measured, gate.all_programs)
+        if inv.assertion.pinned:  # a relation across configurations: each side in its own
+            where = f"{case.target} {'/'.join(f'{k.program}[{k.config}]' for k in case.keys)}"
+        else:
+            where = f"{case.target} {'/'.join(k.program for k in case.keys)} [{case.config}]"
+        record_property(
+            *_results.record(
+                "invariant",
+                id=inv.id,
+                target=case.target,
+                programs=[k.program for k in case.keys],
+                config=case.config,
+                holds=verdict.holds,
+                ratio=verdict.ratio,
+                measured=verdict.measured,
+                ratchet=inv.ratchet.reason if inv.ratchet else None,
+                where=inv.where,
+                warning=verdict.warning or None,
+                **{"assert": inv.text},
+            )
+        )
+
+        def summary(key: Key) -> str:
+            return render_summary(gate.measured(key), gate.all_programs[key.program].doc)
+
+        def failure() -> str:
+            headline = f"{inv.where}: {inv.id} failed on {where}: {verdict.describe(inv)}"
+            if inv.why:
+                headline += f"\nwhy it matters: {inv.why}"
+            keys = tuple(dict.fromkeys(case.keys))
+            if len(keys) > 1:  # a relation: what differs between its programs, not against a snapshot
+                return relation_report(gate, keys, headline, [summary(k) for k in keys])
+            return failure_report(gate, keys[0], headline, summary(keys[0]))
+
+        if verdict.warning:  # pytest's warnings summary shows it under this item's id, at the spec's line
+            path, line = inv.where.rsplit(":", 1)
+            warnings.warn_explicit(f"{inv.id} on {where}: {verdict.warning}", WidenedDtype, path, int(line))
+        others: tuple[str, ...] = ()
+        if inv.ratchet is not None and case.program is not None and not inv.assertion.pinned:
+            declared = gate.all_programs[case.program].configs
+            others = tuple(c for c in declared if c != case.config and config_matches(c, inv.configs))
+        described = verdict.describe(inv)
+        judge(
+            inv, verdict.holds, verdict.holds, where, described, failure, case.program, case.keys[0], others
+        )
+
+
+class CorrectnessItem(GateItem):
+    """One ``[[correctness]]`` check of a program's values on the runtime target."""
+
+    MARKS = ("correctness",)
+
+    def __init__(self, *, case: CorrectnessCase, **kw: Any) -> None:
+        self.case = case
+        super().__init__(located=located(case.check.where), **kw)
+
+    def check(self, gate: GateSession, record_property: Any) -> None:
+        c = self.case
+        problem = gate.correctness.run(c)
+        record_property(
+            *_results.record(
+                "correctness",
+                id=c.check.id,
+                program=c.program,
+                config=c.config,
+                distribution=c.distribution,
+                problem=problem,
+            )
+        )
+        if problem:
+            # The programs as the runtime target compiles them, for the failure's reader.
+            runtime = next(iter(gate.all_targets))
+            names = [c.program, *([c.check.reference] if c.check.reference else [])]
+            dumped = dumped_line(gate, *(Key(name, c.config, runtime) for name in names))
+            fail(
+                Failure("assert", problem, Key(c.program, c.config, runtime)),
+                f"{c.check.where}: {c.check.id} failed for {c.id}: {problem}\n{dumped}",
+            )
+
+
+def case_name(case: Case) -> str:
+    """An invariant's (or ratio's) item name: ``<invariant id>[<programs>-<config>]``."""
+    if pinned := case.invariant.assertion.pinned:  # a relation across configurations: each side's own
+        subject, config = "~".join(p for p, _ in pinned), "~".join(c for _, c in pinned)
+    else:
+        subject = case.program or "~".join(case.invariant.programs)
+        config = case.config
+    return f"{case.invariant.id}[{subject}-{config}]"
+
+
+def by_spec(
+    parent: Group, cases: list[tuple[Any, str | None]], where: Any, make: Any
+) -> list[pytest.Item | pytest.Collector]:
+    """A collector per spec file (``where(case)``: ``FILE:LINE`` of the entry) of ``make``'s items."""
+    names = spec_names(where(c) for c, _ in cases)
+    files: dict[str, list[tuple[Any, str | None]]] = {}
+    for case, skip in cases:
+        files.setdefault(where(case).rsplit(":", 1)[0], []).append((case, skip))
+    return [
+        group(parent, names[path], lambda g, entries=entries: [make(g, c, skip) for c, skip in entries])
+        for path, entries in files.items()
+    ]
+
+
+def tier_children(tier: str, s: GateSession, file: pytest.File) -> list[pytest.Item | pytest.Collector]:
+    """The collectors of ``tier``'s anchor module: one per target, each of its items (through a collector per
+    spec file for what a spec file's entry makes)."""
+    if tier == "structure":
+        return [
+            group(
+                file,
+                target,
+                lambda g, entries=entries: [
+                    StructureItem.from_parent(
+                        g,
+                        name=f"{k.program}[{k.config}]",
+                        key=k,
+                        skip=skip,
+                        snapshot=str(s.snapshots.path(k)),
+                    )
+                    for k, skip in entries
+                ],
+            )
+            for target, entries in by_target(generate.structure_plan(s), lambda k: k.target)
+        ]
+    if tier == "invariants":
+
+        def invariant(g: Group, case: Case, skip: str | None) -> pytest.Item:
+            return InvariantItem.from_parent(g, name=case_name(case), case=case, skip=skip)
+
+        return [
+            group(file, target, lambda g, entries=entries: by_spec(g, entries, _where, invariant))
+            for target, entries in by_target(generate.invariant_plan(s), lambda c: c.target)
+        ]
+    if tier == "correctness":
+        runtime = next(iter(s.all_targets))
+
+        def correctness(g: Group, case: CorrectnessCase, skip: str | None) -> pytest.Item:
+            name = f"{case.check.id}[{case.program}-{case.config}-{case.distribution}]"
+            return CorrectnessItem.from_parent(g, name=name, case=case, skip=skip)
+
+        planned = generate.correctness_plan(s)
+        if not planned:
+            return []
+        where = _check_where
+        return [group(file, runtime, lambda g: by_spec(g, planned, where, correctness))]
+    if tier == "throughput":
+        from .timed import throughput_children
+
+        return throughput_children(s, file)
+    raise pytest.UsageError(f"{file.path}: GATE_TIER = {tier!r} names no tier of the gate")
+
+
+def _where(case: Case) -> str:
+    return case.invariant.where
+
+
+def _check_where(case: CorrectnessCase) -> str:
+    return case.check.where

@@ -46,6 +46,7 @@ from . import results as _results
 from .options import BUILT_PROGRAMS, PROGRAM_SWAPS
 from .recorder import Recorder
 from .snapshots import SnapshotFolders, recorded_baselines
+from .tree import prefetch_keys
 
 
 class GateSession:
@@ -369,9 +370,6 @@ class GateSession:
             lines.append(claim.note)
         return lines
 
-    def parametrize(self, metafunc: pytest.Metafunc) -> None:
-        generate.parametrize(self, metafunc)
-
     def collected(self, items: list[pytest.Item]) -> None:
         """After collection: the earlier run's results removed when gate items were collected (a gate run:
         see :meth:`Recorder.discard_earlier`), compiles started ahead of the items."""
@@ -379,7 +377,7 @@ class GateSession:
             self.recorder.discard_earlier()
         workers = generate.compile_threads(self.config)
         if workers:
-            keys = generate.prefetch_keys(items)
+            keys = prefetch_keys(items)
             self.cache.prefetch([k for k in keys if self.available(k.target) is None], workers)
 
     def deselected(self, gate_items: int, items: list[pytest.Item]) -> None:

@@ -184,7 +184,7 @@ def check_selection(
 ) -> int:
     """The number of items the selection selects, collected here (this package's gate modules and catalog,
     and the project's programs, which every release's child runs too) before any release is installed: a
-    selection that selects none of ``kinds`` (item functions; default: what a verdict is made of), or that
+    selection that selects none of ``kinds`` (anchor modules; default: what a verdict is made of), or that
     the gate refuses (an unknown target, program or configuration, a spec file it cannot read), is one
     line. A collection that cannot run here is no verdict on the selection: it returns -1 and the
     releases' runs say what they meet. ``said``: the options the user gave, as the line names them
@@ -232,7 +232,12 @@ def check_selection(
         if said is None:
             return -1
         raise InvariantsError(said.removeprefix("Exit: ").removeprefix("ERROR: "))
-    selected = sum(f"::{kind}[" in ln for ln in proc.stdout.splitlines() for kind in kinds)
+    # The items of ``kinds``' anchor modules (invariants.plugin.tree), as --collect-only -q lists them.
+    selected = sum(
+        Path(ln.split("::", 1)[0]).name.startswith(tuple(kinds))
+        for ln in proc.stdout.splitlines()
+        if "::" in ln
+    )
     if selected == 0:
         raise InvariantsError(
             f"{given}: selects no {' or '.join(x.removeprefix('test_') for x in kinds)} item; widen -k or "

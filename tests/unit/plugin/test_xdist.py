@@ -10,23 +10,22 @@ from gatekit import InProcess
 
 from invariants.catalog.targets import all_targets
 from invariants.compile.child import GATE_DIR
-from invariants.plugin.items import CORRECTNESS
+from invariants.plugin.items import CorrectnessItem
 from invariants.plugin.xdist import worker_group
 
 
 class _Recorder:
-    """Collects the gate and keeps, for each item, its node id and the target its parameter belongs to."""
+    """Collects the gate and keeps, for each item, its node id and the target it compiles for or runs on
+    (read from what the item decides, not from its id)."""
 
     def __init__(self) -> None:
         self.items: dict[str, str | None] = {}
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         for item in items:
-            callspec = getattr(item, "callspec", None)
-            params = callspec.params if callspec is not None else {}
-            key = params.get("structure_key") or params.get("efficiency_key")
-            case = params.get("invariant_case") or params.get("throughput_case")
-            self.items[item.nodeid] = key.target if key is not None else getattr(case, "target", None)
+            key, case = getattr(item, "key", None), getattr(item, "case", None)
+            target = "cpu" if isinstance(item, CorrectnessItem) else getattr(case, "target", None)
+            self.items[item.nodeid] = key.target if key is not None else target
 
 
 def test_every_collected_gate_item_goes_to_the_unit_of_its_target(gate_pytester: InProcess):
@@ -46,24 +45,22 @@ def test_every_collected_gate_item_goes_to_the_unit_of_its_target(gate_pytester:
     assert offload_only == {"tpu-v5p-gather-offload", "tpu-v6e-gather-offload"}
     assert set(by_target.values()) == set(names) - offload_only
     assert all(worker_group(n, names) == t for n, t in by_target.items())
-    timed = [n for n in by_target if "::test_ratio[" in n or "::test_efficiency[" in n]
+    timed = [n for n in by_target if n.split("::")[0].endswith("test_throughput.py")]
     assert timed and {worker_group(n, names) for n in timed} == {"cpu"}  # with the runtime's executables
-    checks = [n for n in items if "::test_correctness[" in n]
-    assert checks and all(worker_group(n, names) == CORRECTNESS for n in checks)
-    others = [n for n in items if n not in by_target and n not in checks]
-    assert all(worker_group(n, names) == n for n in others)  # placeholders such as [none]: any worker
+    checks = [n for n in items if n.split("::")[0].endswith("test_correctness.py")]
+    assert checks and {worker_group(n, names) for n in checks} == {"cpu"}  # the references' outputs too
+    others = [n for n in items if n not in by_target]
+    assert all(worker_group(n, names) == n for n in others)  # placeholders such as ::none: any worker
 
 
 def test_an_xdist_group_suffix_keeps_its_group():
     names = ["cpu", "tpu-v5e", "tpu-v5e-2x4"]
     assert worker_group("tests/t.py::test_a[x]@shared", names) == "shared"
     assert worker_group("tests/t.py::test_a[a@b]", names) == "tests/t.py::test_a[a@b]"  # an @ inside the id
-    assert worker_group("g/test_structure.py::test_structure[tpu-v5e-2x4-take-f32]", names) == "tpu-v5e-2x4"
-    assert worker_group("g/test_structure.py::test_structure[tpu-v5e-take-f32]", names) == "tpu-v5e"
-    assert (
-        worker_group("g/test_structure.py::test_structure[none]", names)
-        == "g/test_structure.py::test_structure[none]"
-    )
+    assert worker_group("g/test_structure.py::tpu-v5e-2x4::take[f32]", names) == "tpu-v5e-2x4"
+    assert worker_group("g/test_invariants.py::tpu-v5e::tpu.toml::no_while[take-f32]", names) == "tpu-v5e"
+    assert worker_group("g/test_structure.py::none", names) == "g/test_structure.py::none"
+    assert worker_group("tests/t.py::cpu", names) == "tests/t.py::cpu"  # a test named like a target
 
 
 def test_another_dist_is_left_to_xdist():

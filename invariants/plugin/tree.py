@@ -1,0 +1,154 @@
+"""The gate's collection tree, pytest's own model for tests that come from spec files: a tier's anchor
+module collects as a :class:`TierFile`, which yields a collector per target (and, below it, per spec file),
+which yield the items.
+
+Node ids come from that tree (``<anchor>`` is the module's path, e.g. ``invariants/gate/test_structure.py``)::
+
+    <test_structure.py>::<target>::<program>[<config>]
+    <test_invariants.py>::<target>::<spec file>::<invariant id>[<programs>-<config>]
+    <test_correctness.py>::<runtime target>::<spec file>::<check id>[<program>-<config>-<distribution>]
+    <test_throughput.py>::<runtime target>::<spec file>::<invariant id>[<a>~<b>-<config>]   (ratio)
+    <test_throughput.py>::<runtime target>::<program>[<config>]                            (efficiency)
+
+``<programs>`` joins a relation's programs with ``~`` (a relation across configurations joins its
+configurations so too). A spec file is named by its file name, or by its path where two spec files share
+one. The second part of every gate item's id is its target: :mod:`invariants.plugin.xdist` groups a
+worker's items by it. A tier with no item makes one skipped item, ``<anchor>::none``, that says why.
+
+An anchor module is recognised by its name and the line ``GATE_TIER = "<tier>"`` in it, so that a copy of
+it anywhere collects the same; nothing in it is imported. Imported by the plugin's collection hook, after
+JAX has started.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from ..compile.record import Key
+
+if TYPE_CHECKING:
+    from .session import GateSession
+
+# The correctness tier's anchor module, by the name ``-k`` matches (the self-check's children deselect it).
+CORRECTNESS = "test_correctness"
+# The anchor modules' names; each one's GATE_TIER line names its tier.
+ANCHORS = ("test_structure.py", "test_invariants.py", f"{CORRECTNESS}.py", "test_throughput.py")
+_TIER_LINE = re.compile(r'^GATE_TIER = "(\w+)"$', re.M)
+
+
+def anchor_tier(path: Path) -> str | None:
+    """The tier an anchor module at ``path`` collects (its ``GATE_TIER`` line), or None: not an anchor."""
+    if path.name not in ANCHORS:
+        return None
+    try:
+        found = _TIER_LINE.search(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return None
+    return found.group(1) if found else None
+
+
+class GateItem(pytest.Function):
+    """A gate item: a :class:`pytest.Function` whose callable is its own ``check`` method, so that its
+    fixtures (the session, ``benchmark``, syrupy's ``snapshot``, ``record_property``), markers, skips and
+    xfails are pytest's own. ``located``: the file (and line) it is about, which :meth:`reportinfo` gives
+    pytest (the failure's header, junit's ``file`` and ``line``, ``-vv``'s ``<-``)."""
+
+    check: Callable[..., None]
+    MARKS: tuple[str, ...] = ()
+
+    def __init__(self, *, located: tuple[str | Path, int | None], skip: str | None = None, **kw: Any) -> None:
+        self.located = located
+        super().__init__(callobj=self.check, **kw)
+        for mark in ("gate", *self.MARKS):
+            self.add_marker(mark)
+        if skip:
+            self.add_marker(pytest.mark.skip(reason=skip))
+
+    @property
+    def reads(self) -> list[Key]:
+        """The compiles this item reads, in order: what the session compiles ahead of it."""
+        return []
+
+    def reportinfo(self) -> tuple[str | Path, int | None, str]:
+        path, line = self.located
+        at = f"{path}:{line}" if line is not None else str(path)
+        assert self.parent is not None
+        return path, None if line is None else line - 1, f"{self.parent.name}::{self.name} at {at}"
+
+
+class Nothing(GateItem):
+    """The one item of a tier that has none here: skipped, with why."""
+
+    def check(self) -> None:  # never runs: the item skips
+        pass
+
+
+class Group(pytest.Collector):
+    """A target's or a spec file's collector: its children, made when pytest collects it."""
+
+    def __init__(self, *, children: Callable[[Group], Iterable[pytest.Item | pytest.Collector]], **kw: Any):
+        super().__init__(**kw)
+        self._children = children
+
+    def collect(self) -> list[pytest.Item | pytest.Collector]:
+        return list(self._children(self))
+
+
+class TierFile(pytest.File):
+    """An anchor module of the gate: its tier's items, by target (and spec file)."""
+
+    def __init__(self, *, tier: str, gate: GateSession, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.tier = tier
+        self.gate = gate
+
+    def collect(self) -> list[pytest.Item | pytest.Collector]:
+        from . import items
+
+        made = items.tier_children(self.tier, self.gate, self)
+        if made:
+            return made
+        return [Nothing.from_parent(self, name="none", located=(self.path, None), skip=items.NONE[self.tier])]
+
+
+def by_target(
+    planned: Iterable[tuple[Any, str | None]], target_of: Callable[[Any], str]
+) -> Iterator[tuple[str, list[tuple[Any, str | None]]]]:
+    """``planned`` grouped by target, in the order the targets first appear."""
+    groups: dict[str, list[tuple[Any, str | None]]] = {}
+    for value, skip in planned:
+        groups.setdefault(target_of(value), []).append((value, skip))
+    yield from groups.items()
+
+
+def group(parent: pytest.Collector, name: str, children: Callable[[Group], Iterable[Any]]) -> Group:
+    return Group.from_parent(parent, name=name, children=children)
+
+
+def spec_names(wheres: Iterable[str]) -> dict[str, str]:
+    """The collector name of each spec file (``FILE:LINE`` of an entry in it): its file name, or its path
+    where two spec files share a name."""
+    paths = {where.rsplit(":", 1)[0] for where in wheres}
+    names = [Path(p).name for p in paths]
+    return {p: Path(p).name if names.count(Path(p).name) == 1 else p for p in sorted(paths)}
+
+
+def located(where: str) -> tuple[str, int | None]:
+    """``FILE:LINE`` as reportinfo's path and line."""
+    path, _, line = where.rpartition(":")
+    return (path, int(line)) if line.isdigit() else (where, None)
+
+
+def prefetch_keys(items: list[pytest.Item]) -> list[Key]:
+    """Every key the selected gate items read, in the order they read them (skipped items read none)."""
+    return [
+        key
+        for item in items
+        if isinstance(item, GateItem) and item.get_closest_marker("skip") is None
+        for key in item.reads
+    ]
