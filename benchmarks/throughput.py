@@ -57,7 +57,7 @@ def run_once(out: Path, inject: bool, select: str | None = None) -> tuple[int, l
             f"--results-json={out.with_suffix('.results.json')}"]  # fmt: skip
     if inject:
         # The injected slowdown is judged by the ratios; the plain study covers the efficiency items.
-        args += ["-p", "invariants.selfcheck.inject", "-k", "test_ratio"]
+        args += ["-p", "invariants.selfcheck.inject", "-m", "ratio"]
         env["INVARIANTS_INJECT"] = "naive=invariants.selfcheck.inject:naive_twice"
     if select:
         args += ["-k", select]

@@ -72,7 +72,7 @@ step gate python -m pytest invariants/gate -p no:xdist -p no:cacheprovider -q \
 step throughput python -m pytest invariants/gate/test_throughput.py -p no:xdist -p no:cacheprovider -q -rs \
   --results-json="$OUT/results-throughput.json" --benchmark-json="$OUT/benchmark.json" "${GATE_ARGS[@]}"
 step baselines python -m pytest invariants/gate/test_throughput.py -p no:xdist -p no:cacheprovider -q \
-  -k test_efficiency --record-baselines --snapshot-dir "$OUT/candidates" --benchmark-disable "${GATE_ARGS[@]}"
+  -m efficiency --record-baselines --snapshot-dir "$OUT/candidates" --benchmark-disable "${GATE_ARGS[@]}"
 if [ -n "${CHIP_RUN_TRACES:-}" ]; then
   step times python "$ROOT/scripts/chip_times.py" --out "$OUT" --configs "$CONFIGS" --target "$TARGET" \
     --traces "$CHIP_RUN_TRACES"

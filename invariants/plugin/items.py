@@ -43,12 +43,13 @@ from .tree import GateItem, Group, by_target, group, located, spec_names
 if TYPE_CHECKING:
     from .session import GateSession
 
-# Why a tier has no item here (its one skipped item says so).
+# Why a tier has no item here (its one skipped item says so), and that item's markers (-k and -m select it
+# with the tier's items).
 NONE = {
-    "structure": "no program selected",
-    "invariants": "no invariant applies",
-    "correctness": "no correctness check applies",
-    "throughput": "no throughput invariant applies",
+    "structure": ("no program selected", ("snapshot",)),
+    "invariants": ("no invariant applies", ("invariant",)),
+    "correctness": ("no correctness check applies", ("correctness",)),
+    "throughput": ("no throughput invariant applies", ("throughput", "ratio", "efficiency")),
 }
 
 # syrupy warns when a snapshot's file and name do not contain the test's file and test name. Ours are

@@ -235,7 +235,7 @@ class GateSession:
                 f"{said} ({known.id}: {known.ratchet.reason}; {known.ratchet.issue})", pytrace=False
             )
         if first is not None:
-            return f"{said} (the same compile as {first.rsplit('::', 1)[-1]}, reported whole there)"
+            return f"{said} (the same compile as {first.split('::', 1)[-1]}, reported whole there)"
         stated = ", ".join(f"{k} {v}" for k, v in versions().items())
         what_next = (
             "what next: report a compiler error upstream (XLA: https://github.com/openxla/xla/issues) with "

@@ -74,11 +74,12 @@ class GateItem(pytest.Function):
         """The compiles this item reads, in order: what the session compiles ahead of it."""
         return []
 
-    def reportinfo(self) -> tuple[str | Path, int | None, str]:
+    def reportinfo(self) -> tuple[str | Path, int, str]:
+        """The file and line (0-based; a file's first without one: a skip's line names it) pytest reports
+        the item at, and its failure's header: its id below its anchor module, ``at FILE[:LINE]``."""
         path, line = self.located
         at = f"{path}:{line}" if line is not None else str(path)
-        assert self.parent is not None
-        return path, None if line is None else line - 1, f"{self.parent.name}::{self.name} at {at}"
+        return path, 0 if line is None else line - 1, f"{self.nodeid.split('::', 1)[-1]} at {at}"
 
 
 class Nothing(GateItem):
@@ -113,7 +114,11 @@ class TierFile(pytest.File):
         made = items.tier_children(self.tier, self.gate, self)
         if made:
             return made
-        return [Nothing.from_parent(self, name="none", located=(self.path, None), skip=items.NONE[self.tier])]
+        reason, marks = items.NONE[self.tier]
+        nothing = Nothing.from_parent(self, name="none", located=(self.path, None), skip=reason)
+        for mark in marks:
+            nothing.add_marker(mark)
+        return [nothing]
 
 
 def by_target(

@@ -416,7 +416,7 @@ def default_targets(project: Project, programs: str | None) -> str:
 
 def _describe(it: Record) -> str:
     measured = ", ".join(f"{k}={v}" for k, v in (it.get("measured") or {}).items())
-    name = it.nodeid.split("[", 1)[-1].rstrip("]")
+    name = it.nodeid.split("::", 1)[-1]
     if compile_failure(it) is not None:
         return f"{name} ({it.reason})"
     return f"{name}" + (f" ({it.get('assert')}: {measured})" if measured else f" ({it.get('problem')})")

@@ -25,7 +25,7 @@ def _row(o: Outcome, examples: int) -> str:
     expected = "pass" if inj.is_baseline else ", ".join(inj.expect)
     verdict = _verdict(o)
     labels = sorted({item_label(it) for it in o.failed})
-    ids = [it.nodeid.split("[", 1)[-1].rstrip("]") for it in o.failed[:examples]]
+    ids = [it.nodeid.split("::", 1)[-1] for it in o.failed[:examples]]
     extra = f"; missing {', '.join(o.missing)}" if o.missing and not inj.is_baseline else ""
     note = f" ({o.note})" if o.note else ""
     by = f"{len(o.failed)}: {', '.join(labels)}{extra}{note}"

@@ -34,7 +34,7 @@ def test_pytest_benchmark_compare_shows_the_results_files_per_call_statistics(
         bench, results = tmp_path / f"bench{n}.json", tmp_path / f"results{n}.json"
         proc = gate_pytester.pytest(
             "tests/gate/test_throughput.py",
-            *("--targets", "cpu", "--programs", "naive,take", "--configs", "f32", "-k", "test_ratio"),
+            *("--targets", "cpu", "--programs", "naive,take", "--configs", "f32", "-m", "ratio"),
             *(f"--snapshot-dir={tmp_path / 's'}", f"--hlo-dump-dir={tmp_path / 'hlo'}"),
             *(f"--results-json={results}", f"--benchmark-json={bench}"),
         )

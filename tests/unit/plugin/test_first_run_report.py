@@ -20,7 +20,7 @@ def test_the_report_of_a_run_that_recorded_its_baselines(gate_pytester: InProces
     proc = gate_pytester.pytest(
         str(GATE_DIR / "test_throughput.py"), "-p", "invariants.plugin.hooks",
         "-c", os.devnull, "--rootdir", str(folder),
-        "-k", "test_efficiency and take", "--targets", "cpu", "--programs", "naive,take", "--configs", "f32",
+        "-k", "efficiency and take", "--targets", "cpu", "--programs", "naive,take", "--configs", "f32",
         "--snapshot-dir", str(folder / "snapshots"), "--record-baselines", "--results-json", str(results),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:]
