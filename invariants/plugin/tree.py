@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .._paths import shown
 from ..compile.record import Key
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ class GateItem(pytest.Function):
         """The file and line (0-based; a file's first without one: a skip's line names it) pytest reports
         the item at, and its failure's header: its id below its anchor module, ``at FILE[:LINE]``."""
         path, line = self.located
-        at = f"{path}:{line}" if line is not None else str(path)
+        at = shown(Path(path)) + (f":{line}" if line is not None else "")
         return path, 0 if line is None else line - 1, f"{self.nodeid.split('::', 1)[-1]} at {at}"
 
 

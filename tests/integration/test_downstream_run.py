@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 from gatekit import command, made_once
@@ -105,11 +106,39 @@ def test_no_catalog_compiles_and_evaluates_what_the_relations_name(recorded):
     out = first.stdout + first.stderr
     assert first.returncode == 0, out[-3000:]
     # The relations are evaluated under --no-catalog, not dropped, against take ...
-    assert re.search(r"^PASSED \S+::test_invariant\[cpu-mine_take~take-f32-mine_is_take\]$", out, re.M), out
-    assert re.search(r"^PASSED \S+::test_ratio\[cpu-mine_take~take-f32-mine_as_fast\]$", out, re.M), out
+    assert re.search(r"^PASSED \S+::cpu::mine\.toml::mine_is_take\[mine_take~take-f32\]$", out, re.M), out
+    assert re.search(r"^PASSED \S+::cpu::mine\.toml::mine_as_fast\[mine_take~take-f32\]$", out, re.M), out
     # ... which compiles for them alone: no item of its own, and nothing else of the catalog compiles.
     assert "invariants: 2 programs: " in out, out[-2000:]
-    assert not re.search(r"test_(structure|efficiency)\[cpu-take-", out), out
+    assert not re.search(r"::cpu::take\[", out), out  # neither take's structure item nor its efficiency
+
+
+WRONG = """
+[[invariant]]
+id = "mine_is_two_kernels"
+programs = ["mine_take"]
+assert = "kernels == 2"
+"""
+
+
+def test_a_failing_invariant_is_reported_at_its_spec_files_line(recorded, tmp_path: Path):
+    """pytest itself names the invariant's TOML file and line, as it names a test function's: in the
+    failure's header and in the location it hands every reporter (junit's file and line here). -k selects
+    the item by its name in the tree: the one invariant of the spec file, not its relations."""
+    project, _ = recorded
+    spec = project / "specs" / "mine.toml"
+    line = spec.read_text().count("\n") + 2  # the [[invariant]] table's line
+    spec.write_text(spec.read_text() + WRONG)
+    junit = tmp_path / "junit.xml"
+    ran = gate(project, "--no-catalog", "--targets", "cpu", "-k", "mine.toml and mine_is_two_kernels",
+               "-o", "junit_family=xunit1", "--junitxml", str(junit))  # fmt: skip
+    out = ran.stdout
+    assert ran.returncode == 1, out[-3000:]
+    assert re.search(r" 1 failed, \d+ deselected in ", out.splitlines()[-1]), out[-3000:]
+    header = rf"^_+ cpu::mine\.toml::mine_is_two_kernels\[mine_take-f32\] at specs/mine\.toml:{line} _+$"
+    assert re.search(header, out, re.M), out[-3000:]
+    (case,) = [c for c in ElementTree.parse(junit).iter("testcase") if c.find("failure") is not None]
+    assert (case.get("file"), case.get("line")) == ("specs/mine.toml", str(line - 1)), case.attrib  # 0-based
 
 
 def test_the_first_update_records_the_missing_baselines_and_says_so(recorded):
@@ -146,22 +175,22 @@ def test_a_structure_failure_reads_well_and_its_command_accepts_it(recorded, tmp
     out = failed.stdout
     assert failed.returncode == 1, out[-3000:]
     # The failure's section: from its title line to the next separator line.
-    block = re.split(r"^[-=_]{5,}", out.split("_ test_structure[cpu-mine_take-f32] _", 1)[1], flags=re.M)[1]
+    block = re.split(r"^[-=_]{5,}", out.split("_ cpu::mine_take[f32] at snapshots/cpu/mine_take.f32.txt _", 1)[1], flags=re.M)[1]
     lines = block.strip("\n").splitlines()
     reason = "mine_take[f32] on cpu: compiled structure differs from snapshots/cpu/mine_take.f32.txt"
     assert lines[0].startswith(reason), block
     # syrupy's diff, both sides, with no traceback of the gate's source and no "use -vv".
     assert "- summary: kernels 99;" in block and re.search(r"^\+ summary: kernels \d+;", block, re.M), block
-    assert "def test_structure" not in out and "-vv" not in out and "AssertionError" not in out, block
+    assert "def check" not in out and "-vv" not in out and "AssertionError" not in out, block
     # The dumps of the failing key, and the FAILED line and the results file carrying the reason.
     assert (dumps / "cpu" / "mine_take.f32.hlo.txt").is_file() and (
         dumps / "cpu" / "mine_take.f32.jaxpr.txt"
     ).is_file()
-    assert re.search(rf"^FAILED \S+::test_structure\[cpu-mine_take-f32\] - {re.escape(reason)}", out, re.M), (
+    assert re.search(rf"^FAILED \S+::cpu::mine_take\[f32\] - {re.escape(reason)}", out, re.M), (
         out
     )
     items = json.loads(results.read_text())["items"]
-    entry = next(i for i in items if i["kind"] == "structure" and i["nodeid"].endswith("[cpu-mine_take-f32]"))
+    entry = next(i for i in items if i["kind"] == "structure" and i["nodeid"].endswith("::cpu::mine_take[f32]"))
     assert entry["outcome"] == "failed" and entry["reason"].startswith(reason)
     # The command it prints last, run as printed, accepts the change and nothing else; the next run passes.
     accept = lines[-1].split("accept it (re-records this snapshot alone): ", 1)
@@ -226,7 +255,7 @@ def test_a_failing_correctness_item_dumps_what_it_compared(tmp_path: Path):
     )
     dumps = tmp_path / "hlo"
     failed = gate(
-        project, "--no-catalog", "--targets", "cpu", "-k", "test_correctness", "--hlo-dump-dir", str(dumps)
+        project, "--no-catalog", "--targets", "cpu", "-m", "correctness", "--hlo-dump-dir", str(dumps)
     )
     assert failed.returncode == 1, failed.stdout[-3000:]
     assert "mine_values failed for mine_doubled-f32-uniform" in failed.stdout
@@ -342,7 +371,7 @@ def test_a_tpu_memory_bound_on_the_peak_sees_what_the_program_keeps_live(tmp_pat
     assert len(failed) == 1 and "peak failed on tpu-v5e keeps [f32]" in failed[0], failed
     peak = re.search(r"measured peak_bytes = (\d+)", failed[0])
     assert peak and int(peak[1]) > 16 * 2**20, failed[0]
-    held = r"PASSED .*test_invariant\[tpu-v5e-keeps-f32-hbm_temporaries\]"
+    held = r"PASSED .*::tpu-v5e::keeps\.toml::hbm_temporaries\[keeps-f32\]"
     assert re.search(held, proc.stdout), proc.stdout
 
 
@@ -380,9 +409,9 @@ def test_a_relation_compares_programs_across_configurations(tmp_path: Path):
     ran = gate(project, "--no-catalog", "--targets", "cpu", "-m", "not throughput")
     out = ran.stdout + ran.stderr
     assert ran.returncode == 1, out[-3000:]
-    assert re.search(r"^PASSED \S+::test_invariant\[cpu-mine_bf16~mine_f32-bf16~f32-bf16_no_more_kernels\]$",
+    assert re.search(r"^PASSED \S+::cpu::mine\.toml::bf16_no_more_kernels\[mine_bf16~mine_f32-bf16~f32\]$",
                      out, re.M), out[-3000:]  # fmt: skip
-    failed = r"^FAILED \S+::test_invariant\[cpu-mine_bf16~mine_f32-bf16~f32-bf16_compiles_like_f32\] - "
+    failed = r"^FAILED \S+::cpu::mine\.toml::bf16_compiles_like_f32\[mine_bf16~mine_f32-bf16~f32\] - "
     assert re.search(failed + r".*failed on cpu mine_bf16\[bf16\]/mine_f32\[f32\]", out, re.M), out[-3000:]
     assert re.search(r"^-converts: bf16->f32", out, re.M), out[-3000:]
 
@@ -448,7 +477,7 @@ def test_efficiency_is_for_lookups_and_a_declaration_turns_it_off(tmp_path: Path
     out = ran.stdout + ran.stderr
     assert ran.returncode == 0, out[-3000:]
     assert "nbytes" not in out, out[-3000:]
-    ratio = r"^PASSED \S+::test_ratio\[cpu-tiny_model~tiny_too-f32-as_fast\]$"
+    ratio = r"^PASSED \S+::cpu::mine\.toml::as_fast\[tiny_model~tiny_too-f32\]$"
     assert re.search(ratio, out, re.M), out[-3000:]
     skipped = (
         r"SKIPPED \[1\] .*: tiny_model is a program with params, not a lookup \(table, indices\): "
@@ -484,8 +513,8 @@ def test_a_dtype_filter_the_cpu_widens_warns_in_the_items_result(tmp_path: Path)
     ran = gate(project, "--no-catalog", "--targets", "cpu", "-k", "test_invariant")
     out = ran.stdout + ran.stderr
     assert ran.returncode == 0, out[-3000:]
-    assert re.search(r"^PASSED \S+::test_invariant\[cpu-mine_grad-bf16-no_bf16_scatter\]$", out, re.M), out
-    assert re.search(r"^\S+::test_invariant\[cpu-mine_grad-bf16-no_bf16_scatter\]$", out, re.M), out
+    assert re.search(r"^PASSED \S+::cpu::mine\.toml::no_bf16_scatter\[mine_grad-bf16\]$", out, re.M), out
+    assert re.search(r"^\S+::cpu::mine\.toml::no_bf16_scatter\[mine_grad-bf16\]$", out, re.M), out
     assert re.search(r"^  specs/mine.toml:10: WidenedDtype: no_bf16_scatter on cpu mine_grad \[bf16\]: "
                      r"scatters\(dtype='bf16'\) reads the compiled dtype, and cpu computes bf16 in f32", out,
                      re.M), out[-3000:]  # fmt: skip
@@ -544,12 +573,12 @@ def test_one_run_of_sharded_and_single_chip_programs_picks_each_ones_targets(tmp
     ran = gate(project, "--no-catalog", "-m", "not throughput", "--snapshot-update")  # the one-job form
     out = ran.stdout + ran.stderr
     assert ran.returncode == 0, out[-3000:]
-    passed = sorted(re.findall(r"^PASSED \S+::(test_\w+\[[^\]]+\])$", out, re.M))
+    passed = sorted(re.findall(r"^PASSED \S+?\.py::(\S+)$", out, re.M))
     assert passed == [
-        "test_invariant[cpu-8dev-mine_sharded-f32-no_all_gather]",
-        "test_invariant[cpu-mine_take-f32-no_all_gather]",
-        "test_structure[cpu-8dev-mine_sharded-f32]",
-        "test_structure[cpu-mine_take-f32]",
+        "cpu-8dev::mine.toml::no_all_gather[mine_sharded-f32]",
+        "cpu-8dev::mine_sharded[f32]",
+        "cpu::mine.toml::no_all_gather[mine_take-f32]",
+        "cpu::mine_take[f32]",
     ], out[-3000:]
     assert "chip" not in "".join(ln for ln in out.splitlines() if ln.startswith("SKIPPED")), out[-3000:]
     narrowed = gate(project, "--no-catalog", "--targets", "cpu", "-m", "not throughput")
@@ -591,7 +620,7 @@ def test_tables_names_a_nested_leaf_by_the_dotted_path_the_guide_gives(tmp_path:
     )
     ran = gate(project, "--no-catalog", "--targets", "cpu", "-k", "test_invariant")
     assert ran.returncode == 0, (ran.stdout + ran.stderr)[-3000:]
-    assert re.search(r"^PASSED \S+::test_invariant\[cpu-mine_model-f32-facts\]$", ran.stdout, re.M), (
+    assert re.search(r"^PASSED \S+::cpu::mine\.toml::facts\[mine_model-f32\]$", ran.stdout, re.M), (
         ran.stdout
     )
 
