@@ -23,10 +23,10 @@ from ..catalog.targets import versions
 from ..compile.process import guard_backend, pin_worker
 from ..compile.record import FailedCompile
 from ..snapshot.store import StructureSnapshotExtension
+from .anchors import TierFile, anchor_tier
 from .options import OPTIONS
 from .outcomes import GateFailed, fail
 from .results import Failure, failure_property
-from .tree import TierFile, anchor_tier
 from .xdist import scheduler
 
 if TYPE_CHECKING:

@@ -26,7 +26,6 @@ from ..snapshot.render import render_summary
 from ..snapshot.store import MARKER
 from ..spec.checks import Case, WidenedDtype, config_matches, evaluate
 from ..spec.correctness import CorrectnessCase
-from . import generate
 from . import results as _results
 from .outcomes import (
     dumped_line,
@@ -38,19 +37,10 @@ from .outcomes import (
     structure_failure,
 )
 from .results import Failure
-from .tree import GateItem, Group, by_target, group, located, spec_names
+from .tree import GateItem, located
 
 if TYPE_CHECKING:
     from .session import GateSession
-
-# Why a tier has no item here (its one skipped item says so), and that item's markers (-k and -m select it
-# with the tier's items).
-NONE = {
-    "structure": ("no program selected", ("snapshot",)),
-    "invariants": ("no invariant applies", ("invariant",)),
-    "correctness": ("no correctness check applies", ("correctness",)),
-    "throughput": ("no throughput invariant applies", ("throughput", "ratio", "efficiency")),
-}
 
 # syrupy warns when a snapshot's file and name do not contain the test's file and test name. Ours are
 # named by (target, program, config) on purpose (see invariants.snapshot.store), so it never applies.
@@ -222,84 +212,3 @@ class CorrectnessItem(GateItem):
                 Failure("assert", problem, Key(c.program, c.config, runtime)),
                 f"{c.check.where}: {c.check.id} failed for {c.id}: {problem}\n{dumped}",
             )
-
-
-def case_name(case: Case) -> str:
-    """An invariant's (or ratio's) item name: ``<invariant id>[<programs>-<config>]``."""
-    if pinned := case.invariant.assertion.pinned:  # a relation across configurations: each side's own
-        subject, config = "~".join(p for p, _ in pinned), "~".join(c for _, c in pinned)
-    else:
-        subject = case.program or "~".join(case.invariant.programs)
-        config = case.config
-    return f"{case.invariant.id}[{subject}-{config}]"
-
-
-def by_spec(
-    parent: Group, cases: list[tuple[Any, str | None]], where: Any, make: Any
-) -> list[pytest.Item | pytest.Collector]:
-    """A collector per spec file (``where(case)``: ``FILE:LINE`` of the entry) of ``make``'s items."""
-    names = spec_names(where(c) for c, _ in cases)
-    files: dict[str, list[tuple[Any, str | None]]] = {}
-    for case, skip in cases:
-        files.setdefault(where(case).rsplit(":", 1)[0], []).append((case, skip))
-    return [
-        group(parent, names[path], lambda g, entries=entries: [make(g, c, skip) for c, skip in entries])
-        for path, entries in files.items()
-    ]
-
-
-def tier_children(tier: str, s: GateSession, file: pytest.File) -> list[pytest.Item | pytest.Collector]:
-    """The collectors of ``tier``'s anchor module: one per target, each of its items (through a collector per
-    spec file for what a spec file's entry makes)."""
-    if tier == "structure":
-        return [
-            group(
-                file,
-                target,
-                lambda g, entries=entries: [
-                    StructureItem.from_parent(
-                        g,
-                        name=f"{k.program}[{k.config}]",
-                        key=k,
-                        skip=skip,
-                        snapshot=str(s.snapshots.path(k)),
-                    )
-                    for k, skip in entries
-                ],
-            )
-            for target, entries in by_target(generate.structure_plan(s), lambda k: k.target)
-        ]
-    if tier == "invariants":
-
-        def invariant(g: Group, case: Case, skip: str | None) -> pytest.Item:
-            return InvariantItem.from_parent(g, name=case_name(case), case=case, skip=skip)
-
-        return [
-            group(file, target, lambda g, entries=entries: by_spec(g, entries, _where, invariant))
-            for target, entries in by_target(generate.invariant_plan(s), lambda c: c.target)
-        ]
-    if tier == "correctness":
-        runtime = next(iter(s.all_targets))
-
-        def correctness(g: Group, case: CorrectnessCase, skip: str | None) -> pytest.Item:
-            name = f"{case.check.id}[{case.program}-{case.config}-{case.distribution}]"
-            return CorrectnessItem.from_parent(g, name=name, case=case, skip=skip)
-
-        planned = generate.correctness_plan(s)
-        if not planned:
-            return []
-        where = _check_where
-        return [group(file, runtime, lambda g: by_spec(g, planned, where, correctness))]
-    if tier == "throughput":
-        from .timed import throughput_children
-
-        return throughput_children(s, file)
-    raise pytest.UsageError(f"{file.path}: GATE_TIER = {tier!r} names no tier of the gate")
-
-
-def _where(case: Case) -> str:
-    return case.invariant.where
-
-
-def _check_where(case: CorrectnessCase) -> str:
-    return case.check.where

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import jax
 import pytest
@@ -49,10 +49,9 @@ from ..timing.paired import (
 from . import generate
 from . import results as _results
 from .benchmarks import REPLAY, record_samples
-from .items import by_spec, case_name
 from .outcomes import dumped_line, fail, judge
 from .results import Failure
-from .tree import GateItem, Group, group, located
+from .tree import GateItem, Group, by_spec, case_name, group, located
 
 if TYPE_CHECKING:
     from .session import GateSession
@@ -70,9 +69,12 @@ CLOCKED = clock_sampling(CLOCK_NAME, CLOCK)
 _BENCHMARK = pytest.mark.benchmark(timer=REPLAY)
 
 
-def _timed(gate: GateSession, key: tuple[str, str, str], distribution: Distribution = "uniform") -> Any:
+def _timed(gate: GateSession, key: tuple[str, str, str], distribution: str = "uniform") -> Any:
+    """``key``'s executable on its arguments, ready to time (``distribution``: of its indices, one the spec
+    loader admitted)."""
     program, config, _ = key
-    return jax_callable(gate.cache.executable(*key), *gate.device_arguments(program, config, distribution))
+    arguments = gate.device_arguments(program, config, cast(Distribution, distribution))
+    return jax_callable(gate.cache.executable(*key), *arguments)
 
 
 class RatioItem(GateItem):
@@ -115,7 +117,7 @@ def throughput_children(s: GateSession, file: pytest.File) -> list[pytest.Item |
         return RatioItem.from_parent(g, name=case_name(case), case=case, skip=skip)
 
     def children(g: Group) -> list[pytest.Item | pytest.Collector]:
-        made = by_spec(g, ratios, lambda c: c.invariant.where, ratio)
+        made = by_spec(ratios, _where, ratio)(g)
         for key, skip in efficiencies:
             path = baseline_path(
                 s.snapshots.folder(key.program, key.target).parent, key.target, key.program, key.config
@@ -128,6 +130,10 @@ def throughput_children(s: GateSession, file: pytest.File) -> list[pytest.Item |
         return made
 
     return [group(file, runtime, children)]
+
+
+def _where(case: Case) -> str:
+    return case.invariant.where
 
 
 def _ratio(case: Case, gate: GateSession, benchmark: Any, record_property: Any) -> None:

@@ -1,6 +1,6 @@
 """The gate's collection tree, pytest's own model for tests that come from spec files: a tier's anchor
-module collects as a :class:`TierFile`, which yields a collector per target (and, below it, per spec file),
-which yield the items.
+module collects as a :class:`~invariants.plugin.anchors.TierFile`, which yields a collector per target
+(and, below it, per spec file), which yield the items.
 
 Node ids come from that tree (``<anchor>`` is the module's path, e.g. ``invariants/gate/test_structure.py``)::
 
@@ -15,14 +15,12 @@ configurations so too). A spec file is named by its file name, or by its path wh
 one. The second part of every gate item's id is its target: :mod:`invariants.plugin.xdist` groups a
 worker's items by it. A tier with no item makes one skipped item, ``<anchor>::none``, that says why.
 
-An anchor module is recognised by its name and the line ``GATE_TIER = "<tier>"`` in it, so that a copy of
-it anywhere collects the same; nothing in it is imported. Imported by the plugin's collection hook, after
-JAX has started.
+Here: the items' base class and the collectors; the items are :mod:`invariants.plugin.items` and
+:mod:`invariants.plugin.timed`. No JAX.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,24 +31,7 @@ from .._paths import shown
 from ..compile.record import Key
 
 if TYPE_CHECKING:
-    from .session import GateSession
-
-# The correctness tier's anchor module, by the name ``-k`` matches (the self-check's children deselect it).
-CORRECTNESS = "test_correctness"
-# The anchor modules' names; each one's GATE_TIER line names its tier.
-ANCHORS = ("test_structure.py", "test_invariants.py", f"{CORRECTNESS}.py", "test_throughput.py")
-_TIER_LINE = re.compile(r'^GATE_TIER = "(\w+)"$', re.M)
-
-
-def anchor_tier(path: Path) -> str | None:
-    """The tier an anchor module at ``path`` collects (its ``GATE_TIER`` line), or None: not an anchor."""
-    if path.name not in ANCHORS:
-        return None
-    try:
-        found = _TIER_LINE.search(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError):
-        return None
-    return found.group(1) if found else None
+    from ..spec.checks import Case
 
 
 class GateItem(pytest.Function):
@@ -101,27 +82,6 @@ class Group(pytest.Collector):
         return list(self._children(self))
 
 
-class TierFile(pytest.File):
-    """An anchor module of the gate: its tier's items, by target (and spec file)."""
-
-    def __init__(self, *, tier: str, gate: GateSession, **kw: Any) -> None:
-        super().__init__(**kw)
-        self.tier = tier
-        self.gate = gate
-
-    def collect(self) -> list[pytest.Item | pytest.Collector]:
-        from . import items
-
-        made = items.tier_children(self.tier, self.gate, self)
-        if made:
-            return made
-        reason, marks = items.NONE[self.tier]
-        nothing = Nothing.from_parent(self, name="none", located=(self.path, None), skip=reason)
-        for mark in marks:
-            nothing.add_marker(mark)
-        return [nothing]
-
-
 def by_target(
     planned: Iterable[tuple[Any, str | None]], target_of: Callable[[Any], str]
 ) -> Iterator[tuple[str, list[tuple[Any, str | None]]]]:
@@ -158,3 +118,42 @@ def prefetch_keys(items: list[pytest.Item]) -> list[Key]:
         if isinstance(item, GateItem) and item.get_closest_marker("skip") is None
         for key in item.reads
     ]
+
+
+def case_name(case: Case) -> str:
+    """An invariant's (or ratio's) item name: ``<invariant id>[<programs>-<config>]``."""
+    if pinned := case.invariant.assertion.pinned:  # a relation across configurations: each side's own
+        subject, config = "~".join(p for p, _ in pinned), "~".join(c for _, c in pinned)
+    else:
+        subject = case.program or "~".join(case.invariant.programs)
+        config = case.config
+    return f"{case.invariant.id}[{subject}-{config}]"
+
+
+def each(
+    make: Callable[[Group, Any, str | None], pytest.Item], entries: list[tuple[Any, str | None]]
+) -> Callable[[Group], list[pytest.Item | pytest.Collector]]:
+    """A collector's children: ``make``'s item of each (key or case, why it skips) of ``entries``."""
+
+    def children(parent: Group) -> list[pytest.Item | pytest.Collector]:
+        return [make(parent, value, skip) for value, skip in entries]
+
+    return children
+
+
+def by_spec(
+    entries: list[tuple[Any, str | None]],
+    where: Callable[[Any], str],
+    make: Callable[[Group, Any, str | None], pytest.Item],
+) -> Callable[[Group], list[pytest.Item | pytest.Collector]]:
+    """A collector's children: a collector per spec file (``where(case)``: ``FILE:LINE`` of the entry) of
+    ``make``'s items."""
+
+    def children(parent: Group) -> list[pytest.Item | pytest.Collector]:
+        names = spec_names(where(c) for c, _ in entries)
+        files: dict[str, list[tuple[Any, str | None]]] = {}
+        for case, skip in entries:
+            files.setdefault(where(case).rsplit(":", 1)[0], []).append((case, skip))
+        return [group(parent, names[path], each(make, listed)) for path, listed in files.items()]
+
+    return children

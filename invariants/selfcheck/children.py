@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ..compile.child import GateRun, gate_command, gate_env, last_line, run_gate, scratch
-from ..plugin.tree import CORRECTNESS
+from ..plugin.anchors import CORRECTNESS
 from .judge import Outcome, annotate, outcome_of
 from .registry import INJECT_MODULE, Injection
 

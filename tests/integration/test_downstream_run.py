@@ -175,7 +175,11 @@ def test_a_structure_failure_reads_well_and_its_command_accepts_it(recorded, tmp
     out = failed.stdout
     assert failed.returncode == 1, out[-3000:]
     # The failure's section: from its title line to the next separator line.
-    block = re.split(r"^[-=_]{5,}", out.split("_ cpu::mine_take[f32] at snapshots/cpu/mine_take.f32.txt _", 1)[1], flags=re.M)[1]
+    block = re.split(
+        r"^[-=_]{5,}",
+        out.split("_ cpu::mine_take[f32] at snapshots/cpu/mine_take.f32.txt _", 1)[1],
+        flags=re.M,
+    )[1]
     lines = block.strip("\n").splitlines()
     reason = "mine_take[f32] on cpu: compiled structure differs from snapshots/cpu/mine_take.f32.txt"
     assert lines[0].startswith(reason), block
@@ -186,11 +190,11 @@ def test_a_structure_failure_reads_well_and_its_command_accepts_it(recorded, tmp
     assert (dumps / "cpu" / "mine_take.f32.hlo.txt").is_file() and (
         dumps / "cpu" / "mine_take.f32.jaxpr.txt"
     ).is_file()
-    assert re.search(rf"^FAILED \S+::cpu::mine_take\[f32\] - {re.escape(reason)}", out, re.M), (
-        out
-    )
+    assert re.search(rf"^FAILED \S+::cpu::mine_take\[f32\] - {re.escape(reason)}", out, re.M), out
     items = json.loads(results.read_text())["items"]
-    entry = next(i for i in items if i["kind"] == "structure" and i["nodeid"].endswith("::cpu::mine_take[f32]"))
+    entry = next(
+        i for i in items if i["kind"] == "structure" and i["nodeid"].endswith("::cpu::mine_take[f32]")
+    )
     assert entry["outcome"] == "failed" and entry["reason"].startswith(reason)
     # The command it prints last, run as printed, accepts the change and nothing else; the next run passes.
     accept = lines[-1].split("accept it (re-records this snapshot alone): ", 1)
@@ -620,9 +624,7 @@ def test_tables_names_a_nested_leaf_by_the_dotted_path_the_guide_gives(tmp_path:
     )
     ran = gate(project, "--no-catalog", "--targets", "cpu", "-k", "test_invariant")
     assert ran.returncode == 0, (ran.stdout + ran.stderr)[-3000:]
-    assert re.search(r"^PASSED \S+::cpu::mine\.toml::facts\[mine_model-f32\]$", ran.stdout, re.M), (
-        ran.stdout
-    )
+    assert re.search(r"^PASSED \S+::cpu::mine\.toml::facts\[mine_model-f32\]$", ran.stdout, re.M), ran.stdout
 
 
 def test_the_project_only_f16_configuration_compiles_a_projects_program_as_the_guide_says(tmp_path: Path):

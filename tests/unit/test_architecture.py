@@ -193,7 +193,7 @@ NO_JAX = ("_errors", "_paths", "_stats", "_cores", "_config", "_signals", "_user
           "compile.cache_command",
           "spec.file", "spec.asserts", "hlo.parse", "hlo.structure",
           "hlo.cost", "kernels", "kernels.ptx", "kernels.llvm_ir", "kernels.program", "measure.metrics",
-          "measure.measurement", "snapshot.render", "plugin.results", "plugin.items")  # fmt: skip
+          "measure.measurement", "snapshot.render", "plugin.results")  # fmt: skip
 
 
 def _module_name(path: Path) -> str:
@@ -329,8 +329,8 @@ def test_what_a_release_environment_runs_imports_on_a_jax_before_axis_types():
     ``AxisType`` nor ``AbstractMesh`` (sharded programs of a project's own need them; nothing else does):
     the plugin, the gate's tests, the compile path and a versus worker import there all the same."""
     modules = (
-        "invariants.plugin.hooks", "invariants.gate.test_invariants", "invariants.gate.test_structure",
-        "invariants.gate.test_throughput", "invariants.compile.artifacts", "invariants.catalog.downstream",
+        "invariants.plugin.hooks", "invariants.plugin.anchors", "invariants.plugin.items",
+        "invariants.plugin.timed", "invariants.compile.artifacts", "invariants.catalog.downstream",
         "invariants.testing", "invariants.versus.worker", "invariants.__main__",
     )  # fmt: skip
     code = (

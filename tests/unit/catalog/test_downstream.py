@@ -554,7 +554,7 @@ def test_example_row_loop_fails_take_passes_snapshots_in_the_project(example):
     assert (example / "artifacts" / "hlo" / "cpu" / "mylib_row_loop.f32.hlo.txt").exists()
     # Under CI=true pytest adds " - <message>" to each summary line: compare the item ids only.
     failed = [line.split(" - ")[0] for line in out.splitlines() if line.startswith("FAILED")]
-    assert failed == ["FAILED test_invariants.py::test_invariant[cpu-mylib_row_loop-f32-mylib_no_while]"], out
+    assert failed == ["FAILED test_invariants.py::cpu::mylib.toml::mylib_no_while[mylib_row_loop-f32]"], out
     assert "while ×16384" in (example / "snapshots" / "cpu" / "mylib_row_loop.f32.txt").read_text()
 
     # Again, under xdist, against the recorded snapshots: the same single failure, nothing rewritten; an
@@ -578,10 +578,10 @@ def test_example_with_the_catalog_reads_its_snapshots_and_never_writes_them(exam
                 "--snapshot-update", "-rA")  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert (
-        "PASSED test_invariants.py::test_invariant[cpu-mylib_take~take-f32-mylib_take_is_the_catalogs]"
+        "PASSED test_invariants.py::cpu::mylib.toml::mylib_take_is_the_catalogs[mylib_take~take-f32]"
         in proc.stdout
     )
-    assert "PASSED test_structure.py::test_structure[cpu-take-f32]" in proc.stdout
+    assert "PASSED test_structure.py::cpu::take[f32]" in proc.stdout
     assert sorted(files(snapshots)) == ["cpu/mylib_take.f32.txt"]  # mylib_take.bf16 not selected
     assert files(ROOT / "snapshots") == catalog_before
 
@@ -599,7 +599,7 @@ def test_catalog_snapshot_mismatch_fails_without_rewriting(example, tmp_path, ga
     before = files(catalog)
     proc = gate_pytester.pytest(
         str(GATE_DIR / "test_structure.py"), str(GATE_DIR / "test_throughput.py"),
-        "-p", "invariants.plugin.hooks", "-c", os.devnull, "-k", "test_structure or test_efficiency", "-rs",
+        "-p", "invariants.plugin.hooks", "-c", os.devnull, "-k", "test_structure or efficiency", "-rs",
         "--rootdir", str(example), "--targets", "cpu", "--programs", "take,naive", "--configs", "f32",
         "--snapshot-dir", str(example / "snapshots"), "--catalog-snapshot-dir", str(catalog),
         "--snapshot-update", "--record-baselines", quick=False,
@@ -624,11 +624,11 @@ def test_params_programs_are_timed_with_their_own_arguments(tmp_path):
     params_project(tmp_path, m, declared, relation)
     first = gate(tmp_path, "--no-catalog", "--snapshot-update", "-rA")
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-2000:]
-    assert "PASSED test_throughput.py::test_ratio[cpu-p~take-f32-t]" in first.stdout
+    assert "PASSED test_throughput.py::cpu::lib.toml::t[p~take-f32]" in first.stdout
     assert "recorded efficiency baseline snapshots/cpu/efficiency/p.f32.json" in first.stdout
     baseline = json.loads((tmp_path / "snapshots" / "cpu" / "efficiency" / "p.f32.json").read_text())
     assert baseline["efficiency"] > 0
-    again = gate(tmp_path, "--no-catalog", "-rA", "-k", "test_ratio or test_efficiency")
+    again = gate(tmp_path, "--no-catalog", "-rA", "-m", "throughput")
     # The second run compares with the baseline the first recorded. Its verdict is not asserted: a baseline
     # from another run drifts on a shared machine; what must hold is that it was compared with, not skipped.
     assert again.returncode in (0, 1), again.stdout[-3000:]
