@@ -89,7 +89,8 @@ assert d.platform == {'cuda': 'gpu'}.get('$PLATFORM', '$PLATFORM'), d; print('  
 # gate_args VERSION ENV: the gate on the GPU runtime target, snapshots recorded into OUT_DIR only.
 gate_args() {
   printf '%s\n' env -u XLA_FLAGS "JAX_PLATFORMS=$PLATFORM" XLA_PYTHON_CLIENT_PREALLOCATE=false "PYTHONPATH=$ROOT" \
-    "$2/bin/python" -m pytest invariants/gate/test_structure.py invariants/gate/test_invariants.py -q \
+    "$2/bin/python" -m pytest invariants/gate/test_structure.py invariants/gate/test_invariants.py \
+    invariants/gate/test_correctness.py -q \
     -p no:cacheprovider --targets runtime --programs "$PROGRAMS" --configs "$CONFIGS" --snapshot-update \
     --snapshot-dir "$OUT_DIR/snapshots-$1" --results-json "$OUT_DIR/results-$1.json" \
     --hlo-dump-dir "$OUT_DIR/hlo-$1"

@@ -3,7 +3,7 @@
 Each run costs seconds (programs compile, the throughput tier times), so a run is made once per session and
 every test that needs its output asserts on it: ``plain_run`` is what ``pytest invariants/gate`` does (no
 -k, every tier) on two targets and four programs, in the seed's configuration; ``update_run`` is ``pytest
---snapshot-update`` on the same selection; ``parallel_run`` is the structure and invariant tiers under
+--snapshot-update`` on the same selection; ``parallel_run`` is the structure, invariant and correctness tiers under
 ``-n 2``. Each runs in its own copy of the project (the checkout itself is never written), in the process
 of the first test that asks (pytester); the parallel run's xdist workers are processes of their own.
 
@@ -25,7 +25,7 @@ def _make(folder: Path, gate_pytester: InProcess) -> dict[str, Run]:
         gate_pytester, folder / "update", "--snapshot-update", stale="snapshots/cpu/naive.f32.txt"
     )
     # -vv against -q: one line per item, naming its worker ([gw0] ...).
-    tiers = ("tests/gate/test_structure.py", "tests/gate/test_invariants.py")
+    tiers = ("tests/gate/test_structure.py", "tests/gate/test_invariants.py", "tests/gate/test_correctness.py")
     parallel = run_shared(gate_pytester, folder / "parallel", *tiers, "-n", "2", "-vv", plant_files=False)
     return {"plain": plain, "update": update, "parallel": parallel}
 
@@ -49,6 +49,6 @@ def update_run(_shared: dict[str, Run]) -> Run:
 
 @pytest.fixture
 def parallel_run(_shared: dict[str, Run]) -> Run:
-    """The structure and invariant tiers of the same selection under pytest-xdist (``-n 2``)."""
+    """The structure, invariant and correctness tiers of the same selection under pytest-xdist (``-n 2``)."""
     pytest.importorskip("xdist")
     return _shared["parallel"]

@@ -58,18 +58,17 @@ def test_xdist_gives_the_same_verdicts_and_snapshots(plain_run: Run, parallel_ru
     # Not a vacuous comparison: every kind, on both targets, passes and known-bad xfails alike.
     assert {kind for kind, _ in serial.values()} == kinds
     assert {outcome for _, outcome in serial.values()} == {"passed", "xfailed"}
-    assert all(any(f"[{t}-" in nodeid for nodeid in serial) for t in ("cpu", "tpu-v5e")), sorted(serial)
+    assert all(any(f"::{t}::" in nodeid for nodeid in serial) for t in ("cpu", "tpu-v5e")), sorted(serial)
     assert parallel_run.after == parallel_run.before
 
 
 def test_xdist_runs_each_targets_items_on_one_worker(parallel_run: Run):
     """Every compiled item of a target runs on one worker, so each program compiles once in the session
     (xdist's own groups fall apart on pytest 9.2: pytest-xdist#1386)."""
-    ran = re.findall(r"^\[(gw\d+)\] .*?(?:PASSED|FAILED|XFAIL|XPASS|SKIPPED|ERROR) \S+::test_\w+\[([^\]]+)\]",
+    ran = re.findall(r"^\[(gw\d+)\] .*?(?:PASSED|FAILED|XFAIL|XPASS|SKIPPED|ERROR) \S+?\.py::([^:\s]+)::",
                      parallel_run.proc.stdout, flags=re.M)  # fmt: skip
     workers: dict[str, set[str]] = {}
-    for worker, param in ran:
-        target = "tpu-v5e" if param.startswith("tpu-v5e-") else param.split("-")[0]
+    for worker, target in ran:  # the target's collector, below the anchor module
         workers.setdefault(target, set()).add(worker)
     # Every item's line was read: as many as the run's summary counts.
     counted = re.search(r"(\d+) passed, (\d+) skipped, (\d+) xfailed in", parallel_run.proc.stdout)
@@ -110,7 +109,7 @@ def test_record_baselines_rewrites_the_selected_baseline(gate_pytester: InProces
     before = snapshot_bytes(project)
     proc = gate_pytester.pytest(
         "tests/gate/test_throughput.py", "--targets", "cpu", "--programs", "naive,take",
-        "-k", "test_efficiency and cpu-take-f32]", "--record-baselines",
+        "-k", "efficiency and take[f32]", "--record-baselines",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:]
     after = snapshot_bytes(project)
