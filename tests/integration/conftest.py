@@ -3,9 +3,10 @@
 Each run costs seconds (programs compile, the throughput tier times), so a run is made once per session and
 every test that needs its output asserts on it: ``plain_run`` is what ``pytest invariants/gate`` does (no
 -k, every tier) on two targets and four programs, in the seed's configuration; ``update_run`` is ``pytest
---snapshot-update`` on the same selection; ``parallel_run`` is the structure, invariant and correctness tiers under
-``-n 2``. Each runs in its own copy of the project (the checkout itself is never written), in the process
-of the first test that asks (pytester); the parallel run's xdist workers are processes of their own.
+--snapshot-update`` on the same selection; ``parallel_run`` is the structure, invariant and correctness
+tiers under ``-n 2``. Each runs in its own copy of the project (the checkout itself is never written), in
+the process of the first test that asks (pytester); the parallel run's xdist workers are processes of their
+own.
 
 Under xdist (the README's ``pytest -n auto``) the tests that read them may land on any worker: the first
 worker to need them makes them, the others read what it made (``gatekit.made_once``).
@@ -25,7 +26,7 @@ def _make(folder: Path, gate_pytester: InProcess) -> dict[str, Run]:
         gate_pytester, folder / "update", "--snapshot-update", stale="snapshots/cpu/naive.f32.txt"
     )
     # -vv against -q: one line per item, naming its worker ([gw0] ...).
-    tiers = ("tests/gate/test_structure.py", "tests/gate/test_invariants.py", "tests/gate/test_correctness.py")
+    tiers = [f"tests/gate/test_{tier}.py" for tier in ("structure", "invariants", "correctness")]
     parallel = run_shared(gate_pytester, folder / "parallel", *tiers, "-n", "2", "-vv", plant_files=False)
     return {"plain": plain, "update": update, "parallel": parallel}
 
