@@ -80,7 +80,7 @@ def tier_children(tier: str, s: GateSession, file: pytest.File) -> list[pytest.I
 
         def structure(g: Group, key: Key, skip: str | None) -> pytest.Item:
             snapshot = str(s.snapshots.path(key))
-            name = f"{key.program}[{key.config}]"
+            name = f"{key.program}-{key.config}"
             return StructureItem.from_parent(g, name=name, key=key, skip=skip, snapshot=snapshot)
 
         planned = generate.structure_plan(s)
@@ -91,16 +91,16 @@ def tier_children(tier: str, s: GateSession, file: pytest.File) -> list[pytest.I
             return InvariantItem.from_parent(g, name=case_name(case), case=case, skip=skip)
 
         cases = generate.invariant_plan(s)
-        return [group(file, t, by_spec(listed, _where, invariant)) for t, listed in by_target(cases, _target)]
+        return [group(file, t, by_spec(listed, _table, invariant)) for t, listed in by_target(cases, _target)]
     if tier == "correctness":
 
         def correctness(g: Group, case: CorrectnessCase, skip: str | None) -> pytest.Item:
-            name = f"{case.check.id}[{case.program}-{case.config}-{case.distribution}]"
+            name = f"{case.program}-{case.config}-{case.distribution}"
             return CorrectnessItem.from_parent(g, name=name, case=case, skip=skip)
 
         checks = generate.correctness_plan(s)
         runtime = next(iter(s.all_targets))
-        return [group(file, runtime, by_spec(checks, _check_where, correctness))] if checks else []
+        return [group(file, runtime, by_spec(checks, _check_table, correctness))] if checks else []
     if tier == "throughput":
         return throughput_children(s, file)
     raise pytest.UsageError(f"{file.path}: GATE_TIER = {tier!r} names no tier of the gate")
@@ -110,9 +110,9 @@ def _target(value: Key | Case) -> str:
     return value.target
 
 
-def _where(case: Case) -> str:
-    return case.invariant.where
+def _table(case: Case) -> tuple[str, str]:
+    return case.invariant.where, case.invariant.id
 
 
-def _check_where(case: CorrectnessCase) -> str:
-    return case.check.where
+def _check_table(case: CorrectnessCase) -> tuple[str, str]:
+    return case.check.where, case.check.id

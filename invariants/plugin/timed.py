@@ -117,14 +117,14 @@ def throughput_children(s: GateSession, file: pytest.File) -> list[pytest.Item |
         return RatioItem.from_parent(g, name=case_name(case), case=case, skip=skip)
 
     def children(g: Group) -> list[pytest.Item | pytest.Collector]:
-        made = by_spec(ratios, _where, ratio)(g)
+        made = by_spec(ratios, _table, ratio)(g)
         for key, skip in efficiencies:
             path = baseline_path(
                 s.snapshots.folder(key.program, key.target).parent, key.target, key.program, key.config
             )
             made.append(
                 EfficiencyItem.from_parent(
-                    g, name=f"{key.program}[{key.config}]", key=key, baseline=path, skip=skip
+                    g, name=f"{key.program}-{key.config}", key=key, baseline=path, skip=skip
                 )
             )
         return made
@@ -132,8 +132,8 @@ def throughput_children(s: GateSession, file: pytest.File) -> list[pytest.Item |
     return [group(file, runtime, children)]
 
 
-def _where(case: Case) -> str:
-    return case.invariant.where
+def _table(case: Case) -> tuple[str, str]:
+    return case.invariant.where, case.invariant.id
 
 
 def _ratio(case: Case, gate: GateSession, benchmark: Any, record_property: Any) -> None:
@@ -194,16 +194,13 @@ def bytes_moved(program: Program, config: str) -> int:
 def record_command(gate: GateSession, item: EfficiencyItem) -> str:
     """The command that records this item's baseline and nothing else: its program with the other side of
     its relation (without it, no efficiency item exists: see invariants.timing.baselines.record_programs), its
-    configuration, this item alone (-k: the efficiency item of its name, not of a program whose name ends
-    with its program's), and the folders this session reads (``GateSession.update_command`` carries them)."""
+    target and configuration, this item alone (-k: its name, not the efficiency item of a program named
+    around it), and the folders this session reads (``GateSession.update_command`` carries them)."""
     program, config, target = item.key
-    cases = generate.throughput_cases(gate)
-    others = sorted(
-        {k.program for c in cases for k in c.keys if k.program != program and k.program.endswith(program)}
-    )
-    only = shlex.quote(" and ".join([f"efficiency and {item.name}", *(f"not {p}[{config}]" for p in others)]))
-    programs = ",".join(record_programs(item.key, cases))
-    return gate.update_command(item.path, f"-k {only} --record-baselines", programs, target, config)
+    programs = record_programs(item.key, generate.throughput_cases(gate))
+    around = [p for p in programs if p != program and item.name in f"{p}-{config}"]
+    only = shlex.quote(" and ".join([f"efficiency and {item.name}", *(f"not {p}-{config}" for p in around)]))
+    return gate.update_command(item.path, f"-k {only} --record-baselines", ",".join(programs), target, config)
 
 
 def _efficiency(item: EfficiencyItem, gate: GateSession, benchmark: Any, record_property: Any) -> None:

@@ -4,16 +4,18 @@ module collects as a :class:`~invariants.plugin.anchors.TierFile`, which yields 
 
 Node ids come from that tree (``<anchor>`` is the module's path, e.g. ``invariants/gate/test_structure.py``)::
 
-    <test_structure.py>::<target>::<program>[<config>]
-    <test_invariants.py>::<target>::<spec file>::<invariant id>[<programs>-<config>]
-    <test_correctness.py>::<runtime target>::<spec file>::<check id>[<program>-<config>-<distribution>]
-    <test_throughput.py>::<runtime target>::<spec file>::<invariant id>[<a>~<b>-<config>]   (ratio)
-    <test_throughput.py>::<runtime target>::<program>[<config>]                            (efficiency)
+    <test_structure.py>::<target>::<program>-<config>
+    <test_invariants.py>::<target>::<spec file>::<invariant id>::<programs>-<config>
+    <test_correctness.py>::<runtime target>::<spec file>::<check id>::<program>-<config>-<distribution>
+    <test_throughput.py>::<runtime target>::<spec file>::<invariant id>::<a>~<b>-<config>   (ratio)
+    <test_throughput.py>::<runtime target>::<program>-<config>                             (efficiency)
 
 ``<programs>`` joins a relation's programs with ``~`` (a relation across configurations joins its
 configurations so too). A spec file is named by its file name, or by its path where two spec files share
-one. The second part of every gate item's id is its target: :mod:`invariants.plugin.xdist` groups a
-worker's items by it. A tier with no item makes one skipped item, ``<anchor>::none``, that says why.
+one. No name holds brackets: pytest reads ``[...]`` at an id's end as a parametrization's, and its cache
+(``--lf``) matches ids so. The second part of every gate item's id is its target:
+:mod:`invariants.plugin.xdist` groups a worker's items by it. A tier with no item makes one skipped item,
+``<anchor>::none``, that says why.
 
 Here: the items' base class and the collectors; the items are :mod:`invariants.plugin.items` and
 :mod:`invariants.plugin.timed`. No JAX.
@@ -121,13 +123,10 @@ def prefetch_keys(items: list[pytest.Item]) -> list[Key]:
 
 
 def case_name(case: Case) -> str:
-    """An invariant's (or ratio's) item name: ``<invariant id>[<programs>-<config>]``."""
+    """An invariant's (or ratio's) item name below its invariant's collector: ``<programs>-<config>``."""
     if pinned := case.invariant.assertion.pinned:  # a relation across configurations: each side's own
-        subject, config = "~".join(p for p, _ in pinned), "~".join(c for _, c in pinned)
-    else:
-        subject = case.program or "~".join(case.invariant.programs)
-        config = case.config
-    return f"{case.invariant.id}[{subject}-{config}]"
+        return "~".join(p for p, _ in pinned) + "-" + "~".join(c for _, c in pinned)
+    return f"{case.program or '~'.join(case.invariant.programs)}-{case.config}"
 
 
 def each(
@@ -143,17 +142,28 @@ def each(
 
 def by_spec(
     entries: list[tuple[Any, str | None]],
-    where: Callable[[Any], str],
+    table: Callable[[Any], tuple[str, str]],
     make: Callable[[Group, Any, str | None], pytest.Item],
 ) -> Callable[[Group], list[pytest.Item | pytest.Collector]]:
-    """A collector's children: a collector per spec file (``where(case)``: ``FILE:LINE`` of the entry) of
+    """A collector's children: a collector per spec file, below it one per table of it (an
+    ``[[invariant]]`` or ``[[correctness]]``: ``table(case)`` is its ``FILE:LINE`` and id), and below that
     ``make``'s items."""
 
     def children(parent: Group) -> list[pytest.Item | pytest.Collector]:
-        names = spec_names(where(c) for c, _ in entries)
-        files: dict[str, list[tuple[Any, str | None]]] = {}
+        names = spec_names(table(c)[0] for c, _ in entries)
+        files: dict[str, dict[str, list[tuple[Any, str | None]]]] = {}
         for case, skip in entries:
-            files.setdefault(where(case).rsplit(":", 1)[0], []).append((case, skip))
-        return [group(parent, names[path], each(make, listed)) for path, listed in files.items()]
+            where, name = table(case)
+            files.setdefault(where.rsplit(":", 1)[0], {}).setdefault(name, []).append((case, skip))
+        return [group(parent, names[path], _tables(tables, make)) for path, tables in files.items()]
+
+    return children
+
+
+def _tables(
+    tables: dict[str, list[tuple[Any, str | None]]], make: Callable[[Group, Any, str | None], pytest.Item]
+) -> Callable[[Group], list[pytest.Item | pytest.Collector]]:
+    def children(parent: Group) -> list[pytest.Item | pytest.Collector]:
+        return [group(parent, name, each(make, listed)) for name, listed in tables.items()]
 
     return children

@@ -109,7 +109,7 @@ def test_record_baselines_rewrites_the_selected_baseline(gate_pytester: InProces
     before = snapshot_bytes(project)
     proc = gate_pytester.pytest(
         "tests/gate/test_throughput.py", "--targets", "cpu", "--programs", "naive,take",
-        "-k", "efficiency and take[f32]", "--record-baselines",
+        "-k", "efficiency and take-f32", "--record-baselines",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:]
     after = snapshot_bytes(project)

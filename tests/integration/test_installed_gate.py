@@ -108,7 +108,7 @@ def test_gate_on_the_example_from_the_wheel(installed, project):
     assert "why it matters:" in own.stdout and "optimized HLO and jaxpr: artifacts/hlo/cpu/" in own.stdout
     # Under CI=true pytest adds " - <message>" to each summary line: compare the item ids only.
     failed = [line.split(" - ")[0] for line in own.stdout.splitlines() if line.startswith("FAILED")]
-    assert failed == ["FAILED test_invariants.py::cpu::mylib.toml::mylib_no_while[mylib_row_loop-f32]"]
+    assert failed == ["FAILED test_invariants.py::cpu::mylib.toml::mylib_no_while::mylib_row_loop-f32"]
     snapshots = sorted(str(p.relative_to(project)) for p in (project / "snapshots").rglob("*.txt"))
     assert snapshots == [
         *(f"snapshots/cpu/{name}.f32.txt" for name in MODELS),
@@ -120,9 +120,9 @@ def test_gate_on_the_example_from_the_wheel(installed, project):
     both = _run([*gate, "--programs", "mylib_take,take", "-m", "not throughput", "--snapshot-update", "-rA"],
                 cwd=project, bytecode=True)  # fmt: skip
     assert both.returncode == 0, both.stdout[-3000:]
-    assert "PASSED test_structure.py::cpu::take[f32]" in both.stdout
+    assert "PASSED test_structure.py::cpu::take-f32" in both.stdout
     assert (
-        "PASSED test_invariants.py::cpu::mylib.toml::mylib_take_is_the_catalogs[mylib_take~take-f32]"
+        "PASSED test_invariants.py::cpu::mylib.toml::mylib_take_is_the_catalogs::mylib_take~take-f32"
         in both.stdout
     )
 
@@ -156,26 +156,26 @@ def test_programs_with_params_on_three_families_from_the_wheel(installed, projec
     assert snapshots == sorted(f"snapshots/{t}/{name}.f32.txt" for t in FAMILIES for name in MODELS)
     for target in FAMILIES:
         for name in MODELS:
-            assert f"PASSED test_structure.py::{target}::{name}[f32]" in out, (target, name)
+            assert f"PASSED test_structure.py::{target}::{name}-f32" in out, (target, name)
         text = (project / "snapshots" / target / "model_token_position.f32.txt").read_text()
         assert text.startswith(f"# model_token_position [f32] on {target}\n") and "gather" in text
-    assert "PASSED test_invariants.py::cpu::model.toml::model_no_while_cpu[model_classifier_train-f32]" in out
+    assert "PASSED test_invariants.py::cpu::model.toml::model_no_while_cpu::model_classifier_train-f32" in out
     assert (
-        "PASSED test_invariants.py::tpu-v4::model.toml::model_grad_scatters_tpu["
-        "model_token_position_grad-f32]" in out
+        "PASSED test_invariants.py::tpu-v4::model.toml::model_grad_scatters_tpu::"
+        "model_token_position_grad-f32" in out
     )
     # The position table is a parameter the compiled program reads, not a constant XLA folded away.
     assert (
-        "PASSED test_invariants.py::tpu-v4::model.toml::model_position_table_is_an_argument_tpu["
-        "model_token_position-f32]" in out
+        "PASSED test_invariants.py::tpu-v4::model.toml::model_position_table_is_an_argument_tpu::"
+        "model_token_position-f32" in out
     )
     assert (
-        "XFAIL test_invariants.py::gpu-a100::model.toml::model_grad_native_atomics_gpu["
-        "model_token_position_grad-f32]" in out
+        "XFAIL test_invariants.py::gpu-a100::model.toml::model_grad_native_atomics_gpu::"
+        "model_token_position_grad-f32" in out
     )
     assert (
-        "PASSED test_correctness.py::cpu::model.toml::model_token_position_values["
-        "model_token_position_indexed-f32-uniform]" in out
+        "PASSED test_correctness.py::cpu::model.toml::model_token_position_values::"
+        "model_token_position_indexed-f32-uniform" in out
     )
     assert _tree(package.parent) == before
 

@@ -111,7 +111,7 @@ def test_tox_nightly_against_a_local_nightly_index() -> None:
     # at 0.15 against 0.34, cv 27%). Such a failure alone is let through; any other failure is not, and the
     # checks below still need the gate's results, the report and versus.
     failed = [ln for ln in said if ln.startswith(("FAILED ", "ERROR "))]
-    # An efficiency item sits right below the runtime target's collector (test_throughput.py::cpu::take[f32]).
+    # An efficiency item sits right below the runtime target's collector (test_throughput.py::cpu::take-f32).
     timed_only = bool(failed) and all(
         "test_throughput.py::" in ln and ln.split()[1].count("::") == 2 for ln in failed
     )

@@ -554,7 +554,7 @@ def test_example_row_loop_fails_take_passes_snapshots_in_the_project(example):
     assert (example / "artifacts" / "hlo" / "cpu" / "mylib_row_loop.f32.hlo.txt").exists()
     # Under CI=true pytest adds " - <message>" to each summary line: compare the item ids only.
     failed = [line.split(" - ")[0] for line in out.splitlines() if line.startswith("FAILED")]
-    assert failed == ["FAILED test_invariants.py::cpu::mylib.toml::mylib_no_while[mylib_row_loop-f32]"], out
+    assert failed == ["FAILED test_invariants.py::cpu::mylib.toml::mylib_no_while::mylib_row_loop-f32"], out
     assert "while ×16384" in (example / "snapshots" / "cpu" / "mylib_row_loop.f32.txt").read_text()
 
     # Again, under xdist, against the recorded snapshots: the same single failure, nothing rewritten; an
@@ -578,10 +578,10 @@ def test_example_with_the_catalog_reads_its_snapshots_and_never_writes_them(exam
                 "--snapshot-update", "-rA")  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert (
-        "PASSED test_invariants.py::cpu::mylib.toml::mylib_take_is_the_catalogs[mylib_take~take-f32]"
+        "PASSED test_invariants.py::cpu::mylib.toml::mylib_take_is_the_catalogs::mylib_take~take-f32"
         in proc.stdout
     )
-    assert "PASSED test_structure.py::cpu::take[f32]" in proc.stdout
+    assert "PASSED test_structure.py::cpu::take-f32" in proc.stdout
     assert sorted(files(snapshots)) == ["cpu/mylib_take.f32.txt"]  # mylib_take.bf16 not selected
     assert files(ROOT / "snapshots") == catalog_before
 
@@ -624,7 +624,7 @@ def test_params_programs_are_timed_with_their_own_arguments(tmp_path):
     params_project(tmp_path, m, declared, relation)
     first = gate(tmp_path, "--no-catalog", "--snapshot-update", "-rA")
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-2000:]
-    assert "PASSED test_throughput.py::cpu::lib.toml::t[p~take-f32]" in first.stdout
+    assert "PASSED test_throughput.py::cpu::lib.toml::t::p~take-f32" in first.stdout
     assert "recorded efficiency baseline snapshots/cpu/efficiency/p.f32.json" in first.stdout
     baseline = json.loads((tmp_path / "snapshots" / "cpu" / "efficiency" / "p.f32.json").read_text())
     assert baseline["efficiency"] > 0

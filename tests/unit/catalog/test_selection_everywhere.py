@@ -110,9 +110,9 @@ def test_bisect_and_matrix_hand_the_program_words_to_the_gate_untouched(
     def collect(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
         seen.append(list(cmd))
         item = (
-            "g/test_structure.py::cpu::take[f32]"
+            "g/test_structure.py::cpu::take-f32"
             if command == "matrix"
-            else "g/test_invariants.py::cpu::s.toml::i[take-f32]"
+            else "g/test_invariants.py::cpu::s.toml::i::take-f32"
         )
         return subprocess.CompletedProcess(cmd, 0, item + "\n", "")
 

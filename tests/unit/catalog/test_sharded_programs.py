@@ -92,8 +92,8 @@ def test_the_example_all_gather_fails_and_the_sharded_form_passes(tmp_path):
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     failed = sorted(ln.split("::", 1)[1] for ln in proc.stdout.splitlines() if ln.startswith("FAILED"))
     assert [f.split(" ", 1)[0] for f in failed] == [
-        "tpu-v5e-4x4::embed.toml::activations_per_chip[embed_gathered-f32]",
-        "tpu-v5e-4x4::embed.toml::no_all_gather[embed_gathered-f32]",
+        "tpu-v5e-4x4::embed.toml::activations_per_chip::embed_gathered-f32",
+        "tpu-v5e-4x4::embed.toml::no_all_gather::embed_gathered-f32",
     ]
     assert "assert all_gathers == 0: measured all_gathers = 1" in proc.stdout
     results = json.loads((project / "artifacts" / "results.json").read_text())

@@ -103,7 +103,7 @@ def test_a_changed_trace_input_misses_and_fails_as_no_cache_does(tmp_path, chang
                       "--targets", target, "-k", "no_loop", "-p", "no:cacheprovider", "-rA", *more,
                       cwd=project, env=env)  # fmt: skip
         out = ran.stdout + ran.stderr
-        return ran.returncode, out, re.findall(r"^(PASSED|FAILED) \S+::no_loop\[", out, re.M)
+        return ran.returncode, out, re.findall(r"^(PASSED|FAILED) \S+::no_loop::", out, re.M)
 
     status, out, verdicts = gate()
     assert (status, verdicts) == (0, ["PASSED"]) and "compile cache: 0 hits, 1 misses" in out, out[-3000:]

@@ -51,11 +51,11 @@ def test_a_ratchet_over_a_set_fails_only_where_it_holds(gate_pytester):
     assert proc.returncode == 1, proc.stdout[-3000:]
     failed = sorted(ln.split(" - ")[0].split("::", 1)[1] for ln in proc.stdout.splitlines()
                     if ln.startswith("FAILED"))  # fmt: skip
-    expected = ["cpu::r.toml::one_kernel[naive-f32]", "cpu::r.toml::one_kernel[take-f32]"]
+    expected = ["cpu::r.toml::one_kernel::naive-f32", "cpu::r.toml::one_kernel::take-f32"]
     assert failed == expected, proc.stdout[-3000:]
     xfailed = [ln for ln in proc.stdout.splitlines() if ln.startswith("XFAIL")]
     assert len(xfailed) == 2 and all("gradients are three kernels today" in ln for ln in xfailed)
-    assert "[grad_take-f32]" in xfailed[0] + xfailed[1] and "[grad_naive-f32]" in xfailed[0] + xfailed[1]
+    assert "::grad_take-f32 " in xfailed[0] + xfailed[1] and "::grad_naive-f32 " in xfailed[0] + xfailed[1]
     assert (
         "ratchet can be tightened: one_kernel now holds on cpu take [f32] (assert kernels == 1: measured "
         "kernels = 1); drop its ratchet in specs/r.toml:4 (https://example.com/issue/1), "
@@ -102,8 +102,8 @@ def test_a_ratchet_over_configurations_fixed_in_one_says_how_to_narrow_it(gate_p
     assert proc.returncode == 1, proc.stdout[-3000:]
     outcomes = [ln.split(" - ")[0] for ln in proc.stdout.splitlines() if ln.startswith(("FAILED", "XFAIL"))]
     assert outcomes == [
-        "FAILED ::cpu::r.toml::three_kernels[grad_take-f32]",
-        "XFAIL ::cpu::r.toml::three_kernels[grad_take-bf16]",
+        "FAILED ::cpu::r.toml::three_kernels::grad_take-f32",
+        "XFAIL ::cpu::r.toml::three_kernels::grad_take-bf16",
     ], proc.stdout[-3000:]
     assert (
         "ratchet can be tightened: three_kernels now holds on cpu grad_take [f32] (assert kernels <= 3: "

@@ -57,8 +57,8 @@ def test_an_xdist_group_suffix_keeps_its_group():
     names = ["cpu", "tpu-v5e", "tpu-v5e-2x4"]
     assert worker_group("tests/t.py::test_a[x]@shared", names) == "shared"
     assert worker_group("tests/t.py::test_a[a@b]", names) == "tests/t.py::test_a[a@b]"  # an @ inside the id
-    assert worker_group("g/test_structure.py::tpu-v5e-2x4::take[f32]", names) == "tpu-v5e-2x4"
-    assert worker_group("g/test_invariants.py::tpu-v5e::tpu.toml::no_while[take-f32]", names) == "tpu-v5e"
+    assert worker_group("g/test_structure.py::tpu-v5e-2x4::take-f32", names) == "tpu-v5e-2x4"
+    assert worker_group("g/test_invariants.py::tpu-v5e::tpu.toml::no_while::take-f32", names) == "tpu-v5e"
     assert worker_group("g/test_structure.py::none", names) == "g/test_structure.py::none"
     assert worker_group("tests/t.py::cpu", names) == "tests/t.py::cpu"  # a test named like a target
 

@@ -513,7 +513,7 @@ def test_bisect_over_a_gpu_target_finds_a_code_only_change(monkeypatch, capsys) 
     def run_suite(env, version, workdir, **selection):
         assert selection["targets"] == "gpu-a100" and str(env).endswith("-gpu")
         cas = 4 if version >= V("0.10.2") else 0
-        node = "g/test_invariants.py::gpu-a100::gpu.toml::grad_native_float_atomics_sm8x[grad_take-f32]"
+        node = "g/test_invariants.py::gpu-a100::gpu.toml::grad_native_float_atomics_sm8x::grad_take-f32"
         item = {"kind": "invariant", "id": "grad_native_float_atomics_sm8x", "target": "gpu-a100",
                 "config": "f32", "programs": ["grad_take"], "assert": "cas_atomics == 0",
                 "measured": {"cas_atomics": cas}, "outcome": "failed" if cas else "passed",
@@ -530,7 +530,7 @@ def test_bisect_over_a_gpu_target_finds_a_code_only_change(monkeypatch, capsys) 
     out = capsys.readouterr().out.splitlines()
     assert "first release where the selection breaks: jax 0.10.2 (last with it holding: jax 0.10.1); 3 " \
         "releases tested, 0 skipped" in out  # fmt: skip
-    assert "  FAILED gpu-a100::gpu.toml::grad_native_float_atomics_sm8x[grad_take-f32] (cas_atomics == 0: " \
+    assert "  FAILED gpu-a100::gpu.toml::grad_native_float_atomics_sm8x::grad_take-f32 (cas_atomics == 0: " \
         "cas_atomics=4)" in out  # fmt: skip
     assert "structure of grad_take/f32/gpu-a100, jax 0.10.1 -> 0.10.2:" in out
     assert "-      code ptx: atomics atom.add.f32×4; loops 0; vector 128 bits" in out

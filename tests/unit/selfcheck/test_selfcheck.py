@@ -61,7 +61,7 @@ def test_select_and_restrict() -> None:
 def _item(kind: str, outcome: str, id_: str | None = None, failed_by: str = "assert") -> Record:
     failure = Failure(failed_by, "what it says") if outcome == "failed" else None  # type: ignore[arg-type]
     return Record(
-        kind=kind, outcome=outcome, nodeid=f"t.py::cpu::s.toml::{id_ or kind}[x-f32]", id=id_, failure=failure
+        kind=kind, outcome=outcome, nodeid=f"t.py::cpu::s.toml::{id_ or kind}::x-f32", id=id_, failure=failure
     )
 
 
@@ -306,7 +306,7 @@ def test_a_change_of_kernel_code_behind_equal_hlo_is_judged_code_only(tmp_path: 
     committed = render_summary(measure(good), CATALOG["grad_take"].doc)
     (snapshots / "grad_take.f32.txt").write_text(committed)
     structure_item = {
-        "kind": "structure", "outcome": "failed", "nodeid": "g/test_structure.py::gpu-a100::grad_take[f32]",
+        "kind": "structure", "outcome": "failed", "nodeid": "g/test_structure.py::gpu-a100::grad_take-f32",
         "program": "grad_take", "config": "f32", "target": "gpu-a100",
         "failure": {"kind": "snapshot", "what": "code"},
     }  # fmt: skip
@@ -440,7 +440,7 @@ def test_the_command_runs_each_injection_in_a_child_and_scores_it(
     assert lines[2] == "| none | pass | passes | 0:  |  | 2 |"
     assert lines[3] == (
         "| eqx_as_take | invariant:eqx_is_vmap_naive, structure | yes | 2: invariant:eqx_is_vmap_naive, "
-        "structure | cpu::s.toml::eqx_is_vmap_naive[x-f32], cpu::s.toml::structure[x-f32] | 3 |"
+        "structure | cpu::s.toml::eqx_is_vmap_naive::x-f32, cpu::s.toml::structure::x-f32 | 3 |"
     )
     assert lines[5] == "mutation score: 1/1 injections caught; baseline passes"
     assert lines[6].startswith("baseline ran: targets cpu; programs naive, take, ")
@@ -467,7 +467,7 @@ def test_the_command_runs_each_injection_in_a_child_and_scores_it(
         # Failing, but not by all it expects: not caught.
         (lambda log: ChildRun(1, Results([_item("structure", "failed")]), 1.0, log),
          "| eqx_as_take | invariant:eqx_is_vmap_naive, structure | **no** | 1: structure; missing "
-         "invariant:eqx_is_vmap_naive | cpu::s.toml::structure[x-f32] | 1 |"),
+         "invariant:eqx_is_vmap_naive | cpu::s.toml::structure::x-f32 | 1 |"),
         # A child that never wrote its results file says why, in its last line.
         (lambda log: ChildRun(3, None, 1.0, log),
          "| eqx_as_take | invariant:eqx_is_vmap_naive, structure | **no** | 0: ; missing "

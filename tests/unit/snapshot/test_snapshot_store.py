@@ -48,7 +48,7 @@ class _Item:
     def __init__(self, path: Path | None) -> None:
         self.marker = None if path is None else pytest.mark.snapshot_path(str(path)).mark
         self.path = Path(__file__)
-        self.name, self.nodeid = "naive[f32]", "test_structure.py::cpu::naive[f32]"
+        self.name, self.nodeid = "naive-f32", "test_structure.py::cpu::naive-f32"
         self.obj = test_the_item_names_its_file_and_syrupy_discovers_nothing
         self.config = SimpleNamespace(rootpath=ROOT)
 

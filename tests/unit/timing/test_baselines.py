@@ -99,7 +99,7 @@ def test_the_hinted_command_records_the_baseline_and_a_rerun_passes(gate_pyteste
     env = {"INVARIANTS_RESULTS": str(tmp_path / "results.json"), "INVARIANTS_DUMP_DIR": str(tmp_path / "hlo")}
     first = ["tests/gate/test_throughput.py", "-q", "--snapshot-dir", str(scratch), "--targets", "cpu",
              "--programs", "naive,take", "--configs", "f32",
-             "-k", "efficiency and naive[f32] and not vmap_naive", "-rs"]  # fmt: skip
+             "-k", "efficiency and naive-f32 and not vmap_naive", "-rs"]  # fmt: skip
     skipped = gate_pytester.pytest(*first, env=env)
     assert skipped.returncode == 0 and "1 skipped" in skipped.stdout, skipped.stdout[-3000:]
     hint = re.search(r"record it with: (pytest .*--record-baselines)", skipped.stdout)

@@ -70,7 +70,7 @@ def test_a_why_with_terminal_escapes_reaches_the_terminal_shown_not_obeyed(faile
     for control in ("\x1b", "\r", "\b", "\x9b"):
         assert control not in out, repr(out[-2000:])
     assert r"why it matters: \x1b[2K\x1b[1A\r\x1b[32mPASSED\x1b[0m nothing to see\x08\x9b" in out, out[-3000:]
-    assert "FAILED test_invariants.py::cpu::lib.toml::bound[lookup-f32]" in out
+    assert "FAILED test_invariants.py::cpu::lib.toml::bound::lookup-f32" in out
 
 
 def test_a_spec_folder_named_as_markup_is_shown_as_text_in_the_job_summary(failed_run):
