@@ -4,8 +4,8 @@ process, as pytester runs them, share nothing).
 
 Importing this module starts no JAX: :mod:`invariants.compile.process` sets JAX's environment first, the
 backend guard then starts it in ``pytest_configure``, and only then is the session's module imported (the
-process the gate runs in is that module's; which items exist, :mod:`.generate`; their tree, :mod:`.tree`;
-where snapshots live, :mod:`.snapshots`; the records, :mod:`.recorder`).
+process the gate runs in is that module's; which items exist, :mod:`.generate`; how the anchor modules
+collect them, :mod:`.anchors`; where snapshots live, :mod:`.snapshots`; the records, :mod:`.recorder`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """What a gate item says when it decides: the pytest outcome of a decided invariant, and the diagnosis a
 failing item prints (the verdict, the structural diff against the committed snapshot, versions, dumps).
 
-The gate's test files call these; the plugin (:mod:`invariants.plugin.session`) gives them the session.
+The gate's items (:mod:`invariants.plugin.items`, :mod:`invariants.plugin.timed`) call these, with
+the session.
 """
 
 from __future__ import annotations

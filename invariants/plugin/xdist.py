@@ -9,7 +9,7 @@ executables, and the correctness items keep each reference program's outputs in 
 xdist's own ``--dist loadgroup`` cannot carry this on pytest 9.2: it marks an item's group by rewriting
 its node id, which pytest 9.2 no longer reads, so every group silently falls apart (pytest-xdist#1386).
 The unit comes from the node id's tree instead (:mod:`invariants.plugin.tree`): every gate item sits below
-its target's collector, the second part of its id (``test_structure.py::tpu-v5e::take[f32]``). Node ids
+its target's collector, the second part of its id (``test_structure.py::tpu-v5e::take-f32``). Node ids
 that still carry xdist's ``@group`` suffix (older pytest) keep that group; any other item is its own unit,
 as under ``--dist load``.
 """

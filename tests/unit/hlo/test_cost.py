@@ -193,7 +193,7 @@ def test_spec_rejects_a_misspelt_cost_metric(tmp_path):
 
 
 def test_predicted_ratio_for_a_time_twin():
-    # What invariants/gate/test_throughput.py records beside a ratio timed on a TPU host.
+    # What a ratio item (invariants.plugin.timed) records beside a ratio timed on a TPU host.
     from invariants.hlo.cost import predicted_ratio
 
     looped, plain = TPU_BWD_VMAP.metrics, TPU_FWD_TAKE.metrics

@@ -74,7 +74,7 @@ RUN = [
     {
         **_ratio("naive", 1.05, 1.03, 1.07),
         "outcome": "passed",
-        "nodeid": "t::test_ratio[cpu-naive~take-f32]",
+        "nodeid": "t::cpu::cpu.toml::naive_as_fast::naive~take-f32",
     },
 ]
 
@@ -100,20 +100,20 @@ def test_benchmark_json_adds_rows_once(tmp_path):
         "benchmarks": [
             # Measured in the results file too (same node id): reported once.
             {
-                "name": "test_ratio[cpu-naive~take-f32]",
-                "fullname": "t::test_ratio[cpu-naive~take-f32]",
+                "name": "naive~take-f32",
+                "fullname": "t::cpu::cpu.toml::naive_as_fast::naive~take-f32",
                 "extra_info": _ratio("naive", 1.05, 1.03, 1.07),
                 "stats": {"median": 0.1},
             },
             {
-                "name": "test_ratio[cpu-vmap~take-f32]",
-                "fullname": "t::test_ratio[cpu-vmap~take-f32]",
+                "name": "vmap~take-f32",
+                "fullname": "t::cpu::cpu.toml::vmap_as_fast::vmap~take-f32",
                 "extra_info": _ratio("vmap", 1.4, 1.3, 1.5, verdict="fail"),
                 "stats": {"median": 0.1},
             },
             {
-                "name": "test_efficiency[cpu-take-f32]",
-                "fullname": "t::test_efficiency[cpu-take-f32]",
+                "name": "take-f32",
+                "fullname": "t::cpu::take-f32",
                 "extra_info": record(
                     "efficiency",
                     id="efficiency",
@@ -528,17 +528,17 @@ def test_an_efficiency_item_with_no_baseline_is_reported(tmp_path):
 
     measured = measure_efficiency(lambda: None, lambda: None, min_efficiency=None, min_pairs=10,
                                   min_seconds=0.0, max_seconds=0.2)  # fmt: skip
-    assert measured.threshold is None and measured.verdict is None  # as test_efficiency records it
+    assert measured.threshold is None and measured.verdict is None  # as an efficiency item records it
     _, value = record("efficiency", id="efficiency", target="tpu-v5e", program="take", config="f32",
                       bytes=2097152, **measured.to_dict(), attempts=[None])  # fmt: skip
     reason = "snapshots/tpu-v5e/efficiency/take.f32.json: no efficiency baseline for take[f32] on tpu-v5e"
-    item = {**value, "outcome": "failed", "nodeid": "t::test_efficiency[tpu-v5e-take-f32]", "reason": reason}
+    item = {**value, "outcome": "failed", "nodeid": "t::tpu-v5e::take-f32", "reason": reason}
     out = tmp_path / "report.md"
     results = _write(tmp_path, "r.json", _results([*RUN, item], exitstatus=1))
     assert cli(["report", results, "--out", str(out)]) == 1  # a failed run
     md = out.read_text()
     assert "| `tpu-v5e` | efficiency of `take` | f32 |" in md
-    assert "- `t::test_efficiency[tpu-v5e-take-f32]`" in md
+    assert "- `t::tpu-v5e::take-f32`" in md
     assert reason.replace("[", "\\[").replace("]", "\\]") in md
 
 
