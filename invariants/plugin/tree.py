@@ -1,6 +1,6 @@
 """The gate's collection tree, pytest's own model for tests that come from spec files: a tier's anchor
 module collects as a :class:`~invariants.plugin.anchors.TierFile`, which yields a collector per target
-(and, below it, per spec file), which yield the items.
+(and, below it, per spec file and per table of it), which yield the items.
 
 Node ids come from that tree (``<anchor>`` is the module's path, e.g. ``invariants/gate/test_structure.py``)::
 
@@ -40,7 +40,8 @@ class GateItem(pytest.Function):
     """A gate item: a :class:`pytest.Function` whose callable is its own ``check`` method, so that its
     fixtures (the session, ``benchmark``, syrupy's ``snapshot``, ``record_property``), markers, skips and
     xfails are pytest's own. ``located``: the file (and line) it is about, which :meth:`reportinfo` gives
-    pytest (the failure's header, junit's ``file`` and ``line``, ``-vv``'s ``<-``)."""
+    pytest (the failure's header, junit's ``file`` and ``line``, ``-vv``'s ``<-``). A failure is the
+    text of :func:`invariants.plugin.outcomes.fail`, which pytest renders without a traceback."""
 
     check: Callable[..., None]
     MARKS: tuple[str, ...] = ()
@@ -74,7 +75,7 @@ class Nothing(GateItem):
 
 
 class Group(pytest.Collector):
-    """A target's or a spec file's collector: its children, made when pytest collects it."""
+    """A target's, a spec file's or a table's collector: its children, made when pytest collects it."""
 
     def __init__(self, *, children: Callable[[Group], Iterable[pytest.Item | pytest.Collector]], **kw: Any):
         super().__init__(**kw)
