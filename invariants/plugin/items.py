@@ -1,4 +1,4 @@
-"""The gate's structure, invariant and correctness items, and the tree of every tier's items.
+"""The gate's structure, invariant and correctness items.
 
 * A structure item compares a program's compiled structure on a target with its snapshot file,
   ``<snapshot dir>/<target>/<program>.<config>.txt``. In a downstream run the catalog's programs are
@@ -9,7 +9,7 @@
 Each decides in its ``check`` (the callable pytest runs, with the fixtures it names), records what it
 measured (:func:`invariants.plugin.results.record`) and fails with its own text
 (:func:`invariants.plugin.outcomes.fail`), never a traceback. The throughput tier's items are
-:mod:`invariants.plugin.timed`'s. Imported by :mod:`invariants.plugin.tree` while pytest collects.
+:mod:`invariants.plugin.timed`'s. Imported by :mod:`invariants.plugin.anchors` while pytest collects.
 """
 
 from __future__ import annotations

@@ -106,8 +106,8 @@ class EfficiencyItem(GateItem):
 
 
 def throughput_children(s: GateSession, file: pytest.File) -> list[pytest.Item | pytest.Collector]:
-    """The runtime target's collector: a collector per spec file of its ratio items, then its efficiency
-    items."""
+    """The throughput tier's tree: the runtime target's collector, holding a collector per spec file (and
+    per invariant) of its ratio items, then its efficiency items."""
     ratios, efficiencies = generate.ratio_plan(s), generate.efficiency_plan(s)
     if not ratios and not efficiencies:
         return []
