@@ -54,6 +54,8 @@ from .environments import (
     span,
 )
 
+# The marker of a tier's items where it is not the tier's name (invariants.plugin.hooks.MARKERS).
+_MARKERS = {"structure": "snapshot"}
 # Non-structure kinds decide a verdict; the throughput tier is never selected (timing is not bisectable).
 VERDICT_KINDS = frozenset({"invariant", "correctness"})
 
@@ -177,18 +179,18 @@ def check_selection(
     configs: str | None = None,
     *,
     tests: str = "",
-    kinds: Sequence[str] = ("test_invariant", "test_correctness"),
+    kinds: Sequence[str] = ("invariant", "correctness"),
     project: Project | None = None,
     timeout: float = 300,
     said: str | None = None,
 ) -> int:
     """The number of items the selection selects, collected here (this package's gate modules and catalog,
     and the project's programs, which every release's child runs too) before any release is installed: a
-    selection that selects none of ``kinds`` (anchor modules; default: what a verdict is made of), or that
-    the gate refuses (an unknown target, program or configuration, a spec file it cannot read), is one
-    line. A collection that cannot run here is no verdict on the selection: it returns -1 and the
-    releases' runs say what they meet. ``said``: the options the user gave, as the line names them
-    (default: every one of these)."""
+    selection that selects none of ``kinds`` (tiers: structure, invariant, correctness; default: what a
+    verdict is made of), or that the gate refuses (an unknown target, program or configuration, a spec file
+    it cannot read), is one line. A collection that cannot run here is no verdict on the selection: it
+    returns -1 and the releases' runs say what they meet. ``said``: the options the user gave, as the line
+    names them (default: every one of these)."""
     project = project or Project()
     with tempfile.TemporaryDirectory(prefix="invariants-selection-") as tmp:
         folder = Path(tmp)
@@ -205,7 +207,13 @@ def check_selection(
         )
         try:
             proc = subprocess.run(
-                [*gate_command(run), "--collect-only"],
+                # The last -m wins: the items of ``kinds`` alone, whatever the run's own -m.
+                [
+                    *gate_command(run),
+                    "--collect-only",
+                    "-m",
+                    " or ".join(_MARKERS.get(kind, kind) for kind in kinds),
+                ],
                 cwd=folder,
                 env=gate_env(project=project),
                 capture_output=True,
@@ -232,15 +240,10 @@ def check_selection(
         if said is None:
             return -1
         raise InvariantsError(said.removeprefix("Exit: ").removeprefix("ERROR: "))
-    # The items of ``kinds``' anchor modules (invariants.plugin.tree), as --collect-only -q lists them.
-    selected = sum(
-        Path(ln.split("::", 1)[0]).name.startswith(tuple(kinds))
-        for ln in proc.stdout.splitlines()
-        if "::" in ln
-    )
+    selected = sum("::" in ln for ln in proc.stdout.splitlines())  # the node ids --collect-only -q lists
     if selected == 0:
         raise InvariantsError(
-            f"{given}: selects no {' or '.join(x.removeprefix('test_') for x in kinds)} item; widen -k or "
+            f"{given}: selects no {' or '.join(kinds)} item; widen -k or "
             "--programs (pytest invariants/gate --collect-only -q with the same options lists the items)"
         )
     return selected

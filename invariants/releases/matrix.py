@@ -361,7 +361,7 @@ def main_matrix(argv: list[str]) -> int:
         args.programs,
         MATRIX_CONFIG,
         tests="test_structure.py",
-        kinds=(MATRIX_K,),
+        kinds=("structure",),
         project=project,
     )
     start = time.perf_counter()

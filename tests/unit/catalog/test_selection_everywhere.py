@@ -121,7 +121,7 @@ def test_bisect_and_matrix_hand_the_program_words_to_the_gate_untouched(
         assert _bisect.check_selection("test_invariant", "cpu", value) == 1
     else:
         assert _bisect.check_selection(_matrix.MATRIX_K, "cpu", value, _matrix.MATRIX_CONFIG,
-                                       tests="test_structure.py", kinds=(_matrix.MATRIX_K,)) == 1  # fmt: skip
+                                       tests="test_structure.py", kinds=("structure",)) == 1  # fmt: skip
     (cmd,) = seen
     assert cmd[cmd.index("--programs") + 1] == value
     suite = _bisect.suite_command(Path(sys.executable), "k", "cpu", value, Path("r.json"), Path("d"))

@@ -561,6 +561,15 @@ def test_bisect_refuses_a_keep_path_it_cannot_write_before_any_install(monkeypat
         b.main_bisect(["--good", "0.4.30", "--bad", "0.10.2", "--keep", "/sys/runs"])
 
 
+def test_a_selection_counts_the_items_of_its_tiers_alone() -> None:
+    """Collected as each release's child collects it (the gate modules outside its rootdir, so that the
+    node ids name no file): the invariant items a -k selects, not its structure items; matrix's structure
+    items by their tier too."""
+    invariants = b.check_selection("test_invariant or take-f32", "cpu", "take", "f32")
+    structures = b.check_selection("test_structure", "cpu", "take", "f32", kinds=("structure",))
+    assert invariants > 1 and structures == 1, (invariants, structures)
+
+
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
