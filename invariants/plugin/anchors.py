@@ -30,14 +30,15 @@ _TIER_LINE = re.compile(r'^GATE_TIER = "(\w+)"$', re.M)
 
 
 def anchor_tier(path: Path) -> str | None:
-    """The tier an anchor module at ``path`` collects (its ``GATE_TIER`` line), or None: not an anchor."""
+    """The tier an anchor module at ``path`` collects (its ``GATE_TIER`` line names one of :data:`NONE`'s),
+    or None: not an anchor."""
     if path.name not in ANCHORS:
         return None
     try:
         found = _TIER_LINE.search(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError):
         return None
-    return found.group(1) if found else None
+    return found.group(1) if found and found.group(1) in NONE else None
 
 
 # Why a tier has no item here (its one skipped item says so), and that item's markers (-k and -m select it
@@ -70,8 +71,8 @@ class TierFile(pytest.File):
 
 
 def tier_children(tier: str, s: GateSession, file: pytest.File) -> list[pytest.Item | pytest.Collector]:
-    """The collectors of ``tier``'s anchor module: one per target, each of its items (through a collector per
-    spec file for what a spec file's entry makes)."""
+    """The collectors of ``tier``'s anchor module: one per target, holding its items (through a collector per
+    spec file and table for what a spec file's table makes)."""
     from . import generate
     from .items import CorrectnessItem, InvariantItem, StructureItem
     from .timed import throughput_children
@@ -101,9 +102,7 @@ def tier_children(tier: str, s: GateSession, file: pytest.File) -> list[pytest.I
         checks = generate.correctness_plan(s)
         runtime = next(iter(s.all_targets))
         return [group(file, runtime, by_spec(checks, _check_table, correctness))] if checks else []
-    if tier == "throughput":
-        return throughput_children(s, file)
-    raise pytest.UsageError(f"{file.path}: GATE_TIER = {tier!r} names no tier of the gate")
+    return throughput_children(s, file)
 
 
 def _target(value: Key | Case) -> str:
