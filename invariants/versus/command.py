@@ -884,7 +884,7 @@ def main(argv: list[str]) -> int:
         )
         timing = measure_confirmed(sides, timed, settings, progress, configs=timed_configs(timed, known))
     named = {
-        s.role: SideRecord(s.spec, str(s.python), dict(h["versions"]), dict(s.env))
+        s.role: SideRecord(s.spec, str(s.python), dict(h["versions"]), dict(s.env), str(h.get("device", "")))
         for s, h in zip(sides, hellos, strict=True)
     }
     record = make_record(

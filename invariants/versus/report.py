@@ -36,6 +36,7 @@ phase's. Paths of the staged package copy a worker imported are written as this 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import math
 import os
@@ -124,12 +125,14 @@ def metric_rows(base: Mapping[str, Any], cand: Mapping[str, Any]) -> list[dict[s
 @dataclass(frozen=True)
 class SideRecord:
     """One installation as a record names it: what ``--baseline`` or ``--candidate`` said, the interpreter
-    its workers ran, its distributions' versions, and the variables its workers ran with."""
+    its workers ran, its distributions' versions, the variables its workers ran with, and the device they
+    timed on (JAX's ``device_kind``: the chip a figure was measured on)."""
 
     spec: str
     python: str
     versions: dict[str, str] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
+    device: str = ""
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,7 @@ class Record:
     exit: int
     reasons: list[str]
     seconds: float
+    date: str = ""  # the run's UTC date, beside the figures it measured
 
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, "format_version": FORMAT_VERSION, **dataclasses.asdict(self)}
@@ -154,7 +158,7 @@ class Record:
     @classmethod
     def from_json(cls, data: Mapping[str, Any], where: str) -> Record:
         """The record of :meth:`to_json`'s output; a field missing or a side not as written is one line."""
-        names = [f.name for f in dataclasses.fields(cls)]
+        names = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING]
         missing = [n for n in names if n not in data]
         if missing:
             raise InvariantsError(f"{where}: the versus record has no {', '.join(missing)}")
@@ -162,7 +166,7 @@ class Record:
             baseline, candidate = (SideRecord(**data[role]) for role in ("baseline", "candidate"))
         except TypeError:
             raise InvariantsError(
-                f"{where}: a side of the versus record is not {{spec, python, versions, env}}"
+                f"{where}: a side of the versus record is not {{spec, python, versions, env, device}}"
             ) from None
         return cls(
             baseline,
@@ -174,6 +178,7 @@ class Record:
             data["exit"],
             data["reasons"],
             data["seconds"],
+            str(data.get("date", "")),
         )
 
 
@@ -232,6 +237,7 @@ def make_record(
         exit=1 if reasons else 0,
         reasons=reasons,
         seconds=seconds,
+        date=datetime.datetime.now(datetime.UTC).date().isoformat(),
     )
 
 
@@ -322,7 +328,8 @@ def load_record(path: Path) -> Record:
 def _side_line(name: str, side: SideRecord) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in side.versions.items())
     env = " ".join(f"`{k}={v}`" for k, v in side.env.items())
-    return f"- **{name}** `{side.spec}`: {versions}" + (f"; env {env}" if env else "")
+    device = f" on {side.device}" if side.device else ""
+    return f"- **{name}** `{side.spec}`{device}: {versions}" + (f"; env {env}" if env else "")
 
 
 def _interval(r: Mapping[str, Any]) -> str:
@@ -352,7 +359,8 @@ def render_markdown(record: Record, diff_lines: int = 40) -> str:
         f"## versus: candidate `{record.candidate.spec}` against baseline `{record.baseline.spec}`: {word}",
         "",
     ]
-    out += [_side_line("baseline", record.baseline), _side_line("candidate", record.candidate), ""]
+    out += [_side_line("baseline", record.baseline), _side_line("candidate", record.candidate)]
+    out += [f"- **date** {record.date} (UTC)", ""] if record.date else [""]
     out += [f"- {reason}" for reason in record.reasons] + ([""] if record.reasons else [])
     if record.timing:
         out += _timing_section(record.timing, record.settings)
@@ -418,8 +426,16 @@ def _timing_row(t: Mapping[str, Any], cores: bool, first: str) -> str:
         f"| {t['program']} | {verdict} | {_interval(cpu) if cpu else '—'} "
         f"| {_interval(wall) if wall else '—'} | {par_cell}"
         f"{len(main['round_ratios'])} | {main['pairs']} | {main['seconds']:.1f} "
-        f"| {main['t_b_median'] * 1e3:.3f} ms | {attempts} |"
+        f"| {_per_call(main)} | {attempts} |"
     )
+
+
+def _per_call(result: Mapping[str, Any]) -> str:
+    """The baseline's time per call on the verdict clock, and its wall time beside a device time."""
+    cell = f"{result['t_b_median'] * 1e3:.3f} ms"
+    if result.get("clock") == "device" and result.get("wall_b_median"):
+        cell += f" (wall {result['wall_b_median'] * 1e3:.3f} ms)"
+    return cell
 
 
 def _structure_section(record: Record, diff_lines: int) -> list[str]:

@@ -69,15 +69,15 @@ MIN_ROUNDS_FOR_INTERVAL = 3  # a t interval on 2 rounds is wider than any thresh
 
 @dataclasses.dataclass
 class Round:
-    """One worker pair's per-pair ratios (candidate / baseline) of one program, per clock, and the
-    per-call seconds of each side's blocks (for reports)."""
+    """One worker pair's per-pair ratios (candidate / baseline) of one program, and each side's per-call
+    seconds of its blocks (for reports), both per clock."""
 
     calls: int
     ratios: dict[str, list[float]] = dataclasses.field(
         default_factory=lambda: {c: [] for c in (*CLOCKS, DEVICE, THREADS)}
     )
-    per_call: dict[str, list[float]] = dataclasses.field(
-        default_factory=lambda: {"baseline": [], "candidate": []}
+    per_call: dict[str, dict[str, list[float]]] = dataclasses.field(
+        default_factory=lambda: {c: {"baseline": [], "candidate": []} for c in (*CLOCKS, DEVICE)}
     )
     # Each block's CPU time over its wall time, per side: the threads it kept busy (spinning ones count).
     threads: dict[str, list[float]] = dataclasses.field(
@@ -87,7 +87,7 @@ class Round:
 
     def add(self, baseline: dict[str, float], candidate: dict[str, float]) -> None:
         """One pair: the two sides' ``{"wall": s, "cpu": s}`` for ``calls`` calls each, and ``"device"``
-        where the device clock read them (then the per-call seconds kept are the device's)."""
+        where the device clock read them."""
         for clock in (*CLOCKS, DEVICE):
             if clock not in baseline or clock not in candidate:
                 continue
@@ -99,7 +99,9 @@ class Round:
                 (candidate["cpu"] / candidate["wall"]) / (baseline["cpu"] / baseline["wall"])
             )
         for side, block in (("baseline", baseline), ("candidate", candidate)):
-            self.per_call[side].append(block.get(DEVICE, block["wall"]) / self.calls)
+            for clock, seconds in block.items():
+                if clock in self.per_call:
+                    self.per_call[clock][side].append(seconds / self.calls)
         for side, block in (("baseline", baseline), ("candidate", candidate)):
             if block["wall"] > 0:
                 self.threads[side].append(block["cpu"] / block["wall"])
@@ -160,8 +162,14 @@ def judge_rounds(
     level = 1.0 - look_alpha(1.0 - confidence, look)
     estimate, low, high = rounds_interval(values, level)
     verdict: Verdict | None = (decide_lower if floor else decide_upper)(low, high, threshold)
-    cand = [t for rd in rounds for t in rd.per_call["candidate"]]
-    base = [t for rd in rounds for t in rd.per_call["baseline"]]
+    timed = clock if clock in (*CLOCKS, DEVICE) else "wall"
+
+    def per_call(of: str, side: str) -> float | None:
+        seconds = [t for rd in rounds for t in rd.per_call[of][side]]
+        return float(np.median(seconds)) if seconds else None
+
+    # Beside a device-clock ratio, each side's wall time per call: the host's share of the same calls.
+    wall = timed == DEVICE
     return RatioResult(
         median=estimate,
         low=low,
@@ -171,13 +179,16 @@ def judge_rounds(
         confidence=confidence,
         threshold=threshold,
         verdict=verdict,
-        t_a_median=float(np.median(cand)) if cand else math.nan,
-        t_b_median=float(np.median(base)) if base else math.nan,
+        t_a_median=per_call(timed, "candidate") or math.nan,
+        t_b_median=per_call(timed, "baseline") or math.nan,
         cv=robust_cv(values),
         inner_a=int(np.median([rd.calls for rd in rounds])),
         inner_b=int(np.median([rd.calls for rd in rounds])),
         looks=look,
         ratios=tuple(values),
+        clock=timed,
+        wall_a_median=per_call("wall", "candidate") if wall else None,
+        wall_b_median=per_call("wall", "baseline") if wall else None,
     )
 
 

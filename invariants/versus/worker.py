@@ -359,6 +359,7 @@ def serve(stdin: TextIO, stdout: TextIO, worker: Worker) -> int:
         "event": "hello",
         "versions": versions(),
         "platform": str(jax.devices()[0].platform),
+        "device": str(jax.devices()[0].device_kind),
         "python": platform.python_version(),
         "slowdown": worker.slowdown,
         "cpus": cpus,

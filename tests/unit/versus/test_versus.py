@@ -1268,3 +1268,23 @@ def test_a_sharded_project_left_nothing_to_compare_names_only_the_options_given(
         "versus --no-structure: the project's programs are sharded (lookup8), and versus times single-device "
         "programs: nothing to compare; drop --no-structure to compare their structure"
     )
+
+
+def test_a_record_names_the_chip_and_the_date_of_its_figures(tmp_path: Path) -> None:
+    side = SideRecord("current", sys.executable, {"jax": "0.10.2"}, {}, "TPU v5 lite")
+    made = make_record(
+        side, side, {"threshold": 1.01, "confidence": 0.95, "clock": "device"}, [], [], {}, 1.0
+    )
+    record = load_record(_write(tmp_path / "v.json", made))
+    assert record.baseline.device == "TPU v5 lite" and record.date == made.date != ""
+    lines = render_markdown(record).splitlines()
+    assert "- **baseline** `current` on TPU v5 lite: jax 0.10.2" in lines
+    assert f"- **date** {made.date} (UTC)" in lines
+    # A record written before the chip and the date were kept still loads, and says neither.
+    older = made.to_json()
+    del older["date"]
+    for role in ("baseline", "candidate"):
+        del older[role]["device"]
+    (tmp_path / "old.json").write_text(json.dumps(older))
+    old = load_record(tmp_path / "old.json")
+    assert old.date == "" and not any(ln.startswith("- **date**") for ln in render_markdown(old).splitlines())
