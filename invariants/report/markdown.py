@@ -340,7 +340,12 @@ def _target_heading(target: str, info: Mapping[str, object]) -> list[str]:
 
 
 def _interval(t: Throughput) -> str:
-    return f"{t.value:.3f} [{t.low:.3f}, {t.high:.3f}]"
+    return f"{_figure(t.value)} [{_figure(t.low)}, {_figure(t.high)}]"
+
+
+def _figure(v: float) -> str:
+    """Three decimals, or four significant figures below 0.01: a loop-bound program's efficiency is not 0."""
+    return f"{v:.3f}" if abs(v) >= 0.01 else f"{v:.4g}"
 
 
 def _throughput_tables(rows: list[Throughput]) -> list[str]:
