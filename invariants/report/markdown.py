@@ -202,7 +202,7 @@ def _header(run: Run, title: str) -> list[str]:
         f"- **result**: {status}; {len(run.items):,} items from {sources}" + _pytest_said(run),
         f"- **versions**: {versions}",
         f"- **runtime**: {_md(rt.get('platform', '?'))} ({_md(rt.get('device_kind', '?'))}) "
-        f"x{_md(rt.get('count', '?'))}",
+        f"x{_md(rt.get('count', '?'))}" + (f", run on {_md(rt['date'])} (UTC)" if rt.get("date") else ""),
         f"- **targets**: {', '.join(targets) or 'none recorded'}",
         *([f"- **programs**: {_focus_line(run.focus)}"] if run.focus else []),
         "",
