@@ -47,7 +47,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -143,6 +142,12 @@ def threads_of(rounds: Sequence[Round]) -> dict[str, float | None]:
     return out
 
 
+def _per_call(rounds: Sequence[Round], side: str) -> float:
+    """The median per-call seconds of ``side``'s blocks over ``rounds`` (NaN without blocks)."""
+    values = [t for rd in rounds for t in rd.per_call[side]]
+    return float(np.median(values)) if values else math.nan
+
+
 def judge_rounds(
     rounds: Sequence[Round],
     clock: str,
@@ -160,8 +165,6 @@ def judge_rounds(
     level = 1.0 - look_alpha(1.0 - confidence, look)
     estimate, low, high = rounds_interval(values, level)
     verdict: Verdict | None = (decide_lower if floor else decide_upper)(low, high, threshold)
-    cand = [t for rd in rounds for t in rd.per_call["candidate"]]
-    base = [t for rd in rounds for t in rd.per_call["baseline"]]
     return RatioResult(
         median=estimate,
         low=low,
@@ -171,8 +174,8 @@ def judge_rounds(
         confidence=confidence,
         threshold=threshold,
         verdict=verdict,
-        t_a_median=float(np.median(cand)) if cand else math.nan,
-        t_b_median=float(np.median(base)) if base else math.nan,
+        t_a_median=_per_call(rounds, "candidate"),
+        t_b_median=_per_call(rounds, "baseline"),
         cv=robust_cv(values),
         inner_a=int(np.median([rd.calls for rd in rounds])),
         inner_b=int(np.median([rd.calls for rd in rounds])),
@@ -204,7 +207,7 @@ class ProgramVerdict:
     def failed(self) -> bool:
         return self.verdict in ("fail", "lost-parallelism")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "program": self.program,
             "clock": self.clock,
