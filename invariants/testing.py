@@ -77,6 +77,8 @@ from .measure.metrics import METRICS
 from .snapshot.render import kernel_line, render_summary, summary_line
 
 if TYPE_CHECKING:
+    from jax.sharding import Mesh
+
     from .compile.keys import Persistent
     from .compile.record import Compiled
     from .kernels.program import ProgramCode
@@ -154,16 +156,7 @@ def target_named(name: str) -> Target:
         )
     target = targets[name]
     if target.in_child:
-        flags = target.libtpu_init_args
-        why = f"LIBTPU_INIT_ARGS={flags}" if flags else f"{target.device_count} host devices"
-        # A sharded program needs as many chips as its mesh: a pod target compiles it here ahead of time.
-        alike = [t.name for t in targets.values() if t.device_count == target.device_count and not t.in_child]
-        many = target.device_count > 1 and alike
-        use = f"a target of {target.device_count} chips, {', '.join(alike)}" if many else next(iter(targets))
-        raise InvariantsError(
-            f"compile_for: {name} compiles in a child process with {why}; "
-            f"compile_for compiles in this process: use {use}"
-        )
+        raise _in_child(target, targets)
     reason = target.unavailable_reason()
     if reason is not None:
         late = not in_time and target.family == "gpu" and "cannot describe" in reason
@@ -171,21 +164,35 @@ def target_named(name: str) -> Target:
     return target
 
 
-class _CallableInt(int):
-    _read: Callable[..., Any]
+def _in_child(target: Target, targets: Mapping[str, Target]) -> InvariantsError:
+    """The line for a target that compiles in a child process, naming one this process compiles for: a
+    pod target of as many chips for a sharded program (it compiles ahead of time here), else the runtime."""
+    flags = target.libtpu_init_args
+    why = f"LIBTPU_INIT_ARGS={flags}" if flags else f"{target.device_count} host devices"
+    alike = [t.name for t in targets.values() if t.device_count == target.device_count and not t.in_child]
+    many = target.device_count > 1 and alike
+    use = f"a target of {target.device_count} chips, {', '.join(alike)}" if many else next(iter(targets))
+    return InvariantsError(
+        f"compile_for: {target.name} compiles in a child process with {why}; "
+        f"compile_for compiles in this process: use {use}"
+    )
 
-    def __call__(self, dtype: str | None = None) -> Any:
+
+class _CallableInt(int):
+    _read: Callable[[str | None], object]
+
+    def __call__(self, dtype: str | None = None) -> object:
         return self._read(dtype)
 
 
 class _CallableFloat(float):
-    _read: Callable[..., Any]
+    _read: Callable[[str | None], object]
 
-    def __call__(self, dtype: str | None = None) -> Any:
+    def __call__(self, dtype: str | None = None) -> object:
         return self._read(dtype)
 
 
-def _as_call(value: Any, read: Callable[..., Any]) -> Any:
+def _as_call(value: object, read: Callable[[str | None], object]) -> object:
     """A metric read as an attribute is its value, and also takes a spec's call form: ``s.scatters == 1``
     and ``s.scatters(dtype="f32")`` (the count of f32 scatters) both read as they do in a spec."""
     kind = {int: _CallableInt, float: _CallableFloat}.get(type(value))
@@ -238,25 +245,14 @@ class CompiledStructure:
         (closest names listed) for a name that is not a metric of a compile.
         """
         if name == "structure":  # a spec's structure(a) == structure(b): call-only there, never a number
-            from .spec.checks import structural_signature  # the spec's own comparison (it imports JAX)
-
-            if dtype is not None:
-                raise InvariantsError(f"{self.name}: structure takes no dtype")
-            return structural_signature(self.structure)
+            return self._structure(dtype)
         if name not in self.metrics:
             raise AttributeError(self._unknown(name, "metric"))
         scoped = METRICS[name].by_dtype
         if dtype is not None and scoped is None:
             takes = ", ".join(m.name for m in METRICS.values() if m.by_dtype is not None)
             raise InvariantsError(f"{self.name}: {name} takes no dtype; the counts that do: {takes}")
-        value = self.metrics[name]
-        if isinstance(value, Missing):  # before any dtype scope, as a spec reads it: no SparseCore, no count
-            raise MetricUnavailable(f"{self.name} on {self.target}: {name} {value}")
-        if value is None:
-            raise MetricUnavailable(
-                f"{self.name} on {self.target}: {name} is unknown "
-                "(a while loop's trip count cannot be derived)"
-            )
+        value = self._value(name)  # before any dtype scope, as a spec reads it: no SparseCore, no count
         if dtype is None or scoped is None:
             return value
         from .spec.checks import WidenedDtype, widened_warning
@@ -265,6 +261,24 @@ class CompiledStructure:
             # As a spec's item warns: the count may pass for the very program it guards.
             warnings.warn(f"{self.name} on {self.target}: {warning}", WidenedDtype, stacklevel=2)
         return scoped(self.structure, dtype)
+
+    def _structure(self, dtype: str | None) -> tuple[tuple[object, ...], ...]:
+        from .spec.checks import structural_signature  # the spec's own comparison (it imports JAX)
+
+        if dtype is not None:
+            raise InvariantsError(f"{self.name}: structure takes no dtype")
+        return structural_signature(self.structure)
+
+    def _value(self, name: str) -> Any:
+        value = self.metrics[name]
+        if isinstance(value, Missing):
+            raise MetricUnavailable(f"{self.name} on {self.target}: {name} {value}")
+        if value is None:
+            raise MetricUnavailable(
+                f"{self.name} on {self.target}: {name} is unknown "
+                "(a while loop's trip count cannot be derived)"
+            )
+        return value
 
     def __getattr__(self, name: str) -> Any:
         # Only called for names the dataclass does not have: metrics, then the Structure's own fields.
@@ -320,7 +334,7 @@ def _shape_text(leaf: Any) -> str:
     return f"{short.get(dtype, dtype)}[{','.join(map(str, leaf.shape))}]"
 
 
-def mesh_for(target: str, *, axis_types: str = "auto", **axes: int) -> Any:
+def mesh_for(target: str, *, axis_types: str = "auto", **axes: int) -> Mesh:
     """A ``jax.sharding.Mesh`` over ``target``'s chips, axis name -> size in order (``data=4, tensor=4``),
     the chips placed by their coordinates as a pod job places them; ``axis_types`` ``explicit`` makes every
     axis Explicit. The sizes' product must be the target's chip count: one line otherwise. Arguments
@@ -331,7 +345,7 @@ def mesh_for(target: str, *, axis_types: str = "auto", **axes: int) -> Any:
 
     if axis_types not in ("auto", "explicit"):
         raise InvariantsError(f"mesh_for: axis_types {axis_types!r}: 'auto' or 'explicit'")
-    bad = [f"{a}={n!r}" for a, n in axes.items() if isinstance(n, bool) or not isinstance(n, int) or n < 1]
+    bad = [f"{a}={n!r}" for a, n in axes.items() if not _is_size(n)]
     if not axes or bad:
         raise InvariantsError(
             f"mesh_for: {', '.join(bad) or 'no axes'}: give each axis a positive size, e.g. data=4, tensor=4"
@@ -343,6 +357,10 @@ def mesh_for(target: str, *, axis_types: str = "auto", **axes: int) -> Any:
             f"mesh_for: {target} has {chosen.device_count} chips; the mesh {shown} has {chips}"
         )
     return pod_mesh(list(chosen.devices()), tuple(axes.values()), tuple(axes), axis_types)
+
+
+def _is_size(n: object) -> bool:
+    return isinstance(n, int) and not isinstance(n, bool) and n >= 1
 
 
 def _meshes_of(leaves: list[Any]) -> list[Any]:
@@ -391,39 +409,51 @@ def _abstract(
     return jax.tree_util.tree_unflatten(treedef, specs), config, mesh
 
 
-def _mesh(leaves: list[Any], target: Target, mesh: Any, axis_types: str = "auto") -> Any:
+def _mesh(
+    leaves: list[Any], target: Target, mesh: Mesh | dict[str, int] | None, axis_types: str = "auto"
+) -> Mesh | None:
     """The mesh the program runs on: ``mesh`` (a mesh, or axis sizes for :func:`mesh_for`), else the one
     the arguments are sharded on, else None. One line for arguments on several meshes, a mesh that is not
     ``target``'s chips, or a multi-chip target with nothing sharded."""
-    if isinstance(mesh, dict):
-        mesh = mesh_for(target.name, axis_types=axis_types, **mesh)
-    elif axis_types != "auto":
-        raise InvariantsError(
-            "compile_for: axis_types goes with mesh={...}; a mesh of mesh_for(...) takes its own axis_types"
-        )
+    chosen: Mesh | None = _given(mesh, target, axis_types)
     found = _meshes_of(leaves)
-    if mesh is None and len(found) == 1 and found[0].size > 1:
-        mesh = found[0]
-    if len(found) > 1 or (
-        mesh is not None
-        and found
-        and any(m.devices.tolist() != mesh.devices.tolist() for m in found if m.size > 1)
-    ):
+    if chosen is None and len(found) == 1 and found[0].size > 1:
+        chosen = found[0]
+    if len(found) > 1 or (chosen is not None and _elsewhere(found, chosen)):
         raise InvariantsError("compile_for: the arguments are sharded on different meshes; use one mesh")
-    if mesh is not None:
-        chips = {d.id for d in target.devices()}
-        if mesh.size != target.device_count or not {d.id for d in mesh.devices.flat} <= chips:
-            raise InvariantsError(
-                f"compile_for: the mesh has {mesh.size} devices, not {target.name}'s {target.device_count} "
-                f"chips: make it with invariants.testing.mesh_for({target.name!r}, ...)"
-            )
+    if chosen is not None:
+        _check_chips(chosen, target)
     elif target.device_count > 1:
         raise InvariantsError(
             f"compile_for: {target.name} has {target.device_count} chips and nothing is sharded: pass "
             f"mesh={{...}} and in_shardings=..., or arguments sharded on invariants.testing.mesh_for("
             f"{target.name!r}, ...); a one-chip program compiles for a one-chip target"
         )
+    return chosen
+
+
+def _given(mesh: Mesh | dict[str, int] | None, target: Target, axis_types: str) -> Mesh | None:
+    if isinstance(mesh, dict):
+        return mesh_for(target.name, axis_types=axis_types, **mesh)
+    if axis_types != "auto":
+        raise InvariantsError(
+            "compile_for: axis_types goes with mesh={...}; a mesh of mesh_for(...) takes its own axis_types"
+        )
     return mesh
+
+
+def _elsewhere(found: list[Mesh], mesh: Mesh) -> bool:
+    """Whether an argument is sharded over other devices than ``mesh``'s (a one-device mesh is anywhere)."""
+    return any(m.devices.tolist() != mesh.devices.tolist() for m in found if m.size > 1)
+
+
+def _check_chips(mesh: Mesh, target: Target) -> None:
+    chips = {d.id for d in target.devices()}
+    if mesh.size != target.device_count or not {d.id for d in mesh.devices.flat} <= chips:
+        raise InvariantsError(
+            f"compile_for: the mesh has {mesh.size} devices, not {target.name}'s {target.device_count} "
+            f"chips: make it with invariants.testing.mesh_for({target.name!r}, ...)"
+        )
 
 
 def _shardings(
