@@ -33,7 +33,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from types import FrameType
 from typing import NoReturn
 
@@ -221,12 +221,13 @@ def guarded(what: str) -> Iterator[None]:
             signal.setitimer(signal.ITIMER_REAL, *saved_timer)
             signal.signal(signal.SIGALRM, saved_alarm)
             signal.signal(signal.SIGINT, saved_int)
-        _keep_out(t for t in threading.enumerate() if t not in before and not t.daemon)
+        _keep_out(before)
 
 
-def _keep_out(threads: Iterable[threading.Thread]) -> None:
-    """Threads the project's code started: at exit, the process does not wait for them."""
-    new = list(threads)
+def _keep_out(before: set[threading.Thread]) -> None:
+    """The non-daemon threads started since ``before`` (by the project's code): at exit, the process does
+    not wait for them."""
+    new = [t for t in threading.enumerate() if t not in before and not t.daemon]
     if not new:
         return
     if not _started:
