@@ -77,7 +77,8 @@ from .measure.metrics import METRICS
 from .snapshot.render import kernel_line, render_summary, summary_line
 
 if TYPE_CHECKING:
-    from jax.sharding import Mesh
+    import jax
+    from jax.sharding import Mesh, Sharding
 
     from .compile.keys import Persistent
     from .compile.record import Compiled
@@ -319,7 +320,7 @@ class CompiledStructure:
         return f"<CompiledStructure {where}: {summary_line(self.structure)}>"
 
 
-def _shape_text(leaf: Any) -> str:
+def _shape_text(leaf: jax.ShapeDtypeStruct) -> str:
     short = {
         "float32": "f32",
         "bfloat16": "bf16",
@@ -376,12 +377,12 @@ def _meshes_of(leaves: list[Any]) -> list[Any]:
 
 
 def _abstract(
-    args: tuple[Any, ...],
+    args: tuple[object, ...],
     target: Target,
-    mesh: Any = None,
-    in_shardings: Any = None,
+    mesh: Mesh | dict[str, int] | None = None,
+    in_shardings: object = None,
     axis_types: str = "auto",
-) -> tuple[tuple[Any, ...], str, Any]:
+) -> tuple[tuple[object, ...], str, Mesh | None]:
     """The abstract arguments, their shapes as text, and the mesh the program runs on (None for one
     device). One device of ``target`` holds an unsharded program, as the gate places it; a multi-chip
     target needs a mesh (given, or the one the arguments are sharded on). A leaf without a shape and dtype,
@@ -457,8 +458,8 @@ def _check_chips(mesh: Mesh, target: Target) -> None:
 
 
 def _shardings(
-    args: tuple[Any, ...], leaves: list[Any], target: Target, mesh: Any, in_shardings: Any
-) -> list[Any]:
+    args: tuple[object, ...], leaves: list[Any], target: Target, mesh: Mesh | None, in_shardings: object
+) -> list[Sharding | None]:
     """Each leaf's sharding: from ``in_shardings`` (a PartitionSpec per argument, a prefix of ``args``), else
     its own on the mesh (replicated when it has none), else one device of an ahead-of-time ``target``, else
     None (the runtime's default device)."""
@@ -468,6 +469,7 @@ def _shardings(
     from .compile.artifacts import one_device
 
     if in_shardings is not None:
+        assert mesh is not None  # _abstract refuses in_shardings without a mesh
         is_spec = lambda x: x is None or isinstance(x, PartitionSpec)  # noqa: E731
         try:
             spread = jax.tree_util.tree_map(  # each spec over every leaf of the arguments below it
@@ -495,12 +497,12 @@ def _shardings(
 
 
 def compile_for(
-    fn: Callable[..., Any],
-    *args: Any,
+    fn: Callable[..., object],
+    *args: object,
     target: str = "runtime",
     name: str | None = None,
-    mesh: Any = None,
-    in_shardings: Any = None,
+    mesh: Mesh | dict[str, int] | None = None,
+    in_shardings: object = None,
     axis_types: str = "auto",
     donate_argnums: int | tuple[int, ...] = (),
 ) -> CompiledStructure:
