@@ -615,17 +615,17 @@ def compare_structure(
     sides' ``structure`` replies), with a diff (and one line saying which lines differ: code lines only,
     HLO lines, or both) where the renderings differ, and one line saying which gathers and scatters moved
     to or off the SparseCore where any did."""
-    replies = [repository_paths(r) for r in answers]
-    out = [_compared(key, *(_answer(r, "/".join(key)) for r in replies)) for key in keys]
+    base, cand = (repository_paths(r) for r in answers)
+    out = [_compared(key, _answer(base, key), _answer(cand, key)) for key in keys]
     targets = {
-        t: {n: r["targets"].get(t) for n, r in zip(("baseline", "candidate"), replies, strict=True)}
+        t: {"baseline": base["targets"].get(t), "candidate": cand["targets"].get(t)}
         for t in dict.fromkeys(k[2] for k in keys)
     }
     return out, targets
 
 
-def _answer(reply: Json, key: str) -> Json:
-    return reply["items"].get(key, {"error": "not answered"})
+def _answer(reply: Json, key: tuple[str, str, str]) -> Json:
+    return reply["items"].get("/".join(key), {"error": "not answered"})
 
 
 def _compared(key: tuple[str, str, str], b: Json, c: Json) -> Json:
