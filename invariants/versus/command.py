@@ -697,16 +697,14 @@ def _parser() -> Parser:
         help="targets for the structure comparison (default: the targets a project's spec files name, "
         f"else {DEFAULT_TARGETS}; 'all', 'tpu', 'gpu')",
     )
-    p.add_argument(
-        "--baseline-env", action="append", default=[], metavar="K=V", help="set K=V in baseline workers only"
-    )
-    p.add_argument(
-        "--candidate-env",
-        action="append",
-        default=[],
-        metavar="K=V",
-        help="set K=V in candidate workers only",
-    )
+    for role in ("baseline", "candidate"):
+        p.add_argument(
+            f"--{role}-env",
+            action="append",
+            default=[],
+            metavar="K=V",
+            help=f"set K=V in {role} workers only",
+        )
     p.add_argument("--json", type=Path, metavar="FILE", help="write the record (JSON)")
     p.add_argument(
         "--out", type=Path, metavar="MD", help="write the markdown report (fits $GITHUB_STEP_SUMMARY)"

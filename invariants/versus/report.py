@@ -173,17 +173,7 @@ class Record:
             raise InvariantsError(
                 f"{where}: a side of the versus record is not {{spec, python, versions, env}}"
             ) from None
-        return cls(
-            baseline,
-            candidate,
-            data["settings"],
-            data["timing"],
-            data["structure"],
-            data["targets"],
-            data["exit"],
-            data["reasons"],
-            data["seconds"],
-        )
+        return cls(baseline, candidate, **{n: data[n] for n in names if n not in ("baseline", "candidate")})
 
 
 def make_record(
