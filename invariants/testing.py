@@ -463,27 +463,13 @@ def _shardings(
     """Each leaf's sharding: from ``in_shardings`` (a PartitionSpec per argument, a prefix of ``args``), else
     its own on the mesh (replicated when it has none), else one device of an ahead-of-time ``target``, else
     None (the runtime's default device)."""
-    import jax
     from jax.sharding import NamedSharding, PartitionSpec
 
     from .compile.artifacts import one_device
 
     if in_shardings is not None:
         assert mesh is not None  # _abstract refuses in_shardings without a mesh
-        is_spec = lambda x: x is None or isinstance(x, PartitionSpec)  # noqa: E731
-        try:
-            spread = jax.tree_util.tree_map(  # each spec over every leaf of the arguments below it
-                lambda spec, sub: jax.tree_util.tree_map(lambda _: spec, sub),
-                in_shardings,
-                args,
-                is_leaf=is_spec,
-            )
-        except (ValueError, TypeError) as err:
-            raise InvariantsError(f"compile_for: in_shardings does not match the arguments: {err}") from None
-        return [
-            NamedSharding(mesh, spec or PartitionSpec())
-            for spec in jax.tree_util.tree_leaves(spread, is_leaf=is_spec)
-        ]
+        return _given_shardings(args, mesh, in_shardings)
     if mesh is not None:  # arguments sharded on the mesh keep their sharding; the rest are replicated
         return [
             leaf.sharding
@@ -494,6 +480,28 @@ def _shardings(
     if target.mode != "runtime":
         return [one_device(target)] * len(leaves)
     return [None] * len(leaves)
+
+
+def _given_shardings(args: tuple[object, ...], mesh: Mesh, in_shardings: object) -> list[Sharding | None]:
+    """Each leaf's sharding on ``mesh`` from ``in_shardings``, a PartitionSpec (None: replicated) per
+    argument, a pytree prefix of ``args``; one line where it does not match them."""
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    is_spec = lambda x: x is None or isinstance(x, PartitionSpec)  # noqa: E731
+    try:
+        spread = jax.tree_util.tree_map(  # each spec over every leaf of the arguments below it
+            lambda spec, sub: jax.tree_util.tree_map(lambda _: spec, sub),
+            in_shardings,
+            args,
+            is_leaf=is_spec,
+        )
+    except (ValueError, TypeError) as err:
+        raise InvariantsError(f"compile_for: in_shardings does not match the arguments: {err}") from None
+    return [
+        NamedSharding(mesh, spec or PartitionSpec())
+        for spec in jax.tree_util.tree_leaves(spread, is_leaf=is_spec)
+    ]
 
 
 def compile_for(
