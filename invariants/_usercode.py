@@ -142,8 +142,15 @@ class _Watchdog:
 _WATCHDOG = _Watchdog()
 
 
-def _said(code: object) -> str:
-    return repr(code) if code is not None else ""
+def _ended(what: str, err: SystemExit | _Exited | _TimedOut, seconds: float) -> str:
+    """The line for a guarded call that tried to end the process, or ran past its ``seconds``."""
+    if isinstance(err, _TimedOut):
+        return (
+            f"{what}: still running after {seconds:g} s, stopped (--user-code-timeout SECONDS to allow more)"
+        )
+    how = "raised SystemExit" if isinstance(err, SystemExit) else "called os._exit"
+    said = repr(err.code) if err.code is not None else ""
+    return f"{what} {how}({said}): a project's code must not end the gate's process"
 
 
 @contextlib.contextmanager
@@ -194,18 +201,8 @@ def guarded(what: str) -> Iterator[None]:
     _depth += 1
     try:
         yield
-    except SystemExit as err:
-        raise InvariantsError(
-            f"{what} raised SystemExit({_said(err.code)}): a project's code must not end the gate's process"
-        ) from None
-    except _Exited as err:
-        raise InvariantsError(
-            f"{what} called os._exit({_said(err.code)}): a project's code must not end the gate's process"
-        ) from None
-    except _TimedOut:
-        raise InvariantsError(
-            f"{what}: still running after {seconds:g} s, stopped (--user-code-timeout SECONDS to allow more)"
-        ) from None
+    except (SystemExit, _Exited, _TimedOut) as err:
+        raise InvariantsError(_ended(what, err, seconds)) from None
     except KeyboardInterrupt as err:
         if interrupted or isinstance(err, Stopped):  # a real Ctrl-C, or a signal the command handles
             raise
