@@ -472,18 +472,24 @@ def measure_confirmed(
     timed in the all-cores phase (:meth:`Settings.all_cores`), and those whose all-cores wall ratio fails
     once more: a confirmed failure there is ``lost-parallelism``. Each phase's words are the attempts
     (``all cores: fail``), in order."""
-    final, words = _confirmed(sides, programs, settings, progress, start, configs)
+    attempts = _confirmed(sides, programs, settings, progress, start, configs, ("measure", "confirm"))
+    todo = [p for p in programs if attempts[p][-1].word != "fail"]
+    phase = _all_cores(sides, todo, settings, progress, start, configs)
     every_core = not settings.pin and settings.clock == "cpu"  # --no-pin: its rounds use every core
-    threads = {p: final[p].threads if every_core else None for p in programs}
-    todo = [p for p in programs if final[p].word != "fail"]
-    for p, (measured, said) in _all_cores(sides, todo, settings, progress, start, configs).items():
-        final[p] = _with_all_cores(p, final[p], measured.results, settings.clock)
-        words[p] += said
-        threads[p] = measured.threads
-    return [
-        ProgramVerdict(p, settings.clock, final[p].word, final[p].results, words[p], threads[p])
-        for p in programs
-    ]
+    return [_verdict(p, settings.clock, attempts[p], phase.get(p), every_core) for p in programs]
+
+
+def _verdict(
+    p: str, clock: str, attempts: list[Judged], phase: tuple[Judged, list[str]] | None, every_core: bool
+) -> ProgramVerdict:
+    """One program's verdict from its measurements, and from its all-cores phase where that ran."""
+    last, words = attempts[-1], [a.word for a in attempts]
+    threads = last.threads if every_core else None
+    if phase is not None:
+        measured, said = phase
+        last = _with_all_cores(p, last, measured.results, clock)
+        words, threads = words + said, measured.threads
+    return ProgramVerdict(p, clock, last.word, last.results, words, threads)
 
 
 def _confirmed(
@@ -493,15 +499,14 @@ def _confirmed(
     progress: Progress,
     start: Starter,
     configs: Mapping[str, str] | None,
-) -> tuple[dict[str, Judged], dict[str, list[str]]]:
-    """Each program's last measurement (a failure measured twice) and each measurement's word."""
-    first = measure(sides, programs, settings, progress, "measure", start, configs)
+    labels: tuple[str, str],
+) -> dict[str, list[Judged]]:
+    """Each program's measurements, in order: one, and a second where the first failed (the second
+    stands). ``labels`` name the two on the progress lines."""
+    first = measure(sides, programs, settings, progress, labels[0], start, configs)
     failing = [p for p in programs if first[p].word in FAILED]
-    second = measure(sides, failing, settings, progress, "confirm", start, configs) if failing else {}
-    words = {p: [first[p].word] for p in programs}
-    for p, judged in second.items():
-        words[p].append(judged.word)
-    return {p: second.get(p, first[p]) for p in programs}, words
+    second = measure(sides, failing, settings, progress, labels[1], start, configs) if failing else {}
+    return {p: [first[p], *([second[p]] if p in second else [])] for p in programs}
 
 
 def _with_all_cores(p: str, judged: Judged, got: dict[str, RatioResult], clock: str) -> Judged:
@@ -534,21 +539,12 @@ def _all_cores(
             "parallelism cannot show: the phase is left out"
         )
         return {}
-    last: dict[str, Judged] = {}
-    words: dict[str, list[str]] = {}
-    for label in ("all cores", "all cores, confirm"):
-        if not todo:
-            break
-        measured = measure(sides, todo, cores, progress, label, start, configs)
-        for p in todo:
-            last[p] = measured[p]
-            words.setdefault(p, []).append(f"all cores: {measured[p].word}{_noted(measured[p].note)}")
-        todo = [p for p in todo if measured[p].word == "fail"]
-    return {p: (last[p], words[p]) for p in last}
+    attempts = _confirmed(sides, todo, cores, progress, start, configs, ("all cores", "all cores, confirm"))
+    return {p: (tried[-1], [_all_cores_word(a) for a in tried]) for p, tried in attempts.items()}
 
 
-def _noted(note: str) -> str:
-    return f" ({note})" if note else ""
+def _all_cores_word(judged: Judged) -> str:
+    return f"all cores: {judged.word}" + (f" ({judged.note})" if judged.note else "")
 
 
 # ---------------------------------------------------------------------------------------------------------
