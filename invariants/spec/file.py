@@ -919,16 +919,12 @@ def _tables(
 
 
 def _known_failure(table: Table, line: int, entries: _Entries) -> KnownCompileFailure:
-    loc, memo = entries.loc, entries.memo
+    loc = entries.loc
     where = "[[known_compile_failure]]"
     _check_keys(table, _KNOWN_FAILURE_KEYS, loc, line, where, required=("id", "programs", "ratchet"))
     entry_id = _check_id(table, loc, line, entries.ids["known_compile_failure"])
-    programs_line = loc.key_line(line, "programs")
-    programs = _strings(table["programs"], loc, programs_line, "programs")
-    _check_selectors(programs, loc, programs_line, entries.known, memo.selectors)
-    configs_line = loc.key_line(line, "configs")
-    configs = _strings(table.get("configs", "*"), loc, configs_line, "configs")
-    _check_configs(configs, loc, configs_line, memo.configs)
+    programs = entries.programs(table, line)
+    configs = entries.configs(table, line, "*")
     targets = _entry_targets(table, entry_id, loc, line, entries.targets)
     ratchet = _ratchet(table["ratchet"], loc, loc.key_line(line, "ratchet"))
     return KnownCompileFailure(entry_id, f"{loc.path}:{line}", programs, configs, targets, ratchet)
@@ -966,9 +962,23 @@ class _Entries:
         default_factory=lambda: {"invariant": {}, "correctness": {}, "known_compile_failure": {}}
     )
 
+    def programs(self, table: Table, line: int) -> tuple[str, ...]:
+        """An entry's ``programs``: selectors, each matching some program."""
+        at = self.loc.key_line(line, "programs")
+        programs = _strings(table["programs"], self.loc, at, "programs")
+        _check_selectors(programs, self.loc, at, self.known, self.memo.selectors)
+        return programs
+
+    def configs(self, table: Table, line: int, default: str) -> tuple[str, ...]:
+        """An entry's ``configs`` (``default`` when it has none): patterns, each matching a configuration."""
+        at = self.loc.key_line(line, "configs")
+        configs = _strings(table.get("configs", default), self.loc, at, "configs")
+        _check_configs(configs, self.loc, at, self.memo.configs)
+        return configs
+
 
 def _invariant(table: Table, line: int, entries: _Entries) -> Invariant:
-    loc, known, targets, memo = entries.loc, entries.known, entries.targets, entries.memo
+    loc, known, targets = entries.loc, entries.known, entries.targets
     seen = entries.ids["invariant"]
     _check_keys(table, _INVARIANT_KEYS, loc, line, "[[invariant]]", required=("id", "assert"))
     inv_id = _check_id(table, loc, line, seen)
@@ -981,17 +991,15 @@ def _invariant(table: Table, line: int, entries: _Entries) -> Invariant:
     if kind == "absolute":
         if "programs" not in table:
             raise loc.error(line, f"'{inv_id}' needs 'programs' (which programs the assert is about)")
-        programs = _strings(table["programs"], loc, programs_line, "programs")
-        _check_selectors(programs, loc, programs_line, known, memo.selectors)
+        programs = entries.programs(table, line)
     else:
         if "programs" in table:
             raise loc.error(programs_line, f"'{inv_id}' names its programs in the assert; drop 'programs'")
         programs = named
-    configs_line = loc.key_line(line, "configs")
     if assertion.pinned and "configs" in table:
-        raise loc.error(configs_line, f"'{inv_id}' names its configurations in the assert; drop 'configs'")
-    configs = _strings(table.get("configs", "*"), loc, configs_line, "configs")
-    _check_configs(configs, loc, configs_line, memo.configs)
+        at = loc.key_line(line, "configs")
+        raise loc.error(at, f"'{inv_id}' names its configurations in the assert; drop 'configs'")
+    configs = entries.configs(table, line, "*")
     inv_targets = _entry_targets(table, inv_id, loc, line, targets)
     shared = _shared(table, inv_id, loc, line)
     ratchet = _ratchet(table["ratchet"], loc, loc.key_line(line, "ratchet")) if "ratchet" in table else None
@@ -1060,7 +1068,7 @@ def _entry_targets(
 
 
 def _correctness(table: Table, line: int, entries: _Entries) -> CorrectnessCheck:
-    loc, known, targets, memo = entries.loc, entries.known, entries.targets, entries.memo
+    loc, known, targets = entries.loc, entries.known, entries.targets
     seen = entries.ids["correctness"]
     _check_keys(table, _CORRECTNESS_KEYS, loc, line, "[[correctness]]", required=("id", "check", "programs"))
     check_id = _check_id(table, loc, line, seen)
@@ -1071,15 +1079,11 @@ def _correctness(table: Table, line: int, entries: _Entries) -> CorrectnessCheck
         )
     if check not in CORRECTNESS_CHECKS:
         raise loc.error(check_line, f"unknown check {check!r}{did_you_mean(check, CORRECTNESS_CHECKS)}")
-    programs_line = loc.key_line(line, "programs")
-    programs = _strings(table["programs"], loc, programs_line, "programs")
-    _check_selectors(programs, loc, programs_line, known, memo.selectors)
+    programs = entries.programs(table, line)
     check_targets = _entry_targets(table, check_id, loc, line, targets)
     _check_arguments(table, check_id, programs, loc, line, known)
     reference = _reference(table, check_id, check, loc, line, known)
-    configs_line = loc.key_line(line, "configs")
-    configs = _strings(table.get("configs", "f32"), loc, configs_line, "configs")
-    _check_configs(configs, loc, configs_line, memo.configs)
+    configs = entries.configs(table, line, "f32")
     dist_line = loc.key_line(line, "distributions")
     if "distributions" in table and check != "agree":
         raise loc.error(dist_line, f"'{check_id}': check {check!r} uses fixed indices; drop 'distributions'")
@@ -1095,7 +1099,7 @@ def _correctness(table: Table, line: int, entries: _Entries) -> CorrectnessCheck
         configs=configs,
         distributions=tuple(dict.fromkeys(distributions)),
         expect=expect,
-        configs_where=f"{loc.path}:{configs_line}",
+        configs_where=f"{loc.path}:{loc.key_line(line, 'configs')}",
         targets=check_targets,
         targets_where=f"{loc.path}:{loc.key_line(line, 'targets')}",
     )
