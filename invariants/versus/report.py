@@ -205,10 +205,7 @@ def make_record(
 def _timing_reason(t: Json) -> str | None:
     if t["verdict"] == "fail":
         r = t["results"][t["clock"]]
-        return (
-            f"{t['program']}: fail: {t['clock']} ratio {r['median']:.3f} "
-            f"[{r['low']:.3f}, {r['high']:.3f}] > {r['threshold']:g}"
-        )
+        return f"{t['program']}: fail: {t['clock']} ratio {_interval(r)} > {r['threshold']:g}"
     if t["verdict"] != "lost-parallelism":
         return None
     r = t["results"].get(ALL_CORES) or t["results"]["wall"]
