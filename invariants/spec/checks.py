@@ -81,7 +81,7 @@ def unmet_condition(invariant: Invariant | CorrectnessCheck) -> str | None:
 
 
 def spec_applies(spec: Spec, target: Target) -> bool:
-    return any(fnmatch.fnmatchcase(target.name, p) for p in spec.targets)
+    return on_targets(target, spec.targets)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -264,7 +264,7 @@ class _SpecCheck:
         if inv.kind == "throughput":
             self.throughput(inv)
             return
-        on = [t for t in applying if any(fnmatch.fnmatchcase(t.name, p) for p in inv.targets)]
+        on = [t for t in applying if on_targets(t, inv.targets)]
         programs = list(inv.programs) if inv.kind != "absolute" else self.selected(inv.programs)
         self.named_targets_get_items(inv, on, programs)
         self.named_programs_get_items(inv, on)
