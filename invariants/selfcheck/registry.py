@@ -97,16 +97,24 @@ def select(names: str | None, *, fast_only: bool = False) -> list[Injection]:
     chosen = [i for i in INJECTIONS if i.fast] if fast_only else list(INJECTIONS)
     if names is not None:
         patterns = selectors(names, "-k", "name injections (selfcheck --list), or leave -k out for all")
-        for p in patterns:
-            if not any(fnmatch.fnmatchcase(i.name, p) or p in i.name for i in INJECTIONS):
-                known = ", ".join(i.name for i in INJECTIONS)
-                near = did_you_mean(p, [i.name for i in INJECTIONS])
-                raise InvariantsError(f"-k: no injection matches {p!r}{near}; known: {known}")
-        chosen = [
-            i for i in INJECTIONS if any(fnmatch.fnmatchcase(i.name, p) or p in i.name for p in patterns)
-        ]
+        _each_matches(patterns)
+        chosen = [i for i in INJECTIONS if any(_matches(i, p) for p in patterns)]
     others = [i for i in chosen if not i.is_baseline]
     return [baseline_for(others), *others]
+
+
+def _each_matches(patterns: Sequence[str]) -> None:
+    for p in patterns:
+        if not any(_matches(i, p) for i in INJECTIONS):
+            known = [i.name for i in INJECTIONS]
+            raise InvariantsError(
+                f"-k: no injection matches {p!r}{did_you_mean(p, known)}; known: {', '.join(known)}"
+            )
+
+
+def _matches(injection: Injection, pattern: str) -> bool:
+    """``-k``'s rule: a glob of the name, or a part of it."""
+    return fnmatch.fnmatchcase(injection.name, pattern) or pattern in injection.name
 
 
 def baseline_for(injections: Sequence[Injection]) -> Injection:

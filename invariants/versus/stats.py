@@ -47,7 +47,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -145,6 +144,12 @@ def threads_of(rounds: Sequence[Round]) -> dict[str, float | None]:
     return out
 
 
+def _per_call(rounds: Sequence[Round], clock: str, side: str) -> float:
+    """The median per-call seconds of ``side``'s blocks over ``rounds`` on ``clock`` (NaN without blocks)."""
+    values = [t for rd in rounds for t in rd.per_call[clock][side]]
+    return float(np.median(values)) if values else math.nan
+
+
 def judge_rounds(
     rounds: Sequence[Round],
     clock: str,
@@ -163,13 +168,7 @@ def judge_rounds(
     estimate, low, high = rounds_interval(values, level)
     verdict: Verdict | None = (decide_lower if floor else decide_upper)(low, high, threshold)
     timed = clock if clock in (*CLOCKS, DEVICE) else "wall"
-
-    def per_call(of: str, side: str) -> float | None:
-        seconds = [t for rd in rounds for t in rd.per_call[of][side]]
-        return float(np.median(seconds)) if seconds else None
-
-    # Beside a device-clock ratio, each side's wall time per call: the host's share of the same calls.
-    wall = timed == DEVICE
+    wall = timed == DEVICE  # beside a device-clock ratio, the host's share of the same calls
     return RatioResult(
         median=estimate,
         low=low,
@@ -179,16 +178,16 @@ def judge_rounds(
         confidence=confidence,
         threshold=threshold,
         verdict=verdict,
-        t_a_median=per_call(timed, "candidate") or math.nan,
-        t_b_median=per_call(timed, "baseline") or math.nan,
+        t_a_median=_per_call(rounds, timed, "candidate"),
+        t_b_median=_per_call(rounds, timed, "baseline"),
         cv=robust_cv(values),
         inner_a=int(np.median([rd.calls for rd in rounds])),
         inner_b=int(np.median([rd.calls for rd in rounds])),
         looks=look,
         ratios=tuple(values),
         clock=timed,
-        wall_a_median=per_call("wall", "candidate") if wall else None,
-        wall_b_median=per_call("wall", "baseline") if wall else None,
+        wall_a_median=_per_call(rounds, "wall", "candidate") if wall else None,
+        wall_b_median=_per_call(rounds, "wall", "baseline") if wall else None,
     )
 
 
@@ -215,7 +214,7 @@ class ProgramVerdict:
     def failed(self) -> bool:
         return self.verdict in ("fail", "lost-parallelism")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "program": self.program,
             "clock": self.clock,
