@@ -37,7 +37,6 @@ from ..measure.metrics import input_facts
 from .configs import _INDEX_SHAPES
 from .configs import ALL_CONFIGS as ALL_CONFIGS
 from .configs import CONFIGS as CONFIGS
-from .configs import DISTRIBUTIONS as DISTRIBUTIONS
 from .configs import LLM_CONFIGS as LLM_CONFIGS
 from .configs import OFFLOAD_CONFIGS as OFFLOAD_CONFIGS
 from .configs import SEED as SEED
