@@ -7,9 +7,8 @@ side's jax, jaxlib and equinox (the way ``bisect`` runs the suite in an older re
 
 * ``prepare`` compiles each ``(program, config)`` for the runtime device, puts the catalog's seeded
   arguments on it (the same values on both sides: :func:`invariants.catalog.arguments.make_arguments`), warms
-  it up and answers its per-call time, from back-to-back calls as a block makes them. (The first calls of a
-  fresh process are several times slower: from five calls alone, naive's estimate was 0.6 ms against 0.13 ms
-  warm, and its blocks were one call, not the 2 ms the controller asks for.)
+  it up and answers its per-call time, from back-to-back calls as a block makes them (the first calls of a
+  fresh process are several times slower than warm ones).
 * ``time`` runs one prepared program ``warm`` times untimed, then ``calls`` times back to back, and
   answers the wall-clock and process CPU seconds of those calls alone (the protocol round trip and the
   warm calls are outside the clocks: the all-cores phase's blocks start with the worker's threads awake). With

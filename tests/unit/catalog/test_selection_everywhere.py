@@ -29,6 +29,7 @@ from invariants.catalog.targets import all_targets, select_targets
 from invariants.releases import bisect as _bisect
 from invariants.releases import matrix as _matrix
 from invariants.selfcheck import command as _selfcheck
+from invariants.selfcheck import registry
 from invariants.versus import command as _versus
 
 # ---------------------------------------------------------------------------------------------------------
@@ -51,11 +52,11 @@ def _versus_of_gate(names: set[str]) -> set[str]:
 
 
 def _selfcheck_targets(value: str) -> set[str]:
-    return {i.name for i in _selfcheck.restrict_targets(_selfcheck.INJECTIONS, value) if not i.is_baseline}
+    return {i.name for i in _selfcheck.restrict_targets(registry.INJECTIONS, value) if not i.is_baseline}
 
 
 def _selfcheck_of_gate(names: set[str]) -> set[str]:
-    return {i.name for i in _selfcheck.INJECTIONS if not i.is_baseline and set(i.targets.split(",")) <= names}
+    return {i.name for i in registry.INJECTIONS if not i.is_baseline and set(i.targets.split(",")) <= names}
 
 
 def _matrix_targets(value: str) -> set[str]:
