@@ -41,8 +41,7 @@ program's arguments are the flat leaves of ``(params, indices)`` (:class:`Params
 compiled, snapshotted, checked and timed as a catalog program is; its input facts are the model's own
 (:meth:`ParamsInputs.facts`). Concrete arrays the factory returns are the values correctness runs on; a
 ``ShapeDtypeStruct`` (what a large model should return) is drawn with a fixed seed. Validation is as
-strict as a lookup's, each failure one line at the ``params`` line (the factory) or the table (the
-function).
+strict as a lookup's, each failure one line at the ``params`` line (the factory) or the table (the function).
 
 **Where a declared program compiles.** On the targets that compile every program (cpu, tpu-v5e,
 gpu-h100), and on every target its spec files name (:attr:`invariants.spec.file.ProgramDecl.aimed`, which
@@ -351,8 +350,8 @@ def _first(err: BaseException) -> str:
 
 class ParamsInputs:
     """The arguments of a params program (an :class:`invariants.catalog.programs.Inputs`): the flat leaves of
-    ``(params, indices)``, or of ``(params, indices, inputs)`` with an ``inputs`` factory, per
-    configuration."""
+    ``(params, indices)``, or of ``(params, indices, inputs)`` with an ``inputs``
+    factory, per configuration."""
 
     def __init__(
         self, decl: ProgramDecl, factory: Callable[..., Any], extra: Callable[..., Any] | None = None
@@ -490,8 +489,8 @@ def leaf_name(path: Any) -> str:
 
 def _drawn(leaf: Any, rng: np.random.Generator, vocab: int) -> np.ndarray:
     """A leaf's value: the factory's array (a copy), else integers in [0, vocab), else a normal draw;
-    always an array, a 0-d one included (numpy draws a scalar for shape ``()``, which cannot be made
-    read-only)."""
+    always an array, a 0-d one included (numpy draws a scalar for shape ``()``, which cannot
+    be made read-only)."""
     dtype = np.dtype(leaf.dtype)
     if not isinstance(leaf, jax.ShapeDtypeStruct):
         return np.array(leaf)  # a copy: the factory's array stays the factory's

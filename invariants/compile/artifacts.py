@@ -252,8 +252,8 @@ def _unoptimized(lowered: Any) -> str | None:
 
 def _undecodable_module() -> str | None:
     """The first loaded module whose file's path is not UTF-8 (its bytes not UTF-8 escaped), else None: JAX's
-    lowering writes the file of each traced frame into the module's locations, and its C++ takes UTF-8
-    only."""
+    lowering writes the file of each traced frame into the module's locations, and its C++
+    takes UTF-8 only."""
     for module in list(sys.modules.values()):
         file = getattr(module, "__file__", None)
         if isinstance(file, str):

@@ -29,8 +29,8 @@ The facts of a function:
   before it.
 * ``vector_width``: the widest fixed vector type ``<N x T>`` an instruction names, N × bits of T (``ptr``
   64 bits a lane); 0 when none does. A scalable vector (``<vscale x N x T>``) is not supported: it is a
-  :class:`~invariants.kernels.KernelCodeError` (its width is not known when the code is compiled), not a
-  guess.
+  :class:`~invariants.kernels.KernelCodeError` (its width is not known when the code is compiled),
+  not a guess.
 
 ``source`` is ``where``, the name the caller gave the text.
 """
@@ -425,6 +425,6 @@ def _size_align(typ: str, reader: _Reader) -> tuple[int | None, int]:
 def parse_llvm_ir(text: str, where: str) -> list[KernelFacts]:
     """The facts of every function defined in the LLVM IR ``text``, in order of appearance. ``where``
     names the text in errors (``FILE:LINE: ...``) and is each fact's ``source``. Raises
-    :class:`~invariants.kernels.KernelCodeError` on anything not understood, a scalable vector type
-    included."""
+    :class:`~invariants.kernels.KernelCodeError` on anything not understood, a scalable
+    vector type included."""
     return _Reader(where).read(text)

@@ -9,8 +9,8 @@ every program, target and tier of the injections it stands behind (:func:`baseli
 On the TPU target, ``XLA_FLAGS`` does not reach the ahead-of-time compile: libtpu reads its own flags from
 ``LIBTPU_INIT_ARGS`` (measured with jax 0.10.2 / libtpu 0.0.42.1: with ``--xla_disable_hlo_passes=fusion``
 in ``XLA_FLAGS``, ``take`` on tpu-v5e keeps its 7 kernels, 4 fusions; in ``LIBTPU_INIT_ARGS`` libtpu exits
-with ``Unknown command line flag 'xla_disable_hlo_passes'``). The TPU injection is therefore a program
-rewrite.
+with ``Unknown command line flag 'xla_disable_hlo_passes'``). The TPU injection is therefore
+a program rewrite.
 """
 
 from __future__ import annotations

@@ -362,8 +362,8 @@ def _round(
     cpus: frozenset[int] | None,
 ) -> tuple[float, float]:
     """Round ``k``: one fresh worker pair times each program of ``config_of`` (in its configuration), its
-    :class:`Round` appended to ``rounds``. Returns when the workers had started and when they had prepared
-    (``time.perf_counter``)."""
+    :class:`Round` appended to ``rounds``. Returns when the workers had started and when they
+    had prepared (``time.perf_counter``)."""
     if settings.clock == DEVICE:
         for p, rd in device_round(sides, config_of, settings, k, start).items():
             rounds[p].append(rd)

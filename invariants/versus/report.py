@@ -237,8 +237,8 @@ def make_record(
 
 @dataclass(frozen=True, kw_only=True)
 class VersusTiming(_results.Record):
-    """A timed program of a versus record, as the self-check judges it (failed when its confirmed verdict
-    failed)."""
+    """A timed program of a versus record, as the self-check judges it (failed when its
+    confirmed verdict failed)."""
 
     kind: Literal["versus-timing"] = "versus-timing"
     id: str = field()
@@ -279,10 +279,9 @@ def write_json(record: Record, path: Path, option: str = "") -> None:
 
 def repository_paths(reply: Any) -> Any:
     """A worker's reply with the paths of the staged package copy it imported
-    (``/tmp/invariants-package-…/invariants/gpu.toml:212``, see :func:`invariants.compile.child.stage`) shown
-    as
-    this package's own (``invariants/gpu.toml:212`` from the checkout's root): every string, so invariant
-    locations, descriptions and errors alike."""
+    (``/tmp/invariants-package-…/invariants/gpu.toml:212``, see :func:`invariants.compile.child.stage`)
+    shown as this package's own (``invariants/gpu.toml:212`` from the checkout's root): every string, so
+    invariant locations, descriptions and errors alike."""
     here = shown(PACKAGE_DIR)
     staged = str(stage() / "invariants")
 

@@ -35,8 +35,8 @@ parallelism changes first is how many threads a block keeps busy: each pair's ``
 candidate's block) / (cpu / wall of the baseline's)``, the **threads ratio** (:data:`ALL_CORES_THREADS`; 1
 for the same installation). Its interval wholly below ``1 / parallel_threshold`` is the evidence that
 parallelism was lost; the wall ratio's estimate above the threshold is its cost. Both must hold
-(:func:`all_cores_word`), and repeat in fresh rounds: a candidate that runs on fewer threads but no slower
-passes.
+(:func:`all_cores_word`), and repeat in fresh rounds: a candidate that runs on fewer threads but
+no slower passes.
 """
 
 from __future__ import annotations
@@ -111,8 +111,8 @@ def rounds_interval(round_ratios: Sequence[float], confidence: float) -> tuple[f
     """``(estimate, low, high)``: the geometric mean of the round ratios and its t interval on the logs.
 
     Raises:
-        InvariantsError: with fewer than :data:`MIN_ROUNDS_FOR_INTERVAL` rounds, or a ratio that is not
-            positive.
+        InvariantsError: with fewer than :data:`MIN_ROUNDS_FOR_INTERVAL` rounds, or a ratio that
+            is not positive.
     """
     x = np.asarray(round_ratios, dtype=float)
     if x.size < MIN_ROUNDS_FOR_INTERVAL:

@@ -186,8 +186,7 @@ def _compiled_call(
     device_args = jax.device_put(make_arguments(program, config))
     compiled = jax.jit(program.fn).lower(*device_args).compile()
 
-    # The same as invariants.timing.calls.jax_callable, without importing scipy, which a side's venv may
-    # lack.
+    # The same as invariants.timing.calls.jax_callable, without importing scipy, which a side's venv may lack.
     def call() -> None:
         jax.block_until_ready(compiled(*device_args))
 
@@ -265,8 +264,8 @@ def missing_metric(case: Case, measured: Callable[[Key], Measurement]) -> str | 
 
 def key_answer(measured: Measurement, doc: str = "") -> dict[str, Any]:
     """A side's answer for one key, its invariants still to come: the snapshot rendering, the kernel and
-    compiler metrics, and the counts of what runs on the SparseCore (each null where the target gives
-    none)."""
+    compiler metrics, and the counts of what runs on the SparseCore (each null where the
+    target gives none)."""
     by_source = {
         src: {m: value_or_none(v) for m, v in measured.metrics.items() if METRICS[m].source == src}
         for src in ("kernel", "compiler")
