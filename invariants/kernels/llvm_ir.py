@@ -5,15 +5,10 @@ are read and not counted. The text is the one LLVM prints (``Module::print``): o
 line, one instruction per line but for a ``switch`` (or any instruction) whose ``[ ]`` or ``( )`` spill
 over several lines, or a line that ends with ``,`` (a ``phi`` continued).
 
-The reader is strict. At the top level it knows ``;`` comments, ``source_filename``, ``target
-datalayout``/``triple``, ``define ... {`` ... ``}``, ``declare``, ``attributes #N = { ... }``, named and
-numbered metadata (``!name = ...``, ``!N = ...``), globals, aliases and ifuncs (``@x = ...``), type
-definitions (``%T = type ...``), comdats (``$c = comdat ...``) and ``module asm``. In a function it knows
-labels (``name:`` with its ``; preds`` comment), debug records (``#dbg_value(...)`` and kin) and the
-instructions of the LLVM language reference (``_OPCODES``), with a result (``%x = ``) or without, a
-``tail``/``musttail``/``notail`` call prefix, and any flags after the opcode (``nuw``, ``nsw``, ``fast``,
-``exact``, ``disjoint``, ``nneg``, ...). Anything else is a :class:`~invariants.kernels.KernelCodeError`
-``FILE:LINE: what: 'text'``.
+The reader is strict: it knows the top-level entities LLVM prints (``_TOP_LEVEL``, ``define``,
+``declare``) and, in a function, labels, debug records and the instructions of the LLVM language
+reference (``_OPCODES``). Anything else is a :class:`~invariants.kernels.KernelCodeError` ``FILE:LINE:
+what: 'text'``.
 
 The facts of a function:
 
