@@ -26,8 +26,6 @@ The facts of a function:
   64 bits a lane); 0 when none does. A scalable vector (``<vscale x N x T>``) is not supported: it is a
   :class:`~invariants.kernels.KernelCodeError` (its width is not known when the code is compiled),
   not a guess.
-
-``source`` is ``where``, the name the caller gave the text.
 """
 
 from __future__ import annotations

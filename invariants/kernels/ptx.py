@@ -28,8 +28,6 @@ The facts of a function:
 * ``vector_width``: the widest ``.v2``/``.v4``/``.v8`` memory or atomic operation (``ld``, ``ldu``, ``st``,
   ``atom``, ``red``, ``multimem``) in bits: element type bits × lanes (``ld.global.nc.v4.b32`` is 128); 0
   when there is none. A scalar ``.b128`` access is not a vector.
-
-``source`` is ``where``, the name the caller gave the text.
 """
 
 from __future__ import annotations

@@ -781,10 +781,6 @@ def load_spec(path: Path, known: Mapping[str, Selectable] | None = None) -> Spec
 
     Program names in it are checked against ``known`` (name -> an object with ``kind`` and ``tags``;
     default: the catalog's); :func:`load_specs` adds the programs its files declare.
-
-    What needs the targets (a ``targets`` pattern that matches no target, a program that does not compile
-    on the target an invariant names) is checked where cases are expanded:
-    :func:`invariants.spec.checks.check_specs`.
     """
     data, loc = _read(path)
     return _spec_of(path, data, loc, known, _programs_of(data, loc))
@@ -1218,8 +1214,7 @@ def load_specs(*directories: Path) -> list[Spec]:
 
 
 def _aim(specs: list[Spec], known: Mapping[str, Selectable]) -> list[Spec]:
-    """Each declared program aimed at the ``[spec] targets`` of the file that declares it and of every
-    file whose entries name it (:attr:`ProgramDecl.aimed`): it compiles on every target its specs name."""
+    """``specs`` with each declared program's :attr:`ProgramDecl.aimed` filled in."""
     aims: dict[str, dict[str, None]] = {d.name: {} for spec in specs for d in spec.programs}
     selected: dict[tuple[str, ...], list[str]] = {}  # a file of 20,000 entries shares a few selectors
 
