@@ -191,8 +191,8 @@ def test_children_run_the_installed_gate(installed, project):
         "import invariants.releases.bisect as b\n"
         "c = s.child_command(r.INJECTIONS[0], Path('w/r.json'), Path('w/d'))\n"
         "print(c[3]); print(c[c.index('--rootdir') + 1]); print(c[c.index('--catalog-snapshot-dir') + 1])\n"
-        "print(b.suite_command(Path('py'), 'k', 'cpu', None, Path('w/r.json'), Path('d'),"
-        " 'test_structure.py')[3])"
+        "print(b.gate_command(b.suite_run(Path('py'), 'k', 'cpu', None, Path('w/r.json'), Path('d'),"
+        " 'test_structure.py'))[3])"
     )
     out = _run([str(installed), "-c", probe], cwd=project)
     assert out.returncode == 0, out.stderr[-2000:]

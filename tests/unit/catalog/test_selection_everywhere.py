@@ -26,6 +26,7 @@ from invariants.__main__ import main as cli_main
 from invariants._errors import InvariantsError
 from invariants.catalog.registry import Programs, get_program
 from invariants.catalog.targets import all_targets, select_targets
+from invariants.compile.child import gate_command
 from invariants.releases import bisect as _bisect
 from invariants.releases import matrix as _matrix
 from invariants.selfcheck import command as _selfcheck
@@ -121,7 +122,9 @@ def test_bisect_and_matrix_hand_the_program_words_to_the_gate_untouched(
                                        tests="test_structure.py", kinds=(_matrix.MATRIX_K,)) == 1  # fmt: skip
     (cmd,) = seen
     assert cmd[cmd.index("--programs") + 1] == value
-    suite = _bisect.suite_command(Path(sys.executable), "k", "cpu", value, Path("r.json"), Path("d"))
+    suite = gate_command(
+        _bisect.suite_run(Path(sys.executable), "k", "cpu", value, Path("r.json"), Path("d"))
+    )
     assert suite[suite.index("--programs") + 1] == value
 
 
