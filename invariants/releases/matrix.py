@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import InvariantsError, Parser
-from .._paths import atomic_path, check_output_dir, write_atomic
+from .._paths import check_output_dir, pyplot, save_figure, write_atomic
 from ..catalog.project import project_from
 from ..catalog.select import selectors
 from ..catalog.targets import TARGETS_HINT, all_targets, select_targets
@@ -244,14 +244,7 @@ def _kernel_table(
 
 
 def plot_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], path: Path) -> None:
-    try:
-        import matplotlib  # optional (the test extra), and heavy: only for the plot
-    except ImportError:
-        raise InvariantsError(f"{path}: matplotlib is not installed (pip install matplotlib)") from None
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # after the backend is chosen
-
+    plt = pyplot(path)
     metrics = [*MATRIX_METRICS]
     if any(r.metrics.get(PREDICTED_METRIC) is not None for r in rows):
         metrics.append(PREDICTED_METRIC)
@@ -309,12 +302,7 @@ def plot_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], path: Path) 
             handles.setdefault(label, h)
     fig.tight_layout()
     fig.legend(list(handles.values()), list(handles), fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with atomic_path(path, "--out", suffix=True) as tmp:  # the legend sits right of the panels
-            fig.savefig(tmp, dpi=110, bbox_inches="tight", format="png")
-    finally:
-        plt.close(fig)
+    save_figure(fig, path, "--out", bbox_inches="tight", format="png")  # the legend sits right of the panels
 
 
 def matrix_gpus(targets: str) -> str:

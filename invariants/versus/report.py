@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .._errors import InvariantsError
-from .._paths import PACKAGE_DIR, atomic_path, shown, write_atomic
+from .._paths import PACKAGE_DIR, pyplot, save_figure, shown, write_atomic
 from ..compile.child import stage
 from ..plugin import results as _results
 from .stats import ALL_CORES, ALL_CORES_THREADS
@@ -514,13 +514,7 @@ def _metric_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def plot(record: Record, path: Path) -> None:
     """Ratio and interval per program, per clock, the threshold drawn; PNG at ``path``."""
-    try:
-        import matplotlib  # optional (the test extra), and heavy: only for the plot
-    except ImportError:
-        raise InvariantsError(f"{path}: matplotlib is not installed (pip install matplotlib)") from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # after the backend is chosen
-
+    plt = pyplot(path)
     timing = record.timing
     if not timing:
         raise InvariantsError(f"{path}: nothing was timed, nothing to plot")
@@ -555,9 +549,4 @@ def plot(record: Record, path: Path) -> None:
     ax.set_xlabel(f"time(candidate {record.candidate.spec}) / time(baseline {record.baseline.spec})")
     ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(
-        path, "--plot", suffix=True
-    ) as tmp:  # the same suffix: matplotlib picks the format from it
-        fig.savefig(tmp, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, "--plot")
