@@ -305,9 +305,8 @@ _AOT_TARGETS: tuple[Target, ...] = (
         "gpu-h100", "gpu", "aot", "all", topology="h100_sxm", enable_hint=_GPU_HINT, extra_configs=LLM_CONFIGS
     ),
     # Earlier and later GPU generations, for the code each kernel compiles to (invariants.kernels): the
-    # atomics XLA emits follow the compute capability (sm_80 and sm_89 have no vector float atomics, and
-    # jaxlib 0.10.2 falls back to compare-and-swap loops there: openxla/xla#46225). The core programs in
-    # f32 and bf16 (bf16 atomics differ again, openxla/xla#26371) are enough to see each chip.
+    # atomics XLA emits follow the compute capability. The core programs in f32 and bf16 are enough to see
+    # each chip.
     Target(
         "gpu-a100", "gpu", "aot", "core", topology="a100_sxm", enable_hint=_GPU_HINT, scope_configs=("bf16",)
     ),

@@ -9,8 +9,8 @@ Besides the HLO's counts, each structure record carries its kernels' code metric
 (``invariants.measure.metrics``, source ``kernel``): a table per target whose compiles keep kernel code
 (the GPU targets' PTX, the CPU's LLVM IR) shows CAS atomics / native float atomics / vector width per
 program and release, with a cell that changed from the release before in bold, and the plot draws them.
-That is where a change of code generation behind identical HLO shows (jaxlib 0.10.2 turning the A100's
-native ``atom.add.f32`` into CAS retry loops, openxla/xla#46225), which the HLO table cannot show.
+That is where a change of code generation behind identical HLO shows (a native float atomic turned into
+CAS retry loops), which the HLO table cannot show.
 
 A program whose gathers or scatters moved to or off the SparseCore from one release to the next (its
 ``sparsecore_gathers`` and ``sparsecore_scatters``) gets one line under the tables that says so.

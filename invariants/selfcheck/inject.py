@@ -119,7 +119,7 @@ def grad_take_through_map_loop(W: Array, x: Array, ct: Array) -> Array:
 
 def grad_take_contended(W: Array, x: Array, ct: Array) -> Array:
     """The gradient of ``take`` (same values) whose cost grows with index contention, as an atomics-bound
-    GPU scatter's does (xla#46225): one more scatter-add of zeros per 512 repeats of the most repeated row.
+    GPU scatter's does: one more scatter-add of zeros per 512 repeats of the most repeated row.
     Uniform indices repeat a row a few times (no extra pass); all-equal ones 16384 times (32 passes)."""
     import jax.numpy as jnp
     from jax import lax

@@ -6,11 +6,8 @@ which some flags answer by aborting the process) or a catalog program swapped fo
 baseline injection ``none`` changes nothing and must pass; a selection always runs it first, widened to
 every program, target and tier of the injections it stands behind (:func:`baseline_for`).
 
-On the TPU target, ``XLA_FLAGS`` does not reach the ahead-of-time compile: libtpu reads its own flags from
-``LIBTPU_INIT_ARGS`` (measured with jax 0.10.2 / libtpu 0.0.42.1: with ``--xla_disable_hlo_passes=fusion``
-in ``XLA_FLAGS``, ``take`` on tpu-v5e keeps its 7 kernels, 4 fusions; in ``LIBTPU_INIT_ARGS`` libtpu exits
-with ``Unknown command line flag 'xla_disable_hlo_passes'``). The TPU injection is therefore
-a program rewrite.
+On the TPU target, ``XLA_FLAGS`` does not reach the ahead-of-time compile, and libtpu's own
+``LIBTPU_INIT_ARGS`` refuses the pass flags, so the TPU injection is a program rewrite.
 """
 
 from __future__ import annotations
