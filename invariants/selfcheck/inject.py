@@ -75,8 +75,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# The bad programs. Each imports JAX (or the catalog, which does) inside itself, for the reason apply does:
-# this module loads before invariants.compile.process sets JAX's environment; they run only once it has.
+# The bad programs. Each imports JAX (or the catalog, which does) inside itself: this module loads before
+# invariants.compile.process sets JAX's environment; they run only once it has.
 
 
 def take_as_map_loop(W: Array, x: Array) -> Array:
