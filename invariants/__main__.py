@@ -14,6 +14,7 @@ import io
 import os
 import sys
 
+from . import _config
 from ._errors import InvariantsError, did_you_mean, visible
 from ._signals import ending_cleanly, stopped_by
 
@@ -80,10 +81,7 @@ def _dispatch(argv: list[str] | None) -> int:
         hint = did_you_mean(command, COMMANDS)
         print(f"invariants: unknown command {command!r}{hint}; known: {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
-    # As in the pytest plugin: without a request, JAX runs on the CPU (and the CUDA plugin stays quiet).
-    # Set but empty or blank is unset too (JAX would pick whatever backend it finds).
-    if not os.environ.get("JAX_PLATFORMS", "").strip():
-        os.environ["JAX_PLATFORMS"] = "cpu"
+    _config.default_platforms()  # as in the pytest plugin: the CUDA plugin stays quiet
     # No command writes inside the installed package (or JAX's): no bytecode caches from here on, in this
     # process or its children (compile children, self-check and bisect runs). What Python cached before
     # this line (this package's __init__, _errors, __main__) is written only where the installer did not
