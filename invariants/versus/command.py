@@ -85,7 +85,7 @@ from .stats import (
 if TYPE_CHECKING:
     from ..catalog.registry import Programs
 
-# Seed configuration, single device: the lookups users write, forward and backward, in a minute and a half.
+# Seed configuration, single device: the lookups users write, forward and backward.
 DEFAULT_PROGRAMS = (
     "naive",
     "take",
@@ -209,9 +209,9 @@ def calls_per_block(worker: WorkerProcess, key: str, estimate: float, seconds: f
     alone: blocks of 1, 4, 16, ... calls until one lasts a quarter of ``seconds``, then scaled.
 
     The worker's own ``prepare`` estimate (``estimate``, seconds per call) is measured while the other
-    side's worker compiles beside it, on the same core when pinned (measured: naive's read over 20 ms a
-    call, against 0.15 ms alone): it decides only for a program slower than :data:`SLOW_CALL` (one call a
-    block, without spending one more call on measuring it).
+    side's worker compiles beside it, on the same core when pinned, so it reads far too slow: it decides
+    only for a program slower than :data:`SLOW_CALL` (one call a block, without spending one more call on
+    measuring it).
     """
     if estimate >= max(SLOW_CALL, 4 * seconds):
         return 1
@@ -310,10 +310,8 @@ def measure(
 ) -> dict[str, Judged]:
     """Rounds of fresh worker pairs until every program's interval is decided or ``max_rounds`` are spent.
 
-    With ``settings.pin``, both workers of a round run on one core, the next round on the next core: a
-    pair's two processes then see the same core and a one-core thread pool, so that two processes of one
-    installation time alike (docs/versus.md, "One core per round"). The core each round used goes to the
-    progress line.
+    With ``settings.pin``, both workers of a round run on one core (see the module docstring), and the core
+    each round used goes to the progress line.
 
     ``configs``: the configuration each program is timed in (default :data:`CONFIG`, the catalog's seed;
     a project's program is timed in the first configuration it lists).
