@@ -69,9 +69,9 @@ def machine(device_kind: str, clock: str) -> dict[str, Any]:
     """What a baseline is relative to: the cores this process may run on, the device, and the clock.
 
     The cores are the process's own (its affinity), not the host's: an xdist worker pinned to one core
-    (``--pin-workers``) runs XLA:CPU's partitioned kernels on one thread, and measured take[bf16] at
-    0.12-0.13 against a baseline of 0.29 recorded on both cores. That worker is another machine for a
-    baseline: its efficiency items are measured and recorded, and skip their comparison saying why."""
+    (``--pin-workers``) runs XLA:CPU's partitioned kernels on one thread, far below a baseline recorded on
+    every core. That worker is another machine for a baseline: its efficiency items are measured and
+    recorded, and skip their comparison saying why."""
     return {"cores": len(_cores.usable()) or os.cpu_count(), "device": device_kind, "clock": clock}
 
 

@@ -174,10 +174,8 @@ def _compiled_call(
     """A blocking call of ``program`` compiled for the runtime device on the catalog's seeded arguments, and
     the slowdown it was given. With ``slowdown > 0`` each call costs that fraction more: on the CPU a busy
     wait of that fraction of the call's process CPU time; on an accelerator device work
-    (:func:`device_slowed`), whose reached fraction is answered (None: no slowdown).
-
-    (Looking up a fraction more rows, the first way this was built, measured about half the fraction: a
-    call's dispatch and its table traffic do not grow with the lookups.)
+    (:func:`device_slowed`), whose reached fraction is answered (None: no slowdown). Not more rows looked
+    up: a call's dispatch and its table traffic do not grow with the lookups.
     """
     import jax
 
