@@ -429,12 +429,12 @@ def _check_keys(
             raise loc.error(line, f"{what} needs '{key}'")
 
 
-def _one_of(value: str, known: Collection[str], what: str, loc: _Locator, line: int, where: str = "") -> None:
-    """``value`` is one of ``known``; else one line: what is unknown, where, the nearest, and the list."""
+def _one_of(value: str, known: Collection[str], what: str, loc: _Locator, line: int) -> None:
+    """``value`` is one of ``known``; else one line: what is unknown, the nearest, and the list."""
     if value not in known:
         raise loc.error(
             line,
-            f"unknown {what} {value!r}{where}{non_ascii(value)}{did_you_mean(value, known)}; "
+            f"unknown {what} {value!r}{non_ascii(value)}{did_you_mean(value, known)}; "
             f"known: {', '.join(known)}",
         )
 
