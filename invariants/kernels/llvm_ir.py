@@ -7,8 +7,8 @@ over several lines, or a line that ends with ``,`` (a ``phi`` continued).
 
 The reader is strict: it knows the top-level entities LLVM prints (``_TOP_LEVEL``, ``define``,
 ``declare``) and, in a function, labels, debug records and the instructions of the LLVM language
-reference (``_OPCODES``). Anything else is a :class:`~invariants.kernels.KernelCodeError` ``FILE:LINE:
-what: 'text'``.
+reference (``_OPCODES``). Anything else is a :class:`~invariants.kernels.KernelCodeError`
+``FILE:LINE: what: 'text'``.
 
 The facts of a function:
 

@@ -60,8 +60,7 @@ MATRIX_PROGRAMS = (
     "grad_eqx_embedding",
 )
 MATRIX_METRICS = ("kernels", "while_loops", "dynamic_kernel_launches")
-# The predicted-cost row: libtpu's estimate, on the targets whose compiler writes
-# one (see invariants.hlo.cost).
+# The predicted-cost row: libtpu's estimate, where the target's compiler writes one (invariants.hlo.cost).
 PREDICTED_METRIC = "estimated_cycles"
 # The kernel-code row (invariants.kernels): per program and release, on the targets whose compiles keep code.
 KERNEL_METRICS = ("cas_atomics", "float_atomics", "vector_width")
