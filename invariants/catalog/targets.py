@@ -364,7 +364,7 @@ def _on_the_chip(name: str, family: Family) -> Target:
     """The runtime target of a TPU or GPU host: the programs and configurations its ahead-of-time twin of
     the same name compiles, so that the chip checks the twin's snapshots and finds none missing. It takes
     the twin's scope (a core twin, tpu-v4 or gpu-a100, compiles the core programs), leaves out what the
-    twin leaves out (tpu-v5e: f32-large, 2-5 s a compile there, which a CPU host never records for it) and
+    twin leaves out (tpu-v5e: f32-large, slow to compile there, which a CPU host never records for it) and
     compiles the twin's extra configurations (the LLM-scale ones: a snapshot update on the host keeps and
     checks those snapshots; compiled only, never run). A chip with no twin compiles every program, the
     LLM-scale configurations too."""
