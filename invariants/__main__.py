@@ -15,6 +15,7 @@ import os
 import sys
 from collections.abc import Callable
 
+from . import _config
 from ._errors import InvariantsError, did_you_mean, visible
 from ._signals import ending_cleanly, stopped_by
 
@@ -105,8 +106,7 @@ def _command_environment() -> None:
     here on, in this process or its children (compile children, self-check and bisect runs). What Python
     cached before (this package's __init__, _errors, __main__) is written only where the installer did
     not compile the bytecode (pip does; `uv pip install` needs --compile-bytecode)."""
-    if not os.environ.get("JAX_PLATFORMS", "").strip():
-        os.environ["JAX_PLATFORMS"] = "cpu"
+    _config.default_platforms()
     sys.dont_write_bytecode = True
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
 

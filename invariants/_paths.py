@@ -18,6 +18,7 @@ import stat
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from ._errors import InvariantsError
 
@@ -36,6 +37,8 @@ __all__ = [
     "check_output_file",
     "check_plot_path",
     "kind_of",
+    "pyplot",
+    "save_figure",
     "what_is",
     "write_atomic",
 ]
@@ -259,6 +262,32 @@ def check_plot_path(path: str | os.PathLike[str], option: str) -> None:
             f"{option} {path}: matplotlib cannot write .{suffix} files; give one of "
             + ", ".join(f".{f}" for f in sorted(formats))
         )
+
+
+def pyplot(path: str | os.PathLike[str]) -> Any:
+    """``matplotlib.pyplot`` on the Agg backend (no display on CI), imported only when a plot is drawn: it
+    is optional (the test extra) and heavy. Not installed: one line naming ``path``."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise InvariantsError(f"{path}: matplotlib is not installed (pip install matplotlib)") from None
+    matplotlib.use("Agg")  # before pyplot is imported
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig: Any, path: str | os.PathLike[str], option: str, **savefig: Any) -> None:
+    """Write ``fig`` at ``path`` (its folder made) whole or not at all, then close it. The temporary file
+    keeps ``path``'s suffix, which matplotlib picks the format from."""
+    import matplotlib.pyplot as plt
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with atomic_path(path, option, suffix=True) as tmp:
+            fig.savefig(tmp, dpi=110, **savefig)
+    finally:
+        plt.close(fig)
 
 
 def write_atomic(path: str | os.PathLike[str], data: str | bytes, option: str = "") -> None:

@@ -31,8 +31,8 @@ Reading a :class:`CompiledStructure`:
 * Any other name raises ``AttributeError`` naming the closest metrics and fields.
 * ``s.snapshot`` is the snapshot text the gate writes (:func:`invariants.snapshot.render.render_summary`).
 * ``s.metric("structure")`` is what a spec's ``structure(a) == structure(b)`` compares (the kernel list and
-  the gathers, scatters, collectives and converts, not the jaxpr): ``a.metric("structure") ==
-  b.metric("structure")``.
+  the gathers, scatters, collectives and converts, not the jaxpr):
+  ``a.metric("structure") == b.metric("structure")``.
 * ``s.compile_cache`` says where the compile came from: ``hit`` (the gate's compile cache served it),
   ``miss`` (compiled, and kept there) or ``off`` (no cache: ``INVARIANTS_NO_CACHE=1``).
 

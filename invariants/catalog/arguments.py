@@ -53,9 +53,8 @@ def make_arguments(
 ) -> tuple[np.ndarray, ...]:
     """Concrete host arguments matching :meth:`Program.argument_specs`, read-only.
 
-    Made once per argument signature: drawing a table and a cotangent costs ~40 ms, and the correctness
-    tier asks for the same ones about a hundred times. The arrays are shared, hence not writeable. A
-    program with its own :class:`Inputs` draws them itself.
+    Made once per argument signature: the correctness tier asks for the same ones many times. The arrays are
+    shared, hence not writeable. A program with its own :class:`Inputs` draws them itself.
     """
     arg_specs = program.argument_specs(config)
     need = sum(math.prod(a.shape) * np.dtype(a.dtype).itemsize for a in arg_specs)

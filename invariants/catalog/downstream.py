@@ -38,18 +38,10 @@ lookup's::
 
 The pytree is the same in every configuration the program lists (only shapes and dtypes may differ). The
 program's arguments are the flat leaves of ``(params, indices)`` (:class:`ParamsInputs`), so that it is
-compiled, snapshotted and checked as a catalog program is. Concrete arrays the factory returns are the
-values correctness runs on; a ``ShapeDtypeStruct`` (what a large model should return) is drawn: floats
-from a normal distribution of scale 0.02, integers in ``[0, vocab)``, with a fixed seed. Validation, each
-failure one line at the ``params`` line (the factory) or the table (the function): the factory imports,
-is callable with the configuration and returns a non-empty pytree of leaves with a shape and a dtype, the
-same pytree in every configuration; ``jax.eval_shape`` of the function works; for ``backward`` and
-``train`` every parameter is floating-point, the function has a floating-point output to sum, and its
-gradient traces. The input facts an assert may name
-(``table_bytes``, ``lookups``, ``row_bytes``, ``vocab``) are the model's own (:meth:`ParamsInputs.facts`). A
-params program is compiled, snapshotted and checked (``agree`` with a reference of the same ``params``,
-``index_shape`` and ``kind``: the spec stage refuses any other), and timed with its own arguments (the
-throughput tier's ``_device_arguments``).
+compiled, snapshotted, checked and timed as a catalog program is; its input facts are the model's own
+(:meth:`ParamsInputs.facts`). Concrete arrays the factory returns are the values correctness runs on; a
+``ShapeDtypeStruct`` (what a large model should return) is drawn with a fixed seed. Validation is as
+strict as a lookup's, each failure one line at the ``params`` line (the factory) or the table (the function).
 
 **Where a declared program compiles.** On the targets that compile every program (cpu, tpu-v5e,
 gpu-h100), and on every target its spec files name (:attr:`invariants.spec.file.ProgramDecl.aimed`, which
@@ -358,8 +350,8 @@ def _first(err: BaseException) -> str:
 
 class ParamsInputs:
     """The arguments of a params program (an :class:`invariants.catalog.programs.Inputs`): the flat leaves of
-    ``(params, indices)``, or of ``(params, indices, inputs)`` with an ``inputs`` factory, per
-    configuration."""
+    ``(params, indices)``, or of ``(params, indices, inputs)`` with an ``inputs``
+    factory, per configuration."""
 
     def __init__(
         self, decl: ProgramDecl, factory: Callable[..., Any], extra: Callable[..., Any] | None = None
@@ -497,8 +489,8 @@ def leaf_name(path: Any) -> str:
 
 def _drawn(leaf: Any, rng: np.random.Generator, vocab: int) -> np.ndarray:
     """A leaf's value: the factory's array (a copy), else integers in [0, vocab), else a normal draw;
-    always an array, a 0-d one included (numpy draws a scalar for shape ``()``, which cannot be made
-    read-only)."""
+    always an array, a 0-d one included (numpy draws a scalar for shape ``()``, which cannot
+    be made read-only)."""
     dtype = np.dtype(leaf.dtype)
     if not isinstance(leaf, jax.ShapeDtypeStruct):
         return np.array(leaf)  # a copy: the factory's array stays the factory's

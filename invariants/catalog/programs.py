@@ -37,7 +37,6 @@ from ..measure.metrics import input_facts
 from .configs import _INDEX_SHAPES
 from .configs import ALL_CONFIGS as ALL_CONFIGS
 from .configs import CONFIGS as CONFIGS
-from .configs import DISTRIBUTIONS as DISTRIBUTIONS
 from .configs import LLM_CONFIGS as LLM_CONFIGS
 from .configs import OFFLOAD_CONFIGS as OFFLOAD_CONFIGS
 from .configs import SEED as SEED
@@ -249,7 +248,7 @@ def vmap_take(W: jax.Array, x: jax.Array) -> jax.Array:
 
 
 def eqx_embedding(W: jax.Array, x: jax.Array) -> jax.Array:
-    """The installed equinox ``nn.Embedding`` under vmap (nested vmap for 2-D indices): equinox#920."""
+    """The installed equinox ``nn.Embedding`` under vmap (nested vmap for 2-D indices)."""
     # Imported here, as flax and haiku are: a process that never traces this program (a versus worker, a
     # gate child on other programs) does not pay for importing equinox and jaxtyping.
     import equinox as eqx
@@ -258,7 +257,7 @@ def eqx_embedding(W: jax.Array, x: jax.Array) -> jax.Array:
 
 
 def onehot_matmul(W: jax.Array, x: jax.Array) -> jax.Array:
-    """``one_hot(x, V) @ W``: the lookup as a matmul (jax#10378 found it 30x faster than vmap on TPU)."""
+    """``one_hot(x, V) @ W``: the lookup as a matmul."""
     return jax.nn.one_hot(x, W.shape[0], dtype=W.dtype) @ W
 
 

@@ -305,9 +305,8 @@ _AOT_TARGETS: tuple[Target, ...] = (
         "gpu-h100", "gpu", "aot", "all", topology="h100_sxm", enable_hint=_GPU_HINT, extra_configs=LLM_CONFIGS
     ),
     # Earlier and later GPU generations, for the code each kernel compiles to (invariants.kernels): the
-    # atomics XLA emits follow the compute capability (sm_80 and sm_89 have no vector float atomics, and
-    # jaxlib 0.10.2 falls back to compare-and-swap loops there: openxla/xla#46225). The core programs in
-    # f32 and bf16 (bf16 atomics differ again, openxla/xla#26371) are enough to see each chip.
+    # atomics XLA emits follow the compute capability. The core programs in f32 and bf16 are enough to see
+    # each chip.
     Target(
         "gpu-a100", "gpu", "aot", "core", topology="a100_sxm", enable_hint=_GPU_HINT, scope_configs=("bf16",)
     ),
@@ -365,7 +364,7 @@ def _on_the_chip(name: str, family: Family) -> Target:
     """The runtime target of a TPU or GPU host: the programs and configurations its ahead-of-time twin of
     the same name compiles, so that the chip checks the twin's snapshots and finds none missing. It takes
     the twin's scope (a core twin, tpu-v4 or gpu-a100, compiles the core programs), leaves out what the
-    twin leaves out (tpu-v5e: f32-large, 2-5 s a compile there, which a CPU host never records for it) and
+    twin leaves out (tpu-v5e: f32-large, slow to compile there, which a CPU host never records for it) and
     compiles the twin's extra configurations (the LLM-scale ones: a snapshot update on the host keeps and
     checks those snapshots; compiled only, never run). A chip with no twin compiles every program, the
     LLM-scale configurations too."""

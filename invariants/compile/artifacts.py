@@ -252,8 +252,8 @@ def _unoptimized(lowered: Any) -> str | None:
 
 def _undecodable_module() -> str | None:
     """The first loaded module whose file's path is not UTF-8 (its bytes not UTF-8 escaped), else None: JAX's
-    lowering writes the file of each traced frame into the module's locations, and its C++ takes UTF-8
-    only."""
+    lowering writes the file of each traced frame into the module's locations, and its C++
+    takes UTF-8 only."""
     for module in list(sys.modules.values()):
         file = getattr(module, "__file__", None)
         if isinstance(file, str):
@@ -264,9 +264,8 @@ def _undecodable_module() -> str | None:
     return None
 
 
-# What XLA:GPU says when it cannot start ptxas (PTX -> SASS, run once per kernel where the CUDA toolkit's
-# ptxas is on the PATH): the spawn failed (seen once here, in a gate run beside other compiles).
-# That says nothing about the program, so the compile is tried once more before it counts as a failure.
+# What XLA:GPU says when it cannot start ptxas (PTX -> SASS, where the CUDA toolkit's ptxas is on the PATH):
+# that says nothing about the program, so the compile is tried once more before it counts as a failure.
 _SPAWN_FAILURES = ("Failed to launch ptxas",)
 
 

@@ -6,7 +6,7 @@ or an installed copy's: see :func:`pytest_args`), with the selection given as ex
 arguments, in a folder of its own (its rootdir and working directory), where it writes a results file
 (:mod:`invariants.plugin.results`) and its HLO dumps. Another interpreter (a JAX release's environment)
 imports this package, and nothing else of this environment, from a folder that links to it alone
-(:func:`staged_package`). A child is how an experiment that sets ``XLA_FLAGS`` (some flags abort the process)
+(:func:`stage`). A child is how an experiment that sets ``XLA_FLAGS`` (some flags abort the process)
 or runs another JAX release (another interpreter) stays out of this process. What comes back is
 :class:`ChildRun`: the exit status, the results (None when the child wrote none), the seconds, and where its
 output was saved.
@@ -55,19 +55,6 @@ def catalog_snapshot_dir() -> Path:
     return PACKAGE_DIR.parent / "snapshots"
 
 
-def staged_package(folder: Path) -> Path:
-    """A folder holding only this package (a link to it), for ``PYTHONPATH`` in another environment.
-
-    bisect and matrix run the gate under other JAX releases: their environments must import this package
-    and nothing else of this one's site-packages.
-    """
-    folder.mkdir(parents=True, exist_ok=True)
-    link = folder / "invariants"
-    if not link.exists():
-        link.symlink_to(PACKAGE_DIR, target_is_directory=True)
-    return folder
-
-
 def pytest_args(
     *,
     spec_dirs: list[Path] | None = None,
@@ -83,7 +70,7 @@ def pytest_args(
 
     Independent of any checkout and of the project's pytest configuration. Used by this command and by
     every command that runs the gate in a child (selfcheck, bisect, matrix). ``gate_dir``: the gate modules
-    as the child imports them (below a :func:`staged_package`).
+    as the child imports them (below :func:`stage`).
     """
     root = (rootdir or Path.cwd()).resolve()
     args = [
@@ -137,7 +124,6 @@ __all__ = [
     "run_gate",
     "scratch",
     "stage",
-    "staged_package",
 ]
 
 

@@ -142,8 +142,8 @@ def _name_version(dist: importlib.metadata.Distribution) -> str:
 
 def _compiling_environment() -> dict[str, str]:
     """The variables of this process's environment that change compiles. It is read while pytest's own
-    thread may set and unset others (``PYTEST_CURRENT_TEST``): a read that meets such a change is tried
-    again."""
+    thread may set and unset others (``PYTEST_CURRENT_TEST``): a read that meets such a change
+    is tried again."""
     for _ in range(100):
         try:
             return {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES)}
@@ -224,8 +224,8 @@ def _arguments(args: Sequence[object]) -> list[str]:
 
 
 class Persistent:
-    """One session's use of a store: the key of each lowered module, its lookup and what each key's compile
-    was.
+    """One session's use of a store: the key of each lowered module, its lookup and what each
+    key's compile was.
 
     ``store`` None: no persistent cache (``--no-cache``), every compile counted ``off``.
     """

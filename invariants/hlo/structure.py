@@ -46,7 +46,6 @@ Definitions used throughout:
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -127,10 +126,6 @@ class Kernel:
     body: tuple[Kernel, ...] = ()
     condition: tuple[Kernel, ...] = ()
     branches: tuple[tuple[Kernel, ...], ...] = ()
-    # XLA:CPU splits a loop fusion over threads (backend_config outer_dimension_partitions): how many parts.
-    # Not part of equality, never in a snapshot: it follows the compiling host's core count (two here, none
-    # pinned to one core), and ``structure(a) == structure(b)`` compares what runs, wherever it compiled.
-    partitions: int | None = field(default=None, compare=False)
     # The TPU compiler's own cost estimate of one launch (backend_config ``estimated_cycles``); None when the
     # kernel carries none. Not part of equality: it moves with every libtpu patch release, and
     # ``structure(a) == structure(b)`` compares what runs, not what it is predicted to cost.
@@ -231,18 +226,6 @@ class Structure:
     thread_kernels: dict[str, int] = field(default_factory=dict, hash=False)
 
 
-def _partitions(instr: Instruction) -> int | None:
-    """The product of ``outer_dimension_partitions`` in a CPU fusion's backend_config, when present."""
-    config = instr.backend_config_json
-    parts = config.get("outer_dimension_partitions") if isinstance(config, dict) else None
-    if not isinstance(parts, list) or not parts:
-        return None
-    try:
-        return math.prod(int(p) for p in parts)
-    except (TypeError, ValueError):
-        return None
-
-
 # What libtpu writes as the estimate of a kernel it cannot cost (a SparseCore kernel): the largest int64.
 _NO_ESTIMATE = 2**63 - 1
 
@@ -341,7 +324,6 @@ class _Analyzer:
                         str(instr.shape),
                         fusion_kind=instr.fusion_kind,
                         inner_opcodes=_sorted_counts(inner),
-                        partitions=_partitions(instr),
                         estimated_cycles=_estimated_cycles(instr, self.module.source),
                         name=instr.name,
                         thread=comp.execution_thread,

@@ -113,8 +113,8 @@ class Launch:
     until: int = -1
 
     def row(self) -> list[float]:
-        """The features of all its launches, as a row over :data:`COLUMNS` (a ``wait`` is no linear term:
-        zeros)."""
+        """The features of all its launches, as a row over :data:`COLUMNS` (a ``wait`` is no
+        linear term: zeros)."""
         if self.kind == "wait":
             return [0.0] * len(COLUMNS)
         return [

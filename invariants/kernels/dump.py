@@ -24,14 +24,14 @@ def module_prefix(file_name: str) -> tuple[str, str] | None:
     return (match.group(1), match.group(2)) if match else None
 
 
-def read_kernel_code(folder: Path, module: str | None = None) -> dict[str, dict[str, str]]:
+def read_kernel_code(folder: Path) -> dict[str, dict[str, str]]:
     """Module prefix -> {file name without the prefix -> text} of the kernel-code files under ``folder``
-    (sub-folders included: some JAX releases dump one folder per module), for every module or only
-    ``module``. A file that is not UTF-8 text is a one-line :class:`KernelCodeError`."""
+    (sub-folders included: some JAX releases dump one folder per module). A file that is not UTF-8 text is
+    a one-line :class:`KernelCodeError`."""
     by_module: dict[str, list[Path]] = {}
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         named = module_prefix(path.name)
-        if named is None or (module is not None and named[0] != module):
+        if named is None:
             continue
         by_module.setdefault(named[0], []).append(path)
     out: dict[str, dict[str, str]] = {}

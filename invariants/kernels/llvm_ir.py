@@ -5,14 +5,9 @@ are read and not counted. The text is the one LLVM prints (``Module::print``): o
 line, one instruction per line but for a ``switch`` (or any instruction) whose ``[ ]`` or ``( )`` spill
 over several lines, or a line that ends with ``,`` (a ``phi`` continued).
 
-The reader is strict. At the top level it knows ``;`` comments, ``source_filename``, ``target
-datalayout``/``triple``, ``define ... {`` ... ``}``, ``declare``, ``attributes #N = { ... }``, named and
-numbered metadata (``!name = ...``, ``!N = ...``), globals, aliases and ifuncs (``@x = ...``), type
-definitions (``%T = type ...``), comdats (``$c = comdat ...``) and ``module asm``. In a function it knows
-labels (``name:`` with its ``; preds`` comment), debug records (``#dbg_value(...)`` and kin) and the
-instructions of the LLVM language reference (``_OPCODES``), with a result (``%x = ``) or without, a
-``tail``/``musttail``/``notail`` call prefix, and any flags after the opcode (``nuw``, ``nsw``, ``fast``,
-``exact``, ``disjoint``, ``nneg``, ...). Anything else is a :class:`~invariants.kernels.KernelCodeError`
+The reader is strict: it knows the top-level entities LLVM prints (``_TOP_LEVEL``, ``define``,
+``declare``) and, in a function, labels, debug records and the instructions of the LLVM language
+reference (``_OPCODES``). Anything else is a :class:`~invariants.kernels.KernelCodeError`
 ``FILE:LINE: what: 'text'``.
 
 The facts of a function:
@@ -29,10 +24,8 @@ The facts of a function:
   before it.
 * ``vector_width``: the widest fixed vector type ``<N x T>`` an instruction names, N × bits of T (``ptr``
   64 bits a lane); 0 when none does. A scalable vector (``<vscale x N x T>``) is not supported: it is a
-  :class:`~invariants.kernels.KernelCodeError` (its width is not known when the code is compiled), not a
-  guess.
-
-``source`` is ``where``, the name the caller gave the text.
+  :class:`~invariants.kernels.KernelCodeError` (its width is not known when the code is compiled),
+  not a guess.
 """
 
 from __future__ import annotations
@@ -425,6 +418,6 @@ def _size_align(typ: str, reader: _Reader) -> tuple[int | None, int]:
 def parse_llvm_ir(text: str, where: str) -> list[KernelFacts]:
     """The facts of every function defined in the LLVM IR ``text``, in order of appearance. ``where``
     names the text in errors (``FILE:LINE: ...``) and is each fact's ``source``. Raises
-    :class:`~invariants.kernels.KernelCodeError` on anything not understood, a scalable vector type
-    included."""
+    :class:`~invariants.kernels.KernelCodeError` on anything not understood, a scalable
+    vector type included."""
     return _Reader(where).read(text)

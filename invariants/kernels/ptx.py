@@ -4,16 +4,10 @@ One :class:`~invariants.kernels.KernelFacts` per function with a body: each ``.e
 ``.func`` (a device function; XLA's own PTX has none, but inline libraries may). Declarations without a body
 (``.extern .func vprintf(...);``) are read and not counted.
 
-The reader is strict. It knows the module directives (``.version``, ``.target``, ``.address_size``,
-``.file``, ``.loc``, ``.pragma``, ``.alias``, ``.section`` blocks), variable declarations in every state space
-(``.reg``, ``.local``, ``.shared``, ``.global``, ``.const``, ``.param``, with ``.visible``/``.extern``/
-``.weak``/``.common``, ``.align``, vectors and initializers), the function headers (``.entry``/``.func``
-with their ``.param`` lists and the performance directives ``.reqntid``, ``.maxntid``, ``.maxnreg``,
-``.minnctapersm``, ``.maxnctapersm``, ``.pragma``, ``.explicitcluster``, ``.reqnctapercluster``,
-``.maxclusterrank``, ``.noreturn``, ...), comments (``//``, ``/* */``), labels, nested ``{ }`` blocks
-(inline assembly), predicated instructions (``@%p1``, ``@!%p1``) and instructions ending with ``;``
-(over several lines too). Each instruction's base opcode must be one of the PTX ISA's (``_OPCODES``;
-some families, such as ``cp`` and ``mbarrier``, also by their second part). Anything else is a
+The reader is strict: it knows the module directives, variable declarations in every state space,
+function headers with their performance directives, comments, labels, nested ``{ }`` blocks (inline
+assembly), predicated instructions and instructions over several lines, each listed in the tables below;
+an instruction's base opcode must be one of the PTX ISA's (``_OPCODES``). Anything else is a
 :class:`~invariants.kernels.KernelCodeError` ``FILE:LINE: what: 'text'``.
 
 The facts of a function:
@@ -34,8 +28,6 @@ The facts of a function:
 * ``vector_width``: the widest ``.v2``/``.v4``/``.v8`` memory or atomic operation (``ld``, ``ldu``, ``st``,
   ``atom``, ``red``, ``multimem``) in bits: element type bits × lanes (``ld.global.nc.v4.b32`` is 128); 0
   when there is none. A scalar ``.b128`` access is not a vector.
-
-``source`` is ``where``, the name the caller gave the text.
 """
 
 from __future__ import annotations

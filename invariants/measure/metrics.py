@@ -542,8 +542,8 @@ def _family(target: str) -> str:
 
 def input_facts(config: Config, layout: Layout | None = None, devices: int = 1) -> dict[str, int]:
     """The input facts of a configuration (``table_bytes``, ``lookups``, ...), by name; with the ``layout``
-    of a sharded program (an ``invariants.catalog.programs.Layout``) on ``devices`` devices, its per-chip
-    facts."""
+    of a sharded program (an ``invariants.catalog.programs.Layout``) on ``devices`` devices,
+    its per-chip facts."""
     facts = {m.name: m.of(config) for m in _ALL if m.source == "input" and m.of is not None}
     return {**facts, **sharding_facts(layout, devices)}
 

@@ -116,11 +116,6 @@ def suite_run(
     )
 
 
-def suite_command(*args: Any, **kwargs: Any) -> list[str]:
-    """The command line of :func:`suite_run`."""
-    return gate_command(suite_run(*args, **kwargs))
-
-
 def run_suite(
     env: Path,
     version: Version,

@@ -9,8 +9,8 @@ Besides the HLO's counts, each structure record carries its kernels' code metric
 (``invariants.measure.metrics``, source ``kernel``): a table per target whose compiles keep kernel code
 (the GPU targets' PTX, the CPU's LLVM IR) shows CAS atomics / native float atomics / vector width per
 program and release, with a cell that changed from the release before in bold, and the plot draws them.
-That is where a change of code generation behind identical HLO shows (jaxlib 0.10.2 turning the A100's
-native ``atom.add.f32`` into CAS retry loops, openxla/xla#46225), which the HLO table cannot show.
+That is where a change of code generation behind identical HLO shows (a native float atomic turned into
+CAS retry loops), which the HLO table cannot show.
 
 A program whose gathers or scatters moved to or off the SparseCore from one release to the next (its
 ``sparsecore_gathers`` and ``sparsecore_scatters``) gets one line under the tables that says so.
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import InvariantsError, Parser
-from .._paths import atomic_path, check_output_dir, write_atomic
+from .._paths import check_output_dir, pyplot, save_figure, write_atomic
 from ..catalog.project import project_from
 from ..catalog.select import selectors
 from ..catalog.targets import TARGETS_HINT, all_targets, select_targets
@@ -60,8 +60,7 @@ MATRIX_PROGRAMS = (
     "grad_eqx_embedding",
 )
 MATRIX_METRICS = ("kernels", "while_loops", "dynamic_kernel_launches")
-# The predicted-cost row: libtpu's estimate, on the targets whose compiler writes one (see
-# invariants.hlo.cost).
+# The predicted-cost row: libtpu's estimate, where the target's compiler writes one (invariants.hlo.cost).
 PREDICTED_METRIC = "estimated_cycles"
 # The kernel-code row (invariants.kernels): per program and release, on the targets whose compiles keep code.
 KERNEL_METRICS = ("cas_atomics", "float_atomics", "vector_width")
@@ -244,14 +243,7 @@ def _kernel_table(
 
 
 def plot_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], path: Path) -> None:
-    try:
-        import matplotlib  # optional (the test extra), and heavy: only for the plot
-    except ImportError:
-        raise InvariantsError(f"{path}: matplotlib is not installed (pip install matplotlib)") from None
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # after the backend is chosen
-
+    plt = pyplot(path)
     metrics = [*MATRIX_METRICS]
     if any(r.metrics.get(PREDICTED_METRIC) is not None for r in rows):
         metrics.append(PREDICTED_METRIC)
@@ -309,12 +301,7 @@ def plot_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], path: Path) 
             handles.setdefault(label, h)
     fig.tight_layout()
     fig.legend(list(handles.values()), list(handles), fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with atomic_path(path, "--out", suffix=True) as tmp:  # the legend sits right of the panels
-            fig.savefig(tmp, dpi=110, bbox_inches="tight", format="png")
-    finally:
-        plt.close(fig)
+    save_figure(fig, path, "--out", bbox_inches="tight", format="png")  # the legend sits right of the panels
 
 
 def matrix_gpus(targets: str) -> str:

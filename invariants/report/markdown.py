@@ -1,12 +1,6 @@
 """``python -m invariants report``: a run's results as markdown (for ``$GITHUB_STEP_SUMMARY``) and a plot.
 
-Usage::
-
-    python -m invariants report RESULTS.json [MORE.json ...] [--benchmark-json B.json]
-                                [--compare A.json B.json] [--plot FILE.png] [--out FILE.md]
-                                [--programs WORDS]
-
-Inputs (contract):
+Inputs (contract; ``--help`` has the rest):
 
 * ``RESULTS.json``: the file the pytest plugin writes at session end (``--results-json``), in the form
   :mod:`invariants.plugin.results` owns (record kinds and their fields). Several files (e.g. a parallel gate
@@ -29,10 +23,8 @@ Exit status: 0 when the run's result reads passed, 1 when it does not (an item f
 passed, a nonzero exit status recorded: the markdown is written all the same), 2 for bad input.
 
 Output: markdown on stdout, or in ``--out``, always; ``--plot`` also writes a PNG (matplotlib, Agg), or
-says on stderr that the run has nothing to plot. Both paths are checked before anything is read (a
-directory, a folder that cannot be written: :mod:`invariants._paths`) and written atomically. Bad input
-(a missing file, not JSON, the wrong shape, an output path that cannot be written) raises
-:class:`InvariantsError`: one line, exit code 2.
+says on stderr that the run has nothing to plot. Both paths are checked before anything is read
+(:mod:`invariants._paths`).
 """
 
 from __future__ import annotations

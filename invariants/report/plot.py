@@ -6,7 +6,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._paths import atomic_path
+from .._paths import pyplot, save_figure
 from ..plugin.results import Record
 from .run import Run, Throughput
 
@@ -28,11 +28,7 @@ def plot(run: Run, path: str | Path) -> bool:
     Launches show the loops at a glance (a per-row loop of 16,384 trips against a handful of kernels).
     The throughput panels show each ratio or efficiency with its interval and its bound.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display on CI; set before pyplot is imported
-    import matplotlib.pyplot as plt
-
+    plt = pyplot(path)
     structures, cycles = _with(run, "dynamic_kernel_launches"), _with(run, "estimated_cycles")
     ratios = [t for t in run.throughput if t.kind == "ratio"]
     effs = [t for t in run.throughput if t.kind == "efficiency"]
@@ -65,11 +61,7 @@ def plot(run: Run, path: str | Path) -> bool:
     versions = ", ".join(f"{k} {v}" for k, v in sorted(run.versions.items()))
     fig.suptitle(f"Embedding invariants ({versions})", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 0.98))
-    try:
-        with atomic_path(path, "report: --plot", suffix=True) as tmp:  # a reader never sees half a PNG
-            fig.savefig(tmp, dpi=110, format=Path(path).suffix[1:] or "png")
-    finally:
-        plt.close(fig)
+    save_figure(fig, path, "report: --plot", format=Path(path).suffix[1:] or "png")
     return True
 
 

@@ -1,5 +1,5 @@
-"""Reading snapshot text back: its parts, its kernel-code lines, and what changed between two renderings (no
-JAX).
+"""Reading snapshot text back: its parts, its kernel-code lines, and what changed between two
+renderings (no JAX).
 
 :mod:`invariants.snapshot.render` writes the text; this module is its one reader, for every stage that
 compares two of them: a failing structure item (what to show on a screen), ``bisect`` and ``versus`` (a

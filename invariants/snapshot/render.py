@@ -53,8 +53,6 @@ def kernel_line(kernel: Kernel) -> str:
         text = kernel.opcode
     if kernel.custom_call_target and kernel.opcode == "fusion":
         text += f" [custom-call {kernel.custom_call_target}]"
-    # Not kernel.partitions: XLA:CPU splits loop fusions by the host's core count (none under one core),
-    # so it would make CPU snapshots differ between a 2-core and a 64-core CI machine.
     return f"{text} -> {kernel.shape}" + _on_thread(kernel.thread)
 
 

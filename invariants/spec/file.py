@@ -56,33 +56,14 @@ file of ``targets = ["cpu", "tpu-v4", "gpu-a100"]`` holds its invariants for thr
 narrowed by its own ``targets``. A program with params is compiled, checked (structure, invariants,
 ``agree`` with a reference of the same arguments) and timed on its own arguments like any other.
 
-An ``assert`` is one comparison of two arithmetic sides, or a membership test. Its names come from the
-metric registry (``invariants.measure.metrics.METRICS``): structural metrics (``kernels``, ``while_loops``,
-...) of the program the item is about, or input facts (``table_bytes``, ``lookups``). Both sides of a
-comparison must have the same type (a number with a number, a kernel list with a kernel list), and ``in``
-takes a string on its left and a set metric on its right: a comparison that could never fail is refused.
-A metric *called* on a program name is relational: ``kernels(naive) <= kernels(take)``, over each config
-the named programs share on a target. ``structure(a) == structure(b)`` compares whole kernel lists. A
-relation across configurations names each side's: ``structure(segsum_bf16[bf16]) ==
-structure(segsum_f32[f32])`` is one item per target, every side compiled in its own configuration (all
-sides name one, or none does; such an invariant takes no ``configs``).
-``time(a) / time(b) <= 1.10`` belongs to the throughput tier (efficiency is not written in an assert: it
-is compared with a recorded baseline). A timed program may name the distribution of its indices,
-``time(grad_take[equal]) / time(grad_take[uniform]) <= 1.25`` (``uniform`` when omitted; see
-``invariants.catalog.programs.DISTRIBUTIONS``): the structure does not depend on it, so only ``time`` takes
-one. ``'T' in custom_call_targets`` tests a custom-call target. An assert that reads no metric (``1 <= 2``) is
-refused: it is the same on every program. Each assert is parsed once into the typed tree of
-:mod:`invariants.spec.asserts`, which every later stage reads.
+An ``assert`` is parsed once into the typed tree of :mod:`invariants.spec.asserts` (the language is
+described there and in docs/specs.md), which every later stage reads.
 
-Every mistake is reported as one line ``FILE:LINE: what is wrong``, with the closest valid name, raised as
-:class:`~invariants._errors.InvariantsError`: a file that is not UTF-8 TOML, a value of the wrong type, an
-unknown key or name, a selector (``programs``, ``configs``, ``targets``) that is empty or matches nothing,
-a name with a non-ASCII look-alike letter, a ``when`` with an environment marker, an assert that divides by
-a constant zero, a correctness check without what it reads (``reference``, ``expect``) or with what it
-ignores, and a file that declares nothing (it would replace the package's specs with none, in silence).
-What needs the targets to be found wrong (a ``targets`` pattern that matches no target, an invariant that
-makes no item, a program that does not compile on the target an invariant names) is checked where cases
-are expanded, :func:`invariants.spec.checks.check_specs`: this stage knows no target.
+Every mistake is one line ``FILE:LINE: what is wrong``, with the closest valid name, raised as
+:class:`~invariants._errors.InvariantsError`; a file that declares nothing is one too (it would replace the
+package's specs with none, in silence). What needs the targets to be found wrong (a pattern that matches no
+target, an invariant that makes no item) is checked where cases are expanded,
+:func:`invariants.spec.checks.check_specs`: this stage knows no target.
 
 Each file is read and parsed once, and its lines are located in one pass (:class:`_Locator`): loading is
 linear in the file (``python benchmarks/spec_load.py`` times a file of 20,000 invariants against a budget).
@@ -261,7 +242,6 @@ class ProgramDecl:
     index_dtype: str | None = None  # the indices' integer dtype, an INDEX_DTYPES name (default: the config's)
     aimed: tuple[str, ...] = ()
     params_where: str = ""  # FILE:LINE of params
-    index_shape_where: str = ""  # FILE:LINE of index_shape
     # A program with params may take inputs that are not differentiated ("module:factory"), draw its
     # indices in [0, vocab), name the params leaves its input facts describe, and donate its parameters.
     inputs: str | None = None
@@ -449,12 +429,12 @@ def _check_keys(
             raise loc.error(line, f"{what} needs '{key}'")
 
 
-def _one_of(value: str, known: Collection[str], what: str, loc: _Locator, line: int, where: str = "") -> None:
-    """``value`` is one of ``known``; else one line: what is unknown, where, the nearest, and the list."""
+def _one_of(value: str, known: Collection[str], what: str, loc: _Locator, line: int) -> None:
+    """``value`` is one of ``known``; else one line: what is unknown, the nearest, and the list."""
     if value not in known:
         raise loc.error(
             line,
-            f"unknown {what} {value!r}{where}{non_ascii(value)}{did_you_mean(value, known)}; "
+            f"unknown {what} {value!r}{non_ascii(value)}{did_you_mean(value, known)}; "
             f"known: {', '.join(known)}",
         )
 
@@ -673,7 +653,6 @@ def _program(table: Table, loc: _Locator, line: int) -> ProgramDecl:
         index_shape,
         index_dtype,
         params_where=f"{loc.path}:{params_line}",
-        index_shape_where=f"{loc.path}:{shape_line}",
         efficiency=table.get("efficiency"),
         **model,
         **_sharding_of(table, loc, line, kind, params is not None, index_shape),
@@ -842,10 +821,6 @@ def load_spec(path: Path, known: Mapping[str, Selectable] | None = None) -> Spec
 
     Program names in it are checked against ``known`` (name -> an object with ``kind`` and ``tags``;
     default: the catalog's); :func:`load_specs` adds the programs its files declare.
-
-    What needs the targets (a ``targets`` pattern that matches no target, a program that does not compile
-    on the target an invariant names) is checked where cases are expanded:
-    :func:`invariants.spec.checks.check_specs`.
     """
     data, loc = _read(path)
     return _spec_of(path, data, loc, known, _programs_of(data, loc))
@@ -1327,8 +1302,7 @@ def _declarations(
 
 
 def _aim(specs: list[Spec], known: Mapping[str, Selectable]) -> list[Spec]:
-    """Each declared program aimed at the ``[spec] targets`` of the file that declares it and of every
-    file whose entries name it (:attr:`ProgramDecl.aimed`): it compiles on every target its specs name."""
+    """``specs`` with each declared program's :attr:`ProgramDecl.aimed` filled in."""
     aims: dict[str, dict[str, None]] = {d.name: {} for spec in specs for d in spec.programs}
     selected: dict[tuple[str, ...], list[str]] = {}  # a file of 20,000 entries shares a few selectors
 

@@ -8,17 +8,15 @@ Method (see :func:`measure_ratio`):
 
 1. warm up both callables, then time single calls to choose ``inner`` for each side: the number of calls
    per sample, so that a sample of either side lasts about ``sample_seconds`` (2 ms by default, at least
-   one call). 2 ms averages out per-call dispatch jitter inside a sample; on the 2-core CI machines it gave
-   a 3x smaller run-to-run spread of the median ratio than 0.5 ms samples (0.7% vs 2.2% unloaded, 4.1% vs
-   5.2% with every core hogged, for ``W[x] + W[(x+1) % V]`` against ``W[x]``). Equal sample *durations*
-   matter under load: the chance that a sample is hit by a preemption grows with its length, so unequal
-   lengths would bias the ratio whenever the machine is busy;
-2. time pairs of samples, alternating the order (AB, BA, AB, ...; i.e. ABBA over two pairs) to cancel drift
-   and first-in-pair effects, and keep the per-pair ratio ``t_a / t_b``;
-3. estimate the median of the per-pair ratios with a distribution-free (order statistic) confidence
-   interval;
-4. if a threshold is given and the interval straddles it, take more pairs and look again, until the interval
-   is on one side or the time budget is spent.
+   one call). Samples that long average out per-call dispatch jitter; equal sample *durations* matter
+   under load, since the chance that a preemption hits a sample grows with its length;
+2. time pairs of samples, alternating the order (ABBA) to cancel drift and first-in-pair effects, and keep
+   the per-pair ratio ``t_a / t_b``: slow phases of the machine cancel within a pair;
+3. estimate the median of the per-pair ratios (which ignores pairs where one side was preempted) with a
+   distribution-free order-statistic confidence interval;
+4. if a threshold is given and the interval straddles it, take more pairs and look again, each look
+   spending a shrinking part of ``1 - confidence`` (:func:`invariants._stats.look_alpha`), until the
+   interval is on one side or the time budget is spent.
 
 A verdict is ``"fail"`` only when the *whole* interval lies beyond the threshold. An interval that still
 straddles the threshold when the budget is spent is ``"inconclusive"``, which is not a failure.
@@ -216,11 +214,8 @@ class _Taken(NamedTuple):
 
 
 def _pairs(sides: _Sides, count: int, start: int, deadline: float | None, floor: int) -> _Taken:
-    """``count`` more pairs of per-call times (A's, B's), the order alternating with the pair index (ABBA)
-    from ``start``, the number of pairs taken before.
-
-    Stops early past ``deadline`` once at least ``floor`` pairs exist in total. With a device recorder
-    the pairs run inside one trace, and each sample's time is the sum of its calls' device seconds.
+    """``count`` more pairs of per-call times, in ABBA order from pair ``start``, stopping past ``deadline``
+    once ``floor`` pairs exist; with a device recorder inside one trace, summing each call's device seconds.
     """
     a, b, (inner_a, inner_b), clock, device = sides
     wall_a: list[float] = []
@@ -418,19 +413,11 @@ def measure_ratio(a: Timed, b: Timed, *, threshold: float | None = None, **sampl
         warmup: calls of each callable before timing; their times choose ``inner``.
         inner: calls per sample, for both sides; ``None`` calibrates each side separately so that its
             samples last about ``sample_seconds`` (at least one call).
-        sample_seconds: the target sample duration for the automatic ``inner`` (see the module docstring).
+        sample_seconds: the target sample duration for the automatic ``inner``.
         clock: monotonic seconds; tests inject a fake clock.
 
     Returns:
-        A :class:`RatioResult`. ``verdict`` is ``"fail"`` only when the whole interval is above
-        ``threshold``; ``"inconclusive"`` when it still straddles the threshold at budget end.
-
-    Statistic: each pair gives one ratio, so slow phases of the machine (other processes, frequency changes)
-    cancel within the pair; alternating the order (ABBA) cancels drift and first-in-pair effects; the
-    median ignores pairs where one side was preempted; its order-statistic interval
-    (:func:`median_interval`) is exact without assuming a distribution. With a threshold, each extra look
-    spends a shrinking part of ``1 - confidence`` (:func:`invariants._stats.look_alpha`), so sampling until
-    the interval leaves the threshold does not inflate the false-failure rate.
+        A :class:`RatioResult`.
 
     Raises:
         InvariantsError: on invalid parameters (``min_pairs`` too small for ``confidence``, non-positive
@@ -447,10 +434,7 @@ def measure_efficiency(
     Same pairing, statistic, adaptive extension and parameters as :func:`measure_ratio` with
     ``a = copy, b = program``. ``copy`` is typically :func:`copy_callable` of the bytes the program must move.
 
-    Returns:
-        A :class:`RatioResult` named ``efficiency`` (``median`` is ``t_copy / t_program``), bounded
-        ``at_least`` ``min_efficiency``: ``verdict`` is ``"fail"`` only when the whole interval is below
-        the floor; ``"inconclusive"`` when it still straddles it at budget end.
+    Returns a :class:`RatioResult` named ``efficiency``, bounded ``at_least`` ``min_efficiency``.
     """
     return measure_paired(
         copy,
@@ -530,17 +514,13 @@ def runtime_clock(platform: str, choice: str | None = None, where: str = "timing
     accelerator. ``choice`` (``"device"``, ``"wall"`` or ``"cpu"``) overrides.
 
     Why CPU time on the CPU backend: there the device *is* this process, so the CPU time of its threads is
-    the work a program costs, and it does not include the time spent waiting for a core that another
-    process holds. Measured on the 2-core CI machine beside one busy loop per core, a real 1.7x slowdown
-    read as 1.17-2.26 by the wall clock (one run in ten inconclusive), while unrelated ratios spread
-    widely. Its blind spot: a kernel that loses its threads but does the same work. Snapshots cannot pin
-    that either, since XLA:CPU splits loop fusions by the host's core count (``Kernel.partitions`` has it
-    per run); on a quiet, dedicated machine ``INVARIANTS_CLOCK=wall`` catches it.
+    the work a program costs, without the time spent waiting for a core another process holds. Its blind
+    spot, a kernel that loses its threads but does the same work, is caught by ``INVARIANTS_CLOCK=wall`` on
+    a quiet, dedicated machine.
 
-    Why the device clock on an accelerator: a blocking call's wall time is the host's round trip (dispatch,
-    transfer, wake-up), which on a TPU host is many times the device time of a small lookup, so wall
-    ratios of two such programs sit near 1 whatever the chip does. The profiler's trace has the chip's
-    own time of each call (:mod:`invariants.timing.device`). The host's CPU time says nothing there.
+    Why the device clock on an accelerator: a blocking call's wall time is the host's round trip, many times
+    the device time of a small lookup, so wall ratios of two such programs sit near 1 whatever the chip
+    does. The profiler's trace has the chip's own time of each call (:mod:`invariants.timing.device`).
 
     The one choice of a clock: the throughput items and ``versus`` alike (``where`` names the setting in
     an error: ``INVARIANTS_CLOCK``, ``--clock``).
@@ -571,12 +551,10 @@ def confirmed(
     """Run ``measure``; if its verdict is ``verdict``, run it once more and keep that verdict only if it
     repeats. Returns the deciding result and every attempt.
 
-    Why: the interval covers the sampling error of one measurement, under conditions that stay the same
-    while it runs. A burst of load that hits one program harder than the other (a 2-thread kernel waits
-    for its slower thread; a 1-thread one does not) changes the quantity itself for a while. Measured here
-    under one busy loop per core, 2 of 60 unrelated ratios failed on that. A regression repeats; a burst
-    rarely does. Asking for the verdict twice keeps detections (10 of 10 for a 1.7x slowdown) and
-    squares the chance of a false one.
+    Why: the interval covers the sampling error of one measurement under steady conditions; a burst of load
+    that hits one program harder than the other (a 2-thread kernel waits for its slower thread) changes
+    the quantity itself for a while. A regression repeats; a burst rarely does, so asking twice squares the
+    chance of a false failure.
     """
     first = measure()
     if first.verdict != verdict:

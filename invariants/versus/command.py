@@ -4,17 +4,11 @@ A stored baseline drifts between runs on a shared machine far more than within o
 measured on the same machine at the same moment, does not. So ``versus`` runs each side in worker
 processes of its own (``versus.worker``, over the protocol of ``versus.protocol``), one worker at a time,
 alternating short blocks of calls between the two (ABBA...), and judges ``time(candidate) /
-time(baseline)`` per program with the statistic of ``versus.stats``: fresh worker pairs (rounds) are the
-unit, the median of per-pair ratios inside a round, Student's t across rounds, more rounds while the
-interval straddles the threshold, and a failure counts only when a second measurement repeats it.
+time(baseline)`` per program with the statistic of ``versus.stats``, which says why (rounds of fresh
+worker pairs, and the all-cores phase that catches lost parallelism).
 
 It measures the CPU time and the wall clock of every block. On the CPU backend the verdict clock is the CPU
-time (waiting for a core another process holds does not count), and both workers of a round run on one
-core (the next round on the next core, ``Settings.pin``): two processes then time alike. One core gives
-both sides one thread, so a candidate that lost its parallelism times alike there too. A second phase,
-**all cores**, times fresh pairs once more with every core each (still one worker at a time) and judges
-their wall-clock ratio against ``--parallel-threshold`` (1.10): a failure there beside a CPU time that
-did not fail is ``lost-parallelism``, the same work on fewer threads (confirmed like any failure).
+time, and both workers of a round run on one core (the next round on the next core, ``Settings.pin``).
 
 On an accelerator the verdict clock is the device's own (``--clock device``, the default there): each call's
 time on the chip, from JAX's profiler (:mod:`invariants.timing.device`). A TPU chip belongs to the one
@@ -94,7 +88,7 @@ if TYPE_CHECKING:
 
     from ..catalog.registry import Programs
 
-# Seed configuration, single device: the lookups users write, forward and backward, in a minute and a half.
+# Seed configuration, single device: the lookups users write, forward and backward.
 DEFAULT_PROGRAMS = (
     "naive",
     "take",
@@ -109,8 +103,8 @@ CONFIG = "f32"
 FAILED = ("fail", "lost-parallelism")
 SLOW_CALL = 0.25  # seconds a call: a program this slow is timed one call a block without measuring it
 DEVICE_CALLS = 256  # at most this many traced calls of a program per side and round (the device clock)
-# The device clock's default bound: two workers of one installation agree on a chip within a few 1e-4, so
-# the host clocks' bound would hide a 2% slowdown there.
+# The device clock's default bound: two workers of one installation agree closely on a chip, so the host
+# clocks' bound would hide a real slowdown there.
 DEVICE_THRESHOLD = 1.01
 
 
@@ -133,12 +127,11 @@ class Settings:
     parallel: bool = True
     parallel_min_rounds: int = 4
     parallel_max_rounds: int = 9
-    # A kernel split over threads gains only in a steady stream of calls: measured here, naive's blocks of
-    # 16 calls (2 ms) showed no gain from its two partitions, blocks of 150 calls (12 ms) 1.5x.
+    # A kernel split over threads gains only in a steady stream of calls: short blocks hide the loss.
     parallel_block_seconds: float = 20e-3
     # A phase whose baseline blocks kept less than this many threads busy (CPU time / wall time) stops at
-    # its next look, inconclusive: other load held the cores (measured under two busy loops: 0.5-0.8), so
-    # its wall clock measures that load. 0: never (the pinned phase, where CPU time decides).
+    # its next look, inconclusive: other load held the cores, so its wall clock measures that load. 0:
+    # never (the pinned phase, where CPU time decides).
     min_threads: float = 0.0
     parallel_min_threads: float = 0.9
     # Untimed calls before each block's clocks start, as a fraction of its calls: a worker woken for its
@@ -223,9 +216,9 @@ def calls_per_block(worker: WorkerProcess, key: str, estimate: float, seconds: f
     alone: blocks of 1, 4, 16, ... calls until one lasts a quarter of ``seconds``, then scaled.
 
     The worker's own ``prepare`` estimate (``estimate``, seconds per call) is measured while the other
-    side's worker compiles beside it, on the same core when pinned (measured: naive's read over 20 ms a
-    call, against 0.15 ms alone): it decides only for a program slower than :data:`SLOW_CALL` (one call a
-    block, without spending one more call on measuring it).
+    side's worker compiles beside it, on the same core when pinned, so it reads far too slow: it decides
+    only for a program slower than :data:`SLOW_CALL` (one call a block, without spending one more call on
+    measuring it).
     """
     if estimate >= max(SLOW_CALL, 4 * seconds):
         return 1
@@ -324,10 +317,8 @@ def measure(
 ) -> dict[str, Judged]:
     """Rounds of fresh worker pairs until every program's interval is decided or ``max_rounds`` are spent.
 
-    With ``settings.pin``, both workers of a round run on one core, the next round on the next core: a
-    pair's two processes then see the same core and a one-core thread pool, so that two processes of one
-    installation time alike (docs/versus.md, "One core per round"). The core each round used goes to the
-    progress line.
+    With ``settings.pin``, both workers of a round run on one core (see the module docstring), and the core
+    each round used goes to the progress line.
 
     ``configs``: the configuration each program is timed in (default :data:`CONFIG`, the catalog's seed;
     a project's program is timed in the first configuration it lists).
@@ -388,8 +379,8 @@ def _round(
     cpus: frozenset[int] | None,
 ) -> tuple[float, float]:
     """Round ``k``: one fresh worker pair times each program of ``config_of`` (in its configuration), its
-    :class:`Round` appended to ``rounds``. Returns when the workers had started and when they had prepared
-    (``time.perf_counter``)."""
+    :class:`Round` appended to ``rounds``. Returns when the workers had started and when they
+    had prepared (``time.perf_counter``)."""
     if settings.clock == DEVICE:
         for p, rd in device_round(sides, config_of, settings, k, start).items():
             rounds[p].append(rd)

@@ -43,11 +43,10 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Literal, TypeVar, cast
 
 from .._errors import InvariantsError
-from .._paths import PACKAGE_DIR, atomic_path, shown, write_atomic
+from .._paths import PACKAGE_DIR, pyplot, save_figure, shown, write_atomic
 from ..compile.child import stage
 from ..plugin import results as _results
 from .protocol import Json
@@ -247,8 +246,8 @@ def _structure_reasons(s: Json) -> list[str]:
 
 @dataclass(frozen=True, kw_only=True)
 class VersusTiming(_results.Record):
-    """A timed program of a versus record, as the self-check judges it (failed when its confirmed verdict
-    failed)."""
+    """A timed program of a versus record, as the self-check judges it (failed when its
+    confirmed verdict failed)."""
 
     kind: Literal["versus-timing"] = "versus-timing"
     id: str = field()
@@ -292,9 +291,9 @@ def write_json(record: Record, path: Path, option: str = "") -> None:
 
 def repository_paths(reply: _Reply) -> _Reply:
     """A worker's reply with the paths of the staged package copy it imported
-    (``/tmp/invariants-package-…/invariants/gpu.toml:212``, see :func:`invariants.compile.child.stage`) shown
-    as this package's own (``invariants/gpu.toml:212`` from the checkout's root): every string, so invariant
-    locations, descriptions and errors alike."""
+    (``/tmp/invariants-package-…/invariants/gpu.toml:212``, see :func:`invariants.compile.child.stage`)
+    shown as this package's own (``invariants/gpu.toml:212`` from the checkout's root): every string, so
+    invariant locations, descriptions and errors alike."""
     here = shown(PACKAGE_DIR)
     staged = str(stage() / "invariants")
 
@@ -557,12 +556,12 @@ def _metric_table(rows: Sequence[Json]) -> list[str]:
 
 def plot(record: Record, path: Path) -> None:
     """Ratio and interval per program, per clock, the threshold drawn; PNG at ``path``."""
-    plt = _pyplot(path)
+    plt = pyplot(path)
     timing = record.timing
     if not timing:
         raise InvariantsError(f"{path}: nothing was timed, nothing to plot")
     fig, ax = plt.subplots(figsize=(8, 0.5 * len(timing) + 1.8))
-    clocks = [c for c in ("cpu", "wall", ALL_CORES) if any(c in t["results"] for t in timing)]
+    clocks = [c for c in _STYLE if any(c in t["results"] for t in timing)]
     for j, clock in enumerate(clocks):
         for i, t in enumerate(timing):
             _draw(ax, t, clock, y=i + (j - (len(clocks) - 1) / 2) * 0.25, first=i == 0)
@@ -572,10 +571,7 @@ def plot(record: Record, path: Path) -> None:
     ax.set_xlabel(f"time(candidate {record.candidate.spec}) / time(baseline {record.baseline.spec})")
     ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path, "--plot", suffix=True) as tmp:  # matplotlib picks the format from the suffix
-        fig.savefig(tmp, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, "--plot")
 
 
 def _thresholds(ax: Axes, record: Record) -> None:
@@ -586,18 +582,12 @@ def _thresholds(ax: Axes, record: Record) -> None:
         ax.axvline(par[0], color="tab:green", linestyle=":", label="all-cores threshold")
 
 
-def _pyplot(path: Path) -> ModuleType:
-    try:
-        import matplotlib  # optional (the test extra), and heavy: only for the plot
-    except ImportError:
-        raise InvariantsError(f"{path}: matplotlib is not installed (pip install matplotlib)") from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # after the backend is chosen
-
-    return plt
-
-
-_STYLE = {"cpu": ("o", "tab:blue"), "wall": ("s", "tab:gray"), ALL_CORES: ("^", "tab:green")}
+_STYLE = {
+    "device": ("D", "tab:purple"),
+    "cpu": ("o", "tab:blue"),
+    "wall": ("s", "tab:gray"),
+    ALL_CORES: ("^", "tab:green"),
+}
 
 
 def _draw(ax: Axes, t: Json, clock: str, y: float, first: bool) -> None:

@@ -2,8 +2,8 @@
 
 Two worker processes of the *same* installation, timed against each other in interleaved blocks, do not
 give a ratio of 1: each process pair has its own bias (memory placement, thread pools), and interleaving
-inside one pair cannot cancel it (measured: docs/versus.md, "Design"). So the
-unit of this statistic is a **round**: one fresh pair of workers.
+inside one pair cannot cancel it (docs/versus.md, "Design"). So the unit of this statistic is a **round**:
+one fresh pair of workers.
 
 1. Inside a round, the controller alternates blocks of calls between the two workers (ABBA...) and keeps
    each pair's ratio ``t_candidate / t_baseline``, for the wall clock and for the CPU time alike. The
@@ -30,16 +30,13 @@ times fresh pairs with every core (one worker at a time, as always) and judges t
 (:data:`ALL_CORES`) against its own, wider threshold. :func:`combine` names a failure of that ratio beside a
 CPU time that did not fail ``lost-parallelism``.
 
-The threads witness. Unpinned rounds spread (measured here, quiet machine: all-cores wall ratios of one
-run from 0.89 to 1.72, a 15 % CV), so a candidate 1.22x slower there leaves a 9-round interval that
-straddles 1.10 in most runs. What lost parallelism changes first is how many threads a block keeps busy:
-each pair's ``(cpu / wall of the candidate's block) / (cpu / wall of the baseline's)``, the **threads ratio**
-(:data:`ALL_CORES_THREADS`; 1 for the same installation, 0.65-0.75 measured for that candidate, whose
-wall ratio read 1.22). Its interval wholly below ``1 / parallel_threshold`` (the candidate kept fewer
-threads busy, beyond the noise) is the evidence that parallelism was lost; the wall ratio's estimate above
-the threshold is its cost. Both must hold (:func:`all_cores_word`), and repeat in fresh rounds: a
-candidate that runs on fewer threads but no slower (grad_take, whose partitions gain nothing at this size:
-0.9x) passes, and the same installation never shows a threads ratio below 1 beyond its interval.
+The threads witness. Unpinned rounds spread too widely for the wall ratio alone to decide. What lost
+parallelism changes first is how many threads a block keeps busy: each pair's ``(cpu / wall of the
+candidate's block) / (cpu / wall of the baseline's)``, the **threads ratio** (:data:`ALL_CORES_THREADS`; 1
+for the same installation). Its interval wholly below ``1 / parallel_threshold`` is the evidence that
+parallelism was lost; the wall ratio's estimate above the threshold is its cost. Both must hold
+(:func:`all_cores_word`), and repeat in fresh rounds: a candidate that runs on fewer threads but
+no slower passes.
 """
 
 from __future__ import annotations
@@ -115,8 +112,8 @@ def rounds_interval(round_ratios: Sequence[float], confidence: float) -> tuple[f
     """``(estimate, low, high)``: the geometric mean of the round ratios and its t interval on the logs.
 
     Raises:
-        InvariantsError: with fewer than :data:`MIN_ROUNDS_FOR_INTERVAL` rounds, or a ratio that is not
-            positive.
+        InvariantsError: with fewer than :data:`MIN_ROUNDS_FOR_INTERVAL` rounds, or a ratio that
+            is not positive.
     """
     x = np.asarray(round_ratios, dtype=float)
     if x.size < MIN_ROUNDS_FOR_INTERVAL:

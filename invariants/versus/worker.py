@@ -7,9 +7,8 @@ side's jax, jaxlib and equinox (the way ``bisect`` runs the suite in an older re
 
 * ``prepare`` compiles each ``(program, config)`` for the runtime device, puts the catalog's seeded
   arguments on it (the same values on both sides: :func:`invariants.catalog.arguments.make_arguments`), warms
-  it up and answers its per-call time, from back-to-back calls as a block makes them. (The first calls of a
-  fresh process are several times slower: from five calls alone, naive's estimate was 0.6 ms against 0.13 ms
-  warm, and its blocks were one call, not the 2 ms the controller asks for.)
+  it up and answers its per-call time, from back-to-back calls as a block makes them (the first calls of a
+  fresh process are several times slower than warm ones).
 * ``time`` runs one prepared program ``warm`` times untimed, then ``calls`` times back to back, and
   answers the wall-clock and process CPU seconds of those calls alone (the protocol round trip and the
   warm calls are outside the clocks: the all-cores phase's blocks start with the worker's threads awake). With
@@ -176,10 +175,8 @@ def _compiled_call(
     """A blocking call of ``program`` compiled for the runtime device on the catalog's seeded arguments, and
     the slowdown it was given. With ``slowdown > 0`` each call costs that fraction more: on the CPU a busy
     wait of that fraction of the call's process CPU time; on an accelerator device work
-    (:func:`device_slowed`), whose reached fraction is answered (None: no slowdown).
-
-    (Looking up a fraction more rows, the first way this was built, measured about half the fraction: a
-    call's dispatch and its table traffic do not grow with the lookups.)
+    (:func:`device_slowed`), whose reached fraction is answered (None: no slowdown). Not more rows looked
+    up: a call's dispatch and its table traffic do not grow with the lookups.
     """
     import jax
 
@@ -188,8 +185,7 @@ def _compiled_call(
     device_args = jax.device_put(make_arguments(program, config))
     compiled = jax.jit(program.fn).lower(*device_args).compile()
 
-    # The same as invariants.timing.calls.jax_callable, without importing scipy, which a side's venv may
-    # lack.
+    # The same as invariants.timing.calls.jax_callable, without importing scipy, which a side's venv may lack.
     def call() -> None:
         jax.block_until_ready(compiled(*device_args))
 
@@ -267,8 +263,8 @@ def missing_metric(case: Case, measured: Callable[[Key], Measurement]) -> str | 
 
 def key_answer(measured: Measurement, doc: str = "") -> Json:
     """A side's answer for one key, its invariants still to come: the snapshot rendering, the kernel and
-    compiler metrics, and the counts of what runs on the SparseCore (each null where the target gives
-    none)."""
+    compiler metrics, and the counts of what runs on the SparseCore (each null where the
+    target gives none)."""
     by_source = {
         src: {m: value_or_none(v) for m, v in measured.metrics.items() if METRICS[m].source == src}
         for src in ("kernel", "compiler")

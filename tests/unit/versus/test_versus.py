@@ -1153,20 +1153,20 @@ def test_nightly_versus_baseline_is_the_pin() -> None:
 
 
 def test_selfcheck_versus_injections_reach_the_candidate_only(tmp_path: Path) -> None:
-    from invariants.selfcheck import command as sc
+    from invariants.selfcheck import children, judge, registry
 
-    inj = next(i for i in sc.INJECTIONS if i.name == "versus_no_fusion")
-    cmd = sc.child_command(inj, tmp_path / "r.json", tmp_path / "hlo")
+    inj = next(i for i in registry.INJECTIONS if i.name == "versus_no_fusion")
+    cmd = children.child_command(inj, tmp_path / "r.json", tmp_path / "hlo")
     assert cmd[1:4] == ["-m", "invariants", "versus"]
     assert "--candidate-env=XLA_FLAGS=--xla_disable_hlo_passes=fusion" in cmd
     assert not any(a.startswith("--baseline-env") for a in cmd)
     # The real record writer's output, judged the way run_injection judges it.
     caught = _record([_timing("fail")], [_structure_entry(True, False)])
     caught.structure[0]["invariants"][0]["id"] = "one_kernel"
-    outcome = sc.outcome_of(inj, 1, as_items(caught), 1.0)
+    outcome = judge.outcome_of(inj, 1, as_items(caught), 1.0)
     assert outcome.caught and outcome.missing == []
     clean = _record([_timing("pass")], [_structure_entry(True, True)])
-    outcome = sc.outcome_of(inj, 0, as_items(clean), 1.0)
+    outcome = judge.outcome_of(inj, 0, as_items(clean), 1.0)
     assert not outcome.caught and outcome.missing == ["versus-invariant:one_kernel", "versus-timing"]
 
 

@@ -196,3 +196,18 @@ def test_the_device_clocks_default_bound_is_tighter_than_the_hosts():
     assert settings("cpu").clock == "cpu" and settings("cpu").threshold == 1.03
     assert settings("tpu", "--threshold", "1.05").threshold == 1.05
     assert settings("cuda", "--clock", "wall").threshold == 1.03
+
+
+def test_the_plot_draws_the_device_clock_that_decided(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    from invariants.versus import report
+
+    done = measure(SIDES, ["take"], DEVICE, lambda _: None, "measure", Chip(1.0).start)["take"]
+    verdict = versus.ProgramVerdict("take", "device", done.word, done.results, [done.word])
+    side = report.SideRecord("current", sys.executable)
+    record = report.make_record(side, side, {"threshold": 1.01}, [verdict.to_dict()], [], {}, 1.0)
+    drawn: list[str] = []
+    monkeypatch.setattr(
+        report, "save_figure", lambda fig, *_: drawn.extend(fig.axes[0].get_legend_handles_labels()[1])
+    )
+    report.plot(record, tmp_path / "v.png")
+    assert {"device", "wall"} <= set(drawn)
