@@ -486,15 +486,18 @@ def measure_paired(
         warnings.warn(f"device clock unavailable, timing on the wall clock: {err}", DeviceClockFallback, 2)
         sampling = dataclasses.replace(sampling, device=None, clock_name="wall")
         r = _run(a, b, decide, sampling)
+    return _result(r, sampling, bound, direction, name)
+
+
+def _result(r: _Run, sampling: Sampling, bound: float | None, direction: Direction, name: str) -> RatioResult:
     device = sampling.device is not None
-    confidence = sampling.confidence
     return RatioResult(
         median=float(np.median(r.ratios)),
         low=r.low,
         high=r.high,
         pairs=int(r.ratios.size),
         seconds=r.seconds,
-        confidence=confidence,
+        confidence=sampling.confidence,
         threshold=bound,
         verdict=r.verdict,
         t_a_median=float(np.median(r.t_a)),
