@@ -198,13 +198,9 @@ def compile_function(
         lowered = jax.jit(fn, **(jit_kwargs or {})).lower(*args)
         jaxpr, primitives = str(closed), jaxpr_primitives(closed)
         traced = {"jaxpr": jaxpr, "jaxpr_primitives": list(primitives)}
-        result = None
-        if persistent is not None and persistent.store is not None:
-            result = persistent.key(lowered, target, args)
-            hit = persistent.served(key, result, traced)
-            if hit is not None:
-                persistent.count(key, "hit")
-                return hit, None
+        result, hit = _served(persistent, key, lowered, target, args, traced)
+        if hit is not None:
+            return hit, None
         compiled, kernel_code = _compile_lowered(lowered, target)
         seconds = time.perf_counter() - start
         # libtpu may fail only when it serializes the compiled module (a RET_CHECK on an async op's arity
@@ -214,12 +210,7 @@ def compile_function(
         raise
     except Exception as err:  # a compiler error is a finding about this key, said in one line
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        if first == "std::bad_cast" and (file := _undecodable_module()) is not None:
-            raise InvariantsError(
-                f"{file}: the path of this module is not UTF-8, and JAX cannot write it into the source "
-                "locations of the lowered program (std::bad_cast): move the project to a folder whose "
-                "name is UTF-8"
-            ) from None
+        _refuse_undecodable(first)
         raise CompileFailed(first, type(err).__name__, _unoptimized(lowered)) from err
     artifacts = Compiled(
         program=program,
@@ -234,10 +225,38 @@ def compile_function(
         kernel_code=kernel_code,
     )
     if persistent is not None:
-        if result is not None:
-            persistent.put(result, artifacts)
-        persistent.count(key, "miss" if result is not None else "off")
+        persistent.kept(key, result, artifacts)
     return artifacts, compiled
+
+
+def _served(
+    persistent: Persistent | None,
+    key: Key,
+    lowered: jax.stages.Lowered,
+    target: Target,
+    args: Sequence[object],
+    traced: Mapping[str, object],
+) -> tuple[str | None, Compiled | None]:
+    """The persistent cache's key of ``lowered`` (None without a cache), and what it holds there (a hit,
+    counted)."""
+    if persistent is None or persistent.store is None:
+        return None, None
+    result = persistent.key(lowered, target, args)
+    hit = persistent.served(key, result, traced)
+    if hit is not None:
+        persistent.count(key, "hit")
+    return result, hit
+
+
+def _refuse_undecodable(first: str) -> None:
+    """A ``std::bad_cast`` from the lowering: the file of a loaded module that is not UTF-8, in one line."""
+    file = _undecodable_module() if first == "std::bad_cast" else None
+    if file is not None:
+        raise InvariantsError(
+            f"{file}: the path of this module is not UTF-8, and JAX cannot write it into the source "
+            "locations of the lowered program (std::bad_cast): move the project to a folder whose "
+            "name is UTF-8"
+        ) from None
 
 
 def _unoptimized(lowered: Any) -> str | None:
@@ -329,23 +348,14 @@ def compile_in_child(
     same persistent cache under keys of its own (:mod:`invariants.compile.keys`), and its outcomes are
     counted here. A key whose compile failed is its :class:`FailedCompile`, as an in-process compile
     raises it; the other keys compile all the same."""
-    env = {**os.environ, **(project.environment() if project is not None else {})}
-    if target.mode == "subprocess":
-        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {HOST_DEVICE_FLAG}".strip()
-    if target.libtpu_init_args:
-        env["LIBTPU_INIT_ARGS"] = target.libtpu_init_args
-    env["JAX_PLATFORMS"] = "cpu"
     store = persistent.store if persistent is not None else None
-    env[_config.name("INVARIANTS_NO_CACHE")] = "0" if store is not None else "1"
-    if store is not None:
-        env[_config.name("INVARIANTS_CACHE_DIR")] = str(store.folder)
     keys = list(keys)
     out: dict[str, Any] = {"records": [], "outcomes": [], "notes": [], "failed": []}
     if keys:
         out = keys_child(
             "invariants.compile.artifacts",
             keys,
-            env=env,
+            env=_child_env(target, project, store),
             what=f"{target.name}: compile",
             args=[target.name],
         )
@@ -360,6 +370,21 @@ def compile_in_child(
         key = Key(*f["key"])
         made[key] = FailedCompile(f["message"], key, f["first"], f["kind"], f["unoptimized"])
     return [made[k] for k in keys]
+
+
+def _child_env(target: Target, project: Project | None, store: Store | None) -> dict[str, str]:
+    """The environment of a child that compiles for ``target``: its flags, the project's settings, the
+    persistent cache's folder."""
+    env = {**os.environ, **(project.environment() if project is not None else {})}
+    if target.mode == "subprocess":
+        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {HOST_DEVICE_FLAG}".strip()
+    if target.libtpu_init_args:
+        env["LIBTPU_INIT_ARGS"] = target.libtpu_init_args
+    env["JAX_PLATFORMS"] = "cpu"
+    env[_config.name("INVARIANTS_NO_CACHE")] = "0" if store is not None else "1"
+    if store is not None:
+        env[_config.name("INVARIANTS_CACHE_DIR")] = str(store.folder)
+    return env
 
 
 class CompileCache:
@@ -525,12 +550,7 @@ class CompileCache:
         """The run's end: what the cache served and what compiled, with the compile time labelled. In an
         xdist controller, which compiles nothing, the counts come from the items' records."""
         persistent = self.persistent
-        tally = persistent.tally
-        if not tally.counts:
-            tally = Tally()
-            for item in items:
-                if item.kind == "structure" and item.get("compile_cache"):
-                    tally.add(item.get("compile_cache"))
+        tally = persistent.tally if persistent.tally.counts else _tally_of(items)
         lines = []
         line = tally.line(persistent.store.folder if persistent.store is not None else None)
         if line is not None:
@@ -546,6 +566,15 @@ class CompileCache:
         if persistent.store is not None:
             lines += [f"invariants: {n}" for n in dict.fromkeys(persistent.store.notes)]
         return lines
+
+
+def _tally_of(items: Sequence[Record]) -> Tally:
+    """The compile cache's outcomes as the structure items recorded them."""
+    tally = Tally()
+    for item in items:
+        if item.kind == "structure" and item.get("compile_cache"):
+            tally.add(item.get("compile_cache"))
+    return tally
 
 
 def _child_main(target_name: str) -> int:
