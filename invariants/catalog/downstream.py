@@ -73,7 +73,7 @@ from typing import Any, Literal, cast
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import NamedSharding, PartitionSpec
+from jax.sharding import AbstractMesh, NamedSharding, PartitionSpec
 
 from .._errors import InvariantsError
 from .._usercode import guarded
@@ -190,7 +190,7 @@ def _check_signature(
         ) from None
 
 
-def _shape(spec: Any) -> str:
+def _shape(spec: jax.ShapeDtypeStruct | jax.Array) -> str:
     short = {"float32": "f32", "bfloat16": "bf16", "int32": "s32", "int8": "s8"}
     dtype = short.get(np.dtype(spec.dtype).name, np.dtype(spec.dtype).name)
     return f"{dtype}[{','.join(map(str, spec.shape))}]"
@@ -221,7 +221,7 @@ def _check_trace(decl: ProgramDecl, fn: Callable[..., Any], program: Program, co
         )
 
 
-def _check_rows(out: object, want: jax.ShapeDtypeStruct, where: str, shown: str) -> None:
+def _check_rows(out: Any, want: jax.ShapeDtypeStruct, where: str, shown: str) -> None:
     """A lookup's result: one array of ``want``'s shape and dtype."""
     if not (hasattr(out, "shape") and hasattr(out, "dtype")):
         raise InvariantsError(f"{where} must return one array of rows, got {type(out).__name__}")
@@ -229,7 +229,9 @@ def _check_rows(out: object, want: jax.ShapeDtypeStruct, where: str, shown: str)
         raise InvariantsError(f"{where} on {shown} must return {_shape(want)} rows, got {_shape(out)}")
 
 
-def _trace_grad(decl: ProgramDecl, program: Program, config: Config, mesh: Any, where: str) -> Any:
+def _trace_grad(
+    decl: ProgramDecl, program: Program, config: Config, mesh: AbstractMesh | None, where: str
+) -> Any:
     """The shapes a backward or train step of ``program`` returns, traced; one line when tracing fails."""
     with _said_as(f"{where}: the {decl.kind} of {decl.function} fails", error_type=False):
         args = sharded(program.argument_specs(config), _parts(program, config), mesh)
@@ -269,7 +271,7 @@ def layout_of(decl: ProgramDecl) -> Layout | None:
     )
 
 
-def abstract_mesh(decl: ProgramDecl) -> Any:
+def abstract_mesh(decl: ProgramDecl) -> AbstractMesh | None:
     """The declaration's mesh without devices (``jax.sharding.AbstractMesh``): what its contract is checked
     on before any target is chosen, and what a factory finds in ``config.mesh``; None when unsharded."""
     if decl.mesh is None:
@@ -280,7 +282,9 @@ def abstract_mesh(decl: ProgramDecl) -> Any:
     return jax.sharding.AbstractMesh(tuple(shape), tuple(axes), axis_types=(kind,) * len(axes))
 
 
-def sharded(specs: Sequence[Any], parts: Sequence[tuple[str | None, ...]], mesh: Any) -> tuple[Any, ...]:
+def sharded(
+    specs: Sequence[jax.ShapeDtypeStruct], parts: Sequence[tuple[str | None, ...]], mesh: AbstractMesh | None
+) -> tuple[jax.ShapeDtypeStruct, ...]:
     """``specs`` as ShapeDtypeStructs sharded on ``mesh`` by ``parts`` (unchanged without a mesh)."""
     if mesh is None:
         return tuple(specs)
@@ -297,7 +301,7 @@ def _parts(program: Program, config: Config) -> tuple[tuple[str | None, ...], ..
     return program.argument_specs_sharded(config)
 
 
-def traced_on(mesh: Any) -> Any:
+def traced_on(mesh: AbstractMesh | None) -> contextlib.AbstractContextManager[object]:
     """The context a sharded declaration's function is traced in: its (abstract) mesh, so that the
     PartitionSpecs inside it mean what they do in the user's code."""
     return jax.sharding.use_abstract_mesh(mesh) if mesh is not None else contextlib.nullcontext()
@@ -361,12 +365,12 @@ class ProgramConfig:
     vocab: int
     width: int
     index_shape: tuple[int, ...]
-    table: Any  # jax.ShapeDtypeStruct
-    indices: Any  # jax.ShapeDtypeStruct
-    mesh: Any = None
+    table: jax.ShapeDtypeStruct
+    indices: jax.ShapeDtypeStruct
+    mesh: AbstractMesh | None = None
 
     @property
-    def dtype(self) -> Any:
+    def dtype(self) -> np.dtype[np.generic]:
         return self.table.dtype
 
 
@@ -440,7 +444,7 @@ class ParamsInputs:
         """Each argument's PartitionSpec entries: a leaf's from the sharding its factory gave it (none:
         replicated), the indices' from ``index_sharding``."""
 
-        def parts(tree: Any) -> list[tuple[str | None, ...]]:
+        def parts(tree: object) -> list[tuple[str | None, ...]]:
             return [
                 tuple(x.sharding.spec) if _named_sharding(x) else () for x in jax.tree_util.tree_leaves(tree)
             ]
@@ -466,7 +470,7 @@ class ParamsInputs:
             "lookups": math.prod(self.config(config).index_shape),
         }
 
-    def _tables(self, named: dict[str, Any]) -> list[Any]:
+    def _tables(self, named: dict[str, jax.Array]) -> list[jax.Array]:
         """The leaves of the params that ``tables`` names (default: every floating-point one)."""
         if not self.decl.tables:
             return [x for x in named.values() if jnp.issubdtype(x.dtype, jnp.inexact)]
@@ -496,7 +500,7 @@ class ParamsInputs:
         return self._draws[key]
 
 
-def leaf_name(path: Any) -> str:
+def leaf_name(path: Iterable[object]) -> str:
     """A leaf of a pytree by its keys joined with dots (``{"emb": {"tokens": ...}}``: ``emb.tokens``), as
     ``tables`` names it."""
     parts = []
@@ -520,7 +524,7 @@ def _drawn(leaf: Any, rng: np.random.Generator, vocab: int) -> np.ndarray:
     return np.asarray(rng.standard_normal(leaf.shape, dtype=np.float32) * _DRAW_SCALE).astype(dtype)
 
 
-def _named_sharding(leaf: Any) -> bool:
+def _named_sharding(leaf: object) -> bool:
     """Whether a factory's leaf carries a sharding of names on a mesh (a NamedSharding's spec)."""
     return isinstance(getattr(leaf, "sharding", None), NamedSharding)
 
@@ -651,7 +655,7 @@ def _check_same_tree(decl: ProgramDecl, inputs: ParamsInputs, config: Config, at
         )
 
 
-def _check_params_dtype(decl: ProgramDecl, params: Any, config: Config, at_params: str) -> None:
+def _check_params_dtype(decl: ProgramDecl, params: object, config: Config, at_params: str) -> None:
     """The floating-point parameters are of the configuration's dtype."""
     floats = {
         np.dtype(x.dtype) for x in jax.tree_util.tree_leaves(params) if jnp.issubdtype(x.dtype, jnp.inexact)
@@ -673,7 +677,7 @@ def _check_params_dtype(decl: ProgramDecl, params: Any, config: Config, at_param
     )
 
 
-def _check_float_outputs(decl: ProgramDecl, outputs: Any, where: str) -> None:
+def _check_float_outputs(decl: ProgramDecl, outputs: object, where: str) -> None:
     """A backward or train step differentiates the sum of the floating-point outputs: there are some."""
     out_leaves = [x for x in jax.tree_util.tree_leaves(outputs) if hasattr(x, "dtype")]
     if not any(jnp.issubdtype(x.dtype, jnp.inexact) for x in out_leaves):
@@ -684,7 +688,7 @@ def _check_float_outputs(decl: ProgramDecl, outputs: Any, where: str) -> None:
         )
 
 
-def _check_differentiable(decl: ProgramDecl, params: Any, at_params: str) -> None:
+def _check_differentiable(decl: ProgramDecl, params: object, at_params: str) -> None:
     """Every parameter of a backward or train step has a gradient: it is floating-point."""
     for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
         if not jnp.issubdtype(leaf.dtype, jnp.inexact):

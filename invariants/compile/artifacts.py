@@ -21,6 +21,7 @@ from typing import Any
 import jax
 import numpy as np
 from jax.experimental import mesh_utils
+from jax.extend.core import ClosedJaxpr, Jaxpr
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
 
 from .. import _config
@@ -65,7 +66,7 @@ def _abstract_arguments(program: Program, config_id: str, target: Target) -> tup
     return args, mesh
 
 
-def one_device(target: Target) -> Any:
+def one_device(target: Target) -> SingleDeviceSharding:
     """Where a one-chip program's arguments are placed ahead of time, for the gate and the pytest API
     alike: on the target's first device, as a runtime call's arguments are (a single-device sharding).
     Not on a one-device mesh, whose NamedSharding traces differently: the gradient of a scalar loss then
@@ -74,7 +75,9 @@ def one_device(target: Target) -> Any:
     return SingleDeviceSharding(next(iter(target.devices())))
 
 
-def pod_mesh(devices: Sequence[Any], shape: tuple[int, ...], axes: tuple[str, ...], axis_types: str) -> Mesh:
+def pod_mesh(
+    devices: Sequence[jax.Device], shape: tuple[int, ...], axes: tuple[str, ...], axis_types: str
+) -> Mesh:
     """A mesh of ``shape`` over ``devices`` placed by their physical coordinates, as a pod job builds it;
     ``axis_types`` ``explicit`` makes every axis Explicit (shardings in the types), else Auto."""
     # Read when a pod's mesh is built: a release without AxisType (jax 0.5.1) runs every other program.
@@ -83,11 +86,11 @@ def pod_mesh(devices: Sequence[Any], shape: tuple[int, ...], axes: tuple[str, ..
     return Mesh(placed, axes, axis_types=(kind,) * len(axes))
 
 
-def jaxpr_primitives(closed_jaxpr: Any) -> tuple[str, ...]:
+def jaxpr_primitives(closed_jaxpr: ClosedJaxpr) -> tuple[str, ...]:
     """The primitive sequence of a jaxpr, nested calls inlined, gather/scatter with their mode."""
     out: list[str] = []
 
-    def walk(jaxpr: Any) -> None:
+    def walk(jaxpr: Jaxpr) -> None:
         for eqn in jaxpr.eqns:
             subs = [v for v in eqn.params.values() if hasattr(v, "eqns") or hasattr(v, "jaxpr")]
             subs += [b for v in eqn.params.values() if isinstance(v, tuple) for b in v if hasattr(b, "jaxpr")]
@@ -131,7 +134,7 @@ def compile_here(
 
 def _compile(
     program: Program, config_id: str, target: Target, persistent: Persistent | None = None
-) -> tuple[Compiled, Any]:
+) -> tuple[Compiled, jax.stages.Compiled | None]:
     """The artifacts and the executable (callable with concrete arguments on a runtime target; None when
     the artifacts came from the persistent cache, which keeps no executable). ``persistent`` None: a
     real compile, counted nowhere (what a timed item runs)."""
@@ -182,7 +185,7 @@ def compile_function(
     config: str,
     jit_kwargs: Mapping[str, Any] | None = None,
     persistent: Persistent | None = None,
-) -> tuple[Compiled, Any]:
+) -> tuple[Compiled, jax.stages.Compiled | None]:
     """Trace, lower and compile ``fn(*args)`` (abstract arguments) for ``target``, as every compile here
     is made (the gate's programs, and :func:`invariants.testing.compile_for`'s functions): the
     :class:`Compiled` artifacts, named ``program`` and ``config``, and the executable. Raises
@@ -259,7 +262,7 @@ def _refuse_undecodable(first: str) -> None:
         ) from None
 
 
-def _unoptimized(lowered: Any) -> str | None:
+def _unoptimized(lowered: jax.stages.Lowered | None) -> str | None:
     """The HLO text of a lowered module, what the compiler was given (None: nothing was lowered)."""
     if lowered is None:
         return None
@@ -289,7 +292,9 @@ def _undecodable_module() -> str | None:
 _SPAWN_FAILURES = ("Failed to launch ptxas",)
 
 
-def _compile_lowered(lowered: Any, target: Target) -> tuple[Any, dict[str, str]]:
+def _compile_lowered(
+    lowered: jax.stages.Lowered, target: Target
+) -> tuple[jax.stages.Compiled, dict[str, str]]:
     for attempt in (1, 2):
         try:
             if target.keeps_kernel_code:
@@ -301,7 +306,7 @@ def _compile_lowered(lowered: Any, target: Target) -> tuple[Any, dict[str, str]]
     raise AssertionError("unreachable")
 
 
-def _compile_with_code(lowered: Any) -> tuple[Any, dict[str, str]]:
+def _compile_with_code(lowered: jax.stages.Lowered) -> tuple[jax.stages.Compiled, dict[str, str]]:
     """Compile ``lowered`` with XLA dumping this compile only (a per-compile option: no global XLA_FLAGS, no
     child process) into a folder of its own, and read back its kernel code."""
     with tempfile.TemporaryDirectory(prefix="invariants-code-") as folder:
@@ -312,7 +317,7 @@ def _compile_with_code(lowered: Any) -> tuple[Any, dict[str, str]]:
     return compiled, next(iter(modules.values()), {})
 
 
-def _cost(compiled: Any) -> dict[str, float]:
+def _cost(compiled: jax.stages.Compiled) -> dict[str, float]:
     try:
         cost = compiled.cost_analysis()
     except Exception:  # not every backend offers it; it is an aid, never a verdict
@@ -324,7 +329,7 @@ def _cost(compiled: Any) -> dict[str, float]:
     }
 
 
-def _memory(compiled: Any) -> dict[str, int]:
+def _memory(compiled: jax.stages.Compiled) -> dict[str, int]:
     try:
         mem = compiled.memory_analysis()
     except Exception:
@@ -413,7 +418,7 @@ class CompileCache:
         self.persistent = Persistent(store)
         self._done: dict[Key, Compiled] = {}
         self._failed: dict[Key, FailedCompile] = {}  # a child's failed compiles, raised for the items asking
-        self._executables: dict[Key, Any] = {}
+        self._executables: dict[Key, jax.stages.Compiled | None] = {}
         self._planned: dict[str, set[Key]] = {}
         self._lock = threading.Lock()
         self._futures: dict[Key, Future[None]] = {}
@@ -508,7 +513,7 @@ class CompileCache:
         if self.persistent.store is not None:  # the size bound, kept at each run's end
             self.persistent.store.prune()
 
-    def executable(self, program: str, config: str, target: str) -> Any:
+    def executable(self, program: str, config: str, target: str) -> jax.stages.Compiled | None:
         """The compiled executable of a runtime-target key (for timing); compiles it if needed."""
         if self._targets[target].mode != "runtime":
             raise InvariantsError(f"{target}: only the runtime target runs programs; this one compiles only")
