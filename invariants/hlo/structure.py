@@ -51,7 +51,6 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from invariants._errors import InvariantsError
 from invariants.hlo.parse import MAIN_THREAD, Alias, Computation, HloModule, Instruction, Shape
@@ -796,7 +795,7 @@ def _indexed_json(g: IndexedOp) -> dict[str, object]:
     }
 
 
-def to_json(structure: Structure) -> dict[str, Any]:
+def to_json(structure: Structure) -> dict[str, object]:
     """A JSON-ready dict of every field of ``structure`` (multisets become objects)."""
     s = structure
     return {

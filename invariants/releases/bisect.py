@@ -297,11 +297,11 @@ class Boundary:
 
     before: Version
     after: Version
-    tested: dict[Version, Any]  # version -> verdict value (or the Unusable message)
+    tested: dict[Version, object]  # version -> verdict value (or the Unusable message)
     skipped: list[Version]
 
 
-def bisect_releases(order: Sequence[Version], verdict: Callable[[Version], Any]) -> Boundary:
+def bisect_releases(order: Sequence[Version], verdict: Callable[[Version], object]) -> Boundary:
     """Binary search along ``order`` for the first release whose verdict differs from ``order[0]``'s.
 
     ``verdict`` may raise :class:`Unusable` for a release in between: it is skipped. The endpoints must be
@@ -309,10 +309,10 @@ def bisect_releases(order: Sequence[Version], verdict: Callable[[Version], Any])
     """
     if len(order) < 2:
         raise InvariantsError("bisect: --good and --bad must be two different releases")
-    tested: dict[Version, Any] = {}
+    tested: dict[Version, object] = {}
     skipped: list[Version] = []
 
-    def holds_at(v: Version) -> Any:
+    def holds_at(v: Version) -> object:
         if v not in tested:
             tested[v] = verdict(v)
         return tested[v]

@@ -21,7 +21,7 @@ import stat
 import statistics
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from jax.profiler import ProfileData, ProfilePlane
@@ -85,7 +85,7 @@ class ModuleStats:
     total_s: float
     ops: tuple[OpStats, ...]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return dataclasses.asdict(self)
 
 
