@@ -68,12 +68,12 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import AbstractMesh, NamedSharding, PartitionSpec
+from jax.sharding import NamedSharding, PartitionSpec
 
 from .._errors import InvariantsError
 from .._usercode import guarded
@@ -91,6 +91,9 @@ from .programs import (
 )
 from .project import Project, module_folder
 from .registry import Programs
+
+if TYPE_CHECKING:
+    from jax.sharding import AbstractMesh  # old jax releases (bisect, matrix) lack it: annotations only
 
 # The learning rate of a params program's ``train`` step: any constant compiles alike.
 SGD_RATE = 0.01

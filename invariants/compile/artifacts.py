@@ -16,12 +16,11 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
 from jax.experimental import mesh_utils
-from jax.extend.core import ClosedJaxpr, Jaxpr
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
 
 from .. import _config
@@ -38,6 +37,9 @@ from .child import keys_child
 from .keys import Persistent
 from .record import Compiled, FailedCompile, Key
 from .store import Outcome, Store, Tally, from_settings
+
+if TYPE_CHECKING:
+    from jax.extend.core import ClosedJaxpr, Jaxpr
 
 
 def _abstract_arguments(program: Program, config_id: str, target: Target) -> tuple[tuple[Any, ...], Any]:
