@@ -25,6 +25,8 @@ from .configs import COMPILE_ONLY, LLM_CONFIGS, OFFLOAD_CONFIGS, SEED
 from .select import selectors
 
 if TYPE_CHECKING:
+    import jax
+
     from .programs import Layout, Program
 
 Family = Literal["cpu", "tpu", "gpu"]
@@ -175,7 +177,7 @@ class Target:
                 return f"{self.name}: the CUDA plugin cannot describe this device ({self.topology}): {first}"
         return None
 
-    def devices(self) -> Sequence[Any]:
+    def devices(self) -> Sequence[jax.Device]:
         """The devices to compile for: real ones at runtime, topology devices ahead of time."""
         import jax  # a NO_JAX module: JAX starts when devices are asked for, not at import
 
@@ -190,12 +192,12 @@ def _has_cuda_plugin() -> bool:
     return any(importlib.util.find_spec(m) is not None for m in ("jax_cuda12_plugin", "jax_cuda13_plugin"))
 
 
-_TOPOLOGIES: dict[tuple[str, str, str], Sequence[Any]] = {}
+_TOPOLOGIES: dict[tuple[str, str, str], Sequence[jax.Device]] = {}
 # Starting a PJRT plugin (libtpu, the CUDA plugin) for a topology is not safe from two threads at once.
 _TOPOLOGY_LOCK = threading.Lock()
 
 
-def _topology_devices(family: Family, topology: str, chip_config: str) -> Sequence[Any]:
+def _topology_devices(family: Family, topology: str, chip_config: str) -> Sequence[jax.Device]:
     """The devices of a topology ahead of time, made once per process, one topology at a time."""
     with _TOPOLOGY_LOCK:
         key = (family, topology, chip_config)
@@ -204,7 +206,7 @@ def _topology_devices(family: Family, topology: str, chip_config: str) -> Sequen
         return _TOPOLOGIES[key]
 
 
-def _make_topology_devices(family: Family, topology: str, chip_config: str) -> Sequence[Any]:
+def _make_topology_devices(family: Family, topology: str, chip_config: str) -> Sequence[jax.Device]:
     from jax.experimental import topologies  # a NO_JAX module: JAX only when a topology is made
 
     if family == "tpu":
