@@ -66,8 +66,8 @@ class Run:
 
     sources: list[str]
     versions: dict[str, str]
-    runtime: dict[str, Any]
-    targets: dict[str, dict[str, Any]]
+    runtime: dict[str, object]
+    targets: dict[str, dict[str, object]]
     exitstatus: int
     items: list[Record]
     throughput: list[Throughput] = field(default_factory=list)
@@ -192,7 +192,7 @@ def focused(run: Run, programs: Sequence[str], how: str) -> Run:
     )
 
 
-def known_programs(run: Run) -> dict[str, Any]:
+def known_programs(run: Run) -> dict[str, SimpleNamespace]:
     """The run's programs as :func:`invariants.spec.file.select_programs` reads them (a kind and tags each);
     for a file that recorded none, the names its entries carry, with neither."""
 
