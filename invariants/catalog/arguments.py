@@ -11,13 +11,16 @@ import dataclasses
 import functools
 import math
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._errors import InvariantsError
 from .configs import DISTRIBUTIONS, Config, Distribution
 from .programs import _TRAIN_CLASSES, Program, _unknown
+
+if TYPE_CHECKING:
+    import jax
 
 
 def make_indices(
@@ -86,7 +89,7 @@ def available_memory() -> int | None:
         return None
 
 
-def _not_drawn(program: Program, config: Config, specs: tuple[Any, ...], why: str) -> str:
+def _not_drawn(program: Program, config: Config, specs: tuple[jax.ShapeDtypeStruct, ...], why: str) -> str:
     """One line: ``program``'s arguments in ``config`` are not drawn; their bytes, the largest one's shape."""
     sizes = [(math.prod(a.shape) * np.dtype(a.dtype).itemsize, a) for a in specs]
     n, big = max(sizes, key=lambda x: x[0])

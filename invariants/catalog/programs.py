@@ -23,7 +23,7 @@ import importlib.util
 import math
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, Protocol, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 import jax
 import jax.numpy as jnp
@@ -44,6 +44,9 @@ from .configs import Config as Config
 from .configs import Distribution as Distribution
 from .configs import get_config as get_config
 from .select import selectors
+
+if TYPE_CHECKING:
+    from ..spec.file import ProgramDecl
 
 ProgramKind = Literal["forward", "backward", "train", "sharded", "sharded_grad", "tied", "tied_grad"]
 
@@ -145,10 +148,9 @@ class Program:
     index_dtype: str | None = None
     # A declared train step that donates its parameters' buffers (jax.jit's donate_argnums).
     donate: bool = False
-    # A declared program's [[program]] (an invariants.spec.file.ProgramDecl, plain data): what the compile
-    # cache's key holds of it, since its function may close over what the declaration gave. None: the
-    # catalog's, whose code says everything.
-    declaration: Any = None
+    # A declared program's [[program]] (plain data): what the compile cache's key holds of it, since its
+    # function may close over what the declaration gave. None: the catalog's, whose code says everything.
+    declaration: ProgramDecl | None = None
 
     def unavailable_reason(self) -> str | None:
         """None when every library the program needs is importable, else one line with the install command."""

@@ -217,6 +217,19 @@ class GateRun:
     project: Project = dataclasses.field(default_factory=Project)
 
 
+def _selection(run: GateRun) -> list[str]:
+    """The options of ``run``'s programs, configurations and ``-k``. A user's selection goes to the gate
+    even when empty: the gate refuses an empty one in one line, where dropping it would select every program
+    in silence. None (or no names) means none was given."""
+    programs = run.programs
+    cmd = []
+    if isinstance(programs, str) or programs:
+        cmd += ["--programs", programs if isinstance(programs, str) else ",".join(programs)]
+    if run.configs is not None:
+        cmd += ["--configs", run.configs]
+    return cmd + (["-k", run.k] if run.k else [])
+
+
 def gate_command(run: GateRun) -> list[str]:
     """The command line of one child run: ``python -m pytest GATE`` with ``run``'s selection."""
     gate_dir = stage() / "invariants" / "gate" if run.staged else GATE_DIR
@@ -232,15 +245,7 @@ def gate_command(run: GateRun) -> list[str]:
     for plugin in run.plugins:
         cmd += ["-p", plugin]
     cmd += ([] if run.timed else ["-m", "not throughput"]) + ["--targets", run.targets]
-    # A user's selection goes to the gate even when empty: the gate refuses an empty one in one line, where
-    # dropping it would select every program in silence. None (or no names) means none was given.
-    programs = run.programs
-    if isinstance(programs, str) or programs:
-        cmd += ["--programs", programs if isinstance(programs, str) else ",".join(programs)]
-    if run.configs is not None:
-        cmd += ["--configs", run.configs]
-    if run.k:
-        cmd += ["-k", run.k]
+    cmd += _selection(run)
     cmd += ["--results-json", str(run.results), "--hlo-dump-dir", str(run.dump_dir), *options]
     if run.raw_invariants:
         cmd.append("--raw-invariants")

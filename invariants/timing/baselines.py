@@ -93,7 +93,14 @@ def read_baseline(path: Path) -> dict[str, Any] | None:
         raise InvariantsError(f"{path}{where}: not a baseline (not JSON: {_first(err)})") from None
     if not isinstance(data, dict):
         raise InvariantsError(f"{path}: not a baseline (a JSON object with 'efficiency' and 'runs')")
-    value, runs = data.get("efficiency"), data.get("runs")
+    _check_median(path, data.get("efficiency"), data.get("runs"))
+    if not isinstance(data.get("machine"), dict):
+        raise InvariantsError(f"{path}: not a baseline (no 'machine' it was measured on)")
+    return data
+
+
+def _check_median(path: Path, value: object, runs: object) -> None:
+    """A baseline's ``efficiency``: a number in range, the median of its three ``runs``."""
     low, high = EFFICIENCY_RANGE
     if not isinstance(value, int | float) or not _number(value) or not low <= value <= high:
         raise InvariantsError(
@@ -109,9 +116,6 @@ def read_baseline(path: Path) -> dict[str, Any] | None:
             f"{path}: efficiency {value:g} is not the median of its recorded runs {runs}; a baseline is "
             "recorded (--record-baselines), not edited"
         )
-    if not isinstance(data.get("machine"), dict):
-        raise InvariantsError(f"{path}: not a baseline (no 'machine' it was measured on)")
-    return data
 
 
 def _number(value: object) -> bool:

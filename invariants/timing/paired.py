@@ -317,60 +317,84 @@ def _checked(s: Sampling, decides: bool) -> tuple[float, int]:
     return alpha, floor
 
 
+class _Sample:
+    """The pairs taken so far (per-call seconds by the verdict clock, and by the host's beside it), and how
+    more are taken: ABBA from the count so far, up to the ``deadline``."""
+
+    def __init__(self, sides: _Sides, deadline: float, taken: _Taken) -> None:
+        self.sides, self.deadline = sides, deadline
+        self.t_a, self.t_b, self.wall_a, self.wall_b = taken
+
+    def more(self, count: int, floor: int) -> None:
+        taken = _pairs(self.sides, count, len(self.t_a), self.deadline, floor)
+        for have, new in zip((self.t_a, self.t_b, self.wall_a, self.wall_b), taken, strict=True):
+            have.extend(new)
+
+
+def _first_look(a: Timed, b: Timed, s: Sampling, floor: int, start: float) -> _Sample:
+    """The pairs the first look reads: calibrated, then ``min_pairs`` of them, then more until
+    ``min_seconds`` have passed since ``start``."""
+    # min_seconds is a floor on precision for the host's clocks; the chip's repeats to a fraction of 1%.
+    min_seconds = 0.0 if s.device is not None else s.min_seconds
+    calibrated, per_call = _calibrate(a, b, s.warmup, s.sample_seconds, s.clock)
+    # On the device clock every call is its own event, timed to the nanosecond by the chip: one call
+    # per sample leaves nothing to average and keeps the trace small.
+    n_inner = (s.inner, s.inner) if s.inner is not None else (1, 1) if s.device else calibrated
+    min_pairs = _device_pairs(s.min_pairs, floor, sum(per_call)) if s.device is not None else s.min_pairs
+    deadline = start + s.max_seconds
+    sides = _Sides(a, b, n_inner, s.clock, s.device)
+    sample = _Sample(sides, deadline, _pairs(sides, min_pairs, 0, deadline, floor))
+    while s.clock() - start < min(min_seconds, s.max_seconds):
+        sample.more(max(2, len(sample.t_a) // 4), floor)
+    return sample
+
+
+def _looks(
+    sample: _Sample, decide: Callable[[float, float], Verdict | None] | None, alpha: float, clock: Clock
+) -> tuple[np.ndarray, float, float, Verdict | None, int]:
+    """Look at the interval until it decides or the budget ends: the ratios, the interval, the verdict
+    (None: undecided) and how many looks it took."""
+    look = 1
+    while True:
+        ratios = np.asarray(sample.t_a) / np.asarray(sample.t_b)
+        alpha_now = look_alpha(alpha, look) if decide is not None else alpha
+        low, high = median_interval(ratios, 1.0 - alpha_now)
+        verdict = decide(low, high) if decide is not None else None
+        if decide is None or verdict is not None or clock() >= sample.deadline:
+            return ratios, low, high, verdict, look
+        # Straddles and budget left: grow the sample geometrically, then look again with less alpha.
+        n = len(sample.t_a)
+        look += 1
+        sample.more(
+            max(n + 2, math.ceil(n * _GROWTH)) - n, max(min_pairs_for(1.0 - look_alpha(alpha, look)), n + 1)
+        )
+
+
 def _run(
     a: Timed,
     b: Timed,
     decide: Callable[[float, float], Verdict | None] | None,
     sampling: Sampling,
 ) -> _Run:
-    s = sampling
-    min_pairs, max_seconds = s.min_pairs, s.max_seconds
-    # min_seconds is a floor on precision for the host's clocks; the chip's repeats to a fraction of 1%.
-    min_seconds = 0.0 if s.device is not None else s.min_seconds
-    warmup, inner, sample_seconds, clock = s.warmup, s.inner, s.sample_seconds, s.clock
     alpha, floor = _checked(sampling, decide is not None)
-
     gc_was_enabled = gc.isenabled()
     gc.disable()  # a collection inside one sample of a pair would land on one side only
     try:
-        start = clock()
-        calibrated, per_call = _calibrate(a, b, warmup, sample_seconds, clock)
-        # On the device clock every call is its own event, timed to the nanosecond by the chip: one call
-        # per sample leaves nothing to average and keeps the trace small.
-        n_inner = (inner, inner) if inner is not None else (1, 1) if s.device else calibrated
-        if s.device is not None:
-            min_pairs = _device_pairs(min_pairs, floor, sum(per_call))
-        deadline = start + max_seconds
-        sides = _Sides(a, b, n_inner, clock, s.device)
-        t_a, t_b, wall_a, wall_b = _pairs(sides, min_pairs, 0, deadline, floor)
-
-        def more(count: int, floor: int) -> None:
-            taken = _pairs(sides, count, len(t_a), deadline, floor)
-            for have, new in zip((t_a, t_b, wall_a, wall_b), taken, strict=True):
-                have.extend(new)
-
-        while clock() - start < min(min_seconds, max_seconds):
-            more(max(2, len(t_a) // 4), floor)
-        look = 1
-        while True:
-            ratios = np.asarray(t_a) / np.asarray(t_b)
-            alpha_now = look_alpha(alpha, look) if decide is not None else alpha
-            low, high = median_interval(ratios, 1.0 - alpha_now)
-            verdict = decide(low, high) if decide is not None else None
-            if decide is None or verdict is not None or clock() >= deadline:
-                break
-            # Straddles and budget left: grow the sample geometrically, then look again with less alpha.
-            target = max(len(t_a) + 2, math.ceil(len(t_a) * _GROWTH))
-            look += 1
-            more(target - len(t_a), max(min_pairs_for(1.0 - look_alpha(alpha, look)), len(t_a) + 1))
-        seconds = clock() - start
+        start = sampling.clock()
+        sample = _first_look(a, b, sampling, floor, start)
+        ratios, low, high, verdict, look = _looks(sample, decide, alpha, sampling.clock)
+        seconds = sampling.clock() - start
     finally:
         if gc_was_enabled:
             gc.enable()
     if decide is not None and verdict is None:
         verdict = "inconclusive"
-    walls = np.asarray(wall_a), np.asarray(wall_b)
-    return _Run(ratios, np.asarray(t_a), np.asarray(t_b), *walls, low, high, verdict, seconds, n_inner, look)
+    t_a, t_b, walls = (
+        np.asarray(sample.t_a),
+        np.asarray(sample.t_b),
+        (np.asarray(sample.wall_a), np.asarray(sample.wall_b)),
+    )
+    return _Run(ratios, t_a, t_b, *walls, low, high, verdict, seconds, sample.sides.inner, look)
 
 
 # ----------------------------------------------------------------------------------------- public API
@@ -470,15 +494,18 @@ def measure_paired(
         warnings.warn(f"device clock unavailable, timing on the wall clock: {err}", DeviceClockFallback, 2)
         sampling = dataclasses.replace(sampling, device=None, clock_name="wall")
         r = _run(a, b, decide, sampling)
+    return _result(r, sampling, bound, direction, name)
+
+
+def _result(r: _Run, sampling: Sampling, bound: float | None, direction: Direction, name: str) -> RatioResult:
     device = sampling.device is not None
-    confidence = sampling.confidence
     return RatioResult(
         median=float(np.median(r.ratios)),
         low=r.low,
         high=r.high,
         pairs=int(r.ratios.size),
         seconds=r.seconds,
-        confidence=confidence,
+        confidence=sampling.confidence,
         threshold=bound,
         verdict=r.verdict,
         t_a_median=float(np.median(r.t_a)),
