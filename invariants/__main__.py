@@ -13,7 +13,9 @@ import importlib
 import io
 import os
 import sys
+from collections.abc import Callable
 
+from . import _config
 from ._errors import InvariantsError, did_you_mean, visible
 from ._signals import ending_cleanly, stopped_by
 
@@ -80,26 +82,12 @@ def _dispatch(argv: list[str] | None) -> int:
         hint = did_you_mean(command, COMMANDS)
         print(f"invariants: unknown command {command!r}{hint}; known: {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
-    # As in the pytest plugin: without a request, JAX runs on the CPU (and the CUDA plugin stays quiet).
-    # Set but empty or blank is unset too (JAX would pick whatever backend it finds).
-    if not os.environ.get("JAX_PLATFORMS", "").strip():
-        os.environ["JAX_PLATFORMS"] = "cpu"
-    # No command writes inside the installed package (or JAX's): no bytecode caches from here on, in this
-    # process or its children (compile children, self-check and bisect runs). What Python cached before
-    # this line (this package's __init__, _errors, __main__) is written only where the installer did not
-    # compile the bytecode (pip does; `uv pip install` needs --compile-bytecode).
-    sys.dont_write_bytecode = True
-    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+    _command_environment()
     module = importlib.import_module(COMMANDS[command][0])
     entry = getattr(module, "main_" + command.replace("-", "_"), None) or module.main
     with ending_cleanly() as signalled:
         try:
-            status = int(entry(rest))
-        except InvariantsError as err:
-            print(visible(str(err)), file=sys.stderr)
-            status = int(getattr(err, "status", 2))
-        except KeyboardInterrupt:
-            status = 130
+            status = _run(entry, rest)
         except BaseException:
             # The signal's Stopped, raised while an extension module initialised, comes out as that
             # import's error ("ImportError: Encountered an error while initializing the extension"): the
@@ -110,6 +98,28 @@ def _dispatch(argv: list[str] | None) -> int:
     # A signal ends the command with its own status and line, also where the command caught the interrupt
     # itself and returned (pytest, in ``gate``, ends its session and returns its own status).
     return stopped_by(signalled, command) if signalled.signum is not None else status
+
+
+def _command_environment() -> None:
+    """As in the pytest plugin: without a request (set but blank is none), JAX runs on the CPU and the CUDA
+    plugin stays quiet. No command writes inside the installed package (or JAX's): no bytecode caches from
+    here on, in this process or its children (compile children, self-check and bisect runs). What Python
+    cached before (this package's __init__, _errors, __main__) is written only where the installer did
+    not compile the bytecode (pip does; `uv pip install` needs --compile-bytecode)."""
+    _config.default_platforms()
+    sys.dont_write_bytecode = True
+    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+
+
+def _run(entry: Callable[[list[str]], int], rest: list[str]) -> int:
+    """A command's exit status: its own, 2 (or the error's) for bad input said in one line, 130 for Ctrl-C."""
+    try:
+        return int(entry(rest))
+    except InvariantsError as err:
+        print(visible(str(err)), file=sys.stderr)
+        return int(getattr(err, "status", 2))
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """Every ``INVARIANTS_*`` environment variable the package reads, in one table (no JAX): its rows are
-``data/environment.toml``.
+``data/environment.toml``, which a reviewer reads, and adding a variable is one row.
 
 Two kinds. A *setting* is a user's: the default of a gate option (``INVARIANTS_TARGETS`` for
 ``--targets``), or a knob with no option. A *protocol* variable is the suite's own: set by one process for
@@ -36,7 +36,6 @@ def _table() -> dict[str, Variable]:
     return {name: Variable(name, row["kind"], row["meaning"]) for name, row in data.items()}
 
 
-# The table itself is data (data/environment.toml): a reviewer reads it, and adding a variable is one row.
 VARIABLES: dict[str, Variable] = _table()
 
 

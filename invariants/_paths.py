@@ -18,6 +18,7 @@ import stat
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from ._errors import InvariantsError
 
@@ -36,6 +37,8 @@ __all__ = [
     "check_output_file",
     "check_plot_path",
     "kind_of",
+    "pyplot",
+    "save_figure",
     "what_is",
     "write_atomic",
 ]
@@ -160,17 +163,9 @@ def atomic_path(path: str | os.PathLike[str], option: str = "", *, suffix: bool 
         yield target
         return
     try:
-        mode = target.stat().st_mode & 0o7777 if target.is_file() and not target.is_symlink() else None
-        # mkstemp: a new name made with O_EXCL, so that nothing planted at a guessable name is written
-        # through; the permissions the old file had, else those open() would give.
-        fd, name = tempfile.mkstemp(
-            dir=target.parent, prefix=f".{target.name}.", suffix=".tmp" + (target.suffix if suffix else "")
-        )
-        os.close(fd)
-        os.chmod(name, mode if mode is not None else 0o666 & ~_umask())
+        tmp = _temporary(target, suffix)
     except OSError as err:
         raise InvariantsError(f"{named}: cannot write ({err.strerror or err})") from None
-    tmp = Path(name)
     try:
         yield tmp
         os.replace(tmp, target)
@@ -180,6 +175,18 @@ def atomic_path(path: str | os.PathLike[str], option: str = "", *, suffix: bool 
         with contextlib.suppress(OSError):
             tmp.unlink()
     _fsync_folder(target.parent)
+
+
+def _temporary(target: Path, suffix: bool) -> Path:
+    """A new file beside ``target``, made with O_EXCL (nothing planted at a guessable name is written
+    through), with the permissions the old file had, else those open() would give."""
+    mode = target.stat().st_mode & 0o7777 if target.is_file() and not target.is_symlink() else None
+    fd, name = tempfile.mkstemp(
+        dir=target.parent, prefix=f".{target.name}.", suffix=".tmp" + (target.suffix if suffix else "")
+    )
+    os.close(fd)
+    os.chmod(name, mode if mode is not None else 0o666 & ~_umask())
+    return Path(name)
 
 
 def _fsync_folder(folder: Path) -> None:
@@ -211,26 +218,33 @@ def check_distinct(
     before, or while, it is read): checked before any work. ``outputs`` and ``inputs``: (option, path)
     pairs, a path None when not given."""
     prefix = f"{command}: " if command else ""
-
-    def same(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
-        try:
-            return os.path.samefile(a, b)
-        except OSError:
-            return Path(a).resolve() == Path(b).resolve()
-
     given = [(o, p) for o, p in outputs if p is not None and str(p)]
     for i, (option, path) in enumerate(given):
-        for other, where in given[i + 1 :]:
-            if same(path, where):
-                raise InvariantsError(
-                    f"{prefix}{option} {path} and {other} {where} are the same file; give two"
-                )
-        for name, source in inputs:
-            if source is not None and same(path, source):
-                raise InvariantsError(
-                    f"{prefix}{option} {path}: the same file as {name} {source}, which it would overwrite; "
-                    "give another output path"
-                )
+        clash = _clash(path, given[i + 1 :], inputs)
+        if clash is not None:
+            raise InvariantsError(f"{prefix}{option} {path}{clash}")
+
+
+def _clash(
+    path: str | os.PathLike[str],
+    later: Sequence[tuple[str, str | os.PathLike[str] | None]],
+    inputs: Sequence[tuple[str, str | os.PathLike[str] | None]],
+) -> str | None:
+    """What ``path`` is besides an output: a later output, or an input it would overwrite (None: nothing)."""
+    for other, where in later:
+        if where is not None and _same(path, where):
+            return f" and {other} {where} are the same file; give two"
+    for name, source in inputs:
+        if source is not None and _same(path, source):
+            return f": the same file as {name} {source}, which it would overwrite; give another output path"
+    return None
+
+
+def _same(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return Path(a).resolve() == Path(b).resolve()
 
 
 def check_plot_path(path: str | os.PathLike[str], option: str) -> None:
@@ -248,6 +262,32 @@ def check_plot_path(path: str | os.PathLike[str], option: str) -> None:
             f"{option} {path}: matplotlib cannot write .{suffix} files; give one of "
             + ", ".join(f".{f}" for f in sorted(formats))
         )
+
+
+def pyplot(path: str | os.PathLike[str]) -> Any:
+    """``matplotlib.pyplot`` on the Agg backend (no display on CI), imported only when a plot is drawn: it
+    is optional (the test extra) and heavy. Not installed: one line naming ``path``."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise InvariantsError(f"{path}: matplotlib is not installed (pip install matplotlib)") from None
+    matplotlib.use("Agg")  # before pyplot is imported
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig: Any, path: str | os.PathLike[str], option: str, **savefig: Any) -> None:
+    """Write ``fig`` at ``path`` (its folder made) whole or not at all, then close it. The temporary file
+    keeps ``path``'s suffix, which matplotlib picks the format from."""
+    import matplotlib.pyplot as plt
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with atomic_path(path, option, suffix=True) as tmp:
+            fig.savefig(tmp, dpi=110, **savefig)
+    finally:
+        plt.close(fig)
 
 
 def write_atomic(path: str | os.PathLike[str], data: str | bytes, option: str = "") -> None:

@@ -29,8 +29,8 @@ __all__ = ["foreign", "made_private", "read_regular", "trusted_folder"]
 # Checked where the system has owners (POSIX); elsewhere only the links below the root are refused.
 _UID = os.getuid() if hasattr(os, "getuid") else None
 # Opening never follows a link, never blocks on a pipe, and leaks no descriptor into a child.
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_OPEN = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+_OPEN = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+_OPEN |= getattr(os, "O_CLOEXEC", 0)
 
 
 def foreign(st: os.stat_result) -> str | None:
@@ -106,20 +106,20 @@ def _check(folder: Path, st: os.stat_result, named: str, instead: str) -> None:
         raise InvariantsError(f"{named} {shown(folder)}: {why}; {instead}")
 
 
-def read_regular(path: str | os.PathLike[str], limit: int, *, follow: bool = False) -> bytes:
+def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
     """The bytes of ``path``, a regular file of at most ``limit`` bytes, read without blocking on a pipe or
-    a device and (unless ``follow``) without following a link.
+    a device and without following a link.
 
     Raises:
         FileNotFoundError: nothing there.
         OSError: it cannot be read.
-        ValueError: not a regular file (a link, when not followed), or more than ``limit`` bytes (the
-            reason, in a few words).
+        ValueError: not a regular file (a link too), or more than ``limit`` bytes (the reason, in a few
+            words).
     """
     try:
-        fd = os.open(path, _OPEN & ~_NOFOLLOW if follow else _OPEN)
+        fd = os.open(path, _OPEN)
     except OSError as err:
-        if err.errno == errno.ELOOP and not follow:
+        if err.errno == errno.ELOOP:
             raise ValueError("a link, not a regular file") from None
         raise
     try:

@@ -33,7 +33,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from types import FrameType
 from typing import NoReturn
 
@@ -142,8 +142,15 @@ class _Watchdog:
 _WATCHDOG = _Watchdog()
 
 
-def _said(code: object) -> str:
-    return repr(code) if code is not None else ""
+def _ended(what: str, err: SystemExit | _Exited | _TimedOut, seconds: float) -> str:
+    """The line for a guarded call that tried to end the process, or ran past its ``seconds``."""
+    if isinstance(err, _TimedOut):
+        return (
+            f"{what}: still running after {seconds:g} s, stopped (--user-code-timeout SECONDS to allow more)"
+        )
+    how = "raised SystemExit" if isinstance(err, SystemExit) else "called os._exit"
+    said = repr(err.code) if err.code is not None else ""
+    return f"{what} {how}({said}): a project's code must not end the gate's process"
 
 
 @contextlib.contextmanager
@@ -194,18 +201,8 @@ def guarded(what: str) -> Iterator[None]:
     _depth += 1
     try:
         yield
-    except SystemExit as err:
-        raise InvariantsError(
-            f"{what} raised SystemExit({_said(err.code)}): a project's code must not end the gate's process"
-        ) from None
-    except _Exited as err:
-        raise InvariantsError(
-            f"{what} called os._exit({_said(err.code)}): a project's code must not end the gate's process"
-        ) from None
-    except _TimedOut:
-        raise InvariantsError(
-            f"{what}: still running after {seconds:g} s, stopped (--user-code-timeout SECONDS to allow more)"
-        ) from None
+    except (SystemExit, _Exited, _TimedOut) as err:
+        raise InvariantsError(_ended(what, err, seconds)) from None
     except KeyboardInterrupt as err:
         if interrupted or isinstance(err, Stopped):  # a real Ctrl-C, or a signal the command handles
             raise
@@ -221,12 +218,13 @@ def guarded(what: str) -> Iterator[None]:
             signal.setitimer(signal.ITIMER_REAL, *saved_timer)
             signal.signal(signal.SIGALRM, saved_alarm)
             signal.signal(signal.SIGINT, saved_int)
-        _keep_out(t for t in threading.enumerate() if t not in before and not t.daemon)
+        _keep_out(before)
 
 
-def _keep_out(threads: Iterable[threading.Thread]) -> None:
-    """Threads the project's code started: at exit, the process does not wait for them."""
-    new = list(threads)
+def _keep_out(before: set[threading.Thread]) -> None:
+    """The non-daemon threads started since ``before`` (by the project's code): at exit, the process does
+    not wait for them."""
+    new = [t for t in threading.enumerate() if t not in before and not t.daemon]
     if not new:
         return
     if not _started:

@@ -9,16 +9,11 @@ test file needs no conftest::
         assert s.metric("temp_bytes") <= 4 * 2**20
         assert compiled_snapshot == s
 
-* ``compile_for(fn, *args, target="runtime", name=None, mesh=None, in_shardings=None,
-  donate_argnums=())`` is :func:`invariants.testing.compile_for`:
-  ``fn`` compiled for the named target on the shapes of ``args``, returned as a
-  :class:`~invariants.testing.CompiledStructure` (the ``Structure`` and every metric; see that module).
-  A target this host cannot compile for (no libtpu, no CUDA plugin) skips the test with the command that
-  installs it; an unknown target, an argument that is not an array, or a compile error fails the test
-  with one line, ``FILE:LINE: what`` at the call in the test.
-* ``compiled_snapshot`` is syrupy's ``snapshot`` storing the gate's snapshot text at
-  ``snapshots/<target>/<test file stem>/<test name>.txt`` beside the test file (see
-  :mod:`invariants.snapshot.user`); ``pytest --snapshot-update`` (syrupy's option) records it.
+* ``compile_for`` is :func:`invariants.testing.compile_for`. A target this host cannot compile for (no
+  libtpu, no CUDA plugin) skips the test with the command that installs it; bad input or a compile error
+  fails the test with one line, ``FILE:LINE: what`` at the call in the test.
+* ``compiled_snapshot`` is syrupy's ``snapshot``, storing the gate's snapshot text beside the test file
+  (:mod:`invariants.snapshot.user`); ``pytest --snapshot-update`` (syrupy's option) records it.
 
 Inert in a session that uses neither: importing this module imports neither JAX nor syrupy, and it
 defines no hooks. JAX starts at the first ``compile_for`` call (as the gate starts it: see

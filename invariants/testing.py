@@ -31,8 +31,8 @@ Reading a :class:`CompiledStructure`:
 * Any other name raises ``AttributeError`` naming the closest metrics and fields.
 * ``s.snapshot`` is the snapshot text the gate writes (:func:`invariants.snapshot.render.render_summary`).
 * ``s.metric("structure")`` is what a spec's ``structure(a) == structure(b)`` compares (the kernel list and
-  the gathers, scatters, collectives and converts, not the jaxpr): ``a.metric("structure") ==
-  b.metric("structure")``.
+  the gathers, scatters, collectives and converts, not the jaxpr):
+  ``a.metric("structure") == b.metric("structure")``.
 * ``s.compile_cache`` says where the compile came from: ``hit`` (the gate's compile cache served it),
   ``miss`` (compiled, and kept there) or ``off`` (no cache: ``INVARIANTS_NO_CACHE=1``).
 
@@ -77,6 +77,9 @@ from .measure.metrics import METRICS
 from .snapshot.render import kernel_line, render_summary, summary_line
 
 if TYPE_CHECKING:
+    import jax
+    from jax.sharding import Mesh, Sharding
+
     from .compile.keys import Persistent
     from .compile.record import Compiled
     from .kernels.program import ProgramCode
@@ -154,16 +157,7 @@ def target_named(name: str) -> Target:
         )
     target = targets[name]
     if target.in_child:
-        flags = target.libtpu_init_args
-        why = f"LIBTPU_INIT_ARGS={flags}" if flags else f"{target.device_count} host devices"
-        # A sharded program needs as many chips as its mesh: a pod target compiles it here ahead of time.
-        alike = [t.name for t in targets.values() if t.device_count == target.device_count and not t.in_child]
-        many = target.device_count > 1 and alike
-        use = f"a target of {target.device_count} chips, {', '.join(alike)}" if many else next(iter(targets))
-        raise InvariantsError(
-            f"compile_for: {name} compiles in a child process with {why}; "
-            f"compile_for compiles in this process: use {use}"
-        )
+        raise _in_child(target, targets)
     reason = target.unavailable_reason()
     if reason is not None:
         late = not in_time and target.family == "gpu" and "cannot describe" in reason
@@ -171,21 +165,35 @@ def target_named(name: str) -> Target:
     return target
 
 
-class _CallableInt(int):
-    _read: Callable[..., Any]
+def _in_child(target: Target, targets: Mapping[str, Target]) -> InvariantsError:
+    """The line for a target that compiles in a child process, naming one this process compiles for: a
+    pod target of as many chips for a sharded program (it compiles ahead of time here), else the runtime."""
+    flags = target.libtpu_init_args
+    why = f"LIBTPU_INIT_ARGS={flags}" if flags else f"{target.device_count} host devices"
+    alike = [t.name for t in targets.values() if t.device_count == target.device_count and not t.in_child]
+    many = target.device_count > 1 and alike
+    use = f"a target of {target.device_count} chips, {', '.join(alike)}" if many else next(iter(targets))
+    return InvariantsError(
+        f"compile_for: {target.name} compiles in a child process with {why}; "
+        f"compile_for compiles in this process: use {use}"
+    )
 
-    def __call__(self, dtype: str | None = None) -> Any:
+
+class _CallableInt(int):
+    _read: Callable[[str | None], object]
+
+    def __call__(self, dtype: str | None = None) -> object:
         return self._read(dtype)
 
 
 class _CallableFloat(float):
-    _read: Callable[..., Any]
+    _read: Callable[[str | None], object]
 
-    def __call__(self, dtype: str | None = None) -> Any:
+    def __call__(self, dtype: str | None = None) -> object:
         return self._read(dtype)
 
 
-def _as_call(value: Any, read: Callable[..., Any]) -> Any:
+def _as_call(value: object, read: Callable[[str | None], object]) -> object:
     """A metric read as an attribute is its value, and also takes a spec's call form: ``s.scatters == 1``
     and ``s.scatters(dtype="f32")`` (the count of f32 scatters) both read as they do in a spec."""
     kind = {int: _CallableInt, float: _CallableFloat}.get(type(value))
@@ -238,25 +246,14 @@ class CompiledStructure:
         (closest names listed) for a name that is not a metric of a compile.
         """
         if name == "structure":  # a spec's structure(a) == structure(b): call-only there, never a number
-            from .spec.checks import structural_signature  # the spec's own comparison (it imports JAX)
-
-            if dtype is not None:
-                raise InvariantsError(f"{self.name}: structure takes no dtype")
-            return structural_signature(self.structure)
+            return self._structure(dtype)
         if name not in self.metrics:
             raise AttributeError(self._unknown(name, "metric"))
         scoped = METRICS[name].by_dtype
         if dtype is not None and scoped is None:
             takes = ", ".join(m.name for m in METRICS.values() if m.by_dtype is not None)
             raise InvariantsError(f"{self.name}: {name} takes no dtype; the counts that do: {takes}")
-        value = self.metrics[name]
-        if isinstance(value, Missing):  # before any dtype scope, as a spec reads it: no SparseCore, no count
-            raise MetricUnavailable(f"{self.name} on {self.target}: {name} {value}")
-        if value is None:
-            raise MetricUnavailable(
-                f"{self.name} on {self.target}: {name} is unknown "
-                "(a while loop's trip count cannot be derived)"
-            )
+        value = self._value(name)  # before any dtype scope, as a spec reads it: no SparseCore, no count
         if dtype is None or scoped is None:
             return value
         from .spec.checks import WidenedDtype, widened_warning
@@ -265,6 +262,24 @@ class CompiledStructure:
             # As a spec's item warns: the count may pass for the very program it guards.
             warnings.warn(f"{self.name} on {self.target}: {warning}", WidenedDtype, stacklevel=2)
         return scoped(self.structure, dtype)
+
+    def _structure(self, dtype: str | None) -> tuple[tuple[object, ...], ...]:
+        from .spec.checks import structural_signature  # the spec's own comparison (it imports JAX)
+
+        if dtype is not None:
+            raise InvariantsError(f"{self.name}: structure takes no dtype")
+        return structural_signature(self.structure)
+
+    def _value(self, name: str) -> Any:
+        value = self.metrics[name]
+        if isinstance(value, Missing):
+            raise MetricUnavailable(f"{self.name} on {self.target}: {name} {value}")
+        if value is None:
+            raise MetricUnavailable(
+                f"{self.name} on {self.target}: {name} is unknown "
+                "(a while loop's trip count cannot be derived)"
+            )
+        return value
 
     def __getattr__(self, name: str) -> Any:
         # Only called for names the dataclass does not have: metrics, then the Structure's own fields.
@@ -305,7 +320,7 @@ class CompiledStructure:
         return f"<CompiledStructure {where}: {summary_line(self.structure)}>"
 
 
-def _shape_text(leaf: Any) -> str:
+def _shape_text(leaf: jax.ShapeDtypeStruct) -> str:
     short = {
         "float32": "f32",
         "bfloat16": "bf16",
@@ -320,7 +335,7 @@ def _shape_text(leaf: Any) -> str:
     return f"{short.get(dtype, dtype)}[{','.join(map(str, leaf.shape))}]"
 
 
-def mesh_for(target: str, *, axis_types: str = "auto", **axes: int) -> Any:
+def mesh_for(target: str, *, axis_types: str = "auto", **axes: int) -> Mesh:
     """A ``jax.sharding.Mesh`` over ``target``'s chips, axis name -> size in order (``data=4, tensor=4``),
     the chips placed by their coordinates as a pod job places them; ``axis_types`` ``explicit`` makes every
     axis Explicit. The sizes' product must be the target's chip count: one line otherwise. Arguments
@@ -331,7 +346,7 @@ def mesh_for(target: str, *, axis_types: str = "auto", **axes: int) -> Any:
 
     if axis_types not in ("auto", "explicit"):
         raise InvariantsError(f"mesh_for: axis_types {axis_types!r}: 'auto' or 'explicit'")
-    bad = [f"{a}={n!r}" for a, n in axes.items() if isinstance(n, bool) or not isinstance(n, int) or n < 1]
+    bad = [f"{a}={n!r}" for a, n in axes.items() if not _is_size(n)]
     if not axes or bad:
         raise InvariantsError(
             f"mesh_for: {', '.join(bad) or 'no axes'}: give each axis a positive size, e.g. data=4, tensor=4"
@@ -343,6 +358,10 @@ def mesh_for(target: str, *, axis_types: str = "auto", **axes: int) -> Any:
             f"mesh_for: {target} has {chosen.device_count} chips; the mesh {shown} has {chips}"
         )
     return pod_mesh(list(chosen.devices()), tuple(axes.values()), tuple(axes), axis_types)
+
+
+def _is_size(n: object) -> bool:
+    return isinstance(n, int) and not isinstance(n, bool) and n >= 1
 
 
 def _meshes_of(leaves: list[Any]) -> list[Any]:
@@ -358,12 +377,12 @@ def _meshes_of(leaves: list[Any]) -> list[Any]:
 
 
 def _abstract(
-    args: tuple[Any, ...],
+    args: tuple[object, ...],
     target: Target,
-    mesh: Any = None,
-    in_shardings: Any = None,
+    mesh: Mesh | dict[str, int] | None = None,
+    in_shardings: object = None,
     axis_types: str = "auto",
-) -> tuple[tuple[Any, ...], str, Any]:
+) -> tuple[tuple[object, ...], str, Mesh | None]:
     """The abstract arguments, their shapes as text, and the mesh the program runs on (None for one
     device). One device of ``target`` holds an unsharded program, as the gate places it; a multi-chip
     target needs a mesh (given, or the one the arguments are sharded on). A leaf without a shape and dtype,
@@ -391,67 +410,66 @@ def _abstract(
     return jax.tree_util.tree_unflatten(treedef, specs), config, mesh
 
 
-def _mesh(leaves: list[Any], target: Target, mesh: Any, axis_types: str = "auto") -> Any:
+def _mesh(
+    leaves: list[Any], target: Target, mesh: Mesh | dict[str, int] | None, axis_types: str = "auto"
+) -> Mesh | None:
     """The mesh the program runs on: ``mesh`` (a mesh, or axis sizes for :func:`mesh_for`), else the one
     the arguments are sharded on, else None. One line for arguments on several meshes, a mesh that is not
     ``target``'s chips, or a multi-chip target with nothing sharded."""
-    if isinstance(mesh, dict):
-        mesh = mesh_for(target.name, axis_types=axis_types, **mesh)
-    elif axis_types != "auto":
-        raise InvariantsError(
-            "compile_for: axis_types goes with mesh={...}; a mesh of mesh_for(...) takes its own axis_types"
-        )
+    chosen: Mesh | None = _given(mesh, target, axis_types)
     found = _meshes_of(leaves)
-    if mesh is None and len(found) == 1 and found[0].size > 1:
-        mesh = found[0]
-    if len(found) > 1 or (
-        mesh is not None
-        and found
-        and any(m.devices.tolist() != mesh.devices.tolist() for m in found if m.size > 1)
-    ):
+    if chosen is None and len(found) == 1 and found[0].size > 1:
+        chosen = found[0]
+    if len(found) > 1 or (chosen is not None and _elsewhere(found, chosen)):
         raise InvariantsError("compile_for: the arguments are sharded on different meshes; use one mesh")
-    if mesh is not None:
-        chips = {d.id for d in target.devices()}
-        if mesh.size != target.device_count or not {d.id for d in mesh.devices.flat} <= chips:
-            raise InvariantsError(
-                f"compile_for: the mesh has {mesh.size} devices, not {target.name}'s {target.device_count} "
-                f"chips: make it with invariants.testing.mesh_for({target.name!r}, ...)"
-            )
+    if chosen is not None:
+        _check_chips(chosen, target)
     elif target.device_count > 1:
         raise InvariantsError(
             f"compile_for: {target.name} has {target.device_count} chips and nothing is sharded: pass "
             f"mesh={{...}} and in_shardings=..., or arguments sharded on invariants.testing.mesh_for("
             f"{target.name!r}, ...); a one-chip program compiles for a one-chip target"
         )
+    return chosen
+
+
+def _given(mesh: Mesh | dict[str, int] | None, target: Target, axis_types: str) -> Mesh | None:
+    if isinstance(mesh, dict):
+        return mesh_for(target.name, axis_types=axis_types, **mesh)
+    if axis_types != "auto":
+        raise InvariantsError(
+            "compile_for: axis_types goes with mesh={...}; a mesh of mesh_for(...) takes its own axis_types"
+        )
     return mesh
 
 
+def _elsewhere(found: list[Mesh], mesh: Mesh) -> bool:
+    """Whether an argument is sharded over other devices than ``mesh``'s (a one-device mesh is anywhere)."""
+    return any(m.devices.tolist() != mesh.devices.tolist() for m in found if m.size > 1)
+
+
+def _check_chips(mesh: Mesh, target: Target) -> None:
+    chips = {d.id for d in target.devices()}
+    if mesh.size != target.device_count or not {d.id for d in mesh.devices.flat} <= chips:
+        raise InvariantsError(
+            f"compile_for: the mesh has {mesh.size} devices, not {target.name}'s {target.device_count} "
+            f"chips: make it with invariants.testing.mesh_for({target.name!r}, ...)"
+        )
+
+
 def _shardings(
-    args: tuple[Any, ...], leaves: list[Any], target: Target, mesh: Any, in_shardings: Any
-) -> list[Any]:
+    args: tuple[object, ...], leaves: list[Any], target: Target, mesh: Mesh | None, in_shardings: object
+) -> list[Sharding | None]:
     """Each leaf's sharding: from ``in_shardings`` (a PartitionSpec per argument, a prefix of ``args``), else
     its own on the mesh (replicated when it has none), else one device of an ahead-of-time ``target``, else
     None (the runtime's default device)."""
-    import jax
     from jax.sharding import NamedSharding, PartitionSpec
 
     from .compile.artifacts import one_device
 
     if in_shardings is not None:
-        is_spec = lambda x: x is None or isinstance(x, PartitionSpec)  # noqa: E731
-        try:
-            spread = jax.tree_util.tree_map(  # each spec over every leaf of the arguments below it
-                lambda spec, sub: jax.tree_util.tree_map(lambda _: spec, sub),
-                in_shardings,
-                args,
-                is_leaf=is_spec,
-            )
-        except (ValueError, TypeError) as err:
-            raise InvariantsError(f"compile_for: in_shardings does not match the arguments: {err}") from None
-        return [
-            NamedSharding(mesh, spec or PartitionSpec())
-            for spec in jax.tree_util.tree_leaves(spread, is_leaf=is_spec)
-        ]
+        assert mesh is not None  # _abstract refuses in_shardings without a mesh
+        return _given_shardings(args, mesh, in_shardings)
     if mesh is not None:  # arguments sharded on the mesh keep their sharding; the rest are replicated
         return [
             leaf.sharding
@@ -464,13 +482,35 @@ def _shardings(
     return [None] * len(leaves)
 
 
+def _given_shardings(args: tuple[object, ...], mesh: Mesh, in_shardings: object) -> list[Sharding | None]:
+    """Each leaf's sharding on ``mesh`` from ``in_shardings``, a PartitionSpec (None: replicated) per
+    argument, a pytree prefix of ``args``; one line where it does not match them."""
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    is_spec = lambda x: x is None or isinstance(x, PartitionSpec)  # noqa: E731
+    try:
+        spread = jax.tree_util.tree_map(  # each spec over every leaf of the arguments below it
+            lambda spec, sub: jax.tree_util.tree_map(lambda _: spec, sub),
+            in_shardings,
+            args,
+            is_leaf=is_spec,
+        )
+    except (ValueError, TypeError) as err:
+        raise InvariantsError(f"compile_for: in_shardings does not match the arguments: {err}") from None
+    return [
+        NamedSharding(mesh, spec or PartitionSpec())
+        for spec in jax.tree_util.tree_leaves(spread, is_leaf=is_spec)
+    ]
+
+
 def compile_for(
-    fn: Callable[..., Any],
-    *args: Any,
+    fn: Callable[..., object],
+    *args: object,
     target: str = "runtime",
     name: str | None = None,
-    mesh: Any = None,
-    in_shardings: Any = None,
+    mesh: Mesh | dict[str, int] | None = None,
+    in_shardings: object = None,
     axis_types: str = "auto",
     donate_argnums: int | tuple[int, ...] = (),
 ) -> CompiledStructure:

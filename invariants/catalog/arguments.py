@@ -11,13 +11,16 @@ import dataclasses
 import functools
 import math
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._errors import InvariantsError
 from .configs import DISTRIBUTIONS, Config, Distribution
 from .programs import _TRAIN_CLASSES, Program, _unknown
+
+if TYPE_CHECKING:
+    import jax
 
 
 def make_indices(
@@ -53,9 +56,8 @@ def make_arguments(
 ) -> tuple[np.ndarray, ...]:
     """Concrete host arguments matching :meth:`Program.argument_specs`, read-only.
 
-    Made once per argument signature: drawing a table and a cotangent costs ~40 ms, and the correctness
-    tier asks for the same ones about a hundred times. The arrays are shared, hence not writeable. A
-    program with its own :class:`Inputs` draws them itself.
+    Made once per argument signature: the correctness tier asks for the same ones many times. The arrays are
+    shared, hence not writeable. A program with its own :class:`Inputs` draws them itself.
     """
     arg_specs = program.argument_specs(config)
     need = sum(math.prod(a.shape) * np.dtype(a.dtype).itemsize for a in arg_specs)
@@ -87,7 +89,7 @@ def available_memory() -> int | None:
         return None
 
 
-def _not_drawn(program: Program, config: Config, specs: tuple[Any, ...], why: str) -> str:
+def _not_drawn(program: Program, config: Config, specs: tuple[jax.ShapeDtypeStruct, ...], why: str) -> str:
     """One line: ``program``'s arguments in ``config`` are not drawn; their bytes, the largest one's shape."""
     sizes = [(math.prod(a.shape) * np.dtype(a.dtype).itemsize, a) for a in specs]
     n, big = max(sizes, key=lambda x: x[0])

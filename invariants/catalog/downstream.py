@@ -38,18 +38,10 @@ lookup's::
 
 The pytree is the same in every configuration the program lists (only shapes and dtypes may differ). The
 program's arguments are the flat leaves of ``(params, indices)`` (:class:`ParamsInputs`), so that it is
-compiled, snapshotted and checked as a catalog program is. Concrete arrays the factory returns are the
-values correctness runs on; a ``ShapeDtypeStruct`` (what a large model should return) is drawn: floats
-from a normal distribution of scale 0.02, integers in ``[0, vocab)``, with a fixed seed. Validation, each
-failure one line at the ``params`` line (the factory) or the table (the function): the factory imports,
-is callable with the configuration and returns a non-empty pytree of leaves with a shape and a dtype, the
-same pytree in every configuration; ``jax.eval_shape`` of the function works; for ``backward`` and
-``train`` every parameter is floating-point, the function has a floating-point output to sum, and its
-gradient traces. The input facts an assert may name
-(``table_bytes``, ``lookups``, ``row_bytes``, ``vocab``) are the model's own (:meth:`ParamsInputs.facts`). A
-params program is compiled, snapshotted and checked (``agree`` with a reference of the same ``params``,
-``index_shape`` and ``kind``: the spec stage refuses any other), and timed with its own arguments (the
-throughput tier's ``_device_arguments``).
+compiled, snapshotted, checked and timed as a catalog program is; its input facts are the model's own
+(:meth:`ParamsInputs.facts`). Concrete arrays the factory returns are the values correctness runs on; a
+``ShapeDtypeStruct`` (what a large model should return) is drawn with a fixed seed. Validation is as
+strict as a lookup's, each failure one line at the ``params`` line (the factory) or the table (the function).
 
 **Where a declared program compiles.** On the targets that compile every program (cpu, tpu-v5e,
 gpu-h100), and on every target its spec files name (:attr:`invariants.spec.file.ProgramDecl.aimed`, which
@@ -66,9 +58,9 @@ import inspect
 import math
 import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import jax
 import jax.numpy as jnp
@@ -91,6 +83,9 @@ from .programs import (
 )
 from .project import Project, module_folder
 from .registry import Programs
+
+if TYPE_CHECKING:
+    from jax.sharding import AbstractMesh  # old jax releases (bisect, matrix) lack it: annotations only
 
 # The learning rate of a params program's ``train`` step: any constant compiles alike.
 SGD_RATE = 0.01
@@ -123,33 +118,54 @@ def _import(decl: ProgramDecl, path: str | None = None, where: str | None = None
     module_name, _, attribute = path.partition(":")
     where = f"{decl.where if where is None else where}: {decl.name}"
     folder = module_folder()
-    home = str(folder)
-    # "The user's path": python -m puts the working directory there; pytest, xdist workers and a child or
-    # worker started elsewhere for the project (its parent names the folder) may not.
-    if home not in sys.path and not (folder == Path.cwd() and "" in sys.path):
-        sys.path.insert(0, home)
+    _on_path(folder)
     with guarded(f"{where}: importing {module_name}"):
         try:
             module = importlib.import_module(module_name)
         except Exception as err:  # ImportError, or whatever the module raises while importing
-            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-            too_long = _past_path_max(folder)
-            if isinstance(err, ImportError) and too_long:
+            too_long = _past_path_max(folder) if isinstance(err, ImportError) else None
+            if too_long:
                 raise InvariantsError(f"{where}: cannot import {module_name}: {too_long}") from None
             raise InvariantsError(
-                f"{where}: cannot import {module_name} ({type(err).__name__}: {first}); modules are "
+                f"{where}: cannot import {module_name} ({type(err).__name__}: {_first(err)}); modules are "
                 f"imported from the folder the gate runs in ({folder}) and sys.path"
             ) from None
-    obj: Any = module
-    for part in attribute.split("."):
-        if not hasattr(obj, part):
-            raise InvariantsError(f"{where}: {module_name} has no attribute {attribute!r}")
-        obj = getattr(obj, part)
+    obj = _attribute(module, attribute, f"{where}: {module_name}")
     if not callable(obj):
         kind = type(obj).__name__
         article = "an" if kind[:1].lower() in "aeiou" else "a"
         raise InvariantsError(f"{where}: {path} is {article} {kind}, not a function")
     return obj  # type: ignore[no-any-return,unused-ignore]
+
+
+def _on_path(folder: Path) -> None:
+    """Put ``folder`` on "the user's path": python -m puts the working directory there; pytest, xdist
+    workers and a child or worker started elsewhere for the project (its parent names the folder) may not."""
+    if str(folder) not in sys.path and not (folder == Path.cwd() and "" in sys.path):
+        sys.path.insert(0, str(folder))
+
+
+def _attribute(module: object, attribute: str, where: str) -> object:
+    """``module``'s attribute at the dotted path ``attribute``, or one line at ``where``."""
+    obj = module
+    for part in attribute.split("."):
+        if not hasattr(obj, part):
+            raise InvariantsError(f"{where} has no attribute {attribute!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
+@contextlib.contextmanager
+def _said_as(fails: str, error_type: bool = True) -> Iterator[None]:
+    """An error the user's code raises in the block, as one line: ``fails: what`` (``error_type``: the
+    error's type before what it said). What a guard said the code did passes as it is."""
+    try:
+        yield
+    except InvariantsError:
+        raise
+    except Exception as err:
+        kind = f"{type(err).__name__}: " if error_type else ""
+        raise InvariantsError(f"{fails}: {kind}{_first(err)}") from None
 
 
 def _check_signature(
@@ -169,7 +185,7 @@ def _check_signature(
         ) from None
 
 
-def _shape(spec: Any) -> str:
+def _shape(spec: jax.ShapeDtypeStruct | jax.Array) -> str:
     short = {"float32": "f32", "bfloat16": "bf16", "int32": "s32", "int8": "s8"}
     dtype = short.get(np.dtype(spec.dtype).name, np.dtype(spec.dtype).name)
     return f"{dtype}[{','.join(map(str, spec.shape))}]"
@@ -182,41 +198,40 @@ def _check_trace(decl: ProgramDecl, fn: Callable[..., Any], program: Program, co
     lookup_args = sharded((config.table, indices), _parts(program, config)[:2], mesh)
     shown = f"{_shape(lookup_args[0])} table and {_shape(lookup_args[1])} indices"
     where = f"{decl.where}: {decl.name} [{config.id}]"
-    try:
-        with guarded(f"{where}: tracing {decl.function}"), traced_on(mesh):
-            out = jax.eval_shape(fn, *lookup_args)
-    except InvariantsError:  # what the guard said the code did
-        raise
-    except Exception as err:
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        raise InvariantsError(
-            f"{where}: {decl.function} fails on {shown}: {type(err).__name__}: {first}"
-        ) from None
+    with (
+        _said_as(f"{where}: {decl.function} fails on {shown}"),
+        guarded(f"{where}: tracing {decl.function}"),
+        traced_on(mesh),
+    ):
+        out = jax.eval_shape(fn, *lookup_args)
     want = jax.ShapeDtypeStruct((*lookup_args[1].shape, config.width), config.table.dtype)
-    if not (hasattr(out, "shape") and hasattr(out, "dtype")):
-        raise InvariantsError(
-            f"{where}: {decl.function} must return one array of rows, got {type(out).__name__}"
-        )
-    if tuple(out.shape) != tuple(want.shape) or out.dtype != want.dtype:
-        raise InvariantsError(
-            f"{where}: {decl.function} on {shown} must return {_shape(want)} rows, got {_shape(out)}"
-        )
+    _check_rows(out, want, f"{where}: {decl.function}", shown)
     if decl.kind == "forward":
         return
-    try:
-        args = sharded(program.argument_specs(config), _parts(program, config), mesh)
-        with guarded(f"{where}: tracing the {decl.kind} of {decl.function}"), traced_on(mesh):
-            grads = jax.eval_shape(program.fn, *args)
-    except InvariantsError:  # what the guard said the code did
-        raise
-    except Exception as err:
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        raise InvariantsError(f"{where}: the {decl.kind} of {decl.function} fails: {first}") from None
+    grads = _trace_grad(decl, program, config, mesh, where)
     table_grad = grads if decl.kind == "backward" else grads[0]
     if tuple(table_grad.shape) != tuple(config.table.shape):
         raise InvariantsError(
             f"{where}: the gradient of {decl.function} is not table-shaped: {_shape(table_grad)}"
         )
+
+
+def _check_rows(out: Any, want: jax.ShapeDtypeStruct, where: str, shown: str) -> None:
+    """A lookup's result: one array of ``want``'s shape and dtype."""
+    if not (hasattr(out, "shape") and hasattr(out, "dtype")):
+        raise InvariantsError(f"{where} must return one array of rows, got {type(out).__name__}")
+    if tuple(out.shape) != tuple(want.shape) or out.dtype != want.dtype:
+        raise InvariantsError(f"{where} on {shown} must return {_shape(want)} rows, got {_shape(out)}")
+
+
+def _trace_grad(
+    decl: ProgramDecl, program: Program, config: Config, mesh: AbstractMesh | None, where: str
+) -> Any:
+    """The shapes a backward or train step of ``program`` returns, traced; one line when tracing fails."""
+    with _said_as(f"{where}: the {decl.kind} of {decl.function} fails", error_type=False):
+        args = sharded(program.argument_specs(config), _parts(program, config), mesh)
+        with guarded(f"{where}: tracing the {decl.kind} of {decl.function}"), traced_on(mesh):
+            return jax.eval_shape(program.fn, *args)
 
 
 def _kind(decl: ProgramDecl) -> ProgramKind:
@@ -251,7 +266,7 @@ def layout_of(decl: ProgramDecl) -> Layout | None:
     )
 
 
-def abstract_mesh(decl: ProgramDecl) -> Any:
+def abstract_mesh(decl: ProgramDecl) -> AbstractMesh | None:
     """The declaration's mesh without devices (``jax.sharding.AbstractMesh``): what its contract is checked
     on before any target is chosen, and what a factory finds in ``config.mesh``; None when unsharded."""
     if decl.mesh is None:
@@ -262,7 +277,9 @@ def abstract_mesh(decl: ProgramDecl) -> Any:
     return jax.sharding.AbstractMesh(tuple(shape), tuple(axes), axis_types=(kind,) * len(axes))
 
 
-def sharded(specs: Sequence[Any], parts: Sequence[tuple[str | None, ...]], mesh: Any) -> tuple[Any, ...]:
+def sharded(
+    specs: Sequence[jax.ShapeDtypeStruct], parts: Sequence[tuple[str | None, ...]], mesh: AbstractMesh | None
+) -> tuple[jax.ShapeDtypeStruct, ...]:
     """``specs`` as ShapeDtypeStructs sharded on ``mesh`` by ``parts`` (unchanged without a mesh)."""
     if mesh is None:
         return tuple(specs)
@@ -279,7 +296,7 @@ def _parts(program: Program, config: Config) -> tuple[tuple[str | None, ...], ..
     return program.argument_specs_sharded(config)
 
 
-def traced_on(mesh: Any) -> Any:
+def traced_on(mesh: AbstractMesh | None) -> contextlib.AbstractContextManager[object]:
     """The context a sharded declaration's function is traced in: its (abstract) mesh, so that the
     PartitionSpecs inside it mean what they do in the user's code."""
     return jax.sharding.use_abstract_mesh(mesh) if mesh is not None else contextlib.nullcontext()
@@ -343,12 +360,12 @@ class ProgramConfig:
     vocab: int
     width: int
     index_shape: tuple[int, ...]
-    table: Any  # jax.ShapeDtypeStruct
-    indices: Any  # jax.ShapeDtypeStruct
-    mesh: Any = None
+    table: jax.ShapeDtypeStruct
+    indices: jax.ShapeDtypeStruct
+    mesh: AbstractMesh | None = None
 
     @property
-    def dtype(self) -> Any:
+    def dtype(self) -> np.dtype[np.generic]:
         return self.table.dtype
 
 
@@ -358,8 +375,8 @@ def _first(err: BaseException) -> str:
 
 class ParamsInputs:
     """The arguments of a params program (an :class:`invariants.catalog.programs.Inputs`): the flat leaves of
-    ``(params, indices)``, or of ``(params, indices, inputs)`` with an ``inputs`` factory, per
-    configuration."""
+    ``(params, indices)``, or of ``(params, indices, inputs)`` with an ``inputs``
+    factory, per configuration."""
 
     def __init__(
         self, decl: ProgramDecl, factory: Callable[..., Any], extra: Callable[..., Any] | None = None
@@ -389,15 +406,8 @@ class ParamsInputs:
                 else (decl.inputs, self.extra, decl.inputs_where)
             )
             where = f"{at}: {decl.name} [{config.id}]"
-            try:
-                with guarded(f"{where}: {name}(config)"):
-                    tree = factory(self.config(config))  # type: ignore[misc]
-            except InvariantsError:  # what the guard said the code did
-                raise
-            except Exception as err:
-                raise InvariantsError(
-                    f"{where}: {name}(config) fails: {type(err).__name__}: {_first(err)}"
-                ) from None
+            with _said_as(f"{where}: {name}(config) fails"), guarded(f"{where}: {name}(config)"):
+                tree = factory(self.config(config))  # type: ignore[misc]
             self._made[(which, config.id)] = _check_leaves(tree, where, name or "", which)
         return self._made[(which, config.id)]
 
@@ -429,7 +439,7 @@ class ParamsInputs:
         """Each argument's PartitionSpec entries: a leaf's from the sharding its factory gave it (none:
         replicated), the indices' from ``index_sharding``."""
 
-        def parts(tree: Any) -> list[tuple[str | None, ...]]:
+        def parts(tree: object) -> list[tuple[str | None, ...]]:
             return [
                 tuple(x.sharding.spec) if _named_sharding(x) else () for x in jax.tree_util.tree_leaves(tree)
             ]
@@ -443,18 +453,7 @@ class ParamsInputs:
         widest where their rows differ: an index reads one row, as each of an embedding bag's indices reads
         its own table's), ``vocab`` the rows of the largest, ``lookups`` the indices it is called on."""
         leaves = jax.tree_util.tree_flatten_with_path(self.params(config))[0]
-        named = {leaf_name(path): leaf for path, leaf in leaves}
-        if self.decl.tables:
-            missing = [t for t in self.decl.tables if t not in named]
-            if missing:
-                said = ", ".join(map(repr, missing))
-                raise InvariantsError(
-                    f"{self.decl.tables_where}: {self.decl.name}: tables {said}: no such leaf of "
-                    f"{self.decl.params}(config); its leaves: {', '.join(named)}"
-                )
-            tables = [named[t] for t in self.decl.tables]
-        else:
-            tables = [x for x in named.values() if jnp.issubdtype(x.dtype, jnp.inexact)]
+        tables = self._tables({leaf_name(path): leaf for path, leaf in leaves})
         size = np.dtype  # bytes of one element of each leaf's dtype
         rows = [
             (x.shape[0] if x.shape else 1, math.prod(x.shape[1:]) * size(x.dtype).itemsize) for x in tables
@@ -465,6 +464,19 @@ class ParamsInputs:
             "vocab": max((n for n, _ in rows), default=0),
             "lookups": math.prod(self.config(config).index_shape),
         }
+
+    def _tables(self, named: dict[str, jax.Array]) -> list[jax.Array]:
+        """The leaves of the params that ``tables`` names (default: every floating-point one)."""
+        if not self.decl.tables:
+            return [x for x in named.values() if jnp.issubdtype(x.dtype, jnp.inexact)]
+        missing = [t for t in self.decl.tables if t not in named]
+        if missing:
+            said = ", ".join(map(repr, missing))
+            raise InvariantsError(
+                f"{self.decl.tables_where}: {self.decl.name}: tables {said}: no such leaf of "
+                f"{self.decl.params}(config); its leaves: {', '.join(named)}"
+            )
+        return [named[t] for t in self.decl.tables]
 
     def draw(self, config: Config, distribution: Distribution, seed: int) -> tuple[Any, ...]:
         """Concrete leaves: the factories' arrays where they gave some, else drawn (see module doc); the
@@ -483,7 +495,7 @@ class ParamsInputs:
         return self._draws[key]
 
 
-def leaf_name(path: Any) -> str:
+def leaf_name(path: Iterable[object]) -> str:
     """A leaf of a pytree by its keys joined with dots (``{"emb": {"tokens": ...}}``: ``emb.tokens``), as
     ``tables`` names it."""
     parts = []
@@ -497,8 +509,8 @@ def leaf_name(path: Any) -> str:
 
 def _drawn(leaf: Any, rng: np.random.Generator, vocab: int) -> np.ndarray:
     """A leaf's value: the factory's array (a copy), else integers in [0, vocab), else a normal draw;
-    always an array, a 0-d one included (numpy draws a scalar for shape ``()``, which cannot be made
-    read-only)."""
+    always an array, a 0-d one included (numpy draws a scalar for shape ``()``, which cannot
+    be made read-only)."""
     dtype = np.dtype(leaf.dtype)
     if not isinstance(leaf, jax.ShapeDtypeStruct):
         return np.array(leaf)  # a copy: the factory's array stays the factory's
@@ -507,7 +519,7 @@ def _drawn(leaf: Any, rng: np.random.Generator, vocab: int) -> np.ndarray:
     return np.asarray(rng.standard_normal(leaf.shape, dtype=np.float32) * _DRAW_SCALE).astype(dtype)
 
 
-def _named_sharding(leaf: Any) -> bool:
+def _named_sharding(leaf: object) -> bool:
     """Whether a factory's leaf carries a sharding of names on a mesh (a NamedSharding's spec)."""
     return isinstance(getattr(leaf, "sharding", None), NamedSharding)
 
@@ -605,66 +617,77 @@ def _check_params(
     params = inputs.params(config)
     at_params = f"{decl.params_where}: {decl.name} [{config.id}]"
     where = f"{decl.where}: {decl.name} [{config.id}]"
-    first = CONFIGS[decl.configs[0]]
-    if inputs.treedef(config) != inputs.treedef(first):
-        theirs = jax.tree_util.tree_structure(inputs.params(first))
-        raise InvariantsError(
-            f"{at_params}: {decl.params}(config) returns another pytree in {config.id} than in {first.id}: "
-            f"{jax.tree_util.tree_structure(params)} against {theirs}"
-        )
-    floats = {
-        np.dtype(x.dtype) for x in jax.tree_util.tree_leaves(params) if jnp.issubdtype(x.dtype, jnp.inexact)
-    }
-    if floats and np.dtype(config.table.dtype) not in floats:
-        # The configurations that differ from this one in their dtype alone, and take the factory's.
-        fit = [
-            cid
-            for cid, c in CONFIGS.items()
-            if np.dtype(c.table.dtype) in floats
-            and dataclasses.replace(c, table_dtype=config.table_dtype) == config
-        ]
-        raise InvariantsError(
-            f"{at_params}: {decl.params}(config) returns {', '.join(sorted(map(str, floats)))} parameters "
-            f"where the configuration {config.id} is {np.dtype(config.table.dtype)}: a configuration names "
-            "the parameters' dtype in snapshots and items"
-            + (f"; list configs = [{', '.join(repr(c) for c in fit)}]" if fit else "")
-        )
+    _check_same_tree(decl, inputs, config, at_params)
+    _check_params_dtype(decl, params, config, at_params)
     mesh = inputs.mesh
     indices = sharded([inputs.config(config).indices], [decl.index_sharding or ()], mesh)[0]
     extras = () if inputs.extra is None else (inputs.extras(config),)
     shown = f"its params and {_shape(indices)} indices" + (" and inputs" if extras else "")
     inputs.facts(config)  # the tables it names are leaves of its params: one line now if not
-    try:
-        with guarded(f"{where}: tracing {decl.function}"), traced_on(mesh):
-            outputs = jax.eval_shape(function, params, indices, *extras)
-    except InvariantsError:  # what the guard said the code did
-        raise
-    except Exception as err:
-        raise InvariantsError(
-            f"{where}: {decl.function} fails on {shown}: {type(err).__name__}: {_first(err)}"
-        ) from None
+    with (
+        _said_as(f"{where}: {decl.function} fails on {shown}"),
+        guarded(f"{where}: tracing {decl.function}"),
+        traced_on(mesh),
+    ):
+        outputs = jax.eval_shape(function, params, indices, *extras)
     if decl.kind == "forward":
         return
+    _check_differentiable(decl, params, at_params)
+    _check_float_outputs(decl, outputs, f"{where}: {decl.function} on {shown}")
+    # jax.grad gives the gradient the pytree, shapes and dtypes of the parameters (a custom_vjp whose
+    # backward does not is refused by JAX itself): what is left to fail is tracing it.
+    _trace_grad(decl, program, config, mesh, where)
+
+
+def _check_same_tree(decl: ProgramDecl, inputs: ParamsInputs, config: Config, at_params: str) -> None:
+    """The params factory returns one pytree in every configuration."""
+    first = CONFIGS[decl.configs[0]]
+    if inputs.treedef(config) != inputs.treedef(first):
+        theirs = jax.tree_util.tree_structure(inputs.params(first))
+        raise InvariantsError(
+            f"{at_params}: {decl.params}(config) returns another pytree in {config.id} than in {first.id}: "
+            f"{jax.tree_util.tree_structure(inputs.params(config))} against {theirs}"
+        )
+
+
+def _check_params_dtype(decl: ProgramDecl, params: object, config: Config, at_params: str) -> None:
+    """The floating-point parameters are of the configuration's dtype."""
+    floats = {
+        np.dtype(x.dtype) for x in jax.tree_util.tree_leaves(params) if jnp.issubdtype(x.dtype, jnp.inexact)
+    }
+    if not floats or np.dtype(config.table.dtype) in floats:
+        return
+    # The configurations that differ from this one in their dtype alone, and take the factory's.
+    fit = [
+        cid
+        for cid, c in CONFIGS.items()
+        if np.dtype(c.table.dtype) in floats
+        and dataclasses.replace(c, table_dtype=config.table_dtype) == config
+    ]
+    raise InvariantsError(
+        f"{at_params}: {decl.params}(config) returns {', '.join(sorted(map(str, floats)))} parameters "
+        f"where the configuration {config.id} is {np.dtype(config.table.dtype)}: a configuration names "
+        "the parameters' dtype in snapshots and items"
+        + (f"; list configs = [{', '.join(repr(c) for c in fit)}]" if fit else "")
+    )
+
+
+def _check_float_outputs(decl: ProgramDecl, outputs: object, where: str) -> None:
+    """A backward or train step differentiates the sum of the floating-point outputs: there are some."""
+    out_leaves = [x for x in jax.tree_util.tree_leaves(outputs) if hasattr(x, "dtype")]
+    if not any(jnp.issubdtype(x.dtype, jnp.inexact) for x in out_leaves):
+        got = ", ".join(_shape(x) for x in out_leaves) or "no arrays"
+        raise InvariantsError(
+            f"{where} returns {got}: a {decl.kind} differentiates the sum of its floating-point outputs, "
+            "and it has none"
+        )
+
+
+def _check_differentiable(decl: ProgramDecl, params: object, at_params: str) -> None:
+    """Every parameter of a backward or train step has a gradient: it is floating-point."""
     for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
         if not jnp.issubdtype(leaf.dtype, jnp.inexact):
             raise InvariantsError(
                 f"{at_params}: leaf params{jax.tree_util.keystr(path)} is {_shape(leaf)}: a {decl.kind} "
                 "differentiates every parameter, and only floating-point ones have a gradient"
             )
-    out_leaves = jax.tree_util.tree_leaves(outputs)
-    if not any(jnp.issubdtype(x.dtype, jnp.inexact) for x in out_leaves if hasattr(x, "dtype")):
-        got = ", ".join(_shape(x) for x in out_leaves if hasattr(x, "dtype")) or "no arrays"
-        raise InvariantsError(
-            f"{where}: {decl.function} on {shown} returns {got}: a {decl.kind} differentiates the sum of "
-            "its floating-point outputs, and it has none"
-        )
-    # jax.grad gives the gradient the pytree, shapes and dtypes of the parameters (a custom_vjp whose
-    # backward does not is refused by JAX itself): what is left to fail is tracing it.
-    try:
-        args = sharded(program.argument_specs(config), _parts(program, config), mesh)
-        with guarded(f"{where}: tracing the {decl.kind} of {decl.function}"), traced_on(mesh):
-            jax.eval_shape(program.fn, *args)
-    except InvariantsError:  # what the guard said the code did
-        raise
-    except Exception as err:
-        raise InvariantsError(f"{where}: the {decl.kind} of {decl.function} fails: {_first(err)}") from None

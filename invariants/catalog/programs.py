@@ -23,7 +23,7 @@ import importlib.util
 import math
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, Protocol, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 import jax
 import jax.numpy as jnp
@@ -37,7 +37,6 @@ from ..measure.metrics import input_facts
 from .configs import _INDEX_SHAPES
 from .configs import ALL_CONFIGS as ALL_CONFIGS
 from .configs import CONFIGS as CONFIGS
-from .configs import DISTRIBUTIONS as DISTRIBUTIONS
 from .configs import LLM_CONFIGS as LLM_CONFIGS
 from .configs import OFFLOAD_CONFIGS as OFFLOAD_CONFIGS
 from .configs import SEED as SEED
@@ -45,6 +44,9 @@ from .configs import Config as Config
 from .configs import Distribution as Distribution
 from .configs import get_config as get_config
 from .select import selectors
+
+if TYPE_CHECKING:
+    from ..spec.file import ProgramDecl
 
 ProgramKind = Literal["forward", "backward", "train", "sharded", "sharded_grad", "tied", "tied_grad"]
 
@@ -146,10 +148,9 @@ class Program:
     index_dtype: str | None = None
     # A declared train step that donates its parameters' buffers (jax.jit's donate_argnums).
     donate: bool = False
-    # A declared program's [[program]] (an invariants.spec.file.ProgramDecl, plain data): what the compile
-    # cache's key holds of it, since its function may close over what the declaration gave. None: the
-    # catalog's, whose code says everything.
-    declaration: Any = None
+    # A declared program's [[program]] (plain data): what the compile cache's key holds of it, since its
+    # function may close over what the declaration gave. None: the catalog's, whose code says everything.
+    declaration: ProgramDecl | None = None
 
     def unavailable_reason(self) -> str | None:
         """None when every library the program needs is importable, else one line with the install command."""
@@ -249,7 +250,7 @@ def vmap_take(W: jax.Array, x: jax.Array) -> jax.Array:
 
 
 def eqx_embedding(W: jax.Array, x: jax.Array) -> jax.Array:
-    """The installed equinox ``nn.Embedding`` under vmap (nested vmap for 2-D indices): equinox#920."""
+    """The installed equinox ``nn.Embedding`` under vmap (nested vmap for 2-D indices)."""
     # Imported here, as flax and haiku are: a process that never traces this program (a versus worker, a
     # gate child on other programs) does not pay for importing equinox and jaxtyping.
     import equinox as eqx
@@ -258,7 +259,7 @@ def eqx_embedding(W: jax.Array, x: jax.Array) -> jax.Array:
 
 
 def onehot_matmul(W: jax.Array, x: jax.Array) -> jax.Array:
-    """``one_hot(x, V) @ W``: the lookup as a matmul (jax#10378 found it 30x faster than vmap on TPU)."""
+    """``one_hot(x, V) @ W``: the lookup as a matmul."""
     return jax.nn.one_hot(x, W.shape[0], dtype=W.dtype) @ W
 
 

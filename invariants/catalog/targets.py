@@ -25,7 +25,9 @@ from .configs import COMPILE_ONLY, LLM_CONFIGS, OFFLOAD_CONFIGS, SEED
 from .select import selectors
 
 if TYPE_CHECKING:
-    from .programs import Program
+    import jax
+
+    from .programs import Layout, Program
 
 Family = Literal["cpu", "tpu", "gpu"]
 Mode = Literal["runtime", "aot", "subprocess"]
@@ -79,27 +81,31 @@ class Target:
         return self.mode == "subprocess" or bool(self.libtpu_init_args)
 
     def compiles(self, program: Program) -> bool:
-        if program.aimed:  # a project's program: where its spec files name, whatever this target's scope
-            # Where the chips fit. A file of sharded and single-chip programs names targets of both kinds,
-            # and each program picks those of its own; one named by name that fits none of them keeps its
-            # items there, skipping with misfit's reason.
-            if not self.aimed_by(program):
-                return False
-            return self.misfit(program) is None or (
-                self.name in program.aimed and not _fits_some(program.aimed, _chips(program))
-            )
+        if program.aimed:
+            return self._compiles_aimed(program)
         layout = program.layout
-        if self.scope == "extra":
-            return False
         if self.scope in ("sharded", "pod"):
-            if layout is None:
-                return False
-            if layout.pod:
-                return (self.scope == "pod" or self.pods) and self.device_count % layout.devices == 0
-            return self.scope == "sharded" and layout.devices <= self.device_count
-        if layout is not None:
+            return layout is not None and self._holds(layout)
+        if self.scope == "extra" or layout is not None:
             return False
         return self.scope == "all" or "core" in program.tags
+
+    def _compiles_aimed(self, program: Program) -> bool:
+        """A project's program compiles where its spec files name, whatever this target's scope, where the
+        chips fit. A file of sharded and single-chip programs names targets of both kinds, and each program
+        picks those of its own; one named by name that fits none of them keeps its items there, skipping
+        with misfit's reason."""
+        if not self.aimed_by(program):
+            return False
+        return self.misfit(program) is None or (
+            self.name in program.aimed and not _fits_some(program.aimed, _chips(program))
+        )
+
+    def _holds(self, layout: Layout) -> bool:
+        """Whether this sharded or pod target's chips hold a catalog program of ``layout``."""
+        if layout.pod:
+            return (self.scope == "pod" or self.pods) and self.device_count % layout.devices == 0
+        return self.scope == "sharded" and layout.devices <= self.device_count
 
     def misfit(self, program: Program) -> str | None:
         """Why a project's program cannot compile on this target although its spec files aim it here: its
@@ -127,16 +133,22 @@ class Target:
 
     def configs_for(self, program: Program) -> tuple[str, ...]:
         if program.aimed:  # a project's program compiles in the configurations it lists, where it is aimed
-            if not self.compiles(program):
-                return ()
-            return tuple(c for c in program.configs if c not in COMPILE_ONLY or c in self.extra_configs)
+            return self._aimed_configs(program)
         extra = () if program.layout else tuple(c for c in program.configs if c in self.extra_configs)
         if not self.compiles(program):
             return extra
+        return self._scope_configs(program) + extra
+
+    def _aimed_configs(self, program: Program) -> tuple[str, ...]:
+        if not self.compiles(program):
+            return ()
+        return tuple(c for c in program.configs if c not in COMPILE_ONLY or c in self.extra_configs)
+
+    def _scope_configs(self, program: Program) -> tuple[str, ...]:
+        """The configurations a catalog program compiles in on this target, besides its extra ones."""
         if self.scope != "all":
-            return (SEED.id, *(c for c in self.scope_configs if c in program.configs), *extra)
-        own = tuple(c for c in program.configs if c not in self.skip_configs and c not in COMPILE_ONLY)
-        return own + extra
+            return (SEED.id, *(c for c in self.scope_configs if c in program.configs))
+        return tuple(c for c in program.configs if c not in self.skip_configs and c not in COMPILE_ONLY)
 
     @property
     def keeps_kernel_code(self) -> bool:
@@ -165,7 +177,7 @@ class Target:
                 return f"{self.name}: the CUDA plugin cannot describe this device ({self.topology}): {first}"
         return None
 
-    def devices(self) -> Sequence[Any]:
+    def devices(self) -> Sequence[jax.Device]:
         """The devices to compile for: real ones at runtime, topology devices ahead of time."""
         import jax  # a NO_JAX module: JAX starts when devices are asked for, not at import
 
@@ -180,12 +192,12 @@ def _has_cuda_plugin() -> bool:
     return any(importlib.util.find_spec(m) is not None for m in ("jax_cuda12_plugin", "jax_cuda13_plugin"))
 
 
-_TOPOLOGIES: dict[tuple[str, str, str], Sequence[Any]] = {}
+_TOPOLOGIES: dict[tuple[str, str, str], Sequence[jax.Device]] = {}
 # Starting a PJRT plugin (libtpu, the CUDA plugin) for a topology is not safe from two threads at once.
 _TOPOLOGY_LOCK = threading.Lock()
 
 
-def _topology_devices(family: Family, topology: str, chip_config: str) -> Sequence[Any]:
+def _topology_devices(family: Family, topology: str, chip_config: str) -> Sequence[jax.Device]:
     """The devices of a topology ahead of time, made once per process, one topology at a time."""
     with _TOPOLOGY_LOCK:
         key = (family, topology, chip_config)
@@ -194,7 +206,7 @@ def _topology_devices(family: Family, topology: str, chip_config: str) -> Sequen
         return _TOPOLOGIES[key]
 
 
-def _make_topology_devices(family: Family, topology: str, chip_config: str) -> Sequence[Any]:
+def _make_topology_devices(family: Family, topology: str, chip_config: str) -> Sequence[jax.Device]:
     from jax.experimental import topologies  # a NO_JAX module: JAX only when a topology is made
 
     if family == "tpu":
@@ -305,9 +317,8 @@ _AOT_TARGETS: tuple[Target, ...] = (
         "gpu-h100", "gpu", "aot", "all", topology="h100_sxm", enable_hint=_GPU_HINT, extra_configs=LLM_CONFIGS
     ),
     # Earlier and later GPU generations, for the code each kernel compiles to (invariants.kernels): the
-    # atomics XLA emits follow the compute capability (sm_80 and sm_89 have no vector float atomics, and
-    # jaxlib 0.10.2 falls back to compare-and-swap loops there: openxla/xla#46225). The core programs in
-    # f32 and bf16 (bf16 atomics differ again, openxla/xla#26371) are enough to see each chip.
+    # atomics XLA emits follow the compute capability. The core programs in f32 and bf16 are enough to see
+    # each chip.
     Target(
         "gpu-a100", "gpu", "aot", "core", topology="a100_sxm", enable_hint=_GPU_HINT, scope_configs=("bf16",)
     ),
@@ -365,7 +376,7 @@ def _on_the_chip(name: str, family: Family) -> Target:
     """The runtime target of a TPU or GPU host: the programs and configurations its ahead-of-time twin of
     the same name compiles, so that the chip checks the twin's snapshots and finds none missing. It takes
     the twin's scope (a core twin, tpu-v4 or gpu-a100, compiles the core programs), leaves out what the
-    twin leaves out (tpu-v5e: f32-large, 2-5 s a compile there, which a CPU host never records for it) and
+    twin leaves out (tpu-v5e: f32-large, slow to compile there, which a CPU host never records for it) and
     compiles the twin's extra configurations (the LLM-scale ones: a snapshot update on the host keeps and
     checks those snapshots; compiled only, never run). A chip with no twin compiles every program, the
     LLM-scale configurations too."""

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
@@ -37,6 +37,9 @@ from .child import keys_child
 from .keys import Persistent
 from .record import Compiled, FailedCompile, Key
 from .store import Outcome, Store, Tally, from_settings
+
+if TYPE_CHECKING:
+    from jax.extend.core import ClosedJaxpr, Jaxpr
 
 
 def _abstract_arguments(program: Program, config_id: str, target: Target) -> tuple[tuple[Any, ...], Any]:
@@ -65,7 +68,7 @@ def _abstract_arguments(program: Program, config_id: str, target: Target) -> tup
     return args, mesh
 
 
-def one_device(target: Target) -> Any:
+def one_device(target: Target) -> SingleDeviceSharding:
     """Where a one-chip program's arguments are placed ahead of time, for the gate and the pytest API
     alike: on the target's first device, as a runtime call's arguments are (a single-device sharding).
     Not on a one-device mesh, whose NamedSharding traces differently: the gradient of a scalar loss then
@@ -74,7 +77,9 @@ def one_device(target: Target) -> Any:
     return SingleDeviceSharding(next(iter(target.devices())))
 
 
-def pod_mesh(devices: Sequence[Any], shape: tuple[int, ...], axes: tuple[str, ...], axis_types: str) -> Mesh:
+def pod_mesh(
+    devices: Sequence[jax.Device], shape: tuple[int, ...], axes: tuple[str, ...], axis_types: str
+) -> Mesh:
     """A mesh of ``shape`` over ``devices`` placed by their physical coordinates, as a pod job builds it;
     ``axis_types`` ``explicit`` makes every axis Explicit (shardings in the types), else Auto."""
     # Read when a pod's mesh is built: a release without AxisType (jax 0.5.1) runs every other program.
@@ -83,11 +88,11 @@ def pod_mesh(devices: Sequence[Any], shape: tuple[int, ...], axes: tuple[str, ..
     return Mesh(placed, axes, axis_types=(kind,) * len(axes))
 
 
-def jaxpr_primitives(closed_jaxpr: Any) -> tuple[str, ...]:
+def jaxpr_primitives(closed_jaxpr: ClosedJaxpr) -> tuple[str, ...]:
     """The primitive sequence of a jaxpr, nested calls inlined, gather/scatter with their mode."""
     out: list[str] = []
 
-    def walk(jaxpr: Any) -> None:
+    def walk(jaxpr: Jaxpr) -> None:
         for eqn in jaxpr.eqns:
             subs = [v for v in eqn.params.values() if hasattr(v, "eqns") or hasattr(v, "jaxpr")]
             subs += [b for v in eqn.params.values() if isinstance(v, tuple) for b in v if hasattr(b, "jaxpr")]
@@ -131,7 +136,7 @@ def compile_here(
 
 def _compile(
     program: Program, config_id: str, target: Target, persistent: Persistent | None = None
-) -> tuple[Compiled, Any]:
+) -> tuple[Compiled, jax.stages.Compiled | None]:
     """The artifacts and the executable (callable with concrete arguments on a runtime target; None when
     the artifacts came from the persistent cache, which keeps no executable). ``persistent`` None: a
     real compile, counted nowhere (what a timed item runs)."""
@@ -182,7 +187,7 @@ def compile_function(
     config: str,
     jit_kwargs: Mapping[str, Any] | None = None,
     persistent: Persistent | None = None,
-) -> tuple[Compiled, Any]:
+) -> tuple[Compiled, jax.stages.Compiled | None]:
     """Trace, lower and compile ``fn(*args)`` (abstract arguments) for ``target``, as every compile here
     is made (the gate's programs, and :func:`invariants.testing.compile_for`'s functions): the
     :class:`Compiled` artifacts, named ``program`` and ``config``, and the executable. Raises
@@ -198,13 +203,9 @@ def compile_function(
         lowered = jax.jit(fn, **(jit_kwargs or {})).lower(*args)
         jaxpr, primitives = str(closed), jaxpr_primitives(closed)
         traced = {"jaxpr": jaxpr, "jaxpr_primitives": list(primitives)}
-        result = None
-        if persistent is not None and persistent.store is not None:
-            result = persistent.key(lowered, target, args)
-            hit = persistent.served(key, result, traced)
-            if hit is not None:
-                persistent.count(key, "hit")
-                return hit, None
+        result, hit = _served(persistent, key, lowered, target, args, traced)
+        if hit is not None:
+            return hit, None
         compiled, kernel_code = _compile_lowered(lowered, target)
         seconds = time.perf_counter() - start
         # libtpu may fail only when it serializes the compiled module (a RET_CHECK on an async op's arity
@@ -214,12 +215,7 @@ def compile_function(
         raise
     except Exception as err:  # a compiler error is a finding about this key, said in one line
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        if first == "std::bad_cast" and (file := _undecodable_module()) is not None:
-            raise InvariantsError(
-                f"{file}: the path of this module is not UTF-8, and JAX cannot write it into the source "
-                "locations of the lowered program (std::bad_cast): move the project to a folder whose "
-                "name is UTF-8"
-            ) from None
+        _refuse_undecodable(first)
         raise CompileFailed(first, type(err).__name__, _unoptimized(lowered)) from err
     artifacts = Compiled(
         program=program,
@@ -234,13 +230,41 @@ def compile_function(
         kernel_code=kernel_code,
     )
     if persistent is not None:
-        if result is not None:
-            persistent.put(result, artifacts)
-        persistent.count(key, "miss" if result is not None else "off")
+        persistent.kept(key, result, artifacts)
     return artifacts, compiled
 
 
-def _unoptimized(lowered: Any) -> str | None:
+def _served(
+    persistent: Persistent | None,
+    key: Key,
+    lowered: jax.stages.Lowered,
+    target: Target,
+    args: Sequence[object],
+    traced: Mapping[str, object],
+) -> tuple[str | None, Compiled | None]:
+    """The persistent cache's key of ``lowered`` (None without a cache), and what it holds there (a hit,
+    counted)."""
+    if persistent is None or persistent.store is None:
+        return None, None
+    result = persistent.key(lowered, target, args)
+    hit = persistent.served(key, result, traced)
+    if hit is not None:
+        persistent.count(key, "hit")
+    return result, hit
+
+
+def _refuse_undecodable(first: str) -> None:
+    """A ``std::bad_cast`` from the lowering: the file of a loaded module that is not UTF-8, in one line."""
+    file = _undecodable_module() if first == "std::bad_cast" else None
+    if file is not None:
+        raise InvariantsError(
+            f"{file}: the path of this module is not UTF-8, and JAX cannot write it into the source "
+            "locations of the lowered program (std::bad_cast): move the project to a folder whose "
+            "name is UTF-8"
+        ) from None
+
+
+def _unoptimized(lowered: jax.stages.Lowered | None) -> str | None:
     """The HLO text of a lowered module, what the compiler was given (None: nothing was lowered)."""
     if lowered is None:
         return None
@@ -252,8 +276,8 @@ def _unoptimized(lowered: Any) -> str | None:
 
 def _undecodable_module() -> str | None:
     """The first loaded module whose file's path is not UTF-8 (its bytes not UTF-8 escaped), else None: JAX's
-    lowering writes the file of each traced frame into the module's locations, and its C++ takes UTF-8
-    only."""
+    lowering writes the file of each traced frame into the module's locations, and its C++
+    takes UTF-8 only."""
     for module in list(sys.modules.values()):
         file = getattr(module, "__file__", None)
         if isinstance(file, str):
@@ -264,13 +288,14 @@ def _undecodable_module() -> str | None:
     return None
 
 
-# What XLA:GPU says when it cannot start ptxas (PTX -> SASS, run once per kernel where the CUDA toolkit's
-# ptxas is on the PATH): the spawn failed (seen once here, in a gate run beside other compiles).
-# That says nothing about the program, so the compile is tried once more before it counts as a failure.
+# What XLA:GPU says when it cannot start ptxas (PTX -> SASS, where the CUDA toolkit's ptxas is on the PATH):
+# that says nothing about the program, so the compile is tried once more before it counts as a failure.
 _SPAWN_FAILURES = ("Failed to launch ptxas",)
 
 
-def _compile_lowered(lowered: Any, target: Target) -> tuple[Any, dict[str, str]]:
+def _compile_lowered(
+    lowered: jax.stages.Lowered, target: Target
+) -> tuple[jax.stages.Compiled, dict[str, str]]:
     for attempt in (1, 2):
         try:
             if target.keeps_kernel_code:
@@ -282,7 +307,7 @@ def _compile_lowered(lowered: Any, target: Target) -> tuple[Any, dict[str, str]]
     raise AssertionError("unreachable")
 
 
-def _compile_with_code(lowered: Any) -> tuple[Any, dict[str, str]]:
+def _compile_with_code(lowered: jax.stages.Lowered) -> tuple[jax.stages.Compiled, dict[str, str]]:
     """Compile ``lowered`` with XLA dumping this compile only (a per-compile option: no global XLA_FLAGS, no
     child process) into a folder of its own, and read back its kernel code."""
     with tempfile.TemporaryDirectory(prefix="invariants-code-") as folder:
@@ -293,7 +318,7 @@ def _compile_with_code(lowered: Any) -> tuple[Any, dict[str, str]]:
     return compiled, next(iter(modules.values()), {})
 
 
-def _cost(compiled: Any) -> dict[str, float]:
+def _cost(compiled: jax.stages.Compiled) -> dict[str, float]:
     try:
         cost = compiled.cost_analysis()
     except Exception:  # not every backend offers it; it is an aid, never a verdict
@@ -305,7 +330,7 @@ def _cost(compiled: Any) -> dict[str, float]:
     }
 
 
-def _memory(compiled: Any) -> dict[str, int]:
+def _memory(compiled: jax.stages.Compiled) -> dict[str, int]:
     try:
         mem = compiled.memory_analysis()
     except Exception:
@@ -329,23 +354,14 @@ def compile_in_child(
     same persistent cache under keys of its own (:mod:`invariants.compile.keys`), and its outcomes are
     counted here. A key whose compile failed is its :class:`FailedCompile`, as an in-process compile
     raises it; the other keys compile all the same."""
-    env = {**os.environ, **(project.environment() if project is not None else {})}
-    if target.mode == "subprocess":
-        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {HOST_DEVICE_FLAG}".strip()
-    if target.libtpu_init_args:
-        env["LIBTPU_INIT_ARGS"] = target.libtpu_init_args
-    env["JAX_PLATFORMS"] = "cpu"
     store = persistent.store if persistent is not None else None
-    env[_config.name("INVARIANTS_NO_CACHE")] = "0" if store is not None else "1"
-    if store is not None:
-        env[_config.name("INVARIANTS_CACHE_DIR")] = str(store.folder)
     keys = list(keys)
     out: dict[str, Any] = {"records": [], "outcomes": [], "notes": [], "failed": []}
     if keys:
         out = keys_child(
             "invariants.compile.artifacts",
             keys,
-            env=env,
+            env=_child_env(target, project, store),
             what=f"{target.name}: compile",
             args=[target.name],
         )
@@ -360,6 +376,21 @@ def compile_in_child(
         key = Key(*f["key"])
         made[key] = FailedCompile(f["message"], key, f["first"], f["kind"], f["unoptimized"])
     return [made[k] for k in keys]
+
+
+def _child_env(target: Target, project: Project | None, store: Store | None) -> dict[str, str]:
+    """The environment of a child that compiles for ``target``: its flags, the project's settings, the
+    persistent cache's folder."""
+    env = {**os.environ, **(project.environment() if project is not None else {})}
+    if target.mode == "subprocess":
+        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {HOST_DEVICE_FLAG}".strip()
+    if target.libtpu_init_args:
+        env["LIBTPU_INIT_ARGS"] = target.libtpu_init_args
+    env["JAX_PLATFORMS"] = "cpu"
+    env[_config.name("INVARIANTS_NO_CACHE")] = "0" if store is not None else "1"
+    if store is not None:
+        env[_config.name("INVARIANTS_CACHE_DIR")] = str(store.folder)
+    return env
 
 
 class CompileCache:
@@ -388,7 +419,7 @@ class CompileCache:
         self.persistent = Persistent(store)
         self._done: dict[Key, Compiled] = {}
         self._failed: dict[Key, FailedCompile] = {}  # a child's failed compiles, raised for the items asking
-        self._executables: dict[Key, Any] = {}
+        self._executables: dict[Key, jax.stages.Compiled | None] = {}
         self._planned: dict[str, set[Key]] = {}
         self._lock = threading.Lock()
         self._futures: dict[Key, Future[None]] = {}
@@ -483,7 +514,7 @@ class CompileCache:
         if self.persistent.store is not None:  # the size bound, kept at each run's end
             self.persistent.store.prune()
 
-    def executable(self, program: str, config: str, target: str) -> Any:
+    def executable(self, program: str, config: str, target: str) -> jax.stages.Compiled | None:
         """The compiled executable of a runtime-target key (for timing); compiles it if needed."""
         if self._targets[target].mode != "runtime":
             raise InvariantsError(f"{target}: only the runtime target runs programs; this one compiles only")
@@ -525,12 +556,7 @@ class CompileCache:
         """The run's end: what the cache served and what compiled, with the compile time labelled. In an
         xdist controller, which compiles nothing, the counts come from the items' records."""
         persistent = self.persistent
-        tally = persistent.tally
-        if not tally.counts:
-            tally = Tally()
-            for item in items:
-                if item.kind == "structure" and item.get("compile_cache"):
-                    tally.add(item.get("compile_cache"))
+        tally = persistent.tally if persistent.tally.counts else _tally_of(items)
         lines = []
         line = tally.line(persistent.store.folder if persistent.store is not None else None)
         if line is not None:
@@ -546,6 +572,15 @@ class CompileCache:
         if persistent.store is not None:
             lines += [f"invariants: {n}" for n in dict.fromkeys(persistent.store.notes)]
         return lines
+
+
+def _tally_of(items: Sequence[Record]) -> Tally:
+    """The compile cache's outcomes as the structure items recorded them."""
+    tally = Tally()
+    for item in items:
+        if item.kind == "structure" and item.get("compile_cache"):
+            tally.add(item.get("compile_cache"))
+    return tally
 
 
 def _child_main(target_name: str) -> int:

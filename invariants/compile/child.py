@@ -6,7 +6,7 @@ or an installed copy's: see :func:`pytest_args`), with the selection given as ex
 arguments, in a folder of its own (its rootdir and working directory), where it writes a results file
 (:mod:`invariants.plugin.results`) and its HLO dumps. Another interpreter (a JAX release's environment)
 imports this package, and nothing else of this environment, from a folder that links to it alone
-(:func:`staged_package`). A child is how an experiment that sets ``XLA_FLAGS`` (some flags abort the process)
+(:func:`stage`). A child is how an experiment that sets ``XLA_FLAGS`` (some flags abort the process)
 or runs another JAX release (another interpreter) stays out of this process. What comes back is
 :class:`ChildRun`: the exit status, the results (None when the child wrote none), the seconds, and where its
 output was saved.
@@ -55,19 +55,6 @@ def catalog_snapshot_dir() -> Path:
     return PACKAGE_DIR.parent / "snapshots"
 
 
-def staged_package(folder: Path) -> Path:
-    """A folder holding only this package (a link to it), for ``PYTHONPATH`` in another environment.
-
-    bisect and matrix run the gate under other JAX releases: their environments must import this package
-    and nothing else of this one's site-packages.
-    """
-    folder.mkdir(parents=True, exist_ok=True)
-    link = folder / "invariants"
-    if not link.exists():
-        link.symlink_to(PACKAGE_DIR, target_is_directory=True)
-    return folder
-
-
 def pytest_args(
     *,
     spec_dirs: list[Path] | None = None,
@@ -83,7 +70,7 @@ def pytest_args(
 
     Independent of any checkout and of the project's pytest configuration. Used by this command and by
     every command that runs the gate in a child (selfcheck, bisect, matrix). ``gate_dir``: the gate modules
-    as the child imports them (below a :func:`staged_package`).
+    as the child imports them (below :func:`stage`).
     """
     root = (rootdir or Path.cwd()).resolve()
     args = [
@@ -137,7 +124,6 @@ __all__ = [
     "run_gate",
     "scratch",
     "stage",
-    "staged_package",
 ]
 
 
@@ -231,6 +217,19 @@ class GateRun:
     project: Project = dataclasses.field(default_factory=Project)
 
 
+def _selection(run: GateRun) -> list[str]:
+    """The options of ``run``'s programs, configurations and ``-k``. A user's selection goes to the gate
+    even when empty: the gate refuses an empty one in one line, where dropping it would select every program
+    in silence. None (or no names) means none was given."""
+    programs = run.programs
+    cmd = []
+    if isinstance(programs, str) or programs:
+        cmd += ["--programs", programs if isinstance(programs, str) else ",".join(programs)]
+    if run.configs is not None:
+        cmd += ["--configs", run.configs]
+    return cmd + (["-k", run.k] if run.k else [])
+
+
 def gate_command(run: GateRun) -> list[str]:
     """The command line of one child run: ``python -m pytest GATE`` with ``run``'s selection."""
     gate_dir = stage() / "invariants" / "gate" if run.staged else GATE_DIR
@@ -246,15 +245,7 @@ def gate_command(run: GateRun) -> list[str]:
     for plugin in run.plugins:
         cmd += ["-p", plugin]
     cmd += ([] if run.timed else ["-m", "not throughput"]) + ["--targets", run.targets]
-    # A user's selection goes to the gate even when empty: the gate refuses an empty one in one line, where
-    # dropping it would select every program in silence. None (or no names) means none was given.
-    programs = run.programs
-    if isinstance(programs, str) or programs:
-        cmd += ["--programs", programs if isinstance(programs, str) else ",".join(programs)]
-    if run.configs is not None:
-        cmd += ["--configs", run.configs]
-    if run.k:
-        cmd += ["-k", run.k]
+    cmd += _selection(run)
     cmd += ["--results-json", str(run.results), "--hlo-dump-dir", str(run.dump_dir), *options]
     if run.raw_invariants:
         cmd.append("--raw-invariants")

@@ -44,7 +44,6 @@ import sys
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import jax
 
@@ -142,8 +141,8 @@ def _name_version(dist: importlib.metadata.Distribution) -> str:
 
 def _compiling_environment() -> dict[str, str]:
     """The variables of this process's environment that change compiles. It is read while pytest's own
-    thread may set and unset others (``PYTEST_CURRENT_TEST``): a read that meets such a change is tried
-    again."""
+    thread may set and unset others (``PYTEST_CURRENT_TEST``): a read that meets such a change
+    is tried again."""
     for _ in range(100):
         try:
             return {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES)}
@@ -190,20 +189,23 @@ def _compiler_files() -> dict[str, str]:
     """Size and mtime of every shared object (and ptxas) of the compiler's packages, and of the ptxas on
     the PATH, which XLA:GPU runs."""
     out: dict[str, str] = {}
-    roots = []
-    for name in _COMPILER_PACKAGES:
-        spec = importlib.util.find_spec(name)
-        roots += [Path(p) for p in (spec.submodule_search_locations or [])] if spec is not None else []
-    found = [p for root in roots for p in root.rglob("*") if ".so" in p.name or p.name == "ptxas"]
-    which = shutil.which("ptxas")
-    found += [Path(which)] if which else []
-    for path in found:
+    for path in _compiler_paths():
         try:
             st = path.stat()
         except OSError:
             continue
         out[str(path)] = f"{st.st_size}:{st.st_mtime_ns}"
     return out
+
+
+def _compiler_paths() -> list[Path]:
+    roots = []
+    for name in _COMPILER_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        roots += [Path(p) for p in (spec.submodule_search_locations or [])] if spec is not None else []
+    found = [p for root in roots for p in root.rglob("*") if ".so" in p.name or p.name == "ptxas"]
+    which = shutil.which("ptxas")
+    return found + ([Path(which)] if which else [])
 
 
 def _arguments(args: Sequence[object]) -> list[str]:
@@ -224,8 +226,8 @@ def _arguments(args: Sequence[object]) -> list[str]:
 
 
 class Persistent:
-    """One session's use of a store: the key of each lowered module, its lookup and what each key's compile
-    was.
+    """One session's use of a store: the key of each lowered module, its lookup and what each
+    key's compile was.
 
     ``store`` None: no persistent cache (``--no-cache``), every compile counted ``off``.
     """
@@ -247,7 +249,13 @@ class Persistent:
         text = lowered.as_text(debug_info=False)
         return digest("result", text, self.fingerprint.of(target), _arguments(args))
 
-    def served(self, key: Key, result: str, traced: Mapping[str, Any]) -> Compiled | None:
+    def kept(self, key: Key, result: str | None, compiled: Compiled) -> None:
+        """Keep a compile under ``result`` (None: the cache is off) and count it."""
+        if result is not None:
+            self.put(result, compiled)
+        self.count(key, "miss" if result is not None else "off")
+
+    def served(self, key: Key, result: str, traced: Mapping[str, object]) -> Compiled | None:
         """The record kept under ``result``, as ``key``'s with its own trace (``jaxpr``,
         ``jaxpr_primitives``), or None (a miss, or no store)."""
         if self.store is None:
@@ -263,7 +271,7 @@ class Persistent:
         return self.tally.line(self.store.folder if self.store is not None else None)
 
 
-def _named(record: Mapping[str, Any], key: Key, traced: Mapping[str, Any]) -> Compiled | None:
+def _named(record: Mapping[str, object], key: Key, traced: Mapping[str, object]) -> Compiled | None:
     """A stored record as this key's: two programs that lower to one module share a result, each with its
     own names and jaxpr. A record this release cannot read is a miss."""
     try:

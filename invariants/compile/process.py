@@ -32,12 +32,9 @@ if "tpu" not in REQUESTED_PLATFORMS:
     os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")
     os.environ.setdefault("TPU_ACCELERATOR_TYPE", "v5litepod-1")
     os.environ.setdefault("TPU_WORKER_HOSTNAMES", "localhost")
-# Native log lines below this severity (0 INFO, 1 WARNING, 2 ERROR) are not shown while JAX starts. XLA's
-# own variable, so a user's setting wins (TF_CPP_MIN_LOG_LEVEL=0 shows everything). jaxlib 0.10.2 does not
-# honour it for the notices of the CUDA plugin's libraries on a host without CUDA ("Could not find cuda
-# drivers on your machine", each after absl's "All log messages before absl::InitializeLog()": 8 lines per
-# run; nor does absl read ABSL_MIN_LOG_LEVEL): those are written before any flag is read, so the guard holds
-# file descriptor 2 while JAX starts and drops them itself (see quiet).
+# Native log lines below this severity (0 INFO, 1 WARNING, 2 ERROR) are not shown while JAX starts; XLA's own
+# variable, so a user's setting wins. The CUDA plugin's notices on a host without CUDA are written before any
+# flag is read, so the guard holds file descriptor 2 while JAX starts and drops them itself (see quiet).
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 # A native log line: absl's and glog's prefix, severity first (I0000 00:00:1796.5  123 file.cc:31] text).

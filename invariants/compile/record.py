@@ -29,8 +29,8 @@ class Key(NamedTuple):
 class FailedCompile(InvariantsError):
     """A program's compile that failed (a tracing or compiler error): ``str()`` is its one line
     (``TARGET/PROGRAM[CONFIG]: compile failed: FIRST``), ``first`` the error's first line, ``kind`` the
-    exception's type name, ``unoptimized`` the HLO the compiler was given (None when it failed before
-    lowering)."""
+    exception's type name, ``unoptimized`` the HLO the compiler was given (None when it
+    failed before lowering)."""
 
     def __init__(self, message: str, key: Key, first: str, kind: str, unoptimized: str | None = None) -> None:
         super().__init__(message)

@@ -327,14 +327,19 @@ def _aliases(header: str, line: str) -> tuple[Alias, ...]:
     if not (body.startswith("{") and body.endswith("}")):
         raise _Error("input_output_alias not understood", line)
     entries, _ = _split(body[1:-1], 0, None)
-    out = []
-    for entry in (e for e in entries if e):
-        m = _ALIAS.fullmatch(entry)
-        if m is None:
-            raise _Error(f"input_output_alias entry {entry!r} not understood", line)
-        clean = lambda t: "{" + ",".join(x.strip() for x in t.split(",") if x.strip()) + "}"  # noqa: E731
-        out.append(Alias(clean(m.group(1)), int(m.group(2)), clean(m.group(3)), m.group(4) or "may-alias"))
-    return tuple(out)
+    return tuple(_alias(entry, line) for entry in entries if entry)
+
+
+def _alias(entry: str, line: str) -> Alias:
+    m = _ALIAS.fullmatch(entry)
+    if m is None:
+        raise _Error(f"input_output_alias entry {entry!r} not understood", line)
+    return Alias(_index_text(m.group(1)), int(m.group(2)), _index_text(m.group(3)), m.group(4) or "may-alias")
+
+
+def _index_text(raw: str) -> str:
+    """A shape index as ``{0,1}``, whatever spaces it was written with."""
+    return "{" + ",".join(x.strip() for x in raw.split(",") if x.strip()) + "}"
 
 
 def _split(text: str, pos: int, closer: str | None) -> tuple[list[str], int]:
@@ -356,60 +361,79 @@ def _split(text: str, pos: int, closer: str | None) -> tuple[list[str], int]:
             return pieces, len(text)
         c, j = m.group(), m.start()
         if c == '"':
-            end = _STRING_REST.match(text, j + 1)
-            if end is None:
-                raise _NeedMore("unterminated string", text[j:])
-            i = end.end()
+            i = _string_end(text, j)
             continue
-        if c in _CLOSERS:
-            stack.append(_CLOSERS[c])
-        elif c == ",":
-            if not stack:
-                pieces.append(text[start:j].strip())
-                start = j + 1
-        elif stack:
-            if stack.pop() != c:
-                raise _Error(f"mismatched {c!r}", text[j:])
-        elif c == closer:
+        if c == "," and not stack:
+            pieces.append(text[start:j].strip())
+            start = j + 1
+        elif c == closer and not stack:
             pieces.append(text[start:j].strip())
             return pieces, j + 1
         else:
-            raise _Error(f"unexpected {c!r}", text[j:])
+            _nest(stack, c, text, j)
         i = j + 1
+
+
+def _string_end(text: str, j: int) -> int:
+    """The position after the string that opens at ``text[j]``."""
+    end = _STRING_REST.match(text, j + 1)
+    if end is None:
+        raise _NeedMore("unterminated string", text[j:])
+    return end.end()
+
+
+def _nest(stack: list[str], c: str, text: str, j: int) -> None:
+    """Follow bracket ``c`` at ``text[j]`` (or a comma inside brackets): ``stack`` holds the closers due."""
+    if c in _CLOSERS:
+        stack.append(_CLOSERS[c])
+    elif c == ",":
+        return
+    elif not stack:
+        raise _Error(f"unexpected {c!r}", text[j:])
+    elif stack.pop() != c:
+        raise _Error(f"mismatched {c!r}", text[j:])
 
 
 def _parse_shape(text: str, pos: int) -> tuple[Shape, int]:
     """Parse one shape at ``text[pos]``; return it and the position after it."""
     if text.startswith("(", pos):
-        pos += 1
-        elements: list[Shape] = []
-        while True:
-            while pos < len(text) and text[pos] == " ":
-                pos += 1
-            if text.startswith(")", pos):
-                return Shape(None, tuple_shapes=tuple(elements)), pos + 1
-            if elements:
-                if not text.startswith(",", pos):
-                    raise _Error("expected ',' or ')' in a tuple shape", text[pos:])
-                pos += 1
-                while pos < len(text) and text[pos] == " ":
-                    pos += 1
-            element, pos = _parse_shape(text, pos)
-            elements.append(element)
+        return _parse_tuple_shape(text, pos + 1)
     m = _ARRAY_SHAPE.match(text, pos)
     if m is None:
         raise _Error("expected a shape", text[pos:])
     dtype, dims_text, layout = m.groups()
     if dtype_bits(dtype) is None:
         raise _Error(f"unknown element type {dtype!r}", text[pos:])
-    dims: list[int] = []
-    if dims_text.strip():
-        for d in dims_text.split(","):
-            dm = _DIM.fullmatch(d.strip())
-            if dm is None:
-                raise _Error("unsupported dimension", text[pos:])
-            dims.append(int(dm.group(1)))
+    dims = [_dim(d, text[pos:]) for d in dims_text.split(",")] if dims_text.strip() else []
     return Shape(dtype, tuple(dims), layout), m.end()
+
+
+def _dim(raw: str, shape_text: str) -> int:
+    dm = _DIM.fullmatch(raw.strip())
+    if dm is None:
+        raise _Error("unsupported dimension", shape_text)
+    return int(dm.group(1))
+
+
+def _skip_spaces(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] == " ":
+        pos += 1
+    return pos
+
+
+def _parse_tuple_shape(text: str, pos: int) -> tuple[Shape, int]:
+    """Parse the elements of a tuple shape after its ``(``; return it and the position after its ``)``."""
+    elements: list[Shape] = []
+    while True:
+        pos = _skip_spaces(text, pos)
+        if text.startswith(")", pos):
+            return Shape(None, tuple_shapes=tuple(elements)), pos + 1
+        if elements:
+            if not text.startswith(",", pos):
+                raise _Error("expected ',' or ')' in a tuple shape", text[pos:])
+            pos = _skip_spaces(text, pos + 1)
+        element, pos = _parse_shape(text, pos)
+        elements.append(element)
 
 
 def _parse_operand(piece: str) -> str:
@@ -446,16 +470,7 @@ def _parse_instruction(text: str, line: int) -> Instruction:
         literal = ", ".join(pieces)
     elif pieces != [""]:
         operands = tuple(_parse_operand(p) for p in pieces)
-    attrs: dict[str, str] = {}
-    rest = text[pos:].strip()
-    if rest:
-        if not rest.startswith(","):
-            raise _Error("expected ',' before the attributes", rest)
-        for piece in _split(rest, 1, None)[0]:
-            am = _ATTR.match(piece)
-            if am is None:
-                raise _Error("expected an attribute 'key=value'", piece)
-            attrs[am.group(1)] = am.group(2).strip()
+    attrs = _attributes(text[pos:].strip())
     called = tuple(n for key in _CALL_ATTRS if key in attrs for n in _called_names(attrs[key]))
     return Instruction(
         name=head.group(2),
@@ -468,6 +483,21 @@ def _parse_instruction(text: str, line: int) -> Instruction:
         line=line,
         literal=literal,
     )
+
+
+def _attributes(rest: str) -> dict[str, str]:
+    """The ``, key=value, ...`` that follow an instruction's operands."""
+    if not rest:
+        return {}
+    if not rest.startswith(","):
+        raise _Error("expected ',' before the attributes", rest)
+    attrs: dict[str, str] = {}
+    for piece in _split(rest, 1, None)[0]:
+        am = _ATTR.match(piece)
+        if am is None:
+            raise _Error("expected an attribute 'key=value'", piece)
+        attrs[am.group(1)] = am.group(2).strip()
+    return attrs
 
 
 # --- the module parser -------------------------------------------------------------------------------
@@ -488,63 +518,83 @@ def parse_module(text: str, source: str = "<string>") -> HloModule:
     Raises ``HloParseError`` for anything not understood: an unknown line, a malformed instruction, an
     operand or called computation that does not exist, a second module, a missing or duplicate ENTRY.
     """
-    lines = text.splitlines()
-    module_name: str | None = None
-    scheduled = False
-    aliases: tuple[Alias, ...] = ()
-    computations: dict[str, Computation] = {}
-    current: _OpenComputation | None = None
-    in_table = False
+    reader = _ModuleReader(text.splitlines(), source)
     i = 0
-    while i < len(lines):
+    while i < len(reader.lines):
         lineno = i + 1
-        raw = lines[i]
+        stripped = reader.lines[i].strip()
         i += 1
-        stripped = raw.strip()
         if not stripped or stripped.startswith("//"):
             continue
         try:
-            if current is not None:
-                closer = _COMP_CLOSE.match(stripped)
-                if closer:
-                    current.execution_thread = _closer_thread(closer.group(1) or "", stripped)
-                    computations[current.name] = _close(current, source)
-                    current = None
-                    continue
-                instruction, i = _instruction_at(lines, i, stripped, lineno)
-                current.instructions.append(instruction)
-                continue
-            if stripped.startswith("HloModule"):
-                if module_name is not None:
-                    raise _Error("a second HloModule (one module per file)", stripped)
-                module_name, scheduled, aliases = _module_line(stripped)
-                in_table = False
-                continue
-            if module_name is None:
-                raise _Error("expected 'HloModule NAME' first", stripped)
-            header = _COMP_HEADER.match(_strip_comments(stripped))
-            if header is not None:
-                name = header.group(2)
-                if name in computations:
-                    raise _Error(f"duplicate computation {name!r}", stripped)
-                current = _OpenComputation(name, header.group(1) is not None, lineno)
-                in_table = False
-                continue
-            # FileNames / FunctionNames / FileLocations / StackFrames: source-location tables, ignored.
-            if _TABLE_HEADER.match(stripped):
-                in_table = True
-                continue
-            if in_table and _TABLE_ROW.match(stripped):
-                continue
-            raise _Error("unexpected line outside a computation", stripped)
+            i = reader.read(stripped, lineno, i)
         except _Error as err:
             raise HloParseError(source, lineno, err.message, err.text) from None
-    if current is not None:
-        raise HloParseError(source, current.line, "computation not closed with '}'", current.name)
-    if module_name is None:
-        raise HloParseError(source, 1, "no HloModule line", text[:80])
-    linked = _link(module_name, computations, source)
-    return dataclasses.replace(linked, scheduled=scheduled, source=source, aliases=aliases)
+    return reader.module(text)
+
+
+@dataclass
+class _ModuleReader:
+    """What reading a module's lines has found so far."""
+
+    lines: list[str]
+    source: str
+    name: str | None = None
+    scheduled: bool = False
+    aliases: tuple[Alias, ...] = ()
+    computations: dict[str, Computation] = field(default_factory=dict)
+    current: _OpenComputation | None = None
+    # Inside a source-location table (FileNames, FunctionNames, FileLocations, StackFrames): ignored.
+    in_table: bool = False
+
+    def read(self, stripped: str, lineno: int, i: int) -> int:
+        """Read the line ``stripped``, number ``lineno``; return the index of the next line to read."""
+        if self.current is not None:
+            return self.in_computation(self.current, stripped, lineno, i)
+        if stripped.startswith("HloModule"):
+            if self.name is not None:
+                raise _Error("a second HloModule (one module per file)", stripped)
+            self.name, self.scheduled, self.aliases = _module_line(stripped)
+            self.in_table = False
+        elif self.name is None:
+            raise _Error("expected 'HloModule NAME' first", stripped)
+        else:
+            self.between_computations(stripped, lineno)
+        return i
+
+    def in_computation(self, current: _OpenComputation, stripped: str, lineno: int, i: int) -> int:
+        closer = _COMP_CLOSE.match(stripped)
+        if closer is None:
+            instruction, i = _instruction_at(self.lines, i, stripped, lineno)
+            current.instructions.append(instruction)
+            return i
+        current.execution_thread = _closer_thread(closer.group(1) or "", stripped)
+        self.computations[current.name] = _close(current, self.source)
+        self.current = None
+        return i
+
+    def between_computations(self, stripped: str, lineno: int) -> None:
+        header = _COMP_HEADER.match(_strip_comments(stripped))
+        if header is not None:
+            if header.group(2) in self.computations:
+                raise _Error(f"duplicate computation {header.group(2)!r}", stripped)
+            self.current = _OpenComputation(header.group(2), header.group(1) is not None, lineno)
+            self.in_table = False
+        elif _TABLE_HEADER.match(stripped):
+            self.in_table = True
+        elif not (self.in_table and _TABLE_ROW.match(stripped)):
+            raise _Error("unexpected line outside a computation", stripped)
+
+    def module(self, text: str) -> HloModule:
+        """The module read, once every line is."""
+        if self.current is not None:
+            raise HloParseError(
+                self.source, self.current.line, "computation not closed with '}'", self.current.name
+            )
+        if self.name is None:
+            raise HloParseError(self.source, 1, "no HloModule line", text[:80])
+        linked = _link(self.name, self.computations, self.source)
+        return dataclasses.replace(linked, scheduled=self.scheduled, source=self.source, aliases=self.aliases)
 
 
 def _closer_thread(attributes: str, line: str) -> str:

@@ -46,15 +46,13 @@ Definitions used throughout:
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from invariants._errors import InvariantsError
-from invariants.hlo.parse import MAIN_THREAD, Computation, HloModule, Instruction, Shape
+from invariants.hlo.parse import MAIN_THREAD, Alias, Computation, HloModule, Instruction, Shape
 
 __all__ = [
     "FREE_OPCODES",
@@ -127,10 +125,6 @@ class Kernel:
     body: tuple[Kernel, ...] = ()
     condition: tuple[Kernel, ...] = ()
     branches: tuple[tuple[Kernel, ...], ...] = ()
-    # XLA:CPU splits a loop fusion over threads (backend_config outer_dimension_partitions): how many parts.
-    # Not part of equality, never in a snapshot: it follows the compiling host's core count (two here, none
-    # pinned to one core), and ``structure(a) == structure(b)`` compares what runs, wherever it compiled.
-    partitions: int | None = field(default=None, compare=False)
     # The TPU compiler's own cost estimate of one launch (backend_config ``estimated_cycles``); None when the
     # kernel carries none. Not part of equality: it moves with every libtpu patch release, and
     # ``structure(a) == structure(b)`` compares what runs, not what it is predicted to cost.
@@ -231,18 +225,6 @@ class Structure:
     thread_kernels: dict[str, int] = field(default_factory=dict, hash=False)
 
 
-def _partitions(instr: Instruction) -> int | None:
-    """The product of ``outer_dimension_partitions`` in a CPU fusion's backend_config, when present."""
-    config = instr.backend_config_json
-    parts = config.get("outer_dimension_partitions") if isinstance(config, dict) else None
-    if not isinstance(parts, list) or not parts:
-        return None
-    try:
-        return math.prod(int(p) for p in parts)
-    except (TypeError, ValueError):
-        return None
-
-
 # What libtpu writes as the estimate of a kernel it cannot cost (a SparseCore kernel): the largest int64.
 _NO_ESTIMATE = 2**63 - 1
 
@@ -254,15 +236,11 @@ def _estimated_cycles(instr: Instruction, source: str) -> int | None:
     config = instr.backend_config_json
     if config is None:
         return None
-    found = [config["estimated_cycles"]] if "estimated_cycles" in config else []
-    nested = (v for v in config.values() if isinstance(v, dict))
-    found += [v["estimated_cycles"] for v in nested if "estimated_cycles" in v]
+    objects = [config, *(v for v in config.values() if isinstance(v, dict))]
+    found = [o["estimated_cycles"] for o in objects if "estimated_cycles" in o]
     if not found:
         return None
-    try:
-        values = {int(v) for v in found}
-    except (TypeError, ValueError):
-        values = set()
+    values = _int_set(found)
     if values == {_NO_ESTIMATE}:
         return None
     if len(values) != 1:
@@ -271,6 +249,14 @@ def _estimated_cycles(instr: Instruction, source: str) -> int | None:
             + ", ".join(map(str, found))
         )
     return values.pop()
+
+
+def _int_set(values: Iterable[str | int | float]) -> set[int]:
+    """``values`` as integers, empty when one is not an integer."""
+    try:
+        return {int(v) for v in values}
+    except (TypeError, ValueError):
+        return set()
 
 
 def _sorted_counts(counter: Counter[str]) -> tuple[tuple[str, int], ...]:
@@ -304,61 +290,77 @@ class _Analyzer:
             self.comps[c].execution_thread != MAIN_THREAD for c in instr.called
         )
 
+    def loop_parts(self, loop: Instruction) -> tuple[Computation, Computation]:
+        """A while loop's condition and body computations."""
+        return self.comps[loop.attrs["condition"].lstrip("%")], self.comps[loop.attrs["body"].lstrip("%")]
+
     def kernels_of(self, comp: Computation) -> tuple[Kernel, ...]:
         out: list[Kernel] = []
         for instr in comp:
-            op = instr.opcode
-            if op in FREE_OPCODES:
+            if instr.opcode in FREE_OPCODES:
                 continue
-            if op == "call" or self.offloaded(instr):
+            if instr.opcode == "call" or self.offloaded(instr):
                 for callee in instr.called:
                     out.extend(self.kernels_of(self.comps[callee]))
-            elif op == "while":
-                cond, body = (
-                    self.comps[instr.attrs["condition"].lstrip("%")],
-                    self.comps[instr.attrs["body"].lstrip("%")],
-                )
-                out.append(
-                    Kernel(
-                        op,
-                        str(instr.shape),
-                        trip_count=self.trip_count(comp, instr),
-                        body=self.kernels_of(body),
-                        condition=self.kernels_of(cond),
-                        thread=comp.execution_thread,
-                    )
-                )
-            elif op == "conditional":
-                branches = tuple(self.kernels_of(self.comps[c]) for c in instr.called)
-                out.append(Kernel(op, str(instr.shape), branches=branches, thread=comp.execution_thread))
-            elif op == "fusion":
-                inner: Counter[str] = Counter()
-                for callee in instr.called:
-                    inner.update(self.fused_opcodes(callee))
-                out.append(
-                    Kernel(
-                        op,
-                        str(instr.shape),
-                        fusion_kind=instr.fusion_kind,
-                        inner_opcodes=_sorted_counts(inner),
-                        partitions=_partitions(instr),
-                        estimated_cycles=_estimated_cycles(instr, self.module.source),
-                        name=instr.name,
-                        thread=comp.execution_thread,
-                    )
-                )
             else:
-                out.append(
-                    Kernel(
-                        op,
-                        str(instr.shape),
-                        custom_call_target=instr.custom_call_target,
-                        estimated_cycles=_estimated_cycles(instr, self.module.source),
-                        name=instr.name,
-                        thread=comp.execution_thread,
-                    )
-                )
+                out.append(self.kernel(comp, instr))
         return tuple(out)
+
+    def kernel(self, comp: Computation, instr: Instruction) -> Kernel:
+        op, shape, thread = instr.opcode, str(instr.shape), comp.execution_thread
+        if op == "while":
+            cond, body = self.loop_parts(instr)
+            trips = self.trip_count(comp, instr)
+            return Kernel(
+                op,
+                shape,
+                trip_count=trips,
+                body=self.kernels_of(body),
+                condition=self.kernels_of(cond),
+                thread=thread,
+            )
+        if op == "conditional":
+            branches = tuple(self.kernels_of(self.comps[c]) for c in instr.called)
+            return Kernel(op, shape, branches=branches, thread=thread)
+        if op != "fusion":
+            cycles = _estimated_cycles(instr, self.module.source)
+            return Kernel(
+                op,
+                shape,
+                custom_call_target=instr.custom_call_target,
+                estimated_cycles=cycles,
+                name=instr.name,
+                thread=thread,
+            )
+        return Kernel(
+            op,
+            shape,
+            fusion_kind=instr.fusion_kind,
+            inner_opcodes=_sorted_counts(self.fusion_opcodes(instr)),
+            estimated_cycles=_estimated_cycles(instr, self.module.source),
+            name=instr.name,
+            thread=thread,
+        )
+
+    def fusion_opcodes(self, fusion: Instruction) -> Counter[str]:
+        inner: Counter[str] = Counter()
+        for callee in fusion.called:
+            inner.update(self.fused_opcodes(callee))
+        return inner
+
+    def while_loop(self, comp: Computation, loop: Instruction) -> WhileLoop:
+        cond, body = self.loop_parts(loop)
+        body_ops = Counter(i.opcode for i in body if i.opcode != "parameter")
+        for i in body:
+            if i.opcode == "fusion":
+                body_ops.update(self.fusion_opcodes(i))
+        return WhileLoop(
+            loop.name,
+            self.trip_count(comp, loop),
+            _static_count(self.kernels_of(body)) + _static_count(self.kernels_of(cond)),
+            _sorted_counts(body_ops),
+            comp.execution_thread,
+        )
 
     # --- trip counts ---
 
@@ -371,8 +373,7 @@ class _Analyzer:
                     return int(known["n"])
                 except (TypeError, ValueError):
                     return None
-        cond = self.comps[loop.attrs["condition"].lstrip("%")]
-        body = self.comps[loop.attrs["body"].lstrip("%")]
+        cond, body = self.loop_parts(loop)
         bound = self._loop_bound(cond)
         if bound is None or not loop.operands:
             return None
@@ -385,29 +386,24 @@ class _Analyzer:
 
     def _loop_bound(self, cond: Computation) -> tuple[int, int] | None:
         """(tuple index of the counter, exclusive upper bound) when the condition is ``counter < N``."""
-        root = cond.root
-        scope, compare = cond, root
-        if root.opcode == "fusion" and len(root.called) == 1:
-            scope = self.comps[root.called[0]]
-            compare = scope.root
-        if compare.opcode != "compare" or len(compare.operands) != 2:
-            return None
-        lhs, rhs = (self._outer(cond, scope, root, scope[o]) for o in compare.operands)
+        scope = self._compared(cond)
+        compare = scope.root
         direction = compare.attrs.get("direction")
-        counter, limit, inclusive = None, None, False
-        if direction in ("LT", "LE"):
-            counter, limit, inclusive = lhs, rhs, direction == "LE"
-        elif direction in ("GT", "GE"):
-            counter, limit, inclusive = rhs, lhs, direction == "GE"
-        if counter is None or limit is None:
+        if compare.opcode != "compare" or len(compare.operands) != 2 or direction not in _BOUNDS:
             return None
-        n = _int_constant(_through_copies(limit[0], limit[1]))
-        gte = _through_copies(counter[0], counter[1])
-        if n is None or gte.opcode != "get-tuple-element" or not gte.operands:
+        lhs, rhs = (self._outer(cond, scope, cond.root, scope[o]) for o in compare.operands)
+        counter_left, inclusive = _BOUNDS[direction]
+        counter, limit = (lhs, rhs) if counter_left else (rhs, lhs)
+        n = _int_constant(_through_copies(*limit))
+        index = None if n is None else _counter_index(*counter)
+        if n is None or index is None:
             return None
-        if gte.attrs.get("index") is None or counter[0][gte.operands[0]].opcode != "parameter":
-            return None
-        return int(gte.attrs["index"]), n + 1 if inclusive else n
+        return index, n + 1 if inclusive else n
+
+    def _compared(self, cond: Computation) -> Computation:
+        """Where a loop condition's compare lies: the condition, or the one computation its root fuses."""
+        root = cond.root
+        return self.comps[root.called[0]] if root.opcode == "fusion" and len(root.called) == 1 else cond
 
     def _outer(
         self, cond: Computation, scope: Computation, fusion: Instruction, instr: Instruction
@@ -441,6 +437,18 @@ class _Analyzer:
         return False
 
 
+# A loop condition's compare direction -> (whether the counter is its left operand, whether N is included).
+_BOUNDS = {"LT": (True, False), "LE": (True, True), "GT": (False, False), "GE": (False, True)}
+
+
+def _counter_index(comp: Computation, instr: Instruction) -> int | None:
+    """The tuple index ``instr`` reads from the loop's parameter, through copies; None for anything else."""
+    gte = _through_copies(comp, instr)
+    if gte.opcode != "get-tuple-element" or not gte.operands or gte.attrs.get("index") is None:
+        return None
+    return int(gte.attrs["index"]) if comp[gte.operands[0]].opcode == "parameter" else None
+
+
 def _through_copies(comp: Computation, instr: Instruction) -> Instruction:
     while instr.opcode in ("copy", "bitcast", "reshape") and len(instr.operands) == 1:
         instr = comp[instr.operands[0]]
@@ -471,19 +479,26 @@ def _static_count(kernels: Iterable[Kernel]) -> int:
 def _dynamic_count(kernels: Iterable[Kernel]) -> int | None:
     total = 0
     for k in kernels:
-        if k.opcode == "while":
-            body, cond = _dynamic_count(k.body), _dynamic_count(k.condition)
-            if k.trip_count is None or body is None or cond is None:
-                return None
-            total += k.trip_count * body + (k.trip_count + 1) * cond
-        elif k.opcode == "conditional":
-            counts = [_dynamic_count(b) for b in k.branches]
-            if any(c is None for c in counts):
-                return None
-            total += max((c for c in counts if c is not None), default=0)
-        else:
-            total += 1
+        launches = _launches(k)
+        if launches is None:
+            return None
+        total += launches
     return total
+
+
+def _launches(k: Kernel) -> int | None:
+    """The launches of one kernel list entry: a loop's kernels once per trip, a conditional's largest
+    branch; None when a trip count is unknown."""
+    if k.opcode == "while":
+        body, cond = _dynamic_count(k.body), _dynamic_count(k.condition)
+        if k.trip_count is None or body is None or cond is None:
+            return None
+        return k.trip_count * body + (k.trip_count + 1) * cond
+    if k.opcode == "conditional":
+        counts = [_dynamic_count(b) for b in k.branches]
+        known = [c for c in counts if c is not None]
+        return max(known, default=0) if len(known) == len(counts) else None
+    return 1
 
 
 def _collective_of(instr: Instruction, module: HloModule) -> Collective | None:
@@ -625,6 +640,53 @@ def _indexed_op(comp: Computation, instr: Instruction, source: str) -> IndexedOp
     )
 
 
+@dataclass
+class _Found:
+    """What one walk over every instruction of a module collects."""
+
+    opcodes: Counter[str] = field(default_factory=Counter)
+    loops: list[WhileLoop] = field(default_factory=list)
+    collectives: list[Collective] = field(default_factory=list)
+    gathers: list[IndexedOp] = field(default_factory=list)
+    scatters: list[IndexedOp] = field(default_factory=list)
+    converts: list[str] = field(default_factory=list)
+    targets: set[str] = field(default_factory=set)
+
+    def add(self, an: _Analyzer, comp: Computation, instr: Instruction) -> None:
+        op = instr.opcode
+        self.opcodes[op] += 1
+        if op == "while":
+            self.loops.append(an.while_loop(comp, instr))
+        elif op == "gather":
+            self.gathers.append(_indexed_op(comp, instr, an.module.source))
+        elif op == "scatter":
+            self.scatters.append(_indexed_op(comp, instr, an.module.source))
+        elif op == "convert" and instr.operands:
+            self.converts.append(f"{comp[instr.operands[0]].shape.dtype}->{instr.shape.dtype}")
+        elif op == "custom-call" and instr.custom_call_target is not None:
+            self.targets.add(instr.custom_call_target)
+
+
+def _walk(an: _Analyzer) -> _Found:
+    found = _Found()
+    computations = an.module.computations.values()
+    # Computations wrapped by async-start are reported through the async-start, not a second time.
+    wrapped = {c for comp in computations for i in comp if i.opcode == "async-start" for c in i.called}
+    for comp in computations:
+        for instr in comp:
+            found.add(an, comp, instr)
+            collective = None if comp.name in wrapped else _collective_of(instr, an.module)
+            if collective is not None:
+                found.collectives.append(collective)
+    return found
+
+
+def _alias_line(a: Alias) -> str:
+    index = f" {a.parameter_index}" if a.parameter_index != "{}" else ""
+    kind = f" ({a.kind})" if a.kind != "may-alias" else ""
+    return f"output {a.output} <- parameter {a.parameter}{index}{kind}"
+
+
 def structure_of(module: HloModule) -> Structure:
     """Compute the structural metrics of ``module`` (definitions in the module docstring)."""
     an = _Analyzer(module)
@@ -636,83 +698,30 @@ def structure_of(module: HloModule) -> Structure:
     fusion_kinds: Counter[str] = Counter(
         k.fusion_kind or "?" for k in kernel_list if k.opcode == "fusion" and k.thread == MAIN_THREAD
     )
-    opcodes: Counter[str] = Counter()
-    loops: list[WhileLoop] = []
-    collectives: list[Collective] = []
-    gathers: list[IndexedOp] = []
-    scatters: list[IndexedOp] = []
-    converts: list[str] = []
-    targets: set[str] = set()
-    # Computations wrapped by async-start are reported through the async-start, not a second time.
-    wrapped = {
-        c
-        for comp in module.computations.values()
-        for i in comp
-        if i.opcode == "async-start"
-        for c in i.called
-    }
-    for comp in module.computations.values():
-        for instr in comp:
-            op = instr.opcode
-            opcodes[op] += 1
-            if op == "while":
-                body = module.computations[instr.attrs["body"].lstrip("%")]
-                cond = module.computations[instr.attrs["condition"].lstrip("%")]
-                body_ops = Counter(i.opcode for i in body if i.opcode != "parameter")
-                for i in body:
-                    if i.opcode == "fusion":
-                        for callee in i.called:
-                            body_ops.update(an.fused_opcodes(callee))
-                loops.append(
-                    WhileLoop(
-                        instr.name,
-                        an.trip_count(comp, instr),
-                        _static_count(an.kernels_of(body)) + _static_count(an.kernels_of(cond)),
-                        _sorted_counts(body_ops),
-                        comp.execution_thread,
-                    )
-                )
-            elif op == "gather":
-                gathers.append(_indexed_op(comp, instr, module.source))
-            elif op == "scatter":
-                scatters.append(_indexed_op(comp, instr, module.source))
-            elif op == "convert" and instr.operands:
-                source = comp[instr.operands[0]].shape.dtype
-                converts.append(f"{source}->{instr.shape.dtype}")
-            elif op == "custom-call" and instr.custom_call_target is not None:
-                targets.add(instr.custom_call_target)
-            if comp.name not in wrapped:
-                collective = _collective_of(instr, module)
-                if collective is not None:
-                    collectives.append(collective)
-
+    found = _walk(an)
+    opcodes, gathers, scatters = found.opcodes, found.gathers, found.scatters
     return Structure(
         entry_fusions=sum(fusion_kinds.values()),
         fusion_kinds=dict(sorted(fusion_kinds.items())),
         kernels=_static_count(kernel_list),
         kernel_list=kernel_list,
-        while_loops=tuple(loops),
+        while_loops=tuple(found.loops),
         dynamic_kernel_launches=_dynamic_count(kernel_list),
         opcodes=dict(sorted(opcodes.items())),
         gathers=opcodes["gather"],
         scatters=opcodes["scatter"],
         dynamic_slices=opcodes["dynamic-slice"],
         dynamic_update_slices=opcodes["dynamic-update-slice"],
-        aliases=tuple(
-            f"output {a.output} <- parameter {a.parameter}"
-            + (f" {a.parameter_index}" if a.parameter_index != "{}" else "")
-            + (f" ({a.kind})" if a.kind != "may-alias" else "")
-            for a in module.aliases
-        ),
+        aliases=tuple(_alias_line(a) for a in module.aliases),
         strided_gathers=sum(g.strided for g in gathers),
         strided_scatters=sum(g.strided for g in scatters),
         transposes=opcodes["transpose"],
-        custom_call_targets=tuple(sorted(targets)),
-        collectives=tuple(collectives),
+        custom_call_targets=tuple(sorted(found.targets)),
+        collectives=tuple(found.collectives),
         gather_shapes=tuple(gathers),
         scatter_shapes=tuple(scatters),
         root_shape=str(entry.root.shape),
-        converts=tuple(sorted(converts)),
+        converts=tuple(sorted(found.converts)),
         thread_kernels=dict(sorted(_thread_counts(kernel_list).items())),
     )
 
@@ -731,27 +740,33 @@ def _thread_counts(kernels: Iterable[Kernel]) -> Counter[str]:
     return counts
 
 
-def _kernel_json(k: Kernel) -> dict[str, Any]:
-    out: dict[str, Any] = {"opcode": k.opcode, "shape": k.shape}
+def _kernel_json(k: Kernel) -> dict[str, object]:
+    out: dict[str, object] = {"opcode": k.opcode, "shape": k.shape}
     if k.fusion_kind is not None:
         out["fusion_kind"] = k.fusion_kind
         out["inner_opcodes"] = dict(k.inner_opcodes)
-    if k.custom_call_target is not None:
-        out["custom_call_target"] = k.custom_call_target
-    if k.estimated_cycles is not None:
-        out["estimated_cycles"] = k.estimated_cycles
-    if k.opcode == "while":
-        out["trip_count"] = k.trip_count
-        out["condition"] = [_kernel_json(c) for c in k.condition]
-        out["body"] = [_kernel_json(b) for b in k.body]
-    if k.opcode == "conditional":
-        out["branches"] = [[_kernel_json(b) for b in branch] for branch in k.branches]
+    given = {"custom_call_target": k.custom_call_target, "estimated_cycles": k.estimated_cycles}
+    out.update((key, value) for key, value in given.items() if value is not None)
+    out.update(_nested_json(k))
     if k.thread != MAIN_THREAD:
         out["thread"] = k.thread
     return out
 
 
-def _indexed_json(g: IndexedOp) -> dict[str, Any]:
+def _nested_json(k: Kernel) -> dict[str, object]:
+    """A loop's trip count and kernels, a conditional's branches."""
+    if k.opcode == "while":
+        return {
+            "trip_count": k.trip_count,
+            "condition": [_kernel_json(c) for c in k.condition],
+            "body": [_kernel_json(b) for b in k.body],
+        }
+    if k.opcode == "conditional":
+        return {"branches": [[_kernel_json(b) for b in branch] for branch in k.branches]}
+    return {}
+
+
+def _indexed_json(g: IndexedOp) -> dict[str, object]:
     return {
         "opcode": g.opcode,
         "shape": g.shape,
@@ -762,7 +777,7 @@ def _indexed_json(g: IndexedOp) -> dict[str, Any]:
     }
 
 
-def to_json(structure: Structure) -> dict[str, Any]:
+def to_json(structure: Structure) -> dict[str, object]:
     """A JSON-ready dict of every field of ``structure`` (multisets become objects)."""
     s = structure
     return {

@@ -113,8 +113,8 @@ class Launch:
     until: int = -1
 
     def row(self) -> list[float]:
-        """The features of all its launches, as a row over :data:`COLUMNS` (a ``wait`` is no linear term:
-        zeros)."""
+        """The features of all its launches, as a row over :data:`COLUMNS` (a ``wait`` is no
+        linear term: zeros)."""
         if self.kind == "wait":
             return [0.0] * len(COLUMNS)
         return [
@@ -151,24 +151,37 @@ def _ints(raw: str | None) -> tuple[int, ...]:
 _TILE = re.compile(r"T\(([\d,]+)\)")
 
 
+def _arrays(shape: Shape) -> list[Shape]:
+    """The arrays of ``shape``: itself, or the array elements of a tuple."""
+    return [x for x in (shape.tuple_shapes if shape.is_tuple else (shape,)) if not x.is_tuple]
+
+
+def _tiled_dims(shape: Shape) -> list[int] | None:
+    """The dimensions of ``shape`` padded to its layout's tile, None without a readable tiled layout."""
+    layout = shape.layout or ""
+    tile = _TILE.search(layout)
+    order = layout.split(":", 1)[0]
+    if tile is None or not shape.dims or not order:
+        return None
+    try:
+        minor_to_major = [int(p) for p in order.split(",")]
+    except ValueError:
+        return None
+    dims = list(shape.dims)
+    for d, t in zip(minor_to_major, reversed(_ints(tile.group(1))), strict=False):
+        if 0 <= d < len(dims):
+            dims[d] = -(-dims[d] // t) * t
+    return dims
+
+
 def padded_bytes(shape: Shape) -> int:
     """Bytes of ``shape`` as the TPU lays it out: each of the minor-most dimensions padded to its tile
     (``{1,0:T(8,128)}`` pads a [16384, 2] array to [16384, 128]); the data's own bytes without a tile."""
     if shape.is_tuple:
         return sum(padded_bytes(s) for s in shape.tuple_shapes)
-    layout = shape.layout or ""
-    tile = _TILE.search(layout)
-    order = layout.split(":", 1)[0]
-    if tile is None or not shape.dims or not order:
+    dims = _tiled_dims(shape)
+    if dims is None:
         return shape.byte_size()
-    try:
-        minor_to_major = [int(p) for p in order.split(",")]
-    except ValueError:
-        return shape.byte_size()
-    dims = list(shape.dims)
-    for d, t in zip(minor_to_major, reversed([int(p) for p in tile.group(1).split(",")]), strict=False):
-        if 0 <= d < len(dims):
-            dims[d] = -(-dims[d] // t) * t
     return (math.prod(dims) * (dtype_bits(shape.dtype or "") or 0) + 7) // 8
 
 
@@ -183,13 +196,25 @@ def _param_operand(
     return comp.get(fusion.operands[index]) if index < len(fusion.operands) else None
 
 
+def _on_chip(shape: Shape) -> bool:
+    return _ON_CHIP in (shape.layout or "")
+
+
+def _placed(shape: Shape, size: int) -> tuple[int, int]:
+    """``size`` bytes as (on-chip, HBM), by where ``shape``'s layout puts them."""
+    return (size, 0) if _on_chip(shape) else (0, size)
+
+
 def _split(shape: Shape) -> tuple[int, int]:
-    """(on-chip, HBM) bytes of ``shape`` as laid out: on chip when its layout names memory space S(1)."""
+    """(on-chip, HBM) bytes of ``shape`` as laid out."""
     if shape.is_tuple:
-        parts = [_split(s) for s in shape.tuple_shapes]
-        return sum(p[0] for p in parts), sum(p[1] for p in parts)
-    size = padded_bytes(shape)
-    return (size, 0) if _ON_CHIP in (shape.layout or "") else (0, size)
+        return _total(_split(s) for s in shape.tuple_shapes)
+    return _placed(shape, padded_bytes(shape))
+
+
+def _total(parts: Iterable[tuple[int, int]]) -> tuple[int, int]:
+    parts = list(parts)
+    return sum(p[0] for p in parts), sum(p[1] for p in parts)
 
 
 def _moved_bytes(module: HloModule, comp: Computation, instr: Instruction) -> tuple[int, int]:
@@ -199,35 +224,46 @@ def _moved_bytes(module: HloModule, comp: Computation, instr: Instruction) -> tu
     if instr.opcode == "dynamic-update-slice" and len(instr.operands) > 1:
         chip, hbm = _split(comp[instr.operands[1]].shape)
         return 2 * chip, 2 * hbm
+    if instr.opcode == "fusion" and instr.called:
+        return _fusion_bytes(module, comp, instr)
+    return _total([_split(instr.shape)] + [_split(comp[o].shape) for o in instr.operands if o in comp])
+
+
+def _fusion_bytes(module: HloModule, comp: Computation, instr: Instruction) -> tuple[int, int]:
     moved = [_split(instr.shape)]
-    if instr.opcode != "fusion" or not instr.called:
-        moved += [_split(comp[o].shape) for o in instr.operands if o in comp]
-        return sum(m[0] for m in moved), sum(m[1] for m in moved)
     fused = module.computations[instr.called[0]]
     for p in (i for i in fused if i.opcode == "parameter"):
-        users = [i for i in fused if p.name in i.operands]
         outer = _param_operand(comp, fused, p.name, instr)
-        shape = outer.shape if outer is not None else p.shape
-        if users and all(u.opcode in ("dynamic-slice", "slice") for u in users):
-            chip = _ON_CHIP in (shape.layout or "")
-            part = min(padded_bytes(shape), sum(padded_bytes(u.shape) for u in users))
-            moved.append((part, 0) if chip else (0, part))
-        elif users and all(u.opcode == "dynamic-update-slice" and u.operands[0] == p.name for u in users):
-            update = fused.get(users[0].operands[1])
-            if update is not None:
-                chip = _ON_CHIP in (shape.layout or "")
-                part = 2 * padded_bytes(update.shape)
-                moved[0] = (part, 0) if chip else (0, part)
-        else:
-            moved.append(_split(shape))
-    return sum(m[0] for m in moved), sum(m[1] for m in moved)
+        _add_parameter(moved, fused, p.name, outer.shape if outer is not None else p.shape)
+    return _total(moved)
+
+
+def _only_sliced(users: list[Instruction]) -> bool:
+    return bool(users) and all(u.opcode in ("dynamic-slice", "slice") for u in users)
+
+
+def _only_updated(users: list[Instruction], name: str) -> bool:
+    return bool(users) and all(u.opcode == "dynamic-update-slice" and u.operands[0] == name for u in users)
+
+
+def _add_parameter(moved: list[tuple[int, int]], fused: Computation, name: str, shape: Shape) -> None:
+    """Add the bytes a fusion moves for its parameter ``name`` of ``shape`` to ``moved``, whose first entry
+    is the fusion's result: an updated-in-place buffer replaces the result by the update."""
+    users = [i for i in fused if name in i.operands]
+    if _only_sliced(users):
+        moved.append(_placed(shape, min(padded_bytes(shape), sum(padded_bytes(u.shape) for u in users))))
+    elif _only_updated(users, name):
+        update = fused.get(users[0].operands[1])
+        if update is not None:
+            moved[0] = _placed(shape, 2 * padded_bytes(update.shape))
+    else:
+        moved.append(_split(shape))
 
 
 def _hbm_arrays(comp: Computation, instr: Instruction) -> int:
     """The arrays a kernel reads or writes in HBM (not on chip): each costs the memory's latency."""
     shapes = [comp[o].shape for o in instr.operands if o in comp] + [instr.shape]
-    arrays = [x for s in shapes for x in (s.tuple_shapes if s.is_tuple else (s,)) if not x.is_tuple]
-    return sum(1 for a in arrays if a.dims and _ON_CHIP not in (a.layout or ""))
+    return sum(1 for s in shapes for a in _arrays(s) if a.dims and not _on_chip(a))
 
 
 # Fused instructions that move or name data without computing on it.
@@ -256,10 +292,8 @@ _NO_OPS = frozenset(
 def _vector_ops(module: HloModule, instr: Instruction) -> int:
     """Elementwise work of a kernel: the 32-bit words of its result as laid out, times the computing
     instructions fused into it (a plain instruction: one)."""
-    words = sum(
-        padded_bytes(s) * 32 // max(32, dtype_bits(s.dtype or "") or 32) // 4
-        for s in (instr.shape.tuple_shapes if instr.shape.is_tuple else (instr.shape,))
-    )
+    shapes = instr.shape.tuple_shapes if instr.shape.is_tuple else (instr.shape,)
+    words = sum(padded_bytes(s) * 32 // max(32, dtype_bits(s.dtype or "") or 32) // 4 for s in shapes)
     if instr.opcode != "fusion":
         return 0 if instr.opcode in _NO_OPS else words
     return words * sum(1 for _, i in _fused(module, instr) if i.opcode not in _NO_OPS)
@@ -272,27 +306,52 @@ def _row_words(shape: Shape, elements: int) -> int:
     return -(-elements // 128) * 128 * bits // 8
 
 
+def _runs(module: HloModule, comp: Computation, instr: Instruction) -> list[tuple[Computation, Instruction]]:
+    """The instructions kernel ``instr`` runs (the fused ones, for a fusion), each with its computation."""
+    return list(_fused(module, instr)) if instr.opcode == "fusion" else [(comp, instr)]
+
+
+def _inside(
+    module: HloModule, comp: Computation, instr: Instruction, opcode: str
+) -> Iterator[tuple[Computation, Instruction]]:
+    return ((c, i) for c, i in _runs(module, comp, instr) if i.opcode == opcode)
+
+
+def _table(
+    comp: Computation, fcomp: Computation, gather: Instruction, kernel: Instruction
+) -> Instruction | None:
+    """The table ``gather`` reads: for a fused gather, the fusion's operand its parameter stands for."""
+    table = fcomp.get(gather.operands[0])
+    if kernel.opcode == "fusion":
+        table = _param_operand(comp, fcomp, gather.operands[0], kernel) or table
+    return table
+
+
+def _gathered(
+    comp: Computation, fcomp: Computation, gather: Instruction, kernel: Instruction
+) -> tuple[int, int, bool]:
+    """(rows, elements per row, whether the table lies in HBM) of one gather that ``kernel`` runs."""
+    offset = set(_ints(gather.attrs.get("offset_dims")))
+    rows = math.prod(d for k, d in enumerate(gather.shape.dims) if k not in offset)
+    table = _table(comp, fcomp, gather, kernel)
+    return (
+        rows,
+        math.prod(_ints(gather.attrs.get("slice_sizes"))),
+        table is not None and not _on_chip(table.shape),
+    )
+
+
 def _gather_features(module: HloModule, comp: Computation, instr: Instruction) -> dict[str, float]:
-    inner = list(_fused(module, instr)) if instr.opcode == "fusion" else [(comp, instr)]
-    bitpacked = any(i.custom_call_target == _BITPACKED for _, i in inner)
+    bitpacked = any(i.custom_call_target == _BITPACKED for _, i in _runs(module, comp, instr))
     rows = elements = hbm = hbm_bytes = 0.0
     out_bytes = 0
-    for fcomp, g in inner:
-        if g.opcode != "gather":
-            continue
-        offset = set(_ints(g.attrs.get("offset_dims")))
-        n = math.prod(d for k, d in enumerate(g.shape.dims) if k not in offset)
-        per_row = math.prod(_ints(g.attrs.get("slice_sizes")))
+    for fcomp, g in _inside(module, comp, instr, "gather"):
+        n, per_row, in_hbm = _gathered(comp, fcomp, g, instr)
         rows += n
         out_bytes += n * _row_words(g.shape, per_row)
-        if per_row == 1:
-            elements += n
-        table = fcomp.get(g.operands[0])
-        if instr.opcode == "fusion":
-            table = _param_operand(comp, fcomp, g.operands[0], instr) or table
-        if table is not None and _ON_CHIP not in (table.shape.layout or ""):
-            hbm += n
-            hbm_bytes += n * _row_words(g.shape, per_row)
+        elements += n if per_row == 1 else 0
+        hbm += n if in_hbm else 0
+        hbm_bytes += n * _row_words(g.shape, per_row) if in_hbm else 0
     return {
         "launch": 1.0,
         "rows": rows,
@@ -306,12 +365,8 @@ def _gather_features(module: HloModule, comp: Computation, instr: Instruction) -
 
 
 def _scatter_features(module: HloModule, comp: Computation, instr: Instruction) -> dict[str, float]:
-    inner = list(_fused(module, instr)) if instr.opcode == "fusion" else [(comp, instr)]
-    rows = moved = hbm = 0.0
-    for fcomp, s in inner:
-        if s.opcode != "scatter":
-            continue
-        count = (len(s.operands) - 1) // 2
+    rows = moved = 0.0
+    for fcomp, s in _inside(module, comp, instr, "scatter"):
         updates = fcomp.get(s.operands[-1])
         if updates is None:
             continue
@@ -319,29 +374,27 @@ def _scatter_features(module: HloModule, comp: Computation, instr: Instruction) 
         n = math.prod(d for k, d in enumerate(updates.shape.dims) if k not in window)
         per_row = math.prod(d for k, d in enumerate(updates.shape.dims) if k in window)
         rows += n
-        moved += count * n * _row_words(updates.shape, per_row)
-        if _ON_CHIP not in (instr.shape.layout or "") and not instr.shape.is_tuple:
-            hbm += count * n * _row_words(updates.shape, per_row)
-    return {"launch": 1.0, "rows": rows, "bytes": moved, "hbm_bytes": hbm}
+        moved += (len(s.operands) - 1) // 2 * n * _row_words(updates.shape, per_row)
+    in_hbm = not _on_chip(instr.shape) and not instr.shape.is_tuple
+    return {"launch": 1.0, "rows": rows, "bytes": moved, "hbm_bytes": moved if in_hbm else 0.0}
 
 
-def _kind(module: HloModule, instr: Instruction, cycles: float) -> str | None:
+# The kinds a kernel is by what it holds, first match wins.
+_HOLDS = (("scatter", {"scatter"}), ("gather", {"gather"}), ("conv", {"convolution", "dot"}))
+
+
+def _kind(module: HloModule, comp: Computation, instr: Instruction, cycles: float) -> str | None:
     """The kind of a kernel (module docstring); None for a scalar instruction, which costs nothing."""
-    op = instr.opcode
-    ops = {i.opcode for _, i in _fused(module, instr)} if op == "fusion" else {op}
-    if "scatter" in ops:
-        return "scatter"
-    if "gather" in ops:
-        return "gather"
-    if ops & {"convolution", "dot"}:
-        return "conv"
-    if op in ("copy",):
-        return "copy" if instr.shape.byte_size() > 16 or cycles else None
-    if op in _SMALL:
+    ops = {i.opcode for _, i in _runs(module, comp, instr)}
+    for kind, holds in _HOLDS:
+        if ops & holds:
+            return kind
+    scalar = instr.shape.byte_size() <= 16 and not cycles
+    if instr.opcode == "copy":
+        return None if scalar else "copy"
+    if instr.opcode in _SMALL:
         return "small"
-    if op != "fusion" and instr.shape.byte_size() <= 16 and not cycles:
-        return None
-    return "fusion"
+    return None if scalar and instr.opcode != "fusion" else "fusion"
 
 
 def kernel_launch(
@@ -356,7 +409,7 @@ def kernel_launch(
     """``kernel`` (the instruction ``instr`` of ``comp``) as a :class:`Launch`; None for a scalar
     instruction. libtpu's cycles are the kernel's, as the structure read them."""
     cycles = float(kernel.estimated_cycles or 0)
-    kind = _kind(module, instr, cycles)
+    kind = _kind(module, comp, instr, cycles)
     if kind is None:
         return None
     if kind == "gather":
@@ -395,12 +448,7 @@ def _waits(comp: Computation, times: int, looped: bool) -> list[Launch]:
         start = comp[done.operands[0]]
         if "cross_program_prefetch_index" in start.attrs:
             continue  # issued while the previous call runs: a call in a stream never waits for it
-        arrays = [
-            x
-            for x in (start.shape.tuple_shapes if start.shape.is_tuple else (start.shape,))
-            if not x.is_tuple
-        ]
-        moved = max((padded_bytes(x) for x in arrays), default=0)
+        moved = max((padded_bytes(x) for x in _arrays(start.shape)), default=0)
         out.append(
             Launch(done.name, "wait", {"bytes": float(moved)}, times, looped, (comp.name, at[start.name]), n)
         )

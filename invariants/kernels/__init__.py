@@ -1,13 +1,11 @@
 """Kernel code: what each kernel of a compiled program compiles to, below the HLO.
 
-XLA:GPU emits one PTX entry per kernel (a fusion, a loop body's fusion, ...) and XLA:CPU one LLVM IR
-function per kernel. Two programs with byte-identical optimized HLO can still compile to different code:
-jaxlib 0.10.2 turns the f32 scatter-add of an embedding gradient on sm_80/sm_86/sm_89 into a
-compare-and-swap retry loop where 0.10.1 emitted a native float atomic add (openxla/xla#46225). This
-subpackage reads that code into per-kernel facts (:class:`KernelFacts`): atomics by operation and type,
-CAS retry loops, ``.local`` bytes, instruction count, loops (backward branches) and the widest vector
-operation. The facts are what the ``kernel`` metrics (:mod:`invariants.measure.metrics`) and the snapshot's
-per-kernel code lines are made of.
+XLA:GPU emits one PTX entry per kernel (a fusion, a loop body's fusion, ...) and XLA:CPU one LLVM IR function
+per kernel. Two programs with byte-identical optimized HLO can still compile to different code (a native float
+atomic add turned into a compare-and-swap retry loop). This subpackage reads that code into per-kernel facts
+(:class:`KernelFacts`): atomics by operation and type, CAS retry loops, ``.local`` bytes, instruction count,
+loops (backward branches) and the widest vector operation. The facts are what the ``kernel`` metrics
+(:mod:`invariants.measure.metrics`) and the snapshot's per-kernel code lines are made of.
 
 Parsing is strict: a construct the parser does not know is a :class:`KernelCodeError` naming
 ``FILE:LINE`` and the construct, never a guess (XLA's text formats are not a stable API).

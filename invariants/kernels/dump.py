@@ -24,28 +24,28 @@ def module_prefix(file_name: str) -> tuple[str, str] | None:
     return (match.group(1), match.group(2)) if match else None
 
 
-def read_kernel_code(folder: Path, module: str | None = None) -> dict[str, dict[str, str]]:
+def read_kernel_code(folder: Path) -> dict[str, dict[str, str]]:
     """Module prefix -> {file name without the prefix -> text} of the kernel-code files under ``folder``
-    (sub-folders included: some JAX releases dump one folder per module), for every module or only
-    ``module``. A file that is not UTF-8 text is a one-line :class:`KernelCodeError`."""
-    by_module: dict[str, list[Path]] = {}
+    (sub-folders included: some JAX releases dump one folder per module). A file that is not UTF-8 text is
+    a one-line :class:`KernelCodeError`."""
+    by_module: dict[str, dict[str, Path]] = {}
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         named = module_prefix(path.name)
-        if named is None or (module is not None and named[0] != module):
-            continue
-        by_module.setdefault(named[0], []).append(path)
-    out: dict[str, dict[str, str]] = {}
-    for prefix, paths in by_module.items():
-        short = {module_prefix(p.name)[1]: p for p in paths}  # type: ignore[index]
-        files: dict[str, str] = {}
-        for name in kernel_files(short):
-            try:
-                files[name] = short[name].read_text()
-            except UnicodeDecodeError as err:
-                raise KernelCodeError(f"{short[name]}: not UTF-8 text (byte {err.start})") from None
-        if files:
-            out[prefix] = files
-    return out
+        if named is not None:
+            by_module.setdefault(named[0], {})[named[1]] = path
+    out = {prefix: _read_kernel_files(short) for prefix, short in by_module.items()}
+    return {prefix: files for prefix, files in out.items() if files}
+
+
+def _read_kernel_files(short: dict[str, Path]) -> dict[str, str]:
+    """The text of each kernel-code file of one module, by its name without the module prefix."""
+    files: dict[str, str] = {}
+    for name in kernel_files(short):
+        try:
+            files[name] = short[name].read_text()
+        except UnicodeDecodeError as err:
+            raise KernelCodeError(f"{short[name]}: not UTF-8 text (byte {err.start})") from None
+    return files
 
 
 def code_beside(hlo_path: Path) -> dict[str, str] | None:

@@ -5,14 +5,9 @@ are read and not counted. The text is the one LLVM prints (``Module::print``): o
 line, one instruction per line but for a ``switch`` (or any instruction) whose ``[ ]`` or ``( )`` spill
 over several lines, or a line that ends with ``,`` (a ``phi`` continued).
 
-The reader is strict. At the top level it knows ``;`` comments, ``source_filename``, ``target
-datalayout``/``triple``, ``define ... {`` ... ``}``, ``declare``, ``attributes #N = { ... }``, named and
-numbered metadata (``!name = ...``, ``!N = ...``), globals, aliases and ifuncs (``@x = ...``), type
-definitions (``%T = type ...``), comdats (``$c = comdat ...``) and ``module asm``. In a function it knows
-labels (``name:`` with its ``; preds`` comment), debug records (``#dbg_value(...)`` and kin) and the
-instructions of the LLVM language reference (``_OPCODES``), with a result (``%x = ``) or without, a
-``tail``/``musttail``/``notail`` call prefix, and any flags after the opcode (``nuw``, ``nsw``, ``fast``,
-``exact``, ``disjoint``, ``nneg``, ...). Anything else is a :class:`~invariants.kernels.KernelCodeError`
+The reader is strict: it knows the top-level entities LLVM prints (``_TOP_LEVEL``, ``define``,
+``declare``) and, in a function, labels, debug records and the instructions of the LLVM language
+reference (``_OPCODES``). Anything else is a :class:`~invariants.kernels.KernelCodeError`
 ``FILE:LINE: what: 'text'``.
 
 The facts of a function:
@@ -29,10 +24,8 @@ The facts of a function:
   before it.
 * ``vector_width``: the widest fixed vector type ``<N x T>`` an instruction names, N × bits of T (``ptr``
   64 bits a lane); 0 when none does. A scalable vector (``<vscale x N x T>``) is not supported: it is a
-  :class:`~invariants.kernels.KernelCodeError` (its width is not known when the code is compiled), not a
-  guess.
-
-``source`` is ``where``, the name the caller gave the text.
+  :class:`~invariants.kernels.KernelCodeError` (its width is not known when the code is compiled),
+  not a guess.
 """
 
 from __future__ import annotations
@@ -194,28 +187,14 @@ class _Reader:
     def instruction(self, line: int, stmt: str) -> None:
         fn = self.fn
         assert fn is not None
-        rest = stmt
-        r = _RESULT.match(rest)
-        if r is not None:
-            rest = rest[r.end() :]
-        m = _OPCODE.match(rest)
-        if m is None or m.group(1) not in _OPCODES:
-            what = f"unknown instruction '{m.group(1)}'" if m else "unknown statement"
-            raise self.error(line, what, stmt)
-        op = m.group(1)
-        if m.group(0).startswith(("tail", "musttail", "notail")) and op != "call":
-            raise self.error(line, f"'{m.group(0).split()[0]}' before '{op}', not 'call'", stmt)
-        operands = rest[m.end() :]
+        op, operands = self.opcode(line, stmt)
         index = fn.instructions
         fn.instructions += 1
         fn.vector_width = max(fn.vector_width, self.vector_bits(line, stmt, operands))
         if op == "atomicrmw":
             self.atomicrmw(line, stmt, operands)
         elif op == "cmpxchg":
-            typ = _value_type(operands, 1)
-            if typ is None:
-                raise self.error(line, "cmpxchg without a value type", stmt)
-            fn.atomics[f"cmpxchg {typ}"] += 1
+            fn.atomics[f"cmpxchg {self.value_type(line, stmt, op, operands)}"] += 1
             fn.cas.append(index)
         elif op == "alloca":
             fn.local_bytes += self.alloca_bytes(operands)
@@ -224,6 +203,27 @@ class _Reader:
             if op in ("br", "switch", "indirectbr") and not targets:
                 raise self.error(line, f"{op} without a label", stmt)
             fn.branches.append((line, stmt, fn.block, index, targets))
+
+    def opcode(self, line: int, stmt: str) -> tuple[str, str]:
+        """An instruction's opcode and the text of its operands."""
+        r = _RESULT.match(stmt)
+        rest = stmt[r.end() :] if r is not None else stmt
+        m = _OPCODE.match(rest)
+        if m is None:
+            raise self.error(line, "unknown statement", stmt)
+        op = m.group(1)
+        if op not in _OPCODES:
+            raise self.error(line, f"unknown instruction '{op}'", stmt)
+        if m.group(0).startswith(("tail", "musttail", "notail")) and op != "call":
+            raise self.error(line, f"'{m.group(0).split()[0]}' before '{op}', not 'call'", stmt)
+        return op, rest[m.end() :]
+
+    def value_type(self, line: int, stmt: str, op: str, operands: str) -> str:
+        """The type of an atomic's value (its second operand)."""
+        typ = _value_type(operands, 1)
+        if typ is None:
+            raise self.error(line, f"{op} without a value type", stmt)
+        return typ
 
     def vector_bits(self, line: int, stmt: str, operands: str) -> int:
         """The widest vector type an instruction names, in bits (0 for none); strings (asm text, names)
@@ -244,9 +244,7 @@ class _Reader:
         words = [w for w in operands.split() if w != "volatile"]
         if not words or words[0] not in _RMW_OPS:
             raise self.error(line, "unknown atomicrmw operation", stmt)
-        typ = _value_type(operands, 1)
-        if typ is None:
-            raise self.error(line, "atomicrmw without a value type", stmt)
+        typ = self.value_type(line, stmt, "atomicrmw", operands)
         fn.atomics[f"atomicrmw {words[0]} {typ}"] += 1
         if words[0] == "fadd" and _is_float(typ):
             fn.float_atomics += 1
@@ -394,37 +392,58 @@ def _size_align(typ: str, reader: _Reader) -> tuple[int | None, int]:
     if typ in _FLOAT_BITS or re.fullmatch(r"i\d+", typ):
         size = _pow2(-(-_scalar_bits(typ) // 8))
         return size, min(size, 16)
-    m = re.fullmatch(r"\[\s*(\d+)\s+x\s+(.+)\]", typ, re.S)
+    m = _ARRAY_TYPE.fullmatch(typ)
     if m is not None:
         elem, align = _size_align(m.group(2), reader)
         return (None, 1) if elem is None else (int(m.group(1)) * elem, align)
-    m = re.fullmatch(r"<\s*(\d+)\s+x\s+(i\d+|half|bfloat|float|double|fp128|x86_fp80|ppc_fp128|ptr)\s*>", typ)
+    m = _VECTOR_TYPE.fullmatch(typ)
     if m is not None:
-        lane = _POINTER_BITS if m.group(2) == "ptr" else _scalar_bits(m.group(2))
-        size = _pow2(-(-int(m.group(1)) * lane // 8))
-        return size, min(size, 64)
-    packed = typ.startswith("<{") and typ.endswith("}>")
-    if packed or (typ.startswith("{") and typ.endswith("}")):
-        inner = typ[2:-2] if packed else typ[1:-1]
-        offset = 0
-        struct_align = 1
-        for member in _split_top(inner) if inner.strip() else []:
-            size_or_none, align = _size_align(member, reader)
-            if size_or_none is None:
-                return None, 1
-            if not packed:
-                offset = -(-offset // align) * align
-                struct_align = max(struct_align, align)
-            offset += size_or_none
-        return -(-offset // struct_align) * struct_align, struct_align
+        return _vector_size_align(int(m.group(1)), m.group(2))
+    struct = _struct_members(typ)
+    if struct is not None:
+        return _struct_size_align(*struct, reader)
     if typ.startswith("%"):
         return reader.named_size_align(_unquote(typ[1:]))
     return None, 1
 
 
+_ARRAY_TYPE = re.compile(r"\[\s*(\d+)\s+x\s+(.+)\]", re.S)
+_VECTOR_TYPE = re.compile(r"<\s*(\d+)\s+x\s+(i\d+|half|bfloat|float|double|fp128|x86_fp80|ppc_fp128|ptr)\s*>")
+
+
+def _vector_size_align(lanes: int, element: str) -> tuple[int, int]:
+    lane = _POINTER_BITS if element == "ptr" else _scalar_bits(element)
+    size = _pow2(-(-lanes * lane // 8))
+    return size, min(size, 64)
+
+
+def _struct_members(typ: str) -> tuple[str, bool] | None:
+    """The members of a struct type and whether it is packed; None for another type."""
+    if typ.startswith("<{") and typ.endswith("}>"):
+        return typ[2:-2], True
+    if typ.startswith("{") and typ.endswith("}"):
+        return typ[1:-1], False
+    return None
+
+
+def _struct_size_align(inner: str, packed: bool, reader: _Reader) -> tuple[int | None, int]:
+    """(bytes, alignment) of a struct of the members ``inner``; packed: no padding."""
+    offset = 0
+    struct_align = 1
+    for member in _split_top(inner) if inner.strip() else []:
+        size, align = _size_align(member, reader)
+        if size is None:
+            return None, 1
+        if not packed:
+            offset = -(-offset // align) * align
+            struct_align = max(struct_align, align)
+        offset += size
+    return -(-offset // struct_align) * struct_align, struct_align
+
+
 def parse_llvm_ir(text: str, where: str) -> list[KernelFacts]:
     """The facts of every function defined in the LLVM IR ``text``, in order of appearance. ``where``
     names the text in errors (``FILE:LINE: ...``) and is each fact's ``source``. Raises
-    :class:`~invariants.kernels.KernelCodeError` on anything not understood, a scalable vector type
-    included."""
+    :class:`~invariants.kernels.KernelCodeError` on anything not understood, a scalable
+    vector type included."""
     return _Reader(where).read(text)

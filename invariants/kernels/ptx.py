@@ -4,16 +4,10 @@ One :class:`~invariants.kernels.KernelFacts` per function with a body: each ``.e
 ``.func`` (a device function; XLA's own PTX has none, but inline libraries may). Declarations without a body
 (``.extern .func vprintf(...);``) are read and not counted.
 
-The reader is strict. It knows the module directives (``.version``, ``.target``, ``.address_size``,
-``.file``, ``.loc``, ``.pragma``, ``.alias``, ``.section`` blocks), variable declarations in every state space
-(``.reg``, ``.local``, ``.shared``, ``.global``, ``.const``, ``.param``, with ``.visible``/``.extern``/
-``.weak``/``.common``, ``.align``, vectors and initializers), the function headers (``.entry``/``.func``
-with their ``.param`` lists and the performance directives ``.reqntid``, ``.maxntid``, ``.maxnreg``,
-``.minnctapersm``, ``.maxnctapersm``, ``.pragma``, ``.explicitcluster``, ``.reqnctapercluster``,
-``.maxclusterrank``, ``.noreturn``, ...), comments (``//``, ``/* */``), labels, nested ``{ }`` blocks
-(inline assembly), predicated instructions (``@%p1``, ``@!%p1``) and instructions ending with ``;``
-(over several lines too). Each instruction's base opcode must be one of the PTX ISA's (``_OPCODES``;
-some families, such as ``cp`` and ``mbarrier``, also by their second part). Anything else is a
+The reader is strict: it knows the module directives, variable declarations in every state space,
+function headers with their performance directives, comments, labels, nested ``{ }`` blocks (inline
+assembly), predicated instructions and instructions over several lines, each listed in the tables below;
+an instruction's base opcode must be one of the PTX ISA's (``_OPCODES``). Anything else is a
 :class:`~invariants.kernels.KernelCodeError` ``FILE:LINE: what: 'text'``.
 
 The facts of a function:
@@ -34,8 +28,6 @@ The facts of a function:
 * ``vector_width``: the widest ``.v2``/``.v4``/``.v8`` memory or atomic operation (``ld``, ``ldu``, ``st``,
   ``atom``, ``red``, ``multimem``) in bits: element type bits × lanes (``ld.global.nc.v4.b32`` is 128); 0
   when there is none. A scalar ``.b128`` access is not a vector.
-
-``source`` is ``where``, the name the caller gave the text.
 """
 
 from __future__ import annotations
@@ -92,6 +84,12 @@ _ATOM_DROP = words(
     "L2::cache_hint L2::64B L2::128B L2::256B mbarrier::complete_tx::bytes"
 )
 _VECTORS = {"v2": 2, "v4": 4, "v8": 8}
+# What each qualifier of atom/red that is kept says: its operation, vector width or type.
+_ATOM_PARTS = {
+    **dict.fromkeys(_ATOM_OPS, "op"),
+    **dict.fromkeys(_VECTORS, "vector"),
+    **dict.fromkeys(_ATOM_TYPES, "type"),
+}
 _VECTOR_OPS = frozenset({"ld", "ldu", "st", "atom", "red", "multimem"})
 
 _IDENT = r"(?:[A-Za-z][\w$]*|[_$%][\w$]+)"
@@ -183,21 +181,23 @@ class _Reader:
             code, in_comment = _strip_comments(raw, in_comment)
             if in_comment and not was_in_comment:
                 comment_line = lineno
-            if not code or code.isspace():
-                continue
-            self.check_continued(code)
-            if not self.pending and _LINE_DIRECTIVE.match(code):
-                # .version, .target, .address_size, .file and .loc end with their line, not with ';'.
-                self.statement(lineno, code.strip())
-                continue
-            for tok in _TOKEN.findall(code):
-                self.token(lineno, tok)
-            if self.pending:
-                self.pending.append("\n")
+            if code and not code.isspace():
+                self.code_line(lineno, code)
         if in_comment:
             raise self.error(comment_line, "unterminated comment '/*'", "")
         self.check_ended(lineno)
         return self.out
+
+    def code_line(self, lineno: int, code: str) -> None:
+        self.check_continued(code)
+        if not self.pending and _LINE_DIRECTIVE.match(code):
+            # .version, .target, .address_size, .file and .loc end with their line, not with ';'.
+            self.statement(lineno, code.strip())
+            return
+        for tok in _TOKEN.findall(code):
+            self.token(lineno, tok)
+        if self.pending:
+            self.pending.append("\n")
 
     def check_continued(self, code: str) -> None:
         """In a body a statement goes on to the next line only inside an operand list (a call's)."""
@@ -316,17 +316,15 @@ class _Reader:
             raise self.error(line, "function before the .version/.target header", stmt)
         m = _HEADER.fullmatch(stmt)
         if m is None:
-            what = "unknown directive" if stmt.startswith(".") else "not a function header"
-            if not stmt:
-                what = "block outside a function"
-            raise self.error(line, what, stmt)
-        for group in ("ret", "params"):
-            params = m.group(group)
-            if params and params.strip():
-                for p in params.split(","):
-                    if not _PARAM.fullmatch(p.strip()):
-                        raise self.error(line, "unknown parameter declaration", p)
-        rest = m.group("rest").strip()
+            raise self.error(line, _not_a_header(stmt), stmt)
+        for p in _header_params(m):
+            if not _PARAM.fullmatch(p.strip()):
+                raise self.error(line, "unknown parameter declaration", p)
+        self.check_directives(line, m.group("rest").strip())
+        return m.group("name")
+
+    def check_directives(self, line: int, rest: str) -> None:
+        """Check a function header's performance directives."""
         pos = 0
         while pos < len(rest):
             d = _PERF.match(rest, pos)
@@ -335,7 +333,6 @@ class _Reader:
             pos = d.end()
             while pos < len(rest) and rest[pos].isspace():
                 pos += 1
-        return m.group("name")
 
     # -- statements -------------------------------------------------------------------------------------
 
@@ -353,40 +350,43 @@ class _Reader:
 
     def module_statement(self, line: int, stmt: str) -> None:
         if self.pending_header is not None:
-            # An .entry header's .pragma ends with ';' before the body's '{'.
-            if stmt.startswith(".pragma"):
-                self.pending_header = (self.pending_header[0], f"{self.pending_header[1]} {stmt};")
-                return
-            raise self.error(*self.pending_header, "function header without a body")
-        if stmt.startswith(".version"):
-            if self.header_seen:
-                raise self.error(line, "second .version", stmt)
-            if not _MODULE_DIRECTIVES[0].fullmatch(stmt):
-                raise self.error(line, "unknown .version", stmt)
-            self.header_seen = True
-            return
-        if not self.header_seen:
+            self.header_pragma(self.pending_header, stmt)
+        elif stmt.startswith(".version"):
+            self.version(line, stmt)
+        elif not self.header_seen:
             raise self.error(line, "expected .version first", stmt)
-        for d in _MODULE_DIRECTIVES[1:]:
-            if d.fullmatch(stmt):
-                return
-        if _LOC.fullmatch(stmt):
+        elif any(d.fullmatch(stmt) for d in (*_MODULE_DIRECTIVES[1:], _LOC)):
             return
-        if _HEADER.fullmatch(stmt):
-            m = _HEADER.fullmatch(stmt)
-            assert m is not None
-            if m.group(2) == "entry" and re.search(r"\.pragma\s+\"[^\"]*\"\s*$", stmt):
-                self.header(line, stmt)
-                self.pending_header = (line, stmt + ";")
-                return
-            self.header(line, stmt)  # a declaration: no body, no facts
-            return
-        if stmt.startswith(
+        elif _HEADER.fullmatch(stmt):
+            self.declared_function(line, stmt)
+        elif stmt.startswith(
             (".visible", ".extern", ".weak", ".common", ".global", ".const", ".shared", ".local", ".tex")
         ):
             self.declaration(line, stmt)
-            return
-        raise self.error(line, "unknown directive" if stmt.startswith(".") else "unknown statement", stmt)
+        else:
+            raise self.error(line, "unknown directive" if stmt.startswith(".") else "unknown statement", stmt)
+
+    def declared_function(self, line: int, stmt: str) -> None:
+        """A function header at module level: a declaration (no body, no facts), or an .entry header whose
+        .pragma ended it with ';' before its body."""
+        m = _HEADER.fullmatch(stmt)
+        assert m is not None
+        self.header(line, stmt)
+        if m.group(2) == "entry" and re.search(r"\.pragma\s+\"[^\"]*\"\s*$", stmt):
+            self.pending_header = (line, stmt + ";")
+
+    def header_pragma(self, pending: tuple[int, str], stmt: str) -> None:
+        """A statement after an .entry header that ended with ';': its .pragma, or an error."""
+        if not stmt.startswith(".pragma"):
+            raise self.error(*pending, "function header without a body")
+        self.pending_header = (pending[0], f"{pending[1]} {stmt};")
+
+    def version(self, line: int, stmt: str) -> None:
+        if self.header_seen:
+            raise self.error(line, "second .version", stmt)
+        if not _MODULE_DIRECTIVES[0].fullmatch(stmt):
+            raise self.error(line, "unknown .version", stmt)
+        self.header_seen = True
 
     def body_directive(self, line: int, stmt: str) -> None:
         for d in _BODY_DIRECTIVES:
@@ -404,21 +404,16 @@ class _Reader:
         m = _LABEL.match(stmt)
         assert m is not None and self.fn is not None
         rest = stmt[m.end() :].strip()
+        if rest.startswith(".callprototype") and _prototype(rest):
+            return
         if rest.startswith(".callprototype"):
-            p = _PROTOTYPE.fullmatch(rest)
-            if p is None or not all(
-                _PROTO_PARAM.fullmatch(x.strip()) for g in p.groups() if g and g.strip() for x in g.split(",")
-            ):
-                raise self.error(line, "unknown .callprototype", stmt)
-            return
-        if rest.startswith(".branchtargets"):
-            names = rest[len(".branchtargets") :].split(",")
-            targets = [n.strip() for n in names]
-            if not all(re.fullmatch(_IDENT, t) for t in targets):
-                raise self.error(line, "unknown .branchtargets", stmt)
-            self.fn.branch_targets[(self.fn.scopes[-1], m.group(1))] = targets
-            return
-        raise self.error(line, "unknown statement", stmt)
+            raise self.error(line, "unknown .callprototype", stmt)
+        if not rest.startswith(".branchtargets"):
+            raise self.error(line, "unknown statement", stmt)
+        targets = [n.strip() for n in rest[len(".branchtargets") :].split(",")]
+        if not all(re.fullmatch(_IDENT, t) for t in targets):
+            raise self.error(line, "unknown .branchtargets", stmt)
+        self.fn.branch_targets[(self.fn.scopes[-1], m.group(1))] = targets
 
     def declaration(self, line: int, stmt: str) -> int:
         """Check a variable declaration; its bytes."""
@@ -450,29 +445,37 @@ class _Reader:
         lanes = 1
         while i < len(tokens) and tokens[i].startswith("."):
             t = tokens[i][1:]
-            if t in ("visible", "extern", "weak", "common", "ptr"):
-                pass
+            i += 1
+            if t == "align":
+                i = self.after_align(line, stmt, tokens, i)
             elif t in _SPACES:
                 if space is not None:
                     raise self.error(line, "two state spaces in a declaration", stmt)
                 space = t
-            elif t == "align":
-                i += 1
-                if i >= len(tokens) or not re.fullmatch(_INT, tokens[i]):
-                    raise self.error(line, "'.align' without a number", stmt)
             elif t in _VECTORS:
                 lanes = _VECTORS[t]
             elif t in _TYPE_BITS:
                 bits = _TYPE_BITS[t]
-            elif t.startswith("attribute("):
-                if not re.fullmatch(r"attribute\(\.(managed|unified\([^)]*\))\)", t):
-                    raise self.error(line, "unknown attribute", stmt)
             else:
-                raise self.error(line, f"unknown declaration qualifier '.{t}'", stmt)
-            i += 1
+                self.check_qualifier(line, stmt, t)
         if space is None or not bits:
             raise self.error(line, "unknown declaration (no state space or type)", stmt)
         return space, bits, lanes, i
+
+    def after_align(self, line: int, stmt: str, tokens: list[str], i: int) -> int:
+        """The index after ``.align``'s number, ``tokens[i]``."""
+        if i >= len(tokens) or not re.fullmatch(_INT, tokens[i]):
+            raise self.error(line, "'.align' without a number", stmt)
+        return i + 1
+
+    def check_qualifier(self, line: int, stmt: str, t: str) -> None:
+        """A declaration qualifier that says nothing of its size."""
+        if t in ("visible", "extern", "weak", "common", "ptr"):
+            return
+        if not t.startswith("attribute("):
+            raise self.error(line, f"unknown declaration qualifier '.{t}'", stmt)
+        if not re.fullmatch(r"attribute\(\.(managed|unified\([^)]*\))\)", t):
+            raise self.error(line, "unknown attribute", stmt)
 
     def instruction(self, line: int, stmt: str) -> None:
         fn = self.fn
@@ -482,63 +485,63 @@ class _Reader:
             raise self.error(line, "unknown statement", stmt)
         base = m.group(2)
         quals = m.group(3).split(".")[1:] if m.group(3) else []
-        if base not in _OPCODES:
-            raise self.error(line, f"unknown opcode '{base}'", stmt)
-        second = _SECOND.get(base)
-        if second is not None and (not quals or quals[0] not in second):
-            raise self.error(line, f"unknown opcode '{base}.{quals[0] if quals else ''}'", stmt)
+        self.check_opcode(line, stmt, base, quals)
         index = fn.instructions
         fn.instructions += 1
         if base in ("atom", "red"):
-            self.atomic(line, stmt, base, quals, index)
+            self.atomic(fn, line, stmt, base, quals, index)
         if base in _VECTOR_OPS:
-            lanes = 0
-            bits = 0
-            for q in quals:
-                if q in _VECTORS:
-                    lanes = _VECTORS[q]
-                elif q in _TYPE_BITS:
-                    bits = max(bits, _TYPE_BITS[q])
-            if lanes:
-                if not bits:
-                    raise self.error(line, "vector operation without a type", stmt)
-                fn.vector_width = max(fn.vector_width, lanes * bits)
+            fn.vector_width = max(fn.vector_width, self.vector_bits(line, stmt, quals))
         if base in ("bra", "brx"):
-            operands = (m.group(4) or "").strip()
-            target = operands.rsplit(",", 1)[-1].strip()
+            target = (m.group(4) or "").strip().rsplit(",", 1)[-1].strip()
             if not re.fullmatch(_IDENT, target):
                 raise self.error(line, "unknown branch target", stmt)
             target = target if base == "bra" else "\0" + target  # brx.idx: a .branchtargets list
             fn.branches.append((line, stmt, tuple(fn.scopes), target, index))
 
-    def atomic(self, line: int, stmt: str, base: str, quals: list[str], index: int) -> None:
-        fn = self.fn
-        assert fn is not None
-        op = typ = vec = None
-        mods: list[str] = []
+    def check_opcode(self, line: int, stmt: str, base: str, quals: list[str]) -> None:
+        if base not in _OPCODES:
+            raise self.error(line, f"unknown opcode '{base}'", stmt)
+        second = _SECOND.get(base)
+        if second is not None and (not quals or quals[0] not in second):
+            raise self.error(line, f"unknown opcode '{base}.{quals[0] if quals else ''}'", stmt)
+
+    def vector_bits(self, line: int, stmt: str, quals: list[str]) -> int:
+        """The bits a memory or atomic operation moves at once when it is a vector one; 0 otherwise."""
+        lanes = next((_VECTORS[q] for q in reversed(quals) if q in _VECTORS), 0)
+        bits = max((_TYPE_BITS[q] for q in quals if q in _TYPE_BITS), default=0)
+        if lanes and not bits:
+            raise self.error(line, "vector operation without a type", stmt)
+        return lanes * bits
+
+    def atomic(self, fn: _Function, line: int, stmt: str, base: str, quals: list[str], index: int) -> None:
         if quals and quals[0] == "async" and base == "red":
             base, quals = "red.async", quals[1:]
-        for q in quals:
-            if q in _ATOM_DROP:
-                continue
-            if q in _ATOM_OPS and op is None:
-                op = q
-            elif q == "noftz":
-                mods.append(q)
-            elif q in _VECTORS and vec is None:
-                vec = q
-            elif q in _ATOM_TYPES and typ is None:
-                typ = q
-            else:
-                raise self.error(line, f"unknown {base} qualifier '.{q}'", stmt)
+        parts, mods = self.atomic_parts(line, stmt, base, quals)
+        op, typ = parts.get("op"), parts.get("type")
         if op is None or typ is None:
             raise self.error(line, f"{base} without an operation or a type", stmt)
-        name = ".".join([base, op, *mods, *([vec] if vec else []), typ])
-        fn.atomics[name] += 1
+        fn.atomics[".".join([base, op, *mods, *([parts["vector"]] if "vector" in parts else []), typ])] += 1
         if op == "cas":
             fn.cas.append(index)
         if op == "add" and typ in _FLOAT_TYPES:
             fn.float_atomics += 1
+
+    def atomic_parts(
+        self, line: int, stmt: str, base: str, quals: list[str]
+    ) -> tuple[dict[str, str], list[str]]:
+        """An atomic's operation, vector and type (at most one of each), and its ``noftz``."""
+        parts: dict[str, str] = {}
+        mods: list[str] = []
+        for q in (q for q in quals if q not in _ATOM_DROP):
+            slot = _ATOM_PARTS.get(q)
+            if q == "noftz":
+                mods.append(q)
+            elif slot is None or slot in parts:
+                raise self.error(line, f"unknown {base} qualifier '.{q}'", stmt)
+            else:
+                parts[slot] = q
+        return parts, mods
 
     def define_label(self, line: int, name: str) -> None:
         fn = self.fn
@@ -574,6 +577,27 @@ class _Reader:
             if (scope, name) in table:
                 return table[(scope, name)]
         raise self.error(line, f"branch to an undefined {what} '{name}'", stmt)
+
+
+def _not_a_header(stmt: str) -> str:
+    if not stmt:
+        return "block outside a function"
+    return "unknown directive" if stmt.startswith(".") else "not a function header"
+
+
+def _header_params(m: re.Match[str]) -> list[str]:
+    """The return and the parameter declarations of a function header."""
+    lists = (m.group("ret") or "", m.group("params") or "")
+    return [p for params in lists if params.strip() for p in params.split(",")]
+
+
+def _prototype(rest: str) -> bool:
+    """Whether ``rest`` is a ``.callprototype`` this reader knows."""
+    p = _PROTOTYPE.fullmatch(rest)
+    if p is None:
+        return False
+    params = (x for g in p.groups() if g and g.strip() for x in g.split(","))
+    return all(_PROTO_PARAM.fullmatch(x.strip()) for x in params)
 
 
 def _strip_comments(line: str, in_comment: bool) -> tuple[str, bool]:

@@ -124,7 +124,7 @@ def _offloaded_bytes(s: Structure) -> int:
 
 
 def _sparsecore(
-    name: str, meaning: str, of: Callable[[Structure], Any], field: str | None = None, unit: Unit = "count"
+    name: str, meaning: str, of: Callable[[Structure], object], field: str | None = None, unit: Unit = "count"
 ) -> Metric:
     by_dtype = _indexed(field, thread=SPARSECORE) if field else None
     return Metric(name, meaning, "number", "structure", unit, of, by_dtype=by_dtype, sparsecore=True)
@@ -148,7 +148,7 @@ def no_sparsecore(target: str) -> str | None:
 OFFLOAD_COUNTS = {"sparsecore_gathers": "gather", "sparsecore_scatters": "scatter"}
 
 
-def offload_moves(before: Mapping[str, Any], after: Mapping[str, Any]) -> str | None:
+def offload_moves(before: Mapping[str, object], after: Mapping[str, object]) -> str | None:
     """What moved between the TensorCore and the SparseCore from one compile of a key to another, in one
     line (``1 scatter moved to sparsecore; 8 gathers moved off sparsecore``), read from each compile's
     :data:`OFFLOAD_COUNTS` (a number, None where its target has no SparseCore); None where nothing moved
@@ -163,7 +163,7 @@ def offload_moves(before: Mapping[str, Any], after: Mapping[str, Any]) -> str | 
 
 
 def _scoped(
-    name: str, meaning: str, of: Callable[[Structure], Any], by_dtype: Callable[[Structure, str], Any]
+    name: str, meaning: str, of: Callable[[Structure], object], by_dtype: Callable[[Structure, str], object]
 ) -> Metric:
     return Metric(name, meaning, "number", "structure", "count", of, by_dtype=by_dtype)
 
@@ -174,11 +174,11 @@ def _itemsize(config: Config) -> int:
     return int(np.dtype(config.table.dtype).itemsize)
 
 
-def _structural(name: str, meaning: str, of: Callable[[Structure], Any], unit: Unit = "count") -> Metric:
+def _structural(name: str, meaning: str, of: Callable[[Structure], object], unit: Unit = "count") -> Metric:
     return Metric(name, meaning, "number", "structure", unit, of)
 
 
-def _kernel(name: str, meaning: str, of: Callable[[ProgramCode], Any], unit: Unit = "count") -> Metric:
+def _kernel(name: str, meaning: str, of: Callable[[ProgramCode], object], unit: Unit = "count") -> Metric:
     return Metric(name, meaning, "number", "kernel", unit, of)
 
 
@@ -190,11 +190,11 @@ def _input(name: str, meaning: str, of: Callable[[Config], int], unit: Unit = "c
     return Metric(name, meaning, "number", "input", unit, of)
 
 
-def _compiler(name: str, meaning: str, of: Callable[[Analyses], Any], unit: Unit = "count") -> Metric:
+def _compiler(name: str, meaning: str, of: Callable[[Analyses], object], unit: Unit = "count") -> Metric:
     return Metric(name, meaning, "number", "compiler", unit, of)
 
 
-def _compile(name: str, meaning: str, of: Callable[[Compiled], Any], unit: Unit = "count") -> Metric:
+def _compile(name: str, meaning: str, of: Callable[[Compiled], object], unit: Unit = "count") -> Metric:
     return Metric(name, meaning, "number", "compile", unit, of)
 
 
@@ -512,7 +512,7 @@ def metrics_of(
     """Every metric one compile gives, by name (aliases too), each from its source's object
     (:class:`Metric`): raw values, a :class:`~invariants.hlo.cost.Missing` where the target gives none, None
     where a structural one is unknown. The names that only exist called on a program are left out."""
-    sources: dict[str, Any] = {
+    sources: dict[str, object] = {
         "structure": structure,
         "compiler": Analyses(
             structure,
@@ -542,8 +542,8 @@ def _family(target: str) -> str:
 
 def input_facts(config: Config, layout: Layout | None = None, devices: int = 1) -> dict[str, int]:
     """The input facts of a configuration (``table_bytes``, ``lookups``, ...), by name; with the ``layout``
-    of a sharded program (an ``invariants.catalog.programs.Layout``) on ``devices`` devices, its per-chip
-    facts."""
+    of a sharded program (an ``invariants.catalog.programs.Layout``) on ``devices`` devices,
+    its per-chip facts."""
     facts = {m.name: m.of(config) for m in _ALL if m.source == "input" and m.of is not None}
     return {**facts, **sharding_facts(layout, devices)}
 

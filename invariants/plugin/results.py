@@ -8,7 +8,8 @@ else spells a record kind or its fields.
 The file is one JSON object::
 
     {"format_version": FORMAT_VERSION, "versions": {package: version},
-     "runtime": {"platform", "device_kind", "count"}, "targets": {name: {"mode", "scope", "unavailable"}},
+     "runtime": {"platform", "device_kind", "count", "date"},
+     "targets": {name: {"mode", "scope", "unavailable"}},
      "exitstatus": int, "items": [record, ...]}
 
 A file without ``format_version``, or of another one, is refused in one line that says to run the gate

@@ -11,6 +11,7 @@ catalog, the compile cache and the spec checks import it, and JAX must start aft
 
 from __future__ import annotations
 
+import datetime
 import fnmatch
 import glob
 import shlex
@@ -426,7 +427,12 @@ class GateSession:
         dev = jax.devices()
         return {
             "versions": versions(),
-            "runtime": {"platform": dev[0].platform, "device_kind": dev[0].device_kind, "count": len(dev)},
+            "runtime": {
+                "platform": dev[0].platform,
+                "device_kind": dev[0].device_kind,
+                "count": len(dev),
+                "date": datetime.datetime.now(datetime.UTC).date().isoformat(),
+            },
             "targets": {
                 t.name: {"mode": t.mode, "scope": t.scope, "unavailable": t.unavailable_reason()}
                 for t in self.targets

@@ -28,7 +28,6 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 from packaging.version import Version
 
@@ -118,11 +117,6 @@ def suite_run(
     )
 
 
-def suite_command(*args: Any, **kwargs: Any) -> list[str]:
-    """The command line of :func:`suite_run`."""
-    return gate_command(suite_run(*args, **kwargs))
-
-
 def run_suite(
     env: Path,
     version: Version,
@@ -192,6 +186,43 @@ def check_selection(
     returns -1 and the releases' runs say what they meet. ``said``: the options the user gave, as the line
     names them (default: every one of these)."""
     project = project or Project()
+    proc = _collect_only(k, targets, programs, configs, tests, kinds, project, timeout)
+    if proc is None:
+        return -1
+    given = said if said is not None else _selection(k, targets, programs, configs, project)
+    given = given or f"the default selection (-k {k!r} on {targets})"
+    if proc.returncode not in (0, 5):
+        refused = _refusal(proc.stderr + proc.stdout)
+        if refused is None:
+            return -1
+        raise InvariantsError(refused)
+    return _selected(proc.stdout, kinds, given)
+
+
+def _selected(collected: str, kinds: Sequence[str], given: str) -> int:
+    """The items a collection of ``kinds``' items lists (its node ids); none is one line that names the
+    selection, ``given``."""
+    selected = sum("::" in ln for ln in collected.splitlines())
+    if selected == 0:
+        raise InvariantsError(
+            f"{given}: selects no {' or '.join(kinds)} item; widen -k or "
+            "--programs (pytest invariants/gate --collect-only -q with the same options lists the items)"
+        )
+    return selected
+
+
+def _collect_only(
+    k: str,
+    targets: str,
+    programs: str | None,
+    configs: str | None,
+    tests: str,
+    kinds: Sequence[str],
+    project: Project,
+    timeout: float,
+) -> subprocess.CompletedProcess[str] | None:
+    """The gate's collection of the selection's items of ``kinds`` in a scratch folder; None when it ran past
+    ``timeout``."""
     with tempfile.TemporaryDirectory(prefix="invariants-selection-") as tmp:
         folder = Path(tmp)
         run = GateRun(
@@ -206,14 +237,9 @@ def check_selection(
             project=project,
         )
         try:
-            proc = subprocess.run(
+            return subprocess.run(
                 # The last -m wins: the items of ``kinds`` alone, whatever the run's own -m.
-                [
-                    *gate_command(run),
-                    "--collect-only",
-                    "-m",
-                    " or ".join(_MARKERS.get(kind, kind) for kind in kinds),
-                ],
+                [*gate_command(run), "--collect-only", "-m", " or ".join(_MARKERS.get(t, t) for t in kinds)],
                 cwd=folder,
                 env=gate_env(project=project),
                 capture_output=True,
@@ -222,31 +248,24 @@ def check_selection(
                 check=False,
             )
         except subprocess.TimeoutExpired:
-            return -1
-    given = (
-        said
-        if said is not None
-        else (
-            f"-k {k!r} --targets {targets}"
-            + (f" --programs {programs}" if programs else "")
-            + (f" --configs {configs}" if configs else "")
-            + (f" {project.describe()}" if project.own else "")
-        )
+            return None
+
+
+def _refusal(output: str) -> str | None:
+    """The gate's one line where pytest refused the selection; None when it failed otherwise."""
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    refused = next((ln for ln in reversed(lines) if ln.startswith(_REFUSED)), None)
+    return None if refused is None else refused.removeprefix("Exit: ").removeprefix("ERROR: ")
+
+
+def _selection(k: str, targets: str, programs: str | None, configs: str | None, project: Project) -> str:
+    """A selection as its options spell it."""
+    return (
+        f"-k {k!r} --targets {targets}"
+        + (f" --programs {programs}" if programs else "")
+        + (f" --configs {configs}" if configs else "")
+        + (f" {project.describe()}" if project.own else "")
     )
-    given = given or f"the default selection (-k {k!r} on {targets})"
-    if proc.returncode not in (0, 5):
-        lines = [ln.strip() for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
-        said = next((ln for ln in reversed(lines) if ln.startswith(_REFUSED)), None)
-        if said is None:
-            return -1
-        raise InvariantsError(said.removeprefix("Exit: ").removeprefix("ERROR: "))
-    selected = sum("::" in ln for ln in proc.stdout.splitlines())  # the node ids --collect-only -q lists
-    if selected == 0:
-        raise InvariantsError(
-            f"{given}: selects no {' or '.join(kinds)} item; widen -k or "
-            "--programs (pytest invariants/gate --collect-only -q with the same options lists the items)"
-        )
-    return selected
 
 
 def verdict_of(version: Version, results: Results, seconds: float) -> ReleaseRun:
@@ -278,11 +297,11 @@ class Boundary:
 
     before: Version
     after: Version
-    tested: dict[Version, Any]  # version -> verdict value (or the Unusable message)
+    tested: dict[Version, object]  # version -> verdict value (or the Unusable message)
     skipped: list[Version]
 
 
-def bisect_releases(order: Sequence[Version], verdict: Callable[[Version], Any]) -> Boundary:
+def bisect_releases(order: Sequence[Version], verdict: Callable[[Version], object]) -> Boundary:
     """Binary search along ``order`` for the first release whose verdict differs from ``order[0]``'s.
 
     ``verdict`` may raise :class:`Unusable` for a release in between: it is skipped. The endpoints must be
@@ -290,10 +309,10 @@ def bisect_releases(order: Sequence[Version], verdict: Callable[[Version], Any])
     """
     if len(order) < 2:
         raise InvariantsError("bisect: --good and --bad must be two different releases")
-    tested: dict[Version, Any] = {}
+    tested: dict[Version, object] = {}
     skipped: list[Version] = []
 
-    def holds_at(v: Version) -> Any:
+    def holds_at(v: Version) -> object:
         if v not in tested:
             tested[v] = verdict(v)
         return tested[v]
@@ -466,6 +485,75 @@ def _print_structures(
         print(f"changed: {what_changed(old_r.get(name, ''), new_r.get(name, ''))}")
 
 
+@dataclasses.dataclass
+class _Bisection:
+    """The runs of one bisection between the releases ``ends``: each release's verdict and environment."""
+
+    args: argparse.Namespace
+    project: Project
+    jaxlib_releases: Sequence[Version]
+    ends: tuple[Version, Version]
+    gpu: bool
+    workdir: Path
+    verdicts: dict[Version, ReleaseRun] = dataclasses.field(default_factory=dict)
+    envs: dict[Version, Path] = dataclasses.field(default_factory=dict)
+
+    def verdict(self, v: Version) -> bool:
+        """Whether the selection holds in release ``v`` (:class:`Unusable` where it cannot be installed)."""
+        args = self.args
+        pins = choose_pins(v, self.jaxlib_releases, gpu=self.gpu)
+        try:
+            env = ensure_env(pins, args.cache_dir, args.index_url)
+        except InvariantsError as err:
+            if v in self.ends:
+                raise
+            print(f"  jax {v}: skipped ({err})")
+            raise Unusable(str(err)) from None
+        self.envs[v] = env
+        results, seconds = run_suite(
+            env,
+            v,
+            self.workdir,
+            k=args.k,
+            targets=args.targets,
+            programs=args.programs,
+            configs=args.configs,
+            project=self.project,
+            kept=args.keep is not None,
+        )
+        ver = self.verdicts[v] = verdict_of(v, results, seconds)
+        judged = sum(it.kind in VERDICT_KINDS for it in ver.items)
+        print(
+            f"  jax {v} (jaxlib {pins.jaxlib}): {ver.word} "
+            f"({len(ver.failing)} failing of {judged}) in {seconds:.0f} s"
+        )
+        return ver.holds
+
+    def report(self, boundary: Boundary) -> None:
+        """The first release with the other verdict, what fails on each side, and how the structures of
+        what fails changed."""
+        old, new = sorted(
+            (self.verdicts[boundary.before], self.verdicts[boundary.after]), key=lambda x: x.version
+        )
+        change = "breaks" if old.holds else "holds"
+        print()
+        print(
+            f"first release where the selection {change}: jax {new.version} (last with it "
+            f"{'holding' if old.holds else 'failing'}: jax {old.version}); "
+            f"{len(boundary.tested)} releases tested, {len(boundary.skipped)} skipped"
+        )
+        for side in (old, new):
+            _print_failing(side)
+        keys = _keys_of(old.failing or new.failing)
+        if keys:
+            _print_structures(
+                keys,
+                (old.version, self.envs[old.version]),
+                (new.version, self.envs[new.version]),
+                self.project,
+            )
+
+
 def main_bisect(argv: list[str]) -> int:
     p = Parser(
         prog="python -m invariants bisect",
@@ -500,66 +588,14 @@ def main_bisect(argv: list[str]) -> int:
     gpu = gpu_selected(args.targets)  # GPU targets compile with each release's CUDA plugin
     for v in (good, bad):  # a release too old for them is one line now, not after installing the other
         choose_pins(v, jaxlib_releases, gpu=gpu)
+    given = _selection(args.k, args.targets, args.programs, args.configs, project)
     print(
-        f"bisect: {len(order)} releases from {good} to {bad}; "
-        f"selection -k {args.k!r} --targets {args.targets}"
-        + (f" --programs {args.programs}" if args.programs else "")
-        + (f" --configs {args.configs}" if args.configs else "")
-        + (f" {project.describe()}" if project.own else "")
+        f"bisect: {len(order)} releases from {good} to {bad}; selection {given}"
         + (f" ({selected} items here)" if selected > 0 else "")
     )
-    verdicts: dict[Version, ReleaseRun] = {}
-    envs: dict[Version, Path] = {}
     with tempfile.TemporaryDirectory(prefix="invariants-bisect-") as tmp:
-        workdir = args.keep or Path(tmp)
-
-        def verdict(v: Version) -> bool:
-            pins = choose_pins(v, jaxlib_releases, gpu=gpu)
-            try:
-                env = ensure_env(pins, args.cache_dir, args.index_url)
-            except InvariantsError as err:
-                if v in (good, bad):
-                    raise
-                print(f"  jax {v}: skipped ({err})")
-                raise Unusable(str(err)) from None
-            envs[v] = env
-            results, seconds = run_suite(
-                env,
-                v,
-                workdir,
-                k=args.k,
-                targets=args.targets,
-                programs=args.programs,
-                configs=args.configs,
-                project=project,
-                kept=args.keep is not None,
-            )
-            verdicts[v] = verdict_of(v, results, seconds)
-            ver = verdicts[v]
-            judged = sum(it.kind in VERDICT_KINDS for it in ver.items)
-            print(
-                f"  jax {v} (jaxlib {pins.jaxlib}): {ver.word} "
-                f"({len(ver.failing)} failing of {judged}) in {seconds:.0f} s"
-            )
-            return ver.holds
-
-        boundary = bisect_releases(order, verdict)
-        before, after = verdicts[boundary.before], verdicts[boundary.after]
-        old, new = sorted((before, after), key=lambda x: x.version)
-        change = "breaks" if old.holds else "holds"
-        print()
-        print(
-            f"first release where the selection {change}: jax {new.version} (last with it "
-            f"{'holding' if old.holds else 'failing'}: jax {old.version}); "
-            f"{len(boundary.tested)} releases tested, {len(boundary.skipped)} skipped"
-        )
-        for side in (old, new):
-            _print_failing(side)
-        keys = _keys_of(old.failing or new.failing)
-        if keys:
-            _print_structures(
-                keys, (old.version, envs[old.version]), (new.version, envs[new.version]), project
-            )
+        bisection = _Bisection(args, project, jaxlib_releases, (good, bad), gpu, args.keep or Path(tmp))
+        bisection.report(bisect_releases(order, bisection.verdict))
     print(f"\nbisect: {time.perf_counter() - start:.0f} s")
     return 0
 

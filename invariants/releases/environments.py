@@ -28,7 +28,6 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
@@ -104,7 +103,7 @@ class Pins:
     def env_name(self) -> str:
         return f"jax-{self.jax}" + ("-tpu" if self.tpu else "") + ("-gpu" if self.gpu else "")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"requirements": self.requirements()}
 
 

@@ -9,8 +9,8 @@ Besides the HLO's counts, each structure record carries its kernels' code metric
 (``invariants.measure.metrics``, source ``kernel``): a table per target whose compiles keep kernel code
 (the GPU targets' PTX, the CPU's LLVM IR) shows CAS atomics / native float atomics / vector width per
 program and release, with a cell that changed from the release before in bold, and the plot draws them.
-That is where a change of code generation behind identical HLO shows (jaxlib 0.10.2 turning the A100's
-native ``atom.add.f32`` into CAS retry loops, openxla/xla#46225), which the HLO table cannot show.
+That is where a change of code generation behind identical HLO shows (a native float atomic turned into
+CAS retry loops), which the HLO table cannot show.
 
 A program whose gathers or scatters moved to or off the SparseCore from one release to the next (its
 ``sparsecore_gathers`` and ``sparsecore_scatters``) gets one line under the tables that says so.
@@ -18,6 +18,7 @@ A program whose gathers or scatters moved to or off the SparseCore from one rele
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import itertools
 import json
@@ -26,16 +27,24 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+from packaging.version import Version
 
 from .._errors import InvariantsError, Parser
-from .._paths import atomic_path, check_output_dir, write_atomic
-from ..catalog.project import project_from
+from .._paths import check_output_dir, pyplot, save_figure, write_atomic
+from ..catalog.project import Project, project_from
 from ..catalog.select import selectors
 from ..catalog.targets import TARGETS_HINT, all_targets, select_targets
 from ..measure.metrics import OFFLOAD_COUNTS, offload_moves
 from ..plugin.results import Results, compile_failure
 from .bisect import add_release_options, check_selection, run_suite
+
+if TYPE_CHECKING:
+    from matplotlib.artist import Artist
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
 from .environments import (
     check_index,
     choose_pins,
@@ -60,8 +69,7 @@ MATRIX_PROGRAMS = (
     "grad_eqx_embedding",
 )
 MATRIX_METRICS = ("kernels", "while_loops", "dynamic_kernel_launches")
-# The predicted-cost row: libtpu's estimate, on the targets whose compiler writes one (see
-# invariants.hlo.cost).
+# The predicted-cost row: libtpu's estimate, where the target's compiler writes one (invariants.hlo.cost).
 PREDICTED_METRIC = "estimated_cycles"
 # The kernel-code row (invariants.kernels): per program and release, on the targets whose compiles keep code.
 KERNEL_METRICS = ("cas_atomics", "float_atomics", "vector_width")
@@ -111,7 +119,15 @@ def why_nothing(targets: str, results: Results) -> str:
     return f"no {targets} structure item ran in that release"
 
 
-def _has_code(metrics: Mapping[str, Any]) -> bool:
+_Metrics = Mapping[str, int | None]
+_Cells = Mapping[tuple[str, str], _Metrics]
+_NO_KERNEL_METRICS = (
+    "no kernel metrics recorded (its compiles kept no kernel code this checkout reads): the kernel-code "
+    "table shows ? for it"
+)
+
+
+def _has_code(metrics: _Metrics) -> bool:
     return any(metrics.get(k) is not None for k in KERNEL_METRICS)
 
 
@@ -121,16 +137,15 @@ def kernel_notes(rows: Sequence[MatrixRow], versions: Sequence[str]) -> dict[str
     notes = {}
     for target in sorted({r.target for r in rows}):
         mine = [r for r in rows if r.target == target]
-        if not any(_has_code(r.metrics) for r in mine):
-            continue
-        for v in versions:
-            of_v = [r for r in mine if r.version == v]
-            if of_v and not any(_has_code(r.metrics) for r in of_v):
-                notes[f"{target}, jax {v}"] = (
-                    "no kernel metrics recorded (its compiles kept no kernel code this checkout reads): the "
-                    "kernel-code table shows ? for it"
-                )
+        if any(_has_code(r.metrics) for r in mine):
+            notes.update({f"{target}, jax {v}": _NO_KERNEL_METRICS for v in _without_code(mine, versions)})
     return notes
+
+
+def _without_code(rows: Sequence[MatrixRow], versions: Sequence[str]) -> list[str]:
+    """The releases that compiled some of ``rows`` and kept the code of none."""
+    compiled = [v for v in versions if any(r.version == v for r in rows)]
+    return [v for v in compiled if not any(_has_code(r.metrics) for r in rows if r.version == v)]
 
 
 def render_matrix(
@@ -144,32 +159,41 @@ def render_matrix(
     failures = failures or {}
     out = []
     for target in sorted({r.target for r in rows} | {t for _, t, _ in failures}):
-        programs = list(
-            dict.fromkeys(
-                [
-                    *(r.program for r in rows if r.target == target),
-                    *(p for _, t, p in failures if t == target),
-                ]
-            )
-        )
-        cells: dict[tuple[str, str], Any] = {
-            (r.program, r.version): r.metrics for r in rows if r.target == target
-        }
-        cells.update({(p, v): _FAILED for v, t, p in failures if t == target})
-
-        title = f"{target}: kernels / while loops / dynamic kernel launches (f32)"
-        out += _table(title, "---|", programs, versions, cells, _structure_cell)
-        if any(m.get(PREDICTED_METRIC) is not None for m in cells.values()):
-            title = f"{target}: predicted cost, estimated cycles per call (the compiler's own estimate)"
-            out += _table(title, "---:|", programs, versions, cells, _predicted_cell)
-        if any(_has_code(m) for m in cells.values()):
-            out += _kernel_table(target, programs, versions, cells)
+        out += _target_tables(target, rows, versions, failures)
     out += offload_lines(rows, versions)
-    for key, note in notes.items():
-        out.append(f"- {key}: {note}")
-    for (version, target, program), reason in failures.items():
-        out.append(f"- {program} on {target}, jax {version}: {reason}")
+    out += [f"- {key}: {note}" for key, note in notes.items()]
+    out += [f"- {prog} on {target}, jax {v}: {why}" for (v, target, prog), why in failures.items()]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _target_tables(
+    target: str,
+    rows: Sequence[MatrixRow],
+    versions: Sequence[str],
+    failed: Mapping[tuple[str, str, str], str],
+) -> list[str]:
+    """The structure table of one target, and its predicted-cost and kernel-code tables where it has them."""
+    programs, cells = _cells(target, rows, failed)
+    title = f"{target}: kernels / while loops / dynamic kernel launches (f32)"
+    out = _table(title, "---|", programs, versions, cells, _structure_cell)
+    if any(m.get(PREDICTED_METRIC) is not None for m in cells.values()):
+        title = f"{target}: predicted cost, estimated cycles per call (the compiler's own estimate)"
+        out += _table(title, "---:|", programs, versions, cells, _predicted_cell)
+    if any(_has_code(m) for m in cells.values()):
+        out += _kernel_table(target, programs, versions, cells)
+    return out
+
+
+def _cells(
+    target: str, rows: Sequence[MatrixRow], failures: Mapping[tuple[str, str, str], str]
+) -> tuple[list[str], dict[tuple[str, str], _Metrics]]:
+    """The programs of one target, and its cells by (program, release)."""
+    failed = [(v, p) for v, t, p in failures if t == target]
+    mine = [r for r in rows if r.target == target]
+    programs = list(dict.fromkeys([*(r.program for r in mine), *(p for _, p in failed)]))
+    cells: dict[tuple[str, str], _Metrics] = {(r.program, r.version): r.metrics for r in mine}
+    cells.update({(p, v): _FAILED for v, p in failed})
+    return programs, cells
 
 
 def offload_lines(rows: Sequence[MatrixRow], versions: Sequence[str]) -> list[str]:
@@ -187,16 +211,20 @@ def offload_lines(rows: Sequence[MatrixRow], versions: Sequence[str]) -> list[st
 
 
 # A cell of a program that did not compile in that release: its metrics are the words, in every table.
-_FAILED: dict[str, Any] = {"failed": True}
+_FAILED: dict[str, int | None] = {"failed": True}
 
 
-def _structure_cell(m: Mapping[str, Any] | None) -> str:
+def _structure_cell(m: _Metrics | None) -> str:
     if m is _FAILED:
         return "compile failed"
-    return " / ".join("?" if m.get(k) is None else str(m.get(k)) for k in MATRIX_METRICS) if m else "—"
+    return _metrics_text(m, MATRIX_METRICS) if m else "—"
 
 
-def _predicted_cell(m: Mapping[str, Any] | None) -> str:
+def _metrics_text(m: _Metrics, names: Sequence[str]) -> str:
+    return " / ".join("?" if m.get(k) is None else str(m.get(k)) for k in names)
+
+
+def _predicted_cell(m: _Metrics | None) -> str:
     if m is _FAILED:
         return "compile failed"
     value = m.get(PREDICTED_METRIC) if m else None
@@ -208,8 +236,8 @@ def _table(
     align: str,
     programs: Sequence[str],
     versions: Sequence[str],
-    cells: Mapping[tuple[str, str], Any],
-    cell: Callable[[Mapping[str, Any] | None], str],
+    cells: _Cells,
+    cell: Callable[[_Metrics | None], str],
 ) -> list[str]:
     """One table: a row per program, a column per release, ``cell`` of each (program, release)."""
     out = [f"### {title}\n", "| program | " + " | ".join(versions) + " |", "|---|" + align * len(versions)]
@@ -218,9 +246,7 @@ def _table(
     return [*out, ""]
 
 
-def _kernel_table(
-    target: str, programs: Sequence[str], versions: Sequence[str], cells: Mapping[tuple[str, str], Any]
-) -> list[str]:
+def _kernel_table(target: str, programs: Sequence[str], versions: Sequence[str], cells: _Cells) -> list[str]:
     """The kernel-code table of one target: a cell that differs from the release before it is in bold."""
     out = [
         f"### {target}: {KERNEL_TITLE} (f32)\n",
@@ -228,36 +254,27 @@ def _kernel_table(
         "|---|" + "---|" * len(versions),
     ]
     for prog in programs:
-        row, before = [], None
-        for v in versions:
-            m = cells.get((prog, v))
-            if not m or m is _FAILED:
-                row.append("compile failed" if m is _FAILED else "—")
-                continue
-            text = " / ".join("?" if m.get(k) is None else str(m.get(k)) for k in KERNEL_METRICS)
-            changed = before is not None and _has_code(m) and text != before
-            row.append(f"**{text}**" if changed else text)
-            before = text if _has_code(m) else before
-        out.append(f"| {prog} | " + " | ".join(row) + " |")
-    out.append("")
+        out.append(f"| {prog} | " + " | ".join(_kernel_row([cells.get((prog, v)) for v in versions])) + " |")
+    return [*out, ""]
+
+
+def _kernel_row(row: list[_Metrics | None]) -> list[str]:
+    """The kernel-code cells of one program, a release per cell."""
+    out, before = [], None
+    for m in row:
+        if not m or m is _FAILED:
+            out.append("compile failed" if m is _FAILED else "—")
+            continue
+        text = _metrics_text(m, KERNEL_METRICS)
+        changed = before is not None and _has_code(m) and text != before
+        out.append(f"**{text}**" if changed else text)
+        before = text if _has_code(m) else before
     return out
 
 
 def plot_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], path: Path) -> None:
-    try:
-        import matplotlib  # optional (the test extra), and heavy: only for the plot
-    except ImportError:
-        raise InvariantsError(f"{path}: matplotlib is not installed (pip install matplotlib)") from None
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # after the backend is chosen
-
-    metrics = [*MATRIX_METRICS]
-    if any(r.metrics.get(PREDICTED_METRIC) is not None for r in rows):
-        metrics.append(PREDICTED_METRIC)
-    # The kernel-code panels, where a compile kept code: the atomics show a code generation change behind
-    # identical HLO (a native float atomic becoming a CAS retry loop).
-    metrics += [k for k in KERNEL_METRICS if any(r.metrics.get(k) is not None for r in rows)]
+    plt = pyplot(path)
+    metrics = _plotted_metrics(rows)
     ncols = min(4, len(metrics))
     nrows = math.ceil(len(metrics) / ncols)
     fig, grid = plt.subplots(nrows, ncols, figsize=(5.5 * ncols, 4.2 * nrows), squeeze=False)
@@ -266,55 +283,86 @@ def plot_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], path: Path) 
     # One colour per program (the same on every target), one line style per target: 16 series stay legible.
     programs = sorted({p for _, p in series})
     colours = {p: plt.get_cmap("tab10")(i % 10) for i, p in enumerate(programs)}
-    styles = {t: "-" if t == "cpu" else "--" if t.startswith("gpu") else ":" for t, _ in series}
     for ax, metric in zip(axes, metrics, strict=False):
-        atomics = metric in ("cas_atomics", "float_atomics")
-        drawn = []
-        for target, program in series:
-            by_v = {
-                r.version: r.metrics.get(metric) for r in rows if (r.target, r.program) == (target, program)
-            }
-            xs = [i for i, v in enumerate(versions) if by_v.get(v) is not None]
-            ys = [float(y) for i in xs if (y := by_v[versions[i]]) is not None]
-            if atomics and not any(ys):
-                continue  # a series at 0 throughout would hide the ones that move
-            if xs:
-                drawn.append((target, program, xs, ys))
-        for n, (target, program, xs, ys) in enumerate(drawn):
-            # Atomic counts are small integers that several programs share: each series a little apart.
-            dy = (n - (len(drawn) - 1) / 2) * 0.06 if atomics else 0.0
+        for target, program, xs, ys in _spread(_drawn(rows, versions, series, metric), metric):
             ax.plot(
-                xs,
-                [y + dy for y in ys],
-                styles[target],
-                marker="o",
-                color=colours[program],
-                label=f"{target} {program}",
+                xs, ys, _line_style(target), marker="o", color=colours[program], label=f"{target} {program}"
             )
-        ax.set_xticks(range(len(versions)), versions)
-        ax.set_xlabel("jax release")
-        ax.set_title(
-            f"{metric} (kernel code; series at 0 throughout not drawn)" if atomics else metric, fontsize=9
-        )
-        if metric in ("dynamic_kernel_launches", PREDICTED_METRIC):
-            ax.set_yscale("symlog")
-            ax.set_ylim(bottom=0)  # launches are counts: no negative half of the symlog axis
-        if atomics:
-            ax.set_ylim(bottom=-0.5)
+        _metric_axes(ax, metric, versions)
     for ax in axes[len(metrics) :]:
         ax.set_visible(False)
-    handles: dict[str, Any] = {}
-    for ax in axes[: len(metrics)]:
+    fig.tight_layout()
+    _legend(fig, axes[: len(metrics)])
+    save_figure(fig, path, "--out", bbox_inches="tight", format="png")  # the legend sits right of the panels
+
+
+def _line_style(target: str) -> str:
+    if target == "cpu":
+        return "-"
+    return "--" if target.startswith("gpu") else ":"
+
+
+def _legend(fig: Figure, axes: list[Axes]) -> None:
+    """One legend for every panel, each series once."""
+    handles: dict[str, Artist] = {}
+    for ax in axes:
         for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
             handles.setdefault(label, h)
-    fig.tight_layout()
     fig.legend(list(handles.values()), list(handles), fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with atomic_path(path, "--out", suffix=True) as tmp:  # the legend sits right of the panels
-            fig.savefig(tmp, dpi=110, bbox_inches="tight", format="png")
-    finally:
-        plt.close(fig)
+
+
+def _plotted_metrics(rows: Sequence[MatrixRow]) -> list[str]:
+    """The structure metrics, the predicted cost where a compiler wrote one, and the kernel-code metrics
+    where a compile kept code: the atomics show a code generation change behind identical HLO (a native
+    float atomic becoming a CAS retry loop)."""
+    optional = (PREDICTED_METRIC, *KERNEL_METRICS)
+    return [*MATRIX_METRICS, *(k for k in optional if any(r.metrics.get(k) is not None for r in rows))]
+
+
+def _atomics(metric: str) -> bool:
+    return metric in ("cas_atomics", "float_atomics")
+
+
+def _drawn(
+    rows: Sequence[MatrixRow], versions: Sequence[str], series: list[tuple[str, str]], metric: str
+) -> list[tuple[str, str, list[int], list[float]]]:
+    """Each series' points (release index, value) where it has a value; a series of atomics at 0 throughout
+    is left out, as it would hide the ones that move."""
+    drawn = []
+    for target, program in series:
+        by_v = {r.version: r.metrics.get(metric) for r in rows if (r.target, r.program) == (target, program)}
+        xs, ys = _points(by_v, versions)
+        if xs and (any(ys) or not _atomics(metric)):
+            drawn.append((target, program, xs, ys))
+    return drawn
+
+
+def _points(by_v: Mapping[str, int | None], versions: Sequence[str]) -> tuple[list[int], list[float]]:
+    """(release index, value) of each release with a value."""
+    xs = [i for i, v in enumerate(versions) if by_v.get(v) is not None]
+    return xs, [float(y) for i in xs if (y := by_v[versions[i]]) is not None]
+
+
+def _spread(
+    drawn: list[tuple[str, str, list[int], list[float]]], metric: str
+) -> list[tuple[str, str, list[int], list[float]]]:
+    """Atomic counts are small integers that several programs share: each series a little apart."""
+    if not _atomics(metric):
+        return drawn
+    middle = (len(drawn) - 1) / 2
+    return [(t, p, xs, [y + (n - middle) * 0.06 for y in ys]) for n, (t, p, xs, ys) in enumerate(drawn)]
+
+
+def _metric_axes(ax: Axes, metric: str, versions: Sequence[str]) -> None:
+    ax.set_xticks(range(len(versions)), versions)
+    ax.set_xlabel("jax release")
+    title = f"{metric} (kernel code; series at 0 throughout not drawn)" if _atomics(metric) else metric
+    ax.set_title(title, fontsize=9)
+    if metric in ("dynamic_kernel_launches", PREDICTED_METRIC):
+        ax.set_yscale("symlog")
+        ax.set_ylim(bottom=0)  # launches are counts: no negative half of the symlog axis
+    if _atomics(metric):
+        ax.set_ylim(bottom=-0.5)
 
 
 def matrix_gpus(targets: str) -> str:
@@ -369,73 +417,98 @@ def main_matrix(argv: list[str]) -> int:
     jax_releases = list_releases("jax", args.index_url)
     versions = sorted({resolve_version(w, jax_releases, "--versions") for w in wanted})
     jaxlib_releases = list_releases("jaxlib", args.index_url)
-    rows: list[MatrixRow] = []
-    notes: dict[str, str] = {}
-    failures: dict[tuple[str, str, str], str] = {}
+    matrix = _Matrix()
     with tempfile.TemporaryDirectory(prefix="invariants-matrix-") as tmp:
         workdir = check_output_dir(args.keep, "--keep") if args.keep is not None else Path(tmp)
         for v in versions:
-            env = ensure_env(choose_pins(v, jaxlib_releases), args.cache_dir, args.index_url)
-            results, seconds = run_suite(
-                env,
-                v,
-                workdir / "cpu",
-                k=MATRIX_K,
-                targets="cpu",
-                programs=args.programs,
-                configs=MATRIX_CONFIG,
-                tests="test_structure.py",
-                project=project,
-                kept=args.keep is not None,
-            )
-            rows += matrix_rows(str(v), results)
-            failures.update(matrix_failures(str(v), results))
-            print(f"  jax {v}: cpu structures in {seconds:.0f} s")
-            # tpu-v5e in a jax[tpu] environment; the GPU targets of --targets in a jax[cuda12-local] one.
-            for targets, gpu in ([] if args.no_tpu else [("tpu-v5e", False)]) + (
-                [(gpus, True)] if gpus else []
-            ):
-                try:
-                    pins = choose_pins(v, jaxlib_releases, tpu=not gpu, gpu=gpu)
-                    xenv = ensure_env(pins, args.cache_dir, args.index_url)
-                    results, seconds = run_suite(
-                        xenv,
-                        v,
-                        workdir / ("gpu" if gpu else "tpu"),
-                        k=MATRIX_K,
-                        targets=targets,
-                        programs=args.programs,
-                        configs=MATRIX_CONFIG,
-                        tests="test_structure.py",
-                        project=project,
-                        timeout=240,
-                        kept=args.keep is not None,
-                    )
-                    got, failed = matrix_rows(str(v), results), matrix_failures(str(v), results)
-                    if not got and not failed:
-                        raise InvariantsError(why_nothing(targets, results))
-                    rows += got
-                    failures.update(failed)
-                    print(f"  jax {v}: {targets} structures in {seconds:.0f} s")
-                except InvariantsError as err:
-                    notes[f"{targets}, jax {v}"] = f"skipped: {err}"
-                    print(f"  jax {v}: {targets} skipped: {err}")
+            _release(matrix, v, jaxlib_releases, workdir, gpus, args, project)
     names = [str(v) for v in versions]
-    for key, note in kernel_notes(rows, names).items():
-        notes.setdefault(key, note)
+    for key, note in kernel_notes(matrix.rows, names).items():
+        matrix.notes.setdefault(key, note)
         print(f"  {key}: {note}")
-    table = render_matrix(rows, names, notes, failures)
+    table = render_matrix(matrix.rows, names, matrix.notes, matrix.failures)
     check_output_dir(args.out, "--out")
     write_atomic(args.out / "matrix.md", table, "--out")
     write_atomic(
-        args.out / "matrix.json", json.dumps([dataclasses.asdict(r) for r in rows], indent=1), "--out"
+        args.out / "matrix.json", json.dumps([dataclasses.asdict(r) for r in matrix.rows], indent=1), "--out"
     )
     print(table)
-    plot_matrix(rows, names, args.out / "matrix.png")
+    plot_matrix(matrix.rows, names, args.out / "matrix.png")
     print(
         f"matrix: {args.out / 'matrix.md'}, {args.out / 'matrix.png'} ({time.perf_counter() - start:.0f} s)"
     )
     return 0
+
+
+@dataclasses.dataclass
+class _Matrix:
+    """What the releases' runs recorded."""
+
+    rows: list[MatrixRow] = dataclasses.field(default_factory=list)
+    notes: dict[str, str] = dataclasses.field(default_factory=dict)
+    failures: dict[tuple[str, str, str], str] = dataclasses.field(default_factory=dict)
+
+    def add(self, version: str, results: Results) -> bool:
+        """Add a run's rows and compile failures; whether it had any."""
+        got, failed = matrix_rows(version, results), matrix_failures(version, results)
+        self.rows += got
+        self.failures.update(failed)
+        return bool(got or failed)
+
+
+def _release(
+    matrix: _Matrix,
+    v: Version,
+    jaxlib_releases: Sequence[Version],
+    workdir: Path,
+    gpus: str,
+    args: argparse.Namespace,
+    project: Project,
+) -> None:
+    """Run one release's structure items: on the CPU, then tpu-v5e in a jax[tpu] environment and the GPU
+    targets of --targets in a jax[cuda12-local] one, each skipped with a note when it cannot run."""
+    env = ensure_env(choose_pins(v, jaxlib_releases), args.cache_dir, args.index_url)
+    results, seconds = _structures(env, v, workdir / "cpu", "cpu", args, project)
+    matrix.add(str(v), results)
+    print(f"  jax {v}: cpu structures in {seconds:.0f} s")
+    accelerators = ([] if args.no_tpu else [("tpu-v5e", False)]) + ([(gpus, True)] if gpus else [])
+    for targets, gpu in accelerators:
+        try:
+            xenv = ensure_env(
+                choose_pins(v, jaxlib_releases, tpu=not gpu, gpu=gpu), args.cache_dir, args.index_url
+            )
+            folder = workdir / ("gpu" if gpu else "tpu")
+            results, seconds = _structures(xenv, v, folder, targets, args, project, timeout=240)
+            if not matrix.add(str(v), results):
+                raise InvariantsError(why_nothing(targets, results))
+            print(f"  jax {v}: {targets} structures in {seconds:.0f} s")
+        except InvariantsError as err:
+            matrix.notes[f"{targets}, jax {v}"] = f"skipped: {err}"
+            print(f"  jax {v}: {targets} skipped: {err}")
+
+
+def _structures(
+    env: Path,
+    v: Version,
+    folder: Path,
+    targets: str,
+    args: argparse.Namespace,
+    project: Project,
+    **timeout: float,
+) -> tuple[Results, float]:
+    return run_suite(
+        env,
+        v,
+        folder,
+        k=MATRIX_K,
+        targets=targets,
+        programs=args.programs,
+        configs=MATRIX_CONFIG,
+        tests="test_structure.py",
+        project=project,
+        kept=args.keep is not None,
+        **timeout,
+    )
 
 
 def main(argv: list[str]) -> int:

@@ -8,7 +8,6 @@ import json
 import pathlib
 import sys
 from collections import Counter
-from typing import Any
 
 from invariants._errors import InvariantsError, Parser, did_you_mean
 from invariants._paths import what_is
@@ -145,31 +144,31 @@ def _expand(paths: list[str]) -> list[pathlib.Path]:
     sub-folder per module, of textprotos) or a path that is no regular file is skipped with a note, as a
     file that is no module is; given alone, it is an error. A missing path always is."""
     files: list[pathlib.Path] = []
-    alone = len(paths) == 1
     for raw in paths:
-        path = pathlib.Path(raw)
-        if path.is_dir():
-            found = _dump_files(path)
-            if found:
-                files.extend(found)
-                continue
-            subs = sorted(p.name for p in path.iterdir() if p.is_dir() and _dump_files(p))
-            why = f"{raw}: no {' or '.join(_DUMP_GLOBS)} files in this directory" + (
-                f" (its sub-folders {', '.join(subs[:6])} have some: name one)" if subs else ""
-            )
-            if alone:
-                raise _InputError(why)
+        found, why = _files_at(raw)
+        files.extend(found)
+        if why is not None and len(paths) == 1:
+            raise _InputError(why)
+        if why is not None:
             print(f"hlo-stats: skipped {why}", file=sys.stderr)
-        elif path.is_file():
-            files.append(path)
-        elif path.exists():
-            why = f"{raw}: not a regular file ({what_is(path)})"
-            if alone:
-                raise _InputError(why)
-            print(f"hlo-stats: skipped {why}", file=sys.stderr)
-        else:
-            raise _InputError(f"{raw}: no such file or directory")
     return files
+
+
+def _files_at(raw: str) -> tuple[list[pathlib.Path], str | None]:
+    """The modules one input names, or why it names none (a missing path raises)."""
+    path = pathlib.Path(raw)
+    if path.is_file():
+        return [path], None
+    found = _dump_files(path) if path.is_dir() else []
+    if found:
+        return found, None
+    if path.is_dir():
+        subs = sorted(p.name for p in path.iterdir() if p.is_dir() and _dump_files(p))
+        why = f"{raw}: no {' or '.join(_DUMP_GLOBS)} files in this directory"
+        return [], why + (f" (its sub-folders {', '.join(subs[:6])} have some: name one)" if subs else "")
+    if path.exists():
+        return [], f"{raw}: not a regular file ({what_is(path)})"
+    raise _InputError(f"{raw}: no such file or directory")
 
 
 def _read(path: pathlib.Path) -> str:
@@ -196,30 +195,36 @@ def _module_text(path: pathlib.Path) -> str:
     return text
 
 
-def _facts_json(f: KernelFacts) -> dict[str, Any]:
+def _facts_json(f: KernelFacts) -> dict[str, object]:
     out = dataclasses.asdict(f)
     out["atomics"] = dict(f.atomics)
     return out
 
 
-def summary(measured: Measurement, target: str = "") -> dict[str, Any]:
+def _json_value(value: tuple[object, ...] | int | float | Missing) -> object:
+    return list(value) if isinstance(value, tuple) else value_or_none(value)
+
+
+def _metrics_json(measured: Measurement, cycles: int | None, predicted: float | None) -> dict[str, object]:
+    """Every structural metric, the compiler's estimate, the prediction, then the kernel-code metrics."""
+    values = measured.metrics
+    structural = [n for n, m in METRICS.items() if m.source == "structure" and n in values]
+    metrics = {name: _json_value(values[name]) for name in structural}
+    # The one compiler metric the HLO text alone decides (the others need the compiled executable).
+    metrics["estimated_cycles"] = cycles
+    metrics["predicted_seconds"] = predicted
+    metrics.update({k: value_or_none(v) for k, v in values.items() if METRICS[k].source == "kernel"})
+    return metrics
+
+
+def summary(measured: Measurement, target: str = "") -> dict[str, object]:
     """The per-file JSON object printed by ``--json``: every structural metric, then the details;
     ``target``: the TPU target ``predicted_seconds`` is costed for ("": none)."""
     structure, code = measured.structure, measured.code
     full = to_json(structure)
-    metrics = {
-        name: (list(v) if isinstance(v := measured.metrics[name], tuple) else value_or_none(v))
-        for name, m in METRICS.items()
-        if m.source == "structure" and name in measured.metrics
-    }
-    # The one compiler metric the HLO text alone decides (the others need the compiled executable).
     estimate = cycle_estimate(structure)
-    metrics["estimated_cycles"] = estimate.cycles
     predicted, note = _prediction(measured, target)
-    metrics["predicted_seconds"] = predicted
-    metrics.update(
-        {k: value_or_none(v) for k, v in measured.metrics.items() if METRICS[k].source == "kernel"}
-    )
+    metrics = _metrics_json(measured, estimate.cycles, predicted)
     details = {
         "module": measured.module.name,
         "fusion_kinds": full["fusion_kinds"],
@@ -300,8 +305,25 @@ def _text_block(path: str, measured: Measurement, target: str = "") -> str:
         f"strided), transposes {s.transposes}, dynamic-slices {s.dynamic_slices}, "
         f"dynamic-update-slices {s.dynamic_update_slices}"
     )
+    lines += _offload_lines(measured)
+    lines += [
+        f"  collective {c.opcode} {c.shape} ({c.bytes} bytes) groups={c.replica_groups}"
+        for c in s.collectives
+    ]
+    if s.converts:
+        lines.append("  converts: " + multiset_text(sorted(Counter(s.converts).items())))
+    lines += _estimate_lines(measured, target)
+    lines.append(f"  root: {s.root_shape}")
+    lines.append("  kernel list:")
+    lines.extend(_kernel_lines(s.kernel_list, "    "))
+    lines.extend(_code_lines(measured))
+    return "\n".join(lines)
+
+
+def _offload_lines(measured: Measurement) -> list[str]:
+    """The kernels off the main thread and the custom calls."""
+    s, m, lines = measured.structure, measured.metrics, []
     if s.thread_kernels:
-        m = measured.metrics
         threads = ", ".join(f"{t} {n}" for t, n in s.thread_kernels.items())
         lines.append(
             f"  kernels off the main thread: {threads}; sparsecore gathers {m['sparsecore_gathers']}, "
@@ -309,27 +331,21 @@ def _text_block(path: str, measured: Measurement, target: str = "") -> str:
         )
     if s.custom_call_targets:
         lines.append(f"  custom-call targets: {', '.join(s.custom_call_targets)}")
-    for c in s.collectives:
-        lines.append(f"  collective {c.opcode} {c.shape} ({c.bytes} bytes) groups={c.replica_groups}")
-    if s.converts:
-        counts = Counter(s.converts)
-        lines.append("  converts: " + multiset_text(sorted(counts.items())))
-    estimate = cycle_estimate(s)
+    return lines
+
+
+def _estimate_lines(measured: Measurement, target: str) -> list[str]:
+    """libtpu's estimated cycles, and the predicted device time on ``target`` ("": none)."""
+    estimate = cycle_estimate(measured.structure)
     if estimate.cycles is not None:
-        lines.append(
-            f"  estimated cycles: {estimate.cycles} ({estimate.unestimated} launches carry no estimate)"
-        )
+        lines = [f"  estimated cycles: {estimate.cycles} ({estimate.unestimated} launches carry no estimate)"]
     else:
-        lines.append(f"  estimated cycles: none ({estimate.reason})")
+        lines = [f"  estimated cycles: none ({estimate.reason})"]
     if target:
         predicted, note = _prediction(measured, target)
         shown = "none" if predicted is None else f"{predicted * 1e6:.4g} us on {target}"
         lines.append(f"  predicted device time: {shown} ({note})")
-    lines.append(f"  root: {s.root_shape}")
-    lines.append("  kernel list:")
-    lines.extend(_kernel_lines(s.kernel_list, "    "))
-    lines.extend(_code_lines(measured))
-    return "\n".join(lines)
+    return lines
 
 
 def _measured(path: pathlib.Path, text: str, target: str = "") -> Measurement:
@@ -345,39 +361,46 @@ def _measured(path: pathlib.Path, text: str, target: str = "") -> Measurement:
     )
 
 
+def _measured_module(path: pathlib.Path, target: str, alone: bool) -> Measurement | None:
+    """The module in ``path`` measured; None for a file that is no module among several inputs."""
+    try:
+        text = _module_text(path)
+    except _NotAModule as err:
+        if alone:
+            raise
+        print(f"hlo-stats: skipped {err}", file=sys.stderr)
+        return None
+    measured = _measured(path, text, target)
+    if target and not measured.module.scheduled:
+        raise _InputError(
+            f"{path}: not optimized (no is_scheduled=true): --target {target} predicts only the "
+            "optimized module XLA runs"
+        )
+    if target and not is_tpu_module(measured.module):
+        raise _InputError(
+            f"{path}: not TPU HLO (no tiled layouts): --target {target} predicts only what the TPU "
+            "compiler wrote"
+        )
+    if not measured.module.scheduled:
+        print(
+            f"hlo-stats: {path}: not optimized (no is_scheduled=true: a before_optimizations "
+            "dump?); its ops are not fused into kernels yet",
+            file=sys.stderr,
+        )
+    return measured
+
+
 def main(argv: list[str]) -> int:
     """Run ``hlo-stats`` with ``argv`` (without the program name); return the exit status."""
     opts = _parser().parse_args(argv)
     try:
-        results: list[tuple[str, Measurement]] = []
         target = _tpu_target(opts.target)
         paths = _expand(opts.files)
+        results = []
         for path in paths:
-            try:
-                text = _module_text(path)
-            except _NotAModule as err:
-                if len(paths) == 1:
-                    raise
-                print(f"hlo-stats: skipped {err}", file=sys.stderr)
-                continue
-            measured = _measured(path, text, target)
-            if target and not measured.module.scheduled:
-                raise _InputError(
-                    f"{path}: not optimized (no is_scheduled=true): --target {target} predicts only the "
-                    "optimized module XLA runs"
-                )
-            if target and not is_tpu_module(measured.module):
-                raise _InputError(
-                    f"{path}: not TPU HLO (no tiled layouts): --target {target} predicts only what the TPU "
-                    "compiler wrote"
-                )
-            if not measured.module.scheduled:
-                print(
-                    f"hlo-stats: {path}: not optimized (no is_scheduled=true: a before_optimizations "
-                    "dump?); its ops are not fused into kernels yet",
-                    file=sys.stderr,
-                )
-            results.append((str(path), measured))
+            measured = _measured_module(path, target, alone=len(paths) == 1)
+            if measured is not None:
+                results.append((str(path), measured))
         if not results:
             raise _InputError(f"{', '.join(opts.files)}: no HLO module among the files given")
     except InvariantsError as err:
@@ -385,7 +408,7 @@ def main(argv: list[str]) -> int:
         return 2
     if opts.json:
         objects = {path: {**summary(m, target), "optimized": m.module.scheduled} for path, m in results}
-        payload: Any = next(iter(objects.values())) if len(results) == 1 else objects
+        payload = next(iter(objects.values())) if len(results) == 1 else objects
         print(json.dumps(payload, indent=2))
     else:
         print("\n\n".join(_text_block(path, m, target) for path, m in results))

@@ -1,12 +1,6 @@
 """``python -m invariants report``: a run's results as markdown (for ``$GITHUB_STEP_SUMMARY``) and a plot.
 
-Usage::
-
-    python -m invariants report RESULTS.json [MORE.json ...] [--benchmark-json B.json]
-                                [--compare A.json B.json] [--plot FILE.png] [--out FILE.md]
-                                [--programs WORDS]
-
-Inputs (contract):
+Inputs (contract; ``--help`` has the rest):
 
 * ``RESULTS.json``: the file the pytest plugin writes at session end (``--results-json``), in the form
   :mod:`invariants.plugin.results` owns (record kinds and their fields). Several files (e.g. a parallel gate
@@ -29,10 +23,8 @@ Exit status: 0 when the run's result reads passed, 1 when it does not (an item f
 passed, a nonzero exit status recorded: the markdown is written all the same), 2 for bad input.
 
 Output: markdown on stdout, or in ``--out``, always; ``--plot`` also writes a PNG (matplotlib, Agg), or
-says on stderr that the run has nothing to plot. Both paths are checked before anything is read (a
-directory, a folder that cannot be written: :mod:`invariants._paths`) and written atomically. Bad input
-(a missing file, not JSON, the wrong shape, an output path that cannot be written) raises
-:class:`InvariantsError`: one line, exit code 2.
+says on stderr that the run has nothing to plot. Both paths are checked before anything is read
+(:mod:`invariants._paths`).
 """
 
 from __future__ import annotations
@@ -202,7 +194,7 @@ def _header(run: Run, title: str) -> list[str]:
         f"- **result**: {status}; {len(run.items):,} items from {sources}" + _pytest_said(run),
         f"- **versions**: {versions}",
         f"- **runtime**: {_md(rt.get('platform', '?'))} ({_md(rt.get('device_kind', '?'))}) "
-        f"x{_md(rt.get('count', '?'))}",
+        f"x{_md(rt.get('count', '?'))}" + (f", run on {_md(rt['date'])} (UTC)" if rt.get("date") else ""),
         f"- **targets**: {', '.join(targets) or 'none recorded'}",
         *([f"- **programs**: {_focus_line(run.focus)}"] if run.focus else []),
         "",
@@ -242,25 +234,24 @@ def _tier_summary(run: Run) -> list[str]:
     by_tier: dict[str, list[Record]] = defaultdict(list)
     for item in run.items:
         by_tier[item.tier].append(item)
-    rows = []
-    for tier in (*(kind.tier for kind in _results.KINDS.values()), "other"):
-        items = by_tier.get(tier, [])
-        if not items:
-            continue
-        counts = Counter(i.outcome for i in items)
-        counts["error"] += sum(n for o, n in counts.items() if o not in _OUTCOMES)
-        rows.append(f"| {tier} | " + " | ".join(_fmt(counts.get(o, 0)) for o in _OUTCOMES) + " |")
+    tiers = (*(kind.tier for kind in _results.KINDS.values()), "other")
+    rows = [
+        _outcome_row(tier, Counter(i.outcome for i in by_tier[tier])) for tier in tiers if by_tier.get(tier)
+    ]
     beyond = _unrecorded(run, by_tier)
     if beyond:  # so that the columns add up to pytest's count of the run
-        rows.append(
-            "| not recorded (skipped before they ran, or a module skipped whole) | "
-            + " | ".join(_fmt(beyond.get(o, 0)) for o in _OUTCOMES)
-            + " |"
-        )
+        rows.append(_outcome_row("not recorded (skipped before they ran, or a module skipped whole)", beyond))
     if not rows:
         return []
     lines = ["| tier | " + " | ".join(_OUTCOMES) + " |", "|---|" + "---:|" * len(_OUTCOMES), *rows, ""]
     return lines + _failed_lines(run) + _skipped_lines(run)
+
+
+def _outcome_row(tier: str, counts: Mapping[str, int]) -> str:
+    """A tier's row of counts by outcome; an outcome without a column counts as an error."""
+    cells = {o: counts.get(o, 0) for o in _OUTCOMES}
+    cells["error"] += sum(n for o, n in counts.items() if o not in _OUTCOMES)
+    return f"| {tier} | " + " | ".join(_fmt(n) for n in cells.values()) + " |"
 
 
 def _failed_lines(run: Run) -> list[str]:
@@ -293,38 +284,52 @@ def _skipped_lines(run: Run) -> list[str]:
     return [*lines, ""]
 
 
+# Structure items by target, then by (program, config); invariant items by (target, program, config).
+_Structures = dict[str, dict[tuple[str, str], Record]]
+_Invariants = dict[tuple[str, str, str], list[Record]]
+
+
 def _target_tables(run: Run) -> list[str]:
-    structures: dict[str, dict[tuple[str, str], Record]] = defaultdict(dict)
+    structures: _Structures = defaultdict(dict)
     for item in run.of_kind("structure"):
         structures[str(item.target)][(str(item.program), str(item.config))] = item
-    invariants: dict[tuple[str, str, str], list[Record]] = defaultdict(list)
+    invariants: _Invariants = defaultdict(list)
     for item in run.of_kind("invariant"):
         programs = item.program_names() or ["?"]
         # An invariant over several programs (a comparison) belongs to its first one, as in the plugin.
         invariants[(str(item.target), programs[0], str(item.config))].append(item)
-    order = [t for t in run.targets if t in structures or any(k[0] == t for k in invariants)]
-    order += sorted(({k[0] for k in invariants} | set(structures)) - set(order))
+    targets = {k[0] for k in invariants} | set(structures)
+    order = [t for t in run.targets if t in targets]
+    order += sorted(targets - set(order))
     lines: list[str] = []
     for target in order:
-        keys = set(structures.get(target, {})) | {(k[1], k[2]) for k in invariants if k[0] == target}
         lines += _target_heading(target, run.targets.get(target, {}))
-        head = ["program", "config", *(h for _, h in _COLUMNS), "invariants"]
-        lines += ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * len(_COLUMNS) + "---|"]
-        for program, config in sorted(keys):
-            found = structures.get(target, {}).get((program, config))
-            cells = [_cell(found, k) if found is not None else "" for k, _ in _COLUMNS]
-            status = _invariant_status(invariants.get((target, program, config), []))
-            row = [_md(program, code=True), _md(config), *cells, status]
-            lines.append("| " + " | ".join(row) + " |")
-        lines.append("")
-        warned = [
-            i for k, items in sorted(invariants.items()) if k[0] == target for i in items if i.get("warning")
-        ]
-        lines += [
-            f"- warning: {_md(i.id, code=True)} on {_md(i.nodeid)}: {_md(i.get('warning'))}" for i in warned
-        ]
-        lines += [""] if warned else []
+        lines += _target_table(target, structures.get(target, {}), invariants)
+        lines += _warnings(target, invariants)
     return lines
+
+
+def _target_table(
+    target: str, structures: Mapping[tuple[str, str], Record], invariants: _Invariants
+) -> list[str]:
+    """One row per (program, config) compiled for ``target`` or checked there."""
+    keys = set(structures) | {(k[1], k[2]) for k in invariants if k[0] == target}
+    head = ["program", "config", *(h for _, h in _COLUMNS), "invariants"]
+    lines = ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * len(_COLUMNS) + "---|"]
+    for program, config in sorted(keys):
+        found = structures.get((program, config))
+        cells = [_cell(found, k) if found is not None else "" for k, _ in _COLUMNS]
+        status = _invariant_status(invariants.get((target, program, config), []))
+        lines.append("| " + " | ".join([_md(program, code=True), _md(config), *cells, status]) + " |")
+    return [*lines, ""]
+
+
+def _warnings(target: str, invariants: _Invariants) -> list[str]:
+    warned = [
+        i for k, items in sorted(invariants.items()) if k[0] == target for i in items if i.get("warning")
+    ]
+    lines = [f"- warning: {_md(i.id, code=True)} on {_md(i.nodeid)}: {_md(i.get('warning'))}" for i in warned]
+    return [*lines, ""] if warned else []
 
 
 def _target_heading(target: str, info: Mapping[str, object]) -> list[str]:
@@ -340,7 +345,12 @@ def _target_heading(target: str, info: Mapping[str, object]) -> list[str]:
 
 
 def _interval(t: Throughput) -> str:
-    return f"{t.value:.3f} [{t.low:.3f}, {t.high:.3f}]"
+    return f"{_figure(t.value)} [{_figure(t.low)}, {_figure(t.high)}]"
+
+
+def _figure(v: float) -> str:
+    """Three decimals, or four significant figures below 0.01: a loop-bound program's efficiency is not 0."""
+    return f"{v:.3f}" if abs(v) >= 0.01 else f"{v:.4g}"
 
 
 def _throughput_tables(rows: list[Throughput]) -> list[str]:
@@ -362,26 +372,32 @@ def _throughput_tables(rows: list[Throughput]) -> list[str]:
         "| target | measured | config | median [interval] | clock | bound | verdict | outcome | predicted |",
         "|---|---|---|---|---|---:|---|---|---:|",
     ]
-    for t in sorted(rows, key=lambda t: (t.kind != "ratio", t.target, t.label, t.config)):
-        sign = "≤" if t.kind == "ratio" else "≥"
-        bound = f"{sign} {t.bound:.3g}" if t.bound is not None else "—"
-        predicted = "—" if t.predicted is None else f"{t.predicted:.3g}"
-        what = _md(t.label, code=True) if t.kind == "ratio" else f"efficiency of {_md(t.label, code=True)}"
-        clock = _md(t.clock or "—") + (f" (wall {t.wall_ratio:.3g})" if t.wall_ratio is not None else "")
-        lines.append(
-            f"| {_md(t.target, code=True)} | {what} | {_md(t.config)} | {_interval(t)} | {clock} | {bound} | "
-            f"{_md(t.verdict or '—')} | {_md(t.outcome or '—')} | {predicted} |"
-        )
+    lines += [
+        _throughput_row(t)
+        for t in sorted(rows, key=lambda t: (t.kind != "ratio", t.target, t.label, t.config))
+    ]
     baselines = sorted(
         {(t.target, t.label, t.config, t.baseline_provenance) for t in rows if t.baseline_provenance}
     )
     if baselines:
         lines += ["", "Efficiency baselines compared with:", ""]
-        for target, label, config, where in baselines:
-            lines.append(
-                f"- {_md(f'{label} [{config}]', code=True)} on {_md(target, code=True)}: {_md(where)}"
-            )
+        lines += [
+            f"- {_md(f'{label} [{config}]', code=True)} on {_md(target, code=True)}: {_md(where)}"
+            for target, label, config, where in baselines
+        ]
     return [*lines, ""]
+
+
+def _throughput_row(t: Throughput) -> str:
+    ratio = t.kind == "ratio"
+    bound = f"{'≤' if ratio else '≥'} {t.bound:.3g}" if t.bound is not None else "—"
+    predicted = "—" if t.predicted is None else f"{t.predicted:.3g}"
+    what = _md(t.label, code=True) if ratio else f"efficiency of {_md(t.label, code=True)}"
+    clock = _md(t.clock or "—") + (f" (wall {t.wall_ratio:.3g})" if t.wall_ratio is not None else "")
+    return (
+        f"| {_md(t.target, code=True)} | {what} | {_md(t.config)} | {_interval(t)} | {clock} | {bound} | "
+        f"{_md(t.verdict or '—')} | {_md(t.outcome or '—')} | {predicted} |"
+    )
 
 
 def _estimates(run: Run) -> dict[tuple[str, str, str], Record]:
@@ -418,21 +434,7 @@ def _predicted_tables(run: Run) -> list[str]:
         )
     timed = _targets_with(items, "predicted_seconds", float)
     if timed:
-        guessed = [t for t in timed if (m := chip_model(t)) is None or m.uncalibrated]
-        uncalibrated = (
-            f" **Uncalibrated** (a chip nobody measured, scaled by published bandwidth): "
-            f"{', '.join(f'`{t}`' for t in guessed)}."
-        )
-        lines += _metric_by_target_table(
-            items,
-            timed,
-            "predicted_seconds",
-            lambda c: "?" if c is None else f"{c * 1e6:,.4g}",
-            "## Predicted TPU device time: predicted_seconds per call, in microseconds",
-            "The cost model fitted on a chip's own device times (invariants/data/tpu_cost.toml) reads each "
-            "program's optimized HLO; its accuracy on programs it never saw is in docs/specs.md."
-            + (uncalibrated if guessed else ""),
-        )
+        lines += _predicted_seconds_table(items, timed)
     memory_targets = _targets_with(items, "temp_bytes", int)
     if memory_targets:
         lines += _metric_by_target_table(
@@ -443,6 +445,24 @@ def _predicted_tables(run: Run) -> list[str]:
             "## Predicted memory: temporary bytes per call (compiled.memory_analysis())",
         )
     return lines
+
+
+def _predicted_seconds_table(items: Mapping[tuple[str, str, str], Record], timed: list[str]) -> list[str]:
+    guessed = [t for t in timed if (m := chip_model(t)) is None or m.uncalibrated]
+    uncalibrated = (
+        f" **Uncalibrated** (a chip nobody measured, scaled by published bandwidth): "
+        f"{', '.join(f'`{t}`' for t in guessed)}."
+    )
+    return _metric_by_target_table(
+        items,
+        timed,
+        "predicted_seconds",
+        lambda c: "?" if c is None else f"{c * 1e6:,.4g}",
+        "## Predicted TPU device time: predicted_seconds per call, in microseconds",
+        "The cost model fitted on a chip's own device times (invariants/data/tpu_cost.toml) reads each "
+        "program's optimized HLO; its accuracy on programs it never saw is in docs/specs.md."
+        + (uncalibrated if guessed else ""),
+    )
 
 
 def _targets_with(items: Mapping[tuple[str, str, str], Record], metric: str, kind: type) -> list[str]:

@@ -6,7 +6,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._paths import atomic_path
+from .._paths import pyplot, save_figure
 from ..plugin.results import Record
 from .run import Run, Throughput
 
@@ -28,49 +28,50 @@ def plot(run: Run, path: str | Path) -> bool:
     Launches show the loops at a glance (a per-row loop of 16,384 trips against a handful of kernels).
     The throughput panels show each ratio or efficiency with its interval and its bound.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display on CI; set before pyplot is imported
-    import matplotlib.pyplot as plt
-
-    structures, cycles = _with(run, "dynamic_kernel_launches"), _with(run, "estimated_cycles")
-    ratios = [t for t in run.throughput if t.kind == "ratio"]
-    effs = [t for t in run.throughput if t.kind == "efficiency"]
-    present = {"launches": structures, "cycles": cycles, "ratio": ratios, "efficiency": effs}
-    panels = [p for p, items in present.items() if items]
+    plt = pyplot(path)
+    records = {"launches": _with(run, "dynamic_kernel_launches"), "cycles": _with(run, "estimated_cycles")}
+    timed = {kind: [t for t in run.throughput if t.kind == kind] for kind in ("ratio", "efficiency")}
+    panels = [p for p, items in {**records, **timed}.items() if items]
     if not panels:
         return False
 
-    structures, cycles = _in_one_config(structures, cycles)
-    rows_of = {
-        "launches": sorted({_row_label(i) for i in structures}),
-        "cycles": sorted({_row_label(i) for i in cycles}),
-        "ratio": _throughput_rows(ratios),
-        "efficiency": _throughput_rows(effs),
-    }
+    records["launches"], records["cycles"] = _in_one_config(records["launches"], records["cycles"])
+    rows_of = _rows_of(records, timed)
     heights = [max(2.0, 0.22 * len(rows_of[p]) + 1.0) for p in panels]
     fig, axes = plt.subplots(
         len(panels), 1, figsize=(11, sum(heights)), gridspec_kw={"height_ratios": heights}, squeeze=False
     )
     for ax, panel in zip(axes[:, 0], panels, strict=True):
-        labels = rows_of[panel]
-        y = {label: n for n, label in enumerate(labels)}
-        if panel == "cycles":
-            _cycles(ax, cycles, y)
-        elif panel == "launches":
-            _launches(ax, structures, y)
-        else:
-            _throughput(ax, panel, ratios if panel == "ratio" else effs, y)
-        _label_rows(ax, labels)
+        _draw(ax, panel, records, timed, rows_of[panel])
     versions = ", ".join(f"{k} {v}" for k, v in sorted(run.versions.items()))
     fig.suptitle(f"Embedding invariants ({versions})", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 0.98))
-    try:
-        with atomic_path(path, "report: --plot", suffix=True) as tmp:  # a reader never sees half a PNG
-            fig.savefig(tmp, dpi=110, format=Path(path).suffix[1:] or "png")
-    finally:
-        plt.close(fig)
+    save_figure(fig, path, "report: --plot", format=Path(path).suffix[1:] or "png")
     return True
+
+
+def _rows_of(records: dict[str, list[Record]], timed: dict[str, list[Throughput]]) -> dict[str, list[str]]:
+    """Each panel's row labels, top down."""
+    rows_of = {p: sorted({_row_label(i) for i in items}) for p, items in records.items()}
+    return rows_of | {p: _throughput_rows(items) for p, items in timed.items()}
+
+
+def _draw(
+    ax: Axes,
+    panel: str,
+    records: dict[str, list[Record]],
+    timed: dict[str, list[Throughput]],
+    labels: list[str],
+) -> None:
+    """One panel, its rows named ``labels`` top down."""
+    y = {label: n for n, label in enumerate(labels)}
+    if panel in timed:
+        _throughput(ax, panel, timed[panel], y)
+    elif panel == "cycles":
+        _cycles(ax, records[panel], y)
+    else:
+        _launches(ax, records[panel], y)
+    _label_rows(ax, labels)
 
 
 def _with(run: Run, metric: str) -> list[Record]:

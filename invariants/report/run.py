@@ -66,8 +66,8 @@ class Run:
 
     sources: list[str]
     versions: dict[str, str]
-    runtime: dict[str, Any]
-    targets: dict[str, dict[str, Any]]
+    runtime: dict[str, object]
+    targets: dict[str, dict[str, object]]
     exitstatus: int
     items: list[Record]
     throughput: list[Throughput] = field(default_factory=list)
@@ -192,7 +192,7 @@ def focused(run: Run, programs: Sequence[str], how: str) -> Run:
     )
 
 
-def known_programs(run: Run) -> dict[str, Any]:
+def known_programs(run: Run) -> dict[str, SimpleNamespace]:
     """The run's programs as :func:`invariants.spec.file.select_programs` reads them (a kind and tags each);
     for a file that recorded none, the names its entries carry, with neither."""
 
@@ -218,23 +218,24 @@ def load_benchmarks(path: str | Path, default_target: str = "runtime") -> list[T
         raise InvariantsError(
             f"{path}: not a pytest-benchmark JSON file (expected an object with a 'benchmarks' list)"
         )
-    rows = []
-    for n, bench in enumerate(data["benchmarks"]):
-        if not isinstance(bench, dict) or not isinstance(bench.get("extra_info", {}), dict):
-            raise InvariantsError(f"{path}: benchmarks[{n}] is not an object with an 'extra_info' object")
-        info = bench.get("extra_info", {})
-        if info.get("kind") not in ("ratio", "efficiency"):
-            continue
-        nodeid = str(bench.get("fullname") or bench.get("name") or f"benchmarks[{n}]")
-        try:
-            item = _results.from_json(
-                {"target": default_target, **info, "outcome": "passed", "nodeid": nodeid}
-            )
-            assert isinstance(item, _results.Ratio | _results.Efficiency)  # its kind, checked above
-            rows.append(_throughput_of(item, None))
-        except (_results.RecordError, InvariantsError) as err:
-            raise InvariantsError(f"{path}: benchmarks[{n}] ({bench.get('name')}): {err}") from None
-    return rows
+    rows = [_benchmark_row(path, n, bench, default_target) for n, bench in enumerate(data["benchmarks"])]
+    return [row for row in rows if row is not None]
+
+
+def _benchmark_row(path: str | Path, n: int, bench: object, default_target: str) -> Throughput | None:
+    """The throughput row of ``benchmarks[n]``; None for someone else's benchmark."""
+    if not isinstance(bench, dict) or not isinstance(bench.get("extra_info", {}), dict):
+        raise InvariantsError(f"{path}: benchmarks[{n}] is not an object with an 'extra_info' object")
+    info = bench.get("extra_info", {})
+    if info.get("kind") not in ("ratio", "efficiency"):
+        return None
+    nodeid = str(bench.get("fullname") or bench.get("name") or f"benchmarks[{n}]")
+    try:
+        item = _results.from_json({"target": default_target, **info, "outcome": "passed", "nodeid": nodeid})
+        assert isinstance(item, _results.Ratio | _results.Efficiency)  # its kind, checked above
+        return _throughput_of(item, None)
+    except (_results.RecordError, InvariantsError) as err:
+        raise InvariantsError(f"{path}: benchmarks[{n}] ({bench.get('name')}): {err}") from None
 
 
 def _finite(item: _results.Record, key: str) -> float:

@@ -6,13 +6,11 @@ which :mod:`~invariants.selfcheck.judge` decides, and prints the table (:mod:`~i
 
 The baseline injection ``none`` changes nothing and must pass; a failing baseline makes every other verdict
 meaningless, and the command says so and exits 1. The baseline runs every program and target of the
-selected injections (:func:`baseline_for`), and the output says what it ran: it is not the whole gate.
+selected injections (:func:`~invariants.selfcheck.registry.baseline_for`), and the output says what it
+ran: it is not the whole gate.
 The printed mutation-score table lists, per injection, whether it was caught and by which items (count
 and a few ids). Progress goes to stderr, one line per child as it ends. Exit status: 0 when the baseline
 passes and every selected injection is caught, 1 otherwise, 2 for bad input.
-
-The names of the modules above are re-exported here, where the command's callers and tests have always
-found them (``from invariants.selfcheck import command``).
 """
 
 from __future__ import annotations
@@ -25,44 +23,9 @@ from pathlib import Path
 
 from .._errors import InvariantsError, Parser
 from .._paths import check_output_dir
-from .children import child_command, run_all, run_injection
-from .judge import CODE_ONLY, KINDS, Outcome, annotate, item_label, matches, outcome_of, snapshot_change
-from .registry import (
-    INJECT_MODULE,
-    INJECTIONS,
-    Injection,
-    baseline_for,
-    check_selected,
-    coverage,
-    restrict_targets,
-    select,
-)
+from .children import run_all
+from .registry import Injection, check_selected, restrict_targets, select
 from .score import render_table
-
-__all__ = [
-    "CODE_ONLY",
-    "INJECTIONS",
-    "INJECT_MODULE",
-    "KINDS",
-    "Injection",
-    "Outcome",
-    "Path",
-    "annotate",
-    "baseline_for",
-    "check_selected",
-    "child_command",
-    "coverage",
-    "item_label",
-    "main",
-    "matches",
-    "outcome_of",
-    "render_table",
-    "restrict_targets",
-    "run_all",
-    "run_injection",
-    "select",
-    "snapshot_change",
-]
 
 
 def _parser() -> Parser:

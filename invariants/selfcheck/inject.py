@@ -75,8 +75,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# The bad programs. Each imports JAX (or the catalog, which does) inside itself, for the reason apply does:
-# this module loads before invariants.compile.process sets JAX's environment; they run only once it has.
+# The bad programs. Each imports JAX (or the catalog, which does) inside itself: this module loads before
+# invariants.compile.process sets JAX's environment; they run only once it has.
 
 
 def take_as_map_loop(W: Array, x: Array) -> Array:
@@ -119,7 +119,7 @@ def grad_take_through_map_loop(W: Array, x: Array, ct: Array) -> Array:
 
 def grad_take_contended(W: Array, x: Array, ct: Array) -> Array:
     """The gradient of ``take`` (same values) whose cost grows with index contention, as an atomics-bound
-    GPU scatter's does (xla#46225): one more scatter-add of zeros per 512 repeats of the most repeated row.
+    GPU scatter's does: one more scatter-add of zeros per 512 repeats of the most repeated row.
     Uniform indices repeat a row a few times (no extra pass); all-equal ones 16384 times (32 passes)."""
     import jax.numpy as jnp
     from jax import lax

@@ -1,16 +1,14 @@
 """The self-check's injections: what each one is, the registry of them, and which ones a run selects.
 
-Each :class:`Injection` is one way the suite's subject can regress: a set of XLA flags (``XLA_FLAGS``,
-which some flags answer by aborting the process) or a catalog program swapped for a bad one (through the
-``invariants.selfcheck.inject`` plugin, see there). The registry is data (``data/injections.toml``). The
-baseline injection ``none`` changes nothing and must pass; a selection always runs it first, widened to
-every program, target and tier of the injections it stands behind (:func:`baseline_for`).
+Each :class:`Injection` is one way the suite's subject can regress: a set of XLA flags (``XLA_FLAGS``, which
+some flags answer by aborting the process) or a catalog program swapped for a bad one (through the
+``invariants.selfcheck.inject`` plugin, see there). The registry is data (``data/injections.toml``: adding one
+is a table there, and a bad program in :mod:`invariants.selfcheck.inject` when it swaps one). The baseline
+injection ``none`` changes nothing and must pass; a selection always runs it first, widened to every program,
+target and tier of the injections it stands behind (:func:`baseline_for`).
 
-On the TPU target, ``XLA_FLAGS`` does not reach the ahead-of-time compile: libtpu reads its own flags from
-``LIBTPU_INIT_ARGS`` (measured with jax 0.10.2 / libtpu 0.0.42.1: with ``--xla_disable_hlo_passes=fusion``
-in ``XLA_FLAGS``, ``take`` on tpu-v5e keeps its 7 kernels, 4 fusions; in ``LIBTPU_INIT_ARGS`` libtpu exits
-with ``Unknown command line flag 'xla_disable_hlo_passes'``). The TPU injection is therefore a program
-rewrite.
+On the TPU target, ``XLA_FLAGS`` does not reach the ahead-of-time compile, and libtpu's own
+``LIBTPU_INIT_ARGS`` refuses the pass flags, so the TPU injection is a program rewrite.
 """
 
 from __future__ import annotations
@@ -36,8 +34,8 @@ class Injection:
 
     ``env`` is added to the child's environment (``XLA_FLAGS`` or ``INVARIANTS_INJECT``); ``programs`` and
     ``targets`` restrict the child's run (``--programs``, ``--targets``, and ``--configs`` with ``configs``,
-    None: all of them); ``expect`` lists what must fail
-    (see :mod:`invariants.selfcheck.judge`); an empty ``expect`` means the run must pass (the baseline).
+    None: all of them); ``expect`` lists what must fail (see :mod:`invariants.selfcheck.judge`); an empty
+    ``expect`` means the run must pass (the baseline).
     ``fast`` injections are the ones the slow pytest test runs by default. The throughput tier (timing)
     runs only for ``timing`` injections, and the correctness tier only for ``correctness`` ones: they are
     what make a child slow (a row loop times at seconds a call, and as a reference it runs for every
@@ -61,21 +59,12 @@ class Injection:
         return not self.expect
 
 
-def _swap(**swaps: str) -> dict[str, str]:
-    return {
-        _config.name("INVARIANTS_INJECT"): ";".join(
-            f"{name}={INJECT_MODULE}:{fn}" for name, fn in swaps.items()
-        )
-    }
-
-
 def _injection(row: dict[str, Any]) -> Injection:
     """One ``[[injection]]`` of ``data/injections.toml``: ``swap`` becomes the child's ``INVARIANTS_INJECT``,
     and a variable of the suite in ``env`` must be one of :mod:`invariants._config`'s."""
     env = {_config.name(k) if k.startswith("INVARIANTS_") else k: v for k, v in row.pop("env", {}).items()}
-    swap = row.pop("swap", None)
-    if swap:
-        env.update(_swap(**swap))
+    if swap := row.pop("swap", None):
+        env[_config.name("INVARIANTS_INJECT")] = ";".join(f"{n}={INJECT_MODULE}:{f}" for n, f in swap.items())
     return Injection(env=env, programs=tuple(row.pop("programs")), expect=tuple(row.pop("expect")), **row)
 
 
@@ -84,8 +73,6 @@ def _registry() -> tuple[Injection, ...]:
     return tuple(_injection(dict(row)) for row in tomllib.loads(text)["injection"])
 
 
-# The injections are data (data/injections.toml): adding one is a table there, and a bad program in
-# selfcheck/inject.py when it swaps one.
 INJECTIONS: tuple[Injection, ...] = _registry()
 
 
@@ -97,16 +84,24 @@ def select(names: str | None, *, fast_only: bool = False) -> list[Injection]:
     chosen = [i for i in INJECTIONS if i.fast] if fast_only else list(INJECTIONS)
     if names is not None:
         patterns = selectors(names, "-k", "name injections (selfcheck --list), or leave -k out for all")
-        for p in patterns:
-            if not any(fnmatch.fnmatchcase(i.name, p) or p in i.name for i in INJECTIONS):
-                known = ", ".join(i.name for i in INJECTIONS)
-                near = did_you_mean(p, [i.name for i in INJECTIONS])
-                raise InvariantsError(f"-k: no injection matches {p!r}{near}; known: {known}")
-        chosen = [
-            i for i in INJECTIONS if any(fnmatch.fnmatchcase(i.name, p) or p in i.name for p in patterns)
-        ]
+        _each_matches(patterns)
+        chosen = [i for i in INJECTIONS if any(_matches(i, p) for p in patterns)]
     others = [i for i in chosen if not i.is_baseline]
     return [baseline_for(others), *others]
+
+
+def _each_matches(patterns: Sequence[str]) -> None:
+    for p in patterns:
+        if not any(_matches(i, p) for i in INJECTIONS):
+            known = [i.name for i in INJECTIONS]
+            raise InvariantsError(
+                f"-k: no injection matches {p!r}{did_you_mean(p, known)}; known: {', '.join(known)}"
+            )
+
+
+def _matches(injection: Injection, pattern: str) -> bool:
+    """``-k``'s rule: a glob of the name, or a part of it."""
+    return fnmatch.fnmatchcase(injection.name, pattern) or pattern in injection.name
 
 
 def baseline_for(injections: Sequence[Injection]) -> Injection:

@@ -1,5 +1,5 @@
-"""Reading snapshot text back: its parts, its kernel-code lines, and what changed between two renderings (no
-JAX).
+"""Reading snapshot text back: its parts, its kernel-code lines, and what changed between two
+renderings (no JAX).
 
 :mod:`invariants.snapshot.render` writes the text; this module is its one reader, for every stage that
 compares two of them: a failing structure item (what to show on a screen), ``bisect`` and ``versus`` (a
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import itertools
 import re
 from collections.abc import Sequence
 
@@ -134,16 +135,24 @@ def line_changes(old: str, new: str) -> LineChanges:
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
         if tag == "equal":
             continue
-        old_code = [i for i in range(i1, i2) if i in code_a]
-        new_code = [j for j in range(j1, j2) if j in code_b]
-        hlo += [f"-{a[i]}" for i in range(i1, i2) if i not in code_a]
-        hlo += [f"+{b[j]}" for j in range(j1, j2) if j not in code_b]
-        for n in range(max(len(old_code), len(new_code))):
-            i = old_code[n] if n < len(old_code) else None
-            j = new_code[n] if n < len(new_code) else None
-            owner = _owner(b, j) if j is not None else _owner(a, i if i is not None else 0)
-            code.append((owner, None if i is None else a[i], None if j is None else b[j]))
+        old_code, old_hlo = _parted(range(i1, i2), code_a)
+        new_code, new_hlo = _parted(range(j1, j2), code_b)
+        hlo += [f"-{a[i]}" for i in old_hlo] + [f"+{b[j]}" for j in new_hlo]
+        code += [_code_change(a, b, i, j) for i, j in itertools.zip_longest(old_code, new_code)]
     return LineChanges(tuple(code), tuple(hlo))
+
+
+def _parted(span: range, code: set[int]) -> tuple[list[int], list[int]]:
+    """The indices in ``span`` of code lines, and of the other lines."""
+    return [i for i in span if i in code], [i for i in span if i not in code]
+
+
+def _code_change(
+    a: Sequence[str], b: Sequence[str], i: int | None, j: int | None
+) -> tuple[str, str | None, str | None]:
+    """Old line ``a[i]`` and new line ``b[j]`` of a kernel's code (None: no line), with their kernel."""
+    owner = _owner(b, j) if j is not None else _owner(a, i or 0)
+    return owner, None if i is None else a[i], None if j is None else b[j]
 
 
 def what_changed(old: str, new: str) -> str:
@@ -216,25 +225,31 @@ def changed_kernels(old: str, new: str, context: int = 1) -> list[str]:
     a, b = _units(_section(old, _KERNELS)), _units(_section(new, _KERNELS))
     if a == b:
         return []
-    out: list[str] = []
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    for group in matcher.get_grouped_opcodes(context):
-        (_, i1, _, j1, _), (_, _, i2, _, j2) = group[0], group[-1]
-        old_lines, new_lines = (sum(map(len, side[:n])) for side, n in ((a, i1), (b, j1)))
-        old_count, new_count = sum(map(len, a[i1:i2])), sum(map(len, b[j1:j2]))
-        out.append(f"@@ -{_range(old_lines, old_count)} +{_range(new_lines, new_count)} @@")
-        for tag, x1, x2, y1, y2 in group:
-            if tag == "equal":
-                out += [f" {ln}" for unit in a[x1:x2] for ln in unit]
-                continue
-            out += [f"-{ln}" for unit in a[x1:x2] for ln in unit]
-            out += [f"+{ln}" for unit in b[y1:y2] for ln in unit]
+    return [line for group in matcher.get_grouped_opcodes(context) for line in _hunk(a, b, group)]
+
+
+_Units = list[tuple[str, ...]]
+
+
+def _hunk(a: _Units, b: _Units, group: list[tuple[str, int, int, int, int]]) -> list[str]:
+    """One hunk of the diff of kernel units ``a`` and ``b``: its ``@@`` line, then its lines."""
+    (_, i1, _, j1, _), (_, _, i2, _, j2) = group[0], group[-1]
+    old_lines, new_lines = (sum(map(len, side[:n])) for side, n in ((a, i1), (b, j1)))
+    old_count, new_count = sum(map(len, a[i1:i2])), sum(map(len, b[j1:j2]))
+    out = [f"@@ -{_range(old_lines, old_count)} +{_range(new_lines, new_count)} @@"]
+    for tag, x1, x2, y1, y2 in group:
+        if tag == "equal":
+            out += [f" {ln}" for unit in a[x1:x2] for ln in unit]
+            continue
+        out += [f"-{ln}" for unit in a[x1:x2] for ln in unit]
+        out += [f"+{ln}" for unit in b[y1:y2] for ln in unit]
     return out
 
 
-def _units(lines: Sequence[str]) -> list[tuple[str, ...]]:
+def _units(lines: Sequence[str]) -> _Units:
     """Kernel lines, each with the code lines under it."""
-    units: list[tuple[str, ...]] = []
+    units: _Units = []
     for line in lines:
         if units and line.lstrip().startswith(_CODE_LINES):
             units[-1] = (*units[-1], line)
@@ -261,6 +276,21 @@ def fold_alike(diff: Sequence[str]) -> list[str]:
     block) on a screen, ending ``(and 7 more alike but for their dimensions)``. A block is a line ending
     ``{`` through the line that closes it, as the kernel list writes a loop and its bodies. What is folded
     is counted, never dropped unsaid; the whole diff is the dump folder's."""
+    groups: dict[tuple[str, ...], list[list[str]]] = {}
+    for unit in _changed_units(diff):
+        groups.setdefault(tuple(_DIMENSIONS.sub("[]", ln) for ln in unit), []).append(unit)
+    out: list[str] = []
+    for alike in groups.values():
+        first = list(alike[0])
+        if len(alike) > 1:
+            what = "blocks " if len(first) > 1 else ""
+            first[-1] += f"   (and {len(alike) - 1} more {what}alike but for their dimensions)"
+        out += first
+    return out
+
+
+def _changed_units(diff: Sequence[str]) -> list[list[str]]:
+    """The removed and added lines of a diff, a line or a whole block each."""
     units: list[list[str]] = []
     depth = 0  # how many blocks the last unit has open (a loop's body may hold a loop)
     for line in diff:
@@ -271,17 +301,7 @@ def fold_alike(diff: Sequence[str]) -> list[str]:
             depth = 0
         units[-1].append(line)
         depth += line.rstrip().endswith("{") - (line[1:].strip() == "}")
-    groups: dict[tuple[str, ...], list[list[str]]] = {}
-    for unit in units:
-        groups.setdefault(tuple(_DIMENSIONS.sub("[]", ln) for ln in unit), []).append(unit)
-    out: list[str] = []
-    for alike in groups.values():
-        first = list(alike[0])
-        if len(alike) > 1:
-            what = "blocks " if len(first) > 1 else ""
-            first[-1] += f"   (and {len(alike) - 1} more {what}alike but for their dimensions)"
-        out += first
-    return out
+    return units
 
 
 # The sections of a rendering below the kernel list, as their titles start their first line.

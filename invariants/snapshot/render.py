@@ -38,7 +38,7 @@ from collections.abc import Iterable
 
 from ..catalog.targets import libtpu_init_args
 from ..hlo.parse import MAIN_THREAD
-from ..hlo.structure import Kernel, Structure
+from ..hlo.structure import Collective, IndexedOp, Kernel, Structure
 from ..kernels.program import ProgramCode, multiset_text, snapshot_code_line, unmatched_lines
 from ..measure.measurement import Measurement
 
@@ -53,8 +53,6 @@ def kernel_line(kernel: Kernel) -> str:
         text = kernel.opcode
     if kernel.custom_call_target and kernel.opcode == "fusion":
         text += f" [custom-call {kernel.custom_call_target}]"
-    # Not kernel.partitions: XLA:CPU splits loop fusions by the host's core count (none under one core),
-    # so it would make CPU snapshots differ between a 2-core and a 64-core CI machine.
     return f"{text} -> {kernel.shape}" + _on_thread(kernel.thread)
 
 
@@ -75,18 +73,8 @@ def kernel_lines(
     blocks: list[tuple[str, ...]] = []  # a loop or a conditional: its lines, compared whole
     codes: dict[str, list[str | None]] = {}  # a kernel's line: each kernel's code line (None: none)
     for k in kernels:
-        if k.opcode == "while":
-            trips = f"×{k.trip_count}" if k.trip_count is not None else "×?"
-            block = [f"{indent}{lead}while {trips} {{"]
-            block += kernel_lines(k.condition, indent + "    ", code, "cond")
-            block += kernel_lines(k.body, indent + "    ", code, "body")
-            blocks.append((*block, f"{indent}}}"))
-            continue
-        if k.opcode == "conditional":
-            block = [f"{indent}{lead}conditional {{"]
-            for b, branch in enumerate(k.branches):
-                block += kernel_lines(branch, indent + "    ", code, f"branch {b}")
-            blocks.append((*block, f"{indent}}}"))
+        if k.opcode in ("while", "conditional"):
+            blocks.append(_block(k, indent, lead, code))
             continue
         facts = code.of(k) if code is not None else None
         shown = snapshot_code_line(facts) if facts is not None else None
@@ -103,6 +91,23 @@ def kernel_lines(
     for entry, n in sorted(entries.items()):
         lines += [_counted(entry[0], n), *entry[1:]]
     return lines
+
+
+def _block(k: Kernel, indent: str, lead: str, code: ProgramCode | None) -> tuple[str, ...]:
+    """A while loop (its condition and body) or a conditional (its branches) as a block of lines."""
+    inner = indent + "    "
+    if k.opcode == "while":
+        trips = f"×{k.trip_count}" if k.trip_count is not None else "×?"
+        head = f"{indent}{lead}while {trips} {{"
+        parts = kernel_lines(k.condition, inner, code, "cond") + kernel_lines(k.body, inner, code, "body")
+    else:
+        head = f"{indent}{lead}conditional {{"
+        parts = [
+            line
+            for b, branch in enumerate(k.branches)
+            for line in kernel_lines(branch, inner, code, f"branch {b}")
+        ]
+    return (head, *parts, f"{indent}}}")
 
 
 def _counted(line: str, n: int) -> str:
@@ -161,31 +166,37 @@ def structure_lines(structure: Structure, code: ProgramCode | None = None) -> li
     given ``code``, the kernel code) decides. Each section is a sorted multiset."""
     out = ["kernels:"]
     out += kernel_lines(structure.kernel_list, "  ", code) or ["  (none)"]
-    unmatched = unmatched_lines(code) if code is not None else []
-    if unmatched:
-        out.append("code of no listed kernel:")
-        out += ["  " + line for line in unmatched]
+    out += _unmatched_code(code)
     out.append("custom calls: " + (", ".join(structure.custom_call_targets) or "none"))
     out.append("converts: " + (multiset_text(sorted(Counter(structure.converts).items())) or "none"))
-    for title, ops in (("gathers", structure.gather_shapes), ("scatters", structure.scatter_shapes)):
-        out.append(f"{title}:" + ("" if ops else " none"))
-        # A window that is not contiguous in its operand's layout says so on its line: the shapes and
-        # dimension numbers alone hide it (the same scatter writes rows or columns by layout).
-        out += multiset_lines(
-            f"  {op.opcode} -> {op.shape} {{{op.dimension_numbers}}}"
-            + (" strided" if op.strided else "")
-            + _on_thread(op.thread)
-            for op in ops
-        )
-    out.append("collectives:" + ("" if structure.collectives else " none"))
-    out += multiset_lines(
-        f"  {c.opcode} {c.bytes} bytes -> {c.shape}"
-        + (f" groups={c.replica_groups}" if c.replica_groups else "")
-        for c in structure.collectives
-    )
+    out += _section("gathers", [_indexed_line(op) for op in structure.gather_shapes])
+    out += _section("scatters", [_indexed_line(op) for op in structure.scatter_shapes])
+    out += _section("collectives", [_collective_line(c) for c in structure.collectives])
     out.append("aliases: " + (", ".join(structure.aliases) or "none"))
     out.append(f"root: {structure.root_shape}")
     return out
+
+
+def _unmatched_code(code: ProgramCode | None) -> list[str]:
+    unmatched = unmatched_lines(code) if code is not None else []
+    return ["code of no listed kernel:", *("  " + line for line in unmatched)] if unmatched else []
+
+
+def _section(title: str, lines: list[str]) -> list[str]:
+    """A section of lines as a multiset under its title (``title: none`` when it has none)."""
+    return [f"{title}:" + ("" if lines else " none"), *multiset_lines(lines)]
+
+
+def _collective_line(c: Collective) -> str:
+    groups = f" groups={c.replica_groups}" if c.replica_groups else ""
+    return f"  {c.opcode} {c.bytes} bytes -> {c.shape}{groups}"
+
+
+def _indexed_line(op: IndexedOp) -> str:
+    # A window that is not contiguous in its operand's layout says so on its line: the shapes and dimension
+    # numbers alone hide it (the same scatter writes rows or columns by layout).
+    strided = " strided" if op.strided else ""
+    return f"  {op.opcode} -> {op.shape} {{{op.dimension_numbers}}}{strided}{_on_thread(op.thread)}"
 
 
 def render_summary(measured: Measurement, doc: str = "") -> str:

@@ -11,8 +11,8 @@ overrides only what syrupy's extension API offers for it:
   run killed during ``--snapshot-update`` leaves each snapshot with its old text or its new one;
 * reading (``read_snapshot_data_from_location``): a snapshot that is not UTF-8, a directory where a
   snapshot file should be, a read-only snapshot on update fail their item with one line naming the path
-  (:class:`SnapshotFileError`, raised as pytest's failure, which syrupy's assertion does not catch), not a
-  traceback;
+  (:class:`SnapshotFileError`, raised as pytest's failure, which syrupy's assertion does not catch),
+  not a traceback;
 * discovery (``discover_snapshots``): nothing. Which of the gate's files no program keeps any more is the
   gate's to say (``invariants.plugin.snapshots.SnapshotFolders.obsolete``: only files it wrote, of targets
   that compiled, deleted only by an update that passed). syrupy relates a file to a test by its name,

@@ -111,7 +111,7 @@ class CompiledSnapshotAssertion(SnapshotAssertion):
     target: ``==`` names the snapshot (syrupy's ``snapshot(name=...)``) by the value's target before syrupy
     compares, since syrupy asks an extension for a location by test and index only."""
 
-    def __eq__(self, other: Any) -> bool:
+    def __eq__(self, other: object) -> bool:
         from ..testing import CompiledStructure
 
         if not isinstance(other, CompiledStructure):

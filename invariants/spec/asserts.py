@@ -35,7 +35,7 @@ from typing import Any, Literal, NamedTuple
 from .._errors import InvariantsError, did_you_mean, first_line, non_ascii
 from ..catalog.configs import CONFIGS, DISTRIBUTIONS
 from ..hlo.parse import is_dtype
-from ..measure.metrics import COMPILED_SOURCES, METRICS
+from ..measure.metrics import COMPILED_SOURCES, METRICS, Metric
 
 InvariantKind = Literal["absolute", "relational", "throughput"]
 Comparison = Literal["==", "!=", "<", "<=", ">", ">=", "in", "not in"]
@@ -357,24 +357,24 @@ class _Lowering:
         """The term of an operand and its type (number, set, structure or string); raises on anything the
         language does not have. A term's text is built from its parts' (as ``ast.unparse`` writes it):
         unparsing every subtree again would make a long sum quadratic to read."""
-        if isinstance(node, ast.Constant) and not isinstance(node.value, bool):
-            if isinstance(node.value, (int, float)):
-                return Number(node.value, text=ast.unparse(node)), "number"
-            if isinstance(node.value, str):
-                return Quoted(node.value, text=ast.unparse(node)), "string"
+        if isinstance(node, ast.Constant) and (constant := _constant(node)) is not None:
+            return constant
         if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
             return self.arithmetic(node), "number"
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            operand, operand_type = self.term(node.operand)
-            written = "-" + _inside(operand, _UNARY)
-            if operand_type != "number":
-                raise self.error(f"assert {self.text!r}: arithmetic on a {operand_type} ('{written}')")
-            return Negated(operand, text=written), "number"
+            return self.negated(node.operand), "number"
         if isinstance(node, ast.Name):
             return self.bare_read(node.id, node.id)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             return self.called_read(node)
         raise self.error(f"assert {self.text!r}: '{ast.unparse(node)}' is not understood")
+
+    def negated(self, node: ast.expr) -> Negated:
+        operand, operand_type = self.term(node)
+        written = "-" + _inside(operand, _UNARY)
+        if operand_type != "number":
+            raise self.error(f"assert {self.text!r}: arithmetic on a {operand_type} ('{written}')")
+        return Negated(operand, text=written)
 
     def arithmetic(self, node: ast.BinOp) -> Arithmetic:
         sides = []
@@ -418,42 +418,50 @@ class _Lowering:
 
     def called_read(self, node: ast.Call) -> tuple[Read, str]:
         fn = node.func.id  # type: ignore[attr-defined]  # the caller checked it is a Name
-        metric = METRICS.get(fn)
-        if metric is None or metric.source == "input":
-            call_names = [m.name for m in METRICS.values() if m.source != "input"]
-            raise self.error(f"unknown metric '{fn}'{did_you_mean(fn, call_names)}")
+        metric = self.callable_metric(fn)
         dtype = self.scope(fn, node.keywords)
         if dtype is not None and not node.args:  # scatters(dtype="f32"): the item's own program, scoped
             self.bare.append(fn)
             read = Read(fn, dtype=dtype, text=f"{fn}(dtype={dtype!r})")
             return read, metric.type
+        timed = metric.source == "throughput"
         arg = node.args[0] if len(node.args) == 1 else None
         distribution = config = None
-        if isinstance(arg, ast.Subscript) and metric.source == "throughput":
-            distribution = self.distribution(arg)
-            arg = arg.value
+        if isinstance(arg, ast.Subscript) and timed:
+            distribution, arg = self.distribution(arg), arg.value
         elif isinstance(arg, ast.Subscript):
-            config = self.configuration(fn, arg)
-            arg = arg.value
+            config, arg = self.configuration(fn, arg), arg.value
+        program = self.program(fn, arg, timed)
+        self.called(program, config, timed)
+        read = Read(fn, program, distribution, dtype, config)
+        return dataclasses.replace(read, text=_written(read)), metric.type
+
+    def callable_metric(self, fn: str) -> Metric:
+        metric = METRICS.get(fn)
+        if metric is None or metric.source == "input":
+            call_names = [m.name for m in METRICS.values() if m.source != "input"]
+            raise self.error(f"unknown metric '{fn}'{did_you_mean(fn, call_names)}")
+        return metric
+
+    def program(self, fn: str, arg: ast.expr | None, timed: bool) -> str:
+        """The program a metric is called on, which the assert names; one line for anything else."""
         if not isinstance(arg, ast.Name):
-            if metric.source == "throughput":
+            if timed:
                 raise self.error(f"{fn}(...) takes one program, as in {fn}(take) or {fn}(take[zipf])")
             raise self.error(f"{fn}(...) takes one program name, as in {fn}(take)")
-        program = arg.id
-        if program not in self.programs:
-            raise self.error(f"unknown program '{program}'{did_you_mean(program, self.programs)}")
+        if arg.id not in self.programs:
+            raise self.error(f"unknown program '{arg.id}'{did_you_mean(arg.id, self.programs)}")
+        return arg.id
+
+    def called(self, program: str, config: str | None, timed: bool) -> None:
+        """A metric called on ``program`` makes the assert a relation, or a throughput assert when timed."""
         self.named.append(program)
-        if metric.source == "throughput":
+        if timed:
             self.kind = "throughput"
-        elif self.kind == "absolute":
+            return
+        if self.kind == "absolute":
             self.kind = "relational"
-        if metric.source != "throughput":
-            self.sides.append((program, config))
-        read = Read(fn, program, distribution, dtype, config)
-        written = f"{fn}({read.side})" if distribution is None else f"{fn}({program}[{distribution}])"
-        if dtype is not None:
-            written = f"{fn}({read.side}, dtype={dtype!r})"
-        return dataclasses.replace(read, text=written), metric.type
+        self.sides.append((program, config))
 
     def scope(self, fn: str, keywords: list[ast.keyword]) -> str | None:
         """The element type a call scopes its count to (``dtype="f32"``), None without one; one line for
@@ -506,6 +514,27 @@ class _Lowering:
         return name
 
 
+def _constant(node: ast.Constant) -> tuple[Term, str] | None:
+    """A number or a quoted name and its type; None for any other constant (``True``, ``None``, bytes)."""
+    if isinstance(node.value, bool):
+        return None
+    if isinstance(node.value, (int, float)):
+        return Number(node.value, text=ast.unparse(node)), "number"
+    if isinstance(node.value, str):
+        return Quoted(node.value, text=ast.unparse(node)), "string"
+    return None
+
+
+def _written(read: Read) -> str:
+    """A called read as an assert writes it: ``kernels(take[bf16])``, ``time(take[zipf])``,
+    ``scatters(take, dtype='f32')``."""
+    if read.dtype is not None:
+        return f"{read.name}({read.side}, dtype={read.dtype!r})"
+    if read.distribution is not None:
+        return f"{read.name}({read.program}[{read.distribution}])"
+    return f"{read.name}({read.side})"
+
+
 def _inside(term: Term, binding: int) -> str:
     """``term``'s text as an operand of something that binds ``binding`` tightly: in parentheses when the
     term binds less tightly (an operator's sum, a negated sum)."""
@@ -531,25 +560,29 @@ def _scaled(left: Term, right: Term) -> Scaled | None:
     """The :class:`Scaled` relation of ``metric(A) OP [c *] metric(B)``, None for any other shape."""
     factor = 1.0
     if isinstance(right, Arithmetic) and right.op == "*":
-        for scale, term in ((right.left, right.right), (right.right, right.left)):
-            if isinstance(scale, Number):
-                factor, right = float(scale.value), term
-                break
-        else:
+        scaled = _factor(right)
+        if scaled is None:
             return None
-    reads = []
-    for side in (left, right):
-        metric = METRICS.get(side.name) if isinstance(side, Read) else None
-        if not (
-            isinstance(side, Read)
-            and side.program is not None
-            and side.dtype is None
-            and metric is not None
-            and metric.source in COMPILED_SOURCES
-            and metric.type == "number"
-        ):
-            return None
-        reads.append(side)
-    if reads[0].name != reads[1].name:
+        factor, right = scaled
+    a, b = _compiled_number(left), _compiled_number(right)
+    if a is None or b is None or a.name != b.name:
         return None
-    return Scaled(reads[0].name, reads[0].side or "", reads[1].side or "", factor)
+    return Scaled(a.name, a.side or "", b.side or "", factor)
+
+
+def _factor(product: Arithmetic) -> tuple[float, Term] | None:
+    """``c * term`` or ``term * c`` as ``(c, term)``; None without a number on either side."""
+    for scale, term in ((product.left, product.right), (product.right, product.left)):
+        if isinstance(scale, Number):
+            return float(scale.value), term
+    return None
+
+
+def _compiled_number(side: Term) -> Read | None:
+    """``side`` when it reads a compiled number of a named program, unscoped; else None."""
+    if not isinstance(side, Read) or side.program is None or side.dtype is not None:
+        return None
+    metric = METRICS.get(side.name)
+    if metric is None or metric.source not in COMPILED_SOURCES or metric.type != "number":
+        return None
+    return side

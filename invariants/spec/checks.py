@@ -15,7 +15,6 @@ import fnmatch
 import importlib.metadata
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
 
 from .._errors import InvariantsError, did_you_mean
 from ..catalog.programs import Program, get_config
@@ -82,7 +81,7 @@ def unmet_condition(invariant: Invariant | CorrectnessCheck) -> str | None:
 
 
 def spec_applies(spec: Spec, target: Target) -> bool:
-    return any(fnmatch.fnmatchcase(target.name, p) for p in spec.targets)
+    return on_targets(target, spec.targets)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -196,10 +195,7 @@ class _SpecCheck:
         for inv in spec.invariants:
             self.invariant(inv, applying)
         for check in spec.correctness:
-            self.known_patterns(check.targets_where or check.where, f"'{check.id}': targets", check.targets)
-            self.correctness(
-                check, [t for t in applying if t.mode == "runtime" and on_targets(t, check.targets)]
-            )
+            self.correctness(check, applying)
 
     def fits_a_target(self, decl: ProgramDecl) -> None:
         """One line at ``decl`` when no target its spec files name has the chips its program needs."""
@@ -226,33 +222,40 @@ class _SpecCheck:
 
     def why_none(self, inv: Invariant, target: Target, programs: Sequence[str]) -> str:
         """Why ``inv`` makes no item of ``programs`` on ``target``: the first program that does not compile
-        there, or the configurations they do compile in."""
+        there (a selection's: only when none does), or the configurations they do compile in."""
+        pinned = self.pin_missing(inv, target)
+        if pinned:
+            return pinned
+        compiling = [p for p in programs if target.configs_for(self.programs[p])]
+        missing = [p for p in programs if p not in compiling]
+        if missing and (not compiling or inv.kind != "absolute"):
+            return self.not_compiled(target, missing[0])
+        return self.no_config(inv, target, compiling)
+
+    def pin_missing(self, inv: Invariant, target: Target) -> str:
+        """Why a side of a relation across configurations does not compile on ``target`` ("" when each
+        does)."""
         for p, c in inv.assertion.pinned:
             compiles_in = target.configs_for(self.programs[p])
             if not compiles_in:
-                note = _scope_note(target, self.programs[p])
-                return f"program '{p}' does not compile on {target.name} ({note})"
+                return self.not_compiled(target, p)
             if c not in compiles_in:
                 there = f"it compiles there in {', '.join(compiles_in)} only"
                 return f"program '{p}' does not compile in {c} on {target.name}: {there}"
-        compiling = [p for p in programs if target.configs_for(self.programs[p])]
-        if not compiling:
-            note = _scope_note(target, self.programs[programs[0]])
-            return f"program '{programs[0]}' does not compile on {target.name} ({note})"
-        if len(compiling) < len(programs) and inv.kind == "absolute":  # a selection: those that compile here
-            programs = compiling
+        return ""
+
+    def no_config(self, inv: Invariant, target: Target, compiling: Sequence[str]) -> str:
+        if len(compiling) == 1:
+            have = ", ".join(target.configs_for(self.programs[compiling[0]]))
+            which = f"'{compiling[0]}' compiles in"
         else:
-            for p in programs:
-                if p not in compiling:
-                    note = _scope_note(target, self.programs[p])
-                    return f"program '{p}' does not compile on {target.name} ({note})"
-        if len(programs) == 1:
-            have = ", ".join(target.configs_for(self.programs[programs[0]]))
-            which = f"'{programs[0]}' compiles in"
-        else:
-            have = "; ".join(f"{p} in {', '.join(target.configs_for(self.programs[p]))}" for p in programs)
+            have = "; ".join(f"{p} in {', '.join(target.configs_for(self.programs[p]))}" for p in compiling)
             which = "its programs share" if inv.kind != "absolute" else "its programs compile in"
         return f"configs {list(inv.configs)} select no configuration {which} on {target.name} ({have})"
+
+    def not_compiled(self, target: Target, program: str) -> str:
+        note = _scope_note(target, self.programs[program])
+        return f"program '{program}' does not compile on {target.name} ({note})"
 
     def invariant(self, inv: Invariant, applying: Sequence[Target]) -> None:
         """One line at ``inv`` where it would check nothing somewhere it is asked to: on a target it names by
@@ -261,7 +264,7 @@ class _SpecCheck:
         if inv.kind == "throughput":
             self.throughput(inv)
             return
-        on = [t for t in applying if any(fnmatch.fnmatchcase(t.name, p) for p in inv.targets)]
+        on = [t for t in applying if on_targets(t, inv.targets)]
         programs = list(inv.programs) if inv.kind != "absolute" else self.selected(inv.programs)
         self.named_targets_get_items(inv, on, programs)
         self.named_programs_get_items(inv, on)
@@ -322,41 +325,48 @@ class _SpecCheck:
                 f"that {' and '.join(inv.programs)} share and run in: it would time nothing"
             )
 
-    def correctness(self, check: CorrectnessCheck, runtimes: Sequence[Target]) -> None:
+    def correctness(self, check: CorrectnessCheck, applying: Sequence[Target]) -> None:
+        """One line at ``check`` where it calls a program its check cannot call, or where its configs
+        select nothing that runs on a runtime target: a program it names by name, or all of them."""
+        self.known_patterns(check.targets_where or check.where, f"'{check.id}': targets", check.targets)
         programs = self.selected(check.programs)
         if check.check != "agree":
-            for p in programs:
-                if self.programs[p].kind != "forward":
-                    raise InvariantsError(
-                        f"{check.where}: '{check.id}': check '{check.check}' calls a forward lookup "
-                        f"(table, indices); '{p}' is a {self.programs[p].kind} program"
-                    )
-        where = check.configs_where or check.where
-        for target in runtimes:
+            self.forward_only(check, programs)
+        for target in applying:
+            if target.mode == "runtime" and on_targets(target, check.targets):
+                self.runs_on(check, target, programs)
 
-            def runs(p: str, target: Target = target) -> tuple[str, ...]:
-                return tuple(
-                    c for c in self.configs(target, p, check.configs) if not get_config(c).compile_only
-                )
-
-            for sel in check.programs:
-                if not _is_pattern(sel) and ":" not in sel and not runs(sel):
-                    configs = target.configs_for(self.programs[sel])
-                    reason = (
-                        f"it runs on {target.name} in {', '.join(configs)} only"
-                        if configs
-                        else f"it does not compile on {target.name} "
-                        f"({_scope_note(target, self.programs[sel])})"
-                    )
-                    raise InvariantsError(
-                        f"{where}: '{check.id}': configs {list(check.configs)} select no configuration "
-                        f"program '{sel}' runs in: {reason}"
-                    )
-            if not any(runs(p) for p in programs):
+    def forward_only(self, check: CorrectnessCheck, programs: Sequence[str]) -> None:
+        for p in programs:
+            if self.programs[p].kind != "forward":
                 raise InvariantsError(
-                    f"{where}: '{check.id}': configs {list(check.configs)} select no configuration its "
-                    f"programs run in on {target.name}: it checks nothing"
+                    f"{check.where}: '{check.id}': check '{check.check}' calls a forward lookup "
+                    f"(table, indices); '{p}' is a {self.programs[p].kind} program"
                 )
+
+    def runs_in(self, target: Target, program: str) -> str:
+        configs = target.configs_for(self.programs[program])
+        if configs:
+            return f"it runs on {target.name} in {', '.join(configs)} only"
+        return f"it does not compile on {target.name} ({_scope_note(target, self.programs[program])})"
+
+    def runs_on(self, check: CorrectnessCheck, target: Target, programs: Sequence[str]) -> None:
+        where = check.configs_where or check.where
+
+        def runs(p: str) -> tuple[str, ...]:
+            return tuple(c for c in self.configs(target, p, check.configs) if not get_config(c).compile_only)
+
+        for sel in check.programs:
+            if not _is_pattern(sel) and ":" not in sel and not runs(sel):
+                raise InvariantsError(
+                    f"{where}: '{check.id}': configs {list(check.configs)} select no configuration "
+                    f"program '{sel}' runs in: {self.runs_in(target, sel)}"
+                )
+        if not any(runs(p) for p in programs):
+            raise InvariantsError(
+                f"{where}: '{check.id}': configs {list(check.configs)} select no configuration its "
+                f"programs run in on {target.name}: it checks nothing"
+            )
 
 
 def _pins_compile(inv: Invariant, target: Target, programs: Programs) -> bool:
@@ -406,9 +416,14 @@ def _cases(spec: Spec, inv: Invariant, target: Target, programs: Programs) -> li
             for config in target.configs_for(programs[name])
             if config_matches(config, inv.configs)
         ]
-    each = [set(target.configs_for(programs[name])) for name in inv.programs]
-    shared = set.intersection(*each) if each else set()
+    shared = _shared(target, [programs[name] for name in inv.programs])
     return [Case(inv, target.name, c, None, skip) for c in sorted(shared) if config_matches(c, inv.configs)]
+
+
+def _shared(target: Target, programs: Sequence[Program]) -> set[str]:
+    """The configurations every one of ``programs`` compiles in on ``target``."""
+    each = [set(target.configs_for(p)) for p in programs]
+    return set.intersection(*each) if each else set()
 
 
 class WidenedDtype(UserWarning):
@@ -434,7 +449,7 @@ class Decision:
     ``metric(A) / metric(B)`` of a scaled relation (see ``invariants.spec.asserts.Scaled``), else None."""
 
     holds: bool
-    measured: dict[str, Any]
+    measured: dict[str, object]
     detail: str = ""
     ratio: float | None = None
     # What the verdict cannot see on this target, in one line (a dtype filter its compiler widens).
@@ -467,7 +482,7 @@ def _fmt(value: object) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
-def structural_signature(s: Structure) -> tuple[Any, ...]:
+def structural_signature(s: Structure) -> tuple[tuple[object, ...], ...]:
     """What ``structure(a) == structure(b)`` compares: everything the snapshot shows below the jaxpr."""
     return (
         s.kernel_list,
@@ -484,23 +499,26 @@ def _structure_differences(structures: dict[str, Structure]) -> dict[str, str]:
     """Each ``structure(...)`` term that differs from another as its snapshot lines only it has, the first
     of them shown: ``<1 kernels; only here: fusion kLoop {...} -> f32[128,64]{1,0} (and 2 more)>``. Two
     sides that read alike (``<1 kernels>`` each) say nothing of what differs."""
-    lines = {
-        label: Counter(ln.strip() for ln in structure_lines(s) if not ln.endswith(":") and ln != "  (none)")
-        for label, s in structures.items()
-    }
+    lines = {label: _lines(s) for label, s in structures.items()}
     out = {}
     for label, mine in lines.items():
         other = next((o for lb, o in lines.items() if lb != label and o != mine), None)
-        if other is None:
-            continue
-        only = sorted((mine - other).elements())
-        if not only:
-            text = "nothing only here"
-        else:
-            first = only[0] if len(only[0]) <= 120 else only[0][:117] + "..."
-            text = f"only here: {first}" + (f" (and {len(only) - 1} more)" if len(only) > 1 else "")
-        out[label] = f"<{len(structures[label].kernel_list)} kernels; {text}>"
+        if other is not None:
+            text = _only_here(sorted((mine - other).elements()))
+            out[label] = f"<{len(structures[label].kernel_list)} kernels; {text}>"
     return out
+
+
+def _lines(s: Structure) -> Counter[str]:
+    """The snapshot's lines of ``s``, headers and empty sections left out."""
+    return Counter(ln.strip() for ln in structure_lines(s) if not ln.endswith(":") and ln != "  (none)")
+
+
+def _only_here(only: Sequence[str]) -> str:
+    if not only:
+        return "nothing only here"
+    first = only[0] if len(only[0]) <= 120 else only[0][:117] + "..."
+    return f"only here: {first}" + (f" (and {len(only) - 1} more)" if len(only) > 1 else "")
 
 
 def evaluate(
@@ -518,11 +536,11 @@ def evaluate(
         if case.program is not None
         else input_facts(config)
     )
-    measured_terms: dict[str, Any] = {}
+    measured_terms: dict[str, object] = {}
     structures: dict[str, Structure] = {}
     warnings: list[str] = []
 
-    def metric_of(name: str, program: str, dtype: str | None = None, config: str | None = None) -> Any:
+    def metric_of(name: str, program: str, dtype: str | None = None, config: str | None = None) -> object:
         key = Key(program, config or case.config, case.target)
         value = measured(key).metrics[name]
         if isinstance(value, Missing):
@@ -537,19 +555,19 @@ def evaluate(
             return scoped(measured(key).structure, dtype)
         return value
 
-    def read(term: Read) -> Any:
+    def read(term: Read) -> object:
         if term.program is None:
             if term.name in facts:
-                value: Any = facts[term.name]
+                value: object = facts[term.name]
             else:
                 assert case.program is not None  # a bare compiled metric is only in absolute invariants
                 value = metric_of(term.name, case.program, term.dtype)
         elif term.name == "structure":
             key = Key(term.program, term.config or case.config, case.target)
             structures[term.label] = measured(key).structure
-            value = structural_signature(structures[term.label])
-            measured_terms[term.label] = f"<{len(value[0])} kernels>"
-            return value
+            signature = structural_signature(structures[term.label])
+            measured_terms[term.label] = f"<{len(signature[0])} kernels>"
+            return signature
         elif METRICS[term.name].source == "throughput":
             # Timed pair by pair by the throughput tier (gate/test_throughput.py), never decided here.
             raise InvariantsError(f"{case.invariant.where}: {term.name}() is decided by the throughput tier")
@@ -573,7 +591,7 @@ def evaluate(
     return Decision(holds, measured_terms, _uncalibrated(measured_terms, case.target), ratio, warning)
 
 
-def _uncalibrated(measured_terms: dict[str, Any], target: str) -> str:
+def _uncalibrated(measured_terms: dict[str, object], target: str) -> str:
     """The note a verdict that read ``predicted_seconds`` on a chip nobody measured carries ("" else)."""
     if not any(label.startswith("predicted_seconds") for label in measured_terms):
         return ""

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
 
 import jax
 import numpy as np
@@ -57,7 +56,7 @@ class Correctness:
 
     def __init__(self, programs: Programs) -> None:
         self.programs = programs
-        self._outputs: dict[tuple[Any, ...], np.ndarray] = {}
+        self._outputs: dict[tuple[object, ...], np.ndarray] = {}
 
     def run(self, case: CorrectnessCase) -> str | None:
         """None when the check holds, else one line saying what differs."""
@@ -65,7 +64,7 @@ class Correctness:
         return check(case.check, case.program, get_config(case.config), case.distribution)
 
     def _output(
-        self, program: str, config: Config, args: Sequence[Any], drawn: tuple[str, str] | None = None
+        self, program: str, config: Config, args: Sequence[np.ndarray], drawn: tuple[str, str] | None = None
     ) -> np.ndarray:
         """The program's output on ``args`` as float32. ``drawn``: who drew ``args`` and on which index
         distribution (a program's own :class:`Inputs`, else the catalog's draw for its kind), which then
@@ -182,15 +181,24 @@ def expand_correctness(
     programs = programs if programs is not None else Programs()
     check_specs(specs, programs=programs)
     cases = []
-    for spec in specs:
-        if not spec_applies(spec, runtime):
-            continue
+    for spec in (s for s in specs if spec_applies(s, runtime)):
         for check in spec.correctness:
-            if not on_targets(runtime, check.targets):
-                continue
-            for name in select_programs(check.programs, scope_of(spec, programs)):
-                for config in runtime.configs_for(programs[name]):
-                    if config_matches(config, check.configs) and not get_config(config).compile_only:
-                        for dist in check.distributions:
-                            cases.append(CorrectnessCase(check, name, config, dist, unmet_condition(check)))
+            if on_targets(runtime, check.targets):
+                cases += _cases(
+                    check, select_programs(check.programs, scope_of(spec, programs)), runtime, programs
+                )
     return cases
+
+
+def _cases(
+    check: CorrectnessCheck, selected: list[str], runtime: Target, programs: Programs
+) -> list[CorrectnessCase]:
+    """The items of one check: per program it selects, configuration it runs in, and distribution."""
+    skip = unmet_condition(check)
+    return [
+        CorrectnessCase(check, name, config, dist, skip)
+        for name in selected
+        for config in runtime.configs_for(programs[name])
+        if config_matches(config, check.configs) and not get_config(config).compile_only
+        for dist in check.distributions
+    ]

@@ -56,33 +56,14 @@ file of ``targets = ["cpu", "tpu-v4", "gpu-a100"]`` holds its invariants for thr
 narrowed by its own ``targets``. A program with params is compiled, checked (structure, invariants,
 ``agree`` with a reference of the same arguments) and timed on its own arguments like any other.
 
-An ``assert`` is one comparison of two arithmetic sides, or a membership test. Its names come from the
-metric registry (``invariants.measure.metrics.METRICS``): structural metrics (``kernels``, ``while_loops``,
-...) of the program the item is about, or input facts (``table_bytes``, ``lookups``). Both sides of a
-comparison must have the same type (a number with a number, a kernel list with a kernel list), and ``in``
-takes a string on its left and a set metric on its right: a comparison that could never fail is refused.
-A metric *called* on a program name is relational: ``kernels(naive) <= kernels(take)``, over each config
-the named programs share on a target. ``structure(a) == structure(b)`` compares whole kernel lists. A
-relation across configurations names each side's: ``structure(segsum_bf16[bf16]) ==
-structure(segsum_f32[f32])`` is one item per target, every side compiled in its own configuration (all
-sides name one, or none does; such an invariant takes no ``configs``).
-``time(a) / time(b) <= 1.10`` belongs to the throughput tier (efficiency is not written in an assert: it
-is compared with a recorded baseline). A timed program may name the distribution of its indices,
-``time(grad_take[equal]) / time(grad_take[uniform]) <= 1.25`` (``uniform`` when omitted; see
-``invariants.catalog.programs.DISTRIBUTIONS``): the structure does not depend on it, so only ``time`` takes
-one. ``'T' in custom_call_targets`` tests a custom-call target. An assert that reads no metric (``1 <= 2``) is
-refused: it is the same on every program. Each assert is parsed once into the typed tree of
-:mod:`invariants.spec.asserts`, which every later stage reads.
+An ``assert`` is parsed once into the typed tree of :mod:`invariants.spec.asserts` (the language is
+described there and in docs/specs.md), which every later stage reads.
 
-Every mistake is reported as one line ``FILE:LINE: what is wrong``, with the closest valid name, raised as
-:class:`~invariants._errors.InvariantsError`: a file that is not UTF-8 TOML, a value of the wrong type, an
-unknown key or name, a selector (``programs``, ``configs``, ``targets``) that is empty or matches nothing,
-a name with a non-ASCII look-alike letter, a ``when`` with an environment marker, an assert that divides by
-a constant zero, a correctness check without what it reads (``reference``, ``expect``) or with what it
-ignores, and a file that declares nothing (it would replace the package's specs with none, in silence).
-What needs the targets to be found wrong (a ``targets`` pattern that matches no target, an invariant that
-makes no item, a program that does not compile on the target an invariant names) is checked where cases
-are expanded, :func:`invariants.spec.checks.check_specs`: this stage knows no target.
+Every mistake is one line ``FILE:LINE: what is wrong``, with the closest valid name, raised as
+:class:`~invariants._errors.InvariantsError`; a file that declares nothing is one too (it would replace the
+package's specs with none, in silence). What needs the targets to be found wrong (a pattern that matches no
+target, an invariant that makes no item) is checked where cases are expanded,
+:func:`invariants.spec.checks.check_specs`: this stage knows no target.
 
 Each file is read and parsed once, and its lines are located in one pass (:class:`_Locator`): loading is
 linear in the file (``python benchmarks/spec_load.py`` times a file of 20,000 invariants against a budget).
@@ -95,9 +76,9 @@ import dataclasses
 import fnmatch
 import re
 import tomllib
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from packaging.requirements import InvalidRequirement, Requirement
 
@@ -261,7 +242,6 @@ class ProgramDecl:
     index_dtype: str | None = None  # the indices' integer dtype, an INDEX_DTYPES name (default: the config's)
     aimed: tuple[str, ...] = ()
     params_where: str = ""  # FILE:LINE of params
-    index_shape_where: str = ""  # FILE:LINE of index_shape
     # A program with params may take inputs that are not differentiated ("module:factory"), draw its
     # indices in [0, vocab), name the params leaves its input facts describe, and donate its parameters.
     inputs: str | None = None
@@ -287,7 +267,7 @@ class ProgramDecl:
         return self.params is None and self.kind != "train"
 
     @property
-    def signature(self) -> tuple[Any, ...] | None:
+    def signature(self) -> tuple[object, ...] | None:
         """What a params program's arguments follow from (None: the one-table contract's): two programs
         with the same signature take the very same arguments."""
         if self.params is None:
@@ -449,12 +429,12 @@ def _check_keys(
             raise loc.error(line, f"{what} needs '{key}'")
 
 
-def _one_of(value: str, known: Collection[str], what: str, loc: _Locator, line: int, where: str = "") -> None:
-    """``value`` is one of ``known``; else one line: what is unknown, where, the nearest, and the list."""
+def _one_of(value: str, known: Collection[str], what: str, loc: _Locator, line: int) -> None:
+    """``value`` is one of ``known``; else one line: what is unknown, the nearest, and the list."""
     if value not in known:
         raise loc.error(
             line,
-            f"unknown {what} {value!r}{where}{non_ascii(value)}{did_you_mean(value, known)}; "
+            f"unknown {what} {value!r}{non_ascii(value)}{did_you_mean(value, known)}; "
             f"known: {', '.join(known)}",
         )
 
@@ -474,26 +454,27 @@ def _parse_when(value: object, loc: _Locator, line: int) -> tuple[Requirement, .
             f"when: {value!r} has an environment marker ({marker!r}): 'when' takes version conditions only, "
             "such as 'jax >= 0.5, jaxlib < 0.11'",
         )
-    reqs = []
-    for clause in (c.strip() for c in value.split(",")):
-        if not clause:
-            continue
-        try:
-            req = Requirement(clause)
-        except InvalidRequirement as err:
-            raise loc.error(line, f"when: cannot read {clause!r}: {first_line(str(err))}") from None
-        if req.name not in VERSIONED_PACKAGES:
-            raise loc.error(
-                line, f"when: unknown package {req.name!r}{did_you_mean(req.name, VERSIONED_PACKAGES)}"
-            )
-        if req.extras or req.url or req.marker:
-            raise loc.error(line, f"when: {clause!r}: 'when' takes a package and a version condition only")
-        if not req.specifier:
-            raise loc.error(line, f"when: {clause!r} has no version condition such as '>= 0.5'")
-        reqs.append(req)
+    reqs = tuple(_requirement(c, loc, line) for c in map(str.strip, value.split(",")) if c)
     if not reqs:
         raise loc.error(line, f"when: {value!r} holds no version condition such as 'jax >= 0.5'")
-    return tuple(reqs)
+    return reqs
+
+
+def _requirement(clause: str, loc: _Locator, line: int) -> Requirement:
+    """One clause of ``when``: a package of :data:`VERSIONED_PACKAGES` and a version condition."""
+    try:
+        req = Requirement(clause)
+    except InvalidRequirement as err:
+        raise loc.error(line, f"when: cannot read {clause!r}: {first_line(str(err))}") from None
+    if req.name not in VERSIONED_PACKAGES:
+        raise loc.error(
+            line, f"when: unknown package {req.name!r}{did_you_mean(req.name, VERSIONED_PACKAGES)}"
+        )
+    if req.extras or req.url or req.marker:
+        raise loc.error(line, f"when: {clause!r}: 'when' takes a package and a version condition only")
+    if not req.specifier:
+        raise loc.error(line, f"when: {clause!r} has no version condition such as '>= 0.5'")
+    return req
 
 
 _BOMS = {
@@ -535,29 +516,9 @@ def _decode(raw: bytes, path: Path) -> str:
 
 def _read(path: Path) -> tuple[Table, _Locator]:
     """Parse one spec file (once) and check its top-level shape."""
-    try:
-        # Never a blocking read: a named pipe, a socket or a folder named *.toml is not a spec file.
-        if not path.is_file():
-            raise InvariantsError(f"{shown(path)}: {what_is(path)}, not a spec file (a regular *.toml file)")
-        size = path.stat().st_size
-        if size > MAX_SPEC_BYTES:
-            raise InvariantsError(
-                f"{shown(path)}: {size:,} bytes; a spec file may be at most {MAX_SPEC_BYTES:,} bytes"
-            )
-        raw = path.read_bytes()
-    except OSError as err:
-        raise InvariantsError(f"{shown(path)}: cannot read spec: {err.strerror}") from None
-    text = _decode(raw, path)
+    text = _decode(_bytes(path), path)
     loc = _Locator(path, text)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        m = re.search(r"\(at line (\d+), column \d+\)", str(err))
-        line = int(m.group(1)) if m else len(loc.lines) if "end of document" in str(err) else 1
-        raise loc.error(line, f"not valid TOML: {first_line(str(err).split(' (at ')[0])}") from None
-    except (ValueError, RecursionError) as err:  # tomllib: an integer past 4300 digits, nesting too deep
-        what = "nested too deeply" if isinstance(err, RecursionError) else first_line(str(err))
-        raise loc.error(1, f"not valid TOML: {what}") from None
+    data = _toml(text, loc)
     _check_keys(data, _TOP_KEYS, loc, 1, "the spec file")
     header = data.get("spec", {})
     if isinstance(header, list):
@@ -565,20 +526,52 @@ def _read(path: Path) -> tuple[Table, _Locator]:
     if not isinstance(header, dict):
         raise loc.error(loc.top_line("spec"), f"'spec' must be the table [spec], not {_a(header)}")
     for array in ("invariant", "correctness", "program", "known_compile_failure"):
-        tables = data.get(array, [])
-        if isinstance(tables, dict):
-            raise loc.error(loc.top_line(array), f"[{array}] must be an array of tables: write [[{array}]]")
-        if not isinstance(tables, list):
-            raise loc.error(
-                loc.top_line(array), f"'{array}' must be an array of tables [[{array}]], not {_a(tables)}"
-            )
-        for i, table in enumerate(tables):
-            if not isinstance(table, dict):
-                raise loc.error(
-                    loc.top_line(array),
-                    f"'{array}' must be an array of tables [[{array}]]; item {i + 1} is {_a(table)}",
-                )
+        _check_array(data.get(array, []), array, loc)
     return data, loc
+
+
+def _bytes(path: Path) -> bytes:
+    """A spec file's bytes, read only from a regular file of at most :data:`MAX_SPEC_BYTES`: a named
+    pipe, a socket or a folder named *.toml is not a spec file, and reading one would block."""
+    try:
+        if not path.is_file():
+            raise InvariantsError(f"{shown(path)}: {what_is(path)}, not a spec file (a regular *.toml file)")
+        size = path.stat().st_size
+        if size > MAX_SPEC_BYTES:
+            raise InvariantsError(
+                f"{shown(path)}: {size:,} bytes; a spec file may be at most {MAX_SPEC_BYTES:,} bytes"
+            )
+        return path.read_bytes()
+    except OSError as err:
+        raise InvariantsError(f"{shown(path)}: cannot read spec: {err.strerror}") from None
+
+
+def _toml(text: str, loc: _Locator) -> Table:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        m = re.search(r"\(at line (\d+), column \d+\)", str(err))
+        line = int(m.group(1)) if m else len(loc.lines) if "end of document" in str(err) else 1
+        raise loc.error(line, f"not valid TOML: {first_line(str(err).split(' (at ')[0])}") from None
+    except (ValueError, RecursionError) as err:  # tomllib: an integer past 4300 digits, nesting too deep
+        what = "nested too deeply" if isinstance(err, RecursionError) else first_line(str(err))
+        raise loc.error(1, f"not valid TOML: {what}") from None
+
+
+def _check_array(tables: object, array: str, loc: _Locator) -> None:
+    """``[[array]]`` is an array of tables; anything else is one line."""
+    if isinstance(tables, dict):
+        raise loc.error(loc.top_line(array), f"[{array}] must be an array of tables: write [[{array}]]")
+    if not isinstance(tables, list):
+        raise loc.error(
+            loc.top_line(array), f"'{array}' must be an array of tables [[{array}]], not {_a(tables)}"
+        )
+    for i, table in enumerate(tables):
+        if not isinstance(table, dict):
+            raise loc.error(
+                loc.top_line(array),
+                f"'{array}' must be an array of tables [[{array}]]; item {i + 1} is {_a(table)}",
+            )
 
 
 def _check_configs(patterns: Sequence[str], loc: _Locator, line: int, memo: set[str] | None = None) -> None:
@@ -638,26 +631,16 @@ def _program(table: Table, loc: _Locator, line: int) -> ProgramDecl:
     tags = _strings(table.get("tags", []), loc, loc.key_line(line, "tags"), "tags", allow_empty=True)
     doc = _string(table, "doc", loc, line, default=function)
     params, params_line = table.get("params"), loc.key_line(line, "params")
-    if params is not None and (
-        not isinstance(params, str) or not re.fullmatch(r"[\w.]+:[\w.]+", params, re.ASCII)
-    ):
-        raise loc.error(params_line, f"params {params!r} must read 'module:factory'")
+    if params is not None:
+        _factory(params, "params", loc, params_line)
     shape_line = loc.key_line(line, "index_shape")
     index_shape = _index_shape(table["index_shape"], loc, shape_line) if "index_shape" in table else None
-    given = next((k for k in _PARAMS_ONLY if k in table), None) if params is None else None
-    if given is not None:
-        raise loc.error(
-            loc.key_line(line, given),
-            f"{given} is for a program with params; a lookup (table, indices) takes the configuration's "
-            "table and indices",
-        )
+    if params is None:
+        _no_params_keys(table, loc, line)
     model = _model_keys(table, loc, line, kind)
-    if "efficiency" in table and not isinstance(table["efficiency"], bool):
-        at = loc.key_line(line, "efficiency")
-        raise loc.error(at, f"efficiency must be true or false, not {_a(table['efficiency'])}")
-    index_dtype = _string(table, "index_dtype", loc, line) if "index_dtype" in table else None
-    if index_dtype is not None:
-        _one_of(index_dtype, INDEX_DTYPES, "index_dtype", loc, loc.key_line(line, "index_dtype"))
+    if "efficiency" in table:
+        _boolean(table["efficiency"], "efficiency", loc, loc.key_line(line, "efficiency"))
+    index_dtype = _index_dtype(table, loc, line)
     return ProgramDecl(
         name,
         function,
@@ -670,41 +653,73 @@ def _program(table: Table, loc: _Locator, line: int) -> ProgramDecl:
         index_shape,
         index_dtype,
         params_where=f"{loc.path}:{params_line}",
-        index_shape_where=f"{loc.path}:{shape_line}",
         efficiency=table.get("efficiency"),
         **model,
         **_sharding_of(table, loc, line, kind, params is not None, index_shape),
     )
 
 
+def _factory(value: object, key: str, loc: _Locator, line: int) -> str:
+    """``params`` or ``inputs``: a factory as ``module:factory``."""
+    if not isinstance(value, str) or not re.fullmatch(r"[\w.]+:[\w.]+", value, re.ASCII):
+        raise loc.error(line, f"{key} {value!r} must read 'module:factory'")
+    return value
+
+
+def _boolean(value: object, key: str, loc: _Locator, line: int) -> bool:
+    if not isinstance(value, bool):
+        raise loc.error(line, f"{key} must be true or false, not {_a(value)}")
+    return value
+
+
+def _no_params_keys(table: Table, loc: _Locator, line: int) -> None:
+    """A lookup (no ``params``) has none of the keys of a program with params."""
+    given = next((k for k in _PARAMS_ONLY if k in table), None)
+    if given is not None:
+        raise loc.error(
+            loc.key_line(line, given),
+            f"{given} is for a program with params; a lookup (table, indices) takes the configuration's "
+            "table and indices",
+        )
+
+
+def _index_dtype(table: Table, loc: _Locator, line: int) -> str | None:
+    if "index_dtype" not in table:
+        return None
+    index_dtype = _string(table, "index_dtype", loc, line)
+    _one_of(index_dtype, INDEX_DTYPES, "index_dtype", loc, loc.key_line(line, "index_dtype"))
+    return index_dtype
+
+
 def _model_keys(table: Table, loc: _Locator, line: int, kind: str) -> dict[str, Any]:
     """A params program's ``inputs``, ``vocab``, ``tables`` and ``donate``, each mistake one line."""
     out: dict[str, Any] = {}
     if "inputs" in table:
-        inputs, at = table["inputs"], loc.key_line(line, "inputs")
-        if not isinstance(inputs, str) or not re.fullmatch(r"[\w.]+:[\w.]+", inputs, re.ASCII):
-            raise loc.error(at, f"inputs {inputs!r} must read 'module:factory'")
-        out.update(inputs=inputs, inputs_where=f"{loc.path}:{at}")
+        at = loc.key_line(line, "inputs")
+        out.update(inputs=_factory(table["inputs"], "inputs", loc, at), inputs_where=f"{loc.path}:{at}")
     if "vocab" in table:
-        vocab = table["vocab"]
-        if isinstance(vocab, bool) or not isinstance(vocab, int) or vocab < 1:
-            raise loc.error(
-                loc.key_line(line, "vocab"), f"vocab {vocab!r}: the rows indices address, a positive integer"
-            )
-        out["vocab"] = vocab
+        out["vocab"] = _vocab(table["vocab"], loc, loc.key_line(line, "vocab"))
     if "tables" in table:
         at = loc.key_line(line, "tables")
         out.update(tables=_strings(table["tables"], loc, at, "tables"), tables_where=f"{loc.path}:{at}")
     if "donate" in table:
-        donate, at = table["donate"], loc.key_line(line, "donate")
-        if not isinstance(donate, bool):
-            raise loc.error(at, f"donate must be true or false, not {_a(donate)}")
-        if donate and kind != "train":
-            raise loc.error(
-                at, f"donate is for a train step, whose parameters' buffers it may reuse; a {kind} keeps them"
-            )
-        out["donate"] = donate
+        out["donate"] = _donate(table["donate"], kind, loc, loc.key_line(line, "donate"))
     return out
+
+
+def _vocab(vocab: object, loc: _Locator, line: int) -> int:
+    if isinstance(vocab, bool) or not isinstance(vocab, int) or vocab < 1:
+        raise loc.error(line, f"vocab {vocab!r}: the rows indices address, a positive integer")
+    return vocab
+
+
+def _donate(value: object, kind: str, loc: _Locator, line: int) -> bool:
+    donate = _boolean(value, "donate", loc, line)
+    if donate and kind != "train":
+        raise loc.error(
+            line, f"donate is for a train step, whose parameters' buffers it may reuse; a {kind} keeps them"
+        )
+    return donate
 
 
 def _sharding_of(
@@ -716,29 +731,27 @@ def _sharding_of(
     index_shape: tuple[int, ...] | None,
 ) -> dict[str, Any]:
     """A ``[[program]]``'s mesh and shardings (none: a one-device program), each mistake one line."""
-    keys = ("mesh", "axis_types", "table_sharding", "index_sharding")
     if "mesh" not in table:
-        given = next((k for k in keys if k in table), None)
-        if given is not None:
-            raise loc.error(loc.key_line(line, given), f"{given} needs a mesh = {{axis = size, ...}}")
+        _no_mesh_keys(table, loc, line)
         return {}
     mesh_line = loc.key_line(line, "mesh")
     mesh = _mesh(table["mesh"], loc, mesh_line)
     axis_types = _string(table, "axis_types", loc, line, default="auto")
     _one_of(axis_types, AXIS_TYPES, "axis_types", loc, loc.key_line(line, "axis_types"))
     out: dict[str, Any] = {"mesh": tuple(mesh.items()), "axis_types": axis_types}
-    used_rank = {"table_sharding": 2, "index_sharding": len(index_shape) if index_shape else 1}
-    for key in ("table_sharding", "index_sharding"):
-        if key not in table:
-            continue
-        key_line = loc.key_line(line, key)
-        if key == "table_sharding" and has_params:
+    if "table_sharding" in table:
+        at = loc.key_line(line, "table_sharding")
+        if has_params:
             raise loc.error(
-                key_line,
+                at,
                 "table_sharding is for a lookup (table, indices); a program with params gives each "
                 "leaf its sharding in its factory: NamedSharding(config.mesh, PartitionSpec(...))",
             )
-        out[key] = _sharding(table[key], key, mesh, used_rank[key], loc, key_line)
+        out["table_sharding"] = _sharding(table["table_sharding"], "table_sharding", mesh, 2, loc, at)
+    if "index_sharding" in table:
+        rank = len(index_shape) if index_shape else 1
+        at = loc.key_line(line, "index_sharding")
+        out["index_sharding"] = _sharding(table["index_sharding"], "index_sharding", mesh, rank, loc, at)
     if kind == "train" and not has_params:
         raise loc.error(
             mesh_line,
@@ -746,6 +759,12 @@ def _sharding_of(
             "declare it as a program with params, whose factory shards each leaf",
         )
     return out
+
+
+def _no_mesh_keys(table: Table, loc: _Locator, line: int) -> None:
+    given = next((k for k in ("axis_types", "table_sharding", "index_sharding") if k in table), None)
+    if given is not None:
+        raise loc.error(loc.key_line(line, given), f"{given} needs a mesh = {{axis = size, ...}}")
 
 
 def _mesh(mesh: object, loc: _Locator, line: int) -> dict[str, int]:
@@ -802,10 +821,6 @@ def load_spec(path: Path, known: Mapping[str, Selectable] | None = None) -> Spec
 
     Program names in it are checked against ``known`` (name -> an object with ``kind`` and ``tags``;
     default: the catalog's); :func:`load_specs` adds the programs its files declare.
-
-    What needs the targets (a ``targets`` pattern that matches no target, a program that does not compile
-    on the target an invariant names) is checked where cases are expanded:
-    :func:`invariants.spec.checks.check_specs`.
     """
     data, loc = _read(path)
     return _spec_of(path, data, loc, known, _programs_of(data, loc))
@@ -818,14 +833,29 @@ def _spec_of(
     known: Mapping[str, Selectable] | None,
     programs: tuple[ProgramDecl, ...],
 ) -> Spec:
+    max_loss, targets, targets_line = _header(data, loc, programs)
+    entries = _Entries(loc, known, targets)
+    return Spec(
+        path,
+        targets,
+        _tables(data, "invariant", _invariant, entries),
+        _tables(data, "correctness", _correctness, entries),
+        max_loss,
+        programs,
+        _tables(data, "known_compile_failure", _known_failure, entries),
+        targets_where=f"{loc.path}:{targets_line}",
+    )
+
+
+def _header(
+    data: Table, loc: _Locator, programs: tuple[ProgramDecl, ...]
+) -> tuple[float | None, tuple[str, ...], int]:
+    """The ``[spec]`` table's ``efficiency_max_loss``, its ``targets`` and their line; a file that
+    declares nothing, or has entries and no targets, is one line."""
     header = data.get("spec", {})
     head = loc.header_line("spec")
     _check_keys(header, _SPEC_KEYS, loc, head, "[spec]")
-    max_loss = header.get("efficiency_max_loss")
-    if max_loss is not None and not (isinstance(max_loss, float) and 0 < max_loss < 1):
-        raise loc.error(
-            loc.key_line(head, "efficiency_max_loss"), "efficiency_max_loss must be a fraction in (0, 1)"
-        )
+    max_loss = _max_loss(header.get("efficiency_max_loss"), loc, head)
     entry_tables = ("invariant", "correctness", "known_compile_failure")
     if not (any(data.get(k) for k in entry_tables) or programs or max_loss is not None):
         raise loc.error(
@@ -833,51 +863,43 @@ def _spec_of(
             "declares nothing: no [[invariant]], [[correctness]] or [[program]] (a spec file that checks "
             "nothing would pass in silence)",
         )
-    if "targets" not in header and any(
-        k in data for k in ("invariant", "correctness", "known_compile_failure")
-    ):
+    if "targets" not in header and any(k in data for k in entry_tables):
         raise loc.error(head, "missing [spec] targets = [...] (the target names this file applies to)")
     targets_line = loc.key_line(head, "targets")
     targets = _strings(
         header.get("targets", []), loc, targets_line, "targets", allow_empty="targets" not in header
     )
     _ascii_names(targets, loc, targets_line, "targets:")
-    entries = _Entries(loc, known, targets)
-    invariants = [
-        _invariant(table, loc.table_line("invariant", i), entries)
-        for i, table in enumerate(data.get("invariant", []))
-    ]
-    checks = [
-        _correctness(table, loc.table_line("correctness", i), entries)
-        for i, table in enumerate(data.get("correctness", []))
-    ]
-    known_failures = [
-        _known_failure(table, loc.table_line("known_compile_failure", i), entries)
-        for i, table in enumerate(data.get("known_compile_failure", []))
-    ]
-    return Spec(
-        path,
-        targets,
-        tuple(invariants),
-        tuple(checks),
-        max_loss,
-        programs,
-        tuple(known_failures),
-        targets_where=f"{loc.path}:{targets_line}",
+    return max_loss, targets, targets_line
+
+
+def _max_loss(value: object, loc: _Locator, head: int) -> float | None:
+    if value is not None and not (isinstance(value, float) and 0 < value < 1):
+        raise loc.error(
+            loc.key_line(head, "efficiency_max_loss"), "efficiency_max_loss must be a fraction in (0, 1)"
+        )
+    return value
+
+
+_Entry = TypeVar("_Entry")
+
+
+def _tables(
+    data: Table, array: str, parse: Callable[[Table, int, _Entries], _Entry], entries: _Entries
+) -> tuple[_Entry, ...]:
+    """Each table of ``[[array]]``, parsed at its line."""
+    return tuple(
+        parse(table, entries.loc.table_line(array, i), entries) for i, table in enumerate(data.get(array, []))
     )
 
 
 def _known_failure(table: Table, line: int, entries: _Entries) -> KnownCompileFailure:
-    loc, memo = entries.loc, entries.memo
+    loc = entries.loc
     where = "[[known_compile_failure]]"
     _check_keys(table, _KNOWN_FAILURE_KEYS, loc, line, where, required=("id", "programs", "ratchet"))
     entry_id = _check_id(table, loc, line, entries.ids["known_compile_failure"])
-    programs_line = loc.key_line(line, "programs")
-    programs = _strings(table["programs"], loc, programs_line, "programs")
-    _check_selectors(programs, loc, programs_line, entries.known, memo.selectors)
-    configs_line = loc.key_line(line, "configs")
-    configs = _strings(table.get("configs", "*"), loc, configs_line, "configs")
-    _check_configs(configs, loc, configs_line, memo.configs)
+    programs = entries.programs(table, line)
+    configs = entries.configs(table, line, "*")
     targets = _entry_targets(table, entry_id, loc, line, entries.targets)
     ratchet = _ratchet(table["ratchet"], loc, loc.key_line(line, "ratchet"))
     return KnownCompileFailure(entry_id, f"{loc.path}:{line}", programs, configs, targets, ratchet)
@@ -915,9 +937,23 @@ class _Entries:
         default_factory=lambda: {"invariant": {}, "correctness": {}, "known_compile_failure": {}}
     )
 
+    def programs(self, table: Table, line: int) -> tuple[str, ...]:
+        """An entry's ``programs``: selectors, each matching some program."""
+        at = self.loc.key_line(line, "programs")
+        programs = _strings(table["programs"], self.loc, at, "programs")
+        _check_selectors(programs, self.loc, at, self.known, self.memo.selectors)
+        return programs
+
+    def configs(self, table: Table, line: int, default: str) -> tuple[str, ...]:
+        """An entry's ``configs`` (``default`` when it has none): patterns, each matching a configuration."""
+        at = self.loc.key_line(line, "configs")
+        configs = _strings(table.get("configs", default), self.loc, at, "configs")
+        _check_configs(configs, self.loc, at, self.memo.configs)
+        return configs
+
 
 def _invariant(table: Table, line: int, entries: _Entries) -> Invariant:
-    loc, known, targets, memo = entries.loc, entries.known, entries.targets, entries.memo
+    loc, known, targets = entries.loc, entries.known, entries.targets
     seen = entries.ids["invariant"]
     _check_keys(table, _INVARIANT_KEYS, loc, line, "[[invariant]]", required=("id", "assert"))
     inv_id = _check_id(table, loc, line, seen)
@@ -930,17 +966,15 @@ def _invariant(table: Table, line: int, entries: _Entries) -> Invariant:
     if kind == "absolute":
         if "programs" not in table:
             raise loc.error(line, f"'{inv_id}' needs 'programs' (which programs the assert is about)")
-        programs = _strings(table["programs"], loc, programs_line, "programs")
-        _check_selectors(programs, loc, programs_line, known, memo.selectors)
+        programs = entries.programs(table, line)
     else:
         if "programs" in table:
             raise loc.error(programs_line, f"'{inv_id}' names its programs in the assert; drop 'programs'")
         programs = named
-    configs_line = loc.key_line(line, "configs")
     if assertion.pinned and "configs" in table:
-        raise loc.error(configs_line, f"'{inv_id}' names its configurations in the assert; drop 'configs'")
-    configs = _strings(table.get("configs", "*"), loc, configs_line, "configs")
-    _check_configs(configs, loc, configs_line, memo.configs)
+        at = loc.key_line(line, "configs")
+        raise loc.error(at, f"'{inv_id}' names its configurations in the assert; drop 'configs'")
+    configs = entries.configs(table, line, "*")
     inv_targets = _entry_targets(table, inv_id, loc, line, targets)
     shared = _shared(table, inv_id, loc, line)
     ratchet = _ratchet(table["ratchet"], loc, loc.key_line(line, "ratchet")) if "ratchet" in table else None
@@ -1009,7 +1043,7 @@ def _entry_targets(
 
 
 def _correctness(table: Table, line: int, entries: _Entries) -> CorrectnessCheck:
-    loc, known, targets, memo = entries.loc, entries.known, entries.targets, entries.memo
+    loc, known, targets = entries.loc, entries.known, entries.targets
     seen = entries.ids["correctness"]
     _check_keys(table, _CORRECTNESS_KEYS, loc, line, "[[correctness]]", required=("id", "check", "programs"))
     check_id = _check_id(table, loc, line, seen)
@@ -1020,15 +1054,11 @@ def _correctness(table: Table, line: int, entries: _Entries) -> CorrectnessCheck
         )
     if check not in CORRECTNESS_CHECKS:
         raise loc.error(check_line, f"unknown check {check!r}{did_you_mean(check, CORRECTNESS_CHECKS)}")
-    programs_line = loc.key_line(line, "programs")
-    programs = _strings(table["programs"], loc, programs_line, "programs")
-    _check_selectors(programs, loc, programs_line, known, memo.selectors)
+    programs = entries.programs(table, line)
     check_targets = _entry_targets(table, check_id, loc, line, targets)
     _check_arguments(table, check_id, programs, loc, line, known)
     reference = _reference(table, check_id, check, loc, line, known)
-    configs_line = loc.key_line(line, "configs")
-    configs = _strings(table.get("configs", "f32"), loc, configs_line, "configs")
-    _check_configs(configs, loc, configs_line, memo.configs)
+    configs = entries.configs(table, line, "f32")
     dist_line = loc.key_line(line, "distributions")
     if "distributions" in table and check != "agree":
         raise loc.error(dist_line, f"'{check_id}': check {check!r} uses fixed indices; drop 'distributions'")
@@ -1044,7 +1074,7 @@ def _correctness(table: Table, line: int, entries: _Entries) -> CorrectnessCheck
         configs=configs,
         distributions=tuple(dict.fromkeys(distributions)),
         expect=expect,
-        configs_where=f"{loc.path}:{configs_line}",
+        configs_where=f"{loc.path}:{loc.key_line(line, 'configs')}",
         targets=check_targets,
         targets_where=f"{loc.path}:{loc.key_line(line, 'targets')}",
     )
@@ -1094,7 +1124,7 @@ def _expect(table: Table, check_id: str, check: str, loc: _Locator, line: int) -
     return expect
 
 
-def _signature_of(program: object) -> Any:
+def _signature_of(program: object) -> tuple[object, ...] | None:
     """A program's :attr:`ProgramDecl.signature`, read from its declaration or from a built program's
     inputs; None for the one-table contract (and an unknown name)."""
     found = getattr(program, "signature", None)
@@ -1121,19 +1151,32 @@ def _check_arguments(
             f"'{check_id}': check {check!r} calls a lookup (table, indices) on chosen rows; '{name}' is a "
             "program with params",
         )
-    if check != "agree" or not isinstance(reference, str) or reference not in names:
-        return
+    if check == "agree" and isinstance(reference, str) and reference in names:
+        _check_reference(check_id, reference, own, select_programs(selectors, known), names, loc, line)
+
+
+def _check_reference(
+    check_id: str,
+    reference: str,
+    own: Mapping[str, tuple[object, ...]],
+    programs: Sequence[str],
+    names: Mapping[str, Selectable],
+    loc: _Locator,
+    line: int,
+) -> None:
+    """Each program an ``agree`` check calls takes the arguments its ``reference`` takes."""
     want = _signature_of(names[reference])
-    for name in select_programs(selectors, known):
+    for name in programs:
         if own.get(name) != want:
-            takes = {None: "(table, indices)"}
-            mine = takes.get(own.get(name)) or f"params {own[name][0]}"
-            theirs = takes.get(want) or f"params {want[0]}"
             raise loc.error(
                 loc.key_line(line, "reference"),
-                f"'{check_id}': '{name}' takes {mine} and reference '{reference}' takes {theirs}: 'agree' "
-                "compares programs called on the same arguments",
+                f"'{check_id}': '{name}' takes {_takes(own.get(name))} and reference '{reference}' takes "
+                f"{_takes(want)}: 'agree' compares programs called on the same arguments",
             )
+
+
+def _takes(signature: tuple[object, ...] | None) -> str:
+    return "(table, indices)" if signature is None else f"params {signature[0]}"
 
 
 def scope_of(spec: Spec, programs: Mapping[str, Selectable]) -> Mapping[str, Selectable]:
@@ -1198,36 +1241,10 @@ def load_specs(*directories: Path) -> list[Spec]:
     catalog's (:func:`collision`), not declared twice.
     """
     catalog = _known(None)
-    paths: list[Path] = []
-    for directory in directories or (SPEC_DIR,):
-        if directory.is_file():
-            raise InvariantsError(
-                f"{shown(directory)}: a file; --spec-dir takes the folder that holds the spec files "
-                f"({shown(directory.parent)})"
-            )
-        if not directory.is_dir():
-            raise InvariantsError(f"{shown(directory)}: spec folder not found")
-        found = sorted(directory.glob("*.toml"))
-        if not found:
-            raise InvariantsError(f"{shown(directory)}: no *.toml spec files here")
-        paths += found
+    paths = [path for d in directories or (SPEC_DIR,) for path in _spec_files(d)]
     parsed = [(path, *_read(path)) for path in paths]
-    known: dict[str, Selectable] = dict(catalog)
-    first: dict[str, str] = {}
-    declared: list[tuple[ProgramDecl, ...]] = []
-    for _path, data, loc in parsed:
-        decls = _programs_of(data, loc)
-        declared.append(decls)
-        for decl in decls:
-            why = collision(decl.name, catalog)
-            if why is not None:
-                raise InvariantsError(f"{decl.where}: {why}")
-            if decl.name in first:
-                raise InvariantsError(
-                    f"{decl.where}: program '{decl.name}' is already declared at {first[decl.name]}"
-                )
-            first[decl.name] = decl.where
-            known[decl.name] = decl
+    declared, by_name = _declarations(parsed, catalog)
+    known: dict[str, Selectable] = {**catalog, **by_name}
     own = SPEC_DIR.resolve()
     specs = [
         dataclasses.replace(_spec_of(path, data, loc, catalog, decls), catalog_scope=True)
@@ -1238,9 +1255,54 @@ def load_specs(*directories: Path) -> list[Spec]:
     return _aim(specs, known)
 
 
+def _named_by_entries(spec: Spec, select: Callable[[tuple[str, ...]], list[str]]) -> set[str]:
+    """The programs ``spec``'s invariants and correctness checks name or select."""
+    named: set[str] = set()
+    for inv in spec.invariants:
+        named.update(select(inv.programs) if inv.kind == "absolute" else inv.programs)
+    for check in spec.correctness:
+        named.update(select(check.programs), *([check.reference] if check.reference else []))
+    return named
+
+
+def _spec_files(directory: Path) -> list[Path]:
+    """The ``*.toml`` files of a spec folder; a file, a missing folder or one without any is one line."""
+    if directory.is_file():
+        raise InvariantsError(
+            f"{shown(directory)}: a file; --spec-dir takes the folder that holds the spec files "
+            f"({shown(directory.parent)})"
+        )
+    if not directory.is_dir():
+        raise InvariantsError(f"{shown(directory)}: spec folder not found")
+    found = sorted(directory.glob("*.toml"))
+    if not found:
+        raise InvariantsError(f"{shown(directory)}: no *.toml spec files here")
+    return found
+
+
+def _declarations(
+    parsed: Sequence[tuple[Path, Table, _Locator]], catalog: Mapping[str, Selectable]
+) -> tuple[list[tuple[ProgramDecl, ...]], dict[str, ProgramDecl]]:
+    """Each file's ``[[program]]`` declarations, and all of them by name; a name the catalog has or
+    another declaration took is one line."""
+    declared = []
+    by_name: dict[str, ProgramDecl] = {}
+    for _path, data, loc in parsed:
+        declared.append(_programs_of(data, loc))
+        for decl in declared[-1]:
+            why = collision(decl.name, catalog)
+            if why is not None:
+                raise InvariantsError(f"{decl.where}: {why}")
+            if decl.name in by_name:
+                raise InvariantsError(
+                    f"{decl.where}: program '{decl.name}' is already declared at {by_name[decl.name].where}"
+                )
+            by_name[decl.name] = decl
+    return declared, by_name
+
+
 def _aim(specs: list[Spec], known: Mapping[str, Selectable]) -> list[Spec]:
-    """Each declared program aimed at the ``[spec] targets`` of the file that declares it and of every
-    file whose entries name it (:attr:`ProgramDecl.aimed`): it compiles on every target its specs name."""
+    """``specs`` with each declared program's :attr:`ProgramDecl.aimed` filled in."""
     aims: dict[str, dict[str, None]] = {d.name: {} for spec in specs for d in spec.programs}
     selected: dict[tuple[str, ...], list[str]] = {}  # a file of 20,000 entries shares a few selectors
 
@@ -1252,10 +1314,7 @@ def _aim(specs: list[Spec], known: Mapping[str, Selectable]) -> list[Spec]:
     for spec in specs:
         named = {d.name for d in spec.programs}
         if not spec.catalog_scope:  # the package's own files speak of the catalog alone
-            for inv in spec.invariants:
-                named.update(select(inv.programs) if inv.kind == "absolute" else inv.programs)
-            for check in spec.correctness:
-                named.update(select(check.programs), *([check.reference] if check.reference else []))
+            named |= _named_by_entries(spec, select)
         for name in named & aims.keys():
             aims[name].update(dict.fromkeys(spec.targets))
     return [

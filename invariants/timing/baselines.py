@@ -38,7 +38,6 @@ __all__ = [
     "baseline_floor",
     "baseline_path",
     "baseline_verdict",
-    "exceeds_baseline",
     "machine",
     "max_loss_for",
     "provenance",
@@ -70,9 +69,9 @@ def machine(device_kind: str, clock: str) -> dict[str, Any]:
     """What a baseline is relative to: the cores this process may run on, the device, and the clock.
 
     The cores are the process's own (its affinity), not the host's: an xdist worker pinned to one core
-    (``--pin-workers``) runs XLA:CPU's partitioned kernels on one thread, and measured take[bf16] at
-    0.12-0.13 against a baseline of 0.29 recorded on both cores. That worker is another machine for a
-    baseline: its efficiency items are measured and recorded, and skip their comparison saying why."""
+    (``--pin-workers``) runs XLA:CPU's partitioned kernels on one thread, far below a baseline recorded on
+    every core. That worker is another machine for a baseline: its efficiency items are measured and
+    recorded, and skip their comparison saying why."""
     return {"cores": len(_cores.usable()) or os.cpu_count(), "device": device_kind, "clock": clock}
 
 
@@ -94,7 +93,14 @@ def read_baseline(path: Path) -> dict[str, Any] | None:
         raise InvariantsError(f"{path}{where}: not a baseline (not JSON: {_first(err)})") from None
     if not isinstance(data, dict):
         raise InvariantsError(f"{path}: not a baseline (a JSON object with 'efficiency' and 'runs')")
-    value, runs = data.get("efficiency"), data.get("runs")
+    _check_median(path, data.get("efficiency"), data.get("runs"))
+    if not isinstance(data.get("machine"), dict):
+        raise InvariantsError(f"{path}: not a baseline (no 'machine' it was measured on)")
+    return data
+
+
+def _check_median(path: Path, value: object, runs: object) -> None:
+    """A baseline's ``efficiency``: a number in range, the median of its three ``runs``."""
     low, high = EFFICIENCY_RANGE
     if not isinstance(value, int | float) or not _number(value) or not low <= value <= high:
         raise InvariantsError(
@@ -110,9 +116,6 @@ def read_baseline(path: Path) -> dict[str, Any] | None:
             f"{path}: efficiency {value:g} is not the median of its recorded runs {runs}; a baseline is "
             "recorded (--record-baselines), not edited"
         )
-    if not isinstance(data.get("machine"), dict):
-        raise InvariantsError(f"{path}: not a baseline (no 'machine' it was measured on)")
-    return data
 
 
 def _number(value: object) -> bool:
@@ -204,21 +207,12 @@ def baseline_floor(baseline: float, max_loss: float) -> float:
     return baseline * (1.0 - max_loss)
 
 
-def exceeds_baseline(current: float, baseline: float, max_loss: float) -> bool:
-    """True when ``current`` efficiency lost more than ``max_loss`` (a fraction) against ``baseline``.
-
-    A point comparison: ``current < baseline * (1 - max_loss)``. For a noise-aware verdict from a measured
-    interval use :func:`baseline_verdict`.
-    """
-    return current < baseline_floor(baseline, max_loss)
-
-
 def baseline_verdict(result: RatioResult, baseline: float, max_loss: float) -> Verdict:
     """Judge a measured efficiency against a recorded baseline, allowing a ``max_loss`` fraction of loss.
 
-    ``"fail"`` only when the whole interval lies below ``baseline * (1 - max_loss)`` (i.e. even the interval's
-    ``high`` :func:`exceeds_baseline`); ``"pass"`` when the whole interval is at or above it;
-    ``"inconclusive"`` otherwise. Measure with ``min_efficiency=baseline_floor(baseline, max_loss)`` so the
-    adaptive extension works toward this same bound.
+    ``"fail"`` only when the whole interval lies below ``baseline * (1 - max_loss)``; ``"pass"`` when the
+    whole interval is at or above it; ``"inconclusive"`` otherwise. Measure with
+    ``min_efficiency=baseline_floor(baseline, max_loss)`` so the adaptive extension works toward this same
+    bound.
     """
     return decide_lower(result.low, result.high, baseline_floor(baseline, max_loss)) or "inconclusive"

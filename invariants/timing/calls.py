@@ -38,10 +38,9 @@ def copy_callable(nbytes: int) -> Callable[[], None]:
     The program is ``b + 1`` on a float32 ``[n, 32]`` buffer of ``nbytes``, compiled once: the same bytes
     as a copy, but an elementwise loop fusion that XLA partitions across threads the way it partitions a
     gather. A plain ``jnp.copy`` runs as one memcpy on one thread, so its time reacts to load on the other
-    cores differently from the lookup's; measured here, efficiency against it varied 0.33-0.59 over six
-    runs, against ``b + 1`` 0.74-0.89. The input is not donated, and the optimized HLO is checked to do
-    real work rather than return the parameter. This is the bandwidth roofline reference for
-    :func:`measure_efficiency`.
+    cores differently from the lookup's, and an efficiency against it spreads widely. The input is not
+    donated, and the optimized HLO is checked to do real work rather than return the parameter. This is the
+    bandwidth roofline reference for :func:`measure_efficiency`.
 
     Raises:
         InvariantsError: if ``nbytes < MIN_COPY_BYTES``, or if the compiled program does no work.

@@ -32,7 +32,6 @@ def profiler_trace(folder: str) -> ContextManager[object]:
     return jax.profiler.trace(folder)
 
 
-# A timer needs each call's module event only; a loop's ops are thousands per call.
 _MODULES_ONLY = functools.partial(read_trace, ops=False)
 
 

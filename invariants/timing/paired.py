@@ -8,17 +8,15 @@ Method (see :func:`measure_ratio`):
 
 1. warm up both callables, then time single calls to choose ``inner`` for each side: the number of calls
    per sample, so that a sample of either side lasts about ``sample_seconds`` (2 ms by default, at least
-   one call). 2 ms averages out per-call dispatch jitter inside a sample; on the 2-core CI machines it gave
-   a 3x smaller run-to-run spread of the median ratio than 0.5 ms samples (0.7% vs 2.2% unloaded, 4.1% vs
-   5.2% with every core hogged, for ``W[x] + W[(x+1) % V]`` against ``W[x]``). Equal sample *durations*
-   matter under load: the chance that a sample is hit by a preemption grows with its length, so unequal
-   lengths would bias the ratio whenever the machine is busy;
-2. time pairs of samples, alternating the order (AB, BA, AB, ...; i.e. ABBA over two pairs) to cancel drift
-   and first-in-pair effects, and keep the per-pair ratio ``t_a / t_b``;
-3. estimate the median of the per-pair ratios with a distribution-free (order statistic) confidence
-   interval;
-4. if a threshold is given and the interval straddles it, take more pairs and look again, until the interval
-   is on one side or the time budget is spent.
+   one call). Samples that long average out per-call dispatch jitter; equal sample *durations* matter
+   under load, since the chance that a preemption hits a sample grows with its length;
+2. time pairs of samples, alternating the order (ABBA) to cancel drift and first-in-pair effects, and keep
+   the per-pair ratio ``t_a / t_b``: slow phases of the machine cancel within a pair;
+3. estimate the median of the per-pair ratios (which ignores pairs where one side was preempted) with a
+   distribution-free order-statistic confidence interval;
+4. if a threshold is given and the interval straddles it, take more pairs and look again, each look
+   spending a shrinking part of ``1 - confidence`` (:func:`invariants._stats.look_alpha`), until the
+   interval is on one side or the time budget is spent.
 
 A verdict is ``"fail"`` only when the *whole* interval lies beyond the threshold. An interval that still
 straddles the threshold when the budget is spent is ``"inconclusive"``, which is not a failure.
@@ -216,11 +214,8 @@ class _Taken(NamedTuple):
 
 
 def _pairs(sides: _Sides, count: int, start: int, deadline: float | None, floor: int) -> _Taken:
-    """``count`` more pairs of per-call times (A's, B's), the order alternating with the pair index (ABBA)
-    from ``start``, the number of pairs taken before.
-
-    Stops early past ``deadline`` once at least ``floor`` pairs exist in total. With a device recorder
-    the pairs run inside one trace, and each sample's time is the sum of its calls' device seconds.
+    """``count`` more pairs of per-call times, in ABBA order from pair ``start``, stopping past ``deadline``
+    once ``floor`` pairs exist; with a device recorder inside one trace, summing each call's device seconds.
     """
     a, b, (inner_a, inner_b), clock, device = sides
     wall_a: list[float] = []
@@ -242,9 +237,9 @@ def _pairs(sides: _Sides, count: int, start: int, deadline: float | None, floor:
             wall_b.append(sb / inner_b)
         return len(a_first) * (inner_a + inner_b)
 
-    if device is None:
+    if device is None:  # the host's clock is the verdict's: the same times, in lists of their own
         batch()
-        return _Taken(wall_a, wall_b, wall_a, wall_b)
+        return _Taken(wall_a, wall_b, list(wall_a), list(wall_b))
     seconds = iter(device.record(batch))
     t_a: list[float] = []
     t_b: list[float] = []
@@ -322,60 +317,84 @@ def _checked(s: Sampling, decides: bool) -> tuple[float, int]:
     return alpha, floor
 
 
+class _Sample:
+    """The pairs taken so far (per-call seconds by the verdict clock, and by the host's beside it), and how
+    more are taken: ABBA from the count so far, up to the ``deadline``."""
+
+    def __init__(self, sides: _Sides, deadline: float, taken: _Taken) -> None:
+        self.sides, self.deadline = sides, deadline
+        self.t_a, self.t_b, self.wall_a, self.wall_b = taken
+
+    def more(self, count: int, floor: int) -> None:
+        taken = _pairs(self.sides, count, len(self.t_a), self.deadline, floor)
+        for have, new in zip((self.t_a, self.t_b, self.wall_a, self.wall_b), taken, strict=True):
+            have.extend(new)
+
+
+def _first_look(a: Timed, b: Timed, s: Sampling, floor: int, start: float) -> _Sample:
+    """The pairs the first look reads: calibrated, then ``min_pairs`` of them, then more until
+    ``min_seconds`` have passed since ``start``."""
+    # min_seconds is a floor on precision for the host's clocks; the chip's repeats to a fraction of 1%.
+    min_seconds = 0.0 if s.device is not None else s.min_seconds
+    calibrated, per_call = _calibrate(a, b, s.warmup, s.sample_seconds, s.clock)
+    # On the device clock every call is its own event, timed to the nanosecond by the chip: one call
+    # per sample leaves nothing to average and keeps the trace small.
+    n_inner = (s.inner, s.inner) if s.inner is not None else (1, 1) if s.device else calibrated
+    min_pairs = _device_pairs(s.min_pairs, floor, sum(per_call)) if s.device is not None else s.min_pairs
+    deadline = start + s.max_seconds
+    sides = _Sides(a, b, n_inner, s.clock, s.device)
+    sample = _Sample(sides, deadline, _pairs(sides, min_pairs, 0, deadline, floor))
+    while s.clock() - start < min(min_seconds, s.max_seconds):
+        sample.more(max(2, len(sample.t_a) // 4), floor)
+    return sample
+
+
+def _looks(
+    sample: _Sample, decide: Callable[[float, float], Verdict | None] | None, alpha: float, clock: Clock
+) -> tuple[np.ndarray, float, float, Verdict | None, int]:
+    """Look at the interval until it decides or the budget ends: the ratios, the interval, the verdict
+    (None: undecided) and how many looks it took."""
+    look = 1
+    while True:
+        ratios = np.asarray(sample.t_a) / np.asarray(sample.t_b)
+        alpha_now = look_alpha(alpha, look) if decide is not None else alpha
+        low, high = median_interval(ratios, 1.0 - alpha_now)
+        verdict = decide(low, high) if decide is not None else None
+        if decide is None or verdict is not None or clock() >= sample.deadline:
+            return ratios, low, high, verdict, look
+        # Straddles and budget left: grow the sample geometrically, then look again with less alpha.
+        n = len(sample.t_a)
+        look += 1
+        sample.more(
+            max(n + 2, math.ceil(n * _GROWTH)) - n, max(min_pairs_for(1.0 - look_alpha(alpha, look)), n + 1)
+        )
+
+
 def _run(
     a: Timed,
     b: Timed,
     decide: Callable[[float, float], Verdict | None] | None,
     sampling: Sampling,
 ) -> _Run:
-    s = sampling
-    min_pairs, max_seconds = s.min_pairs, s.max_seconds
-    # min_seconds is a floor on precision for the host's clocks; the chip's repeats to a fraction of 1%.
-    min_seconds = 0.0 if s.device is not None else s.min_seconds
-    warmup, inner, sample_seconds, clock = s.warmup, s.inner, s.sample_seconds, s.clock
     alpha, floor = _checked(sampling, decide is not None)
-
     gc_was_enabled = gc.isenabled()
     gc.disable()  # a collection inside one sample of a pair would land on one side only
     try:
-        start = clock()
-        calibrated, per_call = _calibrate(a, b, warmup, sample_seconds, clock)
-        # On the device clock every call is its own event, timed to the nanosecond by the chip: one call
-        # per sample leaves nothing to average and keeps the trace small.
-        n_inner = (inner, inner) if inner is not None else (1, 1) if s.device else calibrated
-        if s.device is not None:
-            min_pairs = _device_pairs(min_pairs, floor, sum(per_call))
-        deadline = start + max_seconds
-        sides = _Sides(a, b, n_inner, clock, s.device)
-        t_a, t_b, wall_a, wall_b = _pairs(sides, min_pairs, 0, deadline, floor)
-
-        def more(count: int, floor: int) -> None:
-            taken = _pairs(sides, count, len(t_a), deadline, floor)
-            for have, new in zip((t_a, t_b, wall_a, wall_b), taken, strict=True):
-                have.extend(new)
-
-        while clock() - start < min(min_seconds, max_seconds):
-            more(max(2, len(t_a) // 4), floor)
-        look = 1
-        while True:
-            ratios = np.asarray(t_a) / np.asarray(t_b)
-            alpha_now = look_alpha(alpha, look) if decide is not None else alpha
-            low, high = median_interval(ratios, 1.0 - alpha_now)
-            verdict = decide(low, high) if decide is not None else None
-            if decide is None or verdict is not None or clock() >= deadline:
-                break
-            # Straddles and budget left: grow the sample geometrically, then look again with less alpha.
-            target = max(len(t_a) + 2, math.ceil(len(t_a) * _GROWTH))
-            look += 1
-            more(target - len(t_a), max(min_pairs_for(1.0 - look_alpha(alpha, look)), len(t_a) + 1))
-        seconds = clock() - start
+        start = sampling.clock()
+        sample = _first_look(a, b, sampling, floor, start)
+        ratios, low, high, verdict, look = _looks(sample, decide, alpha, sampling.clock)
+        seconds = sampling.clock() - start
     finally:
         if gc_was_enabled:
             gc.enable()
     if decide is not None and verdict is None:
         verdict = "inconclusive"
-    walls = np.asarray(wall_a), np.asarray(wall_b)
-    return _Run(ratios, np.asarray(t_a), np.asarray(t_b), *walls, low, high, verdict, seconds, n_inner, look)
+    t_a, t_b, walls = (
+        np.asarray(sample.t_a),
+        np.asarray(sample.t_b),
+        (np.asarray(sample.wall_a), np.asarray(sample.wall_b)),
+    )
+    return _Run(ratios, t_a, t_b, *walls, low, high, verdict, seconds, sample.sides.inner, look)
 
 
 # ----------------------------------------------------------------------------------------- public API
@@ -418,19 +437,11 @@ def measure_ratio(a: Timed, b: Timed, *, threshold: float | None = None, **sampl
         warmup: calls of each callable before timing; their times choose ``inner``.
         inner: calls per sample, for both sides; ``None`` calibrates each side separately so that its
             samples last about ``sample_seconds`` (at least one call).
-        sample_seconds: the target sample duration for the automatic ``inner`` (see the module docstring).
+        sample_seconds: the target sample duration for the automatic ``inner``.
         clock: monotonic seconds; tests inject a fake clock.
 
     Returns:
-        A :class:`RatioResult`. ``verdict`` is ``"fail"`` only when the whole interval is above
-        ``threshold``; ``"inconclusive"`` when it still straddles the threshold at budget end.
-
-    Statistic: each pair gives one ratio, so slow phases of the machine (other processes, frequency changes)
-    cancel within the pair; alternating the order (ABBA) cancels drift and first-in-pair effects; the
-    median ignores pairs where one side was preempted; its order-statistic interval
-    (:func:`median_interval`) is exact without assuming a distribution. With a threshold, each extra look
-    spends a shrinking part of ``1 - confidence`` (:func:`invariants._stats.look_alpha`), so sampling until
-    the interval leaves the threshold does not inflate the false-failure rate.
+        A :class:`RatioResult`.
 
     Raises:
         InvariantsError: on invalid parameters (``min_pairs`` too small for ``confidence``, non-positive
@@ -447,10 +458,7 @@ def measure_efficiency(
     Same pairing, statistic, adaptive extension and parameters as :func:`measure_ratio` with
     ``a = copy, b = program``. ``copy`` is typically :func:`copy_callable` of the bytes the program must move.
 
-    Returns:
-        A :class:`RatioResult` named ``efficiency`` (``median`` is ``t_copy / t_program``), bounded
-        ``at_least`` ``min_efficiency``: ``verdict`` is ``"fail"`` only when the whole interval is below
-        the floor; ``"inconclusive"`` when it still straddles it at budget end.
+    Returns a :class:`RatioResult` named ``efficiency``, bounded ``at_least`` ``min_efficiency``.
     """
     return measure_paired(
         copy,
@@ -486,15 +494,18 @@ def measure_paired(
         warnings.warn(f"device clock unavailable, timing on the wall clock: {err}", DeviceClockFallback, 2)
         sampling = dataclasses.replace(sampling, device=None, clock_name="wall")
         r = _run(a, b, decide, sampling)
+    return _result(r, sampling, bound, direction, name)
+
+
+def _result(r: _Run, sampling: Sampling, bound: float | None, direction: Direction, name: str) -> RatioResult:
     device = sampling.device is not None
-    confidence = sampling.confidence
     return RatioResult(
         median=float(np.median(r.ratios)),
         low=r.low,
         high=r.high,
         pairs=int(r.ratios.size),
         seconds=r.seconds,
-        confidence=confidence,
+        confidence=sampling.confidence,
         threshold=bound,
         verdict=r.verdict,
         t_a_median=float(np.median(r.t_a)),
@@ -530,17 +541,13 @@ def runtime_clock(platform: str, choice: str | None = None, where: str = "timing
     accelerator. ``choice`` (``"device"``, ``"wall"`` or ``"cpu"``) overrides.
 
     Why CPU time on the CPU backend: there the device *is* this process, so the CPU time of its threads is
-    the work a program costs, and it does not include the time spent waiting for a core that another
-    process holds. Measured on the 2-core CI machine beside one busy loop per core, a real 1.7x slowdown
-    read as 1.17-2.26 by the wall clock (one run in ten inconclusive), while unrelated ratios spread
-    widely. Its blind spot: a kernel that loses its threads but does the same work. Snapshots cannot pin
-    that either, since XLA:CPU splits loop fusions by the host's core count (``Kernel.partitions`` has it
-    per run); on a quiet, dedicated machine ``INVARIANTS_CLOCK=wall`` catches it.
+    the work a program costs, without the time spent waiting for a core another process holds. Its blind
+    spot, a kernel that loses its threads but does the same work, is caught by ``INVARIANTS_CLOCK=wall`` on
+    a quiet, dedicated machine.
 
-    Why the device clock on an accelerator: a blocking call's wall time is the host's round trip (dispatch,
-    transfer, wake-up), which on a TPU host is many times the device time of a small lookup, so wall
-    ratios of two such programs sit near 1 whatever the chip does. The profiler's trace has the chip's
-    own time of each call (:mod:`invariants.timing.device`). The host's CPU time says nothing there.
+    Why the device clock on an accelerator: a blocking call's wall time is the host's round trip, many times
+    the device time of a small lookup, so wall ratios of two such programs sit near 1 whatever the chip
+    does. The profiler's trace has the chip's own time of each call (:mod:`invariants.timing.device`).
 
     The one choice of a clock: the throughput items and ``versus`` alike (``where`` names the setting in
     an error: ``INVARIANTS_CLOCK``, ``--clock``).
@@ -571,12 +578,10 @@ def confirmed(
     """Run ``measure``; if its verdict is ``verdict``, run it once more and keep that verdict only if it
     repeats. Returns the deciding result and every attempt.
 
-    Why: the interval covers the sampling error of one measurement, under conditions that stay the same
-    while it runs. A burst of load that hits one program harder than the other (a 2-thread kernel waits
-    for its slower thread; a 1-thread one does not) changes the quantity itself for a while. Measured here
-    under one busy loop per core, 2 of 60 unrelated ratios failed on that. A regression repeats; a burst
-    rarely does. Asking for the verdict twice keeps detections (10 of 10 for a 1.7x slowdown) and
-    squares the chance of a false one.
+    Why: the interval covers the sampling error of one measurement under steady conditions; a burst of load
+    that hits one program harder than the other (a 2-thread kernel waits for its slower thread) changes
+    the quantity itself for a while. A regression repeats; a burst rarely does, so asking twice squares the
+    chance of a false failure.
     """
     first = measure()
     if first.verdict != verdict:

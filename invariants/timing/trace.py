@@ -21,7 +21,10 @@ import stat
 import statistics
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from jax.profiler import ProfileData, ProfilePlane
 
 from invariants._errors import InvariantsError
 
@@ -82,7 +85,7 @@ class ModuleStats:
     total_s: float
     ops: tuple[OpStats, ...]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return dataclasses.asdict(self)
 
 
@@ -123,7 +126,20 @@ def _read_bytes(path: Path) -> bytes:
         return f.read(MAX_TRACE_BYTES + 1)
 
 
-def _events(line: Any) -> tuple[Event, ...]:
+class _TraceEvent(Protocol):
+    name: str
+    start_ns: float
+    duration_ns: float
+
+
+class _TraceLine(Protocol):
+    """A line of a profiler trace's plane (``jax.profiler``'s, which it does not export)."""
+
+    @property
+    def events(self) -> Iterable[_TraceEvent]: ...
+
+
+def _events(line: _TraceLine) -> tuple[Event, ...]:
     return tuple(
         sorted(
             (Event(e.name, float(e.start_ns), float(e.duration_ns)) for e in line.events),
@@ -150,18 +166,29 @@ def read_trace(path: str | os.PathLike[str], ops: bool = True) -> DeviceTrace:
         raise TraceError(
             f"{p}: not a profiler trace (an XSpace protobuf): {str(err).splitlines()[0]}"
         ) from None
-    planes = [plane for plane in profile.planes if plane.name.startswith(DEVICE_PREFIX)]
-    for plane in planes:
-        lines = {line.name: line for line in plane.lines}
-        if MODULES_LINE in lines:
-            modules = _events(lines[MODULES_LINE])
-            if modules:
-                events = _events(lines[OPS_LINE]) if ops and OPS_LINE in lines else ()
-                return DeviceTrace(str(p), plane.name, modules, events)
+    return _device_trace(p, profile, ops)
+
+
+def _device_trace(p: Path, profile: ProfileData, ops: bool) -> DeviceTrace:
+    for plane in profile.planes:
+        found = _plane_trace(p, plane, ops) if plane.name.startswith(DEVICE_PREFIX) else None
+        if found is not None:
+            return found
     names = ", ".join(plane.name for plane in profile.planes) or "none"
     raise TraceError(
         f"{p}: no device plane with '{MODULES_LINE}' events (planes: {names}); "
         "a trace of a CPU run, or of a plugin that records no device events, has no device clock"
+    )
+
+
+def _plane_trace(p: Path, plane: ProfilePlane, ops: bool) -> DeviceTrace | None:
+    """A device plane's module events (and op events unless not ``ops``); None when it has none."""
+    lines = {line.name: line for line in plane.lines}
+    modules = _events(lines[MODULES_LINE]) if MODULES_LINE in lines else ()
+    if not modules:
+        return None
+    return DeviceTrace(
+        str(p), plane.name, modules, _events(lines[OPS_LINE]) if ops and OPS_LINE in lines else ()
     )
 
 

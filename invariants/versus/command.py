@@ -4,17 +4,11 @@ A stored baseline drifts between runs on a shared machine far more than within o
 measured on the same machine at the same moment, does not. So ``versus`` runs each side in worker
 processes of its own (``versus.worker``, over the protocol of ``versus.protocol``), one worker at a time,
 alternating short blocks of calls between the two (ABBA...), and judges ``time(candidate) /
-time(baseline)`` per program with the statistic of ``versus.stats``: fresh worker pairs (rounds) are the
-unit, the median of per-pair ratios inside a round, Student's t across rounds, more rounds while the
-interval straddles the threshold, and a failure counts only when a second measurement repeats it.
+time(baseline)`` per program with the statistic of ``versus.stats``, which says why (rounds of fresh
+worker pairs, and the all-cores phase that catches lost parallelism).
 
 It measures the CPU time and the wall clock of every block. On the CPU backend the verdict clock is the CPU
-time (waiting for a core another process holds does not count), and both workers of a round run on one
-core (the next round on the next core, ``Settings.pin``): two processes then time alike. One core gives
-both sides one thread, so a candidate that lost its parallelism times alike there too. A second phase,
-**all cores**, times fresh pairs once more with every core each (still one worker at a time) and judges
-their wall-clock ratio against ``--parallel-threshold`` (1.10): a failure there beside a CPU time that
-did not fail is ``lost-parallelism``, the same work on fewer threads (confirmed like any failure).
+time, and both workers of a round run on one core (the next round on the next core, ``Settings.pin``).
 
 On an accelerator the verdict clock is the device's own (``--clock device``, the default there): each call's
 time on the chip, from JAX's profiler (:mod:`invariants.timing.device`). A TPU chip belongs to the one
@@ -47,7 +41,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .. import _config
 from .._cores import freed, usable
@@ -60,6 +54,7 @@ from ..releases import environments as envs  # a module: a test replaces its fun
 from ..releases.environments import DEFAULT_CACHE, DEFAULT_INDEX
 from ..snapshot.diff import structural_diff, what_changed
 from ..timing.paired import RatioResult, runtime_clock
+from .protocol import Json
 from .report import (
     Record,
     SideRecord,
@@ -89,9 +84,11 @@ from .stats import (
 )
 
 if TYPE_CHECKING:
+    from packaging.version import Version
+
     from ..catalog.registry import Programs
 
-# Seed configuration, single device: the lookups users write, forward and backward, in a minute and a half.
+# Seed configuration, single device: the lookups users write, forward and backward.
 DEFAULT_PROGRAMS = (
     "naive",
     "take",
@@ -106,8 +103,8 @@ CONFIG = "f32"
 FAILED = ("fail", "lost-parallelism")
 SLOW_CALL = 0.25  # seconds a call: a program this slow is timed one call a block without measuring it
 DEVICE_CALLS = 256  # at most this many traced calls of a program per side and round (the device clock)
-# The device clock's default bound: two workers of one installation agree on a chip within a few 1e-4, so
-# the host clocks' bound would hide a 2% slowdown there.
+# The device clock's default bound: two workers of one installation agree closely on a chip, so the host
+# clocks' bound would hide a real slowdown there.
 DEVICE_THRESHOLD = 1.01
 
 
@@ -130,12 +127,11 @@ class Settings:
     parallel: bool = True
     parallel_min_rounds: int = 4
     parallel_max_rounds: int = 9
-    # A kernel split over threads gains only in a steady stream of calls: measured here, naive's blocks of
-    # 16 calls (2 ms) showed no gain from its two partitions, blocks of 150 calls (12 ms) 1.5x.
+    # A kernel split over threads gains only in a steady stream of calls: short blocks hide the loss.
     parallel_block_seconds: float = 20e-3
     # A phase whose baseline blocks kept less than this many threads busy (CPU time / wall time) stops at
-    # its next look, inconclusive: other load held the cores (measured under two busy loops: 0.5-0.8), so
-    # its wall clock measures that load. 0: never (the pinned phase, where CPU time decides).
+    # its next look, inconclusive: other load held the cores, so its wall clock measures that load. 0:
+    # never (the pinned phase, where CPU time decides).
     min_threads: float = 0.0
     parallel_min_threads: float = 0.9
     # Untimed calls before each block's clocks start, as a fraction of its calls: a worker woken for its
@@ -143,6 +139,10 @@ class Settings:
     # the steady stream after that. 0 in the pinned phase (one core, one thread: nothing to wake).
     warm_fraction: float = 0.0
     parallel_warm_fraction: float = 0.25
+
+    def times_all_cores(self) -> bool:
+        """Whether an all-cores phase follows: after pinned rounds on the CPU clock, unless --no-parallel."""
+        return self.pin and self.parallel and self.clock == "cpu"
 
     def all_cores(self) -> Settings:
         """The settings of the all-cores phase: unpinned, the wall clock deciding against
@@ -176,7 +176,7 @@ def _progress(line: str) -> None:
 # Timing.
 
 
-def _both(workers: Sequence[WorkerProcess], op: str, **fields: Any) -> list[dict[str, Any]]:
+def _both(workers: Sequence[WorkerProcess], op: str, **fields: object) -> list[Json]:
     """Send ``op`` to every worker, then read every reply: the workers do it at the same time."""
     for w in workers:
         w.send(op, **fields)
@@ -202,7 +202,7 @@ def time_round(
     i = 0
     while i < settings.min_pairs or clock() - start < settings.round_seconds or i % 2:
         order = (first, 1 - first) if i % 2 == 0 else (1 - first, first)
-        got: dict[int, dict[str, Any]] = {}
+        got: dict[int, Json] = {}
         for side in order:
             got[side] = workers[side].request("time", key=key, calls=calls, warm=warm)
         rd.add(got[0], got[1])
@@ -216,9 +216,9 @@ def calls_per_block(worker: WorkerProcess, key: str, estimate: float, seconds: f
     alone: blocks of 1, 4, 16, ... calls until one lasts a quarter of ``seconds``, then scaled.
 
     The worker's own ``prepare`` estimate (``estimate``, seconds per call) is measured while the other
-    side's worker compiles beside it, on the same core when pinned (measured: naive's read over 20 ms a
-    call, against 0.15 ms alone): it decides only for a program slower than :data:`SLOW_CALL` (one call a
-    block, without spending one more call on measuring it).
+    side's worker compiles beside it, on the same core when pinned, so it reads far too slow: it decides
+    only for a program slower than :data:`SLOW_CALL` (one call a block, without spending one more call on
+    measuring it).
     """
     if estimate >= max(SLOW_CALL, 4 * seconds):
         return 1
@@ -267,7 +267,7 @@ def device_round(
     at least ``2 * min_pairs`` calls and at most :data:`DEVICE_CALLS`."""
     order = (0, 1) if k % 2 else (1, 0)
     calls: dict[str, int] = {}
-    got: dict[int, dict[str, dict[str, Any]]] = {}
+    got: dict[int, dict[str, Json]] = {}
     for side in order:
         (worker,) = start([sides[side]], None)
         try:
@@ -317,10 +317,8 @@ def measure(
 ) -> dict[str, Judged]:
     """Rounds of fresh worker pairs until every program's interval is decided or ``max_rounds`` are spent.
 
-    With ``settings.pin``, both workers of a round run on one core, the next round on the next core: a
-    pair's two processes then see the same core and a one-core thread pool, so that two processes of one
-    installation time alike (docs/versus.md, "One core per round"). The core each round used goes to the
-    progress line.
+    With ``settings.pin``, both workers of a round run on one core (see the module docstring), and the core
+    each round used goes to the progress line.
 
     ``configs``: the configuration each program is timed in (default :data:`CONFIG`, the catalog's seed;
     a project's program is timed in the first configuration it lists).
@@ -329,34 +327,46 @@ def measure(
     """
     config_of = {p: (configs or {}).get(p, CONFIG) for p in programs}
     rounds: dict[str, list[Round]] = {p: [] for p in programs}
-    looks = dict.fromkeys(programs, 0)
     done: dict[str, Judged] = {}
     active = list(programs)
-    k = 0
+    k = looks = 0  # every program still active has been looked at as often
     while active:
         k += 1
         t0 = time.perf_counter()
-        cores = usable()
-        cpus = frozenset({cores[(k - 1) % len(cores)]}) if settings.pin else None
+        cpus, where = _placement(k, settings.pin)
         t1, t2 = _round(sides, {p: config_of[p] for p in active}, rounds, settings, k, start, cpus)
-        line = []
-        looking = k in look_at(settings.min_rounds, settings.max_rounds)
-        for p in list(active):
-            ratio = rounds[p][-1].ratio(settings.clock)
-            line.append(f"{p} {ratio:.3f}" if ratio else f"{p} ?")
-            if not looking:
-                continue
-            looks[p] += 1
-            judged = _judged(p, rounds[p], looks[p], settings, last=k >= settings.max_rounds)
-            if judged is not None:
-                done[p] = judged
-                active.remove(p)
-        where = f"core {min(cpus)}, " if cpus else ""
+        line = ", ".join(_said(p, rounds[p][-1].ratio(settings.clock)) for p in active)
+        if k in look_at(settings.min_rounds, settings.max_rounds):
+            looks += 1
+            done |= _look(active, rounds, looks, settings, last=k >= settings.max_rounds)
+            active = [p for p in active if p not in done]
         progress(
             f"  {label} round {k} ({where}start {t1 - t0:.1f} s, prepare {t2 - t1:.1f} s): "
-            f"{settings.clock} ratio " + ", ".join(line)
+            f"{settings.clock} ratio {line}"
         )
     return done
+
+
+def _look(
+    active: Sequence[str], rounds: dict[str, list[Round]], look: int, settings: Settings, last: bool
+) -> dict[str, Judged]:
+    """The programs of ``active`` decided at their ``look``-th look."""
+    judged = {p: _judged(p, rounds[p], look, settings, last) for p in active}
+    return {p: j for p, j in judged.items() if j is not None}
+
+
+def _placement(k: int, pin: bool) -> tuple[frozenset[int] | None, str]:
+    """The one core of pinned round ``k`` (the next usable one each round) and how the progress line
+    names it; None and nothing unpinned."""
+    if not pin:
+        return None, ""
+    cores = usable()
+    core = cores[(k - 1) % len(cores)]
+    return frozenset({core}), f"core {core}, "
+
+
+def _said(p: str, ratio: float | None) -> str:
+    return f"{p} {ratio:.3f}" if ratio else f"{p} ?"
 
 
 def _round(
@@ -369,8 +379,8 @@ def _round(
     cpus: frozenset[int] | None,
 ) -> tuple[float, float]:
     """Round ``k``: one fresh worker pair times each program of ``config_of`` (in its configuration), its
-    :class:`Round` appended to ``rounds``. Returns when the workers had started and when they had prepared
-    (``time.perf_counter``)."""
+    :class:`Round` appended to ``rounds``. Returns when the workers had started and when they
+    had prepared (``time.perf_counter``)."""
     if settings.clock == DEVICE:
         for p, rd in device_round(sides, config_of, settings, k, start).items():
             rounds[p].append(rd)
@@ -414,24 +424,28 @@ def _judged(p: str, rounds: list[Round], look: int, settings: Settings, last: bo
     results = _ratios(rounds, look, settings)
     threads = threads_of(rounds)
     note = _cannot_lose(threads["baseline"], settings)
-    decided = (
-        all_cores_word(results["wall"], results[ALL_CORES_THREADS])
-        if settings.min_threads > 0
-        else results[settings.clock].verdict
-    )
+    decided = _decided(results, settings)
     if decided is None and not last and not note:
         return None  # straddles: more rounds
-    if note:  # nothing this phase measures: see _cannot_lose (its threads witness neither)
-        for c in (settings.clock, ALL_CORES_THREADS):
-            if c in results:
-                results[c] = dataclasses.replace(results[c], verdict="inconclusive")
-    results = {
-        c: r if r.verdict else dataclasses.replace(r, verdict="inconclusive") for c, r in results.items()
-    }
+    # With a note, nothing this phase measures decides (see _cannot_lose): its threads witness neither.
+    undecided = (settings.clock, ALL_CORES_THREADS) if note else ()
+    results = {c: _inconclusive(r, c in undecided) for c, r in results.items()}
     word = combine(p, settings.clock, results)
     if settings.min_threads > 0 and not note:
         word = decided or "inconclusive"  # the all-cores word the loop judged by
     return Judged(results, word, threads, note)
+
+
+def _decided(results: dict[str, RatioResult], settings: Settings) -> str | None:
+    """The word the loop judges by: the all-cores one in an all-cores phase, else the verdict clock's."""
+    if settings.min_threads > 0:
+        return all_cores_word(results["wall"], results[ALL_CORES_THREADS])
+    return results[settings.clock].verdict
+
+
+def _inconclusive(r: RatioResult, undecided: bool) -> RatioResult:
+    """``r``, inconclusive where it is ``undecided`` or has no verdict."""
+    return dataclasses.replace(r, verdict="inconclusive") if undecided or not r.verdict else r
 
 
 def measure_confirmed(
@@ -449,34 +463,52 @@ def measure_confirmed(
     timed in the all-cores phase (:meth:`Settings.all_cores`), and those whose all-cores wall ratio fails
     once more: a confirmed failure there is ``lost-parallelism``. Each phase's words are the attempts
     (``all cores: fail``), in order."""
-    first = measure(sides, programs, settings, progress, "measure", start, configs)
+    attempts = _confirmed(sides, programs, settings, progress, start, configs, ("measure", "confirm"))
+    todo = [p for p in programs if attempts[p][-1].word != "fail"]
+    phase = _all_cores(sides, todo, settings, progress, start, configs)
+    every_core = not settings.pin and settings.clock == "cpu"  # --no-pin: its rounds use every core
+    return [_verdict(p, settings.clock, attempts[p], phase.get(p), every_core) for p in programs]
+
+
+def _verdict(
+    p: str, clock: str, attempts: list[Judged], phase: tuple[Judged, list[str]] | None, every_core: bool
+) -> ProgramVerdict:
+    """One program's verdict from its measurements, and from its all-cores phase where that ran."""
+    last, words = attempts[-1], [a.word for a in attempts]
+    threads = last.threads if every_core else None
+    if phase is not None:
+        measured, said = phase
+        last = _with_all_cores(p, last, measured.results, clock)
+        words, threads = words + said, measured.threads
+    return ProgramVerdict(p, clock, last.word, last.results, words, threads)
+
+
+def _confirmed(
+    sides: Sequence[Side],
+    programs: Sequence[str],
+    settings: Settings,
+    progress: Progress,
+    start: Starter,
+    configs: Mapping[str, str] | None,
+    labels: tuple[str, str],
+) -> dict[str, list[Judged]]:
+    """Each program's measurements, in order: one, and a second where the first failed (the second
+    stands). ``labels`` name the two on the progress lines."""
+    first = measure(sides, programs, settings, progress, labels[0], start, configs)
     failing = [p for p in programs if first[p].word in FAILED]
-    second = measure(sides, failing, settings, progress, "confirm", start, configs) if failing else {}
-    attempts = {p: [first[p]] + ([second[p]] if p in second else []) for p in programs}
-    final = {p: attempts[p][-1] for p in programs}  # a repeated failure, or the second attempt's word
-    words = {p: [a.word for a in attempts[p]] for p in programs}
-    threads: dict[str, dict[str, float | None] | None] = dict.fromkeys(programs)
-    if not settings.pin and settings.clock == "cpu":
-        threads = {p: final[p].threads for p in programs}  # --no-pin: its rounds use every core
-    if settings.pin and settings.parallel and settings.clock == "cpu":
-        todo = [p for p in programs if final[p].word != "fail"]
-        for p, (measured, said) in _all_cores(sides, todo, settings, progress, start, configs).items():
-            got = measured.results
-            results = {
-                **final[p].results,
-                ALL_CORES: got["wall"],
-                ALL_CORES_CPU: got["cpu"],
-                ALL_CORES_THREADS: got[ALL_CORES_THREADS],
-            }
-            final[p] = dataclasses.replace(
-                final[p], results=results, word=combine(p, settings.clock, results)
-            )
-            words[p] += said
-            threads[p] = measured.threads
-    return [
-        ProgramVerdict(p, settings.clock, final[p].word, final[p].results, words[p], threads[p])
-        for p in programs
-    ]
+    second = measure(sides, failing, settings, progress, labels[1], start, configs) if failing else {}
+    return {p: [first[p], *([second[p]] if p in second else [])] for p in programs}
+
+
+def _with_all_cores(p: str, judged: Judged, got: dict[str, RatioResult], clock: str) -> Judged:
+    """``judged`` with the all-cores phase's ratios beside its own, and the word they make together."""
+    results = {
+        **judged.results,
+        ALL_CORES: got["wall"],
+        ALL_CORES_CPU: got["cpu"],
+        ALL_CORES_THREADS: got[ALL_CORES_THREADS],
+    }
+    return dataclasses.replace(judged, results=results, word=combine(p, clock, results))
 
 
 def _all_cores(
@@ -489,6 +521,8 @@ def _all_cores(
 ) -> dict[str, tuple[Judged, list[str]]]:
     """The all-cores phase (:meth:`Settings.all_cores`) of ``todo``, and once more for its failures, as in
     the main phase (the second word stands): per program, its last measurement and each attempt's word."""
+    if not settings.times_all_cores():
+        return {}
     cores = settings.all_cores()
     if len(freed()) < 2:
         progress(
@@ -496,17 +530,12 @@ def _all_cores(
             "parallelism cannot show: the phase is left out"
         )
         return {}
-    out: dict[str, tuple[Judged, list[str]]] = {}
-    for label in ("all cores", "all cores, confirm"):
-        if not todo:
-            break
-        measured = measure(sides, todo, cores, progress, label, start, configs)
-        for p in todo:
-            note = measured[p].note
-            said = f"all cores: {measured[p].word}" + (f" ({note})" if note else "")
-            out[p] = (measured[p], [*(out[p][1] if p in out else []), said])
-        todo = [p for p in todo if measured[p].word == "fail"]
-    return out
+    attempts = _confirmed(sides, todo, cores, progress, start, configs, ("all cores", "all cores, confirm"))
+    return {p: (tried[-1], [_all_cores_word(a) for a in tried]) for p, tried in attempts.items()}
+
+
+def _all_cores_word(judged: Judged) -> str:
+    return f"all cores: {judged.word}" + (f" ({judged.note})" if judged.note else "")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -549,11 +578,11 @@ def timed_configs(programs: Sequence[str], known: Programs) -> dict[str, str]:
 
 def hello_and_structure(
     sides: Sequence[Side], keys: Sequence[tuple[str, str, str]], exclusive: bool
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+) -> tuple[list[Json], list[Json]]:
     """Each side's hello and, with ``keys``, its ``structure`` reply: from a worker of each side at once,
     or, where one process holds the chip (``exclusive``), from one after the other."""
-    hellos: list[dict[str, Any]] = []
-    replies: list[dict[str, Any]] = []
+    hellos: list[Json] = []
+    replies: list[Json] = []
     for group in [[s] for s in sides] if exclusive else [list(sides)]:
         workers = start_pair(group)
         try:
@@ -567,40 +596,42 @@ def hello_and_structure(
 
 
 def compare_structure(
-    answers: Sequence[dict[str, Any]], keys: Sequence[tuple[str, str, str]]
-) -> tuple[list[dict[str, Any]], dict[str, dict[str, str | None]]]:
+    answers: Sequence[Json], keys: Sequence[tuple[str, str, str]]
+) -> tuple[list[Json], dict[str, dict[str, str | None]]]:
     """Both sides' renderings, kernel and compiler metrics and invariant verdicts per key (``answers``: the
     sides' ``structure`` replies), with a diff (and one line saying which lines differ: code lines only,
     HLO lines, or both) where the renderings differ, and one line saying which gathers and scatters moved
     to or off the SparseCore where any did."""
-    replies = [repository_paths(r) for r in answers]
-    names = ("baseline", "candidate")
-    out = []
-    for key in keys:
-        name = "/".join(key)
-        b, c = (r["items"].get(name, {"error": "not answered"}) for r in replies)
-        diff = changed = None
-        if "snapshot" in b and "snapshot" in c and b["snapshot"] != c["snapshot"]:
-            diff = structural_diff(b["snapshot"], c["snapshot"], "baseline", "candidate")
-            changed = what_changed(b["snapshot"], c["snapshot"])
-        moved = offload_moves(b.get("sparsecore_metrics") or {}, c.get("sparsecore_metrics") or {})
-        out.append(
-            {
-                "key": name,
-                "baseline": b,
-                "candidate": c,
-                "diff": diff,
-                "changed": changed,
-                "offload": None if moved is None else f"{key[0]}[{key[1]}] on {key[2]}: {moved}",
-                "metrics": metric_rows(b, c),
-                "invariants": invariant_changes(b.get("invariants", []), c.get("invariants", [])),
-            }
-        )
+    base, cand = (repository_paths(r) for r in answers)
+    out = [_compared(key, _answer(base, key), _answer(cand, key)) for key in keys]
     targets = {
-        t: {n: r["targets"].get(t) for n, r in zip(names, replies, strict=True)}
+        t: {"baseline": base["targets"].get(t), "candidate": cand["targets"].get(t)}
         for t in dict.fromkeys(k[2] for k in keys)
     }
     return out, targets
+
+
+def _answer(reply: Json, key: tuple[str, str, str]) -> Json:
+    return reply["items"].get("/".join(key), {"error": "not answered"})
+
+
+def _compared(key: tuple[str, str, str], b: Json, c: Json) -> Json:
+    """One key's entry of the record's ``structure`` (see :mod:`invariants.versus.report`)."""
+    diff = changed = None
+    if "snapshot" in b and "snapshot" in c and b["snapshot"] != c["snapshot"]:
+        diff = structural_diff(b["snapshot"], c["snapshot"], "baseline", "candidate")
+        changed = what_changed(b["snapshot"], c["snapshot"])
+    moved = offload_moves(b.get("sparsecore_metrics") or {}, c.get("sparsecore_metrics") or {})
+    return {
+        "key": "/".join(key),
+        "baseline": b,
+        "candidate": c,
+        "diff": diff,
+        "changed": changed,
+        "offload": None if moved is None else f"{key[0]}[{key[1]}] on {key[2]}: {moved}",
+        "metrics": metric_rows(b, c),
+        "invariants": invariant_changes(b.get("invariants", []), c.get("invariants", [])),
+    }
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -609,7 +640,7 @@ def compare_structure(
 
 # The numeric settings of the command line, one row each: the flag, the Settings field it sets (its default
 # there), its type and meaning, and the check that bad input fails with one line before any worker starts.
-NUMBERS: tuple[tuple[str, str, type, str, Callable[[Any], bool], str], ...] = (
+NUMBERS: tuple[tuple[str, str, type, str, Callable[[float], bool], str], ...] = (
     ("--threshold", "threshold", float, "a ratio fails when its whole interval is above this",
      lambda v: v > 1.0, "must be above 1 (a slowdown bound)"),
     ("--confidence", "confidence", float, "interval coverage", lambda v: 0.5 < v < 1.0,
@@ -653,16 +684,14 @@ def _parser() -> Parser:
         help="targets for the structure comparison (default: the targets a project's spec files name, "
         f"else {DEFAULT_TARGETS}; 'all', 'tpu', 'gpu')",
     )
-    p.add_argument(
-        "--baseline-env", action="append", default=[], metavar="K=V", help="set K=V in baseline workers only"
-    )
-    p.add_argument(
-        "--candidate-env",
-        action="append",
-        default=[],
-        metavar="K=V",
-        help="set K=V in candidate workers only",
-    )
+    for role in ("baseline", "candidate"):
+        p.add_argument(
+            f"--{role}-env",
+            action="append",
+            default=[],
+            metavar="K=V",
+            help=f"set K=V in {role} workers only",
+        )
     p.add_argument("--json", type=Path, metavar="FILE", help="write the record (JSON)")
     p.add_argument(
         "--out", type=Path, metavar="MD", help="write the markdown report (fits $GITHUB_STEP_SUMMARY)"
@@ -809,7 +838,7 @@ def _builder(
     default rather than the user's (None: whether it is :data:`DEFAULT_TARGETS`)."""
     if default_targets is None:
         default_targets = args.targets == DEFAULT_TARGETS
-    lists: dict[str, Any] = {}
+    lists: dict[str, list[Version]] = {}
     # The backend the user asked for (JAX_PLATFORMS' first entry; python -m invariants defaults it to cpu).
     platform = (_config.requested_platforms() or ["cpu"])[0]
 
@@ -857,34 +886,12 @@ def main(argv: list[str]) -> int:
             ("candidate", args.candidate, args.candidate_env),
         )
     ]
-    exclusive = one_process_per_chip(sides)
-    if exclusive and args.clock == "wall":
-        raise InvariantsError(
-            "versus: --clock wall alternates blocks of two live workers, and a TPU chip belongs to one "
-            "process; use --clock device (the default on an accelerator)"
-        )
-    how = "one after the other (a TPU chip belongs to one process)" if exclusive else "at once"
-    progress(
-        f"versus: starting a worker of each side, {how} ({', '.join(f'{s.role} {s.python}' for s in sides)})"
-    )
-    if keys:
-        progress(f"versus: structure of {len(keys)} keys on both sides ({args.targets})")
-    hellos, replies = hello_and_structure(sides, keys, exclusive)
-    platforms = {h["platform"] for h in hellos}
-    if len(platforms) != 1:
-        both = ", ".join(sorted(platforms))
-        raise InvariantsError(f"versus: the sides run on different platforms ({both})")
-    settings = _settings(args, platforms.pop())
+    hellos, replies = _start(sides, keys, args, progress)
+    settings = _settings(args, _platform(hellos))
     structure, targets = compare_structure(replies, keys) if keys else ([], {})
-    timing: list[ProgramVerdict] = []
-    if timed:
-        progress(
-            f"versus: timing {len(timed)} programs, {settings.min_rounds}-{settings.max_rounds} rounds "
-            f"of fresh worker pairs, {settings.clock} clock"
-        )
-        timing = measure_confirmed(sides, timed, settings, progress, configs=timed_configs(timed, known))
+    timing = _timing(sides, timed, settings, known, progress)
     named = {
-        s.role: SideRecord(s.spec, str(s.python), dict(h["versions"]), dict(s.env))
+        s.role: SideRecord(s.spec, str(s.python), dict(h["versions"]), dict(s.env), str(h.get("device", "")))
         for s, h in zip(sides, hellos, strict=True)
     }
     record = make_record(
@@ -898,6 +905,45 @@ def main(argv: list[str]) -> int:
     )
     _write_outputs(args, record, bool(timing))
     return record.exit
+
+
+def _start(
+    sides: Sequence[Side], keys: Sequence[tuple[str, str, str]], args: argparse.Namespace, progress: Progress
+) -> tuple[list[Json], list[Json]]:
+    """Each side's hello and structure reply (:func:`hello_and_structure`), said on the progress line."""
+    exclusive = one_process_per_chip(sides)
+    if exclusive and args.clock == "wall":
+        raise InvariantsError(
+            "versus: --clock wall alternates blocks of two live workers, and a TPU chip belongs to one "
+            "process; use --clock device (the default on an accelerator)"
+        )
+    how = "one after the other (a TPU chip belongs to one process)" if exclusive else "at once"
+    progress(
+        f"versus: starting a worker of each side, {how} ({', '.join(f'{s.role} {s.python}' for s in sides)})"
+    )
+    if keys:
+        progress(f"versus: structure of {len(keys)} keys on both sides ({args.targets})")
+    return hello_and_structure(sides, keys, exclusive)
+
+
+def _platform(hellos: Sequence[Json]) -> str:
+    platforms = {h["platform"] for h in hellos}
+    if len(platforms) != 1:
+        both = ", ".join(sorted(platforms))
+        raise InvariantsError(f"versus: the sides run on different platforms ({both})")
+    return platforms.pop()
+
+
+def _timing(
+    sides: Sequence[Side], timed: Sequence[str], settings: Settings, known: Programs, progress: Progress
+) -> list[ProgramVerdict]:
+    if not timed:
+        return []
+    progress(
+        f"versus: timing {len(timed)} programs, {settings.min_rounds}-{settings.max_rounds} rounds "
+        f"of fresh worker pairs, {settings.clock} clock"
+    )
+    return measure_confirmed(sides, timed, settings, progress, configs=timed_configs(timed, known))
 
 
 def _compared_keys(

@@ -38,6 +38,8 @@ from .. import _config
 from .._errors import InvariantsError
 
 VERSION = 1
+# A decoded message, or an entry of a versus record: a JSON object whose fields are read by name.
+Json = dict[str, Any]
 OPS = ("prepare", "time", "trace", "structure", "quit")
 # Set in a worker's environment by the self-check and the detection study only: each timed call of the
 # worker costs this fraction more (0.1: a tenth), on the CPU time there, on the device clock on a chip.
@@ -51,12 +53,12 @@ class ProtocolError(InvariantsError):
     """A message that is not valid protocol, said in one line."""
 
 
-def encode(message: Mapping[str, Any]) -> str:
+def encode(message: Mapping[str, object]) -> str:
     """One protocol line (with ``v`` set), newline-terminated."""
     return json.dumps({"v": VERSION, **message}, separators=(",", ":")) + "\n"
 
 
-def _load(line: str, who: str) -> dict[str, Any]:
+def _load(line: str, who: str) -> Json:
     try:
         data = json.loads(line)
     except ValueError:
@@ -68,7 +70,7 @@ def _load(line: str, who: str) -> dict[str, Any]:
     return data
 
 
-def _field(data: Mapping[str, Any], name: str, kind: type | tuple[type, ...], who: str) -> Any:
+def _field(data: Json, name: str, kind: type | tuple[type, ...], who: str) -> Any:
     if name not in data:
         raise ProtocolError(f"{who}: {data.get('op') or 'message'} lacks {name!r}")
     value = data[name]
@@ -77,7 +79,7 @@ def _field(data: Mapping[str, Any], name: str, kind: type | tuple[type, ...], wh
     return value
 
 
-def _pairs(value: list[Any], width: int, name: str, who: str) -> list[tuple[str, ...]]:
+def _pairs(value: list[object], width: int, name: str, who: str) -> list[tuple[str, ...]]:
     out = []
     for entry in value:
         if not (isinstance(entry, list) and len(entry) == width and all(isinstance(s, str) for s in entry)):
@@ -86,7 +88,7 @@ def _pairs(value: list[Any], width: int, name: str, who: str) -> list[tuple[str,
     return out
 
 
-def decode_request(line: str) -> dict[str, Any]:
+def decode_request(line: str) -> Json:
     """A request line as ``{"op": ..., fields}``, validated; :class:`ProtocolError` otherwise."""
     who = "worker"
     data = _load(line, who)
@@ -109,7 +111,7 @@ def decode_request(line: str) -> dict[str, Any]:
     return {"op": op}
 
 
-def decode_hello(line: str, who: str) -> dict[str, Any]:
+def decode_hello(line: str, who: str) -> Json:
     """The worker's first line; :class:`ProtocolError` unless it is a hello of this version."""
     data = _load(line, who)
     if data.get("event") != "hello":
@@ -121,7 +123,27 @@ def decode_hello(line: str, who: str) -> dict[str, Any]:
     return data
 
 
-def decode_reply(line: str, op: str, who: str) -> dict[str, Any]:
+def _check_prepare(data: Json, who: str) -> None:
+    per_call = _field(data, "per_call", dict, who)
+    if not all(isinstance(v, (int, float)) and v > 0 for v in per_call.values()):
+        raise ProtocolError(f"{who}: per_call times must be positive numbers")
+
+
+def _check_time(data: Json, who: str) -> None:
+    for name in ("wall", "cpu"):
+        if not isinstance(data.get(name), (int, float)) or data[name] < 0:
+            raise ProtocolError(f"{who}: a time reply needs a non-negative {name!r}")
+
+
+def _check_structure(data: Json, who: str) -> None:
+    _field(data, "items", dict, who)
+    _field(data, "targets", dict, who)
+
+
+_REPLY_CHECKS = {"prepare": _check_prepare, "time": _check_time, "structure": _check_structure}
+
+
+def decode_reply(line: str, op: str, who: str) -> Json:
     """A reply to ``op``; an ``ok: false`` reply or a malformed one raises one line naming ``who``."""
     data = _load(line, who)
     ok = data.get("ok")
@@ -129,15 +151,7 @@ def decode_reply(line: str, op: str, who: str) -> dict[str, Any]:
         raise ProtocolError(f"{who}: {data.get('error') or 'failed without a reason'}")
     if ok is not True:
         raise ProtocolError(f"{who}: a reply needs 'ok', got {line.strip()[:80]!r}")
-    if op == "prepare":
-        per_call = _field(data, "per_call", dict, who)
-        if not all(isinstance(v, (int, float)) and v > 0 for v in per_call.values()):
-            raise ProtocolError(f"{who}: per_call times must be positive numbers")
-    elif op == "time":
-        for name in ("wall", "cpu"):
-            if not isinstance(data.get(name), (int, float)) or data[name] < 0:
-                raise ProtocolError(f"{who}: a time reply needs a non-negative {name!r}")
-    elif op == "structure":
-        _field(data, "items", dict, who)
-        _field(data, "targets", dict, who)
+    check = _REPLY_CHECKS.get(op)
+    if check is not None:
+        check(data, who)
     return data

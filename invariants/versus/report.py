@@ -36,19 +36,24 @@ phase's. Paths of the staged package copy a worker imported are written as this 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal, TypeVar, cast
 
 from .._errors import InvariantsError
-from .._paths import PACKAGE_DIR, atomic_path, shown, write_atomic
+from .._paths import PACKAGE_DIR, pyplot, save_figure, shown, write_atomic
 from ..compile.child import stage
 from ..plugin import results as _results
+from .protocol import Json
 from .stats import ALL_CORES, ALL_CORES_THREADS
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 FORMAT = "invariants-versus"
 FORMAT_VERSION = 1
@@ -61,31 +66,35 @@ CHANGES = {
 }
 
 
-def invariant_changes(
-    base: Sequence[Mapping[str, Any]], cand: Sequence[Mapping[str, Any]]
-) -> list[dict[str, Any]]:
+def invariant_changes(base: Sequence[Json], cand: Sequence[Json]) -> list[Json]:
     """Pair the invariant verdicts of one key by id; an id only one side evaluated is ``only on ...``."""
     by_id_b = {v["id"]: v for v in base}
     by_id_c = {v["id"]: v for v in cand}
-    out = []
-    for inv_id in dict.fromkeys([*by_id_b, *by_id_c]):
-        b, c = by_id_b.get(inv_id), by_id_c.get(inv_id)
-        entry: dict[str, Any] = {"id": inv_id, "where": (b or c or {}).get("where", "")}
-        entry["baseline"] = None if b is None else b["holds"]
-        entry["candidate"] = None if c is None else c["holds"]
-        entry["describe"] = {"baseline": (b or {}).get("describe"), "candidate": (c or {}).get("describe")}
-        entry["ratchet"] = (b or {}).get("ratchet") or (c or {}).get("ratchet")
-        if b is None or c is None:
-            entry["change"] = "only on the " + ("candidate" if b is None else "baseline")
-        elif b["holds"] is None or c["holds"] is None:
-            entry["change"] = _not_evaluated(b, c)
-        else:
-            entry["change"] = CHANGES[(bool(b["holds"]), bool(c["holds"]))]
-        out.append(entry)
-    return out
+    return [_paired(i, by_id_b.get(i), by_id_c.get(i)) for i in dict.fromkeys([*by_id_b, *by_id_c])]
 
 
-def _not_evaluated(b: Mapping[str, Any], c: Mapping[str, Any]) -> str:
+def _paired(inv_id: str, b: Json | None, c: Json | None) -> Json:
+    base, cand = b or {}, c or {}
+    return {
+        "id": inv_id,
+        "where": (b or cand).get("where", ""),
+        "baseline": base.get("holds"),
+        "candidate": cand.get("holds"),
+        "describe": {"baseline": base.get("describe"), "candidate": cand.get("describe")},
+        "ratchet": base.get("ratchet") or cand.get("ratchet"),
+        "change": _change(b, c),
+    }
+
+
+def _change(b: Json | None, c: Json | None) -> str:
+    if b is None or c is None:
+        return "only on the " + ("candidate" if b is None else "baseline")
+    if b["holds"] is None or c["holds"] is None:
+        return _not_evaluated(b, c)
+    return CHANGES[(bool(b["holds"]), bool(c["holds"]))]
+
+
+def _not_evaluated(b: Json, c: Json) -> str:
     """``not evaluated: REASON`` for an invariant one side or both could not evaluate (a metric without a
     value there): the reason once when both sides give it, else each side's."""
     why = {
@@ -102,7 +111,7 @@ def is_not_evaluated(change: str) -> bool:
     return change.startswith("not evaluated")
 
 
-def metric_rows(base: Mapping[str, Any], cand: Mapping[str, Any]) -> list[dict[str, Any]]:
+def metric_rows(base: Json, cand: Json) -> list[Json]:
     """The two sides' kernel, compiler and SparseCore metrics of one key, by name: ``{"metric", "source",
     "baseline", "candidate", "differs"}`` (null where a side has no value)."""
     rows = []
@@ -124,12 +133,14 @@ def metric_rows(base: Mapping[str, Any], cand: Mapping[str, Any]) -> list[dict[s
 @dataclass(frozen=True)
 class SideRecord:
     """One installation as a record names it: what ``--baseline`` or ``--candidate`` said, the interpreter
-    its workers ran, its distributions' versions, and the variables its workers ran with."""
+    its workers ran, its distributions' versions, the variables its workers ran with, and the device they
+    timed on (JAX's ``device_kind``: the chip a figure was measured on)."""
 
     spec: str
     python: str
     versions: dict[str, str] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
+    device: str = ""
 
 
 @dataclass(frozen=True)
@@ -140,21 +151,22 @@ class Record:
 
     baseline: SideRecord
     candidate: SideRecord
-    settings: dict[str, Any]
-    timing: list[dict[str, Any]]
-    structure: list[dict[str, Any]]
-    targets: dict[str, Any]
+    settings: Json
+    timing: list[Json]
+    structure: list[Json]
+    targets: Json
     exit: int
     reasons: list[str]
     seconds: float
+    date: str = ""  # the run's UTC date, beside the figures it measured
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> Json:
         return {"format": FORMAT, "format_version": FORMAT_VERSION, **dataclasses.asdict(self)}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], where: str) -> Record:
+    def from_json(cls, data: Json, where: str) -> Record:
         """The record of :meth:`to_json`'s output; a field missing or a side not as written is one line."""
-        names = [f.name for f in dataclasses.fields(cls)]
+        names = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING]
         missing = [n for n in names if n not in data]
         if missing:
             raise InvariantsError(f"{where}: the versus record has no {', '.join(missing)}")
@@ -162,66 +174,25 @@ class Record:
             baseline, candidate = (SideRecord(**data[role]) for role in ("baseline", "candidate"))
         except TypeError:
             raise InvariantsError(
-                f"{where}: a side of the versus record is not {{spec, python, versions, env}}"
+                f"{where}: a side of the versus record is not {{spec, python, versions, env, device}}"
             ) from None
-        return cls(
-            baseline,
-            candidate,
-            data["settings"],
-            data["timing"],
-            data["structure"],
-            data["targets"],
-            data["exit"],
-            data["reasons"],
-            data["seconds"],
-        )
+        rest = {n: data[n] for n in names if n not in ("baseline", "candidate")}
+        return cls(baseline, candidate, **rest, date=str(data.get("date", "")))
 
 
 def make_record(
     baseline: SideRecord,
     candidate: SideRecord,
-    settings: Mapping[str, Any],
-    timing: Sequence[Mapping[str, Any]],
-    structure: Sequence[Mapping[str, Any]],
-    targets: Mapping[str, Any],
+    settings: Json,
+    timing: Sequence[Json],
+    structure: Sequence[Json],
+    targets: Json,
     seconds: float,
 ) -> Record:
     """The record, with its exit status and the reasons for it."""
-    reasons = []
-    for t in timing:
-        if t["verdict"] == "fail":
-            r = t["results"][t["clock"]]
-            reasons.append(
-                f"{t['program']}: fail: {t['clock']} ratio {r['median']:.3f} "
-                f"[{r['low']:.3f}, {r['high']:.3f}] > {r['threshold']:g}"
-            )
-        elif t["verdict"] == "lost-parallelism":
-            r = t["results"].get(ALL_CORES) or t["results"]["wall"]
-            c = t["results"][t["clock"]]
-            th = t["results"].get(ALL_CORES_THREADS)
-            if th and r["low"] <= r["threshold"]:  # the threads witness decided (invariants.versus.stats)
-                wall = (
-                    f"threads ratio with all cores {_interval(th)} < {th['threshold']:.3g} (fewer "
-                    f"threads busy), wall ratio {_interval(r)}, "
-                    f"estimate above {r['threshold']:g}"
-                )
-            else:
-                wall = f"wall ratio with all cores {_interval(r)} > {r['threshold']:g}"
-            reasons.append(
-                f"{t['program']}: lost-parallelism: {wall}, {t['clock']} ratio {_interval(c)} did "
-                "not fail: the same work on fewer threads"
-            )
+    reasons = [reason for t in timing if (reason := _timing_reason(t))]
     for s in structure:
-        base, cand = s.get("baseline") or {}, s.get("candidate") or {}
-        if "snapshot" in base and "error" in cand:  # compiled on the baseline, not on the candidate
-            reasons.append(f"{s['key']}: compiles on the baseline, fails on the candidate: {cand['error']}")
-        for inv in s.get("invariants", []):
-            if inv["change"] == "regressed":
-                ratchet = inv.get("ratchet")
-                known = f" (a ratchet in the specs: {ratchet['issue']})" if ratchet else ""
-                reasons.append(
-                    f"{s['key']}: invariant {inv['id']} holds on the baseline, fails on the candidate{known}"
-                )
+        reasons += _structure_reasons(s)
     return Record(
         baseline,
         candidate,
@@ -232,13 +203,51 @@ def make_record(
         exit=1 if reasons else 0,
         reasons=reasons,
         seconds=seconds,
+        date=datetime.datetime.now(datetime.UTC).date().isoformat(),
     )
+
+
+def _timing_reason(t: Json) -> str | None:
+    if t["verdict"] == "fail":
+        r = t["results"][t["clock"]]
+        return f"{t['program']}: fail: {t['clock']} ratio {_interval(r)} > {r['threshold']:g}"
+    if t["verdict"] != "lost-parallelism":
+        return None
+    r = t["results"].get(ALL_CORES) or t["results"]["wall"]
+    th = t["results"].get(ALL_CORES_THREADS)
+    if th and r["low"] <= r["threshold"]:  # the threads witness decided (invariants.versus.stats)
+        wall = (
+            f"threads ratio with all cores {_interval(th)} < {th['threshold']:.3g} (fewer "
+            f"threads busy), wall ratio {_interval(r)}, estimate above {r['threshold']:g}"
+        )
+    else:
+        wall = f"wall ratio with all cores {_interval(r)} > {r['threshold']:g}"
+    c = t["results"][t["clock"]]
+    return (
+        f"{t['program']}: lost-parallelism: {wall}, {t['clock']} ratio {_interval(c)} did "
+        "not fail: the same work on fewer threads"
+    )
+
+
+def _structure_reasons(s: Json) -> list[str]:
+    base, cand = s.get("baseline") or {}, s.get("candidate") or {}
+    reasons = []
+    if "snapshot" in base and "error" in cand:
+        reasons.append(f"{s['key']}: compiles on the baseline, fails on the candidate: {cand['error']}")
+    for inv in s.get("invariants", []):
+        if inv["change"] == "regressed":
+            ratchet = inv.get("ratchet")
+            known = f" (a ratchet in the specs: {ratchet['issue']})" if ratchet else ""
+            reasons.append(
+                f"{s['key']}: invariant {inv['id']} holds on the baseline, fails on the candidate{known}"
+            )
+    return reasons
 
 
 @dataclass(frozen=True, kw_only=True)
 class VersusTiming(_results.Record):
-    """A timed program of a versus record, as the self-check judges it (failed when its confirmed verdict
-    failed)."""
+    """A timed program of a versus record, as the self-check judges it (failed when its
+    confirmed verdict failed)."""
 
     kind: Literal["versus-timing"] = "versus-timing"
     id: str = field()
@@ -270,6 +279,9 @@ def as_items(record: Record) -> list[_results.Record]:
     return items
 
 
+_Reply = TypeVar("_Reply")
+
+
 def write_json(record: Record, path: Path, option: str = "") -> None:
     """The record at ``path``, whole or not at all (:func:`invariants._paths.write_atomic`; ``option``
     names the flag in its one-line error)."""
@@ -277,16 +289,15 @@ def write_json(record: Record, path: Path, option: str = "") -> None:
     write_atomic(path, json.dumps(record.to_json(), indent=1) + "\n", option)
 
 
-def repository_paths(reply: Any) -> Any:
+def repository_paths(reply: _Reply) -> _Reply:
     """A worker's reply with the paths of the staged package copy it imported
-    (``/tmp/invariants-package-…/invariants/gpu.toml:212``, see :func:`invariants.compile.child.stage`) shown
-    as
-    this package's own (``invariants/gpu.toml:212`` from the checkout's root): every string, so invariant
-    locations, descriptions and errors alike."""
+    (``/tmp/invariants-package-…/invariants/gpu.toml:212``, see :func:`invariants.compile.child.stage`)
+    shown as this package's own (``invariants/gpu.toml:212`` from the checkout's root): every string, so
+    invariant locations, descriptions and errors alike."""
     here = shown(PACKAGE_DIR)
     staged = str(stage() / "invariants")
 
-    def fix(value: Any) -> Any:
+    def fix(value: object) -> object:
         if isinstance(value, str):
             return value.replace(staged + os.sep, here + os.sep) if staged in value else value
         if isinstance(value, list):
@@ -295,7 +306,7 @@ def repository_paths(reply: Any) -> Any:
             return {k: fix(v) for k, v in value.items()}
         return value
 
-    return fix(reply)
+    return cast(_Reply, fix(reply))
 
 
 def load_record(path: Path) -> Record:
@@ -322,14 +333,15 @@ def load_record(path: Path) -> Record:
 def _side_line(name: str, side: SideRecord) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in side.versions.items())
     env = " ".join(f"`{k}={v}`" for k, v in side.env.items())
-    return f"- **{name}** `{side.spec}`: {versions}" + (f"; env {env}" if env else "")
+    device = f" on {side.device}" if side.device else ""
+    return f"- **{name}** `{side.spec}`{device}: {versions}" + (f"; env {env}" if env else "")
 
 
-def _interval(r: Mapping[str, Any]) -> str:
+def _interval(r: Json) -> str:
     return f"{r['median']:.3f} [{r['low']:.3f}, {r['high']:.3f}]"
 
 
-def _threads(t: Mapping[str, Any]) -> str:
+def _threads(t: Json) -> str:
     """``; threads 1.8 → 1.0``: CPU time / wall time of the baseline's and the candidate's all-cores
     blocks, where the record has them."""
     th = t.get("threads_all_cores") or {}
@@ -352,7 +364,8 @@ def render_markdown(record: Record, diff_lines: int = 40) -> str:
         f"## versus: candidate `{record.candidate.spec}` against baseline `{record.baseline.spec}`: {word}",
         "",
     ]
-    out += [_side_line("baseline", record.baseline), _side_line("candidate", record.candidate), ""]
+    out += [_side_line("baseline", record.baseline), _side_line("candidate", record.candidate)]
+    out += [f"- **date** {record.date} (UTC)", ""] if record.date else [""]
     out += [f"- {reason}" for reason in record.reasons] + ([""] if record.reasons else [])
     if record.timing:
         out += _timing_section(record.timing, record.settings)
@@ -362,7 +375,18 @@ def render_markdown(record: Record, diff_lines: int = 40) -> str:
     return "\n".join(out) + "\n"
 
 
-def _timing_section(timing: Sequence[Mapping[str, Any]], s: Mapping[str, Any]) -> list[str]:
+_ROUNDS_NOTE = (
+    "Each round is a fresh pair of worker processes; a round's ratio is the median of its per-pair ratios, "
+    "the interval is Student's t over rounds (the spread between process pairs counts)."
+)
+_DEVICE_NOTE = (
+    "The device ratio is the chip's own time of each call (JAX's profiler); a round runs one side's "
+    "worker, then the other's, and pairs their calls in order. The wall ratio beside it is the "
+    "host's round trip of the same calls."
+)
+
+
+def _timing_section(timing: Sequence[Json], s: Json) -> list[str]:
     """The timing table, a row per program, and what its columns mean."""
     cores = any(ALL_CORES in t["results"] for t in timing)
     first = "device" if any("device" in t["results"] for t in timing) else "cpu"
@@ -376,36 +400,30 @@ def _timing_section(timing: Sequence[Mapping[str, Any]], s: Mapping[str, Any]) -
         "|---|---|---|---|" + ("---|" if cores else "") + "---|---|---|---|---|",
     ]
     out += [_timing_row(t, cores, first) for t in timing]
-    out.append("")
-    out.append(
-        "Each round is a fresh pair of worker processes; a round's ratio is the median of its "
-        "per-pair ratios, "
-        "the interval is Student's t over rounds (the spread between process pairs counts)."
-    )
+    out += ["", _ROUNDS_NOTE]
     if first == "device":
-        out.append(
-            "The device ratio is the chip's own time of each call (JAX's profiler); a round runs one side's "
-            "worker, then the other's, and pairs their calls in order. The wall ratio beside it is the "
-            "host's round trip of the same calls."
-        )
+        out.append(_DEVICE_NOTE)
     if cores:
-        results = [t["results"] for t in timing]
-        par_threshold = next(r[ALL_CORES]["threshold"] for r in results if ALL_CORES in r)
-        out.append(
-            f"The cpu and wall ratios come from rounds with both workers on one core; `wall, all cores` "
-            f"from rounds with every core for each worker, one at a time, failing above "
-            f"{par_threshold:g}; `threads`: CPU time / wall time of each side's blocks there, baseline → "
-            "candidate (about 1 where a side ran on one thread, or other load held the other cores), "
-            "and their paired ratio, candidate / baseline. `lost-parallelism`: the CPU time did not fail "
-            "while that wall ratio did (its whole interval above the bound), or its estimate was above "
-            "the bound and the threads ratio's whole interval below 1 / bound (the same work on fewer "
-            "threads)."
-        )
+        out.append(_cores_note(timing))
     out.append("")
     return out
 
 
-def _timing_row(t: Mapping[str, Any], cores: bool, first: str) -> str:
+def _cores_note(timing: Sequence[Json]) -> str:
+    par_threshold = next(t["results"][ALL_CORES]["threshold"] for t in timing if ALL_CORES in t["results"])
+    return (
+        f"The cpu and wall ratios come from rounds with both workers on one core; `wall, all cores` "
+        f"from rounds with every core for each worker, one at a time, failing above "
+        f"{par_threshold:g}; `threads`: CPU time / wall time of each side's blocks there, baseline → "
+        "candidate (about 1 where a side ran on one thread, or other load held the other cores), "
+        "and their paired ratio, candidate / baseline. `lost-parallelism`: the CPU time did not fail "
+        "while that wall ratio did (its whole interval above the bound), or its estimate was above "
+        "the bound and the threads ratio's whole interval below 1 / bound (the same work on fewer "
+        "threads)."
+    )
+
+
+def _timing_row(t: Json, cores: bool, first: str) -> str:
     res = t["results"]
     cpu, wall, par = res.get(first), res.get("wall"), res.get(ALL_CORES)
     main = res[t["clock"]]
@@ -418,75 +436,98 @@ def _timing_row(t: Mapping[str, Any], cores: bool, first: str) -> str:
         f"| {t['program']} | {verdict} | {_interval(cpu) if cpu else '—'} "
         f"| {_interval(wall) if wall else '—'} | {par_cell}"
         f"{len(main['round_ratios'])} | {main['pairs']} | {main['seconds']:.1f} "
-        f"| {main['t_b_median'] * 1e3:.3f} ms | {attempts} |"
+        f"| {_per_call(main)} | {attempts} |"
     )
+
+
+def _per_call(result: Json) -> str:
+    """The baseline's time per call on the verdict clock, and its wall time beside a device time."""
+    cell = f"{result['t_b_median'] * 1e3:.3f} ms"
+    if result.get("clock") == "device" and result.get("wall_b_median"):
+        cell += f" (wall {result['wall_b_median'] * 1e3:.3f} ms)"
+    return cell
 
 
 def _structure_section(record: Record, diff_lines: int) -> list[str]:
     """What was not compared, what moved to or off the SparseCore (a line per key), what is identical,
     invariants not evaluated; then a section per key that differs."""
-    out = ["### structure and invariants, side by side", ""]
-    listed = len(out)
-    for name, reasons in record.targets.items():
-        missing = [f"{side}: {why}" for side, why in reasons.items() if why]
-        if missing:
-            out.append(f"- target {name} not compared ({'; '.join(missing)})")
-    out += [f"- {x['offload']}" for x in record.structure if x.get("offload")]
-    same = [x["key"] for x in record.structure if not _shown(x)]
-    if same:
-        out.append(f"- identical on both sides: {', '.join(same)}")
-    for x in record.structure:
-        if _shown(x):
-            continue
-        for inv in x.get("invariants", []):
-            if is_not_evaluated(inv["change"]):
-                out.append(f"- {x['key']}: invariant `{inv['id']}` {inv['change']}")
-    if len(out) > listed:
-        out.append("")
+    listed = _listed(record)
+    out = ["### structure and invariants, side by side", "", *listed, *([""] if listed else [])]
     for x in record.structure:
         if _shown(x):
             out += _key_section(x, diff_lines)
     return out
 
 
-def _key_section(x: Mapping[str, Any], diff_lines: int) -> list[str]:
+def _listed(record: Record) -> list[str]:
+    listed = _not_compared(record.targets)
+    listed += [f"- {x['offload']}" for x in record.structure if x.get("offload")]
+    same = [x for x in record.structure if not _shown(x)]
+    if same:
+        listed.append(f"- identical on both sides: {', '.join(x['key'] for x in same)}")
+    listed += [
+        f"- {x['key']}: invariant `{inv['id']}` {inv['change']}"
+        for x in same
+        for inv in x.get("invariants", [])
+        if is_not_evaluated(inv["change"])
+    ]
+    return listed
+
+
+def _not_compared(targets: Json) -> list[str]:
+    out = []
+    for name, reasons in targets.items():
+        missing = [f"{side}: {why}" for side, why in reasons.items() if why]
+        if missing:
+            out.append(f"- target {name} not compared ({'; '.join(missing)})")
+    return out
+
+
+def _key_section(x: Json, diff_lines: int) -> list[str]:
     """One key that differs: its invariants that changed, a side's error, the snapshot's change, the
     metrics side by side and the diff (cut at ``diff_lines``)."""
     out = [f"#### {x['key']}"]
-    for inv in x.get("invariants", []):
-        if is_not_evaluated(inv["change"]):
-            out.append(f"- invariant `{inv['id']}` ({inv['where']}): {inv['change']}")
-        elif inv["change"] != "holds on both":
-            desc = inv["describe"].get("candidate") or inv["describe"].get("baseline") or ""
-            known = " (ratchet)" if inv.get("ratchet") else ""
-            out.append(f"- invariant `{inv['id']}`{known} ({inv['where']}): **{inv['change']}**: {desc}")
+    out += [line for inv in x.get("invariants", []) if (line := _invariant_line(inv))]
     out += [f"- {side}: {x[side]['error']}" for side in ("baseline", "candidate") if x[side].get("error")]
     if x.get("changed"):
         out.append(f"- snapshot: {x['changed']}")
     out += _metric_table(x.get("metrics") or [])
     if x["diff"]:
-        lines = x["diff"].splitlines()
-        more = [f"... {len(lines) - diff_lines} more lines in the JSON"] if len(lines) > diff_lines else []
-        out += ["", "```diff", *lines[:diff_lines], *more, "```"]
+        out += _diff_block(x["diff"].splitlines(), diff_lines)
     out.append("")
     return out
 
 
-def _changed(x: Mapping[str, Any]) -> bool:
+def _invariant_line(inv: Json) -> str | None:
+    if is_not_evaluated(inv["change"]):
+        return f"- invariant `{inv['id']}` ({inv['where']}): {inv['change']}"
+    if inv["change"] == "holds on both":
+        return None
+    desc = inv["describe"].get("candidate") or inv["describe"].get("baseline") or ""
+    known = " (ratchet)" if inv.get("ratchet") else ""
+    return f"- invariant `{inv['id']}`{known} ({inv['where']}): **{inv['change']}**: {desc}"
+
+
+def _diff_block(lines: list[str], diff_lines: int) -> list[str]:
+    more = [f"... {len(lines) - diff_lines} more lines in the JSON"] if len(lines) > diff_lines else []
+    return ["", "```diff", *lines[:diff_lines], *more, "```"]
+
+
+def _changed(x: Json) -> bool:
     return any(
         inv["change"] != "holds on both" and not is_not_evaluated(inv["change"])
         for inv in x.get("invariants", [])
     ) or any(x[side].get("error") for side in ("baseline", "candidate"))
 
 
-def _shown(x: Mapping[str, Any]) -> bool:
+def _shown(x: Json) -> bool:
     """A key gets its own section when its renderings, an invariant's verdict or a kernel metric differ,
     or a side failed on it."""
     kernel_differs = any(r["differs"] for r in x.get("metrics") or [] if r["source"] == "kernel")
     return x["diff"] is not None or _changed(x) or kernel_differs
 
 
-def _cell(value: Any) -> str:
+def _cell(value: object) -> str:
     if value is None:
         return "—"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -494,7 +535,7 @@ def _cell(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else f"{value:.4g}"
 
 
-def _metric_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+def _metric_table(rows: Sequence[Json]) -> list[str]:
     """Kernel and compiler metrics side by side; rows without a value on either side are left out, and a
     row whose values differ is marked."""
     valued = [r for r in rows if r["baseline"] is not None or r["candidate"] is not None]
@@ -515,50 +556,55 @@ def _metric_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def plot(record: Record, path: Path) -> None:
     """Ratio and interval per program, per clock, the threshold drawn; PNG at ``path``."""
-    try:
-        import matplotlib  # optional (the test extra), and heavy: only for the plot
-    except ImportError:
-        raise InvariantsError(f"{path}: matplotlib is not installed (pip install matplotlib)") from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # after the backend is chosen
-
+    plt = pyplot(path)
     timing = record.timing
     if not timing:
         raise InvariantsError(f"{path}: nothing was timed, nothing to plot")
     fig, ax = plt.subplots(figsize=(8, 0.5 * len(timing) + 1.8))
-    clocks = [c for c in ("cpu", "wall", ALL_CORES) if any(c in t["results"] for t in timing)]
-    style = {"cpu": ("o", "tab:blue"), "wall": ("s", "tab:gray"), ALL_CORES: ("^", "tab:green")}
+    clocks = [c for c in _STYLE if any(c in t["results"] for t in timing)]
     for j, clock in enumerate(clocks):
         for i, t in enumerate(timing):
-            r = t["results"].get(clock)
-            if r is None or not math.isfinite(r["median"]):
-                continue
-            y = i + (j - (len(clocks) - 1) / 2) * 0.25
-            failed = (t["verdict"] == "fail" and clock == t["clock"]) or (
-                t["verdict"] == "lost-parallelism" and clock == ALL_CORES
-            )
-            ax.errorbar(
-                r["median"],
-                y,
-                xerr=[[r["median"] - r["low"]], [r["high"] - r["median"]]],
-                fmt=style[clock][0],
-                color="tab:red" if failed else style[clock][1],
-                capsize=3,
-                label=clock.replace("_", " ") if i == 0 else None,
-            )
-    ax.axvline(1.0, color="black", linewidth=0.8)
-    ax.axvline(record.settings["threshold"], color="tab:red", linestyle="--", label="threshold")
-    par = [t["results"][ALL_CORES]["threshold"] for t in timing if ALL_CORES in t["results"]]
-    if par:
-        ax.axvline(par[0], color="tab:green", linestyle=":", label="all-cores threshold")
+            _draw(ax, t, clock, y=i + (j - (len(clocks) - 1) / 2) * 0.25, first=i == 0)
+    _thresholds(ax, record)
     ax.set_yticks(range(len(timing)), [t["program"] for t in timing])
     ax.invert_yaxis()
     ax.set_xlabel(f"time(candidate {record.candidate.spec}) / time(baseline {record.baseline.spec})")
     ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(
-        path, "--plot", suffix=True
-    ) as tmp:  # the same suffix: matplotlib picks the format from it
-        fig.savefig(tmp, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, "--plot")
+
+
+def _thresholds(ax: Axes, record: Record) -> None:
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.axvline(record.settings["threshold"], color="tab:red", linestyle="--", label="threshold")
+    par = [t["results"][ALL_CORES]["threshold"] for t in record.timing if ALL_CORES in t["results"]]
+    if par:
+        ax.axvline(par[0], color="tab:green", linestyle=":", label="all-cores threshold")
+
+
+_STYLE = {
+    "device": ("D", "tab:purple"),
+    "cpu": ("o", "tab:blue"),
+    "wall": ("s", "tab:gray"),
+    ALL_CORES: ("^", "tab:green"),
+}
+
+
+def _draw(ax: Axes, t: Json, clock: str, y: float, first: bool) -> None:
+    """One program's ratio and interval on one clock, red where that clock failed it."""
+    r = t["results"].get(clock)
+    if r is None or not math.isfinite(r["median"]):
+        return
+    failed = (t["verdict"] == "fail" and clock == t["clock"]) or (
+        t["verdict"] == "lost-parallelism" and clock == ALL_CORES
+    )
+    marker, color = _STYLE[clock]
+    ax.errorbar(
+        r["median"],
+        y,
+        xerr=[[r["median"] - r["low"]], [r["high"] - r["median"]]],
+        fmt=marker,
+        color="tab:red" if failed else color,
+        capsize=3,
+        label=clock.replace("_", " ") if first else None,
+    )

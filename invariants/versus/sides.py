@@ -23,14 +23,14 @@ import subprocess
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from packaging.version import InvalidVersion, Version
 
 from .._errors import InvariantsError
 from ..catalog.project import Project
 from ..compile.child import stage
-from .protocol import CPUS_ENV, SLOWDOWN_ENV, ProtocolError, decode_hello, decode_reply, encode
+from .protocol import CPUS_ENV, SLOWDOWN_ENV, Json, ProtocolError, decode_hello, decode_reply, encode
 
 # Variables a worker never inherits from the controller: each side sets its own.
 _NOT_INHERITED = (
@@ -156,20 +156,20 @@ class WorkerProcess:
             text=True,
             bufsize=1,
         )
-        self.hello: dict[str, Any] = {}
+        self.hello: Json = {}
         self._timeout = timeout
 
-    def start(self) -> dict[str, Any]:
+    def start(self) -> Json:
         """Wait for the hello; one line (naming the side) when the worker cannot start."""
         self.hello = decode_hello(self._readline(self._timeout), self.name)
         return self.hello
 
-    def request(self, op: str, timeout: float = 600.0, **fields: Any) -> dict[str, Any]:
+    def request(self, op: str, timeout: float = 600.0, **fields: object) -> Json:
         """Send one request and read its reply."""
         self.send(op, **fields)
         return self.receive(op, timeout)
 
-    def send(self, op: str, **fields: Any) -> None:
+    def send(self, op: str, **fields: object) -> None:
         assert self.proc.stdin is not None
         try:
             self.proc.stdin.write(encode({"op": op, **fields}))
@@ -177,7 +177,7 @@ class WorkerProcess:
         except (BrokenPipeError, OSError):
             raise InvariantsError(f"{self.name}: worker exited ({self._last_words()})") from None
 
-    def receive(self, op: str, timeout: float = 600.0) -> dict[str, Any]:
+    def receive(self, op: str, timeout: float = 600.0) -> Json:
         return decode_reply(self._readline(timeout), op, self.name)
 
     def _readline(self, timeout: float) -> str:

@@ -2,8 +2,8 @@
 
 Two worker processes of the *same* installation, timed against each other in interleaved blocks, do not
 give a ratio of 1: each process pair has its own bias (memory placement, thread pools), and interleaving
-inside one pair cannot cancel it (measured: docs/versus.md, "Design"). So the
-unit of this statistic is a **round**: one fresh pair of workers.
+inside one pair cannot cancel it (docs/versus.md, "Design"). So the unit of this statistic is a **round**:
+one fresh pair of workers.
 
 1. Inside a round, the controller alternates blocks of calls between the two workers (ABBA...) and keeps
    each pair's ratio ``t_candidate / t_baseline``, for the wall clock and for the CPU time alike. The
@@ -30,16 +30,13 @@ times fresh pairs with every core (one worker at a time, as always) and judges t
 (:data:`ALL_CORES`) against its own, wider threshold. :func:`combine` names a failure of that ratio beside a
 CPU time that did not fail ``lost-parallelism``.
 
-The threads witness. Unpinned rounds spread (measured here, quiet machine: all-cores wall ratios of one
-run from 0.89 to 1.72, a 15 % CV), so a candidate 1.22x slower there leaves a 9-round interval that
-straddles 1.10 in most runs. What lost parallelism changes first is how many threads a block keeps busy:
-each pair's ``(cpu / wall of the candidate's block) / (cpu / wall of the baseline's)``, the **threads ratio**
-(:data:`ALL_CORES_THREADS`; 1 for the same installation, 0.65-0.75 measured for that candidate, whose
-wall ratio read 1.22). Its interval wholly below ``1 / parallel_threshold`` (the candidate kept fewer
-threads busy, beyond the noise) is the evidence that parallelism was lost; the wall ratio's estimate above
-the threshold is its cost. Both must hold (:func:`all_cores_word`), and repeat in fresh rounds: a
-candidate that runs on fewer threads but no slower (grad_take, whose partitions gain nothing at this size:
-0.9x) passes, and the same installation never shows a threads ratio below 1 beyond its interval.
+The threads witness. Unpinned rounds spread too widely for the wall ratio alone to decide. What lost
+parallelism changes first is how many threads a block keeps busy: each pair's ``(cpu / wall of the
+candidate's block) / (cpu / wall of the baseline's)``, the **threads ratio** (:data:`ALL_CORES_THREADS`; 1
+for the same installation). Its interval wholly below ``1 / parallel_threshold`` is the evidence that
+parallelism was lost; the wall ratio's estimate above the threshold is its cost. Both must hold
+(:func:`all_cores_word`), and repeat in fresh rounds: a candidate that runs on fewer threads but
+no slower passes.
 """
 
 from __future__ import annotations
@@ -47,7 +44,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -69,15 +65,15 @@ MIN_ROUNDS_FOR_INTERVAL = 3  # a t interval on 2 rounds is wider than any thresh
 
 @dataclasses.dataclass
 class Round:
-    """One worker pair's per-pair ratios (candidate / baseline) of one program, per clock, and the
-    per-call seconds of each side's blocks (for reports)."""
+    """One worker pair's per-pair ratios (candidate / baseline) of one program, and each side's per-call
+    seconds of its blocks (for reports), both per clock."""
 
     calls: int
     ratios: dict[str, list[float]] = dataclasses.field(
         default_factory=lambda: {c: [] for c in (*CLOCKS, DEVICE, THREADS)}
     )
-    per_call: dict[str, list[float]] = dataclasses.field(
-        default_factory=lambda: {"baseline": [], "candidate": []}
+    per_call: dict[str, dict[str, list[float]]] = dataclasses.field(
+        default_factory=lambda: {c: {"baseline": [], "candidate": []} for c in (*CLOCKS, DEVICE)}
     )
     # Each block's CPU time over its wall time, per side: the threads it kept busy (spinning ones count).
     threads: dict[str, list[float]] = dataclasses.field(
@@ -87,7 +83,7 @@ class Round:
 
     def add(self, baseline: dict[str, float], candidate: dict[str, float]) -> None:
         """One pair: the two sides' ``{"wall": s, "cpu": s}`` for ``calls`` calls each, and ``"device"``
-        where the device clock read them (then the per-call seconds kept are the device's)."""
+        where the device clock read them."""
         for clock in (*CLOCKS, DEVICE):
             if clock not in baseline or clock not in candidate:
                 continue
@@ -99,7 +95,9 @@ class Round:
                 (candidate["cpu"] / candidate["wall"]) / (baseline["cpu"] / baseline["wall"])
             )
         for side, block in (("baseline", baseline), ("candidate", candidate)):
-            self.per_call[side].append(block.get(DEVICE, block["wall"]) / self.calls)
+            for clock, seconds in block.items():
+                if clock in self.per_call:
+                    self.per_call[clock][side].append(seconds / self.calls)
         for side, block in (("baseline", baseline), ("candidate", candidate)):
             if block["wall"] > 0:
                 self.threads[side].append(block["cpu"] / block["wall"])
@@ -114,8 +112,8 @@ def rounds_interval(round_ratios: Sequence[float], confidence: float) -> tuple[f
     """``(estimate, low, high)``: the geometric mean of the round ratios and its t interval on the logs.
 
     Raises:
-        InvariantsError: with fewer than :data:`MIN_ROUNDS_FOR_INTERVAL` rounds, or a ratio that is not
-            positive.
+        InvariantsError: with fewer than :data:`MIN_ROUNDS_FOR_INTERVAL` rounds, or a ratio that
+            is not positive.
     """
     x = np.asarray(round_ratios, dtype=float)
     if x.size < MIN_ROUNDS_FOR_INTERVAL:
@@ -143,6 +141,12 @@ def threads_of(rounds: Sequence[Round]) -> dict[str, float | None]:
     return out
 
 
+def _per_call(rounds: Sequence[Round], clock: str, side: str) -> float:
+    """The median per-call seconds of ``side``'s blocks over ``rounds`` on ``clock`` (NaN without blocks)."""
+    values = [t for rd in rounds for t in rd.per_call[clock][side]]
+    return float(np.median(values)) if values else math.nan
+
+
 def judge_rounds(
     rounds: Sequence[Round],
     clock: str,
@@ -160,8 +164,8 @@ def judge_rounds(
     level = 1.0 - look_alpha(1.0 - confidence, look)
     estimate, low, high = rounds_interval(values, level)
     verdict: Verdict | None = (decide_lower if floor else decide_upper)(low, high, threshold)
-    cand = [t for rd in rounds for t in rd.per_call["candidate"]]
-    base = [t for rd in rounds for t in rd.per_call["baseline"]]
+    timed = clock if clock in (*CLOCKS, DEVICE) else "wall"
+    wall = timed == DEVICE  # beside a device-clock ratio, the host's share of the same calls
     return RatioResult(
         median=estimate,
         low=low,
@@ -171,13 +175,16 @@ def judge_rounds(
         confidence=confidence,
         threshold=threshold,
         verdict=verdict,
-        t_a_median=float(np.median(cand)) if cand else math.nan,
-        t_b_median=float(np.median(base)) if base else math.nan,
+        t_a_median=_per_call(rounds, timed, "candidate"),
+        t_b_median=_per_call(rounds, timed, "baseline"),
         cv=robust_cv(values),
         inner_a=int(np.median([rd.calls for rd in rounds])),
         inner_b=int(np.median([rd.calls for rd in rounds])),
         looks=look,
         ratios=tuple(values),
+        clock=timed,
+        wall_a_median=_per_call(rounds, "wall", "candidate") if wall else None,
+        wall_b_median=_per_call(rounds, "wall", "baseline") if wall else None,
     )
 
 
@@ -204,7 +211,7 @@ class ProgramVerdict:
     def failed(self) -> bool:
         return self.verdict in ("fail", "lost-parallelism")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "program": self.program,
             "clock": self.clock,

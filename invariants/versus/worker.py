@@ -7,9 +7,8 @@ side's jax, jaxlib and equinox (the way ``bisect`` runs the suite in an older re
 
 * ``prepare`` compiles each ``(program, config)`` for the runtime device, puts the catalog's seeded
   arguments on it (the same values on both sides: :func:`invariants.catalog.arguments.make_arguments`), warms
-  it up and answers its per-call time, from back-to-back calls as a block makes them. (The first calls of a
-  fresh process are several times slower: from five calls alone, naive's estimate was 0.6 ms against 0.13 ms
-  warm, and its blocks were one call, not the 2 ms the controller asks for.)
+  it up and answers its per-call time, from back-to-back calls as a block makes them (the first calls of a
+  fresh process are several times slower than warm ones).
 * ``time`` runs one prepared program ``warm`` times untimed, then ``calls`` times back to back, and
   answers the wall-clock and process CPU seconds of those calls alone (the protocol round trip and the
   warm calls are outside the clocks: the all-cores phase's blocks start with the worker's threads awake). With
@@ -42,8 +41,8 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, TextIO
 
 import numpy as np
 
@@ -58,12 +57,13 @@ from ..measure.metrics import METRICS, OFFLOAD_COUNTS
 from ..snapshot.render import render_summary
 from ..spec.file import load_specs
 from ..timing.device import DeviceRecorder
-from .protocol import CPUS_ENV, SLOWDOWN_ENV, ProtocolError, decode_request, encode
+from .protocol import CPUS_ENV, SLOWDOWN_ENV, Json, ProtocolError, decode_request, encode
 
 if TYPE_CHECKING:
     from ..catalog.configs import Config
     from ..catalog.programs import Program
     from ..catalog.registry import Programs
+    from ..catalog.targets import Target
     from ..spec.checks import Case
     from ..spec.file import Spec
 
@@ -101,7 +101,7 @@ class Worker:
             self._programs = Programs()
         return self._programs
 
-    def prepare(self, programs: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    def prepare(self, programs: Sequence[tuple[str, str]]) -> Json:
         from ..catalog.programs import get_config
 
         per_call, slowed_by = {}, {}
@@ -118,7 +118,7 @@ class Worker:
             per_call[key] = max(seconds / calls, 1e-9)
         return {"per_call": per_call, "slowed_by": slowed_by}
 
-    def time(self, key: str, calls: int, warm: int = 0) -> dict[str, Any]:
+    def time(self, key: str, calls: int, warm: int = 0) -> Json:
         if key not in self.calls:
             raise ProtocolError(f"worker: {key!r} was not prepared")
         fn = self.calls[key]
@@ -136,7 +136,7 @@ class Worker:
                 gc.enable()
         return {"wall": w1 - w0, "cpu": c1 - c0}
 
-    def trace(self, key: str, calls: int) -> dict[str, Any]:
+    def trace(self, key: str, calls: int) -> Json:
         if key not in self.calls:
             raise ProtocolError(f"worker: {key!r} was not prepared")
         fn = self.calls[key]
@@ -151,7 +151,7 @@ class Worker:
 
         return {"device": self.recorder.record(batch), **clocks}
 
-    def structure(self, keys: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
+    def structure(self, keys: Sequence[tuple[str, str, str]]) -> Json:
         return structure_of_keys(keys, self.specs, self.programs)
 
 
@@ -175,10 +175,8 @@ def _compiled_call(
     """A blocking call of ``program`` compiled for the runtime device on the catalog's seeded arguments, and
     the slowdown it was given. With ``slowdown > 0`` each call costs that fraction more: on the CPU a busy
     wait of that fraction of the call's process CPU time; on an accelerator device work
-    (:func:`device_slowed`), whose reached fraction is answered (None: no slowdown).
-
-    (Looking up a fraction more rows, the first way this was built, measured about half the fraction: a
-    call's dispatch and its table traffic do not grow with the lookups.)
+    (:func:`device_slowed`), whose reached fraction is answered (None: no slowdown). Not more rows looked
+    up: a call's dispatch and its table traffic do not grow with the lookups.
     """
     import jax
 
@@ -187,8 +185,7 @@ def _compiled_call(
     device_args = jax.device_put(make_arguments(program, config))
     compiled = jax.jit(program.fn).lower(*device_args).compile()
 
-    # The same as invariants.timing.calls.jax_callable, without importing scipy, which a side's venv may
-    # lack.
+    # The same as invariants.timing.calls.jax_callable, without importing scipy, which a side's venv may lack.
     def call() -> None:
         jax.block_until_ready(compiled(*device_args))
 
@@ -200,8 +197,8 @@ def _compiled_call(
 
 
 def device_slowed(
-    fn: Callable[..., Any],
-    args: Sequence[Any],
+    fn: Callable[..., object],
+    args: Sequence[object],
     call: Callable[[], None],
     slowdown: float,
     recorder: DeviceRecorder,
@@ -264,10 +261,10 @@ def missing_metric(case: Case, measured: Callable[[Key], Measurement]) -> str | 
     return None
 
 
-def key_answer(measured: Measurement, doc: str = "") -> dict[str, Any]:
+def key_answer(measured: Measurement, doc: str = "") -> Json:
     """A side's answer for one key, its invariants still to come: the snapshot rendering, the kernel and
-    compiler metrics, and the counts of what runs on the SparseCore (each null where the target gives
-    none)."""
+    compiler metrics, and the counts of what runs on the SparseCore (each null where the
+    target gives none)."""
     by_source = {
         src: {m: value_or_none(v) for m, v in measured.metrics.items() if METRICS[m].source == src}
         for src in ("kernel", "compiler")
@@ -285,7 +282,7 @@ def structure_of_keys(
     keys: Sequence[tuple[str, str, str]],
     specs: Sequence[Spec] | None = None,
     programs: Programs | None = None,
-) -> dict[str, Any]:
+) -> Json:
     """Snapshot rendering, compiler and kernel metrics, and invariant verdicts of each ``(program, config,
     target)`` key, per target; ``specs``: whose invariants (default: the package's), on ``programs``
     (default: the catalog's)."""
@@ -293,21 +290,13 @@ def structure_of_keys(
     from ..compile.artifacts import CompileCache
     from ..spec.checks import expand
 
-    targets = all_targets()
-    wanted = sorted({t for _, _, t in keys})
-    reasons: dict[str, str | None] = {}
-    for name in wanted:
-        target = targets.get(name)
-        reasons[name] = f"{name}: unknown target here" if target is None else target.unavailable_reason()
-    usable = {n: targets[n] for n, r in reasons.items() if r is None}
+    reasons, usable = _targets({t for _, _, t in keys})
     programs = programs if programs is not None else Programs()
     cache = CompileCache(usable, programs)
-    todo = [Key(*k) for k in keys if Key(*k).target in usable]
-    cache.plan(todo)
-    items: dict[str, dict[str, Any]] = {}
+    cache.plan([Key(*k) for k in keys if Key(*k).target in usable])
+    items: dict[str, Json] = {}
     measured_keys: dict[Key, Measurement] = {}
-    for raw in keys:
-        key = Key(*raw)
+    for key in map(Key._make, keys):
         name = "/".join(key)
         if key.target not in usable:
             items[name] = {"error": reasons[key.target]}
@@ -317,25 +306,48 @@ def structure_of_keys(
             items[name] = key_answer(measured_keys[key], programs.program(key.program).doc)
         except InvariantsError as err:
             items[name] = {"error": str(err)}
-    names = {k.program for k in measured_keys}
-    cases: list[Case] = expand(load_specs() if specs is None else specs, usable.values(), programs=programs)
-    for case in cases:
-        if not all(k in measured_keys for k in case.keys):
-            continue
-        if case.program is None and not set(case.invariant.programs) <= names:
-            continue
-        entry = _verdict(case, measured_keys.__getitem__, programs)
-        for key in case.keys:
-            items["/".join(key)]["invariants"].append(entry)
+    cases = expand(load_specs() if specs is None else specs, usable.values(), programs=programs)
+    _add_verdicts(items, _evaluable(cases, measured_keys), measured_keys, programs)
     return {"items": items, "targets": reasons}
 
 
-def _verdict(case: Case, measured: Callable[[Key], Measurement], programs: Programs) -> dict[str, Any]:
+def _add_verdicts(
+    items: dict[str, Json], cases: Sequence[Case], measured: Mapping[Key, Measurement], programs: Programs
+) -> None:
+    """Each case's verdict in the ``invariants`` of each of its keys' answers."""
+    for case in cases:
+        entry = _verdict(case, measured.__getitem__, programs)
+        for key in case.keys:
+            items["/".join(key)]["invariants"].append(entry)
+
+
+def _targets(names: set[str]) -> tuple[dict[str, str | None], dict[str, Target]]:
+    """Why each target named is unavailable here (None: it is), and the available ones by name."""
+    targets = all_targets()
+    reasons = {
+        n: f"{n}: unknown target here" if n not in targets else targets[n].unavailable_reason()
+        for n in sorted(names)
+    }
+    return reasons, {n: targets[n] for n, r in reasons.items() if r is None}
+
+
+def _evaluable(cases: Sequence[Case], measured: Mapping[Key, Measurement]) -> list[Case]:
+    """The cases whose keys were all measured here, and whose programs (a relation's) all were."""
+    names = {k.program for k in measured}
+    return [
+        case
+        for case in cases
+        if all(k in measured for k in case.keys)
+        and (case.program is not None or set(case.invariant.programs) <= names)
+    ]
+
+
+def _verdict(case: Case, measured: Callable[[Key], Measurement], programs: Programs) -> Json:
     """One invariant's verdict on the keys of ``case``, or why it was not evaluated here."""
     from ..spec.checks import evaluate
 
     ratchet = case.invariant.ratchet
-    entry: dict[str, Any] = {
+    entry: Json = {
         "id": case.invariant.id,
         "where": case.invariant.where,
         "ratchet": None if ratchet is None else dataclasses.asdict(ratchet),
@@ -359,6 +371,7 @@ def serve(stdin: TextIO, stdout: TextIO, worker: Worker) -> int:
         "event": "hello",
         "versions": versions(),
         "platform": str(jax.devices()[0].platform),
+        "device": str(jax.devices()[0].device_kind),
         "python": platform.python_version(),
         "slowdown": worker.slowdown,
         "cpus": cpus,

@@ -185,11 +185,12 @@ def test_children_run_the_installed_gate(installed, project):
     their child command lines, built as they build them (a whole self-check from a wheel is too long here)."""
     probe = (
         "from pathlib import Path\n"
-        "import invariants.selfcheck.command as s, invariants.releases.bisect as b\n"
-        "c = s.child_command(s.INJECTIONS[0], Path('w/r.json'), Path('w/d'))\n"
+        "import invariants.selfcheck.children as s, invariants.selfcheck.registry as r\n"
+        "import invariants.releases.bisect as b\n"
+        "c = s.child_command(r.INJECTIONS[0], Path('w/r.json'), Path('w/d'))\n"
         "print(c[3]); print(c[c.index('--rootdir') + 1]); print(c[c.index('--catalog-snapshot-dir') + 1])\n"
-        "print(b.suite_command(Path('py'), 'k', 'cpu', None, Path('w/r.json'), Path('d'),"
-        " 'test_structure.py')[3])"
+        "print(b.gate_command(b.suite_run(Path('py'), 'k', 'cpu', None, Path('w/r.json'), Path('d'),"
+        " 'test_structure.py'))[3])"
     )
     out = _run([str(installed), "-c", probe], cwd=project)
     assert out.returncode == 0, out.stderr[-2000:]

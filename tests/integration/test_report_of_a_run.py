@@ -18,6 +18,9 @@ def test_report_of_a_real_run(plain_run: Run, tmp_path: Path):
     run = _report.load_results(plain_run.results)
     md = _report.render(run)
     assert md.startswith("# Embedding performance invariants")
+    # Its figures say where and when they were measured: the device, and the run's date.
+    date = json.loads(plain_run.results.read_text())["runtime"]["date"]
+    assert f"- **runtime**: cpu (cpu) x1, run on {date} (UTC)" in md.splitlines()
     assert "147,470" in md  # the TPU backward loop of grad_vmap_naive, from the real compile
     tiers = {kind.tier for kind in _results.KINDS.values()}
     rows = [line for line in md.splitlines() if line.startswith("| ") and line.split("|")[1].strip() in tiers]

@@ -17,12 +17,13 @@ import pytest
 from invariants import _config
 from invariants.compile.child import CHILD_ENV
 from invariants.selfcheck import command as sc
+from invariants.selfcheck import registry
 
 # A child gate run per injection: end to end (tests/conftest.py: -m e2e).
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 
-def _injections() -> list[sc.Injection]:
+def _injections() -> list[registry.Injection]:
     if _config.get("INVARIANTS_SELFCHECK") == "all":
         return sc.select(None)
     return sc.restrict_targets(sc.select(None, fast_only=True), "cpu")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from invariants._errors import InvariantsError
-from invariants._paths import atomic_path, check_output_dir, check_output_file, write_atomic
+from invariants._paths import atomic_path, check_output_dir, check_output_file, pyplot, write_atomic
 
 
 @pytest.fixture
@@ -89,6 +89,14 @@ def test_writes_are_whole_or_not_at_all(tmp_path: Path) -> None:
         tmp.write_bytes(b"png")
     write_atomic("/dev/null", "into the device, never over it\n")
     assert Path("/dev/null").is_char_device()
+
+
+def test_a_plot_without_matplotlib_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # what an environment without it imports
+    with pytest.raises(
+        InvariantsError, match=r"^out.png: matplotlib is not installed \(pip install matplotlib\)$"
+    ):
+        pyplot("out.png")
 
 
 def test_the_module_does_not_import_jax() -> None:

@@ -26,9 +26,11 @@ from invariants.__main__ import main as cli_main
 from invariants._errors import InvariantsError
 from invariants.catalog.registry import Programs, get_program
 from invariants.catalog.targets import all_targets, select_targets
+from invariants.compile.child import gate_command
 from invariants.releases import bisect as _bisect
 from invariants.releases import matrix as _matrix
 from invariants.selfcheck import command as _selfcheck
+from invariants.selfcheck import registry
 from invariants.versus import command as _versus
 
 # ---------------------------------------------------------------------------------------------------------
@@ -51,11 +53,11 @@ def _versus_of_gate(names: set[str]) -> set[str]:
 
 
 def _selfcheck_targets(value: str) -> set[str]:
-    return {i.name for i in _selfcheck.restrict_targets(_selfcheck.INJECTIONS, value) if not i.is_baseline}
+    return {i.name for i in _selfcheck.restrict_targets(registry.INJECTIONS, value) if not i.is_baseline}
 
 
 def _selfcheck_of_gate(names: set[str]) -> set[str]:
-    return {i.name for i in _selfcheck.INJECTIONS if not i.is_baseline and set(i.targets.split(",")) <= names}
+    return {i.name for i in registry.INJECTIONS if not i.is_baseline and set(i.targets.split(",")) <= names}
 
 
 def _matrix_targets(value: str) -> set[str]:
@@ -124,7 +126,9 @@ def test_bisect_and_matrix_hand_the_program_words_to_the_gate_untouched(
                                        tests="test_structure.py", kinds=("structure",)) == 1  # fmt: skip
     (cmd,) = seen
     assert cmd[cmd.index("--programs") + 1] == value
-    suite = _bisect.suite_command(Path(sys.executable), "k", "cpu", value, Path("r.json"), Path("d"))
+    suite = gate_command(
+        _bisect.suite_run(Path(sys.executable), "k", "cpu", value, Path("r.json"), Path("d"))
+    )
     assert suite[suite.index("--programs") + 1] == value
 
 

@@ -12,6 +12,7 @@ import pytest
 from packaging.version import Version
 
 from invariants._errors import InvariantsError
+from invariants.compile.child import gate_command
 from invariants.compile.record import Key
 from invariants.plugin.results import PROPERTY, Failure, Results, entry, error_entry, read, record, write
 from invariants.releases import bisect as b
@@ -258,15 +259,17 @@ def test_a_compile_that_fails_in_a_release_is_its_verdict_there(tmp_path: Path) 
     assert m.matrix_failures("0.5.0", read(path)) == {}
 
 
-def test_suite_command_selects_and_never_times() -> None:
-    cmd = b.suite_command(
-        Path("/e/bin/python"), "grad_no_while", "cpu", "grad_naive", Path("r.json"), Path("d")
+def test_suite_run_selects_and_never_times() -> None:
+    cmd = gate_command(
+        b.suite_run(Path("/e/bin/python"), "grad_no_while", "cpu", "grad_naive", Path("r.json"), Path("d"))
     )
     assert cmd[:3] == ["/e/bin/python", "-m", "pytest"]
     assert cmd[cmd.index("-m", 3) + 1] == "not throughput"
     assert cmd[cmd.index("-k") + 1] == "grad_no_while" and cmd[cmd.index("--programs") + 1] == "grad_naive"
     assert "--configs" not in cmd
-    seed = b.suite_command(Path("p"), m.MATRIX_K, "cpu", None, Path("r"), Path("d"), configs=m.MATRIX_CONFIG)
+    seed = gate_command(
+        b.suite_run(Path("p"), m.MATRIX_K, "cpu", None, Path("r"), Path("d"), configs=m.MATRIX_CONFIG)
+    )
     assert seed[seed.index("--configs") + 1] == "f32" and seed[seed.index("-k") + 1] == "test_structure"
 
 
@@ -332,7 +335,7 @@ def test_run_suite_takes_explicit_arguments() -> None:
 
     params = inspect.signature(b.run_suite).parameters
     assert {"k", "targets", "programs"} <= {n for n, p in params.items() if p.kind is p.KEYWORD_ONLY}
-    cmd = b.suite_command(Path("p"), "x", "cpu", None, Path("r"), Path("d"))
+    cmd = gate_command(b.suite_run(Path("p"), "x", "cpu", None, Path("r"), Path("d")))
     assert cmd[cmd.index("--hlo-dump-dir") + 1] == "d"
     # Bisect compares the facts themselves: version scopes and ratchets would keep every release green.
     assert "--raw-invariants" in cmd

@@ -142,6 +142,26 @@ def test_benchmark_json_adds_rows_once(tmp_path):
     assert md.count("## Throughput: paired ratios") == 1
 
 
+def test_a_tiny_efficiency_keeps_its_significant_figures(tmp_path):
+    eff = record(
+        "efficiency",
+        id="efficiency",
+        target="tpu-v5e",
+        program="train_eqx_embedding",
+        config="f32",
+        median=2.385e-4,
+        low=2.38e-4,
+        high=2.39e-4,
+        threshold=1.19e-4,
+        verdict="pass",
+    )[1]
+    bench = {"machine_info": {}, "benchmarks": [{"name": "e", "fullname": "t::e", "extra_info": eff}]}
+    out = tmp_path / "report.md"
+    results = _write(tmp_path, "r.json", _results(RUN))
+    cli(["report", results, "--benchmark-json", _write(tmp_path, "b.json", bench), "--out", str(out)])
+    assert "| f32 | 0.0002385 [0.000238, 0.000239] |" in out.read_text()
+
+
 def test_compare_lists_changed_metrics_and_outcomes(tmp_path):
     a = _write(tmp_path, "a.json", _results(RUN))
     changed = [dict(i) for i in RUN]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,18 +15,18 @@ from invariants._errors import InvariantsError
 from invariants.catalog.programs import CATALOG
 from invariants.compile.child import ChildRun
 from invariants.plugin.results import Failure, Record, Results
-from invariants.selfcheck import children, judge
+from invariants.selfcheck import children, judge, registry
 from invariants.selfcheck import command as sc
 from invariants.selfcheck import inject as inj
 
 
 def test_registry_shape() -> None:
-    names = [i.name for i in sc.INJECTIONS]
-    assert names[0] == "none" and sc.INJECTIONS[0].is_baseline and not sc.INJECTIONS[0].env
+    names = [i.name for i in registry.INJECTIONS]
+    assert names[0] == "none" and registry.INJECTIONS[0].is_baseline and not registry.INJECTIONS[0].env
     assert len(names) == len(set(names))
-    assert sum(i.is_baseline for i in sc.INJECTIONS) == 1
+    assert sum(i.is_baseline for i in registry.INJECTIONS) == 1
     kinds = {"structure", "invariant", "correctness", "throughput", "versus-timing", "versus-invariant"}
-    for i in sc.INJECTIONS:
+    for i in registry.INJECTIONS:
         assert set(i.programs) <= set(CATALOG), i.name
         assert all(e.split(":")[0] in kinds for e in i.expect), i.name
         assert set(i.env) <= {"XLA_FLAGS", "INVARIANTS_INJECT", "INVARIANTS_VERSUS_SLOWDOWN"}, i.name
@@ -33,13 +34,13 @@ def test_registry_shape() -> None:
             assert name in i.programs, f"{i.name}: swaps {name} but does not run it"
             assert callable(getattr(importlib.import_module(module), function))
     # the baseline runs every program an injection touches on its target, so a clean run is shown to pass
-    base = set(sc.INJECTIONS[0].programs)
-    for i in sc.INJECTIONS:
+    base = set(registry.INJECTIONS[0].programs)
+    for i in registry.INJECTIONS:
         if i.targets == "cpu":
             swapped = {n for n, _, _ in inj.parse_spec(i.env.get("INVARIANTS_INJECT", ""))}
             assert swapped <= base, i.name
-    assert any(i.fast for i in sc.INJECTIONS if not i.is_baseline)
-    assert any("XLA_FLAGS" in i.env for i in sc.INJECTIONS)
+    assert any(i.fast for i in registry.INJECTIONS if not i.is_baseline)
+    assert any("XLA_FLAGS" in i.env for i in registry.INJECTIONS)
 
 
 def test_select_and_restrict() -> None:
@@ -52,9 +53,9 @@ def test_select_and_restrict() -> None:
         match=r"^-k: no injection matches 'naive_twise' \(did you mean 'naive_twice'\?\); known: ",
     ):
         sc.select("naive_twise")
-    cpu_only = sc.restrict_targets(sc.INJECTIONS, "cpu")
+    cpu_only = sc.restrict_targets(registry.INJECTIONS, "cpu")
     assert cpu_only[0].is_baseline and all(i.targets == "cpu" for i in cpu_only)
-    tpu = sc.restrict_targets(sc.INJECTIONS, "tpu")
+    tpu = sc.restrict_targets(registry.INJECTIONS, "tpu")
     assert tpu[0].is_baseline and all(i.targets.startswith("tpu") for i in tpu[1:]) and len(tpu) > 1
 
 
@@ -66,44 +67,48 @@ def _item(kind: str, outcome: str, id_: str | None = None, failed_by: str = "ass
 
 
 def test_judge() -> None:
-    injection = sc.Injection("x", "doc", {}, ("naive",), ("invariant:one_kernel", "structure"))
+    injection = registry.Injection("x", "doc", {}, ("naive",), ("invariant:one_kernel", "structure"))
     results = [_item("invariant", "failed", "one_kernel"), _item("structure", "failed"),
                _item("invariant", "passed", "no_while")]  # fmt: skip
-    assert sc.outcome_of(injection, 1, results, 1.0).caught
+    assert judge.outcome_of(injection, 1, results, 1.0).caught
     # failing, but not by what was expected: not caught
     partial = [_item("structure", "failed")]
-    out = sc.outcome_of(injection, 1, partial, 1.0)
+    out = judge.outcome_of(injection, 1, partial, 1.0)
     assert not out.caught and out.missing == ["invariant:one_kernel"]
     # expected items failed but the run did not (exit 0 cannot happen with failures; an abort is -6)
-    assert not sc.outcome_of(injection, -6, results, 1.0).caught
+    assert not judge.outcome_of(injection, -6, results, 1.0).caught
     # an item that failed because the suite could not run it caught nothing
     errored = [_item("invariant", "failed", "one_kernel", failed_by="error"), _item("structure", "failed")]
-    out = sc.outcome_of(injection, 1, errored, 1.0)
+    out = judge.outcome_of(injection, 1, errored, 1.0)
     assert not out.caught and out.missing == ["invariant:one_kernel"]
-    assert not sc.outcome_of(injection, 1, None, 1.0).caught
-    baseline = sc.INJECTIONS[0]
-    assert sc.outcome_of(baseline, 0, [_item("invariant", "passed", "a")], 1.0).caught
-    assert not sc.outcome_of(baseline, 1, [_item("invariant", "failed", "a")], 1.0).caught
+    assert not judge.outcome_of(injection, 1, None, 1.0).caught
+    baseline = registry.INJECTIONS[0]
+    assert judge.outcome_of(baseline, 0, [_item("invariant", "passed", "a")], 1.0).caught
+    assert not judge.outcome_of(baseline, 1, [_item("invariant", "failed", "a")], 1.0).caught
 
 
 def test_throughput_expectation_matches_ratio_items() -> None:
-    assert sc.matches("throughput", _item("ratio", "failed", "naive_not_slower_than_take"))
-    assert sc.matches("throughput", _item("efficiency", "failed", "e"))
-    assert not sc.matches("invariant", _item("ratio", "failed", "r"))
-    assert sc.matches("correctness:oob_clamp", _item("correctness", "failed", "oob_clamp"))
-    assert not sc.matches("correctness:oob_clamp", _item("correctness", "failed", "oob_fill_nan"))
-    assert sc.matches(
+    assert judge.matches("throughput", _item("ratio", "failed", "naive_not_slower_than_take"))
+    assert judge.matches("throughput", _item("efficiency", "failed", "e"))
+    assert not judge.matches("invariant", _item("ratio", "failed", "r"))
+    assert judge.matches("correctness:oob_clamp", _item("correctness", "failed", "oob_clamp"))
+    assert not judge.matches("correctness:oob_clamp", _item("correctness", "failed", "oob_fill_nan"))
+    assert judge.matches(
         "throughput:grad_equal_indices_not_slower", _item("ratio", "failed", "grad_equal_indices_not_slower")
     )
-    assert not sc.matches("throughput:grad_equal_indices_not_slower", _item("ratio", "failed", "grad_zipf"))
-    assert not sc.matches("invariant:grad_zipf", _item("ratio", "failed", "grad_zipf"))
+    assert not judge.matches(
+        "throughput:grad_equal_indices_not_slower", _item("ratio", "failed", "grad_zipf")
+    )
+    assert not judge.matches("invariant:grad_zipf", _item("ratio", "failed", "grad_zipf"))
 
 
 def test_render_table() -> None:
-    base = sc.Outcome(sc.INJECTIONS[0], 0, [], [], 3.0)
-    inj_ = sc.Injection("x", "doc", {}, ("naive",), ("invariant:one_kernel",))
-    caught = sc.Outcome(inj_, 1, [_item("invariant", "failed", "one_kernel")] * 4, [], 2.0)
-    missed = sc.Outcome(sc.Injection("y", "d", {}, ("naive",), ("structure",)), 0, [], ["structure"], 1.0)
+    base = judge.Outcome(registry.INJECTIONS[0], 0, [], [], 3.0)
+    inj_ = registry.Injection("x", "doc", {}, ("naive",), ("invariant:one_kernel",))
+    caught = judge.Outcome(inj_, 1, [_item("invariant", "failed", "one_kernel")] * 4, [], 2.0)
+    missed = judge.Outcome(
+        registry.Injection("y", "d", {}, ("naive",), ("structure",)), 0, [], ["structure"], 1.0
+    )
     text = sc.render_table([base, caught, missed])
     lines = text.splitlines()
     assert lines[0].startswith("| injection | expected | caught |")
@@ -125,27 +130,27 @@ def test_the_baseline_covers_what_the_injections_run() -> None:
         assert set(inj_.targets.split(",")) <= set(base.targets.split(",")), inj_.name
     assert base.timing == any(i.timing for i in chosen[1:])
     assert base.correctness == any(i.correctness for i in chosen[1:]) and base.correctness
-    assert "tiers structure, invariants, correctness, throughput" in sc.coverage(base)
+    assert "tiers structure, invariants, correctness, throughput" in registry.coverage(base)
     cpu = sc.restrict_targets(sc.select(None, fast_only=True), "cpu")
     assert cpu[0].targets == "cpu" and not cpu[0].timing and not cpu[0].correctness
-    assert sc.coverage(cpu[0]).endswith("tiers structure, invariants")
+    assert registry.coverage(cpu[0]).endswith("tiers structure, invariants")
 
 
 def test_each_injection_runs_the_tiers_it_expects_to_fail() -> None:
     """A child runs the correctness tier only when its expectations name it (as the throughput tier only
     when timed): a tier it does not need is seconds of a row loop run as a reference, caught by nothing."""
-    for i in sc.INJECTIONS:
+    for i in registry.INJECTIONS:
         kinds = {e.split(":")[0] for e in i.expect}
         assert i.correctness == ("correctness" in kinds), i.name
         if i.command == "gate":
             assert i.timing == ("throughput" in kinds), i.name
 
 
-def test_progress_is_one_line_per_child(monkeypatch: pytest.MonkeyPatch, tmp_path: sc.Path) -> None:
+def test_progress_is_one_line_per_child(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import io
 
-    def fake(injection: sc.Injection, workdir: sc.Path) -> sc.Outcome:
-        return sc.Outcome(injection, 0 if injection.is_baseline else 1, [], [], 1.0)
+    def fake(injection: registry.Injection, workdir: Path) -> judge.Outcome:
+        return judge.Outcome(injection, 0 if injection.is_baseline else 1, [], [], 1.0)
 
     monkeypatch.setattr(children, "run_injection", fake)  # what run_all calls, in its own module
     out = io.StringIO()
@@ -158,16 +163,16 @@ def test_progress_is_one_line_per_child(monkeypatch: pytest.MonkeyPatch, tmp_pat
 
 
 def test_child_command_loads_the_hook_and_skips_timing_unless_asked() -> None:
-    i = sc.INJECTIONS[1]
-    cmd = sc.child_command(i, sc.Path("r.json"), sc.Path("d"))
-    assert cmd[cmd.index("-p", 5) + 1] in ("no:cacheprovider", sc.INJECT_MODULE)
-    assert sc.INJECT_MODULE in cmd and cmd[cmd.index("-m", 3) + 1] == "not throughput"
-    timed = next(i for i in sc.INJECTIONS if i.timing)
-    assert "not throughput" not in sc.child_command(timed, sc.Path("r"), sc.Path("d"))
+    i = registry.INJECTIONS[1]
+    cmd = children.child_command(i, Path("r.json"), Path("d"))
+    assert cmd[cmd.index("-p", 5) + 1] in ("no:cacheprovider", registry.INJECT_MODULE)
+    assert registry.INJECT_MODULE in cmd and cmd[cmd.index("-m", 3) + 1] == "not throughput"
+    timed = next(i for i in registry.INJECTIONS if i.timing)
+    assert "not throughput" not in children.child_command(timed, Path("r"), Path("d"))
     # The correctness items run only where an expectation needs them.
     assert cmd[cmd.index("-k") + 1] == "not test_correctness"
-    checked = next(i for i in sc.INJECTIONS if i.correctness)
-    assert "-k" not in sc.child_command(checked, sc.Path("r"), sc.Path("d"))
+    checked = next(i for i in registry.INJECTIONS if i.correctness)
+    assert "-k" not in children.child_command(checked, Path("r"), Path("d"))
 
 
 def test_inject_parse_and_swap() -> None:
@@ -215,7 +220,7 @@ json.dump(compile_here("grad_take", "f32", all_targets()["cpu"]).to_json(), sys.
 """
 
 
-def _scalar_and_clean(folder: sc.Path) -> tuple[Any, Any]:
+def _scalar_and_clean(folder: Path) -> tuple[Any, Any]:
     import json
     import subprocess
     import sys
@@ -223,7 +228,7 @@ def _scalar_and_clean(folder: sc.Path) -> tuple[Any, Any]:
     from invariants.compile.child import gate_env
     from invariants.compile.record import Compiled
 
-    inj_ = next(i for i in sc.INJECTIONS if i.name == "xla_cpu_scalar_code")
+    inj_ = next(i for i in registry.INJECTIONS if i.name == "xla_cpu_scalar_code")
     children = [
         subprocess.Popen([sys.executable, "-c", _COMPILE], env=gate_env(env), stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
@@ -268,7 +273,7 @@ def test_the_scalar_code_injection_changes_kernel_code_only(scalar_and_clean: tu
     assert widths[0] >= 128 and widths[1] == 0
 
 
-_KERNELS = sc.Path(__file__).parents[2] / "data" / "kernels"
+_KERNELS = Path(__file__).parents[2] / "data" / "kernels"
 
 
 def _recorded(release: str) -> Any:
@@ -282,7 +287,7 @@ def _recorded(release: str) -> Any:
     return Compiled("grad_take", "f32", "gpu-a100", "", (), hlo.read_text(), {}, {}, 0.0, code)
 
 
-def _dump(compiled: Any, folder: sc.Path) -> sc.Path:
+def _dump(compiled: Any, folder: Path) -> Path:
     """What the gate's dump of a key writes (GateSession.dump): the HLO and each kernel-code file."""
     target = folder / compiled.target
     target.mkdir(parents=True, exist_ok=True)
@@ -293,7 +298,7 @@ def _dump(compiled: Any, folder: sc.Path) -> sc.Path:
     return folder
 
 
-def test_a_change_of_kernel_code_behind_equal_hlo_is_judged_code_only(tmp_path: sc.Path) -> None:
+def test_a_change_of_kernel_code_behind_equal_hlo_is_judged_code_only(tmp_path: Path) -> None:
     """A failed structure item, rendered again from its dump against the committed snapshot, that differs
     in code lines only is ``structure:code-only``: jaxlib 0.10.2's A100 scatter-add CAS loops against
     0.10.1's native float atomics, behind the same HLO. An HLO difference, or none, is not code-only."""
@@ -311,26 +316,26 @@ def test_a_change_of_kernel_code_behind_equal_hlo_is_judged_code_only(tmp_path: 
         "failure": {"kind": "snapshot", "what": "code"},
     }  # fmt: skip
     results = Results.from_json({"items": [structure_item]})
-    annotated = sc.annotate(results, _dump(bad, tmp_path / "bad"), tmp_path / "snapshots")
+    annotated = judge.annotate(results, _dump(bad, tmp_path / "bad"), tmp_path / "snapshots")
     item = annotated[0]
     assert item.get("code_only") is True, item
     assert item.get("snapshot_change").startswith("code lines only (1 changed: fusion kInput {"), item
     assert item.get("snapshot_change").endswith("); the HLO lines are equal")
-    assert sc.item_label(item) == sc.CODE_ONLY and sc.matches(sc.CODE_ONLY, item)
+    assert judge.item_label(item) == judge.CODE_ONLY and judge.matches(judge.CODE_ONLY, item)
     # The committed compile against its own snapshot: nothing differs, nothing is code-only.
-    clean_run = sc.annotate(results, _dump(good, tmp_path / "good"), tmp_path / "snapshots")
+    clean_run = judge.annotate(results, _dump(good, tmp_path / "good"), tmp_path / "snapshots")
     assert clean_run[0].get("code_only") is False
-    assert not sc.matches(sc.CODE_ONLY, clean_run[0])
+    assert not judge.matches(judge.CODE_ONLY, clean_run[0])
     # An HLO line changed too: not code-only.
     (snapshots / "grad_take.f32.txt").write_text(committed.replace("summary: kernels ", "summary: kernels 9"))
-    hlo_too = sc.annotate(results, _dump(bad, tmp_path / "bad"), tmp_path / "snapshots")[0]
+    hlo_too = judge.annotate(results, _dump(bad, tmp_path / "bad"), tmp_path / "snapshots")[0]
     assert hlo_too.get("code_only") is False and hlo_too.get("snapshot_change").startswith("HLO lines (")
     # No dump of the key (no invariant failed on it): nothing is claimed.
-    assert "code_only" not in sc.annotate(results, tmp_path / "none", tmp_path / "snapshots")[0].extra
+    assert "code_only" not in judge.annotate(results, tmp_path / "none", tmp_path / "snapshots")[0].extra
 
 
 def test_the_scalar_code_injection_is_caught_by_the_kernel_invariant_alone(
-    scalar_and_clean: tuple[Any, Any], tmp_path: sc.Path
+    scalar_and_clean: tuple[Any, Any], tmp_path: Path
 ) -> None:
     """XLA:CPU's code is tuned to the compiling host, so a CPU snapshot shows no vector widths: the scalar
     code injection leaves the snapshot equal, and the kernel invariant is what catches it."""
@@ -340,11 +345,11 @@ def test_the_scalar_code_injection_is_caught_by_the_kernel_invariant_alone(
     scalar, clean = scalar_and_clean
     rendered = [render_summary(measure(c)) for c in (clean, scalar)]
     assert rendered[0] == rendered[1]
-    inj_ = next(i for i in sc.INJECTIONS if i.name == "xla_cpu_scalar_code")
+    inj_ = next(i for i in registry.INJECTIONS if i.name == "xla_cpu_scalar_code")
     assert inj_.expect == ("invariant:grad_scatter_vectorized",)
     failed = [_item("invariant", "failed", "grad_scatter_vectorized")]
-    assert sc.outcome_of(inj_, 1, failed, 1.0).caught
-    assert not sc.outcome_of(inj_, 0, [_item("invariant", "passed", "grad_scatter_vectorized")],
+    assert judge.outcome_of(inj_, 1, failed, 1.0).caught
+    assert not judge.outcome_of(inj_, 0, [_item("invariant", "passed", "grad_scatter_vectorized")],
                              1.0).caught  # fmt: skip
 
 
@@ -379,10 +384,10 @@ def test_a_keep_folder_it_cannot_write_is_one_line_before_any_child(tmp_path, mo
 
 def test_targets_select_in_the_gates_grammar() -> None:
     """Families, `all` and `runtime` as --targets takes them everywhere."""
-    names = {i.name for i in sc.restrict_targets(sc.INJECTIONS, "runtime")[1:]}
-    assert names == {i.name for i in sc.INJECTIONS[1:] if i.targets == "cpu"}
-    assert len(sc.restrict_targets(sc.INJECTIONS, "all")) == len(sc.INJECTIONS)
-    assert [i.name for i in sc.restrict_targets(sc.INJECTIONS, "tpu-v5e")[1:]] == [
+    names = {i.name for i in sc.restrict_targets(registry.INJECTIONS, "runtime")[1:]}
+    assert names == {i.name for i in registry.INJECTIONS[1:] if i.targets == "cpu"}
+    assert len(sc.restrict_targets(registry.INJECTIONS, "all")) == len(registry.INJECTIONS)
+    assert [i.name for i in sc.restrict_targets(registry.INJECTIONS, "tpu-v5e")[1:]] == [
         "tpu_take_map_loop", "tpu_eqx_map_loop",
     ]  # fmt: skip
 
@@ -408,7 +413,7 @@ def _fake_gate(monkeypatch: pytest.MonkeyPatch, injected: Any) -> list[tuple[lis
     passes); returns the (command, environment) of each child started."""
     started: list[tuple[list[str], dict[str, str]]] = []
 
-    def run_gate(command: Any, *, env: Any, folder: sc.Path, timeout: float) -> ChildRun:
+    def run_gate(command: Any, *, env: Any, folder: Path, timeout: float) -> ChildRun:
         started.append((list(command), dict(env)))
         folder.mkdir(parents=True, exist_ok=True)
         log = folder / "pytest.txt"
@@ -421,13 +426,13 @@ def _fake_gate(monkeypatch: pytest.MonkeyPatch, injected: Any) -> list[tuple[lis
     return started
 
 
-def _eqx_caught(log: sc.Path) -> ChildRun:
+def _eqx_caught(log: Path) -> ChildRun:
     items = [_item("invariant", "failed", "eqx_is_vmap_naive"), _item("structure", "failed")]
     return ChildRun(1, Results(items), 3.0, log)
 
 
 def test_the_command_runs_each_injection_in_a_child_and_scores_it(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: sc.Path, capsys: pytest.CaptureFixture[str], command_env: None
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str], command_env: None
 ) -> None:
     started = _fake_gate(monkeypatch, _eqx_caught)
     assert cli(["selfcheck", "-k", "eqx*", "--jobs", "1", "--keep", str(tmp_path / "keep")]) == 0
@@ -456,9 +461,9 @@ def test_the_command_runs_each_injection_in_a_child_and_scores_it(
     assert inj.ENV not in base_env
     assert eqx_env[inj.ENV] == "eqx_embedding=invariants.selfcheck.inject:eqx_embedding_as_take"
     assert eqx_cmd[eqx_cmd.index("--programs") + 1] == "eqx_embedding,vmap_naive"
-    assert sc.INJECT_MODULE in eqx_cmd and sc.INJECT_MODULE in base_cmd
+    assert registry.INJECT_MODULE in eqx_cmd and registry.INJECT_MODULE in base_cmd
     results = eqx_cmd[eqx_cmd.index("--results-json") + 1]
-    assert sc.Path(results) == tmp_path / "keep" / "eqx_as_take" / "results.json"
+    assert Path(results) == tmp_path / "keep" / "eqx_as_take" / "results.json"
 
 
 @pytest.mark.parametrize(
@@ -494,7 +499,7 @@ def test_an_injection_the_gate_misses_fails_the_command(
 def test_a_failing_baseline_makes_the_score_meaningless(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command_env: None
 ) -> None:
-    def run_gate(command: Any, *, env: Any, folder: sc.Path, timeout: float) -> ChildRun:
+    def run_gate(command: Any, *, env: Any, folder: Path, timeout: float) -> ChildRun:
         return ChildRun(1, Results([_item("invariant", "failed", "eqx_is_vmap_naive"),
                                     _item("structure", "failed")]), 1.0, folder / "pytest.txt")  # fmt: skip
 
@@ -531,21 +536,6 @@ def test_bad_jobs_is_one_line_and_exit_2(
     assert capsys.readouterr().err == "--jobs: must be at least 1, got 0\n"
 
 
-def test_the_command_module_keeps_the_names_its_callers_import() -> None:
-    """Other code and tests import the self-check's names from ``command`` (versus's tests, the installed
-    gate's probe): each is the one of the module that owns it, not a copy."""
-    from invariants.selfcheck import registry, score
-
-    owners = {"INJECTIONS": registry, "Injection": registry, "select": registry, "coverage": registry,
-              "restrict_targets": registry, "INJECT_MODULE": registry, "Outcome": judge,
-              "outcome_of": judge, "annotate": judge, "matches": judge, "item_label": judge,
-              "CODE_ONLY": judge, "child_command": children, "run_all": children,
-              "run_injection": children, "render_table": score}  # fmt: skip
-    for name, owner in owners.items():
-        assert getattr(sc, name) is getattr(owner, name), name
-    assert set(owners) <= set(sc.__all__)
-
-
 # ------------------------------------------------------------------------ the pieces the split made
 
 
@@ -559,15 +549,15 @@ def test_the_snapshot_is_compared_by_its_structure_part() -> None:
 
 
 def test_a_timed_out_child_is_never_caught() -> None:
-    baseline = sc.INJECTIONS[0]
+    baseline = registry.INJECTIONS[0]
     out = children._timed_out(baseline, 12.3, 600.0)
     assert out.note == "timed out after 600 s" and out.exit_status == -1 and not out.caught
-    injected = next(i for i in sc.INJECTIONS if i.name == "eqx_as_take")
+    injected = next(i for i in registry.INJECTIONS if i.name == "eqx_as_take")
     assert children._timed_out(injected, 1.0, 5.0).missing == list(injected.expect)
 
 
 def test_a_versus_injection_runs_the_versus_command_with_its_env_for_the_candidate_only(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: sc.Path, capsys: pytest.CaptureFixture[str], command_env: None
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str], command_env: None
 ) -> None:
     """The flags reach the candidate's workers through versus's command line, never the child's own
     environment; a versus child that writes no record says so, with its last line."""

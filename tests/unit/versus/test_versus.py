@@ -1153,20 +1153,20 @@ def test_nightly_versus_baseline_is_the_pin() -> None:
 
 
 def test_selfcheck_versus_injections_reach_the_candidate_only(tmp_path: Path) -> None:
-    from invariants.selfcheck import command as sc
+    from invariants.selfcheck import children, judge, registry
 
-    inj = next(i for i in sc.INJECTIONS if i.name == "versus_no_fusion")
-    cmd = sc.child_command(inj, tmp_path / "r.json", tmp_path / "hlo")
+    inj = next(i for i in registry.INJECTIONS if i.name == "versus_no_fusion")
+    cmd = children.child_command(inj, tmp_path / "r.json", tmp_path / "hlo")
     assert cmd[1:4] == ["-m", "invariants", "versus"]
     assert "--candidate-env=XLA_FLAGS=--xla_disable_hlo_passes=fusion" in cmd
     assert not any(a.startswith("--baseline-env") for a in cmd)
     # The real record writer's output, judged the way run_injection judges it.
     caught = _record([_timing("fail")], [_structure_entry(True, False)])
     caught.structure[0]["invariants"][0]["id"] = "one_kernel"
-    outcome = sc.outcome_of(inj, 1, as_items(caught), 1.0)
+    outcome = judge.outcome_of(inj, 1, as_items(caught), 1.0)
     assert outcome.caught and outcome.missing == []
     clean = _record([_timing("pass")], [_structure_entry(True, True)])
-    outcome = sc.outcome_of(inj, 0, as_items(clean), 1.0)
+    outcome = judge.outcome_of(inj, 0, as_items(clean), 1.0)
     assert not outcome.caught and outcome.missing == ["versus-invariant:one_kernel", "versus-timing"]
 
 
@@ -1268,3 +1268,23 @@ def test_a_sharded_project_left_nothing_to_compare_names_only_the_options_given(
         "versus --no-structure: the project's programs are sharded (lookup8), and versus times single-device "
         "programs: nothing to compare; drop --no-structure to compare their structure"
     )
+
+
+def test_a_record_names_the_chip_and_the_date_of_its_figures(tmp_path: Path) -> None:
+    side = SideRecord("current", sys.executable, {"jax": "0.10.2"}, {}, "TPU v5 lite")
+    made = make_record(
+        side, side, {"threshold": 1.01, "confidence": 0.95, "clock": "device"}, [], [], {}, 1.0
+    )
+    record = load_record(_write(tmp_path / "v.json", made))
+    assert record.baseline.device == "TPU v5 lite" and record.date == made.date != ""
+    lines = render_markdown(record).splitlines()
+    assert "- **baseline** `current` on TPU v5 lite: jax 0.10.2" in lines
+    assert f"- **date** {made.date} (UTC)" in lines
+    # A record written before the chip and the date were kept still loads, and says neither.
+    older = made.to_json()
+    del older["date"]
+    for role in ("baseline", "candidate"):
+        del older[role]["device"]
+    (tmp_path / "old.json").write_text(json.dumps(older))
+    old = load_record(tmp_path / "old.json")
+    assert old.date == "" and not any(ln.startswith("- **date**") for ln in render_markdown(old).splitlines())

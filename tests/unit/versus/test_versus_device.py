@@ -83,7 +83,7 @@ def test_a_round_pairs_calls_in_order_on_the_device_clock():
     assert len(rd.ratios["device"]) == 2 * DEVICE.min_pairs
     assert rd.ratio("device") == pytest.approx(2.0, rel=0.01)
     assert rd.ratio("wall") == pytest.approx(1.0)  # the host's round trip sees nothing of it
-    assert np.median(rd.per_call["baseline"]) == pytest.approx(45.7e-6, rel=0.01)  # device seconds
+    assert np.median(rd.per_call["device"]["baseline"]) == pytest.approx(45.7e-6, rel=0.01)  # device seconds
 
 
 @pytest.mark.parametrize(("factor", "word"), [(1.0, "pass"), (1.05, "fail"), (1.02, "pass")])
@@ -94,6 +94,15 @@ def test_the_device_clock_decides_the_verdict(factor: float, word: str):
     assert done["take"].word == word
     assert results["device"].median == pytest.approx(factor, rel=0.005)
     assert results["wall"].median == pytest.approx(1.0)
+
+
+def test_each_clocks_result_names_its_clock_and_times_per_call_on_it():
+    results = measure(SIDES, ["take"], DEVICE, lambda _: None, "measure", Chip(1.0).start)["take"].results
+    device, wall = results["device"], results["wall"]
+    assert (device.clock, wall.clock) == ("device", "wall")
+    assert device.t_b_median == pytest.approx(45.7e-6, rel=0.01)
+    assert device.wall_b_median == wall.t_b_median == pytest.approx(600e-6)  # the host's share beside it
+    assert wall.wall_b_median is None
 
 
 def test_a_tpu_runs_its_workers_one_at_a_time(monkeypatch: pytest.MonkeyPatch):
@@ -187,3 +196,18 @@ def test_the_device_clocks_default_bound_is_tighter_than_the_hosts():
     assert settings("cpu").clock == "cpu" and settings("cpu").threshold == 1.03
     assert settings("tpu", "--threshold", "1.05").threshold == 1.05
     assert settings("cuda", "--clock", "wall").threshold == 1.03
+
+
+def test_the_plot_draws_the_device_clock_that_decided(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    from invariants.versus import report
+
+    done = measure(SIDES, ["take"], DEVICE, lambda _: None, "measure", Chip(1.0).start)["take"]
+    verdict = versus.ProgramVerdict("take", "device", done.word, done.results, [done.word])
+    side = report.SideRecord("current", sys.executable)
+    record = report.make_record(side, side, {"threshold": 1.01}, [verdict.to_dict()], [], {}, 1.0)
+    drawn: list[str] = []
+    monkeypatch.setattr(
+        report, "save_figure", lambda fig, *_: drawn.extend(fig.axes[0].get_legend_handles_labels()[1])
+    )
+    report.plot(record, tmp_path / "v.png")
+    assert {"device", "wall"} <= set(drawn)
