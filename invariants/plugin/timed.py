@@ -74,7 +74,9 @@ def _timed(gate: GateSession, key: tuple[str, str, str], distribution: str = "un
     loader admitted)."""
     program, config, _ = key
     arguments = gate.device_arguments(program, config, cast(Distribution, distribution))
-    return jax_callable(gate.cache.executable(*key), *arguments)
+    executable = gate.cache.executable(*key)
+    assert executable is not None  # the runtime target compiles in this process, never in a child
+    return jax_callable(executable, *arguments)
 
 
 class RatioItem(GateItem):
