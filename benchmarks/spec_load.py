@@ -56,7 +56,7 @@ def main() -> int:
     args = ap.parse_args()
 
     import invariants.catalog.registry  # noqa: F401  (JAX and the catalog start outside the timed part)
-    from invariants.spec.file import load_specs
+    from invariants.specfile.reader import load_specs
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "big.toml"
@@ -69,7 +69,7 @@ def main() -> int:
     line = f"{args.invariants} invariants, {size / 1e6:.2f} MB: load_specs {loaded:.2f} s"
     if not args.no_check:
         from invariants.catalog.targets import all_targets
-        from invariants.spec.checks import check_specs
+        from invariants.verdict.checks import check_specs
 
         targets = list(all_targets().values())
         start = time.perf_counter()

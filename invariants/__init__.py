@@ -40,7 +40,7 @@ _EXPORTS = {
     "HloModule": "hlo.parse", "HloParseError": "hlo.parse", "parse_module": "hlo.parse",
     "METRICS": "measure.metrics",
     "CATALOG": "catalog.programs", "get_program": "catalog.registry",
-    "Spec": "spec.file", "load_spec": "spec.file", "load_specs": "spec.file",
+    "Spec": "specfile.reader", "load_spec": "specfile.reader", "load_specs": "specfile.reader",
     "Structure": "hlo.structure", "structure_of": "hlo.structure",
 }  # fmt: skip
 
@@ -60,4 +60,4 @@ if TYPE_CHECKING:
     from .hlo.parse import HloModule, HloParseError, parse_module
     from .hlo.structure import Structure, structure_of
     from .measure.metrics import METRICS
-    from .spec.file import Spec, load_spec, load_specs
+    from .specfile.reader import Spec, load_spec, load_specs

@@ -256,7 +256,7 @@ class CompiledStructure:
         value = self._value(name)  # before any dtype scope, as a spec reads it: no SparseCore, no count
         if dtype is None or scoped is None:
             return value
-        from .spec.checks import WidenedDtype, widened_warning
+        from .verdict.checks import WidenedDtype, widened_warning
 
         if (warning := widened_warning(name, dtype, self.target)) is not None:
             # As a spec's item warns: the count may pass for the very program it guards.
@@ -264,7 +264,7 @@ class CompiledStructure:
         return scoped(self.structure, dtype)
 
     def _structure(self, dtype: str | None) -> tuple[tuple[object, ...], ...]:
-        from .spec.checks import structural_signature  # the spec's own comparison (it imports JAX)
+        from .verdict.checks import structural_signature  # the spec's own comparison (it imports JAX)
 
         if dtype is not None:
             raise InvariantsError(f"{self.name}: structure takes no dtype")

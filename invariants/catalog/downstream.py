@@ -44,9 +44,10 @@ compiled, snapshotted, checked and timed as a catalog program is; its input fact
 strict as a lookup's, each failure one line at the ``params`` line (the factory) or the table (the function).
 
 **Where a declared program compiles.** On the targets that compile every program (cpu, tpu-v5e,
-gpu-h100), and on every target its spec files name (:attr:`invariants.spec.file.ProgramDecl.aimed`, which
-:meth:`invariants.catalog.targets.Target.aimed_by` reads): a core-scope target (tpu-v4, v5p, v6e, gpu-a100,
-l4, b200) compiles a declared program in each configuration it lists when a spec file aims it there.
+gpu-h100), and on every target its spec files name (:attr:`invariants.specfile.reader.ProgramDecl.aimed`,
+which :meth:`invariants.catalog.targets.Target.aimed_by` reads): a core-scope target (tpu-v4, v5p, v6e,
+gpu-a100, l4, b200) compiles a declared program in each configuration it lists when a spec file aims it
+there.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from .._errors import InvariantsError
 from .._usercode import guarded
-from ..spec.file import ProgramDecl, Spec, load_specs
+from ..specfile.reader import ProgramDecl, Spec, load_specs
 from .arguments import make_indices
 from .programs import (
     CONFIGS,

@@ -46,7 +46,7 @@ from .configs import get_config as get_config
 from .select import selectors
 
 if TYPE_CHECKING:
-    from ..spec.file import ProgramDecl
+    from ..specfile.reader import ProgramDecl
 
 ProgramKind = Literal["forward", "backward", "train", "sharded", "sharded_grad", "tied", "tied_grad"]
 

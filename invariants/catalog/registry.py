@@ -8,7 +8,8 @@ file (see :mod:`invariants.catalog.downstream`) is compiled, snapshotted and che
 program, and two runs in one process (pytester, the pytest API's tests) never see each other's programs.
 The catalog itself (:mod:`invariants.catalog.programs`) stays the one file a new canonical program touches.
 
-Declared names may not collide with the catalog's (:func:`invariants.spec.file.collision`, the one rule).
+Declared names may not collide with the catalog's (:func:`invariants.specfile.reader.collision`, the one
+rule).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from .._errors import InvariantsError, did_you_mean
-from ..spec.file import collision
+from ..specfile.reader import collision
 from .programs import CATALOG, Program
 from .select import select_program_words
 

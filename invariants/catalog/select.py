@@ -3,8 +3,8 @@
 :func:`invariants.catalog.targets.select_targets`, on these words).
 
 ``--programs`` takes words, each an exact name, an fnmatch pattern (``'vmap_*'``), ``kind:K`` or ``tag:T``,
-matched as a spec's ``programs`` is (:func:`invariants.spec.file.select_programs`) against ``known``: the
-programs of this process for the gate, the programs a results file recorded for the report. No JAX here.
+matched as a spec's ``programs`` is (:func:`invariants.specfile.reader.select_programs`) against ``known``:
+the programs of this process for the gate, the programs a results file recorded for the report. No JAX here.
 """
 
 from __future__ import annotations

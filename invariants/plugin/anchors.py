@@ -18,8 +18,8 @@ from .tree import Group, Nothing, by_spec, by_target, case_name, each, group
 
 if TYPE_CHECKING:
     from ..compile.record import Key
-    from ..spec.checks import Case
-    from ..spec.correctness import CorrectnessCase
+    from ..verdict.checks import Case
+    from ..verdict.correctness import CorrectnessCase
     from .session import GateSession
 
 # The correctness tier's anchor module, by the name ``-k`` matches (the self-check's children deselect it).

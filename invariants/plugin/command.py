@@ -42,7 +42,7 @@ from .._paths import PACKAGE_DIR
 from .._usercode import set_timeout
 from ..compile.child import pytest_args
 from ..compile.process import guard_backend, pin_worker
-from ..spec.file import SPEC_DIR, ProgramDecl, load_specs
+from ..specfile.reader import SPEC_DIR, ProgramDecl, load_specs
 from .options import BUILT_PROGRAMS, OPTIONS
 from .results import discard_earlier
 

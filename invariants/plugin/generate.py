@@ -18,8 +18,8 @@ import pytest
 
 from ..catalog.configs import get_config
 from ..compile.artifacts import Key
-from ..spec.checks import Case, expand
-from ..spec.correctness import CorrectnessCase, expand_correctness
+from ..verdict.checks import Case, expand
+from ..verdict.correctness import CorrectnessCase, expand_correctness
 
 if TYPE_CHECKING:
     from .session import GateSession

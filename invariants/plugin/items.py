@@ -24,8 +24,8 @@ from ..compile.record import Key
 from ..snapshot.diff import older_format
 from ..snapshot.render import render_summary
 from ..snapshot.store import MARKER
-from ..spec.checks import Case, WidenedDtype, config_matches, evaluate
-from ..spec.correctness import CorrectnessCase
+from ..verdict.checks import Case, WidenedDtype, config_matches, evaluate
+from ..verdict.correctness import CorrectnessCase
 from . import results as _results
 from .outcomes import (
     dumped_line,

@@ -17,7 +17,7 @@ from .. import _config
 
 if TYPE_CHECKING:
     from ..catalog.programs import Program
-    from ..spec.file import ProgramDecl
+    from ..specfile.reader import ProgramDecl
 
 
 @dataclasses.dataclass(frozen=True)

@@ -39,9 +39,9 @@ from ..compile.reproducer import reproducer
 from ..compile.store import from_settings
 from ..kernels import kernel_files
 from ..measure.measurement import Measurement, measure
-from ..spec.checks import check_specs
-from ..spec.correctness import Correctness
-from ..spec.file import KnownCompileFailure, load_specs, scope_of, select_programs
+from ..specfile.reader import KnownCompileFailure, load_specs, scope_of, select_programs
+from ..verdict.checks import check_specs
+from ..verdict.correctness import Correctness
 from . import generate
 from . import results as _results
 from .options import BUILT_PROGRAMS, PROGRAM_SWAPS

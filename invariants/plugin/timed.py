@@ -27,7 +27,6 @@ from ..catalog.programs import Distribution, Program, get_config
 from ..catalog.targets import versions
 from ..compile.record import Key
 from ..hlo.cost import predicted_by, predicted_ratio
-from ..spec.checks import Case
 from ..timing.baselines import (
     baseline_path,
     baseline_verdict,
@@ -46,6 +45,7 @@ from ..timing.paired import (
     measure_ratio,
     runtime_clock,
 )
+from ..verdict.checks import Case
 from . import generate
 from . import results as _results
 from .benchmarks import REPLAY, record_samples

@@ -33,7 +33,7 @@ from .._paths import shown
 from ..compile.record import Key
 
 if TYPE_CHECKING:
-    from ..spec.checks import Case
+    from ..verdict.checks import Case
 
 
 class GateItem(pytest.Function):

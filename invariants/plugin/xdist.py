@@ -4,7 +4,7 @@ A target's programs compile once per process. Items spread over workers would ea
 read, so one key would compile on every worker that reads it: on two workers the gate cost 225 s of CPU
 against 132 s in one process (pytest 9.2, pytest-xdist 3.8). The timed items read the runtime target's
 executables, and the correctness items keep each reference program's outputs in their process
-(``invariants.spec.checks``): both sit below the runtime target's collector, so they share its unit.
+(``invariants.verdict.checks``): both sit below the runtime target's collector, so they share its unit.
 
 xdist's own ``--dist loadgroup`` cannot carry this on pytest 9.2: it marks an item's group by rewriting
 its node id, which pytest 9.2 no longer reads, so every group silently falls apart (pytest-xdist#1386).

@@ -193,8 +193,8 @@ def focused(run: Run, programs: Sequence[str], how: str) -> Run:
 
 
 def known_programs(run: Run) -> dict[str, SimpleNamespace]:
-    """The run's programs as :func:`invariants.spec.file.select_programs` reads them (a kind and tags each);
-    for a file that recorded none, the names its entries carry, with neither."""
+    """The run's programs as :func:`invariants.specfile.reader.select_programs` reads them (a kind and tags
+    each); for a file that recorded none, the names its entries carry, with neither."""
 
     known = {
         name: SimpleNamespace(kind=info.get("kind"), tags=frozenset(info.get("tags") or ()))

@@ -30,8 +30,8 @@ from invariants._paths import write_atomic
 from invariants.timing.paired import RatioResult, Verdict, decide_lower
 
 if TYPE_CHECKING:
-    from invariants.spec.checks import Case
-    from invariants.spec.file import Spec
+    from invariants.specfile.reader import Spec
+    from invariants.verdict.checks import Case
 
 __all__ = [
     "DEFAULT_MAX_LOSS",

@@ -55,7 +55,7 @@ from ..hlo.cost import Missing, value_or_none
 from ..measure.measurement import Measurement, measure
 from ..measure.metrics import METRICS, OFFLOAD_COUNTS
 from ..snapshot.render import render_summary
-from ..spec.file import load_specs
+from ..specfile.reader import load_specs
 from ..timing.device import DeviceRecorder
 from .protocol import CPUS_ENV, SLOWDOWN_ENV, Json, ProtocolError, decode_request, encode
 
@@ -64,11 +64,11 @@ if TYPE_CHECKING:
     from ..catalog.programs import Program
     from ..catalog.registry import Programs
     from ..catalog.targets import Target
-    from ..spec.checks import Case
-    from ..spec.file import Spec
+    from ..specfile.reader import Spec
+    from ..verdict.checks import Case
 
-# What starts JAX (jax itself, catalog.programs, compile, snapshot.render, spec.checks) is imported where it
-# is used: after main() has pinned the worker's cores and the side's environment is in place.
+# What starts JAX (jax itself, catalog.programs, compile, snapshot.render, verdict.checks) is imported where
+# it is used: after main() has pinned the worker's cores and the side's environment is in place.
 
 # Warm-up, then the per-call probe: each at least this many calls and seconds (a slow program: 5 calls).
 _WARM_CALLS, _WARM_SECONDS = 3, 5e-3
@@ -249,7 +249,8 @@ def slowed(
 
 def missing_metric(case: Case, measured: Callable[[Key], Measurement]) -> str | None:
     """Why ``case`` cannot be evaluated here: the first compiler or kernel metric its assert reads that
-    has no value on its key (the words ``invariants.spec.checks.evaluate`` fails with); None when it can."""
+    has no value on its key (the words ``invariants.verdict.checks.evaluate`` fails with); None when it
+    can."""
     for read in case.invariant.assertion.reads():
         name, program = read.name, read.program or case.program
         metric = METRICS.get(name)
@@ -288,7 +289,7 @@ def structure_of_keys(
     (default: the catalog's)."""
     from ..catalog.registry import Programs
     from ..compile.artifacts import CompileCache
-    from ..spec.checks import expand
+    from ..verdict.checks import expand
 
     reasons, usable = _targets({t for _, _, t in keys})
     programs = programs if programs is not None else Programs()
@@ -344,7 +345,7 @@ def _evaluable(cases: Sequence[Case], measured: Mapping[Key, Measurement]) -> li
 
 def _verdict(case: Case, measured: Callable[[Key], Measurement], programs: Programs) -> Json:
     """One invariant's verdict on the keys of ``case``, or why it was not evaluated here."""
-    from ..spec.checks import evaluate
+    from ..verdict.checks import evaluate
 
     ratchet = case.invariant.ratchet
     entry: Json = {

@@ -191,7 +191,7 @@ def test_the_contract_catches_each_form_of_a_planted_upward_import(planted_copie
 NO_JAX = ("_errors", "_paths", "_stats", "_cores", "_config", "_signals", "_usercode", "_trust",
           "catalog.configs", "catalog.select", "catalog.targets", "compile.record", "compile.store",
           "compile.cache_command",
-          "spec.file", "spec.asserts", "hlo.parse", "hlo.structure",
+          "specfile.reader", "specfile.asserts", "hlo.parse", "hlo.structure",
           "hlo.cost", "kernels", "kernels.ptx", "kernels.llvm_ir", "kernels.program", "measure.metrics",
           "measure.measurement", "snapshot.render", "plugin.results")  # fmt: skip
 

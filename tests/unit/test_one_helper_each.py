@@ -1,5 +1,5 @@
 """One helper for one job, where copies would behave differently: the one collision rule for declared
-program names (``spec.file.collision``: a spec file's ``[[program]]`` and a run's
+program names (``specfile.reader.collision``: a spec file's ``[[program]]`` and a run's
 :class:`invariants.catalog.registry.Programs` refuse a name in the same words), the one clock choice
 (``runtime_clock``: the throughput items and versus), the one reading of ``JAX_PLATFORMS``
 (``_config.requested_platforms``: the gate's backend guard and versus), and the one display of a path
@@ -18,7 +18,7 @@ from invariants import _config, _paths
 from invariants._errors import InvariantsError
 from invariants.catalog import registry
 from invariants.catalog.programs import CATALOG
-from invariants.spec.file import collision, load_specs
+from invariants.specfile.reader import collision, load_specs
 from invariants.timing.paired import runtime_clock
 from invariants.versus import command as versus
 

@@ -29,8 +29,8 @@ import invariants.pytest_plugin as plugin
 from invariants._errors import InvariantsError
 from invariants.hlo.structure import Structure
 from invariants.measure.metrics import METRICS
-from invariants.spec.checks import WidenedDtype
 from invariants.testing import CompiledStructure, MetricUnavailable, TargetUnavailable, compile_for
+from invariants.verdict.checks import WidenedDtype
 
 ROOT = Path(__file__).parents[2]
 TABLE = jax.ShapeDtypeStruct((512, 16), jnp.float32)
@@ -298,8 +298,8 @@ def test_every_metric_form_a_spec_accepts_reads_the_same_here(on_cpu, tmp_path):
     ``NAME(program)``), reads here as the gate's evaluation of that assert reads it: the same number, set
     or structure, or no value in both."""
     from invariants.measure.metrics import COMPILED_SOURCES
-    from invariants.spec.checks import Case, evaluate
-    from invariants.spec.file import load_spec
+    from invariants.specfile.reader import load_spec
+    from invariants.verdict.checks import Case, evaluate
 
     forms: list[
         tuple[str, str, Callable[[CompiledStructure], Any]]

@@ -135,7 +135,7 @@ def test_a_program_kind_builds_what_the_catalog_builds(tmp_path, monkeypatch):
     from invariants.catalog import programs as _programs
     from invariants.catalog.targets import all_targets
     from invariants.compile.artifacts import compile_here
-    from invariants.spec.file import load_specs
+    from invariants.specfile.reader import load_specs
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -354,7 +354,7 @@ def test_bad_entry_on_a_params_program_is_one_line_and_exit_2(
 
 def _built(tmp_path: Path, monkeypatch, module: str, declared: str, extra: str = "") -> dict:
     from invariants.catalog import downstream as _downstream
-    from invariants.spec.file import load_specs
+    from invariants.specfile.reader import load_specs
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -400,8 +400,8 @@ def test_params_programs_agree_on_the_same_drawn_arguments(tmp_path, monkeypatch
     one that reads the next row does not."""
     from invariants.catalog.registry import Programs
     from invariants.catalog.targets import all_targets
-    from invariants.spec.correctness import Correctness, expand_correctness
-    from invariants.spec.file import load_specs
+    from invariants.specfile.reader import load_specs
+    from invariants.verdict.correctness import Correctness, expand_correctness
 
     m = "plib_agree"
     monkeypatch.chdir(tmp_path)
@@ -442,8 +442,8 @@ def test_a_declared_program_compiles_where_its_specs_aim_it(tmp_path, monkeypatc
     on core targets (tpu-v4, gpu-a100, which compile only the catalog's core programs otherwise) and on
     cpu, but not on tpu-v5e or gpu-h100, which compile every catalog program, nor on other core targets."""
     from invariants.catalog.targets import all_targets
-    from invariants.spec.checks import check_specs
-    from invariants.spec.file import load_specs
+    from invariants.specfile.reader import load_specs
+    from invariants.verdict.checks import check_specs
 
     m = "plib_aim"
     monkeypatch.chdir(tmp_path)
@@ -474,8 +474,8 @@ def test_a_catalog_program_on_a_core_target_is_still_an_error(tmp_path):
     """An invariant naming a catalog program its target does not compile is an error: take_clip is not
     core, tpu-v4 compiles core (a declared program compiles wherever its spec files name)."""
     from invariants._errors import InvariantsError
-    from invariants.spec.checks import check_specs
-    from invariants.spec.file import load_specs
+    from invariants.specfile.reader import load_specs
+    from invariants.verdict.checks import check_specs
 
     specs = tmp_path / "specs"
     specs.mkdir()
@@ -668,7 +668,7 @@ def test_a_program_takes_its_indices_in_the_dtype_it_declares(tmp_path, monkeypa
     from invariants.catalog.programs import CONFIGS
     from invariants.catalog.targets import all_targets
     from invariants.compile.artifacts import compile_function
-    from invariants.spec.file import load_specs
+    from invariants.specfile.reader import load_specs
 
     m = "lib_u32"
     monkeypatch.chdir(tmp_path)
@@ -703,7 +703,7 @@ def test_a_params_program_is_named_by_the_dtype_of_its_parameters(tmp_path, monk
     from invariants._errors import InvariantsError
     from invariants.catalog.downstream import build
     from invariants.catalog.programs import ALL_CONFIGS
-    from invariants.spec.file import load_specs
+    from invariants.specfile.reader import load_specs
 
     m = "lib_f16"
     monkeypatch.chdir(tmp_path)

@@ -11,8 +11,8 @@ import pytest
 from invariants.catalog.programs import CATALOG, Layout
 from invariants.catalog.targets import _AOT_TARGETS
 from invariants.measure.metrics import input_facts
-from invariants.spec.checks import Case, evaluate
-from invariants.spec.file import load_specs
+from invariants.specfile.reader import load_specs
+from invariants.verdict.checks import Case, evaluate
 
 TARGETS = {t.name: t for t in _AOT_TARGETS}
 POD_PROGRAMS = sorted(n for n, p in CATALOG.items() if p.layout is not None and p.layout.pod)

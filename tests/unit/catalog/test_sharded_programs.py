@@ -16,7 +16,7 @@ from gatekit import InProcess, command
 
 from invariants._errors import InvariantsError
 from invariants.catalog.targets import all_targets
-from invariants.spec.file import load_spec
+from invariants.specfile.reader import load_spec
 
 ROOT = Path(__file__).parents[3]
 EXAMPLE = ROOT / "examples" / "sharded_embed"

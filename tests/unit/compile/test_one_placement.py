@@ -24,7 +24,7 @@ from invariants.catalog.programs import CATALOG, Program
 from invariants.catalog.targets import Target, all_targets
 from invariants.compile import artifacts
 from invariants.snapshot.render import jaxpr_lines
-from invariants.spec.file import load_specs
+from invariants.specfile.reader import load_specs
 from invariants.testing import compile_for, mesh_for
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -13,8 +13,8 @@ from invariants.hlo.parse import parse_module
 from invariants.hlo.structure import structure_of
 from invariants.measure.measurement import measure_text
 from invariants.plugin.outcomes import judge
-from invariants.spec.checks import Case, evaluate
-from invariants.spec.file import load_spec
+from invariants.specfile.reader import load_spec
+from invariants.verdict.checks import Case, evaluate
 
 DATA = Path(__file__).parents[2] / "data" / "hlo"
 

@@ -14,7 +14,7 @@ import pytest
 from invariants._errors import InvariantsError
 from invariants.hlo.parse import parse_module
 from invariants.hlo.structure import Structure, contiguous_window, structure_of, to_json
-from invariants.spec.checks import structural_signature
+from invariants.verdict.checks import structural_signature
 
 TESTS = pathlib.Path(__file__).resolve().parents[2]
 DATA = TESTS / "data" / "hlo"

@@ -216,7 +216,7 @@ def test_a_host_with_other_cores_compiles_the_same_structure_and_signature(cores
     only in XLA:CPU's ``outer_dimension_partitions`` (two here, one core: none). ``structure(a) ==
     structure(b)`` and the spec's structural signature (what that relation compares) both leave it out,
     as the snapshot does."""
-    from invariants.spec.checks import structural_signature
+    from invariants.verdict.checks import structural_signature
 
     text = (DATA / "cpu_fwd_take.txt").read_text()
     two = '"outer_dimension_partitions":["2"]'

@@ -20,8 +20,8 @@ from invariants.hlo.cost import Missing
 from invariants.hlo.parse import parse_module
 from invariants.hlo.structure import structure_of
 from invariants.measure.measurement import measure_text
-from invariants.spec.checks import Case, evaluate
-from invariants.spec.file import load_spec
+from invariants.specfile.reader import load_spec
+from invariants.verdict.checks import Case, evaluate
 
 ROOT = Path(__file__).parents[3]
 HLO = ROOT / "tests" / "data" / "hlo"

@@ -68,7 +68,7 @@ def test_report_compares_the_registry_metrics() -> None:
 
 @pytest.mark.parametrize("name", sorted(METRICS))
 def test_every_name_is_accepted_by_the_spec_loader(name: str, tmp_path: pathlib.Path) -> None:
-    from invariants.spec.file import load_spec
+    from invariants.specfile.reader import load_spec
 
     m = METRICS[name]
     if m.source == "throughput":

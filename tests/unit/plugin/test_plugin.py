@@ -357,7 +357,7 @@ def test_no_catalog_keeps_the_catalog_programs_the_projects_relations_name(tmp_p
     program of its own (or between catalog programs alone); never by an absolute invariant's pattern, never
     by the package's own spec files."""
     from invariants.plugin.session import relation_partners
-    from invariants.spec.file import SPEC_DIR, load_specs
+    from invariants.specfile.reader import SPEC_DIR, load_specs
 
     (tmp_path / "mine.toml").write_text(
         '[spec]\ntargets = ["*"]\n\n'

@@ -9,7 +9,7 @@ import pytest
 from gatekit import InProcess
 
 from invariants._errors import InvariantsError
-from invariants.spec.file import load_spec
+from invariants.specfile.reader import load_spec
 from invariants.timing.baselines import (
     DEFAULT_MAX_LOSS,
     baseline_path,

@@ -9,7 +9,7 @@ import socket
 import pytest
 
 from invariants._errors import InvariantsError
-from invariants.spec.file import MAX_TEXT, load_specs
+from invariants.specfile.reader import MAX_TEXT, load_specs
 
 PROGRAM = '[spec]\ntargets = ["cpu"]\n\n[[program]]\nname = "{name}"\nfunction = "m:f"\nkind = "forward"\n'
 

@@ -748,7 +748,7 @@ def test_worker_evaluates_kernel_metrics_and_says_what_it_cannot(tmp_path: Path,
     """The worker's verdicts read each key's compiled kernel code: a kernel invariant is evaluated where
     the target has code (CPU LLVM IR), and is "not evaluated" with the reason where it has none (a TPU
     compile), never a failure; each key answers its kernel and compiler metrics as numbers or null."""
-    from invariants.spec.file import load_spec
+    from invariants.specfile.reader import load_spec
     from invariants.versus import worker
     from invariants.versus.worker import structure_of_keys
 

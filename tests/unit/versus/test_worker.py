@@ -11,8 +11,8 @@ import pytest
 from invariants.compile.record import Key
 from invariants.hlo.cost import Missing
 from invariants.measure.measurement import Measurement, measure_text
-from invariants.spec.checks import Case, evaluate
-from invariants.spec.file import load_spec
+from invariants.specfile.reader import load_spec
+from invariants.verdict.checks import Case, evaluate
 from invariants.versus.worker import missing_metric
 
 DATA = Path(__file__).parents[2] / "data" / "hlo"

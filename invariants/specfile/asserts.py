@@ -2,7 +2,7 @@
 
 A spec's assert is written in Python's expression syntax, so :func:`parse` reads it with :mod:`ast` and
 lowers it, at once, to the small tree below. Every later stage reads that tree and never Python's: the
-checks evaluate it (:func:`invariants.spec.checks.evaluate`), the throughput tier reads its timed ratio
+checks evaluate it (:func:`invariants.verdict.checks.evaluate`), the throughput tier reads its timed ratio
 (:attr:`Assertion.timed`), a decision's ratio (shown in a verdict line and a ratchet's xfail reason)
 comes from its scaled relation (:attr:`Assertion.scaled`), and versus lists the metrics it reads
 (:meth:`Assertion.reads`). A shape the language does not have cannot reach them, so none re-checks one.

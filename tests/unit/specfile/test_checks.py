@@ -16,9 +16,9 @@ from invariants.catalog.programs import CATALOG
 from invariants.catalog.registry import Programs
 from invariants.measure.measurement import Measurement, measure_text
 from invariants.plugin.outcomes import judge
-from invariants.spec.checks import Case, evaluate, unmet_condition
-from invariants.spec.correctness import Correctness, CorrectnessCase
-from invariants.spec.file import load_spec
+from invariants.specfile.reader import load_spec
+from invariants.verdict.checks import Case, evaluate, unmet_condition
+from invariants.verdict.correctness import Correctness, CorrectnessCase
 
 DATA = Path(__file__).parents[2] / "data" / "hlo"
 
@@ -92,7 +92,7 @@ def test_relational_fails_when_naive_gets_more_kernels(tmp_path):
 
 def test_a_relation_across_configurations_reads_each_side_in_its_own(tmp_path):
     from invariants.catalog.targets import all_targets
-    from invariants.spec.checks import expand
+    from invariants.verdict.checks import expand
 
     (inv,) = spec(tmp_path, '[[invariant]]\nid = "x"\n'
                             'assert = "kernels(naive[bf16]) <= kernels(take[f32])"\n').invariants  # fmt: skip
@@ -305,15 +305,15 @@ def test_correctness_narrow_index_pin(tmp_path):
 
 
 def test_every_correctness_check_a_spec_may_name_is_implemented():
-    from invariants.spec.correctness import CORRECTNESS
-    from invariants.spec.file import CORRECTNESS_CHECKS
+    from invariants.specfile.reader import CORRECTNESS_CHECKS
+    from invariants.verdict.correctness import CORRECTNESS
 
     assert tuple(CORRECTNESS) == CORRECTNESS_CHECKS
 
 
 def test_the_out_of_bounds_modes_are_the_specs_vocabulary():
-    from invariants.spec.correctness import _OOB_EXPECT
-    from invariants.spec.file import CORRECTNESS_EXPECT
+    from invariants.specfile.reader import CORRECTNESS_EXPECT
+    from invariants.verdict.correctness import _OOB_EXPECT
 
     assert tuple(_OOB_EXPECT) == CORRECTNESS_EXPECT["out_of_bounds"]
 
@@ -337,7 +337,7 @@ def test_a_zero_divisor_at_run_time_fails_the_verdict_with_one_line(tmp_path):
 
 
 def _targets_error(tmp_path: Path, text: str) -> str:
-    from invariants.spec.checks import check_specs, expand
+    from invariants.verdict.checks import check_specs, expand
 
     path = tmp_path / "s.toml"
     path.write_text(text)
@@ -421,8 +421,8 @@ def test_a_spec_that_makes_no_item_is_one_line(tmp_path, text, expected):
 
 
 def test_the_shipped_specs_pass_the_target_checks():
-    from invariants.spec.checks import check_specs, known_targets
-    from invariants.spec.file import load_specs
+    from invariants.specfile.reader import load_specs
+    from invariants.verdict.checks import check_specs, known_targets
 
     specs = load_specs()
     check_specs(specs)
@@ -431,8 +431,8 @@ def test_the_shipped_specs_pass_the_target_checks():
 
 def test_a_host_without_a_cpu_target_still_reads_cpu_toml(monkeypatch):
     """On a TPU or GPU host the runtime target is that chip: 'cpu' is still a name a spec may use."""
-    from invariants.spec import checks as _checks
-    from invariants.spec.file import load_specs
+    from invariants.specfile.reader import load_specs
+    from invariants.verdict import checks as _checks
 
     others = {n: t for n, t in _checks.all_targets().items() if n != "cpu"}
     monkeypatch.setattr(_checks, "all_targets", lambda: others)
@@ -443,7 +443,7 @@ def test_a_host_without_a_cpu_target_still_reads_cpu_toml(monkeypatch):
 def test_a_pattern_that_selects_nothing_on_one_family_is_allowed(tmp_path):
     """The shipped files list "kind:sharded" beside "kind:forward" on every family; a GPU has no sharded
     target, and that selector alone checking nothing there is not refused (the invariant makes items)."""
-    from invariants.spec.checks import check_specs
+    from invariants.verdict.checks import check_specs
 
     path = tmp_path / "s.toml"
     path.write_text('[spec]\ntargets = ["gpu-*"]\n[[invariant]]\nid = "w"\n'

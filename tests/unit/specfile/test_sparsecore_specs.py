@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from invariants.measure.measurement import Measurement, measure_text
-from invariants.spec.checks import Case, evaluate
-from invariants.spec.file import Invariant, load_spec
+from invariants.specfile.reader import Invariant, load_spec
+from invariants.verdict.checks import Case, evaluate
 
 DATA = Path(__file__).parents[2] / "data" / "hlo" / "sparsecore"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from invariants._errors import InvariantsError
-from invariants.spec.file import SPEC_DIR, load_spec, load_specs
+from invariants.specfile.reader import SPEC_DIR, load_spec, load_specs
 
 HEADER = '[spec]\ntargets = ["cpu"]\n\n'
 
@@ -146,7 +146,7 @@ def _assert(text: str) -> str:
 
 
 def test_throughput_sides_name_an_index_distribution(tmp_path):
-    from invariants.spec.asserts import TimedSide
+    from invariants.specfile.asserts import TimedSide
 
     path = tmp_path / "cpu.toml"
     path.write_text(HEADER + _assert("time(grad_take[equal]) / time(grad_take) <= 1.25"))
@@ -184,7 +184,7 @@ _GPU_HEADER = '[spec]\ntargets = ["gpu-*"]\n\n'
 def test_an_invariant_narrows_the_files_targets(tmp_path):
     """One file states a fact on every GPU and its known-bad exception on two of them."""
     from invariants.catalog.targets import all_targets
-    from invariants.spec.checks import expand
+    from invariants.verdict.checks import expand
 
     path = tmp_path / "gpu.toml"
     path.write_text(
@@ -206,7 +206,7 @@ def test_a_correctness_check_narrows_the_files_targets(tmp_path):
     """A correctness check runs on the runtime target its targets name: one file holds a check for a CPU
     host and another for an H100 host; on this CPU host only the first makes items."""
     from invariants.catalog.targets import all_targets
-    from invariants.spec.correctness import expand_correctness
+    from invariants.verdict.correctness import expand_correctness
 
     path = tmp_path / "runtime.toml"
     path.write_text(
@@ -421,7 +421,7 @@ def test_the_shipped_specs_are_read_once_each(monkeypatch):
     programs again)."""
     import tomllib
 
-    from invariants.spec import file as _spec
+    from invariants.specfile import reader as _spec
 
     calls: list[int] = []
     real = tomllib.loads

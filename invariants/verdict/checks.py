@@ -5,7 +5,7 @@ programs its assert names (relational), in one configuration. :func:`evaluate` d
 compiles measured (:class:`~invariants.measure.measurement.Measurement`) alone; the caller supplies them,
 so this stage never compiles.
 
-Correctness checks, which run programs and compare values, are :mod:`invariants.spec.correctness`.
+Correctness checks, which run programs and compare values, are :mod:`invariants.verdict.correctness`.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from ..hlo.tpu_model import chip_model
 from ..measure.measurement import Measurement
 from ..measure.metrics import METRICS, input_facts
 from ..snapshot.render import structure_lines
-from .asserts import NoValue, Read
-from .file import CorrectnessCheck, Invariant, ProgramDecl, Spec, scope_of, select_programs
+from ..specfile.asserts import NoValue, Read
+from ..specfile.reader import CorrectnessCheck, Invariant, ProgramDecl, Spec, scope_of, select_programs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -446,7 +446,7 @@ def widened_warning(name: str, dtype: str, target: str) -> str | None:
 @dataclasses.dataclass(frozen=True)
 class Decision:
     """The decision on one case. ``measured`` maps each evaluated term to its value. ``ratio`` is
-    ``metric(A) / metric(B)`` of a scaled relation (see ``invariants.spec.asserts.Scaled``), else None."""
+    ``metric(A) / metric(B)`` of a scaled relation (see ``invariants.specfile.asserts.Scaled``), else None."""
 
     holds: bool
     measured: dict[str, object]

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from invariants._errors import InvariantsError
 from invariants.measure.metrics import METRICS
-from invariants.spec.asserts import (
+from invariants.specfile.asserts import (
     Arithmetic,
     Assertion,
     Negated,

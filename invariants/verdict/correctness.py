@@ -1,6 +1,6 @@
 """Correctness checks: the ``[[correctness]]`` entries of the spec files, run on the runtime target.
 
-Unlike :mod:`invariants.spec.checks`, which decides invariants from structures alone, this stage runs
+Unlike :mod:`invariants.verdict.checks`, which decides invariants from structures alone, this stage runs
 programs (JAX) and compares their values: ``agree`` against a reference program, out-of-bounds indices
 (``expect``), and narrow index types.
 """
@@ -19,8 +19,8 @@ from ..catalog.arguments import make_arguments
 from ..catalog.programs import Config, get_config
 from ..catalog.registry import Programs
 from ..catalog.targets import Target
+from ..specfile.reader import CorrectnessCheck, Spec, scope_of, select_programs
 from .checks import check_specs, config_matches, on_targets, spec_applies, unmet_condition
-from .file import CorrectnessCheck, Spec, scope_of, select_programs
 
 # Relative to the largest magnitude: gradients sum thousands of rows in orders that differ between forms.
 _TOLERANCE = {"f32": 1e-5, "bf16": 2e-2}

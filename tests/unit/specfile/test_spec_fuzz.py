@@ -26,9 +26,9 @@ from hypothesis import strategies as st
 from invariants._errors import InvariantsError
 from invariants.catalog.targets import all_targets
 from invariants.measure.measurement import measure_text
-from invariants.spec.checks import check_specs, evaluate, expand
-from invariants.spec.correctness import expand_correctness
-from invariants.spec.file import load_specs
+from invariants.specfile.reader import load_specs
+from invariants.verdict.checks import check_specs, evaluate, expand
+from invariants.verdict.correctness import expand_correctness
 
 ROOT = Path(__file__).parents[3]
 # The example counts are the Hypothesis profile's (tests/conftest.py: a few dozen by default, 500 with

@@ -56,14 +56,14 @@ file of ``targets = ["cpu", "tpu-v4", "gpu-a100"]`` holds its invariants for thr
 narrowed by its own ``targets``. A program with params is compiled, checked (structure, invariants,
 ``agree`` with a reference of the same arguments) and timed on its own arguments like any other.
 
-An ``assert`` is parsed once into the typed tree of :mod:`invariants.spec.asserts` (the language is
+An ``assert`` is parsed once into the typed tree of :mod:`invariants.specfile.asserts` (the language is
 described there and in docs/specs.md), which every later stage reads.
 
 Every mistake is one line ``FILE:LINE: what is wrong``, with the closest valid name, raised as
 :class:`~invariants._errors.InvariantsError`; a file that declares nothing is one too (it would replace the
 package's specs with none, in silence). What needs the targets to be found wrong (a pattern that matches no
 target, an invariant that makes no item) is checked where cases are expanded,
-:func:`invariants.spec.checks.check_specs`: this stage knows no target.
+:func:`invariants.verdict.checks.check_specs`: this stage knows no target.
 
 Each file is read and parsed once, and its lines are located in one pass (:class:`_Locator`): loading is
 linear in the file (``python benchmarks/spec_load.py`` times a file of 20,000 invariants against a budget).
@@ -94,7 +94,7 @@ Table = dict[str, Any]
 
 SPEC_DIR = IMPORTED_DIR
 # The [[correctness]] checks a spec may name, with the values each one's ``expect`` may take (none: it
-# takes no ``expect``); invariants.spec.correctness.CORRECTNESS implements each (the spec file owns the
+# takes no ``expect``); invariants.verdict.correctness.CORRECTNESS implements each (the spec file owns the
 # vocabulary, the correctness stage reads it: data flows one way).
 CORRECTNESS_EXPECT: dict[str, tuple[str, ...]] = {
     "agree": (),
