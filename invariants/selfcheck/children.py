@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TextIO
 
 from ..compile.child import GateRun, gate_command, gate_env, last_line, run_gate, scratch
-from ..plugin.anchors import CORRECTNESS
 from .judge import Outcome, annotate, outcome_of
 from .registry import INJECT_MODULE, Injection
 
@@ -42,6 +41,8 @@ def child_command(injection: Injection, results: Path, dump_dir: Path) -> list[s
             str(results),
             *(f"--candidate-env={k}={v}" for k, v in injection.env.items()),
         ]
+    from ..plugin.anchors import CORRECTNESS  # here, not at import: it starts pytest, which --help needs not
+
     return gate_command(
         GateRun(
             targets=injection.targets,
