@@ -142,7 +142,7 @@ class Program:
     # None: the catalog's, which follow from ``kind`` and the configuration.
     inputs: Inputs | None = None
     # Target-name patterns that compile this program whatever their scope: the targets a downstream
-    # project's spec files name (invariants.catalog.targets.Target.compiles). Empty for the catalog's.
+    # project's spec files name (invariants.catalog.placement). Empty for the catalog's.
     aimed: tuple[str, ...] = ()
     # A declared lookup's indices in another integer dtype than its configuration's (uint32 ids, say).
     index_dtype: str | None = None

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..catalog.configs import get_config
+from ..catalog.placement import aimed_by, misfit
 from ..compile.artifacts import Key
 from ..verdict.checks import Case, expand
 from ..verdict.correctness import CorrectnessCase, expand_correctness
@@ -101,10 +102,10 @@ def _left_out(s: GateSession, keys: list[Key]) -> list[tuple[Key, str | None]]:
     out: list[tuple[Key, str | None]] = []
     for name in (p for p in s.programs if p not in have and s.all_programs[p].aimed):
         program = s.all_programs[name]
-        misfits = [(t, why) for t in s.targets if t.aimed_by(program) and (why := t.misfit(program))]
+        misfits = [(t, why) for t in s.targets if aimed_by(t, program) and (why := misfit(t, program))]
         if not misfits:
             continue
-        fits = [t.name for t in s.all_targets.values() if t.aimed_by(program) and t.misfit(program) is None]
+        fits = [t.name for t in s.all_targets.values() if aimed_by(t, program) and misfit(t, program) is None]
         target, why = misfits[0]
         where = f"; it compiles on {', '.join(fits)}, which the run's targets leave out" if fits else ""
         out.append((Key(name, program.configs[0], target.name), why + where))
@@ -153,8 +154,8 @@ def _skip_reason(s: GateSession, key: Key, programs: list[str] | None = None) ->
     chips, or a program's library is not installed; None when they run."""
     names = programs or [key.program]
     target = s.all_targets[key.target]
-    misfit = next((r for p in names if (r := target.misfit(s.all_programs[p])) is not None), None)
-    return s.available(key.target) or misfit or _missing_library(s, names)
+    unfit = next((r for p in names if (r := misfit(target, s.all_programs[p])) is not None), None)
+    return s.available(key.target) or unfit or _missing_library(s, names)
 
 
 def compile_threads(config: pytest.Config) -> int:

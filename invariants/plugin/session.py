@@ -28,6 +28,7 @@ from .._paths import check_output_dir, shown, what_is, write_atomic
 from .._usercode import set_timeout
 from ..catalog.arguments import make_arguments
 from ..catalog.downstream import build
+from ..catalog.placement import configs_for
 from ..catalog.programs import CATALOG, Distribution, get_config, select_configs
 from ..catalog.project import Project
 from ..catalog.registry import Programs
@@ -298,7 +299,7 @@ class GateSession:
 
     def configs_for(self, target: Target, program: str) -> list[str]:
         """The configurations ``program`` compiles in on ``target`` that this session selected."""
-        return [c for c in target.configs_for(self.all_programs[program]) if c in self.configs]
+        return [c for c in configs_for(target, self.all_programs[program]) if c in self.configs]
 
     def selects(self, program: str, config: str, partner: bool = False) -> bool:
         """Whether ``--programs`` and ``--configs`` both select (program, config). ``partner``: for one side

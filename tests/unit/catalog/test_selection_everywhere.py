@@ -24,6 +24,7 @@ from gatekit import InProcess
 
 from invariants.__main__ import main as cli_main
 from invariants._errors import InvariantsError
+from invariants.catalog.placement import configs_for
 from invariants.catalog.registry import Programs, get_program
 from invariants.catalog.targets import all_targets, select_targets
 from invariants.compile.child import gate_command
@@ -49,7 +50,7 @@ def _versus_targets(value: str) -> set[str]:
 
 def _versus_of_gate(names: set[str]) -> set[str]:
     program, targets = get_program("naive"), all_targets()
-    return {n for n in names if _versus.CONFIG in targets[n].configs_for(program)}
+    return {n for n in names if _versus.CONFIG in configs_for(targets[n], program)}
 
 
 def _selfcheck_targets(value: str) -> set[str]:
