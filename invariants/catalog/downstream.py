@@ -322,9 +322,7 @@ def build(decl: ProgramDecl) -> Program:
         decl.doc,
         decl.configs,
         decl.tags,
-        aimed=decl.aimed,
         layout=layout_of(decl),
-        index_dtype=decl.index_dtype,
         declaration=decl,
     )
     for config_id in decl.configs:
@@ -602,9 +600,7 @@ def _build_with_params(decl: ProgramDecl) -> Program:
         decl.configs,
         decl.tags,
         inputs=inputs,
-        aimed=decl.aimed,
         layout=layout_of(decl),
-        donate=decl.donate,
         declaration=decl,
     )
     for config_id in decl.configs:

@@ -143,7 +143,7 @@ def _missing_library(s: GateSession, programs: list[str]) -> str | None:
 
 def _untimed(s: GateSession, programs: list[str]) -> str | None:
     """Why one of ``programs`` cannot be timed: it donates its parameters, so no second call may read them."""
-    donating = next((p for p in programs if s.all_programs[p].donate), None)
+    donating = next((p for p in programs if s.all_programs[p].donates), None)
     if donating is None:
         return None
     return f"{donating} donates its parameters' buffers (donate = true): no second call can read them to time"

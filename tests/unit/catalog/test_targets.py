@@ -55,10 +55,12 @@ def test_a_program_aimed_at_a_core_target_compiles_there_in_its_own_configuratio
     nothing, an 'all' target included; a catalog program's targets are unchanged."""
     import dataclasses
 
+    from invariants.specfile.reader import ProgramDecl
+
     targets = all_targets()
-    mine = dataclasses.replace(
-        CATALOG["take_clip"], name="mine", configs=("bf16", "f32-2d"), aimed=("tpu-v6e",)
-    )
+    configs = ("bf16", "f32-2d")
+    decl = ProgramDecl("mine", "m:f", "forward", configs, frozenset({"user"}), "", "", aimed=("tpu-v6e",))
+    mine = dataclasses.replace(CATALOG["take_clip"], name="mine", configs=configs, declaration=decl)
     assert configs_for(targets["tpu-v6e"], mine) == ("bf16", "f32-2d")
     assert configs_for(targets["tpu-v5p"], mine) == () and configs_for(targets["gpu-l4"], mine) == ()
     assert configs_for(targets["tpu-v5e"], mine) == ()  # an 'all' target compiles the catalog's, not this
