@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 def structure_plan(s: GateSession) -> list[tuple[Key, str | None]]:
     """The structure items: each selected key, then the declared programs the run's targets leave out."""
-    keys = s.structure_keys()
+    keys = s.suite.structure_keys()
     planned = [(key, _skip_reason(s, key)) for key in keys]
     s.cache.plan(k for k, skip in planned if skip is None)
     return planned + _left_out(s, keys)
@@ -38,7 +38,7 @@ def invariant_plan(s: GateSession) -> list[tuple[Case, str | None]]:
     cases = [
         c
         for c in expand(s.specs, s.targets, programs=s.all_programs)
-        if all(s.selects(k.program, k.config, c.invariant.kind != "absolute") for k in c.keys)
+        if all(s.suite.selects(k.program, k.config, c.invariant.kind != "absolute") for k in c.keys)
     ]
     if s.raw:
         cases = [dataclasses.replace(c, skip=None, invariant=raw_invariant(c.invariant)) for c in cases]
@@ -52,7 +52,7 @@ def correctness_plan(s: GateSession) -> list[tuple[CorrectnessCase, str | None]]
     return [
         (c, c.skip or _missing_library(s, [c.program, *([c.check.reference] if c.check.reference else [])]))
         for c in expand_correctness(s.specs, runtime, s.all_programs)
-        if s.selects(c.program, c.config)
+        if s.suite.selects(c.program, c.config)
     ]
 
 
@@ -65,7 +65,7 @@ def throughput_cases(s: GateSession) -> list[Case]:
     return [
         c
         for c in expand(s.specs, [runtime], kinds=("throughput",), programs=s.all_programs)
-        if all(s.selects(k.program, k.config, partner=True) for k in c.keys)
+        if all(s.suite.selects(k.program, k.config, partner=True) for k in c.keys)
         and not get_config(c.config).compile_only
     ]
 

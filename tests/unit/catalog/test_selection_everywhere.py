@@ -3,7 +3,7 @@ select the same targets and programs in the gate, versus, selfcheck, bisect and 
 named (did-you-mean) by each, and an empty selection is one line in each.
 
 Each command is asked through its own parsing entry point: the gate's plugin reads its options with
-``select_targets`` and ``Programs.select`` (:mod:`invariants.plugin.session`); versus, selfcheck and
+``select_targets`` and ``Programs.select`` (:mod:`invariants.plugin.suite`); versus, selfcheck and
 matrix through ``python -m invariants`` in this process (each fails before any worker, child or install);
 bisect and matrix hand ``--programs`` (and bisect ``--targets``) to a collection of the gate in a child,
 before any release is installed (here that collection runs in this process: ``collections_in_process``).
