@@ -45,7 +45,7 @@ strict as a lookup's, each failure one line at the ``params`` line (the factory)
 
 **Where a declared program compiles.** On the targets that compile every program (cpu, tpu-v5e,
 gpu-h100), and on every target its spec files name (:attr:`invariants.specfile.reader.ProgramDecl.aimed`,
-which :meth:`invariants.catalog.targets.Target.aimed_by` reads): a core-scope target (tpu-v4, v5p, v6e,
+which :func:`invariants.catalog.placement.aimed_by` reads): a core-scope target (tpu-v4, v5p, v6e,
 gpu-a100, l4, b200) compiles a declared program in each configuration it lists when a spec file aims it
 there.
 """
@@ -322,9 +322,7 @@ def build(decl: ProgramDecl) -> Program:
         decl.doc,
         decl.configs,
         decl.tags,
-        aimed=decl.aimed,
         layout=layout_of(decl),
-        index_dtype=decl.index_dtype,
         declaration=decl,
     )
     for config_id in decl.configs:
@@ -602,9 +600,7 @@ def _build_with_params(decl: ProgramDecl) -> Program:
         decl.configs,
         decl.tags,
         inputs=inputs,
-        aimed=decl.aimed,
         layout=layout_of(decl),
-        donate=decl.donate,
         declaration=decl,
     )
     for config_id in decl.configs:

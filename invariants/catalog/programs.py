@@ -138,19 +138,23 @@ class Program:
     layout: Layout | None = None
     requires: tuple[str, ...] = ()  # modules the program imports when traced (from the ``libs`` extra)
     logits: bool = False  # returns (or, for a gradient, takes the cotangent of) logits over the vocabulary
-    # A declared program's own arguments (its parameters and indices, see invariants.catalog.downstream);
-    # None: the catalog's, which follow from ``kind`` and the configuration.
+    # Arguments of its own (a declared program's parameters and indices, an offload program's fixed
+    # shapes); None: those that follow from ``kind`` and the configuration.
     inputs: Inputs | None = None
-    # Target-name patterns that compile this program whatever their scope: the targets a downstream
-    # project's spec files name (invariants.catalog.targets.Target.compiles). Empty for the catalog's.
-    aimed: tuple[str, ...] = ()
-    # A declared lookup's indices in another integer dtype than its configuration's (uint32 ids, say).
-    index_dtype: str | None = None
-    # A declared train step that donates its parameters' buffers (jax.jit's donate_argnums).
-    donate: bool = False
-    # A declared program's [[program]] (plain data): what the compile cache's key holds of it, since its
-    # function may close over what the declaration gave. None: the catalog's, whose code says everything.
+    # Where it came from: a project's [[program]] (plain data: where it is aimed, its indices' dtype,
+    # whether it donates its parameters), or None for the catalog's, whose code says everything.
     declaration: ProgramDecl | None = None
+
+    @property
+    def aimed(self) -> tuple[str, ...]:
+        """The target-name patterns that compile a declared program whatever their scope: those its
+        project's spec files name (invariants.catalog.placement). Empty for the catalog's."""
+        return self.declaration.aimed if self.declaration is not None else ()
+
+    @property
+    def donates(self) -> bool:
+        """Whether it is a declared train step that donates its parameters' buffers (``donate = true``)."""
+        return self.declaration is not None and self.declaration.donate
 
     def unavailable_reason(self) -> str | None:
         """None when every library the program needs is importable, else one line with the install command."""
@@ -171,7 +175,8 @@ class Program:
         """Shapes and dtypes of the arguments, without shardings."""
         if self.inputs is not None:
             return self.inputs.specs(config)
-        index_dtype = self.index_dtype or config.indices.dtype
+        # A declared lookup may take its indices in another integer dtype than its configuration's.
+        index_dtype = (self.declaration and self.declaration.index_dtype) or config.indices.dtype
         indices = jax.ShapeDtypeStruct(config.indices.shape, index_dtype)
         if self.kind in ("backward", "tied_grad", "sharded_grad"):
             return (config.table, indices, config.logits if self.logits else config.output)

@@ -1,6 +1,7 @@
 """Compile targets: the runtime backend, TPU chips and a GPU ahead of time, and a multi-device CPU.
 
-A target says which devices a program is compiled for and which programs and configurations it compiles.
+A target says which devices a program is compiled for, and the scope of the catalog it compiles there
+(which programs and configurations follow from it: invariants.catalog.placement).
 Ahead-of-time (AOT) targets need no accelerator: libtpu carries the TPU compiler and the CUDA plugin the GPU
 compiler, so a CPU host reads the real optimized HLO of those chips.
 
@@ -10,24 +11,20 @@ Adding a target touches this file only.
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
-import functools
 import importlib.metadata
 import importlib.util
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._errors import InvariantsError, did_you_mean
 from .._paths import PACKAGE_DIR
-from .configs import COMPILE_ONLY, LLM_CONFIGS, OFFLOAD_CONFIGS, SEED
+from .configs import LLM_CONFIGS, OFFLOAD_CONFIGS
 from .select import selectors
 
 if TYPE_CHECKING:
     import jax
-
-    from .programs import Layout, Program
 
 Family = Literal["cpu", "tpu", "gpu"]
 Mode = Literal["runtime", "aot", "subprocess"]
@@ -51,8 +48,8 @@ class Target:
     ``extra_configs`` are compiled on top of the scope for every program that lists them: the
     compile-only LLM-scale configurations, which no scope includes by itself. ``scope_configs`` are
     compiled beside the seed's configuration by a ``core`` target, for the programs in its scope that list
-    them. A project's declared program compiles where its spec files aim it (:meth:`aimed_by`), in its own
-    configurations, and nowhere else, whatever the scope.
+    them. A project's declared program compiles where its spec files aim it, whatever the scope
+    (invariants.catalog.placement).
 
     ``libtpu_init_args``: flags for the TPU compiler, as ``LIBTPU_INIT_ARGS`` gives them (the SparseCore
     offloads, say). libtpu reads that variable once, when it starts, so such a target compiles in a child
@@ -79,76 +76,6 @@ class Target:
         """Whether its compiles run in a child process: the host-device flag of a multi-device CPU, or
         libtpu's flags, must be set before the compiler starts, and never leak into this process."""
         return self.mode == "subprocess" or bool(self.libtpu_init_args)
-
-    def compiles(self, program: Program) -> bool:
-        if program.aimed:
-            return self._compiles_aimed(program)
-        layout = program.layout
-        if self.scope in ("sharded", "pod"):
-            return layout is not None and self._holds(layout)
-        if self.scope == "extra" or layout is not None:
-            return False
-        return self.scope == "all" or "core" in program.tags
-
-    def _compiles_aimed(self, program: Program) -> bool:
-        """A project's program compiles where its spec files name, whatever this target's scope, where the
-        chips fit. A file of sharded and single-chip programs names targets of both kinds, and each program
-        picks those of its own; one named by name that fits none of them keeps its items there, skipping
-        with misfit's reason."""
-        if not self.aimed_by(program):
-            return False
-        return self.misfit(program) is None or (
-            self.name in program.aimed and not _fits_some(program.aimed, _chips(program))
-        )
-
-    def _holds(self, layout: Layout) -> bool:
-        """Whether this sharded or pod target's chips hold a catalog program of ``layout``."""
-        if layout.pod:
-            return (self.scope == "pod" or self.pods) and self.device_count % layout.devices == 0
-        return self.scope == "sharded" and layout.devices <= self.device_count
-
-    def misfit(self, program: Program) -> str | None:
-        """Why a project's program cannot compile on this target although its spec files aim it here: its
-        chips are not this target's (a one-device program on a pod, a mesh of another size); None when
-        they are, and for the catalog's programs (their layouts choose their targets)."""
-        if not program.aimed:
-            return None
-        layout = program.layout
-        needs = 1 if layout is None else layout.devices
-        if needs == self.device_count:
-            return None
-        chips = f"{self.device_count} chip" + ("s" if self.device_count > 1 else "")
-        if layout is None:
-            return (
-                f"{self.name} has {chips} and {program.name} declares no mesh: give it a mesh = {{...}} of "
-                f"{chips} and its shardings"
-            )
-        mesh = ", ".join(f"{a} = {n}" for a, n in zip(layout.axes, layout.mesh_shape, strict=True))
-        return f"{self.name} has {chips}; the mesh of {program.name} ({mesh}) has {needs}"
-
-    def aimed_by(self, program: Program) -> bool:
-        """Whether ``program`` is a declared program whose spec files name this target: it compiles here in
-        each configuration it lists, whatever this target's scope (see invariants.catalog.downstream)."""
-        return any(fnmatch.fnmatchcase(self.name, pattern) for pattern in program.aimed)
-
-    def configs_for(self, program: Program) -> tuple[str, ...]:
-        if program.aimed:  # a project's program compiles in the configurations it lists, where it is aimed
-            return self._aimed_configs(program)
-        extra = () if program.layout else tuple(c for c in program.configs if c in self.extra_configs)
-        if not self.compiles(program):
-            return extra
-        return self._scope_configs(program) + extra
-
-    def _aimed_configs(self, program: Program) -> tuple[str, ...]:
-        if not self.compiles(program):
-            return ()
-        return tuple(c for c in program.configs if c not in COMPILE_ONLY or c in self.extra_configs)
-
-    def _scope_configs(self, program: Program) -> tuple[str, ...]:
-        """The configurations a catalog program compiles in on this target, besides its extra ones."""
-        if self.scope != "all":
-            return (SEED.id, *(c for c in self.scope_configs if c in program.configs))
-        return tuple(c for c in program.configs if c not in self.skip_configs and c not in COMPILE_ONLY)
 
     @property
     def keeps_kernel_code(self) -> bool:
@@ -404,24 +331,6 @@ def all_targets(runtime: Target | None = None) -> dict[str, Target]:
 
 # What an empty --targets is told, by the gate and by every command that splits the words itself.
 TARGETS_HINT = "name targets, or 'all'"
-
-
-def _chips(program: Program) -> int:
-    return 1 if program.layout is None else program.layout.devices
-
-
-@functools.cache
-def _fits_some(aimed: tuple[str, ...], chips: int) -> bool:
-    """Whether a known target that ``aimed`` (a declared program's target patterns) names has ``chips``."""
-    known = (*_AOT_TARGETS, CPU_RUNTIME)
-    return any(t.device_count == chips and any(fnmatch.fnmatchcase(t.name, p) for p in aimed) for t in known)
-
-
-def aimed_targets(programs: Iterable[Program]) -> list[str]:
-    """The targets the spec files of ``programs`` name (a project's declared programs: where they compile,
-    a sharded one on its mesh's target), in the known targets' order; none for the catalog's."""
-    chosen = list(programs)
-    return [t.name for t in all_targets(CPU_RUNTIME).values() if any(t.aimed_by(p) for p in chosen)]
 
 
 def select_targets(spec: str | None, runtime: Target | None = None) -> list[Target]:

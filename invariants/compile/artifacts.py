@@ -163,7 +163,7 @@ def jit_inputs(
     jit_kwargs: dict[str, Any] = {}
     if layout is not None and layout.output is not None:
         jit_kwargs["out_shardings"] = NamedSharding(mesh, PartitionSpec(*layout.output))
-    if program.donate and program.inputs is not None:  # a train step reuses its parameters' buffers
+    if program.donates and program.inputs is not None:  # a train step reuses its parameters' buffers
         jit_kwargs["donate_argnums"] = tuple(range(program.inputs.param_leaves(get_config(config_id))))
     # Pod programs name mesh axes in their code (shard_map, sharding constraints), as model code does.
     return args, jit_kwargs, mesh if layout is not None and layout.pod else None

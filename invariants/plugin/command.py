@@ -15,7 +15,7 @@ It runs the gate's pytest modules that ship inside the package (:mod:`invariants
   ships. Those are read-only: no update rewrites them and no run writes inside the installed package.
   Under ``--no-catalog`` the catalog programs that the project's relations name (``take`` in
   ``structure(mine) == structure(take)`` or ``time(mine) / time(take)``) still compile, for those relations
-  alone (``invariants.plugin.session.relation_partners``).
+  alone (``invariants.plugin.suite.relation_partners``).
 
 The working directory is the project: the user's modules import from it, pytest's rootdir is it, and
 ``artifacts/`` (results, HLO dumps of failing items) lands in it. pytest reads no configuration file of the

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..catalog.configs import get_config
+from ..catalog.placement import aimed_by, misfit
 from ..compile.artifacts import Key
 from ..verdict.checks import Case, expand
 from ..verdict.correctness import CorrectnessCase, expand_correctness
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 def structure_plan(s: GateSession) -> list[tuple[Key, str | None]]:
     """The structure items: each selected key, then the declared programs the run's targets leave out."""
-    keys = s.structure_keys()
+    keys = s.suite.structure_keys()
     planned = [(key, _skip_reason(s, key)) for key in keys]
     s.cache.plan(k for k, skip in planned if skip is None)
     return planned + _left_out(s, keys)
@@ -37,7 +38,7 @@ def invariant_plan(s: GateSession) -> list[tuple[Case, str | None]]:
     cases = [
         c
         for c in expand(s.specs, s.targets, programs=s.all_programs)
-        if all(s.selects(k.program, k.config, c.invariant.kind != "absolute") for k in c.keys)
+        if all(s.suite.selects(k.program, k.config, c.invariant.kind != "absolute") for k in c.keys)
     ]
     if s.raw:
         cases = [dataclasses.replace(c, skip=None, invariant=raw_invariant(c.invariant)) for c in cases]
@@ -51,7 +52,7 @@ def correctness_plan(s: GateSession) -> list[tuple[CorrectnessCase, str | None]]
     return [
         (c, c.skip or _missing_library(s, [c.program, *([c.check.reference] if c.check.reference else [])]))
         for c in expand_correctness(s.specs, runtime, s.all_programs)
-        if s.selects(c.program, c.config)
+        if s.suite.selects(c.program, c.config)
     ]
 
 
@@ -64,7 +65,7 @@ def throughput_cases(s: GateSession) -> list[Case]:
     return [
         c
         for c in expand(s.specs, [runtime], kinds=("throughput",), programs=s.all_programs)
-        if all(s.selects(k.program, k.config, partner=True) for k in c.keys)
+        if all(s.suite.selects(k.program, k.config, partner=True) for k in c.keys)
         and not get_config(c.config).compile_only
     ]
 
@@ -101,10 +102,10 @@ def _left_out(s: GateSession, keys: list[Key]) -> list[tuple[Key, str | None]]:
     out: list[tuple[Key, str | None]] = []
     for name in (p for p in s.programs if p not in have and s.all_programs[p].aimed):
         program = s.all_programs[name]
-        misfits = [(t, why) for t in s.targets if t.aimed_by(program) and (why := t.misfit(program))]
+        misfits = [(t, why) for t in s.targets if aimed_by(t, program) and (why := misfit(t, program))]
         if not misfits:
             continue
-        fits = [t.name for t in s.all_targets.values() if t.aimed_by(program) and t.misfit(program) is None]
+        fits = [t.name for t in s.all_targets.values() if aimed_by(t, program) and misfit(t, program) is None]
         target, why = misfits[0]
         where = f"; it compiles on {', '.join(fits)}, which the run's targets leave out" if fits else ""
         out.append((Key(name, program.configs[0], target.name), why + where))
@@ -142,7 +143,7 @@ def _missing_library(s: GateSession, programs: list[str]) -> str | None:
 
 def _untimed(s: GateSession, programs: list[str]) -> str | None:
     """Why one of ``programs`` cannot be timed: it donates its parameters, so no second call may read them."""
-    donating = next((p for p in programs if s.all_programs[p].donate), None)
+    donating = next((p for p in programs if s.all_programs[p].donates), None)
     if donating is None:
         return None
     return f"{donating} donates its parameters' buffers (donate = true): no second call can read them to time"
@@ -153,8 +154,8 @@ def _skip_reason(s: GateSession, key: Key, programs: list[str] | None = None) ->
     chips, or a program's library is not installed; None when they run."""
     names = programs or [key.program]
     target = s.all_targets[key.target]
-    misfit = next((r for p in names if (r := target.misfit(s.all_programs[p])) is not None), None)
-    return s.available(key.target) or misfit or _missing_library(s, names)
+    unfit = next((r for p in names if (r := misfit(target, s.all_programs[p])) is not None), None)
+    return s.available(key.target) or unfit or _missing_library(s, names)
 
 
 def compile_threads(config: pytest.Config) -> int:

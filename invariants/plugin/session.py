@@ -1,5 +1,5 @@
-"""A gate session: what the options selected, the compile cache and what is parsed from it, and what the
-hooks of :mod:`invariants.plugin.hooks` ask of it from the start of a run to its end.
+"""A gate session: the suite the options selected (:mod:`.suite`), the compile cache and what is parsed
+from it, and what the hooks of :mod:`invariants.plugin.hooks` ask of it from the start of a run to its end.
 
 Its neighbours hold the session's other jobs: :mod:`.snapshots` where snapshots live and which are obsolete,
 :mod:`.generate` which items exist, :mod:`.recorder` what the items recorded and the results file.
@@ -22,107 +22,45 @@ from typing import Any
 import jax
 import pytest
 
-from .. import _config
-from .._errors import InvariantsError, NothingChecked
+from .._errors import InvariantsError
 from .._paths import check_output_dir, shown, what_is, write_atomic
-from .._usercode import set_timeout
 from ..catalog.arguments import make_arguments
-from ..catalog.downstream import build
-from ..catalog.programs import CATALOG, Distribution, get_config, select_configs
-from ..catalog.project import Project
+from ..catalog.programs import Distribution, get_config
 from ..catalog.registry import Programs
-from ..catalog.targets import Target, all_targets, select_targets, versions
+from ..catalog.targets import Target, versions
 from ..compile.artifacts import CompileCache
 from ..compile.process import REQUESTED_PLATFORMS
 from ..compile.record import FailedCompile, Key
 from ..compile.reproducer import reproducer
-from ..compile.store import from_settings
 from ..kernels import kernel_files
 from ..measure.measurement import Measurement, measure
-from ..specfile.reader import KnownCompileFailure, load_specs, scope_of, select_programs
-from ..verdict.checks import check_specs
+from ..specfile.reader import KnownCompileFailure, Spec, scope_of, select_programs
 from ..verdict.correctness import Correctness
 from . import generate
 from . import results as _results
-from .options import BUILT_PROGRAMS, PROGRAM_SWAPS
 from .recorder import Recorder
 from .snapshots import SnapshotFolders, recorded_baselines
+from .suite import Suite, unavailable_targets
 from .tree import prefetch_keys
 
 
 class GateSession:
-    """Per-session state: selected targets, programs, configurations and specs, the compile cache, what each
-    compile measured (:meth:`measured`), where snapshots are read and written (:attr:`snapshots`), the dump
-    folder, the records (:attr:`recorder`)."""
+    """Per-session state over the run's :class:`~.suite.Suite` (its programs, specs, targets and
+    configurations, loaded before the session): the compile cache, what each compile measured
+    (:meth:`measured`), where snapshots are read and written (:attr:`snapshots`), the dump folder, the
+    records (:attr:`recorder`)."""
 
-    def __init__(self, config: pytest.Config, recorder: Recorder | None = None) -> None:
+    def __init__(self, config: pytest.Config, suite: Suite, recorder: Recorder | None = None) -> None:
         self.config = config
+        self.suite = suite
         self.recorder = recorder or Recorder()
-        self.all_targets = all_targets()
-        self.targets = select_targets(config.getoption("targets"))
-        spec_dirs = config.getoption("spec_dir") or _env_spec_dirs()
-        set_timeout(config.getoption("user_code_timeout"))  # before the project's code runs, below
-        _config.check_settings()  # what the items read from the environment: one line now, not mid-run
-        threads = config.getoption("compile_threads")
-        if threads is not None and threads < 0:
-            raise InvariantsError(
-                f"--compile-threads {threads}: takes a number of threads, 0 or more (0: each item compiles "
-                "what it reads)"
-            )
-        self.specs = load_specs(*map(Path, spec_dirs))
-        # The run's programs: the catalog's (with the self-check's injections, where its plugin put them on
-        # the stash) and the project's, built here, owned by this session and handed down.
-        injected = config.stash.get(PROGRAM_SWAPS, {})
-        built = config.stash.get(BUILT_PROGRAMS, {})
-        declared = [built.get(d) or build(d) for spec in self.specs for d in spec.programs]
-        self.all_programs = Programs(declared).replaced(injected)
-        self.with_catalog = not config.getoption("no_catalog")
-        # What a child that compiles for this run (the 8-device CPU) declares before it compiles.
-        project = Project(tuple(Path(d).resolve() for d in spec_dirs), self.with_catalog, Path.cwd())
-        # The persistent compile cache: its folder is checked now (one line when it cannot serve).
-        store = from_settings(config.getoption("cache_dir"), bool(config.getoption("no_cache")))
-        if store is not None:
-            store.check()
-        self.project = project
-        self.cache = CompileCache(self.all_targets, self.all_programs, project if spec_dirs else None, store)
-        # What only the targets show wrong (a targets pattern that matches none, an invariant that makes no
-        # item): one line here, before collection, rather than a collection error's traceback.
-        check_specs(self.specs, programs=self.all_programs)
-        default = [*(CATALOG if self.with_catalog else ()), *self.all_programs.declared]
-        self.programs = self.all_programs.select(config.getoption("programs"), default)
-        if not self.programs:
-            raise InvariantsError("--no-catalog: no [[program]] declared in the spec files; nothing to gate")
-        self.configs = select_configs(config.getoption("configs"))
-        # Under --no-catalog, the catalog programs the project's own relations name (``structure(mine) ==
-        # structure(take)``, ``time(mine) / time(take)``) are compiled for those relations and nothing else:
-        # no items of their own, so a downstream run costs what its own programs cost.
-        self.partners = [] if self.with_catalog else relation_partners(self.specs, self.programs)
-        if not self.structure_keys():
-            # Each option selected something, but together nothing: a green run would have checked nothing.
-            given = " ".join(
-                f"--{name} {value}"
-                for name in ("targets", "programs", "configs")
-                if (value := config.getoption(name)) is not None
-            )
-            raise InvariantsError(
-                f"{given}: selects nothing to compile (no selected program has a selected configuration on a "
-                "selected target)"
-            )
-        # Targets named explicitly that cannot compile here: the run would check nothing where it was asked
-        # to, and that is not green. Under the default selection they skip, and the summary says so.
-        option = config.getoption("targets")
-        asked = asked_targets(option, self.targets, self.specs, self.with_catalog)
-        unavailable = unavailable_targets(asked)
-        if unavailable:
-            where = f"--targets {option}" if asked is self.targets else "the spec files' targets"
-            raise NothingChecked(
-                f"{where}: cannot compile here, so nothing would be checked there: {unavailable}"
-            )
+        own = self.suite.project if self.suite.project.own else None
+        self.cache = CompileCache(self.all_targets, self.all_programs, own, self.suite.store)
         # Read once here, for the folders, the items and the run's end (syrupy registers --snapshot-update).
         self.updating = bool(config.getoption("--snapshot-update", default=False))
         self.record_baselines = bool(config.getoption("record_baselines"))
         self.snapshots = SnapshotFolders.from_options(
-            config, self.all_programs, spec_dirs_given=bool(spec_dirs), updating=self.updating
+            config, self.all_programs, spec_dirs_given=self.suite.project.own, updating=self.updating
         )
         # Checked now, made only when an item fails: an unwritable folder would otherwise fail that item
         # with a PermissionError in place of its own failure.
@@ -147,7 +85,7 @@ class GateSession:
         if not hasattr(config, "workerinput"):
             recorder.claim_results(Path(config.getoption("results_json")))
         try:
-            s = cls(config, recorder)
+            s = cls(config, Suite.load(config), recorder)
         except BaseException:
             try:
                 recorder.discard_earlier()
@@ -156,6 +94,32 @@ class GateSession:
             raise
         config.pluginmanager.register(s.recorder, "invariants-recorder")
         return s
+
+    # What the suite loaded, as the items and the hooks read it of the session.
+
+    @property
+    def specs(self) -> list[Spec]:
+        return self.suite.specs
+
+    @property
+    def all_programs(self) -> Programs:
+        return self.suite.all_programs
+
+    @property
+    def programs(self) -> list[str]:
+        return self.suite.programs
+
+    @property
+    def all_targets(self) -> dict[str, Target]:
+        return self.suite.all_targets
+
+    @property
+    def targets(self) -> list[Target]:
+        return self.suite.targets
+
+    @property
+    def partners(self) -> list[str]:
+        return self.suite.partners
 
     # ----------------------------------------------------------------- what the items ask of the session
 
@@ -270,7 +234,7 @@ class GateSession:
             script = folder / f"{stem}.repro.py"
             target = self.all_targets[key.target]
             write_atomic(
-                script, reproducer(key, target, self.project, err.first, versions()), "--hlo-dump-dir"
+                script, reproducer(key, target, self.suite.project, err.first, versions()), "--hlo-dump-dir"
             )
         except (InvariantsError, OSError) as why:  # the failure is reported whatever the dump folder does
             return [f"dumps: not saved ({why})"]
@@ -295,25 +259,6 @@ class GateSession:
     @property
     def parse_seconds(self) -> float:
         return sum(m.seconds for m in self._measured.values())
-
-    def configs_for(self, target: Target, program: str) -> list[str]:
-        """The configurations ``program`` compiles in on ``target`` that this session selected."""
-        return [c for c in target.configs_for(self.all_programs[program]) if c in self.configs]
-
-    def selects(self, program: str, config: str, partner: bool = False) -> bool:
-        """Whether ``--programs`` and ``--configs`` both select (program, config). ``partner``: for one side
-        of a relation, where a catalog program kept for the project's relations (:attr:`partners`) counts
-        as selected too."""
-        chosen = program in self.programs or (partner and program in self.partners)
-        return chosen and config in self.configs
-
-    def structure_keys(self) -> list[Key]:
-        return [
-            Key(name, config, target.name)
-            for target in self.targets
-            for name in self.programs
-            for config in self.configs_for(target, name)
-        ]
 
     def write_diff(self, key: Key, diff: str) -> Path:
         """Write the whole snapshot diff of a failing ``key`` beside its dumps; return its path."""
@@ -480,64 +425,6 @@ def pytest_counts(config: pytest.Config) -> dict[str, Any]:
             for key in _results.PYTEST_OUTCOMES
         }
     }
-
-
-def relation_partners(specs: list[Any], programs: list[str]) -> list[str]:
-    """The catalog programs that the relations of the project's own spec files (not the package's) name
-    beside programs of ``programs``: ``take`` for ``structure(mylib_take) == structure(take)`` or
-    ``time(mylib_take) / time(take) <= 1.1`` when ``mylib_take`` is selected. A relation only between
-    catalog programs counts too: a project's spec file named them. (A correctness ``reference`` runs
-    outside the compile cache and needs nothing here.)"""
-    out: dict[str, None] = {}
-    for spec in specs:
-        if spec.catalog_scope:
-            continue
-        for inv in spec.invariants:
-            if inv.kind == "absolute":
-                continue
-            if all(name in programs for name in inv.programs if name not in CATALOG):
-                out.update((name, None) for name in inv.programs if name in CATALOG and name not in programs)
-    return list(out)
-
-
-def _env_spec_dirs() -> list[str]:
-    value = _config.get("INVARIANTS_SPEC_DIR")
-    return [value] if value else []
-
-
-def asked_targets(
-    option: str | None, selected: list[Target], specs: list[Any], catalog: bool
-) -> list[Target]:
-    """The selected targets a run was asked for by name: those ``--targets`` names (a family such as
-    ``gpu`` names each of its targets; ``all`` is the default, no name), else, in a run of a project's
-    programs alone (``--no-catalog``), those its spec files name without a pattern."""
-    if option is not None and option.strip() != "all":
-        return selected
-    if catalog:
-        return []
-    named = {
-        word
-        for spec in specs
-        if not spec.catalog_scope
-        for word in (
-            *spec.targets,
-            *(t for inv in spec.invariants for t in inv.targets),
-            *(t for c in spec.correctness for t in c.targets),
-        )
-        if not any(ch in word for ch in "*?[")
-    }
-    return [t for t in selected if t.name in named]
-
-
-def unavailable_targets(targets: list[Target]) -> str:
-    """The targets of ``targets`` that cannot compile here, those that share a reason named together
-    (``gpu-h100, gpu-a100: the JAX CUDA plugin is not installed; pip install ...``); empty when all can."""
-    by_reason: dict[str, list[str]] = {}
-    for t in targets:
-        reason = t.unavailable_reason()
-        if reason is not None:
-            by_reason.setdefault(reason.removeprefix(f"{t.name}: "), []).append(t.name)
-    return "; ".join(f"{', '.join(names)}: {why}" for why, names in by_reason.items())
 
 
 def _quiet_xfails(config: pytest.Config, reporter: Any) -> bool:

@@ -17,6 +17,7 @@ import pytest
 
 from .._errors import InvariantsError
 from .._paths import check_output_dir, shown, what_is
+from ..catalog.placement import configs_for
 from ..catalog.programs import CATALOG
 from ..catalog.registry import Programs
 from ..catalog.targets import Target
@@ -81,7 +82,7 @@ class SnapshotFolders:
         for p in self.programs.values():
             if self.writable(p.name):
                 stems = out.setdefault(self.folder(p.name, target.name), set())
-                stems.update(snapshot_stem(p.name, c) for c in target.configs_for(p))
+                stems.update(snapshot_stem(p.name, c) for c in configs_for(target, p))
         return out
 
     def obsolete(

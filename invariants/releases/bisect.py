@@ -33,8 +33,9 @@ from packaging.version import Version
 
 from .._errors import InvariantsError, Parser
 from .._paths import absolute_path, check_output_dir
+from ..catalog.placement import aimed_targets
 from ..catalog.project import Project, add_project_options, project_from
-from ..catalog.targets import aimed_targets, all_targets
+from ..catalog.targets import all_targets
 from ..compile.child import GateRun, gate_command, gate_env, keys_child, last_line, run_gate, stage
 from ..measure.measurement import measure
 from ..plugin.results import Record, Results, compile_failure

@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
 from .._errors import InvariantsError, did_you_mean
+from ..catalog.placement import aimed_by, configs_for, misfit
 from ..catalog.programs import Program, get_config
 from ..catalog.registry import Programs
 from ..catalog.targets import Target, all_targets, device_count, widened
@@ -173,7 +174,7 @@ class _SpecCheck:
         """The configurations ``program`` compiles in on ``target`` that ``patterns`` select."""
         key = (target.name, program)
         if key not in self._configs:
-            self._configs[key] = target.configs_for(self.programs[program])
+            self._configs[key] = configs_for(target, self.programs[program])
         return tuple(c for c in self._configs[key] if config_matches(c, patterns))
 
     def known_patterns(self, where: str, what: str, patterns: Iterable[str]) -> None:
@@ -202,7 +203,7 @@ class _SpecCheck:
         program = self.programs.get(decl.name)
         if program is None:
             return
-        misfits = [t.misfit(program) for t in self.known if t.aimed_by(program)]
+        misfits = [misfit(t, program) for t in self.known if aimed_by(t, program)]
         if misfits and all(misfits):
             raise InvariantsError(
                 f"{decl.where}: {decl.name} fits no target its spec files name, so none of its items would "
@@ -226,7 +227,7 @@ class _SpecCheck:
         pinned = self.pin_missing(inv, target)
         if pinned:
             return pinned
-        compiling = [p for p in programs if target.configs_for(self.programs[p])]
+        compiling = [p for p in programs if configs_for(target, self.programs[p])]
         missing = [p for p in programs if p not in compiling]
         if missing and (not compiling or inv.kind != "absolute"):
             return self.not_compiled(target, missing[0])
@@ -236,7 +237,7 @@ class _SpecCheck:
         """Why a side of a relation across configurations does not compile on ``target`` ("" when each
         does)."""
         for p, c in inv.assertion.pinned:
-            compiles_in = target.configs_for(self.programs[p])
+            compiles_in = configs_for(target, self.programs[p])
             if not compiles_in:
                 return self.not_compiled(target, p)
             if c not in compiles_in:
@@ -246,10 +247,10 @@ class _SpecCheck:
 
     def no_config(self, inv: Invariant, target: Target, compiling: Sequence[str]) -> str:
         if len(compiling) == 1:
-            have = ", ".join(target.configs_for(self.programs[compiling[0]]))
+            have = ", ".join(configs_for(target, self.programs[compiling[0]]))
             which = f"'{compiling[0]}' compiles in"
         else:
-            have = "; ".join(f"{p} in {', '.join(target.configs_for(self.programs[p]))}" for p in compiling)
+            have = "; ".join(f"{p} in {', '.join(configs_for(target, self.programs[p]))}" for p in compiling)
             which = "its programs share" if inv.kind != "absolute" else "its programs compile in"
         return f"configs {list(inv.configs)} select no configuration {which} on {target.name} ({have})"
 
@@ -287,7 +288,7 @@ class _SpecCheck:
             if _is_pattern(sel) or ":" in sel:
                 continue
             if not any(self.configs(t, sel, inv.configs) for t in on):
-                there = next((t for t in on if t.configs_for(self.programs[sel])), on[0])
+                there = next((t for t in on if configs_for(t, self.programs[sel])), on[0])
                 what = self.why_none(inv, there, [sel])
                 raise InvariantsError(f"{inv.where_of('programs')}: '{inv.id}': {what}")
 
@@ -301,7 +302,7 @@ class _SpecCheck:
 
         # A selection's programs that compile nowhere here (the offload sizes, say) are not why it is empty.
         def compiles_here(t: Target) -> bool:
-            have = [bool(t.configs_for(self.programs[p])) for p in programs]
+            have = [bool(configs_for(t, self.programs[p])) for p in programs]
             return any(have) if inv.kind == "absolute" else all(have)
 
         compiling = next((t for t in on if compiles_here(t)), None)
@@ -345,7 +346,7 @@ class _SpecCheck:
                 )
 
     def runs_in(self, target: Target, program: str) -> str:
-        configs = target.configs_for(self.programs[program])
+        configs = configs_for(target, self.programs[program])
         if configs:
             return f"it runs on {target.name} in {', '.join(configs)} only"
         return f"it does not compile on {target.name} ({_scope_note(target, self.programs[program])})"
@@ -371,7 +372,7 @@ class _SpecCheck:
 
 def _pins_compile(inv: Invariant, target: Target, programs: Programs) -> bool:
     """Whether each side of a relation across configurations compiles on ``target`` in the one it names."""
-    return all(c in target.configs_for(programs[p]) for p, c in inv.assertion.pinned)
+    return all(c in configs_for(target, programs[p]) for p, c in inv.assertion.pinned)
 
 
 def on_targets(target: Target, patterns: Sequence[str]) -> bool:
@@ -413,7 +414,7 @@ def _cases(spec: Spec, inv: Invariant, target: Target, programs: Programs) -> li
         return [
             Case(inv, target.name, config, name, skip)
             for name in select_programs(inv.programs, scope_of(spec, programs))
-            for config in target.configs_for(programs[name])
+            for config in configs_for(target, programs[name])
             if config_matches(config, inv.configs)
         ]
     shared = _shared(target, [programs[name] for name in inv.programs])
@@ -422,7 +423,7 @@ def _cases(spec: Spec, inv: Invariant, target: Target, programs: Programs) -> li
 
 def _shared(target: Target, programs: Sequence[Program]) -> set[str]:
     """The configurations every one of ``programs`` compiles in on ``target``."""
-    each = [set(target.configs_for(p)) for p in programs]
+    each = [set(configs_for(target, p)) for p in programs]
     return set.intersection(*each) if each else set()
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from .._errors import InvariantsError
 from ..catalog.arguments import make_arguments
+from ..catalog.placement import configs_for
 from ..catalog.programs import Config, get_config
 from ..catalog.registry import Programs
 from ..catalog.targets import Target
@@ -198,7 +199,7 @@ def _cases(
     return [
         CorrectnessCase(check, name, config, dist, skip)
         for name in selected
-        for config in runtime.configs_for(programs[name])
+        for config in configs_for(runtime, programs[name])
         if config_matches(config, check.configs) and not get_config(config).compile_only
         for dist in check.distributions
     ]

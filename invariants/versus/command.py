@@ -47,8 +47,9 @@ from .. import _config
 from .._cores import freed, usable
 from .._errors import InvariantsError, Parser
 from .._paths import absolute_path, check_distinct, check_output_file, check_plot_path, write_atomic
+from ..catalog.placement import aimed_targets, configs_for
 from ..catalog.project import Project, add_project_options, project_from
-from ..catalog.targets import CPU_RUNTIME, aimed_targets, select_targets
+from ..catalog.targets import CPU_RUNTIME, select_targets
 from ..measure.metrics import offload_moves
 from ..releases import environments as envs  # a module: a test replaces its functions
 from ..releases.environments import DEFAULT_CACHE, DEFAULT_INDEX
@@ -560,7 +561,7 @@ def structure_keys(
         program = known.program(p)
         wanted = (CONFIG,) if p in CATALOG else program.configs
         for t in chosen:
-            keys += [(p, c, t.name) for c in t.configs_for(program) if c in wanted]
+            keys += [(p, c, t.name) for c in configs_for(t, program) if c in wanted]
     return keys
 
 

@@ -189,8 +189,8 @@ def test_the_contract_catches_each_form_of_a_planted_upward_import(planted_copie
 # The modules that must start without JAX (hlo-stats, the spec validator, selection, the target table, the
 # report's reader of results).
 NO_JAX = ("_errors", "_paths", "_stats", "_cores", "_config", "_signals", "_usercode", "_trust",
-          "catalog.configs", "catalog.select", "catalog.targets", "compile.record", "compile.store",
-          "compile.cache_command",
+          "catalog.configs", "catalog.select", "catalog.targets", "catalog.placement", "compile.record",
+          "compile.store", "compile.cache_command",
           "specfile.reader", "specfile.asserts", "hlo.parse", "hlo.structure",
           "hlo.cost", "kernels", "kernels.ptx", "kernels.llvm_ir", "kernels.program", "measure.metrics",
           "measure.measurement", "snapshot.render", "plugin.results")  # fmt: skip
@@ -452,10 +452,6 @@ def test_no_module_keeps_a_runs_state():
 # The memos of the package (functools.cache, lru_cache) -> why each holds constant data, or the process's, and
 # never a run's: a run's memo lives on its session or in what it hands down.
 MEMOS = {
-    (
-        "catalog/targets.py",
-        "_fits_some",
-    ): "whether a known target has so many chips: the targets are constants",
     ("catalog/arguments.py", "_arguments"): "the arrays drawn for a shape, configuration and seed: the same "
     "arrays for the same key, bounded",
     ("hlo/tpu_model.py", "_cost_file"): "the package's own cost table, parsed",

@@ -457,10 +457,11 @@ def test_a_declared_program_compiles_where_its_specs_aim_it(tmp_path, monkeypatc
     (decl,) = specs[0].programs
     assert decl.aimed == ("cpu", "tpu-v4", "gpu-a1*")
     from invariants.catalog.downstream import build
+    from invariants.catalog.placement import configs_for
 
     program = build(decl)
     targets = all_targets()
-    assert {n: t.configs_for(program) for n, t in targets.items() if t.configs_for(program)} == {
+    assert {n: configs_for(t, program) for n, t in targets.items() if configs_for(t, program)} == {
         "cpu": ("bf16",),
         "tpu-v4": ("bf16",),
         "gpu-a100": ("bf16",),

@@ -3,7 +3,7 @@ select the same targets and programs in the gate, versus, selfcheck, bisect and 
 named (did-you-mean) by each, and an empty selection is one line in each.
 
 Each command is asked through its own parsing entry point: the gate's plugin reads its options with
-``select_targets`` and ``Programs.select`` (:mod:`invariants.plugin.session`); versus, selfcheck and
+``select_targets`` and ``Programs.select`` (:mod:`invariants.plugin.suite`); versus, selfcheck and
 matrix through ``python -m invariants`` in this process (each fails before any worker, child or install);
 bisect and matrix hand ``--programs`` (and bisect ``--targets``) to a collection of the gate in a child,
 before any release is installed (here that collection runs in this process: ``collections_in_process``).
@@ -24,6 +24,7 @@ from gatekit import InProcess
 
 from invariants.__main__ import main as cli_main
 from invariants._errors import InvariantsError
+from invariants.catalog.placement import configs_for
 from invariants.catalog.registry import Programs, get_program
 from invariants.catalog.targets import all_targets, select_targets
 from invariants.compile.child import gate_command
@@ -49,7 +50,7 @@ def _versus_targets(value: str) -> set[str]:
 
 def _versus_of_gate(names: set[str]) -> set[str]:
     program, targets = get_program("naive"), all_targets()
-    return {n for n in names if _versus.CONFIG in targets[n].configs_for(program)}
+    return {n for n in names if _versus.CONFIG in configs_for(targets[n], program)}
 
 
 def _selfcheck_targets(value: str) -> set[str]:

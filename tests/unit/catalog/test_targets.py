@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from invariants._errors import InvariantsError
+from invariants.catalog.placement import configs_for
 from invariants.catalog.programs import CATALOG
 from invariants.catalog.targets import all_targets, select_targets
 
@@ -28,10 +29,10 @@ def test_selection_by_family_name_and_runtime():
 def test_configs_for_are_the_programs_own():
     for target in all_targets().values():
         for program in CATALOG.values():
-            configs = target.configs_for(program)
+            configs = configs_for(target, program)
             assert len(set(configs)) == len(configs), (target.name, program.name)
     cpu = all_targets()["cpu"]
-    assert cpu.configs_for(CATALOG["naive"])[0] == "f32"
+    assert configs_for(cpu, CATALOG["naive"])[0] == "f32"
 
 
 def test_gpu_generations_compile_the_core_programs_in_f32_and_bf16():
@@ -41,10 +42,10 @@ def test_gpu_generations_compile_the_core_programs_in_f32_and_bf16():
     for name in ("gpu-a100", "gpu-l4", "gpu-b200"):
         target = targets[name]
         assert target.family == "gpu" and target.mode == "aot" and target.unavailable_reason() is None
-        assert target.configs_for(CATALOG["grad_take"]) == ("f32", "bf16")
-        assert target.configs_for(CATALOG["train_take"]) == ("f32", "bf16")
-        assert target.configs_for(CATALOG["take_clip"]) == ()  # not a core form
-        assert target.configs_for(CATALOG["onehot_matmul"]) == ()  # lists bf16, but is not core
+        assert configs_for(target, CATALOG["grad_take"]) == ("f32", "bf16")
+        assert configs_for(target, CATALOG["train_take"]) == ("f32", "bf16")
+        assert configs_for(target, CATALOG["take_clip"]) == ()  # not a core form
+        assert configs_for(target, CATALOG["onehot_matmul"]) == ()  # lists bf16, but is not core
     assert [t.name for t in select_targets("gpu")] == ["gpu-h100", "gpu-a100", "gpu-l4", "gpu-b200"]
 
 
@@ -54,16 +55,18 @@ def test_a_program_aimed_at_a_core_target_compiles_there_in_its_own_configuratio
     nothing, an 'all' target included; a catalog program's targets are unchanged."""
     import dataclasses
 
+    from invariants.specfile.reader import ProgramDecl
+
     targets = all_targets()
-    mine = dataclasses.replace(
-        CATALOG["take_clip"], name="mine", configs=("bf16", "f32-2d"), aimed=("tpu-v6e",)
-    )
-    assert targets["tpu-v6e"].configs_for(mine) == ("bf16", "f32-2d")
-    assert targets["tpu-v5p"].configs_for(mine) == () and targets["gpu-l4"].configs_for(mine) == ()
-    assert targets["tpu-v5e"].configs_for(mine) == ()  # an 'all' target compiles the catalog's, not this
-    assert targets["tpu-v5e"].configs_for(CATALOG["take_clip"])  # as before
-    assert targets["tpu-v5e-2x4"].configs_for(mine) == ()  # sharded targets compile mesh layouts only
-    assert targets["tpu-v6e"].configs_for(CATALOG["take_clip"]) == ()
+    configs = ("bf16", "f32-2d")
+    decl = ProgramDecl("mine", "m:f", "forward", configs, frozenset({"user"}), "", "", aimed=("tpu-v6e",))
+    mine = dataclasses.replace(CATALOG["take_clip"], name="mine", configs=configs, declaration=decl)
+    assert configs_for(targets["tpu-v6e"], mine) == ("bf16", "f32-2d")
+    assert configs_for(targets["tpu-v5p"], mine) == () and configs_for(targets["gpu-l4"], mine) == ()
+    assert configs_for(targets["tpu-v5e"], mine) == ()  # an 'all' target compiles the catalog's, not this
+    assert configs_for(targets["tpu-v5e"], CATALOG["take_clip"])  # as before
+    assert configs_for(targets["tpu-v5e-2x4"], mine) == ()  # sharded targets compile mesh layouts only
+    assert configs_for(targets["tpu-v6e"], CATALOG["take_clip"]) == ()
 
 
 @pytest.mark.parametrize(
@@ -108,7 +111,7 @@ def test_a_chip_compiles_what_its_ahead_of_time_twin_compiles(monkeypatch, platf
     chip = _targets.runtime_target()
     assert chip.name == name and chip.mode == "runtime" and twin.mode == "aot"
     for program in CATALOG.values():
-        assert chip.configs_for(program) == twin.configs_for(program), program.name
+        assert configs_for(chip, program) == configs_for(twin, program), program.name
 
 
 def test_a_gpu_the_plugin_cannot_describe_skips_with_the_plugins_line(monkeypatch, tmp_path):
@@ -132,14 +135,14 @@ def test_only_the_chips_with_sparsecores_compile_the_offload_size():
     flags, and nowhere else: at 1M rows it is minutes of compile and no chip without SparseCores needs it."""
     targets = all_targets()
     offload = {
-        name: [p for p in CATALOG.values() if "f32-offload" in t.configs_for(p)]
+        name: [p for p in CATALOG.values() if "f32-offload" in configs_for(t, p)]
         for name, t in targets.items()
     }
     assert {n for n, programs in offload.items() if programs} == {
         "tpu-v5p", "tpu-v6e", "tpu-v5p-gather-offload", "tpu-v6e-gather-offload",
     }  # fmt: skip
     flagged = targets["tpu-v6e-gather-offload"]
-    assert {p.name: flagged.configs_for(p) for p in CATALOG.values() if flagged.configs_for(p)} == {
+    assert {p.name: configs_for(flagged, p) for p in CATALOG.values() if configs_for(flagged, p)} == {
         name: ("f32-offload",)
         for name in ("take", "grad_take", "scatter_min", "grad_embedding_bag", "moe_decode_step")
     }

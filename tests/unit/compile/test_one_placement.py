@@ -20,6 +20,7 @@ from jax.sharding import PartitionSpec
 
 from invariants.catalog.configs import get_config
 from invariants.catalog.downstream import build
+from invariants.catalog.placement import configs_for
 from invariants.catalog.programs import CATALOG, Program
 from invariants.catalog.targets import Target, all_targets
 from invariants.compile import artifacts
@@ -75,7 +76,7 @@ def _disagreements(programs: list[Program], target: Target) -> Iterator[str]:
     for program in programs:
         if program.layout is not None and not program.layout.pod:
             continue  # on a part of the target's chips: no pytest API call compiles one so
-        for config_id in target.configs_for(program):
+        for config_id in configs_for(target, program):
             gate = _jaxpr(lambda p=program, c=config_id: artifacts.compile_here(p, c, target))
             user = _jaxpr(_user_call(program, config_id, target))
             if user != gate:
@@ -84,7 +85,7 @@ def _disagreements(programs: list[Program], target: Target) -> Iterator[str]:
 
 @pytest.mark.parametrize("target", AOT, ids=lambda t: t.name)
 def test_the_catalog_traces_alike_through_both_entry_points(target: Target) -> None:
-    programs = [p for p in CATALOG.values() if target.configs_for(p)]
+    programs = [p for p in CATALOG.values() if configs_for(target, p)]
     assert programs, f"{target.name}: no catalog program to compare"
     assert list(_disagreements(programs, target)) == []
 
@@ -105,7 +106,7 @@ def declared(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Program]]:
 
 
 def test_the_examples_programs_trace_alike_through_both_entry_points(declared: list[Program]) -> None:
-    aimed = [(p, t) for t in AOT for p in declared if t.configs_for(p)]
+    aimed = [(p, t) for t in AOT for p in declared if configs_for(t, p)]
     assert {p.name for p, _ in aimed} == {p.name for p in declared}, "a declared program on no AOT target"
     found = [line for p, t in aimed for line in _disagreements([p], t)]
     assert found == []

@@ -146,6 +146,7 @@ def _session(tmp_path, **given: str | None):
     from types import SimpleNamespace
 
     from invariants.plugin.session import GateSession
+    from invariants.plugin.suite import Suite
 
     options = {"targets": "cpu", "programs": None, "configs": None, "spec_dir": None, "no_catalog": False,
                "snapshot_dir": str(tmp_path), "catalog_snapshot_dir": None, "hlo_dump_dir": "d",
@@ -163,7 +164,7 @@ def _session(tmp_path, **given: str | None):
         return default
 
     config = SimpleNamespace(rootpath=tmp_path, getoption=getoption, stash=pytest.Stash())
-    return GateSession(config)  # type: ignore[arg-type]
+    return GateSession(config, Suite.load(config))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -356,7 +357,7 @@ def test_no_catalog_keeps_the_catalog_programs_the_projects_relations_name(tmp_p
     """The partners of --no-catalog: named by a relation of the project's spec files beside a selected
     program of its own (or between catalog programs alone); never by an absolute invariant's pattern, never
     by the package's own spec files."""
-    from invariants.plugin.session import relation_partners
+    from invariants.plugin.suite import relation_partners
     from invariants.specfile.reader import SPEC_DIR, load_specs
 
     (tmp_path / "mine.toml").write_text(

@@ -1,0 +1,203 @@
+"""What a gate run checks, loaded once before its session: the programs (the catalog's and a project's,
+built here), the spec files checked against them, the targets and configurations selected, and where each
+selected program compiles (:mod:`invariants.catalog.placement`).
+
+Every mistake in them is one line here, before collection: an option that selects nothing, a spec file that
+names what does not exist, a target asked for by name that cannot compile here. The session
+(:mod:`.session`) then holds the run's state, never its set-up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .. import _config
+from .._errors import InvariantsError, NothingChecked
+from .._usercode import set_timeout
+from ..catalog.downstream import build
+from ..catalog.placement import configs_for
+from ..catalog.programs import CATALOG, select_configs
+from ..catalog.project import Project
+from ..catalog.registry import Programs
+from ..catalog.targets import Target, all_targets, select_targets
+from ..compile.record import Key
+from ..compile.store import Store, from_settings
+from ..specfile.reader import Spec, load_specs
+from ..verdict.checks import check_specs
+from .options import BUILT_PROGRAMS, PROGRAM_SWAPS
+
+
+@dataclasses.dataclass(frozen=True)
+class Suite:
+    """The programs, specs, targets and configurations of one run, checked.
+
+    ``programs``: the selected ones (``--programs``, else the catalog's unless ``--no-catalog``, and the
+    project's); ``all_programs``: every program the run knows, relations' partners included. ``partners``:
+    under ``--no-catalog``, the catalog programs the project's own relations name (``structure(mine) ==
+    structure(take)``, ``time(mine) / time(take)``), compiled for those relations and nothing else: no items
+    of their own, so a downstream run costs what its own programs cost. ``project``: what a child that
+    compiles for this run (the 8-device CPU) declares before it compiles. ``store``: the persistent compile
+    cache, its folder checked (None: ``--no-cache``).
+    """
+
+    specs: list[Spec]
+    all_programs: Programs
+    programs: list[str]
+    configs: frozenset[str]
+    all_targets: dict[str, Target]
+    targets: list[Target]
+    partners: list[str]
+    project: Project
+    store: Store | None
+
+    @classmethod
+    def load(cls, config: pytest.Config) -> Suite:
+        """The suite ``config``'s options select, each mistake one line (an ``InvariantsError``, or
+        ``NothingChecked`` for targets asked for by name that cannot compile here)."""
+        targets = select_targets(config.getoption("targets"))
+        spec_dirs = config.getoption("spec_dir") or _env_spec_dirs()
+        set_timeout(config.getoption("user_code_timeout"))  # before the project's code runs, below
+        _config.check_settings()  # what the items read from the environment: one line now, not mid-run
+        _check_threads(config.getoption("compile_threads"))
+        specs = load_specs(*map(Path, spec_dirs))
+        all_programs = _programs(config, specs)
+        with_catalog = not config.getoption("no_catalog")
+        project = Project(tuple(Path(d).resolve() for d in spec_dirs), with_catalog, Path.cwd())
+        store = from_settings(config.getoption("cache_dir"), bool(config.getoption("no_cache")))
+        if store is not None:
+            store.check()
+        # What only the targets show wrong (a targets pattern that matches none, an invariant that makes no
+        # item): one line here, before collection, rather than a collection error's traceback.
+        check_specs(specs, programs=all_programs)
+        default = [*(CATALOG if with_catalog else ()), *all_programs.declared]
+        programs = all_programs.select(config.getoption("programs"), default)
+        if not programs:
+            raise InvariantsError("--no-catalog: no [[program]] declared in the spec files; nothing to gate")
+        configs = select_configs(config.getoption("configs"))
+        partners = [] if with_catalog else relation_partners(specs, programs)
+        suite = cls(specs, all_programs, programs, configs, all_targets(), targets, partners, project, store)
+        suite._check_selection(config)
+        return suite
+
+    def configs_for(self, target: Target, program: str) -> list[str]:
+        """The configurations ``program`` compiles in on ``target`` that this run selected."""
+        return [c for c in configs_for(target, self.all_programs[program]) if c in self.configs]
+
+    def selects(self, program: str, config: str, partner: bool = False) -> bool:
+        """Whether ``--programs`` and ``--configs`` both select (program, config). ``partner``: for one side
+        of a relation, where a catalog program kept for the project's relations (:attr:`partners`) counts
+        as selected too."""
+        chosen = program in self.programs or (partner and program in self.partners)
+        return chosen and config in self.configs
+
+    def structure_keys(self) -> list[Key]:
+        return [
+            Key(name, config, target.name)
+            for target in self.targets
+            for name in self.programs
+            for config in self.configs_for(target, name)
+        ]
+
+    def _check_selection(self, config: pytest.Config) -> None:
+        """A selection that compiles nothing, or nothing where it was asked to, is not a green run."""
+        if not self.structure_keys():
+            # Each option selected something, but together nothing: a green run would have checked nothing.
+            given = " ".join(
+                f"--{name} {value}"
+                for name in ("targets", "programs", "configs")
+                if (value := config.getoption(name)) is not None
+            )
+            raise InvariantsError(
+                f"{given}: selects nothing to compile (no selected program has a selected configuration on a "
+                "selected target)"
+            )
+        # Targets named explicitly that cannot compile here: the run would check nothing where it was asked
+        # to, and that is not green. Under the default selection they skip, and the summary says so.
+        option = config.getoption("targets")
+        asked = asked_targets(option, self.targets, self.specs, self.project.catalog)
+        unavailable = unavailable_targets(asked)
+        if unavailable:
+            where = f"--targets {option}" if asked is self.targets else "the spec files' targets"
+            raise NothingChecked(
+                f"{where}: cannot compile here, so nothing would be checked there: {unavailable}"
+            )
+
+
+def _check_threads(threads: int | None) -> None:
+    if threads is not None and threads < 0:
+        raise InvariantsError(
+            f"--compile-threads {threads}: takes a number of threads, 0 or more (0: each item compiles "
+            "what it reads)"
+        )
+
+
+def _programs(config: pytest.Config, specs: list[Spec]) -> Programs:
+    """The run's programs: the catalog's (with the self-check's injections, where its plugin put them on the
+    stash) and the project's, built here (or by the ``gate`` command, which hands them over), owned by the
+    run and handed down."""
+    injected = config.stash.get(PROGRAM_SWAPS, {})
+    built = config.stash.get(BUILT_PROGRAMS, {})
+    declared = [built.get(d) or build(d) for spec in specs for d in spec.programs]
+    return Programs(declared).replaced(injected)
+
+
+def relation_partners(specs: list[Any], programs: list[str]) -> list[str]:
+    """The catalog programs that the relations of the project's own spec files (not the package's) name
+    beside programs of ``programs``: ``take`` for ``structure(mylib_take) == structure(take)`` or
+    ``time(mylib_take) / time(take) <= 1.1`` when ``mylib_take`` is selected. A relation only between
+    catalog programs counts too: a project's spec file named them. (A correctness ``reference`` runs
+    outside the compile cache and needs nothing here.)"""
+    out: dict[str, None] = {}
+    for spec in specs:
+        if spec.catalog_scope:
+            continue
+        for inv in spec.invariants:
+            if inv.kind == "absolute":
+                continue
+            if all(name in programs for name in inv.programs if name not in CATALOG):
+                out.update((name, None) for name in inv.programs if name in CATALOG and name not in programs)
+    return list(out)
+
+
+def _env_spec_dirs() -> list[str]:
+    value = _config.get("INVARIANTS_SPEC_DIR")
+    return [value] if value else []
+
+
+def asked_targets(
+    option: str | None, selected: list[Target], specs: list[Any], catalog: bool
+) -> list[Target]:
+    """The selected targets a run was asked for by name: those ``--targets`` names (a family such as
+    ``gpu`` names each of its targets; ``all`` is the default, no name), else, in a run of a project's
+    programs alone (``--no-catalog``), those its spec files name without a pattern."""
+    if option is not None and option.strip() != "all":
+        return selected
+    if catalog:
+        return []
+    named = {
+        word
+        for spec in specs
+        if not spec.catalog_scope
+        for word in (
+            *spec.targets,
+            *(t for inv in spec.invariants for t in inv.targets),
+            *(t for c in spec.correctness for t in c.targets),
+        )
+        if not any(ch in word for ch in "*?[")
+    }
+    return [t for t in selected if t.name in named]
+
+
+def unavailable_targets(targets: list[Target]) -> str:
+    """The targets of ``targets`` that cannot compile here, those that share a reason named together
+    (``gpu-h100, gpu-a100: the JAX CUDA plugin is not installed; pip install ...``); empty when all can."""
+    by_reason: dict[str, list[str]] = {}
+    for t in targets:
+        reason = t.unavailable_reason()
+        if reason is not None:
+            by_reason.setdefault(reason.removeprefix(f"{t.name}: "), []).append(t.name)
+    return "; ".join(f"{', '.join(names)}: {why}" for why, names in by_reason.items())
