@@ -76,6 +76,7 @@ from .programs import (
     CONFIGS,
     Config,
     Distribution,
+    Inputs,
     Layout,
     Program,
     ProgramKind,
@@ -235,6 +236,21 @@ def _trace_grad(
             return jax.eval_shape(program.fn, *args)
 
 
+def _program(decl: ProgramDecl, fn: Callable[..., Any], inputs: Inputs | None = None) -> Program:
+    """The declared program ``decl`` as the catalog's :class:`Program` of ``fn``."""
+    return Program(
+        decl.name,
+        _kind(decl),
+        fn,
+        decl.doc,
+        decl.configs,
+        decl.tags,
+        inputs=inputs,
+        layout=layout_of(decl),
+        declaration=decl,
+    )
+
+
 def _kind(decl: ProgramDecl) -> ProgramKind:
     return cast(ProgramKind, decl.kind)  # one of PROGRAM_KINDS: the spec stage checked it
 
@@ -315,16 +331,7 @@ def build(decl: ProgramDecl) -> Program:
         lookup = _named(lookup, decl.name)
     # The catalog's own wrappers: a user's backward or training step is built exactly like grad_take's.
     fn = {"forward": lambda f: f, "backward": _backward, "train": _train_step}[decl.kind](lookup)
-    program = Program(
-        decl.name,
-        _kind(decl),
-        fn,
-        decl.doc,
-        decl.configs,
-        decl.tags,
-        layout=layout_of(decl),
-        declaration=decl,
-    )
+    program = _program(decl, fn)
     for config_id in decl.configs:
         _check_trace(decl, lookup, program, CONFIGS[config_id])
     return program
@@ -592,17 +599,7 @@ def _build_with_params(decl: ProgramDecl) -> Program:
     extra = _import(decl, decl.inputs, decl.inputs_where) if decl.inputs else None
     inputs = ParamsInputs(decl, factory, extra)
     fn = _params_program(decl, function, inputs)
-    program = Program(
-        decl.name,
-        _kind(decl),
-        fn,
-        decl.doc,
-        decl.configs,
-        decl.tags,
-        inputs=inputs,
-        layout=layout_of(decl),
-        declaration=decl,
-    )
+    program = _program(decl, fn, inputs)
     for config_id in decl.configs:
         _check_params(decl, function, inputs, program, CONFIGS[config_id])
     return program

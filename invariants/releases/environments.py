@@ -289,28 +289,10 @@ def ensure_env(pins: Pins, cache_dir: Path, index_url: str, log: Callable[[str],
             what,
         )
         env_vars = {**os.environ, "JAX_PLATFORMS": "cpu"}
-        proc = subprocess.run(
-            [str(env_python(partial)), "-c", _HEALTH],
-            capture_output=True,
-            text=True,
-            env=env_vars,
-            check=False,
-            timeout=300,
-        )
-        if proc.returncode != 0:
-            raise InvariantsError(f"{what}: installs but does not import: {_last_line(proc)}")
+        _health_check(partial, _HEALTH, env_vars, f"{what}: installs but does not import")
         if pins.gpu:
             env_vars[_GPU_CONFIG_ENV] = _GPU_CONFIG.read_text()
-            proc = subprocess.run(
-                [str(env_python(partial)), "-c", _HEALTH_GPU],
-                capture_output=True,
-                text=True,
-                env=env_vars,
-                check=False,
-                timeout=300,
-            )
-            if proc.returncode != 0:
-                raise InvariantsError(f"{what}: installs but cannot compile for a GPU: {_last_line(proc)}")
+            _health_check(partial, _HEALTH_GPU, env_vars, f"{what}: installs but cannot compile for a GPU")
         (partial / MARKER).write_text(json.dumps(pins.to_json()))
         shutil.rmtree(env, ignore_errors=True)
         partial.rename(env)
@@ -318,6 +300,20 @@ def ensure_env(pins: Pins, cache_dir: Path, index_url: str, log: Callable[[str],
         shutil.rmtree(partial, ignore_errors=True)
     log(f"  built {env} in {time.perf_counter() - start:.0f} s")
     return env
+
+
+def _health_check(env: Path, code: str, env_vars: dict[str, str], failure: str) -> None:
+    """Run ``code`` in the environment's interpreter; one line (``failure``: its last line) when it fails."""
+    proc = subprocess.run(
+        [str(env_python(env)), "-c", code],
+        capture_output=True,
+        text=True,
+        env=env_vars,
+        check=False,
+        timeout=300,
+    )
+    if proc.returncode != 0:
+        raise InvariantsError(f"{failure}: {_last_line(proc)}")
 
 
 def _last_line(proc: subprocess.CompletedProcess[str]) -> str:
