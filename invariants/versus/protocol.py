@@ -1,31 +1,23 @@
 """The versus worker protocol: JSON lines over a worker's stdin and stdout, versioned and strict.
 
-This module owns every message that crosses between the ``versus`` controller and a worker, and is the
-only place either side encodes or decodes one. It imports nothing from JAX, so the worker of an older
-installation and the controller parse it alike.
-
-Each message is one JSON object on one line and carries ``"v": VERSION``.
-
-* The worker speaks first: ``{"v": 1, "event": "hello", "versions": {...}, "platform": "cpu",
-  "python": "3.11.9", "slowdown": 0.0}``.
-* A request is ``{"v": 1, "op": OP, ...}``; the worker answers each with exactly one line,
-  ``{"v": 1, "ok": true, ...}`` or ``{"v": 1, "ok": false, "error": "one line"}``.
+The only place either side encodes or decodes a message; it imports nothing from JAX, so the worker of an
+older installation parses it alike. Every line is one JSON object with ``"v": VERSION``. The worker speaks
+first (``{"event": "hello", "versions", "platform", ...}``); then each request ``{"op": OP, ...}`` gets
+exactly one reply, ``{"ok": true, ...}`` or ``{"ok": false, "error": "one line"}``:
 
   ============  ==========================================  ============================================
   op            request fields                              reply fields
   ============  ==========================================  ============================================
   ``prepare``   ``programs``: ``[[program, config], ...]``  ``per_call``: ``{"p/c": seconds}`` (warm)
-  ``time``      ``key``: ``"p/c"``; ``calls``: int >= 1;    ``wall``, ``cpu``: seconds for ``calls``
-                ``warm``: int >= 0, optional (default 0),   calls, after ``warm`` untimed ones
-                untimed calls first
+  ``time``      ``key``: ``"p/c"``; ``calls`` >= 1;         ``wall``, ``cpu``: seconds for ``calls``
+                ``warm`` >= 0 untimed calls first           calls
+  ``trace``     ``key``; ``calls`` >= 1                     ``device``: seconds per call; ``wall``, ``cpu``
   ``structure`` ``keys``: ``[[program, config, target]]``   ``items``: ``{"p/c/t": {...}}``; ``targets``
   ``quit``      (none)                                      (none: the worker exits 0)
   ============  ==========================================  ============================================
 
-Anything the worker does not understand (not JSON, another version, an unknown op, a missing or mistyped
-field) gets one ``ok: false`` line naming what was wrong, and the worker exits with status 2: a
-controller and a worker that disagree on the protocol stop at once instead of measuring garbage. The
-controller is as strict about replies (:func:`decode_reply`).
+A line the worker does not understand gets one ``ok: false`` line and exit status 2: a controller and a
+worker that disagree on the protocol stop at once instead of measuring garbage. Replies are read as strictly.
 """
 
 from __future__ import annotations
@@ -41,20 +33,17 @@ VERSION = 1
 # A decoded message, or an entry of a versus record: a JSON object whose fields are read by name.
 Json = dict[str, Any]
 OPS = ("prepare", "time", "trace", "structure", "quit")
-# Set in a worker's environment by the self-check and the detection study only: each timed call of the
-# worker costs this fraction more (0.1: a tenth), on the CPU time there, on the device clock on a chip.
+# Test-only: each timed call of the worker costs this fraction more (see versus.worker).
 SLOWDOWN_ENV = _config.name("INVARIANTS_VERSUS_SLOWDOWN")
-# Set by the controller when it pins a round: the worker's cores, comma-separated. The worker restricts
-# itself to them first thing, before JAX starts any thread (so its pools are sized to them too).
+# A pinned round's cores, comma-separated: the worker takes them before JAX sizes its thread pools.
 CPUS_ENV = _config.name("INVARIANTS_VERSUS_CPUS")
 
 
 class ProtocolError(InvariantsError):
-    """A message that is not valid protocol, said in one line."""
+    """A message that is not valid protocol."""
 
 
 def encode(message: Mapping[str, object]) -> str:
-    """One protocol line (with ``v`` set), newline-terminated."""
     return json.dumps({"v": VERSION, **message}, separators=(",", ":")) + "\n"
 
 
@@ -89,7 +78,6 @@ def _pairs(value: list[object], width: int, name: str, who: str) -> list[tuple[s
 
 
 def decode_request(line: str) -> Json:
-    """A request line as ``{"op": ..., fields}``, validated; :class:`ProtocolError` otherwise."""
     who = "worker"
     data = _load(line, who)
     op = data.get("op")
@@ -112,7 +100,6 @@ def decode_request(line: str) -> Json:
 
 
 def decode_hello(line: str, who: str) -> Json:
-    """The worker's first line; :class:`ProtocolError` unless it is a hello of this version."""
     data = _load(line, who)
     if data.get("event") != "hello":
         if data.get("ok") is False:
@@ -123,35 +110,26 @@ def decode_hello(line: str, who: str) -> Json:
     return data
 
 
-def _check_prepare(data: Json, who: str) -> None:
-    per_call = _field(data, "per_call", dict, who)
-    if not all(isinstance(v, (int, float)) and v > 0 for v in per_call.values()):
-        raise ProtocolError(f"{who}: per_call times must be positive numbers")
-
-
-def _check_time(data: Json, who: str) -> None:
-    for name in ("wall", "cpu"):
-        if not isinstance(data.get(name), (int, float)) or data[name] < 0:
-            raise ProtocolError(f"{who}: a time reply needs a non-negative {name!r}")
-
-
-def _check_structure(data: Json, who: str) -> None:
-    _field(data, "items", dict, who)
-    _field(data, "targets", dict, who)
-
-
-_REPLY_CHECKS = {"prepare": _check_prepare, "time": _check_time, "structure": _check_structure}
-
-
 def decode_reply(line: str, op: str, who: str) -> Json:
-    """A reply to ``op``; an ``ok: false`` reply or a malformed one raises one line naming ``who``."""
     data = _load(line, who)
     ok = data.get("ok")
     if ok is False:
         raise ProtocolError(f"{who}: {data.get('error') or 'failed without a reason'}")
     if ok is not True:
         raise ProtocolError(f"{who}: a reply needs 'ok', got {line.strip()[:80]!r}")
-    check = _REPLY_CHECKS.get(op)
-    if check is not None:
-        check(data, who)
+    _check_reply(data, op, who)
     return data
+
+
+def _check_reply(data: Json, op: str, who: str) -> None:
+    if op == "prepare":
+        per_call = _field(data, "per_call", dict, who)
+        if not all(isinstance(v, (int, float)) and v > 0 for v in per_call.values()):
+            raise ProtocolError(f"{who}: per_call times must be positive numbers")
+    elif op == "time":
+        for name in ("wall", "cpu"):
+            if not isinstance(data.get(name), (int, float)) or data[name] < 0:
+                raise ProtocolError(f"{who}: a time reply needs a non-negative {name!r}")
+    elif op == "structure":
+        _field(data, "items", dict, who)
+        _field(data, "targets", dict, who)
