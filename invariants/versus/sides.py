@@ -1,17 +1,9 @@
 """The two sides of ``versus``: which interpreter each one is, and its worker processes.
 
-A side is named by a SPEC:
-
-* ``current``: the interpreter running the command;
-* a path (with a ``/``, or starting with ``.`` or ``~``): a virtual environment (its ``bin/python``) or a
-  Python interpreter;
-* a jax release (``0.6.0``): the environment ``bisect`` builds and caches for it
-  (:func:`invariants.releases.environments.ensure_env`, with ``uv`` from ``--index-url``).
-
-Every worker runs this package (``PYTHONPATH`` = :func:`invariants.compile.child.stage`: a link to this
-package and nothing else of this environment) under its side's interpreter, with the controller's environment
-minus ``XLA_FLAGS`` and anything of another virtual environment, plus the side's own ``--baseline-env`` /
-``--candidate-env`` variables: a flag or an injection reaches one side only.
+A SPEC names a side: ``current``, a path (a virtual environment or an interpreter), or a jax release (the
+environment ``bisect`` builds). Every worker runs this package, staged alone on its ``PYTHONPATH``, with the
+controller's environment minus ``XLA_FLAGS`` and any other virtual environment, plus its side's own
+variables: a flag or an injection reaches one side only.
 """
 
 from __future__ import annotations
@@ -42,14 +34,12 @@ _NOT_INHERITED = (
     CPUS_ENV,
     *Project(spec_dirs=(Path("."),)).environment(),
 )
-_START_TIMEOUT = 300.0
+_START_TIMEOUT, _REPLY_TIMEOUT = 300.0, 600.0
 
 
 @dataclasses.dataclass(frozen=True)
 class Side:
-    """One installation: a name for reports (``baseline``/``candidate``), the SPEC as given, the interpreter,
-    the environment variables only its workers get, and the project whose programs its workers run beside
-    the catalog's (the same on both sides)."""
+    """One installation: its role, SPEC, interpreter, its workers' own variables, and the project they run."""
 
     role: str
     spec: str
@@ -59,7 +49,6 @@ class Side:
 
 
 def parse_env(pairs: Sequence[str], flag: str) -> dict[str, str]:
-    """``["K=V", ...]`` as a dict; anything without ``=`` or with an empty name is one line."""
     out = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
@@ -70,9 +59,8 @@ def parse_env(pairs: Sequence[str], flag: str) -> dict[str, str]:
 
 
 def interpreter_of(spec: str, flag: str) -> Path | None:
-    """The interpreter a path SPEC names (absolute, against the working directory now), or None when SPEC
-    is not a path. A path looks like one (a ``/``, or a leading ``.`` or ``~``): a folder that happens to be
-    named ``0.10.2`` never stands for the release. A bad path is one line."""
+    """The interpreter a path SPEC names, or None when SPEC does not look like a path (a folder named
+    ``0.10.2`` never stands for the release)."""
     if not (os.sep in spec or "/" in spec or spec.startswith((".", "~"))):
         return None
     # Absolute, not resolved: a virtual environment's bin/python is a link out of it, and must stay its own.
@@ -97,22 +85,18 @@ def resolve(
     build: Callable[[Version, str], Path],
     project: Project | None = None,
 ) -> Side:
-    """The :class:`Side` for ``spec``; ``build(version, flag)`` returns the interpreter of a release."""
     flag = f"--{role}"
-    project = project or Project()
-    if spec == "current":
-        return Side(role, spec, current, dict(env), project)
-    python = interpreter_of(spec, flag)
-    if python is not None:
-        return Side(role, spec, python, dict(env), project)
-    try:
-        version = Version(spec)
-    except InvalidVersion:
-        raise InvariantsError(
-            f"{flag} {spec}: not 'current', a jax version, or the path of an interpreter or a virtual "
-            f"environment (a path has a /: ./{spec})"
-        ) from None
-    return Side(role, spec, build(version, flag), dict(env), project)
+    python = current if spec == "current" else interpreter_of(spec, flag)
+    if python is None:
+        try:
+            version = Version(spec)
+        except InvalidVersion:
+            raise InvariantsError(
+                f"{flag} {spec}: not 'current', a jax version, or the path of an interpreter or a virtual "
+                f"environment (a path has a /: ./{spec})"
+            ) from None
+        python = build(version, flag)
+    return Side(role, spec, python, dict(env), project or Project())
 
 
 def worker_env(side: Side, base: Mapping[str, str], cpus: frozenset[int] | None = None) -> dict[str, str]:
@@ -135,14 +119,10 @@ def worker_env(side: Side, base: Mapping[str, str], cpus: frozenset[int] | None 
 
 
 class WorkerProcess:
-    """One running worker: send a request, read its one reply line (protocol of ``versus.protocol``)."""
+    """One running worker: send a request, read its one reply line."""
 
-    def __init__(
-        self, side: Side, timeout: float = _START_TIMEOUT, cpus: frozenset[int] | None = None
-    ) -> None:
-        self.side = side
+    def __init__(self, side: Side, cpus: frozenset[int] | None = None) -> None:
         self.name = f"{side.role} ({side.spec})"
-        # The worker's stderr, for its last line on failure; closed in close().
         self._log: IO[str] = tempfile.TemporaryFile("w+")  # noqa: SIM115
         self.proc = subprocess.Popen(
             # In the staged folder: `-m` puts the working directory first on sys.path, and an installed
@@ -157,17 +137,14 @@ class WorkerProcess:
             bufsize=1,
         )
         self.hello: Json = {}
-        self._timeout = timeout
 
     def start(self) -> Json:
-        """Wait for the hello; one line (naming the side) when the worker cannot start."""
-        self.hello = decode_hello(self._readline(self._timeout), self.name)
+        self.hello = decode_hello(self._readline(_START_TIMEOUT), self.name)
         return self.hello
 
-    def request(self, op: str, timeout: float = 600.0, **fields: object) -> Json:
-        """Send one request and read its reply."""
+    def request(self, op: str, **fields: object) -> Json:
         self.send(op, **fields)
-        return self.receive(op, timeout)
+        return self.receive(op)
 
     def send(self, op: str, **fields: object) -> None:
         assert self.proc.stdin is not None
@@ -177,8 +154,8 @@ class WorkerProcess:
         except (BrokenPipeError, OSError):
             raise InvariantsError(f"{self.name}: worker exited ({self._last_words()})") from None
 
-    def receive(self, op: str, timeout: float = 600.0) -> Json:
-        return decode_reply(self._readline(timeout), op, self.name)
+    def receive(self, op: str) -> Json:
+        return decode_reply(self._readline(_REPLY_TIMEOUT), op, self.name)
 
     def _readline(self, timeout: float) -> str:
         assert self.proc.stdout is not None
@@ -199,7 +176,6 @@ class WorkerProcess:
         return lines[-1][:300] if lines else "no output"
 
     def close(self) -> None:
-        """Ask the worker to quit; kill it if it does not."""
         if self.proc.poll() is None:
             try:
                 assert self.proc.stdin is not None
@@ -217,18 +193,12 @@ class WorkerProcess:
 
 
 def one_process_per_chip(sides: Sequence[Side]) -> bool:
-    """Whether the sides' workers run on a TPU (the first backend of their ``JAX_PLATFORMS``): its chip
-    belongs to the one process that opened it, so their workers must run one at a time."""
-    for side in sides:
-        platforms = worker_env(side, os.environ)["JAX_PLATFORMS"].split(",")
-        if platforms[0].strip() == "tpu":
-            return True
-    return False
+    """Whether the sides' workers run on a TPU, whose chip belongs to the one process that opened it."""
+    return any(worker_env(s, os.environ)["JAX_PLATFORMS"].split(",")[0].strip() == "tpu" for s in sides)
 
 
 def start_pair(sides: Sequence[Side], cpus: frozenset[int] | None = None) -> list[WorkerProcess]:
-    """Start one worker per side at once (their imports overlap) and wait for both hellos; with ``cpus``,
-    both run on those cores only."""
+    """One worker per side, started at once (their imports overlap), past their hellos."""
     workers = [WorkerProcess(s, cpus=cpus) for s in sides]
     try:
         for w in workers:

@@ -1,36 +1,14 @@
-"""A versus worker: one JAX installation, driven by the controller over the protocol of ``versus.protocol``.
+"""A versus worker: one JAX installation, driven by the controller over ``versus.protocol``.
 
-Run as ``python -m invariants.versus.worker`` by the interpreter of one side, with this checkout on
-``PYTHONPATH``: the worker runs the catalog and the specs of the checkout that started it, under that
-side's jax, jaxlib and equinox (the way ``bisect`` runs the suite in an older release). Anything that sets
-``XLA_FLAGS`` or injects a slowdown reaches only this process.
-
-* ``prepare`` compiles each ``(program, config)`` for the runtime device, puts the catalog's seeded
-  arguments on it (the same values on both sides: :func:`invariants.catalog.arguments.make_arguments`), warms
-  it up and answers its per-call time, from back-to-back calls as a block makes them (the first calls of a
-  fresh process are several times slower than warm ones).
-* ``time`` runs one prepared program ``warm`` times untimed, then ``calls`` times back to back, and
-  answers the wall-clock and process CPU seconds of those calls alone (the protocol round trip and the
-  warm calls are outside the clocks: the all-cores phase's blocks start with the worker's threads awake). With
-  ``INVARIANTS_VERSUS_SLOWDOWN=f`` each call is followed by a busy wait of ``f`` times the CPU time
-  that call took: a test-only switch that makes every timed call cost exactly a fraction more (on the CPU
-  clock, which decides on the CPU backend), for measuring detection power.
-* ``trace`` runs one prepared program ``calls`` times back to back under JAX's profiler and answers each
-  call's device seconds (:class:`~invariants.timing.device.DeviceRecorder`), with the wall-clock and CPU
-  seconds of those calls: the device clock, for a controller that runs one side at a time (a TPU chip
-  belongs to one process). On an accelerator the slowdown switch adds device work instead: an independent
-  elementwise pass compiled into the program, sized with the device clock until the call costs that
-  fraction more on the chip (a busy wait on the host costs the chip nothing); ``prepare`` answers the
-  fraction it reached.
-* ``structure`` compiles keys for any target this installation has (TPU and GPU ahead of time where
-  libtpu or the CUDA plugin is installed), and answers each key's snapshot rendering (with its kernels'
-  ``code:`` lines), its compiler and kernel-code metrics and its counts of offloaded gathers and scatters
-  (numbers, null where the target gives none), and
-  the verdict of every invariant of the specs on it, evaluated as written (no ``when`` scopes, no
-  ratchets: what differs between the two installations is the finding; a ratchet is a verdict like any
-  other). An invariant on a metric this key has no value for (a :class:`~invariants.hlo.cost.Missing`: the
-  kernel code of a TPU compile, libtpu's cycles on a GPU) is answered ``holds: null`` with the reason,
-  never as a failure.
+Run as ``python -m invariants.versus.worker`` by one side's interpreter, on this checkout's catalog and
+specs under that side's jax (as ``bisect`` runs the suite in an older release), so anything that sets
+``XLA_FLAGS`` or injects a slowdown reaches only this process. Both sides time the catalog's seeded
+arguments, and a block's clocks exclude the protocol round trip and its warm calls. The slowdown switch
+(``INVARIANTS_VERSUS_SLOWDOWN``, test-only, for measuring detection power) makes each timed call cost that
+fraction more: a busy wait on the CPU time, device work on an accelerator (a busy wait on the host costs
+the chip nothing). ``structure`` evaluates the specs' invariants as written, ratchets included: what
+differs between the installations is the finding; a metric without a value here (a
+:class:`~invariants.hlo.cost.Missing`) leaves an invariant not evaluated, never failed.
 """
 
 from __future__ import annotations
@@ -67,34 +45,25 @@ if TYPE_CHECKING:
     from ..specfile.reader import Spec
     from ..verdict.checks import Case
 
-# What starts JAX (jax itself, catalog.programs, compile, snapshot.render, verdict.checks) is imported where
-# it is used: after main() has pinned the worker's cores and the side's environment is in place.
+# What starts JAX is imported where it is used: after main() has pinned the worker's cores.
 
-# Warm-up, then the per-call probe: each at least this many calls and seconds (a slow program: 5 calls).
+# Warm-up, then the per-call probe (warm: a fresh process's first calls are several times slower).
 _WARM_CALLS, _WARM_SECONDS = 3, 5e-3
 _PROBE_CALLS, _PROBE_SECONDS = 2, 5e-3
 
 
+@dataclasses.dataclass
 class Worker:
-    """The state of one worker process: prepared programs by ``"program/config"``, and the specs whose
-    invariants it evaluates (the package's, or the project's its controller named: :attr:`specs`)."""
+    """One worker's prepared programs by ``"program/config"``, and the specs whose invariants it evaluates."""
 
-    def __init__(
-        self,
-        slowdown: float = 0.0,
-        specs: Sequence[Spec] | None = None,
-        programs: Programs | None = None,
-        recorder: DeviceRecorder | None = None,
-    ) -> None:
-        self.slowdown = slowdown
-        self.recorder = recorder or DeviceRecorder()  # the device clock (a test's stands in for a chip)
-        self.calls: dict[str, Callable[[], None]] = {}
-        self.specs = specs
-        self._programs = programs
+    slowdown: float = 0.0
+    specs: Sequence[Spec] | None = None
+    _programs: Programs | None = None
+    recorder: DeviceRecorder = dataclasses.field(default_factory=DeviceRecorder)
+    calls: dict[str, Callable[[], None]] = dataclasses.field(default_factory=dict)
 
     @property
     def programs(self) -> Programs:
-        """The programs this worker runs: its project's, or the catalog's (imported here: it starts JAX)."""
         if self._programs is None:
             from ..catalog.registry import Programs
 
@@ -118,10 +87,13 @@ class Worker:
             per_call[key] = max(seconds / calls, 1e-9)
         return {"per_call": per_call, "slowed_by": slowed_by}
 
-    def time(self, key: str, calls: int, warm: int = 0) -> Json:
+    def _prepared(self, key: str) -> Callable[[], None]:
         if key not in self.calls:
             raise ProtocolError(f"worker: {key!r} was not prepared")
-        fn = self.calls[key]
+        return self.calls[key]
+
+    def time(self, key: str, calls: int, warm: int = 0) -> Json:
+        fn = self._prepared(key)
         gc_was = gc.isenabled()
         gc.disable()  # a collection inside one block would land on one side only
         try:
@@ -137,9 +109,8 @@ class Worker:
         return {"wall": w1 - w0, "cpu": c1 - c0}
 
     def trace(self, key: str, calls: int) -> Json:
-        if key not in self.calls:
-            raise ProtocolError(f"worker: {key!r} was not prepared")
-        fn = self.calls[key]
+        """Each call's device seconds (the device clock), and the wall and CPU seconds of them all."""
+        fn = self._prepared(key)
         clocks: dict[str, float] = {}
 
         def batch() -> int:
@@ -158,8 +129,7 @@ class Worker:
 def _repeat(
     fn: Callable[[], None], calls: int, seconds: float, clock: Callable[[], float] = time.perf_counter
 ) -> tuple[int, float]:
-    """Call ``fn`` back to back until at least ``calls`` calls and ``seconds`` have passed; answer how many
-    calls, in how many seconds."""
+    """``fn`` back to back until at least ``calls`` calls and ``seconds``: how many calls, in how long."""
     n, t0 = 0, clock()
     while True:
         fn()
@@ -172,12 +142,8 @@ def _repeat(
 def _compiled_call(
     program: Program, config: Config, slowdown: float, recorder: DeviceRecorder
 ) -> tuple[Callable[[], None], float | None]:
-    """A blocking call of ``program`` compiled for the runtime device on the catalog's seeded arguments, and
-    the slowdown it was given. With ``slowdown > 0`` each call costs that fraction more: on the CPU a busy
-    wait of that fraction of the call's process CPU time; on an accelerator device work
-    (:func:`device_slowed`), whose reached fraction is answered (None: no slowdown). Not more rows looked
-    up: a call's dispatch and its table traffic do not grow with the lookups.
-    """
+    """A blocking call of ``program`` on the runtime device, and the slowdown it reached (None: none). Not
+    more rows looked up: a call's dispatch and its table traffic do not grow with the lookups."""
     import jax
 
     from ..catalog.arguments import make_arguments
@@ -204,9 +170,8 @@ def device_slowed(
     recorder: DeviceRecorder,
     calls: int = 20,
 ) -> tuple[Callable[[], None], float]:
-    """``fn`` with an independent elementwise pass over a padding array compiled beside it, the array sized
-    from the device clock (three rounds of scaling) until a call costs about ``slowdown`` more device time
-    than ``call``; the call and the fraction reached (medians of ``calls`` traced calls)."""
+    """``fn`` with an independent elementwise pass compiled beside it, sized on the device clock until a call
+    costs about ``slowdown`` more than ``call``; that call and the fraction reached."""
     import jax
 
     def device_time(c: Callable[[], None]) -> float:
@@ -248,9 +213,7 @@ def slowed(
 
 
 def missing_metric(case: Case, measured: Callable[[Key], Measurement]) -> str | None:
-    """Why ``case`` cannot be evaluated here: the first compiler or kernel metric its assert reads that
-    has no value on its key (the words ``invariants.verdict.checks.evaluate`` fails with); None when it
-    can."""
+    """Why ``case`` cannot be evaluated here: the first compiler or kernel metric it reads without a value."""
     for read in case.invariant.assertion.reads():
         name, program = read.name, read.program or case.program
         metric = METRICS.get(name)
@@ -263,9 +226,7 @@ def missing_metric(case: Case, measured: Callable[[Key], Measurement]) -> str | 
 
 
 def key_answer(measured: Measurement, doc: str = "") -> Json:
-    """A side's answer for one key, its invariants still to come: the snapshot rendering, the kernel and
-    compiler metrics, and the counts of what runs on the SparseCore (each null where the
-    target gives none)."""
+    """A side's answer for one key, its invariants still to come."""
     by_source = {
         src: {m: value_or_none(v) for m, v in measured.metrics.items() if METRICS[m].source == src}
         for src in ("kernel", "compiler")
@@ -284,9 +245,8 @@ def structure_of_keys(
     specs: Sequence[Spec] | None = None,
     programs: Programs | None = None,
 ) -> Json:
-    """Snapshot rendering, compiler and kernel metrics, and invariant verdicts of each ``(program, config,
-    target)`` key, per target; ``specs``: whose invariants (default: the package's), on ``programs``
-    (default: the catalog's)."""
+    """Each ``(program, config, target)`` key's answer with its invariants' verdicts (default: the package's
+    specs on the catalog), and why each target named is unavailable here."""
     from ..catalog.registry import Programs
     from ..compile.artifacts import CompileCache
     from ..verdict.checks import expand
@@ -315,7 +275,6 @@ def structure_of_keys(
 def _add_verdicts(
     items: dict[str, Json], cases: Sequence[Case], measured: Mapping[Key, Measurement], programs: Programs
 ) -> None:
-    """Each case's verdict in the ``invariants`` of each of its keys' answers."""
     for case in cases:
         entry = _verdict(case, measured.__getitem__, programs)
         for key in case.keys:
@@ -333,7 +292,6 @@ def _targets(names: set[str]) -> tuple[dict[str, str | None], dict[str, Target]]
 
 
 def _evaluable(cases: Sequence[Case], measured: Mapping[Key, Measurement]) -> list[Case]:
-    """The cases whose keys were all measured here, and whose programs (a relation's) all were."""
     names = {k.program for k in measured}
     return [
         case
@@ -344,7 +302,6 @@ def _evaluable(cases: Sequence[Case], measured: Mapping[Key, Measurement]) -> li
 
 
 def _verdict(case: Case, measured: Callable[[Key], Measurement], programs: Programs) -> Json:
-    """One invariant's verdict on the keys of ``case``, or why it was not evaluated here."""
     from ..verdict.checks import evaluate
 
     ratchet = case.invariant.ratchet
@@ -366,16 +323,15 @@ def serve(stdin: TextIO, stdout: TextIO, worker: Worker) -> int:
     """Answer requests until ``quit`` or end of input; exit status 2 after a line not understood."""
     import jax
 
-    # The cores it may run on (what the controller's pinning gave it), for the record.
-    cpus = usable()
+    device = jax.devices()[0]
     hello = {
         "event": "hello",
         "versions": versions(),
-        "platform": str(jax.devices()[0].platform),
-        "device": str(jax.devices()[0].device_kind),
+        "platform": str(device.platform),
+        "device": str(device.device_kind),
         "python": platform.python_version(),
         "slowdown": worker.slowdown,
-        "cpus": cpus,
+        "cpus": usable(),
     }
     stdout.write(encode(hello))
     stdout.flush()
@@ -386,24 +342,17 @@ def serve(stdin: TextIO, stdout: TextIO, worker: Worker) -> int:
             stdout.write(encode({"ok": False, "error": str(err)}))
             stdout.flush()
             return 2
-        op = request["op"]
+        op = request.pop("op")
         if op == "quit":
             return 0
         try:
-            if op == "prepare":
-                reply = worker.prepare(request["programs"])
-            elif op == "time":
-                reply = worker.time(request["key"], request["calls"], request["warm"])
-            elif op == "trace":
-                reply = worker.trace(request["key"], request["calls"])
-            else:
-                reply = worker.structure(request["keys"])
-            stdout.write(encode({"ok": True, **reply}))
+            reply = {"ok": True, **getattr(worker, op)(**request)}
         except InvariantsError as err:
-            stdout.write(encode({"ok": False, "error": str(err)}))
+            reply = {"ok": False, "error": str(err)}
         except Exception as err:  # a JAX error in one side is a finding about that side, said in one line
             first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-            stdout.write(encode({"ok": False, "error": f"{type(err).__name__}: {first[:300]}"}))
+            reply = {"ok": False, "error": f"{type(err).__name__}: {first[:300]}"}
+        stdout.write(encode(reply))
         stdout.flush()
     return 0
 
