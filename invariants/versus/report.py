@@ -1,36 +1,12 @@
 """The versus record (owner of its JSON), and its markdown and plot.
 
-:func:`invariants.versus.command.main` builds a :class:`Record` with :func:`make_record` and writes it with
-:func:`write_json`; :func:`load_record` reads one back (for the markdown, the plot, and anything that
-compares two runs). Its JSON::
-
-    {"format": "invariants-versus", "format_version": 1,
-     "baseline": {"spec", "python", "versions", "env"}, "candidate": {...},
-     "settings": {"threshold", "confidence", "clock", "min_rounds", "max_rounds", "round_seconds", ...},
-     "timing": [ProgramVerdict.to_dict(), ...],   # results: cpu, wall, and wall_all_cores, cpu_all_cores
-     "structure": [{"key": "p/c/t", "baseline": {...}, "candidate": {...}, "diff": "...",
-                    "changed": "which lines differ"|null,
-                    "offload": "p[c] on t: 1 scatter moved to sparsecore"|null,
-                    "metrics": [{"metric", "source", "baseline", "candidate", "differs"}],
-                    "invariants": [{"id", "where", "baseline", "candidate", "change", "ratchet"}]}, ...],
-     "targets": {"t": {"baseline": reason|null, "candidate": reason|null}},
-     "exit": 0|1, "reasons": ["..."], "seconds": float}
-
-A side's answer for a key (``baseline``, ``candidate``) holds its ``snapshot`` rendering, its
-``kernel_metrics``, ``compiler_metrics`` and ``sparsecore_metrics`` (the offloaded gathers and scatters;
-numbers, null where that target gives none) and its ``invariants``: ``{"id", "where", "holds",
-"describe", "ratchet"}``, with ``holds`` null and a
-``not_evaluated`` reason where the assert reads a metric the key has no value for. ``metrics`` pairs the
-two sides' metrics by name. An invariant's ``change`` is ``regressed`` (holds on the baseline, fails on the
-candidate: exit 1, ratchets included, since a ratchet is a known failure of *some* release and the
-question here is whether the candidate is it), ``improved``, ``fails on both``, ``holds on both``,
-``only on the baseline|candidate``, or ``not evaluated: REASON``, which never fails the run.
-
-A timed program's ``results`` hold a ratio per clock of the rounds that decided it (``cpu``, ``wall``)
-and, on the CPU backend, those of the all-cores phase (``wall_all_cores``, which ``lost-parallelism``
-fails, and ``cpu_all_cores``); its ``attempts`` are each measurement's word, ``all cores: ...`` for that
-phase's. Paths of the staged package copy a worker imported are written as this package's own
-(:func:`repository_paths`).
+:func:`make_record` builds a :class:`Record`, :func:`write_json` writes it and :func:`load_record` reads it
+back. Its ``timing`` holds :meth:`~invariants.versus.stats.ProgramVerdict.to_dict` entries; its ``structure``
+one entry per key: each side's answer (``versus.worker``), the ``diff`` and what ``changed``, the
+``offload`` moves, the ``metrics`` paired by name and the ``invariants`` paired by id. An invariant's
+``change`` is ``regressed`` (exit 1, ratchets included: a ratchet is a known failure of *some* release, and
+the question is whether the candidate is it), ``improved``, ``fails on both``, ``holds on both``, ``only on
+the baseline|candidate``, or ``not evaluated: REASON``, which never fails the run.
 """
 
 from __future__ import annotations
@@ -57,9 +33,8 @@ if TYPE_CHECKING:
 
 FORMAT = "invariants-versus"
 FORMAT_VERSION = 1
-# An invariant's change between the two installations, and whether it fails the run.
 CHANGES = {
-    (True, False): "regressed",  # holds on the baseline, fails on the candidate: exit 1
+    (True, False): "regressed",
     (False, True): "improved",
     (False, False): "fails on both",
     (True, True): "holds on both",
@@ -67,7 +42,7 @@ CHANGES = {
 
 
 def invariant_changes(base: Sequence[Json], cand: Sequence[Json]) -> list[Json]:
-    """Pair the invariant verdicts of one key by id; an id only one side evaluated is ``only on ...``."""
+    """The invariant verdicts of one key, paired by id."""
     by_id_b = {v["id"]: v for v in base}
     by_id_c = {v["id"]: v for v in cand}
     return [_paired(i, by_id_b.get(i), by_id_c.get(i)) for i in dict.fromkeys([*by_id_b, *by_id_c])]
@@ -95,8 +70,7 @@ def _change(b: Json | None, c: Json | None) -> str:
 
 
 def _not_evaluated(b: Json, c: Json) -> str:
-    """``not evaluated: REASON`` for an invariant one side or both could not evaluate (a metric without a
-    value there): the reason once when both sides give it, else each side's."""
+    """``not evaluated: REASON``: the reason once when both sides give it, else each side's."""
     why = {
         side: v.get("not_evaluated") or "no value"
         for side, v in (("baseline", b), ("candidate", c))
@@ -112,8 +86,7 @@ def is_not_evaluated(change: str) -> bool:
 
 
 def metric_rows(base: Json, cand: Json) -> list[Json]:
-    """The two sides' kernel, compiler and SparseCore metrics of one key, by name: ``{"metric", "source",
-    "baseline", "candidate", "differs"}`` (null where a side has no value)."""
+    """The two sides' kernel, compiler and SparseCore metrics of one key, paired by name."""
     rows = []
     for source in ("kernel", "compiler", "sparsecore"):
         b, c = base.get(f"{source}_metrics") or {}, cand.get(f"{source}_metrics") or {}
@@ -132,9 +105,7 @@ def metric_rows(base: Json, cand: Json) -> list[Json]:
 
 @dataclass(frozen=True)
 class SideRecord:
-    """One installation as a record names it: what ``--baseline`` or ``--candidate`` said, the interpreter
-    its workers ran, its distributions' versions, the variables its workers ran with, and the device they
-    timed on (JAX's ``device_kind``: the chip a figure was measured on)."""
+    """One installation: its SPEC, interpreter, versions, its workers' variables and JAX's ``device_kind``."""
 
     spec: str
     python: str
@@ -145,9 +116,7 @@ class SideRecord:
 
 @dataclass(frozen=True)
 class Record:
-    """A versus run: its two sides, settings, timed verdicts, structure compared key by key, the targets
-    a side could not compare (name -> side -> reason), its exit status with the reasons for it, and its
-    duration. The timing and structure entries are the JSON the module docstring shows."""
+    """A versus run; ``targets``: why a side could not compare a target (name -> side -> reason)."""
 
     baseline: SideRecord
     candidate: SideRecord
@@ -158,14 +127,13 @@ class Record:
     exit: int
     reasons: list[str]
     seconds: float
-    date: str = ""  # the run's UTC date, beside the figures it measured
+    date: str = ""  # UTC
 
     def to_json(self) -> Json:
         return {"format": FORMAT, "format_version": FORMAT_VERSION, **dataclasses.asdict(self)}
 
     @classmethod
     def from_json(cls, data: Json, where: str) -> Record:
-        """The record of :meth:`to_json`'s output; a field missing or a side not as written is one line."""
         names = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING]
         missing = [n for n in names if n not in data]
         if missing:
@@ -189,10 +157,9 @@ def make_record(
     targets: Json,
     seconds: float,
 ) -> Record:
-    """The record, with its exit status and the reasons for it."""
-    reasons = [reason for t in timing if (reason := _timing_reason(t))]
-    for s in structure:
-        reasons += _structure_reasons(s)
+    reasons = [r for t in timing if (r := _timing_reason(t))] + [
+        r for s in structure for r in _structure_reasons(s)
+    ]
     return Record(
         baseline,
         candidate,
@@ -246,8 +213,7 @@ def _structure_reasons(s: Json) -> list[str]:
 
 @dataclass(frozen=True, kw_only=True)
 class VersusTiming(_results.Record):
-    """A timed program of a versus record, as the self-check judges it (failed when its
-    confirmed verdict failed)."""
+    """A timed program of a versus record, as the self-check judges it."""
 
     kind: Literal["versus-timing"] = "versus-timing"
     id: str = field()
@@ -262,8 +228,7 @@ class VersusInvariant(_results.Record):
 
 
 def as_items(record: Record) -> list[_results.Record]:
-    """The record as results-file records (what ``selfcheck`` judges): one :class:`VersusTiming` per timed
-    program and one failed :class:`VersusInvariant` per invariant and key that regressed."""
+    """The record as results-file records, for ``selfcheck``."""
     items: list[_results.Record] = [
         VersusTiming(
             outcome="failed" if t["verdict"] in ("fail", "lost-parallelism") else "passed",
@@ -283,34 +248,17 @@ _Reply = TypeVar("_Reply")
 
 
 def write_json(record: Record, path: Path, option: str = "") -> None:
-    """The record at ``path``, whole or not at all (:func:`invariants._paths.write_atomic`; ``option``
-    names the flag in its one-line error)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, json.dumps(record.to_json(), indent=1) + "\n", option)
 
 
 def repository_paths(reply: _Reply) -> _Reply:
-    """A worker's reply with the paths of the staged package copy it imported
-    (``/tmp/invariants-package-…/invariants/gpu.toml:212``, see :func:`invariants.compile.child.stage`)
-    shown as this package's own (``invariants/gpu.toml:212`` from the checkout's root): every string, so
-    invariant locations, descriptions and errors alike."""
-    here = shown(PACKAGE_DIR)
-    staged = str(stage() / "invariants")
-
-    def fix(value: object) -> object:
-        if isinstance(value, str):
-            return value.replace(staged + os.sep, here + os.sep) if staged in value else value
-        if isinstance(value, list):
-            return [fix(v) for v in value]
-        if isinstance(value, dict):
-            return {k: fix(v) for k, v in value.items()}
-        return value
-
-    return cast(_Reply, fix(reply))
+    """A worker's reply with every path into the staged package copy it imported shown as this package's."""
+    staged, here = (json.dumps(f"{p}{os.sep}")[1:-1] for p in (stage() / "invariants", shown(PACKAGE_DIR)))
+    return cast(_Reply, json.loads(json.dumps(reply).replace(staged, here)))
 
 
 def load_record(path: Path) -> Record:
-    """A record written by :func:`write_json`; anything else is one line."""
     try:
         data = json.loads(Path(path).read_text())
     except OSError as err:
@@ -326,10 +274,6 @@ def load_record(path: Path) -> Record:
     return Record.from_json(data, str(path))
 
 
-# ---------------------------------------------------------------------------------------------------------
-# Markdown.
-
-
 def _side_line(name: str, side: SideRecord) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in side.versions.items())
     env = " ".join(f"`{k}={v}`" for k, v in side.env.items())
@@ -342,8 +286,7 @@ def _interval(r: Json) -> str:
 
 
 def _threads(t: Json) -> str:
-    """``; threads 1.8 → 1.0``: CPU time / wall time of the baseline's and the candidate's all-cores
-    blocks, where the record has them."""
+    """``; threads 1.8 → 1.0``: each side's CPU time / wall time in the all-cores blocks."""
     th = t.get("threads_all_cores") or {}
     if th.get("baseline") is None or th.get("candidate") is None:
         return ""
@@ -354,11 +297,7 @@ def _threads(t: Json) -> str:
 
 
 def render_markdown(record: Record, diff_lines: int = 40) -> str:
-    """The report: verdict, sides, one timing table, structure differences, invariants that changed.
-
-    Sized for ``$GITHUB_STEP_SUMMARY``: identical structures are one line each, and a diff is cut at
-    ``diff_lines`` lines (the JSON has the whole renderings).
-    """
+    """The report, sized for ``$GITHUB_STEP_SUMMARY``: an identical key is one line, a diff is cut."""
     word = "**REGRESSED**" if record.exit else "no regression"
     out = [
         f"## versus: candidate `{record.candidate.spec}` against baseline `{record.baseline.spec}`: {word}",
@@ -387,7 +326,6 @@ _DEVICE_NOTE = (
 
 
 def _timing_section(timing: Sequence[Json], s: Json) -> list[str]:
-    """The timing table, a row per program, and what its columns mean."""
     cores = any(ALL_CORES in t["results"] for t in timing)
     first = "device" if any("device" in t["results"] for t in timing) else "cpu"
     out = [
@@ -441,7 +379,6 @@ def _timing_row(t: Json, cores: bool, first: str) -> str:
 
 
 def _per_call(result: Json) -> str:
-    """The baseline's time per call on the verdict clock, and its wall time beside a device time."""
     cell = f"{result['t_b_median'] * 1e3:.3f} ms"
     if result.get("clock") == "device" and result.get("wall_b_median"):
         cell += f" (wall {result['wall_b_median'] * 1e3:.3f} ms)"
@@ -449,8 +386,6 @@ def _per_call(result: Json) -> str:
 
 
 def _structure_section(record: Record, diff_lines: int) -> list[str]:
-    """What was not compared, what moved to or off the SparseCore (a line per key), what is identical,
-    invariants not evaluated; then a section per key that differs."""
     listed = _listed(record)
     out = ["### structure and invariants, side by side", "", *listed, *([""] if listed else [])]
     for x in record.structure:
@@ -475,17 +410,11 @@ def _listed(record: Record) -> list[str]:
 
 
 def _not_compared(targets: Json) -> list[str]:
-    out = []
-    for name, reasons in targets.items():
-        missing = [f"{side}: {why}" for side, why in reasons.items() if why]
-        if missing:
-            out.append(f"- target {name} not compared ({'; '.join(missing)})")
-    return out
+    missing = {name: [f"{side}: {why}" for side, why in r.items() if why] for name, r in targets.items()}
+    return [f"- target {name} not compared ({'; '.join(m)})" for name, m in missing.items() if m]
 
 
 def _key_section(x: Json, diff_lines: int) -> list[str]:
-    """One key that differs: its invariants that changed, a side's error, the snapshot's change, the
-    metrics side by side and the diff (cut at ``diff_lines``)."""
     out = [f"#### {x['key']}"]
     out += [line for inv in x.get("invariants", []) if (line := _invariant_line(inv))]
     out += [f"- {side}: {x[side]['error']}" for side in ("baseline", "candidate") if x[side].get("error")]
@@ -493,7 +422,9 @@ def _key_section(x: Json, diff_lines: int) -> list[str]:
         out.append(f"- snapshot: {x['changed']}")
     out += _metric_table(x.get("metrics") or [])
     if x["diff"]:
-        out += _diff_block(x["diff"].splitlines(), diff_lines)
+        lines = x["diff"].splitlines()
+        more = [f"... {len(lines) - diff_lines} more lines in the JSON"] if len(lines) > diff_lines else []
+        out += ["", "```diff", *lines[:diff_lines], *more, "```"]
     out.append("")
     return out
 
@@ -508,23 +439,17 @@ def _invariant_line(inv: Json) -> str | None:
     return f"- invariant `{inv['id']}`{known} ({inv['where']}): **{inv['change']}**: {desc}"
 
 
-def _diff_block(lines: list[str], diff_lines: int) -> list[str]:
-    more = [f"... {len(lines) - diff_lines} more lines in the JSON"] if len(lines) > diff_lines else []
-    return ["", "```diff", *lines[:diff_lines], *more, "```"]
-
-
-def _changed(x: Json) -> bool:
-    return any(
-        inv["change"] != "holds on both" and not is_not_evaluated(inv["change"])
-        for inv in x.get("invariants", [])
-    ) or any(x[side].get("error") for side in ("baseline", "candidate"))
-
-
 def _shown(x: Json) -> bool:
-    """A key gets its own section when its renderings, an invariant's verdict or a kernel metric differ,
-    or a side failed on it."""
-    kernel_differs = any(r["differs"] for r in x.get("metrics") or [] if r["source"] == "kernel")
-    return x["diff"] is not None or _changed(x) or kernel_differs
+    """Whether a key gets a section: its renderings, an invariant or a kernel metric differ, or an error."""
+    return (
+        x["diff"] is not None
+        or any(x[side].get("error") for side in ("baseline", "candidate"))
+        or any(r["differs"] for r in x.get("metrics") or [] if r["source"] == "kernel")
+        or any(
+            inv["change"] != "holds on both" and not is_not_evaluated(inv["change"])
+            for inv in x.get("invariants", [])
+        )
+    )
 
 
 def _cell(value: object) -> str:
@@ -536,8 +461,6 @@ def _cell(value: object) -> str:
 
 
 def _metric_table(rows: Sequence[Json]) -> list[str]:
-    """Kernel and compiler metrics side by side; rows without a value on either side are left out, and a
-    row whose values differ is marked."""
     valued = [r for r in rows if r["baseline"] is not None or r["candidate"] is not None]
     if not valued:
         return []
@@ -550,12 +473,7 @@ def _metric_table(rows: Sequence[Json]) -> list[str]:
     return out
 
 
-# ---------------------------------------------------------------------------------------------------------
-# Plot.
-
-
 def plot(record: Record, path: Path) -> None:
-    """Ratio and interval per program, per clock, the threshold drawn; PNG at ``path``."""
     plt = pyplot(path)
     timing = record.timing
     if not timing:
@@ -591,7 +509,6 @@ _STYLE = {
 
 
 def _draw(ax: Axes, t: Json, clock: str, y: float, first: bool) -> None:
-    """One program's ratio and interval on one clock, red where that clock failed it."""
     r = t["results"].get(clock)
     if r is None or not math.isfinite(r["median"]):
         return
