@@ -1,35 +1,16 @@
 """``python -m invariants versus``: time the catalog under two JAX installations, paired in one run.
 
 A stored baseline drifts between runs on a shared machine far more than within one; the other installation,
-measured on the same machine at the same moment, does not. So ``versus`` runs each side in worker
-processes of its own (``versus.worker``, over the protocol of ``versus.protocol``), one worker at a time,
-alternating short blocks of calls between the two (ABBA...), and judges ``time(candidate) /
-time(baseline)`` per program with the statistic of ``versus.stats``, which says why (rounds of fresh
-worker pairs, and the all-cores phase that catches lost parallelism).
+measured on the same machine at the same moment, does not. So each side runs in worker processes of its
+own, one worker at a time, in alternating blocks of calls (ABBA...), judged by ``versus.stats``. On the CPU
+backend the CPU time decides, with both workers of a round on one core, then an all-cores phase for lost
+parallelism. On an accelerator the chip's own clock decides (:mod:`invariants.timing.device`): a TPU chip
+belongs to one process, so a round there runs one side's worker, then the other's.
 
-It measures the CPU time and the wall clock of every block. On the CPU backend the verdict clock is the CPU
-time, and both workers of a round run on one core (the next round on the next core, ``Settings.pin``).
-
-On an accelerator the verdict clock is the device's own (``--clock device``, the default there): each call's
-time on the chip, from JAX's profiler (:mod:`invariants.timing.device`). A TPU chip belongs to the one
-process that opened it, so a round there is one side's worker alone, then the other's (the order swapped
-every round), each tracing the same number of calls of each program; a round's ratio is the median of its
-per-call ratios, and the rounds are judged as above. The wall clock stays beside it, so the host's share
-shows; nothing is pinned and there is no second phase. ``--clock wall`` keeps the paired blocks of two
-workers alive at once, which a GPU allows and a TPU does not (one line says so).
-
-Before timing, one worker of each side compiles the programs for every selected target it can (the TPU
-and GPU ahead of time where that side has libtpu or the CUDA plugin) and answers each key's snapshot
-rendering (its kernels' ``code:`` lines included), its compiler and kernel-code metrics, and the verdicts
-of the specs' invariants, evaluated as written (ratchets too). The report shows them side by side: a diff
-where the renderings differ, with one line saying whether only code lines changed (code generation
-behind equal HLO), and a metric | baseline | candidate table with the differing rows marked. An invariant
-on a metric a side has no value for (a TPU compile's kernel code) is "not evaluated", never a failure.
-
-Exit status: 0 when nothing regressed; 1 when a timing verdict fails (``fail`` or ``lost-parallelism``,
-each confirmed) or an invariant holds on the baseline and fails on the candidate; 2 for bad input, as one
-line before any worker starts (an unknown version, a missing interpreter, a selection that leaves nothing
-to compare, an output path that cannot be written), or when a side cannot import jax.
+Before timing, a worker of each side compiles the programs for every selected target it can, and the
+report sets the snapshot renderings, metrics and invariant verdicts side by side. Exit status: 1 when a
+confirmed timing verdict fails or an invariant holds on the baseline and fails on the candidate; 2 for bad
+input, said in one line before any worker starts.
 """
 
 from __future__ import annotations
@@ -89,7 +70,7 @@ if TYPE_CHECKING:
 
     from ..catalog.registry import Programs
 
-# Seed configuration, single device: the lookups users write, forward and backward.
+# The lookups users write, forward and backward.
 DEFAULT_PROGRAMS = (
     "naive",
     "take",
@@ -103,9 +84,8 @@ DEFAULT_TARGETS = "cpu,tpu-v5e,gpu-h100"
 CONFIG = "f32"
 FAILED = ("fail", "lost-parallelism")
 SLOW_CALL = 0.25  # seconds a call: a program this slow is timed one call a block without measuring it
-DEVICE_CALLS = 256  # at most this many traced calls of a program per side and round (the device clock)
-# The device clock's default bound: two workers of one installation agree closely on a chip, so the host
-# clocks' bound would hide a real slowdown there.
+DEVICE_CALLS = 256  # traced calls of a program per side and round, at most
+# Two workers of one installation agree closely on a chip: the host clocks' bound would hide a slowdown.
 DEVICE_THRESHOLD = 1.01
 
 
@@ -122,33 +102,23 @@ class Settings:
     block_seconds: float = 2e-3
     min_pairs: int = 8
     pin: bool = False
-    # The all-cores phase (lost parallelism, CPU backend): its wall-clock ratio fails above this, judged at
-    # fewer rounds (capped by min_rounds and max_rounds), in longer blocks; ``parallel`` False skips it.
+    # The all-cores phase: its own bound, rounds and blocks (see all_cores).
     parallel_threshold: float = 1.10
     parallel: bool = True
     parallel_min_rounds: int = 4
     parallel_max_rounds: int = 9
     # A kernel split over threads gains only in a steady stream of calls: short blocks hide the loss.
     parallel_block_seconds: float = 20e-3
-    # A phase whose baseline blocks kept less than this many threads busy (CPU time / wall time) stops at
-    # its next look, inconclusive: other load held the cores, so its wall clock measures that load. 0:
-    # never (the pinned phase, where CPU time decides).
+    # A phase whose baseline kept fewer threads busy stops inconclusive (see _cannot_lose); 0: never.
     min_threads: float = 0.0
     parallel_min_threads: float = 0.9
-    # Untimed calls before each block's clocks start, as a fraction of its calls: a worker woken for its
-    # block finds its pool threads asleep (or the other side's still spinning); the all-cores phase times
-    # the steady stream after that. 0 in the pinned phase (one core, one thread: nothing to wake).
+    # Untimed calls before a block, as a fraction of its calls: a worker woken for its block finds its pool
+    # threads asleep. The pinned phase has one thread, nothing to wake.
     warm_fraction: float = 0.0
     parallel_warm_fraction: float = 0.25
 
-    def times_all_cores(self) -> bool:
-        """Whether an all-cores phase follows: after pinned rounds on the CPU clock, unless --no-parallel."""
-        return self.pin and self.parallel and self.clock == "cpu"
-
     def all_cores(self) -> Settings:
-        """The settings of the all-cores phase: unpinned, the wall clock deciding against
-        ``parallel_threshold``, in ``parallel_min_rounds``-``parallel_max_rounds`` rounds (never more than
-        the main phase's)."""
+        """The all-cores phase: unpinned, the wall clock deciding, its rounds within the main phase's."""
         low = max(MIN_ROUNDS_FOR_INTERVAL, min(self.min_rounds, self.parallel_min_rounds))
         high = max(low, min(self.max_rounds, self.parallel_max_rounds))
         return dataclasses.replace(
@@ -165,7 +135,7 @@ class Settings:
 
 
 Progress = Callable[[str], None]
-# Starts one round's pair of workers, on the given cores (None: wherever the scheduler puts them).
+# Starts one round's workers, on the given cores (None: wherever the scheduler puts them).
 Starter = Callable[[Sequence[Side], "frozenset[int] | None"], list[WorkerProcess]]
 
 
@@ -173,12 +143,8 @@ def _progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-# ---------------------------------------------------------------------------------------------------------
-# Timing.
-
-
 def _both(workers: Sequence[WorkerProcess], op: str, **fields: object) -> list[Json]:
-    """Send ``op`` to every worker, then read every reply: the workers do it at the same time."""
+    """``op`` to every worker, then every reply: the workers work at the same time."""
     for w in workers:
         w.send(op, **fields)
     return [w.receive(op) for w in workers]
@@ -192,20 +158,15 @@ def time_round(
     first: int,
     clock: Callable[[], float] = time.perf_counter,
 ) -> Round:
-    """One program's blocks in one round: pairs in ABBA order (``first`` says which side opens), until
-    ``round_seconds`` have passed and at least ``min_pairs`` pairs exist, in an even number: in ABBA a
-    side's block follows the other side's in one pair and its own in the next, and an odd count would
-    leave one more of either in the median. ``workers`` is (baseline, candidate); only one of them runs
-    at a time; each block's clocks start after ``warm_fraction`` of its calls (untimed)."""
+    """One program's pairs of blocks in one round, in ABBA order (``first`` opens), until ``round_seconds``
+    and ``min_pairs``, in an even number: an odd one would leave one more of either order in the median."""
     rd = Round(calls)
     warm = round(calls * settings.warm_fraction)
     start = clock()
     i = 0
     while i < settings.min_pairs or clock() - start < settings.round_seconds or i % 2:
         order = (first, 1 - first) if i % 2 == 0 else (1 - first, first)
-        got: dict[int, Json] = {}
-        for side in order:
-            got[side] = workers[side].request("time", key=key, calls=calls, warm=warm)
+        got = {side: workers[side].request("time", key=key, calls=calls, warm=warm) for side in order}
         rd.add(got[0], got[1])
         i += 1
     rd.seconds = clock() - start
@@ -213,14 +174,9 @@ def time_round(
 
 
 def calls_per_block(worker: WorkerProcess, key: str, estimate: float, seconds: float) -> int:
-    """How many calls of ``key`` make a block of about ``seconds``, measured on ``worker`` (the baseline's)
-    alone: blocks of 1, 4, 16, ... calls until one lasts a quarter of ``seconds``, then scaled.
-
-    The worker's own ``prepare`` estimate (``estimate``, seconds per call) is measured while the other
-    side's worker compiles beside it, on the same core when pinned, so it reads far too slow: it decides
-    only for a program slower than :data:`SLOW_CALL` (one call a block, without spending one more call on
-    measuring it).
-    """
+    """How many calls of ``key`` make a block of about ``seconds``: blocks of 1, 4, 16, ... calls on the
+    baseline's worker until one lasts a quarter of ``seconds``, then scaled. The ``prepare`` estimate was
+    taken while the other side compiled beside it, so it decides only a program slower than SLOW_CALL."""
     if estimate >= max(SLOW_CALL, 4 * seconds):
         return 1
     calls = 1
@@ -232,9 +188,7 @@ def calls_per_block(worker: WorkerProcess, key: str, estimate: float, seconds: f
 
 
 def look_at(min_rounds: int, max_rounds: int) -> list[int]:
-    """The round counts at which an interval is judged: ``min_rounds``, then each time the rounds have grown
-    by half, and ``max_rounds``. Few looks: each one spends part of the error rate
-    (:func:`invariants._stats.look_alpha`), so a look after every round would widen every interval."""
+    """The round counts at which an interval is judged: few, since each look spends part of the error rate."""
     out = [min_rounds]
     while out[-1] < max_rounds:
         out.append(min(max_rounds, max(out[-1] + 1, math.ceil(out[-1] * 1.5))))
@@ -242,14 +196,8 @@ def look_at(min_rounds: int, max_rounds: int) -> list[int]:
 
 
 def _cannot_lose(base: float | None, settings: Settings) -> str:
-    """Why an all-cores phase (``settings.min_threads`` > 0) can tell nothing, from the baseline's threads
-    (CPU time / wall time of its blocks) alone, so the same for any candidate; empty when it can.
-
-    * below ``min_threads``: other load held the cores (the workers got less than one), and the wall
-      clock measured that load;
-    * below the threshold: the baseline ran about one thread, and a candidate on one thread, with the same
-      CPU time, is at most that many times slower: below the threshold, it cannot fail.
-    """
+    """Why an all-cores phase can tell nothing, from the baseline's threads alone (empty when it can): other
+    load held the cores, or a candidate on one thread could be at most that many times slower."""
     if settings.min_threads <= 0 or base is None:
         return ""
     if base < settings.min_threads:
@@ -262,10 +210,8 @@ def _cannot_lose(base: float | None, settings: Settings) -> str:
 def device_round(
     sides: Sequence[Side], configs: Mapping[str, str], settings: Settings, k: int, start: Starter
 ) -> dict[str, Round]:
-    """Round ``k`` on the device clock: one side's worker alone, then the other's (the baseline first in
-    odd rounds), each tracing the same number of calls of every program; a program's round pairs the two
-    sides' calls in order. The count fills ``round_seconds`` at the first side's per-call estimate, with
-    at least ``2 * min_pairs`` calls and at most :data:`DEVICE_CALLS`."""
+    """Round ``k`` on the device clock: one side's worker, then the other's, each tracing the same number of
+    calls of every program (enough for ``round_seconds`` on the first side); calls pair in order."""
     order = (0, 1) if k % 2 else (1, 0)
     calls: dict[str, int] = {}
     got: dict[int, dict[str, Json]] = {}
@@ -298,8 +244,7 @@ def device_round(
 
 @dataclasses.dataclass(frozen=True)
 class Judged:
-    """One program's attempt: each clock's ratio, its word, the threads its rounds kept busy per side, and
-    why an all-cores phase can tell nothing of it (empty: it can)."""
+    """One program's attempt: its ratios, its word, its threads per side, and :func:`_cannot_lose`'s note."""
 
     results: dict[str, RatioResult]
     word: str
@@ -316,16 +261,7 @@ def measure(
     start: Starter = start_pair,
     configs: Mapping[str, str] | None = None,
 ) -> dict[str, Judged]:
-    """Rounds of fresh worker pairs until every program's interval is decided or ``max_rounds`` are spent.
-
-    With ``settings.pin``, both workers of a round run on one core (see the module docstring), and the core
-    each round used goes to the progress line.
-
-    ``configs``: the configuration each program is timed in (default :data:`CONFIG`, the catalog's seed;
-    a project's program is timed in the first configuration it lists).
-
-    Returns each program's :class:`Judged`.
-    """
+    """Rounds of fresh worker pairs until every program is decided or ``max_rounds`` are spent."""
     config_of = {p: (configs or {}).get(p, CONFIG) for p in programs}
     rounds: dict[str, list[Round]] = {p: [] for p in programs}
     done: dict[str, Judged] = {}
@@ -351,23 +287,21 @@ def measure(
 def _look(
     active: Sequence[str], rounds: dict[str, list[Round]], look: int, settings: Settings, last: bool
 ) -> dict[str, Judged]:
-    """The programs of ``active`` decided at their ``look``-th look."""
     judged = {p: _judged(p, rounds[p], look, settings, last) for p in active}
     return {p: j for p, j in judged.items() if j is not None}
 
 
+def _said(p: str, ratio: float | None) -> str:
+    return f"{p} {ratio:.3f}" if ratio else f"{p} ?"
+
+
 def _placement(k: int, pin: bool) -> tuple[frozenset[int] | None, str]:
-    """The one core of pinned round ``k`` (the next usable one each round) and how the progress line
-    names it; None and nothing unpinned."""
+    """The one core of pinned round ``k``, and how the progress line names it."""
     if not pin:
         return None, ""
     cores = usable()
     core = cores[(k - 1) % len(cores)]
     return frozenset({core}), f"core {core}, "
-
-
-def _said(p: str, ratio: float | None) -> str:
-    return f"{p} {ratio:.3f}" if ratio else f"{p} ?"
 
 
 def _round(
@@ -379,9 +313,7 @@ def _round(
     start: Starter,
     cpus: frozenset[int] | None,
 ) -> tuple[float, float]:
-    """Round ``k``: one fresh worker pair times each program of ``config_of`` (in its configuration), its
-    :class:`Round` appended to ``rounds``. Returns when the workers had started and when they
-    had prepared (``time.perf_counter``)."""
+    """Round ``k`` of each program, appended to ``rounds``; when the workers had started and prepared."""
     if settings.clock == DEVICE:
         for p, rd in device_round(sides, config_of, settings, k, start).items():
             rounds[p].append(rd)
@@ -403,8 +335,6 @@ def _round(
 
 
 def _ratios(rounds: list[Round], look: int, settings: Settings) -> dict[str, RatioResult]:
-    """Each clock's ratio over ``rounds`` at look ``look``, and the all-cores ones where the rounds used
-    every core."""
     level = settings.confidence
     clocks = (DEVICE, "wall") if settings.clock == DEVICE else CLOCKS
     results = {c: judge_rounds(rounds, c, settings.threshold, level, look) for c in clocks}
@@ -420,8 +350,7 @@ def _ratios(rounds: list[Round], look: int, settings: Settings) -> dict[str, Rat
 
 
 def _judged(p: str, rounds: list[Round], look: int, settings: Settings, last: bool) -> Judged | None:
-    """Program ``p``'s verdict at its ``look``-th look at its ``rounds``, or None while its interval
-    straddles the threshold and rounds are left (``last`` false)."""
+    """Program ``p``'s verdict at its ``look``-th look, or None while it straddles and rounds are left."""
     results = _ratios(rounds, look, settings)
     threads = threads_of(rounds)
     note = _cannot_lose(threads["baseline"], settings)
@@ -438,14 +367,12 @@ def _judged(p: str, rounds: list[Round], look: int, settings: Settings, last: bo
 
 
 def _decided(results: dict[str, RatioResult], settings: Settings) -> str | None:
-    """The word the loop judges by: the all-cores one in an all-cores phase, else the verdict clock's."""
     if settings.min_threads > 0:
         return all_cores_word(results["wall"], results[ALL_CORES_THREADS])
     return results[settings.clock].verdict
 
 
 def _inconclusive(r: RatioResult, undecided: bool) -> RatioResult:
-    """``r``, inconclusive where it is ``undecided`` or has no verdict."""
     return dataclasses.replace(r, verdict="inconclusive") if undecided or not r.verdict else r
 
 
@@ -457,13 +384,8 @@ def measure_confirmed(
     start: Starter = start_pair,
     configs: Mapping[str, str] | None = None,
 ) -> list[ProgramVerdict]:
-    """:func:`measure`, then once more for the programs that failed: a failure must repeat (the rule of
-    :func:`invariants.timing.paired.confirmed`, applied to all failing programs in shared rounds).
-
-    With pinned rounds (the CPU backend's default), the programs whose CPU time did not fail are then
-    timed in the all-cores phase (:meth:`Settings.all_cores`), and those whose all-cores wall ratio fails
-    once more: a confirmed failure there is ``lost-parallelism``. Each phase's words are the attempts
-    (``all cores: fail``), in order."""
+    """:func:`measure`, once more for the programs that failed (a failure must repeat), then the all-cores
+    phase for those whose CPU time did not fail, confirmed alike: each phase's words are the attempts."""
     attempts = _confirmed(sides, programs, settings, progress, start, configs, ("measure", "confirm"))
     todo = [p for p in programs if attempts[p][-1].word != "fail"]
     phase = _all_cores(sides, todo, settings, progress, start, configs)
@@ -474,14 +396,21 @@ def measure_confirmed(
 def _verdict(
     p: str, clock: str, attempts: list[Judged], phase: tuple[Judged, list[str]] | None, every_core: bool
 ) -> ProgramVerdict:
-    """One program's verdict from its measurements, and from its all-cores phase where that ran."""
     last, words = attempts[-1], [a.word for a in attempts]
     threads = last.threads if every_core else None
+    results = last.results
     if phase is not None:
         measured, said = phase
-        last = _with_all_cores(p, last, measured.results, clock)
+        got = measured.results
+        results = {
+            **results,
+            ALL_CORES: got["wall"],
+            ALL_CORES_CPU: got["cpu"],
+            ALL_CORES_THREADS: got[ALL_CORES_THREADS],
+        }
+        last = dataclasses.replace(last, results=results, word=combine(p, clock, results))
         words, threads = words + said, measured.threads
-    return ProgramVerdict(p, clock, last.word, last.results, words, threads)
+    return ProgramVerdict(p, clock, last.word, results, words, threads)
 
 
 def _confirmed(
@@ -493,23 +422,11 @@ def _confirmed(
     configs: Mapping[str, str] | None,
     labels: tuple[str, str],
 ) -> dict[str, list[Judged]]:
-    """Each program's measurements, in order: one, and a second where the first failed (the second
-    stands). ``labels`` name the two on the progress lines."""
+    """Each program's measurements: one, and a second (which stands) where the first failed."""
     first = measure(sides, programs, settings, progress, labels[0], start, configs)
     failing = [p for p in programs if first[p].word in FAILED]
     second = measure(sides, failing, settings, progress, labels[1], start, configs) if failing else {}
     return {p: [first[p], *([second[p]] if p in second else [])] for p in programs}
-
-
-def _with_all_cores(p: str, judged: Judged, got: dict[str, RatioResult], clock: str) -> Judged:
-    """``judged`` with the all-cores phase's ratios beside its own, and the word they make together."""
-    results = {
-        **judged.results,
-        ALL_CORES: got["wall"],
-        ALL_CORES_CPU: got["cpu"],
-        ALL_CORES_THREADS: got[ALL_CORES_THREADS],
-    }
-    return dataclasses.replace(judged, results=results, word=combine(p, clock, results))
 
 
 def _all_cores(
@@ -520,9 +437,8 @@ def _all_cores(
     start: Starter,
     configs: Mapping[str, str] | None,
 ) -> dict[str, tuple[Judged, list[str]]]:
-    """The all-cores phase (:meth:`Settings.all_cores`) of ``todo``, and once more for its failures, as in
-    the main phase (the second word stands): per program, its last measurement and each attempt's word."""
-    if not settings.times_all_cores():
+    """The all-cores phase of ``todo``, confirmed: per program, its last measurement and each word."""
+    if not (settings.pin and settings.parallel and settings.clock == "cpu"):
         return {}
     cores = settings.all_cores()
     if len(freed()) < 2:
@@ -532,29 +448,23 @@ def _all_cores(
         )
         return {}
     attempts = _confirmed(sides, todo, cores, progress, start, configs, ("all cores", "all cores, confirm"))
-    return {p: (tried[-1], [_all_cores_word(a) for a in tried]) for p, tried in attempts.items()}
-
-
-def _all_cores_word(judged: Judged) -> str:
-    return f"all cores: {judged.word}" + (f" ({judged.note})" if judged.note else "")
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Structure.
+    words = {
+        p: [f"all cores: {a.word}" + (f" ({a.note})" if a.note else "") for a in tried]
+        for p, tried in attempts.items()
+    }
+    return {p: (tried[-1], words[p]) for p, tried in attempts.items()}
 
 
 def structure_keys(
     programs: Sequence[str], targets: str, known: Programs | None = None
 ) -> list[tuple[str, str, str]]:
-    """``(program, config, target)`` for each selected target that compiles the program: the catalog's in
-    the seed configuration, a project's in every configuration it lists (``known``: the run's programs,
-    default the catalog's)."""
+    """``(program, config, target)`` on each selected target that compiles the program: the catalog's in
+    the seed configuration, a project's in every configuration it lists."""
     from ..catalog.programs import CATALOG  # it imports JAX: not when the command loads
     from ..catalog.registry import Programs
 
     known = known if known is not None else Programs()
-    # The gate's grammar; the controller starts no JAX, and its workers run on the CPU backend here (a
-    # TPU or GPU host's runtime target is the AOT target of its name, which the workers then replace).
+    # The controller starts no JAX: a TPU or GPU host's runtime target is the AOT target of its name here.
     chosen = select_targets(targets, runtime=CPU_RUNTIME)
     keys = []
     for p in programs:
@@ -566,22 +476,18 @@ def structure_keys(
 
 
 def timed_configs(programs: Sequence[str], known: Programs) -> dict[str, str]:
-    """The configuration each program is timed in: the seed's for the catalog's, the first a project's
-    program lists that runs (not compile-only)."""
+    """The configuration each program is timed in: the seed, or the first a project's program runs in."""
     from ..catalog.programs import CATALOG, get_config
 
-    out = {}
-    for p in programs:
-        runs = [c for c in known.program(p).configs if not get_config(c).compile_only]
-        out[p] = CONFIG if p in CATALOG or not runs else runs[0]
-    return out
+    runs = {p: [c for c in known.program(p).configs if not get_config(c).compile_only] for p in programs}
+    return {p: CONFIG if p in CATALOG or not r else r[0] for p, r in runs.items()}
 
 
 def hello_and_structure(
     sides: Sequence[Side], keys: Sequence[tuple[str, str, str]], exclusive: bool
 ) -> tuple[list[Json], list[Json]]:
-    """Each side's hello and, with ``keys``, its ``structure`` reply: from a worker of each side at once,
-    or, where one process holds the chip (``exclusive``), from one after the other."""
+    """Each side's hello and, with ``keys``, its ``structure`` reply (one side after the other if
+    ``exclusive``)."""
     hellos: list[Json] = []
     replies: list[Json] = []
     for group in [[s] for s in sides] if exclusive else [list(sides)]:
@@ -599,12 +505,12 @@ def hello_and_structure(
 def compare_structure(
     answers: Sequence[Json], keys: Sequence[tuple[str, str, str]]
 ) -> tuple[list[Json], dict[str, dict[str, str | None]]]:
-    """Both sides' renderings, kernel and compiler metrics and invariant verdicts per key (``answers``: the
-    sides' ``structure`` replies), with a diff (and one line saying which lines differ: code lines only,
-    HLO lines, or both) where the renderings differ, and one line saying which gathers and scatters moved
-    to or off the SparseCore where any did."""
+    """The record's ``structure`` entries from the sides' ``structure`` replies, and its ``targets``."""
     base, cand = (repository_paths(r) for r in answers)
-    out = [_compared(key, _answer(base, key), _answer(cand, key)) for key in keys]
+    out = [
+        _compared(key, *(r["items"].get("/".join(key), {"error": "not answered"}) for r in (base, cand)))
+        for key in keys
+    ]
     targets = {
         t: {"baseline": base["targets"].get(t), "candidate": cand["targets"].get(t)}
         for t in dict.fromkeys(k[2] for k in keys)
@@ -612,12 +518,7 @@ def compare_structure(
     return out, targets
 
 
-def _answer(reply: Json, key: tuple[str, str, str]) -> Json:
-    return reply["items"].get("/".join(key), {"error": "not answered"})
-
-
 def _compared(key: tuple[str, str, str], b: Json, c: Json) -> Json:
-    """One key's entry of the record's ``structure`` (see :mod:`invariants.versus.report`)."""
     diff = changed = None
     if "snapshot" in b and "snapshot" in c and b["snapshot"] != c["snapshot"]:
         diff = structural_diff(b["snapshot"], c["snapshot"], "baseline", "candidate")
@@ -635,12 +536,7 @@ def _compared(key: tuple[str, str, str], b: Json, c: Json) -> Json:
     }
 
 
-# ---------------------------------------------------------------------------------------------------------
-# The command.
-
-
-# The numeric settings of the command line, one row each: the flag, the Settings field it sets (its default
-# there), its type and meaning, and the check that bad input fails with one line before any worker starts.
+# The numeric options: flag, Settings field (its default), type, help, the check of its value and why.
 NUMBERS: tuple[tuple[str, str, type, str, Callable[[float], bool], str], ...] = (
     ("--threshold", "threshold", float, "a ratio fails when its whole interval is above this",
      lambda v: v > 1.0, "must be above 1 (a slowdown bound)"),
@@ -739,7 +635,6 @@ def _parser() -> Parser:
 
 
 def _check(args: argparse.Namespace) -> None:
-    """Bad numbers are bad input: one line, before any worker starts."""
     for flag, field, _kind, _what, holds, why in NUMBERS:
         value = getattr(args, field)
         if value is None:
@@ -759,8 +654,6 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
-    """Each output path as a file this run can write (a directory, or a folder that cannot be written, is
-    one line now, not a traceback after the run)."""
     outputs = [("--json", args.json), ("--out", args.out), ("--plot", args.plot)]
     for flag, path in outputs:
         if path is not None:
@@ -771,7 +664,6 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
 
 def load_programs(project: Project) -> Programs:
-    """The programs versus may run: the catalog's, and ``project``'s own."""
     from ..compile.process import held_stderr  # it imports pytest: not when the command loads
 
     with held_stderr():  # JAX's and the CUDA plugin's start-up notices: the command's first line is its own
@@ -782,19 +674,15 @@ def load_programs(project: Project) -> Programs:
 
 
 def select_programs(value: str | None, known: Programs | None = None, own: bool = False) -> list[str]:
-    """The programs ``--programs`` selects of ``known`` (default: the catalog's), as the gate's option does
-    (names, patterns, ``kind:``, ``tag:``; an unknown word or an empty selection is one line); with
-    ``own`` (a project's run) its default is every declared program (``tag:user``). Sharded programs are
-    among them: versus compares their structure, invariants and collectives, and times the others
-    (:func:`timed_programs`)."""
+    """The programs ``--programs`` selects, as the gate's option does; a project's run defaults to its own.
+    Sharded programs are among them: versus compares their structure and times the others."""
     known = known if known is not None else load_programs(Project())
     default = "tag:user" if own else ",".join(DEFAULT_PROGRAMS)
     return known.select(default if value is None else value)
 
 
 def timed_programs(programs: Sequence[str], known: Programs, args: argparse.Namespace) -> list[str]:
-    """The programs versus times: the single-device ones, unless ``--no-timing``. A run left with nothing
-    to compare (``--no-structure`` and sharded programs only) is one line naming only the options given."""
+    """The single-device programs, unless ``--no-timing``."""
     timed = [] if args.no_timing else [p for p in programs if known[p].layout is None]
     if args.no_structure and not timed:
         chosen = f"--programs {args.programs}" if args.programs is not None else "the project's programs"
@@ -806,9 +694,7 @@ def timed_programs(programs: Sequence[str], known: Programs, args: argparse.Name
 
 
 def default_targets(programs: Sequence[str], known: Programs, own: bool) -> str:
-    """The targets of the structure comparison when ``--targets`` is not given: a project's, the targets
-    its programs' spec files name (a sharded program compiles on its mesh's target only); the catalog's,
-    :data:`DEFAULT_TARGETS`."""
+    """The targets a project's spec files name, else :data:`DEFAULT_TARGETS`."""
     aimed = aimed_targets(known[p] for p in programs) if own else []
     return ",".join(aimed) or DEFAULT_TARGETS
 
@@ -816,8 +702,6 @@ def default_targets(programs: Sequence[str], known: Programs, own: bool) -> str:
 def _settings(args: argparse.Namespace, platform: str) -> Settings:
     clock, _ = runtime_clock(platform, args.clock, "--clock")
     threshold = args.threshold or (DEVICE_THRESHOLD if clock == DEVICE else Settings.threshold)
-    # One core per round where the CPU time decides; the wall clock's lost-parallelism verdict needs the
-    # workers' threads spread over cores, so --no-pin (and accelerators) leave placement to the scheduler.
     pin = clock == "cpu" and not args.no_pin
     return Settings(
         threshold=threshold,
@@ -835,12 +719,10 @@ def _settings(args: argparse.Namespace, platform: str) -> Settings:
 def _builder(
     args: argparse.Namespace, progress: Progress, default_targets: bool | None = None
 ) -> Callable[[object, str], Path]:
-    """Builds a side's environment of a jax release. ``default_targets``: whether ``args.targets`` is the
-    default rather than the user's (None: whether it is :data:`DEFAULT_TARGETS`)."""
+    """Builds a side's environment of a jax release; ``default_targets``: whether the targets were chosen."""
     if default_targets is None:
         default_targets = args.targets == DEFAULT_TARGETS
     lists: dict[str, list[Version]] = {}
-    # The backend the user asked for (JAX_PLATFORMS' first entry; python -m invariants defaults it to cpu).
     platform = (_config.requested_platforms() or ["cpu"])[0]
 
     def build(version: object, flag: str) -> Path:
@@ -911,7 +793,6 @@ def main(argv: list[str]) -> int:
 def _start(
     sides: Sequence[Side], keys: Sequence[tuple[str, str, str]], args: argparse.Namespace, progress: Progress
 ) -> tuple[list[Json], list[Json]]:
-    """Each side's hello and structure reply (:func:`hello_and_structure`), said on the progress line."""
     exclusive = one_process_per_chip(sides)
     if exclusive and args.clock == "wall":
         raise InvariantsError(
@@ -950,8 +831,6 @@ def _timing(
 def _compared_keys(
     args: argparse.Namespace, programs: list[str], known: Programs, project: Project, timed: bool, given: bool
 ) -> list[tuple[str, str, str]]:
-    """The keys whose structure both sides compile (none with ``--no-structure``); none of the selected
-    programs compiling on the targets is one line."""
     if args.no_structure:
         return []
     keys = structure_keys(programs, args.targets, known)
@@ -967,9 +846,7 @@ def _compared_keys(
 
 
 def _write_outputs(args: argparse.Namespace, record: Record, timed: bool) -> None:
-    """The markdown on stdout first (a file that cannot be written after all loses nothing of the run),
-    then each file asked for, each checked at the start (:func:`_check_outputs`) and written whole or not
-    at all."""
+    """The markdown on stdout first: a file that cannot be written after all loses nothing of the run."""
     text = render_markdown(record)
     print(text, flush=True)
     if args.json:
