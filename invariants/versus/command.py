@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import math
 import sys
 import time
@@ -137,10 +138,6 @@ class Settings:
 Progress = Callable[[str], None]
 # Starts one round's workers, on the given cores (None: wherever the scheduler puts them).
 Starter = Callable[[Sequence[Side], "frozenset[int] | None"], list[WorkerProcess]]
-
-
-def _progress(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
 
 
 def _both(workers: Sequence[WorkerProcess], op: str, **fields: object) -> list[Json]:
@@ -386,73 +383,53 @@ def measure_confirmed(
 ) -> list[ProgramVerdict]:
     """:func:`measure`, once more for the programs that failed (a failure must repeat), then the all-cores
     phase for those whose CPU time did not fail, confirmed alike: each phase's words are the attempts."""
-    attempts = _confirmed(sides, programs, settings, progress, start, configs, ("measure", "confirm"))
+
+    def confirmed(todo: Sequence[str], phase: Settings, labels: tuple[str, str]) -> dict[str, list[Judged]]:
+        first = measure(sides, todo, phase, progress, labels[0], start, configs)
+        failing = [p for p in todo if first[p].word in FAILED]
+        second = measure(sides, failing, phase, progress, labels[1], start, configs) if failing else {}
+        return {p: [first[p], *([second[p]] if p in second else [])] for p in todo}
+
+    attempts = confirmed(programs, settings, ("measure", "confirm"))
     todo = [p for p in programs if attempts[p][-1].word != "fail"]
-    phase = _all_cores(sides, todo, settings, progress, start, configs)
+    cores = settings.all_cores()
+    phase = (
+        confirmed(todo, cores, ("all cores", "all cores, confirm")) if _all_cores(settings, progress) else {}
+    )
     every_core = not settings.pin and settings.clock == "cpu"  # --no-pin: its rounds use every core
     return [_verdict(p, settings.clock, attempts[p], phase.get(p), every_core) for p in programs]
 
 
-def _verdict(
-    p: str, clock: str, attempts: list[Judged], phase: tuple[Judged, list[str]] | None, every_core: bool
-) -> ProgramVerdict:
-    last, words = attempts[-1], [a.word for a in attempts]
-    threads = last.threads if every_core else None
-    results = last.results
-    if phase is not None:
-        measured, said = phase
-        got = measured.results
-        results = {
-            **results,
-            ALL_CORES: got["wall"],
-            ALL_CORES_CPU: got["cpu"],
-            ALL_CORES_THREADS: got[ALL_CORES_THREADS],
-        }
-        last = dataclasses.replace(last, results=results, word=combine(p, clock, results))
-        words, threads = words + said, measured.threads
-    return ProgramVerdict(p, clock, last.word, results, words, threads)
-
-
-def _confirmed(
-    sides: Sequence[Side],
-    programs: Sequence[str],
-    settings: Settings,
-    progress: Progress,
-    start: Starter,
-    configs: Mapping[str, str] | None,
-    labels: tuple[str, str],
-) -> dict[str, list[Judged]]:
-    """Each program's measurements: one, and a second (which stands) where the first failed."""
-    first = measure(sides, programs, settings, progress, labels[0], start, configs)
-    failing = [p for p in programs if first[p].word in FAILED]
-    second = measure(sides, failing, settings, progress, labels[1], start, configs) if failing else {}
-    return {p: [first[p], *([second[p]] if p in second else [])] for p in programs}
-
-
-def _all_cores(
-    sides: Sequence[Side],
-    todo: Sequence[str],
-    settings: Settings,
-    progress: Progress,
-    start: Starter,
-    configs: Mapping[str, str] | None,
-) -> dict[str, tuple[Judged, list[str]]]:
-    """The all-cores phase of ``todo``, confirmed: per program, its last measurement and each word."""
+def _all_cores(settings: Settings, progress: Progress) -> bool:
+    """Whether the all-cores phase runs: after pinned rounds on the CPU clock, with more than one core."""
     if not (settings.pin and settings.parallel and settings.clock == "cpu"):
-        return {}
-    cores = settings.all_cores()
+        return False
     if len(freed()) < 2:
         progress(
             "  all cores: this run has one core (taskset?); nothing runs in parallel, so lost "
             "parallelism cannot show: the phase is left out"
         )
-        return {}
-    attempts = _confirmed(sides, todo, cores, progress, start, configs, ("all cores", "all cores, confirm"))
-    words = {
-        p: [f"all cores: {a.word}" + (f" ({a.note})" if a.note else "") for a in tried]
-        for p, tried in attempts.items()
-    }
-    return {p: (tried[-1], words[p]) for p, tried in attempts.items()}
+        return False
+    return True
+
+
+def _verdict(
+    p: str, clock: str, attempts: list[Judged], phase: list[Judged] | None, every_core: bool
+) -> ProgramVerdict:
+    last, words = attempts[-1], [a.word for a in attempts]
+    threads = last.threads if every_core else None
+    if phase is not None:
+        got = phase[-1].results
+        results = {
+            **last.results,
+            ALL_CORES: got["wall"],
+            ALL_CORES_CPU: got["cpu"],
+            ALL_CORES_THREADS: got[ALL_CORES_THREADS],
+        }
+        last = dataclasses.replace(last, results=results, word=combine(p, clock, results))
+        words += [f"all cores: {a.word}" + (f" ({a.note})" if a.note else "") for a in phase]
+        threads = phase[-1].threads
+    return ProgramVerdict(p, clock, last.word, last.results, words, threads)
 
 
 def structure_keys(
@@ -752,7 +729,7 @@ def main(argv: list[str]) -> int:
     _check(args)
     _check_outputs(args)  # before anything runs: an output that cannot be written is one line now
     started = time.perf_counter()
-    progress = _progress
+    progress: Progress = functools.partial(print, file=sys.stderr, flush=True)
     project = project_from(args)
     known = load_programs(project)
     programs = select_programs(args.programs, known, project.own)
