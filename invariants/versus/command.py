@@ -337,8 +337,7 @@ def _ratios(rounds: list[Round], look: int, settings: Settings) -> dict[str, Rat
     results = {c: judge_rounds(rounds, c, settings.threshold, level, look) for c in clocks}
     unpinned = settings.clock == "cpu" and not settings.pin
     if unpinned:
-        # Unpinned CPU-clock rounds (--no-pin) are all-cores rounds themselves: their wall clock is judged
-        # for lost parallelism, against the parallel threshold.
+        # --no-pin rounds are all-cores rounds themselves: their wall clock is judged for lost parallelism.
         results[ALL_CORES] = judge_rounds(rounds, "wall", settings.parallel_threshold, level, look)
     if unpinned or settings.min_threads > 0:  # every round with all cores: the threads witness
         bound = settings.parallel_threshold if unpinned else settings.threshold
@@ -713,9 +712,8 @@ def _builder(
             lists["jax"] = envs.list_releases("jax", args.index_url)
             lists["jaxlib"] = envs.list_releases("jaxlib", args.index_url)
         v = envs.resolve_version(str(version), lists["jax"], flag)
-        # On a TPU host the side needs libtpu to run at all: build jax[tpu] of that release.
-        # GPU targets compile with the release's CUDA plugin; the default targets leave a release too old
-        # for it without (its gpu-h100 keys then read unavailable), a gpu selection asked for refuses it.
+        # On a TPU host a side needs libtpu to run at all. A release too old for the CUDA plugin is refused
+        # where a gpu selection was asked for; the default targets leave it without (gpu-h100 unavailable).
         gpu = envs.gpu_selected(args.targets) and (not default_targets or envs.gpu_too_old(v) is None)
         pins = envs.choose_pins(v, lists["jaxlib"], tpu=platform == "tpu", gpu=gpu)
         progress(f"versus: {flag} {v}: environment {pins.env_name} (built with uv when missing; minutes)")
@@ -786,11 +784,10 @@ def _start(
 
 
 def _platform(hellos: Sequence[Json]) -> str:
-    platforms = {h["platform"] for h in hellos}
+    platforms = sorted({h["platform"] for h in hellos})
     if len(platforms) != 1:
-        both = ", ".join(sorted(platforms))
-        raise InvariantsError(f"versus: the sides run on different platforms ({both})")
-    return platforms.pop()
+        raise InvariantsError(f"versus: the sides run on different platforms ({', '.join(platforms)})")
+    return platforms[0]
 
 
 def _timing(

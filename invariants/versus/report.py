@@ -91,15 +91,8 @@ def metric_rows(base: Json, cand: Json) -> list[Json]:
     for source in ("kernel", "compiler", "sparsecore"):
         b, c = base.get(f"{source}_metrics") or {}, cand.get(f"{source}_metrics") or {}
         for name in dict.fromkeys([*b, *c]):
-            rows.append(
-                {
-                    "metric": name,
-                    "source": source,
-                    "baseline": b.get(name),
-                    "candidate": c.get(name),
-                    "differs": b.get(name) != c.get(name),
-                }
-            )
+            pair = {"baseline": b.get(name), "candidate": c.get(name)}
+            rows.append({"metric": name, "source": source, **pair, "differs": b.get(name) != c.get(name)})
     return rows
 
 

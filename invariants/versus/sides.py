@@ -110,8 +110,7 @@ def worker_env(side: Side, base: Mapping[str, str], cpus: frozenset[int] | None 
     env.setdefault("JAX_PLATFORMS", "cpu")
     # Older libtpu asks the GCE metadata server for its topology and waits on it off GCE.
     env.setdefault("TPU_SKIP_MDS_QUERY", "1")
-    # Both sides load libtpu to compile ahead of time; without this the second one finds the first's
-    # lock file (and so would any other run of the suite on the host).
+    # Both sides load libtpu to compile ahead of time; without this the second finds the first's lock file.
     env.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
     env.update(side.project.environment())
     env.update(side.env)
