@@ -99,14 +99,10 @@ class Worker:
         try:
             for _ in range(warm):
                 fn()
-            w0, c0 = time.perf_counter(), time.process_time()
-            for _ in range(calls):
-                fn()
-            w1, c1 = time.perf_counter(), time.process_time()
+            return _clocked(fn, calls)
         finally:
             if gc_was:
                 gc.enable()
-        return {"wall": w1 - w0, "cpu": c1 - c0}
 
     def trace(self, key: str, calls: int) -> Json:
         """Each call's device seconds (the device clock), and the wall and CPU seconds of them all."""
@@ -114,16 +110,20 @@ class Worker:
         clocks: dict[str, float] = {}
 
         def batch() -> int:
-            w0, c0 = time.perf_counter(), time.process_time()
-            for _ in range(calls):
-                fn()
-            clocks.update(wall=time.perf_counter() - w0, cpu=time.process_time() - c0)
+            clocks.update(_clocked(fn, calls))
             return calls
 
         return {"device": self.recorder.record(batch), **clocks}
 
     def structure(self, keys: Sequence[tuple[str, str, str]]) -> Json:
         return structure_of_keys(keys, self.specs, self.programs)
+
+
+def _clocked(fn: Callable[[], None], calls: int) -> dict[str, float]:
+    w0, c0 = time.perf_counter(), time.process_time()
+    for _ in range(calls):
+        fn()
+    return {"wall": time.perf_counter() - w0, "cpu": time.process_time() - c0}
 
 
 def _repeat(
