@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from .. import _config
 from .._errors import InvariantsError
@@ -32,6 +32,7 @@ from .._errors import InvariantsError
 VERSION = 1
 # A decoded message, or an entry of a versus record: a JSON object whose fields are read by name.
 Json = dict[str, Any]
+_T = TypeVar("_T")
 OPS = ("prepare", "time", "trace", "structure", "quit")
 # Test-only: each timed call of the worker costs this fraction more (see versus.worker).
 SLOWDOWN_ENV = _config.name("INVARIANTS_VERSUS_SLOWDOWN")
@@ -59,7 +60,7 @@ def _load(line: str, who: str) -> Json:
     return data
 
 
-def _field(data: Json, name: str, kind: type | tuple[type, ...], who: str) -> Any:
+def _field(data: Json, name: str, kind: type[_T], who: str) -> _T:
     if name not in data:
         raise ProtocolError(f"{who}: {data.get('op') or 'message'} lacks {name!r}")
     value = data[name]
