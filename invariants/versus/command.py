@@ -56,6 +56,7 @@ from .stats import (
     ALL_CORES_THREADS,
     CLOCKS,
     DEVICE,
+    FAILED,
     MIN_ROUNDS_FOR_INTERVAL,
     THREADS,
     ProgramVerdict,
@@ -83,7 +84,6 @@ DEFAULT_PROGRAMS = (
 )
 DEFAULT_TARGETS = "cpu,tpu-v5e,gpu-h100"
 CONFIG = "f32"
-FAILED = ("fail", "lost-parallelism")
 SLOW_CALL = 0.25  # seconds a call: a program this slow is timed one call a block without measuring it
 DEVICE_CALLS = 256  # traced calls of a program per side and round, at most
 # Two workers of one installation agree closely on a chip: the host clocks' bound would hide a slowdown.

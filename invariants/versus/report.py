@@ -26,7 +26,7 @@ from .._paths import PACKAGE_DIR, pyplot, save_figure, shown, write_atomic
 from ..compile.child import stage
 from ..plugin import results as _results
 from .protocol import Json
-from .stats import ALL_CORES, ALL_CORES_THREADS
+from .stats import ALL_CORES, ALL_CORES_THREADS, FAILED
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -224,7 +224,7 @@ def as_items(record: Record) -> list[_results.Record]:
     """The record as results-file records, for ``selfcheck``."""
     items: list[_results.Record] = [
         VersusTiming(
-            outcome="failed" if t["verdict"] in ("fail", "lost-parallelism") else "passed",
+            outcome="failed" if t["verdict"] in FAILED else "passed",
             nodeid=f"versus[{t['program']}]",
             id=t["program"],
         )
@@ -358,7 +358,7 @@ def _timing_row(t: Json, cores: bool, first: str) -> str:
     res = t["results"]
     cpu, wall, par = res.get(first), res.get("wall"), res.get(ALL_CORES)
     main = res[t["clock"]]
-    verdict = f"**{t['verdict']}**" if t["verdict"] in ("fail", "lost-parallelism") else t["verdict"]
+    verdict = f"**{t['verdict']}**" if t["verdict"] in FAILED else t["verdict"]
     attempts = " → ".join(t["attempts"])
     par_cell = ""
     if cores:

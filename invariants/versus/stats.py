@@ -33,6 +33,7 @@ ALL_CORES = "wall_all_cores"
 ALL_CORES_CPU = "cpu_all_cores"
 ALL_CORES_THREADS = "threads_ratio_all_cores"
 THREADS = "threads"
+FAILED = ("fail", "lost-parallelism")
 MIN_ROUNDS_FOR_INTERVAL = 3  # a t interval on 2 rounds is wider than any threshold worth stating
 
 
@@ -162,7 +163,7 @@ class ProgramVerdict:
 
     @property
     def failed(self) -> bool:
-        return self.verdict in ("fail", "lost-parallelism")
+        return self.verdict in FAILED
 
     def to_dict(self) -> dict[str, object]:
         return {
