@@ -669,12 +669,6 @@ def timed_programs(programs: Sequence[str], known: Programs, args: argparse.Name
     return timed
 
 
-def default_targets(programs: Sequence[str], known: Programs, own: bool) -> str:
-    """The targets a project's spec files name, else :data:`DEFAULT_TARGETS`."""
-    aimed = aimed_targets(known[p] for p in programs) if own else []
-    return ",".join(aimed) or DEFAULT_TARGETS
-
-
 def _settings(args: argparse.Namespace, platform: str) -> Settings:
     clock, _ = runtime_clock(platform, args.clock, "--clock")
     threshold = args.threshold or (DEVICE_THRESHOLD if clock == DEVICE else Settings.threshold)
@@ -733,8 +727,9 @@ def main(argv: list[str]) -> int:
     programs = select_programs(args.programs, known, project.own)
     timed = timed_programs(programs, known, args)
     targets_given = args.targets is not None
-    if not targets_given:
-        args.targets = default_targets(programs, known, project.own)
+    if not targets_given:  # a project's: the targets its spec files name
+        aimed = aimed_targets(known[p] for p in programs) if project.own else []
+        args.targets = ",".join(aimed) or DEFAULT_TARGETS
     keys = _compared_keys(args, programs, known, project, bool(timed), targets_given)
     build = _builder(args, progress, default_targets=not targets_given)
     sides = [
@@ -747,7 +742,13 @@ def main(argv: list[str]) -> int:
     hellos, replies = _start(sides, keys, args, progress)
     settings = _settings(args, _platform(hellos))
     structure, targets = compare_structure(replies, keys) if keys else ([], {})
-    timing = _timing(sides, timed, settings, known, progress)
+    timing = []
+    if timed:
+        progress(
+            f"versus: timing {len(timed)} programs, {settings.min_rounds}-{settings.max_rounds} rounds "
+            f"of fresh worker pairs, {settings.clock} clock"
+        )
+        timing = measure_confirmed(sides, timed, settings, progress, configs=timed_configs(timed, known))
     named = {
         s.role: SideRecord(s.spec, str(s.python), dict(h["versions"]), dict(s.env), str(h.get("device", "")))
         for s, h in zip(sides, hellos, strict=True)
@@ -788,18 +789,6 @@ def _platform(hellos: Sequence[Json]) -> str:
     if len(platforms) != 1:
         raise InvariantsError(f"versus: the sides run on different platforms ({', '.join(platforms)})")
     return platforms[0]
-
-
-def _timing(
-    sides: Sequence[Side], timed: Sequence[str], settings: Settings, known: Programs, progress: Progress
-) -> list[ProgramVerdict]:
-    if not timed:
-        return []
-    progress(
-        f"versus: timing {len(timed)} programs, {settings.min_rounds}-{settings.max_rounds} rounds "
-        f"of fresh worker pairs, {settings.clock} clock"
-    )
-    return measure_confirmed(sides, timed, settings, progress, configs=timed_configs(timed, known))
 
 
 def _compared_keys(
