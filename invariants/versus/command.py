@@ -391,10 +391,9 @@ def measure_confirmed(
 
     attempts = confirmed(programs, settings, ("measure", "confirm"))
     todo = [p for p in programs if attempts[p][-1].word != "fail"]
-    cores = settings.all_cores()
-    phase = (
-        confirmed(todo, cores, ("all cores", "all cores, confirm")) if _all_cores(settings, progress) else {}
-    )
+    phase: dict[str, list[Judged]] = {}
+    if _all_cores(settings, progress):
+        phase = confirmed(todo, settings.all_cores(), ("all cores", "all cores, confirm"))
     every_core = not settings.pin and settings.clock == "cpu"  # --no-pin: its rounds use every core
     return [_verdict(p, settings.clock, attempts[p], phase.get(p), every_core) for p in programs]
 
@@ -462,8 +461,7 @@ def timed_configs(programs: Sequence[str], known: Programs) -> dict[str, str]:
 def hello_and_structure(
     sides: Sequence[Side], keys: Sequence[tuple[str, str, str]], exclusive: bool
 ) -> tuple[list[Json], list[Json]]:
-    """Each side's hello and, with ``keys``, its ``structure`` reply (one side after the other if
-    ``exclusive``)."""
+    """Each side's hello and, with ``keys``, its ``structure`` reply; one side at a time if ``exclusive``."""
     hellos: list[Json] = []
     replies: list[Json] = []
     for group in [[s] for s in sides] if exclusive else [list(sides)]:
@@ -689,7 +687,7 @@ def _settings(args: argparse.Namespace, platform: str) -> Settings:
 def _builder(
     args: argparse.Namespace, progress: Progress, default_targets: bool | None = None
 ) -> Callable[[object, str], Path]:
-    """Builds a side's environment of a jax release; ``default_targets``: whether the targets were chosen."""
+    """Builds a side's environment of a jax release; ``default_targets``: the targets are not the user's."""
     if default_targets is None:
         default_targets = args.targets == DEFAULT_TARGETS
     lists: dict[str, list[Version]] = {}
