@@ -246,6 +246,12 @@ class Alias:
 
 # --- lexical helpers ---------------------------------------------------------------------------------
 
+
+def words(text: str) -> tuple[str, ...]:
+    """Names written as one space-separated string, in order (a list literal would take a line each)."""
+    return tuple(text.split())
+
+
 _NAME = r"[A-Za-z_][\w.\-]*"
 _MODULE_LINE = re.compile(rf"HloModule\s+({_NAME})\s*(?:,\s*(.*))?$")
 _TABLE_HEADER = re.compile(r"[A-Z][A-Za-z]*$")
