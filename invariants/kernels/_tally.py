@@ -1,5 +1,4 @@
-"""What both kernel-code parsers share: the counts kept while one kernel is read, how they become
-:class:`~invariants.kernels.KernelFacts`, and the one form of a parse error."""
+"""What both kernel-code parsers share: the counts of one kernel while it is read, and the error form."""
 
 from __future__ import annotations
 
@@ -11,13 +10,11 @@ from .facts import KernelCodeError, KernelFacts, Language
 
 
 def words(text: str) -> frozenset[str]:
-    """A vocabulary written as space-separated words."""
     return frozenset(text.split())
 
 
 def opcodes(name: str) -> frozenset[str]:
-    """An instruction vocabulary kept as data (``invariants/data/NAME``): words, with ``#`` comment lines
-    naming each group as the language's reference does."""
+    """An instruction vocabulary kept as data (``invariants/data/NAME``), ``#`` lines naming its groups."""
     text = (PACKAGE_DIR / "data" / name).read_text(encoding="utf-8")
     return words(" ".join(line for line in text.splitlines() if not line.lstrip().startswith("#")))
 
@@ -31,14 +28,12 @@ def code_error(where: str, line: int, what: str, text: str) -> KernelCodeError:
 
 
 def unclosed(name: str, end_line: int) -> str:
-    """What is wrong with a function the file ends inside (both languages close a body with ``}``)."""
     return f"function '{name}' is not closed ('}}' missing before the end of the file, line {end_line})"
 
 
 @dataclasses.dataclass
 class Tally:
-    """The counts of one kernel while it is read. ``cas`` holds the instruction index of each
-    compare-and-swap, so that :meth:`facts` can tell which sit inside a loop."""
+    """The counts of one kernel while it is read; ``cas``: the instruction index of each compare-and-swap."""
 
     name: str
     line: int
@@ -50,8 +45,7 @@ class Tally:
     vector_width: int = 0
 
     def facts(self, language: Language, where: str, loops: int, spans: list[tuple[int, int]]) -> KernelFacts:
-        """The kernel's facts; ``spans`` are its loops as (first, last) instruction indices, a CAS at an
-        index inside one is a retry loop."""
+        """The kernel's facts; ``spans``: its loops as instruction index ranges (a CAS in one retries)."""
         cas_loops = sum(1 for i in self.cas if any(a <= i < b for a, b in spans))
         return KernelFacts(
             name=self.name,

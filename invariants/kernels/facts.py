@@ -1,8 +1,5 @@
-"""The facts of one kernel's code, and the error a construct that is not understood raises (no JAX).
-
-Kept apart from the package's ``__init__`` (which picks a parser by file and re-exports these), so that the
-parsers import them without importing the package that imports the parsers.
-"""
+"""The facts of one kernel's code, and the error a construct not understood raises: apart from the
+package's ``__init__``, which imports the parsers that import these."""
 
 from __future__ import annotations
 
