@@ -32,15 +32,7 @@ _RMW_OPS = words(
     "xchg add sub and nand or xor max min umax umin fadd fsub fmax fmin fmaximum fminimum uinc_wrap "
     "udec_wrap usub_cond usub_sat"
 )
-_FLOAT_BITS = {
-    "half": 16,
-    "bfloat": 16,
-    "float": 32,
-    "double": 64,
-    "fp128": 128,
-    "x86_fp80": 80,
-    "ppc_fp128": 128,
-}
+_FLOAT_BITS = dict(half=16, bfloat=16, float=32, double=64, fp128=128, x86_fp80=80, ppc_fp128=128)
 _POINTER_BITS = 64
 
 _NAME = r'(?:[-\w$.]+|"[^"]*")'
@@ -239,7 +231,7 @@ class _Reader:
         if parsed is None:
             return 0
         typ, end = parsed
-        size = self.size_of(typ)
+        size = _size_align(typ, self)[0]
         if size is None:
             return 0
         count = 1
@@ -251,9 +243,6 @@ class _Reader:
             elif not re.match(r",\s*(align|addrspace)\b", tail):
                 return 0  # a dynamic count: not static bytes
         return size * count
-
-    def size_of(self, typ: str) -> int | None:
-        return _size_align(typ, self)[0]
 
     def named_size_align(self, name: str) -> tuple[int | None, int]:
         """(bytes, alignment) of the named type ``%name``; (None, 1) when opaque or not defined."""
@@ -356,10 +345,7 @@ def _split_top(text: str) -> list[str]:
 
 
 def _pow2(n: int) -> int:
-    p = 1
-    while p < n:
-        p *= 2
-    return p
+    return 1 << max(n - 1, 0).bit_length()
 
 
 def _size_align(typ: str, reader: _Reader) -> tuple[int | None, int]:
