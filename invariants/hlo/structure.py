@@ -47,6 +47,7 @@ __all__ = [
     "WhileLoop",
     "contiguous_window",
     "expanded_sum",
+    "fused_instructions",
     "structure_of",
     "to_json",
     "walk_kernels",
@@ -210,13 +211,8 @@ class _Analyzer:
 
     def fusion_opcodes(self, fusion: Instruction) -> Counter[str]:
         """The opcodes fused into ``fusion``, nested fusions followed (their wrappers and parameters not)."""
-        counts: Counter[str] = Counter()
-        for instr in (i for callee in fusion.called for i in self.comps[callee]):
-            if instr.opcode == "fusion":
-                counts.update(self.fusion_opcodes(instr))
-            elif instr.opcode != "parameter":
-                counts[instr.opcode] += 1
-        return counts
+        fused = fused_instructions(self.module, fusion)
+        return Counter(i.opcode for _, i in fused if i.opcode not in ("fusion", "parameter"))
 
     def offloaded(self, instr: Instruction) -> bool:
         """Whether ``instr`` hands its computations to run elsewhere (libtpu's ``call-start`` to the
@@ -374,6 +370,16 @@ def _int_constant(instr: Instruction | None) -> int | None:
         return int(instr.literal)
     except ValueError:
         return None
+
+
+def fused_instructions(module: HloModule, fusion: Instruction) -> Iterator[tuple[Computation, Instruction]]:
+    """Every instruction inside a fusion with its computation, nested fusions followed."""
+    for name in fusion.called:
+        comp = module.computations[name]
+        for inner in comp:
+            yield comp, inner
+            if inner.opcode == "fusion":
+                yield from fused_instructions(module, inner)
 
 
 def walk_kernels(kernels: Iterable[Kernel]) -> Iterator[Kernel]:

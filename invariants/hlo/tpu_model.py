@@ -22,12 +22,12 @@ import functools
 import math
 import re
 import tomllib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .._paths import PACKAGE_DIR
 from .parse import Computation, HloModule, Instruction, Shape, dtype_bits, words
-from .structure import Kernel, Structure, walk_kernels
+from .structure import Kernel, Structure, fused_instructions, walk_kernels
 
 __all__ = [
     "COLUMNS",
@@ -91,15 +91,6 @@ def is_tpu_module(module: HloModule) -> bool:
     return any(
         i.shape.layout is not None and ":T(" in i.shape.layout for i in module.entry if not i.shape.is_tuple
     )
-
-
-def _fused(module: HloModule, instr: Instruction) -> Iterator[tuple[Computation, Instruction]]:
-    for name in instr.called:
-        comp = module.computations[name]
-        for inner in comp:
-            yield comp, inner
-            if inner.opcode == "fusion":
-                yield from _fused(module, inner)
 
 
 def _ints(raw: str | None) -> tuple[int, ...]:
@@ -226,7 +217,7 @@ def _vector_ops(module: HloModule, instr: Instruction) -> int:
     result = sum(padded_bytes(s) * 32 // max(32, dtype_bits(s.dtype or "") or 32) // 4 for s in shapes)
     if instr.opcode != "fusion":
         return 0 if instr.opcode in _NO_OPS else result
-    return result * sum(1 for _, i in _fused(module, instr) if i.opcode not in _NO_OPS)
+    return result * sum(1 for _, i in fused_instructions(module, instr) if i.opcode not in _NO_OPS)
 
 
 def _row_words(shape: Shape, elements: int) -> int:
@@ -238,7 +229,7 @@ def _row_words(shape: Shape, elements: int) -> int:
 
 def _runs(module: HloModule, comp: Computation, instr: Instruction) -> list[tuple[Computation, Instruction]]:
     """The instructions kernel ``instr`` runs (a fusion's fused ones), each with its computation."""
-    return list(_fused(module, instr)) if instr.opcode == "fusion" else [(comp, instr)]
+    return list(fused_instructions(module, instr)) if instr.opcode == "fusion" else [(comp, instr)]
 
 
 def _gather_features(module: HloModule, comp: Computation, instr: Instruction) -> dict[str, float]:
