@@ -19,16 +19,26 @@ def opcodes(name: str) -> frozenset[str]:
     return words(" ".join(line for line in text.splitlines() if not line.lstrip().startswith("#")))
 
 
-def code_error(where: str, line: int, what: str, text: str) -> KernelCodeError:
-    """``FILE:LINE: what: 'text'``, the text on one line and cut at 200 characters."""
-    text = " ".join(text.split())
-    if len(text) > 200:
-        text = text[:200] + "..."
-    return KernelCodeError(f"{where}:{line}: {what}: '{text}'")
+class Reader:
+    """Where the text comes from, the facts read so far, and the one form of an error."""
 
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.out: list[KernelFacts] = []
 
-def unclosed(name: str, end_line: int) -> str:
-    return f"function '{name}' is not closed ('}}' missing before the end of the file, line {end_line})"
+    def error(self, line: int, what: str, text: str) -> KernelCodeError:
+        """``FILE:LINE: what: 'text'``, the text on one line and cut at 200 characters."""
+        text = " ".join(text.split())
+        if len(text) > 200:
+            text = text[:200] + "..."
+        return KernelCodeError(f"{self.where}:{line}: {what}: '{text}'")
+
+    def unclosed(self, fn: Tally, end_line: int, text: str) -> KernelCodeError:
+        """A function the file ends inside (both languages close a body with ``}``)."""
+        what = (
+            f"function '{fn.name}' is not closed ('}}' missing before the end of the file, line {end_line})"
+        )
+        return self.error(fn.line, what, text)
 
 
 @dataclasses.dataclass

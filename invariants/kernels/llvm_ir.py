@@ -19,8 +19,8 @@ import dataclasses
 import re
 from collections.abc import Iterator
 
-from ._tally import Tally, code_error, opcodes, unclosed, words
-from .facts import KernelCodeError, KernelFacts
+from ._tally import Reader, Tally, opcodes, words
+from .facts import KernelFacts
 
 __all__ = ["parse_llvm_ir"]
 
@@ -75,16 +75,12 @@ class _Function(Tally):
     branches: list[tuple[int, str, int, int, list[str]]] = dataclasses.field(default_factory=list)
 
 
-class _Reader:
+class _Reader(Reader):
     def __init__(self, where: str) -> None:
-        self.where = where
-        self.out: list[KernelFacts] = []
+        super().__init__(where)
         self.fn: _Function | None = None
         self.types: dict[str, str] = {}  # named types: name -> body text
         self.layouts: dict[str, tuple[int | None, int]] = {}
-
-    def error(self, line: int, what: str, text: str) -> KernelCodeError:
-        return code_error(self.where, line, what, text)
 
     def read(self, text: str) -> list[KernelFacts]:
         pending: list[str] = []
@@ -114,7 +110,7 @@ class _Reader:
         if pending:
             raise self.error(pending_line, "unbalanced '[' or '(' at the end of the file", "".join(pending))
         if self.fn is not None:
-            raise self.error(self.fn.line, unclosed(self.fn.name, lineno), f"define @{self.fn.name}")
+            raise self.unclosed(self.fn, lineno, f"define @{self.fn.name}")
         return self.out
 
     def top_level(self, line: int, stmt: str) -> None:

@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from ._tally import Tally, code_error, opcodes, unclosed, words
-from .facts import KernelCodeError, KernelFacts
+from ._tally import Reader, Tally, opcodes, words
+from .facts import KernelFacts
 
 __all__ = ["parse_ptx"]
 
@@ -133,10 +133,9 @@ class _Function(Tally):
     branch_targets: dict[tuple[int, str], list[str]] = field(default_factory=dict)
 
 
-class _Reader:
+class _Reader(Reader):
     def __init__(self, where: str) -> None:
-        self.where = where
-        self.out: list[KernelFacts] = []
+        super().__init__(where)
         self.fn: _Function | None = None
         self.depth = 0  # block depth inside the current function (1: its body)
         self.header_seen = False
@@ -145,9 +144,6 @@ class _Reader:
         self.pending_line = 0
         self.brace = 0  # braces inside the pending statement (vector operands, initializers)
         self.section = 0  # > 0 inside a .section block: its braces
-
-    def error(self, line: int, what: str, text: str) -> KernelCodeError:
-        return code_error(self.where, line, what, text)
 
     def read(self, text: str) -> list[KernelFacts]:
         in_comment = False
@@ -192,7 +188,7 @@ class _Reader:
         if self.pending_header is not None:
             raise self.error(*self.pending_header, "function header without a body")
         if self.fn is not None:
-            raise self.error(self.fn.line, unclosed(self.fn.name, lineno), f".entry {self.fn.name}")
+            raise self.unclosed(self.fn, lineno, f".entry {self.fn.name}")
 
     def token(self, lineno: int, tok: str) -> None:
         if self.section:
