@@ -76,7 +76,7 @@ _IDENT = r"(?:[A-Za-z][\w$]*|[_$%][\w$]+)"
 _LABEL = re.compile(rf"\s*({_IDENT})\s*:(?!:)")
 _INSTR = re.compile(r"(@!?%?[\w$]+\s+)?([a-z][a-z0-9_]*)((?:\.[\w:]+)*)(?:\s+(.*))?", re.S)
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[;{}]|[^;{}"]+')
-_COMMENT = re.compile(r'"|//|/\*')
+_COMMENT = re.compile(r'"(?:[^"\\]|\\.)*"?|//.*|/\*.*?(?:\*/|$)')
 _INT = r"(?:0[xX][0-9a-fA-F]+|\d+)"
 _INTS = rf"{_INT}(?:\s*,\s*{_INT})*"
 _STRING = r'"(?:[^"\\]|\\.)*"'
@@ -113,7 +113,6 @@ _PROTO_PARAM = re.compile(
     rf"\.param(?:\s+\.(?:ptr|v[248]|{_TYPES})\b|\s+\.align\s+{_INT})*\s+_(?:\s*\[\s*{_INT}?\s*\])*"
 )
 _PROTOTYPE = re.compile(r"\.callprototype\s*(?:\(([^()]*)\)\s*)?_\s*\(([^()]*)\)(?:\s*\.noreturn)?", re.S)
-_STRING_RE = re.compile(_STRING)
 _LINE_DIRECTIVE = re.compile(r"\s*\.(?:version|target|address_size|file|loc)\b")
 _T = TypeVar("_T")
 _SPACES = words("reg local shared global const param tex sreg")
@@ -550,37 +549,23 @@ def _prototype(rest: str) -> bool:
 
 
 def _strip_comments(line: str, in_comment: bool) -> tuple[str, bool]:
-    """``line`` without its comments (``//``, ``/* */``, strings kept); whether a ``/*`` is still open."""
+    """``line`` without its comments (strings kept), and whether a ``/*`` is still open after it."""
     if in_comment:
         end = line.find("*/")
         if end < 0:
             return "", True
         line = " " + line[end + 2 :]
-    if "/" not in line:
-        return line, False
-    out: list[str] = []
-    pos = 0
-    while True:
-        m = _COMMENT.search(line, pos)
-        if m is None:
-            out.append(line[pos:])
-            return "".join(out), False
-        out.append(line[pos : m.start()])
-        if m.group() == "//":
-            return "".join(out), False
-        if m.group() == "/*":
-            end = line.find("*/", m.end())
-            if end < 0:
-                return "".join(out), True
-            out.append(" ")
-            pos = end + 2
-        else:  # a string: kept whole
-            s = _STRING_RE.match(line, m.start())
-            if s is None:
-                out.append(line[m.start() :])
-                return "".join(out), False
-            out.append(s.group())
-            pos = s.end()
+    opened = False
+
+    def cut(m: re.Match[str]) -> str:
+        nonlocal opened
+        text = m.group()
+        if text.startswith('"'):
+            return text
+        opened = text.startswith("/*") and (len(text) < 4 or not text.endswith("*/"))
+        return " " if text.startswith("/*") and not opened else ""
+
+    return _COMMENT.sub(cut, line), opened
 
 
 def _split_declarators(text: str) -> list[str]:
