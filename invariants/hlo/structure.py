@@ -186,10 +186,7 @@ def _estimated_cycles(instr: Instruction, source: str) -> int | None:
     found = [o["estimated_cycles"] for o in objects if "estimated_cycles" in o]
     if not found:
         return None
-    try:
-        values = {int(v) for v in found}
-    except (TypeError, ValueError):
-        values = set()
+    values = _int_set(found)
     if values == {_NO_ESTIMATE}:
         return None
     if len(values) != 1:
@@ -198,6 +195,14 @@ def _estimated_cycles(instr: Instruction, source: str) -> int | None:
             + ", ".join(map(str, found))
         )
     return values.pop()
+
+
+def _int_set(values: Iterable[str | int | float]) -> set[int]:
+    """``values`` as integers, empty when one is not an integer."""
+    try:
+        return {int(v) for v in values}
+    except (TypeError, ValueError):
+        return set()
 
 
 def _sorted_counts(counter: Counter[str]) -> tuple[tuple[str, int], ...]:
@@ -302,14 +307,12 @@ class _Analyzer:
 
     def _loop_bound(self, cond: Computation) -> tuple[int, int] | None:
         """(tuple index of the counter, exclusive upper bound) when the condition is ``counter < N``."""
-        root = cond.root
-        fused = root.opcode == "fusion" and len(root.called) == 1
-        scope = self.comps[root.called[0]] if fused else cond
+        scope = self._compared(cond)
         compare = scope.root
         direction = compare.attrs.get("direction")
         if compare.opcode != "compare" or len(compare.operands) != 2 or direction not in _BOUNDS:
             return None
-        lhs, rhs = (self._outer(cond, scope, root, scope[o]) for o in compare.operands)
+        lhs, rhs = (self._outer(cond, scope, cond.root, scope[o]) for o in compare.operands)
         counter_left, inclusive = _BOUNDS[direction]
         counter, limit = (lhs, rhs) if counter_left else (rhs, lhs)
         n = _int_constant(_through_copies(*limit))
@@ -317,6 +320,11 @@ class _Analyzer:
         if n is None or index is None:
             return None
         return index, n + 1 if inclusive else n
+
+    def _compared(self, cond: Computation) -> Computation:
+        """Where a loop condition's compare lies: the condition, or the one computation its root fuses."""
+        root = cond.root
+        return self.comps[root.called[0]] if root.opcode == "fusion" and len(root.called) == 1 else cond
 
     def _outer(
         self, cond: Computation, scope: Computation, fusion: Instruction, instr: Instruction
@@ -407,22 +415,25 @@ def expanded_sum(
     ``conditional`` by its largest branch); None when a trip count is unknown."""
     total = (0, 0)
     for k in kernels:
-        if k.opcode == "while":
-            body, cond = expanded_sum(k.body, value), expanded_sum(k.condition, value)
-            if k.trip_count is None or body is None or cond is None:
-                return None
-            trips = k.trip_count
-            add = (trips * body[0] + (trips + 1) * cond[0], trips * body[1] + (trips + 1) * cond[1])
-        elif k.opcode == "conditional":
-            branches = [expanded_sum(b, value) for b in k.branches]
-            known = [b for b in branches if b is not None]
-            if len(known) < len(branches):
-                return None
-            add = max(known, default=(0, 0))
-        else:
-            add = value(k)
+        add = _expanded(k, value)
+        if add is None:
+            return None
         total = (total[0] + add[0], total[1] + add[1])
     return total
+
+
+def _expanded(k: Kernel, value: Callable[[Kernel], tuple[int, int]]) -> tuple[int, int] | None:
+    if k.opcode == "while":
+        body, cond = expanded_sum(k.body, value), expanded_sum(k.condition, value)
+        if k.trip_count is None or body is None or cond is None:
+            return None
+        trips = k.trip_count
+        return trips * body[0] + (trips + 1) * cond[0], trips * body[1] + (trips + 1) * cond[1]
+    if k.opcode == "conditional":
+        branches = [expanded_sum(b, value) for b in k.branches]
+        known = [b for b in branches if b is not None]
+        return max(known, default=(0, 0)) if len(known) == len(branches) else None
+    return value(k)
 
 
 def _collective_of(instr: Instruction, module: HloModule) -> Collective | None:
@@ -613,8 +624,7 @@ def structure_of(module: HloModule) -> Structure:
     fusion_kinds = Counter(
         k.fusion_kind or "?" for k in kernel_list if k.opcode == "fusion" and k.thread == MAIN_THREAD
     )
-    launches = expanded_sum(kernel_list, lambda k: (1, 0))
-    threads = Counter(k.thread for k in _launched(kernel_list) if k.thread != MAIN_THREAD)
+    launches = expanded_sum(kernel_list, _one_launch)
     found = _walk(an)
     opcodes, gathers, scatters = found.opcodes, found.gathers, found.scatters
     return Structure(
@@ -639,8 +649,18 @@ def structure_of(module: HloModule) -> Structure:
         scatter_shapes=tuple(scatters),
         root_shape=str(module.entry.root.shape),
         converts=tuple(sorted(found.converts)),
-        thread_kernels=dict(sorted(threads.items())),
+        thread_kernels=_thread_counts(kernel_list),
     )
+
+
+def _one_launch(k: Kernel) -> tuple[int, int]:
+    return 1, 0
+
+
+def _thread_counts(kernels: Iterable[Kernel]) -> dict[str, int]:
+    """Static kernels per execution thread other than main."""
+    counts = Counter(k.thread for k in _launched(kernels) if k.thread != MAIN_THREAD)
+    return dict(sorted(counts.items()))
 
 
 def _kernel_json(k: Kernel) -> dict[str, object]:
@@ -650,15 +670,23 @@ def _kernel_json(k: Kernel) -> dict[str, object]:
         out["inner_opcodes"] = dict(k.inner_opcodes)
     given = {"custom_call_target": k.custom_call_target, "estimated_cycles": k.estimated_cycles}
     out.update((key, value) for key, value in given.items() if value is not None)
-    if k.opcode == "while":
-        out["trip_count"] = k.trip_count
-        out["condition"] = [_kernel_json(c) for c in k.condition]
-        out["body"] = [_kernel_json(b) for b in k.body]
-    elif k.opcode == "conditional":
-        out["branches"] = [[_kernel_json(b) for b in branch] for branch in k.branches]
+    out.update(_nested_json(k))
     if k.thread != MAIN_THREAD:
         out["thread"] = k.thread
     return out
+
+
+def _nested_json(k: Kernel) -> dict[str, object]:
+    """A loop's trip count and kernels, a conditional's branches."""
+    if k.opcode == "while":
+        return {
+            "trip_count": k.trip_count,
+            "condition": [_kernel_json(c) for c in k.condition],
+            "body": [_kernel_json(b) for b in k.body],
+        }
+    if k.opcode == "conditional":
+        return {"branches": [[_kernel_json(b) for b in branch] for branch in k.branches]}
+    return {}
 
 
 def _loop_json(w: WhileLoop) -> dict[str, object]:

@@ -22,7 +22,7 @@ import functools
 import math
 import re
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .._paths import PACKAGE_DIR
@@ -171,8 +171,12 @@ def _moved_bytes(module: HloModule, comp: Computation, instr: Instruction) -> tu
     if instr.opcode == "dynamic-update-slice" and len(instr.operands) > 1:
         chip, hbm = _split(comp[instr.operands[1]].shape)
         return 2 * chip, 2 * hbm
-    if not (instr.opcode == "fusion" and instr.called):
-        return _total([_split(instr.shape)] + [_split(comp[o].shape) for o in instr.operands if o in comp])
+    if instr.opcode == "fusion" and instr.called:
+        return _fusion_bytes(module, comp, instr)
+    return _total([_split(instr.shape)] + [_split(comp[o].shape) for o in instr.operands if o in comp])
+
+
+def _fusion_bytes(module: HloModule, comp: Computation, instr: Instruction) -> tuple[int, int]:
     moved = [_split(instr.shape)]
     fused = module.computations[instr.called[0]]
     for p in (i for i in fused if i.opcode == "parameter"):
@@ -181,13 +185,17 @@ def _moved_bytes(module: HloModule, comp: Computation, instr: Instruction) -> tu
     return _total(moved)
 
 
+def _only(users: list[Instruction], test: Callable[[Instruction], bool]) -> bool:
+    return bool(users) and all(map(test, users))
+
+
 def _add_parameter(moved: list[tuple[int, int]], fused: Computation, name: str, shape: Shape) -> None:
     """Add the bytes a fusion moves for its parameter ``name`` to ``moved``, whose first entry is the
     fusion's result: an updated-in-place buffer replaces the result by the update."""
     users = [i for i in fused if name in i.operands]
-    if users and all(u.opcode in ("dynamic-slice", "slice") for u in users):
+    if _only(users, lambda u: u.opcode in ("dynamic-slice", "slice")):
         moved.append(_placed(shape, min(padded_bytes(shape), sum(padded_bytes(u.shape) for u in users))))
-    elif users and all(u.opcode == "dynamic-update-slice" and u.operands[0] == name for u in users):
+    elif _only(users, lambda u: u.opcode == "dynamic-update-slice" and u.operands[0] == name):
         update = fused.get(users[0].operands[1])
         if update is not None:
             moved[0] = _placed(shape, 2 * padded_bytes(update.shape))
@@ -232,19 +240,34 @@ def _runs(module: HloModule, comp: Computation, instr: Instruction) -> list[tupl
     return list(fused_instructions(module, instr)) if instr.opcode == "fusion" else [(comp, instr)]
 
 
+def _inside(
+    module: HloModule, comp: Computation, instr: Instruction, opcode: str
+) -> list[tuple[Computation, Instruction]]:
+    return [(c, i) for c, i in _runs(module, comp, instr) if i.opcode == opcode]
+
+
+def _gathered(
+    comp: Computation, fcomp: Computation, gather: Instruction, kernel: Instruction
+) -> tuple[int, int, bool]:
+    """(rows, elements per row, whether the table lies in HBM) of one gather that ``kernel`` runs."""
+    offset = set(_ints(gather.attrs.get("offset_dims")))
+    rows = math.prod(d for k, d in enumerate(gather.shape.dims) if k not in offset)
+    table = fcomp.get(gather.operands[0])
+    if kernel.opcode == "fusion":  # the fusion's operand its parameter stands for
+        table = _param_operand(comp, fcomp, gather.operands[0], kernel) or table
+    return (
+        rows,
+        math.prod(_ints(gather.attrs.get("slice_sizes"))),
+        table is not None and not _on_chip(table.shape),
+    )
+
+
 def _gather_features(module: HloModule, comp: Computation, instr: Instruction) -> dict[str, float]:
-    runs = _runs(module, comp, instr)
-    bitpacked = any(i.custom_call_target == _BITPACKED for _, i in runs)
+    bitpacked = any(i.custom_call_target == _BITPACKED for _, i in _runs(module, comp, instr))
     rows = elements = hbm = hbm_bytes = 0.0
     out_bytes = 0
-    for fcomp, g in ((c, i) for c, i in runs if i.opcode == "gather"):
-        offset = set(_ints(g.attrs.get("offset_dims")))
-        n = math.prod(d for k, d in enumerate(g.shape.dims) if k not in offset)
-        per_row = math.prod(_ints(g.attrs.get("slice_sizes")))
-        table = fcomp.get(g.operands[0])
-        if instr.opcode == "fusion":  # the fusion's operand its parameter stands for
-            table = _param_operand(comp, fcomp, g.operands[0], instr) or table
-        in_hbm = table is not None and not _on_chip(table.shape)
+    for fcomp, g in _inside(module, comp, instr, "gather"):
+        n, per_row, in_hbm = _gathered(comp, fcomp, g, instr)
         rows += n
         out_bytes += n * _row_words(g.shape, per_row)
         elements += n if per_row == 1 else 0
@@ -264,7 +287,7 @@ def _gather_features(module: HloModule, comp: Computation, instr: Instruction) -
 
 def _scatter_features(module: HloModule, comp: Computation, instr: Instruction) -> dict[str, float]:
     rows = moved = 0.0
-    for fcomp, s in ((c, i) for c, i in _runs(module, comp, instr) if i.opcode == "scatter"):
+    for fcomp, s in _inside(module, comp, instr, "scatter"):
         updates = fcomp.get(s.operands[-1])
         if updates is None:
             continue
