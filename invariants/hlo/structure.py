@@ -1,30 +1,26 @@
 """Structural metrics of an optimized HLO module: kernels, fusions, loops, gathers, collectives.
 
-* **kernel**: an operation launched by the entry computation or by control flow from it. A ``fusion`` is
-  one kernel. ``while``, ``call`` and ``conditional`` are not: the kernels of the computations they run are
-  (every branch, statically). ``FREE_OPCODES`` are never kernels: of an async pair only the ``-start`` half
-  launches, and partition-id and replica-id read a device register (on GPU a tiny memcpy thunk).
-* **trip count** of a while loop: ``known_trip_count`` in its backend_config, else derived from the
-  canonical counted form: the condition's root (or the root of the one computation it fuses) compares
-  tuple element k with an integer constant N (``k < N``, ``N > k``; ``<=``/``>=`` give N+1), element k of
-  the init tuple is an integer constant I (through copies), and the body sets element k to ``element k +
-  1``. Then it is ``max(N - I, 0)``; anything else is None: unknown, never guessed.
-* **dynamic kernel launches**: loops expanded, ``trip x body + (trip + 1) x condition`` (the condition runs
-  once more), nested loops multiplied, a ``conditional`` by its largest branch (an upper bound); None when
-  a trip count on the way is unknown.
-* **contiguous window** of a gather or scatter: walking the operand's layout minor-to-major, the window
-  covers whole dimensions, then at most one partially, then only 1-wide ones; a window with a 0 moves
-  nothing and is contiguous. **Strided** is the opposite: each index's slice has gaps (a vmapped segment
-  sum that XLA:CPU scatters along its result's major dimension). The window is a gather's
-  ``slice_sizes``, or a scatter's update sizes at ``update_window_dims`` matched in order with the operand
-  dimensions not in ``inserted_window_dims`` or ``input_batching_dims``. The layout is the operand line's
-  ``{minor-to-major}``, tiling and memory space aside. An operand of rank 2 or more without a layout is an
-  error, not XLA's default: the layout assignment chose is the very fact asked (the TPU compiler lays a
-  segment sum's scatter out ``{0,1}``). Text not understood raises :class:`InvariantsError` as
-  ``SOURCE:LINE: instruction: what``.
-* **transposes**: ``transpose`` instructions in all computations, fused ones included. XLA:CPU's
-  relabelling ``transpose`` beside the ``copy`` that moves the data counts; a layout-changing ``copy``
-  alone, a transposition folded into dimension numbers and a custom call's insides do not.
+* **kernel**: an operation launched by the entry computation or by control flow from it; a ``fusion`` is
+  one. ``while``, ``call`` and ``conditional`` are not: the kernels they run are (every branch). Of an
+  async pair only the ``-start`` launches; partition-id and replica-id read a register (``FREE_OPCODES``).
+* **trip count** of a while loop: ``known_trip_count`` in its backend_config, else the canonical counted
+  form: the condition's root (or the root it fuses) compares tuple element k with a constant N (``<``,
+  ``>``; ``<=``/``>=`` give N+1), the init's element k is a constant I, the body adds 1 to it: ``max(N -
+  I, 0)``. Anything else is None: unknown, never guessed.
+* **dynamic kernel launches**: ``trip x body + (trip + 1) x condition`` (the condition runs once more),
+  nested loops multiplied, a ``conditional`` by its largest branch; None when a trip count is unknown.
+* **contiguous window** of a gather or scatter: minor-to-major in the operand's layout, the window covers
+  whole dimensions, then at most one partially, then only 1-wide ones. **Strided**: not contiguous, each
+  index's slice has gaps (a vmapped segment sum that XLA:CPU scatters along its result's major dimension).
+  The window is a gather's ``slice_sizes``, or a scatter's update window matched in order with the operand
+  dimensions not inserted or batched; tiling and memory space aside. An operand of rank 2 or more without a
+  layout is an error, not XLA's default: the layout assignment chose is the very fact asked (the TPU
+  compiler lays a segment sum's scatter out ``{0,1}``).
+* **transposes**: ``transpose`` instructions anywhere (XLA:CPU's relabelling ``transpose`` beside the
+  ``copy`` that moves the data counts; a layout-changing ``copy`` alone, or a transposition folded into
+  dimension numbers, does not).
+
+Text not understood raises :class:`InvariantsError` as ``SOURCE:LINE: instruction: what``.
 """
 
 from __future__ import annotations
@@ -79,11 +75,8 @@ _SCATTER_DIMS = words(
 
 @dataclass(frozen=True)
 class Kernel:
-    """One entry of a kernel list, named by what it does, never by its instruction name.
-
-    ``inner_opcodes`` (fusions): the sorted multiset of opcodes fused into it, nested fusions followed. A
-    ``while`` has ``trip_count``, ``body`` and ``condition`` kernels, a ``conditional`` its ``branches``.
-    """
+    """One entry of a kernel list, named by what it does (a fusion by the opcodes fused into it), never by
+    its instruction name; a ``while`` holds its body and condition kernels, a ``conditional`` its branches."""
 
     opcode: str
     shape: str
@@ -139,14 +132,9 @@ class IndexedOp:
 
 @dataclass(frozen=True)
 class Structure:
-    """Structural metrics of one module (definitions in the module docstring).
-
-    ``entry_fusions`` / ``fusion_kinds``: fusions the entry launches itself, ``call`` bodies inlined. The
-    opcode, gather, scatter, slice, transpose, custom call, collective and convert (``src->dst``) counts
-    span all computations, fused ones included. ``thread_kernels``: static kernels per thread other than
-    ``main``. ``aliases``: outputs that reuse a donated parameter's buffer (``output {0} <- parameter 0``);
-    losing one doubles a train step's memory.
-    """
+    """Structural metrics of one module. ``entry_fusions``: fusions the entry launches itself; the opcode,
+    gather, scatter, transpose, collective and convert counts span all computations, fused ones included.
+    ``aliases``: outputs reusing a donated parameter's buffer; losing one doubles a train step's memory."""
 
     entry_fusions: int
     fusion_kinds: dict[str, int] = field(hash=False)
