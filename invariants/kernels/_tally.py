@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from collections.abc import Iterator
 
 from .._paths import PACKAGE_DIR
 from .facts import KernelCodeError, KernelFacts, Language
@@ -17,6 +18,26 @@ def opcodes(name: str) -> frozenset[str]:
     """An instruction vocabulary kept as data (``invariants/data/NAME``), ``#`` lines naming its groups."""
     text = (PACKAGE_DIR / "data" / name).read_text(encoding="utf-8")
     return words(" ".join(line for line in text.splitlines() if not line.lstrip().startswith("#")))
+
+
+def depths(text: str, opens: str, closes: str) -> Iterator[tuple[int, str, int]]:
+    """Each character of ``text`` with its index and the bracket depth after it."""
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += (ch in opens) - (ch in closes)
+        yield i, ch, depth
+
+
+def split_top(text: str, opens: str, closes: str) -> list[str]:
+    """``text`` split at the commas outside brackets."""
+    out: list[str] = []
+    start = 0
+    for i, ch, depth in depths(text, opens, closes):
+        if ch == "," and depth == 0:
+            out.append(text[start:i])
+            start = i + 1
+    out.append(text[start:])
+    return out
 
 
 class Reader:

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterator
 
-from ._tally import Reader, Tally, opcodes, words
+from ._tally import Reader, Tally, depths, opcodes, split_top, words
 from .facts import KernelFacts
 
 __all__ = ["parse_llvm_ir"]
@@ -34,6 +33,7 @@ _RMW_OPS = words(
 )
 _FLOAT_BITS = dict(half=16, bfloat=16, float=32, double=64, fp128=128, x86_fp80=80, ppc_fp128=128)
 _POINTER_BITS = 64
+_OPEN, _CLOSE = "[<{(", "]>})"
 
 _NAME = r'(?:[-\w$.]+|"[^"]*")'
 _LABEL = re.compile(rf"({_NAME}):")
@@ -302,7 +302,7 @@ def _type_prefix(text: str) -> tuple[str, int] | None:
     if not text:
         return None
     if text[0] in "[<{":
-        for i, ch, depth in _depths(text):
+        for i, ch, depth in depths(text, _OPEN, _CLOSE):
             if depth == 0 and ch in "]>})":
                 return text[: i + 1], i + 1
         return None
@@ -311,33 +311,11 @@ def _type_prefix(text: str) -> tuple[str, int] | None:
 
 
 def _value_type(operands: str, item: int) -> str | None:
-    parts = _split_top(operands)
+    parts = split_top(operands, _OPEN, _CLOSE)
     if len(parts) <= item:
         return None
     parsed = _type_prefix(parts[item].strip())
     return " ".join(parsed[0].split()) if parsed else None
-
-
-def _depths(text: str) -> Iterator[tuple[int, str, int]]:
-    """Each character of ``text`` with its index and the bracket depth after it (``[<{(`` open)."""
-    depth = 0
-    for i, ch in enumerate(text):
-        if ch in "[<{(":
-            depth += 1
-        elif ch in "]>})":
-            depth -= 1
-        yield i, ch, depth
-
-
-def _split_top(text: str) -> list[str]:
-    out: list[str] = []
-    start = 0
-    for i, ch, depth in _depths(text):
-        if ch == "," and depth == 0:
-            out.append(text[start:i])
-            start = i + 1
-    out.append(text[start:])
-    return out
 
 
 def _pow2(n: int) -> int:
@@ -388,7 +366,7 @@ def _struct_members(typ: str) -> tuple[str, bool] | None:
 def _struct_size_align(inner: str, packed: bool, reader: _Reader) -> tuple[int | None, int]:
     offset = 0
     struct_align = 1
-    for member in _split_top(inner) if inner.strip() else []:
+    for member in split_top(inner, _OPEN, _CLOSE) if inner.strip() else []:
         size, align = _size_align(member, reader)
         if size is None:
             return None, 1

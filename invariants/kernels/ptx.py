@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from ._tally import Reader, Tally, opcodes, words
+from ._tally import Reader, Tally, opcodes, split_top, words
 from .facts import KernelFacts
 
 __all__ = ["parse_ptx"]
@@ -389,7 +389,7 @@ class _Reader(Reader):
         space, bits, lanes, i = self.qualifiers(line, stmt, tokens)
         rest = " ".join(tokens[i:]) + (sep + init if sep else "")
         total = 0
-        for d in _split_declarators(rest):
+        for d in split_top(rest, "{", "}"):
             m = _DECLARATOR.fullmatch(d.strip())
             if m is None:
                 raise self.error(line, "unknown declarator", stmt)
@@ -566,25 +566,6 @@ def _strip_comments(line: str, in_comment: bool) -> tuple[str, bool]:
         return " " if text.startswith("/*") and not opened else ""
 
     return _COMMENT.sub(cut, line), opened
-
-
-def _split_declarators(text: str) -> list[str]:
-    """Split ``a, b[4], c = {1, 2}`` at the commas outside braces."""
-    if "{" not in text:
-        return text.split(",")
-    out: list[str] = []
-    depth = 0
-    start = 0
-    for i, c in enumerate(text):
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-        elif c == "," and depth == 0:
-            out.append(text[start:i])
-            start = i + 1
-    out.append(text[start:])
-    return out
 
 
 def parse_ptx(text: str, where: str) -> list[KernelFacts]:
