@@ -235,14 +235,9 @@ class _Analyzer:
         op, shape, thread = instr.opcode, str(instr.shape), comp.execution_thread
         if op == "while":
             cond, body = self.loop_parts(instr)
-            trips = self.trip_count(comp, instr)
+            trips, inner = self.trip_count(comp, instr), self.kernels_of(body)
             return Kernel(
-                op,
-                shape,
-                trip_count=trips,
-                body=self.kernels_of(body),
-                condition=self.kernels_of(cond),
-                thread=thread,
+                op, shape, trip_count=trips, body=inner, condition=self.kernels_of(cond), thread=thread
             )
         if op == "conditional":
             branches = tuple(self.kernels_of(self.comps[c]) for c in instr.called)
