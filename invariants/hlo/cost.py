@@ -1,46 +1,28 @@
-"""Predicted cost and memory: what the compiler itself says a program will cost, without running it.
+"""What the compiler itself predicts a program will cost, without running it: the metrics of source
+``compiler`` (registered in :mod:`invariants.measure.metrics`; docs/specs.md says what each means).
 
-The metrics (registered in :mod:`invariants.measure.metrics` with source ``compiler``) and where each comes
-from:
-
-* ``estimated_cycles``: the TPU compiler's prediction of the program's device time. libtpu writes an
-  ``estimated_cycles`` into the backend_config of each kernel it schedules (fused computations carry none).
-  The program's figure is the sum over the kernels that run: entry kernels once, a while loop's body once
-  per trip and its condition once per trip plus one (the condition runs once more than the body; the same
-  rule as ``dynamic_kernel_launches``), nested loops multiplied, a ``conditional`` by its costliest branch
-  (an upper bound). Kernels without an estimate add nothing; today that is the ``kCustom`` gather fusion
-  and custom calls, so a forward's estimate covers the index fix-ups and copies around the gather, not the
-  gather itself. :func:`cycle_estimate` counts those launches too.
-* ``predicted_seconds``: the device seconds of one call, predicted from the optimized HLO by the TPU cost
-  model fitted on a chip (:mod:`invariants.hlo.tpu_model`, whose coefficients per chip and their
-  provenance are ``invariants/data/tpu_cost.toml``). Unlike ``estimated_cycles`` it costs the kCustom
-  gathers and scatters and each loop trip; it is ``uncalibrated`` on chips nobody measured.
-* ``temp_bytes``, ``argument_bytes``, ``output_bytes``, ``peak_bytes``: ``compiled.memory_analysis()``.
-  ``temp_bytes`` is XLA's ``temp_size_in_bytes``: the temporaries of the device's main memory alone. The
-  TPU compiler places intermediates that fit in the chip's on-chip memory (VMEM, ``S(1)`` in a layout)
-  there, and they are not in it: a program whose large intermediates all live there reads next to nothing.
-  ``peak_bytes`` is XLA's ``peak_memory_in_bytes``, the arguments, outputs and temporaries of every
-  memory space live at once; XLA:CPU's figure leaves its temporaries out, so on the CPU it is a
-  :class:`Missing` that says so (there ``temp_bytes`` holds every temporary).
+* ``estimated_cycles``: libtpu's per-kernel ``estimated_cycles`` summed over the kernels that run, loops
+  expanded as ``dynamic_kernel_launches`` are. Kernels without one (the kCustom gather fusion, custom
+  calls) add nothing, so a forward's figure covers the work around its gather; :func:`cycle_estimate`
+  counts those launches too.
+* ``predicted_seconds``: the TPU cost model's figure (:mod:`invariants.hlo.tpu_model`).
+* ``temp_bytes``, ``argument_bytes``, ``output_bytes``, ``peak_bytes``: ``compiled.memory_analysis()``;
+  XLA:CPU's peak leaves its temporaries out, so there ``peak_bytes`` is a :class:`Missing`.
 * ``flops``, ``bytes_accessed``: ``compiled.cost_analysis()``.
 
-A metric that cannot be computed is a :class:`Missing` with one line saying why (the target does not
-provide it, or a loop's trip count is unknown), never a zero: the invariant that reads it fails with that
-line. These numbers move with every compiler patch release, so they stay out of the snapshot text; they go
-to the results file, the report, the invariants and the release matrix.
-
-This module reads a :class:`~invariants.hlo.structure.Structure` and the plain analysis dicts of a
-``Compiled``; it never imports JAX.
+A metric that cannot be computed is a :class:`Missing` with one line saying why, never a zero, so the
+invariant that reads it fails with that line. These numbers move with every compiler patch release, so
+they stay out of the snapshot text. No JAX.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 
 from . import tpu_model
 from .parse import HloModule
-from .structure import Kernel, Structure
+from .structure import Structure, expanded_sum, walk_kernels
 
 __all__ = [
     "ANALYSIS_KEYS",
@@ -82,10 +64,8 @@ _ANALYSIS_CALL = {"memory": "memory_analysis()", "cost": "cost_analysis()"}
 
 @dataclasses.dataclass(frozen=True)
 class Analyses:
-    """What the compiler metrics are computed from: a program's structure and the analysis dicts of its
-    ``Compiled`` (empty when the backend offered none), the family of the target it was compiled for
-    (``cpu``, ``tpu``, ``gpu``; empty for a module read from a file), its parsed module and the target's
-    name (what the cost model reads)."""
+    """What the compiler metrics read: a program's structure, its ``Compiled``'s analysis dicts (empty when
+    none), its target's family (empty for a module read from a file), its module and its target."""
 
     structure: Structure
     cost: Mapping[str, float] = dataclasses.field(default_factory=dict)
@@ -97,64 +77,28 @@ class Analyses:
 
 @dataclasses.dataclass(frozen=True)
 class CycleEstimate:
-    """``cycles``: the program's predicted cycles, None with ``reason`` when there is no figure.
-    ``unestimated``: kernel launches (loops expanded) that carry no estimate and so add nothing."""
+    """The program's predicted cycles (None, with ``reason``, when there is no figure) and its launches
+    that carry no estimate."""
 
     cycles: int | None
     unestimated: int | None
     reason: str | None = None
 
 
-class _UnknownTrip(Exception):
-    pass
-
-
-def _carries_estimate(kernels: Iterable[Kernel]) -> bool:
-    for k in kernels:
-        if k.estimated_cycles is not None:
-            return True
-        if _carries_estimate(k.body) or _carries_estimate(k.condition):
-            return True
-        if any(_carries_estimate(b) for b in k.branches):
-            return True
-    return False
-
-
-def _expanded(kernels: Iterable[Kernel]) -> tuple[int, int]:
-    """(cycles, launches without an estimate) with loops expanded; raises _UnknownTrip."""
-    cycles = missing = 0
-    for k in kernels:
-        if k.opcode == "while":
-            if k.trip_count is None:
-                raise _UnknownTrip
-            body, cond = _expanded(k.body), _expanded(k.condition)
-            cycles += k.trip_count * body[0] + (k.trip_count + 1) * cond[0]
-            missing += k.trip_count * body[1] + (k.trip_count + 1) * cond[1]
-        elif k.opcode == "conditional":
-            branches = [_expanded(b) for b in k.branches] or [(0, 0)]
-            costliest = max(branches)
-            cycles += costliest[0]
-            missing += costliest[1]
-        elif k.estimated_cycles is None:
-            missing += 1
-        else:
-            cycles += k.estimated_cycles
-    return cycles, missing
-
-
 def cycle_estimate(structure: Structure) -> CycleEstimate:
     """The program's ``estimated_cycles`` (module docstring), or why there is none."""
-    if not _carries_estimate(structure.kernel_list):
+    if all(k.estimated_cycles is None for k in walk_kernels(structure.kernel_list)):
         return CycleEstimate(
             None, None, "no kernel carries estimated_cycles (only the TPU compiler writes them)"
         )
-    try:
-        cycles, missing = _expanded(structure.kernel_list)
-    except _UnknownTrip:
+    expanded = expanded_sum(
+        structure.kernel_list, lambda k: (k.estimated_cycles or 0, k.estimated_cycles is None)
+    )
+    if expanded is None:
         return CycleEstimate(
             None, None, "a while loop's trip count is unknown, so its cycles cannot be summed"
         )
-    return CycleEstimate(cycles, missing)
+    return CycleEstimate(*expanded)
 
 
 def estimated_cycles(analyses: Analyses) -> int | Missing:
@@ -176,7 +120,7 @@ def from_analysis(name: str) -> Callable[[Analyses], int | float | Missing]:
     def of(analyses: Analyses) -> int | float | Missing:
         analysis = analyses.memory if which == "memory" else analyses.cost
         value = analysis.get(key)
-        if value is None and analysis:  # the analysis without this field: an older compiler, or record
+        if value is None and analysis:
             return Missing(
                 f"this compile's {_ANALYSIS_CALL[which]} has no '{key}' (this release's compiler gives none, "
                 "or the compile cache's entry was made before it was read: --no-cache compiles it again)"
@@ -203,24 +147,20 @@ def value_or_none(value: int | float | Missing) -> int | float | None:
     return None if isinstance(value, Missing) else value
 
 
-def predicted_ratio(
-    a: Mapping[str, int | float | Missing], b: Mapping[str, int | float | Missing]
-) -> float | None:
-    """The ratio predicted for ``a / b`` from two ``compiler_metrics`` results: ``predicted_seconds`` where
-    both have one (a TPU target with a cost model), else ``estimated_cycles``; None when neither (off
-    TPU). What a time ratio measured on a TPU is set beside."""
+_Metrics = Mapping[str, int | float | Missing]
+
+
+def predicted_ratio(a: _Metrics, b: _Metrics) -> float | None:
+    """The ratio predicted for ``a / b`` from two ``compiler_metrics`` results, what a time ratio measured
+    on a TPU is set beside: ``predicted_seconds`` where both have one, else ``estimated_cycles``."""
     return _ratio(a, b, "predicted_seconds") or _ratio(a, b, "estimated_cycles")
 
 
-def predicted_by(a: Mapping[str, int | float | Missing], b: Mapping[str, int | float | Missing]) -> str:
+def predicted_by(a: _Metrics, b: _Metrics) -> str:
     """Which metric :func:`predicted_ratio` read: the words a verdict shows beside the ratio."""
     return "cost model" if _ratio(a, b, "predicted_seconds") is not None else "estimated cycles"
 
 
-def _ratio(
-    a: Mapping[str, int | float | Missing], b: Mapping[str, int | float | Missing], name: str
-) -> float | None:
+def _ratio(a: _Metrics, b: _Metrics, name: str) -> float | None:
     va, vb = a.get(name), b.get(name)
-    if isinstance(va, (int, float)) and isinstance(vb, (int, float)) and vb > 0:
-        return va / vb
-    return None
+    return va / vb if isinstance(va, (int, float)) and isinstance(vb, (int, float)) and vb > 0 else None

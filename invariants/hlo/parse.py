@@ -1,26 +1,19 @@
 """A small model of optimized-HLO module text, and its parser.
 
-``parse_module`` reads the text that ``compiled.as_text()`` returns, or one ``--xla_dump_to``
-``*after_optimizations.txt`` file, into frozen dataclasses. It understands:
+``parse_module`` reads what ``compiled.as_text()`` returns, or one ``--xla_dump_to``
+``*after_optimizations.txt`` file, into frozen dataclasses: the current format (``%name = f32[8,4]{1,0}
+op(%a, %b), attr=...``, signatures, the source-location tables), the older one whose operands carry their
+shapes (``fusion(f32[8,4]{1,0} %a, ...)``) and TPU text (names without ``%``, tiled layouts
+``{1,0:T(8,128)S(1)}``, ``} // name`` closers, ``/*index=5*/`` comments, JSON ``backend_config``).
 
-* the current format (jax 0.10.x): ``%name = f32[8,4]{1,0} op(%a, %b), attr=...``, computation headers with
-  signatures, and the FileNames / FunctionNames / FileLocations / StackFrames tables after the module line;
-* the older format (jax 0.4.x) whose operands carry their shapes: ``fusion(f32[8,4]{1,0} %a, ...)``;
-* TPU text: names without ``%``, tiled layouts ``{1,0:T(8,128)S(1)}``, ``} // name`` closers,
-  ``/*index=5*/`` comments, JSON ``backend_config``, nested ``{...}`` attribute values.
-
-The contract is strict: text that is not understood raises ``HloParseError`` naming the source, the line and
-the offending text. Nothing is skipped silently, because a silently dropped instruction becomes a wrong
-count downstream. What can be ignored safely is ignored: the metadata tables, comments and blank lines.
-Attribute values are kept as raw text; only their bracket and string structure is checked.
-
-An instruction that spans several lines (unbalanced brackets at the end of a line) is joined with the lines
-that follow it; its ``line`` is the first one.
+The contract is strict: text not understood raises ``HloParseError`` naming the source, the line and the
+text, because a silently dropped instruction becomes a wrong count downstream. Only the metadata tables,
+comments and blank lines are ignored. Attribute values are kept as raw text, their brackets and strings
+checked; an instruction whose brackets stay open at the end of a line goes on to the next.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import re
@@ -41,11 +34,7 @@ __all__ = [
 
 
 class HloParseError(InvariantsError):
-    """HLO text that the parser does not understand: a limit of this reader, not a fault of the program.
-
-    ``str(err)`` is one line: ``SOURCE:LINE: cannot read the compiler's output (READER): what was not
-    understood: <offending text, ~80 chars>``, so that it never reads like the program's own failure.
-    """
+    """HLO text this reader does not understand, in one line: ``SOURCE:LINE: READER: what: text``."""
 
     def __init__(self, source: str, line: int, message: str, text: str = "") -> None:
         self.source = source
@@ -99,10 +88,7 @@ def dtype_bits(dtype: str) -> int | None:
 
 @dataclass(frozen=True)
 class Shape:
-    """An array shape (``dtype`` set) or a tuple shape (``dtype`` None, ``tuple_shapes`` set).
-
-    ``layout`` is the raw text between the braces, e.g. ``1,0`` or ``0,1:T(8,128)S(1)``; None when absent.
-    """
+    """An array shape, or a tuple's (``dtype`` None); ``layout`` is the raw text between the braces."""
 
     dtype: str | None
     dims: tuple[int, ...] = ()
@@ -114,7 +100,7 @@ class Shape:
         return self.dtype is None
 
     def byte_size(self) -> int:
-        """Bytes of the data, without padding for tiling: the sum of the elements for a tuple."""
+        """Bytes of the data, tiles not padded."""
         if self.dtype is None:
             return sum(s.byte_size() for s in self.tuple_shapes)
         bits = dtype_bits(self.dtype) or 0
@@ -129,14 +115,8 @@ class Shape:
 
 @dataclass(frozen=True)
 class Instruction:
-    """One HLO instruction.
-
-    ``operands`` are operand instruction names without ``%``. ``attrs`` maps each attribute key to its raw
-    text (e.g. ``kind`` -> ``kLoop``, ``backend_config`` -> the JSON text). ``called`` lists the
-    computations this instruction calls, in attribute order. ``literal`` is the text inside the parens of a
-    ``constant`` (e.g. ``16384``, ``{8191, 0}``, ``nan``) or a ``parameter`` (its number); None otherwise.
-    ``line`` is the 1-based line in the source text.
-    """
+    """One HLO instruction: operand names without ``%``, each attribute's raw text, the computations it
+    calls, and the text in the parens of a ``constant`` or ``parameter`` (``literal``)."""
 
     name: str
     opcode: str
@@ -159,13 +139,11 @@ class Instruction:
 
     @property
     def backend_config(self) -> str | None:
-        """The raw backend_config text (JSON unquoted when it was printed as a string), or None."""
         raw = self.attrs.get("backend_config")
         return None if raw is None else _unquote(raw)
 
     @property
     def backend_config_json(self) -> dict[str, Any] | None:
-        """The backend_config parsed as a JSON object, or None when absent or not JSON."""
         raw = self.backend_config
         if raw is None or not raw.startswith("{"):
             return None
@@ -178,10 +156,7 @@ class Instruction:
 
 @dataclass(frozen=True)
 class Computation:
-    """A computation: its instructions in text order. ``comp[name]`` looks an instruction up by name.
-
-    ``execution_thread``: where it runs, from its closer ``}, execution_thread="sparsecore"``; ``main``
-    (the TensorCore on a TPU) when the closer names none."""
+    """A computation's instructions in text order, and where it runs (``}, execution_thread="..."``)."""
 
     name: str
     instructions: tuple[Instruction, ...]
@@ -215,28 +190,21 @@ class Computation:
 
 @dataclass(frozen=True)
 class HloModule:
-    """One HLO module: computations by name in text order, and the ENTRY computation.
-
-    ``scheduled``: the header says ``is_scheduled=true``, which XLA writes on the optimized module it
-    compiles (every backend, current and older releases); a ``before_optimizations`` dump lacks it.
-    ``source``: what ``parse_module`` was given as the source (a file, a program key), for the messages of
-    later readers; not part of equality: the same text read from two places is the same module.
-    """
+    """One HLO module. ``scheduled``: XLA wrote ``is_scheduled=true`` (the optimized module; a
+    ``before_optimizations`` dump lacks it). ``source`` names it in later readers' messages, not equality.
+    ``aliases``: the header's input_output_alias (outputs reusing a donated parameter's buffer)."""
 
     name: str
     computations: dict[str, Computation] = field(hash=False)
     entry: Computation
     scheduled: bool = False
     source: str = field(default="<string>", compare=False)
-    # The header's input_output_alias: each output buffer that reuses a parameter's (a donated argument).
     aliases: tuple[Alias, ...] = ()
 
 
 @dataclass(frozen=True)
 class Alias:
-    """One entry of ``input_output_alias``: the output at tuple index ``output`` reuses parameter
-    ``parameter``'s buffer (at its tuple index ``parameter_index``); ``kind`` is ``may-alias`` or
-    ``must-alias``."""
+    """One ``input_output_alias`` entry: output index <- parameter (at its index), may- or must-alias."""
 
     output: str
     parameter: int
@@ -245,6 +213,12 @@ class Alias:
 
 
 # --- lexical helpers ---------------------------------------------------------------------------------
+
+
+def words(text: str) -> tuple[str, ...]:
+    """Names written as one space-separated string, in order (a list literal would take a line each)."""
+    return tuple(text.split())
+
 
 _NAME = r"[A-Za-z_][\w.\-]*"
 _MODULE_LINE = re.compile(rf"HloModule\s+({_NAME})\s*(?:,\s*(.*))?$")
@@ -266,26 +240,15 @@ _STRING_REST = re.compile(r'(?:[^"\\]|\\.)*"', re.DOTALL)
 _COMMENT_OR_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|/\*.*?\*/')
 _CLOSERS = {"(": ")", "[": "]", "{": "}"}
 # Attributes whose value names computations (a single name, or a {a, b} list).
-_CALL_ATTRS = (
-    "calls",
-    "to_apply",
-    "condition",
-    "body",
-    "branch_computations",
-    "true_computation",
-    "false_computation",
-    "called_computations",
-    "async_wrapped_computation",
+_CALL_ATTRS = words(
+    "calls to_apply condition body branch_computations true_computation false_computation "
+    "called_computations async_wrapped_computation"
 )
-# Attributes a computation's closing brace may carry: ``}, execution_thread="sparsecore"``.
-_CLOSER_ATTRS = ("execution_thread",)
 # Opcodes whose parenthesised text is a value, not operands.
 _LITERAL_OPCODES = frozenset({"constant", "parameter"})
 
 
 class _Error(Exception):
-    """A local parse failure; the caller adds source and line."""
-
     def __init__(self, message: str, text: str) -> None:
         super().__init__(message)
         self.message = message
@@ -293,7 +256,7 @@ class _Error(Exception):
 
 
 class _NeedMore(_Error):
-    """The text ended inside a bracket or string: the instruction may continue on the next line."""
+    """The text ended inside a bracket or string: it may go on on the next line."""
 
 
 def _unquote(raw: str) -> str:
@@ -317,8 +280,7 @@ _ALIAS = re.compile(r"\{([\d,\s]*)\}:\s*\((\d+),\s*\{([\d,\s]*)\}(?:,\s*([a-z][a
 
 
 def _aliases(header: str, line: str) -> tuple[Alias, ...]:
-    """The ``input_output_alias={ {0}: (0, {}, may-alias), ... }`` of a module header; an entry that is not
-    of that form is an error (what a donated buffer is must never be guessed)."""
+    """The ``input_output_alias={ {0}: (0, {}, may-alias), ... }`` of a module header; never guessed."""
     pieces, _ = _split(header, 0, None)
     found = [p for p in pieces if p.startswith("input_output_alias=")]
     if not found:
@@ -343,11 +305,8 @@ def _index_text(raw: str) -> str:
 
 
 def _split(text: str, pos: int, closer: str | None) -> tuple[list[str], int]:
-    """Split ``text[pos:]`` at top-level commas, respecting brackets and strings.
-
-    With ``closer`` set, stop at the unmatched ``closer`` and return the position after it; otherwise run to
-    the end of the text. Pieces are stripped.
-    """
+    """``text[pos:]`` split at top-level commas (brackets and strings respected), up to the unmatched
+    ``closer`` or the end, and the position after that."""
     stack: list[str] = []
     pieces: list[str] = []
     start = i = pos
@@ -375,7 +334,6 @@ def _split(text: str, pos: int, closer: str | None) -> tuple[list[str], int]:
 
 
 def _string_end(text: str, j: int) -> int:
-    """The position after the string that opens at ``text[j]``."""
     end = _STRING_REST.match(text, j + 1)
     if end is None:
         raise _NeedMore("unterminated string", text[j:])
@@ -395,7 +353,6 @@ def _nest(stack: list[str], c: str, text: str, j: int) -> None:
 
 
 def _parse_shape(text: str, pos: int) -> tuple[Shape, int]:
-    """Parse one shape at ``text[pos]``; return it and the position after it."""
     if text.startswith("(", pos):
         return _parse_tuple_shape(text, pos + 1)
     m = _ARRAY_SHAPE.match(text, pos)
@@ -422,7 +379,6 @@ def _skip_spaces(text: str, pos: int) -> int:
 
 
 def _parse_tuple_shape(text: str, pos: int) -> tuple[Shape, int]:
-    """Parse the elements of a tuple shape after its ``(``; return it and the position after its ``)``."""
     elements: list[Shape] = []
     while True:
         pos = _skip_spaces(text, pos)
@@ -473,20 +429,11 @@ def _parse_instruction(text: str, line: int) -> Instruction:
     attrs = _attributes(text[pos:].strip())
     called = tuple(n for key in _CALL_ATTRS if key in attrs for n in _called_names(attrs[key]))
     return Instruction(
-        name=head.group(2),
-        opcode=opcode,
-        shape=shape,
-        operands=operands,
-        attrs=attrs,
-        called=called,
-        is_root=head.group(1) is not None,
-        line=line,
-        literal=literal,
+        head.group(2), opcode, shape, operands, attrs, called, head.group(1) is not None, line, literal
     )
 
 
 def _attributes(rest: str) -> dict[str, str]:
-    """The ``, key=value, ...`` that follow an instruction's operands."""
     if not rest:
         return {}
     if not rest.startswith(","):
@@ -513,11 +460,8 @@ class _OpenComputation:
 
 
 def parse_module(text: str, source: str = "<string>") -> HloModule:
-    """Parse the text of exactly one HLO module.
-
-    Raises ``HloParseError`` for anything not understood: an unknown line, a malformed instruction, an
-    operand or called computation that does not exist, a second module, a missing or duplicate ENTRY.
-    """
+    """Parse the text of exactly one HLO module; ``HloParseError`` for anything not understood (an unknown
+    line, an operand or computation that does not exist, a second module, no ENTRY or two)."""
     reader = _ModuleReader(text.splitlines(), source)
     i = 0
     while i < len(reader.lines):
@@ -535,8 +479,6 @@ def parse_module(text: str, source: str = "<string>") -> HloModule:
 
 @dataclass
 class _ModuleReader:
-    """What reading a module's lines has found so far."""
-
     lines: list[str]
     source: str
     name: str | None = None
@@ -544,11 +486,10 @@ class _ModuleReader:
     aliases: tuple[Alias, ...] = ()
     computations: dict[str, Computation] = field(default_factory=dict)
     current: _OpenComputation | None = None
-    # Inside a source-location table (FileNames, FunctionNames, FileLocations, StackFrames): ignored.
     in_table: bool = False
 
     def read(self, stripped: str, lineno: int, i: int) -> int:
-        """Read the line ``stripped``, number ``lineno``; return the index of the next line to read."""
+        """Read line ``lineno``; return the index of the next line to read."""
         if self.current is not None:
             return self.in_computation(self.current, stripped, lineno, i)
         if stripped.startswith("HloModule"):
@@ -586,34 +527,30 @@ class _ModuleReader:
             raise _Error("unexpected line outside a computation", stripped)
 
     def module(self, text: str) -> HloModule:
-        """The module read, once every line is."""
         if self.current is not None:
             raise HloParseError(
                 self.source, self.current.line, "computation not closed with '}'", self.current.name
             )
         if self.name is None:
             raise HloParseError(self.source, 1, "no HloModule line", text[:80])
-        linked = _link(self.name, self.computations, self.source)
-        return dataclasses.replace(linked, scheduled=self.scheduled, source=self.source, aliases=self.aliases)
+        entry = _link(self.computations, self.source)
+        return HloModule(self.name, self.computations, entry, self.scheduled, self.source, self.aliases)
 
 
 def _closer_thread(attributes: str, line: str) -> str:
-    """The execution thread a computation's closing brace names (``main`` when none); any other attribute
-    there is a construct this reader does not know, never skipped."""
+    """The execution thread a computation's closing brace names; any other attribute is an error."""
     thread = MAIN_THREAD
     for piece in (p for p in _split(attributes, 0, None)[0] if p) if attributes.strip() else ():
-        key = piece.split("=", 1)[0].strip()
         m = _THREAD.fullmatch(piece)
-        if key not in _CLOSER_ATTRS or m is None:
-            raise _Error(f"unknown computation attribute {key!r}", line)
+        if m is None:
+            raise _Error(f"unknown computation attribute {piece.split('=', 1)[0].strip()!r}", line)
         thread = m.group(1)
     return thread
 
 
 def _instruction_at(lines: list[str], i: int, stripped: str, lineno: int) -> tuple[Instruction, int]:
-    """The instruction that starts on line ``lineno`` (``stripped``), and the index of the line after it:
-    an instruction whose text is not complete (an open bracket) continues on the lines below, up to the
-    computation's closing brace."""
+    """The instruction that starts on line ``lineno``, joined with the lines below while a bracket is open,
+    and the index of the line after it."""
     body = _strip_comments(stripped)
     while True:
         try:
@@ -626,13 +563,12 @@ def _instruction_at(lines: list[str], i: int, stripped: str, lineno: int) -> tup
 
 
 def _module_line(stripped: str) -> tuple[str, bool, tuple[Alias, ...]]:
-    """The ``HloModule NAME, attributes`` line: the name, whether it is scheduled, its aliases."""
     m = _MODULE_LINE.match(stripped)
     if m is None:
         raise _Error("malformed HloModule line", stripped)
     attributes = m.group(2) or ""
     if attributes:
-        _split(attributes, 0, None)  # checks that the header's attributes are balanced
+        _split(attributes, 0, None)  # balanced
     scheduled = bool(re.search(r"(?:^|,)\s*is_scheduled=true\b", attributes))
     return m.group(1), scheduled, _aliases(attributes, stripped)
 
@@ -656,7 +592,8 @@ def _close(comp: _OpenComputation, source: str) -> Computation:
     return Computation(comp.name, tuple(comp.instructions), comp.is_entry, comp.execution_thread)
 
 
-def _link(name: str, computations: dict[str, Computation], source: str) -> HloModule:
+def _link(computations: dict[str, Computation], source: str) -> Computation:
+    """The ENTRY computation, once every call is checked to name a computation."""
     entries = [c for c in computations.values() if c.is_entry]
     if len(entries) != 1:
         found = ", ".join(c.name for c in entries) or "none"
@@ -668,4 +605,4 @@ def _link(name: str, computations: dict[str, Computation], source: str) -> HloMo
                     raise HloParseError(
                         source, instr.line, f"calls unknown computation {callee!r}", instr.name
                     )
-    return HloModule(name, computations, entries[0])
+    return entries[0]

@@ -1,58 +1,38 @@
 """Structural metrics of an optimized HLO module: kernels, fusions, loops, gathers, collectives.
 
-Definitions used throughout:
+* **kernel**: an operation launched by the entry computation or by control flow from it; a ``fusion`` is
+  one. ``while``, ``call`` and ``conditional`` are not: the kernels they run are (every branch). Of an
+  async pair only the ``-start`` launches; partition-id and replica-id read a register (``FREE_OPCODES``).
+* **trip count** of a while loop: ``known_trip_count`` in its backend_config, else the canonical counted
+  form: the condition's root (or the root it fuses) compares tuple element k with a constant N (``<``,
+  ``>``; ``<=``/``>=`` give N+1), the init's element k is a constant I, the body adds 1 to it: ``max(N -
+  I, 0)``. Anything else is None: unknown, never guessed.
+* **dynamic kernel launches**: ``trip x body + (trip + 1) x condition`` (the condition runs once more),
+  nested loops multiplied, a ``conditional`` by its largest branch; None when a trip count is unknown.
+* **contiguous window** of a gather or scatter: minor-to-major in the operand's layout, the window covers
+  whole dimensions, then at most one partially, then only 1-wide ones. **Strided**: not contiguous, each
+  index's slice has gaps (a vmapped segment sum that XLA:CPU scatters along its result's major dimension).
+  The window is a gather's ``slice_sizes``, or a scatter's update window matched in order with the operand
+  dimensions not inserted or batched; tiling and memory space aside. An operand of rank 2 or more without a
+  layout is an error, not XLA's default: the layout assignment chose is the very fact asked (the TPU
+  compiler lays a segment sum's scatter out ``{0,1}``).
+* **transposes**: ``transpose`` instructions anywhere (XLA:CPU's relabelling ``transpose`` beside the
+  ``copy`` that moves the data counts; a layout-changing ``copy`` alone, or a transposition folded into
+  dimension numbers, does not).
 
-* **kernel**: an operation that is launched, in the entry computation or in a computation executed as
-  control flow from it. A ``fusion`` is one kernel (what it fuses is not counted). A ``while`` is not a
-  kernel itself: its condition's and body's kernels are. ``call`` and ``conditional`` are not kernels
-  either: the kernels of the computations they run are inlined into the count (every branch, statically).
-  **Free** (never kernels): see ``FREE_OPCODES``: parameter, constant, tuple, get-tuple-element, bitcast,
-  after-all, add-dependency, opt-barrier, domain, the ``-done`` and ``-update`` halves of async pairs (the
-  ``-start`` half is the launch), and partition-id / replica-id, which read a device register rather than
-  run a kernel (on GPU they are a tiny memcpy thunk, not a kernel launch).
-* **trip count** of a while loop: ``known_trip_count`` in its backend_config when present; otherwise derived
-  from the loop when it has the canonical counted form: the condition's root (directly or as the root of
-  a fusion it calls) compares element k of the loop tuple with an integer constant N (``k < N``, ``N > k``,
-  or ``<=``/``>=`` giving N+1), element k of the init tuple is an integer constant I (through
-  copy/bitcast), and the body's root tuple sets element k to ``element k + 1``. Then the trip count is
-  ``max(N - I, 0)`` (``+1`` for ``<=``). Anything else gives None: unknown, never guessed.
-* **dynamic kernel launches**: entry kernels with each loop expanded: ``trip x body + (trip + 1) x condition``
-  (the condition runs once more than the body), nested loops multiply, a ``conditional`` counts its largest
-  branch (an upper bound). None when any trip count on the way is unknown.
-* **contiguous window** of a gather or scatter: the slice one index reads (gather) or writes (scatter) is
-  contiguous in its operand's layout when, walking the operand's dimensions minor-to-major, the window
-  covers whole dimensions, then at most one dimension partially, then only dimensions where it is 1 wide
-  (dimensions of size 1 never matter). In short: the window's dimensions wider than 1 are the minor-most of
-  the operand's layout. A window with a 0 in it moves nothing and is contiguous. **Strided**: not
-  contiguous; each index's slice has gaps (a vmapped segment sum that XLA:CPU scatters along the major
-  dimension of its result, one element per row, is the case this catches).
-  The window's size along each operand dimension is a gather's ``slice_sizes``; for a scatter, the updates'
-  sizes at ``update_window_dims``, matched in order with the operand dimensions not in
-  ``inserted_window_dims`` or ``input_batching_dims`` (those are 1 wide). The layout is the
-  ``{minor-to-major}`` of the operand's own line, in any computation (in a fused one, usually the fusion's
-  parameter); tiling and memory space (``:T(8,128)S(1)``) are not considered. A rank-0 or rank-1 operand
-  without a layout has the only one there is. A higher-rank one without a layout is an error, not given
-  XLA's default descending layout: the layout that assignment chose is the very fact asked, and it is not
-  always the default (the TPU compiler lays a segment sum's scatter out ``{0,1}``). Text that is not
-  understood (a missing or malformed attribute, a layout that is no permutation, a window that does not
-  fit its operand) raises :class:`InvariantsError` as ``SOURCE:LINE: instruction: what``.
-* **transposes**: ``transpose`` instructions in all computations, fused ones included. After layout
-  assignment a transpose is often a relabelling: XLA:CPU writes ``transpose`` into ``{0,1}`` (no data
-  moves) and then a ``copy`` into ``{1,0}`` (the data moves), fused as a ``transpose_copy_fusion``; the
-  transpose is what is counted. Not counted: a ``copy`` that changes a layout with no transpose beside it
-  (how the TPU compiler turns a ``{0,1}`` scatter result into ``{1,0}``), a transposition folded into a
-  dot's, gather's or scatter's dimension numbers, and whatever a custom call does inside.
+Text not understood raises :class:`InvariantsError` as ``SOURCE:LINE: instruction: what``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from invariants._errors import InvariantsError
-from invariants.hlo.parse import MAIN_THREAD, Alias, Computation, HloModule, Instruction, Shape
+from invariants.hlo.parse import MAIN_THREAD, Alias, Computation, HloModule, Instruction, Shape, words
 
 __all__ = [
     "FREE_OPCODES",
@@ -62,59 +42,41 @@ __all__ = [
     "Structure",
     "WhileLoop",
     "contiguous_window",
+    "expanded_sum",
+    "fused_instructions",
     "structure_of",
     "to_json",
+    "walk_kernels",
 ]
 
 FREE_OPCODES = frozenset(
-    {
-        "parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all", "add-dependency",
-        "opt-barrier", "domain", "partition-id", "replica-id",
-        "copy-done", "async-done", "async-update", "call-done", "all-gather-done", "all-reduce-done",
-        "collective-permute-done", "send-done", "recv-done", "slice-done",
-    }
-)  # fmt: skip
-
-_COLLECTIVES = frozenset(
-    {
-        "all-gather", "all-reduce", "reduce-scatter", "all-to-all", "ragged-all-to-all",
-        "collective-permute", "collective-broadcast",
-        "all-gather-start", "all-reduce-start", "collective-permute-start",
-    }
-)  # fmt: skip
-
-# Dimension-number attributes, in the order they are reported.
-_GATHER_DIMS = (
-    "offset_dims",
-    "collapsed_slice_dims",
-    "start_index_map",
-    "operand_batching_dims",
-    "start_indices_batching_dims",
-    "index_vector_dim",
-    "slice_sizes",
-    "indices_are_sorted",
+    words(
+        "parameter constant tuple get-tuple-element bitcast after-all add-dependency opt-barrier domain "
+        "partition-id replica-id copy-done async-done async-update call-done all-gather-done all-reduce-done "
+        "collective-permute-done send-done recv-done slice-done"
+    )
 )
-_SCATTER_DIMS = (
-    "update_window_dims",
-    "inserted_window_dims",
-    "scatter_dims_to_operand_dims",
-    "input_batching_dims",
-    "scatter_indices_batching_dims",
-    "index_vector_dim",
-    "indices_are_sorted",
-    "unique_indices",
+_COLLECTIVES = frozenset(
+    words(
+        "all-gather all-reduce reduce-scatter all-to-all ragged-all-to-all collective-permute "
+        "collective-broadcast all-gather-start all-reduce-start collective-permute-start"
+    )
+)
+# Dimension-number attributes, in the order they are reported.
+_GATHER_DIMS = words(
+    "offset_dims collapsed_slice_dims start_index_map operand_batching_dims start_indices_batching_dims "
+    "index_vector_dim slice_sizes indices_are_sorted"
+)
+_SCATTER_DIMS = words(
+    "update_window_dims inserted_window_dims scatter_dims_to_operand_dims input_batching_dims "
+    "scatter_indices_batching_dims index_vector_dim indices_are_sorted unique_indices"
 )
 
 
 @dataclass(frozen=True)
 class Kernel:
-    """One entry of a kernel list, named by what it does, never by its instruction name.
-
-    ``inner_opcodes`` (fusions only) is the sorted multiset of the opcodes inside the fused computation,
-    recursively through nested fusions (the nested ``fusion`` wrappers and parameters excluded, reducer
-    computations not followed). For ``while``: ``trip_count``, ``body`` and ``condition`` kernels; the while
-    entry itself is not a kernel. For ``conditional``: ``branches``; not a kernel itself either.
-    """
+    """One entry of a kernel list, named by what it does (a fusion by the opcodes fused into it), never by
+    its instruction name; a ``while`` holds its body and condition kernels, a ``conditional`` its branches."""
 
     opcode: str
     shape: str
@@ -125,26 +87,18 @@ class Kernel:
     body: tuple[Kernel, ...] = ()
     condition: tuple[Kernel, ...] = ()
     branches: tuple[tuple[Kernel, ...], ...] = ()
-    # The TPU compiler's own cost estimate of one launch (backend_config ``estimated_cycles``); None when the
-    # kernel carries none. Not part of equality: it moves with every libtpu patch release, and
-    # ``structure(a) == structure(b)`` compares what runs, not what it is predicted to cost.
+    # libtpu's cost estimate of one launch and the instruction's name (what its code is found by) stay out
+    # of equality: the one moves with every libtpu release, the other when a pass renumbers instructions.
     estimated_cycles: int | None = field(default=None, compare=False)
-    # The HLO instruction's name: the one thing a kernel's code (its PTX entry, its LLVM function) is found
-    # by (invariants.kernels.name_key). Not part of equality, never in a snapshot: names are renumbered
-    # when a pass adds or removes an instruction, and two programs that run the same kernels are equal.
     name: str = field(default="", compare=False)
-    # The execution thread it runs on (its computation's ``execution_thread``): ``main`` (the TensorCore)
-    # or, say, ``sparsecore`` where libtpu offloaded it. Part of equality: a move between threads is a change.
+    # A move between execution threads (the TensorCore's ``main``, a ``sparsecore``) is a change.
     thread: str = MAIN_THREAD
 
 
 @dataclass(frozen=True)
 class WhileLoop:
-    """A while loop anywhere in the module, on its computation's execution ``thread``.
-
-    ``body_kernels``: static kernels of one iteration (condition included, nested loops counted once).
-    ``body_opcodes``: sorted multiset of the body computation's opcodes plus those inside its fusions.
-    """
+    """A while loop: ``body_kernels`` of one iteration (condition included, nested loops once) and the
+    ``body_opcodes`` of its body, fused ones included."""
 
     name: str
     trip_count: int | None
@@ -155,10 +109,7 @@ class WhileLoop:
 
 @dataclass(frozen=True)
 class Collective:
-    """A collective: plain, ``-start`` async form, or ``async-start`` wrapping one (reported as ``X-start``).
-
-    ``bytes`` is the byte size of the result (for a tuple result, of its element 1: the output buffer).
-    """
+    """A collective, async ones as ``X-start``; ``bytes`` of its result (of a tuple's output, element 1)."""
 
     opcode: str
     shape: str
@@ -168,36 +119,22 @@ class Collective:
 
 @dataclass(frozen=True)
 class IndexedOp:
-    """A gather or scatter: its result shape with layout and its dimension numbers as ``k=v, ...`` text.
-
-    ``strided``: the slice one index reads or writes is not contiguous in the operand's layout (module
-    docstring, "contiguous window"); for a scatter of several operands, in any of them.
-    """
+    """A gather or scatter: result shape, ``k=v, ...`` dimension numbers, whether its window is strided (in
+    any operand), its thread, and the bytes it moves (a gather's result, a scatter's updates)."""
 
     opcode: str
     shape: str
     dimension_numbers: str
     strided: bool
-    # Where it runs (its computation's execution thread), and the bytes it moves: a gather's result, a
-    # scatter's updates.
     thread: str = MAIN_THREAD
     bytes: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True)
 class Structure:
-    """Structural metrics of one module.
-
-    ``entry_fusions`` / ``fusion_kinds``: fusions launched by the entry computation itself, with ``call``
-    bodies inlined (not loop bodies or conditional branches). ``kernels``: static kernel count (module
-    docstring). ``opcodes``, ``gathers``, ``scatters``, ``dynamic_slices``, ``dynamic_update_slices``,
-    ``transposes``, ``custom_call_targets``, ``collectives``, ``gather_shapes``, ``scatter_shapes`` and
-    ``converts`` span all computations, fused ones included. ``converts`` is a sorted multiset of
-    ``src->dst`` dtype pairs. ``strided_gathers`` / ``strided_scatters`` count the entries of
-    ``gather_shapes`` / ``scatter_shapes`` whose window is strided (module docstring). ``thread_kernels``:
-    the static kernel count per execution thread other than ``main`` (``{"sparsecore": 1}``); the main
-    thread has the rest of ``kernels``.
-    """
+    """Structural metrics of one module. ``entry_fusions``: fusions the entry launches itself; the opcode,
+    gather, scatter, transpose, collective and convert counts span all computations, fused ones included.
+    ``aliases``: outputs reusing a donated parameter's buffer; losing one doubles a train step's memory."""
 
     entry_fusions: int
     fusion_kinds: dict[str, int] = field(hash=False)
@@ -219,8 +156,6 @@ class Structure:
     scatter_shapes: tuple[IndexedOp, ...]
     root_shape: str
     converts: tuple[str, ...]
-    # Output buffers that reuse a donated parameter's (the module's input_output_alias), as ``output {0} <-
-    # parameter 0``: losing one after an upgrade doubles a train step's memory.
     aliases: tuple[str, ...] = ()
     thread_kernels: dict[str, int] = field(default_factory=dict, hash=False)
 
@@ -230,9 +165,8 @@ _NO_ESTIMATE = 2**63 - 1
 
 
 def _estimated_cycles(instr: Instruction, source: str) -> int | None:
-    """``estimated_cycles`` from a TPU kernel's backend_config (top level or one object down, where libtpu
-    writes it today: ``window_config``); None when absent. Two different values, or one that is not an
-    integer, raise: a number that is not understood must never become a silent zero."""
+    """``estimated_cycles`` of a TPU kernel's backend_config, at its top level or one object down. Two
+    values, or one not an integer, raise: a number not understood must never become a silent zero."""
     config = instr.backend_config_json
     if config is None:
         return None
@@ -268,22 +202,14 @@ class _Analyzer:
         self.module = module
         self.comps = module.computations
 
-    # --- kernels ---
-
-    def fused_opcodes(self, comp_name: str) -> Counter[str]:
-        counts: Counter[str] = Counter()
-        for instr in self.comps[comp_name]:
-            if instr.opcode == "fusion":
-                for callee in instr.called:
-                    counts.update(self.fused_opcodes(callee))
-            elif instr.opcode != "parameter":
-                counts[instr.opcode] += 1
-        return counts
+    def fusion_opcodes(self, fusion: Instruction) -> Counter[str]:
+        """The opcodes fused into ``fusion``, nested fusions followed (their wrappers and parameters not)."""
+        fused = fused_instructions(self.module, fusion)
+        return Counter(i.opcode for _, i in fused if i.opcode not in ("fusion", "parameter"))
 
     def offloaded(self, instr: Instruction) -> bool:
-        """Whether ``instr`` hands computations to run elsewhere: a ``call-start`` (what libtpu writes to
-        run work on the SparseCore), or an ``async-start`` wrapping a computation of another thread. The
-        kernels of what it calls are counted, on their own thread; the ``-done`` half only waits."""
+        """Whether ``instr`` hands its computations to run elsewhere (libtpu's ``call-start`` to the
+        SparseCore, an ``async-start`` of another thread): their kernels count, on their own thread."""
         if instr.opcode == "call-start":
             return True
         return instr.opcode == "async-start" and any(
@@ -291,7 +217,6 @@ class _Analyzer:
         )
 
     def loop_parts(self, loop: Instruction) -> tuple[Computation, Computation]:
-        """A while loop's condition and body computations."""
         return self.comps[loop.attrs["condition"].lstrip("%")], self.comps[loop.attrs["body"].lstrip("%")]
 
     def kernels_of(self, comp: Computation) -> tuple[Kernel, ...]:
@@ -310,43 +235,24 @@ class _Analyzer:
         op, shape, thread = instr.opcode, str(instr.shape), comp.execution_thread
         if op == "while":
             cond, body = self.loop_parts(instr)
-            trips = self.trip_count(comp, instr)
+            trips, inner = self.trip_count(comp, instr), self.kernels_of(body)
             return Kernel(
-                op,
-                shape,
-                trip_count=trips,
-                body=self.kernels_of(body),
-                condition=self.kernels_of(cond),
-                thread=thread,
+                op, shape, trip_count=trips, body=inner, condition=self.kernels_of(cond), thread=thread
             )
         if op == "conditional":
             branches = tuple(self.kernels_of(self.comps[c]) for c in instr.called)
             return Kernel(op, shape, branches=branches, thread=thread)
-        if op != "fusion":
-            cycles = _estimated_cycles(instr, self.module.source)
-            return Kernel(
-                op,
-                shape,
-                custom_call_target=instr.custom_call_target,
-                estimated_cycles=cycles,
-                name=instr.name,
-                thread=thread,
-            )
+        fusion = op == "fusion"
         return Kernel(
             op,
             shape,
             fusion_kind=instr.fusion_kind,
-            inner_opcodes=_sorted_counts(self.fusion_opcodes(instr)),
+            inner_opcodes=_sorted_counts(self.fusion_opcodes(instr)) if fusion else (),
+            custom_call_target=None if fusion else instr.custom_call_target,
             estimated_cycles=_estimated_cycles(instr, self.module.source),
             name=instr.name,
             thread=thread,
         )
-
-    def fusion_opcodes(self, fusion: Instruction) -> Counter[str]:
-        inner: Counter[str] = Counter()
-        for callee in fusion.called:
-            inner.update(self.fused_opcodes(callee))
-        return inner
 
     def while_loop(self, comp: Computation, loop: Instruction) -> WhileLoop:
         cond, body = self.loop_parts(loop)
@@ -361,8 +267,6 @@ class _Analyzer:
             _sorted_counts(body_ops),
             comp.execution_thread,
         )
-
-    # --- trip counts ---
 
     def trip_count(self, comp: Computation, loop: Instruction) -> int | None:
         config = loop.backend_config_json
@@ -426,15 +330,10 @@ class _Analyzer:
         if new is None or new.opcode != "add" or len(new.operands) != 2:
             return False
         a, b = (_through_copies(body, body[o]) for o in new.operands)
-        for counter, step in ((a, b), (b, a)):
-            if (
-                _int_constant(step) == 1
-                and counter.opcode == "get-tuple-element"
-                and counter.attrs.get("index") == str(index)
-                and body[counter.operands[0]].opcode == "parameter"
-            ):
-                return True
-        return False
+        return any(
+            _int_constant(step) == 1 and _counter_index(body, counter) == index
+            for counter, step in ((a, b), (b, a))
+        )
 
 
 # A loop condition's compare direction -> (whether the counter is its left operand, whether N is included).
@@ -464,41 +363,60 @@ def _int_constant(instr: Instruction | None) -> int | None:
         return None
 
 
+def fused_instructions(module: HloModule, fusion: Instruction) -> Iterator[tuple[Computation, Instruction]]:
+    """Every instruction inside a fusion with its computation, nested fusions followed."""
+    for name in fusion.called:
+        comp = module.computations[name]
+        for inner in comp:
+            yield comp, inner
+            if inner.opcode == "fusion":
+                yield from fused_instructions(module, inner)
+
+
+def walk_kernels(kernels: Iterable[Kernel]) -> Iterator[Kernel]:
+    """Every kernel of a kernel list, loop conditions and bodies and conditional branches included."""
+    for k in kernels:
+        yield k
+        yield from walk_kernels(k.condition)
+        yield from walk_kernels(k.body)
+        for branch in k.branches:
+            yield from walk_kernels(branch)
+
+
+def _launched(kernels: Iterable[Kernel]) -> Iterator[Kernel]:
+    return (k for k in walk_kernels(kernels) if k.opcode not in ("while", "conditional"))
+
+
 def _static_count(kernels: Iterable[Kernel]) -> int:
-    total = 0
-    for k in kernels:
-        if k.opcode == "while":
-            total += _static_count(k.body) + _static_count(k.condition)
-        elif k.opcode == "conditional":
-            total += sum(_static_count(b) for b in k.branches)
-        else:
-            total += 1
-    return total
+    return sum(1 for _ in _launched(kernels))
 
 
-def _dynamic_count(kernels: Iterable[Kernel]) -> int | None:
-    total = 0
+def expanded_sum(
+    kernels: Iterable[Kernel], value: Callable[[Kernel], tuple[int, int]]
+) -> tuple[int, int] | None:
+    """The sum of ``value`` over every launch, loops expanded as dynamic kernel launches are (a
+    ``conditional`` by its largest branch); None when a trip count is unknown."""
+    total = (0, 0)
     for k in kernels:
-        launches = _launches(k)
-        if launches is None:
+        add = _expanded(k, value)
+        if add is None:
             return None
-        total += launches
+        total = (total[0] + add[0], total[1] + add[1])
     return total
 
 
-def _launches(k: Kernel) -> int | None:
-    """The launches of one kernel list entry: a loop's kernels once per trip, a conditional's largest
-    branch; None when a trip count is unknown."""
+def _expanded(k: Kernel, value: Callable[[Kernel], tuple[int, int]]) -> tuple[int, int] | None:
     if k.opcode == "while":
-        body, cond = _dynamic_count(k.body), _dynamic_count(k.condition)
+        body, cond = expanded_sum(k.body, value), expanded_sum(k.condition, value)
         if k.trip_count is None or body is None or cond is None:
             return None
-        return k.trip_count * body + (k.trip_count + 1) * cond
+        trips = k.trip_count
+        return trips * body[0] + (trips + 1) * cond[0], trips * body[1] + (trips + 1) * cond[1]
     if k.opcode == "conditional":
-        counts = [_dynamic_count(b) for b in k.branches]
-        known = [c for c in counts if c is not None]
-        return max(known, default=0) if len(known) == len(counts) else None
-    return 1
+        branches = [expanded_sum(b, value) for b in k.branches]
+        known = [b for b in branches if b is not None]
+        return max(known, default=(0, 0)) if len(known) == len(branches) else None
+    return value(k)
 
 
 def _collective_of(instr: Instruction, module: HloModule) -> Collective | None:
@@ -519,18 +437,13 @@ def _collective_of(instr: Instruction, module: HloModule) -> Collective | None:
     return Collective(opcode, str(shape), shape.byte_size(), groups)
 
 
-def _dimension_numbers(instr: Instruction, keys: tuple[str, ...]) -> str:
-    return ", ".join(f"{k}={instr.attrs[k]}" for k in keys if k in instr.attrs)
-
-
 def contiguous_window(
     dims: tuple[int, ...], window: tuple[int, ...], minor_to_major: tuple[int, ...]
 ) -> bool:
-    """Whether a window of sizes ``window`` in an array of sizes ``dims`` laid out ``minor_to_major`` is
-    contiguous (module docstring, "contiguous window"). The three have one entry per dimension."""
+    """Whether ``window`` in an array of ``dims`` laid out ``minor_to_major`` is contiguous (module
+    docstring); a dimension of size 1 needs no case: its 1-wide window covers it whole."""
     if 0 in window:
         return True
-    # A dimension of size 1 needs no case of its own: its window, 1 wide, covers it whole.
     partial = False
     for d in minor_to_major:
         if partial:
@@ -549,8 +462,8 @@ class _Unreadable(Exception):
 
 
 def _int_list(instr: Instruction, key: str, required: bool = True) -> tuple[int, ...]:
-    """``{1,2}`` or ``{}`` as integers, none negative. A missing optional key is empty: XLA prints the
-    batching dimensions only when there are some."""
+    """``{1,2}`` or ``{}`` as integers; an optional key (XLA prints batching dimensions only when there
+    are some) is empty when missing."""
     raw = instr.attrs.get(key)
     if raw is None:
         if required:
@@ -579,11 +492,11 @@ def _minor_to_major(shape: Shape, what: str) -> tuple[int, ...]:
     return m2m
 
 
-def _window_strided(comp: Computation, operand_name: str, window: tuple[int, ...], what: str) -> bool:
+def _window_strided(comp: Computation, operand_name: str, window: tuple[int, ...]) -> bool:
     shape = comp[operand_name].shape
-    m2m = _minor_to_major(shape, f"{what} {operand_name}")
+    m2m = _minor_to_major(shape, f"operand {operand_name}")
     if len(window) != len(shape.dims) or any(w > d for w, d in zip(window, shape.dims, strict=True)):
-        raise _Unreadable(f"window {list(window)} does not fit {what} {operand_name} {shape}")
+        raise _Unreadable(f"window {list(window)} does not fit operand {operand_name} {shape}")
     return not contiguous_window(shape.dims, window, m2m)
 
 
@@ -595,7 +508,7 @@ def _gather_strided(comp: Computation, instr: Instruction) -> bool:
     ones = _int_list(instr, "collapsed_slice_dims") + _int_list(instr, "operand_batching_dims", False)
     if any(d >= len(sizes) or sizes[d] != 1 for d in ones):
         raise _Unreadable(f"slice_sizes={instr.attrs['slice_sizes']} against collapsed and batching dims")
-    return _window_strided(comp, instr.operands[0], sizes, "operand")
+    return _window_strided(comp, instr.operands[0], sizes)
 
 
 def _scatter_strided(comp: Computation, instr: Instruction) -> bool:
@@ -617,7 +530,7 @@ def _scatter_strided(comp: Computation, instr: Instruction) -> bool:
         window = [1] * rank
         for d, k in zip(window_dims, update_dims, strict=True):
             window[d] = upd[k]
-        strided |= _window_strided(comp, operand, tuple(window), "operand")
+        strided |= _window_strided(comp, operand, tuple(window))
     return strided
 
 
@@ -628,15 +541,14 @@ def _indexed_op(comp: Computation, instr: Instruction, source: str) -> IndexedOp
     except _Unreadable as err:
         raise InvariantsError(f"{source}:{instr.line}: {instr.name}: {err}") from None
     keys = _GATHER_DIMS if gather else _SCATTER_DIMS
-    # A scatter(operands..., indices, updates...) moves its updates; a gather, its result.
-    moved = sum(comp[u].shape.byte_size() for u in instr.operands[len(instr.operands) // 2 + 1 :])
+    updates = instr.operands[len(instr.operands) // 2 + 1 :]
     return IndexedOp(
         instr.opcode,
         str(instr.shape),
-        _dimension_numbers(instr, keys),
+        ", ".join(f"{k}={instr.attrs[k]}" for k in keys if k in instr.attrs),
         strided,
         comp.execution_thread,
-        instr.shape.byte_size() if gather else moved,
+        instr.shape.byte_size() if gather else sum(comp[u].shape.byte_size() for u in updates),
     )
 
 
@@ -690,14 +602,12 @@ def _alias_line(a: Alias) -> str:
 def structure_of(module: HloModule) -> Structure:
     """Compute the structural metrics of ``module`` (definitions in the module docstring)."""
     an = _Analyzer(module)
-    entry = module.entry
-    kernel_list = an.kernels_of(entry)
-
-    # Top-level kernel_list entries: call bodies are already inlined (jax 0.4 wraps CPU kernels in
-    # call -> parallel_fusion), loop bodies and branches are not entry fusions.
-    fusion_kinds: Counter[str] = Counter(
+    kernel_list = an.kernels_of(module.entry)
+    # Call bodies are inlined in the kernel list already; loop bodies and branches are no entry fusions.
+    fusion_kinds = Counter(
         k.fusion_kind or "?" for k in kernel_list if k.opcode == "fusion" and k.thread == MAIN_THREAD
     )
+    launches = expanded_sum(kernel_list, _one_launch)
     found = _walk(an)
     opcodes, gathers, scatters = found.opcodes, found.gathers, found.scatters
     return Structure(
@@ -706,7 +616,7 @@ def structure_of(module: HloModule) -> Structure:
         kernels=_static_count(kernel_list),
         kernel_list=kernel_list,
         while_loops=tuple(found.loops),
-        dynamic_kernel_launches=_dynamic_count(kernel_list),
+        dynamic_kernel_launches=None if launches is None else launches[0],
         opcodes=dict(sorted(opcodes.items())),
         gathers=opcodes["gather"],
         scatters=opcodes["scatter"],
@@ -720,24 +630,20 @@ def structure_of(module: HloModule) -> Structure:
         collectives=tuple(found.collectives),
         gather_shapes=tuple(gathers),
         scatter_shapes=tuple(scatters),
-        root_shape=str(entry.root.shape),
+        root_shape=str(module.entry.root.shape),
         converts=tuple(sorted(found.converts)),
-        thread_kernels=dict(sorted(_thread_counts(kernel_list).items())),
+        thread_kernels=_thread_counts(kernel_list),
     )
 
 
-def _thread_counts(kernels: Iterable[Kernel]) -> Counter[str]:
-    """Static kernels per execution thread other than main (as :func:`_static_count` counts them)."""
-    counts: Counter[str] = Counter()
-    for k in kernels:
-        if k.opcode == "while":
-            counts += _thread_counts(k.body) + _thread_counts(k.condition)
-        elif k.opcode == "conditional":
-            for branch in k.branches:
-                counts += _thread_counts(branch)
-        elif k.thread != MAIN_THREAD:
-            counts[k.thread] += 1
-    return counts
+def _one_launch(k: Kernel) -> tuple[int, int]:
+    return 1, 0
+
+
+def _thread_counts(kernels: Iterable[Kernel]) -> dict[str, int]:
+    """Static kernels per execution thread other than main."""
+    counts = Counter(k.thread for k in _launched(kernels) if k.thread != MAIN_THREAD)
+    return dict(sorted(counts.items()))
 
 
 def _kernel_json(k: Kernel) -> dict[str, object]:
@@ -766,15 +672,11 @@ def _nested_json(k: Kernel) -> dict[str, object]:
     return {}
 
 
-def _indexed_json(g: IndexedOp) -> dict[str, object]:
-    return {
-        "opcode": g.opcode,
-        "shape": g.shape,
-        "dimension_numbers": g.dimension_numbers,
-        "strided": g.strided,
-        "thread": g.thread,
-        "bytes": g.bytes,
-    }
+def _loop_json(w: WhileLoop) -> dict[str, object]:
+    out = {**dataclasses.asdict(w), "body_opcodes": dict(w.body_opcodes)}
+    if w.thread == MAIN_THREAD:
+        del out["thread"]
+    return out
 
 
 def to_json(structure: Structure) -> dict[str, object]:
@@ -786,16 +688,7 @@ def to_json(structure: Structure) -> dict[str, object]:
         "kernels": s.kernels,
         "thread_kernels": dict(s.thread_kernels),
         "kernel_list": [_kernel_json(k) for k in s.kernel_list],
-        "while_loops": [
-            {
-                "name": w.name,
-                "trip_count": w.trip_count,
-                "body_kernels": w.body_kernels,
-                "body_opcodes": dict(w.body_opcodes),
-                **({"thread": w.thread} if w.thread != MAIN_THREAD else {}),
-            }
-            for w in s.while_loops
-        ],
+        "while_loops": [_loop_json(w) for w in s.while_loops],
         "dynamic_kernel_launches": s.dynamic_kernel_launches,
         "opcodes": dict(s.opcodes),
         "gathers": s.gathers,
@@ -807,12 +700,9 @@ def to_json(structure: Structure) -> dict[str, object]:
         "strided_scatters": s.strided_scatters,
         "transposes": s.transposes,
         "custom_call_targets": list(s.custom_call_targets),
-        "collectives": [
-            {"opcode": c.opcode, "shape": c.shape, "bytes": c.bytes, "replica_groups": c.replica_groups}
-            for c in s.collectives
-        ],
-        "gather_shapes": [_indexed_json(g) for g in s.gather_shapes],
-        "scatter_shapes": [_indexed_json(g) for g in s.scatter_shapes],
+        "collectives": [dataclasses.asdict(c) for c in s.collectives],
+        "gather_shapes": [dataclasses.asdict(g) for g in s.gather_shapes],
+        "scatter_shapes": [dataclasses.asdict(g) for g in s.scatter_shapes],
         "root_shape": s.root_shape,
         "converts": dict(Counter(s.converts)),
     }

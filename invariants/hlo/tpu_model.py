@@ -1,43 +1,18 @@
 """``predicted_seconds``: a TPU program's device time, predicted from its optimized HLO alone.
 
-The model is a sum over the kernels that run (loops expanded: a while body once per trip), each kernel
-costed by its **kind** from facts its HLO states, plus a cost per loop trip:
+A sum over the kernels that run (loops expanded), each priced per launch by its **kind** from the facts
+its HLO states (:data:`FEATURES`; docs/specs.md says what each reads): ``gather`` and ``scatter`` (the
+kCustom fusions), ``copy`` (a layout change), ``conv`` (a kernel holding a convolution or dot),
+``fusion`` (every other kernel), ``small`` (an async start or a custom call: a launch only), plus a price
+per ``loop`` trip and the part of each async transfer's ``wait`` (a ``-start`` and its ``-done``) that the
+kernels scheduled between the two do not hide. A scalar instruction (at most 16 bytes, no estimate: the
+loop counter's add) runs on the scalar unit and costs nothing; a cross-program prefetch is issued while
+the previous call runs and costs nothing.
 
-* ``gather``: a kernel that gathers (the kCustom gather fusion). Its time follows the rows it gathers, how
-  their indices arrive (``GatherScatterIndicesBitpacked`` inside the fusion: the vmapped form, which packs
-  [N, 2] indices; otherwise the in-bounds path, ``AssumeGatherIndicesInBound``), whether each row is one
-  element (slice sizes all 1), whether the table lies in HBM (its layout has no on-chip memory space
-  ``S(1)``), and the 128-lane words it writes. libtpu gives these kernels no estimate.
-* ``scatter``: a kernel that scatters (the kCustom scatter fusion): rows updated and the 128-lane words of
-  the updates.
-* ``copy``: a copy (a layout change): bytes moved, on chip and in HBM, and libtpu's ``estimated_cycles``.
-* ``conv``: a kernel that holds a convolution or dot: libtpu's ``estimated_cycles``, which follows the
-  matrix units' time well.
-* ``fusion``: every other kernel (elementwise and reduction fusions, dynamic slices, sorts): bytes read and
-  written, on chip and in HBM (a parameter only sliced counts the slice), the arrays it touches in HBM
-  (each costs the memory's latency), its elementwise work (result words times fused operations) and
-  libtpu's ``estimated_cycles``.
-* ``small``: the start of an async copy or slice, and a custom call: a launch only.
-* ``loop``: what one trip of a while loop costs besides its kernels.
-* ``wait``: an async copy or slice (a ``-start`` and the ``-done`` that waits for it) costs its bytes'
-  transfer less the time of the kernels scheduled between the two, never below zero. A cross-program
-  prefetch (``cross_program_prefetch_index``) is issued while the previous call runs and costs nothing.
-
-Each kernel's kind has a price per launch. A scalar instruction (a result of at most 16 bytes with no
-estimate: the loop counter's add and compare) runs on the scalar unit with its loop and costs nothing of
-its own.
-
-What no chip run ever timed has no price: a module with collectives (no interconnect was measured) or a
-custom call launched as its own kernel that the chip never ran (a hand-written kernel could cost
-anything) gets no figure, with the reason.
-
-Coefficients are seconds per unit of each feature, per chip, in ``invariants/data/tpu_cost.toml`` with
-their provenance (``benchmarks/fit_tpu_cost.py`` fits them on a chip's own per-kernel device times). A
-chip that was never measured is scaled from a measured one by published figures and is marked
-``uncalibrated`` wherever its figure is shown.
-
-No JAX: this reads a parsed :class:`~invariants.hlo.parse.HloModule` and its
-:class:`~invariants.hlo.structure.Structure`.
+What no chip run ever timed has no price: a module with collectives, or with a custom call the chip never
+ran (a hand-written kernel could cost anything), gets no figure, with the reason. The coefficients per chip
+and their provenance are ``invariants/data/tpu_cost.toml`` (``benchmarks/fit_tpu_cost.py`` fits them); a
+chip never measured is scaled from a measured one by published figures and marked ``uncalibrated``. No JAX.
 """
 
 from __future__ import annotations
@@ -47,44 +22,32 @@ import functools
 import math
 import re
 import tomllib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .._paths import PACKAGE_DIR
-from .parse import Computation, HloModule, Instruction, Shape, dtype_bits
-from .structure import Kernel, Structure
+from .parse import Computation, HloModule, Instruction, Shape, dtype_bits, words
+from .structure import Kernel, Structure, fused_instructions, walk_kernels
 
 __all__ = [
     "COLUMNS",
     "FEATURES",
     "ChipModel",
     "Launch",
-    "UnknownTrip",
     "chip_model",
     "is_tpu_module",
-    "kernel_launch",
     "launches",
     "padded_bytes",
-    "predict",
     "predicted_seconds",
 ]
 
 # Kind -> its features, in the order of the coefficients file.
 FEATURES: dict[str, tuple[str, ...]] = {
-    "gather": (
-        "launch",
-        "rows",
-        "bitpacked_rows",
-        "element_rows",
-        "hbm_rows",
-        "bytes",
-        "bitpacked_bytes",
-        "hbm_bytes",
-    ),
-    "scatter": ("launch", "rows", "bytes", "hbm_bytes"),
-    "copy": ("launch", "bytes", "hbm_bytes", "cycles"),
-    "conv": ("launch", "cycles"),
-    "fusion": ("launch", "bytes", "hbm_bytes", "hbm_arrays", "vector_ops", "cycles"),
+    "gather": words("launch rows bitpacked_rows element_rows hbm_rows bytes bitpacked_bytes hbm_bytes"),
+    "scatter": words("launch rows bytes hbm_bytes"),
+    "copy": words("launch bytes hbm_bytes cycles"),
+    "conv": words("launch cycles"),
+    "fusion": words("launch bytes hbm_bytes hbm_arrays vector_ops cycles"),
     "small": ("launch",),
     "loop": ("trip",),
     "wait": ("bytes",),
@@ -99,22 +62,20 @@ _COST_FILE = PACKAGE_DIR / "data" / "tpu_cost.toml"
 
 @dataclasses.dataclass(frozen=True)
 class Launch:
-    """One kernel of the program: its name, kind, features (one launch), how many times it runs, and
-    whether it runs in a loop's body or condition."""
+    """One kernel of the program: its name, kind, features (one launch), how many times it runs, whether in
+    a loop, and where it is scheduled (its computation and place; a ``wait``'s are its start's, ``until``
+    is the place of its ``-done``)."""
 
     name: str
     kind: str
     features: Mapping[str, float]
     count: int
     looped: bool = False
-    # Where it is scheduled: its computation and its place there; for a ``wait``, the place of its start.
     position: tuple[str, int] = ("", -1)
-    # A ``wait``'s own place (the ``-done`` that waits for the transfer its start began).
     until: int = -1
 
     def row(self) -> list[float]:
-        """The features of all its launches, as a row over :data:`COLUMNS` (a ``wait`` is no
-        linear term: zeros)."""
+        """The features of all its launches over :data:`COLUMNS` (a ``wait`` is no linear term: zeros)."""
         if self.kind == "wait":
             return [0.0] * len(COLUMNS)
         return [
@@ -132,16 +93,6 @@ def is_tpu_module(module: HloModule) -> bool:
     )
 
 
-def _fused(module: HloModule, instr: Instruction) -> Iterator[tuple[Computation, Instruction]]:
-    """Every instruction inside a fusion, nested fusions followed."""
-    for name in instr.called:
-        comp = module.computations[name]
-        for inner in comp:
-            yield comp, inner
-            if inner.opcode == "fusion":
-                yield from _fused(module, inner)
-
-
 def _ints(raw: str | None) -> tuple[int, ...]:
     if not raw:
         return ()
@@ -152,12 +103,10 @@ _TILE = re.compile(r"T\(([\d,]+)\)")
 
 
 def _arrays(shape: Shape) -> list[Shape]:
-    """The arrays of ``shape``: itself, or the array elements of a tuple."""
     return [x for x in (shape.tuple_shapes if shape.is_tuple else (shape,)) if not x.is_tuple]
 
 
 def _tiled_dims(shape: Shape) -> list[int] | None:
-    """The dimensions of ``shape`` padded to its layout's tile, None without a readable tiled layout."""
     layout = shape.layout or ""
     tile = _TILE.search(layout)
     order = layout.split(":", 1)[0]
@@ -175,8 +124,8 @@ def _tiled_dims(shape: Shape) -> list[int] | None:
 
 
 def padded_bytes(shape: Shape) -> int:
-    """Bytes of ``shape`` as the TPU lays it out: each of the minor-most dimensions padded to its tile
-    (``{1,0:T(8,128)}`` pads a [16384, 2] array to [16384, 128]); the data's own bytes without a tile."""
+    """Bytes of ``shape`` as the TPU lays it out, its minor-most dimensions padded to the tile
+    (``{1,0:T(8,128)}`` pads a [16384, 2] array to [16384, 128])."""
     if shape.is_tuple:
         return sum(padded_bytes(s) for s in shape.tuple_shapes)
     dims = _tiled_dims(shape)
@@ -188,7 +137,6 @@ def padded_bytes(shape: Shape) -> int:
 def _param_operand(
     comp: Computation, fused_comp: Computation, name: str, fusion: Instruction
 ) -> Instruction | None:
-    """The fusion's operand that a fused computation's parameter ``name`` stands for (None otherwise)."""
     inner = fused_comp.get(name)
     if inner is None or inner.opcode != "parameter" or inner.literal is None:
         return None
@@ -201,12 +149,11 @@ def _on_chip(shape: Shape) -> bool:
 
 
 def _placed(shape: Shape, size: int) -> tuple[int, int]:
-    """``size`` bytes as (on-chip, HBM), by where ``shape``'s layout puts them."""
+    """``size`` bytes as (on-chip, HBM) bytes, by where ``shape``'s layout puts them."""
     return (size, 0) if _on_chip(shape) else (0, size)
 
 
 def _split(shape: Shape) -> tuple[int, int]:
-    """(on-chip, HBM) bytes of ``shape`` as laid out."""
     if shape.is_tuple:
         return _total(_split(s) for s in shape.tuple_shapes)
     return _placed(shape, padded_bytes(shape))
@@ -238,21 +185,17 @@ def _fusion_bytes(module: HloModule, comp: Computation, instr: Instruction) -> t
     return _total(moved)
 
 
-def _only_sliced(users: list[Instruction]) -> bool:
-    return bool(users) and all(u.opcode in ("dynamic-slice", "slice") for u in users)
-
-
-def _only_updated(users: list[Instruction], name: str) -> bool:
-    return bool(users) and all(u.opcode == "dynamic-update-slice" and u.operands[0] == name for u in users)
+def _only(users: list[Instruction], test: Callable[[Instruction], bool]) -> bool:
+    return bool(users) and all(map(test, users))
 
 
 def _add_parameter(moved: list[tuple[int, int]], fused: Computation, name: str, shape: Shape) -> None:
-    """Add the bytes a fusion moves for its parameter ``name`` of ``shape`` to ``moved``, whose first entry
-    is the fusion's result: an updated-in-place buffer replaces the result by the update."""
+    """Add the bytes a fusion moves for its parameter ``name`` to ``moved``, whose first entry is the
+    fusion's result: an updated-in-place buffer replaces the result by the update."""
     users = [i for i in fused if name in i.operands]
-    if _only_sliced(users):
+    if _only(users, lambda u: u.opcode in ("dynamic-slice", "slice")):
         moved.append(_placed(shape, min(padded_bytes(shape), sum(padded_bytes(u.shape) for u in users))))
-    elif _only_updated(users, name):
+    elif _only(users, lambda u: u.opcode == "dynamic-update-slice" and u.operands[0] == name):
         update = fused.get(users[0].operands[1])
         if update is not None:
             moved[0] = _placed(shape, 2 * padded_bytes(update.shape))
@@ -268,24 +211,10 @@ def _hbm_arrays(comp: Computation, instr: Instruction) -> int:
 
 # Fused instructions that move or name data without computing on it.
 _NO_OPS = frozenset(
-    {
-        "parameter",
-        "constant",
-        "broadcast",
-        "bitcast",
-        "reshape",
-        "tuple",
-        "get-tuple-element",
-        "iota",
-        "slice",
-        "dynamic-slice",
-        "dynamic-update-slice",
-        "transpose",
-        "copy",
-        "fusion",
-        "pad",
-        "concatenate",
-    }
+    words(
+        "parameter constant broadcast bitcast reshape tuple get-tuple-element iota slice dynamic-slice "
+        "dynamic-update-slice transpose copy fusion pad concatenate"
+    )
 )
 
 
@@ -293,10 +222,10 @@ def _vector_ops(module: HloModule, instr: Instruction) -> int:
     """Elementwise work of a kernel: the 32-bit words of its result as laid out, times the computing
     instructions fused into it (a plain instruction: one)."""
     shapes = instr.shape.tuple_shapes if instr.shape.is_tuple else (instr.shape,)
-    words = sum(padded_bytes(s) * 32 // max(32, dtype_bits(s.dtype or "") or 32) // 4 for s in shapes)
+    result = sum(padded_bytes(s) * 32 // max(32, dtype_bits(s.dtype or "") or 32) // 4 for s in shapes)
     if instr.opcode != "fusion":
-        return 0 if instr.opcode in _NO_OPS else words
-    return words * sum(1 for _, i in _fused(module, instr) if i.opcode not in _NO_OPS)
+        return 0 if instr.opcode in _NO_OPS else result
+    return result * sum(1 for _, i in fused_instructions(module, instr) if i.opcode not in _NO_OPS)
 
 
 def _row_words(shape: Shape, elements: int) -> int:
@@ -307,24 +236,14 @@ def _row_words(shape: Shape, elements: int) -> int:
 
 
 def _runs(module: HloModule, comp: Computation, instr: Instruction) -> list[tuple[Computation, Instruction]]:
-    """The instructions kernel ``instr`` runs (the fused ones, for a fusion), each with its computation."""
-    return list(_fused(module, instr)) if instr.opcode == "fusion" else [(comp, instr)]
+    """The instructions kernel ``instr`` runs (a fusion's fused ones), each with its computation."""
+    return list(fused_instructions(module, instr)) if instr.opcode == "fusion" else [(comp, instr)]
 
 
 def _inside(
     module: HloModule, comp: Computation, instr: Instruction, opcode: str
-) -> Iterator[tuple[Computation, Instruction]]:
-    return ((c, i) for c, i in _runs(module, comp, instr) if i.opcode == opcode)
-
-
-def _table(
-    comp: Computation, fcomp: Computation, gather: Instruction, kernel: Instruction
-) -> Instruction | None:
-    """The table ``gather`` reads: for a fused gather, the fusion's operand its parameter stands for."""
-    table = fcomp.get(gather.operands[0])
-    if kernel.opcode == "fusion":
-        table = _param_operand(comp, fcomp, gather.operands[0], kernel) or table
-    return table
+) -> list[tuple[Computation, Instruction]]:
+    return [(c, i) for c, i in _runs(module, comp, instr) if i.opcode == opcode]
 
 
 def _gathered(
@@ -333,7 +252,9 @@ def _gathered(
     """(rows, elements per row, whether the table lies in HBM) of one gather that ``kernel`` runs."""
     offset = set(_ints(gather.attrs.get("offset_dims")))
     rows = math.prod(d for k, d in enumerate(gather.shape.dims) if k not in offset)
-    table = _table(comp, fcomp, gather, kernel)
+    table = fcomp.get(gather.operands[0])
+    if kernel.opcode == "fusion":  # the fusion's operand its parameter stands for
+        table = _param_operand(comp, fcomp, gather.operands[0], kernel) or table
     return (
         rows,
         math.prod(_ints(gather.attrs.get("slice_sizes"))),
@@ -397,7 +318,7 @@ def _kind(module: HloModule, comp: Computation, instr: Instruction, cycles: floa
     return None if scalar and instr.opcode != "fusion" else "fusion"
 
 
-def kernel_launch(
+def _launch(
     module: HloModule,
     kernel: Kernel,
     comp: Computation,
@@ -406,8 +327,7 @@ def kernel_launch(
     looped: bool = False,
     position: tuple[str, int] = ("", -1),
 ) -> Launch | None:
-    """``kernel`` (the instruction ``instr`` of ``comp``) as a :class:`Launch`; None for a scalar
-    instruction. libtpu's cycles are the kernel's, as the structure read them."""
+    """``kernel`` (the instruction ``instr`` of ``comp``) as a :class:`Launch`; None for a scalar one."""
     cycles = float(kernel.estimated_cycles or 0)
     kind = _kind(module, comp, instr, cycles)
     if kind is None:
@@ -429,17 +349,16 @@ def kernel_launch(
     return Launch(instr.name, kind, features, count, looped, position)
 
 
-class UnknownTrip(Exception):
-    """A while loop whose trip count the structure could not derive."""
+class _UnknownTrip(Exception):
+    pass
 
 
 _DONE = frozenset({"copy-done", "slice-done", "async-done"})
 
 
 def _waits(comp: Computation, times: int, looped: bool) -> list[Launch]:
-    """The async transfers of ``comp`` (a ``-start`` and the ``-done`` that waits for it), as ``wait``
-    entries: the bytes moved, and where the transfer starts and is waited for. A cross-program prefetch
-    is none."""
+    """The async transfers of ``comp`` as ``wait`` entries: bytes moved, where they start and are waited
+    for."""
     at = {i.name: n for n, i in enumerate(comp.instructions)}
     out = []
     for n, done in enumerate(comp.instructions):
@@ -447,7 +366,7 @@ def _waits(comp: Computation, times: int, looped: bool) -> list[Launch]:
             continue
         start = comp[done.operands[0]]
         if "cross_program_prefetch_index" in start.attrs:
-            continue  # issued while the previous call runs: a call in a stream never waits for it
+            continue
         moved = max((padded_bytes(x) for x in _arrays(start.shape)), default=0)
         out.append(
             Launch(done.name, "wait", {"bytes": float(moved)}, times, looped, (comp.name, at[start.name]), n)
@@ -457,8 +376,7 @@ def _waits(comp: Computation, times: int, looped: bool) -> list[Launch]:
 
 def launches(module: HloModule, structure: Structure) -> list[Launch]:
     """Every kernel that runs, with its launch count (loops expanded; a ``conditional`` by its branch of
-    most launches), one ``loop`` entry per while loop with its trips, and one ``wait`` per async transfer.
-    Raises :class:`UnknownTrip`."""
+    most launches), one ``loop`` entry per while loop with its trips, and one ``wait`` per async transfer."""
     where = {i.name: (c, i, n) for c in module.computations.values() for n, i in enumerate(c)}
     out: list[Launch] = []
     visited: dict[str, tuple[int, bool]] = {}
@@ -467,7 +385,7 @@ def launches(module: HloModule, structure: Structure) -> list[Launch]:
         for k in kernels:
             if k.opcode == "while":
                 if k.trip_count is None:
-                    raise UnknownTrip
+                    raise _UnknownTrip
                 out.append(Launch("while", "loop", {"trip": 1.0}, times * k.trip_count, looped))
                 walk(k.body, times * k.trip_count, True)
                 walk(k.condition, times * (k.trip_count + 1), True)
@@ -478,7 +396,7 @@ def launches(module: HloModule, structure: Structure) -> list[Launch]:
             elif k.name in where:
                 comp, instr, n = where[k.name]
                 visited.setdefault(comp.name, (times, looped))
-                launch = kernel_launch(module, k, comp, instr, times, looped, (comp.name, n))
+                launch = _launch(module, k, comp, instr, times, looped, (comp.name, n))
                 if launch is not None:
                     out.append(launch)
 
@@ -490,19 +408,16 @@ def launches(module: HloModule, structure: Structure) -> list[Launch]:
 
 @dataclasses.dataclass(frozen=True)
 class ChipModel:
-    """One chip's coefficients (seconds per unit of each of :data:`COLUMNS`) and where they come from.
-    ``uncalibrated``: scaled from another chip by published figures, never fitted on this one."""
+    """One chip's coefficients (seconds per unit of each of :data:`COLUMNS`) and where they come from."""
 
     chip: str
     coefficients: Mapping[str, float]
     uncalibrated: bool
     provenance: str
-    # The custom calls launched as kernels of their own that the chip timed (cheap ones, priced as a
-    # launch); any other custom call, a hand-written kernel, has no price.
+    # The custom calls launched as kernels of their own that the chip timed (priced as a launch).
     timed_custom_calls: frozenset[str] = frozenset()
 
     def launch_seconds(self, launch: Launch) -> float:
-        """One launch's time: its features priced (a ``wait`` is priced by :meth:`seconds`)."""
         if launch.kind == "wait":
             return 0.0
         return sum(
@@ -511,8 +426,6 @@ class ChipModel:
         )
 
     def seconds(self, program: Iterable[Launch]) -> float:
-        """The program's time: every launch, and each async transfer's part that the kernels scheduled
-        between its start and its wait do not hide."""
         program = list(program)
         total = sum(launch.count * self.launch_seconds(launch) for launch in program)
         for wait in (w for w in program if w.kind == "wait"):
@@ -532,7 +445,7 @@ def _cost_file() -> dict[str, Any]:
 
 
 def _chip_of(target: str) -> str:
-    """The chip of a TPU target name: ``tpu-v5e-2x4`` -> ``v5e``."""
+    """``tpu-v5e-2x4`` -> ``v5e``."""
     parts = target.split("-")
     return parts[1] if len(parts) > 1 and parts[0] == "tpu" else ""
 
@@ -558,22 +471,6 @@ def chip_model(target: str) -> ChipModel | None:
     )
 
 
-def _custom_calls(kernels: Iterable[Kernel]) -> Iterator[str]:
-    """The targets of the custom calls launched as kernels of their own, loops and branches included."""
-    for k in kernels:
-        if k.custom_call_target is not None:
-            yield k.custom_call_target
-        yield from _custom_calls(k.body)
-        yield from _custom_calls(k.condition)
-        for branch in k.branches:
-            yield from _custom_calls(branch)
-
-
-def predict(module: HloModule, structure: Structure, model: ChipModel) -> float:
-    """The predicted device seconds of one call (raises :class:`UnknownTrip`)."""
-    return model.seconds(launches(module, structure))
-
-
 def predicted_seconds(module: HloModule | None, structure: Structure, target: str) -> float | str:
     """The ``predicted_seconds`` of one compile for ``target``, or one line saying why there is none."""
     if module is None:
@@ -585,10 +482,13 @@ def predicted_seconds(module: HloModule | None, structure: Structure, target: st
         return "not a TPU module (no tiled layouts): the TPU cost model reads only TPU HLO"
     if structure.collectives:
         return "it has collectives, and the TPU cost model was never fitted on a chip's interconnect"
-    untimed = sorted(set(_custom_calls(structure.kernel_list)) - model.timed_custom_calls)
+    called = {
+        k.custom_call_target for k in walk_kernels(structure.kernel_list) if k.custom_call_target is not None
+    }
+    untimed = sorted(called - model.timed_custom_calls)
     if untimed:
         return f"custom call {untimed[0]}: the TPU cost model has never timed it"
     try:
-        return predict(module, structure, model)
-    except UnknownTrip:
+        return model.seconds(launches(module, structure))
+    except _UnknownTrip:
         return "a while loop's trip count is unknown, so its kernels cannot be summed"

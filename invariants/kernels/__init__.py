@@ -1,17 +1,10 @@
-"""Kernel code: what each kernel of a compiled program compiles to, below the HLO.
+"""Kernel code: what each kernel of a compiled program compiles to, below the HLO (docs/kernels.md).
 
-XLA:GPU emits one PTX entry per kernel (a fusion, a loop body's fusion, ...) and XLA:CPU one LLVM IR function
-per kernel. Two programs with byte-identical optimized HLO can still compile to different code (a native float
-atomic add turned into a compare-and-swap retry loop). This subpackage reads that code into per-kernel facts
-(:class:`KernelFacts`): atomics by operation and type, CAS retry loops, ``.local`` bytes, instruction count,
-loops (backward branches) and the widest vector operation. The facts are what the ``kernel`` metrics
-(:mod:`invariants.measure.metrics`) and the snapshot's per-kernel code lines are made of.
-
-Parsing is strict: a construct the parser does not know is a :class:`KernelCodeError` naming
-``FILE:LINE`` and the construct, never a guess (XLA's text formats are not a stable API).
-
-Layer: this subpackage imports no JAX; it reads text. ``invariants.compile.artifacts`` collects the text of
-one compile (``compile(compiler_options={"xla_dump_to": DIR})``) and :func:`kernel_files` picks the files.
+Two programs with byte-identical optimized HLO can still compile to different code (a native float atomic
+add turned into a compare-and-swap retry loop). XLA:GPU's PTX (an entry per kernel) and XLA:CPU's LLVM IR
+(a function per kernel), as one compile dumps them (``invariants.compile.artifacts``), are read into
+:class:`KernelFacts`. Parsing is strict: a construct not understood is a :class:`KernelCodeError` naming
+``FILE:LINE``, never a guess (XLA's text formats are no stable API). No JAX.
 """
 
 from __future__ import annotations
@@ -35,8 +28,7 @@ __all__ = [
 
 
 def parse_kernel_code(files: Mapping[str, str]) -> list[KernelFacts]:
-    """Every kernel in ``files`` (file name -> text; ``.ptx`` or ``.ll``), in file-name order and then in
-    order of appearance. Raises :class:`KernelCodeError` on a construct not understood."""
+    """Every kernel in ``files`` (``.ptx`` or ``.ll`` file name -> text), in file-name order."""
     out: list[KernelFacts] = []
     for name in sorted(files):
         text = files[name]
@@ -50,9 +42,8 @@ def parse_kernel_code(files: Mapping[str, str]) -> list[KernelFacts]:
 
 
 def kernel_files(names: Iterable[str]) -> list[str]:
-    """Which files of one compile's XLA dump hold its kernel code: the ``.ptx`` files of a GPU compile (an
-    empty one is a module without kernels); the ``.ir-with-opt.ll`` files of a CPU compile (a GPU dump has
-    those too, the NVPTX module before PTX, so ``.ptx`` wins when there is any)."""
+    """The files of one compile's XLA dump that hold its kernel code: the ``.ptx`` files, else the
+    ``.ir-with-opt.ll`` ones (a GPU dump has those too: the NVPTX module before PTX)."""
     names = sorted(names)
     ptx = [n for n in names if _is_ptx(n)]
     if ptx:
@@ -67,5 +58,5 @@ def _is_ptx(name: str) -> bool:
 
 
 def _base(name: str) -> str:
-    """The file name without its folders (a name may be a path, or a key's ``program.config.target/file``)."""
+    """The file name without its folders (a name may be a path, or ``program.config.target/file``)."""
     return name.replace("\\", "/").rsplit("/", 1)[-1]

@@ -1,44 +1,70 @@
-"""What both kernel-code parsers share: the counts kept while one kernel is read, how they become
-:class:`~invariants.kernels.KernelFacts`, and the one form of a parse error."""
+"""What both kernel-code parsers share: the counts of one kernel while it is read, and the error form."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from collections.abc import Iterator
 
 from .._paths import PACKAGE_DIR
 from .facts import KernelCodeError, KernelFacts, Language
 
 
 def words(text: str) -> frozenset[str]:
-    """A vocabulary written as space-separated words."""
     return frozenset(text.split())
 
 
 def opcodes(name: str) -> frozenset[str]:
-    """An instruction vocabulary kept as data (``invariants/data/NAME``): words, with ``#`` comment lines
-    naming each group as the language's reference does."""
+    """An instruction vocabulary kept as data (``invariants/data/NAME``), ``#`` lines naming its groups."""
     text = (PACKAGE_DIR / "data" / name).read_text(encoding="utf-8")
     return words(" ".join(line for line in text.splitlines() if not line.lstrip().startswith("#")))
 
 
-def code_error(where: str, line: int, what: str, text: str) -> KernelCodeError:
-    """``FILE:LINE: what: 'text'``, the text on one line and cut at 200 characters."""
-    text = " ".join(text.split())
-    if len(text) > 200:
-        text = text[:200] + "..."
-    return KernelCodeError(f"{where}:{line}: {what}: '{text}'")
+def depths(text: str, opens: str, closes: str) -> Iterator[tuple[int, str, int]]:
+    """Each character of ``text`` with its index and the bracket depth after it."""
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += (ch in opens) - (ch in closes)
+        yield i, ch, depth
 
 
-def unclosed(name: str, end_line: int) -> str:
-    """What is wrong with a function the file ends inside (both languages close a body with ``}``)."""
-    return f"function '{name}' is not closed ('}}' missing before the end of the file, line {end_line})"
+def split_top(text: str, opens: str, closes: str) -> list[str]:
+    """``text`` split at the commas outside brackets."""
+    out: list[str] = []
+    start = 0
+    for i, ch, depth in depths(text, opens, closes):
+        if ch == "," and depth == 0:
+            out.append(text[start:i])
+            start = i + 1
+    out.append(text[start:])
+    return out
+
+
+class Reader:
+    """Where the text comes from, the facts read so far, and the one form of an error."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.out: list[KernelFacts] = []
+
+    def error(self, line: int, what: str, text: str) -> KernelCodeError:
+        """``FILE:LINE: what: 'text'``, the text on one line and cut at 200 characters."""
+        text = " ".join(text.split())
+        if len(text) > 200:
+            text = text[:200] + "..."
+        return KernelCodeError(f"{self.where}:{line}: {what}: '{text}'")
+
+    def unclosed(self, fn: Tally, end_line: int, text: str) -> KernelCodeError:
+        """A function the file ends inside (both languages close a body with ``}``)."""
+        what = (
+            f"function '{fn.name}' is not closed ('}}' missing before the end of the file, line {end_line})"
+        )
+        return self.error(fn.line, what, text)
 
 
 @dataclasses.dataclass
 class Tally:
-    """The counts of one kernel while it is read. ``cas`` holds the instruction index of each
-    compare-and-swap, so that :meth:`facts` can tell which sit inside a loop."""
+    """The counts of one kernel while it is read; ``cas``: the instruction index of each compare-and-swap."""
 
     name: str
     line: int
@@ -50,8 +76,7 @@ class Tally:
     vector_width: int = 0
 
     def facts(self, language: Language, where: str, loops: int, spans: list[tuple[int, int]]) -> KernelFacts:
-        """The kernel's facts; ``spans`` are its loops as (first, last) instruction indices, a CAS at an
-        index inside one is a retry loop."""
+        """The kernel's facts; ``spans``: its loops as instruction index ranges (a CAS in one retries)."""
         cas_loops = sum(1 for i in self.cas if any(a <= i < b for a, b in spans))
         return KernelFacts(
             name=self.name,

@@ -26,26 +26,14 @@ def module_prefix(file_name: str) -> tuple[str, str] | None:
 
 def read_kernel_code(folder: Path) -> dict[str, dict[str, str]]:
     """Module prefix -> {file name without the prefix -> text} of the kernel-code files under ``folder``
-    (sub-folders included: some JAX releases dump one folder per module). A file that is not UTF-8 text is
-    a one-line :class:`KernelCodeError`."""
+    (sub-folders included: some JAX releases dump one folder per module)."""
     by_module: dict[str, dict[str, Path]] = {}
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         named = module_prefix(path.name)
         if named is not None:
             by_module.setdefault(named[0], {})[named[1]] = path
-    out = {prefix: _read_kernel_files(short) for prefix, short in by_module.items()}
+    out = {prefix: _read(short) for prefix, short in by_module.items()}
     return {prefix: files for prefix, files in out.items() if files}
-
-
-def _read_kernel_files(short: dict[str, Path]) -> dict[str, str]:
-    """The text of each kernel-code file of one module, by its name without the module prefix."""
-    files: dict[str, str] = {}
-    for name in kernel_files(short):
-        try:
-            files[name] = short[name].read_text()
-        except UnicodeDecodeError as err:
-            raise KernelCodeError(f"{short[name]}: not UTF-8 text (byte {err.start})") from None
-    return files
 
 
 def code_beside(hlo_path: Path) -> dict[str, str] | None:
@@ -60,10 +48,15 @@ def code_beside(hlo_path: Path) -> dict[str, str] | None:
     else:
         return None
     beside = {p.name[len(prefix) + 1 :]: p for p in hlo_path.parent.glob(f"{prefix}.*") if p.is_file()}
+    return {str(beside[name]): text for name, text in _read(beside).items()}
+
+
+def _read(paths: dict[str, Path]) -> dict[str, str]:
+    """The text of each kernel-code file of ``paths``; one not UTF-8 is a one-line error."""
     files: dict[str, str] = {}
-    for name in kernel_files(beside):
+    for name in kernel_files(paths):
         try:
-            files[str(beside[name])] = beside[name].read_text()
+            files[name] = paths[name].read_text()
         except UnicodeDecodeError as err:
-            raise KernelCodeError(f"{beside[name]}: not UTF-8 text (byte {err.start})") from None
+            raise KernelCodeError(f"{paths[name]}: not UTF-8 text (byte {err.start})") from None
     return files

@@ -1,8 +1,5 @@
-"""The facts of one kernel's code, and the error a construct that is not understood raises (no JAX).
-
-Kept apart from the package's ``__init__`` (which picks a parser by file and re-exports these), so that the
-parsers import them without importing the package that imports the parsers.
-"""
+"""The facts of one kernel's code, and the error a construct not understood raises: apart from the
+package's ``__init__``, which imports the parsers that import these."""
 
 from __future__ import annotations
 
@@ -21,18 +18,12 @@ class KernelCodeError(InvariantsError):
 
 @dataclasses.dataclass(frozen=True)
 class KernelFacts:
-    """What one kernel's code does, as counted from its PTX entry or LLVM IR function.
-
-    ``atomics`` is the sorted multiset of its atomic and reduction instructions in a normalized spelling
-    without memory-ordering and scope qualifiers (PTX ``atom.add.f32``, ``atom.cas.b32``,
-    ``atom.add.v4.f32``, ``red.add.noftz.bf16``; LLVM ``atomicrmw fadd float``, ``cmpxchg i32``).
-    ``cas_atomics``: compare-and-swap instructions; ``cas_loops``: those inside a loop (a CAS retry loop:
-    what XLA emits when the target has no native atomic for the operation). ``float_atomics``: native
-    floating-point atomic or reduction adds, one per instruction whatever its vector width.
-    ``local_bytes``: ``.local`` (stack and spill) bytes declared by a PTX entry; ``alloca`` bytes of an LLVM
-    function. ``instructions``: instructions in its body (volatile: never in a snapshot). ``loops``:
-    backward branches. ``vector_width``: the widest vector value an instruction of it reads or writes, in
-    bits (0 when it is scalar throughout).
+    """What one kernel's code does, counted from its PTX entry or LLVM IR function (each parser's module
+    docstring says how in its language): ``atomics``, the sorted multiset of its atomic and reduction
+    instructions spelled without ordering and scope (``atom.add.f32``, ``atomicrmw fadd float``);
+    compare-and-swaps, and those in a loop (a CAS retry loop: XLA's fallback where the target has no native
+    atomic for the operation); native float atomic adds; stack bytes; instructions (volatile: never in a
+    snapshot); backward branches; the widest vector operation in bits (0: scalar throughout).
     """
 
     name: str

@@ -1,63 +1,39 @@
 """LLVM IR (what XLA:CPU emits, one ``.ir-with-opt.ll`` file per kernel) read into per-kernel facts.
 
-One :class:`~invariants.kernels.KernelFacts` per ``define`` (a function with a body); ``declare`` lines
-are read and not counted. The text is the one LLVM prints (``Module::print``): one top-level entity per
-line, one instruction per line but for a ``switch`` (or any instruction) whose ``[ ]`` or ``( )`` spill
-over several lines, or a line that ends with ``,`` (a ``phi`` continued).
+One :class:`~invariants.kernels.KernelFacts` per ``define``; ``declare`` lines are read and not counted.
+The text is what ``Module::print`` writes: an entity per line, but for an instruction whose ``[ ]`` or
+``( )`` spill over lines or that ends with ``,`` (a ``phi``). The reader knows LLVM's top-level entities
+and, in a function, labels, debug records and the language reference's instructions; anything else is a
+:class:`~invariants.kernels.KernelCodeError`.
 
-The reader is strict: it knows the top-level entities LLVM prints (``_TOP_LEVEL``, ``define``,
-``declare``) and, in a function, labels, debug records and the instructions of the LLVM language
-reference (``_OPCODES``). Anything else is a :class:`~invariants.kernels.KernelCodeError`
-``FILE:LINE: what: 'text'``.
-
-The facts of a function:
-
-* ``atomics``: ``atomicrmw <op> <type>`` (``atomicrmw fadd float``) and ``cmpxchg <type>``
-  (``cmpxchg i32``), ``volatile``/``weak``, sync scopes and orderings left out.
-* ``cas_atomics``: ``cmpxchg``; ``cas_loops``: those between a block and a later branch back to it (in
-  the printed block order).
-* ``float_atomics``: ``atomicrmw fadd`` of a floating-point type or a vector of one.
-* ``local_bytes``: ``alloca`` bytes: the allocated type's size (naturally aligned, ``ptr`` 8 bytes)
-  times a constant element count; an ``alloca`` of a dynamic count or of an opaque type adds nothing.
-* ``instructions``: instructions (debug records and labels are not).
-* ``loops``: back-edges: a terminator's target (each distinct one) that is its own block or a block printed
-  before it.
-* ``vector_width``: the widest fixed vector type ``<N x T>`` an instruction names, N × bits of T (``ptr``
-  64 bits a lane); 0 when none does. A scalable vector (``<vscale x N x T>``) is not supported: it is a
-  :class:`~invariants.kernels.KernelCodeError` (its width is not known when the code is compiled),
-  not a guess.
+In LLVM terms: ``atomics`` are ``atomicrmw <op> <type>`` and ``cmpxchg <type>`` (a CAS retry loop: one
+between a block and a later branch back to it, in printed order); ``local_bytes`` are the ``alloca``
+bytes of a constant count (types naturally aligned, ``ptr`` 8 bytes); ``loops`` are branches to the own
+block or one printed before; ``vector_width`` is the widest fixed ``<N x T>`` named. A scalable vector is
+an error: its width is not known when the code is compiled.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterator
 
-from ._tally import Tally, code_error, opcodes, unclosed, words
-from .facts import KernelCodeError, KernelFacts
+from ._tally import Reader, Tally, depths, opcodes, split_top, words
+from .facts import KernelFacts
 
 __all__ = ["parse_llvm_ir"]
 
 
-# The LLVM language reference's instructions: terminators, unary and binary operations, vector and
-# aggregate operations, memory access and addressing, conversions, and the other instructions.
+# The LLVM language reference's instructions.
 _OPCODES = opcodes("llvm_opcodes.txt")
 _TERMINATORS = words("br switch indirectbr invoke callbr catchswitch catchret cleanupret")
 _RMW_OPS = words(
     "xchg add sub and nand or xor max min umax umin fadd fsub fmax fmin fmaximum fminimum uinc_wrap "
     "udec_wrap usub_cond usub_sat"
 )
-_FLOAT_BITS = {
-    "half": 16,
-    "bfloat": 16,
-    "float": 32,
-    "double": 64,
-    "fp128": 128,
-    "x86_fp80": 80,
-    "ppc_fp128": 128,
-}
+_FLOAT_BITS = dict(half=16, bfloat=16, float=32, double=64, fp128=128, x86_fp80=80, ppc_fp128=128)
 _POINTER_BITS = 64
+_OPEN, _CLOSE = "[<{(", "]>})"
 
 _NAME = r'(?:[-\w$.]+|"[^"]*")'
 _LABEL = re.compile(rf"({_NAME}):")
@@ -99,16 +75,12 @@ class _Function(Tally):
     branches: list[tuple[int, str, int, int, list[str]]] = dataclasses.field(default_factory=list)
 
 
-class _Reader:
+class _Reader(Reader):
     def __init__(self, where: str) -> None:
-        self.where = where
-        self.out: list[KernelFacts] = []
+        super().__init__(where)
         self.fn: _Function | None = None
         self.types: dict[str, str] = {}  # named types: name -> body text
         self.layouts: dict[str, tuple[int | None, int]] = {}
-
-    def error(self, line: int, what: str, text: str) -> KernelCodeError:
-        return code_error(self.where, line, what, text)
 
     def read(self, text: str) -> list[KernelFacts]:
         pending: list[str] = []
@@ -138,7 +110,7 @@ class _Reader:
         if pending:
             raise self.error(pending_line, "unbalanced '[' or '(' at the end of the file", "".join(pending))
         if self.fn is not None:
-            raise self.error(self.fn.line, unclosed(self.fn.name, lineno), f"define @{self.fn.name}")
+            raise self.unclosed(self.fn, lineno, f"define @{self.fn.name}")
         return self.out
 
     def top_level(self, line: int, stmt: str) -> None:
@@ -205,7 +177,6 @@ class _Reader:
             fn.branches.append((line, stmt, fn.block, index, targets))
 
     def opcode(self, line: int, stmt: str) -> tuple[str, str]:
-        """An instruction's opcode and the text of its operands."""
         r = _RESULT.match(stmt)
         rest = stmt[r.end() :] if r is not None else stmt
         m = _OPCODE.match(rest)
@@ -219,15 +190,14 @@ class _Reader:
         return op, rest[m.end() :]
 
     def value_type(self, line: int, stmt: str, op: str, operands: str) -> str:
-        """The type of an atomic's value (its second operand)."""
+        """The type of an atomic's value, its second operand."""
         typ = _value_type(operands, 1)
         if typ is None:
             raise self.error(line, f"{op} without a value type", stmt)
         return typ
 
     def vector_bits(self, line: int, stmt: str, operands: str) -> int:
-        """The widest vector type an instruction names, in bits (0 for none); strings (asm text, names)
-        left out."""
+        """The widest vector type an instruction names outside strings, in bits."""
         scan = _STRING.sub('""', operands) if '"' in operands else operands
         widest = 0
         if "<" in scan:
@@ -257,7 +227,7 @@ class _Reader:
         if parsed is None:
             return 0
         typ, end = parsed
-        size = self.size_of(typ)
+        size = _size_align(typ, self)[0]
         if size is None:
             return 0
         count = 1
@@ -269,10 +239,6 @@ class _Reader:
             elif not re.match(r",\s*(align|addrspace)\b", tail):
                 return 0  # a dynamic count: not static bytes
         return size * count
-
-    def size_of(self, typ: str) -> int | None:
-        """Bytes of ``typ`` (naturally aligned); None for what has no known size."""
-        return _size_align(typ, self)[0]
 
     def named_size_align(self, name: str) -> tuple[int | None, int]:
         """(bytes, alignment) of the named type ``%name``; (None, 1) when opaque or not defined."""
@@ -302,7 +268,6 @@ def _unquote(name: str) -> str:
 
 
 def _strip_comment(line: str) -> str:
-    """``line`` without its ``;`` comment (a ``;`` inside a string is no comment)."""
     if ";" not in line:
         return line
     if '"' not in line:
@@ -314,7 +279,6 @@ def _strip_comment(line: str) -> str:
 
 
 def _balance(code: str) -> int:
-    """Open minus closed ``[`` and ``(`` outside strings."""
     if '"' in code:
         code = _STRING.sub("", code)
     return code.count("[") + code.count("(") - code.count("]") - code.count(")")
@@ -334,11 +298,11 @@ def _is_float(typ: str) -> bool:
 
 
 def _type_prefix(text: str) -> tuple[str, int] | None:
-    """The type at the start of ``text`` and where it ends; None when there is none."""
+    """The type ``text`` starts with and where it ends."""
     if not text:
         return None
     if text[0] in "[<{":
-        for i, ch, depth in _depths(text):
+        for i, ch, depth in depths(text, _OPEN, _CLOSE):
             if depth == 0 and ch in "]>})":
                 return text[: i + 1], i + 1
         return None
@@ -347,41 +311,15 @@ def _type_prefix(text: str) -> tuple[str, int] | None:
 
 
 def _value_type(operands: str, item: int) -> str | None:
-    """The type that starts the ``item``-th top-level comma-separated operand (from 0)."""
-    parts = _split_top(operands)
+    parts = split_top(operands, _OPEN, _CLOSE)
     if len(parts) <= item:
         return None
     parsed = _type_prefix(parts[item].strip())
     return " ".join(parsed[0].split()) if parsed else None
 
 
-def _depths(text: str) -> Iterator[tuple[int, str, int]]:
-    """Each character of ``text`` with its index and the bracket depth after it (``[<{(`` open)."""
-    depth = 0
-    for i, ch in enumerate(text):
-        if ch in "[<{(":
-            depth += 1
-        elif ch in "]>})":
-            depth -= 1
-        yield i, ch, depth
-
-
-def _split_top(text: str) -> list[str]:
-    out: list[str] = []
-    start = 0
-    for i, ch, depth in _depths(text):
-        if ch == "," and depth == 0:
-            out.append(text[start:i])
-            start = i + 1
-    out.append(text[start:])
-    return out
-
-
 def _pow2(n: int) -> int:
-    p = 1
-    while p < n:
-        p *= 2
-    return p
+    return 1 << max(n - 1, 0).bit_length()
 
 
 def _size_align(typ: str, reader: _Reader) -> tuple[int | None, int]:
@@ -418,7 +356,6 @@ def _vector_size_align(lanes: int, element: str) -> tuple[int, int]:
 
 
 def _struct_members(typ: str) -> tuple[str, bool] | None:
-    """The members of a struct type and whether it is packed; None for another type."""
     if typ.startswith("<{") and typ.endswith("}>"):
         return typ[2:-2], True
     if typ.startswith("{") and typ.endswith("}"):
@@ -427,10 +364,9 @@ def _struct_members(typ: str) -> tuple[str, bool] | None:
 
 
 def _struct_size_align(inner: str, packed: bool, reader: _Reader) -> tuple[int | None, int]:
-    """(bytes, alignment) of a struct of the members ``inner``; packed: no padding."""
     offset = 0
     struct_align = 1
-    for member in _split_top(inner) if inner.strip() else []:
+    for member in split_top(inner, _OPEN, _CLOSE) if inner.strip() else []:
         size, align = _size_align(member, reader)
         if size is None:
             return None, 1
@@ -442,8 +378,6 @@ def _struct_size_align(inner: str, packed: bool, reader: _Reader) -> tuple[int |
 
 
 def parse_llvm_ir(text: str, where: str) -> list[KernelFacts]:
-    """The facts of every function defined in the LLVM IR ``text``, in order of appearance. ``where``
-    names the text in errors (``FILE:LINE: ...``) and is each fact's ``source``. Raises
-    :class:`~invariants.kernels.KernelCodeError` on anything not understood, a scalable
-    vector type included."""
+    """The facts of every function defined in the LLVM IR ``text``, in order; ``where`` names the text in
+    errors and is each fact's ``source``."""
     return _Reader(where).read(text)

@@ -1,20 +1,16 @@
-"""One compiled program's kernel code, tied to its kernel list: what the ``kernel`` metrics and the
-snapshot's ``code:`` lines read.
-
-Each kernel of the optimized HLO (:class:`~invariants.hlo.structure.Kernel`) is found in the code by its
-instruction name (:func:`~invariants.kernels.name_key`). A kernel with no code (a custom call such as a
-cuBLAS gemm, a copy the runtime does itself) has no line; code that no kernel of the list names is kept
-apart (:attr:`ProgramCode.unmatched`), so that nothing is dropped in silence.
+"""One compiled program's kernel code tied to its kernel list, what the ``kernel`` metrics and the
+snapshot's ``code:`` lines read. A kernel is found in the code by its instruction name; one with no code (a
+cuBLAS gemm, a copy the runtime does) has no line, and code no kernel names is kept apart
+(:attr:`ProgramCode.unmatched`): nothing is dropped in silence.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 from ..hlo.cost import Missing
-from ..hlo.structure import Kernel, Structure
+from ..hlo.structure import Kernel, Structure, walk_kernels
 from .facts import KernelFacts, name_key
 
 __all__ = [
@@ -28,34 +24,31 @@ __all__ = [
 
 @dataclasses.dataclass(frozen=True)
 class ProgramCode:
-    """The kernel code of one compiled program. ``facts`` is None, with ``reason``, when the target gives
-    none (a TPU compile dumps no kernel code); then every kernel metric is a :class:`Missing`."""
+    """The kernel code of one compiled program; ``facts`` is None, with ``reason``, when the target gives
+    none (a TPU compile dumps no kernel code)."""
 
     structure: Structure
     facts: tuple[KernelFacts, ...] | None
     reason: str = ""
 
-    def by_key(self) -> dict[str, KernelFacts]:
-        return {f.key: f for f in self.facts or ()}
-
     def of(self, kernel: Kernel) -> KernelFacts | None:
         """The code of ``kernel``, None when it has none."""
-        return self.by_key().get(_key(kernel)) if kernel.name else None
+        by_key = {f.key: f for f in self.facts or ()}
+        return by_key.get(name_key(kernel.name)) if kernel.name else None
 
     @property
     def unmatched(self) -> tuple[KernelFacts, ...]:
-        named = {_key(k) for k in walk_kernels(self.structure.kernel_list) if k.name}
+        named = {name_key(k.name) for k in walk_kernels(self.structure.kernel_list) if k.name}
         return tuple(f for f in self.facts or () if f.key not in named)
 
     def total(self, field: str) -> int | Missing:
-        """The sum of one :class:`KernelFacts` field over every kernel, or why there is none."""
+        """One :class:`KernelFacts` field summed over every kernel."""
         if self.facts is None:
             return Missing(self.reason)
         return sum(int(getattr(f, field)) for f in self.facts)
 
     def lookup_vector_width(self) -> int | Missing:
-        """The narrowest widest-vector (bits) among the kernels that gather or scatter: 0 when one of them
-        is scalar."""
+        """The narrowest widest-vector (bits) among the kernels that gather or scatter."""
         if self.facts is None:
             return Missing(self.reason)
         kernels = lookup_kernels(self.structure)
@@ -70,20 +63,6 @@ class ProgramCode:
         return min(widths)
 
 
-def _key(kernel: Kernel) -> str:
-    return name_key(kernel.name)
-
-
-def walk_kernels(kernels: Iterable[Kernel]) -> Iterator[Kernel]:
-    """Every kernel of a kernel list, loop conditions and bodies and conditional branches included."""
-    for k in kernels:
-        yield k
-        yield from walk_kernels(k.condition)
-        yield from walk_kernels(k.body)
-        for branch in k.branches:
-            yield from walk_kernels(branch)
-
-
 def lookup_kernels(structure: Structure) -> list[Kernel]:
     """The kernels, loop bodies included, that hold a gather or a scatter: the lookup's own work."""
     return [
@@ -94,7 +73,7 @@ def lookup_kernels(structure: Structure) -> list[Kernel]:
 
 
 def multiset_text(pairs: Iterable[tuple[str, int]]) -> str:
-    """``a, b×3``: a multiset as the snapshot writes one (the kernel-code lines and the HLO ones alike)."""
+    """``a, b×3``: a multiset as the snapshot writes one."""
     return ", ".join(name if n == 1 else f"{name}×{n}" for name, n in pairs)
 
 
@@ -111,17 +90,14 @@ def code_line(facts: KernelFacts) -> str:
     return f"{facts.language}: " + "; ".join(parts)
 
 
-# XLA:CPU optimizes its LLVM IR for the processor of the host that compiles it: the vector widths, the
-# vectorized and remainder loops and the stack slots of one program differ between an AVX2 and an AVX-512
-# host, while the atomics are what XLA's own emitters write. A snapshot holds what every host compiles
-# alike, so the code line of a host-tuned language keeps its atomics alone (none: no line); its other facts
-# stay metrics (vector_width, code_loops, local_bytes) and are recorded in the results file.
+# XLA:CPU tunes its LLVM IR to the compiling host (vector widths, loops and stack slots differ between AVX2
+# and AVX-512), while its atomics are XLA's own; a snapshot holds what every host compiles alike, so a
+# host-tuned language's code line keeps its atomics alone, its other facts staying metrics.
 HOST_TUNED: frozenset[str] = frozenset({"llvm"})
 
 
 def snapshot_code_line(facts: KernelFacts) -> str | None:
-    """One kernel's code as a snapshot shows it: :func:`code_line`, or for a host-tuned language
-    (:data:`HOST_TUNED`) its atomics alone, None when it has none."""
+    """:func:`code_line`, or for a host-tuned language its atomics alone (None when it has none)."""
     if facts.language not in HOST_TUNED:
         return code_line(facts)
     if not facts.atomics:
@@ -131,14 +107,5 @@ def snapshot_code_line(facts: KernelFacts) -> str | None:
 
 
 def unmatched_lines(code: ProgramCode) -> list[str]:
-    """The code that no kernel of the list names, one line each as a snapshot shows it, sorted (their
-    names are not shown: they are renumbered as instructions are)."""
+    """The code no kernel names, a snapshot line each, sorted (names are renumbered: never shown)."""
     return sorted(line for f in code.unmatched if (line := snapshot_code_line(f)) is not None)
-
-
-def summary(code: ProgramCode) -> Counter[str]:
-    """Atomic instructions of the whole program, by normalized spelling."""
-    out: Counter[str] = Counter()
-    for f in code.facts or ():
-        out.update(dict(f.atomics))
-    return out

@@ -1,33 +1,18 @@
 """PTX (what XLA:GPU emits, one ``.ptx`` file per LLVM module) read into per-kernel facts.
 
-One :class:`~invariants.kernels.KernelFacts` per function with a body: each ``.entry`` (a kernel) and each
-``.func`` (a device function; XLA's own PTX has none, but inline libraries may). Declarations without a body
-(``.extern .func vprintf(...);``) are read and not counted.
+One :class:`~invariants.kernels.KernelFacts` per function with a body (each ``.entry``, and each ``.func``
+an inline library may bring); declarations without a body are read and not counted. The reader knows the
+module directives, declarations in every state space, function headers and their performance directives,
+comments, labels, nested ``{ }`` blocks (inline assembly), predicates and statements over several lines;
+an opcode must be one of the PTX ISA's. Anything else is a :class:`~invariants.kernels.KernelCodeError`.
 
-The reader is strict: it knows the module directives, variable declarations in every state space,
-function headers with their performance directives, comments, labels, nested ``{ }`` blocks (inline
-assembly), predicated instructions and instructions over several lines, each listed in the tables below;
-an instruction's base opcode must be one of the PTX ISA's (``_OPCODES``). Anything else is a
-:class:`~invariants.kernels.KernelCodeError` ``FILE:LINE: what: 'text'``.
-
-The facts of a function:
-
-* ``atomics``: its ``atom`` and ``red`` instructions (``red.async`` too) without memory-ordering, scope,
-  state-space and cache-hint qualifiers, spelled ``base.op[.noftz][.vN].type`` whatever the order in the
-  source: ``atom.relaxed.sys.global.cas.b32`` is ``atom.cas.b32``, ``atom.global.v4.f32.add`` is
-  ``atom.add.v4.f32``. A qualifier the reader does not know is an error.
-* ``cas_atomics``: ``atom.cas``; ``cas_loops``: those that lie between a label and a later branch back to
-  that label (a compare-and-swap retry loop).
-* ``float_atomics``: ``atom``/``red`` adds of a floating-point type (``f16``, ``f16x2``, ``bf16``,
-  ``bf16x2``, ``f32``, ``f64``), one per instruction whatever its vector width.
-* ``local_bytes``: the bytes of its ``.local`` declarations (``.local .align 4 .b8 __local_depot0[16];``
-  is 16): type size × vector lanes × array dimensions.
-* ``instructions``: instruction statements (inline assembly's included; directives and labels are not).
-* ``loops``: backward branches, a ``bra`` (or a ``brx.idx`` with a target) to a label defined earlier in
-  the function (labels are scoped by ``{ }`` blocks, as PTX scopes them).
-* ``vector_width``: the widest ``.v2``/``.v4``/``.v8`` memory or atomic operation (``ld``, ``ldu``, ``st``,
-  ``atom``, ``red``, ``multimem``) in bits: element type bits × lanes (``ld.global.nc.v4.b32`` is 128); 0
-  when there is none. A scalar ``.b128`` access is not a vector.
+In PTX terms: ``atomics`` are ``atom`` and ``red`` (``red.async`` too) spelled ``base.op[.noftz][.vN].type``
+without ordering, scope, state-space and cache-hint qualifiers, whatever their order in the source
+(``atom.relaxed.sys.global.cas.b32`` is ``atom.cas.b32``); a qualifier not known is an error. A CAS retry
+loop is an ``atom.cas`` between a label and a later branch back to it; ``loops`` are branches (``bra``, a
+``brx.idx``'s targets) to a label defined earlier, labels scoped by ``{ }`` blocks. ``local_bytes`` are
+the ``.local`` declarations' bytes. ``vector_width`` is the widest ``.v2``/``.v4``/``.v8`` memory or atomic
+operation (``ld.global.nc.v4.b32`` is 128); a scalar ``.b128`` access is not a vector.
 """
 
 from __future__ import annotations
@@ -37,30 +22,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from ._tally import Tally, code_error, opcodes, unclosed, words
-from .facts import KernelCodeError, KernelFacts
+from ._tally import Reader, Tally, opcodes, split_top, words
+from .facts import KernelFacts
 
 __all__ = ["parse_ptx"]
 
-# The PTX ISA's instruction names (the first part of an opcode), PTX ISA 9.0: integer, extended-precision,
-# floating-point, half and mixed precision arithmetic; comparison and selection; logic and shift; data
-# movement and conversion; texture and surface; control flow; parallel synchronization and communication;
-# warp-level and warpgroup matrix instructions; tcgen05; video; miscellaneous.
-
-
+# The PTX ISA 9.0's instruction names (the first part of an opcode).
 _OPCODES = opcodes("ptx_opcodes.txt")
 
 # Families whose first part says little: their second part must be one of these.
 _SECOND = {
-    "cp": frozenset({"async", "reduce"}),
+    "cp": words("async reduce"),
     "mbarrier": words("init inval arrive arrive_drop expect_tx complete_tx test_wait try_wait pending_count"),
-    "wgmma": frozenset({"mma_async", "fence", "commit_group", "wait_group"}),
-    "griddepcontrol": frozenset({"launch_dependents", "wait"}),
-    "tensormap": frozenset({"replace", "cp_fenceproxy"}),
-    "multimem": frozenset({"ld_reduce", "st", "red", "cp"}),
+    "wgmma": words("mma_async fence commit_group wait_group"),
+    "griddepcontrol": words("launch_dependents wait"),
+    "tensormap": words("replace cp_fenceproxy"),
+    "multimem": words("ld_reduce st red cp"),
     "tcgen05": words("alloc dealloc relinquish_alloc_permit ld st wait cp shift mma commit fence"),
-    "clusterlaunchcontrol": frozenset({"try_cancel", "query_cancel"}),
-    "brx": frozenset({"idx"}),
+    "clusterlaunchcontrol": words("try_cancel query_cancel"),
+    "brx": words("idx"),
 }
 
 # Bits of each fundamental type (and of the opaque and packed ones a declaration may name).
@@ -74,8 +54,8 @@ _TYPE_BITS = {
     "b128": 128,
     "pred": 1, "texref": 64, "samplerref": 64, "surfref": 64,
 }  # fmt: skip
-_FLOAT_TYPES = frozenset({"f16", "f16x2", "bf16", "bf16x2", "f32", "f64"})
-_ATOM_OPS = frozenset({"add", "inc", "dec", "min", "max", "and", "or", "xor", "exch", "cas"})
+_FLOAT_TYPES = words("f16 f16x2 bf16 bf16x2 f32 f64")
+_ATOM_OPS = words("add inc dec min max and or xor exch cas")
 _ATOM_TYPES = words("b16 b32 b64 b128 u16 u32 u64 s32 s64 f16 f16x2 bf16 bf16x2 f32 f64")
 # Qualifiers of atom/red that do not change what the operation is: memory ordering, scope, state space,
 # cache hints, the mbarrier completion of red.async.
@@ -90,13 +70,13 @@ _ATOM_PARTS = {
     **dict.fromkeys(_VECTORS, "vector"),
     **dict.fromkeys(_ATOM_TYPES, "type"),
 }
-_VECTOR_OPS = frozenset({"ld", "ldu", "st", "atom", "red", "multimem"})
+_VECTOR_OPS = words("ld ldu st atom red multimem")
 
 _IDENT = r"(?:[A-Za-z][\w$]*|[_$%][\w$]+)"
 _LABEL = re.compile(rf"\s*({_IDENT})\s*:(?!:)")
 _INSTR = re.compile(r"(@!?%?[\w$]+\s+)?([a-z][a-z0-9_]*)((?:\.[\w:]+)*)(?:\s+(.*))?", re.S)
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[;{}]|[^;{}"]+')
-_COMMENT = re.compile(r'"|//|/\*')
+_COMMENT = re.compile(r'"(?:[^"\\]|\\.)*"?|//.*|/\*.*?(?:\*/|$)')
 _INT = r"(?:0[xX][0-9a-fA-F]+|\d+)"
 _INTS = rf"{_INT}(?:\s*,\s*{_INT})*"
 _STRING = r'"(?:[^"\\]|\\.)*"'
@@ -133,10 +113,9 @@ _PROTO_PARAM = re.compile(
     rf"\.param(?:\s+\.(?:ptr|v[248]|{_TYPES})\b|\s+\.align\s+{_INT})*\s+_(?:\s*\[\s*{_INT}?\s*\])*"
 )
 _PROTOTYPE = re.compile(r"\.callprototype\s*(?:\(([^()]*)\)\s*)?_\s*\(([^()]*)\)(?:\s*\.noreturn)?", re.S)
-_STRING_RE = re.compile(_STRING)
 _LINE_DIRECTIVE = re.compile(r"\s*\.(?:version|target|address_size|file|loc)\b")
 _T = TypeVar("_T")
-_SPACES = frozenset({"reg", "local", "shared", "global", "const", "param", "tex", "sreg"})
+_SPACES = words("reg local shared global const param tex sreg")
 _DECLARATOR = re.compile(
     rf"({_IDENT})(?:\s*<\s*({_INT})\s*>)?((?:\s*\[\s*(?:{_INT})?\s*\])*)\s*(?:=\s*(.*))?", re.S
 )
@@ -153,24 +132,17 @@ class _Function(Tally):
     branch_targets: dict[tuple[int, str], list[str]] = field(default_factory=dict)
 
 
-class _Reader:
+class _Reader(Reader):
     def __init__(self, where: str) -> None:
-        self.where = where
-        self.out: list[KernelFacts] = []
+        super().__init__(where)
         self.fn: _Function | None = None
         self.depth = 0  # block depth inside the current function (1: its body)
         self.header_seen = False
         self.pending_header: tuple[int, str] | None = None
-        # The statement being read (its tokens so far) and the line it starts on.
-        self.pending: list[str] = []
+        self.pending: list[str] = []  # the statement being read, from line pending_line
         self.pending_line = 0
         self.brace = 0  # braces inside the pending statement (vector operands, initializers)
         self.section = 0  # > 0 inside a .section block: its braces
-
-    def error(self, line: int, what: str, text: str) -> KernelCodeError:
-        return code_error(self.where, line, what, text)
-
-    # -- tokens -----------------------------------------------------------------------------------------
 
     def read(self, text: str) -> list[KernelFacts]:
         in_comment = False
@@ -200,14 +172,13 @@ class _Reader:
             self.pending.append("\n")
 
     def check_continued(self, code: str) -> None:
-        """In a body a statement goes on to the next line only inside an operand list (a call's)."""
+        # In a body a statement goes on to the next line only inside an operand list (a call's).
         if self.pending and self.fn is not None and not self.brace:
             stmt = "".join(self.pending).rstrip()
             if not (stmt.endswith((",", "(", "[")) or code.lstrip().startswith((")", "]", ","))):
                 raise self.error(self.pending_line, "statement not ended with ';'", stmt)
 
     def check_ended(self, lineno: int) -> None:
-        """At the end of the text: nothing may be left open."""
         stmt = "".join(self.pending).strip()
         if stmt:
             raise self.error(self.pending_line, "statement not ended with ';' at the end of the file", stmt)
@@ -216,10 +187,9 @@ class _Reader:
         if self.pending_header is not None:
             raise self.error(*self.pending_header, "function header without a body")
         if self.fn is not None:
-            raise self.error(self.fn.line, unclosed(self.fn.name, lineno), f".entry {self.fn.name}")
+            raise self.unclosed(self.fn, lineno, f".entry {self.fn.name}")
 
     def token(self, lineno: int, tok: str) -> None:
-        """One token: a statement's end, a block's or an initializer's brace, or a part of a statement."""
         if self.section:
             self.section += {"{": 1, "}": -1}.get(tok, 0)
         elif tok == ";":
@@ -243,7 +213,7 @@ class _Reader:
         self.pending = []
 
     def open_brace(self, lineno: int) -> None:
-        """A ``{`` inside a statement (an initializer, vector operands), a .section block's, or a block's."""
+        """A ``{`` in a statement (an initializer, vector operands), a .section's, or a block's."""
         stmt = "".join(self.pending).strip()
         if self.brace or (stmt and (self.fn is not None or "=" in stmt)):
             self.brace += 1
@@ -269,7 +239,7 @@ class _Reader:
         self.pending = []
 
     def labels(self, lineno: int, tok: str) -> str:
-        """Take the labels off the start of a statement; what is left of it."""
+        """The statement ``tok`` starts, its labels defined."""
         while True:
             m = _LABEL.match(tok)
             if m is None:
@@ -279,10 +249,11 @@ class _Reader:
                 return tok  # a named declaration, read as a statement
             if self.fn is None:
                 raise self.error(lineno, "label outside a function", tok)
-            self.define_label(lineno, m.group(1))
+            key = (self.fn.scopes[-1], m.group(1))
+            if key in self.fn.labels:
+                raise self.error(lineno, f"label '{m.group(1)}' defined twice", m.group(1) + ":")
+            self.fn.labels[key] = self.fn.instructions
             tok = rest
-
-    # -- structure --------------------------------------------------------------------------------------
 
     def open(self, line: int, stmt: str) -> None:
         if self.fn is not None:
@@ -311,12 +282,13 @@ class _Reader:
         self.fn = None
 
     def header(self, line: int, stmt: str) -> str:
-        """Check a function header (or declaration); its name."""
+        """The name of a function header (or declaration), checked."""
         if not self.header_seen:
             raise self.error(line, "function before the .version/.target header", stmt)
         m = _HEADER.fullmatch(stmt)
         if m is None:
-            raise self.error(line, _not_a_header(stmt), stmt)
+            what = "unknown directive" if stmt.startswith(".") else "not a function header"
+            raise self.error(line, what if stmt else "block outside a function", stmt)
         for p in _header_params(m):
             if not _PARAM.fullmatch(p.strip()):
                 raise self.error(line, "unknown parameter declaration", p)
@@ -324,7 +296,6 @@ class _Reader:
         return m.group("name")
 
     def check_directives(self, line: int, rest: str) -> None:
-        """Check a function header's performance directives."""
         pos = 0
         while pos < len(rest):
             d = _PERF.match(rest, pos)
@@ -333,8 +304,6 @@ class _Reader:
             pos = d.end()
             while pos < len(rest) and rest[pos].isspace():
                 pos += 1
-
-    # -- statements -------------------------------------------------------------------------------------
 
     def statement(self, line: int, stmt: str) -> None:
         if not stmt:
@@ -367,8 +336,7 @@ class _Reader:
             raise self.error(line, "unknown directive" if stmt.startswith(".") else "unknown statement", stmt)
 
     def declared_function(self, line: int, stmt: str) -> None:
-        """A function header at module level: a declaration (no body, no facts), or an .entry header whose
-        .pragma ended it with ';' before its body."""
+        """A declaration at module level, or an .entry header a .pragma ended with ';' before its body."""
         m = _HEADER.fullmatch(stmt)
         assert m is not None
         self.header(line, stmt)
@@ -376,7 +344,6 @@ class _Reader:
             self.pending_header = (line, stmt + ";")
 
     def header_pragma(self, pending: tuple[int, str], stmt: str) -> None:
-        """A statement after an .entry header that ended with ';': its .pragma, or an error."""
         if not stmt.startswith(".pragma"):
             raise self.error(*pending, "function header without a body")
         self.pending_header = (pending[0], f"{pending[1]} {stmt};")
@@ -416,13 +383,13 @@ class _Reader:
         self.fn.branch_targets[(self.fn.scopes[-1], m.group(1))] = targets
 
     def declaration(self, line: int, stmt: str) -> int:
-        """Check a variable declaration; its bytes."""
+        """The bytes of a variable declaration, checked."""
         head, sep, init = stmt.partition("=")
         tokens = head.split()
         space, bits, lanes, i = self.qualifiers(line, stmt, tokens)
         rest = " ".join(tokens[i:]) + (sep + init if sep else "")
         total = 0
-        for d in _split_declarators(rest):
+        for d in split_top(rest, "{", "}"):
             m = _DECLARATOR.fullmatch(d.strip())
             if m is None:
                 raise self.error(line, "unknown declarator", stmt)
@@ -437,8 +404,7 @@ class _Reader:
         return total
 
     def qualifiers(self, line: int, stmt: str, tokens: list[str]) -> tuple[str, int, int, int]:
-        """A declaration's leading ``.qualifiers``: its state space, its type's bits, its vector lanes, and
-        the index of its first declarator token."""
+        """A declaration's state space, type bits and vector lanes, and the index of its declarators."""
         i = 0
         space = None
         bits = 0
@@ -463,13 +429,11 @@ class _Reader:
         return space, bits, lanes, i
 
     def after_align(self, line: int, stmt: str, tokens: list[str], i: int) -> int:
-        """The index after ``.align``'s number, ``tokens[i]``."""
         if i >= len(tokens) or not re.fullmatch(_INT, tokens[i]):
             raise self.error(line, "'.align' without a number", stmt)
         return i + 1
 
     def check_qualifier(self, line: int, stmt: str, t: str) -> None:
-        """A declaration qualifier that says nothing of its size."""
         if t in ("visible", "extern", "weak", "common", "ptr"):
             return
         if not t.startswith("attribute("):
@@ -507,7 +471,6 @@ class _Reader:
             raise self.error(line, f"unknown opcode '{base}.{quals[0] if quals else ''}'", stmt)
 
     def vector_bits(self, line: int, stmt: str, quals: list[str]) -> int:
-        """The bits a memory or atomic operation moves at once when it is a vector one; 0 otherwise."""
         lanes = next((_VECTORS[q] for q in reversed(quals) if q in _VECTORS), 0)
         bits = max((_TYPE_BITS[q] for q in quals if q in _TYPE_BITS), default=0)
         if lanes and not bits:
@@ -530,7 +493,7 @@ class _Reader:
     def atomic_parts(
         self, line: int, stmt: str, base: str, quals: list[str]
     ) -> tuple[dict[str, str], list[str]]:
-        """An atomic's operation, vector and type (at most one of each), and its ``noftz``."""
+        """An atomic's operation, vector and type (one of each at most), and its ``noftz``."""
         parts: dict[str, str] = {}
         mods: list[str] = []
         for q in (q for q in quals if q not in _ATOM_DROP):
@@ -542,14 +505,6 @@ class _Reader:
             else:
                 parts[slot] = q
         return parts, mods
-
-    def define_label(self, line: int, name: str) -> None:
-        fn = self.fn
-        assert fn is not None
-        key = (fn.scopes[-1], name)
-        if key in fn.labels:
-            raise self.error(line, f"label '{name}' defined twice", name + ":")
-        fn.labels[key] = fn.instructions
 
     def finish(self, fn: _Function) -> KernelFacts:
         loops: list[tuple[int, int]] = []
@@ -579,14 +534,7 @@ class _Reader:
         raise self.error(line, f"branch to an undefined {what} '{name}'", stmt)
 
 
-def _not_a_header(stmt: str) -> str:
-    if not stmt:
-        return "block outside a function"
-    return "unknown directive" if stmt.startswith(".") else "not a function header"
-
-
 def _header_params(m: re.Match[str]) -> list[str]:
-    """The return and the parameter declarations of a function header."""
     lists = (m.group("ret") or "", m.group("params") or "")
     return [p for params in lists if params.strip() for p in params.split(",")]
 
@@ -601,61 +549,26 @@ def _prototype(rest: str) -> bool:
 
 
 def _strip_comments(line: str, in_comment: bool) -> tuple[str, bool]:
-    """``line`` without its comments (``//``, ``/* */``, strings kept); whether a ``/*`` is still open."""
+    """``line`` without its comments (strings kept), and whether a ``/*`` is still open after it."""
     if in_comment:
         end = line.find("*/")
         if end < 0:
             return "", True
         line = " " + line[end + 2 :]
-    if "/" not in line:
-        return line, False
-    out: list[str] = []
-    pos = 0
-    while True:
-        m = _COMMENT.search(line, pos)
-        if m is None:
-            out.append(line[pos:])
-            return "".join(out), False
-        out.append(line[pos : m.start()])
-        if m.group() == "//":
-            return "".join(out), False
-        if m.group() == "/*":
-            end = line.find("*/", m.end())
-            if end < 0:
-                return "".join(out), True
-            out.append(" ")
-            pos = end + 2
-        else:  # a string: kept whole
-            s = _STRING_RE.match(line, m.start())
-            if s is None:
-                out.append(line[m.start() :])
-                return "".join(out), False
-            out.append(s.group())
-            pos = s.end()
+    opened = False
 
+    def cut(m: re.Match[str]) -> str:
+        nonlocal opened
+        text = m.group()
+        if text.startswith('"'):
+            return text
+        opened = text.startswith("/*") and (len(text) < 4 or not text.endswith("*/"))
+        return " " if text.startswith("/*") and not opened else ""
 
-def _split_declarators(text: str) -> list[str]:
-    """Split ``a, b[4], c = {1, 2}`` at the commas outside braces."""
-    if "{" not in text:
-        return text.split(",")
-    out: list[str] = []
-    depth = 0
-    start = 0
-    for i, c in enumerate(text):
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-        elif c == "," and depth == 0:
-            out.append(text[start:i])
-            start = i + 1
-    out.append(text[start:])
-    return out
+    return _COMMENT.sub(cut, line), opened
 
 
 def parse_ptx(text: str, where: str) -> list[KernelFacts]:
-    """The facts of every function with a body in the PTX ``text`` (``.entry`` kernels and ``.func``
-    device functions), in order of appearance. ``where`` names the text in errors (``FILE:LINE: ...``) and
-    is each fact's ``source``. An empty text is a module without kernels: ``[]``. Raises
-    :class:`~invariants.kernels.KernelCodeError` on anything not understood."""
+    """The facts of every function with a body in the PTX ``text``, in order; ``where`` names the text in
+    errors and is each fact's ``source``."""
     return _Reader(where).read(text)
