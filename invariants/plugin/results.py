@@ -20,7 +20,7 @@ import socket
 import time
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any, ClassVar, Literal, Union
 
@@ -206,13 +206,14 @@ class _Bad(ValueError):
     """A value that is not of its field's type (``args[0]``: what it is instead)."""
 
 
-_hints = functools.cache(typing.get_type_hints)
-
-
-@functools.cache
-def _named(cls: Any) -> dict[str, str]:
+def _named_of(cls: Any) -> dict[str, str]:
     """The file's name of each field of a record class to its attribute."""
     return {f.metadata.get("json", f.name): f.name for f in dataclasses.fields(cls) if f.name != "extra"}
+
+
+# Typed as plain callables: mypy takes a dataclass type for an unhashable argument of a cache.
+_named: Callable[[Any], dict[str, str]] = functools.cache(_named_of)
+_hints: Callable[[Any], dict[str, Any]] = functools.cache(typing.get_type_hints)
 
 
 # Which JSON values each scalar type takes (a float takes an integer).
