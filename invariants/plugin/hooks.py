@@ -15,13 +15,12 @@ import pytest
 
 from .._errors import InvariantsError, visible
 from .._usercode import finished
-from ..catalog.targets import versions
 from ..compile.process import guard_backend, pin_worker
 from ..compile.record import FailedCompile
 from ..snapshot.store import StructureSnapshotExtension
 from .anchors import TierFile, anchor_tier
 from .options import OPTIONS
-from .outcomes import GateFailed, fail
+from .outcomes import GateFailed, fail, versions_line
 from .results import Failure, failure_property
 from .xdist import scheduler
 
@@ -127,8 +126,7 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
             item.user_properties.append(failure_property(failure))  # a known one: its record keeps the key
             raise
         fail(failure, said)
-    stated = ", ".join(f"{k} {v}" for k, v in versions().items())
-    fail(failure, f"{line}\nversions: {stated}")  # outside the except: no chained stack
+    fail(failure, f"{line}\n{versions_line()}")  # outside the except: no chained stack
 
 
 @pytest.hookimpl(wrapper=True)

@@ -134,14 +134,20 @@ def dumped_line(s: GateSession, *keys: Key) -> str:
     return "optimized HLO and jaxpr: " + "; ".join(paths)
 
 
-def _versions(target: str) -> str:
-    return "versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()) + f"; target {target}"
+def versions_line(target: str | None = None) -> str:
+    line = "versions: " + ", ".join(f"{k} {v}" for k, v in versions().items())
+    return line + (f"; target {target}" if target else "")
 
 
 def failure_report(s: GateSession, key: Key, headline: str, current_summary: str) -> str:
     """The verdict, what changed against the committed snapshot, versions, dumps."""
     return "\n".join(
-        [headline, _versions(key.target), *snapshot_comparison(s, key, current_summary), dumped_line(s, key)]
+        [
+            headline,
+            versions_line(key.target),
+            *snapshot_comparison(s, key, current_summary),
+            dumped_line(s, key),
+        ]
     )
 
 
@@ -158,7 +164,7 @@ def relation_report(s: GateSession, keys: tuple[Key, ...], headline: str, summar
         if diff
         else [f"{name_a} and {name_b} render the same snapshot text"]
     )
-    return "\n".join([headline, _versions(a.target), *between, dumped_line(s, *keys)])
+    return "\n".join([headline, versions_line(a.target), *between, dumped_line(s, *keys)])
 
 
 def structure_failure(s: GateSession, key: Key, current: str, accept: str | None) -> tuple[Failure, str]:
@@ -177,7 +183,7 @@ def structure_failure(s: GateSession, key: Key, current: str, accept: str | None
     lines = [
         headline,
         *snapshot_comparison(s, key, current),
-        "versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()),
+        versions_line(),
         dumped_line(s, key),
     ]
     if accept:

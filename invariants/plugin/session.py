@@ -21,18 +21,18 @@ from .._errors import InvariantsError
 from .._paths import check_output_dir, shown, what_is, write_atomic
 from ..catalog.arguments import make_arguments
 from ..catalog.programs import Distribution, get_config
-from ..catalog.registry import Programs
-from ..catalog.targets import Target, versions
+from ..catalog.targets import versions
 from ..compile.artifacts import CompileCache
 from ..compile.process import REQUESTED_PLATFORMS
 from ..compile.record import FailedCompile, Key
 from ..compile.reproducer import reproducer
 from ..kernels import kernel_files
 from ..measure.measurement import Measurement, measure
-from ..specfile.reader import KnownCompileFailure, Spec, scope_of, select_programs
+from ..specfile.reader import KnownCompileFailure, scope_of, select_programs
 from ..verdict.correctness import Correctness
 from . import generate
 from . import results as _results
+from .outcomes import versions_line
 from .recorder import Recorder
 from .snapshots import SnapshotFolders, recorded_baselines
 from .suite import Suite, unavailable_targets
@@ -46,6 +46,8 @@ class GateSession:
     def __init__(self, config: pytest.Config, suite: Suite, recorder: Recorder | None = None) -> None:
         self.config = config
         self.suite = suite
+        self.specs, self.all_programs, self.programs = suite.specs, suite.all_programs, suite.programs
+        self.all_targets, self.targets = suite.all_targets, suite.targets
         self.recorder = recorder or Recorder()
         own = self.suite.project if self.suite.project.own else None
         self.cache = CompileCache(self.all_targets, self.all_programs, own, self.suite.store)
@@ -82,26 +84,6 @@ class GateSession:
             raise
         config.pluginmanager.register(s.recorder, "invariants-recorder")
         return s
-
-    @property
-    def specs(self) -> list[Spec]:
-        return self.suite.specs
-
-    @property
-    def all_programs(self) -> Programs:
-        return self.suite.all_programs
-
-    @property
-    def programs(self) -> list[str]:
-        return self.suite.programs
-
-    @property
-    def all_targets(self) -> dict[str, Target]:
-        return self.suite.all_targets
-
-    @property
-    def targets(self) -> list[Target]:
-        return self.suite.targets
 
     def update_command(
         self, test_file: Path, flag: str, programs: str, target: str | None = None, configs: str | None = None
@@ -172,7 +154,6 @@ class GateSession:
             )
         if first is not None:
             return f"{said} (the same compile as {first.split('::', 1)[-1]}, reported whole there)"
-        stated = ", ".join(f"{k} {v}" for k, v in versions().items())
         what_next = (
             "what next: report a compiler error upstream (XLA: https://github.com/openxla/xla/issues) with "
             "the HLO and the reproducer (a tracing error is the program's own); until it is fixed, declare "
@@ -182,7 +163,7 @@ class GateSession:
             f'  [[known_compile_failure]]\n  id = "..."\n  programs = ["{key.program}"]\n'
             f'  targets = ["{key.target}"]\n  ratchet = {{ reason = "...", issue = "https://..." }}'
         )
-        return "\n".join([str(err), f"versions: {stated}", *saved, what_next, declaration])
+        return "\n".join([str(err), versions_line(), *saved, what_next, declaration])
 
     def _replace_dumps(self, err: FailedCompile) -> list[str]:
         """Replace the gate's own dumps of ``err``'s key with the HLO before optimization and a reproducer;
@@ -266,7 +247,7 @@ class GateSession:
         lines = [
             f"runtime: {dev[0].platform} ({dev[0].device_kind}) x{len(dev)}  "
             f"[JAX_PLATFORMS={REQUESTED_PLATFORMS}]",
-            "versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()),
+            versions_line(),
         ]
         for t in self.targets:
             reason = t.unavailable_reason()

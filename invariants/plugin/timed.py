@@ -78,7 +78,50 @@ class RatioItem(GateItem):
         self.add_marker(_BENCHMARK)
 
     def check(self, gate: GateSession, benchmark: Any, record_property: Any) -> None:
-        _ratio(self.case, gate, benchmark, record_property)
+        case = self.case
+        inv = case.invariant
+        timed = inv.assertion.timed
+        assert timed is not None  # the spec loader admits no other throughput assert
+        a_side, b_side, threshold = timed
+        key_a, key_b = (Key(side.program, case.config, case.target) for side in (a_side, b_side))
+        a, b = _timed(gate, key_a, a_side.distribution), _timed(gate, key_b, b_side.distribution)
+        a_name, b_name = a_side.label, b_side.label
+        # A failure must repeat to count; for a ratchet, so must a pass.
+        result, attempts = confirmed(
+            lambda: measure_ratio(a, b, threshold=threshold, max_seconds=MAX_SECONDS, **CLOCKED),
+            verdict="pass" if inv.ratchet else "fail",
+        )
+        info = {
+            "id": inv.id,
+            "target": case.target,
+            "a": a_name,
+            "b": b_name,
+            "config": case.config,
+            **result.to_dict(),
+            "attempts": [r.verdict for r in attempts],
+        }
+        # What the TPU cost model predicted for the same two programs, beside what the chip did.
+        metrics_a, metrics_b = gate.measured(key_a).metrics, gate.measured(key_b).metrics
+        info["predicted"] = predicted_ratio(metrics_a, metrics_b)
+        name, record = _results.record("ratio", **info)
+        record_samples(benchmark, result.samples_a, **record)
+        record_property(name, record)
+        where = f"{case.target} {a_name}/{b_name} [{case.config}]"
+        describe = f"time({a_name}) / time({b_name}) = {result.summary()}"
+        if info["predicted"] is not None:
+            describe += f"; predicted {info['predicted']:.3g} ({predicted_by(metrics_a, metrics_b)})"
+        judge(
+            inv,
+            holds=result.verdict != "fail",
+            tightenable=result.verdict == "pass",
+            where=where,
+            describe=describe,
+            key=key_a,
+            failure=lambda: (
+                f"{inv.where}: {inv.id} failed on {where}: {describe} > {threshold}\n"
+                + dumped_line(gate, key_a, key_b)
+            ),
+        )
 
 
 class EfficiencyItem(GateItem):
@@ -87,7 +130,7 @@ class EfficiencyItem(GateItem):
     MARKS = ("throughput", "efficiency")
 
     def __init__(self, *, key: Key, baseline: Path, **kw: Any) -> None:
-        self.key = key
+        self.key, self.baseline = key, baseline
         super().__init__(located=(baseline, None), **kw)
         self.add_marker(_BENCHMARK)
 
@@ -108,9 +151,8 @@ def throughput_children(s: GateSession, file: pytest.File) -> list[pytest.Item |
     def children(g: Group) -> list[pytest.Item | pytest.Collector]:
         made = list(by_spec(ratios, invariant_table, ratio)(g))
         for key, skip in efficiencies:
-            path = baseline_path(
-                s.snapshots.folder(key.program, key.target).parent, key.target, key.program, key.config
-            )
+            folder = s.snapshots.folder(key.program, key.target).parent
+            path = baseline_path(folder, key.target, key.program, key.config)
             made.append(
                 EfficiencyItem.from_parent(
                     g, name=f"{key.program}-{key.config}", key=key, baseline=path, skip=skip
@@ -119,53 +161,6 @@ def throughput_children(s: GateSession, file: pytest.File) -> list[pytest.Item |
         return made
 
     return [group(file, runtime, children)]
-
-
-def _ratio(case: Case, gate: GateSession, benchmark: Any, record_property: Any) -> None:
-    inv = case.invariant
-    timed = inv.assertion.timed
-    assert timed is not None  # the spec loader admits no other throughput assert
-    a_side, b_side, threshold = timed
-    a = _timed(gate, (a_side.program, case.config, case.target), a_side.distribution)
-    b = _timed(gate, (b_side.program, case.config, case.target), b_side.distribution)
-    a_name, b_name = a_side.label, b_side.label
-    # A failure must repeat to count; for a ratchet, so must a pass.
-    result, attempts = confirmed(
-        lambda: measure_ratio(a, b, threshold=threshold, max_seconds=MAX_SECONDS, **CLOCKED),
-        verdict="pass" if inv.ratchet else "fail",
-    )
-    info = {
-        "id": inv.id,
-        "target": case.target,
-        "a": a_name,
-        "b": b_name,
-        "config": case.config,
-        **result.to_dict(),
-        "attempts": [r.verdict for r in attempts],
-    }
-    # What the TPU cost model predicted for the same two programs, beside what the chip did.
-    metrics_a = gate.measured(Key(a_side.program, case.config, case.target)).metrics
-    metrics_b = gate.measured(Key(b_side.program, case.config, case.target)).metrics
-    info["predicted"] = predicted_ratio(metrics_a, metrics_b)
-    name, record = _results.record("ratio", **info)
-    record_samples(benchmark, result.samples_a, **record)
-    record_property(name, record)
-    where = f"{case.target} {a_name}/{b_name} [{case.config}]"
-    describe = f"time({a_name}) / time({b_name}) = {result.summary()}"
-    if info["predicted"] is not None:
-        describe += f"; predicted {info['predicted']:.3g} ({predicted_by(metrics_a, metrics_b)})"
-    judge(
-        inv,
-        holds=result.verdict != "fail",
-        tightenable=result.verdict == "pass",
-        where=where,
-        describe=describe,
-        key=Key(a_side.program, case.config, case.target),
-        failure=lambda: (
-            f"{inv.where}: {inv.id} failed on {where}: {describe} > {threshold}\n"
-            + dumped_line(gate, *(Key(side.program, case.config, case.target) for side in (a_side, b_side)))
-        ),
-    )
 
 
 def bytes_moved(program: Program, config: str) -> int:
@@ -185,10 +180,9 @@ def record_command(gate: GateSession, item: EfficiencyItem) -> str:
 
 
 def _efficiency(item: EfficiencyItem, gate: GateSession, benchmark: Any, record_property: Any) -> None:
-    efficiency_key = item.key
-    program, config, target = efficiency_key
+    key, path = item.key, item.baseline
+    program, config, target = key
     max_loss = max_loss_for(gate.specs, target)
-    path = baseline_path(gate.snapshots.folder(program, target).parent, target, program, config)
     here = machine(jax.devices()[0].device_kind, CLOCK_NAME)
     baseline = read_baseline(path)
     # Re-recorded only on request: --snapshot-update must not commit fresh timing noise over a baseline. A
@@ -208,7 +202,7 @@ def _efficiency(item: EfficiencyItem, gate: GateSession, benchmark: Any, record_
             f"{program}[{config}] moves {nbytes} bytes of rows: too few for a memory copy of them to time; "
             "efficiency means something for a lookup of many rows"
         )
-    program_call, copy_call = _timed(gate, efficiency_key), copy_callable(nbytes)
+    program_call, copy_call = _timed(gate, key), copy_callable(nbytes)
     result, attempts = confirmed(
         lambda: measure_efficiency(
             program_call, copy_call, min_efficiency=floor, max_seconds=MAX_SECONDS, **CLOCKED
@@ -260,7 +254,4 @@ def _efficiency(item: EfficiencyItem, gate: GateSession, benchmark: Any, record_
             f"({provenance(baseline)}), below the floor {floor:.4g} (max loss {max_loss:.0%}); "
             "a runtime regression, even if the HLO did not change"
         )
-        fail(
-            Failure("assert", what, Key(*efficiency_key)),
-            f"{path}: {program}[{config}] {what}\n" + dumped_line(gate, Key(*efficiency_key)),
-        )
+        fail(Failure("assert", what, key), f"{path}: {program}[{config}] {what}\n" + dumped_line(gate, key))
