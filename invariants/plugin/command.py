@@ -178,25 +178,24 @@ class _OneLineUsage:
     def __init__(self) -> None:
         self.refused = False
 
+    def _refuse(self, said: str, hint: str) -> pytest.UsageError:
+        self.refused = True
+        return pytest.UsageError(f"python -m invariants gate: {said} ({hint})")
+
     @pytest.hookimpl(wrapper=True)
     def pytest_cmdline_parse(self) -> Generator[None, object, object]:
         try:
             return (yield)
         except pytest.UsageError as err:
-            self.refused = True
             lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
             said = next((ln.split(" error: ", 1)[1] for ln in lines if " error: " in ln), lines[0])
-            raise pytest.UsageError(
-                f"python -m invariants gate: {said} (see pytest --help for pytest's options)"
-            ) from None
+            raise self._refuse(said, "see pytest --help for pytest's options") from None
 
     @pytest.hookimpl(wrapper=True)
     def pytest_collection(self) -> Generator[None, object, object]:
         try:
             return (yield)
         except pytest.UsageError as err:
-            self.refused = True
-            raise pytest.UsageError(
-                f"python -m invariants gate: {err} (the gate collects its own items: give it options, not "
-                "paths)"
+            raise self._refuse(
+                str(err), "the gate collects its own items: give it options, not paths"
             ) from None

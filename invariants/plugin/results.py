@@ -264,7 +264,7 @@ def _encode(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Key):
-        return {k: _encode(v) for k, v in value._asdict().items()}
+        value = value._asdict()
     if isinstance(value, Mapping):
         return {str(k): _encode(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
