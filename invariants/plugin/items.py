@@ -59,16 +59,8 @@ class StructureItem(GateItem):
         measured = gate.measured(key)
         # Every numeric metric goes to the results file; those that move with the compiler's patch
         # releases or the machine never into the snapshot text.
-        record_property(
-            *_results.record(
-                "structure",
-                program=program,
-                config=config,
-                target=target,
-                compile_cache=gate.cache.outcome(key),
-                **measured.numbers(),
-            )
-        )
+        fields = {**key._asdict(), "compile_cache": gate.cache.outcome(key), **measured.numbers()}
+        record_property(*_results.record("structure", **fields))
         summary = render_summary(measured, gate.all_programs[program].doc)
         path = gate.snapshots.path(key)
         if not gate.snapshots.writable(program):
@@ -78,13 +70,11 @@ class StructureItem(GateItem):
             if summary != path.read_text():
                 what = "no longer compiles to the package's snapshot (read-only; "
                 what += "--no-catalog leaves the catalog out)"
-                fail(
-                    Failure("snapshot", what, key),
-                    f"{program}[{config}] on {target} {what}:\n"
-                    + "\n".join(snapshot_comparison(gate, key, summary))
-                    + "\n"
-                    + dumped_line(gate, key),
+                compared = snapshot_comparison(gate, key, summary)
+                text = "\n".join(
+                    [f"{program}[{config}] on {target} {what}:", *compared, dumped_line(gate, key)]
                 )
+                fail(Failure("snapshot", what, key), text)
             return
         if not path.exists() and not gate.updating:
             # On every target present (a new program needs them all), with its gradient where it has one.

@@ -95,12 +95,9 @@ class GateSession:
         if not prefix:
             options = self.config.option
             words += [f"--spec-dir {shlex.quote(d)}" for d in options.spec_dir or ()]
-            for name, value in (
-                ("--snapshot-dir", options.snapshot_dir),
-                ("--catalog-snapshot-dir", options.catalog_snapshot_dir),
-            ):
-                if value:
-                    words.append(f"{name} {shlex.quote(str(value))}")
+            for name in ("snapshot_dir", "catalog_snapshot_dir"):
+                if value := getattr(options, name):
+                    words.append(f"--{name.replace('_', '-')} {shlex.quote(str(value))}")
             words += ["--no-catalog"] if options.no_catalog else []
         words += [f"--targets {target}"] if target else []
         words += [f"--programs {programs}"] + ([f"--configs {configs}"] if configs else []) + [flag]
@@ -183,10 +180,8 @@ class GateSession:
             else:
                 hlo_line = "HLO before optimization: none (it failed while tracing, before lowering)"
             script = folder / f"{stem}.repro.py"
-            target = self.all_targets[key.target]
-            write_atomic(
-                script, reproducer(key, target, self.suite.project, err.first, versions()), "--hlo-dump-dir"
-            )
+            repro = reproducer(key, self.all_targets[key.target], self.suite.project, err.first, versions())
+            write_atomic(script, repro, "--hlo-dump-dir")
         except (InvariantsError, OSError) as why:  # the failure is reported whatever the dump folder does
             return [f"dumps: not saved ({why})"]
         return [hlo_line, f"reproducer: python {shown(script)}"]
@@ -210,8 +205,7 @@ class GateSession:
         return sum(m.seconds for m in self._measured.values())
 
     def write_diff(self, key: Key, diff: str) -> Path:
-        folder = self._dump_folder(key)
-        path = folder / f"{key.program}.{key.config}.snapshot.diff"
+        path = self._dump_folder(key) / f"{key.program}.{key.config}.snapshot.diff"
         write_atomic(path, diff + "\n", "--hlo-dump-dir")
         return path
 
