@@ -39,8 +39,7 @@ def anchor_tier(path: Path) -> str | None:
     return found.group(1) if found and found.group(1) in NONE else None
 
 
-# Why a tier has no item here (its one skipped item says so), and that item's markers (-k and -m select it
-# with the tier's items).
+# Why a tier has no item here, and the markers its one skipped item shares with the tier's items.
 NONE = {
     "structure": ("no program selected", ("snapshot",)),
     "invariants": ("no invariant applies", ("invariant",)),

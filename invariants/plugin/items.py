@@ -57,8 +57,7 @@ class StructureItem(GateItem):
         key = self.key
         program, config, target = key
         measured = gate.measured(key)
-        # Every numeric metric goes to the results file; those that move with the compiler's patch
-        # releases or the machine never into the snapshot text.
+        # Every numeric metric goes to the results file, and only the stable ones into the snapshot text.
         fields = {**key._asdict(), "compile_cache": gate.cache.outcome(key), **measured.numbers()}
         record_property(*_results.record("structure", **fields))
         summary = render_summary(measured, gate.all_programs[program].doc)

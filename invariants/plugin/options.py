@@ -100,16 +100,14 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "--compile-threads",
-        "compile the selected programs ahead of their items on N threads (default: "
-        "the CPU count; 0: each item compiles what it reads; under xdist always 0, each worker compiling "
-        "its own items)",
+        "compile the selected programs ahead of their items on N threads (default: the CPU count; 0: each "
+        "item compiles what it reads; under xdist always 0, each worker compiling its own items)",
         {"type": int, "metavar": "N"},
     ),
     _switch(
         "--pin-workers",
-        "under xdist, run each worker on one core of its own (when there are as many "
-        "cores as workers): each worker's compiler thread pools then fit its core instead of contending "
-        "for all of them",
+        "under xdist, run each worker on one core of its own (when there are as many cores as workers): "
+        "each worker's compiler thread pools then fit its core instead of contending for all of them",
     ),
     Option(
         "--cache-dir",

@@ -37,22 +37,21 @@ class Recorder:
         self.discard_earlier()  # an xdist controller collects nothing: its first gate report says so
         outcome = "xfailed" if hasattr(report, "wasxfail") else report.outcome
         reason = failure_reason(report) if report.failed else None
+        said = _results.recorded_failure(report.user_properties)
         # A failure the item did not say (an exception of the gate's own) is an error.
-        failure = None
-        if report.failed:
-            said = _results.recorded_failure(report.user_properties)
-            failure = said or _results.Failure("error", reason or "")
-        entries = [
-            _results.entry(name, value, outcome, report.nodeid, reason, failure)
+        failure = (said or _results.Failure("error", reason or "")) if report.failed else None
+        recorded = [
+            entry
             for name, value in report.user_properties
+            if (entry := _results.entry(name, value, outcome, report.nodeid, reason, failure)) is not None
         ]
-        self.items.extend(e for e in entries if e is not None)
-        if report.failed and not any(entries):
+        if recorded:
+            self.items.extend(recorded)
+        elif report.failed:
             self.items.append(_results.error_entry(outcome, report.nodeid, reason, failure))
-        elif outcome == "xfailed" and not any(entries):  # a known compile failure: nothing compiled to record
-            known = _results.recorded_failure(report.user_properties)
-            self.items.append(_results.error_entry(outcome, report.nodeid, str(report.wasxfail), known))
-        elif report.skipped and outcome == "skipped" and not any(entries):
+        elif outcome == "xfailed":  # a known compile failure: nothing compiled to record
+            self.items.append(_results.error_entry(outcome, report.nodeid, str(report.wasxfail), said))
+        elif report.skipped and outcome == "skipped":
             # So that the file's skips are pytest's: a run of skips alone is seen.
             self.items.append(_results.skipped_entry(report.nodeid, skip_reason(report)))
 

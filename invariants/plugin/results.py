@@ -37,8 +37,7 @@ FAILURE_PROPERTY = "invariants-failure"
 PYTEST_OUTCOMES = ("failed", "passed", "skipped", "xfailed", "xpassed", "error")
 
 FailureKind = Literal["assert", "snapshot", "compile", "error"]
-# A measured term: a count, a size, a ratio, a set (custom-call targets, opcodes: sorted), or a structure
-# term's text ("<2 kernels>").
+# A measured term: a count, a size, a ratio, a sorted set, or a structure term's text.
 Measured = bool | int | float | str | tuple[str, ...]
 
 

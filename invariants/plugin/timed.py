@@ -50,8 +50,7 @@ from .tree import GateItem, Group, by_spec, case_name, group, invariant_table, l
 if TYPE_CHECKING:
     from .session import GateSession
 
-# The adaptive extension's budget when an interval straddles the bound: with 6 s, one run in ten under a
-# CPU hog left an injected 1.7x slowdown inconclusive.
+# The adaptive extension's budget, when an interval straddles the bound.
 MAX_SECONDS = _config.seconds("INVARIANTS_RATIO_MAX_SECONDS", _config.RATIO_MAX_SECONDS)
 _CLOCK_CHOICE = _config.choice("INVARIANTS_CLOCK", _config.CLOCKS, "by backend")
 CLOCK_NAME, CLOCK = runtime_clock(jax.devices()[0].platform, _CLOCK_CHOICE, _config.name("INVARIANTS_CLOCK"))
