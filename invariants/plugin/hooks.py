@@ -90,7 +90,9 @@ def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> 
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[Any]) -> Any:
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> Any:
     # Counted before the other plugins' selection (-k, -m) runs: see GateSession.deselected.
     gate_items = sum(1 for i in items if i.get_closest_marker("gate") is not None)
     result = yield
@@ -169,7 +171,9 @@ def _visible_tree(value: Any) -> Any:
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True, specname="pytest_terminal_summary")
-def pytest_terminal_summary_whole_reasons(terminalreporter: Any, config: pytest.Config) -> Any:
+def pytest_terminal_summary_whole_reasons(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> Any:
     """pytest cuts a ``FAILED`` line to 80 columns in a pipe, which a gate item's node id fills: there it is
     written whole, as pytest writes it when ``CI`` is set (for the summary alone)."""
     unset = not any(k in os.environ for k in ("CI", "BUILD_NUMBER"))
@@ -183,7 +187,7 @@ def pytest_terminal_summary_whole_reasons(terminalreporter: Any, config: pytest.
             os.environ.pop("CI", None)
 
 
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     s = config.stash.get(_SESSION, None)
     if s is None:
         return

@@ -29,7 +29,7 @@ from .outcomes import (
     structure_failure,
 )
 from .results import Failure
-from .tree import GateItem, located
+from .tree import GateItem, RecordProperty, located
 
 if TYPE_CHECKING:
     from .session import GateSession
@@ -53,7 +53,7 @@ class StructureItem(GateItem):
     def reads(self) -> list[Key]:
         return [self.key]
 
-    def check(self, gate: GateSession, structure_snapshot: Any, record_property: Any) -> None:
+    def check(self, gate: GateSession, structure_snapshot: Any, record_property: RecordProperty) -> None:
         key = self.key
         program, config, target = key
         measured = gate.measured(key)
@@ -108,7 +108,7 @@ class InvariantItem(GateItem):
     def reads(self) -> list[Key]:
         return list(self.case.keys)
 
-    def check(self, gate: GateSession, record_property: Any) -> None:
+    def check(self, gate: GateSession, record_property: RecordProperty) -> None:
         case = self.case
         inv = case.invariant
         verdict = evaluate(case, gate.measured, gate.all_programs)
@@ -167,7 +167,7 @@ class CorrectnessItem(GateItem):
         self.case = case
         super().__init__(located=located(case.check.where), **kw)
 
-    def check(self, gate: GateSession, record_property: Any) -> None:
+    def check(self, gate: GateSession, record_property: RecordProperty) -> None:
         c = self.case
         problem = gate.correctness.run(c)
         record_property(

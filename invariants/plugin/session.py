@@ -273,7 +273,7 @@ class GateSession:
         self.nothing_selected = f"{chosen}: deselects every gate item ({gate_items}), leaving nothing to run"
         self.recorder.discard_earlier()
 
-    def summary_lines(self, reporter: Any = None) -> list[str]:
+    def summary_lines(self, reporter: pytest.TerminalReporter | None = None) -> list[str]:
         """The gate's lines of the terminal summary; ``reporter``'s short summary then lists xfailed items
         only where ``-rx`` asks."""
         lines = list(self.recorder.notes)
@@ -351,7 +351,7 @@ def pytest_counts(config: pytest.Config) -> dict[str, Any]:
     }
 
 
-def _quiet_xfails(config: pytest.Config, reporter: Any) -> bool:
+def _quiet_xfails(config: pytest.Config, reporter: pytest.TerminalReporter) -> bool:
     """Whether pytest will list each xfailed item: a ``-ra`` would bury the result under them, so only an
     explicit ``x`` or ``A`` does; :func:`ratchet_lines` says them a line per ratchet instead."""
     chars = config.option.reportchars or ""

@@ -38,6 +38,7 @@ Children = Callable[["Group"], Iterable[Node]]
 # An item of a (key or case, why it skips) below its collector.
 Make = Callable[["Group", Any, str | None], pytest.Item]
 Planned = list[tuple[Any, str | None]]
+RecordProperty = Callable[[str, object], None]
 
 
 class GateItem(pytest.Function):
