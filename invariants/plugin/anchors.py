@@ -96,9 +96,9 @@ def tier_children(tier: str, s: GateSession, file: pytest.File) -> list[pytest.I
 
         checks = generate.correctness_plan(s)
         runtime = next(iter(s.all_targets))
-        return [group(file, runtime, by_spec(checks, _check_table, correctness))] if checks else []
+        return (
+            [group(file, runtime, by_spec(checks, lambda c: (c.check.where, c.check.id), correctness))]
+            if checks
+            else []
+        )
     return throughput_children(s, file)
-
-
-def _check_table(case: CorrectnessCase) -> tuple[str, str]:
-    return case.check.where, case.check.id

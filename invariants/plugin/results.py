@@ -20,7 +20,7 @@ import socket
 import time
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any, ClassVar, Literal, Union
 
@@ -73,11 +73,12 @@ class Record:
 
     def get(self, name: str, default: Any = None) -> Any:
         """The field the file names ``name`` (a declared one, or a metric in :attr:`extra`)."""
-        attr = _named(type(self)).get(name)
+        cls: Any = type(self)
+        attr = _named(cls).get(name)
         if attr is None:
             return self.extra.get(name, default)
         value = getattr(self, attr)
-        return default if value is None and _absent_when_none(type(self), attr) else value
+        return default if value is None and _absent_when_none(cls, attr) else value
 
     def program_names(self) -> list[str]:
         return [self.program] if self.program else []
@@ -205,14 +206,14 @@ class _Bad(ValueError):
     """A value that is not of its field's type (``args[0]``: what it is instead)."""
 
 
-def _named_of(cls: Any) -> dict[str, str]:
+# Each called with a class typed Any: mypy takes a dataclass type for no Hashable.
+_resolved = functools.cache(typing.get_type_hints)
+
+
+@functools.cache
+def _named(cls: Any) -> dict[str, str]:
     """The file's name of each field of a record class to its attribute."""
     return {f.metadata.get("json", f.name): f.name for f in dataclasses.fields(cls) if f.name != "extra"}
-
-
-# Typed as plain callables: mypy takes a dataclass type for an unhashable argument of a cache.
-_named: Callable[[Any], dict[str, str]] = functools.cache(_named_of)
-_hints: Callable[[Any], dict[str, Any]] = functools.cache(typing.get_type_hints)
 
 
 # Which JSON values each scalar type takes (a float takes an integer).
@@ -253,7 +254,7 @@ def _decode_object(hint: Any, value: dict[str, Any]) -> Any:
     if hint is Key:
         return Key(*(_decode(str, value.get(name)) for name in Key._fields))
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-        hints = _hints(hint)
+        hints = _resolved(hint)
         return hint(**{f.name: _decode(hints[f.name], value.get(f.name)) for f in dataclasses.fields(hint)})
     raise _Bad(type(value).__name__)
 
@@ -299,7 +300,8 @@ def from_json(data: Mapping[str, Any]) -> Record:
     cls = KINDS.get(str(data.get("kind")))
     if cls is None:
         raise RecordError(f"unknown kind {data.get('kind')!r}")
-    hints, names = _hints(cls), _named(cls)
+    key: Any = cls
+    hints, names = _resolved(key), _named(key)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     missing = [n for n, attr in names.items() if n not in data and _needed(fields[attr])]
     if missing:

@@ -143,7 +143,8 @@ class GateSession:
         first = self._failed.get(key)
         saved = self._replace_dumps(err) if first is None else []
         self._failed.setdefault(key, nodeid)
-        said = _results.compile_failed(key.target, key.program, key.config, _short(err.first))
+        short = err.first if len(err.first) <= 80 else err.first[:77] + "..."
+        said = _results.compile_failed(key.target, key.program, key.config, short)
         known = self.known_failure(key)
         if known is not None:
             raise pytest.xfail.Exception(
@@ -331,10 +332,6 @@ class GateSession:
 
 # What the gate writes in its dump folder for a key, beside the kernel code files.
 _DUMP_NAMES = ("hlo.txt", "jaxpr.txt", "snapshot.diff", "before_optimizations.txt", "repro.py")
-
-
-def _short(first: str, width: int = 80) -> str:
-    return first if len(first) <= width else first[: width - 3] + "..."
 
 
 def pytest_counts(config: pytest.Config) -> dict[str, Any]:

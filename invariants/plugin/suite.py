@@ -50,10 +50,15 @@ class Suite:
     def load(cls, config: pytest.Config) -> Suite:
         """The suite ``config``'s options select, each mistake one line."""
         targets = select_targets(config.getoption("targets"))
-        spec_dirs = config.getoption("spec_dir") or _env_spec_dirs()
+        env_dir = _config.get("INVARIANTS_SPEC_DIR")
+        spec_dirs = config.getoption("spec_dir") or ([env_dir] if env_dir else [])
         set_timeout(config.getoption("user_code_timeout"))  # before the project's code runs, below
         _config.check_settings()
-        _check_threads(config.getoption("compile_threads"))
+        if (threads := config.getoption("compile_threads")) is not None and threads < 0:
+            raise InvariantsError(
+                f"--compile-threads {threads}: takes a number of threads, 0 or more (0: each item compiles "
+                "what it reads)"
+            )
         specs = load_specs(*map(Path, spec_dirs))
         all_programs = _programs(config, specs)
         with_catalog = not config.getoption("no_catalog")
@@ -111,14 +116,6 @@ class Suite:
             )
 
 
-def _check_threads(threads: int | None) -> None:
-    if threads is not None and threads < 0:
-        raise InvariantsError(
-            f"--compile-threads {threads}: takes a number of threads, 0 or more (0: each item compiles "
-            "what it reads)"
-        )
-
-
 def _programs(config: pytest.Config, specs: list[Spec]) -> Programs:
     """The catalog's programs, with the self-check's injections, and the project's (built by the ``gate``
     command, else here)."""
@@ -141,11 +138,6 @@ def relation_partners(specs: list[Any], programs: list[str]) -> list[str]:
             if all(name in programs for name in inv.programs if name not in CATALOG):
                 out.update((name, None) for name in inv.programs if name in CATALOG and name not in programs)
     return list(out)
-
-
-def _env_spec_dirs() -> list[str]:
-    value = _config.get("INVARIANTS_SPEC_DIR")
-    return [value] if value else []
 
 
 def asked_targets(

@@ -17,7 +17,7 @@ import jax
 import pytest
 
 from .. import _config
-from ..catalog.programs import Distribution, Program, get_config
+from ..catalog.programs import Distribution, get_config
 from ..catalog.targets import versions
 from ..compile.record import Key
 from ..hlo.cost import predicted_by, predicted_ratio
@@ -150,7 +150,8 @@ class EfficiencyItem(GateItem):
                 "machine-relative and the catalog's baselines ship read-only with the package"
             )
         floor = baseline["efficiency"] * (1 - max_loss) if baseline and not updating else None
-        nbytes = bytes_moved(gate.all_programs[program], config)
+        facts = gate.all_programs[program].input_facts(get_config(config))
+        nbytes = facts["lookups"] * facts["row_bytes"]  # the rows a lookup gathers or scatters, at least
         if nbytes < MIN_COPY_BYTES:
             pytest.skip(
                 f"{program}[{config}] moves {nbytes} bytes of rows: too few for a memory copy of them to "
@@ -236,12 +237,6 @@ def throughput_children(s: GateSession, file: pytest.File) -> list[pytest.Item |
         return made
 
     return [group(file, runtime, children)]
-
-
-def bytes_moved(program: Program, config: str) -> int:
-    """Bytes a lookup must move at least: the rows it gathers (forward) or scatters (backward)."""
-    facts = program.input_facts(get_config(config))
-    return facts["lookups"] * facts["row_bytes"]
 
 
 def record_command(gate: GateSession, item: EfficiencyItem) -> str:
