@@ -127,6 +127,13 @@ class _Built:
         config.stash[BUILT_PROGRAMS] = self.programs
 
 
+def _results_path(rest: list[str]) -> Path:
+    option = next(o for o in OPTIONS if o.flag == "--results-json")
+    parser = Parser(add_help=False, allow_abbrev=False)
+    parser.add_argument(option.flag, default=option.keywords()["default"])
+    return Path(parser.parse_known_args(rest)[0].results_json)
+
+
 def main(argv: list[str]) -> int:
     # Nothing may write inside the installed package, pytest's rewritten test modules above all.
     sys.dont_write_bytecode = True
@@ -134,10 +141,7 @@ def main(argv: list[str]) -> int:
 
     args, rest = _parser().parse_known_args(argv)
     # Before any check below can stop this run: it leaves no earlier file that reads as its own.
-    results = next(o for o in OPTIONS if o.flag == "--results-json")
-    parser = Parser(add_help=False, allow_abbrev=False)
-    parser.add_argument(results.flag, default=results.keywords()["default"])
-    discard_earlier(Path(parser.parse_known_args(rest)[0].results_json))
+    discard_earlier(_results_path(rest))
     # The environment first: the checks below import the user's modules, and JAX with them.
     set_timeout(args.user_code_timeout)
     pin_worker(None, False)

@@ -134,84 +134,7 @@ class EfficiencyItem(GateItem):
         self.add_marker(_BENCHMARK)
 
     def check(self, gate: GateSession, benchmark: Any, record_property: RecordProperty) -> None:
-        key, path = self.key, self.baseline
-        program, config, target = key
-        max_loss = max_loss_for(gate.specs, target)
-        here = machine(jax.devices()[0].device_kind, CLOCK_NAME)
-        baseline = read_baseline(path)
-        # Re-recorded only on request: --snapshot-update must not commit fresh timing noise over a baseline. A
-        # missing one it records, else a new program's first update would fail with nothing to compare.
-        missing = baseline is None and gate.updating
-        writable = gate.snapshots.writable(program)
-        updating = (gate.record_baselines or missing) and writable
-        if not writable and (baseline is None or baseline.get("machine") != here):
-            pytest.skip(
-                f"{path}: no baseline of {program}[{config}] for this machine ({here}); efficiency is "
-                "machine-relative and the catalog's baselines ship read-only with the package"
-            )
-        floor = baseline["efficiency"] * (1 - max_loss) if baseline and not updating else None
-        facts = gate.all_programs[program].input_facts(get_config(config))
-        nbytes = facts["lookups"] * facts["row_bytes"]  # the rows a lookup gathers or scatters, at least
-        if nbytes < MIN_COPY_BYTES:
-            pytest.skip(
-                f"{program}[{config}] moves {nbytes} bytes of rows: too few for a memory copy of them to "
-                "time; efficiency means something for a lookup of many rows"
-            )
-        program_call, copy_call = _timed(gate, key), copy_callable(nbytes)
-        result, attempts = confirmed(
-            lambda: measure_efficiency(
-                program_call, copy_call, min_efficiency=floor, max_seconds=MAX_SECONDS, **CLOCKED
-            )
-        )
-        info = {
-            "id": "efficiency",
-            "target": target,
-            "program": program,
-            "config": config,
-            "bytes": nbytes,
-            **result.to_dict(),
-            "attempts": [r.verdict for r in attempts],
-        }
-        if baseline:
-            info["baseline"] = baseline["efficiency"]
-            info["baseline_provenance"] = provenance(baseline)
-        # A device-clock measurement that fell back to the wall clock is another machine for a baseline.
-        here = machine(jax.devices()[0].device_kind, result.clock)
-        if updating:
-            # The median of three, so that one lucky run does not move every later verdict.
-            runs = [result] + [measure_efficiency(program_call, copy_call, **CLOCKED) for _ in range(2)]
-            written = write_baseline(path, runs, here, versions())
-            info["recorded"] = {
-                "path": str(path),
-                "efficiency": written["efficiency"],
-                "why": "missing" if baseline is None else "--record-baselines",
-            }
-            info["verdict"] = _results.RECORDED
-        name, record = _results.record("efficiency", **info)
-        record_samples(benchmark, result.samples_b, **record)  # the program's: b of t_copy / t_program
-        record_property(name, record)
-        if updating:
-            return
-        if baseline is None:
-            pytest.skip(
-                f"{path}: no efficiency baseline for {program}[{config}] on {target}; record it with: "
-                + record_command(gate, self)
-            )
-        if baseline.get("machine") != here:
-            pytest.skip(
-                f"{path}: baseline recorded on {baseline.get('machine')}, this is {here}; "
-                "efficiency is machine-relative, record one here with --record-baselines"
-            )
-        verdict = baseline_verdict(result, baseline["efficiency"], max_loss)
-        if verdict == "fail":
-            what = (
-                f"lost efficiency: {result.summary()} against baseline {baseline['efficiency']:.4g} "
-                f"({provenance(baseline)}), below the floor {floor:.4g} (max loss {max_loss:.0%}); "
-                "a runtime regression, even if the HLO did not change"
-            )
-            fail(
-                Failure("assert", what, key), f"{path}: {program}[{config}] {what}\n" + dumped_line(gate, key)
-            )
+        _efficiency(self, gate, benchmark, record_property)
 
 
 def throughput_children(s: GateSession, file: pytest.File) -> list[pytest.Item | pytest.Collector]:
@@ -247,3 +170,84 @@ def record_command(gate: GateSession, item: EfficiencyItem) -> str:
     around = [p for p in programs if p != program and item.name in f"{p}-{config}"]
     only = shlex.quote(" and ".join([f"efficiency and {item.name}", *(f"not {p}-{config}" for p in around)]))
     return gate.update_command(item.path, f"-k {only} --record-baselines", ",".join(programs), target, config)
+
+
+def _efficiency(
+    item: EfficiencyItem, gate: GateSession, benchmark: Any, record_property: RecordProperty
+) -> None:
+    key, path = item.key, item.baseline
+    program, config, target = key
+    max_loss = max_loss_for(gate.specs, target)
+    here = machine(jax.devices()[0].device_kind, CLOCK_NAME)
+    baseline = read_baseline(path)
+    # Re-recorded only on request: --snapshot-update must not commit fresh timing noise over a baseline. A
+    # missing one it records, else a new program's first update would fail with nothing to compare.
+    missing = baseline is None and gate.updating
+    writable = gate.snapshots.writable(program)
+    updating = (gate.record_baselines or missing) and writable
+    if not writable and (baseline is None or baseline.get("machine") != here):
+        pytest.skip(
+            f"{path}: no baseline of {program}[{config}] for this machine ({here}); efficiency is "
+            "machine-relative and the catalog's baselines ship read-only with the package"
+        )
+    floor = baseline["efficiency"] * (1 - max_loss) if baseline and not updating else None
+    facts = gate.all_programs[program].input_facts(get_config(config))
+    nbytes = facts["lookups"] * facts["row_bytes"]  # the rows a lookup gathers or scatters, at least
+    if nbytes < MIN_COPY_BYTES:
+        pytest.skip(
+            f"{program}[{config}] moves {nbytes} bytes of rows: too few for a memory copy of them to "
+            "time; efficiency means something for a lookup of many rows"
+        )
+    program_call, copy_call = _timed(gate, key), copy_callable(nbytes)
+    result, attempts = confirmed(
+        lambda: measure_efficiency(
+            program_call, copy_call, min_efficiency=floor, max_seconds=MAX_SECONDS, **CLOCKED
+        )
+    )
+    info = {
+        "id": "efficiency",
+        "target": target,
+        "program": program,
+        "config": config,
+        "bytes": nbytes,
+        **result.to_dict(),
+        "attempts": [r.verdict for r in attempts],
+    }
+    if baseline:
+        info["baseline"] = baseline["efficiency"]
+        info["baseline_provenance"] = provenance(baseline)
+    # A device-clock measurement that fell back to the wall clock is another machine for a baseline.
+    here = machine(jax.devices()[0].device_kind, result.clock)
+    if updating:
+        # The median of three, so that one lucky run does not move every later verdict.
+        runs = [result] + [measure_efficiency(program_call, copy_call, **CLOCKED) for _ in range(2)]
+        written = write_baseline(path, runs, here, versions())
+        info["recorded"] = {
+            "path": str(path),
+            "efficiency": written["efficiency"],
+            "why": "missing" if baseline is None else "--record-baselines",
+        }
+        info["verdict"] = _results.RECORDED
+    name, record = _results.record("efficiency", **info)
+    record_samples(benchmark, result.samples_b, **record)  # the program's: b of t_copy / t_program
+    record_property(name, record)
+    if updating:
+        return
+    if baseline is None:
+        pytest.skip(
+            f"{path}: no efficiency baseline for {program}[{config}] on {target}; record it with: "
+            + record_command(gate, item)
+        )
+    if baseline.get("machine") != here:
+        pytest.skip(
+            f"{path}: baseline recorded on {baseline.get('machine')}, this is {here}; "
+            "efficiency is machine-relative, record one here with --record-baselines"
+        )
+    verdict = baseline_verdict(result, baseline["efficiency"], max_loss)
+    if verdict == "fail":
+        what = (
+            f"lost efficiency: {result.summary()} against baseline {baseline['efficiency']:.4g} "
+            f"({provenance(baseline)}), below the floor {floor:.4g} (max loss {max_loss:.0%}); "
+            "a runtime regression, even if the HLO did not change"
+        )
+        fail(Failure("assert", what, key), f"{path}: {program}[{config}] {what}\n" + dumped_line(gate, key))
