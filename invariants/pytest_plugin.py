@@ -9,15 +9,8 @@ test file needs no conftest::
         assert s.metric("temp_bytes") <= 4 * 2**20
         assert compiled_snapshot == s
 
-* ``compile_for`` is :func:`invariants.testing.compile_for`. A target this host cannot compile for (no
-  libtpu, no CUDA plugin) skips the test with the command that installs it; bad input or a compile error
-  fails the test with one line, ``FILE:LINE: what`` at the call in the test.
-* ``compiled_snapshot`` is syrupy's ``snapshot``, storing the gate's snapshot text beside the test file
-  (:mod:`invariants.snapshot.user`); ``pytest --snapshot-update`` (syrupy's option) records it.
-
 Inert in a session that uses neither: importing this module imports neither JAX nor syrupy, and it
-defines no hooks. JAX starts at the first ``compile_for`` call (as the gate starts it: see
-:func:`invariants.testing.compile_for`). ``-p no:invariants`` turns it off.
+defines no hooks. ``-p no:invariants`` turns it off.
 """
 
 from __future__ import annotations
@@ -51,11 +44,7 @@ def compile_for(request: pytest.FixtureRequest) -> Callable[..., CompiledStructu
     rootpath = Path(request.config.rootpath)
 
     def compile_(fn: Callable[..., Any], *args: Any, **options: Any) -> Any:
-        # ``options``: compile_for's keywords, whatever they are (one signature: compile_for's).
-        # Hidden from pytest's report, so that a skip names the test's line, not this one.
-        __tracebackhide__ = True
-        # Here, not at the top: this entry point loads in every pytest session of a project that installs
-        # the package, and imports nothing more (not even the package's errors) until a test uses it.
+        __tracebackhide__ = True  # so that a skip names the test's line, not this one
         from ._errors import InvariantsError
         from .testing import TargetUnavailable
         from .testing import compile_for as measure
@@ -67,7 +56,7 @@ def compile_for(request: pytest.FixtureRequest) -> Callable[..., CompiledStructu
             skip = str(err)
         except InvariantsError as err:
             fail = f"{_where(sys._getframe(1), rootpath)}: {err}"
-        # Outside the except blocks: pytest would print the error replaced above the one line.
+        # Outside the except blocks, where pytest would print the error replaced above the one line.
         if skip:
             pytest.skip(skip)
         pytest.fail(fail, pytrace=False)

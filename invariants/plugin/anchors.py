@@ -1,9 +1,8 @@
-"""The gate's anchor modules (:mod:`invariants.gate`) as pytest collects them: each one a
-:class:`TierFile`, whose children are its tier's tree (:mod:`invariants.plugin.tree` gives the node ids).
+"""The gate's anchor modules (:mod:`invariants.gate`) as pytest collects them: each one a :class:`TierFile`.
 
-An anchor module is recognised by its name and the line ``GATE_TIER = "<tier>"`` in it, so that a copy of
-it anywhere collects the same; nothing in it is imported. The items' modules (which import JAX) are
-imported when a tier is collected, after JAX has started.
+An anchor module is recognised by its name and its line ``GATE_TIER = "<tier>"``, so that a copy of it
+anywhere collects the same; nothing in it is imported. The items' modules (which import JAX) are imported
+when a tier is collected, after JAX has started.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .tree import Group, Nothing, by_spec, by_target, case_name, each, group
+from .tree import Group, Nothing, by_spec, by_target, case_name, each, group, invariant_table
 
 if TYPE_CHECKING:
     from ..compile.record import Key
@@ -30,8 +29,7 @@ _TIER_LINE = re.compile(r'^GATE_TIER = "(\w+)"$', re.M)
 
 
 def anchor_tier(path: Path) -> str | None:
-    """The tier an anchor module at ``path`` collects (its ``GATE_TIER`` line names one of :data:`NONE`'s),
-    or None: not an anchor."""
+    """The tier an anchor module at ``path`` collects, or None: not an anchor."""
     if path.name not in ANCHORS:
         return None
     try:
@@ -41,8 +39,7 @@ def anchor_tier(path: Path) -> str | None:
     return found.group(1) if found and found.group(1) in NONE else None
 
 
-# Why a tier has no item here (its one skipped item says so), and that item's markers (-k and -m select it
-# with the tier's items).
+# Why a tier has no item here, and the markers its one skipped item shares with the tier's items.
 NONE = {
     "structure": ("no program selected", ("snapshot",)),
     "invariants": ("no invariant applies", ("invariant",)),
@@ -52,8 +49,6 @@ NONE = {
 
 
 class TierFile(pytest.File):
-    """An anchor module of the gate: its tier's items, by target (and spec file)."""
-
     def __init__(self, *, tier: str, gate: GateSession, **kw: Any) -> None:
         super().__init__(**kw)
         self.tier = tier
@@ -71,8 +66,7 @@ class TierFile(pytest.File):
 
 
 def tier_children(tier: str, s: GateSession, file: pytest.File) -> list[pytest.Item | pytest.Collector]:
-    """The collectors of ``tier``'s anchor module: one per target, holding its items (through a collector per
-    spec file and table for what a spec file's table makes)."""
+    """The collectors of ``tier``'s anchor module: one per target (and per spec file and table)."""
     from . import generate
     from .items import CorrectnessItem, InvariantItem, StructureItem
     from .timed import throughput_children
@@ -85,14 +79,15 @@ def tier_children(tier: str, s: GateSession, file: pytest.File) -> list[pytest.I
             return StructureItem.from_parent(g, name=name, key=key, skip=skip, snapshot=snapshot)
 
         planned = generate.structure_plan(s)
-        return [group(file, t, each(structure, listed)) for t, listed in by_target(planned, _target)]
+        return [group(file, t, each(structure, listed)) for t, listed in by_target(planned).items()]
     if tier == "invariants":
 
         def invariant(g: Group, case: Case, skip: str | None) -> pytest.Item:
             return InvariantItem.from_parent(g, name=case_name(case), case=case, skip=skip)
 
         cases = generate.invariant_plan(s)
-        return [group(file, t, by_spec(listed, _table, invariant)) for t, listed in by_target(cases, _target)]
+        by = by_target(cases)
+        return [group(file, t, by_spec(listed, invariant_table, invariant)) for t, listed in by.items()]
     if tier == "correctness":
 
         def correctness(g: Group, case: CorrectnessCase, skip: str | None) -> pytest.Item:
@@ -101,17 +96,9 @@ def tier_children(tier: str, s: GateSession, file: pytest.File) -> list[pytest.I
 
         checks = generate.correctness_plan(s)
         runtime = next(iter(s.all_targets))
-        return [group(file, runtime, by_spec(checks, _check_table, correctness))] if checks else []
+        return (
+            [group(file, runtime, by_spec(checks, lambda c: (c.check.where, c.check.id), correctness))]
+            if checks
+            else []
+        )
     return throughput_children(s, file)
-
-
-def _target(value: Key | Case) -> str:
-    return value.target
-
-
-def _table(case: Case) -> tuple[str, str]:
-    return case.invariant.where, case.invariant.id
-
-
-def _check_table(case: CorrectnessCase) -> tuple[str, str]:
-    return case.check.where, case.check.id

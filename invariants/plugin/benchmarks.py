@@ -1,14 +1,11 @@
-"""The throughput tier's items as pytest-benchmark records: each record's statistics are the seconds per
-call the paired measurement took of the program its item judges, by the clock that judged them (the
-process's CPU time or the wall clock on a host, the chip's own from a profiler trace on an accelerator).
+"""The throughput tier's items as pytest-benchmark records of the per-call seconds the verdict was made of,
+by the clock that judged them.
 
-pytest-benchmark has no public way to be handed samples taken elsewhere: it times what it runs, with the
-timer its ``benchmark`` marker names. The gate's measurement cannot run under it (it interleaves two
-programs call by call, on a clock of its own), so its documented surfaces are used as they are: the gate's
-items carry ``pytest.mark.benchmark(timer=REPLAY)``, and :func:`record_samples` runs ``pedantic`` for one
-round per sample, of nothing, which :data:`REPLAY` times as that sample's seconds. pytest-benchmark then
-computes every statistic itself, and its table, its ``--benchmark-json``, ``pytest-benchmark compare`` and
-any dashboard fed that JSON read the per-call times the verdict was made of.
+pytest-benchmark has no public way to be handed samples taken elsewhere, and the gate's measurement
+(interleaving two programs call by call) cannot run under it. So the items carry
+``pytest.mark.benchmark(timer=REPLAY)``, and :func:`record_samples` runs ``pedantic`` for one round per
+sample, of nothing, which :data:`REPLAY` times as that sample's seconds: pytest-benchmark computes every
+statistic itself.
 """
 
 from __future__ import annotations
@@ -16,13 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-__all__ = ["REPLAY", "Replay", "record_samples"]
-
 
 class Replay:
-    """A timer that gives each round of ``pedantic`` the next loaded sample as its duration: 0 when the
-    round starts, the sample when it ends (pytest-benchmark reads a round as ``end - start``, and reads
-    the timer nowhere else in ``pedantic``)."""
+    """A timer that gives each round of ``pedantic`` the next sample as its ``end - start``."""
 
     __name__ = "replayed_samples"  # how pytest-benchmark's JSON names the timer (its ``options.timer``)
 
@@ -39,15 +32,12 @@ class Replay:
         return 0.0 if self._started else next(self._samples)
 
 
-# The timer of every throughput item (its ``benchmark`` marker): one per process, loaded by the item that
-# runs (items of one process run one at a time).
+# One per process, loaded by the item that runs.
 REPLAY = Replay()
 
 
 def record_samples(benchmark: Any, samples: Sequence[float], **extra_info: Any) -> None:
-    """Make ``benchmark``'s record (pytest-benchmark's fixture, its item marked with :data:`REPLAY`) the
-    per-call ``samples``, and add ``extra_info`` to it. With ``--benchmark-disable`` it records nothing,
-    as pytest-benchmark does."""
+    """Make ``benchmark``'s record the per-call ``samples``, with ``extra_info``."""
     benchmark.extra_info.update(extra_info)
     if not samples:
         return

@@ -1,29 +1,11 @@
-"""``python -m invariants gate``: the gate on a downstream project's own programs, from an installed package.
+"""``python -m invariants gate``: the gate's shipped modules (:mod:`invariants.gate`) run on a downstream
+project's own programs, and unless ``--no-catalog`` on the catalog's, whose snapshots the package ships
+read-only.
 
-::
-
-    python -m invariants gate --spec-dir specs/ --snapshot-dir snapshots/ [--no-catalog]
-                              [--targets ...] [--programs ...] [--configs ...] [--snapshot-update]
-                              [pytest args...]
-
-It runs the gate's pytest modules that ship inside the package (:mod:`invariants.gate`) on:
-
-* the programs the spec files of ``--spec-dir`` declare (``[[program]]``, see
-  :mod:`invariants.catalog.downstream`), with their snapshots in ``--snapshot-dir`` (default ``snapshots``,
-  below the working directory) and the ``[[invariant]]`` and ``[[correctness]]`` entries of those files;
-* and, unless ``--no-catalog``, the catalog's programs and specs, compared with the snapshots the package
-  ships. Those are read-only: no update rewrites them and no run writes inside the installed package.
-  Under ``--no-catalog`` the catalog programs that the project's relations name (``take`` in
-  ``structure(mine) == structure(take)`` or ``time(mine) / time(take)``) still compile, for those relations
-  alone (``invariants.plugin.suite.relation_partners``).
-
-The working directory is the project: the user's modules import from it, pytest's rootdir is it, and
-``artifacts/`` (results, HLO dumps of failing items) lands in it. pytest reads no configuration file of the
-project (``-c`` is the null device), so a project's own ``addopts`` cannot change the gate.
-
-Bad input stops before pytest starts, with one line and exit 2: a spec folder that is missing or holds no
-spec, a spec mistake, a function that does not import, a wrong signature or shape, a program name taken by
-the catalog, a snapshot folder inside the installed package. Otherwise the exit status is pytest's.
+The working directory is the project: its modules import from it, and ``artifacts/`` lands in it. pytest
+reads no configuration file of the project (``-c`` is the null device), so its ``addopts`` cannot change
+the gate. Bad input stops before pytest starts, with one line and exit 2; otherwise the exit status is
+pytest's.
 """
 
 from __future__ import annotations
@@ -86,14 +68,12 @@ def _parser() -> Parser:
         help="seconds one import of your module, one call of a params or inputs factory, or one trace of "
         "your function may take before the run fails in one line (default 300; INVARIANTS_USER_CODE_TIMEOUT)",
     )
-    # The plugin's own flags, listed here so that --help shows them; they go to pytest as given.
     for flag, flags, text in _FORWARDED:
         p.add_argument(flag, **flags, help=text)
     return p
 
 
-# The plugin's own flags that this command lists in --help and passes to pytest as given (its option table),
-# beside pytest's --snapshot-update (syrupy's).
+# The flags this command lists in --help and passes to pytest as given.
 _FORWARDED = (
     (
         "--snapshot-update",
@@ -106,7 +86,6 @@ _FORWARDED = (
 
 
 def _forwarded(args: argparse.Namespace) -> list[str]:
-    """The plugin's own flags as given, for pytest: a switch alone, an option with its value."""
     out: list[str] = []
     for flag, flags, _ in _FORWARDED:
         value = getattr(args, flag.lstrip("-").replace("-", "_"))
@@ -118,8 +97,7 @@ def _forwarded(args: argparse.Namespace) -> list[str]:
 
 
 def _check(args: argparse.Namespace) -> _Built:
-    """Everything that can be said wrong before pytest starts, as one line (InvariantsError); the programs
-    the spec files declare, built, for the session."""
+    """Everything that can be said wrong before pytest starts, as one line; the declared programs, built."""
     from ..catalog.downstream import build_all
 
     if args.no_catalog and not args.spec_dir:
@@ -150,7 +128,6 @@ class _Built:
 
 
 def _results_path(rest: list[str]) -> Path:
-    """The ``--results-json`` pytest will be given (among ``rest``), else its default."""
     option = next(o for o in OPTIONS if o.flag == "--results-json")
     parser = Parser(add_help=False, allow_abbrev=False)
     parser.add_argument(option.flag, default=option.keywords()["default"])
@@ -158,19 +135,15 @@ def _results_path(rest: list[str]) -> Path:
 
 
 def main(argv: list[str]) -> int:
-    # Nothing this command does may write inside the installed package: no bytecode caches of the
-    # modules imported from here on (pytest's rewritten test modules above all). __main__ says so already;
-    # this holds when main() is called directly.
+    # Nothing may write inside the installed package, pytest's rewritten test modules above all.
     sys.dont_write_bytecode = True
     from . import hooks  # noqa: F401  (its environment defaults must precede JAX's backends)
 
     args, rest = _parser().parse_known_args(argv)
-    # The earlier run's results go before any check below can stop this one: a run stopped by bad input
-    # leaves no file that reads as its own.
+    # Before any check below can stop this run: it leaves no earlier file that reads as its own.
     discard_earlier(_results_path(rest))
-    # The environment first (XLA_FLAGS, JAX_PLATFORMS), with JAX started quietly: the checks below import
-    # the user's modules, and JAX with them.
-    set_timeout(args.user_code_timeout)  # checked now: one line for a timeout that is no number of seconds
+    # The environment first: the checks below import the user's modules, and JAX with them.
+    set_timeout(args.user_code_timeout)
     pin_worker(None, False)
     try:
         guard_backend()
@@ -194,38 +167,35 @@ def main(argv: list[str]) -> int:
         forwarded += ["--user-code-timeout", str(args.user_code_timeout)]
     usage = _OneLineUsage()
     status = int(pytest.main([*full, *forwarded, *rest], plugins=[usage, built]))
-    # pytest's own bad input (an unknown option, a path that is not there) exits 4: here, as every bad
-    # input, 2. The gate's own 4 (nothing checkable on the targets asked for) stands.
+    # pytest's own bad input exits 4: here 2, as every bad input. The gate's own 4 stands.
     return 2 if status == pytest.ExitCode.USAGE_ERROR and usage.refused else status
 
 
 class _OneLineUsage:
-    """A pytest plugin: an argument pytest refuses is one line (its message; no usage block, and no inifile
-    or rootdir lines: those are this command's own choice, not the user's), and so is a path to collect
-    that is not there (a stray ``*``). ``refused``: it did."""
+    """A pytest plugin: an argument pytest refuses is one line (no usage block, no inifile or rootdir lines:
+    those are this command's choice, not the user's), and so is a path to collect that is not there."""
 
     def __init__(self) -> None:
         self.refused = False
+
+    def _refuse(self, said: str, hint: str) -> pytest.UsageError:
+        self.refused = True
+        return pytest.UsageError(f"python -m invariants gate: {said} ({hint})")
 
     @pytest.hookimpl(wrapper=True)
     def pytest_cmdline_parse(self) -> Generator[None, object, object]:
         try:
             return (yield)
         except pytest.UsageError as err:
-            self.refused = True
             lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
             said = next((ln.split(" error: ", 1)[1] for ln in lines if " error: " in ln), lines[0])
-            raise pytest.UsageError(
-                f"python -m invariants gate: {said} (see pytest --help for pytest's options)"
-            ) from None
+            raise self._refuse(said, "see pytest --help for pytest's options") from None
 
     @pytest.hookimpl(wrapper=True)
     def pytest_collection(self) -> Generator[None, object, object]:
         try:
             return (yield)
         except pytest.UsageError as err:
-            self.refused = True
-            raise pytest.UsageError(
-                f"python -m invariants gate: {err} (the gate collects its own items: give it options, not "
-                "paths)"
+            raise self._refuse(
+                str(err), "the gate collects its own items: give it options, not paths"
             ) from None

@@ -1,18 +1,14 @@
 """Which items a gate session has, and what it compiles ahead of them.
 
-Each tier's items come from the session's selection: the structure keys, the invariant and correctness
-cases of the specs, the throughput cases on the runtime target. An item that cannot run here (its target
-unavailable, a program's library missing, a case the spec skips) is made all the same, with the reason it
-skips, so that a run says what it did not check. :mod:`invariants.plugin.tree` turns these into nodes.
-
-Imported by :mod:`invariants.plugin.session`, after JAX has started: the spec checks import it.
+An item that cannot run here (its target unavailable, a program's library missing, a case the spec skips)
+is made all the same, with the reason it skips, so that a run says what it did not check.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -41,9 +37,11 @@ def invariant_plan(s: GateSession) -> list[tuple[Case, str | None]]:
         if all(s.suite.selects(k.program, k.config, c.invariant.kind != "absolute") for k in c.keys)
     ]
     if s.raw:
-        cases = [dataclasses.replace(c, skip=None, invariant=raw_invariant(c.invariant)) for c in cases]
+        raw = [dataclasses.replace(c.invariant, when=(), ratchet=None) for c in cases]  # no scope, no ratchet
+        cases = [dataclasses.replace(c, skip=None, invariant=inv) for c, inv in zip(cases, raw, strict=True)]
     # The partners of the project's relations (--no-catalog) have no structure item to plan them.
-    s.cache.plan(k for c in cases for k in c.keys if k.program in s.partners and _skip_reason(s, k) is None)
+    partners = s.suite.partners
+    s.cache.plan(k for c in cases for k in c.keys if k.program in partners and _skip_reason(s, k) is None)
     return [(c, _skip_reason(s, c.keys[0], [k.program for k in c.keys]) or c.skip) for c in cases]
 
 
@@ -57,11 +55,9 @@ def correctness_plan(s: GateSession) -> list[tuple[CorrectnessCase, str | None]]
 
 
 def throughput_cases(s: GateSession) -> list[Case]:
-    """Throughput invariants on the runtime target (the only one that runs programs)."""
     runtime = next(iter(s.all_targets.values()))
     if runtime.name not in {t.name for t in s.targets}:
         return []
-    # Compile-only configurations (LLM scale) are never run, not even on a chip that compiles them.
     return [
         c
         for c in expand(s.specs, [runtime], kinds=("throughput",), programs=s.all_programs)
@@ -79,8 +75,7 @@ def ratio_plan(s: GateSession) -> list[tuple[Case, str | None]]:
 
 
 def efficiency_plan(s: GateSession) -> list[tuple[Key, str | None]]:
-    # A partner kept only for the project's relations (--no-catalog) gets no efficiency item of its own,
-    # and neither does a program whose declaration says efficiency = false.
+    # A partner kept only for the project's relations gets no efficiency item of its own.
     keys = sorted(
         {
             k
@@ -96,8 +91,7 @@ def efficiency_plan(s: GateSession) -> list[tuple[Key, str | None]]:
 
 
 def _left_out(s: GateSession, keys: list[Key]) -> list[tuple[Key, str | None]]:
-    """A skipped item for each declared program the run's targets leave without one, though its spec files
-    aim it at some of them: their chips do not fit it, and it says where they do."""
+    """A skipped item for each declared program aimed at the run's targets whose chips do not fit it."""
     have = {k.program for k in keys}
     out: list[tuple[Key, str | None]] = []
     for name in (p for p in s.programs if p not in have and s.all_programs[p].aimed):
@@ -113,14 +107,12 @@ def _left_out(s: GateSession, keys: list[Key]) -> list[tuple[Key, str | None]]:
 
 
 def _efficiency(s: GateSession, program: str) -> bool:
-    """False where a program's declaration turns its efficiency item off (``efficiency = false``)."""
     decl = s.all_programs[program].declaration
     return decl is None or decl.efficiency is not False
 
 
 def _not_a_lookup(s: GateSession, program: str) -> str | None:
-    """Why efficiency means nothing for a declared program that did not ask for it: it is not a lookup (a
-    model with params, a train step), so its time is not mostly the rows it moves. None: it is one."""
+    """Why efficiency means nothing for a declared program that is not a lookup and did not ask for it."""
     decl = s.all_programs[program].declaration
     if decl is None or decl.efficiency or decl.lookup_shaped:
         return None
@@ -131,18 +123,11 @@ def _not_a_lookup(s: GateSession, program: str) -> str | None:
     )
 
 
-def raw_invariant(invariant: Any) -> Any:
-    """The invariant as its assert is written: no version scope, no ratchet (``--raw-invariants``)."""
-    return dataclasses.replace(invariant, when=(), ratchet=None)
-
-
 def _missing_library(s: GateSession, programs: list[str]) -> str | None:
-    """Why one of ``programs`` cannot be traced here (a library of the ``libs`` extra is missing), or None."""
     return next((r for p in programs if (r := s.all_programs[p].unavailable_reason()) is not None), None)
 
 
 def _untimed(s: GateSession, programs: list[str]) -> str | None:
-    """Why one of ``programs`` cannot be timed: it donates its parameters, so no second call may read them."""
     donating = next((p for p in programs if s.all_programs[p].donates), None)
     if donating is None:
         return None
@@ -150,8 +135,6 @@ def _untimed(s: GateSession, programs: list[str]) -> str | None:
 
 
 def _skip_reason(s: GateSession, key: Key, programs: list[str] | None = None) -> str | None:
-    """Why the key's items skip: its target is not available here, a project's program does not fit its
-    chips, or a program's library is not installed; None when they run."""
     names = programs or [key.program]
     target = s.all_targets[key.target]
     unfit = next((r for p in names if (r := misfit(target, s.all_programs[p])) is not None), None)
@@ -159,8 +142,7 @@ def _skip_reason(s: GateSession, key: Key, programs: list[str] | None = None) ->
 
 
 def compile_threads(config: pytest.Config) -> int:
-    """How many threads compile ahead of the items: ``--compile-threads``, else the CPU count; 0 under
-    xdist, where a worker does not know which items it will get and the other workers use the cores."""
+    """How many threads compile ahead of the items: 0 under xdist, where a worker does not know its items."""
     if hasattr(config, "workerinput") or getattr(config.option, "numprocesses", None):
         return 0
     if config.option.collectonly:

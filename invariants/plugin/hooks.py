@@ -1,11 +1,7 @@
 """The pytest plugin of the gate: its options, markers, hooks and fixtures, each handing the work to the
-run's :class:`~invariants.plugin.session.GateSession` (kept on ``config.stash``, so that two sessions in one
-process, as pytester runs them, share nothing).
-
-Importing this module starts no JAX: :mod:`invariants.compile.process` sets JAX's environment first, the
-backend guard then starts it in ``pytest_configure``, and only then is the session's module imported (the
-process the gate runs in is that module's; which items exist, :mod:`.generate`; how the anchor modules
-collect them, :mod:`.anchors`; where snapshots live, :mod:`.snapshots`; the records, :mod:`.recorder`).
+run's :class:`~invariants.plugin.session.GateSession`, kept on ``config.stash`` so that two sessions in one
+process share nothing. Importing this module starts no JAX: the backend guard starts it in
+``pytest_configure``, and only then is the session's module imported.
 """
 
 from __future__ import annotations
@@ -19,13 +15,12 @@ import pytest
 
 from .._errors import InvariantsError, visible
 from .._usercode import finished
-from ..catalog.targets import versions
 from ..compile.process import guard_backend, pin_worker
 from ..compile.record import FailedCompile
 from ..snapshot.store import StructureSnapshotExtension
 from .anchors import TierFile, anchor_tier
 from .options import OPTIONS
-from .outcomes import GateFailed, fail
+from .outcomes import GateFailed, fail, versions_line
 from .results import Failure, failure_property
 from .xdist import scheduler
 
@@ -33,8 +28,7 @@ if TYPE_CHECKING:
     from .session import GateSession
 
 
-# The gate's own markers, registered here so that an installed gate run without this repository's
-# pyproject.toml knows them too.
+# Registered here so that an installed gate run without this repository's pyproject.toml knows them too.
 MARKERS = (
     "gate: the performance gate itself (snapshots, invariants, throughput)",
     "snapshot: structural snapshot items",
@@ -66,7 +60,6 @@ def pytest_configure(config: pytest.Config) -> None:
     pin_worker(getattr(config, "workerinput", None), config.getoption("pin_workers", default=False))
     try:
         guard_backend()
-        # JAX has started, in the environment compile.process set: now the modules that import it may load.
         from .session import GateSession
 
         config.stash[_SESSION] = GateSession.start(config)
@@ -74,8 +67,7 @@ def pytest_configure(config: pytest.Config) -> None:
         line, status = str(err), getattr(err, "status", 2)
     else:
         return
-    # Bad input: one line, the last, and exit 2 (a pytest.UsageError would exit 4); nothing checkable where
-    # it was asked: 4 (NothingChecked).
+    # Bad input exits 2 (a pytest.UsageError would exit 4); NothingChecked exits 4.
     pytest.exit(visible(line), returncode=status)
 
 
@@ -91,7 +83,6 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.File | None:
-    """A gate anchor module (:func:`invariants.plugin.tree.anchor_tier`) collects as its tier's tree."""
     tier = anchor_tier(module_path)
     if tier is None or _SESSION not in parent.config.stash:
         return None
@@ -99,7 +90,9 @@ def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> 
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[Any]) -> Any:
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> Any:
     # Counted before the other plugins' selection (-k, -m) runs: see GateSession.deselected.
     gate_items = sum(1 for i in items if i.get_closest_marker("gate") is not None)
     result = yield
@@ -113,9 +106,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
-    """A gate item stopped by an ``InvariantsError`` (a compile error, kernel code not understood) fails
-    with its one line and the versions that decided it, not a page of the gate's own stack: the key, the
-    compiler's first error line and the versions are what a compiler engineer needs."""
+    """A gate item stopped by an ``InvariantsError`` fails with its one line and the versions, not a page of
+    the gate's own stack."""
     try:
         return (yield)
     except InvariantsError as err:
@@ -123,7 +115,6 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
             raise
         line = str(err)
         failed = err if isinstance(err, FailedCompile) else None
-        # A compile's own failure, else the gate could not decide.
         failure = (
             Failure("compile", err.first, err.key)
             if isinstance(err, FailedCompile)
@@ -137,26 +128,21 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
             item.user_properties.append(failure_property(failure))  # a known one: its record keeps the key
             raise
         fail(failure, said)
-    stated = ", ".join(f"{k} {v}" for k, v in versions().items())
-    fail(failure, f"{line}\nversions: {stated}")  # outside the except: no chained stack
+    fail(failure, f"{line}\n{versions_line()}")  # outside the except: no chained stack
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    """The report of a gate item stopped by an ``InvariantsError`` leaves out the stderr captured while it
-    ran: there XLA and libtpu print their C++ stack traces ("*** Begin stack trace ***"), which the one line
-    already sums up."""
+    """A gate item stopped by an ``InvariantsError`` leaves out its captured stderr, where XLA and libtpu
+    print the C++ stack traces its one line sums up."""
     report = yield
     if call.excinfo is not None and isinstance(call.excinfo.value, GateFailed):
-        # Why it failed, as a value: a property crosses from an xdist worker with the report.
         report.user_properties.append(failure_property(call.excinfo.value.failure))
     if call.when == "call" and item.stash.get(_STOPPED, False):
         report.sections = [(title, text) for title, text in report.sections if "stderr" not in title]
     crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
     if crash is not None and report.failed and item.get_closest_marker("gate") is not None:
-        # pytest's FAILED short line shows this message: the reason's first line, without pytest's
-        # "Failed: " before it. Its first line alone: on CI (GitHub sets CI) pytest writes the message
-        # whole, and the failure's later lines, already above, would come again after the run's table.
+        # The FAILED short line: its first line alone, since on CI pytest writes the message whole.
         crash.message = crash.message.removeprefix("Failed: ").split("\n", 1)[0]
     if item.get_closest_marker("gate") is not None:
         _visible_report(report)
@@ -164,15 +150,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def _visible_report(report: pytest.TestReport) -> None:
-    """Every text of a gate item's report (its failure, its skip or xfail reason, the output captured while
-    it ran) with control characters shown as escapes (:func:`invariants._errors.visible`), in place.
-
-    Escaped here, where the text leaves for the terminal, rather than where user text enters: it enters
-    from many places (a spec's ``why``, the names of the folders a user gives, the messages of their own
-    code's exceptions, what their code prints while traced), and every one of them reaches the terminal
-    through this report; one escape here covers a source added later, where an escape per source would
-    miss it. The report's structure is kept (its crash line, which pytest's ``FAILED`` line shows and
-    xdist sends back from a worker), its strings escaped."""
+    """Every text of a gate item's report with control characters escaped, in place: here, where text
+    leaves for the terminal, one escape covers every source of user text, a later one included."""
     report.longrepr = _visible_tree(report.longrepr)
     report.sections = _visible_tree(report.sections)
     if isinstance(getattr(report, "wasxfail", None), str):
@@ -180,8 +159,7 @@ def _visible_report(report: pytest.TestReport) -> None:
 
 
 def _visible_tree(value: Any) -> Any:
-    """``value`` with every string in it escaped: a string, a list or tuple of them, or one of pytest's
-    report dataclasses (``ExceptionChainRepr``, ``ReprEntry``, ``ReprFileLocation``...) holding them."""
+    """``value`` with every string in it escaped, through lists, tuples and pytest's report dataclasses."""
     if isinstance(value, str):
         return visible(value)
     if isinstance(value, list | tuple):
@@ -193,11 +171,11 @@ def _visible_tree(value: Any) -> Any:
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True, specname="pytest_terminal_summary")
-def pytest_terminal_summary_whole_reasons(terminalreporter: Any, config: pytest.Config) -> Any:
-    """pytest cuts a ``FAILED`` short line to the terminal's width, and where the output is a file or a
-    pipe it takes 80 columns: a gate item's node id fills them and the line shows no reason at all. There
-    the line is written whole, as pytest writes it on CI (it reads ``CI`` when it writes the line): set for
-    the summary alone, and only in a gate run."""
+def pytest_terminal_summary_whole_reasons(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> Any:
+    """pytest cuts a ``FAILED`` line to 80 columns in a pipe, which a gate item's node id fills: there it is
+    written whole, as pytest writes it when ``CI`` is set (for the summary alone)."""
     unset = not any(k in os.environ for k in ("CI", "BUILD_NUMBER"))
     whole = unset and _SESSION in config.stash and not terminalreporter.isatty()
     if whole:
@@ -209,7 +187,7 @@ def pytest_terminal_summary_whole_reasons(terminalreporter: Any, config: pytest.
             os.environ.pop("CI", None)
 
 
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     s = config.stash.get(_SESSION, None)
     if s is None:
         return
@@ -231,9 +209,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Under xdist's default distribution (and ``loadgroup``), each target's items (its timed items
-    included) and the correctness items go to one worker each (see :mod:`invariants.plugin.xdist`); another
-    ``--dist`` is left as asked."""
+    """Under ``--dist load`` (or ``loadgroup``), each target's items go to one worker."""
     if config.getoption("dist") not in ("load", "loadgroup"):
         return None
     return scheduler(config, log, gate_session(config).all_targets)

@@ -1,15 +1,7 @@
-"""The gate's structure, invariant and correctness items.
-
-* A structure item compares a program's compiled structure on a target with its snapshot file,
-  ``<snapshot dir>/<target>/<program>.<config>.txt``. In a downstream run the catalog's programs are
-  compared with the snapshots the installed package ships, which no update rewrites.
-* An invariant item decides one ``[[invariant]]`` of a spec file on a target, program and configuration.
-* A correctness item runs one ``[[correctness]]`` check of a spec file on the runtime target.
-
-Each decides in its ``check`` (the callable pytest runs, with the fixtures it names), records what it
-measured (:func:`invariants.plugin.results.record`) and fails with its own text
-(:func:`invariants.plugin.outcomes.fail`), never a traceback. The throughput tier's items are
-:mod:`invariants.plugin.timed`'s. Imported by :mod:`invariants.plugin.anchors` while pytest collects.
+"""The gate's structure, invariant and correctness items: each decides in its ``check`` (the callable
+pytest runs, with the fixtures it names), records what it measured and fails with its own text, never a
+traceback. In a downstream run the catalog's programs are compared with the snapshots the installed package
+ships, which no update rewrites.
 """
 
 from __future__ import annotations
@@ -37,13 +29,12 @@ from .outcomes import (
     structure_failure,
 )
 from .results import Failure
-from .tree import GateItem, located
+from .tree import GateItem, RecordProperty, located
 
 if TYPE_CHECKING:
     from .session import GateSession
 
-# syrupy warns when a snapshot's file and name do not contain the test's file and test name. Ours are
-# named by (target, program, config) on purpose (see invariants.snapshot.store), so it never applies.
+# syrupy warns when a snapshot is not named after its test; ours are named by (target, program, config).
 _SYRUPY_NAMING = pytest.mark.filterwarnings(r"ignore:\s*Can not relate snapshot (location|name):UserWarning")
 
 
@@ -62,23 +53,13 @@ class StructureItem(GateItem):
     def reads(self) -> list[Key]:
         return [self.key]
 
-    def check(self, gate: GateSession, structure_snapshot: Any, record_property: Any) -> None:
+    def check(self, gate: GateSession, structure_snapshot: Any, record_property: RecordProperty) -> None:
         key = self.key
         program, config, target = key
         measured = gate.measured(key)
-        # Every numeric metric goes to the results file; the compiler's, the kernels' and the compile time
-        # never into the snapshot text: they move with every compiler patch release, or with the machine. A
-        # value the target does not provide is null there.
-        record_property(
-            *_results.record(
-                "structure",
-                program=program,
-                config=config,
-                target=target,
-                compile_cache=gate.cache.outcome(key),
-                **measured.numbers(),
-            )
-        )
+        # Every numeric metric goes to the results file, and only the stable ones into the snapshot text.
+        fields = {**key._asdict(), "compile_cache": gate.cache.outcome(key), **measured.numbers()}
+        record_property(*_results.record("structure", **fields))
         summary = render_summary(measured, gate.all_programs[program].doc)
         path = gate.snapshots.path(key)
         if not gate.snapshots.writable(program):
@@ -88,17 +69,14 @@ class StructureItem(GateItem):
             if summary != path.read_text():
                 what = "no longer compiles to the package's snapshot (read-only; "
                 what += "--no-catalog leaves the catalog out)"
-                fail(
-                    Failure("snapshot", what, key),
-                    f"{program}[{config}] on {target} {what}:\n"
-                    + "\n".join(snapshot_comparison(gate, key, summary))
-                    + "\n"
-                    + dumped_line(gate, key),
+                compared = snapshot_comparison(gate, key, summary)
+                text = "\n".join(
+                    [f"{program}[{config}] on {target} {what}:", *compared, dumped_line(gate, key)]
                 )
+                fail(Failure("snapshot", what, key), text)
             return
         if not path.exists() and not gate.updating:
-            # The command records the program on every target present (a new program needs them all), and
-            # its gradient with it when there is one.
+            # On every target present (a new program needs them all), with its gradient where it has one.
             programs = ",".join(p for p in (program, f"grad_{program}") if p in gate.all_programs)
             what = f"no snapshot for {program}[{config}] on {target}; record it with: " + gate.update_command(
                 self.path, "--snapshot-update", programs
@@ -111,8 +89,7 @@ class StructureItem(GateItem):
                 f"re-record it: {accept}"
             )
             fail(Failure("snapshot", what, key), f"{shown(path)}: {what}")
-        # syrupy compares (and, on --snapshot-update, writes); the failure is ours: what changed, to fit a
-        # screen (the whole diff goes to the dump folder), with no traceback of this function.
+        # syrupy compares (and, on --snapshot-update, writes); the failure text is ours.
         if structure_snapshot != summary:
             accept = gate.update_command(self.path, "--snapshot-update", program, target, config)
             fail(*structure_failure(gate, key, summary, accept))
@@ -131,7 +108,7 @@ class InvariantItem(GateItem):
     def reads(self) -> list[Key]:
         return list(self.case.keys)
 
-    def check(self, gate: GateSession, record_property: Any) -> None:
+    def check(self, gate: GateSession, record_property: RecordProperty) -> None:
         case = self.case
         inv = case.invariant
         verdict = evaluate(case, gate.measured, gate.all_programs)
@@ -168,7 +145,7 @@ class InvariantItem(GateItem):
                 return relation_report(gate, keys, headline, [summary(k) for k in keys])
             return failure_report(gate, keys[0], headline, summary(keys[0]))
 
-        if verdict.warning:  # pytest's warnings summary shows it under this item's id, at the spec's line
+        if verdict.warning:  # shown under this item's id, at the spec's line
             path, line = inv.where.rsplit(":", 1)
             warnings.warn_explicit(f"{inv.id} on {where}: {verdict.warning}", WidenedDtype, path, int(line))
         others: tuple[str, ...] = ()
@@ -190,7 +167,7 @@ class CorrectnessItem(GateItem):
         self.case = case
         super().__init__(located=located(case.check.where), **kw)
 
-    def check(self, gate: GateSession, record_property: Any) -> None:
+    def check(self, gate: GateSession, record_property: RecordProperty) -> None:
         c = self.case
         problem = gate.correctness.run(c)
         record_property(
@@ -204,7 +181,6 @@ class CorrectnessItem(GateItem):
             )
         )
         if problem:
-            # The programs as the runtime target compiles them, for the failure's reader.
             runtime = next(iter(gate.all_targets))
             names = [c.program, *([c.check.reference] if c.check.reference else [])]
             dumped = dumped_line(gate, *(Key(name, c.config, runtime) for name in names))

@@ -1,8 +1,5 @@
-"""The gate's command-line options, one table (no JAX): the pytest plugin registers every row, and
-``python -m invariants gate`` shows and forwards the rows it passes through as they are.
-
-A row's ``env`` names the ``INVARIANTS_*`` variable (:mod:`invariants._config`) that gives its default.
-Adding an option touches this table and the code that reads it, nothing else.
+"""The gate's command-line options, one table: the pytest plugin registers every row, and ``python -m
+invariants gate`` shows and forwards the rows marked ``forwarded``.
 """
 
 from __future__ import annotations
@@ -30,7 +27,6 @@ class Option:
     forwarded: bool = False  # ``invariants gate`` lists it in its --help and passes it to pytest as given
 
     def keywords(self) -> dict[str, Any]:
-        """The keywords of ``addoption`` / ``add_argument``, the default read from the environment now."""
         default = _config.get(self.env, self.default) if self.env else self.default
         if self.flags.get("action") == "store_true":
             default = False
@@ -104,16 +100,14 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "--compile-threads",
-        "compile the selected programs ahead of their items on N threads (default: "
-        "the CPU count; 0: each item compiles what it reads; under xdist always 0, each worker compiling "
-        "its own items)",
+        "compile the selected programs ahead of their items on N threads (default: the CPU count; 0: each "
+        "item compiles what it reads; under xdist always 0, each worker compiling its own items)",
         {"type": int, "metavar": "N"},
     ),
     _switch(
         "--pin-workers",
-        "under xdist, run each worker on one core of its own (when there are as many "
-        "cores as workers): each worker's compiler thread pools then fit its core instead of contending "
-        "for all of them",
+        "under xdist, run each worker on one core of its own (when there are as many cores as workers): "
+        "each worker's compiler thread pools then fit its core instead of contending for all of them",
     ),
     Option(
         "--cache-dir",
@@ -139,11 +133,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
 )
 
-# What a run is given besides its options: catalog programs to compute something else, by name (the
-# self-check's injections, put on the stash by its plugin before the session starts, which builds its
-# programs with them: :meth:`invariants.catalog.registry.Programs.replaced`).
+# What a run is given besides its options: the self-check's injected programs, by name.
 PROGRAM_SWAPS = pytest.StashKey[dict[str, Callable[..., Any]]]()
-# And the programs a project declares, already built (the ``gate`` command builds them to check them
-# before pytest starts, and hands them over): the session takes these rather than import and trace the
-# project's code again.
+# And the programs a project declares, built by the ``gate`` command to check them before pytest starts.
 BUILT_PROGRAMS = pytest.StashKey[dict["ProgramDecl", "Program"]]()

@@ -1,9 +1,5 @@
 """What a gate item says when it decides: the pytest outcome of a decided invariant, and the diagnosis a
-failing item prints (the verdict, the structural diff against the committed snapshot, versions, dumps).
-
-The gate's items (:mod:`invariants.plugin.items`, :mod:`invariants.plugin.timed`) call these, with
-the session.
-"""
+failing item prints (the verdict, the structural diff against the committed snapshot, versions, dumps)."""
 
 from __future__ import annotations
 
@@ -35,20 +31,9 @@ if TYPE_CHECKING:
 else:
     _Failed = pytest.fail.Exception
 
-__all__ = [
-    "GateFailed",
-    "dumped_line",
-    "fail",
-    "failure_report",
-    "judge",
-    "snapshot_comparison",
-    "structure_failure",
-]
-
 
 class GateFailed(_Failed):
-    """A gate item's failure: pytest's text, without a traceback, and its :class:`Failure`, which the
-    report hook (:mod:`invariants.plugin.hooks`) hands to the results file."""
+    """A gate item's failure: pytest's text, without a traceback, and its :class:`Failure`."""
 
     # Shown as pytest shows its own (``Failed: TEXT``, the prefix its FAILED line and the recorder drop).
     __module__ = "builtins"
@@ -60,7 +45,6 @@ class GateFailed(_Failed):
 
 
 def fail(failure: Failure, text: str) -> NoReturn:
-    """Fail the gate item: ``text`` is what pytest shows, ``failure`` what the results file records."""
     raise GateFailed(failure, text)
 
 
@@ -77,13 +61,9 @@ def judge(
 ) -> None:
     """Turn a decided invariant into a pytest outcome, the same way for every tier.
 
-    A ratchet (known bad today) expects to fail: it xfails with its reason, and when ``tightenable`` (it
-    now holds, beyond noise) the item fails with "ratchet can be tightened", never in silence. A ratchet
-    over a set of programs is judged per program (``program``, one item each): the item where it holds
-    fails, the others stay xfail, and the line says how to split the fixed program out; likewise a ratchet
-    over several configurations of the program (``other_configs``: those it applies to besides this one).
-    ``failure`` builds the full diagnosis lazily, since it may dump files. ``key``: the compile the verdict
-    is about (a relation's first), for the results file's :class:`Failure`.
+    A ratchet xfails with its reason, and fails when ``tightenable`` (it now holds, beyond noise), saying
+    how to split the fixed ``program`` or configuration out of the others (``other_configs``) where it
+    still fails. ``failure`` builds the diagnosis lazily, since it may dump files.
     """
     if invariant.ratchet is not None:
         if tightenable:
@@ -100,8 +80,7 @@ def judge(
                 )
             line = f"ratchet can be tightened: {invariant.id} now holds on {where} ({describe}); {advice}"
             fail(Failure("assert", line, key), line)
-        # pytest.xfail's exception without a traceback: the reason is the whole report, and formatting a
-        # traceback (pytest parses the test's source for it) cost more than deciding the item.
+        # Without a traceback: formatting one cost more than deciding the item.
         raise pytest.xfail.Exception(
             f"{invariant.ratchet.reason} ({invariant.ratchet.issue}); {describe}", pytrace=False
         )
@@ -110,21 +89,16 @@ def judge(
 
 
 def _names_a_set(selectors: tuple[str, ...]) -> bool:
-    """Whether a ``programs`` selection may hold more than one program: several names, a tag, a pattern."""
     return len(selectors) > 1 or any(s.startswith("tag:") or any(c in s for c in "*?[") for s in selectors)
 
 
-# A changed section's diff is shown whole up to this many lines; a longer one is named, and read whole in
-# the dump folder's diff (a failure should fit a screen).
+# A changed section's diff is shown whole up to this many lines, so that a failure fits a screen.
 _SECTION_LINES = 8
 
 
 def snapshot_comparison(s: GateSession, key: Key, current: str) -> list[str]:
     """What differs between the committed snapshot of ``key`` and ``current``, to fit a screen: the summary
-    lines before and after (one line when it did not change), the kernels that changed (never cut; lines
-    alike but for their dimensions, as a change made once per table, shown once with their count), the
-    other sections that changed (short ones whole), and where the whole diff was written. A note when
-    there is no committed snapshot."""
+    before and after, the kernels that changed (never cut), short sections whole, where the whole diff is."""
     path = s.snapshots.path(key)
     name = shown(path)
     if not path.exists():
@@ -133,7 +107,6 @@ def snapshot_comparison(s: GateSession, key: Key, current: str) -> list[str]:
     if committed == current:
         return [f"structure identical to {name}"]
     before, after = summary_of(committed), summary_of(current)
-    # Two equal lines under - and + would read as a change: an unchanged summary is one line.
     lines = [f"- {before}", f"+ {after}"] if before != after else [f"  {after} (unchanged)"]
     kernels = fold_alike(changed_kernels(committed, current, context=0))
     if kernels:
@@ -149,8 +122,7 @@ def snapshot_comparison(s: GateSession, key: Key, current: str) -> list[str]:
 
 
 def dumped_line(s: GateSession, *keys: Key) -> str:
-    """Dump the optimized HLO and the jaxpr of each of ``keys`` (:meth:`GateSession.dump`); the line that
-    says where."""
+    """Dump each of ``keys``; the line that says where."""
     paths = []
     for key in dict.fromkeys(keys):
         try:
@@ -162,13 +134,17 @@ def dumped_line(s: GateSession, *keys: Key) -> str:
     return "optimized HLO and jaxpr: " + "; ".join(paths)
 
 
+def versions_line(target: str | None = None) -> str:
+    line = "versions: " + ", ".join(f"{k} {v}" for k, v in versions().items())
+    return line + (f"; target {target}" if target else "")
+
+
 def failure_report(s: GateSession, key: Key, headline: str, current_summary: str) -> str:
-    """The diagnosis a compiler engineer needs: the verdict, what changed against the committed snapshot,
-    versions, dumps."""
+    """The verdict, what changed against the committed snapshot, versions, dumps."""
     return "\n".join(
         [
             headline,
-            "versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()) + f"; target {key.target}",
+            versions_line(key.target),
             *snapshot_comparison(s, key, current_summary),
             dumped_line(s, key),
         ]
@@ -176,14 +152,11 @@ def failure_report(s: GateSession, key: Key, headline: str, current_summary: str
 
 
 def relation_report(s: GateSession, keys: tuple[Key, ...], headline: str, summaries: list[str]) -> str:
-    """The diagnosis of a failed relation between programs (``structure(a) == structure(b)``,
-    ``temp_bytes(a) <= temp_bytes(b)``): the verdict, the versions, what differs between the first two
-    programs' snapshot texts (``-`` the first, ``+`` the second; the measured values alone say only
-    "1 kernel against 1 kernel" when the kernels differ), and the dumps of every program it read."""
+    """A failed relation between programs: the verdict, the versions, what differs between the first two
+    programs' snapshot texts (the measured values alone say "1 kernel against 1 kernel"), the dumps."""
     a, b = keys[0], keys[1]
     name_a, name_b = f"{a.program}[{a.config}] on {a.target}", f"{b.program}[{b.config}] on {b.target}"
-    # The header lines name the program and its doc: equal programs differ there alone, which is no
-    # difference.
+    # The header lines name the program and its doc, where equal programs differ.
     body = [list(itertools.dropwhile(lambda line: line.startswith("#"), t.splitlines())) for t in summaries]
     diff = list(difflib.unified_diff(body[0], body[1], name_a, name_b, lineterm="", n=2))
     between = (
@@ -191,21 +164,12 @@ def relation_report(s: GateSession, keys: tuple[Key, ...], headline: str, summar
         if diff
         else [f"{name_a} and {name_b} render the same snapshot text"]
     )
-    return "\n".join(
-        [
-            headline,
-            "versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()) + f"; target {a.target}",
-            *between,
-            dumped_line(s, *keys),
-        ]
-    )
+    return "\n".join([headline, versions_line(a.target), *between, dumped_line(s, *keys)])
 
 
 def structure_failure(s: GateSession, key: Key, current: str, accept: str | None) -> tuple[Failure, str]:
-    """What a structure item that differs from its snapshot says: one line of reason first (pytest's
-    ``FAILED`` short line shows it: what of the summary changed), then what changed, to fit a screen
-    (:func:`snapshot_comparison`), the versions and the dumps, and last the command that accepts the change
-    (``accept``; None for a read-only snapshot, which no update rewrites); and its :class:`Failure`."""
+    """What a structure item that differs from its snapshot says (its first line is pytest's ``FAILED``
+    line), last the command that ``accept``s the change; and its :class:`Failure`."""
     program, config, target = key
     path = s.snapshots.path(key)
     committed = path.read_text() if path.exists() else ""
@@ -219,7 +183,7 @@ def structure_failure(s: GateSession, key: Key, current: str, accept: str | None
     lines = [
         headline,
         *snapshot_comparison(s, key, current),
-        "versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()),
+        versions_line(),
         dumped_line(s, key),
     ]
     if accept:

@@ -1,43 +1,11 @@
 """The results file: the one owner of its records, written by the pytest plugin, read by every reader.
 
-A gate item records what it measured with :func:`record` (through pytest's ``record_property``); the plugin
-turns each into a typed :class:`Record` with :func:`entry` and writes the file with :func:`write`; every
-reader (the report, bisect, matrix, the self-check) reads it with :func:`read`, a :class:`Results`. Nothing
-else spells a record kind or its fields.
-
-The file is one JSON object::
-
-    {"format_version": FORMAT_VERSION, "versions": {package: version},
-     "runtime": {"platform", "device_kind", "count", "date"},
-     "targets": {name: {"mode", "scope", "unavailable"}},
-     "exitstatus": int, "items": [record, ...]}
-
-A file without ``format_version``, or of another one, is refused in one line that says to run the gate
-again (asv's ``api_version`` is the model): no reader guesses at a layout it was not written in.
-
-Each record kind is one frozen dataclass (:data:`KINDS`, kind to class), and the codec (:func:`to_json`,
-:func:`from_json`) is derived from the dataclasses' fields and type hints: a record holds ``kind``,
-``outcome`` (pytest's: passed, failed, skipped, xfailed), ``nodeid``, ``reason`` (a failed item's first
-line, a skipped one's reason), ``failure`` (a failed item's :class:`Failure`: its ``kind``, the compile
-``key`` it is about, and ``what`` it says), and its kind's fields, each of its declared type; a field that
-is None and None by default is left out. Fields a kind does not declare are kept in :attr:`Record.extra`
-(a structure's metrics: every numeric metric a compile gives, null where the target gives none,
-:meth:`invariants.measure.measurement.Measurement.numbers`). The top level may hold ``declared``: the
-programs the run's spec files declared (a downstream project's own), which the report shows by default;
-``programs``: every program of the run, name to ``{"kind", "tags"}``, which the report's ``--programs``
-selects from; and ``pytest``: pytest's own count of the run's outcomes (:data:`PYTEST_OUTCOMES`), which
-holds what no record does (a module skipped whole). The kinds:
-
-* :class:`Structure`: a program's compile on a target;
-* :class:`Invariant`: an assert's verdict, its ``measured`` terms as numbers (a structure term as its text);
-* :class:`Correctness`: a value check, ``problem`` null where it found none;
-* :class:`Ratio` and :class:`Efficiency` (the throughput tier): one
-  :class:`invariants.timing.paired.RatioResult` each (``to_dict``), whose ``direction`` says which side of
-  ``threshold`` passes; an efficiency without a baseline has no ``threshold`` and no ``verdict``, one whose
-  run recorded its baseline has the verdict :data:`RECORDED`;
-* :class:`Skipped` and :class:`Error`: an item that skipped, or failed, before it recorded anything (an
-  error whose ``failure`` is of kind ``compile`` is a finding about the program, in that release, on that
-  target; any other says the suite could not run).
+A gate item records what it measured with :func:`record` (through ``record_property``); the plugin turns
+each into a typed :class:`Record` (:func:`entry`) and writes the file (:func:`write`); every reader reads it
+with :func:`read`. Nothing else spells a record kind or its fields. Each kind is one frozen dataclass
+(:data:`KINDS`), and the JSON codec is derived from their fields and type hints; fields a kind does not
+declare (a structure's metrics) are kept in :attr:`Record.extra`. The file carries :data:`FORMAT_VERSION`,
+and a file of another, or of none, is refused in one line (asv's ``api_version`` is the model).
 """
 
 from __future__ import annotations
@@ -60,69 +28,23 @@ from .._errors import InvariantsError
 from .._paths import write_atomic
 from ..compile.record import Key
 
-__all__ = [
-    "FAILURE_PROPERTY",
-    "FORMAT_VERSION",
-    "KINDS",
-    "PROPERTY",
-    "PYTEST_OUTCOMES",
-    "RECORDED",
-    "Claim",
-    "Correctness",
-    "Efficiency",
-    "Error",
-    "Failure",
-    "Invariant",
-    "Ratio",
-    "Record",
-    "RecordError",
-    "Results",
-    "Skipped",
-    "Structure",
-    "check_path",
-    "claim",
-    "compile_failed",
-    "compile_failure",
-    "discard_earlier",
-    "entry",
-    "error_entry",
-    "failure_property",
-    "from_json",
-    "lock_path",
-    "read",
-    "record",
-    "recorded_failure",
-    "skipped_entry",
-    "to_json",
-    "write",
-]
-
-# The layout of the file; a change to a record's fields or meaning raises it, and :func:`read` refuses any
-# other.
+# Raised by a change to a record's fields or meaning.
 FORMAT_VERSION = 2
 # The verdict of an efficiency item whose run recorded its baseline: it had no floor to be judged by.
 RECORDED = "recorded"
-# The ``record_property`` names every gate item records under: its record, and why it failed.
 PROPERTY = "invariants"
 FAILURE_PROPERTY = "invariants-failure"
-# The outcomes pytest's last line counts (its terminal reporter's keys), in the order it says them.
 PYTEST_OUTCOMES = ("failed", "passed", "skipped", "xfailed", "xpassed", "error")
 
 FailureKind = Literal["assert", "snapshot", "compile", "error"]
-# A measured term: a count, a size, a ratio, a set (custom-call targets, opcodes: sorted), or a structure
-# term's text ("<2 kernels>").
+# A measured term: a count, a size, a ratio, a sorted set, or a structure term's text.
 Measured = bool | int | float | str | tuple[str, ...]
 
 
 @dataclasses.dataclass(frozen=True)
 class Failure:
-    """Why an item failed, as a value beside pytest's text.
-
-    ``kind``: ``assert`` (a verdict that does not hold), ``snapshot`` (a compile that differs from its
-    snapshot, or has none), ``compile`` (a program that did not compile) or ``error`` (anything else: the
-    suite could not decide). ``what``: what it says of it, one line, without its key. ``key``: the compile
-    it is about (of a relation between programs, its first program's), None where there is none.
-    """
+    """Why an item failed, as a value beside pytest's text: ``error`` where the suite could not decide;
+    ``what`` is one line without its key, ``key`` the compile it is about (a relation's first)."""
 
     kind: FailureKind
     what: str
@@ -130,17 +52,12 @@ class Failure:
 
 
 def compile_failed(target: str, program: str, config: str, why: str) -> str:
-    """The one line a failed compile says."""
     return f"{target}/{program}[{config}]: compile failed: {why}"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Record:
-    """One item of a results file: what pytest said of it, and what it recorded.
-
-    The key fields (``target``, ``program``, ``config``, ``id``) are None on a kind that has none; each kind
-    declares the ones it has as required. :meth:`get` reads any field by its name in the file.
-    """
+    """One item of a results file; each kind declares the key fields it has as required."""
 
     kind: str
     outcome: str
@@ -152,29 +69,25 @@ class Record:
     config: str | None = None
     id: str | None = None
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    # The report's tier table names each kind's tier.
     tier: ClassVar[str] = "other"
 
     def get(self, name: str, default: Any = None) -> Any:
-        """The field the file names ``name`` (a declared one, or a metric in :attr:`extra`), else
-        ``default``."""
-        attr = _attributes(type(self)).get(name)
+        """The field the file names ``name`` (a declared one, or a metric in :attr:`extra`)."""
+        cls: Any = type(self)
+        attr = _named(cls).get(name)
         if attr is None:
             return self.extra.get(name, default)
         value = getattr(self, attr)
-        return default if value is None and _absent_when_none(type(self), attr) else value
+        return default if value is None and _absent_when_none(cls, attr) else value
 
     def program_names(self) -> list[str]:
-        """The programs of an invariant (several for a relation), else the one program, else none."""
         return [self.program] if self.program else []
 
     def with_extra(self, **fields: Any) -> Record:
-        """This record with ``fields`` added to :attr:`extra` (what a reader learned of it)."""
         return dataclasses.replace(self, extra={**self.extra, **fields})
 
 
 def _required() -> Any:
-    """A field each record of the kind must carry (no default, though the base has one)."""
     return dataclasses.field()
 
 
@@ -192,8 +105,7 @@ class Structure(Record):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Invariant(Record):
-    """An assert's verdict on a target, program(s) and configuration. ``ratio``: ``metric(A) / metric(B)``
-    of a scaled relation, else None."""
+    """An assert's verdict; ``ratio``: ``metric(A) / metric(B)`` of a scaled relation."""
 
     kind: Literal["invariant"] = "invariant"
     tier: ClassVar[str] = "invariant"
@@ -207,7 +119,6 @@ class Invariant(Record):
     ratio: float | None = None
     ratchet: str | None = None
     where: str | None = None
-    # What the verdict warns of, in one line (a dtype filter on a target that widens the dtype).
     warning: str | None = None
 
     def program_names(self) -> list[str]:
@@ -216,7 +127,7 @@ class Invariant(Record):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Correctness(Record):
-    """A value check of a program against its reference; ``problem`` None where it found none."""
+    """A value check of a program against its reference."""
 
     kind: Literal["correctness"] = "correctness"
     tier: ClassVar[str] = "correctness"
@@ -229,7 +140,7 @@ class Correctness(Record):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class _Timed(Record):
-    """A paired measurement (:class:`invariants.timing.paired.RatioResult`) of the throughput tier."""
+    """A paired measurement (:class:`invariants.timing.paired.RatioResult`)."""
 
     id: str = _required()
     target: str = _required()
@@ -245,8 +156,7 @@ class _Timed(Record):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Ratio(_Timed):
-    """``time(a) / time(b) <= threshold``; ``predicted``: the TPU cost model's ratio of the same programs
-    on the same target (None off TPU)."""
+    """``time(a) / time(b) <= threshold``; ``predicted``: the TPU cost model's ratio (None off TPU)."""
 
     kind: Literal["ratio"] = "ratio"
     tier: ClassVar[str] = "throughput: ratio"
@@ -262,7 +172,7 @@ class Ratio(_Timed):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Efficiency(_Timed):
-    """``t_copy / t_program`` against the floor of its baseline (``threshold``; None without one)."""
+    """``t_copy / t_program`` against the floor of its baseline (``threshold``)."""
 
     kind: Literal["efficiency"] = "efficiency"
     tier: ClassVar[str] = "throughput: efficiency"
@@ -280,7 +190,7 @@ class Error(Record):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Skipped(Record):
-    """An item that skipped before it recorded anything (``reason`` says why)."""
+    """An item that skipped before it recorded anything."""
 
     kind: Literal["skipped"] = "skipped"
     tier: ClassVar[str] = "skipped"
@@ -292,33 +202,21 @@ KINDS: dict[str, type[Record]] = {
 RecordKind = Literal["structure", "invariant", "correctness", "ratio", "efficiency", "error", "skipped"]
 
 
-# ------------------------------------------------------------------------------------------------ codec
-
-
 class _Bad(ValueError):
     """A value that is not of its field's type (``args[0]``: what it is instead)."""
 
 
-def _hints(cls: Any) -> dict[str, Any]:
-    """The type of each field of a dataclass."""
-    return _resolved(cls)
-
-
-def _attributes(cls: Any) -> dict[str, str]:
-    """The file's name of each field of a record class to its attribute."""
-    return _named(cls)
-
-
-# Each class's annotations, resolved once (a class is the process's, not a run's).
+# Each called with a class typed Any: mypy takes a dataclass type for no Hashable.
 _resolved = functools.cache(typing.get_type_hints)
 
 
 @functools.cache
 def _named(cls: Any) -> dict[str, str]:
+    """The file's name of each field of a record class to its attribute."""
     return {f.metadata.get("json", f.name): f.name for f in dataclasses.fields(cls) if f.name != "extra"}
 
 
-# The scalar types a record's fields have, and which JSON values each takes (a float takes an integer).
+# Which JSON values each scalar type takes (a float takes an integer).
 _SCALARS: dict[Any, Any] = {
     bool: lambda v: isinstance(v, bool),
     str: lambda v: isinstance(v, str),
@@ -329,8 +227,7 @@ _SCALARS: dict[Any, Any] = {
 
 
 def _decode(hint: Any, value: Any) -> Any:
-    """``value`` as a JSON reader gave it, checked against ``hint`` and made its type (a list to a tuple, an
-    object to a dataclass or a :class:`Key`); raises :class:`_Bad`."""
+    """``value`` from JSON, checked against ``hint`` and made its type; raises :class:`_Bad`."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if hint is Any:
         return value
@@ -352,24 +249,22 @@ def _decode(hint: Any, value: Any) -> Any:
 
 
 def _decode_object(hint: Any, value: dict[str, Any]) -> Any:
-    """A JSON object as ``hint``: a mapping of typed values, a :class:`Key`, a dataclass."""
     if typing.get_origin(hint) in (dict, Mapping):
         return {str(k): _decode(typing.get_args(hint)[1], v) for k, v in value.items()}
     if hint is Key:
         return Key(*(_decode(str, value.get(name)) for name in Key._fields))
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-        hints = _hints(hint)
+        hints = _resolved(hint)
         return hint(**{f.name: _decode(hints[f.name], value.get(f.name)) for f in dataclasses.fields(hint)})
     raise _Bad(type(value).__name__)
 
 
 def _encode(value: Any) -> Any:
-    """``value`` as JSON holds it: a dataclass or a :class:`Key` as an object, a tuple as a list, a set as
-    a sorted list, a number of any numeric type (numpy's) as a Python number."""
+    """``value`` as JSON holds it (a set as a sorted list, a numpy number as a Python one)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Key):
-        return {k: _encode(v) for k, v in value._asdict().items()}
+        value = value._asdict()
     if isinstance(value, Mapping):
         return {str(k): _encode(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -386,8 +281,7 @@ def _encode(value: Any) -> Any:
 
 
 def to_json(item: Record) -> dict[str, Any]:
-    """A record as the file holds it: its fields at the top level (:attr:`Record.extra` among them), a
-    field that is None and None by default left out."""
+    """A record as the file holds it: a field that is None and None by default left out."""
     out: dict[str, Any] = {k: _encode(v) for k, v in item.extra.items()}
     for f in dataclasses.fields(item):
         value = getattr(item, f.name)
@@ -398,16 +292,16 @@ def to_json(item: Record) -> dict[str, Any]:
 
 
 class RecordError(ValueError):
-    """What is wrong with a record (a line :func:`read` and :func:`record` place)."""
+    """What is wrong with a record."""
 
 
 def from_json(data: Mapping[str, Any]) -> Record:
-    """A record from the file's object (or a gate item's :func:`record` with pytest's outcome); raises
-    :class:`RecordError`."""
+    """A record from the file's object; raises :class:`RecordError`."""
     cls = KINDS.get(str(data.get("kind")))
     if cls is None:
         raise RecordError(f"unknown kind {data.get('kind')!r}")
-    hints, names = _hints(cls), _attributes(cls)
+    key: Any = cls
+    hints, names = _resolved(key), _named(key)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     missing = [n for n, attr in names.items() if n not in data and _needed(fields[attr])]
     if missing:
@@ -431,7 +325,6 @@ def from_json(data: Mapping[str, Any]) -> Record:
 
 
 def _absent_when_none(cls: Any, attr: str) -> bool:
-    """Whether a field of ``cls`` that is None is left out of the file (None by default)."""
     return next(f.default is None for f in dataclasses.fields(cls) if f.name == attr)
 
 
@@ -448,8 +341,7 @@ class Results:
     runtime: dict[str, Any] = dataclasses.field(default_factory=dict)
     targets: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     exitstatus: int = 0
-    # The programs the run's spec files declared (a downstream project's own: the report's default), and
-    # every program of the run, name to ``{"kind", "tags"}`` (what the report's --programs selects from).
+    # The programs the spec files declared (the report's default); every program, name to {"kind", "tags"}.
     declared: list[str] = dataclasses.field(default_factory=list)
     programs: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     # pytest's count of each outcome (None: a run without its terminal reporter).
@@ -457,21 +349,8 @@ class Results:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], where: str = "results") -> Results:
-        """The results of a file's object (its format version checked by :func:`read`); raise
-        :class:`InvariantsError` (one line, after ``where``) when it is not one."""
-        items = []
-        for n, item in enumerate(data["items"]):
-            if not isinstance(item, dict) or not all(
-                isinstance(item.get(k), str) for k in ("kind", "nodeid", "outcome")
-            ):
-                raise InvariantsError(
-                    f"{where}: items[{n}] is not an object with string 'kind', 'nodeid', 'outcome'"
-                )
-            try:
-                items.append(from_json(item))
-            except RecordError as err:
-                what = f"{item['kind']} {item['nodeid']}"
-                raise InvariantsError(f"{where}: items[{n}] ({what}): {err}") from None
+        """The results of a file's object (its format version checked by :func:`read`); one line when not."""
+        items = [_item(n, item, where) for n, item in enumerate(data["items"])]
         for key in ("versions", "runtime", "targets"):
             if not isinstance(data.get(key, {}), dict):
                 raise InvariantsError(f"{where}: '{key}' must be an object")
@@ -499,12 +378,19 @@ class Results:
         )
 
 
-# ------------------------------------------------------------------------------------- the gate's side
+def _item(n: int, item: Any, where: str) -> Record:
+    if not isinstance(item, dict) or not all(
+        isinstance(item.get(k), str) for k in ("kind", "nodeid", "outcome")
+    ):
+        raise InvariantsError(f"{where}: items[{n}] is not an object with string 'kind', 'nodeid', 'outcome'")
+    try:
+        return from_json(item)
+    except RecordError as err:
+        raise InvariantsError(f"{where}: items[{n}] ({item['kind']} {item['nodeid']}): {err}") from None
 
 
 def record(kind: RecordKind, **fields: Any) -> tuple[str, dict[str, Any]]:
-    """``(name, value)`` for ``record_property``: one record of ``kind``, its fields checked against the
-    kind's types (a field missing or of another type raises, in the item that records it)."""
+    """``(name, value)`` for ``record_property``: one record of ``kind``, its fields checked here."""
     data = {**fields, "kind": kind, "outcome": "passed", "nodeid": ""}
     try:
         checked = to_json(from_json(_encode(data)))
@@ -521,8 +407,7 @@ def entry(
     reason: str | None = None,
     failure: Failure | None = None,
 ) -> Record | None:
-    """The record of one recorded property, or None when it is not one of :func:`record`'s.
-    ``reason``: a failed item's one line; ``failure``: why it failed."""
+    """The record of one recorded property, or None when it is not one of :func:`record`'s."""
     if name != PROPERTY or not isinstance(value, dict) or value.get("kind") not in KINDS:
         return None
     item = from_json({**value, "outcome": outcome, "nodeid": nodeid})
@@ -530,13 +415,11 @@ def entry(
 
 
 def failure_property(failure: Failure) -> tuple[str, dict[str, Any]]:
-    """``(name, value)`` for a report's ``user_properties``: why a gate item failed (it crosses from an
-    xdist worker as JSON does)."""
+    """``(name, value)`` for a report's ``user_properties``: it crosses from an xdist worker as JSON."""
     return FAILURE_PROPERTY, _encode(failure)
 
 
 def recorded_failure(properties: list[tuple[str, Any]]) -> Failure | None:
-    """The :class:`Failure` a report's ``user_properties`` carry (:func:`failure_property`), else None."""
     for name, value in properties:
         if name == FAILURE_PROPERTY:
             with contextlib.suppress(_Bad):
@@ -548,28 +431,22 @@ def recorded_failure(properties: list[tuple[str, Any]]) -> Failure | None:
 def error_entry(
     outcome: str, nodeid: str, reason: str | None = None, failure: Failure | None = None
 ) -> Record:
-    """The record of an item that failed before recording anything."""
     return Error(outcome=outcome, nodeid=nodeid, reason=reason or None, failure=failure)
 
 
 def skipped_entry(nodeid: str, reason: str) -> Record:
-    """The record of an item that skipped before recording anything, with why."""
     return Skipped(outcome="skipped", nodeid=nodeid, reason=reason)
 
 
 def compile_failure(item: Record) -> Key | None:
-    """The compile an item failed on (its :class:`Failure` of kind ``compile``: a finding about that
-    program, in that release, on that target, where any other error says the suite could not run), else
-    None."""
+    """The compile an item failed on: a finding about that program, where any other error says the suite
+    could not run."""
     failure = item.failure
     return failure.key if failure is not None and failure.kind == "compile" else None
 
 
 def write(path: Path, run: Mapping[str, Any], items: list[Record]) -> None:
-    """Write the results file: ``run`` (versions, runtime, targets, exit status, programs, pytest's counts)
-    and the records, sorted by kind and node id (so the file is the same under xdist), atomically
-    (:func:`invariants._paths.write_atomic`): a reader, or a run killed meanwhile, sees the old file or the
-    new one, never a part. An ``OSError`` is one line (:class:`InvariantsError`)."""
+    """Write ``run`` and the records, sorted so that the file is the same under xdist, atomically."""
     entries = [to_json(e) for e in sorted(items, key=lambda e: (e.kind, e.nodeid))]
     data = {**run, "format_version": FORMAT_VERSION, "items": entries}
     text = json.dumps(data, indent=1, sort_keys=True) + "\n"
@@ -584,9 +461,8 @@ def write(path: Path, run: Mapping[str, Any], items: list[Record]) -> None:
 
 
 def check_path(path: Path, option: str = "--results-json") -> None:
-    """Raise :class:`InvariantsError` (one line) when the results file cannot be written at ``path``: a
-    directory there, a file where its folder should be, a folder that cannot be made or written. Checked
-    when the run starts, so that a bad path never costs the run its results at the end."""
+    """One line when the results file cannot be written at ``path``: checked when the run starts, so that
+    a bad path never costs the run its results at the end."""
     if path.is_dir():
         raise InvariantsError(
             f"{option} {path}: a directory; give a file path such as {path / 'results.json'}"
@@ -608,8 +484,7 @@ def check_path(path: Path, option: str = "--results-json") -> None:
 
 
 def _a_results_file(path: Path) -> bool:
-    """Whether the file at ``path`` is one this gate may replace: empty, or a results file (a JSON object
-    with ``items``), read whole only when it starts like one."""
+    """Whether the file at ``path`` is one this gate may replace: empty, or a results file."""
     try:
         with open(path, "rb") as f:
             head = f.read(1)
@@ -625,12 +500,8 @@ def _a_results_file(path: Path) -> bool:
 
 @dataclasses.dataclass
 class Claim:
-    """The results path one run writes, held for the whole run by a lock beside it.
-
-    ``path``: where this run writes (the one asked for, or a file of its own when another live run holds
-    that one). ``note``: the one line to print about it, or None. Under an OS without ``fcntl`` (Windows)
-    nothing is locked.
-    """
+    """The results path one run writes, held for the whole run by a lock beside it (none without
+    ``fcntl``); ``note``: the one line to print about it."""
 
     path: Path
     note: str | None = None
@@ -638,9 +509,7 @@ class Claim:
     _handle: IO[str] | None = None
 
     def discard_earlier(self) -> None:
-        """Remove the results file an earlier run left at :attr:`path` (one :func:`check_path` found the
-        gate's own, or none; another live run's is never this claim's path): a gate run that then writes
-        none, stopped by bad input or a crash, leaves no earlier run's file to be read as its own."""
+        """Remove an earlier run's file, so that a run stopped by bad input leaves none to read as its own."""
         _unlink_earlier(self.path)
 
     def release(self) -> None:
@@ -665,9 +534,8 @@ def _same_file(handle: IO[str], path: Path) -> bool:
 
 
 def _try_lock(path: Path) -> tuple[IO[str] | None, str]:
-    """Lock ``path`` (made if missing) for this process: ``(handle, "")``; or ``(None, holder)`` when a
-    live process holds it (``holder``: what that process wrote in it). The lock dies with its process, a
-    SIGKILL included, so a stale lock file never blocks a later run."""
+    """``(handle, "")``, or ``(None, holder)`` when a live process holds it. The lock dies with its process,
+    so a stale lock file never blocks a later run."""
     import fcntl
 
     for _ in range(5):
@@ -691,8 +559,6 @@ def _try_lock(path: Path) -> tuple[IO[str] | None, str]:
 
 
 def _unlink_earlier(path: Path) -> None:
-    """Remove the results file at ``path``; unlinking is atomic: a reader sees the whole earlier file or
-    none."""
     try:
         path.unlink(missing_ok=True)
     except OSError as err:
@@ -702,8 +568,8 @@ def _unlink_earlier(path: Path) -> None:
 
 
 def discard_earlier(path: Path) -> None:
-    """Before anything can stop a gate run: remove the results file an earlier run left at ``path``,
-    unless it is no results file (:func:`claim` says so later) or a live run holds it (its own file)."""
+    """Before anything can stop a gate run: remove an earlier run's file, unless it is no results file or a
+    live run holds it."""
     if not path.is_file() or path.is_symlink() or not _a_results_file(path):
         return
     try:
@@ -718,13 +584,8 @@ def discard_earlier(path: Path) -> None:
 
 
 def claim(path: Path) -> Claim:
-    """Claim ``path`` for this run's results (after :func:`check_path`); :meth:`Claim.discard_earlier`
-    then removes the file an earlier run left there.
-
-    When another run that is still going holds it (two runs writing the same file would leave whichever
-    ends last, and a report of the other run's items), this run gets a file of its own,
-    ``<stem>.<pid><suffix>`` beside it, and a note saying so.
-    """
+    """Claim ``path`` for this run's results; when another live run holds it, this run gets a file of its
+    own, ``<stem>.<pid><suffix>``, and a note saying so."""
     check_path(path)
     try:
         import fcntl  # noqa: F401
@@ -748,9 +609,7 @@ def claim(path: Path) -> Claim:
     return Claim(own, note, lock_path(own) if handle else None, handle)
 
 
-# The widest whole number a record holds: a count or a size in bytes, an int64 where the compiler gives it.
-# A longer one is no record of the gate's, and past Python's digit limit or a float's range it would raise
-# wherever it is read or shown.
+# The widest whole number a record holds (an int64); a longer one would raise wherever it is read or shown.
 _DIGITS = 19
 
 
@@ -759,7 +618,6 @@ class _TooLong(ValueError):
 
 
 def _count(digits: str) -> int:
-    """A JSON integer as :func:`read` takes it: refused (:class:`_TooLong`) past :data:`_DIGITS` digits."""
     n = len(digits.lstrip("-"))
     if n > _DIGITS:
         raise _TooLong(n)
@@ -767,8 +625,7 @@ def _count(digits: str) -> int:
 
 
 def read(path: str | Path) -> Results:
-    """Read and validate a results file; raise :class:`InvariantsError` (one line) when it is not one, or
-    was written in another format (:data:`FORMAT_VERSION`)."""
+    """Read and validate a results file; one line when it is not one, or of another format."""
     p = Path(path)
     if not p.is_file():
         raise InvariantsError(f"{p}: no such results file")

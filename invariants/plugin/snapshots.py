@@ -1,12 +1,7 @@
-"""Where a gate session reads and writes snapshots, and the files no program has any more.
+"""Where a gate session reads and writes snapshots, and the files no program has any more: the session's
+half (which files are whose), where :mod:`invariants.snapshot.store` is syrupy's (what a file is).
 
-:class:`SnapshotFolders` routes each program to its folder (a declared program's in ``--snapshot-dir``, the
-catalog's in ``--catalog-snapshot-dir``, read-only unless it is ``--snapshot-dir`` itself) and, at the end
-of the run, names or deletes the obsolete snapshots (syrupy is shown none: see
-:mod:`invariants.snapshot.store`). The store is syrupy's half (what a
-file is, how it is read and written); this module is the session's (which files are whose).
-
-Imported by :mod:`invariants.plugin.session`, after JAX has started: the catalog imports it.
+The catalog's snapshots live in ``--catalog-snapshot-dir``, read-only unless it is ``--snapshot-dir``.
 """
 
 from __future__ import annotations
@@ -36,19 +31,15 @@ class SnapshotFolders:
         self.snapshot_dir = snapshot_dir
         self.programs = programs
         self.catalog_snapshot_dir = catalog_snapshot_dir
-        # Whether every program that could keep snapshots in the writable folders is known here: only in
-        # the catalog's own folder with no spec folder given. A spec folder not given this time (a
-        # downstream run above all) may own a file that no program of this run has.
+        # Only in the catalog's own folder with no spec folder given: a spec folder not given this time may
+        # own a file that no program of this run has.
         self.owners_known = not spec_dirs_given and snapshot_dir == catalog_snapshot_dir
 
     @classmethod
     def from_options(
         cls, config: pytest.Config, programs: Programs, *, spec_dirs_given: bool, updating: bool
     ) -> SnapshotFolders:
-        """``--snapshot-dir`` (default ``snapshots/`` at the root) and ``--catalog-snapshot-dir`` (default
-        the same), checked: a snapshot folder that is a file would fail every structure item (or an
-        update's first write) with an OSError, so it is one line now. Read-only is fine for a plain run;
-        an update must write there."""
+        """The folders the options give, checked: a file there is one line now, not an OSError per item."""
         given = config.getoption("snapshot_dir")
         snapshot_dir = (Path(given) if given else Path(config.rootpath) / SNAPSHOT_ROOT).resolve()
         catalog = config.getoption("catalog_snapshot_dir")
@@ -61,13 +52,10 @@ class SnapshotFolders:
         return cls(snapshot_dir, catalog_dir, programs, spec_dirs_given=spec_dirs_given)
 
     def folder(self, program: str, target: str) -> Path:
-        """Where ``program``'s snapshots (and efficiency baselines) on ``target`` live."""
         root = self.catalog_snapshot_dir if program in CATALOG else self.snapshot_dir
         return root / target
 
     def writable(self, program: str) -> bool:
-        """Whether ``--snapshot-update`` may write ``program``'s snapshots: never the catalog's when they are
-        read from elsewhere (the package's own, in a downstream run)."""
         return program not in CATALOG or self.catalog_snapshot_dir == self.snapshot_dir
 
     def path(self, key: tuple[str, str, str]) -> Path:
@@ -76,8 +64,7 @@ class SnapshotFolders:
 
     def stems(self, target: Target) -> dict[Path, set[str]]:
         """Per writable snapshot folder of ``target``: the stems of every program that keeps its snapshots
-        there, in each of its configurations. The catalog's count even under --no-catalog (leaving them out
-        of a run never makes them obsolete); a read-only folder (the package's) has no entry."""
+        there, selected or not (leaving a program out of a run never makes its snapshots obsolete)."""
         out: dict[Path, set[str]] = {}
         for p in self.programs.values():
             if self.writable(p.name):
@@ -96,18 +83,10 @@ class SnapshotFolders:
     ) -> list[str]:
         """Name the snapshots of programs that no longer exist, and delete them on an update that passed.
 
-        A file is obsolete only when all of these hold (``invariants.snapshot.store.obsolete_snapshots``):
-        its target's structure items ran in this session (it compiled here, and the programs were read
-        whole); it sits directly in a writable snapshot folder; it is a file this gate wrote (its first
-        line is ``# <program> [<config>] on <target>``, matching its name; never a foreign file such as a
-        README.txt); and no program, catalog or declared, selected or not, keeps that program and
-        configuration there (a program whose snapshots live in another folder is never judged here).
-
-        It is deleted only on an update (``updating``: ``--snapshot-update``), only when the run passed,
-        and only where every owner is known (:attr:`owners_known`). Elsewhere (a downstream
-        ``--snapshot-dir``, any run given ``--spec-dir``) the update lists what it would delete and deletes
-        nothing, unless ``delete`` (``--delete-obsolete-snapshots``). ``items``: every process's records,
-        so this runs in the reporting process (the xdist controller), after every item.
+        Obsolete: a file this gate wrote, of a target whose structure items ran here, in a writable folder,
+        that no program keeps there (:func:`invariants.snapshot.store.obsolete_snapshots`). It is deleted
+        only where every owner is known (:attr:`owners_known`), else only with ``delete``. ``items``: every
+        process's records, so this runs in the reporting process, after every item.
         """
         found = self._obsolete_files(targets, items)
         if not found:
@@ -154,7 +133,7 @@ class SnapshotFolders:
             for folder, known in self.stems(targets[target]).items():
                 for path in obsolete_snapshots(folder, known):
                     program = (snapshot_header(path) or ("",))[0]
-                    # A program of another folder (the package's catalog) is not this folder's to judge.
+                    # A program of another folder is not this folder's to judge.
                     if (
                         program not in self.programs
                         or self.folder(program, target).resolve() == folder.resolve()
@@ -164,8 +143,7 @@ class SnapshotFolders:
 
 
 def recorded_baselines(items: list[Record]) -> list[str]:
-    """One line per efficiency baseline this run wrote (every process's, read from the items' records): a
-    missing one that ``--snapshot-update`` recorded, or one ``--record-baselines`` re-recorded."""
+    """One line per efficiency baseline this run wrote, in any process."""
     lines = []
     for item in items:
         done = item.get("recorded") if item.kind == "efficiency" else None

@@ -1,10 +1,6 @@
-"""What a gate run checks, loaded once before its session: the programs (the catalog's and a project's,
-built here), the spec files checked against them, the targets and configurations selected, and where each
-selected program compiles (:mod:`invariants.catalog.placement`).
-
-Every mistake in them is one line here, before collection: an option that selects nothing, a spec file that
-names what does not exist, a target asked for by name that cannot compile here. The session
-(:mod:`.session`) then holds the run's state, never its set-up.
+"""What a gate run checks, loaded once before its session: the programs, the spec files checked against
+them, the targets and configurations selected. Every mistake in them is one line here, before collection;
+the session then holds the run's state, never its set-up.
 """
 
 from __future__ import annotations
@@ -35,13 +31,9 @@ from .options import BUILT_PROGRAMS, PROGRAM_SWAPS
 class Suite:
     """The programs, specs, targets and configurations of one run, checked.
 
-    ``programs``: the selected ones (``--programs``, else the catalog's unless ``--no-catalog``, and the
-    project's); ``all_programs``: every program the run knows, relations' partners included. ``partners``:
-    under ``--no-catalog``, the catalog programs the project's own relations name (``structure(mine) ==
-    structure(take)``, ``time(mine) / time(take)``), compiled for those relations and nothing else: no items
-    of their own, so a downstream run costs what its own programs cost. ``project``: what a child that
-    compiles for this run (the 8-device CPU) declares before it compiles. ``store``: the persistent compile
-    cache, its folder checked (None: ``--no-cache``).
+    ``partners``: under ``--no-catalog``, the catalog programs the project's own relations name, compiled
+    for those relations alone, so that a downstream run costs what its own programs cost. ``project``: what
+    a child that compiles for this run declares. ``store``: the compile cache (None: ``--no-cache``).
     """
 
     specs: list[Spec]
@@ -56,13 +48,17 @@ class Suite:
 
     @classmethod
     def load(cls, config: pytest.Config) -> Suite:
-        """The suite ``config``'s options select, each mistake one line (an ``InvariantsError``, or
-        ``NothingChecked`` for targets asked for by name that cannot compile here)."""
+        """The suite ``config``'s options select, each mistake one line."""
         targets = select_targets(config.getoption("targets"))
-        spec_dirs = config.getoption("spec_dir") or _env_spec_dirs()
+        env_dir = _config.get("INVARIANTS_SPEC_DIR")
+        spec_dirs = config.getoption("spec_dir") or ([env_dir] if env_dir else [])
         set_timeout(config.getoption("user_code_timeout"))  # before the project's code runs, below
-        _config.check_settings()  # what the items read from the environment: one line now, not mid-run
-        _check_threads(config.getoption("compile_threads"))
+        _config.check_settings()
+        if (threads := config.getoption("compile_threads")) is not None and threads < 0:
+            raise InvariantsError(
+                f"--compile-threads {threads}: takes a number of threads, 0 or more (0: each item compiles "
+                "what it reads)"
+            )
         specs = load_specs(*map(Path, spec_dirs))
         all_programs = _programs(config, specs)
         with_catalog = not config.getoption("no_catalog")
@@ -70,8 +66,6 @@ class Suite:
         store = from_settings(config.getoption("cache_dir"), bool(config.getoption("no_cache")))
         if store is not None:
             store.check()
-        # What only the targets show wrong (a targets pattern that matches none, an invariant that makes no
-        # item): one line here, before collection, rather than a collection error's traceback.
         check_specs(specs, programs=all_programs)
         default = [*(CATALOG if with_catalog else ()), *all_programs.declared]
         programs = all_programs.select(config.getoption("programs"), default)
@@ -84,13 +78,10 @@ class Suite:
         return suite
 
     def configs_for(self, target: Target, program: str) -> list[str]:
-        """The configurations ``program`` compiles in on ``target`` that this run selected."""
         return [c for c in configs_for(target, self.all_programs[program]) if c in self.configs]
 
     def selects(self, program: str, config: str, partner: bool = False) -> bool:
-        """Whether ``--programs`` and ``--configs`` both select (program, config). ``partner``: for one side
-        of a relation, where a catalog program kept for the project's relations (:attr:`partners`) counts
-        as selected too."""
+        """Whether the run selects (program, config); for a relation's side (``partner``) a partner counts."""
         chosen = program in self.programs or (partner and program in self.partners)
         return chosen and config in self.configs
 
@@ -105,7 +96,6 @@ class Suite:
     def _check_selection(self, config: pytest.Config) -> None:
         """A selection that compiles nothing, or nothing where it was asked to, is not a green run."""
         if not self.structure_keys():
-            # Each option selected something, but together nothing: a green run would have checked nothing.
             given = " ".join(
                 f"--{name} {value}"
                 for name in ("targets", "programs", "configs")
@@ -115,8 +105,7 @@ class Suite:
                 f"{given}: selects nothing to compile (no selected program has a selected configuration on a "
                 "selected target)"
             )
-        # Targets named explicitly that cannot compile here: the run would check nothing where it was asked
-        # to, and that is not green. Under the default selection they skip, and the summary says so.
+        # Under the default selection such targets skip, and the summary says so.
         option = config.getoption("targets")
         asked = asked_targets(option, self.targets, self.specs, self.project.catalog)
         unavailable = unavailable_targets(asked)
@@ -127,18 +116,9 @@ class Suite:
             )
 
 
-def _check_threads(threads: int | None) -> None:
-    if threads is not None and threads < 0:
-        raise InvariantsError(
-            f"--compile-threads {threads}: takes a number of threads, 0 or more (0: each item compiles "
-            "what it reads)"
-        )
-
-
 def _programs(config: pytest.Config, specs: list[Spec]) -> Programs:
-    """The run's programs: the catalog's (with the self-check's injections, where its plugin put them on the
-    stash) and the project's, built here (or by the ``gate`` command, which hands them over), owned by the
-    run and handed down."""
+    """The catalog's programs, with the self-check's injections, and the project's (built by the ``gate``
+    command, else here)."""
     injected = config.stash.get(PROGRAM_SWAPS, {})
     built = config.stash.get(BUILT_PROGRAMS, {})
     declared = [built.get(d) or build(d) for spec in specs for d in spec.programs]
@@ -146,11 +126,8 @@ def _programs(config: pytest.Config, specs: list[Spec]) -> Programs:
 
 
 def relation_partners(specs: list[Any], programs: list[str]) -> list[str]:
-    """The catalog programs that the relations of the project's own spec files (not the package's) name
-    beside programs of ``programs``: ``take`` for ``structure(mylib_take) == structure(take)`` or
-    ``time(mylib_take) / time(take) <= 1.1`` when ``mylib_take`` is selected. A relation only between
-    catalog programs counts too: a project's spec file named them. (A correctness ``reference`` runs
-    outside the compile cache and needs nothing here.)"""
+    """The catalog programs that the relations of the project's own spec files name beside ``programs``:
+    ``take`` for ``structure(mylib_take) == structure(take)`` when ``mylib_take`` is selected."""
     out: dict[str, None] = {}
     for spec in specs:
         if spec.catalog_scope:
@@ -163,17 +140,11 @@ def relation_partners(specs: list[Any], programs: list[str]) -> list[str]:
     return list(out)
 
 
-def _env_spec_dirs() -> list[str]:
-    value = _config.get("INVARIANTS_SPEC_DIR")
-    return [value] if value else []
-
-
 def asked_targets(
     option: str | None, selected: list[Target], specs: list[Any], catalog: bool
 ) -> list[Target]:
-    """The selected targets a run was asked for by name: those ``--targets`` names (a family such as
-    ``gpu`` names each of its targets; ``all`` is the default, no name), else, in a run of a project's
-    programs alone (``--no-catalog``), those its spec files name without a pattern."""
+    """The selected targets a run was asked for by name: by ``--targets`` (``all`` names none), else, under
+    ``--no-catalog``, by the project's spec files without a pattern."""
     if option is not None and option.strip() != "all":
         return selected
     if catalog:
@@ -193,8 +164,7 @@ def asked_targets(
 
 
 def unavailable_targets(targets: list[Target]) -> str:
-    """The targets of ``targets`` that cannot compile here, those that share a reason named together
-    (``gpu-h100, gpu-a100: the JAX CUDA plugin is not installed; pip install ...``); empty when all can."""
+    """The targets that cannot compile here, those that share a reason named together; empty when all can."""
     by_reason: dict[str, list[str]] = {}
     for t in targets:
         reason = t.unavailable_reason()

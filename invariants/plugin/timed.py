@@ -1,16 +1,10 @@
 """The throughput tier: paired time ratios and memcpy efficiency on the runtime target.
 
-Nothing here asserts an absolute time. A ratio ``time(A) / time(B) <= c`` is measured by interleaving A
-and B call by call and fails only when its whole confidence interval lies above ``c``. Efficiency is
-``t_copy / t_program`` for a device copy of the bytes the lookup must move; it is compared with the
-baseline recorded in ``<snapshot dir>/<target>/efficiency/`` and fails only when its whole interval lies
-below ``baseline * (1 - efficiency_max_loss)``. A missing baseline is recorded by ``--snapshot-update``; an
-existing one is re-recorded only with ``--record-baselines``.
-
-Every item is a pytest-benchmark benchmark (:mod:`invariants.plugin.benchmarks`): its statistics are the
-seconds per call of the program it judges (a ratio's ``a``, an efficiency's program), by the clock that
-judged it, and ``extra_info`` carries its record. With ``--benchmark-disable`` the measurements and
-verdicts still run.
+Nothing here asserts an absolute time. A ratio ``time(A) / time(B) <= c`` interleaves A and B call by call
+and fails only when its whole confidence interval lies above ``c``. Efficiency is ``t_copy / t_program``
+for a device copy of the bytes the lookup must move, failing only when its whole interval lies below its
+recorded baseline's floor. Every item is a pytest-benchmark benchmark of the program it judges
+(:mod:`invariants.plugin.benchmarks`); with ``--benchmark-disable`` the verdicts still run.
 """
 
 from __future__ import annotations
@@ -23,7 +17,7 @@ import jax
 import pytest
 
 from .. import _config
-from ..catalog.programs import Distribution, Program, get_config
+from ..catalog.programs import Distribution, get_config
 from ..catalog.targets import versions
 from ..compile.record import Key
 from ..hlo.cost import predicted_by, predicted_ratio
@@ -51,27 +45,20 @@ from . import results as _results
 from .benchmarks import REPLAY, record_samples
 from .outcomes import dumped_line, fail, judge
 from .results import Failure
-from .tree import GateItem, Group, by_spec, case_name, group, located
+from .tree import GateItem, Group, RecordProperty, by_spec, case_name, group, invariant_table, located
 
 if TYPE_CHECKING:
     from .session import GateSession
 
-# A ratio takes 0.5-3 s; when its interval straddles the bound, the adaptive extension may take it up to this
-# budget. 10 s: with 6 s, one run in ten under a CPU hog left an injected 1.7x slowdown inconclusive.
+# The adaptive extension's budget, when an interval straddles the bound.
 MAX_SECONDS = _config.seconds("INVARIANTS_RATIO_MAX_SECONDS", _config.RATIO_MAX_SECONDS)
-# CPU time of this process on the CPU backend, the device's own on accelerators (timing.paired.runtime_clock).
 _CLOCK_CHOICE = _config.choice("INVARIANTS_CLOCK", _config.CLOCKS, "by backend")
 CLOCK_NAME, CLOCK = runtime_clock(jax.devices()[0].platform, _CLOCK_CHOICE, _config.name("INVARIANTS_CLOCK"))
 CLOCKED = clock_sampling(CLOCK_NAME, CLOCK)
-
-
-# Every throughput item is a pytest-benchmark benchmark, timed by the replayed samples.
 _BENCHMARK = pytest.mark.benchmark(timer=REPLAY)
 
 
 def _timed(gate: GateSession, key: tuple[str, str, str], distribution: str = "uniform") -> Any:
-    """``key``'s executable on its arguments, ready to time (``distribution``: of its indices, one the spec
-    loader admitted)."""
     program, config, _ = key
     arguments = gate.device_arguments(program, config, cast(Distribution, distribution))
     executable = gate.cache.executable(*key)
@@ -89,8 +76,51 @@ class RatioItem(GateItem):
         super().__init__(located=located(case.invariant.where), **kw)
         self.add_marker(_BENCHMARK)
 
-    def check(self, gate: GateSession, benchmark: Any, record_property: Any) -> None:
-        _ratio(self.case, gate, benchmark, record_property)
+    def check(self, gate: GateSession, benchmark: Any, record_property: RecordProperty) -> None:
+        case = self.case
+        inv = case.invariant
+        timed = inv.assertion.timed
+        assert timed is not None  # the spec loader admits no other throughput assert
+        a_side, b_side, threshold = timed
+        key_a, key_b = (Key(side.program, case.config, case.target) for side in (a_side, b_side))
+        a, b = _timed(gate, key_a, a_side.distribution), _timed(gate, key_b, b_side.distribution)
+        a_name, b_name = a_side.label, b_side.label
+        # A failure must repeat to count; for a ratchet, so must a pass.
+        result, attempts = confirmed(
+            lambda: measure_ratio(a, b, threshold=threshold, max_seconds=MAX_SECONDS, **CLOCKED),
+            verdict="pass" if inv.ratchet else "fail",
+        )
+        info = {
+            "id": inv.id,
+            "target": case.target,
+            "a": a_name,
+            "b": b_name,
+            "config": case.config,
+            **result.to_dict(),
+            "attempts": [r.verdict for r in attempts],
+        }
+        # What the TPU cost model predicted for the same two programs, beside what the chip did.
+        metrics_a, metrics_b = gate.measured(key_a).metrics, gate.measured(key_b).metrics
+        info["predicted"] = predicted_ratio(metrics_a, metrics_b)
+        name, record = _results.record("ratio", **info)
+        record_samples(benchmark, result.samples_a, **record)
+        record_property(name, record)
+        where = f"{case.target} {a_name}/{b_name} [{case.config}]"
+        describe = f"time({a_name}) / time({b_name}) = {result.summary()}"
+        if info["predicted"] is not None:
+            describe += f"; predicted {info['predicted']:.3g} ({predicted_by(metrics_a, metrics_b)})"
+        judge(
+            inv,
+            holds=result.verdict != "fail",
+            tightenable=result.verdict == "pass",
+            where=where,
+            describe=describe,
+            key=key_a,
+            failure=lambda: (
+                f"{inv.where}: {inv.id} failed on {where}: {describe} > {threshold}\n"
+                + dumped_line(gate, key_a, key_b)
+            ),
+        )
 
 
 class EfficiencyItem(GateItem):
@@ -99,17 +129,16 @@ class EfficiencyItem(GateItem):
     MARKS = ("throughput", "efficiency")
 
     def __init__(self, *, key: Key, baseline: Path, **kw: Any) -> None:
-        self.key = key
+        self.key, self.baseline = key, baseline
         super().__init__(located=(baseline, None), **kw)
         self.add_marker(_BENCHMARK)
 
-    def check(self, gate: GateSession, benchmark: Any, record_property: Any) -> None:
+    def check(self, gate: GateSession, benchmark: Any, record_property: RecordProperty) -> None:
         _efficiency(self, gate, benchmark, record_property)
 
 
 def throughput_children(s: GateSession, file: pytest.File) -> list[pytest.Item | pytest.Collector]:
-    """The throughput tier's tree: the runtime target's collector, holding a collector per spec file (and
-    per invariant) of its ratio items, then its efficiency items."""
+    """The runtime target's collector: per spec file and invariant its ratios, then its efficiencies."""
     ratios, efficiencies = generate.ratio_plan(s), generate.efficiency_plan(s)
     if not ratios and not efficiencies:
         return []
@@ -119,11 +148,10 @@ def throughput_children(s: GateSession, file: pytest.File) -> list[pytest.Item |
         return RatioItem.from_parent(g, name=case_name(case), case=case, skip=skip)
 
     def children(g: Group) -> list[pytest.Item | pytest.Collector]:
-        made = by_spec(ratios, _table, ratio)(g)
+        made = list(by_spec(ratios, invariant_table, ratio)(g))
         for key, skip in efficiencies:
-            path = baseline_path(
-                s.snapshots.folder(key.program, key.target).parent, key.target, key.program, key.config
-            )
+            folder = s.snapshots.folder(key.program, key.target).parent
+            path = baseline_path(folder, key.target, key.program, key.config)
             made.append(
                 EfficiencyItem.from_parent(
                     g, name=f"{key.program}-{key.config}", key=key, baseline=path, skip=skip
@@ -134,70 +162,9 @@ def throughput_children(s: GateSession, file: pytest.File) -> list[pytest.Item |
     return [group(file, runtime, children)]
 
 
-def _table(case: Case) -> tuple[str, str]:
-    return case.invariant.where, case.invariant.id
-
-
-def _ratio(case: Case, gate: GateSession, benchmark: Any, record_property: Any) -> None:
-    inv = case.invariant
-    timed = inv.assertion.timed
-    assert timed is not None  # the spec loader admits no other throughput assert
-    a_side, b_side, threshold = timed
-    a = _timed(gate, (a_side.program, case.config, case.target), a_side.distribution)
-    b = _timed(gate, (b_side.program, case.config, case.target), b_side.distribution)
-    a_name, b_name = a_side.label, b_side.label
-    # A failure must repeat to count; for a ratchet, so must a pass (see invariants.timing.paired.confirmed).
-    result, attempts = confirmed(
-        lambda: measure_ratio(a, b, threshold=threshold, max_seconds=MAX_SECONDS, **CLOCKED),
-        verdict="pass" if inv.ratchet else "fail",
-    )
-    info = {
-        "id": inv.id,
-        "target": case.target,
-        "a": a_name,
-        "b": b_name,
-        "config": case.config,
-        **result.to_dict(),
-        "attempts": [r.verdict for r in attempts],
-    }
-    # On a TPU host: what the cost model (or, without one, the TPU compiler) predicted for the same two
-    # programs, beside what the chip did. None elsewhere.
-    metrics_a = gate.measured(Key(a_side.program, case.config, case.target)).metrics
-    metrics_b = gate.measured(Key(b_side.program, case.config, case.target)).metrics
-    info["predicted"] = predicted_ratio(metrics_a, metrics_b)
-    name, record = _results.record("ratio", **info)
-    record_samples(benchmark, result.samples_a, **record)
-    record_property(name, record)
-    where = f"{case.target} {a_name}/{b_name} [{case.config}]"
-    describe = f"time({a_name}) / time({b_name}) = {result.summary()}"
-    if info["predicted"] is not None:
-        describe += f"; predicted {info['predicted']:.3g} ({predicted_by(metrics_a, metrics_b)})"
-    judge(
-        inv,
-        holds=result.verdict != "fail",
-        tightenable=result.verdict == "pass",
-        where=where,
-        describe=describe,
-        key=Key(a_side.program, case.config, case.target),
-        failure=lambda: (
-            f"{inv.where}: {inv.id} failed on {where}: {describe} > {threshold}\n"
-            + dumped_line(gate, *(Key(side.program, case.config, case.target) for side in (a_side, b_side)))
-        ),
-    )
-
-
-def bytes_moved(program: Program, config: str) -> int:
-    """Bytes a lookup must move at least: the rows it gathers (forward) or scatters (backward). A program
-    with params: one row of its tables (the widest) per index of its own index shape."""
-    facts = program.input_facts(get_config(config))
-    return facts["lookups"] * facts["row_bytes"]
-
-
 def record_command(gate: GateSession, item: EfficiencyItem) -> str:
-    """The command that records this item's baseline and nothing else: its program with the other side of
-    its relation (without it, no efficiency item exists: see invariants.timing.baselines.record_programs), its
-    target and configuration, this item alone (-k: its name, not the efficiency item of a program named
-    around it), and the folders this session reads (``GateSession.update_command`` carries them)."""
+    """The command that records this item's baseline alone: its program with the other side of its relation
+    (without which no efficiency item exists), and a ``-k`` that leaves out programs named around it."""
     program, config, target = item.key
     programs = record_programs(item.key, generate.throughput_cases(gate))
     around = [p for p in programs if p != program and item.name in f"{p}-{config}"]
@@ -205,19 +172,16 @@ def record_command(gate: GateSession, item: EfficiencyItem) -> str:
     return gate.update_command(item.path, f"-k {only} --record-baselines", ",".join(programs), target, config)
 
 
-def _efficiency(item: EfficiencyItem, gate: GateSession, benchmark: Any, record_property: Any) -> None:
-    efficiency_key = item.key
-    program, config, target = efficiency_key
-    # The baseline rules (where it lives, which spec's max loss applies, whose machine) are
-    # invariants.timing.baselines'; this item measures and judges.
+def _efficiency(
+    item: EfficiencyItem, gate: GateSession, benchmark: Any, record_property: RecordProperty
+) -> None:
+    key, path = item.key, item.baseline
+    program, config, target = key
     max_loss = max_loss_for(gate.specs, target)
-    path = baseline_path(gate.snapshots.folder(program, target).parent, target, program, config)
     here = machine(jax.devices()[0].device_kind, CLOCK_NAME)
     baseline = read_baseline(path)
-    # Re-recorded only on request: a baseline is a timing, and --snapshot-update (accepting a structural
-    # change) must not commit fresh timing noise over one. A missing one it records: the first update of a
-    # new program or project would otherwise fail here, with nothing to compare. A read-only baseline (the
-    # package's, in a downstream run) is compared with, never recorded.
+    # Re-recorded only on request: --snapshot-update must not commit fresh timing noise over a baseline. A
+    # missing one it records, else a new program's first update would fail with nothing to compare.
     missing = baseline is None and gate.updating
     writable = gate.snapshots.writable(program)
     updating = (gate.record_baselines or missing) and writable
@@ -227,13 +191,14 @@ def _efficiency(item: EfficiencyItem, gate: GateSession, benchmark: Any, record_
             "machine-relative and the catalog's baselines ship read-only with the package"
         )
     floor = baseline["efficiency"] * (1 - max_loss) if baseline and not updating else None
-    nbytes = bytes_moved(gate.all_programs[program], config)
+    facts = gate.all_programs[program].input_facts(get_config(config))
+    nbytes = facts["lookups"] * facts["row_bytes"]  # the rows a lookup gathers or scatters, at least
     if nbytes < MIN_COPY_BYTES:
         pytest.skip(
-            f"{program}[{config}] moves {nbytes} bytes of rows: too few for a memory copy of them to time; "
-            "efficiency means something for a lookup of many rows"
+            f"{program}[{config}] moves {nbytes} bytes of rows: too few for a memory copy of them to "
+            "time; efficiency means something for a lookup of many rows"
         )
-    program_call, copy_call = _timed(gate, efficiency_key), copy_callable(nbytes)
+    program_call, copy_call = _timed(gate, key), copy_callable(nbytes)
     result, attempts = confirmed(
         lambda: measure_efficiency(
             program_call, copy_call, min_efficiency=floor, max_seconds=MAX_SECONDS, **CLOCKED
@@ -254,12 +219,9 @@ def _efficiency(item: EfficiencyItem, gate: GateSession, benchmark: Any, record_
     # A device-clock measurement that fell back to the wall clock is another machine for a baseline.
     here = machine(jax.devices()[0].device_kind, result.clock)
     if updating:
-        # A baseline outlives the run that records it: the median of three measurements, so that one lucky
-        # (or unlucky) run does not move every later verdict.
+        # The median of three, so that one lucky run does not move every later verdict.
         runs = [result] + [measure_efficiency(program_call, copy_call, **CLOCKED) for _ in range(2)]
         written = write_baseline(path, runs, here, versions())
-        # The reporting process names what was recorded (at the session's end:
-        # invariants.plugin.snapshots.recorded_baselines).
         info["recorded"] = {
             "path": str(path),
             "efficiency": written["efficiency"],
@@ -272,7 +234,6 @@ def _efficiency(item: EfficiencyItem, gate: GateSession, benchmark: Any, record_
     if updating:
         return
     if baseline is None:
-        # Nothing to compare with is not a regression: a first run on a new chip or project skips here.
         pytest.skip(
             f"{path}: no efficiency baseline for {program}[{config}] on {target}; record it with: "
             + record_command(gate, item)
@@ -289,7 +250,4 @@ def _efficiency(item: EfficiencyItem, gate: GateSession, benchmark: Any, record_
             f"({provenance(baseline)}), below the floor {floor:.4g} (max loss {max_loss:.0%}); "
             "a runtime regression, even if the HLO did not change"
         )
-        fail(
-            Failure("assert", what, Key(*efficiency_key)),
-            f"{path}: {program}[{config}] {what}\n" + dumped_line(gate, Key(*efficiency_key)),
-        )
+        fail(Failure("assert", what, key), f"{path}: {program}[{config}] {what}\n" + dumped_line(gate, key))

@@ -16,14 +16,12 @@ one. No name holds brackets: pytest reads ``[...]`` at an id's end as a parametr
 (``--lf``) matches ids so. The second part of every gate item's id is its target:
 :mod:`invariants.plugin.xdist` groups a worker's items by it. A tier with no item makes one skipped item,
 ``<anchor>::none``, that says why.
-
-Here: the items' base class and the collectors; the items are :mod:`invariants.plugin.items` and
-:mod:`invariants.plugin.timed`. No JAX.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+import functools
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,13 +33,17 @@ from ..compile.record import Key
 if TYPE_CHECKING:
     from ..verdict.checks import Case
 
+Node = pytest.Item | pytest.Collector
+Children = Callable[["Group"], Iterable[Node]]
+# An item of a (key or case, why it skips) below its collector.
+Make = Callable[["Group", Any, str | None], pytest.Item]
+Planned = list[tuple[Any, str | None]]
+RecordProperty = Callable[[str, object], None]
+
 
 class GateItem(pytest.Function):
-    """A gate item: a :class:`pytest.Function` whose callable is its own ``check`` method, so that its
-    fixtures (the session, ``benchmark``, syrupy's ``snapshot``, ``record_property``), markers, skips and
-    xfails are pytest's own. ``located``: the file (and line) it is about, which :meth:`reportinfo` gives
-    pytest (the failure's header, junit's ``file`` and ``line``, ``-vv``'s ``<-``). A failure is the
-    text of :func:`invariants.plugin.outcomes.fail`, which pytest renders without a traceback."""
+    """A gate item: a :class:`pytest.Function` whose callable is its own ``check``, so that its fixtures,
+    markers, skips and xfails are pytest's own; ``located`` is the file (and line) it is about."""
 
     check: Callable[..., None]
     MARKS: tuple[str, ...] = ()
@@ -60,8 +62,7 @@ class GateItem(pytest.Function):
         return []
 
     def reportinfo(self) -> tuple[str | Path, int, str]:
-        """The file and line (0-based; a file's first without one: a skip's line names it) pytest reports
-        the item at, and its failure's header: its id below its anchor module, ``at FILE[:LINE]``."""
+        """The 0-based line (a file's first without one), and the header: ``<id> at FILE[:LINE]``."""
         path, line = self.located
         at = shown(Path(path)) + (f":{line}" if line is not None else "")
         return path, 0 if line is None else line - 1, f"{self.nodeid.split('::', 1)[-1]} at {at}"
@@ -77,25 +78,23 @@ class Nothing(GateItem):
 class Group(pytest.Collector):
     """A target's, a spec file's or a table's collector: its children, made when pytest collects it."""
 
-    def __init__(self, *, children: Callable[[Group], Iterable[pytest.Item | pytest.Collector]], **kw: Any):
+    def __init__(self, *, children: Children, **kw: Any):
         super().__init__(**kw)
         self._children = children
 
-    def collect(self) -> list[pytest.Item | pytest.Collector]:
+    def collect(self) -> list[Node]:
         return list(self._children(self))
 
 
-def by_target(
-    planned: Iterable[tuple[Any, str | None]], target_of: Callable[[Any], str]
-) -> Iterator[tuple[str, list[tuple[Any, str | None]]]]:
+def by_target(planned: Planned) -> dict[str, Planned]:
     """``planned`` grouped by target, in the order the targets first appear."""
-    groups: dict[str, list[tuple[Any, str | None]]] = {}
+    groups: dict[str, Planned] = {}
     for value, skip in planned:
-        groups.setdefault(target_of(value), []).append((value, skip))
-    yield from groups.items()
+        groups.setdefault(value.target, []).append((value, skip))
+    return groups
 
 
-def group(parent: pytest.Collector, name: str, children: Callable[[Group], Iterable[Any]]) -> Group:
+def group(parent: pytest.Collector, name: str, children: Children) -> Group:
     return Group.from_parent(parent, name=name, children=children)
 
 
@@ -130,41 +129,31 @@ def case_name(case: Case) -> str:
     return f"{case.program or '~'.join(case.invariant.programs)}-{case.config}"
 
 
-def each(
-    make: Callable[[Group, Any, str | None], pytest.Item], entries: list[tuple[Any, str | None]]
-) -> Callable[[Group], list[pytest.Item | pytest.Collector]]:
-    """A collector's children: ``make``'s item of each (key or case, why it skips) of ``entries``."""
-
-    def children(parent: Group) -> list[pytest.Item | pytest.Collector]:
-        return [make(parent, value, skip) for value, skip in entries]
-
-    return children
+def invariant_table(case: Case) -> tuple[str, str]:
+    return case.invariant.where, case.invariant.id
 
 
-def by_spec(
-    entries: list[tuple[Any, str | None]],
-    table: Callable[[Any], tuple[str, str]],
-    make: Callable[[Group, Any, str | None], pytest.Item],
-) -> Callable[[Group], list[pytest.Item | pytest.Collector]]:
-    """A collector's children: a collector per spec file, below it one per table of it (an
-    ``[[invariant]]`` or ``[[correctness]]``: ``table(case)`` is its ``FILE:LINE`` and id), and below that
-    ``make``'s items."""
+def each(make: Make, entries: Planned) -> Children:
+    return lambda parent: [make(parent, value, skip) for value, skip in entries]
 
-    def children(parent: Group) -> list[pytest.Item | pytest.Collector]:
+
+def by_spec(entries: Planned, table: Callable[[Any], tuple[str, str]], make: Make) -> Children:
+    """A collector's children: a collector per spec file, below it one per table of it (``table(case)`` is
+    its ``FILE:LINE`` and id), and below that ``make``'s items."""
+
+    def children(parent: Group) -> list[Node]:
         names = spec_names(table(c)[0] for c, _ in entries)
-        files: dict[str, dict[str, list[tuple[Any, str | None]]]] = {}
+        files: dict[str, dict[str, Planned]] = {}
         for case, skip in entries:
             where, name = table(case)
             files.setdefault(where.rsplit(":", 1)[0], {}).setdefault(name, []).append((case, skip))
-        return [group(parent, names[path], _tables(tables, make)) for path, tables in files.items()]
+        return [
+            group(parent, names[path], functools.partial(_tables, tables, make))
+            for path, tables in files.items()
+        ]
 
     return children
 
 
-def _tables(
-    tables: dict[str, list[tuple[Any, str | None]]], make: Callable[[Group, Any, str | None], pytest.Item]
-) -> Callable[[Group], list[pytest.Item | pytest.Collector]]:
-    def children(parent: Group) -> list[pytest.Item | pytest.Collector]:
-        return [group(parent, name, each(make, listed)) for name, listed in tables.items()]
-
-    return children
+def _tables(tables: dict[str, Planned], make: Make, parent: Group) -> list[Node]:
+    return [group(parent, name, each(make, listed)) for name, listed in tables.items()]
