@@ -187,11 +187,7 @@ class _SpecCheck:
             return int(_pins_compile(inv, target, self.programs))
         if inv.kind == "absolute":
             return sum(len(self.configs(target, p, inv.configs)) for p in self.selected(inv.programs))
-        shared: set[str] | None = None
-        for p in inv.programs:
-            have = set(self.configs(target, p, inv.configs))
-            shared = have if shared is None else shared & have
-        return len(shared or ())
+        return len(_common(set(self.configs(target, p, inv.configs)) for p in inv.programs))
 
     def why_none(self, inv: Invariant, target: Target, programs: Sequence[str]) -> str:
         """Why ``inv`` makes no item of ``programs`` on ``target``: a program that does not compile there (a
@@ -281,11 +277,10 @@ class _SpecCheck:
     def throughput(self, inv: Invariant) -> None:
         """A timed relation runs on the runtime target, whichever it is: in a configuration its programs
         share that is not compile-only."""
-        shared: set[str] | None = None
-        for p in inv.programs:
-            have = {c for c in self.programs[p].configs if config_matches(c, inv.configs)}
-            shared = have if shared is None else shared & have
-        if not any(not get_config(c).compile_only for c in shared or ()):
+        shared = _common(
+            {c for c in self.programs[p].configs if config_matches(c, inv.configs)} for p in inv.programs
+        )
+        if not any(not get_config(c).compile_only for c in shared):
             raise InvariantsError(
                 f"{inv.where_of('configs')}: '{inv.id}': configs {list(inv.configs)} select no configuration "
                 f"that {' and '.join(inv.programs)} share and run in: it would time nothing"
@@ -294,19 +289,15 @@ class _SpecCheck:
     def correctness(self, check: CorrectnessCheck, applying: Sequence[Target]) -> None:
         self.known_patterns(check.targets_where or check.where, f"'{check.id}': targets", check.targets)
         programs = self.selected(check.programs)
-        if check.check != "agree":
-            self.forward_only(check, programs)
-        for target in applying:
-            if target.mode == "runtime" and on_targets(target, check.targets):
-                self.runs_on(check, target, programs)
-
-    def forward_only(self, check: CorrectnessCheck, programs: Sequence[str]) -> None:
-        for p in programs:
+        for p in programs if check.check != "agree" else ():
             if self.programs[p].kind != "forward":
                 raise InvariantsError(
                     f"{check.where}: '{check.id}': check '{check.check}' calls a forward lookup "
                     f"(table, indices); '{p}' is a {self.programs[p].kind} program"
                 )
+        for target in applying:
+            if target.mode == "runtime" and on_targets(target, check.targets):
+                self.runs_on(check, target, programs)
 
     def runs_in(self, target: Target, program: str) -> str:
         configs = configs_for(target, self.programs[program])
@@ -370,12 +361,12 @@ def _cases(spec: Spec, inv: Invariant, target: Target, programs: Programs) -> li
             for config in configs_for(target, programs[name])
             if config_matches(config, inv.configs)
         ]
-    shared = _shared(target, [programs[name] for name in inv.programs])
+    shared = _common(set(configs_for(target, programs[name])) for name in inv.programs)
     return [Case(inv, target.name, c, None, skip) for c in sorted(shared) if config_matches(c, inv.configs)]
 
 
-def _shared(target: Target, programs: Sequence[Program]) -> set[str]:
-    each = [set(configs_for(target, p)) for p in programs]
+def _common(sets: Iterable[set[str]]) -> set[str]:
+    each = list(sets)
     return set.intersection(*each) if each else set()
 
 
