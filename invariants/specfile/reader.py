@@ -31,7 +31,6 @@ import fnmatch
 import functools
 import re
 import tomllib
-from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeGuard, TypeVar
@@ -695,11 +694,11 @@ def _spec_of(
     return Spec(
         path,
         targets,
-        _tables(data, "invariant", _invariant, entries),
-        _tables(data, "correctness", _correctness, entries),
+        entries.each(data, "invariant", _invariant),
+        entries.each(data, "correctness", _correctness),
         max_loss,
         programs,
-        _tables(data, "known_compile_failure", _known_failure, entries),
+        entries.each(data, "known_compile_failure", _known_failure),
         targets_where=loc.where(targets_line),
     )
 
@@ -740,36 +739,6 @@ def _max_loss(value: object, loc: _Locator, head: int) -> float | None:
 _Entry = TypeVar("_Entry")
 
 
-def _tables(
-    data: Table, array: str, parse: Callable[[Table, int, _Entries], _Entry], entries: _Entries
-) -> tuple[_Entry, ...]:
-    return tuple(
-        parse(table, entries.loc.table_line(array, i), entries) for i, table in enumerate(data.get(array, []))
-    )
-
-
-def _known_failure(table: Table, line: int, entries: _Entries) -> KnownCompileFailure:
-    loc = entries.loc
-    where = "[[known_compile_failure]]"
-    _check_keys(table, _KNOWN_FAILURE_KEYS, loc, line, where, required=("id", "programs", "ratchet"))
-    entry_id = _check_id(table, loc, line, entries.ids["known_compile_failure"])
-    programs = entries.programs(table, line)
-    configs = entries.configs(table, line, "*")
-    targets = _entry_targets(table, entry_id, loc, line, entries.targets)
-    ratchet = _ratchet(table["ratchet"], loc, loc.key_line(line, "ratchet"))
-    return KnownCompileFailure(entry_id, loc.where(line), programs, configs, targets, ratchet)
-
-
-def _check_id(table: Table, loc: _Locator, line: int, seen: dict[str, int]) -> str:
-    ident = table["id"]
-    if not isinstance(ident, str) or not re.fullmatch(r"[A-Za-z0-9_]+", ident):
-        raise loc.error(loc.key_line(line, "id"), f"id {ident!r} must be letters, digits and '_'")
-    if ident in seen:
-        raise loc.error(line, f"duplicate id '{ident}' (first at line {seen[ident]})")
-    seen[ident] = line
-    return ident
-
-
 @dataclasses.dataclass
 class _Entries:
     """What one file's entries are read against, with the selectors and config patterns already found good
@@ -780,7 +749,25 @@ class _Entries:
     targets: tuple[str, ...]
     good_selectors: dict[str, bool] = dataclasses.field(default_factory=dict)
     good_configs: set[str] = dataclasses.field(default_factory=set)
-    ids: defaultdict[str, dict[str, int]] = dataclasses.field(default_factory=lambda: defaultdict(dict))
+    ids: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
+
+    def each(
+        self, data: Table, array: str, parse: Callable[[Table, int, _Entries], _Entry]
+    ) -> tuple[_Entry, ...]:
+        return tuple(
+            parse(table, self.loc.table_line(array, i), self) for i, table in enumerate(data.get(array, []))
+        )
+
+    def id(self, table: Table, line: int, array: str) -> str:
+        ident, seen = table["id"], self.ids.setdefault(array, {})
+        if not isinstance(ident, str) or not re.fullmatch(r"[A-Za-z0-9_]+", ident):
+            raise self.loc.error(
+                self.loc.key_line(line, "id"), f"id {ident!r} must be letters, digits and '_'"
+            )
+        if ident in seen:
+            raise self.loc.error(line, f"duplicate id '{ident}' (first at line {seen[ident]})")
+        seen[ident] = line
+        return ident
 
     def programs(self, table: Table, line: int) -> tuple[str, ...]:
         """An entry's ``programs``: selectors, each matching some program."""
@@ -811,15 +798,50 @@ class _Entries:
             self.good_configs.add(pattern)
         return configs
 
+    def targets_of(self, table: Table, line: int, entry_id: str) -> tuple[str, ...]:
+        """An entry's ``targets`` (default ``*``): patterns that narrow the file's, each overlapping them."""
+        at, targets = self.loc.key_line(line, "targets"), self.targets
+        entry = _strings(table.get("targets", "*"), self.loc, at, "targets")
+        _ascii_names(entry, self.loc, at, f"'{entry_id}': targets")
+        for pattern in entry:
+            if not any(fnmatch.fnmatchcase(pattern, p) or fnmatch.fnmatchcase(p, pattern) for p in targets):
+                raise self.loc.error(
+                    at,
+                    f"'{entry_id}': targets {pattern!r} lies outside this file's targets "
+                    f"({', '.join(targets)}): it would never apply"
+                    + did_you_mean(pattern, [t for t in targets if not any(c in t for c in "*?[")]),
+                )
+        return entry
+
+    def shared(self, table: Table, line: int, entry_id: str) -> dict[str, Any]:
+        """What every entry has: its id, where it is, why, and its version scope."""
+        loc = self.loc
+        when = _parse_when(table["when"], loc, loc.key_line(line, "when")) if "when" in table else ()
+        why = _cut(_string(table, "why", loc, line))
+        return {"id": entry_id, "where": loc.where(line), "why": why, "when": when}
+
+
+def _known_failure(table: Table, line: int, entries: _Entries) -> KnownCompileFailure:
+    loc = entries.loc
+    where = "[[known_compile_failure]]"
+    _check_keys(table, _KNOWN_FAILURE_KEYS, loc, line, where, required=("id", "programs", "ratchet"))
+    entry_id = entries.id(table, line, "known_compile_failure")
+    programs = entries.programs(table, line)
+    configs = entries.configs(table, line, "*")
+    targets = entries.targets_of(table, line, entry_id)
+    ratchet = _ratchet(table["ratchet"], loc, loc.key_line(line, "ratchet"))
+    return KnownCompileFailure(entry_id, loc.where(line), programs, configs, targets, ratchet)
+
 
 def _invariant(table: Table, line: int, entries: _Entries) -> Invariant:
-    loc, known, targets = entries.loc, entries.known, entries.targets
+    loc = entries.loc
     _check_keys(table, _INVARIANT_KEYS, loc, line, "[[invariant]]", required=("id", "assert"))
-    inv_id = _check_id(table, loc, line, entries.ids["invariant"])
+    inv_id = entries.id(table, line, "invariant")
     assert_line = loc.key_line(line, "assert")
     if not isinstance(table["assert"], str):
         raise loc.error(assert_line, f"'assert' must be a string, not {_a(table['assert'])}")
-    assertion = asserts.parse(table["assert"], lambda message: loc.error(assert_line, message), _known(known))
+    error = functools.partial(loc.error, assert_line)
+    assertion = asserts.parse(table["assert"], error, _known(entries.known))
     if assertion.kind == "absolute":
         if "programs" not in table:
             raise loc.error(line, f"'{inv_id}' needs 'programs' (which programs the assert is about)")
@@ -833,8 +855,8 @@ def _invariant(table: Table, line: int, entries: _Entries) -> Invariant:
         at = loc.key_line(line, "configs")
         raise loc.error(at, f"'{inv_id}' names its configurations in the assert; drop 'configs'")
     configs = entries.configs(table, line, "*")
-    inv_targets = _entry_targets(table, inv_id, loc, line, targets)
-    shared = _shared(table, inv_id, loc, line)
+    targets = entries.targets_of(table, line, inv_id)
+    shared = entries.shared(table, line, inv_id)
     ratchet = _ratchet(table["ratchet"], loc, loc.key_line(line, "ratchet")) if "ratchet" in table else None
     return Invariant(
         **shared,
@@ -842,7 +864,7 @@ def _invariant(table: Table, line: int, entries: _Entries) -> Invariant:
         programs=programs,
         configs=configs,
         ratchet=ratchet,
-        targets=inv_targets,
+        targets=targets,
         lines=tuple((k, loc.key_line(line, k)) for k in ("programs", "configs", "targets") if k in table),
     )
 
@@ -864,35 +886,10 @@ def _cut(text: str) -> str:
     return f"{text[:MAX_TEXT]}... (cut: {len(text):,} characters, shown up to {MAX_TEXT:,})"
 
 
-def _shared(table: Table, entry_id: str, loc: _Locator, line: int) -> dict[str, Any]:
-    """What every entry has: its id, where it is, why, and its version scope."""
-    when = _parse_when(table["when"], loc, loc.key_line(line, "when")) if "when" in table else ()
-    why = _cut(_string(table, "why", loc, line))
-    return {"id": entry_id, "where": loc.where(line), "why": why, "when": when}
-
-
-def _entry_targets(
-    table: Table, entry_id: str, loc: _Locator, line: int, targets: tuple[str, ...]
-) -> tuple[str, ...]:
-    """An entry's ``targets`` (default ``*``): patterns that narrow the file's, each overlapping them."""
-    targets_line = loc.key_line(line, "targets")
-    entry = _strings(table.get("targets", "*"), loc, targets_line, "targets")
-    _ascii_names(entry, loc, targets_line, f"'{entry_id}': targets")
-    for pattern in entry:
-        if not any(fnmatch.fnmatchcase(pattern, p) or fnmatch.fnmatchcase(p, pattern) for p in targets):
-            raise loc.error(
-                targets_line,
-                f"'{entry_id}': targets {pattern!r} lies outside this file's targets "
-                f"({', '.join(targets)}): it would never apply"
-                + did_you_mean(pattern, [t for t in targets if not any(c in t for c in "*?[")]),
-            )
-    return entry
-
-
 def _correctness(table: Table, line: int, entries: _Entries) -> CorrectnessCheck:
-    loc, known, targets = entries.loc, entries.known, entries.targets
+    loc = entries.loc
     _check_keys(table, _CORRECTNESS_KEYS, loc, line, "[[correctness]]", required=("id", "check", "programs"))
-    check_id = _check_id(table, loc, line, entries.ids["correctness"])
+    check_id = entries.id(table, line, "correctness")
     check, check_line = table["check"], loc.key_line(line, "check")
     if not isinstance(check, str):
         raise loc.error(
@@ -901,9 +898,9 @@ def _correctness(table: Table, line: int, entries: _Entries) -> CorrectnessCheck
     if check not in CORRECTNESS_CHECKS:
         raise loc.error(check_line, f"unknown check {check!r}{did_you_mean(check, CORRECTNESS_CHECKS)}")
     programs = entries.programs(table, line)
-    check_targets = _entry_targets(table, check_id, loc, line, targets)
-    _check_arguments(table, check_id, programs, loc, line, known)
-    reference = _reference(table, check_id, check, loc, line, known)
+    targets = entries.targets_of(table, line, check_id)
+    _check_arguments(table, line, entries, check_id, programs)
+    reference = _reference(table, line, entries, check_id)
     configs = entries.configs(table, line, "f32")
     dist_line = loc.key_line(line, "distributions")
     if "distributions" in table and check != "agree":
@@ -911,9 +908,9 @@ def _correctness(table: Table, line: int, entries: _Entries) -> CorrectnessCheck
     distributions = _strings(table.get("distributions", "uniform"), loc, dist_line, "distributions")
     for dist in distributions:
         _one_of(dist, DISTRIBUTIONS, "index distribution", loc, dist_line)
-    expect = _expect(table, check_id, check, loc, line)
+    expect = _expect(table, line, loc, check_id)
     return CorrectnessCheck(
-        **_shared(table, check_id, loc, line),
+        **entries.shared(table, line, check_id),
         check=check,
         programs=programs,
         reference=reference,
@@ -921,16 +918,14 @@ def _correctness(table: Table, line: int, entries: _Entries) -> CorrectnessCheck
         distributions=tuple(dict.fromkeys(distributions)),
         expect=expect,
         configs_where=loc.where(loc.key_line(line, "configs")),
-        targets=check_targets,
+        targets=targets,
         targets_where=loc.where(loc.key_line(line, "targets")),
     )
 
 
-def _reference(
-    table: Table, check_id: str, check: str, loc: _Locator, line: int, known: Mapping[str, Selectable] | None
-) -> str | None:
+def _reference(table: Table, line: int, entries: _Entries, check_id: str) -> str | None:
     """The program an ``agree`` check compares with: a known name, given for that check alone."""
-    reference = table.get("reference")
+    loc, check, reference = entries.loc, table["check"], table.get("reference")
     ref_line = loc.key_line(line, "reference")
     if check != "agree":
         if reference is not None:
@@ -942,7 +937,7 @@ def _reference(
         raise loc.error(line, f"'{check_id}': check 'agree' needs a 'reference' program to agree with")
     if not isinstance(reference, str):
         raise loc.error(ref_line, f"'reference' must be a program name, not {_a(reference)}")
-    names = _known(known)
+    names = _known(entries.known)
     if reference not in names:
         raise loc.error(
             ref_line,
@@ -951,9 +946,9 @@ def _reference(
     return reference
 
 
-def _expect(table: Table, check_id: str, check: str, loc: _Locator, line: int) -> str | None:
+def _expect(table: Table, line: int, loc: _Locator, check_id: str) -> str | None:
     """One of the check's own words (:data:`CORRECTNESS_EXPECT`), or None for a check that takes none."""
-    expect, expect_line = table.get("expect"), loc.key_line(line, "expect")
+    check, expect, expect_line = table["check"], table.get("expect"), loc.key_line(line, "expect")
     allowed = CORRECTNESS_EXPECT[check]
     if not allowed and expect is not None:
         raise loc.error(expect_line, f"'{check_id}': check {check!r} takes no 'expect'; drop it")
@@ -976,17 +971,12 @@ def _signature_of(program: object) -> tuple[object, ...] | None:
 
 
 def _check_arguments(
-    table: Table,
-    check_id: str,
-    selectors: Sequence[str],
-    loc: _Locator,
-    line: int,
-    known: Mapping[str, Selectable] | None,
+    table: Table, line: int, entries: _Entries, check_id: str, selectors: Sequence[str]
 ) -> None:
     """A correctness check calls its programs on arguments it makes: a program with params takes its own,
     so it may only ``agree`` with a reference of the very same arguments."""
-    names = _known(known)
-    programs = select_programs(selectors, known)
+    loc, names = entries.loc, _known(entries.known)
+    programs = select_programs(selectors, entries.known)
     own = {p: sig for p in programs if (sig := _signature_of(names[p])) is not None}
     check, reference = table["check"], table.get("reference")
     if own and check != "agree":
