@@ -386,7 +386,8 @@ class _Lowering:
         program = self.program(fn, arg, timed)
         self.called(program, config, timed)
         read = Read(fn, program, distribution, dtype, config)
-        return dataclasses.replace(read, text=_written(read)), metric.type
+        written = read.label if distribution is None else f"{fn}({program}[{distribution}])"
+        return dataclasses.replace(read, text=written), metric.type
 
     def callable_metric(self, fn: str) -> Metric:
         metric = METRICS.get(fn)
@@ -444,19 +445,17 @@ class _Lowering:
                 f"{fn}({ast.unparse(node)}): only time() takes an index distribution; "
                 "the compiled structure does not depend on it"
             )
-        if name not in CONFIGS:
-            raise self.error(
-                f"unknown configuration {name!r} in '{ast.unparse(node)}'{non_ascii(name)}"
-                f"{did_you_mean(name, CONFIGS)}; known: {', '.join(CONFIGS)}"
-            )
-        return name
+        return self.known(name, node, "configuration", CONFIGS)
 
     def distribution(self, node: ast.Subscript) -> str:
         name = node.slice.id if isinstance(node.slice, ast.Name) else ast.unparse(node.slice)
-        if name not in DISTRIBUTIONS:
+        return self.known(name, node, "index distribution", DISTRIBUTIONS)
+
+    def known(self, name: str, node: ast.Subscript, what: str, known: Collection[str]) -> str:
+        if name not in known:
             raise self.error(
-                f"unknown index distribution {name!r} in '{ast.unparse(node)}'{non_ascii(name)}"
-                f"{did_you_mean(name, DISTRIBUTIONS)}; known: {', '.join(DISTRIBUTIONS)}"
+                f"unknown {what} {name!r} in '{ast.unparse(node)}'{non_ascii(name)}"
+                f"{did_you_mean(name, known)}; known: {', '.join(known)}"
             )
         return name
 
@@ -470,16 +469,6 @@ def _constant(node: ast.Constant) -> tuple[Term, str] | None:
     if isinstance(node.value, str):
         return Quoted(node.value, text=ast.unparse(node)), "string"
     return None
-
-
-def _written(read: Read) -> str:
-    """A called read as an assert writes it: ``kernels(take[bf16])``, ``time(take[zipf])``,
-    ``scatters(take, dtype='f32')``."""
-    if read.dtype is not None:
-        return f"{read.name}({read.side}, dtype={read.dtype!r})"
-    if read.distribution is not None:
-        return f"{read.name}({read.program}[{read.distribution}])"
-    return f"{read.name}({read.side})"
 
 
 def _inside(term: Term, binding: int) -> str:
