@@ -1093,7 +1093,13 @@ def _named_by_entries(spec: Spec, select: Callable[[tuple[str, ...]], list[str]]
 def _aim(specs: list[Spec], known: Mapping[str, Selectable]) -> list[Spec]:
     """``specs`` with each declared program's :attr:`ProgramDecl.aimed` filled in."""
     aims: dict[str, dict[str, None]] = {d.name: {} for spec in specs for d in spec.programs}
-    select = functools.cache(functools.partial(select_programs, known=known))  # a few selectors, many entries
+    selected: dict[tuple[str, ...], list[str]] = {}  # a file of 20,000 entries shares a few selectors
+
+    def select(selectors: tuple[str, ...]) -> list[str]:
+        if selectors not in selected:
+            selected[selectors] = select_programs(selectors, known)
+        return selected[selectors]
+
     for spec in specs:
         named = {d.name for d in spec.programs}
         if not spec.catalog_scope:  # the package's own files speak of the catalog alone

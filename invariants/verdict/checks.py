@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-import functools
 import importlib.metadata
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -141,8 +140,13 @@ class _SpecCheck:
         self.names = [t.name for t in known]
         self.programs = programs
         self.scope = scope_of(spec, programs)
-        self.selected = functools.cache(functools.partial(select_programs, known=self.scope))
+        self._selected: dict[tuple[str, ...], list[str]] = {}
         self._configs: dict[tuple[str, str], tuple[str, ...]] = {}
+
+    def selected(self, selectors: tuple[str, ...]) -> list[str]:
+        if selectors not in self._selected:
+            self._selected[selectors] = select_programs(selectors, self.scope)
+        return self._selected[selectors]
 
     def configs(self, target: Target, program: str, patterns: Sequence[str]) -> tuple[str, ...]:
         """The configurations ``program`` compiles in on ``target`` that ``patterns`` select."""
