@@ -1,27 +1,15 @@
 """The assert language's typed form: what an ``assert = "..."`` of a spec file means, parsed once.
 
-A spec's assert is written in Python's expression syntax, so :func:`parse` reads it with :mod:`ast` and
-lowers it, at once, to the small tree below. Every later stage reads that tree and never Python's: the
-checks evaluate it (:func:`invariants.verdict.checks.evaluate`), the throughput tier reads its timed ratio
-(:attr:`Assertion.timed`), a decision's ratio (shown in a verdict line and a ratchet's xfail reason)
-comes from its scaled relation (:attr:`Assertion.scaled`), and versus lists the metrics it reads
-(:meth:`Assertion.reads`). A shape the language does not have cannot reach them, so none re-checks one.
+An assert is written in Python's expression syntax, so :func:`parse` reads it with :mod:`ast` and lowers it
+at once to the small tree below, which every later stage reads instead of Python's: the checks evaluate it,
+the throughput tier reads its timed ratio, a verdict shows its scaled relation's ratio, and versus lists
+the metrics it reads. A shape the language does not have cannot reach them, so none re-checks one.
 
-The tree:
-
-- :class:`Number` and :class:`Quoted`: a number, a quoted name (``'T' in custom_call_targets``);
-- :class:`Read`: a metric, bare (``kernels``: the item's own program, or an input fact) or called on a
-  program (``kernels(take)``, ``time(take[zipf])``), a compiled one in a configuration it names
-  (``structure(segsum_bf16[bf16])``);
-- :class:`Negated` and :class:`Arithmetic`: ``-x`` and ``x + - * / y``, on numbers only;
-- :class:`Assertion`: one comparison of two terms, with its kind and the programs it names.
-
-Lowering checks what the language promises: every name is a metric of the registry
-(:data:`invariants.measure.metrics.METRICS`), the two sides have the same type (a comparison that could never
+Lowering checks what the language promises: every name is a metric of
+:data:`invariants.measure.metrics.METRICS`, the two sides have the same type (a comparison that could never
 fail is refused), ``in`` takes a quoted name and a set, a constant divisor is not zero, a throughput assert
 is ``time(A) / time(B) <= NUMBER`` of two different sides, and called and bare metrics do not mix. Each
 mistake is one line, raised through the caller's ``error(message)`` so that it names the file and line.
-This module imports no JAX.
 """
 
 from __future__ import annotations
@@ -41,55 +29,38 @@ InvariantKind = Literal["absolute", "relational", "throughput"]
 Comparison = Literal["==", "!=", "<", "<=", ">", ">=", "in", "not in"]
 Operator = Literal["+", "-", "*", "/", "**"]
 
-# The one table of what each comparison and operator computes: lowering admits these words and no others,
-# and the evaluator applies them.
-COMPARE: dict[str, Callable[[Any, Any], bool]] = {
-    "==": operator.eq,
-    "!=": operator.ne,
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
-    "in": lambda a, b: a in b,
-    "not in": lambda a, b: a not in b,
-}
-
 
 def _power(base: Any, exponent: Any) -> Any:
-    """``base ** exponent``: exact for the integers a bound is written with (``2 ** 20``), in floating point
-    beyond (an exponent in the thousands would be a number of a million digits, never a bound)."""
+    """Exact for the integers a bound is written with (``2 ** 20``), in floating point beyond (an exponent
+    in the thousands would be a number of a million digits, never a bound)."""
     if isinstance(base, int) and isinstance(exponent, int) and 0 <= exponent <= 1024:
         return base**exponent
     return float(base) ** exponent
 
 
-ARITHMETIC: dict[str, Callable[[Any, Any], Any]] = {
-    "+": operator.add,
-    "-": operator.sub,
-    "*": operator.mul,
-    "/": operator.truediv,
-    "**": _power,
+# The one table of the comparisons and operators the language has, and what each computes.
+_COMPARISONS: dict[type[ast.cmpop], tuple[Comparison, Callable[[Any, Any], bool]]] = {
+    ast.Eq: ("==", operator.eq),
+    ast.NotEq: ("!=", operator.ne),
+    ast.Lt: ("<", operator.lt),
+    ast.LtE: ("<=", operator.le),
+    ast.Gt: (">", operator.gt),
+    ast.GtE: (">=", operator.ge),
+    ast.In: ("in", lambda a, b: a in b),
+    ast.NotIn: ("not in", lambda a, b: a not in b),
 }
-_COMPARISONS: dict[type[ast.cmpop], Comparison] = {
-    ast.Eq: "==",
-    ast.NotEq: "!=",
-    ast.Lt: "<",
-    ast.LtE: "<=",
-    ast.Gt: ">",
-    ast.GtE: ">=",
-    ast.In: "in",
-    ast.NotIn: "not in",
+# With how tightly each binds, to write a term back as ``ast.unparse`` does: ``**`` binds tighter than a
+# unary minus on its left (``-2 ** 2`` is ``-(2 ** 2)``) and to its right.
+_OPERATORS: dict[type[ast.operator], tuple[Operator, Callable[[Any, Any], Any], int]] = {
+    ast.Add: ("+", operator.add, 1),
+    ast.Sub: ("-", operator.sub, 1),
+    ast.Mult: ("*", operator.mul, 2),
+    ast.Div: ("/", operator.truediv, 2),
+    ast.Pow: ("**", _power, 4),
 }
-_OPERATORS: dict[type[ast.operator], Operator] = {
-    ast.Add: "+",
-    ast.Sub: "-",
-    ast.Mult: "*",
-    ast.Div: "/",
-    ast.Pow: "**",
-}
-# How tightly each operator binds, for writing a term back as Python writes it (``ast.unparse``'s rules):
-# ``**`` binds tighter than a unary minus on its left (``-2 ** 2`` is ``-(2 ** 2)``) and to its right.
-_PRECEDENCE: dict[str, int] = {"+": 1, "-": 1, "*": 2, "/": 2, "**": 4}
+COMPARE = dict(_COMPARISONS.values())
+ARITHMETIC = {word: compute for word, compute, _ in _OPERATORS.values()}
+_PRECEDENCE = {word: binding for word, _, binding in _OPERATORS.values()}
 _UNARY = 3
 
 
@@ -112,10 +83,9 @@ class Quoted(_Written):
 
 @dataclasses.dataclass(frozen=True)
 class Read(_Written):
-    """A metric read: ``name`` alone (``program`` None: the item's program, or an input fact), or called
-    on ``program``; ``distribution`` is the index distribution a ``time`` side names (else None);
-    ``dtype`` scopes a count to the instructions of one element type (``scatters(dtype="f32")``);
-    ``config`` is the configuration a compiled read names (``kernels(take[bf16])``; None: the item's)."""
+    """A metric read: ``name`` alone (the item's program, or an input fact) or called on ``program``,
+    optionally of one index ``distribution`` (``time``), one element ``dtype`` (``scatters(dtype="f32")``)
+    or one ``config`` (``kernels(take[bf16])``)."""
 
     name: str
     program: str | None = None
@@ -132,8 +102,7 @@ class Read(_Written):
 
     @property
     def label(self) -> str:
-        """How a result names the read: ``kernels(take)``, ``table_bytes``, ``scatters(dtype='f32')``,
-        ``structure(take[bf16])``."""
+        """How a result names the read: ``kernels(take)``, ``table_bytes``, ``scatters(dtype='f32')``."""
         side = self.side
         args = [*([side] if side else []), *([f"dtype={self.dtype!r}"] if self.dtype else [])]
         return f"{self.name}({', '.join(args)})" if args else self.name
@@ -155,20 +124,17 @@ Term = Number | Quoted | Read | Negated | Arithmetic
 
 
 class TimedSide(NamedTuple):
-    """One side of a throughput ratio: a program and the distribution of its indices."""
-
     program: str
     distribution: str = "uniform"
 
     @property
     def label(self) -> str:
-        """``program``, or ``program[distribution]`` when it is not uniform: how results name the side."""
         return self.program if self.distribution == "uniform" else f"{self.program}[{self.distribution}]"
 
 
 class TimedRatio(NamedTuple):
-    """``time(a) / time(b) <= threshold``: the one throughput shape measurable without absolute times
-    (both sides are timed pair by pair, so the ratio is what the run measures: invariants.timing.paired)."""
+    """``time(a) / time(b) <= threshold``: both sides timed pair by pair, so the ratio is what a run can
+    measure without absolute times."""
 
     a: TimedSide
     b: TimedSide
@@ -176,9 +142,8 @@ class TimedRatio(NamedTuple):
 
 
 class Scaled(NamedTuple):
-    """``metric(a) OP factor * metric(b)`` (also ``metric(b) * factor``, and ``factor`` 1 without one): its
-    ratio ``metric(a) / metric(b)`` is what a reader wants beside the verdict. ``a`` and ``b`` are the sides
-    as written (``take`` or ``take[bf16]``)."""
+    """``metric(a) OP factor * metric(b)`` (``factor`` 1 without one), ``a`` and ``b`` as written: its ratio
+    ``metric(a) / metric(b)`` is what a reader wants beside the verdict."""
 
     metric: str
     a: str
@@ -188,10 +153,8 @@ class Scaled(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class Assertion:
-    """One parsed, validated assert. ``programs`` are the programs it names (relational and throughput),
-    in order of appearance; ``timed`` is set for a throughput assert and ``scaled`` for a scaled relation.
-    ``pinned``: a relation across configurations (``structure(a[bf16]) == structure(b[f32])``) names the
-    configuration of every side, and these are its ``(program, config)`` pairs in order; empty otherwise."""
+    """One parsed, validated assert. ``programs``: those it names, in order; ``pinned``: the
+    ``(program, config)`` of each side of a relation across configurations, else empty."""
 
     text: str
     op: Comparison
@@ -204,24 +167,20 @@ class Assertion:
     pinned: tuple[tuple[str, str], ...] = ()
 
     def holds(self, read: Callable[[Read], Any]) -> bool:
-        """Whether the assert holds where ``read`` gives each metric's value; raises :class:`NoValue` where a
-        value is missing (``read`` raises it too) or the arithmetic has none."""
+        """Whether the assert holds where ``read`` gives each metric's value; raises :class:`NoValue`."""
         return bool(COMPARE[self.op](value(self.left, read), value(self.right, read)))
 
     def reads(self) -> Iterator[Read]:
-        """Every metric the assert reads, left to right."""
         for side in (self.left, self.right):
             yield from (term for term in _terms(side) if isinstance(term, Read))
 
 
 class NoValue(Exception):
-    """A term has no value here: a metric was not measured (a loop's trip count could not be derived), or
-    the arithmetic has none (a division by a metric that is 0 here). The verdict fails with this one line:
-    an invariant never passes on a number that is not there."""
+    """A term has no value here (a metric not measured, a division by zero): the verdict fails with this
+    line, since an invariant never passes on a number that is not there."""
 
 
 def value(term: Term, read: Callable[[Read], Any]) -> Any:
-    """The value of ``term`` where ``read`` gives each metric's."""
     if isinstance(term, (Number, Quoted)):
         return term.value
     if isinstance(term, Read):
@@ -238,7 +197,6 @@ def value(term: Term, read: Callable[[Read], Any]) -> Any:
 
 
 def _terms(term: Term) -> Iterator[Term]:
-    """``term`` and every term below it, left to right."""
     yield term
     if isinstance(term, Negated):
         yield from _terms(term.operand)
@@ -248,8 +206,8 @@ def _terms(term: Term) -> Iterator[Term]:
 
 
 def parse(text: str, error: Callable[[str], InvariantsError], programs: Collection[str]) -> Assertion:
-    """Parse and validate ``text``; ``error(message)`` makes the one-line error the caller raises (it adds
-    the file and line), and ``programs`` are the program names an assert may call a metric on."""
+    """Parse and validate ``text``; ``error(message)`` makes the one-line error to raise, and ``programs``
+    are the names an assert may call a metric on."""
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as err:
@@ -263,8 +221,8 @@ def parse(text: str, error: Callable[[str], InvariantsError], programs: Collecti
 
 
 def constant(term: Term) -> float | None:
-    """The value of a term made of numbers only (``2 - 2``), None when it reads a metric; raises
-    ArithmeticError where computing it does (a float too large)."""
+    """The value of a term of numbers only (``2 - 2``), None when it reads a metric; raises ArithmeticError
+    where computing it does."""
     if isinstance(term, Number):
         return term.value
     if isinstance(term, Negated):
@@ -279,7 +237,9 @@ def constant(term: Term) -> float | None:
 
 
 class _Lowering:
-    """Lowers one assert's Python tree to :class:`Assertion`, checking types on the way."""
+    """Lowers one assert's Python tree to :class:`Assertion`, checking types on the way. A term's text is
+    built from its parts' as ``ast.unparse`` writes it: unparsing every subtree again would make a long sum
+    quadratic to read."""
 
     def __init__(self, text: str, error: Callable[[str], InvariantsError], programs: Collection[str]) -> None:
         self.text, self.error, self.programs = text, error, programs
@@ -288,75 +248,71 @@ class _Lowering:
         self.sides: list[tuple[str, str | None]] = []  # each compiled call's program and named configuration
         self.kind: InvariantKind = "absolute"
 
+    def fail(self, said: str) -> InvariantsError:
+        return self.error(f"assert {self.text!r}{said}")
+
     def assertion(self, body: ast.expr) -> Assertion:
-        text = self.text
         if not isinstance(body, ast.Compare) or len(body.ops) != 1:
-            raise self.error(f"assert {text!r} must be one comparison such as 'kernels <= 2'")
+            raise self.fail(" must be one comparison such as 'kernels <= 2'")
         (left, left_type), (right, right_type) = self.term(body.left), self.term(body.comparators[0])
-        op = _COMPARISONS.get(type(body.ops[0]))
-        if op is None:
-            words = ", ".join(_COMPARISONS.values())
-            raise self.error(f"assert {text!r}: compare with one of {words}")
+        found = _COMPARISONS.get(type(body.ops[0]))
+        if found is None:
+            raise self.fail(f": compare with one of {', '.join(COMPARE)}")
+        op = found[0]
         self.comparable(op, left_type, right_type)
         if not any(isinstance(term, Read) for side in (left, right) for term in _terms(side)):
-            raise self.error(f"assert {text!r} reads no metric: it is the same on every program")
+            raise self.fail(" reads no metric: it is the same on every program")
         timed = self.timed(op, left, right) if self.kind == "throughput" else None
         pinned = self.pinned()
         named = tuple(dict.fromkeys(self.named))
         return Assertion(
-            text, op, left, right, self.kind, named, timed, _scaled(left, right), tuple(dict.fromkeys(pinned))
+            self.text,
+            op,
+            left,
+            right,
+            self.kind,
+            named,
+            timed,
+            _scaled(left, right),
+            tuple(dict.fromkeys(pinned)),
         )
 
     def comparable(self, op: Comparison, left_type: str, right_type: str) -> None:
-        """One line for a comparison that could never fail or never be made: of two types, or of sets,
-        names or structures by order."""
-        text = self.text
+        """Refuses a comparison that could never fail or never be made: of two types, or of sets, names or
+        structures by order."""
         if op in ("in", "not in"):
             if right_type != "set" or left_type != "string":
                 sets = ", ".join(m.name for m in METRICS.values() if m.type == "set")
-                raise self.error(
-                    f"assert {text!r}: 'in' takes a quoted name on its left and one of {sets} on its right"
-                )
+                raise self.fail(f": 'in' takes a quoted name on its left and one of {sets} on its right")
         elif left_type != right_type:
-            raise self.error(
-                f"assert {text!r} compares a {left_type} with a {right_type}: it could never fail"
-            )
+            raise self.fail(f" compares a {left_type} with a {right_type}: it could never fail")
         elif left_type in ("set", "string", "structure") and op not in ("==", "!="):
-            raise self.error(f"assert {text!r}: a {left_type} can only be compared with == or !=")
+            raise self.fail(f": a {left_type} can only be compared with == or !=")
 
     def timed(self, op: Comparison, left: Term, right: Term) -> TimedRatio:
-        """A throughput assert's ratio of two different programs' times."""
         timed = _timed_ratio(op, left, right)
         if timed is None:
-            raise self.error(f"assert {self.text!r}: a throughput assert reads 'time(A) / time(B) <= NUMBER'")
+            raise self.fail(": a throughput assert reads 'time(A) / time(B) <= NUMBER'")
         if timed.a == timed.b:
-            raise self.error(
-                f"assert {self.text!r} times {timed.a.label} against itself: it could never fail"
-            )
+            raise self.fail(f" times {timed.a.label} against itself: it could never fail")
         return timed
 
     def pinned(self) -> list[tuple[str, str]]:
-        """The sides whose configuration the assert names: every side's or none. A relation names its
-        programs on every side."""
-        text = self.text
+        """The sides whose configuration the assert names: every side's or none."""
         if self.kind != "absolute" and self.bare:
             first = self.bare[0]
-            raise self.error(
-                f"assert {text!r}: mixes program calls with a bare metric '{first}' (write {first}(PROGRAM))"
-            )
+            raise self.fail(f": mixes program calls with a bare metric '{first}' (write {first}(PROGRAM))")
         pinned = [(p, c) for p, c in self.sides if c is not None]
         if pinned and len(pinned) != len(self.sides):
             loose = next(p for p, c in self.sides if c is None)
-            raise self.error(
-                f"assert {text!r} names the configuration of some sides but not of {loose}: name every "
-                f"side's ({loose}[{pinned[0][1]}]) or none"
+            raise self.fail(
+                f" names the configuration of some sides but not of {loose}: name every side's "
+                f"({loose}[{pinned[0][1]}]) or none"
             )
         return pinned
 
     def term(self, node: ast.expr) -> tuple[Term, str]:
-        """The term of an operand and its type (number, set, structure or string); raises on anything the
-        language does not have. A term's text is built from its parts' (as ``ast.unparse`` writes it):
-        unparsing every subtree again would make a long sum quadratic to read."""
+        """The term of an operand and its type (number, set, structure or string)."""
         if isinstance(node, ast.Constant) and (constant := _constant(node)) is not None:
             return constant
         if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
@@ -367,13 +323,13 @@ class _Lowering:
             return self.bare_read(node.id, node.id)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             return self.called_read(node)
-        raise self.error(f"assert {self.text!r}: '{ast.unparse(node)}' is not understood")
+        raise self.fail(f": '{ast.unparse(node)}' is not understood")
 
     def negated(self, node: ast.expr) -> Negated:
         operand, operand_type = self.term(node)
         written = "-" + _inside(operand, _UNARY)
         if operand_type != "number":
-            raise self.error(f"assert {self.text!r}: arithmetic on a {operand_type} ('{written}')")
+            raise self.fail(f": arithmetic on a {operand_type} ('{written}')")
         return Negated(operand, text=written)
 
     def arithmetic(self, node: ast.BinOp) -> Arithmetic:
@@ -381,9 +337,9 @@ class _Lowering:
         for side in (node.left, node.right):
             term, term_type = self.term(side)
             if term_type != "number":
-                raise self.error(f"assert {self.text!r}: arithmetic on a {term_type} ('{term.text}')")
+                raise self.fail(f": arithmetic on a {term_type} ('{term.text}')")
             sides.append(term)
-        op = _OPERATORS[type(node.op)]
+        op = _OPERATORS[type(node.op)][0]
         if op == "**":  # right to left: a left operand of the same precedence, or negated, keeps its own
             low, high = sides
             left = f"({low.text})" if isinstance(low, (Arithmetic, Negated)) else low.text
@@ -396,13 +352,9 @@ class _Lowering:
             try:
                 divisor = constant(sides[1])
             except ArithmeticError as err:
-                raise self.error(
-                    f"assert {self.text!r}: '{sides[1].text}' cannot be computed: {err}"
-                ) from None
+                raise self.fail(f": '{sides[1].text}' cannot be computed: {err}") from None
             if divisor == 0:
-                raise self.error(
-                    f"assert {self.text!r} divides by zero ('{written}'): it can never be computed"
-                )
+                raise self.fail(f" divides by zero ('{written}'): it can never be computed")
         return Arithmetic(op, sides[0], sides[1], text=written)
 
     def bare_read(self, name: str, written: str) -> tuple[Read, str]:
@@ -434,7 +386,8 @@ class _Lowering:
         program = self.program(fn, arg, timed)
         self.called(program, config, timed)
         read = Read(fn, program, distribution, dtype, config)
-        return dataclasses.replace(read, text=_written(read)), metric.type
+        written = read.label if distribution is None else f"{fn}({program}[{distribution}])"
+        return dataclasses.replace(read, text=written), metric.type
 
     def callable_metric(self, fn: str) -> Metric:
         metric = METRICS.get(fn)
@@ -444,7 +397,6 @@ class _Lowering:
         return metric
 
     def program(self, fn: str, arg: ast.expr | None, timed: bool) -> str:
-        """The program a metric is called on, which the assert names; one line for anything else."""
         if not isinstance(arg, ast.Name):
             if timed:
                 raise self.error(f"{fn}(...) takes one program, as in {fn}(take) or {fn}(take[zipf])")
@@ -464,8 +416,7 @@ class _Lowering:
         self.sides.append((program, config))
 
     def scope(self, fn: str, keywords: list[ast.keyword]) -> str | None:
-        """The element type a call scopes its count to (``dtype="f32"``), None without one; one line for
-        anything else: another keyword, a dtype HLO does not have, a metric that takes no scope."""
+        """The element type a call scopes its count to (``dtype="f32"``), None without one."""
         if not keywords:
             return None
         scoped = [m.name for m in METRICS.values() if m.by_dtype is not None]
@@ -485,9 +436,7 @@ class _Lowering:
         return dtype
 
     def configuration(self, fn: str, node: ast.Subscript) -> str:
-        """The configuration named in ``program[config]`` of a compiled metric; one line otherwise (a
-        distribution belongs to time() only: the compiled structure does not depend on it). A name Python
-        cannot read bare (``f32-2d``) is quoted: ``take['f32-2d']``."""
+        """The configuration of ``program[config]``, quoted where Python cannot read it (``['f32-2d']``)."""
         key = node.slice
         name = key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else ast.unparse(key)
         name = name.replace(" ", "")  # bf16-llm: Python reads a subtraction
@@ -496,26 +445,23 @@ class _Lowering:
                 f"{fn}({ast.unparse(node)}): only time() takes an index distribution; "
                 "the compiled structure does not depend on it"
             )
-        if name not in CONFIGS:
-            raise self.error(
-                f"unknown configuration {name!r} in '{ast.unparse(node)}'{non_ascii(name)}"
-                f"{did_you_mean(name, CONFIGS)}; known: {', '.join(CONFIGS)}"
-            )
-        return name
+        return self.known(name, node, "configuration", CONFIGS)
 
     def distribution(self, node: ast.Subscript) -> str:
-        """The distribution named in ``program[distribution]``; one line naming the known ones otherwise."""
         name = node.slice.id if isinstance(node.slice, ast.Name) else ast.unparse(node.slice)
-        if name not in DISTRIBUTIONS:
+        return self.known(name, node, "index distribution", DISTRIBUTIONS)
+
+    def known(self, name: str, node: ast.Subscript, what: str, known: Collection[str]) -> str:
+        if name not in known:
             raise self.error(
-                f"unknown index distribution {name!r} in '{ast.unparse(node)}'{non_ascii(name)}"
-                f"{did_you_mean(name, DISTRIBUTIONS)}; known: {', '.join(DISTRIBUTIONS)}"
+                f"unknown {what} {name!r} in '{ast.unparse(node)}'{non_ascii(name)}"
+                f"{did_you_mean(name, known)}; known: {', '.join(known)}"
             )
         return name
 
 
 def _constant(node: ast.Constant) -> tuple[Term, str] | None:
-    """A number or a quoted name and its type; None for any other constant (``True``, ``None``, bytes)."""
+    """A number or a quoted name and its type; None for any other constant (``True``, bytes)."""
     if isinstance(node.value, bool):
         return None
     if isinstance(node.value, (int, float)):
@@ -525,19 +471,8 @@ def _constant(node: ast.Constant) -> tuple[Term, str] | None:
     return None
 
 
-def _written(read: Read) -> str:
-    """A called read as an assert writes it: ``kernels(take[bf16])``, ``time(take[zipf])``,
-    ``scatters(take, dtype='f32')``."""
-    if read.dtype is not None:
-        return f"{read.name}({read.side}, dtype={read.dtype!r})"
-    if read.distribution is not None:
-        return f"{read.name}({read.program}[{read.distribution}])"
-    return f"{read.name}({read.side})"
-
-
 def _inside(term: Term, binding: int) -> str:
-    """``term``'s text as an operand of something that binds ``binding`` tightly: in parentheses when the
-    term binds less tightly (an operator's sum, a negated sum)."""
+    """``term``'s text as an operand of something that binds ``binding`` tightly."""
     loose = isinstance(term, Arithmetic) and _PRECEDENCE[term.op] < binding
     return f"({term.text})" if loose else term.text
 

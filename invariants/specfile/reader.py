@@ -1,7 +1,7 @@
 """Spec files: what must hold on a target family, in TOML a reviewer reads without opening Python.
 
-One file per target family (``invariants/cpu.toml``, ``tpu.toml``, ``gpu.toml``). Adding a family's
-invariants touches that one file. The format::
+One file per target family (``invariants/cpu.toml``, ``tpu.toml``, ``gpu.toml``). docs/specs.md describes
+the format, and docs/downstream.md a project's ``[[program]]`` tables::
 
     [spec]
     targets = ["tpu-*"]            # fnmatch patterns over target names this file applies to
@@ -9,64 +9,18 @@ invariants touches that one file. The format::
     [[invariant]]
     id = "no_while"                # unique in the file; part of the pytest id
     programs = ["kind:forward"]    # names, fnmatch patterns, "kind:K" or "tag:T"; omit for relational
-    configs = ["*"]                # config ids or patterns (default: every config compiled)
-    targets = ["gpu-a100"]         # optional: narrows the file's targets for this invariant (patterns)
-    assert = "while_loops == 0"    # one comparison; see below
+    assert = "while_loops == 0"    # one comparison, parsed once by invariants.specfile.asserts
     why = "a lookup is one gather; a loop is the seed's pathology"
-    when = "jax >= 0.10"           # optional: comma-separated version conditions (no markers, no extras)
-    ratchet = { reason = "...", issue = "https://..." }   # optional: known-bad today, expected to fail
-
-    [[correctness]]                # runtime-target value checks: one of CORRECTNESS_CHECKS (run by _checks)
-    id = "forward_values_agree"
-    check = "agree"                # agree: a reference, distributions; out_of_bounds, narrow_index: expect
-    programs = ["kind:forward"]
-    reference = "take"             # a program name
-    configs = ["f32", "bf16"]      # config ids or patterns (default: f32)
-    distributions = ["uniform"]    # of DISTRIBUTIONS (default: uniform)
-    targets = ["cpu"]              # optional, as an invariant's: the runtime target it runs on
-
-    [[known_compile_failure]]      # a program that does not compile on a target today: its items xfail
-    id = "h100_tile_sizes"         # unique in the file
-    programs = ["train_step"]      # selectors, as an invariant's
-    configs = ["f32"]              # optional (default: every config compiled)
-    targets = ["gpu-h100"]         # optional: narrows the file's targets
-    ratchet = { reason = "...", issue = "https://..." }   # why, and where it is reported upstream
-
-    [[program]]                    # a downstream project's own program (see invariants.catalog.downstream)
-    name = "my_lookup"
-    function = "mylib.emb:lookup"  # module:attribute, imported from the user's path
-    kind = "forward"               # forward, backward (its gradient) or train (one training step)
-    configs = ["f32"]              # config ids (default: f32)
-    params = "mylib.model:init"    # optional: function(params, indices), params = init(config)
-    index_shape = [64, 256]        # optional, with params only: the indices' shape (default: the config's)
-    inputs = "mylib.model:batch"   # optional, with params only: function(params, indices, inputs), never
-                                   # differentiated (offsets, segment ids, labels, masks)
-    vocab = 50000                  # optional, with params only: the indices are drawn in [0, vocab)
-    tables = ["embed.embedding"]   # optional, with params only: the leaves the input facts describe, by
-                                   # dotted path in nested params
-    donate = true                  # optional, a train step: its parameters' buffers are donated
-    efficiency = false             # optional: no efficiency item (default: a lookup without params has one)
-    index_dtype = "uint32"         # optional: the indices' integer dtype (default: the config's)
-    mesh = { data = 4, tensor = 4 }  # optional: a sharded program (with axis_types, table_sharding,
-                                     # index_sharding; see invariants.catalog.downstream)
 
 A declared program compiles on the targets its spec files name (the ``[spec] targets`` of the file that
-declares it and of every file whose entries name it), whatever the target's scope, and nowhere else: one
-file of ``targets = ["cpu", "tpu-v4", "gpu-a100"]`` holds its invariants for three families, each entry
-narrowed by its own ``targets``. A program with params is compiled, checked (structure, invariants,
-``agree`` with a reference of the same arguments) and timed on its own arguments like any other.
-
-An ``assert`` is parsed once into the typed tree of :mod:`invariants.specfile.asserts` (the language is
-described there and in docs/specs.md), which every later stage reads.
+declares it and of every file whose entries name it), whatever the target's scope, and nowhere else.
 
 Every mistake is one line ``FILE:LINE: what is wrong``, with the closest valid name, raised as
 :class:`~invariants._errors.InvariantsError`; a file that declares nothing is one too (it would replace the
 package's specs with none, in silence). What needs the targets to be found wrong (a pattern that matches no
-target, an invariant that makes no item) is checked where cases are expanded,
-:func:`invariants.verdict.checks.check_specs`: this stage knows no target.
-
-Each file is read and parsed once, and its lines are located in one pass (:class:`_Locator`): loading is
-linear in the file (``python benchmarks/spec_load.py`` times a file of 20,000 invariants against a budget).
+target, an invariant that makes no item) is checked by :func:`invariants.verdict.checks.check_specs`: this
+stage knows no target. Each file is read and parsed once, and its lines are located in one pass
+(:class:`_Locator`): loading is linear in the file (``python benchmarks/spec_load.py``).
 """
 
 from __future__ import annotations
@@ -74,11 +28,12 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import fnmatch
+import functools
 import re
 import tomllib
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 from packaging.requirements import InvalidRequirement, Requirement
 
@@ -93,9 +48,8 @@ from .asserts import InvariantKind
 Table = dict[str, Any]
 
 SPEC_DIR = IMPORTED_DIR
-# The [[correctness]] checks a spec may name, with the values each one's ``expect`` may take (none: it
-# takes no ``expect``); invariants.verdict.correctness.CORRECTNESS implements each (the spec file owns the
-# vocabulary, the correctness stage reads it: data flows one way).
+# The [[correctness]] checks and the values each one's ``expect`` may take (none: it takes no ``expect``).
+# The spec file owns the vocabulary; invariants.verdict.correctness implements it.
 CORRECTNESS_EXPECT: dict[str, tuple[str, ...]] = {
     "agree": (),
     "out_of_bounds": ("clamp", "fill_nan", "fill_zero", "wrap", "wrap_negative_clamp"),
@@ -104,49 +58,30 @@ CORRECTNESS_EXPECT: dict[str, tuple[str, ...]] = {
 CORRECTNESS_CHECKS = tuple(CORRECTNESS_EXPECT)
 VERSIONED_PACKAGES = ("jax", "jaxlib", "libtpu", "equinox")
 
-_INVARIANT_KEYS = ("id", "programs", "configs", "targets", "assert", "why", "when", "ratchet")
-_CORRECTNESS_KEYS = (
-    "id",
-    "check",
-    "programs",
-    "reference",
-    "configs",
-    "distributions",
-    "expect",
-    "why",
-    "when",
-    "targets",
-)
+_ENTRY_KEYS = ("id", "programs", "configs", "targets", "why", "when")
+_INVARIANT_KEYS = (*_ENTRY_KEYS, "assert", "ratchet")
+_CORRECTNESS_KEYS = (*_ENTRY_KEYS, "check", "reference", "distributions", "expect")
 _RATCHET_KEYS = ("reason", "issue")
 _KNOWN_FAILURE_KEYS = ("id", "programs", "configs", "targets", "ratchet")
-_PROGRAM_KEYS = (
-    "name",
-    "function",
-    "kind",
-    "configs",
-    "tags",
-    "doc",
-    "params",
-    "index_shape",
-    "index_dtype",
-    "inputs",
-    "donate",
-    "vocab",
-    "tables",
-    "mesh",
-    "axis_types",
-    "table_sharding",
-    "index_sharding",
-    "efficiency",
-)
 # The keys only a program with params takes: what its factory's model has beside a lookup's one table.
 _PARAMS_ONLY = ("index_shape", "inputs", "donate", "vocab", "tables")
-# The integer dtypes a program's indices may take (index_dtype), by NumPy name.
+_MESH_ONLY = ("axis_types", "table_sharding", "index_sharding")
+_DECLARED = ("name", "function", "kind", "configs", "tags", "doc", "params", "index_dtype", "efficiency")
+_PROGRAM_KEYS = (*_DECLARED, "mesh", *_PARAMS_ONLY, *_MESH_ONLY)
 INDEX_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 AXIS_TYPES = ("auto", "explicit")
 PROGRAM_KINDS = ("forward", "backward", "train")
 _TOP_KEYS = ("spec", "invariant", "correctness", "program", "known_compile_failure")
 _SPEC_KEYS = ("targets", "efficiency_max_loss")
+# A program's name names its files (snapshots, dumps: NAME.CONFIG.hlo.txt), and a file name is at most 255
+# bytes: the name stays well below, with room for the configuration and the suffix.
+MAX_NAME = 100
+# A reason (``why``) is shown in failures and reports: past this it is cut, and the cut said.
+MAX_TEXT = 2000
+# A spec file is text a reviewer reads: past this it is refused before it is parsed.
+MAX_SPEC_BYTES = 16 * 1024 * 1024
+# Enough for [batch, sequence] and a few more axes; past this it is not an embedding's index array.
+_MAX_INDEX_RANK = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,15 +102,13 @@ class Invariant:
     why: str
     when: tuple[Requirement, ...]
     ratchet: Ratchet | None
-    # Patterns over target names: where in the file's targets this invariant applies (all by default), so
-    # that one file states a fact on every GPU and its known-bad exception on two of them.
+    # Narrows the file's targets, so that one file states a fact on every GPU and its known-bad exception
+    # on two of them.
     targets: tuple[str, ...] = ("*",)
-    # The line of each selector key written (programs, configs, targets), for the checks stage's messages.
-    lines: tuple[tuple[str, int], ...] = ()
+    lines: tuple[tuple[str, int], ...] = ()  # the line of each selector key written
 
     @property
     def text(self) -> str:
-        """The assert as written."""
         return self.assertion.text
 
     @property
@@ -190,9 +123,7 @@ class Invariant:
 
 @dataclasses.dataclass(frozen=True)
 class KnownCompileFailure:
-    """One ``[[known_compile_failure]]``: programs that fail to compile on some targets today. Their items
-    xfail with the ratchet's reason while the compile fails; once it compiles, the run fails saying to
-    drop the entry (as an invariant's ratchet does once it holds). ``where`` is ``FILE:LINE``."""
+    """Programs that fail to compile on some targets today: their items xfail with the ratchet's reason."""
 
     id: str
     where: str
@@ -214,21 +145,15 @@ class CorrectnessCheck:
     expect: str | None
     why: str
     when: tuple[Requirement, ...] = ()
-    configs_where: str = ""  # FILE:LINE of its configs (of the table when not written)
-    # As an invariant's: patterns narrowing the file's targets (the runtime target it runs on must match).
+    configs_where: str = ""
     targets: tuple[str, ...] = ("*",)
-    targets_where: str = ""  # FILE:LINE of its targets (of the table when not written)
+    targets_where: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
 class ProgramDecl:
-    """One parsed ``[[program]]``: what a downstream project asks the gate to compile.
-
-    Only read here; :func:`invariants.catalog.downstream.build` imports ``function`` (and ``params``) and
-    checks its contract. ``tags`` always holds ``user``, so a selector ``tag:user`` names every declared
-    program. ``aimed`` is filled by :func:`load_specs`: the ``[spec] targets`` of the file that declares the
-    program and of every file whose entries name it, where it compiles whatever a target's scope.
-    """
+    """One ``[[program]]``, which :func:`invariants.catalog.downstream.build` imports. ``tags`` always holds
+    ``user``; ``aimed`` is the ``[spec] targets`` of the files that declare or name it."""
 
     name: str
     function: str  # "module:attribute"
@@ -238,38 +163,32 @@ class ProgramDecl:
     doc: str
     where: str
     params: str | None = None  # "module:factory": a program of (params, indices), not (table, indices)
-    index_shape: tuple[int, ...] | None = None  # the indices of a params program (default: the config's)
-    index_dtype: str | None = None  # the indices' integer dtype, an INDEX_DTYPES name (default: the config's)
+    index_shape: tuple[int, ...] | None = None
+    index_dtype: str | None = None
     aimed: tuple[str, ...] = ()
-    params_where: str = ""  # FILE:LINE of params
-    # A program with params may take inputs that are not differentiated ("module:factory"), draw its
-    # indices in [0, vocab), name the params leaves its input facts describe, and donate its parameters.
+    params_where: str = ""
     inputs: str | None = None
     vocab: int | None = None
     tables: tuple[str, ...] = ()
     donate: bool = False
     inputs_where: str = ""
     tables_where: str = ""
-    # A sharded program: its device mesh (axis name -> size, in order), the mesh's axis types, and the
-    # PartitionSpec of the lookup's table and of the indices ("" in TOML: None, that dimension replicated).
+    # A PartitionSpec entry of None ("" in TOML) replicates that dimension.
     mesh: tuple[tuple[str, int], ...] | None = None
     axis_types: str = "auto"
     table_sharding: tuple[str | None, ...] | None = None
     index_sharding: tuple[str | None, ...] | None = None
-    # Whether its time is compared with a copy of the rows it moves (an efficiency item); None: when it is
-    # a lookup, a (table, indices) program that is not a train step (see ``lookup_shaped``).
-    efficiency: bool | None = None
+    efficiency: bool | None = None  # None: when it is ``lookup_shaped``
 
     @property
     def lookup_shaped(self) -> bool:
-        """A lookup of the configuration's table (no params) that is not a train step: its time is mostly
-        moving the rows it gathers or scatters, so a copy of those bytes is a fair reference."""
+        """A lookup of the configuration's table that is not a train step: its time is mostly moving the
+        rows it gathers or scatters, so a copy of those bytes is a fair reference."""
         return self.params is None and self.kind != "train"
 
     @property
     def signature(self) -> tuple[object, ...] | None:
-        """What a params program's arguments follow from (None: the one-table contract's): two programs
-        with the same signature take the very same arguments."""
+        """What a params program's arguments follow from (None: the one-table contract's)."""
         if self.params is None:
             return None
         return (self.params, self.index_shape, self.index_dtype, self.inputs, self.vocab, self.kind)
@@ -281,23 +200,18 @@ class Spec:
     targets: tuple[str, ...]
     invariants: tuple[Invariant, ...]
     correctness: tuple[CorrectnessCheck, ...]
-    # How much efficiency (t_copy / t_program) a program may lose against its recorded baseline.
     efficiency_max_loss: float | None = None
     programs: tuple[ProgramDecl, ...] = ()
     known_compile_failures: tuple[KnownCompileFailure, ...] = ()
     # The package's own spec files speak of the catalog: their selectors ("kind:forward", "*") never match
     # a downstream project's programs, which only its own spec files hold to anything.
     catalog_scope: bool = False
-    targets_where: str = ""  # FILE:LINE of [spec] targets
+    targets_where: str = ""
 
 
 class _Locator:
-    """Maps tables and keys back to line numbers (tomllib keeps none), in one pass over the text.
-
-    Lines are counted as TOML counts them (``\\n`` only), so that a line tomllib names and a line found
-    here agree. Every header line is found once; the keys of one table are found on the first question
-    about that table, scanning its lines only: loading is linear in the file.
-    """
+    """Maps tables and keys back to line numbers (tomllib keeps none), counting lines as TOML does (``\\n``
+    only). Every header is found once, and a table's keys on the first question about it."""
 
     _HEADER = re.compile(r"\s*\[(\[?)\s*(\"[^\"\n]*\"|[A-Za-z0-9_.-]+)\s*\](\]?)")
     # A key at the start of a line, or inside an inline table (``ratchet = { reason = ... }``).
@@ -307,7 +221,7 @@ class _Locator:
     def __init__(self, path: Path, text: str) -> None:
         self.path = shown(path)
         self.lines = text.split("\n")
-        self._headers: list[int] = []  # every line that opens a table, in order
+        self._headers: list[int] = []
         self._arrays: dict[str, list[int]] = {}  # [[name]] -> the lines of its tables, in order
         self._tables: dict[str, int] = {}  # [name] -> its line
         for n, line in enumerate(self.lines, 1):
@@ -328,7 +242,7 @@ class _Locator:
         return lines[index] if index < len(lines) else self.top_line(array)
 
     def top_line(self, name: str) -> int:
-        """The line of a top-level table or key ``name``: ``[name]``, ``[[name]]`` or ``name = ...``."""
+        """The line of ``[name]``, ``[[name]]`` or ``name = ...``."""
         if name in self._tables:
             return self._tables[name]
         if name in self._arrays:
@@ -358,6 +272,9 @@ class _Locator:
         """The line of table ``[name]``, or 1: where that table's keys are looked for."""
         return self._tables.get(name, 1)
 
+    def where(self, line: int) -> str:
+        return f"{self.path}:{line}"
+
     def error(self, line: int, message: str) -> InvariantsError:
         return InvariantsError(f"{self.path}:{line}: {message}")
 
@@ -378,9 +295,12 @@ def _a(value: object) -> str:
     return next((word for kind, word in _TOML_TYPES if isinstance(value, kind)), "a date or time")
 
 
+def _positive(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
 def _strings(value: object, loc: _Locator, line: int, key: str, allow_empty: bool = False) -> tuple[str, ...]:
-    """A string or a list of strings, as a tuple. An empty list is an error (it would select nothing, in
-    silence) unless ``allow_empty``."""
+    """A string or a list of strings, as a tuple; an empty list selects nothing, so it is refused."""
     if isinstance(value, str):
         return (value,)
     if isinstance(value, list):
@@ -410,15 +330,8 @@ def _ascii_names(names: Sequence[str], loc: _Locator, line: int, what: str) -> N
 
 
 def _check_keys(
-    table: Table,
-    known: Sequence[str],
-    loc: _Locator,
-    line: int,
-    what: str,
-    required: Sequence[str] = (),
+    table: Table, known: Sequence[str], loc: _Locator, line: int, what: str, required: Sequence[str] = ()
 ) -> None:
-    """One line for the first unknown key of ``table`` (with the closest known one), then for the first
-    ``required`` key it lacks."""
     for key in table:
         if key not in known:
             raise loc.error(
@@ -430,7 +343,6 @@ def _check_keys(
 
 
 def _one_of(value: str, known: Collection[str], what: str, loc: _Locator, line: int) -> None:
-    """``value`` is one of ``known``; else one line: what is unknown, the nearest, and the list."""
     if value not in known:
         raise loc.error(
             line,
@@ -440,9 +352,8 @@ def _one_of(value: str, known: Collection[str], what: str, loc: _Locator, line: 
 
 
 def _parse_when(value: object, loc: _Locator, line: int) -> tuple[Requirement, ...]:
-    """``when``: comma-separated version conditions on :data:`VERSIONED_PACKAGES`, nothing else. An
-    environment marker (``; python_version > "3"``), extras or a URL would be dropped in silence by the
-    version check, so they are refused."""
+    """Version conditions on :data:`VERSIONED_PACKAGES` only: the version check would drop an environment
+    marker, extras or a URL in silence."""
     if not isinstance(value, str):
         raise loc.error(
             line, f"'when' must be a string of version conditions such as 'jax >= 0.5', not {_a(value)}"
@@ -461,7 +372,6 @@ def _parse_when(value: object, loc: _Locator, line: int) -> tuple[Requirement, .
 
 
 def _requirement(clause: str, loc: _Locator, line: int) -> Requirement:
-    """One clause of ``when``: a package of :data:`VERSIONED_PACKAGES` and a version condition."""
     try:
         req = Requirement(clause)
     except InvalidRequirement as err:
@@ -486,8 +396,7 @@ _BOMS = {
 
 
 def _decode(raw: bytes, path: Path) -> str:
-    """The text of a spec file, which is UTF-8 (a UTF-8 byte-order mark is allowed); anything else is one
-    line saying where the first byte that is not UTF-8 is, or which encoding it is."""
+    """The text of a spec file, which is UTF-8 (a UTF-8 byte-order mark is allowed)."""
     where = shown(path)
     for bom, name in _BOMS.items():
         if raw.startswith(bom):
@@ -495,9 +404,7 @@ def _decode(raw: bytes, path: Path) -> str:
                 f"{where}:1: the file is {name} (it starts with a byte-order mark); save it as UTF-8"
             )
     if b"\x00" in raw:
-        at = raw.index(b"\x00")
-        line = raw.count(b"\n", 0, at) + 1
-        column = at - raw.rfind(b"\n", 0, at)
+        line, column = _position(raw, raw.index(b"\x00"))
         raise InvariantsError(
             f"{where}:{line}: a NUL byte (column {column}): spec files are UTF-8 text "
             "(is it UTF-16 without a byte-order mark?)"
@@ -506,12 +413,15 @@ def _decode(raw: bytes, path: Path) -> str:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         start = err.start + (3 if raw.startswith(b"\xef\xbb\xbf") else 0)
-        line = raw.count(b"\n", 0, start) + 1
-        column = start - raw.rfind(b"\n", 0, start)
+        line, column = _position(raw, start)
         raise InvariantsError(
             f"{where}:{line}: not UTF-8 (byte 0x{raw[start]:02x} at column {column}); "
             "spec files are UTF-8 text"
         ) from None
+
+
+def _position(raw: bytes, at: int) -> tuple[int, int]:
+    return raw.count(b"\n", 0, at) + 1, at - raw.rfind(b"\n", 0, at)
 
 
 def _read(path: Path) -> tuple[Table, _Locator]:
@@ -526,13 +436,24 @@ def _read(path: Path) -> tuple[Table, _Locator]:
     if not isinstance(header, dict):
         raise loc.error(loc.top_line("spec"), f"'spec' must be the table [spec], not {_a(header)}")
     for array in ("invariant", "correctness", "program", "known_compile_failure"):
-        _check_array(data.get(array, []), array, loc)
+        tables = data.get(array, [])
+        if isinstance(tables, dict):
+            raise loc.error(loc.top_line(array), f"[{array}] must be an array of tables: write [[{array}]]")
+        if not isinstance(tables, list):
+            raise loc.error(
+                loc.top_line(array), f"'{array}' must be an array of tables [[{array}]], not {_a(tables)}"
+            )
+        for i, table in enumerate(tables):
+            if not isinstance(table, dict):
+                raise loc.error(
+                    loc.top_line(array),
+                    f"'{array}' must be an array of tables [[{array}]]; item {i + 1} is {_a(table)}",
+                )
     return data, loc
 
 
 def _bytes(path: Path) -> bytes:
-    """A spec file's bytes, read only from a regular file of at most :data:`MAX_SPEC_BYTES`: a named
-    pipe, a socket or a folder named *.toml is not a spec file, and reading one would block."""
+    """Only a regular file is a spec file: reading a named pipe, a socket or a folder would block."""
     try:
         if not path.is_file():
             raise InvariantsError(f"{shown(path)}: {what_is(path)}, not a spec file (a regular *.toml file)")
@@ -558,45 +479,13 @@ def _toml(text: str, loc: _Locator) -> Table:
         raise loc.error(1, f"not valid TOML: {what}") from None
 
 
-def _check_array(tables: object, array: str, loc: _Locator) -> None:
-    """``[[array]]`` is an array of tables; anything else is one line."""
-    if isinstance(tables, dict):
-        raise loc.error(loc.top_line(array), f"[{array}] must be an array of tables: write [[{array}]]")
-    if not isinstance(tables, list):
-        raise loc.error(
-            loc.top_line(array), f"'{array}' must be an array of tables [[{array}]], not {_a(tables)}"
-        )
-    for i, table in enumerate(tables):
-        if not isinstance(table, dict):
-            raise loc.error(
-                loc.top_line(array),
-                f"'{array}' must be an array of tables [[{array}]]; item {i + 1} is {_a(table)}",
-            )
-
-
-def _check_configs(patterns: Sequence[str], loc: _Locator, line: int, memo: set[str] | None = None) -> None:
-    """Each pattern names at least one configuration of the catalog (``f33`` matches none: one line).
-    ``memo`` holds the patterns of one file already found good."""
-    for pattern in patterns:
-        if memo is not None and pattern in memo:
-            continue
-        if not any(fnmatch.fnmatchcase(c, pattern) for c in CONFIGS):
-            raise loc.error(
-                line,
-                f"configs: {pattern!r} matches no configuration{non_ascii(pattern)}"
-                f"{did_you_mean(pattern, CONFIGS)}; known: {', '.join(CONFIGS)}",
-            )
-        if memo is not None:
-            memo.add(pattern)
-
-
 def _programs_of(data: Table, loc: _Locator) -> tuple[ProgramDecl, ...]:
     tables = enumerate(data.get("program", []))
     return tuple(_program(table, loc, loc.table_line("program", i)) for i, table in tables)
 
 
 def _names(table: Table, loc: _Locator, line: int) -> tuple[str, str, str]:
-    """A ``[[program]]``'s ``name``, ``function`` and ``kind``, each mistake one line."""
+    """A ``[[program]]``'s ``name``, ``function`` and ``kind``."""
     name = table["name"]
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise loc.error(
@@ -621,7 +510,6 @@ def _names(table: Table, loc: _Locator, line: int) -> tuple[str, str, str]:
 
 
 def _program(table: Table, loc: _Locator, line: int) -> ProgramDecl:
-    """One ``[[program]]`` table, each mistake one line."""
     _check_keys(table, _PROGRAM_KEYS, loc, line, "[[program]]", required=("name", "function", "kind"))
     name, function, kind = _names(table, loc, line)
     configs_line = loc.key_line(line, "configs")
@@ -636,7 +524,8 @@ def _program(table: Table, loc: _Locator, line: int) -> ProgramDecl:
     shape_line = loc.key_line(line, "index_shape")
     index_shape = _index_shape(table["index_shape"], loc, shape_line) if "index_shape" in table else None
     if params is None:
-        _no_params_keys(table, loc, line)
+        lookup = "a lookup (table, indices) takes the configuration's table and indices"
+        _stray(table, _PARAMS_ONLY, loc, line, f"is for a program with params; {lookup}")
     model = _model_keys(table, loc, line, kind)
     if "efficiency" in table:
         _boolean(table["efficiency"], "efficiency", loc, loc.key_line(line, "efficiency"))
@@ -648,19 +537,24 @@ def _program(table: Table, loc: _Locator, line: int) -> ProgramDecl:
         tuple(dict.fromkeys(configs)),
         frozenset({*tags, "user"}),
         doc,
-        f"{loc.path}:{line}",
+        loc.where(line),
         params,
         index_shape,
         index_dtype,
-        params_where=f"{loc.path}:{params_line}",
+        params_where=loc.where(params_line),
         efficiency=table.get("efficiency"),
         **model,
         **_sharding_of(table, loc, line, kind, params is not None, index_shape),
     )
 
 
+def _stray(table: Table, keys: Sequence[str], loc: _Locator, line: int, why: str) -> None:
+    """One line at the first of ``keys`` that ``table`` has: ``KEY why``."""
+    if given := next((k for k in keys if k in table), None):
+        raise loc.error(loc.key_line(line, given), f"{given} {why}")
+
+
 def _factory(value: object, key: str, loc: _Locator, line: int) -> str:
-    """``params`` or ``inputs``: a factory as ``module:factory``."""
     if not isinstance(value, str) or not re.fullmatch(r"[\w.]+:[\w.]+", value, re.ASCII):
         raise loc.error(line, f"{key} {value!r} must read 'module:factory'")
     return value
@@ -672,17 +566,6 @@ def _boolean(value: object, key: str, loc: _Locator, line: int) -> bool:
     return value
 
 
-def _no_params_keys(table: Table, loc: _Locator, line: int) -> None:
-    """A lookup (no ``params``) has none of the keys of a program with params."""
-    given = next((k for k in _PARAMS_ONLY if k in table), None)
-    if given is not None:
-        raise loc.error(
-            loc.key_line(line, given),
-            f"{given} is for a program with params; a lookup (table, indices) takes the configuration's "
-            "table and indices",
-        )
-
-
 def _index_dtype(table: Table, loc: _Locator, line: int) -> str | None:
     if "index_dtype" not in table:
         return None
@@ -692,47 +575,36 @@ def _index_dtype(table: Table, loc: _Locator, line: int) -> str | None:
 
 
 def _model_keys(table: Table, loc: _Locator, line: int, kind: str) -> dict[str, Any]:
-    """A params program's ``inputs``, ``vocab``, ``tables`` and ``donate``, each mistake one line."""
+    """A params program's ``inputs``, ``vocab``, ``tables`` and ``donate``."""
     out: dict[str, Any] = {}
     if "inputs" in table:
         at = loc.key_line(line, "inputs")
-        out.update(inputs=_factory(table["inputs"], "inputs", loc, at), inputs_where=f"{loc.path}:{at}")
+        out.update(inputs=_factory(table["inputs"], "inputs", loc, at), inputs_where=loc.where(at))
     if "vocab" in table:
-        out["vocab"] = _vocab(table["vocab"], loc, loc.key_line(line, "vocab"))
+        if not _positive(vocab := table["vocab"]):
+            raise loc.error(
+                loc.key_line(line, "vocab"), f"vocab {vocab!r}: the rows indices address, a positive integer"
+            )
+        out["vocab"] = vocab
     if "tables" in table:
         at = loc.key_line(line, "tables")
-        out.update(tables=_strings(table["tables"], loc, at, "tables"), tables_where=f"{loc.path}:{at}")
+        out.update(tables=_strings(table["tables"], loc, at, "tables"), tables_where=loc.where(at))
     if "donate" in table:
-        out["donate"] = _donate(table["donate"], kind, loc, loc.key_line(line, "donate"))
+        at = loc.key_line(line, "donate")
+        out["donate"] = _boolean(table["donate"], "donate", loc, at)
+        if out["donate"] and kind != "train":
+            raise loc.error(
+                at, f"donate is for a train step, whose parameters' buffers it may reuse; a {kind} keeps them"
+            )
     return out
 
 
-def _vocab(vocab: object, loc: _Locator, line: int) -> int:
-    if isinstance(vocab, bool) or not isinstance(vocab, int) or vocab < 1:
-        raise loc.error(line, f"vocab {vocab!r}: the rows indices address, a positive integer")
-    return vocab
-
-
-def _donate(value: object, kind: str, loc: _Locator, line: int) -> bool:
-    donate = _boolean(value, "donate", loc, line)
-    if donate and kind != "train":
-        raise loc.error(
-            line, f"donate is for a train step, whose parameters' buffers it may reuse; a {kind} keeps them"
-        )
-    return donate
-
-
 def _sharding_of(
-    table: Table,
-    loc: _Locator,
-    line: int,
-    kind: str,
-    has_params: bool,
-    index_shape: tuple[int, ...] | None,
+    table: Table, loc: _Locator, line: int, kind: str, has_params: bool, index_shape: tuple[int, ...] | None
 ) -> dict[str, Any]:
-    """A ``[[program]]``'s mesh and shardings (none: a one-device program), each mistake one line."""
+    """A ``[[program]]``'s mesh and shardings (none: a one-device program)."""
     if "mesh" not in table:
-        _no_mesh_keys(table, loc, line)
+        _stray(table, _MESH_ONLY, loc, line, "needs a mesh = {axis = size, ...}")
         return {}
     mesh_line = loc.key_line(line, "mesh")
     mesh = _mesh(table["mesh"], loc, mesh_line)
@@ -761,14 +633,7 @@ def _sharding_of(
     return out
 
 
-def _no_mesh_keys(table: Table, loc: _Locator, line: int) -> None:
-    given = next((k for k in ("axis_types", "table_sharding", "index_sharding") if k in table), None)
-    if given is not None:
-        raise loc.error(loc.key_line(line, given), f"{given} needs a mesh = {{axis = size, ...}}")
-
-
 def _mesh(mesh: object, loc: _Locator, line: int) -> dict[str, int]:
-    """``mesh = { data = 4, tensor = 4 }``: axis names and their positive sizes."""
     if not isinstance(mesh, dict) or not mesh:
         raise loc.error(
             line, "mesh must be a table of axis name = size, e.g. mesh = { data = 4, tensor = 4 }"
@@ -776,7 +641,7 @@ def _mesh(mesh: object, loc: _Locator, line: int) -> dict[str, int]:
     for axis, size in mesh.items():
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", axis):
             raise loc.error(line, f"mesh axis {axis!r} must be a Python-style identifier")
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        if not _positive(size):
             raise loc.error(line, f"mesh axis {axis!r} = {size!r}: a size is a positive integer")
     return mesh
 
@@ -784,8 +649,7 @@ def _mesh(mesh: object, loc: _Locator, line: int) -> dict[str, int]:
 def _sharding(
     value: object, key: str, mesh: Mapping[str, int], rank: int, loc: _Locator, line: int
 ) -> tuple[str | None, ...]:
-    """``table_sharding`` or ``index_sharding``: a mesh axis (or ``""``, replicated) per dimension of an
-    array of ``rank``, each axis once."""
+    """A mesh axis (or ``""``, replicated) per dimension of an array of ``rank``, each axis once."""
     entries = _strings(value, loc, line, key)
     if len(entries) > rank:
         raise loc.error(line, f"{key} has {len(entries)} entries for an array of rank {rank}")
@@ -800,28 +664,20 @@ def _sharding(
     return tuple(e or None for e in entries)
 
 
-# Enough for [batch, sequence] and a few more axes; past this it is not an embedding's index array.
-_MAX_INDEX_RANK = 4
-
-
 def _index_shape(value: object, loc: _Locator, line: int) -> tuple[int, ...]:
-    """``index_shape = [B, S]``: 1 to 4 positive integers."""
     if not isinstance(value, list) or not 1 <= len(value) <= _MAX_INDEX_RANK:
         raise loc.error(
             line, f"index_shape must be a list of 1 to {_MAX_INDEX_RANK} positive integers, e.g. [64, 256]"
         )
     for i, n in enumerate(value):
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        if not _positive(n):
             raise loc.error(line, f"index_shape: item {i + 1} is {n!r}; each must be a positive integer")
     return tuple(value)
 
 
 def load_spec(path: Path, known: Mapping[str, Selectable] | None = None) -> Spec:
-    """Read and validate one spec file. Raises :class:`InvariantsError` naming ``FILE:LINE``.
-
-    Program names in it are checked against ``known`` (name -> an object with ``kind`` and ``tags``;
-    default: the catalog's); :func:`load_specs` adds the programs its files declare.
-    """
+    """Read and validate one spec file, its program names checked against ``known`` (default: the
+    catalog's). Raises :class:`InvariantsError` naming ``FILE:LINE``."""
     data, loc = _read(path)
     return _spec_of(path, data, loc, known, _programs_of(data, loc))
 
@@ -838,20 +694,19 @@ def _spec_of(
     return Spec(
         path,
         targets,
-        _tables(data, "invariant", _invariant, entries),
-        _tables(data, "correctness", _correctness, entries),
+        entries.each(data, "invariant", _invariant),
+        entries.each(data, "correctness", _correctness),
         max_loss,
         programs,
-        _tables(data, "known_compile_failure", _known_failure, entries),
-        targets_where=f"{loc.path}:{targets_line}",
+        entries.each(data, "known_compile_failure", _known_failure),
+        targets_where=loc.where(targets_line),
     )
 
 
 def _header(
     data: Table, loc: _Locator, programs: tuple[ProgramDecl, ...]
 ) -> tuple[float | None, tuple[str, ...], int]:
-    """The ``[spec]`` table's ``efficiency_max_loss``, its ``targets`` and their line; a file that
-    declares nothing, or has entries and no targets, is one line."""
+    """The ``[spec]`` table's ``efficiency_max_loss``, its ``targets`` and their line."""
     header = data.get("spec", {})
     head = loc.header_line("spec")
     _check_keys(header, _SPEC_KEYS, loc, head, "[spec]")
@@ -884,99 +739,124 @@ def _max_loss(value: object, loc: _Locator, head: int) -> float | None:
 _Entry = TypeVar("_Entry")
 
 
-def _tables(
-    data: Table, array: str, parse: Callable[[Table, int, _Entries], _Entry], entries: _Entries
-) -> tuple[_Entry, ...]:
-    """Each table of ``[[array]]``, parsed at its line."""
-    return tuple(
-        parse(table, entries.loc.table_line(array, i), entries) for i, table in enumerate(data.get(array, []))
-    )
-
-
-def _known_failure(table: Table, line: int, entries: _Entries) -> KnownCompileFailure:
-    loc = entries.loc
-    where = "[[known_compile_failure]]"
-    _check_keys(table, _KNOWN_FAILURE_KEYS, loc, line, where, required=("id", "programs", "ratchet"))
-    entry_id = _check_id(table, loc, line, entries.ids["known_compile_failure"])
-    programs = entries.programs(table, line)
-    configs = entries.configs(table, line, "*")
-    targets = _entry_targets(table, entry_id, loc, line, entries.targets)
-    ratchet = _ratchet(table["ratchet"], loc, loc.key_line(line, "ratchet"))
-    return KnownCompileFailure(entry_id, f"{loc.path}:{line}", programs, configs, targets, ratchet)
-
-
-@dataclasses.dataclass
-class _Memo:
-    """The selectors (to whether they match a program) and config patterns one file has shown good."""
-
-    selectors: dict[str, bool] = dataclasses.field(default_factory=dict)
-    configs: set[str] = dataclasses.field(default_factory=set)
-
-
-def _check_id(table: Table, loc: _Locator, line: int, seen: dict[str, int]) -> str:
-    ident = table["id"]
-    if not isinstance(ident, str) or not re.fullmatch(r"[A-Za-z0-9_]+", ident):
-        raise loc.error(loc.key_line(line, "id"), f"id {ident!r} must be letters, digits and '_'")
-    if ident in seen:
-        raise loc.error(line, f"duplicate id '{ident}' (first at line {seen[ident]})")
-    seen[ident] = line
-    return ident
-
-
 @dataclasses.dataclass
 class _Entries:
-    """What the entries of one spec file are read against: where they are, the programs they may name,
-    the file's targets, what its entries have shown good (:class:`_Memo`: 20,000 invariants use a few
-    selectors), and the ids each table has taken (an id is unique within its table)."""
+    """What one file's entries are read against, with the selectors and config patterns already found good
+    (20,000 invariants share a few) and the ids each table has taken (an id is unique within its table)."""
 
     loc: _Locator
     known: Mapping[str, Selectable] | None
     targets: tuple[str, ...]
-    memo: _Memo = dataclasses.field(default_factory=lambda: _Memo())
-    ids: dict[str, dict[str, int]] = dataclasses.field(
-        default_factory=lambda: {"invariant": {}, "correctness": {}, "known_compile_failure": {}}
-    )
+    good_selectors: dict[str, bool] = dataclasses.field(default_factory=dict)
+    good_configs: set[str] = dataclasses.field(default_factory=set)
+    ids: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
+
+    def each(
+        self, data: Table, array: str, parse: Callable[[Table, int, _Entries], _Entry]
+    ) -> tuple[_Entry, ...]:
+        return tuple(
+            parse(table, self.loc.table_line(array, i), self) for i, table in enumerate(data.get(array, []))
+        )
+
+    def id(self, table: Table, line: int, array: str) -> str:
+        ident, seen = table["id"], self.ids.setdefault(array, {})
+        if not isinstance(ident, str) or not re.fullmatch(r"[A-Za-z0-9_]+", ident):
+            raise self.loc.error(
+                self.loc.key_line(line, "id"), f"id {ident!r} must be letters, digits and '_'"
+            )
+        if ident in seen:
+            raise self.loc.error(line, f"duplicate id '{ident}' (first at line {seen[ident]})")
+        seen[ident] = line
+        return ident
 
     def programs(self, table: Table, line: int) -> tuple[str, ...]:
         """An entry's ``programs``: selectors, each matching some program."""
         at = self.loc.key_line(line, "programs")
         programs = _strings(table["programs"], self.loc, at, "programs")
-        _check_selectors(programs, self.loc, at, self.known, self.memo.selectors)
+        names = _known(self.known)
+        for sel in programs:
+            if sel not in self.good_selectors:
+                self.good_selectors[sel] = sel in names or bool(select_programs([sel], self.known))
+            if not self.good_selectors[sel]:
+                raise self.loc.error(
+                    at,
+                    f"program selector {sel!r} matches no program{non_ascii(sel)}{did_you_mean(sel, names)}",
+                )
         return programs
 
     def configs(self, table: Table, line: int, default: str) -> tuple[str, ...]:
         """An entry's ``configs`` (``default`` when it has none): patterns, each matching a configuration."""
         at = self.loc.key_line(line, "configs")
         configs = _strings(table.get("configs", default), self.loc, at, "configs")
-        _check_configs(configs, self.loc, at, self.memo.configs)
+        for pattern in configs:
+            if pattern not in self.good_configs and not any(fnmatch.fnmatchcase(c, pattern) for c in CONFIGS):
+                raise self.loc.error(
+                    at,
+                    f"configs: {pattern!r} matches no configuration{non_ascii(pattern)}"
+                    f"{did_you_mean(pattern, CONFIGS)}; known: {', '.join(CONFIGS)}",
+                )
+            self.good_configs.add(pattern)
         return configs
+
+    def targets_of(self, table: Table, line: int, entry_id: str) -> tuple[str, ...]:
+        """An entry's ``targets`` (default ``*``): patterns that narrow the file's, each overlapping them."""
+        at, targets = self.loc.key_line(line, "targets"), self.targets
+        entry = _strings(table.get("targets", "*"), self.loc, at, "targets")
+        _ascii_names(entry, self.loc, at, f"'{entry_id}': targets")
+        for pattern in entry:
+            if not any(fnmatch.fnmatchcase(pattern, p) or fnmatch.fnmatchcase(p, pattern) for p in targets):
+                raise self.loc.error(
+                    at,
+                    f"'{entry_id}': targets {pattern!r} lies outside this file's targets "
+                    f"({', '.join(targets)}): it would never apply"
+                    + did_you_mean(pattern, [t for t in targets if not any(c in t for c in "*?[")]),
+                )
+        return entry
+
+    def shared(self, table: Table, line: int, entry_id: str) -> dict[str, Any]:
+        """What every entry has: its id, where it is, why, and its version scope."""
+        loc = self.loc
+        when = _parse_when(table["when"], loc, loc.key_line(line, "when")) if "when" in table else ()
+        why = _cut(_string(table, "why", loc, line))
+        return {"id": entry_id, "where": loc.where(line), "why": why, "when": when}
+
+
+def _known_failure(table: Table, line: int, entries: _Entries) -> KnownCompileFailure:
+    loc = entries.loc
+    where = "[[known_compile_failure]]"
+    _check_keys(table, _KNOWN_FAILURE_KEYS, loc, line, where, required=("id", "programs", "ratchet"))
+    entry_id = entries.id(table, line, "known_compile_failure")
+    programs = entries.programs(table, line)
+    configs = entries.configs(table, line, "*")
+    targets = entries.targets_of(table, line, entry_id)
+    ratchet = _ratchet(table["ratchet"], loc, loc.key_line(line, "ratchet"))
+    return KnownCompileFailure(entry_id, loc.where(line), programs, configs, targets, ratchet)
 
 
 def _invariant(table: Table, line: int, entries: _Entries) -> Invariant:
-    loc, known, targets = entries.loc, entries.known, entries.targets
-    seen = entries.ids["invariant"]
+    loc = entries.loc
     _check_keys(table, _INVARIANT_KEYS, loc, line, "[[invariant]]", required=("id", "assert"))
-    inv_id = _check_id(table, loc, line, seen)
+    inv_id = entries.id(table, line, "invariant")
     assert_line = loc.key_line(line, "assert")
     if not isinstance(table["assert"], str):
         raise loc.error(assert_line, f"'assert' must be a string, not {_a(table['assert'])}")
-    assertion = asserts.parse(table["assert"], lambda message: loc.error(assert_line, message), _known(known))
-    kind, named = assertion.kind, assertion.programs
-    programs_line = loc.key_line(line, "programs")
-    if kind == "absolute":
+    error = functools.partial(loc.error, assert_line)
+    assertion = asserts.parse(table["assert"], error, _known(entries.known))
+    if assertion.kind == "absolute":
         if "programs" not in table:
             raise loc.error(line, f"'{inv_id}' needs 'programs' (which programs the assert is about)")
         programs = entries.programs(table, line)
     else:
         if "programs" in table:
-            raise loc.error(programs_line, f"'{inv_id}' names its programs in the assert; drop 'programs'")
-        programs = named
+            at = loc.key_line(line, "programs")
+            raise loc.error(at, f"'{inv_id}' names its programs in the assert; drop 'programs'")
+        programs = assertion.programs
     if assertion.pinned and "configs" in table:
         at = loc.key_line(line, "configs")
         raise loc.error(at, f"'{inv_id}' names its configurations in the assert; drop 'configs'")
     configs = entries.configs(table, line, "*")
-    inv_targets = _entry_targets(table, inv_id, loc, line, targets)
-    shared = _shared(table, inv_id, loc, line)
+    targets = entries.targets_of(table, line, inv_id)
+    shared = entries.shared(table, line, inv_id)
     ratchet = _ratchet(table["ratchet"], loc, loc.key_line(line, "ratchet")) if "ratchet" in table else None
     return Invariant(
         **shared,
@@ -984,7 +864,7 @@ def _invariant(table: Table, line: int, entries: _Entries) -> Invariant:
         programs=programs,
         configs=configs,
         ratchet=ratchet,
-        targets=inv_targets,
+        targets=targets,
         lines=tuple((k, loc.key_line(line, k)) for k in ("programs", "configs", "targets") if k in table),
     )
 
@@ -1000,53 +880,16 @@ def _ratchet(raw: object, loc: _Locator, r_line: int) -> Ratchet:
     return Ratchet(raw["reason"], raw["issue"])
 
 
-# A program's name names its files (snapshots, dumps: NAME.CONFIG.hlo.txt), and a file name is at most 255
-# bytes: the name stays well below, with room for the configuration and the suffix.
-MAX_NAME = 100
-# A reason (``why``) is shown in failures and reports: past this it is cut, and the cut said.
-MAX_TEXT = 2000
-# A spec file is text a reviewer reads: past this it is refused before it is parsed.
-MAX_SPEC_BYTES = 16 * 1024 * 1024
-
-
 def _cut(text: str) -> str:
-    """``text``, cut to :data:`MAX_TEXT` characters with the cut said."""
     if len(text) <= MAX_TEXT:
         return text
     return f"{text[:MAX_TEXT]}... (cut: {len(text):,} characters, shown up to {MAX_TEXT:,})"
 
 
-def _shared(table: Table, entry_id: str, loc: _Locator, line: int) -> dict[str, Any]:
-    """What every entry has, read the same way: its id, where it is, why, and its version scope."""
-    when = _parse_when(table["when"], loc, loc.key_line(line, "when")) if "when" in table else ()
-    why = _cut(_string(table, "why", loc, line))
-    return {"id": entry_id, "where": f"{loc.path}:{line}", "why": why, "when": when}
-
-
-def _entry_targets(
-    table: Table, entry_id: str, loc: _Locator, line: int, targets: tuple[str, ...]
-) -> tuple[str, ...]:
-    """An entry's ``targets`` (default ``*``): patterns that narrow the file's ``targets``, each one
-    overlapping them (which target names exist is the checks stage's to say)."""
-    targets_line = loc.key_line(line, "targets")
-    entry = _strings(table.get("targets", "*"), loc, targets_line, "targets")
-    _ascii_names(entry, loc, targets_line, f"'{entry_id}': targets")
-    for pattern in entry:
-        if not any(fnmatch.fnmatchcase(pattern, p) or fnmatch.fnmatchcase(p, pattern) for p in targets):
-            raise loc.error(
-                targets_line,
-                f"'{entry_id}': targets {pattern!r} lies outside this file's targets "
-                f"({', '.join(targets)}): it would never apply"
-                + did_you_mean(pattern, [t for t in targets if not any(c in t for c in "*?[")]),
-            )
-    return entry
-
-
 def _correctness(table: Table, line: int, entries: _Entries) -> CorrectnessCheck:
-    loc, known, targets = entries.loc, entries.known, entries.targets
-    seen = entries.ids["correctness"]
+    loc = entries.loc
     _check_keys(table, _CORRECTNESS_KEYS, loc, line, "[[correctness]]", required=("id", "check", "programs"))
-    check_id = _check_id(table, loc, line, seen)
+    check_id = entries.id(table, line, "correctness")
     check, check_line = table["check"], loc.key_line(line, "check")
     if not isinstance(check, str):
         raise loc.error(
@@ -1055,9 +898,9 @@ def _correctness(table: Table, line: int, entries: _Entries) -> CorrectnessCheck
     if check not in CORRECTNESS_CHECKS:
         raise loc.error(check_line, f"unknown check {check!r}{did_you_mean(check, CORRECTNESS_CHECKS)}")
     programs = entries.programs(table, line)
-    check_targets = _entry_targets(table, check_id, loc, line, targets)
-    _check_arguments(table, check_id, programs, loc, line, known)
-    reference = _reference(table, check_id, check, loc, line, known)
+    targets = entries.targets_of(table, line, check_id)
+    _check_arguments(table, line, entries, check_id, programs)
+    reference = _reference(table, line, entries, check_id)
     configs = entries.configs(table, line, "f32")
     dist_line = loc.key_line(line, "distributions")
     if "distributions" in table and check != "agree":
@@ -1065,26 +908,24 @@ def _correctness(table: Table, line: int, entries: _Entries) -> CorrectnessCheck
     distributions = _strings(table.get("distributions", "uniform"), loc, dist_line, "distributions")
     for dist in distributions:
         _one_of(dist, DISTRIBUTIONS, "index distribution", loc, dist_line)
-    expect = _expect(table, check_id, check, loc, line)
+    expect = _expect(table, line, loc, check_id)
     return CorrectnessCheck(
-        **_shared(table, check_id, loc, line),
+        **entries.shared(table, line, check_id),
         check=check,
         programs=programs,
         reference=reference,
         configs=configs,
         distributions=tuple(dict.fromkeys(distributions)),
         expect=expect,
-        configs_where=f"{loc.path}:{loc.key_line(line, 'configs')}",
-        targets=check_targets,
-        targets_where=f"{loc.path}:{loc.key_line(line, 'targets')}",
+        configs_where=loc.where(loc.key_line(line, "configs")),
+        targets=targets,
+        targets_where=loc.where(loc.key_line(line, "targets")),
     )
 
 
-def _reference(
-    table: Table, check_id: str, check: str, loc: _Locator, line: int, known: Mapping[str, Selectable] | None
-) -> str | None:
+def _reference(table: Table, line: int, entries: _Entries, check_id: str) -> str | None:
     """The program an ``agree`` check compares with: a known name, given for that check alone."""
-    reference = table.get("reference")
+    loc, check, reference = entries.loc, table["check"], table.get("reference")
     ref_line = loc.key_line(line, "reference")
     if check != "agree":
         if reference is not None:
@@ -1096,7 +937,7 @@ def _reference(
         raise loc.error(line, f"'{check_id}': check 'agree' needs a 'reference' program to agree with")
     if not isinstance(reference, str):
         raise loc.error(ref_line, f"'reference' must be a program name, not {_a(reference)}")
-    names = _known(known)
+    names = _known(entries.known)
     if reference not in names:
         raise loc.error(
             ref_line,
@@ -1105,10 +946,9 @@ def _reference(
     return reference
 
 
-def _expect(table: Table, check_id: str, check: str, loc: _Locator, line: int) -> str | None:
-    """What the check expects, one of its own words (:data:`CORRECTNESS_EXPECT`), or None for a check
-    that takes none."""
-    expect, expect_line = table.get("expect"), loc.key_line(line, "expect")
+def _expect(table: Table, line: int, loc: _Locator, check_id: str) -> str | None:
+    """One of the check's own words (:data:`CORRECTNESS_EXPECT`), or None for a check that takes none."""
+    check, expect, expect_line = table["check"], table.get("expect"), loc.key_line(line, "expect")
     allowed = CORRECTNESS_EXPECT[check]
     if not allowed and expect is not None:
         raise loc.error(expect_line, f"'{check_id}': check {check!r} takes no 'expect'; drop it")
@@ -1125,46 +965,28 @@ def _expect(table: Table, check_id: str, check: str, loc: _Locator, line: int) -
 
 
 def _signature_of(program: object) -> tuple[object, ...] | None:
-    """A program's :attr:`ProgramDecl.signature`, read from its declaration or from a built program's
-    inputs; None for the one-table contract (and an unknown name)."""
+    """:attr:`ProgramDecl.signature`, of a declaration or of a built program's inputs."""
     found = getattr(program, "signature", None)
     return found if found is not None else getattr(getattr(program, "inputs", None), "signature", None)
 
 
 def _check_arguments(
-    table: Table,
-    check_id: str,
-    selectors: Sequence[str],
-    loc: _Locator,
-    line: int,
-    known: Mapping[str, Selectable] | None,
+    table: Table, line: int, entries: _Entries, check_id: str, selectors: Sequence[str]
 ) -> None:
     """A correctness check calls its programs on arguments it makes: a program with params takes its own,
     so it may only ``agree`` with a reference of the very same arguments."""
-    names = _known(known)
-    own = {p: sig for p in select_programs(selectors, known) if (sig := _signature_of(names[p])) is not None}
+    loc, names = entries.loc, _known(entries.known)
+    programs = select_programs(selectors, entries.known)
+    own = {p: sig for p in programs if (sig := _signature_of(names[p])) is not None}
     check, reference = table["check"], table.get("reference")
     if own and check != "agree":
-        name = next(iter(own))
         raise loc.error(
             loc.key_line(line, "programs"),
-            f"'{check_id}': check {check!r} calls a lookup (table, indices) on chosen rows; '{name}' is a "
-            "program with params",
+            f"'{check_id}': check {check!r} calls a lookup (table, indices) on chosen rows; "
+            f"'{next(iter(own))}' is a program with params",
         )
-    if check == "agree" and isinstance(reference, str) and reference in names:
-        _check_reference(check_id, reference, own, select_programs(selectors, known), names, loc, line)
-
-
-def _check_reference(
-    check_id: str,
-    reference: str,
-    own: Mapping[str, tuple[object, ...]],
-    programs: Sequence[str],
-    names: Mapping[str, Selectable],
-    loc: _Locator,
-    line: int,
-) -> None:
-    """Each program an ``agree`` check calls takes the arguments its ``reference`` takes."""
+    if check != "agree" or not isinstance(reference, str) or reference not in names:
+        return
     want = _signature_of(names[reference])
     for name in programs:
         if own.get(name) != want:
@@ -1186,8 +1008,7 @@ def scope_of(spec: Spec, programs: Mapping[str, Selectable]) -> Mapping[str, Sel
 
 
 def _known(known: Mapping[str, Selectable] | None) -> Mapping[str, Selectable]:
-    """``known``, else the catalog's programs (a constant of the package: the programs a project declares
-    belong to the run that read its spec files, which passes them)."""
+    """``known``, else the catalog's programs (a project's declared programs belong to its run)."""
     if known is not None:
         return known
     from ..catalog.programs import CATALOG
@@ -1195,51 +1016,22 @@ def _known(known: Mapping[str, Selectable] | None) -> Mapping[str, Selectable]:
     return CATALOG
 
 
-def _check_selectors(
-    selectors: Sequence[str],
-    loc: _Locator,
-    line: int,
-    known: Mapping[str, Selectable] | None = None,
-    memo: dict[str, bool] | None = None,
-) -> None:
-    """Each selector matches at least one program. ``memo`` remembers the answers of one file."""
-    memo = {} if memo is None else memo
-    names = _known(known)
-    for sel in selectors:
-        if sel not in memo:
-            memo[sel] = sel in names or bool(select_programs([sel], known))
-        if not memo[sel]:
-            raise loc.error(
-                line,
-                f"program selector {sel!r} matches no program{non_ascii(sel)}{did_you_mean(sel, names)}",
-            )
-
-
 def select_programs(selectors: Sequence[str], known: Mapping[str, Selectable] | None = None) -> list[str]:
-    """Program names matched by selectors (:func:`invariants.catalog.select.match_programs`).
-
-    ``known`` as in :func:`load_spec` (default: the catalog's programs)."""
+    """Program names matched by selectors (default: among the catalog's programs)."""
     return match_programs(selectors, _known(known))
 
 
 def collision(name: str, catalog: Mapping[str, Selectable]) -> str | None:
-    """Why a declared program may not be called ``name`` (None: it may): the one rule, for spec files
-    (:func:`load_specs`, which names the file and line) and a run's programs
-    (:class:`invariants.catalog.registry.Programs`) alike. A report, a snapshot file and an invariant name a
-    program by its name alone, so one name must mean one program."""
+    """Why a declared program may not be called ``name`` (None: it may), for spec files and a run's programs
+    alike: a report, a snapshot file and an invariant name a program by its name alone."""
     if name in catalog:
         return f"program '{name}' collides with the catalog's program of that name; rename it"
     return None
 
 
 def load_specs(*directories: Path) -> list[Spec]:
-    """Every ``*.toml`` of each directory (default: the package's own); a folder without any is an error,
-    not an empty gate, and so is a folder whose files declare nothing to check.
-
-    Each file is read and parsed once. The ``[[program]]`` tables of all files are read first, so that an
-    invariant of one file may name a program declared in another. A declared name must be new: not the
-    catalog's (:func:`collision`), not declared twice.
-    """
+    """Every ``*.toml`` of each directory (default: the package's own), each parsed once. The ``[[program]]``
+    tables of all files are read first, so that an entry of one file may name a program of another."""
     catalog = _known(None)
     paths = [path for d in directories or (SPEC_DIR,) for path in _spec_files(d)]
     parsed = [(path, *_read(path)) for path in paths]
@@ -1255,18 +1047,7 @@ def load_specs(*directories: Path) -> list[Spec]:
     return _aim(specs, known)
 
 
-def _named_by_entries(spec: Spec, select: Callable[[tuple[str, ...]], list[str]]) -> set[str]:
-    """The programs ``spec``'s invariants and correctness checks name or select."""
-    named: set[str] = set()
-    for inv in spec.invariants:
-        named.update(select(inv.programs) if inv.kind == "absolute" else inv.programs)
-    for check in spec.correctness:
-        named.update(select(check.programs), *([check.reference] if check.reference else []))
-    return named
-
-
 def _spec_files(directory: Path) -> list[Path]:
-    """The ``*.toml`` files of a spec folder; a file, a missing folder or one without any is one line."""
     if directory.is_file():
         raise InvariantsError(
             f"{shown(directory)}: a file; --spec-dir takes the folder that holds the spec files "
@@ -1283,8 +1064,7 @@ def _spec_files(directory: Path) -> list[Path]:
 def _declarations(
     parsed: Sequence[tuple[Path, Table, _Locator]], catalog: Mapping[str, Selectable]
 ) -> tuple[list[tuple[ProgramDecl, ...]], dict[str, ProgramDecl]]:
-    """Each file's ``[[program]]`` declarations, and all of them by name; a name the catalog has or
-    another declaration took is one line."""
+    """Each file's ``[[program]]`` declarations, and all of them by name, each name new."""
     declared = []
     by_name: dict[str, ProgramDecl] = {}
     for _path, data, loc in parsed:
@@ -1299,6 +1079,15 @@ def _declarations(
                 )
             by_name[decl.name] = decl
     return declared, by_name
+
+
+def _named_by_entries(spec: Spec, select: Callable[[tuple[str, ...]], list[str]]) -> set[str]:
+    named: set[str] = set()
+    for inv in spec.invariants:
+        named.update(select(inv.programs) if inv.kind == "absolute" else inv.programs)
+    for check in spec.correctness:
+        named.update(select(check.programs), *([check.reference] if check.reference else []))
+    return named
 
 
 def _aim(specs: list[Spec], known: Mapping[str, Selectable]) -> list[Spec]:

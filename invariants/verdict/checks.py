@@ -1,11 +1,8 @@
 """Checks: expand spec invariants into items and decide each one.
 
-A :class:`Case` is one pytest item: one invariant on one target, for one program (absolute) or for the
-programs its assert names (relational), in one configuration. :func:`evaluate` decides it from what the
-compiles measured (:class:`~invariants.measure.measurement.Measurement`) alone; the caller supplies them,
-so this stage never compiles.
-
-Correctness checks, which run programs and compare values, are :mod:`invariants.verdict.correctness`.
+A :class:`Case` is one invariant on one target, for one program (absolute) or the programs its assert names
+(relational), in one configuration. :func:`evaluate` decides it from what the compiles measured alone (the
+caller supplies them): this stage never compiles.
 """
 
 from __future__ import annotations
@@ -63,33 +60,23 @@ def config_matches(config: str, patterns: Sequence[str]) -> bool:
     return any(fnmatch.fnmatchcase(config, p) for p in patterns)
 
 
-def _installed(name: str) -> str | None:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
 def unmet_condition(invariant: Invariant | CorrectnessCheck) -> str | None:
     """None when every ``when`` condition holds for the installed versions, else why not."""
     for req in invariant.when:
-        version = _installed(req.name)
-        if version is None:
+        try:
+            version = importlib.metadata.version(req.name)
+        except importlib.metadata.PackageNotFoundError:
             return f"when: {req} (not installed)"
         if not req.specifier.contains(version, prereleases=True):
             return f"when: {req} (installed {req.name} {version})"
     return None
 
 
-def spec_applies(spec: Spec, target: Target) -> bool:
-    return on_targets(target, spec.targets)
+def on_targets(target: Target, patterns: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatchcase(target.name, p) for p in patterns)
 
 
-# ---------------------------------------------------------------------------------------------------------
-# What a spec says that only the targets can show wrong, checked before any case exists (the spec stage
-# knows no target: invariants.catalog.targets imports the catalog, which imports JAX).
-
-# A CPU host's runtime target: every host may read the spec files written for it.
+# Every host may read the spec files written for a CPU host's runtime target.
 _CPU_RUNTIME = Target("cpu", "cpu", "runtime", "all")
 
 
@@ -105,22 +92,13 @@ def known_targets() -> list[Target]:
 def check_specs(
     specs: Iterable[Spec], targets: Iterable[Target] | None = None, programs: Programs | None = None
 ) -> None:
-    """Refuse, with one line ``FILE:LINE: ...``, what would pass in silence once the targets are known:
+    """Refuse, in one line ``FILE:LINE: ...``, what only the targets show would pass in silence: a
+    ``targets`` pattern that matches no target, an entry that makes no item (anywhere, on a target it names
+    or for a program it names), a correctness check that runs nothing or calls a program it cannot, and a
+    declared program that fits no target its files name. Every case list is made after it.
 
-    * a ``targets`` pattern (the file's or an invariant's) that matches no target (``cpuu``);
-    * an invariant that makes no item on any target its file applies to (its programs do not compile
-      there, or its ``configs`` select none of their configurations);
-    * an invariant whose own ``targets`` names a target by name where one of its programs does not compile
-      (``... does not compile on tpu-v6e (a core-scope target: it compiles programs tagged 'core' only)``);
-    * a ``[[correctness]]`` check that runs nothing on the runtime target (its ``configs`` select no
-      configuration its programs run in), or that calls a program its check cannot call;
-    * a declared program whose chips fit no target its spec files name (a mesh of 16 on targets of 8):
-      each of its items would skip, and the run would check nothing of it.
-
-    ``targets``: every target a spec may name (default :func:`known_targets`). ``programs``: the run's
-    (default: the catalog's alone). :func:`expand` and :func:`expand_correctness` call it, so no case list
-    is made from a spec that fails it.
-    """
+    ``targets``: every target a spec may name (default :func:`known_targets`); ``programs``: the run's
+    (default: the catalog's alone)."""
     known = list(targets) if targets is not None else known_targets()
     programs = programs if programs is not None else Programs()
     for spec in specs:
@@ -153,8 +131,8 @@ def _scope_note(target: Target, program: Program) -> str:
 
 
 class _SpecCheck:
-    """One spec against the known targets. Program selections and each target's configurations are
-    computed once (a spec of 20,000 invariants shares a few selectors)."""
+    """One spec against the known targets, each selection and configuration list computed once (a spec of
+    20,000 invariants shares a few selectors)."""
 
     def __init__(self, spec: Spec, known: Sequence[Target], programs: Programs) -> None:
         self.spec = spec
@@ -178,7 +156,6 @@ class _SpecCheck:
         return tuple(c for c in self._configs[key] if config_matches(c, patterns))
 
     def known_patterns(self, where: str, what: str, patterns: Iterable[str]) -> None:
-        """One line at ``where`` for the first target pattern that matches no known target."""
         for pattern in patterns:
             if not any(fnmatch.fnmatchcase(n, pattern) for n in self.names):
                 raise InvariantsError(
@@ -192,14 +169,13 @@ class _SpecCheck:
         self.known_patterns(where, "targets:", spec.targets)
         for decl in spec.programs:
             self.fits_a_target(decl)
-        applying = [t for t in self.known if spec_applies(spec, t)]
+        applying = [t for t in self.known if on_targets(t, spec.targets)]
         for inv in spec.invariants:
             self.invariant(inv, applying)
         for check in spec.correctness:
             self.correctness(check, applying)
 
     def fits_a_target(self, decl: ProgramDecl) -> None:
-        """One line at ``decl`` when no target its spec files name has the chips its program needs."""
         program = self.programs.get(decl.name)
         if program is None:
             return
@@ -215,15 +191,11 @@ class _SpecCheck:
             return int(_pins_compile(inv, target, self.programs))
         if inv.kind == "absolute":
             return sum(len(self.configs(target, p, inv.configs)) for p in self.selected(inv.programs))
-        shared: set[str] | None = None
-        for p in inv.programs:
-            have = set(self.configs(target, p, inv.configs))
-            shared = have if shared is None else shared & have
-        return len(shared or ())
+        return len(_common(set(self.configs(target, p, inv.configs)) for p in inv.programs))
 
     def why_none(self, inv: Invariant, target: Target, programs: Sequence[str]) -> str:
-        """Why ``inv`` makes no item of ``programs`` on ``target``: the first program that does not compile
-        there (a selection's: only when none does), or the configurations they do compile in."""
+        """Why ``inv`` makes no item of ``programs`` on ``target``: a program that does not compile there (a
+        selection's: only when none does), or the configurations they compile in."""
         pinned = self.pin_missing(inv, target)
         if pinned:
             return pinned
@@ -234,8 +206,7 @@ class _SpecCheck:
         return self.no_config(inv, target, compiling)
 
     def pin_missing(self, inv: Invariant, target: Target) -> str:
-        """Why a side of a relation across configurations does not compile on ``target`` ("" when each
-        does)."""
+        """Why a side of a relation across configurations does not compile on ``target`` ("": each does)."""
         for p, c in inv.assertion.pinned:
             compiles_in = configs_for(target, self.programs[p])
             if not compiles_in:
@@ -259,8 +230,6 @@ class _SpecCheck:
         return f"program '{program}' does not compile on {target.name} ({note})"
 
     def invariant(self, inv: Invariant, applying: Sequence[Target]) -> None:
-        """One line at ``inv`` where it would check nothing somewhere it is asked to: on a target it names by
-        name, for a program it names by name, or anywhere at all."""
         self.known_patterns(inv.where_of("targets"), f"'{inv.id}': targets", inv.targets)
         if inv.kind == "throughput":
             self.throughput(inv)
@@ -273,8 +242,6 @@ class _SpecCheck:
             raise self.checks_nothing(inv, on, programs)
 
     def named_targets_get_items(self, inv: Invariant, on: Sequence[Target], programs: Sequence[str]) -> None:
-        """A target named by name gets items: an invariant written for tpu-v6e that makes none there (its
-        programs do not compile on a core-scope target) checks nothing."""
         by_name = {p for p in inv.targets if not _is_pattern(p)}
         for target in (t for t in on if t.name in by_name):
             if not self.cases_on(inv, target):
@@ -282,8 +249,8 @@ class _SpecCheck:
                 raise InvariantsError(f"{inv.where_of('targets')}: '{inv.id}': {what}")
 
     def named_programs_get_items(self, inv: Invariant, on: Sequence[Target]) -> None:
-        """Each program named by name gets items on some target the invariant applies to. (A selector may
-        select nothing on a family: the shipped files hold "kind:sharded" beside "kind:forward" on GPUs.)"""
+        """Each program named by name gets items somewhere; a selector may select nothing on a family (the
+        shipped files hold "kind:sharded" beside "kind:forward" on GPUs)."""
         for sel in inv.programs if on else ():
             if _is_pattern(sel) or ":" in sel:
                 continue
@@ -295,8 +262,6 @@ class _SpecCheck:
     def checks_nothing(
         self, inv: Invariant, on: Sequence[Target], programs: Sequence[str]
     ) -> InvariantsError:
-        """The line for an invariant with no item on any target: at its configs when its programs compile
-        somewhere, else at its programs."""
         if not on:
             return InvariantsError(f"{inv.where}: '{inv.id}' applies to no target: it checks nothing")
 
@@ -314,36 +279,29 @@ class _SpecCheck:
         )
 
     def throughput(self, inv: Invariant) -> None:
-        """A timed relation runs on the runtime target, whichever it is: its programs must share a
-        configuration that runs (not compile-only) among its ``configs``."""
-        shared: set[str] | None = None
-        for p in inv.programs:
-            have = {c for c in self.programs[p].configs if config_matches(c, inv.configs)}
-            shared = have if shared is None else shared & have
-        if not any(not get_config(c).compile_only for c in shared or ()):
+        """A timed relation runs on the runtime target, whichever it is: in a configuration its programs
+        share that is not compile-only."""
+        shared = _common(
+            {c for c in self.programs[p].configs if config_matches(c, inv.configs)} for p in inv.programs
+        )
+        if not any(not get_config(c).compile_only for c in shared):
             raise InvariantsError(
                 f"{inv.where_of('configs')}: '{inv.id}': configs {list(inv.configs)} select no configuration "
                 f"that {' and '.join(inv.programs)} share and run in: it would time nothing"
             )
 
     def correctness(self, check: CorrectnessCheck, applying: Sequence[Target]) -> None:
-        """One line at ``check`` where it calls a program its check cannot call, or where its configs
-        select nothing that runs on a runtime target: a program it names by name, or all of them."""
         self.known_patterns(check.targets_where or check.where, f"'{check.id}': targets", check.targets)
         programs = self.selected(check.programs)
-        if check.check != "agree":
-            self.forward_only(check, programs)
-        for target in applying:
-            if target.mode == "runtime" and on_targets(target, check.targets):
-                self.runs_on(check, target, programs)
-
-    def forward_only(self, check: CorrectnessCheck, programs: Sequence[str]) -> None:
-        for p in programs:
+        for p in programs if check.check != "agree" else ():
             if self.programs[p].kind != "forward":
                 raise InvariantsError(
                     f"{check.where}: '{check.id}': check '{check.check}' calls a forward lookup "
                     f"(table, indices); '{p}' is a {self.programs[p].kind} program"
                 )
+        for target in applying:
+            if target.mode == "runtime" and on_targets(target, check.targets):
+                self.runs_on(check, target, programs)
 
     def runs_in(self, target: Target, program: str) -> str:
         configs = configs_for(target, self.programs[program])
@@ -371,12 +329,7 @@ class _SpecCheck:
 
 
 def _pins_compile(inv: Invariant, target: Target, programs: Programs) -> bool:
-    """Whether each side of a relation across configurations compiles on ``target`` in the one it names."""
     return all(c in configs_for(target, programs[p]) for p, c in inv.assertion.pinned)
-
-
-def on_targets(target: Target, patterns: Sequence[str]) -> bool:
-    return any(fnmatch.fnmatchcase(target.name, p) for p in patterns)
 
 
 def expand(
@@ -385,18 +338,15 @@ def expand(
     kinds: Sequence[str] = ("absolute", "relational"),
     programs: Programs | None = None,
 ) -> list[Case]:
-    """Every item the specs define on ``targets``, in spec order. Unmet ``when`` → a skipped case.
-    ``programs``: the run's (default: the catalog's alone).
-
-    The specs are first checked against every known target (:func:`check_specs`): a spec that would make
-    no item, or none where it names a target, is one line, never an empty green run."""
+    """Every item the specs define on ``targets``, in spec order, after :func:`check_specs`; an unmet
+    ``when`` makes a skipped case. ``programs``: the run's (default: the catalog's alone)."""
     specs = list(specs)
     programs = programs if programs is not None else Programs()
     check_specs(specs, programs=programs)
     cases: list[Case] = []
     targets = list(targets)
     for spec in specs:
-        for target in (t for t in targets if spec_applies(spec, t)):
+        for target in (t for t in targets if on_targets(t, spec.targets)):
             for inv in spec.invariants:
                 if inv.kind in kinds and on_targets(target, inv.targets):
                     cases += _cases(spec, inv, target, programs)
@@ -404,8 +354,6 @@ def expand(
 
 
 def _cases(spec: Spec, inv: Invariant, target: Target, programs: Programs) -> list[Case]:
-    """The items of one of ``spec``'s invariants on one target: per program it selects and configuration
-    (absolute), per configuration its programs share (relational), or one (pinned configurations)."""
     skip = unmet_condition(inv)
     if inv.assertion.pinned:
         pinned = _pins_compile(inv, target, programs)
@@ -417,24 +365,22 @@ def _cases(spec: Spec, inv: Invariant, target: Target, programs: Programs) -> li
             for config in configs_for(target, programs[name])
             if config_matches(config, inv.configs)
         ]
-    shared = _shared(target, [programs[name] for name in inv.programs])
+    shared = _common(set(configs_for(target, programs[name])) for name in inv.programs)
     return [Case(inv, target.name, c, None, skip) for c in sorted(shared) if config_matches(c, inv.configs)]
 
 
-def _shared(target: Target, programs: Sequence[Program]) -> set[str]:
-    """The configurations every one of ``programs`` compiles in on ``target``."""
-    each = [set(configs_for(target, p)) for p in programs]
+def _common(sets: Iterable[set[str]]) -> set[str]:
+    each = list(sets)
     return set.intersection(*each) if each else set()
 
 
 class WidenedDtype(UserWarning):
-    """A dtype-scoped count on a target whose compiler computes that dtype in a wider one: it may pass for
-    the very program it guards (``scatters(dtype="bf16") == 0`` on the CPU)."""
+    """A dtype-scoped count on a target that computes that dtype in a wider one may pass for the very
+    program it guards (``scatters(dtype="bf16") == 0`` on the CPU)."""
 
 
 def widened_warning(name: str, dtype: str, target: str) -> str | None:
-    """What a :class:`WidenedDtype` says of ``name(dtype=...)`` read on ``target``; None where the target
-    computes ``dtype`` as it is."""
+    """What a :class:`WidenedDtype` says of ``name(dtype=...)`` on ``target`` (None: it is not widened)."""
     wide = widened(target, dtype)
     if wide is None:
         return None
@@ -446,14 +392,13 @@ def widened_warning(name: str, dtype: str, target: str) -> str | None:
 
 @dataclasses.dataclass(frozen=True)
 class Decision:
-    """The decision on one case. ``measured`` maps each evaluated term to its value. ``ratio`` is
-    ``metric(A) / metric(B)`` of a scaled relation (see ``invariants.specfile.asserts.Scaled``), else None."""
+    """The decision on one case: each evaluated term's value, the ratio of a scaled relation, and what the
+    verdict cannot see on this target (a dtype filter its compiler widens)."""
 
     holds: bool
     measured: dict[str, object]
     detail: str = ""
     ratio: float | None = None
-    # What the verdict cannot see on this target, in one line (a dtype filter its compiler widens).
     warning: str = ""
 
     def describe(self, invariant: Invariant) -> str:
@@ -466,13 +411,9 @@ class Decision:
             assert scaled is not None  # a ratio is only measured for a scaled relation
             # The compiler's figures are predictions, and the line says so.
             label = "predicted ratio" if METRICS[scaled.metric].source == "compiler" else "ratio"
-            ratio = _fmt_ratio(self.ratio)
+            ratio = f"{self.ratio:.3g}" if self.ratio < 1000 else f"{self.ratio:,.0f}"
             line += f"; {label} {scaled.a}/{scaled.b} = {ratio} (bound {scaled.factor:g})"
         return line + (f"; {self.detail}" if self.detail else "")
-
-
-def _fmt_ratio(ratio: float) -> str:
-    return f"{ratio:.3g}" if ratio < 1000 else f"{ratio:,.0f}"
 
 
 def _fmt(value: object) -> str:
@@ -497,10 +438,12 @@ def structural_signature(s: Structure) -> tuple[tuple[object, ...], ...]:
 
 
 def _structure_differences(structures: dict[str, Structure]) -> dict[str, str]:
-    """Each ``structure(...)`` term that differs from another as its snapshot lines only it has, the first
-    of them shown: ``<1 kernels; only here: fusion kLoop {...} -> f32[128,64]{1,0} (and 2 more)>``. Two
-    sides that read alike (``<1 kernels>`` each) say nothing of what differs."""
-    lines = {label: _lines(s) for label, s in structures.items()}
+    """Each ``structure(...)`` term that differs from another, as the first snapshot line only it has:
+    ``<1 kernels; only here: fusion kLoop {...} -> f32[128,64]{1,0} (and 2 more)>``."""
+    lines = {
+        label: Counter(ln.strip() for ln in structure_lines(s) if not ln.endswith(":") and ln != "  (none)")
+        for label, s in structures.items()
+    }
     out = {}
     for label, mine in lines.items():
         other = next((o for lb, o in lines.items() if lb != label and o != mine), None)
@@ -508,11 +451,6 @@ def _structure_differences(structures: dict[str, Structure]) -> dict[str, str]:
             text = _only_here(sorted((mine - other).elements()))
             out[label] = f"<{len(structures[label].kernel_list)} kernels; {text}>"
     return out
-
-
-def _lines(s: Structure) -> Counter[str]:
-    """The snapshot's lines of ``s``, headers and empty sections left out."""
-    return Counter(ln.strip() for ln in structure_lines(s) if not ln.endswith(":") and ln != "  (none)")
 
 
 def _only_here(only: Sequence[str]) -> str:
@@ -525,11 +463,9 @@ def _only_here(only: Sequence[str]) -> str:
 def evaluate(
     case: Case, measured: Callable[[Key], Measurement], programs: Programs | None = None
 ) -> Decision:
-    """Decide ``case``. ``measured(key)`` gives what the compile of a key measured to (its structure and
-    every metric). A metric without a value (a :class:`~invariants.hlo.cost.Missing`, an unknown trip
-    count), or arithmetic without one (``kernels / while_loops`` where there is no loop), makes the verdict
-    fail with one line saying why: an invariant never passes on a number that is not there, and never stops
-    on a traceback. ``programs``: the run's (default: the catalog's alone), for a program's input facts."""
+    """Decide ``case`` from ``measured(key)``, what the compile of a key measured. A metric or arithmetic
+    without a value fails the verdict in one line: an invariant never passes on a number that is not there.
+    ``programs``: the run's (default: the catalog's alone), for a program's input facts."""
     config = get_config(case.config)
     devices = device_count(case.target)
     facts = (
@@ -593,7 +529,7 @@ def evaluate(
 
 
 def _uncalibrated(measured_terms: dict[str, object], target: str) -> str:
-    """The note a verdict that read ``predicted_seconds`` on a chip nobody measured carries ("" else)."""
+    """The note of a verdict that read ``predicted_seconds`` on a chip nobody measured."""
     if not any(label.startswith("predicted_seconds") for label in measured_terms):
         return ""
     model = chip_model(target)

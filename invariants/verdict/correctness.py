@@ -1,9 +1,5 @@
-"""Correctness checks: the ``[[correctness]]`` entries of the spec files, run on the runtime target.
-
-Unlike :mod:`invariants.verdict.checks`, which decides invariants from structures alone, this stage runs
-programs (JAX) and compares their values: ``agree`` against a reference program, out-of-bounds indices
-(``expect``), and narrow index types.
-"""
+"""The ``[[correctness]]`` checks of the spec files, which run programs (JAX) on the runtime target and
+compare their values: ``agree`` with a reference program, out-of-bounds indices, and narrow index types."""
 
 from __future__ import annotations
 
@@ -21,18 +17,16 @@ from ..catalog.programs import Config, get_config
 from ..catalog.registry import Programs
 from ..catalog.targets import Target
 from ..specfile.reader import CorrectnessCheck, Spec, scope_of, select_programs
-from .checks import check_specs, config_matches, on_targets, spec_applies, unmet_condition
+from .checks import check_specs, config_matches, on_targets, unmet_condition
 
 # Relative to the largest magnitude: gradients sum thousands of rows in orders that differ between forms.
 _TOLERANCE = {"f32": 1e-5, "bf16": 2e-2}
-
-
 _KEEP_BYTES = 16 << 20  # the largest output a run remembers (a tied program's logits are not kept)
 # The lowered module's own name (``module @jit_take``): the one word of it that names the program.
 _MODULE_NAME = re.compile(r"^module @\S+", re.MULTILINE)
 
-# What each mode does with row V (one past the end) and row -1, as (value for V, value for -1):
-# the row it reads, "nan", "zero" — pinned so that a change in JAX's out-of-bounds semantics fails.
+# What each mode gives for row V (one past the end) and row -1, pinned so that a change in JAX's
+# out-of-bounds semantics fails.
 _OOB_EXPECT = {
     "clamp": ("row V-1", "row 0"),
     "fill_nan": ("nan", "row V-1"),
@@ -45,14 +39,11 @@ _OOB_EXPECT = {
 class Correctness:
     """The correctness checks of one run, on its ``programs``.
 
-    A program's output on the run's arguments is remembered for the run, by what runs rather than by its
-    name: its lowered module (the module's own name aside), its argument and result trees, and what drew
-    its arguments. A reference such as ``take`` is checked against a dozen programs on the very same
-    arguments; and half of the catalog's forms lower to a module another form already ran (``haiku.Embed``
-    is ``W[x]``, flax's ``Embed`` is ``take``, ``attend``'s gradient is the tied ``take``'s). The same
-    module, compiled by the same compiler with the same options, run on the same arguments, is the same
-    executable on the same input: its output is already known, and running it again would check nothing
-    more. Where two forms lower differently, both run. Nothing is remembered across runs.
+    A program's output is remembered for the run by what runs, not by its name: its lowered module (its own
+    name aside), its argument and result trees, and what drew its arguments. A reference such as ``take``
+    is checked against a dozen programs on the same arguments, and half of the catalog's forms lower to a
+    module another form already ran (flax's ``Embed`` is ``take``): the same executable on the same input
+    would check nothing more.
     """
 
     def __init__(self, programs: Programs) -> None:
@@ -67,13 +58,10 @@ class Correctness:
     def _output(
         self, program: str, config: Config, args: Sequence[np.ndarray], drawn: tuple[str, str] | None = None
     ) -> np.ndarray:
-        """The program's output on ``args`` as float32. ``drawn``: who drew ``args`` and on which index
-        distribution (a program's own :class:`Inputs`, else the catalog's draw for its kind), which then
-        remembers the output for the run: :func:`invariants.catalog.arguments.make_arguments` gives the same
-        arguments for the same drawer, distribution, configuration and shapes."""
-        # At the highest matmul precision: these checks compare what the forms compute, and a TPU's default
-        # precision rounds a matmul's float32 operands to bfloat16 passes, so a one-hot lookup (one_hot(x, V)
-        # @ W) is exact on a CPU and a few units in the third digit off on a TPU.
+        """The program's output on ``args`` as float32, remembered when ``drawn`` says who drew them on which
+        distribution (``make_arguments`` gives the same arguments for the same drawer and configuration)."""
+        # A TPU's default precision rounds a matmul's float32 operands to bfloat16 passes: a one-hot lookup
+        # would be a few units in the third digit off the forms that gather.
         with jax.default_matmul_precision("highest"):
             lowered = jax.jit(self.programs[program].fn).lower(*args)
         key = None
@@ -98,7 +86,7 @@ class Correctness:
         drawn = (drawer.name if drawer.inputs is not None else drawer.kind, distribution)
         got = self._output(program, config, args, drawn)
         want = self._output(check.reference, config, args, drawn)
-        if got.shape != want.shape:  # before subtracting: numpy would broadcast or raise
+        if got.shape != want.shape:  # numpy would broadcast or raise
             return f"shape {got.shape} differs from {check.reference}'s {want.shape}"
         tol = _TOLERANCE[config.table_dtype] * max(1.0, float(np.abs(want).max()))
         err = float(np.abs(got - want).max())
@@ -141,8 +129,7 @@ class Correctness:
     def narrow_index(
         self, check: CorrectnessCheck, program: str, config: Config, distribution: str
     ) -> str | None:
-        """int8 indices -1..126 into the seed's 8192-row table (past int8's range), pinned by ``expect``:
-        ``ok`` (the rows numpy gives), ``overflow_error`` (raises OverflowError), or ``wrong_rows``."""
+        """int8 indices -1..126 into an 8192-row table (past int8's range), pinned by ``expect``."""
         vocab = 8192
         table = np.arange(vocab * config.width, dtype=np.float32).reshape(vocab, config.width)
         x = np.arange(-1, 127, dtype=np.int8)
@@ -177,12 +164,12 @@ def expand_correctness(
     specs: Iterable[Spec], runtime: Target, programs: Programs | None = None
 ) -> list[CorrectnessCase]:
     """Every correctness item on ``runtime`` of the run's ``programs`` (default: the catalog's alone); the
-    specs are checked first (:func:`check_specs`)."""
+    specs are checked first."""
     specs = list(specs)
     programs = programs if programs is not None else Programs()
     check_specs(specs, programs=programs)
     cases = []
-    for spec in (s for s in specs if spec_applies(s, runtime)):
+    for spec in (s for s in specs if on_targets(runtime, s.targets)):
         for check in spec.correctness:
             if on_targets(runtime, check.targets):
                 cases += _cases(
@@ -194,7 +181,7 @@ def expand_correctness(
 def _cases(
     check: CorrectnessCheck, selected: list[str], runtime: Target, programs: Programs
 ) -> list[CorrectnessCase]:
-    """The items of one check: per program it selects, configuration it runs in, and distribution."""
+    """Per program it selects, configuration it runs in, and distribution."""
     skip = unmet_condition(check)
     return [
         CorrectnessCase(check, name, config, dist, skip)
