@@ -6,6 +6,7 @@ stages never touch JAX objects and a child process can hand them back as JSON.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import os
@@ -188,18 +189,8 @@ def compile_function(
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         _refuse_undecodable(first)
         raise CompileFailed(first, type(err).__name__, _unoptimized(lowered)) from err
-    artifacts = Compiled(
-        program=program,
-        config=config,
-        target=target.name,
-        jaxpr=jaxpr,
-        jaxpr_primitives=primitives,
-        hlo_text=hlo_text,
-        cost=_cost(compiled),
-        memory=_memory(compiled),
-        compile_seconds=seconds,
-        kernel_code=kernel_code,
-    )
+    cost, memory = _cost(compiled), _memory(compiled)
+    artifacts = Compiled(*key, jaxpr, primitives, hlo_text, cost, memory, seconds, kernel_code)
     if persistent is not None:
         persistent.kept(key, result, artifacts)
     return artifacts, compiled
@@ -224,13 +215,15 @@ def _served(
 
 
 def _refuse_undecodable(first: str) -> None:
-    file = _undecodable_module() if first == "std::bad_cast" else None
-    if file is not None:
-        raise InvariantsError(
-            f"{file}: the path of this module is not UTF-8, and JAX cannot write it into the source "
-            "locations of the lowered program (std::bad_cast): move the project to a folder whose "
-            "name is UTF-8"
-        ) from None
+    """A loaded module whose path is not UTF-8 is one line: JAX's lowering writes it into the locations."""
+    for module in list(sys.modules.values()) if first == "std::bad_cast" else []:
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str) and file.encode("utf-8", "replace").decode() != file:
+            raise InvariantsError(
+                f"{os.fsencode(file).decode('utf-8', 'backslashreplace')}: the path of this module is not "
+                "UTF-8, and JAX cannot write it into the source locations of the lowered program "
+                "(std::bad_cast): move the project to a folder whose name is UTF-8"
+            ) from None
 
 
 def _unoptimized(lowered: jax.stages.Lowered | None) -> str | None:
@@ -240,18 +233,6 @@ def _unoptimized(lowered: jax.stages.Lowered | None) -> str | None:
         return str(lowered.as_text(dialect="hlo"))
     except Exception:  # the module is an aid to a bug report, never a second failure
         return None
-
-
-def _undecodable_module() -> str | None:
-    """The first loaded module whose path is not UTF-8: JAX's lowering writes it into the locations."""
-    for module in list(sys.modules.values()):
-        file = getattr(module, "__file__", None)
-        if isinstance(file, str):
-            try:
-                file.encode("utf-8")
-            except UnicodeEncodeError:
-                return os.fsencode(file).decode("utf-8", "backslashreplace")
-    return None
 
 
 # XLA:GPU failing to start ptxas says nothing about the program: the compile is tried once more.
@@ -327,9 +308,8 @@ def compile_in_child(
         if store is not None:
             store.notes.extend(out["notes"])
     made: dict[Key, Compiled | FailedCompile] = {r.key: r for r in records}
-    for f in out["failed"]:
-        key = Key(*f["key"])
-        made[key] = FailedCompile(f["message"], key, f["first"], f["kind"], f["unoptimized"])
+    for key, message, first, kind, unoptimized in out["failed"]:
+        made[Key(*key)] = FailedCompile(message, Key(*key), first, kind, unoptimized)
     return [made[k] for k in keys]
 
 
@@ -367,7 +347,7 @@ class CompileCache:
         self._project = project
         self.persistent = Persistent(store)
         self._done: dict[Key, Compiled] = {}
-        self._failed: dict[Key, FailedCompile] = {}  # a child's failed compiles, raised for the items asking
+        self._failed: dict[Key, FailedCompile] = {}  # a child's, raised for the items asking
         self._executables: dict[Key, jax.stages.Compiled | None] = {}
         self._planned: dict[str, set[Key]] = {}
         self._lock = threading.Lock()
@@ -496,7 +476,8 @@ class CompileCache:
     def summary_lines(self, items: Sequence[Record], parse_seconds: float) -> list[str]:
         """The run's end: what the cache served and what compiled (an xdist controller counts the records)."""
         persistent = self.persistent
-        tally = persistent.tally if persistent.tally.counts else _tally_of(items)
+        said = [i.get("compile_cache") for i in items if i.kind == "structure" and i.get("compile_cache")]
+        tally = persistent.tally if persistent.tally.counts else Tally(dict(collections.Counter(said)))
         lines = []
         line = tally.line(persistent.store.folder if persistent.store is not None else None)
         if line is not None:
@@ -514,14 +495,6 @@ class CompileCache:
         return lines
 
 
-def _tally_of(items: Sequence[Record]) -> Tally:
-    tally = Tally()
-    for item in items:
-        if item.kind == "structure" and item.get("compile_cache"):
-            tally.add(item.get("compile_cache"))
-    return tally
-
-
 def _child_main(target_name: str) -> int:
     target = next(t for t in _AOT_TARGETS if t.name == target_name)
     try:
@@ -536,15 +509,7 @@ def _child_main(target_name: str) -> int:
         try:
             out.append(compile_here(programs.program(program), config, target, persistent).to_json())
         except FailedCompile as err:  # that program's finding: the others compile all the same
-            failed.append(
-                {
-                    "key": list(err.key),
-                    "message": str(err),
-                    "first": err.first,
-                    "kind": err.kind,
-                    "unoptimized": err.unoptimized,
-                }
-            )
+            failed.append([list(err.key), str(err), err.first, err.kind, err.unoptimized])
         except InvariantsError as err:
             print(err, file=sys.stderr)
             return 1

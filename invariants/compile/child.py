@@ -59,41 +59,21 @@ def pytest_args(
 ) -> list[str]:
     """The pytest command line that runs the packaged gate modules (``tests``: one of them; empty: all) in
     ``rootdir``, independent of any checkout and of the project's pytest configuration."""
-    root = (rootdir or Path.cwd()).resolve()
-    args = [
-        str(gate_dir / tests) if tests else str(gate_dir),
-        "-p",
-        PLUGIN,
-        "-c",
-        os.devnull,
-        "--rootdir",
-        _rootdir_arg(root),
-        "--import-mode=importlib",
-        # The gate command imports the plugin, JAX and the user's modules before pytest starts (to check
-        # the specs), so pytest cannot rewrite asserts in their pytest plugins: nothing a user can act on.
-        "-W",
-        "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning",
-        "--catalog-snapshot-dir",
-        str(catalog_snapshot_dir()),
-        "--snapshot-dir",
-        str(snapshot_dir if snapshot_dir is not None else catalog_snapshot_dir()),
-    ]
+    root = str((rootdir or Path.cwd()).resolve())
+    snapshots = snapshot_dir if snapshot_dir is not None else catalog_snapshot_dir()
+    args = [str(gate_dir / tests) if tests else str(gate_dir), "-p", PLUGIN, "-c", os.devnull]
+    # pytest expands $NAME in --rootdir: a root with a $ is given as ".", the folder pytest runs in.
+    args += ["--rootdir", "." if "$" in root else root, "--import-mode=importlib"]
+    # The gate command imports the user's modules before pytest starts, so pytest cannot rewrite asserts in
+    # their pytest plugins: nothing a user can act on.
+    args += ["-W", "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning"]
+    args += ["--catalog-snapshot-dir", str(catalog_snapshot_dir()), "--snapshot-dir", str(snapshots)]
     if spec_dirs is not None:
-        if catalog:
-            args += ["--spec-dir", str(PACKAGE_DIR)]
-        for d in spec_dirs:
+        for d in [PACKAGE_DIR, *spec_dirs] if catalog else spec_dirs:
             args += ["--spec-dir", str(d)]
     if not catalog:
         args.append("--no-catalog")
-    if gate_command:
-        args += ["--gate-command", gate_command]
-    return args
-
-
-def _rootdir_arg(root: Path) -> str:
-    """``--rootdir`` as pytest reads it back: pytest expands ``$NAME`` in it, so a root with a ``$`` is given
-    as ``.``, the folder pytest runs in."""
-    return "." if "$" in str(root) else str(root)
+    return args + (["--gate-command", gate_command] if gate_command else [])
 
 
 @functools.cache

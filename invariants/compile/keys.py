@@ -63,10 +63,9 @@ class Fingerprint:
             return self._installed
 
     def of(self, target: Target) -> dict[str, object]:
-        env = _compiling_environment()
         return {
             **self.installed(),
-            "env": env,
+            "env": _compiling_environment(),
             "jax_config": {k: _ADDRESS.sub("", repr(v)) for k, v in sorted(jax.config.values.items())},
             "target": self._target(target),
         }
