@@ -476,8 +476,7 @@ class CompileCache:
     def summary_lines(self, items: Sequence[Record], parse_seconds: float) -> list[str]:
         """The run's end: what the cache served and what compiled (an xdist controller counts the records)."""
         persistent = self.persistent
-        said = [i.get("compile_cache") for i in items if i.kind == "structure" and i.get("compile_cache")]
-        tally = persistent.tally if persistent.tally.counts else Tally(dict(collections.Counter(said)))
+        tally = persistent.tally if persistent.tally.counts else _tally_of(items)
         lines = []
         line = tally.line(persistent.store.folder if persistent.store is not None else None)
         if line is not None:
@@ -493,6 +492,11 @@ class CompileCache:
         if persistent.store is not None:
             lines += [f"invariants: {n}" for n in dict.fromkeys(persistent.store.notes)]
         return lines
+
+
+def _tally_of(items: Sequence[Record]) -> Tally:
+    said = [i.get("compile_cache") for i in items if i.kind == "structure" and i.get("compile_cache")]
+    return Tally(dict(collections.Counter(said)))
 
 
 def _child_main(target_name: str) -> int:

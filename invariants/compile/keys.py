@@ -140,18 +140,22 @@ def host_cpu() -> list[str]:
 
 def _compiler_files() -> dict[str, str]:
     """Size and mtime of every shared object and ptxas of the compiler's packages, and the PATH's ptxas."""
+    out: dict[str, str] = {}
+    for path in _compiler_paths():
+        with contextlib.suppress(OSError):
+            st = path.stat()
+            out[str(path)] = f"{st.st_size}:{st.st_mtime_ns}"
+    return out
+
+
+def _compiler_paths() -> list[Path]:
     roots = []
     for name in _COMPILER_PACKAGES:
         spec = importlib.util.find_spec(name)
         roots += [Path(p) for p in (spec.submodule_search_locations or [])] if spec is not None else []
     found = [p for root in roots for p in root.rglob("*") if ".so" in p.name or p.name == "ptxas"]
     which = shutil.which("ptxas")
-    out: dict[str, str] = {}
-    for path in found + ([Path(which)] if which else []):
-        with contextlib.suppress(OSError):
-            st = path.stat()
-            out[str(path)] = f"{st.st_size}:{st.st_mtime_ns}"
-    return out
+    return found + ([Path(which)] if which else [])
 
 
 def _arguments(args: Sequence[object]) -> list[str]:
@@ -191,8 +195,8 @@ class Persistent:
         return digest("result", text, self.fingerprint.of(target), _arguments(args))
 
     def kept(self, key: Key, result: str | None, compiled: Compiled) -> None:
-        if result is not None:
-            self.put(result, compiled)
+        if result is not None and self.store is not None:
+            self.store.put(result, compiled.to_json())
         self.count(key, "miss" if result is not None else "off")
 
     def served(self, key: Key, result: str, traced: Mapping[str, object]) -> Compiled | None:
@@ -201,10 +205,6 @@ class Persistent:
             return None
         record = self.store.result(result)
         return _named(record, key, traced) if record is not None else None
-
-    def put(self, result: str, compiled: Compiled) -> None:
-        if self.store is not None:
-            self.store.put(result, compiled.to_json())
 
     def summary(self) -> str | None:
         return self.tally.line(self.store.folder if self.store is not None else None)
