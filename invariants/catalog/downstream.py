@@ -370,11 +370,10 @@ class ParamsInputs:
         return tuple(jax.ShapeDtypeStruct(tuple(x.shape), x.dtype) for x in leaves)
 
     def partition_specs(self, config: Config) -> tuple[tuple[str | None, ...], ...]:
-
         def parts(tree: object) -> list[tuple[str | None, ...]]:
-            return [
-                tuple(x.sharding.spec) if _named_sharding(x) else () for x in jax.tree_util.tree_leaves(tree)
-            ]
+            leaves = jax.tree_util.tree_leaves(tree)
+            named = [getattr(x, "sharding", None) for x in leaves]
+            return [tuple(s.spec) if isinstance(s, NamedSharding) else () for s in named]
 
         extra = parts(self.extras(config)) if self.extra is not None else []
         return (*parts(self.params(config)), self.decl.index_sharding or (), *extra)
@@ -384,9 +383,9 @@ class ParamsInputs:
         widest row, since an index reads one row."""
         leaves = jax.tree_util.tree_flatten_with_path(self.params(config))[0]
         tables = self._tables({leaf_name(path): leaf for path, leaf in leaves})
-        size = np.dtype  # bytes of one element of each leaf's dtype
         rows = [
-            (x.shape[0] if x.shape else 1, math.prod(x.shape[1:]) * size(x.dtype).itemsize) for x in tables
+            (x.shape[0] if x.shape else 1, math.prod(x.shape[1:]) * np.dtype(x.dtype).itemsize)
+            for x in tables
         ]
         return {
             "table_bytes": sum(n * row for n, row in rows),
@@ -443,10 +442,6 @@ def _drawn(leaf: Any, rng: np.random.Generator, vocab: int) -> np.ndarray:
     if np.issubdtype(dtype, np.integer):
         return np.asarray(rng.integers(0, vocab, size=leaf.shape)).astype(dtype)
     return np.asarray(rng.standard_normal(leaf.shape, dtype=np.float32) * _DRAW_SCALE).astype(dtype)
-
-
-def _named_sharding(leaf: object) -> bool:
-    return isinstance(getattr(leaf, "sharding", None), NamedSharding)
 
 
 def _check_leaves(tree: Any, where: str, factory: str, which: str = "params") -> Any:

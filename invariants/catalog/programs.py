@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import importlib.util
+import itertools
 import math
 import threading
 from collections.abc import Callable, Mapping
@@ -489,33 +490,25 @@ def moe_decode_step(h: jax.Array, router: jax.Array, w_in: jax.Array, w_out: jax
 
 def _add_offload_programs(programs: dict[str, Program]) -> None:
     table, ids, bags = ((1_000_000, 128), "float32"), ((131_072,), "int32"), (131_072 // _BAG, 128)
-    updated = ((5_600_000,), "float32")
+    updated, updates = ((5_600_000,), "float32"), (((1_300_000,), "int32"), ((1_300_000,), "float32"))
     w_in, w_out = ((_EXPERTS, _MODEL, _HIDDEN), "bfloat16"), ((_EXPERTS, _HIDDEN, _MODEL), "bfloat16")
     moe = (((1, _MODEL), "bfloat16"), ((_MODEL, _EXPERTS), "bfloat16"), w_in, w_out)
+    scatter_doc = "t.at[i].min(s): 1.3M updates into a 5.6M-element table"
+    bag_doc = f"d/dW of jnp.take(W, x.reshape(-1, {_BAG}), axis=0).sum(1): an embedding bag's gradient"
+    moe_doc = f"batch-1 MoE decode: top-{_TOP_K} of {_EXPERTS} experts, their bf16 weights gathered"
     offload: list[tuple[Callable[..., jax.Array], ProgramKind, str, _Fixed]] = [
-        (
-            scatter_min,
-            "forward",
-            "t.at[i].min(s): 1.3M updates into a 5.6M-element table",
-            _Fixed((updated, ((1_300_000,), "int32"), ((1_300_000,), "float32")), updated, 1_300_000),
-        ),
+        (scatter_min, "forward", scatter_doc, _Fixed((updated, *updates), updated, 1_300_000)),
         (
             _backward(embedding_bag),
             "backward",
-            f"d/dW of jnp.take(W, x.reshape(-1, {_BAG}), axis=0).sum(1): an embedding bag's gradient",
+            bag_doc,
             _Fixed((table, ids, (bags, "float32")), table, 131_072),
         ),
-        (
-            moe_decode_step,
-            "forward",
-            f"batch-1 MoE decode: top-{_TOP_K} of {_EXPERTS} experts, their bf16 weights gathered",
-            _Fixed(moe, w_in, _TOP_K),
-        ),
+        (moe_decode_step, "forward", moe_doc, _Fixed(moe, w_in, _TOP_K)),
     ]
     for fn, kind, doc, inputs in offload:
-        programs[fn.__name__] = Program(
-            fn.__name__, kind, fn, doc, OFFLOAD_CONFIGS, _SPARSECORE, inputs=inputs
-        )
+        name = fn.__name__
+        programs[name] = Program(name, kind, fn, doc, OFFLOAD_CONFIGS, _SPARSECORE, inputs=inputs)
 
 
 def _train_step(lookup: Callable[[jax.Array, jax.Array], jax.Array]) -> Callable[..., Any]:
@@ -533,9 +526,11 @@ def _train_step(lookup: Callable[[jax.Array, jax.Array], jax.Array]) -> Callable
 
 _CORE = frozenset({"core"})
 _SPARSECORE = frozenset({"sparsecore"})
-_ROW_BATCH_ONE_AXIS = Layout((8,), ("x",), ("x", None), ("x",))
-_ROWS_MODEL_BATCH_DATA = Layout((2, 4), ("data", "model"), ("model", None), ("data",))
-_COLUMNS = Layout((8,), ("x",), (None, "x"), (None,))
+_FIXED_LAYOUTS = {
+    "rows_batch": Layout((8,), ("x",), ("x", None), ("x",)),
+    "mesh2d": Layout((2, 4), ("data", "model"), ("model", None), ("data",)),
+    "columns": Layout((8,), ("x",), (None, "x"), (None,)),
+}
 # Pod layouts: 'model' is 4 wide (tensor parallelism within a host's chips), 'data' takes the rest.
 _VOCAB_PARALLEL = Layout((-1, 4), ("data", "model"), ("model", None), ("data",), ("data", None), pod=True)
 _VOCAB_PARALLEL_TIED = dataclasses.replace(_VOCAB_PARALLEL, output=("data", "model"))
@@ -563,37 +558,17 @@ def _catalog() -> dict[str, Program]:
     for fn, doc, configs, tags in forwards:
         programs[fn.__name__] = Program(fn.__name__, "forward", fn, doc, configs, tags)
     for name in ("naive", "take", "take_clip", "vmap_naive", "vmap_take", "eqx_embedding", "onehot_matmul"):
-        fwd = programs[name]
         # At LLM scale the gradients of the core lookups only: one_hot(x, V)^T @ ct is a 2 GiB one-hot.
         llm = () if name == "onehot_matmul" else LLM_CONFIGS
-        programs[f"grad_{name}"] = Program(
-            f"grad_{name}",
-            "backward",
-            _backward(fwd.fn),
-            f"d/dW of {fwd.doc}",
-            tuple(c for c in fwd.configs if c not in LLM_CONFIGS or c in llm),
-            fwd.tags,
-        )
+        configs = tuple(c for c in programs[name].configs if c not in LLM_CONFIGS or c in llm)
+        _add_with_gradient(programs, programs[name], "backward", configs=configs)
     for name, lookup in (("train_eqx_embedding", eqx_embedding), ("train_take", take)):
-        programs[name] = Program(
-            name,
-            "train",
-            _train_step(lookup),
-            f"embed [B,S] with {lookup.__name__}, mean-pool, project, cross-entropy, grad",
-            (SEED.id, "bf16"),
-            _CORE,
-        )
-    for layout_name, layout in (
-        ("rows_batch", _ROW_BATCH_ONE_AXIS),
-        ("mesh2d", _ROWS_MODEL_BATCH_DATA),
-        ("columns", _COLUMNS),
-    ):
-        for fn in (naive, take, vmap_naive):
-            name = f"sharded_{layout_name}_{fn.__name__}"
-            doc = (
-                f"{fn.__name__} with table {layout.table} and indices {layout.indices} on mesh {layout.axes}"
-            )
-            programs[name] = Program(name, "sharded", fn, doc, layout=layout)
+        doc = f"embed [B,S] with {lookup.__name__}, mean-pool, project, cross-entropy, grad"
+        programs[name] = Program(name, "train", _train_step(lookup), doc, (SEED.id, "bf16"), _CORE)
+    for (layout_name, layout), fn in itertools.product(_FIXED_LAYOUTS.items(), (naive, take, vmap_naive)):
+        name = f"sharded_{layout_name}_{fn.__name__}"
+        doc = f"{fn.__name__} with table {layout.table} and indices {layout.indices} on mesh {layout.axes}"
+        programs[name] = Program(name, "sharded", fn, doc, layout=layout)
     _add_libraries(programs)
     _add_pod_programs(programs)
     _add_offload_programs(programs)
@@ -614,14 +589,9 @@ def _add_pod_programs(programs: dict[str, Program]) -> None:
         if name == "vocab_parallel_megatron":
             programs[name] = program  # its gradient is GSPMD's: the forward is what Megatron writes by hand
             continue
-        grad_layout = dataclasses.replace(layout, output=layout.table, cotangent=layout.output)
-        _add_with_gradient(
-            programs,
-            program,
-            "sharded_grad",
-            f"d/dW of {doc}; the gradient sharded like the table",
-            layout=grad_layout,
-        )
+        grad = dataclasses.replace(layout, output=layout.table, cotangent=layout.output)
+        grad_doc = f"d/dW of {doc}; the gradient sharded like the table"
+        _add_with_gradient(programs, program, "sharded_grad", grad_doc, layout=grad)
 
 
 def _add_libraries(programs: dict[str, Program]) -> None:
@@ -633,15 +603,12 @@ def _add_libraries(programs: dict[str, Program]) -> None:
         (haiku_embed_onehot, "haiku_onehot", "haiku.Embed(V, D, lookup_style='ONE_HOT')(x)", ("haiku",)),
     ]
     for fn, library, doc, requires in libraries:
-        name = fn.__name__
+        name, step = fn.__name__, _library_train_step(library)
         _add_with_gradient(programs, Program(name, "forward", fn, doc, requires=requires), "backward")
-        programs[f"train_{name}"] = Program(
-            f"train_{name}",
-            "train",
-            _library_train_step(library),
-            f"the train_take step as a {library} model: {doc}, mean-pool, dense head, cross-entropy, grad",
-            requires=requires,
+        step_doc = (
+            f"the train_take step as a {library} model: {doc}, mean-pool, dense head, cross-entropy, grad"
         )
+        programs[f"train_{name}"] = Program(f"train_{name}", "train", step, step_doc, requires=requires)
     tied: list[tuple[Callable[..., jax.Array], str, tuple[str, ...]]] = [
         (tied_take, "jnp.take(W, x, axis=0) @ W.T", ()),
         (flax_nnx_embed_attend, "embed = flax.nnx.Embed(V, D); embed.attend(embed(x))", ("flax",)),

@@ -15,7 +15,7 @@ import importlib.util
 import re
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from .._errors import InvariantsError, did_you_mean
 from .._paths import PACKAGE_DIR
@@ -118,12 +118,10 @@ def _make_topology_devices(family: Family, topology: str, chip_config: str) -> S
 
     if family == "tpu":
         chips = tuple(int(n) for n in topology.split(":")[1].split("x"))
-        kwargs: dict[str, Any] = {}
-        if all(n == 1 for n in chips):
-            # libtpu refuses a single-chip topology against its default host bounds (2x2x1).
-            kwargs["chips_per_host_bounds"] = (1, 1, 1)
+        # libtpu refuses a single-chip topology against its default host bounds (2x2x1).
+        bounds = {"chips_per_host_bounds": (1, 1, 1)} if all(n == 1 for n in chips) else {}
         topo = topologies.get_topology_desc(
-            topology_name=topology, platform="tpu", chip_config_name=chip_config, **kwargs
+            topology_name=topology, platform="tpu", chip_config_name=chip_config, **bounds
         )
     else:
         config_text = (_GPU_CONFIG_DIR / f"{topology}.txtpb").read_text()
