@@ -176,7 +176,8 @@ def compile_function(
         lowered = jax.jit(fn, **(jit_kwargs or {})).lower(*args)
         jaxpr, primitives = str(closed), jaxpr_primitives(closed)
         traced = {"jaxpr": jaxpr, "jaxpr_primitives": list(primitives)}
-        result, hit = _served(persistent, key, lowered, target, args, traced)
+        served = persistent.served(key, lowered, target, args, traced) if persistent is not None else None
+        result, hit = served or (None, None)
         if hit is not None:
             return hit, None
         compiled, kernel_code = _compile_lowered(lowered, target)
@@ -194,24 +195,6 @@ def compile_function(
     if persistent is not None:
         persistent.kept(key, result, artifacts)
     return artifacts, compiled
-
-
-def _served(
-    persistent: Persistent | None,
-    key: Key,
-    lowered: jax.stages.Lowered,
-    target: Target,
-    args: Sequence[object],
-    traced: Mapping[str, object],
-) -> tuple[str | None, Compiled | None]:
-    """The persistent cache's key of ``lowered`` (None without a cache), and a hit there, counted."""
-    if persistent is None or persistent.store is None:
-        return None, None
-    result = persistent.key(lowered, target, args)
-    hit = persistent.served(key, result, traced)
-    if hit is not None:
-        persistent.count(key, "hit")
-    return result, hit
 
 
 def _refuse_undecodable(first: str) -> None:

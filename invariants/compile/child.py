@@ -100,15 +100,9 @@ def stage() -> Path:
 def _verified(folder: Path) -> bool:
     """Whether ``folder`` is this user's own (not a link, writable by no one else), holding exactly one
     entry, ``invariants``, a link to this package."""
-    try:
-        if foreign(folder.lstat()) is not None:
-            return False
-        link = folder / "invariants"
-        return (
-            os.listdir(folder) == ["invariants"]
-            and link.is_symlink()
-            and os.readlink(link) == str(PACKAGE_DIR)
-        )
+    try:  # readlink raises for anything but a link
+        owned = foreign(folder.lstat()) is None and os.listdir(folder) == ["invariants"]
+        return owned and os.readlink(folder / "invariants") == str(PACKAGE_DIR)
     except OSError:
         return False
 

@@ -39,6 +39,7 @@ __all__ = ["Fingerprint", "Persistent"]
 _XLA_ENV = ("XLA_", "JAX_", "TPU_", "LIBTPU", "TF_", "PJRT_", "MEGASCALE", "ENABLE_PJRT")
 _ENV_PREFIXES = (*_XLA_ENV, "CUDA", "NVIDIA_", "NCCL_", "PTXAS", "LD_LIBRARY_PATH")
 _COMPILER_PACKAGES = ("jaxlib", "libtpu", "jax_cuda12_plugin", "jax_cuda13_plugin", "jax_plugins", "nvidia")
+Traced = Mapping[str, object]  # a compile's own jaxpr and primitives, which a shared record does not hold
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
 
@@ -190,27 +191,31 @@ class Persistent:
             self.outcomes[key] = outcome
             self.tally.add(outcome)
 
-    def key(self, lowered: jax.stages.Lowered, target: Target, args: Sequence[object]) -> str:
-        text = lowered.as_text(debug_info=False)
-        return digest("result", text, self.fingerprint.of(target), _arguments(args))
-
     def kept(self, key: Key, result: str | None, compiled: Compiled) -> None:
         if result is not None and self.store is not None:
             self.store.put(result, compiled.to_json())
         self.count(key, "miss" if result is not None else "off")
 
-    def served(self, key: Key, result: str, traced: Mapping[str, object]) -> Compiled | None:
-        """The record kept under ``result``, as ``key``'s with its own trace; None on a miss."""
+    def served(
+        self, key: Key, lowered: jax.stages.Lowered, target: Target, args: Sequence[object], traced: Traced
+    ) -> tuple[str | None, Compiled | None]:
+        """The cache's key of ``lowered`` (None without a store), and a hit there as ``key``'s with its own
+        trace, counted."""
         if self.store is None:
-            return None
+            return None, None
+        text = lowered.as_text(debug_info=False)
+        result = digest("result", text, self.fingerprint.of(target), _arguments(args))
         record = self.store.result(result)
-        return _named(record, key, traced) if record is not None else None
+        hit = _named(record, key, traced) if record is not None else None
+        if hit is not None:
+            self.count(key, "hit")
+        return result, hit
 
     def summary(self) -> str | None:
         return self.tally.line(self.store.folder if self.store is not None else None)
 
 
-def _named(record: Mapping[str, object], key: Key, traced: Mapping[str, object]) -> Compiled | None:
+def _named(record: Mapping[str, object], key: Key, traced: Traced) -> Compiled | None:
     """A stored record as this key's (programs that lower to one module share it); unreadable: a miss."""
     try:
         return Compiled.from_json(

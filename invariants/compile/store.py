@@ -18,7 +18,7 @@ import os
 import re
 import threading
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -39,7 +39,6 @@ _ENTRY = re.compile(r"[0-9a-f]{64}\.json\.gz")
 # Far above any compile's: a planted or broken file is a miss, never a run's memory.
 MAX_ENTRY_BYTES = 16 * 1024**2
 MAX_JSON_BYTES = 64 * 1024**2
-_Problem = Callable[[dict[str, object]], str | None]
 _INSTEAD = "give a folder of your own with --cache-dir or INVARIANTS_CACHE_DIR, or --no-cache"
 
 
@@ -97,26 +96,14 @@ class Store:
         self._checked = False
 
     def result(self, key: str) -> dict[str, object] | None:
-        return self._read_json(self.root / "results" / f"{key}.json.gz", _result_problem)
-
-    def put(self, result: str, record: Mapping[str, object]) -> None:
-        self._write(self.root / "results" / f"{result}.json.gz", _gz(record))
-
-    def check(self) -> None:
-        """Make the folder's layout on first use and check each level once: records planted in a folder
-        another user can write would pass for this user's compiles. One line when it cannot serve."""
-        if not self._checked:
-            layout = [f"{SCHEMA}/{sub}" for sub in _SUBFOLDERS]
-            trusted_folder(self.folder, layout, named="compile cache", instead=_INSTEAD)
-            self._checked = True
-
-    def _read_json(self, path: Path, problem: _Problem) -> dict[str, object] | None:
-        """The table entry ``path`` holds, once ``problem`` finds nothing wrong with it. A bad entry is a miss
-        with one note, and is removed (a link goes, never what it names)."""
+        """The record kept under ``key``, once checked. A bad entry is a miss with one note, and is removed
+        (a link goes, never what it names)."""
+        path = self.root / "results" / f"{key}.json.gz"
         self.check()
         try:
             data = _load(path)
-            why = problem(data)
+            why = json_problem(data)
+            why = None if why is None else f"not a compile's record ({why})"
         except FileNotFoundError:
             return None
         except ValueError as err:
@@ -129,6 +116,17 @@ class Store:
         with contextlib.suppress(OSError):  # used now: the last to be pruned
             os.utime(path)
         return data
+
+    def put(self, result: str, record: Mapping[str, object]) -> None:
+        self._write(self.root / "results" / f"{result}.json.gz", _gz(record))
+
+    def check(self) -> None:
+        """Make the folder's layout on first use and check each level once: records planted in a folder
+        another user can write would pass for this user's compiles. One line when it cannot serve."""
+        if not self._checked:
+            layout = [f"{SCHEMA}/{sub}" for sub in _SUBFOLDERS]
+            trusted_folder(self.folder, layout, named="compile cache", instead=_INSTEAD)
+            self._checked = True
 
     def _write(self, path: Path, data: bytes) -> None:
         try:
@@ -226,11 +224,6 @@ def _load(path: Path) -> dict[str, object]:
     if not isinstance(data, dict):
         raise ValueError("not a cache entry (not a table)")
     return data
-
-
-def _result_problem(data: dict[str, object]) -> str | None:
-    why = json_problem(data)
-    return None if why is None else f"not a compile's record ({why})"
 
 
 def _gz(data: object) -> bytes:
