@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._errors import InvariantsError
-from .configs import DISTRIBUTIONS, Config, Distribution
-from .programs import _TRAIN_CLASSES, Program, _unknown
+from .configs import DISTRIBUTIONS, Config, Distribution, _unknown
+from .programs import _TRAIN_CLASSES, Program
 
 if TYPE_CHECKING:
     import jax
@@ -40,7 +40,7 @@ def make_indices(
     elif distribution == "equal":
         idx = np.full(shape, vocab // 2)
     else:
-        raise InvariantsError(_unknown("distribution", distribution, dict.fromkeys(DISTRIBUTIONS)))
+        raise InvariantsError(_unknown("distribution", distribution, DISTRIBUTIONS))
     return idx.astype(np.dtype(config.indices.dtype if dtype is None else dtype))
 
 

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Literal
 
 from .._errors import InvariantsError, did_you_mean
@@ -110,10 +111,10 @@ COMPILE_ONLY = LLM_CONFIGS + OFFLOAD_CONFIGS
 
 
 def get_config(config_id: str) -> Config:
-    try:
-        return CONFIGS[config_id]
-    except KeyError:
-        raise InvariantsError(
-            f"{config_id}: unknown config{did_you_mean(config_id, CONFIGS, n=3)}; known: "
-            + ", ".join(sorted(CONFIGS))
-        ) from None
+    if config_id not in CONFIGS:
+        raise InvariantsError(_unknown("config", config_id, CONFIGS))
+    return CONFIGS[config_id]
+
+
+def _unknown(what: str, name: str, known: Iterable[str]) -> str:
+    return f"{name}: unknown {what}{did_you_mean(name, known, n=3)}; known: {', '.join(sorted(known))}"

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from jax.sharding import AbstractMesh  # old jax releases (bisect, matrix) lack it: annotations only
 
 SGD_RATE = 0.01  # of a params program's train step: any constant compiles alike
-_DRAW_SCALE = 0.02
+_DRAW_SCALE = 0.02  # an initializer's, so that a layer's outputs stay finite
 
 
 def _past_path_max(folder: Path) -> str | None:
@@ -480,6 +480,7 @@ def _params_program(
     first = CONFIGS[decl.configs[0]]
 
     def split(leaves: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
+        # One pytree in every configuration (_check_same_tree): the first's unflattens them all.
         params, *rest = jax.tree_util.tree_unflatten(inputs.treedef(first), leaves)
         return params, tuple(rest)
 
@@ -538,6 +539,7 @@ def _check_params(
         return
     _check_differentiable(decl, params, at_params)
     _check_float_outputs(decl, outputs, f"{where}: {decl.function} on {shown}")
+    # jax.grad gives the gradient the parameters' pytree, shapes and dtypes: what is left is to trace it.
     _trace_grad(decl, program, config, mesh, where)
 
 
@@ -557,6 +559,7 @@ def _check_params_dtype(decl: ProgramDecl, params: object, config: Config, at_pa
     }
     if not floats or np.dtype(config.table.dtype) in floats:
         return
+    # The configurations that differ from this one in their dtype alone.
     fit = [
         cid
         for cid, c in CONFIGS.items()

@@ -79,9 +79,8 @@ def _compiles_aimed(target: Target, program: Program) -> bool:
 
 
 def _fits_some(program: Program) -> bool:
-    chips = _chips(program)
     known = all_targets(CPU_RUNTIME).values()
-    return any(t.device_count == chips and aimed_by(t, program) for t in known)
+    return any(t.device_count == _chips(program) and aimed_by(t, program) for t in known)
 
 
 def _holds(target: Target, layout: Layout) -> bool:

@@ -69,6 +69,7 @@ class Layout:
     output: tuple[str | None, ...] | None = None
     cotangent: tuple[str | None, ...] | None = None
     pod: bool = False
+    # "explicit": each array's sharding is part of its type (``.at[].get(out_sharding=...)`` needs it).
     axis_types: Literal["auto", "explicit"] = "auto"
 
     @property
@@ -221,7 +222,7 @@ def vmap_take(W: jax.Array, x: jax.Array) -> jax.Array:
 
 def eqx_embedding(W: jax.Array, x: jax.Array) -> jax.Array:
     """The installed equinox ``nn.Embedding`` under vmap (nested vmap for 2-D indices)."""
-    import equinox as eqx
+    import equinox as eqx  # here: a process that never traces it does not pay for importing equinox
 
     return _vmap_leading(eqx.nn.Embedding(weight=W), x)
 
@@ -648,7 +649,3 @@ def select_configs(value: str | None) -> frozenset[str]:
             )
         chosen.update(matched)
     return frozenset(chosen)
-
-
-def _unknown(what: str, name: str, known: Mapping[str, object]) -> str:
-    return f"{name}: unknown {what}{did_you_mean(name, known, n=3)}; known: {', '.join(sorted(known))}"

@@ -12,6 +12,7 @@ from typing import Any
 
 from .._errors import InvariantsError, did_you_mean
 from ..specfile.reader import collision
+from .configs import _unknown
 from .programs import CATALOG, Program
 from .select import select_program_words
 
@@ -53,12 +54,9 @@ class Programs(Mapping[str, Program]):
         return dict(self._declared)
 
     def program(self, name: str) -> Program:
-        try:
-            return self._all[name]
-        except KeyError:
-            hint = did_you_mean(name, self._all, n=3)
-            known = ", ".join(sorted(self._all))
-            raise InvariantsError(f"{name}: unknown program{hint}; known: {known}") from None
+        if name not in self._all:
+            raise InvariantsError(_unknown("program", name, self._all))
+        return self._all[name]
 
     def select(self, value: str | None, default: list[str] | None = None) -> list[str]:
         """The programs ``--programs`` names (None: ``default``, else every program)."""

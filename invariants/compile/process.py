@@ -29,7 +29,7 @@ if "tpu" not in REQUESTED_PLATFORMS:
     os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")
     os.environ.setdefault("TPU_ACCELERATOR_TYPE", "v5litepod-1")
     os.environ.setdefault("TPU_WORKER_HOSTNAMES", "localhost")
-# The CUDA plugin's notices on a host without CUDA come before any flag is read: see held_stderr.
+# No INFO lines while JAX starts, unless the user asks (XLA's own variable).
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 # absl's and glog's prefix, severity first (I0000 00:00:1796.5  123 file.cc:31] text).
