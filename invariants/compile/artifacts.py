@@ -350,16 +350,14 @@ class CompileCache:
         with self._lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(workers, thread_name_prefix="invariants-compile")
-            batches: dict[str, Future[None]] = {}
+            batches: dict[Key | str, Future[None]] = {}
             for key in keys:
                 if key in self._done or key in self._futures or key.target not in self._targets:
                     continue
-                if self._targets[key.target].in_child:  # one child for the whole target
-                    if key.target not in batches:
-                        batches[key.target] = self._pool.submit(self._fill, key)
-                    self._futures[key] = batches[key.target]
-                else:
-                    self._futures[key] = self._pool.submit(self._fill, key)
+                batch = key.target if self._targets[key.target].in_child else key  # one child per target
+                if batch not in batches:
+                    batches[batch] = self._pool.submit(self._fill, key)
+                self._futures[key] = batches[batch]
 
     def _start_plugins(self, keys: list[Key]) -> None:
         """Start each backend the keys compile for here, one at a time: two threads starting PJRT plugins at
