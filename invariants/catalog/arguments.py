@@ -1,8 +1,5 @@
-"""Concrete arguments of a program, for timing and correctness: seeded, the same in every process.
-
-The indices follow a distribution (``uniform``, ``zipf``, ``equal``: the worst case of a scatter-add); the
-tables, cotangents and labels are uniform. A declared program with its own :class:`Inputs` draws them
-itself. What a program compiles to never depends on these values, only on their shapes and dtypes.
+"""Concrete arguments of a program, for timing and correctness: seeded, the same in every process. What a
+program compiles to never depends on these values, only on their shapes and dtypes.
 """
 
 from __future__ import annotations
@@ -16,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._errors import InvariantsError
-from .configs import DISTRIBUTIONS, Config, Distribution
-from .programs import _TRAIN_CLASSES, Program, _unknown
+from .configs import DISTRIBUTIONS, Config, Distribution, _unknown
+from .programs import _TRAIN_CLASSES, Program
 
 if TYPE_CHECKING:
     import jax
@@ -31,12 +28,8 @@ def make_indices(
     dtype: Any = None,
     vocab: int | None = None,
 ) -> np.ndarray:
-    """Valid indices (all in ``[0, vocab)``) drawn from ``distribution``, of ``shape``, ``dtype`` and
-    ``vocab`` (default: the configuration's).
-
-    ``zipf`` is token-like (a few rows take most lookups); ``equal`` sends every lookup to one row, the
-    worst case for a scatter-add in the backward pass.
-    """
+    """Indices in ``[0, vocab)`` from ``distribution``: ``zipf`` is token-like, ``equal`` sends every lookup
+    to one row (the worst case of a scatter-add). Defaults: the configuration's."""
     rng = np.random.default_rng(seed)
     shape = config.index_shape if shape is None else shape
     vocab = config.vocab if vocab is None else vocab
@@ -47,18 +40,14 @@ def make_indices(
     elif distribution == "equal":
         idx = np.full(shape, vocab // 2)
     else:
-        raise InvariantsError(_unknown("distribution", distribution, dict.fromkeys(DISTRIBUTIONS)))
+        raise InvariantsError(_unknown("distribution", distribution, DISTRIBUTIONS))
     return idx.astype(np.dtype(config.indices.dtype if dtype is None else dtype))
 
 
 def make_arguments(
     program: Program, config: Config, distribution: Distribution = "uniform", seed: int = 0
 ) -> tuple[np.ndarray, ...]:
-    """Concrete host arguments matching :meth:`Program.argument_specs`, read-only.
-
-    Made once per argument signature: the correctness tier asks for the same ones many times. The arrays are
-    shared, hence not writeable. A program with its own :class:`Inputs` draws them itself.
-    """
+    """Concrete host arguments matching :meth:`Program.argument_specs`, made once and shared, so read-only."""
     arg_specs = program.argument_specs(config)
     need = sum(math.prod(a.shape) * np.dtype(a.dtype).itemsize for a in arg_specs)
     have = available_memory()
@@ -75,7 +64,7 @@ def make_arguments(
 
 
 def available_memory() -> int | None:
-    """Bytes this machine can still give (``MemAvailable``; else its physical memory); None if unknown."""
+    """Bytes this machine can still give (else its physical memory); None if unknown."""
     try:
         with open("/proc/meminfo", encoding="ascii") as f:
             for line in f:
@@ -90,7 +79,6 @@ def available_memory() -> int | None:
 
 
 def _not_drawn(program: Program, config: Config, specs: tuple[jax.ShapeDtypeStruct, ...], why: str) -> str:
-    """One line: ``program``'s arguments in ``config`` are not drawn; their bytes, the largest one's shape."""
     sizes = [(math.prod(a.shape) * np.dtype(a.dtype).itemsize, a) for a in specs]
     n, big = max(sizes, key=lambda x: x[0])
     shape = f"{np.dtype(big.dtype).name}[{','.join(map(str, big.shape))}]"
@@ -108,7 +96,6 @@ def _bytes(n: int) -> str:
     return f"{n:,} B"
 
 
-# (shape, dtype) of each argument: what a draw depends on besides the kind, configuration and distribution.
 _ArgSpecs = tuple[tuple[tuple[int, ...], "np.dtype[Any]"], ...]
 
 
@@ -132,8 +119,7 @@ def _arguments(
 
 
 def _uniform(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
-    # Uniform on [-1, 1) in float32: a tied program's logit cotangent is 16384 x 8192 (half a GiB), and a
-    # float64 normal draw plus a cast took a third of a second per call (2.5 s for that one); this, 0.5 s.
+    # Uniform on [-1, 1) in float32, in place: a tied program's logit cotangent is half a GiB.
     x = rng.random(shape, dtype=np.float32)
     x *= 2
     x -= 1

@@ -1,13 +1,11 @@
-"""The configurations programs are compiled in: table dtype and size, index dtype and rank (no JAX).
-
-A configuration's ``table``, ``indices``, ``output`` and ``logits`` are ``jax.ShapeDtypeStruct``s, made
-when asked for; everything else (its id, sizes, which configurations exist) is plain data, so that the
-stages that only name configurations (targets, selection, specs) start without JAX.
+"""The configurations programs are compiled in: table dtype and size, index dtype and rank. Only the
+``jax.ShapeDtypeStruct`` properties import JAX, so the stages that only name configurations start without it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Literal
 
 from .._errors import InvariantsError, did_you_mean
@@ -23,33 +21,23 @@ def _struct(shape: tuple[int, ...], dtype: str) -> jax.ShapeDtypeStruct:
     return jax.ShapeDtypeStruct(shape, jnp.dtype(dtype))
 
 
-# Index distributions: they change what a run measures (timing, correctness), never what compiles, so they
-# are not part of a configuration.
+# Index distributions change what a run measures, never what compiles: not part of a configuration.
 Distribution = Literal["uniform", "zipf", "equal"]
 DISTRIBUTIONS: tuple[Distribution, ...] = ("uniform", "zipf", "equal")
-# numpy-style names (jnp.dtype takes them): JAX is imported only when a ShapeDtypeStruct is made.
 _DTYPES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16", "i32": "int32", "i8": "int8"}
-# (vocabulary, embedding width) per size. "llm" is Llama-3's vocabulary and model width: compiled ahead of
-# time only (a 1 GiB bf16 table), to read what the TPU and GPU compilers make of a real model's lookup.
-# "offload" is a table and batch at which libtpu moves gathers and scatters to the SparseCores of v5p and
-# v6e (tests/data/hlo/sparsecore/): compiled ahead of time only, on those chips.
+# (vocabulary, width). "llm" is Llama-3's; "offload" a size at which libtpu moves gathers and scatters to the
+# SparseCores of v5p and v6e. Both are compiled ahead of time only.
 _SIZES = {"small": (8192, 32), "large": (50000, 512), "llm": (128256, 4096), "offload": (1_000_000, 128)}
-# int8 indices address at most 128 rows, and `W[x]` adds V to wrap negative indices in the index dtype:
-# V=128 overflows int8 (pinned by a correctness test), so the int8 configuration uses the largest V that fits.
+# `W[x]` adds V to wrap negative indices in the index dtype: V=128 overflows int8.
 _I8_VOCAB = 127
 _INDEX_SHAPES = {"1d": (16384,), "2d": (64, 256)}
-# An LLM batch: 8192 tokens, flat or as [batch 4, sequence 2048].
 _LLM_INDEX_SHAPES = {"1d": (8192,), "2d": (4, 2048)}
 _OFFLOAD_INDEX_SHAPE = (131072,)
 
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    """Everything about the inputs that can change the compiled structure.
-
-    ``id`` is the stable short name used in test ids and snapshot file names: the table dtype, then every
-    field that differs from the seed's setting (small table, int32 indices, 1-D indices).
-    """
+    """Everything about the inputs that can change the compiled structure."""
 
     table_dtype: Literal["f32", "bf16", "f16"] = "f32"
     size: Literal["small", "large", "llm", "offload"] = "small"
@@ -58,14 +46,10 @@ class Config:
 
     @property
     def id(self) -> str:
-        parts: list[str] = [self.table_dtype]
-        if self.size != "small":
-            parts.append(self.size)
-        if self.index_dtype != "i32":
-            parts.append(self.index_dtype)
-        if self.index_rank != "1d":
-            parts.append(self.index_rank)
-        return "-".join(parts)
+        """The name in item ids and snapshot files: the table dtype, then the fields that differ from the
+        seed's (the defaults)."""
+        values = {f.name: (getattr(self, f.name), f.default) for f in dataclasses.fields(self)}
+        return "-".join(v for name, (v, seed) in values.items() if v != seed or name == "table_dtype")
 
     @property
     def vocab(self) -> int:
@@ -83,7 +67,7 @@ class Config:
 
     @property
     def compile_only(self) -> bool:
-        """Never run on a host: only targets listing it in ``extra_configs`` compile it; nothing times it."""
+        """Only targets listing it in ``extra_configs`` compile it; nothing runs it."""
         return self.size in ("llm", "offload")
 
     @property
@@ -100,7 +84,6 @@ class Config:
 
     @property
     def logits(self) -> jax.ShapeDtypeStruct:
-        """The output of a tied program: one score per row of the table for every index."""
         return _struct((*self.index_shape, self.vocab), _DTYPES[self.table_dtype])
 
 
@@ -119,24 +102,19 @@ CONFIGS: dict[str, Config] = {
         Config(size="offload"),
     )
 }
-# Configurations the catalog does not compile: there for a project's programs (an f16 model names its
-# parameters' dtype so in its snapshots and items).
+# There for a project's programs only (an f16 model names its parameters' dtype so in its snapshots).
 PROJECT_ONLY = ("f16",)
-# Programs that every configuration is compiled for; the rest use the seed's setting only.
 ALL_CONFIGS = tuple(c for c, config in CONFIGS.items() if not config.compile_only and c not in PROJECT_ONLY)
-# Llama-3 scale, ahead of time only: the core lookups, their gradients and the one-hot matmul (1-D).
 LLM_CONFIGS = tuple(c for c, config in CONFIGS.items() if config.size == "llm")
-# The SparseCore offload sizes, compiled by the targets of chips that have SparseCores.
 OFFLOAD_CONFIGS = tuple(c for c, config in CONFIGS.items() if config.size == "offload")
-# Every configuration compiled only where a target lists it in its extra_configs.
 COMPILE_ONLY = LLM_CONFIGS + OFFLOAD_CONFIGS
 
 
 def get_config(config_id: str) -> Config:
-    try:
-        return CONFIGS[config_id]
-    except KeyError:
-        raise InvariantsError(
-            f"{config_id}: unknown config{did_you_mean(config_id, CONFIGS, n=3)}; known: "
-            + ", ".join(sorted(CONFIGS))
-        ) from None
+    if config_id not in CONFIGS:
+        raise InvariantsError(_unknown("config", config_id, CONFIGS))
+    return CONFIGS[config_id]
+
+
+def _unknown(what: str, name: str, known: Iterable[str]) -> str:
+    return f"{name}: unknown {what}{did_you_mean(name, known, n=3)}; known: {', '.join(sorted(known))}"

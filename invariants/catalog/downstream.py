@@ -1,53 +1,13 @@
 """A downstream project's own programs: the ``[[program]]`` entries of its spec files, as catalog programs.
 
-The contract of ``function`` (``"module:attribute"``, imported with the working directory first on
-``sys.path``, then the rest of ``sys.path``): it is **a lookup**, whatever the ``kind``::
+``function`` (``"module:attribute"``, imported with the working directory first on ``sys.path``) is a lookup,
+``(table, indices) -> rows``, and ``kind`` says which program the catalog's own wrappers build around it:
+the lookup, its gradient with respect to the table, or a training step. With ``params = "module:factory"``
+it is a model instead, ``function(factory(config), indices)``; a backward or train step then differentiates
+the sum of its floating-point outputs. docs/downstream.md states the whole contract.
 
-    def lookup(table, indices):        # table: [V, D] array; indices: an integer array of any shape
-        return rows                    # [*indices.shape, D], the table's dtype
-
-It is called under ``jax.jit`` with the abstract arguments of each configuration it lists (the catalog's
-configurations: ``f32`` is an f32[8192,32] table and s32[16384] indices, see
-``invariants.catalog.programs.CONFIGS``). ``kind`` says which program is built around it, exactly as the
-catalog builds its own:
-
-* ``forward``: the lookup itself, ``(table, indices) -> rows``;
-* ``backward``: its gradient with respect to the table, ``(table, indices, cotangent) -> d table``,
-  through ``jax.vjp`` (a ``custom_vjp`` of the user's is what gets compiled);
-* ``train``: one training step around it: embed [64, 256] tokens, mean-pool, project to 16 classes,
-  softmax cross-entropy, gradients of table and projection.
-
-Validation is strict, before anything compiles: the module must import, the attribute must be a callable
-that accepts two positional arguments, and tracing it (``jax.eval_shape``) on every configuration must
-give the rows above, for the backward a table-shaped gradient. Each failure is one line naming the spec
-file and line. Programs built here join the run's :class:`invariants.catalog.registry.Programs`.
-
-**Programs with parameters.** With ``params = "module:factory"`` the contract is a model's, not a
-lookup's::
-
-    def factory(config):               # config: a ProgramConfig (vocab, width, index_shape, table, indices)
-        return params                  # a pytree of arrays or jax.ShapeDtypeStructs: tables, scales, ...
-
-    def function(params, indices):     # indices: config.indices, of index_shape (``index_shape = [B, S]``
-        return outputs                 # on the [[program]]; default the configuration's); any pytree
-
-* ``forward``: ``function(params, indices)`` itself;
-* ``backward``: the gradient of the sum of the floating-point outputs with respect to every parameter
-  (a pytree like ``params``), through ``jax.grad``;
-* ``train``: one SGD step on that sum: ``(params - SGD_RATE * grads, loss)``.
-
-The pytree is the same in every configuration the program lists (only shapes and dtypes may differ). The
-program's arguments are the flat leaves of ``(params, indices)`` (:class:`ParamsInputs`), so that it is
-compiled, snapshotted, checked and timed as a catalog program is; its input facts are the model's own
-(:meth:`ParamsInputs.facts`). Concrete arrays the factory returns are the values correctness runs on; a
-``ShapeDtypeStruct`` (what a large model should return) is drawn with a fixed seed. Validation is as
-strict as a lookup's, each failure one line at the ``params`` line (the factory) or the table (the function).
-
-**Where a declared program compiles.** On the targets that compile every program (cpu, tpu-v5e,
-gpu-h100), and on every target its spec files name (:attr:`invariants.specfile.reader.ProgramDecl.aimed`,
-which :func:`invariants.catalog.placement.aimed_by` reads): a core-scope target (tpu-v4, v5p, v6e,
-gpu-a100, l4, b200) compiles a declared program in each configuration it lists when a spec file aims it
-there.
+Validation is strict, before anything compiles: importing, the signature, and a trace (``jax.eval_shape``)
+in every configuration listed, each failure one line at the spec file and line.
 """
 
 from __future__ import annotations
@@ -66,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import NamedSharding, PartitionSpec
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from .._errors import InvariantsError
 from .._usercode import guarded
@@ -89,15 +49,12 @@ from .registry import Programs
 if TYPE_CHECKING:
     from jax.sharding import AbstractMesh  # old jax releases (bisect, matrix) lack it: annotations only
 
-# The learning rate of a params program's ``train`` step: any constant compiles alike.
-SGD_RATE = 0.01
-# The scale of a drawn parameter: an initializer's, so that a layer's outputs stay finite.
-_DRAW_SCALE = 0.02
+SGD_RATE = 0.01  # of a params program's train step: any constant compiles alike
+_DRAW_SCALE = 0.02  # an initializer's, so that a layer's outputs stay finite
 
 
 def _past_path_max(folder: Path) -> str | None:
-    """Why no file in ``folder`` can be opened by its path, when the path is longer than the system's
-    PATH_MAX (Python's import opens its modules by path); None when it is not."""
+    """Why no module in ``folder`` can be imported, when its path is past the system's PATH_MAX."""
     length = len(os.fsencode(folder))
     try:
         limit = os.pathconf("/", "PC_PATH_MAX")
@@ -115,7 +72,6 @@ def _past_path_max(folder: Path) -> str | None:
 
 
 def _import(decl: ProgramDecl, path: str | None = None, where: str | None = None) -> Callable[..., Any]:
-    """The callable ``path`` (default: the program's function) names, or one line at ``where``."""
     path = decl.function if path is None else path
     module_name, _, attribute = path.partition(":")
     where = f"{decl.where if where is None else where}: {decl.name}"
@@ -141,14 +97,12 @@ def _import(decl: ProgramDecl, path: str | None = None, where: str | None = None
 
 
 def _on_path(folder: Path) -> None:
-    """Put ``folder`` on "the user's path": python -m puts the working directory there; pytest, xdist
-    workers and a child or worker started elsewhere for the project (its parent names the folder) may not."""
+    """Put ``folder`` on the user's path, as python -m puts the working directory; pytest may not."""
     if str(folder) not in sys.path and not (folder == Path.cwd() and "" in sys.path):
         sys.path.insert(0, str(folder))
 
 
 def _attribute(module: object, attribute: str, where: str) -> object:
-    """``module``'s attribute at the dotted path ``attribute``, or one line at ``where``."""
     obj = module
     for part in attribute.split("."):
         if not hasattr(obj, part):
@@ -159,8 +113,7 @@ def _attribute(module: object, attribute: str, where: str) -> object:
 
 @contextlib.contextmanager
 def _said_as(fails: str, error_type: bool = True) -> Iterator[None]:
-    """An error the user's code raises in the block, as one line: ``fails: what`` (``error_type``: the
-    error's type before what it said). What a guard said the code did passes as it is."""
+    """An error the user's code raises in the block, as one line: ``fails: [type: ]what``."""
     try:
         yield
     except InvariantsError:
@@ -194,7 +147,6 @@ def _shape(spec: jax.ShapeDtypeStruct | jax.Array) -> str:
 
 
 def _check_trace(decl: ProgramDecl, fn: Callable[..., Any], program: Program, config: Config) -> None:
-    # A training step embeds [B, S] tokens: its third argument.
     indices = program.argument_specs(config)[2 if decl.kind == "train" else 1]
     mesh = abstract_mesh(decl)
     lookup_args = sharded((config.table, indices), _parts(program, config)[:2], mesh)
@@ -207,7 +159,14 @@ def _check_trace(decl: ProgramDecl, fn: Callable[..., Any], program: Program, co
     ):
         out = jax.eval_shape(fn, *lookup_args)
     want = jax.ShapeDtypeStruct((*lookup_args[1].shape, config.width), config.table.dtype)
-    _check_rows(out, want, f"{where}: {decl.function}", shown)
+    if not (hasattr(out, "shape") and hasattr(out, "dtype")):
+        raise InvariantsError(
+            f"{where}: {decl.function} must return one array of rows, got {type(out).__name__}"
+        )
+    if tuple(out.shape) != tuple(want.shape) or out.dtype != want.dtype:
+        raise InvariantsError(
+            f"{where}: {decl.function} on {shown} must return {_shape(want)} rows, got {_shape(out)}"
+        )
     if decl.kind == "forward":
         return
     grads = _trace_grad(decl, program, config, mesh, where)
@@ -218,18 +177,9 @@ def _check_trace(decl: ProgramDecl, fn: Callable[..., Any], program: Program, co
         )
 
 
-def _check_rows(out: Any, want: jax.ShapeDtypeStruct, where: str, shown: str) -> None:
-    """A lookup's result: one array of ``want``'s shape and dtype."""
-    if not (hasattr(out, "shape") and hasattr(out, "dtype")):
-        raise InvariantsError(f"{where} must return one array of rows, got {type(out).__name__}")
-    if tuple(out.shape) != tuple(want.shape) or out.dtype != want.dtype:
-        raise InvariantsError(f"{where} on {shown} must return {_shape(want)} rows, got {_shape(out)}")
-
-
 def _trace_grad(
     decl: ProgramDecl, program: Program, config: Config, mesh: AbstractMesh | None, where: str
 ) -> Any:
-    """The shapes a backward or train step of ``program`` returns, traced; one line when tracing fails."""
     with _said_as(f"{where}: the {decl.kind} of {decl.function} fails", error_type=False):
         args = sharded(program.argument_specs(config), _parts(program, config), mesh)
         with guarded(f"{where}: tracing the {decl.kind} of {decl.function}"), traced_on(mesh):
@@ -237,10 +187,9 @@ def _trace_grad(
 
 
 def _program(decl: ProgramDecl, fn: Callable[..., Any], inputs: Inputs | None = None) -> Program:
-    """The declared program ``decl`` as the catalog's :class:`Program` of ``fn``."""
     return Program(
         decl.name,
-        _kind(decl),
+        cast(ProgramKind, decl.kind),  # the spec stage checked it
         fn,
         decl.doc,
         decl.configs,
@@ -249,10 +198,6 @@ def _program(decl: ProgramDecl, fn: Callable[..., Any], inputs: Inputs | None = 
         layout=layout_of(decl),
         declaration=decl,
     )
-
-
-def _kind(decl: ProgramDecl) -> ProgramKind:
-    return cast(ProgramKind, decl.kind)  # one of PROGRAM_KINDS: the spec stage checked it
 
 
 def _named(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
@@ -264,9 +209,8 @@ def _named(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
 
 
 def layout_of(decl: ProgramDecl) -> Layout | None:
-    """How a sharded declaration places its arguments: a pod layout over its own mesh (the target's chips
-    placed by their coordinates, the function traced under it); None for a one-device program. A lookup's
-    cotangent is sharded like its indices (the rows' leading dimensions)."""
+    """A sharded declaration's pod layout over its own mesh; a lookup's cotangent is sharded like its
+    indices. None for a one-device program."""
     if decl.mesh is None:
         return None
     axes, shape = zip(*decl.mesh, strict=True)
@@ -284,20 +228,27 @@ def layout_of(decl: ProgramDecl) -> Layout | None:
 
 
 def abstract_mesh(decl: ProgramDecl) -> AbstractMesh | None:
-    """The declaration's mesh without devices (``jax.sharding.AbstractMesh``): what its contract is checked
-    on before any target is chosen, and what a factory finds in ``config.mesh``; None when unsharded."""
+    """The declaration's mesh without devices: what its contract is checked on before any target is
+    chosen, and what a factory finds in ``config.mesh``; None when unsharded."""
     if decl.mesh is None:
         return None
-    # Read when a mesh is declared: a release without AxisType (jax 0.5.1) runs every other program.
-    kind = jax.sharding.AxisType.Explicit if decl.axis_types == "explicit" else jax.sharding.AxisType.Auto
     axes, shape = zip(*decl.mesh, strict=True)
-    return jax.sharding.AbstractMesh(tuple(shape), tuple(axes), axis_types=(kind,) * len(axes))
+    return jax.sharding.AbstractMesh(
+        tuple(shape), tuple(axes), axis_types=axis_kinds(decl.axis_types, len(axes))
+    )
+
+
+def axis_kinds(axis_types: str, n: int) -> tuple[jax.sharding.AxisType, ...]:
+    # Read only for a mesh: a release without AxisType (jax 0.5.1) runs every other program.
+    kind = jax.sharding.AxisType.Explicit if axis_types == "explicit" else jax.sharding.AxisType.Auto
+    return (kind,) * n
 
 
 def sharded(
-    specs: Sequence[jax.ShapeDtypeStruct], parts: Sequence[tuple[str | None, ...]], mesh: AbstractMesh | None
+    specs: Sequence[jax.ShapeDtypeStruct],
+    parts: Sequence[tuple[str | None, ...]],
+    mesh: Mesh | AbstractMesh | None,
 ) -> tuple[jax.ShapeDtypeStruct, ...]:
-    """``specs`` as ShapeDtypeStructs sharded on ``mesh`` by ``parts`` (unchanged without a mesh)."""
     if mesh is None:
         return tuple(specs)
     return tuple(
@@ -307,29 +258,24 @@ def sharded(
 
 
 def _parts(program: Program, config: Config) -> tuple[tuple[str | None, ...], ...]:
-    """The PartitionSpec entries of a program's arguments: a sharded one's, else none (one device)."""
     if program.layout is None:
         return tuple(() for _ in program.argument_specs(config))
     return program.argument_specs_sharded(config)
 
 
 def traced_on(mesh: AbstractMesh | None) -> contextlib.AbstractContextManager[object]:
-    """The context a sharded declaration's function is traced in: its (abstract) mesh, so that the
-    PartitionSpecs inside it mean what they do in the user's code."""
+    """The abstract mesh a sharded declaration is traced on, so its PartitionSpecs mean what they say."""
     return jax.sharding.use_abstract_mesh(mesh) if mesh is not None else contextlib.nullcontext()
 
 
 def build(decl: ProgramDecl) -> Program:
-    """The program ``decl`` declares, its function imported and its contract checked (see module doc).
-    Each call builds it afresh: whoever built it keeps it (the gate command hands its programs to the
-    session it starts)."""
+    """The program ``decl`` declares, imported and checked; each call builds it afresh."""
     if decl.params is not None:
         return _build_with_params(decl)
     lookup = _import(decl)
     _check_signature(decl, lookup)
-    if not hasattr(lookup, "__name__"):  # a functools.partial or a callable object: the wrappers name it
+    if not hasattr(lookup, "__name__"):  # a functools.partial or a callable object
         lookup = _named(lookup, decl.name)
-    # The catalog's own wrappers: a user's backward or training step is built exactly like grad_take's.
     fn = {"forward": lambda f: f, "backward": _backward, "train": _train_step}[decl.kind](lookup)
     program = _program(decl, fn)
     for config_id in decl.configs:
@@ -342,25 +288,15 @@ def build_all(decls: Iterable[ProgramDecl]) -> list[Program]:
 
 
 def load_project(project: Project) -> tuple[list[Spec], Programs]:
-    """Read ``project``'s spec folders (the package's own with the catalog) and build their programs: the
-    specs and the run's :class:`Programs`, what a versus worker or a release's child makes before it
-    compiles a project's program. The catalog alone: the package's specs, nothing declared."""
+    """``project``'s specs and the run's :class:`Programs`, as a process started for it makes them."""
     specs = load_specs(*project.spec_folders()) if project.own else load_specs()
     return specs, Programs(build_all(d for spec in specs for d in spec.programs))
 
 
-# ---------------------------------------------------------------------------------------------------------
-# Programs with parameters: function(params, indices), params = factory(config).
-
-
 @dataclasses.dataclass(frozen=True)
 class ProgramConfig:
-    """What a params factory is given: one configuration of the catalog (``id``: ``f32``, ``bf16``...),
-    with the program's ``index_shape``. ``table`` is the configuration's table (a ShapeDtypeStruct of
-    ``[vocab, width]``, its dtype the one parameters should take); ``indices`` the indices the function
-    gets. ``mesh``: a sharded program's mesh (a ``jax.sharding.AbstractMesh`` of its declared axes), on
-    which the factory gives each leaf its sharding, ``NamedSharding(config.mesh, PartitionSpec(...))``;
-    None for a one-device program."""
+    """What a params factory is given: one configuration of the catalog, with the program's
+    ``index_shape``, and a sharded program's abstract ``mesh`` to give each leaf its sharding on."""
 
     id: str
     vocab: int
@@ -380,9 +316,7 @@ def _first(err: BaseException) -> str:
 
 
 class ParamsInputs:
-    """The arguments of a params program (an :class:`invariants.catalog.programs.Inputs`): the flat leaves of
-    ``(params, indices)``, or of ``(params, indices, inputs)`` with an ``inputs``
-    factory, per configuration."""
+    """The arguments of a params program: the flat leaves of ``(params, indices[, inputs])``."""
 
     def __init__(
         self, decl: ProgramDecl, factory: Callable[..., Any], extra: Callable[..., Any] | None = None
@@ -402,8 +336,6 @@ class ParamsInputs:
         return ProgramConfig(config.id, vocab, config.width, shape, config.table, indices, self.mesh)
 
     def _made_by(self, which: str, config: Config) -> Any:
-        """The pytree the params (or inputs) factory makes for ``config``, once; one line when it fails or
-        is not arrays."""
         if (which, config.id) not in self._made:
             decl = self.decl
             name, factory, at = (
@@ -418,15 +350,12 @@ class ParamsInputs:
         return self._made[(which, config.id)]
 
     def params(self, config: Config) -> Any:
-        """The factory's pytree for ``config``: what a backward or train step differentiates."""
         return self._made_by("params", config)
 
     def extras(self, config: Config) -> Any:
-        """The ``inputs`` factory's pytree for ``config`` (never differentiated); None without one."""
         return self._made_by("inputs", config) if self.extra is not None else None
 
     def arguments(self, config: Config) -> tuple[Any, ...]:
-        """``(params, indices)``, or ``(params, indices, inputs)``: the function's arguments."""
         head = (self.params(config), self.config(config).indices)
         return head if self.extra is None else (*head, self.extras(config))
 
@@ -434,7 +363,6 @@ class ParamsInputs:
         return jax.tree_util.tree_structure(self.arguments(config))
 
     def param_leaves(self, config: Config) -> int:
-        """How many leading flat arguments are parameters (what a train step donates)."""
         return len(jax.tree_util.tree_leaves(self.params(config)))
 
     def specs(self, config: Config) -> tuple[Any, ...]:
@@ -442,27 +370,22 @@ class ParamsInputs:
         return tuple(jax.ShapeDtypeStruct(tuple(x.shape), x.dtype) for x in leaves)
 
     def partition_specs(self, config: Config) -> tuple[tuple[str | None, ...], ...]:
-        """Each argument's PartitionSpec entries: a leaf's from the sharding its factory gave it (none:
-        replicated), the indices' from ``index_sharding``."""
-
         def parts(tree: object) -> list[tuple[str | None, ...]]:
-            return [
-                tuple(x.sharding.spec) if _named_sharding(x) else () for x in jax.tree_util.tree_leaves(tree)
-            ]
+            leaves = jax.tree_util.tree_leaves(tree)
+            named = [getattr(x, "sharding", None) for x in leaves]
+            return [tuple(s.spec) if isinstance(s, NamedSharding) else () for s in named]
 
         extra = parts(self.extras(config)) if self.extra is not None else []
         return (*parts(self.params(config)), self.decl.index_sharding or (), *extra)
 
     def facts(self, config: Config) -> dict[str, int]:
-        """The input facts of the model, not of the catalog's table: ``table_bytes`` of the tables it names
-        (``tables``; default every floating-point leaf of its params), ``row_bytes`` one row of them (the
-        widest where their rows differ: an index reads one row, as each of an embedding bag's indices reads
-        its own table's), ``vocab`` the rows of the largest, ``lookups`` the indices it is called on."""
+        """The model's own tables (``tables``; default every floating-point leaf): ``row_bytes`` is the
+        widest row, since an index reads one row."""
         leaves = jax.tree_util.tree_flatten_with_path(self.params(config))[0]
         tables = self._tables({leaf_name(path): leaf for path, leaf in leaves})
-        size = np.dtype  # bytes of one element of each leaf's dtype
         rows = [
-            (x.shape[0] if x.shape else 1, math.prod(x.shape[1:]) * size(x.dtype).itemsize) for x in tables
+            (x.shape[0] if x.shape else 1, math.prod(x.shape[1:]) * np.dtype(x.dtype).itemsize)
+            for x in tables
         ]
         return {
             "table_bytes": sum(n * row for n, row in rows),
@@ -472,7 +395,6 @@ class ParamsInputs:
         }
 
     def _tables(self, named: dict[str, jax.Array]) -> list[jax.Array]:
-        """The leaves of the params that ``tables`` names (default: every floating-point one)."""
         if not self.decl.tables:
             return [x for x in named.values() if jnp.issubdtype(x.dtype, jnp.inexact)]
         missing = [t for t in self.decl.tables if t not in named]
@@ -485,8 +407,7 @@ class ParamsInputs:
         return [named[t] for t in self.decl.tables]
 
     def draw(self, config: Config, distribution: Distribution, seed: int) -> tuple[Any, ...]:
-        """Concrete leaves: the factories' arrays where they gave some, else drawn (see module doc); the
-        indices from ``distribution``. Made once per (configuration, distribution, seed), read-only."""
+        """Concrete leaves, read-only, made once: the factories' arrays where they gave some, else drawn."""
         key = (config.id, distribution, seed)
         if key not in self._draws:
             rng = np.random.default_rng(seed + 1)
@@ -502,8 +423,7 @@ class ParamsInputs:
 
 
 def leaf_name(path: Iterable[object]) -> str:
-    """A leaf of a pytree by its keys joined with dots (``{"emb": {"tokens": ...}}``: ``emb.tokens``), as
-    ``tables`` names it."""
+    """A leaf of a pytree by its keys joined with dots, as ``tables`` names it."""
     parts = []
     for key in path:
         for attr in ("key", "name", "idx"):
@@ -514,24 +434,17 @@ def leaf_name(path: Iterable[object]) -> str:
 
 
 def _drawn(leaf: Any, rng: np.random.Generator, vocab: int) -> np.ndarray:
-    """A leaf's value: the factory's array (a copy), else integers in [0, vocab), else a normal draw;
-    always an array, a 0-d one included (numpy draws a scalar for shape ``()``, which cannot
-    be made read-only)."""
+    """A leaf's value: the factory's array (a copy), else integers in [0, vocab), else a normal draw; always
+    an array (numpy draws a scalar for shape ``()``, which cannot be made read-only)."""
     dtype = np.dtype(leaf.dtype)
     if not isinstance(leaf, jax.ShapeDtypeStruct):
-        return np.array(leaf)  # a copy: the factory's array stays the factory's
+        return np.array(leaf)
     if np.issubdtype(dtype, np.integer):
         return np.asarray(rng.integers(0, vocab, size=leaf.shape)).astype(dtype)
     return np.asarray(rng.standard_normal(leaf.shape, dtype=np.float32) * _DRAW_SCALE).astype(dtype)
 
 
-def _named_sharding(leaf: object) -> bool:
-    """Whether a factory's leaf carries a sharding of names on a mesh (a NamedSharding's spec)."""
-    return isinstance(getattr(leaf, "sharding", None), NamedSharding)
-
-
 def _check_leaves(tree: Any, where: str, factory: str, which: str = "params") -> Any:
-    """``tree`` when every leaf has a shape and a dtype (an array or a ShapeDtypeStruct), else one line."""
     try:
         leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
     except Exception as err:  # JAX's C++ flatten raises SystemError, the RecursionError behind it
@@ -557,7 +470,6 @@ def _check_leaves(tree: Any, where: str, factory: str, which: str = "params") ->
 
 
 def _total(outputs: Any) -> Any:
-    """The sum of every floating-point output, in float32: what a params backward differentiates."""
     floats = [x for x in jax.tree_util.tree_leaves(outputs) if jnp.issubdtype(x.dtype, jnp.inexact)]
     return sum((jnp.sum(x.astype(jnp.float32)) for x in floats), jnp.float32(0))
 
@@ -565,11 +477,10 @@ def _total(outputs: Any) -> Any:
 def _params_program(
     decl: ProgramDecl, function: Callable[..., Any], inputs: ParamsInputs
 ) -> Callable[..., Any]:
-    """The program's function of the flat leaves of ``(params, indices)``, for ``decl.kind``."""
     first = CONFIGS[decl.configs[0]]
 
     def split(leaves: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
-        # One pytree in every configuration (checked by _check_params): the first's unflattens them all.
+        # One pytree in every configuration (_check_same_tree): the first's unflattens them all.
         params, *rest = jax.tree_util.tree_unflatten(inputs.treedef(first), leaves)
         return params, tuple(rest)
 
@@ -578,7 +489,7 @@ def _params_program(
         return function(params, *rest)
 
     def backward(*leaves: Any) -> Any:
-        params, rest = split(leaves)  # the indices and the inputs are never differentiated
+        params, rest = split(leaves)
         return jax.grad(lambda p: _total(function(p, *rest)))(params)
 
     def train(*leaves: Any) -> Any:
@@ -617,7 +528,7 @@ def _check_params(
     indices = sharded([inputs.config(config).indices], [decl.index_sharding or ()], mesh)[0]
     extras = () if inputs.extra is None else (inputs.extras(config),)
     shown = f"its params and {_shape(indices)} indices" + (" and inputs" if extras else "")
-    inputs.facts(config)  # the tables it names are leaves of its params: one line now if not
+    inputs.facts(config)  # one line now if ``tables`` names no leaf
     with (
         _said_as(f"{where}: {decl.function} fails on {shown}"),
         guarded(f"{where}: tracing {decl.function}"),
@@ -628,13 +539,11 @@ def _check_params(
         return
     _check_differentiable(decl, params, at_params)
     _check_float_outputs(decl, outputs, f"{where}: {decl.function} on {shown}")
-    # jax.grad gives the gradient the pytree, shapes and dtypes of the parameters (a custom_vjp whose
-    # backward does not is refused by JAX itself): what is left to fail is tracing it.
+    # jax.grad gives the gradient the parameters' pytree, shapes and dtypes: what is left is to trace it.
     _trace_grad(decl, program, config, mesh, where)
 
 
 def _check_same_tree(decl: ProgramDecl, inputs: ParamsInputs, config: Config, at_params: str) -> None:
-    """The params factory returns one pytree in every configuration."""
     first = CONFIGS[decl.configs[0]]
     if inputs.treedef(config) != inputs.treedef(first):
         theirs = jax.tree_util.tree_structure(inputs.params(first))
@@ -645,13 +554,12 @@ def _check_same_tree(decl: ProgramDecl, inputs: ParamsInputs, config: Config, at
 
 
 def _check_params_dtype(decl: ProgramDecl, params: object, config: Config, at_params: str) -> None:
-    """The floating-point parameters are of the configuration's dtype."""
     floats = {
         np.dtype(x.dtype) for x in jax.tree_util.tree_leaves(params) if jnp.issubdtype(x.dtype, jnp.inexact)
     }
     if not floats or np.dtype(config.table.dtype) in floats:
         return
-    # The configurations that differ from this one in their dtype alone, and take the factory's.
+    # The configurations that differ from this one in their dtype alone.
     fit = [
         cid
         for cid, c in CONFIGS.items()
@@ -667,7 +575,6 @@ def _check_params_dtype(decl: ProgramDecl, params: object, config: Config, at_pa
 
 
 def _check_float_outputs(decl: ProgramDecl, outputs: object, where: str) -> None:
-    """A backward or train step differentiates the sum of the floating-point outputs: there are some."""
     out_leaves = [x for x in jax.tree_util.tree_leaves(outputs) if hasattr(x, "dtype")]
     if not any(jnp.issubdtype(x.dtype, jnp.inexact) for x in out_leaves):
         got = ", ".join(_shape(x) for x in out_leaves) or "no arrays"
@@ -678,7 +585,6 @@ def _check_float_outputs(decl: ProgramDecl, outputs: object, where: str) -> None
 
 
 def _check_differentiable(decl: ProgramDecl, params: object, at_params: str) -> None:
-    """Every parameter of a backward or train step has a gradient: it is floating-point."""
     for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
         if not jnp.issubdtype(leaf.dtype, jnp.inexact):
             raise InvariantsError(

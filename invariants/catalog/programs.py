@@ -2,17 +2,10 @@
 
 Adding a program touches this file only: write its function and register it in ``CATALOG`` below.
 
-A program is a pure function of the table ``W`` and the indices ``x`` (a forward), or of ``W``, ``x`` and a
-cotangent ``ct`` (a backward: the gradient of the lookup with respect to the table), or of a whole small
-training step (``train_*``). A ``tied`` program uses the table twice, as the lookup and as the output
-projection (``logits = W[x] @ W.T``); a ``tied_grad`` program is its gradient, from a cotangent of the
-logits. Programs of flax and haiku modules import their library when traced, never here: without the
-``libs`` extra the catalog loads and their items skip (:meth:`Program.unavailable_reason`).
-
-Each program names the configurations it is compiled in; a configuration fixes the table dtype and size,
-the index dtype and the index rank. Index *distributions* do not change the compiled structure, so they are
-not part of a configuration: they matter for timing and correctness only, and
-:func:`invariants.catalog.arguments.make_arguments` takes one.
+A program is a pure function of the table ``W`` and the indices ``x`` (a forward), of ``W``, ``x`` and a
+cotangent (a backward, the gradient with respect to the table), or a small training step. A ``tied``
+program uses the table as lookup and output projection too. flax and haiku are imported when a program is
+traced, never here, so the catalog loads without the ``libs`` extra.
 """
 
 from __future__ import annotations
@@ -20,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import importlib.util
+import itertools
 import math
 import threading
 from collections.abc import Callable, Mapping
@@ -33,7 +27,7 @@ from jax import lax
 from .._errors import InvariantsError, did_you_mean
 from ..measure.metrics import input_facts
 
-# The configurations live in _configs (no JAX); re-exported here, where the catalog's users look for them.
+# The configurations live in configs (no JAX); re-exported here, where the catalog's users look for them.
 from .configs import _INDEX_SHAPES
 from .configs import ALL_CONFIGS as ALL_CONFIGS
 from .configs import CONFIGS as CONFIGS
@@ -50,29 +44,22 @@ if TYPE_CHECKING:
 
 ProgramKind = Literal["forward", "backward", "train", "sharded", "sharded_grad", "tied", "tied_grad"]
 
-# The module a library program imports, to the distribution that provides it (the ``libs`` extra).
 _PIP_NAMES = {"flax": "flax", "haiku": "dm-haiku"}
-# Installed users and checkouts install extras differently; the hint names both.
 LIBS_HINT = (
     "pip install 'jax-embedding-invariants[libs]' (in a checkout: pip install -e '.[libs]'): "
     "flax and dm-haiku"
 )
 
-# The [4, 2048] variant is for the nested vmap (a per-token module over [batch, sequence]); W[x] and take
-# only see a reshape of the indices there, so they compile it flat (each LLM compile takes 0.3-1.5 s).
+# The [4, 2048] variant is for the nested vmap; W[x] and take only see a reshape of the indices there.
 _LLM_FLAT = ("bf16-llm",)
 
 
 @dataclasses.dataclass(frozen=True)
 class Layout:
-    """How a sharded program places its inputs on a device mesh.
+    """How a sharded program places its inputs on a device mesh: PartitionSpec entries over ``axes``.
 
-    ``table`` and ``indices`` are PartitionSpec entries (one per dimension, ``None`` for replicated) over
-    the axes of a mesh of shape ``mesh_shape`` named ``axes``. One entry of ``mesh_shape`` may be ``-1``:
-    it takes the rest of the target's devices, so that one layout runs on 8 and on 16 chips.
-    ``output`` fixes the result's sharding (``None``: the compiler chooses); a gradient's ``cotangent``
-    is sharded like its forward's output. A ``pod`` layout is compiled on the pod targets (and the 8 host
-    CPU devices) over a mesh that follows the chips' physical topology, as a pod job builds it.
+    One entry of ``mesh_shape`` may be ``-1``: the rest of the target's devices. ``output`` None: the
+    compiler chooses. A ``pod`` layout's mesh follows the chips' physical topology, as a pod job builds it.
     """
 
     mesh_shape: tuple[int, ...]
@@ -82,17 +69,14 @@ class Layout:
     output: tuple[str | None, ...] | None = None
     cotangent: tuple[str | None, ...] | None = None
     pod: bool = False
-    # The mesh's axis types: "auto" (the compiler propagates shardings) or "explicit" (each array's
-    # sharding is part of its type: table.at[ids].get(out_sharding=...) needs it).
+    # "explicit": each array's sharding is part of its type (``.at[].get(out_sharding=...)`` needs it).
     axis_types: Literal["auto", "explicit"] = "auto"
 
     @property
     def devices(self) -> int:
-        """The fewest devices the mesh needs (a ``-1`` entry counts as 1)."""
         return int(np.prod([max(n, 1) for n in self.mesh_shape]))
 
     def mesh_for(self, devices: int) -> tuple[int, ...]:
-        """``mesh_shape`` with its ``-1`` entry resolved for ``devices`` devices."""
         if -1 not in self.mesh_shape:
             return self.mesh_shape
         if devices % self.devices:
@@ -100,14 +84,12 @@ class Layout:
         return tuple(devices // self.devices if n == -1 else n for n in self.mesh_shape)
 
     def shards(self, spec: tuple[str | None, ...], devices: int) -> int:
-        """How many pieces the leading dimension of an argument with PartitionSpec ``spec`` is cut into."""
         sizes = dict(zip(self.axes, self.mesh_for(devices), strict=True))
         return sizes.get(spec[0], 1) if spec and spec[0] is not None else 1
 
 
 class Inputs(Protocol):
-    """The arguments of a program that brings its own (a declared program with parameters): a flat tuple,
-    so that compiling, sharding annotations and correctness treat them as the catalog's."""
+    """The arguments of a program that brings its own, as a flat tuple."""
 
     def specs(self, config: Config) -> tuple[jax.ShapeDtypeStruct, ...]: ...
 
@@ -122,12 +104,8 @@ class Inputs(Protocol):
 
 @dataclasses.dataclass(frozen=True)
 class Program:
-    """One canonical program.
-
-    ``fn`` takes the arguments described by :meth:`argument_specs`, in order. ``configs`` lists the
-    configuration ids it is compiled in. ``tags`` let targets choose what they compile (``core``: the
-    forms the seed is about, compiled on every chip; ``no-runtime-large``: too large to run here).
-    """
+    """One program: ``fn`` of :meth:`argument_specs`, compiled in ``configs``; ``tags`` let targets choose.
+    ``declaration``: a project's ``[[program]]``; None for the catalog's, whose code says everything."""
 
     name: str
     kind: ProgramKind
@@ -138,22 +116,16 @@ class Program:
     layout: Layout | None = None
     requires: tuple[str, ...] = ()  # modules the program imports when traced (from the ``libs`` extra)
     logits: bool = False  # returns (or, for a gradient, takes the cotangent of) logits over the vocabulary
-    # Arguments of its own (a declared program's parameters and indices, an offload program's fixed
-    # shapes); None: those that follow from ``kind`` and the configuration.
-    inputs: Inputs | None = None
-    # Where it came from: a project's [[program]] (plain data: where it is aimed, its indices' dtype,
-    # whether it donates its parameters), or None for the catalog's, whose code says everything.
+    inputs: Inputs | None = None  # None: the arguments follow from ``kind`` and the configuration
     declaration: ProgramDecl | None = None
 
     @property
     def aimed(self) -> tuple[str, ...]:
-        """The target-name patterns that compile a declared program whatever their scope: those its
-        project's spec files name (invariants.catalog.placement). Empty for the catalog's."""
+        """The target-name patterns a declared program's spec files name; empty for the catalog's."""
         return self.declaration.aimed if self.declaration is not None else ()
 
     @property
     def donates(self) -> bool:
-        """Whether it is a declared train step that donates its parameters' buffers (``donate = true``)."""
         return self.declaration is not None and self.declaration.donate
 
     def unavailable_reason(self) -> str | None:
@@ -165,14 +137,11 @@ class Program:
         return f"{self.name}: {names} not installed; {LIBS_HINT}"
 
     def input_facts(self, config: Config, devices: int = 1) -> dict[str, int]:
-        """The input facts an assert reads of this program (``table_bytes``, ``lookups``, ``row_bytes``,
-        ``vocab``, and per chip on a mesh): the configuration's table for a lookup, the model's own tables
-        for a program with params (:meth:`Inputs.facts`)."""
+        """The input facts an assert reads: the configuration's table, or the model's own tables."""
         facts = input_facts(config, self.layout, devices)
         return {**facts, **(self.inputs.facts(config) if self.inputs is not None else {})}
 
     def argument_specs(self, config: Config) -> tuple[jax.ShapeDtypeStruct, ...]:
-        """Shapes and dtypes of the arguments, without shardings."""
         if self.inputs is not None:
             return self.inputs.specs(config)
         # A declared lookup may take its indices in another integer dtype than its configuration's.
@@ -191,8 +160,7 @@ class Program:
         return (config.table, indices)
 
     def argument_specs_sharded(self, config: Config) -> tuple[tuple[str | None, ...], ...]:
-        """PartitionSpec entries per argument; only for programs with a ``layout``. A program with its own
-        inputs says them (its factory's shardings); a lookup's follow the layout."""
+        """PartitionSpec entries per argument, of a program with a ``layout``."""
         if self.layout is None:
             raise InvariantsError(f"{self.name}: not a sharded program")
         if self.inputs is not None:
@@ -202,8 +170,7 @@ class Program:
         return (self.layout.table, self.layout.indices)
 
 
-# ---------------------------------------------------------------------------------------------------------
-# The lookups. Each is written the way users write it; the comment says where it comes from.
+# The lookups, each written the way users write it.
 
 
 def naive(W: jax.Array, x: jax.Array) -> jax.Array:
@@ -238,7 +205,6 @@ def at_get_fill(W: jax.Array, x: jax.Array) -> jax.Array:
 
 
 def _vmap_leading(row: Callable[[jax.Array], jax.Array], x: jax.Array) -> jax.Array:
-    # One vmap per index dimension: how a per-token module is applied to a [B, S] batch.
     f = row
     for _ in range(x.ndim):
         f = jax.vmap(f)
@@ -256,9 +222,7 @@ def vmap_take(W: jax.Array, x: jax.Array) -> jax.Array:
 
 def eqx_embedding(W: jax.Array, x: jax.Array) -> jax.Array:
     """The installed equinox ``nn.Embedding`` under vmap (nested vmap for 2-D indices)."""
-    # Imported here, as flax and haiku are: a process that never traces this program (a versus worker, a
-    # gate child on other programs) does not pay for importing equinox and jaxtyping.
-    import equinox as eqx
+    import equinox as eqx  # here: a process that never traces it does not pay for importing equinox
 
     return _vmap_leading(eqx.nn.Embedding(weight=W), x)
 
@@ -287,25 +251,15 @@ def lax_map_loop(W: jax.Array, x: jax.Array) -> jax.Array:
     return rows.reshape((*x.shape, W.shape[1]))
 
 
-# ---------------------------------------------------------------------------------------------------------
-# Library modules, each applied the way its users apply it to trained parameters: nnx merges a graph
-# definition with a state, linen and haiku pass a parameter tree to ``apply``. The library is imported
-# when the program is traced (see ``requires`` in the registry).
+# Library modules, each applied the way its users apply it to trained parameters.
 
-
-# The gate traces programs in several compile threads at once; two of them importing flax.nnx and flax.linen
-# at the same moment meet flax's circular imports half done ("cannot import name 'FrozenDict' from partially
-# initialized module 'flax.core'"). One lock makes the optional libraries' first imports one at a time.
+# Two compile threads importing flax.nnx and flax.linen at once meet flax's circular imports half done.
 IMPORTING = threading.Lock()
 
 
 def _nnx_module(build: Callable[[Any], Any], **params: jax.Array) -> Any:
-    """An nnx module built by ``build(rngs)`` whose parameters are ``params`` (by attribute path).
-
-    The module is built abstractly (``nnx.eval_shape``), so no initializer runs or appears in the jaxpr;
-    ``nnx.merge`` then binds the given arrays, as a functional nnx training loop does with its state.
-    """
-    with IMPORTING:  # optional (the libs extra), one import at a time
+    """An nnx module built by ``build(rngs)`` abstractly (no initializer in the jaxpr), holding ``params``."""
+    with IMPORTING:
         from flax import nnx
 
     graphdef, state = nnx.split(nnx.eval_shape(lambda: build(nnx.Rngs(0))))
@@ -316,7 +270,7 @@ def _nnx_module(build: Callable[[Any], Any], **params: jax.Array) -> Any:
 
 
 def _nnx_embed(W: jax.Array) -> Any:
-    with IMPORTING:  # optional (the libs extra), one import at a time
+    with IMPORTING:
         from flax import nnx
 
     vocab, width = W.shape
@@ -330,7 +284,7 @@ def flax_nnx_embed(W: jax.Array, x: jax.Array) -> jax.Array:
 
 def flax_linen_embed(W: jax.Array, x: jax.Array) -> jax.Array:
     """``flax.linen.Embed(V, D).apply({'params': {'embedding': W}}, x)``."""
-    with IMPORTING:  # optional (the libs extra), one import at a time
+    with IMPORTING:
         import flax.linen as nn
 
     embed = nn.Embed(W.shape[0], W.shape[1], param_dtype=W.dtype)
@@ -338,7 +292,7 @@ def flax_linen_embed(W: jax.Array, x: jax.Array) -> jax.Array:
 
 
 def _haiku_apply(W: jax.Array, x: jax.Array, lookup_style: str) -> jax.Array:
-    with IMPORTING:  # optional (the libs extra), one import at a time
+    with IMPORTING:
         import haiku as hk
 
     vocab, width = W.shape
@@ -370,19 +324,14 @@ def flax_nnx_embed_attend(W: jax.Array, x: jax.Array) -> jax.Array:
 
 
 def _library_train_step(library: str) -> Callable[..., Any]:
-    """The seed's training step (embed, mean-pool, project, cross-entropy, grads) as a model of ``library``.
-
-    The projection is the library's dense layer without bias, so the step computes what ``train_take``
-    computes; its gradient is taken the library's way (``nnx.grad`` on the module, ``jax.grad`` on the
-    parameter tree of ``apply`` for linen and haiku).
-    """
+    """The step ``train_take`` computes, as a model of ``library``, its gradient taken the library's way."""
 
     def xent(logits: jax.Array, labels: jax.Array) -> jax.Array:
         logp = jax.nn.log_softmax(logits)
         return -jnp.take_along_axis(logp, labels[:, None], axis=1).mean()
 
     def nnx_step(W: jax.Array, P: jax.Array, tokens: jax.Array, labels: jax.Array) -> Any:
-        with IMPORTING:  # optional (the libs extra), one import at a time
+        with IMPORTING:
             from flax import nnx
 
         class Classifier(nnx.Module):
@@ -398,7 +347,7 @@ def _library_train_step(library: str) -> Callable[..., Any]:
         return grads["embed"]["embedding"].get_value(), grads["head"]["kernel"].get_value()
 
     def linen_step(W: jax.Array, P: jax.Array, tokens: jax.Array, labels: jax.Array) -> Any:
-        with IMPORTING:  # optional (the libs extra), one import at a time
+        with IMPORTING:
             import flax.linen as nn
 
         class Classifier(nn.Module):
@@ -416,7 +365,7 @@ def _library_train_step(library: str) -> Callable[..., Any]:
 
     def haiku_step(lookup_style: str) -> Callable[..., Any]:
         def step(W: jax.Array, P: jax.Array, tokens: jax.Array, labels: jax.Array) -> Any:
-            with IMPORTING:  # optional (the libs extra), one import at a time
+            with IMPORTING:
                 import haiku as hk
 
             def classify(tokens: jax.Array) -> jax.Array:
@@ -439,9 +388,7 @@ def _library_train_step(library: str) -> Callable[..., Any]:
     return steps[library]
 
 
-# ---------------------------------------------------------------------------------------------------------
-# Sharded as pods run it. The mesh is set while these are traced (``jax.set_mesh``), so a bare
-# PartitionSpec names its axes, as in a model's code.
+# Sharded as pods run it: the mesh is set while these are traced, so a bare PartitionSpec names its axes.
 
 
 def vocab_parallel_megatron(W: jax.Array, x: jax.Array) -> jax.Array:
@@ -461,7 +408,6 @@ def vocab_parallel_megatron(W: jax.Array, x: jax.Array) -> jax.Array:
 
 
 def _gather_table(W: jax.Array) -> jax.Array:
-    # FSDP: the parameter is stored sharded and all-gathered right before its layer runs.
     return lax.with_sharding_constraint(W, jax.sharding.PartitionSpec())
 
 
@@ -488,16 +434,12 @@ def _backward(forward: Callable[[jax.Array, jax.Array], jax.Array]) -> Callable[
 _TRAIN_CLASSES = 16
 
 
-# ---------------------------------------------------------------------------------------------------------
-# At the sizes where libtpu moves gathers and scatters to the SparseCores of v5p and v6e: programs with
-# arguments of their own, compiled ahead of time only, in the offload configuration.
+# At the sizes where libtpu moves gathers and scatters to the SparseCores of v5p and v6e.
 
 
 @dataclasses.dataclass(frozen=True)
 class _Fixed:
-    """Arguments of fixed shapes and dtypes, whatever the configuration, and the input facts of the table
-    they look up (``table`` and ``lookups``: the rows it has, the rows a call reads). Nothing runs such a
-    program, so nothing draws them."""
+    """Arguments of fixed shapes and dtypes, and the table they look up; compiled only, never drawn."""
 
     shapes: tuple[tuple[tuple[int, ...], str], ...]
     table: tuple[tuple[int, ...], str]
@@ -541,7 +483,6 @@ _EXPERTS, _TOP_K, _MODEL, _HIDDEN = 64, 8, 2048, 1024
 
 
 def moe_decode_step(h: jax.Array, router: jax.Array, w_in: jax.Array, w_out: jax.Array) -> jax.Array:
-    # The decode step of a mixture-of-experts layer at batch 1: each chosen expert's weights are gathered.
     weights, chosen = lax.top_k((h @ router)[0], _TOP_K)
     up = jnp.einsum("bd,kdf->kf", h, w_in[chosen])
     down = jnp.einsum("kf,kfd->kd", jax.nn.silu(up), w_out[chosen])
@@ -549,39 +490,29 @@ def moe_decode_step(h: jax.Array, router: jax.Array, w_in: jax.Array, w_out: jax
 
 
 def _add_offload_programs(programs: dict[str, Program]) -> None:
-    """The scatter, embedding-bag gradient and MoE decode step users run on v5p and v6e, at their sizes."""
     table, ids, bags = ((1_000_000, 128), "float32"), ((131_072,), "int32"), (131_072 // _BAG, 128)
-    updated = ((5_600_000,), "float32")
+    updated, updates = ((5_600_000,), "float32"), (((1_300_000,), "int32"), ((1_300_000,), "float32"))
     w_in, w_out = ((_EXPERTS, _MODEL, _HIDDEN), "bfloat16"), ((_EXPERTS, _HIDDEN, _MODEL), "bfloat16")
     moe = (((1, _MODEL), "bfloat16"), ((_MODEL, _EXPERTS), "bfloat16"), w_in, w_out)
+    scatter_doc = "t.at[i].min(s): 1.3M updates into a 5.6M-element table"
+    bag_doc = f"d/dW of jnp.take(W, x.reshape(-1, {_BAG}), axis=0).sum(1): an embedding bag's gradient"
+    moe_doc = f"batch-1 MoE decode: top-{_TOP_K} of {_EXPERTS} experts, their bf16 weights gathered"
     offload: list[tuple[Callable[..., jax.Array], ProgramKind, str, _Fixed]] = [
-        (
-            scatter_min,
-            "forward",
-            "t.at[i].min(s): 1.3M updates into a 5.6M-element table",
-            _Fixed((updated, ((1_300_000,), "int32"), ((1_300_000,), "float32")), updated, 1_300_000),
-        ),
+        (scatter_min, "forward", scatter_doc, _Fixed((updated, *updates), updated, 1_300_000)),
         (
             _backward(embedding_bag),
             "backward",
-            f"d/dW of jnp.take(W, x.reshape(-1, {_BAG}), axis=0).sum(1): an embedding bag's gradient",
+            bag_doc,
             _Fixed((table, ids, (bags, "float32")), table, 131_072),
         ),
-        (
-            moe_decode_step,
-            "forward",
-            f"batch-1 MoE decode: top-{_TOP_K} of {_EXPERTS} experts, their bf16 weights gathered",
-            _Fixed(moe, w_in, _TOP_K),
-        ),
+        (moe_decode_step, "forward", moe_doc, _Fixed(moe, w_in, _TOP_K)),
     ]
     for fn, kind, doc, inputs in offload:
-        programs[fn.__name__] = Program(
-            fn.__name__, kind, fn, doc, OFFLOAD_CONFIGS, _SPARSECORE, inputs=inputs
-        )
+        name = fn.__name__
+        programs[name] = Program(name, kind, fn, doc, OFFLOAD_CONFIGS, _SPARSECORE, inputs=inputs)
 
 
 def _train_step(lookup: Callable[[jax.Array, jax.Array], jax.Array]) -> Callable[..., Any]:
-    # The seed's real context: embed [B, S] tokens, mean-pool, project, softmax cross-entropy, grads.
     def loss(W: jax.Array, P: jax.Array, tokens: jax.Array, labels: jax.Array) -> jax.Array:
         pooled = lookup(W, tokens).astype(jnp.float32).mean(axis=1)
         logits = pooled @ P.astype(jnp.float32)
@@ -594,15 +525,13 @@ def _train_step(lookup: Callable[[jax.Array, jax.Array], jax.Array]) -> Callable
     return step
 
 
-# ---------------------------------------------------------------------------------------------------------
-# The registry.
-
 _CORE = frozenset({"core"})
-# The programs at the sizes libtpu offloads (``--programs tag:sparsecore --configs f32-offload``).
 _SPARSECORE = frozenset({"sparsecore"})
-_ROW_BATCH_ONE_AXIS = Layout((8,), ("x",), ("x", None), ("x",))
-_ROWS_MODEL_BATCH_DATA = Layout((2, 4), ("data", "model"), ("model", None), ("data",))
-_COLUMNS = Layout((8,), ("x",), (None, "x"), (None,))
+_FIXED_LAYOUTS = {
+    "rows_batch": Layout((8,), ("x",), ("x", None), ("x",)),
+    "mesh2d": Layout((2, 4), ("data", "model"), ("model", None), ("data",)),
+    "columns": Layout((8,), ("x",), (None, "x"), (None,)),
+}
 # Pod layouts: 'model' is 4 wide (tensor parallelism within a host's chips), 'data' takes the rest.
 _VOCAB_PARALLEL = Layout((-1, 4), ("data", "model"), ("model", None), ("data",), ("data", None), pod=True)
 _VOCAB_PARALLEL_TIED = dataclasses.replace(_VOCAB_PARALLEL, output=("data", "model"))
@@ -630,37 +559,17 @@ def _catalog() -> dict[str, Program]:
     for fn, doc, configs, tags in forwards:
         programs[fn.__name__] = Program(fn.__name__, "forward", fn, doc, configs, tags)
     for name in ("naive", "take", "take_clip", "vmap_naive", "vmap_take", "eqx_embedding", "onehot_matmul"):
-        fwd = programs[name]
         # At LLM scale the gradients of the core lookups only: one_hot(x, V)^T @ ct is a 2 GiB one-hot.
         llm = () if name == "onehot_matmul" else LLM_CONFIGS
-        programs[f"grad_{name}"] = Program(
-            f"grad_{name}",
-            "backward",
-            _backward(fwd.fn),
-            f"d/dW of {fwd.doc}",
-            tuple(c for c in fwd.configs if c not in LLM_CONFIGS or c in llm),
-            fwd.tags,
-        )
+        configs = tuple(c for c in programs[name].configs if c not in LLM_CONFIGS or c in llm)
+        _add_with_gradient(programs, programs[name], "backward", configs=configs)
     for name, lookup in (("train_eqx_embedding", eqx_embedding), ("train_take", take)):
-        programs[name] = Program(
-            name,
-            "train",
-            _train_step(lookup),
-            f"embed [B,S] with {lookup.__name__}, mean-pool, project, cross-entropy, grad",
-            (SEED.id, "bf16"),
-            _CORE,
-        )
-    for layout_name, layout in (
-        ("rows_batch", _ROW_BATCH_ONE_AXIS),
-        ("mesh2d", _ROWS_MODEL_BATCH_DATA),
-        ("columns", _COLUMNS),
-    ):
-        for fn in (naive, take, vmap_naive):
-            name = f"sharded_{layout_name}_{fn.__name__}"
-            doc = (
-                f"{fn.__name__} with table {layout.table} and indices {layout.indices} on mesh {layout.axes}"
-            )
-            programs[name] = Program(name, "sharded", fn, doc, layout=layout)
+        doc = f"embed [B,S] with {lookup.__name__}, mean-pool, project, cross-entropy, grad"
+        programs[name] = Program(name, "train", _train_step(lookup), doc, (SEED.id, "bf16"), _CORE)
+    for (layout_name, layout), fn in itertools.product(_FIXED_LAYOUTS.items(), (naive, take, vmap_naive)):
+        name = f"sharded_{layout_name}_{fn.__name__}"
+        doc = f"{fn.__name__} with table {layout.table} and indices {layout.indices} on mesh {layout.axes}"
+        programs[name] = Program(name, "sharded", fn, doc, layout=layout)
     _add_libraries(programs)
     _add_pod_programs(programs)
     _add_offload_programs(programs)
@@ -668,8 +577,7 @@ def _catalog() -> dict[str, Program]:
 
 
 def _add_pod_programs(programs: dict[str, Program]) -> None:
-    """Vocabulary-parallel (GSPMD as MaxText, and Megatron's shard_map), FSDP, and the tied projection under
-    both meshes; each gradient's result is sharded like the table, as an optimizer keeps it."""
+    """Vocabulary-parallel, FSDP and tied; each gradient sharded like the table, as an optimizer keeps it."""
     pods: list[tuple[str, Callable[..., jax.Array], Layout, bool, str]] = [
         ("vocab_parallel_take", take, _VOCAB_PARALLEL, False, "rows on 'model', batch on 'data': take"),
         ("vocab_parallel_megatron", vocab_parallel_megatron, _VOCAB_PARALLEL, False, "shard_map + psum"),
@@ -682,19 +590,13 @@ def _add_pod_programs(programs: dict[str, Program]) -> None:
         if name == "vocab_parallel_megatron":
             programs[name] = program  # its gradient is GSPMD's: the forward is what Megatron writes by hand
             continue
-        grad_layout = dataclasses.replace(layout, output=layout.table, cotangent=layout.output)
-        _add_with_gradient(
-            programs,
-            program,
-            "sharded_grad",
-            f"d/dW of {doc}; the gradient sharded like the table",
-            layout=grad_layout,
-        )
+        grad = dataclasses.replace(layout, output=layout.table, cotangent=layout.output)
+        grad_doc = f"d/dW of {doc}; the gradient sharded like the table"
+        _add_with_gradient(programs, program, "sharded_grad", grad_doc, layout=grad)
 
 
 def _add_libraries(programs: dict[str, Program]) -> None:
-    """flax and haiku modules (seed configuration: the module is the variable, not the input), each with
-    its gradient and a training step; and tied input/output embeddings with their gradients."""
+    """flax and haiku modules, each with its gradient and a training step; tied embeddings and gradients."""
     libraries: list[tuple[Callable[..., jax.Array], str, str, tuple[str, ...]]] = [
         (flax_nnx_embed, "flax_nnx", "flax.nnx.Embed(V, D)(x)", ("flax",)),
         (flax_linen_embed, "flax_linen", "flax.linen.Embed(V, D).apply(params, x)", ("flax",)),
@@ -702,15 +604,12 @@ def _add_libraries(programs: dict[str, Program]) -> None:
         (haiku_embed_onehot, "haiku_onehot", "haiku.Embed(V, D, lookup_style='ONE_HOT')(x)", ("haiku",)),
     ]
     for fn, library, doc, requires in libraries:
-        name = fn.__name__
+        name, step = fn.__name__, _library_train_step(library)
         _add_with_gradient(programs, Program(name, "forward", fn, doc, requires=requires), "backward")
-        programs[f"train_{name}"] = Program(
-            f"train_{name}",
-            "train",
-            _library_train_step(library),
-            f"the train_take step as a {library} model: {doc}, mean-pool, dense head, cross-entropy, grad",
-            requires=requires,
+        step_doc = (
+            f"the train_take step as a {library} model: {doc}, mean-pool, dense head, cross-entropy, grad"
         )
+        programs[f"train_{name}"] = Program(f"train_{name}", "train", step, step_doc, requires=requires)
     tied: list[tuple[Callable[..., jax.Array], str, tuple[str, ...]]] = [
         (tied_take, "jnp.take(W, x, axis=0) @ W.T", ()),
         (flax_nnx_embed_attend, "embed = flax.nnx.Embed(V, D); embed.attend(embed(x))", ("flax",)),
@@ -724,8 +623,7 @@ def _add_libraries(programs: dict[str, Program]) -> None:
 def _add_with_gradient(
     programs: dict[str, Program], program: Program, kind: ProgramKind, doc: str | None = None, **grad: Any
 ) -> None:
-    """``program`` and its gradient ``grad_NAME``, as each family of the catalog pairs them: the same
-    fields but the kind, ``d/dW`` of the lookup, its doc (default ``d/dW of DOC``) and ``grad``'s."""
+    """``program`` and its gradient ``grad_NAME``, with ``grad``'s fields."""
     programs[program.name] = program
     name = f"grad_{program.name}"
     programs[name] = dataclasses.replace(
@@ -737,15 +635,13 @@ CATALOG: Mapping[str, Program] = _catalog()
 
 
 def select_configs(value: str | None) -> frozenset[str]:
-    """The configurations ``--configs`` names: comma-separated ids or fnmatch patterns (``bf16*``), as a
-    spec's ``configs`` takes them. Not given: every configuration but the SparseCore offload sizes, which
-    compile for minutes and run only when named (``--configs f32-offload``). Empty, or a selector that
-    matches nothing: one line."""
+    """The configurations ``--configs`` names (ids or fnmatch patterns). Not given: all but the SparseCore
+    offload sizes, which compile for minutes."""
     if value is None:
         return frozenset(CONFIGS) - frozenset(OFFLOAD_CONFIGS)
     chosen: set[str] = set()
     for sel in selectors(value, "--configs", "name configurations, or leave the option out for all"):
-        matched = [c for c in CONFIGS if fnmatch.fnmatchcase(c, sel)]  # as a spec's configs match
+        matched = [c for c in CONFIGS if fnmatch.fnmatchcase(c, sel)]
         if not matched:
             raise InvariantsError(
                 f"--configs: unknown configuration {sel!r}{did_you_mean(sel, CONFIGS, n=2)}; "
@@ -753,7 +649,3 @@ def select_configs(value: str | None) -> frozenset[str]:
             )
         chosen.update(matched)
     return frozenset(chosen)
-
-
-def _unknown(what: str, name: str, known: Mapping[str, object]) -> str:
-    return f"{name}: unknown {what}{did_you_mean(name, known, n=3)}; known: {', '.join(sorted(known))}"

@@ -1,12 +1,6 @@
 """A project's own programs, as every command takes them: its spec folders, with the catalog or without it,
-and the folder its modules are imported from (no JAX).
-
-The gate reads ``--spec-dir`` and ``--no-catalog`` from its own option table
-(:mod:`invariants.plugin.options`) and imports a project's modules from the folder it runs in. ``versus``,
-``bisect`` and ``matrix`` take the same two options (:func:`add_project_options`) and hand the project to
-what they start: a gate child gets the options on its command line, a versus worker gets
-:meth:`Project.environment`; both import the project's modules from :attr:`Project.root`
-(``INVARIANTS_PROJECT_DIR``), whatever folder they run in, the way the gate does from the project's folder.
+and the folder its modules are imported from (no JAX). What a command starts gets the project on its command
+line or in its environment, and imports its modules from :attr:`Project.root`, wherever it runs.
 """
 
 from __future__ import annotations
@@ -30,9 +24,8 @@ _DIR_ENV = _config.name("INVARIANTS_PROJECT_DIR")
 
 @dataclasses.dataclass(frozen=True)
 class Project:
-    """``spec_dirs``: the project's spec folders (absolute; none: the catalog alone). ``catalog``: the
-    catalog's programs and the package's own specs run beside them. ``root``: the folder the project's
-    modules (a ``[[program]]``'s ``function`` and ``params``) import from."""
+    """``spec_dirs``: absolute (none: the catalog alone); ``catalog``: the catalog runs beside them;
+    ``root``: the folder the project's modules import from."""
 
     spec_dirs: tuple[Path, ...] = ()
     catalog: bool = True
@@ -40,12 +33,10 @@ class Project:
 
     @property
     def own(self) -> bool:
-        """Whether a project's spec folders were given (else: the catalog alone)."""
         return bool(self.spec_dirs)
 
     def spec_folders(self) -> list[Path]:
-        """Every spec folder the project's runs read, as the gate's ``--spec-dir`` list: the package's own
-        with the catalog, then the project's."""
+        """The package's own spec folder with the catalog, then the project's."""
         return [*([IMPORTED_DIR] if self.catalog else []), *self.spec_dirs]
 
     def environment(self) -> dict[str, str]:
@@ -57,7 +48,7 @@ class Project:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Project:
-        """The project a parent handed down (:meth:`environment`); the catalog alone when there is none."""
+        """The project a parent handed down (:meth:`environment`); else the catalog alone."""
         raw = env.get(_ENV)
         if not raw:
             return cls()
@@ -73,15 +64,13 @@ class Project:
 
 
 def module_folder() -> Path:
-    """The folder a project's modules import from in this process: the one its parent named
-    (``INVARIANTS_PROJECT_DIR``), else the working directory (the gate, run in the project's folder)."""
+    """The folder a project's modules import from: the one a parent named, else the working directory."""
     named = _config.get("INVARIANTS_PROJECT_DIR")
     return Path(named) if named else Path.cwd()
 
 
 def add_project_options(parser: argparse.ArgumentParser) -> None:
-    """``--spec-dir`` and ``--no-catalog``, as the gate takes them: the one declaration for every command
-    that runs a project's programs."""
+    """``--spec-dir`` and ``--no-catalog``, as the gate takes them, for every command."""
     parser.add_argument(
         "--spec-dir",
         action="append",
@@ -99,8 +88,7 @@ def add_project_options(parser: argparse.ArgumentParser) -> None:
 
 
 def project_from(args: argparse.Namespace) -> Project:
-    """The project ``--spec-dir`` / ``--no-catalog`` name, checked now (one line for a folder that is not
-    there, a file given as a folder, or ``--no-catalog`` with nothing else to run)."""
+    """The project ``--spec-dir`` / ``--no-catalog`` name, checked now."""
     dirs: list[Path] = []
     for given in args.spec_dir:
         path = Path(given).expanduser()

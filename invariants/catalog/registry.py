@@ -1,15 +1,7 @@
 """The programs of one run: the catalog's, plus the programs a downstream project declares.
 
-Nothing in a process keeps them. Whoever starts a run makes one :class:`Programs` (the gate session from
-its spec folders, a versus worker or a release's child from the project it was handed, the self-check's
-child with its injections) and hands it down: every stage that looks a program up by name (checks,
-correctness, compile, the gate's items) reads the one it was given. So a ``[[program]]`` of a user's spec
-file (see :mod:`invariants.catalog.downstream`) is compiled, snapshotted and checked exactly like a catalog
-program, and two runs in one process (pytester, the pytest API's tests) never see each other's programs.
-The catalog itself (:mod:`invariants.catalog.programs`) stays the one file a new canonical program touches.
-
-Declared names may not collide with the catalog's (:func:`invariants.specfile.reader.collision`, the one
-rule).
+Nothing in a process keeps them: whoever starts a run makes one :class:`Programs` and hands it down, so a
+declared program is treated exactly like a catalog one, and two runs in one process never see each other's.
 """
 
 from __future__ import annotations
@@ -20,6 +12,7 @@ from typing import Any
 
 from .._errors import InvariantsError, did_you_mean
 from ..specfile.reader import collision
+from .configs import _unknown
 from .programs import CATALOG, Program
 from .select import select_program_words
 
@@ -27,11 +20,8 @@ __all__ = ["Programs", "get_program"]
 
 
 class Programs(Mapping[str, Program]):
-    """The catalog's programs, then the declared ones, in that order; read-only once made.
-
-    ``declared``: a project's programs. Re-declaring the same program is harmless (xdist workers and the
-    ``gate`` command's up-front validation both build them); a different one under a taken name, or a
-    catalog name, is one line."""
+    """The catalog's programs, then a project's ``declared`` ones; read-only once made. Re-declaring the same
+    program is harmless; a different one under a taken name, or a catalog name, is one line."""
 
     def __init__(self, declared: Iterable[Program] = (), catalog: Mapping[str, Program] = CATALOG) -> None:
         own: dict[str, Program] = {}
@@ -61,30 +51,22 @@ class Programs(Mapping[str, Program]):
 
     @property
     def declared(self) -> dict[str, Program]:
-        """The project's programs, in declaration order."""
         return dict(self._declared)
 
     def program(self, name: str) -> Program:
-        """The program called ``name``; an unknown name raises one line with the closest known names."""
-        try:
-            return self._all[name]
-        except KeyError:
-            hint = did_you_mean(name, self._all, n=3)
-            known = ", ".join(sorted(self._all))
-            raise InvariantsError(f"{name}: unknown program{hint}; known: {known}") from None
+        if name not in self._all:
+            raise InvariantsError(_unknown("program", name, self._all))
+        return self._all[name]
 
     def select(self, value: str | None, default: list[str] | None = None) -> list[str]:
-        """The programs ``--programs`` names (catalog or declared): comma-separated names, fnmatch patterns,
-        ``kind:K`` or ``tag:T``, as a spec's ``programs`` takes them. Not given: ``default`` (every
-        program). Empty, or a selector that matches nothing: one line."""
+        """The programs ``--programs`` names (None: ``default``, else every program)."""
         if value is None:
             return list(self._all) if default is None else default
         return select_program_words(value, self._all)
 
     def replaced(self, functions: Mapping[str, Callable[..., Any]]) -> Programs:
-        """These programs with the catalog entries ``functions`` names computing something else: the same
-        names, configurations and tags, so a run collects exactly the items it would, and only what they
-        compile changes (the self-check's injections). An unknown name is one line."""
+        """These programs with the catalog entries ``functions`` names computing something else (the
+        self-check's injections): the same items, other compiles."""
         catalog = dict(self._catalog)
         for name, fn in functions.items():
             if name not in catalog:
@@ -94,6 +76,5 @@ class Programs(Mapping[str, Program]):
 
 
 def get_program(name: str) -> Program:
-    """The catalog's program called ``name`` (what the public face offers: a project's programs belong to
-    the run that declared them, :class:`Programs`); an unknown name is one line."""
+    """The catalog's program called ``name``; a project's programs belong to the run that declared them."""
     return Programs().program(name)

@@ -1,10 +1,6 @@
-"""Selection options: the one splitting of every comma-separated selection, and the one reading of
-``--programs``, for the gate, the report, versus, selfcheck, bisect and matrix (``--targets`` is read by
-:func:`invariants.catalog.targets.select_targets`, on these words).
-
-``--programs`` takes words, each an exact name, an fnmatch pattern (``'vmap_*'``), ``kind:K`` or ``tag:T``,
-matched as a spec's ``programs`` is (:func:`invariants.specfile.reader.select_programs`) against ``known``:
-the programs of this process for the gate, the programs a results file recorded for the report. No JAX here.
+"""Selection options, for every command: the one splitting of a comma-separated selection, and the one
+reading of ``--programs``, whose words (names, fnmatch patterns, ``kind:K``, ``tag:T``) match as a spec's
+``programs`` do. No JAX here.
 """
 
 from __future__ import annotations
@@ -19,8 +15,7 @@ __all__ = ["Selectable", "match_programs", "select_program_words", "selectors"]
 
 
 class Selectable(Protocol):
-    """What a selector reads of a program besides its name: a catalog program, a declared one, or one a
-    results file recorded."""
+    """What a selector reads of a program besides its name (a catalog, declared or recorded one)."""
 
     @property
     def kind(self) -> str: ...
@@ -30,12 +25,8 @@ class Selectable(Protocol):
 
 
 def selectors(value: str, option: str, otherwise: str) -> list[str]:
-    """The comma-separated words of a selection option's ``value``. None of them (``''``, ``' , '``) is an
-    error, never "all" in silence; ``otherwise`` says what to do instead.
-
-    The one place every selection option (``--targets``, ``--programs``, ``--configs``, ``--versions``,
-    ``-k``) is split.
-    """
+    """The comma-separated words of a selection option's ``value``; none is an error that says
+    ``otherwise``, never "all" in silence."""
     words = [w.strip() for w in value.split(",") if w.strip()]
     if not words:
         raise InvariantsError(f"{option}: empty selection; {otherwise}")
@@ -43,9 +34,7 @@ def selectors(value: str, option: str, otherwise: str) -> list[str]:
 
 
 def match_programs(words: Sequence[str], known: Mapping[str, Selectable]) -> list[str]:
-    """The names of ``known`` that selector words match, in the words' order: exact names, fnmatch
-    patterns, ``kind:K`` (a program's ``kind``), ``tag:T`` (one of its ``tags``). The one matcher of
-    program selections: spec files' ``programs`` and every command's ``--programs``."""
+    """The names of ``known`` that selector words match, in the words' order."""
     out: dict[str, None] = {}
     for word in words:
         for name, program in known.items():
@@ -63,8 +52,7 @@ def match_programs(words: Sequence[str], known: Mapping[str, Selectable]) -> lis
 def select_program_words(
     value: str, known: Mapping[str, Selectable], option: str = "--programs"
 ) -> list[str]:
-    """The names of ``known`` (in its order) that ``value`` selects. Empty, or a word that matches nothing:
-    one line (:class:`InvariantsError`), with the closest names."""
+    """The names of ``known`` (in its order) that ``value`` selects; a word matching nothing is one line."""
     words = selectors(value, option, "name programs, or leave the option out for all")
     for word in words:
         if not match_programs([word], known):

@@ -1,22 +1,21 @@
 """Compile targets: the runtime backend, TPU chips and a GPU ahead of time, and a multi-device CPU.
 
-A target says which devices a program is compiled for, and the scope of the catalog it compiles there
-(which programs and configurations follow from it: invariants.catalog.placement).
 Ahead-of-time (AOT) targets need no accelerator: libtpu carries the TPU compiler and the CUDA plugin the GPU
-compiler, so a CPU host reads the real optimized HLO of those chips.
-
-Adding a target touches this file only.
+compiler, so a CPU host reads the real optimized HLO of those chips. Which programs and configurations a
+target compiles follows from its scope (invariants.catalog.placement). Adding a target touches this file only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import importlib.metadata
 import importlib.util
 import re
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from .._errors import InvariantsError, did_you_mean
 from .._paths import PACKAGE_DIR
@@ -39,22 +38,11 @@ HOST_DEVICE_FLAG = "--xla_force_host_platform_device_count=8"
 class Target:
     """One place programs are compiled for.
 
-    ``scope`` says what the catalog compiles on it: ``all`` (every program of one device in every
-    configuration it lists), ``core`` (the seed's forms, seed configuration only: enough to see each chip),
-    ``sharded``
-    (the programs with a fixed mesh layout that fits in ``device_count`` devices, plus the pod layouts
-    when ``pods`` is set), ``pod`` (the pod layouts only, on all ``device_count`` chips), or ``extra`` (its
-    ``extra_configs`` alone: a chip under other compiler flags, at the sizes the flags are about).
-    ``extra_configs`` are compiled on top of the scope for every program that lists them: the
-    compile-only LLM-scale configurations, which no scope includes by itself. ``scope_configs`` are
-    compiled beside the seed's configuration by a ``core`` target, for the programs in its scope that list
-    them. A project's declared program compiles where its spec files aim it, whatever the scope
-    (invariants.catalog.placement).
-
-    ``libtpu_init_args``: flags for the TPU compiler, as ``LIBTPU_INIT_ARGS`` gives them (the SparseCore
-    offloads, say). libtpu reads that variable once, when it starts, so such a target compiles in a child
-    process of its own (:attr:`in_child`); the flags are part of the target, so of the compile cache's key,
-    and the snapshot header shows them.
+    ``scope``: ``all`` (every one-device program in every configuration it lists), ``core`` (the seed's
+    forms in the seed configuration, plus ``scope_configs``), ``sharded`` (the fixed mesh layouts that fit,
+    plus the pod layouts when ``pods``), ``pod`` (the pod layouts only) or ``extra`` (its ``extra_configs``
+    alone). ``extra_configs`` are compiled on top of the scope for every program that lists them.
+    ``libtpu_init_args`` are read once by libtpu when it starts, so such a target compiles in a child.
     """
 
     name: str
@@ -73,30 +61,24 @@ class Target:
 
     @property
     def in_child(self) -> bool:
-        """Whether its compiles run in a child process: the host-device flag of a multi-device CPU, or
-        libtpu's flags, must be set before the compiler starts, and never leak into this process."""
         return self.mode == "subprocess" or bool(self.libtpu_init_args)
 
     @property
     def keeps_kernel_code(self) -> bool:
-        """Whether a compile for this target keeps its kernel code: GPU targets (PTX) and the CPU runtime
-        (LLVM IR). TPU compiles write none (libtpu dumps no LLO), and the 8-device CPU target's sharded
-        programs run the same kernels as the CPU runtime's."""
+        """GPU targets (PTX) and the CPU runtime (LLVM IR); libtpu dumps no LLO, and the 8-device CPU runs
+        the CPU runtime's kernels."""
         return self.family == "gpu" or (self.family == "cpu" and self.mode == "runtime")
 
     def unavailable_reason(self) -> str | None:
         """None when this target can compile here, else one line saying why not and how to enable it."""
-        if self.mode == "runtime":
-            return None
-        if self.mode == "subprocess":
+        if self.mode != "aot":
             return None
         if self.family == "tpu" and importlib.util.find_spec("libtpu") is None:
             return f"{self.name}: libtpu is not installed; {self.enable_hint}"
         if self.family == "gpu" and not _has_cuda_plugin():
             return f"{self.name}: the JAX CUDA plugin is not installed; {self.enable_hint}"
         if self.family == "gpu":
-            # An installed plugin may still not know this device (an older release, a newer chip): its items
-            # skip with the plugin's own first line. Making a GPU topology takes a millisecond.
+            # An installed plugin may still not know this device: its items skip with the plugin's own line.
             try:
                 self.devices()
             except Exception as err:
@@ -105,7 +87,6 @@ class Target:
         return None
 
     def devices(self) -> Sequence[jax.Device]:
-        """The devices to compile for: real ones at runtime, topology devices ahead of time."""
         import jax  # a NO_JAX module: JAX starts when devices are asked for, not at import
 
         if self.mode == "runtime":
@@ -125,7 +106,6 @@ _TOPOLOGY_LOCK = threading.Lock()
 
 
 def _topology_devices(family: Family, topology: str, chip_config: str) -> Sequence[jax.Device]:
-    """The devices of a topology ahead of time, made once per process, one topology at a time."""
     with _TOPOLOGY_LOCK:
         key = (family, topology, chip_config)
         if key not in _TOPOLOGIES:
@@ -138,13 +118,10 @@ def _make_topology_devices(family: Family, topology: str, chip_config: str) -> S
 
     if family == "tpu":
         chips = tuple(int(n) for n in topology.split(":")[1].split("x"))
-        kwargs: dict[str, Any] = {}
-        if all(n == 1 for n in chips):
-            # Single-chip topologies need explicit host bounds: libtpu 0.0.42 refuses "v5e:1x1" as "not
-            # divisible by the given (or default) chips_per_host_bounds 2x2x1".
-            kwargs["chips_per_host_bounds"] = (1, 1, 1)
+        # libtpu refuses a single-chip topology against its default host bounds (2x2x1).
+        bounds = {"chips_per_host_bounds": (1, 1, 1)} if all(n == 1 for n in chips) else {}
         topo = topologies.get_topology_desc(
-            topology_name=topology, platform="tpu", chip_config_name=chip_config, **kwargs
+            topology_name=topology, platform="tpu", chip_config_name=chip_config, **bounds
         )
     else:
         config_text = (_GPU_CONFIG_DIR / f"{topology}.txtpb").read_text()
@@ -164,93 +141,37 @@ _GPU_HINT = (
     "compiles for a GPU without one"
 )
 
-# libtpu's flags that move every gather it can to the SparseCore (the form users pass them in).
+# libtpu's flags that move every gather it can to the SparseCore.
 GATHER_OFFLOAD_FLAGS = (
     "--xla_tpu_offload_gather_to_sparsecore=true --xla_tpu_offload_all_supported_gathers_to_sparsecore=true"
 )
 
+
+_tpu = functools.partial(Target, family="tpu", mode="aot", enable_hint=_TPU_HINT)
+_gpu = functools.partial(Target, family="gpu", mode="aot", enable_hint=_GPU_HINT)
+_gather_offload = functools.partial(
+    _tpu, scope="extra", extra_configs=OFFLOAD_CONFIGS, libtpu_init_args=GATHER_OFFLOAD_FLAGS
+)
+_OFFLOAD_CHIP = LLM_CONFIGS + OFFLOAD_CONFIGS
 _AOT_TARGETS: tuple[Target, ...] = (
-    # The 50000x512 table costs 2-5 s a compile on TPU; the CPU and GPU targets cover that size.
-    Target(
-        "tpu-v5e",
-        "tpu",
-        "aot",
-        "all",
-        topology="v5e:1x1",
-        enable_hint=_TPU_HINT,
-        skip_configs=("f32-large",),
-        extra_configs=LLM_CONFIGS,
-    ),
-    Target(
-        "tpu-v4", "tpu", "aot", "core", topology="v4:1x1x1", chip_config="megacore", enable_hint=_TPU_HINT
-    ),
+    # The large table is slow to compile on TPU; the CPU and GPU targets cover that size.
+    _tpu("tpu-v5e", scope="all", topology="v5e:1x1", skip_configs=("f32-large",), extra_configs=LLM_CONFIGS),
+    _tpu("tpu-v4", scope="core", topology="v4:1x1x1", chip_config="megacore"),
     # v5p and v6e have SparseCores: they also compile the offload sizes, with libtpu's default flags and, as
     # the -gather-offload targets, with the flags that move every supported gather there.
-    Target(
-        "tpu-v5p",
-        "tpu",
-        "aot",
-        "core",
-        topology="v5p:1x1x1",
-        chip_config="megacore",
-        enable_hint=_TPU_HINT,
-        extra_configs=LLM_CONFIGS + OFFLOAD_CONFIGS,
-    ),
-    Target(
-        "tpu-v6e",
-        "tpu",
-        "aot",
-        "core",
-        topology="v6e:1x1",
-        enable_hint=_TPU_HINT,
-        extra_configs=LLM_CONFIGS + OFFLOAD_CONFIGS,
-    ),
-    Target(
-        "tpu-v5p-gather-offload",
-        "tpu",
-        "aot",
-        "extra",
-        topology="v5p:1x1x1",
-        chip_config="megacore",
-        enable_hint=_TPU_HINT,
-        extra_configs=OFFLOAD_CONFIGS,
-        libtpu_init_args=GATHER_OFFLOAD_FLAGS,
-    ),
-    Target(
-        "tpu-v6e-gather-offload",
-        "tpu",
-        "aot",
-        "extra",
-        topology="v6e:1x1",
-        enable_hint=_TPU_HINT,
-        extra_configs=OFFLOAD_CONFIGS,
-        libtpu_init_args=GATHER_OFFLOAD_FLAGS,
-    ),
-    Target("tpu-v5e-2x4", "tpu", "aot", "sharded", device_count=8, topology="v5e:2x4", enable_hint=_TPU_HINT),
-    # Pods: a v5e 4x4 slice (16 chips, 4 hosts) and a v5p 2x2x2 cube (8 chips, megacore), for the pod
-    # layouts only (vocabulary-parallel, FSDP, tied): the single-chip targets cover every other program.
-    Target("tpu-v5e-4x4", "tpu", "aot", "pod", device_count=16, topology="v5e:4x4", enable_hint=_TPU_HINT),
-    Target(
-        "tpu-v5p-2x2x2",
-        "tpu",
-        "aot",
-        "pod",
-        device_count=8,
-        topology="v5p:2x2x2",
-        chip_config="megacore",
-        enable_hint=_TPU_HINT,
-    ),
-    Target(
-        "gpu-h100", "gpu", "aot", "all", topology="h100_sxm", enable_hint=_GPU_HINT, extra_configs=LLM_CONFIGS
-    ),
-    # Earlier and later GPU generations, for the code each kernel compiles to (invariants.kernels): the
-    # atomics XLA emits follow the compute capability. The core programs in f32 and bf16 are enough to see
-    # each chip.
-    Target(
-        "gpu-a100", "gpu", "aot", "core", topology="a100_sxm", enable_hint=_GPU_HINT, scope_configs=("bf16",)
-    ),
-    Target("gpu-l4", "gpu", "aot", "core", topology="l4", enable_hint=_GPU_HINT, scope_configs=("bf16",)),
-    Target("gpu-b200", "gpu", "aot", "core", topology="b200", enable_hint=_GPU_HINT, scope_configs=("bf16",)),
+    _tpu("tpu-v5p", scope="core", topology="v5p:1x1x1", chip_config="megacore", extra_configs=_OFFLOAD_CHIP),
+    _tpu("tpu-v6e", scope="core", topology="v6e:1x1", extra_configs=_OFFLOAD_CHIP),
+    _gather_offload("tpu-v5p-gather-offload", topology="v5p:1x1x1", chip_config="megacore"),
+    _gather_offload("tpu-v6e-gather-offload", topology="v6e:1x1"),
+    _tpu("tpu-v5e-2x4", scope="sharded", topology="v5e:2x4", device_count=8),
+    # Pods, for the pod layouts only: the single-chip targets cover every other program.
+    _tpu("tpu-v5e-4x4", scope="pod", topology="v5e:4x4", device_count=16),
+    _tpu("tpu-v5p-2x2x2", scope="pod", topology="v5p:2x2x2", device_count=8, chip_config="megacore"),
+    _gpu("gpu-h100", scope="all", topology="h100_sxm", extra_configs=LLM_CONFIGS),
+    # Earlier and later GPU generations: the atomics XLA emits follow the compute capability.
+    _gpu("gpu-a100", scope="core", topology="a100_sxm", scope_configs=("bf16",)),
+    _gpu("gpu-l4", scope="core", topology="l4", scope_configs=("bf16",)),
+    _gpu("gpu-b200", scope="core", topology="b200", scope_configs=("bf16",)),
     Target("cpu-8dev", "cpu", "subprocess", "sharded", device_count=8, pods=True),
 )
 
@@ -261,8 +182,7 @@ _WIDENS: dict[str, dict[str, str]] = {"cpu": {"bf16": "f32"}}
 
 
 def widened(target_name: str, dtype: str) -> str | None:
-    """The element type ``target_name``'s compiler computes ``dtype`` in, where it is wider; else None.
-    Every target's name begins with its family's."""
+    """The element type ``target_name``'s compiler computes ``dtype`` in, where it is wider; else None."""
     return _WIDENS.get(target_name.split("-")[0], {}).get(dtype)
 
 
@@ -276,16 +196,12 @@ def device_count(target_name: str) -> int:
     return next((t.device_count for t in _AOT_TARGETS if t.name == target_name), 1)
 
 
-# TPU device kinds as JAX reports them, to the chip names used in target names.
 _TPU_KINDS = {"TPU v4": "v4", "TPU v5": "v5p", "TPU v5p": "v5p", "TPU v5 lite": "v5e", "TPU v6 lite": "v6e"}
 
 
 def runtime_target() -> Target:
-    """The backend this process runs on, named like the AOT target of the same chip.
-
-    On a TPU or GPU host the runtime target replaces the AOT target of that chip, so both write the same
-    snapshots: a disagreement between the two is itself a finding.
-    """
+    """The backend this process runs on, named like the AOT target of the same chip: both write the same
+    snapshots, so a disagreement between the two is itself a finding."""
     import jax  # a NO_JAX module: JAX starts when the backend is asked for, not at import
 
     device = jax.devices()[0]
@@ -300,28 +216,20 @@ def runtime_target() -> Target:
 
 
 def _on_the_chip(name: str, family: Family) -> Target:
-    """The runtime target of a TPU or GPU host: the programs and configurations its ahead-of-time twin of
-    the same name compiles, so that the chip checks the twin's snapshots and finds none missing. It takes
-    the twin's scope (a core twin, tpu-v4 or gpu-a100, compiles the core programs), leaves out what the
-    twin leaves out (tpu-v5e: f32-large, slow to compile there, which a CPU host never records for it) and
-    compiles the twin's extra configurations (the LLM-scale ones: a snapshot update on the host keeps and
-    checks those snapshots; compiled only, never run). A chip with no twin compiles every program, the
-    LLM-scale configurations too."""
+    """The runtime target of a TPU or GPU host: what its ahead-of-time twin compiles, so that the chip
+    checks the twin's snapshots and finds none missing; a chip with no twin compiles everything."""
     twin = next((t for t in _AOT_TARGETS if t.name == name and t.device_count == 1), None)
     if twin is None:
         return Target(name, family, "runtime", "all", extra_configs=LLM_CONFIGS)
     return dataclasses.replace(twin, mode="runtime", topology=None, chip_config="default", enable_hint="")
 
 
-# The CPU runtime target: what a process that does not start JAX (versus's controller) takes the runtime
-# target to be, when its workers run on the CPU backend.
+# What a process that does not start JAX (versus's controller) takes the runtime target to be.
 CPU_RUNTIME = Target("cpu", "cpu", "runtime", "all")
 
 
 def all_targets(runtime: Target | None = None) -> dict[str, Target]:
-    """Every known target, the runtime one first; the runtime target replaces an AOT one of its name.
-
-    ``runtime`` None asks JAX which backend this process runs on (:func:`runtime_target`)."""
+    """Every known target, the runtime one first (None: ask JAX); it replaces an AOT one of its name."""
     runtime = runtime or runtime_target()
     targets = {runtime.name: runtime}
     for t in _AOT_TARGETS:
@@ -334,18 +242,13 @@ TARGETS_HINT = "name targets, or 'all'"
 
 
 def select_targets(spec: str | None, runtime: Target | None = None) -> list[Target]:
-    """Targets named by a comma-separated ``spec`` (``all``, ``runtime``, family names or target names):
-    the one grammar of ``--targets`` in the gate and every command.
-
-    ``None`` (the option not given) means all; an empty selection is an error, never "all" in silence. An
-    unknown name raises one line listing the known ones. ``runtime``: as in :func:`all_targets`.
-    """
+    """The targets ``--targets`` names (``all``, ``runtime``, families or names; None: all), in every
+    command; an empty selection or an unknown name is one line."""
     targets = all_targets(runtime)
     if spec is None or spec.strip() == "all":
         return list(targets.values())
-    words = selectors(spec, "--targets", TARGETS_HINT)
     chosen: dict[str, Target] = {}
-    for word in words:
+    for word in selectors(spec, "--targets", TARGETS_HINT):
         if word == "runtime":
             matched = [next(iter(targets.values()))]
         elif word in targets:
@@ -357,8 +260,7 @@ def select_targets(spec: str | None, runtime: Target | None = None) -> list[Targ
                 f"--targets: unknown target {word!r}{did_you_mean(word, targets, n=2)}; "
                 "known: all, runtime, tpu, gpu, " + ", ".join(targets)
             )
-        for t in matched:
-            chosen[t.name] = t
+        chosen.update((t.name, t) for t in matched)
     return list(chosen.values())
 
 
@@ -366,8 +268,6 @@ def versions() -> dict[str, str]:
     """Versions of everything that decides what the programs compile to."""
     out = {}
     for dist in ("jax", "jaxlib", "libtpu", "libtpu-nightly", "jax-cuda12-plugin", "equinox"):
-        try:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             out[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            continue
     return out

@@ -6,6 +6,7 @@ stages never touch JAX objects and a child process can hand them back as JSON.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import os
@@ -26,7 +27,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceShardin
 from .. import _config
 from .._errors import InvariantsError
 from .._paths import shown
-from ..catalog.downstream import load_project
+from ..catalog.downstream import axis_kinds, load_project, sharded
 from ..catalog.programs import Program, get_config
 from ..catalog.project import Project
 from ..catalog.registry import Programs, get_program
@@ -54,38 +55,32 @@ def _abstract_arguments(program: Program, config_id: str, target: Target) -> tup
         placed = one_device(target)
         return tuple(jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=placed) for s in specs), None
     if layout.pod:
-        # A pod job's mesh: devices placed by their physical coordinates (rings along the ICI links).
-        shape = layout.mesh_for(target.device_count)
-        mesh = pod_mesh(devices, shape, layout.axes, layout.axis_types)
-        parts = program.argument_specs_sharded(config)
+        mesh = pod_mesh(devices, layout.mesh_for(target.device_count), layout.axes, layout.axis_types)
     else:
         mesh = Mesh(np.array(devices[: layout.devices]).reshape(layout.mesh_shape), layout.axes)
-        parts = program.argument_specs_sharded(config)
-    args = tuple(
-        jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=NamedSharding(mesh, PartitionSpec(*p)))
-        for s, p in zip(specs, parts, strict=True)
-    )
-    return args, mesh
+    return sharded(specs, program.argument_specs_sharded(config), mesh), mesh
 
 
 def one_device(target: Target) -> SingleDeviceSharding:
-    """Where a one-chip program's arguments are placed ahead of time, for the gate and the pytest API
-    alike: on the target's first device, as a runtime call's arguments are (a single-device sharding).
-    Not on a one-device mesh, whose NamedSharding traces differently: the gradient of a scalar loss then
-    carries a 'reshard' in the jaxpr that a real chip's trace has not, and the snapshots a CPU host records
-    for a chip must be the ones the chip itself compiles."""
+    """Where a one-chip program's arguments are placed ahead of time, for the gate and the pytest API alike:
+    on the target's first device, as at runtime. A one-device mesh would put a 'reshard' in a gradient's
+    jaxpr that a real chip's trace has not."""
     return SingleDeviceSharding(next(iter(target.devices())))
 
 
 def pod_mesh(
     devices: Sequence[jax.Device], shape: tuple[int, ...], axes: tuple[str, ...], axis_types: str
 ) -> Mesh:
-    """A mesh of ``shape`` over ``devices`` placed by their physical coordinates, as a pod job builds it;
-    ``axis_types`` ``explicit`` makes every axis Explicit (shardings in the types), else Auto."""
-    # Read when a pod's mesh is built: a release without AxisType (jax 0.5.1) runs every other program.
-    kind = jax.sharding.AxisType.Explicit if axis_types == "explicit" else jax.sharding.AxisType.Auto
+    """A mesh of ``shape`` over ``devices`` placed by their physical coordinates, as a pod job builds it."""
     placed = mesh_utils.create_device_mesh(shape, list(devices)[: int(np.prod(shape))])
-    return Mesh(placed, axes, axis_types=(kind,) * len(axes))
+    return Mesh(placed, axes, axis_types=axis_kinds(axis_types, len(axes)))
+
+
+_INLINED = {"pjit", "jit", "closed_call", "core_call", "remat", "checkpoint"} | {
+    "custom_jvp_call",
+    "custom_vjp_call",
+    "custom_vjp_call_jaxpr",
+}
 
 
 def jaxpr_primitives(closed_jaxpr: ClosedJaxpr) -> tuple[str, ...]:
@@ -96,17 +91,7 @@ def jaxpr_primitives(closed_jaxpr: ClosedJaxpr) -> tuple[str, ...]:
         for eqn in jaxpr.eqns:
             subs = [v for v in eqn.params.values() if hasattr(v, "eqns") or hasattr(v, "jaxpr")]
             subs += [b for v in eqn.params.values() if isinstance(v, tuple) for b in v if hasattr(b, "jaxpr")]
-            if subs and eqn.primitive.name in (
-                "pjit",
-                "jit",
-                "closed_call",
-                "core_call",
-                "custom_jvp_call",
-                "custom_vjp_call",
-                "remat",
-                "checkpoint",
-                "custom_vjp_call_jaxpr",
-            ):
+            if subs and eqn.primitive.name in _INLINED:
                 for sub in subs:
                     walk(getattr(sub, "jaxpr", sub))
                 continue
@@ -127,8 +112,7 @@ def jaxpr_primitives(closed_jaxpr: ClosedJaxpr) -> tuple[str, ...]:
 def compile_here(
     program: Program | str, config_id: str, target: Target, persistent: Persistent | None = None
 ) -> Compiled:
-    """Lower and compile in this process (a name: the catalog's program). Raises :class:`InvariantsError`
-    with the key on failure."""
+    """Lower and compile in this process (a name: the catalog's program)."""
     return _compile(
         get_program(program) if isinstance(program, str) else program, config_id, target, persistent
     )[0]
@@ -137,41 +121,35 @@ def compile_here(
 def _compile(
     program: Program, config_id: str, target: Target, persistent: Persistent | None = None
 ) -> tuple[Compiled, jax.stages.Compiled | None]:
-    """The artifacts and the executable (callable with concrete arguments on a runtime target; None when
-    the artifacts came from the persistent cache, which keeps no executable). ``persistent`` None: a
-    real compile, counted nowhere (what a timed item runs)."""
-    program_name = program.name
+    """The artifacts and the executable (None when the persistent cache served them). ``persistent`` None:
+    a real compile, counted nowhere (what a timed item runs)."""
     args, jit_kwargs, mesh = jit_inputs(program, config_id, target)
-    context = jax.set_mesh(mesh) if mesh is not None else contextlib.nullcontext()
     try:
-        with context:
-            return compile_function(program.fn, args, target, program_name, config_id, jit_kwargs, persistent)
+        with jax.set_mesh(mesh) if mesh is not None else contextlib.nullcontext():
+            return compile_function(program.fn, args, target, program.name, config_id, jit_kwargs, persistent)
     except CompileFailed as err:
-        key = Key(program_name, config_id, target.name)
-        line = compile_failed(target.name, program_name, config_id, str(err))
+        key = Key(program.name, config_id, target.name)
+        line = compile_failed(target.name, program.name, config_id, str(err))
         raise FailedCompile(line, key, str(err), err.kind, err.unoptimized) from err
 
 
 def jit_inputs(
     program: Program, config_id: str, target: Target
 ) -> tuple[tuple[Any, ...], dict[str, Any], Any]:
-    """What the gate hands ``jax.jit`` and ``lower`` for ``program`` on ``target``: the abstract arguments,
-    jit's keywords (the output sharding of a sharded program, the donated parameters of a train step) and
-    the mesh a pod program is traced under (None otherwise). A reproducer of a failed compile calls it."""
+    """The abstract arguments, jit's keywords and the mesh a pod program is traced under (else None)."""
     args, mesh = _abstract_arguments(program, config_id, target)
     layout = program.layout
     jit_kwargs: dict[str, Any] = {}
     if layout is not None and layout.output is not None:
         jit_kwargs["out_shardings"] = NamedSharding(mesh, PartitionSpec(*layout.output))
-    if program.donates and program.inputs is not None:  # a train step reuses its parameters' buffers
+    if program.donates and program.inputs is not None:
         jit_kwargs["donate_argnums"] = tuple(range(program.inputs.param_leaves(get_config(config_id))))
-    # Pod programs name mesh axes in their code (shard_map, sharding constraints), as model code does.
+    # Pod programs name mesh axes in their code, as model code does.
     return args, jit_kwargs, mesh if layout is not None and layout.pod else None
 
 
 class CompileFailed(InvariantsError):
-    """A tracing or compiler error, said in its first line (``kind``: the exception's type name;
-    ``unoptimized``: the lowered module as HLO text, None when it failed before lowering)."""
+    """A tracing or compiler error, said in its first line."""
 
     def __init__(self, first: str, kind: str, unoptimized: str | None = None) -> None:
         super().__init__(first)
@@ -188,13 +166,8 @@ def compile_function(
     jit_kwargs: Mapping[str, Any] | None = None,
     persistent: Persistent | None = None,
 ) -> tuple[Compiled, jax.stages.Compiled | None]:
-    """Trace, lower and compile ``fn(*args)`` (abstract arguments) for ``target``, as every compile here
-    is made (the gate's programs, and :func:`invariants.testing.compile_for`'s functions): the
-    :class:`Compiled` artifacts, named ``program`` and ``config``, and the executable. Raises
-    :class:`CompileFailed` with the first line of what went wrong.
-
-    With ``persistent``, a lowered module the cache holds (:mod:`invariants.compile.keys`) is not
-    compiled again (the executable is then None), and a compile is kept there."""
+    """Trace, lower and compile ``fn(*args)`` for ``target``, as every compile here is made: the artifacts
+    and the executable (None when ``persistent`` held the lowered module)."""
     key = Key(program, config, target.name)
     start = time.perf_counter()
     lowered = None
@@ -203,13 +176,13 @@ def compile_function(
         lowered = jax.jit(fn, **(jit_kwargs or {})).lower(*args)
         jaxpr, primitives = str(closed), jaxpr_primitives(closed)
         traced = {"jaxpr": jaxpr, "jaxpr_primitives": list(primitives)}
-        result, hit = _served(persistent, key, lowered, target, args, traced)
+        served = persistent.served(key, lowered, target, args, traced) if persistent is not None else None
+        result, hit = served or (None, None)
         if hit is not None:
             return hit, None
         compiled, kernel_code = _compile_lowered(lowered, target)
         seconds = time.perf_counter() - start
-        # libtpu may fail only when it serializes the compiled module (a RET_CHECK on an async op's arity
-        # with libtpu 0.0.52 beside jaxlib 0.10.2): that is part of the compile too.
+        # libtpu may fail only when it serializes the compiled module: that is part of the compile too.
         hlo_text = compiled.as_text() or ""
     except InvariantsError:
         raise
@@ -217,55 +190,26 @@ def compile_function(
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         _refuse_undecodable(first)
         raise CompileFailed(first, type(err).__name__, _unoptimized(lowered)) from err
-    artifacts = Compiled(
-        program=program,
-        config=config,
-        target=target.name,
-        jaxpr=jaxpr,
-        jaxpr_primitives=primitives,
-        hlo_text=hlo_text,
-        cost=_cost(compiled),
-        memory=_memory(compiled),
-        compile_seconds=seconds,
-        kernel_code=kernel_code,
-    )
+    cost, memory = _cost(compiled), _memory(compiled)
+    artifacts = Compiled(*key, jaxpr, primitives, hlo_text, cost, memory, seconds, kernel_code)
     if persistent is not None:
         persistent.kept(key, result, artifacts)
     return artifacts, compiled
 
 
-def _served(
-    persistent: Persistent | None,
-    key: Key,
-    lowered: jax.stages.Lowered,
-    target: Target,
-    args: Sequence[object],
-    traced: Mapping[str, object],
-) -> tuple[str | None, Compiled | None]:
-    """The persistent cache's key of ``lowered`` (None without a cache), and what it holds there (a hit,
-    counted)."""
-    if persistent is None or persistent.store is None:
-        return None, None
-    result = persistent.key(lowered, target, args)
-    hit = persistent.served(key, result, traced)
-    if hit is not None:
-        persistent.count(key, "hit")
-    return result, hit
-
-
 def _refuse_undecodable(first: str) -> None:
-    """A ``std::bad_cast`` from the lowering: the file of a loaded module that is not UTF-8, in one line."""
-    file = _undecodable_module() if first == "std::bad_cast" else None
-    if file is not None:
-        raise InvariantsError(
-            f"{file}: the path of this module is not UTF-8, and JAX cannot write it into the source "
-            "locations of the lowered program (std::bad_cast): move the project to a folder whose "
-            "name is UTF-8"
-        ) from None
+    """A loaded module whose path is not UTF-8 is one line: JAX's lowering writes it into the locations."""
+    for module in list(sys.modules.values()) if first == "std::bad_cast" else []:
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str) and file.encode("utf-8", "replace").decode() != file:
+            raise InvariantsError(
+                f"{os.fsencode(file).decode('utf-8', 'backslashreplace')}: the path of this module is not "
+                "UTF-8, and JAX cannot write it into the source locations of the lowered program "
+                "(std::bad_cast): move the project to a folder whose name is UTF-8"
+            ) from None
 
 
 def _unoptimized(lowered: jax.stages.Lowered | None) -> str | None:
-    """The HLO text of a lowered module, what the compiler was given (None: nothing was lowered)."""
     if lowered is None:
         return None
     try:
@@ -274,22 +218,7 @@ def _unoptimized(lowered: jax.stages.Lowered | None) -> str | None:
         return None
 
 
-def _undecodable_module() -> str | None:
-    """The first loaded module whose file's path is not UTF-8 (its bytes not UTF-8 escaped), else None: JAX's
-    lowering writes the file of each traced frame into the module's locations, and its C++
-    takes UTF-8 only."""
-    for module in list(sys.modules.values()):
-        file = getattr(module, "__file__", None)
-        if isinstance(file, str):
-            try:
-                file.encode("utf-8")
-            except UnicodeEncodeError:
-                return os.fsencode(file).decode("utf-8", "backslashreplace")
-    return None
-
-
-# What XLA:GPU says when it cannot start ptxas (PTX -> SASS, where the CUDA toolkit's ptxas is on the PATH):
-# that says nothing about the program, so the compile is tried once more before it counts as a failure.
+# XLA:GPU failing to start ptxas says nothing about the program: the compile is tried once more.
 _SPAWN_FAILURES = ("Failed to launch ptxas",)
 
 
@@ -308,8 +237,7 @@ def _compile_lowered(
 
 
 def _compile_with_code(lowered: jax.stages.Lowered) -> tuple[jax.stages.Compiled, dict[str, str]]:
-    """Compile ``lowered`` with XLA dumping this compile only (a per-compile option: no global XLA_FLAGS, no
-    child process) into a folder of its own, and read back its kernel code."""
+    """Compile ``lowered`` dumping this compile only (a per-compile option) and read back its kernel code."""
     with tempfile.TemporaryDirectory(prefix="invariants-code-") as folder:
         compiled = lowered.compile(compiler_options={"xla_dump_to": folder})
         modules = read_kernel_code(Path(folder))
@@ -335,25 +263,16 @@ def _memory(compiled: jax.stages.Compiled) -> dict[str, int]:
         mem = compiled.memory_analysis()
     except Exception:
         return {}
-    fields = (
-        "argument_size_in_bytes",
-        "output_size_in_bytes",
-        "temp_size_in_bytes",
-        "generated_code_size_in_bytes",
-        "peak_memory_in_bytes",
-    )
+    fields = [f"{f}_size_in_bytes" for f in ("argument", "output", "temp", "generated_code")]
+    fields.append("peak_memory_in_bytes")
     return {f: int(getattr(mem, f)) for f in fields if mem is not None and hasattr(mem, f)}
 
 
 def compile_in_child(
     keys: Iterable[Key], target: Target, project: Project | None = None, persistent: Persistent | None = None
 ) -> list[Compiled | FailedCompile]:
-    """Compile ``keys`` for a target that compiles in a child (:attr:`Target.in_child`) in one child process
-    with its flags set (the host-device flag, libtpu's);
-    ``project``'s programs are declared there first. The child lowers each program, reads and fills the
-    same persistent cache under keys of its own (:mod:`invariants.compile.keys`), and its outcomes are
-    counted here. A key whose compile failed is its :class:`FailedCompile`, as an in-process compile
-    raises it; the other keys compile all the same."""
+    """Compile ``keys`` for a target that compiles in a child, in one child with its flags set. The child
+    keys and fills the same persistent cache; a key whose compile failed is its :class:`FailedCompile`."""
     store = persistent.store if persistent is not None else None
     keys = list(keys)
     out: dict[str, Any] = {"records": [], "outcomes": [], "notes": [], "failed": []}
@@ -372,15 +291,12 @@ def compile_in_child(
         if store is not None:
             store.notes.extend(out["notes"])
     made: dict[Key, Compiled | FailedCompile] = {r.key: r for r in records}
-    for f in out["failed"]:
-        key = Key(*f["key"])
-        made[key] = FailedCompile(f["message"], key, f["first"], f["kind"], f["unoptimized"])
+    for key, message, first, kind, unoptimized in out["failed"]:
+        made[Key(*key)] = FailedCompile(message, Key(*key), first, kind, unoptimized)
     return [made[k] for k in keys]
 
 
 def _child_env(target: Target, project: Project | None, store: Store | None) -> dict[str, str]:
-    """The environment of a child that compiles for ``target``: its flags, the project's settings, the
-    persistent cache's folder."""
     env = {**os.environ, **(project.environment() if project is not None else {})}
     if target.mode == "subprocess":
         env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {HOST_DEVICE_FLAG}".strip()
@@ -396,14 +312,10 @@ def _child_env(target: Target, project: Project | None, store: Store | None) -> 
 class CompileCache:
     """Session-wide cache: nothing compiles twice.
 
-    ``plan`` tells it every key a session will ask for, so that a child-process target compiles all of its
-    keys in one child. ``prefetch`` compiles keys ahead of the items that read them on a small thread pool
-    (XLA compiles with the GIL released, so the compiles overlap each other and the items' own Python).
-    ``get`` never waits on a compile that has not started: it takes the key back and compiles it itself.
-    ``executable``, which only timing calls, first waits for every compile in flight, so a timed program
-    never shares the process with a compile, and compiles for real a key the persistent cache served.
-
-    ``store``: the persistent cache across runs (:mod:`invariants.compile.store`); None, none.
+    ``plan`` names every key a session will ask for, so a child-process target compiles all of its keys in
+    one child. ``prefetch`` compiles ahead of the items on a thread pool (XLA releases the GIL). ``get``
+    never waits on a compile that has not started. ``executable`` first waits for every compile in flight,
+    so a timed program never shares the process with a compile.
     """
 
     def __init__(
@@ -418,7 +330,7 @@ class CompileCache:
         self._project = project
         self.persistent = Persistent(store)
         self._done: dict[Key, Compiled] = {}
-        self._failed: dict[Key, FailedCompile] = {}  # a child's failed compiles, raised for the items asking
+        self._failed: dict[Key, FailedCompile] = {}  # a child's, raised for the items asking
         self._executables: dict[Key, jax.stages.Compiled | None] = {}
         self._planned: dict[str, set[Key]] = {}
         self._lock = threading.Lock()
@@ -430,8 +342,7 @@ class CompileCache:
             self._planned.setdefault(key.target, set()).add(key)
 
     def prefetch(self, keys: Iterable[Key], workers: int) -> None:
-        """Start compiling ``keys`` (in this order, the order the items will read them) on ``workers``
-        threads. A compile error stays with its key: ``get`` raises it for the item that asks."""
+        """Start compiling ``keys``, in the items' order; ``get`` raises a compile error for its item."""
         if workers < 1:
             return
         keys = list(keys)
@@ -439,22 +350,18 @@ class CompileCache:
         with self._lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(workers, thread_name_prefix="invariants-compile")
-            batches: dict[str, Future[None]] = {}
+            batches: dict[Key | str, Future[None]] = {}
             for key in keys:
                 if key in self._done or key in self._futures or key.target not in self._targets:
                     continue
-                if self._targets[key.target].in_child:  # one child for the whole target
-                    if key.target not in batches:
-                        batches[key.target] = self._pool.submit(self._fill, key)
-                    self._futures[key] = batches[key.target]
-                else:
-                    self._futures[key] = self._pool.submit(self._fill, key)
+                batch = key.target if self._targets[key.target].in_child else key  # one child per target
+                if batch not in batches:
+                    batches[batch] = self._pool.submit(self._fill, key)
+                self._futures[key] = batches[batch]
 
     def _start_plugins(self, keys: list[Key]) -> None:
-        """Start each backend and plugin the keys compile for, one after another in this thread, before any
-        compile thread does: two threads starting PJRT plugins at once can race (``ALREADY_EXISTS: PJRT_Api
-        already exists for device type tpu``), failing the first keys of a target. A target that cannot start
-        is left to the item that asks for its keys, which says why."""
+        """Start each backend the keys compile for here, one at a time: two threads starting PJRT plugins at
+        once can race. A target that cannot start is left to its items, which say why."""
         for name in dict.fromkeys(k.target for k in keys):
             target = self._targets.get(name)
             if target is None or target.in_child or target.unavailable_reason() is not None:
@@ -496,7 +403,6 @@ class CompileCache:
         return self._done[key]
 
     def settle(self) -> None:
-        """Wait for every compile in flight and drop the ones not started (``get`` compiles those)."""
         with self._lock:
             futures = list(self._futures.values())
             self._futures.clear()
@@ -506,7 +412,6 @@ class CompileCache:
                     future.result()
 
     def close(self) -> None:
-        """Stop prefetching: drop what has not started, wait for what has (a compile cannot be stopped)."""
         self.settle()
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
@@ -515,20 +420,18 @@ class CompileCache:
             self.persistent.store.prune()
 
     def executable(self, program: str, config: str, target: str) -> jax.stages.Compiled | None:
-        """The compiled executable of a runtime-target key (for timing); compiles it if needed."""
         if self._targets[target].mode != "runtime":
             raise InvariantsError(f"{target}: only the runtime target runs programs; this one compiles only")
         self.settle()
         self.get(program, config, target)
         key = Key(program, config, target)
         if key not in self._executables:  # served by the persistent cache: timing needs the real one
-            self._executables[key] = _compile(self._programs.program(program), config, self._targets[target])[
-                1
-            ]
+            _, self._executables[key] = _compile(
+                self._programs.program(program), config, self._targets[target]
+            )
         return self._executables[key]
 
     def outcome(self, key: Key) -> Outcome | None:
-        """What ``key``'s compile was in this run (hit, miss, off); None before it compiled."""
         return self.persistent.outcomes.get(Key(*key))
 
     @property
@@ -538,7 +441,6 @@ class CompileCache:
 
     @property
     def total_seconds(self) -> float:
-        """Compile-thread seconds of what this run compiled (the cache's hits took none)."""
         outcomes = self.persistent.outcomes
         return sum(c.compile_seconds or 0.0 for c in self.compiled if outcomes.get(c.key) in ("miss", "off"))
 
@@ -553,8 +455,7 @@ class CompileCache:
         )
 
     def summary_lines(self, items: Sequence[Record], parse_seconds: float) -> list[str]:
-        """The run's end: what the cache served and what compiled, with the compile time labelled. In an
-        xdist controller, which compiles nothing, the counts come from the items' records."""
+        """The run's end: what the cache served and what compiled (an xdist controller counts the records)."""
         persistent = self.persistent
         tally = persistent.tally if persistent.tally.counts else _tally_of(items)
         lines = []
@@ -575,12 +476,8 @@ class CompileCache:
 
 
 def _tally_of(items: Sequence[Record]) -> Tally:
-    """The compile cache's outcomes as the structure items recorded them."""
-    tally = Tally()
-    for item in items:
-        if item.kind == "structure" and item.get("compile_cache"):
-            tally.add(item.get("compile_cache"))
-    return tally
+    said = [i.get("compile_cache") for i in items if i.kind == "structure" and i.get("compile_cache")]
+    return Tally(dict(collections.Counter(said)))
 
 
 def _child_main(target_name: str) -> int:
@@ -597,15 +494,7 @@ def _child_main(target_name: str) -> int:
         try:
             out.append(compile_here(programs.program(program), config, target, persistent).to_json())
         except FailedCompile as err:  # that program's finding: the others compile all the same
-            failed.append(
-                {
-                    "key": list(err.key),
-                    "message": str(err),
-                    "first": err.first,
-                    "kind": err.kind,
-                    "unoptimized": err.unoptimized,
-                }
-            )
+            failed.append([list(err.key), str(err), err.first, err.kind, err.unoptimized])
         except InvariantsError as err:
             print(err, file=sys.stderr)
             return 1

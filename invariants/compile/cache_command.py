@@ -11,7 +11,6 @@ from .store import DEFAULT_MAX_BYTES, Store, folder_of, max_bytes
 
 
 def installed_key() -> str:
-    """16 hex digits of the installed distributions and their versions."""
     found = sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions())
     return hashlib.sha256("\n".join(found).encode()).hexdigest()[:16]
 

@@ -1,15 +1,10 @@
-"""Run the gate in a child process: the one way the self-check and bisect/matrix start it; and the one
+"""Run the gate in a child process, the one way the self-check and bisect/matrix start it; and the one
 protocol for a child that works on compile keys (:func:`keys_child`).
 
-A child runs ``python -m pytest`` on the gate modules this package ships (``invariants/gate``, a checkout's
-or an installed copy's: see :func:`pytest_args`), with the selection given as explicit
-arguments, in a folder of its own (its rootdir and working directory), where it writes a results file
-(:mod:`invariants.plugin.results`) and its HLO dumps. Another interpreter (a JAX release's environment)
-imports this package, and nothing else of this environment, from a folder that links to it alone
-(:func:`stage`). A child is how an experiment that sets ``XLA_FLAGS`` (some flags abort the process)
-or runs another JAX release (another interpreter) stays out of this process. What comes back is
-:class:`ChildRun`: the exit status, the results (None when the child wrote none), the seconds, and where its
-output was saved.
+A child is how an experiment that sets ``XLA_FLAGS`` (some flags abort the process) or runs another JAX
+release stays out of this process. It runs the gate modules this package ships in a folder of its own,
+where it writes a results file and its HLO dumps. Another interpreter imports this package, and nothing
+else of this environment, from a folder that links to it alone (:func:`stage`).
 """
 
 from __future__ import annotations
@@ -47,12 +42,9 @@ PLUGIN = "invariants.plugin.hooks"
 
 
 def catalog_snapshot_dir() -> Path:
-    """The catalog's snapshots: package data in an installed wheel (``invariants/snapshots``), the root's
-    ``snapshots/`` in a checkout."""
+    """The catalog's snapshots: package data in a wheel, the root's ``snapshots/`` in a checkout."""
     shipped = PACKAGE_DIR / "snapshots"
-    if shipped.is_dir():
-        return shipped
-    return PACKAGE_DIR.parent / "snapshots"
+    return shipped if shipped.is_dir() else PACKAGE_DIR.parent / "snapshots"
 
 
 def pytest_args(
@@ -65,79 +57,32 @@ def pytest_args(
     tests: str = "",
     gate_dir: Path = GATE_DIR,
 ) -> list[str]:
-    """The pytest command line that runs the packaged gate modules (``tests``: one module of them, e.g.
-    ``test_structure.py``; empty: all) in ``rootdir`` (default: the working directory).
-
-    Independent of any checkout and of the project's pytest configuration. Used by this command and by
-    every command that runs the gate in a child (selfcheck, bisect, matrix). ``gate_dir``: the gate modules
-    as the child imports them (below :func:`stage`).
-    """
-    root = (rootdir or Path.cwd()).resolve()
-    args = [
-        str(gate_dir / tests) if tests else str(gate_dir),
-        "-p",
-        PLUGIN,
-        "-c",
-        os.devnull,
-        "--rootdir",
-        _rootdir_arg(root),
-        "--import-mode=importlib",
-        # The gate command imports the plugin, JAX and the user's modules before pytest starts (to check
-        # the specs), so pytest cannot rewrite asserts in their pytest plugins: nothing a user can act on.
-        "-W",
-        "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning",
-        "--catalog-snapshot-dir",
-        str(catalog_snapshot_dir()),
-        "--snapshot-dir",
-        str(snapshot_dir if snapshot_dir is not None else catalog_snapshot_dir()),
-    ]
+    """The pytest command line that runs the packaged gate modules (``tests``: one of them; empty: all) in
+    ``rootdir``, independent of any checkout and of the project's pytest configuration."""
+    root = str((rootdir or Path.cwd()).resolve())
+    snapshots = snapshot_dir if snapshot_dir is not None else catalog_snapshot_dir()
+    args = [str(gate_dir / tests) if tests else str(gate_dir), "-p", PLUGIN, "-c", os.devnull]
+    # pytest expands $NAME in --rootdir: a root with a $ is given as ".", the folder pytest runs in.
+    args += ["--rootdir", "." if "$" in root else root, "--import-mode=importlib"]
+    # The gate command imports the user's modules before pytest starts, so pytest cannot rewrite asserts in
+    # their pytest plugins: nothing a user can act on.
+    args += ["-W", "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning"]
+    args += ["--catalog-snapshot-dir", str(catalog_snapshot_dir()), "--snapshot-dir", str(snapshots)]
     if spec_dirs is not None:
-        if catalog:
-            args += ["--spec-dir", str(PACKAGE_DIR)]
-        for d in spec_dirs:
+        for d in [PACKAGE_DIR, *spec_dirs] if catalog else spec_dirs:
             args += ["--spec-dir", str(d)]
     if not catalog:
         args.append("--no-catalog")
-    if gate_command:
-        args += ["--gate-command", gate_command]
-    return args
-
-
-def _rootdir_arg(root: Path) -> str:
-    """``--rootdir`` as pytest reads it back: pytest expands ``$NAME`` in it (a project folder named
-    ``a$HOME`` would be looked for elsewhere), so a root with a ``$`` is given as ``.``, relative to the
-    folder pytest runs in: the working directory here, and every child's folder (its results file's, where
-    :func:`run_gate` runs it)."""
-    return "." if "$" in str(root) else str(root)
-
-
-__all__ = [
-    "CHILD_ENV",
-    "GATE_DIR",
-    "ChildRun",
-    "GateRun",
-    "catalog_snapshot_dir",
-    "gate_command",
-    "gate_env",
-    "keys_child",
-    "pytest_args",
-    "run_gate",
-    "scratch",
-    "stage",
-]
+    return args + (["--gate-command", gate_command] if gate_command else [])
 
 
 @functools.cache
 def stage() -> Path:
-    """The folder another interpreter gets as ``PYTHONPATH``: a link to this package and nothing else,
-    one per package location and user, in the temporary folder; one per process (cached), so that every
-    path a worker reports below it is recognised (:mod:`invariants.versus.report`).
+    """The folder another interpreter gets as ``PYTHONPATH``: a link to this package and nothing else, one
+    per package location and user, cached so that every path a worker reports below it is recognised.
 
     The temporary folder is shared with every other user: what is found there is used only when it is
-    exactly what this function makes (:func:`_verified`): a real folder, owned by this user, writable by
-    no one else, holding one link to this package. Anything else there (a planted link to a patched copy,
-    a folder others may write, a regular file, a link to a folder) is left alone and a fresh folder of
-    this process is made instead (``tempfile.mkdtemp``: owner-only), removed at exit.
+    exactly what this function makes (:func:`_verified`); else a fresh owner-only folder is made.
     """
     tag = hashlib.sha1(str(PACKAGE_DIR).encode()).hexdigest()[:12]
     folder = Path(tempfile.gettempdir()) / f"invariants-package-{os.getuid()}-{tag}"
@@ -153,28 +98,19 @@ def stage() -> Path:
 
 
 def _verified(folder: Path) -> bool:
-    """Whether ``folder`` is a staging folder of this user's that no one else can have changed: this user's
-    own folder (:func:`invariants._trust.foreign`: not a link, writable by no one else), holding exactly
-    one entry, ``invariants``, a link to this package."""
-    try:
-        if foreign(folder.lstat()) is not None:
-            return False
-        link = folder / "invariants"
-        return (
-            os.listdir(folder) == ["invariants"]
-            and link.is_symlink()
-            and os.readlink(link) == str(PACKAGE_DIR)
-        )
+    """Whether ``folder`` is this user's own (not a link, writable by no one else), holding exactly one
+    entry, ``invariants``, a link to this package."""
+    try:  # readlink raises for anything but a link
+        owned = foreign(folder.lstat()) is None and os.listdir(folder) == ["invariants"]
+        return owned and os.readlink(folder / "invariants") == str(PACKAGE_DIR)
     except OSError:
         return False
 
 
 @contextlib.contextmanager
 def scratch(env: Mapping[str, str], under: Path | None = None) -> Iterator[dict[str, str]]:
-    """``env`` with a temporary folder of the child's own (``TMPDIR``: a fresh folder under ``under``, else
-    in this process's temporary folder), removed when the block ends however it ends (a signal's
-    :class:`~invariants._signals.Stopped` unwinds it): what a child that is killed leaves there (a
-    compile's ``invariants-code-*`` dump folder) goes with it."""
+    """``env`` with a ``TMPDIR`` of the child's own, removed when the block ends however it ends, so that
+    what a killed child leaves there goes with it."""
     folder = tempfile.mkdtemp(prefix="invariants-tmp-", dir=under)
     try:
         yield {**env, "TMPDIR": folder}
@@ -195,12 +131,8 @@ class ChildRun:
 
 @dataclasses.dataclass(frozen=True)
 class GateRun:
-    """One child run of the gate: what it selects (``targets``, ``programs``, ``configs``, ``timed``: the
-    throughput tier too, ``-k``, and ``tests``: one module of the gate, e.g. ``test_structure.py``, or
-    all), where it writes (``results``, whose folder is its rootdir, and ``dump_dir``), and what runs it:
-    ``python``, extra pytest ``plugins``, ``raw_invariants``, ``staged`` (the gate as another interpreter
-    imports it, with :func:`gate_env` ``pythonpath=True``), and the ``project`` whose programs it gates
-    besides (or instead of) the catalog's."""
+    """One child run of the gate: what it selects, where it writes (``results``' folder is its rootdir), and
+    what runs it (``staged``: the gate as another interpreter imports it)."""
 
     targets: str
     results: Path
@@ -218,9 +150,7 @@ class GateRun:
 
 
 def _selection(run: GateRun) -> list[str]:
-    """The options of ``run``'s programs, configurations and ``-k``. A user's selection goes to the gate
-    even when empty: the gate refuses an empty one in one line, where dropping it would select every program
-    in silence. None (or no names) means none was given."""
+    """The options of ``run``'s selection; an empty one goes to the gate, which refuses it in one line."""
     programs = run.programs
     cmd = []
     if isinstance(programs, str) or programs:
@@ -231,7 +161,6 @@ def _selection(run: GateRun) -> list[str]:
 
 
 def gate_command(run: GateRun) -> list[str]:
-    """The command line of one child run: ``python -m pytest GATE`` with ``run``'s selection."""
     gate_dir = stage() / "invariants" / "gate" if run.staged else GATE_DIR
     project = run.project
     gate, *options = pytest_args(
@@ -255,19 +184,13 @@ def gate_command(run: GateRun) -> list[str]:
 def gate_env(
     extra: Mapping[str, str] | None = None, *, pythonpath: bool = False, project: Project | None = None
 ) -> dict[str, str]:
-    """This process's environment for a child: without inherited experiment flags, on the CPU runtime,
-    marked as a child, writing no bytecode (the package may be an installed one); ``extra`` on top.
-    ``pythonpath``: for another interpreter, this package alone (:func:`stage`); else this package first
-    (a checkout that is not installed, since the child runs in its own folder). ``project``: the child
-    imports that project's modules from its folder (:attr:`Project.root`), wherever it runs."""
+    """This process's environment for a child: no inherited experiment flags, the CPU runtime, no bytecode;
+    ``extra`` on top. ``pythonpath``: this package alone (:func:`stage`), for another interpreter; else this
+    package first."""
     env = {k: v for k, v in os.environ.items() if k not in _DROPPED}
-    env["JAX_PLATFORMS"] = "cpu"
-    env[CHILD_ENV] = "1"
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    if pythonpath:
-        env["PYTHONPATH"] = str(stage())
-    else:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_DIR.parent), env.get("PYTHONPATH")]))
+    env.update({"JAX_PLATFORMS": "cpu", CHILD_ENV: "1", "PYTHONDONTWRITEBYTECODE": "1"})
+    path = [str(stage())] if pythonpath else [str(PACKAGE_DIR.parent), env.get("PYTHONPATH")]
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, path))
     if project is not None and project.own:
         env[_config.name("INVARIANTS_PROJECT_DIR")] = str(project.root or Path.cwd())
     env.update(extra or {})
@@ -275,8 +198,7 @@ def gate_env(
 
 
 def run_gate(command: Sequence[str], *, env: Mapping[str, str], folder: Path, timeout: float) -> ChildRun:
-    """Run ``command`` in ``folder``; save its output to ``folder/pytest.txt``; read the results file named
-    after ``--results-json`` when the child wrote one."""
+    """Run ``command`` in ``folder``, its output saved to ``folder/pytest.txt``, and read its results file."""
     folder.mkdir(parents=True, exist_ok=True)
     results = Path(command[list(command).index("--results-json") + 1])
     results.unlink(missing_ok=True)
@@ -304,7 +226,6 @@ def run_gate(command: Sequence[str], *, env: Mapping[str, str], folder: Path, ti
 
 
 def last_line(log: Path) -> str:
-    """The last non-empty line a child printed (what it said when it stopped)."""
     lines = [ln for ln in log.read_text().splitlines() if ln.strip()] if log.exists() else []
     return lines[-1].strip()[:200] if lines else "no output"
 
@@ -321,13 +242,7 @@ def keys_child(
     cwd: Path | None = None,
 ) -> Any:
     """Run ``python -m MODULE ARGS`` with ``[[program, config, target], ...]`` as JSON on stdin; return the
-    JSON it prints. A child that fails raises :class:`InvariantsError` with ``what`` and its last line.
-
-    The protocol of every child that compiles keys somewhere else: ``compile.artifacts`` (a target that needs
-    its own process, e.g. 8 host devices) and ``releases.bisect`` (snapshots rendered in another release's
-    environment). ``cwd`` (on the child's ``sys.path``): default this package's parent folder; another
-    interpreter gets :func:`stage`.
-    """
+    JSON it prints. A child that fails is one line with ``what`` and its last line."""
     try:
         with scratch(env) as child_env:
             proc = subprocess.run(

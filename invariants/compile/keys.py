@@ -1,37 +1,19 @@
 """The key of the persistent compile cache (:mod:`invariants.compile.store`), and one session's use of it.
 
 A stale hit would hide the very regression the gate exists for, so the key is the design. It is made from
-what the compiler is given, the lowered module, after tracing and lowering the program at every lookup, hit
-or not. A key made before tracing would have to name everything the trace reads, and a trace may read
-anything: a data file beside the program (a model's configuration), an environment variable, a module
-imported only where it is present. Each changes what the program compiles to, and none is a compiler
-input or a module file loaded when the entry was made. The lowered module holds whatever they changed,
-which is why JAX's own persistent cache keys on it too. Lowering costs a trace and no compile (milliseconds a
-program); only a miss compiles.
+the lowered module, after tracing and lowering at every lookup, hit or not: a trace may read anything (a
+data file, an environment variable, a module imported only where present), and the lowered module holds
+whatever they changed, which is why JAX's own persistent cache keys on it too. Only a miss compiles.
 
-The key hashes:
-
-* the lowered module's text: StableHLO with its shardings, constants and donations, printed without
-  source locations, so that it reads the same in every process and checkout; and the abstract arguments
-  with their mesh's device order;
-* :class:`Fingerprint`: the compiler's identity (every installed distribution's version, and the size and
-  mtime of each shared object of jaxlib, libtpu, the CUDA plugin and the NVIDIA libraries, so that a
-  nightly rebuilt under the same version misses), the environment variables that change compiles, JAX's
-  configuration, the target (its fields, a GPU's device description bytes, a runtime device's kind and
-  platform version) and, for a CPU target, the host CPU.
-
-A target compiled in a child process (:func:`~invariants.compile.artifacts.compile_in_child`: the
-8-device CPU, whose devices exist only in a process started with the host-device flag) is lowered and
-keyed in that child, in the environment it compiles in: this process can make neither its devices nor
-its environment. A warm run with such a target starts the child, which then compiles nothing.
-
-Not in the key: Python code as such (programs that lower to one module share its compile, each with its
-own names and jaxpr), the machine's load and the time of day (a hit's ``compile_seconds`` is that of the
-compile that made the entry).
+The key hashes the module's text without source locations, the abstract arguments with their mesh's device
+order, and a :class:`Fingerprint` of the compiler (every distribution's version, the size and mtime of its
+shared objects), the environment, JAX's configuration, the target and the host CPU. A target compiled in a
+child is keyed in that child, in the environment it compiles in.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.metadata
 import importlib.util
@@ -53,37 +35,17 @@ from .store import Outcome, Store, Tally, digest
 
 __all__ = ["Fingerprint", "Persistent"]
 
-# Environment variables that change what XLA, libtpu, the CUDA plugin or JAX's lowering produce (what the
-# lowering reads shows in the module too; what the compiler reads does not).
-_ENV_PREFIXES = (
-    "XLA_",
-    "JAX_",
-    "TPU_",
-    "LIBTPU",
-    "TF_",
-    "CUDA",
-    "NVIDIA_",
-    "NCCL_",
-    "PJRT_",
-    "MEGASCALE",
-    "ENABLE_PJRT",
-    "PTXAS",
-    "LD_LIBRARY_PATH",
-)
-# The packages whose shared objects are the compiler: jaxlib (XLA:CPU and the runtime), libtpu, the CUDA
-# plugin and the NVIDIA libraries it loads (ptxas, nvJitLink).
+# Environment variables that change what XLA, libtpu, the CUDA plugin or JAX's lowering produce.
+_XLA_ENV = ("XLA_", "JAX_", "TPU_", "LIBTPU", "TF_", "PJRT_", "MEGASCALE", "ENABLE_PJRT")
+_ENV_PREFIXES = (*_XLA_ENV, "CUDA", "NVIDIA_", "NCCL_", "PTXAS", "LD_LIBRARY_PATH")
 _COMPILER_PACKAGES = ("jaxlib", "libtpu", "jax_cuda12_plugin", "jax_cuda13_plugin", "jax_plugins", "nvidia")
+Traced = Mapping[str, object]  # a compile's own jaxpr and primitives, which a shared record does not hold
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
 
 class Fingerprint:
-    """What a compile for a target depends on besides its module, as plain JSON-able data.
-
-    The installed distributions, the compiler's files and each target's identity (its device
-    description's bytes, the host CPU) are read once per instance (one per session): they do not change
-    under a running process. The environment and JAX's configuration are read at each call, since a test
-    or a conftest may change them between compiles.
-    """
+    """What a compile for a target depends on besides its module, as JSON-able data. What cannot change
+    under a running process is read once; the environment and JAX's configuration at each call."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -102,10 +64,9 @@ class Fingerprint:
             return self._installed
 
     def of(self, target: Target) -> dict[str, object]:
-        env = _compiling_environment()
         return {
             **self.installed(),
-            "env": env,
+            "env": _compiling_environment(),
             "jax_config": {k: _ADDRESS.sub("", repr(v)) for k, v in sorted(jax.config.values.items())},
             "target": self._target(target),
         }
@@ -122,10 +83,8 @@ class Fingerprint:
 
 
 def _name_version(dist: importlib.metadata.Distribution) -> str:
-    """``NAME==VERSION`` from the first lines of a distribution's metadata file, where the core metadata
-    puts both as one-line fields. ``Distribution.metadata`` parses the whole file as an email message,
-    description and all, for every installed distribution at every session's first compile; it is the
-    fallback where a field is not among those lines."""
+    """``NAME==VERSION`` from the header of a distribution's metadata file; ``Distribution.metadata``, which
+    parses the whole file, is the slow fallback."""
     text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
     fields: dict[str, str] = {}
     for line in text.splitlines():
@@ -140,9 +99,7 @@ def _name_version(dist: importlib.metadata.Distribution) -> str:
 
 
 def _compiling_environment() -> dict[str, str]:
-    """The variables of this process's environment that change compiles. It is read while pytest's own
-    thread may set and unset others (``PYTEST_CURRENT_TEST``): a read that meets such a change
-    is tried again."""
+    """The variables that change compiles; a read that meets pytest's thread changing another is retried."""
     for _ in range(100):
         try:
             return {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES)}
@@ -152,13 +109,10 @@ def _compiling_environment() -> dict[str, str]:
 
 
 def target_fields(target: Target) -> dict[str, object]:
-    """A target's own fields, as written: what names it before any device is asked for."""
     return {f.name: repr(getattr(target, f.name)) for f in dataclasses.fields(target)}
 
 
 def target_identity(target: Target) -> dict[str, object]:
-    """A target as a compile sees it: its fields, a GPU's device description bytes, a runtime device's
-    kind and platform version, and the host CPU a CPU compile's code follows."""
     out = target_fields(target)
     out["keeps_kernel_code"] = target.keeps_kernel_code
     if target.family == "gpu" and target.mode == "aot" and target.topology:
@@ -174,7 +128,7 @@ def target_identity(target: Target) -> dict[str, object]:
 
 
 def host_cpu() -> list[str]:
-    """The host CPU's model and feature flags (XLA:CPU compiles for them: its LLVM IR follows them)."""
+    """The host CPU's model and feature flags, which XLA:CPU compiles for."""
     try:
         text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -186,15 +140,12 @@ def host_cpu() -> list[str]:
 
 
 def _compiler_files() -> dict[str, str]:
-    """Size and mtime of every shared object (and ptxas) of the compiler's packages, and of the ptxas on
-    the PATH, which XLA:GPU runs."""
+    """Size and mtime of every shared object and ptxas of the compiler's packages, and the PATH's ptxas."""
     out: dict[str, str] = {}
     for path in _compiler_paths():
-        try:
+        with contextlib.suppress(OSError):
             st = path.stat()
-        except OSError:
-            continue
-        out[str(path)] = f"{st.st_size}:{st.st_mtime_ns}"
+            out[str(path)] = f"{st.st_size}:{st.st_mtime_ns}"
     return out
 
 
@@ -209,7 +160,6 @@ def _compiler_paths() -> list[Path]:
 
 
 def _arguments(args: Sequence[object]) -> list[str]:
-    """Abstract arguments with their shardings and meshes (a mesh's device order included)."""
     out = []
     for a in args:
         sharding = getattr(a, "sharding", None)
@@ -226,11 +176,8 @@ def _arguments(args: Sequence[object]) -> list[str]:
 
 
 class Persistent:
-    """One session's use of a store: the key of each lowered module, its lookup and what each
-    key's compile was.
-
-    ``store`` None: no persistent cache (``--no-cache``), every compile counted ``off``.
-    """
+    """One session's use of a store (None: ``--no-cache``): the key of each lowered module, its lookup and
+    what each key's compile was."""
 
     def __init__(self, store: Store | None) -> None:
         self.store = store
@@ -244,36 +191,32 @@ class Persistent:
             self.outcomes[key] = outcome
             self.tally.add(outcome)
 
-    def key(self, lowered: jax.stages.Lowered, target: Target, args: Sequence[object]) -> str:
-        """The key of a compile of ``lowered`` (a :class:`jax.stages.Lowered`) for ``target``."""
-        text = lowered.as_text(debug_info=False)
-        return digest("result", text, self.fingerprint.of(target), _arguments(args))
-
     def kept(self, key: Key, result: str | None, compiled: Compiled) -> None:
-        """Keep a compile under ``result`` (None: the cache is off) and count it."""
-        if result is not None:
-            self.put(result, compiled)
+        if result is not None and self.store is not None:
+            self.store.put(result, compiled.to_json())
         self.count(key, "miss" if result is not None else "off")
 
-    def served(self, key: Key, result: str, traced: Mapping[str, object]) -> Compiled | None:
-        """The record kept under ``result``, as ``key``'s with its own trace (``jaxpr``,
-        ``jaxpr_primitives``), or None (a miss, or no store)."""
+    def served(
+        self, key: Key, lowered: jax.stages.Lowered, target: Target, args: Sequence[object], traced: Traced
+    ) -> tuple[str | None, Compiled | None]:
+        """The cache's key of ``lowered`` (None without a store), and a hit there as ``key``'s with its own
+        trace, counted."""
         if self.store is None:
-            return None
+            return None, None
+        text = lowered.as_text(debug_info=False)
+        result = digest("result", text, self.fingerprint.of(target), _arguments(args))
         record = self.store.result(result)
-        return _named(record, key, traced) if record is not None else None
-
-    def put(self, result: str, compiled: Compiled) -> None:
-        if self.store is not None:
-            self.store.put(result, compiled.to_json())
+        hit = _named(record, key, traced) if record is not None else None
+        if hit is not None:
+            self.count(key, "hit")
+        return result, hit
 
     def summary(self) -> str | None:
         return self.tally.line(self.store.folder if self.store is not None else None)
 
 
-def _named(record: Mapping[str, object], key: Key, traced: Mapping[str, object]) -> Compiled | None:
-    """A stored record as this key's: two programs that lower to one module share a result, each with its
-    own names and jaxpr. A record this release cannot read is a miss."""
+def _named(record: Mapping[str, object], key: Key, traced: Traced) -> Compiled | None:
+    """A stored record as this key's (programs that lower to one module share it); unreadable: a miss."""
     try:
         return Compiled.from_json(
             {**record, "program": key.program, "config": key.config, "target": key.target, **traced}

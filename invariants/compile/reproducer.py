@@ -1,9 +1,6 @@
-"""The one-file reproducer of a failed compile (no JAX here): a Python script that rebuilds the program's
-abstract arguments and jit's keywords as the gate makes them, and calls ``jax.jit(fn).lower(*args).compile()``
-for the same target, so that the failure can be seen again, bisected, or attached to a report upstream.
-
-It goes through the package for what only the package knows (a project's declared programs, a target's
-devices ahead of time); the call that fails is written out in the script.
+"""The one-file reproducer of a failed compile (no JAX here): a script that rebuilds the program's abstract
+arguments as the gate makes them and writes out the call that fails, to be run again, bisected, or attached
+to a report upstream.
 """
 
 from __future__ import annotations
@@ -18,8 +15,7 @@ __all__ = ["reproducer"]
 
 
 def reproducer(key: Key, target: Target, project: Project, first: str, versions: Mapping[str, str]) -> str:
-    """The script that compiles ``key`` again, as the gate compiled it when it failed with ``first``.
-    ``project``: the spec folders and module folder the gate read the program from."""
+    """The script that compiles ``key`` again, as the gate compiled it when it failed with ``first``."""
     stated = ", ".join(f"{k} {v}" for k, v in versions.items())
     setup = [f"os.environ.update({project.environment()!r})"] if project.own else []
     if target.mode == "subprocess":  # its devices exist only in a process started with the flag
