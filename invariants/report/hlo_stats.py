@@ -110,7 +110,7 @@ def _parser() -> Parser:
 
 
 def _tpu_target(name: str | None) -> str:
-    """``--target``'s value, checked: a TPU target the cost model has coefficients for ("" when not given)."""
+    """A TPU target the cost model has coefficients for ("" when not given)."""
     if name is None:
         return ""
     tpus = [t for t, target in all_targets(CPU_RUNTIME).items() if target.family == "tpu"]
@@ -135,14 +135,11 @@ def _prediction(measured: Measurement, target: str) -> tuple[float | None, str |
 
 
 def _dump_files(folder: pathlib.Path) -> list[pathlib.Path]:
-    """The modules of a dump folder: XLA's (``*after_optimizations.txt``) and the gate's (``*.hlo.txt``)."""
     return sorted({p for glob in _DUMP_GLOBS for p in folder.glob(glob) if p.is_file()})
 
 
 def _expand(paths: list[str]) -> list[pathlib.Path]:
-    """The files to read. Among several inputs (``DIR/*``), a folder without modules (jax 0.10.2 writes a
-    sub-folder per module, of textprotos) or a path that is no regular file is skipped with a note, as a
-    file that is no module is; given alone, it is an error. A missing path always is."""
+    """Among several inputs (``DIR/*``), one without modules is skipped with a note; alone, it is an error."""
     files: list[pathlib.Path] = []
     for raw in paths:
         found, why = _files_at(raw)
@@ -155,7 +152,6 @@ def _expand(paths: list[str]) -> list[pathlib.Path]:
 
 
 def _files_at(raw: str) -> tuple[list[pathlib.Path], str | None]:
-    """The modules one input names, or why it names none (a missing path raises)."""
     path = pathlib.Path(raw)
     if path.is_file():
         return [path], None
@@ -181,15 +177,12 @@ def _read(path: pathlib.Path) -> str:
 
 
 class _NotAModule(_InputError):
-    """A file that is no HLO module at all (as opposed to a module the parser does not understand)."""
+    """Not a module at all, unlike one the parser does not understand."""
 
 
 def _module_text(path: pathlib.Path) -> str:
-    """The text of ``path`` when its first meaningful line is an ``HloModule`` header."""
     text = _read(path)
-    first = next(
-        (ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("//")), ""
-    )
+    first = next((ln for ln in map(str.strip, text.splitlines()) if ln and not ln.startswith("//")), "")
     if not first.startswith("HloModule"):
         raise _NotAModule(f"{path}: not an HLO module (it does not start with 'HloModule')")
     return text
@@ -206,7 +199,6 @@ def _json_value(value: tuple[object, ...] | int | float | Missing) -> object:
 
 
 def _metrics_json(measured: Measurement, cycles: int | None, predicted: float | None) -> dict[str, object]:
-    """Every structural metric, the compiler's estimate, the prediction, then the kernel-code metrics."""
     values = measured.metrics
     structural = [n for n, m in METRICS.items() if m.source == "structure" and n in values]
     metrics = {name: _json_value(values[name]) for name in structural}
@@ -218,8 +210,7 @@ def _metrics_json(measured: Measurement, cycles: int | None, predicted: float | 
 
 
 def summary(measured: Measurement, target: str = "") -> dict[str, object]:
-    """The per-file JSON object printed by ``--json``: every structural metric, then the details;
-    ``target``: the TPU target ``predicted_seconds`` is costed for ("": none)."""
+    """The object ``--json`` prints for one file; ``target``: the TPU target costed ("": none)."""
     structure, code = measured.structure, measured.code
     full = to_json(structure)
     estimate = cycle_estimate(structure)
@@ -321,7 +312,6 @@ def _text_block(path: str, measured: Measurement, target: str = "") -> str:
 
 
 def _offload_lines(measured: Measurement) -> list[str]:
-    """The kernels off the main thread and the custom calls."""
     s, m, lines = measured.structure, measured.metrics, []
     if s.thread_kernels:
         threads = ", ".join(f"{t} {n}" for t, n in s.thread_kernels.items())
@@ -335,7 +325,6 @@ def _offload_lines(measured: Measurement) -> list[str]:
 
 
 def _estimate_lines(measured: Measurement, target: str) -> list[str]:
-    """libtpu's estimated cycles, and the predicted device time on ``target`` ("": none)."""
     estimate = cycle_estimate(measured.structure)
     if estimate.cycles is not None:
         lines = [f"  estimated cycles: {estimate.cycles} ({estimate.unestimated} launches carry no estimate)"]
@@ -349,7 +338,6 @@ def _estimate_lines(measured: Measurement, target: str) -> list[str]:
 
 
 def _measured(path: pathlib.Path, text: str, target: str = "") -> Measurement:
-    """The module ``text`` read from ``path``, measured with the kernel code beside it in its dump folder."""
     files = code_beside(path)
     if files is None:
         no_code = f"{path.name} is not named as a dump file (module_NNNN.<name>.*)"
@@ -362,7 +350,7 @@ def _measured(path: pathlib.Path, text: str, target: str = "") -> Measurement:
 
 
 def _measured_module(path: pathlib.Path, target: str, alone: bool) -> Measurement | None:
-    """The module in ``path`` measured; None for a file that is no module among several inputs."""
+    """None for a file that is no module among several inputs."""
     try:
         text = _module_text(path)
     except _NotAModule as err:
@@ -391,7 +379,6 @@ def _measured_module(path: pathlib.Path, target: str, alone: bool) -> Measuremen
 
 
 def main(argv: list[str]) -> int:
-    """Run ``hlo-stats`` with ``argv`` (without the program name); return the exit status."""
     opts = _parser().parse_args(argv)
     try:
         target = _tpu_target(opts.target)

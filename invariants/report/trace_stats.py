@@ -66,7 +66,6 @@ def _table(path: str, plane: str, modules: list[ModuleStats]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """Run ``trace-stats`` with ``argv`` (without the program name); return the exit status."""
     opts = _parser().parse_args(argv)
     if opts.top < 0:
         raise InvariantsError(f"trace-stats: --top must be >= 0, got {opts.top}")
