@@ -66,11 +66,12 @@ class ReleaseRun:
 
     @property
     def failing(self) -> list[Record]:
-        return [
-            it
-            for it in self.items
-            if (it.kind in VERDICT_KINDS or compile_failure(it)) and it.outcome == "failed"
-        ]
+        return [it for it in _judged(self.items) if it.outcome == "failed"]
+
+
+def _judged(items: Iterable[Record]) -> list[Record]:
+    """The items a verdict is made of: invariants, correctness checks, and compiles that failed."""
+    return [it for it in items if it.kind in VERDICT_KINDS or compile_failure(it)]
 
 
 def suite_run(
@@ -117,17 +118,8 @@ def run_suite(
     """The results file and the seconds it took. A failure's line names the child's output where it is
     ``kept``; a temporary folder is gone when the line is read."""
     folder = workdir / f"jax-{version}"
-    run = suite_run(
-        env_python(env),
-        k,
-        targets,
-        programs,
-        folder / "results.json",
-        folder / "hlo",
-        tests,
-        configs,
-        project,
-    )
+    results, dump = folder / "results.json", folder / "hlo"
+    run = suite_run(env_python(env), k, targets, programs, results, dump, tests, configs, project)
     # Older libtpu asks the GCE metadata server for its topology and waits on it off GCE.
     extra = {} if "TPU_SKIP_MDS_QUERY" in os.environ else {"TPU_SKIP_MDS_QUERY": "1"}
     env_vars = gate_env(extra, pythonpath=True, project=run.project)
@@ -224,13 +216,9 @@ def _selection(
     k: str | None, targets: str | None, programs: str | None, configs: str | None, project: Project
 ) -> str:
     """The selection's options as given."""
-    given = {
-        "-k": None if k is None else repr(k),
-        "--targets": targets,
-        "--programs": programs,
-        "--configs": configs,
-    }
-    said = [f"{flag} {value}" for flag, value in given.items() if value]
+    flags = ("-k", "--targets", "--programs", "--configs")
+    given = zip(flags, (None if k is None else repr(k), targets, programs, configs), strict=True)
+    said = [f"{flag} {value}" for flag, value in given if value]
     return " ".join(said + ([project.describe()] if project.own else []))
 
 
@@ -240,7 +228,7 @@ def verdict_of(version: Version, results: Results, seconds: float) -> ReleaseRun
     errors = [it for it in items if it.kind == "error" and compile_failure(it) is None]
     if errors:
         raise InvariantsError(f"jax {version}: {errors[0].nodeid} errored; the suite may not run on it")
-    judged = [it for it in items if it.kind in VERDICT_KINDS or compile_failure(it)]
+    judged = _judged(items)
     if not judged:
         raise InvariantsError(f"jax {version}: the selection has no invariant or correctness items")
     holds = all(it.outcome in ("passed", "xfailed", "skipped") for it in judged)
@@ -334,15 +322,9 @@ def render_in(
 
 
 def _keys_of(items: Iterable[Record], limit: int = 2) -> list[tuple[str, str, str]]:
-    keys: list[tuple[str, str, str]] = []
-    for it in items:
-        if it.kind != "invariant":
-            continue
-        for program in it.program_names():
-            key = (program, str(it.config), str(it.target))
-            if key not in keys:
-                keys.append(key)
-    return keys[:limit]
+    invariants = [it for it in items if it.kind == "invariant"]
+    keys = ((p, str(it.config), str(it.target)) for it in invariants for p in it.program_names())
+    return list(dict.fromkeys(keys))[:limit]
 
 
 def add_release_options(p: argparse.ArgumentParser, targets: str | None = "cpu") -> None:
@@ -392,21 +374,6 @@ def _print_failing(side: ReleaseRun, shown: int = 8) -> None:
         print(f"  FAILED {_describe(it)}")
     if len(side.failing) > shown:
         print(f"  ... and {len(side.failing) - shown} more")
-
-
-def _print_structures(
-    keys: Sequence[tuple[str, str, str]],
-    old: tuple[Version, Path],
-    new: tuple[Version, Path],
-    project: Project,
-) -> None:
-    old_r = render_in(old[1], keys, project)
-    new_r = render_in(new[1], keys, project)
-    for key in keys:
-        name = "/".join(key)
-        print(f"\nstructure of {name}, jax {old[0]} -> {new[0]}:")
-        print(structural_diff(old_r.get(name, ""), new_r.get(name, ""), f"jax {old[0]}", f"jax {new[0]}"))
-        print(f"changed: {what_changed(old_r.get(name, ''), new_r.get(name, ''))}")
 
 
 @dataclasses.dataclass
@@ -464,13 +431,14 @@ class _Bisection:
         for side in (old, new):
             _print_failing(side)
         keys = _keys_of(old.failing or new.failing)
-        if keys:
-            _print_structures(
-                keys,
-                (old.version, self.envs[old.version]),
-                (new.version, self.envs[new.version]),
-                self.project,
-            )
+        if not keys:
+            return
+        old_r, new_r = (render_in(self.envs[v], keys, self.project) for v in (old.version, new.version))
+        for name in ("/".join(key) for key in keys):
+            a, b = old_r.get(name, ""), new_r.get(name, "")
+            print(f"\nstructure of {name}, jax {old.version} -> {new.version}:")
+            print(structural_diff(a, b, f"jax {old.version}", f"jax {new.version}"))
+            print(f"changed: {what_changed(a, b)}")
 
 
 def main_bisect(argv: list[str]) -> int:
