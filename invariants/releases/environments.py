@@ -9,6 +9,7 @@ compile, not to run) get environments of their own."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import shutil
@@ -222,15 +223,17 @@ def ensure_env(pins: Pins, cache_dir: Path, index_url: str, log: Callable[[str],
     start = time.perf_counter()
     what = " ".join(pins.requirements()[:4])
     try:
-        uv = _uv()
-        _run_checked([*uv, "venv", "-q", "--python", sys.executable, str(partial)], what)
-        install = ["pip", "install", "-q", "--python", str(env_python(partial)), "--index-url", index_url]
-        _run_checked([*uv, *install, *pins.requirements()], what)
+        uv, python = _uv(), str(env_python(partial))
+        failed = f"{what}: does not install"
+        _run_checked([*uv, "venv", "-q", "--python", sys.executable, str(partial)], failed)
+        install = ["pip", "install", "-q", "--python", python, "--index-url", index_url]
+        _run_checked([*uv, *install, *pins.requirements()], failed)
         env_vars = {**os.environ, "JAX_PLATFORMS": "cpu"}
-        _health_check(partial, _HEALTH, env_vars, f"{what}: installs but does not import")
+        health = functools.partial(_run_checked, env=env_vars, timeout=300, umask=-1)
+        health([python, "-c", _HEALTH], f"{what}: installs but does not import")
         if pins.gpu:
             env_vars[_GPU_CONFIG_ENV] = _GPU_CONFIG.read_text()
-            _health_check(partial, _HEALTH_GPU, env_vars, f"{what}: installs but cannot compile for a GPU")
+            health([python, "-c", _HEALTH_GPU], f"{what}: installs but cannot compile for a GPU")
         (partial / MARKER).write_text(json.dumps(pins.to_json()))
         shutil.rmtree(env, ignore_errors=True)
         partial.rename(env)
@@ -238,19 +241,6 @@ def ensure_env(pins: Pins, cache_dir: Path, index_url: str, log: Callable[[str],
         shutil.rmtree(partial, ignore_errors=True)
     log(f"  built {env} in {time.perf_counter() - start:.0f} s")
     return env
-
-
-def _health_check(env: Path, code: str, env_vars: dict[str, str], failure: str) -> None:
-    proc = subprocess.run(
-        [str(env_python(env)), "-c", code],
-        capture_output=True,
-        text=True,
-        env=env_vars,
-        check=False,
-        timeout=300,
-    )
-    if proc.returncode != 0:
-        raise InvariantsError(f"{failure}: {_last_line(proc)}")
 
 
 def _last_line(proc: subprocess.CompletedProcess[str]) -> str:
@@ -262,8 +252,12 @@ def _last_line(proc: subprocess.CompletedProcess[str]) -> str:
     return (lines[-1] if lines else f"exit {proc.returncode}").strip()[:300]
 
 
-def _run_checked(cmd: list[str], what: str) -> None:
-    # Owner-only, whatever the user's umask: what uv makes here is run later, and checked as this user's.
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=900, umask=0o077)
+def _run_checked(
+    cmd: list[str], failure: str, env: dict[str, str] | None = None, timeout: float = 900, umask: int = 0o077
+) -> None:
+    """``umask``: owner-only, whatever the user's, for what uv makes: it is run later, as this user's."""
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, env=env, check=False, timeout=timeout, umask=umask
+    )
     if proc.returncode != 0:
-        raise InvariantsError(f"{what}: does not install: {_last_line(proc)}")
+        raise InvariantsError(f"{failure}: {_last_line(proc)}")
