@@ -86,10 +86,6 @@ not optimized TPU HLO.
 """
 
 
-class _InputError(InvariantsError):
-    pass
-
-
 def _parser() -> Parser:
     parser = Parser(
         prog="hlo-stats",
@@ -115,7 +111,7 @@ def _tpu_target(name: str | None) -> str:
         return ""
     tpus = [t for t, target in all_targets(CPU_RUNTIME).items() if target.family == "tpu"]
     if name not in tpus or chip_model(name) is None:
-        raise _InputError(
+        raise InvariantsError(
             f"--target: {name!r} is not a TPU target with a cost model{did_you_mean(name, tpus, n=2)}; "
             f"known: {', '.join(t for t in tpus if chip_model(t) is not None)}"
         )
@@ -145,7 +141,7 @@ def _expand(paths: list[str]) -> list[pathlib.Path]:
         found, why = _files_at(raw)
         files.extend(found)
         if why is not None and len(paths) == 1:
-            raise _InputError(why)
+            raise InvariantsError(why)
         if why is not None:
             print(f"hlo-stats: skipped {why}", file=sys.stderr)
     return files
@@ -164,19 +160,19 @@ def _files_at(raw: str) -> tuple[list[pathlib.Path], str | None]:
         return [], why + (f" (its sub-folders {', '.join(subs[:6])} have some: name one)" if subs else "")
     if path.exists():
         return [], f"{raw}: not a regular file ({what_is(path)})"
-    raise _InputError(f"{raw}: no such file or directory")
+    raise InvariantsError(f"{raw}: no such file or directory")
 
 
 def _read(path: pathlib.Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except OSError as err:
-        raise _InputError(f"{path}: cannot read: {err.strerror or type(err).__name__}") from None
+        raise InvariantsError(f"{path}: cannot read: {err.strerror or type(err).__name__}") from None
     except UnicodeDecodeError:
         raise _NotAModule(f"{path}: not text") from None
 
 
-class _NotAModule(_InputError):
+class _NotAModule(InvariantsError):
     """Not a module at all, unlike one the parser does not understand."""
 
 
@@ -360,12 +356,12 @@ def _measured_module(path: pathlib.Path, target: str, alone: bool) -> Measuremen
         return None
     measured = _measured(path, text, target)
     if target and not measured.module.scheduled:
-        raise _InputError(
+        raise InvariantsError(
             f"{path}: not optimized (no is_scheduled=true): --target {target} predicts only the "
             "optimized module XLA runs"
         )
     if target and not is_tpu_module(measured.module):
-        raise _InputError(
+        raise InvariantsError(
             f"{path}: not TPU HLO (no tiled layouts): --target {target} predicts only what the TPU "
             "compiler wrote"
         )
@@ -389,7 +385,7 @@ def main(argv: list[str]) -> int:
             if measured is not None:
                 results.append((str(path), measured))
         if not results:
-            raise _InputError(f"{', '.join(opts.files)}: no HLO module among the files given")
+            raise InvariantsError(f"{', '.join(opts.files)}: no HLO module among the files given")
     except InvariantsError as err:
         print(str(err), file=sys.stderr)
         return 2

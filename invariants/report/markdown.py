@@ -160,7 +160,7 @@ def _header(run: Run, title: str) -> list[str]:
         f"- **runtime**: {_md(rt.get('platform', '?'))} ({_md(rt.get('device_kind', '?'))}) "
         f"x{_md(rt.get('count', '?'))}" + (f", run on {_md(rt['date'])} (UTC)" if rt.get("date") else ""),
         f"- **targets**: {', '.join(targets) or 'none recorded'}",
-        *([f"- **programs**: {_focus_line(run.focus)}"] if run.focus else []),
+        *([f"- **programs**: {_first(run.focus[0], 12)} ({_md(run.focus[1])})"] if run.focus else []),
         "",
     ]
 
@@ -182,12 +182,10 @@ def _unrecorded(run: Run, by_tier: dict[str, list[Record]]) -> dict[str, int]:
     return {o: n for o, n in beyond.items() if n > 0}
 
 
-def _focus_line(focus: tuple[list[str], str]) -> str:
-    programs, how = focus
-    shown = ", ".join(_md(p, code=True) for p in programs[:12]) + (
-        f" and {len(programs) - 12} more" if len(programs) > 12 else ""
-    )
-    return f"{shown} ({_md(how)})"
+def _first(names: Sequence[str], n: int) -> str:
+    """The first ``n`` names, and how many more there are."""
+    more = f" and {len(names) - n} more" if len(names) > n else ""
+    return ", ".join(_md(name, code=True) for name in names[:n]) + more
 
 
 def _tier_summary(run: Run) -> list[str]:
@@ -236,9 +234,7 @@ def _skipped_lines(run: Run) -> list[str]:
         return []
     lines = ["**Skipped items**, by reason", ""]
     for reason, nodeids in sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        shown = ", ".join(_md(n, code=True) for n in sorted(nodeids)[:3])
-        more = f" and {len(nodeids) - 3} more" if len(nodeids) > 3 else ""
-        lines.append(f"- {len(nodeids)} × {_md(reason)}: {shown}{more}")
+        lines.append(f"- {len(nodeids)} × {_md(reason)}: {_first(sorted(nodeids), 3)}")
     return [*lines, ""]
 
 
