@@ -262,9 +262,7 @@ def plot_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], path: Path) 
 
 
 def _line_style(target: str) -> str:
-    if target == "cpu":
-        return "-"
-    return "--" if target.startswith("gpu") else ":"
+    return "-" if target == "cpu" else "--" if target.startswith("gpu") else ":"
 
 
 def _legend(fig: Figure, axes: list[Axes]) -> None:
@@ -422,8 +420,17 @@ def _release(
 ) -> None:
     """On the CPU, then on tpu-v5e and the GPU targets in environments of their own, each skipped with a
     note when it cannot run."""
+    structures = functools.partial(
+        run_suite,
+        k=MATRIX_K,
+        programs=args.programs,
+        configs=MATRIX_CONFIG,
+        tests="test_structure.py",
+        project=project,
+        kept=args.keep is not None,
+    )
     env = ensure_env(choose_pins(v, jaxlib_releases), args.cache_dir, args.index_url)
-    results, seconds = _structures(env, v, workdir / "cpu", "cpu", args, project)
+    results, seconds = structures(env, v, workdir / "cpu", targets="cpu")
     matrix.add(str(v), results)
     print(f"  jax {v}: cpu structures in {seconds:.0f} s")
     accelerators = ([] if args.no_tpu else [("tpu-v5e", False)]) + ([(gpus, True)] if gpus else [])
@@ -433,34 +440,10 @@ def _release(
                 choose_pins(v, jaxlib_releases, tpu=not gpu, gpu=gpu), args.cache_dir, args.index_url
             )
             folder = workdir / ("gpu" if gpu else "tpu")
-            results, seconds = _structures(xenv, v, folder, targets, args, project, timeout=240)
+            results, seconds = structures(xenv, v, folder, targets=targets, timeout=240)
             if not matrix.add(str(v), results):
                 raise InvariantsError(why_nothing(targets, results))
             print(f"  jax {v}: {targets} structures in {seconds:.0f} s")
         except InvariantsError as err:
             matrix.notes[f"{targets}, jax {v}"] = f"skipped: {err}"
             print(f"  jax {v}: {targets} skipped: {err}")
-
-
-def _structures(
-    env: Path,
-    v: Version,
-    folder: Path,
-    targets: str,
-    args: argparse.Namespace,
-    project: Project,
-    **timeout: float,
-) -> tuple[Results, float]:
-    return run_suite(
-        env,
-        v,
-        folder,
-        k=MATRIX_K,
-        targets=targets,
-        programs=args.programs,
-        configs=MATRIX_CONFIG,
-        tests="test_structure.py",
-        project=project,
-        kept=args.keep is not None,
-        **timeout,
-    )
