@@ -379,11 +379,8 @@ def main(argv: list[str]) -> int:
     try:
         target = _tpu_target(opts.target)
         paths = _expand(opts.files)
-        results = []
-        for path in paths:
-            measured = _measured_module(path, target, alone=len(paths) == 1)
-            if measured is not None:
-                results.append((str(path), measured))
+        alone = len(paths) == 1
+        results = [(str(p), m) for p in paths if (m := _measured_module(p, target, alone)) is not None]
         if not results:
             raise InvariantsError(f"{', '.join(opts.files)}: no HLO module among the files given")
     except InvariantsError as err:

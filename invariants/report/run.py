@@ -74,10 +74,8 @@ class Run:
 
     @property
     def runtime_target(self) -> str:
-        for name, t in self.targets.items():
-            if t.get("mode") == "runtime":
-                return name
-        return str(self.runtime.get("platform", "runtime"))
+        runtime = (name for name, t in self.targets.items() if t.get("mode") == "runtime")
+        return next(runtime, str(self.runtime.get("platform", "runtime")))
 
 
 def _read_json(path: str | Path, what: str) -> Any:
@@ -94,7 +92,8 @@ def _read_json(path: str | Path, what: str) -> Any:
 
 def load_results(path: str | Path) -> Run:
     data = _results.read(path)
-    run = Run(
+    timed = [i for i in data.items if isinstance(i, _results.Ratio | _results.Efficiency)]
+    return Run(
         sources=[str(path)],
         versions=data.versions,
         runtime=data.runtime,
@@ -104,11 +103,8 @@ def load_results(path: str | Path) -> Run:
         declared=data.declared,
         programs=data.programs,
         pytest=data.pytest,
+        throughput=[_throughput_of(item, item.outcome) for item in timed],
     )
-    for item in run.items:
-        if isinstance(item, _results.Ratio | _results.Efficiency):
-            run.throughput.append(_throughput_of(item, item.outcome))
-    return run
 
 
 def merge(runs: Sequence[Run]) -> Run:

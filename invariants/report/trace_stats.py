@@ -76,14 +76,8 @@ def main(argv: list[str]) -> int:
         for path in find_traces(Path(given)):
             trace = read_trace(path)
             modules = stats(trace, None if opts.json else top)
-            out.append(
-                {
-                    "trace": str(path),
-                    "plane": trace.plane,
-                    "clock": "device",
-                    "modules": [m.to_json() for m in modules],
-                }
-            )
+            found = [m.to_json() for m in modules]
+            out.append({"trace": str(path), "plane": trace.plane, "clock": "device", "modules": found})
             blocks.append(_table(str(path), trace.plane, modules))
     if opts.json:
         print(json.dumps(out, indent=1))
