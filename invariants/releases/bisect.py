@@ -307,15 +307,8 @@ def render_in(
 ) -> dict[str, str]:
     project = project or Project()
     child_env = {**gate_env(pythonpath=True, project=project), **project.environment()}
-    try:
-        out = keys_child(
-            "invariants.releases.bisect",
-            keys,
-            env=child_env,
-            what="render",
-            python=env_python(env),
-            cwd=stage(),
-        )
+    try:  # this module, run as __main__ in the release's environment
+        out = keys_child(__name__, keys, env=child_env, what="render", python=env_python(env), cwd=stage())
     except InvariantsError as err:
         return {"/".join(k): f"(could not render: {err})" for k in keys}
     return dict(out)

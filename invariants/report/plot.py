@@ -119,14 +119,9 @@ def _launches(ax: Axes, items: list[Record], y: dict[str, int]) -> None:
 def _throughput(ax: Axes, panel: str, data: list[Throughput], y: dict[str, int]) -> None:
     for t in data:
         row = y[_throughput_row(t)]
-        bad = t.verdict == "fail"
+        colour = "tab:red" if t.verdict == "fail" else "tab:blue"
         ax.errorbar(
-            t.value,
-            row,
-            xerr=[[t.value - t.low], [t.high - t.value]],
-            fmt="o",
-            color="tab:red" if bad else "tab:blue",
-            capsize=3,
+            t.value, row, xerr=[[t.value - t.low], [t.high - t.value]], fmt="o", color=colour, capsize=3
         )
         if t.bound is not None:
             ax.plot([t.bound, t.bound], [row - 0.4, row + 0.4], color="tab:red", lw=2)
