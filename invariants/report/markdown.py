@@ -365,34 +365,28 @@ def _predicted_ratio(run: Run, target: str, a: str, b: str, config: str) -> floa
 
 def _predicted_tables(run: Run) -> list[str]:
     items = _estimates(run)
-    tpus = _targets_with(items, "estimated_cycles", int)
-    lines = _predicted_ratios(run, tpus) if tpus else []
-    if tpus:
-        lines += _metric_by_target_table(
-            items,
-            tpus,
-            "estimated_cycles",
-            _fmt,
-            "## Predicted TPU cost: estimated cycles per call (libtpu's own estimate; loops expanded)",
-            "Kernels without an estimate add nothing (today the kCustom gather and custom calls), so a "
-            "forward's figure is the work around its gather. `?`: not compiled there, or no estimate.",
-        )
+    lines = _predicted_ratios(run, _targets_with(items, "estimated_cycles", int))
+    lines += _metric_by_target_table(
+        items,
+        "estimated_cycles",
+        int,
+        _fmt,
+        "## Predicted TPU cost: estimated cycles per call (libtpu's own estimate; loops expanded)",
+        "Kernels without an estimate add nothing (today the kCustom gather and custom calls), so a "
+        "forward's figure is the work around its gather. `?`: not compiled there, or no estimate.",
+    )
+    lines += _predicted_seconds_table(items)
+    return lines + _metric_by_target_table(
+        items,
+        "temp_bytes",
+        int,
+        lambda c: "—" if c is None else _bytes(c),
+        "## Predicted memory: temporary bytes per call (compiled.memory_analysis())",
+    )
+
+
+def _predicted_seconds_table(items: Mapping[tuple[str, str, str], Record]) -> list[str]:
     timed = _targets_with(items, "predicted_seconds", float)
-    if timed:
-        lines += _predicted_seconds_table(items, timed)
-    memory_targets = _targets_with(items, "temp_bytes", int)
-    if memory_targets:
-        lines += _metric_by_target_table(
-            items,
-            memory_targets,
-            "temp_bytes",
-            lambda c: "—" if c is None else _bytes(c),
-            "## Predicted memory: temporary bytes per call (compiled.memory_analysis())",
-        )
-    return lines
-
-
-def _predicted_seconds_table(items: Mapping[tuple[str, str, str], Record], timed: list[str]) -> list[str]:
     guessed = [t for t in timed if (m := chip_model(t)) is None or m.uncalibrated]
     uncalibrated = (
         f" **Uncalibrated** (a chip nobody measured, scaled by published bandwidth): "
@@ -400,8 +394,8 @@ def _predicted_seconds_table(items: Mapping[tuple[str, str, str], Record], timed
     )
     return _metric_by_target_table(
         items,
-        timed,
         "predicted_seconds",
+        float,
         lambda c: "?" if c is None else f"{c * 1e6:,.4g}",
         "## Predicted TPU device time: predicted_seconds per call, in microseconds",
         "The cost model fitted on a chip's own device times (invariants/data/tpu_cost.toml) reads each "
@@ -416,7 +410,7 @@ def _targets_with(items: Mapping[tuple[str, str, str], Record], metric: str, kin
 
 def _predicted_ratios(run: Run, tpus: list[str]) -> list[str]:
     ratios = [t for t in run.throughput if t.kind == "ratio"]
-    if not ratios:
+    if not ratios or not tpus:
         return []
     lines = [
         "## Predicted beside measured: time ratios and the TPU compiler's estimated-cycles ratios",
@@ -443,13 +437,17 @@ def _predicted_ratios(run: Run, tpus: list[str]) -> list[str]:
 
 def _metric_by_target_table(
     items: Mapping[tuple[str, str, str], Record],
-    targets: Sequence[str],
     metric: str,
+    kind: type,
     fmt: Callable[[Any], str],
     heading: str,
     *notes: str,
 ) -> list[str]:
-    """A row per (program, config) compiled on ``targets``, a column per target."""
+    """A row per (program, config), a column per target where some item recorded ``metric`` as a ``kind``;
+    nothing where none did."""
+    targets = _targets_with(items, metric, kind)
+    if not targets:
+        return []
     keys = sorted({(k[1], k[2]) for k in items if k[0] in targets})
     lines = [heading, ""]
     for note in notes:
