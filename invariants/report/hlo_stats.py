@@ -163,21 +163,17 @@ def _files_at(raw: str) -> tuple[list[pathlib.Path], str | None]:
     raise InvariantsError(f"{raw}: no such file or directory")
 
 
-def _read(path: pathlib.Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise InvariantsError(f"{path}: cannot read: {err.strerror or type(err).__name__}") from None
-    except UnicodeDecodeError:
-        raise _NotAModule(f"{path}: not text") from None
-
-
 class _NotAModule(InvariantsError):
     """Not a module at all, unlike one the parser does not understand."""
 
 
 def _module_text(path: pathlib.Path) -> str:
-    text = _read(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise InvariantsError(f"{path}: cannot read: {err.strerror or type(err).__name__}") from None
+    except UnicodeDecodeError:
+        raise _NotAModule(f"{path}: not text") from None
     first = next((ln for ln in map(str.strip, text.splitlines()) if ln and not ln.startswith("//")), "")
     if not first.startswith("HloModule"):
         raise _NotAModule(f"{path}: not an HLO module (it does not start with 'HloModule')")
