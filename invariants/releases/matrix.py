@@ -83,12 +83,8 @@ def matrix_rows(version: str, results: Results) -> list[MatrixRow]:
 
 def matrix_failures(version: str, results: Results) -> dict[tuple[str, str, str], str]:
     """``(release, target, program) -> the compile's first line``: its verdict there, never "unavailable"."""
-    out = {}
-    for it in results.items:
-        key = compile_failure(it)
-        if key is not None and key.config == MATRIX_CONFIG:
-            out[(version, key.target, key.program)] = it.reason or ""
-    return out
+    failed = ((key, it) for it in results.items if (key := compile_failure(it)) is not None)
+    return {(version, k.target, k.program): it.reason or "" for k, it in failed if k.config == MATRIX_CONFIG}
 
 
 def why_nothing(targets: str, results: Results) -> str:
