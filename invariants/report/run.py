@@ -236,11 +236,6 @@ def _throughput_of(item: _results.Ratio | _results.Efficiency, outcome: str | No
 
 def add_benchmarks(run: Run, rows: Iterable[Throughput]) -> None:
     """The rows not already in the run: the same node id measured once is reported once."""
-    known = {t.nodeid for t in run.throughput}
-    runtime = run.runtime_target
-    for row in rows:
-        if row.nodeid in known:
-            continue
-        if row.target == "runtime":
-            row = replace(row, target=runtime)
-        run.throughput.append(row)
+    known, runtime = {t.nodeid for t in run.throughput}, run.runtime_target
+    new = [row for row in rows if row.nodeid not in known]
+    run.throughput += [replace(row, target=runtime) if row.target == "runtime" else row for row in new]
