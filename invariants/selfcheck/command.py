@@ -50,12 +50,9 @@ def main(argv: list[str]) -> int:
     if args.jobs < 1:
         raise InvariantsError(f"--jobs: must be at least 1, got {args.jobs}")
     start = time.perf_counter()
-    if args.keep:
-        workdir = check_output_dir(args.keep, "--keep")
+    with tempfile.TemporaryDirectory(prefix="invariants-selfcheck-") as tmp:
+        workdir = check_output_dir(args.keep, "--keep") if args.keep else Path(tmp)
         outcomes = run_all(injections, workdir, args.jobs, progress=sys.stderr)
-    else:
-        with tempfile.TemporaryDirectory(prefix="invariants-selfcheck-") as tmp:
-            outcomes = run_all(injections, Path(tmp), args.jobs, progress=sys.stderr)
     print(render_table(outcomes))
     print(f"selfcheck: {len(outcomes)} runs in {time.perf_counter() - start:.0f} s")
     return 0 if all(o.caught for o in outcomes) else 1
