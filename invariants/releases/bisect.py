@@ -7,8 +7,8 @@ environment (:mod:`invariants.releases.environments`), in a child, with every as
 version scopes and ratchets would keep each release green). The search binary-searches from ``--good``
 towards ``--bad`` (either may be the newer), skipping a release that does not install as ``git bisect
 skip`` does. At the boundary it prints what fails on each side and the structural diff of their programs
-rendered in both environments, kernel ``code:``
-lines included: a change of code generation behind equal HLO is a difference too."""
+rendered in both environments, kernel ``code:`` lines included: a change of code generation behind equal
+HLO is a difference too."""
 
 from __future__ import annotations
 
