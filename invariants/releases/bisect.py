@@ -1,20 +1,14 @@
 """``python -m invariants bisect``: the first JAX release where the selected items change verdict.
 
-Each release runs in its own cached environment (:mod:`invariants.releases.environments`), the gate in a child
-(:mod:`invariants.compile.child`).
-
-**bisect**: the verdict of a release is ``holds`` when every selected non-structure item (invariants,
-correctness checks) passes or xfails in that release, ``fails`` when one fails. Structure snapshots are
-never part of the verdict: they were recorded with one release and differ on every other by design. The
-default selection ``-k test_invariant`` is every invariant item; narrow it with ``-k`` and ``--programs``.
-The search walks the releases from ``--good`` towards ``--bad`` (either may be the newer one, so it finds
-"the first release where X breaks" and "the first release where X holds" alike) and binary-searches for
-the first release whose verdict differs from ``--good``'s. A release whose environment does not install
-is skipped, as ``git bisect skip`` does. It prints the boundary, the failing items on each side and the
-structural diff of their programs (snapshot summaries rendered in each of the two environments, the
-kernels' ``code:`` lines included: a change of code generation behind equal HLO, such as a native float
-atomic becoming a CAS retry loop, is a difference), and one line saying which lines changed: code lines
-only (naming the kernels), HLO lines, or both (:func:`what_changed`)."""
+A release's verdict is ``holds`` when every selected invariant and correctness item passes or xfails in it
+(a compile that fails counts as failed), ``fails`` otherwise. Structure snapshots never vote: they were
+recorded with one release and differ on every other by design. The gate runs in each release's cached
+environment (:mod:`invariants.releases.environments`), in a child, with every assert as written (the specs'
+version scopes and ratchets would keep each release green). The search binary-searches from ``--good``
+towards ``--bad`` (either may be the newer), skipping a release that does not install as ``git bisect
+skip`` does. At the boundary it prints what fails on each side and the structural diff of their programs
+rendered in both environments, kernel ``code:`` lines included: a change of code generation behind equal
+HLO is a difference too."""
 
 from __future__ import annotations
 
@@ -54,23 +48,16 @@ from .environments import (
     span,
 )
 
-# The marker of a tier's items where it is not the tier's name (invariants.plugin.hooks.MARKERS).
-_MARKERS = {"structure": "snapshot"}
-# Non-structure kinds decide a verdict; the throughput tier is never selected (timing is not bisectable).
+_MARKERS = {"structure": "snapshot"}  # a tier's marker where it is not its name
+# Timing is not bisectable: the throughput tier is never selected.
 VERDICT_KINDS = frozenset({"invariant", "correctness"})
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Running the suite in an environment.
 
 
 @dataclasses.dataclass
 class ReleaseRun:
-    """One release's verdict on the selected items."""
-
     version: Version
     holds: bool
-    items: list[Record]  # every results-file item
+    items: list[Record]
     seconds: float
 
     @property
@@ -79,12 +66,12 @@ class ReleaseRun:
 
     @property
     def failing(self) -> list[Record]:
-        """The failed items of the verdict: invariants, correctness checks, and compiles that failed."""
-        return [
-            it
-            for it in self.items
-            if (it.kind in VERDICT_KINDS or compile_failure(it)) and it.outcome == "failed"
-        ]
+        return [it for it in _judged(self.items) if it.outcome == "failed"]
+
+
+def _judged(items: Iterable[Record]) -> list[Record]:
+    """The items a verdict is made of: invariants, correctness checks, and compiles that failed."""
+    return [it for it in items if it.kind in VERDICT_KINDS or compile_failure(it)]
 
 
 def suite_run(
@@ -98,11 +85,7 @@ def suite_run(
     configs: str | None = None,
     project: Project | None = None,
 ) -> GateRun:
-    """The gate's run in a release's environment (see :class:`invariants.compile.child.GateRun`).
-
-    Every assert as written (``--raw-invariants``): the specs scope invariants by version and mark known-bad
-    ones as ratchets, which would keep each release green; a bisect asks where the fact itself changed.
-    """
+    """The gate's run in a release's environment, every assert as written."""
     return GateRun(
         python=python,
         tests=tests,
@@ -132,21 +115,11 @@ def run_suite(
     timeout: float = 1200,
     kept: bool = True,
 ) -> tuple[Results, float]:
-    """Run the selection in ``env``; return the results file and the seconds it took. One line on failure:
-    it names the child's output file where ``workdir`` is ``kept`` (``--keep``), else says how to keep it
-    (a temporary folder is gone when the line is read)."""
+    """The results file and the seconds it took. A failure's line names the child's output where it is
+    ``kept``; a temporary folder is gone when the line is read."""
     folder = workdir / f"jax-{version}"
-    run = suite_run(
-        env_python(env),
-        k,
-        targets,
-        programs,
-        folder / "results.json",
-        folder / "hlo",
-        tests,
-        configs,
-        project,
-    )
+    results, dump = folder / "results.json", folder / "hlo"
+    run = suite_run(env_python(env), k, targets, programs, results, dump, tests, configs, project)
     # Older libtpu asks the GCE metadata server for its topology and waits on it off GCE.
     extra = {} if "TPU_SKIP_MDS_QUERY" in os.environ else {"TPU_SKIP_MDS_QUERY": "1"}
     env_vars = gate_env(extra, pythonpath=True, project=run.project)
@@ -163,7 +136,7 @@ def run_suite(
     return child.results, child.seconds
 
 
-# How pytest's last line begins when it refuses its input (the gate's one line follows).
+# How pytest's last line begins when it refuses its input.
 _REFUSED = ("Exit: ", "ERROR: ")
 
 
@@ -179,15 +152,14 @@ def check_selection(
     timeout: float = 300,
     said: str | None = None,
 ) -> int:
-    """The number of items the selection selects, collected here (this package's gate modules and catalog,
-    and the project's programs, which every release's child runs too) before any release is installed: a
-    selection that selects none of ``kinds`` (tiers: structure, invariant, correctness; default: what a
-    verdict is made of), or that the gate refuses (an unknown target, program or configuration, a spec file
-    it cannot read), is one line. A collection that cannot run here is no verdict on the selection: it
-    returns -1 and the releases' runs say what they meet. ``said``: the options the user gave, as the line
-    names them (default: every one of these)."""
+    """How many items of ``kinds`` the selection selects, collected here before any release installs: none,
+    or a selection the gate refuses, is one line. -1 where the collection cannot run here: the releases'
+    runs say what they meet. ``said``: the options as the user gave them."""
     project = project or Project()
-    proc = _collect_only(k, targets, programs, configs, tests, kinds, project, timeout)
+    run = GateRun(
+        targets, Path(), Path(), tests=tests, programs=programs, configs=configs, k=k, project=project
+    )
+    proc = _collect_only(run, kinds, timeout)
     if proc is None:
         return -1
     given = said if said is not None else _selection(k, targets, programs, configs, project)
@@ -201,8 +173,6 @@ def check_selection(
 
 
 def _selected(collected: str, kinds: Sequence[str], given: str) -> int:
-    """The items a collection of ``kinds``' items lists (its node ids); none is one line that names the
-    selection, ``given``."""
     selected = sum("::" in ln for ln in collected.splitlines())
     if selected == 0:
         raise InvariantsError(
@@ -213,36 +183,20 @@ def _selected(collected: str, kinds: Sequence[str], given: str) -> int:
 
 
 def _collect_only(
-    k: str,
-    targets: str,
-    programs: str | None,
-    configs: str | None,
-    tests: str,
-    kinds: Sequence[str],
-    project: Project,
-    timeout: float,
+    run: GateRun, kinds: Sequence[str], timeout: float
 ) -> subprocess.CompletedProcess[str] | None:
-    """The gate's collection of the selection's items of ``kinds`` in a scratch folder; None when it ran past
-    ``timeout``."""
+    """``run`` collected as a release's child runs it, in a scratch folder; None past ``timeout``."""
     with tempfile.TemporaryDirectory(prefix="invariants-selection-") as tmp:
         folder = Path(tmp)
-        run = GateRun(
-            targets=targets,
-            programs=programs,
-            configs=configs,
-            k=k,
-            tests=tests,
-            results=folder / "results.json",
-            dump_dir=folder / "hlo",
-            raw_invariants=True,
-            project=project,
+        run = dataclasses.replace(
+            run, results=folder / "results.json", dump_dir=folder / "hlo", raw_invariants=True
         )
         try:
             return subprocess.run(
                 # The last -m wins: the items of ``kinds`` alone, whatever the run's own -m.
                 [*gate_command(run), "--collect-only", "-m", " or ".join(_MARKERS.get(t, t) for t in kinds)],
                 cwd=folder,
-                env=gate_env(project=project),
+                env=gate_env(project=run.project),
                 capture_output=True,
                 text=True,
                 timeout=timeout,
@@ -253,61 +207,49 @@ def _collect_only(
 
 
 def _refusal(output: str) -> str | None:
-    """The gate's one line where pytest refused the selection; None when it failed otherwise."""
     lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
     refused = next((ln for ln in reversed(lines) if ln.startswith(_REFUSED)), None)
     return None if refused is None else refused.removeprefix("Exit: ").removeprefix("ERROR: ")
 
 
-def _selection(k: str, targets: str, programs: str | None, configs: str | None, project: Project) -> str:
-    """A selection as its options spell it."""
-    return (
-        f"-k {k!r} --targets {targets}"
-        + (f" --programs {programs}" if programs else "")
-        + (f" --configs {configs}" if configs else "")
-        + (f" {project.describe()}" if project.own else "")
-    )
+def _selection(
+    k: str | None, targets: str | None, programs: str | None, configs: str | None, project: Project
+) -> str:
+    """The selection's options as given."""
+    flags = ("-k", "--targets", "--programs", "--configs")
+    given = zip(flags, (None if k is None else repr(k), targets, programs, configs), strict=True)
+    said = [f"{flag} {value}" for flag, value in given if value]
+    return " ".join(said + ([project.describe()] if project.own else []))
 
 
 def verdict_of(version: Version, results: Results, seconds: float) -> ReleaseRun:
-    """The release's verdict on the selection. A program that fails to compile in it is that release's
-    verdict (the item fails, named by its compile's first line); any other error says the suite cannot run
-    on it."""
+    """A compile that fails is the release's verdict; any other error says the suite cannot run on it."""
     items = results.items
     errors = [it for it in items if it.kind == "error" and compile_failure(it) is None]
     if errors:
         raise InvariantsError(f"jax {version}: {errors[0].nodeid} errored; the suite may not run on it")
-    judged = [it for it in items if it.kind in VERDICT_KINDS or compile_failure(it)]
+    judged = _judged(items)
     if not judged:
         raise InvariantsError(f"jax {version}: the selection has no invariant or correctness items")
     holds = all(it.outcome in ("passed", "xfailed", "skipped") for it in judged)
     return ReleaseRun(version, holds, items, seconds)
 
 
-# ---------------------------------------------------------------------------------------------------------
-# The search.
-
-
 class Unusable(Exception):
-    """A release that cannot be judged (its environment does not install); the search skips it."""
+    """A release whose environment does not install: the search skips it."""
 
 
 @dataclasses.dataclass
 class Boundary:
-    """Where the verdict changes: ``before`` has the reference verdict, ``after`` the other one."""
-
     before: Version
     after: Version
-    tested: dict[Version, object]  # version -> verdict value (or the Unusable message)
+    tested: dict[Version, object]  # a verdict, or why it was skipped
     skipped: list[Version]
 
 
 def bisect_releases(order: Sequence[Version], verdict: Callable[[Version], object]) -> Boundary:
-    """Binary search along ``order`` for the first release whose verdict differs from ``order[0]``'s.
-
-    ``verdict`` may raise :class:`Unusable` for a release in between: it is skipped. The endpoints must be
-    usable and must differ, else one line says so. Calls ``verdict`` at most once per release.
-    """
+    """The first release along ``order`` whose verdict differs from ``order[0]``'s, each judged at most
+    once; the ends must be usable and differ."""
     if len(order) < 2:
         raise InvariantsError("bisect: --good and --bad must be two different releases")
     tested: dict[Version, object] = {}
@@ -342,15 +284,10 @@ def bisect_releases(order: Sequence[Version], verdict: Callable[[Version], objec
     return Boundary(candidates[lo], candidates[hi], tested, skipped)
 
 
-# ---------------------------------------------------------------------------------------------------------
-# Rendering structures in an environment (runs as ``python -m invariants.releases.bisect`` inside it).
-
-
 def _render_child() -> int:
-    """Read ``[[program, config, target], ...]`` on stdin, print ``{"p/c/t": snapshot summary}`` as JSON.
-    The programs are those of the project its parent names
-    (:meth:`invariants.catalog.project.Project.from_env`)."""
-    # These start JAX: in the release's environment, not when a command imports bisect
+    """In a release's environment: ``[[program, config, target], ...]`` on stdin, their snapshot summaries
+    out as JSON."""
+    # They start JAX: in the release's environment, not when a command imports bisect.
     from ..catalog.downstream import load_project
     from ..compile.artifacts import compile_here
 
@@ -368,43 +305,23 @@ def _render_child() -> int:
 def render_in(
     env: Path, keys: Sequence[tuple[str, str, str]], project: Project | None = None
 ) -> dict[str, str]:
-    """Snapshot summaries of ``keys`` rendered in the release environment ``env`` (``_render_child``), the
-    project's programs declared there."""
     project = project or Project()
     child_env = {**gate_env(pythonpath=True, project=project), **project.environment()}
-    try:
-        out = keys_child(
-            "invariants.releases.bisect",
-            keys,
-            env=child_env,
-            what="render",
-            python=env_python(env),
-            cwd=stage(),
-        )
+    try:  # this module, run as __main__ in the release's environment
+        out = keys_child(__name__, keys, env=child_env, what="render", python=env_python(env), cwd=stage())
     except InvariantsError as err:
         return {"/".join(k): f"(could not render: {err})" for k in keys}
     return dict(out)
 
 
 def _keys_of(items: Iterable[Record], limit: int = 2) -> list[tuple[str, str, str]]:
-    keys: list[tuple[str, str, str]] = []
-    for it in items:
-        if it.kind != "invariant":
-            continue
-        for program in it.program_names():
-            key = (program, str(it.config), str(it.target))
-            if key not in keys:
-                keys.append(key)
-    return keys[:limit]
-
-
-# ---------------------------------------------------------------------------------------------------------
-# The commands.
+    invariants = [it for it in items if it.kind == "invariant"]
+    keys = ((p, str(it.config), str(it.target)) for it in invariants for p in it.program_names())
+    return list(dict.fromkeys(keys))[:limit]
 
 
 def add_release_options(p: argparse.ArgumentParser, targets: str | None = "cpu") -> None:
-    """The options bisect and matrix share; ``targets``: the default of ``--targets`` (None: the command
-    chooses, see :func:`default_targets`)."""
+    """``targets``: the default of ``--targets`` (None: :func:`default_targets`)."""
     what = targets or "the targets a project's spec files name, else cpu"
     p.add_argument("--targets", default=targets, help=f"suite targets (default: {what})")
     p.add_argument(
@@ -426,8 +343,7 @@ def add_release_options(p: argparse.ArgumentParser, targets: str | None = "cpu")
 
 
 def default_targets(project: Project, programs: str | None) -> str:
-    """The suite's targets when ``--targets`` is not given: those a project's spec files name for its
-    selected programs (a sharded program compiles on its mesh's target only), else ``cpu``."""
+    """Those a project's spec files name for its selected programs, else ``cpu``."""
     if not project.own:
         return "cpu"
     from ..catalog.downstream import load_project  # it imports JAX: not when the command loads
@@ -445,23 +361,6 @@ def _describe(it: Record) -> str:
     return f"{name}" + (f" ({it.get('assert')}: {measured})" if measured else f" ({it.get('problem')})")
 
 
-def _options_given(args: argparse.Namespace, project: Project) -> str:
-    """The selection options given, as written: the line that says a selection selects nothing names them,
-    and no default."""
-    given = {
-        "-k": None if args.k is None else repr(args.k),
-        "--targets": args.targets,
-        "--programs": args.programs,
-        "--configs": args.configs,
-    }
-    return " ".join(
-        [
-            *(f"{flag} {value}" for flag, value in given.items() if value is not None),
-            *([project.describe()] if project.own else []),
-        ]
-    )
-
-
 def _print_failing(side: ReleaseRun, shown: int = 8) -> None:
     print(f"jax {side.version}: {side.word}")
     for it in side.failing[:shown]:
@@ -470,26 +369,8 @@ def _print_failing(side: ReleaseRun, shown: int = 8) -> None:
         print(f"  ... and {len(side.failing) - shown} more")
 
 
-def _print_structures(
-    keys: Sequence[tuple[str, str, str]],
-    old: tuple[Version, Path],
-    new: tuple[Version, Path],
-    project: Project,
-) -> None:
-    """Each key's structure in the last release with the old verdict and the first with the new, diffed."""
-    old_r = render_in(old[1], keys, project)
-    new_r = render_in(new[1], keys, project)
-    for key in keys:
-        name = "/".join(key)
-        print(f"\nstructure of {name}, jax {old[0]} -> {new[0]}:")
-        print(structural_diff(old_r.get(name, ""), new_r.get(name, ""), f"jax {old[0]}", f"jax {new[0]}"))
-        print(f"changed: {what_changed(old_r.get(name, ''), new_r.get(name, ''))}")
-
-
 @dataclasses.dataclass
 class _Bisection:
-    """The runs of one bisection between the releases ``ends``: each release's verdict and environment."""
-
     args: argparse.Namespace
     project: Project
     jaxlib_releases: Sequence[Version]
@@ -500,7 +381,6 @@ class _Bisection:
     envs: dict[Version, Path] = dataclasses.field(default_factory=dict)
 
     def verdict(self, v: Version) -> bool:
-        """Whether the selection holds in release ``v`` (:class:`Unusable` where it cannot be installed)."""
         args = self.args
         pins = choose_pins(v, self.jaxlib_releases, gpu=self.gpu)
         try:
@@ -531,8 +411,6 @@ class _Bisection:
         return ver.holds
 
     def report(self, boundary: Boundary) -> None:
-        """The first release with the other verdict, what fails on each side, and how the structures of
-        what fails changed."""
         old, new = sorted(
             (self.verdicts[boundary.before], self.verdicts[boundary.after]), key=lambda x: x.version
         )
@@ -546,13 +424,14 @@ class _Bisection:
         for side in (old, new):
             _print_failing(side)
         keys = _keys_of(old.failing or new.failing)
-        if keys:
-            _print_structures(
-                keys,
-                (old.version, self.envs[old.version]),
-                (new.version, self.envs[new.version]),
-                self.project,
-            )
+        if not keys:
+            return
+        old_r, new_r = (render_in(self.envs[v], keys, self.project) for v in (old.version, new.version))
+        for name in ("/".join(key) for key in keys):
+            a, b = old_r.get(name, ""), new_r.get(name, "")
+            print(f"\nstructure of {name}, jax {old.version} -> {new.version}:")
+            print(structural_diff(a, b, f"jax {old.version}", f"jax {new.version}"))
+            print(f"changed: {what_changed(a, b)}")
 
 
 def main_bisect(argv: list[str]) -> int:
@@ -569,12 +448,11 @@ def main_bisect(argv: list[str]) -> int:
     )
     add_release_options(p, targets=None)
     args = p.parse_args(argv)
-    # Said now, not after installing the first release: where it keeps its runs, and the selection (a typo,
-    # or one that selects no invariant or correctness item, collected here).
+    # Said now, not after installing the first release.
     if args.keep is not None:
         check_output_dir(args.keep, "--keep")
     project = project_from(args)
-    said = _options_given(args, project)
+    said = _selection(args.k, args.targets, args.programs, args.configs, project)
     args.k = args.k if args.k is not None else "test_invariant"
     if args.targets is None:
         args.targets = default_targets(project, args.programs)
@@ -586,8 +464,8 @@ def main_bisect(argv: list[str]) -> int:
     bad = resolve_version(args.bad, jax_releases, "--bad")
     jaxlib_releases = list_releases("jaxlib", args.index_url)
     order = span(jax_releases, good, bad)
-    gpu = gpu_selected(args.targets)  # GPU targets compile with each release's CUDA plugin
-    for v in (good, bad):  # a release too old for them is one line now, not after installing the other
+    gpu = gpu_selected(args.targets)
+    for v in (good, bad):  # one too old for the GPU is one line now, not after installing the other
         choose_pins(v, jaxlib_releases, gpu=gpu)
     given = _selection(args.k, args.targets, args.programs, args.configs, project)
     print(
@@ -599,10 +477,6 @@ def main_bisect(argv: list[str]) -> int:
         bisection.report(bisect_releases(order, bisection.verdict))
     print(f"\nbisect: {time.perf_counter() - start:.0f} s")
     return 0
-
-
-def main(argv: list[str]) -> int:
-    return main_bisect(argv)
 
 
 if __name__ == "__main__":

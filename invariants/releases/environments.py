@@ -1,23 +1,15 @@
-"""JAX releases and one cached environment per release: what ``bisect``, ``matrix`` (and anything else that
-runs the suite on another JAX) build on.
+"""JAX releases, and one cached environment per release for ``bisect`` and ``matrix``.
 
-Each release gets its own virtual environment, built with ``uv venv`` + ``uv pip install`` and cached under
-``~/.cache/jax-embedding-invariants/envs/jax-<version>`` (``--cache-dir`` to move it). An environment holds
-JAX, jaxlib, numpy and equinox pinned by :func:`choose_pins`, and the suite's test dependencies (pytest,
-syrupy, pytest-benchmark, packaging, scipy). The project itself is **not** installed into it: the suite
-runs from this checkout (``cwd`` and ``PYTHONPATH`` = the repository root), so one cached environment
-serves every checkout and never runs stale code.
-
-A selection that compiles for a GPU ahead of time (:func:`gpu_selected`: a ``gpu-*`` target, the ``gpu``
-family, or ``all``) gets that release's CUDA plugin too, ``jax[cuda12-local]==VERSION`` (the plugin
-without NVIDIA's wheels: enough to compile, not to run), in an environment of its own
-(``jax-<version>-gpu``), as ``jax[tpu]`` gets ``jax-<version>-tpu``. Releases before
-:data:`OLDEST_GPU_AOT` are refused in one line before anything installs.
-"""
+An environment (``uv venv`` under ``--cache-dir``) holds JAX, jaxlib, numpy and equinox as
+:func:`choose_pins` pins them, and the suite's test dependencies, never the project: the suite runs from
+this checkout, so one environment serves every checkout and never runs stale code. ``jax[tpu]`` and, for a
+GPU compiled ahead of time, ``jax[cuda12-local]`` (the CUDA plugin without NVIDIA's wheels: enough to
+compile, not to run) get environments of their own."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import shutil
@@ -40,23 +32,17 @@ DEFAULT_INDEX = "https://pypi.org/simple"
 DEFAULT_CACHE = Path.home() / ".cache" / "jax-embedding-invariants" / "envs"
 MARKER = "invariants-env.json"
 _INSTEAD = "give a folder of your own with --cache-dir"
-# The suite's own test dependencies; versions float (they run on every JAX this tool supports).
+# Their versions float: they run on every JAX this tool supports.
 SUITE_DEPS = ("pytest", "syrupy", "pytest-benchmark", "packaging", "scipy")
 # Oldest release the suite is known to run on (its APIs: jax.ShapeDtypeStruct(sharding=), topologies, ...).
 OLDEST_SUPPORTED = Version("0.4.30")
 # Oldest release whose CUDA plugin compiles for a GPU ahead of time on a host without CUDA: the plugins of
 # earlier releases fail cudaRuntimeGetVersion when the client starts, before any compile.
 OLDEST_GPU_AOT = Version("0.9.2")
-# The extra of jax that installs the CUDA plugin against a system CUDA: no NVIDIA wheels (cuDNN, cuBLAS...).
 GPU_EXTRA = "cuda12-local"
 
 
-# ---------------------------------------------------------------------------------------------------------
-# Releases and pins.
-
-
 def parse_pip_versions(text: str) -> list[str]:
-    """The version strings of ``pip index versions`` output (its ``Available versions:`` line)."""
     for line in text.splitlines():
         if line.strip().startswith("Available versions:"):
             return [v.strip() for v in line.split(":", 1)[1].split(",") if v.strip()]
@@ -64,7 +50,7 @@ def parse_pip_versions(text: str) -> list[str]:
 
 
 def releases(versions: Iterable[str]) -> list[Version]:
-    """Final releases among ``versions``, ascending, duplicates and unparsable strings dropped."""
+    """Final releases, ascending, duplicates and unparsable strings dropped."""
     out: set[Version] = set()
     for v in versions:
         try:
@@ -85,14 +71,12 @@ def span(all_releases: Sequence[Version], start: Version, end: Version) -> list[
 
 @dataclasses.dataclass(frozen=True)
 class Pins:
-    """What one release's environment installs (requirement strings for ``uv pip install``)."""
-
     jax: Version
     jaxlib: Version
     numpy: str
     equinox: str
     tpu: bool = False
-    gpu: bool = False  # the CUDA plugin (jax[cuda12-local]), to compile for a GPU ahead of time
+    gpu: bool = False
 
     def requirements(self) -> list[str]:
         extras = [e for e, wanted in (("tpu", self.tpu), (GPU_EXTRA, self.gpu)) if wanted]
@@ -108,13 +92,11 @@ class Pins:
 
 
 def gpu_selected(targets: str) -> bool:
-    """Whether a ``--targets`` selection compiles for a GPU: a ``gpu-*`` target, ``gpu`` or ``all``."""
     words = [w.strip() for w in targets.split(",")]
     return any(w in ("gpu", "all") or w.startswith("gpu-") for w in words)
 
 
 def gpu_too_old(jax: Version) -> str | None:
-    """None when ``jax``'s CUDA plugin compiles for a GPU ahead of time here, else the one-line reason."""
     if jax >= OLDEST_GPU_AOT:
         return None
     return (
@@ -127,17 +109,9 @@ def gpu_too_old(jax: Version) -> str | None:
 def choose_pins(
     jax: Version, jaxlib_releases: Sequence[Version], tpu: bool = False, gpu: bool = False
 ) -> Pins:
-    """Pins for ``jax``; ``tpu`` adds libtpu (``jax[tpu]``), ``gpu`` the CUDA plugin (``jax[cuda12-local]``).
-
-    * jaxlib: the newest jaxlib release not newer than ``jax``. Modern jax requires ``jaxlib <= jax`` and
-      usually has a jaxlib of its own version; a patch release without one (jax 0.4.37, 0.5.2) uses the one
-      before it (0.4.36, 0.5.1), which is what its own requirement allows.
-    * numpy: ``numpy<2`` before jax 0.4.31 (0.4.30 was verified with numpy 1.26; wheels built before
-      numpy 2 fail to import under it), else unpinned.
-    * equinox: ``equinox==0.11.4`` before jax 0.4.31 (verified with 0.4.30), else unpinned: the resolver
-      picks the newest equinox whose declared ``jax>=`` bound the release meets.
-    * gpu before :data:`OLDEST_GPU_AOT` is one line (:func:`gpu_too_old`), before anything installs.
-    """
+    """Pins for ``jax``, with libtpu (``tpu``) or the CUDA plugin (``gpu``). jaxlib: the newest not newer
+    than ``jax``, as a patch release without its own jaxlib (0.4.37) requires. Before jax 0.4.31, numpy<2
+    (wheels built before numpy 2 fail to import under it) and the equinox it was verified with."""
     if gpu and (reason := gpu_too_old(jax)):
         raise InvariantsError(reason)
     below = [v for v in jaxlib_releases if v <= jax]
@@ -155,7 +129,6 @@ def choose_pins(
 
 
 def check_index(index_url: str, timeout: float = 10.0) -> None:
-    """Fail fast, in one line, when the package index does not answer."""
     url = index_url.rstrip("/") + "/jax/"
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:
@@ -174,21 +147,8 @@ def _pip_env() -> dict[str, str]:
 
 
 def list_releases(package: str, index_url: str) -> list[Version]:
-    """Final releases of ``package`` on ``index_url``, via ``pip index versions``."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "pip",
-        "index",
-        "versions",
-        package,
-        "--index-url",
-        index_url,
-        "--retries",
-        "0",
-        "--timeout",
-        "15",
-    ]
+    cmd = [sys.executable, "-m", "pip", "index", "versions", package, "--index-url", index_url]
+    cmd += ["--retries", "0", "--timeout", "15"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=_pip_env(), check=False, timeout=120)
     found = releases(parse_pip_versions(proc.stdout))
     if not found:
@@ -198,24 +158,17 @@ def list_releases(package: str, index_url: str) -> list[Version]:
 
 
 def resolve_version(text: str, available: Sequence[Version], flag: str) -> Version:
-    """``text`` as a jax release that the index has; anything else is one line with the nearest ones."""
     try:
         v = Version(text)
     except InvalidVersion:
         raise InvariantsError(f"{flag} {text}: not a version") from None
     if v not in available:
-        after = [a for a in available if a > v][:2]
-        before = [a for a in available if a < v][-2:]
-        near = [*before, *after]
+        near = [a for a in available if a < v][-2:] + [a for a in available if a > v][:2]
         hint = f" (nearest: {', '.join(map(str, near))})" if near else ""
         raise InvariantsError(f"{flag} {text}: not a jax release on the index{hint}")
     if v < OLDEST_SUPPORTED:
         raise InvariantsError(f"{flag} {text}: the suite needs jax >= {OLDEST_SUPPORTED}")
     return v
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Environments.
 
 
 def _uv() -> list[str]:
@@ -230,7 +183,6 @@ def env_python(env: Path) -> Path:
 
 
 def env_healthy(env: Path, pins: Pins) -> bool:
-    """A cached environment is reused when its marker records these pins and its interpreter exists."""
     marker = env / MARKER
     if not (marker.is_file() and env_python(env).exists()):
         return False
@@ -258,9 +210,8 @@ _GPU_CONFIG = PACKAGE_DIR / "data" / "h100_sxm.txtpb"
 
 
 def ensure_env(pins: Pins, cache_dir: Path, index_url: str, log: Callable[[str], None] = print) -> Path:
-    """The cached environment for ``pins`` (an absolute path), built if missing or unhealthy. One line on
-    failure, and for a cache folder, an environment or its ``bin`` that is not this user's own (a planted
-    interpreter would run as this user): :func:`invariants._trust.trusted_folder`."""
+    """The cached environment for ``pins``, built if missing or unhealthy. A folder that is not this user's
+    own is refused: a planted interpreter would run as this user."""
     cache_dir = trusted_folder(
         cache_dir, [f"{pins.env_name}/bin"], named="release environments", instead=_INSTEAD, make=False
     )
@@ -272,27 +223,17 @@ def ensure_env(pins: Pins, cache_dir: Path, index_url: str, log: Callable[[str],
     start = time.perf_counter()
     what = " ".join(pins.requirements()[:4])
     try:
-        uv = _uv()
-        _run_checked([*uv, "venv", "-q", "--python", sys.executable, str(partial)], what)
-        _run_checked(
-            [
-                *uv,
-                "pip",
-                "install",
-                "-q",
-                "--python",
-                str(env_python(partial)),
-                "--index-url",
-                index_url,
-                *pins.requirements(),
-            ],
-            what,
-        )
+        uv, python = _uv(), str(env_python(partial))
+        failed = f"{what}: does not install"
+        _run_checked([*uv, "venv", "-q", "--python", sys.executable, str(partial)], failed)
+        install = ["pip", "install", "-q", "--python", python, "--index-url", index_url]
+        _run_checked([*uv, *install, *pins.requirements()], failed)
         env_vars = {**os.environ, "JAX_PLATFORMS": "cpu"}
-        _health_check(partial, _HEALTH, env_vars, f"{what}: installs but does not import")
+        health = functools.partial(_run_checked, env=env_vars, timeout=300, umask=-1)
+        health([python, "-c", _HEALTH], f"{what}: installs but does not import")
         if pins.gpu:
             env_vars[_GPU_CONFIG_ENV] = _GPU_CONFIG.read_text()
-            _health_check(partial, _HEALTH_GPU, env_vars, f"{what}: installs but cannot compile for a GPU")
+            health([python, "-c", _HEALTH_GPU], f"{what}: installs but cannot compile for a GPU")
         (partial / MARKER).write_text(json.dumps(pins.to_json()))
         shutil.rmtree(env, ignore_errors=True)
         partial.rename(env)
@@ -300,20 +241,6 @@ def ensure_env(pins: Pins, cache_dir: Path, index_url: str, log: Callable[[str],
         shutil.rmtree(partial, ignore_errors=True)
     log(f"  built {env} in {time.perf_counter() - start:.0f} s")
     return env
-
-
-def _health_check(env: Path, code: str, env_vars: dict[str, str], failure: str) -> None:
-    """Run ``code`` in the environment's interpreter; one line (``failure``: its last line) when it fails."""
-    proc = subprocess.run(
-        [str(env_python(env)), "-c", code],
-        capture_output=True,
-        text=True,
-        env=env_vars,
-        check=False,
-        timeout=300,
-    )
-    if proc.returncode != 0:
-        raise InvariantsError(f"{failure}: {_last_line(proc)}")
 
 
 def _last_line(proc: subprocess.CompletedProcess[str]) -> str:
@@ -325,8 +252,12 @@ def _last_line(proc: subprocess.CompletedProcess[str]) -> str:
     return (lines[-1] if lines else f"exit {proc.returncode}").strip()[:300]
 
 
-def _run_checked(cmd: list[str], what: str) -> None:
-    # Owner-only, whatever the user's umask: what uv makes here is run later, and checked as this user's.
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=900, umask=0o077)
+def _run_checked(
+    cmd: list[str], failure: str, env: dict[str, str] | None = None, timeout: float = 900, umask: int = 0o077
+) -> None:
+    """``umask``: owner-only, whatever the user's, for what uv makes: it is run later, as this user's."""
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, env=env, check=False, timeout=timeout, umask=umask
+    )
     if proc.returncode != 0:
-        raise InvariantsError(f"{what}: does not install: {_last_line(proc)}")
+        raise InvariantsError(f"{failure}: {_last_line(proc)}")

@@ -1,25 +1,17 @@
 """``python -m invariants matrix``: how each canonical program's structure evolved across JAX releases.
 
-The structure tier of a few canonical programs (f32) in each release, on ``cpu``, where
-``jax[tpu]==VERSION`` installs on ``tpu-v5e`` ahead of time, and on the GPU targets of ``--targets`` with
-that release's CUDA plugin; a markdown table and a PNG. Each release runs in its own cached environment
-(:mod:`invariants.releases.environments`), through :func:`invariants.releases.bisect.run_suite`.
-
-Besides the HLO's counts, each structure record carries its kernels' code metrics
-(``invariants.measure.metrics``, source ``kernel``): a table per target whose compiles keep kernel code
-(the GPU targets' PTX, the CPU's LLVM IR) shows CAS atomics / native float atomics / vector width per
-program and release, with a cell that changed from the release before in bold, and the plot draws them.
-That is where a change of code generation behind identical HLO shows (a native float atomic turned into
-CAS retry loops), which the HLO table cannot show.
-
-A program whose gathers or scatters moved to or off the SparseCore from one release to the next (its
-``sparsecore_gathers`` and ``sparsecore_scatters``) gets one line under the tables that says so.
-"""
+The structure tier (f32) of each release, run in its cached environment through
+:func:`invariants.releases.bisect.run_suite`: on ``cpu``, on ``tpu-v5e`` where ``jax[tpu]==VERSION``
+installs, and on the GPU targets of ``--targets`` with that release's CUDA plugin; a markdown table and a
+PNG. The kernels' code metrics get a table of their own, a change from the release before in bold: a
+change of code generation behind identical HLO (a native float atomic turned into CAS retry loops) shows
+only there. A move to or off the SparseCore gets a line under the tables."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import itertools
 import json
 import math
@@ -54,10 +46,6 @@ from .environments import (
     resolve_version,
 )
 
-# ---------------------------------------------------------------------------------------------------------
-# matrix
-
-
 MATRIX_PROGRAMS = (
     "naive",
     "take",
@@ -69,12 +57,9 @@ MATRIX_PROGRAMS = (
     "grad_eqx_embedding",
 )
 MATRIX_METRICS = ("kernels", "while_loops", "dynamic_kernel_launches")
-# The predicted-cost row: libtpu's estimate, where the target's compiler writes one (invariants.hlo.cost).
 PREDICTED_METRIC = "estimated_cycles"
-# The kernel-code row (invariants.kernels): per program and release, on the targets whose compiles keep code.
 KERNEL_METRICS = ("cas_atomics", "float_atomics", "vector_width")
 KERNEL_TITLE = "CAS atomics / native float atomics / vector width (bits) in the kernels' code"
-# The structure tier in the seed's configuration only.
 MATRIX_K = "test_structure"
 MATRIX_CONFIG = "f32"
 
@@ -97,19 +82,13 @@ def matrix_rows(version: str, results: Results) -> list[MatrixRow]:
 
 
 def matrix_failures(version: str, results: Results) -> dict[tuple[str, str, str], str]:
-    """``(release, target, program) -> the compile's first line`` for each selected program that failed to
-    compile in that release (its verdict there, never "unavailable")."""
-    out = {}
-    for it in results.items:
-        key = compile_failure(it)
-        if key is not None and key.config == MATRIX_CONFIG:
-            out[(version, key.target, key.program)] = it.reason or ""
-    return out
+    """``(release, target, program) -> the compile's first line``: its verdict there, never "unavailable"."""
+    failed = ((key, it) for it in results.items if (key := compile_failure(it)) is not None)
+    return {(version, k.target, k.program): it.reason or "" for k, it in failed if k.config == MATRIX_CONFIG}
 
 
 def why_nothing(targets: str, results: Results) -> str:
-    """Why a release's run of ``targets`` recorded no structure item: the target's own reason (libtpu or
-    the CUDA plugin missing, the device not described), else the first error an item failed with."""
+    """Why a release's run recorded no structure item: the target's reason, else an item's error."""
     for name, state in results.targets.items():
         if state.get("unavailable"):
             return f"{name} unavailable in that release: {state['unavailable']}"
@@ -132,8 +111,7 @@ def _has_code(metrics: _Metrics) -> bool:
 
 
 def kernel_notes(rows: Sequence[MatrixRow], versions: Sequence[str]) -> dict[str, str]:
-    """One note per target and release that compiled but recorded no kernel metrics, where another release
-    of that target did (a TPU compile never has kernel code: no note for it)."""
+    """A note per target and release without kernel metrics where another release of it has some."""
     notes = {}
     for target in sorted({r.target for r in rows}):
         mine = [r for r in rows if r.target == target]
@@ -143,7 +121,6 @@ def kernel_notes(rows: Sequence[MatrixRow], versions: Sequence[str]) -> dict[str
 
 
 def _without_code(rows: Sequence[MatrixRow], versions: Sequence[str]) -> list[str]:
-    """The releases that compiled some of ``rows`` and kept the code of none."""
     compiled = [v for v in versions if any(r.version == v for r in rows)]
     return [v for v in compiled if not any(_has_code(r.metrics) for r in rows if r.version == v)]
 
@@ -154,8 +131,7 @@ def render_matrix(
     notes: Mapping[str, str],
     failures: Mapping[tuple[str, str, str], str] | None = None,
 ) -> str:
-    """Markdown: one table per target; a cell is ``kernels / while loops / dynamic launches``, or
-    ``compile failed`` where the program did not compile in that release (its first line in a note)."""
+    """Markdown: the tables of each target, then the notes and the compile failures' first lines."""
     failures = failures or {}
     out = []
     for target in sorted({r.target for r in rows} | {t for _, t, _ in failures}):
@@ -172,22 +148,20 @@ def _target_tables(
     versions: Sequence[str],
     failed: Mapping[tuple[str, str, str], str],
 ) -> list[str]:
-    """The structure table of one target, and its predicted-cost and kernel-code tables where it has them."""
     programs, cells = _cells(target, rows, failed)
-    title = f"{target}: kernels / while loops / dynamic kernel launches (f32)"
-    out = _table(title, "---|", programs, versions, cells, _structure_cell)
+    table = functools.partial(_table, programs=programs, versions=versions, cells=cells)
+    out = table(f"{target}: kernels / while loops / dynamic kernel launches (f32)", "---|", _structure_cells)
     if any(m.get(PREDICTED_METRIC) is not None for m in cells.values()):
         title = f"{target}: predicted cost, estimated cycles per call (the compiler's own estimate)"
-        out += _table(title, "---:|", programs, versions, cells, _predicted_cell)
+        out += table(title, "---:|", _predicted_cells)
     if any(_has_code(m) for m in cells.values()):
-        out += _kernel_table(target, programs, versions, cells)
+        out += table(f"{target}: {KERNEL_TITLE} (f32)", "---|", _kernel_row)
     return out
 
 
 def _cells(
     target: str, rows: Sequence[MatrixRow], failures: Mapping[tuple[str, str, str], str]
 ) -> tuple[list[str], dict[tuple[str, str], _Metrics]]:
-    """The programs of one target, and its cells by (program, release)."""
     failed = [(v, p) for v, t, p in failures if t == target]
     mine = [r for r in rows if r.target == target]
     programs = list(dict.fromkeys([*(r.program for r in mine), *(p for _, p in failed)]))
@@ -197,8 +171,7 @@ def _cells(
 
 
 def offload_lines(rows: Sequence[MatrixRow], versions: Sequence[str]) -> list[str]:
-    """A line per program, target and release whose compile moved gathers or scatters to or off the
-    SparseCore from the release before it that compiled it."""
+    """A line per program, target and release whose gathers or scatters moved to or off the SparseCore."""
     out = []
     for target, program in dict.fromkeys((r.target, r.program) for r in rows):
         by_v = {r.version: r.metrics for r in rows if (r.target, r.program) == (target, program)}
@@ -210,56 +183,44 @@ def offload_lines(rows: Sequence[MatrixRow], versions: Sequence[str]) -> list[st
     return out
 
 
-# A cell of a program that did not compile in that release: its metrics are the words, in every table.
+# The cell of a program that did not compile in that release, in every table.
 _FAILED: dict[str, int | None] = {"failed": True}
 
 
-def _structure_cell(m: _Metrics | None) -> str:
-    if m is _FAILED:
-        return "compile failed"
-    return _metrics_text(m, MATRIX_METRICS) if m else "—"
+def _structure_cells(row: list[_Metrics | None]) -> list[str]:
+    return ["compile failed" if m is _FAILED else _metrics_text(m, MATRIX_METRICS) if m else "—" for m in row]
 
 
 def _metrics_text(m: _Metrics, names: Sequence[str]) -> str:
     return " / ".join("?" if m.get(k) is None else str(m.get(k)) for k in names)
 
 
-def _predicted_cell(m: _Metrics | None) -> str:
-    if m is _FAILED:
-        return "compile failed"
-    value = m.get(PREDICTED_METRIC) if m else None
-    return "—" if not m else "?" if value is None else f"{value:,}"
+def _predicted_cells(row: list[_Metrics | None]) -> list[str]:
+    values = [m.get(PREDICTED_METRIC) if m else None for m in row]
+    return [
+        "compile failed" if m is _FAILED else "—" if not m else "?" if v is None else f"{v:,}"
+        for m, v in zip(row, values, strict=True)
+    ]
 
 
 def _table(
     title: str,
     align: str,
+    cells_of: Callable[[list[_Metrics | None]], list[str]],
+    *,
     programs: Sequence[str],
     versions: Sequence[str],
     cells: _Cells,
-    cell: Callable[[_Metrics | None], str],
 ) -> list[str]:
-    """One table: a row per program, a column per release, ``cell`` of each (program, release)."""
+    """A row per program, a column per release: ``cells_of`` a program's metrics, one per release."""
     out = [f"### {title}\n", "| program | " + " | ".join(versions) + " |", "|---|" + align * len(versions)]
     for prog in programs:
-        out.append(f"| {prog} | " + " | ".join(cell(cells.get((prog, v))) for v in versions) + " |")
-    return [*out, ""]
-
-
-def _kernel_table(target: str, programs: Sequence[str], versions: Sequence[str], cells: _Cells) -> list[str]:
-    """The kernel-code table of one target: a cell that differs from the release before it is in bold."""
-    out = [
-        f"### {target}: {KERNEL_TITLE} (f32)\n",
-        "| program | " + " | ".join(versions) + " |",
-        "|---|" + "---|" * len(versions),
-    ]
-    for prog in programs:
-        out.append(f"| {prog} | " + " | ".join(_kernel_row([cells.get((prog, v)) for v in versions])) + " |")
+        out.append(f"| {prog} | " + " | ".join(cells_of([cells.get((prog, v)) for v in versions])) + " |")
     return [*out, ""]
 
 
 def _kernel_row(row: list[_Metrics | None]) -> list[str]:
-    """The kernel-code cells of one program, a release per cell."""
+    """A cell that differs from the release before it is in bold."""
     out, before = [], None
     for m in row:
         if not m or m is _FAILED:
@@ -280,7 +241,7 @@ def plot_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], path: Path) 
     fig, grid = plt.subplots(nrows, ncols, figsize=(5.5 * ncols, 4.2 * nrows), squeeze=False)
     axes = list(grid.flat)
     series = sorted({(r.target, r.program) for r in rows})
-    # One colour per program (the same on every target), one line style per target: 16 series stay legible.
+    # A colour per program and a line style per target: 16 series stay legible.
     programs = sorted({p for _, p in series})
     colours = {p: plt.get_cmap("tab10")(i % 10) for i, p in enumerate(programs)}
     for ax, metric in zip(axes, metrics, strict=False):
@@ -297,13 +258,10 @@ def plot_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], path: Path) 
 
 
 def _line_style(target: str) -> str:
-    if target == "cpu":
-        return "-"
-    return "--" if target.startswith("gpu") else ":"
+    return "-" if target == "cpu" else "--" if target.startswith("gpu") else ":"
 
 
 def _legend(fig: Figure, axes: list[Axes]) -> None:
-    """One legend for every panel, each series once."""
     handles: dict[str, Artist] = {}
     for ax in axes:
         for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
@@ -312,9 +270,7 @@ def _legend(fig: Figure, axes: list[Axes]) -> None:
 
 
 def _plotted_metrics(rows: Sequence[MatrixRow]) -> list[str]:
-    """The structure metrics, the predicted cost where a compiler wrote one, and the kernel-code metrics
-    where a compile kept code: the atomics show a code generation change behind identical HLO (a native
-    float atomic becoming a CAS retry loop)."""
+    """The structure metrics, and the predicted cost and the kernel-code metrics where some row has them."""
     optional = (PREDICTED_METRIC, *KERNEL_METRICS)
     return [*MATRIX_METRICS, *(k for k in optional if any(r.metrics.get(k) is not None for r in rows))]
 
@@ -326,8 +282,7 @@ def _atomics(metric: str) -> bool:
 def _drawn(
     rows: Sequence[MatrixRow], versions: Sequence[str], series: list[tuple[str, str]], metric: str
 ) -> list[tuple[str, str, list[int], list[float]]]:
-    """Each series' points (release index, value) where it has a value; a series of atomics at 0 throughout
-    is left out, as it would hide the ones that move."""
+    """Each series' points; atomics at 0 throughout are left out: they would hide the ones that move."""
     drawn = []
     for target, program in series:
         by_v = {r.version: r.metrics.get(metric) for r in rows if (r.target, r.program) == (target, program)}
@@ -338,7 +293,6 @@ def _drawn(
 
 
 def _points(by_v: Mapping[str, int | None], versions: Sequence[str]) -> tuple[list[int], list[float]]:
-    """(release index, value) of each release with a value."""
     xs = [i for i, v in enumerate(versions) if by_v.get(v) is not None]
     return xs, [float(y) for i in xs if (y := by_v[versions[i]]) is not None]
 
@@ -366,10 +320,8 @@ def _metric_axes(ax: Axes, metric: str, versions: Sequence[str]) -> None:
 
 
 def matrix_gpus(targets: str) -> str:
-    """The GPU targets of ``--targets``, compiled with each release's CUDA plugin ('all' counts as the gpu
-    family), checked with the gate's selection grammar (:func:`invariants.catalog.targets.select_targets`: an
-    unknown word is one line with a suggestion). The CPU always runs and tpu-v5e unless ``--no-tpu``; a
-    word that names only another target (tpu-v4, cpu-8dev, a pod) is one line too, never ignored."""
+    """The GPU targets of ``--targets`` ('all': the gpu family); a word that names only a target matrix
+    does not run is one line, never ignored."""
     from ..compile.process import held_stderr  # it imports pytest (the test extra), which --help needs not
 
     words = selectors(targets, "--targets", TARGETS_HINT)
@@ -395,9 +347,8 @@ def main_matrix(argv: list[str]) -> int:
     project = project_from(args)
     if args.programs is None:  # a project's own programs, where it names a spec folder; else the catalog's
         args.programs = "tag:user" if project.own else ",".join(MATRIX_PROGRAMS)
-    # Everything the command line can get wrong, before any release is installed: where it writes, the
-    # releases, the targets and the programs (collected here, as each release's child runs them).
-    # Checked now, made when there is something to write: a command stopped by bad input leaves no folder.
+    # Everything the command line can get wrong, before any release installs; the folders are made only
+    # when there is something to write: a command stopped by bad input leaves none.
     check_output_dir(args.out, "--out", make=False)
     if args.keep is not None:
         check_output_dir(args.keep, "--keep", make=False)
@@ -442,14 +393,12 @@ def main_matrix(argv: list[str]) -> int:
 
 @dataclasses.dataclass
 class _Matrix:
-    """What the releases' runs recorded."""
-
     rows: list[MatrixRow] = dataclasses.field(default_factory=list)
     notes: dict[str, str] = dataclasses.field(default_factory=dict)
     failures: dict[tuple[str, str, str], str] = dataclasses.field(default_factory=dict)
 
     def add(self, version: str, results: Results) -> bool:
-        """Add a run's rows and compile failures; whether it had any."""
+        """Whether the run had any rows or compile failures."""
         got, failed = matrix_rows(version, results), matrix_failures(version, results)
         self.rows += got
         self.failures.update(failed)
@@ -465,10 +414,19 @@ def _release(
     args: argparse.Namespace,
     project: Project,
 ) -> None:
-    """Run one release's structure items: on the CPU, then tpu-v5e in a jax[tpu] environment and the GPU
-    targets of --targets in a jax[cuda12-local] one, each skipped with a note when it cannot run."""
+    """On the CPU, then on tpu-v5e and the GPU targets in environments of their own, each skipped with a
+    note when it cannot run."""
+    structures = functools.partial(
+        run_suite,
+        k=MATRIX_K,
+        programs=args.programs,
+        configs=MATRIX_CONFIG,
+        tests="test_structure.py",
+        project=project,
+        kept=args.keep is not None,
+    )
     env = ensure_env(choose_pins(v, jaxlib_releases), args.cache_dir, args.index_url)
-    results, seconds = _structures(env, v, workdir / "cpu", "cpu", args, project)
+    results, seconds = structures(env, v, workdir / "cpu", targets="cpu")
     matrix.add(str(v), results)
     print(f"  jax {v}: cpu structures in {seconds:.0f} s")
     accelerators = ([] if args.no_tpu else [("tpu-v5e", False)]) + ([(gpus, True)] if gpus else [])
@@ -478,38 +436,10 @@ def _release(
                 choose_pins(v, jaxlib_releases, tpu=not gpu, gpu=gpu), args.cache_dir, args.index_url
             )
             folder = workdir / ("gpu" if gpu else "tpu")
-            results, seconds = _structures(xenv, v, folder, targets, args, project, timeout=240)
+            results, seconds = structures(xenv, v, folder, targets=targets, timeout=240)
             if not matrix.add(str(v), results):
                 raise InvariantsError(why_nothing(targets, results))
             print(f"  jax {v}: {targets} structures in {seconds:.0f} s")
         except InvariantsError as err:
             matrix.notes[f"{targets}, jax {v}"] = f"skipped: {err}"
             print(f"  jax {v}: {targets} skipped: {err}")
-
-
-def _structures(
-    env: Path,
-    v: Version,
-    folder: Path,
-    targets: str,
-    args: argparse.Namespace,
-    project: Project,
-    **timeout: float,
-) -> tuple[Results, float]:
-    return run_suite(
-        env,
-        v,
-        folder,
-        k=MATRIX_K,
-        targets=targets,
-        programs=args.programs,
-        configs=MATRIX_CONFIG,
-        tests="test_structure.py",
-        project=project,
-        kept=args.keep is not None,
-        **timeout,
-    )
-
-
-def main(argv: list[str]) -> int:
-    return main_matrix(argv)

@@ -86,10 +86,6 @@ not optimized TPU HLO.
 """
 
 
-class _InputError(InvariantsError):
-    pass
-
-
 def _parser() -> Parser:
     parser = Parser(
         prog="hlo-stats",
@@ -110,12 +106,12 @@ def _parser() -> Parser:
 
 
 def _tpu_target(name: str | None) -> str:
-    """``--target``'s value, checked: a TPU target the cost model has coefficients for ("" when not given)."""
+    """A TPU target the cost model has coefficients for ("" when not given)."""
     if name is None:
         return ""
     tpus = [t for t, target in all_targets(CPU_RUNTIME).items() if target.family == "tpu"]
     if name not in tpus or chip_model(name) is None:
-        raise _InputError(
+        raise InvariantsError(
             f"--target: {name!r} is not a TPU target with a cost model{did_you_mean(name, tpus, n=2)}; "
             f"known: {', '.join(t for t in tpus if chip_model(t) is not None)}"
         )
@@ -135,27 +131,23 @@ def _prediction(measured: Measurement, target: str) -> tuple[float | None, str |
 
 
 def _dump_files(folder: pathlib.Path) -> list[pathlib.Path]:
-    """The modules of a dump folder: XLA's (``*after_optimizations.txt``) and the gate's (``*.hlo.txt``)."""
     return sorted({p for glob in _DUMP_GLOBS for p in folder.glob(glob) if p.is_file()})
 
 
 def _expand(paths: list[str]) -> list[pathlib.Path]:
-    """The files to read. Among several inputs (``DIR/*``), a folder without modules (jax 0.10.2 writes a
-    sub-folder per module, of textprotos) or a path that is no regular file is skipped with a note, as a
-    file that is no module is; given alone, it is an error. A missing path always is."""
+    """Among several inputs (``DIR/*``), one without modules is skipped with a note; alone, it is an error."""
     files: list[pathlib.Path] = []
     for raw in paths:
         found, why = _files_at(raw)
         files.extend(found)
         if why is not None and len(paths) == 1:
-            raise _InputError(why)
+            raise InvariantsError(why)
         if why is not None:
             print(f"hlo-stats: skipped {why}", file=sys.stderr)
     return files
 
 
 def _files_at(raw: str) -> tuple[list[pathlib.Path], str | None]:
-    """The modules one input names, or why it names none (a missing path raises)."""
     path = pathlib.Path(raw)
     if path.is_file():
         return [path], None
@@ -168,28 +160,21 @@ def _files_at(raw: str) -> tuple[list[pathlib.Path], str | None]:
         return [], why + (f" (its sub-folders {', '.join(subs[:6])} have some: name one)" if subs else "")
     if path.exists():
         return [], f"{raw}: not a regular file ({what_is(path)})"
-    raise _InputError(f"{raw}: no such file or directory")
+    raise InvariantsError(f"{raw}: no such file or directory")
 
 
-def _read(path: pathlib.Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise _InputError(f"{path}: cannot read: {err.strerror or type(err).__name__}") from None
-    except UnicodeDecodeError:
-        raise _NotAModule(f"{path}: not text") from None
-
-
-class _NotAModule(_InputError):
-    """A file that is no HLO module at all (as opposed to a module the parser does not understand)."""
+class _NotAModule(InvariantsError):
+    """Not a module at all, unlike one the parser does not understand."""
 
 
 def _module_text(path: pathlib.Path) -> str:
-    """The text of ``path`` when its first meaningful line is an ``HloModule`` header."""
-    text = _read(path)
-    first = next(
-        (ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("//")), ""
-    )
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise InvariantsError(f"{path}: cannot read: {err.strerror or type(err).__name__}") from None
+    except UnicodeDecodeError:
+        raise _NotAModule(f"{path}: not text") from None
+    first = next((ln for ln in map(str.strip, text.splitlines()) if ln and not ln.startswith("//")), "")
     if not first.startswith("HloModule"):
         raise _NotAModule(f"{path}: not an HLO module (it does not start with 'HloModule')")
     return text
@@ -206,7 +191,6 @@ def _json_value(value: tuple[object, ...] | int | float | Missing) -> object:
 
 
 def _metrics_json(measured: Measurement, cycles: int | None, predicted: float | None) -> dict[str, object]:
-    """Every structural metric, the compiler's estimate, the prediction, then the kernel-code metrics."""
     values = measured.metrics
     structural = [n for n, m in METRICS.items() if m.source == "structure" and n in values]
     metrics = {name: _json_value(values[name]) for name in structural}
@@ -218,8 +202,7 @@ def _metrics_json(measured: Measurement, cycles: int | None, predicted: float | 
 
 
 def summary(measured: Measurement, target: str = "") -> dict[str, object]:
-    """The per-file JSON object printed by ``--json``: every structural metric, then the details;
-    ``target``: the TPU target ``predicted_seconds`` is costed for ("": none)."""
+    """The object ``--json`` prints for one file; ``target``: the TPU target costed ("": none)."""
     structure, code = measured.structure, measured.code
     full = to_json(structure)
     estimate = cycle_estimate(structure)
@@ -321,7 +304,6 @@ def _text_block(path: str, measured: Measurement, target: str = "") -> str:
 
 
 def _offload_lines(measured: Measurement) -> list[str]:
-    """The kernels off the main thread and the custom calls."""
     s, m, lines = measured.structure, measured.metrics, []
     if s.thread_kernels:
         threads = ", ".join(f"{t} {n}" for t, n in s.thread_kernels.items())
@@ -335,7 +317,6 @@ def _offload_lines(measured: Measurement) -> list[str]:
 
 
 def _estimate_lines(measured: Measurement, target: str) -> list[str]:
-    """libtpu's estimated cycles, and the predicted device time on ``target`` ("": none)."""
     estimate = cycle_estimate(measured.structure)
     if estimate.cycles is not None:
         lines = [f"  estimated cycles: {estimate.cycles} ({estimate.unestimated} launches carry no estimate)"]
@@ -349,7 +330,6 @@ def _estimate_lines(measured: Measurement, target: str) -> list[str]:
 
 
 def _measured(path: pathlib.Path, text: str, target: str = "") -> Measurement:
-    """The module ``text`` read from ``path``, measured with the kernel code beside it in its dump folder."""
     files = code_beside(path)
     if files is None:
         no_code = f"{path.name} is not named as a dump file (module_NNNN.<name>.*)"
@@ -362,7 +342,7 @@ def _measured(path: pathlib.Path, text: str, target: str = "") -> Measurement:
 
 
 def _measured_module(path: pathlib.Path, target: str, alone: bool) -> Measurement | None:
-    """The module in ``path`` measured; None for a file that is no module among several inputs."""
+    """None for a file that is no module among several inputs."""
     try:
         text = _module_text(path)
     except _NotAModule as err:
@@ -372,12 +352,12 @@ def _measured_module(path: pathlib.Path, target: str, alone: bool) -> Measuremen
         return None
     measured = _measured(path, text, target)
     if target and not measured.module.scheduled:
-        raise _InputError(
+        raise InvariantsError(
             f"{path}: not optimized (no is_scheduled=true): --target {target} predicts only the "
             "optimized module XLA runs"
         )
     if target and not is_tpu_module(measured.module):
-        raise _InputError(
+        raise InvariantsError(
             f"{path}: not TPU HLO (no tiled layouts): --target {target} predicts only what the TPU "
             "compiler wrote"
         )
@@ -391,18 +371,14 @@ def _measured_module(path: pathlib.Path, target: str, alone: bool) -> Measuremen
 
 
 def main(argv: list[str]) -> int:
-    """Run ``hlo-stats`` with ``argv`` (without the program name); return the exit status."""
     opts = _parser().parse_args(argv)
     try:
         target = _tpu_target(opts.target)
         paths = _expand(opts.files)
-        results = []
-        for path in paths:
-            measured = _measured_module(path, target, alone=len(paths) == 1)
-            if measured is not None:
-                results.append((str(path), measured))
+        alone = len(paths) == 1
+        results = [(str(p), m) for p in paths if (m := _measured_module(p, target, alone)) is not None]
         if not results:
-            raise _InputError(f"{', '.join(opts.files)}: no HLO module among the files given")
+            raise InvariantsError(f"{', '.join(opts.files)}: no HLO module among the files given")
     except InvariantsError as err:
         print(str(err), file=sys.stderr)
         return 2

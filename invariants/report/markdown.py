@@ -1,35 +1,16 @@
 """``python -m invariants report``: a run's results as markdown (for ``$GITHUB_STEP_SUMMARY``) and a plot.
 
-Inputs (contract; ``--help`` has the rest):
-
-* ``RESULTS.json``: the file the pytest plugin writes at session end (``--results-json``), in the form
-  :mod:`invariants.plugin.results` owns (record kinds and their fields). Several files (e.g. a parallel gate
-  session and a serial throughput session) are merged into one run. Entries of a kind this version does
-  not know are counted under "other" and otherwise ignored, so the report keeps working while tiers grow.
-* ``--benchmark-json``: pytest-benchmark's ``--benchmark-json`` output. Each ``benchmarks[*]`` whose
-  ``extra_info`` is a ``ratio`` or ``efficiency`` record (the gate's throughput items put theirs there)
-  becomes a throughput row; a benchmark measured in the results file too (same node id) is shown once.
-* ``--compare A B``: two results files; prints what changed from A to B (versions, metrics, invariant
-  outcomes, ratios whose intervals no longer overlap).
-* ``--programs WORDS``: only the items about these programs, selected with the gate's grammar
-  (:mod:`invariants.catalog.select`) from the programs the results file recorded; a relation counts when one
-  of its programs is chosen. Without it, a downstream run (a results file with ``declared`` programs) shows
-  its own programs, and any other run all of them.
-
-The run is read by :mod:`invariants.report.run`, drawn by :mod:`invariants.report.plot`; this module
-writes the markdown and is the command.
-
-Exit status: 0 when the run's result reads passed, 1 when it does not (an item failed or exploded, nothing
-passed, a nonzero exit status recorded: the markdown is written all the same), 2 for bad input.
-
-Output: markdown on stdout, or in ``--out``, always; ``--plot`` also writes a PNG (matplotlib, Agg), or
-says on stderr that the run has nothing to plot. Both paths are checked before anything is read
-(:mod:`invariants._paths`).
+:mod:`invariants.report.run` reads and merges the results files and the pytest-benchmark JSON, and
+:mod:`invariants.report.plot` draws them; this module writes the markdown and is the command. A run reads
+as passed only when its exit status is 0, no item failed or exploded and some item passed: otherwise the
+markdown is written all the same and the exit status is 1. Every text taken from a results file is user
+text, escaped by :func:`_md` so that it shows as written and forms no markup.
 """
 
 from __future__ import annotations
 
 import argparse
+import heapq
 import re
 import sys
 from collections import Counter, defaultdict
@@ -75,28 +56,24 @@ _COLUMNS = (
     ("dynamic_kernel_launches", "dynamic launches"),
     ("collectives", "collectives (bytes)"),
 )
-# Metrics compared by --compare: every numeric structural metric of the registry (what a structure record
-# holds), aliases left out.
-_COMPARED = tuple(n for n in names(source="structure", type="number") if METRICS[n].alias_of is None)
-# ... and the compiler's predictions and the kernel-code metrics, which a structure record carries too (null
-# where a target gives none).
-_COMPARED += tuple(names(source="compiler")) + tuple(names(source="kernel"))
+# What a structure record holds: its numeric structural metrics (aliases left out), the compilers'
+# predictions and the kernel-code metrics.
+_COMPARED = (
+    *(n for n in names(source="structure", type="number") if METRICS[n].alias_of is None),
+    *names(source="compiler"),
+    *names(source="kernel"),
+)
 _OUTCOMES = ("passed", "failed", "xfailed", "skipped", "error")
 
 
-# ------------------------------------------------------------------------------------------- markdown
-
-# What GitHub's markdown reads as markup in running text: each is written backslash-escaped (a backslash
-# before ASCII punctuation is that character), and <, >, & as entities, so that no HTML tag forms.
+# GitHub's markup in running text, each written backslash-escaped; <, >, & as entities, so no HTML tag forms.
 _MARKUP = re.compile(r"[\\`*_\[\]|~]")
 _ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
 
 
 def _md(value: object, code: bool = False) -> str:
-    """Text from a results file (a name, a path, a reason: user text) as markdown that shows it as written
-    and nothing more: on one line (a newline would end a table row), control characters shown as escapes,
-    markup escaped. ``code``: as a code span, which shows HTML and markdown as they are; only a backtick
-    could end it (the fence is longer than any run of them in the text) and a pipe a table cell."""
+    """User text on one line (a newline would end a table row), escaped; ``code``: as a code span, fenced
+    longer than any run of backticks in it, its pipes escaped (they would end a table cell)."""
     text = visible(str(value)).replace("\n", " ").replace("\t", " ")
     if code:
         fence = "`" * (max((len(r) for r in re.findall("`+", text)), default=0) + 1)
@@ -119,7 +96,6 @@ def _fmt(value: object) -> str:
 
 
 def _bytes(n: object) -> str:
-    """``1,024 B`` below a KiB, else one decimal in the largest binary unit that keeps the value >= 1."""
     if not isinstance(n, int) or isinstance(n, bool):
         return "?"
     if abs(n) < 1024:
@@ -142,16 +118,12 @@ def _cell(item: Record, key: str) -> str:
     return _fmt(item.get(key))
 
 
-# How an invariant item's pytest outcome reads in the report's status column.
 _OUTCOME_WORDS = (("passed", "pass"), ("failed", "**fail**"), ("xfailed", "xfail"), ("skipped", "skip"))
 
 
 def _invariant_status(items: list[Record]) -> str:
     counts = Counter(i.outcome for i in items)
-    parts = []
-    for outcome, word in _OUTCOME_WORDS:
-        if counts.get(outcome):
-            parts.append(f"{counts[outcome]} {word}")
+    parts = [f"{counts[outcome]} {word}" for outcome, word in _OUTCOME_WORDS if counts[outcome]]
     failed = sorted({str(i.id) for i in items if i.outcome == "failed"})
     if failed:
         parts.append("✗ " + ", ".join(_md(f, code=True) for f in failed))
@@ -159,16 +131,9 @@ def _invariant_status(items: list[Record]) -> str:
 
 
 def _result(run: Run) -> str:
-    """The run's result: passed only when its exit status is 0, no item has an outcome other than passed,
-    xfailed or skipped (a file whose items failed, errored or ``exploded`` never reads as passed, whatever
-    its exit status says), and some item passed."""
     if run.exitstatus != 0:
         return f"**failed** (pytest exit status {run.exitstatus})"
-    bad: dict[str, int] = {}
-    for item in run.items:
-        outcome = item.outcome
-        if outcome not in ("passed", "xfailed", "skipped"):
-            bad[outcome] = bad.get(outcome, 0) + 1
+    bad = Counter(i.outcome for i in run.items if i.outcome not in ("passed", "xfailed", "skipped"))
     if bad:
         said = ", ".join(f"{n:,} {_md(o)}" for o, n in sorted(bad.items()))
         return f"**failed** ({said}, although the exit status recorded is 0)"
@@ -179,7 +144,6 @@ def _result(run: Run) -> str:
 
 def _header(run: Run, title: str) -> list[str]:
     rt = run.runtime
-    status = _result(run)
     sources = ", ".join(_md(s, code=True) for s in run.sources)
     versions = ", ".join(f"{_md(k)} {_md(v)}" for k, v in sorted(run.versions.items())) or "unknown"
     targets = []
@@ -191,18 +155,17 @@ def _header(run: Run, title: str) -> list[str]:
     return [
         f"# {title}",
         "",
-        f"- **result**: {status}; {len(run.items):,} items from {sources}" + _pytest_said(run),
+        f"- **result**: {_result(run)}; {len(run.items):,} items from {sources}" + _pytest_said(run),
         f"- **versions**: {versions}",
         f"- **runtime**: {_md(rt.get('platform', '?'))} ({_md(rt.get('device_kind', '?'))}) "
         f"x{_md(rt.get('count', '?'))}" + (f", run on {_md(rt['date'])} (UTC)" if rt.get("date") else ""),
         f"- **targets**: {', '.join(targets) or 'none recorded'}",
-        *([f"- **programs**: {_focus_line(run.focus)}"] if run.focus else []),
+        *([f"- **programs**: {_first(run.focus[0], 12)} ({_md(run.focus[1])})"] if run.focus else []),
         "",
     ]
 
 
 def _pytest_said(run: Run) -> str:
-    """``; pytest: 91 passed, 2 skipped, 5 xfailed``: the run as pytest's last line counted it."""
     if not run.pytest:
         return ""
     said = ", ".join(f"{n:,} {_md(k)}" for k, n in run.pytest.items() if n)
@@ -210,8 +173,7 @@ def _pytest_said(run: Run) -> str:
 
 
 def _unrecorded(run: Run, by_tier: dict[str, list[Record]]) -> dict[str, int]:
-    """What pytest counted beyond the entries (items skipped before they ran, modules skipped whole), by
-    outcome; empty where the file has no count of pytest's, or the report shows some programs only."""
+    """What pytest counted beyond the entries (items skipped before they ran, modules skipped whole)."""
     if not run.pytest:
         return {}
     recorded = Counter(i.outcome for items in by_tier.values() for i in items)
@@ -220,17 +182,14 @@ def _unrecorded(run: Run, by_tier: dict[str, list[Record]]) -> dict[str, int]:
     return {o: n for o, n in beyond.items() if n > 0}
 
 
-def _focus_line(focus: tuple[list[str], str]) -> str:
-    programs, how = focus
-    shown = ", ".join(_md(p, code=True) for p in programs[:12]) + (
-        f" and {len(programs) - 12} more" if len(programs) > 12 else ""
-    )
-    return f"{shown} ({_md(how)})"
+def _first(names: Sequence[str], n: int) -> str:
+    """The first ``n`` names, and how many more there are."""
+    more = f" and {len(names) - n} more" if len(names) > n else ""
+    return ", ".join(_md(name, code=True) for name in names[:n]) + more
 
 
 def _tier_summary(run: Run) -> list[str]:
-    """One row per record kind present, in the results module's order; kinds it does not know are counted
-    under "other", so the rows always add up to the run's item count."""
+    """A row per record kind, in the results module's order, unknown kinds under "other"."""
     by_tier: dict[str, list[Record]] = defaultdict(list)
     for item in run.items:
         by_tier[item.tier].append(item)
@@ -239,7 +198,7 @@ def _tier_summary(run: Run) -> list[str]:
         _outcome_row(tier, Counter(i.outcome for i in by_tier[tier])) for tier in tiers if by_tier.get(tier)
     ]
     beyond = _unrecorded(run, by_tier)
-    if beyond:  # so that the columns add up to pytest's count of the run
+    if beyond:
         rows.append(_outcome_row("not recorded (skipped before they ran, or a module skipped whole)", beyond))
     if not rows:
         return []
@@ -248,15 +207,13 @@ def _tier_summary(run: Run) -> list[str]:
 
 
 def _outcome_row(tier: str, counts: Mapping[str, int]) -> str:
-    """A tier's row of counts by outcome; an outcome without a column counts as an error."""
+    """An outcome without a column counts as an error."""
     cells = {o: counts.get(o, 0) for o in _OUTCOMES}
     cells["error"] += sum(n for o, n in counts.items() if o not in _OUTCOMES)
     return f"| {tier} | " + " | ".join(_fmt(n) for n in cells.values()) + " |"
 
 
 def _failed_lines(run: Run) -> list[str]:
-    """Every failed or errored item: what it failed on (a verdict, a snapshot, a compile, or an error: no
-    verdict), then its reason."""
     failed = [i for i in run.items if i.outcome in ("failed", "error")]
     if not failed:
         return []
@@ -268,8 +225,7 @@ def _failed_lines(run: Run) -> list[str]:
 
 
 def _skipped_lines(run: Run) -> list[str]:
-    """Every recorded skip, by its reason: how many items, and which (a skip is nothing checked, so the
-    summary says what and why; hundreds of items share a reason on a host without a target's compiler)."""
+    """The skips by reason: a skip checks nothing, so the summary says what and why."""
     by_reason: dict[str, list[str]] = defaultdict(list)
     for i in run.items:
         if i.outcome == "skipped":
@@ -278,9 +234,7 @@ def _skipped_lines(run: Run) -> list[str]:
         return []
     lines = ["**Skipped items**, by reason", ""]
     for reason, nodeids in sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        shown = ", ".join(_md(n, code=True) for n in sorted(nodeids)[:3])
-        more = f" and {len(nodeids) - 3} more" if len(nodeids) > 3 else ""
-        lines.append(f"- {len(nodeids)} × {_md(reason)}: {shown}{more}")
+        lines.append(f"- {len(nodeids)} × {_md(reason)}: {_first(sorted(nodeids), 3)}")
     return [*lines, ""]
 
 
@@ -295,9 +249,8 @@ def _target_tables(run: Run) -> list[str]:
         structures[str(item.target)][(str(item.program), str(item.config))] = item
     invariants: _Invariants = defaultdict(list)
     for item in run.of_kind("invariant"):
-        programs = item.program_names() or ["?"]
-        # An invariant over several programs (a comparison) belongs to its first one, as in the plugin.
-        invariants[(str(item.target), programs[0], str(item.config))].append(item)
+        # A comparison of several programs belongs to its first one, as in the plugin.
+        invariants[(str(item.target), (item.program_names() or ["?"])[0], str(item.config))].append(item)
     targets = {k[0] for k in invariants} | set(structures)
     order = [t for t in run.targets if t in targets]
     order += sorted(targets - set(order))
@@ -312,7 +265,6 @@ def _target_tables(run: Run) -> list[str]:
 def _target_table(
     target: str, structures: Mapping[tuple[str, str], Record], invariants: _Invariants
 ) -> list[str]:
-    """One row per (program, config) compiled for ``target`` or checked there."""
     keys = set(structures) | {(k[1], k[2]) for k in invariants if k[0] == target}
     head = ["program", "config", *(h for _, h in _COLUMNS), "invariants"]
     lines = ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * len(_COLUMNS) + "---|"]
@@ -333,7 +285,6 @@ def _warnings(target: str, invariants: _Invariants) -> list[str]:
 
 
 def _target_heading(target: str, info: Mapping[str, object]) -> list[str]:
-    """A target's heading: its mode and scope where the run recorded them, and why it was unavailable."""
     lines = [
         f"## Target {_md(target, code=True)}"
         + (f" ({_md(info['mode'])}, {_md(info.get('scope', '?'))})" if "mode" in info else ""),
@@ -349,14 +300,12 @@ def _interval(t: Throughput) -> str:
 
 
 def _figure(v: float) -> str:
-    """Three decimals, or four significant figures below 0.01: a loop-bound program's efficiency is not 0."""
+    """Four significant figures below 0.01: a loop-bound program's efficiency is not 0."""
     return f"{v:.3f}" if abs(v) >= 0.01 else f"{v:.4g}"
 
 
 def _throughput_tables(rows: list[Throughput]) -> list[str]:
-    """One table of every paired measurement: a time ratio ``a / b`` (bounded above) and an efficiency
-    against streaming the same bytes (bounded below, 1.0 = as fast as the stream) are one kind of record
-    (:class:`invariants.timing.paired.RatioResult`), so they share columns; the bound says its side."""
+    """Ratios and efficiencies are one kind of record, so they share columns; the bound says its side."""
     if not rows:
         return []
     lines = [
@@ -401,12 +350,10 @@ def _throughput_row(t: Throughput) -> str:
 
 
 def _estimates(run: Run) -> dict[tuple[str, str, str], Record]:
-    """Structure items by (target, program, config), for the compilers' predictions they carry."""
     return {(str(i.target), str(i.program), str(i.config)): i for i in run.of_kind("structure")}
 
 
 def _predicted_ratio(run: Run, target: str, a: str, b: str, config: str) -> float | None:
-    """``estimated_cycles(a) / estimated_cycles(b)`` on ``target`` from the run's structure items."""
     items = _estimates(run)
     ca, cb = (
         (e.get("estimated_cycles") if e else None) for e in (items.get((target, p, config)) for p in (a, b))
@@ -417,37 +364,29 @@ def _predicted_ratio(run: Run, target: str, a: str, b: str, config: str) -> floa
 
 
 def _predicted_tables(run: Run) -> list[str]:
-    """The compilers' own predictions: TPU cycles per program and target, memory per program and target,
-    and each measured time ratio beside the ratio the TPU compiler predicts for the same two programs."""
     items = _estimates(run)
-    tpus = _targets_with(items, "estimated_cycles", int)
-    lines = _predicted_ratios(run, tpus) if tpus else []
-    if tpus:
-        lines += _metric_by_target_table(
-            items,
-            tpus,
-            "estimated_cycles",
-            _fmt,
-            "## Predicted TPU cost: estimated cycles per call (libtpu's own estimate; loops expanded)",
-            "Kernels without an estimate add nothing (today the kCustom gather and custom calls), so a "
-            "forward's figure is the work around its gather. `?`: not compiled there, or no estimate.",
-        )
+    lines = _predicted_ratios(run, _targets_with(items, "estimated_cycles", int))
+    lines += _metric_by_target_table(
+        items,
+        "estimated_cycles",
+        int,
+        _fmt,
+        "## Predicted TPU cost: estimated cycles per call (libtpu's own estimate; loops expanded)",
+        "Kernels without an estimate add nothing (today the kCustom gather and custom calls), so a "
+        "forward's figure is the work around its gather. `?`: not compiled there, or no estimate.",
+    )
+    lines += _predicted_seconds_table(items)
+    return lines + _metric_by_target_table(
+        items,
+        "temp_bytes",
+        int,
+        lambda c: "—" if c is None else _bytes(c),
+        "## Predicted memory: temporary bytes per call (compiled.memory_analysis())",
+    )
+
+
+def _predicted_seconds_table(items: Mapping[tuple[str, str, str], Record]) -> list[str]:
     timed = _targets_with(items, "predicted_seconds", float)
-    if timed:
-        lines += _predicted_seconds_table(items, timed)
-    memory_targets = _targets_with(items, "temp_bytes", int)
-    if memory_targets:
-        lines += _metric_by_target_table(
-            items,
-            memory_targets,
-            "temp_bytes",
-            lambda c: "—" if c is None else _bytes(c),
-            "## Predicted memory: temporary bytes per call (compiled.memory_analysis())",
-        )
-    return lines
-
-
-def _predicted_seconds_table(items: Mapping[tuple[str, str, str], Record], timed: list[str]) -> list[str]:
     guessed = [t for t in timed if (m := chip_model(t)) is None or m.uncalibrated]
     uncalibrated = (
         f" **Uncalibrated** (a chip nobody measured, scaled by published bandwidth): "
@@ -455,8 +394,8 @@ def _predicted_seconds_table(items: Mapping[tuple[str, str, str], Record], timed
     )
     return _metric_by_target_table(
         items,
-        timed,
         "predicted_seconds",
+        float,
         lambda c: "?" if c is None else f"{c * 1e6:,.4g}",
         "## Predicted TPU device time: predicted_seconds per call, in microseconds",
         "The cost model fitted on a chip's own device times (invariants/data/tpu_cost.toml) reads each "
@@ -466,14 +405,12 @@ def _predicted_seconds_table(items: Mapping[tuple[str, str, str], Record], timed
 
 
 def _targets_with(items: Mapping[tuple[str, str, str], Record], metric: str, kind: type) -> list[str]:
-    """The targets (sorted) where some item recorded ``metric`` as a ``kind``."""
     return sorted({k[0] for k, i in items.items() if isinstance(i.get(metric), kind)})
 
 
 def _predicted_ratios(run: Run, tpus: list[str]) -> list[str]:
-    """Each measured time ratio beside the estimated-cycles ratio of each TPU target (none without one)."""
     ratios = [t for t in run.throughput if t.kind == "ratio"]
-    if not ratios:
+    if not ratios or not tpus:
         return []
     lines = [
         "## Predicted beside measured: time ratios and the TPU compiler's estimated-cycles ratios",
@@ -500,14 +437,17 @@ def _predicted_ratios(run: Run, tpus: list[str]) -> list[str]:
 
 def _metric_by_target_table(
     items: Mapping[tuple[str, str, str], Record],
-    targets: Sequence[str],
     metric: str,
+    kind: type,
     fmt: Callable[[Any], str],
     heading: str,
     *notes: str,
 ) -> list[str]:
-    """One compiler metric as a table: a row per (program, config) compiled on ``targets``, a column per
-    target; ``items`` maps (target, program, config) to a structure record."""
+    """A row per (program, config), a column per target where some item recorded ``metric`` as a ``kind``;
+    nothing where none did."""
+    targets = _targets_with(items, metric, kind)
+    if not targets:
+        return []
     keys = sorted({(k[1], k[2]) for k in items if k[0] in targets})
     lines = [heading, ""]
     for note in notes:
@@ -524,26 +464,19 @@ def _metric_by_target_table(
     return lines
 
 
-# How many of a run's compiles the report lists, slowest first.
 SLOWEST = 10
 
 
 def _slowest_compiles(run: Run) -> list[str]:
-    """The run's slowest compiles: a compile that takes minutes is a regression of its own (a reduction
-    after a chain of scatter-adds has taken a GPU compile from seconds to minutes), and the time moves
-    with the machine, so it is shown here and bounded only by relations in a spec."""
-    timed = sorted(
-        (
-            (float(i.get("compile_seconds")), i)
-            for i in run.of_kind("structure")
-            if isinstance(i.get("compile_seconds"), (int, float))
-        ),
-        key=lambda pair: -pair[0],
-    )[:SLOWEST]
+    """A compile that takes minutes is a regression of its own; its time moves with the machine, so it is
+    shown here and bounded only by relations in a spec."""
+    structures = run.of_kind("structure")
+    seconds = ((float(s), i) for i in structures if isinstance(s := i.get("compile_seconds"), (int, float)))
+    timed = heapq.nlargest(SLOWEST, seconds, key=lambda pair: pair[0])
     if not timed:
         return []
     lines = [
-        f"## Slowest compiles ({len(timed)} of {len(run.of_kind('structure'))})",
+        f"## Slowest compiles ({len(timed)} of {len(structures)})",
         "",
         "Wall time of the trace, lower and compile of each program on the machine that compiled it (a "
         "figure from the compile cache is that of the compile that made its entry). Machine-relative: a "
@@ -560,7 +493,6 @@ def _slowest_compiles(run: Run) -> list[str]:
 
 
 def render(run: Run, title: str = "Embedding performance invariants") -> str:
-    """The markdown report of one (merged) run."""
     lines = (
         _header(run, title)
         + _tier_summary(run)
@@ -573,7 +505,6 @@ def render(run: Run, title: str = "Embedding performance invariants") -> str:
 
 
 def compare_markdown(a: Run, b: Run) -> str:
-    """What changed from run ``a`` to run ``b``: versions, structure metrics, outcomes, ratios."""
     lines = [
         f"# Changes from {_md(a.sources[0], code=True)} (A) to {_md(b.sources[0], code=True)} (B)",
         "",
@@ -586,7 +517,6 @@ def compare_markdown(a: Run, b: Run) -> str:
 
 
 def _version_changes(a: Run, b: Run) -> list[str]:
-    """The packages whose versions differ (a table), or one line saying none does."""
     keys = sorted(set(a.versions) | set(b.versions))
     changed = [(k, a.versions.get(k, "—"), b.versions.get(k, "—")) for k in keys]
     changed = [v for v in changed if v[1] != v[2]]
@@ -597,7 +527,6 @@ def _version_changes(a: Run, b: Run) -> list[str]:
 
 
 def _structure_changes(a: Run, b: Run) -> list[str]:
-    """Each compared metric that differs on a structure key both runs have, then the keys only one has."""
     sa, sb = _estimates(a), _estimates(b)
     rows = [
         f"| {_md(key[0], code=True)} | {_md(key[1], code=True)} | {_md(key[2])} | {metric} | {_fmt(va)} | "
@@ -613,8 +542,7 @@ def _structure_changes(a: Run, b: Run) -> list[str]:
 
 
 def _keys_in_one_run(only_a: list[tuple[str, str, str]], only_b: list[tuple[str, str, str]]) -> list[str]:
-    """The structure keys of one run only: listed, or counted when there are more than ten (e.g. a run of
-    the invariant tier alone against a whole gate: say so, do not list 200 keys)."""
+    """Listed, or counted past ten (a run of the invariant tier alone against a whole gate)."""
     only = [f"{_md('/'.join(k), code=True)} only in A" for k in only_a]
     only += [f"{_md('/'.join(k), code=True)} only in B" for k in only_b]
     if len(only) > 10:
@@ -625,12 +553,11 @@ def _keys_in_one_run(only_a: list[tuple[str, str, str]], only_b: list[tuple[str,
 
 
 def _outcomes(run: Run) -> dict[str, str]:
-    """Every item's pytest outcome by node id, structure items left out (their metrics are compared)."""
+    """By node id; structure items left out: their metrics are compared."""
     return {i.nodeid: i.outcome for i in run.items if i.kind != "structure"}
 
 
 def _outcome_changes(a: Run, b: Run) -> list[str]:
-    """The items whose outcome differs between the runs, then how many items only one run has."""
     oa, ob = _outcomes(a), _outcomes(b)
     changed = [(n, oa[n], ob[n]) for n in sorted(set(oa) & set(ob)) if oa[n] != ob[n]]
     lines = [f"## Outcomes: {len(changed)} item(s) changed", ""]
@@ -649,7 +576,6 @@ def _moved(x: Throughput, y: Throughput) -> bool:
 
 
 def _throughput_changes(a: Run, b: Run) -> list[str]:
-    """The paired measurements of both runs that moved (:func:`_moved`); nothing when neither run timed."""
     ta = {(t.kind, t.target, t.label, t.config): t for t in a.throughput}
     tb = {(t.kind, t.target, t.label, t.config): t for t in b.throughput}
     if not ta and not tb:
@@ -666,12 +592,7 @@ def _throughput_changes(a: Run, b: Run) -> list[str]:
     return lines
 
 
-# ------------------------------------------------------------------------------------------------- CLI
-
-
 class _Parser(Parser):
-    """The report's one line names it as its other messages do: ``report: ...``."""
-
     def error(self, message: str) -> NoReturn:
         raise InvariantsError(f"report: {message} (see {self.prog} --help)")
 
@@ -701,7 +622,6 @@ def _parser() -> Parser:
 
 
 def _focus(run: Run, value: str | None) -> Run:
-    """The run as the report shows it: ``--programs``, else a downstream run's own programs, else all."""
     if value is not None:
         chosen = select_program_words(value, known_programs(run), "report: --programs")
         return focused(run, chosen, f"--programs {value}")
@@ -713,7 +633,6 @@ def _focus(run: Run, value: str | None) -> Run:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Record point of ``python -m invariants report``; returns the exit code (errors raise one line)."""
     args = _parser().parse_args(argv)
     _check_arguments(args)
     _check_outputs(args)
@@ -729,20 +648,19 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _check_arguments(args: argparse.Namespace) -> None:
-    """One line for options that need a results file given without one."""
     if not args.results and not args.compare:
         raise InvariantsError("report: give a results file (artifacts/results.json) or --compare A B")
-    if args.benchmark_json and not args.results:
-        raise InvariantsError("report: --benchmark-json needs a results file to go with it")
-    if args.plot and not args.results:
-        raise InvariantsError("report: --plot draws a results file; give one")
-    if args.programs is not None and not args.results:
-        raise InvariantsError("report: --programs selects from a results file; give one")
+    for given, needs in (
+        (args.benchmark_json, "--benchmark-json needs a results file to go with it"),
+        (args.plot, "--plot draws a results file; give one"),
+        (args.programs is not None, "--programs selects from a results file; give one"),
+    ):
+        if given and not args.results:
+            raise InvariantsError(f"report: {needs}")
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
-    """Where it writes, before any reading: a directory or an unwritable folder is one line now, not a
-    traceback after the work (the same output twice would keep only the second)."""
+    """Where it writes, checked before any reading: one line now, not a traceback after the work."""
     outputs = [(option, value) for option, value in (("--out", args.out), ("--plot", args.plot)) if value]
     for option, value in outputs:
         check_output_file(value, f"report: {option}")
@@ -756,9 +674,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
 
 def _run_parts(args: argparse.Namespace) -> tuple[list[str], bool]:
-    """The merged results files' report (with their benchmarks, focused), and the plot's line if drawn;
-    and whether its result reads passed. Files with no item are one line: a run that recorded nothing
-    checked nothing."""
+    """The report's parts and whether the run passed; a run that recorded nothing checked nothing."""
     run = merge([load_results(p) for p in args.results])
     if not run.items:
         raise InvariantsError(
@@ -768,7 +684,6 @@ def _run_parts(args: argparse.Namespace) -> tuple[list[str], bool]:
         add_benchmarks(run, load_benchmarks(args.benchmark_json, run.runtime_target))
     run = _focus(run, args.programs)
     parts = [render(run)]
-    passed = _result(run) == "passed"
     if args.plot:
         if plot(run, args.plot):
             parts.append(f"Plot: {_md(args.plot, code=True)}\n")
@@ -778,4 +693,4 @@ def _run_parts(args: argparse.Namespace) -> tuple[list[str], bool]:
                 f"report: {args.plot} not written: nothing to plot (no structure or throughput items)",
                 file=sys.stderr,
             )
-    return parts, passed
+    return parts, _result(run) == "passed"

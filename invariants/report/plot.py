@@ -21,13 +21,10 @@ def _fmt(value: object) -> str:
 
 
 def plot(run: Run, path: str | Path) -> bool:
-    """Draw the run: dynamic kernel launches per program and target (log axis), and the throughput.
+    """Draw the run; False, writing nothing, when it has no structure or throughput items to draw.
 
-    Returns False, writing nothing, when the run has nothing to draw (no structure or throughput items).
-
-    Launches show the loops at a glance (a per-row loop of 16,384 trips against a handful of kernels).
-    The throughput panels show each ratio or efficiency with its interval and its bound.
-    """
+    Launches on a log axis show the loops at a glance (a per-row loop of 16,384 trips against a handful of
+    kernels)."""
     plt = pyplot(path)
     records = {"launches": _with(run, "dynamic_kernel_launches"), "cycles": _with(run, "estimated_cycles")}
     timed = {kind: [t for t in run.throughput if t.kind == kind] for kind in ("ratio", "efficiency")}
@@ -51,9 +48,8 @@ def plot(run: Run, path: str | Path) -> bool:
 
 
 def _rows_of(records: dict[str, list[Record]], timed: dict[str, list[Throughput]]) -> dict[str, list[str]]:
-    """Each panel's row labels, top down."""
     rows_of = {p: sorted({_row_label(i) for i in items}) for p, items in records.items()}
-    return rows_of | {p: _throughput_rows(items) for p, items in timed.items()}
+    return rows_of | {p: sorted({_throughput_row(t) for t in items}) for p, items in timed.items()}
 
 
 def _draw(
@@ -63,7 +59,6 @@ def _draw(
     timed: dict[str, list[Throughput]],
     labels: list[str],
 ) -> None:
-    """One panel, its rows named ``labels`` top down."""
     y = {label: n for n, label in enumerate(labels)}
     if panel in timed:
         _throughput(ax, panel, timed[panel], y)
@@ -75,13 +70,11 @@ def _draw(
 
 
 def _with(run: Run, metric: str) -> list[Record]:
-    """The run's structure items that recorded ``metric`` (an integer)."""
     return [i for i in run.of_kind("structure") if isinstance(i.get(metric), int)]
 
 
 def _in_one_config(structures: list[Record], cycles: list[Record]) -> tuple[list[Record], list[Record]]:
-    """One row per program, in the seed configuration (f32) where it has one: the other configurations
-    repeat the same pattern and would triple the rows. The report's tables have every configuration."""
+    """A row per program, in f32 where it has one: the other configurations would triple the rows."""
     configs: dict[str, set[str]] = defaultdict(set)
     for i in structures:
         configs[str(i.program)].add(str(i.config))
@@ -93,7 +86,6 @@ def _in_one_config(structures: list[Record], cycles: list[Record]) -> tuple[list
 
 
 def _label_rows(ax: Axes, labels: list[str]) -> None:
-    """The panel's rows, top down, named on the left."""
     ax.set_yticks(range(len(labels)), labels, fontsize=7)
     ax.set_ylim(-0.7, len(labels) - 0.3)
     ax.invert_yaxis()
@@ -125,17 +117,11 @@ def _launches(ax: Axes, items: list[Record], y: dict[str, int]) -> None:
 
 
 def _throughput(ax: Axes, panel: str, data: list[Throughput], y: dict[str, int]) -> None:
-    """Each ratio or efficiency with its interval (red: failed) and its bound (a red bar)."""
     for t in data:
         row = y[_throughput_row(t)]
-        bad = t.verdict == "fail"
+        colour = "tab:red" if t.verdict == "fail" else "tab:blue"
         ax.errorbar(
-            t.value,
-            row,
-            xerr=[[t.value - t.low], [t.high - t.value]],
-            fmt="o",
-            color="tab:red" if bad else "tab:blue",
-            capsize=3,
+            t.value, row, xerr=[[t.value - t.low], [t.high - t.value]], fmt="o", color=colour, capsize=3
         )
         if t.bound is not None:
             ax.plot([t.bound, t.bound], [row - 0.4, row + 0.4], color="tab:red", lw=2)
@@ -149,8 +135,7 @@ def _throughput(ax: Axes, panel: str, data: list[Throughput], y: dict[str, int])
 
 
 def _scatter_by_target(ax: Axes, items: list[Record], key: str, y: dict[str, int]) -> None:
-    """One marker per (program row, target), each target at its own small offset inside the row, so equal
-    counts do not hide each other; the targets' legend beside the panel."""
+    """Each target a little apart inside its row, so that equal counts do not hide each other."""
     targets = sorted({str(i.target) for i in items})
     markers = "osD^v<>p*hX"
     for n, target in enumerate(targets):
@@ -158,12 +143,7 @@ def _scatter_by_target(ax: Axes, items: list[Record], key: str, y: dict[str, int
         pts = [(max(i.get(key), 1), y[_row_label(i)] + dy) for i in items if i.target == target]
         xs, ys = zip(*pts, strict=True)
         ax.scatter(xs, ys, label=target, marker=markers[n % len(markers)], s=22)
-    _legend_outside(ax)
-
-
-def _legend_outside(ax: Axes) -> None:
-    """The targets' legend beside the panel, right of its axes: inside them it covered the points that lie
-    where it was put (the largest counts, on the right)."""
+    # Beside the panel: inside, it covered the largest counts.
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0.0)
 
 
@@ -173,7 +153,3 @@ def _row_label(item: Record) -> str:
 
 def _throughput_row(t: Throughput) -> str:
     return f"{t.label} [{t.config}]"
-
-
-def _throughput_rows(data: list[Throughput]) -> list[str]:
-    return sorted({_throughput_row(t) for t in data})

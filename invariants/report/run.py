@@ -1,8 +1,7 @@
 """The report's model of a run: results files (and pytest-benchmark JSON) read and merged into a :class:`Run`.
 
-The records themselves are :mod:`invariants.plugin.results`'; this module turns them into what the report's
-tables and plot show: the items by kind, and the throughput rows (:class:`Throughput`). Bad input raises
-:class:`InvariantsError` (one line).
+The records are :mod:`invariants.plugin.results`'; a :class:`Run` holds them by kind and the throughput rows
+the tables and the plot show. Bad input is one line (:class:`InvariantsError`).
 """
 
 from __future__ import annotations
@@ -10,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -33,11 +32,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Throughput:
-    """One timed comparison: a ratio ``t_a / t_b`` (``kind="ratio"``) or an efficiency vs a memory stream.
-
-    ``value``/``low``/``high`` are the median and its confidence interval; ``bound`` is the ratio's
-    threshold (upper bound) or the efficiency's floor (lower bound), None when only measured.
-    """
+    """A ratio ``t_a / t_b``, or an efficiency against a memory stream: its median and interval, and its
+    bound (a ratio's threshold above, an efficiency's floor below; None when only measured)."""
 
     kind: str  # "ratio" | "efficiency"
     nodeid: str
@@ -49,21 +45,16 @@ class Throughput:
     high: float
     bound: float | None
     verdict: str | None
-    outcome: str | None  # the pytest outcome, when known (results file)
+    outcome: str | None  # None from a benchmark JSON
     id: str = ""
-    # A ratio timed on a TPU: the TPU compiler's estimated-cycles ratio of the same two programs there.
-    predicted: float | None = None
-    # The clock that timed it (device, wall, cpu); on the device clock, the same pairs' wall-time ratio.
+    predicted: float | None = None  # the TPU compiler's estimated-cycles ratio
     clock: str = ""
-    wall_ratio: float | None = None
-    # An efficiency's baseline: where it was recorded (device, clock, versions, date).
+    wall_ratio: float | None = None  # beside a device-clock ratio
     baseline_provenance: str = ""
 
 
 @dataclass
 class Run:
-    """A run, merged from one or more results files (and optionally a benchmark JSON)."""
-
     sources: list[str]
     versions: dict[str, str]
     runtime: dict[str, object]
@@ -71,14 +62,11 @@ class Run:
     exitstatus: int
     items: list[Record]
     throughput: list[Throughput] = field(default_factory=list)
-    # The programs the run's spec files declared (a downstream project's own), and every program of the
-    # run with its kind and tags (see invariants.plugin.results): what --programs selects from.
+    # A downstream project's own programs, and every program with its kind and tags: what --programs
+    # selects from.
     declared: list[str] = field(default_factory=list)
     programs: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # What the report shows: None (every program) or the programs chosen, and how they were chosen.
-    focus: tuple[list[str], str] | None = None
-    # pytest's count of each outcome over the whole run (invariants.plugin.results.Results); None
-    # for a file that has none, or a report of some programs only.
+    focus: tuple[list[str], str] | None = None  # the programs shown, and how they were chosen
     pytest: dict[str, int] | None = None
 
     def of_kind(self, kind: str) -> list[Record]:
@@ -86,14 +74,8 @@ class Run:
 
     @property
     def runtime_target(self) -> str:
-        """The name of the runtime target (the one that runs programs; throughput is timed there)."""
-        for name, t in self.targets.items():
-            if t.get("mode") == "runtime":
-                return name
-        return str(self.runtime.get("platform", "runtime"))
-
-
-# -------------------------------------------------------------------------------------------- loading
+        runtime = (name for name, t in self.targets.items() if t.get("mode") == "runtime")
+        return next(runtime, str(self.runtime.get("platform", "runtime")))
 
 
 def _read_json(path: str | Path, what: str) -> Any:
@@ -109,9 +91,9 @@ def _read_json(path: str | Path, what: str) -> Any:
 
 
 def load_results(path: str | Path) -> Run:
-    """Read one results file (:func:`invariants.plugin.results.read`); bad input raises one line."""
     data = _results.read(path)
-    run = Run(
+    timed = [i for i in data.items if isinstance(i, _results.Ratio | _results.Efficiency)]
+    return Run(
         sources=[str(path)],
         versions=data.versions,
         runtime=data.runtime,
@@ -121,19 +103,13 @@ def load_results(path: str | Path) -> Run:
         declared=data.declared,
         programs=data.programs,
         pytest=data.pytest,
+        throughput=[_throughput_of(item, item.outcome) for item in timed],
     )
-    for item in run.items:
-        if isinstance(item, _results.Ratio | _results.Efficiency):
-            run.throughput.append(_throughput_of(item, item.outcome))
-    return run
 
 
 def merge(runs: Sequence[Run]) -> Run:
-    """One run from several results files of the same checkout (e.g. the gate and the throughput session).
-
-    Versions and runtime come from the first file; a later file that disagrees on a version raises, since
-    its numbers would not belong in the same tables.
-    """
+    """One run of several results files of one checkout; a version that differs is one line: its numbers
+    would not belong in the same tables."""
     first = runs[0]
     merged = Run(
         sources=[],
@@ -166,8 +142,7 @@ def merge(runs: Sequence[Run]) -> Run:
 
 
 def focused(run: Run, programs: Sequence[str], how: str) -> Run:
-    """The run with only the entries (and throughput rows) about one of ``programs`` (a relation counts when
-    one of its programs is chosen); error entries, which name no program, always stay."""
+    """Only the entries about one of ``programs``; error entries, which name no program, always stay."""
     chosen = set(programs)
 
     def keep(item: Record) -> bool:
@@ -178,24 +153,17 @@ def focused(run: Run, programs: Sequence[str], how: str) -> Run:
         sides = [part.strip().split("[", 1)[0] for part in row.label.split("/")]
         return bool(chosen & set(sides))
 
-    return Run(
-        sources=run.sources,
-        versions=run.versions,
-        runtime=run.runtime,
-        targets=run.targets,
-        exitstatus=run.exitstatus,
+    return replace(
+        run,
         items=[i for i in run.items if keep(i)],
         throughput=[t for t in run.throughput if keep_row(t)],
-        declared=run.declared,
-        programs=run.programs,
         focus=(list(programs), how),
+        pytest=None,
     )
 
 
 def known_programs(run: Run) -> dict[str, SimpleNamespace]:
-    """The run's programs as :func:`invariants.specfile.reader.select_programs` reads them (a kind and tags
-    each); for a file that recorded none, the names its entries carry, with neither."""
-
+    """The run's programs with a kind and tags, as the selection grammar reads them."""
     known = {
         name: SimpleNamespace(kind=info.get("kind"), tags=frozenset(info.get("tags") or ()))
         for name, info in run.programs.items()
@@ -207,12 +175,8 @@ def known_programs(run: Run) -> dict[str, SimpleNamespace]:
 
 
 def load_benchmarks(path: str | Path, default_target: str = "runtime") -> list[Throughput]:
-    """Throughput rows from pytest-benchmark's JSON (``benchmarks[*].extra_info``, each the gate item's
-    record: :mod:`invariants.plugin.benchmarks`).
-
-    Benchmarks whose ``extra_info`` holds neither a ratio nor an efficiency are skipped (they are someone
-    else's benchmarks); a file without a ``benchmarks`` list raises.
-    """
+    """Throughput rows from pytest-benchmark's JSON, whose ``extra_info`` holds the gate item's record;
+    someone else's benchmarks are skipped."""
     data = _read_json(path, "benchmark JSON")
     if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
         raise InvariantsError(
@@ -223,7 +187,6 @@ def load_benchmarks(path: str | Path, default_target: str = "runtime") -> list[T
 
 
 def _benchmark_row(path: str | Path, n: int, bench: object, default_target: str) -> Throughput | None:
-    """The throughput row of ``benchmarks[n]``; None for someone else's benchmark."""
     if not isinstance(bench, dict) or not isinstance(bench.get("extra_info", {}), dict):
         raise InvariantsError(f"{path}: benchmarks[{n}] is not an object with an 'extra_info' object")
     info = bench.get("extra_info", {})
@@ -248,7 +211,6 @@ def _finite(item: _results.Record, key: str) -> float:
 
 
 def _throughput_of(item: _results.Ratio | _results.Efficiency, outcome: str | None) -> Throughput:
-    """A :class:`Throughput` row of a ``ratio`` or ``efficiency`` record."""
     a, b = item.get("wall_a_median"), item.get("wall_b_median")
     return Throughput(
         kind=item.kind,
@@ -265,7 +227,6 @@ def _throughput_of(item: _results.Ratio | _results.Efficiency, outcome: str | No
         id=item.id,
         predicted=item.predicted if isinstance(item, _results.Ratio) else None,
         clock=item.clock or "",
-        # The wall-time ratio beside a device-clock ratio (the host's share), None without both sides.
         wall_ratio=float(a) / float(b)
         if isinstance(a, int | float) and isinstance(b, int | float) and b > 0
         else None,
@@ -274,12 +235,7 @@ def _throughput_of(item: _results.Ratio | _results.Efficiency, outcome: str | No
 
 
 def add_benchmarks(run: Run, rows: Iterable[Throughput]) -> None:
-    """Add benchmark rows not already in the run (the same node id measured once, reported once)."""
-    known = {t.nodeid for t in run.throughput}
-    runtime = run.runtime_target
-    for row in rows:
-        if row.nodeid in known:
-            continue
-        if row.target == "runtime":
-            row = Throughput(**{**row.__dict__, "target": runtime})
-        run.throughput.append(row)
+    """The rows not already in the run: the same node id measured once is reported once."""
+    known, runtime = {t.nodeid for t in run.throughput}, run.runtime_target
+    new = [row for row in rows if row.nodeid not in known]
+    run.throughput += [replace(row, target=runtime) if row.target == "runtime" else row for row in new]

@@ -66,7 +66,6 @@ def _table(path: str, plane: str, modules: list[ModuleStats]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """Run ``trace-stats`` with ``argv`` (without the program name); return the exit status."""
     opts = _parser().parse_args(argv)
     if opts.top < 0:
         raise InvariantsError(f"trace-stats: --top must be >= 0, got {opts.top}")
@@ -77,14 +76,8 @@ def main(argv: list[str]) -> int:
         for path in find_traces(Path(given)):
             trace = read_trace(path)
             modules = stats(trace, None if opts.json else top)
-            out.append(
-                {
-                    "trace": str(path),
-                    "plane": trace.plane,
-                    "clock": "device",
-                    "modules": [m.to_json() for m in modules],
-                }
-            )
+            found = [m.to_json() for m in modules]
+            out.append({"trace": str(path), "plane": trace.plane, "clock": "device", "modules": found})
             blocks.append(_table(str(path), trace.plane, modules))
     if opts.json:
         print(json.dumps(out, indent=1))

@@ -1,10 +1,6 @@
-"""Running the injections: each one's gate (or versus command) in a child process of its own.
-
-Every injection runs in a child, never in this process (some XLA flags answer by aborting it), restricted
-to the targets, programs and tiers it needs, and writes a ``--results-json`` file (a versus injection, its
-record) that :mod:`invariants.selfcheck.judge` decides it from. Progress goes to a stream, one line per
-child as it ends.
-"""
+"""Each injection's gate (or versus command) run in a child process of its own, never in this one: some
+XLA flags answer by aborting the process. A child runs only the targets, programs and tiers its injection
+needs, and writes the results file :mod:`invariants.selfcheck.judge` decides it from."""
 
 from __future__ import annotations
 
@@ -22,25 +18,11 @@ from .registry import INJECT_MODULE, Injection
 
 
 def child_command(injection: Injection, results: Path, dump_dir: Path) -> list[str]:
-    """The gate's command line for ``injection`` (see :func:`invariants.compile.child.gate_command`)."""
     if injection.command == "versus":
-        return [
-            sys.executable,
-            "-m",
-            "invariants",
-            "versus",
-            "--baseline",
-            "current",
-            "--candidate",
-            "current",
-            "--programs",
-            ",".join(injection.programs),
-            "--targets",
-            injection.targets,
-            "--json",
-            str(results),
-            *(f"--candidate-env={k}={v}" for k, v in injection.env.items()),
-        ]
+        versus = ["versus", "--baseline", "current", "--candidate", "current"]
+        selection = ["--programs", ",".join(injection.programs), "--targets", injection.targets]
+        env = [f"--candidate-env={k}={v}" for k, v in injection.env.items()]
+        return [sys.executable, "-m", "invariants", *versus, *selection, "--json", str(results), *env]
     from ..plugin.anchors import CORRECTNESS  # here, not at import: it starts pytest, which --help needs not
 
     return gate_command(
@@ -49,7 +31,6 @@ def child_command(injection: Injection, results: Path, dump_dir: Path) -> list[s
             programs=injection.programs,
             configs=injection.configs,
             timed=injection.timing,
-            # The correctness items are deselected unless an expectation needs them.
             k=None if injection.correctness else f"not {CORRECTNESS}",
             plugins=(INJECT_MODULE,),
             results=results,
@@ -59,14 +40,13 @@ def child_command(injection: Injection, results: Path, dump_dir: Path) -> list[s
 
 
 def _timed_out(injection: Injection, seconds: float, timeout: float) -> Outcome:
-    out = Outcome(injection, -1, [], list(injection.expect), seconds)
-    out.note = f"timed out after {timeout:.0f} s"
-    return out
+    return Outcome(
+        injection, -1, [], list(injection.expect), seconds, note=f"timed out after {timeout:.0f} s"
+    )
 
 
 def _run_versus(injection: Injection, folder: Path, timeout: float) -> Outcome:
-    """A versus injection: the command in a child, its env for the candidate's workers only (in the
-    command line, never in this child's environment); judged from its record's items."""
+    """Its env goes to the candidate's workers only, in the command line; judged from its record's items."""
     folder.mkdir(parents=True, exist_ok=True)
     record = folder / "versus.json"
     record.unlink(missing_ok=True)
@@ -96,7 +76,6 @@ def _run_versus(injection: Injection, folder: Path, timeout: float) -> Outcome:
 
 
 def run_injection(injection: Injection, workdir: Path, timeout: float = 600.0) -> Outcome:
-    """Run the gate with ``injection`` in a child process (never in this one: flags can abort it)."""
     folder = workdir / injection.name
     if injection.command == "versus":
         return _run_versus(injection, folder, timeout)
@@ -112,7 +91,6 @@ def run_injection(injection: Injection, workdir: Path, timeout: float = 600.0) -
 
 
 def _verdict(outcome: Outcome) -> str:
-    """The progress line's word for one child: the baseline passes or fails, an injection is caught."""
     if outcome.injection.is_baseline:
         return "passes" if outcome.caught else "FAILS"
     return "caught" if outcome.caught else "NOT caught"
@@ -121,11 +99,8 @@ def _verdict(outcome: Outcome) -> str:
 def run_all(
     injections: Sequence[Injection], workdir: Path, jobs: int = 1, progress: TextIO | None = None
 ) -> list[Outcome]:
-    """Run every injection (``jobs`` children at a time); outcomes in the order given.
-
-    With ``progress``, one line is written there as each child starts being waited on and as it ends (a
-    child takes seconds to minutes; the table comes only at the end).
-    """
+    """Outcomes in the order given; ``progress`` gets a line as each child ends: the table comes only at
+    the end, and a child takes minutes."""
 
     def say(text: str) -> None:
         if progress is not None:

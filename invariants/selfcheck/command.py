@@ -1,17 +1,8 @@
 """``python -m invariants selfcheck``: prove the gate can fail by injecting regressions it must catch.
 
-This module is the command line: it parses the arguments, selects the injections
-(:mod:`~invariants.selfcheck.registry`), runs each in a child (:mod:`~invariants.selfcheck.children`),
-which :mod:`~invariants.selfcheck.judge` decides, and prints the table (:mod:`~invariants.selfcheck.score`).
-
-The baseline injection ``none`` changes nothing and must pass; a failing baseline makes every other verdict
-meaningless, and the command says so and exits 1. The baseline runs every program and target of the
-selected injections (:func:`~invariants.selfcheck.registry.baseline_for`), and the output says what it
-ran: it is not the whole gate.
-The printed mutation-score table lists, per injection, whether it was caught and by which items (count
-and a few ids). Progress goes to stderr, one line per child as it ends. Exit status: 0 when the baseline
-passes and every selected injection is caught, 1 otherwise, 2 for bad input.
-"""
+The baseline ``none`` injects nothing and must pass, or every other verdict is meaningless: it runs every
+program and target of the selected injections, and the table says what it ran, since it is not the whole
+gate. Exit status: 0 when the baseline passes and every selected injection is caught, 1 otherwise."""
 
 from __future__ import annotations
 
@@ -59,12 +50,9 @@ def main(argv: list[str]) -> int:
     if args.jobs < 1:
         raise InvariantsError(f"--jobs: must be at least 1, got {args.jobs}")
     start = time.perf_counter()
-    if args.keep:
-        workdir = check_output_dir(args.keep, "--keep")
+    with tempfile.TemporaryDirectory(prefix="invariants-selfcheck-") as tmp:
+        workdir = check_output_dir(args.keep, "--keep") if args.keep else Path(tmp)
         outcomes = run_all(injections, workdir, args.jobs, progress=sys.stderr)
-    else:
-        with tempfile.TemporaryDirectory(prefix="invariants-selfcheck-") as tmp:
-            outcomes = run_all(injections, Path(tmp), args.jobs, progress=sys.stderr)
     print(render_table(outcomes))
     print(f"selfcheck: {len(outcomes)} runs in {time.perf_counter() - start:.0f} s")
     return 0 if all(o.caught for o in outcomes) else 1

@@ -1,15 +1,9 @@
 """A pytest plugin that swaps catalog programs for bad ones, in a self-check child process only.
 
-``python -m invariants selfcheck`` starts the gate in a child with ``-p invariants.selfcheck.inject`` and
-``INVARIANTS_INJECT=NAME=module:function[;NAME=module:function...]``. Before any item compiles, each named
-catalog program is replaced in the run's programs by the same :class:`Program` with ``fn`` swapped
-(:meth:`invariants.catalog.registry.Programs.replaced`): names, configs and tags stay, so the child collects
-exactly the items the clean suite has, and only what they compile changes. Without ``INVARIANTS_INJECT``
-the plugin does nothing.
-
-The bad programs live here, next to the hook, so that the catalog never carries them. Each one keeps the
-signature of the program it replaces and is written the way a real regression would look.
-"""
+With ``INVARIANTS_INJECT=NAME=module:function[;...]``, each named catalog program is replaced before any
+item compiles by the same :class:`Program` with ``fn`` swapped: the child collects exactly the clean suite's
+items, and only what they compile changes. The bad programs live here so that the catalog never carries
+them; each keeps its original's signature and looks the way a real regression would."""
 
 from __future__ import annotations
 
@@ -30,7 +24,7 @@ ENV = _config.name("INVARIANTS_INJECT")
 
 
 def parse_spec(spec: str) -> list[tuple[str, str, str]]:
-    """``NAME=module:function;...`` -> ``[(NAME, module, function), ...]``; bad syntax raises ValueError."""
+    """``NAME=module:function;...`` -> ``[(NAME, module, function), ...]``."""
     out = []
     for part in filter(None, (p.strip() for p in spec.split(";"))):
         name, sep, target = part.partition("=")
@@ -42,11 +36,8 @@ def parse_spec(spec: str) -> list[tuple[str, str, str]]:
 
 
 def swaps(spec: str) -> dict[str, Callable[..., object]]:
-    """The functions ``spec`` names, by the catalog program each replaces; the session builds its programs
-    with them (:meth:`invariants.catalog.registry.Programs.replaced`, which refuses an unknown program).
-
-    Raises ValueError (one line) for bad syntax or a function that does not exist.
-    """
+    """The functions ``spec`` names, by the catalog program each replaces; ValueError (one line) for bad
+    syntax or a function that does not exist."""
     out: dict[str, Callable[..., object]] = {}
     for name, module, function in parse_spec(spec):
         try:
@@ -74,9 +65,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     ]
 
 
-# ---------------------------------------------------------------------------------------------------------
-# The bad programs. Each imports JAX (or the catalog, which does) inside itself: this module loads before
-# invariants.compile.process sets JAX's environment; they run only once it has.
+# Each bad program imports JAX inside itself: this module loads before invariants.compile.process sets
+# JAX's environment, and they run only once it has.
 
 
 def take_as_map_loop(W: Array, x: Array) -> Array:
@@ -87,12 +77,8 @@ def take_as_map_loop(W: Array, x: Array) -> Array:
 
 
 def naive_twice(W: Array, x: Array) -> Array:
-    """``W[x]`` computed twice and averaged: same values, double the gather work.
-
-    The second lookup reads the rows in reverse order and flips them back, so XLA cannot prove the two
-    gathers equal and merge them (an ``optimization_barrier`` is not enough: the CPU pipeline removes it
-    before CSE runs).
-    """
+    """``W[x]`` computed twice and averaged: same values, double the gather work. The second lookup reads
+    the rows reversed, so that XLA cannot merge the two (the CPU pipeline drops an optimization_barrier)."""
     import jax.numpy as jnp
 
     first = W[x]

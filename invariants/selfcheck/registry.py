@@ -1,15 +1,9 @@
-"""The self-check's injections: what each one is, the registry of them, and which ones a run selects.
+"""The self-check's injections (``data/injections.toml``), and which ones a run selects.
 
-Each :class:`Injection` is one way the suite's subject can regress: a set of XLA flags (``XLA_FLAGS``, which
-some flags answer by aborting the process) or a catalog program swapped for a bad one (through the
-``invariants.selfcheck.inject`` plugin, see there). The registry is data (``data/injections.toml``: adding one
-is a table there, and a bad program in :mod:`invariants.selfcheck.inject` when it swaps one). The baseline
-injection ``none`` changes nothing and must pass; a selection always runs it first, widened to every program,
-target and tier of the injections it stands behind (:func:`baseline_for`).
-
-On the TPU target, ``XLA_FLAGS`` does not reach the ahead-of-time compile, and libtpu's own
-``LIBTPU_INIT_ARGS`` refuses the pass flags, so the TPU injection is a program rewrite.
-"""
+An injection is one way the subject can regress: XLA flags, or a catalog program swapped for a bad one
+(:mod:`invariants.selfcheck.inject`). On the TPU target ``XLA_FLAGS`` does not reach the ahead-of-time
+compile, and libtpu's ``LIBTPU_INIT_ARGS`` refuses the pass flags, so the TPU injection is a program
+rewrite."""
 
 from __future__ import annotations
 
@@ -30,17 +24,9 @@ INJECT_MODULE = "invariants.selfcheck.inject"
 
 @dataclasses.dataclass(frozen=True)
 class Injection:
-    """One regression to inject.
-
-    ``env`` is added to the child's environment (``XLA_FLAGS`` or ``INVARIANTS_INJECT``); ``programs`` and
-    ``targets`` restrict the child's run (``--programs``, ``--targets``, and ``--configs`` with ``configs``,
-    None: all of them); ``expect`` lists what must fail (see :mod:`invariants.selfcheck.judge`); an empty
-    ``expect`` means the run must pass (the baseline).
-    ``fast`` injections are the ones the slow pytest test runs by default. The throughput tier (timing)
-    runs only for ``timing`` injections, and the correctness tier only for ``correctness`` ones: they are
-    what make a child slow (a row loop times at seconds a call, and as a reference it runs for every
-    program checked against it). The baseline runs each tier that one of its injections runs.
-    """
+    """One regression: ``env`` added to its child's, the run restricted to ``programs``, ``targets`` and
+    ``configs``, and what must fail (``expect``, empty for the baseline). The throughput and correctness
+    tiers run only for the injections that ask (``timing``, ``correctness``): they make a child slow."""
 
     name: str
     doc: str
@@ -60,8 +46,7 @@ class Injection:
 
 
 def _injection(row: dict[str, Any]) -> Injection:
-    """One ``[[injection]]`` of ``data/injections.toml``: ``swap`` becomes the child's ``INVARIANTS_INJECT``,
-    and a variable of the suite in ``env`` must be one of :mod:`invariants._config`'s."""
+    """``swap`` becomes the child's ``INVARIANTS_INJECT``, the suite's variables their configured names."""
     env = {_config.name(k) if k.startswith("INVARIANTS_") else k: v for k, v in row.pop("env", {}).items()}
     if swap := row.pop("swap", None):
         env[_config.name("INVARIANTS_INJECT")] = ";".join(f"{n}={INJECT_MODULE}:{f}" for n, f in swap.items())
@@ -77,10 +62,7 @@ INJECTIONS: tuple[Injection, ...] = _registry()
 
 
 def select(names: str | None, *, fast_only: bool = False) -> list[Injection]:
-    """The injections matching ``names`` (comma-separated names or globs; None: all), baseline always first.
-
-    An entry that matches nothing raises one line listing the known names.
-    """
+    """The injections ``names`` match (names or globs; None: all), the baseline first."""
     chosen = [i for i in INJECTIONS if i.fast] if fast_only else list(INJECTIONS)
     if names is not None:
         patterns = selectors(names, "-k", "name injections (selfcheck --list), or leave -k out for all")
@@ -105,8 +87,7 @@ def _matches(injection: Injection, pattern: str) -> bool:
 
 
 def baseline_for(injections: Sequence[Injection]) -> Injection:
-    """The clean run the injections are judged against: every program, target and tier they run, so that
-    each injection's items are shown to pass first."""
+    """The clean run of every program, target and tier the injections run: their items pass there first."""
     base = INJECTIONS[0]
     programs = dict.fromkeys(base.programs)
     targets = dict.fromkeys([base.targets])
@@ -123,21 +104,16 @@ def baseline_for(injections: Sequence[Injection]) -> Injection:
 
 
 def coverage(injection: Injection) -> str:
-    """What one child run covers, in words: its targets, programs and tiers."""
     tiers = "structure, invariants" + (", correctness" if injection.correctness else "")
     tiers += ", throughput" if injection.timing else ""
     return f"targets {injection.targets}; programs {', '.join(injection.programs)}; tiers {tiers}"
 
 
 def restrict_targets(injections: Sequence[Injection], targets: str | None) -> list[Injection]:
-    """Keep the baseline and the injections whose targets ``targets`` selects (None keeps all), in the
-    gate's own grammar (:func:`invariants.catalog.targets.select_targets`: names, ``all``, ``runtime``,
-    families; an unknown name or an empty selection is one line, with a suggestion).
-    """
+    """The baseline and the injections on targets ``targets`` selects in the gate's grammar (None: all)."""
     if targets is None:
         return list(injections)
-    # Lazy: importing compile.process sets JAX's environment in this process (the platform, libtpu's
-    # variables); only a --targets selection, which starts JAX, needs that.
+    # Lazy: importing it sets JAX's environment in this process, which only a --targets selection needs.
     from ..compile.process import held_stderr
 
     with held_stderr():  # the targets come with the catalog: JAX, and the CUDA plugin's notices
@@ -147,8 +123,7 @@ def restrict_targets(injections: Sequence[Injection], targets: str | None) -> li
 
 
 def check_selected(injections: Sequence[Injection], names: str | None, targets: str | None) -> None:
-    """One line when the selection leaves no injection beside the baseline: a self-check that injects
-    nothing proves nothing ("0/0 caught")."""
+    """A self-check that injects nothing proves nothing."""
     if any(not i.is_baseline for i in injections):
         return
     given = " ".join(

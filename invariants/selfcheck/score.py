@@ -1,8 +1,5 @@
-"""The mutation-score table: per injection, whether it was caught and by which items, and a score line.
-
-The score line says whether the baseline passed (a failing baseline makes every other verdict
-meaningless) and what the baseline ran: it is not the whole gate.
-"""
+"""The mutation-score table: per injection, whether it was caught and by which items, and a score line
+that says whether the baseline passed and what it ran."""
 
 from __future__ import annotations
 
@@ -13,27 +10,23 @@ from .registry import coverage
 
 
 def _verdict(o: Outcome) -> str:
-    """The caught column: the baseline passes or fails, an injection is caught or not."""
     if o.injection.is_baseline:
         return "passes" if o.caught else "**FAILS**"
     return "yes" if o.caught else "**no**"
 
 
 def _row(o: Outcome, examples: int) -> str:
-    """One injection's row: what it expected, its verdict, its failed items (count, labels, a few ids)."""
     inj = o.injection
     expected = "pass" if inj.is_baseline else ", ".join(inj.expect)
-    verdict = _verdict(o)
     labels = sorted({item_label(it) for it in o.failed})
     ids = [it.nodeid.split("::", 1)[-1] for it in o.failed[:examples]]
     extra = f"; missing {', '.join(o.missing)}" if o.missing and not inj.is_baseline else ""
     note = f" ({o.note})" if o.note else ""
     by = f"{len(o.failed)}: {', '.join(labels)}{extra}{note}"
-    return f"| {inj.name} | {expected} | {verdict} | {by} | {', '.join(ids)} | {o.seconds:.0f} |"
+    return f"| {inj.name} | {expected} | {_verdict(o)} | {by} | {', '.join(ids)} | {o.seconds:.0f} |"
 
 
 def render_table(outcomes: Sequence[Outcome], examples: int = 3) -> str:
-    """The mutation-score table (markdown) and a score line."""
     lines = [
         "| injection | expected | caught | failing items | e.g. | s |",
         "|---|---|---|---|---|---|",
@@ -43,10 +36,9 @@ def render_table(outcomes: Sequence[Outcome], examples: int = 3) -> str:
     caught = sum(o.caught for o in injected)
     base = next((o for o in outcomes if o.injection.is_baseline), None)
     base_text = "passes" if base and base.caught else "FAILS (scores are meaningless)"
-    lines.append("")
-    lines.append(f"mutation score: {caught}/{len(injected)} injections caught; baseline {base_text}")
+    lines += ["", f"mutation score: {caught}/{len(injected)} injections caught; baseline {base_text}"]
     if base:
-        # The baseline is not the gate: say what it ran, so that "passes" never reads as "the gate is green".
+        # So that "passes" never reads as "the gate is green".
         lines.append(
             f"baseline ran: {coverage(base.injection)}; the gate's default run (pytest invariants/gate) "
             "covers every program and target"

@@ -391,7 +391,10 @@ def test_a_release_whose_suite_did_not_run_names_no_file_that_is_gone(monkeypatc
     if command == "bisect":
         argv, main = ["--good", "0.10.1", "--bad", "0.10.2", *kept], b.main_bisect
     else:
-        argv, main = ["--versions", "0.10.2", "--no-tpu", "--out", str(tmp_path / "out"), *kept], m.main
+        argv, main = (
+            ["--versions", "0.10.2", "--no-tpu", "--out", str(tmp_path / "out"), *kept],
+            m.main_matrix,
+        )
     with pytest.raises(InvariantsError, match="the suite did not run") as err:
         main(argv)
     line = str(err.value)
