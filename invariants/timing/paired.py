@@ -30,7 +30,7 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -43,6 +43,7 @@ Timed = Callable[[], object]
 Clock = Callable[[], float]
 
 Verdict = Literal["pass", "fail", "inconclusive"]
+_T = TypeVar("_T")
 
 _MAX_INNER = 100_000
 # The device clock's pairs per measurement, and the device seconds one trace may hold (see _device_pairs).
@@ -129,14 +130,10 @@ def _calibrate(
     a: Timed, b: Timed, warmup: int, sample_seconds: float, clock: Clock
 ) -> tuple[tuple[int, int], tuple[float, float]]:
     """Each side's ``inner`` so that a sample lasts ``sample_seconds``, and its seconds per call."""
-    probes_a: list[float] = []
-    probes_b: list[float] = []
-    for _ in range(max(warmup, 1)):
-        probes_a.append(_sample(a, 1, clock))
-        probes_b.append(_sample(b, 1, clock))
+    probes = [(_sample(a, 1, clock), _sample(b, 1, clock)) for _ in range(max(warmup, 1))]
     # The first calls may include one-off costs (allocation, caches); the later half is the steady state.
-    half = len(probes_a) // 2
-    per_call = float(np.median(probes_a[half:])), float(np.median(probes_b[half:]))
+    per_a, per_b = np.median(probes[len(probes) // 2 :], axis=0)
+    per_call = float(per_a), float(per_b)
 
     def inner_for(per: float) -> int:
         if per <= 0.0:
@@ -174,14 +171,8 @@ def _pairs(sides: _Sides, count: int, start: int, deadline: float | None, floor:
             if deadline is not None and i >= floor and clock() >= deadline:
                 break
             a_first.append(i % 2 == 0)
-            if i % 2 == 0:
-                sa = _sample(a, inner_a, clock)
-                sb = _sample(b, inner_b, clock)
-            else:
-                sb = _sample(b, inner_b, clock)
-                sa = _sample(a, inner_a, clock)
-            wall_a.append(sa / inner_a)
-            wall_b.append(sb / inner_b)
+            for fn, inner, out in _in_order(a_first[-1], (a, inner_a, wall_a), (b, inner_b, wall_b)):
+                out.append(_sample(fn, inner, clock) / inner)
         return len(a_first) * (inner_a + inner_b)
 
     if device is None:  # the host's clock is the verdict's: the same times, in lists of their own
@@ -195,13 +186,13 @@ def _pairs(sides: _Sides, count: int, start: int, deadline: float | None, floor:
         return sum(next(seconds) for _ in range(inner)) / inner
 
     for first in a_first:
-        if first:
-            t_a.append(take(inner_a))
-            t_b.append(take(inner_b))
-        else:
-            t_b.append(take(inner_b))
-            t_a.append(take(inner_a))
+        for inner, out in _in_order(first, (inner_a, t_a), (inner_b, t_b)):
+            out.append(take(inner))
     return _Taken(t_a, t_b, wall_a, wall_b)
+
+
+def _in_order(a_first: bool, a: _T, b: _T) -> tuple[_T, _T]:
+    return (a, b) if a_first else (b, a)
 
 
 def decide_upper(low: float, high: float, threshold: float) -> Verdict | None:
@@ -225,21 +216,6 @@ def _device_pairs(min_pairs: int, floor: int, per_pair: float) -> int:
     """Pairs to take on the device clock: fewer for slow programs, whose calls each add their ops to the trace
     (a per-row loop: thousands of events per call, which the profiler takes seconds to export)."""
     return max(floor + 2, min(min_pairs, DEVICE_PAIRS, math.ceil(DEVICE_TRACE_SECONDS / max(per_pair, 1e-9))))
-
-
-@dataclass(frozen=True)
-class _Run:
-    ratios: np.ndarray
-    t_a: np.ndarray
-    t_b: np.ndarray
-    wall_a: np.ndarray
-    wall_b: np.ndarray
-    low: float
-    high: float
-    verdict: Verdict | None
-    seconds: float
-    inner: tuple[int, int]
-    looks: int
 
 
 def _checked(s: Sampling, decides: bool) -> tuple[float, int]:
@@ -305,6 +281,17 @@ def _looks(
         )
 
 
+@dataclass(frozen=True)
+class _Run:
+    sample: _Sample
+    ratios: np.ndarray
+    low: float
+    high: float
+    verdict: Verdict | None
+    seconds: float
+    looks: int
+
+
 def _run(
     a: Timed,
     b: Timed,
@@ -324,8 +311,7 @@ def _run(
             gc.enable()
     if decide is not None and verdict is None:
         verdict = "inconclusive"
-    t_a, t_b, wall_a, wall_b = map(np.asarray, (sample.t_a, sample.t_b, sample.wall_a, sample.wall_b))
-    return _Run(ratios, t_a, t_b, wall_a, wall_b, low, high, verdict, seconds, sample.sides.inner, look)
+    return _Run(sample, ratios, low, high, verdict, seconds, look)
 
 
 @dataclass(frozen=True)
@@ -401,6 +387,7 @@ def measure_paired(
 
 def _result(r: _Run, sampling: Sampling, bound: float | None, direction: Direction, name: str) -> RatioResult:
     device = sampling.device is not None
+    s = r.sample
     return RatioResult(
         median=float(np.median(r.ratios)),
         low=r.low,
@@ -410,20 +397,20 @@ def _result(r: _Run, sampling: Sampling, bound: float | None, direction: Directi
         confidence=sampling.confidence,
         threshold=bound,
         verdict=r.verdict,
-        t_a_median=float(np.median(r.t_a)),
-        t_b_median=float(np.median(r.t_b)),
+        t_a_median=float(np.median(s.t_a)),
+        t_b_median=float(np.median(s.t_b)),
         cv=robust_cv(r.ratios),
-        inner_a=r.inner[0],
-        inner_b=r.inner[1],
+        inner_a=s.sides.inner[0],
+        inner_b=s.sides.inner[1],
         looks=r.looks,
-        ratios=tuple(float(v) for v in r.ratios),
-        samples_a=tuple(float(v) for v in r.t_a),
-        samples_b=tuple(float(v) for v in r.t_b),
+        ratios=tuple(r.ratios.tolist()),
+        samples_a=tuple(s.t_a),
+        samples_b=tuple(s.t_b),
         direction=direction,
         name=name,
         clock="device" if device else sampling.clock_name,
-        wall_a_median=float(np.median(r.wall_a)) if device else None,
-        wall_b_median=float(np.median(r.wall_b)) if device else None,
+        wall_a_median=float(np.median(s.wall_a)) if device else None,
+        wall_b_median=float(np.median(s.wall_b)) if device else None,
     )
 
 
