@@ -11,6 +11,7 @@ other releases, where a versus worker or a bisect run imports this package, lack
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import sys
@@ -54,12 +55,12 @@ def end_descendants(grace: float = _GRACE_SECONDS) -> int:
     return len(children)
 
 
+@dataclasses.dataclass
 class _State:
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self.ended = 0
-        # The handler's Stopped was dropped where Python lets no exception out (see ending_cleanly).
-        self.dropped = False
+    signum: int | None = None
+    ended: int = 0
+    # The handler's Stopped was dropped where Python lets no exception out (see ending_cleanly).
+    dropped: bool = False
 
 
 @contextlib.contextmanager

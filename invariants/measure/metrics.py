@@ -131,8 +131,16 @@ def _itemsize(config: Config) -> int:
 
 
 def _number(
-    source: Source, name: str, meaning: str, of: Callable[[Any], object], unit: Unit = "count", **extra: Any
+    source: Source,
+    name: str,
+    meaning: str,
+    of: Callable[[Any], object] | None = None,
+    unit: Unit = "count",
+    **extra: Any,
 ) -> Metric:
+    """A number; ``of`` by default reads the field of the metric's name (a kernel metric: its total)."""
+    if of is None:
+        of = _total(name) if source == "kernel" else operator.attrgetter(name)
     return Metric(name, meaning, "number", source, unit, of, **extra)
 
 
@@ -148,15 +156,9 @@ def _total(field: str) -> Callable[[ProgramCode], int | Missing]:
 
 
 _ALL = (
+    _structural("kernels", "static kernel count: entry computation plus each while body/condition once"),
     _structural(
-        "kernels",
-        "static kernel count: entry computation plus each while body/condition once",
-        lambda s: s.kernels,
-    ),
-    _structural(
-        "entry_fusions",
-        "fusions launched by the entry computation (call bodies inlined, loops not)",
-        lambda s: s.entry_fusions,
+        "entry_fusions", "fusions launched by the entry computation (call bodies inlined, loops not)"
     ),
     _structural("fusions", "alias of entry_fusions", lambda s: s.entry_fusions, alias_of="entry_fusions"),
     _structural("while_loops", "while instructions in all computations", lambda s: len(s.while_loops)),
@@ -168,19 +170,16 @@ _ALL = (
     _structural(
         "dynamic_kernel_launches",
         "kernel launches with loops expanded by trip count (body x trips); unknown if any trip is",
-        lambda s: s.dynamic_kernel_launches,
     ),
     _structural(
         "gathers",
         'gather instructions in all computations, fused included; gathers(dtype="f32"): those of f32 rows',
-        lambda s: s.gathers,
         by_dtype=_indexed("gather_shapes"),
     ),
     _structural(
         "scatters",
         'scatter instructions in all computations, fused included; scatters(dtype="f32"): '
         "those into an f32 operand",
-        lambda s: s.scatters,
         by_dtype=_indexed("scatter_shapes"),
     ),
     _sparsecore(
@@ -213,31 +212,22 @@ _ALL = (
         "strided_gathers",
         "gathers whose slice per index is not contiguous in the operand's layout "
         "(its dimensions larger than 1 are not the minor-most)",
-        lambda s: s.strided_gathers,
         by_dtype=_indexed("gather_shapes", strided=True),
     ),
     _structural(
         "strided_scatters",
         "scatters whose window per index is not contiguous in the operand's layout "
         "(each index's row written strided)",
-        lambda s: s.strided_scatters,
         by_dtype=_indexed("scatter_shapes", strided=True),
     ),
     _structural(
         "transposes",
         "transpose instructions in all computations, fused included (a layout-changing "
         "copy is counted by copies)",
-        lambda s: s.transposes,
     ),
+    _structural("dynamic_slices", "dynamic-slice instructions in all computations, fused included"),
     _structural(
-        "dynamic_slices",
-        "dynamic-slice instructions in all computations, fused included",
-        lambda s: s.dynamic_slices,
-    ),
-    _structural(
-        "dynamic_update_slices",
-        "dynamic-update-slice instructions in all computations, fused included",
-        lambda s: s.dynamic_update_slices,
+        "dynamic_update_slices", "dynamic-update-slice instructions in all computations, fused included"
     ),
     _structural(
         "collectives",
@@ -352,26 +342,15 @@ _ALL = (
         from_analysis("bytes_accessed"),
         unit="bytes",
     ),
+    _kernel("cas_atomics", "compare-and-swap atomics in the kernels' code (PTX atom.cas, LLVM cmpxchg)"),
     _kernel(
-        "cas_atomics",
-        "compare-and-swap atomics in the kernels' code (PTX atom.cas, LLVM cmpxchg)",
-        _total("cas_atomics"),
+        "cas_loops", "compare-and-swap atomics inside a loop: CAS retry loops standing in for a native atomic"
     ),
     _kernel(
-        "cas_loops",
-        "compare-and-swap atomics inside a loop: CAS retry loops standing in for a native atomic",
-        _total("cas_loops"),
+        "float_atomics", "native floating-point atomic or reduction adds (any width, one per instruction)"
     ),
     _kernel(
-        "float_atomics",
-        "native floating-point atomic or reduction adds (any width, one per instruction)",
-        _total("float_atomics"),
-    ),
-    _kernel(
-        "local_bytes",
-        "stack and spill bytes the kernels declare (PTX .local, LLVM alloca)",
-        _total("local_bytes"),
-        unit="bytes",
+        "local_bytes", "stack and spill bytes the kernels declare (PTX .local, LLVM alloca)", unit="bytes"
     ),
     _kernel("code_loops", "loops (backward branches) in the kernels' code", _total("loops")),
     _kernel(
@@ -450,13 +429,14 @@ def metrics_of(
     structure: Structure, code: ProgramCode, compiled: Compiled, module: HloModule | None = None
 ) -> dict[str, Any]:
     """Every metric one compile gives, by name (aliases too), raw: a Missing or None where there is none."""
+    family = compiled.target.split("-", 1)[0]  # empty for none (a module read from a file)
     sources: dict[str, object] = {
         "structure": structure,
         "compiler": Analyses(
             structure,
             compiled.cost or {},
             compiled.memory or {},
-            _family(compiled.target),
+            family if family in ("cpu", "tpu", "gpu") else "",
             module,
             compiled.target,
         ),
@@ -469,12 +449,6 @@ def metrics_of(
         for m in _ALL
         if m.source in sources and m.of is not None and not m.call_only
     }
-
-
-def _family(target: str) -> str:
-    """A target's family by its name (``cpu-8dev``: ``cpu``); empty for none (a module read from a file)."""
-    family = target.split("-", 1)[0]
-    return family if family in ("cpu", "tpu", "gpu") else ""
 
 
 def input_facts(config: Config, layout: Layout | None = None, devices: int = 1) -> dict[str, int]:

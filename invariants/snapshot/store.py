@@ -78,12 +78,6 @@ def obsolete_snapshots(folder: Path, known: set[str]) -> list[Path]:
     )
 
 
-def _remove_leftovers(path: Path) -> None:
-    for stale in path.parent.glob(TEMP_GLOB.format(name=glob.escape(path.name))):
-        with contextlib.suppress(OSError):
-            stale.unlink()
-
-
 def write_atomic(path: Path, text: str) -> None:
     """:func:`invariants._paths.write_atomic`, refusing a directory in the way and a read-only snapshot."""
     where = shown(path)
@@ -93,7 +87,9 @@ def write_atomic(path: Path, text: str) -> None:
         raise SnapshotFileError(
             f"{where}: read-only; --snapshot-update does not replace it (make it writable to record it)"
         )
-    _remove_leftovers(path)
+    for stale in path.parent.glob(TEMP_GLOB.format(name=glob.escape(path.name))):  # a killed write's
+        with contextlib.suppress(OSError):
+            stale.unlink()
     try:
         _paths.write_atomic(path, text)
     except InvariantsError as err:

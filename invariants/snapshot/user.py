@@ -29,12 +29,8 @@ from .store import SNAPSHOT_ROOT, SUFFIX, TextFiles, first_line
 _HEADER = re.compile(r"# \S+ \[.*\] on (?P<target>\S+)")
 
 
-def _index(target: str, n: int) -> str:
-    # The target travels in syrupy's index: it asks an extension for a location by test and index only.
-    return f"{n}@{target}"
-
-
 def _parse(index: Any) -> tuple[int, str]:
+    # syrupy asks an extension for a location by test and index only, so the target travels in the index.
     n, at, target = str(index).partition("@")
     if not at or not n.isdigit() or not target:
         raise TypeError(f"compiled_snapshot: not an index of ours: {index!r}; assert compiled_snapshot == s")
@@ -101,7 +97,7 @@ class CompiledSnapshotAssertion(SnapshotAssertion):
         # The how-many-th snapshot of this target in this test: its earlier ones are in the executions.
         earlier = self.executions.values()
         n = sum(Path(r.snapshot_location).parent.parent.name == other.target for r in earlier)
-        self(name=_index(other.target, n))
+        self(name=f"{n}@{other.target}")  # the target travels in syrupy's index (see _parse)
         return super().__eq__(other)
 
     __hash__ = SnapshotAssertion.__hash__

@@ -29,9 +29,7 @@ class DeviceRecorder:
     """Device seconds of the calls a batch makes (a test's ``tracer`` and ``reader`` stand in for a chip)."""
 
     def __init__(
-        self,
-        tracer: Tracer = profiler_trace,
-        reader: Callable[..., DeviceTrace] = _MODULES_ONLY,
+        self, tracer: Tracer = profiler_trace, reader: Callable[..., DeviceTrace] = _MODULES_ONLY
     ) -> None:
         self._tracer = tracer
         self._reader = reader

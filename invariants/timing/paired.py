@@ -293,10 +293,7 @@ class _Run:
 
 
 def _run(
-    a: Timed,
-    b: Timed,
-    decide: Callable[[float, float], Verdict | None] | None,
-    sampling: Sampling,
+    a: Timed, b: Timed, decide: Callable[[float, float], Verdict | None] | None, sampling: Sampling
 ) -> _Run:
     alpha, floor = _checked(sampling, decide is not None)
     gc_was_enabled = gc.isenabled()

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from jax.profiler import ProfileData, ProfilePlane
+    from jax.profiler import ProfileData
 
 from invariants._errors import InvariantsError
 
@@ -121,7 +121,9 @@ class _TraceLine(Protocol):
     def events(self) -> Iterable[_TraceEvent]: ...
 
 
-def _events(line: _TraceLine) -> tuple[Event, ...]:
+def _events(line: _TraceLine | None) -> tuple[Event, ...]:
+    if line is None:
+        return ()
     return tuple(
         sorted(
             (Event(e.name, float(e.start_ns), float(e.duration_ns)) for e in line.events),
@@ -148,23 +150,13 @@ def read_trace(path: str | os.PathLike[str], ops: bool = True) -> DeviceTrace:
 
 def _device_trace(p: Path, profile: ProfileData, ops: bool) -> DeviceTrace:
     for plane in profile.planes:
-        found = _plane_trace(p, plane, ops) if plane.name.startswith(DEVICE_PREFIX) else None
-        if found is not None:
-            return found
+        lines = {line.name: line for line in plane.lines} if plane.name.startswith(DEVICE_PREFIX) else {}
+        if modules := _events(lines.get(MODULES_LINE)):
+            return DeviceTrace(str(p), plane.name, modules, _events(lines.get(OPS_LINE)) if ops else ())
     names = ", ".join(plane.name for plane in profile.planes) or "none"
     raise TraceError(
         f"{p}: no device plane with '{MODULES_LINE}' events (planes: {names}); "
         "a trace of a CPU run, or of a plugin that records no device events, has no device clock"
-    )
-
-
-def _plane_trace(p: Path, plane: ProfilePlane, ops: bool) -> DeviceTrace | None:
-    lines = {line.name: line for line in plane.lines}
-    modules = _events(lines[MODULES_LINE]) if MODULES_LINE in lines else ()
-    if not modules:
-        return None
-    return DeviceTrace(
-        str(p), plane.name, modules, _events(lines[OPS_LINE]) if ops and OPS_LINE in lines else ()
     )
 
 
