@@ -134,14 +134,21 @@ def _number(
     source: Source,
     name: str,
     meaning: str,
-    of: Callable[[Any], object] | None = None,
+    of: Callable[..., object] | None = None,
     unit: Unit = "count",
-    **extra: Any,
+    *,
+    by_dtype: Callable[[Structure, str], int] | None = None,
+    alias_of: str | None = None,
+    sparsecore: bool = False,
 ) -> Metric:
-    """A number; ``of`` by default reads the field of the metric's name (a kernel metric: its total)."""
+    """A number; ``of`` by default reads the metric's name from its source (a kernel metric: its total)."""
     if of is None:
-        of = _total(name) if source == "kernel" else operator.attrgetter(name)
-    return Metric(name, meaning, "number", source, unit, of, **extra)
+        readers: dict[str, Callable[[str], Callable[..., object]]] = {
+            "kernel": _total,
+            "compiler": from_analysis,
+        }
+        of = readers.get(source, operator.attrgetter)(name)
+    return Metric(name, meaning, "number", source, unit, of, False, alias_of, by_dtype, sparsecore)
 
 
 _structural = functools.partial(_number, "structure")
@@ -308,7 +315,6 @@ _ALL = (
         "temporary buffer bytes in the device's main memory, from "
         "compiled.memory_analysis(); on TPU it leaves out the intermediates XLA places in on-chip "
         "memory (VMEM), however large: bound peak_bytes there",
-        from_analysis("temp_bytes"),
         unit="bytes",
     ),
     _compiler(
@@ -319,27 +325,12 @@ _ALL = (
         peak_bytes,
         unit="bytes",
     ),
-    _compiler(
-        "argument_bytes",
-        "argument buffer bytes, from compiled.memory_analysis()",
-        from_analysis("argument_bytes"),
-        unit="bytes",
-    ),
-    _compiler(
-        "output_bytes",
-        "output buffer bytes, from compiled.memory_analysis()",
-        from_analysis("output_bytes"),
-        unit="bytes",
-    ),
-    _compiler(
-        "flops",
-        "floating-point operations, from compiled.cost_analysis() (not across releases)",
-        from_analysis("flops"),
-    ),
+    _compiler("argument_bytes", "argument buffer bytes, from compiled.memory_analysis()", unit="bytes"),
+    _compiler("output_bytes", "output buffer bytes, from compiled.memory_analysis()", unit="bytes"),
+    _compiler("flops", "floating-point operations, from compiled.cost_analysis() (not across releases)"),
     _compiler(
         "bytes_accessed",
         "bytes read and written, from compiled.cost_analysis() (not across releases)",
-        from_analysis("bytes_accessed"),
         unit="bytes",
     ),
     _kernel("cas_atomics", "compare-and-swap atomics in the kernels' code (PTX atom.cas, LLVM cmpxchg)"),
@@ -383,7 +374,7 @@ _ALL = (
     ),
     _input("lookups", "indices looked up per call", lambda c: math.prod(c.index_shape)),
     _input("row_bytes", "bytes of one table row", lambda c: c.width * _itemsize(c), unit="bytes"),
-    _input("vocab", "rows of the embedding table", lambda c: c.vocab),
+    _input("vocab", "rows of the embedding table"),
     # Per chip of a sharded program's mesh on the item's target (see sharding_facts); 1 when unsharded.
     Metric(
         "chips", "devices in a sharded program's mesh on the item's target (1 unsharded)", "number", "input"
