@@ -50,7 +50,9 @@ def _usage() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; a reader that stops early (``| head``) ends it quietly."""
-    _never_unencodable()
+    for stream in (sys.stdout, sys.stderr):  # an unencodable character written as its escape, not raised
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     try:
         status = _dispatch(argv)
         sys.stdout.flush()  # a closed pipe shows here, inside the try, not at interpreter exit
@@ -60,13 +62,6 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
-
-
-def _never_unencodable() -> None:
-    """A character the console cannot encode is written as its escape, not raised mid-report."""
-    for stream in (sys.stdout, sys.stderr):
-        if isinstance(stream, io.TextIOWrapper):
-            stream.reconfigure(errors="backslashreplace")
 
 
 def _dispatch(argv: list[str] | None) -> int:
@@ -79,7 +74,11 @@ def _dispatch(argv: list[str] | None) -> int:
         hint = did_you_mean(command, COMMANDS)
         print(f"invariants: unknown command {command!r}{hint}; known: {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
-    _command_environment()
+    # As in the pytest plugin, JAX runs on the CPU unless asked otherwise; and no command, nor its children,
+    # writes bytecode caches inside the installed package (or JAX's).
+    _config.default_platforms()
+    sys.dont_write_bytecode = True
+    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     module = importlib.import_module(COMMANDS[command][0])
     entry = getattr(module, "main_" + command.replace("-", "_"), None) or module.main
     with ending_cleanly() as signalled:
@@ -93,14 +92,6 @@ def _dispatch(argv: list[str] | None) -> int:
             status = 1
     # Also where the command caught the interrupt itself and returned (pytest, in ``gate``).
     return stopped_by(signalled, command) if signalled.signum is not None else status
-
-
-def _command_environment() -> None:
-    """As in the pytest plugin, JAX runs on the CPU unless asked otherwise; and no command, nor its
-    children, writes bytecode caches inside the installed package (or JAX's)."""
-    _config.default_platforms()
-    sys.dont_write_bytecode = True
-    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
 
 
 def _run(entry: Callable[[list[str]], int], rest: list[str]) -> int:

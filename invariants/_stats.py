@@ -13,13 +13,9 @@ _MAD_TO_SIGMA = 1.4826  # MAD * this estimates the standard deviation of a norma
 
 
 def median_interval(values: np.ndarray | list[float], confidence: float) -> tuple[float, float]:
-    """Distribution-free confidence interval for the median of ``values``: order statistics.
-
-    The number of draws below the true median is Binomial(n, 1/2), so ``[x_(k), x_(n+1-k)]`` covers it with
-    probability ``1 - 2 * P(Binom(n, 1/2) <= k - 1)``: exact, for any distribution (per-pair time ratios on
-    a loaded machine are skewed and heavy-tailed), deterministic, and one sort (a bootstrap of a median
-    under-covers at small ``n``).
-    """
+    """Distribution-free confidence interval for the median of ``values``: ``[x_(k), x_(n+1-k)]`` covers it
+    with probability ``1 - 2 * P(Binom(n, 1/2) <= k - 1)``, exactly, whatever the distribution (per-pair
+    ratios on a loaded machine are skewed and heavy-tailed; a bootstrap of a median under-covers)."""
     x = np.sort(np.asarray(values, dtype=float))
     n = x.size
     alpha = 1.0 - confidence

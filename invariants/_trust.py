@@ -56,10 +56,8 @@ def made_private(folder: Path) -> None:
 def trusted_folder(
     root: str | os.PathLike[str], below: Iterable[str] = (), *, named: str, instead: str, make: bool = True
 ) -> Path:
-    """``root`` as an absolute path, once it and each level of each relative path of ``below`` are this
-    user's own. ``root`` may be a link the user chose; a level below it is checked without following one, and
-    made when missing if ``make``. The first level that fails is one line, ``{named} FOLDER: why; {instead}``.
-    """
+    """``root`` as an absolute path, once it and each level of each path of ``below`` are this user's own;
+    ``root`` may be a link the user chose, a level below it may not. ``make``: missing levels are made."""
     top = Path(os.path.abspath(os.fspath(root)))
     level = top
     try:

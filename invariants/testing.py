@@ -438,13 +438,11 @@ def compile_for(
     axis_types: str = "auto",
     donate_argnums: int | tuple[int, ...] = (),
 ) -> CompiledStructure:
-    """Compile ``fn(*args)`` for ``target`` (``cpu``, ``tpu-v5e``, ``tpu-v5e-4x4``, ... or ``runtime``) and
-    measure it; only the shapes and dtypes of ``args`` matter.
+    """Compile ``fn(*args)`` for ``target`` and measure it; only the shapes and dtypes of ``args`` matter.
 
     A multi-chip target compiles a sharded program: ``mesh`` (axis name -> size, or a mesh of
     :func:`mesh_for`) with ``in_shardings`` (a PartitionSpec per argument, a pytree prefix of ``args``), or
-    arguments already sharded on such a mesh; ``fn`` is traced under the mesh. ``axis_types`` and
-    ``donate_argnums`` are the mesh's and ``jax.jit``'s."""
+    arguments already sharded on such a mesh."""
     chosen = target_named(target)
     # After target_named has started JAX as the gate does.
     import jax

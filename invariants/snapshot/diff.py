@@ -134,12 +134,8 @@ _FIELD = re.compile(r"([a-z][a-z ]*?) ((?:\d|unknown).*)")
 
 def _summary_fields(line: str | None) -> dict[str, str]:
     """A ``summary:`` line's fields by name (``{"kernels": "3", "while loops": "1 (×16384)"}``)."""
-    out: dict[str, str] = {}
-    for part in (line or "").removeprefix("summary: ").split("; "):
-        m = _FIELD.fullmatch(part)
-        if m is not None:
-            out[m.group(1)] = m.group(2)
-    return out
+    parts = (line or "").removeprefix("summary: ").split("; ")
+    return {m.group(1): m.group(2) for part in parts if (m := _FIELD.fullmatch(part))}
 
 
 def summary_change(old: str, new: str) -> str:

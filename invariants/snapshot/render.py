@@ -135,8 +135,7 @@ def structure_lines(structure: Structure, code: ProgramCode | None = None) -> li
     """The structure sections of a snapshot, from ``kernels:`` to ``root:``."""
     out = ["kernels:"]
     out += kernel_lines(structure.kernel_list, "  ", code) or ["  (none)"]
-    if unmatched := (unmatched_lines(code) if code is not None else []):
-        out += ["code of no listed kernel:", *("  " + line for line in unmatched)]
+    out += _unmatched_code(code)
     out.append("custom calls: " + (", ".join(structure.custom_call_targets) or "none"))
     out.append("converts: " + (multiset_text(sorted(Counter(structure.converts).items())) or "none"))
     out += _section("gathers", [_indexed_line(op) for op in structure.gather_shapes])
@@ -145,6 +144,11 @@ def structure_lines(structure: Structure, code: ProgramCode | None = None) -> li
     out.append("aliases: " + (", ".join(structure.aliases) or "none"))
     out.append(f"root: {structure.root_shape}")
     return out
+
+
+def _unmatched_code(code: ProgramCode | None) -> list[str]:
+    unmatched = unmatched_lines(code) if code is not None else []
+    return ["code of no listed kernel:", *("  " + line for line in unmatched)] if unmatched else []
 
 
 def _section(title: str, lines: list[str]) -> list[str]:

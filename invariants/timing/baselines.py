@@ -147,9 +147,8 @@ def write_baseline(
 
 
 def record_programs(key: Sequence[str], cases: Iterable[Case]) -> list[str]:
-    """The programs a ``--record-baselines`` run must select for ``key`` (program, config, target) to be
-    timed at all: those of the smallest throughput relation among ``cases`` holding it, since an efficiency
-    item exists only where every side of its relation is selected."""
+    """The programs of the smallest throughput relation holding ``key``: what ``--record-baselines`` must
+    select, since an efficiency item exists only where every side of its relation is selected."""
     wanted = tuple(key)
     sides = [
         (len(programs), c.id, programs)

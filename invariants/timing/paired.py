@@ -159,8 +159,7 @@ class _Taken(NamedTuple):
 
 
 def _pairs(sides: _Sides, count: int, start: int, deadline: float | None, floor: int) -> _Taken:
-    """``count`` more ABBA pairs from pair ``start``, stopping past ``deadline`` once ``floor`` pairs exist;
-    with a device recorder, inside one trace."""
+    """``count`` more ABBA pairs from pair ``start``, ending past ``deadline`` once ``floor`` pairs exist."""
     a, b, (inner_a, inner_b), clock, device = sides
     wall_a: list[float] = []
     wall_b: list[float] = []
@@ -334,12 +333,7 @@ class Sampling:
 
 
 def measure_ratio(a: Timed, b: Timed, *, threshold: float | None = None, **sampling: Any) -> RatioResult:
-    """``t_a / t_b`` judged against ``threshold`` (None: measured only); ``sampling``: Sampling fields.
-
-    Raises:
-        InvariantsError: ``min_pairs`` too few for ``confidence``, non-positive ``max_seconds`` or ``inner``,
-            ``confidence`` outside (0.5, 1).
-    """
+    """``t_a / t_b`` judged against ``threshold`` (None: measured only); ``sampling``: Sampling fields."""
     return measure_paired(a, b, bound=threshold, direction="at_most", sampling=Sampling(**sampling))
 
 
@@ -453,11 +447,8 @@ def clock_sampling(name: str, clock: Clock, recorder: DeviceRecorder | None = No
 def confirmed(
     measure: Callable[[], RatioResult], verdict: Verdict = "fail"
 ) -> tuple[RatioResult, list[RatioResult]]:
-    """The deciding result and every attempt: a ``verdict`` counts only if a second measurement repeats it.
-
-    The interval covers one measurement's sampling error under steady conditions; a burst of load that hits
-    one program harder changes the quantity itself for a while. A regression repeats; a burst rarely does.
-    """
+    """The deciding result and every attempt: a ``verdict`` counts only if a second measurement repeats it,
+    as a regression does and a burst of load that hits one program harder rarely does."""
     first = measure()
     if first.verdict != verdict:
         return first, [first]
