@@ -80,10 +80,8 @@ def ending_cleanly() -> Iterator[_State]:
         raise Stopped(signum)
 
     def dropped(info: sys.UnraisableHookArgs) -> None:
-        # Where Python cannot let an exception out (a gc callback, which JAX registers while it imports;
-        # a __del__), it reports it here and drops it: the command would run to its end. The forwarder
-        # sends the signal to the main thread again, where ordinary code takes the handler's Stopped. (No
-        # waiting here: a signal that came while this hook waited would be dropped with it.)
+        # Where Python lets no exception out (a gc callback, a __del__), the Stopped is dropped here: the
+        # forwarder sends the signal to the main thread again, where ordinary code takes it.
         if isinstance(info.exc_value, Stopped) and state.signum is not None:
             state.dropped = True
             with contextlib.suppress(OSError):
@@ -96,10 +94,8 @@ def ending_cleanly() -> Iterator[_State]:
     saved_hook = sys.unraisablehook
     sys.unraisablehook = dropped
     saved = {s: signal.signal(s, handler) for s in _HANDLED}
-    # The kernel may hand a process's signal to any of its threads (a watchdog, a compile pool, XLA's own),
-    # and then a main thread blocked in a sleep or a read is not woken to run the handler: the command would
-    # hang. The wakeup fd hears every signal, whichever thread took it; a thread of ours sends the ones the
-    # main thread did not act on to the main thread itself.
+    # The kernel may hand a signal to any thread, and then a main thread blocked in a sleep or a read is not
+    # woken to run the handler. The wakeup fd hears every signal; _forward sends it on to the main thread.
     saved_fd = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
     forwarder = threading.Thread(
         target=_forward,

@@ -104,8 +104,7 @@ class _Watchdog:
             self._cond.notify()
 
     def _watch(self) -> None:
-        # Signals are the main thread's: one the kernel gave this thread would not wake a main thread
-        # blocked in the project's code (_signals forwards such ones; this thread never takes them).
+        # Signals are the main thread's: one given to this thread would not wake it (see _signals).
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
         with self._cond:
             while True:
@@ -151,8 +150,7 @@ def guarded(what: str) -> Iterator[None]:
         nonlocal interrupted
         interrupted = True
         if callable(saved_int) and saved_int is not signal.default_int_handler:
-            # A command's own handler (_signals): it ends the command's processes and raises Stopped, or
-            # returns when the command is already ending (a second signal), which must not interrupt that.
+            # A command's own handler (_signals): it raises Stopped, or returns while the command ends.
             saved_int(signum, frame)
             return
         raise KeyboardInterrupt

@@ -108,7 +108,6 @@ def no_sparsecore(target: str) -> str | None:
     return None
 
 
-# The counts an offload change is read from, with the word for one of each.
 OFFLOAD_COUNTS = {"sparsecore_gathers": "gather", "sparsecore_scatters": "scatter"}
 
 
@@ -467,7 +466,6 @@ def markdown_table(metrics: Iterable[Metric] = _ALL) -> str:
     return "\n".join(rows)
 
 
-# The sources of metrics, in the order ``hlo-stats --help`` lists them, with their headings.
 _SOURCE_TITLES = (
     ("structure", "structural (also JSON keys of --json)"),
     ("input", "input facts"),

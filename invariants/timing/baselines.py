@@ -63,7 +63,8 @@ def read_baseline(path: Path) -> dict[str, Any] | None:
         data = json.loads(path.read_text(), parse_constant=_no_constant, parse_int=_bounded_int)
     except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as err:
         where = f":{err.lineno}" if isinstance(err, json.JSONDecodeError) else ""
-        raise InvariantsError(f"{path}{where}: not a baseline (not JSON: {_first(err)})") from None
+        said = str(getattr(err, "msg", err)).splitlines()[0]
+        raise InvariantsError(f"{path}{where}: not a baseline (not JSON: {said})") from None
     if not isinstance(data, dict):
         raise InvariantsError(f"{path}: not a baseline (a JSON object with 'efficiency' and 'runs')")
     _check_median(path, data.get("efficiency"), data.get("runs"))
@@ -77,7 +78,7 @@ def _check_median(path: Path, value: object, runs: object) -> None:
     if not isinstance(value, int | float) or not _number(value) or not low <= value <= high:
         raise InvariantsError(
             f"{path}: not a baseline ('efficiency' must be a number in [{low:g}, {high:g}], "
-            f"got {_shown(value)})"
+            f"got {json.dumps(value)[:40]})"
         )
     if not isinstance(runs, list) or len(runs) != 3 or not all(_number(r) and low <= r <= high for r in runs):
         raise InvariantsError(
@@ -102,14 +103,6 @@ def _bounded_int(text: str) -> int:
     if len(text.lstrip("-")) > 30:
         raise ValueError(f"a {len(text)}-digit number is not a measurement")
     return int(text)
-
-
-def _first(err: Exception) -> str:
-    return str(getattr(err, "msg", err)).splitlines()[0]
-
-
-def _shown(value: object) -> str:
-    return json.dumps(value)[:40]
 
 
 def provenance(record: dict[str, Any]) -> str:
