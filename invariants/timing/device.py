@@ -11,7 +11,7 @@ import tempfile
 from collections.abc import Callable
 from contextlib import AbstractContextManager as ContextManager
 
-from .trace import DeviceTrace, durations_in_order, expect_calls, find_traces, read_trace
+from .trace import DeviceTrace, TraceError, find_traces, read_trace
 
 Tracer = Callable[[str], ContextManager[object]]
 
@@ -36,15 +36,16 @@ class DeviceRecorder:
 
     def record(self, batch: Callable[[], int]) -> list[float]:
         """Each call's device seconds, in order, of ``batch`` (which returns how many calls it made)."""
-        calls = 0
-
-        def counted() -> int:
-            nonlocal calls
-            calls = batch()
-            return calls
-
-        traces = self.record_traces(counted)
-        return expect_calls(durations_in_order(traces), calls, "device clock")
+        made: list[int] = []
+        seconds = [
+            e.duration_ns * 1e-9 for t in self.record_traces(lambda: made.append(batch())) for e in t.modules
+        ]
+        if len(seconds) != made[0]:
+            raise TraceError(
+                f"device clock: the trace holds {len(seconds)} module executions for {made[0]} calls; "
+                "the device clock cannot match them call by call"
+            )
+        return seconds
 
     def record_traces(self, batch: Callable[[], object]) -> list[DeviceTrace]:
         with tempfile.TemporaryDirectory(prefix="invariants-trace-") as folder:

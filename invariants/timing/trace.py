@@ -15,7 +15,7 @@ import os
 import re
 import stat
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -203,17 +203,3 @@ def stats(trace: DeviceTrace, top: int | None = None) -> list[ModuleStats]:
             )
         )
     return result
-
-
-def durations_in_order(traces: Iterable[DeviceTrace]) -> list[tuple[str, float]]:
-    return [(e.name, e.duration_ns * 1e-9) for t in traces for e in t.modules]
-
-
-def expect_calls(events: Sequence[tuple[str, float]], calls: int, what: str) -> list[float]:
-    """The seconds of exactly ``calls`` module executions: any other count cannot be matched call by call."""
-    if len(events) != calls:
-        raise TraceError(
-            f"{what}: the trace holds {len(events)} module executions for {calls} calls; "
-            "the device clock cannot match them call by call"
-        )
-    return [s for _, s in events]
