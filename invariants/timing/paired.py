@@ -151,45 +151,6 @@ class _Sides(NamedTuple):
     device: DeviceRecorder | None = None
 
 
-class _Taken(NamedTuple):
-    t_a: list[float]
-    t_b: list[float]
-    wall_a: list[float]
-    wall_b: list[float]
-
-
-def _pairs(sides: _Sides, count: int, start: int, deadline: float | None, floor: int) -> _Taken:
-    """``count`` more ABBA pairs from pair ``start``, ending past ``deadline`` once ``floor`` pairs exist."""
-    a, b, (inner_a, inner_b), clock, device = sides
-    wall_a: list[float] = []
-    wall_b: list[float] = []
-    a_first: list[bool] = []
-
-    def batch() -> int:
-        for i in range(start, start + count):
-            if deadline is not None and i >= floor and clock() >= deadline:
-                break
-            a_first.append(i % 2 == 0)
-            for fn, inner, out in _in_order(a_first[-1], (a, inner_a, wall_a), (b, inner_b, wall_b)):
-                out.append(_sample(fn, inner, clock) / inner)
-        return len(a_first) * (inner_a + inner_b)
-
-    if device is None:  # the host's clock is the verdict's: the same times, in lists of their own
-        batch()
-        return _Taken(wall_a, wall_b, list(wall_a), list(wall_b))
-    seconds = iter(device.record(batch))
-    t_a: list[float] = []
-    t_b: list[float] = []
-
-    def take(inner: int) -> float:
-        return sum(next(seconds) for _ in range(inner)) / inner
-
-    for first in a_first:
-        for inner, out in _in_order(first, (inner_a, t_a), (inner_b, t_b)):
-            out.append(take(inner))
-    return _Taken(t_a, t_b, wall_a, wall_b)
-
-
 def _in_order(a_first: bool, a: _T, b: _T) -> tuple[_T, _T]:
     return (a, b) if a_first else (b, a)
 
@@ -235,14 +196,43 @@ def _checked(s: Sampling, decides: bool) -> tuple[float, int]:
 
 
 class _Sample:
-    def __init__(self, sides: _Sides, deadline: float, taken: _Taken) -> None:
+    """The pairs taken so far: per-call seconds by the verdict clock, and by the host's beside it."""
+
+    def __init__(self, sides: _Sides, deadline: float) -> None:
         self.sides, self.deadline = sides, deadline
-        self.t_a, self.t_b, self.wall_a, self.wall_b = taken
+        self.t_a: list[float] = []
+        self.t_b: list[float] = []
+        self.wall_a: list[float] = []
+        self.wall_b: list[float] = []
 
     def more(self, count: int, floor: int) -> None:
-        taken = _pairs(self.sides, count, len(self.t_a), self.deadline, floor)
-        for have, new in zip((self.t_a, self.t_b, self.wall_a, self.wall_b), taken, strict=True):
-            have.extend(new)
+        """``count`` more ABBA pairs, ending past the deadline once ``floor`` pairs exist."""
+        a, b, (inner_a, inner_b), clock, device = self.sides
+        start = len(self.t_a)
+        a_first: list[bool] = []
+
+        def batch() -> int:
+            for i in range(start, start + count):
+                if i >= floor and clock() >= self.deadline:
+                    break
+                a_first.append(i % 2 == 0)
+                sides = _in_order(a_first[-1], (a, inner_a, self.wall_a), (b, inner_b, self.wall_b))
+                for fn, inner, out in sides:
+                    out.append(_sample(fn, inner, clock) / inner)
+            return len(a_first) * (inner_a + inner_b)
+
+        if device is None:  # the host's clock is the verdict's
+            batch()
+            self.t_a, self.t_b = list(self.wall_a), list(self.wall_b)
+            return
+        seconds = iter(device.record(batch))
+
+        def take(inner: int) -> float:
+            return sum(next(seconds) for _ in range(inner)) / inner
+
+        for first in a_first:
+            for inner, out in _in_order(first, (inner_a, self.t_a), (inner_b, self.t_b)):
+                out.append(take(inner))
 
 
 def _first_look(a: Timed, b: Timed, s: Sampling, floor: int, start: float) -> _Sample:
@@ -255,7 +245,8 @@ def _first_look(a: Timed, b: Timed, s: Sampling, floor: int, start: float) -> _S
     min_pairs = _device_pairs(s.min_pairs, floor, sum(per_call)) if s.device is not None else s.min_pairs
     deadline = start + s.max_seconds
     sides = _Sides(a, b, n_inner, s.clock, s.device)
-    sample = _Sample(sides, deadline, _pairs(sides, min_pairs, 0, deadline, floor))
+    sample = _Sample(sides, deadline)
+    sample.more(min_pairs, floor)
     while s.clock() - start < min(min_seconds, s.max_seconds):
         sample.more(max(2, len(sample.t_a) // 4), floor)
     return sample
