@@ -10,6 +10,7 @@ repairs a folder someone else may already have filled.
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import stat
 from collections.abc import Iterable
@@ -40,11 +41,7 @@ def foreign(st: os.stat_result) -> str | None:
 
 def made_private(folder: Path) -> None:
     """Make ``folder`` and its missing parents, each owner-only whatever the umask."""
-    missing = []
-    for level in (folder, *folder.parents):
-        if os.path.lexists(level):
-            break
-        missing.append(level)
+    missing = list(itertools.takewhile(lambda level: not os.path.lexists(level), (folder, *folder.parents)))
     for level in reversed(missing):
         try:
             os.mkdir(level, 0o700)

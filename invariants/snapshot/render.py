@@ -107,13 +107,11 @@ def jaxpr_lines(primitives: Iterable[str]) -> list[str]:
             depth -= 1
         else:
             (inner if depth else top)[item] += 1
-    lines = ["  " + (name if n == 1 else f"{name}×{n}") for name, n in sorted(top.items())]
-    if inner:
-        lines += [
-            "  in bodies:",
-            *("    " + (name if n == 1 else f"{name}×{n}") for name, n in sorted(inner.items())),
-        ]
-    return lines
+
+    def shown(counts: Counter[str], indent: str) -> list[str]:
+        return [indent + (name if n == 1 else f"{name}×{n}") for name, n in sorted(counts.items())]
+
+    return shown(top, "  ") + (["  in bodies:", *shown(inner, "    ")] if inner else [])
 
 
 def summary_line(structure: Structure) -> str:
