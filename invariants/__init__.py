@@ -19,12 +19,9 @@ stage owns; the layer contract in ``pyproject.toml`` holds the floors)::
     releases/  one environment per JAX release; bisect; matrix
     selfcheck/ injected regressions the gate must catch
 
-Below them: ``_errors`` (the one exception and its one-line form), ``_paths`` (output paths, atomic
-writes), ``_stats`` (intervals), ``_cores`` (pinning) and ``_config`` (every ``INVARIANTS_*`` variable).
-
-``python -m invariants --help`` lists the commands. A project's own tests use ``invariants.testing``
-(``compile_for``) through the fixtures of ``invariants.pytest_plugin`` (a pytest11 entry point, inert
-until used).
+Below them: ``_errors``, ``_paths``, ``_stats``, ``_cores`` and ``_config``. ``python -m invariants --help``
+lists the commands; a project's own tests use ``invariants.testing`` and the fixtures of
+``invariants.pytest_plugin``.
 """
 
 from __future__ import annotations
@@ -32,9 +29,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-# Public name -> the stage module that defines it: what a user of the library calls (read HLO text, measure
-# its structure, load specs, the catalog), each used by tests/unit/test_architecture.py as a user would.
-# Imports are lazy so that ``hlo-stats`` and the spec validator start without JAX.
+# Public name -> the stage module that defines it, imported lazily: ``hlo-stats`` starts without JAX.
 _EXPORTS = {
     "InvariantsError": "_errors",
     "HloModule": "hlo.parse", "HloParseError": "hlo.parse", "parse_module": "hlo.parse",

@@ -1,10 +1,8 @@
 """``python -m invariants COMMAND``: the command-line face of the suite.
 
-Each command lives in the module of its stage and exposes ``main(argv) -> int``; this file only
-dispatches, and turns an :class:`InvariantsError` (an argument a command's parser refuses among them: each
-is an :class:`invariants._errors.Parser`) into one line on stderr with exit code 2, and a SIGTERM, SIGINT
-or SIGHUP into a clean end (``_signals``): the processes the command started ended, its temporary folders
-removed, one line, exit status ``128 + signal``.
+Each command lives in the module of its stage and exposes ``main(argv) -> int``; this file only dispatches,
+and turns an :class:`InvariantsError` into one line on stderr with exit code 2, and a signal into a clean
+end (:mod:`invariants._signals`).
 """
 
 from __future__ import annotations
@@ -51,8 +49,10 @@ def _usage() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; a reader that stops early (``| head``) ends it quietly, with exit code 0."""
-    _never_unencodable()
+    """Run one command; a reader that stops early (``| head``) ends it quietly."""
+    for stream in (sys.stdout, sys.stderr):  # an unencodable character written as its escape, not raised
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     try:
         status = _dispatch(argv)
         sys.stdout.flush()  # a closed pipe shows here, inside the try, not at interpreter exit
@@ -62,14 +62,6 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
-
-
-def _never_unencodable() -> None:
-    """A character the console cannot encode (``✗`` on a cp1252 console, a file name that is not UTF-8)
-    is written as its escape (``\\u2717``), not raised as ``UnicodeEncodeError`` in the middle of a report."""
-    for stream in (sys.stdout, sys.stderr):
-        if isinstance(stream, io.TextIOWrapper):
-            stream.reconfigure(errors="backslashreplace")
 
 
 def _dispatch(argv: list[str] | None) -> int:
@@ -82,7 +74,11 @@ def _dispatch(argv: list[str] | None) -> int:
         hint = did_you_mean(command, COMMANDS)
         print(f"invariants: unknown command {command!r}{hint}; known: {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
-    _command_environment()
+    # As in the pytest plugin, JAX runs on the CPU unless asked otherwise; and no command, nor its children,
+    # writes bytecode caches inside the installed package (or JAX's).
+    _config.default_platforms()
+    sys.dont_write_bytecode = True
+    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     module = importlib.import_module(COMMANDS[command][0])
     entry = getattr(module, "main_" + command.replace("-", "_"), None) or module.main
     with ending_cleanly() as signalled:
@@ -90,29 +86,15 @@ def _dispatch(argv: list[str] | None) -> int:
             status = _run(entry, rest)
         except BaseException:
             # The signal's Stopped, raised while an extension module initialised, comes out as that
-            # import's error ("ImportError: Encountered an error while initializing the extension"): the
-            # signal stopped the command all the same, and says so below instead of a traceback.
+            # import's error: the signal stopped the command all the same.
             if signalled.signum is None:
                 raise
             status = 1
-    # A signal ends the command with its own status and line, also where the command caught the interrupt
-    # itself and returned (pytest, in ``gate``, ends its session and returns its own status).
+    # Also where the command caught the interrupt itself and returned (pytest, in ``gate``).
     return stopped_by(signalled, command) if signalled.signum is not None else status
 
 
-def _command_environment() -> None:
-    """As in the pytest plugin: without a request (set but blank is none), JAX runs on the CPU and the CUDA
-    plugin stays quiet. No command writes inside the installed package (or JAX's): no bytecode caches from
-    here on, in this process or its children (compile children, self-check and bisect runs). What Python
-    cached before (this package's __init__, _errors, __main__) is written only where the installer did
-    not compile the bytecode (pip does; `uv pip install` needs --compile-bytecode)."""
-    _config.default_platforms()
-    sys.dont_write_bytecode = True
-    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
-
-
 def _run(entry: Callable[[list[str]], int], rest: list[str]) -> int:
-    """A command's exit status: its own, 2 (or the error's) for bad input said in one line, 130 for Ctrl-C."""
     try:
         return int(entry(rest))
     except InvariantsError as err:

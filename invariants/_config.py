@@ -1,11 +1,9 @@
 """Every ``INVARIANTS_*`` environment variable the package reads, in one table (no JAX): its rows are
-``data/environment.toml``, which a reviewer reads, and adding a variable is one row.
+``data/environment.toml``.
 
-Two kinds. A *setting* is a user's: the default of a gate option (``INVARIANTS_TARGETS`` for
-``--targets``), or a knob with no option. A *protocol* variable is the suite's own: set by one process for
-another it starts (a self-check child, an xdist worker, a versus worker), never by hand. Reading a name
-this table lacks is a programming error (``KeyError``), so a misspelt name fails its first test instead of
-reading nothing forever; ``tests/unit/test_config.py`` holds every other module to this table.
+A *setting* is a user's: the default of a gate option, or a knob with no option. A *protocol* variable is the
+suite's own, set by one process for another it starts. Reading a name the table lacks is a ``KeyError``, so a
+misspelt name fails its first test instead of reading nothing forever.
 """
 
 from __future__ import annotations
@@ -45,27 +43,22 @@ def name(variable: str) -> str:
 
 
 def get(variable: str, default: str | None = None) -> str | None:
-    """The variable's value in this process's environment, or ``default`` when it is unset."""
     return os.environ.get(name(variable), default)
 
 
 def requested_platforms() -> list[str]:
-    """The backends ``JAX_PLATFORMS`` asks for, in order (JAX's variable, not the suite's; the gate's
-    process sets ``cpu`` when it is unset, before JAX starts). Set but empty (or blank) is unset: ``cpu``,
-    as everywhere the gate reads it. The one reading of it."""
+    """The backends ``JAX_PLATFORMS`` asks for, in order; set but blank is unset, ``cpu``."""
     return [p.strip() for p in (os.environ.get("JAX_PLATFORMS", "").strip() or "cpu").split(",") if p.strip()]
 
 
 def default_platforms() -> None:
-    """``JAX_PLATFORMS=cpu`` when it is unset, empty or blank (JAX would choose any backend it finds), before
-    JAX starts: the gate's runtime is the CPU unless a backend is asked for by name."""
+    """``JAX_PLATFORMS=cpu`` when it is unset or blank: the runtime is the CPU unless one is asked for."""
     if not os.environ.get("JAX_PLATFORMS", "").strip():
         os.environ["JAX_PLATFORMS"] = "cpu"
 
 
 def seconds(variable: str, default: float) -> float:
-    """The variable as a positive, finite number of seconds; unset or blank: ``default``. Anything else
-    (``nan``, ``-1``, ``abc``, ``inf``) is one line naming it and what it takes."""
+    """The variable as a positive, finite number of seconds; unset or blank: ``default``."""
     raw = get(variable)
     if raw is None or not raw.strip():
         return default
@@ -81,8 +74,7 @@ def seconds(variable: str, default: float) -> float:
 
 
 def choice(variable: str, choices: tuple[str, ...], unset: str) -> str | None:
-    """The variable as one of ``choices``; unset or blank: None (``unset`` says what that means). Anything
-    else is one line naming it and what it takes."""
+    """The variable as one of ``choices``; unset or blank: None (``unset`` says what that means)."""
     raw = get(variable)
     if raw is None or not raw.strip():
         return None
@@ -92,8 +84,7 @@ def choice(variable: str, choices: tuple[str, ...], unset: str) -> str | None:
 
 
 def check_settings() -> None:
-    """Every setting the gate's items read, checked when the run starts: a bad value is one line before
-    anything compiles, not an error in the middle of collection."""
+    """Every setting the gate's items read, checked before anything compiles."""
     seconds("INVARIANTS_RATIO_MAX_SECONDS", RATIO_MAX_SECONDS)
     choice("INVARIANTS_CLOCK", CLOCKS, "cpu on the CPU backend, else device")
 

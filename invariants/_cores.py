@@ -1,10 +1,8 @@
-"""Which cores a process runs on: one core per versus round (and all of them for its all-cores phase), one
-per xdist worker, and children set free.
+"""Which cores a process runs on: one per versus round or xdist worker, and children set free.
 
-Linux only (``os.sched_setaffinity``); elsewhere every function here does nothing and processes run where
-the scheduler puts them. A pin is inherited by every child process, so a pinned process records the cores
-it had before in :data:`FREED_ENV`, and a child that was not itself told where to run calls :func:`free`
-first thing to get them back (a gate child of a pinned xdist worker would otherwise run on one core).
+Linux only (``os.sched_setaffinity``); elsewhere nothing here does anything. A pin is inherited by every
+child, so a pinned process records the cores it had in :data:`FREED_ENV`, and a child that was not told
+where to run calls :func:`free` to get them back.
 """
 
 from __future__ import annotations
@@ -26,8 +24,7 @@ def usable() -> list[int]:
 
 
 def freed() -> list[int]:
-    """The cores a child of this process gets when it calls :func:`free`: those this process had before a
-    pin (:data:`FREED_ENV`), else the ones it may run on."""
+    """The cores a child of this process gets back when it calls :func:`free`."""
     cores = os.environ.get(FREED_ENV, "")
     try:
         return sorted({int(c) for c in cores.split(",")}) if cores else usable()
@@ -36,8 +33,7 @@ def freed() -> list[int]:
 
 
 def pin(cores: Iterable[int]) -> None:
-    """Run this process, and the threads it starts from now on, on ``cores`` only; its children get the
-    cores it had before back through :func:`free`."""
+    """Run this process, and the threads it starts from now on, on ``cores`` only."""
     if not hasattr(os, "sched_setaffinity"):
         return
     os.environ.setdefault(FREED_ENV, ",".join(map(str, usable())))
@@ -45,7 +41,7 @@ def pin(cores: Iterable[int]) -> None:
 
 
 def free() -> None:
-    """Undo a pin inherited from a parent (see the module docstring); nothing when there is none."""
+    """Undo a pin inherited from a parent."""
     cores = os.environ.get(FREED_ENV, "")
     if cores and hasattr(os, "sched_setaffinity"):
         # Cores this process may not have (another cpuset): it stays where it is.

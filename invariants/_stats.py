@@ -9,30 +9,16 @@ import numpy as np
 
 from invariants._errors import InvariantsError
 
-__all__ = ["look_alpha", "median_interval", "min_pairs_for", "robust_cv"]
-
 _MAD_TO_SIGMA = 1.4826  # MAD * this estimates the standard deviation of a normal distribution
 
 
 def median_interval(values: np.ndarray | list[float], confidence: float) -> tuple[float, float]:
-    """Distribution-free confidence interval for the median of ``values`` (order statistics).
-
-    For ``n`` independent draws from any continuous distribution, the number of draws below the true median
-    is Binomial(n, 1/2). So ``[x_(k), x_(n+1-k)]`` (1-based order statistics) covers the true median with
-    probability ``1 - 2 * P(Binom(n, 1/2) <= k - 1)``; ``k`` is the largest rank for which that is at least
-    ``confidence``. The coverage is exact, not asymptotic, and needs no assumption on the shape of the
-    distribution -- per-pair time ratios on a loaded machine are skewed and heavy-tailed, which is why this
-    is preferred over a normal approximation. It is also preferred over a bootstrap: it is deterministic
-    for given data, costs one sort, and the bootstrap of a median is known to under-cover at small ``n``.
-
-    Raises:
-        InvariantsError: when ``n`` is too small for any interval at that confidence
-            (see :func:`min_pairs_for`).
-    """
+    """Distribution-free confidence interval for the median of ``values``: ``[x_(k), x_(n+1-k)]`` covers it
+    with probability ``1 - 2 * P(Binom(n, 1/2) <= k - 1)``, exactly, whatever the distribution (per-pair
+    ratios on a loaded machine are skewed and heavy-tailed; a bootstrap of a median under-covers)."""
     x = np.sort(np.asarray(values, dtype=float))
     n = x.size
     alpha = 1.0 - confidence
-    # cdf is increasing, so the count of ranks j with 2 * P(Binom <= j) <= alpha is the largest valid k.
     from scipy import stats  # here, not at import: scipy.stats costs ~1 s in every child run that collects
 
     k = int(np.count_nonzero(2.0 * stats.binom.cdf(np.arange(n), n, 0.5) <= alpha)) if n else 0
@@ -58,11 +44,7 @@ def robust_cv(values: np.ndarray | list[float]) -> float:
 
 
 def look_alpha(alpha: float, look: int) -> float:
-    """Error spent at look ``look`` (1-based): ``alpha * 6 / (pi^2 * look^2)``; the series sums to ``alpha``.
-
-    Looking again whenever the interval straddles the threshold would otherwise inflate the false-failure
-    rate (optional stopping). By the union bound, spending ``alpha`` this way keeps the probability that
-    *any* look's interval misses the true median -- and so the probability of a false ``"fail"`` -- at most
-    ``alpha``, however many looks the budget allows.
-    """
+    """Error spent at look ``look`` (1-based): ``alpha * 6 / (pi^2 * look^2)``, a series that sums to
+    ``alpha``, so that by the union bound looking again (optional stopping) never raises the false-failure
+    rate above ``alpha``."""
     return alpha * 6.0 / (math.pi**2 * look**2)

@@ -1,21 +1,16 @@
-"""The one trust boundary of every folder the tool reads, runs or deletes in (no JAX): the compile cache and
-each level under it, the release environments of bisect, matrix and versus, the staging folder.
+"""The one trust boundary of every folder the tool reads, runs or deletes in (no JAX).
 
-Another user's folder, or one that others may write, can hold anything: a planted cache entry passes for
-this user's compile, a planted ``bin/python`` runs as this user. So the tool's root folder (the one the user
-named, or the default) and every level below it that the tool uses must be a folder owned by this user and
-writable by no one else; below the root a link is never followed (it could lead anywhere). A folder that
-fails is refused in one line that names it and the option to use instead: the tool trusts nothing it did
-not make, and never repairs a folder someone else may already have filled.
-
-The folders the tool makes are owner-only (0700), whatever the umask. Files are opened with
-:func:`read_regular`: a regular file only (a named pipe would block, a device never ends), never through a
-link, and never more than a bound.
+Another user's folder, or one others may write, can hold anything: a planted cache entry passes for this
+user's compile, a planted ``bin/python`` runs as this user. So the tool's root folder and every level below
+it that it uses must be owned by this user and writable by no one else, and below the root a link is never
+followed. A folder that fails is refused in one line naming the option to use instead: the tool never
+repairs a folder someone else may already have filled.
 """
 
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import stat
 from collections.abc import Iterable
@@ -23,8 +18,6 @@ from pathlib import Path
 
 from ._errors import InvariantsError
 from ._paths import kind_of, shown
-
-__all__ = ["foreign", "made_private", "read_regular", "trusted_folder"]
 
 # Checked where the system has owners (POSIX); elsewhere only the links below the root are refused.
 _UID = os.getuid() if hasattr(os, "getuid") else None
@@ -34,8 +27,7 @@ _OPEN |= getattr(os, "O_CLOEXEC", 0)
 
 
 def foreign(st: os.stat_result) -> str | None:
-    """What makes a folder of this ``stat`` (``lstat`` below a root) untrustworthy, in a few words (a link,
-    not a folder, another user's, writable by others), or None when it is this user's own."""
+    """What makes a folder of this ``stat`` untrustworthy, in a few words; None when it is this user's own."""
     if stat.S_ISLNK(st.st_mode):
         return "a link"
     if not stat.S_ISDIR(st.st_mode):
@@ -48,13 +40,8 @@ def foreign(st: os.stat_result) -> str | None:
 
 
 def made_private(folder: Path) -> None:
-    """Make ``folder`` and its missing parents, each owner-only whatever the umask (``mkdir``'s mode is
-    masked by it, and ``parents=True`` ignores it for the parents)."""
-    missing = []
-    for level in (folder, *folder.parents):
-        if os.path.lexists(level):
-            break
-        missing.append(level)
+    """Make ``folder`` and its missing parents, each owner-only whatever the umask."""
+    missing = list(itertools.takewhile(lambda level: not os.path.lexists(level), (folder, *folder.parents)))
     for level in reversed(missing):
         try:
             os.mkdir(level, 0o700)
@@ -66,15 +53,8 @@ def made_private(folder: Path) -> None:
 def trusted_folder(
     root: str | os.PathLike[str], below: Iterable[str] = (), *, named: str, instead: str, make: bool = True
 ) -> Path:
-    """``root`` as an absolute path, once it and each level of each relative path of ``below`` are this
-    user's own (:func:`foreign`). ``root`` is made when missing (owner-only) and may be a link the user
-    chose; a level below it is checked without following a link, and made owner-only when missing if
-    ``make`` (else a missing level is left missing: nothing there to trust). Each level is checked once.
-
-    Raises:
-        InvariantsError: ``{named} FOLDER: why, ...; {instead}`` for the first level that fails, or one
-            that cannot be made.
-    """
+    """``root`` as an absolute path, once it and each level of each path of ``below`` are this user's own;
+    ``root`` may be a link the user chose, a level below it may not. ``make``: missing levels are made."""
     top = Path(os.path.abspath(os.fspath(root)))
     level = top
     try:
@@ -108,14 +88,7 @@ def _check(folder: Path, st: os.stat_result, named: str, instead: str) -> None:
 
 def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
     """The bytes of ``path``, a regular file of at most ``limit`` bytes, read without blocking on a pipe or
-    a device and without following a link.
-
-    Raises:
-        FileNotFoundError: nothing there.
-        OSError: it cannot be read.
-        ValueError: not a regular file (a link too), or more than ``limit`` bytes (the reason, in a few
-            words).
-    """
+    a device and without following a link; ValueError (the reason in a few words) for anything else."""
     try:
         fd = os.open(path, _OPEN)
     except OSError as err:

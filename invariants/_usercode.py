@@ -1,26 +1,15 @@
-"""A project's code, contained: importing its modules, calling its ``params`` / ``inputs`` factories and
-tracing its functions run inside :func:`guarded` (no JAX here).
+"""A project's code, contained: importing its modules, calling its factories and tracing its functions run
+inside :func:`guarded` (no JAX here).
 
 Whatever that code does to end the process is one line naming what it did, an :class:`InvariantsError`
-(exit status 2, like every other bad input), never a green gate and never the project's own exit status
-passed on as the gate's:
+(exit 2), never a green gate nor the project's exit status passed on: ``SystemExit``, a ``KeyboardInterrupt``
+it raises itself (a real Ctrl-C still interrupts), ``os._exit`` (replaced for the call), or a hang past
+:func:`timeout` seconds (an alarm; a watchdog thread ends what the alarm cannot interrupt). Non-daemon
+threads its imports start do not hold the process at exit (:func:`finished`).
 
-* ``SystemExit`` (``sys.exit(0)`` included) and a ``KeyboardInterrupt`` the code raises itself (a real
-  Ctrl-C, seen by the SIGINT handler installed meanwhile, still interrupts the run);
-* ``os._exit``: replaced, for the call, by a function that raises;
-* a hang: past :func:`timeout` seconds (``--user-code-timeout``, else ``INVARIANTS_USER_CODE_TIMEOUT``, else
-  :data:`DEFAULT_TIMEOUT`) an alarm interrupts the call; a hang the alarm cannot interrupt (inside C code,
-  or off the main thread) is ended by a watchdog thread, which writes the one line and exits with status 2.
-
-A non-daemon thread a module starts when it is imported would hold the process at exit (Python joins every
-such thread): the process exits without waiting for them (:func:`finished`).
-
-The mechanism is chosen for the warm path, where a persistent compile cache skips tracing but the spec
-stage still imports the project's modules and calls its factories: a guarded call costs a few system calls
-(the alarm and two signal handlers set and restored, ``os._exit`` swapped) and no thread of its own; the
-watchdog is one daemon thread for the process, started on first use, asleep on a condition. A child
-process per call would cost a JAX start (seconds) each; ``faulthandler.dump_traceback_later`` would print
-every thread's stack and exit with status 1, neither one line nor bad input's status.
+The mechanism is chosen for the warm path, where the spec stage still imports the project's modules and
+calls its factories: a guarded call costs a few system calls and no thread of its own. A child process per
+call would cost a JAX start each; ``faulthandler.dump_traceback_later`` exits with status 1 and every stack.
 """
 
 from __future__ import annotations
@@ -41,8 +30,6 @@ from . import _config
 from ._errors import InvariantsError
 from ._signals import Stopped
 
-__all__ = ["DEFAULT_TIMEOUT", "finished", "guarded", "parse_timeout", "set_timeout", "timeout"]
-
 # Seconds one import, factory call or trace may take: a large model's factory or trace takes seconds.
 DEFAULT_TIMEOUT = 300.0
 # After the alarm, how long the watchdog waits for the call to notice it before it ends the process.
@@ -58,7 +45,6 @@ _real_exit = os._exit
 
 
 def parse_timeout(value: str | float, named: str = "--user-code-timeout") -> float:
-    """``value`` as seconds (a positive, finite number), or one line naming ``named`` and what it takes."""
     try:
         seconds = float(value)
     except (TypeError, ValueError):
@@ -71,13 +57,12 @@ def parse_timeout(value: str | float, named: str = "--user-code-timeout") -> flo
 
 
 def set_timeout(seconds: str | float | None) -> None:
-    """The timeout of every guarded call from now on (checked: one line when it is no number of seconds)."""
+    """The timeout of every guarded call from now on."""
     global _explicit
     _explicit = None if seconds is None else parse_timeout(seconds)
 
 
 def timeout() -> float:
-    """The seconds a guarded call may take: :func:`set_timeout`'s, else the variable's, else the default."""
     if _explicit is not None:
         return _explicit
     raw = _config.get("INVARIANTS_USER_CODE_TIMEOUT")
@@ -87,19 +72,17 @@ def timeout() -> float:
 
 
 class _Exited(BaseException):
-    """Raised by the stand-in for ``os._exit`` while a guarded call runs."""
-
     def __init__(self, code: object) -> None:
         super().__init__(code)
         self.code = code
 
 
 class _TimedOut(BaseException):
-    """Raised by the alarm in the guarded call (a BaseException: ``except Exception`` does not hide it)."""
+    """A BaseException, so that the project's ``except Exception`` does not hide it."""
 
 
 class _Watchdog:
-    """One daemon thread: ends the process with one line when a guarded call outlives its deadline."""
+    """One daemon thread that ends the process with one line when a guarded call outlives its deadline."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
@@ -121,8 +104,7 @@ class _Watchdog:
             self._cond.notify()
 
     def _watch(self) -> None:
-        # Signals are the main thread's: one the kernel gave this thread would not wake a main thread
-        # blocked in the project's code (_signals forwards such ones; this thread never takes them).
+        # Signals are the main thread's: one given to this thread would not wake it (see _signals).
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
         with self._cond:
             while True:
@@ -143,7 +125,6 @@ _WATCHDOG = _Watchdog()
 
 
 def _ended(what: str, err: SystemExit | _Exited | _TimedOut, seconds: float) -> str:
-    """The line for a guarded call that tried to end the process, or ran past its ``seconds``."""
     if isinstance(err, _TimedOut):
         return (
             f"{what}: still running after {seconds:g} s, stopped (--user-code-timeout SECONDS to allow more)"
@@ -156,13 +137,7 @@ def _ended(what: str, err: SystemExit | _Exited | _TimedOut, seconds: float) -> 
 @contextlib.contextmanager
 def guarded(what: str) -> Iterator[None]:
     """Run the block (a project's code) contained; ``what`` names it for the one line (``FILE:LINE: NAME:
-    importing MODULE``). The non-daemon threads the block starts (at import, in a factory, while tracing)
-    are not waited for at exit.
-
-    Raises:
-        InvariantsError: the block raised SystemExit or KeyboardInterrupt (not a Ctrl-C), called
-            ``os._exit``, or ran past :func:`timeout` seconds.
-    """
+    importing MODULE``)."""
     global _depth
     if _depth:  # already inside a guarded call: that one contains this one
         yield
@@ -175,8 +150,7 @@ def guarded(what: str) -> Iterator[None]:
         nonlocal interrupted
         interrupted = True
         if callable(saved_int) and saved_int is not signal.default_int_handler:
-            # A command's own handler (_signals): it ends the command's processes and raises Stopped, or
-            # returns when the command is already ending (a second signal), which must not interrupt that.
+            # A command's own handler (_signals): it raises Stopped, or returns while the command ends.
             saved_int(signum, frame)
             return
         raise KeyboardInterrupt
@@ -222,8 +196,6 @@ def guarded(what: str) -> Iterator[None]:
 
 
 def _keep_out(before: set[threading.Thread]) -> None:
-    """The non-daemon threads started since ``before`` (by the project's code): at exit, the process does
-    not wait for them."""
     new = [t for t in threading.enumerate() if t not in before and not t.daemon]
     if not new:
         return
@@ -243,8 +215,8 @@ def _leave() -> None:
 
 
 def finished(status: int) -> int:
-    """``status``, remembered as the process's exit status: where the project's imports left threads
-    running, the process ends with it at exit without waiting for them."""
+    """``status``, remembered: where the project's imports left threads running, the process ends with it
+    at exit without waiting for them."""
     global _exit_status
     _exit_status = int(status)
     return _exit_status

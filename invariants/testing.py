@@ -1,7 +1,6 @@
 """The gate's measurements for a project's own tests: compile a function for a named target and read it.
 
-This is the plain-function half of the pytest API (the fixtures in :mod:`invariants.pytest_plugin` call
-it)::
+The plain-function half of the pytest API (the fixtures in :mod:`invariants.pytest_plugin` call it)::
 
     from invariants.testing import compile_for
 
@@ -9,46 +8,21 @@ it)::
     assert s.while_loops == 0
     assert s.metric("temp_bytes") <= 4 * 2**20
 
-:func:`compile_for` lowers ``fn`` under ``jax.jit`` on the abstract shapes of its arguments (arrays,
-``jax.ShapeDtypeStruct``, or pytrees of them: nothing runs), compiles it for the target the way the gate
-does (ahead of time for TPU and GPU targets on any host; on the runtime backend for ``cpu``), and returns
-a :class:`CompiledStructure`: the :class:`~invariants.hlo.structure.Structure` of the optimized HLO with every
-metric of :data:`invariants.METRICS` that a compile gives.
-
-Reading a :class:`CompiledStructure`:
+:func:`compile_for` lowers ``fn`` on the abstract shapes of its arguments (nothing runs), compiles it for
+the target as the gate does, through the gate's compile cache, and returns a :class:`CompiledStructure`:
 
 * ``s.NAME`` and ``s.metric("NAME")`` are the metric ``NAME`` (``python -m invariants hlo-stats --help``
-  lists them): structural (``kernels``, ``while_loops``, ``gathers``, ``opcodes``, ...), the compiler's
-  (``temp_bytes``, ``flops``, ``estimated_cycles`` on TPU, ...) and the kernels' code (``cas_loops``,
-  ``vector_width``, ... on GPU and CPU). A metric the target does not give (no cycle estimate off TPU, no
-  kernel code on TPU) or cannot compute (an unknown trip count) raises :class:`MetricUnavailable` with
-  one line saying why, never a stand-in number. ``s.metrics`` holds them all, raw (a
-  :class:`~invariants.hlo.cost.Missing` or None where there is no value).
-* Where a metric and a ``Structure`` field share a name (``while_loops``, ``collectives``, ``converts``,
-  ``kernels``, ...), ``s.NAME`` is the metric, a number; the field is ``s.structure.NAME``. Structure
-  fields that are not metrics (``kernel_list``, ``fusion_kinds``, ``gather_shapes``, ``root_shape``, ...)
-  read through too.
-* Any other name raises ``AttributeError`` naming the closest metrics and fields.
-* ``s.snapshot`` is the snapshot text the gate writes (:func:`invariants.snapshot.render.render_summary`).
-* ``s.metric("structure")`` is what a spec's ``structure(a) == structure(b)`` compares (the kernel list and
-  the gathers, scatters, collectives and converts, not the jaxpr):
-  ``a.metric("structure") == b.metric("structure")``.
-* ``s.compile_cache`` says where the compile came from: ``hit`` (the gate's compile cache served it),
-  ``miss`` (compiled, and kept there) or ``off`` (no cache: ``INVARIANTS_NO_CACHE=1``).
+  lists them). One the target does not give, or an unknown trip count, raises :class:`MetricUnavailable`
+  saying why, never a stand-in number; ``s.metrics`` holds them all, raw.
+* Where a metric and a ``Structure`` field share a name, ``s.NAME`` is the metric and the field is
+  ``s.structure.NAME``; other ``Structure`` fields read through. Any other name raises ``AttributeError``
+  naming the closest.
+* ``s.snapshot`` is the snapshot text the gate writes; ``s.metric("structure")`` is what a spec's
+  ``structure(a) == structure(b)`` compares; ``s.compile_cache`` is ``hit``, ``miss`` or ``off``.
 
-The compile cache is the gate's (:mod:`invariants.compile.store`: ``INVARIANTS_CACHE_DIR``, else
-``~/.cache/jax-embedding-invariants/compiled``), under the gate's key: the lowered module and every compiler
-input (:mod:`invariants.compile.keys`). A function traced the same way in a later process is not compiled
-again; one whose trace changed (a constant, a shape, a flag read while tracing) lowers to another module,
-and compiles.
-
-The gate's input facts (``table_bytes``, ``lookups``, ...) describe its catalog configurations, not an
-arbitrary function's arguments, so they are not metrics here.
-
-Errors: an unknown target is :class:`InvariantsError` with the closest names; a target this host cannot
-compile for (libtpu or the CUDA plugin missing) is :class:`TargetUnavailable` with the install command;
-a compiler error is one line naming the function and the target. Nothing here imports JAX until
-:func:`compile_for` is called.
+The gate's input facts (``table_bytes``, ...) describe its catalog configurations, so they are not metrics
+here. An unknown target is one line with the closest names, one this host cannot compile for is
+:class:`TargetUnavailable` with the install command. Nothing here imports JAX until a function is called.
 """
 
 from __future__ import annotations
@@ -95,24 +69,16 @@ __all__ = [
 
 
 class TargetUnavailable(InvariantsError):
-    """The target exists but this host cannot compile for it; ``str()`` is the target's reason and the
-    command that installs what it needs."""
+    """The target exists but this host cannot compile for it; ``str()`` says what to install."""
 
 
 class MetricUnavailable(InvariantsError):
-    """A metric with no value for this compile: the target does not give it, or it is unknown (a loop's
-    trip count that cannot be derived). ``str()`` says which and why."""
+    """A metric with no value for this compile: the target does not give it, or it is unknown."""
 
 
 def _start_jax() -> bool:
-    """JAX as the gate starts it, where that can still apply: libtpu's environment defaults (read when it
-    loads), and the CPU as the runtime when nothing chose a platform (``JAX_PLATFORMS`` unset) and JAX has
-    not started a backend yet. The CPU runtime is what lets the CUDA plugin compile for a GPU ahead of time
-    on a host without one; ``JAX_PLATFORMS=tpu`` or ``cuda`` keeps the real chip.
-
-    Returns False when it came too late: JAX had started every backend it could, with no platform chosen.
-    """
-    # JAX starts here, once compile.process has set its environment defaults (they apply when it loads)
+    """JAX as the gate starts it, where that can still apply: the CPU as the runtime when no platform was
+    chosen, which lets the CUDA plugin compile ahead of time on a host without a GPU. False when too late."""
     import jax
     from jax._src import xla_bridge
 
@@ -135,16 +101,10 @@ _STARTED_EARLY = (
 
 
 def target_named(name: str) -> Target:
-    """The one target called ``name`` (a name of ``python -m invariants`` ``--targets``, or ``runtime``).
-
-    An unknown name raises one line with the closest names; a target this process cannot compile for in
-    itself (``cpu-8dev`` compiles in a child with 8 host devices), or cannot compile for at all here
-    (:class:`TargetUnavailable`), says so.
-    """
+    """The one target called ``name`` (a name of ``--targets``, or ``runtime``) this process compiles for."""
     from .compile.process import held_stderr  # it sets the gate's environment defaults before JAX loads
 
-    # JAX starts here and the targets probe their compilers: on a host without CUDA, the CUDA plugin's
-    # notices (absl's, "Could not find cuda drivers") are dropped as the gate drops them; the rest is kept.
+    # The CUDA plugin's notices on a host without CUDA are dropped as the gate drops them.
     with held_stderr():
         in_time = _start_jax()
         targets = all_targets()
@@ -166,8 +126,7 @@ def target_named(name: str) -> Target:
 
 
 def _in_child(target: Target, targets: Mapping[str, Target]) -> InvariantsError:
-    """The line for a target that compiles in a child process, naming one this process compiles for: a
-    pod target of as many chips for a sharded program (it compiles ahead of time here), else the runtime."""
+    """The line for a target that compiles in a child process, naming one of as many chips that does not."""
     flags = target.libtpu_init_args
     why = f"LIBTPU_INIT_ARGS={flags}" if flags else f"{target.device_count} host devices"
     alike = [t.name for t in targets.values() if t.device_count == target.device_count and not t.in_child]
@@ -179,23 +138,21 @@ def _in_child(target: Target, targets: Mapping[str, Target]) -> InvariantsError:
     )
 
 
-class _CallableInt(int):
+class _Called:
     _read: Callable[[str | None], object]
 
     def __call__(self, dtype: str | None = None) -> object:
         return self._read(dtype)
 
 
-class _CallableFloat(float):
-    _read: Callable[[str | None], object]
+class _CallableInt(_Called, int): ...
 
-    def __call__(self, dtype: str | None = None) -> object:
-        return self._read(dtype)
+
+class _CallableFloat(_Called, float): ...
 
 
 def _as_call(value: object, read: Callable[[str | None], object]) -> object:
-    """A metric read as an attribute is its value, and also takes a spec's call form: ``s.scatters == 1``
-    and ``s.scatters(dtype="f32")`` (the count of f32 scatters) both read as they do in a spec."""
+    """A metric's value that also takes a spec's call form: ``s.scatters(dtype="f32")``."""
     kind = {int: _CallableInt, float: _CallableFloat}.get(type(value))
     if kind is None:
         return value
@@ -206,13 +163,8 @@ def _as_call(value: object, read: Callable[[str | None], object]) -> object:
 
 @dataclasses.dataclass(frozen=True)
 class CompiledStructure:
-    """One function compiled for one target: its structure, every metric, and its snapshot text.
-
-    ``name`` is the function's name (or the ``name`` given to :func:`compile_for`), ``config`` the shapes
-    of its arguments (``f32[1000,64],s32[128]``), ``target`` the target's name, ``measured`` what the
-    compile measured to (:class:`~invariants.measure.measurement.Measurement`). See the module docstring
-    for how names read.
-    """
+    """One function compiled for one target (see the module docstring for how names read); ``config`` is
+    the shapes of its arguments, ``f32[1000,64],s32[128]``."""
 
     name: str
     config: str
@@ -234,18 +186,11 @@ class CompiledStructure:
 
     @property
     def metrics(self) -> Mapping[str, Any]:
-        """Every metric of the compile, raw: a :class:`~invariants.hlo.cost.Missing` or None where there
-        is no value."""
         return self.measured.metrics
 
     def metric(self, name: str, dtype: str | None = None) -> Any:
-        """The metric ``name``: a number (or a sorted tuple for ``opcodes``, ``custom_call_targets``);
-        ``dtype`` scopes a count to one element type, as a spec's ``scatters(dtype="f32")`` does.
-
-        Raises :class:`MetricUnavailable` when this compile has no value for it, and ``AttributeError``
-        (closest names listed) for a name that is not a metric of a compile.
-        """
-        if name == "structure":  # a spec's structure(a) == structure(b): call-only there, never a number
+        """The metric ``name``; ``dtype`` scopes a count to one element type (``scatters(dtype="f32")``)."""
+        if name == "structure":
             return self._structure(dtype)
         if name not in self.metrics:
             raise AttributeError(self._unknown(name, "metric"))
@@ -259,12 +204,11 @@ class CompiledStructure:
         from .verdict.checks import WidenedDtype, widened_warning
 
         if (warning := widened_warning(name, dtype, self.target)) is not None:
-            # As a spec's item warns: the count may pass for the very program it guards.
             warnings.warn(f"{self.name} on {self.target}: {warning}", WidenedDtype, stacklevel=2)
         return scoped(self.structure, dtype)
 
     def _structure(self, dtype: str | None) -> tuple[tuple[object, ...], ...]:
-        from .verdict.checks import structural_signature  # the spec's own comparison (it imports JAX)
+        from .verdict.checks import structural_signature
 
         if dtype is not None:
             raise InvariantsError(f"{self.name}: structure takes no dtype")
@@ -282,7 +226,6 @@ class CompiledStructure:
         return value
 
     def __getattr__(self, name: str) -> Any:
-        # Only called for names the dataclass does not have: metrics, then the Structure's own fields.
         if name.startswith("__") or name == "measured":
             raise AttributeError(name)
         if name in self.metrics:
@@ -301,9 +244,7 @@ class CompiledStructure:
 
     @property
     def kernel_facts(self) -> list[tuple[str, KernelFacts]]:
-        """Each kernel with code and what its code does: ``(its snapshot line, its KernelFacts)``, loop
-        bodies included, in order; ``[f for _, f in s.kernel_facts if f.cas_loops]`` are the kernels with a
-        compare-and-swap retry loop. Empty where the target gives no kernel code (a TPU compile)."""
+        """``(snapshot line, KernelFacts)`` of each kernel with code, loop bodies included, in order."""
         return [
             (kernel_line(k), facts)
             for k in walk_kernels(self.structure.kernel_list)
@@ -312,7 +253,6 @@ class CompiledStructure:
 
     @property
     def snapshot(self) -> str:
-        """The snapshot text of this compile, as the gate's structure tier writes it."""
         return render_summary(self.measured)
 
     def __repr__(self) -> str:
@@ -336,13 +276,10 @@ def _shape_text(leaf: jax.ShapeDtypeStruct) -> str:
 
 
 def mesh_for(target: str, *, axis_types: str = "auto", **axes: int) -> Mesh:
-    """A ``jax.sharding.Mesh`` over ``target``'s chips, axis name -> size in order (``data=4, tensor=4``),
-    the chips placed by their coordinates as a pod job places them; ``axis_types`` ``explicit`` makes every
-    axis Explicit. The sizes' product must be the target's chip count: one line otherwise. Arguments
-    sharded on it (``jax.ShapeDtypeStruct(..., sharding=NamedSharding(mesh, P(...)))``) are what
-    :func:`compile_for` compiles a multi-chip program from."""
+    """A mesh over ``target``'s chips placed as a pod job places them, axis name -> size in order
+    (``data=4, tensor=4``); ``axis_types="explicit"`` makes every axis Explicit."""
     chosen = target_named(target)
-    from .compile.artifacts import pod_mesh  # JAX: started by target_named
+    from .compile.artifacts import pod_mesh
 
     if axis_types not in ("auto", "explicit"):
         raise InvariantsError(f"mesh_for: axis_types {axis_types!r}: 'auto' or 'explicit'")
@@ -365,7 +302,6 @@ def _is_size(n: object) -> bool:
 
 
 def _meshes_of(leaves: list[Any]) -> list[Any]:
-    """The distinct meshes the leaves' NamedShardings are on."""
     from jax.sharding import NamedSharding
 
     out: list[Any] = []
@@ -383,11 +319,8 @@ def _abstract(
     in_shardings: object = None,
     axis_types: str = "auto",
 ) -> tuple[tuple[object, ...], str, Mesh | None]:
-    """The abstract arguments, their shapes as text, and the mesh the program runs on (None for one
-    device). One device of ``target`` holds an unsharded program, as the gate places it; a multi-chip
-    target needs a mesh (given, or the one the arguments are sharded on). A leaf without a shape and dtype,
-    or a multi-chip target with nothing sharded, is one line."""
-    import jax  # JAX: started by _start_jax (target_named) before this runs
+    """The abstract arguments, their shapes as text, and the mesh the program runs on (None: one device)."""
+    import jax
 
     leaves, treedef = jax.tree_util.tree_flatten_with_path(args)
     for path, leaf in leaves:
@@ -413,9 +346,7 @@ def _abstract(
 def _mesh(
     leaves: list[Any], target: Target, mesh: Mesh | dict[str, int] | None, axis_types: str = "auto"
 ) -> Mesh | None:
-    """The mesh the program runs on: ``mesh`` (a mesh, or axis sizes for :func:`mesh_for`), else the one
-    the arguments are sharded on, else None. One line for arguments on several meshes, a mesh that is not
-    ``target``'s chips, or a multi-chip target with nothing sharded."""
+    """``mesh`` (a mesh, or axis sizes for :func:`mesh_for`), else the one the arguments are sharded on."""
     chosen: Mesh | None = _given(mesh, target, axis_types)
     found = _meshes_of(leaves)
     if chosen is None and len(found) == 1 and found[0].size > 1:
@@ -444,7 +375,6 @@ def _given(mesh: Mesh | dict[str, int] | None, target: Target, axis_types: str) 
 
 
 def _elsewhere(found: list[Mesh], mesh: Mesh) -> bool:
-    """Whether an argument is sharded over other devices than ``mesh``'s (a one-device mesh is anywhere)."""
     return any(m.devices.tolist() != mesh.devices.tolist() for m in found if m.size > 1)
 
 
@@ -460,17 +390,16 @@ def _check_chips(mesh: Mesh, target: Target) -> None:
 def _shardings(
     args: tuple[object, ...], leaves: list[Any], target: Target, mesh: Mesh | None, in_shardings: object
 ) -> list[Sharding | None]:
-    """Each leaf's sharding: from ``in_shardings`` (a PartitionSpec per argument, a prefix of ``args``), else
-    its own on the mesh (replicated when it has none), else one device of an ahead-of-time ``target``, else
-    None (the runtime's default device)."""
+    """Each leaf's sharding: from ``in_shardings``, else its own on the mesh (else replicated), else one
+    device of an ahead-of-time ``target``, else None (the runtime's default device)."""
     from jax.sharding import NamedSharding, PartitionSpec
 
     from .compile.artifacts import one_device
 
     if in_shardings is not None:
-        assert mesh is not None  # _abstract refuses in_shardings without a mesh
+        assert mesh is not None
         return _given_shardings(args, mesh, in_shardings)
-    if mesh is not None:  # arguments sharded on the mesh keep their sharding; the rest are replicated
+    if mesh is not None:
         return [
             leaf.sharding
             if isinstance(getattr(leaf, "sharding", None), NamedSharding)
@@ -483,18 +412,13 @@ def _shardings(
 
 
 def _given_shardings(args: tuple[object, ...], mesh: Mesh, in_shardings: object) -> list[Sharding | None]:
-    """Each leaf's sharding on ``mesh`` from ``in_shardings``, a PartitionSpec (None: replicated) per
-    argument, a pytree prefix of ``args``; one line where it does not match them."""
     import jax
     from jax.sharding import NamedSharding, PartitionSpec
 
     is_spec = lambda x: x is None or isinstance(x, PartitionSpec)  # noqa: E731
     try:
-        spread = jax.tree_util.tree_map(  # each spec over every leaf of the arguments below it
-            lambda spec, sub: jax.tree_util.tree_map(lambda _: spec, sub),
-            in_shardings,
-            args,
-            is_leaf=is_spec,
+        spread = jax.tree_util.tree_map(
+            lambda spec, sub: jax.tree_util.tree_map(lambda _: spec, sub), in_shardings, args, is_leaf=is_spec
         )
     except (ValueError, TypeError) as err:
         raise InvariantsError(f"compile_for: in_shardings does not match the arguments: {err}") from None
@@ -514,19 +438,13 @@ def compile_for(
     axis_types: str = "auto",
     donate_argnums: int | tuple[int, ...] = (),
 ) -> CompiledStructure:
-    """Compile ``fn(*args)`` for ``target`` (``cpu``, ``tpu-v5e``, ``gpu-h100``, ``tpu-v5e-4x4``, ... or
-    ``runtime``) and measure it. Only the shapes and dtypes of ``args`` matter; nothing runs.
+    """Compile ``fn(*args)`` for ``target`` and measure it; only the shapes and dtypes of ``args`` matter.
 
-    A multi-chip target compiles a sharded program: ``mesh`` (axis name -> size, ``{"data": 4, "tensor":
-    4}``, or a mesh of :func:`mesh_for`) with ``in_shardings`` (a PartitionSpec per argument, a pytree
-    prefix of ``args``; None or left out: replicated), or arguments already sharded on such a mesh. The
-    function is traced under the mesh (``jax.set_mesh``), so PartitionSpecs inside it work as in the user's
-    code. ``axis_types``: ``auto`` or ``explicit``, the mesh's axis types, as a spec's ``axis_types`` (an
-    ``.at[].get(out_sharding=...)`` inside the function needs ``explicit``). ``donate_argnums``: the
-    arguments whose buffers the program may reuse, as ``jax.jit`` takes it (a training step donates its
-    parameters). See the module docstring."""
+    A multi-chip target compiles a sharded program: ``mesh`` (axis name -> size, or a mesh of
+    :func:`mesh_for`) with ``in_shardings`` (a PartitionSpec per argument, a pytree prefix of ``args``), or
+    arguments already sharded on such a mesh."""
     chosen = target_named(target)
-    # These import the catalog, and JAX with it: after target_named has started JAX as the gate does
+    # After target_named has started JAX as the gate does.
     import jax
 
     from .compile.artifacts import CompileFailed, compile_function
@@ -539,7 +457,7 @@ def compile_for(
     try:
         with jax.set_mesh(on) if on is not None else contextlib.nullcontext():
             compiled, _ = compile_function(fn, specs, chosen, label, config, jit_kwargs, persistent)
-    except CompileFailed as err:  # a tracing or compiler error, about this function on this target: one line
+    except CompileFailed as err:
         raise InvariantsError(f"compile_for: {label} [{config}] on {chosen.name}: {err.kind}: {err}") from err
     measured = measure(compiled, chosen, source=f"{chosen.name}/{label}")
     outcome = persistent.outcomes.get(Key(label, config, chosen.name), "off")
@@ -548,18 +466,16 @@ def compile_for(
 
 @functools.cache
 def _persistent(folder: Path | None, size: int) -> Persistent:
-    """The compile cache of ``folder`` (None: none), one per folder and process: its fingerprint of the
-    installed compiler is read once, as a gate session reads it. Checked when first used: a folder that
-    cannot serve is one line."""
+    """The compile cache of ``folder`` (None: none), one per process, as a gate session holds it."""
     from .compile.keys import Persistent
 
     store = Store(folder, max_bytes=size) if folder is not None else None
     if store is not None:
         store.check()
-        atexit.register(_prune, store)  # the size bound, kept when the process ends, as a gate run's end does
+        atexit.register(_prune, store)
     return Persistent(store)
 
 
 def _prune(store: Store) -> None:
-    with contextlib.suppress(OSError):  # the folder gone by then (a test's temporary folder): nothing to keep
+    with contextlib.suppress(OSError):  # the folder gone by then (a test's temporary folder)
         store.prune()

@@ -1,13 +1,8 @@
 """Compiled -> measured: the one stage that turns a compile's record into everything a verdict reads.
 
-:func:`measure` parses the optimized HLO once (:func:`invariants.hlo.parse.parse_module`), derives its
-:class:`~invariants.hlo.structure.Structure`, reads the kernels' code (:mod:`invariants.kernels`) and
-computes every metric of the registry (:data:`invariants.measure.metrics.METRICS`) that a compile gives:
-structural, the compiler's own, the kernels' code, and the compile's time. The gate, the pytest API,
-``versus``, ``bisect``, ``matrix``, the self-check and ``hlo-stats`` all measure through it, so a metric
-registered once reaches every one of them.
-
-No JAX: a :class:`~invariants.compile.record.Compiled` is text and numbers.
+:func:`measure` parses the optimized HLO once, derives its structure, reads the kernels' code and computes
+every metric of the registry a compile gives. Every command measures through it, so a metric registered
+once reaches all of them. No JAX: a :class:`~invariants.compile.record.Compiled` is text and numbers.
 """
 
 from __future__ import annotations
@@ -28,14 +23,10 @@ from .metrics import METRICS, metrics_of
 if TYPE_CHECKING:
     from ..catalog.targets import Target
 
-__all__ = ["Measurement", "measure", "measure_text", "no_code_reason"]
-
 
 @dataclasses.dataclass(frozen=True)
 class Measurement:
-    """One compile, measured: its record, the parsed module, its structure, its kernels' code, and every
-    metric a compile gives, by name (``metrics``: raw, a :class:`~invariants.hlo.cost.Missing` where the
-    target gives no value, None where a structural one is unknown). ``seconds``: the time measuring took."""
+    """One compile, measured; ``metrics`` raw (a Missing or None where there is no value)."""
 
     compiled: Compiled
     module: HloModule
@@ -53,12 +44,10 @@ class Measurement:
         code: ProgramCode,
         seconds: float = 0.0,
     ) -> Measurement:
-        """The measurement of these parts, its metrics computed from them (the one place they are)."""
         return cls(compiled, module, structure, code, metrics_of(structure, code, compiled, module), seconds)
 
     def numbers(self) -> dict[str, int | float | None]:
-        """The numeric metrics, null where there is no value, one name per quantity (no aliases): what a
-        results file records of a compile."""
+        """The numeric metrics, no aliases, None where there is no value: what a results file records."""
         return {
             name: (None if isinstance(value, Missing) else value)
             for name, value in self.metrics.items()
@@ -67,7 +56,6 @@ class Measurement:
 
 
 def no_code_reason(target: Target) -> str:
-    """Why a compile for ``target`` has no kernel code: the one wording, for every stage."""
     if target.family == "tpu":
         return f"{target.name}: the TPU compiler writes no kernel code (libtpu dumps no LLO)"
     if target.family == "cpu" and not target.keeps_kernel_code:
@@ -83,13 +71,8 @@ def measure(
     code_folder: str | None = None,
     no_code: str | None = None,
 ) -> Measurement:
-    """Measure one compile. ``source`` names the HLO text in parse errors (default
-    ``program/config/target``) and ``code_folder`` the folder of its kernel-code files (default
-    ``program.config.target``); without kernel code in ``compiled``, ``no_code`` (or, from ``target``,
-    :func:`no_code_reason`) says why, and every kernel metric is a ``Missing`` with that reason.
-
-    Raises :class:`~invariants.hlo.parse.HloParseError` or :class:`~invariants.kernels.KernelCodeError`
-    (each an ``InvariantsError`` naming ``FILE:LINE``) on text that is not understood."""
+    """Measure one compile. ``source`` names the HLO text in parse errors, ``code_folder`` the folder of its
+    kernel-code files; without kernel code, ``no_code`` (else :func:`no_code_reason`) says why."""
     start = time.perf_counter()
     module = parse_module(compiled.hlo_text, source or "/".join(compiled.key))
     structure = structure_of(module)
@@ -114,10 +97,7 @@ def measure_text(
     memory: Mapping[str, int] | None = None,
     target: str = "",
 ) -> Measurement:
-    """A module read as text (a file, a dump folder), not compiled here, measured as its compile would be:
-    ``code`` its kernel-code files by name, ``cost`` and ``memory`` its analyses where known, ``target``
-    the target it was compiled for where known (what ``predicted_seconds`` is costed for). No compile
-    timed it, so ``compile_seconds`` is a ``Missing``."""
+    """A module read as text (a file, a dump folder), measured as its compile would be."""
     compiled = Compiled(
         source, "", target, "", (), text, dict(cost or {}), dict(memory or {}), None, dict(code or {})
     )

@@ -1,46 +1,26 @@
-"""The metric registry: every name a spec's ``assert`` may use, with its meaning and its type.
+"""The metric registry: every name a spec's ``assert`` may use, with its meaning, type and source.
 
-This module is the one owner of the metric vocabulary. The spec loader checks names and types against it,
-the measuring stage computes every metric a compile gives from it (:func:`metrics_of`, through
-:func:`invariants.measure.measurement.measure`), ``hlo-stats`` prints it (``--help``) and writes its values
-(``--json``), the structure tier records them in the results file, the report's tables and ``--compare``
-read them, and docs/reference.md lists them (:func:`markdown_table`). Adding a metric is one
-:class:`Metric` entry here: it reaches the gate, the pytest API, versus, bisect, matrix, the self-check and
-``hlo-stats`` at once.
+The one owner of the metric vocabulary: the spec loader checks names and types against it, :func:`metrics_of`
+computes a compile's values from it, and ``hlo-stats --help``, the results file, the report and
+docs/reference.md list it. Adding a metric is one :class:`Metric` entry here.
 
-Each metric has a **type**, what a comparison sees:
-
-* ``number``: an int or float (counts, bytes, trip counts, input facts, throughput figures);
-* ``set``: a sorted tuple of strings, usable only on the right of ``in`` / ``not in``;
-* ``structure``: a whole kernel list, comparable only with ``==`` / ``!=`` to another.
-
-and a **source**, where its value comes from:
-
-* ``structure``: computed from the :class:`~invariants.hlo.structure.Structure` of the optimized HLO, recorded
-  per structure item in the results file and printed by ``hlo-stats``;
-* ``input``: a fact about the program's inputs, known before compiling (from its configuration);
-* ``throughput``: measured by the throughput tier, only as a call on a program (``time(a)``);
-* ``compiler``: the compiler's own predictions (:mod:`invariants.hlo.cost`): libtpu's estimated cycles and
-  the memory and cost analyses of the compiled program. Recorded per structure item (null where a target
-  gives none), never in a snapshot: they move with every compiler patch release. A value a target does not
-  provide is a :class:`~invariants.hlo.cost.Missing`, and an assert on it fails saying why.
-
-* ``kernel``: the code each kernel compiles to (:mod:`invariants.kernels`): atomics by kind, CAS retry
-  loops, ``.local`` bytes, vector width, read from the PTX of a GPU compile and the LLVM IR of a CPU one.
-  Recorded per structure item; a TPU compile has no kernel code, so there each is a ``Missing``. What is
-  stable of it (atomics, loops, vector width) also shows in the snapshot as each kernel's ``code:`` line.
-* ``compile``: the compile itself (:class:`~invariants.compile.record.Compiled`): its wall time. It follows
-  the machine that compiled, so it is written as a relation between two programs compiled in the same run,
-  and it never goes into a snapshot.
-
-A structural metric may be ``None`` (unknown, e.g. an underived trip count); an assert on it then fails
-with the reason, never with a guess.
+A metric's **type** is what a comparison sees: a ``number``; a ``set`` of strings, only on the right of
+``in`` / ``not in``; or a whole kernel list, a ``structure``, only compared with ``==`` / ``!=``. Its
+**source** is where its value comes from: the optimized HLO's ``structure``; an ``input`` fact known before
+compiling; the ``throughput`` tier (only called on a program, ``time(a)``); the ``compiler``'s predictions
+(:mod:`invariants.hlo.cost`, which move with every compiler release, so never in a snapshot); the
+``kernel`` code (:mod:`invariants.kernels`); or the ``compile`` itself, whose wall time follows the machine,
+so it is only written as a relation between two programs. A value a target does not give is a
+:class:`~invariants.hlo.cost.Missing`, and an unknown structural one is None: an assert on either fails
+saying why, never with a guess.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import operator
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -54,27 +34,19 @@ if TYPE_CHECKING:
     from ..catalog.configs import Config
     from ..catalog.programs import Layout
 
-__all__ = [
-    "METRICS",
-    "Metric",
-    "input_facts",
-    "markdown_table",
-    "metrics_of",
-    "names",
-]
-
 Type = Literal["number", "set", "structure"]
 Source = Literal["structure", "input", "throughput", "compiler", "kernel", "compile"]
-# The sources a compile gives values for, each from its own object (see metrics_of).
 COMPILED_SOURCES: tuple[Source, ...] = ("structure", "compiler", "kernel", "compile")
 Unit = Literal["count", "bytes", "bits", "seconds", "ratio", ""]
 
 
 @dataclasses.dataclass(frozen=True)
 class Metric:
-    """One registered metric. ``of`` computes it from its source's object: a Structure (``structure``), the
-    compiler's Analyses (``compiler``), a ProgramCode (``kernel``), the Compiled record (``compile``), a
-    Config (``input``)."""
+    """One registered metric; ``of`` computes it from its source's object (a Structure, the compiler's
+    Analyses, a ProgramCode, the Compiled record or a Config). ``call_only``: only called on a program
+    (``time(a)``). ``alias_of``: another name of the same quantity, kept for specs that use it.
+    ``by_dtype``: the count scoped to one element type (``scatters(dtype="f32")``). ``sparsecore``: what
+    runs on the SparseCore, a Missing that says so on a target without one."""
 
     name: str
     meaning: str
@@ -82,14 +54,9 @@ class Metric:
     source: Source
     unit: Unit = "count"
     of: Callable[[Any], Any] | None = None
-    # True for names that only exist called on a program: time(a), efficiency(a), structure(a).
     call_only: bool = False
-    # Another name for the same quantity; listed under its main name, kept for specs that use it.
     alias_of: str | None = None
-    # A count that an assert may scope to one element type, ``scatters(dtype="f32")``: the same count of
-    # the instructions whose result has that dtype (None: it takes no scope).
     by_dtype: Callable[[Any, str], Any] | None = None
-    # Counts what runs on the SparseCore: a Missing that says so on a target without one (no_sparsecore).
     sparsecore: bool = False
 
 
@@ -105,9 +72,7 @@ def _collectives(*prefixes: str) -> Callable[[Structure], int]:
 
 
 def _indexed(field: str, strided: bool = False, thread: str | None = None) -> Callable[[Structure, str], int]:
-    """A count of gathers or scatters (``field``: ``gather_shapes`` or ``scatter_shapes``; ``strided``: only
-    those whose window is strided; ``thread``: only those on that execution thread) whose result is of one
-    dtype, as its shape is written (``f32[...]``)."""
+    """The count of ``field``'s ops (strided ones, those on ``thread``) of one result dtype."""
     return lambda s, dtype: sum(
         1
         for op in getattr(s, field)
@@ -127,7 +92,7 @@ def _sparsecore(
     name: str, meaning: str, of: Callable[[Structure], object], field: str | None = None, unit: Unit = "count"
 ) -> Metric:
     by_dtype = _indexed(field, thread=SPARSECORE) if field else None
-    return Metric(name, meaning, "number", "structure", unit, of, by_dtype=by_dtype, sparsecore=True)
+    return _structural(name, meaning, of, unit, by_dtype=by_dtype, sparsecore=True)
 
 
 # The execution thread libtpu names its SparseCore computations with (``execution_thread="sparsecore"``).
@@ -137,22 +102,18 @@ _NO_SPARSECORE = ("tpu-v5e", "cpu", "gpu")
 
 
 def no_sparsecore(target: str) -> str | None:
-    """Why ``target`` has no SparseCore to count work on, in one line; None where it has one, or where the
-    target is not known (a module read from a file: what its text shows is counted)."""
+    """Why ``target`` has no SparseCore; None where it has one or is not known (a module read from a file)."""
     if target.startswith(_NO_SPARSECORE):
         return f"{target} has no SparseCore (TPU v4, v5p and v6e have): nothing can be offloaded there"
     return None
 
 
-# The counts an offload change is read from, with the word for one of each.
 OFFLOAD_COUNTS = {"sparsecore_gathers": "gather", "sparsecore_scatters": "scatter"}
 
 
 def offload_moves(before: Mapping[str, object], after: Mapping[str, object]) -> str | None:
     """What moved between the TensorCore and the SparseCore from one compile of a key to another, in one
-    line (``1 scatter moved to sparsecore; 8 gathers moved off sparsecore``), read from each compile's
-    :data:`OFFLOAD_COUNTS` (a number, None where its target has no SparseCore); None where nothing moved
-    or a side has no count."""
+    line (``1 scatter moved to sparsecore; 8 gathers moved off sparsecore``); None where nothing did."""
     moves = []
     for name, word in OFFLOAD_COUNTS.items():
         b, a = before.get(name), after.get(name)
@@ -162,62 +123,50 @@ def offload_moves(before: Mapping[str, object], after: Mapping[str, object]) -> 
     return "; ".join(moves) or None
 
 
-def _scoped(
-    name: str, meaning: str, of: Callable[[Structure], object], by_dtype: Callable[[Structure, str], object]
-) -> Metric:
-    return Metric(name, meaning, "number", "structure", "count", of, by_dtype=by_dtype)
-
-
 def _itemsize(config: Config) -> int:
     import numpy as np  # hlo-stats and the spec validator start without numpy (ALLOWED_LAZY)
 
     return int(np.dtype(config.table.dtype).itemsize)
 
 
-def _structural(name: str, meaning: str, of: Callable[[Structure], object], unit: Unit = "count") -> Metric:
-    return Metric(name, meaning, "number", "structure", unit, of)
+def _number(
+    source: Source,
+    name: str,
+    meaning: str,
+    of: Callable[..., object] | None = None,
+    unit: Unit = "count",
+    *,
+    by_dtype: Callable[[Structure, str], int] | None = None,
+    alias_of: str | None = None,
+    sparsecore: bool = False,
+) -> Metric:
+    """A number; ``of`` by default reads the metric's name from its source (a kernel metric: its total)."""
+    if of is None:
+        readers: dict[str, Callable[[str], Callable[..., object]]] = {
+            "kernel": _total,
+            "compiler": from_analysis,
+        }
+        of = readers.get(source, operator.attrgetter)(name)
+    return Metric(name, meaning, "number", source, unit, of, False, alias_of, by_dtype, sparsecore)
 
 
-def _kernel(name: str, meaning: str, of: Callable[[ProgramCode], object], unit: Unit = "count") -> Metric:
-    return Metric(name, meaning, "number", "kernel", unit, of)
+_structural = functools.partial(_number, "structure")
+_kernel = functools.partial(_number, "kernel")
+_input = functools.partial(_number, "input")
+_compiler = functools.partial(_number, "compiler")
+_compile = functools.partial(_number, "compile")
 
 
 def _total(field: str) -> Callable[[ProgramCode], int | Missing]:
-    return lambda code: code.total(field)
-
-
-def _input(name: str, meaning: str, of: Callable[[Config], int], unit: Unit = "count") -> Metric:
-    return Metric(name, meaning, "number", "input", unit, of)
-
-
-def _compiler(name: str, meaning: str, of: Callable[[Analyses], object], unit: Unit = "count") -> Metric:
-    return Metric(name, meaning, "number", "compiler", unit, of)
-
-
-def _compile(name: str, meaning: str, of: Callable[[Compiled], object], unit: Unit = "count") -> Metric:
-    return Metric(name, meaning, "number", "compile", unit, of)
+    return operator.methodcaller("total", field)
 
 
 _ALL = (
+    _structural("kernels", "static kernel count: entry computation plus each while body/condition once"),
     _structural(
-        "kernels",
-        "static kernel count: entry computation plus each while body/condition once",
-        lambda s: s.kernels,
+        "entry_fusions", "fusions launched by the entry computation (call bodies inlined, loops not)"
     ),
-    _structural(
-        "entry_fusions",
-        "fusions launched by the entry computation (call bodies inlined, loops not)",
-        lambda s: s.entry_fusions,
-    ),
-    Metric(
-        "fusions",
-        "alias of entry_fusions",
-        "number",
-        "structure",
-        "count",
-        lambda s: s.entry_fusions,
-        alias_of="entry_fusions",
-    ),
+    _structural("fusions", "alias of entry_fusions", lambda s: s.entry_fusions, alias_of="entry_fusions"),
     _structural("while_loops", "while instructions in all computations", lambda s: len(s.while_loops)),
     _structural(
         "max_trip_count",
@@ -227,20 +176,17 @@ _ALL = (
     _structural(
         "dynamic_kernel_launches",
         "kernel launches with loops expanded by trip count (body x trips); unknown if any trip is",
-        lambda s: s.dynamic_kernel_launches,
     ),
-    _scoped(
+    _structural(
         "gathers",
         'gather instructions in all computations, fused included; gathers(dtype="f32"): those of f32 rows',
-        lambda s: s.gathers,
-        _indexed("gather_shapes"),
+        by_dtype=_indexed("gather_shapes"),
     ),
-    _scoped(
+    _structural(
         "scatters",
         'scatter instructions in all computations, fused included; scatters(dtype="f32"): '
         "those into an f32 operand",
-        lambda s: s.scatters,
-        _indexed("scatter_shapes"),
+        by_dtype=_indexed("scatter_shapes"),
     ),
     _sparsecore(
         "sparsecore_ops",
@@ -268,35 +214,26 @@ _ALL = (
         _offloaded_bytes,
         unit="bytes",
     ),
-    _scoped(
+    _structural(
         "strided_gathers",
         "gathers whose slice per index is not contiguous in the operand's layout "
         "(its dimensions larger than 1 are not the minor-most)",
-        lambda s: s.strided_gathers,
-        _indexed("gather_shapes", strided=True),
+        by_dtype=_indexed("gather_shapes", strided=True),
     ),
-    _scoped(
+    _structural(
         "strided_scatters",
         "scatters whose window per index is not contiguous in the operand's layout "
         "(each index's row written strided)",
-        lambda s: s.strided_scatters,
-        _indexed("scatter_shapes", strided=True),
+        by_dtype=_indexed("scatter_shapes", strided=True),
     ),
     _structural(
         "transposes",
         "transpose instructions in all computations, fused included (a layout-changing "
         "copy is counted by copies)",
-        lambda s: s.transposes,
     ),
+    _structural("dynamic_slices", "dynamic-slice instructions in all computations, fused included"),
     _structural(
-        "dynamic_slices",
-        "dynamic-slice instructions in all computations, fused included",
-        lambda s: s.dynamic_slices,
-    ),
-    _structural(
-        "dynamic_update_slices",
-        "dynamic-update-slice instructions in all computations, fused included",
-        lambda s: s.dynamic_update_slices,
+        "dynamic_update_slices", "dynamic-update-slice instructions in all computations, fused included"
     ),
     _structural(
         "collectives",
@@ -377,7 +314,6 @@ _ALL = (
         "temporary buffer bytes in the device's main memory, from "
         "compiled.memory_analysis(); on TPU it leaves out the intermediates XLA places in on-chip "
         "memory (VMEM), however large: bound peak_bytes there",
-        from_analysis("temp_bytes"),
         unit="bytes",
     ),
     _compiler(
@@ -388,49 +324,23 @@ _ALL = (
         peak_bytes,
         unit="bytes",
     ),
-    _compiler(
-        "argument_bytes",
-        "argument buffer bytes, from compiled.memory_analysis()",
-        from_analysis("argument_bytes"),
-        unit="bytes",
-    ),
-    _compiler(
-        "output_bytes",
-        "output buffer bytes, from compiled.memory_analysis()",
-        from_analysis("output_bytes"),
-        unit="bytes",
-    ),
-    _compiler(
-        "flops",
-        "floating-point operations, from compiled.cost_analysis() (not across releases)",
-        from_analysis("flops"),
-    ),
+    _compiler("argument_bytes", "argument buffer bytes, from compiled.memory_analysis()", unit="bytes"),
+    _compiler("output_bytes", "output buffer bytes, from compiled.memory_analysis()", unit="bytes"),
+    _compiler("flops", "floating-point operations, from compiled.cost_analysis() (not across releases)"),
     _compiler(
         "bytes_accessed",
         "bytes read and written, from compiled.cost_analysis() (not across releases)",
-        from_analysis("bytes_accessed"),
         unit="bytes",
     ),
+    _kernel("cas_atomics", "compare-and-swap atomics in the kernels' code (PTX atom.cas, LLVM cmpxchg)"),
     _kernel(
-        "cas_atomics",
-        "compare-and-swap atomics in the kernels' code (PTX atom.cas, LLVM cmpxchg)",
-        _total("cas_atomics"),
+        "cas_loops", "compare-and-swap atomics inside a loop: CAS retry loops standing in for a native atomic"
     ),
     _kernel(
-        "cas_loops",
-        "compare-and-swap atomics inside a loop: CAS retry loops standing in for a native atomic",
-        _total("cas_loops"),
+        "float_atomics", "native floating-point atomic or reduction adds (any width, one per instruction)"
     ),
     _kernel(
-        "float_atomics",
-        "native floating-point atomic or reduction adds (any width, one per instruction)",
-        _total("float_atomics"),
-    ),
-    _kernel(
-        "local_bytes",
-        "stack and spill bytes the kernels declare (PTX .local, LLVM alloca)",
-        _total("local_bytes"),
-        unit="bytes",
+        "local_bytes", "stack and spill bytes the kernels declare (PTX .local, LLVM alloca)", unit="bytes"
     ),
     _kernel("code_loops", "loops (backward branches) in the kernels' code", _total("loops")),
     _kernel(
@@ -463,7 +373,7 @@ _ALL = (
     ),
     _input("lookups", "indices looked up per call", lambda c: math.prod(c.index_shape)),
     _input("row_bytes", "bytes of one table row", lambda c: c.width * _itemsize(c), unit="bytes"),
-    _input("vocab", "rows of the embedding table", lambda c: c.vocab),
+    _input("vocab", "rows of the embedding table"),
     # Per chip of a sharded program's mesh on the item's target (see sharding_facts); 1 when unsharded.
     Metric(
         "chips", "devices in a sharded program's mesh on the item's target (1 unsharded)", "number", "input"
@@ -500,7 +410,6 @@ METRICS: dict[str, Metric] = {m.name: m for m in _ALL}
 
 
 def names(source: Source | None = None, type: Type | None = None) -> list[str]:
-    """Registered names, in registry order, optionally of one source and/or type."""
     return [
         m.name for m in _ALL if (source is None or m.source == source) and (type is None or m.type == type)
     ]
@@ -509,16 +418,15 @@ def names(source: Source | None = None, type: Type | None = None) -> list[str]:
 def metrics_of(
     structure: Structure, code: ProgramCode, compiled: Compiled, module: HloModule | None = None
 ) -> dict[str, Any]:
-    """Every metric one compile gives, by name (aliases too), each from its source's object
-    (:class:`Metric`): raw values, a :class:`~invariants.hlo.cost.Missing` where the target gives none, None
-    where a structural one is unknown. The names that only exist called on a program are left out."""
+    """Every metric one compile gives, by name (aliases too), raw: a Missing or None where there is none."""
+    family = compiled.target.split("-", 1)[0]  # empty for none (a module read from a file)
     sources: dict[str, object] = {
         "structure": structure,
         "compiler": Analyses(
             structure,
             compiled.cost or {},
             compiled.memory or {},
-            _family(compiled.target),
+            family if family in ("cpu", "tpu", "gpu") else "",
             module,
             compiled.target,
         ),
@@ -533,23 +441,13 @@ def metrics_of(
     }
 
 
-def _family(target: str) -> str:
-    """The family of a target by its name (``cpu-8dev``: ``cpu``), as the targets are named; empty when
-    none (a module read from a file)."""
-    family = target.split("-", 1)[0]
-    return family if family in ("cpu", "tpu", "gpu") else ""
-
-
 def input_facts(config: Config, layout: Layout | None = None, devices: int = 1) -> dict[str, int]:
-    """The input facts of a configuration (``table_bytes``, ``lookups``, ...), by name; with the ``layout``
-    of a sharded program (an ``invariants.catalog.programs.Layout``) on ``devices`` devices,
-    its per-chip facts."""
+    """The input facts of a configuration by name; with a sharded program's ``layout``, its per-chip facts."""
     facts = {m.name: m.of(config) for m in _ALL if m.source == "input" and m.of is not None}
     return {**facts, **sharding_facts(layout, devices)}
 
 
 def sharding_facts(layout: Layout | None, devices: int) -> dict[str, int]:
-    """``chips``, ``table_shards`` and ``batch_shards`` of ``layout`` on ``devices`` devices (1 if none)."""
     if layout is None:
         return {"chips": 1, "table_shards": 1, "batch_shards": 1}
     return {
@@ -560,7 +458,6 @@ def sharding_facts(layout: Layout | None, devices: int) -> dict[str, int]:
 
 
 def markdown_table(metrics: Iterable[Metric] = _ALL) -> str:
-    """The registry as a markdown table: docs/reference.md's (``scripts/make_reference.py``)."""
     rows = ["| metric | type | meaning |", "|---|---|---|"]
     for m in metrics:
         kind = m.type if m.unit in ("count", "") else f"{m.type} ({m.unit})"
@@ -569,7 +466,6 @@ def markdown_table(metrics: Iterable[Metric] = _ALL) -> str:
     return "\n".join(rows)
 
 
-# The sources of metrics, in the order ``hlo-stats --help`` lists them, with their headings.
 _SOURCE_TITLES = (
     ("structure", "structural (also JSON keys of --json)"),
     ("input", "input facts"),
@@ -581,7 +477,6 @@ _SOURCE_TITLES = (
 
 
 def help_text() -> str:
-    """The registry as plain text, one metric a line: what ``hlo-stats --help`` prints."""
     width = max(len(m.name) for m in _ALL) + len("(PROGRAM)")
     lines = []
     for source, title in _SOURCE_TITLES:

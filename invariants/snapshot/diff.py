@@ -1,13 +1,7 @@
-"""Reading snapshot text back: its parts, its kernel-code lines, and what changed between two
-renderings (no JAX).
+"""Reading snapshot text back (no JAX): its parts, its kernel-code lines, and what changed between two.
 
 :mod:`invariants.snapshot.render` writes the text; this module is its one reader, for every stage that
-compares two of them: a failing structure item (what to show on a screen), ``bisect`` and ``versus`` (a
-rendering in each release or installation), the self-check (code lines only, or HLO lines too).
-
-A rendering is a header (``# ...`` lines), the ``summary:`` line, the structure sections (``kernels:``,
-``custom calls:``, ..., ``root:``) and, last, ``jaxpr:``. A kernel's code line (``code ptx: ...``) sits
-under its kernel's line; ``code of no listed kernel:`` holds the code no kernel names.
+compares two renderings (a failing structure item, ``bisect``, ``versus``, the self-check).
 """
 
 from __future__ import annotations
@@ -18,31 +12,14 @@ import itertools
 import re
 from collections.abc import Sequence
 
-__all__ = [
-    "LineChanges",
-    "changed_kernels",
-    "changed_sections",
-    "fold_alike",
-    "line_changes",
-    "older_format",
-    "structural_diff",
-    "structure_part",
-    "summary_change",
-    "summary_of",
-    "text_change",
-    "what_changed",
-]
-
 _CODE_BLOCK = "code of no listed kernel:"
 _CODE_LINES = ("code ptx:", "code llvm:")
 _JAXPR = "jaxpr:"
-_KERNELS = "kernels:"
 
 
 def older_format(rendering: str) -> bool:
-    """Whether a snapshot was written before kernels were named by what they are: its jaxpr came first and
-    its kernels were numbered (``kernel 1: ...``). Such a file is re-recorded, never diffed line by line
-    against this format (every line would differ)."""
+    """Whether a snapshot is of the format before kernels were named (its jaxpr first, its kernels
+    numbered): re-recorded, never diffed line by line against this one (every line would differ)."""
     lines = rendering.splitlines()
     jaxpr = next((i for i, ln in enumerate(lines) if ln == _JAXPR), None)
     summary = next((i for i, ln in enumerate(lines) if ln.startswith("summary: ")), None)
@@ -51,13 +28,11 @@ def older_format(rendering: str) -> bool:
 
 
 def summary_of(rendering: str) -> str | None:
-    """The ``summary:`` line of a snapshot rendering (None when it has none)."""
     return next((ln for ln in rendering.splitlines() if ln.startswith("summary: ")), None)
 
 
 def structure_part(rendering: str) -> str:
-    """A rendering from its ``summary:`` line to its jaxpr, not included: what the optimized HLO and the
-    kernel code decide (a dump of a compile has no jaxpr to render)."""
+    """A rendering from its ``summary:`` line to its jaxpr, not included."""
     lines = rendering.splitlines()
     start = next((i for i, ln in enumerate(lines) if ln.startswith("summary: ")), len(lines))
     end = next((i for i, ln in enumerate(lines) if ln == _JAXPR and i > start), len(lines))
@@ -65,7 +40,6 @@ def structure_part(rendering: str) -> str:
 
 
 def structural_diff(old: str, new: str, old_name: str, new_name: str) -> str:
-    """A unified diff of two renderings, one line of context."""
     diff = difflib.unified_diff(old.splitlines(), new.splitlines(), old_name, new_name, n=1, lineterm="")
     return "\n".join(diff) or "(identical structure)"
 
@@ -87,7 +61,6 @@ def _code_line_indices(lines: Sequence[str]) -> set[int]:
 
 
 def _owner(lines: Sequence[str], i: int) -> str:
-    """The kernel a code line belongs to: the nearest kernel line above it, as the rendering writes it."""
     for j in range(i - 1, -1, -1):
         text = lines[j].strip()
         if text == _CODE_BLOCK or lines[i].strip() == _CODE_BLOCK:
@@ -99,9 +72,8 @@ def _owner(lines: Sequence[str], i: int) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class LineChanges:
-    """Which lines of two snapshot renderings differ, split into kernel-code lines and the rest (the
-    HLO's and the jaxpr's): each is ``(its kernel, old line or None, new line or None)`` for code lines,
-    the changed text for the others."""
+    """The changed lines of two renderings: code lines as ``(kernel, old or None, new or None)``, the rest
+    (the HLO's and the jaxpr's) as text."""
 
     code: tuple[tuple[str, str | None, str | None], ...]
     hlo: tuple[str, ...]
@@ -111,8 +83,7 @@ class LineChanges:
         return bool(self.code) and not self.hlo
 
     def describe(self, summary: str | None = None) -> str:
-        """One line naming what changed, e.g. ``code lines only (1 changed: fusion kInput {...} -> ...);
-        the HLO lines are equal``; ``summary`` is the (equal) ``summary:`` line, quoted when given."""
+        """One line naming what changed; ``summary``: the (equal) ``summary:`` line, quoted when given."""
         if not self.code and not self.hlo:
             return "no line changed"
         kernels = list(dict.fromkeys(k for k, _, _ in self.code))
@@ -127,7 +98,6 @@ class LineChanges:
 
 
 def line_changes(old: str, new: str) -> LineChanges:
-    """The lines that differ between two snapshot renderings, by kind (see :class:`LineChanges`)."""
     a, b = old.splitlines(), new.splitlines()
     code_a, code_b = _code_line_indices(a), _code_line_indices(b)
     code: list[tuple[str, str | None, str | None]] = []
@@ -143,20 +113,17 @@ def line_changes(old: str, new: str) -> LineChanges:
 
 
 def _parted(span: range, code: set[int]) -> tuple[list[int], list[int]]:
-    """The indices in ``span`` of code lines, and of the other lines."""
     return [i for i in span if i in code], [i for i in span if i not in code]
 
 
 def _code_change(
     a: Sequence[str], b: Sequence[str], i: int | None, j: int | None
 ) -> tuple[str, str | None, str | None]:
-    """Old line ``a[i]`` and new line ``b[j]`` of a kernel's code (None: no line), with their kernel."""
     owner = _owner(b, j) if j is not None else _owner(a, i or 0)
     return owner, None if i is None else a[i], None if j is None else b[j]
 
 
 def what_changed(old: str, new: str) -> str:
-    """One line: which lines of two renderings differ (code lines only, HLO lines, or both)."""
     changes = line_changes(old, new)
     summary = summary_of(new) if changes.code_only and summary_of(old) == summary_of(new) else None
     return changes.describe(summary)
@@ -166,20 +133,13 @@ _FIELD = re.compile(r"([a-z][a-z ]*?) ((?:\d|unknown).*)")
 
 
 def _summary_fields(line: str | None) -> dict[str, str]:
-    """``summary: kernels 3; while loops 1 (×16384); ...`` as ``{"kernels": "3", "while loops": "1
-    (×16384)", ...}``: a field's name is its words before its value."""
-    out: dict[str, str] = {}
-    for part in (line or "").removeprefix("summary: ").split("; "):
-        m = _FIELD.fullmatch(part)
-        if m is not None:
-            out[m.group(1)] = m.group(2)
-    return out
+    """A ``summary:`` line's fields by name (``{"kernels": "3", "while loops": "1 (×16384)"}``)."""
+    parts = (line or "").removeprefix("summary: ").split("; ")
+    return {m.group(1): m.group(2) for part in parts if (m := _FIELD.fullmatch(part))}
 
 
 def summary_change(old: str, new: str) -> str:
-    """The fields of the ``summary:`` line that changed, ``kernels 3 → 12, while loops 0 → 2 (×16384,
-    ×16384)``. When none did, the sections that changed: ``summary unchanged; changed: kernels, jaxpr``
-    (a kernel of another body behind the same counts); ``summary unchanged`` when nothing below it did."""
+    """The fields of the ``summary:`` line that changed (``kernels 3 → 12``), else the sections that did."""
     before, after = _summary_fields(summary_of(old)), _summary_fields(summary_of(new))
     changed = [f"{k} {before.get(k, '?')} → {v}" for k, v in after.items() if before.get(k) != v]
     if changed:
@@ -194,10 +154,8 @@ _BOM = "\ufeff"
 
 
 def text_change(old: str, new: str) -> str | None:
-    """What differs between a committed snapshot ``old`` and a rendering ``new`` beside the structure, where
-    the diff of their lines shows nothing a reader can see: a byte-order mark an editor saved, Windows line
-    endings, a header naming another program or target (a file copied from another's). None when none of
-    these is it."""
+    """What differs between a committed snapshot and a rendering where the diff of their lines shows
+    nothing a reader can see (a byte-order mark, line endings, a header); None when none of these."""
     if old.startswith(_BOM):
         return "the committed file starts with a UTF-8 byte-order mark, which the gate never writes"
     if "\r" in old and "\r" not in new:
@@ -212,17 +170,14 @@ def text_change(old: str, new: str) -> str | None:
 
 
 def _header(rendering: str) -> list[str]:
-    """The ``#`` lines a rendering starts with."""
     lines = rendering.splitlines()
     return lines[: next((i for i, ln in enumerate(lines) if not ln.startswith("#")), len(lines))]
 
 
 def changed_kernels(old: str, new: str, context: int = 1) -> list[str]:
-    """The diff of the kernel lists alone (``-`` old, ``+`` new), with ``context`` kernels around each
-    change: what a reviewer reads first, never cut. A kernel's code lines move with it: diffed line by line,
-    a code line equal to its neighbour's (most are) would be shown as the neighbour's. Empty when the
-    kernels are equal."""
-    a, b = _units(_section(old, _KERNELS)), _units(_section(new, _KERNELS))
+    """The diff of the kernel lists alone, with ``context`` kernels around each change. A kernel's code
+    lines move with it: diffed line by line, a code line equal to its neighbour's would show as its."""
+    a, b = (_units(_titled(text, "kernels")[1:]) for text in (old, new))
     if a == b:
         return []
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
@@ -233,7 +188,6 @@ _Units = list[tuple[str, ...]]
 
 
 def _hunk(a: _Units, b: _Units, group: list[tuple[str, int, int, int, int]]) -> list[str]:
-    """One hunk of the diff of kernel units ``a`` and ``b``: its ``@@`` line, then its lines."""
     (_, i1, _, j1, _), (_, _, i2, _, j2) = group[0], group[-1]
     old_lines, new_lines = (sum(map(len, side[:n])) for side, n in ((a, i1), (b, j1)))
     old_count, new_count = sum(map(len, a[i1:i2])), sum(map(len, b[j1:j2]))
@@ -248,7 +202,6 @@ def _hunk(a: _Units, b: _Units, group: list[tuple[str, int, int, int, int]]) -> 
 
 
 def _units(lines: Sequence[str]) -> _Units:
-    """Kernel lines, each with the code lines under it."""
     units: _Units = []
     for line in lines:
         if units and line.lstrip().startswith(_CODE_LINES):
@@ -259,7 +212,7 @@ def _units(lines: Sequence[str]) -> _Units:
 
 
 def _range(before: int, count: int) -> str:
-    """A unified diff's hunk range: ``start,count`` from the ``before`` lines ahead of it (difflib's form)."""
+    """A hunk's range, ``start,count``, as difflib writes it."""
     if count == 1:
         return str(before + 1)
     return f"{before + 1 if count else before},{count}"
@@ -271,11 +224,8 @@ _DIMENSIONS = re.compile(r"\[[0-9,]*\]")
 
 
 def fold_alike(diff: Sequence[str]) -> list[str]:
-    """Diff lines (``-`` old, ``+`` new; context and ``@@`` lines dropped) with the lines that are alike but
-    for their shapes' dimensions shown once: a change made once per table is one line (or one ``while``
-    block) on a screen, ending ``(and 7 more alike but for their dimensions)``. A block is a line ending
-    ``{`` through the line that closes it, as the kernel list writes a loop and its bodies. What is folded
-    is counted, never dropped unsaid; the whole diff is the dump folder's."""
+    """The changed lines of a diff, those alike but for their shapes' dimensions (a change made once per
+    table) shown once with a count of the rest; a block (``{`` to ``}``) is folded whole."""
     groups: dict[tuple[str, ...], list[list[str]]] = {}
     for unit in _changed_units(diff):
         groups.setdefault(tuple(_DIMENSIONS.sub("[]", ln) for ln in unit), []).append(unit)
@@ -290,7 +240,6 @@ def fold_alike(diff: Sequence[str]) -> list[str]:
 
 
 def _changed_units(diff: Sequence[str]) -> list[list[str]]:
-    """The removed and added lines of a diff, a line or a whole block each."""
     units: list[list[str]] = []
     depth = 0  # how many blocks the last unit has open (a loop's body may hold a loop)
     for line in diff:
@@ -319,8 +268,7 @@ _SECTIONS = (
 
 
 def changed_sections(old: str, new: str) -> list[tuple[str, list[str]]]:
-    """The sections below the kernel list that differ, each with its diff (``-`` old, ``+`` new, no
-    context): ``[("scatters", ["-  scatter -> ...", "+  scatter -> ... strided"]), ...]``."""
+    """The sections below the kernel list that differ, each with its diff (no context)."""
     out = []
     for title in _SECTIONS:
         a, b = _titled(old, title), _titled(new, title)
@@ -331,20 +279,9 @@ def changed_sections(old: str, new: str) -> list[tuple[str, list[str]]]:
 
 
 def _titled(rendering: str, title: str) -> list[str]:
-    """A section's title line and the indented lines under it (empty when the rendering has none)."""
     lines = rendering.splitlines()
     start = next((i for i, ln in enumerate(lines) if ln.startswith(f"{title}:")), None)
     if start is None:
         return []
     end = next((i for i in range(start + 1, len(lines)) if not lines[i].startswith(" ")), len(lines))
-    return lines[start:end]
-
-
-def _section(rendering: str, title: str) -> list[str]:
-    """The lines of one section of a rendering (``kernels:``: every kernel line below it)."""
-    lines = rendering.splitlines()
-    if title not in lines:
-        return []
-    start = lines.index(title) + 1
-    end = next((i for i in range(start, len(lines)) if not lines[i].startswith(" ")), len(lines))
     return lines[start:end]

@@ -1,34 +1,16 @@
 """The snapshot form: a normalized, human-readable summary of what a program compiles to.
 
-It is stable across runs, Python function names and source lines (no metadata, instruction names, module
-names or stack frames appear), and sensitive to everything that decides performance: the kernels, each
-fusion's kind and opcode multiset, custom-call targets, while loops with their bodies and trip
-counts, collectives with bytes, gather/scatter dimension numbers and result layouts (``strided`` where a
-window is not contiguous), dtype conversions, buffers a donated parameter's output reuses, and the jaxpr's
-primitive sequence with gather/scatter modes.
+It is stable across runs, Python function names and source lines (no metadata, instruction names or stack
+frames), and sensitive to everything that decides performance: the kernels, each fusion's kind and opcodes,
+custom calls, loops and their trip counts, collectives, gathers and scatters with their layouts, dtype
+conversions, donated buffers, and the jaxpr's primitives.
 
-It is written to diff like the change that made it, since a reviewer reads it in every intentional update:
-
-* the ``summary:`` line comes first, under the header;
-* a kernel is one line named by what it is, its kind, what it fuses and the shape it writes, never by its
-  position: the kernels are a sorted multiset, equal ones one line with their count (``×8``: one per
-  table of an embedding bag), so removing a kernel changes its line alone, and a schedule that reorders
-  independent kernels changes nothing (the dumped HLO has XLA's order);
-* the gathers, scatters and collectives are sorted multisets too (equal ones one line, ``×4``), and the
-  loops' trip counts in the summary are sorted: nothing in the text follows XLA's emission order or its
-  instance numbering, so a change to one layer of a model diffs that layer's kernels alone;
-* the jaxpr comes last, its primitives as a multiset, one (``add×3``) per line: an added op is one line,
-  a gather mode changed in every table's lookup is one line.
-
-Where the compile kept its kernel code (GPU PTX, CPU LLVM IR: :mod:`invariants.kernels`), each kernel
-line with code is followed by a ``code:`` line of its atomics, loops and vector width (one per distinct
-code of the kernels it counts), so that a change of code generation behind byte-identical HLO (a native
-float atomic becoming a CAS retry loop) is a snapshot diff too. XLA:CPU tunes its code to the compiling
-host's processor, so a CPU kernel's line shows its atomics alone, and only when it has some
-(:data:`invariants.kernels.program.HOST_TUNED`).
-
-:mod:`invariants.snapshot.diff` reads this text back (its parts, which lines are code, which kernel a line
-belongs to): the one reader of what this module writes.
+It is written to diff like the change that made it: the ``summary:`` line first; then each section as a
+sorted multiset, equal lines once with their count (``×8``: one per table), so that nothing follows XLA's
+emission order and removing a kernel changes its line alone; the jaxpr last, one primitive a line. Where the
+compile kept its kernel code (GPU PTX, CPU LLVM IR), a kernel line is followed by a ``code:`` line of its
+atomics, loops and vector width, so that a change of code generation behind identical HLO is a diff too.
+:mod:`invariants.snapshot.diff` is the one reader of this text.
 """
 
 from __future__ import annotations
@@ -57,18 +39,14 @@ def kernel_line(kernel: Kernel) -> str:
 
 
 def _on_thread(thread: str) -> str:
-    """Where a kernel, gather or scatter runs, when not on the main thread (libtpu's word: ``on
-    sparsecore``), so that an offload gained or lost is a one-line diff and main-thread lines never change."""
     return "" if thread == MAIN_THREAD else f" on {thread}"
 
 
 def kernel_lines(
     kernels: Iterable[Kernel], indent: str = "", code: ProgramCode | None = None, role: str = ""
 ) -> list[str]:
-    """The kernel list as the snapshot writes it: each kernel by what it is (:func:`kernel_line`), equal
-    kernels one line with their count (``×8``) and the distinct code lines of them under it, sorted; a while
-    loop's condition and body, and a conditional's branches, indented in a block of their own, each line
-    led by its ``role``."""
+    """The kernel list as a sorted multiset, each kernel with its distinct code lines, a loop's or a
+    conditional's bodies indented in a block, each line led by its ``role``."""
     lead = f"{role}: " if role else ""
     blocks: list[tuple[str, ...]] = []  # a loop or a conditional: its lines, compared whole
     codes: dict[str, list[str | None]] = {}  # a kernel's line: each kernel's code line (None: none)
@@ -79,10 +57,8 @@ def kernel_lines(
         facts = code.of(k) if code is not None else None
         shown = snapshot_code_line(facts) if facts is not None else None
         codes.setdefault(f"{indent}{lead}{kernel_line(k)}", []).append(shown)
-    # A multiset: equal kernels are one line with their count, in sorted order. The order XLA's scheduler
-    # chose moves with unrelated changes (it reorders independent kernels); the dumped HLO has it. Under a
-    # kernel line, the distinct code of its kernels: XLA:GPU compiles equal fusions once and launches that
-    # code for each, so only one of them has code of its own, and which one follows the emission order.
+    # The distinct code of equal kernels: XLA:GPU compiles equal fusions once and launches that code for
+    # each, so only one of them has code of its own, and which one follows the emission order.
     entries = Counter(blocks)
     for head, found in codes.items():
         distinct = sorted({f"{indent}    code {c}" for c in found if c is not None})
@@ -94,7 +70,6 @@ def kernel_lines(
 
 
 def _block(k: Kernel, indent: str, lead: str, code: ProgramCode | None) -> tuple[str, ...]:
-    """A while loop (its condition and body) or a conditional (its branches) as a block of lines."""
     inner = indent + "    "
     if k.opcode == "while":
         trips = f"×{k.trip_count}" if k.trip_count is not None else "×?"
@@ -111,22 +86,17 @@ def _block(k: Kernel, indent: str, lead: str, code: ProgramCode | None) -> tuple
 
 
 def _counted(line: str, n: int) -> str:
-    """``line`` standing for ``n`` equal things: ``line ×n`` (a block's opening line ``while ×16 ×n {``)."""
     if n == 1:
         return line
     return f"{line[:-1]}×{n} {{" if line.endswith("{") else f"{line} ×{n}"
 
 
 def multiset_lines(lines: Iterable[str]) -> list[str]:
-    """Lines as a sorted multiset, equal ones one line with their count (``×4``): what the sections of a
-    snapshot list is what the program holds, never the order XLA emitted it in."""
     return [_counted(line, n) for line, n in sorted(Counter(lines).items())]
 
 
 def jaxpr_lines(primitives: Iterable[str]) -> list[str]:
-    """The jaxpr's primitives as a multiset, one primitive (``add×3``) per line in sorted order: an added
-    op is one line, and a lookup done once per table changes one line, not one per table. The primitives
-    of loop and branch bodies follow under ``in bodies:``."""
+    """The jaxpr's primitives as a multiset, one (``add×3``) a line; those of bodies under ``in bodies:``."""
     top: Counter[str] = Counter()
     inner: Counter[str] = Counter()
     depth = 0
@@ -137,13 +107,11 @@ def jaxpr_lines(primitives: Iterable[str]) -> list[str]:
             depth -= 1
         else:
             (inner if depth else top)[item] += 1
-    lines = ["  " + (name if n == 1 else f"{name}×{n}") for name, n in sorted(top.items())]
-    if inner:
-        lines += [
-            "  in bodies:",
-            *("    " + (name if n == 1 else f"{name}×{n}") for name, n in sorted(inner.items())),
-        ]
-    return lines
+
+    def shown(counts: Counter[str], indent: str) -> list[str]:
+        return [indent + (name if n == 1 else f"{name}×{n}") for name, n in sorted(counts.items())]
+
+    return shown(top, "  ") + (["  in bodies:", *shown(inner, "    ")] if inner else [])
 
 
 def summary_line(structure: Structure) -> str:
@@ -162,8 +130,7 @@ def summary_line(structure: Structure) -> str:
 
 
 def structure_lines(structure: Structure, code: ProgramCode | None = None) -> list[str]:
-    """The structure sections of a snapshot, from ``kernels:`` to ``root:``: what the optimized HLO (and,
-    given ``code``, the kernel code) decides. Each section is a sorted multiset."""
+    """The structure sections of a snapshot, from ``kernels:`` to ``root:``."""
     out = ["kernels:"]
     out += kernel_lines(structure.kernel_list, "  ", code) or ["  (none)"]
     out += _unmatched_code(code)
@@ -183,7 +150,6 @@ def _unmatched_code(code: ProgramCode | None) -> list[str]:
 
 
 def _section(title: str, lines: list[str]) -> list[str]:
-    """A section of lines as a multiset under its title (``title: none`` when it has none)."""
     return [f"{title}:" + ("" if lines else " none"), *multiset_lines(lines)]
 
 
@@ -193,18 +159,16 @@ def _collective_line(c: Collective) -> str:
 
 
 def _indexed_line(op: IndexedOp) -> str:
-    # A window that is not contiguous in its operand's layout says so on its line: the shapes and dimension
-    # numbers alone hide it (the same scatter writes rows or columns by layout).
+    # The shapes and dimension numbers alone hide it: the same scatter writes rows or columns by layout.
     strided = " strided" if op.strided else ""
     return f"  {op.opcode} -> {op.shape} {{{op.dimension_numbers}}}{strided}{_on_thread(op.thread)}"
 
 
 def render_summary(measured: Measurement, doc: str = "") -> str:
-    """The snapshot text of one measured compile. Deterministic for a given compiler."""
     compiled, structure = measured.compiled, measured.structure
     out = [f"# {compiled.program} [{compiled.config}] on {compiled.target}"]
     flags = libtpu_init_args(compiled.target)
-    if flags:  # what the compiler was told, beside what it made of it
+    if flags:
         out.append(f"# LIBTPU_INIT_ARGS={flags}")
     if doc:
         out.append(f"# {doc}")

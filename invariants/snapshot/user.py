@@ -1,24 +1,13 @@
 """Where the ``compiled_snapshot`` fixture keeps a project's own snapshots: one syrupy single-file each.
 
-The layout, beside the test file, per target as the gate's own snapshots are::
+Beside the test file, per target as the gate's own::
 
     <folder of the test file>/snapshots/<target>/<test file stem>/<test name>.txt
 
-e.g. ``tests/snapshots/tpu-v5e/test_embeddings/test_take.txt``. The target folder comes from what is
-asserted (a :class:`~invariants.testing.CompiledStructure` knows its target), so one test may snapshot a
-function on several targets; a second snapshot of the same target in one test is ``<test name>.1.txt``,
-as syrupy numbers them. Below the target folder the layout is syrupy's own single-file layout
-(``<test file stem>/<test name>``), so syrupy relates each file to its test: ``--snapshot-update`` writes
-and rewrites them, a plain run fails on a snapshot no test asserts any more, and an update deletes it,
-exactly as syrupy does for its ``__snapshots__`` folders.
-
-What is stored is the gate's snapshot text (:func:`invariants.snapshot.render.render_summary`, the
-serializer); its first line names the function, its argument shapes and the target. This module is the
-extension half, and borrows the gate's (:mod:`invariants.snapshot.store`) for the rest: every write is
-atomic, and a snapshot that cannot be read or written fails its test with one line naming the path. Only
-files of this form are ever shown to syrupy (:meth:`CompiledSnapshotExtension.discover_snapshots`), so
-syrupy never calls a README.txt or any other foreign file unused, and never deletes one. The gate's own
-snapshots (``<root>/<target>/<program>.<config>.txt``, one level up) are never discovered here.
+The target folder comes from the asserted :class:`~invariants.testing.CompiledStructure`, so one test may
+snapshot a function on several targets (a second one of a target is ``<test name>.1.txt``). Below it the
+layout is syrupy's own, so syrupy relates each file to its test and updates, reports and deletes them as
+it does its ``__snapshots__``; only files of this form are ever shown to it, never a foreign one.
 """
 
 from __future__ import annotations
@@ -34,19 +23,14 @@ from syrupy.data import SnapshotCollections
 from syrupy.location import PyTestLocation
 
 from .._paths import shown
-from .store import SNAPSHOT_ROOT, SUFFIX, TextFiles
+from .store import SNAPSHOT_ROOT, SUFFIX, TextFiles, first_line
 
 # render_summary's first line: ``# <name> [<argument shapes>] on <target>``.
 _HEADER = re.compile(r"# \S+ \[.*\] on (?P<target>\S+)")
 
 
-def _index(target: str, n: int) -> str:
-    """syrupy's index of the ``n``-th snapshot of ``target`` in one test: the target travels in it, since
-    syrupy asks an extension for a location by test and index only."""
-    return f"{n}@{target}"
-
-
 def _parse(index: Any) -> tuple[int, str]:
+    # syrupy asks an extension for a location by test and index only, so the target travels in the index.
     n, at, target = str(index).partition("@")
     if not at or not n.isdigit() or not target:
         raise TypeError(f"compiled_snapshot: not an index of ours: {index!r}; assert compiled_snapshot == s")
@@ -54,23 +38,14 @@ def _parse(index: Any) -> tuple[int, str]:
 
 
 def ours(path: Path) -> bool:
-    """Whether ``path`` is a snapshot this extension wrote: ``<target>/<stem>/<name>.txt`` whose first line
-    is render_summary's header naming that ``<target>``."""
-    try:
-        with open(path, "rb") as f:
-            first = f.readline(4096).decode("utf-8").rstrip("\r\n")
-    except (OSError, UnicodeDecodeError):
-        return False
-    m = _HEADER.fullmatch(first)
+    """Whether ``path`` is a snapshot this extension wrote: its header names the target its path does."""
+    m = _HEADER.fullmatch(first_line(path, 4096) or "")
     return m is not None and m["target"] == path.parent.parent.name
 
 
 class CompiledSnapshotExtension(TextFiles):
-    """One text file per (target, test, index) at the layout of the module docstring."""
-
     @classmethod
     def dirname(cls, *, test_location: PyTestLocation) -> str:
-        """The snapshot root of a test file (each target is a folder below it)."""
         return str(Path(test_location.filepath).parent / SNAPSHOT_ROOT)
 
     @classmethod
@@ -93,8 +68,7 @@ class CompiledSnapshotExtension(TextFiles):
     def discover_snapshots(
         self, *, test_location: PyTestLocation, ignore_extensions: list[str] | None = None
     ) -> SnapshotCollections:
-        """Every snapshot of ours below the root (all targets, all test files there, as syrupy's
-        single-file discovery covers its ``__snapshots__``); nothing else."""
+        """Every snapshot of ours below the root, all targets and test files; nothing else."""
         found = SnapshotCollections()
         root = Path(self.dirname(test_location=test_location))
         for path in sorted(root.glob(f"*/*/*{SUFFIX}")):
@@ -107,9 +81,8 @@ class CompiledSnapshotExtension(TextFiles):
 
 
 class CompiledSnapshotAssertion(SnapshotAssertion):
-    """syrupy's assertion for :class:`~invariants.testing.CompiledStructure` values, stored under their
-    target: ``==`` names the snapshot (syrupy's ``snapshot(name=...)``) by the value's target before syrupy
-    compares, since syrupy asks an extension for a location by test and index only."""
+    """syrupy's assertion for :class:`~invariants.testing.CompiledStructure` values: ``==`` names the
+    snapshot by the value's target before syrupy compares."""
 
     def __eq__(self, other: object) -> bool:
         from ..testing import CompiledStructure
@@ -124,15 +97,14 @@ class CompiledSnapshotAssertion(SnapshotAssertion):
         # The how-many-th snapshot of this target in this test: its earlier ones are in the executions.
         earlier = self.executions.values()
         n = sum(Path(r.snapshot_location).parent.parent.name == other.target for r in earlier)
-        self(name=_index(other.target, n))
+        self(name=f"{n}@{other.target}")  # the target travels in syrupy's index (see _parse)
         return super().__eq__(other)
 
     __hash__ = SnapshotAssertion.__hash__
 
 
 def compiled_assertion(snapshot: SnapshotAssertion) -> CompiledSnapshotAssertion:
-    """The ``compiled_snapshot`` fixture's value: syrupy's ``snapshot`` (its session, test and update flags)
-    as a :class:`CompiledSnapshotAssertion` storing with :class:`CompiledSnapshotExtension`."""
+    """syrupy's ``snapshot`` (its session, test and update flags) as a :class:`CompiledSnapshotAssertion`."""
     return CompiledSnapshotAssertion(
         session=snapshot.session,
         extension_class=CompiledSnapshotExtension,

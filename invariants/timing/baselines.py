@@ -1,16 +1,9 @@
 """Efficiency baselines: what a throughput run's efficiency is compared with, and the rules for them.
 
-A baseline is the efficiency (``t_copy / t_program``, see :func:`invariants.timing.paired.measure_efficiency`)
-of one program in one configuration on one target, recorded on purpose (``--record-baselines``) as
-``snapshots/<target>/efficiency/<program>.<config>.json``: the median of three measurements, with the machine
-it was measured on and the versions. The rules:
-
-* a run fails only when its whole interval lies below ``baseline * (1 - max_loss)``
-  (:func:`baseline_verdict`);
-* ``max_loss`` comes from the ``efficiency_max_loss`` of the first spec file whose ``targets`` patterns
-  match the target (:func:`max_loss_for`), else :data:`DEFAULT_MAX_LOSS`;
-* efficiency is relative to a machine and a clock: a baseline recorded on another machine
-  (:func:`machine`) is not compared with.
+A baseline is one program's efficiency in one configuration on one target, recorded on purpose
+(``--record-baselines``) as the median of three measurements, with the machine and the versions it was
+measured on. A run fails only when its whole interval lies below ``baseline * (1 - max_loss)``. Efficiency is
+relative to a machine and a clock: a baseline recorded on another machine is not compared with.
 """
 
 from __future__ import annotations
@@ -33,27 +26,12 @@ if TYPE_CHECKING:
     from invariants.specfile.reader import Spec
     from invariants.verdict.checks import Case
 
-__all__ = [
-    "DEFAULT_MAX_LOSS",
-    "baseline_floor",
-    "baseline_path",
-    "baseline_verdict",
-    "machine",
-    "max_loss_for",
-    "provenance",
-    "read_baseline",
-    "record_programs",
-    "write_baseline",
-]
-
 # The loss allowed when no spec file of the target says otherwise.
 DEFAULT_MAX_LOSS = 0.5
 BASELINE_FOLDER = "efficiency"
 
 
 def baseline_path(snapshot_root: Path, target: str, program: str, config: str) -> Path:
-    """Where the baseline of ``program`` [``config``] on ``target`` lives, under the snapshot root (the folder
-    of the per-target snapshot folders: ``snapshots/`` in a checkout, ``--snapshot-dir`` downstream)."""
     return snapshot_root / target / BASELINE_FOLDER / f"{program}.{config}.json"
 
 
@@ -66,12 +44,8 @@ def max_loss_for(specs: Iterable[Spec], target: str) -> float:
 
 
 def machine(device_kind: str, clock: str) -> dict[str, Any]:
-    """What a baseline is relative to: the cores this process may run on, the device, and the clock.
-
-    The cores are the process's own (its affinity), not the host's: an xdist worker pinned to one core
-    (``--pin-workers``) runs XLA:CPU's partitioned kernels on one thread, far below a baseline recorded on
-    every core. That worker is another machine for a baseline: its efficiency items are measured and
-    recorded, and skip their comparison saying why."""
+    """What a baseline is relative to. The cores are this process's own (its affinity), not the host's: an
+    xdist worker pinned to one core runs XLA:CPU's partitioned kernels on one thread, another machine."""
     return {"cores": len(_cores.usable()) or os.cpu_count(), "device": device_kind, "clock": clock}
 
 
@@ -81,16 +55,16 @@ EFFICIENCY_RANGE = (1e-4, 100.0)
 
 
 def read_baseline(path: Path) -> dict[str, Any] | None:
-    """The recorded baseline at ``path``, None when there is none. A file that is not one this tool wrote
-    raises one line naming it: not JSON, no finite ``efficiency`` in range, or an ``efficiency`` that is not
-    the median of the ``runs`` recorded beside it (a hand edit, which would move every later verdict)."""
+    """The recorded baseline at ``path``, None when there is none; one line for a file this tool did not
+    write (an ``efficiency`` that is not the median of its ``runs`` is a hand edit)."""
     if not path.exists():
         return None
     try:
         data = json.loads(path.read_text(), parse_constant=_no_constant, parse_int=_bounded_int)
     except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as err:
         where = f":{err.lineno}" if isinstance(err, json.JSONDecodeError) else ""
-        raise InvariantsError(f"{path}{where}: not a baseline (not JSON: {_first(err)})") from None
+        said = str(getattr(err, "msg", err)).splitlines()[0]
+        raise InvariantsError(f"{path}{where}: not a baseline (not JSON: {said})") from None
     if not isinstance(data, dict):
         raise InvariantsError(f"{path}: not a baseline (a JSON object with 'efficiency' and 'runs')")
     _check_median(path, data.get("efficiency"), data.get("runs"))
@@ -100,12 +74,11 @@ def read_baseline(path: Path) -> dict[str, Any] | None:
 
 
 def _check_median(path: Path, value: object, runs: object) -> None:
-    """A baseline's ``efficiency``: a number in range, the median of its three ``runs``."""
     low, high = EFFICIENCY_RANGE
     if not isinstance(value, int | float) or not _number(value) or not low <= value <= high:
         raise InvariantsError(
             f"{path}: not a baseline ('efficiency' must be a number in [{low:g}, {high:g}], "
-            f"got {_shown(value)})"
+            f"got {json.dumps(value)[:40]})"
         )
     if not isinstance(runs, list) or len(runs) != 3 or not all(_number(r) and low <= r <= high for r in runs):
         raise InvariantsError(
@@ -132,16 +105,7 @@ def _bounded_int(text: str) -> int:
     return int(text)
 
 
-def _first(err: Exception) -> str:
-    return str(getattr(err, "msg", err)).splitlines()[0]
-
-
-def _shown(value: object) -> str:
-    return json.dumps(value)[:40]
-
-
 def provenance(record: dict[str, Any]) -> str:
-    """Where a baseline comes from, in a few words: the device, the clock, the versions and the date."""
     machine = record.get("machine", {})
     versions = record.get("versions", {})
     names = ", ".join(f"{k} {versions[k]}" for k in ("jax", "jaxlib", "libtpu") if k in versions)
@@ -152,16 +116,14 @@ def provenance(record: dict[str, Any]) -> str:
 
 
 def _figures(x: float) -> float:
-    """Four significant figures: a loop-bound program's efficiency is a few 1e-4 (decimal places would
-    keep one figure of it)."""
+    # Significant figures: a loop-bound program's efficiency is a few 1e-4.
     return float(f"{x:.4g}")
 
 
 def write_baseline(
     path: Path, runs: Sequence[RatioResult], machine: dict[str, Any], versions: dict[str, str]
 ) -> dict[str, Any]:
-    """Record the median of ``runs`` (three measurements) at ``path``, with what it was measured on (the
-    machine and its clock, the versions) and the day; return the record."""
+    """Record the median of ``runs`` at ``path`` with what it was measured on; return the record."""
     best = sorted(runs, key=lambda r: r.median)[len(runs) // 2]
     record = {
         "efficiency": _figures(best.median),
@@ -173,17 +135,13 @@ def write_baseline(
         "date": datetime.date.today().isoformat(),
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, json.dumps(record, indent=1, sort_keys=True) + "\n")  # a killed run keeps the old one
+    write_atomic(path, json.dumps(record, indent=1, sort_keys=True) + "\n")
     return record
 
 
 def record_programs(key: Sequence[str], cases: Iterable[Case]) -> list[str]:
-    """The programs a ``--record-baselines`` run must select for ``key`` (program, config, target) to be
-    timed at all: an efficiency item exists only for a key of a throughput relation whose every side is
-    selected, so its program alone selects nothing (the run then times nothing and passes). The programs
-    of the smallest such relation among ``cases`` (the session's throughput cases): the program and the
-    other side of its ratio, or the program alone for a relation of one program (``grad_take[equal]`` /
-    ``grad_take[uniform]``)."""
+    """The programs of the smallest throughput relation holding ``key``: what ``--record-baselines`` must
+    select, since an efficiency item exists only where every side of its relation is selected."""
     wanted = tuple(key)
     sides = [
         (len(programs), c.id, programs)
@@ -195,11 +153,6 @@ def record_programs(key: Sequence[str], cases: Iterable[Case]) -> list[str]:
 
 
 def baseline_floor(baseline: float, max_loss: float) -> float:
-    """The lowest efficiency allowed: ``baseline * (1 - max_loss)``.
-
-    Raises:
-        InvariantsError: unless ``baseline > 0`` and ``0 <= max_loss < 1``.
-    """
     if not baseline > 0.0:
         raise InvariantsError(f"baseline: efficiency baseline must be positive, got {baseline}")
     if not 0.0 <= max_loss < 1.0:
@@ -208,11 +161,5 @@ def baseline_floor(baseline: float, max_loss: float) -> float:
 
 
 def baseline_verdict(result: RatioResult, baseline: float, max_loss: float) -> Verdict:
-    """Judge a measured efficiency against a recorded baseline, allowing a ``max_loss`` fraction of loss.
-
-    ``"fail"`` only when the whole interval lies below ``baseline * (1 - max_loss)``; ``"pass"`` when the
-    whole interval is at or above it; ``"inconclusive"`` otherwise. Measure with
-    ``min_efficiency=baseline_floor(baseline, max_loss)`` so the adaptive extension works toward this same
-    bound.
-    """
+    """Measure with ``min_efficiency=baseline_floor(baseline, max_loss)``: its looks aim at this bound."""
     return decide_lower(result.low, result.high, baseline_floor(baseline, max_loss)) or "inconclusive"

@@ -1,6 +1,4 @@
-"""JAX callables for the timer: a compiled program with its arguments, and the memory stream that
-efficiency is measured against. Both block until the device is done
-(:data:`invariants.timing.paired.Timed`)."""
+"""JAX callables for the timer, each blocking until the device is done: a program, a memory stream."""
 
 from __future__ import annotations
 
@@ -10,16 +8,9 @@ from collections.abc import Callable
 from invariants._errors import InvariantsError
 from invariants.hlo.parse import parse_module
 
-__all__ = ["copy_callable", "jax_callable"]
-
 
 def jax_callable(fn: Callable[..., object], *args: object) -> Callable[[], None]:
-    """Wrap an already-compiled function and concrete arguments into a :data:`Timed` callable.
-
-    Nothing is jitted or compiled here: pass ``jax.jit(f).lower(*args).compile()`` (or a jitted function
-    that has already run once) so compile time never lands in a sample. Each call runs ``fn(*args)`` and
-    waits with ``jax.block_until_ready`` for every output buffer.
-    """
+    """``fn(*args)``, blocking on every output; ``fn`` already compiled, so no compile lands in a sample."""
     import jax  # JAX starts after compile.process sets the environment, not when timing is imported
 
     def call() -> None:
@@ -33,19 +24,12 @@ MIN_COPY_BYTES = 128
 
 
 def copy_callable(nbytes: int) -> Callable[[], None]:
-    """A :data:`Timed` device memory stream of about ``nbytes`` (read ``nbytes``, write ``nbytes``).
+    """A device memory stream of about ``nbytes`` read and written: the efficiency's roofline reference.
 
-    The program is ``b + 1`` on a float32 ``[n, 32]`` buffer of ``nbytes``, compiled once: the same bytes
-    as a copy, but an elementwise loop fusion that XLA partitions across threads the way it partitions a
-    gather. A plain ``jnp.copy`` runs as one memcpy on one thread, so its time reacts to load on the other
-    cores differently from the lookup's, and an efficiency against it spreads widely. The input is not
-    donated, and the optimized HLO is checked to do real work rather than return the parameter. This is the
-    bandwidth roofline reference for :func:`measure_efficiency`.
-
-    Raises:
-        InvariantsError: if ``nbytes < MIN_COPY_BYTES``, or if the compiled program does no work.
+    ``b + 1`` rather than a copy: an elementwise fusion that XLA partitions across threads as it does a
+    gather, where ``jnp.copy`` is one memcpy on one thread and reacts to load differently from a lookup.
     """
-    import jax  # JAX starts after compile.process sets the environment, not when timing is imported
+    import jax
     import jax.numpy as jnp
 
     if nbytes < MIN_COPY_BYTES:
@@ -58,5 +42,4 @@ def copy_callable(nbytes: int) -> Callable[[], None]:
 
 
 def _hlo_copies(hlo_text: str) -> bool:
-    """True when the entry computation's root is a ``copy`` or ``fusion`` (not the bare parameter)."""
     return parse_module(hlo_text, "copy reference").entry.root.opcode in ("copy", "fusion")

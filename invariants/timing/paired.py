@@ -4,29 +4,20 @@ Nothing here asserts an absolute time. A check states a *ratio* (``t_a / t_b <= 
 *efficiency* (``t_copy / t_program >= floor``), both measured in the same process, interleaved call by call,
 so that whatever slows the machine down slows both sides alike.
 
-Method (see :func:`measure_ratio`):
+Method:
 
-1. warm up both callables, then time single calls to choose ``inner`` for each side: the number of calls
-   per sample, so that a sample of either side lasts about ``sample_seconds`` (2 ms by default, at least
-   one call). Samples that long average out per-call dispatch jitter; equal sample *durations* matter
-   under load, since the chance that a preemption hits a sample grows with its length;
-2. time pairs of samples, alternating the order (ABBA) to cancel drift and first-in-pair effects, and keep
-   the per-pair ratio ``t_a / t_b``: slow phases of the machine cancel within a pair;
-3. estimate the median of the per-pair ratios (which ignores pairs where one side was preempted) with a
-   distribution-free order-statistic confidence interval;
-4. if a threshold is given and the interval straddles it, take more pairs and look again, each look
-   spending a shrinking part of ``1 - confidence`` (:func:`invariants._stats.look_alpha`), until the
-   interval is on one side or the time budget is spent.
+1. warm up both callables, then choose each side's ``inner`` (calls per sample) so that a sample lasts about
+   ``sample_seconds``: long samples average out dispatch jitter, and equal sample *durations* give both
+   sides the same chance of being preempted;
+2. time pairs of samples in ABBA order (cancelling drift and first-in-pair effects) and keep the per-pair
+   ratio ``t_a / t_b``: slow phases of the machine cancel within a pair;
+3. estimate the median of the per-pair ratios with a distribution-free order-statistic interval;
+4. while the interval straddles the threshold and budget is left, take more pairs and look again, each look
+   spending a shrinking part of ``1 - confidence`` (:func:`invariants._stats.look_alpha`).
 
-A verdict is ``"fail"`` only when the *whole* interval lies beyond the threshold. An interval that still
-straddles the threshold when the budget is spent is ``"inconclusive"``, which is not a failure.
-
-Every :data:`Timed` callable must block until its work is done (for jax: ``jax.block_until_ready``), so the
-clock measures device work and not only the dispatch.
-
-The statistics live in :mod:`invariants._stats`, the cross-run efficiency baselines in
-:mod:`invariants.timing.baselines`, and the JAX callables (a compiled program, the memory stream) in
-:mod:`invariants.timing.calls`: this module measures, given callables and a clock.
+A verdict is ``"fail"`` only when the *whole* interval lies beyond the threshold; one still straddling it
+when the budget is spent is ``"inconclusive"``, not a failure. Every :data:`Timed` callable must block until
+its work is done, so the clock measures device work and not only the dispatch.
 """
 
 from __future__ import annotations
@@ -39,7 +30,7 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -49,12 +40,10 @@ from invariants.timing.device import DeviceRecorder
 from invariants.timing.trace import TraceError
 
 Timed = Callable[[], object]
-"""A zero-argument callable that runs the work once and returns only when the work is done."""
-
 Clock = Callable[[], float]
-"""A monotonic clock in seconds (``time.perf_counter`` unless a test injects a fake one)."""
 
 Verdict = Literal["pass", "fail", "inconclusive"]
+_T = TypeVar("_T")
 
 _MAX_INNER = 100_000
 # The device clock's pairs per measurement, and the device seconds one trace may hold (see _device_pairs).
@@ -63,47 +52,19 @@ DEVICE_TRACE_SECONDS = 0.25
 _GROWTH = 1.5  # each extra look happens once the number of pairs has grown by this factor
 
 
-# --------------------------------------------------------------------------------------------- results
-
-
-# A bound's direction: ``at_most`` bounds a slowdown (``time(a) / time(b) <= threshold``), ``at_least`` is a
-# floor (efficiency, ``t_copy / t_program >= floor``).
+# ``at_most`` bounds a slowdown (``time(a) / time(b) <= threshold``), ``at_least`` is a floor (efficiency).
 Direction = Literal["at_most", "at_least"]
 
 
 @dataclass(frozen=True)
 class RatioResult:
-    """The ratio ``t_a / t_b`` of two programs' times, measured by paired interleaving, and its verdict
-    against a bound with a direction. The one paired-ratio type: a time ratio (``direction="at_most"``)
-    and an efficiency (``name="efficiency"``, ``a`` = the memory copy, ``b`` = the program,
-    ``direction="at_least"``) alike.
+    """The ratio ``t_a / t_b`` by paired interleaving, its interval ``[low, high]`` for the median per-pair
+    ratio, and its verdict against ``threshold`` in ``direction``: a time ratio and an efficiency
+    (``a`` = the memory copy, ``b`` = the program, ``at_least``) alike.
 
-    Attributes:
-        median: median of the per-pair ratios ``t_a / t_b``.
-        low, high: a distribution-free confidence interval for that median (order statistics). When
-            ``looks > 1`` each look used a stricter level so that the interval finally reported still
-            covers the true median with probability >= ``confidence`` (see :func:`measure_ratio`).
-        pairs: number of (a, b) sample pairs.
-        seconds: wall time spent sampling (warm-up and calibration included), by the measuring clock.
-        confidence: the requested coverage of ``[low, high]``, e.g. 0.95.
-        threshold: the bound on the ratio, or ``None`` when only measuring.
-        verdict: ``"fail"`` when the whole interval is beyond the bound (above it ``at_most``, below it
-            ``at_least``), ``"pass"`` when it is wholly within, ``"inconclusive"`` when it still straddles
-            the bound when the budget ran out; ``None`` when no bound was given.
-        t_a_median, t_b_median: median seconds per call of ``a`` and ``b`` (for reports only: absolute
-            times on a shared machine are not comparable across runs).
-        cv: robust coefficient of variation of the per-pair ratios, ``1.4826 * MAD / median``.
-        inner_a, inner_b: calls per sample of ``a`` and of ``b``.
-        looks: how many times the interval was examined (1 + number of adaptive extensions).
-        ratios: the per-pair ratios, in sampling order (not in :meth:`to_dict`).
-        samples_a, samples_b: each side's seconds per call in each pair, by ``clock``, in sampling order
-            (not in :meth:`to_dict`; what a benchmark record's statistics are made of).
-        direction: which side of ``threshold`` passes.
-        name: what the ratio is called in a report line (``ratio``, ``efficiency``).
-        clock: the clock of ``t_a_median``, ``t_b_median`` and the ratios: ``device`` (the chip's own,
-            from a profiler trace), ``wall`` or ``cpu`` (this process's CPU time).
-        wall_a_median, wall_b_median: median wall seconds per call of each side beside a device-clock
-            measurement: the host's round trip, so that its share is visible; None on the other clocks.
+    ``t_a_median`` and ``t_b_median`` are per-call seconds on ``clock`` (``device``, ``wall`` or ``cpu``), for
+    reports only; ``wall_a_median`` and ``wall_b_median`` are the host's beside a device-clock measurement.
+    ``ratios``, ``samples_a`` and ``samples_b`` are the raw per-pair values, left out of :meth:`to_dict`.
     """
 
     median: float
@@ -131,11 +92,9 @@ class RatioResult:
 
     @property
     def failed(self) -> bool:
-        """True only when the whole interval lies beyond the bound."""
         return self.verdict == "fail"
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-serializable fields (e.g. for pytest-benchmark ``extra_info``); no raw ratios."""
         d = asdict(self)
         for raw in ("ratios", "samples_a", "samples_b"):
             del d[raw]
@@ -151,7 +110,6 @@ class RatioResult:
         )
 
     def summary(self) -> str:
-        """One line for a report, e.g. ``ratio 1.012 [1.004, 1.019] (95%, 40 pairs, 0.3 s, cv 1.1%) pass``."""
         sign = "<=" if self.direction == "at_most" else ">="
         return (
             f"{self.name} {self.median:.3f} [{self.low:.3f}, {self.high:.3f}] "
@@ -159,9 +117,6 @@ class RatioResult:
             f"{self.clock} clock{self._host_share()})"
             + (f" vs {sign} {self.threshold:g}: {self.verdict}" if self.threshold is not None else "")
         )
-
-
-# ------------------------------------------------------------------------------------------- sampling
 
 
 def _sample(fn: Timed, inner: int, clock: Clock) -> float:
@@ -174,16 +129,11 @@ def _sample(fn: Timed, inner: int, clock: Clock) -> float:
 def _calibrate(
     a: Timed, b: Timed, warmup: int, sample_seconds: float, clock: Clock
 ) -> tuple[tuple[int, int], tuple[float, float]]:
-    """Run each callable ``warmup`` times; pick each side's ``inner`` so a sample lasts ``sample_seconds``.
-    Returns those and each side's seconds per call."""
-    probes_a: list[float] = []
-    probes_b: list[float] = []
-    for _ in range(max(warmup, 1)):
-        probes_a.append(_sample(a, 1, clock))
-        probes_b.append(_sample(b, 1, clock))
+    """Each side's ``inner`` so that a sample lasts ``sample_seconds``, and its seconds per call."""
+    probes = [(_sample(a, 1, clock), _sample(b, 1, clock)) for _ in range(max(warmup, 1))]
     # The first calls may include one-off costs (allocation, caches); the later half is the steady state.
-    half = len(probes_a) // 2
-    per_call = float(np.median(probes_a[half:])), float(np.median(probes_b[half:]))
+    per_a, per_b = np.median(probes[len(probes) // 2 :], axis=0)
+    per_call = float(per_a), float(per_b)
 
     def inner_for(per: float) -> int:
         if per <= 0.0:
@@ -194,9 +144,6 @@ def _calibrate(
 
 
 class _Sides(NamedTuple):
-    """What every pair is taken of: the two callables, their calls per sample, the clock, and the device
-    recorder when the device's own clock times them."""
-
     a: Timed
     b: Timed
     inner: tuple[int, int]
@@ -204,61 +151,12 @@ class _Sides(NamedTuple):
     device: DeviceRecorder | None = None
 
 
-class _Taken(NamedTuple):
-    """Per-call seconds of A and B per pair by the verdict clock, and by the host's clock beside it."""
-
-    t_a: list[float]
-    t_b: list[float]
-    wall_a: list[float]
-    wall_b: list[float]
-
-
-def _pairs(sides: _Sides, count: int, start: int, deadline: float | None, floor: int) -> _Taken:
-    """``count`` more pairs of per-call times, in ABBA order from pair ``start``, stopping past ``deadline``
-    once ``floor`` pairs exist; with a device recorder inside one trace, summing each call's device seconds.
-    """
-    a, b, (inner_a, inner_b), clock, device = sides
-    wall_a: list[float] = []
-    wall_b: list[float] = []
-    a_first: list[bool] = []
-
-    def batch() -> int:
-        for i in range(start, start + count):
-            if deadline is not None and i >= floor and clock() >= deadline:
-                break
-            a_first.append(i % 2 == 0)
-            if i % 2 == 0:
-                sa = _sample(a, inner_a, clock)
-                sb = _sample(b, inner_b, clock)
-            else:
-                sb = _sample(b, inner_b, clock)
-                sa = _sample(a, inner_a, clock)
-            wall_a.append(sa / inner_a)
-            wall_b.append(sb / inner_b)
-        return len(a_first) * (inner_a + inner_b)
-
-    if device is None:  # the host's clock is the verdict's: the same times, in lists of their own
-        batch()
-        return _Taken(wall_a, wall_b, list(wall_a), list(wall_b))
-    seconds = iter(device.record(batch))
-    t_a: list[float] = []
-    t_b: list[float] = []
-
-    def take(inner: int) -> float:
-        return sum(next(seconds) for _ in range(inner)) / inner
-
-    for first in a_first:
-        if first:
-            t_a.append(take(inner_a))
-            t_b.append(take(inner_b))
-        else:
-            t_b.append(take(inner_b))
-            t_a.append(take(inner_a))
-    return _Taken(t_a, t_b, wall_a, wall_b)
+def _in_order(a_first: bool, a: _T, b: _T) -> tuple[_T, _T]:
+    return (a, b) if a_first else (b, a)
 
 
 def decide_upper(low: float, high: float, threshold: float) -> Verdict | None:
-    """Bound ``ratio <= threshold``: decided only when the interval is wholly on one side."""
+    """``ratio <= threshold``, decided only when the interval is wholly on one side (else None)."""
     if high <= threshold:
         return "pass"
     if low > threshold:
@@ -267,7 +165,6 @@ def decide_upper(low: float, high: float, threshold: float) -> Verdict | None:
 
 
 def decide_lower(low: float, high: float, floor: float) -> Verdict | None:
-    """Bound ``ratio >= floor``: decided only when the interval is wholly on one side."""
     if low >= floor:
         return "pass"
     if high < floor:
@@ -276,35 +173,16 @@ def decide_lower(low: float, high: float, floor: float) -> Verdict | None:
 
 
 def _device_pairs(min_pairs: int, floor: int, per_pair: float) -> int:
-    """Pairs to take on the device clock: at most :data:`DEVICE_PAIRS`, and fewer for slow programs, whose
-    calls each add their ops to the trace (a per-row loop: thousands of events per call, which the profiler
-    takes seconds to export); never fewer than the interval needs. ``per_pair``: wall seconds of a pair,
-    more than its device seconds."""
+    """Pairs to take on the device clock: fewer for slow programs, whose calls each add their ops to the trace
+    (a per-row loop: thousands of events per call, which the profiler takes seconds to export)."""
     return max(floor + 2, min(min_pairs, DEVICE_PAIRS, math.ceil(DEVICE_TRACE_SECONDS / max(per_pair, 1e-9))))
 
 
-@dataclass(frozen=True)
-class _Run:
-    ratios: np.ndarray
-    t_a: np.ndarray
-    t_b: np.ndarray
-    wall_a: np.ndarray
-    wall_b: np.ndarray
-    low: float
-    high: float
-    verdict: Verdict | None
-    seconds: float
-    inner: tuple[int, int]
-    looks: int
-
-
 def _checked(s: Sampling, decides: bool) -> tuple[float, int]:
-    """The error rate ``s`` allows and the fewest pairs its first look needs; one line for a sampling that
-    cannot give an interval."""
+    """The error rate ``s`` allows and the fewest pairs its first look needs."""
     if not 0.5 < s.confidence < 1.0:
         raise InvariantsError(f"timing: confidence must be in (0.5, 1), got {s.confidence}")
     alpha = 1.0 - s.confidence
-    # With a threshold the first look already spends only part of alpha (see invariants._stats.look_alpha).
     floor = min_pairs_for(1.0 - (look_alpha(alpha, 1) if decides else alpha))
     if s.min_pairs < floor:
         raise InvariantsError(
@@ -318,22 +196,46 @@ def _checked(s: Sampling, decides: bool) -> tuple[float, int]:
 
 
 class _Sample:
-    """The pairs taken so far (per-call seconds by the verdict clock, and by the host's beside it), and how
-    more are taken: ABBA from the count so far, up to the ``deadline``."""
+    """The pairs taken so far: per-call seconds by the verdict clock, and by the host's beside it."""
 
-    def __init__(self, sides: _Sides, deadline: float, taken: _Taken) -> None:
+    def __init__(self, sides: _Sides, deadline: float) -> None:
         self.sides, self.deadline = sides, deadline
-        self.t_a, self.t_b, self.wall_a, self.wall_b = taken
+        self.t_a: list[float] = []
+        self.t_b: list[float] = []
+        self.wall_a: list[float] = []
+        self.wall_b: list[float] = []
 
     def more(self, count: int, floor: int) -> None:
-        taken = _pairs(self.sides, count, len(self.t_a), self.deadline, floor)
-        for have, new in zip((self.t_a, self.t_b, self.wall_a, self.wall_b), taken, strict=True):
-            have.extend(new)
+        """``count`` more ABBA pairs, ending past the deadline once ``floor`` pairs exist."""
+        a, b, (inner_a, inner_b), clock, device = self.sides
+        start = len(self.t_a)
+        a_first: list[bool] = []
+
+        def batch() -> int:
+            for i in range(start, start + count):
+                if i >= floor and clock() >= self.deadline:
+                    break
+                a_first.append(i % 2 == 0)
+                sides = _in_order(a_first[-1], (a, inner_a, self.wall_a), (b, inner_b, self.wall_b))
+                for fn, inner, out in sides:
+                    out.append(_sample(fn, inner, clock) / inner)
+            return len(a_first) * (inner_a + inner_b)
+
+        if device is None:  # the host's clock is the verdict's
+            batch()
+            self.t_a, self.t_b = list(self.wall_a), list(self.wall_b)
+            return
+        seconds = iter(device.record(batch))
+
+        def take(inner: int) -> float:
+            return sum(next(seconds) for _ in range(inner)) / inner
+
+        for first in a_first:
+            for inner, out in _in_order(first, (inner_a, self.t_a), (inner_b, self.t_b)):
+                out.append(take(inner))
 
 
 def _first_look(a: Timed, b: Timed, s: Sampling, floor: int, start: float) -> _Sample:
-    """The pairs the first look reads: calibrated, then ``min_pairs`` of them, then more until
-    ``min_seconds`` have passed since ``start``."""
     # min_seconds is a floor on precision for the host's clocks; the chip's repeats to a fraction of 1%.
     min_seconds = 0.0 if s.device is not None else s.min_seconds
     calibrated, per_call = _calibrate(a, b, s.warmup, s.sample_seconds, s.clock)
@@ -343,7 +245,8 @@ def _first_look(a: Timed, b: Timed, s: Sampling, floor: int, start: float) -> _S
     min_pairs = _device_pairs(s.min_pairs, floor, sum(per_call)) if s.device is not None else s.min_pairs
     deadline = start + s.max_seconds
     sides = _Sides(a, b, n_inner, s.clock, s.device)
-    sample = _Sample(sides, deadline, _pairs(sides, min_pairs, 0, deadline, floor))
+    sample = _Sample(sides, deadline)
+    sample.more(min_pairs, floor)
     while s.clock() - start < min(min_seconds, s.max_seconds):
         sample.more(max(2, len(sample.t_a) // 4), floor)
     return sample
@@ -352,8 +255,7 @@ def _first_look(a: Timed, b: Timed, s: Sampling, floor: int, start: float) -> _S
 def _looks(
     sample: _Sample, decide: Callable[[float, float], Verdict | None] | None, alpha: float, clock: Clock
 ) -> tuple[np.ndarray, float, float, Verdict | None, int]:
-    """Look at the interval until it decides or the budget ends: the ratios, the interval, the verdict
-    (None: undecided) and how many looks it took."""
+    """The ratios, interval, verdict (None: undecided) and looks, once it decides or the budget ends."""
     look = 1
     while True:
         ratios = np.asarray(sample.t_a) / np.asarray(sample.t_b)
@@ -362,7 +264,6 @@ def _looks(
         verdict = decide(low, high) if decide is not None else None
         if decide is None or verdict is not None or clock() >= sample.deadline:
             return ratios, low, high, verdict, look
-        # Straddles and budget left: grow the sample geometrically, then look again with less alpha.
         n = len(sample.t_a)
         look += 1
         sample.more(
@@ -370,11 +271,19 @@ def _looks(
         )
 
 
+@dataclass(frozen=True)
+class _Run:
+    sample: _Sample
+    ratios: np.ndarray
+    low: float
+    high: float
+    verdict: Verdict | None
+    seconds: float
+    looks: int
+
+
 def _run(
-    a: Timed,
-    b: Timed,
-    decide: Callable[[float, float], Verdict | None] | None,
-    sampling: Sampling,
+    a: Timed, b: Timed, decide: Callable[[float, float], Verdict | None] | None, sampling: Sampling
 ) -> _Run:
     alpha, floor = _checked(sampling, decide is not None)
     gc_was_enabled = gc.isenabled()
@@ -389,21 +298,18 @@ def _run(
             gc.enable()
     if decide is not None and verdict is None:
         verdict = "inconclusive"
-    t_a, t_b, walls = (
-        np.asarray(sample.t_a),
-        np.asarray(sample.t_b),
-        (np.asarray(sample.wall_a), np.asarray(sample.wall_b)),
-    )
-    return _Run(ratios, t_a, t_b, *walls, low, high, verdict, seconds, sample.sides.inner, look)
-
-
-# ----------------------------------------------------------------------------------------- public API
+    return _Run(sample, ratios, low, high, verdict, seconds, look)
 
 
 @dataclass(frozen=True)
 class Sampling:
-    """How a paired measurement samples: the parameters :func:`measure_ratio` documents, shared by every
-    measurement (a keyword of :func:`measure_ratio` or :func:`measure_efficiency` replaces one)."""
+    """How a paired measurement samples (a keyword of :func:`measure_ratio` replaces one).
+
+    ``min_seconds``: keep taking pairs before the first look until this much time has passed. ``max_seconds``:
+    the budget, from the first warm-up call, overshot by at most one pair. ``inner``: calls per sample for
+    both sides (None: calibrated per side). ``clock_name``: what ``clock`` is called in a result; with
+    ``device`` set, the chip's own clock decides and ``clock`` only paces the budget.
+    """
 
     min_pairs: int = 100
     min_seconds: float = 0.5
@@ -413,53 +319,19 @@ class Sampling:
     inner: int | None = None
     sample_seconds: float = 2e-3
     clock: Clock = time.perf_counter
-    # What ``clock`` is called in a result; ``device`` set: the chip's own clock decides, ``clock`` only
-    # paces the budget and measures the host's share beside it.
     clock_name: str = "wall"
     device: DeviceRecorder | None = None
 
 
 def measure_ratio(a: Timed, b: Timed, *, threshold: float | None = None, **sampling: Any) -> RatioResult:
-    """Measure ``t_a / t_b`` by paired, order-alternating interleaving; judge it against ``threshold``.
-
-    Args:
-        a, b: :data:`Timed` callables (each call runs the work once and blocks until done).
-        threshold: the bound ``t_a / t_b <= threshold``. ``None`` measures only (``verdict`` is ``None``,
-            no adaptive extension).
-        sampling: fields of :class:`Sampling`, which default to its values:
-        min_pairs: pairs taken before the first look.
-        min_seconds: keep taking pairs before the first look until this much time (by ``clock``, warm-up
-            included) has passed; a floor on precision that scales with the program's speed.
-        max_seconds: budget by ``clock``, counted from the first warm-up call. Sampling stops at the first
-            pair boundary past it (never below the few pairs an interval needs), so a run may overshoot by
-            one pair.
-        confidence: coverage of the reported interval for the median ratio.
-        warmup: calls of each callable before timing; their times choose ``inner``.
-        inner: calls per sample, for both sides; ``None`` calibrates each side separately so that its
-            samples last about ``sample_seconds`` (at least one call).
-        sample_seconds: the target sample duration for the automatic ``inner``.
-        clock: monotonic seconds; tests inject a fake clock.
-
-    Returns:
-        A :class:`RatioResult`.
-
-    Raises:
-        InvariantsError: on invalid parameters (``min_pairs`` too small for ``confidence``, non-positive
-            ``max_seconds`` or ``inner``, ``confidence`` outside (0.5, 1)).
-    """
+    """``t_a / t_b`` judged against ``threshold`` (None: measured only); ``sampling``: Sampling fields."""
     return measure_paired(a, b, bound=threshold, direction="at_most", sampling=Sampling(**sampling))
 
 
 def measure_efficiency(
     program: Timed, copy: Timed, *, min_efficiency: float | None = None, **sampling: Any
 ) -> RatioResult:
-    """Measure ``t_copy / t_program`` (efficiency against a memory-copy roofline); judge it against a floor.
-
-    Same pairing, statistic, adaptive extension and parameters as :func:`measure_ratio` with
-    ``a = copy, b = program``. ``copy`` is typically :func:`copy_callable` of the bytes the program must move.
-
-    Returns a :class:`RatioResult` named ``efficiency``, bounded ``at_least`` ``min_efficiency``.
-    """
+    """``t_copy / t_program`` (efficiency against a memory-copy roofline) judged against a floor."""
     return measure_paired(
         copy,
         program,
@@ -479,8 +351,6 @@ def measure_paired(
     name: str = "ratio",
     sampling: Sampling = Sampling(),
 ) -> RatioResult:
-    """``t_a / t_b`` by paired interleaving (:func:`measure_ratio` says how), judged against ``bound`` in
-    ``direction``: the one measurement behind a time ratio and an efficiency."""
     decide: Callable[[float, float], Verdict | None] | None = None
     if bound is not None:
         rule = decide_upper if direction == "at_most" else decide_lower
@@ -499,6 +369,7 @@ def measure_paired(
 
 def _result(r: _Run, sampling: Sampling, bound: float | None, direction: Direction, name: str) -> RatioResult:
     device = sampling.device is not None
+    s = r.sample
     return RatioResult(
         median=float(np.median(r.ratios)),
         low=r.low,
@@ -508,25 +379,25 @@ def _result(r: _Run, sampling: Sampling, bound: float | None, direction: Directi
         confidence=sampling.confidence,
         threshold=bound,
         verdict=r.verdict,
-        t_a_median=float(np.median(r.t_a)),
-        t_b_median=float(np.median(r.t_b)),
+        t_a_median=float(np.median(s.t_a)),
+        t_b_median=float(np.median(s.t_b)),
         cv=robust_cv(r.ratios),
-        inner_a=r.inner[0],
-        inner_b=r.inner[1],
+        inner_a=s.sides.inner[0],
+        inner_b=s.sides.inner[1],
         looks=r.looks,
-        ratios=tuple(float(v) for v in r.ratios),
-        samples_a=tuple(float(v) for v in r.t_a),
-        samples_b=tuple(float(v) for v in r.t_b),
+        ratios=tuple(r.ratios.tolist()),
+        samples_a=tuple(s.t_a),
+        samples_b=tuple(s.t_b),
         direction=direction,
         name=name,
         clock="device" if device else sampling.clock_name,
-        wall_a_median=float(np.median(r.wall_a)) if device else None,
-        wall_b_median=float(np.median(r.wall_b)) if device else None,
+        wall_a_median=float(np.median(s.wall_a)) if device else None,
+        wall_b_median=float(np.median(s.wall_b)) if device else None,
     )
 
 
 class DeviceClockFallback(UserWarning):
-    """A device-clock measurement that fell back to the wall clock, in one line: why."""
+    """A device-clock measurement that fell back to the wall clock."""
 
 
 def _decide_with(
@@ -536,21 +407,13 @@ def _decide_with(
 
 
 def runtime_clock(platform: str, choice: str | None = None, where: str = "timing") -> tuple[str, Clock]:
-    """The clock to time programs on ``platform`` with, by name, and the host clock that paces it:
-    ``("cpu", time.process_time)`` on the CPU backend, ``("device", time.perf_counter)`` on an
-    accelerator. ``choice`` (``"device"``, ``"wall"`` or ``"cpu"``) overrides.
+    """The clock to time programs on ``platform`` with, by name, and the host clock that paces it; ``choice``
+    (``device``, ``wall`` or ``cpu``) overrides and ``where`` names the setting in an error.
 
-    Why CPU time on the CPU backend: there the device *is* this process, so the CPU time of its threads is
-    the work a program costs, without the time spent waiting for a core another process holds. Its blind
-    spot, a kernel that loses its threads but does the same work, is caught by ``INVARIANTS_CLOCK=wall`` on
-    a quiet, dedicated machine.
-
-    Why the device clock on an accelerator: a blocking call's wall time is the host's round trip, many times
-    the device time of a small lookup, so wall ratios of two such programs sit near 1 whatever the chip
-    does. The profiler's trace has the chip's own time of each call (:mod:`invariants.timing.device`).
-
-    The one choice of a clock: the throughput items and ``versus`` alike (``where`` names the setting in
-    an error: ``INVARIANTS_CLOCK``, ``--clock``).
+    On the CPU backend the device *is* this process, so its CPU time is the work a program costs, without the
+    time spent waiting for a core another process holds. On an accelerator a blocking call's wall time is the
+    host's round trip, many times the device time of a small lookup, so the profiler trace's device time is
+    read (:mod:`invariants.timing.device`).
     """
     chosen = choice or ("cpu" if platform == "cpu" else "device")
     if chosen == "cpu" and platform != "cpu":
@@ -567,7 +430,7 @@ def runtime_clock(platform: str, choice: str | None = None, where: str = "timing
 
 
 def clock_sampling(name: str, clock: Clock, recorder: DeviceRecorder | None = None) -> dict[str, Any]:
-    """The :class:`Sampling` fields of a clock :func:`runtime_clock` chose (``recorder``: a test's)."""
+    """The :class:`Sampling` fields of a clock :func:`runtime_clock` chose."""
     device = (recorder or DeviceRecorder()) if name == "device" else None
     return {"clock": clock, "clock_name": name, "device": device}
 
@@ -575,14 +438,8 @@ def clock_sampling(name: str, clock: Clock, recorder: DeviceRecorder | None = No
 def confirmed(
     measure: Callable[[], RatioResult], verdict: Verdict = "fail"
 ) -> tuple[RatioResult, list[RatioResult]]:
-    """Run ``measure``; if its verdict is ``verdict``, run it once more and keep that verdict only if it
-    repeats. Returns the deciding result and every attempt.
-
-    Why: the interval covers the sampling error of one measurement under steady conditions; a burst of load
-    that hits one program harder than the other (a 2-thread kernel waits for its slower thread) changes
-    the quantity itself for a while. A regression repeats; a burst rarely does, so asking twice squares the
-    chance of a false failure.
-    """
+    """The deciding result and every attempt: a ``verdict`` counts only if a second measurement repeats it,
+    as a regression does and a burst of load that hits one program harder rarely does."""
     first = measure()
     if first.verdict != verdict:
         return first, [first]

@@ -1,52 +1,44 @@
 """A profiler trace read as the device's own clock: what each call of each XLA module cost on the chip.
 
-JAX's profiler (``jax.profiler.trace``) writes an ``*.xplane.pb``. On an accelerator it holds a plane per
-device (``/device:TPU:0``, ``/device:GPU:0``) whose line ``XLA Modules`` has one event per execution of a
-compiled module, and whose line ``XLA Ops`` has one event per HLO instruction executed, named by the
-instruction's text (``%gather_fusion = f32[...] fusion(...), kind=kCustom, ...``). Those durations are the
-chip's clock: one call of a seed-size lookup runs for tens of microseconds there, while the host's round
-trip around it (dispatch, transfer, wake-up) costs hundreds, so a host timer compares round trips.
-
-The trace format is no stable API, so it is read strictly: a file that is not a trace, or a trace without
-a device plane holding module events, is one line (:class:`TraceError`) naming what was missing. The file
-is decoded by ``jax.profiler.ProfileData`` (imported when a trace is read, never at import).
+A device plane (``/device:TPU:0``) of a ``jax.profiler.trace`` file has one ``XLA Modules`` event per
+execution of a compiled module and one ``XLA Ops`` event per HLO instruction executed. Those durations are
+the chip's clock: a seed-size lookup runs for tens of microseconds there, while the host's round trip around
+it costs hundreds. The format is no stable API, so it is read strictly: anything else is one
+:class:`TraceError` line naming what was missing.
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import os
 import re
 import stat
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from jax.profiler import ProfileData, ProfilePlane
+    from jax.profiler import ProfileData
 
 from invariants._errors import InvariantsError
-
-__all__ = ["DeviceTrace", "ModuleStats", "OpStats", "TraceError", "find_traces", "read_trace", "stats"]
 
 MODULES_LINE = "XLA Modules"
 OPS_LINE = "XLA Ops"
 DEVICE_PREFIX = "/device:"
-# A trace larger than this is not one this tool wrote or a user's program of a few calls: refused, not read.
+# Larger is not a trace this tool wrote, nor a user's program of a few calls.
 MAX_TRACE_BYTES = 1 << 30
 # The instruction's name in an op event's text: ``%name = shape opcode(...)`` (TPU) or the bare name.
 _OP_NAME = re.compile(r"^%?([\w.\-]+) = ")
 
 
 class TraceError(InvariantsError):
-    """A file that is not a profiler trace, or a trace without the device events asked for."""
+    """A file that is not a profiler trace, or one without the device events asked for."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Event:
-    """One event of a device line: its name, start and duration in nanoseconds."""
-
     name: str
     start_ns: float
     duration_ns: float
@@ -54,7 +46,7 @@ class Event:
 
 @dataclasses.dataclass(frozen=True)
 class DeviceTrace:
-    """The device plane of a trace: its module executions and its op executions, each in start order."""
+    """A trace's device plane: its module executions and op executions, each in start order."""
 
     path: str
     plane: str
@@ -64,8 +56,6 @@ class DeviceTrace:
 
 @dataclasses.dataclass(frozen=True)
 class OpStats:
-    """One HLO instruction's device time within a module: its total over the trace and per call."""
-
     name: str
     count: int
     total_s: float
@@ -74,9 +64,6 @@ class OpStats:
 
 @dataclasses.dataclass(frozen=True)
 class ModuleStats:
-    """One module's calls in a trace: how many, their median, minimum and maximum device seconds, and its
-    ops, the costliest first."""
-
     name: str
     calls: int
     median_s: float
@@ -90,11 +77,7 @@ class ModuleStats:
 
 
 def find_traces(path: str | os.PathLike[str]) -> list[Path]:
-    """The ``*.xplane.pb`` files at ``path``: the file itself, or every one under a folder (sorted).
-
-    Raises:
-        TraceError: nothing there, or a folder without a trace.
-    """
+    """The ``*.xplane.pb`` files at ``path``: the file itself, or every one under a folder (sorted)."""
     p = Path(path)
     if p.is_dir():
         found = sorted(f for f in p.rglob("*.xplane.pb") if f.is_file() and not f.is_symlink())
@@ -109,8 +92,7 @@ def find_traces(path: str | os.PathLike[str]) -> list[Path]:
 
 
 def _read_bytes(path: Path) -> bytes:
-    """The file's bytes: a regular file only (a pipe or device would hang or never end), at most
-    :data:`MAX_TRACE_BYTES`."""
+    """A regular file's bytes (a pipe or device would hang or never end), at most :data:`MAX_TRACE_BYTES`."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
     except OSError as err:
@@ -139,7 +121,9 @@ class _TraceLine(Protocol):
     def events(self) -> Iterable[_TraceEvent]: ...
 
 
-def _events(line: _TraceLine) -> tuple[Event, ...]:
+def _events(line: _TraceLine | None) -> tuple[Event, ...]:
+    if line is None:
+        return ()
     return tuple(
         sorted(
             (Event(e.name, float(e.start_ns), float(e.duration_ns)) for e in line.events),
@@ -150,12 +134,7 @@ def _events(line: _TraceLine) -> tuple[Event, ...]:
 
 def read_trace(path: str | os.PathLike[str], ops: bool = True) -> DeviceTrace:
     """The first device plane of the trace at ``path`` that holds module events; its op events too unless
-    ``ops`` is False (a timer needs the modules only, and a loop's ops are thousands per call).
-
-    Raises:
-        TraceError: not a trace (the profiler's decoder refused it), or no ``/device:*`` plane with an
-            ``XLA Modules`` line that has events (a CPU-only trace, or a plugin that records none).
-    """
+    ``ops`` is False (a timer needs the modules only, and a loop's ops are thousands per call)."""
     p = Path(path)
     data = _read_bytes(p)
     from jax.profiler import ProfileData  # the decoder ships with jaxlib; only when a trace is read
@@ -171,24 +150,13 @@ def read_trace(path: str | os.PathLike[str], ops: bool = True) -> DeviceTrace:
 
 def _device_trace(p: Path, profile: ProfileData, ops: bool) -> DeviceTrace:
     for plane in profile.planes:
-        found = _plane_trace(p, plane, ops) if plane.name.startswith(DEVICE_PREFIX) else None
-        if found is not None:
-            return found
+        lines = {line.name: line for line in plane.lines} if plane.name.startswith(DEVICE_PREFIX) else {}
+        if modules := _events(lines.get(MODULES_LINE)):
+            return DeviceTrace(str(p), plane.name, modules, _events(lines.get(OPS_LINE)) if ops else ())
     names = ", ".join(plane.name for plane in profile.planes) or "none"
     raise TraceError(
         f"{p}: no device plane with '{MODULES_LINE}' events (planes: {names}); "
         "a trace of a CPU run, or of a plugin that records no device events, has no device clock"
-    )
-
-
-def _plane_trace(p: Path, plane: ProfilePlane, ops: bool) -> DeviceTrace | None:
-    """A device plane's module events (and op events unless not ``ops``); None when it has none."""
-    lines = {line.name: line for line in plane.lines}
-    modules = _events(lines[MODULES_LINE]) if MODULES_LINE in lines else ()
-    if not modules:
-        return None
-    return DeviceTrace(
-        str(p), plane.name, modules, _events(lines[OPS_LINE]) if ops and OPS_LINE in lines else ()
     )
 
 
@@ -199,28 +167,18 @@ def op_name(text: str) -> str:
 
 
 def _by_module(trace: DeviceTrace) -> dict[str, list[tuple[Event, list[Event]]]]:
-    """Each module execution with the op events that ran inside it (by time: ops are not tagged with
-    their module in the trace)."""
+    """Each module execution with the op events inside it (by time: the trace tags no op with its module)."""
     out: dict[str, list[tuple[Event, list[Event]]]] = {}
-    ops = trace.ops
-    j = 0
+    starts = [op.start_ns for op in trace.ops]
     for m in trace.modules:
-        end = m.start_ns + m.duration_ns
-        while j < len(ops) and ops[j].start_ns < m.start_ns:
-            j += 1
-        inside: list[Event] = []
-        k = j
-        while k < len(ops) and ops[k].start_ns < end:
-            inside.append(ops[k])
-            k += 1
-        j = k
-        out.setdefault(m.name, []).append((m, inside))
+        first = bisect.bisect_left(starts, m.start_ns)
+        end = bisect.bisect_left(starts, m.start_ns + m.duration_ns)
+        out.setdefault(m.name, []).append((m, list(trace.ops[first:end])))
     return out
 
 
 def stats(trace: DeviceTrace, top: int | None = None) -> list[ModuleStats]:
-    """Per module: its calls and their median, minimum and maximum device seconds; per op, the total and
-    per-call time, the costliest first (``top`` of them, all when None). Modules in order of first call."""
+    """Per module, in order of first call: its calls' device seconds, and its ``top`` costliest ops."""
     result: list[ModuleStats] = []
     for name, calls in _by_module(trace).items():
         durations = [m.duration_ns * 1e-9 for m, _ in calls]
@@ -245,19 +203,3 @@ def stats(trace: DeviceTrace, top: int | None = None) -> list[ModuleStats]:
             )
         )
     return result
-
-
-def durations_in_order(traces: Iterable[DeviceTrace]) -> list[tuple[str, float]]:
-    """Every module execution of ``traces`` as (module name, seconds), in the order they ran."""
-    return [(e.name, e.duration_ns * 1e-9) for t in traces for e in t.modules]
-
-
-def expect_calls(events: Sequence[tuple[str, float]], calls: int, what: str) -> list[float]:
-    """The seconds of ``calls`` module executions, checked to be exactly that many: a trace that holds
-    more or fewer executions than the calls made cannot be matched to them call by call."""
-    if len(events) != calls:
-        raise TraceError(
-            f"{what}: the trace holds {len(events)} module executions for {calls} calls; "
-            "the device clock cannot match them call by call"
-        )
-    return [s for _, s in events]
