@@ -68,7 +68,7 @@ def main() -> int:
     assert len(spec.invariants) == args.invariants
     line = f"{args.invariants} invariants, {size / 1e6:.2f} MB: load_specs {loaded:.2f} s"
     if not args.no_check:
-        from invariants.catalog.targets import all_targets
+        from invariants.scope.targets import all_targets
         from invariants.verdict.checks import check_specs
 
         targets = list(all_targets().values())

@@ -39,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from invariants.plugin import results as _results  # noqa: E402
+from invariants.records import results as _results  # noqa: E402
 
 INJECTED = "naive_not_slower_than_take"
 
@@ -64,7 +64,7 @@ def run_once(out: Path, inject: bool, select: str | None = None) -> tuple[int, l
     proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     path = out.with_suffix(".results.json")
     items = _results.read(path).items if path.exists() else []
-    # The throughput tier's records (invariants/plugin/results.py): ratios and efficiencies, as the file
+    # The throughput tier's records (invariants/records/results.py): ratios and efficiencies, as the file
     # holds them.
     return proc.returncode, [_results.to_json(r) for r in items if r.kind in ("ratio", "efficiency")]
 

@@ -3,17 +3,21 @@
 The package is a pipeline, one subpackage a stage, and data flows one way (each ``__init__`` says what its
 stage owns; the layer contract in ``pyproject.toml`` holds the floors)::
 
-    catalog/   what is measured: programs (the catalog, a project's [[program]]s), configs, targets, and
-               the one selection grammar of --programs and --targets
+    scope/     where programs compile, no JAX: configs, targets, placement, the one selection grammar of
+               --programs and --targets
+    records/   what one stage writes and later ones read, no JAX: a compile's record, the compile cache,
+               the results file
+    catalog/   what is measured: the catalog's programs, a project's [[program]]s, their arguments
     compile/   (program, config, target) -> Compiled: jaxpr, optimized HLO, kernel code, analyses; the
                process a gate runs in; the gate in a child process
     hlo/       optimized-HLO text -> HloModule -> Structure; predicted cost
     kernels/   PTX and LLVM IR -> per-kernel facts (atomics, CAS loops, spills)
     measure/   Compiled -> Measurement (the structure, the kernel facts, every metric); the metric registry
     snapshot/  Compiled -> the snapshot text, and the syrupy extensions that store it
-    spec/      invariants/*.toml -> Spec; Spec x Structure -> Decision (checks, correctness)
+    specfile/  invariants/*.toml -> Spec, and the assert grammar
+    verdict/   Spec x Structure -> what the specs decide (checks, correctness)
     timing/    paired A/B throughput ratios with intervals; JAX callables; efficiency baselines
-    plugin/    the pytest gate: hooks, outcomes, xdist grouping, the results file (gate/: its items)
+    plugin/    the pytest gate: hooks, the session, the items, xdist grouping (gate/: its anchors)
     report/    a run's results -> markdown and a plot; hlo-stats
     versus/    two installations timed against each other
     releases/  one environment per JAX release; bisect; matrix

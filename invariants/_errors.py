@@ -1,6 +1,6 @@
 """The one exception type that reaches a user, the argument parser every command uses to raise it, and
 what every unknown-name message shares (a suggestion). Selection options are split by
-:func:`invariants.catalog.select.selectors`."""
+:func:`invariants.scope.select.selectors`."""
 
 from __future__ import annotations
 

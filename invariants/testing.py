@@ -39,15 +39,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._errors import InvariantsError, did_you_mean
-from .catalog.targets import Target, all_targets
-from .compile.record import Key
-from .compile.store import Outcome, Store, from_settings
 from .hlo.cost import Missing
 from .hlo.structure import Structure
 from .kernels import KernelFacts
 from .kernels.program import walk_kernels
 from .measure.measurement import Measurement, measure
 from .measure.metrics import METRICS
+from .records.cache import Outcome, Store, from_settings
+from .records.compiled import Key
+from .scope.targets import Target, all_targets
 from .snapshot.render import kernel_line, render_summary, summary_line
 
 if TYPE_CHECKING:
@@ -55,8 +55,8 @@ if TYPE_CHECKING:
     from jax.sharding import Mesh, Sharding
 
     from .compile.keys import Persistent
-    from .compile.record import Compiled
     from .kernels.program import ProgramCode
+    from .records.compiled import Compiled
 
 __all__ = [
     "CompiledStructure",

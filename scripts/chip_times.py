@@ -41,10 +41,9 @@ def _versions() -> dict[str, str]:
 
 def _predicted(hlo: str, target: str) -> float | None:
     """The cost model's device seconds for ``hlo`` on ``target`` (None where it has no figure)."""
-    from invariants.hlo.tpu_model import predicted_seconds
-
     from invariants.hlo.parse import parse_module
     from invariants.hlo.structure import structure_of
+    from invariants.hlo.tpu_model import predicted_seconds
 
     module = parse_module(hlo, "chip")
     value = predicted_seconds(module, structure_of(module), target)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._errors import InvariantsError
-from .configs import DISTRIBUTIONS, Config, Distribution, _unknown
+from ..scope.configs import DISTRIBUTIONS, Config, Distribution, _unknown
 from .programs import _TRAIN_CLASSES, Program
 
 if TYPE_CHECKING:

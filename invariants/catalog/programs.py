@@ -28,16 +28,16 @@ from .._errors import InvariantsError, did_you_mean
 from ..measure.metrics import input_facts
 
 # The configurations live in configs (no JAX); re-exported here, where the catalog's users look for them.
-from .configs import _INDEX_SHAPES
-from .configs import ALL_CONFIGS as ALL_CONFIGS
-from .configs import CONFIGS as CONFIGS
-from .configs import LLM_CONFIGS as LLM_CONFIGS
-from .configs import OFFLOAD_CONFIGS as OFFLOAD_CONFIGS
-from .configs import SEED as SEED
-from .configs import Config as Config
-from .configs import Distribution as Distribution
-from .configs import get_config as get_config
-from .select import selectors
+from ..scope.configs import _INDEX_SHAPES
+from ..scope.configs import ALL_CONFIGS as ALL_CONFIGS
+from ..scope.configs import CONFIGS as CONFIGS
+from ..scope.configs import LLM_CONFIGS as LLM_CONFIGS
+from ..scope.configs import OFFLOAD_CONFIGS as OFFLOAD_CONFIGS
+from ..scope.configs import SEED as SEED
+from ..scope.configs import Config as Config
+from ..scope.configs import Distribution as Distribution
+from ..scope.configs import get_config as get_config
+from ..scope.select import selectors
 
 if TYPE_CHECKING:
     from ..specfile.reader import ProgramDecl

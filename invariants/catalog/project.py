@@ -16,8 +16,6 @@ from .. import _config
 from .._errors import InvariantsError
 from .._paths import IMPORTED_DIR, shown, what_is
 
-__all__ = ["Project", "add_project_options", "module_folder", "project_from"]
-
 _ENV = _config.name("INVARIANTS_PROJECT")
 _DIR_ENV = _config.name("INVARIANTS_PROJECT_DIR")
 

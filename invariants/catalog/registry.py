@@ -11,12 +11,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from .._errors import InvariantsError, did_you_mean
+from ..scope.configs import _unknown
+from ..scope.select import select_program_words
 from ..specfile.reader import collision
-from .configs import _unknown
 from .programs import CATALOG, Program
-from .select import select_program_words
-
-__all__ = ["Programs", "get_program"]
 
 
 class Programs(Mapping[str, Program]):

@@ -3,6 +3,6 @@
 - ``process``: the process a gate runs in (JAX's platform set before JAX starts, the backend guard);
 - ``artifacts``: the compile itself, its cache and the :class:`~invariants.compile.artifacts.Compiled` record;
 - ``child``: the one way to run the gate, or a compile, in a child process;
-- ``store`` and ``keys``: the persistent compile cache across runs, and its keys (``cache_command``:
-  ``python -m invariants cache``).
+- ``keys``: the keys of the persistent compile cache (:mod:`invariants.records.cache`), and one session's
+  use of it; ``cache_command``: ``python -m invariants cache``.
 """

@@ -1,6 +1,6 @@
 """Compile a (program, configuration, target) to every artifact later stages read, once per session.
 
-The artifacts are plain text and numbers (:class:`~invariants.compile.record.Compiled`), so that later
+The artifacts are plain text and numbers (:class:`~invariants.records.compiled.Compiled`), so that later
 stages never touch JAX objects and a child process can hand them back as JSON.
 """
 
@@ -31,13 +31,13 @@ from ..catalog.downstream import axis_kinds, load_project, sharded
 from ..catalog.programs import Program, get_config
 from ..catalog.project import Project
 from ..catalog.registry import Programs, get_program
-from ..catalog.targets import _AOT_TARGETS, HOST_DEVICE_FLAG, Target
 from ..kernels.dump import read_kernel_code
-from ..plugin.results import Record, compile_failed
+from ..records.cache import Outcome, Store, Tally, from_settings
+from ..records.compiled import Compiled, FailedCompile, Key
+from ..records.results import Record, compile_failed
+from ..scope.targets import _AOT_TARGETS, HOST_DEVICE_FLAG, Target
 from .child import keys_child
 from .keys import Persistent
-from .record import Compiled, FailedCompile, Key
-from .store import Outcome, Store, Tally, from_settings
 
 if TYPE_CHECKING:
     from jax.extend.core import ClosedJaxpr, Jaxpr

@@ -7,7 +7,7 @@ import importlib.metadata
 
 from .._errors import Parser
 from .._paths import shown
-from .store import DEFAULT_MAX_BYTES, Store, folder_of, max_bytes
+from ..records.cache import DEFAULT_MAX_BYTES, Store, folder_of, max_bytes
 
 
 def installed_key() -> str:

@@ -30,7 +30,7 @@ from .._errors import InvariantsError
 from .._paths import PACKAGE_DIR
 from .._trust import foreign
 from ..catalog.project import Project
-from ..plugin import results as _results
+from ..records import results as _results
 
 # Set in every child: the slow self-check test skips itself there, so a child never starts children.
 CHILD_ENV = _config.name("INVARIANTS_SELFCHECK_CHILD")

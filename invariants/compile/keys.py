@@ -1,4 +1,4 @@
-"""The key of the persistent compile cache (:mod:`invariants.compile.store`), and one session's use of it.
+"""The key of the persistent compile cache (:mod:`invariants.records.cache`), and one session's use of it.
 
 A stale hit would hide the very regression the gate exists for, so the key is the design. It is made from
 the lowered module, after tracing and lowering at every lookup, hit or not: a trace may read anything (a
@@ -29,11 +29,9 @@ from pathlib import Path
 
 import jax
 
-from ..catalog.targets import _GPU_CONFIG_DIR, Target
-from .record import Compiled, Key
-from .store import Outcome, Store, Tally, digest
-
-__all__ = ["Fingerprint", "Persistent"]
+from ..records.cache import Outcome, Store, Tally, digest
+from ..records.compiled import Compiled, Key
+from ..scope.targets import _GPU_CONFIG_DIR, Target
 
 # Environment variables that change what XLA, libtpu, the CUDA plugin or JAX's lowering produce.
 _XLA_ENV = ("XLA_", "JAX_", "TPU_", "LIBTPU", "TF_", "PJRT_", "MEGASCALE", "ENABLE_PJRT")

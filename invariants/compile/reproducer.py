@@ -8,10 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..catalog.project import Project
-from ..catalog.targets import HOST_DEVICE_FLAG, Target
-from .record import Key
-
-__all__ = ["reproducer"]
+from ..records.compiled import Key
+from ..scope.targets import HOST_DEVICE_FLAG, Target
 
 
 def reproducer(key: Key, target: Target, project: Project, first: str, versions: Mapping[str, str]) -> str:
@@ -40,7 +38,7 @@ def reproducer(key: Key, target: Target, project: Project, first: str, versions:
         "",
         "from invariants.catalog.downstream import load_project  # noqa: E402",
         "from invariants.catalog.project import Project  # noqa: E402",
-        "from invariants.catalog.targets import all_targets  # noqa: E402",
+        "from invariants.scope.targets import all_targets  # noqa: E402",
         "from invariants.compile.artifacts import jit_inputs  # noqa: E402",
         "",
         "_, programs = load_project(Project.from_env())",

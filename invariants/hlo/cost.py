@@ -24,21 +24,6 @@ from . import tpu_model
 from .parse import HloModule
 from .structure import Structure, expanded_sum, walk_kernels
 
-__all__ = [
-    "ANALYSIS_KEYS",
-    "Analyses",
-    "CycleEstimate",
-    "Missing",
-    "cycle_estimate",
-    "estimated_cycles",
-    "from_analysis",
-    "peak_bytes",
-    "predicted_by",
-    "predicted_ratio",
-    "predicted_seconds",
-    "value_or_none",
-]
-
 
 @dataclasses.dataclass(frozen=True)
 class Missing:

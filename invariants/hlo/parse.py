@@ -23,15 +23,6 @@ from typing import Any
 
 from invariants._errors import InvariantsError
 
-__all__ = [
-    "Computation",
-    "HloModule",
-    "HloParseError",
-    "Instruction",
-    "Shape",
-    "parse_module",
-]
-
 
 class HloParseError(InvariantsError):
     """HLO text this reader does not understand, in one line: ``SOURCE:LINE: READER: what: text``."""

@@ -34,21 +34,6 @@ from dataclasses import dataclass, field
 from invariants._errors import InvariantsError
 from invariants.hlo.parse import MAIN_THREAD, Alias, Computation, HloModule, Instruction, Shape, words
 
-__all__ = [
-    "FREE_OPCODES",
-    "Collective",
-    "IndexedOp",
-    "Kernel",
-    "Structure",
-    "WhileLoop",
-    "contiguous_window",
-    "expanded_sum",
-    "fused_instructions",
-    "structure_of",
-    "to_json",
-    "walk_kernels",
-]
-
 FREE_OPCODES = frozenset(
     words(
         "parameter constant tuple get-tuple-element bitcast after-all add-dependency opt-barrier domain "

@@ -29,18 +29,6 @@ from .._paths import PACKAGE_DIR
 from .parse import Computation, HloModule, Instruction, Shape, dtype_bits, words
 from .structure import Kernel, Structure, fused_instructions, walk_kernels
 
-__all__ = [
-    "COLUMNS",
-    "FEATURES",
-    "ChipModel",
-    "Launch",
-    "chip_model",
-    "is_tpu_module",
-    "launches",
-    "padded_bytes",
-    "predicted_seconds",
-]
-
 # Kind -> its features, in the order of the coefficients file.
 FEATURES: dict[str, tuple[str, ...]] = {
     "gather": words("launch rows bitpacked_rows element_rows hbm_rows bytes bitpacked_bytes hbm_bytes"),

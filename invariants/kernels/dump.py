@@ -12,8 +12,6 @@ from pathlib import Path
 
 from . import KernelCodeError, kernel_files
 
-__all__ = ["code_beside", "module_prefix", "read_kernel_code"]
-
 _PREFIX = re.compile(r"^(module_\d+\.[^.]+)\.(.+)$")
 
 

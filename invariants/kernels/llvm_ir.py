@@ -21,9 +21,6 @@ import re
 from ._tally import Reader, Tally, depths, opcodes, split_top, words
 from .facts import KernelFacts
 
-__all__ = ["parse_llvm_ir"]
-
-
 # The LLVM language reference's instructions.
 _OPCODES = opcodes("llvm_opcodes.txt")
 _TERMINATORS = words("br switch indirectbr invoke callbr catchswitch catchret cleanupret")

@@ -13,14 +13,6 @@ from ..hlo.cost import Missing
 from ..hlo.structure import Kernel, Structure, walk_kernels
 from .facts import KernelFacts, name_key
 
-__all__ = [
-    "HOST_TUNED",
-    "ProgramCode",
-    "code_line",
-    "lookup_kernels",
-    "snapshot_code_line",
-]
-
 
 @dataclasses.dataclass(frozen=True)
 class ProgramCode:

@@ -25,8 +25,6 @@ from typing import TypeVar
 from ._tally import Reader, Tally, opcodes, split_top, words
 from .facts import KernelFacts
 
-__all__ = ["parse_ptx"]
-
 # The PTX ISA 9.0's instruction names (the first part of an opcode).
 _OPCODES = opcodes("ptx_opcodes.txt")
 

@@ -2,7 +2,7 @@
 
 :func:`measure` parses the optimized HLO once, derives its structure, reads the kernels' code and computes
 every metric of the registry a compile gives. Every command measures through it, so a metric registered
-once reaches all of them. No JAX: a :class:`~invariants.compile.record.Compiled` is text and numbers.
+once reaches all of them. No JAX: a :class:`~invariants.records.compiled.Compiled` is text and numbers.
 """
 
 from __future__ import annotations
@@ -12,16 +12,16 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..compile.record import Compiled
 from ..hlo.cost import Missing
 from ..hlo.parse import HloModule, parse_module
 from ..hlo.structure import Structure, structure_of
 from ..kernels import parse_kernel_code
 from ..kernels.program import ProgramCode
+from ..records.compiled import Compiled
 from .metrics import METRICS, metrics_of
 
 if TYPE_CHECKING:
-    from ..catalog.targets import Target
+    from ..scope.targets import Target
 
 
 @dataclasses.dataclass(frozen=True)

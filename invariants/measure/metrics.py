@@ -24,15 +24,15 @@ import operator
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..compile.record import Compiled
 from ..hlo.cost import Analyses, Missing, estimated_cycles, from_analysis, peak_bytes, predicted_seconds
 from ..hlo.parse import HloModule
 from ..hlo.structure import Structure
 from ..kernels.program import ProgramCode
+from ..records.compiled import Compiled
 
 if TYPE_CHECKING:
-    from ..catalog.configs import Config
     from ..catalog.programs import Layout
+    from ..scope.configs import Config
 
 Type = Literal["number", "set", "structure"]
 Source = Literal["structure", "input", "throughput", "compiler", "kernel", "compile"]

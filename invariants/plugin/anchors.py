@@ -16,7 +16,7 @@ import pytest
 from .tree import Group, Nothing, by_spec, by_target, case_name, each, group, invariant_table
 
 if TYPE_CHECKING:
-    from ..compile.record import Key
+    from ..records.compiled import Key
     from ..verdict.checks import Case
     from ..verdict.correctness import CorrectnessCase
     from .session import GateSession

@@ -24,9 +24,9 @@ from .._paths import PACKAGE_DIR
 from .._usercode import set_timeout
 from ..compile.child import pytest_args
 from ..compile.process import guard_backend, pin_worker
+from ..records.results import discard_earlier
 from ..specfile.reader import SPEC_DIR, ProgramDecl, load_specs
 from .options import BUILT_PROGRAMS, OPTIONS
-from .results import discard_earlier
 
 if TYPE_CHECKING:
     from ..catalog.programs import Program

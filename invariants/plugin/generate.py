@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ..catalog.configs import get_config
-from ..catalog.placement import aimed_by, misfit
 from ..compile.artifacts import Key
+from ..scope.configs import get_config
+from ..scope.placement import aimed_by, misfit
 from ..verdict.checks import Case, expand
 from ..verdict.correctness import CorrectnessCase, expand_correctness
 

@@ -16,12 +16,12 @@ import pytest
 from .._errors import InvariantsError, visible
 from .._usercode import finished
 from ..compile.process import guard_backend, pin_worker
-from ..compile.record import FailedCompile
+from ..records.compiled import FailedCompile
+from ..records.results import Failure, failure_property
 from ..snapshot.store import StructureSnapshotExtension
 from .anchors import TierFile, anchor_tier
 from .options import OPTIONS
 from .outcomes import GateFailed, fail, versions_line
-from .results import Failure, failure_property
 from .xdist import scheduler
 
 if TYPE_CHECKING:

@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .._paths import shown
-from ..compile.record import Key
+from ..records import results as _results
+from ..records.compiled import Key
+from ..records.results import Failure
 from ..snapshot.diff import older_format
 from ..snapshot.render import render_summary
 from ..snapshot.store import MARKER
 from ..verdict.checks import Case, WidenedDtype, config_matches, evaluate
 from ..verdict.correctness import CorrectnessCase
-from . import results as _results
 from .outcomes import (
     dumped_line,
     fail,
@@ -28,7 +29,6 @@ from .outcomes import (
     snapshot_comparison,
     structure_failure,
 )
-from .results import Failure
 from .tree import GateItem, RecordProperty, located
 
 if TYPE_CHECKING:

@@ -11,8 +11,9 @@ import pytest
 
 from .._errors import InvariantsError
 from .._paths import shown
-from ..catalog.targets import versions
-from ..compile.record import Key
+from ..records.compiled import Key
+from ..records.results import Failure
+from ..scope.targets import versions
 from ..snapshot.diff import (
     changed_kernels,
     changed_sections,
@@ -22,7 +23,6 @@ from ..snapshot.diff import (
     summary_of,
     text_change,
 )
-from .results import Failure
 
 if TYPE_CHECKING:
     from _pytest.outcomes import Failed as _Failed

@@ -13,7 +13,7 @@ import pytest
 
 from .._errors import InvariantsError
 from .._paths import check_output_file, shown
-from . import results as _results
+from ..records import results as _results
 
 
 class Recorder:

@@ -21,17 +21,17 @@ from .._errors import InvariantsError
 from .._paths import check_output_dir, shown, what_is, write_atomic
 from ..catalog.arguments import make_arguments
 from ..catalog.programs import Distribution, get_config
-from ..catalog.targets import versions
 from ..compile.artifacts import CompileCache
 from ..compile.process import REQUESTED_PLATFORMS
-from ..compile.record import FailedCompile, Key
 from ..compile.reproducer import reproducer
 from ..kernels import kernel_files
 from ..measure.measurement import Measurement, measure
+from ..records import results as _results
+from ..records.compiled import FailedCompile, Key
+from ..scope.targets import versions
 from ..specfile.reader import KnownCompileFailure, scope_of, select_programs
 from ..verdict.correctness import Correctness
 from . import generate
-from . import results as _results
 from .outcomes import versions_line
 from .recorder import Recorder
 from .snapshots import SnapshotFolders, recorded_baselines

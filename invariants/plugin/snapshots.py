@@ -12,12 +12,12 @@ import pytest
 
 from .._errors import InvariantsError
 from .._paths import check_output_dir, shown, what_is
-from ..catalog.placement import configs_for
 from ..catalog.programs import CATALOG
 from ..catalog.registry import Programs
-from ..catalog.targets import Target
+from ..records.results import Record
+from ..scope.placement import configs_for
+from ..scope.targets import Target
 from ..snapshot.store import SNAPSHOT_ROOT, SUFFIX, obsolete_snapshots, snapshot_header, snapshot_stem
-from .results import Record
 
 _GONE = "no program has it on {} any more"
 

@@ -15,13 +15,13 @@ from .. import _config
 from .._errors import InvariantsError, NothingChecked
 from .._usercode import set_timeout
 from ..catalog.downstream import build
-from ..catalog.placement import configs_for
 from ..catalog.programs import CATALOG, select_configs
 from ..catalog.project import Project
 from ..catalog.registry import Programs
-from ..catalog.targets import Target, all_targets, select_targets
-from ..compile.record import Key
-from ..compile.store import Store, from_settings
+from ..records.cache import Store, from_settings
+from ..records.compiled import Key
+from ..scope.placement import configs_for
+from ..scope.targets import Target, all_targets, select_targets
 from ..specfile.reader import Spec, load_specs
 from ..verdict.checks import check_specs
 from .options import BUILT_PROGRAMS, PROGRAM_SWAPS

@@ -18,9 +18,11 @@ import pytest
 
 from .. import _config
 from ..catalog.programs import Distribution, get_config
-from ..catalog.targets import versions
-from ..compile.record import Key
 from ..hlo.cost import predicted_by, predicted_ratio
+from ..records import results as _results
+from ..records.compiled import Key
+from ..records.results import Failure
+from ..scope.targets import versions
 from ..timing.baselines import (
     baseline_path,
     baseline_verdict,
@@ -41,10 +43,8 @@ from ..timing.paired import (
 )
 from ..verdict.checks import Case
 from . import generate
-from . import results as _results
 from .benchmarks import REPLAY, record_samples
 from .outcomes import dumped_line, fail, judge
-from .results import Failure
 from .tree import GateItem, Group, RecordProperty, by_spec, case_name, group, invariant_table, located
 
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .._paths import shown
-from ..compile.record import Key
+from ..records.compiled import Key
 
 if TYPE_CHECKING:
     from ..verdict.checks import Case

@@ -27,12 +27,12 @@ from packaging.version import Version
 
 from .._errors import InvariantsError, Parser
 from .._paths import absolute_path, check_output_dir
-from ..catalog.placement import aimed_targets
 from ..catalog.project import Project, add_project_options, project_from
-from ..catalog.targets import all_targets
 from ..compile.child import GateRun, gate_command, gate_env, keys_child, last_line, run_gate, stage
 from ..measure.measurement import measure
-from ..plugin.results import Record, Results, compile_failure
+from ..records.results import Record, Results, compile_failure
+from ..scope.placement import aimed_targets
+from ..scope.targets import all_targets
 from ..snapshot.diff import structural_diff, what_changed
 from ..snapshot.render import render_summary
 from .environments import (

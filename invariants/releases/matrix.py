@@ -26,10 +26,10 @@ from packaging.version import Version
 from .._errors import InvariantsError, Parser
 from .._paths import check_output_dir, pyplot, save_figure, write_atomic
 from ..catalog.project import Project, project_from
-from ..catalog.select import selectors
-from ..catalog.targets import TARGETS_HINT, all_targets, select_targets
 from ..measure.metrics import OFFLOAD_COUNTS, offload_moves
-from ..plugin.results import Results, compile_failure
+from ..records.results import Results, compile_failure
+from ..scope.select import selectors
+from ..scope.targets import TARGETS_HINT, all_targets, select_targets
 from .bisect import add_release_options, check_selection, run_suite
 
 if TYPE_CHECKING:

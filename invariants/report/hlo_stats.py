@@ -11,7 +11,6 @@ from collections import Counter
 
 from invariants._errors import InvariantsError, Parser, did_you_mean
 from invariants._paths import what_is
-from invariants.catalog.targets import CPU_RUNTIME, all_targets
 from invariants.hlo.cost import Missing, cycle_estimate, value_or_none
 from invariants.hlo.parse import MAIN_THREAD
 from invariants.hlo.structure import Kernel, to_json
@@ -21,6 +20,7 @@ from invariants.kernels.dump import code_beside
 from invariants.kernels.program import code_line, multiset_text
 from invariants.measure.measurement import Measurement, measure_text
 from invariants.measure.metrics import METRICS, help_text
+from invariants.scope.targets import CPU_RUNTIME, all_targets
 
 # A dump folder's modules: XLA's (XLA_FLAGS=--xla_dump_to=DIR) and the gate's own (--hlo-dump-dir).
 _DUMP_GLOBS = ("*after_optimizations.txt", "*.hlo.txt")

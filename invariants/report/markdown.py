@@ -20,11 +20,11 @@ from typing import Any, NoReturn
 
 from .._errors import InvariantsError, Parser, visible
 from .._paths import check_distinct, check_output_file, check_plot_path, write_atomic
-from ..catalog.select import select_program_words
 from ..hlo.tpu_model import chip_model
 from ..measure.metrics import METRICS, names
-from ..plugin import results as _results
-from ..plugin.results import Record
+from ..records import results as _results
+from ..records.results import Record
+from ..scope.select import select_program_words
 from .plot import plot
 from .run import (
     Run,
@@ -36,17 +36,6 @@ from .run import (
     load_results,
     merge,
 )
-
-__all__ = [
-    "Run",
-    "Throughput",
-    "compare_markdown",
-    "load_benchmarks",
-    "load_results",
-    "main",
-    "plot",
-    "render",
-]
 
 # Structure columns of the per-target tables: (results key, header).
 _COLUMNS = (

@@ -7,13 +7,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._paths import pyplot, save_figure
-from ..plugin.results import Record
+from ..records.results import Record
 from .run import Run, Throughput
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-
-__all__ = ["plot"]
 
 
 def _fmt(value: object) -> str:

@@ -1,6 +1,6 @@
 """The report's model of a run: results files (and pytest-benchmark JSON) read and merged into a :class:`Run`.
 
-The records are :mod:`invariants.plugin.results`'; a :class:`Run` holds them by kind and the throughput rows
+The records are :mod:`invariants.records.results`'; a :class:`Run` holds them by kind and the throughput rows
 the tables and the plot show. Bad input is one line (:class:`InvariantsError`).
 """
 
@@ -15,19 +15,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from .._errors import InvariantsError
-from ..plugin import results as _results
-from ..plugin.results import Record
-
-__all__ = [
-    "Run",
-    "Throughput",
-    "add_benchmarks",
-    "focused",
-    "known_programs",
-    "load_benchmarks",
-    "load_results",
-    "merge",
-]
+from ..records import results as _results
+from ..records.results import Record
 
 
 @dataclass(frozen=True)

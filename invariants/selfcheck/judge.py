@@ -13,10 +13,10 @@ from pathlib import Path
 
 from .._errors import InvariantsError
 from ..compile.child import catalog_snapshot_dir
-from ..compile.record import Compiled
 from ..kernels.dump import code_beside
 from ..measure.measurement import measure
-from ..plugin.results import Record, Results
+from ..records.compiled import Compiled
+from ..records.results import Record, Results
 from ..snapshot.diff import LineChanges, line_changes, structure_part
 from ..snapshot.render import render_summary
 from .registry import Injection

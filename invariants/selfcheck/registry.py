@@ -16,8 +16,8 @@ from typing import Any, Literal
 from .. import _config
 from .._errors import InvariantsError, did_you_mean
 from .._paths import PACKAGE_DIR
-from ..catalog.select import selectors
-from ..catalog.targets import select_targets
+from ..scope.select import selectors
+from ..scope.targets import select_targets
 
 INJECT_MODULE = "invariants.selfcheck.inject"
 

@@ -18,11 +18,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from ..catalog.targets import libtpu_init_args
 from ..hlo.parse import MAIN_THREAD
 from ..hlo.structure import Collective, IndexedOp, Kernel, Structure
 from ..kernels.program import ProgramCode, multiset_text, snapshot_code_line, unmatched_lines
 from ..measure.measurement import Measurement
+from ..scope.targets import libtpu_init_args
 
 
 def kernel_line(kernel: Kernel) -> str:

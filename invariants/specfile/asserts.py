@@ -21,9 +21,9 @@ from collections.abc import Callable, Collection, Iterator
 from typing import Any, Literal, NamedTuple
 
 from .._errors import InvariantsError, did_you_mean, first_line, non_ascii
-from ..catalog.configs import CONFIGS, DISTRIBUTIONS
 from ..hlo.parse import is_dtype
 from ..measure.metrics import COMPILED_SOURCES, METRICS, Metric
+from ..scope.configs import CONFIGS, DISTRIBUTIONS
 
 InvariantKind = Literal["absolute", "relational", "throughput"]
 Comparison = Literal["==", "!=", "<", "<=", ">", ">=", "in", "not in"]

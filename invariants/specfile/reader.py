@@ -39,8 +39,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from .._errors import InvariantsError, did_you_mean, first_line, non_ascii
 from .._paths import IMPORTED_DIR, shown, what_is
-from ..catalog.configs import CONFIGS, DISTRIBUTIONS
-from ..catalog.select import Selectable, match_programs
+from ..scope.configs import CONFIGS, DISTRIBUTIONS
+from ..scope.select import Selectable, match_programs
 from . import asserts
 from .asserts import InvariantKind
 

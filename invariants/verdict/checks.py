@@ -14,16 +14,16 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
 from .._errors import InvariantsError, did_you_mean
-from ..catalog.placement import aimed_by, configs_for, misfit
 from ..catalog.programs import Program, get_config
 from ..catalog.registry import Programs
-from ..catalog.targets import Target, all_targets, device_count, widened
-from ..compile.record import Key
 from ..hlo.cost import Missing
 from ..hlo.structure import Structure
 from ..hlo.tpu_model import chip_model
 from ..measure.measurement import Measurement
 from ..measure.metrics import METRICS, input_facts
+from ..records.compiled import Key
+from ..scope.placement import aimed_by, configs_for, misfit
+from ..scope.targets import Target, all_targets, device_count, widened
 from ..snapshot.render import structure_lines
 from ..specfile.asserts import NoValue, Read
 from ..specfile.reader import CorrectnessCheck, Invariant, ProgramDecl, Spec, scope_of, select_programs

@@ -12,10 +12,10 @@ import numpy as np
 
 from .._errors import InvariantsError
 from ..catalog.arguments import make_arguments
-from ..catalog.placement import configs_for
 from ..catalog.programs import Config, get_config
 from ..catalog.registry import Programs
-from ..catalog.targets import Target
+from ..scope.placement import configs_for
+from ..scope.targets import Target
 from ..specfile.reader import CorrectnessCheck, Spec, scope_of, select_programs
 from .checks import check_specs, config_matches, on_targets, unmet_condition
 

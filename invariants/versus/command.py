@@ -29,12 +29,12 @@ from .. import _config
 from .._cores import freed, usable
 from .._errors import InvariantsError, Parser
 from .._paths import absolute_path, check_distinct, check_output_file, check_plot_path, write_atomic
-from ..catalog.placement import aimed_targets, configs_for
 from ..catalog.project import Project, add_project_options, project_from
-from ..catalog.targets import CPU_RUNTIME, select_targets
 from ..measure.metrics import offload_moves
 from ..releases import environments as envs  # a module: a test replaces its functions
 from ..releases.environments import DEFAULT_CACHE, DEFAULT_INDEX
+from ..scope.placement import aimed_targets, configs_for
+from ..scope.targets import CPU_RUNTIME, select_targets
 from ..snapshot.diff import structural_diff, what_changed
 from ..timing.paired import RatioResult, runtime_clock
 from .protocol import Json

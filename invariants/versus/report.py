@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar, cast
 from .._errors import InvariantsError
 from .._paths import PACKAGE_DIR, pyplot, save_figure, shown, write_atomic
 from ..compile.child import stage
-from ..plugin import results as _results
+from ..records import results as _results
 from .protocol import Json
 from .stats import ALL_CORES, ALL_CORES_THREADS, FAILED
 

@@ -27,21 +27,21 @@ import numpy as np
 from .._cores import free, pin, usable
 from .._errors import InvariantsError
 from ..catalog.project import Project
-from ..catalog.targets import all_targets, versions
-from ..compile.record import Key
 from ..hlo.cost import Missing, value_or_none
 from ..measure.measurement import Measurement, measure
 from ..measure.metrics import METRICS, OFFLOAD_COUNTS
+from ..records.compiled import Key
+from ..scope.targets import all_targets, versions
 from ..snapshot.render import render_summary
 from ..specfile.reader import load_specs
 from ..timing.device import DeviceRecorder
 from .protocol import CPUS_ENV, SLOWDOWN_ENV, Json, ProtocolError, decode_request, encode
 
 if TYPE_CHECKING:
-    from ..catalog.configs import Config
     from ..catalog.programs import Program
     from ..catalog.registry import Programs
-    from ..catalog.targets import Target
+    from ..scope.configs import Config
+    from ..scope.targets import Target
     from ..specfile.reader import Spec
     from ..verdict.checks import Case
 

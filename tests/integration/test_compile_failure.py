@@ -115,7 +115,7 @@ def test_a_failed_compile_is_reported_once_with_its_hlo_and_a_reproducer(tmp_pat
     )
     assert "invariants_no_such_handler" in (dumps / "broken.f32.before_optimizations.txt").read_text()
     # Each item's entry still reads as that program's compile failure (what bisect and matrix read).
-    from invariants.plugin.results import compile_failure, read
+    from invariants.records.results import compile_failure, read
 
     failed = [compile_failure(it) for it in read(project / "results.json").items if it.outcome == "failed"]
     assert len(failed) == 2 and all(f is not None and f.program == "broken" for f in failed), failed

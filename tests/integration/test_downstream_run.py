@@ -25,7 +25,7 @@ from xml.etree import ElementTree
 import pytest
 from gatekit import command, made_once
 
-from invariants.plugin.results import read
+from invariants.records.results import read
 
 ROOT = Path(__file__).parents[2]
 
@@ -361,7 +361,7 @@ assert = "peak_bytes <= 16 * 2 ** 20"
 def test_a_tpu_memory_bound_on_the_peak_sees_what_the_program_keeps_live(tmp_path: Path):
     """On tpu-v5e XLA keeps the intermediates in on-chip memory, which temp_bytes leaves out: the bound on it
     holds whatever the program keeps. The bound on peak_bytes fails, naming the peak."""
-    from invariants.catalog.targets import all_targets
+    from invariants.scope.targets import all_targets
 
     if (why := all_targets()["tpu-v5e"].unavailable_reason()) is not None:
         pytest.skip(why)

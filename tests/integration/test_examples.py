@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from gatekit import command
 
-from invariants.catalog.targets import all_targets
+from invariants.scope.targets import all_targets
 
 ROOT = Path(__file__).parents[2]
 TARGETS = all_targets()

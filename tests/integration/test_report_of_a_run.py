@@ -9,7 +9,7 @@ from pathlib import Path
 from gatekit import Run
 
 from invariants.__main__ import main as cli
-from invariants.plugin import results as _results
+from invariants.records import results as _results
 from invariants.report import markdown as _report
 
 

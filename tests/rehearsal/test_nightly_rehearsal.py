@@ -32,7 +32,7 @@ from types import ModuleType
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from invariants.plugin.results import read as read_results
+from invariants.records.results import read as read_results
 from invariants.versus.report import load_record
 
 pytestmark = pytest.mark.slow

@@ -111,41 +111,23 @@ def _floors() -> list[list[str]]:
 def test_the_layer_contract_holds():
     result = _lint()
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
-    assert "Contracts: 2 kept, 0 broken." in result.stdout
+    assert "Contracts: 1 kept, 0 broken." in result.stdout
 
 
 def test_every_module_has_a_floor():
-    """A module the contract does not place is checked by nothing. The packages whose modules sit on two
-    floors list their modules; their ``__init__`` (and the package's own) imports nothing of the package."""
+    """A module the contract does not place is checked by nothing. The floors name whole packages (and the
+    top-level modules), never a module inside a package: a package on two floors has no floor of its own."""
     placed = [m for floor in _floors() for m in floor]
-    modules = {m for m in _package_files() if m != "__init__"}
-    unplaced = sorted(m for m in modules if not any(m == p or m.startswith(p + ".") for p in placed))
-    split = {p.rsplit(".", 1)[0] for p in placed if "." in p}
-    assert set(unplaced) == split, (
-        f"place these modules in pyproject.toml's layers: {sorted(set(unplaced) - split)}"
-    )
+    assert not [p for p in placed if "." in p], f"the layers place modules inside packages: {placed}"
     gone = sorted(p for p in placed if not _is_module(p))
     assert not gone, f"the layers name modules that are gone: {gone}"
-    edges = module_edges()
-    assert not {m: edges.get(m) for m in [*split, "__init__"] if edges.get(m)}, "an unplaced __init__ imports"
-    # Such a package is imported by its modules' names only: the second contract forbids it bare.
-    assert _split_contract() == {f"invariants.{p}" for p in split}, (
-        "pyproject.toml's split-packages contract must forbid exactly the packages split across floors"
-    )
-
-
-def _split_contract() -> set[str]:
-    import tomllib
-
-    contract = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["importlinter"]
-    (split,) = [c for c in contract["contracts"] if c.get("id") == "split-packages"]
-    return set(split["forbidden_modules"])
+    modules = {m for m in _package_files() if m != "__init__"}
+    unplaced = sorted(m for m in modules if m.split(".")[0] not in placed)
+    assert not unplaced, f"place these in pyproject.toml's layers: {unplaced}"
 
 
 # Each form an upward import can take, planted in the HLO floor's package (floor 1) naming the plugin
-# (floor 3); the last is lazy, inside a function. One under TYPE_CHECKING never runs, and is no edge. The
-# plugin is split across floors (its results and items sit on floor 1), so the bare package is caught by
-# the second contract and its modules by the layers.
+# (floor 3); the last is lazy, inside a function. One under TYPE_CHECKING never runs, and is no edge.
 PLANTED = {
     "import package": "import invariants.plugin\n",
     "from root import package": "from invariants import plugin\n",
@@ -189,11 +171,11 @@ def test_the_contract_catches_each_form_of_a_planted_upward_import(planted_copie
 # The modules that must start without JAX (hlo-stats, the spec validator, selection, the target table, the
 # report's reader of results).
 NO_JAX = ("_errors", "_paths", "_stats", "_cores", "_config", "_signals", "_usercode", "_trust",
-          "catalog.configs", "catalog.select", "catalog.targets", "catalog.placement", "compile.record",
-          "compile.store", "compile.cache_command",
+          "scope.configs", "scope.select", "scope.targets", "scope.placement", "records.compiled",
+          "records.cache", "records.results", "compile.cache_command",
           "specfile.reader", "specfile.asserts", "hlo.parse", "hlo.structure",
           "hlo.cost", "kernels", "kernels.ptx", "kernels.llvm_ir", "kernels.program", "measure.metrics",
-          "measure.measurement", "snapshot.render", "plugin.results")  # fmt: skip
+          "measure.measurement", "snapshot.render")  # fmt: skip
 
 
 def _module_name(path: Path) -> str:
@@ -427,7 +409,7 @@ PROCESS_STATE = {
     "the guard swaps, are the process's",
     ("_usercode.py", "_explicit"): "the guard's timeout, set with the alarm it arms: a compile thread's "
     "trace reads it, where a run's session is not at hand",
-    ("catalog/targets.py", "_TOPOLOGIES"): "the devices of a topology compiled for ahead of time: a PJRT "
+    ("scope/targets.py", "_TOPOLOGIES"): "the devices of a topology compiled for ahead of time: a PJRT "
     "plugin starts once per process",
 }
 
@@ -455,8 +437,8 @@ MEMOS = {
     ("catalog/arguments.py", "_arguments"): "the arrays drawn for a shape, configuration and seed: the same "
     "arrays for the same key, bounded",
     ("hlo/tpu_model.py", "_cost_file"): "the package's own cost table, parsed",
-    ("plugin/results.py", "_resolved"): "a record class's resolved type hints: a class is the process's",
-    ("plugin/results.py", "_named"): "a record class's JSON names: a class is the process's",
+    ("records/results.py", "_resolved"): "a record class's resolved type hints: a class is the process's",
+    ("records/results.py", "_named"): "a record class's JSON names: a class is the process's",
     ("compile/child.py", "stage"): "the folder this process stages the package in: the paths its workers "
     "report below it are recognised, and it is removed at exit",
     ("testing.py", "_persistent"): "the pytest API's handle on a compile-cache folder, which compile_for "
@@ -548,7 +530,7 @@ ALLOWED_LAZY: dict[tuple[str, str], str] = {
     "one: testing is the public face above the snapshot floor, so the reference runs upward and waits",
     ("selfcheck/children.py", "invariants.versus.report"): "numpy and the versus report, read for a versus "
     "injection only: selfcheck --help and --list start in a tenth of a second without them",
-    ("plugin/results.py", "fcntl"): "POSIX only: where it is missing (Windows) a run locks nothing",
+    ("records/results.py", "fcntl"): "POSIX only: where it is missing (Windows) a run locks nothing",
     ("_signals.py", "psutil"): "a release's environment (a versus worker, a bisect or matrix run) imports "
     "the package without psutil; only the command that was signalled ends its processes",
 }

@@ -366,7 +366,7 @@ def test_compile_for_is_served_by_the_gates_compile_cache_in_a_new_process(tmp_p
     """A second compile_for of the same function in a new process is a hit of the gate's own cache; a
     change made while tracing (a constant read from the environment) lowers to another module and misses;
     no cache (INVARIANTS_NO_CACHE=1) compiles."""
-    from invariants.catalog.targets import all_targets
+    from invariants.scope.targets import all_targets
 
     if (why := all_targets()[target].unavailable_reason()) is not None:
         pytest.skip(why)

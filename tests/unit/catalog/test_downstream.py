@@ -133,8 +133,8 @@ def test_a_program_kind_builds_what_the_catalog_builds(tmp_path, monkeypatch):
     """backward and train wrap the lookup exactly as grad_take and train_take do: same structure."""
     from invariants.catalog import downstream as _downstream
     from invariants.catalog import programs as _programs
-    from invariants.catalog.targets import all_targets
     from invariants.compile.artifacts import compile_here
+    from invariants.scope.targets import all_targets
     from invariants.specfile.reader import load_specs
 
     monkeypatch.chdir(tmp_path)
@@ -399,7 +399,7 @@ def test_params_programs_agree_on_the_same_drawn_arguments(tmp_path, monkeypatch
     """'agree' runs a params program and its reference on one draw: the same model written two ways agrees,
     one that reads the next row does not."""
     from invariants.catalog.registry import Programs
-    from invariants.catalog.targets import all_targets
+    from invariants.scope.targets import all_targets
     from invariants.specfile.reader import load_specs
     from invariants.verdict.correctness import Correctness, expand_correctness
 
@@ -441,7 +441,7 @@ def test_a_declared_program_compiles_where_its_specs_aim_it(tmp_path, monkeypatc
     """A declared program compiles where its spec files aim it, in its own configurations, and nowhere else:
     on core targets (tpu-v4, gpu-a100, which compile only the catalog's core programs otherwise) and on
     cpu, but not on tpu-v5e or gpu-h100, which compile every catalog program, nor on other core targets."""
-    from invariants.catalog.targets import all_targets
+    from invariants.scope.targets import all_targets
     from invariants.specfile.reader import load_specs
     from invariants.verdict.checks import check_specs
 
@@ -457,7 +457,7 @@ def test_a_declared_program_compiles_where_its_specs_aim_it(tmp_path, monkeypatc
     (decl,) = specs[0].programs
     assert decl.aimed == ("cpu", "tpu-v4", "gpu-a1*")
     from invariants.catalog.downstream import build
-    from invariants.catalog.placement import configs_for
+    from invariants.scope.placement import configs_for
 
     program = build(decl)
     targets = all_targets()
@@ -667,8 +667,8 @@ def test_a_program_takes_its_indices_in_the_dtype_it_declares(tmp_path, monkeypa
     from invariants.catalog.arguments import make_arguments
     from invariants.catalog.downstream import build
     from invariants.catalog.programs import CONFIGS
-    from invariants.catalog.targets import all_targets
     from invariants.compile.artifacts import compile_function
+    from invariants.scope.targets import all_targets
     from invariants.specfile.reader import load_specs
 
     m = "lib_u32"

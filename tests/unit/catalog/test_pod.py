@@ -8,10 +8,10 @@ import functools
 
 import pytest
 
-from invariants.catalog.placement import compiles
 from invariants.catalog.programs import CATALOG, Layout
-from invariants.catalog.targets import _AOT_TARGETS
 from invariants.measure.metrics import input_facts
+from invariants.scope.placement import compiles
+from invariants.scope.targets import _AOT_TARGETS
 from invariants.specfile.reader import load_specs
 from invariants.verdict.checks import Case, evaluate
 

@@ -24,12 +24,12 @@ from gatekit import InProcess
 
 from invariants.__main__ import main as cli_main
 from invariants._errors import InvariantsError
-from invariants.catalog.placement import configs_for
 from invariants.catalog.registry import Programs, get_program
-from invariants.catalog.targets import all_targets, select_targets
 from invariants.compile.child import gate_command
 from invariants.releases import bisect as _bisect
 from invariants.releases import matrix as _matrix
+from invariants.scope.placement import configs_for
+from invariants.scope.targets import all_targets, select_targets
 from invariants.selfcheck import command as _selfcheck
 from invariants.selfcheck import registry
 from invariants.versus import command as _versus

@@ -15,7 +15,7 @@ import pytest
 from gatekit import InProcess, command
 
 from invariants._errors import InvariantsError
-from invariants.catalog.targets import all_targets
+from invariants.scope.targets import all_targets
 from invariants.specfile.reader import load_spec
 
 ROOT = Path(__file__).parents[3]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from invariants._errors import InvariantsError
-from invariants.catalog.placement import configs_for
 from invariants.catalog.programs import CATALOG
-from invariants.catalog.targets import all_targets, select_targets
+from invariants.scope.placement import configs_for
+from invariants.scope.targets import all_targets, select_targets
 
 
 def test_the_runtime_comes_first_and_names_are_unique():
@@ -77,7 +77,7 @@ def test_a_program_aimed_at_a_core_target_compiles_there_in_its_own_configuratio
 def test_a_gpu_host_names_its_runtime_target_like_the_ahead_of_time_one(monkeypatch, kind, name):
     import jax
 
-    from invariants.catalog import targets as _targets
+    from invariants.scope import targets as _targets
 
     class Device:
         platform = "gpu"
@@ -99,7 +99,7 @@ def test_a_chip_compiles_what_its_ahead_of_time_twin_compiles(monkeypatch, platf
     would compile every program where its twin compiles the core ones) nor fewer."""
     import jax
 
-    from invariants.catalog import targets as _targets
+    from invariants.scope import targets as _targets
 
     twin = all_targets(_targets.CPU_RUNTIME)[name]
 
@@ -119,7 +119,7 @@ def test_a_gpu_the_plugin_cannot_describe_skips_with_the_plugins_line(monkeypatc
     target unavailable, in one line with the plugin's first words, instead of a compile error per item."""
     import dataclasses
 
-    from invariants.catalog import targets as _targets
+    from invariants.scope import targets as _targets
 
     (tmp_path / "bogus.txtpb").write_text("gpu_device_info { no_such_field: 1 }\n")
     monkeypatch.setattr(_targets, "_GPU_CONFIG_DIR", tmp_path)

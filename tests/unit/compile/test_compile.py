@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from invariants.catalog.targets import all_targets
 from invariants.compile.artifacts import CompileCache
-from invariants.compile.record import Key
 from invariants.hlo.parse import parse_module
+from invariants.records.compiled import Key
+from invariants.scope.targets import all_targets
 
 
 def test_a_key_compiles_once_to_optimized_hlo():
@@ -104,7 +104,7 @@ def test_a_programs_compile_error_is_its_one_line_and_a_compile_failure(monkeypa
     """What the compiler said, after the key, and the same as a value for the results file: a finding about
     the program (in that release, on that target), not an error of the suite."""
     from invariants.catalog.programs import CATALOG
-    from invariants.compile.record import FailedCompile
+    from invariants.records.compiled import FailedCompile
 
     def fails(*args: object, **kwargs: object) -> None:
         raise _compile.CompileFailed("INTERNAL: RET_CHECK failure (x.cc:1)", "XlaRuntimeError")
@@ -200,7 +200,7 @@ def test_the_pool_starts_each_plugin_once_in_the_calling_thread_before_any_compi
     exists): prefetch starts every target's devices first, one after another, in the caller's thread."""
     import dataclasses as dc
 
-    from invariants.catalog.targets import Target
+    from invariants.scope.targets import Target
 
     events: list[tuple[str, str, int]] = []
     caller = threading.get_ident()
@@ -238,7 +238,7 @@ def test_ahead_of_time_traces_as_the_chip_does(monkeypatch, program):
     import jax
 
     from invariants.catalog.programs import CATALOG
-    from invariants.catalog.targets import CPU_RUNTIME, Target
+    from invariants.scope.targets import CPU_RUNTIME, Target
 
     monkeypatch.setattr(Target, "devices", lambda self: jax.devices("cpu")[: self.device_count])
     ahead = dataclasses.replace(CPU_RUNTIME, name="cpu-aot", mode="aot")
@@ -261,9 +261,9 @@ def test_the_pytest_api_places_a_one_chip_program_as_the_gate_does(monkeypatch, 
     import jax
 
     from invariants import testing
-    from invariants.catalog.configs import get_config
     from invariants.catalog.programs import CATALOG
-    from invariants.catalog.targets import CPU_RUNTIME, Target
+    from invariants.scope.configs import get_config
+    from invariants.scope.targets import CPU_RUNTIME, Target
 
     monkeypatch.setattr(Target, "devices", lambda self: jax.devices("cpu")[: self.device_count])
     ahead = dataclasses.replace(CPU_RUNTIME, name="cpu-aot", mode="aot")

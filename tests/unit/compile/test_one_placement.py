@@ -18,12 +18,12 @@ import jax
 import pytest
 from jax.sharding import PartitionSpec
 
-from invariants.catalog.configs import get_config
 from invariants.catalog.downstream import build
-from invariants.catalog.placement import configs_for
 from invariants.catalog.programs import CATALOG, Program
-from invariants.catalog.targets import Target, all_targets
 from invariants.compile import artifacts
+from invariants.scope.configs import get_config
+from invariants.scope.placement import configs_for
+from invariants.scope.targets import Target, all_targets
 from invariants.snapshot.render import jaxpr_lines
 from invariants.specfile.reader import load_specs
 from invariants.testing import compile_for, mesh_for

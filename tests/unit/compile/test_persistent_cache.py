@@ -15,14 +15,14 @@ import pytest
 from invariants._errors import InvariantsError
 from invariants.catalog import programs as _programs
 from invariants.catalog.programs import CATALOG
-from invariants.catalog.targets import all_targets
 from invariants.compile import keys as _keys
-from invariants.compile import store as _store
 from invariants.compile.artifacts import CompileCache, compile_here
 from invariants.compile.keys import Persistent
-from invariants.compile.record import Compiled, Key
-from invariants.compile.store import Store, from_settings
-from invariants.plugin.results import Structure
+from invariants.records import cache as _store
+from invariants.records.cache import Store, from_settings
+from invariants.records.compiled import Compiled, Key
+from invariants.records.results import Structure
+from invariants.scope.targets import all_targets
 
 CPU = all_targets()["cpu"]
 TAKE = Key("take", "f32", "cpu")

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from invariants.catalog.project import Project
-from invariants.catalog.targets import all_targets, versions
-from invariants.compile.record import Key
 from invariants.compile.reproducer import reproducer
+from invariants.records.compiled import Key
+from invariants.scope.targets import all_targets, versions
 
 
 @pytest.mark.parametrize("target", ["tpu-v5e", "gpu-h100"])

@@ -219,7 +219,7 @@ def _compile_keeping_16_mib(target: str):
     import jax
     import jax.numpy as jnp
 
-    from invariants.catalog.targets import all_targets
+    from invariants.scope.targets import all_targets
     from invariants.testing import compile_for
 
     if (why := all_targets()[target].unavailable_reason()) is not None:

@@ -180,8 +180,8 @@ def test_hlo_stats_names_the_line_of_kernel_code_it_does_not_understand(tmp_path
 def test_vector_width_is_the_narrowest_of_the_lookup_kernels():
     """A training step gathers (a scalar row copy on CPU) and scatters (a vector loop): the metric is the
     gather's 0, not the scatter's 256: one scalar lookup kernel is enough to say so."""
-    from invariants.catalog.targets import all_targets
     from invariants.compile.artifacts import compile_here
+    from invariants.scope.targets import all_targets
 
     measured = measure(compile_here("train_take", "f32", all_targets()["cpu"]))
     code = measured.code

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from gatekit import InProcess
 
-from invariants.plugin import results as _results
 from invariants.plugin.benchmarks import Replay
+from invariants.records import results as _results
 
 
 def test_a_replayed_round_lasts_its_sample():

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from gatekit import InProcess
 
-from invariants.compile.record import Key
 from invariants.plugin import outcomes
+from invariants.records.compiled import Key
 from invariants.snapshot.diff import changed_kernels, fold_alike, structural_diff
 
 DATA = Path(__file__).parents[2] / "data" / "snapshots" / "bag8-per-row-loop"

@@ -11,7 +11,7 @@ from gatekit import InProcess
 
 from invariants.__main__ import main as cli
 from invariants.compile.child import GATE_DIR
-from invariants.plugin import results as _results
+from invariants.records import results as _results
 
 
 def test_the_report_of_a_run_that_recorded_its_baselines(gate_pytester: InProcess):

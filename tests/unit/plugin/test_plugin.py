@@ -11,9 +11,9 @@ import pytest
 from invariants._errors import InvariantsError
 from invariants.catalog.programs import CATALOG, CONFIGS, select_configs
 from invariants.catalog.registry import Programs
-from invariants.catalog.targets import all_targets, select_targets
-from invariants.compile.record import FailedCompile, Key
-from invariants.plugin import results as _results
+from invariants.records import results as _results
+from invariants.records.compiled import FailedCompile, Key
+from invariants.scope.targets import all_targets, select_targets
 
 
 def test_programs_take_names_patterns_kinds_and_tags():

@@ -15,7 +15,7 @@ import pytest
 from gatekit import InProcess
 
 from invariants._errors import InvariantsError
-from invariants.plugin import results as _results
+from invariants.records import results as _results
 
 ROOT = Path(__file__).resolve().parents[3]
 PAYLOAD = {"versions": {}, "runtime": {}, "targets": {}, "exitstatus": 0}
@@ -74,7 +74,7 @@ def test_a_lock_left_by_a_killed_run_never_blocks(tmp_path: Path):
     path = tmp_path / "results.json"
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; from pathlib import Path; "
-         "from invariants.plugin import results as _results;"
+         "from invariants.records import results as _results;"
          "c = _results.claim(Path(sys.argv[1])); print(c.path, flush=True); time.sleep(60)", str(path)],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -286,7 +286,7 @@ def test_a_failed_items_failure_is_a_value_the_closing_table_reads(gate_pytester
     import shutil
 
     from invariants.compile.child import GATE_DIR
-    from invariants.compile.record import Key
+    from invariants.records.compiled import Key
 
     folder = gate_pytester.path
     (folder / "specs").mkdir()

@@ -8,10 +8,10 @@ import os
 import pytest
 from gatekit import InProcess
 
-from invariants.catalog.targets import all_targets
 from invariants.compile.child import GATE_DIR
 from invariants.plugin.items import CorrectnessItem
 from invariants.plugin.xdist import worker_group
+from invariants.scope.targets import all_targets
 
 
 class _Recorder:

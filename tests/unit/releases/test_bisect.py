@@ -13,8 +13,8 @@ from packaging.version import Version
 
 from invariants._errors import InvariantsError
 from invariants.compile.child import gate_command
-from invariants.compile.record import Key
-from invariants.plugin.results import PROPERTY, Failure, Results, entry, error_entry, read, record, write
+from invariants.records.compiled import Key
+from invariants.records.results import PROPERTY, Failure, Results, entry, error_entry, read, record, write
 from invariants.releases import bisect as b
 from invariants.releases import environments as r
 from invariants.releases import matrix as m

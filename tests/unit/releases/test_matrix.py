@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from invariants._errors import InvariantsError
-from invariants.plugin.results import Results, record
+from invariants.records.results import Results, record
 from invariants.releases import matrix as m
 
 VERSIONS = ["0.10.0", "0.10.1", "0.10.2"]

@@ -10,7 +10,7 @@ import pytest
 
 from invariants.__main__ import main as cli
 from invariants._errors import InvariantsError
-from invariants.plugin.results import FORMAT_VERSION, record
+from invariants.records.results import FORMAT_VERSION, record
 from invariants.report import markdown as _report
 
 # Records are built by the results module, the same as the gate's items build theirs.

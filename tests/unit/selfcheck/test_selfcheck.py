@@ -14,7 +14,7 @@ from invariants.__main__ import main as cli
 from invariants._errors import InvariantsError
 from invariants.catalog.programs import CATALOG
 from invariants.compile.child import ChildRun
-from invariants.plugin.results import Failure, Record, Results
+from invariants.records.results import Failure, Record, Results
 from invariants.selfcheck import children, judge, registry
 from invariants.selfcheck import command as sc
 from invariants.selfcheck import inject as inj
@@ -215,7 +215,7 @@ def test_bad_programs_keep_the_values() -> None:
 _COMPILE = """
 import json, sys
 from invariants.compile.artifacts import compile_here
-from invariants.catalog.targets import all_targets
+from invariants.scope.targets import all_targets
 json.dump(compile_here("grad_take", "f32", all_targets()["cpu"]).to_json(), sys.stdout)
 """
 
@@ -226,7 +226,7 @@ def _scalar_and_clean(folder: Path) -> tuple[Any, Any]:
     import sys
 
     from invariants.compile.child import gate_env
-    from invariants.compile.record import Compiled
+    from invariants.records.compiled import Compiled
 
     inj_ = next(i for i in registry.INJECTIONS if i.name == "xla_cpu_scalar_code")
     children = [
@@ -279,7 +279,7 @@ _KERNELS = Path(__file__).parents[2] / "data" / "kernels"
 def _recorded(release: str) -> Any:
     """grad_take [f32] on gpu-a100 as jaxlib ``release`` compiled it (tests/data/kernels): its optimized HLO
     and PTX, as a ``Compiled`` record."""
-    from invariants.compile.record import Compiled
+    from invariants.records.compiled import Compiled
 
     folder = _KERNELS / f"jaxlib-{release}" / "gpu-a100" / "grad_take.f32"
     (hlo,) = folder.glob("*after_optimizations.txt")

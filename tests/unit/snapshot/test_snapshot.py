@@ -11,10 +11,10 @@ import jax.numpy as jnp
 import pytest
 
 from invariants.catalog import programs as _programs
-from invariants.catalog.targets import Target
 from invariants.compile.artifacts import compile_here
-from invariants.compile.record import Compiled
 from invariants.measure.measurement import measure
+from invariants.records.compiled import Compiled
+from invariants.scope.targets import Target
 from invariants.snapshot.render import render_summary
 
 CPU = Target("cpu", "cpu", "runtime", "all")
@@ -157,9 +157,9 @@ def test_a_cpu_snapshot_shows_kernel_code_only_where_it_is_the_same_on_every_hos
     """XLA:CPU tunes its LLVM IR to the compiling host (vector widths, remainder loops, stack slots), so a
     CPU snapshot shows a kernel's atomics alone, and no line for a kernel without any; the facts stay
     metrics. PTX, compiled for a named device description, shows everything."""
-    from invariants.catalog.targets import all_targets
     from invariants.kernels import KernelFacts
     from invariants.kernels.program import snapshot_code_line
+    from invariants.scope.targets import all_targets
 
     compiled = compile_here("grad_take", "f32", all_targets()["cpu"])
     assert compiled.kernel_code  # the compile kept its LLVM IR: the metrics read it

@@ -91,7 +91,7 @@ def test_relational_fails_when_naive_gets_more_kernels(tmp_path):
 
 
 def test_a_relation_across_configurations_reads_each_side_in_its_own(tmp_path):
-    from invariants.catalog.targets import all_targets
+    from invariants.scope.targets import all_targets
     from invariants.verdict.checks import expand
 
     (inv,) = spec(tmp_path, '[[invariant]]\nid = "x"\n'

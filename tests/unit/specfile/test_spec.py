@@ -183,7 +183,7 @@ _GPU_HEADER = '[spec]\ntargets = ["gpu-*"]\n\n'
 
 def test_an_invariant_narrows_the_files_targets(tmp_path):
     """One file states a fact on every GPU and its known-bad exception on two of them."""
-    from invariants.catalog.targets import all_targets
+    from invariants.scope.targets import all_targets
     from invariants.verdict.checks import expand
 
     path = tmp_path / "gpu.toml"
@@ -205,7 +205,7 @@ def test_an_invariant_narrows_the_files_targets(tmp_path):
 def test_a_correctness_check_narrows_the_files_targets(tmp_path):
     """A correctness check runs on the runtime target its targets name: one file holds a check for a CPU
     host and another for an H100 host; on this CPU host only the first makes items."""
-    from invariants.catalog.targets import all_targets
+    from invariants.scope.targets import all_targets
     from invariants.verdict.correctness import expand_correctness
 
     path = tmp_path / "runtime.toml"

@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from invariants._errors import InvariantsError
-from invariants.catalog.targets import all_targets
 from invariants.measure.measurement import measure_text
+from invariants.scope.targets import all_targets
 from invariants.specfile.reader import load_specs
 from invariants.verdict.checks import check_specs, evaluate, expand
 from invariants.verdict.correctness import expand_correctness

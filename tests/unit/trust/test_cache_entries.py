@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from invariants.catalog.targets import all_targets
-from invariants.compile import record as _record
-from invariants.compile import store as _store
 from invariants.compile.artifacts import compile_here
 from invariants.compile.keys import Persistent
-from invariants.compile.record import Compiled, Key, json_problem
-from invariants.compile.store import Store
+from invariants.records import cache as _store
+from invariants.records import compiled as _record
+from invariants.records.cache import Store
+from invariants.records.compiled import Compiled, Key, json_problem
+from invariants.scope.targets import all_targets
 
 CPU = all_targets()["cpu"]
 TAKE = Key("take", "f32", "cpu")

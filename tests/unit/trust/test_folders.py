@@ -19,7 +19,7 @@ import pytest
 from packaging.version import Version
 
 from invariants._errors import InvariantsError
-from invariants.compile.store import Store, digest, folder_of
+from invariants.records.cache import Store, digest, folder_of
 from invariants.releases import bisect
 from invariants.releases import environments as envs
 from invariants.versus import command as versus

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from invariants.plugin.results import FORMAT_VERSION, record
+from invariants.records.results import FORMAT_VERSION, record
 
 ROOT = Path(__file__).parents[3]
 LOOKUP = "import jax.numpy as jnp\n\ndef lookup(table, ids):\n    return jnp.take(table, ids, axis=0)\n"

@@ -12,8 +12,8 @@ import pytest
 
 from invariants._errors import InvariantsError
 from invariants.catalog import arguments
-from invariants.catalog.configs import SEED
 from invariants.catalog.programs import CATALOG
+from invariants.scope.configs import SEED
 
 
 def test_arguments_larger_than_the_free_memory_are_not_drawn(monkeypatch):

@@ -14,7 +14,7 @@ import pytest
 from invariants.__main__ import main as cli
 from invariants._errors import InvariantsError
 from invariants._paths import write_atomic
-from invariants.plugin import results as _results
+from invariants.records import results as _results
 
 RESULTS = {"items": [], "versions": {"jax": "0"}, "targets": []}
 
@@ -87,8 +87,8 @@ def test_a_planted_link_in_the_dump_folder_is_not_followed_by_the_gate_session(t
     path is replaced; a link in place of the target's folder is one line."""
     from types import SimpleNamespace
 
-    from invariants.compile.record import Key
     from invariants.plugin.session import GateSession
+    from invariants.records.compiled import Key
 
     important = tmp_path / "important.txt"
     important.write_text("keep me")
@@ -120,7 +120,7 @@ def _dumping_session(dump_dir: Path):
 
 
 def test_a_dump_folder_that_is_a_link_to_nowhere_is_one_line(tmp_path):
-    from invariants.compile.record import Key
+    from invariants.records.compiled import Key
 
     (tmp_path / "hlo").symlink_to(tmp_path / "nowhere" / "deeper", target_is_directory=True)
     said = r"--hlo-dump-dir .*hlo: cannot make cpu/ in it \(a link"
@@ -131,7 +131,7 @@ def test_a_dump_folder_that_is_a_link_to_nowhere_is_one_line(tmp_path):
 
 
 def test_a_link_loop_in_the_dump_folder_is_one_line(tmp_path, monkeypatch):
-    from invariants.compile.record import Key
+    from invariants.records.compiled import Key
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "hlo").mkdir()

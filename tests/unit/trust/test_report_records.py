@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from invariants.plugin.results import FORMAT_VERSION, record
+from invariants.records.results import FORMAT_VERSION, record
 
 ROOT = Path(__file__).parents[3]
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from invariants.__main__ import main as cli
-from invariants.plugin import results as _results
+from invariants.records import results as _results
 
 
 def _report(tmp_path, monkeypatch, capsys, outcomes: list[str]) -> tuple[int, str]:

@@ -709,7 +709,7 @@ def test_structure_keys() -> None:
         structure_keys(["grad_take"], "gpu-a10")
     assert str(err.value).startswith("--targets: unknown target 'gpu-a10' (did you mean 'gpu-a100'")
     assert "\n" not in str(err.value)
-    # The gate's grammar (invariants.catalog.targets.select_targets), without starting JAX in the controller:
+    # The gate's grammar (invariants.scope.targets.select_targets), without starting JAX in the controller:
     # an
     # empty selection is one line, never nothing compared in silence; the words mean what they mean there.
     with pytest.raises(InvariantsError, match=r"^--targets: empty selection"):

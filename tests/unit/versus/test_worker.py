@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from invariants.compile.record import Key
 from invariants.hlo.cost import Missing
 from invariants.measure.measurement import Measurement, measure_text
+from invariants.records.compiled import Key
 from invariants.specfile.reader import load_spec
 from invariants.verdict.checks import Case, evaluate
 from invariants.versus.worker import missing_metric

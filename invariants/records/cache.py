@@ -26,7 +26,7 @@ from .. import _config
 from .._errors import InvariantsError
 from .._paths import shown, write_atomic
 from .._trust import read_regular, trusted_folder
-from .record import json_problem
+from .compiled import json_problem
 
 # A change of the record's shape or of what a key hashes moves every entry to a new folder.
 SCHEMA = "v1"

@@ -11,8 +11,6 @@ from typing import Protocol
 
 from .._errors import InvariantsError, did_you_mean
 
-__all__ = ["Selectable", "match_programs", "select_program_words", "selectors"]
-
 
 class Selectable(Protocol):
     """What a selector reads of a program besides its name (a catalog, declared or recorded one)."""

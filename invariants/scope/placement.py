@@ -16,7 +16,7 @@ from .configs import COMPILE_ONLY, SEED
 from .targets import CPU_RUNTIME, Target, all_targets
 
 if TYPE_CHECKING:
-    from .programs import Layout, Program
+    from ..catalog.programs import Layout, Program
 
 
 def compiles(target: Target, program: Program) -> bool:

@@ -2,7 +2,7 @@
 
 Ahead-of-time (AOT) targets need no accelerator: libtpu carries the TPU compiler and the CUDA plugin the GPU
 compiler, so a CPU host reads the real optimized HLO of those chips. Which programs and configurations a
-target compiles follows from its scope (invariants.catalog.placement). Adding a target touches this file only.
+target compiles follows from its scope (invariants.scope.placement). Adding a target touches this file only.
 """
 
 from __future__ import annotations

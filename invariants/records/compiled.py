@@ -10,8 +10,6 @@ from typing import Any, NamedTuple
 
 from .._errors import InvariantsError
 
-__all__ = ["Compiled", "FailedCompile", "Key", "json_problem"]
-
 
 class Key(NamedTuple):
     program: str

@@ -26,7 +26,7 @@ from typing import IO, Any, ClassVar, Literal, Union
 
 from .._errors import InvariantsError
 from .._paths import write_atomic
-from ..compile.record import Key
+from .compiled import Key
 
 # Raised by a change to a record's fields or meaning.
 FORMAT_VERSION = 2
