@@ -529,6 +529,23 @@ NUMBERS: tuple[tuple[str, str, type, str, Callable[[float], bool], str], ...] = 
 )  # fmt: skip
 
 
+OUTPUTS = (
+    ("--json", "FILE", "write the record (JSON)"),
+    ("--out", "MD", "write the markdown report (fits $GITHUB_STEP_SUMMARY)"),
+    ("--plot", "PNG", "plot each ratio with its interval and the threshold"),
+)
+SWITCHES = (
+    (
+        "--no-pin",
+        "let the scheduler place the workers (default on the CPU backend: both workers of a round on one "
+        "core, the next round on the next core, then the all-cores phase for lost parallelism)",
+    ),
+    ("--no-parallel", "skip the all-cores phase (pinned rounds alone cannot see lost parallelism)"),
+    ("--no-timing", "compare structure and invariants only"),
+    ("--no-structure", "time only"),
+)
+
+
 def _parser() -> Parser:
     p = Parser(
         prog="python -m invariants versus",
@@ -563,13 +580,8 @@ def _parser() -> Parser:
             metavar="K=V",
             help=f"set K=V in {role} workers only",
         )
-    p.add_argument("--json", type=Path, metavar="FILE", help="write the record (JSON)")
-    p.add_argument(
-        "--out", type=Path, metavar="MD", help="write the markdown report (fits $GITHUB_STEP_SUMMARY)"
-    )
-    p.add_argument(
-        "--plot", type=Path, metavar="PNG", help="plot each ratio with its interval and the threshold"
-    )
+    for flag, metavar, what in OUTPUTS:
+        p.add_argument(flag, type=Path, metavar=metavar, help=what)
     for flag, field, kind, what, _check_value, _why in NUMBERS:
         if field == "threshold":
             default, shown = (
@@ -585,19 +597,8 @@ def _parser() -> Parser:
         help="verdict clock (default: cpu on the CPU backend, else device: the chip's own time of each call, "
         "from JAX's profiler)",
     )
-    p.add_argument(
-        "--no-pin",
-        action="store_true",
-        help="let the scheduler place the workers (default on the CPU backend: both workers of a round on "
-        "one core, the next round on the next core, then the all-cores phase for lost parallelism)",
-    )
-    p.add_argument(
-        "--no-parallel",
-        action="store_true",
-        help="skip the all-cores phase (pinned rounds alone cannot see lost parallelism)",
-    )
-    p.add_argument("--no-timing", action="store_true", help="compare structure and invariants only")
-    p.add_argument("--no-structure", action="store_true", help="time only")
+    for flag, what in SWITCHES:
+        p.add_argument(flag, action="store_true", help=what)
     p.add_argument("--index-url", default=DEFAULT_INDEX, help="package index for version SPECs")
     p.add_argument(
         "--cache-dir",
@@ -628,7 +629,7 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
-    outputs = [("--json", args.json), ("--out", args.out), ("--plot", args.plot)]
+    outputs = [(flag, getattr(args, flag[2:])) for flag, _metavar, _what in OUTPUTS]
     for flag, path in outputs:
         if path is not None:
             check_output_file(path, flag)
@@ -669,19 +670,10 @@ def timed_programs(programs: Sequence[str], known: Programs, args: argparse.Name
 
 def _settings(args: argparse.Namespace, platform: str) -> Settings:
     clock, _ = runtime_clock(platform, args.clock, "--clock")
-    threshold = args.threshold or (DEVICE_THRESHOLD if clock == DEVICE else Settings.threshold)
+    numbers = {field: getattr(args, field) for _flag, field, *_ in NUMBERS}
+    numbers["threshold"] = args.threshold or (DEVICE_THRESHOLD if clock == DEVICE else Settings.threshold)
     pin = clock == "cpu" and not args.no_pin
-    return Settings(
-        threshold=threshold,
-        confidence=args.confidence,
-        clock=clock,
-        min_rounds=args.min_rounds,
-        max_rounds=args.max_rounds,
-        round_seconds=args.round_seconds,
-        pin=pin,
-        parallel_threshold=args.parallel_threshold,
-        parallel=not args.no_parallel,
-    )
+    return Settings(**numbers, clock=clock, pin=pin, parallel=not args.no_parallel)
 
 
 def _builder(

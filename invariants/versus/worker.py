@@ -363,6 +363,16 @@ def main() -> int:
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
+    try:
+        worker = _from_env()
+    except InvariantsError as err:  # bad input, said in the hello's place
+        proto.write(encode({"ok": False, "error": f"worker: {err}"}))
+        return 2
+    return serve(sys.stdin, proto, worker)
+
+
+def _from_env() -> Worker:
+    """The worker its variables ask for, on its cores; its project's programs built under this jax."""
     cpus = os.environ.get(CPUS_ENV, "")
     try:
         if cpus:
@@ -370,30 +380,23 @@ def main() -> int:
         else:
             free()
     except (ValueError, OSError) as err:
-        proto.write(encode({"ok": False, "error": f"worker: {CPUS_ENV}={cpus!r}: {err}"}))
-        return 2
+        raise InvariantsError(f"{CPUS_ENV}={cpus!r}: {err}") from None
     raw = os.environ.get(SLOWDOWN_ENV, "0") or "0"
     try:
         slowdown = float(raw)
     except ValueError:
         slowdown = -1.0
     if not 0.0 <= slowdown < 1.0:
-        proto.write(encode({"ok": False, "error": f"worker: {SLOWDOWN_ENV}={raw!r} is not in [0, 1)"}))
-        return 2
+        raise InvariantsError(f"{SLOWDOWN_ENV}={raw!r} is not in [0, 1)")
     try:
-        import jax  # noqa: F401  (a side that cannot import jax is bad input: say so in the hello's place)
+        import jax  # noqa: F401
     except Exception as err:
-        proto.write(encode({"ok": False, "error": f"worker: cannot import jax: {err}"}))
-        return 2
+        raise InvariantsError(f"cannot import jax: {err}") from None
     project = Project.from_env()
-    try:
-        from ..catalog.downstream import load_project  # it imports JAX: after the check above
+    from ..catalog.downstream import load_project  # it imports JAX: after the check above
 
-        specs, programs = load_project(project) if project.own else (None, None)
-    except InvariantsError as err:  # the project's programs do not build under this side's jax: one line
-        proto.write(encode({"ok": False, "error": f"worker: {err}"}))
-        return 2
-    return serve(sys.stdin, proto, Worker(slowdown, specs, programs))
+    specs, programs = load_project(project) if project.own else (None, None)
+    return Worker(slowdown, specs, programs)
 
 
 if __name__ == "__main__":
