@@ -269,27 +269,18 @@ def measure(
         t0 = time.perf_counter()
         cpus, where = _placement(k, settings.pin)
         t1, t2 = _round(sides, {p: config_of[p] for p in active}, rounds, settings, k, start, cpus)
-        line = ", ".join(_said(p, rounds[p][-1].ratio(settings.clock)) for p in active)
+        ratios = {p: rounds[p][-1].ratio(settings.clock) for p in active}
+        line = ", ".join(f"{p} {r:.3f}" if r else f"{p} ?" for p, r in ratios.items())
         if k in look_at(settings.min_rounds, settings.max_rounds):
             looks += 1
-            done |= _look(active, rounds, looks, settings, last=k >= settings.max_rounds)
+            judged = {p: _judged(p, rounds[p], looks, settings, k >= settings.max_rounds) for p in active}
+            done |= {p: j for p, j in judged.items() if j is not None}
             active = [p for p in active if p not in done]
         progress(
             f"  {label} round {k} ({where}start {t1 - t0:.1f} s, prepare {t2 - t1:.1f} s): "
             f"{settings.clock} ratio {line}"
         )
     return done
-
-
-def _look(
-    active: Sequence[str], rounds: dict[str, list[Round]], look: int, settings: Settings, last: bool
-) -> dict[str, Judged]:
-    judged = {p: _judged(p, rounds[p], look, settings, last) for p in active}
-    return {p: j for p, j in judged.items() if j is not None}
-
-
-def _said(p: str, ratio: float | None) -> str:
-    return f"{p} {ratio:.3f}" if ratio else f"{p} ?"
 
 
 def _placement(k: int, pin: bool) -> tuple[frozenset[int] | None, str]:
@@ -739,19 +730,14 @@ def main(argv: list[str]) -> int:
             f"of fresh worker pairs, {settings.clock} clock"
         )
         timing = measure_confirmed(sides, timed, settings, progress, configs=timed_configs(timed, known))
-    named = {
-        s.role: SideRecord(s.spec, str(s.python), dict(h["versions"]), dict(s.env), str(h.get("device", "")))
+    baseline, candidate = (
+        SideRecord(s.spec, str(s.python), dict(h["versions"]), dict(s.env), str(h.get("device", "")))
         for s, h in zip(sides, hellos, strict=True)
-    }
-    record = make_record(
-        named["baseline"],
-        named["candidate"],
-        dataclasses.asdict(settings),
-        [t.to_dict() for t in timing],
-        structure,
-        targets,
-        time.perf_counter() - started,
     )
+    timed_entries = [t.to_dict() for t in timing]
+    seconds = time.perf_counter() - started
+    settings_entry = dataclasses.asdict(settings)
+    record = make_record(baseline, candidate, settings_entry, timed_entries, structure, targets, seconds)
     _write_outputs(args, record, bool(timing))
     return record.exit
 

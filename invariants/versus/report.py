@@ -19,7 +19,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from .._errors import InvariantsError
 from .._paths import PACKAGE_DIR, pyplot, save_figure, shown, write_atomic
@@ -204,37 +204,20 @@ def _structure_reasons(s: Json) -> list[str]:
     return reasons
 
 
-@dataclass(frozen=True, kw_only=True)
-class VersusTiming(_results.Record):
-    """A timed program of a versus record, as the self-check judges it."""
-
-    kind: Literal["versus-timing"] = "versus-timing"
-    id: str = field()
-
-
-@dataclass(frozen=True, kw_only=True)
-class VersusInvariant(_results.Record):
-    """An invariant and key of a versus record that holds on the baseline and fails on the candidate."""
-
-    kind: Literal["versus-invariant"] = "versus-invariant"
-    id: str = field()
-
-
 def as_items(record: Record) -> list[_results.Record]:
-    """The record as results-file records, for ``selfcheck``."""
-    items: list[_results.Record] = [
-        VersusTiming(
-            outcome="failed" if t["verdict"] in FAILED else "passed",
-            nodeid=f"versus[{t['program']}]",
-            id=t["program"],
-        )
+    """The record as results-file records, for ``selfcheck``: a timed program, and an invariant and key
+    that holds on the baseline and fails on the candidate."""
+    rows = [
+        ("versus-timing", "failed" if t["verdict"] in FAILED else "passed", t["program"], t["program"])
         for t in record.timing
     ]
-    for s in record.structure:
-        for inv in s.get("invariants", []):
-            if inv.get("change") == "regressed":
-                items.append(VersusInvariant(outcome="failed", nodeid=f"versus[{s['key']}]", id=inv["id"]))
-    return items
+    rows += [
+        ("versus-invariant", "failed", s["key"], inv["id"])
+        for s in record.structure
+        for inv in s.get("invariants", [])
+        if inv.get("change") == "regressed"
+    ]
+    return [_results.Record(kind=k, outcome=o, nodeid=f"versus[{key}]", id=i) for k, o, key, i in rows]
 
 
 _Reply = TypeVar("_Reply")
