@@ -17,7 +17,7 @@ from .._errors import InvariantsError, Parser
 from .._paths import check_output_dir
 from .children import run_all
 from .judge import Outcome, item_label
-from .registry import Injection, check_selected, coverage, restrict_targets, select
+from .registry import check_selected, coverage, restrict_targets, select
 
 
 def _parser() -> Parser:
@@ -36,9 +36,7 @@ def _parser() -> Parser:
     return p
 
 
-def _list(injections: list[Injection]) -> None:
-    for inj in injections:
-        print(f"{inj.name:20} [{inj.targets}] {inj.doc}; expect: {', '.join(inj.expect) or 'pass'}")
+EXAMPLES = 3  # failing items named per injection
 
 
 def _verdict(o: Outcome) -> str:
@@ -47,22 +45,22 @@ def _verdict(o: Outcome) -> str:
     return "yes" if o.caught else "**no**"
 
 
-def _row(o: Outcome, examples: int) -> str:
+def _row(o: Outcome) -> str:
     inj = o.injection
     expected = "pass" if inj.is_baseline else ", ".join(inj.expect)
     labels = sorted({item_label(it) for it in o.failed})
-    ids = [it.nodeid.split("::", 1)[-1] for it in o.failed[:examples]]
+    ids = [it.nodeid.split("::", 1)[-1] for it in o.failed[:EXAMPLES]]
     extra = f"; missing {', '.join(o.missing)}" if o.missing and not inj.is_baseline else ""
     note = f" ({o.note})" if o.note else ""
     by = f"{len(o.failed)}: {', '.join(labels)}{extra}{note}"
     return f"| {inj.name} | {expected} | {_verdict(o)} | {by} | {', '.join(ids)} | {o.seconds:.0f} |"
 
 
-def render_table(outcomes: Sequence[Outcome], examples: int = 3) -> str:
+def render_table(outcomes: Sequence[Outcome]) -> str:
     lines = [
         "| injection | expected | caught | failing items | e.g. | s |",
         "|---|---|---|---|---|---|",
-        *(_row(o, examples) for o in outcomes),
+        *(_row(o) for o in outcomes),
     ]
     injected = [o for o in outcomes if not o.injection.is_baseline]
     caught = sum(o.caught for o in injected)
@@ -83,7 +81,8 @@ def main(argv: list[str]) -> int:
     injections = restrict_targets(select(args.names, fast_only=args.fast), args.targets)
     check_selected(injections, args.names, args.targets)
     if args.list:
-        _list(injections)
+        for inj in injections:
+            print(f"{inj.name:20} [{inj.targets}] {inj.doc}; expect: {', '.join(inj.expect) or 'pass'}")
         return 0
     if args.jobs < 1:
         raise InvariantsError(f"--jobs: must be at least 1, got {args.jobs}")

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 FORMAT = "invariants-versus"
 FORMAT_VERSION = 1
+DIFF_LINES = 40  # of a key's diff in the markdown, sized for $GITHUB_STEP_SUMMARY
 CHANGES = {
     (True, False): "regressed",
     (False, True): "improved",
@@ -272,7 +273,7 @@ def _threads(t: Json) -> str:
     )
 
 
-def render_markdown(record: Record, diff_lines: int = 40) -> str:
+def render_markdown(record: Record) -> str:
     """The report, sized for ``$GITHUB_STEP_SUMMARY``: an identical key is one line, a diff is cut."""
     word = "**REGRESSED**" if record.exit else "no regression"
     out = [
@@ -285,7 +286,7 @@ def render_markdown(record: Record, diff_lines: int = 40) -> str:
     if record.timing:
         out += _timing_section(record.timing, record.settings)
     if record.structure:
-        out += _structure_section(record, diff_lines)
+        out += _structure_section(record)
     out.append(f"versus: {record.seconds:.0f} s; exit {record.exit}")
     return "\n".join(out) + "\n"
 
@@ -361,12 +362,12 @@ def _per_call(result: Json) -> str:
     return cell
 
 
-def _structure_section(record: Record, diff_lines: int) -> list[str]:
+def _structure_section(record: Record) -> list[str]:
     listed = _listed(record)
     out = ["### structure and invariants, side by side", "", *listed, *([""] if listed else [])]
     for x in record.structure:
         if _shown(x):
-            out += _key_section(x, diff_lines)
+            out += _key_section(x)
     return out
 
 
@@ -390,7 +391,7 @@ def _not_compared(targets: Json) -> list[str]:
     return [f"- target {name} not compared ({'; '.join(m)})" for name, m in missing.items() if m]
 
 
-def _key_section(x: Json, diff_lines: int) -> list[str]:
+def _key_section(x: Json) -> list[str]:
     out = [f"#### {x['key']}"]
     out += [line for inv in x.get("invariants", []) if (line := _invariant_line(inv))]
     out += [f"- {side}: {x[side]['error']}" for side in ("baseline", "candidate") if x[side].get("error")]
@@ -399,8 +400,8 @@ def _key_section(x: Json, diff_lines: int) -> list[str]:
     out += _metric_table(x.get("metrics") or [])
     if x["diff"]:
         lines = x["diff"].splitlines()
-        more = [f"... {len(lines) - diff_lines} more lines in the JSON"] if len(lines) > diff_lines else []
-        out += ["", "```diff", *lines[:diff_lines], *more, "```"]
+        more = [f"... {len(lines) - DIFF_LINES} more lines in the JSON"] if len(lines) > DIFF_LINES else []
+        out += ["", "```diff", *lines[:DIFF_LINES], *more, "```"]
     out.append("")
     return out
 

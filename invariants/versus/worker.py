@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 # Warm-up, then the per-call probe (warm: a fresh process's first calls are several times slower).
 _WARM_CALLS, _WARM_SECONDS = 3, 5e-3
 _PROBE_CALLS, _PROBE_SECONDS = 2, 5e-3
+_SLOWDOWN_CALLS = 20  # traced calls per size tried for the slowdown's pass on a device
 
 
 @dataclasses.dataclass
@@ -58,25 +59,19 @@ class Worker:
 
     slowdown: float = 0.0
     specs: Sequence[Spec] | None = None
-    _programs: Programs | None = None
+    programs: Programs | None = None  # None: the catalog
     recorder: DeviceRecorder = dataclasses.field(default_factory=DeviceRecorder)
     calls: dict[str, Callable[[], None]] = dataclasses.field(default_factory=dict)
 
-    @property
-    def programs(self) -> Programs:
-        if self._programs is None:
-            from ..catalog.registry import Programs
-
-            self._programs = Programs()
-        return self._programs
-
     def prepare(self, programs: Sequence[tuple[str, str]]) -> Json:
         from ..catalog.programs import get_config
+        from ..catalog.registry import Programs
 
+        known = Programs() if self.programs is None else self.programs
         per_call, slowed_by = {}, {}
         for name, config_id in programs:
             key = f"{name}/{config_id}"
-            program, config = self.programs.program(name), get_config(config_id)
+            program, config = known.program(name), get_config(config_id)
             if program.layout is not None:
                 raise InvariantsError(
                     f"{name}: a sharded program needs a mesh; versus times single-device ones"
@@ -168,7 +163,6 @@ def device_slowed(
     call: Callable[[], None],
     slowdown: float,
     recorder: DeviceRecorder,
-    calls: int = 20,
 ) -> tuple[Callable[[], None], float]:
     """``fn`` with an independent elementwise pass compiled beside it, sized on the device clock until a call
     costs about ``slowdown`` more than ``call``; that call and the fraction reached."""
@@ -176,9 +170,9 @@ def device_slowed(
 
     def device_time(c: Callable[[], None]) -> float:
         def batch() -> int:
-            for _ in range(calls):
+            for _ in range(_SLOWDOWN_CALLS):
                 c()
-            return calls
+            return _SLOWDOWN_CALLS
 
         return float(np.median(recorder.record(batch)))
 
