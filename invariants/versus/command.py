@@ -269,18 +269,27 @@ def measure(
         t0 = time.perf_counter()
         cpus, where = _placement(k, settings.pin)
         t1, t2 = _round(sides, {p: config_of[p] for p in active}, rounds, settings, k, start, cpus)
-        ratios = {p: rounds[p][-1].ratio(settings.clock) for p in active}
-        line = ", ".join(f"{p} {r:.3f}" if r else f"{p} ?" for p, r in ratios.items())
+        line = ", ".join(_said(p, rounds[p][-1].ratio(settings.clock)) for p in active)
         if k in look_at(settings.min_rounds, settings.max_rounds):
             looks += 1
-            judged = {p: _judged(p, rounds[p], looks, settings, k >= settings.max_rounds) for p in active}
-            done |= {p: j for p, j in judged.items() if j is not None}
+            done |= _look(active, rounds, looks, settings, last=k >= settings.max_rounds)
             active = [p for p in active if p not in done]
         progress(
             f"  {label} round {k} ({where}start {t1 - t0:.1f} s, prepare {t2 - t1:.1f} s): "
             f"{settings.clock} ratio {line}"
         )
     return done
+
+
+def _look(
+    active: Sequence[str], rounds: dict[str, list[Round]], look: int, settings: Settings, last: bool
+) -> dict[str, Judged]:
+    judged = {p: _judged(p, rounds[p], look, settings, last) for p in active}
+    return {p: j for p, j in judged.items() if j is not None}
+
+
+def _said(p: str, ratio: float | None) -> str:
+    return f"{p} {ratio:.3f}" if ratio else f"{p} ?"
 
 
 def _placement(k: int, pin: bool) -> tuple[frozenset[int] | None, str]:
@@ -550,7 +559,6 @@ def _parser() -> Parser:
     p.add_argument("--candidate", required=True, metavar="SPEC", help="the installation under test")
     p.add_argument(
         "--programs",
-        default=None,
         help="programs as the gate's --programs takes them: comma-separated names, patterns such as "
         "'vmap_*', kind:backward, tag:core, tag:user (a project's own); the catalog's in the seed "
         "configuration, a project's in its own (default: every program of --spec-dir, else "
@@ -559,7 +567,6 @@ def _parser() -> Parser:
     add_project_options(p)
     p.add_argument(
         "--targets",
-        default=None,
         help="targets for the structure comparison (default: the targets a project's spec files name, "
         f"else {DEFAULT_TARGETS}; 'all', 'tpu', 'gpu')",
     )
@@ -573,14 +580,11 @@ def _parser() -> Parser:
         )
     for flag, metavar, what in OUTPUTS:
         p.add_argument(flag, type=Path, metavar=metavar, help=what)
+    # --threshold's default depends on the clock, which is known once the workers have said their platform.
+    threshold = f"{Settings.threshold} on the host's clocks, {DEVICE_THRESHOLD} on the device's"
     for flag, field, kind, what, _check_value, _why in NUMBERS:
-        if field == "threshold":
-            default, shown = (
-                None,
-                f"{Settings.threshold} on the host's clocks, {DEVICE_THRESHOLD} on the device's",
-            )
-        else:
-            default, shown = getattr(Settings, field), "%(default)s"
+        default = None if field == "threshold" else getattr(Settings, field)
+        shown = threshold if field == "threshold" else "%(default)s"
         p.add_argument(flag, type=kind, default=default, help=f"{what} (default: {shown})")
     p.add_argument(
         "--clock",

@@ -125,7 +125,9 @@ def judge_rounds(
     estimate, low, high = rounds_interval(values, level)
     verdict: Verdict | None = (decide_lower if floor else decide_upper)(low, high, threshold)
     timed = clock if clock in (*CLOCKS, DEVICE) else "wall"
-    wall = timed == DEVICE  # beside a device-clock ratio, the host's share of the same calls
+    host: tuple[float | None, float | None] = (None, None)
+    if timed == DEVICE:  # beside a device-clock ratio, the host's share of the same calls
+        host = (_per_call(rounds, "wall", "candidate"), _per_call(rounds, "wall", "baseline"))
     calls = int(np.median([rd.calls for rd in rounds]))
     return RatioResult(
         median=estimate,
@@ -144,8 +146,8 @@ def judge_rounds(
         looks=look,
         ratios=tuple(values),
         clock=timed,
-        wall_a_median=_per_call(rounds, "wall", "candidate") if wall else None,
-        wall_b_median=_per_call(rounds, "wall", "baseline") if wall else None,
+        wall_a_median=host[0],
+        wall_b_median=host[1],
     )
 
 
