@@ -22,7 +22,7 @@ from packaging.version import InvalidVersion, Version
 from .._errors import InvariantsError
 from ..catalog.project import Project
 from ..compile.child import stage
-from .protocol import CPUS_ENV, SLOWDOWN_ENV, Json, ProtocolError, decode_hello, decode_reply, encode
+from .protocol import CPUS_ENV, SLOWDOWN_ENV, Json, decode_hello, decode_reply, encode
 
 # Variables a worker never inherits from the controller: each side sets its own.
 _NOT_INHERITED = (
@@ -202,7 +202,7 @@ def start_pair(sides: Sequence[Side], cpus: frozenset[int] | None = None) -> lis
     try:
         for w in workers:
             w.start()
-    except (InvariantsError, ProtocolError):
+    except InvariantsError:  # a ProtocolError among them
         for w in workers:
             w.kill()
         raise
