@@ -53,8 +53,6 @@ def item_label(item: Record) -> str:
 
 
 def matches(expect: str, item: Record) -> bool:
-    if expect == CODE_ONLY:
-        return item.kind == "structure" and item.get("code_only") is True
     label = item_label(item)
     kind = label.split(":")[0]
     if ":" in expect:
