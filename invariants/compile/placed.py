@@ -1,14 +1,10 @@
-"""Where a compile's arguments live, for the gate, the pytest API and a project's declared programs alike.
+"""Where a compile's arguments live, for the gate's compile, ``compile_for`` and a declaration's checks alike.
 
-:func:`place` turns abstract arguments into what a trace and a compile are handed (:class:`Placed`):
-
-* on a mesh, each argument by its part (a PartitionSpec, or its entries); an argument given no part keeps
-  its own ``NamedSharding``, else is replicated;
-* else, ahead of time, on the target's first device, as at runtime: a one-device mesh would put a
-  'reshard' in a gradient's jaxpr that a real chip's trace has not;
-* else (the runtime, or no target yet) where the runtime puts it.
-
-The mesh may be abstract (a declaration checked before any target is chosen) or made of a target's chips.
+On a mesh (abstract, or of a target's chips) an argument is placed by its part, a PartitionSpec or its
+entries; one given no part keeps its own ``NamedSharding``, else is replicated. Without a mesh, ahead of
+time, it is placed on the target's first device, as at runtime: a one-device mesh would put a 'reshard' in
+a gradient's jaxpr that a real chip's trace has not. Else (the runtime, or no target yet) the runtime
+places it.
 """
 
 from __future__ import annotations
@@ -41,7 +37,7 @@ class Placed:
     mesh: Mesh | AbstractMesh | None
 
     def tracing(self) -> contextlib.AbstractContextManager[object]:
-        """The mesh set while the program is traced, so its PartitionSpecs mean what they say."""
+        """The mesh set while the program is traced, so that its PartitionSpecs mean what they say."""
         if self.mesh is None:
             return contextlib.nullcontext()
         if isinstance(self.mesh, Mesh):
@@ -59,8 +55,8 @@ def place(
     donate: int | tuple[int, ...] = (),
     output: Part | None = None,
 ) -> Placed:
-    """``specs`` placed for ``target`` (see the module docstring); ``traced_on_mesh`` False: the mesh places
-    the arguments only, and the program is traced under none."""
+    """``specs`` placed for ``target``; ``traced_on_mesh`` False: the mesh places them only, and the program
+    is traced under none."""
     given = list(parts) if parts is not None else [None] * len(specs)
     placed = tuple(
         jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=_sharding(s, target, mesh, p))
@@ -83,17 +79,12 @@ def _sharding(
             return own
         return NamedSharding(mesh, _spec(part or ()))
     if target is not None and target.mode != "runtime":
-        return one_device(target)
+        return SingleDeviceSharding(next(iter(target.devices())))
     return None
 
 
 def _spec(part: Part) -> PartitionSpec:
     return part if isinstance(part, PartitionSpec) else PartitionSpec(*part)
-
-
-def one_device(target: Target) -> SingleDeviceSharding:
-    """A one-chip program's place ahead of time: the target's first device."""
-    return SingleDeviceSharding(next(iter(target.devices())))
 
 
 def pod_mesh(
