@@ -52,9 +52,10 @@ from .snapshot.render import kernel_line, render_summary, summary_line
 
 if TYPE_CHECKING:
     import jax
-    from jax.sharding import Mesh, Sharding
+    from jax.sharding import Mesh, PartitionSpec
 
     from .compile.keys import Persistent
+    from .compile.placed import Placed
     from .kernels.program import ProgramCode
     from .records.compiled import Compiled
 
@@ -279,7 +280,7 @@ def mesh_for(target: str, *, axis_types: str = "auto", **axes: int) -> Mesh:
     """A mesh over ``target``'s chips placed as a pod job places them, axis name -> size in order
     (``data=4, tensor=4``); ``axis_types="explicit"`` makes every axis Explicit."""
     chosen = target_named(target)
-    from .compile.artifacts import pod_mesh
+    from .compile.placed import pod_mesh
 
     if axis_types not in ("auto", "explicit"):
         raise InvariantsError(f"mesh_for: axis_types {axis_types!r}: 'auto' or 'explicit'")
@@ -318,9 +319,12 @@ def _abstract(
     mesh: Mesh | dict[str, int] | None = None,
     in_shardings: object = None,
     axis_types: str = "auto",
-) -> tuple[tuple[object, ...], str, Mesh | None]:
-    """The abstract arguments, their shapes as text, and the mesh the program runs on (None: one device)."""
+    donate_argnums: int | tuple[int, ...] = (),
+) -> tuple[tuple[object, ...], str, Placed]:
+    """The abstract arguments in the pytree of ``args``, their shapes as text, and their placement."""
     import jax
+
+    from .compile.placed import place
 
     leaves, treedef = jax.tree_util.tree_flatten_with_path(args)
     for path, leaf in leaves:
@@ -334,13 +338,10 @@ def _abstract(
     mesh = _mesh(arrays, target, mesh, axis_types)
     if in_shardings is not None and mesh is None:
         raise InvariantsError("compile_for: in_shardings needs a mesh (mesh={...} or mesh_for(...))")
-    per_leaf = _shardings(args, arrays, target, mesh, in_shardings)
-    specs = [
-        jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding)
-        for leaf, sharding in zip(arrays, per_leaf, strict=True)
-    ]
-    config = ",".join(_shape_text(s) for s in specs)
-    return jax.tree_util.tree_unflatten(treedef, specs), config, mesh
+    parts = _given_parts(args, in_shardings) if in_shardings is not None else None
+    placed = place(arrays, target, mesh, parts, donate=donate_argnums)
+    config = ",".join(_shape_text(s) for s in placed.args)
+    return jax.tree_util.tree_unflatten(treedef, placed.args), config, placed
 
 
 def _mesh(
@@ -387,33 +388,10 @@ def _check_chips(mesh: Mesh, target: Target) -> None:
         )
 
 
-def _shardings(
-    args: tuple[object, ...], leaves: list[Any], target: Target, mesh: Mesh | None, in_shardings: object
-) -> list[Sharding | None]:
-    """Each leaf's sharding: from ``in_shardings``, else its own on the mesh (else replicated), else one
-    device of an ahead-of-time ``target``, else None (the runtime's default device)."""
-    from jax.sharding import NamedSharding, PartitionSpec
-
-    from .compile.artifacts import one_device
-
-    if in_shardings is not None:
-        assert mesh is not None
-        return _given_shardings(args, mesh, in_shardings)
-    if mesh is not None:
-        return [
-            leaf.sharding
-            if isinstance(getattr(leaf, "sharding", None), NamedSharding)
-            else NamedSharding(mesh, PartitionSpec())
-            for leaf in leaves
-        ]
-    if target.mode != "runtime":
-        return [one_device(target)] * len(leaves)
-    return [None] * len(leaves)
-
-
-def _given_shardings(args: tuple[object, ...], mesh: Mesh, in_shardings: object) -> list[Sharding | None]:
+def _given_parts(args: tuple[object, ...], in_shardings: object) -> list[PartitionSpec]:
+    """A PartitionSpec per leaf of ``args``, from ``in_shardings`` (a pytree prefix; None: replicated)."""
     import jax
-    from jax.sharding import NamedSharding, PartitionSpec
+    from jax.sharding import PartitionSpec
 
     is_spec = lambda x: x is None or isinstance(x, PartitionSpec)  # noqa: E731
     try:
@@ -422,10 +400,7 @@ def _given_shardings(args: tuple[object, ...], mesh: Mesh, in_shardings: object)
         )
     except (ValueError, TypeError) as err:
         raise InvariantsError(f"compile_for: in_shardings does not match the arguments: {err}") from None
-    return [
-        NamedSharding(mesh, spec or PartitionSpec())
-        for spec in jax.tree_util.tree_leaves(spread, is_leaf=is_spec)
-    ]
+    return [spec or PartitionSpec() for spec in jax.tree_util.tree_leaves(spread, is_leaf=is_spec)]
 
 
 def compile_for(
@@ -445,18 +420,15 @@ def compile_for(
     arguments already sharded on such a mesh."""
     chosen = target_named(target)
     # After target_named has started JAX as the gate does.
-    import jax
-
     from .compile.artifacts import CompileFailed, compile_function
 
     store = from_settings()
     persistent = _persistent(store.folder, store.max_bytes) if store is not None else _persistent(None, 0)
     label = name or getattr(fn, "__name__", None) or type(fn).__name__
-    specs, config, on = _abstract(args, chosen, mesh, in_shardings, axis_types)
-    jit_kwargs = {"donate_argnums": donate_argnums} if donate_argnums != () else {}
+    specs, config, placed = _abstract(args, chosen, mesh, in_shardings, axis_types, donate_argnums)
     try:
-        with jax.set_mesh(on) if on is not None else contextlib.nullcontext():
-            compiled, _ = compile_function(fn, specs, chosen, label, config, jit_kwargs, persistent)
+        with placed.tracing():
+            compiled, _ = compile_function(fn, specs, chosen, label, config, placed.jit_kwargs, persistent)
     except CompileFailed as err:
         raise InvariantsError(f"compile_for: {label} [{config}] on {chosen.name}: {err.kind}: {err}") from err
     measured = measure(compiled, chosen, source=f"{chosen.name}/{label}")

@@ -19,17 +19,18 @@ import inspect
 import math
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import NamedSharding
 
 from .._errors import InvariantsError
 from .._usercode import guarded
+from ..compile.placed import axis_kinds, place
 from ..specfile.reader import ProgramDecl, Spec, load_specs
 from .arguments import make_indices
 from .programs import (
@@ -149,13 +150,15 @@ def _shape(spec: jax.ShapeDtypeStruct | jax.Array) -> str:
 def _check_trace(decl: ProgramDecl, fn: Callable[..., Any], program: Program, config: Config) -> None:
     indices = program.argument_specs(config)[2 if decl.kind == "train" else 1]
     mesh = abstract_mesh(decl)
-    lookup_args = sharded((config.table, indices), _parts(program, config)[:2], mesh)
+    parts = _parts(program, config)
+    lookup = place((config.table, indices), mesh=mesh, parts=parts and parts[:2])
+    lookup_args = lookup.args
     shown = f"{_shape(lookup_args[0])} table and {_shape(lookup_args[1])} indices"
     where = f"{decl.where}: {decl.name} [{config.id}]"
     with (
         _said_as(f"{where}: {decl.function} fails on {shown}"),
         guarded(f"{where}: tracing {decl.function}"),
-        traced_on(mesh),
+        lookup.tracing(),
     ):
         out = jax.eval_shape(fn, *lookup_args)
     want = jax.ShapeDtypeStruct((*lookup_args[1].shape, config.width), config.table.dtype)
@@ -181,9 +184,9 @@ def _trace_grad(
     decl: ProgramDecl, program: Program, config: Config, mesh: AbstractMesh | None, where: str
 ) -> Any:
     with _said_as(f"{where}: the {decl.kind} of {decl.function} fails", error_type=False):
-        args = sharded(program.argument_specs(config), _parts(program, config), mesh)
-        with guarded(f"{where}: tracing the {decl.kind} of {decl.function}"), traced_on(mesh):
-            return jax.eval_shape(program.fn, *args)
+        placed = place(program.argument_specs(config), mesh=mesh, parts=_parts(program, config))
+        with guarded(f"{where}: tracing the {decl.kind} of {decl.function}"), placed.tracing():
+            return jax.eval_shape(program.fn, *placed.args)
 
 
 def _program(decl: ProgramDecl, fn: Callable[..., Any], inputs: Inputs | None = None) -> Program:
@@ -238,34 +241,8 @@ def abstract_mesh(decl: ProgramDecl) -> AbstractMesh | None:
     )
 
 
-def axis_kinds(axis_types: str, n: int) -> tuple[jax.sharding.AxisType, ...]:
-    # Read only for a mesh: a release without AxisType (jax 0.5.1) runs every other program.
-    kind = jax.sharding.AxisType.Explicit if axis_types == "explicit" else jax.sharding.AxisType.Auto
-    return (kind,) * n
-
-
-def sharded(
-    specs: Sequence[jax.ShapeDtypeStruct],
-    parts: Sequence[tuple[str | None, ...]],
-    mesh: Mesh | AbstractMesh | None,
-) -> tuple[jax.ShapeDtypeStruct, ...]:
-    if mesh is None:
-        return tuple(specs)
-    return tuple(
-        jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=NamedSharding(mesh, PartitionSpec(*p)))
-        for s, p in zip(specs, parts, strict=True)
-    )
-
-
-def _parts(program: Program, config: Config) -> tuple[tuple[str | None, ...], ...]:
-    if program.layout is None:
-        return tuple(() for _ in program.argument_specs(config))
-    return program.argument_specs_sharded(config)
-
-
-def traced_on(mesh: AbstractMesh | None) -> contextlib.AbstractContextManager[object]:
-    """The abstract mesh a sharded declaration is traced on, so its PartitionSpecs mean what they say."""
-    return jax.sharding.use_abstract_mesh(mesh) if mesh is not None else contextlib.nullcontext()
+def _parts(program: Program, config: Config) -> tuple[tuple[str | None, ...], ...] | None:
+    return program.argument_specs_sharded(config) if program.layout is not None else None
 
 
 def build(decl: ProgramDecl) -> Program:
@@ -525,14 +502,15 @@ def _check_params(
     _check_same_tree(decl, inputs, config, at_params)
     _check_params_dtype(decl, params, config, at_params)
     mesh = inputs.mesh
-    indices = sharded([inputs.config(config).indices], [decl.index_sharding or ()], mesh)[0]
+    placed = place([inputs.config(config).indices], mesh=mesh, parts=[decl.index_sharding or ()])
+    indices = placed.args[0]
     extras = () if inputs.extra is None else (inputs.extras(config),)
     shown = f"its params and {_shape(indices)} indices" + (" and inputs" if extras else "")
     inputs.facts(config)  # one line now if ``tables`` names no leaf
     with (
         _said_as(f"{where}: {decl.function} fails on {shown}"),
         guarded(f"{where}: tracing {decl.function}"),
-        traced_on(mesh),
+        placed.tracing(),
     ):
         outputs = jax.eval_shape(function, params, indices, *extras)
     if decl.kind == "forward":

@@ -21,13 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
-from jax.experimental import mesh_utils
-from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
+from jax.sharding import Mesh
 
 from .. import _config
 from .._errors import InvariantsError
 from .._paths import shown
-from ..catalog.downstream import axis_kinds, load_project, sharded
+from ..catalog.downstream import load_project
 from ..catalog.programs import Program, get_config
 from ..catalog.project import Project
 from ..catalog.registry import Programs, get_program
@@ -38,42 +37,29 @@ from ..records.results import Record, compile_failed
 from ..scope.targets import _AOT_TARGETS, HOST_DEVICE_FLAG, Target
 from .child import keys_child
 from .keys import Persistent
+from .placed import Placed, place, pod_mesh
 
 if TYPE_CHECKING:
     from jax.extend.core import ClosedJaxpr, Jaxpr
 
 
-def _abstract_arguments(program: Program, config_id: str, target: Target) -> tuple[tuple[Any, ...], Any]:
-    """The abstract arguments, and the mesh of a sharded program (None otherwise)."""
+def placement(program: Program, config_id: str, target: Target) -> Placed:
+    """A program's arguments as the gate compiles them: a sharded one on a mesh of the target's devices,
+    traced under it when it is a pod program (those name mesh axes in their code, as model code does)."""
     config = get_config(config_id)
     specs = program.argument_specs(config)
-    if target.mode == "runtime" and program.layout is None:
-        return specs, None
-    devices = list(target.devices())
+    inputs = program.inputs
+    donate = tuple(range(inputs.param_leaves(config))) if program.donates and inputs is not None else ()
     layout = program.layout
     if layout is None:
-        placed = one_device(target)
-        return tuple(jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=placed) for s in specs), None
+        return place(specs, target, donate=donate)
+    devices = list(target.devices())
     if layout.pod:
         mesh = pod_mesh(devices, layout.mesh_for(target.device_count), layout.axes, layout.axis_types)
     else:
         mesh = Mesh(np.array(devices[: layout.devices]).reshape(layout.mesh_shape), layout.axes)
-    return sharded(specs, program.argument_specs_sharded(config), mesh), mesh
-
-
-def one_device(target: Target) -> SingleDeviceSharding:
-    """Where a one-chip program's arguments are placed ahead of time, for the gate and the pytest API alike:
-    on the target's first device, as at runtime. A one-device mesh would put a 'reshard' in a gradient's
-    jaxpr that a real chip's trace has not."""
-    return SingleDeviceSharding(next(iter(target.devices())))
-
-
-def pod_mesh(
-    devices: Sequence[jax.Device], shape: tuple[int, ...], axes: tuple[str, ...], axis_types: str
-) -> Mesh:
-    """A mesh of ``shape`` over ``devices`` placed by their physical coordinates, as a pod job builds it."""
-    placed = mesh_utils.create_device_mesh(shape, list(devices)[: int(np.prod(shape))])
-    return Mesh(placed, axes, axis_types=axis_kinds(axis_types, len(axes)))
+    parts = program.argument_specs_sharded(config)
+    return place(specs, target, mesh, parts, traced_on_mesh=layout.pod, donate=donate, output=layout.output)
 
 
 _INLINED = {"pjit", "jit", "closed_call", "core_call", "remat", "checkpoint"} | {
@@ -123,29 +109,16 @@ def _compile(
 ) -> tuple[Compiled, jax.stages.Compiled | None]:
     """The artifacts and the executable (None when the persistent cache served them). ``persistent`` None:
     a real compile, counted nowhere (what a timed item runs)."""
-    args, jit_kwargs, mesh = jit_inputs(program, config_id, target)
+    placed = placement(program, config_id, target)
     try:
-        with jax.set_mesh(mesh) if mesh is not None else contextlib.nullcontext():
-            return compile_function(program.fn, args, target, program.name, config_id, jit_kwargs, persistent)
+        with placed.tracing():
+            return compile_function(
+                program.fn, placed.args, target, program.name, config_id, placed.jit_kwargs, persistent
+            )
     except CompileFailed as err:
         key = Key(program.name, config_id, target.name)
         line = compile_failed(target.name, program.name, config_id, str(err))
         raise FailedCompile(line, key, str(err), err.kind, err.unoptimized) from err
-
-
-def jit_inputs(
-    program: Program, config_id: str, target: Target
-) -> tuple[tuple[Any, ...], dict[str, Any], Any]:
-    """The abstract arguments, jit's keywords and the mesh a pod program is traced under (else None)."""
-    args, mesh = _abstract_arguments(program, config_id, target)
-    layout = program.layout
-    jit_kwargs: dict[str, Any] = {}
-    if layout is not None and layout.output is not None:
-        jit_kwargs["out_shardings"] = NamedSharding(mesh, PartitionSpec(*layout.output))
-    if program.donates and program.inputs is not None:
-        jit_kwargs["donate_argnums"] = tuple(range(program.inputs.param_leaves(get_config(config_id))))
-    # Pod programs name mesh axes in their code, as model code does.
-    return args, jit_kwargs, mesh if layout is not None and layout.pod else None
 
 
 class CompileFailed(InvariantsError):

@@ -100,6 +100,7 @@ def test_a_library_program_imports_its_library_one_thread_at_a_time(monkeypatch)
         return real(name, globals, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", watched)
+    jax.clear_caches()  # a trace cached by an earlier test would run no import at all
     for name in LIBRARY_PROGRAMS:
         program = CATALOG[name]
         jax.make_jaxpr(program.fn)(*make_arguments(program, programs.get_config(program.configs[0])))

@@ -244,8 +244,9 @@ def test_ahead_of_time_traces_as_the_chip_does(monkeypatch, program):
     ahead = dataclasses.replace(CPU_RUNTIME, name="cpu-aot", mode="aot")
     traced = {}
     for target in (CPU_RUNTIME, ahead):
-        args, mesh = _compile._abstract_arguments(CATALOG[program], "f32", target)
-        assert mesh is None
+        placed = _compile.placement(CATALOG[program], "f32", target)
+        assert placed.mesh is None
+        args = placed.args
         traced[target.mode] = _compile.jaxpr_primitives(jax.make_jaxpr(CATALOG[program].fn)(*args))
     assert traced["aot"] == traced["runtime"]
     assert all(a.sharding.device_set == {jax.devices("cpu")[0]} for a in args)  # placed on the device
@@ -268,9 +269,9 @@ def test_the_pytest_api_places_a_one_chip_program_as_the_gate_does(monkeypatch, 
     monkeypatch.setattr(Target, "devices", lambda self: jax.devices("cpu")[: self.device_count])
     ahead = dataclasses.replace(CPU_RUNTIME, name="cpu-aot", mode="aot")
     fn = CATALOG[program].fn
-    gate_args, _ = _compile._abstract_arguments(CATALOG[program], "f32", ahead)
-    api_args, _, mesh = testing._abstract(CATALOG[program].argument_specs(get_config("f32")), ahead)
-    assert mesh is None
+    gate_args = _compile.placement(CATALOG[program], "f32", ahead).args
+    api_args, _, placed = testing._abstract(CATALOG[program].argument_specs(get_config("f32")), ahead)
+    assert placed.mesh is None
     gate = _compile.jaxpr_primitives(jax.make_jaxpr(fn)(*gate_args))
     api = _compile.jaxpr_primitives(jax.make_jaxpr(fn)(*api_args))
     assert api == gate and "reshard" not in api
