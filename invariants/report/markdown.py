@@ -16,7 +16,7 @@ import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from .._errors import InvariantsError, Parser, visible
 from .._paths import check_distinct, check_output_file, check_plot_path, write_atomic
@@ -338,67 +338,67 @@ def _throughput_row(t: Throughput) -> str:
     )
 
 
+_Estimates = Mapping[tuple[str, str, str], Record]
+
+
 def _estimates(run: Run) -> dict[tuple[str, str, str], Record]:
     return {(str(i.target), str(i.program), str(i.config)): i for i in run.of_kind("structure")}
 
 
-def _predicted_ratio(run: Run, target: str, a: str, b: str, config: str) -> float | None:
-    items = _estimates(run)
-    ca, cb = (
-        (e.get("estimated_cycles") if e else None) for e in (items.get((target, p, config)) for p in (a, b))
-    )
-    if not isinstance(ca, int) or not isinstance(cb, int) or cb <= 0:
-        return None
-    return ca / cb
+def _predicted_ratio(items: _Estimates, target: str, a: str, b: str, config: str) -> str:
+    ca, cb = (e.get("estimated_cycles") if (e := items.get((target, p, config))) else None for p in (a, b))
+    return f"{ca / cb:.3g}" if isinstance(ca, int) and isinstance(cb, int) and cb > 0 else "—"
+
+
+def _microseconds(seconds: object) -> str:
+    return f"{seconds * 1e6:,.4g}" if isinstance(seconds, int | float) else "?"
 
 
 def _predicted_tables(run: Run) -> list[str]:
     items = _estimates(run)
-    lines = _predicted_ratios(run, _targets_with(items, "estimated_cycles", int))
-    lines += _metric_by_target_table(
-        items,
-        "estimated_cycles",
-        int,
-        _fmt,
-        "## Predicted TPU cost: estimated cycles per call (libtpu's own estimate; loops expanded)",
-        "Kernels without an estimate add nothing (today the kCustom gather and custom calls), so a "
-        "forward's figure is the work around its gather. `?`: not compiled there, or no estimate.",
-    )
-    lines += _predicted_seconds_table(items)
-    return lines + _metric_by_target_table(
-        items,
-        "temp_bytes",
-        int,
-        lambda c: "—" if c is None else _bytes(c),
-        "## Predicted memory: temporary bytes per call (compiled.memory_analysis())",
-    )
-
-
-def _predicted_seconds_table(items: Mapping[tuple[str, str, str], Record]) -> list[str]:
     timed = _targets_with(items, "predicted_seconds", float)
-    guessed = [t for t in timed if (m := chip_model(t)) is None or m.uncalibrated]
-    uncalibrated = (
-        f" **Uncalibrated** (a chip nobody measured, scaled by published bandwidth): "
-        f"{', '.join(f'`{t}`' for t in guessed)}."
+    guessed = ", ".join(f"`{t}`" for t in timed if (m := chip_model(t)) is None or m.uncalibrated)
+    uncalibrated = f" **Uncalibrated** (a chip nobody measured, scaled by published bandwidth): {guessed}."
+    # A table per metric: its type, the format of a cell, its heading and its note.
+    tables: tuple[tuple[str, type, Callable[[object], str], str, str], ...] = (
+        (
+            "estimated_cycles",
+            int,
+            _fmt,
+            "## Predicted TPU cost: estimated cycles per call (libtpu's own estimate; loops expanded)",
+            "Kernels without an estimate add nothing (today the kCustom gather and custom calls), so a "
+            "forward's figure is the work around its gather. `?`: not compiled there, or no estimate.",
+        ),
+        (
+            "predicted_seconds",
+            float,
+            _microseconds,
+            "## Predicted TPU device time: predicted_seconds per call, in microseconds",
+            "The cost model fitted on a chip's own device times (invariants/data/tpu_cost.toml) reads each "
+            "program's optimized HLO; its accuracy on programs it never saw is in docs/specs.md."
+            + (uncalibrated if guessed else ""),
+        ),
+        (
+            "temp_bytes",
+            int,
+            lambda c: "—" if c is None else _bytes(c),
+            "## Predicted memory: temporary bytes per call (compiled.memory_analysis())",
+            "",
+        ),
     )
-    return _metric_by_target_table(
-        items,
-        "predicted_seconds",
-        float,
-        lambda c: "?" if c is None else f"{c * 1e6:,.4g}",
-        "## Predicted TPU device time: predicted_seconds per call, in microseconds",
-        "The cost model fitted on a chip's own device times (invariants/data/tpu_cost.toml) reads each "
-        "program's optimized HLO; its accuracy on programs it never saw is in docs/specs.md."
-        + (uncalibrated if guessed else ""),
-    )
+    lines = _predicted_ratios(run, items)
+    for table in tables:
+        lines += _metric_by_target_table(items, *table)
+    return lines
 
 
-def _targets_with(items: Mapping[tuple[str, str, str], Record], metric: str, kind: type) -> list[str]:
+def _targets_with(items: _Estimates, metric: str, kind: type) -> list[str]:
     return sorted({k[0] for k, i in items.items() if isinstance(i.get(metric), kind)})
 
 
-def _predicted_ratios(run: Run, tpus: list[str]) -> list[str]:
+def _predicted_ratios(run: Run, items: _Estimates) -> list[str]:
     ratios = [t for t in run.throughput if t.kind == "ratio"]
+    tpus = _targets_with(items, "estimated_cycles", int)
     if not ratios or not tpus:
         return []
     lines = [
@@ -416,41 +416,32 @@ def _predicted_ratios(run: Run, tpus: list[str]) -> list[str]:
     ]
     for t in sorted(ratios, key=lambda t: (t.label, t.config, t.target)):
         a, _, b = t.label.partition(" / ")
-        cells = [_predicted_ratio(run, tpu, a, b, t.config) for tpu in tpus]
+        cells = [_predicted_ratio(items, tpu, a, b, t.config) for tpu in tpus]
         lines.append(
             f"| {_md(t.label, code=True)} | {_md(t.config)} | {_md(t.target, code=True)} | "
-            f"{_interval(t)} | " + " | ".join("—" if c is None else f"{c:.3g}" for c in cells) + " |"
+            f"{_interval(t)} | " + " | ".join(cells) + " |"
         )
     return [*lines, ""]
 
 
 def _metric_by_target_table(
-    items: Mapping[tuple[str, str, str], Record],
-    metric: str,
-    kind: type,
-    fmt: Callable[[Any], str],
-    heading: str,
-    *notes: str,
+    items: _Estimates, metric: str, kind: type, fmt: Callable[[object], str], heading: str, note: str
 ) -> list[str]:
     """A row per (program, config), a column per target where some item recorded ``metric`` as a ``kind``;
     nothing where none did."""
     targets = _targets_with(items, metric, kind)
     if not targets:
         return []
-    keys = sorted({(k[1], k[2]) for k in items if k[0] in targets})
-    lines = [heading, ""]
-    for note in notes:
-        lines += [note, ""]
+    lines = [heading, "", *([note, ""] if note else [])]
     lines += [
         "| program | config | " + " | ".join(_md(t, code=True) for t in targets) + " |",
         "|---|---|" + "---:|" * len(targets),
     ]
-    for program, config in keys:
+    for program, config in sorted({(k[1], k[2]) for k in items if k[0] in targets}):
         cells = [e.get(metric) if (e := items.get((t, program, config))) else None for t in targets]
         row = [_md(program, code=True), _md(config), *(fmt(c) for c in cells)]
         lines.append("| " + " | ".join(row) + " |")
-    lines.append("")
-    return lines
+    return [*lines, ""]
 
 
 SLOWEST = 10
