@@ -161,11 +161,11 @@ def _pytest_said(run: Run) -> str:
     return f"; pytest: {said or 'no tests ran'}"
 
 
-def _unrecorded(run: Run, by_tier: dict[str, list[Record]]) -> dict[str, int]:
+def _unrecorded(run: Run) -> dict[str, int]:
     """What pytest counted beyond the entries (items skipped before they ran, modules skipped whole)."""
     if not run.pytest:
         return {}
-    recorded = Counter(i.outcome for items in by_tier.values() for i in items)
+    recorded = Counter(i.outcome for i in run.items)
     pytest = {**run.pytest, "xfailed": run.pytest.get("xfailed", 0) + run.pytest.get("xpassed", 0)}
     beyond = {o: pytest.get(o, 0) - recorded.get(o, 0) for o in _OUTCOMES}
     return {o: n for o, n in beyond.items() if n > 0}
@@ -179,14 +179,12 @@ def _first(names: Sequence[str], n: int) -> str:
 
 def _tier_summary(run: Run) -> list[str]:
     """A row per record kind, in the results module's order, unknown kinds under "other"."""
-    by_tier: dict[str, list[Record]] = defaultdict(list)
+    by_tier: dict[str, Counter[str]] = defaultdict(Counter)
     for item in run.items:
-        by_tier[item.tier].append(item)
+        by_tier[item.tier][item.outcome] += 1
     tiers = (*(kind.tier for kind in _results.KINDS.values()), "other")
-    rows = [
-        _outcome_row(tier, Counter(i.outcome for i in by_tier[tier])) for tier in tiers if by_tier.get(tier)
-    ]
-    beyond = _unrecorded(run, by_tier)
+    rows = [_outcome_row(tier, by_tier[tier]) for tier in tiers if tier in by_tier]
+    beyond = _unrecorded(run)
     if beyond:
         rows.append(_outcome_row("not recorded (skipped before they ran, or a module skipped whole)", beyond))
     if not rows:
