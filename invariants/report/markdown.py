@@ -225,38 +225,33 @@ def _skipped_lines(run: Run) -> list[str]:
     return [*lines, ""]
 
 
-# Structure items by target, then by (program, config); invariant items by (target, program, config).
-_Structures = dict[str, dict[tuple[str, str], Record]]
+# Invariant items by (target, program, config), as structure items are in _estimates.
 _Invariants = dict[tuple[str, str, str], list[Record]]
 
 
 def _target_tables(run: Run) -> list[str]:
-    structures: _Structures = defaultdict(dict)
-    for item in run.of_kind("structure"):
-        structures[str(item.target)][(str(item.program), str(item.config))] = item
+    structures = _estimates(run)
     invariants: _Invariants = defaultdict(list)
     for item in run.of_kind("invariant"):
         # A comparison of several programs belongs to its first one, as in the plugin.
         invariants[(str(item.target), (item.program_names() or ["?"])[0], str(item.config))].append(item)
-    targets = {k[0] for k in invariants} | set(structures)
+    targets = {k[0] for k in (*invariants, *structures)}
     order = [t for t in run.targets if t in targets]
     order += sorted(targets - set(order))
     lines: list[str] = []
     for target in order:
         lines += _target_heading(target, run.targets.get(target, {}))
-        lines += _target_table(target, structures.get(target, {}), invariants)
+        lines += _target_table(target, structures, invariants)
         lines += _warnings(target, invariants)
     return lines
 
 
-def _target_table(
-    target: str, structures: Mapping[tuple[str, str], Record], invariants: _Invariants
-) -> list[str]:
-    keys = set(structures) | {(k[1], k[2]) for k in invariants if k[0] == target}
+def _target_table(target: str, structures: _Estimates, invariants: _Invariants) -> list[str]:
+    keys = {(k[1], k[2]) for k in (*structures, *invariants) if k[0] == target}
     head = ["program", "config", *(h for _, h in _COLUMNS), "invariants"]
     lines = ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * len(_COLUMNS) + "---|"]
     for program, config in sorted(keys):
-        found = structures.get((program, config))
+        found = structures.get((target, program, config))
         cells = [_cell(found, k) if found is not None else "" for k, _ in _COLUMNS]
         status = _invariant_status(invariants.get((target, program, config), []))
         lines.append("| " + " | ".join([_md(program, code=True), _md(config), *cells, status]) + " |")
