@@ -131,7 +131,7 @@ def _result(run: Run) -> str:
     return "passed"
 
 
-def _header(run: Run, title: str) -> list[str]:
+def _header(run: Run) -> list[str]:
     rt = run.runtime
     sources = ", ".join(_md(s, code=True) for s in run.sources)
     versions = ", ".join(f"{_md(k)} {_md(v)}" for k, v in sorted(run.versions.items())) or "unknown"
@@ -142,7 +142,7 @@ def _header(run: Run, title: str) -> list[str]:
             note += ", **unavailable**"
         targets.append(f"{_md(name, code=True)} ({note})")
     return [
-        f"# {title}",
+        "# Embedding performance invariants",
         "",
         f"- **result**: {_result(run)}; {len(run.items):,} items from {sources}" + _pytest_said(run),
         f"- **versions**: {versions}",
@@ -437,15 +437,12 @@ def _metric_by_target_table(
     return [*lines, ""]
 
 
-SLOWEST = 10
-
-
 def _slowest_compiles(run: Run) -> list[str]:
     """A compile that takes minutes is a regression of its own; its time moves with the machine, so it is
     shown here and bounded only by relations in a spec."""
     structures = run.of_kind("structure")
     seconds = ((float(s), i) for i in structures if isinstance(s := i.get("compile_seconds"), (int, float)))
-    timed = heapq.nlargest(SLOWEST, seconds, key=lambda pair: pair[0])
+    timed = heapq.nlargest(10, seconds, key=lambda pair: pair[0])
     if not timed:
         return []
     lines = [
@@ -465,9 +462,9 @@ def _slowest_compiles(run: Run) -> list[str]:
     return [*lines, ""]
 
 
-def render(run: Run, title: str = "Embedding performance invariants") -> str:
+def render(run: Run) -> str:
     lines = (
-        _header(run, title)
+        _header(run)
         + _tier_summary(run)
         + _throughput_tables(run.throughput)
         + _predicted_tables(run)
