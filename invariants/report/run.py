@@ -12,7 +12,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 from .._errors import InvariantsError
 from ..records import results as _results
@@ -60,7 +59,7 @@ class Run(_results.Results):
         return next(runtime, str(self.runtime.get("platform", "runtime")))
 
 
-def _read_json(path: str | Path, what: str) -> Any:
+def _read_json(path: str | Path, what: str) -> object:
     p = Path(path)
     if not p.is_file():
         raise InvariantsError(f"{p}: no such {what} file")
