@@ -149,43 +149,36 @@ def check_selection(
     tests: str = "",
     kinds: Sequence[str] = ("invariant", "correctness"),
     project: Project | None = None,
-    timeout: float = 300,
     said: str | None = None,
 ) -> int:
     """How many items of ``kinds`` the selection selects, collected here before any release installs: none,
-    or a selection the gate refuses, is one line. -1 where the collection cannot run here: the releases'
-    runs say what they meet. ``said``: the options as the user gave them."""
+    or a selection the gate refuses, is one line. -1 where the collection cannot run here (in 300 s): the
+    releases' runs say what they meet. ``said``: the options as the user gave them."""
     project = project or Project()
     run = GateRun(
         targets, Path(), Path(), tests=tests, programs=programs, configs=configs, k=k, project=project
     )
-    proc = _collect_only(run, kinds, timeout)
+    proc = _collect_only(run, kinds)
     if proc is None:
         return -1
-    given = said if said is not None else _selection(k, targets, programs, configs, project)
-    given = given or f"the default selection (-k {k!r} on {targets})"
     if proc.returncode not in (0, 5):
         refused = _refusal(proc.stderr + proc.stdout)
         if refused is None:
             return -1
         raise InvariantsError(refused)
-    return _selected(proc.stdout, kinds, given)
-
-
-def _selected(collected: str, kinds: Sequence[str], given: str) -> int:
-    selected = sum("::" in ln for ln in collected.splitlines())
+    selected = sum("::" in ln for ln in proc.stdout.splitlines())
     if selected == 0:
+        given = said if said is not None else _selection(k, targets, programs, configs, project)
+        given = given or f"the default selection (-k {k!r} on {targets})"
         raise InvariantsError(
-            f"{given}: selects no {' or '.join(kinds)} item; widen -k or "
-            "--programs (pytest invariants/gate --collect-only -q with the same options lists the items)"
+            f"{given}: selects no {' or '.join(kinds)} item; widen -k or --programs (pytest invariants/gate "
+            "--collect-only -q with the same options lists the items)"
         )
     return selected
 
 
-def _collect_only(
-    run: GateRun, kinds: Sequence[str], timeout: float
-) -> subprocess.CompletedProcess[str] | None:
-    """``run`` collected as a release's child runs it, in a scratch folder; None past ``timeout``."""
+def _collect_only(run: GateRun, kinds: Sequence[str]) -> subprocess.CompletedProcess[str] | None:
+    """``run`` collected as a release's child runs it, in a scratch folder; None past 300 s."""
     with tempfile.TemporaryDirectory(prefix="invariants-selection-") as tmp:
         folder = Path(tmp)
         run = dataclasses.replace(
@@ -199,7 +192,7 @@ def _collect_only(
                 env=gate_env(project=run.project),
                 capture_output=True,
                 text=True,
-                timeout=timeout,
+                timeout=300,
                 check=False,
             )
         except subprocess.TimeoutExpired:
@@ -302,10 +295,7 @@ def _render_child() -> int:
     return 0
 
 
-def render_in(
-    env: Path, keys: Sequence[tuple[str, str, str]], project: Project | None = None
-) -> dict[str, str]:
-    project = project or Project()
+def render_in(env: Path, keys: Sequence[tuple[str, str, str]], project: Project) -> dict[str, str]:
     child_env = {**gate_env(pythonpath=True, project=project), **project.environment()}
     try:  # this module, run as __main__ in the release's environment
         out = keys_child(__name__, keys, env=child_env, what="render", python=env_python(env), cwd=stage())

@@ -141,9 +141,7 @@ def check_index(index_url: str, timeout: float = 10.0) -> None:
 def _pip_env() -> dict[str, str]:
     # Only the index we were given: no pip.conf extra indexes or find-links, so pip and uv see one world.
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    env["PIP_CONFIG_FILE"] = os.devnull
-    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
-    return env
+    return env | {"PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
 
 
 def list_releases(package: str, index_url: str) -> list[Version]:

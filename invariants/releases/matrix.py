@@ -17,7 +17,7 @@ import json
 import math
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,20 +31,12 @@ from ..records.results import Results, compile_failure
 from ..scope.select import selectors
 from ..scope.targets import TARGETS_HINT, all_targets, select_targets
 from .bisect import add_release_options, check_selection, run_suite
+from .environments import check_index, choose_pins, ensure_env, gpu_selected, list_releases, resolve_version
 
 if TYPE_CHECKING:
     from matplotlib.artist import Artist
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
-
-from .environments import (
-    check_index,
-    choose_pins,
-    ensure_env,
-    gpu_selected,
-    list_releases,
-    resolve_version,
-)
 
 MATRIX_PROGRAMS = (
     "naive",
@@ -99,7 +91,6 @@ def why_nothing(targets: str, results: Results) -> str:
 
 
 _Metrics = Mapping[str, int | None]
-_Cells = Mapping[tuple[str, str], _Metrics]
 _NO_KERNEL_METRICS = (
     "no kernel metrics recorded (its compiles kept no kernel code this checkout reads): the kernel-code "
     "table shows ? for it"
@@ -142,20 +133,41 @@ def render_matrix(
     return "\n".join(out).rstrip() + "\n"
 
 
+# A table's title, its columns' alignment, the metrics of a cell and the format of one value.
+_Table = tuple[str, str, tuple[str, ...], str]
+
+
 def _target_tables(
     target: str,
     rows: Sequence[MatrixRow],
     versions: Sequence[str],
     failed: Mapping[tuple[str, str, str], str],
 ) -> list[str]:
+    """A row per program, a column per release; the predicted cost and kernel-code tables where some cell has
+    them."""
     programs, cells = _cells(target, rows, failed)
-    table = functools.partial(_table, programs=programs, versions=versions, cells=cells)
-    out = table(f"{target}: kernels / while loops / dynamic kernel launches (f32)", "---|", _structure_cells)
+    tables: list[_Table] = [
+        (f"{target}: kernels / while loops / dynamic kernel launches (f32)", "---|", MATRIX_METRICS, "{}")
+    ]
     if any(m.get(PREDICTED_METRIC) is not None for m in cells.values()):
         title = f"{target}: predicted cost, estimated cycles per call (the compiler's own estimate)"
-        out += table(title, "---:|", _predicted_cells)
+        tables.append((title, "---:|", (PREDICTED_METRIC,), "{:,}"))
     if any(_has_code(m) for m in cells.values()):
-        out += table(f"{target}: {KERNEL_TITLE} (f32)", "---|", _kernel_row)
+        tables.append((f"{target}: {KERNEL_TITLE} (f32)", "---|", KERNEL_METRICS, "{}"))
+    out = []
+    for title, align, names, spec in tables:
+        out += [
+            f"### {title}\n",
+            "| program | " + " | ".join(versions) + " |",
+            "|---|" + align * len(versions),
+        ]
+        for prog in programs:
+            out.append(
+                f"| {prog} | "
+                + " | ".join(_row([cells.get((prog, v)) for v in versions], names, spec))
+                + " |"
+            )
+        out.append("")
     return out
 
 
@@ -168,6 +180,24 @@ def _cells(
     cells: dict[tuple[str, str], _Metrics] = {(r.program, r.version): r.metrics for r in mine}
     cells.update({(p, v): _FAILED for v, p in failed})
     return programs, cells
+
+
+def _row(row: list[_Metrics | None], names: Sequence[str], spec: str) -> list[str]:
+    """A kernel-code cell that differs from the release before it is in bold."""
+    out, before = [], None
+    for m in row:
+        if not m or m is _FAILED:
+            out.append("compile failed" if m is _FAILED else "—")
+            continue
+        text = _text(m, names, spec)
+        changed = names == KERNEL_METRICS and before not in (None, text) and _has_code(m)
+        out.append(f"**{text}**" if changed else text)
+        before = text if _has_code(m) else before
+    return out
+
+
+def _text(m: _Metrics, names: Sequence[str], spec: str) -> str:
+    return " / ".join("?" if (v := m.get(k)) is None else spec.format(v) for k in names)
 
 
 def offload_lines(rows: Sequence[MatrixRow], versions: Sequence[str]) -> list[str]:
@@ -187,78 +217,26 @@ def offload_lines(rows: Sequence[MatrixRow], versions: Sequence[str]) -> list[st
 _FAILED: dict[str, int | None] = {"failed": True}
 
 
-def _structure_cells(row: list[_Metrics | None]) -> list[str]:
-    return ["compile failed" if m is _FAILED else _metrics_text(m, MATRIX_METRICS) if m else "—" for m in row]
-
-
-def _metrics_text(m: _Metrics, names: Sequence[str]) -> str:
-    return " / ".join("?" if m.get(k) is None else str(m.get(k)) for k in names)
-
-
-def _predicted_cells(row: list[_Metrics | None]) -> list[str]:
-    values = [m.get(PREDICTED_METRIC) if m else None for m in row]
-    return [
-        "compile failed" if m is _FAILED else "—" if not m else "?" if v is None else f"{v:,}"
-        for m, v in zip(row, values, strict=True)
-    ]
-
-
-def _table(
-    title: str,
-    align: str,
-    cells_of: Callable[[list[_Metrics | None]], list[str]],
-    *,
-    programs: Sequence[str],
-    versions: Sequence[str],
-    cells: _Cells,
-) -> list[str]:
-    """A row per program, a column per release: ``cells_of`` a program's metrics, one per release."""
-    out = [f"### {title}\n", "| program | " + " | ".join(versions) + " |", "|---|" + align * len(versions)]
-    for prog in programs:
-        out.append(f"| {prog} | " + " | ".join(cells_of([cells.get((prog, v)) for v in versions])) + " |")
-    return [*out, ""]
-
-
-def _kernel_row(row: list[_Metrics | None]) -> list[str]:
-    """A cell that differs from the release before it is in bold."""
-    out, before = [], None
-    for m in row:
-        if not m or m is _FAILED:
-            out.append("compile failed" if m is _FAILED else "—")
-            continue
-        text = _metrics_text(m, KERNEL_METRICS)
-        changed = before is not None and _has_code(m) and text != before
-        out.append(f"**{text}**" if changed else text)
-        before = text if _has_code(m) else before
-    return out
-
-
 def plot_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], path: Path) -> None:
+    """A panel per metric; a colour per program and a line style per target: 16 series stay legible."""
     plt = pyplot(path)
     metrics = _plotted_metrics(rows)
     ncols = min(4, len(metrics))
     nrows = math.ceil(len(metrics) / ncols)
     fig, grid = plt.subplots(nrows, ncols, figsize=(5.5 * ncols, 4.2 * nrows), squeeze=False)
     axes = list(grid.flat)
-    series = sorted({(r.target, r.program) for r in rows})
-    # A colour per program and a line style per target: 16 series stay legible.
-    programs = sorted({p for _, p in series})
+    programs = sorted({r.program for r in rows})
     colours = {p: plt.get_cmap("tab10")(i % 10) for i, p in enumerate(programs)}
     for ax, metric in zip(axes, metrics, strict=False):
-        for target, program, xs, ys in _spread(_drawn(rows, versions, series, metric), metric):
-            ax.plot(
-                xs, ys, _line_style(target), marker="o", color=colours[program], label=f"{target} {program}"
-            )
+        for target, program, xs, ys in _series(rows, versions, metric):
+            style = "-" if target == "cpu" else "--" if target.startswith("gpu") else ":"
+            ax.plot(xs, ys, style, marker="o", color=colours[program], label=f"{target} {program}")
         _metric_axes(ax, metric, versions)
     for ax in axes[len(metrics) :]:
         ax.set_visible(False)
     fig.tight_layout()
     _legend(fig, axes[: len(metrics)])
     save_figure(fig, path, "--out", bbox_inches="tight", format="png")  # the legend sits right of the panels
-
-
-def _line_style(target: str) -> str:
-    return "-" if target == "cpu" else "--" if target.startswith("gpu") else ":"
 
 
 def _legend(fig: Figure, axes: list[Axes]) -> None:
@@ -275,47 +253,41 @@ def _plotted_metrics(rows: Sequence[MatrixRow]) -> list[str]:
     return [*MATRIX_METRICS, *(k for k in optional if any(r.metrics.get(k) is not None for r in rows))]
 
 
-def _atomics(metric: str) -> bool:
-    return metric in ("cas_atomics", "float_atomics")
+_ATOMICS = ("cas_atomics", "float_atomics")
 
 
-def _drawn(
-    rows: Sequence[MatrixRow], versions: Sequence[str], series: list[tuple[str, str]], metric: str
+def _series(
+    rows: Sequence[MatrixRow], versions: Sequence[str], metric: str
 ) -> list[tuple[str, str, list[int], list[float]]]:
-    """Each series' points; atomics at 0 throughout are left out: they would hide the ones that move."""
+    """Each target and program's points. Atomic counts are small integers that several programs share: a
+    series at 0 throughout is left out (it would hide those that move), and each is drawn a little apart."""
     drawn = []
-    for target, program in series:
-        by_v = {r.version: r.metrics.get(metric) for r in rows if (r.target, r.program) == (target, program)}
-        xs, ys = _points(by_v, versions)
-        if xs and (any(ys) or not _atomics(metric)):
+    for target, program in sorted({(r.target, r.program) for r in rows}):
+        xs, ys = _points(rows, (target, program), versions, metric)
+        if xs and (any(ys) or metric not in _ATOMICS):
             drawn.append((target, program, xs, ys))
-    return drawn
-
-
-def _points(by_v: Mapping[str, int | None], versions: Sequence[str]) -> tuple[list[int], list[float]]:
-    xs = [i for i, v in enumerate(versions) if by_v.get(v) is not None]
-    return xs, [float(y) for i in xs if (y := by_v[versions[i]]) is not None]
-
-
-def _spread(
-    drawn: list[tuple[str, str, list[int], list[float]]], metric: str
-) -> list[tuple[str, str, list[int], list[float]]]:
-    """Atomic counts are small integers that several programs share: each series a little apart."""
-    if not _atomics(metric):
-        return drawn
+    step = 0.06 if metric in _ATOMICS else 0.0
     middle = (len(drawn) - 1) / 2
-    return [(t, p, xs, [y + (n - middle) * 0.06 for y in ys]) for n, (t, p, xs, ys) in enumerate(drawn)]
+    return [(t, p, xs, [y + (n - middle) * step for y in ys]) for n, (t, p, xs, ys) in enumerate(drawn)]
+
+
+def _points(
+    rows: Sequence[MatrixRow], series: tuple[str, str], versions: Sequence[str], metric: str
+) -> tuple[list[int], list[float]]:
+    by_v = {r.version: r.metrics.get(metric) for r in rows if (r.target, r.program) == series}
+    xs = [i for i, v in enumerate(versions) if by_v.get(v) is not None]
+    return xs, [float(by_v[versions[i]] or 0) for i in xs]
 
 
 def _metric_axes(ax: Axes, metric: str, versions: Sequence[str]) -> None:
     ax.set_xticks(range(len(versions)), versions)
     ax.set_xlabel("jax release")
-    title = f"{metric} (kernel code; series at 0 throughout not drawn)" if _atomics(metric) else metric
+    title = f"{metric} (kernel code; series at 0 throughout not drawn)" if metric in _ATOMICS else metric
     ax.set_title(title, fontsize=9)
     if metric in ("dynamic_kernel_launches", PREDICTED_METRIC):
         ax.set_yscale("symlog")
         ax.set_ylim(bottom=0)  # launches are counts: no negative half of the symlog axis
-    if _atomics(metric):
+    if metric in _ATOMICS:
         ax.set_ylim(bottom=-0.5)
 
 

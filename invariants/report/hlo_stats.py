@@ -15,7 +15,6 @@ from invariants.hlo.cost import Missing, cycle_estimate, value_or_none
 from invariants.hlo.parse import MAIN_THREAD
 from invariants.hlo.structure import Kernel, to_json
 from invariants.hlo.tpu_model import chip_model, is_tpu_module
-from invariants.kernels import KernelFacts
 from invariants.kernels.dump import code_beside
 from invariants.kernels.program import code_line, multiset_text
 from invariants.measure.measurement import Measurement, measure_text
@@ -180,20 +179,12 @@ def _module_text(path: pathlib.Path) -> str:
     return text
 
 
-def _facts_json(f: KernelFacts) -> dict[str, object]:
-    out = dataclasses.asdict(f)
-    out["atomics"] = dict(f.atomics)
-    return out
-
-
-def _json_value(value: tuple[object, ...] | int | float | Missing) -> object:
-    return list(value) if isinstance(value, tuple) else value_or_none(value)
-
-
 def _metrics_json(measured: Measurement, cycles: int | None, predicted: float | None) -> dict[str, object]:
     values = measured.metrics
     structural = [n for n, m in METRICS.items() if m.source == "structure" and n in values]
-    metrics = {name: _json_value(values[name]) for name in structural}
+    metrics: dict[str, object] = {
+        n: list(v) if isinstance(v := values[n], tuple) else value_or_none(v) for n in structural
+    }
     # The one compiler metric the HLO text alone decides (the others need the compiled executable).
     metrics["estimated_cycles"] = cycles
     metrics["predicted_seconds"] = predicted
@@ -225,7 +216,9 @@ def summary(measured: Measurement, target: str = "") -> dict[str, object]:
         "unestimated_launches": estimate.unestimated,
         "estimated_cycles_note": estimate.reason,
         "predicted_seconds_note": note,
-        "kernel_code": None if code.facts is None else [_facts_json(f) for f in code.facts],
+        "kernel_code": None
+        if code.facts is None
+        else [{**dataclasses.asdict(f), "atomics": dict(f.atomics)} for f in code.facts],
         "kernel_code_note": code.reason or None,
     }
     assert details.keys() == _DETAILS.keys() - {"optimized"} and not metrics.keys() & details.keys()

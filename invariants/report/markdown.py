@@ -16,7 +16,7 @@ import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from .._errors import InvariantsError, Parser, visible
 from .._paths import check_distinct, check_output_file, check_plot_path, write_atomic
@@ -131,7 +131,7 @@ def _result(run: Run) -> str:
     return "passed"
 
 
-def _header(run: Run, title: str) -> list[str]:
+def _header(run: Run) -> list[str]:
     rt = run.runtime
     sources = ", ".join(_md(s, code=True) for s in run.sources)
     versions = ", ".join(f"{_md(k)} {_md(v)}" for k, v in sorted(run.versions.items())) or "unknown"
@@ -142,7 +142,7 @@ def _header(run: Run, title: str) -> list[str]:
             note += ", **unavailable**"
         targets.append(f"{_md(name, code=True)} ({note})")
     return [
-        f"# {title}",
+        "# Embedding performance invariants",
         "",
         f"- **result**: {_result(run)}; {len(run.items):,} items from {sources}" + _pytest_said(run),
         f"- **versions**: {versions}",
@@ -161,11 +161,11 @@ def _pytest_said(run: Run) -> str:
     return f"; pytest: {said or 'no tests ran'}"
 
 
-def _unrecorded(run: Run, by_tier: dict[str, list[Record]]) -> dict[str, int]:
+def _unrecorded(run: Run) -> dict[str, int]:
     """What pytest counted beyond the entries (items skipped before they ran, modules skipped whole)."""
     if not run.pytest:
         return {}
-    recorded = Counter(i.outcome for items in by_tier.values() for i in items)
+    recorded = Counter(i.outcome for i in run.items)
     pytest = {**run.pytest, "xfailed": run.pytest.get("xfailed", 0) + run.pytest.get("xpassed", 0)}
     beyond = {o: pytest.get(o, 0) - recorded.get(o, 0) for o in _OUTCOMES}
     return {o: n for o, n in beyond.items() if n > 0}
@@ -179,14 +179,12 @@ def _first(names: Sequence[str], n: int) -> str:
 
 def _tier_summary(run: Run) -> list[str]:
     """A row per record kind, in the results module's order, unknown kinds under "other"."""
-    by_tier: dict[str, list[Record]] = defaultdict(list)
+    by_tier: dict[str, Counter[str]] = defaultdict(Counter)
     for item in run.items:
-        by_tier[item.tier].append(item)
+        by_tier[item.tier][item.outcome] += 1
     tiers = (*(kind.tier for kind in _results.KINDS.values()), "other")
-    rows = [
-        _outcome_row(tier, Counter(i.outcome for i in by_tier[tier])) for tier in tiers if by_tier.get(tier)
-    ]
-    beyond = _unrecorded(run, by_tier)
+    rows = [_outcome_row(tier, by_tier[tier]) for tier in tiers if tier in by_tier]
+    beyond = _unrecorded(run)
     if beyond:
         rows.append(_outcome_row("not recorded (skipped before they ran, or a module skipped whole)", beyond))
     if not rows:
@@ -227,38 +225,33 @@ def _skipped_lines(run: Run) -> list[str]:
     return [*lines, ""]
 
 
-# Structure items by target, then by (program, config); invariant items by (target, program, config).
-_Structures = dict[str, dict[tuple[str, str], Record]]
+# Invariant items by (target, program, config), as structure items are in _estimates.
 _Invariants = dict[tuple[str, str, str], list[Record]]
 
 
 def _target_tables(run: Run) -> list[str]:
-    structures: _Structures = defaultdict(dict)
-    for item in run.of_kind("structure"):
-        structures[str(item.target)][(str(item.program), str(item.config))] = item
+    structures = _estimates(run)
     invariants: _Invariants = defaultdict(list)
     for item in run.of_kind("invariant"):
         # A comparison of several programs belongs to its first one, as in the plugin.
         invariants[(str(item.target), (item.program_names() or ["?"])[0], str(item.config))].append(item)
-    targets = {k[0] for k in invariants} | set(structures)
+    targets = {k[0] for k in (*invariants, *structures)}
     order = [t for t in run.targets if t in targets]
     order += sorted(targets - set(order))
     lines: list[str] = []
     for target in order:
         lines += _target_heading(target, run.targets.get(target, {}))
-        lines += _target_table(target, structures.get(target, {}), invariants)
+        lines += _target_table(target, structures, invariants)
         lines += _warnings(target, invariants)
     return lines
 
 
-def _target_table(
-    target: str, structures: Mapping[tuple[str, str], Record], invariants: _Invariants
-) -> list[str]:
-    keys = set(structures) | {(k[1], k[2]) for k in invariants if k[0] == target}
+def _target_table(target: str, structures: _Estimates, invariants: _Invariants) -> list[str]:
+    keys = {(k[1], k[2]) for k in (*structures, *invariants) if k[0] == target}
     head = ["program", "config", *(h for _, h in _COLUMNS), "invariants"]
     lines = ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * len(_COLUMNS) + "---|"]
     for program, config in sorted(keys):
-        found = structures.get((program, config))
+        found = structures.get((target, program, config))
         cells = [_cell(found, k) if found is not None else "" for k, _ in _COLUMNS]
         status = _invariant_status(invariants.get((target, program, config), []))
         lines.append("| " + " | ".join([_md(program, code=True), _md(config), *cells, status]) + " |")
@@ -338,67 +331,67 @@ def _throughput_row(t: Throughput) -> str:
     )
 
 
+_Estimates = Mapping[tuple[str, str, str], Record]
+
+
 def _estimates(run: Run) -> dict[tuple[str, str, str], Record]:
     return {(str(i.target), str(i.program), str(i.config)): i for i in run.of_kind("structure")}
 
 
-def _predicted_ratio(run: Run, target: str, a: str, b: str, config: str) -> float | None:
-    items = _estimates(run)
-    ca, cb = (
-        (e.get("estimated_cycles") if e else None) for e in (items.get((target, p, config)) for p in (a, b))
-    )
-    if not isinstance(ca, int) or not isinstance(cb, int) or cb <= 0:
-        return None
-    return ca / cb
+def _predicted_ratio(items: _Estimates, target: str, a: str, b: str, config: str) -> str:
+    ca, cb = (e.get("estimated_cycles") if (e := items.get((target, p, config))) else None for p in (a, b))
+    return f"{ca / cb:.3g}" if isinstance(ca, int) and isinstance(cb, int) and cb > 0 else "—"
+
+
+def _microseconds(seconds: object) -> str:
+    return f"{seconds * 1e6:,.4g}" if isinstance(seconds, int | float) else "?"
 
 
 def _predicted_tables(run: Run) -> list[str]:
     items = _estimates(run)
-    lines = _predicted_ratios(run, _targets_with(items, "estimated_cycles", int))
-    lines += _metric_by_target_table(
-        items,
-        "estimated_cycles",
-        int,
-        _fmt,
-        "## Predicted TPU cost: estimated cycles per call (libtpu's own estimate; loops expanded)",
-        "Kernels without an estimate add nothing (today the kCustom gather and custom calls), so a "
-        "forward's figure is the work around its gather. `?`: not compiled there, or no estimate.",
-    )
-    lines += _predicted_seconds_table(items)
-    return lines + _metric_by_target_table(
-        items,
-        "temp_bytes",
-        int,
-        lambda c: "—" if c is None else _bytes(c),
-        "## Predicted memory: temporary bytes per call (compiled.memory_analysis())",
-    )
-
-
-def _predicted_seconds_table(items: Mapping[tuple[str, str, str], Record]) -> list[str]:
     timed = _targets_with(items, "predicted_seconds", float)
-    guessed = [t for t in timed if (m := chip_model(t)) is None or m.uncalibrated]
-    uncalibrated = (
-        f" **Uncalibrated** (a chip nobody measured, scaled by published bandwidth): "
-        f"{', '.join(f'`{t}`' for t in guessed)}."
+    guessed = ", ".join(f"`{t}`" for t in timed if (m := chip_model(t)) is None or m.uncalibrated)
+    uncalibrated = f" **Uncalibrated** (a chip nobody measured, scaled by published bandwidth): {guessed}."
+    # A table per metric: its type, the format of a cell, its heading and its note.
+    tables: tuple[tuple[str, type, Callable[[object], str], str, str], ...] = (
+        (
+            "estimated_cycles",
+            int,
+            _fmt,
+            "## Predicted TPU cost: estimated cycles per call (libtpu's own estimate; loops expanded)",
+            "Kernels without an estimate add nothing (today the kCustom gather and custom calls), so a "
+            "forward's figure is the work around its gather. `?`: not compiled there, or no estimate.",
+        ),
+        (
+            "predicted_seconds",
+            float,
+            _microseconds,
+            "## Predicted TPU device time: predicted_seconds per call, in microseconds",
+            "The cost model fitted on a chip's own device times (invariants/data/tpu_cost.toml) reads each "
+            "program's optimized HLO; its accuracy on programs it never saw is in docs/specs.md."
+            + (uncalibrated if guessed else ""),
+        ),
+        (
+            "temp_bytes",
+            int,
+            lambda c: "—" if c is None else _bytes(c),
+            "## Predicted memory: temporary bytes per call (compiled.memory_analysis())",
+            "",
+        ),
     )
-    return _metric_by_target_table(
-        items,
-        "predicted_seconds",
-        float,
-        lambda c: "?" if c is None else f"{c * 1e6:,.4g}",
-        "## Predicted TPU device time: predicted_seconds per call, in microseconds",
-        "The cost model fitted on a chip's own device times (invariants/data/tpu_cost.toml) reads each "
-        "program's optimized HLO; its accuracy on programs it never saw is in docs/specs.md."
-        + (uncalibrated if guessed else ""),
-    )
+    lines = _predicted_ratios(run, items)
+    for table in tables:
+        lines += _metric_by_target_table(items, *table)
+    return lines
 
 
-def _targets_with(items: Mapping[tuple[str, str, str], Record], metric: str, kind: type) -> list[str]:
+def _targets_with(items: _Estimates, metric: str, kind: type) -> list[str]:
     return sorted({k[0] for k, i in items.items() if isinstance(i.get(metric), kind)})
 
 
-def _predicted_ratios(run: Run, tpus: list[str]) -> list[str]:
+def _predicted_ratios(run: Run, items: _Estimates) -> list[str]:
     ratios = [t for t in run.throughput if t.kind == "ratio"]
+    tpus = _targets_with(items, "estimated_cycles", int)
     if not ratios or not tpus:
         return []
     lines = [
@@ -416,44 +409,32 @@ def _predicted_ratios(run: Run, tpus: list[str]) -> list[str]:
     ]
     for t in sorted(ratios, key=lambda t: (t.label, t.config, t.target)):
         a, _, b = t.label.partition(" / ")
-        cells = [_predicted_ratio(run, tpu, a, b, t.config) for tpu in tpus]
+        cells = [_predicted_ratio(items, tpu, a, b, t.config) for tpu in tpus]
         lines.append(
             f"| {_md(t.label, code=True)} | {_md(t.config)} | {_md(t.target, code=True)} | "
-            f"{_interval(t)} | " + " | ".join("—" if c is None else f"{c:.3g}" for c in cells) + " |"
+            f"{_interval(t)} | " + " | ".join(cells) + " |"
         )
     return [*lines, ""]
 
 
 def _metric_by_target_table(
-    items: Mapping[tuple[str, str, str], Record],
-    metric: str,
-    kind: type,
-    fmt: Callable[[Any], str],
-    heading: str,
-    *notes: str,
+    items: _Estimates, metric: str, kind: type, fmt: Callable[[object], str], heading: str, note: str
 ) -> list[str]:
     """A row per (program, config), a column per target where some item recorded ``metric`` as a ``kind``;
     nothing where none did."""
     targets = _targets_with(items, metric, kind)
     if not targets:
         return []
-    keys = sorted({(k[1], k[2]) for k in items if k[0] in targets})
-    lines = [heading, ""]
-    for note in notes:
-        lines += [note, ""]
+    lines = [heading, "", *([note, ""] if note else [])]
     lines += [
         "| program | config | " + " | ".join(_md(t, code=True) for t in targets) + " |",
         "|---|---|" + "---:|" * len(targets),
     ]
-    for program, config in keys:
+    for program, config in sorted({(k[1], k[2]) for k in items if k[0] in targets}):
         cells = [e.get(metric) if (e := items.get((t, program, config))) else None for t in targets]
         row = [_md(program, code=True), _md(config), *(fmt(c) for c in cells)]
         lines.append("| " + " | ".join(row) + " |")
-    lines.append("")
-    return lines
-
-
-SLOWEST = 10
+    return [*lines, ""]
 
 
 def _slowest_compiles(run: Run) -> list[str]:
@@ -461,7 +442,7 @@ def _slowest_compiles(run: Run) -> list[str]:
     shown here and bounded only by relations in a spec."""
     structures = run.of_kind("structure")
     seconds = ((float(s), i) for i in structures if isinstance(s := i.get("compile_seconds"), (int, float)))
-    timed = heapq.nlargest(SLOWEST, seconds, key=lambda pair: pair[0])
+    timed = heapq.nlargest(10, seconds, key=lambda pair: pair[0])
     if not timed:
         return []
     lines = [
@@ -481,9 +462,9 @@ def _slowest_compiles(run: Run) -> list[str]:
     return [*lines, ""]
 
 
-def render(run: Run, title: str = "Embedding performance invariants") -> str:
+def render(run: Run) -> str:
     lines = (
-        _header(run, title)
+        _header(run)
         + _tier_summary(run)
         + _throughput_tables(run.throughput)
         + _predicted_tables(run)

@@ -24,13 +24,9 @@ def plot(run: Run, path: str | Path) -> bool:
     Launches on a log axis show the loops at a glance (a per-row loop of 16,384 trips against a handful of
     kernels)."""
     plt = pyplot(path)
-    records = {"launches": _with(run, "dynamic_kernel_launches"), "cycles": _with(run, "estimated_cycles")}
-    timed = {kind: [t for t in run.throughput if t.kind == kind] for kind in ("ratio", "efficiency")}
-    panels = [p for p, items in {**records, **timed}.items() if items]
+    panels, records, timed = _panels(run)
     if not panels:
         return False
-
-    records["launches"], records["cycles"] = _in_one_config(records["launches"], records["cycles"])
     rows_of = _rows_of(records, timed)
     heights = [max(2.0, 0.22 * len(rows_of[p]) + 1.0) for p in panels]
     fig, axes = plt.subplots(
@@ -43,6 +39,16 @@ def plot(run: Run, path: str | Path) -> bool:
     fig.tight_layout(rect=(0, 0, 1, 0.98))
     save_figure(fig, path, "report: --plot", format=Path(path).suffix[1:] or "png")
     return True
+
+
+def _panels(run: Run) -> tuple[list[str], dict[str, list[Record]], dict[str, list[Throughput]]]:
+    """The panels with something to draw, then each one's structure items (a program in one configuration)
+    and throughput rows."""
+    records = {"launches": _with(run, "dynamic_kernel_launches"), "cycles": _with(run, "estimated_cycles")}
+    timed = {kind: [t for t in run.throughput if t.kind == kind] for kind in ("ratio", "efficiency")}
+    panels = [p for p, items in {**records, **timed}.items() if items]
+    records["launches"], records["cycles"] = _in_one_config(records["launches"], records["cycles"])
+    return panels, records, timed
 
 
 def _rows_of(records: dict[str, list[Record]], timed: dict[str, list[Throughput]]) -> dict[str, list[str]]:

@@ -12,7 +12,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 from .._errors import InvariantsError
 from ..records import results as _results
@@ -43,20 +42,13 @@ class Throughput:
 
 
 @dataclass
-class Run:
-    sources: list[str]
-    versions: dict[str, str]
-    runtime: dict[str, object]
-    targets: dict[str, dict[str, object]]
-    exitstatus: int
-    items: list[Record]
+class Run(_results.Results):
+    """A results file's records and what the report adds: the files read, their throughput rows, and the
+    programs shown and how they were chosen."""
+
+    sources: list[str] = field(default_factory=list)
     throughput: list[Throughput] = field(default_factory=list)
-    # A downstream project's own programs, and every program with its kind and tags: what --programs
-    # selects from.
-    declared: list[str] = field(default_factory=list)
-    programs: dict[str, dict[str, Any]] = field(default_factory=dict)
-    focus: tuple[list[str], str] | None = None  # the programs shown, and how they were chosen
-    pytest: dict[str, int] | None = None
+    focus: tuple[list[str], str] | None = None
 
     def of_kind(self, kind: str) -> list[Record]:
         return [i for i in self.items if i.kind == kind]
@@ -67,7 +59,7 @@ class Run:
         return next(runtime, str(self.runtime.get("platform", "runtime")))
 
 
-def _read_json(path: str | Path, what: str) -> Any:
+def _read_json(path: str | Path, what: str) -> object:
     p = Path(path)
     if not p.is_file():
         raise InvariantsError(f"{p}: no such {what} file")
@@ -82,33 +74,15 @@ def _read_json(path: str | Path, what: str) -> Any:
 def load_results(path: str | Path) -> Run:
     data = _results.read(path)
     timed = [i for i in data.items if isinstance(i, _results.Ratio | _results.Efficiency)]
-    return Run(
-        sources=[str(path)],
-        versions=data.versions,
-        runtime=data.runtime,
-        targets=data.targets,
-        exitstatus=data.exitstatus,
-        items=data.items,
-        declared=data.declared,
-        programs=data.programs,
-        pytest=data.pytest,
-        throughput=[_throughput_of(item, item.outcome) for item in timed],
-    )
+    return Run(**vars(data), sources=[str(path)], throughput=[_throughput_of(i, i.outcome) for i in timed])
 
 
 def merge(runs: Sequence[Run]) -> Run:
     """One run of several results files of one checkout; a version that differs is one line: its numbers
     would not belong in the same tables."""
     first = runs[0]
-    merged = Run(
-        sources=[],
-        versions=dict(first.versions),
-        runtime=dict(first.runtime),
-        targets={},
-        exitstatus=0,
-        items=[],
-        pytest=dict.fromkeys(_results.PYTEST_OUTCOMES, 0),
-    )
+    pytest = dict.fromkeys(_results.PYTEST_OUTCOMES, 0)
+    merged = Run([], dict(first.versions), dict(first.runtime), pytest=pytest)
     for run in runs:
         for name, version in run.versions.items():
             if merged.versions.setdefault(name, version) != version:
