@@ -90,22 +90,31 @@ class Ratchet:
     issue: str
 
 
-@dataclasses.dataclass(frozen=True)
-class Invariant:
-    """One parsed, validated ``[[invariant]]``. ``where`` is ``FILE:LINE`` of its table."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Entry:
+    """What every entry has. ``where`` is ``FILE:LINE`` of its table, ``lines`` the line of each selector
+    key written; ``targets`` narrows the file's, so that one file states a fact on every GPU and its
+    known-bad exception on two of them."""
 
     id: str
     where: str
-    assertion: asserts.Assertion
     programs: tuple[str, ...]  # selectors; for relational/throughput: the programs the assert names
     configs: tuple[str, ...]
-    why: str
-    when: tuple[Requirement, ...]
-    ratchet: Ratchet | None
-    # Narrows the file's targets, so that one file states a fact on every GPU and its known-bad exception
-    # on two of them.
     targets: tuple[str, ...] = ("*",)
-    lines: tuple[tuple[str, int], ...] = ()  # the line of each selector key written
+    lines: tuple[tuple[str, int], ...] = ()
+    why: str = ""
+    when: tuple[Requirement, ...] = ()
+
+    def where_of(self, key: str) -> str:
+        """``FILE:LINE`` of ``key`` in this entry's table (of the table when the key is not written)."""
+        line = dict(self.lines).get(key)
+        return self.where if line is None else f"{self.where.rsplit(':', 1)[0]}:{line}"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Invariant(Entry):
+    assertion: asserts.Assertion
+    ratchet: Ratchet | None
 
     @property
     def text(self) -> str:
@@ -115,39 +124,24 @@ class Invariant:
     def kind(self) -> InvariantKind:
         return self.assertion.kind
 
-    def where_of(self, key: str) -> str:
-        """``FILE:LINE`` of ``key`` in this invariant's table (of the table when the key is not written)."""
-        line = dict(self.lines).get(key)
-        return self.where if line is None else f"{self.where.rsplit(':', 1)[0]}:{line}"
 
-
-@dataclasses.dataclass(frozen=True)
-class KnownCompileFailure:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class KnownCompileFailure(Entry):
     """Programs that fail to compile on some targets today: their items xfail with the ratchet's reason."""
 
-    id: str
-    where: str
-    programs: tuple[str, ...]
-    configs: tuple[str, ...]
-    targets: tuple[str, ...]
     ratchet: Ratchet
 
 
-@dataclasses.dataclass(frozen=True)
-class CorrectnessCheck:
-    id: str
-    where: str
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CorrectnessCheck(Entry):
     check: str
-    programs: tuple[str, ...]
     reference: str | None
-    configs: tuple[str, ...]
     distributions: tuple[str, ...]
     expect: str | None
-    why: str
-    when: tuple[Requirement, ...] = ()
-    configs_where: str = ""
-    targets: tuple[str, ...] = ("*",)
-    targets_where: str = ""
+
+    @property
+    def targets_where(self) -> str:
+        return self.where_of("targets")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -813,12 +807,22 @@ class _Entries:
                 )
         return entry
 
-    def shared(self, table: Table, line: int, entry_id: str) -> dict[str, Any]:
-        """What every entry has: its id, where it is, why, and its version scope."""
+    def shared(self, table: Table, line: int, entry_id: str, *selection: tuple[str, ...]) -> dict[str, Any]:
+        """What every entry has: its id, where it and its selector keys are, its ``programs, configs,
+        targets``, why, and its version scope."""
         loc = self.loc
         when = _parse_when(table["when"], loc, loc.key_line(line, "when")) if "when" in table else ()
         why = _cut(_string(table, "why", loc, line))
-        return {"id": entry_id, "where": loc.where(line), "why": why, "when": when}
+        keys = ("programs", "configs", "targets")
+        lines = tuple((k, loc.key_line(line, k)) for k in keys if k in table)
+        return {
+            **dict(zip(keys, selection, strict=True)),
+            "id": entry_id,
+            "where": loc.where(line),
+            "lines": lines,
+            "why": why,
+            "when": when,
+        }
 
 
 def _known_failure(table: Table, line: int, entries: _Entries) -> KnownCompileFailure:
@@ -830,7 +834,9 @@ def _known_failure(table: Table, line: int, entries: _Entries) -> KnownCompileFa
     configs = entries.configs(table, line, "*")
     targets = entries.targets_of(table, line, entry_id)
     ratchet = _ratchet(table["ratchet"], loc, loc.key_line(line, "ratchet"))
-    return KnownCompileFailure(entry_id, loc.where(line), programs, configs, targets, ratchet)
+    return KnownCompileFailure(
+        **entries.shared(table, line, entry_id, programs, configs, targets), ratchet=ratchet
+    )
 
 
 def _invariant(table: Table, line: int, entries: _Entries) -> Invariant:
@@ -856,17 +862,9 @@ def _invariant(table: Table, line: int, entries: _Entries) -> Invariant:
         raise loc.error(at, f"'{inv_id}' names its configurations in the assert; drop 'configs'")
     configs = entries.configs(table, line, "*")
     targets = entries.targets_of(table, line, inv_id)
-    shared = entries.shared(table, line, inv_id)
+    shared = entries.shared(table, line, inv_id, programs, configs, targets)
     ratchet = _ratchet(table["ratchet"], loc, loc.key_line(line, "ratchet")) if "ratchet" in table else None
-    return Invariant(
-        **shared,
-        assertion=assertion,
-        programs=programs,
-        configs=configs,
-        ratchet=ratchet,
-        targets=targets,
-        lines=tuple((k, loc.key_line(line, k)) for k in ("programs", "configs", "targets") if k in table),
-    )
+    return Invariant(**shared, assertion=assertion, ratchet=ratchet)
 
 
 def _ratchet(raw: object, loc: _Locator, r_line: int) -> Ratchet:
@@ -910,16 +908,11 @@ def _correctness(table: Table, line: int, entries: _Entries) -> CorrectnessCheck
         _one_of(dist, DISTRIBUTIONS, "index distribution", loc, dist_line)
     expect = _expect(table, line, loc, check_id)
     return CorrectnessCheck(
-        **entries.shared(table, line, check_id),
+        **entries.shared(table, line, check_id, programs, configs, targets),
         check=check,
-        programs=programs,
         reference=reference,
-        configs=configs,
         distributions=tuple(dict.fromkeys(distributions)),
         expect=expect,
-        configs_where=loc.where(loc.key_line(line, "configs")),
-        targets=targets,
-        targets_where=loc.where(loc.key_line(line, "targets")),
     )
 
 

@@ -10,7 +10,6 @@ from collections.abc import Callable, Iterable, Sequence
 import jax
 import numpy as np
 
-from .._errors import InvariantsError
 from ..catalog.arguments import make_arguments
 from ..catalog.programs import Config, get_config
 from ..catalog.registry import Programs
@@ -79,8 +78,7 @@ class Correctness:
 
     def agree(self, check: CorrectnessCheck, program: str, config: Config, distribution: str) -> str | None:
         """``program`` returns the values of ``check.reference`` on valid indices (gradients too)."""
-        if check.reference is None:
-            raise InvariantsError(f"{check.where}: check 'agree' needs a 'reference' program")
+        assert check.reference is not None  # the spec reader requires one for 'agree'
         drawer = self.programs[program]
         args = make_arguments(drawer, config, distribution)  # type: ignore[arg-type]
         drawn = (drawer.name if drawer.inputs is not None else drawer.kind, distribution)
@@ -98,8 +96,7 @@ class Correctness:
         self, check: CorrectnessCheck, program: str, config: Config, distribution: str
     ) -> str | None:
         """Indices V and -1 give what ``check.expect`` names (a key of ``_OOB_EXPECT``)."""
-        if check.expect not in _OOB_EXPECT:
-            raise InvariantsError(f"{check.where}: expect must be one of {', '.join(_OOB_EXPECT)}")
+        assert check.expect is not None  # the spec reader requires one of its words
         vocab = config.vocab
         table = np.arange(vocab * config.width, dtype=np.float32).reshape(vocab, config.width) + 1
         table = table.astype(np.dtype(config.table.dtype))
@@ -168,24 +165,13 @@ def expand_correctness(
     specs = list(specs)
     programs = programs if programs is not None else Programs()
     check_specs(specs, programs=programs)
-    cases = []
-    for spec in (s for s in specs if on_targets(runtime, s.targets)):
-        for check in spec.correctness:
-            if on_targets(runtime, check.targets):
-                cases += _cases(
-                    check, select_programs(check.programs, scope_of(spec, programs)), runtime, programs
-                )
-    return cases
-
-
-def _cases(
-    check: CorrectnessCheck, selected: list[str], runtime: Target, programs: Programs
-) -> list[CorrectnessCase]:
-    """Per program it selects, configuration it runs in, and distribution."""
-    skip = unmet_condition(check)
     return [
-        CorrectnessCase(check, name, config, dist, skip)
-        for name in selected
+        CorrectnessCase(check, name, config, dist, unmet_condition(check))
+        for spec in specs
+        if on_targets(runtime, spec.targets)
+        for check in spec.correctness
+        if on_targets(runtime, check.targets)
+        for name in select_programs(check.programs, scope_of(spec, programs))
         for config in configs_for(runtime, programs[name])
         if config_matches(config, check.configs) and not get_config(config).compile_only
         for dist in check.distributions
