@@ -41,12 +41,9 @@ class Case:
 
     @property
     def id(self) -> str:
-        pinned = self.invariant.assertion.pinned
-        if pinned:  # a relation across configurations: each side's own
-            subject, config = "~".join(p for p, _ in pinned), "~".join(c for _, c in pinned)
-            return f"{self.target}-{subject}-{config}-{self.invariant.id}"
-        subject = self.program if self.program else "~".join(self.invariant.programs)
-        return f"{self.target}-{subject}-{self.config}-{self.invariant.id}"
+        """A relation across configurations names each side's own."""
+        config = "~".join(k.config for k in self.keys) if self.invariant.assertion.pinned else self.config
+        return f"{self.target}-{'~'.join(k.program for k in self.keys)}-{config}-{self.invariant.id}"
 
     @property
     def keys(self) -> list[Key]:
@@ -105,8 +102,9 @@ def check_specs(
         _SpecCheck(spec, known, programs).run()
 
 
-def _is_pattern(word: str) -> bool:
-    return any(c in word for c in "*?[")
+def _named(word: str) -> bool:
+    """A program or target written by name, not a pattern or a ``kind:``/``tag:`` selector."""
+    return not any(c in word for c in "*?[:")
 
 
 def _scope_note(target: Target, program: Program) -> str:
@@ -249,18 +247,14 @@ class _SpecCheck:
             raise self.checks_nothing(inv, on, programs)
 
     def named_targets_get_items(self, inv: Invariant, on: Sequence[Target], programs: Sequence[str]) -> None:
-        by_name = {p for p in inv.targets if not _is_pattern(p)}
-        for target in (t for t in on if t.name in by_name):
-            if not self.cases(inv, target):
-                what = self.why_none(inv, target, programs)
-                raise InvariantsError(f"{inv.where_of('targets')}: '{inv.id}': {what}")
+        for target in (t for t in on if t.name in inv.targets and not self.cases(inv, t)):
+            what = self.why_none(inv, target, programs)
+            raise InvariantsError(f"{inv.where_of('targets')}: '{inv.id}': {what}")
 
     def named_programs_get_items(self, inv: Invariant, on: Sequence[Target]) -> None:
         """Each program named by name gets items somewhere; a selector may select nothing on a family (the
         shipped files hold "kind:sharded" beside "kind:forward" on GPUs)."""
-        for sel in inv.programs if on else ():
-            if _is_pattern(sel) or ":" in sel:
-                continue
+        for sel in filter(_named, inv.programs if on else ()):
             if not any(self.configs(t, sel, inv.configs) for t in on):
                 there = next((t for t in on if configs_for(t, self.programs[sel])), on[0])
                 what = self.why_none(inv, there, [sel])
@@ -323,7 +317,7 @@ class _SpecCheck:
             return tuple(c for c in self.configs(target, p, check.configs) if not get_config(c).compile_only)
 
         for sel in check.programs:
-            if not _is_pattern(sel) and ":" not in sel and not runs(sel):
+            if _named(sel) and not runs(sel):
                 raise InvariantsError(
                     f"{where}: '{check.id}': configs {list(check.configs)} select no configuration "
                     f"program '{sel}' runs in: {self.runs_in(target, sel)}"

@@ -165,13 +165,23 @@ def expand_correctness(
     specs = list(specs)
     programs = programs if programs is not None else Programs()
     check_specs(specs, programs=programs)
+    cases = []
+    for spec in (s for s in specs if on_targets(runtime, s.targets)):
+        for check in (c for c in spec.correctness if on_targets(runtime, c.targets)):
+            cases += _cases(
+                check, select_programs(check.programs, scope_of(spec, programs)), runtime, programs
+            )
+    return cases
+
+
+def _cases(
+    check: CorrectnessCheck, selected: list[str], runtime: Target, programs: Programs
+) -> list[CorrectnessCase]:
+    """Per program it selects, configuration it runs in, and distribution."""
+    skip = unmet_condition(check)
     return [
-        CorrectnessCase(check, name, config, dist, unmet_condition(check))
-        for spec in specs
-        if on_targets(runtime, spec.targets)
-        for check in spec.correctness
-        if on_targets(runtime, check.targets)
-        for name in select_programs(check.programs, scope_of(spec, programs))
+        CorrectnessCase(check, name, config, dist, skip)
+        for name in selected
         for config in configs_for(runtime, programs[name])
         if config_matches(config, check.configs) and not get_config(config).compile_only
         for dist in check.distributions
