@@ -73,17 +73,11 @@ def on_targets(target: Target, patterns: Sequence[str]) -> bool:
     return any(fnmatch.fnmatchcase(target.name, p) for p in patterns)
 
 
-# Every host may read the spec files written for a CPU host's runtime target.
-_CPU_RUNTIME = Target("cpu", "cpu", "runtime", "all")
-
-
 def known_targets() -> list[Target]:
     """Every target a spec may name: this process's (the runtime one first), and the CPU runtime's ``cpu``,
     which a TPU or GPU host does not have but whose spec files it reads."""
-    targets = list(all_targets().values())
-    if all(t.name != _CPU_RUNTIME.name for t in targets):
-        targets.append(_CPU_RUNTIME)
-    return targets
+    targets = all_targets()
+    return [*targets.values(), *([] if "cpu" in targets else [Target("cpu", "cpu", "runtime", "all")])]
 
 
 def check_specs(
