@@ -380,7 +380,8 @@ class _Lowering:
         arg = node.args[0] if len(node.args) == 1 else None
         distribution = config = None
         if isinstance(arg, ast.Subscript) and timed:
-            distribution, arg = self.distribution(arg), arg.value
+            distribution = self.known(ast.unparse(arg.slice), arg, "index distribution", DISTRIBUTIONS)
+            arg = arg.value
         elif isinstance(arg, ast.Subscript):
             config, arg = self.configuration(fn, arg), arg.value
         program = self.program(fn, arg, timed)
@@ -446,10 +447,6 @@ class _Lowering:
                 "the compiled structure does not depend on it"
             )
         return self.known(name, node, "configuration", CONFIGS)
-
-    def distribution(self, node: ast.Subscript) -> str:
-        name = node.slice.id if isinstance(node.slice, ast.Name) else ast.unparse(node.slice)
-        return self.known(name, node, "index distribution", DISTRIBUTIONS)
 
     def known(self, name: str, node: ast.Subscript, what: str, known: Collection[str]) -> str:
         if name not in known:

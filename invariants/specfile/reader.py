@@ -90,22 +90,31 @@ class Ratchet:
     issue: str
 
 
-@dataclasses.dataclass(frozen=True)
-class Invariant:
-    """One parsed, validated ``[[invariant]]``. ``where`` is ``FILE:LINE`` of its table."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Entry:
+    """What every entry has. ``where`` is ``FILE:LINE`` of its table, ``lines`` the line of each selector
+    key written; ``targets`` narrows the file's, so that one file states a fact on every GPU and its
+    known-bad exception on two of them."""
 
     id: str
     where: str
-    assertion: asserts.Assertion
     programs: tuple[str, ...]  # selectors; for relational/throughput: the programs the assert names
     configs: tuple[str, ...]
-    why: str
-    when: tuple[Requirement, ...]
-    ratchet: Ratchet | None
-    # Narrows the file's targets, so that one file states a fact on every GPU and its known-bad exception
-    # on two of them.
     targets: tuple[str, ...] = ("*",)
-    lines: tuple[tuple[str, int], ...] = ()  # the line of each selector key written
+    lines: tuple[tuple[str, int], ...] = ()
+    why: str = ""
+    when: tuple[Requirement, ...] = ()
+
+    def where_of(self, key: str) -> str:
+        """``FILE:LINE`` of ``key`` in this entry's table (of the table when the key is not written)."""
+        line = dict(self.lines).get(key)
+        return self.where if line is None else f"{self.where.rsplit(':', 1)[0]}:{line}"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Invariant(Entry):
+    assertion: asserts.Assertion
+    ratchet: Ratchet | None
 
     @property
     def text(self) -> str:
@@ -115,39 +124,24 @@ class Invariant:
     def kind(self) -> InvariantKind:
         return self.assertion.kind
 
-    def where_of(self, key: str) -> str:
-        """``FILE:LINE`` of ``key`` in this invariant's table (of the table when the key is not written)."""
-        line = dict(self.lines).get(key)
-        return self.where if line is None else f"{self.where.rsplit(':', 1)[0]}:{line}"
 
-
-@dataclasses.dataclass(frozen=True)
-class KnownCompileFailure:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class KnownCompileFailure(Entry):
     """Programs that fail to compile on some targets today: their items xfail with the ratchet's reason."""
 
-    id: str
-    where: str
-    programs: tuple[str, ...]
-    configs: tuple[str, ...]
-    targets: tuple[str, ...]
     ratchet: Ratchet
 
 
-@dataclasses.dataclass(frozen=True)
-class CorrectnessCheck:
-    id: str
-    where: str
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CorrectnessCheck(Entry):
     check: str
-    programs: tuple[str, ...]
     reference: str | None
-    configs: tuple[str, ...]
     distributions: tuple[str, ...]
     expect: str | None
-    why: str
-    when: tuple[Requirement, ...] = ()
-    configs_where: str = ""
-    targets: tuple[str, ...] = ("*",)
-    targets_where: str = ""
+
+    @property
+    def targets_where(self) -> str:
+        return self.where_of("targets")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -518,18 +512,7 @@ def _program(table: Table, loc: _Locator, line: int) -> ProgramDecl:
         _one_of(config, CONFIGS, "config", loc, configs_line)
     tags = _strings(table.get("tags", []), loc, loc.key_line(line, "tags"), "tags", allow_empty=True)
     doc = _string(table, "doc", loc, line, default=function)
-    params, params_line = table.get("params"), loc.key_line(line, "params")
-    if params is not None:
-        _factory(params, "params", loc, params_line)
-    shape_line = loc.key_line(line, "index_shape")
-    index_shape = _index_shape(table["index_shape"], loc, shape_line) if "index_shape" in table else None
-    if params is None:
-        lookup = "a lookup (table, indices) takes the configuration's table and indices"
-        _stray(table, _PARAMS_ONLY, loc, line, f"is for a program with params; {lookup}")
-    model = _model_keys(table, loc, line, kind)
-    if "efficiency" in table:
-        _boolean(table["efficiency"], "efficiency", loc, loc.key_line(line, "efficiency"))
-    index_dtype = _index_dtype(table, loc, line)
+    values = _program_values(table, loc, line, kind)
     return ProgramDecl(
         name,
         function,
@@ -538,14 +521,23 @@ def _program(table: Table, loc: _Locator, line: int) -> ProgramDecl:
         frozenset({*tags, "user"}),
         doc,
         loc.where(line),
-        params,
-        index_shape,
-        index_dtype,
-        params_where=loc.where(params_line),
-        efficiency=table.get("efficiency"),
-        **model,
-        **_sharding_of(table, loc, line, kind, params is not None, index_shape),
+        **values,
+        params_where=loc.where(loc.key_line(line, "params")),
+        **_sharding_of(table, loc, line, kind, "params" in table, values.get("index_shape")),
     )
+
+
+def _vocab(value: object, loc: _Locator, line: int) -> int:
+    if not _positive(value):
+        raise loc.error(line, f"vocab {value!r}: the rows indices address, a positive integer")
+    return value
+
+
+def _index_dtype(value: object, loc: _Locator, line: int) -> str:
+    if not isinstance(value, str):
+        raise loc.error(line, f"'index_dtype' must be a string, not {_a(value)}")
+    _one_of(value, INDEX_DTYPES, "index_dtype", loc, line)
+    return value
 
 
 def _stray(table: Table, keys: Sequence[str], loc: _Locator, line: int, why: str) -> None:
@@ -554,49 +546,16 @@ def _stray(table: Table, keys: Sequence[str], loc: _Locator, line: int, why: str
         raise loc.error(loc.key_line(line, given), f"{given} {why}")
 
 
-def _factory(value: object, key: str, loc: _Locator, line: int) -> str:
+def _factory(value: object, loc: _Locator, line: int, key: str) -> str:
     if not isinstance(value, str) or not re.fullmatch(r"[\w.]+:[\w.]+", value, re.ASCII):
         raise loc.error(line, f"{key} {value!r} must read 'module:factory'")
     return value
 
 
-def _boolean(value: object, key: str, loc: _Locator, line: int) -> bool:
+def _boolean(value: object, loc: _Locator, line: int, key: str) -> bool:
     if not isinstance(value, bool):
         raise loc.error(line, f"{key} must be true or false, not {_a(value)}")
     return value
-
-
-def _index_dtype(table: Table, loc: _Locator, line: int) -> str | None:
-    if "index_dtype" not in table:
-        return None
-    index_dtype = _string(table, "index_dtype", loc, line)
-    _one_of(index_dtype, INDEX_DTYPES, "index_dtype", loc, loc.key_line(line, "index_dtype"))
-    return index_dtype
-
-
-def _model_keys(table: Table, loc: _Locator, line: int, kind: str) -> dict[str, Any]:
-    """A params program's ``inputs``, ``vocab``, ``tables`` and ``donate``."""
-    out: dict[str, Any] = {}
-    if "inputs" in table:
-        at = loc.key_line(line, "inputs")
-        out.update(inputs=_factory(table["inputs"], "inputs", loc, at), inputs_where=loc.where(at))
-    if "vocab" in table:
-        if not _positive(vocab := table["vocab"]):
-            raise loc.error(
-                loc.key_line(line, "vocab"), f"vocab {vocab!r}: the rows indices address, a positive integer"
-            )
-        out["vocab"] = vocab
-    if "tables" in table:
-        at = loc.key_line(line, "tables")
-        out.update(tables=_strings(table["tables"], loc, at, "tables"), tables_where=loc.where(at))
-    if "donate" in table:
-        at = loc.key_line(line, "donate")
-        out["donate"] = _boolean(table["donate"], "donate", loc, at)
-        if out["donate"] and kind != "train":
-            raise loc.error(
-                at, f"donate is for a train step, whose parameters' buffers it may reuse; a {kind} keeps them"
-            )
-    return out
 
 
 def _sharding_of(
@@ -673,6 +632,39 @@ def _index_shape(value: object, loc: _Locator, line: int) -> tuple[int, ...]:
         if not _positive(n):
             raise loc.error(line, f"index_shape: item {i + 1} is {n!r}; each must be a positive integer")
     return tuple(value)
+
+
+# Each optional value of a [[program]], in the order it is read: a lookup (no params) is refused any key of
+# _PARAMS_ONLY once its index_shape is read.
+_PROGRAM_VALUES: dict[str, Callable[[object, _Locator, int], object]] = {
+    "params": functools.partial(_factory, key="params"),
+    "index_shape": _index_shape,
+    "inputs": functools.partial(_factory, key="inputs"),
+    "vocab": _vocab,
+    "tables": functools.partial(_strings, key="tables"),
+    "donate": functools.partial(_boolean, key="donate"),
+    "efficiency": functools.partial(_boolean, key="efficiency"),
+    "index_dtype": _index_dtype,
+}
+
+
+def _program_values(table: Table, loc: _Locator, line: int, kind: str) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for key, read in _PROGRAM_VALUES.items():
+        if key == "inputs" and "params" not in table:
+            lookup = "a lookup (table, indices) takes the configuration's table and indices"
+            _stray(table, _PARAMS_ONLY, loc, line, f"is for a program with params; {lookup}")
+        if key in table:
+            at = loc.key_line(line, key)
+            values[key] = read(table[key], loc, at)
+            if key in ("inputs", "tables"):
+                values[f"{key}_where"] = loc.where(at)
+            if key == "donate" and values[key] and kind != "train":
+                keeps = f"a {kind} keeps them"
+                raise loc.error(
+                    at, f"donate is for a train step, whose parameters' buffers it may reuse; {keeps}"
+                )
+    return values
 
 
 def load_spec(path: Path, known: Mapping[str, Selectable] | None = None) -> Spec:
@@ -813,12 +805,22 @@ class _Entries:
                 )
         return entry
 
-    def shared(self, table: Table, line: int, entry_id: str) -> dict[str, Any]:
-        """What every entry has: its id, where it is, why, and its version scope."""
+    def shared(self, table: Table, line: int, entry_id: str, *selection: tuple[str, ...]) -> dict[str, Any]:
+        """What every entry has: its id, where it and its selector keys are, its ``programs, configs,
+        targets``, why, and its version scope."""
         loc = self.loc
         when = _parse_when(table["when"], loc, loc.key_line(line, "when")) if "when" in table else ()
         why = _cut(_string(table, "why", loc, line))
-        return {"id": entry_id, "where": loc.where(line), "why": why, "when": when}
+        keys = ("programs", "configs", "targets")
+        lines = tuple((k, loc.key_line(line, k)) for k in keys if k in table)
+        return {
+            **dict(zip(keys, selection, strict=True)),
+            "id": entry_id,
+            "where": loc.where(line),
+            "lines": lines,
+            "why": why,
+            "when": when,
+        }
 
 
 def _known_failure(table: Table, line: int, entries: _Entries) -> KnownCompileFailure:
@@ -830,7 +832,9 @@ def _known_failure(table: Table, line: int, entries: _Entries) -> KnownCompileFa
     configs = entries.configs(table, line, "*")
     targets = entries.targets_of(table, line, entry_id)
     ratchet = _ratchet(table["ratchet"], loc, loc.key_line(line, "ratchet"))
-    return KnownCompileFailure(entry_id, loc.where(line), programs, configs, targets, ratchet)
+    return KnownCompileFailure(
+        **entries.shared(table, line, entry_id, programs, configs, targets), ratchet=ratchet
+    )
 
 
 def _invariant(table: Table, line: int, entries: _Entries) -> Invariant:
@@ -856,17 +860,9 @@ def _invariant(table: Table, line: int, entries: _Entries) -> Invariant:
         raise loc.error(at, f"'{inv_id}' names its configurations in the assert; drop 'configs'")
     configs = entries.configs(table, line, "*")
     targets = entries.targets_of(table, line, inv_id)
-    shared = entries.shared(table, line, inv_id)
+    shared = entries.shared(table, line, inv_id, programs, configs, targets)
     ratchet = _ratchet(table["ratchet"], loc, loc.key_line(line, "ratchet")) if "ratchet" in table else None
-    return Invariant(
-        **shared,
-        assertion=assertion,
-        programs=programs,
-        configs=configs,
-        ratchet=ratchet,
-        targets=targets,
-        lines=tuple((k, loc.key_line(line, k)) for k in ("programs", "configs", "targets") if k in table),
-    )
+    return Invariant(**shared, assertion=assertion, ratchet=ratchet)
 
 
 def _ratchet(raw: object, loc: _Locator, r_line: int) -> Ratchet:
@@ -910,16 +906,11 @@ def _correctness(table: Table, line: int, entries: _Entries) -> CorrectnessCheck
         _one_of(dist, DISTRIBUTIONS, "index distribution", loc, dist_line)
     expect = _expect(table, line, loc, check_id)
     return CorrectnessCheck(
-        **entries.shared(table, line, check_id),
+        **entries.shared(table, line, check_id, programs, configs, targets),
         check=check,
-        programs=programs,
         reference=reference,
-        configs=configs,
         distributions=tuple(dict.fromkeys(distributions)),
         expect=expect,
-        configs_where=loc.where(loc.key_line(line, "configs")),
-        targets=targets,
-        targets_where=loc.where(loc.key_line(line, "targets")),
     )
 
 

@@ -41,12 +41,9 @@ class Case:
 
     @property
     def id(self) -> str:
-        pinned = self.invariant.assertion.pinned
-        if pinned:  # a relation across configurations: each side's own
-            subject, config = "~".join(p for p, _ in pinned), "~".join(c for _, c in pinned)
-            return f"{self.target}-{subject}-{config}-{self.invariant.id}"
-        subject = self.program if self.program else "~".join(self.invariant.programs)
-        return f"{self.target}-{subject}-{self.config}-{self.invariant.id}"
+        """A relation across configurations names each side's own."""
+        config = "~".join(k.config for k in self.keys) if self.invariant.assertion.pinned else self.config
+        return f"{self.target}-{'~'.join(k.program for k in self.keys)}-{config}-{self.invariant.id}"
 
     @property
     def keys(self) -> list[Key]:
@@ -76,17 +73,11 @@ def on_targets(target: Target, patterns: Sequence[str]) -> bool:
     return any(fnmatch.fnmatchcase(target.name, p) for p in patterns)
 
 
-# Every host may read the spec files written for a CPU host's runtime target.
-_CPU_RUNTIME = Target("cpu", "cpu", "runtime", "all")
-
-
 def known_targets() -> list[Target]:
     """Every target a spec may name: this process's (the runtime one first), and the CPU runtime's ``cpu``,
     which a TPU or GPU host does not have but whose spec files it reads."""
-    targets = list(all_targets().values())
-    if all(t.name != _CPU_RUNTIME.name for t in targets):
-        targets.append(_CPU_RUNTIME)
-    return targets
+    targets = all_targets()
+    return [*targets.values(), *([] if "cpu" in targets else [Target("cpu", "cpu", "runtime", "all")])]
 
 
 def check_specs(
@@ -105,8 +96,9 @@ def check_specs(
         _SpecCheck(spec, known, programs).run()
 
 
-def _is_pattern(word: str) -> bool:
-    return any(c in word for c in "*?[")
+def _named(word: str) -> bool:
+    """A program or target written by name, not a pattern or a ``kind:``/``tag:`` selector."""
+    return not any(c in word for c in "*?[:")
 
 
 def _scope_note(target: Target, program: Program) -> str:
@@ -186,12 +178,19 @@ class _SpecCheck:
                 f"run: {'; '.join(str(m) for m in misfits)}"
             )
 
-    def cases_on(self, inv: Invariant, target: Target) -> int:
-        if inv.assertion.pinned:
-            return int(_pins_compile(inv, target, self.programs))
+    def cases(self, inv: Invariant, target: Target, skip: str | None = None) -> list[Case]:
+        """The items ``inv`` makes on ``target``, in spec order."""
+        if pinned := inv.assertion.pinned:
+            compiles = all(c in configs_for(target, self.programs[p]) for p, c in pinned)
+            return [Case(inv, target.name, pinned[0][1], None, skip)] if compiles else []
         if inv.kind == "absolute":
-            return sum(len(self.configs(target, p, inv.configs)) for p in self.selected(inv.programs))
-        return len(_common(set(self.configs(target, p, inv.configs)) for p in inv.programs))
+            return [
+                Case(inv, target.name, config, name, skip)
+                for name in self.selected(inv.programs)
+                for config in self.configs(target, name, inv.configs)
+            ]
+        shared = _common(set(self.configs(target, p, inv.configs)) for p in inv.programs)
+        return [Case(inv, target.name, c, None, skip) for c in sorted(shared)]
 
     def why_none(self, inv: Invariant, target: Target, programs: Sequence[str]) -> str:
         """Why ``inv`` makes no item of ``programs`` on ``target``: a program that does not compile there (a
@@ -238,22 +237,18 @@ class _SpecCheck:
         programs = list(inv.programs) if inv.kind != "absolute" else self.selected(inv.programs)
         self.named_targets_get_items(inv, on, programs)
         self.named_programs_get_items(inv, on)
-        if not any(self.cases_on(inv, t) for t in on):
+        if not any(self.cases(inv, t) for t in on):
             raise self.checks_nothing(inv, on, programs)
 
     def named_targets_get_items(self, inv: Invariant, on: Sequence[Target], programs: Sequence[str]) -> None:
-        by_name = {p for p in inv.targets if not _is_pattern(p)}
-        for target in (t for t in on if t.name in by_name):
-            if not self.cases_on(inv, target):
-                what = self.why_none(inv, target, programs)
-                raise InvariantsError(f"{inv.where_of('targets')}: '{inv.id}': {what}")
+        for target in (t for t in on if t.name in inv.targets and not self.cases(inv, t)):
+            what = self.why_none(inv, target, programs)
+            raise InvariantsError(f"{inv.where_of('targets')}: '{inv.id}': {what}")
 
     def named_programs_get_items(self, inv: Invariant, on: Sequence[Target]) -> None:
         """Each program named by name gets items somewhere; a selector may select nothing on a family (the
         shipped files hold "kind:sharded" beside "kind:forward" on GPUs)."""
-        for sel in inv.programs if on else ():
-            if _is_pattern(sel) or ":" in sel:
-                continue
+        for sel in filter(_named, inv.programs if on else ()):
             if not any(self.configs(t, sel, inv.configs) for t in on):
                 there = next((t for t in on if configs_for(t, self.programs[sel])), on[0])
                 what = self.why_none(inv, there, [sel])
@@ -291,7 +286,7 @@ class _SpecCheck:
             )
 
     def correctness(self, check: CorrectnessCheck, applying: Sequence[Target]) -> None:
-        self.known_patterns(check.targets_where or check.where, f"'{check.id}': targets", check.targets)
+        self.known_patterns(check.where_of("targets"), f"'{check.id}': targets", check.targets)
         programs = self.selected(check.programs)
         for p in programs if check.check != "agree" else ():
             if self.programs[p].kind != "forward":
@@ -310,13 +305,13 @@ class _SpecCheck:
         return f"it does not compile on {target.name} ({_scope_note(target, self.programs[program])})"
 
     def runs_on(self, check: CorrectnessCheck, target: Target, programs: Sequence[str]) -> None:
-        where = check.configs_where or check.where
+        where = check.where_of("configs")
 
         def runs(p: str) -> tuple[str, ...]:
             return tuple(c for c in self.configs(target, p, check.configs) if not get_config(c).compile_only)
 
         for sel in check.programs:
-            if not _is_pattern(sel) and ":" not in sel and not runs(sel):
+            if _named(sel) and not runs(sel):
                 raise InvariantsError(
                     f"{where}: '{check.id}': configs {list(check.configs)} select no configuration "
                     f"program '{sel}' runs in: {self.runs_in(target, sel)}"
@@ -326,10 +321,6 @@ class _SpecCheck:
                 f"{where}: '{check.id}': configs {list(check.configs)} select no configuration its "
                 f"programs run in on {target.name}: it checks nothing"
             )
-
-
-def _pins_compile(inv: Invariant, target: Target, programs: Programs) -> bool:
-    return all(c in configs_for(target, programs[p]) for p, c in inv.assertion.pinned)
 
 
 def expand(
@@ -346,27 +337,12 @@ def expand(
     cases: list[Case] = []
     targets = list(targets)
     for spec in specs:
+        check = _SpecCheck(spec, targets, programs)
         for target in (t for t in targets if on_targets(t, spec.targets)):
             for inv in spec.invariants:
                 if inv.kind in kinds and on_targets(target, inv.targets):
-                    cases += _cases(spec, inv, target, programs)
+                    cases += check.cases(inv, target, unmet_condition(inv))
     return cases
-
-
-def _cases(spec: Spec, inv: Invariant, target: Target, programs: Programs) -> list[Case]:
-    skip = unmet_condition(inv)
-    if inv.assertion.pinned:
-        pinned = _pins_compile(inv, target, programs)
-        return [Case(inv, target.name, inv.assertion.pinned[0][1], None, skip)] if pinned else []
-    if inv.kind == "absolute":
-        return [
-            Case(inv, target.name, config, name, skip)
-            for name in select_programs(inv.programs, scope_of(spec, programs))
-            for config in configs_for(target, programs[name])
-            if config_matches(config, inv.configs)
-        ]
-    shared = _common(set(configs_for(target, programs[name])) for name in inv.programs)
-    return [Case(inv, target.name, c, None, skip) for c in sorted(shared) if config_matches(c, inv.configs)]
 
 
 def _common(sets: Iterable[set[str]]) -> set[str]:

@@ -10,7 +10,6 @@ from collections.abc import Callable, Iterable, Sequence
 import jax
 import numpy as np
 
-from .._errors import InvariantsError
 from ..catalog.arguments import make_arguments
 from ..catalog.programs import Config, get_config
 from ..catalog.registry import Programs
@@ -79,8 +78,7 @@ class Correctness:
 
     def agree(self, check: CorrectnessCheck, program: str, config: Config, distribution: str) -> str | None:
         """``program`` returns the values of ``check.reference`` on valid indices (gradients too)."""
-        if check.reference is None:
-            raise InvariantsError(f"{check.where}: check 'agree' needs a 'reference' program")
+        assert check.reference is not None  # the spec reader requires one for 'agree'
         drawer = self.programs[program]
         args = make_arguments(drawer, config, distribution)  # type: ignore[arg-type]
         drawn = (drawer.name if drawer.inputs is not None else drawer.kind, distribution)
@@ -98,8 +96,7 @@ class Correctness:
         self, check: CorrectnessCheck, program: str, config: Config, distribution: str
     ) -> str | None:
         """Indices V and -1 give what ``check.expect`` names (a key of ``_OOB_EXPECT``)."""
-        if check.expect not in _OOB_EXPECT:
-            raise InvariantsError(f"{check.where}: expect must be one of {', '.join(_OOB_EXPECT)}")
+        assert check.expect is not None  # the spec reader requires one of its words
         vocab = config.vocab
         table = np.arange(vocab * config.width, dtype=np.float32).reshape(vocab, config.width) + 1
         table = table.astype(np.dtype(config.table.dtype))
@@ -170,11 +167,10 @@ def expand_correctness(
     check_specs(specs, programs=programs)
     cases = []
     for spec in (s for s in specs if on_targets(runtime, s.targets)):
-        for check in spec.correctness:
-            if on_targets(runtime, check.targets):
-                cases += _cases(
-                    check, select_programs(check.programs, scope_of(spec, programs)), runtime, programs
-                )
+        for check in (c for c in spec.correctness if on_targets(runtime, c.targets)):
+            cases += _cases(
+                check, select_programs(check.programs, scope_of(spec, programs)), runtime, programs
+            )
     return cases
 
 
