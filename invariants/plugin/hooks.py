@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,6 @@ from ..snapshot.store import StructureSnapshotExtension
 from .anchors import TierFile, anchor_tier
 from .options import OPTIONS
 from .outcomes import GateFailed, fail, versions_line
-from .xdist import scheduler
 
 if TYPE_CHECKING:
     from .session import GateSession
@@ -207,12 +207,31 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     finished(int(session.exitstatus))  # threads a project's import left running do not hold the exit
 
 
+def worker_group(nodeid: str, targets: Iterable[str]) -> str:
+    """The xdist unit of an item: an ``@group`` suffix's group, else a gate item's target (the second part of
+    its node id, its target's collector), else the item alone."""
+    if nodeid.rfind("@") > nodeid.rfind("]"):
+        return nodeid.rsplit("@", 1)[1]
+    parts = nodeid.split("::")
+    return parts[1] if len(parts) > 2 and parts[1] in targets else nodeid
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Under ``--dist load`` (or ``loadgroup``), each target's items go to one worker."""
+    """Under ``--dist load`` (or ``loadgroup``), each target's items go to one worker: a target's programs
+    compile once per process. The scheduler groups by node id, since xdist's ``loadgroup`` rewrites node ids
+    that newer pytest no longer reads."""
     if config.getoption("dist") not in ("load", "loadgroup"):
         return None
-    return scheduler(config, log, gate_session(config).all_targets)
+    from xdist.scheduler import LoadScopeScheduling
+
+    names = frozenset(gate_session(config).all_targets)
+
+    class TargetScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_group(nodeid, names)
+
+    return TargetScheduling(config, log)
 
 
 @pytest.fixture(scope="session")

@@ -13,9 +13,9 @@ Node ids come from that tree (``<anchor>`` is the module's path, e.g. ``invarian
 ``<programs>`` joins a relation's programs with ``~`` (a relation across configurations joins its
 configurations so too). A spec file is named by its file name, or by its path where two spec files share
 one. No name holds brackets: pytest reads ``[...]`` at an id's end as a parametrization's, and its cache
-(``--lf``) matches ids so. The second part of every gate item's id is its target:
-:mod:`invariants.plugin.xdist` groups a worker's items by it. A tier with no item makes one skipped item,
-``<anchor>::none``, that says why.
+(``--lf``) matches ids so. The second part of every gate item's id is its target, by which
+:func:`invariants.plugin.hooks.worker_group` groups a worker's items. A tier with no item makes one
+skipped item, ``<anchor>::none``, that says why.
 """
 
 from __future__ import annotations
