@@ -139,18 +139,6 @@ def versions_line(target: str | None = None) -> str:
     return line + (f"; target {target}" if target else "")
 
 
-def failure_report(s: GateSession, key: Key, headline: str, current_summary: str) -> str:
-    """The verdict, what changed against the committed snapshot, versions, dumps."""
-    return "\n".join(
-        [
-            headline,
-            versions_line(key.target),
-            *snapshot_comparison(s, key, current_summary),
-            dumped_line(s, key),
-        ]
-    )
-
-
 def relation_report(s: GateSession, keys: tuple[Key, ...], headline: str, summaries: list[str]) -> str:
     """A failed relation between programs: the verdict, the versions, what differs between the first two
     programs' snapshot texts (the measured values alone say "1 kernel against 1 kernel"), the dumps."""
