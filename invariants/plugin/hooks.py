@@ -113,13 +113,9 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     except InvariantsError as err:
         if item.get_closest_marker("gate") is None:
             raise
-        line = str(err)
-        failed = err if isinstance(err, FailedCompile) else None
-        failure = (
-            Failure("compile", err.first, err.key)
-            if isinstance(err, FailedCompile)
-            else Failure("error", (line.splitlines() or [""])[0])
-        )
+        line, failed = str(err), err if isinstance(err, FailedCompile) else None
+        first = (line.splitlines() or [""])[0]
+        failure = Failure("error", first) if failed is None else Failure("compile", failed.first, failed.key)
     item.stash[_STOPPED] = True
     if failed is not None and _SESSION in item.config.stash:  # said whole once per compile, or known
         try:
