@@ -588,12 +588,8 @@ def claim(path: Path) -> Claim:
     own, ``<stem>.<pid><suffix>``, and a note saying so."""
     check_path(path)
     try:
-        import fcntl  # noqa: F401
-    except ImportError:
-        return Claim(path)
-    try:
         handle, holder = _try_lock(lock_path(path))
-    except OSError:  # no lock file can be made there (a read-only share): write unlocked
+    except (OSError, ImportError):  # no fcntl, or no lock file can be made there (a read-only share)
         return Claim(path)
     if handle is not None:
         return Claim(path, None, lock_path(path), handle)
