@@ -361,14 +361,12 @@ def _quiet_xfails(config: pytest.Config, reporter: pytest.TerminalReporter) -> b
 
 def ratchet_lines(items: list[_results.Record], listed: bool) -> list[str]:
     """The known regressions the ratchets hold, one line per ratchet: how many items, on which targets."""
-    held: dict[str, list[_results.Record]] = {}
-    where: dict[str, set[str]] = {}
+    held: dict[str, list[str]] = {}  # each ratchet's items, by their targets
     for it in items:
         if it.outcome == "xfailed":
             failed = _results.compile_failure(it)  # a known compile failure records no target
             name = it.id or ("known compile failures" if failed is not None else it.kind)
-            held.setdefault(name, []).append(it)
-            where.setdefault(name, set()).add(str(failed.target if failed is not None else it.target))
+            held.setdefault(name, []).append(str(failed.target if failed is not None else it.target))
     if not held:
         return []
     total = sum(map(len, held.values()))
@@ -377,9 +375,9 @@ def ratchet_lines(items: list[_results.Record], listed: bool) -> list[str]:
         + ("" if listed else " (-rx lists each item):")
     ]
     wide = max(map(len, held))
-    for name, its in sorted(held.items()):
-        targets = ", ".join(sorted(where[name]))
-        lines.append(f"  {name:<{wide}}  {len(its):>3} item{'s' if len(its) != 1 else ' '}  {targets}")
+    for name, targets in sorted(held.items()):
+        n, on = len(targets), ", ".join(sorted(set(targets)))
+        lines.append(f"  {name:<{wide}}  {n:>3} item{'s' if n != 1 else ' '}  {on}")
     return lines
 
 
