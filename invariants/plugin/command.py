@@ -175,8 +175,7 @@ class _OneLineUsage:
     """A pytest plugin: an argument pytest refuses is one line (no usage block, no inifile or rootdir lines:
     those are this command's choice, not the user's), and so is a path to collect that is not there."""
 
-    def __init__(self) -> None:
-        self.refused = False
+    refused = False
 
     def _refuse(self, said: str, hint: str) -> pytest.UsageError:
         self.refused = True
