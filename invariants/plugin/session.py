@@ -37,7 +37,7 @@ from . import generate
 from .outcomes import versions_line
 from .snapshots import SnapshotFolders, recorded_baselines
 from .suite import Suite, unavailable_targets
-from .tree import prefetch_keys
+from .tree import GateItem
 
 
 class GateSession:
@@ -202,10 +202,6 @@ class GateSession:
             self._arguments[key] = jax.device_put(make_arguments(source, get_config(config), distribution))
         return self._arguments[key]
 
-    @property
-    def parse_seconds(self) -> float:
-        return sum(m.seconds for m in self._measured.values())
-
     def write_diff(self, key: Key, diff: str) -> Path:
         path = self._dump_folder(key) / f"{key.program}.{key.config}.snapshot.diff"
         write_atomic(path, diff + "\n", "--hlo-dump-dir")
@@ -260,9 +256,10 @@ class GateSession:
         if any(item.get_closest_marker("gate") is not None for item in items):
             self.recorder.discard_earlier()
         workers = generate.compile_threads(self.config)
-        if workers:
-            keys = prefetch_keys(items)
-            self.cache.prefetch([k for k in keys if self.available(k.target) is None], workers)
+        if workers:  # what the selected gate items read, in their order (a skipped item reads nothing)
+            ahead = [i for i in items if isinstance(i, GateItem) and i.get_closest_marker("skip") is None]
+            keys = [k for item in ahead for k in item.reads if self.available(k.target) is None]
+            self.cache.prefetch(keys, workers)
 
     def deselected(self, gate_items: int, items: list[pytest.Item]) -> None:
         """A ``-k`` / ``-m`` that deselects every gate item and leaves nothing is a selection of nothing: exit
@@ -285,7 +282,9 @@ class GateSession:
         skipped = unavailable_targets(self.targets)
         if skipped:
             lines.append(f"invariants: skipped, cannot compile here: {skipped}")
-        lines += self.cache.summary_lines(self.recorder.items, self.parse_seconds)
+        lines += self.cache.summary_lines(
+            self.recorder.items, sum(m.seconds for m in self._measured.values())
+        )
         return lines
 
     def finish(self, exitstatus: int, passed: bool) -> None:
