@@ -129,29 +129,26 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    """A gate item stopped by an ``InvariantsError`` leaves out its captured stderr, where XLA and libtpu
-    print the C++ stack traces its one line sums up."""
+    """A gate item's report: its failure as a value; without its captured stderr when an ``InvariantsError``
+    stopped it, where XLA and libtpu print the C++ stack traces its one line sums up; every text with control
+    characters escaped, in place: here, where text leaves for the terminal, one escape covers every source
+    of user text, a later one included."""
     report = yield
+    if item.get_closest_marker("gate") is None:
+        return report
     if call.excinfo is not None and isinstance(call.excinfo.value, GateFailed):
         report.user_properties.append(failure_property(call.excinfo.value.failure))
     if call.when == "call" and item.stash.get(_STOPPED, False):
         report.sections = [(title, text) for title, text in report.sections if "stderr" not in title]
     crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
-    if crash is not None and report.failed and item.get_closest_marker("gate") is not None:
+    if crash is not None and report.failed:
         # The FAILED short line: its first line alone, since on CI pytest writes the message whole.
         crash.message = crash.message.removeprefix("Failed: ").split("\n", 1)[0]
-    if item.get_closest_marker("gate") is not None:
-        _visible_report(report)
-    return report
-
-
-def _visible_report(report: pytest.TestReport) -> None:
-    """Every text of a gate item's report with control characters escaped, in place: here, where text
-    leaves for the terminal, one escape covers every source of user text, a later one included."""
     report.longrepr = _visible_tree(report.longrepr)
     report.sections = _visible_tree(report.sections)
     if isinstance(getattr(report, "wasxfail", None), str):
         report.wasxfail = visible(report.wasxfail)
+    return report
 
 
 def _visible_tree(value: Any) -> Any:
