@@ -20,7 +20,7 @@ import socket
 import time
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any, ClassVar, Literal, Union
 
@@ -351,19 +351,10 @@ class Results:
     def from_json(cls, data: Mapping[str, Any], where: str = "results") -> Results:
         """The results of a file's object (its format version checked by :func:`read`); one line when not."""
         items = [_item(n, item, where) for n, item in enumerate(data["items"])]
-        for key in ("versions", "runtime", "targets"):
-            if not isinstance(data.get(key, {}), dict):
-                raise InvariantsError(f"{where}: '{key}' must be an object")
-        if not isinstance(data.get("declared", []), list):
-            raise InvariantsError(f"{where}: 'declared' must be a list of program names")
-        if not isinstance(data.get("exitstatus", 0), int):
-            raise InvariantsError(f"{where}: 'exitstatus' must be an integer")
-        counts = data.get("pytest", {})
-        if not isinstance(counts, dict) or not all(
-            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts.values()
-        ):
-            raise InvariantsError(f"{where}: 'pytest' must be an object of outcome counts")
-        programs = data.get("programs", {})
+        for key, (holds, what) in _RUN_FIELDS.items():
+            if key in data and not holds(data[key]):
+                raise InvariantsError(f"{where}: '{key}' must be {what}")
+        counts, programs = data.get("pytest", {}), data.get("programs", {})
         return cls(
             items=items,
             versions={str(k): str(v) for k, v in data.get("versions", {}).items()},
@@ -376,6 +367,19 @@ class Results:
             else {},
             pytest={k: int(counts.get(k, 0)) for k in PYTEST_OUTCOMES} if "pytest" in data else None,
         )
+
+
+def _counts(value: object) -> bool:
+    return isinstance(value, dict) and all(_SCALARS[int](n) and n >= 0 for n in value.values())
+
+
+# What each field of a run must be where it is given, in the order checked: a test, and its words.
+_RUN_FIELDS: dict[str, tuple[Callable[[object], bool], str]] = {
+    **dict.fromkeys(("versions", "runtime", "targets"), (lambda v: isinstance(v, dict), "an object")),
+    "declared": (lambda v: isinstance(v, list), "a list of program names"),
+    "exitstatus": (lambda v: isinstance(v, int), "an integer"),
+    "pytest": (_counts, "an object of outcome counts"),
+}
 
 
 def _item(n: int, item: Any, where: str) -> Record:
