@@ -66,15 +66,12 @@ def folder_of(option: str | None = None) -> Path:
 
 def max_bytes() -> int:
     value = _config.get("INVARIANTS_CACHE_MAX_MB")
-    if value is None or value == "":
+    if not value:
         return DEFAULT_MAX_BYTES
-    try:
-        megabytes = int(value)
-    except ValueError:
-        megabytes = -1
-    if megabytes < 1:
-        raise InvariantsError(f"INVARIANTS_CACHE_MAX_MB={value!r}: takes a whole number of megabytes, >= 1")
-    return megabytes * 1024**2
+    with contextlib.suppress(ValueError):
+        if (megabytes := int(value)) >= 1:
+            return megabytes * 1024**2
+    raise InvariantsError(f"INVARIANTS_CACHE_MAX_MB={value!r}: takes a whole number of megabytes, >= 1")
 
 
 def digest(*parts: object) -> str:
