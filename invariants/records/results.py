@@ -509,7 +509,6 @@ class Claim:
 
     path: Path
     note: str | None = None
-    _lock: Path | None = None
     _handle: IO[str] | None = None
 
     def discard_earlier(self) -> None:
@@ -520,8 +519,8 @@ class Claim:
         if self._handle is None:
             return
         with contextlib.suppress(OSError):
-            if self._lock is not None and _same_file(self._handle, self._lock):
-                self._lock.unlink()
+            if _same_file(self._handle, lock := lock_path(self.path)):
+                lock.unlink()
         self._handle.close()
         self._handle = None
 
@@ -584,7 +583,7 @@ def discard_earlier(path: Path) -> None:
         try:
             _unlink_earlier(path)
         finally:
-            Claim(path, None, lock_path(path), handle).release()
+            Claim(path, None, handle).release()
 
 
 def claim(path: Path) -> Claim:
@@ -596,7 +595,7 @@ def claim(path: Path) -> Claim:
     except (OSError, ImportError):  # no fcntl, or no lock file can be made there (a read-only share)
         return Claim(path)
     if handle is not None:
-        return Claim(path, None, lock_path(path), handle)
+        return Claim(path, None, handle)
     own = path.with_name(f"{path.stem}.{os.getpid()}{path.suffix}")
     try:
         handle, _ = _try_lock(lock_path(own))
@@ -606,7 +605,7 @@ def claim(path: Path) -> Claim:
         f"invariants: {path} is being written by another run ({holder or 'a live process'}); "
         f"this run writes {own}"
     )
-    return Claim(own, note, lock_path(own) if handle else None, handle)
+    return Claim(own, note, handle)
 
 
 # The widest whole number a record holds (an int64); a longer one would raise wherever it is read or shown.
