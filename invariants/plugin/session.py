@@ -210,14 +210,12 @@ class GateSession:
     def dump(self, key: Key) -> Path:
         """Write the optimized HLO, jaxpr and kernel code of ``key`` for CI to upload."""
         compiled = self.cache.get(*key)
-        folder = self._dump_folder(key)
-        stem = f"{key.program}.{key.config}"
+        stem = self._dump_folder(key) / f"{key.program}.{key.config}"
+        texts = {"hlo.txt": compiled.hlo_text, "jaxpr.txt": compiled.jaxpr, **compiled.kernel_code}
         # An atomic write replaces a link planted there, never writes through it.
-        write_atomic(folder / f"{stem}.hlo.txt", compiled.hlo_text, "--hlo-dump-dir")
-        write_atomic(folder / f"{stem}.jaxpr.txt", compiled.jaxpr, "--hlo-dump-dir")
-        for name, text in compiled.kernel_code.items():
-            write_atomic(folder / f"{stem}.{name}", text, "--hlo-dump-dir")
-        return folder / stem
+        for name, text in texts.items():
+            write_atomic(Path(f"{stem}.{name}"), text, "--hlo-dump-dir")
+        return stem
 
     def _dump_folder(self, key: Key) -> Path:
         """The dump folder of ``key``'s target, made when missing; a link there is one line."""
