@@ -19,6 +19,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from .testing import CompiledStructure
 
 
-def _where(frame: Any, rootpath: Path) -> str:
+def _where(frame: FrameType, rootpath: Path) -> str:
     path = Path(frame.f_code.co_filename)
     try:
         shown = path.resolve().relative_to(rootpath.resolve())

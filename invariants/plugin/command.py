@@ -26,7 +26,7 @@ from ..compile.child import pytest_args
 from ..compile.process import guard_backend, pin_worker
 from ..records.results import discard_earlier
 from ..specfile.reader import SPEC_DIR, ProgramDecl, load_specs
-from .options import BUILT_PROGRAMS, OPTIONS
+from .options import BUILT_PROGRAMS, OPTIONS, Option
 
 if TYPE_CHECKING:
     from ..catalog.programs import Program
@@ -68,31 +68,31 @@ def _parser() -> Parser:
         help="seconds one import of your module, one call of a params or inputs factory, or one trace of "
         "your function may take before the run fails in one line (default 300; INVARIANTS_USER_CODE_TIMEOUT)",
     )
-    for flag, flags, text in _FORWARDED:
-        p.add_argument(flag, **flags, help=text)
+    for option in _FORWARDED:
+        p.add_argument(option.flag, **option.flags, help=option.help)
     return p
 
 
 # The flags this command lists in --help and passes to pytest as given.
 _FORWARDED = (
-    (
+    Option(
         "--snapshot-update",
-        {"action": "store_true"},
         "record the snapshots that differ or are missing, and "
         "the efficiency baselines that are missing (never rewriting one)",
+        {"action": "store_true"},
     ),
-    *((o.flag, o.flags, o.help) for o in OPTIONS if o.forwarded),
+    *(o for o in OPTIONS if o.forwarded),
 )
 
 
 def _forwarded(args: argparse.Namespace) -> list[str]:
     out: list[str] = []
-    for flag, flags, _ in _FORWARDED:
-        value = getattr(args, flag.lstrip("-").replace("-", "_"))
-        if flags.get("action") == "store_true":
-            out += [flag] if value else []
+    for o in _FORWARDED:
+        value = getattr(args, o.flag.lstrip("-").replace("-", "_"))
+        if o.flags.get("action") == "store_true":
+            out += [o.flag] if value else []
         elif value is not None:
-            out += [flag, str(value)]
+            out += [o.flag, str(value)]
     return out
 
 
@@ -175,8 +175,7 @@ class _OneLineUsage:
     """A pytest plugin: an argument pytest refuses is one line (no usage block, no inifile or rootdir lines:
     those are this command's choice, not the user's), and so is a path to collect that is not there."""
 
-    def __init__(self) -> None:
-        self.refused = False
+    refused = False
 
     def _refuse(self, said: str, hint: str) -> pytest.UsageError:
         self.refused = True

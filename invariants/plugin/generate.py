@@ -81,7 +81,8 @@ def efficiency_plan(s: GateSession) -> list[tuple[Key, str | None]]:
             k
             for c in throughput_cases(s)
             for k in c.keys
-            if k.program in s.programs and _efficiency(s, k.program)
+            if k.program in s.programs
+            and ((d := s.all_programs[k.program].declaration) is None or d.efficiency is not False)
         }
     )
     return [
@@ -104,11 +105,6 @@ def _left_out(s: GateSession, keys: list[Key]) -> list[tuple[Key, str | None]]:
         where = f"; it compiles on {', '.join(fits)}, which the run's targets leave out" if fits else ""
         out.append((Key(name, program.configs[0], target.name), why + where))
     return out
-
-
-def _efficiency(s: GateSession, program: str) -> bool:
-    decl = s.all_programs[program].declaration
-    return decl is None or decl.efficiency is not False
 
 
 def _not_a_lookup(s: GateSession, program: str) -> str | None:

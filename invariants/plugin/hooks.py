@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,6 @@ from ..snapshot.store import StructureSnapshotExtension
 from .anchors import TierFile, anchor_tier
 from .options import OPTIONS
 from .outcomes import GateFailed, fail, versions_line
-from .xdist import scheduler
 
 if TYPE_CHECKING:
     from .session import GateSession
@@ -113,13 +113,9 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     except InvariantsError as err:
         if item.get_closest_marker("gate") is None:
             raise
-        line = str(err)
-        failed = err if isinstance(err, FailedCompile) else None
-        failure = (
-            Failure("compile", err.first, err.key)
-            if isinstance(err, FailedCompile)
-            else Failure("error", (line.splitlines() or [""])[0])
-        )
+        line, failed = str(err), err if isinstance(err, FailedCompile) else None
+        first = (line.splitlines() or [""])[0]
+        failure = Failure("error", first) if failed is None else Failure("compile", failed.first, failed.key)
     item.stash[_STOPPED] = True
     if failed is not None and _SESSION in item.config.stash:  # said whole once per compile, or known
         try:
@@ -133,29 +129,26 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    """A gate item stopped by an ``InvariantsError`` leaves out its captured stderr, where XLA and libtpu
-    print the C++ stack traces its one line sums up."""
+    """A gate item's report: its failure as a value; without its captured stderr when an ``InvariantsError``
+    stopped it, where XLA and libtpu print the C++ stack traces its one line sums up; every text with control
+    characters escaped, in place: here, where text leaves for the terminal, one escape covers every source
+    of user text, a later one included."""
     report = yield
+    if item.get_closest_marker("gate") is None:
+        return report
     if call.excinfo is not None and isinstance(call.excinfo.value, GateFailed):
         report.user_properties.append(failure_property(call.excinfo.value.failure))
     if call.when == "call" and item.stash.get(_STOPPED, False):
         report.sections = [(title, text) for title, text in report.sections if "stderr" not in title]
     crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
-    if crash is not None and report.failed and item.get_closest_marker("gate") is not None:
+    if crash is not None and report.failed:
         # The FAILED short line: its first line alone, since on CI pytest writes the message whole.
         crash.message = crash.message.removeprefix("Failed: ").split("\n", 1)[0]
-    if item.get_closest_marker("gate") is not None:
-        _visible_report(report)
-    return report
-
-
-def _visible_report(report: pytest.TestReport) -> None:
-    """Every text of a gate item's report with control characters escaped, in place: here, where text
-    leaves for the terminal, one escape covers every source of user text, a later one included."""
     report.longrepr = _visible_tree(report.longrepr)
     report.sections = _visible_tree(report.sections)
     if isinstance(getattr(report, "wasxfail", None), str):
         report.wasxfail = visible(report.wasxfail)
+    return report
 
 
 def _visible_tree(value: Any) -> Any:
@@ -207,12 +200,31 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     finished(int(session.exitstatus))  # threads a project's import left running do not hold the exit
 
 
+def worker_group(nodeid: str, targets: Iterable[str]) -> str:
+    """The xdist unit of an item: an ``@group`` suffix's group, else a gate item's target (the second part of
+    its node id, its target's collector), else the item alone."""
+    if nodeid.rfind("@") > nodeid.rfind("]"):
+        return nodeid.rsplit("@", 1)[1]
+    parts = nodeid.split("::")
+    return parts[1] if len(parts) > 2 and parts[1] in targets else nodeid
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Under ``--dist load`` (or ``loadgroup``), each target's items go to one worker."""
+    """Under ``--dist load`` (or ``loadgroup``), each target's items go to one worker: a target's programs
+    compile once per process. The scheduler groups by node id, since xdist's ``loadgroup`` rewrites node ids
+    that newer pytest no longer reads."""
     if config.getoption("dist") not in ("load", "loadgroup"):
         return None
-    return scheduler(config, log, gate_session(config).all_targets)
+    from xdist.scheduler import LoadScopeScheduling
+
+    names = frozenset(gate_session(config).all_targets)
+
+    class TargetScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_group(nodeid, names)
+
+    return TargetScheduling(config, log)
 
 
 @pytest.fixture(scope="session")

@@ -23,11 +23,11 @@ from ..verdict.correctness import CorrectnessCase
 from .outcomes import (
     dumped_line,
     fail,
-    failure_report,
     judge,
     relation_report,
     snapshot_comparison,
     structure_failure,
+    versions_line,
 )
 from .tree import GateItem, RecordProperty, located
 
@@ -143,7 +143,8 @@ class InvariantItem(GateItem):
             keys = tuple(dict.fromkeys(case.keys))
             if len(keys) > 1:  # a relation: what differs between its programs, not against a snapshot
                 return relation_report(gate, keys, headline, [summary(k) for k in keys])
-            return failure_report(gate, keys[0], headline, summary(keys[0]))
+            compared = snapshot_comparison(gate, keys[0], summary(keys[0]))
+            return "\n".join([headline, versions_line(keys[0].target), *compared, dumped_line(gate, keys[0])])
 
         if verdict.warning:  # shown under this item's id, at the spec's line
             path, line = inv.where.rsplit(":", 1)

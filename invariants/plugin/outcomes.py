@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import difflib
 import itertools
-from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
@@ -27,6 +28,7 @@ from ..snapshot.diff import (
 if TYPE_CHECKING:
     from _pytest.outcomes import Failed as _Failed
 
+    from ..specfile.reader import Invariant
     from .session import GateSession
 else:
     _Failed = pytest.fail.Exception
@@ -49,12 +51,12 @@ def fail(failure: Failure, text: str) -> NoReturn:
 
 
 def judge(
-    invariant: Any,
+    invariant: Invariant,
     holds: bool,
     tightenable: bool,
     where: str,
     describe: str,
-    failure: Any,
+    failure: Callable[[], str],
     program: str | None = None,
     key: Key | None = None,
     other_configs: tuple[str, ...] = (),
@@ -137,18 +139,6 @@ def dumped_line(s: GateSession, *keys: Key) -> str:
 def versions_line(target: str | None = None) -> str:
     line = "versions: " + ", ".join(f"{k} {v}" for k, v in versions().items())
     return line + (f"; target {target}" if target else "")
-
-
-def failure_report(s: GateSession, key: Key, headline: str, current_summary: str) -> str:
-    """The verdict, what changed against the committed snapshot, versions, dumps."""
-    return "\n".join(
-        [
-            headline,
-            versions_line(key.target),
-            *snapshot_comparison(s, key, current_summary),
-            dumped_line(s, key),
-        ]
-    )
 
 
 def relation_report(s: GateSession, keys: tuple[Key, ...], headline: str, summaries: list[str]) -> str:

@@ -1,4 +1,6 @@
 """A gate session: the run's state over its :mod:`.suite`, and what the hooks ask of it from start to end.
+Its :class:`Recorder` is a plugin object of one session, so that no module state outlives a session; its
+hook runs in the process that reports (the xdist controller), so the results file is the same under xdist.
 
 The hooks import this module only after the backend guard has started JAX: the catalog, the compile cache
 and the spec checks import it, and JAX must start in the environment :mod:`invariants.compile.process` set.
@@ -18,7 +20,7 @@ import jax
 import pytest
 
 from .._errors import InvariantsError
-from .._paths import check_output_dir, shown, what_is, write_atomic
+from .._paths import check_output_dir, check_output_file, shown, what_is, write_atomic
 from ..catalog.arguments import make_arguments
 from ..catalog.programs import Distribution, get_config
 from ..compile.artifacts import CompileCache
@@ -33,10 +35,9 @@ from ..specfile.reader import KnownCompileFailure, scope_of, select_programs
 from ..verdict.correctness import Correctness
 from . import generate
 from .outcomes import versions_line
-from .recorder import Recorder
 from .snapshots import SnapshotFolders, recorded_baselines
 from .suite import Suite, unavailable_targets
-from .tree import prefetch_keys
+from .tree import GateItem
 
 
 class GateSession:
@@ -201,10 +202,6 @@ class GateSession:
             self._arguments[key] = jax.device_put(make_arguments(source, get_config(config), distribution))
         return self._arguments[key]
 
-    @property
-    def parse_seconds(self) -> float:
-        return sum(m.seconds for m in self._measured.values())
-
     def write_diff(self, key: Key, diff: str) -> Path:
         path = self._dump_folder(key) / f"{key.program}.{key.config}.snapshot.diff"
         write_atomic(path, diff + "\n", "--hlo-dump-dir")
@@ -213,14 +210,12 @@ class GateSession:
     def dump(self, key: Key) -> Path:
         """Write the optimized HLO, jaxpr and kernel code of ``key`` for CI to upload."""
         compiled = self.cache.get(*key)
-        folder = self._dump_folder(key)
-        stem = f"{key.program}.{key.config}"
+        stem = self._dump_folder(key) / f"{key.program}.{key.config}"
+        texts = {"hlo.txt": compiled.hlo_text, "jaxpr.txt": compiled.jaxpr, **compiled.kernel_code}
         # An atomic write replaces a link planted there, never writes through it.
-        write_atomic(folder / f"{stem}.hlo.txt", compiled.hlo_text, "--hlo-dump-dir")
-        write_atomic(folder / f"{stem}.jaxpr.txt", compiled.jaxpr, "--hlo-dump-dir")
-        for name, text in compiled.kernel_code.items():
-            write_atomic(folder / f"{stem}.{name}", text, "--hlo-dump-dir")
-        return folder / stem
+        for name, text in texts.items():
+            write_atomic(Path(f"{stem}.{name}"), text, "--hlo-dump-dir")
+        return stem
 
     def _dump_folder(self, key: Key) -> Path:
         """The dump folder of ``key``'s target, made when missing; a link there is one line."""
@@ -259,9 +254,10 @@ class GateSession:
         if any(item.get_closest_marker("gate") is not None for item in items):
             self.recorder.discard_earlier()
         workers = generate.compile_threads(self.config)
-        if workers:
-            keys = prefetch_keys(items)
-            self.cache.prefetch([k for k in keys if self.available(k.target) is None], workers)
+        if workers:  # what the selected gate items read, in their order (a skipped item reads nothing)
+            ahead = [i for i in items if isinstance(i, GateItem) and i.get_closest_marker("skip") is None]
+            keys = [k for item in ahead for k in item.reads if self.available(k.target) is None]
+            self.cache.prefetch(keys, workers)
 
     def deselected(self, gate_items: int, items: list[pytest.Item]) -> None:
         """A ``-k`` / ``-m`` that deselects every gate item and leaves nothing is a selection of nothing: exit
@@ -284,7 +280,9 @@ class GateSession:
         skipped = unavailable_targets(self.targets)
         if skipped:
             lines.append(f"invariants: skipped, cannot compile here: {skipped}")
-        lines += self.cache.summary_lines(self.recorder.items, self.parse_seconds)
+        lines += self.cache.summary_lines(
+            self.recorder.items, sum(m.seconds for m in self._measured.values())
+        )
         return lines
 
     def finish(self, exitstatus: int, passed: bool) -> None:
@@ -360,14 +358,12 @@ def _quiet_xfails(config: pytest.Config, reporter: pytest.TerminalReporter) -> b
 
 def ratchet_lines(items: list[_results.Record], listed: bool) -> list[str]:
     """The known regressions the ratchets hold, one line per ratchet: how many items, on which targets."""
-    held: dict[str, list[_results.Record]] = {}
-    where: dict[str, set[str]] = {}
+    held: dict[str, list[str]] = {}  # each ratchet's items, by their targets
     for it in items:
         if it.outcome == "xfailed":
             failed = _results.compile_failure(it)  # a known compile failure records no target
             name = it.id or ("known compile failures" if failed is not None else it.kind)
-            held.setdefault(name, []).append(it)
-            where.setdefault(name, set()).add(str(failed.target if failed is not None else it.target))
+            held.setdefault(name, []).append(str(failed.target if failed is not None else it.target))
     if not held:
         return []
     total = sum(map(len, held.values()))
@@ -376,9 +372,9 @@ def ratchet_lines(items: list[_results.Record], listed: bool) -> list[str]:
         + ("" if listed else " (-rx lists each item):")
     ]
     wide = max(map(len, held))
-    for name, its in sorted(held.items()):
-        targets = ", ".join(sorted(where[name]))
-        lines.append(f"  {name:<{wide}}  {len(its):>3} item{'s' if len(its) != 1 else ' '}  {targets}")
+    for name, targets in sorted(held.items()):
+        n, on = len(targets), ", ".join(sorted(set(targets)))
+        lines.append(f"  {name:<{wide}}  {n:>3} item{'s' if n != 1 else ' '}  {on}")
     return lines
 
 
@@ -398,3 +394,94 @@ def failure_table(items: list[_results.Record]) -> list[str]:
     return ["invariants: what failed, by program and target:"] + [
         f"  {p:<{wide[0]}}  {t:<{wide[1]}}  {w}" for p, t, w in sorted(rows)
     ]
+
+
+class Recorder:
+    """This run's records and the lines for the terminal summary."""
+
+    def __init__(self) -> None:
+        self.items: list[_results.Record] = []
+        self.gate = False  # a gate item ran (so a results file was expected)
+        self.notes: list[str] = []
+        self.claim: _results.Claim | None = None
+        # Why the results file could not be written: the run's last line, and not green.
+        self.write_error: str | None = None
+        self._discarded = False
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call" and not (report.when == "setup" and report.skipped):
+            return
+        if "gate" not in report.keywords:
+            return
+        self.gate = True
+        self.discard_earlier()  # an xdist controller collects nothing: its first gate report says so
+        outcome = "xfailed" if hasattr(report, "wasxfail") else report.outcome
+        reason = failure_reason(report) if report.failed else None
+        said = _results.recorded_failure(report.user_properties)
+        # A failure the item did not say (an exception of the gate's own) is an error.
+        failure = (said or _results.Failure("error", reason or "")) if report.failed else None
+        recorded = [
+            entry
+            for name, value in report.user_properties
+            if (entry := _results.entry(name, value, outcome, report.nodeid, reason, failure)) is not None
+        ]
+        if recorded:
+            self.items.extend(recorded)
+        elif report.failed:
+            self.items.append(_results.error_entry(outcome, report.nodeid, reason, failure))
+        elif outcome == "xfailed":  # a known compile failure: nothing compiled to record
+            self.items.append(_results.error_entry(outcome, report.nodeid, str(report.wasxfail), said))
+        elif report.skipped and outcome == "skipped":
+            # So that the file's skips are pytest's: a run of skips alone is seen.
+            self.items.append(_results.skipped_entry(report.nodeid, skip_reason(report)))
+
+    def claim_results(self, path: Path) -> None:
+        """Check and claim the results path when the run starts: a bad one is one line before anything
+        compiles."""
+        if not path.is_dir():  # a directory: _results.claim says so, with a file path to give instead
+            # A folder that takes no file although os.access says it would (a read-only mount): tried now.
+            check_output_file(path, "--results-json")
+        self.claim = _results.claim(path)
+
+    def discard_earlier(self) -> None:
+        """Once the run is known to be a gate run: remove the earlier run's results file, so that a run that
+        ends without writing one leaves none that reads as its own."""
+        if self.claim is not None and not self._discarded:
+            self._discarded = True
+            self.claim.discard_earlier()
+
+    def release(self) -> None:
+        if self.claim is not None:
+            self.claim.release()
+
+    def write_results(self, run: dict[str, Any]) -> None:
+        """Write ``run`` with the items; no file, and a note, when nothing was recorded."""
+        claim = self.claim
+        if claim is None:
+            return
+        if claim.note:
+            self.notes.append(claim.note)
+        if not self.items:
+            if self.gate:
+                self.notes.append(
+                    f"invariants: no gate item recorded anything; {shown(claim.path)} was not written"
+                )
+            return
+        path = claim.path
+        try:
+            _results.write(path, run, self.items)
+        except InvariantsError as err:
+            self.write_error = f"invariants: {err}"
+
+
+def skip_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    said = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr or "")
+    return said.removeprefix("Skipped: ").strip() or "skipped"
+
+
+def failure_reason(report: pytest.TestReport) -> str:
+    """The first line of a failed item's failure, as pytest's ``FAILED`` short line shows it."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    text = crash.message if crash is not None else str(report.longrepr or "")
+    return (text.strip().splitlines() or ["failed"])[0].removeprefix("Failed: ")

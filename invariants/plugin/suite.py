@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -125,23 +124,18 @@ def _programs(config: pytest.Config, specs: list[Spec]) -> Programs:
     return Programs(declared).replaced(injected)
 
 
-def relation_partners(specs: list[Any], programs: list[str]) -> list[str]:
+def relation_partners(specs: list[Spec], programs: list[str]) -> list[str]:
     """The catalog programs that the relations of the project's own spec files name beside ``programs``:
     ``take`` for ``structure(mylib_take) == structure(take)`` when ``mylib_take`` is selected."""
-    out: dict[str, None] = {}
-    for spec in specs:
-        if spec.catalog_scope:
-            continue
-        for inv in spec.invariants:
-            if inv.kind == "absolute":
-                continue
-            if all(name in programs for name in inv.programs if name not in CATALOG):
-                out.update((name, None) for name in inv.programs if name in CATALOG and name not in programs)
-    return list(out)
+    relations = [inv for s in specs if not s.catalog_scope for inv in s.invariants if inv.kind != "absolute"]
+    chosen = [inv for inv in relations if all(p in programs for p in inv.programs if p not in CATALOG)]
+    return list(
+        dict.fromkeys(p for inv in chosen for p in inv.programs if p in CATALOG and p not in programs)
+    )
 
 
 def asked_targets(
-    option: str | None, selected: list[Target], specs: list[Any], catalog: bool
+    option: str | None, selected: list[Target], specs: list[Spec], catalog: bool
 ) -> list[Target]:
     """The selected targets a run was asked for by name: by ``--targets`` (``all`` names none), else, under
     ``--no-catalog``, by the project's spec files without a pattern."""

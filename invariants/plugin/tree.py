@@ -13,9 +13,9 @@ Node ids come from that tree (``<anchor>`` is the module's path, e.g. ``invarian
 ``<programs>`` joins a relation's programs with ``~`` (a relation across configurations joins its
 configurations so too). A spec file is named by its file name, or by its path where two spec files share
 one. No name holds brackets: pytest reads ``[...]`` at an id's end as a parametrization's, and its cache
-(``--lf``) matches ids so. The second part of every gate item's id is its target:
-:mod:`invariants.plugin.xdist` groups a worker's items by it. A tier with no item makes one skipped item,
-``<anchor>::none``, that says why.
+(``--lf``) matches ids so. The second part of every gate item's id is its target, by which
+:func:`invariants.plugin.hooks.worker_group` groups a worker's items. A tier with no item makes one
+skipped item, ``<anchor>::none``, that says why.
 """
 
 from __future__ import annotations
@@ -98,28 +98,10 @@ def group(parent: pytest.Collector, name: str, children: Children) -> Group:
     return Group.from_parent(parent, name=name, children=children)
 
 
-def spec_names(wheres: Iterable[str]) -> dict[str, str]:
-    """The collector name of each spec file (``FILE:LINE`` of an entry in it): its file name, or its path
-    where two spec files share a name."""
-    paths = {where.rsplit(":", 1)[0] for where in wheres}
-    names = [Path(p).name for p in paths]
-    return {p: Path(p).name if names.count(Path(p).name) == 1 else p for p in sorted(paths)}
-
-
 def located(where: str) -> tuple[str, int | None]:
     """``FILE:LINE`` as reportinfo's path and line."""
     path, _, line = where.rpartition(":")
     return (path, int(line)) if line.isdigit() else (where, None)
-
-
-def prefetch_keys(items: list[pytest.Item]) -> list[Key]:
-    """Every key the selected gate items read, in the order they read them (skipped items read none)."""
-    return [
-        key
-        for item in items
-        if isinstance(item, GateItem) and item.get_closest_marker("skip") is None
-        for key in item.reads
-    ]
 
 
 def case_name(case: Case) -> str:
@@ -142,14 +124,15 @@ def by_spec(entries: Planned, table: Callable[[Any], tuple[str, str]], make: Mak
     its ``FILE:LINE`` and id), and below that ``make``'s items."""
 
     def children(parent: Group) -> list[Node]:
-        names = spec_names(table(c)[0] for c, _ in entries)
         files: dict[str, dict[str, Planned]] = {}
         for case, skip in entries:
             where, name = table(case)
             files.setdefault(where.rsplit(":", 1)[0], {}).setdefault(name, []).append((case, skip))
+        names = [Path(path).name for path in files]
         return [
-            group(parent, names[path], functools.partial(_tables, tables, make))
+            group(parent, name if names.count(name) == 1 else path, functools.partial(_tables, tables, make))
             for path, tables in files.items()
+            for name in [Path(path).name]
         ]
 
     return children

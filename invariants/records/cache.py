@@ -33,8 +33,7 @@ SCHEMA = "v1"
 DEFAULT_MAX_BYTES = 4 * 1024**3  # 454 catalog programs take ~150 MB; room for several releases
 # What one key's compile was in this run: served from the cache, compiled, or not cached at all.
 Outcome = Literal["hit", "miss", "off"]
-# The folders of the layout, and the name of every file the store writes: nothing else is read or deleted.
-_SUBFOLDERS = ("results",)
+# The name of every file the store writes: nothing else is read or deleted.
 _ENTRY = re.compile(r"[0-9a-f]{64}\.json\.gz")
 # Far above any compile's: a planted or broken file is a miss, never a run's memory.
 MAX_ENTRY_BYTES = 16 * 1024**2
@@ -67,15 +66,12 @@ def folder_of(option: str | None = None) -> Path:
 
 def max_bytes() -> int:
     value = _config.get("INVARIANTS_CACHE_MAX_MB")
-    if value is None or value == "":
+    if not value:
         return DEFAULT_MAX_BYTES
-    try:
-        megabytes = int(value)
-    except ValueError:
-        megabytes = -1
-    if megabytes < 1:
-        raise InvariantsError(f"INVARIANTS_CACHE_MAX_MB={value!r}: takes a whole number of megabytes, >= 1")
-    return megabytes * 1024**2
+    with contextlib.suppress(ValueError):
+        if (megabytes := int(value)) >= 1:
+            return megabytes * 1024**2
+    raise InvariantsError(f"INVARIANTS_CACHE_MAX_MB={value!r}: takes a whole number of megabytes, >= 1")
 
 
 def digest(*parts: object) -> str:
@@ -124,8 +120,7 @@ class Store:
         """Make the folder's layout on first use and check each level once: records planted in a folder
         another user can write would pass for this user's compiles. One line when it cannot serve."""
         if not self._checked:
-            layout = [f"{SCHEMA}/{sub}" for sub in _SUBFOLDERS]
-            trusted_folder(self.folder, layout, named="compile cache", instead=_INSTEAD)
+            trusted_folder(self.folder, [f"{SCHEMA}/results"], named="compile cache", instead=_INSTEAD)
             self._checked = True
 
     def _write(self, path: Path, data: bytes) -> None:
@@ -146,18 +141,18 @@ class Store:
     def entries(self) -> list[Path]:
         """Every file of the store, oldest use first: regular files of its own names, never a link."""
         self.check()
-        found = []
-        for sub in _SUBFOLDERS:
-            with contextlib.suppress(OSError), os.scandir(self.root / sub) as listing:
-                found += [
-                    Path(e.path)
-                    for e in listing
-                    if _ENTRY.fullmatch(e.name) and e.is_file(follow_symlinks=False)
-                ]
+        found: list[Path] = []
+        with contextlib.suppress(OSError), os.scandir(self.root / "results") as listing:
+            found = [
+                Path(e.path) for e in listing if _ENTRY.fullmatch(e.name) and e.is_file(follow_symlinks=False)
+            ]
         return sorted(found, key=lambda p: _stat(p, "st_mtime_ns"))
 
     def size(self) -> int:
         return sum(_stat(p, "st_size") for p in self.entries())
+
+    def stats(self) -> dict[str, int]:
+        return {"results": len(self.entries()), "bytes": self.size()}
 
     def prune(self, max_bytes: int | None = None) -> int:
         """Delete the least recently used files until the store is within nine tenths of ``max_bytes``
@@ -179,12 +174,6 @@ class Store:
 
     def clear(self) -> int:
         return self.prune(0) if self.entries() else 0
-
-    def stats(self) -> dict[str, int]:
-        counts = {sub: 0 for sub in _SUBFOLDERS}
-        for p in self.entries():
-            counts[p.parent.name] += 1
-        return {**counts, "bytes": self.size()}
 
 
 @dataclasses.dataclass

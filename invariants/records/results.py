@@ -20,7 +20,7 @@ import socket
 import time
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any, ClassVar, Literal, Union
 
@@ -351,19 +351,10 @@ class Results:
     def from_json(cls, data: Mapping[str, Any], where: str = "results") -> Results:
         """The results of a file's object (its format version checked by :func:`read`); one line when not."""
         items = [_item(n, item, where) for n, item in enumerate(data["items"])]
-        for key in ("versions", "runtime", "targets"):
-            if not isinstance(data.get(key, {}), dict):
-                raise InvariantsError(f"{where}: '{key}' must be an object")
-        if not isinstance(data.get("declared", []), list):
-            raise InvariantsError(f"{where}: 'declared' must be a list of program names")
-        if not isinstance(data.get("exitstatus", 0), int):
-            raise InvariantsError(f"{where}: 'exitstatus' must be an integer")
-        counts = data.get("pytest", {})
-        if not isinstance(counts, dict) or not all(
-            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts.values()
-        ):
-            raise InvariantsError(f"{where}: 'pytest' must be an object of outcome counts")
-        programs = data.get("programs", {})
+        for key, (holds, what) in _RUN_FIELDS.items():
+            if key in data and not holds(data[key]):
+                raise InvariantsError(f"{where}: '{key}' must be {what}")
+        counts, programs = data.get("pytest", {}), data.get("programs", {})
         return cls(
             items=items,
             versions={str(k): str(v) for k, v in data.get("versions", {}).items()},
@@ -376,6 +367,19 @@ class Results:
             else {},
             pytest={k: int(counts.get(k, 0)) for k in PYTEST_OUTCOMES} if "pytest" in data else None,
         )
+
+
+def _counts(value: object) -> bool:
+    return isinstance(value, dict) and all(_SCALARS[int](n) and n >= 0 for n in value.values())
+
+
+# What each field of a run must be where it is given, in the order checked: a test, and its words.
+_RUN_FIELDS: dict[str, tuple[Callable[[object], bool], str]] = {
+    **dict.fromkeys(("versions", "runtime", "targets"), (lambda v: isinstance(v, dict), "an object")),
+    "declared": (lambda v: isinstance(v, list), "a list of program names"),
+    "exitstatus": (lambda v: isinstance(v, int), "an integer"),
+    "pytest": (_counts, "an object of outcome counts"),
+}
 
 
 def _item(n: int, item: Any, where: str) -> Record:
@@ -505,7 +509,6 @@ class Claim:
 
     path: Path
     note: str | None = None
-    _lock: Path | None = None
     _handle: IO[str] | None = None
 
     def discard_earlier(self) -> None:
@@ -516,8 +519,8 @@ class Claim:
         if self._handle is None:
             return
         with contextlib.suppress(OSError):
-            if self._lock is not None and _same_file(self._handle, self._lock):
-                self._lock.unlink()
+            if _same_file(self._handle, lock := lock_path(self.path)):
+                lock.unlink()
         self._handle.close()
         self._handle = None
 
@@ -580,7 +583,7 @@ def discard_earlier(path: Path) -> None:
         try:
             _unlink_earlier(path)
         finally:
-            Claim(path, None, lock_path(path), handle).release()
+            Claim(path, None, handle).release()
 
 
 def claim(path: Path) -> Claim:
@@ -588,15 +591,11 @@ def claim(path: Path) -> Claim:
     own, ``<stem>.<pid><suffix>``, and a note saying so."""
     check_path(path)
     try:
-        import fcntl  # noqa: F401
-    except ImportError:
-        return Claim(path)
-    try:
         handle, holder = _try_lock(lock_path(path))
-    except OSError:  # no lock file can be made there (a read-only share): write unlocked
+    except (OSError, ImportError):  # no fcntl, or no lock file can be made there (a read-only share)
         return Claim(path)
     if handle is not None:
-        return Claim(path, None, lock_path(path), handle)
+        return Claim(path, None, handle)
     own = path.with_name(f"{path.stem}.{os.getpid()}{path.suffix}")
     try:
         handle, _ = _try_lock(lock_path(own))
@@ -606,7 +605,7 @@ def claim(path: Path) -> Claim:
         f"invariants: {path} is being written by another run ({holder or 'a live process'}); "
         f"this run writes {own}"
     )
-    return Claim(own, note, lock_path(own) if handle else None, handle)
+    return Claim(own, note, handle)
 
 
 # The widest whole number a record holds (an int64); a longer one would raise wherever it is read or shown.

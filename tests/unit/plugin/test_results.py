@@ -263,7 +263,7 @@ def test_only_gate_items_are_recorded(tmp_path: Path):
     failures are not the gate's, and a run of nothing but them writes no results file."""
     from types import SimpleNamespace
 
-    from invariants.plugin.recorder import Recorder
+    from invariants.plugin.session import Recorder
 
     def report(keywords: dict[str, int], outcome: str) -> object:
         return SimpleNamespace(when="call", skipped=False, failed=outcome == "failed", outcome=outcome,

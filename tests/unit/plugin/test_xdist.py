@@ -1,4 +1,4 @@
-"""Which items share an xdist worker (invariants.plugin.xdist), read from node ids the plugin really
+"""Which items share an xdist worker (invariants.plugin.hooks), read from node ids the plugin really
 builds (a collection of the whole gate, in this process)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from gatekit import InProcess
 
 from invariants.compile.child import GATE_DIR
+from invariants.plugin.hooks import worker_group
 from invariants.plugin.items import CorrectnessItem
-from invariants.plugin.xdist import worker_group
 from invariants.scope.targets import all_targets
 
 
