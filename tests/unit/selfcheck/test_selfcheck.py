@@ -46,6 +46,12 @@ def test_registry_shape() -> None:
 def test_select_and_restrict() -> None:
     assert [i.name for i in sc.select("eqx*")] == ["none", "eqx_as_take"]
     assert all(i.fast for i in sc.select(None, fast_only=True))
+    # --fast narrows a -k selection, and one that keeps nothing but the baseline is refused.
+    assert [i.name for i in sc.select("*map_loop", fast_only=True)] == ["none", "take_map_loop"]
+    with pytest.raises(
+        InvariantsError, match=r"^-k naive_twice --fast: none of these injections is in the fast"
+    ):
+        sc.select("naive_twice", fast_only=True)
     with pytest.raises(InvariantsError, match=r"^-k: no injection matches 'qqq'; known: none, "):
         sc.select("qqq")
     with pytest.raises(
