@@ -167,12 +167,14 @@ def op_name(text: str) -> str:
 
 
 def _by_module(trace: DeviceTrace) -> dict[str, list[tuple[Event, list[Event]]]]:
-    """Each module execution with the op events inside it (by time: the trace tags no op with its module)."""
+    """Each module execution with the op events inside it (by time: the trace tags no op with its module).
+    An op belongs to one execution at most: where two overlap, to the earlier one."""
     out: dict[str, list[tuple[Event, list[Event]]]] = {}
     starts = [op.start_ns for op in trace.ops]
+    end = 0
     for m in trace.modules:
-        first = bisect.bisect_left(starts, m.start_ns)
-        end = bisect.bisect_left(starts, m.start_ns + m.duration_ns)
+        first = max(end, bisect.bisect_left(starts, m.start_ns))
+        end = max(first, bisect.bisect_left(starts, m.start_ns + m.duration_ns))
         out.setdefault(m.name, []).append((m, list(trace.ops[first:end])))
     return out
 

@@ -230,9 +230,20 @@ def write_json(record: Record, path: Path, option: str = "") -> None:
 
 
 def repository_paths(reply: _Reply) -> _Reply:
-    """A worker's reply with every path into the staged package copy it imported shown as this package's."""
-    staged, here = (json.dumps(f"{p}{os.sep}")[1:-1] for p in (stage() / "invariants", shown(PACKAGE_DIR)))
-    return cast(_Reply, json.loads(json.dumps(reply).replace(staged, here)))
+    """A worker's reply with every path into the staged package copy it imported shown as this package's:
+    in every string value, so locations, descriptions and errors alike."""
+    staged, here = (f"{p}{os.sep}" for p in (stage() / "invariants", shown(PACKAGE_DIR)))
+
+    def fix(value: object) -> object:
+        if isinstance(value, str):
+            return value.replace(staged, here)
+        if isinstance(value, list):
+            return [fix(v) for v in value]
+        if isinstance(value, dict):
+            return {k: fix(v) for k, v in value.items()}
+        return value
+
+    return cast(_Reply, fix(reply))
 
 
 def load_record(path: Path) -> Record:

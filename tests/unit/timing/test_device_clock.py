@@ -55,6 +55,19 @@ def test_the_ops_of_a_call_add_up_to_its_module_and_the_costliest_comes_first():
     assert sum(o.per_call_s for o in ops) <= module.median_s * 1.001
 
 
+def test_an_op_in_two_overlapping_executions_counts_once_for_the_earlier():
+    modules = (Event("a", 0, 100), Event("b", 50, 100))
+    ops = (
+        Event("%x = f32[] add()", 10, 5),
+        Event("%y = f32[] mul()", 60, 5),
+        Event("%z = f32[] sub()", 120, 5),
+    )
+    by_module = {
+        m.name: [o.name for o in m.ops] for m in stats(DeviceTrace("t", "/device:TPU:0", modules, ops))
+    }
+    assert by_module == {"a": ["x", "y"], "b": ["z"]}
+
+
 def test_a_cpu_trace_has_no_device_clock_and_says_so_in_one_line():
     with pytest.raises(
         TraceError, match=r"no device plane with 'XLA Modules' events \(planes: .*host:CPU"
