@@ -328,9 +328,10 @@ _BOUNDS = {"LT": (True, False), "LE": (True, True), "GT": (False, False), "GE": 
 def _counter_index(comp: Computation, instr: Instruction) -> int | None:
     """The tuple index ``instr`` reads from the loop's parameter, through copies; None for anything else."""
     gte = _through_copies(comp, instr)
-    if gte.opcode != "get-tuple-element" or not gte.operands or gte.attrs.get("index") is None:
+    index = gte.attrs.get("index")
+    if gte.opcode != "get-tuple-element" or not gte.operands or index is None or not index.isdecimal():
         return None
-    return int(gte.attrs["index"]) if comp[gte.operands[0]].opcode == "parameter" else None
+    return int(index) if comp[gte.operands[0]].opcode == "parameter" else None
 
 
 def _through_copies(comp: Computation, instr: Instruction) -> Instruction:

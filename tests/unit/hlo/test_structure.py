@@ -180,6 +180,24 @@ def test_trip_count_variants() -> None:
     assert known.while_loops[0].trip_count == 7
 
 
+def test_a_counter_index_that_is_not_a_number_gives_no_trip_count() -> None:
+    for where in (
+        "%i = s32[] get-tuple-element(%bp), index=0",
+        "%ci = s32[] get-tuple-element(%cp), index=0",
+    ):
+        hlo = LOOP.replace("LIMIT", "10").replace("COMPARE", "%ci, %limit").replace("DIR", "LT")
+        hlo = hlo.replace(where, where.replace("index=0", "index=abc"))
+        entry = """\
+  %p = s32[] parameter(0)
+  %z = s32[] constant(0)
+  %v0 = f32[4]{0} broadcast(%p), dimensions={}
+  %init = (s32[], f32[4]{0}) tuple(%z, %v0)
+  %w = (s32[], f32[4]{0}) while(%init), condition=%cond, body=%body
+  ROOT %r = s32[] get-tuple-element(%w), index=0
+"""
+        assert _module(entry, hlo).while_loops[0].trip_count is None, where
+
+
 def test_call_and_conditional_are_inlined() -> None:
     extra = """\
 %callee (a: s32[]) -> s32[] {
