@@ -1,9 +1,8 @@
 """``python -m invariants COMMAND``: the command-line face of the suite.
 
 Each command lives in the module of its stage as ``main_<command>(argv) -> int``, or ``main`` where the
-module has one command; this file only dispatches,
-and turns an :class:`InvariantsError` into one line on stderr with exit code 2, and a signal into a clean
-end (:mod:`invariants._signals`).
+module has one command; this file only dispatches, and turns an :class:`InvariantsError` into one line on
+stderr with exit code 2, and a signal into a clean end (:mod:`invariants._signals`).
 """
 
 from __future__ import annotations
