@@ -63,15 +63,19 @@ INJECTIONS: tuple[Injection, ...] = _registry()
 
 def select(names: str | None, *, fast_only: bool = False) -> list[Injection]:
     """The injections ``names`` match (names or globs; None: all), the baseline first."""
-    chosen = [i for i in INJECTIONS if i.fast] if fast_only else list(INJECTIONS)
+    chosen = [i for i in INJECTIONS if i.fast or not fast_only]
     if names is not None:
-        patterns = selectors(names, "-k", "name injections (selfcheck --list), or leave -k out for all")
-        _each_matches(patterns)
-        chosen = [i for i in chosen if any(_matches(i, p) for p in patterns)]
-        if fast_only and not any(not i.is_baseline for i in chosen):
+        chosen = _named(chosen, names)
+        if fast_only and all(i.is_baseline for i in chosen):
             raise InvariantsError(f"-k {names} --fast: none of these injections is in the fast subset")
     others = [i for i in chosen if not i.is_baseline]
     return [baseline_for(others), *others]
+
+
+def _named(chosen: list[Injection], names: str) -> list[Injection]:
+    patterns = selectors(names, "-k", "name injections (selfcheck --list), or leave -k out for all")
+    _each_matches(patterns)
+    return [i for i in chosen if any(_matches(i, p) for p in patterns)]
 
 
 def _each_matches(patterns: Sequence[str]) -> None:
