@@ -11,7 +11,8 @@
 #                  baselines -> DIR/results-throughput.json, DIR/benchmark.json
 #   4. baselines   the efficiency baselines measured again and recorded into DIR/candidates/<target>/
 #                  efficiency/, never into snapshots/: review them, then copy them there and commit
-#   5. times       every catalog program that runs on one chip (CHIP_RUN_CONFIGS, default f32,bf16): its
+#   5. times       each catalog program that runs on one chip (CHIP_RUN_CONFIGS, default f32,bf16), as many
+#                  as the budget leaves time for (the rest named in its last line and the record): its
 #                  optimized HLO, its device time per call and per op, its wall time, the cost model's
 #                  prediction -> DIR/device-times.json, DIR/hlo/ (scripts/chip_times.py), and its table
 #   6. report      python -m invariants report of steps 2-3 -> DIR/report.md
@@ -29,7 +30,7 @@ OUT="$ROOT/artifacts/chip-run"
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) [ $# -ge 2 ] || { echo "chip_run: --out needs a folder" >&2; exit 2; }; OUT="$2"; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "chip_run: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -73,12 +74,12 @@ step throughput python -m pytest invariants/gate/test_throughput.py -p no:xdist 
   --results-json="$OUT/results-throughput.json" --benchmark-json="$OUT/benchmark.json" "${GATE_ARGS[@]}"
 step baselines python -m pytest invariants/gate/test_throughput.py -p no:xdist -p no:cacheprovider -q \
   -m efficiency --record-baselines --snapshot-dir "$OUT/candidates" --benchmark-disable "${GATE_ARGS[@]}"
-if [ -n "${CHIP_RUN_TRACES:-}" ]; then
-  step times python "$ROOT/scripts/chip_times.py" --out "$OUT" --configs "$CONFIGS" --target "$TARGET" \
-    --traces "$CHIP_RUN_TRACES"
-else
-  step times python "$ROOT/scripts/chip_times.py" --out "$OUT" --configs "$CONFIGS" --target "$TARGET"
-fi
+# The times step starts no program it cannot finish in what is left (less the report's share), and keeps
+# what it timed: a budget too short for the whole catalog is a shorter table, not a lost one.
+TIMES=(python "$ROOT/scripts/chip_times.py" --out "$OUT" --configs "$CONFIGS" --target "$TARGET"
+  --seconds "$(($(left) > 40 ? $(left) - 30 : 5))")
+[ -n "${CHIP_RUN_TRACES:-}" ] && TIMES+=(--traces "$CHIP_RUN_TRACES")
+step times "${TIMES[@]}"
 reports=()
 for f in "$OUT/results.json" "$OUT/results-throughput.json"; do [ -e "$f" ] && reports+=("$f"); done
 if [ "${#reports[@]}" -gt 0 ]; then

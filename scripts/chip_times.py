@@ -7,10 +7,15 @@ and of each HLO op per call (line ``XLA Ops``), the wall time of the same calls 
 and the cost model's prediction from the same HLO. Writes ``OUT/device-times.json`` (one record, its
 provenance beside its rows), ``OUT/hlo/<program>.<config>.hlo.txt``, and prints one table.
 
+The record is written again after each program, so a run that is stopped keeps what it timed. With
+``--seconds S`` no program starts that would likely end past S seconds (the longest so far is the guess):
+the record says ``complete: false`` and lists what it did not time, and so does the last line.
+
 ``--traces DIR`` rehearses it on a host without a chip: the recorded traces
 ``DIR/<program>.<config>.<target>.xplane.pb`` stand in for the chip's, and only their programs are read.
 
     python scripts/chip_times.py --out DIR [--configs f32,bf16] [--programs GLOB,...] [--calls 20]
+                                 [--seconds S]
 """
 
 from __future__ import annotations
@@ -140,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--target", default="tpu-v5e", help="the target the chip is (its predictions)")
     parser.add_argument("--traces", type=Path, help="recorded traces standing in for the chip")
+    parser.add_argument("--seconds", type=float, help="start no program likely to end past this budget")
     opts = parser.parse_args(argv)
     opts.out.mkdir(parents=True, exist_ok=True)
     (opts.out / "hlo").mkdir(exist_ok=True)
@@ -155,7 +161,12 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     print(f"{'program':<26} {'config':<10} {'device us':>11} {'wall us':>9} {'host share':>10} "
           f"{'predicted us':>12} {'pred/meas':>9}")  # fmt: skip
-    for name, config in jobs:
+    started, longest, not_timed = time.monotonic(), 0.0, []
+    for n, (name, config) in enumerate(jobs):
+        begun = time.monotonic()
+        if opts.seconds is not None and rows and begun - started + 1.25 * longest > opts.seconds:
+            not_timed = [f"{p}.{c}" for p, c in jobs[n:]]
+            break
         if opts.traces is not None:
             got = _from_trace(opts.traces / f"{name}.{config}.{opts.target}.xplane.pb")
             hlo_file = opts.traces / f"{name}.{config}.{opts.target}.hlo.txt"
@@ -179,6 +190,25 @@ def main(argv: list[str] | None = None) -> int:
         wall_us = f"{wall * 1e6:,.0f}" if wall else "-"
         device_us = f"{module.median_s * 1e6:,.1f}"
         print(f"{name:<26} {config:<10} {device_us:>11} {wall_us:>9} {share:>10} {pred:>12} {ratio:>9}")
+        longest = max(longest, time.monotonic() - begun)
+        _write(opts, device, rows, [f"{p}.{c}" for p, c in jobs[n + 1 :]])
+    _write(opts, device, rows, not_timed)
+    for line in findings(rows):
+        print(line)
+    where = opts.out / "device-times.json"
+    print(f"chip_times: {len(rows)} programs, device clock ({device.device_kind}); {where}")
+    if not_timed:
+        print(
+            f"chip_times: the budget of {opts.seconds:.0f} s is spent: {len(rows)} of {len(jobs)} timed; not "
+            f"timed: {', '.join(not_timed)} (time them with --programs, or give the run more seconds)"
+        )
+    return 0
+
+
+def _write(opts: argparse.Namespace, device: Any, rows: list[dict[str, Any]], not_timed: list[str]) -> None:
+    """The record as it stands, written whole (a stopped run leaves the last one)."""
+    from invariants._paths import write_atomic
+
     record = {
         "format_version": FORMAT_VERSION,
         "provenance": {
@@ -188,14 +218,11 @@ def main(argv: list[str] | None = None) -> int:
             "how": f"median of {opts.calls} blocking calls; jax.profiler trace, 'XLA Modules' per call, "
                    "'XLA Ops' summed per call",
         },
+        "complete": not not_timed,
+        "not_timed": not_timed,
         "rows": rows,
     }  # fmt: skip
-    (opts.out / "device-times.json").write_text(json.dumps(record, indent=1) + "\n")
-    for line in findings(rows):
-        print(line)
-    where = opts.out / "device-times.json"
-    print(f"chip_times: {len(rows)} programs, device clock ({device.device_kind}); {where}")
-    return 0
+    write_atomic(opts.out / "device-times.json", json.dumps(record, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ def test_the_rehearsal_runs_every_step_and_writes_nothing_into_snapshots(tmp_pat
     record = json.loads((out / "device-times.json").read_text())
     assert record["format_version"] == 1 and record["provenance"]["clock"] == "device"
     assert {"chip", "jax", "jaxlib", "libtpu", "date"} <= set(record["provenance"])
+    assert record["complete"] is True and record["not_timed"] == []
     rows = {r["program"]: r for r in record["rows"]}
     assert set(rows) == {"take", "eqx_embedding", "onehot_matmul", "grad_take", "train_take"}
     assert rows["eqx_embedding"]["device_s_median"] / rows["take"]["device_s_median"] == pytest.approx(
@@ -82,6 +83,8 @@ def test_help_lists_the_steps(tmp_path):
     assert done.returncode == 0
     for step in ("host", "gate", "throughput", "baselines", "times", "report"):
         assert f"  {step} " in done.stdout or f"{step}  " in done.stdout
+    # The comment block at the script's top, all of it and nothing after it.
+    assert done.stdout.splitlines()[-1].endswith("recorded traces that stand in for the chip in step 5.")
 
 
 def _chip_times():
@@ -110,3 +113,42 @@ def test_a_twin_whose_verdict_disagrees_with_the_chip_is_a_finding_in_one_line()
     assert line.startswith("finding: eqx_embedding / take [f32] measures 1.97 on the chip")
     assert "predicts 0.333" in line and "\n" not in line
     assert chip_times.findings([_row("eqx_embedding", 90e-6, None), _row("take", 45.7e-6, 45e-6)]) == []
+
+
+def test_a_budget_too_short_times_what_fits_and_names_the_rest(tmp_path, capsys):
+    chip_times = _chip_times()
+    args = ["--out", str(tmp_path), "--configs", "f32", "--traces", str(TRACES)]
+    assert chip_times.main([*args, "--seconds", "0"]) == 0
+    record = json.loads((tmp_path / "device-times.json").read_text())
+    assert [r["program"] for r in record["rows"]] == ["take"] and record["complete"] is False
+    assert record["not_timed"] == [
+        "eqx_embedding.f32",
+        "onehot_matmul.f32",
+        "grad_take.f32",
+        "train_take.f32",
+    ]
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith(
+        "chip_times: the budget of 0 s is spent: 1 of 5 timed; not timed: eqx_embedding.f32"
+    )
+    assert chip_times.main(args) == 0
+    assert json.loads((tmp_path / "device-times.json").read_text())["complete"] is True
+
+
+def test_a_run_stopped_midway_keeps_the_programs_it_timed(tmp_path, monkeypatch):
+    chip_times = _chip_times()
+    read = chip_times._from_trace
+    seen: list[Path] = []
+
+    def stop_at_the_third(path: Path):
+        seen.append(path)
+        if len(seen) == 3:
+            raise KeyboardInterrupt
+        return read(path)
+
+    monkeypatch.setattr(chip_times, "_from_trace", stop_at_the_third)
+    with pytest.raises(KeyboardInterrupt):
+        chip_times.main(["--out", str(tmp_path), "--configs", "f32", "--traces", str(TRACES)])
+    record = json.loads((tmp_path / "device-times.json").read_text())
+    assert [r["program"] for r in record["rows"]] == ["take", "eqx_embedding"] and record["complete"] is False
+    assert record["not_timed"] == ["onehot_matmul.f32", "grad_take.f32", "train_take.f32"]
