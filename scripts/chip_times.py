@@ -192,7 +192,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<26} {config:<10} {device_us:>11} {wall_us:>9} {share:>10} {pred:>12} {ratio:>9}")
         longest = max(longest, time.monotonic() - begun)
         _write(opts, device, rows, [f"{p}.{c}" for p, c in jobs[n + 1 :]])
-    _write(opts, device, rows, not_timed)
     for line in findings(rows):
         print(line)
     where = opts.out / "device-times.json"

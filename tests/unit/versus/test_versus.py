@@ -1105,6 +1105,8 @@ def test_invariant_paths_name_the_repository_not_the_staged_copy(
                                                     "holds": True}  # fmt: skip
     assert fixed["items"]["k"]["error"] == "invariants/gpu.toml:3: bad"
     assert fixed["targets"] == {"gpu-a100": None}
+    # Values only: a key is the worker's name for its item, kept as sent.
+    assert list(repository_paths({f"{staged}": 1})) == [f"{staged}"]
     monkeypatch.chdir(tmp_path)  # outside the checkout: the absolute path
     assert repository_paths(f"{staged}:1") == f"{ROOT / 'invariants' / 'gpu.toml'}:1"
 
