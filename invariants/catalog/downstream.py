@@ -31,6 +31,7 @@ from jax.sharding import NamedSharding
 from .._errors import InvariantsError
 from .._usercode import guarded
 from ..compile.placed import axis_kinds, place
+from ..scope.select import PROGRAMS_OTHERWISE, match_programs, selectors
 from ..specfile.reader import ProgramDecl, Spec, load_specs
 from .arguments import make_indices
 from .programs import (
@@ -245,8 +246,16 @@ def _parts(program: Program, config: Config) -> tuple[tuple[str | None, ...], ..
     return program.argument_specs_sharded(config) if program.layout is not None else None
 
 
-def build(decl: ProgramDecl) -> Program:
-    """The program ``decl`` declares, imported and checked; each call builds it afresh."""
+def build(decl: ProgramDecl, traced: bool = True) -> Program:
+    """The program ``decl`` declares, imported and checked; each call builds it afresh. ``traced`` False:
+    a program the run's ``--programs`` leaves out, its code neither imported nor traced (so that a broken
+    one stops no run that does not select it); compiling it is one line."""
+    if not traced:
+
+        def left_out(*_: object) -> Any:
+            raise InvariantsError(f"{decl.where}: {decl.name}: left out of this run by --programs")
+
+        return _program(decl, left_out)
     if decl.params is not None:
         return _build_with_params(decl)
     lookup = _import(decl)
@@ -260,8 +269,19 @@ def build(decl: ProgramDecl) -> Program:
     return program
 
 
-def build_all(decls: Iterable[ProgramDecl]) -> list[Program]:
-    return [build(d) for d in decls]
+def build_all(decls: Iterable[ProgramDecl], selection: str | None = None) -> list[Program]:
+    """The declared programs, those ``--programs selection`` leaves out unbuilt (:func:`build`)."""
+    decls = list(decls)
+    chosen = set(_selected(decls, selection))
+    return [build(d, traced=d.name in chosen) for d in decls]
+
+
+def _selected(decls: list[ProgramDecl], selection: str | None) -> list[str]:
+    """The declarations ``--programs`` selects (every one without it); a word that names no declaration
+    (a catalog program's, or a mistake the run reports itself) selects none here."""
+    if selection is None:
+        return [d.name for d in decls]
+    return match_programs(selectors(selection, "--programs", PROGRAMS_OTHERWISE), {d.name: d for d in decls})
 
 
 def load_project(project: Project) -> tuple[list[Spec], Programs]:

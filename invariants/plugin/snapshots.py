@@ -12,7 +12,6 @@ import pytest
 
 from .._errors import InvariantsError
 from .._paths import check_output_dir, shown, what_is
-from ..catalog.programs import CATALOG
 from ..catalog.registry import Programs
 from ..records.results import Record
 from ..scope.placement import configs_for
@@ -52,11 +51,11 @@ class SnapshotFolders:
         return cls(snapshot_dir, catalog_dir, programs, spec_dirs_given=spec_dirs_given)
 
     def folder(self, program: str, target: str) -> Path:
-        root = self.catalog_snapshot_dir if program in CATALOG else self.snapshot_dir
+        root = self.catalog_snapshot_dir if self.programs.is_catalog(program) else self.snapshot_dir
         return root / target
 
     def writable(self, program: str) -> bool:
-        return program not in CATALOG or self.catalog_snapshot_dir == self.snapshot_dir
+        return not self.programs.is_catalog(program) or self.catalog_snapshot_dir == self.snapshot_dir
 
     def path(self, key: tuple[str, str, str]) -> Path:
         program, config, target = key

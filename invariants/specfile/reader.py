@@ -40,7 +40,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from .._errors import InvariantsError, did_you_mean, first_line, non_ascii
 from .._paths import IMPORTED_DIR, shown, what_is
 from ..scope.configs import CONFIGS, DISTRIBUTIONS
-from ..scope.select import Selectable, match_programs
+from ..scope.select import CATALOG_PREFIX, Selectable, bare, match_programs, run_name
 from . import asserts
 from .asserts import InvariantKind
 
@@ -993,9 +993,16 @@ def _takes(signature: tuple[object, ...] | None) -> str:
 
 
 def scope_of(spec: Spec, programs: Mapping[str, Selectable]) -> Mapping[str, Selectable]:
-    """The programs ``spec``'s selectors range over: the catalog's for the package's own files, else the
-    run's ``programs``."""
-    return _known(None) if spec.catalog_scope else programs
+    """The programs ``spec``'s selectors range over: the catalog's (by their names in the run) for the
+    package's own files, else the run's ``programs``."""
+    if not spec.catalog_scope:
+        return programs
+    catalog = _known(None)
+    return {
+        name: program
+        for name, program in programs.items()
+        if name.startswith(CATALOG_PREFIX) or (name in catalog and CATALOG_PREFIX + name not in programs)
+    }
 
 
 def _known(known: Mapping[str, Selectable] | None) -> Mapping[str, Selectable]:
@@ -1009,15 +1016,7 @@ def _known(known: Mapping[str, Selectable] | None) -> Mapping[str, Selectable]:
 
 def select_programs(selectors: Sequence[str], known: Mapping[str, Selectable] | None = None) -> list[str]:
     """Program names matched by selectors (default: among the catalog's programs)."""
-    return match_programs(selectors, _known(known))
-
-
-def collision(name: str, catalog: Mapping[str, Selectable]) -> str | None:
-    """Why a declared program may not be called ``name`` (None: it may), for spec files and a run's programs
-    alike: a report, a snapshot file and an invariant name a program by its name alone."""
-    if name in catalog:
-        return f"program '{name}' collides with the catalog's program of that name; rename it"
-    return None
+    return match_programs(selectors, _known(known), _known(None))
 
 
 def load_specs(*directories: Path) -> list[Spec]:
@@ -1026,16 +1025,73 @@ def load_specs(*directories: Path) -> list[Spec]:
     catalog = _known(None)
     paths = [path for d in directories or (SPEC_DIR,) for path in _spec_files(d)]
     parsed = [(path, *_read(path)) for path in paths]
-    declared, by_name = _declarations(parsed, catalog)
-    known: dict[str, Selectable] = {**catalog, **by_name}
+    declared, by_name = _declarations(parsed)
+    # A project's names are its own: a catalog program it shadows is catalog:NAME in this run.
+    known: dict[str, Selectable] = {run_name(n, by_name): p for n, p in catalog.items()} | by_name
     own = SPEC_DIR.resolve()
     specs = [
-        dataclasses.replace(_spec_of(path, data, loc, catalog, decls), catalog_scope=True)
+        _in_run(_spec_of(path, data, loc, catalog, decls), known)
         if path.parent.resolve() == own
         else _spec_of(path, data, loc, known, decls)
         for (path, data, loc), decls in zip(parsed, declared, strict=True)
     ]
-    return _aim(specs, known)
+    return _aim([_paired(spec, known) for spec in specs], known)
+
+
+def _paired(spec: Spec, known: Mapping[str, Selectable]) -> Spec:
+    """``spec`` with each relation between programs of one configuration each, which share none, comparing
+    those configurations (as if each side named its own in brackets)."""
+    invariants = []
+    for inv in spec.invariants:
+        configs = [tuple(getattr(known.get(p), "configs", ())) for p in inv.programs]
+        if (
+            inv.kind == "relational"
+            and not inv.assertion.pinned
+            and "configs" not in dict(inv.lines)
+            and all(len(c) == 1 for c in configs)
+            and len({c[0] for c in configs}) > 1
+        ):
+            pins = {p: c[0] for p, c in zip(inv.programs, configs, strict=True)}
+            inv = dataclasses.replace(inv, assertion=asserts.paired(inv.assertion, pins))
+        invariants.append(inv)
+    return dataclasses.replace(spec, invariants=tuple(invariants))
+
+
+def _in_run(spec: Spec, known: Mapping[str, Selectable]) -> Spec:
+    """One of the package's own files, which speak of the catalog alone, with the catalog's names as the run
+    has them: where a project shadows a name, its entries name ``catalog:NAME`` explicitly."""
+    shadowed = {bare(n): n for n in known if n.startswith(CATALOG_PREFIX)}
+    if not shadowed:
+        return dataclasses.replace(spec, catalog_scope=True)
+
+    def named(selectors: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(shadowed.get(word, word) for word in selectors)
+
+    def said(text: str) -> str:
+        return re.sub(r"(?<![\w:])([A-Za-z_]\w*)", lambda m: shadowed.get(m[1], m[1]), text)
+
+    def relation(inv: Invariant) -> Invariant:
+        if inv.kind == "absolute":
+            return dataclasses.replace(inv, programs=named(inv.programs))
+
+        def error(message: str) -> InvariantsError:
+            return InvariantsError(f"{inv.where}: {message}")
+
+        assertion = asserts.parse(said(inv.text), error, known)
+        return dataclasses.replace(inv, programs=assertion.programs, assertion=assertion)
+
+    return dataclasses.replace(
+        spec,
+        catalog_scope=True,
+        invariants=tuple(relation(inv) for inv in spec.invariants),
+        correctness=tuple(
+            dataclasses.replace(c, programs=named(c.programs), reference=c.reference and said(c.reference))
+            for c in spec.correctness
+        ),
+        known_compile_failures=tuple(
+            dataclasses.replace(k, programs=named(k.programs)) for k in spec.known_compile_failures
+        ),
+    )
 
 
 def _spec_files(directory: Path) -> list[Path]:
@@ -1053,7 +1109,7 @@ def _spec_files(directory: Path) -> list[Path]:
 
 
 def _declarations(
-    parsed: Sequence[tuple[Path, Table, _Locator]], catalog: Mapping[str, Selectable]
+    parsed: Sequence[tuple[Path, Table, _Locator]],
 ) -> tuple[list[tuple[ProgramDecl, ...]], dict[str, ProgramDecl]]:
     """Each file's ``[[program]]`` declarations, and all of them by name, each name new."""
     declared = []
@@ -1061,9 +1117,6 @@ def _declarations(
     for _path, data, loc in parsed:
         declared.append(_programs_of(data, loc))
         for decl in declared[-1]:
-            why = collision(decl.name, catalog)
-            if why is not None:
-                raise InvariantsError(f"{decl.where}: {why}")
             if decl.name in by_name:
                 raise InvariantsError(
                     f"{decl.where}: program '{decl.name}' is already declared at {by_name[decl.name].where}"

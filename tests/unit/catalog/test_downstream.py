@@ -6,6 +6,7 @@ as its README says, snapshots land in the project's folder and never in the cata
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -81,7 +82,6 @@ def gate_in(tmp_path, monkeypatch, capsys):
          "s32[16384] indices must return f32[16384,32] rows, got f32[]"),
         (program("p", "{m}:not_traceable"), "specs/lib.toml:4: p [f32]: {m}:not_traceable fails on "
          "f32[8192,32] table and s32[16384] indices: ConcretizationTypeError"),
-        (program("take", "{m}:lookup"), "specs/lib.toml:4: program 'take' collides with the catalog's"),
         (program("p", "{m}:lookup") + program("p", "{m}:lookup"), "specs/lib.toml:10: program 'p' is "
          "already declared at specs/lib.toml:4"),
         (program("p", "{m}:lookup", kind="grad"), "specs/lib.toml:7: kind 'grad': one of forward, backward, "
@@ -89,8 +89,8 @@ def gate_in(tmp_path, monkeypatch, capsys):
         (program("p", "{m}:lookup", configs='["f64"]'), "specs/lib.toml:8: unknown config 'f64'"),
         (program("p", "lookup"), "specs/lib.toml:6: function 'lookup' must read 'module:attribute'"),
     ],
-    ids=["no-module", "no-attribute", "not-callable", "signature", "shape", "untraceable", "collision",
-         "twice", "kind", "config", "function-form"],
+    ids=["no-module", "no-attribute", "not-callable", "signature", "shape", "untraceable", "twice", "kind",
+         "config", "function-form"],
 )  # fmt: skip
 def test_bad_program_is_one_line_and_exit_2(tmp_path, gate_in, request, declared, message):
     module = f"lib_{request.node.callspec.id.replace('-', '_')}"
@@ -119,6 +119,69 @@ def test_unknown_program_in_an_invariant_names_the_declared_ones(tmp_path, gate_
 def test_bad_command_line_is_one_line_and_exit_2(gate_in, args, message):
     status, err = gate_in(*args)
     assert status == 2 and message in err and err.count("\n") == 1, err
+
+
+SHADOWS = """
+[[invariant]]
+id = "mine_is_the_catalogs"
+assert = "structure(take) == structure(catalog:take) and kernels(take) <= kernels(catalog:take)"
+
+[[invariant]]
+id = "mine_one_gather"
+programs = ["take"]
+assert = "gathers == 1 and while_loops == 0"
+"""
+
+
+def test_a_project_program_named_as_a_catalog_one_runs_with_no_catalog(tmp_path, gate_in):
+    """A project's names are its own: its ``take`` is ``take``, the catalog's ``catalog:take``, which its
+    relation compiles; no catalog name is reserved. ``--programs`` narrows what is traced: a program it
+    leaves out, broken, stops nothing."""
+    from invariants.records.results import read
+
+    declared = program("take", "lib_shadow:lookup") + program("broken", "lib_shadow:gone")
+    project(tmp_path, "lib_shadow", declared, SHADOWS)
+    status, err = gate_in("--spec-dir", "specs", "--no-catalog", "--targets", "cpu", "--programs", "take",
+                          "--snapshot-update", "-m", "not throughput", "-p", "no:cacheprovider")  # fmt: skip
+    assert status == 0, err
+    outcomes = {
+        i.nodeid.split("::", 1)[1]: i.outcome for i in read(tmp_path / "artifacts" / "results.json").items
+    }
+    assert outcomes["cpu::lib.toml::mine_is_the_catalogs::take~catalog:take-f32"] == "passed", outcomes
+    assert outcomes["cpu::lib.toml::mine_one_gather::take-f32"] == "passed", outcomes
+    # its snapshot by its own name, in its own folder; the catalog's take keeps none here
+    assert sorted(p.name for p in (tmp_path / "snapshots" / "cpu").glob("*.txt")) == ["take.f32.txt"]
+
+
+def test_with_the_catalog_both_programs_of_one_name_are_addressable(tmp_path):
+    """The catalog's own spec files speak of its ``take`` as ``catalog:take`` in a run whose project shadows
+    the name; a pattern still matches it by its catalog name; ``catalog:naive`` names ``naive``."""
+    from invariants.catalog.programs import CATALOG
+    from invariants.catalog.registry import Programs
+    from invariants.specfile.reader import SPEC_DIR, load_specs, scope_of, select_programs
+
+    (tmp_path / "mine.toml").write_text(
+        '[spec]\ntargets = ["cpu"]\n\n[[program]]\nname = "take"\nfunction = "m:f"\nkind = "forward"\n'
+        + SHADOWS
+        + '\n[[invariant]]\nid = "n"\nassert = "kernels(take) <= kernels(catalog:naive)"\n'
+    )
+    specs = load_specs(SPEC_DIR, tmp_path)
+    mine = next(s for s in specs if s.path.parent == tmp_path)
+    assert [i.programs for i in mine.invariants] == [("take", "catalog:take"), ("take",), ("take", "naive")]
+    cpu = next(s for s in specs if s.path.name == "cpu.toml")
+    relation = next(i for i in cpu.invariants if i.id == "naive_le_take")
+    assert relation.programs == ("naive", "catalog:take") and relation.text.endswith("kernels(catalog:take)")
+    catalog_scope = scope_of(cpu, {"catalog:take": object(), "take": object(), "naive": object()})  # type: ignore[dict-item]
+    assert sorted(catalog_scope) == ["catalog:take", "naive"]
+    assert select_programs(["take*"], catalog_scope) == ["catalog:take"]
+    assert select_programs(["take"], {"catalog:take": 0, "take": 0}) == ["take"]  # type: ignore[dict-item]
+    # the registry: the catalog's program renamed in the run, the project's under its own name
+    mine = dataclasses.replace(CATALOG["naive"], name="take")
+    programs = Programs([mine])
+    assert programs["take"] is mine and programs["catalog:take"].name == "catalog:take"
+    assert programs.is_catalog("catalog:take") and not programs.is_catalog("take")
+    assert programs.program("catalog:naive").name == "naive" and "catalog:naive" not in programs
+    assert programs.select("catalog:*") == ["catalog:take"] and "catalog:take" in programs.catalog
 
 
 def test_no_program_with_no_catalog(tmp_path, gate_in):
