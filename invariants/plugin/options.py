@@ -131,6 +131,12 @@ OPTIONS: tuple[Option, ...] = (
         default="artifacts/hlo",
         env=_config.name("INVARIANTS_DUMP_DIR"),
     ),
+    _switch(
+        "--keep-hlo",
+        "write the optimized HLO, jaxpr and kernel code of every program an item reads to --hlo-dump-dir, "
+        "passing and ratcheted ones too (default: a failing item's alone)",
+        forwarded=True,
+    ),
 )
 
 # What a run is given besides its options: the self-check's injected programs, by name.

@@ -60,6 +60,7 @@ class GateSession:
         )
         # Checked now, made only when an item fails.
         self.dump_dir = check_output_dir(config.getoption("hlo_dump_dir"), "--hlo-dump-dir", make=False)
+        self.keep_hlo = bool(config.getoption("keep_hlo"))
         self._measured: dict[Key, Measurement] = {}
         # Each failed compile's first item, which reported it whole; the known failures found compiling.
         self._failed: dict[Key, str] = {}
@@ -122,6 +123,8 @@ class GateSession:
                     pytrace=False,
                 )
             self._measured[key] = measure(compiled, self.all_targets[key.target])
+            if self.keep_hlo:  # every item's, so that working on a passing or ratcheted one needs no rebuild
+                self.dump(key)
         return self._measured[key]
 
     def known_failure(self, key: Key) -> KnownCompileFailure | None:

@@ -66,11 +66,15 @@ _KNOWN_FAILURE_KEYS = ("id", "programs", "configs", "targets", "ratchet")
 # The keys only a program with params takes: what its factory's model has beside a lookup's one table.
 _PARAMS_ONLY = ("index_shape", "inputs", "donate", "vocab", "tables")
 _MESH_ONLY = ("axis_types", "table_sharding", "index_sharding")
-_DECLARED = ("name", "function", "kind", "configs", "tags", "doc", "params", "index_dtype", "efficiency")
+_DECLARED = (
+    "name", "function", "kind", "configs", "tags", "doc", "params", "arguments", "index_dtype", "efficiency"
+)  # fmt: skip
 _PROGRAM_KEYS = (*_DECLARED, "mesh", *_PARAMS_ONLY, *_MESH_ONLY)
 INDEX_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 AXIS_TYPES = ("auto", "explicit")
-PROGRAM_KINDS = ("forward", "backward", "train")
+PROGRAM_KINDS = ("forward", "backward", "train", "step")
+# What a program with ``arguments`` takes none of: its factory gives every argument.
+_NOT_WITH_ARGUMENTS = ("params", "index_shape", "inputs", "vocab", "tables", "index_dtype", "table_sharding")
 _TOP_KEYS = ("spec", "invariant", "correctness", "program", "known_compile_failure")
 _SPEC_KEYS = ("targets", "efficiency_max_loss")
 # A program's name names its files (snapshots, dumps: NAME.CONFIG.hlo.txt), and a file name is at most 255
@@ -157,6 +161,7 @@ class ProgramDecl:
     doc: str
     where: str
     params: str | None = None  # "module:factory": a program of (params, indices), not (table, indices)
+    arguments: str | None = None  # "module:factory": a program of whatever arguments the factory gives
     index_shape: tuple[int, ...] | None = None
     index_dtype: str | None = None
     aimed: tuple[str, ...] = ()
@@ -167,6 +172,7 @@ class ProgramDecl:
     donate: bool = False
     inputs_where: str = ""
     tables_where: str = ""
+    arguments_where: str = ""
     # A PartitionSpec entry of None ("" in TOML) replicates that dimension.
     mesh: tuple[tuple[str, int], ...] | None = None
     axis_types: str = "auto"
@@ -178,11 +184,13 @@ class ProgramDecl:
     def lookup_shaped(self) -> bool:
         """A lookup of the configuration's table that is not a train step: its time is mostly moving the
         rows it gathers or scatters, so a copy of those bytes is a fair reference."""
-        return self.params is None and self.kind != "train"
+        return self.params is None and self.arguments is None and self.kind != "train"
 
     @property
     def signature(self) -> tuple[object, ...] | None:
-        """What a params program's arguments follow from (None: the one-table contract's)."""
+        """What a params or arguments program's arguments follow from (None: the one-table contract's)."""
+        if self.arguments is not None:
+            return (self.arguments, self.kind)
         if self.params is None:
             return None
         return (self.params, self.index_shape, self.index_dtype, self.inputs, self.vocab, self.kind)
@@ -506,6 +514,7 @@ def _names(table: Table, loc: _Locator, line: int) -> tuple[str, str, str]:
 def _program(table: Table, loc: _Locator, line: int) -> ProgramDecl:
     _check_keys(table, _PROGRAM_KEYS, loc, line, "[[program]]", required=("name", "function", "kind"))
     name, function, kind = _names(table, loc, line)
+    _contract(table, loc, line, kind)
     configs_line = loc.key_line(line, "configs")
     configs = _strings(table.get("configs", "f32"), loc, configs_line, "configs")
     for config in configs:
@@ -523,8 +532,29 @@ def _program(table: Table, loc: _Locator, line: int) -> ProgramDecl:
         loc.where(line),
         **values,
         params_where=loc.where(loc.key_line(line, "params")),
-        **_sharding_of(table, loc, line, kind, "params" in table, values.get("index_shape")),
+        **_sharding_of(
+            table, loc, line, kind, "params" in table or "arguments" in table, values.get("index_shape")
+        ),
     )
+
+
+def _contract(table: Table, loc: _Locator, line: int, kind: str) -> None:
+    """The keys a program's contract takes: ``arguments`` gives every argument itself; ``step`` is a user's
+    own step, of params or arguments; ``train`` the gate's SGD step around a lookup or a model."""
+    if "arguments" in table:
+        why = "is not for a program with arguments, whose factory gives every argument; drop it"
+        _stray(table, _NOT_WITH_ARGUMENTS, loc, line, why)
+        if kind == "train":
+            raise loc.error(
+                loc.key_line(line, "kind"),
+                "kind 'train' is the gate's own SGD step around a lookup or a model with params; a train "
+                'step of your own, run as written, is kind = "step"',
+            )
+    elif kind == "step" and "params" not in table:
+        raise loc.error(
+            loc.key_line(line, "kind"),
+            "kind 'step' runs your own step as written: give it arguments = \"module:factory\" (or params)",
+        )
 
 
 def _vocab(value: object, loc: _Locator, line: int) -> int:
@@ -638,6 +668,7 @@ def _index_shape(value: object, loc: _Locator, line: int) -> tuple[int, ...]:
 # _PARAMS_ONLY once its index_shape is read.
 _PROGRAM_VALUES: dict[str, Callable[[object, _Locator, int], object]] = {
     "params": functools.partial(_factory, key="params"),
+    "arguments": functools.partial(_factory, key="arguments"),
     "index_shape": _index_shape,
     "inputs": functools.partial(_factory, key="inputs"),
     "vocab": _vocab,
@@ -651,15 +682,15 @@ _PROGRAM_VALUES: dict[str, Callable[[object, _Locator, int], object]] = {
 def _program_values(table: Table, loc: _Locator, line: int, kind: str) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for key, read in _PROGRAM_VALUES.items():
-        if key == "inputs" and "params" not in table:
+        if key == "inputs" and "params" not in table and "arguments" not in table:
             lookup = "a lookup (table, indices) takes the configuration's table and indices"
             _stray(table, _PARAMS_ONLY, loc, line, f"is for a program with params; {lookup}")
         if key in table:
             at = loc.key_line(line, key)
             values[key] = read(table[key], loc, at)
-            if key in ("inputs", "tables"):
+            if key in ("inputs", "tables", "arguments"):
                 values[f"{key}_where"] = loc.where(at)
-            if key == "donate" and values[key] and kind != "train":
+            if key == "donate" and values[key] and kind not in ("train", "step"):
                 keeps = f"a {kind} keeps them"
                 raise loc.error(
                     at, f"donate is for a train step, whose parameters' buffers it may reuse; {keeps}"
