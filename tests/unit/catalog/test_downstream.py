@@ -40,6 +40,12 @@ def not_traceable(table, indices):
     return table[int(indices[0])]
 
 NOT_CALLABLE = 3
+
+def args():
+    return (jnp.zeros(3),)
+
+def not_a_tuple(config):
+    return jnp.zeros(3)
 """
 
 
@@ -88,9 +94,19 @@ def gate_in(tmp_path, monkeypatch, capsys):
          "train"),
         (program("p", "{m}:lookup", configs='["f64"]'), "specs/lib.toml:8: unknown config 'f64'"),
         (program("p", "lookup"), "specs/lib.toml:6: function 'lookup' must read 'module:attribute'"),
+        (program("p", "{m}:lookup", kind="step"), "specs/lib.toml:7: kind 'step' runs your own step as "
+         'written: give it arguments = "module:factory" (or params)'),
+        (program("p", "{m}:lookup", kind="train") + 'arguments = "{m}:args"\n', "specs/lib.toml:7: kind "
+         "'train' is the gate's own SGD step around a lookup or a model with params; a train step of your "
+         'own, run as written, is kind = "step"'),
+        (program("p", "{m}:lookup") + 'arguments = "{m}:args"\nindex_shape = [4]\n', "specs/lib.toml:11: "
+         "index_shape is not for a program with arguments, whose factory gives every argument; drop it"),
+        (program("p", "{m}:lookup") + 'arguments = "{m}:not_a_tuple"\n', "specs/lib.toml:10: p: "
+         "{m}:not_a_tuple() must return a tuple of the function's arguments, got ArrayImpl"),
     ],
     ids=["no-module", "no-attribute", "not-callable", "signature", "shape", "untraceable", "twice", "kind",
-         "config", "function-form"],
+         "config", "function-form", "step-of-a-lookup", "train-with-arguments", "arguments-and-index-shape",
+         "arguments-not-a-tuple"],
 )  # fmt: skip
 def test_bad_program_is_one_line_and_exit_2(tmp_path, gate_in, request, declared, message):
     module = f"lib_{request.node.callspec.id.replace('-', '_')}"
