@@ -169,6 +169,15 @@ def test_a_project_program_named_as_a_catalog_one_runs_with_no_catalog(tmp_path,
     assert sorted(p.name for p in (tmp_path / "snapshots" / "cpu").glob("*.txt")) == ["take.f32.txt"]
 
 
+def test_a_shadowed_name_in_the_catalogs_snapshot_folder_is_one_line(tmp_path, gate_in):
+    """The project's take and the catalog's would share take.f32.txt in one folder."""
+    project(tmp_path, "lib_one_folder", program("take", "lib_one_folder:lookup"))
+    status, err = gate_in("--spec-dir", "specs", "--targets", "cpu", "--programs", "take",
+                          "--catalog-snapshot-dir", "snapshots")  # fmt: skip
+    assert status == 2 and err.count("\n") == 1, err
+    assert "the project's take would share a file with the catalog's" in err, err
+
+
 def test_with_the_catalog_both_programs_of_one_name_are_addressable(tmp_path):
     """The catalog's own spec files speak of its ``take`` as ``catalog:take`` in a run whose project shadows
     the name; a pattern still matches it by its catalog name; ``catalog:naive`` names ``naive``."""
