@@ -908,3 +908,52 @@ def test_a_0d_parameter_draws_as_a_read_only_array(dtype):
     value = _drawn(jax.ShapeDtypeStruct((), jnp.dtype(dtype)), np.random.default_rng(0), 10)
     value.flags.writeable = False
     assert value.shape == () and value.dtype == jnp.dtype(dtype)
+
+
+ARGUMENTS_LIB = """
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+def graph():
+    edges = np.array([0, 1, 2, 0], dtype=np.int32)
+    return {"w": jax.ShapeDtypeStruct((2, 2), jnp.float32)}, jnp.ones((3, 2)), edges, (edges + 1) % 3
+
+def layer(params, nodes, senders, receivers):
+    summed = jax.ops.segment_sum(nodes[senders], receivers, num_segments=nodes.shape[0])
+    return summed @ params["w"]
+"""
+
+
+def test_a_program_with_arguments_is_called_as_written_and_differentiated_in_its_first(tmp_path, monkeypatch):
+    """arguments = "module:factory": the function of the factory's tuple, as written (forward and step);
+    backward: the gradient of the sum of its outputs with respect to the first argument; drawn for timing,
+    the factory's arrays are kept and an integer shape is zeros."""
+    import jax
+
+    from invariants.catalog.downstream import build
+    from invariants.scope.configs import CONFIGS
+    from invariants.specfile.reader import load_specs
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "lib_args.py").write_text(ARGUMENTS_LIB)
+    declared = "".join(
+        f'[[program]]\nname = "g_{kind}"\nfunction = "lib_args:layer"\narguments = "lib_args:graph"\n'
+        f'kind = "{kind}"\n\n'
+        for kind in ("forward", "step", "backward")
+    )
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "lib.toml").write_text('[spec]\ntargets = ["cpu"]\n\n' + declared)
+    built = {d.name: build(d) for s in load_specs(tmp_path / "specs") for d in s.programs}
+    f32 = CONFIGS["f32"]
+    specs = built["g_forward"].argument_specs(f32)
+    assert [tuple(s.shape) for s in specs] == [(2, 2), (3, 2), (4,), (4,)]
+    assert jax.eval_shape(built["g_step"].fn, *specs).shape == (3, 2)  # a step runs as written
+    grad = jax.eval_shape(built["g_backward"].fn, *specs)
+    assert jax.tree_util.tree_structure(grad) == jax.tree_util.tree_structure({"w": 0}) and grad[
+        "w"
+    ].shape == (2, 2)
+    drawn = built["g_forward"].inputs.draw(f32, "uniform", 0)
+    assert drawn[2].tolist() == [0, 1, 2, 0] and drawn[3].tolist() == [1, 2, 0, 1]
+    assert built["g_forward"].inputs.facts(f32)["table_bytes"] == 16
