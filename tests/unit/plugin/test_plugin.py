@@ -150,9 +150,9 @@ def _session(tmp_path, **given: str | None):
 
     options = {"targets": "cpu", "programs": None, "configs": None, "spec_dir": None, "no_catalog": False,
                "snapshot_dir": str(tmp_path), "catalog_snapshot_dir": None, "hlo_dump_dir": "d",
-               "keep_hlo": False, "raw_invariants": False, "cache_dir": str(tmp_path / "cache"), "no_cache": False,
-               "user_code_timeout": None, "compile_threads": None, "record_baselines": False,
-               **given}  # fmt: skip
+               "keep_hlo": False, "raw_invariants": False, "cache_dir": str(tmp_path / "cache"),
+               "no_cache": False, "user_code_timeout": None, "compile_threads": None,
+               "record_baselines": False, **given}  # fmt: skip
 
     def getoption(name: str, default: object = KeyError) -> object:
         # pytest's Config.getoption: a dest or an option string, a default for an option not registered.
