@@ -45,8 +45,9 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "--programs",
-        "comma-separated catalog programs: names, patterns such as 'vmap_*', kind:backward "
-        "or tag:core (default: all)",
+        "comma-separated programs: names (catalog:NAME is the catalog's, where a project's program "
+        "has its name), patterns such as 'vmap_*', kind:backward or tag:core (default: all); a project's "
+        "programs left out are neither imported nor traced",
     ),
     Option(
         "--configs",

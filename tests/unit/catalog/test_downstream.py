@@ -207,6 +207,7 @@ def test_with_the_catalog_both_programs_of_one_name_are_addressable(tmp_path):
     assert programs.is_catalog("catalog:take") and not programs.is_catalog("take")
     assert programs.program("catalog:naive").name == "naive" and "catalog:naive" not in programs
     assert programs.select("catalog:*") == ["catalog:take"] and "catalog:take" in programs.catalog
+    assert programs.select("take,catalog:take,catalog:naive") == ["naive", "catalog:take", "take"]
 
 
 def test_no_program_with_no_catalog(tmp_path, gate_in):
