@@ -289,7 +289,7 @@ def _selected(decls: list[ProgramDecl], selection: str | None) -> list[str]:
 def load_project(project: Project) -> tuple[list[Spec], Programs]:
     """``project``'s specs and the run's :class:`Programs`, as a process started for it makes them."""
     specs = load_specs(*project.spec_folders()) if project.own else load_specs()
-    return specs, Programs(build_all(d for spec in specs for d in spec.programs))
+    return specs, Programs(build_all((d for spec in specs for d in spec.programs), project.selection))
 
 
 @dataclasses.dataclass(frozen=True)

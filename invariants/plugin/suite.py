@@ -61,7 +61,8 @@ class Suite:
         specs = load_specs(*map(Path, spec_dirs))
         all_programs = _programs(config, specs)
         with_catalog = not config.getoption("no_catalog")
-        project = Project(tuple(Path(d).resolve() for d in spec_dirs), with_catalog, Path.cwd())
+        selection = config.getoption("programs")
+        project = Project(tuple(Path(d).resolve() for d in spec_dirs), with_catalog, Path.cwd(), selection)
         store = from_settings(config.getoption("cache_dir"), bool(config.getoption("no_cache")))
         if store is not None:
             store.check()

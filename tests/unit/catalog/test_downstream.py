@@ -958,3 +958,23 @@ def test_a_program_with_arguments_is_called_as_written_and_differentiated_in_its
     drawn = built["g_forward"].inputs.draw(f32, "uniform", 0)
     assert drawn[2].tolist() == [0, 1, 2, 0] and drawn[3].tolist() == [1, 2, 0, 1]
     assert built["g_forward"].inputs.facts(f32)["table_bytes"] == 16
+
+
+def test_a_process_started_for_a_narrowed_run_builds_what_it_selects(tmp_path, monkeypatch):
+    """A compile child (cpu-8dev) or versus worker reads the project from its environment, --programs
+    with it: the broken program the run left out stops it no more than it stops the run."""
+    from invariants._errors import InvariantsError
+    from invariants.catalog.downstream import load_project
+    from invariants.catalog.project import Project
+
+    project(tmp_path, "lib_child", program("mine", "lib_child:lookup") + program("broken", "lib_child:gone"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    handed = Project.from_env(Project((tmp_path / "specs",), False, tmp_path, "mine").environment())
+    assert handed.selection == "mine"
+    _, programs = load_project(handed)
+    assert programs["mine"].fn is not programs["broken"].fn
+    with pytest.raises(InvariantsError, match="broken: left out of this run by --programs"):
+        programs["broken"].fn()
+    with pytest.raises(InvariantsError, match="lib_child has no attribute 'gone'"):
+        load_project(dataclasses.replace(handed, selection=None))
