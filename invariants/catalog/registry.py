@@ -33,11 +33,11 @@ class Programs(Mapping[str, Program]):
         self._catalog = catalog
         self._declared = own
         self._run_names = {name: run_name(name, own) for name in catalog}
-        shadowed = {
+        in_run = {
             self._run_names[n]: p if n not in own else dataclasses.replace(p, name=self._run_names[n])
             for n, p in catalog.items()
         }
-        self._all: dict[str, Program] = {**shadowed, **own}
+        self._all: dict[str, Program] = {**in_run, **own}
 
     def __getitem__(self, name: str) -> Program:
         return self._all[name]
@@ -59,10 +59,6 @@ class Programs(Mapping[str, Program]):
     def catalog(self) -> dict[str, Program]:
         """The catalog's programs by their names in this run."""
         return {name: self._all[name] for name in self._run_names.values()}
-
-    def in_run(self, name: str) -> str:
-        """The run's name of the catalog program called ``name`` in the catalog."""
-        return self._run_names[name]
 
     def is_catalog(self, name: str) -> bool:
         return name in self._all and name not in self._declared
