@@ -613,3 +613,20 @@ def predicted_seconds(module: HloModule | None, structure: Structure, target: st
         return model.seconds(launches(module, structure))
     except _UnknownTrip:
         return "a while loop's trip count is unknown, so its kernels cannot be summed"
+
+
+def heaviest(
+    module: HloModule, structure: Structure, target: str, n: int = 3
+) -> list[tuple[str, str, float]]:
+    """The ``n`` kernels that carry most of ``predicted_seconds``: (instruction name, kind, seconds of all
+    their launches, loops expanded); empty where there is no prediction."""
+    model = chip_model(target)
+    if model is None or not isinstance(predicted_seconds(module, structure, target), float):
+        return []
+    carried: dict[tuple[str, str], float] = {}
+    for launch in launches(module, structure):
+        if launch.kind not in ("wait", "loop"):
+            key = (launch.name, launch.kind)
+            carried[key] = carried.get(key, 0.0) + launch.count * model.launch_seconds(launch)
+    ranked = sorted(carried.items(), key=lambda kv: -kv[1])[:n]
+    return [(name, kind, seconds) for (name, kind), seconds in ranked]
