@@ -795,16 +795,21 @@ def main(argv: list[str]) -> int:
             ("candidate", args.candidate, args.candidate_env),
         )
     ]
-    hellos, replies = _start(sides, keys, args, progress)
-    settings = _settings(args, _platform(hellos))
-    structure, targets = compare_structure(replies, keys) if keys else ([], {})
+    first = _first_pair(sides, keys, args, progress, bool(timed))
+    if first is None:
+        hellos, replies = _start(sides, keys, args, progress)
+    settings = _settings(args, "tpu" if first else _platform(hellos))
     timing = []
     if timed:
         rounds = f"{settings.min_rounds}-{settings.max_rounds} rounds of fresh worker pairs"
         if settings.clock == DEVICE:
             rounds = settings.sampling(settings.device_pairs) + f" (up to {settings.device_max_pairs} pairs)"
         progress(f"versus: timing {len(timed)} programs, {settings.clock} clock: {rounds}")
-        timing = measure_confirmed(sides, timed, settings, progress, configs=timed_configs(timed, known))
+        start = first or start_pair
+        timing = measure_confirmed(sides, timed, settings, progress, start, timed_configs(timed, known))
+    if first is not None:
+        hellos, replies = first.answers(sides)
+    structure, targets = compare_structure(replies, keys) if keys else ([], {})
     baseline, candidate = (
         SideRecord(s.spec, str(s.python), dict(h["versions"]), dict(s.env), str(h.get("device", "")))
         for s, h in zip(sides, hellos, strict=True)
@@ -833,6 +838,55 @@ def _start(
     if keys:
         progress(f"versus: structure of {len(keys)} keys on both sides ({args.targets})")
     return hello_and_structure(sides, keys, exclusive)
+
+
+class FirstPair:
+    """A starter of the device clock's fresh pairs whose first worker of each side says its hello and
+    answers ``structure`` before it is timed: on a TPU a worker's start is mostly libtpu's, so the structure
+    comparison rides on the first timed pair instead of starting workers of its own."""
+
+    def __init__(self, keys: Sequence[tuple[str, str, str]]) -> None:
+        self.keys = [list(k) for k in keys]
+        self.hellos: dict[str, Json] = {}
+        self.replies: dict[str, Json] = {}
+
+    def __call__(self, sides: Sequence[Side], cpus: frozenset[int] | None = None) -> list[WorkerProcess]:
+        workers = start_pair(sides, cpus)
+        try:
+            for side, w in zip(sides, workers, strict=True):
+                if side.role not in self.hellos:
+                    self.hellos[side.role] = w.hello
+                    _platform(list(self.hellos.values()))  # sides on two platforms: stop before timing
+                    if self.keys:
+                        self.replies[side.role] = w.request("structure", keys=self.keys)
+        except BaseException:
+            for w in workers:
+                w.close()
+            raise
+        return workers
+
+    def answers(self, sides: Sequence[Side]) -> tuple[list[Json], list[Json]]:
+        """Each side's hello and ``structure`` reply, in the order of ``sides``."""
+        return [self.hellos[s.role] for s in sides], [self.replies[s.role] for s in sides if self.keys]
+
+
+def _first_pair(
+    sides: Sequence[Side],
+    keys: Sequence[tuple[str, str, str]],
+    args: argparse.Namespace,
+    progress: Progress,
+    timed: bool,
+) -> FirstPair | None:
+    """Where the chip is one process's and the device clock times: the starter whose first pair answers
+    structure too (None: hello and structure in workers of their own, :func:`_start`)."""
+    if not (timed and args.clock in (None, DEVICE) and one_process_per_chip(sides)):
+        return None
+    progress(
+        "versus: a worker of each side at a time (a TPU chip belongs to one process); the first fresh pair "
+        f"of the timing also compares structure{f' of {len(keys)} keys ({args.targets})' if keys else ''} "
+        f"({', '.join(f'{s.role} {s.python}' for s in sides)})"
+    )
+    return FirstPair(keys)
 
 
 def _platform(hellos: Sequence[Json]) -> str:

@@ -115,13 +115,20 @@ def pooled(rounds: Sequence[Round]) -> Round:
 
 
 def pairs_agree(pairs: Sequence[Sequence[Round]], clock: str, confidence: float) -> bool:
-    """Whether fresh worker pairs agree on ``clock``: each pair's estimate lies inside every other pair's
-    interval over its own rounds. Then the spread between processes is within what one process's blocks
-    show, and the rounds of all the pairs can be judged together."""
-    spans = [
-        rounds_interval([r for r in (rd.ratio(clock) for rd in pair) if r], confidence) for pair in pairs
-    ]
-    return all(low <= estimate <= high for estimate, _, _ in spans for _, low, high in spans)
+    """Whether fresh worker pairs agree on ``clock``: the spread between the pairs' mean log ratios is within
+    what the rounds inside each pair show (a one-way analysis of variance at ``confidence``; for two pairs,
+    their difference inside its interval from the spread within them). Then the spread between processes
+    is not seen beside one process's own, and the rounds of all the pairs can be judged together."""
+    groups = [np.log([r for r in (rd.ratio(clock) for rd in pair) if r]) for pair in pairs]
+    k, n = len(groups), sum(g.size for g in groups)
+    grand = float(np.mean(np.concatenate(groups)))
+    between = sum(g.size * (float(np.mean(g)) - grand) ** 2 for g in groups) / (k - 1)
+    within = sum(float(np.sum((g - np.mean(g)) ** 2)) for g in groups) / (n - k)
+    if within == 0:  # every round of each pair alike: only identical pairs agree
+        return between == 0
+    from scipy import stats  # here, not at import (see invariants._stats)
+
+    return between / within <= float(stats.f.ppf(confidence, k - 1, n - k))
 
 
 def threads_of(rounds: Sequence[Round]) -> dict[str, float | None]:

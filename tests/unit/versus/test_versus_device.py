@@ -16,12 +16,14 @@ from typing import Any
 import numpy as np
 import pytest
 
+from invariants.__main__ import main as cli_main
 from invariants._errors import InvariantsError
 from invariants.timing.device import DeviceRecorder
 from invariants.timing.trace import DeviceTrace, Event
 from invariants.versus import command as versus
 from invariants.versus.command import Settings, device_pair, measure, measure_confirmed
 from invariants.versus.protocol import ProtocolError, decode_reply, decode_request, encode
+from invariants.versus.report import load_record
 from invariants.versus.sides import Side, one_process_per_chip
 from invariants.versus.worker import Worker, serve
 
@@ -206,6 +208,39 @@ def test_the_structure_phase_on_a_tpu_starts_one_worker_at_a_time(monkeypatch: p
     assert chip.starts == ["baseline", "candidate"]
     with pytest.raises(AssertionError, match="two workers hold the chip"):
         versus.hello_and_structure(SIDES, [], exclusive=False)
+
+
+def test_on_a_tpu_the_first_timed_pair_compares_the_structure_too(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+):
+    # A worker's start on a TPU is mostly libtpu's: no workers are started for the structure alone.
+    monkeypatch.setenv("JAX_PLATFORMS", "tpu")
+    chip, asked = Chip(1.0, bias=0.0), []
+
+    class Answering(ChipWorker):
+        def request(self, op: str, **fields: Any) -> dict[str, Any]:
+            if op != "structure":
+                return super().request(op, **fields)
+            asked.append(self.side.role)
+            return {"items": {}, "targets": {"cpu": None}}
+
+        def send(self, op: str, **fields: Any) -> None:  # as the structure's own workers are asked
+            self.sent = (op, fields)
+
+        def receive(self, op: str) -> dict[str, Any]:
+            return self.request(op, **self.sent[1])
+
+    monkeypatch.setattr(versus, "start_pair", lambda sides, cpus=None: [Answering(chip, s) for s in sides])
+    cli_main(["versus", "--baseline", "current", "--candidate", "current", "--programs", "take",
+              "--targets", "cpu", "--json", str(tmp_path / "v.json")])  # fmt: skip
+    assert chip.starts == ["baseline", "candidate", "candidate", "baseline"]  # the two fresh pairs alone
+    assert asked == ["baseline", "candidate"]
+    record = load_record(tmp_path / "v.json")
+    assert [s["key"] for s in record.structure] == ["take/f32/cpu"]
+    assert record.timing[0]["sampling"] == "2 fresh worker pairs x 6 blocks each"
+    err = capsys.readouterr().err
+    assert "the first fresh pair of the timing also compares structure of 1 keys (cpu)" in err
+    assert "device clock: 2 fresh worker pairs x 6 blocks each (up to 4 pairs)" in err
 
 
 def test_the_wall_clock_on_a_tpu_is_one_line():
