@@ -587,8 +587,10 @@ NUMBERS: tuple[tuple[str, str, type, str, Callable[[float], bool], str], ...] = 
      lambda v: v > 1.0, "must be above 1 (a slowdown bound)"),
     ("--confidence", "confidence", float, "interval coverage", lambda v: 0.5 < v < 1.0,
      "must be in (0.5, 1)"),
-    ("--min-rounds", "min_rounds", int, "fresh worker pairs before the first look", lambda v: v >= 3,
-     "need 3 <= min <= max"),
+    ("--min-rounds", "min_rounds", int,
+     "fresh worker pairs before the first look, on a host clock (the device clock's fresh pairs each trace "
+     f"{Settings.device_blocks} blocks a side: {Settings.device_pairs}, up to {Settings.device_max_pairs} "
+     "while they disagree)", lambda v: v >= 3, "need 3 <= min <= max"),
     ("--max-rounds", "max_rounds", int, "at most this many while an interval straddles the threshold",
      lambda v: v >= 3, "need 3 <= min <= max"),
     ("--round-seconds", "round_seconds", float, "seconds of blocks per program per round", lambda v: v > 0,
