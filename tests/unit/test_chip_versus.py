@@ -25,8 +25,9 @@ def test_the_rehearsal_says_each_runs_time_exit_and_programs(tmp_path: Path):
     # The candidate made about twice as slow, on the CPU clock: three short rounds on a loaded machine may
     # still leave it inconclusive (exit 0), and then the script must say so and exit 1.
     done = _run(tmp_path, "--out", str(tmp_path / "out"), "--slowdown", "0.9", "--",
-                "--programs", "naive", "--targets", "cpu", "--no-structure", "--min-rounds", "3",
-                "--max-rounds", "3", "--round-seconds", "0.05", "--no-parallel", JAX_PLATFORMS="cpu")  # fmt: skip
+                "--programs", "naive", "--targets", "cpu", "--no-structure", "--no-parallel",
+                "--min-rounds", "3", "--max-rounds", "3", "--round-seconds", "0.05",
+                JAX_PLATFORMS="cpu")  # fmt: skip
     same, same_naive, slow, slow_naive = done.stdout.splitlines()
     assert re.fullmatch(r"same-1: [0-9.]+ s, exit 0: no regression", same), done.stderr[-2000:]
     assert same_naive.startswith("  naive: cpu ratio ") and " fail " not in same_naive
