@@ -25,7 +25,8 @@ RUNS=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) [ $# -ge 2 ] || { echo "chip_versus: --out needs a folder" >&2; exit 2; }; OUT="$2"; shift 2 ;;
-    --slowdown) [ $# -ge 2 ] || { echo "chip_versus: --slowdown needs a fraction" >&2; exit 2; }
+    --slowdown) [[ $# -ge 2 && "$2" =~ ^0?\.[0-9]*[1-9][0-9]*$ ]] \
+      || { echo "chip_versus: --slowdown needs a fraction in (0, 1), e.g. 0.01" >&2; exit 2; }
       SLOWDOWN="$2"; shift 2 ;;
     --runs) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || { echo "chip_versus: --runs needs a count" >&2; exit 2; }
       RUNS="$2"; shift 2 ;;

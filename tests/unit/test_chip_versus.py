@@ -46,6 +46,11 @@ def test_help_and_bad_usage(tmp_path: Path):
     shown = _run(tmp_path, "--help")
     assert shown.returncode == 0 and shown.stdout.startswith("versus on a TPU host's own chip, timed")
     assert "bash scripts/chip_versus.sh [--out DIR]" in shown.stdout and "set -uo" not in shown.stdout
-    for args, says in ((["--runs", "0"], "--runs needs a count"), (["--fly"], "unknown argument --fly")):
+    for args, says in (
+        (["--runs", "0"], "--runs needs a count"),
+        (["--slowdown", "1.5"], "--slowdown needs a fraction in (0, 1)"),
+        (["--slowdown", "0"], "--slowdown needs a fraction in (0, 1)"),
+        (["--fly"], "unknown argument --fly"),
+    ):
         bad = _run(tmp_path, *args)
         assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].startswith(f"chip_versus: {says}")
