@@ -17,6 +17,7 @@ import json
 import numbers
 import os
 import socket
+import stat
 import time
 import types
 import typing
@@ -536,13 +537,33 @@ def _same_file(handle: IO[str], path: Path) -> bool:
         return False
 
 
+# A lock file is never opened through a link (a planted one would have the lock's line written over the
+# file it names), as the results file is replaced, never written through.
+_LOCK_OPEN = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _open_lock(path: Path) -> IO[str]:
+    try:
+        fd = os.open(path, _LOCK_OPEN | getattr(os, "O_NONBLOCK", 0), 0o644)
+    except OSError:
+        if os.path.islink(path):
+            raise InvariantsError(
+                f"{path}: a link, where the gate keeps its own lock file; remove it (it is not followed)"
+            ) from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InvariantsError(f"{path}: not a regular file, where the gate keeps its lock file; remove it")
+    return open(fd, "r+", encoding="utf-8")  # held for the run
+
+
 def _try_lock(path: Path) -> tuple[IO[str] | None, str]:
     """``(handle, "")``, or ``(None, holder)`` when a live process holds it. The lock dies with its process,
     so a stale lock file never blocks a later run."""
     import fcntl
 
     for _ in range(5):
-        handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held for the run)
+        handle = _open_lock(path)
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

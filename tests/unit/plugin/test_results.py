@@ -70,6 +70,26 @@ def test_a_claimed_path_gives_a_second_run_its_own_file(tmp_path: Path):
     again.release()
 
 
+@pytest.mark.parametrize("plant", ["link", "fifo"])
+def test_a_lock_path_that_is_no_lock_file_is_refused_never_written_through(tmp_path: Path, plant: str):
+    """A planted link at ``results.json.lock`` would have the lock's line written over the file it names
+    (truncated first); a named pipe would hang the open."""
+    path, victim = tmp_path / "results.json", tmp_path / "victim.txt"
+    victim.write_text("the user's file\n")
+    lock = _results.lock_path(path)
+    if plant == "link":
+        lock.symlink_to(victim)
+    else:
+        os.mkfifo(lock)
+    for attempt in (lambda: _results.claim(path), lambda: _results.discard_earlier(path)):
+        path.write_text('{"items": []}\n')
+        with pytest.raises(InvariantsError) as err:
+            attempt()
+        said = str(err.value)
+        assert said.startswith(f"{lock}: ") and "where the gate keeps its" in said and "\n" not in said
+    assert victim.read_text() == "the user's file\n"
+
+
 def test_a_lock_left_by_a_killed_run_never_blocks(tmp_path: Path):
     path = tmp_path / "results.json"
     holder = subprocess.Popen(
