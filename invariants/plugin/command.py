@@ -24,7 +24,6 @@ from .._paths import PACKAGE_DIR
 from .._usercode import set_timeout
 from ..compile.child import pytest_args
 from ..compile.process import guard_backend, pin_worker
-from ..records.results import discard_earlier
 from ..specfile.reader import SPEC_DIR, ProgramDecl, load_specs
 from .options import BUILT_PROGRAMS, OPTIONS, Option
 
@@ -127,21 +126,12 @@ class _Built:
         config.stash[BUILT_PROGRAMS] = self.programs
 
 
-def _results_path(rest: list[str]) -> Path:
-    option = next(o for o in OPTIONS if o.flag == "--results-json")
-    parser = Parser(add_help=False, allow_abbrev=False)
-    parser.add_argument(option.flag, default=option.keywords()["default"])
-    return Path(parser.parse_known_args(rest)[0].results_json)
-
-
 def main(argv: list[str]) -> int:
     # Nothing may write inside the installed package, pytest's rewritten test modules above all.
     sys.dont_write_bytecode = True
     from . import hooks  # noqa: F401  (its environment defaults must precede JAX's backends)
 
     args, rest = _parser().parse_known_args(argv)
-    # Before any check below can stop this run: it leaves no earlier file that reads as its own.
-    discard_earlier(_results_path(rest))
     # The environment first: the checks below import the user's modules, and JAX with them.
     set_timeout(args.user_code_timeout)
     pin_worker(None, False)

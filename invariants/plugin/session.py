@@ -71,17 +71,14 @@ class GateSession:
     @classmethod
     def start(cls, config: pytest.Config) -> GateSession:
         """The session of ``config``: the results file claimed first (by the xdist controller, which writes
-        it), so that bad input found after it leaves no earlier run's file there."""
+        it), so that a bad path is one line before anything else."""
         recorder = Recorder()
         if not hasattr(config, "workerinput"):
             recorder.claim_results(Path(config.getoption("results_json")))
         try:
             s = cls(config, Suite.load(config), recorder)
         except BaseException:
-            try:
-                recorder.discard_earlier()
-            finally:
-                recorder.release()
+            recorder.release()
             raise
         config.pluginmanager.register(s.recorder, "invariants-recorder")
         return s
@@ -250,9 +247,7 @@ class GateSession:
         return lines
 
     def collected(self, items: list[pytest.Item]) -> None:
-        """After collection: the earlier run's results removed in a gate run, compiles started ahead."""
-        if any(item.get_closest_marker("gate") is not None for item in items):
-            self.recorder.discard_earlier()
+        """After collection: compiles started ahead."""
         workers = generate.compile_threads(self.config)
         if workers:  # what the selected gate items read, in their order (a skipped item reads nothing)
             ahead = [i for i in items if isinstance(i, GateItem) and i.get_closest_marker("skip") is None]
@@ -268,7 +263,6 @@ class GateSession:
         given = (("-k", option.keyword), ("-m", option.markexpr))
         chosen = " ".join(f"{flag} {value!r}" for flag, value in given if value) or "the selection"
         self.nothing_selected = f"{chosen}: deselects every gate item ({gate_items}), leaving nothing to run"
-        self.recorder.discard_earlier()
 
     def summary_lines(self, reporter: pytest.TerminalReporter | None = None) -> list[str]:
         """The gate's lines of the terminal summary; ``reporter``'s short summary then lists xfailed items
@@ -406,7 +400,6 @@ class Recorder:
         self.claim: _results.Claim | None = None
         # Why the results file could not be written: the run's last line, and not green.
         self.write_error: str | None = None
-        self._discarded = False
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call" and not (report.when == "setup" and report.skipped):
@@ -414,7 +407,6 @@ class Recorder:
         if "gate" not in report.keywords:
             return
         self.gate = True
-        self.discard_earlier()  # an xdist controller collects nothing: its first gate report says so
         outcome = "xfailed" if hasattr(report, "wasxfail") else report.outcome
         reason = failure_reason(report) if report.failed else None
         said = _results.recorded_failure(report.user_properties)
@@ -442,13 +434,6 @@ class Recorder:
             # A folder that takes no file although os.access says it would (a read-only mount): tried now.
             check_output_file(path, "--results-json")
         self.claim = _results.claim(path)
-
-    def discard_earlier(self) -> None:
-        """Once the run is known to be a gate run: remove the earlier run's results file, so that a run that
-        ends without writing one leaves none that reads as its own."""
-        if self.claim is not None and not self._discarded:
-            self._discarded = True
-            self.claim.discard_earlier()
 
     def release(self) -> None:
         if self.claim is not None:

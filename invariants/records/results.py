@@ -462,7 +462,8 @@ def write(path: Path, run: Mapping[str, Any], items: list[Record]) -> None:
     try:
         write_atomic(path, text)
     except InvariantsError as err:
-        raise InvariantsError(f"{err}; this run wrote no results file (an earlier one was removed)") from None
+        said = f"{err}; this run wrote no results file (one there is an earlier run's)"
+        raise InvariantsError(said) from None
 
 
 def check_path(path: Path, option: str = "--results-json") -> None:
@@ -511,10 +512,6 @@ class Claim:
     path: Path
     note: str | None = None
     _handle: IO[str] | None = None
-
-    def discard_earlier(self) -> None:
-        """Remove an earlier run's file, so that a run stopped by bad input leaves none to read as its own."""
-        _unlink_earlier(self.path)
 
     def release(self) -> None:
         if self._handle is None:
@@ -580,31 +577,6 @@ def _try_lock(path: Path) -> tuple[IO[str] | None, str]:
         handle.flush()
         return handle, ""
     raise InvariantsError(f"{path}: cannot lock it (it keeps being replaced)")
-
-
-def _unlink_earlier(path: Path) -> None:
-    try:
-        path.unlink(missing_ok=True)
-    except OSError as err:
-        raise InvariantsError(
-            f"--results-json {path}: cannot remove the earlier run's results ({err.strerror or err})"
-        ) from None
-
-
-def discard_earlier(path: Path) -> None:
-    """Before anything can stop a gate run: remove an earlier run's file, unless it is no results file or a
-    live run holds it."""
-    if not path.is_file() or path.is_symlink() or not _a_results_file(path):
-        return
-    try:
-        handle, _ = _try_lock(lock_path(path))
-    except (OSError, ImportError):
-        return
-    if handle is not None:
-        try:
-            _unlink_earlier(path)
-        finally:
-            Claim(path, None, handle).release()
 
 
 def claim(path: Path) -> Claim:

@@ -81,12 +81,10 @@ def test_a_lock_path_that_is_no_lock_file_is_refused_never_written_through(tmp_p
         lock.symlink_to(victim)
     else:
         os.mkfifo(lock)
-    for attempt in (lambda: _results.claim(path), lambda: _results.discard_earlier(path)):
-        path.write_text('{"items": []}\n')
-        with pytest.raises(InvariantsError) as err:
-            attempt()
-        said = str(err.value)
-        assert said.startswith(f"{lock}: ") and "where the gate keeps its" in said and "\n" not in said
+    with pytest.raises(InvariantsError) as err:
+        _results.claim(path)
+    said = str(err.value)
+    assert said.startswith(f"{lock}: ") and "where the gate keeps its" in said and "\n" not in said
     assert victim.read_text() == "the user's file\n"
 
 
@@ -167,15 +165,17 @@ def test_every_skipped_item_is_in_the_results_file_with_its_reason(gate_pytester
     assert "no throughput invariant applies" in {it.reason for it in skipped}
 
 
-def test_a_run_stopped_by_bad_input_leaves_no_earlier_results_file(gate_pytester: InProcess, tmp_path: Path):
-    """The earlier run's file goes when this run claims the path, before anything can stop it: a run
-    stopped by bad input (or killed) leaves none that a report or the Action would take for its own."""
+def test_a_run_stopped_by_bad_input_keeps_the_earlier_results_file(gate_pytester: InProcess, tmp_path: Path):
+    """The earlier run's file stays until a run writes a new one: a run stopped by bad input loses nobody's
+    results (a reader that must know its own run's file gives each run a path of its own, as the Action
+    does)."""
     path = tmp_path / "results.json"
-    path.write_text(json.dumps({**PAYLOAD, "items": [{"kind": "error", "outcome": "passed", "nodeid": "x"}]}))
+    earlier = json.dumps({**PAYLOAD, "items": [{"kind": "error", "outcome": "passed", "nodeid": "x"}]})
+    path.write_text(earlier)
     proc = _gate(gate_pytester, tmp_path, f"--results-json={path}", "--configs", "nosuch")
     assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
     assert proc.stderr.strip().splitlines()[-1].startswith("Exit: --configs: unknown configuration 'nosuch'")
-    assert not path.exists() and not _results.lock_path(path).exists()
+    assert path.read_text() == earlier and not _results.lock_path(path).exists()
 
 
 def test_a_run_of_other_tests_alone_keeps_the_earlier_results(gate_pytester: InProcess, tmp_path: Path):
@@ -188,21 +188,6 @@ def test_a_run_of_other_tests_alone_keeps_the_earlier_results(gate_pytester: InP
     proc = gate_pytester.pytest("test_other.py", "--targets", "cpu", f"--results-json={path}")
     assert proc.returncode == 0, proc.stdout[-1500:] + proc.stderr[-1500:]
     assert json.loads(path.read_text())["items"] == []
-
-
-def test_discarding_the_earlier_results_keeps_what_the_gate_did_not_write(tmp_path: Path):
-    mine, other = tmp_path / "results.json", tmp_path / "notes.json"
-    mine.write_text(json.dumps({**PAYLOAD, "items": []}))
-    other.write_text('{"mine": 1}\n')
-    _results.discard_earlier(other)
-    held = _results.claim(tmp_path / "held.json")
-    (tmp_path / "held.json").write_text(json.dumps({**PAYLOAD, "items": []}))  # a live run's file
-    try:
-        _results.discard_earlier(tmp_path / "held.json")
-    finally:
-        held.release()
-    _results.discard_earlier(mine)
-    assert not mine.exists() and other.read_text() == '{"mine": 1}\n' and (tmp_path / "held.json").exists()
 
 
 @pytest.mark.parametrize(
