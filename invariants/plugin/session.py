@@ -59,6 +59,10 @@ class GateSession:
         )
         # Checked now, made only when an item fails.
         self.dump_dir = check_output_dir(config.getoption("hlo_dump_dir"), "--hlo-dump-dir", make=False)
+        # pytest-benchmark writes it after the timing: a bad path is one line before anything is timed.
+        benchmark_json = config.getoption("benchmark_json", default=None)
+        if benchmark_json is not None:
+            check_output_file(benchmark_json, "--benchmark-json")
         self._measured: dict[Key, Measurement] = {}
         # Each failed compile's first item, which reported it whole; the known failures found compiling.
         self._failed: dict[Key, str] = {}

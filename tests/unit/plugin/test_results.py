@@ -198,6 +198,12 @@ def test_a_run_of_other_tests_alone_keeps_the_earlier_results(gate_pytester: InP
             "--hlo-dump-dir=/sys/x",
             "Exit: --hlo-dump-dir /sys/x: cannot write in /sys, where it would be made",
         ),
+        # pytest-benchmark's: it writes the file after all the timing.
+        (
+            "--benchmark-json=/sys/b.json",
+            "Exit: --benchmark-json /sys/b.json: cannot write in its folder /sys",
+        ),
+        ("--benchmark-json=/tmp", "Exit: --benchmark-json /tmp: a directory; give a file path"),
     ],
 )
 def test_an_output_path_nothing_can_be_written_to_stops_the_run_at_once(
