@@ -15,7 +15,6 @@ between steps leaves a folder the next run can take.
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 import sys
 from pathlib import Path
@@ -90,10 +89,10 @@ def claim(folder: Path) -> None:
             f"{_named(folder)}: {visible(stray[0])} was not made by the chip run (not in its {MANIFEST}), so "
             f"nothing there is replaced; give a new or an empty folder, or move what is yours out of it"
         )
-    for name in (p for p in present if "/" not in p):
+    for name in sorted(present, key=lambda p: p.count("/"), reverse=True):  # deepest first, no recursion
         path = folder / name
         if stat.S_ISDIR(os.lstat(path).st_mode):
-            shutil.rmtree(path)
+            path.rmdir()
         else:
             path.unlink()
     seal(folder)

@@ -226,3 +226,19 @@ def test_a_run_stopped_midway_keeps_the_programs_it_timed(tmp_path, monkeypatch)
     record = json.loads((tmp_path / "device-times.json").read_text())
     assert [r["program"] for r in record["rows"]] == ["take", "eqx_embedding"] and record["complete"] is False
     assert record["not_timed"] == ["onehot_matmul.f32", "grad_take.f32", "train_take.f32"]
+
+
+def test_a_tree_of_any_depth_it_made_is_replaced_in_one_step(tmp_path):
+    """No recursion on the way down or back: 1,100 levels (past Python's recursion limit) are walked,
+    listed and removed."""
+    chip_out = ["python", str(ROOT / "scripts" / "chip_out.py")]
+    out = tmp_path / "out"
+    assert subprocess.run([*chip_out, "claim", str(out)], check=False).returncode == 0
+    level = out
+    for _ in range(1100):
+        level /= "a"
+        level.mkdir()
+    assert subprocess.run([*chip_out, "seal", str(out)], check=False).returncode == 0
+    done = subprocess.run([*chip_out, "claim", str(out)], capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert [p.name for p in out.iterdir()] == ["chip-run.manifest"]
