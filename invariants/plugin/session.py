@@ -20,7 +20,7 @@ import jax
 import pytest
 
 from .._errors import InvariantsError
-from .._paths import check_output_dir, check_output_file, shown, what_is, write_atomic
+from .._paths import check_output_dir, check_output_file, json_file_of, shown, what_is, write_atomic
 from ..catalog.arguments import make_arguments
 from ..catalog.programs import Distribution, get_config
 from ..compile.artifacts import CompileCache
@@ -63,6 +63,11 @@ class GateSession:
         benchmark_json = config.getoption("benchmark_json", default=None)
         if benchmark_json is not None:
             check_output_file(benchmark_json, "--benchmark-json")
+            if benchmark_json.is_file() and not json_file_of(benchmark_json, "benchmarks"):
+                raise InvariantsError(
+                    f"--benchmark-json {shown(benchmark_json)}: a file that is not pytest-benchmark's JSON; "
+                    "give another path, or remove the file"
+                )
         self._measured: dict[Key, Measurement] = {}
         # Each failed compile's first item, which reported it whole; the known failures found compiling.
         self._failed: dict[Key, str] = {}

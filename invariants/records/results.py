@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO, Any, ClassVar, Literal, Union
 
 from .._errors import InvariantsError
-from .._paths import write_atomic
+from .._paths import json_file_of, write_atomic
 from .compiled import Key
 
 # Raised by a change to a record's fields or meaning.
@@ -482,26 +482,11 @@ def check_path(path: Path, option: str = "--results-json") -> None:
         raise InvariantsError(f"{option} {path}: cannot make its folder ({err.strerror or err})") from None
     if not os.access(path.parent, os.W_OK):
         raise InvariantsError(f"{option} {path}: its folder {path.parent} is not writable")
-    if path.is_file() and not _a_results_file(path):
+    if path.is_file() and not json_file_of(path, "items"):
         raise InvariantsError(
             f"{option} {path}: a file the gate did not write (not a results file); the gate replaces only "
             "its own results: give another path, or remove the file"
         )
-
-
-def _a_results_file(path: Path) -> bool:
-    """Whether the file at ``path`` is one this gate may replace: empty, or a results file."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(1)
-            if not head:
-                return f.read(1) == b"" and path.stat().st_size == 0
-            if head != b"{":
-                return False
-            data = json.loads(head + f.read())
-    except (OSError, ValueError):
-        return False
-    return isinstance(data, dict) and isinstance(data.get("items"), list)
 
 
 @dataclasses.dataclass

@@ -216,6 +216,26 @@ def test_an_output_path_nothing_can_be_written_to_stops_the_run_at_once(
     assert "compiled" not in proc.stdout and "Traceback" not in proc.stderr
 
 
+def test_a_benchmark_json_on_someone_elses_file_is_refused_and_the_file_kept(
+    gate_pytester: InProcess, tmp_path: Path
+):
+    """pytest-benchmark writes over any file at its path once the timing ran: a file that is not its JSON
+    is refused when the run starts; an empty one, or one of its own, is taken."""
+    notes = tmp_path / "NOTES.md"
+    notes.write_text("# my notes\n")
+    proc = _gate(gate_pytester, tmp_path, f"--benchmark-json={notes}")
+    assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"Exit: --benchmark-json {notes}: a file that is not pytest-benchmark's JSON; give another path, or "
+        "remove the file"
+    )
+    assert notes.read_text() == "# my notes\n"
+    ours = tmp_path / "b.json"
+    ours.write_text('{"benchmarks": []}')
+    proc = _gate(gate_pytester, tmp_path, f"--benchmark-json={ours}")
+    assert "--benchmark-json" not in proc.stderr, proc.stderr[-1500:]
+
+
 def test_a_record_with_a_null_field_no_writer_makes_is_one_line(tmp_path: Path):
     """A results file whose entries kept their kind, nodeid and outcome but lost their values is refused,
     naming the entry and the fields; the fields that are null by design (a check with no problem, an
