@@ -19,6 +19,7 @@ import stat
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's package, as every step's
 from invariants._errors import InvariantsError, visible
 from invariants._paths import write_atomic
 from invariants._trust import foreign, read_regular

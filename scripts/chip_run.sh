@@ -55,7 +55,13 @@ START=$(date +%s)
 if [ "$PLATFORM" = tpu ] && ! python "$ROOT/scripts/tpu_host.py"; then
   exit 2
 fi
+# One run at a time in a folder: a second one's claim would remove what the first has made. The lock (an
+# flock on the folder, held by this shell and its steps) is taken before the claim where the folder is there.
+hold() { command -v flock >/dev/null || return 0; exec 9<"$OUT" && flock -n 9; }
+busy() { printf 'chip_run: --out %q: another chip run is writing there\n' "$OUT" >&2; exit 2; }
+if [ -d "$OUT" ] && ! hold; then busy; fi
 python "$ROOT/scripts/chip_out.py" claim "$OUT" || exit 2
+hold || busy
 seal() { python "$ROOT/scripts/chip_out.py" seal "$OUT"; }
 trap seal EXIT
 export JAX_PLATFORMS="$PLATFORM" INVARIANTS_DUMP_DIR="$OUT/dumps"

@@ -128,6 +128,24 @@ def test_a_relative_out_is_the_callers_and_its_own_folder_is_replaced_on_the_nex
     assert (out / "hlo" / "mine.txt").read_text() == "mine" and (out / "report.md").exists()
 
 
+def test_a_folder_another_chip_run_is_writing_is_refused_and_kept(tmp_path):
+    import fcntl
+
+    out = tmp_path / "out"
+    assert _run(tmp_path, "--out", str(out), **QUICK).returncode == 124
+    (out / "report.md").write_text("the other run's")
+    subprocess.run(["python", str(ROOT / "scripts" / "chip_out.py"), "seal", str(out)], check=True)
+    held = os.open(out, os.O_RDONLY)  # the lock the other run holds on its folder
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        done = _run(tmp_path, "--out", str(out), **QUICK)
+    finally:
+        os.close(held)
+    said = f"chip_run: --out {out}: another chip run is writing there"
+    assert (done.returncode, done.stderr.strip()) == (2, said)
+    assert (out / "report.md").read_text() == "the other run's"
+
+
 def test_a_manifest_removes_links_never_what_they_point_to(tmp_path):
     out, victim = tmp_path / "out", tmp_path / "victim"
     victim.mkdir()
