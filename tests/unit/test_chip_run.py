@@ -253,10 +253,13 @@ def test_a_tree_of_any_depth_it_made_is_replaced_in_one_step(tmp_path):
     out = tmp_path / "out"
     assert subprocess.run([*chip_out, "claim", str(out)], check=False).returncode == 0
     level = out
-    for _ in range(1100):
-        level /= "a"
-        level.mkdir()
-    assert subprocess.run([*chip_out, "seal", str(out)], check=False).returncode == 0
-    done = subprocess.run([*chip_out, "claim", str(out)], capture_output=True, text=True, check=False)
-    assert (done.returncode, done.stderr) == (0, "")
-    assert [p.name for p in out.iterdir()] == ["chip-run.manifest"]
+    try:
+        for _ in range(1100):
+            level /= "a"
+            level.mkdir()
+        assert subprocess.run([*chip_out, "seal", str(out)], check=False).returncode == 0
+        done = subprocess.run([*chip_out, "claim", str(out)], capture_output=True, text=True, check=False)
+        assert (done.returncode, done.stderr) == (0, "")
+        assert [p.name for p in out.iterdir()] == ["chip-run.manifest"]
+    finally:  # pytest's own clean-up of old temporary folders recurses: it must never meet this tree
+        subprocess.run(["rm", "-rf", str(out / "a")], check=True)
