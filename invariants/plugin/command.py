@@ -95,7 +95,7 @@ def _forwarded(args: argparse.Namespace) -> list[str]:
     return out
 
 
-def _check(args: argparse.Namespace) -> _Built:
+def _check(args: argparse.Namespace, selection: str | None) -> _Built:
     """Everything that can be said wrong before pytest starts, as one line; the declared programs, built."""
     from ..catalog.downstream import build_all
 
@@ -112,7 +112,7 @@ def _check(args: argparse.Namespace) -> _Built:
         raise InvariantsError(
             f"{args.spec_dir[0]}: no [[program]] declared; with --no-catalog nothing is gated"
         )
-    return _Built(dict(zip(decls, build_all(decls), strict=True)))
+    return _Built(dict(zip(decls, build_all(decls, selection), strict=True)))
 
 
 class _Built:
@@ -124,6 +124,15 @@ class _Built:
     @pytest.hookimpl(tryfirst=True)
     def pytest_configure(self, config: pytest.Config) -> None:
         config.stash[BUILT_PROGRAMS] = self.programs
+
+
+def _pytest_option(rest: list[str], flag: str) -> str | None:
+    """The value of one of the gate's pytest options among the arguments passed on to pytest."""
+    option = next(o for o in OPTIONS if o.flag == flag)
+    parser = Parser(add_help=False, allow_abbrev=False)
+    parser.add_argument(option.flag, default=option.keywords().get("default"))
+    value: str | None = getattr(parser.parse_known_args(rest)[0], flag.lstrip("-").replace("-", "_"))
+    return value
 
 
 def main(argv: list[str]) -> int:
@@ -139,7 +148,7 @@ def main(argv: list[str]) -> int:
         guard_backend()
     except pytest.UsageError as err:
         raise InvariantsError(str(err)) from None
-    built = _check(args)
+    built = _check(args, _pytest_option(rest, "--programs"))
 
     command = ["python -m invariants gate"]
     command += [f"--spec-dir {shlex.quote(str(d))}" for d in args.spec_dir]

@@ -30,6 +30,7 @@ from ..kernels import kernel_files
 from ..measure.measurement import Measurement, measure
 from ..records import results as _results
 from ..records.compiled import FailedCompile, Key
+from ..scope.select import file_stem
 from ..scope.targets import versions
 from ..specfile.reader import KnownCompileFailure, scope_of, select_programs
 from ..verdict.correctness import Correctness
@@ -68,6 +69,7 @@ class GateSession:
                     f"--benchmark-json {shown(benchmark_json)}: a file that is not pytest-benchmark's JSON; "
                     "give another path, or remove the file"
                 )
+        self.keep_hlo = bool(config.getoption("keep_hlo"))
         self._measured: dict[Key, Measurement] = {}
         # Each failed compile's first item, which reported it whole; the known failures found compiling.
         self._failed: dict[Key, str] = {}
@@ -127,6 +129,8 @@ class GateSession:
                     pytrace=False,
                 )
             self._measured[key] = measure(compiled, self.all_targets[key.target])
+            if self.keep_hlo:  # every item's, so that working on a passing or ratcheted one needs no rebuild
+                self.dump(key)
         return self._measured[key]
 
     def known_failure(self, key: Key) -> KnownCompileFailure | None:
@@ -176,7 +180,7 @@ class GateSession:
         key = err.key
         try:
             folder = self._dump_folder(key)
-            stem = f"{key.program}.{key.config}"
+            stem = f"{file_stem(key.program)}.{key.config}"
             for path in folder.glob(f"{glob.escape(stem)}.*"):
                 name = path.name[len(stem) + 1 :]
                 if name in _DUMP_NAMES or kernel_files([name]):
@@ -209,14 +213,14 @@ class GateSession:
         return self._arguments[key]
 
     def write_diff(self, key: Key, diff: str) -> Path:
-        path = self._dump_folder(key) / f"{key.program}.{key.config}.snapshot.diff"
+        path = self._dump_folder(key) / f"{file_stem(key.program)}.{key.config}.snapshot.diff"
         write_atomic(path, diff + "\n", "--hlo-dump-dir")
         return path
 
     def dump(self, key: Key) -> Path:
         """Write the optimized HLO, jaxpr and kernel code of ``key`` for CI to upload."""
         compiled = self.cache.get(*key)
-        stem = self._dump_folder(key) / f"{key.program}.{key.config}"
+        stem = self._dump_folder(key) / f"{file_stem(key.program)}.{key.config}"
         texts = {"hlo.txt": compiled.hlo_text, "jaxpr.txt": compiled.jaxpr, **compiled.kernel_code}
         # An atomic write replaces a link planted there, never writes through it.
         for name, text in texts.items():

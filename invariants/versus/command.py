@@ -435,8 +435,7 @@ def structure_keys(
 ) -> list[tuple[str, str, str]]:
     """``(program, config, target)`` on each selected target that compiles the program: the catalog's in
     the seed configuration, a project's in every configuration it lists."""
-    from ..catalog.programs import CATALOG  # it imports JAX: not when the command loads
-    from ..catalog.registry import Programs
+    from ..catalog.registry import Programs  # it imports JAX: not when the command loads
 
     known = known if known is not None else Programs()
     # The controller starts no JAX: a TPU or GPU host's runtime target is the AOT target of its name here.
@@ -444,7 +443,7 @@ def structure_keys(
     keys = []
     for p in programs:
         program = known.program(p)
-        wanted = (CONFIG,) if p in CATALOG else program.configs
+        wanted = (CONFIG,) if known.is_catalog(p) else program.configs
         for t in chosen:
             keys += [(p, c, t.name) for c in configs_for(t, program) if c in wanted]
     return keys
@@ -452,10 +451,10 @@ def structure_keys(
 
 def timed_configs(programs: Sequence[str], known: Programs) -> dict[str, str]:
     """The configuration each program is timed in: the seed, or the first a project's program runs in."""
-    from ..catalog.programs import CATALOG, get_config
+    from ..catalog.programs import get_config
 
     runs = {p: [c for c in known.program(p).configs if not get_config(c).compile_only] for p in programs}
-    return {p: CONFIG if p in CATALOG or not r else r[0] for p, r in runs.items()}
+    return {p: CONFIG if known.is_catalog(p) or not r else r[0] for p, r in runs.items()}
 
 
 def hello_and_structure(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "chip_run.sh"
 TRACES = ROOT / "tests" / "data" / "traces" / "tpu-v5e"
+DATA = ROOT / "tests" / "data" / "tpu-v5e-chip"
 
 
 def _run(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -195,16 +197,22 @@ def _row(program: str, device: float, predicted: float | None) -> dict:
     return {"program": program, "config": "f32", "device_s_median": device, "predicted_s": predicted}
 
 
-def test_a_twin_whose_verdict_disagrees_with_the_chip_is_a_finding_in_one_line():
+def test_every_twin_prints_both_ratios_and_a_disagreement_is_a_finding_in_one_line():
     chip_times = _chip_times()
     agree = [_row("eqx_embedding", 90e-6, 110e-6), _row("take", 45.7e-6, 45e-6)]
-    assert chip_times.findings(agree) == []
+    (line,) = chip_times.twin_lines(agree)
+    assert (
+        line
+        == "twin eqx_embedding / take [f32]: chip 1.97, predicted 2.44 (+24%): the same verdict against 1.1"
+    )
     # libtpu's own estimate would predict 0.33 here: a pass where the chip fails.
     disagree = [_row("eqx_embedding", 90e-6, 15e-6), _row("take", 45.7e-6, 45e-6)]
-    (line,) = chip_times.findings(disagree)
+    (line,) = chip_times.twin_lines(disagree)
     assert line.startswith("finding: eqx_embedding / take [f32] measures 1.97 on the chip")
     assert "predicts 0.333" in line and "\n" not in line
-    assert chip_times.findings([_row("eqx_embedding", 90e-6, None), _row("take", 45.7e-6, 45e-6)]) == []
+    (line,) = chip_times.twin_lines([_row("eqx_embedding", 90e-6, None), _row("take", 45.7e-6, 45e-6)])
+    assert line == "twin eqx_embedding / take [f32]: chip 1.97, no prediction"
+    assert chip_times.twin_lines([_row("take", 45.7e-6, 45e-6)]) == []
 
 
 def test_a_budget_too_short_times_what_fits_and_names_the_rest(tmp_path, capsys):
@@ -263,3 +271,47 @@ def test_a_tree_of_any_depth_it_made_is_replaced_in_one_step(tmp_path):
         assert [p.name for p in out.iterdir()] == ["chip-run.manifest"]
     finally:  # pytest's own clean-up of old temporary folders recurses: it must never meet this tree
         subprocess.run(["rm", "-rf", str(out / "a")], check=True)
+
+
+def _chip_corpus(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "chip_corpus.py"), *args],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )  # fmt: skip
+
+
+def test_chip_corpus_says_what_it_records_and_refuses_an_empty_selection(tmp_path):
+    done = _chip_corpus("--help")
+    assert done.returncode == 0 and "--list" in done.stdout and "--seconds" in done.stdout
+    done = _chip_corpus(
+        "--list", "steps:families", "--name", "x", "--out", str(tmp_path), "--only", "nothing*"
+    )
+    assert done.returncode == 2
+    assert (
+        done.stderr.strip().splitlines()[-1]
+        == "chip_corpus: steps:families holds no program matching nothing*"
+    )
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_committed_corpora_are_what_the_probe_lists_name():
+    """Each committed corpus holds the programs its list names, each once, with the chip's provenance: what
+    the fit reads is what steps.py says was timed."""
+    sys.path.insert(0, str(DATA))
+    import steps
+
+    def names(folder: Path) -> list[str]:
+        return [
+            r["program"]
+            for f in sorted(folder.glob("corpus-*.json"))
+            for r in json.loads(f.read_text())["rows"]
+        ]
+
+    fitted = names(DATA)
+    assert len(fitted) == len(set(fitted))
+    assert set(fitted) == {p.name for p in steps.families()}
+    held = names(DATA / "heldout")
+    assert sorted(held) == sorted(p.name for p in steps.held_out() + steps.twins())
+    for f in [*DATA.glob("corpus*.json"), *(DATA / "heldout").glob("corpus*.json")]:
+        prov = json.loads(f.read_text())["provenance"]
+        assert prov["chip"] == "TPU v5 lite" and prov["clock"] == "device" and prov["libtpu"], f
