@@ -24,7 +24,6 @@ from .._paths import PACKAGE_DIR
 from .._usercode import set_timeout
 from ..compile.child import pytest_args
 from ..compile.process import guard_backend, pin_worker
-from ..records.results import discard_earlier
 from ..specfile.reader import SPEC_DIR, ProgramDecl, load_specs
 from .options import BUILT_PROGRAMS, OPTIONS, Option
 
@@ -136,18 +135,12 @@ def _pytest_option(rest: list[str], flag: str) -> str | None:
     return value
 
 
-def _results_path(rest: list[str]) -> Path:
-    return Path(str(_pytest_option(rest, "--results-json")))
-
-
 def main(argv: list[str]) -> int:
     # Nothing may write inside the installed package, pytest's rewritten test modules above all.
     sys.dont_write_bytecode = True
     from . import hooks  # noqa: F401  (its environment defaults must precede JAX's backends)
 
     args, rest = _parser().parse_known_args(argv)
-    # Before any check below can stop this run: it leaves no earlier file that reads as its own.
-    discard_earlier(_results_path(rest))
     # The environment first: the checks below import the user's modules, and JAX with them.
     set_timeout(args.user_code_timeout)
     pin_worker(None, False)
