@@ -117,8 +117,8 @@ def test_the_shards_and_the_merge_job_as_the_workflow_runs_them(tmp_path):
     env, summary, _ = _env(tmp_path, "missing")
     proc = _run(merge, job, env)
     assert proc.returncode == 2
-    assert re.fullmatch(rf".*: shard 2/{N} missing; a split run is reported whole, from every shard's results file",
-                        proc.stderr.strip().splitlines()[-1])  # fmt: skip
+    said = rf".*: shard 2/{N} missing; a split run is reported whole, from every shard's results file"
+    assert re.fullmatch(said, proc.stderr.strip().splitlines()[-1])
     assert summary.read_text().startswith(
         f"## jax-embedding-invariants gate, {N - 1} shards: failed (exit status 2)"
     )
