@@ -66,6 +66,8 @@ class Sharding:
             output[WORKER_OUTPUT] = self.selection
 
     def summary_line(self) -> str:
+        if not self.of:  # an xdist controller: its workers split
+            return f"invariants: shard {self.shard} (split by the workers)"
         return f"invariants: shard {self.shard}: {self.kept} of {self.of} items (split by {self.by})"
 
     def facts(self) -> dict[str, Any]:

@@ -100,8 +100,9 @@ N = 5  # more shards than units: some have nothing to do
 def _gate(root: Path, name: str, *more: str) -> tuple[int, Path]:
     """The project's gate run, with a cold compile cache of its own: the exit status and the results file."""
     results = root / f"{name}.json"
+    xdist = [] if "-n" in more else ["-p", "no:xdist"]
     status = cli(["gate", "--spec-dir", "specs", "--no-catalog", "--targets", "cpu", "--snapshot-dir",
-                  "snapshots", "-p", "no:cacheprovider", "-p", "no:benchmark", "-p", "no:xdist",
+                  "snapshots", "-p", "no:cacheprovider", "-p", "no:benchmark", *xdist,
                   "--cache-dir", str(root / f"cache-{name}"), "--results-json", str(results),
                   "--hlo-dump-dir", str(root / "hlo"), *more])  # fmt: skip
     return status, results
@@ -122,6 +123,10 @@ def runs(tmp_path_factory) -> tuple[Path, dict[str, tuple[int, Path]]]:
         assert _gate(root, "record", "--snapshot-update", "--no-cache")[0] == 0
         out = {"whole": _gate(root, "whole")}
         out |= {str(k): _gate(root, str(k), "--shard", f"{k}/{N}") for k in range(1, N + 1)}
+        # Under xdist the workers split and the controller writes the file: the same shard, told the same.
+        k = next(k for k in range(1, N + 1) if out[str(k)][0] == 0)
+        out["xdist"] = _gate(root, "xdist", "--shard", f"{k}/{N}", "-n", "1")
+        out["xdist-of"] = out[str(k)]
     return root, out
 
 
@@ -152,6 +157,14 @@ def test_shards_split_the_items_and_the_compiles_of_one_run(runs):
         assert (status == 5) == (not data["items"])
 
 
+def test_under_xdist_a_shard_is_the_same_shard(runs):
+    _, out = runs
+    (status, xdist), (_, alone) = out["xdist"], out["xdist-of"]
+    assert status == 0
+    assert sorted(_ids(xdist)) == sorted(_ids(alone))
+    assert json.loads(xdist.read_text())["shard"] == json.loads(alone.read_text())["shard"]
+
+
 def _report(*argv: str, capsys) -> tuple[int, str, str]:
     status = cli(["report", *argv])
     said = capsys.readouterr()
@@ -166,14 +179,22 @@ def _counts(markdown: str) -> list[str]:
     return [verdict, *lines[start : lines.index("", start)]]
 
 
+def _less_sources(markdown: str) -> str:
+    """Less the files a report names and the seconds its compiles took (each run's own)."""
+    return re.sub(r"\d+\.\d+", "S", re.sub(r" from `[^\n]*", "", markdown)).strip()
+
+
 def test_the_report_of_every_shard_counts_what_the_whole_run_counts(runs, capsys):
-    _root, out = runs
+    root, out = runs
     files = [str(out[str(k)][1]) for k in range(1, N + 1)]
     status, whole, _ = _report(str(out["whole"][1]), capsys=capsys)
     assert status == 0
-    status, merged, _ = _report(*files, capsys=capsys)
+    status, merged, _ = _report(*files, "--plot", str(root / "merged.png"), capsys=capsys)
     assert status == 0, merged
     assert _counts(merged) == _counts(whole)
+    # As the whole run's, less the files and seconds: the same tables, failures and ratchet lines; a plot.
+    assert _less_sources(merged.replace(f"Plot: `{root / 'merged.png'}`", "")) == _less_sources(whole)
+    assert (root / "merged.png").stat().st_size > 0
     status, compared, err = _report("--compare", str(out["whole"][1]), ",".join(files), capsys=capsys)
     assert status == 0, err
     assert "## Outcomes: 0 item(s) changed" in compared and "only in" not in compared
