@@ -37,7 +37,7 @@ class Sharding:
     @classmethod
     def from_options(cls, config: pytest.Config) -> Sharding | None:
         """``--shard``, checked; pytest-split's own split refused, since it splits item by item."""
-        if getattr(config.option, "splits", None) or getattr(config.option, "group", None):
+        if config.getoption("splits", None) or config.getoption("group", None):
             raise InvariantsError(
                 "--splits/--group (pytest-split): it splits item by item, so one program would compile in "
                 "several shards; give --shard K/N, which balances by pytest-split's durations file"
@@ -45,7 +45,7 @@ class Sharding:
         value = config.getoption("shard")
         if value is None:
             return None
-        durations = getattr(config.option, "durations_path", None) or DURATIONS_FILE
+        durations = config.getoption("durations_path", None) or DURATIONS_FILE
         return cls(parse_shard(value), Path(durations))
 
     def take(self, config: pytest.Config, items: list[pytest.Item]) -> None:

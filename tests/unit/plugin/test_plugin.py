@@ -151,7 +151,7 @@ def _session(tmp_path, **given: str | None):
     options = {"targets": "cpu", "programs": None, "configs": None, "spec_dir": None, "no_catalog": False,
                "snapshot_dir": str(tmp_path), "catalog_snapshot_dir": None, "hlo_dump_dir": "d",
                "raw_invariants": False, "cache_dir": str(tmp_path / "cache"), "no_cache": False,
-               "user_code_timeout": None, "compile_threads": None, "record_baselines": False,
+               "user_code_timeout": None, "compile_threads": None, "record_baselines": False, "shard": None,
                **given}  # fmt: skip
 
     def getoption(name: str, default: object = KeyError) -> object:
