@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The steps of action.yml after the install: `action_gate.sh cache-key` writes the compile cache's key and
 # folder as step outputs (key, dir); `action_gate.sh` runs `python -m invariants gate` on the project's spec
-# folders, writes the report to the job summary, and exits with the gate's status.
+# folders, writes the report to the job summary, and exits with the gate's status; `action_gate.sh merge
+# FILE...` is the merge job of .github/workflows/gate-shards.yml: the report of every shard's results file
+# in the job summary, and its exit status (2 where a shard is missing or repeated).
 #
 # Inputs, as action.yml passes them (environment variables):
 #   INPUT_SPEC_DIRS     spec folders, one per line (required)
@@ -10,6 +12,8 @@
 #   INPUT_CATALOG       "true" runs the catalog too; "false" (the default) passes --no-catalog
 #   INPUT_ARGS          more arguments for the gate, split on whitespace
 #   INPUT_COMPILE_CACHE "true" (the default) reads and writes the compile cache; "false": INVARIANTS_NO_CACHE=1
+#   INPUT_SHARD         "K/N": shard K of N (--shard); its results file is for the merge job, which reports,
+#                       and a shard with nothing to do (pytest's 5, its results file written) passes
 #   GATE_PYTHON         the interpreter the action set up and installed the gate in (required: never the
 #                       python first on PATH, which may be another environment's)
 #   GITHUB_STEP_SUMMARY the job summary the report is appended to (unset: the report goes to stdout)
@@ -50,6 +54,34 @@ output() {
   printf '%s=%s\n' "$1" "$2" >> "$GITHUB_OUTPUT"
 }
 
+summarize() {  # the job summary: a first line with the verdict of exit status $1, then the file $3 or line $2
+  local summary="${GITHUB_STEP_SUMMARY:-/dev/stdout}" verdict="passed"
+  [ "$1" -ne 0 ] && verdict="failed (exit status $1)"
+  printf '## jax-embedding-invariants gate%s: %s\n\n' "$4" "$verdict" >> "$summary"
+  if [ -n "$2" ]; then
+    printf '%s\n' "$2" >> "$summary"
+  else
+    cat "$3" >> "$summary"
+  fi
+}
+
+if [ "${1:-}" = "merge" ]; then
+  shift
+  if [ "$#" -eq 0 ]; then
+    say "merge: no results file given; give every shard's"
+    exit 2
+  fi
+  report="merged-report.md"
+  "$python" -m invariants report "$@" --out "$report" --plot merged-report.png
+  rc=$?
+  if [ -f "$report" ]; then
+    summarize "$rc" "" "$report" ", $# shards"
+  else
+    summarize "$rc" "No report: the shards' results could not be merged (see the log's last line)." "" ", $# shards"
+  fi
+  exit "$rc"
+fi
+
 if [ "${1:-}" = "cache-key" ]; then
   key="$("$python" -m invariants cache key)" || exit $?
   # Read whole, with its trailing line breaks (a command substitution drops them, and the folder with them).
@@ -79,6 +111,10 @@ case "${INPUT_COMPILE_CACHE:-true}" in
   false) export INVARIANTS_NO_CACHE=1 ;;
   *) say "compile-cache: '${INPUT_COMPILE_CACHE}' is neither true nor false"; exit 2 ;;
 esac
+shard=()
+if [ -n "${INPUT_SHARD:-}" ]; then
+  shard=(--shard "$INPUT_SHARD")
+fi
 targets=()
 if [ -n "${INPUT_TARGETS:-}" ]; then
   targets=(--targets "$INPUT_TARGETS")
@@ -117,12 +153,20 @@ if [ "${GITHUB_ACTIONS:-}" = "true" ]; then
   printf '::stop-commands::%s\n' "$token"
 fi
 "$python" -m invariants gate "${spec_args[@]}" --snapshot-dir "${INPUT_SNAPSHOT_DIR:-snapshots}" \
-  "${catalog[@]}" "${targets[@]}" --results-json "$own/results.json" "${extra[@]}"
+  "${catalog[@]}" "${targets[@]}" "${shard[@]}" --results-json "$own/results.json" "${extra[@]}"
 rc=$?
 
 # The report first: its exit status says whether the run passed, which the summary's first line says.
 said=""
-if [ -f "$own/results.json" ]; then
+if [ -n "${INPUT_SHARD:-}" ] && [ -f "$own/results.json" ]; then
+  # One shard's file reads as a missing shard of the others: the merge job reports the whole run.
+  nothing=""
+  if [ "$rc" -eq 5 ]; then
+    rc=0
+    nothing=" had nothing to do; it"
+  fi
+  said="Shard ${INPUT_SHARD}${nothing} wrote $results; the merge job reports the whole run."
+elif [ -f "$own/results.json" ]; then
   (cd "$own" && "$python" -m invariants report results.json --out report.md)
   report_rc=$?
   [ "$rc" -eq 0 ] && rc=$report_rc
@@ -136,19 +180,12 @@ else
 fi
 [ -n "$token" ] && printf '::%s::\n' "$token"
 
-summary="${GITHUB_STEP_SUMMARY:-/dev/stdout}"
-verdict="passed"
-[ "$rc" -ne 0 ] && verdict="failed (exit status $rc)"
-printf '## jax-embedding-invariants gate: %s\n\n' "$verdict" >> "$summary"
-if [ -n "$said" ]; then
-  printf '%s\n' "$said" >> "$summary"
-else
-  cat "$own/report.md" >> "$summary"
-fi
+summarize "$rc" "$said" "$own/report.md" "${INPUT_SHARD:+, shard $INPUT_SHARD}"
 for name in results.json report.md; do
   if [ -f "$own/$name" ] && ! mv -f "$own/$name" "$out/$name" && [ "$rc" -eq 0 ]; then rc=2; fi
 done
 
 output exit-code "$rc" "the exit status"
 output report "$report" "the report's path"
+output results "$results" "the results file's path"
 exit "$rc"

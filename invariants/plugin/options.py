@@ -100,6 +100,14 @@ OPTIONS: tuple[Option, ...] = (
         env=_config.name("INVARIANTS_RESULTS"),
     ),
     Option(
+        "--shard",
+        "run shard K of N (e.g. 1/4) of the selection: a compile's items stay in one shard, split by "
+        "pytest-split's durations file (.test_durations) where there is one, else by a stable hash; "
+        "`python -m invariants report` merges the shards' results files",
+        {"metavar": "K/N"},
+        forwarded=True,
+    ),
+    Option(
         "--compile-threads",
         "compile the selected programs ahead of their items on N threads (default: the CPU count; 0: each "
         "item compiles what it reads; under xdist always 0, each worker compiling its own items)",

@@ -36,6 +36,7 @@ from ..specfile.reader import KnownCompileFailure, scope_of, select_programs
 from ..verdict.correctness import Correctness
 from . import generate
 from .outcomes import versions_line
+from .sharding import Sharding
 from .snapshots import SnapshotFolders, recorded_baselines
 from .suite import Suite, unavailable_targets
 from .tree import GateItem
@@ -78,6 +79,7 @@ class GateSession:
         self.raw = bool(config.getoption("raw_invariants"))
         self._arguments: dict[tuple[str, ...], Any] = {}
         self.nothing_selected: str | None = None
+        self.sharding = Sharding.from_options(config)
 
     @classmethod
     def start(cls, config: pytest.Config) -> GateSession:
@@ -261,10 +263,13 @@ class GateSession:
 
     def collected(self, items: list[pytest.Item]) -> None:
         """After collection: compiles started ahead."""
+        # What the selected gate items read, in their order (a skipped item reads nothing): a child
+        # compiles no more of its target than that, whatever -k, -m or --shard left out.
+        ahead = [i for i in items if isinstance(i, GateItem) and i.get_closest_marker("skip") is None]
+        keys = [k for item in ahead for k in item.reads if self.available(k.target) is None]
+        self.cache.narrow_plan(keys)
         workers = generate.compile_threads(self.config)
-        if workers:  # what the selected gate items read, in their order (a skipped item reads nothing)
-            ahead = [i for i in items if isinstance(i, GateItem) and i.get_closest_marker("skip") is None]
-            keys = [k for item in ahead for k in item.reads if self.available(k.target) is None]
+        if workers:
             self.cache.prefetch(keys, workers)
 
     def deselected(self, gate_items: int, items: list[pytest.Item]) -> None:
@@ -281,6 +286,7 @@ class GateSession:
         """The gate's lines of the terminal summary; ``reporter``'s short summary then lists xfailed items
         only where ``-rx`` asks."""
         lines = list(self.recorder.notes)
+        lines += [self.sharding.summary_line()] if self.sharding is not None else []
         lines += failure_table(self.recorder.items)
         listed = _quiet_xfails(self.config, reporter) if reporter is not None else True
         lines += ratchet_lines(self.recorder.items, listed=listed)
@@ -302,7 +308,7 @@ class GateSession:
         recorder.notes[:] = self.snapshots.obsolete(
             self.all_targets, recorder.items, passed, updating=self.updating, delete=delete
         ) + recorded_baselines(recorder.items)
-        recorder.write_results(self.run_facts(exitstatus))
+        recorder.write_results(self.run_facts(exitstatus), empty=self.sharding is not None)
 
     def run_facts(self, exitstatus: int) -> dict[str, Any]:
         dev = jax.devices()
@@ -324,6 +330,7 @@ class GateSession:
                 name: {"kind": p.kind, "tags": sorted(p.tags)} for name, p in self.all_programs.items()
             },
             **pytest_counts(self.config),
+            **(self.sharding.facts() if self.sharding is not None else {}),
         }
 
     def close(self) -> None:
@@ -452,14 +459,15 @@ class Recorder:
         if self.claim is not None:
             self.claim.release()
 
-    def write_results(self, run: dict[str, Any]) -> None:
-        """Write ``run`` with the items; no file, and a note, when nothing was recorded."""
+    def write_results(self, run: dict[str, Any], empty: bool = False) -> None:
+        """Write ``run`` with the items; no file, and a note, when nothing was recorded (unless ``empty``:
+        a shard with nothing to do writes that it had none)."""
         claim = self.claim
         if claim is None:
             return
         if claim.note:
             self.notes.append(claim.note)
-        if not self.items:
+        if not self.items and not empty:
             if self.gate:
                 self.notes.append(
                     f"invariants: no gate item recorded anything; {shown(claim.path)} was not written"

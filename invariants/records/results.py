@@ -36,6 +36,7 @@ RECORDED = "recorded"
 PROPERTY = "invariants"
 FAILURE_PROPERTY = "invariants-failure"
 PYTEST_OUTCOMES = ("failed", "passed", "skipped", "xfailed", "xpassed", "error")
+NO_TESTS = 5  # pytest's exit status for a run with no test
 
 FailureKind = Literal["assert", "snapshot", "compile", "error"]
 # A measured term: a count, a size, a ratio, a sorted set, or a structure term's text.
@@ -333,6 +334,16 @@ def _needed(f: dataclasses.Field[Any]) -> bool:
     return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
 
 
+@dataclasses.dataclass(frozen=True)
+class ShardOf:
+    """Which shard of a split run (``--shard K/N``) wrote a results file: ``index`` of ``count``, of the
+    selection whose digest is ``selection`` (every shard of one run has the same)."""
+
+    index: int
+    count: int
+    selection: str
+
+
 @dataclasses.dataclass
 class Results:
     """A results file as :func:`read` returns it: what the run was, and its records."""
@@ -347,6 +358,13 @@ class Results:
     programs: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     # pytest's count of each outcome (None: a run without its terminal reporter).
     pytest: dict[str, int] | None = None
+    shard: ShardOf | None = None
+
+    def run_exitstatus(self) -> int:
+        """The exit status as the run's verdict reads it: a shard that had nothing to do (pytest's 5 for no
+        tests, and no record) is no failure of the run it is part of."""
+        nothing = self.shard is not None and not self.items and self.exitstatus == NO_TESTS
+        return 0 if nothing else self.exitstatus
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], where: str = "results") -> Results:
@@ -367,11 +385,20 @@ class Results:
             if isinstance(programs, dict)
             else {},
             pytest={k: int(counts.get(k, 0)) for k in PYTEST_OUTCOMES} if "pytest" in data else None,
+            shard=_decode(ShardOf, data["shard"]) if "shard" in data else None,
         )
 
 
 def _counts(value: object) -> bool:
     return isinstance(value, dict) and all(_SCALARS[int](n) and n >= 0 for n in value.values())
+
+
+def _a_shard(value: object) -> bool:
+    try:
+        shard = _decode(ShardOf, value)
+    except _Bad:
+        return False
+    return isinstance(shard, ShardOf) and 1 <= shard.index <= shard.count
 
 
 # What each field of a run must be where it is given, in the order checked: a test, and its words.
@@ -380,6 +407,7 @@ _RUN_FIELDS: dict[str, tuple[Callable[[object], bool], str]] = {
     "declared": (lambda v: isinstance(v, list), "a list of program names"),
     "exitstatus": (lambda v: isinstance(v, int), "an integer"),
     "pytest": (_counts, "an object of outcome counts"),
+    "shard": (_a_shard, "an object of a shard's index, count (1 <= index <= count) and selection"),
 }
 
 

@@ -152,7 +152,7 @@ def _session(tmp_path, **given: str | None):
                "snapshot_dir": str(tmp_path), "catalog_snapshot_dir": None, "hlo_dump_dir": "d",
                "keep_hlo": False, "raw_invariants": False, "cache_dir": str(tmp_path / "cache"),
                "no_cache": False, "user_code_timeout": None, "compile_threads": None,
-               "record_baselines": False, **given}  # fmt: skip
+               "record_baselines": False, "shard": None, **given}  # fmt: skip
 
     def getoption(name: str, default: object = KeyError) -> object:
         # pytest's Config.getoption: a dest or an option string, a default for an option not registered.
