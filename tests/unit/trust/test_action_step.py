@@ -71,7 +71,11 @@ def test_a_run_that_collected_only_is_not_passed(project):
     assert "checked nothing" in summary and "passed" not in summary.replace("failed", "")
     said = "action_gate: the gate checked nothing: it exited 0 but wrote no results (args: '--co')"
     assert _last_line(log) == said
-    assert outputs == ["exit-code=2", "report=artifacts/action/report.md"]
+    assert outputs == [
+        "exit-code=2",
+        "report=artifacts/action/report.md",
+        "results=artifacts/action/results.json",
+    ]
 
 
 def test_no_line_of_the_gates_log_is_read_as_a_workflow_command(project):
@@ -136,7 +140,7 @@ def test_the_action_and_its_docs_give_the_same_exit_statuses():
     yaml = pytest.importorskip("yaml", reason="PyYAML reads action.yml (installed with the dev extra)")
     action = yaml.safe_load((ROOT / "action.yml").read_text())
     said = action["outputs"]["exit-code"]["description"]
-    docs = re.search(r"Outputs: `exit-code` \(the gate's: (.*?)\) and `report`",
+    docs = re.search(r"Outputs: `exit-code` \(the gate's: (.*?)\), `report`",
                      (ROOT / "docs" / "action.md").read_text(), re.S)  # fmt: skip
     assert docs, "docs/action.md: no Outputs sentence"
 
