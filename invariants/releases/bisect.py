@@ -120,9 +120,7 @@ def run_suite(
     folder = workdir / f"jax-{version}"
     results, dump = folder / "results.json", folder / "hlo"
     run = suite_run(env_python(env), k, targets, programs, results, dump, tests, configs, project)
-    # Older libtpu asks the GCE metadata server for its topology and waits on it off GCE.
-    extra = {} if "TPU_SKIP_MDS_QUERY" in os.environ else {"TPU_SKIP_MDS_QUERY": "1"}
-    env_vars = gate_env(extra, pythonpath=True, project=run.project)
+    env_vars = gate_env(_off_gce(), pythonpath=True, project=run.project)
     child = run_gate(gate_command(run), env=env_vars, folder=folder, timeout=timeout)
     if child.timed_out:
         raise InvariantsError(f"jax {version}: the suite did not finish in {timeout:.0f} s")
@@ -136,6 +134,14 @@ def run_suite(
             f"jax {version}: the suite did not run (exit {child.returncode}): {last_line(child.log)}; {where}"
         )
     return child.results, child.seconds
+
+
+def _off_gce() -> dict[str, str]:
+    """A release's children compile for a TPU ahead of time, on any host. Older libtpu asks the GCE metadata
+    server for its topology, waits on it off GCE, then fails; and libtpu takes a lock file that another
+    process compiling beside it (a test, versus) holds: the child would fail on it."""
+    wanted = {"TPU_SKIP_MDS_QUERY": "1", "ALLOW_MULTIPLE_LIBTPU_LOAD": "1"}
+    return {k: v for k, v in wanted.items() if k not in os.environ}
 
 
 # How pytest's last line begins when it refuses its input.
@@ -298,7 +304,7 @@ def _render_child() -> int:
 
 
 def render_in(env: Path, keys: Sequence[tuple[str, str, str]], project: Project) -> dict[str, str]:
-    child_env = {**gate_env(pythonpath=True, project=project), **project.environment()}
+    child_env = {**gate_env(_off_gce(), pythonpath=True, project=project), **project.environment()}
     try:  # this module, run as __main__ in the release's environment
         out = keys_child(__name__, keys, env=child_env, what="render", python=env_python(env), cwd=stage())
     except InvariantsError as err:

@@ -756,3 +756,19 @@ def test_a_release_whose_gate_cannot_compile_a_target_asked_for_is_not_compared(
     ) as err:
         b.run_suite(tmp_path / "env", V("0.10.2"), tmp_path, k="x", targets="tpu-v5e", programs=None)
     assert err.value.status == 4
+
+
+def test_a_releases_render_child_never_waits_on_the_gce_metadata_server(monkeypatch, tmp_path) -> None:
+    """Older libtpu asks the GCE metadata server for its topology, waits on it off GCE, then fails: the
+    render child of a release is told to skip it, as its suite is; and to share libtpu's lock file."""
+    monkeypatch.delenv("TPU_SKIP_MDS_QUERY", raising=False)
+    monkeypatch.delenv("ALLOW_MULTIPLE_LIBTPU_LOAD", raising=False)
+    seen: dict[str, str] = {}
+
+    def keys_child(module, keys, *, env, what, python, cwd):
+        seen.update(env)
+        return {}
+
+    monkeypatch.setattr(b, "keys_child", keys_child)
+    b.render_in(tmp_path, [("take", "f32", "tpu-v5e")], b.Project())
+    assert seen["TPU_SKIP_MDS_QUERY"] == "1" and seen["ALLOW_MULTIPLE_LIBTPU_LOAD"] == "1"
