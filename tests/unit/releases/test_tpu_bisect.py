@@ -52,7 +52,7 @@ def test_a_bisect_whose_ends_agree_names_no_release() -> None:
 
 
 def test_a_release_it_cannot_judge_at_the_change_leaves_the_boundary_open() -> None:
-    """The release just before the change cannot be judged: the boundary spans it, so the command names
+    """The last release with the old verdict cannot be judged: the boundary spans it, so the command names
     no release (``_Bisection.report``, tested in test_bisect.py): the search keeps it among the skipped."""
     found = b.bisect_releases(RELEASES, holds)
     hidden = found.before
