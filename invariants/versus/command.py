@@ -706,14 +706,17 @@ class _Builder:
             self.progress(f"versus: {flag} {v}: its {family} targets are not compared: {why}")
         return envs.env_python(envs.ensure_env(pins, args.cache_dir, args.index_url, log=self.progress))
 
-    def explain(self, targets: dict[str, dict[str, str | None]]) -> None:
-        """Each left-out family's reason in place of what a side's worker said of its targets."""
+    def explain(self, structure: Sequence[Json], targets: dict[str, dict[str, str | None]]) -> None:
+        """Each left-out family's reason in place of what a side's worker said of its targets and keys."""
         for flag, families in self.left_out.items():
             role = flag.removeprefix("--")
             for name, sides in targets.items():
                 family = select_targets(name, runtime=CPU_RUNTIME)[0].family
                 if family in families:
                     sides[role] = f"{name}: {families[family]}"
+                    for entry in structure:
+                        if entry["key"].rsplit("/", 1)[-1] == name and "error" in entry[role]:
+                            entry[role]["error"] = sides[role]
 
 
 def main(argv: list[str]) -> int:
@@ -742,7 +745,7 @@ def main(argv: list[str]) -> int:
     hellos, replies = _start(sides, keys, args, progress)
     settings = _settings(args, _platform(hellos))
     structure, targets = compare_structure(replies, keys) if keys else ([], {})
-    build.explain(targets)
+    build.explain(structure, targets)
     timing = []
     if timed:
         progress(

@@ -145,10 +145,16 @@ def test_versus_version_spec_gets_the_compilers_of_its_targets(
     assert {f: why[: len(left_out[f])] for f, why in build.left_out["--baseline"].items()} == left_out
     said = {"tpu-v5e": {"baseline": "tpu-v5e: libtpu is not installed", "candidate": None},
             "gpu-h100": {"baseline": None, "candidate": None}}  # fmt: skip
-    build.explain(said)
+    keys = [{"key": f"take/f32/{name}", "baseline": {"error": "the worker's own line"}, "candidate": {}}
+            for name in said]  # fmt: skip
+    build.explain(keys, said)
     for name, family in (("tpu-v5e", "tpu"), ("gpu-h100", "gpu")):
+        key = next(k for k in keys if k["key"].endswith(name))
         if family in left_out:
             assert said[name]["baseline"].startswith(f"{name}: {left_out[family]}")
+            assert key["baseline"]["error"] == said[name]["baseline"], "the key says it too"
+        else:
+            assert key["baseline"]["error"] == "the worker's own line"
     if "tpu" not in left_out:
         assert said["tpu-v5e"]["baseline"] == "tpu-v5e: libtpu is not installed", (
             "a worker's own reason stays"
