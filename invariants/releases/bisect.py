@@ -25,7 +25,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from .._errors import InvariantsError, Parser
+from .._errors import InvariantsError, NothingChecked, Parser
 from .._paths import absolute_path, check_output_dir
 from ..catalog.project import Project, add_project_options, project_from
 from ..compile.child import GateRun, gate_command, gate_env, keys_child, last_line, run_gate, stage
@@ -39,11 +39,11 @@ from .environments import (
     DEFAULT_CACHE,
     DEFAULT_INDEX,
     check_index,
-    choose_pins,
     ensure_env,
     env_python,
-    gpu_selected,
+    left_out,
     list_releases,
+    pins_for,
     resolve_version,
     span,
 )
@@ -120,20 +120,28 @@ def run_suite(
     folder = workdir / f"jax-{version}"
     results, dump = folder / "results.json", folder / "hlo"
     run = suite_run(env_python(env), k, targets, programs, results, dump, tests, configs, project)
-    # Older libtpu asks the GCE metadata server for its topology and waits on it off GCE.
-    extra = {} if "TPU_SKIP_MDS_QUERY" in os.environ else {"TPU_SKIP_MDS_QUERY": "1"}
-    env_vars = gate_env(extra, pythonpath=True, project=run.project)
+    env_vars = gate_env(_off_gce(), pythonpath=True, project=run.project)
     child = run_gate(gate_command(run), env=env_vars, folder=folder, timeout=timeout)
     if child.timed_out:
         raise InvariantsError(f"jax {version}: the suite did not finish in {timeout:.0f} s")
     if child.returncode == 5 or (child.returncode == 0 and child.results is None):
         raise InvariantsError(f"jax {version}: -k {k!r} selects no items")
+    if child.returncode == NothingChecked.status:  # a target asked for that this release cannot compile
+        raise NothingChecked(f"jax {version}: {last_line(child.log)}")
     if child.results is None:
         where = f"see {child.log}" if kept else "--keep DIR keeps its whole output"
         raise InvariantsError(
             f"jax {version}: the suite did not run (exit {child.returncode}): {last_line(child.log)}; {where}"
         )
     return child.results, child.seconds
+
+
+def _off_gce() -> dict[str, str]:
+    """A release's children compile for a TPU ahead of time, on any host. Older libtpu asks the GCE metadata
+    server for its topology, waits on it off GCE, then fails; and libtpu takes a lock file that another
+    process compiling beside it (a test, versus) holds: the child would fail on it."""
+    wanted = {"TPU_SKIP_MDS_QUERY": "1", "ALLOW_MULTIPLE_LIBTPU_LOAD": "1"}
+    return {k: v for k, v in wanted.items() if k not in os.environ}
 
 
 # How pytest's last line begins when it refuses its input.
@@ -296,7 +304,7 @@ def _render_child() -> int:
 
 
 def render_in(env: Path, keys: Sequence[tuple[str, str, str]], project: Project) -> dict[str, str]:
-    child_env = {**gate_env(pythonpath=True, project=project), **project.environment()}
+    child_env = {**gate_env(_off_gce(), pythonpath=True, project=project), **project.environment()}
     try:  # this module, run as __main__ in the release's environment
         out = keys_child(__name__, keys, env=child_env, what="render", python=env_python(env), cwd=stage())
     except InvariantsError as err:
@@ -365,33 +373,36 @@ class _Bisection:
     project: Project
     jaxlib_releases: Sequence[Version]
     ends: tuple[Version, Version]
-    gpu: bool
     workdir: Path
     verdicts: dict[Version, ReleaseRun] = dataclasses.field(default_factory=dict)
     envs: dict[Version, Path] = dataclasses.field(default_factory=dict)
 
     def verdict(self, v: Version) -> bool:
+        """The release's verdict; one the suite cannot judge as asked is skipped (:class:`Unusable`), or, at
+        an end, stops the bisect: exit 2 where it does not install, 4 where a target cannot compile."""
         args = self.args
-        pins = choose_pins(v, self.jaxlib_releases, gpu=self.gpu)
         try:
+            pins, missing = pins_for(v, self.jaxlib_releases, args.targets)
+            if missing:
+                raise NothingChecked(f"jax {v}: {'; '.join(missing.values())}")
             env = ensure_env(pins, args.cache_dir, args.index_url)
+            results, seconds = run_suite(
+                env,
+                v,
+                self.workdir,
+                k=args.k,
+                targets=args.targets,
+                programs=args.programs,
+                configs=args.configs,
+                project=self.project,
+                kept=args.keep is not None,
+            )
         except InvariantsError as err:
             if v in self.ends:
                 raise
             print(f"  jax {v}: skipped ({err})")
             raise Unusable(str(err)) from None
         self.envs[v] = env
-        results, seconds = run_suite(
-            env,
-            v,
-            self.workdir,
-            k=args.k,
-            targets=args.targets,
-            programs=args.programs,
-            configs=args.configs,
-            project=self.project,
-            kept=args.keep is not None,
-        )
         ver = self.verdicts[v] = verdict_of(v, results, seconds)
         judged = sum(it.kind in VERDICT_KINDS for it in ver.items)
         print(
@@ -400,12 +411,25 @@ class _Bisection:
         )
         return ver.holds
 
-    def report(self, boundary: Boundary) -> None:
+    def report(self, boundary: Boundary) -> int:
+        """The first release of the change and its proof; exit 4 naming none where a release between the
+        last two judged could not be (the change may be in it)."""
         old, new = sorted(
             (self.verdicts[boundary.before], self.verdicts[boundary.after]), key=lambda x: x.version
         )
         change = "breaks" if old.holds else "holds"
         print()
+        between = [v for v in boundary.skipped if old.version < v < new.version]
+        if between:
+            why = "; ".join(str(boundary.tested[v]).removeprefix("skipped: ") for v in between)
+            unjudged = ", ".join(f"jax {v}" for v in between)
+            print(
+                f"bisect: no first release named: the selection {change} between jax {old.version} and jax "
+                f"{new.version}, and {unjudged} between them could not be judged ({why})"
+            )
+            for side in (old, new):
+                _print_failing(side)
+            return NothingChecked.status
         print(
             f"first release where the selection {change}: jax {new.version} (last with it "
             f"{'holding' if old.holds else 'failing'}: jax {old.version}); "
@@ -415,13 +439,14 @@ class _Bisection:
             _print_failing(side)
         keys = _keys_of(old.failing or new.failing)
         if not keys:
-            return
+            return 0
         old_r, new_r = (render_in(self.envs[v], keys, self.project) for v in (old.version, new.version))
         for name in ("/".join(key) for key in keys):
             a, b = old_r.get(name, ""), new_r.get(name, "")
             print(f"\nstructure of {name}, jax {old.version} -> {new.version}:")
             print(structural_diff(a, b, f"jax {old.version}", f"jax {new.version}"))
             print(f"changed: {what_changed(a, b)}")
+        return 0
 
 
 def main_bisect(argv: list[str]) -> int:
@@ -454,19 +479,22 @@ def main_bisect(argv: list[str]) -> int:
     bad = resolve_version(args.bad, jax_releases, "--bad")
     jaxlib_releases = list_releases("jaxlib", args.index_url)
     order = span(jax_releases, good, bad)
-    gpu = gpu_selected(args.targets)
-    for v in (good, bad):  # one too old for the GPU is one line now, not after installing the other
-        choose_pins(v, jaxlib_releases, gpu=gpu)
+    for flag, v in (("--good", good), ("--bad", bad)):  # one line now, not after installing the other
+        if missing := left_out(v, args.targets):
+            raise NothingChecked(
+                f"bisect: {flag} {v}: {'; '.join(missing.values())}: --targets {args.targets} cannot be "
+                "compared there; nothing bisected"
+            )
     given = _selection(args.k, args.targets, args.programs, args.configs, project)
     print(
         f"bisect: {len(order)} releases from {good} to {bad}; selection {given}"
         + (f" ({selected} items here)" if selected > 0 else "")
     )
     with tempfile.TemporaryDirectory(prefix="invariants-bisect-") as tmp:
-        bisection = _Bisection(args, project, jaxlib_releases, (good, bad), gpu, args.keep or Path(tmp))
-        bisection.report(bisect_releases(order, bisection.verdict))
+        bisection = _Bisection(args, project, jaxlib_releases, (good, bad), args.keep or Path(tmp))
+        status = bisection.report(bisect_releases(order, bisection.verdict))
     print(f"\nbisect: {time.perf_counter() - start:.0f} s")
-    return 0
+    return status
 
 
 if __name__ == "__main__":

@@ -40,6 +40,9 @@ OLDEST_SUPPORTED = Version("0.4.30")
 # earlier releases fail cudaRuntimeGetVersion when the client starts, before any compile.
 OLDEST_GPU_AOT = Version("0.9.2")
 GPU_EXTRA = "cuda12-local"
+# Oldest release whose jax[tpu] resolves from a package index alone: earlier extras pin libtpu-nightly, which
+# only Google's own storage serves (a find-links page, not an index; PyPI has no such project).
+OLDEST_TPU_FROM_INDEX = Version("0.5.1")
 
 
 def parse_pip_versions(text: str) -> list[str]:
@@ -91,9 +94,14 @@ class Pins:
         return {"requirements": self.requirements()}
 
 
-def gpu_selected(targets: str) -> bool:
+def selected(targets: str, family: str) -> bool:
+    """Whether ``targets`` (the --targets words) names a target of ``family`` (tpu, gpu)."""
     words = [w.strip() for w in targets.split(",")]
-    return any(w in ("gpu", "all") or w.startswith("gpu-") for w in words)
+    return any(w in (family, "all") or w.startswith(f"{family}-") for w in words)
+
+
+def gpu_selected(targets: str) -> bool:
+    return selected(targets, "gpu")
 
 
 def gpu_too_old(jax: Version) -> str | None:
@@ -106,14 +114,44 @@ def gpu_too_old(jax: Version) -> str | None:
     )
 
 
+def tpu_too_old(jax: Version) -> str | None:
+    if jax >= OLDEST_TPU_FROM_INDEX:
+        return None
+    return (
+        f"jax {jax}: its jax[tpu] pins libtpu-nightly, which no package index serves (only Google's own "
+        f"storage), so no TPU compiler installs for it; TPU targets compile from jax {OLDEST_TPU_FROM_INDEX} "
+        "on"
+    )
+
+
+_TOO_OLD = {"tpu": tpu_too_old, "gpu": gpu_too_old}
+
+
+def left_out(jax: Version, targets: str) -> dict[str, str]:
+    """The accelerator families ``targets`` names that ``jax``'s release cannot compile for, each with why."""
+    return {f: why for f, too_old in _TOO_OLD.items() if selected(targets, f) and (why := too_old(jax))}
+
+
+def pins_for(
+    jax: Version, jaxlib_releases: Sequence[Version], targets: str, host: str = "cpu"
+) -> tuple[Pins, dict[str, str]]:
+    """The pins that compile ``targets`` under ``jax``: libtpu for a TPU target, the CUDA plugin for a GPU
+    one, on any host; and :func:`left_out`'s families, installed without their compiler. On a TPU ``host``
+    libtpu is needed to run at all: a release without it is refused."""
+    missing = left_out(jax, targets)
+    tpu, gpu = (selected(targets, f) and f not in missing for f in ("tpu", "gpu"))
+    return choose_pins(jax, jaxlib_releases, tpu=tpu or host == "tpu", gpu=gpu), missing
+
+
 def choose_pins(
     jax: Version, jaxlib_releases: Sequence[Version], tpu: bool = False, gpu: bool = False
 ) -> Pins:
     """Pins for ``jax``, with libtpu (``tpu``) or the CUDA plugin (``gpu``). jaxlib: the newest not newer
     than ``jax``, as a patch release without its own jaxlib (0.4.37) requires. Before jax 0.4.31, numpy<2
     (wheels built before numpy 2 fail to import under it) and the equinox it was verified with."""
-    if gpu and (reason := gpu_too_old(jax)):
-        raise InvariantsError(reason)
+    for wanted, too_old in ((tpu, tpu_too_old), (gpu, gpu_too_old)):
+        if wanted and (reason := too_old(jax)):
+            raise InvariantsError(reason)
     below = [v for v in jaxlib_releases if v <= jax]
     if not below:
         raise InvariantsError(f"jax {jax}: no jaxlib release at or below it on the index")

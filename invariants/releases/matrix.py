@@ -5,7 +5,9 @@ The structure tier (f32) of each release, run in its cached environment through
 installs, and on the GPU targets of ``--targets`` with that release's CUDA plugin; a markdown table and a
 PNG. The kernels' code metrics get a table of their own, a change from the release before in bold: a
 change of code generation behind identical HLO (a native float atomic turned into CAS retry loops) shows
-only there. A move to or off the SparseCore gets a line under the tables."""
+only there. A move to or off the SparseCore gets a line under the tables. A target asked for (tpu-v5e
+unless ``--no-tpu``, the GPU targets of ``--targets``) that a release cannot compile is a note, and the
+command exits 4 with one line naming them: a table with a hole is no full answer."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
-from .._errors import InvariantsError, Parser
+from .._errors import InvariantsError, NothingChecked, Parser
 from .._paths import check_output_dir, pyplot, save_figure, write_atomic
 from ..catalog.project import Project, project_from
 from ..measure.metrics import OFFLOAD_COUNTS, offload_moves
@@ -31,7 +33,7 @@ from ..records.results import Results, compile_failure
 from ..scope.select import selectors
 from ..scope.targets import TARGETS_HINT, all_targets, select_targets
 from .bisect import add_release_options, check_selection, run_suite
-from .environments import check_index, choose_pins, ensure_env, gpu_selected, list_releases, resolve_version
+from .environments import check_index, choose_pins, ensure_env, list_releases, resolve_version, selected
 
 if TYPE_CHECKING:
     from matplotlib.artist import Artist
@@ -306,11 +308,16 @@ def matrix_gpus(targets: str) -> str:
                 f"--targets {targets}: matrix does not run {word}; it runs cpu, tpu-v5e (unless --no-tpu) "
                 f"and the GPU targets named here (gpu, {', '.join(gpus)})"
             )
-    return ",".join("gpu" if w == "all" else w for w in words if gpu_selected(w))
+    return ",".join("gpu" if w == "all" else w for w in words if selected(w, "gpu"))
 
 
 def main_matrix(argv: list[str]) -> int:
-    p = Parser(prog="python -m invariants matrix", description="key metrics across releases")
+    p = Parser(
+        prog="python -m invariants matrix",
+        description="key metrics across releases",
+        epilog="Exit status: 0 every release compiled for every target asked for, 2 bad input, 4 a release "
+        "could not compile a target asked for (each named in the notes; the last line names them).",
+    )
     p.add_argument("--versions", required=True, help="comma-separated jax releases, e.g. 0.4.30,0.5.3,0.10.2")
     p.add_argument("--out", type=Path, default=Path("artifacts") / "matrix", help="folder for table and PNG")
     p.add_argument("--no-tpu", action="store_true", help="skip the TPU (jax[tpu]) environments")
@@ -360,6 +367,8 @@ def main_matrix(argv: list[str]) -> int:
     print(
         f"matrix: {args.out / 'matrix.md'}, {args.out / 'matrix.png'} ({time.perf_counter() - start:.0f} s)"
     )
+    if matrix.skipped:
+        raise NothingChecked(f"matrix: not compiled: {'; '.join(matrix.skipped)}")
     return 0
 
 
@@ -368,6 +377,7 @@ class _Matrix:
     rows: list[MatrixRow] = dataclasses.field(default_factory=list)
     notes: dict[str, str] = dataclasses.field(default_factory=dict)
     failures: dict[tuple[str, str, str], str] = dataclasses.field(default_factory=dict)
+    skipped: list[str] = dataclasses.field(default_factory=list)  # "TARGETS, jax V", each a note
 
     def add(self, version: str, results: Results) -> bool:
         """Whether the run had any rows or compile failures."""
@@ -414,4 +424,5 @@ def _release(
             print(f"  jax {v}: {targets} structures in {seconds:.0f} s")
         except InvariantsError as err:
             matrix.notes[f"{targets}, jax {v}"] = f"skipped: {err}"
+            matrix.skipped.append(f"{targets}, jax {v}")
             print(f"  jax {v}: {targets} skipped: {err}")

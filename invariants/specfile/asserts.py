@@ -219,6 +219,16 @@ def paired(assertion: Assertion, configs: Mapping[str, str]) -> Assertion:
         pinned=tuple((p, configs[p]) for p in assertion.programs),
     )
 
+    def worse_direction(self) -> int | None:
+        """+1 where the assert says its metrics are better low (``a <= b``), -1 where better high
+        (``a >= b``): then a read whose value moved that way got worse, whichever side it is on. None for
+        ``==``, ``!=`` and ``in``, or where a side is not a sum or product of reads and non-negative
+        numbers (``a - b <= 0`` says nothing of either read alone)."""
+        direction = {"<": 1, "<=": 1, ">": -1, ">=": -1}.get(self.op)
+        if direction is None or not (_monotone(self.left) and _monotone(self.right)):
+            return None
+        return direction
+
 
 class NoValue(Exception):
     """A term has no value here (a metric not measured, a division by zero): the verdict fails with this
@@ -239,6 +249,17 @@ def value(term: Term, read: Callable[[Read], Any]) -> Any:
         raise NoValue(f"'{term.text}' divides by zero: {term.right.text} is 0 here") from None
     except ArithmeticError as err:
         raise NoValue(f"'{term.text}' cannot be computed: {err}") from None
+
+
+def _monotone(term: Term) -> bool:
+    """Whether ``term`` grows with each read in it: reads and non-negative numbers, added or multiplied."""
+    if isinstance(term, Number):
+        return term.value >= 0
+    if isinstance(term, Read):
+        return True
+    if isinstance(term, Arithmetic) and term.op in ("+", "*"):
+        return _monotone(term.left) and _monotone(term.right)
+    return False
 
 
 def _terms(term: Term) -> Iterator[Term]:

@@ -11,7 +11,8 @@ several blocks (a pair's rounds) before it closes.
 Before timing, a worker of each side compiles the programs for every selected target it can, and the
 report sets the snapshot renderings, metrics and invariant verdicts side by side. Exit status: 1 when a
 confirmed timing verdict fails or an invariant holds on the baseline and fails on the candidate; 2 for bad
-input, said in one line before any worker starts.
+input, said in one line before any worker starts; 4 when nothing regressed but a target that was asked for
+was not compared (a side could not compile for it), the last line on stderr saying which and why.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from ..snapshot.diff import structural_diff, what_changed
 from ..timing.paired import RatioResult, runtime_clock
 from .protocol import Json
 from .report import (
+    NOT_COMPARED,
     Record,
     SideRecord,
     invariant_changes,
@@ -625,7 +627,8 @@ def _parser() -> Parser:
         epilog="SPEC: 'current' (this interpreter), a jax release such as 0.6.0 (built, cached with uv, as "
         "bisect does), or the path of a Python interpreter or virtual environment. Exit status: 0 nothing "
         "regressed, 1 a timing verdict failed or an invariant holds on the baseline and fails on the "
-        "candidate, 2 bad input.",
+        "candidate, 2 bad input, 4 nothing regressed but a target asked for (--targets, or a project's spec "
+        "files) was not compared: a side could not compile for it (the last line says which and why).",
     )
     p.add_argument("--baseline", required=True, metavar="SPEC", help="the reference installation")
     p.add_argument("--candidate", required=True, metavar="SPEC", help="the installation under test")
@@ -743,34 +746,49 @@ def _settings(args: argparse.Namespace, platform: str) -> Settings:
     return Settings(**numbers, clock=clock, pin=pin, parallel=not args.no_parallel)
 
 
-def _builder(
-    args: argparse.Namespace, progress: Progress, default_targets: bool | None = None
-) -> Callable[[object, str], Path]:
-    """Builds a side's environment of a jax release; ``default_targets``: the targets are not the user's."""
-    if default_targets is None:
-        default_targets = args.targets == DEFAULT_TARGETS
-    lists: dict[str, list[Version]] = {}
-    platform = (_config.requested_platforms() or ["cpu"])[0]
+@dataclasses.dataclass
+class _Builder:
+    """Builds a side's environment of a jax release with the compilers of the selected targets (libtpu for a
+    TPU target, the CUDA plugin for a GPU one) on any host; ``left_out``: per side's flag, the families its
+    release cannot compile for, and why (those targets are not compared there)."""
 
-    def build(version: object, flag: str) -> Path:
+    args: argparse.Namespace
+    progress: Progress
+    lists: dict[str, list[Version]] = dataclasses.field(default_factory=dict)
+    left_out: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+
+    def __call__(self, version: object, flag: str) -> Path:
+        args = self.args
+        platform = (_config.requested_platforms() or ["cpu"])[0]
         if platform in ("cuda", "gpu", "rocm"):
             raise InvariantsError(
                 f"{flag} {version}: a version SPEC builds CPU (or TPU) jax; on a {platform} host pass a "
                 "virtual environment with that release's GPU jax instead"
             )
-        if not lists:
+        if not self.lists:
             envs.check_index(args.index_url)
-            lists["jax"] = envs.list_releases("jax", args.index_url)
-            lists["jaxlib"] = envs.list_releases("jaxlib", args.index_url)
-        v = envs.resolve_version(str(version), lists["jax"], flag)
-        # On a TPU host a side needs libtpu to run at all. A release too old for the CUDA plugin is refused
-        # where a gpu selection was asked for; the default targets leave it without (gpu-h100 unavailable).
-        gpu = envs.gpu_selected(args.targets) and (not default_targets or envs.gpu_too_old(v) is None)
-        pins = envs.choose_pins(v, lists["jaxlib"], tpu=platform == "tpu", gpu=gpu)
-        progress(f"versus: {flag} {v}: environment {pins.env_name} (built with uv when missing; minutes)")
-        return envs.env_python(envs.ensure_env(pins, args.cache_dir, args.index_url, log=progress))
+            self.lists["jax"] = envs.list_releases("jax", args.index_url)
+            self.lists["jaxlib"] = envs.list_releases("jaxlib", args.index_url)
+        v = envs.resolve_version(str(version), self.lists["jax"], flag)
+        pins, self.left_out[flag] = envs.pins_for(v, self.lists["jaxlib"], args.targets, host=platform)
+        self.progress(
+            f"versus: {flag} {v}: environment {pins.env_name} (built with uv when missing; minutes)"
+        )
+        for family, why in self.left_out[flag].items():
+            self.progress(f"versus: {flag} {v}: its {family} targets are not compared: {why}")
+        return envs.env_python(envs.ensure_env(pins, args.cache_dir, args.index_url, log=self.progress))
 
-    return build
+    def explain(self, structure: Sequence[Json], targets: dict[str, dict[str, str | None]]) -> None:
+        """Each left-out family's reason in place of what a side's worker said of its targets and keys."""
+        for flag, families in self.left_out.items():
+            role = flag.removeprefix("--")
+            for name, sides in targets.items():
+                family = select_targets(name, runtime=CPU_RUNTIME)[0].family
+                if family in families:
+                    sides[role] = f"{name}: {families[family]}"
+                    for entry in structure:
+                        if entry["key"].rsplit("/", 1)[-1] == name and "error" in entry[role]:
+                            entry[role]["error"] = sides[role]
 
 
 def main(argv: list[str]) -> int:
@@ -784,11 +802,11 @@ def main(argv: list[str]) -> int:
     programs = select_programs(args.programs, known, project.own)
     timed = timed_programs(programs, known, args)
     targets_given = args.targets is not None
+    aimed = aimed_targets(known[p] for p in programs) if project.own and not targets_given else []
     if not targets_given:  # a project's: the targets its spec files name
-        aimed = aimed_targets(known[p] for p in programs) if project.own else []
         args.targets = ",".join(aimed) or DEFAULT_TARGETS
     keys = _compared_keys(args, programs, known, project, bool(timed), targets_given)
-    build = _builder(args, progress, default_targets=not targets_given)
+    build = _Builder(args, progress)
     sides = [
         resolve(role, spec, parse_env(env, f"--{role}-env"), Path(sys.executable), build, project)
         for role, spec, env in (
@@ -811,6 +829,7 @@ def main(argv: list[str]) -> int:
     if first is not None:
         hellos, replies = first.answers(sides)
     structure, targets = compare_structure(replies, keys) if keys else ([], {})
+    build.explain(structure, targets)
     baseline, candidate = (
         SideRecord(s.spec, str(s.python), dict(h["versions"]), dict(s.env), str(h.get("device", "")))
         for s, h in zip(sides, hellos, strict=True)
@@ -818,8 +837,13 @@ def main(argv: list[str]) -> int:
     timed_entries = [t.to_dict() for t in timing]
     seconds = time.perf_counter() - started
     settings_entry = dataclasses.asdict(settings)
-    record = make_record(baseline, candidate, settings_entry, timed_entries, structure, targets, seconds)
+    asked = list(targets) if targets_given or aimed else []  # the defaults were not asked for
+    record = make_record(
+        baseline, candidate, settings_entry, timed_entries, structure, targets, seconds, asked
+    )
     _write_outputs(args, record, bool(timing))
+    if record.exit == NOT_COMPARED:
+        print(f"versus: {'; '.join(record.not_compared)}", file=sys.stderr)
     return record.exit
 
 

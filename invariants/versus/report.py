@@ -6,7 +6,12 @@ one entry per key: each side's answer (``versus.worker``), the ``diff`` and what
 ``offload`` moves, the ``metrics`` paired by name and the ``invariants`` paired by id. An invariant's
 ``change`` is ``regressed`` (exit 1, ratchets included: a ratchet is a known failure of *some* release, and
 the question is whether the candidate is it), ``improved``, ``fails on both``, ``holds on both``, ``only on
-the baseline|candidate``, or ``not evaluated: REASON``, which never fails the run.
+the baseline|candidate``, or ``not evaluated: REASON``, which never fails the run. ``improved`` means the
+relation now holds with none of its terms worse: one that holds only because a term got worse (``a <= b``
+from 10 > 0 to 10 <= 10, ``b`` gaining 10) is ``regressed``, and ``worse`` names those terms.
+
+A target that was asked for (``--targets``, or a project's spec files) and that a side could not compile is
+``not_compared``: exit 4 where nothing regressed, never a pass for a comparison that was not made.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ if TYPE_CHECKING:
 
 FORMAT = "invariants-versus"
 FORMAT_VERSION = 1
+REGRESSED, NOT_COMPARED = 1, 4  # the exit statuses
 DIFF_LINES = 40  # of a key's diff in the markdown, sized for $GITHUB_STEP_SUMMARY
 CHANGES = {
     (True, False): "regressed",
@@ -51,6 +57,10 @@ def invariant_changes(base: Sequence[Json], cand: Sequence[Json]) -> list[Json]:
 
 def _paired(inv_id: str, b: Json | None, c: Json | None) -> Json:
     base, cand = b or {}, c or {}
+    change, worse = _change(b, c), []
+    if change == "improved":
+        worse = worse_terms(base, cand)
+        change = "regressed" if worse else change
     return {
         "id": inv_id,
         "where": (b or cand).get("where", ""),
@@ -58,8 +68,19 @@ def _paired(inv_id: str, b: Json | None, c: Json | None) -> Json:
         "candidate": cand.get("holds"),
         "describe": {"baseline": base.get("describe"), "candidate": cand.get("describe")},
         "ratchet": base.get("ratchet") or cand.get("ratchet"),
-        "change": _change(b, c),
+        "change": change,
+        "worse": worse,
     }
+
+
+def worse_terms(base: Json, cand: Json) -> list[str]:
+    """``cas_loops(x[f32]) 0 → 10`` for each term of a relation that moved the way its assert calls worse
+    (its ``worse`` direction, from the worker), with the same direction on both sides."""
+    direction = base.get("worse")
+    if direction is None or cand.get("worse") != direction:
+        return []
+    b, c = base.get("terms") or {}, cand.get("terms") or {}
+    return [f"{t} {b[t]:g} → {c[t]:g}" for t in b if t in c and (c[t] - b[t]) * direction > 0]
 
 
 def _change(b: Json | None, c: Json | None) -> str:
@@ -110,7 +131,8 @@ class SideRecord:
 
 @dataclass(frozen=True)
 class Record:
-    """A versus run; ``targets``: why a side could not compare a target (name -> side -> reason)."""
+    """A versus run; ``targets``: why a side could not compare a target (name -> side -> reason);
+    ``not_compared``: a line per target that was asked for and not compared."""
 
     baseline: SideRecord
     candidate: SideRecord
@@ -122,13 +144,15 @@ class Record:
     reasons: list[str]
     seconds: float
     date: str = ""  # UTC
+    not_compared: list[str] = field(default_factory=list)
 
     def to_json(self) -> Json:
         return {"format": FORMAT, "format_version": FORMAT_VERSION, **dataclasses.asdict(self)}
 
     @classmethod
     def from_json(cls, data: Json, where: str) -> Record:
-        names = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING]
+        optional = ("date", "not_compared")
+        names = [f.name for f in dataclasses.fields(cls) if f.name not in optional]
         missing = [n for n in names if n not in data]
         if missing:
             raise InvariantsError(f"{where}: the versus record has no {', '.join(missing)}")
@@ -139,7 +163,10 @@ class Record:
                 f"{where}: a side of the versus record is not {{spec, python, versions, env, device}}"
             ) from None
         rest = {n: data[n] for n in names if n not in ("baseline", "candidate")}
-        return cls(baseline, candidate, **rest, date=str(data.get("date", "")))
+        missing = data.get("not_compared", [])
+        if not (isinstance(missing, list) and all(isinstance(m, str) for m in missing)):
+            raise InvariantsError(f"{where}: the versus record's not_compared is not a list of lines")
+        return cls(baseline, candidate, **rest, date=str(data.get("date", "")), not_compared=missing)
 
 
 def make_record(
@@ -150,10 +177,13 @@ def make_record(
     structure: Sequence[Json],
     targets: Json,
     seconds: float,
+    asked: Sequence[str] = (),
 ) -> Record:
+    """``asked``: the targets the user named; one of them that a side could not compile is not compared."""
     reasons = [r for t in timing if (r := _timing_reason(t))] + [
         r for s in structure for r in _structure_reasons(s)
     ]
+    missing = _not_compared({name: why for name, why in targets.items() if name in asked})
     return Record(
         baseline,
         candidate,
@@ -161,10 +191,11 @@ def make_record(
         timing=[dict(t) for t in timing],
         structure=[dict(x) for x in structure],
         targets=dict(targets),
-        exit=1 if reasons else 0,
+        exit=REGRESSED if reasons else NOT_COMPARED if missing else 0,
         reasons=reasons,
         seconds=seconds,
         date=datetime.datetime.now(datetime.UTC).date().isoformat(),
+        not_compared=missing,
     )
 
 
@@ -196,7 +227,12 @@ def _structure_reasons(s: Json) -> list[str]:
     if "snapshot" in base and "error" in cand:
         reasons.append(f"{s['key']}: compiles on the baseline, fails on the candidate: {cand['error']}")
     for inv in s.get("invariants", []):
-        if inv["change"] == "regressed":
+        if inv["change"] == "regressed" and inv.get("worse"):
+            reasons.append(
+                f"{s['key']}: invariant {inv['id']} holds on the candidate only because a side of it got "
+                f"worse: {', '.join(inv['worse'])}"
+            )
+        elif inv["change"] == "regressed":
             ratchet = inv.get("ratchet")
             known = f" (a ratchet in the specs: {ratchet['issue']})" if ratchet else ""
             reasons.append(
@@ -286,14 +322,15 @@ def _threads(t: Json) -> str:
 
 def render_markdown(record: Record) -> str:
     """The report, sized for ``$GITHUB_STEP_SUMMARY``: an identical key is one line, a diff is cut."""
-    word = "**REGRESSED**" if record.exit else "no regression"
+    word = {REGRESSED: "**REGRESSED**", NOT_COMPARED: "**NOT COMPARED**"}.get(record.exit, "no regression")
     out = [
         f"## versus: candidate `{record.candidate.spec}` against baseline `{record.baseline.spec}`: {word}",
         "",
     ]
     out += [_side_line("baseline", record.baseline), _side_line("candidate", record.candidate)]
     out += [f"- **date** {record.date} (UTC)", ""] if record.date else [""]
-    out += [f"- {reason}" for reason in record.reasons] + ([""] if record.reasons else [])
+    said = [*record.reasons, *record.not_compared]
+    out += [f"- {reason}" for reason in said] + ([""] if said else [])
     if record.timing:
         out += _timing_section(record.timing, record.settings)
     if record.structure:
@@ -384,7 +421,7 @@ def _structure_section(record: Record) -> list[str]:
 
 
 def _listed(record: Record) -> list[str]:
-    listed = _not_compared(record.targets)
+    listed = [f"- {line}" for line in _not_compared(record.targets) if line not in record.not_compared]
     listed += [f"- {x['offload']}" for x in record.structure if x.get("offload")]
     same = [x for x in record.structure if not _shown(x)]
     if same:
@@ -399,8 +436,9 @@ def _listed(record: Record) -> list[str]:
 
 
 def _not_compared(targets: Json) -> list[str]:
+    """``target NAME not compared (SIDE: why; ...)`` for each target a side could not compile."""
     missing = {name: [f"{side}: {why}" for side, why in r.items() if why] for name, r in targets.items()}
-    return [f"- target {name} not compared ({'; '.join(m)})" for name, m in missing.items() if m]
+    return [f"target {name} not compared ({'; '.join(m)})" for name, m in missing.items() if m]
 
 
 def _key_section(x: Json) -> list[str]:
@@ -425,7 +463,8 @@ def _invariant_line(inv: Json) -> str | None:
         return None
     desc = inv["describe"].get("candidate") or inv["describe"].get("baseline") or ""
     known = " (ratchet)" if inv.get("ratchet") else ""
-    return f"- invariant `{inv['id']}`{known} ({inv['where']}): **{inv['change']}**: {desc}"
+    worse = f" (holds only because a side got worse: {', '.join(inv['worse'])})" if inv.get("worse") else ""
+    return f"- invariant `{inv['id']}`{known} ({inv['where']}): **{inv['change']}**{worse}: {desc}"
 
 
 def _shown(x: Json) -> bool:

@@ -317,6 +317,10 @@ def _verdict(case: Case, measured: Callable[[Key], Measurement], programs: Progr
     else:
         verdict = evaluate(case, measured, programs)
         entry.update(holds=verdict.holds, describe=verdict.describe(case.invariant))
+        # What versus needs to tell a relation that holds because a side got worse from one that improved.
+        numbers = {k: v for k, v in verdict.measured.items() if isinstance(v, (int, float))}
+        entry.update(terms={k: v for k, v in numbers.items() if not isinstance(v, bool)})
+        entry.update(worse=case.invariant.assertion.worse_direction())
     return entry
 
 

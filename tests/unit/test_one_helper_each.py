@@ -125,7 +125,7 @@ def test_versus_builds_for_the_backend_jax_platforms_asks_for(
         if hasattr(versus, name):
             monkeypatch.setattr(versus, name, stand_in)
     args = argparse.Namespace(targets="cpu", index_url="https://example.invalid/simple", cache_dir=Path("c"))
-    build = versus._builder(args, lambda line: None)
+    build = versus._Builder(args, lambda line: None)
     if backend == "cuda":
         refused = r"^--baseline 0\.10\.2: a version SPEC builds CPU \(or TPU\) jax; on a cuda host"
         with pytest.raises(InvariantsError, match=refused):

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
-from invariants._errors import InvariantsError
+from invariants._errors import InvariantsError, NothingChecked
 from invariants.compile.child import gate_command
 from invariants.records.compiled import Key
 from invariants.records.results import PROPERTY, Failure, Results, entry, error_entry, read, record, write
@@ -101,8 +101,24 @@ def test_choose_pins(jax: str, jaxlib: str, numpy: str, equinox: str) -> None:
     assert reqs[:2] == [f"jax=={jax}", f"jaxlib=={jaxlib}"]
     assert {"pytest", "syrupy", "pytest-benchmark", "packaging", "scipy"} <= set(reqs)
     assert pins.env_name == f"jax-{jax}"
+    if r.tpu_too_old(V(jax)):  # its jax[tpu] pins libtpu-nightly, from Google's storage alone
+        with pytest.raises(InvariantsError, match=rf"^jax {jax}: its jax\[tpu\] pins libtpu-nightly"):
+            r.choose_pins(V(jax), JAXLIBS, tpu=True)
+        return
     tpu = r.choose_pins(V(jax), JAXLIBS, tpu=True)
     assert tpu.requirements()[0] == f"jax[tpu]=={jax}" and tpu.env_name == f"jax-{jax}-tpu"
+
+
+@pytest.mark.parametrize(
+    ("jax", "too_old"), [("0.4.30", True), ("0.5.0", True), ("0.5.1", False), ("0.10.2", False)]
+)
+def test_tpu_targets_compile_from_the_first_release_whose_libtpu_an_index_serves(
+    jax: str, too_old: bool
+) -> None:
+    """jax[tpu] up to 0.5.0 pins libtpu-nightly (only on Google's storage); 0.5.1's pins libtpu alone."""
+    assert (r.tpu_too_old(V(jax)) is not None) is too_old
+    assert r.left_out(V(jax), "cpu") == {}
+    assert set(r.left_out(V(jax), "cpu,tpu-v5e")) == ({"tpu"} if too_old else set())
 
 
 def test_choose_pins_without_jaxlib_is_one_line() -> None:
@@ -344,7 +360,7 @@ def test_run_suite_takes_explicit_arguments() -> None:
 @pytest.mark.usefixtures("selection_checked")
 def test_bisect_command_line_selection_reaches_every_release(monkeypatch, capsys) -> None:
     """`bisect --programs P --configs C -k K --targets T`: each release's suite runs that selection."""
-    releases = [V("0.4.30"), V("0.5.3"), V("0.6.2")]
+    releases = [V("0.5.1"), V("0.5.3"), V("0.6.2")]
     monkeypatch.setattr(b, "check_index", lambda url: None)
     monkeypatch.setattr(b, "list_releases", lambda name, url: releases)
     monkeypatch.setattr(b, "ensure_env", lambda pins, cache, url: Path(f"env-{pins.jax}"))
@@ -356,7 +372,7 @@ def test_bisect_command_line_selection_reaches_every_release(monkeypatch, capsys
         return _results([{"kind": "invariant", "outcome": outcome, "nodeid": "n"}]), 1.0
 
     monkeypatch.setattr(b, "run_suite", run_suite)
-    argv = ["--good", "0.4.30", "--bad", "0.6.2", "--programs", "grad_naive", "--configs", "f32",
+    argv = ["--good", "0.5.1", "--bad", "0.6.2", "--programs", "grad_naive", "--configs", "f32",
             "-k", "grad_no_while", "--targets", "tpu-v5e"]  # fmt: skip
     assert b.main_bisect(argv) == 0
     out = capsys.readouterr().out
@@ -420,10 +436,17 @@ def test_bisect_refuses_an_unknown_configuration_before_any_install(monkeypatch)
 
 @pytest.mark.usefixtures("selection_checked")
 @pytest.mark.parametrize(
-    ("targets", "plugin"), [("cpu,gpu-a100", True), ("gpu", True), ("cpu,tpu-v5e", False)]
+    ("targets", "plugin", "tpu"),
+    [
+        ("cpu,gpu-a100", True, False),
+        ("gpu", True, False),
+        ("cpu,tpu-v5e", False, True),
+        ("cpu", False, False),
+    ],
 )
-def test_bisect_gpu_selection_installs_each_releases_cuda_plugin(monkeypatch, targets, plugin) -> None:
-    """`bisect --targets ...gpu...`: every release's environment has that release's CUDA plugin."""
+def test_bisect_selection_installs_each_releases_compilers(monkeypatch, targets, plugin, tpu) -> None:
+    """`bisect --targets ...gpu...`: every release's environment has that release's CUDA plugin; with a TPU
+    target, its libtpu (jax[tpu]), on this CPU host."""
     releases = [V("0.10.0"), V("0.10.1"), V("0.10.2")]
     monkeypatch.setattr(b, "check_index", lambda url: None)
     monkeypatch.setattr(b, "list_releases", lambda name, url: releases)
@@ -443,14 +466,29 @@ def test_bisect_gpu_selection_installs_each_releases_cuda_plugin(monkeypatch, ta
     assert b.main_bisect(["--good", "0.10.0", "--bad", "0.10.2", "--targets", targets]) == 0
     assert {str(p.jax) for p in built} == {"0.10.0", "0.10.1", "0.10.2"}
     for p in built:
-        assert p.gpu is plugin
+        assert p.gpu is plugin and p.tpu is tpu
         assert (p.requirements()[0] == f"jax[cuda12-local]=={p.jax}") is plugin
-        assert p.env_name == f"jax-{p.jax}" + ("-gpu" if plugin else "")
+        assert (p.requirements()[0] == f"jax[tpu]=={p.jax}") is tpu
+        assert p.env_name == f"jax-{p.jax}" + ("-gpu" if plugin else "") + ("-tpu" if tpu else "")
 
 
 @pytest.mark.usefixtures("selection_checked")
-def test_bisect_refuses_a_release_too_old_for_gpu_in_one_line_before_any_install(monkeypatch) -> None:
-    releases = [V("0.9.1"), V("0.9.2"), V("0.10.2")]
+@pytest.mark.parametrize(
+    ("old", "targets", "said"),
+    [
+        ("0.9.1", "cpu,gpu-l4", "jax 0.9.1: too old to compile for a GPU on this host (the CUDA plugin"),
+        (
+            "0.5.0",
+            "cpu,tpu-v5e",
+            "jax 0.5.0: its jax[tpu] pins libtpu-nightly, which no package index serves",
+        ),
+    ],
+)
+def test_bisect_end_that_cannot_compile_a_target_is_exit_4_before_any_install(
+    monkeypatch, old, targets, said
+) -> None:
+    """An end whose release cannot compile a target asked for: nothing is bisected, one line, exit 4."""
+    releases = [V(old), V("0.9.2"), V("0.10.2")]
     monkeypatch.setattr(b, "check_index", lambda url: None)
     monkeypatch.setattr(b, "list_releases", lambda name, url: releases)
 
@@ -460,14 +498,67 @@ def test_bisect_refuses_a_release_too_old_for_gpu_in_one_line_before_any_install
     monkeypatch.setattr(b, "ensure_env", ensure_env)
     # The newer endpoint first: the walk would install it before it reached the older one.
     with pytest.raises(InvariantsError) as err:
-        b.main_bisect(["--good", "0.10.2", "--bad", "0.9.1", "--targets", "cpu,gpu-l4"])
-    assert str(err.value).startswith("jax 0.9.1: too old to compile for a GPU on this host (the CUDA plugin")
-    assert "\n" not in str(err.value)
+        b.main_bisect(["--good", "0.10.2", "--bad", old, "--targets", targets])
+    assert str(err.value).startswith(f"bisect: --bad {old}: {said}")
+    assert str(err.value).endswith(f"--targets {targets} cannot be compared there; nothing bisected")
+    assert "\n" not in str(err.value) and getattr(err.value, "status", 2) == 4
+
+
+def _fake_releases(monkeypatch, releases, verdicts, unavailable=()) -> None:
+    """An index of ``releases``, whose suites hold where ``verdicts`` says; the gate of a release in
+    ``unavailable`` cannot compile the target asked for (its exit 4)."""
+    monkeypatch.setattr(b, "check_index", lambda url: None)
+    monkeypatch.setattr(b, "list_releases", lambda name, url: [V(v) for v in releases])
+    monkeypatch.setattr(b, "ensure_env", lambda pins, cache, url: Path(f"env-{pins.env_name}"))
+
+    def run_suite(env, version, workdir, **selection):
+        if str(version) in unavailable:
+            raise NothingChecked(f"jax {version}: --targets tpu-v5e: cannot compile here")
+        outcome = "passed" if verdicts[str(version)] else "failed"
+        return _results([{"kind": "invariant", "outcome": outcome, "nodeid": "n"}]), 1.0
+
+    monkeypatch.setattr(b, "run_suite", run_suite)
+
+
+@pytest.mark.usefixtures("selection_checked")
+def test_bisect_names_no_release_where_one_it_could_not_judge_lies_at_the_change(monkeypatch, capsys) -> None:
+    """The change lies between 0.6.0 and 0.7.0, and 0.6.1 between them cannot compile the target: the
+    first release may be 0.6.1 or 0.7.0, so none is named, and the exit is 4. A release it could not judge
+    away from the change leaves the boundary exact."""
+    releases = ["0.5.3", "0.6.0", "0.6.1", "0.7.0", "0.8.0"]
+    verdicts = {"0.5.3": True, "0.6.0": True, "0.6.1": True, "0.7.0": False, "0.8.0": False}
+    _fake_releases(monkeypatch, releases, verdicts, unavailable={"0.6.1"})
+    argv = ["--good", "0.5.3", "--bad", "0.8.0", "--targets", "tpu-v5e"]
+    assert b.main_bisect(argv) == 4
+    out = capsys.readouterr().out
+    assert "  jax 0.6.1: skipped (jax 0.6.1: --targets tpu-v5e: cannot compile here)" in out
+    assert (
+        "bisect: no first release named: the selection breaks between jax 0.6.0 and jax 0.7.0, and jax 0.6.1 "
+        "between them could not be judged (jax 0.6.1: --targets tpu-v5e: cannot compile here)" in out
+    )
+    assert "first release where" not in out
+    # 0.6.0 cannot be judged now, and the change is at 0.7.0: 0.6.0 is not between 0.6.1 and 0.7.0.
+    releases = ["0.5.2", *releases]
+    _fake_releases(monkeypatch, releases, {**verdicts, "0.5.2": True}, unavailable={"0.6.0"})
+    assert b.main_bisect(["--good", "0.5.2", "--bad", "0.8.0", "--targets", "tpu-v5e"]) == 0
+    out = capsys.readouterr().out
+    assert "  jax 0.6.0: skipped (" in out
+    assert "first release where the selection breaks: jax 0.7.0 (last with it holding: jax 0.6.1)" in out
+
+
+@pytest.mark.usefixtures("selection_checked")
+def test_bisect_whose_ends_agree_names_no_release(monkeypatch) -> None:
+    _fake_releases(
+        monkeypatch, ["0.9.2", "0.10.0", "0.10.2"], {"0.9.2": True, "0.10.0": False, "0.10.2": True}
+    )
+    with pytest.raises(InvariantsError, match=r"^bisect: the verdict is True at both 0.9.2 and 0.10.2"):
+        b.main_bisect(["--good", "0.9.2", "--bad", "0.10.2", "--targets", "tpu-v5e"])
 
 
 @pytest.mark.usefixtures("selection_checked")
 def test_matrix_runs_the_gpu_targets_in_each_releases_plugin_environment(monkeypatch, tmp_path) -> None:
-    """`matrix --targets cpu,gpu-a100`: a GPU pass per release with its plugin; a release too old: a note."""
+    """`matrix --targets cpu,gpu-a100`: a GPU pass per release with its plugin; a release too old: a note,
+    and exit 4 with one line naming it, after the table is written."""
     releases = [V("0.9.1"), V("0.10.1")]
     monkeypatch.setattr(m, "check_index", lambda url: None)
     monkeypatch.setattr(m, "list_releases", lambda name, url: releases)
@@ -488,13 +579,17 @@ def test_matrix_runs_the_gpu_targets_in_each_releases_plugin_environment(monkeyp
     monkeypatch.setattr(m, "ensure_env", ensure_env)
     monkeypatch.setattr(m, "run_suite", run_suite)
     argv = ["--versions", "0.9.1,0.10.1", "--targets", "cpu,gpu-a100", "--no-tpu", "--out", str(tmp_path)]
-    assert m.main_matrix(argv) == 0
+    with pytest.raises(NothingChecked, match=r"^matrix: not compiled: gpu-a100, jax 0\.9\.1$") as err:
+        m.main_matrix(argv)
+    assert err.value.status == 4
     assert [p.env_name for p in built] == ["jax-0.9.1", "jax-0.10.1", "jax-0.10.1-gpu"]
     assert built[-1].requirements()[0] == "jax[cuda12-local]==0.10.1"
     assert suites[-1] == ("env-jax-0.10.1-gpu", "gpu-a100")
     table = (tmp_path / "matrix.md").read_text()
     assert "### gpu-a100: kernels / while loops / dynamic kernel launches (f32)" in table
     assert "- gpu-a100, jax 0.9.1: skipped: jax 0.9.1: too old to compile for a GPU" in table
+    built.clear()
+    assert m.main_matrix([*argv[:1], "0.10.1", *argv[2:]]) == 0, "every release compiled every target"
 
 
 # What the A100's grad_take f32 renders to in jaxlib 0.10.1 (tests/data/snapshots) and 0.10.2: the HLO
@@ -640,3 +735,40 @@ def test_bisect_runs_a_sharded_project_on_its_targets_and_names_only_the_options
         b.main_bisect([*project, "--programs", "lookup8", "-k", "nothing_here"])
     assert str(err.value).startswith("-k 'nothing_here' --programs lookup8 --spec-dir ")
     assert "--targets" not in str(err.value)
+
+
+def test_a_release_whose_gate_cannot_compile_a_target_asked_for_is_not_compared(
+    monkeypatch, tmp_path
+) -> None:
+    """The gate's exit 4 (a target named that this release cannot compile) is the release's "not compared",
+    with the gate's own line: never a verdict of items that all skipped."""
+    from invariants.compile.child import ChildRun
+
+    def run_gate(cmd, *, env, folder, timeout):
+        folder.mkdir(parents=True, exist_ok=True)
+        line = "Exit: --targets tpu-v5e: cannot compile here, so nothing would be checked there: tpu-v5e: ..."
+        (folder / "pytest.txt").write_text(f"{line}\n")
+        return ChildRun(4, None, 0.1, folder / "pytest.txt")
+
+    monkeypatch.setattr(b, "run_gate", run_gate)
+    with pytest.raises(
+        NothingChecked, match=r"^jax 0\.10\.2: .*--targets tpu-v5e: cannot compile here"
+    ) as err:
+        b.run_suite(tmp_path / "env", V("0.10.2"), tmp_path, k="x", targets="tpu-v5e", programs=None)
+    assert err.value.status == 4
+
+
+def test_a_releases_render_child_never_waits_on_the_gce_metadata_server(monkeypatch, tmp_path) -> None:
+    """Older libtpu asks the GCE metadata server for its topology, waits on it off GCE, then fails: the
+    render child of a release is told to skip it, as its suite is; and to share libtpu's lock file."""
+    monkeypatch.delenv("TPU_SKIP_MDS_QUERY", raising=False)
+    monkeypatch.delenv("ALLOW_MULTIPLE_LIBTPU_LOAD", raising=False)
+    seen: dict[str, str] = {}
+
+    def keys_child(module, keys, *, env, what, python, cwd):
+        seen.update(env)
+        return {}
+
+    monkeypatch.setattr(b, "keys_child", keys_child)
+    b.render_in(tmp_path, [("take", "f32", "tpu-v5e")], b.Project())
+    assert seen["TPU_SKIP_MDS_QUERY"] == "1" and seen["ALLOW_MULTIPLE_LIBTPU_LOAD"] == "1"

@@ -1290,3 +1290,91 @@ def test_a_record_names_the_chip_and_the_date_of_its_figures(tmp_path: Path) -> 
     (tmp_path / "old.json").write_text(json.dumps(older))
     old = load_record(tmp_path / "old.json")
     assert old.date == "" and not any(ln.startswith("- **date**") for ln in render_markdown(old).splitlines())
+
+
+# ------------------------------------------------------------------------------------ targets not compared
+
+_NO_LIBTPU = "tpu-v5e: libtpu is not installed; pip install ..."
+
+
+def _hello_and_structure(baseline_tpu: str | None) -> Any:
+    """``hello_and_structure`` of two sides that compile ``take`` alike; the baseline's tpu-v5e reason."""
+
+    def answer(sides: Any, keys: Any, exclusive: bool) -> tuple[list[Any], list[Any]]:
+        hellos = [{"versions": {"jax": "0.10.2"}, "platform": "cpu", "device": "cpu"} for _ in sides]
+        item = {"snapshot": "summary: kernels 1", "invariants": []}
+        replies = [
+            {"items": {"/".join(k): item for k in keys if k[2] == "cpu" or why is None},
+             "targets": {"cpu": None, "tpu-v5e": why}}
+            for why in (baseline_tpu, None)
+        ]  # fmt: skip
+        return hellos, replies
+
+    return answer
+
+
+@pytest.mark.parametrize("targets", ["cpu,tpu-v5e", None])
+def test_a_target_asked_for_and_not_compared_exits_4(
+    targets: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A target named by --targets that a side cannot compile is never "no regression": exit 4, the reason
+    in the last line on stderr, in the JSON and at the top of the markdown. The default targets were not
+    asked for: one that a side cannot compile is listed under the structure, and the run exits 0."""
+    from invariants.versus import command
+
+    monkeypatch.setattr(command, "hello_and_structure", _hello_and_structure(_NO_LIBTPU))
+    chosen = ["--targets", targets] if targets else []
+    args = ["--baseline", "current", "--candidate", "current", "--no-timing", "--programs", "take", *chosen]
+    status, out, err = _cli_here(capsys, *args, "--json", str(tmp_path / "v.json"))
+    record = load_record(tmp_path / "v.json")
+    line = f"target tpu-v5e not compared (baseline: {_NO_LIBTPU})"
+    if targets is None:
+        assert status == 0 and record.exit == 0 and record.not_compared == []
+        assert "no regression" in out and f"- {line}" in out
+        return
+    assert status == 4 and record.exit == 4
+    assert record.not_compared == [line]
+    assert err.strip().splitlines()[-1] == f"versus: {line}"
+    assert "**NOT COMPARED**" in out.splitlines()[0] and "no regression" not in out
+    assert out.count(line) == 1  # at the top, not again under the structure
+
+
+def test_not_compared_is_exit_4_unless_something_regressed(tmp_path: Path) -> None:
+    """A regression outranks a missing target (exit 1), and both are said; the record reads back."""
+    side = SideRecord("current", sys.executable, {"jax": "0.10.2"})
+    targets = {
+        "cpu": {"baseline": None, "candidate": None},
+        "tpu-v5e": {"baseline": _NO_LIBTPU, "candidate": None},
+    }
+    settings = {"threshold": 1.03, "confidence": 0.95, "clock": "cpu"}
+    asked = make_record(side, side, settings, [], [], targets, 1.0, asked=["cpu", "tpu-v5e"])
+    assert (
+        asked.exit == 4 and load_record(_write(tmp_path / "a.json", asked)).not_compared == asked.not_compared
+    )
+    assert make_record(side, side, settings, [], [], targets, 1.0).exit == 0  # not asked for
+    worse = make_record(
+        side, side, settings, [], [_structure_entry(True, False)], targets, 1.0, asked=["tpu-v5e"]
+    )
+    assert worse.exit == 1 and worse.not_compared and worse.reasons
+    text = render_markdown(worse)
+    assert "**REGRESSED**" in text and "- target tpu-v5e not compared (baseline: " in text
+
+
+def test_a_relation_that_holds_because_a_side_got_worse_fails_the_run(tmp_path: Path) -> None:
+    """The record, markdown and exit of a relation that holds on the candidate only because its reference
+    side regressed: exit 1, the side named, never "improved" nor "no regression"."""
+    inv = {"id": "bf16_no_more_cas", "where": "x.toml:1", "worse": 1, "describe": "d"}
+    b = [{**inv, "holds": False, "terms": {"cas_loops(x[bf16])": 10, "cas_loops(x[f32])": 0}}]
+    c = [{**inv, "holds": True, "terms": {"cas_loops(x[bf16])": 10, "cas_loops(x[f32])": 10}}]
+    entry = {"key": "x/bf16/gpu-a100", "baseline": {"snapshot": "a\n", "invariants": b},
+             "candidate": {"snapshot": "a\n", "invariants": c}, "diff": None,
+             "invariants": invariant_changes(b, c)}  # fmt: skip
+    record = load_record(_write(tmp_path / "v.json", _record([], [entry])))
+    assert record.exit == 1
+    assert record.reasons == [
+        "x/bf16/gpu-a100: invariant bf16_no_more_cas holds on the candidate only because a side of it got "
+        "worse: cas_loops(x[f32]) 0 → 10"
+    ]
+    text = render_markdown(record)
+    assert "**REGRESSED**" in text and "improved" not in text
+    assert "**regressed** (holds only because a side got worse: cas_loops(x[f32]) 0 → 10)" in text

@@ -56,3 +56,40 @@ def test_nothing_is_missing_when_every_read_has_a_value(tmp_path):
     case = _case(tmp_path, "cas_loops(grad_naive) <= cas_loops(grad_take)", None)
     assert missing_metric(case, lambda key: _with(cas_loops=1)) is None
     assert evaluate(case, lambda key: _with(cas_loops=1)).holds
+
+
+def _sides(tmp_path: Path, text: str, base: dict[str, int], cand: dict[str, int]) -> list[dict[str, object]]:
+    """The paired verdict of a relation across two installations, each side's entry as its worker gives it
+    (``_verdict``), with cas_loops of each program as given."""
+    from invariants.versus.report import invariant_changes
+    from invariants.versus.worker import _verdict
+
+    case = _case(tmp_path, text, None)
+    entries = [_verdict(case, lambda key, loops=loops: _with(cas_loops=loops[key.program]), None)  # type: ignore[misc]
+               for loops in (base, cand)]  # fmt: skip
+    return invariant_changes([entries[0]], [entries[1]])
+
+
+@pytest.mark.parametrize("op", ["<=", ">="])
+def test_a_relation_that_holds_only_because_a_side_got_worse_is_a_regression(tmp_path, op):
+    """``cas_loops(grad_naive) <= cas_loops(grad_take)`` from 10 > 0 to 10 <= 10 holds because grad_take
+    gained 10 CAS loops: that side regressed (never "improved"). Written the other way round (``>=``: more
+    is better), the same numbers are a genuine improvement of grad_take."""
+    text = f"cas_loops(grad_naive) {op} cas_loops(grad_take)"
+    before, after = ({"grad_naive": 10, "grad_take": 0}, {"grad_naive": 10, "grad_take": 10})
+    if op == ">=":
+        before, after = ({"grad_naive": 0, "grad_take": 10}, {"grad_naive": 0, "grad_take": 0})
+    (paired,) = _sides(tmp_path, text, before, after)
+    assert (paired["baseline"], paired["candidate"]) == (False, True)
+    assert paired["change"] == "regressed"
+    assert paired["worse"] == [f"cas_loops(grad_take) {before['grad_take']} → {after['grad_take']}"]
+
+
+def test_a_relation_that_holds_because_its_side_got_better_improved(tmp_path):
+    (paired,) = _sides(tmp_path, "cas_loops(grad_naive) <= cas_loops(grad_take)",
+                       {"grad_naive": 10, "grad_take": 0}, {"grad_naive": 0, "grad_take": 0})  # fmt: skip
+    assert paired["change"] == "improved" and paired["worse"] == []
+    # A relation whose sides are not sums or products of reads says nothing of a read alone: as before.
+    (paired,) = _sides(tmp_path, "cas_loops(grad_naive) - cas_loops(grad_take) <= 0",
+                       {"grad_naive": 10, "grad_take": 0}, {"grad_naive": 10, "grad_take": 10})  # fmt: skip
+    assert paired["change"] == "improved" and paired["worse"] == []
