@@ -196,6 +196,18 @@ class Assertion:
             for side in (clause.left, clause.right):
                 yield from (term for term in _terms(side) if isinstance(term, Read))
 
+    def worse_direction(self) -> int | None:
+        """+1 where the assert says its metrics are better low (``a <= b``), -1 where better high
+        (``a >= b``): then a read whose value moved that way got worse, whichever side it is on. None for
+        ``==``, ``!=`` and ``in``, where comparisons joined by ``and`` point different ways, or where a side
+        is not a sum or product of reads and non-negative numbers (``a - b <= 0`` says nothing of either
+        read alone)."""
+        directions = {{"<": 1, "<=": 1, ">": -1, ">=": -1}.get(c.op) for c in self.clauses}
+        monotone = all(_monotone(c.left) and _monotone(c.right) for c in self.clauses)
+        if len(directions) != 1 or None in directions or not monotone:
+            return None
+        return directions.pop()
+
 
 def paired(assertion: Assertion, configs: Mapping[str, str]) -> Assertion:
     """``assertion``, a relation, with each side in the configuration ``configs`` gives its program, as if
@@ -218,16 +230,6 @@ def paired(assertion: Assertion, configs: Mapping[str, str]) -> Assertion:
         more=more,
         pinned=tuple((p, configs[p]) for p in assertion.programs),
     )
-
-    def worse_direction(self) -> int | None:
-        """+1 where the assert says its metrics are better low (``a <= b``), -1 where better high
-        (``a >= b``): then a read whose value moved that way got worse, whichever side it is on. None for
-        ``==``, ``!=`` and ``in``, or where a side is not a sum or product of reads and non-negative
-        numbers (``a - b <= 0`` says nothing of either read alone)."""
-        direction = {"<": 1, "<=": 1, ">": -1, ">=": -1}.get(self.op)
-        if direction is None or not (_monotone(self.left) and _monotone(self.right)):
-            return None
-        return direction
 
 
 class NoValue(Exception):
