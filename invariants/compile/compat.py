@@ -5,6 +5,7 @@ met in one place. Each has a test that runs on the oldest release and on the pin
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 
 import jax
@@ -16,3 +17,9 @@ def module_text(lowered: jax.stages.Lowered) -> str:
     if "debug_info" in inspect.signature(lowered.as_text).parameters:
         return lowered.as_text(debug_info=False)
     return lowered.as_text()
+
+
+def full_precision_matmuls() -> contextlib.AbstractContextManager[None]:
+    """Float32 matmuls at full precision while tracing (a TPU's default rounds their operands to bfloat16
+    passes). 'float32' is the name every release accepts; 'highest' came later."""
+    return jax.default_matmul_precision("float32")

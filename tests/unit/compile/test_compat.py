@@ -6,7 +6,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from invariants.compile.compat import module_text
+from invariants.compile.compat import full_precision_matmuls, module_text
 
 TABLE = jax.ShapeDtypeStruct((8, 4), jnp.float32)
 INDICES = jax.ShapeDtypeStruct((3,), jnp.int32)
@@ -26,3 +26,15 @@ def test_module_text_is_blind_to_where_the_program_was_written() -> None:
     assert located[0] != located[1], "the two lowerings carry no locations: this test checks nothing"
     assert module_text(here) == module_text(there)
     assert "gather" in module_text(here)
+
+
+def test_full_precision_matmuls_lower_float32_dots_at_the_highest_precision() -> None:
+    def matmul(a, b):
+        return a @ b
+
+    square = jax.ShapeDtypeStruct((4, 4), jnp.float32)
+    default = module_text(jax.jit(matmul).lower(square, square))
+    with full_precision_matmuls():
+        full = module_text(jax.jit(matmul).lower(square, square))
+    assert "precision = [HIGHEST, HIGHEST]" not in default, "the default is the highest: this checks nothing"
+    assert "precision = [HIGHEST, HIGHEST]" in full
