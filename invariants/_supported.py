@@ -1,0 +1,33 @@
+"""The JAX releases the suite serves: :data:`OLDEST_SUPPORTED` on (its APIs:
+``jax.ShapeDtypeStruct(sharding=)``, ``jax.experimental.topologies``, ...; the differences after it meet in
+:mod:`invariants.compile.compat`). An older release is refused in one line that names the release needed,
+before anything compiles: by the gate and a versus worker before JAX starts (from the installed
+distribution's metadata), and by versus, bisect and matrix when a version is named."""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+from packaging.version import InvalidVersion, Version
+
+OLDEST_SUPPORTED = Version("0.4.30")
+
+
+def too_old(version: str | Version) -> str | None:
+    """Why the suite cannot serve jax ``version``; None when it can (or when ``version`` is no version: the
+    import says more). A pre-release of a supported release is served."""
+    try:
+        parsed = Version(str(version))
+    except InvalidVersion:
+        return None
+    if Version(parsed.base_version) >= OLDEST_SUPPORTED:
+        return None
+    return f"jax {version} is older than this suite supports: it needs jax >= {OLDEST_SUPPORTED}"
+
+
+def installed_too_old() -> str | None:
+    """:func:`too_old` of the installed jax, read without importing it."""
+    try:
+        return too_old(importlib.metadata.version("jax"))
+    except importlib.metadata.PackageNotFoundError:
+        return None
