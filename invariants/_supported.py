@@ -10,6 +10,8 @@ import importlib.metadata
 
 from packaging.version import InvalidVersion, Version
 
+from ._errors import InvariantsError
+
 OLDEST_SUPPORTED = Version("0.4.30")
 
 
@@ -27,7 +29,25 @@ def too_old(version: str | Version) -> str | None:
 
 def installed_too_old() -> str | None:
     """:func:`too_old` of the installed jax, read without importing it."""
+    installed = _installed_jax()
+    return too_old(installed) if installed[0].isdigit() else None
+
+
+class ReleaseLacks(InvariantsError):
+    """The installed JAX release lacks an API the tool needs (:mod:`invariants.compile.compat` raises it): a
+    limit of the tool on that release, never a fault of the program being compiled. The gate skips what
+    meets it, with this line."""
+
+    def __init__(self, api: str, needed_for: str) -> None:
+        super().__init__(
+            f"jax {_installed_jax()} has no {api}, which this tool needs {needed_for}: a limit of the tool "
+            "on this release, not of the program"
+        )
+        self.api = api
+
+
+def _installed_jax() -> str:
     try:
-        return too_old(importlib.metadata.version("jax"))
+        return importlib.metadata.version("jax")
     except importlib.metadata.PackageNotFoundError:
-        return None
+        return "(not installed)"
