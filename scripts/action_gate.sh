@@ -14,7 +14,9 @@
 #                       python first on PATH, which may be another environment's)
 #   GITHUB_STEP_SUMMARY the job summary the report is appended to (unset: the report goes to stdout)
 #   GITHUB_OUTPUT       where the step outputs are written (unset: not written)
-# The results file and the report go to artifacts/action/ in the working directory.
+# The results file and the report go to artifacts/action/ in the working directory: each run writes into a
+# folder of its own there and moves its files onto results.json and report.md once written, so that its
+# summary and status are its own and an earlier run's files stay until this run has its own.
 #
 # Exit status: the gate's (0 passed, 1 a failure, 2 bad input, 4 targets asked for that cannot compile
 # here, 128+N stopped by signal N); 2 where it exited 0 having checked nothing (no results written); if
@@ -28,6 +30,15 @@ if [ -z "${GATE_PYTHON:-}" ]; then
   exit 2
 fi
 python="$GATE_PYTHON"
+# A tool problem is bad input (2), never a failure of the gate (1) or the shell's 127.
+if ! [ -f "$python" ] || ! [ -x "$python" ]; then
+  say "GATE_PYTHON=$(printf %q "$python"): no Python there (not an executable file)"
+  exit 2
+fi
+if ! "$python" -c "import invariants" >/dev/null 2>&1; then
+  say "GATE_PYTHON=$(printf %q "$python"): the gate is not installed in it (import invariants fails); install it there (the action's install step)"
+  exit 2
+fi
 
 # One step output, NAME=VALUE on a line of its own. A value with a line break in it would write outputs
 # of its own choosing after it: refused, in one line naming where it came from.
@@ -81,11 +92,22 @@ for arg in "${extra[@]}"; do
   esac
 done
 
+# This run's files go to a folder of its own, and are moved onto the names above once written: two runs in
+# one working folder never read each other's results, and an earlier run's stay until this run has its own.
 out="artifacts/action"
 results="$out/results.json"
 report="$out/report.md"
-mkdir -p "$out"
-rm -f "$results" "$report"
+for published in "$results" "$report"; do
+  if [ -L "$published" ] || { [ -e "$published" ] && ! [ -f "$published" ]; }; then
+    say "$published: not a file this action wrote (a link, a folder or a special file); remove it"
+    exit 2
+  fi
+done
+if ! mkdir -p "$out" || ! own="$(mktemp -d "$out/run.XXXXXX")"; then
+  say "$out: cannot make a folder there"
+  exit 2
+fi
+trap 'rm -rf "$own"' EXIT
 
 # The gate's log holds the project's text (a spec's why, its folder names): the runner must read no line
 # of it as a workflow command (::error::, ::add-mask::...). Commands stop until a token no text can know.
@@ -95,16 +117,16 @@ if [ "${GITHUB_ACTIONS:-}" = "true" ]; then
   printf '::stop-commands::%s\n' "$token"
 fi
 "$python" -m invariants gate "${spec_args[@]}" --snapshot-dir "${INPUT_SNAPSHOT_DIR:-snapshots}" \
-  "${catalog[@]}" "${targets[@]}" --results-json "$results" "${extra[@]}"
+  "${catalog[@]}" "${targets[@]}" --results-json "$own/results.json" "${extra[@]}"
 rc=$?
 
 # The report first: its exit status says whether the run passed, which the summary's first line says.
 said=""
-if [ -f "$results" ]; then
-  "$python" -m invariants report "$results" --out "$report"
+if [ -f "$own/results.json" ]; then
+  (cd "$own" && "$python" -m invariants report results.json --out report.md)
   report_rc=$?
   [ "$rc" -eq 0 ] && rc=$report_rc
-  [ -f "$report" ] || said="The report could not be written from $results (see the log)."
+  [ -f "$own/report.md" ] || said="The report could not be written from $results (see the log)."
 elif [ "$rc" -eq 0 ]; then
   said="No report: the gate exited 0 but wrote no results, so it checked nothing (args such as --co or --help do that)."
   say "the gate checked nothing: it exited 0 but wrote no results (args: '${INPUT_ARGS:-}')"
@@ -121,8 +143,11 @@ printf '## jax-embedding-invariants gate: %s\n\n' "$verdict" >> "$summary"
 if [ -n "$said" ]; then
   printf '%s\n' "$said" >> "$summary"
 else
-  cat "$report" >> "$summary"
+  cat "$own/report.md" >> "$summary"
 fi
+for name in results.json report.md; do
+  if [ -f "$own/$name" ] && ! mv -f "$own/$name" "$out/$name" && [ "$rc" -eq 0 ]; then rc=2; fi
+done
 
 output exit-code "$rc" "the exit status"
 output report "$report" "the report's path"

@@ -45,8 +45,9 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "--programs",
-        "comma-separated catalog programs: names, patterns such as 'vmap_*', kind:backward "
-        "or tag:core (default: all)",
+        "comma-separated programs: names (catalog:NAME is the catalog's, where a project's program "
+        "has its name), patterns such as 'vmap_*', kind:backward or tag:core (default: all); a project's "
+        "programs left out are neither imported nor traced",
     ),
     Option(
         "--configs",
@@ -130,6 +131,12 @@ OPTIONS: tuple[Option, ...] = (
         "where failing items write their optimized HLO and jaxpr (default: artifacts/hlo)",
         default="artifacts/hlo",
         env=_config.name("INVARIANTS_DUMP_DIR"),
+    ),
+    _switch(
+        "--keep-hlo",
+        "write the optimized HLO, jaxpr and kernel code of every program an item reads to --hlo-dump-dir, "
+        "passing and ratcheted ones too (default: a failing item's alone)",
+        forwarded=True,
     ),
 )
 

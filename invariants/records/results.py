@@ -17,6 +17,7 @@ import json
 import numbers
 import os
 import socket
+import stat
 import time
 import types
 import typing
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import IO, Any, ClassVar, Literal, Union
 
 from .._errors import InvariantsError
-from .._paths import write_atomic
+from .._paths import json_file_of, write_atomic
 from .compiled import Key
 
 # Raised by a change to a record's fields or meaning.
@@ -461,7 +462,8 @@ def write(path: Path, run: Mapping[str, Any], items: list[Record]) -> None:
     try:
         write_atomic(path, text)
     except InvariantsError as err:
-        raise InvariantsError(f"{err}; this run wrote no results file (an earlier one was removed)") from None
+        said = f"{err}; this run wrote no results file (one there is an earlier run's)"
+        raise InvariantsError(said) from None
 
 
 def check_path(path: Path, option: str = "--results-json") -> None:
@@ -480,26 +482,11 @@ def check_path(path: Path, option: str = "--results-json") -> None:
         raise InvariantsError(f"{option} {path}: cannot make its folder ({err.strerror or err})") from None
     if not os.access(path.parent, os.W_OK):
         raise InvariantsError(f"{option} {path}: its folder {path.parent} is not writable")
-    if path.is_file() and not _a_results_file(path):
+    if path.is_file() and not json_file_of(path, "items"):
         raise InvariantsError(
             f"{option} {path}: a file the gate did not write (not a results file); the gate replaces only "
             "its own results: give another path, or remove the file"
         )
-
-
-def _a_results_file(path: Path) -> bool:
-    """Whether the file at ``path`` is one this gate may replace: empty, or a results file."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(1)
-            if not head:
-                return f.read(1) == b"" and path.stat().st_size == 0
-            if head != b"{":
-                return False
-            data = json.loads(head + f.read())
-    except (OSError, ValueError):
-        return False
-    return isinstance(data, dict) and isinstance(data.get("items"), list)
 
 
 @dataclasses.dataclass
@@ -510,10 +497,6 @@ class Claim:
     path: Path
     note: str | None = None
     _handle: IO[str] | None = None
-
-    def discard_earlier(self) -> None:
-        """Remove an earlier run's file, so that a run stopped by bad input leaves none to read as its own."""
-        _unlink_earlier(self.path)
 
     def release(self) -> None:
         if self._handle is None:
@@ -536,13 +519,33 @@ def _same_file(handle: IO[str], path: Path) -> bool:
         return False
 
 
+# A lock file is never opened through a link (a planted one would have the lock's line written over the
+# file it names), as the results file is replaced, never written through.
+_LOCK_OPEN = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _open_lock(path: Path) -> IO[str]:
+    try:
+        fd = os.open(path, _LOCK_OPEN | getattr(os, "O_NONBLOCK", 0), 0o644)
+    except OSError:
+        if os.path.islink(path):
+            raise InvariantsError(
+                f"{path}: a link, where the gate keeps its own lock file; remove it (it is not followed)"
+            ) from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InvariantsError(f"{path}: not a regular file, where the gate keeps its lock file; remove it")
+    return open(fd, "r+", encoding="utf-8")  # held for the run
+
+
 def _try_lock(path: Path) -> tuple[IO[str] | None, str]:
     """``(handle, "")``, or ``(None, holder)`` when a live process holds it. The lock dies with its process,
     so a stale lock file never blocks a later run."""
     import fcntl
 
     for _ in range(5):
-        handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held for the run)
+        handle = _open_lock(path)
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -559,31 +562,6 @@ def _try_lock(path: Path) -> tuple[IO[str] | None, str]:
         handle.flush()
         return handle, ""
     raise InvariantsError(f"{path}: cannot lock it (it keeps being replaced)")
-
-
-def _unlink_earlier(path: Path) -> None:
-    try:
-        path.unlink(missing_ok=True)
-    except OSError as err:
-        raise InvariantsError(
-            f"--results-json {path}: cannot remove the earlier run's results ({err.strerror or err})"
-        ) from None
-
-
-def discard_earlier(path: Path) -> None:
-    """Before anything can stop a gate run: remove an earlier run's file, unless it is no results file or a
-    live run holds it."""
-    if not path.is_file() or path.is_symlink() or not _a_results_file(path):
-        return
-    try:
-        handle, _ = _try_lock(lock_path(path))
-    except (OSError, ImportError):
-        return
-    if handle is not None:
-        try:
-            _unlink_earlier(path)
-        finally:
-            Claim(path, None, handle).release()
 
 
 def claim(path: Path) -> Claim:
