@@ -23,9 +23,9 @@ stage owns; the layer contract in ``pyproject.toml`` holds the floors)::
     releases/  one environment per JAX release; bisect; matrix
     selfcheck/ injected regressions the gate must catch
 
-Below them: ``_errors``, ``_paths``, ``_stats``, ``_cores`` and ``_config``. ``python -m invariants --help``
-lists the commands; a project's own tests use ``invariants.testing`` and the fixtures of
-``invariants.pytest_plugin``.
+Below them: ``_errors``, ``_paths``, ``_stats``, ``_cores``, ``_config`` and ``_supported`` (the JAX
+releases the suite serves). ``python -m invariants --help`` lists the commands; a project's own tests use
+``invariants.testing`` and the fixtures of ``invariants.pytest_plugin``.
 """
 
 from __future__ import annotations

@@ -30,7 +30,8 @@ from jax.sharding import NamedSharding
 
 from .._errors import InvariantsError
 from .._usercode import guarded
-from ..compile.placed import axis_kinds, place
+from ..compile import compat
+from ..compile.placed import place
 from ..scope.select import PROGRAMS_OTHERWISE, match_programs, selectors
 from ..specfile.reader import ProgramDecl, Spec, load_specs
 from .arguments import make_indices
@@ -237,9 +238,7 @@ def abstract_mesh(decl: ProgramDecl) -> AbstractMesh | None:
     if decl.mesh is None:
         return None
     axes, shape = zip(*decl.mesh, strict=True)
-    return jax.sharding.AbstractMesh(
-        tuple(shape), tuple(axes), axis_types=axis_kinds(decl.axis_types, len(axes))
-    )
+    return compat.abstract_mesh(tuple(shape), tuple(axes), decl.axis_types)
 
 
 def _parts(program: Program, config: Config) -> tuple[tuple[str | None, ...], ...] | None:

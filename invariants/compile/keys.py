@@ -32,6 +32,7 @@ import jax
 from ..records.cache import Outcome, Store, Tally, digest
 from ..records.compiled import Compiled, Key
 from ..scope.targets import _GPU_CONFIG_DIR, Target
+from .compat import module_text
 
 # Environment variables that change what XLA, libtpu, the CUDA plugin or JAX's lowering produce.
 _XLA_ENV = ("XLA_", "JAX_", "TPU_", "LIBTPU", "TF_", "PJRT_", "MEGASCALE", "ENABLE_PJRT")
@@ -201,7 +202,7 @@ class Persistent:
         trace, counted."""
         if self.store is None:
             return None, None
-        text = lowered.as_text(debug_info=False)
+        text = module_text(lowered)
         result = digest("result", text, self.fingerprint.of(target), _arguments(args))
         record = self.store.result(result)
         hit = _named(record, key, traced) if record is not None else None

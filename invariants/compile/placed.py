@@ -20,6 +20,7 @@ from jax.experimental import mesh_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding, SingleDeviceSharding
 
 from ..scope.targets import Target
+from . import compat
 
 if TYPE_CHECKING:
     from jax.sharding import AbstractMesh  # old jax releases (bisect, matrix) lack it: annotations only
@@ -40,9 +41,7 @@ class Placed:
         """The mesh set while the program is traced, so that its PartitionSpecs mean what they say."""
         if self.mesh is None:
             return contextlib.nullcontext()
-        if isinstance(self.mesh, Mesh):
-            return jax.set_mesh(self.mesh)
-        return jax.sharding.use_abstract_mesh(self.mesh)
+        return compat.tracing_on(self.mesh)
 
 
 def place(
@@ -92,10 +91,4 @@ def pod_mesh(
 ) -> Mesh:
     """A mesh of ``shape`` over ``devices`` placed by their physical coordinates, as a pod job builds it."""
     placed = mesh_utils.create_device_mesh(shape, list(devices)[: int(np.prod(shape))])
-    return Mesh(placed, axes, axis_types=axis_kinds(axis_types, len(axes)))
-
-
-def axis_kinds(axis_types: str, n: int) -> tuple[jax.sharding.AxisType, ...]:
-    # Read only for a mesh: a release without AxisType (jax 0.5.1) runs every other program.
-    kind = jax.sharding.AxisType.Explicit if axis_types == "explicit" else jax.sharding.AxisType.Auto
-    return (kind,) * n
+    return Mesh(placed, axes, axis_types=compat.axis_types(axis_types, len(axes)))

@@ -19,6 +19,7 @@ from typing import IO, Any
 import pytest
 
 from .. import _config, _cores
+from .._supported import OLDEST_SUPPORTED, installed_too_old
 
 # Without a request, the runtime is the CPU (the CUDA plugin still loads for ahead-of-time GPU compiles); a
 # TPU or GPU host asks for its backend explicitly, and the guard below holds it to that.
@@ -200,6 +201,8 @@ def _cause(err: BaseException, held: str) -> str:
 
 def guard_backend() -> None:
     """Exit with one line when the requested backend is not there; never fall back to CPU in silence."""
+    if (why := installed_too_old()) is not None:
+        raise pytest.UsageError(f"{why}; install a supported one (pip install 'jax>={OLDEST_SUPPORTED}')")
     check_flags()
     wanted = _config.requested_platforms()
     with held_stderr() as held:

@@ -76,6 +76,10 @@ class Kernel:
     # of equality: the one moves with every libtpu release, the other when a pass renumbers instructions.
     estimated_cycles: int | None = field(default=None, compare=False)
     name: str = field(default="", compare=False)
+    # The called computation a kernel was inlined from, when it is that computation's only kernel: where
+    # XLA:CPU emits one function per computation (jax 0.4.30 wraps a large fusion in a call to a
+    # ``parallel_fusion``), that function is the kernel's code.
+    caller: str = field(default="", compare=False)
     # A move between execution threads (the TensorCore's ``main``, a ``sparsecore``) is a change.
     thread: str = MAIN_THREAD
 
@@ -211,7 +215,10 @@ class _Analyzer:
                 continue
             if instr.opcode == "call" or self.offloaded(instr):
                 for callee in instr.called:
-                    out.extend(self.kernels_of(self.comps[callee]))
+                    inner = self.kernels_of(self.comps[callee])
+                    if instr.opcode == "call" and len(inner) == 1:
+                        inner = (dataclasses.replace(inner[0], caller=callee),)
+                    out.extend(inner)
             else:
                 out.append(self.kernel(comp, instr))
         return tuple(out)

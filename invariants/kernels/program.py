@@ -26,11 +26,13 @@ class ProgramCode:
     def of(self, kernel: Kernel) -> KernelFacts | None:
         """The code of ``kernel``, None when it has none."""
         by_key = {f.key: f for f in self.facts or ()}
-        return by_key.get(name_key(kernel.name)) if kernel.name else None
+        found = (by_key.get(name_key(name)) for name in (kernel.name, kernel.caller) if name)
+        return next((f for f in found if f is not None), None)
 
     @property
     def unmatched(self) -> tuple[KernelFacts, ...]:
-        named = {name_key(k.name) for k in walk_kernels(self.structure.kernel_list) if k.name}
+        kernels = walk_kernels(self.structure.kernel_list)
+        named = {name_key(name) for k in kernels for name in (k.name, k.caller) if name}
         return tuple(f for f in self.facts or () if f.key not in named)
 
     def total(self, field: str) -> int | Missing:

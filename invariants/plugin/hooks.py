@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .._errors import InvariantsError, visible
+from .._supported import ReleaseLacks
 from .._usercode import finished
 from ..compile.process import guard_backend, pin_worker
 from ..records.compiled import FailedCompile
@@ -124,6 +125,10 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     the gate's own stack."""
     try:
         return (yield)
+    except ReleaseLacks as err:  # the tool's limit on this JAX release: no verdict on the program
+        if item.get_closest_marker("gate") is None:
+            raise
+        pytest.skip(str(err))
     except InvariantsError as err:
         if item.get_closest_marker("gate") is None:
             raise

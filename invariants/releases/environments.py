@@ -26,6 +26,7 @@ from packaging.version import InvalidVersion, Version
 from .. import _config
 from .._errors import InvariantsError
 from .._paths import PACKAGE_DIR
+from .._supported import too_old
 from .._trust import trusted_folder
 
 DEFAULT_INDEX = "https://pypi.org/simple"
@@ -34,8 +35,6 @@ MARKER = "invariants-env.json"
 _INSTEAD = "give a folder of your own with --cache-dir"
 # Their versions float: they run on every JAX this tool supports.
 SUITE_DEPS = ("pytest", "syrupy", "pytest-benchmark", "packaging", "scipy")
-# Oldest release the suite is known to run on (its APIs: jax.ShapeDtypeStruct(sharding=), topologies, ...).
-OLDEST_SUPPORTED = Version("0.4.30")
 # Oldest release whose CUDA plugin compiles for a GPU ahead of time on a host without CUDA: the plugins of
 # earlier releases fail cudaRuntimeGetVersion when the client starts, before any compile.
 OLDEST_GPU_AOT = Version("0.9.2")
@@ -198,12 +197,12 @@ def resolve_version(text: str, available: Sequence[Version], flag: str) -> Versi
         v = Version(text)
     except InvalidVersion:
         raise InvariantsError(f"{flag} {text}: not a version") from None
+    if (why := too_old(v)) is not None:
+        raise InvariantsError(f"{flag} {text}: {why}")
     if v not in available:
         near = [a for a in available if a < v][-2:] + [a for a in available if a > v][:2]
         hint = f" (nearest: {', '.join(map(str, near))})" if near else ""
         raise InvariantsError(f"{flag} {text}: not a jax release on the index{hint}")
-    if v < OLDEST_SUPPORTED:
-        raise InvariantsError(f"{flag} {text}: the suite needs jax >= {OLDEST_SUPPORTED}")
     return v
 
 

@@ -13,6 +13,7 @@ import numpy as np
 from ..catalog.arguments import make_arguments
 from ..catalog.programs import Config, get_config
 from ..catalog.registry import Programs
+from ..compile.compat import full_precision_matmuls
 from ..scope.placement import configs_for
 from ..scope.targets import Target
 from ..specfile.reader import CorrectnessCheck, Spec, scope_of, select_programs
@@ -61,7 +62,7 @@ class Correctness:
         distribution (``make_arguments`` gives the same arguments for the same drawer and configuration)."""
         # A TPU's default precision rounds a matmul's float32 operands to bfloat16 passes: a one-hot lookup
         # would be a few units in the third digit off the forms that gather.
-        with jax.default_matmul_precision("highest"):
+        with full_precision_matmuls():
             lowered = jax.jit(self.programs[program].fn).lower(*args)
         key = None
         if drawn is not None:

@@ -26,6 +26,7 @@ import numpy as np
 
 from .._cores import free, pin, usable
 from .._errors import InvariantsError
+from .._supported import installed_too_old
 from ..catalog.project import Project
 from ..hlo.cost import Missing, value_or_none
 from ..measure.measurement import Measurement, measure
@@ -393,6 +394,8 @@ def _from_env() -> Worker:
         slowdown = -1.0
     if not 0.0 <= slowdown < 1.0:
         raise InvariantsError(f"{SLOWDOWN_ENV}={raw!r} is not in [0, 1)")
+    if (why := installed_too_old()) is not None:
+        raise InvariantsError(why)
     try:
         import jax  # noqa: F401
     except Exception as err:

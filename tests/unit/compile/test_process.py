@@ -187,3 +187,23 @@ def test_flags_xla_takes_are_probed_once(monkeypatch: pytest.MonkeyPatch):
     assert os.environ[_process._FLAGS_CHECKED] == "XLA_FLAGS=--xla_cpu_prefer_vector_width=32"
     monkeypatch.setattr(_process.subprocess, "run", None)  # a second probe would fail
     check_flags()
+
+
+def _claims_jax(folder: Path, version: str) -> str:
+    """A folder that, first on the path, makes the installed jax read as ``version`` (its metadata only)."""
+    info = folder / f"jax-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: jax\nVersion: {version}\n")
+    return f"{folder}{os.pathsep}{ROOT}"
+
+
+def test_a_jax_older_than_the_suite_supports_is_refused_in_one_line_before_any_compile(tmp_path: Path):
+    path = _claims_jax(tmp_path / "old", "0.4.29")
+    proc = _child("gate", "--targets", "cpu", "--programs", "take", "-p", "no:cacheprovider", cwd=tmp_path,
+                  env={"PYTHONPATH": path})  # fmt: skip
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "jax 0.4.29 is older than this suite supports: it needs jax >= 0.4.30; install a supported one "
+        "(pip install 'jax>=0.4.30')"
+    ], proc.stderr
+    assert "passed" not in proc.stdout and "failed" not in proc.stdout

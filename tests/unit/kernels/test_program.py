@@ -210,3 +210,49 @@ def test_jaxlib_0_10_0s_one_ptx_file_per_module_is_read(tmp_path):
     assert parse_kernel_code({"grad_take.f32.gpu-a100/ptx": text}) == [  # as a key's code names it
         dataclasses.replace(f, source="grad_take.f32.gpu-a100/ptx") for f in facts
     ]
+
+
+# XLA:CPU of jax 0.4.30: a large fusion is called through a parallel computation, and the code is one
+# function per computation (``@parallel_fusion``), none per kernel.
+WRAPPED_HLO = """HloModule m
+
+%fused_computation.clone (p0: f32[8,512], p1: s32[4]) -> f32[4,512] {
+  %p0 = f32[8,512]{1,0} parameter(0)
+  %p1 = s32[4]{0} parameter(1)
+  ROOT %gather.1 = f32[4,512]{1,0} gather(f32[8,512]{1,0} %p0, s32[4]{0} %p1), offset_dims={1}, \
+collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,512}
+}
+
+%parallel_fusion (p: f32[8,512], q: s32[4]) -> f32[4,512] {
+  %p = f32[8,512]{1,0} parameter(0)
+  %q = s32[4]{0} parameter(1)
+  ROOT %fusion.clone = f32[4,512]{1,0} fusion(f32[8,512]{1,0} %p, s32[4]{0} %q), kind=kLoop, \
+calls=%fused_computation.clone
+}
+
+ENTRY %main.4 (a: f32[8,512], b: s32[4]) -> f32[4,512] {
+  %a = f32[8,512]{1,0} parameter(0)
+  %b = s32[4]{0} parameter(1)
+  ROOT %call = f32[4,512]{1,0} call(f32[8,512]{1,0} %a, s32[4]{0} %b), to_apply=%parallel_fusion
+}
+"""
+WRAPPED_IR = """define void @parallel_fusion(ptr %0) {
+entry:
+  %v = load <8 x float>, ptr %0, align 4
+  store <8 x float> %v, ptr %0, align 4
+  ret void
+}
+
+define void @main.4(ptr %0) {
+entry:
+  ret void
+}
+"""
+
+
+def test_a_kernel_called_alone_through_a_computation_finds_that_computation_s_code():
+    measured = measure_text(WRAPPED_HLO, "wrapped", code={"m.ir-with-opt.ll": WRAPPED_IR})
+    (kernel,) = measured.code.structure.kernel_list
+    assert (kernel.name, kernel.caller) == ("fusion.clone", "parallel_fusion")
+    assert kernel_metrics(measured)["vector_width"] == 256
+    assert [f.name for f in measured.code.unmatched] == ["main.4"]

@@ -179,8 +179,11 @@ def test_resolve_version_errors() -> None:
         r.resolve_version("0.4.99", avail, "--good")
     with pytest.raises(InvariantsError, match=r"^--bad banana: not a version$"):
         r.resolve_version("banana", avail, "--bad")
-    with pytest.raises(InvariantsError, match=r"the suite needs jax >= 0\.4\.30"):
+    too_old = r"^--good 0\.4\.1: jax 0\.4\.1 is older than this suite supports: it needs jax >= 0\.4\.30$"
+    with pytest.raises(InvariantsError, match=too_old):
         r.resolve_version("0.4.1", [V("0.4.1"), *avail], "--good")
+    with pytest.raises(InvariantsError, match=too_old):  # said for its age, listed on the index or not
+        r.resolve_version("0.4.1", avail, "--good")
 
 
 def test_unreachable_index_fails_fast_in_one_line() -> None:

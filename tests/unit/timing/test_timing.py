@@ -362,8 +362,16 @@ def test_hlo_copy_check() -> None:
         "ENTRY %m (x: f32[4]) -> f32[4] {\n  %x = f32[4]{0} parameter(0)\n"
         "  ROOT %f = f32[4]{0} fusion(%x), kind=kLoop, calls=%c\n}"
     )
+    # XLA:CPU of jax 0.4.30 calls a parallel computation that holds the fusion.
+    wrapped = (
+        "%c (p: f32[4]) -> f32[4] {\n  %p = f32[4]{0} parameter(0)\n  ROOT %n = f32[4]{0} negate(%p)\n}\n\n"
+        "%parallel_fusion (q: f32[4]) -> f32[4] {\n  %q = f32[4]{0} parameter(0)\n"
+        "  ROOT %f = f32[4]{0} fusion(f32[4]{0} %q), kind=kLoop, calls=%c\n}\n\n"
+        "ENTRY %m (x: f32[4]) -> f32[4] {\n  %x = f32[4]{0} parameter(0)\n"
+        "  ROOT %call = f32[4]{0} call(f32[4]{0} %x), to_apply=%parallel_fusion\n}"
+    )
     header = "HloModule m\n\n"
-    assert _hlo_copies(header + copies) and _hlo_copies(header + fused)
+    assert _hlo_copies(header + copies) and _hlo_copies(header + fused) and _hlo_copies(header + wrapped)
     assert not _hlo_copies(header + aliased)
 
 

@@ -1,9 +1,13 @@
 """versus's worker reads an assert through the same typed tree as the checks: what it says is missing is
-what the verdict fails with."""
+what the verdict fails with; a worker under a jax the suite does not serve says so in its hello's place."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -93,3 +97,17 @@ def test_a_relation_that_holds_because_its_side_got_better_improved(tmp_path):
     (paired,) = _sides(tmp_path, "cas_loops(grad_naive) - cas_loops(grad_take) <= 0",
                        {"grad_naive": 10, "grad_take": 0}, {"grad_naive": 10, "grad_take": 10})  # fmt: skip
     assert paired["change"] == "improved" and paired["worse"] == []
+
+
+def test_a_worker_under_a_jax_older_than_the_suite_supports_refuses_in_its_hello(tmp_path):
+    info = tmp_path / "jax-0.4.29.dist-info"  # first on the path: the installed jax reads as 0.4.29
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: jax\nVersion: 0.4.29\n")
+    root = Path(__file__).parents[3]
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{root}", "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.run([sys.executable, "-m", "invariants.versus.worker"], input="", capture_output=True,
+                          text=True, timeout=120, env=env, check=False)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    reply = json.loads(proc.stdout)
+    said = "worker: jax 0.4.29 is older than this suite supports: it needs jax >= 0.4.30"
+    assert (reply["ok"], reply["error"]) == (False, said)

@@ -1,0 +1,67 @@
+"""The JAX APIs the suite uses that differ across the releases it supports (0.4.30 through the pin), each
+behind one function here, so that the rest of the suite calls one spelling and a release's difference is
+met in one place. Each has a test that runs on the oldest release and on the pin
+(``tests/unit/compile/test_compat.py``; ``tox -e jax0430`` runs it there)."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from typing import TYPE_CHECKING
+
+import jax
+from jax.sharding import Mesh
+
+from .._supported import ReleaseLacks
+
+if TYPE_CHECKING:
+    from jax.sharding import AbstractMesh, AxisType  # old jax releases lack them: annotations only
+
+
+def module_text(lowered: jax.stages.Lowered) -> str:
+    """The lowered module's text without source locations. ``as_text`` takes ``debug_info`` from jax 0.5.0
+    on; before, it printed none."""
+    if "debug_info" in inspect.signature(lowered.as_text).parameters:
+        return lowered.as_text(debug_info=False)
+    return lowered.as_text()
+
+
+def full_precision_matmuls() -> contextlib.AbstractContextManager[None]:
+    """Float32 matmuls at full precision while tracing (a TPU's default rounds their operands to bfloat16
+    passes). 'float32' is the name every release accepts; 'highest' came later."""
+    return jax.default_matmul_precision("float32")
+
+
+def tracing_on(mesh: Mesh | AbstractMesh) -> contextlib.AbstractContextManager[object]:
+    """The mesh set while a program is traced, so that its PartitionSpecs name the mesh's axes: a concrete
+    mesh through ``jax.set_mesh`` (``jax.sharding.use_mesh``, or the mesh itself, in the releases before
+    it), an abstract one through ``jax.sharding.use_abstract_mesh``, which a release without it cannot
+    (:class:`ReleaseLacks`)."""
+    if isinstance(mesh, Mesh):
+        setter = getattr(jax, "set_mesh", None) or getattr(jax.sharding, "use_mesh", None)
+        # Before both (jax 0.4.30), a Mesh is itself the context its PartitionSpecs resolve in.
+        return setter(mesh) if setter is not None else mesh
+    use = getattr(jax.sharding, "use_abstract_mesh", None)
+    if use is None:
+        raise ReleaseLacks("jax.sharding.use_abstract_mesh", "to trace a program on a mesh without devices")
+    return use(mesh)
+
+
+def axis_types(kind: str, n: int) -> tuple[AxisType, ...]:
+    """``n`` mesh axes of ``kind`` ('explicit', else auto); a release without ``jax.sharding.AxisType``
+    raises :class:`ReleaseLacks`."""
+    types = getattr(jax.sharding, "AxisType", None)
+    if types is None:
+        raise ReleaseLacks("jax.sharding.AxisType", "to build a mesh with axis types")
+    return (types.Explicit if kind == "explicit" else types.Auto,) * n
+
+
+def abstract_mesh(shape: tuple[int, ...], axes: tuple[str, ...], kind: str) -> AbstractMesh:
+    """A mesh without devices; a release without ``jax.sharding.AbstractMesh`` raises
+    :class:`ReleaseLacks`."""
+    make = getattr(jax.sharding, "AbstractMesh", None)
+    if make is None:
+        raise ReleaseLacks(
+            "jax.sharding.AbstractMesh", "to check a sharded program before a target is chosen"
+        )
+    return make(shape, axes, axis_types=axis_types(kind, len(axes)))

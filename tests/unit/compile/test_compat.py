@@ -1,0 +1,86 @@
+"""The compatibility points of :mod:`invariants.compile.compat`, each on whichever JAX runs this file: the
+pin in the project's own tests, the oldest supported release under ``tox -e jax0430``."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import Mesh, PartitionSpec
+
+from invariants._supported import ReleaseLacks
+from invariants.compile.compat import (
+    abstract_mesh,
+    axis_types,
+    full_precision_matmuls,
+    module_text,
+    tracing_on,
+)
+
+TABLE = jax.ShapeDtypeStruct((8, 4), jnp.float32)
+INDICES = jax.ShapeDtypeStruct((3,), jnp.int32)
+
+
+def _lowered_at(line: int) -> jax.stages.Lowered:
+    """The same function, named alike, defined at ``line`` of its file."""
+    namespace = {"jnp": jnp}
+    source = "\n" * line + "def lookup(w, x):\n    return jnp.take(w, x, axis=0)\n"
+    exec(compile(source, "<program>", "exec"), namespace)
+    return jax.jit(namespace["lookup"]).lower(TABLE, INDICES)
+
+
+def test_module_text_is_blind_to_where_the_program_was_written() -> None:
+    here, there = _lowered_at(1), _lowered_at(40)
+    located = [lo.compiler_ir("stablehlo").operation.get_asm(enable_debug_info=True) for lo in (here, there)]
+    assert located[0] != located[1], "the two lowerings carry no locations: this test checks nothing"
+    assert module_text(here) == module_text(there)
+    assert "gather" in module_text(here)
+
+
+def test_full_precision_matmuls_lower_float32_dots_at_the_highest_precision() -> None:
+    def matmul(a, b):
+        return a @ b
+
+    square = jax.ShapeDtypeStruct((4, 4), jnp.float32)
+    default = module_text(jax.jit(matmul).lower(square, square))
+    with full_precision_matmuls():
+        full = module_text(jax.jit(matmul).lower(square, square))
+    assert "precision = [HIGHEST, HIGHEST]" not in default, "the default is the highest: this checks nothing"
+    assert "precision = [HIGHEST, HIGHEST]" in full
+
+
+def test_a_concrete_mesh_set_while_tracing_resolves_the_program_s_partition_specs() -> None:
+    mesh = Mesh(np.array(jax.devices()[:1]), ("x",))
+
+    def constrained(w):
+        return jax.lax.with_sharding_constraint(w, PartitionSpec("x"))
+
+    with pytest.raises(Exception, match="mesh"):  # what the mesh is there for: without it, no trace
+        jax.jit(constrained).lower(TABLE)
+    with tracing_on(mesh):
+        text = module_text(jax.jit(constrained).lower(TABLE))
+    assert "sharding" in text.lower()  # custom_call @Sharding (0.4.30), sdy.sharding_constraint (the pin)
+
+
+def test_a_release_without_an_api_a_mesh_needs_is_the_tool_s_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(jax.sharding, "use_abstract_mesh", raising=False)
+    monkeypatch.delattr(jax.sharding, "AxisType", raising=False)
+    monkeypatch.delattr(jax.sharding, "AbstractMesh", raising=False)
+    makers = (
+        lambda: tracing_on(object()),
+        lambda: axis_types("auto", 2),
+        lambda: abstract_mesh((2,), ("x",), "auto"),
+    )
+    for make in makers:
+        with pytest.raises(ReleaseLacks) as said:
+            make()
+        assert str(said.value).startswith(f"jax {jax.__version__} has no jax.sharding.")
+        assert str(said.value).endswith(": a limit of the tool on this release, not of the program")
+
+
+def test_axis_types_where_the_release_has_them() -> None:
+    if not hasattr(jax.sharding, "AxisType"):
+        pytest.skip(f"jax {jax.__version__} has no jax.sharding.AxisType (the test above covers it)")
+    assert axis_types("explicit", 2) == (jax.sharding.AxisType.Explicit,) * 2
+    assert axis_types("auto", 1) == (jax.sharding.AxisType.Auto,)
