@@ -149,8 +149,9 @@ def compile_function(
         lowered = jax.jit(fn, **(jit_kwargs or {})).lower(*args)
         jaxpr, primitives = str(closed), jaxpr_primitives(closed)
         traced = {"jaxpr": jaxpr, "jaxpr_primitives": list(primitives)}
-        served = persistent.served(key, lowered, target, args, traced) if persistent is not None else None
-        result, hit = served or (None, None)
+        result, hit = (None, None)
+        if persistent is not None:
+            result, hit = persistent.served(key, lowered, target, args, traced, closed)
         if hit is not None:
             return hit, None
         compiled, kernel_code = _compile_lowered(lowered, target)
