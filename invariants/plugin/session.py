@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import fnmatch
 import glob
+import math
 import shlex
 import sys
 from pathlib import Path
@@ -23,7 +24,7 @@ from .._errors import InvariantsError
 from .._paths import check_output_dir, check_output_file, shown, what_is, write_atomic
 from ..catalog.arguments import make_arguments
 from ..catalog.programs import Distribution, get_config
-from ..compile.artifacts import CompileCache
+from ..compile.artifacts import CompileCache, Watch
 from ..compile.process import REQUESTED_PLATFORMS
 from ..compile.reproducer import reproducer
 from ..kernels import kernel_files
@@ -33,7 +34,7 @@ from ..records.compiled import FailedCompile, Key
 from ..scope.targets import versions
 from ..specfile.reader import KnownCompileFailure, scope_of, select_programs
 from ..verdict.correctness import Correctness
-from . import generate
+from . import generate, progress
 from .outcomes import versions_line
 from .snapshots import SnapshotFolders, recorded_baselines
 from .suite import Suite, unavailable_targets
@@ -51,7 +52,12 @@ class GateSession:
         self.all_targets, self.targets = suite.all_targets, suite.targets
         self.recorder = recorder or Recorder()
         own = self.suite.project if self.suite.project.own else None
-        self.cache = CompileCache(self.all_targets, self.all_programs, own, self.suite.store)
+        watch = Watch(
+            lambda line: progress.say(config, line),
+            every=_seconds(config, "compile_progress", zero=False),
+            timeout=_seconds(config, "compile_timeout", zero=True),
+        )
+        self.cache = CompileCache(self.all_targets, self.all_programs, own, self.suite.store, watch)
         self.updating = bool(config.getoption("--snapshot-update", default=False))
         self.record_baselines = bool(config.getoption("record_baselines"))
         self.snapshots = SnapshotFolders.from_options(
@@ -84,6 +90,8 @@ class GateSession:
                 recorder.release()
             raise
         config.pluginmanager.register(s.recorder, "invariants-recorder")
+        if not hasattr(config, "workerinput"):
+            config.pluginmanager.register(progress.Relay(config), "invariants-progress")
         return s
 
     def update_command(
@@ -142,7 +150,7 @@ class GateSession:
         says it whole, every other one line naming it. The earlier run's dumps of that key go first."""
         key = err.key
         first = self._failed.get(key)
-        saved = self._replace_dumps(err) if first is None else []
+        saved = self._replace_dumps(err) if first is None and err.kind != "timeout" else []
         self._failed.setdefault(key, nodeid)
         short = err.first if len(err.first) <= 80 else err.first[:77] + "..."
         said = _results.compile_failed(key.target, key.program, key.config, short)
@@ -153,6 +161,8 @@ class GateSession:
             )
         if first is not None:
             return f"{said} (the same compile as {first.split('::', 1)[-1]}, reported whole there)"
+        if err.kind == "timeout":  # nothing to report upstream yet: a bound the run set
+            return f"{said}\n{versions_line()}"
         what_next = (
             "what next: report a compiler error upstream (XLA: https://github.com/openxla/xla/issues) with "
             "the HLO and the reproducer (a tracing error is the program's own); until it is fixed, declare "
@@ -326,6 +336,21 @@ class GateSession:
             sys.stderr.write(f"Exit: {self.nothing_selected}\n")
         if self.recorder.write_error is not None:
             sys.stderr.write(f"{self.recorder.write_error}\n")
+
+
+def _seconds(config: pytest.Config, name: str, zero: bool) -> float:
+    """An option's seconds: positive and finite (``zero``: or 0, for none); else one line."""
+    value = config.getoption(name)
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if not (math.isfinite(seconds) and (seconds > 0 or (zero and seconds == 0))):
+        flag = "--" + name.replace("_", "-")
+        raise InvariantsError(
+            f"{flag} {value!r}: takes a positive number of seconds" + (" (0: no bound)" if zero else "")
+        )
+    return seconds
 
 
 # What the gate writes in its dump folder for a key, beside the kernel code files.
