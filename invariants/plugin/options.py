@@ -105,6 +105,14 @@ OPTIONS: tuple[Option, ...] = (
         {"type": int, "metavar": "N"},
     ),
     Option(
+        "--inconclusive",
+        "what a time relation whose interval still straddles its bound when the timing budget is spent "
+        "does: warn (default: it passes, with a warning line at the run's end and in the report) or fail",
+        {"metavar": "warn|fail"},
+        default="warn",
+        forwarded=True,
+    ),
+    Option(
         "--compile-progress",
         "while an item waits for compiles, every SECONDS a line names each compile in flight: its program, "
         "configuration and target, its place among its target's (n of N) and how long it has run; shown "

@@ -58,6 +58,10 @@ class GateSession:
             timeout=_seconds(config, "compile_timeout", zero=True),
         )
         self.cache = CompileCache(self.all_targets, self.all_programs, own, self.suite.store, watch)
+        inconclusive = config.getoption("inconclusive")
+        if inconclusive not in ("warn", "fail"):
+            raise InvariantsError(f"--inconclusive {inconclusive!r}: takes warn or fail")
+        self.inconclusive_fails = inconclusive == "fail"
         self.updating = bool(config.getoption("--snapshot-update", default=False))
         self.record_baselines = bool(config.getoption("record_baselines"))
         self.snapshots = SnapshotFolders.from_options(
@@ -290,10 +294,12 @@ class GateSession:
         skipped = unavailable_targets(self.targets)
         if skipped:
             lines.append(f"invariants: skipped, cannot compile here: {skipped}")
+        relations, warnings = time_relations(self.recorder.items)
+        lines += relations
         lines += self.cache.summary_lines(
             self.recorder.items, sum(m.seconds for m in self._measured.values())
         )
-        return lines
+        return lines + warnings
 
     def finish(self, exitstatus: int, passed: bool) -> None:
         """The run's end: queued compiles dropped and, in the process that reports, the results written."""
@@ -401,6 +407,36 @@ def ratchet_lines(items: list[_results.Record], listed: bool) -> list[str]:
         n, on = len(targets), ", ".join(sorted(set(targets)))
         lines.append(f"  {name:<{wide}}  {n:>3} item{'s' if n != 1 else ' '}  {on}")
     return lines
+
+
+def time_relations(items: list[_results.Record]) -> tuple[list[str], list[str]]:
+    """Each time relation's ratio, interval, bound and verdict, a row each; and a warning line for each
+    inconclusive one, which passes unless ``--inconclusive fail``."""
+    ratios = sorted(
+        (i for i in items if isinstance(i, _results.Ratio)), key=lambda r: (r.target, r.a, r.b, r.config)
+    )
+    rows = [
+        (f"time({r.a}) / time({r.b}) [{r.config}]", str(r.target), _interval(r), f"<= {r.threshold:g}")
+        for r in ratios
+    ]
+    if not rows:
+        return [], []
+    wide = [max(len(row[i]) for row in rows) for i in range(4)]
+    table = ["invariants: time relations (median [95% interval], bound, verdict):"] + [
+        "  " + "  ".join(cell.ljust(w) for cell, w in zip(row, wide, strict=True)) + f"  {r.verdict}"
+        for r, row in zip(ratios, rows, strict=True)
+    ]
+    warnings = [
+        f"invariants: warning: {text} on {target} is inconclusive: {interval} straddles {bound} "
+        f"({'failed' if r.outcome == 'failed' else 'passed'}; --inconclusive fail makes it fail)"
+        for r, (text, target, interval, bound) in zip(ratios, rows, strict=True)
+        if r.verdict == "inconclusive"
+    ]
+    return table, warnings
+
+
+def _interval(r: _results.Ratio) -> str:
+    return f"{r.median:.3g} [{r.low:.3g}, {r.high:.3g}]"
 
 
 def failure_table(items: list[_results.Record]) -> list[str]:
