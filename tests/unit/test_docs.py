@@ -175,6 +175,13 @@ def tree_files() -> list[Path]:
     ]
 
 
+def test_no_built_distribution_is_committed() -> None:
+    """A wheel or sdist is built or installed from its registry, never kept in the tree (the complexity
+    bound is ruff's C901, configured in pyproject.toml)."""
+    built = [p.relative_to(ROOT) for p in tree_files() if p.name.endswith((".whl", ".tar.gz", ".egg"))]
+    assert not built, f"built distributions committed: {built}"
+
+
 def test_no_history_in_the_tree() -> None:
     files = tree_files()
     found = []
