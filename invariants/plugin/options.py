@@ -126,7 +126,6 @@ OPTIONS: tuple[Option, ...] = (
         "blows up; default 1800; 0: no bound)",
         {"metavar": "SECONDS"},
         default="1800",
-        forwarded=True,
     ),
     _switch(
         "--pin-workers",

@@ -339,7 +339,7 @@ class GateSession:
         """The results path released; a selection of nothing, or an unwritten results file, said last."""
         self.recorder.release()
         if self.nothing_selected is not None:
-            sys.stderr.write(f"Exit: {self.nothing_selected}\n")
+            sys.stderr.write(f"error: {self.nothing_selected}\n")
         if self.recorder.write_error is not None:
             sys.stderr.write(f"{self.recorder.write_error}\n")
 

@@ -106,7 +106,7 @@ def test_a_results_path_that_is_a_directory_stops_the_run_at_once(gate_pytester:
     proc = _gate(gate_pytester, tmp_path, f"--results-json={tmp_path}")
     assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
     assert proc.stderr.strip().splitlines()[-1] == (
-        f"Exit: --results-json {tmp_path}: a directory; give a file path such as {tmp_path / 'results.json'}"
+        f"error: --results-json {tmp_path}: a directory; give a file path such as {tmp_path / 'results.json'}"
     )
     assert "compiled" not in proc.stdout and "Traceback" not in proc.stderr
 
@@ -154,7 +154,7 @@ def test_a_run_stopped_by_bad_input_leaves_no_earlier_results_file(gate_pytester
     path.write_text(json.dumps({**PAYLOAD, "items": [{"kind": "error", "outcome": "passed", "nodeid": "x"}]}))
     proc = _gate(gate_pytester, tmp_path, f"--results-json={path}", "--configs", "nosuch")
     assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
-    assert proc.stderr.strip().splitlines()[-1].startswith("Exit: --configs: unknown configuration 'nosuch'")
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: --configs: unknown configuration 'nosuch'")
     assert not path.exists() and not _results.lock_path(path).exists()
 
 
@@ -188,10 +188,10 @@ def test_discarding_the_earlier_results_keeps_what_the_gate_did_not_write(tmp_pa
 @pytest.mark.parametrize(
     ("option", "line"),
     [
-        ("--results-json=/sys/r.json", "Exit: --results-json /sys/r.json: cannot write in its folder /sys"),
+        ("--results-json=/sys/r.json", "error: --results-json /sys/r.json: cannot write in its folder /sys"),
         (
             "--hlo-dump-dir=/sys/x",
-            "Exit: --hlo-dump-dir /sys/x: cannot write in /sys, where it would be made",
+            "error: --hlo-dump-dir /sys/x: cannot write in /sys, where it would be made",
         ),
     ],
 )
@@ -247,7 +247,7 @@ def test_a_snapshot_folder_that_is_a_file_stops_the_run_at_once(gate_pytester: I
     for update in ((), ("--snapshot-update",)):
         proc = _gate(gate_pytester, tmp_path, *update)
         assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
-        line = f"Exit: --snapshot-dir {tmp_path / 's'}: a file, not a folder"
+        line = f"error: --snapshot-dir {tmp_path / 's'}: a file, not a folder"
         assert proc.stderr.strip().splitlines()[-1] == line
 
 
@@ -255,7 +255,7 @@ def test_a_keyword_that_deselects_every_gate_item_is_one_line(gate_pytester: InP
     proc = _gate(gate_pytester, tmp_path, "-k", "no_such_item_anywhere")
     assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
     last = (proc.stdout + proc.stderr).strip().splitlines()[-1]
-    assert last == "Exit: -k 'no_such_item_anywhere': deselects every gate item (1), leaving nothing to run"
+    assert last == "error: -k 'no_such_item_anywhere': deselects every gate item (1), leaving nothing to run"
 
 
 def test_only_gate_items_are_recorded(tmp_path: Path):
