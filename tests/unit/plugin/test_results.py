@@ -251,6 +251,17 @@ def test_a_snapshot_folder_that_is_a_file_stops_the_run_at_once(gate_pytester: I
         assert proc.stderr.strip().splitlines()[-1] == line
 
 
+def test_a_snapshot_folder_misspelt_beside_the_real_one_is_one_line(gate_pytester: InProcess, tmp_path: Path):
+    """Not a suggestion to record every snapshot into the typo: the folder it meant, and how to mean it."""
+    (tmp_path / "ss").mkdir()
+    for update in ((), ("--snapshot-update",)):
+        proc = _gate(gate_pytester, tmp_path, *update)
+        assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
+        line = f"error: --snapshot-dir {tmp_path / 's'}: no such folder (did you mean 'ss'?); make it first"
+        assert proc.stderr.strip().splitlines()[-1] == line + " to start a new one"
+        assert not (tmp_path / "s").exists()
+
+
 def test_a_keyword_that_deselects_every_gate_item_is_one_line(gate_pytester: InProcess, tmp_path: Path):
     proc = _gate(gate_pytester, tmp_path, "-k", "no_such_item_anywhere")
     assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
