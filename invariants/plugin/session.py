@@ -54,11 +54,11 @@ class GateSession:
         own = self.suite.project if self.suite.project.own else None
         watch = Watch(
             lambda line: progress.say(config, line),
-            every=_seconds(config, "compile_progress", zero=False),
-            timeout=_seconds(config, "compile_timeout", zero=True),
+            every=_seconds(config, "compile_progress", "30", zero=False),
+            timeout=_seconds(config, "compile_timeout", "1800", zero=True),
         )
         self.cache = CompileCache(self.all_targets, self.all_programs, own, self.suite.store, watch)
-        inconclusive = config.getoption("inconclusive")
+        inconclusive = config.getoption("inconclusive", "warn")
         if inconclusive not in ("warn", "fail"):
             raise InvariantsError(f"--inconclusive {inconclusive!r}: takes warn or fail")
         self.inconclusive_fails = inconclusive == "fail"
@@ -344,9 +344,9 @@ class GateSession:
             sys.stderr.write(f"{self.recorder.write_error}\n")
 
 
-def _seconds(config: pytest.Config, name: str, zero: bool) -> float:
+def _seconds(config: pytest.Config, name: str, default: str, zero: bool) -> float:
     """An option's seconds: positive and finite (``zero``: or 0, for none); else one line."""
-    value = config.getoption(name)
+    value = config.getoption(name, default)
     try:
         seconds = float(value)
     except (TypeError, ValueError):

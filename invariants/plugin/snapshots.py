@@ -158,11 +158,11 @@ def recorded_baselines(items: list[Record]) -> list[str]:
 
 
 def _no_typo(option: str, folder: Path) -> None:
-    """A snapshot folder that does not exist beside one of a close name is a typo, said in one line, never
-    a folder to record every snapshot into; a new one is made first (mkdir) to mean it."""
+    """A snapshot folder that does not exist beside a snapshot folder of a close name is a typo, said in one
+    line, never a folder to record every snapshot into; a new one is made first (mkdir) to mean it."""
     if folder.exists() or not folder.parent.is_dir():
         return
-    beside = [p.name for p in folder.parent.iterdir() if p.is_dir()]
+    beside = [p.name for p in folder.parent.iterdir() if p.is_dir() and any(p.glob(f"*/*{SUFFIX}"))]
     hint = did_you_mean(folder.name, beside)
     if hint:
         raise InvariantsError(

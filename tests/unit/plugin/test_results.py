@@ -253,7 +253,9 @@ def test_a_snapshot_folder_that_is_a_file_stops_the_run_at_once(gate_pytester: I
 
 def test_a_snapshot_folder_misspelt_beside_the_real_one_is_one_line(gate_pytester: InProcess, tmp_path: Path):
     """Not a suggestion to record every snapshot into the typo: the folder it meant, and how to mean it."""
-    (tmp_path / "ss").mkdir()
+    (tmp_path / "ss" / "cpu").mkdir(parents=True)
+    (tmp_path / "ss" / "cpu" / "take.f32.txt").write_text("")
+    (tmp_path / "sx").mkdir()  # a close name that holds no snapshots is no suggestion
     for update in ((), ("--snapshot-update",)):
         proc = _gate(gate_pytester, tmp_path, *update)
         assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
