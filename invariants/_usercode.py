@@ -196,7 +196,12 @@ def guarded(what: str) -> Iterator[None]:
 
 
 def _keep_out(before: set[threading.Thread]) -> None:
-    new = [t for t in threading.enumerate() if t not in before and not t.daemon]
+    leave_behind(*[t for t in threading.enumerate() if t not in before and not t.daemon])
+
+
+def leave_behind(*new: threading.Thread) -> None:
+    """Threads the process ends without waiting for, once :func:`finished` has its status: what a project's
+    import left running, a compile past its timeout."""
     if not new:
         return
     if not _started:

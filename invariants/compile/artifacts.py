@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import json
+import math
 import os
 import sys
 import tempfile
@@ -16,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as Pending
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +28,7 @@ from jax.sharding import Mesh
 from .. import _config
 from .._errors import InvariantsError
 from .._paths import shown
+from .._usercode import leave_behind
 from ..catalog.downstream import load_project
 from ..catalog.programs import Program, get_config
 from ..catalog.project import Project
@@ -35,7 +38,7 @@ from ..records.cache import Outcome, Store, Tally, from_settings
 from ..records.compiled import Compiled, FailedCompile, Key
 from ..records.results import Record, compile_failed
 from ..scope.targets import _AOT_TARGETS, HOST_DEVICE_FLAG, Target
-from .child import keys_child
+from .child import STARTED, KeyTimedOut, keys_child
 from .keys import Persistent
 from .placed import Placed, place, pod_mesh
 
@@ -149,8 +152,9 @@ def compile_function(
         lowered = jax.jit(fn, **(jit_kwargs or {})).lower(*args)
         jaxpr, primitives = str(closed), jaxpr_primitives(closed)
         traced = {"jaxpr": jaxpr, "jaxpr_primitives": list(primitives)}
-        served = persistent.served(key, lowered, target, args, traced) if persistent is not None else None
-        result, hit = served or (None, None)
+        result, hit = (None, None)
+        if persistent is not None:
+            result, hit = persistent.served(key, lowered, target, args, traced, closed)
         if hit is not None:
             return hit, None
         compiled, kernel_code = _compile_lowered(lowered, target)
@@ -242,21 +246,53 @@ def _memory(compiled: jax.stages.Compiled) -> dict[str, int]:
 
 
 def compile_in_child(
-    keys: Iterable[Key], target: Target, project: Project | None = None, persistent: Persistent | None = None
+    keys: Iterable[Key],
+    target: Target,
+    project: Project | None = None,
+    persistent: Persistent | None = None,
+    watch: Watch | None = None,
 ) -> list[Compiled | FailedCompile]:
     """Compile ``keys`` for a target that compiles in a child, in one child with its flags set. The child
-    keys and fills the same persistent cache; a key whose compile failed is its :class:`FailedCompile`."""
-    store = persistent.store if persistent is not None else None
+    keys and fills the same persistent cache; a key whose compile failed is its :class:`FailedCompile`. A
+    key past ``watch``'s timeout ends the child and fails; a new child compiles the others (those compiled
+    before it are in the persistent cache by then)."""
     keys = list(keys)
-    out: dict[str, Any] = {"records": [], "outcomes": [], "notes": [], "failed": []}
-    if keys:
+    made: dict[Key, Compiled | FailedCompile] = {}
+    todo = keys
+    while todo:
+        try:
+            made.update(_child_batch(todo, target, project, persistent, watch))
+            todo = []
+        except KeyTimedOut as err:
+            assert watch is not None  # only a watch bounds a key
+            made[todo[err.index]] = watch.timed_out(todo[err.index])
+            todo = todo[: err.index] + todo[err.index + 1 :]
+    return [made[k] for k in keys]
+
+
+def _child_batch(
+    keys: list[Key],
+    target: Target,
+    project: Project | None,
+    persistent: Persistent | None,
+    watch: Watch | None,
+) -> dict[Key, Compiled | FailedCompile]:
+    store = persistent.store if persistent is not None else None
+    bound = watch.timeout if watch is not None and watch.timeout > 0 else None
+    try:
         out = keys_child(
             "invariants.compile.artifacts",
             keys,
             env=_child_env(target, project, store),
             what=f"{target.name}: compile",
             args=[target.name],
+            started=(lambda i: watch.begin(keys[i], i + 1, len(keys))) if watch is not None else None,
+            key_timeout=bound,
+            timeout=math.inf if watch is not None else 600,
         )
+    finally:
+        if watch is not None:
+            watch.end(keys)
     records = [Compiled.from_json(d) for d in out["records"]]
     if persistent is not None:
         for record, outcome in zip(records, out["outcomes"], strict=True):
@@ -266,7 +302,49 @@ def compile_in_child(
     made: dict[Key, Compiled | FailedCompile] = {r.key: r for r in records}
     for key, message, first, kind, unoptimized in out["failed"]:
         made[Key(*key)] = FailedCompile(message, Key(*key), first, kind, unoptimized)
-    return [made[k] for k in keys]
+    return made
+
+
+class Watch:
+    """What a session hears of its compiles while an item waits for them: every ``every`` seconds, a line
+    (``say``) for each compile in flight, with its place among its target's and how long it has run; a
+    compile past ``timeout`` seconds (0: unbounded) fails."""
+
+    def __init__(self, say: Callable[[str], None], every: float, timeout: float) -> None:
+        self.say, self.every, self.timeout = say, every, timeout
+        self._lock = threading.Lock()
+        self._running: dict[Key, tuple[float, int, int, threading.Thread | None]] = {}
+
+    def begin(self, key: Key, n: int, of: int, here: bool = False) -> None:
+        """``key`` started, ``n`` of ``of`` of its target's; ``here``: on this thread of this process."""
+        with self._lock:
+            self._running[key] = (time.monotonic(), n, of, threading.current_thread() if here else None)
+
+    def end(self, keys: Iterable[Key]) -> None:
+        with self._lock:
+            for key in keys:
+                self._running.pop(key, None)
+
+    def tell(self) -> list[tuple[Key, threading.Thread]]:
+        """Say each compile in flight; the compiles of this process past the timeout, no longer followed."""
+        now = time.monotonic()
+        with self._lock:
+            running = sorted(self._running.items(), key=lambda kv: kv[1][0])
+        overdue = []
+        for key, (start, n, of, thread) in running:
+            self.say(
+                f"invariants: compiling {key.program} [{key.config}] for {key.target} ({n} of {of}), "
+                f"{now - start:.0f} s"
+            )
+            if thread is not None and self.timeout > 0 and now - start > self.timeout:
+                overdue.append((key, thread))
+        self.end(key for key, _ in overdue)
+        return overdue
+
+    def timed_out(self, key: Key) -> FailedCompile:
+        first = f"still compiling after {self.timeout:g} s (--compile-timeout)"
+        line = compile_failed(key.target, key.program, key.config, first)
+        return FailedCompile(line, key, first, "timeout")
 
 
 def _child_env(target: Target, project: Project | None, store: Store | None) -> dict[str, str]:
@@ -297,8 +375,10 @@ class CompileCache:
         programs: Programs | None = None,
         project: Project | None = None,
         store: Store | None = None,
+        watch: Watch | None = None,
     ) -> None:
         self._targets = targets
+        self.watch = watch
         self._programs = programs if programs is not None else Programs()
         self._project = project
         self.persistent = Persistent(store)
@@ -309,6 +389,10 @@ class CompileCache:
         self._lock = threading.Lock()
         self._futures: dict[Key, Future[None]] = {}
         self._pool: ThreadPoolExecutor | None = None
+        # The compile an item asks for that none started: on a thread of its own, so that a watch follows it.
+        self._now: ThreadPoolExecutor | None = None
+        self._begun: dict[str, int] = {}  # compiles started per target, for "n of N"
+        self._left_behind = False
 
     def plan(self, keys: Iterable[Key]) -> None:
         for key in keys:
@@ -353,18 +437,48 @@ class CompileCache:
             batch = sorted(self._planned.get(key.target, set()) | {key})
             with self._lock:
                 todo = [k for k in batch if k not in self._done]
-            for c in compile_in_child(todo, t, self._project, self.persistent):
+            for c in compile_in_child(todo, t, self._project, self.persistent, self.watch):
                 with self._lock:
                     if isinstance(c, FailedCompile):
                         self._failed[c.key] = c
                     else:
                         self._done[c.key] = c
             return
-        compiled, executable = _compile(self._programs.program(key.program), key.config, t, self.persistent)
+        if self.watch is not None:
+            with self._lock:
+                n = self._begun[key.target] = self._begun.get(key.target, 0) + 1
+            self.watch.begin(key, n, max(n, len(self._planned.get(key.target, ()))), here=True)
+        try:
+            program = self._programs.program(key.program)
+            compiled, executable = _compile(program, key.config, t, self.persistent)
+        finally:
+            if self.watch is not None:
+                self.watch.end([key])
         with self._lock:
+            if key in self._failed:  # past the timeout: reported as such, whatever came of it after
+                return
             self._done[key] = compiled
             if t.mode == "runtime" and executable is not None:
                 self._executables[key] = executable
+
+    def _await(self, future: Future[None], keys: Iterable[Key]) -> None:
+        """Wait for ``future``, a compile of ``keys``, while the watch says what is compiling; return when
+        it is done or every one of ``keys`` is past the timeout (raising what the compile raised)."""
+        keys = list(keys)
+        watch = self.watch
+        while True:
+            try:
+                return future.result(timeout=watch.every if watch is not None else None)
+            except Pending:
+                assert watch is not None
+            for key, thread in watch.tell():  # a thread cannot be stopped: the process leaves it at exit
+                leave_behind(thread)
+                with self._lock:
+                    self._failed[key] = watch.timed_out(key)
+                    self._left_behind = True
+            with self._lock:
+                if all(k in self._failed for k in keys):
+                    return
 
     def get(self, program: str, config: str, target: str) -> Compiled:
         key = Key(program, config, target)
@@ -373,27 +487,34 @@ class CompileCache:
                 return self._done[key]
             future = self._futures.get(key)
         if future is not None and not future.cancel():
-            future.result()  # started (or done): wait for it; a compile error is raised here
+            self._await(future, [key])  # started (or done): a compile error is raised here
         if key not in self._done and key not in self._failed:
-            self._fill(key)
+            with self._lock:
+                if self._now is None:
+                    self._now = ThreadPoolExecutor(1, thread_name_prefix="invariants-compile-now")
+                now = self._now.submit(self._fill, key)
+            self._await(now, [key])
         if key in self._failed:
             raise self._failed[key]
         return self._done[key]
 
     def settle(self) -> None:
         with self._lock:
-            futures = list(self._futures.values())
+            futures: dict[Future[None], list[Key]] = {}
+            for key, future in self._futures.items():
+                futures.setdefault(future, []).append(key)
             self._futures.clear()
-        for future in futures:
+        for future, keys in futures.items():
             if not future.cancel():
                 with contextlib.suppress(Exception):  # an error belongs to the item that asks for the key
-                    future.result()
+                    self._await(future, keys)
 
     def close(self) -> None:
         self.settle()
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        for pool in (self._pool, self._now):
+            if pool is not None:  # a compile left behind past its timeout is not waited for
+                pool.shutdown(wait=not self._left_behind, cancel_futures=True)
+        self._pool = self._now = None
         if self.persistent.store is not None:  # the size bound, kept at each run's end
             self.persistent.store.prune()
 
@@ -468,7 +589,8 @@ def _child_main(target_name: str) -> int:
         return 1
     keys = json.loads(sys.stdin.read())
     out, failed = [], []
-    for program, config, _ in keys:
+    for index, (program, config, _) in enumerate(keys):
+        print(f"{STARTED}{index}", file=sys.stderr, flush=True)
         try:
             out.append(compile_here(programs.program(program), config, target, persistent).to_json())
         except FailedCompile as err:  # that program's finding: the others compile all the same

@@ -3,25 +3,25 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 
 from .._errors import Parser
 from .._paths import shown
 from ..records.cache import DEFAULT_MAX_BYTES, Store, folder_of, max_bytes
+from ..scope.installed import Installed
 
 
 def installed_key() -> str:
-    found = sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions())
-    return hashlib.sha256("\n".join(found).encode()).hexdigest()[:16]
+    """A short hash of the compiler's versions: what an unrelated install leaves alone."""
+    return hashlib.sha256("\n".join(Installed().compiler()).encode()).hexdigest()[:16]
 
 
 def main(argv: list[str]) -> int:
     parser = Parser(
         prog="python -m invariants cache",
         description="The compile cache: what each compile gave, kept between runs under a key of everything "
-        "that can change it (the lowered module, the compiler's files and versions, XLA_FLAGS and the other "
-        "variables, JAX's configuration, the target, the host CPU). A gate run says at its end how many "
-        "keys it served and how many compiled.",
+        "that can change it (the lowered module, the compiler's files and versions, the distributions the "
+        "traced code ran, XLA_FLAGS and the other variables, JAX's configuration, the target, the host CPU). "
+        "A gate run says at its end how many keys it served and how many compiled.",
     )
     parser.add_argument(
         "action",
@@ -30,7 +30,7 @@ def main(argv: list[str]) -> int:
         default="info",
         help="info (default): the folder, its entries and size; where: the folder alone; "
         "clear: delete every entry (nothing else in the folder); key: a short hash of "
-        "the installed versions, for a CI cache's key (actions/cache)",
+        "the compiler's installed versions, for a CI cache's key (actions/cache)",
     )
     parser.add_argument(
         "--cache-dir",

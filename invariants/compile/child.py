@@ -20,8 +20,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -230,6 +231,18 @@ def last_line(log: Path) -> str:
     return lines[-1].strip()[:200] if lines else "no output"
 
 
+# What a compile child writes to stderr as it starts its key of that index: how its parent follows it.
+STARTED = "invariants-child: compiling key "
+
+
+class KeyTimedOut(InvariantsError):
+    """A child's key ran past the parent's bound; the child was ended. ``index``: that key's."""
+
+    def __init__(self, line: str, index: int) -> None:
+        super().__init__(line)
+        self.index = index
+
+
 def keys_child(
     module: str,
     keys: Sequence[Sequence[str]],
@@ -240,24 +253,82 @@ def keys_child(
     args: Sequence[str] = (),
     timeout: float = 600,
     cwd: Path | None = None,
+    started: Callable[[int], None] | None = None,
+    key_timeout: float | None = None,
 ) -> Any:
     """Run ``python -m MODULE ARGS`` with ``[[program, config, target], ...]`` as JSON on stdin; return the
-    JSON it prints. A child that fails is one line with ``what`` and its last line."""
-    try:
-        with scratch(env) as child_env:
-            proc = subprocess.run(
-                [str(python), "-m", module, *args],
-                input=json.dumps([list(k) for k in keys]),
-                cwd=cwd or PACKAGE_DIR.parent,
-                env=child_env,
-                capture_output=True,
-                text=True,
-                check=False,
-                timeout=timeout,
-            )
-    except subprocess.TimeoutExpired:
-        raise InvariantsError(f"{what}: child did not finish in {timeout:.0f} s") from None
+    JSON it prints. A child that fails is one line with ``what`` and its last line. ``started`` hears the
+    index of each key as the child starts it (its :data:`STARTED` lines); one key running past
+    ``key_timeout`` seconds ends the child (:class:`KeyTimedOut`); else the whole child is bounded by
+    ``timeout``."""
+    with scratch(env) as child_env:
+        proc = subprocess.Popen(
+            [str(python), "-m", module, *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd or PACKAGE_DIR.parent,
+            env=child_env,
+            text=True,
+        )
+        follow = _Follow(proc, started)
+        assert proc.stdin is not None
+        with contextlib.suppress(BrokenPipeError):  # a child that died at once: its exit says why
+            proc.stdin.write(json.dumps([list(k) for k in keys]))
+            proc.stdin.close()
+        stopped = follow.wait(timeout, key_timeout)
+    if stopped is not None:
+        index, seconds = stopped
+        if index is None:
+            raise InvariantsError(f"{what}: child did not finish in {seconds:.0f} s") from None
+        raise KeyTimedOut(f"{what}: key {index} still compiling after {seconds:.0f} s", index)
     if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["no output"])[-1]
-        raise InvariantsError(f"{what}: child exited {proc.returncode}: {last.strip()[:200]}")
-    return json.loads(proc.stdout)
+        lines = follow.stderr.strip().splitlines() or follow.stdout.strip().splitlines() or ["no output"]
+        raise InvariantsError(f"{what}: child exited {proc.returncode}: {lines[-1].strip()[:200]}")
+    return json.loads(follow.stdout)
+
+
+class _Follow:
+    """A child's output read as it comes: stdout whole, stderr's :data:`STARTED` lines heard."""
+
+    def __init__(self, proc: subprocess.Popen[str], started: Callable[[int], None] | None) -> None:
+        self.proc, self.started = proc, started
+        self.stdout, self.stderr = "", ""
+        self.current: tuple[int, float] | None = None  # the key being compiled, since when
+        self._readers = [threading.Thread(target=f, daemon=True) for f in (self._out, self._err)]
+        for reader in self._readers:
+            reader.start()
+
+    def _out(self) -> None:
+        assert self.proc.stdout is not None
+        self.stdout = self.proc.stdout.read()
+
+    def _err(self) -> None:
+        assert self.proc.stderr is not None
+        kept = []
+        for line in self.proc.stderr:
+            index = line.removeprefix(STARTED).strip()
+            if line.startswith(STARTED) and index.isdigit():
+                self.current = (int(index), time.monotonic())
+                if self.started is not None:
+                    self.started(int(index))
+            else:
+                kept.append(line)
+        self.stderr = "".join(kept)
+
+    def wait(self, timeout: float, key_timeout: float | None) -> tuple[int | None, float] | None:
+        """None when the child ended; else, having ended it, the key that ran too long (None: the whole
+        child did) and for how long."""
+        start = time.monotonic()
+        while self.proc.poll() is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(0.25)
+            index, since = self.current if key_timeout is not None and self.current else (None, start)
+            limit = key_timeout if key_timeout is not None else timeout
+            if time.monotonic() - since > limit and self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+                return index, time.monotonic() - since
+        for reader in self._readers:
+            reader.join()
+        return None

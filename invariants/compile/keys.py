@@ -6,38 +6,39 @@ data file, an environment variable, a module imported only where present), and t
 whatever they changed, which is why JAX's own persistent cache keys on it too. Only a miss compiles.
 
 The key hashes the module's text without source locations, the abstract arguments with their mesh's device
-order, and a :class:`Fingerprint` of the compiler (every distribution's version, the size and mtime of its
-shared objects), the environment, JAX's configuration, the target and the host CPU. A target compiled in a
-child is keyed in that child, in the environment it compiles in.
+order, and a :class:`Fingerprint`: the compiler (its distributions' versions, the size and mtime of their
+shared objects), the distributions whose code the trace ran, the environment, JAX's configuration, the
+target and the host CPU. Nothing else installed is in it (:mod:`invariants.scope.installed`). A target
+compiled in a child is keyed in that child, in the environment it compiles in.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import importlib.metadata
-import importlib.util
 import json
 import os
 import platform
 import re
-import shutil
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import jax
 
 from ..records.cache import Outcome, Store, Tally, digest
 from ..records.compiled import Compiled, Key
+from ..scope.installed import Installed, compiler_files
 from ..scope.targets import _GPU_CONFIG_DIR, Target
 from .compat import module_text
+
+if TYPE_CHECKING:
+    from jax.extend.core import ClosedJaxpr, Jaxpr, JaxprEqn
 
 # Environment variables that change what XLA, libtpu, the CUDA plugin or JAX's lowering produce.
 _XLA_ENV = ("XLA_", "JAX_", "TPU_", "LIBTPU", "TF_", "PJRT_", "MEGASCALE", "ENABLE_PJRT")
 _ENV_PREFIXES = (*_XLA_ENV, "CUDA", "NVIDIA_", "NCCL_", "PTXAS", "LD_LIBRARY_PATH")
-_COMPILER_PACKAGES = ("jaxlib", "libtpu", "jax_cuda12_plugin", "jax_cuda13_plugin", "jax_plugins", "nvidia")
 Traced = Mapping[str, object]  # a compile's own jaxpr and primitives, which a shared record does not hold
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
@@ -48,6 +49,7 @@ class Fingerprint:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._read = Installed()
         self._installed: dict[str, object] | None = None
         self._targets: dict[str, dict[str, object]] = {}
 
@@ -57,14 +59,16 @@ class Fingerprint:
                 self._installed = {
                     "python": sys.version,
                     "platform": [sys.platform, platform.machine()],
-                    "distributions": sorted(_name_version(d) for d in importlib.metadata.distributions()),
-                    "compiler_files": _compiler_files(),
+                    "compiler": self._read.compiler(),
+                    "compiler_files": compiler_files(),
                 }
             return self._installed
 
-    def of(self, target: Target) -> dict[str, object]:
+    def of(self, target: Target, code: Iterable[str] = ()) -> dict[str, object]:
+        """The fingerprint of a compile for ``target`` of a trace that ran the module files ``code``."""
         return {
             **self.installed(),
+            "code": self._read.of_files(code),
             "env": _compiling_environment(),
             "jax_config": {k: _ADDRESS.sub("", repr(v)) for k, v in sorted(jax.config.values.items())},
             "target": self._target(target),
@@ -81,20 +85,38 @@ class Fingerprint:
         return known
 
 
-def _name_version(dist: importlib.metadata.Distribution) -> str:
-    """``NAME==VERSION`` from the header of a distribution's metadata file; ``Distribution.metadata``, which
-    parses the whole file, is the slow fallback."""
-    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
-    fields: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line.strip():  # the end of the header: the description follows
-            break
-        name, sep, value = line.partition(":")
-        if sep and name in ("Name", "Version"):
-            fields.setdefault(name, value.strip())
-    if len(fields) < 2 or not all(fields.values()):  # absent, or folded onto the next line
-        return f"{dist.metadata['Name']}=={dist.version}"
-    return f"{fields['Name']}=={fields['Version']}"
+def traced_files(closed: ClosedJaxpr, outside: Iterable[tuple[str, int]]) -> set[str]:
+    """The files of the code a trace ran: each equation's stack, nested ones included, without the frames
+    ``outside`` it (``(file, first line)`` of the functions that started the trace and their callers,
+    which differ with the thread that compiles)."""
+    out: set[str] = set()
+    skip = set(outside)
+    for eqn in _equations(closed.jaxpr):
+        traceback = getattr(eqn.source_info, "traceback", None)
+        for frame in traceback.frames if traceback is not None else ():
+            if (frame.file_name, frame.function_start_line) not in skip:
+                out.add(frame.file_name)
+    return out
+
+
+def _equations(jaxpr: Jaxpr) -> Iterator[JaxprEqn]:
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for value in eqn.params.values():
+            for sub in value if isinstance(value, tuple | list) else (value,):
+                inner = getattr(sub, "jaxpr", sub)  # a closed jaxpr's, or a jaxpr
+                if hasattr(inner, "eqns"):
+                    yield from _equations(cast("Jaxpr", inner))
+
+
+def _callers(frame: object) -> list[tuple[str, int]]:
+    """``(file, first line)`` of ``frame``'s function and each caller's."""
+    out = []
+    while frame is not None:
+        code = frame.f_code  # type: ignore[attr-defined]
+        out.append((code.co_filename, code.co_firstlineno))
+        frame = frame.f_back  # type: ignore[attr-defined]
+    return out
 
 
 def _compiling_environment() -> dict[str, str]:
@@ -138,26 +160,6 @@ def host_cpu() -> list[str]:
     return [fields.get("model name", ""), fields.get("flags", fields.get("Features", ""))]
 
 
-def _compiler_files() -> dict[str, str]:
-    """Size and mtime of every shared object and ptxas of the compiler's packages, and the PATH's ptxas."""
-    out: dict[str, str] = {}
-    for path in _compiler_paths():
-        with contextlib.suppress(OSError):
-            st = path.stat()
-            out[str(path)] = f"{st.st_size}:{st.st_mtime_ns}"
-    return out
-
-
-def _compiler_paths() -> list[Path]:
-    roots = []
-    for name in _COMPILER_PACKAGES:
-        spec = importlib.util.find_spec(name)
-        roots += [Path(p) for p in (spec.submodule_search_locations or [])] if spec is not None else []
-    found = [p for root in roots for p in root.rglob("*") if ".so" in p.name or p.name == "ptxas"]
-    which = shutil.which("ptxas")
-    return found + ([Path(which)] if which else [])
-
-
 def _arguments(args: Sequence[object]) -> list[str]:
     out = []
     for a in args:
@@ -196,14 +198,21 @@ class Persistent:
         self.count(key, "miss" if result is not None else "off")
 
     def served(
-        self, key: Key, lowered: jax.stages.Lowered, target: Target, args: Sequence[object], traced: Traced
+        self,
+        key: Key,
+        lowered: jax.stages.Lowered,
+        target: Target,
+        args: Sequence[object],
+        traced: Traced,
+        closed: ClosedJaxpr,
     ) -> tuple[str | None, Compiled | None]:
-        """The cache's key of ``lowered`` (None without a store), and a hit there as ``key``'s with its own
-        trace, counted."""
+        """The cache's key of ``lowered``, traced as ``closed`` by the caller (None without a store), and a
+        hit there as ``key``'s with its own trace, counted."""
         if self.store is None:
             return None, None
         text = module_text(lowered)
-        result = digest("result", text, self.fingerprint.of(target), _arguments(args))
+        code = traced_files(closed, _callers(sys._getframe(1)))
+        result = digest("result", text, self.fingerprint.of(target, code), _arguments(args))
         record = self.store.result(result)
         hit = _named(record, key, traced) if record is not None else None
         if hit is not None:

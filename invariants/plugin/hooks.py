@@ -27,7 +27,11 @@ from .outcomes import GateFailed, fail, versions_line
 from .sharding import WORKER_OUTPUT
 
 if TYPE_CHECKING:
+    from _pytest.outcomes import Exit
+
     from .session import GateSession
+else:
+    Exit = pytest.exit.Exception
 
 
 # Registered here so that an installed gate run without this repository's pyproject.toml knows them too.
@@ -70,7 +74,14 @@ def pytest_configure(config: pytest.Config) -> None:
     else:
         return
     # Bad input exits 2 (a pytest.UsageError would exit 4); NothingChecked exits 4.
-    pytest.exit(visible(line), returncode=status)
+    raise Refused(visible(line), returncode=status)
+
+
+class Refused(Exit):
+    """The gate stopping on its input: pytest writes the class's name before the line, ``error: ``."""
+
+
+Refused.__name__ = "error"
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -113,6 +113,29 @@ OPTIONS: tuple[Option, ...] = (
         "item compiles what it reads; under xdist always 0, each worker compiling its own items)",
         {"type": int, "metavar": "N"},
     ),
+    Option(
+        "--inconclusive",
+        "what a time relation whose interval still straddles its bound when the timing budget is spent "
+        "does: warn (default: it passes, with a warning line at the run's end and in the report) or fail",
+        {"metavar": "warn|fail"},
+        default="warn",
+        forwarded=True,
+    ),
+    Option(
+        "--compile-progress",
+        "while an item waits for compiles, every SECONDS a line names each compile in flight: its program, "
+        "configuration and target, its place among its target's (n of N) and how long it has run; shown "
+        "under -q and from xdist workers (default 30)",
+        {"metavar": "SECONDS"},
+        default="30",
+    ),
+    Option(
+        "--compile-timeout",
+        "seconds one compile may run before its items fail in one line naming it (a compiler that hangs or "
+        "blows up; default 1800; 0: no bound)",
+        {"metavar": "SECONDS"},
+        default="1800",
+    ),
     _switch(
         "--pin-workers",
         "under xdist, run each worker on one core of its own (when there are as many cores as workers): "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import fnmatch
 import glob
+import math
 import shlex
 import sys
 from pathlib import Path
@@ -23,7 +24,7 @@ from .._errors import InvariantsError
 from .._paths import check_output_dir, check_output_file, json_file_of, shown, what_is, write_atomic
 from ..catalog.arguments import make_arguments
 from ..catalog.programs import Distribution, get_config
-from ..compile.artifacts import CompileCache
+from ..compile.artifacts import CompileCache, Watch
 from ..compile.process import REQUESTED_PLATFORMS
 from ..compile.reproducer import reproducer
 from ..kernels import kernel_files
@@ -34,7 +35,7 @@ from ..scope.select import file_stem
 from ..scope.targets import versions
 from ..specfile.reader import KnownCompileFailure, scope_of, select_programs
 from ..verdict.correctness import Correctness
-from . import generate
+from . import generate, progress
 from .outcomes import versions_line
 from .sharding import Sharding
 from .snapshots import SnapshotFolders, recorded_baselines
@@ -53,7 +54,16 @@ class GateSession:
         self.all_targets, self.targets = suite.all_targets, suite.targets
         self.recorder = recorder or Recorder()
         own = self.suite.project if self.suite.project.own else None
-        self.cache = CompileCache(self.all_targets, self.all_programs, own, self.suite.store)
+        watch = Watch(
+            lambda line: progress.say(config, line),
+            every=_seconds(config, "compile_progress", "30", zero=False),
+            timeout=_seconds(config, "compile_timeout", "1800", zero=True),
+        )
+        self.cache = CompileCache(self.all_targets, self.all_programs, own, self.suite.store, watch)
+        inconclusive = config.getoption("inconclusive", "warn")
+        if inconclusive not in ("warn", "fail"):
+            raise InvariantsError(f"--inconclusive {inconclusive!r}: takes warn or fail")
+        self.inconclusive_fails = inconclusive == "fail"
         self.updating = bool(config.getoption("--snapshot-update", default=False))
         self.record_baselines = bool(config.getoption("record_baselines"))
         self.snapshots = SnapshotFolders.from_options(
@@ -94,6 +104,8 @@ class GateSession:
             recorder.release()
             raise
         config.pluginmanager.register(s.recorder, "invariants-recorder")
+        if not hasattr(config, "workerinput"):
+            config.pluginmanager.register(progress.Relay(config), "invariants-progress")
         return s
 
     def update_command(
@@ -154,7 +166,7 @@ class GateSession:
         says it whole, every other one line naming it. The earlier run's dumps of that key go first."""
         key = err.key
         first = self._failed.get(key)
-        saved = self._replace_dumps(err) if first is None else []
+        saved = self._replace_dumps(err) if first is None and err.kind != "timeout" else []
         self._failed.setdefault(key, nodeid)
         short = err.first if len(err.first) <= 80 else err.first[:77] + "..."
         said = _results.compile_failed(key.target, key.program, key.config, short)
@@ -165,6 +177,8 @@ class GateSession:
             )
         if first is not None:
             return f"{said} (the same compile as {first.split('::', 1)[-1]}, reported whole there)"
+        if err.kind == "timeout":  # nothing to report upstream yet: a bound the run set
+            return f"{said}\n{versions_line()}"
         what_next = (
             "what next: report a compiler error upstream (XLA: https://github.com/openxla/xla/issues) with "
             "the HLO and the reproducer (a tracing error is the program's own); until it is fixed, declare "
@@ -293,10 +307,12 @@ class GateSession:
         skipped = unavailable_targets(self.targets)
         if skipped:
             lines.append(f"invariants: skipped, cannot compile here: {skipped}")
+        relations, warnings = time_relations(self.recorder.items)
+        lines += relations
         lines += self.cache.summary_lines(
             self.recorder.items, sum(m.seconds for m in self._measured.values())
         )
-        return lines
+        return lines + warnings
 
     def finish(self, exitstatus: int, passed: bool) -> None:
         """The run's end: queued compiles dropped and, in the process that reports, the results written."""
@@ -337,9 +353,24 @@ class GateSession:
         """The results path released; a selection of nothing, or an unwritten results file, said last."""
         self.recorder.release()
         if self.nothing_selected is not None:
-            sys.stderr.write(f"Exit: {self.nothing_selected}\n")
+            sys.stderr.write(f"error: {self.nothing_selected}\n")
         if self.recorder.write_error is not None:
             sys.stderr.write(f"{self.recorder.write_error}\n")
+
+
+def _seconds(config: pytest.Config, name: str, default: str, zero: bool) -> float:
+    """An option's seconds: positive and finite (``zero``: or 0, for none); else one line."""
+    value = config.getoption(name, default)
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if not (math.isfinite(seconds) and (seconds > 0 or (zero and seconds == 0))):
+        flag = "--" + name.replace("_", "-")
+        raise InvariantsError(
+            f"{flag} {value!r}: takes a positive number of seconds" + (" (0: no bound)" if zero else "")
+        )
+    return seconds
 
 
 # What the gate writes in its dump folder for a key, beside the kernel code files.
@@ -390,6 +421,36 @@ def ratchet_lines(items: list[_results.Record], listed: bool) -> list[str]:
         n, on = len(targets), ", ".join(sorted(set(targets)))
         lines.append(f"  {name:<{wide}}  {n:>3} item{'s' if n != 1 else ' '}  {on}")
     return lines
+
+
+def time_relations(items: list[_results.Record]) -> tuple[list[str], list[str]]:
+    """Each time relation's ratio, interval, bound and verdict, a row each; and a warning line for each
+    inconclusive one, which passes unless ``--inconclusive fail``."""
+    ratios = sorted(
+        (i for i in items if isinstance(i, _results.Ratio)), key=lambda r: (r.target, r.a, r.b, r.config)
+    )
+    rows = [
+        (f"time({r.a}) / time({r.b}) [{r.config}]", str(r.target), _interval(r), f"<= {r.threshold:g}")
+        for r in ratios
+    ]
+    if not rows:
+        return [], []
+    wide = [max(len(row[i]) for row in rows) for i in range(4)]
+    table = ["invariants: time relations (median [95% interval], bound, verdict):"] + [
+        "  " + "  ".join(cell.ljust(w) for cell, w in zip(row, wide, strict=True)) + f"  {r.verdict}"
+        for r, row in zip(ratios, rows, strict=True)
+    ]
+    warnings = [
+        f"invariants: warning: {text} on {target} is inconclusive: {interval} straddles {bound} "
+        f"({'failed' if r.outcome == 'failed' else 'passed'}; --inconclusive fail makes it fail)"
+        for r, (text, target, interval, bound) in zip(ratios, rows, strict=True)
+        if r.verdict == "inconclusive"
+    ]
+    return table, warnings
+
+
+def _interval(r: _results.Ratio) -> str:
+    return f"{r.median:.3g} [{r.low:.3g}, {r.high:.3g}]"
 
 
 def failure_table(items: list[_results.Record]) -> list[str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .._errors import InvariantsError
+from .._errors import InvariantsError, did_you_mean
 from .._paths import check_output_dir, shown, what_is
 from ..catalog.registry import Programs
 from ..records.results import Record
@@ -47,6 +47,7 @@ class SnapshotFolders:
         for option, folder in (("--snapshot-dir", snapshot_dir), ("--catalog-snapshot-dir", catalog_dir)):
             if folder.exists() and not folder.is_dir():
                 raise InvariantsError(f"{option} {shown(folder)}: {what_is(folder)}, not a folder")
+            _no_typo(option, folder)
         if updating:
             check_output_dir(snapshot_dir, "--snapshot-dir", make=False)
         shadowed = [p for p in programs.declared if programs.is_catalog(CATALOG_PREFIX + p)]
@@ -161,3 +162,16 @@ def recorded_baselines(items: list[Record]) -> list[str]:
                 f"({item.program}[{item.config}] on {item.target}: {done['efficiency']:.4g}; {why})"
             )
     return lines
+
+
+def _no_typo(option: str, folder: Path) -> None:
+    """A snapshot folder that does not exist beside a snapshot folder of a close name is a typo, said in one
+    line, never a folder to record every snapshot into; a new one is made first (mkdir) to mean it."""
+    if folder.exists() or not folder.parent.is_dir():
+        return
+    beside = [p.name for p in folder.parent.iterdir() if p.is_dir() and any(p.glob(f"*/*{SUFFIX}"))]
+    hint = did_you_mean(folder.name, beside)
+    if hint:
+        raise InvariantsError(
+            f"{option} {shown(folder)}: no such folder{hint}; make it first to start a new one"
+        )

@@ -113,15 +113,17 @@ class RatioItem(GateItem):
         describe = f"time({a_name}) / time({b_name}) = {result.summary()}"
         if info["predicted"] is not None:
             describe += f"; predicted {info['predicted']:.3g} ({predicted_by(metrics_a, metrics_b)})"
+        strict = gate.inconclusive_fails and not inv.ratchet  # a ratchet's pass must be certain already
+        beyond = f"> {threshold}" if result.verdict == "fail" else "(--inconclusive fail)"
         judge(
             inv,
-            holds=result.verdict != "fail",
+            holds=result.verdict == "pass" if strict else result.verdict != "fail",
             tightenable=result.verdict == "pass",
             where=where,
             describe=describe,
             key=key_a,
             failure=lambda: (
-                f"{inv.where}: {inv.id} failed on {where}: {describe} > {threshold}\n"
+                f"{inv.where}: {inv.id} failed on {where}: {describe} {beyond}\n"
                 + dumped_line(gate, key_a, key_b)
             ),
         )

@@ -145,7 +145,7 @@ def _off_gce() -> dict[str, str]:
 
 
 # How pytest's last line begins when it refuses its input.
-_REFUSED = ("Exit: ", "ERROR: ")
+_REFUSED = ("error: ", "ERROR: ")
 
 
 def check_selection(
@@ -210,7 +210,7 @@ def _collect_only(run: GateRun, kinds: Sequence[str]) -> subprocess.CompletedPro
 def _refusal(output: str) -> str | None:
     lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
     refused = next((ln for ln in reversed(lines) if ln.startswith(_REFUSED)), None)
-    return None if refused is None else refused.removeprefix("Exit: ").removeprefix("ERROR: ")
+    return None if refused is None else refused.removeprefix("error: ").removeprefix("ERROR: ")
 
 
 def _selection(

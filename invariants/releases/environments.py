@@ -148,8 +148,8 @@ def choose_pins(
     """Pins for ``jax``, with libtpu (``tpu``) or the CUDA plugin (``gpu``). jaxlib: the newest not newer
     than ``jax``, as a patch release without its own jaxlib (0.4.37) requires. Before jax 0.4.31, numpy<2
     (wheels built before numpy 2 fail to import under it) and the equinox it was verified with."""
-    for wanted, too_old in ((tpu, tpu_too_old), (gpu, gpu_too_old)):
-        if wanted and (reason := too_old(jax)):
+    for wanted, refused in ((tpu, tpu_too_old), (gpu, gpu_too_old)):
+        if wanted and (reason := refused(jax)):
             raise InvariantsError(reason)
     below = [v for v in jaxlib_releases if v <= jax]
     if not below:

@@ -150,7 +150,18 @@ def _header(run: Run) -> list[str]:
         f"x{_md(rt.get('count', '?'))}" + (f", run on {_md(rt['date'])} (UTC)" if rt.get("date") else ""),
         f"- **targets**: {', '.join(targets) or 'none recorded'}",
         *([f"- **programs**: {_first(run.focus[0], 12)} ({_md(run.focus[1])})"] if run.focus else []),
+        *_inconclusive(run.throughput),
         "",
+    ]
+
+
+def _inconclusive(rows: list[Throughput]) -> list[str]:
+    """A warning for each time relation whose interval still straddles its bound: it passed, undecided."""
+    return [
+        f"- **warning**: {_md(t.label, code=True)} [{_md(t.config)}] on {_md(t.target)} is inconclusive: "
+        f"{_interval(t)} straddles ≤ {t.bound:.3g} ({_md(t.outcome or 'not run')})"
+        for t in rows
+        if t.kind == "ratio" and t.verdict == "inconclusive" and t.bound is not None
     ]
 
 

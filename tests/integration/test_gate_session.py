@@ -159,15 +159,15 @@ def test_missing_snapshot_names_the_update_command_for_every_target(gate_pyteste
 @pytest.mark.parametrize(
     ("args", "line"),
     [
-        (["--programs", "nave"], "Exit: --programs: unknown program 'nave' (did you mean 'naive'"),
-        (["--programs", ""], "Exit: --programs: empty selection"),
+        (["--programs", "nave"], "error: --programs: unknown program 'nave' (did you mean 'naive'"),
+        (["--programs", ""], "error: --programs: empty selection"),
         (
             ["--configs", "f64"],
-            "Exit: --configs: unknown configuration 'f64' (did you mean 'f16'?); known: f32,",
+            "error: --configs: unknown configuration 'f64' (did you mean 'f16'?); known: f32,",
         ),
         (
             ["--targets", "cpu", "--configs", "bf16-llm"],
-            "Exit: --targets cpu --configs bf16-llm: selects nothing",
+            "error: --targets cpu --configs bf16-llm: selects nothing",
         ),
     ],
 )
@@ -189,7 +189,9 @@ def test_a_backend_that_is_not_there_is_one_line_and_the_last(tmp_path: Path):
     assert proc.returncode == 2
     assert "Traceback" not in out
     assert (
-        out.strip().splitlines()[-1].startswith("Exit: JAX_PLATFORMS=tpu: backend not available on this host")
+        out.strip()
+        .splitlines()[-1]
+        .startswith("error: JAX_PLATFORMS=tpu: backend not available on this host")
     ), out[-2000:]
     assert "TPU_WORKER_HOSTNAMES" not in out and "libtpu" not in out
 

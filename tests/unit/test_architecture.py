@@ -172,7 +172,8 @@ def test_the_contract_catches_each_form_of_a_planted_upward_import(planted_copie
 # The modules that must start without JAX (hlo-stats, the spec validator, selection, the target table, the
 # report's reader of results).
 NO_JAX = ("_errors", "_paths", "_stats", "_cores", "_config", "_signals", "_usercode", "_trust", "_supported",
-          "scope.configs", "scope.select", "scope.targets", "scope.placement", "records.compiled",
+          "scope.configs", "scope.select", "scope.targets", "scope.placement", "scope.installed",
+          "records.compiled",
           "records.cache", "records.results", "compile.cache_command",
           "specfile.reader", "specfile.asserts", "hlo.parse", "hlo.structure",
           "hlo.cost", "kernels", "kernels.ptx", "kernels.llvm_ir", "kernels.program", "measure.metrics",

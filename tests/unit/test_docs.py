@@ -5,11 +5,15 @@ each anchor it names) resolves. What they say a command prints is checked by run
 
 from __future__ import annotations
 
+import importlib.metadata
 import re
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).parents[2]
 README = ROOT / "README.md"
@@ -41,6 +45,49 @@ def test_the_two_commands_open_the_readme_and_are_what_ci_runs() -> None:
     assert "pip install -q -e '.[test,tpu,gpu,test-libs,dev]'" in ci
     assert 'step "the README\'s test command" pytest -n auto --pin-workers\n' in ci
     assert re.search(r'step "the gate" pytest invariants/gate ', ci)
+
+
+def _extras(command: str) -> list[str]:
+    return re.search(r"-e '\.\[([\w,-]+)\]'", command).group(1).split(",")  # type: ignore[union-attr]
+
+
+def _requirements(names: list[str], extras: list[str] | None = None) -> list[Requirement]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    chosen = project["dependencies"] if extras is not None else []
+    chosen += [r for e in extras or names for r in project["optional-dependencies"][e]]
+    return [Requirement(r) for r in chosen]
+
+
+def _installed_by(requirements: list[Requirement]) -> set[str]:
+    """The distributions ``requirements`` install, with theirs, read from this environment's metadata."""
+    seen: set[str] = set()
+    todo = [(r.name, frozenset(r.extras)) for r in requirements if r.marker is None or r.marker.evaluate()]
+    while todo:
+        name, extras = todo.pop()
+        if canonicalize_name(name) in seen:
+            continue
+        seen.add(canonicalize_name(name))
+        for sub in map(Requirement, importlib.metadata.requires(name) or []):
+            if sub.marker is None or any(sub.marker.evaluate({"extra": e}) for e in [*extras, ""]):
+                todo.append((sub.name, frozenset(sub.extras)))
+    return seen
+
+
+def test_the_second_command_moves_nothing_the_first_installed() -> None:
+    """Run in order, the README's two commands keep every version the first installed, and with them the
+    compile cache: what the second adds may set a lower bound on a distribution the first installs, never
+    an upper bound or a pin, which would move it."""
+    first = _extras(GATE)
+    added = [e for e in _extras(TESTS) if e not in first]
+    assert added == ["dev"]
+    installed = _installed_by(_requirements([], first))
+    assert {"jax", "jaxlib", "ml-dtypes", "pytest"} <= installed
+    moving = [
+        str(r)
+        for r in _requirements(added)
+        if canonicalize_name(r.name) in installed and any(s.operator not in (">=", ">") for s in r.specifier)
+    ]
+    assert not moving, f"the dev extra would move what the README's first command installed: {moving}"
 
 
 def _slug(heading: str) -> str:
@@ -126,6 +173,17 @@ def tree_files() -> list[Path]:
         for p in ([ROOT / name] if (ROOT / name).is_file() else (ROOT / name).rglob("*"))
         if "node_modules" not in p.parts
     ]
+
+
+def test_no_built_distribution_is_committed() -> None:
+    """A wheel or sdist is built or installed from its registry, never kept in the tree (the complexity
+    bound is ruff's C901, configured in pyproject.toml)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+    ).stdout.splitlines()  # fmt: skip
+    built = [name for name in listed if name.endswith((".whl", ".tar.gz", ".egg"))]
+    assert not built, f"built distributions committed: {built}"
 
 
 def test_no_history_in_the_tree() -> None:

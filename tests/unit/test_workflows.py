@@ -382,3 +382,13 @@ def test_the_action_gives_the_exit_statuses_its_docs_give():
     said = _load_yaml(ACTION.read_text())["outputs"]["exit-code"]["description"]
     docs = (ROOT / "docs" / "action.md").read_text().replace("\n", " ")
     assert statuses.findall(said) == statuses.findall(docs) == ["0", "1", "2", "4", "128+N"]
+
+
+def test_the_accelerator_workflow_names_the_clock_versus_times_on_there():
+    """What the workflow says of versus's clock is what versus chooses on a TPU or GPU host."""
+    from invariants.timing.paired import runtime_clock
+
+    text = (ROOT / ".github" / "workflows" / "accelerators.yml").read_text()
+    said = re.findall(r"# versus times the pin against VERSUS_BASELINE on this host, on the (.+?) cl", text)
+    assert said == ["chip's own", "chip's own"]
+    assert {runtime_clock(platform)[0] for platform in ("tpu", "gpu")} == {"device"}

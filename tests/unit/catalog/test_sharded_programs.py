@@ -253,4 +253,4 @@ def test_under_pytest_a_program_that_fits_no_target_is_the_run_s_last_line(gate_
     proc = gate_pytester.pytest("--spec-dir", "specs", "--no-catalog", f"--snapshot-dir={project / 's'}")
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("Exit: ") and "model16 fits no target its spec files name" in last, last
+    assert last.startswith("error: ") and "model16 fits no target its spec files name" in last, last

@@ -7,6 +7,7 @@ import dataclasses
 import gzip
 import importlib.metadata
 import os
+import shutil
 import sys
 
 import jax
@@ -22,6 +23,7 @@ from invariants.records import cache as _store
 from invariants.records.cache import Store, from_settings
 from invariants.records.compiled import Compiled, Key
 from invariants.records.results import Structure
+from invariants.scope import installed as _installed
 from invariants.scope.targets import all_targets
 
 CPU = all_targets()["cpu"]
@@ -98,13 +100,67 @@ def _installed_with(monkeypatch, **change):
     monkeypatch.setattr(_keys.Fingerprint, "installed", installed)
 
 
-def test_another_jaxlib_misses(tmp_path, monkeypatch):
+def _another_version_of(monkeypatch, name: str) -> None:
+    """``name`` reads as installed at another version, as after an upgrade."""
+    real = _installed.name_version
+
+    def read(dist):
+        said = real(dist)
+        return said + ".post1" if said.partition("==")[0] == name else said
+
+    monkeypatch.setattr(_installed, "name_version", read)
+
+
+@pytest.mark.parametrize("name", ["jax", "jaxlib", "libtpu", "jax-cuda12-plugin", "jax-cuda12-pjrt"])
+def test_another_version_of_each_compiler_distribution_misses(tmp_path, monkeypatch, name):
+    """JAX, jaxlib, libtpu, the CUDA plugin and its PJRT plugin (found by its entry point)."""
+    assert name in {d.partition("==")[0] for d in _installed.Installed().compiler()}
     _compile(tmp_path)
-    installed = _keys.Fingerprint().installed()["distributions"]
-    other = [d.replace("jaxlib==", "jaxlib==0.0.1+") for d in installed]
-    assert other != installed
-    _installed_with(monkeypatch, distributions=other)
+    _another_version_of(monkeypatch, name)
     assert _compile(tmp_path)[1] == "miss"
+
+
+def _install(site, name: str, version: str, module: str) -> None:
+    """``name`` at ``version`` installed in the folder ``site`` (on sys.path), owning ``module``."""
+    for old in site.glob(f"{name.replace('-', '_')}-*.dist-info"):
+        shutil.rmtree(old)
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"  # as pip names it
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\n")
+    (info / "top_level.txt").write_text(module + "\n")
+    if not (site / f"{module}.py").exists():
+        (site / f"{module}.py").write_text("")
+
+
+def test_an_unrelated_distribution_installed_keeps_every_hit(tmp_path, monkeypatch):
+    """Installed and even imported beside the gate (a linter, tox, a project's other dependencies), a
+    distribution the traced code never ran changes no key, nor the CI cache's."""
+    from invariants.compile.cache_command import installed_key
+
+    programs = ("take", "grad_take", "eqx_embedding")
+    assert [_compile(tmp_path, program)[1] for program in programs] == ["miss"] * len(programs)
+    key = installed_key()
+    site = tmp_path / "site"
+    site.mkdir()
+    _install(site, "unrelated-tool", "1.0", "unrelated_tool")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setitem(sys.modules, "unrelated_tool", __import__("unrelated_tool"))
+    assert "unrelated-tool" in {d.metadata["Name"] for d in importlib.metadata.distributions()}
+    assert [_compile(tmp_path, program)[1] for program in programs] == ["hit"] * len(programs)
+    assert installed_key() == key
+
+
+def test_the_distributions_a_trace_ran_are_named_and_no_others():
+    """equinox's Embedding traced: equinox is named, beside JAX and the catalog; the tools that started the
+    trace are not."""
+    from invariants.compile.artifacts import placement
+
+    program = CATALOG["eqx_embedding"]
+    placed = placement(program, "f32", CPU)
+    closed = jax.make_jaxpr(program.fn)(*placed.args)
+    files = _keys.traced_files(closed, _keys._callers(sys._getframe()))
+    names = {d.partition("==")[0] for d in _installed.Installed().of_files(files)}
+    assert names == {"equinox", "jax", "jax-embedding-invariants"}, names
 
 
 def test_a_rebuilt_libtpu_under_the_same_version_misses(tmp_path, monkeypatch):
@@ -185,6 +241,16 @@ def test_an_edited_program_that_lowers_otherwise_misses(tmp_path, edited_program
     second, outcome = _compile(tmp_path, "edited_take")
     assert outcome == "miss"
     assert second.hlo_text != first.hlo_text
+
+
+def test_another_version_of_a_distribution_the_trace_ran_misses(tmp_path, edited_program):
+    """The program's module installed as a distribution: another version of it, the same code, misses."""
+    site = edited_program.parent
+    _install(site, "edited-lookup", "1.0", "edited_lookup")
+    assert _compile(tmp_path, "edited_take")[1] == "miss"
+    assert _compile(tmp_path, "edited_take")[1] == "hit"
+    _install(site, "edited-lookup", "1.1", "edited_lookup")
+    assert _compile(tmp_path, "edited_take")[1] == "miss"
 
 
 def test_a_swapped_function_misses_although_its_name_stays(tmp_path, monkeypatch):
@@ -420,14 +486,14 @@ def test_a_distributions_name_and_version_are_what_the_metadata_parser_reads(tex
     """The key's distributions are read from the metadata file's first lines, as ``Distribution.metadata``
     reads them: here where the lines are unusual, and below for each one installed."""
     dist = _Dist(text)
-    assert _keys._name_version(dist) == f"{dist.metadata['Name']}=={dist.version}"
+    assert _installed.name_version(dist) == f"{dist.metadata['Name']}=={dist.version}"
 
 
 def test_each_installed_distribution_is_named_as_the_metadata_parser_names_it():
     installed = list(importlib.metadata.distributions())
     assert len(installed) > 10
     for d in installed:
-        assert _keys._name_version(d) == f"{d.metadata['Name']}=={d.version}", d
+        assert _installed.name_version(d) == f"{d.metadata['Name']}=={d.version}", d
 
 
 def test_a_session_keys_two_targets_of_one_name_apart():

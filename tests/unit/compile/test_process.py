@@ -95,7 +95,7 @@ def test_bad_input_is_exactly_one_line_on_stderr(tmp_path: Path):
     assert proc.returncode == 2, proc.stderr
     assert proc.stdout == ""
     (line,) = proc.stderr.strip().splitlines()  # pytest's prefix: Exit (the plugin's pytest.exit) or ERROR
-    assert re.fullmatch(r"(Exit|ERROR): --programs: unknown program 'nosuch'", line), proc.stderr
+    assert re.fullmatch(r"(error|ERROR): --programs: unknown program 'nosuch'", line), proc.stderr
 
 
 @pytest.mark.skipif(

@@ -42,9 +42,9 @@ def test_an_asked_target_without_its_compiler_fails_the_run_in_one_line(gate_pyt
     assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
     said = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "cannot compile here" in ln]
     assert said == [
-        "Exit: --targets cpu,gpu-h100: cannot compile here, so nothing would be checked there: gpu-h100: the "
-        "JAX CUDA plugin is not installed; pip install 'jax-embedding-invariants[gpu]' (in a checkout: pip "
-        "install -e '.[gpu]'); the CUDA plugin compiles for a GPU without one"
+        "error: --targets cpu,gpu-h100: cannot compile here, so nothing would be checked there: gpu-h100: "
+        "the JAX CUDA plugin is not installed; pip install 'jax-embedding-invariants[gpu]' (in a checkout: "
+        "pip install -e '.[gpu]'); the CUDA plugin compiles for a GPU without one"
     ]
     assert "passed" not in proc.stdout and not (gate_pytester.path / "r.json").exists()
 
@@ -54,7 +54,7 @@ def test_a_family_asked_for_names_each_of_its_targets(gate_pytester):
     proc = _gate(gate_pytester, "--targets", "gpu", "--programs", "naive", "--configs", "f32")
     assert proc.returncode == 4, proc.stdout[-2000:]
     (line,) = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "cannot compile here" in ln]
-    assert line.startswith("Exit: --targets gpu: cannot compile here, so nothing would be checked there: ")
+    assert line.startswith("error: --targets gpu: cannot compile here, so nothing would be checked there: ")
     assert line.endswith(": gpu-h100, gpu-a100, gpu-l4, gpu-b200: the JAX CUDA plugin is not installed; pip "
                          "install 'jax-embedding-invariants[gpu]' (in a checkout: pip install -e '.[gpu]'); "
                          "the CUDA plugin compiles for a GPU without one")  # fmt: skip
@@ -91,5 +91,7 @@ def test_a_projects_spec_files_name_the_targets_it_asks_for(gate_pytester):
                                  "-p", "no:cacheprovider", "-q")  # fmt: skip
     assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
     (line,) = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "cannot compile here" in ln]
-    assert line.startswith("Exit: the spec files' targets: cannot compile here, so nothing would be checked ")
+    assert line.startswith(
+        "error: the spec files' targets: cannot compile here, so nothing would be checked "
+    )
     assert "gpu-h100: the JAX CUDA plugin is not installed" in line and "tpu" not in line

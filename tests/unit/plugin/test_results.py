@@ -124,7 +124,7 @@ def test_a_results_path_that_is_a_directory_stops_the_run_at_once(gate_pytester:
     proc = _gate(gate_pytester, tmp_path, f"--results-json={tmp_path}")
     assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
     assert proc.stderr.strip().splitlines()[-1] == (
-        f"Exit: --results-json {tmp_path}: a directory; give a file path such as {tmp_path / 'results.json'}"
+        f"error: --results-json {tmp_path}: a directory; give a file path such as {tmp_path / 'results.json'}"
     )
     assert "compiled" not in proc.stdout and "Traceback" not in proc.stderr
 
@@ -174,7 +174,7 @@ def test_a_run_stopped_by_bad_input_keeps_the_earlier_results_file(gate_pytester
     path.write_text(earlier)
     proc = _gate(gate_pytester, tmp_path, f"--results-json={path}", "--configs", "nosuch")
     assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
-    assert proc.stderr.strip().splitlines()[-1].startswith("Exit: --configs: unknown configuration 'nosuch'")
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: --configs: unknown configuration 'nosuch'")
     assert path.read_text() == earlier and not _results.lock_path(path).exists()
 
 
@@ -193,17 +193,17 @@ def test_a_run_of_other_tests_alone_keeps_the_earlier_results(gate_pytester: InP
 @pytest.mark.parametrize(
     ("option", "line"),
     [
-        ("--results-json=/sys/r.json", "Exit: --results-json /sys/r.json: cannot write in its folder /sys"),
+        ("--results-json=/sys/r.json", "error: --results-json /sys/r.json: cannot write in its folder /sys"),
         (
             "--hlo-dump-dir=/sys/x",
-            "Exit: --hlo-dump-dir /sys/x: cannot write in /sys, where it would be made",
+            "error: --hlo-dump-dir /sys/x: cannot write in /sys, where it would be made",
         ),
         # pytest-benchmark's: it writes the file after all the timing.
         (
             "--benchmark-json=/sys/b.json",
-            "Exit: --benchmark-json /sys/b.json: cannot write in its folder /sys",
+            "error: --benchmark-json /sys/b.json: cannot write in its folder /sys",
         ),
-        ("--benchmark-json=/tmp", "Exit: --benchmark-json /tmp: a directory; give a file path"),
+        ("--benchmark-json=/tmp", "error: --benchmark-json /tmp: a directory; give a file path"),
     ],
 )
 def test_an_output_path_nothing_can_be_written_to_stops_the_run_at_once(
@@ -226,7 +226,7 @@ def test_a_benchmark_json_on_someone_elses_file_is_refused_and_the_file_kept(
     proc = _gate(gate_pytester, tmp_path, f"--benchmark-json={notes}")
     assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
     assert proc.stderr.strip().splitlines()[-1] == (
-        f"Exit: --benchmark-json {notes}: a file that is not pytest-benchmark's JSON; give another path, or "
+        f"error: --benchmark-json {notes}: a file that is not pytest-benchmark's JSON; give another path, or "
         "remove the file"
     )
     assert notes.read_text() == "# my notes\n"
@@ -278,15 +278,28 @@ def test_a_snapshot_folder_that_is_a_file_stops_the_run_at_once(gate_pytester: I
     for update in ((), ("--snapshot-update",)):
         proc = _gate(gate_pytester, tmp_path, *update)
         assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
-        line = f"Exit: --snapshot-dir {tmp_path / 's'}: a file, not a folder"
+        line = f"error: --snapshot-dir {tmp_path / 's'}: a file, not a folder"
         assert proc.stderr.strip().splitlines()[-1] == line
+
+
+def test_a_snapshot_folder_misspelt_beside_the_real_one_is_one_line(gate_pytester: InProcess, tmp_path: Path):
+    """Not a suggestion to record every snapshot into the typo: the folder it meant, and how to mean it."""
+    (tmp_path / "ss" / "cpu").mkdir(parents=True)
+    (tmp_path / "ss" / "cpu" / "take.f32.txt").write_text("")
+    (tmp_path / "sx").mkdir()  # a close name that holds no snapshots is no suggestion
+    for update in ((), ("--snapshot-update",)):
+        proc = _gate(gate_pytester, tmp_path, *update)
+        assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
+        line = f"error: --snapshot-dir {tmp_path / 's'}: no such folder (did you mean 'ss'?); make it first"
+        assert proc.stderr.strip().splitlines()[-1] == line + " to start a new one"
+        assert not (tmp_path / "s").exists()
 
 
 def test_a_keyword_that_deselects_every_gate_item_is_one_line(gate_pytester: InProcess, tmp_path: Path):
     proc = _gate(gate_pytester, tmp_path, "-k", "no_such_item_anywhere")
     assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
     last = (proc.stdout + proc.stderr).strip().splitlines()[-1]
-    assert last == "Exit: -k 'no_such_item_anywhere': deselects every gate item (1), leaving nothing to run"
+    assert last == "error: -k 'no_such_item_anywhere': deselects every gate item (1), leaving nothing to run"
 
 
 def test_only_gate_items_are_recorded(tmp_path: Path):

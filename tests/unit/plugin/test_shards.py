@@ -255,4 +255,4 @@ def test_a_bad_shard_and_pytest_split_s_own_split_are_one_line(gate_pytester, gi
     gate_pytester.project()
     run = gate_pytester.pytest("--targets", "cpu", "--programs", "take", *given, plugins=(_SplitOptions(),))
     assert run.returncode == 2
-    assert run.stderr.strip().splitlines()[-1].removeprefix("Exit: ").startswith(said), run.stderr
+    assert run.stderr.strip().splitlines()[-1].removeprefix("error: ").startswith(said), run.stderr

@@ -749,7 +749,7 @@ def test_a_release_whose_gate_cannot_compile_a_target_asked_for_is_not_compared(
 
     def run_gate(cmd, *, env, folder, timeout):
         folder.mkdir(parents=True, exist_ok=True)
-        line = "Exit: --targets tpu-v5e: cannot compile here, so nothing would be checked there: tpu-v5e: ..."
+        line = "error: --targets tpu-v5e: cannot compile here, so nothing would be checked there: tpu-v5e"
         (folder / "pytest.txt").write_text(f"{line}\n")
         return ChildRun(4, None, 0.1, folder / "pytest.txt")
 

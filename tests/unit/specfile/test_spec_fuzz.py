@@ -383,8 +383,8 @@ def _assert_one_line_last(proc: subprocess.CompletedProcess[str], path: Path, ex
     assert len(mentions) == 1, out[-3000:]
     assert "Traceback" not in out and "INTERNALERROR" not in out, out[-3000:]
     last = out.strip().splitlines()[-1]
-    # pytest prefixes the line it stops with ("ERROR: " for a usage error, "Exit: " for pytest.exit).
-    assert re.fullmatch(rf"(ERROR|Exit): {re.escape(str(path))}:\d+: .*", last), last
+    # pytest prefixes the line it stops with ("ERROR: " for a usage error, "error: " for the gate's).
+    assert re.fullmatch(rf"(ERROR|error): {re.escape(str(path))}:\d+: .*", last), last
     assert expected in last, last
 
 

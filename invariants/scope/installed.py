@@ -1,0 +1,124 @@
+"""What is installed that decides what a program compiles to, read from the distributions' metadata (no JAX).
+
+Two parts: the compiler (JAX's lowering, XLA in jaxlib, libtpu, each JAX plugin and the CUDA tools it runs),
+named by its distributions' versions and built by its shared objects; and the distributions whose modules a
+traced program ran. Nothing else installed beside them (a linter, tox, an unrelated package) is named: it
+changes no compile, and naming it would empty the compile cache at every install.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import importlib.util
+import shutil
+import sys
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
+# The compiler's import packages; a JAX plugin named by the jax_plugins entry points is one too.
+COMPILER_PACKAGES = (
+    "jax", "jaxlib", "libtpu", "jax_cuda12_plugin", "jax_cuda13_plugin", "jax_plugins", "nvidia",
+)  # fmt: skip
+
+
+class Installed:
+    """One reading of what is installed (a session's: what is installed during a run, the next run reads).
+    Safe to share between the threads that compile."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._owners: dict[str, list[str]] | None = None
+        self._versions: dict[str, str] = {}
+        self._modules: dict[str, str] = {}  # a module's file -> its top-level package
+        self._modules_seen = -1
+
+    def compiler(self) -> list[str]:
+        """``NAME==VERSION`` of each distribution that installs a compiler package."""
+        return self.distributions(compiler_packages())
+
+    def distributions(self, packages: Iterable[str]) -> list[str]:
+        """``NAME==VERSION`` of each distribution that installs one of the top-level ``packages``, sorted."""
+        owners = self._packages()
+        names = {name for package in packages for name in owners.get(package, ())}
+        return sorted(self._version(name) for name in names)
+
+    def of_files(self, files: Iterable[str]) -> list[str]:
+        """``NAME==VERSION`` of each distribution that installs a loaded module of ``files`` (a file of no
+        loaded module, or of none installed, names nothing: its code is in the lowered module anyway)."""
+        files = set(files)
+        with self._lock:
+            if not files <= self._modules.keys() and len(sys.modules) != self._modules_seen:
+                self._modules_seen = len(sys.modules)
+                for name, module in list(sys.modules.items()):
+                    file = getattr(module, "__file__", None)
+                    if isinstance(file, str):
+                        self._modules.setdefault(file, name.partition(".")[0])
+            packages = {self._modules[f] for f in files if f in self._modules}
+        return self.distributions(packages)
+
+    def _packages(self) -> dict[str, list[str]]:
+        with self._lock:
+            if self._owners is None:
+                self._owners = {k: list(v) for k, v in importlib.metadata.packages_distributions().items()}
+            return self._owners
+
+    def _version(self, name: str) -> str:
+        with self._lock:
+            known = self._versions.get(name)
+        if known is None:
+            try:
+                known = name_version(importlib.metadata.distribution(name))
+            except importlib.metadata.PackageNotFoundError:  # its metadata removed under a running process
+                known = f"{name}==?"
+            with self._lock:
+                self._versions[name] = known
+        return known
+
+
+def compiler_packages() -> list[str]:
+    """:data:`COMPILER_PACKAGES` and the top-level package of each ``jax_plugins`` entry point."""
+    plugins = [e.value.partition(":")[0].partition(".")[0] for e in _entry_points("jax_plugins")]
+    return list(dict.fromkeys([*COMPILER_PACKAGES, *plugins]))
+
+
+def _entry_points(group: str) -> list[importlib.metadata.EntryPoint]:
+    return list(importlib.metadata.entry_points(group=group))
+
+
+def name_version(dist: importlib.metadata.Distribution) -> str:
+    """``NAME==VERSION`` from the header of a distribution's metadata file; ``Distribution.metadata``, which
+    parses the whole file, is the slow fallback."""
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():  # the end of the header: the description follows
+            break
+        name, sep, value = line.partition(":")
+        if sep and name in ("Name", "Version"):
+            fields.setdefault(name, value.strip())
+    if len(fields) < 2 or not all(fields.values()):  # absent, or folded onto the next line
+        return f"{dist.metadata['Name']}=={dist.version}"
+    return f"{fields['Name']}=={fields['Version']}"
+
+
+def compiler_files() -> dict[str, str]:
+    """Size and mtime of every shared object and ptxas of the compiler's packages, and the PATH's ptxas: a
+    build that keeps its version (a nightly, a local build) is another compiler."""
+    out: dict[str, str] = {}
+    for path in _compiler_paths():
+        with contextlib.suppress(OSError):
+            st = path.stat()
+            out[str(path)] = f"{st.st_size}:{st.st_mtime_ns}"
+    return out
+
+
+def _compiler_paths() -> list[Path]:
+    roots = []
+    for name in compiler_packages():
+        spec = importlib.util.find_spec(name)
+        roots += [Path(p) for p in (spec.submodule_search_locations or [])] if spec is not None else []
+    found = [p for root in roots for p in root.rglob("*") if ".so" in p.name or p.name == "ptxas"]
+    which = shutil.which("ptxas")
+    return found + ([Path(which)] if which else [])
