@@ -43,6 +43,10 @@ class HloParseError(InvariantsError):
 READER = "cannot read the compiler's output (a limit of the HLO reader, not a fault of the program)"
 # The thread a computation runs on when its closing brace names none (XLA's kMainExecutionThread).
 MAIN_THREAD = "main"
+# XLA keeps sizes, element counts and trip counts in an int64: a larger one is no module XLA wrote.
+INT64_MAX = 2**63 - 1
+# No number XLA prints is longer (a u64 has 20 digits); a longer one would reach Python's int-string limit.
+_LONG_NUMBER = re.compile(r"(?<!\w)\d{21,}")
 
 
 # Bits per element. Sub-byte types pack: an s4[3] array takes 2 bytes.
@@ -353,6 +357,8 @@ def _parse_shape(text: str, pos: int) -> tuple[Shape, int]:
     if dtype_bits(dtype) is None:
         raise _Error(f"unknown element type {dtype!r}", text[pos:])
     dims = [_dim(d, text[pos:]) for d in dims_text.split(",")] if dims_text.strip() else []
+    if math.prod(dims) > INT64_MAX:
+        raise _Error(f"{math.prod(dims)} elements, more than XLA counts in an int64", text[pos : m.end()])
     return Shape(dtype, tuple(dims), layout), m.end()
 
 
@@ -360,7 +366,10 @@ def _dim(raw: str, shape_text: str) -> int:
     dm = _DIM.fullmatch(raw.strip())
     if dm is None:
         raise _Error("unsupported dimension", shape_text)
-    return int(dm.group(1))
+    value = int(dm.group(1))
+    if value > INT64_MAX:
+        raise _Error(f"dimension {value} is larger than XLA's int64 sizes", shape_text)
+    return value
 
 
 def _skip_spaces(text: str, pos: int) -> int:
@@ -415,6 +424,8 @@ def _parse_instruction(text: str, line: int) -> Instruction:
     operands: tuple[str, ...] = ()
     if opcode in _LITERAL_OPCODES:
         literal = ", ".join(pieces)
+        if opcode == "parameter" and not literal.isdecimal():
+            raise _Error("a parameter's number is not a number", text)
     elif pieces != [""]:
         operands = tuple(_parse_operand(p) for p in pieces)
     attrs = _attributes(text[pos:].strip())
@@ -462,6 +473,8 @@ def parse_module(text: str, source: str = "<string>") -> HloModule:
         if not stripped or stripped.startswith("//"):
             continue
         try:
+            if long := _LONG_NUMBER.search(stripped):
+                raise _Error(f"a number of {len(long[0])} digits, longer than any XLA prints", long[0])
             i = reader.read(stripped, lineno, i)
         except _Error as err:
             raise HloParseError(source, lineno, err.message, err.text) from None

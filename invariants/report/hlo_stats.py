@@ -80,8 +80,9 @@ file), and these details:
 {details}
 
 Exit status: 0 on success; 2 for a missing file, a path that is not a regular file, text that is not
-understood (one line on stderr, FILE:LINE: what was not understood), or, with --target, a module that is
-not optimized TPU HLO.
+understood (one line on stderr, FILE:LINE: what was not understood), a number that cannot be (a trip
+count below zero or past 2^63-1, a dimension or element count past an int64, a number longer than any XLA
+prints), or, with --target, a module that is not optimized TPU HLO.
 """
 
 

@@ -24,8 +24,8 @@ loop body's op counts once per trip). A folder stands for every *.xplane.pb unde
 [{"name", "calls", "median_s", "min_s", "max_s", "total_s", "ops": [{"name", "count", "total_s",
 "per_call_s"}]}]}.
 
-Exit status: 0 on success; 2 for a path that holds no trace, a file that is not a profiler trace, or a
-trace with no device plane (a CPU-only run): one line on stderr.
+Exit status: 0 on success; 2 for a path that holds no trace, a file that is not a profiler trace, a
+trace with no device plane (a CPU-only run), or an event whose duration is below zero: one line on stderr.
 """
 
 
