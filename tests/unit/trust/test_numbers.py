@@ -89,3 +89,14 @@ def test_a_negative_op_duration_is_refused_too(tmp_path, capsys):
     path.write_bytes(xspace([("jit_f", 0, 1_000_000)], [("%fusion.1 = f32[] fusion()", 10, -7_000)]))
     assert cli(["trace-stats", str(path)]) == 2
     assert "'%fusion.1 = f32[] fusion()' starts at 0.0 ns and lasts -7.0 ns" in capsys.readouterr().err
+
+
+def test_loops_that_would_launch_a_kernel_past_an_int64_give_no_prediction(tmp_path, capsys):
+    import json
+
+    path = tmp_path / "m.txt"
+    path.write_text(HLO.read_text().replace(*_known(f'"{2**63 - 1}"')))
+    assert cli(["hlo-stats", "--target", "tpu-v5e", "--json", str(path)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["trip_counts"] == [2**63 - 1] and out["predicted_seconds"] is None
+    assert "more than 2^63-1 times" in out["predicted_seconds_note"]
