@@ -1,8 +1,8 @@
 """The report's model of a run: results files (and pytest-benchmark JSON) read and merged into a :class:`Run`.
 
 The records are :mod:`invariants.records.results`'; a :class:`Run` holds them by kind and the throughput rows
-the tables and the plot show. Bad input is one line (:class:`InvariantsError`), a timed record whose verdict is not the one
-its interval and bound decide included.
+the tables and the plot show. Bad input is one line (:class:`InvariantsError`), a timed record whose
+verdict is not the one its interval and bound decide included.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from types import SimpleNamespace
 from .._errors import InvariantsError
 from ..records import results as _results
 from ..records.results import Record
-from ..timing.paired import decide_lower, decide_upper
 
 
 @dataclass(frozen=True)
@@ -190,6 +189,8 @@ def _verdict(item: _results.Ratio | _results.Efficiency, low: float, high: float
         return item.verdict
     if not isinstance(bound, float) or not math.isfinite(bound):
         raise InvariantsError(f"{item.nodeid}: {item.kind} record: 'threshold' must be a finite number")
+    from ..timing.paired import decide_lower, decide_upper  # numpy's import, only where a record is timed
+
     decide = decide_upper if isinstance(item, _results.Ratio) else decide_lower
     decided = decide(low, high, bound) or "inconclusive"
     if item.verdict != decided:
