@@ -609,4 +609,41 @@ def _link(computations: dict[str, Computation], source: str) -> Computation:
                     raise HloParseError(
                         source, instr.line, f"calls unknown computation {callee!r}", instr.name
                     )
+    _check_nesting(computations, source)
     return entries[0]
+
+
+# Computations nested in one another, at most: XLA's own are a few deep; every reader below walks them
+# recursively, a few frames a level, well inside Python's recursion limit at this depth.
+MAX_NESTING = 100
+
+
+def _check_nesting(computations: dict[str, Computation], source: str) -> None:
+    """Refuse a computation that calls itself (through others or not; XLA has no recursion) and calls
+    nested deeper than :data:`MAX_NESTING`, walking the call graph without recursion."""
+    depth: dict[str, int] = {}  # finished: the longest chain of computations from it down
+    inside: set[str] = set()  # the chain being walked
+
+    def calls(name: str) -> Iterator[tuple[Instruction, str]]:
+        return ((i, c) for i in computations[name] for c in i.called)
+
+    for root in computations:
+        if root in depth:
+            continue
+        stack = [(root, calls(root))]
+        inside.add(root)
+        while stack:
+            name, rest = stack[-1]
+            step = next(rest, None)
+            if step is None:
+                depth[name] = 1 + max((depth[c] for _, c in calls(name)), default=0)
+                if depth[name] > MAX_NESTING:
+                    raise HloParseError(source, 1, f"computations nested deeper than {MAX_NESTING}", name)
+                inside.discard(name)
+                stack.pop()
+            elif step[1] in inside:
+                instr, callee = step
+                raise HloParseError(source, instr.line, f"calls {callee!r}, which it is inside", instr.name)
+            elif step[1] not in depth:
+                inside.add(step[1])
+                stack.append((step[1], calls(step[1])))

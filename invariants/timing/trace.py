@@ -84,7 +84,7 @@ def find_traces(path: str | os.PathLike[str]) -> list[Path]:
     """The ``*.xplane.pb`` files at ``path``: the file itself, or every one under a folder (sorted)."""
     p = Path(path)
     if p.is_dir():
-        found = sorted(f for f in p.rglob("*.xplane.pb") if f.is_file() and not f.is_symlink())
+        found = sorted(_traces_under(p))
         if not found:
             raise TraceError(
                 f"{p}: no *.xplane.pb under this folder (jax.profiler.trace writes one per host)"
@@ -93,6 +93,23 @@ def find_traces(path: str | os.PathLike[str]) -> list[Path]:
     if not p.exists():
         raise TraceError(f"{p}: no such file or folder")
     return [p]
+
+
+def _traces_under(folder: Path) -> Iterator[Path]:
+    """The ``*.xplane.pb`` regular files under ``folder``, links not followed, walked without recursion (a
+    folder a thousand levels deep is a folder, not a RecursionError)."""
+    stack = [folder]
+    while stack:
+        here = stack.pop()
+        try:
+            with os.scandir(here) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(Path(entry.path))
+                    elif entry.name.endswith(".xplane.pb") and entry.is_file(follow_symlinks=False):
+                        yield Path(entry.path)
+        except OSError as err:
+            raise TraceError(f"{here}: cannot read this folder: {err.strerror}") from None
 
 
 def _read_bytes(path: Path) -> bytes:
