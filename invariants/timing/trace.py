@@ -179,7 +179,7 @@ def read_trace(path: str | os.PathLike[str], ops: bool = True) -> DeviceTrace:
     ``ops`` is False (a timer needs the modules only, and a loop's ops are thousands per call)."""
     p = Path(path)
     data = _read_bytes(p)
-    from jax.profiler import ProfileData  # the decoder ships with jaxlib; only when a trace is read
+    ProfileData = _decoder()
 
     try:
         profile = ProfileData.from_serialized_xspace(data)
@@ -189,6 +189,16 @@ def read_trace(path: str | os.PathLike[str], ops: bool = True) -> DeviceTrace:
         ) from None
     del data  # the decoded trace is what is read from here on
     return _device_trace(p, profile, ops)
+
+
+def _decoder() -> type[ProfileData]:
+    """jaxlib's trace decoder, taken from jaxlib itself where it lives there: importing ``jax`` loads its
+    plugins, and on a host without a GPU the CUDA plugin prints its warnings before the command's output."""
+    try:
+        from jaxlib._profile_data import ProfileData
+    except ImportError:
+        from jax.profiler import ProfileData
+    return ProfileData
 
 
 def _device_trace(p: Path, profile: ProfileData, ops: bool) -> DeviceTrace:
