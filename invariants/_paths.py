@@ -8,6 +8,7 @@ is done; :func:`write_atomic` then writes a file whole or not at all. No JAX her
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import stat
 import tempfile
@@ -81,6 +82,22 @@ def check_output_dir(path: str | os.PathLike[str], option: str, *, make: bool = 
         place = "this folder" if where == folder else f"{where}, where it would be made"
         raise InvariantsError(f"{named}: cannot write in {place} ({why})")
     return folder
+
+
+def json_file_of(path: Path, key: str) -> bool:
+    """Whether the file at ``path`` is one a writer of JSON objects with a ``key`` list may replace: empty,
+    or such an object (what the gate writes, or pytest-benchmark), never someone's other file."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1)
+            if not head:
+                return f.read(1) == b"" and path.stat().st_size == 0
+            if head != b"{":
+                return False
+            data = json.loads(head + f.read())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and isinstance(data.get(key), list)
 
 
 def check_output_file(path: str | os.PathLike[str], option: str) -> Path:

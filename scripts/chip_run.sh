@@ -3,6 +3,10 @@
 #
 #   bash scripts/chip_run.sh [--out DIR]          # DIR: artifacts/chip-run by default
 #
+# DIR (relative to the folder it is run from) is made by the run, or is one an earlier chip run made: the
+# run replaces only what its manifest (DIR/chip-run.manifest) lists, and refuses a folder holding anything
+# else in one line, exit 2 (scripts/chip_out.py). An empty folder is taken too.
+#
 # Steps, each under `timeout` within CHIP_RUN_BUDGET seconds (default 570: the whole run under 10 minutes):
 #   1. host        a TPU chip must be present (scripts/tpu_host.py), else one line and exit 2
 #   2. gate        the structure, invariant and correctness tiers as `tox -e tpu` runs them (one process:
@@ -25,25 +29,41 @@
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$ROOT" || exit 2
 OUT="$ROOT/artifacts/chip-run"
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) [ $# -ge 2 ] || { echo "chip_run: --out needs a folder" >&2; exit 2; }; OUT="$2"; shift 2 ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
-    *) echo "chip_run: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    *) printf 'chip_run: unknown argument %q (see --help)\n' "$1" >&2; exit 2 ;;
   esac
 done
+case "$OUT" in /*) ;; *) OUT="$PWD/$OUT" ;; esac  # the caller's folder, before the cd below
+cd "$ROOT" || exit 2
 PLATFORM="${CHIP_RUN_PLATFORM:-tpu}"
 BUDGET="${CHIP_RUN_BUDGET:-570}"
 CONFIGS="${CHIP_RUN_CONFIGS:-f32,bf16}"
 TARGET="${CHIP_RUN_TARGET:-tpu-v5e}"
+# A number for the arithmetic below, checked as text first: bash arithmetic runs what a value holds
+# ($(...) in an array index), so anything else is one line before any of it.
+if ! [[ "$BUDGET" =~ ^[0-9]{1,6}$ ]]; then
+  printf 'chip_run: CHIP_RUN_BUDGET=%q: not a whole number of seconds (at most 6 digits)\n' "$BUDGET" >&2
+  exit 2
+fi
+BUDGET=$((10#$BUDGET))
 read -r -a GATE_ARGS <<<"${CHIP_RUN_GATE_ARGS:-}"
 START=$(date +%s)
-mkdir -p "$OUT" || exit 2
-OUT="$(cd "$OUT" && pwd)"
-rm -rf "$OUT/results.json" "$OUT/results-throughput.json" "$OUT/benchmark.json" "$OUT/candidates" \
-  "$OUT/device-times.json" "$OUT/hlo" "$OUT/report.md"
+if [ "$PLATFORM" = tpu ] && ! python "$ROOT/scripts/tpu_host.py"; then
+  exit 2
+fi
+# One run at a time in a folder: a second one's claim would remove what the first has made. The lock (an
+# flock on the folder, held by this shell and its steps) is taken before the claim where the folder is there.
+hold() { command -v flock >/dev/null || return 0; exec 9<"$OUT" && flock -n 9; }
+busy() { printf 'chip_run: --out %q: another chip run is writing there\n' "$OUT" >&2; exit 2; }
+if [ -d "$OUT" ] && ! hold; then busy; fi
+python "$ROOT/scripts/chip_out.py" claim "$OUT" || exit 2
+hold || busy
+seal() { python "$ROOT/scripts/chip_out.py" seal "$OUT"; }
+trap seal EXIT
 export JAX_PLATFORMS="$PLATFORM" INVARIANTS_DUMP_DIR="$OUT/dumps"
 rc=0
 
@@ -63,11 +83,9 @@ step() {  # step NAME COMMAND...: runs within what is left of the budget; the fi
   if [ "$s" -eq 5 ]; then s=0; fi  # pytest: nothing selected in this tier
   if [ "$s" -ne 0 ]; then echo "chip_run: $name: exit status $s" >&2; fi
   if [ "$rc" -eq 0 ]; then rc=$s; fi
+  seal
 }
 
-if [ "$PLATFORM" = tpu ] && ! python "$ROOT/scripts/tpu_host.py"; then
-  exit 2
-fi
 step gate python -m pytest invariants/gate -p no:xdist -p no:cacheprovider -q \
   --ignore=invariants/gate/test_throughput.py --results-json="$OUT/results.json" "${GATE_ARGS[@]}"
 step throughput python -m pytest invariants/gate/test_throughput.py -p no:xdist -p no:cacheprovider -q -rs \

@@ -44,7 +44,7 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def _predicted(hlo: str, target: str) -> float | None:
+def predicted(hlo: str, target: str) -> float | None:
     """The cost model's device seconds for ``hlo`` on ``target`` (None where it has no figure)."""
     from invariants.hlo.parse import parse_module
     from invariants.hlo.structure import structure_of
@@ -64,20 +64,29 @@ TWINS = (
 TWIN_BOUND = 1.10
 
 
-def findings(rows: list[dict[str, Any]]) -> list[str]:
-    """One line per twin pair whose ahead-of-time verdict disagrees with the chip's."""
+def twin_lines(rows: list[dict[str, Any]], pairs: tuple[tuple[str, str], ...] = TWINS) -> list[str]:
+    """One line per twin pair timed in one configuration: the ratio the chip measured, the cost model's,
+    and whether a relation's bound gives both the same verdict; a disagreement is a ``finding:`` line."""
     by_key = {(r["program"], r["config"]): r for r in rows}
     out = []
-    for (a, b), config in ((pair, c) for pair in TWINS for c in sorted({r["config"] for r in rows})):
+    for (a, b), config in ((pair, c) for pair in pairs for c in sorted({r["config"] for r in rows})):
         ra, rb = by_key.get((a, config)), by_key.get((b, config))
-        if not ra or not rb or not ra["predicted_s"] or not rb["predicted_s"]:
+        if not ra or not rb:
             continue
         measured = ra["device_s_median"] / rb["device_s_median"]
+        if not ra["predicted_s"] or not rb["predicted_s"]:
+            out.append(f"twin {a} / {b} [{config}]: chip {measured:.3g}, no prediction")
+            continue
         predicted = ra["predicted_s"] / rb["predicted_s"]
         if (measured <= TWIN_BOUND) != (predicted <= TWIN_BOUND):
             out.append(
                 f"finding: {a} / {b} [{config}] measures {measured:.3g} on the chip and the cost model "
                 f"predicts {predicted:.3g}: their verdicts against {TWIN_BOUND} disagree"
+            )
+        else:
+            out.append(
+                f"twin {a} / {b} [{config}]: chip {measured:.3g}, predicted {predicted:.3g} "
+                f"({predicted / measured - 1:+.0%}): the same verdict against {TWIN_BOUND}"
             )
     return out
 
@@ -100,12 +109,19 @@ def _measure(name: str, config_id: str, calls: int) -> dict[str, Any]:
 
     from invariants.catalog.arguments import make_arguments
     from invariants.catalog.programs import CATALOG, get_config
-    from invariants.timing.device import DeviceRecorder
-    from invariants.timing.trace import read_trace, stats
 
     program, config = CATALOG[name], get_config(config_id)
     args = [jax.device_put(a) for a in make_arguments(program, config, "uniform", 0)]
-    compiled = jax.jit(program.fn).lower(*args).compile()
+    return measure_compiled(jax.jit(program.fn).lower(*args).compile(), args, calls)
+
+
+def measure_compiled(compiled: Any, args: Any, calls: int) -> dict[str, Any]:
+    """One compiled program timed on the chip: its HLO, its module's device stats (per op too), each
+    traced call's device seconds and each call's wall seconds."""
+    import jax
+
+    from invariants.timing.device import DeviceRecorder
+    from invariants.timing.trace import read_trace, stats
 
     def call() -> None:
         jax.block_until_ready(compiled(*args))
@@ -127,7 +143,8 @@ def _measure(name: str, config_id: str, calls: int) -> dict[str, Any]:
 
     traces = DeviceRecorder(reader=read_trace).record_traces(batch)
     (module, *_) = stats(traces[0])
-    return {"hlo": compiled.as_text(), "module": module, "walls": walls}
+    device_s = [e.duration_ns * 1e-9 for e in traces[0].modules if e.name == module.name]
+    return {"hlo": compiled.as_text(), "module": module, "walls": walls, "device_s": device_s}
 
 
 def _from_trace(path: Path) -> dict[str, Any]:
@@ -175,24 +192,24 @@ def main(argv: list[str] | None = None) -> int:
             got = _measure(name, config, opts.calls)
         module = got["module"]
         wall = sorted(got["walls"])[len(got["walls"]) // 2] if got["walls"] else None
-        predicted = _predicted(got["hlo"], opts.target) if got["hlo"] else None
+        guess = predicted(got["hlo"], opts.target) if got["hlo"] else None
         if got["hlo"]:
             (opts.out / "hlo" / f"{name}.{config}.hlo.txt").write_text(got["hlo"])
         rows.append({
             "program": name, "config": config, "calls": module.calls, "device_s_median": module.median_s,
             "device_s_min": module.min_s, "device_s_max": module.max_s, "wall_s_median": wall,
-            "predicted_s": predicted, "hlo": f"hlo/{name}.{config}.hlo.txt" if got["hlo"] else None,
+            "predicted_s": guess, "hlo": f"hlo/{name}.{config}.hlo.txt" if got["hlo"] else None,
             "ops_s_per_call": {op.name: op.per_call_s for op in module.ops},
         })  # fmt: skip
         share = f"{1 - module.median_s / wall:.0%}" if wall else "-"
-        pred = f"{predicted * 1e6:,.1f}" if predicted else "-"
-        ratio = f"{predicted / module.median_s:.2f}" if predicted else "-"
+        pred = f"{guess * 1e6:,.1f}" if guess else "-"
+        ratio = f"{guess / module.median_s:.2f}" if guess else "-"
         wall_us = f"{wall * 1e6:,.0f}" if wall else "-"
         device_us = f"{module.median_s * 1e6:,.1f}"
         print(f"{name:<26} {config:<10} {device_us:>11} {wall_us:>9} {share:>10} {pred:>12} {ratio:>9}")
         longest = max(longest, time.monotonic() - begun)
         _write(opts, device, rows, [f"{p}.{c}" for p, c in jobs[n + 1 :]])
-    for line in findings(rows):
+    for line in twin_lines(rows):
         print(line)
     where = opts.out / "device-times.json"
     print(f"chip_times: {len(rows)} programs, device clock ({device.device_kind}); {where}")
@@ -204,6 +221,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def provenance(device: Any, calls: int = 20) -> dict[str, str]:
+    """Where and how a chip's times were taken: the chip, the software, the clock and the date."""
+    return {
+        "chip": device.device_kind, "platform": device.platform, **_versions(), "clock": "device",
+        "python": platform.python_version(), "date": datetime.date.today().isoformat(),
+        "how": f"median of up to {calls} blocking calls after 3 warm-up calls; jax.profiler trace, "
+               "'XLA Modules' per call, 'XLA Ops' summed per call",
+    }  # fmt: skip
+
+
 def _write(opts: argparse.Namespace, device: Any, rows: list[dict[str, Any]], not_timed: list[str]) -> None:
     """The record as it stands, written whole (a stopped run leaves the last one)."""
     from invariants._paths import write_atomic
@@ -211,11 +238,8 @@ def _write(opts: argparse.Namespace, device: Any, rows: list[dict[str, Any]], no
     record = {
         "format_version": FORMAT_VERSION,
         "provenance": {
-            "chip": device.device_kind, "platform": device.platform, **_versions(), "clock": "device",
-            "python": platform.python_version(), "date": datetime.date.today().isoformat(),
+            **provenance(device, opts.calls),
             "source": f"recorded traces in {opts.traces}" if opts.traces else "this run",
-            "how": f"median of {opts.calls} blocking calls; jax.profiler trace, 'XLA Modules' per call, "
-                   "'XLA Ops' summed per call",
         },
         "complete": not not_timed,
         "not_timed": not_timed,

@@ -48,6 +48,11 @@ die() {
   echo "device_check: $*" >&2
   exit 2
 }
+# A number for the arithmetic below, checked as text first: bash arithmetic runs what a value holds
+# ($(...) in an array index).
+[[ "$BUDGET" =~ ^[0-9]{1,6}$ ]] \
+  || die "DEVICE_CHECK_BUDGET=$(printf %q "$BUDGET"): not a whole number of seconds (at most 6 digits)"
+BUDGET=$((10#$BUDGET))
 
 # --------------------------------------------------------------------------------------------------------
 # Internal commands, each run under `timeout` by a step below.

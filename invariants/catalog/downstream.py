@@ -31,6 +31,7 @@ from jax.sharding import NamedSharding
 from .._errors import InvariantsError
 from .._usercode import guarded
 from ..compile.placed import axis_kinds, place
+from ..scope.select import PROGRAMS_OTHERWISE, match_programs, selectors
 from ..specfile.reader import ProgramDecl, Spec, load_specs
 from .arguments import make_indices
 from .programs import (
@@ -245,8 +246,18 @@ def _parts(program: Program, config: Config) -> tuple[tuple[str | None, ...], ..
     return program.argument_specs_sharded(config) if program.layout is not None else None
 
 
-def build(decl: ProgramDecl) -> Program:
-    """The program ``decl`` declares, imported and checked; each call builds it afresh."""
+def build(decl: ProgramDecl, traced: bool = True) -> Program:
+    """The program ``decl`` declares, imported and checked; each call builds it afresh. ``traced`` False:
+    a program the run's ``--programs`` leaves out, its code neither imported nor traced (so that a broken
+    one stops no run that does not select it); compiling it is one line."""
+    if not traced:
+
+        def left_out(*_: object) -> Any:
+            raise InvariantsError(f"{decl.where}: {decl.name}: left out of this run by --programs")
+
+        return _program(decl, left_out)
+    if decl.arguments is not None:
+        return _build_with_arguments(decl)
     if decl.params is not None:
         return _build_with_params(decl)
     lookup = _import(decl)
@@ -260,14 +271,25 @@ def build(decl: ProgramDecl) -> Program:
     return program
 
 
-def build_all(decls: Iterable[ProgramDecl]) -> list[Program]:
-    return [build(d) for d in decls]
+def build_all(decls: Iterable[ProgramDecl], selection: str | None = None) -> list[Program]:
+    """The declared programs, those ``--programs selection`` leaves out unbuilt (:func:`build`)."""
+    decls = list(decls)
+    chosen = set(_selected(decls, selection))
+    return [build(d, traced=d.name in chosen) for d in decls]
+
+
+def _selected(decls: list[ProgramDecl], selection: str | None) -> list[str]:
+    """The declarations ``--programs`` selects (every one without it); a word that names no declaration
+    (a catalog program's, or a mistake the run reports itself) selects none here."""
+    if selection is None:
+        return [d.name for d in decls]
+    return match_programs(selectors(selection, "--programs", PROGRAMS_OTHERWISE), {d.name: d for d in decls})
 
 
 def load_project(project: Project) -> tuple[list[Spec], Programs]:
     """``project``'s specs and the run's :class:`Programs`, as a process started for it makes them."""
     specs = load_specs(*project.spec_folders()) if project.own else load_specs()
-    return specs, Programs(build_all(d for spec in specs for d in spec.programs))
+    return specs, Programs(build_all((d for spec in specs for d in spec.programs), project.selection))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -474,7 +496,7 @@ def _params_program(
         loss, grads = jax.value_and_grad(lambda p: _total(function(p, *rest)))(params)
         return jax.tree_util.tree_map(lambda p, g: p - (SGD_RATE * g).astype(p.dtype), params, grads), loss
 
-    fn = {"forward": forward, "backward": backward, "train": train}[decl.kind]
+    fn = {"forward": forward, "step": forward, "backward": backward, "train": train}[decl.kind]
     fn.__name__ = decl.name
     return fn
 
@@ -513,7 +535,7 @@ def _check_params(
         placed.tracing(),
     ):
         outputs = jax.eval_shape(function, params, indices, *extras)
-    if decl.kind == "forward":
+    if decl.kind in ("forward", "step"):
         return
     _check_differentiable(decl, params, at_params)
     _check_float_outputs(decl, outputs, f"{where}: {decl.function} on {shown}")
@@ -569,3 +591,112 @@ def _check_differentiable(decl: ProgramDecl, params: object, at_params: str) -> 
                 f"{at_params}: leaf params{jax.tree_util.keystr(path)} is {_shape(leaf)}: a {decl.kind} "
                 "differentiates every parameter, and only floating-point ones have a gradient"
             )
+
+
+class ArgumentsInputs:
+    """The arguments of a program with ``arguments``: ``factory(config)`` (or ``factory()``) gives a tuple of
+    them, each a pytree of arrays or ``jax.ShapeDtypeStruct``s, and the function is called on them as
+    written. The first is the parameters: what a backward differentiates and a step donates."""
+
+    def __init__(self, decl: ProgramDecl, factory: Callable[..., Any]) -> None:
+        self.decl = decl
+        self.factory = factory
+        self.mesh = abstract_mesh(decl)
+        self.signature = decl.signature
+        self._made: dict[str, tuple[Any, ...]] = {}
+        self._draws: dict[tuple[str, int], tuple[Any, ...]] = {}
+
+    def arguments(self, config: Config) -> tuple[Any, ...]:
+        if config.id not in self._made:
+            decl = self.decl
+            where = f"{decl.arguments_where}: {decl.name}"
+            given = ParamsInputs(decl, self.factory).config(config)
+            takes_config = _takes_an_argument(self.factory)
+            with _said_as(f"{where}: {decl.arguments}() fails"), guarded(f"{where}: {decl.arguments}()"):
+                made = self.factory(given) if takes_config else self.factory()
+            if not isinstance(made, (tuple, list)) or not made:
+                raise InvariantsError(
+                    f"{where}: {decl.arguments}() must return a tuple of the function's arguments, got "
+                    f"{type(made).__name__}"
+                )
+            self._made[config.id] = tuple(
+                _check_leaves(tuple(made), where, decl.arguments or "", "arguments")
+            )
+        return self._made[config.id]
+
+    def treedef(self, config: Config) -> Any:
+        return jax.tree_util.tree_structure(self.arguments(config))
+
+    def param_leaves(self, config: Config) -> int:
+        return len(jax.tree_util.tree_leaves(self.arguments(config)[0]))
+
+    def specs(self, config: Config) -> tuple[Any, ...]:
+        leaves = jax.tree_util.tree_leaves(self.arguments(config))
+        return tuple(jax.ShapeDtypeStruct(tuple(x.shape), x.dtype) for x in leaves)
+
+    def partition_specs(self, config: Config) -> tuple[tuple[str | None, ...], ...]:
+        named = [getattr(x, "sharding", None) for x in jax.tree_util.tree_leaves(self.arguments(config))]
+        return tuple(tuple(s.spec) if isinstance(s, NamedSharding) else () for s in named)
+
+    def facts(self, config: Config) -> dict[str, int]:
+        """``table_bytes``: the parameters' (the first argument's floating-point leaves); no lookup facts."""
+        params = jax.tree_util.tree_leaves(self.arguments(config)[0])
+        floats = [x for x in params if jnp.issubdtype(x.dtype, jnp.inexact)]
+        size = sum(math.prod(x.shape) * np.dtype(x.dtype).itemsize for x in floats)
+        return {"table_bytes": size, "row_bytes": 0, "vocab": 0, "lookups": 0}
+
+    def draw(self, config: Config, distribution: Distribution, seed: int) -> tuple[Any, ...]:
+        """Concrete leaves, read-only: the factory's arrays where it gave some (indices among them), else a
+        normal draw, and zeros for an integer leaf given as a shape (an index in range of any array)."""
+        key = (config.id, seed)
+        if key not in self._draws:
+            rng = np.random.default_rng(seed + 1)
+            out = [_drawn(leaf, rng, 1) for leaf in jax.tree_util.tree_leaves(self.arguments(config))]
+            for a in out:
+                a.flags.writeable = False
+            self._draws[key] = tuple(out)
+        return self._draws[key]
+
+
+def _takes_an_argument(factory: Callable[..., Any]) -> bool:
+    try:
+        return bool(inspect.signature(factory).parameters)
+    except (TypeError, ValueError):  # a builtin: called with the configuration, as params factories are
+        return True
+
+
+def _build_with_arguments(decl: ProgramDecl) -> Program:
+    function = _import(decl)
+    factory = _import(decl, decl.arguments, decl.arguments_where)
+    inputs = ArgumentsInputs(decl, factory)
+    first = CONFIGS[decl.configs[0]]
+
+    def split(leaves: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(jax.tree_util.tree_unflatten(inputs.treedef(first), leaves))
+
+    def run(*leaves: Any) -> Any:
+        return function(*split(leaves))
+
+    def backward(*leaves: Any) -> Any:
+        params, *rest = split(leaves)
+        return jax.grad(lambda p: _total(function(p, *rest)))(params)
+
+    fn = backward if decl.kind == "backward" else run
+    fn.__name__ = decl.name
+    program = _program(decl, fn, inputs)
+    for config_id in decl.configs:
+        config = CONFIGS[config_id]
+        arguments = inputs.arguments(config)
+        where = f"{decl.where}: {decl.name} [{config_id}]"
+        placed = place(inputs.specs(config), mesh=inputs.mesh, parts=_parts(program, config))
+        with (
+            _said_as(f"{where}: {decl.function} fails on the arguments {decl.arguments} gives"),
+            guarded(f"{where}: tracing {decl.function}"),
+            placed.tracing(),
+        ):
+            outputs = jax.eval_shape(function, *split(tuple(placed.args)))
+        if decl.kind == "backward":
+            _check_differentiable(decl, arguments[0], f"{decl.arguments_where}: {decl.name} [{config_id}]")
+            _check_float_outputs(decl, outputs, f"{where}: {decl.function}")
+            _trace_grad(decl, program, config, inputs.mesh, where)
+    return program

@@ -42,7 +42,7 @@ from ..scope.select import selectors
 if TYPE_CHECKING:
     from ..specfile.reader import ProgramDecl
 
-ProgramKind = Literal["forward", "backward", "train", "sharded", "sharded_grad", "tied", "tied_grad"]
+ProgramKind = Literal["forward", "backward", "train", "step", "sharded", "sharded_grad", "tied", "tied_grad"]
 
 _PIP_NAMES = {"flax": "flax", "haiku": "dm-haiku"}
 LIBS_HINT = (

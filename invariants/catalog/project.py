@@ -23,11 +23,13 @@ _DIR_ENV = _config.name("INVARIANTS_PROJECT_DIR")
 @dataclasses.dataclass(frozen=True)
 class Project:
     """``spec_dirs``: absolute (none: the catalog alone); ``catalog``: the catalog runs beside them;
-    ``root``: the folder the project's modules import from."""
+    ``root``: the folder the project's modules import from; ``selection``: the run's ``--programs``, which
+    a process started for it builds alone."""
 
     spec_dirs: tuple[Path, ...] = ()
     catalog: bool = True
     root: Path | None = None
+    selection: str | None = None
 
     @property
     def own(self) -> bool:
@@ -41,7 +43,11 @@ class Project:
         """What a process started for this project (a versus worker) reads back with :meth:`from_env`."""
         if not self.own:
             return {}
-        data = {"spec_dirs": [str(d) for d in self.spec_dirs], "catalog": self.catalog}
+        data = {
+            "spec_dirs": [str(d) for d in self.spec_dirs],
+            "catalog": self.catalog,
+            "selection": self.selection,
+        }
         return {_ENV: json.dumps(data), _DIR_ENV: str(self.root or Path.cwd())}
 
     @classmethod
@@ -53,7 +59,7 @@ class Project:
         data = json.loads(raw)
         root = env.get(_DIR_ENV)
         folders = tuple(Path(d) for d in data["spec_dirs"])
-        return cls(folders, bool(data["catalog"]), Path(root) if root else None)
+        return cls(folders, bool(data["catalog"]), Path(root) if root else None, data.get("selection"))
 
     def describe(self) -> str:
         """The options that give this project, as a user writes them (empty for the catalog alone)."""

@@ -2,6 +2,8 @@
 
 Nothing in a process keeps them: whoever starts a run makes one :class:`Programs` and hands it down, so a
 declared program is treated exactly like a catalog one, and two runs in one process never see each other's.
+A project's names are its own: a catalog program the project's names shadow is ``catalog:NAME`` in the
+run (:func:`invariants.scope.select.run_name`).
 """
 
 from __future__ import annotations
@@ -12,28 +14,30 @@ from typing import Any
 
 from .._errors import InvariantsError, did_you_mean
 from ..scope.configs import _unknown
-from ..scope.select import select_program_words
-from ..specfile.reader import collision
+from ..scope.select import run_name, select_program_words, written
 from .programs import CATALOG, Program
 
 
 class Programs(Mapping[str, Program]):
     """The catalog's programs, then a project's ``declared`` ones; read-only once made. Re-declaring the same
-    program is harmless; a different one under a taken name, or a catalog name, is one line."""
+    program is harmless; a different one under a taken name is one line. A catalog program of a declared
+    one's name is ``catalog:NAME`` here, its ``name`` too."""
 
     def __init__(self, declared: Iterable[Program] = (), catalog: Mapping[str, Program] = CATALOG) -> None:
         own: dict[str, Program] = {}
         for program in declared:
-            why = collision(program.name, CATALOG)
-            if why is not None:
-                raise InvariantsError(why)
             known = own.get(program.name)
             if known is not None and known != program:
                 raise InvariantsError(f"{program.name}: declared twice, as two different programs")
             own[program.name] = program
         self._catalog = catalog
         self._declared = own
-        self._all: dict[str, Program] = {**catalog, **own}
+        self._run_names = {name: run_name(name, own) for name in catalog}
+        in_run = {
+            self._run_names[n]: p if n not in own else dataclasses.replace(p, name=self._run_names[n])
+            for n, p in catalog.items()
+        }
+        self._all: dict[str, Program] = {**in_run, **own}
 
     def __getitem__(self, name: str) -> Program:
         return self._all[name]
@@ -51,7 +55,16 @@ class Programs(Mapping[str, Program]):
     def declared(self) -> dict[str, Program]:
         return dict(self._declared)
 
+    @property
+    def catalog(self) -> dict[str, Program]:
+        """The catalog's programs by their names in this run."""
+        return {name: self._all[name] for name in self._run_names.values()}
+
+    def is_catalog(self, name: str) -> bool:
+        return name in self._all and name not in self._declared
+
     def program(self, name: str) -> Program:
+        name = written(name, self._all, self._catalog)
         if name not in self._all:
             raise InvariantsError(_unknown("program", name, self._all))
         return self._all[name]
@@ -60,7 +73,7 @@ class Programs(Mapping[str, Program]):
         """The programs ``--programs`` names (None: ``default``, else every program)."""
         if value is None:
             return list(self._all) if default is None else default
-        return select_program_words(value, self._all)
+        return select_program_words(value, self._all, catalog=self._catalog)
 
     def replaced(self, functions: Mapping[str, Callable[..., Any]]) -> Programs:
         """These programs with the catalog entries ``functions`` names computing something else (the

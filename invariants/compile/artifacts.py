@@ -314,6 +314,11 @@ class CompileCache:
         for key in keys:
             self._planned.setdefault(key.target, set()).add(key)
 
+    def narrow_plan(self, keys: Iterable[Key]) -> None:
+        """Plan only ``keys`` of what was planned: what the items left after every selection read."""
+        kept = set(keys)
+        self._planned = {t: planned & kept for t, planned in self._planned.items()}
+
     def prefetch(self, keys: Iterable[Key], workers: int) -> None:
         """Start compiling ``keys``, in the items' order; ``get`` raises a compile error for its item."""
         if workers < 1:

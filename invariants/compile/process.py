@@ -7,6 +7,7 @@ Importing this module sets the environment, so the plugin imports it before anyt
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import re
 import subprocess
@@ -116,26 +117,36 @@ def pin_worker(workerinput: dict[str, Any] | None, pin: bool) -> None:
 # The flags that passed the probe, so that the processes this one starts do not probe them again.
 _FLAGS_CHECKED = _config.name("INVARIANTS_XLA_FLAGS_CHECKED")
 _PROBE = "import jax; jax.devices()"
+# libtpu reads LIBTPU_INIT_ARGS when it loads: on a host without a chip, for a TPU target's first compile.
+_TPU_PROBE = "\nfrom invariants.scope.targets import all_targets\nall_targets()['tpu-v5e'].devices()"
+# Who reads each variable, and the form of its words on a flag it rejects: XLA logs through absl's log
+# (E/F lines, matched by _LOG_LINE), libtpu through absl's flag parser ("ERROR: Unknown command line flag").
+_READERS = {"XLA_FLAGS": "XLA", "LIBTPU_INIT_ARGS": "libtpu"}
+_PARSER_ERROR = re.compile(rb"^ERROR: (.*flag.*)$", re.I)
 
 
-def check_xla_flags(timeout: float = 300) -> None:
-    """Start JAX with this process's ``XLA_FLAGS`` in a child first: XLA aborts the process on a flag it
-    rejects, which in the gate ends the run with no word. A rejection is one line with XLA's message."""
-    flags = os.environ.get("XLA_FLAGS", "").strip()
-    if not flags or os.environ.get(_FLAGS_CHECKED) == flags:
-        return
-    for flag in flags.split():
+def check_flags(timeout: float = 300) -> None:
+    """Start JAX (and libtpu, where it is installed and ``LIBTPU_INIT_ARGS`` is set) with this process's
+    ``XLA_FLAGS`` and ``LIBTPU_INIT_ARGS`` in a child first: XLA and libtpu end the process on a flag they
+    reject, which in the gate ends the run with no word of its own, libtpu's mid-compile. A rejection is one
+    line with the library's message, exit 2."""
+    given = {v: flags for v in _READERS if (flags := os.environ.get(v, "").strip())}
+    for flag in given.get("XLA_FLAGS", "").split():
         # XLA takes 0 or garbage here and JAX then fails with a message about process indices.
         if flag.startswith("--xla_force_host_platform_device_count"):
             value = flag.partition("=")[2]
             if not (value.isdigit() and int(value) >= 1):
                 raise pytest.UsageError(
-                    f"XLA_FLAGS={flags}: --xla_force_host_platform_device_count takes a number of devices, 1 "
-                    f"or more (got {value!r}); correct or unset XLA_FLAGS"
+                    f"XLA_FLAGS={given['XLA_FLAGS']}: --xla_force_host_platform_device_count takes a number "
+                    f"of devices, 1 or more (got {value!r}); correct or unset XLA_FLAGS"
                 )
+    checked = "\n".join(f"{v}={flags}" for v, flags in given.items())
+    if not given or os.environ.get(_FLAGS_CHECKED) == checked:
+        return
+    tpu = "LIBTPU_INIT_ARGS" in given and importlib.util.find_spec("libtpu") is not None
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", _PROBE],
+            [sys.executable, "-c", _PROBE + (_TPU_PROBE if tpu else "")],
             env=dict(os.environ),
             capture_output=True,
             timeout=timeout,
@@ -144,19 +155,29 @@ def check_xla_flags(timeout: float = 300) -> None:
     except subprocess.TimeoutExpired:
         return  # a slow host is not a bad flag; the run goes on and says what it meets
     if proc.returncode != 0:
-        said = xla_flags_message(proc.stderr)
-        if said is not None:
-            raise pytest.UsageError(f"XLA_FLAGS={flags}: XLA rejects it: {said}; correct or unset XLA_FLAGS")
+        found = flags_message(proc.stderr)
+        if found is not None:
+            variable, said = found
+            if variable not in given:  # the words' form names the other reader: the one variable set
+                variable = next(iter(given))
+            raise pytest.UsageError(
+                f"{variable}={given[variable]}: {_READERS[variable]} rejects it: {said}; correct or unset "
+                f"{variable}"
+            )
         return
-    os.environ[_FLAGS_CHECKED] = flags
+    os.environ[_FLAGS_CHECKED] = checked
 
 
-def xla_flags_message(stderr: bytes) -> str | None:
-    """XLA's own words on a flag it rejects (its first error log line about a flag); None when none."""
+def flags_message(stderr: bytes) -> tuple[str, str] | None:
+    """``(variable, words)``: a library's own words on a flag it rejects (XLA's first error log line about
+    a flag, or libtpu's flag parser's line), with the variable its form says was read; None when none."""
     for line in stderr.splitlines():
         match = _LOG_LINE.match(line.strip())
         if match and match.group(1) in (b"E", b"F") and b"flag" in match.group(2).lower():
-            return match.group(2).decode(errors="replace").strip().rstrip(".")
+            return "XLA_FLAGS", match.group(2).decode(errors="replace").strip().rstrip(".")
+        match = _PARSER_ERROR.match(line.strip())
+        if match:
+            return "LIBTPU_INIT_ARGS", match.group(1).decode(errors="replace").strip().rstrip(".")
     return None
 
 
@@ -179,7 +200,7 @@ def _cause(err: BaseException, held: str) -> str:
 
 def guard_backend() -> None:
     """Exit with one line when the requested backend is not there; never fall back to CPU in silence."""
-    check_xla_flags()
+    check_flags()
     wanted = _config.requested_platforms()
     with held_stderr() as held:
         import jax  # here JAX starts: after the environment is set, with stderr held

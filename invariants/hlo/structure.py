@@ -645,6 +645,43 @@ def structure_of(module: HloModule) -> Structure:
     )
 
 
+# An element type before a shape's dimensions, and the tiling (and memory space) after a layout's
+# minor-to-major order: what a configuration of another element type changes and nothing else does.
+_ELEMENT_TYPE = re.compile(r"\b(?:pred|bf16|f8e\w*|[fsuc]\d+)(?=\[)")
+_TILING = re.compile(r"\{([\d,]*):[^{}]*\}")
+
+
+def _untyped(shape: str) -> str:
+    return _TILING.sub(r"{\1}", _ELEMENT_TYPE.sub("T", shape))
+
+
+def _untyped_kernel(k: Kernel) -> Kernel:
+    return dataclasses.replace(
+        k,
+        shape=_untyped(k.shape),
+        inner_opcodes=tuple((op, n) for op, n in k.inner_opcodes if op != "convert"),
+        body=tuple(map(_untyped_kernel, k.body)),
+        condition=tuple(map(_untyped_kernel, k.condition)),
+        branches=tuple(tuple(map(_untyped_kernel, b)) for b in k.branches),
+    )
+
+
+def modulo_element_type(s: Structure) -> Structure:
+    """``s`` with its element types, the tiling that follows from them, the bytes they size and the
+    converts between them left out: what ``structure(a[bf16]) == structure(b[f32])`` compares (the kernels,
+    their fused opcodes, shapes and layouts, the gathers, scatters and collectives)."""
+    return dataclasses.replace(
+        s,
+        kernel_list=tuple(map(_untyped_kernel, s.kernel_list)),
+        gather_shapes=tuple(dataclasses.replace(g, shape=_untyped(g.shape)) for g in s.gather_shapes),
+        scatter_shapes=tuple(dataclasses.replace(g, shape=_untyped(g.shape)) for g in s.scatter_shapes),
+        collectives=tuple(dataclasses.replace(c, shape=_untyped(c.shape), bytes=0) for c in s.collectives),
+        converts=(),
+        aliases=tuple(map(_untyped, s.aliases)),
+        root_shape=_untyped(s.root_shape),
+    )
+
+
 def _one_launch(k: Kernel) -> tuple[int, int]:
     return 1, 0
 

@@ -2,17 +2,19 @@
 
 A sum over the kernels that run (loops expanded), each priced per launch by its **kind** from the facts
 its HLO states (:data:`FEATURES`; docs/specs.md says what each reads): ``gather`` and ``scatter`` (the
-kCustom fusions), ``copy`` (a layout change), ``conv`` (a kernel holding a convolution or dot),
-``fusion`` (every other kernel), ``small`` (an async start or a custom call: a launch only), plus a price
-per ``loop`` trip and the part of each async transfer's ``wait`` (a ``-start`` and its ``-done``) that the
-kernels scheduled between the two do not hide. A scalar instruction (at most 16 bytes, no estimate: the
-loop counter's add) runs on the scalar unit and costs nothing; a cross-program prefetch is issued while
-the previous call runs and costs nothing.
+kCustom fusions), ``sort`` (by its sorting network's steps), ``copy`` (a layout change), ``conv`` (a kernel
+holding a convolution or dot), the kernels libtpu writes itself for plain JAX code (``softmax``, its Mosaic
+online softmax, and ``topk``), ``fusion`` (every other kernel), ``small`` (an async start or a custom call:
+a launch only), plus a price per ``loop`` trip and per kernel launched in a loop, and the part of each
+async transfer's ``wait`` (a ``-start`` and its ``-done``) that the kernels scheduled between the two do
+not hide. A scalar instruction (at most 16 bytes, no estimate: the loop counter's add) runs on the scalar
+unit and costs nothing; a cross-program prefetch is issued while the previous call runs and costs nothing.
 
 What no chip run ever timed has no price: a module with collectives, or with a custom call the chip never
-ran (a hand-written kernel could cost anything), gets no figure, with the reason. The coefficients per chip
-and their provenance are ``invariants/data/tpu_cost.toml`` (``benchmarks/fit_tpu_cost.py`` fits them); a
-chip never measured is scaled from a measured one by published figures and marked ``uncalibrated``. No JAX.
+ran (a hand-written Pallas kernel could cost anything), gets no figure, with the reason. The coefficients
+per chip and their provenance are ``invariants/data/tpu_cost.toml`` (``benchmarks/fit_tpu_cost.py`` fits
+them); a chip never measured is scaled from a measured one by published figures and marked
+``uncalibrated``. No JAX.
 """
 
 from __future__ import annotations
@@ -33,12 +35,15 @@ from .structure import Kernel, Structure, fused_instructions, walk_kernels
 # Kind -> its features, in the order of the coefficients file.
 FEATURES: dict[str, tuple[str, ...]] = {
     "gather": words("launch rows bitpacked_rows element_rows hbm_rows bytes bitpacked_bytes hbm_bytes"),
-    "scatter": words("launch rows bytes hbm_bytes"),
+    "scatter": words("launch rows bytes hbm_bytes table_bytes far_rows far_bytes"),
     "copy": words("launch bytes hbm_bytes cycles"),
-    "conv": words("launch cycles"),
+    "conv": words("launch bytes hbm_bytes vector_ops cycles"),
+    "softmax": words("launch rows elements bytes"),
+    "topk": words("launch elements selected"),
+    "sort": words("launch elements steps"),
     "fusion": words("launch bytes hbm_bytes hbm_arrays vector_ops cycles"),
     "small": ("launch",),
-    "loop": ("trip",),
+    "loop": words("trip launches bytes"),
     "wait": ("bytes",),
 }
 COLUMNS: tuple[str, ...] = tuple(f"{kind}.{f}" for kind, fs in FEATURES.items() for f in fs)
@@ -63,14 +68,23 @@ class Launch:
     position: tuple[str, int] = ("", -1)
     until: int = -1
 
+    @property
+    def priced(self) -> tuple[str, Mapping[str, float]]:
+        """The kind whose coefficients price it, and its features there. A kernel in a loop runs behind the
+        scalar unit's stalls, trip after trip: it is priced as a ``loop`` launch by the bytes it moves,
+        whatever its kind, so that what a loop costs is fitted on loops alone."""
+        if not self.looped or self.kind in ("loop", "wait"):
+            return self.kind, self.features
+        moved = self.features.get("bytes", 0.0) + self.features.get("hbm_bytes", 0.0)
+        return "loop", {"launches": 1.0, "bytes": moved}
+
     def row(self) -> list[float]:
         """The features of all its launches over :data:`COLUMNS` (a ``wait`` is no linear term: zeros)."""
         if self.kind == "wait":
             return [0.0] * len(COLUMNS)
+        kind, features = self.priced
         return [
-            self.count * self.features.get(col.split(".", 1)[1], 0.0)
-            if col.startswith(self.kind + ".")
-            else 0.0
+            self.count * features.get(col.split(".", 1)[1], 0.0) if col.startswith(kind + ".") else 0.0
             for col in COLUMNS
         ]
 
@@ -217,11 +231,41 @@ def _vector_ops(module: HloModule, instr: Instruction) -> int:
     return result * sum(1 for _, i in fused_instructions(module, instr) if i.opcode not in _NO_OPS)
 
 
-def _row_words(shape: Shape, elements: int) -> int:
-    """Bytes one gathered or scattered row occupies: its elements padded to whole 128-lane words of 32 bits
-    (a TPU vector register's row), whatever the narrower dtype (bf16 rows pack in pairs along sublanes)."""
-    bits = max(32, dtype_bits(shape.dtype or "") or 32)
-    return -(-elements // 128) * 128 * bits // 8
+def _words(shape: Shape) -> int:
+    """32-bit words of ``shape`` as laid out (narrower dtypes pack)."""
+    return padded_bytes(shape) * 32 // max(32, dtype_bits(shape.dtype or "") or 32) // 4
+
+
+def _operand_ops(module: HloModule, comp: Computation, instr: Instruction) -> int:
+    """Elementwise work a matmul kernel does to make its operands (a one-hot's compare over the whole
+    ``[tokens, vocab]``), by each instruction's own shape; what it does to the product rides along free."""
+    if instr.opcode != "fusion" or not instr.called:
+        return 0
+    fused = module.computations[instr.called[0]]
+    todo = [o for i in fused if i.opcode in ("convolution", "dot") for o in i.operands]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name not in seen and name in fused:
+            seen.add(name)
+            todo.extend(fused[name].operands)
+    return sum(
+        _words(fused[n].shape) for n in seen if fused[n].opcode not in _NO_OPS and not fused[n].shape.is_tuple
+    )
+
+
+def _row_words(shape: Shape, sizes: tuple[int, ...]) -> int:
+    """Bytes one gathered or scattered row (a slice of ``sizes``) occupies. A vector: its elements padded to
+    whole 128-lane words of 32 bits (a TPU vector register's row), whatever the narrower dtype. A slice of
+    two or more dimensions (an expert's weight matrix): its tiles, the minor dimension padded to 128 lanes,
+    the next to 8 sublanes of 32 bits (16 rows of bf16 packed in pairs)."""
+    bits = dtype_bits(shape.dtype or "") or 32
+    dims = [d for d in sizes if d > 1]
+    if len(dims) < 2:
+        return -(-math.prod(dims) // 128) * 128 * max(32, bits) // 8
+    sublanes = 8 * max(1, 32 // bits)
+    *major, rows, lanes = dims
+    return math.prod(major) * -(-rows // sublanes) * sublanes * -(-lanes // 128) * 128 * bits // 8
 
 
 def _runs(module: HloModule, comp: Computation, instr: Instruction) -> list[tuple[Computation, Instruction]]:
@@ -237,8 +281,8 @@ def _inside(
 
 def _gathered(
     comp: Computation, fcomp: Computation, gather: Instruction, kernel: Instruction
-) -> tuple[int, int, bool]:
-    """(rows, elements per row, whether the table lies in HBM) of one gather that ``kernel`` runs."""
+) -> tuple[int, tuple[int, ...], bool]:
+    """(rows, a row's slice sizes, whether the table lies in HBM) of one gather that ``kernel`` runs."""
     offset = set(_ints(gather.attrs.get("offset_dims")))
     rows = math.prod(d for k, d in enumerate(gather.shape.dims) if k not in offset)
     table = fcomp.get(gather.operands[0])
@@ -246,7 +290,7 @@ def _gathered(
         table = _param_operand(comp, fcomp, gather.operands[0], kernel) or table
     return (
         rows,
-        math.prod(_ints(gather.attrs.get("slice_sizes"))),
+        _ints(gather.attrs.get("slice_sizes")),
         table is not None and not _on_chip(table.shape),
     )
 
@@ -256,12 +300,12 @@ def _gather_features(module: HloModule, comp: Computation, instr: Instruction) -
     rows = elements = hbm = hbm_bytes = 0.0
     out_bytes = 0
     for fcomp, g in _inside(module, comp, instr, "gather"):
-        n, per_row, in_hbm = _gathered(comp, fcomp, g, instr)
+        n, sizes, in_hbm = _gathered(comp, fcomp, g, instr)
         rows += n
-        out_bytes += n * _row_words(g.shape, per_row)
-        elements += n if per_row == 1 else 0
+        out_bytes += n * _row_words(g.shape, sizes)
+        elements += n if math.prod(sizes) == 1 else 0
         hbm += n if in_hbm else 0
-        hbm_bytes += n * _row_words(g.shape, per_row) if in_hbm else 0
+        hbm_bytes += n * _row_words(g.shape, sizes) if in_hbm else 0
     return {
         "launch": 1.0,
         "rows": rows,
@@ -282,15 +326,53 @@ def _scatter_features(module: HloModule, comp: Computation, instr: Instruction) 
             continue
         window = set(_ints(s.attrs.get("update_window_dims")))
         n = math.prod(d for k, d in enumerate(updates.shape.dims) if k not in window)
-        per_row = math.prod(d for k, d in enumerate(updates.shape.dims) if k in window)
+        sizes = tuple(d for k, d in enumerate(updates.shape.dims) if k in window)
         rows += n
-        moved += (len(s.operands) - 1) // 2 * n * _row_words(updates.shape, per_row)
+        moved += (len(s.operands) - 1) // 2 * n * _row_words(updates.shape, sizes)
+    # A gather fused into the scatter (a message's source rows) moves its rows through the same kernel.
+    for fcomp, g in _inside(module, comp, instr, "gather"):
+        n, sizes, _ = _gathered(comp, fcomp, g, instr)
+        moved += n * _row_words(g.shape, sizes)
     in_hbm = not _on_chip(instr.shape) and not instr.shape.is_tuple
-    return {"launch": 1.0, "rows": rows, "bytes": moved, "hbm_bytes": moved if in_hbm else 0.0}
+    table = padded_bytes(instr.shape)
+    return {
+        "launch": 1.0,
+        "rows": rows,
+        "bytes": moved,
+        "hbm_bytes": moved if in_hbm else 0.0,
+        "table_bytes": float(table),
+        "far_rows": rows if table > FAR_TABLE_BYTES else 0.0,
+        "far_bytes": moved if table > FAR_TABLE_BYTES else 0.0,
+    }
 
 
 # The kinds a kernel is by what it holds, first match wins.
-_HOLDS = (("scatter", {"scatter"}), ("gather", {"gather"}), ("conv", {"convolution", "dot"}))
+_HOLDS = (
+    ("scatter", {"scatter"}),
+    ("gather", {"gather"}),
+    ("sort", {"sort"}),
+    ("conv", {"convolution", "dot"}),
+)
+# A scatter whose table is larger than this spills the chip's fast memory: its words cost more.
+FAR_TABLE_BYTES = 16 << 20
+_OP_NAME = re.compile(r'op_name="([^"]*)"')
+
+
+def op_name(instr: Instruction) -> str:
+    """The ``op_name`` of an instruction's metadata ("" without one)."""
+    m = _OP_NAME.search(instr.attrs.get("metadata", ""))
+    return m.group(1) if m else ""
+
+
+def compiler_kernel(instr: Instruction) -> str | None:
+    """The kind of a custom call libtpu writes itself for plain JAX code: its Mosaic online softmax (what
+    ``softmax(q @ k.T) @ v`` becomes) and its ``TopK``; None for any other, a hand-written kernel included."""
+    target = instr.custom_call_target
+    if target == "TopK":
+        return "topk"
+    if target == "tpu_custom_call" and op_name(instr) == "online-softmax":
+        return "softmax"
+    return None
 
 
 def _kind(module: HloModule, comp: Computation, instr: Instruction, cycles: float) -> str | None:
@@ -299,12 +381,52 @@ def _kind(module: HloModule, comp: Computation, instr: Instruction, cycles: floa
     for kind, holds in _HOLDS:
         if ops & holds:
             return kind
+    compiled = compiler_kernel(instr) if instr.opcode == "custom-call" else None
+    if compiled is not None:
+        return compiled
     scalar = instr.shape.byte_size() <= 16 and not cycles
     if instr.opcode == "copy":
         return None if scalar else "copy"
     if instr.opcode in _SMALL:
         return "small"
     return None if scalar and instr.opcode != "fusion" else "fusion"
+
+
+def _softmax_features(comp: Computation, instr: Instruction) -> dict[str, float]:
+    """The online softmax reads the scores ``[..., q, k]`` and the values: a cost per row of scores (one
+    query's running maximum and sum), per score, and per byte it moves."""
+    scores = comp[instr.operands[0]].shape if instr.operands and instr.operands[0] in comp else instr.shape
+    chip, hbm = _total([_split(instr.shape)] + [_split(comp[o].shape) for o in instr.operands if o in comp])
+    elements = math.prod(scores.dims)
+    rows = elements // scores.dims[-1] if scores.dims and scores.dims[-1] else 0
+    return {"launch": 1.0, "rows": float(rows), "elements": float(elements), "bytes": float(chip + hbm)}
+
+
+def _topk_features(comp: Computation, instr: Instruction) -> dict[str, float]:
+    """TopK passes over every input element once per element it keeps (``k``: the result's minor
+    dimension)."""
+    operand = comp[instr.operands[0]].shape if instr.operands and instr.operands[0] in comp else instr.shape
+    result = _arrays(instr.shape)[0] if instr.shape.is_tuple else instr.shape
+    elements = math.prod(operand.dims)
+    return {
+        "launch": 1.0,
+        "elements": float(elements),
+        "selected": float(elements * (result.dims or (1,))[-1]),
+    }
+
+
+def _sort_features(module: HloModule, comp: Computation, instr: Instruction) -> dict[str, float]:
+    """A sorting network's compare-exchange steps: ``L (L + 1) / 2`` passes over every element, ``L`` the
+    bits of the sorted dimension's length."""
+    elements = steps = 0.0
+    for _, s in _inside(module, comp, instr, "sort"):
+        shape = _arrays(s.shape)[0] if s.shape.is_tuple else s.shape
+        (dim,) = _ints(s.attrs.get("dimensions")) or (len(shape.dims) - 1,)
+        n = shape.dims[dim] if 0 <= dim < len(shape.dims) else 1
+        bits = max(1, math.ceil(math.log2(max(2, n))))
+        elements += math.prod(shape.dims)
+        steps += math.prod(shape.dims) * bits * (bits + 1) / 2
+    return {"launch": 1.0, "elements": elements, "steps": steps}
 
 
 def _launch(
@@ -325,13 +447,19 @@ def _launch(
         features = _gather_features(module, comp, instr)
     elif kind == "scatter":
         features = _scatter_features(module, comp, instr)
+    elif kind == "softmax":
+        features = _softmax_features(comp, instr)
+    elif kind == "topk":
+        features = _topk_features(comp, instr)
+    elif kind == "sort":
+        features = _sort_features(module, comp, instr)
     elif kind == "small":
         features = {"launch": 1.0}
-    elif kind == "conv":
-        features = {"launch": 1.0, "cycles": cycles}
     else:
         chip, hbm = _moved_bytes(module, comp, instr)
         features = {"launch": 1.0, "bytes": float(chip), "hbm_bytes": float(hbm), "cycles": cycles}
+        if kind == "conv":
+            features["vector_ops"] = float(_operand_ops(module, comp, instr))
         if kind == "fusion":
             features["vector_ops"] = float(_vector_ops(module, instr))
             features["hbm_arrays"] = float(_hbm_arrays(comp, instr))
@@ -413,10 +541,8 @@ class ChipModel:
     def launch_seconds(self, launch: Launch) -> float:
         if launch.kind == "wait":
             return 0.0
-        return sum(
-            launch.features.get(f, 0.0) * self.coefficients.get(f"{launch.kind}.{f}", 0.0)
-            for f in FEATURES[launch.kind]
-        )
+        kind, features = launch.priced
+        return sum(features.get(f, 0.0) * self.coefficients.get(f"{kind}.{f}", 0.0) for f in FEATURES[kind])
 
     def seconds(self, program: Iterable[Launch]) -> float:
         program = list(program)
@@ -487,13 +613,37 @@ def predicted_seconds(module: HloModule | None, structure: Structure, target: st
         return "not a TPU module (no tiled layouts): the TPU cost model reads only TPU HLO"
     if structure.collectives:
         return "it has collectives, and the TPU cost model was never fitted on a chip's interconnect"
-    called = {
-        k.custom_call_target for k in walk_kernels(structure.kernel_list) if k.custom_call_target is not None
-    }
-    untimed = sorted(called - model.timed_custom_calls)
+    if structure.thread_kernels:
+        threads = ", ".join(sorted(structure.thread_kernels))
+        return f"it runs kernels on another execution thread ({threads}), and no chip run ever timed one"
+    priced = {i.name for c in module.computations.values() for i in c if compiler_kernel(i) is not None}
+    untimed = sorted(
+        k.custom_call_target
+        for k in walk_kernels(structure.kernel_list)
+        if k.custom_call_target is not None
+        and k.custom_call_target not in model.timed_custom_calls
+        and k.name not in priced
+    )
     if untimed:
         return f"custom call {untimed[0]}: the TPU cost model has never timed it"
     try:
         return model.seconds(launches(module, structure))
     except _NoFigure as why:
         return str(why)
+
+
+def heaviest(
+    module: HloModule, structure: Structure, target: str, n: int = 3
+) -> list[tuple[str, str, float]]:
+    """The ``n`` kernels that carry most of ``predicted_seconds``: (instruction name, kind, seconds of all
+    their launches, loops expanded); empty where there is no prediction."""
+    model = chip_model(target)
+    if model is None or not isinstance(predicted_seconds(module, structure, target), float):
+        return []
+    carried: dict[tuple[str, str], float] = {}
+    for launch in launches(module, structure):
+        if launch.kind not in ("wait", "loop"):
+            key = (launch.name, launch.kind)
+            carried[key] = carried.get(key, 0.0) + launch.count * model.launch_seconds(launch)
+    ranked = sorted(carried.items(), key=lambda kv: -kv[1])[:n]
+    return [(name, kind, seconds) for (name, kind), seconds in ranked]

@@ -24,7 +24,6 @@ from .._paths import PACKAGE_DIR
 from .._usercode import set_timeout
 from ..compile.child import pytest_args
 from ..compile.process import guard_backend, pin_worker
-from ..records.results import discard_earlier
 from ..specfile.reader import SPEC_DIR, ProgramDecl, load_specs
 from .options import BUILT_PROGRAMS, OPTIONS, Option
 
@@ -96,7 +95,7 @@ def _forwarded(args: argparse.Namespace) -> list[str]:
     return out
 
 
-def _check(args: argparse.Namespace) -> _Built:
+def _check(args: argparse.Namespace, selection: str | None) -> _Built:
     """Everything that can be said wrong before pytest starts, as one line; the declared programs, built."""
     from ..catalog.downstream import build_all
 
@@ -113,7 +112,7 @@ def _check(args: argparse.Namespace) -> _Built:
         raise InvariantsError(
             f"{args.spec_dir[0]}: no [[program]] declared; with --no-catalog nothing is gated"
         )
-    return _Built(dict(zip(decls, build_all(decls), strict=True)))
+    return _Built(dict(zip(decls, build_all(decls, selection), strict=True)))
 
 
 class _Built:
@@ -127,11 +126,13 @@ class _Built:
         config.stash[BUILT_PROGRAMS] = self.programs
 
 
-def _results_path(rest: list[str]) -> Path:
-    option = next(o for o in OPTIONS if o.flag == "--results-json")
+def _pytest_option(rest: list[str], flag: str) -> str | None:
+    """The value of one of the gate's pytest options among the arguments passed on to pytest."""
+    option = next(o for o in OPTIONS if o.flag == flag)
     parser = Parser(add_help=False, allow_abbrev=False)
-    parser.add_argument(option.flag, default=option.keywords()["default"])
-    return Path(parser.parse_known_args(rest)[0].results_json)
+    parser.add_argument(option.flag, default=option.keywords().get("default"))
+    value: str | None = getattr(parser.parse_known_args(rest)[0], flag.lstrip("-").replace("-", "_"))
+    return value
 
 
 def main(argv: list[str]) -> int:
@@ -140,8 +141,6 @@ def main(argv: list[str]) -> int:
     from . import hooks  # noqa: F401  (its environment defaults must precede JAX's backends)
 
     args, rest = _parser().parse_known_args(argv)
-    # Before any check below can stop this run: it leaves no earlier file that reads as its own.
-    discard_earlier(_results_path(rest))
     # The environment first: the checks below import the user's modules, and JAX with them.
     set_timeout(args.user_code_timeout)
     pin_worker(None, False)
@@ -149,7 +148,7 @@ def main(argv: list[str]) -> int:
         guard_backend()
     except pytest.UsageError as err:
         raise InvariantsError(str(err)) from None
-    built = _check(args)
+    built = _check(args, _pytest_option(rest, "--programs"))
 
     command = ["python -m invariants gate"]
     command += [f"--spec-dir {shlex.quote(str(d))}" for d in args.spec_dir]

@@ -112,7 +112,9 @@ def _not_a_lookup(s: GateSession, program: str) -> str | None:
     decl = s.all_programs[program].declaration
     if decl is None or decl.efficiency or decl.lookup_shaped:
         return None
-    what = "a train step" if decl.kind == "train" else "a program with params"
+    what = {"train": "a train step", "step": "a step"}.get(
+        decl.kind, "a program with arguments" if decl.arguments else "a program with params"
+    )
     return (
         f"{program} is {what}, not a lookup (table, indices): efficiency compares a lookup's time with a "
         f"copy of the rows it moves; set efficiency = true in its [[program]] ({decl.where}) to compare it so"

@@ -23,6 +23,7 @@ from ..snapshot.store import StructureSnapshotExtension
 from .anchors import TierFile, anchor_tier
 from .options import OPTIONS
 from .outcomes import GateFailed, fail, versions_line
+from .sharding import WORKER_OUTPUT
 
 if TYPE_CHECKING:
     from .session import GateSession
@@ -96,8 +97,21 @@ def pytest_collection_modifyitems(
     # Counted before the other plugins' selection (-k, -m) runs: see GateSession.deselected.
     gate_items = sum(1 for i in items if i.get_closest_marker("gate") is not None)
     result = yield
-    gate_session(config).deselected(gate_items, items)
+    s = gate_session(config)
+    s.deselected(gate_items, items)
+    if s.sharding is not None and s.nothing_selected is None:
+        s.sharding.take(config, items)
     return result
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """Under xdist the workers split the items: the controller, which writes the results file, learns the
+    selection's digest from them."""
+    s = gate_session(node.config)
+    selection = getattr(node, "workeroutput", {}).get(WORKER_OUTPUT)
+    if s.sharding is not None and selection is not None:
+        s.sharding.selection = selection
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -45,8 +45,9 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "--programs",
-        "comma-separated catalog programs: names, patterns such as 'vmap_*', kind:backward "
-        "or tag:core (default: all)",
+        "comma-separated programs: names (catalog:NAME is the catalog's, where a project's program "
+        "has its name), patterns such as 'vmap_*', kind:backward or tag:core (default: all); a project's "
+        "programs left out are neither imported nor traced",
     ),
     Option(
         "--configs",
@@ -99,6 +100,14 @@ OPTIONS: tuple[Option, ...] = (
         env=_config.name("INVARIANTS_RESULTS"),
     ),
     Option(
+        "--shard",
+        "run shard K of N (e.g. 1/4) of the selection: a compile's items stay in one shard, split by "
+        "pytest-split's durations file (.test_durations) where there is one, else by a stable hash; "
+        "`python -m invariants report` merges the shards' results files",
+        {"metavar": "K/N"},
+        forwarded=True,
+    ),
+    Option(
         "--compile-threads",
         "compile the selected programs ahead of their items on N threads (default: the CPU count; 0: each "
         "item compiles what it reads; under xdist always 0, each worker compiling its own items)",
@@ -130,6 +139,12 @@ OPTIONS: tuple[Option, ...] = (
         "where failing items write their optimized HLO and jaxpr (default: artifacts/hlo)",
         default="artifacts/hlo",
         env=_config.name("INVARIANTS_DUMP_DIR"),
+    ),
+    _switch(
+        "--keep-hlo",
+        "write the optimized HLO, jaxpr and kernel code of every program an item reads to --hlo-dump-dir, "
+        "passing and ratcheted ones too (default: a failing item's alone)",
+        forwarded=True,
     ),
 )
 

@@ -20,7 +20,7 @@ import jax
 import pytest
 
 from .._errors import InvariantsError
-from .._paths import check_output_dir, check_output_file, shown, what_is, write_atomic
+from .._paths import check_output_dir, check_output_file, json_file_of, shown, what_is, write_atomic
 from ..catalog.arguments import make_arguments
 from ..catalog.programs import Distribution, get_config
 from ..compile.artifacts import CompileCache
@@ -30,11 +30,13 @@ from ..kernels import kernel_files
 from ..measure.measurement import Measurement, measure
 from ..records import results as _results
 from ..records.compiled import FailedCompile, Key
+from ..scope.select import file_stem
 from ..scope.targets import versions
 from ..specfile.reader import KnownCompileFailure, scope_of, select_programs
 from ..verdict.correctness import Correctness
 from . import generate
 from .outcomes import versions_line
+from .sharding import Sharding
 from .snapshots import SnapshotFolders, recorded_baselines
 from .suite import Suite, unavailable_targets
 from .tree import GateItem
@@ -59,6 +61,16 @@ class GateSession:
         )
         # Checked now, made only when an item fails.
         self.dump_dir = check_output_dir(config.getoption("hlo_dump_dir"), "--hlo-dump-dir", make=False)
+        # pytest-benchmark writes it after the timing: a bad path is one line before anything is timed.
+        benchmark_json = config.getoption("benchmark_json", default=None)
+        if benchmark_json is not None:
+            check_output_file(benchmark_json, "--benchmark-json")
+            if benchmark_json.is_file() and not json_file_of(benchmark_json, "benchmarks"):
+                raise InvariantsError(
+                    f"--benchmark-json {shown(benchmark_json)}: a file that is not pytest-benchmark's JSON; "
+                    "give another path, or remove the file"
+                )
+        self.keep_hlo = bool(config.getoption("keep_hlo"))
         self._measured: dict[Key, Measurement] = {}
         # Each failed compile's first item, which reported it whole; the known failures found compiling.
         self._failed: dict[Key, str] = {}
@@ -67,21 +79,19 @@ class GateSession:
         self.raw = bool(config.getoption("raw_invariants"))
         self._arguments: dict[tuple[str, ...], Any] = {}
         self.nothing_selected: str | None = None
+        self.sharding = Sharding.from_options(config)
 
     @classmethod
     def start(cls, config: pytest.Config) -> GateSession:
         """The session of ``config``: the results file claimed first (by the xdist controller, which writes
-        it), so that bad input found after it leaves no earlier run's file there."""
+        it), so that a bad path is one line before anything else."""
         recorder = Recorder()
         if not hasattr(config, "workerinput"):
             recorder.claim_results(Path(config.getoption("results_json")))
         try:
             s = cls(config, Suite.load(config), recorder)
         except BaseException:
-            try:
-                recorder.discard_earlier()
-            finally:
-                recorder.release()
+            recorder.release()
             raise
         config.pluginmanager.register(s.recorder, "invariants-recorder")
         return s
@@ -121,6 +131,8 @@ class GateSession:
                     pytrace=False,
                 )
             self._measured[key] = measure(compiled, self.all_targets[key.target])
+            if self.keep_hlo:  # every item's, so that working on a passing or ratcheted one needs no rebuild
+                self.dump(key)
         return self._measured[key]
 
     def known_failure(self, key: Key) -> KnownCompileFailure | None:
@@ -170,7 +182,7 @@ class GateSession:
         key = err.key
         try:
             folder = self._dump_folder(key)
-            stem = f"{key.program}.{key.config}"
+            stem = f"{file_stem(key.program)}.{key.config}"
             for path in folder.glob(f"{glob.escape(stem)}.*"):
                 name = path.name[len(stem) + 1 :]
                 if name in _DUMP_NAMES or kernel_files([name]):
@@ -203,14 +215,14 @@ class GateSession:
         return self._arguments[key]
 
     def write_diff(self, key: Key, diff: str) -> Path:
-        path = self._dump_folder(key) / f"{key.program}.{key.config}.snapshot.diff"
+        path = self._dump_folder(key) / f"{file_stem(key.program)}.{key.config}.snapshot.diff"
         write_atomic(path, diff + "\n", "--hlo-dump-dir")
         return path
 
     def dump(self, key: Key) -> Path:
         """Write the optimized HLO, jaxpr and kernel code of ``key`` for CI to upload."""
         compiled = self.cache.get(*key)
-        stem = self._dump_folder(key) / f"{key.program}.{key.config}"
+        stem = self._dump_folder(key) / f"{file_stem(key.program)}.{key.config}"
         texts = {"hlo.txt": compiled.hlo_text, "jaxpr.txt": compiled.jaxpr, **compiled.kernel_code}
         # An atomic write replaces a link planted there, never writes through it.
         for name, text in texts.items():
@@ -250,13 +262,14 @@ class GateSession:
         return lines
 
     def collected(self, items: list[pytest.Item]) -> None:
-        """After collection: the earlier run's results removed in a gate run, compiles started ahead."""
-        if any(item.get_closest_marker("gate") is not None for item in items):
-            self.recorder.discard_earlier()
+        """After collection: compiles started ahead."""
+        # What the selected gate items read, in their order (a skipped item reads nothing): a child
+        # compiles no more of its target than that, whatever -k, -m or --shard left out.
+        ahead = [i for i in items if isinstance(i, GateItem) and i.get_closest_marker("skip") is None]
+        keys = [k for item in ahead for k in item.reads if self.available(k.target) is None]
+        self.cache.narrow_plan(keys)
         workers = generate.compile_threads(self.config)
-        if workers:  # what the selected gate items read, in their order (a skipped item reads nothing)
-            ahead = [i for i in items if isinstance(i, GateItem) and i.get_closest_marker("skip") is None]
-            keys = [k for item in ahead for k in item.reads if self.available(k.target) is None]
+        if workers:
             self.cache.prefetch(keys, workers)
 
     def deselected(self, gate_items: int, items: list[pytest.Item]) -> None:
@@ -268,12 +281,12 @@ class GateSession:
         given = (("-k", option.keyword), ("-m", option.markexpr))
         chosen = " ".join(f"{flag} {value!r}" for flag, value in given if value) or "the selection"
         self.nothing_selected = f"{chosen}: deselects every gate item ({gate_items}), leaving nothing to run"
-        self.recorder.discard_earlier()
 
     def summary_lines(self, reporter: pytest.TerminalReporter | None = None) -> list[str]:
         """The gate's lines of the terminal summary; ``reporter``'s short summary then lists xfailed items
         only where ``-rx`` asks."""
         lines = list(self.recorder.notes)
+        lines += [self.sharding.summary_line()] if self.sharding is not None else []
         lines += failure_table(self.recorder.items)
         listed = _quiet_xfails(self.config, reporter) if reporter is not None else True
         lines += ratchet_lines(self.recorder.items, listed=listed)
@@ -295,7 +308,7 @@ class GateSession:
         recorder.notes[:] = self.snapshots.obsolete(
             self.all_targets, recorder.items, passed, updating=self.updating, delete=delete
         ) + recorded_baselines(recorder.items)
-        recorder.write_results(self.run_facts(exitstatus))
+        recorder.write_results(self.run_facts(exitstatus), empty=self.sharding is not None)
 
     def run_facts(self, exitstatus: int) -> dict[str, Any]:
         dev = jax.devices()
@@ -317,6 +330,7 @@ class GateSession:
                 name: {"kind": p.kind, "tags": sorted(p.tags)} for name, p in self.all_programs.items()
             },
             **pytest_counts(self.config),
+            **(self.sharding.facts() if self.sharding is not None else {}),
         }
 
     def close(self) -> None:
@@ -406,7 +420,6 @@ class Recorder:
         self.claim: _results.Claim | None = None
         # Why the results file could not be written: the run's last line, and not green.
         self.write_error: str | None = None
-        self._discarded = False
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call" and not (report.when == "setup" and report.skipped):
@@ -414,7 +427,6 @@ class Recorder:
         if "gate" not in report.keywords:
             return
         self.gate = True
-        self.discard_earlier()  # an xdist controller collects nothing: its first gate report says so
         outcome = "xfailed" if hasattr(report, "wasxfail") else report.outcome
         reason = failure_reason(report) if report.failed else None
         said = _results.recorded_failure(report.user_properties)
@@ -443,25 +455,19 @@ class Recorder:
             check_output_file(path, "--results-json")
         self.claim = _results.claim(path)
 
-    def discard_earlier(self) -> None:
-        """Once the run is known to be a gate run: remove the earlier run's results file, so that a run that
-        ends without writing one leaves none that reads as its own."""
-        if self.claim is not None and not self._discarded:
-            self._discarded = True
-            self.claim.discard_earlier()
-
     def release(self) -> None:
         if self.claim is not None:
             self.claim.release()
 
-    def write_results(self, run: dict[str, Any]) -> None:
-        """Write ``run`` with the items; no file, and a note, when nothing was recorded."""
+    def write_results(self, run: dict[str, Any], empty: bool = False) -> None:
+        """Write ``run`` with the items; no file, and a note, when nothing was recorded (unless ``empty``:
+        a shard with nothing to do writes that it had none)."""
         claim = self.claim
         if claim is None:
             return
         if claim.note:
             self.notes.append(claim.note)
-        if not self.items:
+        if not self.items and not empty:
             if self.gate:
                 self.notes.append(
                     f"invariants: no gate item recorded anything; {shown(claim.path)} was not written"

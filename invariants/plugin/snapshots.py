@@ -12,10 +12,10 @@ import pytest
 
 from .._errors import InvariantsError
 from .._paths import check_output_dir, shown, what_is
-from ..catalog.programs import CATALOG
 from ..catalog.registry import Programs
 from ..records.results import Record
 from ..scope.placement import configs_for
+from ..scope.select import CATALOG_PREFIX
 from ..scope.targets import Target
 from ..snapshot.store import SNAPSHOT_ROOT, SUFFIX, obsolete_snapshots, snapshot_header, snapshot_stem
 
@@ -49,14 +49,21 @@ class SnapshotFolders:
                 raise InvariantsError(f"{option} {shown(folder)}: {what_is(folder)}, not a folder")
         if updating:
             check_output_dir(snapshot_dir, "--snapshot-dir", make=False)
+        shadowed = [p for p in programs.declared if programs.is_catalog(CATALOG_PREFIX + p)]
+        if shadowed and snapshot_dir == catalog_dir:
+            raise InvariantsError(
+                f"--snapshot-dir {shown(snapshot_dir)}: the catalog's snapshots are kept there, and the "
+                f"project's {shadowed[0]} would share a file with the catalog's; give the project's "
+                "snapshots a folder of their own (--snapshot-dir)"
+            )
         return cls(snapshot_dir, catalog_dir, programs, spec_dirs_given=spec_dirs_given)
 
     def folder(self, program: str, target: str) -> Path:
-        root = self.catalog_snapshot_dir if program in CATALOG else self.snapshot_dir
+        root = self.catalog_snapshot_dir if self.programs.is_catalog(program) else self.snapshot_dir
         return root / target
 
     def writable(self, program: str) -> bool:
-        return program not in CATALOG or self.catalog_snapshot_dir == self.snapshot_dir
+        return not self.programs.is_catalog(program) or self.catalog_snapshot_dir == self.snapshot_dir
 
     def path(self, key: tuple[str, str, str]) -> Path:
         program, config, target = key

@@ -13,8 +13,8 @@ import pytest
 from .. import _config
 from .._errors import InvariantsError, NothingChecked
 from .._usercode import set_timeout
-from ..catalog.downstream import build
-from ..catalog.programs import CATALOG, select_configs
+from ..catalog.downstream import build_all
+from ..catalog.programs import select_configs
 from ..catalog.project import Project
 from ..catalog.registry import Programs
 from ..records.cache import Store, from_settings
@@ -61,17 +61,18 @@ class Suite:
         specs = load_specs(*map(Path, spec_dirs))
         all_programs = _programs(config, specs)
         with_catalog = not config.getoption("no_catalog")
-        project = Project(tuple(Path(d).resolve() for d in spec_dirs), with_catalog, Path.cwd())
+        selection = config.getoption("programs")
+        project = Project(tuple(Path(d).resolve() for d in spec_dirs), with_catalog, Path.cwd(), selection)
         store = from_settings(config.getoption("cache_dir"), bool(config.getoption("no_cache")))
         if store is not None:
             store.check()
         check_specs(specs, programs=all_programs)
-        default = [*(CATALOG if with_catalog else ()), *all_programs.declared]
+        default = [*(all_programs.catalog if with_catalog else ()), *all_programs.declared]
         programs = all_programs.select(config.getoption("programs"), default)
         if not programs:
             raise InvariantsError("--no-catalog: no [[program]] declared in the spec files; nothing to gate")
         configs = select_configs(config.getoption("configs"))
-        partners = [] if with_catalog else relation_partners(specs, programs)
+        partners = [] if with_catalog else relation_partners(specs, programs, all_programs)
         suite = cls(specs, all_programs, programs, configs, all_targets(), targets, partners, project, store)
         suite._check_selection(config)
         return suite
@@ -120,17 +121,23 @@ def _programs(config: pytest.Config, specs: list[Spec]) -> Programs:
     command, else here)."""
     injected = config.stash.get(PROGRAM_SWAPS, {})
     built = config.stash.get(BUILT_PROGRAMS, {})
-    declared = [built.get(d) or build(d) for spec in specs for d in spec.programs]
+    decls = [d for spec in specs for d in spec.programs]
+    made = [built.get(d) for d in decls]
+    fresh = iter(
+        build_all([d for d, b in zip(decls, made, strict=True) if b is None], config.getoption("programs"))
+    )
+    declared = [b if b is not None else next(fresh) for b in made]
     return Programs(declared).replaced(injected)
 
 
-def relation_partners(specs: list[Spec], programs: list[str]) -> list[str]:
+def relation_partners(specs: list[Spec], programs: list[str], known: Programs) -> list[str]:
     """The catalog programs that the relations of the project's own spec files name beside ``programs``:
     ``take`` for ``structure(mylib_take) == structure(take)`` when ``mylib_take`` is selected."""
     relations = [inv for s in specs if not s.catalog_scope for inv in s.invariants if inv.kind != "absolute"]
-    chosen = [inv for inv in relations if all(p in programs for p in inv.programs if p not in CATALOG)]
+    catalog = known.catalog
+    chosen = [inv for inv in relations if all(p in programs for p in inv.programs if p not in catalog)]
     return list(
-        dict.fromkeys(p for inv in chosen for p in inv.programs if p in CATALOG and p not in programs)
+        dict.fromkeys(p for inv in chosen for p in inv.programs if p in catalog and p not in programs)
     )
 
 

@@ -76,6 +76,10 @@ class RatioItem(GateItem):
         super().__init__(located=located(case.invariant.where), **kw)
         self.add_marker(_BENCHMARK)
 
+    @property
+    def reads(self) -> list[Key]:
+        return list(self.case.keys)
+
     def check(self, gate: GateSession, benchmark: Any, record_property: RecordProperty) -> None:
         case = self.case
         inv = case.invariant
@@ -132,6 +136,10 @@ class EfficiencyItem(GateItem):
         self.key, self.baseline = key, baseline
         super().__init__(located=(baseline, None), **kw)
         self.add_marker(_BENCHMARK)
+
+    @property
+    def reads(self) -> list[Key]:
+        return [self.key]
 
     def check(self, gate: GateSession, benchmark: Any, record_property: RecordProperty) -> None:
         _efficiency(self, gate, benchmark, record_property)

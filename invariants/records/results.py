@@ -17,6 +17,7 @@ import json
 import numbers
 import os
 import socket
+import stat
 import time
 import types
 import typing
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import IO, Any, ClassVar, Literal, Union
 
 from .._errors import InvariantsError
-from .._paths import write_atomic
+from .._paths import json_file_of, write_atomic
 from .compiled import Key
 
 # Raised by a change to a record's fields or meaning.
@@ -35,6 +36,7 @@ RECORDED = "recorded"
 PROPERTY = "invariants"
 FAILURE_PROPERTY = "invariants-failure"
 PYTEST_OUTCOMES = ("failed", "passed", "skipped", "xfailed", "xpassed", "error")
+NO_TESTS = 5  # pytest's exit status for a run with no test
 
 FailureKind = Literal["assert", "snapshot", "compile", "error"]
 # A measured term: a count, a size, a ratio, a sorted set, or a structure term's text.
@@ -332,6 +334,16 @@ def _needed(f: dataclasses.Field[Any]) -> bool:
     return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
 
 
+@dataclasses.dataclass(frozen=True)
+class ShardOf:
+    """Which shard of a split run (``--shard K/N``) wrote a results file: ``index`` of ``count``, of the
+    selection whose digest is ``selection`` (every shard of one run has the same)."""
+
+    index: int
+    count: int
+    selection: str
+
+
 @dataclasses.dataclass
 class Results:
     """A results file as :func:`read` returns it: what the run was, and its records."""
@@ -346,6 +358,13 @@ class Results:
     programs: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     # pytest's count of each outcome (None: a run without its terminal reporter).
     pytest: dict[str, int] | None = None
+    shard: ShardOf | None = None
+
+    def run_exitstatus(self) -> int:
+        """The exit status as the run's verdict reads it: a shard that had nothing to do (pytest's 5 for no
+        tests, and no record) is no failure of the run it is part of."""
+        nothing = self.shard is not None and not self.items and self.exitstatus == NO_TESTS
+        return 0 if nothing else self.exitstatus
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], where: str = "results") -> Results:
@@ -366,11 +385,20 @@ class Results:
             if isinstance(programs, dict)
             else {},
             pytest={k: int(counts.get(k, 0)) for k in PYTEST_OUTCOMES} if "pytest" in data else None,
+            shard=_decode(ShardOf, data["shard"]) if "shard" in data else None,
         )
 
 
 def _counts(value: object) -> bool:
     return isinstance(value, dict) and all(_SCALARS[int](n) and n >= 0 for n in value.values())
+
+
+def _a_shard(value: object) -> bool:
+    try:
+        shard = _decode(ShardOf, value)
+    except _Bad:
+        return False
+    return isinstance(shard, ShardOf) and 1 <= shard.index <= shard.count
 
 
 # What each field of a run must be where it is given, in the order checked: a test, and its words.
@@ -379,6 +407,7 @@ _RUN_FIELDS: dict[str, tuple[Callable[[object], bool], str]] = {
     "declared": (lambda v: isinstance(v, list), "a list of program names"),
     "exitstatus": (lambda v: isinstance(v, int), "an integer"),
     "pytest": (_counts, "an object of outcome counts"),
+    "shard": (_a_shard, "an object of a shard's index, count (1 <= index <= count) and selection"),
 }
 
 
@@ -461,7 +490,8 @@ def write(path: Path, run: Mapping[str, Any], items: list[Record]) -> None:
     try:
         write_atomic(path, text)
     except InvariantsError as err:
-        raise InvariantsError(f"{err}; this run wrote no results file (an earlier one was removed)") from None
+        said = f"{err}; this run wrote no results file (one there is an earlier run's)"
+        raise InvariantsError(said) from None
 
 
 def check_path(path: Path, option: str = "--results-json") -> None:
@@ -480,26 +510,11 @@ def check_path(path: Path, option: str = "--results-json") -> None:
         raise InvariantsError(f"{option} {path}: cannot make its folder ({err.strerror or err})") from None
     if not os.access(path.parent, os.W_OK):
         raise InvariantsError(f"{option} {path}: its folder {path.parent} is not writable")
-    if path.is_file() and not _a_results_file(path):
+    if path.is_file() and not json_file_of(path, "items"):
         raise InvariantsError(
             f"{option} {path}: a file the gate did not write (not a results file); the gate replaces only "
             "its own results: give another path, or remove the file"
         )
-
-
-def _a_results_file(path: Path) -> bool:
-    """Whether the file at ``path`` is one this gate may replace: empty, or a results file."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(1)
-            if not head:
-                return f.read(1) == b"" and path.stat().st_size == 0
-            if head != b"{":
-                return False
-            data = json.loads(head + f.read())
-    except (OSError, ValueError):
-        return False
-    return isinstance(data, dict) and isinstance(data.get("items"), list)
 
 
 @dataclasses.dataclass
@@ -510,10 +525,6 @@ class Claim:
     path: Path
     note: str | None = None
     _handle: IO[str] | None = None
-
-    def discard_earlier(self) -> None:
-        """Remove an earlier run's file, so that a run stopped by bad input leaves none to read as its own."""
-        _unlink_earlier(self.path)
 
     def release(self) -> None:
         if self._handle is None:
@@ -536,13 +547,33 @@ def _same_file(handle: IO[str], path: Path) -> bool:
         return False
 
 
+# A lock file is never opened through a link (a planted one would have the lock's line written over the
+# file it names), as the results file is replaced, never written through.
+_LOCK_OPEN = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _open_lock(path: Path) -> IO[str]:
+    try:
+        fd = os.open(path, _LOCK_OPEN | getattr(os, "O_NONBLOCK", 0), 0o644)
+    except OSError:
+        if os.path.islink(path):
+            raise InvariantsError(
+                f"{path}: a link, where the gate keeps its own lock file; remove it (it is not followed)"
+            ) from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InvariantsError(f"{path}: not a regular file, where the gate keeps its lock file; remove it")
+    return open(fd, "r+", encoding="utf-8")  # held for the run
+
+
 def _try_lock(path: Path) -> tuple[IO[str] | None, str]:
     """``(handle, "")``, or ``(None, holder)`` when a live process holds it. The lock dies with its process,
     so a stale lock file never blocks a later run."""
     import fcntl
 
     for _ in range(5):
-        handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held for the run)
+        handle = _open_lock(path)
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -559,31 +590,6 @@ def _try_lock(path: Path) -> tuple[IO[str] | None, str]:
         handle.flush()
         return handle, ""
     raise InvariantsError(f"{path}: cannot lock it (it keeps being replaced)")
-
-
-def _unlink_earlier(path: Path) -> None:
-    try:
-        path.unlink(missing_ok=True)
-    except OSError as err:
-        raise InvariantsError(
-            f"--results-json {path}: cannot remove the earlier run's results ({err.strerror or err})"
-        ) from None
-
-
-def discard_earlier(path: Path) -> None:
-    """Before anything can stop a gate run: remove an earlier run's file, unless it is no results file or a
-    live run holds it."""
-    if not path.is_file() or path.is_symlink() or not _a_results_file(path):
-        return
-    try:
-        handle, _ = _try_lock(lock_path(path))
-    except (OSError, ImportError):
-        return
-    if handle is not None:
-        try:
-            _unlink_earlier(path)
-        finally:
-            Claim(path, None, handle).release()
 
 
 def claim(path: Path) -> Claim:

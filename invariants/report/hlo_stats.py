@@ -14,7 +14,7 @@ from invariants._paths import what_is
 from invariants.hlo.cost import Missing, cycle_estimate, value_or_none
 from invariants.hlo.parse import MAIN_THREAD
 from invariants.hlo.structure import Kernel, to_json
-from invariants.hlo.tpu_model import chip_model, is_tpu_module
+from invariants.hlo.tpu_model import chip_model, heaviest, is_tpu_module
 from invariants.kernels.dump import code_beside
 from invariants.kernels.program import code_line, multiset_text
 from invariants.measure.measurement import Measurement, measure_text
@@ -46,6 +46,8 @@ _DETAILS = {
     "estimated_cycles_note": "why estimated_cycles is null (no TPU estimates, or an unknown trip count)",
     "predicted_seconds_note": "the cost model's provenance ('uncalibrated' on a chip never measured), or "
     "why predicted_seconds is null (no --target, an unknown trip count)",
+    "predicted_kernels": "with --target: the kernels that carry most of predicted_seconds, each with its "
+    "kind and seconds (all its launches, loops expanded)",
     "kernel_code": "each kernel's code facts (PTX or LLVM IR beside the module in its dump folder)",
     "kernel_code_note": "why the kernel metrics are null (no kernel code beside the file)",
 }
@@ -128,6 +130,10 @@ def _prediction(measured: Measurement, target: str) -> tuple[float | None, str |
     model = chip_model(target)
     assert model is not None  # _tpu_target checked it
     return value, ("uncalibrated: " if model.uncalibrated else "") + model.provenance
+
+
+def _heaviest(measured: Measurement, target: str) -> list[tuple[str, str, float]]:
+    return heaviest(measured.module, measured.structure, target)
 
 
 def _dump_files(folder: pathlib.Path) -> list[pathlib.Path]:
@@ -217,6 +223,10 @@ def summary(measured: Measurement, target: str = "") -> dict[str, object]:
         "unestimated_launches": estimate.unestimated,
         "estimated_cycles_note": estimate.reason,
         "predicted_seconds_note": note,
+        "predicted_kernels": [
+            {"name": name, "kind": kind, "seconds": seconds}
+            for name, kind, seconds in (_heaviest(measured, target) if predicted is not None else [])
+        ],
         "kernel_code": None
         if code.facts is None
         else [{**dataclasses.asdict(f), "atomics": dict(f.atomics)} for f in code.facts],
@@ -320,6 +330,12 @@ def _estimate_lines(measured: Measurement, target: str) -> list[str]:
         predicted, note = _prediction(measured, target)
         shown = "none" if predicted is None else f"{predicted * 1e6:.4g} us on {target}"
         lines.append(f"  predicted device time: {shown} ({note})")
+        if predicted:
+            carried = ", ".join(
+                f"{visible(name)} ({kind}) {seconds / predicted:.0%}"
+                for name, kind, seconds in _heaviest(measured, target)
+            )
+            lines.append(f"  carried by: {carried}")
     return lines
 
 

@@ -475,8 +475,9 @@ def render(run: Run) -> str:
 
 
 def compare_markdown(a: Run, b: Run) -> str:
+    side_a, side_b = (_md(", ".join(run.sources), code=True) for run in (a, b))
     lines = [
-        f"# Changes from {_md(a.sources[0], code=True)} (A) to {_md(b.sources[0], code=True)} (B)",
+        f"# Changes from {side_a} (A) to {side_b} (B)",
         "",
         *_version_changes(a, b),
         *_structure_changes(a, b),
@@ -577,7 +578,11 @@ def _parser() -> Parser:
         "--benchmark-json", help="pytest-benchmark --benchmark-json output with the throughput tier"
     )
     p.add_argument(
-        "--compare", nargs=2, metavar=("A", "B"), help="two results files: what changed from A to B"
+        "--compare",
+        nargs=2,
+        metavar=("A", "B"),
+        help="two results files: what changed from A to B (a split run's shards as one side: their files "
+        "joined with commas)",
     )
     p.add_argument("--plot", metavar="FILE.png", help="write a PNG: launches per program and target, ratios")
     p.add_argument("--out", metavar="FILE.md", help="write the markdown here instead of stdout")
@@ -608,7 +613,8 @@ def main(argv: list[str] | None = None) -> int:
     _check_outputs(args)
     parts, passed = _run_parts(args) if args.results else ([], True)
     if args.compare:
-        parts.append(compare_markdown(load_results(args.compare[0]), load_results(args.compare[1])))
+        a, b = (merge([load_results(p) for p in side.split(",")]) for side in args.compare)
+        parts.append(compare_markdown(a, b))
     text = "\n".join(parts)
     if args.out:
         write_atomic(args.out, text, "report: --out")
@@ -637,7 +643,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
     if len(outputs) == 2 and Path(outputs[0][1]).resolve() == Path(outputs[1][1]).resolve():
         raise InvariantsError(f"report: --out and --plot are the same file ({args.out}); give two")
     inputs = [("results file", r) for r in args.results] + [("--benchmark-json", args.benchmark_json)]
-    inputs += [("--compare", c) for c in (args.compare or ())]
+    inputs += [("--compare", c) for side in (args.compare or ()) for c in side.split(",")]
     check_distinct(outputs, inputs, "report")
     if args.plot:
         check_plot_path(args.plot, "report: --plot")

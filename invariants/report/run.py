@@ -84,7 +84,8 @@ def load_results(path: str | Path) -> Run:
 
 def merge(runs: Sequence[Run]) -> Run:
     """One run of several results files of one checkout; a version that differs is one line: its numbers
-    would not belong in the same tables."""
+    would not belong in the same tables. The shards of a split run (``--shard``) must all be there, once."""
+    check_shards(runs)
     first = runs[0]
     pytest = dict.fromkeys(_results.PYTEST_OUTCOMES, 0)
     merged = Run([], dict(first.versions), dict(first.runtime), pytest=pytest)
@@ -97,7 +98,7 @@ def merge(runs: Sequence[Run]) -> Run:
                 )
         merged.sources += run.sources
         merged.targets.update(run.targets)
-        merged.exitstatus = max(merged.exitstatus, run.exitstatus)
+        merged.exitstatus = max(merged.exitstatus, run.run_exitstatus())
         merged.items += run.items
         merged.throughput += run.throughput
         merged.declared += [p for p in run.declared if p not in merged.declared]
@@ -107,6 +108,37 @@ def merge(runs: Sequence[Run]) -> Run:
         else:
             merged.pytest = None
     return merged
+
+
+def check_shards(runs: Sequence[Run]) -> None:
+    """Files of a split run: every shard of one selection, each once; a run that is not a shard with none
+    of them. Else one line naming the file."""
+    sharded = [r for r in runs if r.shard is not None]
+    if not sharded:
+        return
+    first = sharded[0]
+    assert first.shard is not None
+    seen: dict[int, str] = {}
+    for run in runs:
+        where, shard = run.sources[0], run.shard
+        if shard is None:
+            raise InvariantsError(f"{where}: not a shard (no --shard), merged with shards of a split run")
+        if (shard.count, shard.selection) != (first.shard.count, first.shard.selection):
+            raise InvariantsError(
+                f"{where}: shard {shard.index}/{shard.count} of another run than {first.sources[0]}'s "
+                f"(selection {shard.selection}, not {first.shard.selection} split {first.shard.count} ways)"
+            )
+        if shard.index in seen:
+            raise InvariantsError(
+                f"{where}: shard {shard.index}/{shard.count} again (also {seen[shard.index]})"
+            )
+        seen[shard.index] = where
+    missing = [f"{k}/{first.shard.count}" for k in range(1, first.shard.count + 1) if k not in seen]
+    if missing:
+        raise InvariantsError(
+            f"{', '.join(r.sources[0] for r in runs)}: shard {', '.join(missing)} missing; a split run is "
+            "reported whole, from every shard's results file"
+        )
 
 
 def focused(run: Run, programs: Sequence[str], how: str) -> Run:

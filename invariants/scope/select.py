@@ -1,6 +1,9 @@
 """Selection options, for every command: the one splitting of a comma-separated selection, and the one
 reading of ``--programs``, whose words (names, fnmatch patterns, ``kind:K``, ``tag:T``) match as a spec's
-``programs`` do. No JAX here.
+``programs`` do; and the two namespaces of a run's program names. No JAX here.
+
+A project's names are its own: a catalog program keeps its bare name (``take``) unless the project declares
+one of that name, and is then ``catalog:take`` in that run. ``catalog:NAME`` always names the catalog's.
 """
 
 from __future__ import annotations
@@ -10,6 +13,33 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Protocol
 
 from .._errors import InvariantsError, did_you_mean
+
+CATALOG_PREFIX = "catalog:"
+PROGRAMS_OTHERWISE = "name programs, or leave the option out for all"
+
+
+def run_name(name: str, declared: Collection[str]) -> str:
+    """A catalog program's name in a run whose project declares ``declared``."""
+    return f"{CATALOG_PREFIX}{name}" if name in declared else name
+
+
+def bare(name: str) -> str:
+    """A program's name without its namespace: what the catalog's own snapshot files are named by."""
+    return name.removeprefix(CATALOG_PREFIX)
+
+
+def file_stem(name: str) -> str:
+    """A program's name as a file name part: ``catalog:take`` is ``catalog-take`` (an identifier holds no
+    ``-``, so it names no declared program; ``:`` is refused by artifact uploads)."""
+    return name.replace(":", "-")
+
+
+def written(word: str, known: Collection[str], catalog: Collection[str]) -> str:
+    """The run's name of a program as a spec or an option writes it: ``catalog:take`` is ``take`` where the
+    project declares no ``take``. ``word`` unchanged when it names no catalog program this way."""
+    if word.startswith(CATALOG_PREFIX) and word not in known and bare(word) in catalog:
+        return bare(word)
+    return word
 
 
 class Selectable(Protocol):
@@ -31,29 +61,34 @@ def selectors(value: str, option: str, otherwise: str) -> list[str]:
     return words
 
 
-def match_programs(words: Sequence[str], known: Mapping[str, Selectable]) -> list[str]:
-    """The names of ``known`` that selector words match, in the words' order."""
+def match_programs(
+    words: Sequence[str], known: Mapping[str, Selectable], catalog: Collection[str] = ()
+) -> list[str]:
+    """The names of ``known`` that selector words match, in the words' order; ``catalog``: the catalog's bare
+    names, which a ``catalog:NAME`` word may name."""
     out: dict[str, None] = {}
     for word in words:
+        word = written(word, known, catalog)
         for name, program in known.items():
             if word.startswith("kind:"):
                 hit = program.kind == word[5:]
             elif word.startswith("tag:"):
                 hit = word[4:] in program.tags
-            else:
-                hit = fnmatch.fnmatchcase(name, word)
+            else:  # a pattern matches a shadowed catalog program by its catalog name, as it did unshadowed
+                pattern = any(c in word for c in "*?[")
+                hit = fnmatch.fnmatchcase(name, word) or (pattern and fnmatch.fnmatchcase(bare(name), word))
             if hit:
                 out[name] = None
     return list(out)
 
 
 def select_program_words(
-    value: str, known: Mapping[str, Selectable], option: str = "--programs"
+    value: str, known: Mapping[str, Selectable], option: str = "--programs", catalog: Collection[str] = ()
 ) -> list[str]:
     """The names of ``known`` (in its order) that ``value`` selects; a word matching nothing is one line."""
-    words = selectors(value, option, "name programs, or leave the option out for all")
+    words = selectors(value, option, PROGRAMS_OTHERWISE)
     for word in words:
-        if not match_programs([word], known):
+        if not match_programs([word], known, catalog):
             raise InvariantsError(f"{option}: unknown program {word!r}{did_you_mean(word, known, n=2)}")
-    chosen = set(match_programs(words, known))
+    chosen = set(match_programs(words, known, catalog))
     return [name for name in known if name in chosen]

@@ -22,6 +22,7 @@ from ..hlo.parse import MAIN_THREAD
 from ..hlo.structure import Collective, IndexedOp, Kernel, Structure
 from ..kernels.program import ProgramCode, multiset_text, snapshot_code_line, unmatched_lines
 from ..measure.measurement import Measurement
+from ..scope.select import bare
 from ..scope.targets import libtpu_init_args
 
 
@@ -166,7 +167,7 @@ def _indexed_line(op: IndexedOp) -> str:
 
 def render_summary(measured: Measurement, doc: str = "") -> str:
     compiled, structure = measured.compiled, measured.structure
-    out = [f"# {compiled.program} [{compiled.config}] on {compiled.target}"]
+    out = [f"# {bare(compiled.program)} [{compiled.config}] on {compiled.target}"]
     flags = libtpu_init_args(compiled.target)
     if flags:
         out.append(f"# LIBTPU_INIT_ARGS={flags}")

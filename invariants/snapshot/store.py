@@ -25,6 +25,7 @@ from syrupy.location import PyTestLocation
 from .. import _paths
 from .._errors import InvariantsError
 from .._paths import TEMP_GLOB, shown
+from ..scope.select import bare
 
 T = TypeVar("T")
 
@@ -43,7 +44,9 @@ _A_DIRECTORY = "{}: a directory where the snapshot file should be; remove it"
 
 
 def snapshot_stem(program: str, config: str) -> str:
-    return f"{program}.{config}"
+    """A snapshot's file stem: a catalog program's by its catalog name, in whichever run (its folder is the
+    catalog's)."""
+    return f"{bare(program)}.{config}"
 
 
 def snapshot_header(path: Path) -> tuple[str, str, str] | None:

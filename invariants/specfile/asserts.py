@@ -17,13 +17,15 @@ from __future__ import annotations
 import ast
 import dataclasses
 import operator
-from collections.abc import Callable, Collection, Iterator
+import re
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any, Literal, NamedTuple
 
 from .._errors import InvariantsError, did_you_mean, first_line, non_ascii
 from ..hlo.parse import is_dtype
 from ..measure.metrics import COMPILED_SOURCES, METRICS, Metric
 from ..scope.configs import CONFIGS, DISTRIBUTIONS
+from ..scope.select import CATALOG_PREFIX, written
 
 InvariantKind = Literal["absolute", "relational", "throughput"]
 Comparison = Literal["==", "!=", "<", "<=", ">", ">=", "in", "not in"]
@@ -62,6 +64,9 @@ COMPARE = dict(_COMPARISONS.values())
 ARITHMETIC = {word: compute for word, compute, _ in _OPERATORS.values()}
 _PRECEDENCE = {word: binding for word, _, binding in _OPERATORS.values()}
 _UNARY = 3
+# ``catalog:take`` is no Python name: it is read as one before Python parses the assert.
+_CATALOG_WORD = re.compile(r"(?<![\w:])catalog:([A-Za-z_]\w*)")
+_SPELLED = "__catalog__"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,10 +156,19 @@ class Scaled(NamedTuple):
     factor: float
 
 
+class Clause(NamedTuple):
+    """One more comparison of an assert that joins several with ``and``."""
+
+    op: Comparison
+    left: Term
+    right: Term
+
+
 @dataclasses.dataclass(frozen=True)
 class Assertion:
     """One parsed, validated assert. ``programs``: those it names, in order; ``pinned``: the
-    ``(program, config)`` of each side of a relation across configurations, else empty."""
+    ``(program, config)`` of each side of a relation across configurations, else empty; ``more``: the
+    comparisons after the first where ``and`` joins several, each of which must hold."""
 
     text: str
     op: Comparison
@@ -165,14 +179,45 @@ class Assertion:
     timed: TimedRatio | None = None
     scaled: Scaled | None = None
     pinned: tuple[tuple[str, str], ...] = ()
+    more: tuple[Clause, ...] = ()
+
+    @property
+    def clauses(self) -> tuple[Clause, ...]:
+        return (Clause(self.op, self.left, self.right), *self.more)
 
     def holds(self, read: Callable[[Read], Any]) -> bool:
-        """Whether the assert holds where ``read`` gives each metric's value; raises :class:`NoValue`."""
-        return bool(COMPARE[self.op](value(self.left, read), value(self.right, read)))
+        """Whether every comparison holds where ``read`` gives each metric's value (all are read, so that a
+        failure shows every value); raises :class:`NoValue`."""
+        held = [bool(COMPARE[c.op](value(c.left, read), value(c.right, read))) for c in self.clauses]
+        return all(held)
 
     def reads(self) -> Iterator[Read]:
-        for side in (self.left, self.right):
-            yield from (term for term in _terms(side) if isinstance(term, Read))
+        for clause in self.clauses:
+            for side in (clause.left, clause.right):
+                yield from (term for term in _terms(side) if isinstance(term, Read))
+
+
+def paired(assertion: Assertion, configs: Mapping[str, str]) -> Assertion:
+    """``assertion``, a relation, with each side in the configuration ``configs`` gives its program, as if
+    written ``metric(a[CONFIG])``: what a relation between programs of one configuration each compares."""
+
+    def pin(term: Term) -> Term:
+        if isinstance(term, Read) and term.program is not None:
+            return dataclasses.replace(term, config=configs[term.program])
+        if isinstance(term, Negated):
+            return dataclasses.replace(term, operand=pin(term.operand))
+        if isinstance(term, Arithmetic):
+            return dataclasses.replace(term, left=pin(term.left), right=pin(term.right))
+        return term
+
+    more = tuple(Clause(c.op, pin(c.left), pin(c.right)) for c in assertion.more)
+    return dataclasses.replace(
+        assertion,
+        left=pin(assertion.left),
+        right=pin(assertion.right),
+        more=more,
+        pinned=tuple((p, configs[p]) for p in assertion.programs),
+    )
 
 
 class NoValue(Exception):
@@ -209,7 +254,7 @@ def parse(text: str, error: Callable[[str], InvariantsError], programs: Collecti
     """Parse and validate ``text``; ``error(message)`` makes the one-line error to raise, and ``programs``
     are the names an assert may call a metric on."""
     try:
-        tree = ast.parse(text, mode="eval")
+        tree = ast.parse(_CATALOG_WORD.sub(rf"{_SPELLED}\1", text), mode="eval")
     except SyntaxError as err:
         raise error(f"assert {text!r} is not an expression: {first_line(err.msg)}") from None
     except (ValueError, RecursionError, MemoryError):
@@ -252,16 +297,11 @@ class _Lowering:
         return self.error(f"assert {self.text!r}{said}")
 
     def assertion(self, body: ast.expr) -> Assertion:
-        if not isinstance(body, ast.Compare) or len(body.ops) != 1:
-            raise self.fail(" must be one comparison such as 'kernels <= 2'")
-        (left, left_type), (right, right_type) = self.term(body.left), self.term(body.comparators[0])
-        found = _COMPARISONS.get(type(body.ops[0]))
-        if found is None:
-            raise self.fail(f": compare with one of {', '.join(COMPARE)}")
-        op = found[0]
-        self.comparable(op, left_type, right_type)
-        if not any(isinstance(term, Read) for side in (left, right) for term in _terms(side)):
-            raise self.fail(" reads no metric: it is the same on every program")
+        joined = isinstance(body, ast.BoolOp) and isinstance(body.op, ast.And)
+        clauses = [self.clause(node) for node in (body.values if joined else [body])]  # type: ignore[attr-defined]
+        (op, left, right), more = clauses[0], tuple(clauses[1:])
+        if self.kind == "throughput" and more:
+            raise self.fail(": a time ratio stands alone; write each comparison as an invariant of its own")
         timed = self.timed(op, left, right) if self.kind == "throughput" else None
         pinned = self.pinned()
         named = tuple(dict.fromkeys(self.named))
@@ -273,9 +313,25 @@ class _Lowering:
             self.kind,
             named,
             timed,
-            _scaled(left, right),
+            None if more else _scaled(left, right),
             tuple(dict.fromkeys(pinned)),
+            more,
         )
+
+    def clause(self, body: ast.expr) -> Clause:
+        if isinstance(body, ast.BoolOp):
+            raise self.fail(": 'and' joins comparisons; 'or' is not part of the language")
+        if not isinstance(body, ast.Compare) or len(body.ops) != 1:
+            raise self.fail(" must be one comparison such as 'kernels <= 2', or several joined by 'and'")
+        (left, left_type), (right, right_type) = self.term(body.left), self.term(body.comparators[0])
+        found = _COMPARISONS.get(type(body.ops[0]))
+        if found is None:
+            raise self.fail(f": compare with one of {', '.join(COMPARE)}")
+        op = found[0]
+        self.comparable(op, left_type, right_type)
+        if not any(isinstance(term, Read) for side in (left, right) for term in _terms(side)):
+            raise self.fail(" reads no metric: it is the same on every program")
+        return Clause(op, left, right)
 
     def comparable(self, op: Comparison, left_type: str, right_type: str) -> None:
         """Refuses a comparison that could never fail or never be made: of two types, or of sets, names or
@@ -402,9 +458,11 @@ class _Lowering:
             if timed:
                 raise self.error(f"{fn}(...) takes one program, as in {fn}(take) or {fn}(take[zipf])")
             raise self.error(f"{fn}(...) takes one program name, as in {fn}(take)")
-        if arg.id not in self.programs:
-            raise self.error(f"unknown program '{arg.id}'{did_you_mean(arg.id, self.programs)}")
-        return arg.id
+        name = arg.id.replace(_SPELLED, CATALOG_PREFIX, 1) if arg.id.startswith(_SPELLED) else arg.id
+        name = written(name, self.programs, self.programs)
+        if name not in self.programs:
+            raise self.error(f"unknown program '{name}'{did_you_mean(name, self.programs)}")
+        return name
 
     def called(self, program: str, config: str | None, timed: bool) -> None:
         """A metric called on ``program`` makes the assert a relation, or a throughput assert when timed."""

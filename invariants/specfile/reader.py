@@ -40,7 +40,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from .._errors import InvariantsError, did_you_mean, first_line, non_ascii
 from .._paths import IMPORTED_DIR, shown, what_is
 from ..scope.configs import CONFIGS, DISTRIBUTIONS
-from ..scope.select import Selectable, match_programs
+from ..scope.select import CATALOG_PREFIX, Selectable, bare, match_programs, run_name
 from . import asserts
 from .asserts import InvariantKind
 
@@ -66,11 +66,15 @@ _KNOWN_FAILURE_KEYS = ("id", "programs", "configs", "targets", "ratchet")
 # The keys only a program with params takes: what its factory's model has beside a lookup's one table.
 _PARAMS_ONLY = ("index_shape", "inputs", "donate", "vocab", "tables")
 _MESH_ONLY = ("axis_types", "table_sharding", "index_sharding")
-_DECLARED = ("name", "function", "kind", "configs", "tags", "doc", "params", "index_dtype", "efficiency")
+_DECLARED = (
+    "name", "function", "kind", "configs", "tags", "doc", "params", "arguments", "index_dtype", "efficiency"
+)  # fmt: skip
 _PROGRAM_KEYS = (*_DECLARED, "mesh", *_PARAMS_ONLY, *_MESH_ONLY)
 INDEX_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 AXIS_TYPES = ("auto", "explicit")
-PROGRAM_KINDS = ("forward", "backward", "train")
+PROGRAM_KINDS = ("forward", "backward", "train", "step")
+# What a program with ``arguments`` takes none of: its factory gives every argument.
+_NOT_WITH_ARGUMENTS = ("params", "index_shape", "inputs", "vocab", "tables", "index_dtype", "table_sharding")
 _TOP_KEYS = ("spec", "invariant", "correctness", "program", "known_compile_failure")
 _SPEC_KEYS = ("targets", "efficiency_max_loss")
 # A program's name names its files (snapshots, dumps: NAME.CONFIG.hlo.txt), and a file name is at most 255
@@ -157,6 +161,7 @@ class ProgramDecl:
     doc: str
     where: str
     params: str | None = None  # "module:factory": a program of (params, indices), not (table, indices)
+    arguments: str | None = None  # "module:factory": a program of whatever arguments the factory gives
     index_shape: tuple[int, ...] | None = None
     index_dtype: str | None = None
     aimed: tuple[str, ...] = ()
@@ -167,6 +172,7 @@ class ProgramDecl:
     donate: bool = False
     inputs_where: str = ""
     tables_where: str = ""
+    arguments_where: str = ""
     # A PartitionSpec entry of None ("" in TOML) replicates that dimension.
     mesh: tuple[tuple[str, int], ...] | None = None
     axis_types: str = "auto"
@@ -178,11 +184,13 @@ class ProgramDecl:
     def lookup_shaped(self) -> bool:
         """A lookup of the configuration's table that is not a train step: its time is mostly moving the
         rows it gathers or scatters, so a copy of those bytes is a fair reference."""
-        return self.params is None and self.kind != "train"
+        return self.params is None and self.arguments is None and self.kind != "train"
 
     @property
     def signature(self) -> tuple[object, ...] | None:
-        """What a params program's arguments follow from (None: the one-table contract's)."""
+        """What a params or arguments program's arguments follow from (None: the one-table contract's)."""
+        if self.arguments is not None:
+            return (self.arguments, self.kind)
         if self.params is None:
             return None
         return (self.params, self.index_shape, self.index_dtype, self.inputs, self.vocab, self.kind)
@@ -506,6 +514,7 @@ def _names(table: Table, loc: _Locator, line: int) -> tuple[str, str, str]:
 def _program(table: Table, loc: _Locator, line: int) -> ProgramDecl:
     _check_keys(table, _PROGRAM_KEYS, loc, line, "[[program]]", required=("name", "function", "kind"))
     name, function, kind = _names(table, loc, line)
+    _contract(table, loc, line, kind)
     configs_line = loc.key_line(line, "configs")
     configs = _strings(table.get("configs", "f32"), loc, configs_line, "configs")
     for config in configs:
@@ -523,8 +532,29 @@ def _program(table: Table, loc: _Locator, line: int) -> ProgramDecl:
         loc.where(line),
         **values,
         params_where=loc.where(loc.key_line(line, "params")),
-        **_sharding_of(table, loc, line, kind, "params" in table, values.get("index_shape")),
+        **_sharding_of(
+            table, loc, line, kind, "params" in table or "arguments" in table, values.get("index_shape")
+        ),
     )
+
+
+def _contract(table: Table, loc: _Locator, line: int, kind: str) -> None:
+    """The keys a program's contract takes: ``arguments`` gives every argument itself; ``step`` is a user's
+    own step, of params or arguments; ``train`` the gate's SGD step around a lookup or a model."""
+    if "arguments" in table:
+        why = "is not for a program with arguments, whose factory gives every argument; drop it"
+        _stray(table, _NOT_WITH_ARGUMENTS, loc, line, why)
+        if kind == "train":
+            raise loc.error(
+                loc.key_line(line, "kind"),
+                "kind 'train' is the gate's own SGD step around a lookup or a model with params; a train "
+                'step of your own, run as written, is kind = "step"',
+            )
+    elif kind == "step" and "params" not in table:
+        raise loc.error(
+            loc.key_line(line, "kind"),
+            "kind 'step' runs your own step as written: give it arguments = \"module:factory\" (or params)",
+        )
 
 
 def _vocab(value: object, loc: _Locator, line: int) -> int:
@@ -638,6 +668,7 @@ def _index_shape(value: object, loc: _Locator, line: int) -> tuple[int, ...]:
 # _PARAMS_ONLY once its index_shape is read.
 _PROGRAM_VALUES: dict[str, Callable[[object, _Locator, int], object]] = {
     "params": functools.partial(_factory, key="params"),
+    "arguments": functools.partial(_factory, key="arguments"),
     "index_shape": _index_shape,
     "inputs": functools.partial(_factory, key="inputs"),
     "vocab": _vocab,
@@ -651,15 +682,15 @@ _PROGRAM_VALUES: dict[str, Callable[[object, _Locator, int], object]] = {
 def _program_values(table: Table, loc: _Locator, line: int, kind: str) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for key, read in _PROGRAM_VALUES.items():
-        if key == "inputs" and "params" not in table:
+        if key == "inputs" and "params" not in table and "arguments" not in table:
             lookup = "a lookup (table, indices) takes the configuration's table and indices"
             _stray(table, _PARAMS_ONLY, loc, line, f"is for a program with params; {lookup}")
         if key in table:
             at = loc.key_line(line, key)
             values[key] = read(table[key], loc, at)
-            if key in ("inputs", "tables"):
+            if key in ("inputs", "tables", "arguments"):
                 values[f"{key}_where"] = loc.where(at)
-            if key == "donate" and values[key] and kind != "train":
+            if key == "donate" and values[key] and kind not in ("train", "step"):
                 keeps = f"a {kind} keeps them"
                 raise loc.error(
                     at, f"donate is for a train step, whose parameters' buffers it may reuse; {keeps}"
@@ -993,9 +1024,16 @@ def _takes(signature: tuple[object, ...] | None) -> str:
 
 
 def scope_of(spec: Spec, programs: Mapping[str, Selectable]) -> Mapping[str, Selectable]:
-    """The programs ``spec``'s selectors range over: the catalog's for the package's own files, else the
-    run's ``programs``."""
-    return _known(None) if spec.catalog_scope else programs
+    """The programs ``spec``'s selectors range over: the catalog's (by their names in the run) for the
+    package's own files, else the run's ``programs``."""
+    if not spec.catalog_scope:
+        return programs
+    catalog = _known(None)
+    return {
+        name: program
+        for name, program in programs.items()
+        if name.startswith(CATALOG_PREFIX) or (name in catalog and CATALOG_PREFIX + name not in programs)
+    }
 
 
 def _known(known: Mapping[str, Selectable] | None) -> Mapping[str, Selectable]:
@@ -1009,15 +1047,7 @@ def _known(known: Mapping[str, Selectable] | None) -> Mapping[str, Selectable]:
 
 def select_programs(selectors: Sequence[str], known: Mapping[str, Selectable] | None = None) -> list[str]:
     """Program names matched by selectors (default: among the catalog's programs)."""
-    return match_programs(selectors, _known(known))
-
-
-def collision(name: str, catalog: Mapping[str, Selectable]) -> str | None:
-    """Why a declared program may not be called ``name`` (None: it may), for spec files and a run's programs
-    alike: a report, a snapshot file and an invariant name a program by its name alone."""
-    if name in catalog:
-        return f"program '{name}' collides with the catalog's program of that name; rename it"
-    return None
+    return match_programs(selectors, _known(known), _known(None))
 
 
 def load_specs(*directories: Path) -> list[Spec]:
@@ -1026,16 +1056,73 @@ def load_specs(*directories: Path) -> list[Spec]:
     catalog = _known(None)
     paths = [path for d in directories or (SPEC_DIR,) for path in _spec_files(d)]
     parsed = [(path, *_read(path)) for path in paths]
-    declared, by_name = _declarations(parsed, catalog)
-    known: dict[str, Selectable] = {**catalog, **by_name}
+    declared, by_name = _declarations(parsed)
+    # A project's names are its own: a catalog program it shadows is catalog:NAME in this run.
+    known: dict[str, Selectable] = {run_name(n, by_name): p for n, p in catalog.items()} | by_name
     own = SPEC_DIR.resolve()
     specs = [
-        dataclasses.replace(_spec_of(path, data, loc, catalog, decls), catalog_scope=True)
+        _in_run(_spec_of(path, data, loc, catalog, decls), known)
         if path.parent.resolve() == own
         else _spec_of(path, data, loc, known, decls)
         for (path, data, loc), decls in zip(parsed, declared, strict=True)
     ]
-    return _aim(specs, known)
+    return _aim([_paired(spec, known) for spec in specs], known)
+
+
+def _paired(spec: Spec, known: Mapping[str, Selectable]) -> Spec:
+    """``spec`` with each relation between programs of one configuration each, which share none, comparing
+    those configurations (as if each side named its own in brackets)."""
+    invariants = []
+    for inv in spec.invariants:
+        configs = [tuple(getattr(known.get(p), "configs", ())) for p in inv.programs]
+        if (
+            inv.kind == "relational"
+            and not inv.assertion.pinned
+            and "configs" not in dict(inv.lines)
+            and all(len(c) == 1 for c in configs)
+            and len({c[0] for c in configs}) > 1
+        ):
+            pins = {p: c[0] for p, c in zip(inv.programs, configs, strict=True)}
+            inv = dataclasses.replace(inv, assertion=asserts.paired(inv.assertion, pins))
+        invariants.append(inv)
+    return dataclasses.replace(spec, invariants=tuple(invariants))
+
+
+def _in_run(spec: Spec, known: Mapping[str, Selectable]) -> Spec:
+    """One of the package's own files, which speak of the catalog alone, with the catalog's names as the run
+    has them: where a project shadows a name, its entries name ``catalog:NAME`` explicitly."""
+    shadowed = {bare(n): n for n in known if n.startswith(CATALOG_PREFIX)}
+    if not shadowed:
+        return dataclasses.replace(spec, catalog_scope=True)
+
+    def named(selectors: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(shadowed.get(word, word) for word in selectors)
+
+    def said(text: str) -> str:
+        return re.sub(r"(?<![\w:])([A-Za-z_]\w*)", lambda m: shadowed.get(m[1], m[1]), text)
+
+    def relation(inv: Invariant) -> Invariant:
+        if inv.kind == "absolute":
+            return dataclasses.replace(inv, programs=named(inv.programs))
+
+        def error(message: str) -> InvariantsError:
+            return InvariantsError(f"{inv.where}: {message}")
+
+        assertion = asserts.parse(said(inv.text), error, known)
+        return dataclasses.replace(inv, programs=assertion.programs, assertion=assertion)
+
+    return dataclasses.replace(
+        spec,
+        catalog_scope=True,
+        invariants=tuple(relation(inv) for inv in spec.invariants),
+        correctness=tuple(
+            dataclasses.replace(c, programs=named(c.programs), reference=c.reference and said(c.reference))
+            for c in spec.correctness
+        ),
+        known_compile_failures=tuple(
+            dataclasses.replace(k, programs=named(k.programs)) for k in spec.known_compile_failures
+        ),
+    )
 
 
 def _spec_files(directory: Path) -> list[Path]:
@@ -1053,7 +1140,7 @@ def _spec_files(directory: Path) -> list[Path]:
 
 
 def _declarations(
-    parsed: Sequence[tuple[Path, Table, _Locator]], catalog: Mapping[str, Selectable]
+    parsed: Sequence[tuple[Path, Table, _Locator]],
 ) -> tuple[list[tuple[ProgramDecl, ...]], dict[str, ProgramDecl]]:
     """Each file's ``[[program]]`` declarations, and all of them by name, each name new."""
     declared = []
@@ -1061,9 +1148,6 @@ def _declarations(
     for _path, data, loc in parsed:
         declared.append(_programs_of(data, loc))
         for decl in declared[-1]:
-            why = collision(decl.name, catalog)
-            if why is not None:
-                raise InvariantsError(f"{decl.where}: {why}")
             if decl.name in by_name:
                 raise InvariantsError(
                     f"{decl.where}: program '{decl.name}' is already declared at {by_name[decl.name].where}"

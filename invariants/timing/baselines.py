@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from invariants import _cores
 from invariants._errors import InvariantsError
 from invariants._paths import write_atomic
+from invariants.scope.select import bare
 from invariants.timing.paired import RatioResult, Verdict, decide_lower
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ BASELINE_FOLDER = "efficiency"
 
 
 def baseline_path(snapshot_root: Path, target: str, program: str, config: str) -> Path:
-    return snapshot_root / target / BASELINE_FOLDER / f"{program}.{config}.json"
+    return snapshot_root / target / BASELINE_FOLDER / f"{bare(program)}.{config}.json"
 
 
 def max_loss_for(specs: Iterable[Spec], target: str) -> float:

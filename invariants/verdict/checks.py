@@ -17,7 +17,7 @@ from .._errors import InvariantsError, did_you_mean
 from ..catalog.programs import Program, get_config
 from ..catalog.registry import Programs
 from ..hlo.cost import Missing
-from ..hlo.structure import Structure
+from ..hlo.structure import Structure, modulo_element_type
 from ..hlo.tpu_model import chip_model
 from ..measure.measurement import Measurement
 from ..measure.metrics import METRICS, input_facts
@@ -452,6 +452,7 @@ def evaluate(
     measured_terms: dict[str, object] = {}
     structures: dict[str, Structure] = {}
     warnings: list[str] = []
+    untyped = across_element_types(case)
 
     def metric_of(name: str, program: str, dtype: str | None = None, config: str | None = None) -> object:
         key = Key(program, config or case.config, case.target)
@@ -477,7 +478,8 @@ def evaluate(
                 value = metric_of(term.name, case.program, term.dtype)
         elif term.name == "structure":
             key = Key(term.program, term.config or case.config, case.target)
-            structures[term.label] = measured(key).structure
+            compiled = measured(key).structure
+            structures[term.label] = modulo_element_type(compiled) if untyped else compiled
             signature = structural_signature(structures[term.label])
             measured_terms[term.label] = f"<{len(signature[0])} kernels>"
             return signature
@@ -501,7 +503,22 @@ def evaluate(
         if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b:
             ratio = a / b
     warning = "; ".join(dict.fromkeys(warnings))
-    return Decision(holds, measured_terms, _uncalibrated(measured_terms, case.target), ratio, warning)
+    notes = (_uncalibrated(measured_terms, case.target), MODULO_TYPE if untyped else "")
+    detail = "; ".join(note for note in notes if note)
+    return Decision(holds, measured_terms, detail, ratio, warning)
+
+
+MODULO_TYPE = (
+    "structures of two element types compared modulo element type and the tiling that follows from it"
+)
+
+
+def across_element_types(case: Case) -> bool:
+    """Whether ``case``'s structures are compared across element types (``structure(a[bf16]) ==
+    structure(a[f32])``), and so modulo them: the kernels alike but for their element type and the
+    tiling that follows from it."""
+    configs = {r.config or case.config for r in case.invariant.assertion.reads() if r.name == "structure"}
+    return len({get_config(c).table.dtype for c in configs}) > 1
 
 
 def _uncalibrated(measured_terms: dict[str, object], target: str) -> str:

@@ -5,7 +5,8 @@ measured on the same machine at the same moment, does not. So each side runs in 
 own, one worker at a time, in alternating blocks of calls (ABBA...), judged by ``versus.stats``. On the CPU
 backend the CPU time decides, with both workers of a round on one core, then an all-cores phase for lost
 parallelism. On an accelerator the chip's own clock decides (:mod:`invariants.timing.device`): a TPU chip
-belongs to one process, so a round there runs one side's worker, then the other's.
+belongs to one process, so a fresh pair there runs one side's worker, then the other's, each tracing
+several blocks (a pair's rounds) before it closes.
 
 Before timing, a worker of each side compiles the programs for every selected target it can, and the
 report sets the snapshot renderings, metrics and invariant verdicts side by side. Exit status: 1 when a
@@ -64,6 +65,8 @@ from .stats import (
     all_cores_word,
     combine,
     judge_rounds,
+    pairs_agree,
+    pooled,
     threads_of,
 )
 
@@ -85,7 +88,7 @@ DEFAULT_PROGRAMS = (
 DEFAULT_TARGETS = "cpu,tpu-v5e,gpu-h100"
 CONFIG = "f32"
 SLOW_CALL = 0.25  # seconds a call: a program this slow is timed one call a block without measuring it
-DEVICE_CALLS = 256  # traced calls of a program per side and round, at most
+DEVICE_CALLS = 256  # traced calls of a program per block, at most
 # Two workers of one installation agree closely on a chip: the host clocks' bound would hide a slowdown.
 DEVICE_THRESHOLD = 1.01
 
@@ -117,6 +120,16 @@ class Settings:
     # threads asleep. The pinned phase has one thread, nothing to wake.
     warm_fraction: float = 0.0
     parallel_warm_fraction: float = 0.25
+    # The device clock (see measure_device): each fresh worker pair traces this many blocks of every program
+    # per side (a worker's start costs libtpu's start), from this many pairs (the spread between processes
+    # needs two) to this many while the pairs disagree (at least 3: the interval is then over the pairs).
+    device_blocks: int = 6
+    device_pairs: int = 2
+    device_max_pairs: int = 4
+
+    def sampling(self, pairs: int) -> str:
+        """How ``pairs`` fresh pairs of the device clock were taken, as the record and progress say it."""
+        return f"{pairs} fresh worker pairs x {self.device_blocks} blocks each"
 
     def all_cores(self) -> Settings:
         """The all-cores phase: unpinned, the wall clock deciding, its rounds within the main phase's."""
@@ -204,39 +217,45 @@ def _cannot_lose(base: float | None, settings: Settings) -> str:
     return ""
 
 
-def device_round(
-    sides: Sequence[Side], configs: Mapping[str, str], settings: Settings, k: int, start: Starter
-) -> dict[str, Round]:
-    """Round ``k`` on the device clock: one side's worker, then the other's, each tracing the same number of
-    calls of every program (enough for ``round_seconds`` on the first side); calls pair in order."""
-    order = (0, 1) if k % 2 else (1, 0)
+def device_pair(
+    sides: Sequence[Side], configs: Mapping[str, str], settings: Settings, j: int, start: Starter
+) -> dict[str, list[Round]]:
+    """Fresh pair ``j`` on the device clock: one side's worker, then the other's (the order swaps every
+    pair), each preparing every program, then tracing ``device_blocks`` blocks, a block being the same
+    number of calls of each program in turn (enough for ``round_seconds`` on the first side). Block k of
+    one side pairs with block k of the other, call by call in order: a round each."""
+    order = (0, 1) if j % 2 else (1, 0)
+    keys = {p: f"{p}/{c}" for p, c in configs.items()}
     calls: dict[str, int] = {}
-    got: dict[int, dict[str, Json]] = {}
+    got: dict[int, list[Json]] = {}
     for side in order:
         (worker,) = start([sides[side]], None)
         try:
             prepared = worker.request("prepare", programs=[[p, c] for p, c in configs.items()])
-            got[side] = {}
-            for p, c in configs.items():
-                key = f"{p}/{c}"
+            for p, key in keys.items():
                 if p not in calls:
                     fill = round(settings.round_seconds / prepared["per_call"][key])
                     calls[p] = min(DEVICE_CALLS, max(2 * settings.min_pairs, fill))
-                got[side][p] = worker.request("trace", key=key, calls=calls[p])
+            block = {keys[p]: n for p, n in calls.items()}
+            got[side] = [worker.request("trace", calls=block) for _ in range(settings.device_blocks)]
         finally:
             worker.close()
-    out = {}
-    for p, n in calls.items():
-        rd = Round(1)
-        base, cand = got[0][p], got[1][p]
-        for b, c in zip(base["device"], cand["device"], strict=False):
-            rd.add(
-                {DEVICE: b, "wall": base["wall"] / n, "cpu": base["cpu"] / n},
-                {DEVICE: c, "wall": cand["wall"] / n, "cpu": cand["cpu"] / n},
-            )
-        rd.seconds = sum(base["device"]) + sum(cand["device"])
-        out[p] = rd
-    return out
+    return {
+        p: [_paired(b, c, key, calls[p]) for b, c in zip(got[0], got[1], strict=True)]
+        for p, key in keys.items()
+    }
+
+
+def _paired(base: Json, cand: Json, key: str, n: int) -> Round:
+    """One block of each side as a round: their calls' device seconds paired in order."""
+    rd = Round(1)
+    for b, c in zip(base["device"][key], cand["device"][key], strict=False):
+        rd.add(
+            {DEVICE: b, "wall": base["wall"][key] / n, "cpu": base["cpu"][key] / n},
+            {DEVICE: c, "wall": cand["wall"][key] / n, "cpu": cand["cpu"][key] / n},
+        )
+    rd.seconds = sum(base["device"][key]) + sum(cand["device"][key])
+    return rd
 
 
 @dataclasses.dataclass(frozen=True)
@@ -247,6 +266,7 @@ class Judged:
     word: str
     threads: dict[str, float | None]
     note: str
+    sampling: str | None = None  # the device clock's: see Settings.sampling
 
 
 def measure(
@@ -258,7 +278,10 @@ def measure(
     start: Starter = start_pair,
     configs: Mapping[str, str] | None = None,
 ) -> dict[str, Judged]:
-    """Rounds of fresh worker pairs until every program is decided or ``max_rounds`` are spent."""
+    """Rounds of fresh worker pairs until every program is decided or ``max_rounds`` are spent (on the
+    device clock, :func:`measure_device`)."""
+    if settings.clock == DEVICE:
+        return measure_device(sides, programs, settings, progress, label, start, configs)
     config_of = {p: (configs or {}).get(p, CONFIG) for p in programs}
     rounds: dict[str, list[Round]] = {p: [] for p in programs}
     done: dict[str, Judged] = {}
@@ -277,6 +300,59 @@ def measure(
         progress(
             f"  {label} round {k} ({where}start {t1 - t0:.1f} s, prepare {t2 - t1:.1f} s): "
             f"{settings.clock} ratio {line}"
+        )
+    return done
+
+
+def measure_device(
+    sides: Sequence[Side],
+    programs: Sequence[str],
+    settings: Settings,
+    progress: Progress,
+    label: str,
+    start: Starter = start_pair,
+    configs: Mapping[str, str] | None = None,
+) -> dict[str, Judged]:
+    """Fresh worker pairs on the device clock, each giving ``device_blocks`` rounds of every program still
+    active (:func:`device_pair`). From ``device_pairs`` pairs on, a program whose pairs agree
+    (:func:`pairs_agree`) is judged over all their rounds; pairs that disagree get another fresh pair, and
+    at ``device_max_pairs`` the interval is over the pairs themselves, one round each, so the spread between
+    processes counts in full."""
+    config_of = {p: (configs or {}).get(p, CONFIG) for p in programs}
+    pairs: dict[str, list[list[Round]]] = {p: [] for p in programs}
+    looks = dict.fromkeys(programs, 0)
+    done: dict[str, Judged] = {}
+    active = list(programs)
+    j = 0
+    while active:
+        j += 1
+        t0 = time.perf_counter()
+        for p, blocks in device_pair(sides, {p: config_of[p] for p in active}, settings, j, start).items():
+            pairs[p].append(blocks)
+        last = j >= settings.device_max_pairs
+        said = []
+        for p in active:
+            said.append(_said(p, pooled(pairs[p][-1]).ratio(DEVICE)))
+            if j < settings.device_pairs:
+                continue
+            agree = pairs_agree(pairs[p], DEVICE, settings.confidence)
+            if not (agree or last):
+                said[-1] += " (the pairs disagree: another fresh pair)"
+                continue
+            looks[p] += 1
+            rounds = (
+                [rd for pair in pairs[p] for rd in pair] if agree else [pooled(pair) for pair in pairs[p]]
+            )
+            judged = _judged(p, rounds, looks[p], settings, last)
+            if judged is not None:
+                how = settings.sampling(j) + (
+                    "" if agree else f"; the pairs disagree: interval over the {j} pairs"
+                )
+                done[p] = dataclasses.replace(judged, sampling=how)
+        active = [p for p in active if p not in done]
+        progress(
+            f"  {label} fresh pair {j} ({time.perf_counter() - t0:.1f} s, {settings.device_blocks} blocks "
+            f"each side): device ratio {', '.join(said)}"
         )
     return done
 
@@ -311,11 +387,6 @@ def _round(
     cpus: frozenset[int] | None,
 ) -> tuple[float, float]:
     """Round ``k`` of each program, appended to ``rounds``; when the workers had started and prepared."""
-    if settings.clock == DEVICE:
-        for p, rd in device_round(sides, config_of, settings, k, start).items():
-            rounds[p].append(rd)
-        t1 = time.perf_counter()
-        return t1, t1
     workers = start(sides, cpus)
     try:
         t1 = time.perf_counter()
@@ -414,7 +485,7 @@ def _all_cores(settings: Settings, progress: Progress) -> bool:
 def _verdict(
     p: str, clock: str, attempts: list[Judged], phase: list[Judged] | None, every_core: bool
 ) -> ProgramVerdict:
-    last, words = attempts[-1], [a.word for a in attempts]
+    last, words = attempts[-1], [a.word + (f" ({a.sampling})" if a.sampling else "") for a in attempts]
     threads = last.threads if every_core else None
     if phase is not None:
         got = phase[-1].results
@@ -427,7 +498,7 @@ def _verdict(
         last = dataclasses.replace(last, results=results, word=combine(p, clock, results))
         words += [f"all cores: {a.word}" + (f" ({a.note})" if a.note else "") for a in phase]
         threads = phase[-1].threads
-    return ProgramVerdict(p, clock, last.word, last.results, words, threads)
+    return ProgramVerdict(p, clock, last.word, last.results, words, threads, last.sampling)
 
 
 def structure_keys(
@@ -435,8 +506,7 @@ def structure_keys(
 ) -> list[tuple[str, str, str]]:
     """``(program, config, target)`` on each selected target that compiles the program: the catalog's in
     the seed configuration, a project's in every configuration it lists."""
-    from ..catalog.programs import CATALOG  # it imports JAX: not when the command loads
-    from ..catalog.registry import Programs
+    from ..catalog.registry import Programs  # it imports JAX: not when the command loads
 
     known = known if known is not None else Programs()
     # The controller starts no JAX: a TPU or GPU host's runtime target is the AOT target of its name here.
@@ -444,7 +514,7 @@ def structure_keys(
     keys = []
     for p in programs:
         program = known.program(p)
-        wanted = (CONFIG,) if p in CATALOG else program.configs
+        wanted = (CONFIG,) if known.is_catalog(p) else program.configs
         for t in chosen:
             keys += [(p, c, t.name) for c in configs_for(t, program) if c in wanted]
     return keys
@@ -452,10 +522,10 @@ def structure_keys(
 
 def timed_configs(programs: Sequence[str], known: Programs) -> dict[str, str]:
     """The configuration each program is timed in: the seed, or the first a project's program runs in."""
-    from ..catalog.programs import CATALOG, get_config
+    from ..catalog.programs import get_config
 
     runs = {p: [c for c in known.program(p).configs if not get_config(c).compile_only] for p in programs}
-    return {p: CONFIG if p in CATALOG or not r else r[0] for p, r in runs.items()}
+    return {p: CONFIG if known.is_catalog(p) or not r else r[0] for p, r in runs.items()}
 
 
 def hello_and_structure(
@@ -516,8 +586,10 @@ NUMBERS: tuple[tuple[str, str, type, str, Callable[[float], bool], str], ...] = 
      lambda v: v > 1.0, "must be above 1 (a slowdown bound)"),
     ("--confidence", "confidence", float, "interval coverage", lambda v: 0.5 < v < 1.0,
      "must be in (0.5, 1)"),
-    ("--min-rounds", "min_rounds", int, "fresh worker pairs before the first look", lambda v: v >= 3,
-     "need 3 <= min <= max"),
+    ("--min-rounds", "min_rounds", int,
+     "fresh worker pairs before the first look, on a host clock (the device clock's fresh pairs each trace "
+     f"{Settings.device_blocks} blocks a side: {Settings.device_pairs}, up to {Settings.device_max_pairs} "
+     "while they disagree)", lambda v: v >= 3, "need 3 <= min <= max"),
     ("--max-rounds", "max_rounds", int, "at most this many while an interval straddles the threshold",
      lambda v: v >= 3, "need 3 <= min <= max"),
     ("--round-seconds", "round_seconds", float, "seconds of blocks per program per round", lambda v: v > 0,
@@ -724,16 +796,21 @@ def main(argv: list[str]) -> int:
             ("candidate", args.candidate, args.candidate_env),
         )
     ]
-    hellos, replies = _start(sides, keys, args, progress)
-    settings = _settings(args, _platform(hellos))
-    structure, targets = compare_structure(replies, keys) if keys else ([], {})
+    first = _first_pair(sides, keys, args, progress, bool(timed))
+    if first is None:
+        hellos, replies = _start(sides, keys, args, progress)
+    settings = _settings(args, "tpu" if first else _platform(hellos))
     timing = []
     if timed:
-        progress(
-            f"versus: timing {len(timed)} programs, {settings.min_rounds}-{settings.max_rounds} rounds "
-            f"of fresh worker pairs, {settings.clock} clock"
-        )
-        timing = measure_confirmed(sides, timed, settings, progress, configs=timed_configs(timed, known))
+        rounds = f"{settings.min_rounds}-{settings.max_rounds} rounds of fresh worker pairs"
+        if settings.clock == DEVICE:
+            rounds = settings.sampling(settings.device_pairs) + f" (up to {settings.device_max_pairs} pairs)"
+        progress(f"versus: timing {len(timed)} programs, {settings.clock} clock: {rounds}")
+        start = first or start_pair
+        timing = measure_confirmed(sides, timed, settings, progress, start, timed_configs(timed, known))
+    if first is not None:
+        hellos, replies = first.answers(sides)
+    structure, targets = compare_structure(replies, keys) if keys else ([], {})
     baseline, candidate = (
         SideRecord(s.spec, str(s.python), dict(h["versions"]), dict(s.env), str(h.get("device", "")))
         for s, h in zip(sides, hellos, strict=True)
@@ -762,6 +839,55 @@ def _start(
     if keys:
         progress(f"versus: structure of {len(keys)} keys on both sides ({args.targets})")
     return hello_and_structure(sides, keys, exclusive)
+
+
+class FirstPair:
+    """A starter of the device clock's fresh pairs whose first worker of each side says its hello and
+    answers ``structure`` before it is timed: on a TPU a worker's start is mostly libtpu's, so the structure
+    comparison rides on the first timed pair instead of starting workers of its own."""
+
+    def __init__(self, keys: Sequence[tuple[str, str, str]]) -> None:
+        self.keys = [list(k) for k in keys]
+        self.hellos: dict[str, Json] = {}
+        self.replies: dict[str, Json] = {}
+
+    def __call__(self, sides: Sequence[Side], cpus: frozenset[int] | None = None) -> list[WorkerProcess]:
+        workers = start_pair(sides, cpus)
+        try:
+            for side, w in zip(sides, workers, strict=True):
+                if side.role not in self.hellos:
+                    self.hellos[side.role] = w.hello
+                    _platform(list(self.hellos.values()))  # sides on two platforms: stop before timing
+                    if self.keys:
+                        self.replies[side.role] = w.request("structure", keys=self.keys)
+        except BaseException:
+            for w in workers:
+                w.close()
+            raise
+        return workers
+
+    def answers(self, sides: Sequence[Side]) -> tuple[list[Json], list[Json]]:
+        """Each side's hello and ``structure`` reply, in the order of ``sides``."""
+        return [self.hellos[s.role] for s in sides], [self.replies[s.role] for s in sides if self.keys]
+
+
+def _first_pair(
+    sides: Sequence[Side],
+    keys: Sequence[tuple[str, str, str]],
+    args: argparse.Namespace,
+    progress: Progress,
+    timed: bool,
+) -> FirstPair | None:
+    """Where the chip is one process's and the device clock times: the starter whose first pair answers
+    structure too (None: hello and structure in workers of their own, :func:`_start`)."""
+    if not (timed and args.clock in (None, DEVICE) and one_process_per_chip(sides)):
+        return None
+    progress(
+        "versus: a worker of each side at a time (a TPU chip belongs to one process); the first fresh pair "
+        f"of the timing also compares structure{f' of {len(keys)} keys ({args.targets})' if keys else ''} "
+        f"({', '.join(f'{s.role} {s.python}' for s in sides)})"
+    )
+    return FirstPair(keys)
 
 
 def _platform(hellos: Sequence[Json]) -> str:

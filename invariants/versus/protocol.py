@@ -11,7 +11,8 @@ exactly one reply, ``{"ok": true, ...}`` or ``{"ok": false, "error": "one line"}
   ``prepare``   ``programs``: ``[[program, config], ...]``  ``per_call``: ``{"p/c": seconds}`` (warm)
   ``time``      ``key``: ``"p/c"``; ``calls`` >= 1;         ``wall``, ``cpu``: seconds for ``calls``
                 ``warm`` >= 0 untimed calls first           calls
-  ``trace``     ``key``; ``calls`` >= 1                     ``device``: seconds per call; ``wall``, ``cpu``
+  ``trace``     ``calls``: ``{"p/c": calls >= 1}``, run    ``device``: ``{"p/c": [seconds per call]}``;
+                in turn inside one profiler trace           ``wall``, ``cpu``: ``{"p/c": seconds}``
   ``structure`` ``keys``: ``[[program, config, target]]``   ``items``: ``{"p/c/t": {...}}``; ``targets``
   ``quit``      (none)                                      (none: the worker exits 0)
   ============  ==========================================  ============================================
@@ -86,15 +87,21 @@ def decode_request(line: str) -> Json:
         raise ProtocolError(f"{who}: unknown op {op!r}; known: {', '.join(OPS)}")
     if op == "prepare":
         return {"op": op, "programs": _pairs(_field(data, "programs", list, who), 2, "programs", who)}
-    if op in ("time", "trace"):
+    if op == "trace":
+        counts = _field(data, "calls", dict, who)
+        if not counts or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in counts.values()
+        ):
+            raise ProtocolError(f"{who}: trace's 'calls' must map each key to calls >= 1, got {counts!r}")
+        return {"op": op, "calls": counts}
+    if op == "time":
         calls = _field(data, "calls", int, who)
         if calls < 1:
             raise ProtocolError(f"{who}: 'calls' must be >= 1, got {calls}")
         warm = _field(data, "warm", int, who) if "warm" in data else 0
         if warm < 0:
             raise ProtocolError(f"{who}: 'warm' must be >= 0, got {warm}")
-        key = _field(data, "key", str, who)
-        return {"op": op, "key": key, "calls": calls, **({"warm": warm} if op == "time" else {})}
+        return {"op": op, "key": _field(data, "key", str, who), "calls": calls, "warm": warm}
     if op == "structure":
         return {"op": op, "keys": _pairs(_field(data, "keys", list, who), 3, "keys", who)}
     return {"op": op}
@@ -131,6 +138,9 @@ def _check_reply(data: Json, op: str, who: str) -> None:
         for name in ("wall", "cpu"):
             if not isinstance(data.get(name), (int, float)) or data[name] < 0:
                 raise ProtocolError(f"{who}: a time reply needs a non-negative {name!r}")
+    elif op == "trace":
+        for name in ("device", "wall", "cpu"):
+            _field(data, name, dict, who)
     elif op == "structure":
         _field(data, "items", dict, who)
         _field(data, "targets", dict, who)

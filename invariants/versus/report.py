@@ -307,9 +307,10 @@ _ROUNDS_NOTE = (
     "the interval is Student's t over rounds (the spread between process pairs counts)."
 )
 _DEVICE_NOTE = (
-    "The device ratio is the chip's own time of each call (JAX's profiler); a round runs one side's "
-    "worker, then the other's, and pairs their calls in order. The wall ratio beside it is the "
-    "host's round trip of the same calls."
+    "The device ratio is the chip's own time of each call (JAX's profiler). There a fresh pair runs one "
+    "side's worker, then the other's, each tracing several blocks, and a round is block k of each side, "
+    "their calls paired in order; pairs that disagree are the rounds themselves (the attempts say which). "
+    "The wall ratio beside it is the host's round trip of the same calls."
 )
 
 

@@ -5,7 +5,10 @@ interleaving inside the pair cannot cancel (docs/versus.md, "Design"). So the un
 pair of workers. A round's ratio is the median of its ABBA per-pair ratios; across rounds the estimate is
 the geometric mean and the interval Student's t on the logs, so the spread between pairs sets its width.
 After ``min_rounds`` a straddling interval gets more rounds, each look spending a share of the error rate
-(:func:`invariants._stats.look_alpha`); a failure counts only when fresh rounds repeat it.
+(:func:`invariants._stats.look_alpha`); a failure counts only when fresh rounds repeat it. On the device
+clock a worker's start is libtpu's, so a fresh pair gives several rounds (blocks of the same two
+processes): they are judged together with other pairs' only where the pairs agree (:func:`pairs_agree`),
+else the pairs themselves are the rounds (:func:`pooled`).
 
 Lost parallelism: pinned rounds give every kernel one thread on both sides, so an all-cores phase judges
 the wall ratio (:data:`ALL_CORES`) against a wider threshold. Its witness is the **threads ratio**
@@ -97,6 +100,37 @@ def rounds_interval(round_ratios: Sequence[float], confidence: float) -> tuple[f
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 
+def pooled(rounds: Sequence[Round]) -> Round:
+    """``rounds`` as one round: every pair of each, so its ratio is the median over them all."""
+    out = Round(rounds[0].calls, seconds=sum(rd.seconds for rd in rounds))
+    for rd in rounds:
+        for clock, values in rd.ratios.items():
+            out.ratios[clock] += values
+        for clock, sides in rd.per_call.items():
+            for side, values in sides.items():
+                out.per_call[clock][side] += values
+        for side, values in rd.threads.items():
+            out.threads[side] += values
+    return out
+
+
+def pairs_agree(pairs: Sequence[Sequence[Round]], clock: str, confidence: float) -> bool:
+    """Whether fresh worker pairs agree on ``clock``: the spread between the pairs' mean log ratios is within
+    what the rounds inside each pair show (a one-way analysis of variance at ``confidence``; for two pairs,
+    their difference inside its interval from the spread within them). Then the spread between processes
+    is not seen beside one process's own, and the rounds of all the pairs can be judged together."""
+    groups = [np.log([r for r in (rd.ratio(clock) for rd in pair) if r]) for pair in pairs]
+    k, n = len(groups), sum(g.size for g in groups)
+    grand = float(np.mean(np.concatenate(groups)))
+    between = sum(g.size * (float(np.mean(g)) - grand) ** 2 for g in groups) / (k - 1)
+    within = sum(float(np.sum((g - np.mean(g)) ** 2)) for g in groups) / (n - k)
+    if within == 0:  # every round of each pair alike: only identical pairs agree
+        return between == 0
+    from scipy import stats  # here, not at import (see invariants._stats)
+
+    return between / within <= float(stats.f.ppf(confidence, k - 1, n - k))
+
+
 def threads_of(rounds: Sequence[Round]) -> dict[str, float | None]:
     """Per side, the median CPU time / wall time of its blocks (None without blocks)."""
     return {
@@ -162,6 +196,8 @@ class ProgramVerdict:
     results: dict[str, RatioResult]
     attempts: list[str]
     threads: dict[str, float | None] | None = None
+    # How the device clock's rounds were taken, e.g. "2 fresh worker pairs x 6 blocks each".
+    sampling: str | None = None
 
     @property
     def failed(self) -> bool:
@@ -175,6 +211,7 @@ class ProgramVerdict:
             "results": {c: {**r.to_dict(), "round_ratios": list(r.ratios)} for c, r in self.results.items()},
             "attempts": list(self.attempts),
             **({"threads_all_cores": dict(self.threads)} if self.threads is not None else {}),
+            **({"sampling": self.sampling} if self.sampling is not None else {}),
         }
 
 

@@ -99,16 +99,23 @@ class Worker:
             if gc_was:
                 gc.enable()
 
-    def trace(self, key: str, calls: int) -> Json:
-        """Each call's device seconds (the device clock), and the wall and CPU seconds of them all."""
-        fn = self._prepared(key)
-        clocks: dict[str, float] = {}
+    def trace(self, calls: Mapping[str, int]) -> Json:
+        """Each program's calls in turn inside one profiler trace (one trace a block: starting and reading
+        one costs more than the calls): each call's device seconds, and the wall and CPU seconds of each
+        program's calls. The trace's module executions follow the calls in order."""
+        fns = {key: self._prepared(key) for key in calls}
+        clocks: dict[str, dict[str, float]] = {}
 
         def batch() -> int:
-            clocks.update(_clocked(fn, calls))
-            return calls
+            for key, n in calls.items():
+                clocks[key] = _clocked(fns[key], n)
+            return sum(calls.values())
 
-        return {"device": self.recorder.record(batch), **clocks}
+        seconds = self.recorder.record(batch)
+        device, at = {}, 0
+        for key, n in calls.items():
+            device[key], at = seconds[at : at + n], at + n
+        return {"device": device, **{c: {k: got[c] for k, got in clocks.items()} for c in ("wall", "cpu")}}
 
     def structure(self, keys: Sequence[tuple[str, str, str]]) -> Json:
         return structure_of_keys(keys, self.specs, self.programs)

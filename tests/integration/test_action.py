@@ -51,7 +51,11 @@ def test_the_failing_example_fails_the_step_with_the_gates_status_and_its_report
         project, tmp_path, spec_dirs="specs\n", targets="cpu", args="--snapshot-update"
     )
     assert rc == 1, out[-3000:]
-    assert outputs == {"exit-code": "1", "report": "artifacts/action/report.md"}
+    assert outputs == {
+        "exit-code": "1",
+        "report": "artifacts/action/report.md",
+        "results": "artifacts/action/results.json",
+    }
     assert summary.startswith("## jax-embedding-invariants gate: failed (exit status 1)\n")
     report = (project / "artifacts" / "action" / "report.md").read_text()
     assert report and report in summary

@@ -65,6 +65,25 @@ def test_segment_sum_the_vmapped_rows_are_strided_and_the_transposed_form_is_not
     assert sorted(p.name for p in (project / "snapshots").iterdir()) == ["cpu"]
 
 
+def test_message_passing_a_layer_and_its_own_step_with_arguments_from_a_factory(tmp_path):
+    """examples/message_passing on the CPU, as its README says: a GNN layer (gather + segment_sum) and the
+    library's own train step (kind = "step", donated) take their arguments from a factory, and pass; the
+    row loop fails on its while loop. --keep-hlo leaves the HLO of every program, the passing ones too."""
+    project = _copy("message_passing", tmp_path)
+    proc = _gate(project, "--targets", "cpu", "--snapshot-update", "--keep-hlo")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert sorted(p.name for p in (project / "snapshots" / "cpu").iterdir()) == [
+        "gnn_layer.f32.txt", "gnn_train_step.f32.txt"]  # fmt: skip
+    dumped = project / "artifacts" / "hlo" / "cpu"
+    assert {"gnn_layer.f32.hlo.txt", "gnn_train_step.f32.jaxpr.txt"} <= {p.name for p in dumped.iterdir()}
+    spec = project / "specs" / "gnn.toml"
+    spec.write_text(spec.read_text().replace('"gnn:layer"', '"gnn:layer_row_loop"', 1))
+    proc = _gate(project, "--targets", "cpu")
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert _failed(proc) == ["cpu::gnn.toml::one_gather_one_scatter::gnn_layer-f32", "cpu::gnn_layer-f32"]
+    assert "measured gathers = 0, scatters = 0, while_loops = 1" in proc.stdout
+
+
 @pytest.mark.skipif(
     TARGETS["gpu-l4"].unavailable_reason() is not None, reason="the CUDA plugin is not installed"
 )

@@ -83,6 +83,16 @@ def test_without_a_gpu_it_exits_in_one_line(tmp_path: Path) -> None:
     assert proc.stderr.strip() == f"device_check: no NVIDIA GPU visible ({fake} lists none)"
 
 
+@pytest.mark.parametrize("budget", ["SECONDS[$(touch {})]", "1e3", "-5"])
+def test_a_budget_that_is_not_a_number_runs_nothing_and_is_one_line(tmp_path: Path, budget: str) -> None:
+    marker = tmp_path / "MARKER"
+    proc = _run(["--dry-run"], tmp_path, DEVICE_CHECK_BUDGET=budget.format(marker))
+    assert not marker.exists() and proc.returncode == 2 and proc.stdout == ""
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("device_check: DEVICE_CHECK_BUDGET=")
+    assert line.endswith(": not a whole number of seconds (at most 6 digits)")
+
+
 def test_unknown_argument_is_one_line(tmp_path: Path) -> None:
     proc = _run(["--fast"], tmp_path)
     assert (

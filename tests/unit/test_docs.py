@@ -145,3 +145,14 @@ def test_no_history_in_the_tree() -> None:
     assert files
     if found:
         pytest.fail("history written into the tree:\n" + "\n".join(found))
+
+
+def test_the_guides_example_files_are_the_examples_as_tested() -> None:
+    """docs/downstream.md shows examples/message_passing's files; test_examples.py runs those files, so a
+    block that drifted from them would show what no test runs."""
+    guide = (ROOT / "docs" / "downstream.md").read_text()
+    shown = re.findall(r"<!-- example-file: (\S+) -->\n```\w*\n(.*?)```", guide, re.S)
+    assert [path for path, _ in shown] == [
+        "examples/message_passing/gnn.py", "examples/message_passing/specs/gnn.toml"]  # fmt: skip
+    for path, body in shown:
+        assert body == (ROOT / path).read_text(), path

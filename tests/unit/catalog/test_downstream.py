@@ -6,6 +6,7 @@ as its README says, snapshots land in the project's folder and never in the cata
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -39,6 +40,12 @@ def not_traceable(table, indices):
     return table[int(indices[0])]
 
 NOT_CALLABLE = 3
+
+def args():
+    return (jnp.zeros(3),)
+
+def not_a_tuple(config):
+    return jnp.zeros(3)
 """
 
 
@@ -81,16 +88,25 @@ def gate_in(tmp_path, monkeypatch, capsys):
          "s32[16384] indices must return f32[16384,32] rows, got f32[]"),
         (program("p", "{m}:not_traceable"), "specs/lib.toml:4: p [f32]: {m}:not_traceable fails on "
          "f32[8192,32] table and s32[16384] indices: ConcretizationTypeError"),
-        (program("take", "{m}:lookup"), "specs/lib.toml:4: program 'take' collides with the catalog's"),
         (program("p", "{m}:lookup") + program("p", "{m}:lookup"), "specs/lib.toml:10: program 'p' is "
          "already declared at specs/lib.toml:4"),
         (program("p", "{m}:lookup", kind="grad"), "specs/lib.toml:7: kind 'grad': one of forward, backward, "
          "train"),
         (program("p", "{m}:lookup", configs='["f64"]'), "specs/lib.toml:8: unknown config 'f64'"),
         (program("p", "lookup"), "specs/lib.toml:6: function 'lookup' must read 'module:attribute'"),
+        (program("p", "{m}:lookup", kind="step"), "specs/lib.toml:7: kind 'step' runs your own step as "
+         'written: give it arguments = "module:factory" (or params)'),
+        (program("p", "{m}:lookup", kind="train") + 'arguments = "{m}:args"\n', "specs/lib.toml:7: kind "
+         "'train' is the gate's own SGD step around a lookup or a model with params; a train step of your "
+         'own, run as written, is kind = "step"'),
+        (program("p", "{m}:lookup") + 'arguments = "{m}:args"\nindex_shape = [4]\n', "specs/lib.toml:11: "
+         "index_shape is not for a program with arguments, whose factory gives every argument; drop it"),
+        (program("p", "{m}:lookup") + 'arguments = "{m}:not_a_tuple"\n', "specs/lib.toml:10: p: "
+         "{m}:not_a_tuple() must return a tuple of the function's arguments, got ArrayImpl"),
     ],
-    ids=["no-module", "no-attribute", "not-callable", "signature", "shape", "untraceable", "collision",
-         "twice", "kind", "config", "function-form"],
+    ids=["no-module", "no-attribute", "not-callable", "signature", "shape", "untraceable", "twice", "kind",
+         "config", "function-form", "step-of-a-lookup", "train-with-arguments", "arguments-and-index-shape",
+         "arguments-not-a-tuple"],
 )  # fmt: skip
 def test_bad_program_is_one_line_and_exit_2(tmp_path, gate_in, request, declared, message):
     module = f"lib_{request.node.callspec.id.replace('-', '_')}"
@@ -119,6 +135,79 @@ def test_unknown_program_in_an_invariant_names_the_declared_ones(tmp_path, gate_
 def test_bad_command_line_is_one_line_and_exit_2(gate_in, args, message):
     status, err = gate_in(*args)
     assert status == 2 and message in err and err.count("\n") == 1, err
+
+
+SHADOWS = """
+[[invariant]]
+id = "mine_is_the_catalogs"
+assert = "structure(take) == structure(catalog:take) and kernels(take) <= kernels(catalog:take)"
+
+[[invariant]]
+id = "mine_one_gather"
+programs = ["take"]
+assert = "gathers == 1 and while_loops == 0"
+"""
+
+
+def test_a_project_program_named_as_a_catalog_one_runs_with_no_catalog(tmp_path, gate_in):
+    """A project's names are its own: its ``take`` is ``take``, the catalog's ``catalog:take``, which its
+    relation compiles; no catalog name is reserved. ``--programs`` narrows what is traced: a program it
+    leaves out, broken, stops nothing."""
+    from invariants.records.results import read
+
+    declared = program("take", "lib_shadow:lookup") + program("broken", "lib_shadow:gone")
+    project(tmp_path, "lib_shadow", declared, SHADOWS)
+    status, err = gate_in("--spec-dir", "specs", "--no-catalog", "--targets", "cpu", "--programs", "take",
+                          "--snapshot-update", "-m", "not throughput", "-p", "no:cacheprovider")  # fmt: skip
+    assert status == 0, err
+    outcomes = {
+        i.nodeid.split("::", 1)[1]: i.outcome for i in read(tmp_path / "artifacts" / "results.json").items
+    }
+    assert outcomes["cpu::lib.toml::mine_is_the_catalogs::take~catalog:take-f32"] == "passed", outcomes
+    assert outcomes["cpu::lib.toml::mine_one_gather::take-f32"] == "passed", outcomes
+    # its snapshot by its own name, in its own folder; the catalog's take keeps none here
+    assert sorted(p.name for p in (tmp_path / "snapshots" / "cpu").glob("*.txt")) == ["take.f32.txt"]
+
+
+def test_a_shadowed_name_in_the_catalogs_snapshot_folder_is_one_line(tmp_path, gate_in):
+    """The project's take and the catalog's would share take.f32.txt in one folder."""
+    project(tmp_path, "lib_one_folder", program("take", "lib_one_folder:lookup"))
+    status, err = gate_in("--spec-dir", "specs", "--targets", "cpu", "--programs", "take",
+                          "--catalog-snapshot-dir", "snapshots")  # fmt: skip
+    assert status == 2 and err.count("\n") == 1, err
+    assert "the project's take would share a file with the catalog's" in err, err
+
+
+def test_with_the_catalog_both_programs_of_one_name_are_addressable(tmp_path):
+    """The catalog's own spec files speak of its ``take`` as ``catalog:take`` in a run whose project shadows
+    the name; a pattern still matches it by its catalog name; ``catalog:naive`` names ``naive``."""
+    from invariants.catalog.programs import CATALOG
+    from invariants.catalog.registry import Programs
+    from invariants.specfile.reader import SPEC_DIR, load_specs, scope_of, select_programs
+
+    (tmp_path / "mine.toml").write_text(
+        '[spec]\ntargets = ["cpu"]\n\n[[program]]\nname = "take"\nfunction = "m:f"\nkind = "forward"\n'
+        + SHADOWS
+        + '\n[[invariant]]\nid = "n"\nassert = "kernels(take) <= kernels(catalog:naive)"\n'
+    )
+    specs = load_specs(SPEC_DIR, tmp_path)
+    mine = next(s for s in specs if s.path.parent == tmp_path)
+    assert [i.programs for i in mine.invariants] == [("take", "catalog:take"), ("take",), ("take", "naive")]
+    cpu = next(s for s in specs if s.path.name == "cpu.toml")
+    relation = next(i for i in cpu.invariants if i.id == "naive_le_take")
+    assert relation.programs == ("naive", "catalog:take") and relation.text.endswith("kernels(catalog:take)")
+    catalog_scope = scope_of(cpu, {"catalog:take": object(), "take": object(), "naive": object()})  # type: ignore[dict-item]
+    assert sorted(catalog_scope) == ["catalog:take", "naive"]
+    assert select_programs(["take*"], catalog_scope) == ["catalog:take"]
+    assert select_programs(["take"], {"catalog:take": 0, "take": 0}) == ["take"]  # type: ignore[dict-item]
+    # the registry: the catalog's program renamed in the run, the project's under its own name
+    mine = dataclasses.replace(CATALOG["naive"], name="take")
+    programs = Programs([mine])
+    assert programs["take"] is mine and programs["catalog:take"].name == "catalog:take"
+    assert programs.is_catalog("catalog:take") and not programs.is_catalog("take")
+    assert programs.program("catalog:naive").name == "naive" and "catalog:naive" not in programs
+    assert programs.select("catalog:*") == ["catalog:take"] and "catalog:take" in programs.catalog
+    assert programs.select("take,catalog:take,catalog:naive") == ["naive", "catalog:take", "take"]
 
 
 def test_no_program_with_no_catalog(tmp_path, gate_in):
@@ -794,9 +883,9 @@ def test_a_project_whose_path_is_past_path_max_says_so(tmp_path, monkeypatch, ca
     ), err
 
 
-def test_bad_input_the_command_finds_before_pytest_leaves_no_earlier_results(tmp_path, gate_in):
+def test_bad_input_the_command_finds_before_pytest_keeps_the_earlier_results(tmp_path, gate_in):
     """The command checks a project's programs before pytest starts: a program that does not import stops
-    it there, and the results file of the run before is gone, not left to be read as this run's."""
+    it there, and the results file of the run before stays until a run writes a new one."""
     (tmp_path / "specs").mkdir()
     (tmp_path / "specs" / "lib.toml").write_text('[spec]\ntargets = ["cpu"]\n\n' + program("p", "nolib_x:f"))
     earlier = tmp_path / "artifacts" / "results.json"
@@ -804,7 +893,7 @@ def test_bad_input_the_command_finds_before_pytest_leaves_no_earlier_results(tmp
     earlier.write_text('{"items": [], "exitstatus": 0}\n')
     status, err = gate_in("--spec-dir", "specs", "--no-catalog")
     assert status == 2 and "cannot import nolib_x" in err, err
-    assert not earlier.exists()
+    assert earlier.read_text() == '{"items": [], "exitstatus": 0}\n'
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int32"])
@@ -820,3 +909,72 @@ def test_a_0d_parameter_draws_as_a_read_only_array(dtype):
     value = _drawn(jax.ShapeDtypeStruct((), jnp.dtype(dtype)), np.random.default_rng(0), 10)
     value.flags.writeable = False
     assert value.shape == () and value.dtype == jnp.dtype(dtype)
+
+
+ARGUMENTS_LIB = """
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+def graph():
+    edges = np.array([0, 1, 2, 0], dtype=np.int32)
+    return {"w": jax.ShapeDtypeStruct((2, 2), jnp.float32)}, jnp.ones((3, 2)), edges, (edges + 1) % 3
+
+def layer(params, nodes, senders, receivers):
+    summed = jax.ops.segment_sum(nodes[senders], receivers, num_segments=nodes.shape[0])
+    return summed @ params["w"]
+"""
+
+
+def test_a_program_with_arguments_is_called_as_written_and_differentiated_in_its_first(tmp_path, monkeypatch):
+    """arguments = "module:factory": the function of the factory's tuple, as written (forward and step);
+    backward: the gradient of the sum of its outputs with respect to the first argument; drawn for timing,
+    the factory's arrays are kept and an integer shape is zeros."""
+    import jax
+
+    from invariants.catalog.downstream import build
+    from invariants.scope.configs import CONFIGS
+    from invariants.specfile.reader import load_specs
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "lib_args.py").write_text(ARGUMENTS_LIB)
+    declared = "".join(
+        f'[[program]]\nname = "g_{kind}"\nfunction = "lib_args:layer"\narguments = "lib_args:graph"\n'
+        f'kind = "{kind}"\n\n'
+        for kind in ("forward", "step", "backward")
+    )
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "lib.toml").write_text('[spec]\ntargets = ["cpu"]\n\n' + declared)
+    built = {d.name: build(d) for s in load_specs(tmp_path / "specs") for d in s.programs}
+    f32 = CONFIGS["f32"]
+    specs = built["g_forward"].argument_specs(f32)
+    assert [tuple(s.shape) for s in specs] == [(2, 2), (3, 2), (4,), (4,)]
+    assert jax.eval_shape(built["g_step"].fn, *specs).shape == (3, 2)  # a step runs as written
+    grad = jax.eval_shape(built["g_backward"].fn, *specs)
+    assert jax.tree_util.tree_structure(grad) == jax.tree_util.tree_structure({"w": 0}) and grad[
+        "w"
+    ].shape == (2, 2)
+    drawn = built["g_forward"].inputs.draw(f32, "uniform", 0)
+    assert drawn[2].tolist() == [0, 1, 2, 0] and drawn[3].tolist() == [1, 2, 0, 1]
+    assert built["g_forward"].inputs.facts(f32)["table_bytes"] == 16
+
+
+def test_a_process_started_for_a_narrowed_run_builds_what_it_selects(tmp_path, monkeypatch):
+    """A compile child (cpu-8dev) or versus worker reads the project from its environment, --programs
+    with it: the broken program the run left out stops it no more than it stops the run."""
+    from invariants._errors import InvariantsError
+    from invariants.catalog.downstream import load_project
+    from invariants.catalog.project import Project
+
+    project(tmp_path, "lib_child", program("mine", "lib_child:lookup") + program("broken", "lib_child:gone"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    handed = Project.from_env(Project((tmp_path / "specs",), False, tmp_path, "mine").environment())
+    assert handed.selection == "mine"
+    _, programs = load_project(handed)
+    assert programs["mine"].fn is not programs["broken"].fn
+    with pytest.raises(InvariantsError, match="broken: left out of this run by --programs"):
+        programs["broken"].fn()
+    with pytest.raises(InvariantsError, match="lib_child has no attribute 'gone'"):
+        load_project(dataclasses.replace(handed, selection=None))

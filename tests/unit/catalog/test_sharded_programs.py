@@ -218,10 +218,9 @@ def test_compile_for_on_a_pod_needs_something_sharded():
         compile_for(embed.embed, *on, target="tpu-v5p-2x2x2")
 
 
-def test_a_program_that_fits_no_target_of_its_spec_is_one_line_and_no_earlier_results_stay(tmp_path):
+def test_a_program_that_fits_no_target_of_its_spec_is_one_line_and_the_earlier_results_stay(tmp_path):
     """A mesh of 16 chips in a spec that names targets of 8 would skip every item and pass; it is one line
-    at its declaration and exit 2, and the results file an earlier run left there is gone, not read as
-    this run's."""
+    at its declaration and exit 2, and the results file an earlier run left there stays as it was."""
     (tmp_path / "model.py").write_text(MODEL)
     (tmp_path / "specs").mkdir()
     (tmp_path / "specs" / "s.toml").write_text(
@@ -240,7 +239,7 @@ def test_a_program_that_fits_no_target_of_its_spec_is_one_line_and_no_earlier_re
         last,
     ), last
     assert "Traceback" not in proc.stdout + proc.stderr
-    assert not earlier.exists()
+    assert earlier.read_text() == '{"items": [], "exitstatus": 0}\n'
 
 
 def test_under_pytest_a_program_that_fits_no_target_is_the_run_s_last_line(gate_pytester: InProcess):

@@ -374,6 +374,27 @@ def test_a_child_target_is_keyed_in_its_child_which_a_warm_run_starts_to_compile
     assert started == [1] and counts == {"miss": 1}
 
 
+def test_a_child_compiles_only_what_the_selected_items_read(tmp_path, monkeypatch):
+    """The items left after -k, -m or --shard narrow the plan: their target's child compiles only their keys,
+    not every key the collection planned."""
+    from invariants.catalog.registry import Programs
+    from invariants.compile import artifacts
+
+    started: list[list[str]] = []
+    real = artifacts.keys_child
+
+    def counted(module, keys, **kwargs):
+        started.append([k.program for k in keys])
+        return real(module, keys, **kwargs)
+
+    monkeypatch.setattr(artifacts, "keys_child", counted)
+    cache = CompileCache(all_targets(), Programs(), None, Store(tmp_path / "cache"))
+    cache.plan([*SHARDED, Key("sharded_rows_batch_naive", "f32", "cpu-8dev")])
+    cache.narrow_plan(SHARDED)
+    cache.get(*SHARDED[0])
+    assert started == [["sharded_rows_batch_take"]]
+
+
 class _Dist(importlib.metadata.Distribution):
     """A distribution whose metadata file is ``text``."""
 

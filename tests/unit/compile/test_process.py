@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from invariants.compile import process as _process
-from invariants.compile.process import check_xla_flags, quiet, worker_core, xla_flags_message
+from invariants.compile.process import check_flags, flags_message, quiet, worker_core
 
 
 def test_pinned_xdist_workers_get_a_core_each():
@@ -75,14 +75,17 @@ def test_xla_s_own_words_on_a_rejected_flag():
     unknown = (
         NOISE + b"F1201 20:41:57.770350   27777 parse_flags_from_env.cc:234] Unknown flag in XLA_FLAGS: --x\n"
     )
-    assert xla_flags_message(unknown) == "Unknown flag in XLA_FLAGS: --x"
+    assert flags_message(unknown) == ("XLA_FLAGS", "Unknown flag in XLA_FLAGS: --x")
     bad_value = (
         b"E1201 20:42:09.079944   28016 command_line_flags.cc:63] Couldn't interpret value abc for flag x.\n"
         b"F1201 20:42:09.079971   28016 parse_flags_from_env.cc:220] Check failed: ... Flag parsing failed.\n"
         b"usage: --x=abc\nFlags:\n"
     )
-    assert xla_flags_message(bad_value) == "Couldn't interpret value abc for flag x"
-    assert xla_flags_message(NOISE + b"Traceback ...\nAssertionError\n") is None  # not a flag: the guard's
+    assert flags_message(bad_value) == ("XLA_FLAGS", "Couldn't interpret value abc for flag x")
+    assert flags_message(NOISE + b"Traceback ...\nAssertionError\n") is None  # not a flag: the guard's
+    # libtpu's flag parser (absl's), on LIBTPU_INIT_ARGS.
+    libtpu = NOISE + b"ERROR: Unknown command line flag 'xla_no_such'\n"
+    assert flags_message(libtpu) == ("LIBTPU_INIT_ARGS", "Unknown command line flag 'xla_no_such'")
 
 
 def test_bad_input_is_exactly_one_line_on_stderr(tmp_path: Path):
@@ -149,10 +152,38 @@ def test_an_xla_flag_xla_rejects_is_one_line(tmp_path: Path, flags: str, said: s
     assert proc.stderr.strip().splitlines() == [line], proc.stderr
 
 
+@pytest.mark.skipif(importlib.util.find_spec("libtpu") is None, reason="libtpu reads LIBTPU_INIT_ARGS")
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        ("--xla_no_such_flag=1", "Unknown command line flag 'xla_no_such_flag'"),
+        (
+            "--xla_tpu_offload_gather_to_sparsecore=maybe",
+            "Illegal value 'maybe' specified for flag 'xla_tpu_offload_gather_to_sparsecore'",
+        ),
+    ],
+)
+def test_a_libtpu_flag_libtpu_rejects_is_one_line_and_the_earlier_results_stay(tmp_path: Path, flags, said):
+    """libtpu reads LIBTPU_INIT_ARGS when a TPU target first compiles, mid-run, and ends the process with its
+    own line (exit 1, read as a failure found): one line and exit 2 before anything compiles, with the
+    earlier run's results file as it was."""
+    earlier = tmp_path / "r.json"
+    earlier.write_text('{"items": []}\n')
+    proc = _child("gate", "--targets", "tpu-v5e", "--programs", "take", "--configs", "f32", "-p", "no:xdist",
+                  "--results-json", str(earlier), cwd=tmp_path, env={"LIBTPU_INIT_ARGS": flags})  # fmt: skip
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr
+    line = f"LIBTPU_INIT_ARGS={flags}: libtpu rejects it: {said}; correct or unset LIBTPU_INIT_ARGS"
+    assert proc.stderr.strip().splitlines() == [line], proc.stderr
+    assert earlier.read_text() == '{"items": []}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]  # no lock left either
+
+
 def test_flags_xla_takes_are_probed_once(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_prefer_vector_width=32")
+    monkeypatch.delenv("LIBTPU_INIT_ARGS", raising=False)
     monkeypatch.delenv(_process._FLAGS_CHECKED, raising=False)
-    check_xla_flags()
-    assert os.environ[_process._FLAGS_CHECKED] == "--xla_cpu_prefer_vector_width=32"  # children skip it
+    check_flags()
+    # Children skip it.
+    assert os.environ[_process._FLAGS_CHECKED] == "XLA_FLAGS=--xla_cpu_prefer_vector_width=32"
     monkeypatch.setattr(_process.subprocess, "run", None)  # a second probe would fail
-    check_xla_flags()
+    check_flags()

@@ -244,3 +244,31 @@ def test_a_host_with_other_cores_compiles_the_same_structure_and_signature(cores
     assert here == there
     assert structural_signature(here) == structural_signature(there)
     assert hash(structural_signature(here)) == hash(structural_signature(there))
+
+
+def _typed_body(dtype: str, tiling: str) -> str:
+    return (
+        f"  %p = s32[] parameter(0)\n"
+        f"  %b = {dtype}[8,128]{{1,0{tiling}}} broadcast(%p), dimensions={{}}\n"
+        f"  %n = {dtype}[8,128]{{1,0{tiling}}} negate(%b)\n"
+        "  ROOT %r = s32[] copy(%p)\n"
+    )
+
+
+def _typed(dtype: str, tiling: str) -> Structure:
+    return _module(_typed_body(dtype, tiling))
+
+
+def test_modulo_element_type_leaves_out_the_type_and_the_tiling_that_follows_from_it() -> None:
+    from invariants.hlo.structure import modulo_element_type
+    from invariants.verdict.checks import structural_signature
+
+    f32, bf16 = _typed("f32", ":T(8,128)"), _typed("bf16", ":T(8,128)(2,1)")
+    assert structural_signature(f32) != structural_signature(bf16)
+    assert structural_signature(modulo_element_type(f32)) == structural_signature(modulo_element_type(bf16))
+    assert [k.shape for k in modulo_element_type(f32).kernel_list] == ["T[8,128]{1,0}"] * 2 + ["T[]"]
+    # the layout's order is no element type's: a transposed layout still differs
+    transposed = _module(_typed_body("bf16", "").replace("{1,0}", "{0,1}"))
+    assert structural_signature(modulo_element_type(transposed)) != structural_signature(
+        modulo_element_type(f32)
+    )

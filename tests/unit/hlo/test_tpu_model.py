@@ -63,29 +63,82 @@ def _seconds(text: str, target: str = "tpu-v5e") -> float:
 # -- held to the chip, on programs the fit never saw ----------------------------------------------------
 
 
-@pytest.mark.parametrize("group", ["program", "family"])
-def test_held_out_programs_rank_as_the_chip_ranks_them(corpus, group):
+@pytest.fixture(scope="module")
+def left_out(corpus) -> dict[str, Any]:
+    return {group: FIT.held_out(corpus, lambda r, g=group: getattr(r, g), group) for group in GROUPS}
+
+
+GROUPS = ("program", "family")
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_held_out_programs_rank_as_the_chip_ranks_them(corpus, left_out, group):
     """Each program (all its configurations), then each family (the catalog as one: the probes alone
     predict it), left out of the fit and predicted: the ranking of their device times is the chip's."""
-    acc = FIT.held_out(corpus, lambda r: getattr(r, group), group)
-    assert len(acc.predicted) == len(corpus) >= 100
-    assert acc.spearman >= 0.9, FIT.report(acc)
+    acc = left_out[group]
+    assert len(acc.predicted) == len(corpus) >= 180
+    assert acc.spearman >= 0.95, FIT.report(acc)
 
 
-@pytest.mark.parametrize("group", ["program", "family"])
-def test_held_out_twin_ratios_read_as_the_chips(corpus, group):
+# How far a held-out twin's predicted ratio may be from the chip's. With a program left out, its family's
+# other programs stay in the fit: the lookups' twin is then as far off as it is in sample (the kernels of
+# model steps share its fusions' coefficients).
+TWIN_ERROR = {"program": 0.30, "family": 0.25}
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_held_out_twin_ratios_read_as_the_chips(left_out, group):
     """The pairs of tpu.toml's time relations, each side predicted by a fit that never saw it (nor, by
-    family, any catalog program): within 25% of the ratio the chip measured, in the configuration the
-    relations name."""
-    acc = FIT.held_out(corpus, lambda r: getattr(r, group), group)
-    pairs = {pair: (p, c) for pair, p, c in acc.twin_ratios() if pair.endswith(".f32")}
+    family, any catalog program): close to the ratio the chip measured, in the configuration the
+    relations name, and on the same side of the relations' bound."""
+    pairs = {pair: (p, c) for pair, p, c in left_out[group].twin_ratios() if pair.endswith(".f32")}
     assert len(pairs) == 3, pairs
     for pair, (predicted, chip) in pairs.items():
-        assert abs(predicted / chip - 1) <= 0.25, (pair, predicted, chip)
+        assert abs(predicted / chip - 1) <= TWIN_ERROR[group], (pair, predicted, chip)
+        assert (predicted <= FIT.TWIN_BOUND) == (chip <= FIT.TWIN_BOUND), (pair, predicted, chip)
 
 
-def test_the_coefficients_file_is_the_fit_of_the_committed_data(corpus):
-    fitted = dict(zip(tpu_model.COLUMNS, FIT.fit(corpus) * 1e-6, strict=True))
+@pytest.fixture(scope="module")
+def fitted(corpus) -> np.ndarray:
+    return FIT.fit(corpus)
+
+
+def test_whole_model_steps_the_fit_never_saw_are_predicted_as_the_chip_times_them(fitted):
+    """Small language models with attention (forward and train, f32 and bf16, causal and not), MoE
+    blocks, GNN layers and train steps, two-tower train steps: none in the fit. Each gets a figure (the
+    compiler's online softmax and TopK are priced), they rank as the chip ranks them, and each is close to
+    the chip's own time."""
+    whole, *families = FIT.held_out_steps(fitted)
+    assert {a.name for a in families} == {"gnn", "lm", "moe_block", "two_tower"}
+    assert len(whole.keys) == 14 and np.isfinite(whole.predicted).all()
+    assert whole.spearman >= 0.95, FIT.report(whole)
+    errors = np.abs(whole.errors)
+    assert np.median(errors) <= 0.15 and errors.max() <= 0.30, FIT.report(whole)
+    assert (errors <= 0.25).sum() >= 13, FIT.report(whole)
+
+
+def test_every_held_out_twin_verdict_is_the_chips(fitted):
+    """Two ways of writing one computation (scatter-max and segment-max, causal and full attention, a
+    one-hot loss and a gathered one, TopK and a sort, a one-hot lookup and a gather, bf16 and f32 norms,
+    dense and segment aggregation, gathered and dispatched experts), timed on the chip and never fitted
+    on: each predicted ratio gives the chip's verdict at the relations' bound, and nearly all are within
+    25% of the chip's ratio."""
+    twins = FIT.twins(fitted)
+    assert len(twins) == 8
+    assert all(t.agrees() for t in twins), [t for t in twins if not t.agrees()]
+    assert sum(abs(t.error) <= 0.25 for t in twins) >= 7, twins
+    assert all(abs(t.error) <= 0.35 for t in twins), twins
+
+
+def test_a_family_s_largest_program_is_predicted_from_its_smaller_ones(corpus):
+    """Each family's largest program (at least 8x its next) left out: the model extrapolates in size."""
+    acc = FIT.largest_left_out(corpus)
+    assert len(acc.keys) >= 25
+    assert acc.spearman >= 0.95 and np.median(np.abs(acc.errors)) <= 0.25, FIT.report(acc)
+
+
+def test_the_coefficients_file_is_the_fit_of_the_committed_data(corpus, fitted):
+    fitted = dict(zip(tpu_model.COLUMNS, fitted * 1e-6, strict=True))
     model = tpu_model.chip_model("tpu-v5e")
     assert model is not None and not model.uncalibrated
     assert model.coefficients == pytest.approx(fitted, rel=1e-5, abs=1e-18)
@@ -296,3 +349,39 @@ def test_what_the_chip_never_timed_has_no_price(hlo):
     pallas = parse_module(text.replace('"ConcatBitcast"', '"tpu_custom_call"'), "p")
     got = tpu_model.predicted_seconds(pallas, structure_of(pallas), "tpu-v5e")
     assert got == "custom call tpu_custom_call: the TPU cost model has never timed it"
+
+
+def test_the_compilers_own_kernels_are_priced_and_a_hand_written_one_is_not():
+    """libtpu's online softmax (what plain attention compiles to) and its TopK are kinds with their own
+    features; a Mosaic kernel of any other name (a hand-written Pallas kernel) still has no price."""
+    held = FIT._hlo_texts(FIT.HELD_OUT)
+    attention = held["twin_attention_full.-"]
+    assert 'op_name="online-softmax"' in attention and 'custom_call_target="tpu_custom_call"' in attention
+    module = parse_module(attention, "a")
+    kinds = {launch.kind for launch in tpu_model.launches(module, structure_of(module))}
+    assert "softmax" in kinds
+    assert isinstance(_seconds(attention), float)
+    topk = held["twin_topk.-"]
+    assert 'custom_call_target="TopK"' in topk and isinstance(_seconds(topk), float)
+    pallas = parse_module(attention.replace('op_name="online-softmax"', 'op_name="my_flash_attention"'), "p")
+    got = tpu_model.predicted_seconds(pallas, structure_of(pallas), "tpu-v5e")
+    assert got == "custom call tpu_custom_call: the TPU cost model has never timed it"
+
+
+def test_a_sort_costs_its_sorting_networks_steps():
+    """A sort is priced by its compare-exchange passes, not as an elementwise fusion: 64x the elements in
+    rows 8x longer (15 bits against 12) cost 64 x (15 x 16) / (12 x 13) times as many steps."""
+    texts = FIT._hlo_texts(FIT.DATA)
+    small, large = (texts[f"sort_r{r}_n{n}.-"] for r, n in ((256, 4096), (2048, 32768)))
+    module = parse_module(large, "s")
+    assert "sort" in {launch.kind for launch in tpu_model.launches(module, structure_of(module))}
+    assert _seconds(large) / _seconds(small) > 0.95 * 64 * (15 * 16) / (12 * 13)
+
+
+def test_a_sparsecore_module_says_so():
+    """Kernels SparseCore runs (an execution thread of their own) were never timed: one line names it."""
+    text = (HLO / "sparsecore" / "v5p_gather_offload_flags.txt").read_text()
+    module = parse_module(text, "sc")
+    assert structure_of(module).thread_kernels
+    got = tpu_model.predicted_seconds(module, structure_of(module), "tpu-v5p")
+    assert got == "it runs kernels on another execution thread (sparsecore), and no chip run ever timed one"

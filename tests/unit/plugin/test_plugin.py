@@ -150,9 +150,9 @@ def _session(tmp_path, **given: str | None):
 
     options = {"targets": "cpu", "programs": None, "configs": None, "spec_dir": None, "no_catalog": False,
                "snapshot_dir": str(tmp_path), "catalog_snapshot_dir": None, "hlo_dump_dir": "d",
-               "raw_invariants": False, "cache_dir": str(tmp_path / "cache"), "no_cache": False,
-               "user_code_timeout": None, "compile_threads": None, "record_baselines": False,
-               **given}  # fmt: skip
+               "keep_hlo": False, "raw_invariants": False, "cache_dir": str(tmp_path / "cache"),
+               "no_cache": False, "user_code_timeout": None, "compile_threads": None,
+               "record_baselines": False, "shard": None, **given}  # fmt: skip
 
     def getoption(name: str, default: object = KeyError) -> object:
         # pytest's Config.getoption: a dest or an option string, a default for an option not registered.
@@ -357,6 +357,7 @@ def test_no_catalog_keeps_the_catalog_programs_the_projects_relations_name(tmp_p
     """The partners of --no-catalog: named by a relation of the project's spec files beside a selected
     program of its own (or between catalog programs alone); never by an absolute invariant's pattern, never
     by the package's own spec files."""
+    from invariants.catalog.registry import Programs
     from invariants.plugin.suite import relation_partners
     from invariants.specfile.reader import SPEC_DIR, load_specs
 
@@ -369,8 +370,8 @@ def test_no_catalog_keeps_the_catalog_programs_the_projects_relations_name(tmp_p
         '[[invariant]]\nid = "d"\nassert = "kernels(grad_take) <= kernels(grad_naive)"\n'
     )
     specs = load_specs(SPEC_DIR, tmp_path)
-    assert relation_partners(specs, ["mine"]) == ["take", "naive", "grad_take", "grad_naive"]
-    assert relation_partners(specs, []) == ["grad_take", "grad_naive"]
+    assert relation_partners(specs, ["mine"], Programs()) == ["take", "naive", "grad_take", "grad_naive"]
+    assert relation_partners(specs, [], Programs()) == ["grad_take", "grad_naive"]
 
 
 def test_loading_the_plugin_starts_no_jax():

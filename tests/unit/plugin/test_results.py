@@ -70,6 +70,24 @@ def test_a_claimed_path_gives_a_second_run_its_own_file(tmp_path: Path):
     again.release()
 
 
+@pytest.mark.parametrize("plant", ["link", "fifo"])
+def test_a_lock_path_that_is_no_lock_file_is_refused_never_written_through(tmp_path: Path, plant: str):
+    """A planted link at ``results.json.lock`` would have the lock's line written over the file it names
+    (truncated first); a named pipe would hang the open."""
+    path, victim = tmp_path / "results.json", tmp_path / "victim.txt"
+    victim.write_text("the user's file\n")
+    lock = _results.lock_path(path)
+    if plant == "link":
+        lock.symlink_to(victim)
+    else:
+        os.mkfifo(lock)
+    with pytest.raises(InvariantsError) as err:
+        _results.claim(path)
+    said = str(err.value)
+    assert said.startswith(f"{lock}: ") and "where the gate keeps its" in said and "\n" not in said
+    assert victim.read_text() == "the user's file\n"
+
+
 def test_a_lock_left_by_a_killed_run_never_blocks(tmp_path: Path):
     path = tmp_path / "results.json"
     holder = subprocess.Popen(
@@ -147,15 +165,17 @@ def test_every_skipped_item_is_in_the_results_file_with_its_reason(gate_pytester
     assert "no throughput invariant applies" in {it.reason for it in skipped}
 
 
-def test_a_run_stopped_by_bad_input_leaves_no_earlier_results_file(gate_pytester: InProcess, tmp_path: Path):
-    """The earlier run's file goes when this run claims the path, before anything can stop it: a run
-    stopped by bad input (or killed) leaves none that a report or the Action would take for its own."""
+def test_a_run_stopped_by_bad_input_keeps_the_earlier_results_file(gate_pytester: InProcess, tmp_path: Path):
+    """The earlier run's file stays until a run writes a new one: a run stopped by bad input loses nobody's
+    results (a reader that must know its own run's file gives each run a path of its own, as the Action
+    does)."""
     path = tmp_path / "results.json"
-    path.write_text(json.dumps({**PAYLOAD, "items": [{"kind": "error", "outcome": "passed", "nodeid": "x"}]}))
+    earlier = json.dumps({**PAYLOAD, "items": [{"kind": "error", "outcome": "passed", "nodeid": "x"}]})
+    path.write_text(earlier)
     proc = _gate(gate_pytester, tmp_path, f"--results-json={path}", "--configs", "nosuch")
     assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
     assert proc.stderr.strip().splitlines()[-1].startswith("Exit: --configs: unknown configuration 'nosuch'")
-    assert not path.exists() and not _results.lock_path(path).exists()
+    assert path.read_text() == earlier and not _results.lock_path(path).exists()
 
 
 def test_a_run_of_other_tests_alone_keeps_the_earlier_results(gate_pytester: InProcess, tmp_path: Path):
@@ -170,21 +190,6 @@ def test_a_run_of_other_tests_alone_keeps_the_earlier_results(gate_pytester: InP
     assert json.loads(path.read_text())["items"] == []
 
 
-def test_discarding_the_earlier_results_keeps_what_the_gate_did_not_write(tmp_path: Path):
-    mine, other = tmp_path / "results.json", tmp_path / "notes.json"
-    mine.write_text(json.dumps({**PAYLOAD, "items": []}))
-    other.write_text('{"mine": 1}\n')
-    _results.discard_earlier(other)
-    held = _results.claim(tmp_path / "held.json")
-    (tmp_path / "held.json").write_text(json.dumps({**PAYLOAD, "items": []}))  # a live run's file
-    try:
-        _results.discard_earlier(tmp_path / "held.json")
-    finally:
-        held.release()
-    _results.discard_earlier(mine)
-    assert not mine.exists() and other.read_text() == '{"mine": 1}\n' and (tmp_path / "held.json").exists()
-
-
 @pytest.mark.parametrize(
     ("option", "line"),
     [
@@ -193,6 +198,12 @@ def test_discarding_the_earlier_results_keeps_what_the_gate_did_not_write(tmp_pa
             "--hlo-dump-dir=/sys/x",
             "Exit: --hlo-dump-dir /sys/x: cannot write in /sys, where it would be made",
         ),
+        # pytest-benchmark's: it writes the file after all the timing.
+        (
+            "--benchmark-json=/sys/b.json",
+            "Exit: --benchmark-json /sys/b.json: cannot write in its folder /sys",
+        ),
+        ("--benchmark-json=/tmp", "Exit: --benchmark-json /tmp: a directory; give a file path"),
     ],
 )
 def test_an_output_path_nothing_can_be_written_to_stops_the_run_at_once(
@@ -203,6 +214,26 @@ def test_an_output_path_nothing_can_be_written_to_stops_the_run_at_once(
     assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
     assert proc.stderr.strip().splitlines()[-1].startswith(line)
     assert "compiled" not in proc.stdout and "Traceback" not in proc.stderr
+
+
+def test_a_benchmark_json_on_someone_elses_file_is_refused_and_the_file_kept(
+    gate_pytester: InProcess, tmp_path: Path
+):
+    """pytest-benchmark writes over any file at its path once the timing ran: a file that is not its JSON
+    is refused when the run starts; an empty one, or one of its own, is taken."""
+    notes = tmp_path / "NOTES.md"
+    notes.write_text("# my notes\n")
+    proc = _gate(gate_pytester, tmp_path, f"--benchmark-json={notes}")
+    assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"Exit: --benchmark-json {notes}: a file that is not pytest-benchmark's JSON; give another path, or "
+        "remove the file"
+    )
+    assert notes.read_text() == "# my notes\n"
+    ours = tmp_path / "b.json"
+    ours.write_text('{"benchmarks": []}')
+    proc = _gate(gate_pytester, tmp_path, f"--benchmark-json={ours}")
+    assert "--benchmark-json" not in proc.stderr, proc.stderr[-1500:]
 
 
 def test_a_record_with_a_null_field_no_writer_makes_is_one_line(tmp_path: Path):

@@ -12,6 +12,7 @@ import pytest
 from invariants.report.hlo_stats import main
 
 DATA = pathlib.Path(__file__).resolve().parents[2] / "data" / "hlo"
+CHIP = pathlib.Path(__file__).resolve().parents[2] / "data" / "tpu-v5e-chip" / "heldout"
 TPU_BWD = str(DATA / "tpu_v5e_bwd_vmap_index.txt")
 SEED_TAKE = str(DATA / "tpu_seed_jit__take.txt")
 
@@ -280,6 +281,30 @@ def test_json_predicted_seconds_for_a_tpu_target(capsys: pytest.CaptureFixture[s
     assert v6e["predicted_seconds"] > 0 and v6e["predicted_seconds_note"].startswith("uncalibrated: ")
     assert main(["--target", "tpu-v6e", TPU_TAKE]) == 0
     assert "predicted device time: " in capsys.readouterr().out
+
+
+def test_a_train_step_shows_the_kernels_that_carry_its_predicted_time(
+    capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
+) -> None:
+    """A whole model step (a small language model's train step, with the compiler's online softmax) gets a
+    figure, and the kernels that carry most of it, named and each with its share, in the text and JSON."""
+    import gzip
+
+    texts = json.loads(gzip.decompress((CHIP / "corpus-heldout-hlo.json.gz").read_bytes()))
+    step = tmp_path / "lm_train.hlo.txt"
+    step.write_text(texts["lm_train_l2_causal_d256_s256_f32.-"])
+    assert main(["--json", "--target", "tpu-v5e", str(step)]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    kernels = obj["predicted_kernels"]
+    assert len(kernels) == 3 and obj["predicted_seconds"] > sum(k["seconds"] for k in kernels) > 0
+    assert [k["seconds"] for k in kernels] == sorted((k["seconds"] for k in kernels), reverse=True)
+    assert main(["--target", "tpu-v5e", str(step)]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if "carried by:" in x]
+    first = kernels[0]
+    share = f"{first['seconds'] / obj['predicted_seconds']:.0%}"
+    assert line.strip().startswith(f"carried by: {first['name']} ({first['kind']}) {share}, ")
+    assert main(["--json", TPU_TAKE]) == 0
+    assert json.loads(capsys.readouterr().out)["predicted_kernels"] == []
 
 
 def test_predicted_seconds_is_null_without_a_target(capsys: pytest.CaptureFixture[str]) -> None:

@@ -22,6 +22,7 @@ from invariants.specfile.asserts import (
     Scaled,
     TimedRatio,
     TimedSide,
+    paired,
     parse,
 )
 
@@ -91,6 +92,37 @@ def test_a_relation_across_configurations_names_each_side_s():
     assert scaled.scaled == Scaled("kernels", "naive[bf16]", "take[f32-2d]", 2.0)
     assert _parse("kernels(naive[bf16-llm]) <= 2").pinned == (("naive", "bf16-llm"),)
     assert _parse("kernels(naive) <= kernels(take)").pinned == ()
+
+
+def test_and_joins_comparisons_each_of_which_must_hold():
+    a = _parse("scatters == 1 and gathers == 1")
+    assert (a.kind, len(a.clauses), a.scaled) == ("absolute", 2, None)
+    assert [r.label for r in a.reads()] == ["scatters", "gathers"]
+    assert a.holds(lambda r: 1) and not a.holds(lambda r: {"scatters": 1, "gathers": 2}[r.name])
+    relation = _parse("structure(naive) == structure(take) and kernels(naive) <= kernels(take)")
+    assert (relation.kind, relation.programs) == ("relational", ("naive", "take"))
+    assert "a time ratio stands alone" in _error("time(naive) / time(take) <= 1.1 and kernels(take) <= 1")
+    assert "'or' is not part of the language" in _error("kernels <= 1 or gathers <= 1")
+    assert "mixes program calls with a bare metric 'gathers'" in _error("kernels(take) <= 1 and gathers <= 1")
+
+
+def test_catalog_names_the_catalogs_program_in_either_namespace():
+    """``catalog:take`` is the catalog's take: its own name where the project shadows it, else ``take``."""
+    shadowed = parse("structure(take) == structure(catalog:take)", InvariantsError, ("take", "catalog:take"))
+    assert shadowed.programs == ("take", "catalog:take") and shadowed.text.endswith("structure(catalog:take)")
+    assert _parse("kernels(catalog:naive[bf16]) <= kernels(take[f32])").pinned == (
+        ("naive", "bf16"),
+        ("take", "f32"),
+    )
+    assert "unknown program 'catalog:nope'" in _error("kernels(catalog:nope) <= 1")
+
+
+def test_paired_pins_each_side_to_its_programs_configuration():
+    a = paired(_parse("structure(naive) == structure(take) and kernels(naive) <= kernels(take)"),
+               {"naive": "bf16", "take": "f32"})  # fmt: skip
+    assert a.pinned == (("naive", "bf16"), ("take", "f32"))
+    assert [r.label for r in a.reads()] == ["structure(naive[bf16])", "structure(take[f32])",
+                                            "kernels(naive[bf16])", "kernels(take[f32])"]  # fmt: skip
 
 
 def test_reads_lists_every_metric_read_left_to_right():

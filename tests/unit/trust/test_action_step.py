@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,7 @@ def _step(project: Path, *script_args: str, env: dict[str, str] | None = None, *
     base.update(GITHUB_STEP_SUMMARY=str(summary), GITHUB_OUTPUT=str(outputs), GATE_PYTHON=sys.executable,
                 PATH=f"{decoy}{os.pathsep}{base.get('PATH', '')}",
                 PYTHONPATH=os.pathsep.join([str(ROOT), str(project)]))  # fmt: skip
+    base.update(env or {})
     proc = subprocess.run(["bash", str(SCRIPT), *script_args], cwd=project, env=base, capture_output=True,
                           text=True, timeout=600, check=False)  # fmt: skip
     log = proc.stdout + proc.stderr
@@ -142,3 +144,87 @@ def test_the_action_and_its_docs_give_the_same_exit_statuses():
         return re.findall(r"(\d+(?:\+N)?) [a-z]", " ".join(text.split()))
 
     assert statuses(said) == statuses(docs[1]) == ["0", "1", "2", "4", "128+N"], (said, docs[1])
+
+
+# A gate that claims its results path as the gate does, holds it for FAKE_HOLD seconds, and writes one item
+# of FAKE_OUTCOME; every other use of the Python is the real one.
+FAKE_GATE = """import os, sys, time
+from pathlib import Path
+from invariants.records import results as r
+args = sys.argv[1:]
+claim = r.claim(Path(args[args.index("--results-json") + 1]))
+time.sleep(float(os.environ["FAKE_HOLD"]))
+outcome = os.environ["FAKE_OUTCOME"]
+problem = None if outcome == "passed" else "wrong by 3"
+_, rec = r.record("correctness", id="c", program="take", config="f32", distribution="u", problem=problem)
+run = {"versions": {}, "runtime": {}, "targets": {}, "exitstatus": int(outcome != "passed")}
+r.write(claim.path, run, [r.entry(r.PROPERTY, rec, outcome, "t.py::c", problem)])
+claim.release()
+sys.exit(run["exitstatus"])
+"""
+
+
+def _fake_python(tmp: Path) -> Path:
+    (tmp / "fake_gate.py").write_text(FAKE_GATE)
+    wrapper = tmp / "gate-python"
+    wrapper.write_text(
+        f'#!/bin/sh\nif [ "$1 $2 $3" = "-m invariants gate" ]; then shift 3; exec {sys.executable} '
+        f'{tmp / "fake_gate.py"} "$@"; fi\nexec {sys.executable} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+def _start(project: Path, name: str, python: Path, **env: str) -> tuple[subprocess.Popen[str], Path]:
+    summary = project.parent / f"summary-{name}.md"
+    summary.write_text("")
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("INPUT_", "GITHUB_", "PYTEST_XDIST_"))}
+    base.update(INPUT_SPEC_DIRS="specs", GITHUB_STEP_SUMMARY=str(summary), GATE_PYTHON=str(python),
+                PYTHONPATH=str(ROOT), **env)  # fmt: skip
+    proc = subprocess.Popen(["bash", str(SCRIPT)], cwd=project, env=base, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)  # fmt: skip
+    return proc, summary
+
+
+def test_two_runs_in_one_folder_each_report_their_own_results(project):
+    """A failing run holds the results path while a passing one starts beside it: each run's status and
+    summary are those of the results it wrote, and the file left at the published path is whole."""
+    python = _fake_python(project.parent)
+    failing, failing_summary = _start(project, "failing", python, FAKE_OUTCOME="failed", FAKE_HOLD="3")
+    time.sleep(1)
+    passing, passing_summary = _start(project, "passing", python, FAKE_OUTCOME="passed", FAKE_HOLD="4")
+    out = {name: proc.communicate(timeout=120)[0] for name, proc in (("f", failing), ("p", passing))}
+    assert (failing.returncode, passing.returncode) == (1, 0), out
+    assert passing_summary.read_text().startswith("## jax-embedding-invariants gate: passed\n")
+    assert "- **result**: passed; 1 items from `results.json`" in passing_summary.read_text()
+    assert failing_summary.read_text().startswith("## jax-embedding-invariants gate: failed (exit status 1)")
+    assert "wrong by 3" in failing_summary.read_text()
+    folder = project / "artifacts" / "action"
+    assert sorted(p.name for p in folder.iterdir()) == ["report.md", "results.json"]  # the last run's
+    assert _results_outcome(folder / "results.json") == "passed"
+
+
+def _results_outcome(path: Path) -> str:
+    from invariants.records import results as _results
+
+    (item,) = _results.read(path).items
+    return item.outcome
+
+
+def test_a_gate_python_that_is_missing_or_lacks_the_gate_is_bad_input(project, tmp_path):
+    """Exit 2, as action.yml documents for bad input, never the shell's 127 or the gate's 1 (a failure)."""
+    bare = tmp_path / "bare-python"  # a Python without site-packages: the gate is not installed in it
+    bare.write_text(f'#!/bin/sh\nexec {sys.executable} -S -I "$@"\n')
+    bare.chmod(0o755)
+    for python, said in [
+        (tmp_path / "no-such-python", "no Python there (not an executable file)"),
+        (tmp_path, "no Python there (not an executable file)"),
+        (
+            bare,
+            "the gate is not installed in it (import invariants fails); install it there (the action's "
+            "install step)",
+        ),
+    ]:
+        rc, log, summary, outputs = _step(project, spec_dirs="specs", env={"GATE_PYTHON": str(python)})
+        assert (rc, log.strip()) == (2, f"action_gate: GATE_PYTHON={python}: {said}"), log
+        assert summary == "" and outputs == []

@@ -182,8 +182,8 @@ SPEC = (
 
 
 def test_a_results_file_the_run_cannot_write_is_its_last_line_and_not_green(tmp_path, monkeypatch, capsys):
-    """A full disk at the run's end: the run says so last and exits 2, never 0, and no earlier file stands
-    for this run."""
+    """A full disk at the run's end: the run says so last and exits 2, never 0, and the earlier run's file
+    stays as it was, named as the earlier run's."""
     (tmp_path / "outlookup.py").write_text(LOOKUP)
     (tmp_path / "specs").mkdir()
     (tmp_path / "specs" / "lib.toml").write_text(SPEC)
@@ -202,5 +202,6 @@ def test_a_results_file_the_run_cannot_write_is_its_last_line_and_not_green(tmp_
     out, err = capsys.readouterr()
     assert status == 2, out + err
     last = (out + err).strip().splitlines()[-1]
-    assert "results.json: cannot write (No space left on device)" in last and "wrote no results" in last, last
-    assert not earlier.exists()  # no earlier file stands for this run
+    assert "results.json: cannot write (No space left on device)" in last, last
+    assert last.endswith("this run wrote no results file (one there is an earlier run's)"), last
+    assert json.loads(earlier.read_text()) == RESULTS

@@ -103,4 +103,4 @@ def test_xla_flags_device_count_zero_is_one_line(monkeypatch):
     for value in ("0", "-1", "abc", ""):
         monkeypatch.setenv("XLA_FLAGS", f"--xla_force_host_platform_device_count={value}")
         with _pytest.raises(_pytest.UsageError, match="xla_force_host_platform_device_count takes a number"):
-            process.check_xla_flags()
+            process.check_flags()
