@@ -98,7 +98,7 @@ def _run(entry: Callable[[list[str]], int], rest: list[str]) -> int:
     try:
         return int(entry(rest))
     except InvariantsError as err:
-        print(visible(str(err)), file=sys.stderr)
+        print(visible(str(err), one_line=True), file=sys.stderr)
         return int(getattr(err, "status", 2))
     except KeyboardInterrupt:
         return 130

@@ -32,14 +32,28 @@ def non_ascii(word: str) -> str:
     return f"; it has a non-ASCII {ch!r} (U+{ord(ch):04X} {unicodedata.name(ch, 'unnamed')})"
 
 
-# C1 (U+0080..U+009F) too: some terminals take it as the start of an escape sequence.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Every character but printable ASCII, newlines and tabs: the candidates, each then judged by its category.
+_SUSPECT = re.compile(r"[^\x20-\x7e\n\t]")
+_SUSPECT_ONE_LINE = re.compile(r"[^\x20-\x7e]")
+# Control (C0, and C1: some terminals take it as the start of an escape sequence), format (bidi overrides
+# and isolates, zero-width spaces and joiners: text that reads other than it is), line and paragraph
+# separators, surrogates and unassigned code points.
+_HIDDEN = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Cn"})
 
 
-def visible(text: str) -> str:
-    """``text`` with its control characters but newlines and tabs escaped: text from a user that reaches a
-    terminal moves no cursor, erases no line and colours nothing."""
-    return _CONTROL.sub(lambda m: m[0].encode("unicode_escape").decode("ascii"), text)
+def _escape(m: re.Match[str]) -> str:
+    c = m[0]
+    if c not in "\n\t" and unicodedata.category(c) not in _HIDDEN:
+        return c  # a letter, a mark, a symbol of another script: shown as written
+    return c.encode("unicode_escape", "backslashreplace").decode("ascii")
+
+
+def visible(text: str, one_line: bool = False) -> str:
+    """``text`` from a user or a file as it reaches a terminal, a markdown page or a log: its control,
+    bidi and zero-width characters written as escapes (``\\x1b``, ``\\u202e``), so that it moves no cursor,
+    colours nothing, links nowhere and reads as it is. Newlines and tabs are kept, unless ``one_line``: a
+    name in a table or a line of its own, where a newline would forge a row."""
+    return (_SUSPECT_ONE_LINE if one_line else _SUSPECT).sub(_escape, text)
 
 
 class InvariantsError(Exception):

@@ -43,6 +43,10 @@ class HloParseError(InvariantsError):
 READER = "cannot read the compiler's output (a limit of the HLO reader, not a fault of the program)"
 # The thread a computation runs on when its closing brace names none (XLA's kMainExecutionThread).
 MAIN_THREAD = "main"
+# XLA keeps sizes, element counts and trip counts in an int64: a larger one is no module XLA wrote.
+INT64_MAX = 2**63 - 1
+# No number XLA prints is longer (a u64 has 20 digits); a longer one would reach Python's int-string limit.
+_LONG_NUMBER = re.compile(r"(?<!\w)\d{21,}")
 
 
 # Bits per element. Sub-byte types pack: an s4[3] array takes 2 bytes.
@@ -353,6 +357,8 @@ def _parse_shape(text: str, pos: int) -> tuple[Shape, int]:
     if dtype_bits(dtype) is None:
         raise _Error(f"unknown element type {dtype!r}", text[pos:])
     dims = [_dim(d, text[pos:]) for d in dims_text.split(",")] if dims_text.strip() else []
+    if math.prod(dims) > INT64_MAX:
+        raise _Error(f"{math.prod(dims)} elements, more than XLA counts in an int64", text[pos : m.end()])
     return Shape(dtype, tuple(dims), layout), m.end()
 
 
@@ -360,7 +366,10 @@ def _dim(raw: str, shape_text: str) -> int:
     dm = _DIM.fullmatch(raw.strip())
     if dm is None:
         raise _Error("unsupported dimension", shape_text)
-    return int(dm.group(1))
+    value = int(dm.group(1))
+    if value > INT64_MAX:
+        raise _Error(f"dimension {value} is larger than XLA's int64 sizes", shape_text)
+    return value
 
 
 def _skip_spaces(text: str, pos: int) -> int:
@@ -415,6 +424,8 @@ def _parse_instruction(text: str, line: int) -> Instruction:
     operands: tuple[str, ...] = ()
     if opcode in _LITERAL_OPCODES:
         literal = ", ".join(pieces)
+        if opcode == "parameter" and not literal.isdecimal():
+            raise _Error("a parameter's number is not a number", text)
     elif pieces != [""]:
         operands = tuple(_parse_operand(p) for p in pieces)
     attrs = _attributes(text[pos:].strip())
@@ -462,6 +473,8 @@ def parse_module(text: str, source: str = "<string>") -> HloModule:
         if not stripped or stripped.startswith("//"):
             continue
         try:
+            if long := _LONG_NUMBER.search(stripped):
+                raise _Error(f"a number of {len(long[0])} digits, longer than any XLA prints", long[0])
             i = reader.read(stripped, lineno, i)
         except _Error as err:
             raise HloParseError(source, lineno, err.message, err.text) from None
@@ -596,4 +609,41 @@ def _link(computations: dict[str, Computation], source: str) -> Computation:
                     raise HloParseError(
                         source, instr.line, f"calls unknown computation {callee!r}", instr.name
                     )
+    _check_nesting(computations, source)
     return entries[0]
+
+
+# Computations nested in one another, at most: XLA's own are a few deep; every reader below walks them
+# recursively, a few frames a level, well inside Python's recursion limit at this depth.
+MAX_NESTING = 100
+
+
+def _check_nesting(computations: dict[str, Computation], source: str) -> None:
+    """Refuse a computation that calls itself (through others or not; XLA has no recursion) and calls
+    nested deeper than :data:`MAX_NESTING`, walking the call graph without recursion."""
+    depth: dict[str, int] = {}  # finished: the longest chain of computations from it down
+    inside: set[str] = set()  # the chain being walked
+
+    def calls(name: str) -> Iterator[tuple[Instruction, str]]:
+        return ((i, c) for i in computations[name] for c in i.called)
+
+    for root in computations:
+        if root in depth:
+            continue
+        stack = [(root, calls(root))]
+        inside.add(root)
+        while stack:
+            name, rest = stack[-1]
+            step = next(rest, None)
+            if step is None:
+                depth[name] = 1 + max((depth[c] for _, c in calls(name)), default=0)
+                if depth[name] > MAX_NESTING:
+                    raise HloParseError(source, 1, f"computations nested deeper than {MAX_NESTING}", name)
+                inside.discard(name)
+                stack.pop()
+            elif step[1] in inside:
+                instr, callee = step
+                raise HloParseError(source, instr.line, f"calls {callee!r}, which it is inside", instr.name)
+            elif step[1] not in depth:
+                inside.add(step[1])
+                stack.append((step[1], calls(step[1])))

@@ -32,7 +32,16 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from invariants._errors import InvariantsError
-from invariants.hlo.parse import MAIN_THREAD, Alias, Computation, HloModule, Instruction, Shape, words
+from invariants.hlo.parse import (
+    INT64_MAX,
+    MAIN_THREAD,
+    Alias,
+    Computation,
+    HloModule,
+    Instruction,
+    Shape,
+    words,
+)
 
 FREE_OPCODES = frozenset(
     words(
@@ -150,7 +159,7 @@ class Structure:
 
 
 # What libtpu writes as the estimate of a kernel it cannot cost (a SparseCore kernel): the largest int64.
-_NO_ESTIMATE = 2**63 - 1
+_NO_ESTIMATE = INT64_MAX
 
 
 def _estimated_cycles(instr: Instruction, source: str) -> int | None:
@@ -166,7 +175,7 @@ def _estimated_cycles(instr: Instruction, source: str) -> int | None:
     values = _int_set(found)
     if values == {_NO_ESTIMATE}:
         return None
-    if len(values) != 1:
+    if len(values) != 1 or not 0 <= min(values) <= INT64_MAX:
         raise InvariantsError(
             f"{source}:{instr.line}: {instr.name}: estimated_cycles not understood: "
             + ", ".join(map(str, found))
@@ -175,10 +184,10 @@ def _estimated_cycles(instr: Instruction, source: str) -> int | None:
 
 
 def _int_set(values: Iterable[str | int | float]) -> set[int]:
-    """``values`` as integers, empty when one is not an integer."""
+    """``values`` as integers, empty when one is not an integer (an infinite float included)."""
     try:
         return {int(v) for v in values}
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return set()
 
 
@@ -261,14 +270,15 @@ class _Analyzer:
         )
 
     def trip_count(self, comp: Computation, loop: Instruction) -> int | None:
+        """The loop's trip count (module docstring); one that cannot be, negative or past an int64, is
+        refused in one line: a negative count would make every cost below it negative, so every bound met."""
         config = loop.backend_config_json
-        if config is not None:
-            known = config.get("known_trip_count")
-            if isinstance(known, dict) and "n" in known:
-                try:
-                    return int(known["n"])
-                except (TypeError, ValueError):
-                    return None
+        known = None if config is None else config.get("known_trip_count")
+        if isinstance(known, dict) and "n" in known:
+            n = known["n"]
+            if isinstance(n, str) and not n.strip().lstrip("+-").isdecimal():
+                return None  # not a number: unknown, as a loop without the field
+            return self._checked_trips(loop, "known_trip_count", n)
         cond, body = self.loop_parts(loop)
         bound = self._loop_bound(cond)
         if bound is None or not loop.operands:
@@ -278,7 +288,20 @@ class _Analyzer:
         start = _int_constant(init)
         if start is None or not self._increments_by_one(body, index):
             return None
-        return max(limit - start, 0)
+        return self._checked_trips(loop, "trip count (bound minus start)", max(limit - start, 0))
+
+    def _checked_trips(self, loop: Instruction, what: str, value: object) -> int:
+        trips = value if isinstance(value, int) and not isinstance(value, bool) else None
+        if isinstance(value, str):
+            trips = int(value)  # at most 20 digits: the parser refuses longer numbers
+        elif isinstance(value, float) and value.is_integer():
+            trips = int(value)
+        if trips is None or not 0 <= trips <= INT64_MAX:
+            raise InvariantsError(
+                f"{self.module.source}:{loop.line}: {loop.name}: {what} {value} is not a trip count "
+                "(a whole number from 0 to 2^63-1)"
+            )
+        return trips
 
     def _loop_bound(self, cond: Computation) -> tuple[int, int] | None:
         """(tuple index of the counter, exclusive upper bound) when the condition is ``counter < N``."""

@@ -19,6 +19,7 @@ them); a chip never measured is scaled from a measured one by published figures 
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
 import math
@@ -28,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .._paths import PACKAGE_DIR
-from .parse import Computation, HloModule, Instruction, Shape, dtype_bits, words
+from .parse import INT64_MAX, Computation, HloModule, Instruction, Shape, dtype_bits, words
 from .structure import Kernel, Structure, fused_instructions, walk_kernels
 
 # Kind -> its features, in the order of the coefficients file.
@@ -465,8 +466,8 @@ def _launch(
     return Launch(instr.name, kind, features, count, looped, position)
 
 
-class _UnknownTrip(Exception):
-    pass
+class _NoFigure(Exception):
+    """Why the program's kernels cannot be summed (one line)."""
 
 
 _DONE = frozenset({"copy-done", "slice-done", "async-done"})
@@ -501,7 +502,11 @@ def launches(module: HloModule, structure: Structure) -> list[Launch]:
         for k in kernels:
             if k.opcode == "while":
                 if k.trip_count is None:
-                    raise _UnknownTrip
+                    raise _NoFigure("a while loop's trip count is unknown, so its kernels cannot be summed")
+                if times * (k.trip_count + 1) > INT64_MAX:
+                    raise _NoFigure(
+                        "its nested loops run a kernel more than 2^63-1 times: no program a chip runs"
+                    )
                 out.append(Launch("while", "loop", {"trip": 1.0}, times * k.trip_count, looped))
                 walk(k.body, times * k.trip_count, True)
                 walk(k.condition, times * (k.trip_count + 1), True)
@@ -542,15 +547,27 @@ class ChipModel:
     def seconds(self, program: Iterable[Launch]) -> float:
         program = list(program)
         total = sum(launch.count * self.launch_seconds(launch) for launch in program)
+        # Per computation, its launches in schedule order with running sums of their seconds: what a wait
+        # hides is one difference, not a pass over the program per wait (thousands of copies each).
+        placed: dict[str, list[tuple[int, float]]] = {}
+        for k in program:
+            placed.setdefault(k.position[0], []).append((k.position[1], self.launch_seconds(k)))
+        running = {comp: _running_sums(sorted(entries)) for comp, entries in placed.items()}
         for wait in (w for w in program if w.kind == "wait"):
-            hidden = sum(
-                self.launch_seconds(k)
-                for k in program
-                if k.position[0] == wait.position[0] and wait.position[1] < k.position[1] < wait.until
-            )
+            positions, sums = running[wait.position[0]]
+            after = bisect.bisect_right(positions, wait.position[1])
+            hidden = sums[max(after, bisect.bisect_left(positions, wait.until))] - sums[after]
             moved = wait.features["bytes"] * self.coefficients.get("wait.bytes", 0.0)
             total += wait.count * max(0.0, moved - hidden)
         return total
+
+
+def _running_sums(entries: list[tuple[int, float]]) -> tuple[list[int], list[float]]:
+    """(positions, sums): ``sums[i]`` is the seconds of the first ``i`` entries."""
+    sums = [0.0]
+    for _, seconds in entries:
+        sums.append(sums[-1] + seconds)
+    return [position for position, _ in entries], sums
 
 
 @functools.cache
@@ -611,8 +628,8 @@ def predicted_seconds(module: HloModule | None, structure: Structure, target: st
         return f"custom call {untimed[0]}: the TPU cost model has never timed it"
     try:
         return model.seconds(launches(module, structure))
-    except _UnknownTrip:
-        return "a while loop's trip count is unknown, so its kernels cannot be summed"
+    except _NoFigure as why:
+        return str(why)
 
 
 def heaviest(

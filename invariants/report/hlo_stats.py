@@ -82,8 +82,9 @@ file), and these details:
 {details}
 
 Exit status: 0 on success; 2 for a missing file, a path that is not a regular file, text that is not
-understood (one line on stderr, FILE:LINE: what was not understood), or, with --target, a module that is
-not optimized TPU HLO.
+understood (one line on stderr, FILE:LINE: what was not understood), a number that cannot be (a trip
+count below zero or past 2^63-1, a dimension or element count past an int64, a number longer than any XLA
+prints), or, with --target, a module that is not optimized TPU HLO.
 """
 
 
@@ -148,7 +149,7 @@ def _expand(paths: list[str]) -> list[pathlib.Path]:
         if why is not None and len(paths) == 1:
             raise InvariantsError(why)
         if why is not None:
-            print(f"hlo-stats: skipped {why}", file=sys.stderr)
+            print(visible(f"hlo-stats: skipped {why}", one_line=True), file=sys.stderr)
     return files
 
 
@@ -253,7 +254,7 @@ def _kernel_lines(kernels: tuple[Kernel, ...], indent: str) -> list[str]:
                 # Its fused operations as a snapshot spells them: bitcast×2, one spelling of a count.
                 what = f"fusion {k.fusion_kind} {{{multiset_text(k.inner_opcodes)}}}"
             elif k.custom_call_target:
-                what = f"custom-call {k.custom_call_target}"
+                what = f"custom-call {visible(k.custom_call_target, one_line=True)}"
             cycles = "" if k.estimated_cycles is None else f"  ({k.estimated_cycles} cycles)"
             thread = "" if k.thread == MAIN_THREAD else f"  on {k.thread}"
             lines.append(f"{indent}{what}  -> {k.shape}{cycles}{thread}")
@@ -263,13 +264,13 @@ def _kernel_lines(kernels: tuple[Kernel, ...], indent: str) -> list[str]:
 def _code_lines(measured: Measurement) -> list[str]:
     code, totals = measured.code, measured.metrics
     if code.facts is None:
-        return [f"  kernel code: none ({code.reason})"]
+        return [f"  kernel code: none ({visible(code.reason, one_line=True)})"]
     lines = [
         f"  kernel code: {len(code.facts)} kernels; cas atomics {totals['cas_atomics']} (in retry loops "
         f"{totals['cas_loops']}), float atomics {totals['float_atomics']}, "
         f"local {totals['local_bytes']} bytes"
     ]
-    lines += [f"    {f.name}: {code_line(f)}" for f in code.facts]
+    lines += [f"    {visible(f.name, one_line=True)}: {code_line(f)}" for f in code.facts]
     return lines
 
 
@@ -279,7 +280,7 @@ def _text_block(path: str, measured: Measurement, target: str = "") -> str:
     kinds = ", ".join(f"{k} {n}" for k, n in s.fusion_kinds.items()) or "none"
     state = "" if module.scheduled else ", NOT OPTIMIZED: ops are not fused into kernels yet"
     lines = [
-        f"{path}  (module {module.name}{state})",
+        f"{visible(path, one_line=True)}  (module {module.name}{state})",
         f"  entry fusions: {s.entry_fusions} ({kinds})",
         f"  kernels: {s.kernels} static, {dyn} dynamic launches",
     ]
@@ -315,7 +316,7 @@ def _offload_lines(measured: Measurement) -> list[str]:
             f"scatters {m['sparsecore_scatters']}, {m['sparsecore_bytes']} bytes moved"
         )
     if s.custom_call_targets:
-        lines.append(f"  custom-call targets: {', '.join(s.custom_call_targets)}")
+        lines.append(f"  custom-call targets: {visible(', '.join(s.custom_call_targets), one_line=True)}")
     return lines
 
 
@@ -357,7 +358,7 @@ def _measured_module(path: pathlib.Path, target: str, alone: bool) -> Measuremen
     except _NotAModule as err:
         if alone:
             raise
-        print(f"hlo-stats: skipped {err}", file=sys.stderr)
+        print(visible(f"hlo-stats: skipped {err}", one_line=True), file=sys.stderr)
         return None
     measured = _measured(path, text, target)
     if target and not measured.module.scheduled:
@@ -372,8 +373,11 @@ def _measured_module(path: pathlib.Path, target: str, alone: bool) -> Measuremen
         )
     if not measured.module.scheduled:
         print(
-            f"hlo-stats: {path}: not optimized (no is_scheduled=true: a before_optimizations "
-            "dump?); its ops are not fused into kernels yet",
+            visible(
+                f"hlo-stats: {path}: not optimized (no is_scheduled=true: a before_optimizations "
+                "dump?); its ops are not fused into kernels yet",
+                one_line=True,
+            ),
             file=sys.stderr,
         )
     return measured
@@ -389,12 +393,13 @@ def main(argv: list[str]) -> int:
         if not results:
             raise InvariantsError(f"{', '.join(opts.files)}: no HLO module among the files given")
     except InvariantsError as err:
-        print(str(err), file=sys.stderr)
+        print(visible(str(err), one_line=True), file=sys.stderr)
         return 2
     if opts.json:
         objects = {path: {**summary(m, target), "optimized": m.module.scheduled} for path, m in results}
         payload = next(iter(objects.values())) if len(results) == 1 else objects
         print(json.dumps(payload, indent=2))
     else:
-        print("\n\n".join(_text_block(path, m, target) for path, m in results))
+        # Names from the files (custom-call targets, replica groups, kernel code) escaped as they are shown.
+        print(visible("\n\n".join(_text_block(path, m, target) for path, m in results)))
     return 0

@@ -1,7 +1,8 @@
 """The report's model of a run: results files (and pytest-benchmark JSON) read and merged into a :class:`Run`.
 
 The records are :mod:`invariants.records.results`'; a :class:`Run` holds them by kind and the throughput rows
-the tables and the plot show. Bad input is one line (:class:`InvariantsError`).
+the tables and the plot show. Bad input is one line (:class:`InvariantsError`), a timed record whose
+verdict is not the one its interval and bound decide included.
 """
 
 from __future__ import annotations
@@ -74,7 +75,11 @@ def _read_json(path: str | Path, what: str) -> object:
 def load_results(path: str | Path) -> Run:
     data = _results.read(path)
     timed = [i for i in data.items if isinstance(i, _results.Ratio | _results.Efficiency)]
-    return Run(**vars(data), sources=[str(path)], throughput=[_throughput_of(i, i.outcome) for i in timed])
+    try:
+        throughput = [_throughput_of(i, i.outcome) for i in timed]
+    except InvariantsError as err:
+        raise InvariantsError(f"{path}: {err}") from None
+    return Run(**vars(data), sources=[str(path)], throughput=throughput)
 
 
 def merge(runs: Sequence[Run]) -> Run:
@@ -205,8 +210,33 @@ def _finite(item: _results.Record, key: str) -> float:
     return value
 
 
+def _verdict(item: _results.Ratio | _results.Efficiency, low: float, high: float) -> str | None:
+    """The record's verdict, once it is the one its interval and bound decide (as the timer decided it): a
+    file's word is never shown against its own numbers. An efficiency measured to record its baseline has
+    no verdict of its own."""
+    if not 0 <= low <= high:
+        raise InvariantsError(f"{item.nodeid}: {item.kind} record: interval [{low}, {high}] is no interval")
+    bound = item.threshold
+    if bound is None or (isinstance(item, _results.Efficiency) and item.verdict in (None, _results.RECORDED)):
+        return item.verdict
+    if not isinstance(bound, float) or not math.isfinite(bound):
+        raise InvariantsError(f"{item.nodeid}: {item.kind} record: 'threshold' must be a finite number")
+    from ..timing.paired import decide_lower, decide_upper  # numpy's import, only where a record is timed
+
+    decide = decide_upper if isinstance(item, _results.Ratio) else decide_lower
+    decided = decide(low, high, bound) or "inconclusive"
+    if item.verdict != decided:
+        side = "<=" if isinstance(item, _results.Ratio) else ">="
+        raise InvariantsError(
+            f"{item.nodeid}: {item.kind} record: verdict {item.verdict!r} contradicts its interval "
+            f"[{low:.6g}, {high:.6g}] against its bound ({side} {bound:.6g}), which decide {decided!r}"
+        )
+    return decided
+
+
 def _throughput_of(item: _results.Ratio | _results.Efficiency, outcome: str | None) -> Throughput:
     a, b = item.get("wall_a_median"), item.get("wall_b_median")
+    low, high = _finite(item, "low"), _finite(item, "high")
     return Throughput(
         kind=item.kind,
         nodeid=item.nodeid,
@@ -214,10 +244,10 @@ def _throughput_of(item: _results.Ratio | _results.Efficiency, outcome: str | No
         label=f"{item.a} / {item.b}" if isinstance(item, _results.Ratio) else item.program,
         config=item.config,
         value=_finite(item, "median"),
-        low=_finite(item, "low"),
-        high=_finite(item, "high"),
+        low=low,
+        high=high,
         bound=item.threshold,
-        verdict=item.verdict,
+        verdict=_verdict(item, low, high),
         outcome=outcome,
         id=item.id,
         predicted=item.predicted if isinstance(item, _results.Ratio) else None,

@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from invariants._errors import InvariantsError, Parser
+from invariants._errors import InvariantsError, Parser, visible
 from invariants.timing.trace import ModuleStats, find_traces, read_trace, stats
 
 _EPILOG = """\
@@ -24,8 +24,8 @@ loop body's op counts once per trip). A folder stands for every *.xplane.pb unde
 [{"name", "calls", "median_s", "min_s", "max_s", "total_s", "ops": [{"name", "count", "total_s",
 "per_call_s"}]}]}.
 
-Exit status: 0 on success; 2 for a path that holds no trace, a file that is not a profiler trace, or a
-trace with no device plane (a CPU-only run): one line on stderr.
+Exit status: 0 on success; 2 for a path that holds no trace, a file that is not a profiler trace, a
+trace with no device plane (a CPU-only run), or an event whose duration is below zero: one line on stderr.
 """
 
 
@@ -51,17 +51,18 @@ def _us(seconds: float) -> str:
 
 
 def _table(path: str, plane: str, modules: list[ModuleStats]) -> str:
-    lines = [f"{path}: {plane}, device clock"]
+    """The text a terminal shows: every name from the file or the trace escaped to one line."""
+    lines = [f"{visible(path, one_line=True)}: {visible(plane, one_line=True)}, device clock"]
     lines.append(f"  {'module':<48} {'calls':>6} {'median us':>12} {'min us':>12} {'max us':>12}")
     for m in modules:
-        lines.append(
-            f"  {m.name[:48]:<48} {m.calls:>6} {_us(m.median_s):>12} {_us(m.min_s):>12} {_us(m.max_s):>12}"
-        )
+        name = visible(m.name, one_line=True)[:48]
+        lines.append(f"  {name:<48} {m.calls:>6} {_us(m.median_s):>12} {_us(m.min_s):>12} {_us(m.max_s):>12}")
         if m.ops:
             lines.append(f"    {'op':<46} {'count':>8} {'us per call':>12} {'share':>7}")
         for op in m.ops:
             share = op.per_call_s / m.median_s if m.median_s else 0.0
-            lines.append(f"    {op.name[:46]:<46} {op.count:>8} {_us(op.per_call_s):>12} {share:>7.1%}")
+            name = visible(op.name, one_line=True)[:46]
+            lines.append(f"    {name:<46} {op.count:>8} {_us(op.per_call_s):>12} {share:>7.1%}")
     return "\n".join(lines)
 
 

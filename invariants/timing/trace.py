@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import math
 import os
 import re
 import stat
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -29,6 +30,8 @@ OPS_LINE = "XLA Ops"
 DEVICE_PREFIX = "/device:"
 # Larger is not a trace this tool wrote, nor a user's program of a few calls.
 MAX_TRACE_BYTES = 1 << 30
+# More distinct op names than a program has instructions is no trace of one (and each is kept while read).
+MAX_OP_NAMES = 1_000_000
 # The instruction's name in an op event's text: ``%name = shape opcode(...)`` (TPU) or the bare name.
 _OP_NAME = re.compile(r"^%?([\w.\-]+) = ")
 
@@ -37,7 +40,7 @@ class TraceError(InvariantsError):
     """A file that is not a profiler trace, or one without the device events asked for."""
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Event:
     name: str
     start_ns: float
@@ -46,12 +49,13 @@ class Event:
 
 @dataclasses.dataclass(frozen=True)
 class DeviceTrace:
-    """A trace's device plane: its module executions and op executions, each in start order."""
+    """A trace's device plane: its module executions in start order, and its op executions (in the trace's
+    order, read from the decoded trace each time they are walked)."""
 
     path: str
     plane: str
     modules: tuple[Event, ...]
-    ops: tuple[Event, ...]
+    ops: Iterable[Event]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,7 +84,7 @@ def find_traces(path: str | os.PathLike[str]) -> list[Path]:
     """The ``*.xplane.pb`` files at ``path``: the file itself, or every one under a folder (sorted)."""
     p = Path(path)
     if p.is_dir():
-        found = sorted(f for f in p.rglob("*.xplane.pb") if f.is_file() and not f.is_symlink())
+        found = sorted(_traces_under(p))
         if not found:
             raise TraceError(
                 f"{p}: no *.xplane.pb under this folder (jax.profiler.trace writes one per host)"
@@ -89,6 +93,23 @@ def find_traces(path: str | os.PathLike[str]) -> list[Path]:
     if not p.exists():
         raise TraceError(f"{p}: no such file or folder")
     return [p]
+
+
+def _traces_under(folder: Path) -> Iterator[Path]:
+    """The ``*.xplane.pb`` regular files under ``folder``, links not followed, walked without recursion (a
+    folder a thousand levels deep is a folder, not a RecursionError)."""
+    stack = [folder]
+    while stack:
+        here = stack.pop()
+        try:
+            with os.scandir(here) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(Path(entry.path))
+                    elif entry.name.endswith(".xplane.pb") and entry.is_file(follow_symlinks=False):
+                        yield Path(entry.path)
+        except OSError as err:
+            raise TraceError(f"{here}: cannot read this folder: {err.strerror}") from None
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -105,7 +126,7 @@ def _read_bytes(path: Path) -> bytes:
             raise TraceError(
                 f"{path}: {info.st_size} bytes, more than a trace this tool reads ({MAX_TRACE_BYTES})"
             )
-        return f.read(MAX_TRACE_BYTES + 1)
+        return f.read(info.st_size + 1)  # not MAX_TRACE_BYTES: Python allocates what it is asked for
 
 
 class _TraceEvent(Protocol):
@@ -121,15 +142,36 @@ class _TraceLine(Protocol):
     def events(self) -> Iterable[_TraceEvent]: ...
 
 
-def _events(line: _TraceLine | None) -> tuple[Event, ...]:
+def _checked(path: Path, events: Iterable[_TraceEvent]) -> Iterator[Event]:
+    """The events of a line as :class:`Event`, names shared (a loop's op is one name a million times); a
+    duration below zero, or a time that is no number, is no clock's: refused in one line."""
+    names: dict[str, str] = {}
+    for e in events:
+        start, duration = float(e.start_ns), float(e.duration_ns)
+        if not (duration >= 0 and math.isfinite(duration) and math.isfinite(start)):
+            raise TraceError(
+                f"{path}: event {e.name!r} starts at {start} ns and lasts {duration} ns: "
+                "a duration below zero (or no number) is no clock's"
+            )
+        yield Event(names.setdefault(e.name, e.name), start, duration)
+
+
+def _modules(path: Path, line: _TraceLine | None) -> tuple[Event, ...]:
     if line is None:
         return ()
-    return tuple(
-        sorted(
-            (Event(e.name, float(e.start_ns), float(e.duration_ns)) for e in line.events),
-            key=lambda e: e.start_ns,
-        )
-    )
+    return tuple(sorted(_checked(path, line.events), key=lambda e: e.start_ns))
+
+
+@dataclasses.dataclass(frozen=True)
+class _LineEvents:
+    """A line's op events, read from the decoded trace each time they are walked, never all held: a trace's
+    ops are millions, and as Python objects they would take many times the file."""
+
+    path: Path
+    line: _TraceLine
+
+    def __iter__(self) -> Iterator[Event]:
+        return _checked(self.path, self.line.events)
 
 
 def read_trace(path: str | os.PathLike[str], ops: bool = True) -> DeviceTrace:
@@ -137,7 +179,7 @@ def read_trace(path: str | os.PathLike[str], ops: bool = True) -> DeviceTrace:
     ``ops`` is False (a timer needs the modules only, and a loop's ops are thousands per call)."""
     p = Path(path)
     data = _read_bytes(p)
-    from jax.profiler import ProfileData  # the decoder ships with jaxlib; only when a trace is read
+    ProfileData = _decoder()
 
     try:
         profile = ProfileData.from_serialized_xspace(data)
@@ -145,14 +187,28 @@ def read_trace(path: str | os.PathLike[str], ops: bool = True) -> DeviceTrace:
         raise TraceError(
             f"{p}: not a profiler trace (an XSpace protobuf): {str(err).splitlines()[0]}"
         ) from None
+    del data  # the decoded trace is what is read from here on
     return _device_trace(p, profile, ops)
+
+
+def _decoder() -> type[ProfileData]:
+    """jaxlib's trace decoder, taken from jaxlib itself where it lives there: importing ``jax`` loads its
+    plugins, and on a host without a GPU the CUDA plugin prints its warnings before the command's output."""
+    try:
+        from jaxlib._profile_data import ProfileData
+    except ImportError:
+        from jax.profiler import ProfileData
+    return ProfileData
 
 
 def _device_trace(p: Path, profile: ProfileData, ops: bool) -> DeviceTrace:
     for plane in profile.planes:
         lines = {line.name: line for line in plane.lines} if plane.name.startswith(DEVICE_PREFIX) else {}
-        if modules := _events(lines.get(MODULES_LINE)):
-            return DeviceTrace(str(p), plane.name, modules, _events(lines.get(OPS_LINE)) if ops else ())
+        if modules := _modules(p, lines.get(MODULES_LINE)):
+            op_line = lines.get(OPS_LINE) if ops else None
+            return DeviceTrace(
+                str(p), plane.name, modules, () if op_line is None else _LineEvents(p, op_line)
+            )
     names = ", ".join(plane.name for plane in profile.planes) or "none"
     raise TraceError(
         f"{p}: no device plane with '{MODULES_LINE}' events (planes: {names}); "
@@ -166,42 +222,68 @@ def op_name(text: str) -> str:
     return m.group(1) if m else text
 
 
-def _by_module(trace: DeviceTrace) -> dict[str, list[tuple[Event, list[Event]]]]:
-    """Each module execution with the op events inside it (by time: the trace tags no op with its module).
-    An op belongs to one execution at most: where two overlap, to the earlier one."""
-    out: dict[str, list[tuple[Event, list[Event]]]] = {}
-    starts = [op.start_ns for op in trace.ops]
-    end = 0
-    for m in trace.modules:
-        first = max(end, bisect.bisect_left(starts, m.start_ns))
-        end = max(first, bisect.bisect_left(starts, m.start_ns + m.duration_ns))
-        out.setdefault(m.name, []).append((m, list(trace.ops[first:end])))
-    return out
+def _owners(modules: tuple[Event, ...]) -> tuple[list[float], list[tuple[float, int]]]:
+    """Where each op belongs, by time (the trace tags no op with its module): to the first execution, in
+    start order, whose span holds its start. As (start, (end, execution)) of the spans left to each
+    execution once the earlier ones took theirs: those never overlap, so one bisection finds an op's."""
+    starts: list[float] = []
+    spans: list[tuple[float, int]] = []
+    taken = -math.inf
+    for k, m in enumerate(modules):
+        start, end = max(m.start_ns, taken), m.start_ns + m.duration_ns
+        taken = max(taken, end)
+        if start < end:
+            starts.append(start)
+            spans.append((end, k))
+    return starts, spans
 
 
 def stats(trace: DeviceTrace, top: int | None = None) -> list[ModuleStats]:
-    """Per module, in order of first call: its calls' device seconds, and its ``top`` costliest ops."""
-    result: list[ModuleStats] = []
-    for name, calls in _by_module(trace).items():
-        durations = [m.duration_ns * 1e-9 for m, _ in calls]
-        totals: dict[str, list[float]] = {}
-        for _, inside in calls:
-            for op in inside:
-                t = totals.setdefault(op_name(op.name), [0, 0.0])
-                t[0] += 1
-                t[1] += op.duration_ns * 1e-9
-        ops = sorted(
-            (OpStats(n, int(c), s, s / len(calls)) for n, (c, s) in totals.items()), key=lambda o: -o.total_s
-        )
-        result.append(
-            ModuleStats(
-                name,
-                len(durations),
-                statistics.median(durations),
-                min(durations),
-                max(durations),
-                sum(durations),
-                tuple(ops[:top] if top is not None else ops),
-            )
-        )
-    return result
+    """Per module, in order of first call: its calls' device seconds, and its ``top`` costliest ops (an op
+    in two overlapping executions counts once, for the earlier)."""
+    calls: dict[str, list[float]] = {}
+    for m in trace.modules:
+        calls.setdefault(m.name, []).append(m.duration_ns * 1e-9)
+    names = [m.name for m in trace.modules]
+    starts, spans = _owners(trace.modules)
+    totals: dict[str, dict[str, list[float]]] = {name: {} for name in calls}
+    distinct = 0
+    for op in trace.ops:
+        at = bisect.bisect_right(starts, op.start_ns) - 1
+        if at < 0 or op.start_ns >= spans[at][0]:
+            continue
+        per_op = totals[names[spans[at][1]]]
+        t = per_op.get(op.name)
+        if t is None:
+            distinct += 1
+            if distinct > MAX_OP_NAMES:
+                raise TraceError(
+                    f"{trace.path}: more than {MAX_OP_NAMES} distinct op names, more than a program has "
+                    "instructions"
+                )
+            t = per_op[op.name] = [0, 0.0]
+        t[0] += 1
+        t[1] += op.duration_ns * 1e-9
+    return [_module_stats(name, durations, totals[name], top) for name, durations in calls.items()]
+
+
+def _module_stats(
+    name: str, durations: list[float], totals: dict[str, list[float]], top: int | None
+) -> ModuleStats:
+    by_name: dict[str, list[float]] = {}
+    for text, (count, seconds) in totals.items():  # names that differ only in their shape text are one op
+        t = by_name.setdefault(op_name(text), [0, 0.0])
+        t[0] += count
+        t[1] += seconds
+    ops = sorted(
+        (OpStats(n, int(c), s, s / len(durations)) for n, (c, s) in by_name.items()), key=lambda o: -o.total_s
+    )
+    return ModuleStats(
+        name,
+        len(durations),
+        statistics.median(durations),
+        min(durations),
+        max(durations),
+        sum(durations),
+        tuple(ops[:top] if top is not None else ops),
+    )

@@ -532,6 +532,8 @@ ALLOWED_LAZY: dict[tuple[str, str], str] = {
     "one: testing is the public face above the snapshot floor, so the reference runs upward and waits",
     ("selfcheck/children.py", "invariants.versus.report"): "numpy and the versus report, read for a versus "
     "injection only: selfcheck --help and --list start in a tenth of a second without them",
+    ("report/run.py", "invariants.timing.paired"): "the timer's verdict rules bring numpy: report --help "
+    "starts without it (test_main); only a timed record is judged by them",
     ("records/results.py", "fcntl"): "POSIX only: where it is missing (Windows) a run locks nothing",
     ("_signals.py", "psutil"): "a release's environment (a versus worker, a bisect or matrix run) imports "
     "the package without psutil; only the command that was signalled ends its processes",

@@ -65,3 +65,10 @@ def test_what_is_not_a_device_trace_is_one_line_and_exit_2(tmp_path, make, expec
     assert done.returncode == 2 and done.stdout == ""
     assert re.search(expected, done.stderr.strip().splitlines()[-1])
     assert "Traceback" not in done.stderr
+
+
+def test_nothing_but_the_table_is_printed_on_a_cpu_host():
+    """Reading a trace loads no JAX plugin: the CUDA plugin's warnings on a host without a GPU (six lines
+    of absl and cudart before the table) are not printed."""
+    done = _run(str(CHIP / "eqx_embedding.f32.tpu-v5e.xplane.pb"))
+    assert done.returncode == 0 and done.stderr == "", done.stderr

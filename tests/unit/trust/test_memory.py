@@ -51,3 +51,40 @@ def test_a_draw_that_runs_out_of_memory_is_one_line(monkeypatch):
     monkeypatch.setattr(arguments, "_arguments", out_of_memory)
     with pytest.raises(InvariantsError, match=r"^take \[f32\]: .* drawing them ran out of memory"):
         arguments.make_arguments(CATALOG["take"], SEED)
+
+
+def test_reading_a_traces_op_events_holds_none_of_them(tmp_path):
+    """A loop's ops are millions of events: what the reader allocates in Python stays below the file's size
+    (the decoder's own copy aside), however many events it holds."""
+    import tracemalloc
+
+    from xspace import xspace
+
+    from invariants.timing.trace import read_trace, stats
+
+    names = [f"%fusion.{k} = f32[8,128]{{1,0}} fusion(%p)" for k in range(20)]
+    ops = ((names[i % 20], i * 1000 + 1, 500) for i in range(100_000))
+    path = tmp_path / "t.xplane.pb"
+    path.write_bytes(xspace([("jit_f", c * 10_000_000, 10_000_000) for c in range(10)], ops))
+    read_trace(path)  # the decoder's import and first use, outside the measure
+    tracemalloc.start()
+    try:
+        (module,) = stats(read_trace(path))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert sum(op.count for op in module.ops) == 100_000 and len(module.ops) == 20
+    size = path.stat().st_size
+    assert peak < 2 * size, f"{peak} bytes allocated reading a {size}-byte trace"  # its bytes, once
+
+
+def test_more_distinct_op_names_than_a_program_has_instructions_is_one_line(tmp_path, monkeypatch):
+    from xspace import xspace
+
+    from invariants.timing import trace
+
+    monkeypatch.setattr(trace, "MAX_OP_NAMES", 5)
+    path = tmp_path / "t.xplane.pb"
+    path.write_bytes(xspace([("jit_f", 0, 10_000_000)], [(f"op{k}", k * 1000, 10) for k in range(6)]))
+    with pytest.raises(trace.TraceError, match=r"t\.xplane\.pb: more than 5 distinct op names"):
+        trace.stats(trace.read_trace(path))

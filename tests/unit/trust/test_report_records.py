@@ -88,3 +88,39 @@ def test_a_cp1252_console_gets_the_report(tmp_path):
     assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert proc.returncode == 1
     assert "1 **fail**, \\u2717 `bound`" in proc.stdout
+
+
+def _bench(tmp_path: Path, **ratio: object) -> str:
+    numbers = {"median": 5000.0, "low": 4000.0, "high": 6000.0, "threshold": 1000.0, **ratio}
+    _, value = record("ratio", id="r", target="cpu", a="naive", b="take", config="f32", **numbers)
+    bench = {"benchmarks": [{"name": "naive~take-f32", "fullname": "t::naive~take-f32", "extra_info": value}]}
+    (tmp_path / "b.json").write_text(json.dumps(bench))
+    (tmp_path / "r.json").write_text(_results([_structure()]))
+    return "b.json"
+
+
+def test_a_verdict_its_own_interval_and_bound_contradict_is_refused(tmp_path):
+    """A ratio of 5000 [4000, 6000] against a bound of 1000 is a failure whatever the file says; a verdict
+    no timer gives ('maybe') is no verdict."""
+    for verdict, decided in (("pass", "fail"), ("maybe", "fail")):
+        proc = _report(tmp_path, "r.json", "--benchmark-json", _bench(tmp_path, verdict=verdict))
+        assert proc.returncode == 2, proc.stdout
+        assert _one_line(proc) == (
+            f"b.json: benchmarks[0] (naive~take-f32): t::naive~take-f32: ratio record: verdict {verdict!r} "
+            f"contradicts its interval [4000, 6000] against its bound (<= 1000), which decide {decided!r}"
+        )
+    proc = _report(tmp_path, "r.json", "--benchmark-json", _bench(tmp_path, low=900.0, verdict="pass"))
+    assert "which decide 'inconclusive'" in _one_line(proc)
+    proc = _report(tmp_path, "r.json", "--benchmark-json", _bench(tmp_path, low=7000.0, verdict="fail"))
+    assert "interval [7000.0, 6000.0] is no interval" in _one_line(proc)
+    proc = _report(tmp_path, "r.json", "--benchmark-json", _bench(tmp_path, verdict="fail"))
+    assert proc.returncode == 0 and "| 5000.000 [4000.000, 6000.000] |" in proc.stdout, proc.stderr
+
+
+def test_a_results_file_whose_verdict_contradicts_its_numbers_is_refused(tmp_path):
+    _, value = record("ratio", id="r", target="cpu", a="naive", b="take", config="f32", median=5000.0,
+                      low=4000.0, high=6000.0, threshold=1000.0, verdict="pass")  # fmt: skip
+    (tmp_path / "r.json").write_text(_results([{**value, "outcome": "passed", "nodeid": "t::r"}]))
+    proc = _report(tmp_path, "r.json")
+    assert proc.returncode == 2
+    assert _one_line(proc).startswith("r.json: t::r: ratio record: verdict 'pass' contradicts its interval")
