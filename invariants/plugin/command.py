@@ -126,13 +126,13 @@ class _Built:
         config.stash[BUILT_PROGRAMS] = self.programs
 
 
-def _pytest_option(rest: list[str], flag: str) -> str | None:
-    """The value of one of the gate's pytest options among the arguments passed on to pytest."""
-    option = next(o for o in OPTIONS if o.flag == flag)
-    parser = Parser(add_help=False, allow_abbrev=False)
-    parser.add_argument(option.flag, default=option.keywords().get("default"))
-    value: str | None = getattr(parser.parse_known_args(rest)[0], flag.lstrip("-").replace("-", "_"))
-    return value
+def _pytest_options(rest: list[str]) -> argparse.Namespace:
+    """The gate's own pytest options among the arguments passed on to pytest, read by this command's
+    parser: a mistake in one (``--results-json`` without its path) is the one line, before pytest starts."""
+    parser = Parser(prog="python -m invariants gate", add_help=False, allow_abbrev=False)
+    for option in OPTIONS:
+        parser.add_argument(option.flag, **option.keywords())
+    return parser.parse_known_args(rest)[0]
 
 
 def main(argv: list[str]) -> int:
@@ -148,7 +148,7 @@ def main(argv: list[str]) -> int:
         guard_backend()
     except pytest.UsageError as err:
         raise InvariantsError(str(err)) from None
-    built = _check(args, _pytest_option(rest, "--programs"))
+    built = _check(args, _pytest_options(rest).programs)
 
     command = ["python -m invariants gate"]
     command += [f"--spec-dir {shlex.quote(str(d))}" for d in args.spec_dir]

@@ -1,6 +1,4 @@
-"""One helper for one job, where copies would behave differently: the one collision rule for declared
-program names (``specfile.reader.collision``: a spec file's ``[[program]]`` and a run's
-:class:`invariants.catalog.registry.Programs` refuse a name in the same words), the one clock choice
+"""One helper for one job, where copies would behave differently: the one clock choice
 (``runtime_clock``: the throughput items and versus), the one reading of ``JAX_PLATFORMS``
 (``_config.requested_platforms``: the gate's backend guard and versus), and the one display of a path
 (``_paths.shown``: spec files and the gate's summary lines)."""
@@ -8,7 +6,6 @@ program names (``specfile.reader.collision``: a spec file's ``[[program]]`` and 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import re
 from pathlib import Path
 
@@ -16,50 +13,11 @@ import pytest
 
 from invariants import _config, _paths
 from invariants._errors import InvariantsError
-from invariants.catalog import registry
-from invariants.catalog.programs import CATALOG
-from invariants.specfile.reader import collision, load_specs
+from invariants.specfile.reader import load_specs
 from invariants.timing.paired import runtime_clock
 from invariants.versus import command as versus
 
 PACKAGE = Path(_paths.__file__).parent
-
-
-# ---------------------------------------------------------------------------------------------------------
-# One collision rule.
-
-
-def _spec_refuses(tmp_path: Path, name: str) -> str:
-    specs = tmp_path / "specs"
-    specs.mkdir()
-    (specs / "lib.toml").write_text(
-        '[spec]\ntargets = ["cpu"]\n\n'
-        f'[[program]]\nname = "{name}"\nfunction = "lib:lookup"\nkind = "forward"\nconfigs = ["f32"]\n'
-    )
-    with pytest.raises(InvariantsError) as err:
-        load_specs(specs)
-    return str(err.value)
-
-
-@pytest.mark.parametrize("name", ["take", "grad_take", "naive"])
-def test_a_catalog_name_is_refused_in_the_same_words_from_a_spec_file_and_from_a_runs_programs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    from_spec = _spec_refuses(tmp_path, name)
-    where, said = from_spec.split(": ", 1)
-    assert where == "specs/lib.toml:4", from_spec
-    with pytest.raises(InvariantsError) as err:
-        registry.Programs([dataclasses.replace(CATALOG["naive"], name=name)])
-    assert str(err.value) == said == collision(name, CATALOG)
-
-
-def test_a_new_name_passes_both_ways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    assert collision("my_lookup", CATALOG) is None
-    programs = registry.Programs([dataclasses.replace(CATALOG["naive"], name="my_lookup")])
-    assert "my_lookup" in programs.declared and list(programs)[-1] == "my_lookup"
-    assert "my_lookup" not in registry.Programs()  # another run's programs know nothing of it
 
 
 # ---------------------------------------------------------------------------------------------------------

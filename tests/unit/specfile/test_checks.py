@@ -500,7 +500,8 @@ def test_a_scoped_count_reads_one_dtype_and_a_power_bounds(tmp_path):
 def test_correctness_compares_at_the_highest_matmul_precision(tmp_path):
     """A TPU's default precision rounds a matmul's f32 operands to bf16 passes (one_hot(x, V) @ W misses
     take by 0.002 on a TPU v5e): the checks compare what the forms compute, so they trace at the highest
-    precision, whatever the process's default."""
+    precision, whatever the process's default (named ``float32``, the name every supported release takes
+    for it)."""
     import jax
 
     seen: list[object] = []
@@ -513,7 +514,7 @@ def test_correctness_compares_at_the_highest_matmul_precision(tmp_path):
     correctness = Correctness(Programs().replaced({"naive": recording}))
     case = _correctness(tmp_path, "agree", "naive", 'reference = "take"\n')
     assert correctness.run(case) is None
-    assert seen == ["highest"]
+    assert seen == ["float32"]
 
 
 def test_a_dtype_filter_the_target_widens_warns_in_its_verdict(tmp_path):
