@@ -159,12 +159,13 @@ def _fit_waits(rows: Sequence[Row], theta: np.ndarray) -> float:
             )
             cases.append((w.features["bytes"], hidden, row.ops_us.get(w.name, 0.0), w.count))
 
-    def loss(c: float) -> float:
-        return sum((n * (max(0.0, c * b - h) - m) / (n * m + FLOOR_US)) ** 2 for b, h, m, n in cases)
-
+    if not cases:
+        return 0.0
     # The loss is flat where every transfer hides and kinks where one stops hiding: a grid, not a descent.
-    grid = np.geomspace(1e-8, 1e-4, 801)
-    return float(grid[int(np.argmin([loss(c) for c in grid]))]) if cases else 0.0
+    grid = np.geomspace(1e-8, 1e-4, 801)[:, None]
+    b, h, m, n = (np.array(column) for column in zip(*cases, strict=True))
+    loss = ((n * (np.maximum(0.0, grid * b - h) - m) / (n * m + FLOOR_US)) ** 2).sum(axis=1)
+    return float(grid[int(np.argmin(loss)), 0])
 
 
 def fit(rows: Sequence[Row]) -> np.ndarray:
