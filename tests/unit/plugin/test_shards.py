@@ -180,8 +180,11 @@ def _counts(markdown: str) -> list[str]:
 
 
 def _less_sources(markdown: str) -> str:
-    """Less the files a report names and the seconds its compiles took (each run's own)."""
-    return re.sub(r"\d+\.\d+", "S", re.sub(r" from `[^\n]*", "", markdown)).strip()
+    """Less the files a report names and the seconds its compiles took (each run's own), and so the order
+    of its slowest compiles."""
+    text = re.sub(r"\d+\.\d+", "S", re.sub(r" from `[^\n]*", "", markdown)).strip()
+    slowest = re.compile(r"(\| program \| config \| target \| seconds \|\n\|[-|:]+\|\n)((?:\|[^\n]*\n)+)")
+    return slowest.sub(lambda m: m[1] + "".join(sorted(m[2].splitlines(keepends=True))), text + "\n").strip()
 
 
 def test_the_report_of_every_shard_counts_what_the_whole_run_counts(runs, capsys):
