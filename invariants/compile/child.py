@@ -182,6 +182,10 @@ def gate_command(run: GateRun) -> list[str]:
     return cmd
 
 
+# Where JAX found libtpu: JAX sets it in the process that started it, and a child inherits it.
+_TPU_LIBRARY = "TPU_LIBRARY_PATH"
+
+
 def gate_env(
     extra: Mapping[str, str] | None = None, *, pythonpath: bool = False, project: Project | None = None
 ) -> dict[str, str]:
@@ -189,6 +193,8 @@ def gate_env(
     ``extra`` on top. ``pythonpath``: this package alone (:func:`stage`), for another interpreter; else this
     package first."""
     env = {k: v for k, v in os.environ.items() if k not in _DROPPED}
+    if pythonpath:  # another installation loads its own libtpu, not the one JAX found for this process
+        env.pop(_TPU_LIBRARY, None)
     env.update({"JAX_PLATFORMS": "cpu", CHILD_ENV: "1", "PYTHONDONTWRITEBYTECODE": "1"})
     path = [str(stage())] if pythonpath else [str(PACKAGE_DIR.parent), env.get("PYTHONPATH")]
     env["PYTHONPATH"] = os.pathsep.join(filter(None, path))

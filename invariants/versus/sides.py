@@ -28,6 +28,7 @@ from .protocol import CPUS_ENV, SLOWDOWN_ENV, Json, decode_hello, decode_reply, 
 _NOT_INHERITED = (
     "XLA_FLAGS",
     "LIBTPU_INIT_ARGS",
+    "TPU_LIBRARY_PATH",  # this process's libtpu, which JAX names once it has started: each side loads its own
     "VIRTUAL_ENV",
     "PYTHONHOME",
     SLOWDOWN_ENV,

@@ -44,3 +44,13 @@ def test_run_gate_reports_a_child_that_wrote_no_results(tmp_path: Path):
     child = run_gate(cmd, env=gate_env(), folder=tmp_path / "c", timeout=60)
     assert child.returncode == 0 and child.results is None
     assert child.log.read_text().strip() == "no gate here"
+
+
+def test_a_child_in_another_installation_loads_its_own_libtpu(monkeypatch):
+    """JAX names the libtpu it found in TPU_LIBRARY_PATH of the process that started it: a release's child
+    (another interpreter) that inherited it compiled with this installation's libtpu, not its own."""
+    from invariants.compile.child import gate_env
+
+    monkeypatch.setenv("TPU_LIBRARY_PATH", "/pin/site-packages/libtpu/libtpu.so")
+    assert "TPU_LIBRARY_PATH" not in gate_env(pythonpath=True)
+    assert gate_env()["TPU_LIBRARY_PATH"] == "/pin/site-packages/libtpu/libtpu.so"
