@@ -34,7 +34,10 @@ from .structure import Kernel, Structure, fused_instructions, walk_kernels
 
 # Kind -> its features, in the order of the coefficients file.
 FEATURES: dict[str, tuple[str, ...]] = {
-    "gather": words("launch rows bitpacked_rows element_rows hbm_rows bytes bitpacked_bytes hbm_bytes"),
+    "gather": words(
+        "launch rows bitpacked_rows element_rows hbm_rows bytes bitpacked_bytes hbm_bytes tile_bytes "
+        "tile_hbm_bytes"
+    ),
     "scatter": words("launch rows bytes hbm_bytes table_bytes far_rows far_bytes"),
     "copy": words("launch bytes hbm_bytes cycles"),
     "conv": words("launch bytes hbm_bytes vector_ops cycles"),
@@ -254,6 +257,12 @@ def _operand_ops(module: HloModule, comp: Computation, instr: Instruction) -> in
     )
 
 
+def _is_matrix(sizes: tuple[int, ...]) -> bool:
+    """Whether a gathered row (a slice of ``sizes``) is a matrix, an expert's weights: moved as whole tiles
+    at the memory's streaming rate, where a vector row costs a transfer of its own."""
+    return sum(1 for d in sizes if d > 1) >= 2
+
+
 def _row_words(shape: Shape, sizes: tuple[int, ...]) -> int:
     """Bytes one gathered or scattered row (a slice of ``sizes``) occupies. A vector: its elements padded to
     whole 128-lane words of 32 bits (a TPU vector register's row), whatever the narrower dtype. A slice of
@@ -298,10 +307,14 @@ def _gathered(
 def _gather_features(module: HloModule, comp: Computation, instr: Instruction) -> dict[str, float]:
     bitpacked = any(i.custom_call_target == _BITPACKED for _, i in _runs(module, comp, instr))
     rows = elements = hbm = hbm_bytes = 0.0
-    out_bytes = 0
+    out_bytes = tile_bytes = tile_hbm = 0
     for fcomp, g in _inside(module, comp, instr, "gather"):
         n, sizes, in_hbm = _gathered(comp, fcomp, g, instr)
         rows += n
+        if _is_matrix(sizes):  # priced by where the kernel writes its tiles, wherever the table lies
+            tile_bytes += n * _row_words(g.shape, sizes)
+            tile_hbm += 0 if _on_chip(instr.shape) else n * _row_words(g.shape, sizes)
+            continue
         out_bytes += n * _row_words(g.shape, sizes)
         elements += n if math.prod(sizes) == 1 else 0
         hbm += n if in_hbm else 0
@@ -315,6 +328,8 @@ def _gather_features(module: HloModule, comp: Computation, instr: Instruction) -
         "bytes": float(out_bytes),
         "bitpacked_bytes": float(out_bytes) if bitpacked else 0.0,
         "hbm_bytes": hbm_bytes,
+        "tile_bytes": float(tile_bytes),
+        "tile_hbm_bytes": float(tile_hbm),
     }
 
 
