@@ -139,10 +139,17 @@ def test_every_held_out_twin_verdict_is_the_chips(fitted):
 
 
 def test_a_family_s_largest_program_is_predicted_from_its_smaller_ones(corpus):
-    """Each family's largest program (at least 8x its next) left out: the model extrapolates in size."""
+    """Each family's largest program (at least 8x its next) left out: the model extrapolates in size, the
+    matmuls that become bound by the matrix unit included (their multiply-adds are priced). What it
+    misses is where the chip changes regime and no feature says so (a sorted search's loop, a cumulative
+    sum, a sort past the chip's fast memory, the largest tables)."""
     acc = FIT.largest_left_out(corpus)
+    errors = np.abs(acc.errors)
     assert len(acc.keys) >= 25
-    assert acc.spearman >= 0.95 and np.median(np.abs(acc.errors)) <= 0.25, FIT.report(acc)
+    assert acc.spearman >= 0.95 and np.median(errors) <= 0.15, FIT.report(acc)
+    assert (errors <= 0.25).sum() >= 0.75 * len(errors), FIT.report(acc)
+    bound = {k.split("_")[0] for k, e in zip(acc.keys, errors, strict=True) if e <= 0.25}
+    assert {"mlp", "moe", "onehot"} <= bound, bound
 
 
 def test_the_coefficients_file_is_the_fit_of_the_committed_data(corpus, fitted):
@@ -260,6 +267,51 @@ def test_a_matrix_row_is_priced_by_its_tiles_where_the_kernel_writes_them(corpus
     assert len(from_hbm) == 8 and all(f["hbm_rows"] == f["hbm_bytes"] == 0 for f in from_hbm), from_hbm
     take = gather("take.f32")
     assert take["tile_bytes"] == 0 and take["bytes"] == 16384 * 128 * 4
+
+
+def test_a_matmul_costs_its_multiply_adds_as_xla_writes_it_for_the_tpu(corpus):
+    """The matrix unit's work read from each convolution: a plain matmul, a batch written as a dilated
+    spatial dimension (once per element, not per window position), a weight gradient summed over a
+    window of tokens, and a 3x3 convolution whose padding the window skips."""
+    convs = {
+        r.key: sorted(x.features["macs"] for x in r.launches if x.kind == "conv")
+        for r in corpus
+        if r.key
+        in ("mlp_n8192_d1024_f4096_bf16.-", "block_train_b4_s256_d512_bf16_causal.-", "patches_hw128_c8.-")
+    }
+    assert convs["mlp_n8192_d1024_f4096_bf16.-"] == [8192 * 1024 * 4096] * 2
+    block = convs["block_train_b4_s256_d512_bf16_causal.-"]
+    assert 4 * 8 * 256 * 256 * 64 in block and 4 * 256 * 512 * 2048 in block, block
+    assert max(convs["patches_hw128_c8.-"]) == 8 * 8 * 72 * (3 * 128 - 2) ** 2
+
+
+def test_a_convolution_it_cannot_read_has_no_price():
+    """Labels that do not name each dimension once: no figure, with the reason, never a guess."""
+    for labels in ("bf_io->bf", "bf_io->bfx"):
+        module = parse_module(_conv_module(labels), "t")
+        value = tpu_model.predicted_seconds(module, structure_of(module), "tpu-v5e")
+        assert isinstance(value, float) if labels == "bf_io->bf" else f"dim_labels {labels!r}" in str(value)
+
+
+def _conv_module(labels: str) -> str:
+    tiled = "f32[128,128]{1,0:T(8,128)}"
+    return "\n".join(
+        [
+            "HloModule conv, is_scheduled=true",
+            "",
+            "%fused (p: f32[128,128], q: f32[128,128]) -> f32[128,128] {",
+            f"  %p = {tiled} parameter(0)",
+            f"  %q = {tiled} parameter(1)",
+            f"  ROOT %c = {tiled} convolution(%p, %q), dim_labels={labels}",
+            "}",
+            "",
+            "ENTRY %main (x: f32[128,128]) -> f32[128,128] {",
+            f"  %x = {tiled} parameter(0)",
+            f"  ROOT %f = {tiled} fusion(%x, %x), kind=kOutput, calls=%fused",
+            "}",
+            "",
+        ]
+    )
 
 
 def test_no_prediction_off_tpu_or_without_a_trip_count():
