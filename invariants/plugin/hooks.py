@@ -94,6 +94,26 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return [visible(line) for line in gate_session(config).header_lines()]
 
 
+# What pytest's header says of its configuration file when the gate gave it the null device.
+NO_CONFIG = "configfile: none (the gate runs on its own options; no pytest configuration file is read)"
+
+
+@pytest.hookimpl(wrapper=True, specname="pytest_report_header")
+def pytest_report_header_config(config: pytest.Config) -> Any:
+    """The gate's runs name the null device as pytest's configuration (``-c``, see
+    :func:`~invariants.compile.child.pytest_args`), so that a project's ``addopts`` cannot change the gate:
+    pytest's header then names ``../../dev/null``, which this line replaces with what it means."""
+    headers = yield
+    if config.inipath != Path(os.devnull):
+        return headers
+    return [
+        [NO_CONFIG if line.startswith("configfile: ") else line for line in lines]
+        if isinstance(lines, list)
+        else lines
+        for lines in headers
+    ]
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.File | None:
     tier = anchor_tier(module_path)

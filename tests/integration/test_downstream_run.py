@@ -113,6 +113,15 @@ def test_no_catalog_compiles_and_evaluates_what_the_relations_name(recorded):
     assert not re.search(r"::cpu::take-", out), out  # neither take's structure item nor its efficiency
 
 
+def test_the_header_names_no_null_device_as_the_configuration(recorded):
+    """The command gives pytest the null device as its configuration, so that the project's own cannot
+    change the gate: the header says that no configuration file is read, not ``configfile: ../dev/null``."""
+    _, first = recorded
+    header = first.stdout.split("\ncollected ", 1)[0]
+    assert "dev/null" not in header, header
+    assert re.search(r"^configfile: none \(the gate runs on its own options", header, re.M), header
+
+
 WRONG = """
 [[invariant]]
 id = "mine_is_two_kernels"
