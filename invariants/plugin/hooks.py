@@ -25,6 +25,7 @@ from .anchors import TierFile, anchor_tier
 from .options import OPTIONS
 from .outcomes import GateFailed, fail, versions_line
 from .sharding import WORKER_OUTPUT
+from .tree import GATE_REPORT
 
 if TYPE_CHECKING:
     from _pytest.outcomes import Exit
@@ -186,6 +187,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = yield
     if item.get_closest_marker("gate") is None:
         return report
+    setattr(report, GATE_REPORT, True)
     if call.excinfo is not None and isinstance(call.excinfo.value, GateFailed):
         report.user_properties.append(failure_property(call.excinfo.value.failure))
     if call.when == "call" and item.stash.get(_STOPPED, False):
