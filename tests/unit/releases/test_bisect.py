@@ -12,9 +12,23 @@ import pytest
 from packaging.version import Version
 
 from invariants._errors import InvariantsError, NothingChecked
+from invariants._supported import ReleaseLacks
 from invariants.compile.child import gate_command
 from invariants.records.compiled import Key
-from invariants.records.results import PROPERTY, Failure, Results, entry, error_entry, read, record, write
+from invariants.records.results import (
+    PROPERTY,
+    Failure,
+    Record,
+    Results,
+    compile_name,
+    entry,
+    error_entry,
+    lacks_property,
+    read,
+    record,
+    skipped_entry,
+    write,
+)
 from invariants.releases import bisect as b
 from invariants.releases import environments as r
 from invariants.releases import matrix as m
@@ -507,9 +521,10 @@ def test_bisect_end_that_cannot_compile_a_target_is_exit_4_before_any_install(
     assert "\n" not in str(err.value) and getattr(err.value, "status", 2) == 4
 
 
-def _fake_releases(monkeypatch, releases, verdicts, unavailable=()) -> None:
+def _fake_releases(monkeypatch, releases, verdicts, unavailable=(), lacking=()) -> None:
     """An index of ``releases``, whose suites hold where ``verdicts`` says; the gate of a release in
-    ``unavailable`` cannot compile the target asked for (its exit 4)."""
+    ``unavailable`` cannot compile the target asked for (its exit 4); in a release of ``lacking`` the tool's
+    limit there skipped one item (its results file as the gate's recorder writes it)."""
     monkeypatch.setattr(b, "check_index", lambda url: None)
     monkeypatch.setattr(b, "list_releases", lambda name, url: [V(v) for v in releases])
     monkeypatch.setattr(b, "ensure_env", lambda pins, cache, url: Path(f"env-{pins.env_name}"))
@@ -517,8 +532,11 @@ def _fake_releases(monkeypatch, releases, verdicts, unavailable=()) -> None:
     def run_suite(env, version, workdir, **selection):
         if str(version) in unavailable:
             raise NothingChecked(f"jax {version}: --targets tpu-v5e: cannot compile here")
-        outcome = "passed" if verdicts[str(version)] else "failed"
-        return _results([{"kind": "invariant", "outcome": outcome, "nodeid": "n"}]), 1.0
+        outcome = "passed" if verdicts.get(str(version), True) else "failed"
+        results = _results([{"kind": "invariant", "outcome": outcome, "nodeid": "n"}])
+        if str(version) in lacking:
+            results.items.append(_lacks_skip(str(version)))
+        return results, 1.0
 
     monkeypatch.setattr(b, "run_suite", run_suite)
 
@@ -547,6 +565,44 @@ def test_bisect_names_no_release_where_one_it_could_not_judge_lies_at_the_change
     out = capsys.readouterr().out
     assert "  jax 0.6.0: skipped (" in out
     assert "first release where the selection breaks: jax 0.7.0 (last with it holding: jax 0.6.1)" in out
+
+
+def _lacks_skip(version: str) -> Record:
+    """The skipped record of a pod program's item on a release without ``jax.sharding.AxisType``."""
+    lacks = ReleaseLacks("jax.sharding.AxisType", "to build a mesh with axis types", version)
+    line = str(lacks.about(compile_name("cpu-8dev", "fsdp_take", "f32")))
+    key = Key("fsdp_take", "f32", "cpu-8dev")
+    return skipped_entry("cpu-8dev::fsdp_take-f32", line, [lacks_property(lacks.api, key)])
+
+
+@pytest.mark.usefixtures("selection_checked")
+def test_a_release_the_tool_cannot_serve_is_skipped_in_its_line_and_bears_no_boundary(
+    monkeypatch, capsys
+) -> None:
+    """A release whose gate skipped a selected item for want of an API of JAX is skipped by the search
+    with that line (the tool's limit, never the program's): no boundary is named across it, the one named
+    elsewhere says which releases were skipped, and at an end it is exit 4."""
+    limit = (
+        "cpu-8dev/fsdp_take[f32]: jax 0.6.0 has no jax.sharding.AxisType, which this tool needs to build a "
+        "mesh with axis types: a limit of the tool on this release, not of the program"
+    )
+    releases = ["0.5.3", "0.6.0", "0.7.0"]
+    _fake_releases(monkeypatch, releases, {"0.5.3": True, "0.7.0": False}, lacking={"0.6.0"})
+    assert b.main_bisect(["--good", "0.5.3", "--bad", "0.7.0", "--targets", "cpu-8dev"]) == 4
+    out = capsys.readouterr().out
+    assert f"  jax 0.6.0: skipped ({limit})\n" in out
+    assert "between jax 0.5.3 and jax 0.7.0, and jax 0.6.0 between them could not be judged" in out
+    assert "first release where" not in out
+    releases = ["0.5.2", "0.5.3", "0.6.0", "0.7.0", "0.8.0", "0.9.0"]
+    _fake_releases(monkeypatch, releases, {"0.8.0": False, "0.9.0": False}, lacking={"0.6.0"})
+    assert b.main_bisect(["--good", "0.5.2", "--bad", "0.9.0", "--targets", "cpu-8dev"]) == 0
+    out = capsys.readouterr().out
+    assert "first release where the selection breaks: jax 0.8.0 (last with it holding: jax 0.7.0)" in out
+    assert f" releases tested, 1 skipped; jax 0.6.0 skipped: {limit}\n" in out
+    _fake_releases(monkeypatch, releases, {"0.9.0": False}, lacking={"0.5.2"})
+    with pytest.raises(NothingChecked) as stopped:
+        b.main_bisect(["--good", "0.5.2", "--bad", "0.9.0", "--targets", "cpu-8dev"])
+    assert str(stopped.value) == limit.replace("0.6.0", "0.5.2") and stopped.value.status == 4
 
 
 @pytest.mark.usefixtures("selection_checked")
