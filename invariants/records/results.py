@@ -477,9 +477,20 @@ def error_entry(
 
 
 def skipped_entry(nodeid: str, reason: str, properties: Sequence[tuple[str, Any]] = ()) -> Record:
-    lacks = next((dict(v) for n, v in properties if n == LACKS_PROPERTY and isinstance(v, dict)), {})
-    limit = {k: str(lacks[k]) for k in ("lacks", "target", "program", "config") if lacks.get(k)}
-    return Skipped(outcome="skipped", nodeid=nodeid, reason=reason, **limit)
+    said = next((dict(v) for n, v in properties if n == LACKS_PROPERTY and isinstance(v, dict)), {})
+    lacks, target, program, config = (str(said[k]) if said.get(k) else None for k in _LIMIT)
+    return Skipped(
+        outcome="skipped",
+        nodeid=nodeid,
+        reason=reason,
+        lacks=lacks,
+        target=target,
+        program=program,
+        config=config,
+    )
+
+
+_LIMIT = ("lacks", "target", "program", "config")  # what a skip for the tool's limit says
 
 
 def lacks_property(api: str, key: Key | None) -> tuple[str, dict[str, str]]:
