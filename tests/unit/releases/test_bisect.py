@@ -23,6 +23,7 @@ from invariants.records.results import (
     compile_name,
     entry,
     error_entry,
+    from_json,
     lacks_property,
     read,
     record,
@@ -567,12 +568,12 @@ def test_bisect_names_no_release_where_one_it_could_not_judge_lies_at_the_change
     assert "first release where the selection breaks: jax 0.7.0 (last with it holding: jax 0.6.1)" in out
 
 
-def _lacks_skip(version: str) -> Record:
+def _lacks_skip(version: str, target: str = "cpu-8dev") -> Record:
     """The skipped record of a pod program's item on a release without ``jax.sharding.AxisType``."""
     lacks = ReleaseLacks("jax.sharding.AxisType", "to build a mesh with axis types", version)
-    line = str(lacks.about(compile_name("cpu-8dev", "fsdp_take", "f32")))
-    key = Key("fsdp_take", "f32", "cpu-8dev")
-    return skipped_entry("cpu-8dev::fsdp_take-f32", line, [lacks_property(lacks.api, key)])
+    line = str(lacks.about(compile_name(target, "fsdp_take", "f32")))
+    key = Key("fsdp_take", "f32", target)
+    return skipped_entry(f"{target}::fsdp_take-f32", line, [lacks_property(lacks.api, key)])
 
 
 @pytest.mark.usefixtures("selection_checked")
@@ -649,6 +650,41 @@ def test_matrix_runs_the_gpu_targets_in_each_releases_plugin_environment(monkeyp
     assert "- gpu-a100, jax 0.9.1: skipped: jax 0.9.1: too old to compile for a GPU" in table
     built.clear()
     assert m.main_matrix([*argv[:1], "0.10.1", *argv[2:]]) == 0, "every release compiled every target"
+
+
+@pytest.mark.usefixtures("selection_checked")
+def test_a_matrix_cell_the_tool_cannot_compile_in_a_release_says_skipped_and_why(
+    monkeypatch, tmp_path
+) -> None:
+    """A structure the tool's limit on a release skipped (an API of JAX it lacks): its cell says skipped and
+    the API, the line under the table says the rest (never a compile failure of the program), the other
+    programs fill their cells, and the table with that hole exits 4 naming it."""
+    monkeypatch.setattr(m, "check_index", lambda url: None)
+    monkeypatch.setattr(m, "list_releases", lambda name, url: [V("0.6.0"), V("0.10.1")])
+    monkeypatch.setattr(m, "plot_matrix", lambda rows, names, path: None)
+    monkeypatch.setattr(m, "ensure_env", lambda pins, cache, url: Path(f"env-{pins.env_name}"))
+
+    def run_suite(env, version, workdir, **selection):
+        structure = {"kind": "structure", "target": "cpu", "config": "f32", "kernels": 3, "while_loops": 0,
+                     "dynamic_kernel_launches": 3}  # fmt: skip
+        made = _results([{**structure, "program": p} for p in ("take", "fsdp_take")])
+        if str(version) == "0.6.0":  # the pod program skipped, as the gate's recorder writes it
+            made = _results([{**structure, "program": "take"}])
+            made.items.append(from_json(to_json(_lacks_skip("0.6.0", "cpu"))))
+        return made, 1.0
+
+    monkeypatch.setattr(m, "run_suite", run_suite)
+    argv = ["--versions", "0.6.0,0.10.1", "--no-tpu", "--out", str(tmp_path)]
+    with pytest.raises(NothingChecked, match=r"^matrix: not compiled: fsdp_take on cpu, jax 0\.6\.0$"):
+        m.main_matrix(argv)
+    table = (tmp_path / "matrix.md").read_text()
+    assert "| fsdp_take | skipped: no jax.sharding.AxisType | 3 / 0 / 3 |" in table
+    assert "| take | 3 / 0 / 3 | 3 / 0 / 3 |" in table
+    assert (
+        "- fsdp_take on cpu, jax 0.6.0: skipped: cpu/fsdp_take[f32]: jax 0.6.0 has no jax.sharding.AxisType, "
+        "which this tool needs to build a mesh with axis types: a limit of the tool on this release, not of "
+        "the program"
+    ) in table
 
 
 # What the A100's grad_take f32 renders to in jaxlib 0.10.1 (tests/data/snapshots) and 0.10.2: the HLO
