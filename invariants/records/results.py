@@ -477,6 +477,8 @@ def error_entry(
 
 
 def skipped_entry(nodeid: str, reason: str, properties: Sequence[tuple[str, Any]] = ()) -> Record:
+    """A skip's record; ``properties``: the item's, where :func:`lacks_property` may say the tool's limit on
+    the release skipped it."""
     said = next((dict(v) for n, v in properties if n == LACKS_PROPERTY and isinstance(v, dict)), {})
     lacks, target, program, config = (str(said[k]) if said.get(k) else None for k in _LIMIT)
     return Skipped(
