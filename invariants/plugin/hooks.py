@@ -18,8 +18,8 @@ from .._errors import InvariantsError, visible
 from .._supported import ReleaseLacks
 from .._usercode import finished
 from ..compile.process import guard_backend, pin_worker
-from ..records.compiled import FailedCompile
-from ..records.results import Failure, failure_property
+from ..records.compiled import FailedCompile, Key
+from ..records.results import Failure, compile_name, failure_property, lacks_property
 from ..snapshot.store import StructureSnapshotExtension
 from .anchors import TierFile, anchor_tier
 from .options import OPTIONS
@@ -160,6 +160,9 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     except ReleaseLacks as err:  # the tool's limit on this JAX release: no verdict on the program
         if item.get_closest_marker("gate") is None:
             raise
+        reads: list[Key] = getattr(item, "reads", [])
+        stopped = next((k for k in reads if compile_name(k.target, k.program, k.config) == err.what), None)
+        item.user_properties.append(lacks_property(err.api, stopped))
         pytest.skip(str(err))
     except InvariantsError as err:
         if item.get_closest_marker("gate") is None:

@@ -506,7 +506,8 @@ class Recorder:
             self.items.append(_results.error_entry(outcome, report.nodeid, str(report.wasxfail), said))
         elif report.skipped and outcome == "skipped":
             # So that the file's skips are pytest's: a run of skips alone is seen.
-            self.items.append(_results.skipped_entry(report.nodeid, skip_reason(report)))
+            why = skip_reason(report)
+            self.items.append(_results.skipped_entry(report.nodeid, why, report.user_properties))
 
     def claim_results(self, path: Path) -> None:
         """Check and claim the results path when the run starts: a bad one is one line before anything
