@@ -140,7 +140,7 @@ def _fields(
         if field == 0:
             raise XSpaceError(f"a field numbered 0 at byte {start}")
         what = _WHAT.get((level, field))
-        if what is not None and wire != 2:
+        if what and wire != 2:
             raise XSpaceError(f"{what} at byte {start} has wire type {wire}, not a message's (2)")
         value = pos
         if wire == 0:
@@ -157,7 +157,9 @@ def _fields(
                 f"field {field} at byte {start} has wire type {wire}, which no XSpace field has"
             )
         if pos > end:
-            raise XSpaceError(f"field {field} at byte {start} ends past its message (byte {end})")
+            raise XSpaceError(
+                f"{what or f'field {field}'} at byte {start} ends past its message (byte {end})"
+            )
         yield field, wire, start, value, pos
         if once:
             return
@@ -174,9 +176,9 @@ def _varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
         if byte < 0x80:
             return result, pos
         shift += 7
-        if shift >= 70:
-            break
-    raise XSpaceError(f"a varint at byte {start} is cut short or longer than ten bytes")
+        if shift == 70:
+            raise XSpaceError(f"a varint at byte {start} is longer than ten bytes")
+    raise XSpaceError(f"a varint at byte {start} is cut short")
 
 
 def _message(field: int, body: bytes) -> bytes:
