@@ -30,7 +30,8 @@ from . import xspace
 MODULES_LINE = "XLA Modules"
 OPS_LINE = "XLA Ops"
 DEVICE_PREFIX = "/device:"
-# Larger is not a trace this tool wrote, nor a user's program of a few calls.
+# Larger is not a trace this tool wrote, nor a user's program of a few calls. Reading one takes about its size
+# (its events are decoded a run at a time, :mod:`.xspace`), so this bounds what reading allocates too.
 MAX_TRACE_BYTES = 1 << 30
 # More distinct op names than a program has instructions is no trace of one (and each is kept while read).
 MAX_OP_NAMES = 1_000_000
@@ -52,7 +53,7 @@ class Event:
 @dataclasses.dataclass(frozen=True)
 class DeviceTrace:
     """A trace's device plane: its module executions in start order, and its op executions (in the trace's
-    order, read from the decoded trace each time they are walked)."""
+    order, decoded from the file a run at a time each time they are walked)."""
 
     path: str
     plane: str
@@ -180,7 +181,7 @@ def read_trace(path: str | os.PathLike[str], ops: bool = True) -> DeviceTrace:
         (plane.name, [line.name for line in plane.lines]) for plane in _decode(p, space.skeleton()).planes
     ]
     for k, (name, lines) in enumerate(planes):
-        at = {line: i for i, line in enumerate(lines)}  # a name twice: the last, as a dict of lines had it
+        at = {line: i for i, line in enumerate(lines)}  # a name twice: its last line
         if not name.startswith(DEVICE_PREFIX) or MODULES_LINE not in at:
             continue
         modules = tuple(sorted(_LineEvents(p, space, k, at[MODULES_LINE]), key=lambda e: e.start_ns))
