@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import itertools
 import math
 import os
 import re
@@ -163,10 +164,15 @@ class _LineEvents:
     line: int
 
     def __iter__(self) -> Iterator[Event]:
+        # chained in C: a generator between the decoder and the check would cost a frame per event
+        return _checked(self.path, itertools.chain.from_iterable(self._runs()))
+
+    def _runs(self) -> Iterator[Iterable[_TraceEvent]]:
         for run in self.space.runs(self.plane, self.line):
             (plane,) = _decode(self.path, run).planes
             (line,) = plane.lines
-            yield from _checked(self.path, line.events)
+            yield line.events
+            del run, plane, line  # before the next run is decoded
 
 
 def read_trace(path: str | os.PathLike[str], ops: bool = True) -> DeviceTrace:
