@@ -144,13 +144,13 @@ def _checked(path: Path, events: Iterable[_TraceEvent]) -> Iterator[Event]:
     duration below zero, or a time that is no number, is no clock's: refused in one line."""
     names: dict[str, str] = {}
     for e in events:
-        start, duration = float(e.start_ns), float(e.duration_ns)
+        name, start, duration = e.name, float(e.start_ns), float(e.duration_ns)  # each a call into jaxlib
         if not (duration >= 0 and math.isfinite(duration) and math.isfinite(start)):
             raise TraceError(
-                f"{path}: event {e.name!r} starts at {start} ns and lasts {duration} ns: "
+                f"{path}: event {name!r} starts at {start} ns and lasts {duration} ns: "
                 "a duration below zero (or no number) is no clock's"
             )
-        yield Event(names.setdefault(e.name, e.name), start, duration)
+        yield Event(names.setdefault(name, name), start, duration)
 
 
 @dataclasses.dataclass(frozen=True)
