@@ -19,6 +19,10 @@ from collections.abc import Iterator
 # an event), and holding one run at a time is what bounds a trace's memory to about its file.
 RUN_BYTES = 1 << 19
 
+# Planes, lines, their other fields and runs of events, at most: each is kept while the trace is read, and
+# a profiler writes a few planes of tens of lines (a hostile file of a billion one-byte fields would not be).
+MAX_PIECES = 100_000
+
 _PLANES, _LINES, _EVENTS = 1, 3, 4  # XSpace.planes, XPlane.lines, XLine.events
 _EVENTS_TAG = _EVENTS << 3 | 2  # one byte: field 4, length-delimited
 _WHAT = {(0, _PLANES): "XSpace.planes", (1, _LINES): "XPlane.lines", (2, _EVENTS): "XLine.events"}
@@ -77,23 +81,32 @@ def split(data: bytes) -> Space:
     """``data``'s planes, lines and runs of events; raises :class:`XSpaceError` where the walk fails."""
     head: list[Span] = []
     planes: list[Plane] = []
+    pieces = 0
     for field, _, start, value, end in _fields(data, 0, len(data), 0):
+        pieces += 1
+        if pieces > MAX_PIECES:
+            raise _too_many()
         if field != _PLANES:
             head.append((start, end))
             continue
         plane_head: list[Span] = []
         lines: list[Line] = []
         for f, _, s, v, e in _fields(data, value, end, 1):
+            pieces += 1
+            if pieces > MAX_PIECES:
+                raise _too_many()
             if f == _LINES:
-                lines.append(_line(data, v, e))
+                lines.append(line := _line(data, v, e, MAX_PIECES - pieces))
+                pieces += len(line.head) + len(line.runs)
             else:
                 plane_head.append((s, e))
         planes.append(Plane(tuple(plane_head), tuple(lines)))
     return Space(data, tuple(head), tuple(planes))
 
 
-def _line(data: bytes, pos: int, end: int) -> Line:
-    """A line's fields, its events walked inline: they are millions, and a call each would cost seconds."""
+def _line(data: bytes, pos: int, end: int, room: int) -> Line:
+    """A line's fields, its events walked inline: they are millions, and a call each would cost seconds. At
+    most ``room`` pieces (fields and runs of events)."""
     head: list[Span] = []
     runs: list[Span] = []
     run = -1  # where the current run of events starts
@@ -115,6 +128,8 @@ def _line(data: bytes, pos: int, end: int) -> Line:
                     runs.append((run, pos))
                     run = -1
                 head.append((pos, after))
+                if len(head) + len(runs) > room:
+                    raise _too_many()
                 pos = after
                 continue
         if run < 0:
@@ -122,10 +137,18 @@ def _line(data: bytes, pos: int, end: int) -> Line:
         elif after - run > RUN_BYTES:
             runs.append((run, pos))
             run = pos
+            if len(head) + len(runs) > room:
+                raise _too_many()
         pos = after
     if run >= 0:
         runs.append((run, pos))
     return Line(tuple(head), tuple(runs))
+
+
+def _too_many() -> XSpaceError:
+    return XSpaceError(
+        f"more than {MAX_PIECES} planes, lines, other fields and runs of events: more than a profiler writes"
+    )
 
 
 def _fields(

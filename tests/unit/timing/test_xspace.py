@@ -121,3 +121,23 @@ def test_an_op_event_the_decoder_refuses_is_one_line_when_the_ops_are_read(tmp_p
     with pytest.raises(TraceError, match=rf"^{path}: not a profiler trace \(an XSpace protobuf\): ") as err:
         stats(trace)
     assert "\n" not in str(err.value)
+
+
+def test_more_pieces_than_a_profiler_writes_is_one_line(tmp_path, monkeypatch):
+    """Each plane, line, field beside them and run of events is kept while the trace is read: a file of
+    millions of tiny fields would take many times its size, so their number is bounded."""
+    monkeypatch.setattr(wire, "MAX_PIECES", 8)
+    line = b"".join(_event(1, k, 1) + field(1, k) for k in range(5))  # a field between each two events
+    path = tmp_path / "t.xplane.pb"
+    path.write_bytes(field(1, _PLANE + field(3, line)))
+    with pytest.raises(TraceError) as err:
+        read_trace(path)
+    assert str(err.value) == (
+        f"{path}: not a profiler trace (an XSpace protobuf): more than 8 planes, lines, other fields and "
+        "runs of events: more than a profiler writes"
+    )
+    monkeypatch.setattr(wire, "MAX_PIECES", 12)  # 1 plane, its name, 1 line, 5 fields, 5 runs: 13
+    with pytest.raises(TraceError, match="more than 12 planes"):
+        read_trace(path)
+    monkeypatch.setattr(wire, "MAX_PIECES", 13)
+    assert wire.split(path.read_bytes()).planes[0].lines[0].runs
