@@ -1,9 +1,9 @@
 """A profiler trace's XSpace protobuf split at the wire level, so that its events are decoded a run at a time.
 
-A decoded trace takes several times its file (a loop's millions of op events are a message each), so the
-decoder is never given the whole file: :func:`split` walks the serialized bytes only as deep as the events'
-lines (XSpace.planes, XPlane.lines, XLine.events: field numbers 1, 3 and 4 of
-``xla/tsl/profiler/protobuf/xplane.proto`` in openxla/xla), and the decoder is then given
+A decoded trace takes many times its file (a loop's millions of op events are a message each, in jaxlib's
+decoder as in protobuf's own), so the decoder is never given the whole file: :func:`split` walks the
+serialized bytes only as deep as the events' lines (XSpace.planes, XPlane.lines, XLine.events: field numbers
+1, 3 and 4 of ``xla/tsl/profiler/protobuf/xplane.proto`` in openxla/xla), and the decoder is then given
 :meth:`Space.skeleton` (everything but the events) and :meth:`Space.runs` (one line's events, a run at a
 time, under their plane's metadata). Everything else is passed to the decoder as it was written. A field
 walked here that is not what that proto says (a cut varint, a length past its message, a wire type other than
