@@ -11,6 +11,7 @@ from invariants._errors import InvariantsError
 from invariants._supported import ReleaseLacks
 from invariants.plugin.hooks import pytest_runtest_call
 from invariants.plugin.session import Recorder
+from invariants.plugin.tree import GATE_REPORT
 from invariants.records.compiled import Key
 from invariants.records.results import Skipped
 
@@ -39,7 +40,7 @@ def test_a_missing_api_skips_the_gate_item_with_its_line_and_records_what_it_sto
     # The results file's record of that skip, as the recorder makes it from the item's report.
     report = pytest.TestReport(
         "gate::fsdp_take", ("f", 1, "t"), {"gate": 1}, "skipped", ("f", 1, f"Skipped: {line}"), "call",
-        user_properties=item.user_properties,
+        user_properties=item.user_properties, **{GATE_REPORT: True},
     )  # fmt: skip
     recorder = Recorder()
     recorder.pytest_runtest_logreport(report)
