@@ -589,6 +589,7 @@ def sharded_lookup(table, indices):
 )
 
 
+@pytest.mark.e2e
 def test_one_run_of_sharded_and_single_chip_programs_picks_each_ones_targets(tmp_path: Path):
     """One spec file names a one-chip and an 8-device target: each program gets its items where its chips
     fit, and none is skipped. With the 8-device target left out, the sharded program's item says where it

@@ -184,6 +184,7 @@ def test_a_libtpu_flag_libtpu_rejects_is_one_line_and_the_earlier_results_stay(t
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]  # no lock left either
 
 
+@pytest.mark.e2e
 def test_flags_xla_takes_are_probed_once(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_prefer_vector_width=32")
     monkeypatch.delenv("LIBTPU_INIT_ARGS", raising=False)

@@ -426,6 +426,7 @@ def test_a_release_whose_suite_did_not_run_names_no_file_that_is_gone(monkeypatc
         assert not named and "--keep DIR" in line, line
 
 
+@pytest.mark.e2e
 def test_bisect_refuses_an_unknown_configuration_before_any_install(monkeypatch) -> None:
     def unreachable(url):
         raise AssertionError("the index was asked before the command line was checked")
