@@ -44,8 +44,9 @@ def plain_run(tmp_path_factory: pytest.TempPathFactory, gate_pytester: InProcess
 
 
 @pytest.fixture
-def update_run(tmp_path_factory: pytest.TempPathFactory, gate_pytester: InProcess) -> Run:
-    """``pytest invariants/gate --snapshot-update``, with one snapshot made stale first."""
+def update_run(tmp_path_factory: pytest.TempPathFactory, gate_pytester: InProcess, plain_run: Run) -> Run:
+    """``pytest invariants/gate --snapshot-update``, with one snapshot made stale first; after the plain
+    run, whose compiles it reads from the session's compile cache."""
     return made_once(tmp_path_factory, "shared_update_run", lambda folder: _update(folder, gate_pytester))
 
 
