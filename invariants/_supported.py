@@ -36,14 +36,24 @@ def installed_too_old() -> str | None:
 class ReleaseLacks(InvariantsError):
     """The installed JAX release lacks an API the tool needs (:mod:`invariants.compile.compat` raises it): a
     limit of the tool on that release, never a fault of the program being compiled. The gate skips what
-    meets it, with this line."""
+    meets it, with this line; ``what``: the compile it stopped (:meth:`about`). A compile child sends
+    :meth:`fields` to its parent, which raises it again for that key alone."""
 
-    def __init__(self, api: str, needed_for: str) -> None:
+    def __init__(self, api: str, needed_for: str, release: str | None = None, what: str = "") -> None:
+        self.api, self.needed_for, self.what = api, needed_for, what
+        self.release = release if release is not None else _installed_jax()
         super().__init__(
-            f"jax {_installed_jax()} has no {api}, which this tool needs {needed_for}: a limit of the tool "
-            "on this release, not of the program"
+            f"{what}{': ' if what else ''}jax {self.release} has no {api}, which this tool needs "
+            f"{needed_for}: a limit of the tool on this release, not of the program"
         )
-        self.api = api
+
+    def about(self, what: str) -> ReleaseLacks:
+        """The same limit, said of the compile ``what`` (a key, as the compile's own lines name it)."""
+        return ReleaseLacks(self.api, self.needed_for, self.release, what)
+
+    def fields(self) -> list[str]:
+        """What rebuilds it in another process: ``ReleaseLacks(*fields)``."""
+        return [self.api, self.needed_for, self.release, self.what]
 
 
 def _installed_jax() -> str:

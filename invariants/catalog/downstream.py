@@ -29,6 +29,7 @@ import numpy as np
 from jax.sharding import NamedSharding
 
 from .._errors import InvariantsError
+from .._supported import ReleaseLacks
 from .._usercode import guarded
 from ..compile import compat
 from ..compile.placed import place
@@ -248,13 +249,26 @@ def _parts(program: Program, config: Config) -> tuple[tuple[str | None, ...], ..
 def build(decl: ProgramDecl, traced: bool = True) -> Program:
     """The program ``decl`` declares, imported and checked; each call builds it afresh. ``traced`` False:
     a program the run's ``--programs`` leaves out, its code neither imported nor traced (so that a broken
-    one stops no run that does not select it); compiling it is one line."""
+    one stops no run that does not select it); compiling it is one line. A program this JAX release cannot
+    build or check for the tool's want of an API (:class:`ReleaseLacks`) is built to raise that line when it
+    compiles: the tool's limit there stops that program alone, never the project's load."""
     if not traced:
+        left_out = InvariantsError(f"{decl.where}: {decl.name}: left out of this run by --programs")
+        return _program(decl, _raising(left_out))
+    try:
+        return _built(decl)
+    except ReleaseLacks as lacks:
+        return _program(decl, _raising(lacks))
 
-        def left_out(*_: object) -> Any:
-            raise InvariantsError(f"{decl.where}: {decl.name}: left out of this run by --programs")
 
-        return _program(decl, left_out)
+def _raising(err: InvariantsError) -> Callable[..., Any]:
+    def unbuilt(*_: object) -> Any:
+        raise err
+
+    return unbuilt
+
+
+def _built(decl: ProgramDecl) -> Program:
     if decl.arguments is not None:
         return _build_with_arguments(decl)
     if decl.params is not None:

@@ -28,6 +28,7 @@ from jax.sharding import Mesh
 from .. import _config
 from .._errors import InvariantsError
 from .._paths import shown
+from .._supported import ReleaseLacks
 from .._usercode import leave_behind
 from ..catalog.downstream import load_project
 from ..catalog.programs import Program, get_config
@@ -36,7 +37,7 @@ from ..catalog.registry import Programs, get_program
 from ..kernels.dump import read_kernel_code
 from ..records.cache import Outcome, Store, Tally, from_settings
 from ..records.compiled import Compiled, FailedCompile, Key
-from ..records.results import Record, compile_failed
+from ..records.results import Record, compile_failed, compile_name
 from ..scope.targets import _AOT_TARGETS, HOST_DEVICE_FLAG, Target
 from .child import STARTED, KeyTimedOut, keys_child
 from .keys import Persistent
@@ -44,6 +45,9 @@ from .placed import Placed, place, pod_mesh
 
 if TYPE_CHECKING:
     from jax.extend.core import ClosedJaxpr, Jaxpr
+
+# A key that compiled to no record: a finding about its program, or the tool's limit on this release.
+Unmade = FailedCompile | ReleaseLacks
 
 
 def placement(program: Program, config_id: str, target: Target) -> Placed:
@@ -112,12 +116,14 @@ def _compile(
 ) -> tuple[Compiled, jax.stages.Compiled | None]:
     """The artifacts and the executable (None when the persistent cache served them). ``persistent`` None:
     a real compile, counted nowhere (what a timed item runs)."""
-    placed = placement(program, config_id, target)
     try:
+        placed = placement(program, config_id, target)
         with placed.tracing():
             return compile_function(
                 program.fn, placed.args, target, program.name, config_id, placed.jit_kwargs, persistent
             )
+    except ReleaseLacks as err:  # said of this compile: a skip's line names what it skipped
+        raise err.about(compile_name(target.name, program.name, config_id)) from None
     except CompileFailed as err:
         key = Key(program.name, config_id, target.name)
         line = compile_failed(target.name, program.name, config_id, str(err))
@@ -251,13 +257,14 @@ def compile_in_child(
     project: Project | None = None,
     persistent: Persistent | None = None,
     watch: Watch | None = None,
-) -> list[Compiled | FailedCompile]:
+) -> list[Compiled | Unmade]:
     """Compile ``keys`` for a target that compiles in a child, in one child with its flags set. The child
-    keys and fills the same persistent cache; a key whose compile failed is its :class:`FailedCompile`. A
+    keys and fills the same persistent cache; a key whose compile failed is its :class:`FailedCompile`, one
+    this release cannot compile for the tool's want of an API its :class:`ReleaseLacks`. A
     key past ``watch``'s timeout ends the child and fails; a new child compiles the others (those compiled
     before it are in the persistent cache by then)."""
     keys = list(keys)
-    made: dict[Key, Compiled | FailedCompile] = {}
+    made: dict[Key, Compiled | Unmade] = {}
     todo = keys
     while todo:
         try:
@@ -276,7 +283,7 @@ def _child_batch(
     project: Project | None,
     persistent: Persistent | None,
     watch: Watch | None,
-) -> dict[Key, Compiled | FailedCompile]:
+) -> dict[Key, Compiled | Unmade]:
     store = persistent.store if persistent is not None else None
     bound = watch.timeout if watch is not None and watch.timeout > 0 else None
     try:
@@ -299,9 +306,11 @@ def _child_batch(
             persistent.count(record.key, outcome)
         if store is not None:
             store.notes.extend(out["notes"])
-    made: dict[Key, Compiled | FailedCompile] = {r.key: r for r in records}
+    made: dict[Key, Compiled | Unmade] = {r.key: r for r in records}
     for key, message, first, kind, unoptimized in out["failed"]:
         made[Key(*key)] = FailedCompile(message, Key(*key), first, kind, unoptimized)
+    for key, *fields in out["lacking"]:
+        made[Key(*key)] = ReleaseLacks(*fields)
     return made
 
 
@@ -383,7 +392,7 @@ class CompileCache:
         self._project = project
         self.persistent = Persistent(store)
         self._done: dict[Key, Compiled] = {}
-        self._failed: dict[Key, FailedCompile] = {}  # a child's, raised for the items asking
+        self._failed: dict[Key, Unmade] = {}  # a child's, raised for the items asking
         self._executables: dict[Key, jax.stages.Compiled | None] = {}
         self._planned: dict[str, set[Key]] = {}
         self._lock = threading.Lock()
@@ -437,12 +446,13 @@ class CompileCache:
             batch = sorted(self._planned.get(key.target, set()) | {key})
             with self._lock:
                 todo = [k for k in batch if k not in self._done]
-            for c in compile_in_child(todo, t, self._project, self.persistent, self.watch):
+            made = compile_in_child(todo, t, self._project, self.persistent, self.watch)
+            for k, c in zip(todo, made, strict=True):
                 with self._lock:
-                    if isinstance(c, FailedCompile):
-                        self._failed[c.key] = c
+                    if isinstance(c, Compiled):
+                        self._done[k] = c
                     else:
-                        self._done[c.key] = c
+                        self._failed[k] = c
             return
         if self.watch is not None:
             with self._lock:
@@ -588,13 +598,15 @@ def _child_main(target_name: str) -> int:
         print(err, file=sys.stderr)
         return 1
     keys = json.loads(sys.stdin.read())
-    out, failed = [], []
+    out, failed, lacking = [], [], []
     for index, (program, config, _) in enumerate(keys):
         print(f"{STARTED}{index}", file=sys.stderr, flush=True)
         try:
             out.append(compile_here(programs.program(program), config, target, persistent).to_json())
         except FailedCompile as err:  # that program's finding: the others compile all the same
             failed.append([list(err.key), str(err), err.first, err.kind, err.unoptimized])
+        except ReleaseLacks as err:  # the tool's limit on this release, for that key: the others compile
+            lacking.append([[program, config, target.name], *err.fields()])
         except InvariantsError as err:
             print(err, file=sys.stderr)
             return 1
@@ -602,7 +614,8 @@ def _child_main(target_name: str) -> int:
         persistent.outcomes[k] for p, c, _ in keys if (k := Key(p, c, target.name)) in persistent.outcomes
     ]
     notes = persistent.store.notes if persistent.store is not None else []
-    json.dump({"records": out, "outcomes": outcomes, "notes": notes, "failed": failed}, sys.stdout)
+    said = {"records": out, "outcomes": outcomes, "notes": notes, "failed": failed, "lacking": lacking}
+    json.dump(said, sys.stdout)
     return 0
 
 

@@ -6,12 +6,15 @@ met in one place. Each has a test that runs on the oldest release and on the pin
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import jax
-from jax.sharding import Mesh
+from jax.sharding import Mesh, PartitionSpec
 
+from .._errors import InvariantsError
 from .._supported import ReleaseLacks
 
 if TYPE_CHECKING:
@@ -36,7 +39,8 @@ def tracing_on(mesh: Mesh | AbstractMesh) -> contextlib.AbstractContextManager[o
     """The mesh set while a program is traced, so that its PartitionSpecs name the mesh's axes: a concrete
     mesh through ``jax.set_mesh`` (``jax.sharding.use_mesh``, or the mesh itself, in the releases before
     it), an abstract one through ``jax.sharding.use_abstract_mesh``, which a release without it cannot
-    (:class:`ReleaseLacks`)."""
+    (:class:`ReleaseLacks`). Where the release has it but ``with_sharding_constraint`` still finds no mesh
+    there (jax 0.7), what the traced program raises is that limit, never the program's fault."""
     if isinstance(mesh, Mesh):
         setter = getattr(jax, "set_mesh", None) or getattr(jax.sharding, "use_mesh", None)
         # Before both (jax 0.4.30), a Mesh is itself the context its PartitionSpecs resolve in.
@@ -44,7 +48,41 @@ def tracing_on(mesh: Mesh | AbstractMesh) -> contextlib.AbstractContextManager[o
     use = getattr(jax.sharding, "use_abstract_mesh", None)
     if use is None:
         raise ReleaseLacks("jax.sharding.use_abstract_mesh", "to trace a program on a mesh without devices")
-    return use(mesh)
+    if _abstract_mesh_constrains():
+        return use(mesh)
+    lacks = ReleaseLacks(
+        "mesh for jax.lax.with_sharding_constraint in jax.sharding.use_abstract_mesh",
+        "to trace a program on a mesh without devices",
+    )
+    return _limited(use(mesh), lacks)
+
+
+@functools.cache
+def _abstract_mesh_constrains() -> bool:
+    """Whether ``with_sharding_constraint`` resolves a PartitionSpec on an abstract mesh set by
+    ``use_abstract_mesh``: tried once, on a one-axis mesh of one device."""
+
+    def constrained(x: jax.Array) -> jax.Array:
+        return jax.lax.with_sharding_constraint(x, PartitionSpec("x"))
+
+    try:
+        with jax.sharding.use_abstract_mesh(abstract_mesh((1,), ("x",), "auto")):
+            jax.eval_shape(constrained, jax.ShapeDtypeStruct((1,), "float32"))
+    except Exception:  # the release's own words differ; that it failed is what is asked
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def _limited(inner: contextlib.AbstractContextManager[object], lacks: ReleaseLacks) -> Iterator[object]:
+    """``inner``, an error raised in it (not the tool's own) said as ``lacks``."""
+    with inner as entered:
+        try:
+            yield entered
+        except InvariantsError:
+            raise
+        except Exception as err:
+            raise lacks from err
 
 
 def axis_types(kind: str, n: int) -> tuple[AxisType, ...]:

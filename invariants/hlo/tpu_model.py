@@ -34,10 +34,13 @@ from .structure import Kernel, Structure, fused_instructions, walk_kernels
 
 # Kind -> its features, in the order of the coefficients file.
 FEATURES: dict[str, tuple[str, ...]] = {
-    "gather": words("launch rows bitpacked_rows element_rows hbm_rows bytes bitpacked_bytes hbm_bytes"),
+    "gather": words(
+        "launch rows bitpacked_rows element_rows hbm_rows bytes bitpacked_bytes hbm_bytes tile_bytes "
+        "tile_hbm_bytes"
+    ),
     "scatter": words("launch rows bytes hbm_bytes table_bytes far_rows far_bytes"),
     "copy": words("launch bytes hbm_bytes cycles"),
-    "conv": words("launch bytes hbm_bytes vector_ops cycles"),
+    "conv": words("launch bytes hbm_bytes vector_ops cycles macs"),
     "softmax": words("launch rows elements bytes"),
     "topk": words("launch elements selected"),
     "sort": words("launch elements steps"),
@@ -254,6 +257,74 @@ def _operand_ops(module: HloModule, comp: Computation, instr: Instruction) -> in
     )
 
 
+def _is_matrix(sizes: tuple[int, ...]) -> bool:
+    """Whether a gathered row (a slice of ``sizes``) is a matrix, an expert's weights: moved as whole tiles
+    at the memory's streaming rate, where a vector row costs a transfer of its own."""
+    return sum(1 for d in sizes if d > 1) >= 2
+
+
+def _window(raw: str) -> dict[str, list[list[int]]]:
+    """A convolution's ``window={size=4x8 stride=3x7 pad=3_3x7_7 lhs_dilate=4x8}`` as lists per field."""
+    fields: dict[str, list[list[int]]] = {}
+    for part in raw.strip("{}").split():
+        key, _, value = part.partition("=")
+        fields[key] = [[int(x) for x in dim.split("_")] for dim in value.split("x")]
+    return fields
+
+
+def _taps(size: int, out: int, stride: int, lo: int, lhs_dilate: int, rhs_dilate: int, extent: int) -> int:
+    """(output position, window position) pairs of one spatial dimension that meet an element of the
+    input rather than its padding or the holes its dilation makes (``extent``: the input's length)."""
+    last = (extent - 1) * lhs_dilate
+    if lhs_dilate > 1 and size * out <= 1 << 16:
+        return sum(
+            0 <= (at := o * stride + k * rhs_dilate - lo) <= last and at % lhs_dilate == 0
+            for k in range(size)
+            for o in range(out)
+        )
+    pairs = 0
+    for k in range(size):  # the output positions whose window position k meets the input's span
+        first = max(0, -(-(lo - k * rhs_dilate) // stride))
+        stop = min(out - 1, (last + lo - k * rhs_dilate) // stride)
+        pairs += max(0, stop - first + 1)
+    return pairs // lhs_dilate if lhs_dilate > 1 else pairs  # a long dilated window: holes evenly spread
+
+
+def _macs(comp: Computation, instr: Instruction) -> int:
+    """Multiply-adds of a convolution or dot: the matrix unit's work. A convolution over spatial dimensions
+    counts only the window positions that meet the input, so a batch dimension written as a dilated
+    spatial one (how XLA hands a batched matmul to the TPU) counts once per element."""
+    shapes = [comp[o].shape for o in instr.operands if o in comp]
+    if len(shapes) < 2:
+        return 0
+    lhs, rhs = shapes[0], shapes[1]
+    if instr.opcode == "dot":
+        contracting = _ints(instr.attrs.get("lhs_contracting_dims"))
+        return math.prod(instr.shape.dims) * math.prod(lhs.dims[d] for d in contracting if d < len(lhs.dims))
+    if instr.opcode != "convolution":
+        return 0
+    labels = instr.attrs.get("dim_labels", "")
+    try:
+        lhs_labels, rest = labels.split("_", 1)
+        rhs_labels, out_labels = rest.split("->", 1)
+        window = _window(instr.attrs.get("window", "{}"))
+        of = {c: d for c, d in zip(lhs_labels, lhs.dims, strict=True)}
+        rf = {c: d for c, d in zip(rhs_labels, rhs.dims, strict=True)}
+        outf = {c: d for c, d in zip(out_labels, instr.shape.dims, strict=True)}
+    except ValueError:
+        raise _NoFigure(f"convolution {instr.name}: dim_labels {labels!r} not understood") from None
+    macs = of["b"] * rf["i"] * rf["o"]
+    for j, name in enumerate(sorted(c for c in lhs_labels if c.isdigit())):
+
+        def at(key: str, default: list[int], j: int = j) -> list[int]:
+            values = window.get(key)
+            return values[j] if values and j < len(values) else default
+
+        macs *= _taps(at("size", [1])[0], outf[name], at("stride", [1])[0], at("pad", [0, 0])[0],
+                      at("lhs_dilate", [1])[0], at("rhs_dilate", [1])[0], of[name])  # fmt: skip
+    return macs
+
+
 def _row_words(shape: Shape, sizes: tuple[int, ...]) -> int:
     """Bytes one gathered or scattered row (a slice of ``sizes``) occupies. A vector: its elements padded to
     whole 128-lane words of 32 bits (a TPU vector register's row), whatever the narrower dtype. A slice of
@@ -298,10 +369,14 @@ def _gathered(
 def _gather_features(module: HloModule, comp: Computation, instr: Instruction) -> dict[str, float]:
     bitpacked = any(i.custom_call_target == _BITPACKED for _, i in _runs(module, comp, instr))
     rows = elements = hbm = hbm_bytes = 0.0
-    out_bytes = 0
+    out_bytes = tile_bytes = tile_hbm = 0
     for fcomp, g in _inside(module, comp, instr, "gather"):
         n, sizes, in_hbm = _gathered(comp, fcomp, g, instr)
         rows += n
+        if _is_matrix(sizes):  # priced by where the kernel writes its tiles, wherever the table lies
+            tile_bytes += n * _row_words(g.shape, sizes)
+            tile_hbm += 0 if _on_chip(instr.shape) else n * _row_words(g.shape, sizes)
+            continue
         out_bytes += n * _row_words(g.shape, sizes)
         elements += n if math.prod(sizes) == 1 else 0
         hbm += n if in_hbm else 0
@@ -315,6 +390,8 @@ def _gather_features(module: HloModule, comp: Computation, instr: Instruction) -
         "bytes": float(out_bytes),
         "bitpacked_bytes": float(out_bytes) if bitpacked else 0.0,
         "hbm_bytes": hbm_bytes,
+        "tile_bytes": float(tile_bytes),
+        "tile_hbm_bytes": float(tile_hbm),
     }
 
 
@@ -460,6 +537,7 @@ def _launch(
         features = {"launch": 1.0, "bytes": float(chip), "hbm_bytes": float(hbm), "cycles": cycles}
         if kind == "conv":
             features["vector_ops"] = float(_operand_ops(module, comp, instr))
+            features["macs"] = float(sum(_macs(c, i) for c, i in _runs(module, comp, instr)))
         if kind == "fusion":
             features["vector_ops"] = float(_vector_ops(module, instr))
             features["hbm_arrays"] = float(_hbm_arrays(comp, instr))

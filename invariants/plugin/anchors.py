@@ -59,7 +59,10 @@ class TierFile(pytest.File):
         if made:
             return made
         reason, marks = NONE[self.tier]
-        nothing = Nothing.from_parent(self, name="none", located=(self.path, None), skip=reason)
+        # Located as its node id names the module: installed, the module's path from the project's folder
+        # runs through site-packages, and pytest's SKIPPED line would start with it.
+        where = self.nodeid or self.path
+        nothing = Nothing.from_parent(self, name="none", located=(where, None), skip=reason)
         for mark in marks:
             nothing.add_marker(mark)
         return [nothing]

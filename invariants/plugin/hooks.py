@@ -18,13 +18,14 @@ from .._errors import InvariantsError, visible
 from .._supported import ReleaseLacks
 from .._usercode import finished
 from ..compile.process import guard_backend, pin_worker
-from ..records.compiled import FailedCompile
-from ..records.results import Failure, failure_property
+from ..records.compiled import FailedCompile, Key
+from ..records.results import Failure, compile_name, failure_property, lacks_property
 from ..snapshot.store import StructureSnapshotExtension
 from .anchors import TierFile, anchor_tier
 from .options import OPTIONS
 from .outcomes import GateFailed, fail, versions_line
 from .sharding import WORKER_OUTPUT
+from .tree import GATE_REPORT
 
 if TYPE_CHECKING:
     from _pytest.outcomes import Exit
@@ -94,6 +95,26 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return [visible(line) for line in gate_session(config).header_lines()]
 
 
+# What pytest's header says of its configuration file when the gate gave it the null device.
+NO_CONFIG = "configfile: none (the gate runs on its own options; no pytest configuration file is read)"
+
+
+@pytest.hookimpl(wrapper=True, specname="pytest_report_header")
+def pytest_report_header_config(config: pytest.Config) -> Any:
+    """The gate's runs name the null device as pytest's configuration (``-c``, see
+    :func:`~invariants.compile.child.pytest_args`), so that a project's ``addopts`` cannot change the gate:
+    pytest's header then names ``../../dev/null``, which this line replaces with what it means."""
+    headers = yield
+    if config.inipath != Path(os.devnull):
+        return headers
+    return [
+        [NO_CONFIG if line.startswith("configfile: ") else line for line in lines]
+        if isinstance(lines, list)
+        else lines
+        for lines in headers
+    ]
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.File | None:
     tier = anchor_tier(module_path)
@@ -139,6 +160,9 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     except ReleaseLacks as err:  # the tool's limit on this JAX release: no verdict on the program
         if item.get_closest_marker("gate") is None:
             raise
+        reads: list[Key] = getattr(item, "reads", [])
+        stopped = next((k for k in reads if compile_name(k.target, k.program, k.config) == err.what), None)
+        item.user_properties.append(lacks_property(err.api, stopped))
         pytest.skip(str(err))
     except InvariantsError as err:
         if item.get_closest_marker("gate") is None:
@@ -166,6 +190,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = yield
     if item.get_closest_marker("gate") is None:
         return report
+    setattr(report, GATE_REPORT, True)
     if call.excinfo is not None and isinstance(call.excinfo.value, GateFailed):
         report.user_properties.append(failure_property(call.excinfo.value.failure))
     if call.when == "call" and item.stash.get(_STOPPED, False):

@@ -40,7 +40,7 @@ from .outcomes import versions_line
 from .sharding import Sharding
 from .snapshots import SnapshotFolders, recorded_baselines
 from .suite import Suite, unavailable_targets
-from .tree import GateItem
+from .tree import GateItem, of_gate_item
 
 
 class GateSession:
@@ -476,18 +476,18 @@ class Recorder:
 
     def __init__(self) -> None:
         self.items: list[_results.Record] = []
-        self.gate = False  # a gate item ran (so a results file was expected)
+        self.gate = False  # a gate item was selected (so a results file was expected)
         self.notes: list[str] = []
         self.claim: _results.Claim | None = None
         # Why the results file could not be written: the run's last line, and not green.
         self.write_error: str | None = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when != "call" and not (report.when == "setup" and report.skipped):
-            return
-        if "gate" not in report.keywords:
+        if not of_gate_item(report):
             return
         self.gate = True
+        if report.when != "call" and not (report.when == "setup" and report.skipped):
+            return
         outcome = "xfailed" if hasattr(report, "wasxfail") else report.outcome
         reason = failure_reason(report) if report.failed else None
         said = _results.recorded_failure(report.user_properties)
@@ -506,7 +506,8 @@ class Recorder:
             self.items.append(_results.error_entry(outcome, report.nodeid, str(report.wasxfail), said))
         elif report.skipped and outcome == "skipped":
             # So that the file's skips are pytest's: a run of skips alone is seen.
-            self.items.append(_results.skipped_entry(report.nodeid, skip_reason(report)))
+            why = skip_reason(report)
+            self.items.append(_results.skipped_entry(report.nodeid, why, report.user_properties))
 
     def claim_results(self, path: Path) -> None:
         """Check and claim the results path when the run starts: a bad one is one line before anything

@@ -41,6 +41,15 @@ Planned = list[tuple[Any, str | None]]
 RecordProperty = Callable[[str, object], None]
 
 
+# Set on each report of a gate item (an attribute of a report crosses from an xdist worker with it): the
+# ``gate`` keyword would not tell one, since a project's test parametrized with "gate" has that keyword too.
+GATE_REPORT = "invariants_gate_item"
+
+
+def of_gate_item(report: pytest.TestReport) -> bool:
+    return getattr(report, GATE_REPORT, False) is True
+
+
 class GateItem(pytest.Function):
     """A gate item: a :class:`pytest.Function` whose callable is its own ``check``, so that its fixtures,
     markers, skips and xfails are pytest's own; ``located`` is the file (and line) it is about."""

@@ -21,7 +21,7 @@ import stat
 import time
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, ClassVar, Literal, Union
 
@@ -35,6 +35,7 @@ FORMAT_VERSION = 2
 RECORDED = "recorded"
 PROPERTY = "invariants"
 FAILURE_PROPERTY = "invariants-failure"
+LACKS_PROPERTY = "invariants-lacks"
 PYTEST_OUTCOMES = ("failed", "passed", "skipped", "xfailed", "xpassed", "error")
 NO_TESTS = 5  # pytest's exit status for a run with no test
 
@@ -53,8 +54,13 @@ class Failure:
     key: Key | None = None
 
 
+def compile_name(target: str, program: str, config: str) -> str:
+    """How a line names one compile."""
+    return f"{target}/{program}[{config}]"
+
+
 def compile_failed(target: str, program: str, config: str, why: str) -> str:
-    return f"{target}/{program}[{config}]: compile failed: {why}"
+    return f"{compile_name(target, program, config)}: compile failed: {why}"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -192,10 +198,13 @@ class Error(Record):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Skipped(Record):
-    """An item that skipped before it recorded anything."""
+    """An item that skipped before it recorded anything; ``lacks``: the API of JAX whose absence from the
+    release skipped it (the tool's limit there, :class:`~invariants._supported.ReleaseLacks`), with the
+    compile it stopped in ``target``, ``program`` and ``config``."""
 
     kind: Literal["skipped"] = "skipped"
     tier: ClassVar[str] = "skipped"
+    lacks: str | None = None
 
 
 KINDS: dict[str, type[Record]] = {
@@ -467,8 +476,29 @@ def error_entry(
     return Error(outcome=outcome, nodeid=nodeid, reason=reason or None, failure=failure)
 
 
-def skipped_entry(nodeid: str, reason: str) -> Record:
-    return Skipped(outcome="skipped", nodeid=nodeid, reason=reason)
+def skipped_entry(nodeid: str, reason: str, properties: Sequence[tuple[str, Any]] = ()) -> Record:
+    """A skip's record; ``properties``: the item's, where :func:`lacks_property` may say the tool's limit on
+    the release skipped it."""
+    said = next((dict(v) for n, v in properties if n == LACKS_PROPERTY and isinstance(v, dict)), {})
+    lacks, target, program, config = (str(said[k]) if said.get(k) else None for k in _LIMIT)
+    return Skipped(
+        outcome="skipped",
+        nodeid=nodeid,
+        reason=reason,
+        lacks=lacks,
+        target=target,
+        program=program,
+        config=config,
+    )
+
+
+_LIMIT = ("lacks", "target", "program", "config")  # what a skip for the tool's limit says
+
+
+def lacks_property(api: str, key: Key | None) -> tuple[str, dict[str, str]]:
+    """``(name, value)`` for an item's ``user_properties``: the release lacked ``api`` for the compile of
+    ``key`` (its skip's record carries them)."""
+    return LACKS_PROPERTY, {"lacks": api, **(key._asdict() if key is not None else {})}
 
 
 def compile_failure(item: Record) -> Key | None:

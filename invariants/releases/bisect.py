@@ -224,8 +224,14 @@ def _selection(
 
 
 def verdict_of(version: Version, results: Results, seconds: float) -> ReleaseRun:
-    """A compile that fails is the release's verdict; any other error says the suite cannot run on it."""
+    """A compile that fails is the release's verdict; any other error says the suite cannot run on it, and
+    an item the tool's limit on the release skipped (an API it lacks) that the selection cannot be judged
+    there (:class:`~invariants._errors.NothingChecked`, the line naming the API)."""
     items = results.items
+    lacking = [it for it in items if it.kind == "skipped" and it.get("lacks")]
+    if lacking:
+        more = f" (and {len(lacking) - 1} more items)" if len(lacking) > 1 else ""
+        raise NothingChecked(f"{lacking[0].reason}{more}")  # it names the release
     errors = [it for it in items if it.kind == "error" and compile_failure(it) is None]
     if errors:
         raise InvariantsError(f"jax {version}: {errors[0].nodeid} errored; the suite may not run on it")
@@ -379,7 +385,8 @@ class _Bisection:
 
     def verdict(self, v: Version) -> bool:
         """The release's verdict; one the suite cannot judge as asked is skipped (:class:`Unusable`), or, at
-        an end, stops the bisect: exit 2 where it does not install, 4 where a target cannot compile."""
+        an end, stops the bisect: exit 2 where it does not install, 4 where a target cannot compile or the
+        tool's limit on the release (an API it lacks) skipped a selected item."""
         args = self.args
         try:
             pins, missing = pins_for(v, self.jaxlib_releases, args.targets)
@@ -397,13 +404,14 @@ class _Bisection:
                 project=self.project,
                 kept=args.keep is not None,
             )
+            ver = verdict_of(v, results, seconds)
         except InvariantsError as err:
             if v in self.ends:
                 raise
             print(f"  jax {v}: skipped ({err})")
             raise Unusable(str(err)) from None
         self.envs[v] = env
-        ver = self.verdicts[v] = verdict_of(v, results, seconds)
+        self.verdicts[v] = ver
         judged = sum(it.kind in VERDICT_KINDS for it in ver.items)
         print(
             f"  jax {v} (jaxlib {pins.jaxlib}): {ver.word} "
@@ -421,7 +429,7 @@ class _Bisection:
         print()
         between = [v for v in boundary.skipped if old.version < v < new.version]
         if between:
-            why = "; ".join(str(boundary.tested[v]).removeprefix("skipped: ") for v in between)
+            why = "; ".join(_why_skipped(boundary, v) for v in between)
             unjudged = ", ".join(f"jax {v}" for v in between)
             print(
                 f"bisect: no first release named: the selection {change} between jax {old.version} and jax "
@@ -434,6 +442,7 @@ class _Bisection:
             f"first release where the selection {change}: jax {new.version} (last with it "
             f"{'holding' if old.holds else 'failing'}: jax {old.version}); "
             f"{len(boundary.tested)} releases tested, {len(boundary.skipped)} skipped"
+            + "".join(f"; jax {v} skipped: {_why_skipped(boundary, v)}" for v in boundary.skipped)
         )
         for side in (old, new):
             _print_failing(side)
@@ -447,6 +456,10 @@ class _Bisection:
             print(structural_diff(a, b, f"jax {old.version}", f"jax {new.version}"))
             print(f"changed: {what_changed(a, b)}")
         return 0
+
+
+def _why_skipped(boundary: Boundary, v: Version) -> str:
+    return str(boundary.tested[v]).removeprefix("skipped: ")
 
 
 def main_bisect(argv: list[str]) -> int:

@@ -7,7 +7,9 @@ PNG. The kernels' code metrics get a table of their own, a change from the relea
 change of code generation behind identical HLO (a native float atomic turned into CAS retry loops) shows
 only there. A move to or off the SparseCore gets a line under the tables. A target asked for (tpu-v5e
 unless ``--no-tpu``, the GPU targets of ``--targets``) that a release cannot compile is a note, and the
-command exits 4 with one line naming them: a table with a hole is no full answer."""
+command exits 4 with one line naming them: a table with a hole is no full answer. So is a program whose
+structure the tool's limit on a release skipped (an API of JAX it lacks): its cell says skipped and the API,
+its line under the tables the rest."""
 
 from __future__ import annotations
 
@@ -81,6 +83,17 @@ def matrix_failures(version: str, results: Results) -> dict[tuple[str, str, str]
     return {(version, k.target, k.program): it.reason or "" for k, it in failed if k.config == MATRIX_CONFIG}
 
 
+def matrix_limits(version: str, results: Results) -> dict[tuple[str, str, str], tuple[str, str]]:
+    """``(release, target, program) -> (the API, the line)`` of each structure the tool's limit on that
+    release skipped (an API of JAX it lacks): not a verdict on the program, and not compiled there."""
+    skipped = (it for it in results.items if it.kind == "skipped" and it.get("lacks") and it.program)
+    return {
+        (version, str(it.target), str(it.program)): (str(it.get("lacks")), it.reason or "")
+        for it in skipped
+        if it.config == MATRIX_CONFIG
+    }
+
+
 def why_nothing(targets: str, results: Results) -> str:
     """Why a release's run recorded no structure item: the target's reason, else an item's error."""
     for name, state in results.targets.items():
@@ -123,15 +136,20 @@ def render_matrix(
     versions: Sequence[str],
     notes: Mapping[str, str],
     failures: Mapping[tuple[str, str, str], str] | None = None,
+    limits: Mapping[tuple[str, str, str], tuple[str, str]] | None = None,
 ) -> str:
-    """Markdown: the tables of each target, then the notes and the compile failures' first lines."""
-    failures = failures or {}
+    """Markdown: the tables of each target, then the notes, the compile failures' first lines and the lines
+    of the cells the tool's limit on a release skipped (:func:`matrix_limits`)."""
+    failures, limits = failures or {}, limits or {}
     out = []
-    for target in sorted({r.target for r in rows} | {t for _, t, _ in failures}):
-        out += _target_tables(target, rows, versions, failures)
+    for target in sorted({r.target for r in rows} | {t for _, t, _ in [*failures, *limits]}):
+        out += _target_tables(target, rows, versions, failures, limits)
     out += offload_lines(rows, versions)
     out += [f"- {key}: {note}" for key, note in notes.items()]
     out += [f"- {prog} on {target}, jax {v}: {why}" for (v, target, prog), why in failures.items()]
+    out += [
+        f"- {prog} on {target}, jax {v}: skipped: {why}" for (v, target, prog), (_, why) in limits.items()
+    ]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -144,17 +162,19 @@ def _target_tables(
     rows: Sequence[MatrixRow],
     versions: Sequence[str],
     failed: Mapping[tuple[str, str, str], str],
+    limits: Mapping[tuple[str, str, str], tuple[str, str]],
 ) -> list[str]:
     """A row per program, a column per release; the predicted cost and kernel-code tables where some cell has
     them."""
-    programs, cells = _cells(target, rows, failed)
+    programs, cells = _cells(target, rows, failed, limits)
+    compiled = [m for m in cells.values() if not isinstance(m, str)]
     tables: list[_Table] = [
         (f"{target}: kernels / while loops / dynamic kernel launches (f32)", "---|", MATRIX_METRICS, "{}")
     ]
-    if any(m.get(PREDICTED_METRIC) is not None for m in cells.values()):
+    if any(m.get(PREDICTED_METRIC) is not None for m in compiled):
         title = f"{target}: predicted cost, estimated cycles per call (the compiler's own estimate)"
         tables.append((title, "---:|", (PREDICTED_METRIC,), "{:,}"))
-    if any(_has_code(m) for m in cells.values()):
+    if any(_has_code(m) for m in compiled):
         tables.append((f"{target}: {KERNEL_TITLE} (f32)", "---|", KERNEL_METRICS, "{}"))
     out = []
     for title, align, names, spec in tables:
@@ -174,22 +194,27 @@ def _target_tables(
 
 
 def _cells(
-    target: str, rows: Sequence[MatrixRow], failures: Mapping[tuple[str, str, str], str]
-) -> tuple[list[str], dict[tuple[str, str], _Metrics]]:
-    failed = [(v, p) for v, t, p in failures if t == target]
+    target: str,
+    rows: Sequence[MatrixRow],
+    failures: Mapping[tuple[str, str, str], str],
+    limits: Mapping[tuple[str, str, str], tuple[str, str]],
+) -> tuple[list[str], dict[tuple[str, str], _Cell]]:
+    """The programs of ``target``'s rows, and each cell: its metrics, or the words of one not compiled."""
+    unmade = {(p, v): "compile failed" for v, t, p in failures if t == target}
+    unmade |= {(p, v): f"skipped: no {api}" for (v, t, p), (api, _) in limits.items() if t == target}
     mine = [r for r in rows if r.target == target]
-    programs = list(dict.fromkeys([*(r.program for r in mine), *(p for _, p in failed)]))
-    cells: dict[tuple[str, str], _Metrics] = {(r.program, r.version): r.metrics for r in mine}
-    cells.update({(p, v): _FAILED for v, p in failed})
+    programs = list(dict.fromkeys([*(r.program for r in mine), *(p for p, _ in unmade)]))
+    cells: dict[tuple[str, str], _Cell] = {(r.program, r.version): r.metrics for r in mine}
+    cells.update(unmade)
     return programs, cells
 
 
-def _row(row: list[_Metrics | None], names: Sequence[str], spec: str) -> list[str]:
+def _row(row: list[_Cell | None], names: Sequence[str], spec: str) -> list[str]:
     """A kernel-code cell that differs from the release before it is in bold."""
     out, before = [], None
     for m in row:
-        if not m or m is _FAILED:
-            out.append("compile failed" if m is _FAILED else "—")
+        if isinstance(m, str) or not m:
+            out.append(m if isinstance(m, str) else "—")
             continue
         text = _text(m, names, spec)
         changed = names == KERNEL_METRICS and before not in (None, text) and _has_code(m)
@@ -215,8 +240,9 @@ def offload_lines(rows: Sequence[MatrixRow], versions: Sequence[str]) -> list[st
     return out
 
 
-# The cell of a program that did not compile in that release, in every table.
-_FAILED: dict[str, int | None] = {"failed": True}
+# A cell: the metrics of a compile, or the words of a program not compiled in that release, in every table
+# (its compile failed, or the tool's limit on the release skipped it; the line why is under the tables).
+_Cell = _Metrics | str
 
 
 def plot_matrix(rows: Sequence[MatrixRow], versions: Sequence[str], path: Path) -> None:
@@ -316,7 +342,8 @@ def main_matrix(argv: list[str]) -> int:
         prog="python -m invariants matrix",
         description="key metrics across releases",
         epilog="Exit status: 0 every release compiled for every target asked for, 2 bad input, 4 a release "
-        "could not compile a target asked for (each named in the notes; the last line names them).",
+        "could not compile a target asked for, or a program for the tool's want of an API of JAX in it (each "
+        "named under the tables; the last line names them).",
     )
     p.add_argument("--versions", required=True, help="comma-separated jax releases, e.g. 0.4.30,0.5.3,0.10.2")
     p.add_argument("--out", type=Path, default=Path("artifacts") / "matrix", help="folder for table and PNG")
@@ -356,7 +383,7 @@ def main_matrix(argv: list[str]) -> int:
     for key, note in kernel_notes(matrix.rows, names).items():
         matrix.notes.setdefault(key, note)
         print(f"  {key}: {note}")
-    table = render_matrix(matrix.rows, names, matrix.notes, matrix.failures)
+    table = render_matrix(matrix.rows, names, matrix.notes, matrix.failures, matrix.limits)
     check_output_dir(args.out, "--out")
     write_atomic(args.out / "matrix.md", table, "--out")
     write_atomic(
@@ -377,14 +404,20 @@ class _Matrix:
     rows: list[MatrixRow] = dataclasses.field(default_factory=list)
     notes: dict[str, str] = dataclasses.field(default_factory=dict)
     failures: dict[tuple[str, str, str], str] = dataclasses.field(default_factory=dict)
-    skipped: list[str] = dataclasses.field(default_factory=list)  # "TARGETS, jax V", each a note
+    limits: dict[tuple[str, str, str], tuple[str, str]] = dataclasses.field(default_factory=dict)
+    skipped: list[str] = dataclasses.field(default_factory=list)  # "TARGETS, jax V", each a note or line
 
     def add(self, version: str, results: Results) -> bool:
-        """Whether the run had any rows or compile failures."""
+        """Whether the run had any rows, compile failures or cells the tool's limit skipped."""
         got, failed = matrix_rows(version, results), matrix_failures(version, results)
+        limited = matrix_limits(version, results)
         self.rows += got
         self.failures.update(failed)
-        return bool(got or failed)
+        self.limits.update(limited)
+        self.skipped += [f"{p} on {t}, jax {v}" for v, t, p in limited]
+        for _, why in limited.values():
+            print(f"  jax {version}: skipped: {why}")
+        return bool(got or failed or limited)
 
 
 def _release(

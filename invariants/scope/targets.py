@@ -228,6 +228,22 @@ def _on_the_chip(name: str, family: Family) -> Target:
 CPU_RUNTIME = Target("cpu", "cpu", "runtime", "all")
 
 
+# The groups a report draws targets in, a panel each, in this order: few enough targets in each to read.
+GROUPS = ("CPU", "TPU chips", "TPU slices and pods", "TPU, gathers on the SparseCore", "GPUs")
+
+
+def group_of(name: str) -> str:
+    """The group of :data:`GROUPS` target ``name`` is drawn in; a name no target has (a chip this version
+    does not know, in another host's results) goes by its family, the word before its first ``-``."""
+    target = next((t for t in (CPU_RUNTIME, *_AOT_TARGETS) if t.name == name), None)
+    family = target.family if target is not None else name.split("-")[0]
+    if target is not None and family == "tpu" and target.libtpu_init_args == GATHER_OFFLOAD_FLAGS:
+        return GROUPS[3]
+    if target is not None and family == "tpu" and target.device_count > 1:
+        return GROUPS[2]
+    return {"cpu": GROUPS[0], "tpu": GROUPS[1], "gpu": GROUPS[4]}.get(family, family)
+
+
 def all_targets(runtime: Target | None = None) -> dict[str, Target]:
     """Every known target, the runtime one first (None: ask JAX); it replaces an AOT one of its name."""
     runtime = runtime or runtime_target()

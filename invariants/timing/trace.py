@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import itertools
 import math
 import os
 import re
@@ -25,10 +26,13 @@ if TYPE_CHECKING:
 
 from invariants._errors import InvariantsError
 
+from . import xspace
+
 MODULES_LINE = "XLA Modules"
 OPS_LINE = "XLA Ops"
 DEVICE_PREFIX = "/device:"
-# Larger is not a trace this tool wrote, nor a user's program of a few calls.
+# Larger is not a trace this tool wrote, nor a user's program of a few calls. Reading one takes about its size
+# (its events are decoded a run at a time, :mod:`.xspace`), so this bounds what reading allocates too.
 MAX_TRACE_BYTES = 1 << 30
 # More distinct op names than a program has instructions is no trace of one (and each is kept while read).
 MAX_OP_NAMES = 1_000_000
@@ -50,7 +54,7 @@ class Event:
 @dataclasses.dataclass(frozen=True)
 class DeviceTrace:
     """A trace's device plane: its module executions in start order, and its op executions (in the trace's
-    order, read from the decoded trace each time they are walked)."""
+    order, decoded from the file a run at a time each time they are walked)."""
 
     path: str
     plane: str
@@ -135,60 +139,76 @@ class _TraceEvent(Protocol):
     duration_ns: float
 
 
-class _TraceLine(Protocol):
-    """A line of a profiler trace's plane (``jax.profiler``'s, which it does not export)."""
-
-    @property
-    def events(self) -> Iterable[_TraceEvent]: ...
-
-
 def _checked(path: Path, events: Iterable[_TraceEvent]) -> Iterator[Event]:
     """The events of a line as :class:`Event`, names shared (a loop's op is one name a million times); a
     duration below zero, or a time that is no number, is no clock's: refused in one line."""
     names: dict[str, str] = {}
     for e in events:
-        start, duration = float(e.start_ns), float(e.duration_ns)
+        name, start, duration = e.name, float(e.start_ns), float(e.duration_ns)  # each a call into jaxlib
         if not (duration >= 0 and math.isfinite(duration) and math.isfinite(start)):
             raise TraceError(
-                f"{path}: event {e.name!r} starts at {start} ns and lasts {duration} ns: "
+                f"{path}: event {name!r} starts at {start} ns and lasts {duration} ns: "
                 "a duration below zero (or no number) is no clock's"
             )
-        yield Event(names.setdefault(e.name, e.name), start, duration)
-
-
-def _modules(path: Path, line: _TraceLine | None) -> tuple[Event, ...]:
-    if line is None:
-        return ()
-    return tuple(sorted(_checked(path, line.events), key=lambda e: e.start_ns))
+        yield Event(names.setdefault(name, name), start, duration)
 
 
 @dataclasses.dataclass(frozen=True)
 class _LineEvents:
-    """A line's op events, read from the decoded trace each time they are walked, never all held: a trace's
-    ops are millions, and as Python objects they would take many times the file."""
+    """A line's events, decoded a run at a time each time they are walked, never all held: a trace's ops are
+    millions, and decoded, or as Python objects, they would take many times the file."""
 
     path: Path
-    line: _TraceLine
+    space: xspace.Space
+    plane: int
+    line: int
 
     def __iter__(self) -> Iterator[Event]:
-        return _checked(self.path, self.line.events)
+        # chained in C: a generator between the decoder and the check would cost a frame per event
+        return _checked(self.path, itertools.chain.from_iterable(self._runs()))
+
+    def _runs(self) -> Iterator[Iterable[_TraceEvent]]:
+        for run in self.space.runs(self.plane, self.line):
+            (plane,) = _decode(self.path, run).planes
+            (line,) = plane.lines
+            yield line.events
+            del run, plane, line  # before the next run is decoded
 
 
 def read_trace(path: str | os.PathLike[str], ops: bool = True) -> DeviceTrace:
     """The first device plane of the trace at ``path`` that holds module events; its op events too unless
     ``ops`` is False (a timer needs the modules only, and a loop's ops are thousands per call)."""
     p = Path(path)
-    data = _read_bytes(p)
-    ProfileData = _decoder()
-
     try:
-        profile = ProfileData.from_serialized_xspace(data)
+        space = xspace.split(_read_bytes(p))
+    except xspace.XSpaceError as err:
+        raise TraceError(f"{p}: not a profiler trace (an XSpace protobuf): {err}") from None
+    planes = [
+        (plane.name, [line.name for line in plane.lines]) for plane in _decode(p, space.skeleton()).planes
+    ]
+    for k, (name, lines) in enumerate(planes):
+        at = {line: i for i, line in enumerate(lines)}  # a name twice: its last line
+        if not name.startswith(DEVICE_PREFIX) or MODULES_LINE not in at:
+            continue
+        modules = tuple(sorted(_LineEvents(p, space, k, at[MODULES_LINE]), key=lambda e: e.start_ns))
+        if modules:
+            op_events = _LineEvents(p, space, k, at[OPS_LINE]) if ops and OPS_LINE in at else ()
+            return DeviceTrace(str(p), name, modules, op_events)
+    names = ", ".join(name for name, _ in planes) or "none"
+    raise TraceError(
+        f"{p}: no device plane with '{MODULES_LINE}' events (planes: {names}); "
+        "a trace of a CPU run, or of a plugin that records no device events, has no device clock"
+    )
+
+
+def _decode(path: Path, data: bytes) -> ProfileData:
+    """jaxlib's decoding of ``data``, an XSpace; the trace at ``path`` is no profiler trace if it fails."""
+    try:
+        return _decoder().from_serialized_xspace(data)
     except Exception as err:  # the decoder raises RuntimeError today; its type is no API either
         raise TraceError(
-            f"{p}: not a profiler trace (an XSpace protobuf): {str(err).splitlines()[0]}"
+            f"{path}: not a profiler trace (an XSpace protobuf): {str(err).splitlines()[0]}"
         ) from None
-    del data  # the decoded trace is what is read from here on
-    return _device_trace(p, profile, ops)
 
 
 def _decoder() -> type[ProfileData]:
@@ -199,21 +219,6 @@ def _decoder() -> type[ProfileData]:
     except ImportError:
         from jax.profiler import ProfileData
     return ProfileData
-
-
-def _device_trace(p: Path, profile: ProfileData, ops: bool) -> DeviceTrace:
-    for plane in profile.planes:
-        lines = {line.name: line for line in plane.lines} if plane.name.startswith(DEVICE_PREFIX) else {}
-        if modules := _modules(p, lines.get(MODULES_LINE)):
-            op_line = lines.get(OPS_LINE) if ops else None
-            return DeviceTrace(
-                str(p), plane.name, modules, () if op_line is None else _LineEvents(p, op_line)
-            )
-    names = ", ".join(plane.name for plane in profile.planes) or "none"
-    raise TraceError(
-        f"{p}: no device plane with '{MODULES_LINE}' events (planes: {names}); "
-        "a trace of a CPU run, or of a plugin that records no device events, has no device clock"
-    )
 
 
 def op_name(text: str) -> str:

@@ -12,7 +12,8 @@ Before timing, a worker of each side compiles the programs for every selected ta
 report sets the snapshot renderings, metrics and invariant verdicts side by side. Exit status: 1 when a
 confirmed timing verdict fails or an invariant holds on the baseline and fails on the candidate; 2 for bad
 input, said in one line before any worker starts; 4 when nothing regressed but a target that was asked for
-was not compared (a side could not compile for it), the last line on stderr saying which and why.
+was not compared (a side could not compile for it, or, for a program there, its release lacks an API of JAX
+this tool needs), the last line on stderr saying which and why.
 """
 
 from __future__ import annotations
@@ -628,7 +629,8 @@ def _parser() -> Parser:
         "bisect does), or the path of a Python interpreter or virtual environment. Exit status: 0 nothing "
         "regressed, 1 a timing verdict failed or an invariant holds on the baseline and fails on the "
         "candidate, 2 bad input, 4 nothing regressed but a target asked for (--targets, or a project's spec "
-        "files) was not compared: a side could not compile for it (the last line says which and why).",
+        "files) was not compared: a side could not compile for it, or its release lacks an API of JAX this "
+        "tool needs for a program there, the tool's limit (the last line says which and why).",
     )
     p.add_argument("--baseline", required=True, metavar="SPEC", help="the reference installation")
     p.add_argument("--candidate", required=True, metavar="SPEC", help="the installation under test")

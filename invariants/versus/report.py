@@ -11,7 +11,9 @@ relation now holds with none of its terms worse: one that holds only because a t
 from 10 > 0 to 10 <= 10, ``b`` gaining 10) is ``regressed``, and ``worse`` names those terms.
 
 A target that was asked for (``--targets``, or a project's spec files) and that a side could not compile is
-``not_compared``: exit 4 where nothing regressed, never a pass for a comparison that was not made.
+``not_compared``: exit 4 where nothing regressed, never a pass for a comparison that was not made. So is a
+key of such a target that a side's release could not compile for the tool's want of an API (its answer
+``lacks`` it): the tool's limit on that release, never a regression of the program.
 """
 
 from __future__ import annotations
@@ -184,6 +186,7 @@ def make_record(
         r for s in structure for r in _structure_reasons(s)
     ]
     missing = _not_compared({name: why for name, why in targets.items() if name in asked})
+    missing += [line for s in structure if s["key"].rsplit("/", 1)[-1] in asked for line in _limited(s)]
     return Record(
         baseline,
         candidate,
@@ -224,7 +227,7 @@ def _timing_reason(t: Json) -> str | None:
 def _structure_reasons(s: Json) -> list[str]:
     base, cand = s.get("baseline") or {}, s.get("candidate") or {}
     reasons = []
-    if "snapshot" in base and "error" in cand:
+    if "snapshot" in base and "error" in cand and "lacks" not in cand:
         reasons.append(f"{s['key']}: compiles on the baseline, fails on the candidate: {cand['error']}")
     for inv in s.get("invariants", []):
         if inv["change"] == "regressed" and inv.get("worse"):
@@ -421,7 +424,9 @@ def _structure_section(record: Record) -> list[str]:
 
 
 def _listed(record: Record) -> list[str]:
-    listed = [f"- {line}" for line in _not_compared(record.targets) if line not in record.not_compared]
+    limited = [line for x in record.structure for line in _limited(x)]
+    said = [*_not_compared(record.targets), *limited]
+    listed = [f"- {line}" for line in said if line not in record.not_compared]
     listed += [f"- {x['offload']}" for x in record.structure if x.get("offload")]
     same = [x for x in record.structure if not _shown(x)]
     if same:
@@ -439,6 +444,12 @@ def _not_compared(targets: Json) -> list[str]:
     """``target NAME not compared (SIDE: why; ...)`` for each target a side could not compile."""
     missing = {name: [f"{side}: {why}" for side, why in r.items() if why] for name, r in targets.items()}
     return [f"target {name} not compared ({'; '.join(m)})" for name, m in missing.items() if m]
+
+
+def _limited(x: Json) -> list[str]:
+    """``KEY not compared (SIDE: why)`` where a side's release lacks an API the tool needs for that key."""
+    said = [f"{side}: {x[side]['error']}" for side in ("baseline", "candidate") if x[side].get("lacks")]
+    return [f"{x['key']} not compared ({'; '.join(said)})"] if said else []
 
 
 def _key_section(x: Json) -> list[str]:

@@ -26,7 +26,7 @@ import numpy as np
 
 from .._cores import free, pin, usable
 from .._errors import InvariantsError
-from .._supported import installed_too_old
+from .._supported import ReleaseLacks, installed_too_old
 from ..catalog.project import Project
 from ..hlo.cost import Missing, value_or_none
 from ..measure.measurement import Measurement, measure
@@ -248,7 +248,8 @@ def structure_of_keys(
     programs: Programs | None = None,
 ) -> Json:
     """Each ``(program, config, target)`` key's answer with its invariants' verdicts (default: the package's
-    specs on the catalog), and why each target named is unavailable here."""
+    specs on the catalog), and why each target named is unavailable here. A key this release cannot compile
+    for the tool's want of an API answers its ``error`` line and the API it ``lacks``."""
     from ..catalog.registry import Programs
     from ..compile.artifacts import CompileCache
     from ..verdict.checks import expand
@@ -267,6 +268,8 @@ def structure_of_keys(
         try:
             measured_keys[key] = measure(cache.get(*key), usable[key.target])
             items[name] = key_answer(measured_keys[key], programs.program(key.program).doc)
+        except ReleaseLacks as err:  # the tool's limit on this release: that key is not compared
+            items[name] = {"error": str(err), "lacks": err.api}
         except InvariantsError as err:
             items[name] = {"error": str(err)}
     cases = expand(load_specs() if specs is None else specs, usable.values(), programs=programs)

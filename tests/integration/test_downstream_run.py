@@ -24,6 +24,7 @@ from xml.etree import ElementTree
 import pytest
 from gatekit import command, made_once
 
+from invariants._paths import PACKAGE_DIR
 from invariants.records.results import read
 
 ROOT = Path(__file__).parents[2]
@@ -110,6 +111,24 @@ def test_no_catalog_compiles_and_evaluates_what_the_relations_name(recorded):
     # ... which compiles for them alone: no item of its own, and nothing else of the catalog compiles.
     assert "invariants: 2 programs: " in out, out[-2000:]
     assert not re.search(r"::cpu::take-", out), out  # neither take's structure item nor its efficiency
+
+
+def test_the_header_names_no_null_device_as_the_configuration(recorded):
+    """The command gives pytest the null device as its configuration, so that the project's own cannot
+    change the gate: the header says that no configuration file is read, not ``configfile: ../dev/null``."""
+    _, first = recorded
+    header = first.stdout.split("\ncollected ", 1)[0]
+    assert "dev/null" not in header, header
+    assert re.search(r"^configfile: none \(the gate runs on its own options", header, re.M), header
+
+
+def test_the_short_summary_names_the_gates_modules_by_their_node_ids(recorded):
+    """Installed, the gate's modules lie in site-packages, out of the project's folder: every line of the
+    short summary names an item from its node id (``test_correctness.py``), none by a path out of it."""
+    _, first = recorded
+    summary = first.stdout.split(" short test summary info ", 1)[1].splitlines()[1:-1]
+    assert "SKIPPED [1] test_correctness.py: no correctness check applies" in summary, summary
+    assert not [line for line in summary if "../" in line or str(PACKAGE_DIR) in line], summary
 
 
 WRONG = """

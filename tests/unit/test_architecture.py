@@ -445,6 +445,8 @@ MEMOS = {
     ("hlo/tpu_model.py", "_cost_file"): "the package's own cost table, parsed",
     ("records/results.py", "_resolved"): "a record class's resolved type hints: a class is the process's",
     ("records/results.py", "_named"): "a record class's JSON names: a class is the process's",
+    ("compile/compat.py", "_abstract_mesh_constrains"): "whether the installed JAX release resolves a "
+    "PartitionSpec on an abstract mesh: the release is the process's",
     ("compile/child.py", "stage"): "the folder this process stages the package in: the paths its workers "
     "report below it are recognised, and it is removed at exit",
     ("testing.py", "_persistent"): "the pytest API's handle on a compile-cache folder, which compile_for "

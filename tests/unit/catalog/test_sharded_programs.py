@@ -255,3 +255,34 @@ def test_under_pytest_a_program_that_fits_no_target_is_the_run_s_last_line(gate_
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("error: ") and "model16 fits no target its spec files name" in last, last
+
+
+def test_a_release_without_the_mesh_api_a_program_needs_stops_that_program_alone(tmp_path, monkeypatch):
+    """On a release that lacks ``jax.sharding.AbstractMesh`` (removed here, as jax 0.4.30 lacks it) a
+    project's sharded program cannot be checked: the project still loads, its other program is built and
+    checked, and compiling the sharded one is the line that names the API and says it is the tool's
+    limit, never the program's."""
+    import jax
+
+    from invariants._supported import ReleaseLacks
+    from invariants.catalog.downstream import build_all
+    from invariants.compile.artifacts import compile_here
+
+    (tmp_path / "m.py").write_text("def f(w, x):\n    return w[x]\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = tmp_path / "s.toml"
+    path.write_text('[spec]\ntargets = ["cpu-8dev"]\n[[program]]\nname = "plain"\nfunction = "m:f"\n'
+                    'kind = "forward"\n[[program]]\nname = "meshed"\nfunction = "m:f"\nkind = "forward"\n'
+                    'mesh = { data = 1 }\nindex_sharding = ["data"]\n')  # fmt: skip
+    decls = load_spec(path, known={}).programs  # type: ignore[attr-defined]
+    monkeypatch.delattr(jax.sharding, "AbstractMesh")
+    plain, meshed = build_all(decls)
+    assert compile_here(plain, "f32", all_targets()["cpu"]).hlo_text
+    with pytest.raises(ReleaseLacks) as lacks:
+        compile_here(meshed, "f32", all_targets()["cpu"])
+    assert str(lacks.value) == (
+        f"cpu/meshed[f32]: jax {jax.__version__} has no jax.sharding.AbstractMesh, which this tool needs to "
+        "check a sharded program before a target is chosen: a limit of the tool on this release, not of the "
+        "program"
+    )

@@ -7,7 +7,7 @@ import pytest
 from invariants._errors import InvariantsError
 from invariants.catalog.programs import CATALOG
 from invariants.scope.placement import configs_for
-from invariants.scope.targets import all_targets, select_targets
+from invariants.scope.targets import GROUPS, all_targets, group_of, select_targets
 
 
 def test_the_runtime_comes_first_and_names_are_unique():
@@ -24,6 +24,18 @@ def test_selection_by_family_name_and_runtime():
     assert [t.name for t in select_targets("cpu,tpu-v5e")] == ["cpu", "tpu-v5e"]
     with pytest.raises(InvariantsError, match=r"^--targets: unknown target 'tpu-v5x' \(did you mean"):
         select_targets("tpu-v5x")
+
+
+def test_a_reports_groups_of_targets_hold_every_target_a_few_each():
+    """The report draws a column per group: every target in one, none with more than four; a name no target
+    has (another host's chip) goes with its family."""
+    grouped: dict[str, list[str]] = {}
+    for name in all_targets():
+        grouped.setdefault(group_of(name), []).append(name)
+    assert sorted(grouped) == sorted(GROUPS) and max(map(len, grouped.values())) <= 4, grouped
+    assert grouped["TPU slices and pods"] == ["tpu-v5e-2x4", "tpu-v5e-4x4", "tpu-v5p-2x2x2"]
+    assert grouped["TPU, gathers on the SparseCore"] == ["tpu-v5p-gather-offload", "tpu-v6e-gather-offload"]
+    assert [group_of(n) for n in ("tpu-v7x", "gpu-h200", "npu-x1")] == ["TPU chips", "GPUs", "npu"]
 
 
 def test_configs_for_are_the_programs_own():

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 from jax.sharding import Mesh, PartitionSpec
 
+from invariants._errors import InvariantsError
 from invariants._supported import ReleaseLacks
+from invariants.compile import compat
 from invariants.compile.compat import (
     abstract_mesh,
     axis_types,
@@ -84,3 +86,44 @@ def test_axis_types_where_the_release_has_them() -> None:
         pytest.skip(f"jax {jax.__version__} has no jax.sharding.AxisType (the test above covers it)")
     assert axis_types("explicit", 2) == (jax.sharding.AxisType.Explicit,) * 2
     assert axis_types("auto", 1) == (jax.sharding.AxisType.Auto,)
+
+
+def _constrained(w: jax.Array) -> jax.Array:
+    return jax.lax.with_sharding_constraint(w * 2, PartitionSpec("x"))
+
+
+def test_with_sharding_constraint_on_an_abstract_mesh_traces_or_is_the_tool_s_limit() -> None:
+    """On the pin a PartitionSpec resolves on the abstract mesh; on a release where it finds no mesh there
+    (jax 0.7.2, ``.ci/run`` runs this file on it) the program's error is the tool's limit, in its line."""
+    if not hasattr(jax.sharding, "AbstractMesh"):
+        pytest.skip(f"jax {jax.__version__} has no jax.sharding.AbstractMesh (the test above covers it)")
+    mesh = abstract_mesh((1,), ("x",), "auto")
+    if compat._abstract_mesh_constrains():
+        with tracing_on(mesh):
+            assert jax.eval_shape(_constrained, TABLE).shape == TABLE.shape
+        return
+    with pytest.raises(ReleaseLacks) as said, tracing_on(mesh):
+        jax.eval_shape(_constrained, TABLE)
+    assert str(said.value) == (
+        f"jax {jax.__version__} has no mesh for jax.lax.with_sharding_constraint in "
+        "jax.sharding.use_abstract_mesh, which this tool needs to trace a program on a mesh without devices: "
+        "a limit of the tool on this release, not of the program"
+    )
+
+
+def test_where_the_abstract_mesh_does_not_constrain_an_error_in_the_trace_is_the_tool_s_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Such a release, on whichever runs this: what the program raises is the limit; the tool's own line
+    (an InvariantsError) passes as it is."""
+    if not hasattr(jax.sharding, "use_abstract_mesh"):
+        pytest.skip(f"jax {jax.__version__} has no jax.sharding.use_abstract_mesh (covered above)")
+    monkeypatch.setattr(compat, "_abstract_mesh_constrains", lambda: False)
+    mesh = abstract_mesh((1,), ("x",), "auto")
+    limit = r"has no mesh for jax\.lax\.with_sharding_constraint"
+    with pytest.raises(ReleaseLacks, match=limit), tracing_on(mesh):
+        raise RuntimeError("with_sharding_constraint requires a non-empty mesh")
+    own = InvariantsError("a line of the tool's own")
+    with pytest.raises(InvariantsError) as passed, tracing_on(mesh):
+        raise own
+    assert passed.value is own

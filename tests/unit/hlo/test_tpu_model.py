@@ -80,22 +80,32 @@ def test_held_out_programs_rank_as_the_chip_ranks_them(corpus, left_out, group):
     assert acc.spearman >= 0.95, FIT.report(acc)
 
 
-# How far a held-out twin's predicted ratio may be from the chip's. With a program left out, its family's
-# other programs stay in the fit: the lookups' twin is then as far off as it is in sample (the kernels of
-# model steps share its fusions' coefficients).
-TWIN_ERROR = {"program": 0.30, "family": 0.25}
+# The catalog's twin pairs in the configuration tpu.toml's relations name.
+PAIRS = [f"{a}.f32 / {b}.f32" for a, b in FIT.TWINS]
+# With only its program left out, the lookups' twin is as far off as in sample: the gather's bitpacked form
+# is priced within 15%, and the plain gather's select after it (16 MB on chip, 10 us on the chip) at a
+# third of that by the fusions' bytes.
+_KNOWN = {("program", PAIRS[0]): "the plain gather's select costs 3x what fusions' bytes price it at"}
 
 
-@pytest.mark.parametrize("group", GROUPS)
-def test_held_out_twin_ratios_read_as_the_chips(left_out, group):
+@pytest.mark.parametrize(
+    ("group", "pair"),
+    [
+        pytest.param(
+            g, p, marks=[pytest.mark.xfail(strict=True, reason=_KNOWN[g, p])] if (g, p) in _KNOWN else []
+        )
+        for g in GROUPS
+        for p in PAIRS
+    ],
+)
+def test_held_out_twin_ratios_read_as_the_chips(left_out, group, pair):
     """The pairs of tpu.toml's time relations, each side predicted by a fit that never saw it (nor, by
-    family, any catalog program): close to the ratio the chip measured, in the configuration the
-    relations name, and on the same side of the relations' bound."""
-    pairs = {pair: (p, c) for pair, p, c in left_out[group].twin_ratios() if pair.endswith(".f32")}
-    assert len(pairs) == 3, pairs
-    for pair, (predicted, chip) in pairs.items():
-        assert abs(predicted / chip - 1) <= TWIN_ERROR[group], (pair, predicted, chip)
-        assert (predicted <= FIT.TWIN_BOUND) == (chip <= FIT.TWIN_BOUND), (pair, predicted, chip)
+    family, any catalog program): within 25% of the ratio the chip measured, and on the same side of the
+    relations' bound."""
+    pairs = {name: (p, c) for name, p, c in left_out[group].twin_ratios()}
+    predicted, chip = pairs[pair]
+    assert (predicted <= FIT.TWIN_BOUND) == (chip <= FIT.TWIN_BOUND), (pair, predicted, chip)
+    assert abs(predicted / chip - 1) <= 0.25, (pair, predicted, chip)
 
 
 @pytest.fixture(scope="module")
@@ -113,28 +123,33 @@ def test_whole_model_steps_the_fit_never_saw_are_predicted_as_the_chip_times_the
     assert len(whole.keys) == 14 and np.isfinite(whole.predicted).all()
     assert whole.spearman >= 0.95, FIT.report(whole)
     errors = np.abs(whole.errors)
-    assert np.median(errors) <= 0.15 and errors.max() <= 0.30, FIT.report(whole)
-    assert (errors <= 0.25).sum() >= 13, FIT.report(whole)
+    assert np.median(errors) <= 0.15 and errors.max() <= 0.25, FIT.report(whole)
 
 
 def test_every_held_out_twin_verdict_is_the_chips(fitted):
     """Two ways of writing one computation (scatter-max and segment-max, causal and full attention, a
     one-hot loss and a gathered one, TopK and a sort, a one-hot lookup and a gather, bf16 and f32 norms,
     dense and segment aggregation, gathered and dispatched experts), timed on the chip and never fitted
-    on: each predicted ratio gives the chip's verdict at the relations' bound, and nearly all are within
-    25% of the chip's ratio."""
+    on: each predicted ratio gives the chip's verdict at the relations' bound, within 25% of the chip's
+    ratio."""
     twins = FIT.twins(fitted)
     assert len(twins) == 8
     assert all(t.agrees() for t in twins), [t for t in twins if not t.agrees()]
-    assert sum(abs(t.error) <= 0.25 for t in twins) >= 7, twins
-    assert all(abs(t.error) <= 0.35 for t in twins), twins
+    assert all(abs(t.error) <= 0.25 for t in twins), twins
 
 
 def test_a_family_s_largest_program_is_predicted_from_its_smaller_ones(corpus):
-    """Each family's largest program (at least 8x its next) left out: the model extrapolates in size."""
+    """Each family's largest program (at least 8x its next) left out: the model extrapolates in size, the
+    matmuls that become bound by the matrix unit included (their multiply-adds are priced). What it
+    misses is where the chip changes regime and no feature says so (a sorted search's loop, a cumulative
+    sum, a sort past the chip's fast memory, the largest tables)."""
     acc = FIT.largest_left_out(corpus)
+    errors = np.abs(acc.errors)
     assert len(acc.keys) >= 25
-    assert acc.spearman >= 0.95 and np.median(np.abs(acc.errors)) <= 0.25, FIT.report(acc)
+    assert acc.spearman >= 0.95 and np.median(errors) <= 0.15, FIT.report(acc)
+    assert (errors <= 0.25).sum() >= 0.75 * len(errors), FIT.report(acc)
+    bound = {k.split("_")[0] for k, e in zip(acc.keys, errors, strict=True) if e <= 0.25}
+    assert {"mlp", "moe", "onehot"} <= bound, bound
 
 
 def test_the_coefficients_file_is_the_fit_of_the_committed_data(corpus, fitted):
@@ -225,6 +240,78 @@ def test_gather_kinds_are_read_from_the_hlo(hlo):
     assert eqx["bitpacked_rows"] == 16384 and take["bitpacked_rows"] == 0
     assert gathers("take_along_b1024_v4096_k64.-")["element_rows"] == 1024 * 64
     assert gathers("gather_v262144_d32_n16384_f32_uniform.-")["hbm_rows"] == 16384
+
+
+def test_a_matrix_row_is_priced_by_its_tiles_where_the_kernel_writes_them(corpus):
+    """An expert's weights gathered per token are tiles, moved at the rate of the memory the kernel writes
+    them to (the catalog's MoE keeps them on chip, an expert gather writes them to HBM), wherever the table
+    lies: an MoE block whose table stays in HBM pays no per-row premium. A vector row is never a tile."""
+    _, held = FIT.load(FIT.HELD_OUT)
+
+    def gather(key: str) -> dict[str, float]:
+        (row,) = [r for r in [*corpus, *held] if r.key == key]
+        return dict(next(x for x in row.launches if x.kind == "gather" and x.features["rows"]).features)
+
+    on_chip = gather("moe_e8_d128_f256_t256.-")
+    assert on_chip["tile_bytes"] == 256 * 128 * 256 * 4 and on_chip["tile_hbm_bytes"] == 0
+    to_hbm = gather("expert_gather_e32_d256_f1024_t4096_bf16.-")
+    assert to_hbm["tile_bytes"] == to_hbm["tile_hbm_bytes"] == 4096 * 256 * 1024 * 2
+    assert to_hbm["bytes"] == to_hbm["hbm_bytes"] == 0
+    from_hbm = [
+        dict(x.features)
+        for r in held
+        if r.program.startswith("moe_block_t2048")
+        for x in r.launches
+        if x.kind == "gather" and x.features["tile_bytes"]
+    ]
+    assert len(from_hbm) == 8 and all(f["hbm_rows"] == f["hbm_bytes"] == 0 for f in from_hbm), from_hbm
+    take = gather("take.f32")
+    assert take["tile_bytes"] == 0 and take["bytes"] == 16384 * 128 * 4
+
+
+def test_a_matmul_costs_its_multiply_adds_as_xla_writes_it_for_the_tpu(corpus):
+    """The matrix unit's work read from each convolution: a plain matmul, a batch written as a dilated
+    spatial dimension (once per element, not per window position), a weight gradient summed over a
+    window of tokens, and a 3x3 convolution whose padding the window skips."""
+    convs = {
+        r.key: sorted(x.features["macs"] for x in r.launches if x.kind == "conv")
+        for r in corpus
+        if r.key
+        in ("mlp_n8192_d1024_f4096_bf16.-", "block_train_b4_s256_d512_bf16_causal.-", "patches_hw128_c8.-")
+    }
+    assert convs["mlp_n8192_d1024_f4096_bf16.-"] == [8192 * 1024 * 4096] * 2
+    block = convs["block_train_b4_s256_d512_bf16_causal.-"]
+    assert 4 * 8 * 256 * 256 * 64 in block and 4 * 256 * 512 * 2048 in block, block
+    assert max(convs["patches_hw128_c8.-"]) == 8 * 8 * 72 * (3 * 128 - 2) ** 2
+
+
+def test_a_convolution_it_cannot_read_has_no_price():
+    """Labels that do not name each dimension once: no figure, with the reason, never a guess."""
+    for labels in ("bf_io->bf", "bf_io->bfx"):
+        module = parse_module(_conv_module(labels), "t")
+        value = tpu_model.predicted_seconds(module, structure_of(module), "tpu-v5e")
+        assert isinstance(value, float) if labels == "bf_io->bf" else f"dim_labels {labels!r}" in str(value)
+
+
+def _conv_module(labels: str) -> str:
+    tiled = "f32[128,128]{1,0:T(8,128)}"
+    return "\n".join(
+        [
+            "HloModule conv, is_scheduled=true",
+            "",
+            "%fused (p: f32[128,128], q: f32[128,128]) -> f32[128,128] {",
+            f"  %p = {tiled} parameter(0)",
+            f"  %q = {tiled} parameter(1)",
+            f"  ROOT %c = {tiled} convolution(%p, %q), dim_labels={labels}",
+            "}",
+            "",
+            "ENTRY %main (x: f32[128,128]) -> f32[128,128] {",
+            f"  %x = {tiled} parameter(0)",
+            f"  ROOT %f = {tiled} fusion(%x, %x), kind=kOutput, calls=%fused",
+            "}",
+            "",
+        ]
+    )
 
 
 def test_no_prediction_off_tpu_or_without_a_trip_count():

@@ -304,24 +304,62 @@ def test_a_keyword_that_deselects_every_gate_item_is_one_line(gate_pytester: InP
 
 def test_only_gate_items_are_recorded(tmp_path: Path):
     """A session that loads the gate's plugin may run other tests too (this repository's own do): their
-    failures are not the gate's, and a run of nothing but them writes no results file."""
+    failures are not the gate's, and a run of nothing but them writes no results file. A gate item's report
+    says it is one; a keyword ``gate`` (a test parametrized so has it) does not."""
     from types import SimpleNamespace
 
     from invariants.plugin.session import Recorder
+    from invariants.plugin.tree import GATE_REPORT
 
-    def report(keywords: dict[str, int], outcome: str) -> object:
+    def report(gate: bool, outcome: str) -> object:
         return SimpleNamespace(when="call", skipped=False, failed=outcome == "failed", outcome=outcome,
-                               keywords=keywords, nodeid="tests/t.py::t", user_properties=[],
-                               longrepr="boom")  # fmt: skip
+                               keywords={"gate": 1}, nodeid="tests/t.py::t[gate]", user_properties=[],
+                               longrepr="boom", **({GATE_REPORT: True} if gate else {}))  # fmt: skip
 
     recorder = Recorder()
     recorder.claim_results(tmp_path / "results.json")
-    recorder.pytest_runtest_logreport(report({"t": 1}, "failed"))  # type: ignore[arg-type]
+    recorder.pytest_runtest_logreport(report(False, "failed"))  # type: ignore[arg-type]
     recorder.write_results({})
-    assert recorder.items == [] and not (tmp_path / "results.json").exists()
-    recorder.pytest_runtest_logreport(report({"gate": 1}, "failed"))  # type: ignore[arg-type]
+    assert recorder.items == [] and not (tmp_path / "results.json").exists() and not recorder.notes
+    recorder.pytest_runtest_logreport(report(True, "failed"))  # type: ignore[arg-type]
     assert [i.kind for i in recorder.items] == ["error"]
     recorder.release()
+
+
+NOT_THE_GATE = """
+import pytest
+
+
+@pytest.mark.parametrize("command", ["gate", "report"])
+def test_a_command(command):
+    assert command
+"""
+
+
+def test_a_run_of_no_gate_item_says_nothing_of_the_gates_results(gate_pytester: InProcess):
+    """A project's own tests in a session that loads the gate's plugin (this repository's do), one of
+    them parametrized with "gate": the run's end says nothing of the gate, and writes no results file."""
+    gate_pytester.project(targets=())
+    (gate_pytester.path / "tests" / "test_mine.py").write_text(NOT_THE_GATE)
+    proc = gate_pytester.pytest("tests/test_mine.py")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "2 passed" in out and "invariants: no gate item" not in out, out[-3000:]
+    assert not (gate_pytester.path / "artifacts" / "results.json").exists()
+
+
+def test_a_gate_run_that_records_nothing_says_so(gate_pytester: InProcess, tmp_path: Path):
+    """Gate items selected, none of them run (``--setup-only``): the run's end says that no results file
+    was written, and why."""
+    import shutil
+
+    shutil.copytree(ROOT / "snapshots" / "cpu", tmp_path / "s" / "cpu")
+    results = tmp_path / "r.json"
+    proc = _gate(gate_pytester, tmp_path, "--setup-only", f"--results-json={results}")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert f"invariants: no gate item recorded anything; {results} was not written" in out, out[-3000:]
+    assert not results.exists()
 
 
 def test_a_failed_items_failure_is_a_value_the_closing_table_reads(gate_pytester: InProcess, tmp_path: Path):

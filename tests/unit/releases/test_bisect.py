@@ -12,9 +12,25 @@ import pytest
 from packaging.version import Version
 
 from invariants._errors import InvariantsError, NothingChecked
+from invariants._supported import ReleaseLacks
 from invariants.compile.child import gate_command
 from invariants.records.compiled import Key
-from invariants.records.results import PROPERTY, Failure, Results, entry, error_entry, read, record, write
+from invariants.records.results import (
+    PROPERTY,
+    Failure,
+    Record,
+    Results,
+    compile_name,
+    entry,
+    error_entry,
+    from_json,
+    lacks_property,
+    read,
+    record,
+    skipped_entry,
+    to_json,
+    write,
+)
 from invariants.releases import bisect as b
 from invariants.releases import environments as r
 from invariants.releases import matrix as m
@@ -509,9 +525,10 @@ def test_bisect_end_that_cannot_compile_a_target_is_exit_4_before_any_install(
     assert "\n" not in str(err.value) and getattr(err.value, "status", 2) == 4
 
 
-def _fake_releases(monkeypatch, releases, verdicts, unavailable=()) -> None:
+def _fake_releases(monkeypatch, releases, verdicts, unavailable=(), lacking=()) -> None:
     """An index of ``releases``, whose suites hold where ``verdicts`` says; the gate of a release in
-    ``unavailable`` cannot compile the target asked for (its exit 4)."""
+    ``unavailable`` cannot compile the target asked for (its exit 4); in a release of ``lacking`` the tool's
+    limit there skipped one item (its results file as the gate's recorder writes it)."""
     monkeypatch.setattr(b, "check_index", lambda url: None)
     monkeypatch.setattr(b, "list_releases", lambda name, url: [V(v) for v in releases])
     monkeypatch.setattr(b, "ensure_env", lambda pins, cache, url: Path(f"env-{pins.env_name}"))
@@ -519,8 +536,10 @@ def _fake_releases(monkeypatch, releases, verdicts, unavailable=()) -> None:
     def run_suite(env, version, workdir, **selection):
         if str(version) in unavailable:
             raise NothingChecked(f"jax {version}: --targets tpu-v5e: cannot compile here")
-        outcome = "passed" if verdicts[str(version)] else "failed"
-        return _results([{"kind": "invariant", "outcome": outcome, "nodeid": "n"}]), 1.0
+        outcome = "passed" if verdicts.get(str(version), True) else "failed"
+        results = _results([{"kind": "invariant", "outcome": outcome, "nodeid": "n"}])
+        skipped = [to_json(_lacks_skip(str(version)))] if str(version) in lacking else []
+        return Results.from_json({"items": [*map(to_json, results.items), *skipped]}), 1.0
 
     monkeypatch.setattr(b, "run_suite", run_suite)
 
@@ -549,6 +568,44 @@ def test_bisect_names_no_release_where_one_it_could_not_judge_lies_at_the_change
     out = capsys.readouterr().out
     assert "  jax 0.6.0: skipped (" in out
     assert "first release where the selection breaks: jax 0.7.0 (last with it holding: jax 0.6.1)" in out
+
+
+def _lacks_skip(version: str, target: str = "cpu-8dev") -> Record:
+    """The skipped record of a pod program's item on a release without ``jax.sharding.AxisType``."""
+    lacks = ReleaseLacks("jax.sharding.AxisType", "to build a mesh with axis types", version)
+    line = str(lacks.about(compile_name(target, "fsdp_take", "f32")))
+    key = Key("fsdp_take", "f32", target)
+    return skipped_entry(f"{target}::fsdp_take-f32", line, [lacks_property(lacks.api, key)])
+
+
+@pytest.mark.usefixtures("selection_checked")
+def test_a_release_the_tool_cannot_serve_is_skipped_in_its_line_and_bears_no_boundary(
+    monkeypatch, capsys
+) -> None:
+    """A release whose gate skipped a selected item for want of an API of JAX is skipped by the search
+    with that line (the tool's limit, never the program's): no boundary is named across it, the one named
+    elsewhere says which releases were skipped, and at an end it is exit 4."""
+    limit = (
+        "cpu-8dev/fsdp_take[f32]: jax 0.6.0 has no jax.sharding.AxisType, which this tool needs to build a "
+        "mesh with axis types: a limit of the tool on this release, not of the program"
+    )
+    releases = ["0.5.3", "0.6.0", "0.7.0"]
+    _fake_releases(monkeypatch, releases, {"0.5.3": True, "0.7.0": False}, lacking={"0.6.0"})
+    assert b.main_bisect(["--good", "0.5.3", "--bad", "0.7.0", "--targets", "cpu-8dev"]) == 4
+    out = capsys.readouterr().out
+    assert f"  jax 0.6.0: skipped ({limit})\n" in out
+    assert "between jax 0.5.3 and jax 0.7.0, and jax 0.6.0 between them could not be judged" in out
+    assert "first release where" not in out
+    releases = ["0.5.2", "0.5.3", "0.6.0", "0.7.0", "0.8.0", "0.9.0"]
+    _fake_releases(monkeypatch, releases, {"0.8.0": False, "0.9.0": False}, lacking={"0.6.0"})
+    assert b.main_bisect(["--good", "0.5.2", "--bad", "0.9.0", "--targets", "cpu-8dev"]) == 0
+    out = capsys.readouterr().out
+    assert "first release where the selection breaks: jax 0.8.0 (last with it holding: jax 0.7.0)" in out
+    assert f" releases tested, 1 skipped; jax 0.6.0 skipped: {limit}\n" in out
+    _fake_releases(monkeypatch, releases, {"0.9.0": False}, lacking={"0.5.2"})
+    with pytest.raises(NothingChecked) as stopped:
+        b.main_bisect(["--good", "0.5.2", "--bad", "0.9.0", "--targets", "cpu-8dev"])
+    assert str(stopped.value) == limit.replace("0.6.0", "0.5.2") and stopped.value.status == 4
 
 
 @pytest.mark.usefixtures("selection_checked")
@@ -595,6 +652,41 @@ def test_matrix_runs_the_gpu_targets_in_each_releases_plugin_environment(monkeyp
     assert "- gpu-a100, jax 0.9.1: skipped: jax 0.9.1: too old to compile for a GPU" in table
     built.clear()
     assert m.main_matrix([*argv[:1], "0.10.1", *argv[2:]]) == 0, "every release compiled every target"
+
+
+@pytest.mark.usefixtures("selection_checked")
+def test_a_matrix_cell_the_tool_cannot_compile_in_a_release_says_skipped_and_why(
+    monkeypatch, tmp_path
+) -> None:
+    """A structure the tool's limit on a release skipped (an API of JAX it lacks): its cell says skipped and
+    the API, the line under the table says the rest (never a compile failure of the program), the other
+    programs fill their cells, and the table with that hole exits 4 naming it."""
+    monkeypatch.setattr(m, "check_index", lambda url: None)
+    monkeypatch.setattr(m, "list_releases", lambda name, url: [V("0.6.0"), V("0.10.1")])
+    monkeypatch.setattr(m, "plot_matrix", lambda rows, names, path: None)
+    monkeypatch.setattr(m, "ensure_env", lambda pins, cache, url: Path(f"env-{pins.env_name}"))
+
+    def run_suite(env, version, workdir, **selection):
+        structure = {"kind": "structure", "target": "cpu", "config": "f32", "kernels": 3, "while_loops": 0,
+                     "dynamic_kernel_launches": 3}  # fmt: skip
+        made = _results([{**structure, "program": p} for p in ("take", "fsdp_take")])
+        if str(version) == "0.6.0":  # the pod program skipped, as the gate's recorder writes it
+            made = _results([{**structure, "program": "take"}])
+            made.items.append(from_json(to_json(_lacks_skip("0.6.0", "cpu"))))
+        return made, 1.0
+
+    monkeypatch.setattr(m, "run_suite", run_suite)
+    argv = ["--versions", "0.6.0,0.10.1", "--no-tpu", "--out", str(tmp_path)]
+    with pytest.raises(NothingChecked, match=r"^matrix: not compiled: fsdp_take on cpu, jax 0\.6\.0$"):
+        m.main_matrix(argv)
+    table = (tmp_path / "matrix.md").read_text()
+    assert "| fsdp_take | skipped: no jax.sharding.AxisType | 3 / 0 / 3 |" in table
+    assert "| take | 3 / 0 / 3 | 3 / 0 / 3 |" in table
+    assert (
+        "- fsdp_take on cpu, jax 0.6.0: skipped: cpu/fsdp_take[f32]: jax 0.6.0 has no jax.sharding.AxisType, "
+        "which this tool needs to build a mesh with axis types: a limit of the tool on this release, not of "
+        "the program"
+    ) in table
 
 
 # What the A100's grad_take f32 renders to in jaxlib 0.10.1 (tests/data/snapshots) and 0.10.2: the HLO

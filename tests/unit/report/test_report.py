@@ -186,34 +186,71 @@ def test_plot_writes_a_png(tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def _drawn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, items: list[dict[str, Any]]) -> Any:
+    """The figure the plot of ``items`` draws, drawn, its renderer ready."""
+    import matplotlib.pyplot as plt
+
+    figures: list[Any] = []
+    monkeypatch.setattr(plt, "close", figures.append)
+    run = _report.load_results(_write(tmp_path, "r.json", _results(items)))
+    _report.plot(run, tmp_path / "plot.png")
+    monkeypatch.undo()
+    (fig,) = figures
+    fig.canvas.draw()
+    return fig
+
+
 def test_the_plot_s_legends_and_notes_cover_no_point(tmp_path, monkeypatch):
-    """Each legend lies beside its panel, within the figure, and the note of the largest count is no text
+    """Each legend lies outside every panel, within the figure, and the note of the largest count is no text
     drawn over the points: a legend in the panel's lower right covered the point with the most launches
     where that was the last row."""
     import matplotlib.pyplot as plt
+    from matplotlib.text import Text
 
-    figures = []
-    monkeypatch.setattr(plt, "close", figures.append)
     last_row_largest = [
         _structure("cpu", "a_first"),
         _structure("tpu-v5e", "a_first", dynamic_kernel_launches=4),
         _structure("cpu", "z_last", dynamic_kernel_launches=3),
         _structure("tpu-v5e", "z_last", while_loops=1, max_trip_count=16384, dynamic_kernel_launches=147470),
     ]
-    run = _report.load_results(_write(tmp_path, "r.json", _results(last_row_largest)))
-    _report.plot(run, tmp_path / "plot.png")
-    (fig,) = figures
-    fig.canvas.draw()
+    fig = _drawn(tmp_path, monkeypatch, last_row_largest)
     renderer = fig.canvas.get_renderer()
     whole = fig.get_window_extent(renderer)
+    panels = [ax.get_window_extent(renderer) for ax in fig.axes]
+    assert len(panels) == 2  # a column per group of targets: the CPU, the TPU chips
     for ax in fig.axes:
         legend = ax.get_legend().get_window_extent(renderer)
-        panel = ax.get_window_extent(renderer)
-        assert legend.x0 >= panel.x1, (legend, panel)
-        assert whole.x0 <= legend.x0 and legend.x1 <= whole.x1 + 1, (legend, whole)
+        assert not [p for p in panels if legend.overlaps(p)], (legend, panels)
+        assert whole.x0 <= legend.x0 and legend.x1 <= whole.x1 + 1 and legend.y1 <= whole.y1 + 1, legend
         assert not ax.texts, [t.get_text() for t in ax.texts]
-    assert "most: 147,470 launches, z_last on tpu-v5e" in fig.axes[0].get_title()
-    monkeypatch.undo()
+    titles = [t.get_text() for t in fig.findobj(Text)]
+    assert [t for t in titles if "most: 147,470 launches, z_last on tpu-v5e" in t], titles
+    plt.close(fig)
+
+
+def test_the_plot_draws_each_group_of_targets_in_a_column_of_its_own(tmp_path, monkeypatch):
+    """Every target in one panel overlapped past reading: a column per group of targets (the CPU, TPU chips,
+    slices and pods, the SparseCore's, GPUs), for launches and for the TPU's predicted cycles, each target
+    in one column of each, no column with more than four."""
+    import matplotlib.pyplot as plt
+
+    from invariants.scope.targets import CPU_RUNTIME, GROUPS, all_targets
+
+    names = list(all_targets(CPU_RUNTIME))
+    assert len(names) >= 15
+    items = [
+        _structure(t, p, **({"estimated_cycles": 1000} if t.startswith("tpu") else {}))
+        for t in names
+        for p in ("take", "naive")
+    ]
+    fig = _drawn(tmp_path, monkeypatch, items)
+    columns = [(ax.get_legend().get_title().get_text(), ax) for ax in fig.axes]
+    tpu = [g for g in GROUPS if g.startswith("TPU")]
+    assert [name for name, _ in columns] == [*GROUPS, *tpu]
+    launches = [t.get_text() for _, ax in columns[: len(GROUPS)] for t in ax.get_legend().get_texts()]
+    assert sorted(launches) == sorted(names)
+    for name, ax in columns:
+        assert len(ax.collections) == len(ax.get_legend().get_texts()) <= 4, name
     plt.close(fig)
 
 

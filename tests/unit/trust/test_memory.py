@@ -5,6 +5,7 @@ traceback (or the machine swapping) in a timed or correctness item."""
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import jax
 import jax.numpy as jnp
@@ -88,3 +89,45 @@ def test_more_distinct_op_names_than_a_program_has_instructions_is_one_line(tmp_
     path.write_bytes(xspace([("jit_f", 0, 10_000_000)], [(f"op{k}", k * 1000, 10) for k in range(6)]))
     with pytest.raises(trace.TraceError, match=r"t\.xplane\.pb: more than 5 distinct op names"):
         trace.stats(trace.read_trace(path))
+
+
+# The child's own peak: ru_maxrss would start at its parent's (Linux keeps it across fork and exec).
+_PEAK_OF_READING = """
+import sys
+from invariants.timing.trace import _decoder, read_trace, stats
+
+def status(key):
+    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(key + ":"))
+
+_decoder()  # the decoder's import, before the baseline
+before = status("VmRSS")
+(module,) = stats(read_trace(sys.argv[1]))
+print(sum(op.count for op in module.ops), (status("VmHWM") - before) * 1024)
+"""
+
+
+@pytest.mark.skipif(
+    not os.path.exists("/proc/self/status"), reason="a process's peak memory is read from /proc"
+)
+def test_a_trace_of_half_a_million_op_events_is_read_in_a_few_times_its_size(tmp_path):
+    """Decoded whole, a trace takes many times its file (a message per event); read a run of events at a
+    time, the file once and one run's decoding. Measured in a child, as its resident memory's peak while
+    reading over what it held before."""
+    import subprocess
+    import sys
+
+    from xspace import xspace
+
+    names = [f"%fusion.{k} = f32[8,128]{{1,0}} fusion(%p)" for k in range(20)]
+    n = 500_000
+    path = tmp_path / "t.xplane.pb"
+    ops = ((names[i % 20], i * 1000 + 1, 500) for i in range(n))
+    path.write_bytes(xspace([("jit_f", c * n * 100, n * 100) for c in range(10)], ops))
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK_OF_READING, str(path)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    count, peak = map(int, done.stdout.split())
+    size = path.stat().st_size
+    assert count == n
+    assert peak < 4 * size, f"reading a {size}-byte trace took {peak} bytes more at its peak"

@@ -1342,6 +1342,68 @@ def test_a_target_asked_for_and_not_compared_exits_4(
     assert out.count(line) == 1  # at the top, not again under the structure
 
 
+def _lacking_answer(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """What a worker answers for a key its release cannot compile for want of ``jax.sharding.AxisType``
+    (removed here, as a release before it lacks it): the worker's own answer, through the compile cache."""
+    import jax
+
+    from invariants.catalog.programs import Program
+    from invariants.catalog.registry import Programs
+    from invariants.compile import compat
+    from invariants.versus.worker import structure_of_keys
+
+    def on_a_mesh(W: Any, x: Any) -> Any:
+        compat.axis_types("auto", 1)  # what a pod program's mesh needs
+        return W[x]
+
+    monkeypatch.delattr(jax.sharding, "AxisType")
+    programs = Programs(catalog={"fsdp_take": Program("fsdp_take", "forward", on_a_mesh, "W[x] on a mesh")})
+    answer = structure_of_keys([("fsdp_take", "f32", "cpu")], [], programs)["items"]["fsdp_take/f32/cpu"]
+    monkeypatch.undo()
+    return dict(answer)
+
+
+@pytest.mark.parametrize("lacking", ["baseline", "candidate"])
+def test_a_key_whose_release_lacks_an_api_is_not_compared(
+    lacking: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A side whose release lacks an API the tool needs for a program: that key is "not compared", with the
+    worker's one line naming the API and the release and saying it is the tool's limit (never the
+    program's); never a regression nor "no regression": exit 4, in the JSON, the markdown and the last line
+    on stderr. The other programs are compared."""
+    from invariants.versus import command
+
+    answer = _lacking_answer(monkeypatch)
+    said = answer["error"]
+    assert answer["lacks"] == "jax.sharding.AxisType" and "snapshot" not in answer
+    assert said.startswith("cpu/fsdp_take[f32]: jax ") and " has no jax.sharding.AxisType, " in said
+    assert said.endswith(": a limit of the tool on this release, not of the program")
+
+    def answered(sides: Any, keys: Any, exclusive: bool) -> tuple[list[Any], list[Any]]:
+        hellos = [{"versions": {"jax": "0.10.2"}, "platform": "cpu", "device": "cpu"} for _ in sides]
+        compiled = {"snapshot": "summary: kernels 1", "invariants": []}
+        replies = [
+            {"items": {"/".join(k): answer if k[0] == "fsdp_take" and role == lacking else compiled
+                       for k in keys},
+             "targets": {"cpu": None}}
+            for role in ("baseline", "candidate")
+        ]  # fmt: skip
+        return hellos, replies
+
+    monkeypatch.setattr(command, "hello_and_structure", answered)
+    monkeypatch.setattr(command, "structure_keys", lambda programs, targets, known=None: [
+        ("take", "f32", "cpu"), ("fsdp_take", "f32", "cpu")])  # fmt: skip
+    args = ["--baseline", "current", "--candidate", "current", "--no-timing", "--programs", "take"]
+    status, out, err = _cli_here(capsys, *args, "--targets", "cpu", "--json", str(tmp_path / "v.json"))
+    record = load_record(tmp_path / "v.json")
+    line = f"fsdp_take/f32/cpu not compared ({lacking}: {said})"
+    assert status == 4 and record.exit == 4 and record.reasons == []
+    assert record.not_compared == [line]
+    assert err.strip().splitlines()[-1] == f"versus: {line}"
+    assert "**NOT COMPARED**" in out.splitlines()[0] and "no regression" not in out
+    assert f"- {line}" in out and "identical on both sides: take/f32/cpu" in out
+
+
 def test_not_compared_is_exit_4_unless_something_regressed(tmp_path: Path) -> None:
     """A regression outranks a missing target (exit 1), and both are said; the record reads back."""
     side = SideRecord("current", sys.executable, {"jax": "0.10.2"})
