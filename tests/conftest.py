@@ -5,10 +5,17 @@ the counts they were written with (``HYPOTHESIS_PROFILE=full``, as ``.ci/run`` d
 fewer examples than the others says so as a share of the profile's (``settings.default.max_examples``, read
 when its module is imported, after this file loaded the profile), so that a profile always decides.
 
-``e2e``: tests that run the project end to end as its users do (fresh virtual environments, a wheel, the
-guide as written, the GitHub action's step, the device-check rehearsal, real versus workers, the self-check
-proof). They take minutes together, so the README's test command leaves them out; ``pytest -m e2e`` (any
-``-m`` expression that names ``e2e``) selects them, and ``.ci/run`` runs them after that command.
+``e2e``: the line between the tiers. The README's test command is the in-process tier: a test there calls
+the code, or runs the gate and ``python -m invariants`` in its own process (``gate_pytester``,
+``gatekit.command``). A test that starts the gate or the tool as a user does, in a process of its own, is
+``e2e``: a child pytest or gate run (xdist's workers included), a fresh interpreter that imports JAX (a
+compile child, ``python -m invariants``, a script), signals to real processes, and beyond them fresh
+virtual environments, a wheel, the guide as written, the GitHub action's step, the device-check rehearsal,
+real versus workers and the self-check proof. A test says so itself (``pytestmark`` for a module,
+``@pytest.mark.e2e`` for a test, ``pytest.param(..., marks=...)`` for a case); a run shared by several tests
+is made by the first that asks (``gatekit.made_once``), so a child run the in-process tier never asks for
+is never made there. The tier takes minutes, so the README's test command leaves it out; ``pytest -m e2e``
+(any ``-m`` expression that names ``e2e``) selects it, and ``.ci/run`` runs it after that command.
 
 pytest-benchmark: the project's own tests time nothing with it (the gate's throughput tier has its own
 timer), so it is off here, and under xdist it does not warn that it is.

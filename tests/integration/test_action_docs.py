@@ -31,6 +31,7 @@ def test_the_docs_show_the_scripts_command() -> None:
     assert {doc for doc, _ in _documented_lines()} == set(DOCS)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("doc", "line"), _documented_lines())
 def test_the_documented_command_runs_the_gate(tmp_path: Path, doc: str, line: str) -> None:
     # As a user types it, in a project folder with the gate's Python first on PATH; the checkout is CHECKOUT.

@@ -10,6 +10,10 @@ import json
 import re
 
 import gatekit
+import pytest
+
+# The flagged run is a child (XLA reads its flags when it starts): end to end (tests/conftest.py: -m e2e).
+pytestmark = pytest.mark.e2e
 
 SELECTION = ("--targets", "cpu", "--programs", "take,grad_take", "--configs", "f32", "-m", "not throughput")
 

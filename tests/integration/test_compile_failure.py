@@ -88,6 +88,7 @@ def gate(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
         )  # fmt: skip
 
 
+@pytest.mark.e2e
 def test_a_failed_compile_is_reported_once_with_its_hlo_and_a_reproducer(tmp_path: Path):
     project = make(tmp_path / "project")
     dumps = project / "dumps" / "cpu"
@@ -165,6 +166,7 @@ mesh = { data = 8 }
 """
 
 
+@pytest.mark.e2e
 def test_a_compile_that_fails_in_the_targets_child_fails_alone(tmp_path: Path):
     """The 8-device CPU compiles in a child process: the failed program is reported as in this process
     (with its HLO), and the target's other programs compile all the same."""

@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 from gatekit import make_project, run
 
+# The gate in a child, as a user starts it: end to end (tests/conftest.py: -m e2e).
+pytestmark = pytest.mark.e2e
+
 SELECTION = (
     "--targets",
     "cpu",

@@ -18,7 +18,6 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -237,9 +236,7 @@ def test_the_report_of_a_downstream_run_shows_its_own_programs(recorded, tmp_pat
     assert ran.returncode == 0, ran.stdout[-3000:]
 
     def report(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "invariants", "report", str(results), *args],
-                              cwd=project, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
-                              text=True, check=False, timeout=120)  # fmt: skip
+        return command("report", str(results), *args, cwd=project)
 
     own = report()
     assert own.returncode == 0, own.stderr
@@ -255,10 +252,8 @@ def test_the_report_of_a_downstream_run_shows_its_own_programs(recorded, tmp_pat
     ]
 
 
-def test_gate_help_lists_the_update_flags():
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "invariants", "gate", "--help"], env=env,
-                          capture_output=True, text=True, check=False, timeout=120)  # fmt: skip
+def test_gate_help_lists_the_update_flags(tmp_path: Path):
+    proc = command("gate", "--help", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     for flag in ("--delete-obsolete-snapshots", "--snapshot-update", "--record-baselines", "--no-catalog"):
         assert flag in proc.stdout
@@ -571,8 +566,9 @@ def test_a_dtype_filter_the_cpu_widens_warns_in_the_items_result(tmp_path: Path)
     warned = "scatters(dtype='bf16') reads the compiled dtype, and cpu computes bf16 in f32: the count"
     (item,) = [i for i in read(project / "artifacts" / "results.json").items if i.kind == "invariant"]
     assert item.get("warning", "").startswith(warned), item
-    argv = [sys.executable, "-m", "invariants", "report", "artifacts/results.json"]
-    report = subprocess.run(argv, cwd=project, capture_output=True, text=True, timeout=300, check=True).stdout
+    reported = command("report", "artifacts/results.json", cwd=project)
+    assert reported.returncode == 0, reported.stderr
+    report = reported.stdout
     assert "- warning: `no_bf16_scatter` on " in report and "reads the compiled dtype" in report, report
 
 
@@ -612,6 +608,7 @@ def sharded_lookup(table, indices):
 )
 
 
+@pytest.mark.e2e
 def test_one_run_of_sharded_and_single_chip_programs_picks_each_ones_targets(tmp_path: Path):
     """One spec file names a one-chip and an 8-device target: each program gets its items where its chips
     fit, and none is skipped. With the 8-device target left out, the sharded program's item says where it

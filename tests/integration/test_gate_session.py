@@ -5,7 +5,7 @@ program's or configuration's, never the efficiency baselines; obsolete files del
 target ran), docs/specs.md's "adding a program" command, a missing snapshot's message, bad input as one line,
 identical verdicts under pytest-xdist, and --raw-invariants. The big runs are shared (see conftest.py);
 the gate runs in this process (``gate_pytester``) but under xdist and for the backend that is missing,
-which a fresh process must find.
+which a fresh process must find: those tests are ``e2e`` ones (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ def test_plain_run_names_obsolete_snapshots_of_targets_that_ran(plain_run: Run):
     assert OBSOLETE[2] not in plain_run.proc.stdout  # tpu-v4 did not run: nothing is known about it
 
 
+@pytest.mark.e2e
 def test_xdist_gives_the_same_verdicts_and_snapshots(plain_run: Run, parallel_run: Run):
     assert parallel_run.proc.returncode == 0, parallel_run.proc.stdout[-2000:]
 
@@ -62,6 +63,7 @@ def test_xdist_gives_the_same_verdicts_and_snapshots(plain_run: Run, parallel_ru
     assert parallel_run.after == parallel_run.before
 
 
+@pytest.mark.e2e
 def test_xdist_runs_each_targets_items_on_one_worker(parallel_run: Run):
     """Every compiled item of a target runs on one worker, so each program compiles once in the session
     (xdist's own groups fall apart on pytest 9.2: pytest-xdist#1386)."""
@@ -180,6 +182,7 @@ def test_bad_input_is_one_line_and_the_last(gate_pytester: InProcess, args, line
     assert out.strip().splitlines()[-1].startswith(line), out[-2000:]
 
 
+@pytest.mark.e2e
 def test_a_backend_that_is_not_there_is_one_line_and_the_last(tmp_path: Path):
     """In a child: JAX starts there, asked for a backend this host lacks. The one line is the last word,
     after anything libtpu or JAX printed while starting, and none of libtpu's start-up noise shows."""

@@ -103,6 +103,7 @@ def test_the_example_passes_with_its_committed_snapshots(pytester: pytest.Pytest
     _passes_with_the_committed_snapshots(*_inline(pytester))
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_the_example_passes_under_xdist_as_a_user_runs_it(tmp_path):
     """A child process in a user's environment, its tests in two xdist workers."""
@@ -139,6 +140,7 @@ def test_a_change_the_asserts_miss_fails_the_snapshot_with_a_diff(pytester: pyte
     assert "1 snapshot failed." in out
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.usefixtures("_preloaded")
 def test_snapshot_update_records_rewrites_and_deletes_only_its_own(pytester: pytest.Pytester):
@@ -242,6 +244,7 @@ def test_gpu(compile_for):
 """
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="a CUDA host starts its GPU backend")
 @pytest.mark.skipif(importlib.util.find_spec("jax_cuda12_plugin") is None, reason="needs the gpu extra")

@@ -9,6 +9,11 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
+# Real processes killed mid-update: end to end (tests/conftest.py: -m e2e).
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -260,6 +260,7 @@ def _first_with_jax(modules: tuple[str, ...]) -> str | None:
     return out.stdout.strip() or None
 
 
+@pytest.mark.e2e
 def test_the_lower_floors_import_no_jax():
     """In a fresh interpreter, importing them must not import JAX (hlo-stats, spec checking and selection
     start in a fraction of a second, and on a host without a working jaxlib)."""
@@ -269,6 +270,7 @@ def test_the_lower_floors_import_no_jax():
     assert _first_with_jax(("hlo.parse", "catalog.programs")) == "catalog.programs"
 
 
+@pytest.mark.e2e
 def test_the_project_s_conftest_files_start_no_jax():
     """Under xdist the controller loads every conftest.py and runs no test: JAX imported there (the CUDA
     plugin's notices on a CPU-only host, held by pytest's capture) is printed after the run's summary."""
@@ -287,6 +289,7 @@ def test_the_project_s_conftest_files_start_no_jax():
     assert "cudart_stub" not in proc.stderr, proc.stderr
 
 
+@pytest.mark.e2e
 def test_what_a_release_environment_runs_imports_without_what_it_lacks():
     """A release's environment (versus, bisect, matrix) installs JAX and the suite's test dependencies, not
     this package's own: a versus worker and the gate plugin must start there without the rest (psutil)."""
@@ -308,6 +311,7 @@ def test_what_a_release_environment_runs_imports_without_what_it_lacks():
     assert proc.returncode == 0, proc.stderr.strip().splitlines()[-1:]
 
 
+@pytest.mark.e2e
 def test_what_a_release_environment_runs_imports_on_a_jax_before_axis_types():
     """bisect, matrix and versus run the gate in jax releases back to 0.4.30, whose ``jax.sharding`` has no
     ``AxisType`` nor ``AbstractMesh`` (sharded programs of a project's own need them; nothing else does):
@@ -673,9 +677,10 @@ def _lines(found: list[tuple[str, int, str]]) -> list[str]:
 
 
 def test_an_import_inside_a_function_has_a_reason():
-    found = unneeded_lazy_imports()
+    lazy = _lazy_imports()  # one scan of the package for both checks
+    found = [(file, line, m) for file, line, m, reason in lazy if not reason]
     assert not found, "\n".join(_lines(found))
-    used = {(file, m) for file, _, m, reason in _lazy_imports() if reason == "allowed"}
+    used = {(file, m) for file, _, m, reason in lazy if reason == "allowed"}
     stale = sorted(set(ALLOWED_LAZY) - used)
     assert not stale, f"ALLOWED_LAZY names imports that no function makes any more: {stale}"
 

@@ -20,6 +20,7 @@ def test_there_are_benchmarks() -> None:
     assert len(BENCHMARKS) >= 7, BENCHMARKS
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("path", BENCHMARKS, ids=lambda p: p.name)
 def test_help_works(path: Path) -> None:
     proc = subprocess.run([sys.executable, str(path), "--help"], capture_output=True, text=True, timeout=120)

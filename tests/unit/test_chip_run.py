@@ -280,6 +280,7 @@ def _chip_corpus(*args: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+@pytest.mark.e2e
 def test_chip_corpus_says_what_it_records_and_refuses_an_empty_selection(tmp_path):
     done = _chip_corpus("--help")
     assert done.returncode == 0 and "--list" in done.stdout and "--seconds" in done.stdout

@@ -110,6 +110,7 @@ def test_script_parses_and_passes_shellcheck() -> None:
     assert proc.returncode == 0, proc.stdout
 
 
+@pytest.mark.e2e
 def test_timing_smoke_on_cpu_writes_its_json(tmp_path: Path) -> None:
     # No project code in the timing script: nothing there may start libtpu or read the catalog.
     assert not re.search(r"^\s*(from|import) invariants", TIMING.read_text(), re.M)

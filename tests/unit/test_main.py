@@ -1,4 +1,6 @@
-"""`python -m invariants`: the command-line face (dispatch, help, a reader that stops early)."""
+"""`python -m invariants`: the command-line face (dispatch, help, a reader that stops early). The command
+started as a user starts it, in a child, is an ``e2e`` test (tests/conftest.py); its parsers called here
+are not."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ def _child(*args: str, stdout: int | None = subprocess.PIPE) -> subprocess.Compl
     )  # fmt: skip
 
 
+@pytest.mark.e2e
 def test_a_reader_that_stops_early_ends_it_quietly():
     """`python -m invariants -h | head -2`: the reader is gone before the writer; exit 0, no traceback."""
     read, write = os.pipe()
@@ -36,6 +39,7 @@ def test_a_reader_that_stops_early_ends_it_quietly():
     assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("command", ["", *COMMANDS])
 def test_help_is_plain_text(command: str):
     """--help is read in a terminal: no reStructuredText marks from the docstrings."""
@@ -48,6 +52,7 @@ def test_help_is_plain_text(command: str):
 PM = "python -m invariants"
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
@@ -100,6 +105,7 @@ _HELP_STARTS = {"gate": {"pytest", "syrupy"}, "versus": {"numpy"}}
 _HEAVY = ("jax", "pytest", "syrupy", "numpy", "scipy", "matplotlib")
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_a_commands_help_starts_no_more_than_it_needs(command):
     """``--help`` answers in a fraction of a second, without the test extra where it is not needed."""

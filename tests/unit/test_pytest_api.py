@@ -154,6 +154,7 @@ def test_the_plugin_defines_no_hooks():
     assert [n for n in vars(plugin) if n.startswith("pytest_")] == []
 
 
+@pytest.mark.e2e
 def test_a_session_that_uses_none_of_it_imports_no_jax(tmp_path):
     unused = _session(tmp_path / "unused", "def test_plain():\n    assert 1 + 1 == 2\n")
     assert unused == {"jax": False, "plugin": True, "modules": ["invariants", "invariants.pytest_plugin"]}
@@ -195,6 +196,7 @@ def test_the_fixture_takes_what_compile_for_takes(pytester: pytest.Pytester):
     result.assert_outcomes(passed=2)
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(
     importlib.util.find_spec("jax_cuda12_plugin") is None or shutil.which("nvidia-smi") is not None,
     reason="the notices are the CUDA plugin's on a host without CUDA",
@@ -361,6 +363,7 @@ print(s.compile_cache)
 """
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("target", ["cpu", "tpu-v5e"])
 def test_compile_for_is_served_by_the_gates_compile_cache_in_a_new_process(tmp_path, target):
     """A second compile_for of the same function in a new process is a hit of the gate's own cache; a
@@ -443,6 +446,7 @@ def test_h100(compile_for):
 """
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(
     importlib.util.find_spec("jax_cuda12_plugin") is None or shutil.which("nvidia-smi") is not None,
     reason="the CUDA plugin, on a host without CUDA",

@@ -390,6 +390,7 @@ def test_bad_params_program_is_one_line_and_exit_2(tmp_path, gate_in, request, d
     assert message.replace("{m}", module) in err, err
 
 
+@pytest.mark.e2e
 def test_a_raising_factory_is_one_line_from_the_command_line(tmp_path):
     """As a user runs it, in a child process: the factory's error is the last line of stderr, exit 2."""
     params_project(tmp_path, "plib_cli", params_program("p", "plib_cli:embed", "plib_cli:raising"))
@@ -606,6 +607,7 @@ def files(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.e2e
 def test_example_row_loop_fails_take_passes_snapshots_in_the_project(example):
     """The worked example: the lax.map row loop fails while_loops == 0 with the usual diagnosis, jnp.take
     passes, the snapshots land in the project. An update keeps another target's snapshots, and a failing one

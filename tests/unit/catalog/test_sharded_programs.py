@@ -148,6 +148,7 @@ assert = "chips * batch_shards >= 16"
 """
 
 
+@pytest.mark.e2e
 @needs_libtpu
 def test_a_factory_shards_on_config_mesh_and_each_program_picks_the_targets_that_fit(tmp_path):
     """A params program's factory gives its table a NamedSharding on config.mesh; its backward compiles on

@@ -384,6 +384,7 @@ def test_the_header_says_where_and_how_full(tmp_path):
     )
 
 
+@pytest.mark.e2e
 def test_the_cache_command_as_a_user_runs_it(tmp_path):
     """``python -m invariants cache``: where, how full, and clear, in the user's own words."""
     import subprocess
@@ -426,6 +427,7 @@ def _child_run(tmp_path, monkeypatch):
     return records, started, dict(cache.persistent.tally.counts)
 
 
+@pytest.mark.e2e
 def test_a_child_target_is_keyed_in_its_child_which_a_warm_run_starts_to_compile_nothing(
     tmp_path, monkeypatch
 ):
@@ -440,6 +442,7 @@ def test_a_child_target_is_keyed_in_its_child_which_a_warm_run_starts_to_compile
     assert started == [1] and counts == {"miss": 1}
 
 
+@pytest.mark.e2e
 def test_a_child_compiles_only_what_the_selected_items_read(tmp_path, monkeypatch):
     """The items left after -k, -m or --shard narrow the plan: their target's child compiles only their keys,
     not every key the collection planned."""

@@ -88,6 +88,7 @@ def test_xla_s_own_words_on_a_rejected_flag():
     assert flags_message(libtpu) == ("LIBTPU_INIT_ARGS", "Unknown command line flag 'xla_no_such'")
 
 
+@pytest.mark.e2e
 def test_bad_input_is_exactly_one_line_on_stderr(tmp_path: Path):
     """`python -m invariants gate --targets cpu --programs nosuch`: the line, nothing before it (not the CUDA
     plugin's absl notices of a CPU-only host, 8 lines), nothing on stdout."""
@@ -98,6 +99,7 @@ def test_bad_input_is_exactly_one_line_on_stderr(tmp_path: Path):
     assert re.fullmatch(r"(error|ERROR): --programs: unknown program 'nosuch'", line), proc.stderr
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(
     importlib.util.find_spec("jax_cuda12_plugin") is None or shutil.which("nvidia-smi") is not None,
     reason="the notices are the CUDA plugin's on a host without CUDA",
@@ -110,6 +112,7 @@ def test_a_users_log_level_shows_the_notices(tmp_path: Path):
     assert proc.stderr.strip().splitlines()[-1].endswith(": --programs: unknown program 'nosuch'")
 
 
+@pytest.mark.e2e
 def test_a_green_gate_run_prints_no_absl_lines(tmp_path: Path):
     proc = _child("gate", "--targets", "cpu", "--programs", "take", "--configs", "f32", "-m",
                   "not throughput", "-p", "no:cacheprovider", "-q", cwd=tmp_path)  # fmt: skip
@@ -120,6 +123,7 @@ def test_a_green_gate_run_prints_no_absl_lines(tmp_path: Path):
     assert proc.stderr == "", proc.stderr
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="a GPU host: cuda may be there")
 def test_jax_platforms_cuda_on_a_cpu_host_is_one_line(tmp_path: Path):
     """One line, not an INTERNALERROR traceback (jax.devices() raises an AssertionError there)."""
@@ -133,6 +137,7 @@ def test_jax_platforms_cuda_on_a_cpu_host_is_one_line(tmp_path: Path):
     assert "unset JAX_PLATFORMS to run on the CPU" in line and "INTERNALERROR" not in proc.stdout
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("flags", "said"),
     [
@@ -152,6 +157,7 @@ def test_an_xla_flag_xla_rejects_is_one_line(tmp_path: Path, flags: str, said: s
     assert proc.stderr.strip().splitlines() == [line], proc.stderr
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(importlib.util.find_spec("libtpu") is None, reason="libtpu reads LIBTPU_INIT_ARGS")
 @pytest.mark.parametrize(
     ("flags", "said"),
@@ -178,6 +184,7 @@ def test_a_libtpu_flag_libtpu_rejects_is_one_line_and_the_earlier_results_stay(t
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]  # no lock left either
 
 
+@pytest.mark.e2e
 def test_flags_xla_takes_are_probed_once(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_prefer_vector_width=32")
     monkeypatch.delenv("LIBTPU_INIT_ARGS", raising=False)
@@ -197,6 +204,7 @@ def _claims_jax(folder: Path, version: str) -> str:
     return f"{folder}{os.pathsep}{ROOT}"
 
 
+@pytest.mark.e2e
 def test_a_jax_older_than_the_suite_supports_is_refused_in_one_line_before_any_compile(tmp_path: Path):
     path = _claims_jax(tmp_path / "old", "0.4.29")
     proc = _child("gate", "--targets", "cpu", "--programs", "take", "-p", "no:cacheprovider", cwd=tmp_path,

@@ -16,6 +16,7 @@ from invariants.records.compiled import Key
 from invariants.scope.targets import all_targets, versions
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("target", ["tpu-v5e", "gpu-h100"])
 def test_the_reproducer_compiles_the_program_for_its_target(tmp_path: Path, target: str):
     chosen = all_targets()[target]

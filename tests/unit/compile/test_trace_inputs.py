@@ -88,7 +88,13 @@ def _optional_module(project: Path, env: dict[str, str]) -> None:
 
 @pytest.mark.parametrize(
     ("change", "target"),
-    [(_data_file, "cpu"), (_variable, "cpu"), (_optional_module, "cpu"), (_variable, "cpu-8dev")],
+    [
+        (_data_file, "cpu"),
+        (_variable, "cpu"),
+        (_optional_module, "cpu"),
+        # Compiled in a child of its own (eight host devices): end to end (tests/conftest.py: -m e2e).
+        pytest.param(_variable, "cpu-8dev", marks=pytest.mark.e2e),
+    ],
 )
 def test_a_changed_trace_input_misses_and_fails_as_no_cache_does(tmp_path, change, target):
     project = tmp_path / "project"

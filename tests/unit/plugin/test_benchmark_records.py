@@ -25,6 +25,7 @@ def test_a_replayed_round_lasts_its_sample():
     assert rounds == [0.25, 1e-6]
 
 
+@pytest.mark.e2e
 def test_pytest_benchmark_compare_shows_the_results_files_per_call_statistics(
     gate_pytester: InProcess, tmp_path: Path
 ):

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
+from gatekit import made_once
 
 from invariants.__main__ import main as cli
 from invariants._errors import InvariantsError
@@ -94,6 +97,7 @@ id = "same"
 assert = "structure(a) == structure(b)"
 why = "two names of one lookup"
 """
+T = TypeVar("T")
 N = 5  # more shards than units: some have nothing to do
 
 
@@ -108,26 +112,39 @@ def _gate(root: Path, name: str, *more: str) -> tuple[int, Path]:
     return status, results
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> tuple[Path, dict[str, tuple[int, Path]]]:
-    """The project's gate run whole, then as each of N shards: ``{name: (exit status, results file)}``."""
-    root = tmp_path_factory.mktemp("shards")
+def _in(root: Path, run: Callable[[], T]) -> T:
+    """``run()`` with the project's folder as the working directory and first on the path."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root)
+        mp.syspath_prepend(str(root))
+        return run()
+
+
+def _runs(root: Path) -> dict[str, tuple[int, Path]]:
     (root / "shardlookup.py").write_text(LOOKUP)
     (root / "specs").mkdir()
     (root / "specs" / "lib.toml").write_text(
         SPEC.format(programs="".join(PROGRAM.format(name=n) for n in "abc"))
     )
-    with pytest.MonkeyPatch.context() as mp:
-        mp.chdir(root)
-        mp.syspath_prepend(str(root))
-        assert _gate(root, "record", "--snapshot-update", "--no-cache")[0] == 0
-        out = {"whole": _gate(root, "whole")}
-        out |= {str(k): _gate(root, str(k), "--shard", f"{k}/{N}") for k in range(1, N + 1)}
-        # Under xdist the workers split and the controller writes the file: the same shard, told the same.
-        k = next(k for k in range(1, N + 1) if out[str(k)][0] == 0)
-        out["xdist"] = _gate(root, "xdist", "--shard", f"{k}/{N}", "-n", "1")
-        out["xdist-of"] = out[str(k)]
-    return root, out
+    assert _gate(root, "record", "--snapshot-update", "--no-cache")[0] == 0
+    out = {"whole": _gate(root, "whole")}
+    return out | {str(k): _gate(root, str(k), "--shard", f"{k}/{N}") for k in range(1, N + 1)}
+
+
+@pytest.fixture
+def runs(tmp_path_factory) -> tuple[Path, dict[str, tuple[int, Path]]]:
+    """The project's gate run whole, then as each of N shards: ``{name: (exit status, results file)}``;
+    once per session, whichever xdist worker asks first (``gatekit.made_once``)."""
+    return made_once(tmp_path_factory, "shards", lambda root: (root, _in(root, lambda: _runs(root))))
+
+
+@pytest.fixture
+def xdist_run(runs) -> tuple[tuple[int, Path], tuple[int, Path]]:
+    """A shard that has items, run again under xdist (its worker a process of its own), and the same shard
+    run alone."""
+    root, out = runs
+    k = next(k for k in range(1, N + 1) if out[str(k)][0] == 0)
+    return _in(root, lambda: _gate(root, "xdist", "--shard", f"{k}/{N}", "-n", "1")), out[str(k)]
 
 
 def _ids(path: Path) -> list[str]:
@@ -157,9 +174,11 @@ def test_shards_split_the_items_and_the_compiles_of_one_run(runs):
         assert (status == 5) == (not data["items"])
 
 
-def test_under_xdist_a_shard_is_the_same_shard(runs):
-    _, out = runs
-    (status, xdist), (_, alone) = out["xdist"], out["xdist-of"]
+# Under xdist the workers split and the controller writes the file: the same shard, told the same. The
+# worker is a process of its own: end to end (tests/conftest.py: -m e2e).
+@pytest.mark.e2e
+def test_under_xdist_a_shard_is_the_same_shard(xdist_run):
+    (status, xdist), (_, alone) = xdist_run
     assert status == 0
     assert sorted(_ids(xdist)) == sorted(_ids(alone))
     assert json.loads(xdist.read_text())["shard"] == json.loads(alone.read_text())["shard"]

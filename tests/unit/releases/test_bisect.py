@@ -209,6 +209,7 @@ def test_unreachable_index_fails_fast_in_one_line() -> None:
         r.check_index("http://127.0.0.1:9/simple", timeout=5)
 
 
+@pytest.mark.e2e
 def test_cli_unreachable_index_is_one_line_exit_2() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "invariants", "bisect", "--good", "0.4.30", "--bad", "0.10.2",
@@ -441,6 +442,7 @@ def test_a_release_whose_suite_did_not_run_names_no_file_that_is_gone(monkeypatc
         assert not named and "--keep DIR" in line, line
 
 
+@pytest.mark.e2e
 def test_bisect_refuses_an_unknown_configuration_before_any_install(monkeypatch) -> None:
     def unreachable(url):
         raise AssertionError("the index was asked before the command line was checked")
@@ -757,6 +759,7 @@ def test_bisect_refuses_a_keep_path_it_cannot_write_before_any_install(monkeypat
         b.main_bisect(["--good", "0.4.30", "--bad", "0.10.2", "--keep", "/sys/runs"])
 
 
+@pytest.mark.e2e
 def test_a_selection_counts_the_items_of_its_tiers_alone() -> None:
     """Collected as each release's child collects it (the gate modules outside its rootdir, so that the
     node ids name no file): the invariant items a -k selects, not its structure items; matrix's structure
@@ -766,6 +769,7 @@ def test_a_selection_counts_the_items_of_its_tiers_alone() -> None:
     assert invariants > 1 and structures == 1, (invariants, structures)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
@@ -804,6 +808,7 @@ assert = "all_gathers == 0"
 """
 
 
+@pytest.mark.e2e
 def test_bisect_runs_a_sharded_project_on_its_targets_and_names_only_the_options_given(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

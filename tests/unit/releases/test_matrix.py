@@ -123,7 +123,9 @@ def test_the_plot_draws_the_kernel_panels(tmp_path: Path, monkeypatch) -> None:
         (["--versions", "0.10.2", "--targets", "nosuch"], "--targets: unknown target 'nosuch'; known: all,"),
         (["--versions", "0.10.2", "--targets", "cpu,gpu-h10"], "--targets: unknown target 'gpu-h10' (did"),
         (["--versions", "0.10.2", "--targets", "tpu-v4"], "--targets tpu-v4: matrix does not run tpu-v4"),
-        (["--versions", "0.10.2", "--programs", "nosuch"], "--programs: unknown program 'nosuch'"),
+        # Found by collecting the selection in a child pytest: end to end (tests/conftest.py: -m e2e).
+        pytest.param(["--versions", "0.10.2", "--programs", "nosuch"], "--programs: unknown program 'nosuch'",
+                     marks=pytest.mark.e2e),
         (["--versions", "0.10.2", "--out", "/dev/null"], "--out /dev/null: a character device, not a folder"),
         (["--versions", "0.10.2", "--keep", "/sys/runs"], "--keep /sys/runs: cannot write in /sys, where it"),
     ],

@@ -371,6 +371,7 @@ def _unwritable(tmp_path: Path) -> Path:
     return Path("/sys")  # root: permissions do not stop it; sysfs makes no files
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("option", ["--out", "--plot"])
 def test_an_output_path_that_cannot_be_written_is_one_line_before_any_work(tmp_path, option):
     """`report R --out DIR` (or an unwritable folder) crashed at the end with a traceback, the work lost:

@@ -261,6 +261,7 @@ def _without_metadata(hlo: str) -> str:
     return re.sub(r", metadata=\{[^}]*\}", "", hlo)
 
 
+@pytest.mark.e2e
 def test_the_scalar_code_injection_changes_kernel_code_only(scalar_and_clean: tuple[Any, Any]) -> None:
     """--xla_cpu_prefer_vector_width=32: the optimized HLO is the same text (metadata aside), the kernel
     code is not (the scatter-add's <8 x float> loop becomes scalar)."""
@@ -340,6 +341,7 @@ def test_a_change_of_kernel_code_behind_equal_hlo_is_judged_code_only(tmp_path: 
     assert "code_only" not in judge.annotate(results, tmp_path / "none", tmp_path / "snapshots")[0].extra
 
 
+@pytest.mark.e2e
 def test_the_scalar_code_injection_is_caught_by_the_kernel_invariant_alone(
     scalar_and_clean: tuple[Any, Any], tmp_path: Path
 ) -> None:

@@ -64,6 +64,7 @@ def _last_line(log: str) -> str:
     return log.strip().splitlines()[-1]
 
 
+@pytest.mark.e2e
 def test_a_run_that_collected_only_is_not_passed(project):
     rc, log, summary, outputs = _step(project, spec_dirs="specs", targets="cpu", args="--co")
     assert rc == 2, log[-3000:]
@@ -78,6 +79,7 @@ def test_a_run_that_collected_only_is_not_passed(project):
     ]
 
 
+@pytest.mark.e2e
 def test_no_line_of_the_gates_log_is_read_as_a_workflow_command(project):
     """The log holds the project's text (a why such as "\\n::error::..." would be a line of its own): on
     GitHub the runner reads no command from the gate's and the report's output, and reads them again
@@ -103,6 +105,7 @@ def test_args_that_name_another_results_file_are_refused(project, args):
     assert not (project / "mine.json").exists()
 
 
+@pytest.mark.e2e
 def test_a_stray_star_is_bad_input_not_targets_that_cannot_compile(project):
     """A path to collect that is not there is pytest's usage error (4), which the gate keeps for targets
     asked for that cannot compile here: the gate gives it 2, with one line."""
@@ -116,6 +119,7 @@ def test_a_stray_star_is_bad_input_not_targets_that_cannot_compile(project):
     assert outputs[0] == "exit-code=2"
 
 
+@pytest.mark.e2e
 def test_the_cache_key_step_writes_one_line_per_output(project, tmp_path):
     cache = tmp_path / "my cache"
     rc, log, _, outputs = _step(project, "cache-key", env={"INVARIANTS_CACHE_DIR": str(cache)})
@@ -124,6 +128,7 @@ def test_the_cache_key_step_writes_one_line_per_output(project, tmp_path):
     assert outputs[0] == f"dir={cache}" and re.fullmatch(r"key=\S+", outputs[1])
 
 
+@pytest.mark.e2e
 def test_a_cache_folder_with_a_line_break_is_refused_not_written(project, tmp_path):
     """An INVARIANTS_CACHE_DIR holding a newline would write its own ``key=`` line into $GITHUB_OUTPUT
     (and with it the key actions/cache restores under)."""
@@ -190,6 +195,7 @@ def _start(project: Path, name: str, python: Path, **env: str) -> tuple[subproce
     return proc, summary
 
 
+@pytest.mark.e2e
 def test_two_runs_in_one_folder_each_report_their_own_results(project):
     """A failing run holds the results path while a passing one starts beside it: each run's status and
     summary are those of the results it wrote, and the file left at the published path is whole."""

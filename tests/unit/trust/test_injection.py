@@ -64,6 +64,7 @@ def failed_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess[str]
     return project, ran
 
 
+@pytest.mark.e2e
 def test_a_why_with_terminal_escapes_reaches_the_terminal_shown_not_obeyed(failed_run):
     _, ran = failed_run
     out = ran.stdout + ran.stderr

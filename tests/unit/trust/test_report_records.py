@@ -1,6 +1,7 @@
 """``python -m invariants report`` reads a results file as a record to check, not to trust: a file with no
-item, a number no record holds, a console that cannot encode the report's marks. Each is run as a user
-runs it, in a child process, and gives one line or the report, never a traceback."""
+item, a number no record holds, a console that cannot encode the report's marks. Each gives one line or
+the report, never a traceback: run in this process (``gatekit.command``), and, for the console, as a user
+runs it, in a child process of its own (an ``e2e`` test: tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -10,16 +11,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from gatekit import command
+
 from invariants.records.results import FORMAT_VERSION, record
 
 ROOT = Path(__file__).parents[3]
 
 
-def _report(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "invariants", "report", *args], cwd=cwd, capture_output=True, text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **env}, timeout=120, check=False,
-    )  # fmt: skip
+def _report(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return command("report", *args, cwd=cwd)
 
 
 def _results(items: list[dict], exitstatus: int = 0) -> str:
@@ -78,13 +79,18 @@ def test_numbers_no_record_holds_are_one_line(tmp_path):
     assert "| `p` | f32 | 8388608.0 TiB |" in proc.stdout
 
 
+@pytest.mark.e2e
 def test_a_cp1252_console_gets_the_report(tmp_path):
     """Windows' console code page cannot encode the report's marks (✗, ≤): they are written escaped."""
     _, value = record("invariant", id="bound", target="cpu", programs=["p"], config="f32", holds=False,
                       measured={}, **{"assert": "kernels <= 1"})  # fmt: skip
     items = [_structure(), {**value, "outcome": "failed", "nodeid": "i::cpu-p-f32-bound", "reason": "r"}]
     (tmp_path / "r.json").write_text(_results(items, exitstatus=1))
-    proc = _report(tmp_path, "r.json", PYTHONIOENCODING="cp1252")
+    proc = subprocess.run(
+        [sys.executable, "-m", "invariants", "report", "r.json"], cwd=tmp_path, capture_output=True,
+        text=True, env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONIOENCODING": "cp1252"}, timeout=120,
+        check=False,
+    )  # fmt: skip
     assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert proc.returncode == 1
     assert "1 **fail**, \\u2717 `bound`" in proc.stdout

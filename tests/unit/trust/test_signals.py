@@ -129,18 +129,21 @@ def _ended_cleanly(tmp_path: Path, proc: subprocess.Popen[str], pids: Path, err:
     assert [p.name for p in (tmp_path / "tmp").iterdir()] == [Path(folder).name]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name)
 def test_a_signal_ends_the_gate_its_processes_and_folders_in_one_line(tmp_path: Path, signum) -> None:
     proc, pids = _start(tmp_path, *GATE)
     _ended_cleanly(tmp_path, proc, pids, _stopped(proc, pids, signum), signum)
 
 
+@pytest.mark.e2e
 def test_a_second_signal_while_ending_does_not_break_the_clean_end(tmp_path: Path) -> None:
     proc, pids = _start(tmp_path, *GATE)
     err = _stopped(proc, pids, signal.SIGTERM, signal.SIGTERM, signal.SIGINT)
     _ended_cleanly(tmp_path, proc, pids, err, signal.SIGTERM)
 
 
+@pytest.mark.e2e
 def test_a_signal_another_thread_took_still_wakes_the_main_thread(tmp_path: Path) -> None:
     """The signal reaches a thread of the project's, not the main thread, which sleeps in the project's
     code: the command still ends, cleanly, at once (without the forwarding it would sleep on)."""
@@ -148,6 +151,7 @@ def test_a_signal_another_thread_took_still_wakes_the_main_thread(tmp_path: Path
     _ended_cleanly(tmp_path, proc, pids, _stopped(proc, pids, timeout=30), signal.SIGTERM)
 
 
+@pytest.mark.e2e
 def test_a_signal_ends_versus_and_its_two_workers(tmp_path: Path) -> None:
     """versus keeps a worker process per side while it times; SIGTERM ends both with it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "INVARIANTS_")) or k == CACHE}

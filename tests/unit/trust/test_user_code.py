@@ -74,6 +74,7 @@ def _gate(tmp_path: Path, *extra: str, timeout: float = 240) -> subprocess.Compl
     )  # fmt: skip
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("module", ["os", "posix"])
 def test_os_exit_at_import_fails_the_run_in_one_line(tmp_path, module):
     """``os._exit``, and the same function under its own module's name, ``posix._exit``."""
@@ -84,6 +85,7 @@ def test_os_exit_at_import_fails_the_run_in_one_line(tmp_path, module):
     assert "os._exit(0)" in last and "import" in last, proc.stderr
 
 
+@pytest.mark.e2e
 def test_a_hang_past_the_timeout_fails_in_one_line(tmp_path):
     _project(tmp_path, "uc_hang", "import time\ndef bad_init(config):\n    time.sleep(600)\n")
     proc = _gate(tmp_path, "--user-code-timeout", "2", timeout=120)
@@ -100,6 +102,7 @@ THREADS = {
 }
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("where", THREADS)
 def test_a_thread_the_projects_code_starts_does_not_hold_the_process(tmp_path, where):
     """A non-daemon thread started at import, in a factory or while tracing: the run ends with its own

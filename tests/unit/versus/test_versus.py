@@ -1123,6 +1123,7 @@ def test_a_block_is_calls_back_to_back_until_both_bounds() -> None:
     assert _repeat(call, 3, 1e-4, lambda: now[0]) == (3, pytest.approx(3e-3))
 
 
+@pytest.mark.e2e
 def test_bad_input_from_the_shell_is_one_line_and_exit_2() -> None:
     proc = _cli("--baseline", "/no/such/python", "--candidate", "current")
     assert proc.returncode == 2, proc.stderr
@@ -1223,6 +1224,7 @@ def test_the_cpu_backend_pins_unless_told_not_to() -> None:
     assert not _settings(_parser().parse_args(base), "gpu").pin  # the wall clock decides there
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="core affinity is Linux-only")
 def test_a_pinned_worker_runs_on_its_core_only() -> None:
     from invariants._cores import usable
@@ -1236,6 +1238,7 @@ def test_a_pinned_worker_runs_on_its_core_only() -> None:
         w.close()
 
 
+@pytest.mark.e2e
 def test_a_worker_told_cores_it_cannot_have_says_so_in_one_line() -> None:
     from invariants.versus.protocol import CPUS_ENV
     from invariants.versus.sides import WorkerProcess

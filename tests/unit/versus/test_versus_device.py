@@ -243,6 +243,7 @@ def test_on_a_tpu_the_first_timed_pair_compares_the_structure_too(
     assert "device clock: 2 fresh worker pairs x 6 blocks each (up to 4 pairs)" in err
 
 
+@pytest.mark.e2e
 def test_the_wall_clock_on_a_tpu_is_one_line():
     env = {**os.environ, "JAX_PLATFORMS": "tpu"}
     run = subprocess.run(
