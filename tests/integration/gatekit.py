@@ -212,6 +212,10 @@ class InProcess:
         with environment(env, quick) as mp:
             if cwd is not None:
                 mp.chdir(cwd)
+            # pytester restores sys.modules to what it was, which keeps a module of the project's name that
+            # another test of this process imported (a scratch project's model.py): gone for the run.
+            for name in _own_modules(cwd or self.path):
+                mp.delitem(sys.modules, name, raising=False)
             # Exit status 2 is the gate's bad input, not an interrupt to pass on.
             result = self.pytester.runpytest(
                 "-p", "no:cacheprovider", *IN_PROCESS, *quiet, *args, plugins=list(plugins),
