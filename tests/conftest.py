@@ -31,6 +31,9 @@ sessions a scan. The tests of the cache itself give their runs folders of their 
 
 ``gate_pytester``: the gate's plugin and ``python -m invariants`` run in the test's own process, through
 pytest's ``pytester`` (``gatekit.InProcess``).
+
+xdist: the suite's workers take a module at a time (``--dist`` left at ``load``), so that what a module
+makes once (a fit of the cost model, a shared gate run) is made once, not once in each worker.
 """
 
 from __future__ import annotations
@@ -69,6 +72,15 @@ def pytest_configure(config: pytest.Config) -> None:
         folder = tempfile.mkdtemp(prefix="invariants-tests-compiled-")
         os.environ["INVARIANTS_CACHE_DIR"] = folder
         config.add_cleanup(functools.partial(shutil.rmtree, folder, ignore_errors=True))
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    if config.getoption("dist") != "load":  # a distribution asked for by name is kept
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    return LoadFileScheduling(config, log)
 
 
 @pytest.fixture(scope="session")

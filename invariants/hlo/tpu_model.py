@@ -50,6 +50,8 @@ FEATURES: dict[str, tuple[str, ...]] = {
     "wait": ("bytes",),
 }
 COLUMNS: tuple[str, ...] = tuple(f"{kind}.{f}" for kind, fs in FEATURES.items() for f in fs)
+# Each kind's features with their place in COLUMNS.
+_COLUMN_AT = {kind: [(f, COLUMNS.index(f"{kind}.{f}")) for f in fs] for kind, fs in FEATURES.items()}
 
 _SMALL = frozenset({"copy-start", "slice-start", "async-start", "custom-call", "send", "recv"})
 _ON_CHIP = "S(1)"
@@ -83,13 +85,12 @@ class Launch:
 
     def row(self) -> list[float]:
         """The features of all its launches over :data:`COLUMNS` (a ``wait`` is no linear term: zeros)."""
-        if self.kind == "wait":
-            return [0.0] * len(COLUMNS)
-        kind, features = self.priced
-        return [
-            self.count * features.get(col.split(".", 1)[1], 0.0) if col.startswith(kind + ".") else 0.0
-            for col in COLUMNS
-        ]
+        out = [0.0] * len(COLUMNS)
+        if self.kind != "wait":
+            kind, features = self.priced
+            for feature, at in _COLUMN_AT[kind]:
+                out[at] = self.count * features.get(feature, 0.0)
+        return out
 
 
 def is_tpu_module(module: HloModule) -> bool:
