@@ -273,9 +273,15 @@ def _window(raw: str) -> dict[str, list[list[int]]]:
     return fields
 
 
+# A longer window than this is no convolution a program writes (and would take that long to count).
+_MAX_WINDOW = 1 << 20
+
+
 def _taps(size: int, out: int, stride: int, lo: int, lhs_dilate: int, rhs_dilate: int, extent: int) -> int:
     """(output position, window position) pairs of one spatial dimension that meet an element of the
     input rather than its padding or the holes its dilation makes (``extent``: the input's length)."""
+    if not (0 < size <= _MAX_WINDOW and min(stride, lhs_dilate, rhs_dilate) > 0):
+        raise ValueError("window")
     last = (extent - 1) * lhs_dilate
     if lhs_dilate > 1 and size * out <= 1 << 16:
         return sum(
@@ -304,25 +310,26 @@ def _macs(comp: Computation, instr: Instruction) -> int:
         return math.prod(instr.shape.dims) * math.prod(lhs.dims[d] for d in contracting if d < len(lhs.dims))
     if instr.opcode != "convolution":
         return 0
-    labels = instr.attrs.get("dim_labels", "")
+    labels, raw = instr.attrs.get("dim_labels", ""), instr.attrs.get("window", "{}")
     try:
         lhs_labels, rest = labels.split("_", 1)
         rhs_labels, out_labels = rest.split("->", 1)
-        window = _window(instr.attrs.get("window", "{}"))
-        of = {c: d for c, d in zip(lhs_labels, lhs.dims, strict=True)}
-        rf = {c: d for c, d in zip(rhs_labels, rhs.dims, strict=True)}
-        outf = {c: d for c, d in zip(out_labels, instr.shape.dims, strict=True)}
-    except ValueError:
-        raise _NoFigure(f"convolution {instr.name}: dim_labels {labels!r} not understood") from None
-    macs = of["b"] * rf["i"] * rf["o"]
-    for j, name in enumerate(sorted(c for c in lhs_labels if c.isdigit())):
-
-        def at(key: str, default: list[int], j: int = j) -> list[int]:
-            values = window.get(key)
-            return values[j] if values and j < len(values) else default
-
-        macs *= _taps(at("size", [1])[0], outf[name], at("stride", [1])[0], at("pad", [0, 0])[0],
-                      at("lhs_dilate", [1])[0], at("rhs_dilate", [1])[0], of[name])  # fmt: skip
+        of = dict(zip(lhs_labels, lhs.dims, strict=True))
+        rf = dict(zip(rhs_labels, rhs.dims, strict=True))
+        outf = dict(zip(out_labels, instr.shape.dims, strict=True))
+        window = _window(raw)
+        macs = of["b"] * rf["i"] * rf["o"]
+        for j, name in enumerate(sorted(c for c in lhs_labels if c.isdigit())):
+            size, stride, pad, lhs_dilate, rhs_dilate = (
+                window[key][j] if key in window else default
+                for key, default in (("size", [1]), ("stride", [1]), ("pad", [0, 0]), ("lhs_dilate", [1]),
+                                     ("rhs_dilate", [1]))
+            )  # fmt: skip
+            macs *= _taps(size[0], outf[name], stride[0], pad[0], lhs_dilate[0], rhs_dilate[0], of[name])
+    except (ValueError, KeyError, IndexError):
+        raise _NoFigure(
+            f"convolution {instr.name}: dim_labels {labels!r} window {raw} not understood"
+        ) from None
     return macs
 
 

@@ -285,27 +285,48 @@ def test_a_matmul_costs_its_multiply_adds_as_xla_writes_it_for_the_tpu(corpus):
     assert max(convs["patches_hw128_c8.-"]) == 8 * 8 * 72 * (3 * 128 - 2) ** 2
 
 
-def test_a_convolution_it_cannot_read_has_no_price():
-    """Labels that do not name each dimension once: no figure, with the reason, never a guess."""
-    for labels in ("bf_io->bf", "bf_io->bfx"):
-        module = parse_module(_conv_module(labels), "t")
-        value = tpu_model.predicted_seconds(module, structure_of(module), "tpu-v5e")
-        assert isinstance(value, float) if labels == "bf_io->bf" else f"dim_labels {labels!r}" in str(value)
+BATCHED = ("0bf_0io->0bf", "{size=8 stride=7 lhs_dilate=8}")
 
 
-def _conv_module(labels: str) -> str:
-    tiled = "f32[128,128]{1,0:T(8,128)}"
+def test_a_batched_matmul_written_as_a_convolution_is_priced():
+    module = parse_module(_conv_module(*BATCHED), "t")
+    assert isinstance(tpu_model.predicted_seconds(module, structure_of(module), "tpu-v5e"), float)
+    (conv,) = [x for x in tpu_model.launches(module, structure_of(module)) if x.kind == "conv"]
+    assert conv.features["macs"] == 8 * 128 * 128 * 128
+
+
+@pytest.mark.parametrize(
+    ("labels", "window"),
+    [
+        ("0bf_0io->0bfx", BATCHED[1]),  # a label with no dimension
+        ("0bf_0oo->0bf", BATCHED[1]),  # no input feature
+        ("0bf_0io->0bf", "{size=8 stride=0 lhs_dilate=8}"),  # no step
+        ("0bf_0io->0bf", "{size=100000000000 lhs_dilate=8}"),  # a window no program writes
+        ("0bf_0io->0bf", "{size=eight}"),
+    ],
+)
+def test_a_convolution_it_cannot_read_has_no_price(labels, window):
+    """Labels or a window it does not understand: no figure, with the reason in one line, never a guess
+    (nor a traceback, nor a count that would take forever)."""
+    module = parse_module(_conv_module(labels, window), "t")
+    value = tpu_model.predicted_seconds(module, structure_of(module), "tpu-v5e")
+    assert isinstance(value, str) and f"dim_labels {labels!r} window {window} not understood" in value, value
+    assert "\n" not in value
+
+
+def _conv_module(labels: str, window: str) -> str:
+    tiled = "f32[8,128,128]{2,1,0:T(8,128)}"
     return "\n".join(
         [
             "HloModule conv, is_scheduled=true",
             "",
-            "%fused (p: f32[128,128], q: f32[128,128]) -> f32[128,128] {",
+            "%fused (p: f32[8,128,128], q: f32[8,128,128]) -> f32[8,128,128] {",
             f"  %p = {tiled} parameter(0)",
             f"  %q = {tiled} parameter(1)",
-            f"  ROOT %c = {tiled} convolution(%p, %q), dim_labels={labels}",
+            f"  ROOT %c = {tiled} convolution(%p, %q), window={window}, dim_labels={labels}",
             "}",
             "",
-            "ENTRY %main (x: f32[128,128]) -> f32[128,128] {",
+            "ENTRY %main (x: f32[8,128,128]) -> f32[8,128,128] {",
             f"  %x = {tiled} parameter(0)",
             f"  ROOT %f = {tiled} fusion(%x, %x), kind=kOutput, calls=%fused",
             "}",
