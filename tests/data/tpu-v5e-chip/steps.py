@@ -382,3 +382,123 @@ def twins() -> list[Probe]:
         lambda x, w, r: jnp.einsum("te,ted->td", jax.nn.one_hot(r, 8, dtype=x.dtype), jnp.einsum("td,edf->tef", x, w)),
         _normal(1024, 256, dtype="bf16"), _normal(8, 256, 512, dtype="bf16"), _ids(1024, 8, "uniform"))  # fmt: skip
     return out
+
+
+def larger() -> list[Probe]:  # noqa: C901 - one table of families, read top to bottom
+    """Each family again at about 4x to 16x its largest program in the fit (as the chip's memory allows),
+    measured after the fit was settled: never fitted on, only predicted (``heldout/``), so that how the model
+    extrapolates in size is measured on programs no change to it was made from."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+    from probes import _table
+
+    out: list[Probe] = []
+
+    def add(family: str, name: str, fn: Callable[..., Any], *makers: Callable[[np.random.Generator], Any]) -> None:
+        out.append(Probe(family, name, fn, lambda rng, makers=makers: tuple(m(rng) for m in makers)))
+
+    add("gather", "gather_v2097152_d32_n131072_f32_uniform", lambda w, x: w[x], _table(1 << 21, 32, "f32"),
+        _ids(131072, 1 << 21, "uniform"))  # fmt: skip
+    add("gather", "gather_v65536_d128_n524288_bf16_uniform", lambda w, x: w[x], _table(65536, 128, "bf16"),
+        _ids(524288, 65536, "uniform"))  # fmt: skip
+    add("take", "take_v65536_d32_n1048576_f32", lambda w, x: jnp.take(w, x, axis=0), _table(65536, 32, "f32"),
+        _ids(1 << 20, 65536, "uniform"))  # fmt: skip
+    add("vmap_gather", "vmap_gather_v65536_d32_n524288_f32", lambda w, x: jax.vmap(lambda i: w[i])(x),
+        _table(65536, 32, "f32"), _ids(524288, 65536, "uniform"))  # fmt: skip
+    add("scatter_add", "scatter_add_v65536_d32_n1048576_f32_uniform", lambda w, x, u: w.at[x].add(u),
+        _table(65536, 32, "f32"), _ids(1 << 20, 65536, "uniform"), _table(1 << 20, 32, "f32"))  # fmt: skip
+    add("segment_sum", "segment_sum_n1048576_d64_s32768",
+        lambda u, seg: jax.ops.segment_sum(u, seg, num_segments=32768), _table(1 << 20, 64, "f32"),
+        _ids(1 << 20, 32768, "sorted"))  # fmt: skip
+
+    def loop(w: Any, x: Any, u: Any) -> Any:
+        def body(i: Any, acc: Any) -> Any:
+            row = lax.dynamic_slice_in_dim(acc, x[i], 1, 0)
+            return lax.dynamic_update_slice_in_dim(acc, row + u[i][None], x[i], 0)
+
+        return lax.fori_loop(0, x.shape[0], body, w)
+
+    add("row_loop", "row_loop_v65536_d32_n16384", loop, _table(65536, 32, "f32"), _ids(16384, 65536, "uniform"),
+        _table(16384, 32, "f32"))  # fmt: skip
+    add("take_along_axis", "take_along_b16384_v4096_k64", lambda a, i: jnp.take_along_axis(a, i, axis=1),
+        _table(16384, 4096, "f32"), lambda rng: rng.integers(0, 4096, (16384, 64)).astype(np.int32))  # fmt: skip
+    add("onehot", "onehot_v16384_d512_n32768_bf16",
+        lambda w, x: jax.nn.one_hot(x, w.shape[0], dtype=w.dtype) @ w, _table(16384, 512, "bf16"),
+        _ids(32768, 16384, "uniform"))  # fmt: skip
+    add("moe_gather", "moe_e16_d256_f512_t1024", lambda h, w, r: jnp.einsum("td,tdf->tf", h, w[r]),
+        _table(1024, 256, "bf16"), _normal(16, 256, 512), _ids(1024, 16, "uniform"))  # fmt: skip
+    add("bucketize", "bucketize_n1048576_b1024", lambda x, edges: jnp.searchsorted(edges, x),
+        lambda rng: rng.random(1 << 20, dtype=np.float32),
+        lambda rng: np.sort(rng.random(1024, dtype=np.float32)))  # fmt: skip
+    add("patches", "patches_hw512_c8", lambda img: lax.conv_general_dilated_patches(img, (3, 3), (1, 1), "SAME"),
+        lambda rng: rng.standard_normal((8, 8, 512, 512), dtype=np.float32))  # fmt: skip
+    add("stream", "stream_n16777216_d32", lambda b: b + 1.0, _table(1 << 24, 32, "f32"))
+    add("cumsum", "cumsum_n65536_d512", lambda b: jnp.cumsum(b, axis=0), _table(65536, 512, "f32"))
+    for causal in (False, True):
+        family = "attention_causal" if causal else "attention"
+        q = _normal(16, 16, 2048, 64, dtype="bf16")
+        add(family, f"{family}_b16_h16_s2048_d64_bf16", _attention(causal), q, q, q)
+    add("mlp", "mlp_n65536_d1024_f4096_bf16", _mlp, _normal(65536, 1024, dtype="bf16"),
+        _normal(1024, 4096, dtype="bf16"), _normal(4096, 1024, dtype="bf16"))  # fmt: skip
+    add("mlp_train", "mlp_train_n65536_d1024_f4096_bf16", _mlp_train, _normal(65536, 1024, dtype="bf16"),
+        _normal(65536, 1024, dtype="bf16"), _normal(1024, 4096, dtype="bf16"), _normal(4096, 1024, dtype="bf16"))  # fmt: skip
+    add("layernorm", "layernorm_n1048576_d1024_bf16", _layernorm, _normal(1 << 20, 1024, dtype="bf16"),
+        _normal(1024, dtype="bf16"), _normal(1024, dtype="bf16"))  # fmt: skip
+    add("xent", "xent_n32768_v32000_bf16", _xent, _normal(32768, 32000, dtype="bf16"), _ids(32768, 32000, "uniform"))
+    add("moe_router", "moe_router_t524288_d1024_e64", _router, _normal(1 << 19, 1024), _normal(1024, 64))
+    add("moe_dispatch", "moe_dispatch_t65536_e16_c2048_d512_f1024",
+        lambda x, r, w1, w2: _dispatch(x, r, w1, w2, 2048), _normal(65536, 512, dtype="bf16"),
+        _ids(65536, 16, "uniform"), _normal(16, 512, 1024, dtype="bf16"), _normal(16, 1024, 512, dtype="bf16"))  # fmt: skip
+    add("topk", "topk_r16384_n32768_k8", lambda x: jax.lax.top_k(x, 8), _normal(16384, 32768))
+    add("sort", "sort_r16384_n32768", lambda x: jnp.sort(x, axis=-1), _normal(16384, 32768))
+    add("message_passing", "message_passing_n500000_e10000000_d64", _message_passing, _normal(500000, 64),
+        _ids(10_000_000, 500000, "uniform"), _ids(10_000_000, 500000, "sorted"), _normal(64, 64))  # fmt: skip
+    vec = _normal(1 << 28)
+    add("adam", "adam_n268435456", _adam, vec, vec, vec, lambda rng: np.abs(vec(rng)))
+    add("segment_far", "segment_far_n1000000_e16000000_sorted",
+        lambda u, seg: jax.ops.segment_sum(u, seg, num_segments=1_000_000), _normal(16_000_000, 64),
+        _ids(16_000_000, 1_000_000, "sorted"))  # fmt: skip
+    add("expert_gather", "expert_gather_e32_d256_f512_t16384_bf16", lambda w, r: w[r],
+        _normal(32, 256, 512, dtype="bf16"), _ids(16384, 32, "uniform"))  # fmt: skip
+    add("block", "block_b8_s2048_d1024_bf16_causal", _block(True), _normal(8, 2048, 1024, dtype="bf16"),
+        _block_params(1024, "bf16"))  # fmt: skip
+    add("block_train", "block_train_b8_s1024_d1024_bf16_causal", _block_train(True),
+        _normal(8, 1024, 1024, dtype="bf16"), _block_params(1024, "bf16"))  # fmt: skip
+    return out
+
+
+def held_out_fresh() -> list[Probe]:
+    """Whole steps again at sizes and shapes ``held_out()`` does not have, measured after the fit was
+    settled: held-out programs no change to the model was made from."""
+    out: list[Probe] = []
+
+    def add(family: str, name: str, fn: Callable[..., Any], *makers: Callable[[np.random.Generator], Any]) -> None:
+        out.append(Probe(family, name, fn, lambda rng, makers=makers: tuple(m(rng) for m in makers)))
+
+    for layers, causal, d, s, b, dt, train in [
+        (6, True, 384, 512, 4, "bf16", False),
+        (3, False, 768, 256, 8, "f32", False),
+        (6, True, 384, 512, 4, "bf16", True),
+        (3, True, 768, 1024, 2, "bf16", True),
+    ]:
+        v = 16384
+        loss = _lm(layers, causal)
+        name = f"lm_{'train' if train else 'fwd'}_l{layers}_{'causal' if causal else 'full'}_d{d}_s{s}_{dt}"
+        tokens = _ids(b * s, v, "uniform")
+        add("lm", name, _sgd(loss) if train else loss, _lm_params(v, d, layers, dt),
+            lambda rng, b=b, s=s, tokens=tokens: tokens(rng).reshape(b, s), tokens)  # fmt: skip
+    for t, d, e, f, dt in [(4096, 768, 16, 1536, "bf16")]:
+        add("moe_block", f"moe_block_t{t}_d{d}_e{e}_f{f}_{dt}", _moe_block, _normal(t, d, dtype=dt),
+            _normal(d, e, dtype=dt), _normal(e, d, f, dtype=dt), _normal(e, f, d, dtype=dt))  # fmt: skip
+    for n, e, d in [(100000, 1000000, 128)]:
+        edges = (_ids(e, n, "uniform"), _ids(e, n, "sorted"))
+        add("gnn", f"gnn_layer_n{n}_e{e}_d{d}", _message_passing, _normal(n, d), *edges, _normal(d, d))
+        add("gnn", f"gnn_train_n{n}_e{e}_d{d}", _sgd(_gnn_loss),
+            lambda rng, d=d: (_normal(d, d)(rng), _normal(d, d)(rng)), _normal(n, d), *edges, _normal(n, d))
+    for u, i, d, b in [(500000, 100000, 64, 2048)]:
+        add("two_tower", f"two_tower_train_u{u}_i{i}_d{d}_b{b}", _sgd(_two_tower_loss),
+            lambda rng, u=u, i=i, d=d: (_normal(u, d)(rng), _normal(i, d)(rng), _normal(d, d)(rng),
+                                        _normal(d, d)(rng)),
+            _ids(b, u, "uniform"), _ids(b, i, "uniform"))  # fmt: skip
+    return out
