@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import gzip
 import json
 import re
 import statistics
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,11 @@ class Row:
     def features(self) -> np.ndarray:
         return np.sum([launch.row() for launch in self.launches], axis=0)
 
+    @functools.cached_property
+    def design(self) -> Design:
+        """Its lines of the least squares and its waits, read from its launches once for every fit."""
+        return _row_design(self)
+
 
 def _hlo_texts(folder: Path) -> dict[str, str]:
     texts: dict[str, str] = {}
@@ -98,10 +104,11 @@ def _hlo_texts(folder: Path) -> dict[str, str]:
 _SAME = ("chip", "jax", "jaxlib", "libtpu", "clock")
 
 
-def load(folder: Path = DATA) -> tuple[dict[str, str], list[Row]]:
+@functools.cache
+def load(folder: Path = DATA) -> tuple[Mapping[str, str], tuple[Row, ...]]:
     """The provenance and rows of a chip's corpus: every ``corpus*.json`` of ``folder``, each with its
     ``corpus*-hlo.json.gz``. Files of another chip or software, or a program measured twice, are refused;
-    the provenance's ``date`` lists every file's."""
+    the provenance's ``date`` lists every file's. Read once per folder: the held-out reports ask again."""
     hlos = _hlo_texts(folder)
     provenance: dict[str, str] = {}
     rows: list[Row] = []
@@ -123,22 +130,49 @@ def load(folder: Path = DATA) -> tuple[dict[str, str], list[Row]]:
                     tuple(launches(module, structure)), dict(r["ops_us_per_call"]),
                     cycle_estimate(structure).cycles)
             )  # fmt: skip
-    return provenance, rows
+    return provenance, tuple(rows)
+
+
+@dataclasses.dataclass(frozen=True)
+class Design:
+    """What every fit reads of one row, in us: its lines of the least squares (``x``, ``y``); per wait, its
+    bytes, the time the chip measured and its count (``waits``), and the features of one launch of each
+    kernel scheduled between its start and its wait, whose price is what it hides (``hidden``)."""
+
+    x: np.ndarray
+    y: np.ndarray
+    waits: np.ndarray
+    hidden: np.ndarray
+
+
+def _row_design(row: Row) -> Design:
+    """Every kernel with its own time, and the program's total. A kernel in a loop is held only through its
+    program's total: the trace splits a trip's time among its kernels as the scalar unit stalls them, not
+    as each costs."""
+    xs, ys = [], []
+    for launch in row.launches:
+        if launch.kind not in ("loop", "wait") and not launch.looped and launch.name in row.ops_us:
+            xs.append(launch.row())
+            ys.append(row.ops_us[launch.name])
+    xs.append(list(row.features()))
+    ys.append(row.device_us - sum(row.ops_us.get(w.name, 0.0) for w in row.launches if w.kind == "wait"))
+    waits, hidden = [], []
+    for w in (x for x in row.launches if x.kind == "wait"):
+        between = [
+            k.row(1)
+            for k in row.launches
+            if k.position[0] == w.position[0] and w.position[1] < k.position[1] < w.until
+        ]
+        waits.append((w.features["bytes"], row.ops_us.get(w.name, 0.0), w.count))
+        hidden.append(np.sum(between, axis=0) if between else np.zeros(len(COLUMNS)))
+    return Design(
+        np.array(xs), np.array(ys), np.array(waits).reshape(-1, 3), np.array(hidden).reshape(-1, len(COLUMNS))
+    )
 
 
 def _design(rows: Sequence[Row]) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of the least squares, in us: every kernel with its own time, and each program's total. A
-    kernel in a loop is held only through its program's total: the trace splits a trip's time among its
-    kernels as the scalar unit stalls them, not as each costs."""
-    xs, ys = [], []
-    for row in rows:
-        for launch in row.launches:
-            if launch.kind not in ("loop", "wait") and not launch.looped and launch.name in row.ops_us:
-                xs.append(launch.row())
-                ys.append(row.ops_us[launch.name])
-        xs.append(list(row.features()))
-        ys.append(row.device_us - sum(row.ops_us.get(w.name, 0.0) for w in row.launches if w.kind == "wait"))
-    return np.array(xs), np.array(ys)
+    """Rows of the least squares (see _row_design), in us."""
+    return np.concatenate([r.design.x for r in rows]), np.concatenate([r.design.y for r in rows])
 
 
 def _model(theta: np.ndarray) -> ChipModel:
@@ -148,22 +182,13 @@ def _model(theta: np.ndarray) -> ChipModel:
 def _fit_waits(rows: Sequence[Row], theta: np.ndarray) -> float:
     """us per byte of an async transfer: what makes each wait's exposed part (the transfer less the
     kernels scheduled between its start and its wait) closest to the wait the chip timed."""
-    model = _model(theta)
-    cases = []
-    for row in rows:
-        for w in (x for x in row.launches if x.kind == "wait"):
-            hidden = sum(
-                model.launch_seconds(k)
-                for k in row.launches
-                if k.position[0] == w.position[0] and w.position[1] < k.position[1] < w.until
-            )
-            cases.append((w.features["bytes"], hidden, row.ops_us.get(w.name, 0.0), w.count))
-
-    if not cases:
+    waits = np.concatenate([r.design.waits for r in rows])
+    if not len(waits):
         return 0.0
+    b, m, n = waits.T
+    h = np.concatenate([r.design.hidden for r in rows]) @ theta
     # The loss is flat where every transfer hides and kinks where one stops hiding: a grid, not a descent.
     grid = np.geomspace(1e-8, 1e-4, 801)[:, None]
-    b, h, m, n = (np.array(column) for column in zip(*cases, strict=True))
     loss = ((n * (np.maximum(0.0, grid * b - h) - m) / (n * m + FLOOR_US)) ** 2).sum(axis=1)
     return float(grid[int(np.argmin(loss)), 0])
 
@@ -252,7 +277,7 @@ def largest_left_out(rows: Sequence[Row]) -> Accuracy:
     """Each family's largest program (the longest on the chip, at least 8x its next in size) predicted by a
     fit on everything else: how the model extrapolates in size. The catalog, whose sizes are its
     configurations, is no family of sizes here."""
-    largest = {}
+    largest: dict[str, Row] = {}
     for r in rows:
         if r.family != "catalog" and r.device_us > largest.get(r.family, r).device_us:
             largest[r.family] = r
@@ -330,7 +355,7 @@ def timed_custom_calls(folder: Path = DATA) -> list[str]:
 
 
 def toml_text(
-    theta: np.ndarray, provenance: dict[str, str], fitted_on: int, custom_calls: Sequence[str] = ()
+    theta: np.ndarray, provenance: Mapping[str, str], fitted_on: int, custom_calls: Sequence[str] = ()
 ) -> str:
     """The coefficients file: the v5e's fitted coefficients (seconds per unit) and the other chips scaled."""
     template = COST_FILE.read_text(encoding="utf-8")

@@ -83,13 +83,15 @@ class Launch:
         moved = self.features.get("bytes", 0.0) + self.features.get("hbm_bytes", 0.0)
         return "loop", {"launches": 1.0, "bytes": moved}
 
-    def row(self) -> list[float]:
-        """The features of all its launches over :data:`COLUMNS` (a ``wait`` is no linear term: zeros)."""
+    def row(self, launches: int | None = None) -> list[float]:
+        """The features of all its launches (of ``launches`` of them where given) over :data:`COLUMNS` (a
+        ``wait`` is no linear term: zeros)."""
+        count = self.count if launches is None else launches
         out = [0.0] * len(COLUMNS)
         if self.kind != "wait":
             kind, features = self.priced
             for feature, at in _COLUMN_AT[kind]:
-                out[at] = self.count * features.get(feature, 0.0)
+                out[at] = count * features.get(feature, 0.0)
         return out
 
 
