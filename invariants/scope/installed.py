@@ -9,8 +9,10 @@ changes no compile, and naming it would empty the compile cache at every install
 from __future__ import annotations
 
 import contextlib
+import csv
 import importlib.metadata
 import importlib.util
+import os
 import shutil
 import sys
 import threading
@@ -61,7 +63,7 @@ class Installed:
     def _packages(self) -> dict[str, list[str]]:
         with self._lock:
             if self._owners is None:
-                self._owners = {k: list(v) for k, v in importlib.metadata.packages_distributions().items()}
+                self._owners = packages_distributions()
             return self._owners
 
     def _version(self, name: str) -> str:
@@ -77,6 +79,46 @@ class Installed:
         return known
 
 
+def packages_distributions() -> dict[str, list[str]]:
+    """``importlib.metadata.packages_distributions()``, read as a gate run can afford at its start: each
+    distribution's name from its metadata's header (not the whole file parsed), and the packages it installs
+    from its ``top_level.txt`` or else the first folder of each ``.py`` file its RECORD lists (not a path
+    object made for every file it installs)."""
+    owners: dict[str, list[str]] = {}
+    for dist in importlib.metadata.distributions():
+        declared = (dist.read_text("top_level.txt") or "").split()
+        packages = declared or _top_level_inferred(dist)
+        if packages:
+            name = _header(dist).get("Name") or dist.metadata["Name"]
+            for package in packages:
+                owners.setdefault(package, []).append(name)
+    return owners
+
+
+def _top_level_inferred(dist: importlib.metadata.Distribution) -> set[str]:
+    """The first folder of each ``.py`` file ``dist`` installs (a module's own name at the top level)."""
+    record = dist.read_text("RECORD")
+    if record is None:  # an egg's file list, or none
+        paths = [str(f) for f in dist.files or () if f.suffix == ".py"]
+    else:
+        paths = [row[0] for row in csv.reader(record.splitlines()) if row and row[0].endswith(".py")]
+    return {p.split("/", 1)[0] if "/" in p else p.removesuffix(".py") for p in paths if p != ".py"}
+
+
+def _header(dist: importlib.metadata.Distribution) -> dict[str, str]:
+    """``Name`` and ``Version`` from the header of a distribution's metadata file (empty where absent, or
+    folded onto the next line)."""
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():  # the end of the header: the description follows
+            break
+        name, sep, value = line.partition(":")
+        if sep and name in ("Name", "Version") and value.strip():
+            fields.setdefault(name, value.strip())
+    return fields
+
+
 def compiler_packages() -> list[str]:
     """:data:`COMPILER_PACKAGES` and the top-level package of each ``jax_plugins`` entry point."""
     plugins = [e.value.partition(":")[0].partition(".")[0] for e in _entry_points("jax_plugins")]
@@ -90,15 +132,8 @@ def _entry_points(group: str) -> list[importlib.metadata.EntryPoint]:
 def name_version(dist: importlib.metadata.Distribution) -> str:
     """``NAME==VERSION`` from the header of a distribution's metadata file; ``Distribution.metadata``, which
     parses the whole file, is the slow fallback."""
-    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
-    fields: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line.strip():  # the end of the header: the description follows
-            break
-        name, sep, value = line.partition(":")
-        if sep and name in ("Name", "Version"):
-            fields.setdefault(name, value.strip())
-    if len(fields) < 2 or not all(fields.values()):  # absent, or folded onto the next line
+    fields = _header(dist)
+    if len(fields) < 2:
         return f"{dist.metadata['Name']}=={dist.version}"
     return f"{fields['Name']}=={fields['Version']}"
 
@@ -119,6 +154,12 @@ def _compiler_paths() -> list[Path]:
     for name in compiler_packages():
         spec = importlib.util.find_spec(name)
         roots += [Path(p) for p in (spec.submodule_search_locations or [])] if spec is not None else []
-    found = [p for root in roots for p in root.rglob("*") if ".so" in p.name or p.name == "ptxas"]
+    found = [
+        Path(folder, name)
+        for root in roots
+        for folder, _, names in os.walk(root)
+        for name in names
+        if ".so" in name or name == "ptxas"
+    ]
     which = shutil.which("ptxas")
     return found + ([Path(which)] if which else [])

@@ -132,6 +132,33 @@ def _install(site, name: str, version: str, module: str) -> None:
         (site / f"{module}.py").write_text("")
 
 
+def test_each_package_s_owners_are_read_as_importlib_metadata_reads_them(tmp_path, monkeypatch):
+    """The gate's own reading of which distributions install each top-level package (a run's start reads
+    it) gives what ``importlib.metadata.packages_distributions`` does: on this environment, on a distribution
+    that declares its packages, on one whose RECORD alone lists them, and on one whose name its header
+    folds onto the next line."""
+    site = tmp_path / "site"
+    site.mkdir()
+    _install(site, "declared-tool", "1.0", "declared_tool")
+    recorded = site / "recorded_tool-2.0.dist-info"
+    recorded.mkdir()
+    (recorded / "METADATA").write_text("Metadata-Version: 2.1\nName: recorded-tool\nVersion: 2.0\n\n")
+    (recorded / "RECORD").write_text(
+        "recorded_pkg/__init__.py,sha256=x,0\nrecorded_pkg/data.txt,,\nrecorded_mod.py,,\n"
+        '"odd,name.py",,\n../../bin/recorded,,\nrecorded_tool-2.0.dist-info/METADATA,,\n'
+    )
+    folded = site / "folded_tool-3.0.dist-info"
+    folded.mkdir()
+    (folded / "METADATA").write_text("Metadata-Version: 2.1\nName:\n  folded-tool\nVersion: 3.0\n\n")
+    (folded / "top_level.txt").write_text("folded_tool\n")
+    monkeypatch.syspath_prepend(str(site))
+    got = _installed.packages_distributions()
+    assert got == {k: list(v) for k, v in importlib.metadata.packages_distributions().items()}
+    assert got["recorded_pkg"] == got["recorded_mod"] == got["odd,name"] == ["recorded-tool"], got
+    assert got["declared_tool"] == ["declared-tool"] and "folded_tool" in got
+    assert {"jax", "jaxlib", "invariants"} <= got.keys()
+
+
 def test_an_unrelated_distribution_installed_keeps_every_hit(tmp_path, monkeypatch):
     """Installed and even imported beside the gate (a linter, tox, a project's other dependencies), a
     distribution the traced code never ran changes no key, nor the CI cache's."""
