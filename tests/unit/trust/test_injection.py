@@ -1,7 +1,8 @@
 """Text from a user lands escaped where it lands: on the terminal its control characters are shown, not
 obeyed; in the job summary its markdown and HTML are shown, not rendered. The user text here is what a
 project writes: a spec folder's name, an invariant's ``why``; and, in a results file, every name the
-report shows. Each is run as a user runs it, in a child process."""
+report shows. Each is run as a user runs it: in this process (``gatekit.command``), and for what reaches
+the terminal, in a child process of its own (an e2e test)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from gatekit import command
 
 from invariants.records.results import FORMAT_VERSION, record
 
@@ -50,23 +52,23 @@ def _invariants(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def failed_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess[str]]:
-    """A gate run whose invariant fails, its spec in FOLDER and its why WHY: (the project, the run)."""
-    project = tmp_path_factory.mktemp("project")
-    (project / "injectedlookup.py").write_text(LOOKUP)
-    (project / "specs" / FOLDER).mkdir(parents=True)
-    (project / "specs" / FOLDER / "lib.toml").write_text(SPEC)
-    ran = _invariants(project, "gate", "--spec-dir", f"specs/{FOLDER}", "--no-catalog", "--targets", "cpu",
-                      "--snapshot-update", "--no-cache", "-m", "not throughput", "-p", "no:cacheprovider",
-                      "--results-json", "r.json", "-rf")  # fmt: skip
-    assert ran.returncode == 1, ran.stdout[-3000:] + ran.stderr[-3000:]
-    return project, ran
+# A gate run whose invariant fails, its spec in FOLDER and its why WHY.
+GATE = ("gate", "--spec-dir", f"specs/{FOLDER}", "--no-catalog", "--targets", "cpu", "--snapshot-update",
+        "--no-cache", "-m", "not throughput", "-p", "no:cacheprovider", "--results-json", "r.json",
+        "-rf")  # fmt: skip
+
+
+def _project(folder: Path) -> Path:
+    (folder / "injectedlookup.py").write_text(LOOKUP)
+    (folder / "specs" / FOLDER).mkdir(parents=True)
+    (folder / "specs" / FOLDER / "lib.toml").write_text(SPEC)
+    return folder
 
 
 @pytest.mark.e2e
-def test_a_why_with_terminal_escapes_reaches_the_terminal_shown_not_obeyed(failed_run):
-    _, ran = failed_run
+def test_a_why_with_terminal_escapes_reaches_the_terminal_shown_not_obeyed(tmp_path):
+    ran = _invariants(_project(tmp_path), *GATE)
+    assert ran.returncode == 1, ran.stdout[-3000:] + ran.stderr[-3000:]
     out = ran.stdout + ran.stderr
     for control in ("\x1b", "\r", "\b", "\x9b"):
         assert control not in out, repr(out[-2000:])
@@ -74,9 +76,11 @@ def test_a_why_with_terminal_escapes_reaches_the_terminal_shown_not_obeyed(faile
     assert "FAILED test_invariants.py::cpu::lib.toml::bound::lookup-f32" in out
 
 
-def test_a_spec_folder_named_as_markup_is_shown_as_text_in_the_job_summary(failed_run):
-    project, _ = failed_run
-    report = _invariants(project, "report", "r.json")
+def test_a_spec_folder_named_as_markup_is_shown_as_text_in_the_job_summary(tmp_path):
+    project = _project(tmp_path)
+    ran = command(*GATE, cwd=project)
+    assert ran.returncode == 1, ran.stdout[-3000:] + ran.stderr[-3000:]
+    report = command("report", "r.json", cwd=project)
     assert report.returncode == 1, report.stderr
     md = report.stdout
     assert "<img" not in md and "&lt;img src=x&gt; \\*\\*result\\*\\*: passed/lib.toml" in md, md
@@ -110,7 +114,7 @@ def test_every_name_the_report_shows_is_escaped(tmp_path):
             "items": items}  # fmt: skip
     name = "<b>r|`.json"
     (tmp_path / name).write_text(json.dumps(data))
-    report = _invariants(tmp_path, "report", name)
+    report = command("report", name, cwd=tmp_path)
     assert report.returncode == 1, report.stderr
     html = _html(report.stdout)
     assert "<img" not in html and "<b>" not in html and "<del>" not in html, html
