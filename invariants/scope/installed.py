@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import importlib.metadata
 import importlib.util
 import os
 import shutil
 import sys
 import threading
-from collections.abc import Iterable
+import types
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 # The compiler's import packages; a JAX plugin named by the jax_plugins entry points is one too.
@@ -31,7 +33,7 @@ class Installed:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._owners: dict[str, list[str]] | None = None
+        self._owners: Mapping[str, list[str]] | None = None
         self._versions: dict[str, str] = {}
         self._modules: dict[str, str] = {}  # a module's file -> its top-level package
         self._modules_seen = -1
@@ -60,10 +62,10 @@ class Installed:
             packages = {self._modules[f] for f in files if f in self._modules}
         return self.distributions(packages)
 
-    def _packages(self) -> dict[str, list[str]]:
+    def _packages(self) -> Mapping[str, list[str]]:
         with self._lock:
             if self._owners is None:
-                self._owners = packages_distributions()
+                self._owners = _owners(installed_set())
             return self._owners
 
     def _version(self, name: str) -> str:
@@ -77,6 +79,34 @@ class Installed:
             with self._lock:
                 self._versions[name] = known
         return known
+
+
+def installed_set() -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """What installing, upgrading or removing a distribution changes: each folder of the import path with
+    the metadata folders of the distributions it holds (a version is in their names)."""
+    out = []
+    for entry in sys.path:
+        try:
+            names = tuple(
+                sorted(n for n in os.listdir(entry or ".") if n.endswith((".dist-info", ".egg-info")))
+            )
+        except OSError:  # no folder: a zip, a path hook's name, or gone
+            names = ()
+        out.append((entry, names))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=1)
+def _owners(installed: tuple[tuple[str, tuple[str, ...]], ...]) -> Mapping[str, list[str]]:
+    """:func:`packages_distributions` of one set of installed distributions (``installed``)."""
+    return types.MappingProxyType(packages_distributions())
+
+
+@functools.lru_cache(maxsize=1)
+def _plugin_packages(installed: tuple[tuple[str, tuple[str, ...]], ...]) -> tuple[str, ...]:
+    """The top-level package of each ``jax_plugins`` entry point of one set of installed distributions."""
+    entries = importlib.metadata.entry_points(group="jax_plugins")
+    return tuple(e.value.partition(":")[0].partition(".")[0] for e in entries)
 
 
 def packages_distributions() -> dict[str, list[str]]:
@@ -121,12 +151,7 @@ def _header(dist: importlib.metadata.Distribution) -> dict[str, str]:
 
 def compiler_packages() -> list[str]:
     """:data:`COMPILER_PACKAGES` and the top-level package of each ``jax_plugins`` entry point."""
-    plugins = [e.value.partition(":")[0].partition(".")[0] for e in _entry_points("jax_plugins")]
-    return list(dict.fromkeys([*COMPILER_PACKAGES, *plugins]))
-
-
-def _entry_points(group: str) -> list[importlib.metadata.EntryPoint]:
-    return list(importlib.metadata.entry_points(group=group))
+    return list(dict.fromkeys([*COMPILER_PACKAGES, *_plugin_packages(installed_set())]))
 
 
 def name_version(dist: importlib.metadata.Distribution) -> str:

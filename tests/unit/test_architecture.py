@@ -449,6 +449,10 @@ MEMOS = {
     "PartitionSpec on an abstract mesh: the release is the process's",
     ("compile/child.py", "stage"): "the folder this process stages the package in: the paths its workers "
     "report below it are recognised, and it is removed at exit",
+    ("scope/installed.py", "_owners"): "which distributions install each top-level package, for one set of "
+    "installed distributions (its key): the same while none is installed, upgraded or removed",
+    ("scope/installed.py", "_plugin_packages"): "the jax_plugins entry points' packages, for one set of "
+    "installed distributions (its key)",
     ("testing.py", "_persistent"): "the pytest API's handle on a compile-cache folder, which compile_for "
     "outside any session needs: its compiler fingerprint read once, the folder pruned once at exit; a "
     "call reads only the outcome of the compile it just made",

@@ -159,6 +159,20 @@ def test_each_package_s_owners_are_read_as_importlib_metadata_reads_them(tmp_pat
     assert {"jax", "jaxlib", "invariants"} <= got.keys()
 
 
+def test_a_distribution_installed_beside_a_running_process_is_in_the_next_reading(tmp_path, monkeypatch):
+    """Which distributions install each package is read once per set of installed distributions (the
+    in-process runs of one session share it): one installed, or upgraded, into a folder already on the path
+    is in the next session's reading."""
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    assert _installed.Installed().distributions(["planted_tool"]) == []
+    _install(site, "planted-tool", "1.0", "planted_tool")
+    assert _installed.Installed().distributions(["planted_tool"]) == ["planted-tool==1.0"]
+    _install(site, "planted-tool", "2.0", "planted_other")
+    assert _installed.Installed().distributions(["planted_tool", "planted_other"]) == ["planted-tool==2.0"]
+
+
 def test_an_unrelated_distribution_installed_keeps_every_hit(tmp_path, monkeypatch):
     """Installed and even imported beside the gate (a linter, tox, a project's other dependencies), a
     distribution the traced code never ran changes no key, nor the CI cache's."""
