@@ -429,7 +429,7 @@ def test_no_module_keeps_a_runs_state():
         (str(p.relative_to(PACKAGE)), name)
         for p in sorted(PACKAGE.rglob("*.py"))
         if "__pycache__" not in p.parts
-        for name in _mutated_globals(ast.parse(p.read_text()))
+        for name in _mutated_globals(_parsed(p.read_text()))
     }
     assert not found - set(PROCESS_STATE), sorted(found - set(PROCESS_STATE))
     assert not set(PROCESS_STATE) - found, (
@@ -489,7 +489,7 @@ def test_every_memo_holds_constant_data():
         (str(p.relative_to(PACKAGE)), name)
         for p in sorted(PACKAGE.rglob("*.py"))
         if "__pycache__" not in p.parts
-        for name in _memos(ast.parse(p.read_text()))
+        for name in _memos(_parsed(p.read_text()))
     }
     assert found == set(MEMOS), (sorted(found - set(MEMOS)), sorted(set(MEMOS) - found))
     planted = ast.parse("import functools\n@functools.cache\ndef build(d):\n    return d\n")
@@ -594,6 +594,13 @@ def _parents(module: str) -> list[str]:
     return ["__init__", *(".".join(parts[:n]) for n in range(1, len(parts)))]
 
 
+@functools.cache
+def _parsed(source: str) -> ast.Module:
+    """A module's syntax tree, parsed once per source text: the checks here each walk the whole package
+    (and read its trees, never change them)."""
+    return ast.parse(source)
+
+
 def _package_files() -> dict[str, Path]:
     return {
         _module_name(p) or "__init__": p
@@ -607,7 +614,7 @@ def _import_time_graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     modules: dict[str, set[str]] = {}
     libraries: dict[str, set[str]] = {}
     for me, path in _package_files().items():
-        top, _ = _imports_by_place(ast.parse(path.read_text()))
+        top, _ = _imports_by_place(_parsed(path.read_text()))
         for node in top:
             mine, outside = _targets(path, node)
             modules.setdefault(me, set()).update(m for m in mine if m != me)
@@ -648,7 +655,7 @@ def _lazy_imports(planted: dict[str, str] | None = None) -> list[tuple[str, int,
         # What this module starts when it is imported is started before any of its functions runs: a lazy
         # import of it waits for nothing.
         already = started(me)
-        for node in _imports_by_place(ast.parse(source))[1]:
+        for node in _imports_by_place(_parsed(source))[1]:
             mine, outside = _targets(path, node)
             for lib in outside:
                 if lib in LAZY_LIBRARIES and lib not in already:
