@@ -60,3 +60,21 @@ def test_inconclusive_fail_fails_it(gate_pytester: InProcess, monkeypatch):
     assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].endswith(
         "--inconclusive 'maybe': takes warn or fail"
     ), bad.stderr[-500:]
+
+
+def test_each_run_of_a_process_measures_within_its_own_budget(gate_pytester: InProcess, monkeypatch):
+    """INVARIANTS_RATIO_MAX_SECONDS is read as a relation is measured, not when the plugin was first
+    imported (this module imported it): each of several runs in one process has the budget it was given."""
+    budgets: list[float] = []
+    real = timed.measure_ratio
+
+    def measure(*a, **k):
+        budgets.append(k["max_seconds"])
+        return dataclasses.replace(real(*a, **k), verdict="pass")
+
+    monkeypatch.setattr(timed, "measure_ratio", measure)
+    gate_pytester.project(targets=("cpu",))
+    for budget in ("0.25", "0.5"):
+        proc = gate_pytester.pytest(*SELECTION, env={"INVARIANTS_RATIO_MAX_SECONDS": budget})
+        assert proc.returncode == 0, proc.stdout[-2000:]
+    assert budgets == [0.25, 0.5], budgets
