@@ -32,6 +32,11 @@ sessions a scan. The tests of the cache itself give their runs folders of their 
 ``gate_pytester``: the gate's plugin and ``python -m invariants`` run in the test's own process, through
 pytest's ``pytester`` (``gatekit.InProcess``).
 
+The garbage collector: each test runs with what the process held before it frozen (``gc.freeze``), so that
+a full collection inside it (the end of every gate run in this process, pytest's unraisable-exception check)
+scans what the test made, not the worker's whole heap (JAX, every collected module, what earlier tests
+kept); after the test it is unfrozen, and collected as before.
+
 xdist: the suite's workers take a module at a time (``--dist`` left at ``load``), so that what a module
 makes once (a fit of the cost model, a shared gate run) is made once, not once in each worker.
 """
@@ -39,6 +44,7 @@ makes once (a fit of the cost model, a shared gate run) is made once, not once i
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import shutil
 import tempfile
@@ -81,6 +87,15 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     from xdist.scheduler import LoadFileScheduling
 
     return LoadFileScheduling(config, log)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    gc.freeze()
+    try:
+        return (yield)
+    finally:
+        gc.unfreeze()
 
 
 @pytest.fixture(scope="session")

@@ -270,9 +270,9 @@ def environment(env: dict[str, str] | None = None, quick: bool = True) -> Iterat
     sets some for itself), and its core affinity (a gate run gives an xdist worker pinned to a core every
     core back). Yields the :class:`pytest.MonkeyPatch` that undoes it all."""
     cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
-    # The run's session ends with pytest's full collections (its unraisable-exception check), which would
-    # scan this worker's whole heap (JAX, every test module, earlier runs): frozen, they scan only what
-    # the run made. Unfrozen after it, so the worker collects its own garbage as before.
+    # The run's session ends with pytest's full collections (its unraisable-exception check): what the
+    # test made before the run is frozen too, as the process's heap is (tests/conftest.py), so that they
+    # scan only what the run made. The test's end unfreezes it all.
     gc.freeze()
     with pytest.MonkeyPatch.context() as mp:
         for name in [k for k in os.environ if k.startswith("PYTEST_XDIST_")]:
@@ -289,7 +289,6 @@ def environment(env: dict[str, str] | None = None, quick: bool = True) -> Iterat
         finally:
             if cores is not None:
                 os.sched_setaffinity(0, cores)
-            gc.unfreeze()
 
 
 def _own_modules(folder: Path) -> list[str]:
