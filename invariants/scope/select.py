@@ -9,6 +9,7 @@ one of that name, and is then ``catalog:take`` in that run. ``catalog:NAME`` alw
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Protocol
 
@@ -69,16 +70,16 @@ def match_programs(
     out: dict[str, None] = {}
     for word in words:
         word = written(word, known, catalog)
-        for name, program in known.items():
-            if word.startswith("kind:"):
-                hit = program.kind == word[5:]
-            elif word.startswith("tag:"):
-                hit = word[4:] in program.tags
-            else:  # a pattern matches a shadowed catalog program by its catalog name, as it did unshadowed
-                pattern = any(c in word for c in "*?[")
-                hit = fnmatch.fnmatchcase(name, word) or (pattern and fnmatch.fnmatchcase(bare(name), word))
-            if hit:
-                out[name] = None
+        if word.startswith("kind:"):
+            hits = [name for name, program in known.items() if program.kind == word[5:]]
+        elif word.startswith("tag:"):
+            hits = [name for name, program in known.items() if word[4:] in program.tags]
+        elif not any(c in word for c in "*?["):  # a name: itself or nothing
+            hits = [word] if word in known else []
+        else:  # a pattern matches a shadowed catalog program by its catalog name, as it did unshadowed
+            match = re.compile(fnmatch.translate(word)).match
+            hits = [name for name in known if match(name) or match(bare(name))]
+        out.update(dict.fromkeys(hits))
     return list(out)
 
 
