@@ -175,16 +175,23 @@ def compiler_files() -> dict[str, str]:
 
 
 def _compiler_paths() -> list[Path]:
+    which = shutil.which("ptxas")
+    return [*_shared_objects(installed_set()), *([Path(which)] if which else [])]
+
+
+@functools.lru_cache(maxsize=1)
+def _shared_objects(installed: tuple[tuple[str, tuple[str, ...]], ...]) -> tuple[Path, ...]:
+    """Every shared object and ptxas in the compiler's packages, for one set of installed distributions (a
+    build installed over another of its version rewrites them: their size and mtime, read at each call of
+    :func:`compiler_files`, tell it)."""
     roots = []
     for name in compiler_packages():
         spec = importlib.util.find_spec(name)
         roots += [Path(p) for p in (spec.submodule_search_locations or [])] if spec is not None else []
-    found = [
+    return tuple(
         Path(folder, name)
         for root in roots
         for folder, _, names in os.walk(root)
         for name in names
         if ".so" in name or name == "ptxas"
-    ]
-    which = shutil.which("ptxas")
-    return found + ([Path(which)] if which else [])
+    )

@@ -453,6 +453,8 @@ MEMOS = {
     "installed distributions (its key): the same while none is installed, upgraded or removed",
     ("scope/installed.py", "_plugin_packages"): "the jax_plugins entry points' packages, for one set of "
     "installed distributions (its key)",
+    ("scope/installed.py", "_shared_objects"): "the paths of the compiler's shared objects, for one set of "
+    "installed distributions (its key); their size and mtime are read at each call",
     ("testing.py", "_persistent"): "the pytest API's handle on a compile-cache folder, which compile_for "
     "outside any session needs: its compiler fingerprint read once, the folder pruned once at exit; a "
     "call reads only the outcome of the compile it just made",

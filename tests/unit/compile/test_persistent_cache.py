@@ -204,6 +204,21 @@ def test_the_distributions_a_trace_ran_are_named_and_no_others():
     assert names == {"equinox", "jax", "jax-embedding-invariants"}, names
 
 
+def test_a_shared_object_written_over_is_read_anew(tmp_path, monkeypatch):
+    """The compiler's shared objects are found once per set of installed distributions, and each reading
+    takes their size and mtime again: a build written over another of its version (a nightly, a local
+    build) is another compiler."""
+    plugin = tmp_path / "site" / "jax_plugins" / "planted"
+    plugin.mkdir(parents=True)
+    shared = plugin / "planted.so"
+    shared.write_bytes(b"x")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    before = _installed.compiler_files()
+    assert str(shared) in before
+    shared.write_bytes(b"xy")
+    assert _installed.compiler_files()[str(shared)] != before[str(shared)]
+
+
 def test_a_rebuilt_libtpu_under_the_same_version_misses(tmp_path, monkeypatch):
     """A nightly rebuilt under one version: its shared object's size or mtime moved."""
     _compile(tmp_path)
