@@ -91,7 +91,7 @@ DEFAULT_PROGRAMS = (
 DEFAULT_TARGETS = "cpu,tpu-v5e,gpu-h100"
 CONFIG = "f32"
 SLOW_CALL = 0.25  # seconds a call: a program this slow is timed one call a block without measuring it
-DEVICE_CALLS = 256  # traced calls of a program per block, at most
+DEVICE_CALLS = 64  # traced calls of a program per block, at most: a device interval is set by the processes
 # Two workers of one installation agree closely on a chip: the host clocks' bound would hide a slowdown.
 DEVICE_THRESHOLD = 1.01
 
@@ -240,7 +240,7 @@ def device_pair(
                     fill = round(settings.round_seconds / prepared["per_call"][key])
                     calls[p] = min(DEVICE_CALLS, max(2 * settings.min_pairs, fill))
             block = {keys[p]: n for p, n in calls.items()}
-            got[side] = [worker.request("trace", calls=block) for _ in range(settings.device_blocks)]
+            got[side] = worker.request("trace", calls=block, blocks=settings.device_blocks)["blocks"]
         finally:
             worker.close()
     return {

@@ -25,7 +25,7 @@ from invariants.versus.command import Settings, device_pair, measure, measure_co
 from invariants.versus.protocol import ProtocolError, decode_reply, decode_request, encode
 from invariants.versus.report import load_record
 from invariants.versus.sides import Side, one_process_per_chip
-from invariants.versus.worker import Worker, serve
+from invariants.versus.worker import Worker, pad_size, serve
 
 ROOT = Path(__file__).resolve().parents[3]
 SIDES = [
@@ -70,15 +70,18 @@ class ChipWorker:
             return {"per_call": {f"{p}/{c}": 600e-6 for p, c in fields["programs"]}}
         assert op == "trace", op
         factor = self.chip.factor if self.side.role == "candidate" else 1.0
-        base = 45.7e-6 * factor * self.bias * (1 + self.chip.drift * self.chip.traces[-1])
         self.chip.traces[-1] += 1
-        noise = self.chip.rng.normal(0, self.chip.noise, size=sum(fields["calls"].values()))
-        device, at = {}, 0
-        for key, n in fields["calls"].items():
-            device[key] = [base * float(np.exp(e)) for e in noise[at : at + n]]
-            at += n
-        wall = {key: 600e-6 * n for key, n in fields["calls"].items()}
-        return {"device": device, "wall": wall, "cpu": wall}
+        blocks = []
+        for k in range(fields.get("blocks", 1)):
+            base = 45.7e-6 * factor * self.bias * (1 + self.chip.drift * k)
+            noise = self.chip.rng.normal(0, self.chip.noise, size=sum(fields["calls"].values()))
+            device, at = {}, 0
+            for key, n in fields["calls"].items():
+                device[key] = [base * float(np.exp(e)) for e in noise[at : at + n]]
+                at += n
+            wall = {key: 600e-6 * n for key, n in fields["calls"].items()}
+            blocks.append({"device": device, "wall": wall, "cpu": wall})
+        return {"blocks": blocks}
 
     def close(self) -> None:
         self.chip.holder = None
@@ -96,7 +99,7 @@ def test_a_fresh_pair_gives_a_round_per_block_paired_block_by_block():
     # the sides' true ratio; paired any other way, the drift would show in the rounds.
     chip = Chip(2.0, noise=0.0, bias=0.0, drift=0.03)
     got = device_pair(SIDES, {"take": "f32", "naive": "f32"}, DEVICE, 1, chip.start)
-    assert chip.traces == [DEVICE.device_blocks] * 2  # one trace a block, every program in it
+    assert chip.traces == [1, 1]  # one trace a worker: its stop costs more than the calls
     for p in ("take", "naive"):
         assert len(got[p]) == DEVICE.device_blocks
         assert [rd.ratio("device") for rd in got[p]] == pytest.approx([2.0] * DEVICE.device_blocks)
@@ -263,10 +266,12 @@ class StandInChip:
     def __init__(self) -> None:
         self.made: list[float] = []
         self.tracing = False
+        self.traces = 0
 
     @contextmanager
     def tracer(self, folder: str) -> Iterator[None]:
         self.tracing, self.made = True, []
+        self.traces += 1
         (Path(folder) / "t.xplane.pb").write_bytes(b"")
         try:
             yield
@@ -285,30 +290,46 @@ class StandInChip:
         return run
 
 
-def test_the_worker_traces_a_block_of_every_program_and_splits_it_in_call_order():
+def test_the_worker_traces_its_blocks_of_every_program_in_one_trace_and_splits_them_in_call_order():
     chip = StandInChip()
     worker = Worker(recorder=DeviceRecorder(chip.tracer, chip.reader))
     worker.calls["eqx/f32"], worker.calls["take/f32"] = chip.call(90e-6), chip.call(40e-6)
-    request = encode({"op": "trace", "calls": {"eqx/f32": 5, "take/f32": 3}})
+    request = encode({"op": "trace", "calls": {"eqx/f32": 5, "take/f32": 3}, "blocks": 2})
     out = io.StringIO()
     assert serve(io.StringIO(request), out, worker) == 0  # as the controller asks it
     got = decode_reply(out.getvalue().splitlines()[1], "trace", "worker")
-    assert got["device"] == {"eqx/f32": pytest.approx([90e-6] * 5), "take/f32": pytest.approx([40e-6] * 3)}
-    assert set(got["wall"]) == set(got["cpu"]) == {"eqx/f32", "take/f32"}
+    assert chip.traces == 1
+    assert len(got["blocks"]) == 2
+    for block in got["blocks"]:
+        assert block["device"] == {
+            "eqx/f32": pytest.approx([90e-6] * 5),
+            "take/f32": pytest.approx([40e-6] * 3),
+        }
+        assert set(block["wall"]) == set(block["cpu"]) == {"eqx/f32", "take/f32"}
     with pytest.raises(InvariantsError, match="not prepared"):
         worker.trace({"naive/f32": 5})
 
 
 def test_a_trace_request_maps_each_program_to_its_calls():
     calls = {"take/f32": 3, "naive/f32": 1}
-    assert decode_request(encode({"op": "trace", "calls": calls})) == {"op": "trace", "calls": calls}
+    assert decode_request(encode({"op": "trace", "calls": calls})) == {
+        "op": "trace",
+        "calls": calls,
+        "blocks": 1,
+    }
+    asked = {"op": "trace", "calls": calls, "blocks": 6}
+    assert decode_request(encode(asked)) == asked
     for bad in ({}, {"take/f32": 0}, {"take/f32": True}, {"take/f32": "3"}):
         with pytest.raises(ProtocolError, match="trace's 'calls' must map each key to calls >= 1"):
             decode_request(encode({"op": "trace", "calls": bad}))
     with pytest.raises(ProtocolError, match="'calls' has the wrong type"):
         decode_request(encode({"op": "trace", "key": "take/f32", "calls": 3}))
+    with pytest.raises(ProtocolError, match="'blocks' must be >= 1"):
+        decode_request(encode({"op": "trace", "calls": calls, "blocks": 0}))
+    with pytest.raises(ProtocolError, match="lacks 'blocks'"):
+        decode_reply(encode({"ok": True, "device": {}, "wall": {}, "cpu": {}}), "trace", "worker")
     with pytest.raises(ProtocolError, match="lacks 'device'"):
-        decode_reply(encode({"ok": True, "wall": {}, "cpu": {}}), "trace", "worker")
+        decode_reply(encode({"ok": True, "blocks": [{"wall": {}, "cpu": {}}]}), "trace", "worker")
 
 
 def test_the_device_clocks_default_bound_is_tighter_than_the_hosts():
@@ -335,3 +356,14 @@ def test_the_plot_draws_the_device_clock_that_decided(monkeypatch: pytest.Monkey
     )
     report.plot(record, tmp_path / "v.png")
     assert {"device", "wall"} <= set(drawn)
+
+
+def test_the_slowdowns_pass_is_sized_off_the_extra_time_measured_at_a_few_sizes():
+    sizes = (4096, 32768, 262144, 2097152)
+    extras = [1e-7, 2e-7, 1e-6, 6e-6]  # seconds a call, for each size
+    assert pad_size(sizes, extras, 6e-7) == 147456  # halfway between 32768 and 262144, in 1024s
+    assert pad_size(sizes, extras, 1.2e-5) == 2 * 2097152  # past the largest: in proportion
+    assert pad_size(sizes, extras, 1e-8) == 4096  # below the first: the smallest tried
+    # Noise that makes a larger pass look cheaper never sends the size below a smaller pass's.
+    assert pad_size(sizes, [3e-7, 2e-7, 1e-6, 6e-6], 2.5e-7) == 4096
+    assert pad_size(sizes, [0.0, 0.0, 0.0, 0.0], 1e-7) == 8 * 2097152  # nothing measurable yet: far larger
