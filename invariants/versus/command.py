@@ -92,6 +92,9 @@ DEFAULT_TARGETS = "cpu,tpu-v5e,gpu-h100"
 CONFIG = "f32"
 SLOW_CALL = 0.25  # seconds a call: a program this slow is timed one call a block without measuring it
 DEVICE_CALLS = 64  # traced calls of a program per block, at most: a device interval is set by the processes
+# A worker's blocks share one trace, whose events the profiler buffers: a program's calls in it last about
+# this long at most (a program of many tiny kernels fills the buffer fastest), one call a block at least.
+DEVICE_TRACE_SECONDS = 0.35
 # Two workers of one installation agree closely on a chip: the host clocks' bound would hide a slowdown.
 DEVICE_THRESHOLD = 1.01
 
@@ -225,8 +228,8 @@ def device_pair(
 ) -> dict[str, list[Round]]:
     """Fresh pair ``j`` on the device clock: one side's worker, then the other's (the order swaps every
     pair), each preparing every program, then tracing ``device_blocks`` blocks, a block being the same
-    number of calls of each program in turn (enough for ``round_seconds`` on the first side). Block k of
-    one side pairs with block k of the other, call by call in order: a round each."""
+    number of calls of each program in turn (over all blocks about ``DEVICE_TRACE_SECONDS`` of each on the
+    first side). Block k of one side pairs with block k of the other, call by call in order: a round each."""
     order = (0, 1) if j % 2 else (1, 0)
     keys = {p: f"{p}/{c}" for p, c in configs.items()}
     calls: dict[str, int] = {}
@@ -237,8 +240,8 @@ def device_pair(
             prepared = worker.request("prepare", programs=[[p, c] for p, c in configs.items()])
             for p, key in keys.items():
                 if p not in calls:
-                    fill = round(settings.round_seconds / prepared["per_call"][key])
-                    calls[p] = min(DEVICE_CALLS, max(2 * settings.min_pairs, fill))
+                    fill = DEVICE_TRACE_SECONDS / settings.device_blocks / prepared["per_call"][key]
+                    calls[p] = min(DEVICE_CALLS, max(1, round(fill)))
             block = {keys[p]: n for p, n in calls.items()}
             got[side] = worker.request("trace", calls=block, blocks=settings.device_blocks)["blocks"]
         finally:

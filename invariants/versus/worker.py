@@ -36,6 +36,7 @@ from ..scope.targets import all_targets, versions
 from ..snapshot.render import render_summary
 from ..specfile.reader import load_specs
 from ..timing.device import DeviceRecorder
+from ..timing.trace import TraceError
 from .protocol import CPUS_ENV, SLOWDOWN_ENV, Json, ProtocolError, decode_request, encode
 
 if TYPE_CHECKING:
@@ -103,26 +104,36 @@ class Worker:
 
     def trace(self, calls: Mapping[str, int], blocks: int = 1) -> Json:
         """``blocks`` blocks, each every program's calls in turn, inside one profiler trace (starting and
-        stopping one costs more than the calls): per block, each call's device seconds and the wall and CPU
-        seconds of each program's calls. The trace's module executions follow the calls in order."""
+        stopping one costs more than the calls), or one trace a block where the long trace lost events (the
+        profiler's buffer is finite): per block, each call's device seconds and the wall and CPU seconds of
+        each program's calls, and how many traces were taken. Module executions follow the calls in order."""
         fns = {key: self._prepared(key) for key in calls}
         clocks: list[dict[str, dict[str, float]]] = []
 
-        def batch() -> int:
-            for _ in range(blocks):
-                clocks.append({key: _clocked(fns[key], n) for key, n in calls.items()})
-            return blocks * sum(calls.values())
+        def batch(n: int) -> Callable[[], int]:
+            def run() -> int:
+                for _ in range(n):
+                    clocks.append({key: _clocked(fns[key], c) for key, c in calls.items()})
+                return n * sum(calls.values())
 
-        seconds, at = self.recorder.record(batch), 0
-        out = []
+            return run
+
+        try:
+            seconds, traces = self.recorder.record(batch(blocks)), 1
+        except TraceError:
+            if blocks == 1:
+                raise
+            clocks.clear()
+            seconds = [s for _ in range(blocks) for s in self.recorder.record(batch(1))]
+            traces = blocks
+        out, at = [], 0
         for clocked in clocks:
             device = {}
             for key, n in calls.items():
                 device[key], at = seconds[at : at + n], at + n
-            out.append(
-                {"device": device, **{c: {k: got[c] for k, got in clocked.items()} for c in ("wall", "cpu")}}
-            )
-        return {"blocks": out}
+            times = {c: {k: got[c] for k, got in clocked.items()} for c in ("wall", "cpu")}
+            out.append({"device": device, **times})
+        return {"blocks": out, "traces": traces}
 
     def structure(self, keys: Sequence[tuple[str, str, str]]) -> Json:
         return structure_of_keys(keys, self.specs, self.programs)

@@ -19,9 +19,16 @@ import pytest
 from invariants.__main__ import main as cli_main
 from invariants._errors import InvariantsError
 from invariants.timing.device import DeviceRecorder
-from invariants.timing.trace import DeviceTrace, Event
+from invariants.timing.trace import DeviceTrace, Event, TraceError
 from invariants.versus import command as versus
-from invariants.versus.command import Settings, device_pair, measure, measure_confirmed
+from invariants.versus.command import (
+    DEVICE_CALLS,
+    DEVICE_TRACE_SECONDS,
+    Settings,
+    device_pair,
+    measure,
+    measure_confirmed,
+)
 from invariants.versus.protocol import ProtocolError, decode_reply, decode_request, encode
 from invariants.versus.report import load_record
 from invariants.versus.sides import Side, one_process_per_chip
@@ -67,7 +74,7 @@ class ChipWorker:
     def request(self, op: str, **fields: Any) -> dict[str, Any]:
         assert self.chip.holder is self
         if op == "prepare":
-            return {"per_call": {f"{p}/{c}": 600e-6 for p, c in fields["programs"]}}
+            return {"per_call": {f"{p}/{c}": 30e-3 if p == "slow" else 600e-6 for p, c in fields["programs"]}}
         assert op == "trace", op
         factor = self.chip.factor if self.side.role == "candidate" else 1.0
         self.chip.traces[-1] += 1
@@ -103,9 +110,19 @@ def test_a_fresh_pair_gives_a_round_per_block_paired_block_by_block():
     for p in ("take", "naive"):
         assert len(got[p]) == DEVICE.device_blocks
         assert [rd.ratio("device") for rd in got[p]] == pytest.approx([2.0] * DEVICE.device_blocks)
-        assert all(len(rd.ratios["device"]) == 2 * DEVICE.min_pairs for rd in got[p])
+        assert all(len(rd.ratios["device"]) == DEVICE_CALLS for rd in got[p])  # a fast program: the most
         assert got[p][0].ratio("wall") == pytest.approx(1.0)  # the host's round trip sees nothing of it
         assert np.median(got[p][0].per_call["device"]["baseline"]) == pytest.approx(45.7e-6)  # device seconds
+
+
+def test_a_slow_programs_calls_in_a_workers_trace_last_about_the_traces_seconds():
+    # A program of many tiny kernels fills the profiler's buffer fastest: its calls are bounded by time.
+    chip = Chip(1.0)
+    got = device_pair(SIDES, {"slow": "f32", "take": "f32"}, DEVICE, 1, chip.start)
+    calls = round(DEVICE_TRACE_SECONDS / DEVICE.device_blocks / 30e-3)
+    assert calls * DEVICE.device_blocks * 30e-3 == pytest.approx(DEVICE_TRACE_SECONDS, rel=0.25)
+    assert [len(rd.ratios["device"]) for rd in got["slow"]] == [calls] * DEVICE.device_blocks
+    assert [len(rd.ratios["device"]) for rd in got["take"]] == [DEVICE_CALLS] * DEVICE.device_blocks
 
 
 def test_pairs_that_agree_are_judged_together_after_the_fewest_pairs():
@@ -263,10 +280,11 @@ class StandInChip:
     """A recorder whose trace holds one module event per call made while tracing, each lasting its
     program's device seconds."""
 
-    def __init__(self) -> None:
+    def __init__(self, capacity: int = 1 << 30) -> None:
         self.made: list[float] = []
         self.tracing = False
         self.traces = 0
+        self.capacity = capacity  # module events a trace keeps: the profiler's buffer is finite
 
     @contextmanager
     def tracer(self, folder: str) -> Iterator[None]:
@@ -279,7 +297,7 @@ class StandInChip:
             self.tracing = False
 
     def reader(self, path: object) -> DeviceTrace:
-        events = tuple(Event("jit_fn(1)", i * 200e3, ns) for i, ns in enumerate(self.made))
+        events = tuple(Event("jit_fn(1)", i * 200e3, ns) for i, ns in enumerate(self.made[: self.capacity]))
         return DeviceTrace(str(path), "/device:TPU:0", events, ())
 
     def call(self, seconds: float) -> Callable[[], None]:
@@ -306,8 +324,27 @@ def test_the_worker_traces_its_blocks_of_every_program_in_one_trace_and_splits_t
             "take/f32": pytest.approx([40e-6] * 3),
         }
         assert set(block["wall"]) == set(block["cpu"]) == {"eqx/f32", "take/f32"}
+    assert got["traces"] == 1
     with pytest.raises(InvariantsError, match="not prepared"):
         worker.trace({"naive/f32": 5})
+
+
+def test_blocks_a_long_trace_loses_events_of_are_traced_one_at_a_time():
+    chip = StandInChip(capacity=10)  # two blocks of 8 calls: one trace would lose 6
+    worker = Worker(recorder=DeviceRecorder(chip.tracer, chip.reader))
+    worker.calls["eqx/f32"], worker.calls["take/f32"] = chip.call(90e-6), chip.call(40e-6)
+    got = worker.trace({"eqx/f32": 5, "take/f32": 3}, blocks=2)
+    assert (got["traces"], chip.traces) == (2, 3)
+    for block in got["blocks"]:
+        assert block["device"] == {
+            "eqx/f32": pytest.approx([90e-6] * 5),
+            "take/f32": pytest.approx([40e-6] * 3),
+        }
+    chip = StandInChip(capacity=7)  # a block alone loses events: the device clock cannot read it
+    worker = Worker(recorder=DeviceRecorder(chip.tracer, chip.reader))
+    worker.calls["eqx/f32"], worker.calls["take/f32"] = chip.call(90e-6), chip.call(40e-6)
+    with pytest.raises(TraceError, match="7 module executions for 8 calls"):
+        worker.trace({"eqx/f32": 5, "take/f32": 3}, blocks=2)
 
 
 def test_a_trace_request_maps_each_program_to_its_calls():
