@@ -46,7 +46,7 @@ FEATURES: dict[str, tuple[str, ...]] = {
     "sort": words("launch elements steps"),
     "fusion": words("launch bytes hbm_bytes hbm_arrays vector_ops cycles"),
     "small": ("launch",),
-    "loop": words("trip launches bytes"),
+    "loop": words("trip launches bytes hbm_arrays"),
     "wait": ("bytes",),
 }
 COLUMNS: tuple[str, ...] = tuple(f"{kind}.{f}" for kind, fs in FEATURES.items() for f in fs)
@@ -93,7 +93,7 @@ class Launch:
         if self.kind not in _MOVES_BYTES:
             return [("loop", {"launches": 1.0}), *own]
         moved = self.features.get("bytes", 0.0) + self.features.get("hbm_bytes", 0.0)
-        return [("loop", {"launches": 1.0, "bytes": moved})]
+        return [("loop", {"launches": 1.0, "bytes": moved, "hbm_arrays": self.features.get("hbm_arrays", 0.0)})]
 
     def row(self) -> list[float]:
         """The features of all its launches over :data:`COLUMNS` (a ``wait`` is no linear term: zeros)."""
