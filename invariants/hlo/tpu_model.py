@@ -40,7 +40,7 @@ FEATURES: dict[str, tuple[str, ...]] = {
     ),
     "scatter": words("launch rows bytes hbm_bytes table_bytes far_rows far_bytes"),
     "copy": words("launch bytes hbm_bytes hbm_to_hbm_bytes cycles"),
-    "conv": words("launch bytes hbm_bytes vector_ops cycles macs"),
+    "conv": words("launch bytes hbm_bytes vector_ops cycles macs tile_macs"),
     "softmax": words("launch rows elements bytes"),
     "topk": words("launch elements selected"),
     "sort": words("launch elements steps"),
@@ -285,6 +285,8 @@ def _window(raw: str) -> dict[str, list[list[int]]]:
     return fields
 
 
+# The side of the matrix unit's systolic array: a narrower contraction or output still takes its width.
+_MXU = 128
 # A longer window than this is no convolution a program writes (and would take that long to count).
 _MAX_WINDOW = 1 << 20
 
@@ -309,17 +311,23 @@ def _taps(size: int, out: int, stride: int, lo: int, lhs_dilate: int, rhs_dilate
     return pairs // lhs_dilate if lhs_dilate > 1 else pairs  # a long dilated window: holes evenly spread
 
 
-def _macs(comp: Computation, instr: Instruction) -> int:
+def _macs(comp: Computation, instr: Instruction, width: int = 1) -> int:
     """Multiply-adds of a convolution or dot: the matrix unit's work. A convolution over spatial dimensions
     counts only the window positions that meet the input, so a batch dimension written as a dilated
-    spatial one (how XLA hands a batched matmul to the TPU) counts once per element."""
+    spatial one (how XLA hands a batched matmul to the TPU) counts once per element. ``width``: the
+    contracted and the output features each rounded up to a multiple of it (the matrix unit's side)."""
+
+    def up(n: int) -> int:
+        return -(-n // width) * width
+
     shapes = [comp[o].shape for o in instr.operands if o in comp]
     if len(shapes) < 2:
         return 0
     lhs, rhs = shapes[0], shapes[1]
     if instr.opcode == "dot":
         contracting = _ints(instr.attrs.get("lhs_contracting_dims"))
-        return math.prod(instr.shape.dims) * math.prod(lhs.dims[d] for d in contracting if d < len(lhs.dims))
+        *rest, minor = instr.shape.dims or (1,)
+        return math.prod(rest) * up(minor) * up(math.prod(lhs.dims[d] for d in contracting if d < len(lhs.dims)))
     if instr.opcode != "convolution":
         return 0
     labels, raw = instr.attrs.get("dim_labels", ""), instr.attrs.get("window", "{}")
@@ -330,7 +338,7 @@ def _macs(comp: Computation, instr: Instruction) -> int:
         rf = dict(zip(rhs_labels, rhs.dims, strict=True))
         outf = dict(zip(out_labels, instr.shape.dims, strict=True))
         window = _window(raw)
-        macs = of["b"] * rf["i"] * rf["o"]
+        macs = of["b"] * up(rf["i"]) * up(rf["o"])
         for j, name in enumerate(sorted(c for c in lhs_labels if c.isdigit())):
             size, stride, pad, lhs_dilate, rhs_dilate = (
                 window[key][j] if key in window else default
@@ -607,6 +615,7 @@ def _launch(
         if kind == "conv":
             features["vector_ops"] = float(_operand_ops(module, comp, instr))
             features["macs"] = float(sum(_macs(c, i) for c, i in _runs(module, comp, instr)))
+            features["tile_macs"] = float(sum(_macs(c, i, _MXU) for c, i in _runs(module, comp, instr)))
         if kind == "fusion":
             features["vector_ops"] = float(_vector_ops(module, instr))
             features["hbm_arrays"] = float(_hbm_arrays(comp, instr))
