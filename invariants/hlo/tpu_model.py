@@ -93,7 +93,9 @@ class Launch:
         if self.kind not in _MOVES_BYTES:
             return [("loop", {"launches": 1.0}), *own]
         moved = self.features.get("bytes", 0.0) + self.features.get("hbm_bytes", 0.0)
-        return [("loop", {"launches": 1.0, "bytes": moved, "hbm_arrays": self.features.get("hbm_arrays", 0.0)})]
+        return [
+            ("loop", {"launches": 1.0, "bytes": moved, "hbm_arrays": self.features.get("hbm_arrays", 0.0)})
+        ]
 
     def row(self) -> list[float]:
         """The features of all its launches over :data:`COLUMNS` (a ``wait`` is no linear term: zeros)."""
@@ -326,8 +328,9 @@ def _macs(comp: Computation, instr: Instruction, width: int = 1) -> int:
     lhs, rhs = shapes[0], shapes[1]
     if instr.opcode == "dot":
         contracting = _ints(instr.attrs.get("lhs_contracting_dims"))
-        *rest, minor = instr.shape.dims or (1,)
-        return math.prod(rest) * up(minor) * up(math.prod(lhs.dims[d] for d in contracting if d < len(lhs.dims)))
+        *outer, minor = instr.shape.dims or (1,)
+        depth = math.prod(lhs.dims[d] for d in contracting if d < len(lhs.dims))
+        return math.prod(outer) * up(minor) * up(depth)
     if instr.opcode != "convolution":
         return 0
     labels, raw = instr.attrs.get("dim_labels", ""), instr.attrs.get("window", "{}")
@@ -571,7 +574,8 @@ def _sort_features(module: HloModule, comp: Computation, instr: Instruction) -> 
         in_hbm = sum(padded_bytes(a) for a in arrays if not _on_chip(a))
         if in_hbm:
             per_position = sum(
-                math.prod(t for d, t in _tile_extents(a).items() if d != dim) * padded_bytes(a)
+                math.prod(t for d, t in _tile_extents(a).items() if d != dim)
+                * padded_bytes(a)
                 // max(1, math.prod(_tiled_dims(a) or a.dims))
                 for a in arrays
             )
