@@ -2,13 +2,14 @@
 
 A sum over the kernels that run (loops expanded), each priced per launch by its **kind** from the facts
 its HLO states (:data:`FEATURES`; docs/specs.md says what each reads): ``gather`` and ``scatter`` (the
-kCustom fusions), ``sort`` (by its sorting network's steps), ``copy`` (a layout change), ``conv`` (a kernel
-holding a convolution or dot), the kernels libtpu writes itself for plain JAX code (``softmax``, its Mosaic
-online softmax, and ``topk``), ``fusion`` (every other kernel), ``small`` (an async start or a custom call:
-a launch only), plus a price per ``loop`` trip and per kernel launched in a loop, and the part of each
-async transfer's ``wait`` (a ``-start`` and its ``-done``) that the kernels scheduled between the two do
-not hide. A scalar instruction (at most 16 bytes, no estimate: the loop counter's add) runs on the scalar
-unit and costs nothing; a cross-program prefetch is issued while the previous call runs and costs nothing.
+kCustom fusions), ``sort`` (by its sorting network's steps and its passes through HBM), ``copy`` (a layout
+change), ``conv`` (a kernel holding a convolution or dot), the kernels libtpu writes itself for plain JAX
+code (``softmax``, its Mosaic online softmax, and ``topk``), ``fusion`` (every other kernel), ``small`` (an
+async start or a custom call: a launch only), plus a price per ``loop`` trip and per kernel launched in a
+loop, and the part of each async transfer's ``wait`` (a ``-start`` and its ``-done``) that the kernels
+scheduled between the two do not hide. A scalar instruction (at most 16 bytes, no estimate: the loop
+counter's add) runs on the scalar unit and costs nothing; a cross-program prefetch is issued while the
+previous call runs and costs nothing.
 
 What no chip run ever timed has no price: a module with collectives, or with a custom call the chip never
 ran (a hand-written Pallas kernel could cost anything), gets no figure, with the reason. The coefficients
