@@ -252,7 +252,7 @@ def largest_left_out(rows: Sequence[Row]) -> Accuracy:
     """Each family's largest program (the longest on the chip, at least 8x its next in size) predicted by a
     fit on everything else: how the model extrapolates in size. The catalog, whose sizes are its
     configurations, is no family of sizes here."""
-    largest = {}
+    largest: dict[str, Row] = {}
     for r in rows:
         if r.family != "catalog" and r.device_us > largest.get(r.family, r).device_us:
             largest[r.family] = r

@@ -2,13 +2,14 @@
 
 A sum over the kernels that run (loops expanded), each priced per launch by its **kind** from the facts
 its HLO states (:data:`FEATURES`; docs/specs.md says what each reads): ``gather`` and ``scatter`` (the
-kCustom fusions), ``sort`` (by its sorting network's steps), ``copy`` (a layout change), ``conv`` (a kernel
-holding a convolution or dot), the kernels libtpu writes itself for plain JAX code (``softmax``, its Mosaic
-online softmax, and ``topk``), ``fusion`` (every other kernel), ``small`` (an async start or a custom call:
-a launch only), plus a price per ``loop`` trip and per kernel launched in a loop, and the part of each
-async transfer's ``wait`` (a ``-start`` and its ``-done``) that the kernels scheduled between the two do
-not hide. A scalar instruction (at most 16 bytes, no estimate: the loop counter's add) runs on the scalar
-unit and costs nothing; a cross-program prefetch is issued while the previous call runs and costs nothing.
+kCustom fusions), ``sort`` (by its sorting network's steps and its passes through HBM), ``copy`` (a layout
+change), ``conv`` (a kernel holding a convolution or dot), the kernels libtpu writes itself for plain JAX
+code (``softmax``, its Mosaic online softmax, and ``topk``), ``fusion`` (every other kernel), ``small`` (an
+async start or a custom call: a launch only), plus a price per ``loop`` trip and per kernel launched in a
+loop, and the part of each async transfer's ``wait`` (a ``-start`` and its ``-done``) that the kernels
+scheduled between the two do not hide. A scalar instruction (at most 16 bytes, no estimate: the loop
+counter's add) runs on the scalar unit and costs nothing; a cross-program prefetch is issued while the
+previous call runs and costs nothing.
 
 What no chip run ever timed has no price: a module with collectives, or with a custom call the chip never
 ran (a hand-written Pallas kernel could cost anything), gets no figure, with the reason. The coefficients
@@ -39,20 +40,22 @@ FEATURES: dict[str, tuple[str, ...]] = {
         "tile_hbm_bytes"
     ),
     "scatter": words("launch rows bytes hbm_bytes table_bytes far_rows far_bytes"),
-    "copy": words("launch bytes hbm_bytes cycles"),
-    "conv": words("launch bytes hbm_bytes vector_ops cycles macs"),
+    "copy": words("launch bytes hbm_bytes hbm_to_hbm_bytes cycles"),
+    "conv": words("launch bytes hbm_bytes vector_ops cycles macs tile_macs"),
     "softmax": words("launch rows elements bytes"),
     "topk": words("launch elements selected"),
     "sort": words("launch elements steps"),
     "fusion": words("launch bytes hbm_bytes hbm_arrays vector_ops cycles"),
     "small": ("launch",),
-    "loop": words("trip launches bytes"),
+    "loop": words("trip launches bytes hbm_arrays"),
     "wait": ("bytes",),
 }
 COLUMNS: tuple[str, ...] = tuple(f"{kind}.{f}" for kind, fs in FEATURES.items() for f in fs)
 # Each kind's features with their place in COLUMNS.
 _COLUMN_AT = {kind: [(f, COLUMNS.index(f"{kind}.{f}")) for f in fs] for kind, fs in FEATURES.items()}
 
+# The kinds whose kernels only move bytes (or launch): in a loop, the loop's price per byte is theirs.
+_MOVES_BYTES = frozenset({"copy", "fusion", "small"})
 _SMALL = frozenset({"copy-start", "slice-start", "async-start", "custom-call", "send", "recv"})
 _ON_CHIP = "S(1)"
 _BITPACKED = "GatherScatterIndicesBitpacked"
@@ -74,22 +77,34 @@ class Launch:
     until: int = -1
 
     @property
-    def priced(self) -> tuple[str, Mapping[str, float]]:
-        """The kind whose coefficients price it, and its features there. A kernel in a loop runs behind the
-        scalar unit's stalls, trip after trip: it is priced as a ``loop`` launch by the bytes it moves,
-        whatever its kind, so that what a loop costs is fitted on loops alone."""
+    def priced(self) -> list[tuple[str, Mapping[str, float]]]:
+        """The kinds whose coefficients price it, each with its features there. A sort's passes through
+        HBM (``hbm_bytes``, read and written there) are priced as a copy from HBM to HBM of those bytes: the
+        memory's rate, measured on copies, not a sort's. A kernel in a loop runs behind the scalar unit's
+        stalls, trip after trip: it is priced as a ``loop`` launch, so that what a loop costs is fitted on
+        loops alone; one that moves bytes and nothing else (a fusion, a copy) by the bytes it moves, one
+        whose kind prices work of its own (a gather's rows, a sort's steps) by its kind as outside a loop,
+        which a larger trip's work outgrows."""
+        own: list[tuple[str, Mapping[str, float]]] = [(self.kind, self.features)]
+        if self.kind == "sort" and self.features.get("hbm_bytes"):
+            passes = self.features["hbm_bytes"]
+            own.append(("copy", {"hbm_bytes": passes, "hbm_to_hbm_bytes": passes}))
         if not self.looped or self.kind in ("loop", "wait"):
-            return self.kind, self.features
+            return own
+        if self.kind not in _MOVES_BYTES:
+            return [("loop", {"launches": 1.0}), *own]
         moved = self.features.get("bytes", 0.0) + self.features.get("hbm_bytes", 0.0)
-        return "loop", {"launches": 1.0, "bytes": moved}
+        return [
+            ("loop", {"launches": 1.0, "bytes": moved, "hbm_arrays": self.features.get("hbm_arrays", 0.0)})
+        ]
 
     def row(self) -> list[float]:
         """The features of all its launches over :data:`COLUMNS` (a ``wait`` is no linear term: zeros)."""
         out = [0.0] * len(COLUMNS)
         if self.kind != "wait":
-            kind, features = self.priced
-            for feature, at in _COLUMN_AT[kind]:
-                out[at] = self.count * features.get(feature, 0.0)
+            for kind, features in self.priced:
+                for feature, at in _COLUMN_AT[kind]:
+                    out[at] += self.count * features.get(feature, 0.0)
         return out
 
 
@@ -273,6 +288,8 @@ def _window(raw: str) -> dict[str, list[list[int]]]:
     return fields
 
 
+# The side of the matrix unit's systolic array: a narrower contraction or output still takes its width.
+_MXU = 128
 # A longer window than this is no convolution a program writes (and would take that long to count).
 _MAX_WINDOW = 1 << 20
 
@@ -297,17 +314,24 @@ def _taps(size: int, out: int, stride: int, lo: int, lhs_dilate: int, rhs_dilate
     return pairs // lhs_dilate if lhs_dilate > 1 else pairs  # a long dilated window: holes evenly spread
 
 
-def _macs(comp: Computation, instr: Instruction) -> int:
+def _macs(comp: Computation, instr: Instruction, width: int = 1) -> int:
     """Multiply-adds of a convolution or dot: the matrix unit's work. A convolution over spatial dimensions
     counts only the window positions that meet the input, so a batch dimension written as a dilated
-    spatial one (how XLA hands a batched matmul to the TPU) counts once per element."""
+    spatial one (how XLA hands a batched matmul to the TPU) counts once per element. ``width``: the
+    contracted and the output features each rounded up to a multiple of it (the matrix unit's side)."""
+
+    def up(n: int) -> int:
+        return -(-n // width) * width
+
     shapes = [comp[o].shape for o in instr.operands if o in comp]
     if len(shapes) < 2:
         return 0
     lhs, rhs = shapes[0], shapes[1]
     if instr.opcode == "dot":
         contracting = _ints(instr.attrs.get("lhs_contracting_dims"))
-        return math.prod(instr.shape.dims) * math.prod(lhs.dims[d] for d in contracting if d < len(lhs.dims))
+        *outer, minor = instr.shape.dims or (1,)
+        depth = math.prod(lhs.dims[d] for d in contracting if d < len(lhs.dims))
+        return math.prod(outer) * up(minor) * up(depth)
     if instr.opcode != "convolution":
         return 0
     labels, raw = instr.attrs.get("dim_labels", ""), instr.attrs.get("window", "{}")
@@ -318,7 +342,7 @@ def _macs(comp: Computation, instr: Instruction) -> int:
         rf = dict(zip(rhs_labels, rhs.dims, strict=True))
         outf = dict(zip(out_labels, instr.shape.dims, strict=True))
         window = _window(raw)
-        macs = of["b"] * rf["i"] * rf["o"]
+        macs = of["b"] * up(rf["i"]) * up(rf["o"])
         for j, name in enumerate(sorted(c for c in lhs_labels if c.isdigit())):
             size, stride, pad, lhs_dilate, rhs_dilate = (
                 window[key][j] if key in window else default
@@ -500,18 +524,66 @@ def _topk_features(comp: Computation, instr: Instruction) -> dict[str, float]:
     }
 
 
+def _tile_extents(shape: Shape) -> dict[int, int]:
+    """Each tiled dimension of ``shape`` with the tile's extent along it (``{0,1:T(8,128)}``: dimension 0,
+    the minor-most, 128; dimension 1, 8)."""
+    layout = shape.layout or ""
+    tile = _TILE.search(layout)
+    order = layout.split(":", 1)[0]
+    if tile is None or not order:
+        return {}
+    minor_to_major = [int(p) for p in order.split(",")]
+    return dict(zip(minor_to_major, reversed(_ints(tile.group(1))), strict=False))
+
+
+def _scoped_bytes(instr: Instruction) -> int:
+    """The fast memory a kernel holds for itself (``used_scoped_memory_configs`` of its backend_config)."""
+    config = instr.backend_config_json or {}
+    scoped = config.get("used_scoped_memory_configs")
+    try:
+        if not isinstance(scoped, list) or not scoped:
+            raise ValueError
+        return sum(int(entry["size"]) for entry in scoped)
+    except (ValueError, KeyError, TypeError):
+        raise _NoFigure(
+            f"sort {instr.name}: used_scoped_memory_configs {scoped!r} not understood, so its passes through "
+            "HBM cannot be counted"
+        ) from None
+
+
+def _sort_passes(bits: int, block_bits: int) -> int:
+    """The passes a bitonic sort of ``2^bits`` positions makes over memory when ``2^block_bits`` of them
+    fit in the fast memory: one for every stage that fits, then per stage past it one pass per
+    compare-exchange whose stride spans blocks and one for the rest of the stage."""
+    return 1 + sum(stage - block_bits + 1 for stage in range(block_bits + 1, bits + 1))
+
+
 def _sort_features(module: HloModule, comp: Computation, instr: Instruction) -> dict[str, float]:
     """A sorting network's compare-exchange steps: ``L (L + 1) / 2`` passes over every element, ``L`` the
-    bits of the sorted dimension's length."""
-    elements = steps = 0.0
+    bits of the sorted dimension's length. Arrays it sorts in HBM (no ``S(1)``) are read and written there
+    once per pass (:func:`_sort_passes`): the sorted positions of one group of lanes, all its arrays
+    together, that fit the kernel's scoped fast memory are a block."""
+    elements = steps = hbm = 0.0
     for _, s in _inside(module, comp, instr, "sort"):
-        shape = _arrays(s.shape)[0] if s.shape.is_tuple else s.shape
+        arrays = _arrays(s.shape)
+        shape = arrays[0]
         (dim,) = _ints(s.attrs.get("dimensions")) or (len(shape.dims) - 1,)
         n = shape.dims[dim] if 0 <= dim < len(shape.dims) else 1
         bits = max(1, math.ceil(math.log2(max(2, n))))
         elements += math.prod(shape.dims)
         steps += math.prod(shape.dims) * bits * (bits + 1) / 2
-    return {"launch": 1.0, "elements": elements, "steps": steps}
+        in_hbm = sum(padded_bytes(a) for a in arrays if not _on_chip(a))
+        if in_hbm:
+            per_position = sum(
+                math.prod(t for d, t in _tile_extents(a).items() if d != dim)
+                * padded_bytes(a)
+                // max(1, math.prod(_tiled_dims(a) or a.dims))
+                for a in arrays
+            )
+            block = _scoped_bytes(s) // max(1, per_position)
+            block_bits = min(bits, max(0, block.bit_length() - 1))
+            hbm += 2 * _sort_passes(bits, block_bits) * in_hbm
+    return {"launch": 1.0, "elements": elements, "steps": steps, "hbm_bytes": hbm}
 
 
 def _launch(
@@ -543,9 +615,12 @@ def _launch(
     else:
         chip, hbm = _moved_bytes(module, comp, instr)
         features = {"launch": 1.0, "bytes": float(chip), "hbm_bytes": float(hbm), "cycles": cycles}
+        if kind == "copy":  # read and written in HBM: the memory turns between reads and writes
+            features["hbm_to_hbm_bytes"] = float(hbm) if not chip else 0.0
         if kind == "conv":
             features["vector_ops"] = float(_operand_ops(module, comp, instr))
             features["macs"] = float(sum(_macs(c, i) for c, i in _runs(module, comp, instr)))
+            features["tile_macs"] = float(sum(_macs(c, i, _MXU) for c, i in _runs(module, comp, instr)))
         if kind == "fusion":
             features["vector_ops"] = float(_vector_ops(module, instr))
             features["hbm_arrays"] = float(_hbm_arrays(comp, instr))
@@ -627,8 +702,11 @@ class ChipModel:
     def launch_seconds(self, launch: Launch) -> float:
         if launch.kind == "wait":
             return 0.0
-        kind, features = launch.priced
-        return sum(features.get(f, 0.0) * self.coefficients.get(f"{kind}.{f}", 0.0) for f in FEATURES[kind])
+        return sum(
+            features.get(f, 0.0) * self.coefficients.get(f"{kind}.{f}", 0.0)
+            for kind, features in launch.priced
+            for f in FEATURES[kind]
+        )
 
     def seconds(self, program: Iterable[Launch]) -> float:
         program = list(program)

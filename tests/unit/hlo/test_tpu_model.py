@@ -138,18 +138,40 @@ def test_every_held_out_twin_verdict_is_the_chips(fitted):
     assert all(abs(t.error) <= 0.25 for t in twins), twins
 
 
-def test_a_family_s_largest_program_is_predicted_from_its_smaller_ones(corpus):
+@pytest.fixture(scope="module")
+def largest(corpus) -> Any:
+    return FIT.largest_left_out(corpus)
+
+
+# The largest programs no feature the HLO states carries to the chip's time, and why.
+BEYOND = {
+    "cumsum_n4096_d512.-": "a cumulative sum's reduce-window, which libtpu writes as a depthwise "
+    "convolution: its f32 programs run at rates per window position far apart, a bf16 one on the matrix unit",
+    "moe_e8_d128_f256_t256.-": "an expert's weights gathered to the chip's own memory: its family's two "
+    "programs write those tiles at rates per byte far apart, with nothing in their HLO to tell them apart",
+}
+
+
+def test_a_family_s_largest_program_is_predicted_from_its_smaller_ones(largest):
     """Each family's largest program (at least 8x its next) left out: the model extrapolates in size, the
-    matmuls that become bound by the matrix unit included (their multiply-adds are priced). What it
-    misses is where the chip changes regime and no feature says so (a sorted search's loop, a cumulative
-    sum, a sort past the chip's fast memory, the largest tables)."""
-    acc = FIT.largest_left_out(corpus)
-    errors = np.abs(acc.errors)
-    assert len(acc.keys) >= 25
-    assert acc.spearman >= 0.95 and np.median(errors) <= 0.15, FIT.report(acc)
-    assert (errors <= 0.25).sum() >= 0.75 * len(errors), FIT.report(acc)
-    bound = {k.split("_")[0] for k, e in zip(acc.keys, errors, strict=True) if e <= 0.25}
-    assert {"mlp", "moe", "onehot"} <= bound, bound
+    matmuls that become bound by the matrix unit, a sorted search's loop, a sort past the kernel's fast
+    memory, copies read and written in HBM and a table past the chip's memory included. Every one within
+    25% of the chip but those :data:`BEYOND` names."""
+    errors = dict(zip(largest.keys, np.abs(largest.errors), strict=True))
+    assert len(errors) >= 29 and set(BEYOND) <= set(errors)
+    assert largest.spearman >= 0.99 and np.median(list(errors.values())) <= 0.12, FIT.report(largest)
+    outside = {k: round(float(e), 2) for k, e in errors.items() if e > 0.25 and k not in BEYOND}
+    assert not outside, FIT.report(largest)
+
+
+@pytest.mark.parametrize(
+    "key", [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=why)) for k, why in BEYOND.items()]
+)
+def test_what_no_feature_extrapolates_is_named(largest, key):
+    """Each program :data:`BEYOND` names is still outside 25% when left out: if a change brings it within,
+    this fails, and the name comes off the list."""
+    errors = dict(zip(largest.keys, np.abs(largest.errors), strict=True))
+    assert errors[key] <= 0.25
 
 
 def test_the_coefficients_file_is_the_fit_of_the_committed_data(corpus, fitted):
@@ -283,6 +305,21 @@ def test_a_matmul_costs_its_multiply_adds_as_xla_writes_it_for_the_tpu(corpus):
     block = convs["block_train_b4_s256_d512_bf16_causal.-"]
     assert 4 * 8 * 256 * 256 * 64 in block and 4 * 256 * 512 * 2048 in block, block
     assert max(convs["patches_hw128_c8.-"]) == 8 * 8 * 72 * (3 * 128 - 2) ** 2
+
+
+def test_a_narrow_matmul_takes_whole_tiles_of_the_matrix_unit(corpus):
+    """Its multiply-adds with the contracted and output features rounded up to 128: a convolution of 8
+    channels into 72 features costs 128 x 128 per position and tap; a matmul of multiples of 128 as many as
+    it does."""
+
+    def tiles(key: str) -> list[float]:
+        (row,) = [r for r in corpus if r.key == key]
+        return sorted(x.features["tile_macs"] for x in row.launches if x.kind == "conv")
+
+    assert max(tiles("patches_hw128_c8.-")) == 8 * 128 * 128 * (3 * 128 - 2) ** 2
+    assert tiles("mlp_n8192_d1024_f4096_bf16.-") == [8192 * 1024 * 4096] * 2
+    model = tpu_model.chip_model("tpu-v5e")
+    assert model is not None and model.coefficients["conv.tile_macs"] > 0
 
 
 BATCHED = ("0bf_0io->0bf", "{size=8 stride=7 lhs_dilate=8}")
@@ -484,6 +521,83 @@ def test_a_sort_costs_its_sorting_networks_steps():
     module = parse_module(large, "s")
     assert "sort" in {launch.kind for launch in tpu_model.launches(module, structure_of(module))}
     assert _seconds(large) / _seconds(small) > 0.95 * 64 * (15 * 16) / (12 * 13)
+
+
+def _row(corpus: list[Any], key: str) -> Any:
+    (row,) = [r for r in corpus if r.key == key]
+    return row
+
+
+def test_a_sort_past_its_fast_memory_reads_and_writes_hbm_once_per_pass(corpus):
+    """A bitonic sort whose arrays lie in HBM passes over them once for the stages a block of the kernel's
+    scoped memory holds, then, per stage past it, once per compare-exchange spanning blocks and once for
+    the rest; each pass is priced as a copy from HBM to HBM. 2 MiB of scoped memory holds 2^11 positions
+    of 128 lanes of a key and an index: 15 passes for 2^15 positions, 3 for 2^12."""
+    assert [tpu_model._sort_passes(bits, 11) for bits in (11, 12, 15)] == [1, 3, 15]
+
+    def sort(key: str) -> Any:
+        return next(x for x in _row(corpus, key).launches if x.kind == "sort")
+
+    large = sort("sort_r2048_n32768.-")
+    assert large.features["hbm_bytes"] == 2 * 15 * 2 * 2048 * 32768 * 4
+    assert (
+        "copy",
+        {"hbm_bytes": large.features["hbm_bytes"], "hbm_to_hbm_bytes": large.features["hbm_bytes"]},
+    ) in (large.priced)
+    # Its key sorted on chip, its index in HBM: the index alone passes through HBM.
+    assert sort("sort_r1024_n4096.-").features["hbm_bytes"] == 2 * 3 * 1024 * 4096 * 4
+    assert sort("topk_r1024_n4096_k64.-").features["hbm_bytes"] == 0
+
+
+@pytest.mark.parametrize("size", ['"lots"', '"2097152", "memory_space": []'])
+def test_a_sort_whose_scoped_memory_it_cannot_read_has_no_price(size):
+    """A sort in HBM whose ``used_scoped_memory_configs`` is not a list of sizes: no figure, one line naming
+    it, never a guess of its passes."""
+    text = FIT._hlo_texts(FIT.DATA)["sort_r2048_n32768.-"]
+    sort = next(line for line in text.splitlines() if " sort(" in line)
+    broken = sort.replace('"size":"2097152"', f'"size":{size}')
+    if "memory_space" in size:
+        broken = sort.replace(
+            '"used_scoped_memory_configs":[{', '"used_scoped_memory_configs":{"x":[{'
+        ).replace('"2097152"}]', '"2097152"}]}')
+    assert broken != sort
+    module = parse_module(text.replace(sort, broken), "s")
+    got = tpu_model.predicted_seconds(module, structure_of(module), "tpu-v5e")
+    assert (
+        isinstance(got, str) and got.startswith("sort sort.6: used_scoped_memory_configs") and "\n" not in got
+    )
+    assert "not understood" in got
+
+
+def test_a_copy_read_and_written_in_hbm_costs_more_per_byte(corpus):
+    """A copy whose source and result both lie in HBM (a table relaid out past the chip's memory) costs
+    more per byte than one with an end on chip, as the chip times them."""
+
+    def copies(key: str) -> list[dict[str, float]]:
+        return [dict(x.features) for x in _row(corpus, key).launches if x.kind == "copy"]
+
+    # The table read as laid out by the caller (32 features a row, packed) and written padded to 128 lanes.
+    relaid = max(copies("gather_v262144_d32_n16384_f32_uniform.-"), key=lambda f: f["hbm_bytes"])
+    assert relaid["hbm_to_hbm_bytes"] == relaid["hbm_bytes"] == 262144 * (32 + 128) * 4
+    assert not relaid["bytes"]
+    assert all(not f["hbm_to_hbm_bytes"] for f in copies("take.f32"))
+    model = tpu_model.chip_model("tpu-v5e")
+    assert model is not None and model.coefficients["copy.hbm_to_hbm_bytes"] > 0
+
+
+def test_a_gather_in_a_loop_costs_its_rows_trip_after_trip(corpus):
+    """A sorted search's loop gathers 65536 one-element rows a trip: priced by the gather's own
+    coefficients (and the loop's launch), not by the loop's price per byte, which small kernels set. A
+    fusion in the same loop is priced by the loop's bytes and the arrays it touches in HBM."""
+    row = _row(corpus, "bucketize_n65536_b1024.-")
+    (gather,) = [x for x in row.launches if x.kind == "gather"]
+    assert gather.looped and gather.count == 11 and gather.features["element_rows"] == 65536
+    assert gather.priced == [("loop", {"launches": 1.0}), ("gather", gather.features)]
+    fusion = next(x for x in row.launches if x.kind == "fusion" and x.looped)
+    ((kind, features),) = fusion.priced
+    assert kind == "loop" and set(features) == {"launches", "bytes", "hbm_arrays"}
+    predicted = tpu_model.chip_model("tpu-v5e").seconds(row.launches) * 1e6  # type: ignore[union-attr]
+    assert abs(predicted / row.device_us - 1) <= 0.25, (predicted, row.device_us)
 
 
 def test_a_sparsecore_module_says_so():
