@@ -49,6 +49,7 @@ from invariants.hlo.tpu_model import COLUMNS, ChipModel, Launch, compiler_kernel
 DATA = ROOT / "tests" / "data" / "tpu-v5e-chip"
 # Whole model steps and twin pairs the fit never sees, timed on the same chip.
 HELD_OUT = DATA / "heldout"
+LARGER = DATA / "larger"
 # How often the fit is done again with errors relative to its own predictions (see fit).
 REWEIGHTS = 1
 # A relation's bound, at which a twin pair's predicted verdict is held to the chip's.
@@ -263,6 +264,16 @@ def largest_left_out(rows: Sequence[Row]) -> Accuracy:
     return Accuracy("each family's largest left out", predicted, measured, tuple(r.key for r in out))
 
 
+def larger(theta: np.ndarray, folder: Path = LARGER) -> Accuracy:
+    """Each family again at several times its largest fitted program, measured after the fit was settled
+    (never fitted on), predicted by ``theta``."""
+    _, rows = load(folder)
+    measured = np.array([r.device_us for r in rows])
+    return Accuracy(
+        "each family larger, no fit saw", predict(rows, theta), measured, tuple(r.key for r in rows)
+    )
+
+
 def held_out_steps(theta: np.ndarray, folder: Path = HELD_OUT) -> list[Accuracy]:
     """The whole model steps and the twin pairs of ``folder`` (never fitted on), predicted by ``theta``:
     one Accuracy per family there."""
@@ -371,6 +382,10 @@ def main(argv: list[str] | None = None) -> int:
     print(report(held_out(rows, lambda r: r.program, "leave one program out")))
     print(report(held_out(rows, lambda r: r.family, "leave one family out")))
     print(report(largest_left_out(rows)))
+    big = larger(theta)
+    print(report(big))
+    for key, p, m in zip(big.keys, big.predicted, big.measured, strict=True):
+        print(f"  {key:48} predicted {p:10.1f} us  chip {m:10.1f} us  ({p / m - 1:+.0%})")
     for acc in held_out_steps(theta):
         print(report(acc))
         if acc.name == "whole steps":

