@@ -39,7 +39,7 @@ FEATURES: dict[str, tuple[str, ...]] = {
         "launch rows bitpacked_rows element_rows hbm_rows bytes bitpacked_bytes hbm_bytes tile_bytes "
         "tile_hbm_bytes"
     ),
-    "scatter": words("launch rows bytes hbm_bytes table_bytes far_rows far_bytes"),
+    "scatter": words("launch rows bytes hbm_bytes table_bytes read_hbm_rows"),
     "copy": words("launch bytes hbm_bytes hbm_to_hbm_bytes cycles"),
     "conv": words("launch bytes hbm_bytes vector_ops cycles macs tile_macs"),
     "softmax": words("launch rows elements bytes"),
@@ -56,6 +56,8 @@ _COLUMN_AT = {kind: [(f, COLUMNS.index(f"{kind}.{f}")) for f in fs] for kind, fs
 
 # The kinds whose kernels only move bytes (or launch): in a loop, the loop's price per byte is theirs.
 _MOVES_BYTES = frozenset({"copy", "fusion", "small"})
+# Per kind, its feature of bytes read and written in HBM that a copy's rate prices.
+_COPIED = {"sort": "hbm_bytes", "scatter": "copied_bytes"}
 _SMALL = frozenset({"copy-start", "slice-start", "async-start", "custom-call", "send", "recv"})
 _ON_CHIP = "S(1)"
 _BITPACKED = "GatherScatterIndicesBitpacked"
@@ -79,16 +81,17 @@ class Launch:
     @property
     def priced(self) -> list[tuple[str, Mapping[str, float]]]:
         """The kinds whose coefficients price it, each with its features there. A sort's passes through
-        HBM (``hbm_bytes``, read and written there) are priced as a copy from HBM to HBM of those bytes: the
-        memory's rate, measured on copies, not a sort's. A kernel in a loop runs behind the scalar unit's
+        HBM (``hbm_bytes``, read and written there) and a scatter's table in HBM (``copied_bytes``, read and
+        written there) are priced as a copy from HBM to HBM of those bytes: the memory's rate, measured on
+        copies, not a sort's or a scatter's. A kernel in a loop runs behind the scalar unit's
         stalls, trip after trip: it is priced as a ``loop`` launch, so that what a loop costs is fitted on
         loops alone; one that moves bytes and nothing else (a fusion, a copy) by the bytes it moves, one
         whose kind prices work of its own (a gather's rows, a sort's steps) by its kind as outside a loop,
         which a larger trip's work outgrows."""
         own: list[tuple[str, Mapping[str, float]]] = [(self.kind, self.features)]
-        if self.kind == "sort" and self.features.get("hbm_bytes"):
-            passes = self.features["hbm_bytes"]
-            own.append(("copy", {"hbm_bytes": passes, "hbm_to_hbm_bytes": passes}))
+        copied = self.features.get(_COPIED.get(self.kind, ""), 0.0)
+        if copied:
+            own.append(("copy", {"hbm_bytes": copied, "hbm_to_hbm_bytes": copied}))
         if not self.looped or self.kind in ("loop", "wait"):
             return own
         if self.kind not in _MOVES_BYTES:
@@ -164,6 +167,29 @@ def _param_operand(
         return None
     index = int(inner.literal)
     return comp.get(fusion.operands[index]) if index < len(fusion.operands) else None
+
+
+def _source(
+    module: HloModule, comp: Computation, kernel: Instruction, fused_comp: Computation, name: str
+) -> Instruction | None:
+    """What ``name`` of ``fused_comp``, a computation ``kernel`` runs (nested fusions followed), stands
+    for: a parameter is followed out, fusion by fusion, to the kernel's operand in ``comp``."""
+    outer: dict[str, tuple[Computation, Instruction]] = {}
+    todo = [(comp, kernel)]
+    while todo:
+        at, fusion = todo.pop()
+        for called in fusion.called:
+            outer[called] = (at, fusion)
+            inner = module.computations[called]
+            todo.extend((inner, i) for i in inner if i.opcode == "fusion" and i.called)
+    here, instr = fused_comp, fused_comp.get(name)
+    while instr is not None and instr.opcode == "parameter" and here.name in outer:
+        at, fusion = outer[here.name]
+        index = int(instr.literal or -1)
+        if not 0 <= index < len(fusion.operands):
+            return None
+        here, instr = at, at.get(fusion.operands[index])
+    return instr
 
 
 def _on_chip(shape: Shape) -> bool:
@@ -383,14 +409,14 @@ def _inside(
 
 
 def _gathered(
-    comp: Computation, fcomp: Computation, gather: Instruction, kernel: Instruction
+    module: HloModule, comp: Computation, fcomp: Computation, gather: Instruction, kernel: Instruction
 ) -> tuple[int, tuple[int, ...], bool]:
     """(rows, a row's slice sizes, whether the table lies in HBM) of one gather that ``kernel`` runs."""
     offset = set(_ints(gather.attrs.get("offset_dims")))
     rows = math.prod(d for k, d in enumerate(gather.shape.dims) if k not in offset)
     table = fcomp.get(gather.operands[0])
-    if kernel.opcode == "fusion":  # the fusion's operand its parameter stands for
-        table = _param_operand(comp, fcomp, gather.operands[0], kernel) or table
+    if kernel.opcode == "fusion":  # the kernel's operand its parameter stands for
+        table = _source(module, comp, kernel, fcomp, gather.operands[0]) or table
     return (
         rows,
         _ints(gather.attrs.get("slice_sizes")),
@@ -403,7 +429,7 @@ def _gather_features(module: HloModule, comp: Computation, instr: Instruction) -
     rows = elements = hbm = hbm_bytes = 0.0
     out_bytes = tile_bytes = tile_hbm = 0
     for fcomp, g in _inside(module, comp, instr, "gather"):
-        n, sizes, in_hbm = _gathered(comp, fcomp, g, instr)
+        n, sizes, in_hbm = _gathered(module, comp, fcomp, g, instr)
         rows += n
         if _is_matrix(sizes):  # priced by where the kernel writes its tiles, wherever the table lies
             tile_bytes += n * _row_words(g.shape, sizes)
@@ -438,10 +464,13 @@ def _scatter_features(module: HloModule, comp: Computation, instr: Instruction) 
         sizes = tuple(d for k, d in enumerate(updates.shape.dims) if k in window)
         rows += n
         moved += (len(s.operands) - 1) // 2 * n * _row_words(updates.shape, sizes)
-    # A gather fused into the scatter (a message's source rows) moves its rows through the same kernel.
+    # A gather fused into the scatter (a message's source rows) moves its rows through the same kernel,
+    # each a transfer of its own where the table it reads lies in HBM.
+    read_hbm = 0.0
     for fcomp, g in _inside(module, comp, instr, "gather"):
-        n, sizes, _ = _gathered(comp, fcomp, g, instr)
+        n, sizes, in_hbm = _gathered(module, comp, fcomp, g, instr)
         moved += n * _row_words(g.shape, sizes)
+        read_hbm += n if in_hbm else 0
     in_hbm = not _on_chip(instr.shape) and not instr.shape.is_tuple
     table = padded_bytes(instr.shape)
     return {
@@ -450,8 +479,8 @@ def _scatter_features(module: HloModule, comp: Computation, instr: Instruction) 
         "bytes": moved,
         "hbm_bytes": moved if in_hbm else 0.0,
         "table_bytes": float(table),
-        "far_rows": rows if table > FAR_TABLE_BYTES else 0.0,
-        "far_bytes": moved if table > FAR_TABLE_BYTES else 0.0,
+        "copied_bytes": 2.0 * table if in_hbm else 0.0,
+        "read_hbm_rows": read_hbm,
     }
 
 
@@ -462,8 +491,6 @@ _HOLDS = (
     ("sort", {"sort"}),
     ("conv", {"convolution", "dot"}),
 )
-# A scatter whose table is larger than this spills the chip's fast memory: its words cost more.
-FAR_TABLE_BYTES = 16 << 20
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
 
 

@@ -151,8 +151,6 @@ LARGER_BEYOND = {
     "gather_v2097152_d32_n131072_f32_uniform.-": "rows gathered at random from a table 8x the largest "
     "fitted: the model prices each row as a row of the fitted tables with as many indices, most of them on "
     "chip, and the chip spends far more",
-    "segment_sum_n1048576_d64_s32768.-": "a sorted segment sum into 8x the segments fitted: priced well "
-    "below the chip's time, by kernels not yet found",
     "cumsum_n65536_d512.-": "a cumulative sum's reduce-window (see BEYOND)",
 }
 
@@ -654,6 +652,25 @@ def test_a_gather_in_a_loop_costs_its_rows_trip_after_trip(corpus):
     assert kind == "loop" and set(features) == {"launches", "bytes", "hbm_arrays"}
     predicted = tpu_model.chip_model("tpu-v5e").seconds(row.launches) * 1e6  # type: ignore[union-attr]
     assert abs(predicted / row.device_us - 1) <= 0.25, (predicted, row.device_us)
+
+
+def test_a_scatter_reads_a_fused_gathers_rows_where_its_table_lies(corpus):
+    """A segment sum sorted by its ids fuses the gather of the updates the sort permutes into the scatter,
+    a fusion nested in the kernel: the gather's table is the kernel's operand it stands for, followed out
+    fusion by fusion, and each row read from a table left in HBM is a transfer of its own. A scatter whose
+    table lies in HBM reads and writes it there, priced as a copy from HBM to HBM."""
+
+    def scatter(key: str) -> Any:
+        return next(x for x in _row(corpus, key).launches if x.kind == "scatter")
+
+    assert scatter("segment_far_n80000_e400000_sorted.-").features["read_hbm_rows"] == 400000
+    assert scatter("segment_far_n40000_e100000_uniform.-").features["read_hbm_rows"] == 0  # table on chip
+    assert scatter("segment_sum_n131072_d64_s4096.-").features["read_hbm_rows"] == 0  # no gather
+    in_hbm = scatter("segment_far_n250000_e4000000_sorted.-")
+    table = 2 * in_hbm.features["table_bytes"]
+    assert in_hbm.features["copied_bytes"] == table
+    assert ("copy", {"hbm_bytes": table, "hbm_to_hbm_bytes": table}) in in_hbm.priced
+    assert all(kind != "copy" for kind, _ in scatter("segment_far_n80000_e400000_sorted.-").priced)
 
 
 def test_a_sparsecore_module_says_so():
