@@ -410,18 +410,31 @@ def _inside(
 
 def _gathered(
     module: HloModule, comp: Computation, fcomp: Computation, gather: Instruction, kernel: Instruction
-) -> tuple[int, tuple[int, ...], bool]:
-    """(rows, a row's slice sizes, whether the table lies in HBM) of one gather that ``kernel`` runs."""
+) -> tuple[int, tuple[int, ...], Shape | None]:
+    """(rows, a row's slice sizes, the table's shape where it lies in HBM, else None) of one gather that
+    ``kernel`` runs."""
     offset = set(_ints(gather.attrs.get("offset_dims")))
     rows = math.prod(d for k, d in enumerate(gather.shape.dims) if k not in offset)
     table = fcomp.get(gather.operands[0])
     if kernel.opcode == "fusion":  # the kernel's operand its parameter stands for
         table = _source(module, comp, kernel, fcomp, gather.operands[0]) or table
-    return (
-        rows,
-        _ints(gather.attrs.get("slice_sizes")),
-        table is not None and not _on_chip(table.shape),
-    )
+    in_hbm = table is not None and not _on_chip(table.shape)
+    return rows, _ints(gather.attrs.get("slice_sizes")), table.shape if in_hbm and table else None
+
+
+def _tiles_across(table: Shape, sizes: tuple[int, ...]) -> tuple[int, int] | None:
+    """(tiles, bytes of each) that one row of ``sizes`` spans in ``table`` when it runs along a dimension
+    that is not the table's minor-most (a table laid out column by column): its elements lie a tile's
+    row apart, and each tile it touches is a transfer of its own, read whole. None for a row that lies
+    along the minor-most dimension, contiguous."""
+    order = (table.layout or "").split(":", 1)[0]
+    along = [d for d, size in enumerate(sizes) if size > 1]
+    extents = _tile_extents(table)
+    tile = _TILE.search(table.layout or "")
+    if len(along) != 1 or not order or tile is None or along[0] == int(order.split(",")[0]):
+        return None
+    bits = dtype_bits(table.dtype or "") or 32
+    return -(-sizes[along[0]] // extents.get(along[0], 1)), math.prod(_ints(tile.group(1))) * bits // 8
 
 
 def _gather_features(module: HloModule, comp: Computation, instr: Instruction) -> dict[str, float]:
@@ -429,7 +442,7 @@ def _gather_features(module: HloModule, comp: Computation, instr: Instruction) -
     rows = elements = hbm = hbm_bytes = 0.0
     out_bytes = tile_bytes = tile_hbm = 0
     for fcomp, g in _inside(module, comp, instr, "gather"):
-        n, sizes, in_hbm = _gathered(module, comp, fcomp, g, instr)
+        n, sizes, table = _gathered(module, comp, fcomp, g, instr)
         rows += n
         if _is_matrix(sizes):  # priced by where the kernel writes its tiles, wherever the table lies
             tile_bytes += n * _row_words(g.shape, sizes)
@@ -437,8 +450,10 @@ def _gather_features(module: HloModule, comp: Computation, instr: Instruction) -
             continue
         out_bytes += n * _row_words(g.shape, sizes)
         elements += n if math.prod(sizes) == 1 else 0
-        hbm += n if in_hbm else 0
-        hbm_bytes += n * _row_words(g.shape, sizes) if in_hbm else 0
+        if table is not None:
+            tiles, each = _tiles_across(table, sizes) or (1, _row_words(g.shape, sizes))
+            hbm += n * tiles
+            hbm_bytes += n * tiles * each
     return {
         "launch": 1.0,
         "rows": rows,
@@ -468,9 +483,9 @@ def _scatter_features(module: HloModule, comp: Computation, instr: Instruction) 
     # each a transfer of its own where the table it reads lies in HBM.
     read_hbm = 0.0
     for fcomp, g in _inside(module, comp, instr, "gather"):
-        n, sizes, in_hbm = _gathered(module, comp, fcomp, g, instr)
+        n, sizes, far = _gathered(module, comp, fcomp, g, instr)
         moved += n * _row_words(g.shape, sizes)
-        read_hbm += n if in_hbm else 0
+        read_hbm += n if far is not None else 0
     in_hbm = not _on_chip(instr.shape) and not instr.shape.is_tuple
     table = padded_bytes(instr.shape)
     return {

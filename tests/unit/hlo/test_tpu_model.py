@@ -148,9 +148,6 @@ def test_what_no_whole_step_feature_carries_is_named(fitted, key):
 
 # Larger programs no fit saw that are outside 25%, and why.
 LARGER_BEYOND = {
-    "gather_v2097152_d32_n131072_f32_uniform.-": "rows gathered at random from a table 8x the largest "
-    "fitted: the model prices each row as a row of the fitted tables with as many indices, most of them on "
-    "chip, and the chip spends far more",
     "cumsum_n65536_d512.-": "a cumulative sum's reduce-window (see BEYOND)",
 }
 
@@ -671,6 +668,24 @@ def test_a_scatter_reads_a_fused_gathers_rows_where_its_table_lies(corpus):
     assert in_hbm.features["copied_bytes"] == table
     assert ("copy", {"hbm_bytes": table, "hbm_to_hbm_bytes": table}) in in_hbm.priced
     assert all(kind != "copy" for kind, _ in scatter("segment_far_n80000_e400000_sorted.-").priced)
+
+
+def test_a_row_across_a_tables_tiles_reads_each_tile_it_touches(corpus):
+    """A table laid out column by column (its rows the minor-most dimension, as the caller passed it and
+    the compiler left it, too large to relay out) puts a gathered row's elements a tile's row apart: each
+    tile the row touches is a transfer from HBM of its own, read whole. A row along the minor-most
+    dimension is one transfer of its own words."""
+    key = "gather_v2097152_d32_n131072_f32_uniform.-"
+    module = parse_module(FIT._hlo_texts(FIT.LARGER)[key], key)
+    (across,) = [x for x in tpu_model.launches(module, structure_of(module)) if x.kind == "gather"]
+    tiles, tile = 32 // 8, 8 * 128 * 4  # 32 features over the tile's 8 sublanes of 128 lanes of f32
+    assert across.features["hbm_rows"] == 131072 * tiles
+    assert across.features["hbm_bytes"] == 131072 * tiles * tile
+    assert across.features["bytes"] == 131072 * 128 * 4  # what it writes: a row padded to 128 lanes
+    along = next(
+        x for x in _row(corpus, "gather_v262144_d32_n16384_f32_uniform.-").launches if x.kind == "gather"
+    )
+    assert along.features["hbm_rows"] == 16384 and along.features["hbm_bytes"] == 16384 * 128 * 4
 
 
 def test_a_sparsecore_module_says_so():
