@@ -239,22 +239,36 @@ def _only(users: list[Instruction], test: Callable[[Instruction], bool]) -> bool
 
 def _add_parameter(moved: list[tuple[int, int]], fused: Computation, name: str, shape: Shape) -> None:
     """Add the bytes a fusion moves for its parameter ``name`` to ``moved``, whose first entry is the
-    fusion's result: an updated-in-place buffer replaces the result by the update."""
+    fusion's result: an updated-in-place buffer replaces the result by the update, written once (what
+    makes the update is read through the parameters it reads)."""
     users = [i for i in fused if name in i.operands]
     if _only(users, lambda u: u.opcode in ("dynamic-slice", "slice")):
         moved.append(_placed(shape, min(padded_bytes(shape), sum(padded_bytes(u.shape) for u in users))))
-    elif _only(users, lambda u: u.opcode == "dynamic-update-slice" and u.operands[0] == name):
+    elif _updated_in_place(fused, name):
         update = fused.get(users[0].operands[1])
         if update is not None:
-            moved[0] = _placed(shape, 2 * padded_bytes(update.shape))
+            moved[0] = _placed(shape, padded_bytes(update.shape))
     else:
         moved.append(_split(shape))
 
 
-def _hbm_arrays(comp: Computation, instr: Instruction) -> int:
-    """The arrays a kernel reads or writes in HBM (not on chip): each costs the memory's latency."""
-    shapes = [comp[o].shape for o in instr.operands if o in comp] + [instr.shape]
-    return sum(1 for s in shapes for a in _arrays(s) if a.dims and not _on_chip(a))
+def _hbm_arrays(module: HloModule, comp: Computation, instr: Instruction) -> int:
+    """The arrays a kernel reads or writes in HBM (not on chip): each costs the memory's latency. A buffer
+    a fusion updates in place is its result alone: the kernel only writes the update into it."""
+    fused = module.computations[instr.called[0]] if instr.opcode == "fusion" and instr.called else None
+    params = {int(i.literal or -1): i.name for i in fused or () if i.opcode == "parameter"}
+    shapes = [
+        comp[o].shape
+        for n, o in enumerate(instr.operands)
+        if o in comp and not (fused is not None and n in params and _updated_in_place(fused, params[n]))
+    ]
+    return sum(1 for s in [*shapes, instr.shape] for a in _arrays(s) if a.dims and not _on_chip(a))
+
+
+def _updated_in_place(fused: Computation, name: str) -> bool:
+    """Whether parameter ``name`` of ``fused`` is only the buffer a dynamic-update-slice writes into."""
+    users = [i for i in fused if name in i.operands]
+    return _only(users, lambda u: u.opcode == "dynamic-update-slice" and u.operands[0] == name)
 
 
 # Fused instructions that move or name data without computing on it.
@@ -665,7 +679,7 @@ def _launch(
             features["tile_macs"] = float(sum(_macs(c, i, _MXU) for c, i in _runs(module, comp, instr)))
         if kind == "fusion":
             features["vector_ops"] = float(_vector_ops(module, instr))
-            features["hbm_arrays"] = float(_hbm_arrays(comp, instr))
+            features["hbm_arrays"] = float(_hbm_arrays(module, comp, instr))
     return Launch(instr.name, kind, features, count, looped, position)
 
 
