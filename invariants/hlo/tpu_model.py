@@ -31,7 +31,7 @@ from typing import Any
 
 from .._paths import PACKAGE_DIR
 from .parse import INT64_MAX, Computation, HloModule, Instruction, Shape, dtype_bits, words
-from .structure import Kernel, Structure, fused_instructions, walk_kernels
+from .structure import Kernel, Structure, contiguous_window, fused_instructions, walk_kernels
 
 # Kind -> its features, in the order of the coefficients file.
 FEATURES: dict[str, tuple[str, ...]] = {
@@ -437,18 +437,21 @@ def _gathered(
 
 
 def _tiles_across(table: Shape, sizes: tuple[int, ...]) -> tuple[int, int] | None:
-    """(tiles, bytes of each) that one row of ``sizes`` spans in ``table`` when it runs along a dimension
-    that is not the table's minor-most (a table laid out column by column): its elements lie a tile's
-    row apart, and each tile it touches is a transfer of its own, read whole. None for a row that lies
-    along the minor-most dimension, contiguous."""
+    """(tiles, bytes of each) that one row of ``sizes`` spans in ``table`` when it is not contiguous there
+    (:func:`~invariants.hlo.structure.contiguous_window`: a table laid out column by column puts a row's
+    elements a tile's row apart): each tile it touches is a transfer of its own, read whole. None for a
+    contiguous row."""
     order = (table.layout or "").split(":", 1)[0]
-    along = [d for d, size in enumerate(sizes) if size > 1]
-    extents = _tile_extents(table)
     tile = _TILE.search(table.layout or "")
-    if len(along) != 1 or not order or tile is None or along[0] == int(order.split(",")[0]):
+    try:
+        minor_to_major = tuple(int(p) for p in order.split(","))
+    except ValueError:
         return None
-    bits = dtype_bits(table.dtype or "") or 32
-    return -(-sizes[along[0]] // extents.get(along[0], 1)), math.prod(_ints(tile.group(1))) * bits // 8
+    if tile is None or len(sizes) != len(table.dims) or contiguous_window(table.dims, sizes, minor_to_major):
+        return None
+    extents = _tile_extents(table)
+    tiles = math.prod(-(-size // extents.get(d, 1)) for d, size in enumerate(sizes) if size > 1)
+    return tiles, math.prod(_ints(tile.group(1))) * (dtype_bits(table.dtype or "") or 32) // 8
 
 
 def _gather_features(module: HloModule, comp: Computation, instr: Instruction) -> dict[str, float]:
