@@ -486,8 +486,14 @@ def _gather_features(module: HloModule, comp: Computation, instr: Instruction) -
 
 
 def _scatter_features(module: HloModule, comp: Computation, instr: Instruction) -> dict[str, float]:
+    """A scatter's rows and words, the rows a gather fused into it reads from HBM, and its table; a table
+    in HBM is read and written there (``copied_bytes``), or only written where the kernel makes its first
+    value itself (a broadcast fused into it)."""
     rows = moved = 0.0
+    made = False
     for fcomp, s in _inside(module, comp, instr, "scatter"):
+        first = _source(module, comp, instr, fcomp, s.operands[0]) if instr.opcode == "fusion" else None
+        made |= first is not None and comp.get(first.name) is not first  # not an operand: made inside
         updates = fcomp.get(s.operands[-1])
         if updates is None:
             continue
@@ -511,7 +517,7 @@ def _scatter_features(module: HloModule, comp: Computation, instr: Instruction) 
         "bytes": moved,
         "hbm_bytes": moved if in_hbm else 0.0,
         "table_bytes": float(table),
-        "copied_bytes": 2.0 * table if in_hbm else 0.0,
+        "copied_bytes": (1.0 if made else 2.0) * table if in_hbm else 0.0,
         "read_hbm_rows": read_hbm,
     }
 
