@@ -26,6 +26,7 @@ import argparse
 import dataclasses
 import gzip
 import json
+import math
 import re
 import statistics
 import sys
@@ -231,6 +232,11 @@ def held_out(rows: Sequence[Row], group: Callable[[Row], str], name: str) -> Acc
     return Accuracy(name, predicted, measured, tuple(r.key for r in rows))
 
 
+def decade(row: Row) -> str:
+    """The decade of a program's chip time, as a size group: ``1e2 us`` holds 100 us to 1 ms."""
+    return f"1e{math.floor(math.log10(row.device_us))} us"
+
+
 def report(acc: Accuracy, seconds: bool = True) -> str:
     """Its figures, one line, then a line per twin pair; ``seconds`` False: the predictions are no
     seconds (cycles), so only their ranking and ratios are shown."""
@@ -381,6 +387,15 @@ def main(argv: list[str] | None = None) -> int:
     print(report(Accuracy("in sample", predict(rows, theta), measured, tuple(r.key for r in rows))))
     print(report(held_out(rows, lambda r: r.program, "leave one program out")))
     print(report(held_out(rows, lambda r: r.family, "leave one family out")))
+    by_size = held_out(rows, decade, "leave one size decade out")
+    print(report(by_size))
+    for d in sorted({decade(r) for r in rows}):
+        errors = [e for e, r in zip(by_size.errors, rows, strict=True) if decade(r) == d]
+        within = sum(e <= 0.25 for e in errors)
+        print(
+            f"  {d:8} {len(errors):4} programs, median error {statistics.median(errors):.1%}, "
+            f"{within} within 25%"
+        )
     print(report(largest_left_out(rows)))
     big = larger(theta)
     print(report(big))

@@ -142,6 +142,18 @@ def big(fitted) -> Any:
     return FIT.larger(fitted)
 
 
+def test_a_decade_of_chip_times_left_out_is_predicted_from_the_others(corpus):
+    """Every program whose chip time lies in one decade (1 to 10 us, 10 to 100 us, ...) predicted by a fit
+    on the other decades: the model carries across sizes both ways. The smallest decade is the hardest (a
+    few microseconds, where what the chip does around a kernel counts most); the larger ones are close."""
+    acc = FIT.held_out(corpus, FIT.decade, "leave one size decade out")
+    assert len({FIT.decade(r) for r in corpus}) >= 5
+    assert acc.spearman >= 0.98 and np.median(acc.errors) <= 0.16, FIT.report(acc)
+    for d in ("1e3 us", "1e4 us"):
+        errors = [e for e, r in zip(acc.errors, corpus, strict=True) if FIT.decade(r) == d]
+        assert np.median(errors) <= 0.12, (d, FIT.report(acc))
+
+
 def test_each_family_several_times_larger_than_its_fit_is_predicted_as_the_chip_times_it(big):
     """Each family again at 2x to 47x its largest fitted program (as the chip's memory allowed), measured
     after the model was settled and never fitted on: ranked as the chip ranks them, and each within 25% of

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -88,7 +89,7 @@ class ChipWorker:
                 at += n
             wall = {key: 600e-6 * n for key, n in fields["calls"].items()}
             blocks.append({"device": device, "wall": wall, "cpu": wall})
-        return {"blocks": blocks}
+        return {"blocks": blocks, "traces": 1}
 
     def close(self) -> None:
         self.chip.holder = None
@@ -123,6 +124,19 @@ def test_a_slow_programs_calls_in_a_workers_trace_last_about_the_traces_seconds(
     assert calls * DEVICE.device_blocks * 30e-3 == pytest.approx(DEVICE_TRACE_SECONDS, rel=0.25)
     assert [len(rd.ratios["device"]) for rd in got["slow"]] == [calls] * DEVICE.device_blocks
     assert [len(rd.ratios["device"]) for rd in got["take"]] == [DEVICE_CALLS] * DEVICE.device_blocks
+
+
+def test_each_fresh_pairs_line_says_where_each_workers_time_went():
+    lines: list[str] = []
+    measure(SIDES, ["take"], DEVICE, lines.append, "measure", Chip(1.0).start)
+    pairs = [line for line in lines if "fresh pair" in line]
+    assert len(pairs) == 2
+    for line in pairs:
+        for role in ("baseline", "candidate"):
+            assert re.search(
+                rf"{role} start \d+\.\d s, prepare \d+\.\d s, trace \d+\.\d s \(1 trace\), close \d+\.\d s",
+                line,
+            ), line
 
 
 def test_pairs_that_agree_are_judged_together_after_the_fewest_pairs():
