@@ -159,16 +159,6 @@ def padded_bytes(shape: Shape) -> int:
     return (math.prod(dims) * (dtype_bits(shape.dtype or "") or 0) + 7) // 8
 
 
-def _param_operand(
-    comp: Computation, fused_comp: Computation, name: str, fusion: Instruction
-) -> Instruction | None:
-    inner = fused_comp.get(name)
-    if inner is None or inner.opcode != "parameter" or inner.literal is None:
-        return None
-    index = int(inner.literal)
-    return comp.get(fusion.operands[index]) if index < len(fusion.operands) else None
-
-
 def _source(
     module: HloModule, comp: Computation, kernel: Instruction, fused_comp: Computation, name: str
 ) -> Instruction | None:
@@ -228,7 +218,7 @@ def _fusion_bytes(module: HloModule, comp: Computation, instr: Instruction) -> t
     moved = [_split(instr.shape)]
     fused = module.computations[instr.called[0]]
     for p in (i for i in fused if i.opcode == "parameter"):
-        outer = _param_operand(comp, fused, p.name, instr)
+        outer = _source(module, comp, instr, fused, p.name)
         _add_parameter(moved, fused, p.name, outer.shape if outer is not None else p.shape)
     return _total(moved)
 
