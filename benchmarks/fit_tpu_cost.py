@@ -27,6 +27,7 @@ import dataclasses
 import functools
 import gzip
 import json
+import math
 import re
 import statistics
 import sys
@@ -50,6 +51,7 @@ from invariants.hlo.tpu_model import COLUMNS, ChipModel, Launch, compiler_kernel
 DATA = ROOT / "tests" / "data" / "tpu-v5e-chip"
 # Whole model steps and twin pairs the fit never sees, timed on the same chip.
 HELD_OUT = DATA / "heldout"
+LARGER = DATA / "larger"
 # How often the fit is done again with errors relative to its own predictions (see fit).
 REWEIGHTS = 1
 # A relation's bound, at which a twin pair's predicted verdict is held to the chip's.
@@ -255,6 +257,11 @@ def held_out(rows: Sequence[Row], group: Callable[[Row], str], name: str) -> Acc
     return Accuracy(name, predicted, measured, tuple(r.key for r in rows))
 
 
+def decade(row: Row) -> str:
+    """The decade of a program's chip time, as a size group: ``1e2 us`` holds 100 us to 1 ms."""
+    return f"1e{math.floor(math.log10(row.device_us))} us"
+
+
 def report(acc: Accuracy, seconds: bool = True) -> str:
     """Its figures, one line, then a line per twin pair; ``seconds`` False: the predictions are no
     seconds (cycles), so only their ranking and ratios are shown."""
@@ -286,6 +293,16 @@ def largest_left_out(rows: Sequence[Row]) -> Accuracy:
     predicted = np.array([predict([r], fit([x for x in rows if x is not r]))[0] for r in out])
     measured = np.array([r.device_us for r in out])
     return Accuracy("each family's largest left out", predicted, measured, tuple(r.key for r in out))
+
+
+def larger(theta: np.ndarray, folder: Path = LARGER) -> Accuracy:
+    """Each family again at several times its largest fitted program, measured after the fit was settled
+    (never fitted on), predicted by ``theta``."""
+    _, rows = load(folder)
+    measured = np.array([r.device_us for r in rows])
+    return Accuracy(
+        "each family larger, no fit saw", predict(rows, theta), measured, tuple(r.key for r in rows)
+    )
 
 
 def held_out_steps(theta: np.ndarray, folder: Path = HELD_OUT) -> list[Accuracy]:
@@ -395,7 +412,20 @@ def main(argv: list[str] | None = None) -> int:
     print(report(Accuracy("in sample", predict(rows, theta), measured, tuple(r.key for r in rows))))
     print(report(held_out(rows, lambda r: r.program, "leave one program out")))
     print(report(held_out(rows, lambda r: r.family, "leave one family out")))
+    by_size = held_out(rows, decade, "leave one size decade out")
+    print(report(by_size))
+    for d in sorted({decade(r) for r in rows}):
+        errors = [e for e, r in zip(by_size.errors, rows, strict=True) if decade(r) == d]
+        within = sum(e <= 0.25 for e in errors)
+        print(
+            f"  {d:8} {len(errors):4} programs, median error {statistics.median(errors):.1%}, "
+            f"{within} within 25%"
+        )
     print(report(largest_left_out(rows)))
+    big = larger(theta)
+    print(report(big))
+    for key, p, m in zip(big.keys, big.predicted, big.measured, strict=True):
+        print(f"  {key:48} predicted {p:10.1f} us  chip {m:10.1f} us  ({p / m - 1:+.0%})")
     for acc in held_out_steps(theta):
         print(report(acc))
         if acc.name == "whole steps":

@@ -29,6 +29,19 @@ def module_text(lowered: jax.stages.Lowered) -> str:
     return lowered.as_text()
 
 
+def device_trace(folder: str) -> contextlib.AbstractContextManager[object]:
+    """JAX's profiler around a batch, collecting the device's events alone where the release lets it say so
+    (``profiler_options`` came later; before, the defaults). By default it also traces every Python call
+    and host event and attaches each compiled program's HLO: nothing here reads them, and on a TPU
+    exporting them makes the trace's stop cost far more than the calls."""
+    options = getattr(jax.profiler, "ProfileOptions", None)
+    if options is None:
+        return jax.profiler.trace(folder)
+    lean = options()
+    lean.host_tracer_level, lean.python_tracer_level, lean.enable_hlo_proto = 0, 0, False
+    return jax.profiler.trace(folder, profiler_options=lean)
+
+
 def full_precision_matmuls() -> contextlib.AbstractContextManager[None]:
     """Float32 matmuls at full precision while tracing (a TPU's default rounds their operands to bfloat16
     passes). 'float32' is the name every release accepts; 'highest' came later."""

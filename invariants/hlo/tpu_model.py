@@ -2,13 +2,14 @@
 
 A sum over the kernels that run (loops expanded), each priced per launch by its **kind** from the facts
 its HLO states (:data:`FEATURES`; docs/specs.md says what each reads): ``gather`` and ``scatter`` (the
-kCustom fusions), ``sort`` (by its sorting network's steps), ``copy`` (a layout change), ``conv`` (a kernel
-holding a convolution or dot), the kernels libtpu writes itself for plain JAX code (``softmax``, its Mosaic
-online softmax, and ``topk``), ``fusion`` (every other kernel), ``small`` (an async start or a custom call:
-a launch only), plus a price per ``loop`` trip and per kernel launched in a loop, and the part of each
-async transfer's ``wait`` (a ``-start`` and its ``-done``) that the kernels scheduled between the two do
-not hide. A scalar instruction (at most 16 bytes, no estimate: the loop counter's add) runs on the scalar
-unit and costs nothing; a cross-program prefetch is issued while the previous call runs and costs nothing.
+kCustom fusions), ``sort`` (by its sorting network's steps and its passes through HBM), ``copy`` (a layout
+change), ``conv`` (a kernel holding a convolution or dot), the kernels libtpu writes itself for plain JAX
+code (``softmax``, its Mosaic online softmax, and ``topk``), ``fusion`` (every other kernel), ``small`` (an
+async start or a custom call: a launch only), plus a price per ``loop`` trip and per kernel launched in a
+loop, and the part of each async transfer's ``wait`` (a ``-start`` and its ``-done``) that the kernels
+scheduled between the two do not hide. A scalar instruction (at most 16 bytes, no estimate: the loop
+counter's add) runs on the scalar unit and costs nothing; a cross-program prefetch is issued while the
+previous call runs and costs nothing.
 
 What no chip run ever timed has no price: a module with collectives, or with a custom call the chip never
 ran (a hand-written Pallas kernel could cost anything), gets no figure, with the reason. The coefficients
@@ -30,7 +31,7 @@ from typing import Any
 
 from .._paths import PACKAGE_DIR
 from .parse import INT64_MAX, Computation, HloModule, Instruction, Shape, dtype_bits, words
-from .structure import Kernel, Structure, fused_instructions, walk_kernels
+from .structure import Kernel, Structure, contiguous_window, fused_instructions, walk_kernels
 
 # Kind -> its features, in the order of the coefficients file.
 FEATURES: dict[str, tuple[str, ...]] = {
@@ -38,21 +39,25 @@ FEATURES: dict[str, tuple[str, ...]] = {
         "launch rows bitpacked_rows element_rows hbm_rows bytes bitpacked_bytes hbm_bytes tile_bytes "
         "tile_hbm_bytes"
     ),
-    "scatter": words("launch rows bytes hbm_bytes table_bytes far_rows far_bytes"),
-    "copy": words("launch bytes hbm_bytes cycles"),
-    "conv": words("launch bytes hbm_bytes vector_ops cycles macs"),
+    "scatter": words("launch rows bytes hbm_bytes table_bytes read_hbm_rows"),
+    "copy": words("launch bytes hbm_bytes hbm_to_hbm_bytes cycles"),
+    "conv": words("launch bytes hbm_bytes vector_ops cycles macs tile_macs"),
     "softmax": words("launch rows elements bytes"),
     "topk": words("launch elements selected"),
     "sort": words("launch elements steps"),
     "fusion": words("launch bytes hbm_bytes hbm_arrays vector_ops cycles"),
     "small": ("launch",),
-    "loop": words("trip launches bytes"),
+    "loop": words("trip launches bytes hbm_arrays"),
     "wait": ("bytes",),
 }
 COLUMNS: tuple[str, ...] = tuple(f"{kind}.{f}" for kind, fs in FEATURES.items() for f in fs)
 # Each kind's features with their place in COLUMNS.
 _COLUMN_AT = {kind: [(f, COLUMNS.index(f"{kind}.{f}")) for f in fs] for kind, fs in FEATURES.items()}
 
+# The kinds whose kernels only move bytes (or launch): in a loop, the loop's price per byte is theirs.
+_MOVES_BYTES = frozenset({"copy", "fusion", "small"})
+# Per kind, its feature of bytes read and written in HBM that a copy's rate prices.
+_COPIED = {"sort": "hbm_bytes", "scatter": "copied_bytes"}
 _SMALL = frozenset({"copy-start", "slice-start", "async-start", "custom-call", "send", "recv"})
 _ON_CHIP = "S(1)"
 _BITPACKED = "GatherScatterIndicesBitpacked"
@@ -74,14 +79,27 @@ class Launch:
     until: int = -1
 
     @property
-    def priced(self) -> tuple[str, Mapping[str, float]]:
-        """The kind whose coefficients price it, and its features there. A kernel in a loop runs behind the
-        scalar unit's stalls, trip after trip: it is priced as a ``loop`` launch by the bytes it moves,
-        whatever its kind, so that what a loop costs is fitted on loops alone."""
+    def priced(self) -> list[tuple[str, Mapping[str, float]]]:
+        """The kinds whose coefficients price it, each with its features there. A sort's passes through
+        HBM (``hbm_bytes``, read and written there) and a scatter's table in HBM (``copied_bytes``, read and
+        written there) are priced as a copy from HBM to HBM of those bytes: the memory's rate, measured on
+        copies, not a sort's or a scatter's. A kernel in a loop runs behind the scalar unit's
+        stalls, trip after trip: it is priced as a ``loop`` launch, so that what a loop costs is fitted on
+        loops alone; one that moves bytes and nothing else (a fusion, a copy) by the bytes it moves, one
+        whose kind prices work of its own (a gather's rows, a sort's steps) by its kind as outside a loop,
+        which a larger trip's work outgrows."""
+        own: list[tuple[str, Mapping[str, float]]] = [(self.kind, self.features)]
+        copied = self.features.get(_COPIED.get(self.kind, ""), 0.0)
+        if copied:
+            own.append(("copy", {"hbm_bytes": copied, "hbm_to_hbm_bytes": copied}))
         if not self.looped or self.kind in ("loop", "wait"):
-            return self.kind, self.features
+            return own
+        if self.kind not in _MOVES_BYTES:
+            return [("loop", {"launches": 1.0}), *own]
         moved = self.features.get("bytes", 0.0) + self.features.get("hbm_bytes", 0.0)
-        return "loop", {"launches": 1.0, "bytes": moved}
+        return [
+            ("loop", {"launches": 1.0, "bytes": moved, "hbm_arrays": self.features.get("hbm_arrays", 0.0)})
+        ]
 
     def row(self, launches: int | None = None) -> list[float]:
         """The features of all its launches (of ``launches`` of them where given) over :data:`COLUMNS` (a
@@ -89,9 +107,9 @@ class Launch:
         count = self.count if launches is None else launches
         out = [0.0] * len(COLUMNS)
         if self.kind != "wait":
-            kind, features = self.priced
-            for feature, at in _COLUMN_AT[kind]:
-                out[at] = count * features.get(feature, 0.0)
+            for kind, features in self.priced:
+                for feature, at in _COLUMN_AT[kind]:
+                    out[at] += count * features.get(feature, 0.0)
         return out
 
 
@@ -143,14 +161,27 @@ def padded_bytes(shape: Shape) -> int:
     return (math.prod(dims) * (dtype_bits(shape.dtype or "") or 0) + 7) // 8
 
 
-def _param_operand(
-    comp: Computation, fused_comp: Computation, name: str, fusion: Instruction
+def _source(
+    module: HloModule, comp: Computation, kernel: Instruction, fused_comp: Computation, name: str
 ) -> Instruction | None:
-    inner = fused_comp.get(name)
-    if inner is None or inner.opcode != "parameter" or inner.literal is None:
-        return None
-    index = int(inner.literal)
-    return comp.get(fusion.operands[index]) if index < len(fusion.operands) else None
+    """What ``name`` of ``fused_comp``, a computation ``kernel`` runs (nested fusions followed), stands
+    for: a parameter is followed out, fusion by fusion, to the kernel's operand in ``comp``."""
+    outer: dict[str, tuple[Computation, Instruction]] = {}
+    todo = [(comp, kernel)]
+    while todo:
+        at, fusion = todo.pop()
+        for called in fusion.called:
+            outer[called] = (at, fusion)
+            inner = module.computations[called]
+            todo.extend((inner, i) for i in inner if i.opcode == "fusion" and i.called)
+    here, instr = fused_comp, fused_comp.get(name)
+    while instr is not None and instr.opcode == "parameter" and here.name in outer:
+        at, fusion = outer[here.name]
+        index = int(instr.literal or -1)
+        if not 0 <= index < len(fusion.operands):
+            return None
+        here, instr = at, at.get(fusion.operands[index])
+    return instr
 
 
 def _on_chip(shape: Shape) -> bool:
@@ -189,7 +220,7 @@ def _fusion_bytes(module: HloModule, comp: Computation, instr: Instruction) -> t
     moved = [_split(instr.shape)]
     fused = module.computations[instr.called[0]]
     for p in (i for i in fused if i.opcode == "parameter"):
-        outer = _param_operand(comp, fused, p.name, instr)
+        outer = _source(module, comp, instr, fused, p.name)
         _add_parameter(moved, fused, p.name, outer.shape if outer is not None else p.shape)
     return _total(moved)
 
@@ -200,22 +231,36 @@ def _only(users: list[Instruction], test: Callable[[Instruction], bool]) -> bool
 
 def _add_parameter(moved: list[tuple[int, int]], fused: Computation, name: str, shape: Shape) -> None:
     """Add the bytes a fusion moves for its parameter ``name`` to ``moved``, whose first entry is the
-    fusion's result: an updated-in-place buffer replaces the result by the update."""
+    fusion's result: an updated-in-place buffer replaces the result by the update, written once (what
+    makes the update is read through the parameters it reads)."""
     users = [i for i in fused if name in i.operands]
     if _only(users, lambda u: u.opcode in ("dynamic-slice", "slice")):
         moved.append(_placed(shape, min(padded_bytes(shape), sum(padded_bytes(u.shape) for u in users))))
-    elif _only(users, lambda u: u.opcode == "dynamic-update-slice" and u.operands[0] == name):
+    elif _updated_in_place(fused, name):
         update = fused.get(users[0].operands[1])
         if update is not None:
-            moved[0] = _placed(shape, 2 * padded_bytes(update.shape))
+            moved[0] = _placed(shape, padded_bytes(update.shape))
     else:
         moved.append(_split(shape))
 
 
-def _hbm_arrays(comp: Computation, instr: Instruction) -> int:
-    """The arrays a kernel reads or writes in HBM (not on chip): each costs the memory's latency."""
-    shapes = [comp[o].shape for o in instr.operands if o in comp] + [instr.shape]
-    return sum(1 for s in shapes for a in _arrays(s) if a.dims and not _on_chip(a))
+def _hbm_arrays(module: HloModule, comp: Computation, instr: Instruction) -> int:
+    """The arrays a kernel reads or writes in HBM (not on chip): each costs the memory's latency. A buffer
+    a fusion updates in place is its result alone: the kernel only writes the update into it."""
+    fused = module.computations[instr.called[0]] if instr.opcode == "fusion" and instr.called else None
+    params = {int(i.literal or -1): i.name for i in fused or () if i.opcode == "parameter"}
+    shapes = [
+        comp[o].shape
+        for n, o in enumerate(instr.operands)
+        if o in comp and not (fused is not None and n in params and _updated_in_place(fused, params[n]))
+    ]
+    return sum(1 for s in [*shapes, instr.shape] for a in _arrays(s) if a.dims and not _on_chip(a))
+
+
+def _updated_in_place(fused: Computation, name: str) -> bool:
+    """Whether parameter ``name`` of ``fused`` is only the buffer a dynamic-update-slice writes into."""
+    users = [i for i in fused if name in i.operands]
+    return _only(users, lambda u: u.opcode == "dynamic-update-slice" and u.operands[0] == name)
 
 
 # Fused instructions that move or name data without computing on it.
@@ -275,6 +320,8 @@ def _window(raw: str) -> dict[str, list[list[int]]]:
     return fields
 
 
+# The side of the matrix unit's systolic array: a narrower contraction or output still takes its width.
+_MXU = 128
 # A longer window than this is no convolution a program writes (and would take that long to count).
 _MAX_WINDOW = 1 << 20
 
@@ -299,17 +346,24 @@ def _taps(size: int, out: int, stride: int, lo: int, lhs_dilate: int, rhs_dilate
     return pairs // lhs_dilate if lhs_dilate > 1 else pairs  # a long dilated window: holes evenly spread
 
 
-def _macs(comp: Computation, instr: Instruction) -> int:
+def _macs(comp: Computation, instr: Instruction, width: int = 1) -> int:
     """Multiply-adds of a convolution or dot: the matrix unit's work. A convolution over spatial dimensions
     counts only the window positions that meet the input, so a batch dimension written as a dilated
-    spatial one (how XLA hands a batched matmul to the TPU) counts once per element."""
+    spatial one (how XLA hands a batched matmul to the TPU) counts once per element. ``width``: the
+    contracted and the output features each rounded up to a multiple of it (the matrix unit's side)."""
+
+    def up(n: int) -> int:
+        return -(-n // width) * width
+
     shapes = [comp[o].shape for o in instr.operands if o in comp]
     if len(shapes) < 2:
         return 0
     lhs, rhs = shapes[0], shapes[1]
     if instr.opcode == "dot":
         contracting = _ints(instr.attrs.get("lhs_contracting_dims"))
-        return math.prod(instr.shape.dims) * math.prod(lhs.dims[d] for d in contracting if d < len(lhs.dims))
+        *outer, minor = instr.shape.dims or (1,)
+        depth = math.prod(lhs.dims[d] for d in contracting if d < len(lhs.dims))
+        return math.prod(outer) * up(minor) * up(depth)
     if instr.opcode != "convolution":
         return 0
     labels, raw = instr.attrs.get("dim_labels", ""), instr.attrs.get("window", "{}")
@@ -320,7 +374,7 @@ def _macs(comp: Computation, instr: Instruction) -> int:
         rf = dict(zip(rhs_labels, rhs.dims, strict=True))
         outf = dict(zip(out_labels, instr.shape.dims, strict=True))
         window = _window(raw)
-        macs = of["b"] * rf["i"] * rf["o"]
+        macs = of["b"] * up(rf["i"]) * up(rf["o"])
         for j, name in enumerate(sorted(c for c in lhs_labels if c.isdigit())):
             size, stride, pad, lhs_dilate, rhs_dilate = (
                 window[key][j] if key in window else default
@@ -361,19 +415,35 @@ def _inside(
 
 
 def _gathered(
-    comp: Computation, fcomp: Computation, gather: Instruction, kernel: Instruction
-) -> tuple[int, tuple[int, ...], bool]:
-    """(rows, a row's slice sizes, whether the table lies in HBM) of one gather that ``kernel`` runs."""
+    module: HloModule, comp: Computation, fcomp: Computation, gather: Instruction, kernel: Instruction
+) -> tuple[int, tuple[int, ...], Shape | None]:
+    """(rows, a row's slice sizes, the table's shape where it lies in HBM, else None) of one gather that
+    ``kernel`` runs."""
     offset = set(_ints(gather.attrs.get("offset_dims")))
     rows = math.prod(d for k, d in enumerate(gather.shape.dims) if k not in offset)
     table = fcomp.get(gather.operands[0])
-    if kernel.opcode == "fusion":  # the fusion's operand its parameter stands for
-        table = _param_operand(comp, fcomp, gather.operands[0], kernel) or table
-    return (
-        rows,
-        _ints(gather.attrs.get("slice_sizes")),
-        table is not None and not _on_chip(table.shape),
-    )
+    if kernel.opcode == "fusion":  # the kernel's operand its parameter stands for
+        table = _source(module, comp, kernel, fcomp, gather.operands[0]) or table
+    in_hbm = table is not None and not _on_chip(table.shape)
+    return rows, _ints(gather.attrs.get("slice_sizes")), table.shape if in_hbm and table else None
+
+
+def _tiles_across(table: Shape, sizes: tuple[int, ...]) -> tuple[int, int] | None:
+    """(tiles, bytes of each) that one row of ``sizes`` spans in ``table`` when it is not contiguous there
+    (:func:`~invariants.hlo.structure.contiguous_window`: a table laid out column by column puts a row's
+    elements a tile's row apart): each tile it touches is a transfer of its own, read whole. None for a
+    contiguous row."""
+    order = (table.layout or "").split(":", 1)[0]
+    tile = _TILE.search(table.layout or "")
+    try:
+        minor_to_major = tuple(int(p) for p in order.split(","))
+    except ValueError:
+        return None
+    if tile is None or len(sizes) != len(table.dims) or contiguous_window(table.dims, sizes, minor_to_major):
+        return None
+    extents = _tile_extents(table)
+    tiles = math.prod(-(-size // extents.get(d, 1)) for d, size in enumerate(sizes) if size > 1)
+    return tiles, math.prod(_ints(tile.group(1))) * (dtype_bits(table.dtype or "") or 32) // 8
 
 
 def _gather_features(module: HloModule, comp: Computation, instr: Instruction) -> dict[str, float]:
@@ -381,7 +451,7 @@ def _gather_features(module: HloModule, comp: Computation, instr: Instruction) -
     rows = elements = hbm = hbm_bytes = 0.0
     out_bytes = tile_bytes = tile_hbm = 0
     for fcomp, g in _inside(module, comp, instr, "gather"):
-        n, sizes, in_hbm = _gathered(comp, fcomp, g, instr)
+        n, sizes, table = _gathered(module, comp, fcomp, g, instr)
         rows += n
         if _is_matrix(sizes):  # priced by where the kernel writes its tiles, wherever the table lies
             tile_bytes += n * _row_words(g.shape, sizes)
@@ -389,8 +459,10 @@ def _gather_features(module: HloModule, comp: Computation, instr: Instruction) -
             continue
         out_bytes += n * _row_words(g.shape, sizes)
         elements += n if math.prod(sizes) == 1 else 0
-        hbm += n if in_hbm else 0
-        hbm_bytes += n * _row_words(g.shape, sizes) if in_hbm else 0
+        if table is not None:
+            tiles, each = _tiles_across(table, sizes) or (1, _row_words(g.shape, sizes))
+            hbm += n * tiles
+            hbm_bytes += n * tiles * each
     return {
         "launch": 1.0,
         "rows": rows,
@@ -406,8 +478,14 @@ def _gather_features(module: HloModule, comp: Computation, instr: Instruction) -
 
 
 def _scatter_features(module: HloModule, comp: Computation, instr: Instruction) -> dict[str, float]:
+    """A scatter's rows and words, the rows a gather fused into it reads from HBM, and its table; a table
+    in HBM is read and written there (``copied_bytes``), or only written where the kernel makes its first
+    value itself (a broadcast fused into it)."""
     rows = moved = 0.0
+    made = False
     for fcomp, s in _inside(module, comp, instr, "scatter"):
+        first = _source(module, comp, instr, fcomp, s.operands[0]) if instr.opcode == "fusion" else None
+        made |= first is not None and comp.get(first.name) is not first  # not an operand: made inside
         updates = fcomp.get(s.operands[-1])
         if updates is None:
             continue
@@ -416,10 +494,13 @@ def _scatter_features(module: HloModule, comp: Computation, instr: Instruction) 
         sizes = tuple(d for k, d in enumerate(updates.shape.dims) if k in window)
         rows += n
         moved += (len(s.operands) - 1) // 2 * n * _row_words(updates.shape, sizes)
-    # A gather fused into the scatter (a message's source rows) moves its rows through the same kernel.
+    # A gather fused into the scatter (a message's source rows) moves its rows through the same kernel,
+    # each a transfer of its own where the table it reads lies in HBM.
+    read_hbm = 0.0
     for fcomp, g in _inside(module, comp, instr, "gather"):
-        n, sizes, _ = _gathered(comp, fcomp, g, instr)
+        n, sizes, far = _gathered(module, comp, fcomp, g, instr)
         moved += n * _row_words(g.shape, sizes)
+        read_hbm += n if far is not None else 0
     in_hbm = not _on_chip(instr.shape) and not instr.shape.is_tuple
     table = padded_bytes(instr.shape)
     return {
@@ -428,8 +509,8 @@ def _scatter_features(module: HloModule, comp: Computation, instr: Instruction) 
         "bytes": moved,
         "hbm_bytes": moved if in_hbm else 0.0,
         "table_bytes": float(table),
-        "far_rows": rows if table > FAR_TABLE_BYTES else 0.0,
-        "far_bytes": moved if table > FAR_TABLE_BYTES else 0.0,
+        "copied_bytes": (1.0 if made else 2.0) * table if in_hbm else 0.0,
+        "read_hbm_rows": read_hbm,
     }
 
 
@@ -440,8 +521,6 @@ _HOLDS = (
     ("sort", {"sort"}),
     ("conv", {"convolution", "dot"}),
 )
-# A scatter whose table is larger than this spills the chip's fast memory: its words cost more.
-FAR_TABLE_BYTES = 16 << 20
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
 
 
@@ -502,18 +581,66 @@ def _topk_features(comp: Computation, instr: Instruction) -> dict[str, float]:
     }
 
 
+def _tile_extents(shape: Shape) -> dict[int, int]:
+    """Each tiled dimension of ``shape`` with the tile's extent along it (``{0,1:T(8,128)}``: dimension 0,
+    the minor-most, 128; dimension 1, 8)."""
+    layout = shape.layout or ""
+    tile = _TILE.search(layout)
+    order = layout.split(":", 1)[0]
+    if tile is None or not order:
+        return {}
+    minor_to_major = [int(p) for p in order.split(",")]
+    return dict(zip(minor_to_major, reversed(_ints(tile.group(1))), strict=False))
+
+
+def _scoped_bytes(instr: Instruction) -> int:
+    """The fast memory a kernel holds for itself (``used_scoped_memory_configs`` of its backend_config)."""
+    config = instr.backend_config_json or {}
+    scoped = config.get("used_scoped_memory_configs")
+    try:
+        if not isinstance(scoped, list) or not scoped:
+            raise ValueError
+        return sum(int(entry["size"]) for entry in scoped)
+    except (ValueError, KeyError, TypeError):
+        raise _NoFigure(
+            f"sort {instr.name}: used_scoped_memory_configs {scoped!r} not understood, so its passes through "
+            "HBM cannot be counted"
+        ) from None
+
+
+def _sort_passes(bits: int, block_bits: int) -> int:
+    """The passes a bitonic sort of ``2^bits`` positions makes over memory when ``2^block_bits`` of them
+    fit in the fast memory: one for every stage that fits, then per stage past it one pass per
+    compare-exchange whose stride spans blocks and one for the rest of the stage."""
+    return 1 + sum(stage - block_bits + 1 for stage in range(block_bits + 1, bits + 1))
+
+
 def _sort_features(module: HloModule, comp: Computation, instr: Instruction) -> dict[str, float]:
     """A sorting network's compare-exchange steps: ``L (L + 1) / 2`` passes over every element, ``L`` the
-    bits of the sorted dimension's length."""
-    elements = steps = 0.0
+    bits of the sorted dimension's length. Arrays it sorts in HBM (no ``S(1)``) are read and written there
+    once per pass (:func:`_sort_passes`): the sorted positions of one group of lanes, all its arrays
+    together, that fit the kernel's scoped fast memory are a block."""
+    elements = steps = hbm = 0.0
     for _, s in _inside(module, comp, instr, "sort"):
-        shape = _arrays(s.shape)[0] if s.shape.is_tuple else s.shape
+        arrays = _arrays(s.shape)
+        shape = arrays[0]
         (dim,) = _ints(s.attrs.get("dimensions")) or (len(shape.dims) - 1,)
         n = shape.dims[dim] if 0 <= dim < len(shape.dims) else 1
         bits = max(1, math.ceil(math.log2(max(2, n))))
         elements += math.prod(shape.dims)
         steps += math.prod(shape.dims) * bits * (bits + 1) / 2
-    return {"launch": 1.0, "elements": elements, "steps": steps}
+        in_hbm = sum(padded_bytes(a) for a in arrays if not _on_chip(a))
+        if in_hbm:
+            per_position = sum(
+                math.prod(t for d, t in _tile_extents(a).items() if d != dim)
+                * padded_bytes(a)
+                // max(1, math.prod(_tiled_dims(a) or a.dims))
+                for a in arrays
+            )
+            block = _scoped_bytes(s) // max(1, per_position)
+            block_bits = min(bits, max(0, block.bit_length() - 1))
+            hbm += 2 * _sort_passes(bits, block_bits) * in_hbm
+    return {"launch": 1.0, "elements": elements, "steps": steps, "hbm_bytes": hbm}
 
 
 def _launch(
@@ -545,12 +672,15 @@ def _launch(
     else:
         chip, hbm = _moved_bytes(module, comp, instr)
         features = {"launch": 1.0, "bytes": float(chip), "hbm_bytes": float(hbm), "cycles": cycles}
+        if kind == "copy":  # read and written in HBM: the memory turns between reads and writes
+            features["hbm_to_hbm_bytes"] = float(hbm) if not chip else 0.0
         if kind == "conv":
             features["vector_ops"] = float(_operand_ops(module, comp, instr))
             features["macs"] = float(sum(_macs(c, i) for c, i in _runs(module, comp, instr)))
+            features["tile_macs"] = float(sum(_macs(c, i, _MXU) for c, i in _runs(module, comp, instr)))
         if kind == "fusion":
             features["vector_ops"] = float(_vector_ops(module, instr))
-            features["hbm_arrays"] = float(_hbm_arrays(comp, instr))
+            features["hbm_arrays"] = float(_hbm_arrays(module, comp, instr))
     return Launch(instr.name, kind, features, count, looped, position)
 
 
@@ -629,8 +759,11 @@ class ChipModel:
     def launch_seconds(self, launch: Launch) -> float:
         if launch.kind == "wait":
             return 0.0
-        kind, features = launch.priced
-        return sum(features.get(f, 0.0) * self.coefficients.get(f"{kind}.{f}", 0.0) for f in FEATURES[kind])
+        return sum(
+            features.get(f, 0.0) * self.coefficients.get(f"{kind}.{f}", 0.0)
+            for kind, features in launch.priced
+            for f in FEATURES[kind]
+        )
 
     def seconds(self, program: Iterable[Launch]) -> float:
         program = list(program)

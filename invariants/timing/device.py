@@ -17,9 +17,9 @@ Tracer = Callable[[str], ContextManager[object]]
 
 
 def profiler_trace(folder: str) -> ContextManager[object]:
-    import jax  # on the timing path only, after the backend is chosen
+    from ..compile.compat import device_trace  # it imports JAX: on the timing path only
 
-    return jax.profiler.trace(folder)
+    return device_trace(folder)
 
 
 _MODULES_ONLY = functools.partial(read_trace, ops=False)

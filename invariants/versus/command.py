@@ -91,7 +91,10 @@ DEFAULT_PROGRAMS = (
 DEFAULT_TARGETS = "cpu,tpu-v5e,gpu-h100"
 CONFIG = "f32"
 SLOW_CALL = 0.25  # seconds a call: a program this slow is timed one call a block without measuring it
-DEVICE_CALLS = 256  # traced calls of a program per block, at most
+DEVICE_CALLS = 64  # traced calls of a program per block, at most: a device interval is set by the processes
+# A worker's blocks share one trace, whose events the profiler buffers: a program's calls in it last about
+# this long at most (a program of many tiny kernels fills the buffer fastest), one call a block at least.
+DEVICE_TRACE_SECONDS = 0.35
 # Two workers of one installation agree closely on a chip: the host clocks' bound would hide a slowdown.
 DEVICE_THRESHOLD = 1.01
 
@@ -221,28 +224,46 @@ def _cannot_lose(base: float | None, settings: Settings) -> str:
 
 
 def device_pair(
-    sides: Sequence[Side], configs: Mapping[str, str], settings: Settings, j: int, start: Starter
+    sides: Sequence[Side],
+    configs: Mapping[str, str],
+    settings: Settings,
+    j: int,
+    start: Starter,
+    phases: list[str] | None = None,
 ) -> dict[str, list[Round]]:
     """Fresh pair ``j`` on the device clock: one side's worker, then the other's (the order swaps every
     pair), each preparing every program, then tracing ``device_blocks`` blocks, a block being the same
-    number of calls of each program in turn (enough for ``round_seconds`` on the first side). Block k of
-    one side pairs with block k of the other, call by call in order: a round each."""
+    number of calls of each program in turn (over all blocks about ``DEVICE_TRACE_SECONDS`` of each on the
+    first side). Block k of one side pairs with block k of the other, call by call in order: a round each.
+    ``phases`` gets, per worker, where its time went (its start, prepare, trace and close)."""
     order = (0, 1) if j % 2 else (1, 0)
     keys = {p: f"{p}/{c}" for p, c in configs.items()}
     calls: dict[str, int] = {}
     got: dict[int, list[Json]] = {}
     for side in order:
+        t = [time.perf_counter()]
         (worker,) = start([sides[side]], None)
+        traces = 0
         try:
+            t.append(time.perf_counter())
             prepared = worker.request("prepare", programs=[[p, c] for p, c in configs.items()])
+            t.append(time.perf_counter())
             for p, key in keys.items():
                 if p not in calls:
-                    fill = round(settings.round_seconds / prepared["per_call"][key])
-                    calls[p] = min(DEVICE_CALLS, max(2 * settings.min_pairs, fill))
+                    fill = DEVICE_TRACE_SECONDS / settings.device_blocks / prepared["per_call"][key]
+                    calls[p] = min(DEVICE_CALLS, max(1, round(fill)))
             block = {keys[p]: n for p, n in calls.items()}
-            got[side] = [worker.request("trace", calls=block) for _ in range(settings.device_blocks)]
+            reply = worker.request("trace", calls=block, blocks=settings.device_blocks)
+            got[side], traces = reply["blocks"], reply.get("traces", 0)
+            t.append(time.perf_counter())
         finally:
             worker.close()
+        if phases is not None and len(t) == 4:
+            spent = [b - a for a, b in zip(t, [*t[1:], time.perf_counter()], strict=True)]
+            phases.append(
+                f"{sides[side].role} start {spent[0]:.1f} s, prepare {spent[1]:.1f} s, "
+                f"trace {spent[2]:.1f} s ({traces} trace{'s' if traces != 1 else ''}), close {spent[3]:.1f} s"
+            )
     return {
         p: [_paired(b, c, key, calls[p]) for b, c in zip(got[0], got[1], strict=True)]
         for p, key in keys.items()
@@ -330,7 +351,10 @@ def measure_device(
     while active:
         j += 1
         t0 = time.perf_counter()
-        for p, blocks in device_pair(sides, {p: config_of[p] for p in active}, settings, j, start).items():
+        phases: list[str] = []
+        for p, blocks in device_pair(
+            sides, {p: config_of[p] for p in active}, settings, j, start, phases
+        ).items():
             pairs[p].append(blocks)
         last = j >= settings.device_max_pairs
         said = []
@@ -355,7 +379,7 @@ def measure_device(
         active = [p for p in active if p not in done]
         progress(
             f"  {label} fresh pair {j} ({time.perf_counter() - t0:.1f} s, {settings.device_blocks} blocks "
-            f"each side): device ratio {', '.join(said)}"
+            f"each side; {'; '.join(phases)}): device ratio {', '.join(said)}"
         )
     return done
 

@@ -93,7 +93,10 @@ def decode_request(line: str) -> Json:
             isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in counts.values()
         ):
             raise ProtocolError(f"{who}: trace's 'calls' must map each key to calls >= 1, got {counts!r}")
-        return {"op": op, "calls": counts}
+        blocks = _field(data, "blocks", int, who) if "blocks" in data else 1
+        if blocks < 1:
+            raise ProtocolError(f"{who}: 'blocks' must be >= 1, got {blocks}")
+        return {"op": op, "calls": counts, "blocks": blocks}
     if op == "time":
         calls = _field(data, "calls", int, who)
         if calls < 1:
@@ -139,8 +142,12 @@ def _check_reply(data: Json, op: str, who: str) -> None:
             if not isinstance(data.get(name), (int, float)) or data[name] < 0:
                 raise ProtocolError(f"{who}: a time reply needs a non-negative {name!r}")
     elif op == "trace":
-        for name in ("device", "wall", "cpu"):
-            _field(data, name, dict, who)
+        blocks = _field(data, "blocks", list, who)
+        for block in blocks:
+            if not isinstance(block, dict):
+                raise ProtocolError(f"{who}: each of 'blocks' must be an object, got {block!r}")
+            for name in ("device", "wall", "cpu"):
+                _field(block, name, dict, who)
     elif op == "structure":
         _field(data, "items", dict, who)
         _field(data, "targets", dict, who)

@@ -36,6 +36,7 @@ from ..scope.targets import all_targets, versions
 from ..snapshot.render import render_summary
 from ..specfile.reader import load_specs
 from ..timing.device import DeviceRecorder
+from ..timing.trace import TraceError
 from .protocol import CPUS_ENV, SLOWDOWN_ENV, Json, ProtocolError, decode_request, encode
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
 _WARM_CALLS, _WARM_SECONDS = 3, 5e-3
 _PROBE_CALLS, _PROBE_SECONDS = 2, 5e-3
 _SLOWDOWN_CALLS = 20  # traced calls per size tried for the slowdown's pass on a device
+_PAD_SIZES = (1 << 12, 1 << 15, 1 << 18, 1 << 21)  # float32 elements of the passes tried
 
 
 @dataclasses.dataclass
@@ -100,23 +102,38 @@ class Worker:
             if gc_was:
                 gc.enable()
 
-    def trace(self, calls: Mapping[str, int]) -> Json:
-        """Each program's calls in turn inside one profiler trace (one trace a block: starting and reading
-        one costs more than the calls): each call's device seconds, and the wall and CPU seconds of each
-        program's calls. The trace's module executions follow the calls in order."""
+    def trace(self, calls: Mapping[str, int], blocks: int = 1) -> Json:
+        """``blocks`` blocks, each every program's calls in turn, inside one profiler trace (starting and
+        stopping one costs more than the calls), or one trace a block where the long trace lost events (the
+        profiler's buffer is finite): per block, each call's device seconds and the wall and CPU seconds of
+        each program's calls, and how many traces were taken. Module executions follow the calls in order."""
         fns = {key: self._prepared(key) for key in calls}
-        clocks: dict[str, dict[str, float]] = {}
+        clocks: list[dict[str, dict[str, float]]] = []
 
-        def batch() -> int:
+        def batch(n: int) -> Callable[[], int]:
+            def run() -> int:
+                for _ in range(n):
+                    clocks.append({key: _clocked(fns[key], c) for key, c in calls.items()})
+                return n * sum(calls.values())
+
+            return run
+
+        try:
+            seconds, traces = self.recorder.record(batch(blocks)), 1
+        except TraceError:
+            if blocks == 1:
+                raise
+            clocks.clear()
+            seconds = [s for _ in range(blocks) for s in self.recorder.record(batch(1))]
+            traces = blocks
+        out, at = [], 0
+        for clocked in clocks:
+            device = {}
             for key, n in calls.items():
-                clocks[key] = _clocked(fns[key], n)
-            return sum(calls.values())
-
-        seconds = self.recorder.record(batch)
-        device, at = {}, 0
-        for key, n in calls.items():
-            device[key], at = seconds[at : at + n], at + n
-        return {"device": device, **{c: {k: got[c] for k, got in clocks.items()} for c in ("wall", "cpu")}}
+                device[key], at = seconds[at : at + n], at + n
+            times = {c: {k: got[c] for k, got in clocked.items()} for c in ("wall", "cpu")}
+            out.append({"device": device, **times})
+        return {"blocks": out, "traces": traces}
 
     def structure(self, keys: Sequence[tuple[str, str, str]]) -> Json:
         return structure_of_keys(keys, self.specs, self.programs)
@@ -172,30 +189,47 @@ def device_slowed(
     slowdown: float,
     recorder: DeviceRecorder,
 ) -> tuple[Callable[[], None], float]:
-    """``fn`` with an independent elementwise pass compiled beside it, sized on the device clock until a call
-    costs about ``slowdown`` more than ``call``; that call and the fraction reached."""
+    """``fn`` with an independent elementwise pass compiled beside it, sized on the device clock so that a
+    call costs about ``slowdown`` more than ``call``; that call and the fraction reached. Two traces (each
+    one's stop costs more than its calls): ``call`` beside passes of a few sizes, then the one chosen."""
     import jax
 
-    def device_time(c: Callable[[], None]) -> float:
+    def medians(fns: Sequence[Callable[[], None]]) -> list[float]:
         def batch() -> int:
-            for _ in range(_SLOWDOWN_CALLS):
-                c()
-            return _SLOWDOWN_CALLS
+            for f in fns:
+                for _ in range(_SLOWDOWN_CALLS):
+                    f()
+            return _SLOWDOWN_CALLS * len(fns)
 
-        return float(np.median(recorder.record(batch)))
+        seconds = recorder.record(batch)
+        return [
+            float(np.median(seconds[i : i + _SLOWDOWN_CALLS]))
+            for i in range(0, len(seconds), _SLOWDOWN_CALLS)
+        ]
 
     def padded(size: int) -> Callable[[], None]:
         pad = jax.device_put(np.ones(size, np.float32))
         both = jax.jit(lambda *a: (fn(*a[:-1]), a[-1] * 1.5 + 0.25)).lower(*args, pad).compile()
         return lambda: jax.block_until_ready(both(*args, pad))
 
-    base = device_time(call)
-    size = 1 << 14
-    for _ in range(3):
-        extra = device_time(padded(size)) - base
-        size = size * 8 if extra <= 0 else max(1024, round(size * slowdown * base / extra / 1024) * 1024)
-    slower = padded(size)
-    return slower, device_time(slower) / base - 1.0
+    base, *costs = medians([call, *map(padded, _PAD_SIZES)])
+    slower = padded(pad_size(_PAD_SIZES, [c - base for c in costs], slowdown * base))
+    base, cost = medians([call, slower])
+    return slower, cost / base - 1.0
+
+
+def pad_size(sizes: Sequence[int], extras: Sequence[float], target: float) -> int:
+    """The pass's size (a multiple of 1024) whose extra device time is ``target``, read off the extras
+    measured at ``sizes`` (ascending; made non-decreasing, noise aside): interpolated between them, in
+    proportion past the largest, the smallest below the first."""
+    rising = np.maximum.accumulate(np.asarray(extras, float))
+    if target >= rising[-1]:
+        size = sizes[-1] * target / rising[-1] if rising[-1] > 0 else sizes[-1] * 8
+    elif target <= rising[0]:
+        size = sizes[0]
+    else:
+        size = float(np.interp(target, rising, sizes))
+    return max(1024, round(size / 1024) * 1024)
 
 
 def slowed(

@@ -127,3 +127,18 @@ def test_where_the_abstract_mesh_does_not_constrain_an_error_in_the_trace_is_the
     with pytest.raises(InvariantsError) as passed, tracing_on(mesh):
         raise own
     assert passed.value is own
+
+
+def test_a_device_trace_leaves_out_python_and_host_events_where_the_release_can_say_so(tmp_path) -> None:
+    double = jax.jit(lambda x: x * 2)
+    x = jnp.ones(8)
+    double(x).block_until_ready()
+    with compat.device_trace(str(tmp_path)):
+        for _ in range(5):
+            double(x).block_until_ready()
+    (path,) = tmp_path.glob("plugins/profile/*/*.xplane.pb")
+    if not hasattr(jax.profiler, "ProfileOptions"):  # the oldest releases: the defaults, a trace all the same
+        return
+    planes = jax.profiler.ProfileData.from_file(str(path)).planes
+    host = [line.name for plane in planes if plane.name.startswith("/host") for line in plane.lines]
+    assert host == [], f"the trace collected host lines {host}"

@@ -120,10 +120,58 @@ def test_whole_model_steps_the_fit_never_saw_are_predicted_as_the_chip_times_the
     the chip's own time."""
     whole, *families = FIT.held_out_steps(fitted)
     assert {a.name for a in families} == {"gnn", "lm", "moe_block", "two_tower"}
-    assert len(whole.keys) == 14 and np.isfinite(whole.predicted).all()
+    assert len(whole.keys) == 20 and np.isfinite(whole.predicted).all()
     assert whole.spearman >= 0.95, FIT.report(whole)
-    errors = np.abs(whole.errors)
-    assert np.median(errors) <= 0.15 and errors.max() <= 0.25, FIT.report(whole)
+    errors = dict(zip(whole.keys, np.abs(whole.errors), strict=True))
+    assert np.median(list(errors.values())) <= 0.15, FIT.report(whole)
+    outside = {k: round(float(e), 2) for k, e in errors.items() if e > 0.25}
+    assert not outside, FIT.report(whole)
+
+
+# Larger programs no fit saw that are outside 25%, and why.
+LARGER_BEYOND = {
+    "cumsum_n65536_d512.-": "a cumulative sum's reduce-window (libtpu's depthwise emitter, a prefix window "
+    "over the minor dimension): it spends per output element and window position what the fitted f32 sum "
+    "as wide spends, but no feature counts window positions: a price per position cannot hold the narrow "
+    "f32 sum with the wide one, nor the bf16 windows the matrix unit runs (see BEYOND)",
+}
+
+
+@pytest.fixture(scope="module")
+def big(fitted) -> Any:
+    return FIT.larger(fitted)
+
+
+def test_a_decade_of_chip_times_left_out_is_predicted_from_the_others(corpus):
+    """Every program whose chip time lies in one decade (1 to 10 us, 10 to 100 us, ...) predicted by a fit
+    on the other decades: the model carries across sizes both ways. The smallest decade is the hardest (a
+    few microseconds, where what the chip does around a kernel counts most); the larger ones are close."""
+    acc = FIT.held_out(corpus, FIT.decade, "leave one size decade out")
+    assert len({FIT.decade(r) for r in corpus}) >= 5
+    assert acc.spearman >= 0.98 and np.median(acc.errors) <= 0.16, FIT.report(acc)
+    for d in ("1e3 us", "1e4 us"):
+        errors = [e for e, r in zip(acc.errors, corpus, strict=True) if FIT.decade(r) == d]
+        assert np.median(errors) <= 0.12, (d, FIT.report(acc))
+
+
+def test_each_family_several_times_larger_than_its_fit_is_predicted_as_the_chip_times_it(big):
+    """Each family again at 2x to 47x its largest fitted program (as the chip's memory allowed), measured
+    after the model was settled and never fitted on: ranked as the chip ranks them, and each within 25% of
+    the chip's time but those :data:`LARGER_BEYOND` names."""
+    errors = dict(zip(big.keys, np.abs(big.errors), strict=True))
+    assert len(errors) >= 26 and set(LARGER_BEYOND) <= set(errors) and np.isfinite(big.predicted).all()
+    assert big.spearman >= 0.95 and np.median(list(errors.values())) <= 0.15, FIT.report(big)
+    outside = {k: round(float(e), 2) for k, e in errors.items() if e > 0.25 and k not in LARGER_BEYOND}
+    assert not outside, FIT.report(big)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=why)) for k, why in LARGER_BEYOND.items()],
+)
+def test_what_no_feature_carries_to_a_larger_size_is_named(big, key):
+    errors = dict(zip(big.keys, np.abs(big.errors), strict=True))
+    assert errors[key] <= 0.25
 
 
 def test_every_held_out_twin_verdict_is_the_chips(fitted):
@@ -138,18 +186,40 @@ def test_every_held_out_twin_verdict_is_the_chips(fitted):
     assert all(abs(t.error) <= 0.25 for t in twins), twins
 
 
-def test_a_family_s_largest_program_is_predicted_from_its_smaller_ones(corpus):
+@pytest.fixture(scope="module")
+def largest(corpus) -> Any:
+    return FIT.largest_left_out(corpus)
+
+
+# The largest programs no feature the HLO states carries to the chip's time, and why.
+BEYOND = {
+    "cumsum_n4096_d512.-": "a cumulative sum's reduce-window, which libtpu writes as a depthwise "
+    "convolution: its f32 programs run at rates per window position far apart, a bf16 one on the matrix unit",
+    "moe_e8_d128_f256_t256.-": "an expert's weights gathered to the chip's own memory: its family's two "
+    "programs write those tiles at rates per byte far apart, with nothing in their HLO to tell them apart",
+}
+
+
+def test_a_family_s_largest_program_is_predicted_from_its_smaller_ones(largest):
     """Each family's largest program (at least 8x its next) left out: the model extrapolates in size, the
-    matmuls that become bound by the matrix unit included (their multiply-adds are priced). What it
-    misses is where the chip changes regime and no feature says so (a sorted search's loop, a cumulative
-    sum, a sort past the chip's fast memory, the largest tables)."""
-    acc = FIT.largest_left_out(corpus)
-    errors = np.abs(acc.errors)
-    assert len(acc.keys) >= 25
-    assert acc.spearman >= 0.95 and np.median(errors) <= 0.15, FIT.report(acc)
-    assert (errors <= 0.25).sum() >= 0.75 * len(errors), FIT.report(acc)
-    bound = {k.split("_")[0] for k, e in zip(acc.keys, errors, strict=True) if e <= 0.25}
-    assert {"mlp", "moe", "onehot"} <= bound, bound
+    matmuls that become bound by the matrix unit, a sorted search's loop, a sort past the kernel's fast
+    memory, copies read and written in HBM and a table past the chip's memory included. Every one within
+    25% of the chip but those :data:`BEYOND` names."""
+    errors = dict(zip(largest.keys, np.abs(largest.errors), strict=True))
+    assert len(errors) >= 29 and set(BEYOND) <= set(errors)
+    assert largest.spearman >= 0.99 and np.median(list(errors.values())) <= 0.12, FIT.report(largest)
+    outside = {k: round(float(e), 2) for k, e in errors.items() if e > 0.25 and k not in BEYOND}
+    assert not outside, FIT.report(largest)
+
+
+@pytest.mark.parametrize(
+    "key", [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=why)) for k, why in BEYOND.items()]
+)
+def test_what_no_feature_extrapolates_is_named(largest, key):
+    """Each program :data:`BEYOND` names is still outside 25% when left out: if a change brings it within,
+    this fails, and the name comes off the list."""
+    errors = dict(zip(largest.keys, np.abs(largest.errors), strict=True))
+    assert errors[key] <= 0.25
 
 
 def test_the_coefficients_file_is_the_fit_of_the_committed_data(corpus, fitted):
@@ -283,6 +353,21 @@ def test_a_matmul_costs_its_multiply_adds_as_xla_writes_it_for_the_tpu(corpus):
     block = convs["block_train_b4_s256_d512_bf16_causal.-"]
     assert 4 * 8 * 256 * 256 * 64 in block and 4 * 256 * 512 * 2048 in block, block
     assert max(convs["patches_hw128_c8.-"]) == 8 * 8 * 72 * (3 * 128 - 2) ** 2
+
+
+def test_a_narrow_matmul_takes_whole_tiles_of_the_matrix_unit(corpus):
+    """Its multiply-adds with the contracted and output features rounded up to 128: a convolution of 8
+    channels into 72 features costs 128 x 128 per position and tap; a matmul of multiples of 128 as many as
+    it does."""
+
+    def tiles(key: str) -> list[float]:
+        (row,) = [r for r in corpus if r.key == key]
+        return sorted(x.features["tile_macs"] for x in row.launches if x.kind == "conv")
+
+    assert max(tiles("patches_hw128_c8.-")) == 8 * 128 * 128 * (3 * 128 - 2) ** 2
+    assert tiles("mlp_n8192_d1024_f4096_bf16.-") == [8192 * 1024 * 4096] * 2
+    model = tpu_model.chip_model("tpu-v5e")
+    assert model is not None and model.coefficients["conv.tile_macs"] > 0
 
 
 BATCHED = ("0bf_0io->0bf", "{size=8 stride=7 lhs_dilate=8}")
@@ -484,6 +569,137 @@ def test_a_sort_costs_its_sorting_networks_steps():
     module = parse_module(large, "s")
     assert "sort" in {launch.kind for launch in tpu_model.launches(module, structure_of(module))}
     assert _seconds(large) / _seconds(small) > 0.95 * 64 * (15 * 16) / (12 * 13)
+
+
+def _row(corpus: list[Any], key: str) -> Any:
+    (row,) = [r for r in corpus if r.key == key]
+    return row
+
+
+def test_a_sort_past_its_fast_memory_reads_and_writes_hbm_once_per_pass(corpus):
+    """A bitonic sort whose arrays lie in HBM passes over them once for the stages a block of the kernel's
+    scoped memory holds, then, per stage past it, once per compare-exchange spanning blocks and once for
+    the rest; each pass is priced as a copy from HBM to HBM. 2 MiB of scoped memory holds 2^11 positions
+    of 128 lanes of a key and an index: 15 passes for 2^15 positions, 3 for 2^12."""
+    assert [tpu_model._sort_passes(bits, 11) for bits in (11, 12, 15)] == [1, 3, 15]
+
+    def sort(key: str) -> Any:
+        return next(x for x in _row(corpus, key).launches if x.kind == "sort")
+
+    large = sort("sort_r2048_n32768.-")
+    assert large.features["hbm_bytes"] == 2 * 15 * 2 * 2048 * 32768 * 4
+    assert (
+        "copy",
+        {"hbm_bytes": large.features["hbm_bytes"], "hbm_to_hbm_bytes": large.features["hbm_bytes"]},
+    ) in (large.priced)
+    # Its key sorted on chip, its index in HBM: the index alone passes through HBM.
+    assert sort("sort_r1024_n4096.-").features["hbm_bytes"] == 2 * 3 * 1024 * 4096 * 4
+    assert sort("topk_r1024_n4096_k64.-").features["hbm_bytes"] == 0
+
+
+@pytest.mark.parametrize("size", ['"lots"', '"2097152", "memory_space": []'])
+def test_a_sort_whose_scoped_memory_it_cannot_read_has_no_price(size):
+    """A sort in HBM whose ``used_scoped_memory_configs`` is not a list of sizes: no figure, one line naming
+    it, never a guess of its passes."""
+    text = FIT._hlo_texts(FIT.DATA)["sort_r2048_n32768.-"]
+    sort = next(line for line in text.splitlines() if " sort(" in line)
+    broken = sort.replace('"size":"2097152"', f'"size":{size}')
+    if "memory_space" in size:
+        broken = sort.replace(
+            '"used_scoped_memory_configs":[{', '"used_scoped_memory_configs":{"x":[{'
+        ).replace('"2097152"}]', '"2097152"}]}')
+    assert broken != sort
+    module = parse_module(text.replace(sort, broken), "s")
+    got = tpu_model.predicted_seconds(module, structure_of(module), "tpu-v5e")
+    assert (
+        isinstance(got, str) and got.startswith("sort sort.6: used_scoped_memory_configs") and "\n" not in got
+    )
+    assert "not understood" in got
+
+
+def test_a_copy_read_and_written_in_hbm_costs_more_per_byte(corpus):
+    """A copy whose source and result both lie in HBM (a table relaid out past the chip's memory) costs
+    more per byte than one with an end on chip, as the chip times them."""
+
+    def copies(key: str) -> list[dict[str, float]]:
+        return [dict(x.features) for x in _row(corpus, key).launches if x.kind == "copy"]
+
+    # The table read as laid out by the caller (32 features a row, packed) and written padded to 128 lanes.
+    relaid = max(copies("gather_v262144_d32_n16384_f32_uniform.-"), key=lambda f: f["hbm_bytes"])
+    assert relaid["hbm_to_hbm_bytes"] == relaid["hbm_bytes"] == 262144 * (32 + 128) * 4
+    assert not relaid["bytes"]
+    assert all(not f["hbm_to_hbm_bytes"] for f in copies("take.f32"))
+    model = tpu_model.chip_model("tpu-v5e")
+    assert model is not None and model.coefficients["copy.hbm_to_hbm_bytes"] > 0
+
+
+def test_a_gather_in_a_loop_costs_its_rows_trip_after_trip(corpus):
+    """A sorted search's loop gathers 65536 one-element rows a trip: priced by the gather's own
+    coefficients (and the loop's launch), not by the loop's price per byte, which small kernels set. A
+    fusion in the same loop is priced by the loop's bytes and the arrays it touches in HBM."""
+    row = _row(corpus, "bucketize_n65536_b1024.-")
+    (gather,) = [x for x in row.launches if x.kind == "gather"]
+    assert gather.looped and gather.count == 11 and gather.features["element_rows"] == 65536
+    assert gather.priced == [("loop", {"launches": 1.0}), ("gather", gather.features)]
+    fusion = next(x for x in row.launches if x.kind == "fusion" and x.looped)
+    ((kind, features),) = fusion.priced
+    assert kind == "loop" and set(features) == {"launches", "bytes", "hbm_arrays"}
+    predicted = tpu_model.chip_model("tpu-v5e").seconds(row.launches) * 1e6  # type: ignore[union-attr]
+    assert abs(predicted / row.device_us - 1) <= 0.25, (predicted, row.device_us)
+
+
+def test_a_scatter_reads_a_fused_gathers_rows_where_its_table_lies(corpus):
+    """A segment sum sorted by its ids fuses the gather of the updates the sort permutes into the scatter,
+    a fusion nested in the kernel: the gather's table is the kernel's operand it stands for, followed out
+    fusion by fusion, and each row read from a table left in HBM is a transfer of its own. A scatter whose
+    table lies in HBM reads and writes it there, priced as a copy from HBM to HBM; one whose first value
+    the kernel makes itself (zeros fused into it) only writes it."""
+
+    def scatter(key: str) -> Any:
+        return next(x for x in _row(corpus, key).launches if x.kind == "scatter")
+
+    assert scatter("segment_far_n80000_e400000_sorted.-").features["read_hbm_rows"] == 400000
+    assert scatter("segment_far_n40000_e100000_uniform.-").features["read_hbm_rows"] == 0  # table on chip
+    assert scatter("segment_sum_n131072_d64_s4096.-").features["read_hbm_rows"] == 0  # no gather
+    made = scatter("segment_far_n250000_e4000000_sorted.-")
+    assert made.features["copied_bytes"] == made.features["table_bytes"]
+    handed = scatter("grad_take.bf16-llm")  # zeros made by a kernel of their own, updated in place
+    table = 2 * handed.features["table_bytes"]
+    assert handed.features["copied_bytes"] == table
+    assert ("copy", {"hbm_bytes": table, "hbm_to_hbm_bytes": table}) in handed.priced
+    assert all(kind != "copy" for kind, _ in scatter("segment_far_n80000_e400000_sorted.-").priced)
+
+
+def test_a_row_across_a_tables_tiles_reads_each_tile_it_touches(corpus):
+    """A table laid out column by column (its rows the minor-most dimension, as the caller passed it and
+    the compiler left it, too large to relay out) puts a gathered row's elements a tile's row apart: each
+    tile the row touches is a transfer from HBM of its own, read whole. A row along the minor-most
+    dimension is one transfer of its own words."""
+    key = "gather_v2097152_d32_n131072_f32_uniform.-"
+    module = parse_module(FIT._hlo_texts(FIT.LARGER)[key], key)
+    (across,) = [x for x in tpu_model.launches(module, structure_of(module)) if x.kind == "gather"]
+    tiles, tile = 32 // 8, 8 * 128 * 4  # 32 features over the tile's 8 sublanes of 128 lanes of f32
+    assert across.features["hbm_rows"] == 131072 * tiles
+    assert across.features["hbm_bytes"] == 131072 * tiles * tile
+    assert across.features["bytes"] == 131072 * 128 * 4  # what it writes: a row padded to 128 lanes
+    along = next(
+        x for x in _row(corpus, "gather_v262144_d32_n16384_f32_uniform.-").launches if x.kind == "gather"
+    )
+    assert along.features["hbm_rows"] == 16384 and along.features["hbm_bytes"] == 16384 * 128 * 4
+
+
+def test_a_buffer_updated_in_place_is_written_once_and_is_one_array():
+    """An MoE step's loop copies one expert's matrix a trip into a buffer a fusion updates in place (a
+    dynamic-slice of the experts' weights into a dynamic-update-slice): the slice is read once and written
+    once, and the buffer, operand and result, is one array in HBM, never read."""
+    key = "moe_block_t4096_d768_e16_f1536_bf16.-"
+    module = parse_module(FIT._hlo_texts(FIT.HELD_OUT)[key], key)
+    copies = [x for x in tpu_model.launches(module, structure_of(module)) if "dynamic-update-slice" in x.name]
+    matrix = 768 * 384 * 2  # one expert's bf16 [768, 384], whole tiles
+    assert len(copies) == 16 and all(x.looped and x.count == 4096 for x in copies)
+    assert {(x.features["hbm_bytes"], x.features["hbm_arrays"]) for x in copies} == {
+        (2 * matrix + 2 * 4, 2)
+    }  # and its two s32 offsets
 
 
 def test_a_sparsecore_module_says_so():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -19,13 +20,20 @@ import pytest
 from invariants.__main__ import main as cli_main
 from invariants._errors import InvariantsError
 from invariants.timing.device import DeviceRecorder
-from invariants.timing.trace import DeviceTrace, Event
+from invariants.timing.trace import DeviceTrace, Event, TraceError
 from invariants.versus import command as versus
-from invariants.versus.command import Settings, device_pair, measure, measure_confirmed
+from invariants.versus.command import (
+    DEVICE_CALLS,
+    DEVICE_TRACE_SECONDS,
+    Settings,
+    device_pair,
+    measure,
+    measure_confirmed,
+)
 from invariants.versus.protocol import ProtocolError, decode_reply, decode_request, encode
 from invariants.versus.report import load_record
 from invariants.versus.sides import Side, one_process_per_chip
-from invariants.versus.worker import Worker, serve
+from invariants.versus.worker import Worker, pad_size, serve
 
 ROOT = Path(__file__).resolve().parents[3]
 SIDES = [
@@ -67,18 +75,21 @@ class ChipWorker:
     def request(self, op: str, **fields: Any) -> dict[str, Any]:
         assert self.chip.holder is self
         if op == "prepare":
-            return {"per_call": {f"{p}/{c}": 600e-6 for p, c in fields["programs"]}}
+            return {"per_call": {f"{p}/{c}": 30e-3 if p == "slow" else 600e-6 for p, c in fields["programs"]}}
         assert op == "trace", op
         factor = self.chip.factor if self.side.role == "candidate" else 1.0
-        base = 45.7e-6 * factor * self.bias * (1 + self.chip.drift * self.chip.traces[-1])
         self.chip.traces[-1] += 1
-        noise = self.chip.rng.normal(0, self.chip.noise, size=sum(fields["calls"].values()))
-        device, at = {}, 0
-        for key, n in fields["calls"].items():
-            device[key] = [base * float(np.exp(e)) for e in noise[at : at + n]]
-            at += n
-        wall = {key: 600e-6 * n for key, n in fields["calls"].items()}
-        return {"device": device, "wall": wall, "cpu": wall}
+        blocks = []
+        for k in range(fields.get("blocks", 1)):
+            base = 45.7e-6 * factor * self.bias * (1 + self.chip.drift * k)
+            noise = self.chip.rng.normal(0, self.chip.noise, size=sum(fields["calls"].values()))
+            device, at = {}, 0
+            for key, n in fields["calls"].items():
+                device[key] = [base * float(np.exp(e)) for e in noise[at : at + n]]
+                at += n
+            wall = {key: 600e-6 * n for key, n in fields["calls"].items()}
+            blocks.append({"device": device, "wall": wall, "cpu": wall})
+        return {"blocks": blocks, "traces": 1}
 
     def close(self) -> None:
         self.chip.holder = None
@@ -96,13 +107,36 @@ def test_a_fresh_pair_gives_a_round_per_block_paired_block_by_block():
     # the sides' true ratio; paired any other way, the drift would show in the rounds.
     chip = Chip(2.0, noise=0.0, bias=0.0, drift=0.03)
     got = device_pair(SIDES, {"take": "f32", "naive": "f32"}, DEVICE, 1, chip.start)
-    assert chip.traces == [DEVICE.device_blocks] * 2  # one trace a block, every program in it
+    assert chip.traces == [1, 1]  # one trace a worker: its stop costs more than the calls
     for p in ("take", "naive"):
         assert len(got[p]) == DEVICE.device_blocks
         assert [rd.ratio("device") for rd in got[p]] == pytest.approx([2.0] * DEVICE.device_blocks)
-        assert all(len(rd.ratios["device"]) == 2 * DEVICE.min_pairs for rd in got[p])
+        assert all(len(rd.ratios["device"]) == DEVICE_CALLS for rd in got[p])  # a fast program: the most
         assert got[p][0].ratio("wall") == pytest.approx(1.0)  # the host's round trip sees nothing of it
         assert np.median(got[p][0].per_call["device"]["baseline"]) == pytest.approx(45.7e-6)  # device seconds
+
+
+def test_a_slow_programs_calls_in_a_workers_trace_last_about_the_traces_seconds():
+    # A program of many tiny kernels fills the profiler's buffer fastest: its calls are bounded by time.
+    chip = Chip(1.0)
+    got = device_pair(SIDES, {"slow": "f32", "take": "f32"}, DEVICE, 1, chip.start)
+    calls = round(DEVICE_TRACE_SECONDS / DEVICE.device_blocks / 30e-3)
+    assert calls * DEVICE.device_blocks * 30e-3 == pytest.approx(DEVICE_TRACE_SECONDS, rel=0.25)
+    assert [len(rd.ratios["device"]) for rd in got["slow"]] == [calls] * DEVICE.device_blocks
+    assert [len(rd.ratios["device"]) for rd in got["take"]] == [DEVICE_CALLS] * DEVICE.device_blocks
+
+
+def test_each_fresh_pairs_line_says_where_each_workers_time_went():
+    lines: list[str] = []
+    measure(SIDES, ["take"], DEVICE, lines.append, "measure", Chip(1.0).start)
+    pairs = [line for line in lines if "fresh pair" in line]
+    assert len(pairs) == 2
+    for line in pairs:
+        for role in ("baseline", "candidate"):
+            assert re.search(
+                rf"{role} start \d+\.\d s, prepare \d+\.\d s, trace \d+\.\d s \(1 trace\), close \d+\.\d s",
+                line,
+            ), line
 
 
 def test_pairs_that_agree_are_judged_together_after_the_fewest_pairs():
@@ -260,13 +294,16 @@ class StandInChip:
     """A recorder whose trace holds one module event per call made while tracing, each lasting its
     program's device seconds."""
 
-    def __init__(self) -> None:
+    def __init__(self, capacity: int = 1 << 30) -> None:
         self.made: list[float] = []
         self.tracing = False
+        self.traces = 0
+        self.capacity = capacity  # module events a trace keeps: the profiler's buffer is finite
 
     @contextmanager
     def tracer(self, folder: str) -> Iterator[None]:
         self.tracing, self.made = True, []
+        self.traces += 1
         (Path(folder) / "t.xplane.pb").write_bytes(b"")
         try:
             yield
@@ -274,7 +311,7 @@ class StandInChip:
             self.tracing = False
 
     def reader(self, path: object) -> DeviceTrace:
-        events = tuple(Event("jit_fn(1)", i * 200e3, ns) for i, ns in enumerate(self.made))
+        events = tuple(Event("jit_fn(1)", i * 200e3, ns) for i, ns in enumerate(self.made[: self.capacity]))
         return DeviceTrace(str(path), "/device:TPU:0", events, ())
 
     def call(self, seconds: float) -> Callable[[], None]:
@@ -285,30 +322,65 @@ class StandInChip:
         return run
 
 
-def test_the_worker_traces_a_block_of_every_program_and_splits_it_in_call_order():
+def test_the_worker_traces_its_blocks_of_every_program_in_one_trace_and_splits_them_in_call_order():
     chip = StandInChip()
     worker = Worker(recorder=DeviceRecorder(chip.tracer, chip.reader))
     worker.calls["eqx/f32"], worker.calls["take/f32"] = chip.call(90e-6), chip.call(40e-6)
-    request = encode({"op": "trace", "calls": {"eqx/f32": 5, "take/f32": 3}})
+    request = encode({"op": "trace", "calls": {"eqx/f32": 5, "take/f32": 3}, "blocks": 2})
     out = io.StringIO()
     assert serve(io.StringIO(request), out, worker) == 0  # as the controller asks it
     got = decode_reply(out.getvalue().splitlines()[1], "trace", "worker")
-    assert got["device"] == {"eqx/f32": pytest.approx([90e-6] * 5), "take/f32": pytest.approx([40e-6] * 3)}
-    assert set(got["wall"]) == set(got["cpu"]) == {"eqx/f32", "take/f32"}
+    assert chip.traces == 1
+    assert len(got["blocks"]) == 2
+    for block in got["blocks"]:
+        assert block["device"] == {
+            "eqx/f32": pytest.approx([90e-6] * 5),
+            "take/f32": pytest.approx([40e-6] * 3),
+        }
+        assert set(block["wall"]) == set(block["cpu"]) == {"eqx/f32", "take/f32"}
+    assert got["traces"] == 1
     with pytest.raises(InvariantsError, match="not prepared"):
         worker.trace({"naive/f32": 5})
 
 
+def test_blocks_a_long_trace_loses_events_of_are_traced_one_at_a_time():
+    chip = StandInChip(capacity=10)  # two blocks of 8 calls: one trace would lose 6
+    worker = Worker(recorder=DeviceRecorder(chip.tracer, chip.reader))
+    worker.calls["eqx/f32"], worker.calls["take/f32"] = chip.call(90e-6), chip.call(40e-6)
+    got = worker.trace({"eqx/f32": 5, "take/f32": 3}, blocks=2)
+    assert (got["traces"], chip.traces) == (2, 3)
+    for block in got["blocks"]:
+        assert block["device"] == {
+            "eqx/f32": pytest.approx([90e-6] * 5),
+            "take/f32": pytest.approx([40e-6] * 3),
+        }
+    chip = StandInChip(capacity=7)  # a block alone loses events: the device clock cannot read it
+    worker = Worker(recorder=DeviceRecorder(chip.tracer, chip.reader))
+    worker.calls["eqx/f32"], worker.calls["take/f32"] = chip.call(90e-6), chip.call(40e-6)
+    with pytest.raises(TraceError, match="7 module executions for 8 calls"):
+        worker.trace({"eqx/f32": 5, "take/f32": 3}, blocks=2)
+
+
 def test_a_trace_request_maps_each_program_to_its_calls():
     calls = {"take/f32": 3, "naive/f32": 1}
-    assert decode_request(encode({"op": "trace", "calls": calls})) == {"op": "trace", "calls": calls}
+    assert decode_request(encode({"op": "trace", "calls": calls})) == {
+        "op": "trace",
+        "calls": calls,
+        "blocks": 1,
+    }
+    asked = {"op": "trace", "calls": calls, "blocks": 6}
+    assert decode_request(encode(asked)) == asked
     for bad in ({}, {"take/f32": 0}, {"take/f32": True}, {"take/f32": "3"}):
         with pytest.raises(ProtocolError, match="trace's 'calls' must map each key to calls >= 1"):
             decode_request(encode({"op": "trace", "calls": bad}))
     with pytest.raises(ProtocolError, match="'calls' has the wrong type"):
         decode_request(encode({"op": "trace", "key": "take/f32", "calls": 3}))
+    with pytest.raises(ProtocolError, match="'blocks' must be >= 1"):
+        decode_request(encode({"op": "trace", "calls": calls, "blocks": 0}))
+    with pytest.raises(ProtocolError, match="lacks 'blocks'"):
+        decode_reply(encode({"ok": True, "device": {}, "wall": {}, "cpu": {}}), "trace", "worker")
     with pytest.raises(ProtocolError, match="lacks 'device'"):
-        decode_reply(encode({"ok": True, "wall": {}, "cpu": {}}), "trace", "worker")
+        decode_reply(encode({"ok": True, "blocks": [{"wall": {}, "cpu": {}}]}), "trace", "worker")
 
 
 def test_the_device_clocks_default_bound_is_tighter_than_the_hosts():
@@ -335,3 +407,14 @@ def test_the_plot_draws_the_device_clock_that_decided(monkeypatch: pytest.Monkey
     )
     report.plot(record, tmp_path / "v.png")
     assert {"device", "wall"} <= set(drawn)
+
+
+def test_the_slowdowns_pass_is_sized_off_the_extra_time_measured_at_a_few_sizes():
+    sizes = (4096, 32768, 262144, 2097152)
+    extras = [1e-7, 2e-7, 1e-6, 6e-6]  # seconds a call, for each size
+    assert pad_size(sizes, extras, 6e-7) == 147456  # halfway between 32768 and 262144, in 1024s
+    assert pad_size(sizes, extras, 1.2e-5) == 2 * 2097152  # past the largest: in proportion
+    assert pad_size(sizes, extras, 1e-8) == 4096  # below the first: the smallest tried
+    # Noise that makes a larger pass look cheaper never sends the size below a smaller pass's.
+    assert pad_size(sizes, [3e-7, 2e-7, 1e-6, 6e-6], 2.5e-7) == 4096
+    assert pad_size(sizes, [0.0, 0.0, 0.0, 0.0], 1e-7) == 8 * 2097152  # nothing measurable yet: far larger
