@@ -288,40 +288,57 @@ def _two_tower_loss(params: Any, users: Any, items: Any) -> Any:
     return _xent(logits, jnp.arange(users.shape[0]))
 
 
-def held_out() -> list[Probe]:
+def _whole_steps(
+    v: int,
+    lms: list[tuple[int, bool, int, int, int, str, bool]],
+    moes: list[tuple[int, int, int, int, str]],
+    gnns: list[tuple[int, int, int]],
+    towers: list[tuple[int, int, int, int]],
+) -> list[Probe]:
+    """Whole steps at the sizes given: small language models of vocabulary ``v`` (layers, causal, width,
+    sequence, batch, dtype, train), MoE blocks, GNN layers with their train steps, two-tower train steps."""
     out: list[Probe] = []
 
     def add(family: str, name: str, fn: Callable[..., Any], *makers: Callable[[np.random.Generator], Any]) -> None:
         out.append(Probe(family, name, fn, lambda rng, makers=makers: tuple(m(rng) for m in makers)))
 
-    for layers, causal, d, s, b, dt, train in [
-        (2, True, 256, 256, 8, "f32", False),
-        (4, False, 512, 512, 4, "bf16", False),
-        (8, True, 256, 1024, 2, "bf16", False),
-        (2, True, 256, 256, 8, "f32", True),
-        (4, True, 512, 512, 4, "bf16", True),
-        (2, False, 512, 256, 8, "bf16", True),
-    ]:
-        v = 8192
+    for layers, causal, d, s, b, dt, train in lms:
         loss = _lm(layers, causal)
         name = f"lm_{'train' if train else 'fwd'}_l{layers}_{'causal' if causal else 'full'}_d{d}_s{s}_{dt}"
         tokens = _ids(b * s, v, "uniform")
         add("lm", name, _sgd(loss) if train else loss, _lm_params(v, d, layers, dt),
             lambda rng, b=b, s=s, tokens=tokens: tokens(rng).reshape(b, s), tokens)  # fmt: skip
-    for t, d, e, f, dt in [(2048, 512, 8, 1024, "bf16"), (512, 256, 16, 512, "f32")]:
+    for t, d, e, f, dt in moes:
         add("moe_block", f"moe_block_t{t}_d{d}_e{e}_f{f}_{dt}", _moe_block, _normal(t, d, dtype=dt),
             _normal(d, e, dtype=dt), _normal(e, d, f, dtype=dt), _normal(e, f, d, dtype=dt))  # fmt: skip
-    for n, e, d in [(20000, 200000, 64), (50000, 500000, 64)]:
+    for n, e, d in gnns:
         edges = (_ids(e, n, "uniform"), _ids(e, n, "sorted"))
         add("gnn", f"gnn_layer_n{n}_e{e}_d{d}", _message_passing, _normal(n, d), *edges, _normal(d, d))
         add("gnn", f"gnn_train_n{n}_e{e}_d{d}", _sgd(_gnn_loss),
             lambda rng, d=d: (_normal(d, d)(rng), _normal(d, d)(rng)), _normal(n, d), *edges, _normal(n, d))
-    for u, i, d, b in [(100000, 50000, 64, 1024), (1000000, 200000, 128, 4096)]:
+    for u, i, d, b in towers:
         add("two_tower", f"two_tower_train_u{u}_i{i}_d{d}_b{b}", _sgd(_two_tower_loss),
             lambda rng, u=u, i=i, d=d: (_normal(u, d)(rng), _normal(i, d)(rng), _normal(d, d)(rng),
                                         _normal(d, d)(rng)),
             _ids(b, u, "uniform"), _ids(b, i, "uniform"))  # fmt: skip
     return out
+
+
+def held_out() -> list[Probe]:
+    return _whole_steps(
+        8192,
+        [
+            (2, True, 256, 256, 8, "f32", False),
+            (4, False, 512, 512, 4, "bf16", False),
+            (8, True, 256, 1024, 2, "bf16", False),
+            (2, True, 256, 256, 8, "f32", True),
+            (4, True, 512, 512, 4, "bf16", True),
+            (2, False, 512, 256, 8, "bf16", True),
+        ],
+        [(2048, 512, 8, 1024, "bf16"), (512, 256, 16, 512, "f32")],
+        [(20000, 200000, 64), (50000, 500000, 64)],
+        [(100000, 50000, 64, 1024), (1000000, 200000, 128, 4096)],
+    )
 
 
 # Twin pairs: two ways of writing one computation, as a relation compares them (``time(a) / time(b)``).
@@ -471,34 +488,15 @@ def larger() -> list[Probe]:  # noqa: C901 - one table of families, read top to 
 def held_out_fresh() -> list[Probe]:
     """Whole steps again at sizes and shapes ``held_out()`` does not have, measured after the fit was
     settled: held-out programs no change to the model was made from."""
-    out: list[Probe] = []
-
-    def add(family: str, name: str, fn: Callable[..., Any], *makers: Callable[[np.random.Generator], Any]) -> None:
-        out.append(Probe(family, name, fn, lambda rng, makers=makers: tuple(m(rng) for m in makers)))
-
-    for layers, causal, d, s, b, dt, train in [
-        (6, True, 384, 512, 4, "bf16", False),
-        (3, False, 768, 256, 8, "f32", False),
-        (6, True, 384, 512, 4, "bf16", True),
-        (3, True, 768, 1024, 2, "bf16", True),
-    ]:
-        v = 16384
-        loss = _lm(layers, causal)
-        name = f"lm_{'train' if train else 'fwd'}_l{layers}_{'causal' if causal else 'full'}_d{d}_s{s}_{dt}"
-        tokens = _ids(b * s, v, "uniform")
-        add("lm", name, _sgd(loss) if train else loss, _lm_params(v, d, layers, dt),
-            lambda rng, b=b, s=s, tokens=tokens: tokens(rng).reshape(b, s), tokens)  # fmt: skip
-    for t, d, e, f, dt in [(4096, 768, 16, 1536, "bf16")]:
-        add("moe_block", f"moe_block_t{t}_d{d}_e{e}_f{f}_{dt}", _moe_block, _normal(t, d, dtype=dt),
-            _normal(d, e, dtype=dt), _normal(e, d, f, dtype=dt), _normal(e, f, d, dtype=dt))  # fmt: skip
-    for n, e, d in [(100000, 1000000, 128)]:
-        edges = (_ids(e, n, "uniform"), _ids(e, n, "sorted"))
-        add("gnn", f"gnn_layer_n{n}_e{e}_d{d}", _message_passing, _normal(n, d), *edges, _normal(d, d))
-        add("gnn", f"gnn_train_n{n}_e{e}_d{d}", _sgd(_gnn_loss),
-            lambda rng, d=d: (_normal(d, d)(rng), _normal(d, d)(rng)), _normal(n, d), *edges, _normal(n, d))
-    for u, i, d, b in [(500000, 100000, 64, 2048)]:
-        add("two_tower", f"two_tower_train_u{u}_i{i}_d{d}_b{b}", _sgd(_two_tower_loss),
-            lambda rng, u=u, i=i, d=d: (_normal(u, d)(rng), _normal(i, d)(rng), _normal(d, d)(rng),
-                                        _normal(d, d)(rng)),
-            _ids(b, u, "uniform"), _ids(b, i, "uniform"))  # fmt: skip
-    return out
+    return _whole_steps(
+        16384,
+        [
+            (6, True, 384, 512, 4, "bf16", False),
+            (3, False, 768, 256, 8, "f32", False),
+            (6, True, 384, 512, 4, "bf16", True),
+            (3, True, 768, 1024, 2, "bf16", True),
+        ],
+        [(4096, 768, 16, 1536, "bf16")],
+        [(100000, 1000000, 128)],
+        [(500000, 100000, 64, 2048)],
+    )
