@@ -417,4 +417,6 @@ def test_the_slowdowns_pass_is_sized_off_the_extra_time_measured_at_a_few_sizes(
     assert pad_size(sizes, extras, 1e-8) == 4096  # below the first: the smallest tried
     # Noise that makes a larger pass look cheaper never sends the size below a smaller pass's.
     assert pad_size(sizes, [3e-7, 2e-7, 1e-6, 6e-6], 2.5e-7) == 4096
+    # Past the dip, the size is read off the extras made non-decreasing: between 262144 and 2097152.
+    assert pad_size(sizes, [1e-7, 3e-7, 2e-7, 6e-6], 4e-7) == 293888
     assert pad_size(sizes, [0.0, 0.0, 0.0, 0.0], 1e-7) == 8 * 2097152  # nothing measurable yet: far larger
