@@ -194,28 +194,39 @@ def device_slowed(
     one's stop costs more than its calls): ``call`` beside passes of a few sizes, then the one chosen."""
     import jax
 
-    def medians(fns: Sequence[Callable[[], None]]) -> list[float]:
-        def batch() -> int:
-            for f in fns:
-                for _ in range(_SLOWDOWN_CALLS):
-                    f()
-            return _SLOWDOWN_CALLS * len(fns)
-
-        seconds = recorder.record(batch)
-        return [
-            float(np.median(seconds[i : i + _SLOWDOWN_CALLS]))
-            for i in range(0, len(seconds), _SLOWDOWN_CALLS)
-        ]
-
     def padded(size: int) -> Callable[[], None]:
         pad = jax.device_put(np.ones(size, np.float32))
         both = jax.jit(lambda *a: (fn(*a[:-1]), a[-1] * 1.5 + 0.25)).lower(*args, pad).compile()
         return lambda: jax.block_until_ready(both(*args, pad))
 
-    base, *costs = medians([call, *map(padded, _PAD_SIZES)])
+    base, *costs = device_medians(recorder, [call, *map(padded, _PAD_SIZES)])
     slower = padded(pad_size(_PAD_SIZES, [c - base for c in costs], slowdown * base))
-    base, cost = medians([call, slower])
+    base, cost = device_medians(recorder, [call, slower])
     return slower, cost / base - 1.0
+
+
+def device_medians(recorder: DeviceRecorder, fns: Sequence[Callable[[], None]]) -> list[float]:
+    """The median device seconds of ``_SLOWDOWN_CALLS`` calls of each of ``fns``, all in one trace, or one
+    trace each where the long trace lost events (a program of many tiny kernels fills the profiler's
+    buffer)."""
+
+    def batch(these: Sequence[Callable[[], None]]) -> Callable[[], int]:
+        def run() -> int:
+            for f in these:
+                for _ in range(_SLOWDOWN_CALLS):
+                    f()
+            return _SLOWDOWN_CALLS * len(these)
+
+        return run
+
+    try:
+        seconds = recorder.record(batch(fns))
+    except TraceError:
+        if len(fns) == 1:
+            raise
+        seconds = [s for f in fns for s in recorder.record(batch([f]))]
+    n = _SLOWDOWN_CALLS
+    return [float(np.median(seconds[i : i + n])) for i in range(0, len(seconds), n)]
 
 
 def pad_size(sizes: Sequence[int], extras: Sequence[float], target: float) -> int:

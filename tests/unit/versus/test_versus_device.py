@@ -33,7 +33,7 @@ from invariants.versus.command import (
 from invariants.versus.protocol import ProtocolError, decode_reply, decode_request, encode
 from invariants.versus.report import load_record
 from invariants.versus.sides import Side, one_process_per_chip
-from invariants.versus.worker import Worker, pad_size, serve
+from invariants.versus.worker import Worker, device_medians, pad_size, serve
 
 ROOT = Path(__file__).resolve().parents[3]
 SIDES = [
@@ -407,6 +407,17 @@ def test_the_plot_draws_the_device_clock_that_decided(monkeypatch: pytest.Monkey
     )
     report.plot(record, tmp_path / "v.png")
     assert {"device", "wall"} <= set(drawn)
+
+
+def test_the_slowdowns_medians_share_a_trace_or_take_one_each_where_it_loses_events():
+    chip = StandInChip()
+    fns = [chip.call(90e-6), chip.call(40e-6), chip.call(10e-6)]
+    recorder = DeviceRecorder(chip.tracer, chip.reader)
+    assert device_medians(recorder, fns) == pytest.approx([90e-6, 40e-6, 10e-6])
+    assert chip.traces == 1
+    chip.capacity, chip.traces = 20, 0  # one program's calls fit a trace, three do not
+    assert device_medians(recorder, fns) == pytest.approx([90e-6, 40e-6, 10e-6])
+    assert chip.traces == 4
 
 
 def test_the_slowdowns_pass_is_sized_off_the_extra_time_measured_at_a_few_sizes():
