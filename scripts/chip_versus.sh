@@ -2,18 +2,19 @@
 # versus on a TPU host's own chip, timed, in one command (never in CI): how long `tox -e tpu`'s versus step
 # takes, whether identical sides pass, and whether a slowdown on the device is caught.
 #
-#   bash scripts/chip_versus.sh [--out DIR] [--slowdown FRACTION] [--runs N] [-- MORE VERSUS OPTIONS]
+#   bash scripts/chip_versus.sh [--out DIR] [--slowdown FRACTION | --no-slowdown] [--runs N] [-- MORE VERSUS OPTIONS]
 #
 # Runs `python -m invariants versus --baseline current --candidate current` with the versus step's default
 # programs and targets (JAX_PLATFORMS=tpu, as `tox -e tpu` sets it; --json and --out into DIR):
 #   1. same      both sides this installation, N times (--runs, default 1): expect exit 0 each time
 #   2. slowdown  the same, the candidate's workers with INVARIANTS_VERSUS_SLOWDOWN=FRACTION (default 0.01:
 #                each call does that fraction more work on the chip): expect exit 1 (a confirmed failure)
-#                where the slowdown reached clears --threshold (1.01 on the device clock)
+#                where the slowdown reached clears --threshold (1.01 on the device clock); --no-slowdown: none
 # For each run one line: its wall time, its exit status and the record's reasons (else "no regression");
 # then per program its device ratio, interval and verdict, and how its rounds were taken (fresh worker pairs
 # x blocks). versus's own progress goes to DIR/<run>.log, its record to DIR/<run>.json and DIR/<run>.md.
-# The exit status: 0 when every `same` run exited 0 and the slowdown run exited 1, else 1; 2 bad usage.
+# The exit status: 0 when every `same` run exited 0 and the slowdown run (if any) exited 1, else 1; 2 bad
+# usage.
 # Needs jax with libtpu, and equinox (the eqx_embedding programs) where this package is not installed.
 set -uo pipefail
 
@@ -28,6 +29,7 @@ while [ $# -gt 0 ]; do
     --slowdown) [[ $# -ge 2 && "$2" =~ ^0?\.[0-9]*[1-9][0-9]*$ ]] \
       || { echo "chip_versus: --slowdown needs a fraction in (0, 1), e.g. 0.01" >&2; exit 2; }
       SLOWDOWN="$2"; shift 2 ;;
+    --no-slowdown) SLOWDOWN=""; shift ;;
     --runs) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || { echo "chip_versus: --runs needs a count" >&2; exit 2; }
       RUNS="$2"; shift 2 ;;
     --) shift; break ;;
@@ -73,5 +75,5 @@ EOF
 for i in $(seq 1 "$RUNS"); do
   one "same-$i" 0 "$@"
 done
-one slowdown 1 --candidate-env "INVARIANTS_VERSUS_SLOWDOWN=$SLOWDOWN" "$@"
+[ -z "$SLOWDOWN" ] || one slowdown 1 --candidate-env "INVARIANTS_VERSUS_SLOWDOWN=$SLOWDOWN" "$@"
 exit $rc

@@ -92,9 +92,11 @@ DEFAULT_TARGETS = "cpu,tpu-v5e,gpu-h100"
 CONFIG = "f32"
 SLOW_CALL = 0.25  # seconds a call: a program this slow is timed one call a block without measuring it
 DEVICE_CALLS = 64  # traced calls of a program per block, at most: a device interval is set by the processes
-# A worker's blocks share one trace, whose events the profiler buffers: a program's calls in it last about
-# this long at most (a program of many tiny kernels fills the buffer fastest), one call a block at least.
-DEVICE_TRACE_SECONDS = 0.35
+# A worker's blocks share one trace, whose events the profiler buffers and whose stop exports them: a
+# program's calls in it last about this long (a program of many tiny kernels fills the buffer fastest, and
+# its events cost the stop seconds a call; see device_share).
+DEVICE_TRACE_SECONDS = 0.06
+MIN_DEVICE_BLOCKS = 2
 # Two workers of one installation agree closely on a chip: the host clocks' bound would hide a slowdown.
 DEVICE_THRESHOLD = 1.01
 
@@ -133,9 +135,11 @@ class Settings:
     device_pairs: int = 2
     device_max_pairs: int = 4
 
-    def sampling(self, pairs: int) -> str:
-        """How ``pairs`` fresh pairs of the device clock were taken, as the record and progress say it."""
-        return f"{pairs} fresh worker pairs x {self.device_blocks} blocks each"
+    def sampling(self, pairs: int, blocks: int | None = None) -> str:
+        """How ``pairs`` fresh pairs of the device clock were taken, as the record and progress say it (a
+        program in ``blocks`` of each worker's blocks: see device_share)."""
+        some = f" (this program in {blocks}: a slow call)" if blocks and blocks < self.device_blocks else ""
+        return f"{pairs} fresh worker pairs x {self.device_blocks} blocks each{some}"
 
     def all_cores(self) -> Settings:
         """The all-cores phase: unpinned, the wall clock deciding, its rounds within the main phase's."""
@@ -230,15 +234,18 @@ def device_pair(
     j: int,
     start: Starter,
     phases: list[str] | None = None,
+    pads: dict[str, Json] | None = None,
 ) -> dict[str, list[Round]]:
     """Fresh pair ``j`` on the device clock: one side's worker, then the other's (the order swaps every
     pair), each preparing every program, then tracing ``device_blocks`` blocks, a block being the same
-    number of calls of each program in turn (over all blocks about ``DEVICE_TRACE_SECONDS`` of each on the
-    first side). Block k of one side pairs with block k of the other, call by call in order: a round each.
-    ``phases`` gets, per worker, where its time went (its start, prepare, trace and close)."""
+    number of calls of each program in turn (shared out by :func:`device_share` from the first side's
+    calls). Block k of one side pairs with block k of the other, call by call in order: a round each.
+    ``phases`` gets, per worker, where its time went (its start, prepare, trace and close); ``pads``, per
+    side, the device passes of the slowdown switch its first worker sized, for its later ones."""
     order = (0, 1) if j % 2 else (1, 0)
     keys = {p: f"{p}/{c}" for p, c in configs.items()}
     calls: dict[str, int] = {}
+    until: dict[str, int] = {}
     got: dict[int, list[Json]] = {}
     for side in order:
         t = [time.perf_counter()]
@@ -246,14 +253,22 @@ def device_pair(
         traces = 0
         try:
             t.append(time.perf_counter())
-            prepared = worker.request("prepare", programs=[[p, c] for p, c in configs.items()])
+            role = sides[side].role
+            prepared = worker.request(
+                "prepare", programs=[[p, c] for p, c in configs.items()], pads=(pads or {}).get(role, {})
+            )
+            if pads is not None:
+                pads.setdefault(role, prepared.get("pads", {}))
             t.append(time.perf_counter())
             for p, key in keys.items():
                 if p not in calls:
-                    fill = DEVICE_TRACE_SECONDS / settings.device_blocks / prepared["per_call"][key]
-                    calls[p] = min(DEVICE_CALLS, max(1, round(fill)))
-            block = {keys[p]: n for p, n in calls.items()}
-            reply = worker.request("trace", calls=block, blocks=settings.device_blocks)
+                    calls[p], until[p] = device_share(prepared["per_call"][key], settings.device_blocks)
+            reply = worker.request(
+                "trace",
+                calls={keys[p]: n for p, n in calls.items()},
+                blocks=settings.device_blocks,
+                until={keys[p]: n for p, n in until.items() if n < settings.device_blocks},
+            )
             got[side], traces = reply["blocks"], reply.get("traces", 0)
             t.append(time.perf_counter())
         finally:
@@ -265,9 +280,20 @@ def device_pair(
                 f"trace {spent[2]:.1f} s ({traces} trace{'s' if traces != 1 else ''}), close {spent[3]:.1f} s"
             )
     return {
-        p: [_paired(b, c, key, calls[p]) for b, c in zip(got[0], got[1], strict=True)]
+        p: [_paired(b, c, key, calls[p]) for b, c in zip(got[0][: until[p]], got[1][: until[p]], strict=True)]
         for p, key in keys.items()
     }
+
+
+def device_share(per_call: float, blocks: int) -> tuple[int, int]:
+    """A program's calls a block, and in how many of a worker's ``blocks`` blocks (the first ones), for a
+    call of ``per_call`` seconds: its calls in the trace last about ``DEVICE_TRACE_SECONDS``, at most
+    ``DEVICE_CALLS`` a block; a call too slow for one in every block takes part in fewer blocks, two at
+    least (with two pairs, the rounds an interval needs)."""
+    fill = DEVICE_TRACE_SECONDS / per_call
+    if fill >= blocks:
+        return min(DEVICE_CALLS, round(fill / blocks)), blocks
+    return 1, max(MIN_DEVICE_BLOCKS, round(fill))
 
 
 def _paired(base: Json, cand: Json, key: str, n: int) -> Round:
@@ -348,12 +374,13 @@ def measure_device(
     done: dict[str, Judged] = {}
     active = list(programs)
     j = 0
+    pads: dict[str, Json] = {}
     while active:
         j += 1
         t0 = time.perf_counter()
         phases: list[str] = []
         for p, blocks in device_pair(
-            sides, {p: config_of[p] for p in active}, settings, j, start, phases
+            sides, {p: config_of[p] for p in active}, settings, j, start, phases, pads
         ).items():
             pairs[p].append(blocks)
         last = j >= settings.device_max_pairs
@@ -372,7 +399,7 @@ def measure_device(
             )
             judged = _judged(p, rounds, looks[p], settings, last)
             if judged is not None:
-                how = settings.sampling(j) + (
+                how = settings.sampling(j, len(pairs[p][0])) + (
                     "" if agree else f"; the pairs disagree: interval over the {j} pairs"
                 )
                 done[p] = dataclasses.replace(judged, sampling=how)

@@ -86,7 +86,15 @@ def decode_request(line: str) -> Json:
     if op not in OPS:
         raise ProtocolError(f"{who}: unknown op {op!r}; known: {', '.join(OPS)}")
     if op == "prepare":
-        return {"op": op, "programs": _pairs(_field(data, "programs", list, who), 2, "programs", who)}
+        programs = _pairs(_field(data, "programs", list, who), 2, "programs", who)
+        pads = _field(data, "pads", dict, who) if "pads" in data else {}
+        for key, pad in pads.items():
+            size, reached = (pad.get("size"), pad.get("reached")) if isinstance(pad, dict) else (None, None)
+            if not (type(size) is int and size >= 1 and isinstance(reached, float)):
+                raise ProtocolError(
+                    f"{who}: prepare's 'pads' must map keys to {{size, reached}}, got {key}: {pad!r}"
+                )
+        return {"op": op, "programs": programs, "pads": pads}
     if op == "trace":
         counts = _field(data, "calls", dict, who)
         if not counts or not all(
@@ -96,7 +104,16 @@ def decode_request(line: str) -> Json:
         blocks = _field(data, "blocks", int, who) if "blocks" in data else 1
         if blocks < 1:
             raise ProtocolError(f"{who}: 'blocks' must be >= 1, got {blocks}")
-        return {"op": op, "calls": counts, "blocks": blocks}
+        # How many of the blocks a key takes part in, the first ones (default: every block).
+        until = _field(data, "until", dict, who) if "until" in data else {}
+        if not all(
+            k in counts and isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= blocks
+            for k, n in until.items()
+        ):
+            raise ProtocolError(
+                f"{who}: trace's 'until' must map keys of 'calls' to 1..{blocks}, got {until!r}"
+            )
+        return {"op": op, "calls": counts, "blocks": blocks, "until": until}
     if op == "time":
         calls = _field(data, "calls", int, who)
         if calls < 1:

@@ -52,8 +52,12 @@ if TYPE_CHECKING:
 # Warm-up, then the per-call probe (warm: a fresh process's first calls are several times slower).
 _WARM_CALLS, _WARM_SECONDS = 3, 5e-3
 _PROBE_CALLS, _PROBE_SECONDS = 2, 5e-3
-_SLOWDOWN_CALLS = 20  # traced calls per size tried for the slowdown's pass on a device
-_PAD_SIZES = (1 << 12, 1 << 15, 1 << 18, 1 << 21)  # float32 elements of the passes tried
+# Traced calls per size tried for the slowdown's pass on a device: this many, fewer for a slow call (its
+# kernels' events cost the trace's stop), so that each size's calls last about the seconds, 2 at least.
+_SLOWDOWN_CALLS, _SLOWDOWN_SECONDS, _SLOWDOWN_MIN_CALLS = 20, 0.05, 2
+# Float32 elements of the passes tried: the largest is a few hundred microseconds on a chip, so that a 1 %
+# slowdown of a program of tens of milliseconds is read off a size near it, not far past it.
+_PAD_SIZES = (1 << 12, 1 << 15, 1 << 18, 1 << 21, 1 << 24)
 
 
 @dataclasses.dataclass
@@ -66,12 +70,14 @@ class Worker:
     recorder: DeviceRecorder = dataclasses.field(default_factory=DeviceRecorder)
     calls: dict[str, Callable[[], None]] = dataclasses.field(default_factory=dict)
 
-    def prepare(self, programs: Sequence[tuple[str, str]]) -> Json:
+    def prepare(self, programs: Sequence[tuple[str, str]], pads: Mapping[str, Json] | None = None) -> Json:
+        """Each program compiled and its call timed once on the host; the slowdown switch's device passes
+        sized (or ``pads``'s, an earlier worker's of this side, reused)."""
         from ..catalog.programs import get_config
         from ..catalog.registry import Programs
 
         known = Programs() if self.programs is None else self.programs
-        per_call, slowed_by = {}, {}
+        per_call, slowed_by, sized = {}, {}, {}
         for name, config_id in programs:
             key = f"{name}/{config_id}"
             program, config = known.program(name), get_config(config_id)
@@ -79,11 +85,16 @@ class Worker:
                 raise InvariantsError(
                     f"{name}: a sharded program needs a mesh; versus times single-device ones"
                 )
-            self.calls[key], slowed_by[key] = _compiled_call(program, config, self.slowdown, self.recorder)
+            given = (pads or {}).get(key)
+            self.calls[key], slowed_by[key], pad = _compiled_call(
+                program, config, self.slowdown, self.recorder, given
+            )
+            if pad is not None:
+                sized[key] = pad
             _repeat(self.calls[key], _WARM_CALLS, _WARM_SECONDS)
             calls, seconds = _repeat(self.calls[key], _PROBE_CALLS, _PROBE_SECONDS)
             per_call[key] = max(seconds / calls, 1e-9)
-        return {"per_call": per_call, "slowed_by": slowed_by}
+        return {"per_call": per_call, "slowed_by": slowed_by, "pads": sized}
 
     def _prepared(self, key: str) -> Callable[[], None]:
         if key not in self.calls:
@@ -102,34 +113,38 @@ class Worker:
             if gc_was:
                 gc.enable()
 
-    def trace(self, calls: Mapping[str, int], blocks: int = 1) -> Json:
-        """``blocks`` blocks, each every program's calls in turn, inside one profiler trace (starting and
-        stopping one costs more than the calls), or one trace a block where the long trace lost events (the
-        profiler's buffer is finite): per block, each call's device seconds and the wall and CPU seconds of
-        each program's calls, and how many traces were taken. Module executions follow the calls in order."""
+    def trace(
+        self, calls: Mapping[str, int], blocks: int = 1, until: Mapping[str, int] | None = None
+    ) -> Json:
+        """``blocks`` blocks, each every program's calls in turn (a program named in ``until`` in that many
+        first blocks only), inside one profiler trace (starting and stopping one costs more than the calls),
+        or one trace a block where the long trace lost events (the profiler's buffer is finite): per block,
+        each call's device seconds and the wall and CPU seconds of each program's calls there, and how many
+        traces were taken. Module executions follow the calls in order."""
         fns = {key: self._prepared(key) for key in calls}
+        share = [{k: n for k, n in calls.items() if i < (until or {}).get(k, blocks)} for i in range(blocks)]
         clocks: list[dict[str, dict[str, float]]] = []
 
-        def batch(n: int) -> Callable[[], int]:
+        def batch(these: Sequence[Mapping[str, int]]) -> Callable[[], int]:
             def run() -> int:
-                for _ in range(n):
-                    clocks.append({key: _clocked(fns[key], c) for key, c in calls.items()})
-                return n * sum(calls.values())
+                for block in these:
+                    clocks.append({key: _clocked(fns[key], c) for key, c in block.items()})
+                return sum(n for block in these for n in block.values())
 
             return run
 
         try:
-            seconds, traces = self.recorder.record(batch(blocks)), 1
+            seconds, traces = self.recorder.record(batch(share)), 1
         except TraceError:
             if blocks == 1:
                 raise
             clocks.clear()
-            seconds = [s for _ in range(blocks) for s in self.recorder.record(batch(1))]
+            seconds = [s for block in share for s in self.recorder.record(batch([block]))]
             traces = blocks
         out, at = [], 0
-        for clocked in clocks:
+        for block, clocked in zip(share, clocks, strict=True):
             device = {}
-            for key, n in calls.items():
+            for key, n in block.items():
                 device[key], at = seconds[at : at + n], at + n
             times = {c: {k: got[c] for k, got in clocked.items()} for c in ("wall", "cpu")}
             out.append({"device": device, **times})
@@ -160,10 +175,11 @@ def _repeat(
 
 
 def _compiled_call(
-    program: Program, config: Config, slowdown: float, recorder: DeviceRecorder
-) -> tuple[Callable[[], None], float | None]:
-    """A blocking call of ``program`` on the runtime device, and the slowdown it reached (None: none). Not
-    more rows looked up: a call's dispatch and its table traffic do not grow with the lookups."""
+    program: Program, config: Config, slowdown: float, recorder: DeviceRecorder, pad: Json | None = None
+) -> tuple[Callable[[], None], float | None, Json | None]:
+    """A blocking call of ``program`` on the runtime device, the slowdown it reached (None: none), and the
+    device pass that slows it (None: none; ``pad``: an earlier worker's, reused). Not more rows looked up: a
+    call's dispatch and its table traffic do not grow with the lookups."""
     import jax
 
     from ..catalog.arguments import make_arguments
@@ -176,10 +192,11 @@ def _compiled_call(
         jax.block_until_ready(compiled(*device_args))
 
     if slowdown <= 0:
-        return call, None
+        return call, None, None
     if jax.devices()[0].platform == "cpu":
-        return slowed(call, slowdown), slowdown
-    return device_slowed(program.fn, device_args, call, slowdown, recorder)
+        return slowed(call, slowdown), slowdown, None
+    slower, pad = device_slowed(program.fn, device_args, call, slowdown, recorder, pad)
+    return slower, pad["reached"], pad
 
 
 def device_slowed(
@@ -188,10 +205,13 @@ def device_slowed(
     call: Callable[[], None],
     slowdown: float,
     recorder: DeviceRecorder,
-) -> tuple[Callable[[], None], float]:
+    pad: Json | None = None,
+) -> tuple[Callable[[], None], Json]:
     """``fn`` with an independent elementwise pass compiled beside it, sized on the device clock so that a
-    call costs about ``slowdown`` more than ``call``; that call and the fraction reached. Two traces (each
-    one's stop costs more than its calls): ``call`` beside passes of a few sizes, then the one chosen."""
+    call costs about ``slowdown`` more than ``call``; that call and its pass (``size`` and the fraction
+    ``reached``). Two traces (each one's stop costs more than its calls): ``call`` beside passes of a few
+    sizes, then the one chosen. Given ``pad`` (an earlier worker's), that pass, unmeasured: every worker of
+    the slowed side then slows its calls alike."""
     import jax
 
     def padded(size: int) -> Callable[[], None]:
@@ -199,23 +219,34 @@ def device_slowed(
         both = jax.jit(lambda *a: (fn(*a[:-1]), a[-1] * 1.5 + 0.25)).lower(*args, pad).compile()
         return lambda: jax.block_until_ready(both(*args, pad))
 
-    base, *costs = device_medians(recorder, [call, *map(padded, _PAD_SIZES)])
-    slower = padded(pad_size(_PAD_SIZES, [c - base for c in costs], slowdown * base))
-    base, cost = device_medians(recorder, [call, slower])
-    return slower, cost / base - 1.0
+    if pad is not None:
+        return padded(pad["size"]), pad
+    calls, seconds = _repeat(call, _PROBE_CALLS, _PROBE_SECONDS)
+    n = sizing_calls(seconds / calls)
+    base, *costs = device_medians(recorder, [call, *map(padded, _PAD_SIZES)], n)
+    size = pad_size(_PAD_SIZES, [c - base for c in costs], slowdown * base)
+    slower = padded(size)
+    base, cost = device_medians(recorder, [call, slower], n)
+    return slower, {"size": size, "reached": cost / base - 1.0}
 
 
-def device_medians(recorder: DeviceRecorder, fns: Sequence[Callable[[], None]]) -> list[float]:
-    """The median device seconds of ``_SLOWDOWN_CALLS`` calls of each of ``fns``, all in one trace, or one
-    trace each where the long trace lost events (a program of many tiny kernels fills the profiler's
-    buffer)."""
+def sizing_calls(per_call: float) -> int:
+    """Traced calls per size tried for the slowdown's pass, for a call of ``per_call`` seconds."""
+    return max(_SLOWDOWN_MIN_CALLS, min(_SLOWDOWN_CALLS, round(_SLOWDOWN_SECONDS / max(per_call, 1e-9))))
+
+
+def device_medians(
+    recorder: DeviceRecorder, fns: Sequence[Callable[[], None]], calls: int = _SLOWDOWN_CALLS
+) -> list[float]:
+    """The median device seconds of ``calls`` calls of each of ``fns``, all in one trace, or one trace each
+    where the long trace lost events (a program of many tiny kernels fills the profiler's buffer)."""
 
     def batch(these: Sequence[Callable[[], None]]) -> Callable[[], int]:
         def run() -> int:
             for f in these:
-                for _ in range(_SLOWDOWN_CALLS):
+                for _ in range(calls):
                     f()
-            return _SLOWDOWN_CALLS * len(these)
+            return calls * len(these)
 
         return run
 
@@ -225,8 +256,7 @@ def device_medians(recorder: DeviceRecorder, fns: Sequence[Callable[[], None]]) 
         if len(fns) == 1:
             raise
         seconds = [s for f in fns for s in recorder.record(batch([f]))]
-    n = _SLOWDOWN_CALLS
-    return [float(np.median(seconds[i : i + n])) for i in range(0, len(seconds), n)]
+    return [float(np.median(seconds[i : i + calls])) for i in range(0, len(seconds), calls)]
 
 
 def pad_size(sizes: Sequence[int], extras: Sequence[float], target: float) -> int:

@@ -42,6 +42,17 @@ def test_the_rehearsal_says_each_runs_time_exit_and_programs(tmp_path: Path):
         assert "measure round 3" in (tmp_path / "out" / f"{name}.log").read_text()
 
 
+@pytest.mark.e2e
+def test_no_slowdown_runs_the_same_installation_only(tmp_path: Path):
+    done = _run(tmp_path, "--out", str(tmp_path / "out"), "--no-slowdown", "--runs", "2", "--",
+                "--programs", "naive", "--targets", "cpu", "--no-structure", "--no-parallel",
+                "--min-rounds", "3", "--max-rounds", "3", "--round-seconds", "0.02",
+                JAX_PLATFORMS="cpu")  # fmt: skip
+    runs = [line.split(":")[0] for line in done.stdout.splitlines() if not line.startswith(" ")]
+    assert (runs, done.returncode) == (["same-1", "same-2"], 0), done.stderr[-2000:]
+    assert not (tmp_path / "out" / "slowdown.log").exists()
+
+
 def test_help_and_bad_usage(tmp_path: Path):
     shown = _run(tmp_path, "--help")
     assert shown.returncode == 0 and shown.stdout.startswith("versus on a TPU host's own chip, timed")

@@ -134,7 +134,7 @@ class _FakeWorkerState:
 
     slowdown = 0.0
 
-    def prepare(self, programs: Any) -> dict[str, Any]:
+    def prepare(self, programs: Any, pads: Any = None) -> dict[str, Any]:
         return {"per_call": {f"{p}/{c}": 1e-3 for p, c in programs}}
 
     def time(self, key: str, calls: int, warm: int = 0) -> dict[str, Any]:
@@ -687,6 +687,15 @@ def test_worker_env_reaches_one_side_only() -> None:
     assert (Path(plain["PYTHONPATH"]) / "invariants" / "versus" / "worker.py").exists()
     side = Side("candidate", "current", Path("p"), {"XLA_FLAGS": "--xla_disable_hlo_passes=fusion"})
     assert worker_env(side, base)["XLA_FLAGS"] == "--xla_disable_hlo_passes=fusion"
+
+
+def test_a_worker_pins_a_small_staging_buffer_unless_told_otherwise() -> None:
+    # libtpu's default pins several GiB at start and unpins them at exit: most of a worker's start and close.
+    side = Side("baseline", "current", Path("p"))
+    assert int(worker_env(side, {})["TPU_PREMAPPED_BUFFER_SIZE"]) == 256 << 20
+    assert worker_env(side, {"TPU_PREMAPPED_BUFFER_SIZE": "0"})["TPU_PREMAPPED_BUFFER_SIZE"] == "0"
+    told = Side("baseline", "current", Path("p"), {"TPU_PREMAPPED_BUFFER_SIZE": "4096"})
+    assert worker_env(told, {})["TPU_PREMAPPED_BUFFER_SIZE"] == "4096"
 
 
 def test_the_current_side_keeps_the_path_its_jax_is_found_on() -> None:

@@ -27,13 +27,14 @@ from invariants.versus.command import (
     DEVICE_TRACE_SECONDS,
     Settings,
     device_pair,
+    device_share,
     measure,
     measure_confirmed,
 )
 from invariants.versus.protocol import ProtocolError, decode_reply, decode_request, encode
 from invariants.versus.report import load_record
 from invariants.versus.sides import Side, one_process_per_chip
-from invariants.versus.worker import Worker, device_medians, pad_size, serve
+from invariants.versus.worker import Worker, device_medians, device_slowed, pad_size, serve, sizing_calls
 
 ROOT = Path(__file__).resolve().parents[3]
 SIDES = [
@@ -57,6 +58,10 @@ class Chip:
         self.holder: object | None = None
         self.starts: list[str] = []
         self.traces: list[int] = []  # each worker's trace requests
+        self.untils: list[dict[str, int]] = []  # each trace request's blocks a program takes part in
+        self.pads: list[
+            tuple[str, Any]
+        ] = []  # each prepare request's side and the slowdown passes it was given
 
     def start(self, sides: Any, cpus: Any = None) -> list[Any]:
         assert cpus is None
@@ -75,21 +80,28 @@ class ChipWorker:
     def request(self, op: str, **fields: Any) -> dict[str, Any]:
         assert self.chip.holder is self
         if op == "prepare":
-            return {"per_call": {f"{p}/{c}": 30e-3 if p == "slow" else 600e-6 for p, c in fields["programs"]}}
+            seconds = {"slow": 30e-3, "very_slow": 10.0}
+            keys = [f"{p}/{c}" for p, c in fields["programs"]]
+            self.chip.pads.append((self.side.role, fields.get("pads")))
+            sized = {k: {"size": 4096, "reached": 0.01} for k in keys if self.side.role == "candidate"}
+            return {"per_call": {k: seconds.get(k.split("/")[0], 600e-6) for k in keys}, "pads": sized}
         assert op == "trace", op
         factor = self.chip.factor if self.side.role == "candidate" else 1.0
         self.chip.traces[-1] += 1
-        blocks = []
-        for k in range(fields.get("blocks", 1)):
+        out = []
+        blocks, until = fields.get("blocks", 1), fields.get("until", {})
+        self.chip.untils.append(until)
+        for k in range(blocks):
+            calls = {key: n for key, n in fields["calls"].items() if k < until.get(key, blocks)}
             base = 45.7e-6 * factor * self.bias * (1 + self.chip.drift * k)
-            noise = self.chip.rng.normal(0, self.chip.noise, size=sum(fields["calls"].values()))
+            noise = self.chip.rng.normal(0, self.chip.noise, size=sum(calls.values()))
             device, at = {}, 0
-            for key, n in fields["calls"].items():
+            for key, n in calls.items():
                 device[key] = [base * float(np.exp(e)) for e in noise[at : at + n]]
                 at += n
-            wall = {key: 600e-6 * n for key, n in fields["calls"].items()}
-            blocks.append({"device": device, "wall": wall, "cpu": wall})
-        return {"blocks": blocks, "traces": 1}
+            wall = {key: 600e-6 * n for key, n in calls.items()}
+            out.append({"device": device, "wall": wall, "cpu": wall})
+        return {"blocks": out, "traces": 1}
 
     def close(self) -> None:
         self.chip.holder = None
@@ -111,19 +123,33 @@ def test_a_fresh_pair_gives_a_round_per_block_paired_block_by_block():
     for p in ("take", "naive"):
         assert len(got[p]) == DEVICE.device_blocks
         assert [rd.ratio("device") for rd in got[p]] == pytest.approx([2.0] * DEVICE.device_blocks)
-        assert all(len(rd.ratios["device"]) == DEVICE_CALLS for rd in got[p])  # a fast program: the most
+        calls = min(DEVICE_CALLS, round(DEVICE_TRACE_SECONDS / DEVICE.device_blocks / 600e-6))
+        assert all(len(rd.ratios["device"]) == calls for rd in got[p])
         assert got[p][0].ratio("wall") == pytest.approx(1.0)  # the host's round trip sees nothing of it
         assert np.median(got[p][0].per_call["device"]["baseline"]) == pytest.approx(45.7e-6)  # device seconds
 
 
-def test_a_slow_programs_calls_in_a_workers_trace_last_about_the_traces_seconds():
-    # A program of many tiny kernels fills the profiler's buffer fastest: its calls are bounded by time.
+def test_a_programs_calls_in_a_workers_trace_last_about_the_traces_seconds():
+    # A program of many tiny kernels fills the profiler's buffer fastest, and its events cost the trace's
+    # stop: its calls are bounded by time, a slow one's to one call in fewer blocks, two at least.
     chip = Chip(1.0)
     got = device_pair(SIDES, {"slow": "f32", "take": "f32"}, DEVICE, 1, chip.start)
-    calls = round(DEVICE_TRACE_SECONDS / DEVICE.device_blocks / 30e-3)
-    assert calls * DEVICE.device_blocks * 30e-3 == pytest.approx(DEVICE_TRACE_SECONDS, rel=0.25)
-    assert [len(rd.ratios["device"]) for rd in got["slow"]] == [calls] * DEVICE.device_blocks
-    assert [len(rd.ratios["device"]) for rd in got["take"]] == [DEVICE_CALLS] * DEVICE.device_blocks
+    blocks = round(DEVICE_TRACE_SECONDS / 30e-3)
+    assert 2 <= blocks < DEVICE.device_blocks
+    assert blocks * 30e-3 == pytest.approx(DEVICE_TRACE_SECONDS, rel=0.25)
+    assert [len(rd.ratios["device"]) for rd in got["slow"]] == [1] * blocks
+    assert chip.untils == [{"slow/f32": blocks}] * 2  # the same share on both sides: paired block by block
+    calls = round(DEVICE_TRACE_SECONDS / DEVICE.device_blocks / 600e-6)
+    assert calls * DEVICE.device_blocks * 600e-6 == pytest.approx(DEVICE_TRACE_SECONDS, rel=0.25)
+    assert [len(rd.ratios["device"]) for rd in got["take"]] == [calls] * DEVICE.device_blocks
+
+
+def test_a_program_slower_than_the_traces_seconds_still_gets_the_rounds_an_interval_needs():
+    assert device_share(10.0, 6) == (1, 2)  # ten seconds a call: two blocks, one call each
+    assert device_share(1e-9, 6) == (DEVICE_CALLS, 6)
+    chip = Chip(1.02, noise=0.0, bias=0.0)
+    done = measure(SIDES, ["very_slow"], DEVICE, lambda _: None, "measure", chip.start)["very_slow"]
+    assert done.word == "fail" and "(this program in 2: a slow call)" in (done.sampling or "")
 
 
 def test_each_fresh_pairs_line_says_where_each_workers_time_went():
@@ -354,6 +380,16 @@ def test_blocks_a_long_trace_loses_events_of_are_traced_one_at_a_time():
             "eqx/f32": pytest.approx([90e-6] * 5),
             "take/f32": pytest.approx([40e-6] * 3),
         }
+    chip = StandInChip(capacity=11)  # a program in the first block only: the second holds the other's calls
+    worker = Worker(recorder=DeviceRecorder(chip.tracer, chip.reader))
+    worker.calls["eqx/f32"], worker.calls["take/f32"] = chip.call(90e-6), chip.call(40e-6)
+    got = worker.trace({"eqx/f32": 5, "take/f32": 3}, blocks=2, until={"eqx/f32": 1})
+    assert (got["traces"], chip.traces) == (1, 1)  # 11 calls: one trace holds them
+    assert [block["device"] for block in got["blocks"]] == [
+        {"eqx/f32": pytest.approx([90e-6] * 5), "take/f32": pytest.approx([40e-6] * 3)},
+        {"take/f32": pytest.approx([40e-6] * 3)},
+    ]
+    assert set(got["blocks"][1]["wall"]) == {"take/f32"}
     chip = StandInChip(capacity=7)  # a block alone loses events: the device clock cannot read it
     worker = Worker(recorder=DeviceRecorder(chip.tracer, chip.reader))
     worker.calls["eqx/f32"], worker.calls["take/f32"] = chip.call(90e-6), chip.call(40e-6)
@@ -367,9 +403,13 @@ def test_a_trace_request_maps_each_program_to_its_calls():
         "op": "trace",
         "calls": calls,
         "blocks": 1,
+        "until": {},
     }
-    asked = {"op": "trace", "calls": calls, "blocks": 6}
+    asked = {"op": "trace", "calls": calls, "blocks": 6, "until": {"naive/f32": 2}}
     assert decode_request(encode(asked)) == asked
+    for bad in ({"other/f32": 2}, {"naive/f32": 7}, {"naive/f32": 0}, {"naive/f32": True}):
+        with pytest.raises(ProtocolError, match=r"trace's 'until' must map keys of 'calls' to 1\.\.6"):
+            decode_request(encode({**asked, "until": bad}))
     for bad in ({}, {"take/f32": 0}, {"take/f32": True}, {"take/f32": "3"}):
         with pytest.raises(ProtocolError, match="trace's 'calls' must map each key to calls >= 1"):
             decode_request(encode({"op": "trace", "calls": bad}))
@@ -431,3 +471,33 @@ def test_the_slowdowns_pass_is_sized_off_the_extra_time_measured_at_a_few_sizes(
     # Past the dip, the size is read off the extras made non-decreasing: between 262144 and 2097152.
     assert pad_size(sizes, [1e-7, 3e-7, 2e-7, 6e-6], 4e-7) == 293888
     assert pad_size(sizes, [0.0, 0.0, 0.0, 0.0], 1e-7) == 8 * 2097152  # nothing measurable yet: far larger
+
+
+def test_the_slowdowns_sizing_traces_fewer_calls_of_a_slow_program():
+    # a call of many tiny kernels (tens of ms on a v5e) costs the trace's stop seconds: two calls a size
+    assert sizing_calls(600e-6) == 20 and sizing_calls(30e-3) == 2 and sizing_calls(10e-3) == 5
+
+
+def test_a_sides_later_workers_reuse_the_slowdown_passes_its_first_worker_sized():
+    # Each worker sizing its own pass would slow each pair differently, and its sizing costs traces.
+    chip = Chip(1.0)
+    measure(SIDES, ["take"], DEVICE, lambda _: None, "measure", chip.start)
+    first = {"take/f32": {"size": 4096, "reached": 0.01}}
+    assert chip.pads == [("baseline", {}), ("candidate", {}), ("candidate", first), ("baseline", {})]
+
+
+def test_a_slowdown_pass_given_is_compiled_as_given_without_a_trace():
+    import jax.numpy as jnp
+
+    chip = StandInChip()
+    x = jnp.ones(8)
+    slower, pad = device_slowed(
+        lambda a: a * 2,
+        [x],
+        lambda: None,
+        0.01,
+        DeviceRecorder(chip.tracer, chip.reader),
+        {"size": 2048, "reached": 0.0102},
+    )
+    slower()
+    assert pad == {"size": 2048, "reached": 0.0102} and chip.traces == 0
