@@ -170,8 +170,8 @@ PRELOADED = ("scipy.stats", "xdist", "syrupy", "invariants.plugin.session", "inv
 
 # What a run in this process says that a child's never would: the packages of the session's plugins were
 # imported before its own assertion-rewriting hook was installed, and whether one of them counts as not
-# rewritten depends on what ran before in the process. (``python -m invariants gate`` passes the same
-# filter, for the same reason: it imports the plugin before pytest starts.)
+# rewritten depends on what ran before in the process. (``python -m invariants gate`` rewrites nothing:
+# ``--assert=plain``, invariants.compile.child.pytest_args.)
 IN_PROCESS = ("-W", "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning")
 
 

@@ -215,3 +215,53 @@ def test_a_jax_older_than_the_suite_supports_is_refused_in_one_line_before_any_c
         "(pip install 'jax>=0.4.30')"
     ], proc.stderr
     assert "passed" not in proc.stdout and "failed" not in proc.stdout
+
+
+_HYPOTHESIS_CHILD = """
+import sys, pytest
+if sys.argv[1] == "imported":
+    import hypothesis
+class Look:
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(self, config):
+        print("registered", config.pluginmanager.has_plugin("hypothesispytest"))
+rc = pytest.main(["invariants/gate", "--targets", "cpu", "--programs", "take", "--configs", "f32", "-m",
+                  "not throughput", "-p", "no:cacheprovider", "-q"], plugins=[Look()])
+print("exit", int(rc), "imported", "hypothesis.core" in sys.modules)
+"""
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(importlib.util.find_spec("hypothesis") is None, reason="hypothesis is not installed")
+@pytest.mark.parametrize(("before", "after"), [("idle", "registered False"), ("imported", "registered True")])
+def test_a_gate_run_that_never_imported_hypothesis_does_not_import_it_to_end(before, after, tmp_path: Path):
+    """hypothesis's pytest plugin, installed beside the gate, imports the whole of hypothesis to write its
+    summary: a gate session that never imported it leaves its plugin out of that summary; one that did keeps
+    it."""
+    env = {**os.environ, CACHE: str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", _HYPOTHESIS_CHILD, before], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    lines = proc.stdout.strip().splitlines()
+    assert lines[-2:] == [after, f"exit 0 imported {before == 'imported'}"], proc.stdout[-2000:] + proc.stderr
+
+
+_REWRITE_CHILD = """
+import sys
+from _pytest.assertion.rewrite import AssertionRewritingHook
+from invariants.__main__ import main
+rc = main(["gate", "--targets", "cpu", "--programs", "take", "--configs", "f32", "-m", "not throughput", "-q",
+           "-p", "no:cacheprovider"])
+print("exit", rc, "rewritten", sorted(n for n, m in list(sys.modules.items())
+                                      if isinstance(getattr(m, "__loader__", None), AssertionRewritingHook)))
+"""
+
+
+@pytest.mark.e2e
+def test_the_gate_command_parses_no_module_again_to_rewrite_its_asserts(tmp_path: Path):
+    """pytest rewrites the asserts of every module of each distribution with a pytest plugin (jaxtyping's,
+    which equinox imports, xdist's, pytest-benchmark's), parsing each again where no bytecode is written; the
+    gate asserts nothing with ``assert``, and its command leaves every module as Python loads it."""
+    env = {**os.environ, CACHE: str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-c", _REWRITE_CHILD], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300, check=False)  # fmt: skip
+    assert proc.stdout.strip().splitlines()[-1] == "exit 0 rewritten []", proc.stdout[-2000:] + proc.stderr
