@@ -29,7 +29,7 @@ import jax
 
 from ..records.cache import Outcome, Store, Tally, digest
 from ..records.compiled import Compiled, Key
-from ..scope.installed import Installed, compiler_files
+from ..scope.installed import Installed, compiler_files, library_identity
 from ..scope.targets import _GPU_CONFIG_DIR, Target
 from .compat import module_text
 
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 # Environment variables that change what XLA, libtpu, the CUDA plugin or JAX's lowering produce.
 _XLA_ENV = ("XLA_", "JAX_", "TPU_", "LIBTPU", "TF_", "PJRT_", "MEGASCALE", "ENABLE_PJRT")
 _ENV_PREFIXES = (*_XLA_ENV, "CUDA", "NVIDIA_", "NCCL_", "PTXAS", "LD_LIBRARY_PATH")
+_TPU_LIBRARY = "TPU_LIBRARY_PATH"
 Traced = Mapping[str, object]  # a compile's own jaxpr and primitives, which a shared record does not hold
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
@@ -120,12 +121,16 @@ def _callers(frame: object) -> list[tuple[str, int]]:
 
 
 def _compiling_environment() -> dict[str, str]:
-    """The variables that change compiles; a read that meets pytest's thread changing another is retried."""
+    """The variables that change compiles; a read that meets pytest's thread changing another is retried.
+    A library's path is the library it names, not where this environment keeps it."""
     for _ in range(100):
         try:
-            return {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES)}
+            env = {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES)}
         except (KeyError, RuntimeError):
             continue
+        if _TPU_LIBRARY in env:
+            env[_TPU_LIBRARY] = library_identity(env[_TPU_LIBRARY])
+        return env
     raise RuntimeError("the environment kept changing while the compile cache read it")
 
 

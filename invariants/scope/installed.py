@@ -21,6 +21,8 @@ import types
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 # The compiler's import packages; a JAX plugin named by the jax_plugins entry points is one too.
 COMPILER_PACKAGES = (
     "jax", "jaxlib", "libtpu", "jax_cuda12_plugin", "jax_cuda13_plugin", "jax_plugins", "nvidia",
@@ -164,14 +166,70 @@ def name_version(dist: importlib.metadata.Distribution) -> str:
 
 
 def compiler_files() -> dict[str, str]:
-    """Size and mtime of every shared object and ptxas of the compiler's packages, and the PATH's ptxas: a
-    build that keeps its version (a nightly, a local build) is another compiler."""
+    """What builds each shared object and ptxas of the compiler's packages, and the PATH's ptxas (a build
+    that keeps its version, a nightly or a local build, is another compiler), as :func:`_identity` names
+    it."""
+    recorded = _recorded(installed_set())
     out: dict[str, str] = {}
     for path in _compiler_paths():
         with contextlib.suppress(OSError):
-            st = path.stat()
-            out[str(path)] = f"{st.st_size}:{st.st_mtime_ns}"
+            name, value = _identity(str(path), recorded)
+            out[name] = value
     return out
+
+
+def library_identity(path: str) -> str:
+    """A compiler library named by its path (``TPU_LIBRARY_PATH``, which JAX sets to the libtpu it found),
+    as :func:`_identity` names it; a path that names no file, as it is."""
+    try:
+        return ":".join(_identity(path, _recorded(installed_set())))
+    except OSError:
+        return path
+
+
+def _identity(path: str, recorded: Mapping[str, tuple[str, str, int, int]]) -> tuple[str, str]:
+    """A compiler file's name and value in the key. As its installer wrote it: its path in its
+    distribution's RECORD, its size and the hash the RECORD gives it, the same in every environment that
+    installs that wheel (a CI job's fresh one included). Any other file (none recorded, a size that is not
+    the recorded one, or written after its RECORD): its own path, size and mtime."""
+    st = os.stat(path)
+    entry = recorded.get(os.path.normpath(path))
+    if entry is not None and entry[2] == st.st_size and st.st_mtime_ns <= entry[3]:
+        return entry[0], f"{st.st_size}:{entry[1]}"
+    return path, f"{st.st_size}:{st.st_mtime_ns}"
+
+
+def _recorded(installed: tuple[tuple[str, tuple[str, ...]], ...]) -> dict[str, tuple[str, str, int, int]]:
+    """Each shared object and ptxas that a compiler distribution's RECORD lists with a hash, by its path:
+    its path in the RECORD, its hash, its size, and the mtime of that RECORD (read now: an install over the
+    same version writes a new one)."""
+    owners = _owners(installed)
+    wanted = {canonicalize_name(n) for package in compiler_packages() for n in owners.get(package, ())}
+    out: dict[str, tuple[str, str, int, int]] = {}
+    for entry, folders in installed:
+        for folder in folders:
+            name = folder.removesuffix(".dist-info").rpartition("-")[0]
+            if not (folder.endswith(".dist-info") and canonicalize_name(name) in wanted):
+                continue
+            record = os.path.join(entry or ".", folder, "RECORD")
+            with contextlib.suppress(OSError, ValueError):
+                st = os.stat(record)
+                for file, digest, size in _record_rows(record, st.st_mtime_ns, st.st_size):
+                    where = os.path.normpath(os.path.join(entry or ".", file))
+                    out[where] = (file, digest, size, st.st_mtime_ns)
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _record_rows(record: str, mtime_ns: int, size: int) -> tuple[tuple[str, str, int], ...]:
+    """The shared objects and ptxas a RECORD file lists with a hash and a size, for one reading of it."""
+    with open(record, newline="") as f:
+        rows = list(csv.reader(f))
+    return tuple(
+        (row[0], row[1], int(row[2]))
+        for row in rows
+        if len(row) == 3 and row[1] and row[2].isdigit() and (".so" in row[0] or row[0].endswith("ptxas"))
+    )
 
 
 def _compiler_paths() -> list[Path]:

@@ -454,7 +454,9 @@ MEMOS = {
     ("scope/installed.py", "_plugin_packages"): "the jax_plugins entry points' packages, for one set of "
     "installed distributions (its key)",
     ("scope/installed.py", "_shared_objects"): "the paths of the compiler's shared objects, for one set of "
-    "installed distributions (its key); their size and mtime are read at each call",
+    "installed distributions (its key); what builds each is read at each call",
+    ("scope/installed.py", "_record_rows"): "the shared objects a RECORD file lists, for one reading of it "
+    "(its path, mtime and size are the key): an install over it is another reading",
     ("testing.py", "_persistent"): "the pytest API's handle on a compile-cache folder, which compile_for "
     "outside any session needs: its compiler fingerprint read once, the folder pruned once at exit; a "
     "call reads only the outcome of the compile it just made",

@@ -9,6 +9,7 @@ import importlib.metadata
 import os
 import shutil
 import sys
+from pathlib import Path
 
 import jax
 import pytest
@@ -217,6 +218,65 @@ def test_a_shared_object_written_over_is_read_anew(tmp_path, monkeypatch):
     assert str(shared) in before
     shared.write_bytes(b"xy")
     assert _installed.compiler_files()[str(shared)] != before[str(shared)]
+
+
+def _plant_wheel(site, content: bytes = b"built once") -> Path:
+    """A JAX plugin as an installer leaves it in ``site``: its shared object, then the RECORD that hashes
+    it (written last, as pip and uv write it)."""
+    import base64
+    import hashlib
+
+    shared = site / "jax_plugins" / "planted" / "planted.so"
+    shared.parent.mkdir(parents=True, exist_ok=True)
+    shared.write_bytes(content)
+    info = site / "planted_plugin-1.0.dist-info"
+    info.mkdir(exist_ok=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: planted-plugin\nVersion: 1.0\n\n")
+    (info / "top_level.txt").write_text("jax_plugins\n")
+    sha = base64.urlsafe_b64encode(hashlib.sha256(content).digest()).rstrip(b"=").decode()
+    record = info / "RECORD"
+    record.write_text(f"jax_plugins/planted/planted.so,sha256={sha},{len(content)}\n"
+                      f"{info.name}/RECORD,,\n")  # fmt: skip
+    st = shared.stat()
+    os.utime(record, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    return shared
+
+
+def _planted(monkeypatch, site) -> tuple[dict[str, str], str]:
+    """What the key holds of the planted plugin with ``site`` the only one on the import path: its entry in
+    the compiler's files, and ``TPU_LIBRARY_PATH`` naming its shared object."""
+    monkeypatch.setattr(sys, "path", [str(site), *[p for p in sys.path if "-planted-" not in p]])
+    files = {k: v for k, v in _installed.compiler_files().items() if "planted" in k}
+    monkeypatch.setenv("TPU_LIBRARY_PATH", str(site / "jax_plugins" / "planted" / "planted.so"))
+    return files, _keys._compiling_environment()["TPU_LIBRARY_PATH"]
+
+
+def test_one_wheel_in_two_environments_is_one_compiler(tmp_path, monkeypatch):
+    """A CI job installs its environment afresh (new paths, new mtimes): the compiler's files it installed
+    as their wheels hold them are named by their RECORD's path and hash, so a compile cache restored from
+    an earlier job is served; a build written over one afterwards, or another build of the same version,
+    is another compiler."""
+    jobs = tmp_path / "-planted-"
+    _plant_wheel(jobs / "job1")
+    _plant_wheel(jobs / "job2")
+    first = _planted(monkeypatch, jobs / "job1")
+    assert list(first[0]) == ["jax_plugins/planted/planted.so"], first
+    assert first[1].startswith("jax_plugins/planted/planted.so:10:sha256=")
+    assert _planted(monkeypatch, jobs / "job2") == first
+    # A local build copied over the installed one after its RECORD (of the same size), or with its own
+    # older mtime (of another size): its own path, size and mtime.
+    shared = jobs / "job2" / "jax_plugins" / "planted" / "planted.so"
+    recorded = (jobs / "job2" / "planted_plugin-1.0.dist-info" / "RECORD").stat().st_mtime_ns
+    for content, mtime in ((b"BUILT ONCE", recorded + 1), (b"built twice", 1_000_000_000)):
+        shared.write_bytes(content)
+        os.utime(shared, ns=(0, mtime))
+        files, library = _planted(monkeypatch, jobs / "job2")
+        assert list(files) == [str(shared)], files
+        assert library.startswith(f"{shared}:{len(content)}:"), library
+    # Another build installed under the same version: a new RECORD, another hash.
+    _plant_wheel(jobs / "job2", b"built again")
+    files, library = _planted(monkeypatch, jobs / "job2")
+    assert list(files) == list(first[0]) and files != first[0] and library != first[1], (files, library)
 
 
 def test_a_rebuilt_libtpu_under_the_same_version_misses(tmp_path, monkeypatch):
