@@ -258,7 +258,8 @@ def device_pair(
                 "prepare", programs=[[p, c] for p, c in configs.items()], pads=(pads or {}).get(role, {})
             )
             if pads is not None:
-                pads.setdefault(role, prepared.get("pads", {}))
+                for key, pad in prepared.get("pads", {}).items():
+                    pads.setdefault(role, {}).setdefault(key, pad)
             t.append(time.perf_counter())
             for p, key in keys.items():
                 if p not in calls:
@@ -327,11 +328,12 @@ def measure(
     label: str,
     start: Starter = start_pair,
     configs: Mapping[str, str] | None = None,
+    pads: dict[str, Json] | None = None,
 ) -> dict[str, Judged]:
     """Rounds of fresh worker pairs until every program is decided or ``max_rounds`` are spent (on the
-    device clock, :func:`measure_device`)."""
+    device clock, :func:`measure_device`, its workers reusing ``pads``)."""
     if settings.clock == DEVICE:
-        return measure_device(sides, programs, settings, progress, label, start, configs)
+        return measure_device(sides, programs, settings, progress, label, start, configs, pads)
     config_of = {p: (configs or {}).get(p, CONFIG) for p in programs}
     rounds: dict[str, list[Round]] = {p: [] for p in programs}
     done: dict[str, Judged] = {}
@@ -362,19 +364,20 @@ def measure_device(
     label: str,
     start: Starter = start_pair,
     configs: Mapping[str, str] | None = None,
+    pads: dict[str, Json] | None = None,
 ) -> dict[str, Judged]:
     """Fresh worker pairs on the device clock, each giving ``device_blocks`` rounds of every program still
     active (:func:`device_pair`). From ``device_pairs`` pairs on, a program whose pairs agree
     (:func:`pairs_agree`) is judged over all their rounds; pairs that disagree get another fresh pair, and
     at ``device_max_pairs`` the interval is over the pairs themselves, one round each, so the spread between
-    processes counts in full."""
+    processes counts in full. ``pads``: the slowdown switch's passes sized so far, kept across pairs."""
     config_of = {p: (configs or {}).get(p, CONFIG) for p in programs}
     pairs: dict[str, list[list[Round]]] = {p: [] for p in programs}
     looks = dict.fromkeys(programs, 0)
     done: dict[str, Judged] = {}
     active = list(programs)
     j = 0
-    pads: dict[str, Json] = {}
+    pads = {} if pads is None else pads
     while active:
         j += 1
         t0 = time.perf_counter()
@@ -506,12 +509,15 @@ def measure_confirmed(
     configs: Mapping[str, str] | None = None,
 ) -> list[ProgramVerdict]:
     """:func:`measure`, once more for the programs that failed (a failure must repeat), then the all-cores
-    phase for those whose CPU time did not fail, confirmed alike: each phase's words are the attempts."""
+    phase for those whose CPU time did not fail, confirmed alike: each phase's words are the attempts. The
+    slowdown switch's passes, sized by a side's first worker, serve every later one, the confirmation's
+    too: it repeats the slowdown the failure met."""
+    pads: dict[str, Json] = {}
 
     def confirmed(todo: Sequence[str], phase: Settings, labels: tuple[str, str]) -> dict[str, list[Judged]]:
-        first = measure(sides, todo, phase, progress, labels[0], start, configs)
+        first = measure(sides, todo, phase, progress, labels[0], start, configs, pads)
         failing = [p for p in todo if first[p].word in FAILED]
-        second = measure(sides, failing, phase, progress, labels[1], start, configs) if failing else {}
+        second = measure(sides, failing, phase, progress, labels[1], start, configs, pads) if failing else {}
         return {p: [first[p], *([second[p]] if p in second else [])] for p in todo}
 
     attempts = confirmed(programs, settings, ("measure", "confirm"))

@@ -486,6 +486,17 @@ def test_a_sides_later_workers_reuse_the_slowdown_passes_its_first_worker_sized(
     assert chip.pads == [("baseline", {}), ("candidate", {}), ("candidate", first), ("baseline", {})]
 
 
+def test_a_failure_is_confirmed_under_the_slowdown_it_met():
+    # The confirmation's fresh workers sizing the pass again would meet another slowdown (and spend the
+    # traces of a sizing): the candidate's first worker's pass serves all of them.
+    chip = Chip(1.05)
+    (verdict,) = measure_confirmed(SIDES, ["take"], DEVICE, lambda _: None, chip.start)
+    assert [a.split()[0] for a in verdict.attempts] == ["fail", "fail"], verdict
+    first = {"take/f32": {"size": 4096, "reached": 0.01}}
+    given = [pads for role, pads in chip.pads if role == "candidate"]
+    assert given[0] == {} and given[1:] == [first] * (len(given) - 1) and len(given) >= 4, chip.pads
+
+
 def test_a_slowdown_pass_given_is_compiled_as_given_without_a_trace():
     import jax.numpy as jnp
 
