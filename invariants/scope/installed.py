@@ -240,8 +240,7 @@ def _compiler_paths() -> list[Path]:
 @functools.lru_cache(maxsize=1)
 def _shared_objects(installed: tuple[tuple[str, tuple[str, ...]], ...]) -> tuple[Path, ...]:
     """Every shared object and ptxas in the compiler's packages, for one set of installed distributions (a
-    build installed over another of its version rewrites them: their size and mtime, read at each call of
-    :func:`compiler_files`, tell it)."""
+    build installed over another of its version rewrites them: :func:`compiler_files` reads each anew)."""
     roots = []
     for name in compiler_packages():
         spec = importlib.util.find_spec(name)

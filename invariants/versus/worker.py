@@ -14,13 +14,14 @@ differs between the installations is the finding; a metric without a value here 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import os
 import platform
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, TextIO, TypeVar
 
 import numpy as np
 
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 
 # What starts JAX is imported where it is used: after main() has pinned the worker's cores.
 
+T = TypeVar("T")
 # Warm-up, then the per-call probe (warm: a fresh process's first calls are several times slower).
 _WARM_CALLS, _WARM_SECONDS = 3, 5e-3
 _PROBE_CALLS, _PROBE_SECONDS = 2, 5e-3
@@ -123,27 +125,17 @@ class Worker:
         traces were taken. Module executions follow the calls in order."""
         fns = {key: self._prepared(key) for key in calls}
         share = [{k: n for k, n in calls.items() if i < (until or {}).get(k, blocks)} for i in range(blocks)]
-        clocks: list[dict[str, dict[str, float]]] = []
+        clocks: dict[int, dict[str, dict[str, float]]] = {}  # by block: a block traced again replaces its own
 
-        def batch(these: Sequence[Mapping[str, int]]) -> Callable[[], int]:
-            def run() -> int:
-                for block in these:
-                    clocks.append({key: _clocked(fns[key], c) for key, c in block.items()})
-                return sum(n for block in these for n in block.values())
+        def run(these: Sequence[int]) -> int:
+            for i in these:
+                clocks[i] = {key: _clocked(fns[key], c) for key, c in share[i].items()}
+            return sum(n for i in these for n in share[i].values())
 
-            return run
-
-        try:
-            seconds, traces = self.recorder.record(batch(share)), 1
-        except TraceError:
-            if blocks == 1:
-                raise
-            clocks.clear()
-            seconds = [s for block in share for s in self.recorder.record(batch([block]))]
-            traces = blocks
+        seconds, traces = _one_trace_or_each(self.recorder, list(range(blocks)), run)
         out, at = [], 0
-        for block, clocked in zip(share, clocks, strict=True):
-            device = {}
+        for i, block in enumerate(share):
+            device, clocked = {}, clocks[i]
             for key, n in block.items():
                 device[key], at = seconds[at : at + n], at + n
             times = {c: {k: got[c] for k, got in clocked.items()} for c in ("wall", "cpu")}
@@ -241,22 +233,28 @@ def device_medians(
     """The median device seconds of ``calls`` calls of each of ``fns``, all in one trace, or one trace each
     where the long trace lost events (a program of many tiny kernels fills the profiler's buffer)."""
 
-    def batch(these: Sequence[Callable[[], None]]) -> Callable[[], int]:
-        def run() -> int:
-            for f in these:
-                for _ in range(calls):
-                    f()
-            return calls * len(these)
+    def run(these: Sequence[Callable[[], None]]) -> int:
+        for f in these:
+            for _ in range(calls):
+                f()
+        return calls * len(these)
 
-        return run
-
-    try:
-        seconds = recorder.record(batch(fns))
-    except TraceError:
-        if len(fns) == 1:
-            raise
-        seconds = [s for f in fns for s in recorder.record(batch([f]))]
+    seconds, _ = _one_trace_or_each(recorder, list(fns), run)
     return [float(np.median(seconds[i : i + calls])) for i in range(0, len(seconds), calls)]
+
+
+def _one_trace_or_each(
+    recorder: DeviceRecorder, parts: Sequence[T], run: Callable[[Sequence[T]], int]
+) -> tuple[list[float], int]:
+    """The device seconds of ``run(parts)``'s module executions, in order, inside one profiler trace
+    (starting and stopping one costs more than the calls), or one trace a part where the long trace lost
+    events (the profiler's buffer is finite); and how many traces were taken."""
+    try:
+        return recorder.record(functools.partial(run, parts)), 1
+    except TraceError:
+        if len(parts) == 1:
+            raise
+        return [s for part in parts for s in recorder.record(functools.partial(run, [part]))], len(parts)
 
 
 def pad_size(sizes: Sequence[int], extras: Sequence[float], target: float) -> int:
