@@ -209,6 +209,7 @@ def test_a_shared_object_written_over_is_read_anew(tmp_path, monkeypatch):
     """The compiler's shared objects are found once per set of installed distributions, and each reading
     takes their size and mtime again: a build written over another of its version (a nightly, a local
     build) is another compiler."""
+    _installed.compiler_files()  # read once before: the plugin's folder joining the path is read anew
     plugin = tmp_path / "site" / "jax_plugins" / "planted"
     plugin.mkdir(parents=True)
     shared = plugin / "planted.so"

@@ -709,3 +709,33 @@ def test_a_sparsecore_module_says_so():
     assert structure_of(module).thread_kernels
     got = tpu_model.predicted_seconds(module, structure_of(module), "tpu-v5p")
     assert got == "it runs kernels on another execution thread (sparsecore), and no chip run ever timed one"
+
+
+_NESTED = """HloModule nested
+
+%inner.1 (ip: f32[8,4]) -> f32[8,4] {
+  %ip = f32[8,4]{1,0} parameter(0)
+  ROOT %neg = f32[8,4]{1,0} negate(f32[8,4]{1,0} %ip)
+}
+
+%outer.1 (op: f32[8,4]) -> f32[8,4] {
+  %op = f32[8,4]{1,0} parameter(0)
+  ROOT %inner_fusion = f32[8,4]{1,0} fusion(f32[8,4]{1,0} %op), kind=kLoop, calls=%inner.1
+}
+
+ENTRY %main (table: f32[8,4]) -> f32[8,4] {
+  %table = f32[8,4]{1,0:S(1)} parameter(0)
+  ROOT %kernel = f32[8,4]{1,0} fusion(f32[8,4]{1,0:S(1)} %table), kind=kLoop, calls=%outer.1
+}
+"""
+
+
+def test_a_parameter_of_a_fusion_two_deep_stands_for_the_kernels_operand():
+    """Where a value a kernel reads lies (on chip or in HBM) is its operand's: a parameter of a fusion
+    nested two deep is followed out through each fusion to it, not read off a parameter on the way (whose
+    layout names no memory space)."""
+    module = parse_module(_NESTED, "nested")
+    main, outer, inner = (module.computations[n] for n in ("main", "outer.1", "inner.1"))
+    source = tpu_model._source(module, main, main.get("kernel"), inner, "ip")
+    assert source is not None and source.name == "table" and tpu_model._on_chip(source.shape)
+    assert tpu_model._source(module, main, main.get("kernel"), outer, "op") == source
