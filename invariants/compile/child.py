@@ -66,8 +66,8 @@ def pytest_args(
     # pytest expands $NAME in --rootdir: a root with a $ is given as ".", the folder pytest runs in.
     args += ["--rootdir", "." if "$" in root else root, "--import-mode=importlib"]
     # The gate's items assert nothing with `assert`, while pytest rewrites every module of a distribution with
-    # a pytest plugin (this one), parsing each again in each run where no bytecode is written: a fifth of a
-    # small gate run. (The user's modules, imported before pytest starts, could not be rewritten anyway.)
+    # a pytest plugin (this one and jaxtyping's, which equinox imports), parsing each again in each run where
+    # no bytecode is written. (The user's modules, imported before pytest starts, could not be rewritten.)
     args.append("--assert=plain")
     args += ["--catalog-snapshot-dir", str(catalog_snapshot_dir()), "--snapshot-dir", str(snapshots)]
     if spec_dirs is not None:

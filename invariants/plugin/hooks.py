@@ -258,8 +258,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def _drop_idle_hypothesis(config: pytest.Config) -> None:
-    """hypothesis's pytest plugin imports all of hypothesis in its terminal summary (0.8 s, a third of a
-    small gate run) even where the session never imported it, and then has nothing to say."""
+    """hypothesis's pytest plugin imports all of hypothesis in its terminal summary, most of a small gate
+    run's end, even where the session never imported it, and then has nothing to say."""
     plugin = config.pluginmanager.get_plugin("hypothesispytest")
     if plugin is not None and "hypothesis" not in sys.modules:
         config.pluginmanager.unregister(plugin)
