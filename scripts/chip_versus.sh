@@ -9,7 +9,10 @@
 #   1. same      both sides this installation, N times (--runs, default 1): expect exit 0 each time
 #   2. slowdown  the same, the candidate's workers with INVARIANTS_VERSUS_SLOWDOWN=FRACTION (default 0.01:
 #                each call does that fraction more work on the chip): expect exit 1 (a confirmed failure)
-#                where the slowdown reached clears --threshold (1.01 on the device clock); --no-slowdown: none
+#                where the slowdown reached clears --threshold (1.01 on the device clock); --no-slowdown: none.
+#                Each program's line says the slowdown its calls met ("candidate slowed +1.50%"), measured
+#                when its pass was sized: a pass compiled beside a program can change how that program
+#                itself is compiled, so what it reached is measured, not assumed
 # For each run one line: its wall time, its exit status and the record's reasons (else "no regression");
 # then per program its device ratio, interval and verdict, and how its rounds were taken (fresh worker pairs
 # x blocks). versus's own progress goes to DIR/<run>.log, its record to DIR/<run>.json and DIR/<run>.md.
@@ -63,8 +66,9 @@ said = "; ".join(record.get("reasons") or []) or "no regression"
 print(f"{name}: {float(seconds):.1f} s, exit {status}: {said}")
 for t in record.get("timing", []):
     r = t["results"].get(t["clock"], {})
+    slowed = "".join(f"; {role} slowed {x:+.2%}" for role, x in (t.get("slowed") or {}).items())
     print(f"  {t['program']}: {t['clock']} ratio {r.get('median', 0):.4f} [{r.get('low', 0):.4f}, "
-          f"{r.get('high', 0):.4f}] {t['verdict']} ({t.get('sampling', '')}); attempts {t['attempts']}")
+          f"{r.get('high', 0):.4f}] {t['verdict']} ({t.get('sampling', '')}){slowed}; attempts {t['attempts']}")
 EOF
   if [ "$s" -ne "$expected" ]; then
     echo "chip_versus: $name exited $s, expected $expected (progress: $OUT/$name.log)" >&2

@@ -382,6 +382,7 @@ def measure_device(
         j += 1
         t0 = time.perf_counter()
         phases: list[str] = []
+        sized = {(role, key) for role, by_key in pads.items() for key in by_key}
         for p, blocks in device_pair(
             sides, {p: config_of[p] for p in active}, settings, j, start, phases, pads
         ).items():
@@ -407,9 +408,16 @@ def measure_device(
                 )
                 done[p] = dataclasses.replace(judged, sampling=how)
         active = [p for p in active if p not in done]
+        new = [
+            f"{role} {key.split('/')[0]} {pad['reached']:+.2%}"
+            for role, by_key in pads.items()
+            for key, pad in by_key.items()
+            if (role, key) not in sized
+        ]
         progress(
             f"  {label} fresh pair {j} ({time.perf_counter() - t0:.1f} s, {settings.device_blocks} blocks "
             f"each side; {'; '.join(phases)}): device ratio {', '.join(said)}"
+            + (f"; the slowdown switch's passes reached {', '.join(new)}" if new else "")
         )
     return done
 
@@ -526,7 +534,23 @@ def measure_confirmed(
     if _all_cores(settings, progress):
         phase = confirmed(todo, settings.all_cores(), ("all cores", "all cores, confirm"))
     every_core = not settings.pin and settings.clock == "cpu"  # --no-pin: its rounds use every core
-    return [_verdict(p, settings.clock, attempts[p], phase.get(p), every_core) for p in programs]
+    return [
+        dataclasses.replace(
+            _verdict(p, settings.clock, attempts[p], phase.get(p), every_core), slowed=_slowed(p, pads)
+        )
+        for p in programs
+    ]
+
+
+def _slowed(program: str, pads: Mapping[str, Json]) -> dict[str, float] | None:
+    """The slowdown each slowed side's passes reached on ``program``'s calls, by role (None: no pass)."""
+    got = {
+        role: float(pad["reached"])
+        for role, by_key in pads.items()
+        for key, pad in by_key.items()
+        if key.split("/")[0] == program
+    }
+    return got or None
 
 
 def _all_cores(settings: Settings, progress: Progress) -> bool:

@@ -198,6 +198,9 @@ class ProgramVerdict:
     threads: dict[str, float | None] | None = None
     # How the device clock's rounds were taken, e.g. "2 fresh worker pairs x 6 blocks each".
     sampling: str | None = None
+    # The slowdown switch's (test-only) extra device time a call of this program met, by the side slowed:
+    # what a run that measures detection power must expect to catch.
+    slowed: dict[str, float] | None = None
 
     @property
     def failed(self) -> bool:
@@ -212,6 +215,7 @@ class ProgramVerdict:
             "attempts": list(self.attempts),
             **({"threads_all_cores": dict(self.threads)} if self.threads is not None else {}),
             **({"sampling": self.sampling} if self.sampling is not None else {}),
+            **({"slowed": dict(self.slowed)} if self.slowed else {}),
         }
 
 

@@ -65,3 +65,43 @@ def test_help_and_bad_usage(tmp_path: Path):
     ):
         bad = _run(tmp_path, *args)
         assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].startswith(f"chip_versus: {says}")
+
+
+def test_each_program_says_the_slowdown_its_calls_met(tmp_path: Path):
+    # On a chip the pass compiled beside a program can change how the program itself compiles, so what the
+    # slowdown reached is measured (the record's "slowed"), and a reader of the run needs it beside the
+    # verdict. A stand-in versus writes the real writer's record of a measured slowdown.
+    import sys
+
+    from invariants.timing.paired import RatioResult
+    from invariants.versus import report
+    from invariants.versus.stats import ProgramVerdict
+
+    result = RatioResult(1.015, 1.014, 1.016, 12, 1.0, 0.95, 1.01, "fail", 1e-4, 1e-4, 1e-3, 1, 1, 1,
+                         clock="device")  # fmt: skip
+    timing = [
+        ProgramVerdict("naive", "device", "fail", {"device": result}, ["fail", "fail"],
+                       slowed={"candidate": 0.0153}),
+        ProgramVerdict("grad", "device", "pass", {"device": result}, ["pass"], slowed={"candidate": -0.0021}),
+    ]  # fmt: skip
+    side = report.SideRecord("current", sys.executable)
+    record = report.make_record(side, side, {"threshold": 1.01}, [t.to_dict() for t in timing], [], {}, 1.0)
+    report.write_json(record, tmp_path / "record.json")
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "python").write_text(
+        "#!/bin/sh\n"
+        'if [ "$1 $2 $3" = "-m invariants versus" ]; then\n'
+        '  while [ "$1" != --json ]; do shift; done\n'
+        f'  cp {tmp_path / "record.json"} "$2"; exit 1\n'
+        "fi\n"
+        f'exec {sys.executable} "$@"\n'
+    )
+    (bin_ / "python").chmod(0o755)
+    done = _run(
+        tmp_path, "--out", str(tmp_path / "out"), "--no-slowdown", PATH=f"{bin_}:{os.environ['PATH']}"
+    )
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("same-1: ") and "exit 1: naive: fail" in lines[0], done.stderr[-2000:]
+    assert "; candidate slowed +1.53%; attempts ['fail', 'fail']" in lines[1], lines
+    assert lines[2].startswith("  grad: ") and "; candidate slowed -0.21%; attempts" in lines[2], lines

@@ -59,6 +59,7 @@ class Chip:
         self.starts: list[str] = []
         self.traces: list[int] = []  # each worker's trace requests
         self.untils: list[dict[str, int]] = []  # each trace request's blocks a program takes part in
+        self.sizes = True  # whether the candidate's workers size a slowdown pass (the switch is on)
         self.pads: list[
             tuple[str, Any]
         ] = []  # each prepare request's side and the slowdown passes it was given
@@ -83,7 +84,8 @@ class ChipWorker:
             seconds = {"slow": 30e-3, "very_slow": 10.0}
             keys = [f"{p}/{c}" for p, c in fields["programs"]]
             self.chip.pads.append((self.side.role, fields.get("pads")))
-            sized = {k: {"size": 4096, "reached": 0.01} for k in keys if self.side.role == "candidate"}
+            slowed = self.side.role == "candidate" and self.chip.sizes
+            sized = {k: {"size": 4096, "reached": 0.01} for k in keys if slowed}
             return {"per_call": {k: seconds.get(k.split("/")[0], 600e-6) for k in keys}, "pads": sized}
         assert op == "trace", op
         factor = self.chip.factor if self.side.role == "candidate" else 1.0
@@ -490,11 +492,24 @@ def test_a_failure_is_confirmed_under_the_slowdown_it_met():
     # The confirmation's fresh workers sizing the pass again would meet another slowdown (and spend the
     # traces of a sizing): the candidate's first worker's pass serves all of them.
     chip = Chip(1.05)
-    (verdict,) = measure_confirmed(SIDES, ["take"], DEVICE, lambda _: None, chip.start)
+    said: list[str] = []
+    (verdict,) = measure_confirmed(SIDES, ["take"], DEVICE, said.append, chip.start)
     assert [a.split()[0] for a in verdict.attempts] == ["fail", "fail"], verdict
     first = {"take/f32": {"size": 4096, "reached": 0.01}}
     given = [pads for role, pads in chip.pads if role == "candidate"]
     assert given[0] == {} and given[1:] == [first] * (len(given) - 1) and len(given) >= 4, chip.pads
+    # What the slowdown reached is what a run measuring detection power must expect: in the record, and
+    # said once, when it was sized.
+    assert verdict.slowed == {"candidate": 0.01} and verdict.to_dict()["slowed"] == {"candidate": 0.01}
+    reached = [line for line in said if "slowdown switch's passes reached" in line]
+    assert len(reached) == 1 and reached[0].endswith("reached candidate take +1.00%"), said
+
+
+def test_a_run_without_the_slowdown_switch_records_no_slowdown():
+    chip = Chip(1.0)
+    chip.sizes = False
+    (verdict,) = measure_confirmed(SIDES, ["take"], DEVICE, lambda _: None, chip.start)
+    assert verdict.slowed is None and "slowed" not in verdict.to_dict()
 
 
 def test_a_slowdown_pass_given_is_compiled_as_given_without_a_trace():
