@@ -17,6 +17,11 @@ What is written depends on the installed jax:
 * jax 0.9.1 and 0.9.2: only the CPU segment sum, as ``jax091_cpu_*.txt`` / ``jax092_cpu_*.txt``: its scatter
   writes each window contiguously on one side and strided on the other.
 * older jax (0.4.30): the CPU embedding programs as ``jax0430_cpu_*.txt``.
+* jax 0.9.0 with libtpu: only the TPU cumulative sums, as ``jax090_tpu_v5e_cumsum_*.txt``.
+
+With libtpu, two cumulative sums for v5e as ``tpu_v5e_cumsum_*.txt``: f32[4096,512] down its rows (a
+window the depthwise emitter writes in blocks of fewer than 128 rows) and f32[1024,32] (a window along
+the lanes).
 
 Another release runs from an environment of its own, e.g. the gate's cached ones (built by
 ``invariants.releases.environments.ensure_env``)::
@@ -43,6 +48,9 @@ V, D, N = 8192, 32, 16384
 ROWS, ROW_LENGTH, SEGMENTS = 1024, 4096, 2048
 # The releases on either side of the segment sum's change of scatter window; they record only that program.
 SEGMENT_SUM_RELEASES = ("0.9.1", "0.9.2")
+# A release before the pin whose TPU compiler writes the cumulative sums: it records only them.
+CUMSUM_RELEASES = ("0.9.0",)
+CUMSUMS = {"tpu_v5e_cumsum_blocks": (4096, 512), "tpu_v5e_cumsum_lanes": (1024, 32)}
 
 
 def fwd_index(w: Any, x: Any) -> Any:
@@ -119,7 +127,8 @@ def record_cpu_segment_sum(out: pathlib.Path, prefix: str) -> None:
     _write(out / f"{prefix}cpu_vmap_segment_sum.txt", text)
 
 
-def record_tpu(out: pathlib.Path) -> None:
+def _v5e() -> Any:
+    """A replicated sharding on one v5e chip, ahead of time."""
     from jax.experimental import topologies
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
@@ -127,8 +136,23 @@ def record_tpu(out: pathlib.Path) -> None:
     topo = topologies.get_topology_desc(
         topology_name="v5e:1x1", platform="tpu", chip_config_name="default", chips_per_host_bounds=(1, 1, 1)
     )
-    mesh = topologies.make_mesh(topo, (1,), ("x",))
-    rep = NamedSharding(mesh, P())
+    return NamedSharding(topologies.make_mesh(topo, (1,), ("x",)), P())
+
+
+def record_tpu_cumsums(out: pathlib.Path, prefix: str) -> None:
+    rep = _v5e()
+    for name, shape in CUMSUMS.items():
+        args = jax.ShapeDtypeStruct(shape, jnp.float32, sharding=rep)
+        text = jax.jit(lambda b: jnp.cumsum(b, axis=0)).lower(args).compile().as_text()
+        _write(out / f"{prefix}{name}.txt", text)
+
+
+def record_tpu(out: pathlib.Path) -> None:
+    from jax.experimental import topologies
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    rep = _v5e()
     w, x, ct = _args(rep)
     programs: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
         "tpu_v5e_fwd_take": (fwd_take, (w, x)),
@@ -185,10 +209,14 @@ def main(argv: list[str]) -> int:
     if jax.__version__ in SEGMENT_SUM_RELEASES:
         record_cpu_segment_sum(opts.out, prefix=_release_prefix())
         return 0
+    if jax.__version__ in CUMSUM_RELEASES:
+        record_tpu_cumsums(opts.out, prefix=_release_prefix())
+        return 0
     record_cpu(opts.out, prefix="")
     record_cpu_segment_sum(opts.out, prefix="")
     if not opts.no_tpu:
         record_tpu(opts.out)
+        record_tpu_cumsums(opts.out, prefix="")
     if not opts.no_gpu:
         record_gpu(opts.out)
     return 0

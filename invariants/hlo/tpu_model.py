@@ -45,7 +45,9 @@ FEATURES: dict[str, tuple[str, ...]] = {
     "softmax": words("launch rows elements bytes"),
     "topk": words("launch elements selected"),
     "sort": words("launch elements steps"),
-    "fusion": words("launch bytes hbm_bytes hbm_arrays vector_ops cycles"),
+    "fusion": words(
+        "launch bytes hbm_bytes hbm_arrays vector_ops cycles window_elements window_steps lane_window_steps"
+    ),
     "small": ("launch",),
     "loop": words("trip launches bytes hbm_arrays"),
     "wait": ("bytes",),
@@ -681,7 +683,63 @@ def _launch(
         if kind == "fusion":
             features["vector_ops"] = float(_vector_ops(module, instr))
             features["hbm_arrays"] = float(_hbm_arrays(module, comp, instr))
+            features |= _window_features(module, comp, instr)
     return Launch(instr.name, kind, features, count, looped, position)
+
+
+# The emitter libtpu writes a window (a reduce-window, such as a cumulative sum) with as a depthwise
+# convolution, and the rows of the window's dimension one block of its output spans when it fills the
+# matrix unit.
+_DEPTHWISE = "EmitDepthwise"
+_WINDOW_BOUNDS = ("iteration_bounds", "output_window_bounds")
+
+
+def _window_features(module: HloModule, comp: Computation, instr: Instruction) -> dict[str, float]:
+    """What a window costs beyond a fusion's bytes, where the chip measured it apart (none elsewhere):
+
+    - A kernel of the depthwise emitter (its ``convolution_algorithm_config``) steps through its output in
+      blocks (its ``window_config``: ``iteration_bounds`` steps, each an ``output_window_bounds`` block,
+      the window's dimension first). With blocks of 128 rows of that dimension it costs as other fusions
+      do; with fewer, a price per output element and per step of each block's tiles (``window_elements``,
+      ``window_steps``). Bounds that are not lists of integers: no figure, with the reason.
+    - A reduce-window along the minor-most dimension (the lanes) walks its window position by position
+      through each row of tiles in turn, the tiles of the second-minor dimension side by side:
+      ``lane_window_steps``, the window's size there times the extent of the dimensions major to those
+      two."""
+    config = instr.backend_config_json or {}
+    emitter = (config.get("convolution_algorithm_config") or {}).get("emitter", "")
+    if isinstance(emitter, str) and emitter.startswith(_DEPTHWISE):
+        return _depthwise_features(instr, emitter, config.get("window_config"))
+    steps = 0
+    for _, rw in _inside(module, comp, instr, "reduce-window"):
+        (shape, *_) = _arrays(rw.shape)
+        order = [int(p) for p in re.findall(r"\d+", (shape.layout or "").split(":", 1)[0])]
+        sizes = [dim[0] for dim in _window(rw.attrs.get("window", "{}")).get("size", [])]
+        if sorted(order) != list(range(len(shape.dims))) or len(sizes) != len(shape.dims):
+            raise _NoFigure(f"reduce-window {rw.name}: layout {shape.layout} or window not understood")
+        if len(order) >= 2 and sizes[order[0]] > 1:
+            steps += sizes[order[0]] * math.prod(shape.dims[d] for d in order[2:])
+    return {"lane_window_steps": float(steps)} if steps else {}
+
+
+def _depthwise_features(instr: Instruction, emitter: str, window: object) -> dict[str, float]:
+    try:
+        if not isinstance(window, dict):
+            raise ValueError
+        steps, block = ([int(v) for v in window[key]] for key in _WINDOW_BOUNDS)
+        if not steps or not block or min(steps + block) < 1:
+            raise ValueError
+    except (KeyError, TypeError, ValueError):
+        seen = {k: window.get(k) for k in _WINDOW_BOUNDS} if isinstance(window, dict) else window
+        raise _NoFigure(
+            f"window kernel {instr.name} ({emitter}): window_config {seen} not understood, so its steps "
+            "cannot be counted"
+        ) from None
+    if block[0] >= _MXU:
+        return {}
+    elements = sum(math.prod(a.dims) for a in _arrays(instr.shape))
+    steps_of_tiles = math.prod(steps) * math.prod(block[1:])
+    return {"window_elements": float(elements), "window_steps": float(steps_of_tiles)}
 
 
 class _NoFigure(Exception):

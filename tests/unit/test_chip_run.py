@@ -295,17 +295,6 @@ def test_chip_corpus_says_what_it_records_and_refuses_an_empty_selection(tmp_pat
     assert not list(tmp_path.iterdir())
 
 
-# What the lists name that the chip sessions had no time left for.
-NOT_TIMED = {
-    "segment_far_n1000000_e16000000_sorted",
-    "expert_gather_e32_d256_f512_t16384_bf16",
-    "block_b8_s2048_d1024_bf16_causal",
-    "block_train_b8_s1024_d1024_bf16_causal",
-    "gnn_train_n100000_e1000000_d128",
-    "two_tower_train_u500000_i100000_d64_b2048",
-}
-
-
 def test_the_committed_corpora_are_what_the_probe_lists_name():
     """Each committed corpus holds the programs its list names, each once, with the chip's provenance: what
     the fit reads is what steps.py says was timed."""
@@ -324,9 +313,9 @@ def test_the_committed_corpora_are_what_the_probe_lists_name():
     assert set(fitted) == {p.name for p in steps.families()}
     held = names(DATA / "heldout")
     listed = steps.held_out() + steps.twins() + steps.held_out_fresh()
-    assert sorted(held) == sorted(p.name for p in listed if p.name not in NOT_TIMED)
+    assert sorted(held) == sorted(p.name for p in listed)
     larger = names(DATA / "larger")
-    assert sorted(larger) == sorted(p.name for p in steps.larger() if p.name not in NOT_TIMED)
+    assert sorted(larger) == sorted(p.name for p in steps.larger())
     assert len(held) == len(set(held)) and len(larger) == len(set(larger))
     for f in [
         *DATA.glob("corpus*.json"),

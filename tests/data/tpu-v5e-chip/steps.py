@@ -189,6 +189,23 @@ def families() -> list[Probe]:  # noqa: C901 - one table of families, read top t
         fn = _block_train(causal) if train else _block(causal)
         add(family, f"{family}_b{b}_s{s}_d{d}_{dt}_{'causal' if causal else 'full'}", fn,
             _normal(b, s, d, dtype=dt), _block_params(d, dt))  # fmt: skip
+    # A cumulative sum's window (libtpu's depthwise emitter) across lengths, widths and dtypes, none past
+    # the fitted family's largest (larger() holds one far beyond).
+    for n, d, dt in [(256, 512, "f32"), (1024, 32, "f32"), (1024, 128, "f32"), (1024, 512, "f32"),
+                     (4096, 32, "f32"), (4096, 128, "f32"), (16384, 128, "f32"), (65536, 32, "f32"),
+                     (2048, 1024, "f32"), (1024, 512, "bf16"), (4096, 512, "bf16"), (16384, 32, "bf16"),
+                     # blocks of 64, 43, 32 and 1 rows of the window's dimension (the ahead-of-time compile
+                     # shows which), and windows along the lanes
+                     (8192, 256, "f32"), (4096, 256, "f32"), (8192, 128, "f32"), (6144, 256, "f32"),
+                     (32768, 64, "f32"), (8192, 256, "bf16"), (16384, 128, "bf16"), (8192, 128, "bf16"),
+                     (8192, 64, "f32"), (32768, 16, "f32")]:  # fmt: skip
+        add("cumsum", f"cumsum_n{n}_d{d}_{dt}", lambda b: jnp.cumsum(b, axis=0), _normal(n, d, dtype=dt))
+    # Experts' weights gathered per token, then applied, across tokens and expert sizes, none past the
+    # fitted family's largest.
+    for e, d, f, t in [(8, 128, 256, 16), (8, 128, 256, 64), (8, 128, 256, 128), (4, 128, 256, 32),
+                       (16, 128, 128, 64), (8, 64, 256, 128), (32, 64, 128, 256)]:  # fmt: skip
+        add("moe_gather", f"moe_e{e}_d{d}_f{f}_t{t}", lambda h, w, r: jnp.einsum("td,tdf->tf", h, w[r]),
+            _normal(t, d, dtype="bf16"), _normal(e, d, f), _ids(t, e, "uniform"))  # fmt: skip
     return out
 
 
@@ -452,6 +469,11 @@ def larger() -> list[Probe]:  # noqa: C901 - one table of families, read top to 
         lambda rng: rng.standard_normal((8, 8, 512, 512), dtype=np.float32))  # fmt: skip
     add("stream", "stream_n16777216_d32", lambda b: b + 1.0, _table(1 << 24, 32, "f32"))
     add("cumsum", "cumsum_n65536_d512", lambda b: jnp.cumsum(b, axis=0), _table(65536, 512, "f32"))
+    for n, d, dt in [(262144, 128, "f32"), (1 << 20, 32, "f32"), (32768, 512, "bf16"), (131072, 256, "f32"),
+                     (524288, 64, "f32"), (65536, 256, "bf16")]:  # fmt: skip
+        add("cumsum", f"cumsum_n{n}_d{d}_{dt}", lambda b: jnp.cumsum(b, axis=0), _normal(n, d, dtype=dt))
+    add("moe_gather", "moe_e8_d128_f256_t2048", lambda h, w, r: jnp.einsum("td,tdf->tf", h, w[r]),
+        _table(2048, 128, "bf16"), _normal(8, 128, 256), _ids(2048, 8, "uniform"))  # fmt: skip
     for causal in (False, True):
         family = "attention_causal" if causal else "attention"
         q = _normal(16, 16, 2048, 64, dtype="bf16")

@@ -113,28 +113,41 @@ def fitted(corpus) -> np.ndarray:
     return FIT.fit(corpus)
 
 
-def test_whole_model_steps_the_fit_never_saw_are_predicted_as_the_chip_times_them(fitted):
+# Whole steps outside 25% of the chip, and why.
+STEPS_BEYOND = {
+    "moe_block_t4096_d768_e16_f1536_bf16.-": "an MoE block of sixteen expert loops at its largest: the "
+    "kernels inside the loops and outside them are each priced a little high (their sizes are past what the "
+    "fit holds of each), and together land just past 25%",
+}
+
+
+@pytest.fixture(scope="module")
+def whole(fitted) -> Any:
+    return FIT.held_out_steps(fitted)
+
+
+def test_whole_model_steps_the_fit_never_saw_are_predicted_as_the_chip_times_them(whole):
     """Small language models with attention (forward and train, f32 and bf16, causal and not), MoE
     blocks, GNN layers and train steps, two-tower train steps: none in the fit. Each gets a figure (the
     compiler's online softmax and TopK are priced), they rank as the chip ranks them, and each is close to
-    the chip's own time."""
-    whole, *families = FIT.held_out_steps(fitted)
+    the chip's own time but those :data:`STEPS_BEYOND` names."""
+    steps, *families = whole
     assert {a.name for a in families} == {"gnn", "lm", "moe_block", "two_tower"}
-    assert len(whole.keys) == 20 and np.isfinite(whole.predicted).all()
-    assert whole.spearman >= 0.95, FIT.report(whole)
-    errors = dict(zip(whole.keys, np.abs(whole.errors), strict=True))
-    assert np.median(list(errors.values())) <= 0.15, FIT.report(whole)
-    outside = {k: round(float(e), 2) for k, e in errors.items() if e > 0.25}
-    assert not outside, FIT.report(whole)
+    assert len(steps.keys) == 22 and np.isfinite(steps.predicted).all()
+    assert steps.spearman >= 0.95, FIT.report(steps)
+    errors = dict(zip(steps.keys, np.abs(steps.errors), strict=True))
+    assert set(STEPS_BEYOND) <= set(errors) and np.median(list(errors.values())) <= 0.15, FIT.report(steps)
+    outside = {k: round(float(e), 2) for k, e in errors.items() if e > 0.25 and k not in STEPS_BEYOND}
+    assert not outside, FIT.report(steps)
 
 
-# Larger programs no fit saw that are outside 25%, and why.
-LARGER_BEYOND = {
-    "cumsum_n65536_d512.-": "a cumulative sum's reduce-window (libtpu's depthwise emitter, a prefix window "
-    "over the minor dimension): it spends per output element and window position what the fitted f32 sum "
-    "as wide spends, but no feature counts window positions: a price per position cannot hold the narrow "
-    "f32 sum with the wide one, nor the bf16 windows the matrix unit runs (see BEYOND)",
-}
+@pytest.mark.parametrize(
+    "key",
+    [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=why)) for k, why in STEPS_BEYOND.items()],
+)
+def test_a_whole_step_past_the_chip_is_named(whole, key):
+    errors = dict(zip(whole[0].keys, np.abs(whole[0].errors), strict=True))
+    assert errors[key] <= 0.25
 
 
 @pytest.fixture(scope="module")
@@ -155,23 +168,13 @@ def test_a_decade_of_chip_times_left_out_is_predicted_from_the_others(corpus):
 
 
 def test_each_family_several_times_larger_than_its_fit_is_predicted_as_the_chip_times_it(big):
-    """Each family again at 2x to 47x its largest fitted program (as the chip's memory allowed), measured
-    after the model was settled and never fitted on: ranked as the chip ranks them, and each within 25% of
-    the chip's time but those :data:`LARGER_BEYOND` names."""
+    """Each family again at 2x to 47x its largest fitted program (as the chip's memory allowed), never
+    fitted on: ranked as the chip ranks them, and each within 25% of the chip's time."""
     errors = dict(zip(big.keys, np.abs(big.errors), strict=True))
-    assert len(errors) >= 26 and set(LARGER_BEYOND) <= set(errors) and np.isfinite(big.predicted).all()
+    assert len(errors) >= 37 and np.isfinite(big.predicted).all()
     assert big.spearman >= 0.95 and np.median(list(errors.values())) <= 0.15, FIT.report(big)
-    outside = {k: round(float(e), 2) for k, e in errors.items() if e > 0.25 and k not in LARGER_BEYOND}
+    outside = {k: round(float(e), 2) for k, e in errors.items() if e > 0.25}
     assert not outside, FIT.report(big)
-
-
-@pytest.mark.parametrize(
-    "key",
-    [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=why)) for k, why in LARGER_BEYOND.items()],
-)
-def test_what_no_feature_carries_to_a_larger_size_is_named(big, key):
-    errors = dict(zip(big.keys, np.abs(big.errors), strict=True))
-    assert errors[key] <= 0.25
 
 
 def test_every_held_out_twin_verdict_is_the_chips(fitted):
@@ -191,35 +194,16 @@ def largest(corpus) -> Any:
     return FIT.largest_left_out(corpus)
 
 
-# The largest programs no feature the HLO states carries to the chip's time, and why.
-BEYOND = {
-    "cumsum_n4096_d512.-": "a cumulative sum's reduce-window, which libtpu writes as a depthwise "
-    "convolution: its f32 programs run at rates per window position far apart, a bf16 one on the matrix unit",
-    "moe_e8_d128_f256_t256.-": "an expert's weights gathered to the chip's own memory: its family's two "
-    "programs write those tiles at rates per byte far apart, with nothing in their HLO to tell them apart",
-}
-
-
 def test_a_family_s_largest_program_is_predicted_from_its_smaller_ones(largest):
     """Each family's largest program (at least 8x its next) left out: the model extrapolates in size, the
     matmuls that become bound by the matrix unit, a sorted search's loop, a sort past the kernel's fast
-    memory, copies read and written in HBM and a table past the chip's memory included. Every one within
-    25% of the chip but those :data:`BEYOND` names."""
+    memory, copies read and written in HBM, a table past the chip's memory, a cumulative sum's window in
+    narrow blocks and an expert gather included. Every one within 25% of the chip."""
     errors = dict(zip(largest.keys, np.abs(largest.errors), strict=True))
-    assert len(errors) >= 29 and set(BEYOND) <= set(errors)
+    assert len(errors) >= 29
     assert largest.spearman >= 0.99 and np.median(list(errors.values())) <= 0.12, FIT.report(largest)
-    outside = {k: round(float(e), 2) for k, e in errors.items() if e > 0.25 and k not in BEYOND}
+    outside = {k: round(float(e), 2) for k, e in errors.items() if e > 0.25}
     assert not outside, FIT.report(largest)
-
-
-@pytest.mark.parametrize(
-    "key", [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=why)) for k, why in BEYOND.items()]
-)
-def test_what_no_feature_extrapolates_is_named(largest, key):
-    """Each program :data:`BEYOND` names is still outside 25% when left out: if a change brings it within,
-    this fails, and the name comes off the list."""
-    errors = dict(zip(largest.keys, np.abs(largest.errors), strict=True))
-    assert errors[key] <= 0.25
 
 
 def test_the_coefficients_file_is_the_fit_of_the_committed_data(corpus, fitted):
@@ -739,3 +723,53 @@ def test_a_parameter_of_a_fusion_two_deep_stands_for_the_kernels_operand():
     source = tpu_model._source(module, main, main.get("kernel"), inner, "ip")
     assert source is not None and source.name == "table" and tpu_model._on_chip(source.shape)
     assert tpu_model._source(module, main, main.get("kernel"), outer, "op") == source
+
+
+def _window_features(text: str) -> dict[str, dict[str, float]]:
+    module = parse_module(text, "t")
+    return {
+        launch.name: {k: v for k, v in launch.features.items() if "window" in k}
+        for launch in tpu_model.launches(module, structure_of(module))
+        if any("window" in k for k in launch.features)
+    }
+
+
+@pytest.mark.parametrize("release", ["", "jax090_"])
+def test_a_window_in_blocks_of_fewer_rows_than_the_matrix_unit_costs_its_elements_and_steps(release):
+    # A cumulative sum down f32[4096,512]: libtpu's depthwise emitter steps through the output in 1x4x2x1x1
+    # steps of 64 window rows by 4 tiles (its window_config), in the pinned release and in jax 0.9.0's.
+    got = _window_features((HLO / f"{release}tpu_v5e_cumsum_blocks.txt").read_text())
+    assert got == {"fusion": {"window_elements": 4096 * 512, "window_steps": 4 * 2 * 4}}
+
+
+def test_a_window_in_blocks_as_tall_as_the_matrix_unit_costs_as_a_fusion():
+    # f32[2048,1024] (chip-timed): blocks of 128 rows, which the chip runs at the rate of other fusions.
+    text = FIT._hlo_texts(FIT.DATA)["cumsum_n2048_d1024_f32.-"]
+    assert "EmitDepthwise" in text and '"output_window_bounds":["128"' in text
+    assert _window_features(text) == {}
+
+
+@pytest.mark.parametrize("release", ["", "jax090_"])
+def test_a_window_along_the_lanes_costs_its_positions_for_each_row_of_tiles(release):
+    # f32[1024,32] summed down its rows: a reduce-window of 128 positions along the lanes of f32[32,8,128]
+    # ({2,1,0}: 32 rows of tiles), and one of 8 positions along a dimension that is not the lanes.
+    got = _window_features((HLO / f"{release}tpu_v5e_cumsum_lanes.txt").read_text())
+    assert got == {"reduce-window": {"lane_window_steps": 128 * 32}}
+
+
+@pytest.mark.parametrize(
+    ("found", "put"),
+    [
+        ('"iteration_bounds":["1","4","2","1","1"]', '"iteration_bounds":["1","four"]'),
+        ('"output_window_bounds":["64","4","1"]', '"output_window_bounds":[]'),
+        ('"window_config":{', '"window_configs":{'),
+    ],
+)
+def test_a_window_whose_blocks_it_cannot_read_has_no_price(found, put):
+    text = (HLO / "tpu_v5e_cumsum_blocks.txt").read_text()
+    assert found in text
+    module = parse_module(text.replace(found, put), "t")
+    said = tpu_model.predicted_seconds(module, structure_of(module), "tpu-v5e")
+    assert isinstance(said, str), said
+    assert said.startswith("window kernel fusion (EmitDepthwiseAllBatchInLanes): window_config "), said
+    assert said.endswith("not understood, so its steps cannot be counted") and "\n" not in said
