@@ -687,38 +687,46 @@ def _launch(
     return Launch(instr.name, kind, features, count, looped, position)
 
 
-# The emitter libtpu writes a window (a reduce-window, such as a cumulative sum) with as a depthwise
-# convolution, and the rows of the window's dimension one block of its output spans when it fills the
-# matrix unit.
+# The emitter with which libtpu writes a window (a reduce-window, such as a cumulative sum) as a depthwise
+# convolution.
 _DEPTHWISE = "EmitDepthwise"
 _WINDOW_BOUNDS = ("iteration_bounds", "output_window_bounds")
 
 
 def _window_features(module: HloModule, comp: Computation, instr: Instruction) -> dict[str, float]:
-    """What a window costs beyond a fusion's bytes, where the chip measured it apart (none elsewhere):
+    """What a window costs beyond a fusion's bytes, where the chip's times set it apart (none elsewhere):
 
     - A kernel of the depthwise emitter (its ``convolution_algorithm_config``) steps through its output in
       blocks (its ``window_config``: ``iteration_bounds`` steps, each an ``output_window_bounds`` block,
-      the window's dimension first). With blocks of 128 rows of that dimension it costs as other fusions
-      do; with fewer, a price per output element and per step of each block's tiles (``window_elements``,
-      ``window_steps``). Bounds that are not lists of integers: no figure, with the reason.
-    - A reduce-window along the minor-most dimension (the lanes) walks its window position by position
-      through each row of tiles in turn, the tiles of the second-minor dimension side by side:
-      ``lane_window_steps``, the window's size there times the extent of the dimensions major to those
-      two."""
+      the window's dimension first). In blocks as tall as the matrix unit is wide it costs as other fusions
+      do; in shorter blocks, a price per output element and per step of each block's tiles
+      (``window_elements``, ``window_steps``). Bounds that are not lists of integers: no figure, one line.
+    - A reduce-window along the minor-most dimension (the lanes) costs per window position and row of
+      tiles, however many tiles of the second-minor dimension a row holds (``lane_window_steps``: the
+      window's size there times the extent of the dimensions major to those two)."""
     config = instr.backend_config_json or {}
     emitter = (config.get("convolution_algorithm_config") or {}).get("emitter", "")
     if isinstance(emitter, str) and emitter.startswith(_DEPTHWISE):
         return _depthwise_features(instr, emitter, config.get("window_config"))
     steps = 0
     for _, rw in _inside(module, comp, instr, "reduce-window"):
-        (shape, *_) = _arrays(rw.shape)
-        order = [int(p) for p in re.findall(r"\d+", (shape.layout or "").split(":", 1)[0])]
-        sizes = [dim[0] for dim in _window(rw.attrs.get("window", "{}")).get("size", [])]
-        if sorted(order) != list(range(len(shape.dims))) or len(sizes) != len(shape.dims):
-            raise _NoFigure(f"reduce-window {rw.name}: layout {shape.layout} or window not understood")
+        shapes = _arrays(rw.shape)
+        raw = rw.attrs.get("window", "{}")
+        try:
+            sizes = [dim[0] for dim in _window(raw).get("size", [])]
+        except (ValueError, IndexError):
+            sizes = []
+        order = (
+            [int(p) for p in re.findall(r"\d+", (shapes[0].layout or "").split(":", 1)[0])] if shapes else []
+        )
+        dims = shapes[0].dims if shapes else ()
+        if not shapes or sorted(order) != list(range(len(dims))) or len(sizes) != len(dims):
+            raise _NoFigure(
+                f"reduce-window {rw.name}: {rw.shape} with window {raw} not understood, so its window "
+                "positions cannot be counted"
+            )
         if len(order) >= 2 and sizes[order[0]] > 1:
-            steps += sizes[order[0]] * math.prod(shape.dims[d] for d in order[2:])
+            steps += sizes[order[0]] * math.prod(dims[d] for d in order[2:])
     return {"lane_window_steps": float(steps)} if steps else {}
 
 

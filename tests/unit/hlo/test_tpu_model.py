@@ -773,3 +773,20 @@ def test_a_window_whose_blocks_it_cannot_read_has_no_price(found, put):
     assert isinstance(said, str), said
     assert said.startswith("window kernel fusion (EmitDepthwiseAllBatchInLanes): window_config "), said
     assert said.endswith("not understood, so its steps cannot be counted") and "\n" not in said
+
+
+@pytest.mark.parametrize(
+    ("found", "put"),
+    [
+        ("window={size=1x1x128 pad=0_0x0_0x127_0}", "window={size=1x1xmany}"),
+        ("{2,1,0:T(8,128)S(1)}", "{2,1:T(8,128)}"),
+    ],
+)
+def test_a_reduce_window_it_cannot_read_has_no_price(found, put):
+    text = (HLO / "tpu_v5e_cumsum_lanes.txt").read_text()
+    line = next(x for x in text.splitlines() if "%reduce-window = " in x)
+    assert found in line
+    module = parse_module(text.replace(line, line.replace(found, put)), "t")
+    said = tpu_model.predicted_seconds(module, structure_of(module), "tpu-v5e")
+    assert isinstance(said, str) and said.startswith("reduce-window reduce-window: f32[32,8,128]"), said
+    assert said.endswith("not understood, so its window positions cannot be counted") and "\n" not in said
