@@ -17,7 +17,7 @@ What is written depends on the installed jax:
 * jax 0.9.1 and 0.9.2: only the CPU segment sum, as ``jax091_cpu_*.txt`` / ``jax092_cpu_*.txt``: its scatter
   writes each window contiguously on one side and strided on the other.
 * older jax (0.4.30): the CPU embedding programs as ``jax0430_cpu_*.txt``.
-* jax 0.9.0 with libtpu: only the TPU cumulative sums, as ``jax090_tpu_v5e_cumsum_*.txt``.
+* jax 0.9.0 with libtpu: only ``jnp.take`` and the cumulative sums for TPU, as ``jax090_tpu_v5e_*.txt``.
 
 With libtpu, two cumulative sums for v5e as ``tpu_v5e_cumsum_*.txt``: f32[4096,512] down its rows (a
 window the depthwise emitter writes in blocks of fewer than 128 rows) and f32[1024,32] (a window along
@@ -48,8 +48,9 @@ V, D, N = 8192, 32, 16384
 ROWS, ROW_LENGTH, SEGMENTS = 1024, 4096, 2048
 # The releases on either side of the segment sum's change of scatter window; they record only that program.
 SEGMENT_SUM_RELEASES = ("0.9.1", "0.9.2")
-# A release before the pin whose TPU compiler writes the cumulative sums: it records only them.
-CUMSUM_RELEASES = ("0.9.0",)
+# A release before the pin whose TPU compiler writes take's select and the cumulative sums: it records
+# only those.
+TPU_RELEASES = ("0.9.0",)
 CUMSUMS = {"tpu_v5e_cumsum_blocks": (4096, 512), "tpu_v5e_cumsum_lanes": (1024, 32)}
 
 
@@ -209,7 +210,12 @@ def main(argv: list[str]) -> int:
     if jax.__version__ in SEGMENT_SUM_RELEASES:
         record_cpu_segment_sum(opts.out, prefix=_release_prefix())
         return 0
-    if jax.__version__ in CUMSUM_RELEASES:
+    if jax.__version__ in TPU_RELEASES:
+        w, x, _ = _args(_v5e())
+        _write(
+            opts.out / f"{_release_prefix()}tpu_v5e_fwd_take.txt",
+            jax.jit(fwd_take).lower(w, x).compile().as_text(),
+        )
         record_tpu_cumsums(opts.out, prefix=_release_prefix())
         return 0
     record_cpu(opts.out, prefix="")

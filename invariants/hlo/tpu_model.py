@@ -46,7 +46,8 @@ FEATURES: dict[str, tuple[str, ...]] = {
     "topk": words("launch elements selected"),
     "sort": words("launch elements steps"),
     "fusion": words(
-        "launch bytes hbm_bytes hbm_arrays vector_ops cycles window_elements window_steps lane_window_steps"
+        "launch bytes hbm_bytes hbm_arrays vector_ops cycles window_elements window_steps lane_window_steps "
+        "lanes_to_rows"
     ),
     "small": ("launch",),
     "loop": words("trip launches bytes hbm_arrays"),
@@ -684,6 +685,7 @@ def _launch(
             features["vector_ops"] = float(_vector_ops(module, instr))
             features["hbm_arrays"] = float(_hbm_arrays(module, comp, instr))
             features |= _window_features(module, comp, instr)
+            features["lanes_to_rows"] = float(_lanes_to_rows(module, comp, instr))
     return Launch(instr.name, kind, features, count, looped, position)
 
 
@@ -728,6 +730,31 @@ def _window_features(module: HloModule, comp: Computation, instr: Instruction) -
         if len(order) >= 2 and sizes[order[0]] > 1:
             steps += sizes[order[0]] * math.prod(dims[d] for d in order[2:])
     return {"lane_window_steps": float(steps)} if steps else {}
+
+
+def _layout_order(shape: Shape) -> list[int]:
+    """``shape``'s dimensions minor to major ([] where its layout does not name each once)."""
+    order = [int(p) for p in re.findall(r"\d+", (shape.layout or "").split(":", 1)[0])]
+    return order if sorted(order) == list(range(len(shape.dims))) else []
+
+
+def _lanes_to_rows(module: HloModule, comp: Computation, instr: Instruction) -> int:
+    """Elements of the broadcasts a kernel runs that carry their operand's lanes (its minor-most dimension)
+    to another dimension than the result's lanes, a mask of one flag per row spread along its rows, say:
+    each element crosses from the lanes to the rows of a tile."""
+    moved = 0
+    for c, b in _inside(module, comp, instr, "broadcast"):
+        operand = c.get(b.operands[0]) if b.operands else None
+        if operand is None or not operand.shape.dims or len(b.shape.dims) < 2:
+            continue
+        src, out, dims = (
+            _layout_order(operand.shape),
+            _layout_order(b.shape),
+            _ints(b.attrs.get("dimensions")),
+        )
+        if src and out and len(dims) == len(operand.shape.dims) and dims[src[0]] != out[0]:
+            moved += math.prod(operand.shape.dims)
+    return moved
 
 
 def _depthwise_features(instr: Instruction, emitter: str, window: object) -> dict[str, float]:
