@@ -140,8 +140,11 @@ def _v5e() -> Any:
     return NamedSharding(topologies.make_mesh(topo, (1,), ("x",)), P())
 
 
-def record_tpu_cumsums(out: pathlib.Path, prefix: str) -> None:
+def record_tpu_across_releases(out: pathlib.Path, prefix: str) -> None:
+    """The TPU programs recorded for the pin and for TPU_RELEASES alike: take and the cumulative sums."""
     rep = _v5e()
+    w, x, _ = _args(rep)
+    _write(out / f"{prefix}tpu_v5e_fwd_take.txt", jax.jit(fwd_take).lower(w, x).compile().as_text())
     for name, shape in CUMSUMS.items():
         args = jax.ShapeDtypeStruct(shape, jnp.float32, sharding=rep)
         text = jax.jit(lambda b: jnp.cumsum(b, axis=0)).lower(args).compile().as_text()
@@ -156,7 +159,6 @@ def record_tpu(out: pathlib.Path) -> None:
     rep = _v5e()
     w, x, ct = _args(rep)
     programs: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
-        "tpu_v5e_fwd_take": (fwd_take, (w, x)),
         "tpu_v5e_bwd_vmap_index": (backward(fwd_vmap_index), (w, x, ct)),
         "tpu_v5e_vmap_segment_sum": (vmap_segment_sum, _segment_sum_args(rep)),
     }
@@ -211,18 +213,13 @@ def main(argv: list[str]) -> int:
         record_cpu_segment_sum(opts.out, prefix=_release_prefix())
         return 0
     if jax.__version__ in TPU_RELEASES:
-        w, x, _ = _args(_v5e())
-        _write(
-            opts.out / f"{_release_prefix()}tpu_v5e_fwd_take.txt",
-            jax.jit(fwd_take).lower(w, x).compile().as_text(),
-        )
-        record_tpu_cumsums(opts.out, prefix=_release_prefix())
+        record_tpu_across_releases(opts.out, prefix=_release_prefix())
         return 0
     record_cpu(opts.out, prefix="")
     record_cpu_segment_sum(opts.out, prefix="")
     if not opts.no_tpu:
         record_tpu(opts.out)
-        record_tpu_cumsums(opts.out, prefix="")
+        record_tpu_across_releases(opts.out, prefix="")
     if not opts.no_gpu:
         record_gpu(opts.out)
     return 0

@@ -712,17 +712,14 @@ def _window_features(module: HloModule, comp: Computation, instr: Instruction) -
         return _depthwise_features(instr, emitter, config.get("window_config"))
     steps = 0
     for _, rw in _inside(module, comp, instr, "reduce-window"):
-        shapes = _arrays(rw.shape)
-        raw = rw.attrs.get("window", "{}")
+        shapes, raw = _arrays(rw.shape), rw.attrs.get("window", "{}")
         try:
             sizes = [dim[0] for dim in _window(raw).get("size", [])]
         except (ValueError, IndexError):
             sizes = []
-        order = (
-            [int(p) for p in re.findall(r"\d+", (shapes[0].layout or "").split(":", 1)[0])] if shapes else []
-        )
         dims = shapes[0].dims if shapes else ()
-        if not shapes or sorted(order) != list(range(len(dims))) or len(sizes) != len(dims):
+        order = _layout_order(shapes[0]) if shapes else []
+        if not shapes or len(order) != len(dims) or len(sizes) != len(dims):
             raise _NoFigure(
                 f"reduce-window {rw.name}: {rw.shape} with window {raw} not understood, so its window "
                 "positions cannot be counted"
